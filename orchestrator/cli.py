@@ -72,6 +72,25 @@ def _judge_overrides(resolved, *, no_cache: bool, max_cost: float | None, max_to
     return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
 
 
+def _target_overrides(resolved, *, no_target: bool, no_cache: bool):  # type: ignore[no-untyped-def]
+    """--no-target drops the suite's targets (re-score a run's answers.jsonl); --no-cache skips their cache."""
+    from .suite import load_suite
+
+    if no_target:
+        return load_suite(resolved.suite.model_copy(update={"target": None, "targets": []}))
+    if not no_cache or not resolved.targets:
+        return resolved
+    suite = resolved.suite
+    update = (
+        {"target": suite.target.model_copy(update={"cache": False})}
+        if suite.target is not None
+        else {"targets": [t.model_copy(update={"cache": False}) for t in suite.targets]}
+    )
+    judged = [m for m, _ in resolved.metrics if m.queue.value == "judge"]
+    resolved = load_suite(suite.model_copy(update=update))
+    return _judge_overrides(resolved, no_cache=True, max_cost=None, max_tokens=None) if judged else resolved
+
+
 def _parse_chunks(values: list[str] | None) -> dict[str, int]:
     chunks: dict[str, int] = {}
     for value in values or []:
@@ -126,7 +145,10 @@ def run_cmd(
         Optional[Path],  # noqa: UP045
         typer.Option("--resume", help="Finish the run whose reports go to this DIR (its run.json names it)"),
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge: ignore cached replies")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge and targets: ignore cached replies")] = False,
+    no_target: Annotated[
+        bool, typer.Option("--no-target", help="Score the rows as given; do not ask the suite's targets")
+    ] = False,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Judge: stop new calls at this cost")] = None,  # noqa: UP045
     max_tokens: Annotated[
         int | None, typer.Option("--max-tokens", help="Judge: stop new calls at these tokens")
@@ -177,7 +199,10 @@ def run_cmd(
     if chunks:
         merged = {**resolved.suite.chunk_size, **chunks}
         resolved = load_suite(resolved.suite.model_copy(update={"chunk_size": merged}))
-    resolved = _judge_overrides(resolved, no_cache=no_cache, max_cost=max_cost, max_tokens=max_tokens)
+    resolved = _target_overrides(resolved, no_target=no_target, no_cache=no_cache)
+    resolved = _judge_overrides(
+        resolved, no_cache=no_cache and not resolved.targets, max_cost=max_cost, max_tokens=max_tokens
+    )
     gates = GatePlan.build(
         resolved.suite.gates, resolved.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
         tolerance=tolerance, junit=junit,

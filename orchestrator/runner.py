@@ -23,14 +23,14 @@ import redis
 
 from ragscore_workers.app import CONTROL_QUEUE, configure
 from ragscore_workers.errors import BrokerError, DatasetError, StoreError
+from ragscore_workers.planning import DEFAULT_SHARD_ROWS, Shard, plan_shard, plan_target_shard, shards, target_keys
 from ragscore_workers.schemas import Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import RunState, RunStore, redact_url, redis_client
-from ragscore_workers.tasks import aggregate
+from ragscore_workers.tasks import aggregate, score_shard
 
 from .datasets import RowError, iter_rows, scan_dataset
 from .embedded_redis import EmbeddedRedis
-from .planner import DEFAULT_SHARD_ROWS, plan_shard, shards
 from .progress import ProgressView, QuietProgress
 from .reports import write_outputs
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite
@@ -117,9 +117,10 @@ def submit(
     fmt_options = {
         k: str(Path(v).resolve()) if isinstance(v, Path) else v for k, v in (fmt_options or {}).items() if v is not None
     }
-    needed: set[str] = set()
+    needed: set[str] = {"target"} if resolved.targets else set()
     scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=lambda row: needed.update(resolved.row_queues(row)))
     queues = [q for q in QUEUE_ORDER if q in needed]
+    items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
     store.create_run(
         run_id,
         {
@@ -128,7 +129,7 @@ def submit(
             "dataset": str(dataset.resolve()),
             "format": fmt or "",
             "format_options": json.dumps(fmt_options),
-            "items": scan.rows,
+            "items": items,
             "failed_rows": scan.failed,
             "queues": json.dumps(queues),
             "submitted_at": started,
@@ -142,8 +143,8 @@ def submit(
     valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
     n_tasks = n_shards = 0
     for index, rows in enumerate(shards(valid, shard_rows)):
-        shard = plan_shard(run_id, index, rows, resolved)
-        assert shard is not None  # every valid row needs at least one scoring metric
+        shard: Shard | None = (plan_target_shard if resolved.targets else plan_shard)(run_id, index, rows, resolved)
+        assert shard is not None  # every valid row needs at least one scoring metric (or target call)
         store.add_ids(run_id, index, shard.keys, shard.units)
         shard.signature.apply_async()
         n_tasks += shard.tasks
@@ -152,7 +153,7 @@ def submit(
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
         aggregate.delay(run_id)
-    return Submitted(run_id=run_id, items=scan.rows, failed_rows=scan.failed, tasks=n_tasks, shards=n_shards)
+    return Submitted(run_id=run_id, items=items, failed_rows=scan.failed, tasks=n_tasks, shards=n_shards)
 
 
 def resume(
@@ -182,12 +183,19 @@ def resume(
     all_outputs = [o for outs in metric_outputs.values() for o in outs]
     valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
     n_tasks = n_shards = items = 0
+    if resolved.targets:
+        reset_target_breakers(store, run_id, resolved)
     for index, rows in enumerate(shards(valid, stored_shard_rows)):
-        keys = [r.key for r in rows]
+        keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
         if keys != store.shard_keys(run_id, index):
             raise DatasetError(
                 f"Run {run_id}: {dataset} changed since it was submitted (shard {index}); start a new run"
             )
+        n_shards += 1
+        items += len(keys)
+        if resolved.targets:
+            n_tasks += _resume_target_shard(store, run_id, index, rows, keys, resolved, generation)
+            continue
         missing = store.incomplete(run_id, keys, all_outputs)
         todo = {
             k: {m for m, outs in metric_outputs.items() if outs_missing & set(outs)}
@@ -199,8 +207,6 @@ def resume(
         else:
             shard.signature.apply_async()
             n_tasks += shard.tasks
-        n_shards += 1
-        items += len(rows)
     if n_shards != store.n_shards(run_id):
         raise DatasetError(f"Run {run_id}: {dataset} has a different number of rows than when it was submitted")
     store.set_meta(run_id, state=RunState.RUNNING)
@@ -209,6 +215,26 @@ def resume(
     return Submitted(
         run_id=run_id, items=items, failed_rows=int(meta.get("failed_rows", 0)), tasks=n_tasks, shards=n_shards
     )
+
+
+def reset_target_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:
+    """A resume asks again: close each target's circuit breaker (its counters are kept)."""
+    for target in resolved.targets:
+        store.r.hdel(store.key(run_id, f"target:{target.system or 'target'}"), "breaker", "consecutive_failures")
+
+
+def _resume_target_shard(
+    store: RunStore, run_id: str, index: int, rows: list[Row], keys: list[str], resolved: ResolvedSuite, generation: int
+) -> int:
+    """Ask again what has no answer (or a failed one); the shard's score_shard then scores what is missing."""
+    answers = store.answers(run_id, index, keys)
+    missing = {k for k in keys if "error" in answers.get(k, {"error": ""})}
+    shard = plan_target_shard(run_id, index, rows, resolved, missing=missing, generation=generation)
+    if shard is None:
+        score_shard.delay(run_id, index, generation)
+        return 1
+    shard.signature.apply_async()
+    return shard.tasks
 
 
 def _broker_idle(store: RunStore, run_id: str) -> bool:

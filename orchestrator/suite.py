@@ -3,50 +3,18 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.metrics.registry import MetricDef, resolve
-from ragscore_workers.schemas import Row, Suite
+from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
+from ragscore_workers.schemas import Suite
+from ragscore_workers.target.jsonpath import parse_path
 
 __all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite"]
-
-#: Scoring queues in the order runs list them.
-QUEUE_ORDER = ("cpu", "embed", "judge", "code")
-
-
-@dataclass(frozen=True)
-class ResolvedSuite:
-    """A suite whose metrics exist and whose params are valid."""
-
-    suite: Suite
-    metrics: list[tuple[MetricDef, BaseModel]]
-
-    @property
-    def scoring(self) -> list[tuple[MetricDef, BaseModel]]:
-        """The metrics that run on workers (not derived)."""
-        return [(m, p) for m, p in self.metrics if m.kind != "derived"]
-
-    @property
-    def queues(self) -> list[str]:
-        """Scoring queues this suite's metrics may need, in a stable order (routed metrics: all theirs)."""
-        used = {q.value for m, _ in self.scoring for q in m.possible_queues}
-        return [q for q in QUEUE_ORDER if q in used]
-
-    def row_queues(self, row: Row) -> dict[str, list[str]]:
-        """Queue -> names of the metrics that score this row there."""
-        out: dict[str, list[str]] = {}
-        for m, p in self.scoring:
-            out.setdefault(m.queue_for(row, p).value, []).append(m.name)
-        return out
-
-    def outputs(self, queue: str | None = None) -> list[str]:
-        return [o for m, p in self.metrics if queue is None or m.queue.value == queue for o in m.outputs(p)]
 
 
 def _read(path: Path) -> Any:
@@ -72,9 +40,21 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'suite'}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"Invalid suite: {problems}") from exc
-    resolved = ResolvedSuite(suite=suite, metrics=resolve(suite))
+    resolved = resolve_suite(suite)
+    _check_targets(suite)
     if suite.gates:
         from .gates import check_gate_names
 
         check_gate_names(suite.gates, resolved.outputs())
     return resolved
+
+
+def _check_targets(suite: Suite) -> None:
+    """Every response path of every target parses (a typo fails before anything is sent)."""
+    for target in suite.all_targets:
+        for field, path in target.response.model_dump().items():
+            if path is not None:
+                try:
+                    parse_path(path)
+                except ValueError as exc:
+                    raise ConfigError(f"Invalid suite: target {target.system or ''} response.{field}: {exc}") from exc

@@ -39,12 +39,13 @@ _CPUS = os.cpu_count() or 1
 
 #: Per-queue pool defaults. cpu/code: a process per core. embed: one process holding one model (prefork
 #: with one child: the model loads lazily in the child, so CUDA is never initialised before a fork).
-#: judge: many threads, since a judge call waits on the network.
+#: judge and target: many threads, since their calls wait on the network.
 POOL_DEFAULTS: dict[str, PoolSpec] = {
     "cpu": PoolSpec("prefork", _CPUS, prefetch=4),
     "embed": PoolSpec("prefork", 1),
     "judge": PoolSpec("threads", 32),
     "code": PoolSpec("prefork", _CPUS),
+    "target": PoolSpec("threads", 16),
 }
 
 

@@ -31,6 +31,7 @@ QUEUE_LIMITS: dict[str, tuple[int, int]] = {
     Queue.EMBED.value: (780, 840),
     Queue.JUDGE.value: (780, 840),
     Queue.CODE.value: (780, 840),
+    Queue.TARGET.value: (780, 840),
     CONTROL_QUEUE: (780, 840),
 }
 #: Celery task results expire after this; above the longest run we expect (7 days).
@@ -59,10 +60,11 @@ def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object
         "task_default_queue": CONTROL_QUEUE,
         "task_queues": [
             KombuQueue(name, Exchange(name, type="direct"), routing_key=name)
-            for name in [*(q.value for q in SCORING_QUEUES), CONTROL_QUEUE]
+            for name in [*(q.value for q in SCORING_QUEUES), Queue.TARGET.value, CONTROL_QUEUE]
         ],
         "task_routes": {f"ragscore.score.{q.value}": {"queue": q.value} for q in SCORING_QUEUES}
-        | {"ragscore.finish_shard": {"queue": CONTROL_QUEUE}, "ragscore.aggregate": {"queue": CONTROL_QUEUE}},
+        | {"ragscore.target": {"queue": Queue.TARGET.value}}
+        | {f"ragscore.{name}": {"queue": CONTROL_QUEUE} for name in ("finish_shard", "score_shard", "aggregate")},
         "task_default_exchange": CONTROL_QUEUE,
         "task_default_routing_key": CONTROL_QUEUE,
         "broker_transport_options": transport,

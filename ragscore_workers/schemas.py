@@ -25,6 +25,8 @@ __all__ = [
     "RunSummary",
     "SandboxConfig",
     "Suite",
+    "TargetConfig",
+    "TargetResponseMap",
 ]
 
 
@@ -181,6 +183,67 @@ class SandboxConfig(BaseModel):
     memory_mb: int = Field(default=256, gt=0)
 
 
+#: Row fields a target's reply may fill.
+TARGET_FIELDS = ("answer", "contexts", "citations", "retrieved_doc_ids", "evidence_sentences")
+
+
+class TargetResponseMap(BaseModel):
+    """Where each row field is found in the target's JSON reply: a path such as ``data.answer``,
+    ``contexts[*].text`` or ``hits[0].id`` (``[*]`` maps over a list). None: the field is not filled."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str | None = "answer"
+    contexts: str | None = "contexts"
+    citations: str | None = None
+    retrieved_doc_ids: str | None = None
+    evidence_sentences: str | None = None
+
+
+class TargetConfig(BaseModel):
+    """The system under test: an HTTP endpoint (``url``) or a Python function (``callable``,
+    ``module:function``) asked every question before scoring. Secrets come from the environment only
+    (``auth_env`` names the variable holding the token)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The name its items carry (``system``); required when a suite has several targets.
+    system: str | None = None
+    url: str | None = None
+    callable: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    method: Literal["POST", "GET"] = "POST"
+    #: JSON body (GET: query parameters). ``"{field}"`` alone keeps the row value's type; inside a longer
+    #: string it is formatted in. Fields: any row field (``id``, ``question``, ``metadata.lang`` ...).
+    request: dict[str, Any] = Field(default_factory=lambda: {"question": "{question}"})
+    headers: dict[str, str] = Field(default_factory=dict)
+    auth_env: str | None = None
+    auth_header: str = "Authorization"
+    auth_scheme: str = "Bearer"
+    response: TargetResponseMap = Field(default_factory=TargetResponseMap)
+    #: Requests per minute, shared by every target worker of the cluster (None: no limit).
+    rpm: int | None = Field(default=None, gt=0)
+    #: Calls in flight per target task.
+    concurrency: int = Field(default=8, gt=0, le=256)
+    timeout_s: float = Field(default=60.0, gt=0)
+    #: Tries per question (the first included) for 5xx, timeouts and connection errors.
+    attempts: int = Field(default=3, ge=1, le=20)
+    #: Consecutive failed questions that stop calling this target for the run (the circuit breaker).
+    breaker_failures: int = Field(default=10, ge=1)
+    #: Reuse replies cached in Redis for the same request (a re-run pays for no call twice).
+    cache: bool = True
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TargetConfig:
+        if (self.url is None) == (self.callable is None):
+            raise ValueError("a target needs exactly one of 'url' or 'callable'")
+        return self
+
+    @property
+    def identity(self) -> str:
+        """What a cached reply depends on: the endpoint or function and the method."""
+        return f"{self.method} {self.url}" if self.url else f"callable {self.callable}"
+
+
 #: ``METRIC=VALUE`` or ``METRIC:ci_low=VALUE`` (``METRIC:mean=VALUE`` spells the default out).
 _GATE_TEXT = re.compile(r"^\s*([\w.\-]+)\s*(?::\s*(\w+)\s*)?=\s*(\S+)\s*$")
 
@@ -231,6 +294,27 @@ class Suite(BaseModel):
     chunk_size: dict[str, int] = Field(default_factory=dict)
     #: CI gates checked when the run ends (``ragscore run`` exits 3 when one fails); see :class:`GateSpec`.
     gates: list[GateSpec] = Field(default_factory=list)
+    #: The system under test, asked every question before scoring (see :class:`TargetConfig`) ...
+    target: TargetConfig | None = None
+    #: ... or several, each with its ``system`` name: every question is asked of every one.
+    targets: list[TargetConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _targets(self) -> Suite:
+        if self.target is not None and self.targets:
+            raise ValueError("give either 'target' or 'targets', not both")
+        if self.targets:
+            names = [t.system for t in self.targets]
+            if any(not n for n in names):
+                raise ValueError("every entry of 'targets' needs a 'system' name")
+            if len(set(names)) != len(names):
+                raise ValueError(f"target system names must be unique, got {names}")
+        return self
+
+    @property
+    def all_targets(self) -> list[TargetConfig]:
+        """The targets asked before scoring, in order (empty: rows are scored as given)."""
+        return [self.target] if self.target is not None else list(self.targets)
 
     @field_validator("chunk_size")
     @classmethod
@@ -315,6 +399,8 @@ class RunSummary(BaseModel):
     judge: dict[str, Any] = Field(default_factory=lambda: dict.fromkeys(JUDGE_COUNTERS, 0))
     #: Embedding work: texts encoded, cache hits, batched encode calls, worker processes and model loads.
     embedding: dict[str, Any] = Field(default_factory=dict)
+    #: Target stage, per system: calls, cache hits, retries, 429s, failures, and ``breaker`` when it opened.
+    target: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: compare_answers, where several systems answered one question: wins per system by ``checks`` score
     #: (``{"metric", "questions", "ties", "by_system": {...}}``, see ``aggregate.Wins``); empty otherwise.
     wins: dict[str, Any] = Field(default_factory=dict)

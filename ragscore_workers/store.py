@@ -12,6 +12,7 @@ Keys (all under ``ragscore:run:{run_id}:``; every one expires ``run_ttl_s`` afte
 ``failed_rows``    list    rows that could not be read (capped at ``MAX_FAILED_ROWS_STORED``)
 ``attempts:{task}`` string deliveries of one scoring task (a crash-looping chunk switches to careful mode)
 ``suspect:{task}`` string  the item a careful-mode task is scoring (the culprit if its process dies)
+``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
 =================  ======  ==========================================================================
 
 No value grows with the dataset beyond one shard's id list. Writes are idempotent: re-running a task
@@ -96,6 +97,22 @@ return done
 """
 
 
+# KEYS[1] = answers hash, KEYS[2] = progress; ARGV[1] = ttl, then key, value pairs. A new answer counts
+# one unit of the target stage; a failed answer replaced by a good one counts nothing new.
+_ANSWERS_LUA = """
+local new = 0
+for i = 2, #ARGV, 2 do
+  new = new + redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+if new ~= 0 then
+  redis.call('HINCRBY', KEYS[2], 'done', new)
+  redis.call('HINCRBY', KEYS[2], 'done:target', new)
+end
+return new
+"""
+
+
 def redact_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (for messages and logs)."""
     from urllib.parse import urlsplit, urlunsplit
@@ -152,6 +169,7 @@ class RunStore:
         self.r = client
         self.ttl_s = ttl_s
         self._write = client.register_script(_WRITE_LUA)
+        self._answers = client.register_script(_ANSWERS_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -233,6 +251,32 @@ class RunStore:
         if not count:
             return 0
         return int(self._write(keys=[self.key(run_id, "progress")], args=args))
+
+    # ---------------------------------------------------------------- target answers
+    def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]]) -> int:
+        """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new."""
+        if not answers:
+            return 0
+        args: list[Any] = [self.ttl_s]
+        for key, answer in answers.items():
+            args += [key, json.dumps(answer, ensure_ascii=False)]
+        keys = [self.key(run_id, f"answers:{shard}"), self.key(run_id, "progress")]
+        return int(self._answers(keys=keys, args=args))
+
+    def answers(self, run_id: str, shard: int, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored answers of ``keys`` (keys without one are left out)."""
+        if not keys:
+            return {}
+        values = self.r.hmget(self.key(run_id, f"answers:{shard}"), keys)
+        return {k: json.loads(v) for k, v in zip(keys, values, strict=True) if v is not None}
+
+    def iter_answers(self, run_id: str, batch: int = 500) -> Iterator[dict[str, Any]]:
+        """Every stored answer of the run, in input order (the answered rows ``answers.jsonl`` holds)."""
+        for shard in range(self.n_shards(run_id)):
+            keys = self.shard_keys(run_id, shard)
+            for start in range(0, len(keys), batch):
+                chunk = keys[start : start + batch]
+                yield from self.answers(run_id, shard, chunk).values()
 
     def item_fields(self, run_id: str, keys: list[str]) -> list[dict[str, str]]:
         """Raw stored fields of several items (one pipelined round trip)."""

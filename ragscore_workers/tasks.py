@@ -18,12 +18,13 @@ from .aggregate import Aggregator
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .errors import ConfigError
 from .metrics.registry import MetricDef, RunContext, get_metric, resolve
+from .planning import plan_shard, resolve_suite
 from .schemas import JUDGE_COUNTERS, MetricResult, Queue, Row, Suite
 from .scoring import derive, score_rows
 from .settings import get_settings
 from .store import RunState, RunStore, redis_client
 
-__all__ = ["aggregate", "finish_shard", "score_task"]
+__all__ = ["aggregate", "ask_target", "finish_shard", "score_shard", "score_task"]
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,43 @@ def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
 score_task = {q.value: _make_score_task(q.value) for q in SCORING_QUEUES}
 
 
+@app.task(name="ragscore.target", soft_time_limit=QUEUE_LIMITS["target"][0], time_limit=QUEUE_LIMITS["target"][1])
+def ask_target(run_id: str, suite_json: str, shard: int, target_index: int, rows: list[dict]) -> dict:
+    """Ask one target a chunk of questions and store the answers (the first stage of a target run)."""
+    from .target.stage import answer_chunk
+
+    store = get_store()
+    if store.state(run_id) == RunState.CANCELLED:
+        return {"asked": 0, "new": 0, "skipped": "run cancelled"}
+    suite, _ = _resolve(suite_json, ())
+    return answer_chunk(store, run_id, shard, suite.all_targets[target_index], rows)
+
+
+@app.task(name="ragscore.score_shard")
+def score_shard(run_id: str, shard: int, generation: int = 0) -> None:
+    """Callback of a shard's target chord: score what was answered (only what is still missing), record
+    the items the target could not answer as errors, and start the shard's scoring chord."""
+    from .target.stage import scoring_rows
+
+    store = get_store()
+    resolved = resolve_suite(Suite.model_validate_json(store.meta(run_id)["suite"]))
+    metric_outputs = resolved.scoring_outputs()
+    keys = store.shard_keys(run_id, shard)
+    todo_outputs = store.incomplete(run_id, keys, [o for outs in metric_outputs.values() for o in outs])
+    rows, failed = scoring_rows(store.answers(run_id, shard, list(todo_outputs)), list(todo_outputs))
+    for row, why in failed:
+        error = MetricResult.failed(why)
+        for queue, names in resolved.row_queues(row).items():
+            results = {o: error for n in names for o in metric_outputs[n] if o in todo_outputs[row.key]}
+            store.write_results(run_id, queue, [(row.key, _item_meta(row), results)])
+    todo = {k: {m for m, outs in metric_outputs.items() if missing & set(outs)} for k, missing in todo_outputs.items()}
+    planned = plan_shard(run_id, shard, rows, resolved, todo=todo, generation=generation)
+    if planned is not None:
+        planned.signature.apply_async()
+        return
+    finish_shard(run_id, shard, generation)
+
+
 @app.task(name="ragscore.finish_shard")
 def finish_shard(run_id: str, shard: int, generation: int = 0) -> None:
     """Chord callback of one shard: record it, and start aggregation when it was the last one."""
@@ -200,10 +238,14 @@ def aggregate(run_id: str) -> None:
             k: v for k, v in store.counters(run_id, "judge").items() if k != "consecutive_failures"
         }
         judge["agreement"] = {name: a.to_json() for name, a in sorted(agg.agreement.items())}
+        targets = {
+            t.system or "target": store.counters(run_id, f"target:{t.system or 'target'}") for t in suite.all_targets
+        }
         summary = agg.summary(
             run_id,
             judge=judge,
             embedding=_embedding_summary(store.counters(run_id, "embed")),
+            target={name: {k: v for k, v in c.items() if k != "consecutive_failures"} for name, c in targets.items()},
             suite=suite.name,
             state=final_state,
             failed_rows=int(meta.get("failed_rows", 0)),

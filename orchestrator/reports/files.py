@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from itertools import islice
 from pathlib import Path
 
-from ragscore_workers.schemas import RunSummary
+from ragscore_workers.schemas import RunSummary, Suite
 from ragscore_workers.store import RawItem, RunStore
 
 from .html import MAX_FAILED_ROWS, render_html
@@ -18,7 +18,10 @@ from .itemstats import ItemStats
 from .markdown import render_markdown
 from .source import RUN_INFO, RunData, from_store
 
-__all__ = ["FORMATS", "write_outputs", "write_reports"]
+__all__ = ["ANSWERS", "FORMATS", "write_outputs", "write_reports"]
+
+#: The answered rows of a run that asked targets.
+ANSWERS = "answers.jsonl"
 
 #: What ``write_reports`` can write: html (report.html), md (report.md), csv (items.csv), json (summary.json,
 #: items.jsonl, failed_rows.jsonl, run_info.json).
@@ -98,5 +101,19 @@ def _write_json(run: RunData, out_dir: Path, in_place: bool) -> list[Path]:
 
 
 def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSummary) -> list[Path]:
-    """Stream the run's items from the store into every report of ``out_dir``; returns the files written."""
-    return write_reports(from_store(store, run_id, summary), out_dir)
+    """Stream the run's items from the store into every report of ``out_dir``; returns the files written.
+
+    A run that asked targets also gets ``answers.jsonl``: every answered row (a dataset: re-score it with
+    ``ragscore run answers.jsonl --suite S --no-target``); a question a target could not answer keeps its
+    row without an answer and says why in ``metadata.target_error``.
+    """
+    written = write_reports(from_store(store, run_id, summary), out_dir)
+    if Suite.model_validate_json(store.meta(run_id)["suite"]).all_targets:
+        written.append(out_dir / ANSWERS)
+        with written[-1].open("w", encoding="utf-8") as af:
+            for answer in store.iter_answers(run_id):
+                row = answer["row"]
+                if "error" in answer:
+                    row = row | {"metadata": {**row.get("metadata", {}), "target_error": answer["error"]}}
+                af.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return written

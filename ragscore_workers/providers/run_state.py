@@ -1,6 +1,7 @@
 """Per-run judge counters, circuit breaker and budget, shared by every judge worker in Redis.
 
-One hash per run, ``ragscore:run:{run_id}:judge`` (expires with the run):
+One hash per run, ``ragscore:run:{run_id}:judge`` (expires with the run); the target stage keeps the same
+counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 
 =========================  ===================================================================
 ``calls``                  requests sent to the provider (every attempt, 429s and errors included)
@@ -45,10 +46,11 @@ def run_judge_key(run_id: str) -> str:
 class RunJudgeState:
     """Counters, breaker and budget checks of one run."""
 
-    def __init__(self, redis: Any, run_id: str, *, ttl_s: int) -> None:
+    def __init__(self, redis: Any, run_id: str, *, ttl_s: int, part: str = "judge", what: str = "judge calls") -> None:
         self.r = redis
-        self.key = run_judge_key(run_id)
+        self.key = f"ragscore:run:{run_id}:{part}"
         self.ttl_s = ttl_s
+        self.what = what
         self._failure = redis.register_script(_FAILURE_LUA)
 
     def incr(self, *, cost: float = 0.0, reset_failures: bool = False, **counts: int) -> None:
@@ -66,7 +68,7 @@ class RunJudgeState:
 
     def record_failure(self, threshold: int, last_error: str) -> bool:
         """Count a call that failed for good; open the breaker at ``threshold`` in a row. True if opened now."""
-        reason = f"circuit breaker open after {threshold} consecutive failed judge calls (last: {last_error})"
+        reason = f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last_error})"
         return bool(self._failure(keys=[self.key], args=[threshold, reason[:500], self.ttl_s]))
 
     def stop_reason(self, max_cost: float | None = None, max_tokens: int | None = None) -> str | None:

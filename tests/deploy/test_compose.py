@@ -9,12 +9,12 @@ from pathlib import Path
 from . import checks
 from .conftest import COMPOSE_ENV
 
-WORKERS = {"worker-cpu", "worker-embed", "worker-judge", "worker-code"}
+WORKERS = {"worker-cpu", "worker-embed", "worker-judge", "worker-target", "worker-code"}
 
 
 def test_every_queue_the_app_routes_to_has_a_consumer(cfg) -> None:
     queues = checks.app_queues()
-    assert {"cpu", "embed", "judge", "code", "control"} <= queues  # the app's own config, not a list here
+    assert {"cpu", "embed", "judge", "code", "target", "control"} <= queues  # the app's own config, not a list here
     assert checks.check_consumers(checks.compose_consumers(cfg), queues, "compose") == []
 
 

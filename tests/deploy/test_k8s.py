@@ -18,7 +18,8 @@ def test_every_queue_the_app_routes_to_has_a_consumer(docs) -> None:
 
 
 def test_worker_deployments_keep_pool_defaults_and_grace(docs) -> None:
-    assert set(checks.k8s_worker_deployments(docs)) == {"worker-cpu", "worker-embed", "worker-judge", "worker-code"}
+    workers = {"worker-cpu", "worker-embed", "worker-judge", "worker-target", "worker-code"}
+    assert set(checks.k8s_worker_deployments(docs)) == workers
     assert checks.check_k8s_workers(docs) == []
 
 
@@ -47,10 +48,11 @@ def test_kustomization_applies_every_manifest_but_the_template_and_the_job() -> 
     assert checks.check_kustomization() == []
 
 
-def test_only_judge_workers_get_provider_keys(docs) -> None:
+def test_only_judge_workers_get_provider_keys_and_only_target_workers_the_rag_token(docs) -> None:
+    expected = {"worker-judge": ["ragscore-judge"], "worker-target": ["ragscore-target"]}
     for doc in checks.k8s_workloads(docs):
         refs = [r["secretRef"]["name"] for c in checks._containers(doc) for r in c.get("envFrom") or []]
-        assert refs == (["ragscore-judge"] if doc["metadata"]["name"] == "worker-judge" else []), doc["metadata"]
+        assert refs == expected.get(doc["metadata"]["name"], []), doc["metadata"]
 
 
 def test_code_worker_pod_is_locked_down(docs) -> None:

@@ -41,11 +41,18 @@ def test_compose_worker_not_consuming_control_is_caught(cfg) -> None:
 
 
 def test_a_queue_the_app_starts_routing_to_needs_a_new_worker(cfg, docs) -> None:
-    queues = checks.app_queues() | {"target"}  # what adding the target stage to app.py would do
+    queues = checks.app_queues() | {"rerank"}  # what adding a new queue to app.py would do
     assert checks.check_consumers(checks.compose_consumers(cfg), queues, "compose") == [
+        "compose: queue 'rerank' has no consumer"
+    ]
+    assert checks.check_consumers(checks.k8s_consumers(docs), queues, "k8s") == ["k8s: queue 'rerank' has no consumer"]
+
+
+def test_compose_without_the_target_worker_leaves_target_unconsumed(cfg) -> None:
+    del cfg["services"]["worker-target"]
+    assert checks.check_consumers(checks.compose_consumers(cfg), checks.app_queues(), "compose") == [
         "compose: queue 'target' has no consumer"
     ]
-    assert checks.check_consumers(checks.k8s_consumers(docs), queues, "k8s") == ["k8s: queue 'target' has no consumer"]
 
 
 def test_k8s_without_the_embed_deployment_leaves_embed_unconsumed(docs) -> None:

@@ -1,0 +1,210 @@
+"""Split rows into task signatures: per shard of rows, one chord.
+
+Each question gets one scoring task per queue its metrics need; a task carries a chunk of questions
+(chunk size per queue). Rows are cut into shards of ``shard_rows``; every shard is one chord whose
+callback (``ragscore.finish_shard``) records it, and the last shard to finish starts ``ragscore.aggregate``.
+So no message and no chord grows with the dataset, and rows are submitted as they are read.
+
+A suite with targets puts a stage in front: the shard's chord is made of ``ragscore.target`` tasks (every
+question asked of every target) and its callback, ``ragscore.score_shard``, plans the scoring chord above
+from the answered rows the store holds. Both the orchestrator (submit, resume) and that callback plan
+with this module, so it lives with the workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from celery import chord
+from celery.canvas import Signature
+from pydantic import BaseModel
+
+from .app import app
+from .metrics.registry import MetricDef, resolve
+from .schemas import Row, Suite, TargetConfig
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_SHARD_ROWS",
+    "QUEUE_ORDER",
+    "ResolvedSuite",
+    "Shard",
+    "answered_row",
+    "plan_shard",
+    "plan_target_shard",
+    "resolve_suite",
+    "shards",
+]
+
+#: Scoring queues in the order runs list them (the target stage first).
+QUEUE_ORDER = ("target", "cpu", "embed", "judge", "code")
+#: Questions per task message: big on cheap queues (fewer messages), small where one item is slow
+#: (embedding batches fill a GPU at 64; judge, code and target items take seconds each).
+DEFAULT_CHUNK_SIZE: dict[str, int] = {"cpu": 250, "embed": 64, "judge": 8, "code": 4, "target": 16}
+#: Rows per shard (one chord each).
+DEFAULT_SHARD_ROWS = 10_000
+
+
+@dataclass(frozen=True)
+class ResolvedSuite:
+    """A suite whose metrics exist and whose params are valid."""
+
+    suite: Suite
+    metrics: list[tuple[MetricDef, BaseModel]]
+
+    @property
+    def scoring(self) -> list[tuple[MetricDef, BaseModel]]:
+        """The metrics that run on workers (not derived)."""
+        return [(m, p) for m, p in self.metrics if m.kind != "derived"]
+
+    @property
+    def targets(self) -> list[TargetConfig]:
+        return self.suite.all_targets
+
+    @property
+    def queues(self) -> list[str]:
+        """Queues this suite may need, in a stable order (routed metrics: all theirs)."""
+        used = {q.value for m, _ in self.scoring for q in m.possible_queues}
+        if self.targets:
+            used.add("target")
+        return [q for q in QUEUE_ORDER if q in used]
+
+    def row_queues(self, row: Row) -> dict[str, list[str]]:
+        """Scoring queue -> names of the metrics that score this row there."""
+        out: dict[str, list[str]] = {}
+        for m, p in self.scoring:
+            out.setdefault(m.queue_for(row, p).value, []).append(m.name)
+        return out
+
+    def outputs(self, queue: str | None = None) -> list[str]:
+        return [o for m, p in self.metrics if queue is None or m.queue.value == queue for o in m.outputs(p)]
+
+    def scoring_outputs(self) -> dict[str, list[str]]:
+        """Metric name -> its outputs, for the metrics workers score."""
+        return {m.name: m.outputs(p) for m, p in self.scoring}
+
+
+def resolve_suite(suite: Suite) -> ResolvedSuite:
+    return ResolvedSuite(suite=suite, metrics=resolve(suite))
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard's chord, and how many work units (item x metric output) it adds per queue."""
+
+    index: int
+    keys: list[str]
+    signature: Signature
+    units: dict[str, int]
+    tasks: int
+
+
+def shards(rows: Iterable[Row], shard_rows: int = DEFAULT_SHARD_ROWS) -> Iterator[list[Row]]:
+    """Cut a row stream into lists of at most ``shard_rows``."""
+    batch: list[Row] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= shard_rows:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _sig(task: str, *args: object) -> Signature:
+    """An immutable signature of one of our tasks by name (routed to its queue by the app's task_routes)."""
+    return app.signature(task, args=args, immutable=True)
+
+
+def chunk_size(resolved: ResolvedSuite, queue: str) -> int:
+    return resolved.suite.chunk_size.get(queue, DEFAULT_CHUNK_SIZE[queue])
+
+
+def _scoring_units(resolved: ResolvedSuite, rows: Iterable[Row]) -> dict[str, int]:
+    per_metric = {m.name: len(m.outputs(p)) for m, p in resolved.metrics}
+    units: dict[str, int] = {}
+    for row in rows:
+        for queue, names in resolved.row_queues(row).items():
+            units[queue] = units.get(queue, 0) + sum(per_metric[n] for n in names)
+    return units
+
+
+def _derived_units(resolved: ResolvedSuite, n_items: int) -> dict[str, int]:
+    derived = [len(m.outputs(p)) for m, p in resolved.metrics if m.kind == "derived"]
+    # computed during aggregation; counted so progress totals stay exact
+    return {"derived": n_items * sum(derived)} if derived else {}
+
+
+def plan_shard(
+    run_id: str,
+    index: int,
+    rows: list[Row],
+    resolved: ResolvedSuite,
+    todo: dict[str, set[str]] | None = None,
+    generation: int = 0,
+) -> Shard | None:
+    """Build a shard's scoring chord. ``todo`` (resume) maps item key -> metric names still missing."""
+    suite_json = resolved.suite.model_dump_json()
+    outputs_per_metric = {m.name: len(m.outputs(p)) for m, p in resolved.metrics}
+    # Group rows by (queue, the exact metrics they need there): routed metrics may send rows of one
+    # metric to different queues, and a resume sends only what is missing.
+    groups: dict[tuple[str, tuple[str, ...]], list[Row]] = {}
+    for row in rows:
+        for queue, names in resolved.row_queues(row).items():
+            wanted = tuple(n for n in names if todo is None or n in todo.get(row.key, ()))
+            if wanted:
+                groups.setdefault((queue, wanted), []).append(row)
+    header: list[Signature] = []
+    units: dict[str, int] = {}
+    for (queue, wanted), group in sorted(groups.items()):
+        units[queue] = units.get(queue, 0) + len(group) * sum(outputs_per_metric[n] for n in wanted)
+        size = chunk_size(resolved, queue)
+        for start in range(0, len(group), size):
+            payload = [r.to_message() for r in group[start : start + size]]
+            header.append(_sig(f"ragscore.score.{queue}", run_id, suite_json, list(wanted), payload))
+    if not header:
+        return None
+    units |= _derived_units(resolved, len(rows))
+    signature = chord(header, _sig("ragscore.finish_shard", run_id, index, generation))
+    return Shard(index=index, keys=[r.key for r in rows], signature=signature, units=units, tasks=len(header))
+
+
+def answered_row(row: Row, target: TargetConfig) -> Row:
+    """The row as ``target`` will answer it (its ``system`` set), before the answer is known."""
+    return row if target.system is None else row.model_copy(update={"system": target.system})
+
+
+def target_keys(rows: list[Row], targets: list[TargetConfig]) -> list[str]:
+    """Item keys of a target run's shard: every question for every target, question by question."""
+    return [answered_row(row, target).key for row in rows for target in targets]
+
+
+def plan_target_shard(
+    run_id: str,
+    index: int,
+    rows: list[Row],
+    resolved: ResolvedSuite,
+    missing: set[str] | None = None,
+    generation: int = 0,
+) -> Shard | None:
+    """A shard's target chord: ask each target every question (or only the ``missing`` item keys), then
+    ``ragscore.score_shard`` plans the scoring chord. None when nothing is left to ask."""
+    suite_json = resolved.suite.model_dump_json()
+    size = chunk_size(resolved, "target")
+    header: list[Signature] = []
+    asked = 0
+    for t_index, target in enumerate(resolved.targets):
+        todo = [r for r in rows if missing is None or answered_row(r, target).key in missing]
+        asked += len(todo)
+        for start in range(0, len(todo), size):
+            payload = [r.to_message() for r in todo[start : start + size]]
+            header.append(_sig("ragscore.target", run_id, suite_json, index, t_index, payload))
+    if not header:
+        return None
+    # Units of a first submission (a resume registers none): every answer, then its scoring outputs.
+    answered = [answered_row(r, t) for r in rows for t in resolved.targets]
+    units = {"target": asked} | _scoring_units(resolved, answered) | _derived_units(resolved, len(answered))
+    callback = _sig("ragscore.score_shard", run_id, index, generation)
+    return Shard(index=index, keys=target_keys(rows, resolved.targets), signature=chord(header, callback),
+                 units=units, tasks=len(header))  # fmt: skip

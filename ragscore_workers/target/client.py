@@ -1,0 +1,163 @@
+"""Asking a target one question: reply cache, breaker check, shared limiter, bounded retries, counters.
+
+``ask`` is what the target task calls, from many threads at once::
+
+    cache hit? -> the stored reply (no call)
+    breaker open? -> TargetStopped
+    limiter.acquire()                 (requests per minute shared by the cluster; paused after a 429)
+    endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, 429 -> shared
+                                       pause; at most ``attempts`` tries)
+    count, cache the reply
+
+The same limiter, retry policy and breaker as the judge (``providers``), configured per target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
+
+from ..errors import ConfigError
+from ..providers.base import RetryDecision
+from ..providers.ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_minute
+from ..providers.run_state import RunJudgeState
+from ..schemas import TargetConfig
+from ..settings import get_settings
+from .endpoints import Endpoint, make_endpoint
+from .errors import TargetError, TargetStopped
+
+__all__ = ["CACHE_PREFIX", "TargetClient", "build_target_client", "target_state_part"]
+
+log = logging.getLogger(__name__)
+
+CACHE_PREFIX = "ragscore:targetcache:"
+#: Seconds a cached reply is kept (90 days, as judge replies).
+CACHE_TTL_S = 90 * 24 * 3600
+
+
+def target_state_part(system: str) -> str:
+    """The run-store part holding a target's counters and breaker."""
+    return f"target:{system}"
+
+
+class TargetClient:
+    """Thread-safe: one per (run, target); every call shares the limiter, reply cache and run counters."""
+
+    def __init__(
+        self,
+        config: TargetConfig,
+        endpoint: Endpoint,
+        redis: Any,
+        state: RunJudgeState,
+        limiter: RedisLimiter | None,
+        *,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.endpoint = endpoint
+        self.r = redis
+        self.state = state
+        self.limiter = limiter
+        self._sleep = sleep
+        self._backoff = wait_exponential(multiplier=backoff_initial_s, max=backoff_max_s) + wait_random(
+            0, backoff_initial_s
+        )
+
+    def cache_key(self, request: dict[str, Any]) -> str:
+        material = json.dumps({"target": self.config.identity, "request": request}, sort_keys=True, ensure_ascii=False)
+        return CACHE_PREFIX + hashlib.sha256(material.encode()).hexdigest()
+
+    def ask(self, request: dict[str, Any]) -> tuple[Any, bool]:
+        """The reply's JSON data for ``request`` and whether it came from the cache; raises TargetError."""
+        key = self.cache_key(request)
+        if self.config.cache:
+            raw = self.r.get(key)
+            if raw is not None:
+                self.state.incr(cache_hits=1)
+                return json.loads(raw), True
+        retrying = Retrying(
+            stop=stop_after_attempt(self.config.attempts),
+            wait=self._wait,
+            retry=retry_if_exception(lambda exc: isinstance(exc, TargetError) and self._decide(exc).retry),
+            before_sleep=lambda _: self.state.incr(retries=1),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            data = retrying(self._attempt, request)
+        except TargetStopped:
+            raise
+        except TargetError as exc:
+            opened = self.state.record_failure(self.config.breaker_failures, str(exc)[:200])
+            log.warning(
+                "target %s failed for good: %s%s", self.endpoint_name, exc, " (breaker opened)" if opened else ""
+            )
+            raise
+        if self.config.cache:
+            self.r.set(key, json.dumps(data, ensure_ascii=False), ex=CACHE_TTL_S)
+        return data, False
+
+    @property
+    def endpoint_name(self) -> str:
+        return self.config.system or "target"
+
+    def _attempt(self, request: dict[str, Any]) -> Any:
+        reason = self.state.stop_reason()
+        if reason:
+            raise TargetStopped(reason, system=self.endpoint_name)
+        if self.limiter is not None:
+            self.limiter.acquire(0)
+        try:
+            data, _headers = self.endpoint.call(request)
+        except TargetError as exc:
+            decision = self._decide(exc)
+            if decision.kind == "rate_limit" and self.limiter is not None:
+                self.limiter.pause(decision.retry_after or 0.0, "429")
+            self.state.incr(calls=1, rate_limited=int(decision.kind == "rate_limit"))
+            raise
+        self.state.incr(calls=1, reset_failures=True)
+        return data
+
+    def _decide(self, exc: TargetError) -> RetryDecision:
+        return self.endpoint.decide(exc)
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, TargetError) and self._decide(exc).kind == "rate_limit":
+            if self.limiter is None:  # nobody shares a pause: wait what the target asked here
+                return float(self._decide(exc).retry_after or 1.0)
+            return random.uniform(0, 0.1)  # the limiter's shared pause does the waiting
+        return float(self._backoff(state))
+
+
+@lru_cache(maxsize=32)
+def _endpoint(config_json: str, token: str) -> Endpoint:
+    """One endpoint (and HTTP connection pool) per process and target; ``token`` only keys the cache."""
+    return make_endpoint(TargetConfig.model_validate_json(config_json))
+
+
+def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute_s: float = 60.0) -> TargetClient:
+    """A client sharing the limiter, reply cache and run counters in ``redis`` (the run store)."""
+    if redis is None:
+        raise ConfigError("Targets need Redis (the run store) for the shared rate limit, cache and counters")
+    endpoint = _endpoint(config.model_dump_json(), os.environ.get(config.auth_env or "") or "")
+    limiter = None
+    if config.rpm is not None:
+        scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
+        limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
+                               max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
+    system = config.system or "target"
+    state = RunJudgeState(redis, run_id, ttl_s=get_settings().run_ttl_s, part=target_state_part(system),
+                          what=f"calls to target {system}")  # fmt: skip
+    return TargetClient(config, endpoint, redis, state, limiter)

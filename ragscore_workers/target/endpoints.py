@@ -1,0 +1,127 @@
+"""The two kinds of target: an HTTP endpoint (httpx) and a Python callable (``module:function``).
+
+Both turn a rendered request into the reply's JSON data, raising :class:`TargetError` on failure, and sort
+their errors into retry decisions the same way the judge's providers do: 429 waits for ``retry-after``
+(shared by every worker), 5xx / 408 / timeouts / connection errors are retried with backoff, other 4xx
+and exceptions of a callable are final.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any, Protocol
+
+import httpx
+
+from ..errors import ConfigError
+from ..providers.base import RetryDecision
+from ..providers.errors import redact
+from ..providers.headers import parse_retry_after
+from ..schemas import TargetConfig
+from .errors import TargetError
+
+__all__ = ["CallableEndpoint", "Endpoint", "HttpEndpoint", "make_endpoint"]
+
+#: Connections one process keeps per HTTP target.
+MAX_CONNECTIONS = 64
+
+
+class Endpoint(Protocol):
+    """A target that answers one request with JSON data."""
+
+    def call(self, request: dict[str, Any]) -> tuple[Any, Mapping[str, str]]: ...
+
+    def decide(self, exc: TargetError) -> RetryDecision: ...
+
+
+class HttpEndpoint:
+    """``POST url`` with the request as JSON (``GET``: as query parameters); a token from ``auth_env``."""
+
+    def __init__(self, config: TargetConfig) -> None:
+        assert config.url is not None
+        self.system = config.system or "target"
+        self.url = config.url
+        self.method = config.method
+        headers = dict(config.headers)
+        self._token = None
+        if config.auth_env:
+            self._token = os.environ.get(config.auth_env)
+            if not self._token:
+                raise ConfigError(f"Target {self.system} needs a token: set the environment variable {config.auth_env}")
+            headers[config.auth_header] = f"{config.auth_scheme} {self._token}".strip()
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(config.timeout_s),
+            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
+        )
+
+    def call(self, request: dict[str, Any]) -> tuple[Any, Mapping[str, str]]:
+        try:
+            if self.method == "GET":
+                response = self._client.get(self.url, params=request)
+            else:
+                response = self._client.post(self.url, json=request)
+        except httpx.TimeoutException as exc:
+            raise TargetError(f"{self.system}: timed out", system=self.system) from exc
+        except httpx.HTTPError as exc:  # refused, reset, protocol errors
+            raise TargetError(self._redact(f"{self.system} unreachable: {type(exc).__name__}: {exc}"),
+                              system=self.system) from exc  # fmt: skip
+        headers = dict(response.headers)
+        if response.status_code >= 400:
+            body = self._redact(response.content[:200].decode(errors="replace"))
+            raise TargetError(f"{self.system} HTTP {response.status_code}: {body}", system=self.system,
+                              status=response.status_code, headers=headers)  # fmt: skip
+        try:
+            return response.json(), headers
+        except ValueError as exc:
+            raise TargetError(f"{self.system}: the reply is not JSON", system=self.system, status=200) from exc
+
+    def decide(self, exc: TargetError) -> RetryDecision:
+        if exc.status is None or exc.status in (408, 409, 425) or exc.status >= 500:
+            return RetryDecision.transient()
+        if exc.status == 429:
+            return RetryDecision.rate_limit(parse_retry_after(exc.headers))
+        return RetryDecision.no()
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._token)
+
+
+@lru_cache(maxsize=32)
+def load_callable(spec: str) -> Callable[[dict[str, Any]], Any]:
+    """Import ``module:function`` (once per process); ConfigError when it does not exist."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"Target callable {spec!r} cannot be imported: {exc}") from exc
+    if not callable(target):
+        raise ConfigError(f"Target callable {spec!r} is not callable")
+    return target
+
+
+class CallableEndpoint:
+    """A RAG system that is a library: ``function(request) -> dict`` called in the target worker."""
+
+    def __init__(self, config: TargetConfig) -> None:
+        assert config.callable is not None
+        self.system = config.system or "target"
+        self._function = load_callable(config.callable)
+
+    def call(self, request: dict[str, Any]) -> tuple[Any, Mapping[str, str]]:
+        try:
+            return self._function(request), {}
+        except Exception as exc:  # the system under test failed on this question
+            raise TargetError(f"{self.system}: {type(exc).__name__}: {exc}", system=self.system) from exc
+
+    def decide(self, exc: TargetError) -> RetryDecision:
+        return RetryDecision.no()
+
+
+def make_endpoint(config: TargetConfig) -> Endpoint:
+    return HttpEndpoint(config) if config.url else CallableEndpoint(config)

@@ -1,0 +1,84 @@
+"""The target stage of a run: ask a chunk of questions, store the answers; then plan their scoring.
+
+``answer_chunk`` runs in a ``ragscore.target`` task: up to ``target.concurrency`` calls in flight, each
+answer (or the reason there is none) stored in the run's ``answers:{shard}`` hash, so a redelivered
+task, a resume or a re-score never asks twice. ``scoring_rows`` is the other half, used by the shard's
+``ragscore.score_shard`` callback: the answered rows to score, and failed results for items the target
+could not answer (an error per output: the run still reports).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import ConfigError
+from ..schemas import Row, TargetConfig
+from ..store import RunStore
+from .client import TargetClient, build_target_client
+from .errors import TargetError
+from .fill import fill_row
+from .template import render
+
+__all__ = ["answer_chunk", "scoring_rows"]
+
+log = logging.getLogger(__name__)
+
+
+def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, Any]:
+    asked = row if config.system is None else row.model_copy(update={"system": config.system})
+    try:
+        request = render(config.request, row.model_dump(mode="json", exclude_none=True))
+        data, cached = client.ask(request)
+        return {"row": fill_row(row, config, data).to_message(), "cached": cached}
+    except TargetError as exc:
+        return {"row": asked.to_message(), "error": str(exc)}
+
+
+def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig, rows: list[dict]) -> dict[str, int]:
+    """Ask ``config`` every row not answered yet; store each answer or its error. Returns counts."""
+    parsed: list[Row] = []
+    for raw in rows:
+        try:
+            parsed.append(Row.model_validate(raw))
+        except ValidationError as exc:  # the orchestrator validated it; a foreign producer may not have
+            log.error("run %s: invalid row %r in a target task: %s", run_id, raw.get("id"), exc)
+    keys = {r.key: (r if config.system is None else r.model_copy(update={"system": config.system})).key
+            for r in parsed}  # fmt: skip
+    done = store.answers(run_id, shard, list(keys.values()))
+    todo = [r for r in parsed if "error" in done.get(keys[r.key], {"error": ""})]
+    if not todo:
+        return {"asked": 0, "new": 0}
+    try:
+        client = build_target_client(store.r, run_id, config)
+    except ConfigError as exc:  # e.g. the token variable is not set on this worker
+        answers = {keys[r.key]: {"row": r.to_message(), "error": f"target {config.system or ''}: {exc}"} for r in todo}
+        return {"asked": len(todo), "new": store.save_answers(run_id, shard, answers)}
+    with ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target") as pool:
+        results = list(pool.map(lambda r: _answer(client, config, r), todo))
+    answers = {keys[r.key]: a for r, a in zip(todo, results, strict=True)}
+    return {"asked": len(todo), "new": store.save_answers(run_id, shard, answers)}
+
+
+def _row_of_key(key: str) -> Row:
+    system, sep, qid = key.partition("::")
+    return Row(id=qid, system=system) if sep else Row(id=key)
+
+
+def scoring_rows(answers: dict[str, dict[str, Any]], keys: list[str]) -> tuple[list[Row], list[tuple[Row, str]]]:
+    """Split a shard's item ``keys`` into answered rows to score and ``(row, why)`` pairs for the items
+    the target could not answer."""
+    answered: list[Row] = []
+    failed: list[tuple[Row, str]] = []
+    for key in keys:
+        answer = answers.get(key)
+        if answer is None:  # its target task failed outright: recorded as an error, a resume asks again
+            failed.append((_row_of_key(key), "no answer: the target task for this question did not complete"))
+        elif "error" in answer:
+            failed.append((Row.model_validate(answer["row"]), f"no answer: {answer['error']}"))
+        else:
+            answered.append(Row.model_validate(answer["row"]))
+    return answered, failed

@@ -1,0 +1,62 @@
+"""Rendering a target's request from a row: ``"{question}"``, ``"{metadata.lang}"``, constants as given.
+
+A string that is exactly one placeholder takes the row value with its type (a list stays a list); a
+placeholder inside a longer string is formatted in as text. Only ``{name}`` / ``{a.b}`` placeholders are
+read (no format specs, no attribute access), and ``{{``/``}}`` stand for literal braces.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .errors import TargetError
+
+__all__ = ["placeholders", "render"]
+
+_FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w]*(?:\.[\w]+)*)\}")
+
+
+def _lookup(row: dict[str, Any], name: str) -> Any:
+    value: Any = row
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value or value[part] is None:
+            raise TargetError(f"the row has no field {name!r}, which the target's request template uses")
+        value = value[part]
+    return value
+
+
+def _render_text(text: str, row: dict[str, Any]) -> Any:
+    whole = _FIELD.fullmatch(text)
+    if whole is not None and whole.group(1) is not None:
+        return _lookup(row, whole.group(1))
+
+    def sub(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return match.group(0)[0]  # "{{" -> "{", "}}" -> "}"
+        value = _lookup(row, match.group(1))
+        return value if isinstance(value, str) else str(value)
+
+    return _FIELD.sub(sub, text)
+
+
+def render(template: Any, row: dict[str, Any]) -> Any:
+    """``template`` with every placeholder replaced by the row's value (TargetError if a field is missing)."""
+    if isinstance(template, str):
+        return _render_text(template, row)
+    if isinstance(template, dict):
+        return {key: render(value, row) for key, value in template.items()}
+    if isinstance(template, list):
+        return [render(value, row) for value in template]
+    return template
+
+
+def placeholders(template: Any) -> set[str]:
+    """Every field name the template reads."""
+    if isinstance(template, str):
+        return {m.group(1) for m in _FIELD.finditer(template) if m.group(1)}
+    if isinstance(template, dict):
+        return set().union(*(placeholders(v) for v in template.values())) if template else set()
+    if isinstance(template, list):
+        return set().union(*(placeholders(v) for v in template)) if template else set()
+    return set()

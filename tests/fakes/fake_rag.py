@@ -1,0 +1,161 @@
+"""A fake RAG system under test: a real HTTP server answering questions from a small corpus.
+
+``POST /<system>/ask`` with ``{"question", "k", "filter", "model", "id"}`` returns the Socioscope-style
+reply ``{"answer", "contexts": [{"doc_id", "text"}], "citations": [{"source_index", "quote"}],
+"evidence": [sentence ids]}``. Each question of :func:`questions` names its document, so the server
+knows the right document and what each system would say about it:
+
+* ``exact``: quotes two sentences of the document verbatim and cites their ids: verbatim 1.0, citation 1.0.
+* ``sloppy``: on even-numbered questions the second quote is paraphrased (not verbatim) and the second
+  cited sentence id is wrong: verbatim 0.5, citation precision/recall 0.5; odd-numbered ones as ``exact``.
+* ``dead``: every request gets HTTP 500.
+* ``limited``: a 429 with ``retry-after`` on every ``limit_every``-th request.
+
+Only the ``k`` top contexts are returned (the gold document first); ``filter`` must be a JSON object.
+Every request is counted per system (``calls``); the token, when set, must come as ``Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["CORPUS", "FakeRag", "answer_locally", "questions"]
+
+CORPUS: dict[str, list[str]] = {
+    "d0": ["The Rhine flows through six countries.", "Its source lies in the Swiss Alps.",
+           "It reaches the North Sea near Rotterdam."],
+    "d1": ["Basalt forms when lava cools quickly.", "It is the most common rock of the ocean floor.",
+           "Columnar basalt splits into hexagonal pillars."],
+    "d2": ["Honey bees communicate with a waggle dance.", "The dance points towards flowers relative to the sun.",
+           "Its length tells how far away the food is."],
+    "d3": ["The first public library in Boston opened in 1854.", "It lent books to every resident for free.",
+           "Its reading room seats over two hundred people."],
+    "d4": ["Copper turns green as it oxidises.", "The green layer is called verdigris.",
+           "It protects the metal underneath from further corrosion."],
+    "d5": ["Penguins cannot fly but swim very fast.", "Emperor penguins dive deeper than five hundred metres.",
+           "They breed during the Antarctic winter."],
+}  # fmt: skip
+
+
+def questions(n: int = 6) -> list[dict[str, Any]]:
+    """Dataset rows: question i is about document d(i mod 6); reference = its first sentence; gold evidence =
+    its first two sentences."""
+    docs = sorted(CORPUS)
+    rows = []
+    for i in range(n):
+        doc = docs[i % len(docs)]
+        rows.append({"id": f"q{i}", "question": f"What does record {doc} say? (question {i})",
+                     "reference": CORPUS[doc][0], "gold_doc_id": doc,
+                     "gold_evidence_sentences": [f"{doc}s0", f"{doc}s1"], "metadata": {"lang": "en"}})  # fmt: skip
+    return rows
+
+
+def _question_number(question: str) -> int:
+    return int(question.rsplit("(question ", 1)[1].rstrip(")"))
+
+
+def answer_locally(system: str, request: dict[str, Any]) -> dict[str, Any]:
+    """The reply of ``system`` to a request (the server's logic; also a Python-callable target)."""
+    question = str(request.get("question", ""))
+    doc = next((d for d in CORPUS if f"record {d} " in question), None)
+    if doc is None:
+        return {"answer": "I do not know.", "contexts": [], "citations": [], "evidence": []}
+    k = int(request.get("k", 3))
+    others = [d for d in sorted(CORPUS) if d != doc]
+    contexts = [{"doc_id": d, "text": " ".join(CORPUS[d])} for d in [doc, *others][:k]]
+    sentences = CORPUS[doc]
+    quotes = [sentences[0], sentences[1]]
+    evidence = [f"{doc}s0", f"{doc}s1"]
+    if system == "sloppy" and _question_number(question) % 2 == 0:
+        quotes[1] = "Roughly speaking, " + sentences[1].lower()  # a paraphrase: not in the context
+        evidence[1] = f"{doc}s2"
+    answer = f"{quotes[0]} {quotes[1]}"
+    return {
+        "answer": answer,
+        "contexts": contexts,
+        "citations": [{"source_index": 0, "quote": q} for q in quotes],
+        "evidence": evidence,
+        "model": request.get("model"),
+    }
+
+
+def callable_target(request: dict[str, Any]) -> dict[str, Any]:
+    """``tests.fakes.fake_rag:callable_target``: the ``exact`` system as a Python function."""
+    return answer_locally("exact", request)
+
+
+class FakeRag:
+    """Start with ``with FakeRag() as rag:``; ``rag.url(system)`` is the endpoint of one system."""
+
+    def __init__(self, token: str | None = None, limit_every: int = 3, retry_after_s: float = 1.0) -> None:
+        self.token = token
+        self.limit_every = limit_every
+        self.retry_after_s = retry_after_s
+        self.calls: Counter[str] = Counter()
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def url(self, system: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{system}/ask"
+
+    def __enter__(self) -> FakeRag:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def _reply(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                system = self.path.strip("/").split("/")[0]
+                length = int(self.headers.get("content-length", 0))
+                try:
+                    request = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    self._reply(400, {"error": "body is not JSON"})
+                    return
+                with fake._lock:
+                    fake.calls[system] += 1
+                    nth = fake.calls[system]
+                    fake.requests.append({"system": system, "body": request,
+                                          "authorization": self.headers.get("authorization")})  # fmt: skip
+                if fake.token is not None and self.headers.get("authorization") != f"Bearer {fake.token}":
+                    self._reply(401, {"error": "bad token"})
+                elif not isinstance(request.get("filter", {}), dict):
+                    self._reply(422, {"error": "filter must be an object"})
+                elif system == "dead":
+                    self._reply(500, {"error": "internal error"})
+                elif system == "limited" and nth % fake.limit_every == 1:
+                    self._reply(429, {"error": "rate limited"}, {"retry-after": f"{fake.retry_after_s:g}"})
+                else:
+                    self._reply(200, answer_locally(system, request))
+
+        return Handler

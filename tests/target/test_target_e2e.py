@@ -1,0 +1,181 @@
+"""End to end: questions -> a fake RAG server (real HTTP, two systems) -> scoring -> compare, embedded mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import evaluate
+
+from ..fakes import FakeRag
+from ..fakes.fake_rag import questions
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "rag-secret-token-0123456789"
+N = 6
+
+
+def _target(rag: FakeRag, system: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "system": system,
+        "url": rag.url(system),
+        "request": {"question": "{question}", "id": "{id}", "k": 3, "filter": {"lang": "{metadata.lang}"},
+                    "model": "rag-large"},
+        "auth_env": "FAKE_RAG_TOKEN",
+        "response": {"answer": "answer", "contexts": "contexts[*].text", "citations": "citations",
+                     "retrieved_doc_ids": "contexts[*].doc_id", "evidence_sentences": "evidence"},
+    } | extra  # fmt: skip
+
+
+def _suite(targets: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "name": "target-e2e",
+        "metrics": ["verbatim", "citation", {"name": "recall_at_k", "params": {"k": [1]}}, "context_relevance",
+                    "answer_relevance"],
+        "targets": targets,
+    }  # fmt: skip
+
+
+def _by_key(items: list[Any]) -> dict[tuple[str | None, str], Any]:
+    return {(i.system, i.id): i for i in items}
+
+
+@pytest.fixture
+def token(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("FAKE_RAG_TOKEN", TOKEN)
+    return TOKEN
+
+
+def test_two_systems_scored_compared_and_rescored_without_calls(home: Path, token: str, tmp_path: Path) -> None:
+    with FakeRag(token=token) as rag:
+        suite = _suite([_target(rag, "exact"), _target(rag, "sloppy")])
+        first = evaluate(questions(N), suite, out=tmp_path / "first")
+        calls_first = dict(rag.calls)
+        requests = list(rag.requests)
+
+        # The same suite again: every reply comes from the cache.
+        second = evaluate(questions(N), suite, out=tmp_path / "second")
+        calls_second = dict(rag.calls)
+
+        # Re-score the stored answers (answers.jsonl) with another metric: no target is asked.
+        rescore = tmp_path / "rescore"
+        cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(tmp_path / "first" / "answers.jsonl"),
+               "--suite", str(_write_suite(tmp_path, suite | {"metrics": ["verbatim", "exact_match"]})),
+               "--no-target", "--out", str(rescore), "--quiet"]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+        calls_after_rescore = dict(rag.calls)
+
+    assert calls_first == {"exact": N, "sloppy": N}, "every question asked of every system, once"
+    assert calls_second == calls_first, "a re-run is served from the reply cache"
+    assert calls_after_rescore == calls_first, "re-scoring stored answers makes no target call"
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    # The request template: row fields, nested metadata, constants, auth from the environment.
+    body = next(r["body"] for r in requests if r["body"]["id"] == "q1")
+    assert body == {"question": questions(N)[1]["question"], "id": "q1", "k": 3, "filter": {"lang": "en"},
+                    "model": "rag-large"}  # fmt: skip
+    assert {r["authorization"] for r in requests} == {f"Bearer {token}"}
+
+    summary = first.summary
+    assert summary.items == 2 * N and summary.scored == 2 * N
+    items = _by_key(first.items)
+    for i in range(N):
+        exact, sloppy = items[("exact", f"q{i}")], items[("sloppy", f"q{i}")]
+        assert exact.metrics["verbatim"].score == 1.0
+        assert sloppy.metrics["verbatim"].score == (0.5 if i % 2 == 0 else 1.0)
+        assert exact.metrics["citation_f1"].score == 1.0
+        assert sloppy.metrics["citation_precision"].score == (0.5 if i % 2 == 0 else 1.0)
+        assert exact.metrics["recall_at_1"].score == 1.0  # the gold document comes first
+        for item in (exact, sloppy):
+            for name in ("context_relevance", "answer_relevance"):
+                assert item.metrics[name].score is not None and 0.0 <= item.metrics[name].score <= 1.0
+    assert summary.by_system["exact"]["verbatim"].mean == 1.0
+    assert summary.by_system["sloppy"]["verbatim"].mean == pytest.approx(0.75)
+    assert summary.target["exact"]["calls"] == N and summary.target["sloppy"]["calls"] == N
+    assert second.summary.target["exact"]["cache_hits"] == N and second.summary.target["exact"].get("calls", 0) == 0
+    assert [i.metrics["verbatim"].score for i in second.items] == [i.metrics["verbatim"].score for i in first.items]
+
+    # answers.jsonl is a dataset of answered rows, one per (question, system).
+    answers = [json.loads(line) for line in (tmp_path / "first" / "answers.jsonl").read_text().splitlines()]
+    assert [(a["system"], a["id"]) for a in answers] == [(s, f"q{i}") for i in range(N) for s in ("exact", "sloppy")]
+    assert answers[0]["retrieved_doc_ids"][0] == "d0" and len(answers[0]["contexts"]) == 3
+    rescored = [json.loads(line) for line in (rescore / "items.jsonl").read_text().splitlines()]
+    assert [r["metrics"]["verbatim"]["score"] for r in rescored] == [
+        items[(a["system"], a["id"])].metrics["verbatim"].score for a in answers
+    ]
+
+    # The token never reaches results or reports.
+    for path in (tmp_path / "first").iterdir():
+        assert token not in path.read_text(encoding="utf-8", errors="replace"), path.name
+
+    # Compare: one run, two systems, side by side.
+    compare = [sys.executable, "-m", "orchestrator.cli", "compare", str(tmp_path / "first"),
+               "--out", str(tmp_path / "compare")]  # fmt: skip
+    shown = subprocess.run(compare, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    table = (tmp_path / "compare" / "compare.md").read_text(encoding="utf-8")
+    assert "# ragscore compare: exact vs sloppy" in table
+    assert "| verbatim | 1.000 | 0.750 |" in table  # the means, side by side
+    assert "| verbatim | sloppy | 6 | 1.000 | 0.750 | -0.250 |" in table  # the paired difference
+
+
+def _write_suite(tmp_path: Path, suite: dict[str, Any]) -> Path:
+    path = tmp_path / "rescore-suite.json"
+    path.write_text(json.dumps(suite), encoding="utf-8")
+    return path
+
+
+def test_dead_target_trips_the_breaker_and_the_run_still_reports(home: Path, token: str, tmp_path: Path) -> None:
+    n = 24
+    with FakeRag(token=token) as rag:
+        suite = _suite([_target(rag, "exact"), _target(rag, "dead", attempts=2, breaker_failures=3, concurrency=1)])
+        suite["chunk_size"] = {"target": 4}
+        result = evaluate(questions(n), suite, out=tmp_path / "out")
+        dead_calls = rag.calls["dead"]
+
+    summary = result.summary
+    assert summary.state == "finished" and summary.items == 2 * n
+    breaker = summary.target["dead"]["breaker"]
+    assert "circuit breaker open after 3 consecutive failed calls to target dead" in breaker
+    # Each failed question costs 2 attempts; once open, no more calls: far fewer than n x 2.
+    assert 3 * 2 <= dead_calls < n * 2
+    assert summary.by_system["exact"]["verbatim"].mean == 1.0
+    dead_items = [i for i in result.items if i.system == "dead"]
+    assert len(dead_items) == n
+    assert all(i.metrics["verbatim"].error and i.metrics["verbatim"].error.startswith("no answer:") for i in dead_items)
+    assert any("HTTP 500" in (i.metrics["verbatim"].error or "") for i in dead_items)
+    assert any("circuit breaker open" in (i.metrics["verbatim"].error or "") for i in dead_items)
+    assert summary.by_system["dead"]["verbatim"].errors == n
+    answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    assert all("target_error" in a["metadata"] for a in answers if a["system"] == "dead")
+
+
+def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path: Path) -> None:
+    with FakeRag(limit_every=3, retry_after_s=0.5) as rag:
+        suite = {
+            "metrics": ["verbatim"],
+            "targets": [
+                {"system": "library", "callable": "tests.fakes.fake_rag:callable_target",
+                 "request": {"question": "{question}", "k": 2}, "response": {"contexts": "contexts[*].text",
+                                                                              "citations": "citations"}},
+                {"system": "limited", "url": rag.url("limited"), "rpm": 600, "concurrency": 2,
+                 "request": {"question": "{question}"}, "response": {"contexts": "contexts[*].text",
+                                                                      "citations": "citations"}},
+            ],
+        }  # fmt: skip
+        result = evaluate(questions(N), suite, out=tmp_path / "out")
+        limited_calls = rag.calls["limited"]
+
+    assert rag.calls["library"] == 0  # the callable ran in the worker, not over HTTP
+    scores = {(i.system, i.id): i.metrics["verbatim"].score for i in result.items}
+    assert all(scores[("library", f"q{i}")] == 1.0 for i in range(N))
+    assert all(scores[("limited", f"q{i}")] == 1.0 for i in range(N)), "every 429 was waited out and retried"
+    target = result.summary.target["limited"]
+    assert target["rate_limited"] >= 1 and limited_calls == N + target["rate_limited"]
