@@ -1,4 +1,4 @@
-"""A small JSON path: ``a.b``, ``items[0].id``, ``contexts[*].text`` (``[*]`` maps over a list).
+"""A small JSON path: ``a.b``, ``items[0].id``, ``items[-1].id``, ``contexts[*].text`` (``[*]``: every element).
 
 Enough to point at fields of a RAG API's reply without a dependency; a missing key or index gives None.
 """
@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = ["extract", "parse_path"]
 
-_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+|\*)\]")
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[(-?\d+|\*)\]")
 
 
 def parse_path(path: str) -> list[str | int]:

@@ -58,7 +58,7 @@ def test_code_worker_runs_with_least_privilege(cfg) -> None:
 
 def test_no_secret_is_written_in_plain_text(cfg) -> None:
     assert checks.check_no_plain_secrets(cfg) == []
-    for example in ("compose.env.example", "judge.env.example"):
+    for example in ("compose.env.example", "judge.env.example", "target.env.example"):
         for line in (checks.DEPLOY_DIR / example).read_text().splitlines():
             if line and not line.startswith("#"):
                 assert line.endswith("="), f"{example}: {line!r} carries a value"
@@ -67,6 +67,7 @@ def test_no_secret_is_written_in_plain_text(cfg) -> None:
 def test_real_env_files_stay_out_of_git() -> None:
     ignored = (checks.DEPLOY_DIR / ".gitignore").read_text().split()
     assert "judge.env" in ignored and "!*.env.example" in ignored
+    assert "*.env" in ignored  # target.env too
 
 
 def test_compose_binary_validates_the_file_offline(compose) -> None:

@@ -8,7 +8,8 @@ knows the right document and what each system would say about it:
 * ``exact``: quotes two sentences of the document verbatim and cites their ids: verbatim 1.0, citation 1.0.
 * ``sloppy``: on even-numbered questions the second quote is paraphrased (not verbatim) and the second
   cited sentence id is wrong: verbatim 0.5, citation precision/recall 0.5; odd-numbered ones as ``exact``.
-* ``dead``: every request gets HTTP 500.
+* ``dead`` (and every system in ``failing``): every request gets HTTP 500.
+* ``flaky``: the first request of each question gets HTTP 503, the next is answered as ``exact``.
 * ``limited``: a 429 with ``retry-after`` on every ``limit_every``-th request.
 
 Only the ``k`` top contexts are returned (the gold document first); ``filter`` must be a JSON object.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -96,6 +98,8 @@ class FakeRag:
         self.limit_every = limit_every
         self.retry_after_s = retry_after_s
         self.calls: Counter[str] = Counter()
+        self.failing: set[str] = {"dead"}
+        self._seen: Counter[tuple[str, str]] = Counter()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -145,17 +149,21 @@ class FakeRag:
                 with fake._lock:
                     fake.calls[system] += 1
                     nth = fake.calls[system]
-                    fake.requests.append({"system": system, "body": request,
+                    fake._seen[(system, str(request.get("question")))] += 1
+                    first_ask = fake._seen[(system, str(request.get("question")))] == 1
+                    fake.requests.append({"system": system, "body": request, "t": time.monotonic(),
                                           "authorization": self.headers.get("authorization")})  # fmt: skip
                 if fake.token is not None and self.headers.get("authorization") != f"Bearer {fake.token}":
                     self._reply(401, {"error": "bad token"})
                 elif not isinstance(request.get("filter", {}), dict):
                     self._reply(422, {"error": "filter must be an object"})
-                elif system == "dead":
+                elif system in fake.failing:
                     self._reply(500, {"error": "internal error"})
+                elif system == "flaky" and first_ask:
+                    self._reply(503, {"error": "try again"})
                 elif system == "limited" and nth % fake.limit_every == 1:
                     self._reply(429, {"error": "rate limited"}, {"retry-after": f"{fake.retry_after_s:g}"})
                 else:
-                    self._reply(200, answer_locally(system, request))
+                    self._reply(200, answer_locally("exact" if system == "flaky" else system, request))
 
         return Handler

@@ -179,3 +179,26 @@ def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path
     assert all(scores[("limited", f"q{i}")] == 1.0 for i in range(N)), "every 429 was waited out and retried"
     target = result.summary.target["limited"]
     assert target["rate_limited"] >= 1 and limited_calls == N + target["rate_limited"]
+
+
+def test_resume_asks_again_only_what_has_no_answer(home: Path, token: str, tmp_path: Path) -> None:
+    with FakeRag(token=token) as rag:
+        rag.failing = {"down"}
+        suite = _suite([_target(rag, "exact"), _target(rag, "down", attempts=1, breaker_failures=2, concurrency=1)])
+        suite["metrics"] = ["verbatim"]
+        out = tmp_path / "out"
+        first = evaluate(questions(N), suite, out=out)
+        calls_first = dict(rag.calls)
+        rag.failing = set()  # the system is back
+        cmd = [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out), "--quiet"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+        calls_after = dict(rag.calls)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert first.summary.by_system["down"]["verbatim"].errors == N
+    assert calls_first == {"exact": N, "down": 2}  # the breaker opened after 2 failed questions
+    assert calls_after == {"exact": N, "down": 2 + N}, "only the unanswered questions are asked again"
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["by_system"]["down"]["verbatim"]["mean"] == 1.0
+    assert resumed["by_system"]["down"]["verbatim"]["errors"] == 0
+    assert resumed["by_system"]["exact"]["verbatim"]["mean"] == 1.0

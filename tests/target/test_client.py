@@ -1,0 +1,106 @@
+"""The target client against a real Redis and the fake RAG server: retries, 429s, cache, breaker, limiter."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from ragscore_workers.errors import ConfigError
+from ragscore_workers.schemas import TargetConfig
+from ragscore_workers.store import RunStore
+from ragscore_workers.target import TargetError, TargetStopped, build_target_client
+
+from ..fakes import FakeRag
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rag() -> Any:
+    with FakeRag(limit_every=2, retry_after_s=0.6) as server:
+        yield server
+
+
+def _client(store: RunStore, rag: FakeRag, system: str, **config: Any):  # type: ignore[no-untyped-def]
+    minute_s = config.pop("minute_s", 60.0)
+    target = TargetConfig(system=system, url=rag.url(system), **config)
+    return build_target_client(store.r, f"t-{uuid.uuid4().hex[:8]}", target, minute_s=minute_s)
+
+
+def _ask(n: int) -> dict[str, Any]:
+    return {"question": f"What does record d{n % 6} say? (question {n})", "nonce": uuid.uuid4().hex}
+
+
+def test_a_transient_error_is_retried_and_counted(store: RunStore, rag: FakeRag) -> None:
+    client = _client(store, rag, "flaky")
+    data, cached = client.ask(_ask(1))
+    assert data["answer"] == "Basalt forms when lava cools quickly. It is the most common rock of the ocean floor."
+    assert cached is False
+    assert rag.calls["flaky"] == 2
+    counters = client.state.read()
+    assert counters["calls"] == 2 and counters["retries"] == 1 and counters["failures"] == 0
+
+
+def test_a_429_pauses_every_caller_for_retry_after_then_succeeds(store: RunStore, rag: FakeRag) -> None:
+    client = _client(store, rag, "limited", rpm=1000)
+    started = time.monotonic()
+    data, _ = client.ask(_ask(2))  # the fake's first request is a 429 with retry-after 0.6
+    assert data["answer"] and time.monotonic() - started >= 0.6
+    assert rag.calls["limited"] == 2
+    assert client.state.read()["rate_limited"] == 1
+
+
+def test_replies_are_cached_unless_the_cache_is_off(store: RunStore, rag: FakeRag) -> None:
+    request = _ask(3)
+    client = _client(store, rag, "exact")
+    first, cached_first = client.ask(request)
+    second, cached_second = client.ask(request)
+    assert (cached_first, cached_second) == (False, True) and first == second
+    assert rag.calls["exact"] == 1
+    uncached = _client(store, rag, "exact", cache=False)
+    assert uncached.ask(request) == (first, False)
+    assert rag.calls["exact"] == 2
+
+
+def test_the_breaker_opens_after_consecutive_failures_and_stops_calls(store: RunStore, rag: FakeRag) -> None:
+    client = _client(store, rag, "dead", attempts=2, breaker_failures=2)
+    for n in range(2):
+        with pytest.raises(TargetError, match="dead HTTP 500"):
+            client.ask(_ask(n))
+    with pytest.raises(TargetStopped, match="circuit breaker open after 2 consecutive failed calls to target dead"):
+        client.ask(_ask(9))
+    assert rag.calls["dead"] == 4  # 2 questions x 2 attempts, nothing after the breaker opened
+    assert client.state.read()["failures"] == 2
+
+
+def test_a_4xx_is_not_retried_and_the_token_never_shows(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_TOKEN", "tok-wrong-123456")
+    with FakeRag(token="tok-right-654321") as server:
+        client = _client(store, server, "exact", auth_env="RAG_TOKEN")
+        with pytest.raises(TargetError) as info:
+            client.ask(_ask(4))
+        assert server.calls["exact"] == 1
+    assert "HTTP 401" in str(info.value) and "tok-wrong" not in str(info.value)
+    assert server.requests[0]["authorization"] == "Bearer tok-wrong-123456"
+
+
+def test_a_missing_token_is_a_config_error(store: RunStore, rag: FakeRag, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_RAG_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="set the environment variable NO_SUCH_RAG_TOKEN"):
+        _client(store, rag, "exact", auth_env="NO_SUCH_RAG_TOKEN")
+
+
+def test_the_shared_limiter_keeps_every_window_within_rpm(store: RunStore, rag: FakeRag) -> None:
+    # rpm 3 over a 1-second "minute" (plus the limiter's 2% margin), 8 calls from 4 threads.
+    clients = [_client(store, rag, "exact", rpm=3, minute_s=1.0, cache=False) for _ in range(2)]
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda n: clients[n % 2].ask(_ask(n)), range(8)))
+    times = sorted(r["t"] for r in rag.requests)
+    assert len(times) == 8
+    for i, start in enumerate(times):
+        assert sum(1 for t in times[i:] if t - start < 1.0) <= 3, times
+    assert times[-1] - times[0] >= 2.0  # 8 calls at 3 a second need at least two full windows

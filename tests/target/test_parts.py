@@ -1,0 +1,118 @@
+"""The target stage's pure parts: JSON paths, request templates, filling a row, suite validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.suite import load_suite
+from ragscore_workers.errors import ConfigError
+from ragscore_workers.schemas import Row, TargetConfig
+from ragscore_workers.target import TargetError, fill_row
+from ragscore_workers.target.jsonpath import extract, parse_path
+from ragscore_workers.target.template import placeholders, render
+
+REPLY = {
+    "data": {"answer": "Paris.", "hits": [{"id": "d1", "text": "Paris is the capital."}, {"id": "d2", "text": "x"}]},
+    "quotes": [{"source_index": 0, "quote": "Paris is the capital."}],
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("data.answer", "Paris."),
+        ("data.hits[*].id", ["d1", "d2"]),
+        ("data.hits[1].text", "x"),
+        ("data.hits[-1].id", "d2"),
+        ("data.hits[5].id", None),
+        ("data.missing", None),
+        ("data.answer.deeper", None),
+        ("quotes", REPLY["quotes"]),
+        ("data.hits[*].missing", [None, None]),
+    ],
+)
+def test_extract(path: str, expected: Any) -> None:
+    assert extract(REPLY, path) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "a..b", "a[x]", "a[", "[*]]"])
+def test_malformed_paths_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="not a JSON path"):
+        parse_path(bad)
+
+
+def test_render_keeps_types_formats_text_and_reads_nested_fields() -> None:
+    row = {"id": "q1", "question": "Why?", "metadata": {"lang": "en", "tags": ["a", "b"]}, "k": 3}
+    template = {
+        "q": "{question}",
+        "prompt": "Q{id}: {question} {{literal}}",
+        "filter": {"lang": "{metadata.lang}", "tags": "{metadata.tags}"},
+        "k": 5,
+        "list": ["{id}", 1, None],
+    }
+    assert render(template, row) == {
+        "q": "Why?",
+        "prompt": "Qq1: Why? {literal}",
+        "filter": {"lang": "en", "tags": ["a", "b"]},
+        "k": 5,
+        "list": ["q1", 1, None],
+    }
+    assert placeholders(template) == {"question", "id", "metadata.lang", "metadata.tags"}
+
+
+def test_render_names_the_missing_field() -> None:
+    with pytest.raises(TargetError, match="no field 'metadata.lang'"):
+        render({"filter": "{metadata.lang}"}, {"id": "q1", "metadata": {}})
+    with pytest.raises(TargetError, match="no field 'question'"):
+        render("{question}", {"id": "q1"})
+
+
+def _config(**response: str | None) -> TargetConfig:
+    mapping = {"answer": "data.answer", "contexts": "data.hits[*].text", "retrieved_doc_ids": "data.hits[*].id",
+               "citations": "quotes"} | response  # fmt: skip
+    return TargetConfig(system="sys-a", url="http://localhost/ask", response=mapping)
+
+
+def test_fill_row_sets_the_mapped_fields_and_the_system() -> None:
+    row = Row(id="q1", question="Capital?", reference="Paris", answer="stale", metadata={"lang": "en"})
+    filled = fill_row(row, _config(), REPLY)
+    assert filled.key == "sys-a::q1"
+    assert filled.answer == "Paris." and filled.reference == "Paris" and filled.metadata == {"lang": "en"}
+    assert [c.text for c in filled.contexts] == ["Paris is the capital.", "x"]
+    assert filled.retrieved_doc_ids == ["d1", "d2"]
+    assert filled.citations is not None and filled.citations[0].quote == "Paris is the capital."
+
+
+def test_fill_row_errors_clearly_when_the_reply_does_not_fit() -> None:
+    row = Row(id="q1", question="Capital?")
+    with pytest.raises(TargetError, match="the reply has no 'data.answer'"):
+        fill_row(row, _config(), {"data": {}})
+    with pytest.raises(TargetError, match="does not fit the row: citations"):
+        fill_row(row, _config(citations="data.answer"), REPLY)
+    # A retrieval-only target maps no answer.
+    assert fill_row(row, _config(answer=None), REPLY).answer is None
+
+
+@pytest.mark.parametrize(
+    ("suite", "message"),
+    [
+        ({"target": {"url": "http://x", "callable": "m:f"}}, "exactly one of 'url' or 'callable'"),
+        ({"target": {"system": "a"}}, "exactly one of 'url' or 'callable'"),
+        ({"targets": [{"url": "http://x"}]}, "needs a 'system' name"),
+        ({"targets": [{"system": "a", "url": "http://x"}, {"system": "a", "url": "http://y"}]}, "must be unique"),
+        ({"target": {"url": "http://x"}, "targets": [{"system": "a", "url": "http://x"}]}, "not both"),
+        ({"target": {"callable": "not a spec"}}, "callable"),
+        ({"target": {"url": "http://x", "response": {"answer": "a[x]"}}}, "response.answer: not a JSON path"),
+        ({"target": {"url": "http://x", "rpm": 0}}, "rpm"),
+    ],
+)
+def test_bad_target_sections_fail_before_anything_runs(suite: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_suite({"metrics": ["verbatim"]} | suite)
+
+
+def test_a_target_suite_needs_the_target_queue() -> None:
+    resolved = load_suite({"metrics": ["verbatim", "answer_relevance"], "target": {"url": "http://x"}})
+    assert resolved.queues == ["target", "cpu", "embed"]
