@@ -337,7 +337,7 @@ def cancel_cmd(
 
 @app.command()
 def worker(
-    queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code")],
+    queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code,target")],
     broker: BrokerOpt = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c")] = None,  # noqa: UP045
 ) -> None:

@@ -23,7 +23,15 @@ import redis
 
 from ragscore_workers.app import CONTROL_QUEUE, configure
 from ragscore_workers.errors import BrokerError, DatasetError, StoreError
-from ragscore_workers.planning import DEFAULT_SHARD_ROWS, Shard, plan_shard, plan_target_shard, shards, target_keys
+from ragscore_workers.planning import (
+    DEFAULT_SHARD_ROWS,
+    TARGET_SHARD_ROWS,
+    Shard,
+    plan_shard,
+    plan_target_shard,
+    shards,
+    target_keys,
+)
 from ragscore_workers.schemas import Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import RunState, RunStore, redact_url, redis_client
@@ -107,6 +115,8 @@ def submit(
     run_id = run_id or new_run_id()
     started = time.time()
     bad: list[dict] = []
+    if resolved.targets:
+        shard_rows = min(shard_rows, TARGET_SHARD_ROWS)
 
     def on_error(err: RowError) -> None:
         bad.append(err.to_json())

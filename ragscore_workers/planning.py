@@ -27,6 +27,7 @@ from .schemas import Row, Suite, TargetConfig
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_SHARD_ROWS",
+    "TARGET_SHARD_ROWS",
     "QUEUE_ORDER",
     "ResolvedSuite",
     "Shard",
@@ -44,6 +45,9 @@ QUEUE_ORDER = ("target", "cpu", "embed", "judge", "code")
 DEFAULT_CHUNK_SIZE: dict[str, int] = {"cpu": 250, "embed": 64, "judge": 8, "code": 4, "target": 16}
 #: Rows per shard (one chord each).
 DEFAULT_SHARD_ROWS = 10_000
+#: Questions per shard of a target run: its scoring starts when its shard's target calls are done, so
+#: smaller shards let scoring overlap the (rate-limited) target stage sooner.
+TARGET_SHARD_ROWS = 1_000
 
 
 @dataclass(frozen=True)

@@ -202,3 +202,28 @@ def test_resume_asks_again_only_what_has_no_answer(home: Path, token: str, tmp_p
     assert resumed["by_system"]["down"]["verbatim"]["mean"] == 1.0
     assert resumed["by_system"]["down"]["verbatim"]["errors"] == 0
     assert resumed["by_system"]["exact"]["verbatim"]["mean"] == 1.0
+
+
+def test_several_shards_each_score_once_their_answers_are_in(home: Path, tmp_path: Path) -> None:
+    from orchestrator.runner import run
+    from orchestrator.suite import load_suite
+
+    from ..support import write_jsonl
+
+    n = 10
+    with FakeRag() as rag:
+        response = {"contexts": "contexts[*].text", "citations": "citations", "evidence_sentences": "evidence"}
+        suite = {
+            "metrics": ["verbatim", "citation"],
+            "targets": [{"system": s, "url": rag.url(s), "response": response} for s in ("exact", "sloppy")],
+            "chunk_size": {"target": 3, "cpu": 2},
+        }
+        dataset = write_jsonl(tmp_path / "q.jsonl", questions(n))
+        summary = run(dataset, load_suite(suite), tmp_path / "out", shard_rows=4)  # 3 shards of <= 4 questions
+
+    assert summary.items == 2 * n and summary.scored == 2 * n and summary.metrics["verbatim"].errors == 0
+    items = [json.loads(x) for x in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    assert [(i["system"], i["id"]) for i in items] == [(s, f"q{i}") for i in range(n) for s in ("exact", "sloppy")]
+    sloppy = [i["metrics"]["verbatim"]["score"] for i in items if i["system"] == "sloppy"]
+    assert sloppy == [0.5 if i % 2 == 0 else 1.0 for i in range(n)]
+    assert rag.calls == {"exact": n, "sloppy": n}
