@@ -28,12 +28,13 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from ..errors import ConfigError
 from ..providers.base import RetryDecision
+from ..providers.errors import RateLimitTimeout
 from ..providers.ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_minute
 from ..providers.run_state import RunJudgeState
 from ..schemas import TargetConfig
 from ..settings import get_settings
 from .endpoints import Endpoint, make_endpoint
-from .errors import TargetError, TargetStopped
+from .errors import TargetError, TargetStopped, TargetWaitTooLong
 
 __all__ = ["CACHE_PREFIX", "TargetClient", "build_target_client", "target_state_part"]
 
@@ -117,7 +118,10 @@ class TargetClient:
         if reason:
             raise TargetStopped(reason, system=self.endpoint_name)
         if self.limiter is not None:
-            self.limiter.acquire(0)
+            try:
+                self.limiter.acquire(0)
+            except RateLimitTimeout as exc:
+                raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
         try:
             data, _headers = self.endpoint.call(request)
         except TargetError as exc:
@@ -130,6 +134,8 @@ class TargetClient:
         return data
 
     def _decide(self, exc: TargetError) -> RetryDecision:
+        if isinstance(exc, (TargetStopped, TargetWaitTooLong)):
+            return RetryDecision.no()
         return self.endpoint.decide(exc)
 
     def _wait(self, state: RetryCallState) -> float:

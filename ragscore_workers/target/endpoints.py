@@ -25,8 +25,8 @@ from .errors import TargetError
 
 __all__ = ["CallableEndpoint", "Endpoint", "HttpEndpoint", "make_endpoint"]
 
-#: Connections one process keeps per HTTP target.
-MAX_CONNECTIONS = 64
+#: Connections one process keeps per HTTP target (a target worker: 16 tasks x up to ``concurrency`` calls).
+MAX_CONNECTIONS = 256
 
 
 class Endpoint(Protocol):

@@ -1,8 +1,9 @@
 """Errors of the target stage, a branch of the one tree rooted at :class:`ragscore_workers.errors.RagscoreError`.
 
 RagscoreError
-└── TargetError       asking the system under test failed (carries ``system``, ``status``, ``headers``)
-    └── TargetStopped the run stopped asking this target: its circuit breaker is open
+└── TargetError           asking the system under test failed (carries ``system``, ``status``, ``headers``)
+    ├── TargetStopped     the run stopped asking this target: its circuit breaker is open
+    └── TargetWaitTooLong the shared rate limit would hold the call longer than its bound (not retried)
 
 Messages never carry the target's token (:func:`ragscore_workers.providers.errors.redact`).
 """
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 
 from ..errors import RagscoreError
 
-__all__ = ["TargetError", "TargetStopped"]
+__all__ = ["TargetError", "TargetStopped", "TargetWaitTooLong"]
 
 
 class TargetError(RagscoreError):
@@ -30,3 +31,7 @@ class TargetError(RagscoreError):
 
 class TargetStopped(TargetError):
     """The run's circuit breaker for this target is open: no more calls are made."""
+
+
+class TargetWaitTooLong(TargetError):
+    """The cluster-wide limiter would make this call wait longer than ``max_wait_s``."""

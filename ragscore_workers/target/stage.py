@@ -10,9 +10,10 @@ could not answer (an error per output: the run still reports).
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from ..errors import ConfigError
@@ -36,6 +37,9 @@ def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, A
         return {"row": fill_row(row, config, data).to_message(), "cached": cached}
     except TargetError as exc:
         return {"row": asked.to_message(), "error": str(exc)}
+    except Exception as exc:  # e.g. a callable's reply that is not JSON: this question fails, not the chunk
+        log.exception("target %s failed on %s", config.system or "target", row.id)
+        return {"row": asked.to_message(), "error": f"{config.system or 'target'}: {type(exc).__name__}: {exc}"[:500]}
 
 
 def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig, rows: list[dict]) -> dict[str, int]:
@@ -57,10 +61,19 @@ def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig,
     except ConfigError as exc:  # e.g. the token variable is not set on this worker
         answers = {keys[r.key]: {"row": r.to_message(), "error": f"target {config.system or ''}: {exc}"} for r in todo}
         return {"asked": len(todo), "new": store.save_answers(run_id, shard, answers)}
-    with ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target") as pool:
-        results = list(pool.map(lambda r: _answer(client, config, r), todo))
-    answers = {keys[r.key]: a for r, a in zip(todo, results, strict=True)}
-    return {"asked": len(todo), "new": store.save_answers(run_id, shard, answers)}
+    new = 0
+    pool = ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target")
+    futures = {pool.submit(_answer, client, config, row): row for row in todo}
+    try:
+        for future in as_completed(futures):  # each answer is stored as it comes: a cut task loses none
+            new += store.save_answers(run_id, shard, {keys[futures[future].key]: future.result()})
+    except SoftTimeLimitExceeded:  # prefork pools only; the rest is recorded, a resume asks again
+        left = {keys[r.key]: {"row": r.to_message(), "error": "the target task ran over its time limit"}
+                for f, r in futures.items() if not f.done()}  # fmt: skip
+        new += store.save_answers(run_id, shard, left)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return {"asked": len(todo), "new": new}
 
 
 def _row_of_key(key: str) -> Row:

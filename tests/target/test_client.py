@@ -104,3 +104,18 @@ def test_the_shared_limiter_keeps_every_window_within_rpm(store: RunStore, rag: 
     for i, start in enumerate(times):
         assert sum(1 for t in times[i:] if t - start < 1.0) <= 3, times
     assert times[-1] - times[0] >= 2.0  # 8 calls at 3 a second need at least two full windows
+
+
+def test_a_wait_over_the_bound_fails_the_question_without_retrying(store: RunStore, rag: FakeRag) -> None:
+    from ragscore_workers.providers.ratelimit import RedisLimiter, limits_per_minute
+    from ragscore_workers.target import TargetClient
+    from ragscore_workers.target.endpoints import make_endpoint
+    from ragscore_workers.target.errors import TargetWaitTooLong
+
+    client = _client(store, rag, "exact", cache=False)
+    limiter = RedisLimiter(store.r, f"t-{uuid.uuid4().hex}", limits_per_minute(1, minute_s=30), max_wait_s=0.2)
+    bounded = TargetClient(client.config, make_endpoint(client.config), store.r, client.state, limiter)
+    bounded.ask(_ask(1))
+    with pytest.raises(TargetWaitTooLong, match="max_wait_s=0.2"):
+        bounded.ask(_ask(2))
+    assert rag.calls["exact"] == 1 and client.state.read()["retries"] == 0
