@@ -210,6 +210,11 @@ def main() -> None:
     parser.add_argument("--rpm", type=int, default=600, help="the fake's requests per minute")
     parser.add_argument("--tpm", type=int, default=150_000, help="the fake's tokens per minute (0: none)")
     parser.add_argument("--skip-ragas", action="store_true", help="measure ragscore only")
+    parser.add_argument("--latency", type=float, default=0.0, help="the fake's seconds per reply")
+    parser.add_argument(
+        "--count-rejected", action="store_true",
+        help="429'd requests use up the window too, as OpenAI documents for its limits",
+    )  # fmt: skip
     args = parser.parse_args()
     tpm = args.tpm or None
     os.environ.pop("RAGSCORE_BROKER_URL", None)
@@ -217,8 +222,10 @@ def main() -> None:
 
     rows = judge_rows(args.n)
     python = None if args.skip_ragas else ensure_ragas()
-    result: dict[str, Any] = {"benchmark": "judge", "cpus": os.cpu_count(), "n": args.n, "rpm": args.rpm, "tpm": tpm}
-    with tempfile.TemporaryDirectory(prefix="rsj-", dir="/tmp") as tmp_s, FakeProvider(rpm=args.rpm, tpm=tpm) as fake:
+    result: dict[str, Any] = {"benchmark": "judge", "cpus": os.cpu_count(), "n": args.n, "rpm": args.rpm, "tpm": tpm,
+                              "latency_s": args.latency, "count_rejected": args.count_rejected}  # fmt: skip
+    fake_provider = FakeProvider(rpm=args.rpm, tpm=tpm, latency_s=args.latency, count_rejected=args.count_rejected)
+    with tempfile.TemporaryDirectory(prefix="rsj-", dir="/tmp") as tmp_s, fake_provider as fake:
         tmp = Path(tmp_s)
         os.environ["RAGSCORE_HOME"] = str(tmp / "home")
         ours = run_ragscore(rows, fake.openai_base_url, args.rpm, tpm, tmp)

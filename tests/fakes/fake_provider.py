@@ -17,7 +17,10 @@ Replies are driven by the prompt (every message's content, joined), so tests kno
 
 Limits: ``rpm`` requests and ``tpm`` tokens (prompt + completion, as reported in ``usage``) per sliding
 window of ``period_s`` seconds. A request over either gets 429 with ``retry-after`` (whole seconds, rounded
-up; plus ``retry-after-ms`` when ``retry_after_ms``) and is not counted. Every reply carries Groq-style
+up; plus ``retry-after-ms`` when ``retry_after_ms``) and is not counted, unless ``count_rejected``: then,
+as OpenAI documents ("unsuccessful requests contribute to your per-minute limit, so continuously
+resending a request won't work", platform rate-limits guide), a rejected request takes a request slot of
+the window too (no tokens). Every reply carries Groq-style
 ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` headers (resets like ``2m59.56s``).
 Tokens are counted as ``ceil(chars / 4)`` per message plus 4 (:func:`count_tokens`).
 """
@@ -106,6 +109,7 @@ class FakeProvider:
         responder: Responder | None = None,
         retry_after_ms: bool = False,
         injected_retry_after_s: int = 1,
+        count_rejected: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -116,6 +120,7 @@ class FakeProvider:
         self.retry_after_ms = retry_after_ms
         #: ``retry-after`` of an injected 429 (whole seconds).
         self.injected_retry_after_s = injected_retry_after_s
+        self.count_rejected = count_rejected
         self._addr = (host, port)
         self._lock = threading.Lock()
         self._window = _Window(period_s)
@@ -245,6 +250,8 @@ class FakeProvider:
             if wait > 0:
                 self.counts["rate_limited"] += 1
                 self.log.append({"t": now, "status": 429, "tokens": 0})
+                if self.count_rejected:
+                    self._window.entries.append((now, 0))
                 return "429", (wait, self._limit_headers(now))
             self._window.entries.append((now, tokens_in + tokens_out))
             self._answered[key] += 1
@@ -401,9 +408,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--period", type=float, default=60.0)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--api-key")
+    parser.add_argument("--count-rejected", action="store_true", help="429'd requests take a window slot too")
     args = parser.parse_args(argv)
     fake = FakeProvider(rpm=args.rpm, tpm=args.tpm, period_s=args.period, latency_s=args.latency,
-                        api_key=args.api_key, port=args.port).start()  # fmt: skip
+                        api_key=args.api_key, count_rejected=args.count_rejected, port=args.port).start()  # fmt: skip
     print(fake.url, flush=True)
     try:
         while True:

@@ -130,3 +130,20 @@ def test_headers_at_zero_pause_until_the_reset() -> None:
                                        "x-ratelimit-remaining-requests": "10"})  # fmt: skip
     assert info.exhausted_for() == pytest.approx(7.66)
     assert RateLimitInfo.from_headers({"x-ratelimit-remaining-tokens": "5"}).exhausted_for() == 0.0
+
+
+@pytest.mark.parametrize("count_rejected", [False, True])
+def test_the_fake_can_count_rejected_requests_against_the_window(keys: str, count_rejected: bool) -> None:
+    """OpenAI's documented behaviour (a 429'd request still uses the per-minute limit), as an option."""
+    with FakeProvider(rpm=3, api_key=keys, count_rejected=count_rejected) as fake:
+        provider = _provider("openai", fake)
+        statuses = []
+        for i in range(5):
+            try:
+                provider.complete([{"role": "user", "content": f"q{i} [[rating=2]]"}], PARAMS)
+                statuses.append(200)
+            except ProviderError as exc:
+                statuses.append(exc.status)
+        used = len(fake._window.entries)
+    assert statuses == [200, 200, 200, 429, 429]
+    assert used == (5 if count_rejected else 3)
