@@ -23,7 +23,7 @@ __all__ = ["Sample", "StatusView", "sample"]
 
 #: Seconds of samples a watched rate is computed over.
 WINDOW_S = 30.0
-QUEUES = ("cpu", "embed", "judge", "code")
+QUEUES = ("target", "cpu", "embed", "judge", "code")
 
 
 @dataclass(frozen=True)
