@@ -189,8 +189,7 @@ def resume(
     store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation)
     if on_validated is not None:
         on_validated(json.loads(meta.get("queues", "[]")))
-    metric_outputs = {m.name: m.outputs(p) for m, p in resolved.metrics if m.kind != "derived"}
-    all_outputs = [o for outs in metric_outputs.values() for o in outs]
+    all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
     valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
     n_tasks = n_shards = items = 0
     if resolved.targets:
@@ -207,11 +206,7 @@ def resume(
             n_tasks += _resume_target_shard(store, run_id, index, rows, keys, resolved, generation)
             continue
         missing = store.incomplete(run_id, keys, all_outputs)
-        todo = {
-            k: {m for m, outs in metric_outputs.items() if outs_missing & set(outs)}
-            for k, outs_missing in missing.items()
-        }
-        shard = plan_shard(run_id, index, rows, resolved, todo=todo, generation=generation)
+        shard = plan_shard(run_id, index, rows, resolved, todo=resolved.metrics_todo(missing), generation=generation)
         if shard is None:
             store.mark_shard_done(run_id, index, generation)
         else:

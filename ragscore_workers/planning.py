@@ -88,6 +88,11 @@ class ResolvedSuite:
         """Metric name -> its outputs, for the metrics workers score."""
         return {m.name: m.outputs(p) for m, p in self.scoring}
 
+    def metrics_todo(self, missing: dict[str, set[str]]) -> dict[str, set[str]]:
+        """Item key -> the metrics to run again, from item key -> the outputs the store lacks."""
+        outputs = self.scoring_outputs()
+        return {key: {m for m, outs in outputs.items() if lacks & set(outs)} for key, lacks in missing.items()}
+
 
 def resolve_suite(suite: Suite) -> ResolvedSuite:
     return ResolvedSuite(suite=suite, metrics=resolve(suite))

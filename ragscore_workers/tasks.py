@@ -177,8 +177,7 @@ def score_shard(run_id: str, shard: int, generation: int = 0) -> None:
         for queue, names in resolved.row_queues(row).items():
             results = {o: error for n in names for o in metric_outputs[n] if o in todo_outputs[row.key]}
             store.write_results(run_id, queue, [(row.key, _item_meta(row), results)])
-    todo = {k: {m for m, outs in metric_outputs.items() if missing & set(outs)} for k, missing in todo_outputs.items()}
-    planned = plan_shard(run_id, shard, rows, resolved, todo=todo, generation=generation)
+    planned = plan_shard(run_id, shard, rows, resolved, todo=resolved.metrics_todo(todo_outputs), generation=generation)
     if planned is not None:
         planned.signature.apply_async()
         return
