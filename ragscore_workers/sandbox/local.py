@@ -3,8 +3,9 @@
 One run is one command line of Debian tools, from the outside in:
 
 * ``prlimit`` (util-linux) sets hard = soft limits on CPU seconds, address space, processes, file size,
-  open files and core dumps; ``setpriv`` (util-linux) drops to a sandbox uid with no groups and
-  no-new-privs (root workers only);
+  open files and core dumps; ``unshare --setgid --setuid`` (util-linux, no namespace flags) drops every
+  supplementary group and sets the real, effective and saved gid and uid to a sandbox uid (root workers
+  only); bwrap then sets no-new-privs itself before anything else;
 * ``bwrap --unshare-all`` gives fresh user, mount, pid, network (loopback only), ipc, uts and cgroup
   namespaces, clears the environment, mounts only ``/usr`` read-only plus a fresh ``/proc`` and ``/dev``,
   and size-capped tmpfs (the working dir ``/sandbox``, ``/tmp``, ``/dev/shm``; the rest is read-only) that
@@ -14,6 +15,9 @@ One run is one command line of Debian tools, from the outside in:
 
 The worker starts that command with no pre-exec Python code, so Python can spawn it with vfork: measured
 ~4 ms per run faster than setting the uid and rlimits in a forked child of a worker-sized process.
+``unshare`` rather than ``setpriv`` switches the uid because it takes the ids as numbers: ``setpriv``
+first looks a numeric ``--reuid`` up as a user *name* through NSS (``/etc/passwd``, then libnss_systemd,
+which it loads), 0.7–0.9 ms per run more than ``unshare`` here (bench/README.md, bench.sandbox).
 
 As root, each concurrent run gets its own uid from a range (``uid_base + slot``): RLIMIT_NPROC counts
 processes per uid, so with one shared uid a fork bomb in one sandbox would stop every other sandbox on
@@ -27,6 +31,7 @@ import ctypes
 import fcntl
 import json
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -71,7 +76,7 @@ KILL_WAIT_S = 5.0
 PR_SET_CHILD_SUBREAPER = 36
 
 #: Debian package of each tool the backend runs.
-PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "setpriv": "util-linux"}
+PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "unshare": "util-linux"}
 
 
 def tool_path(name: str, package: str) -> str:
@@ -100,7 +105,7 @@ class LocalSandbox:
     ) -> None:
         self.bwrap = tool_path(bwrap, PACKAGES["bwrap"])
         self.prlimit = tool_path("prlimit", PACKAGES["prlimit"])
-        self.setpriv = tool_path("setpriv", PACKAGES["setpriv"])
+        self.unshare = tool_path("unshare", PACKAGES["unshare"])
         self.ro_binds = ro_binds
         self.uid_base = uid_base
         self.uid_slots = uid_slots
@@ -142,7 +147,7 @@ class LocalSandbox:
         return self._interpreters[name]
 
     def _prefix(self, uid: int | None, limits: Limits) -> list[str]:
-        """prlimit (hard = soft, so the program may lower a limit but never raise it), then setpriv."""
+        """prlimit (hard = soft, so the program may lower a limit but never raise it), then the uid switch."""
         mib = 1 << 20
         cmd = [
             self.prlimit,
@@ -155,7 +160,8 @@ class LocalSandbox:
             "--",
         ]
         if uid is not None:
-            cmd += [self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+            # setgroups(0), setgid, setuid: as root these set the real, effective and saved ids and drop all caps
+            cmd += [self.unshare, f"--setgid={uid}", f"--setuid={uid}", "--"]
         return cmd
 
     def _command(self, argv: list[str], filename: str, code_fd: int, status_fd: int, limits: Limits) -> list[str]:
@@ -235,7 +241,10 @@ class LocalSandbox:
             status = _Status(status_r)
             try:
                 out, err, stopped, truncated = _communicate(proc, status, stdin, limits, started + limits.timeout_s)
-                proc.wait(KILL_WAIT_S)  # every pipe is closed: bwrap has exited or is exiting
+                # every pipe is closed: bwrap has exited or is exiting; sleep until it has, not in polling steps
+                deadline = time.monotonic() + KILL_WAIT_S
+                _wait_until_exited(proc.pid, KILL_WAIT_S)
+                proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired as exc:
                 raise SandboxError("bwrap did not exit after its program had ended") from exc
             finally:
@@ -389,14 +398,34 @@ def _become_subreaper() -> None:
 
 def _reap(pid: int) -> None:
     """Wait for an orphaned sandbox pid-1 that was re-parented to us (a no-op when bwrap reaped it)."""
-    deadline = time.monotonic() + KILL_WAIT_S
-    while time.monotonic() < deadline:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                return
-        except ChildProcessError:  # bwrap reaped it itself
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0]:
             return
-        time.sleep(0.0005)
+    except ChildProcessError:  # bwrap reaped it itself
+        return
+    # Our child, still tearing its namespaces down: the pid cannot be reused before we reap it.
+    _wait_until_exited(pid, KILL_WAIT_S)
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _wait_until_exited(pid: int, timeout: float) -> None:
+    """Sleep until process ``pid`` has exited (its pidfd turns readable) or ``timeout`` passed; no reaping.
+
+    Replaces polling ``waitpid`` with sleeps, which cost up to a polling step (~0.5 ms) per run.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:  # already reaped
+        return
+    try:
+        poller = select.poll()  # not select.select: a busy worker's fd numbers may pass FD_SETSIZE
+        poller.register(fd, select.POLLIN)
+        poller.poll(timeout * 1000)
+    finally:
+        os.close(fd)
 
 
 def _result(

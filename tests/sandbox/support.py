@@ -42,3 +42,25 @@ def sandbox_uid_pids(zombies: bool = False, parent: int | None = None) -> list[i
         if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + DEFAULT_UID_SLOTS:
             found.append(int(p.name))
     return found
+
+
+def status_fields(pid: int) -> dict[str, str]:
+    """``/proc/<pid>/status`` as a dict (empty once the process has exited)."""
+    text = _read(Path(f"/proc/{pid}/status")).decode(errors="replace")
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
+
+
+def descendants(pid: int) -> list[int]:
+    """Host pids below ``pid`` (children, grandchildren, ...), as the host's /proc shows them now."""
+    children: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            ppid = status_fields(int(p.name)).get("PPid")
+            if ppid:
+                children.setdefault(int(ppid), []).append(int(p.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

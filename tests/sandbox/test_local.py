@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -21,10 +22,10 @@ from ragscore_workers.sandbox import (
     SandboxUnavailable,
     get_sandbox,
 )
-from ragscore_workers.sandbox.local import SANDBOX_ENV
+from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS, SANDBOX_ENV
 
 from ..support import ROOT
-from .support import pids_running, sandbox_uid_pids
+from .support import descendants, pids_running, sandbox_uid_pids, status_fields
 
 FAST = Limits(timeout_s=5)
 #: What the root of a sandbox may contain: /usr (and its merged-/usr aliases), a few /etc files, mounts.
@@ -134,6 +135,62 @@ def test_no_network_not_even_the_hosts_loopback(sandbox: LocalSandbox) -> None:
         with pytest.raises(BlockingIOError):
             server.accept()  # nothing reached the host's listener
     assert result.stdout.split() == ["ConnectionRefusedError", "OSError", "OSError"], result.stderr
+
+
+def test_limits_are_hard_so_the_program_cannot_raise_them(sandbox: LocalSandbox) -> None:
+    limits = Limits(timeout_s=5, memory_mb=200, processes=12, file_mb=3, open_files=40)
+    code = (
+        "import resource\n"
+        "for name in ['CPU', 'AS', 'NPROC', 'FSIZE', 'NOFILE', 'CORE']:\n"
+        "    which = getattr(resource, 'RLIMIT_' + name)\n"
+        "    soft, hard = resource.getrlimit(which)\n"
+        "    try:\n"
+        "        resource.setrlimit(which, (hard + 1, hard + 1))\n"
+        "        raised = 'RAISED'\n"
+        "    except (ValueError, OSError):\n"
+        "        raised = 'refused'\n"
+        "    print(name, soft, hard, raised)\n"
+    )
+    result = run(sandbox, code, limits=limits)
+    mib = 1 << 20
+    assert result.stdout.splitlines() == [
+        f"CPU {limits.cpu_s} {limits.cpu_s + 1} refused",  # SIGXCPU at the soft limit, SIGKILL a second later
+        f"AS {200 * mib} {200 * mib} refused",
+        "NPROC 12 12 refused",
+        f"FSIZE {3 * mib} {3 * mib} refused",
+        "NOFILE 40 40 refused",
+        "CORE 0 0 refused",
+    ], result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker switches the sandbox to a uid of its own")
+def test_on_the_host_every_sandbox_process_is_an_unprivileged_uid(sandbox: LocalSandbox) -> None:
+    """bwrap and the program run with the slot uid and gid (real, effective, saved, fs), no supplementary
+    groups, no capabilities and no-new-privs, as the host's /proc shows them."""
+    me = os.getpid()
+    thread = threading.Thread(target=run, args=(sandbox, "import time\ntime.sleep(2)"))
+    thread.start()
+    try:
+        deadline, seen = time.monotonic() + 5, []
+        while time.monotonic() < deadline:
+            children = [pid for pid in descendants(me) if status_fields(pid).get("PPid") == str(me)]
+            sandbox_pids = [pid for pid in children if status_fields(pid).get("Name") == "bwrap"]
+            sandbox_pids += [pid for root in sandbox_pids for pid in descendants(root)]
+            seen = [(pid, status_fields(pid)) for pid in sandbox_pids]
+            if any(fields.get("Name") == "python3" for _, fields in seen):
+                break
+            time.sleep(0.01)
+    finally:
+        thread.join()
+    names = sorted(fields["Name"] for _, fields in seen)
+    assert names == ["bwrap", "bwrap", "python3"], seen  # bwrap, the namespace's pid-1, the program
+    uids = {fields["Uid"] for _, fields in seen} | {fields["Gid"] for _, fields in seen}
+    (ids,) = uids
+    first, *rest = ids.split()
+    assert rest == [first] * 3 and DEFAULT_UID_BASE <= int(first) < DEFAULT_UID_BASE + DEFAULT_UID_SLOTS
+    for _, fields in seen:
+        assert fields["Groups"] == "" and fields["NoNewPrivs"] == "1", fields
+        assert fields["CapPrm"] == fields["CapEff"] == fields["CapAmb"] == "0" * 16, fields
 
 
 def test_wall_clock_timeout_stops_a_sleeping_program(sandbox: LocalSandbox) -> None:
@@ -249,12 +306,16 @@ def test_auto_backend_falls_back_to_local_without_an_engine(monkeypatch: pytest.
 
 
 def test_a_worker_holding_many_files_can_still_start_a_sandbox(sandbox: LocalSandbox) -> None:
-    held = [open(os.devnull) for _ in range(200)]  # noqa: SIM115 - the code and status fds get numbers > 200
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2048), hard))
+    # the code, status, pipe and pidfd fds get numbers > 1024, past select()'s FD_SETSIZE
+    held = [open(os.devnull) for _ in range(1100)]  # noqa: SIM115
     try:
         result = run(sandbox, "print('ok')", stdin="x", limits=Limits(open_files=16))
     finally:
         for fh in held:
             fh.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert result.ok and result.stdout == "ok\n"
 
 
