@@ -11,6 +11,7 @@ from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
 from .itemstats import ItemStats, WorstItem, higher_is_better
+from .markdown import TARGET_COLUMNS, target_rows
 from .templates import CSS, environment
 
 __all__ = ["fmt", "render_html", "version"]
@@ -183,6 +184,7 @@ def render_html(
     judge, embedding = _judge(summary, suite), _embedding(summary, suite)
     sections = [("summary", "Summary"), ("distributions", "Distributions")]
     sections += [(f"by-{b['dim']}", f"By {b['dim']}") for b in breakdowns]
+    sections += [("targets", "Targets")] if summary.target else []
     sections += [("judge", "Judge"), ("embedding", "Embeddings")]
     sections += [("worst", "Worst items")] + ([("errors", "Errors")] if stats.error_examples else [])
     sections += [("failed-rows", "Unreadable rows")] if failed_rows else []
@@ -200,6 +202,8 @@ def render_html(
         "breakdowns": breakdowns,
         "judge": judge,
         "embedding": embedding,
+        "target_columns": TARGET_COLUMNS,
+        "targets": target_rows(summary),
         "worst_k": stats.worst_k,
         "worst": _worst(summary, stats),
         "errors": stats.error_examples,

@@ -51,6 +51,7 @@ def render_markdown(summary: RunSummary) -> str:
     lines += _breakdown("question_type", summary.by_question_type)
     lines += _breakdown("category", summary.by_category)
     lines += _judge(summary)
+    lines += _targets(summary)
     lines += _timing(summary)
     return "\n".join(lines) + "\n"
 
@@ -70,6 +71,27 @@ def _judge(summary: RunSummary) -> list[str]:
             lines.append(f"| {name} | {a.get('n', 0)} | {pct} | {kappa} |")
         lines.append("")
     return lines
+
+
+#: Columns of the target table, per system (``breaker`` only shows when it opened).
+TARGET_COLUMNS = ("calls", "cache_hits", "retries", "rate_limited", "failures", "breaker")
+
+
+def target_rows(summary: RunSummary) -> list[list[str]]:
+    """Per target system: its counters in TARGET_COLUMNS order (missing ones as 0, no breaker as "-")."""
+    return [
+        [system] + [str(c.get(k, "-" if k == "breaker" else 0)) for k in TARGET_COLUMNS]
+        for system, c in summary.target.items()
+    ]
+
+
+def _targets(summary: RunSummary) -> list[str]:
+    if not summary.target:
+        return []
+    header = "| system | " + " | ".join(TARGET_COLUMNS) + " |"
+    lines = ["## Targets", "", header, "|---" * (len(TARGET_COLUMNS) + 1) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in target_rows(summary)]
+    return [*lines, ""]
 
 
 def _timing(summary: RunSummary) -> list[str]:

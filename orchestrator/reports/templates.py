@@ -77,6 +77,14 @@ summary.json.</p>{% endif %}
 {% endfor %}</tr>{% endfor %}</table></details>
 {% endif %}{% endfor %}
 
+{% if targets %}<h2 id="targets">Targets</h2>
+<p class="muted">The systems under test asked before scoring: their calls, cache hits, retries, 429s, questions
+that failed for good, and why the circuit breaker opened (if it did).</p>
+<table><tr><th class="l">system</th>{% for c in target_columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for row in targets %}<tr><td class="l">{{ row[0] }}</td>{% for v in row[1:] %}<td>{{ v }}</td>{% endfor %}
+</tr>{% endfor %}</table>
+{% endif %}
+
 <h2 id="judge">LLM judge</h2>
 {% if not judge.used %}<p class="muted">No judge calls in this run (the suite has no judge metric, or every reply
 came from the cache).</p>{% endif %}

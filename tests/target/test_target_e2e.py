@@ -155,6 +155,12 @@ def test_dead_target_trips_the_breaker_and_the_run_still_reports(home: Path, tok
     assert summary.by_system["dead"]["verbatim"].errors == n
     answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
     assert all("target_error" in a["metadata"] for a in answers if a["system"] == "dead")
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8").split("## Targets", 1)[1]
+    assert f"| exact | {n} | 0 | 0 | 0 | 0 | - |" in report
+    dead_row = next(line for line in report.splitlines() if line.startswith("| dead |"))
+    assert f"| {dead_calls} |" in dead_row and "circuit breaker open after 3" in dead_row
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert 'id="targets"' in page and "circuit breaker open after 3" in page
 
 
 def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path: Path) -> None:
