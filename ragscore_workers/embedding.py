@@ -45,6 +45,7 @@ __all__ = [
     "Encoder",
     "ModelNotFoundError",
     "ModelSource",
+    "STAT_NAMES",
     "Vectors",
     "clear_memory_cache",
     "cosine",
@@ -73,6 +74,8 @@ MEMORY_CACHE_MB = 64
 REDIS_CACHE_TTL_S = 30 * 24 * 3600
 #: Seconds a failed model load is remembered, so a chunk's rows do not each retry a dead hub.
 LOAD_FAILURE_MEMO_S = 60.0
+#: The counters of :attr:`Vectors.stats`.
+STAT_NAMES = ("distinct", "memory_hits", "cache_hits", "encoded", "encode_calls", "encode_ms")
 #: Added to the norm product of a cosine (as the seed framework does), so a zero vector gives 0, not NaN.
 COSINE_EPS = 1e-10
 
@@ -277,7 +280,8 @@ class Vectors:
 
     by_hash: dict[str, np.ndarray]
     dim: int
-    #: ``distinct``, ``memory_hits``, ``cache_hits`` (Redis), ``encoded``, ``encode_calls`` of this lookup.
+    #: ``distinct``, ``memory_hits``, ``cache_hits`` (Redis), ``encoded``, ``encode_calls`` and ``encode_ms``
+    #: (milliseconds inside the model's encode call) of this lookup.
     stats: dict[str, int]
 
     def __getitem__(self, text: str) -> np.ndarray:
@@ -297,7 +301,7 @@ def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None) -> V
     across processes and runs.
     """
     if not texts:  # nothing to embed: do not load a model for it
-        return Vectors({}, 0, {"distinct": 0, "memory_hits": 0, "cache_hits": 0, "encoded": 0, "encode_calls": 0})
+        return Vectors({}, 0, dict.fromkeys(STAT_NAMES, 0))
     encoder = get_encoder(config)
     distinct: dict[str, str] = {}
     for text in texts:
@@ -314,8 +318,12 @@ def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None) -> V
         cache_hits = redis_get(redis, encoder.key, encoder.dim, missing)
     todo = [d for d in missing if d not in cache_hits]
     encoded: dict[str, np.ndarray] = {}
+    encode_s = 0.0
     if todo:
-        encoded = dict(zip(todo, encoder.encode([distinct[d] for d in todo], config.batch_size), strict=True))
+        started = time.perf_counter()
+        matrix = encoder.encode([distinct[d] for d in todo], config.batch_size)
+        encode_s = time.perf_counter() - started
+        encoded = dict(zip(todo, matrix, strict=True))
         if config.cache and redis is not None:
             redis_put(redis, encoder.key, encoded, REDIS_CACHE_TTL_S)
     for digest, vector in (cache_hits | encoded).items():
@@ -327,6 +335,7 @@ def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None) -> V
         "cache_hits": len(cache_hits),
         "encoded": len(encoded),
         "encode_calls": 1 if todo else 0,
+        "encode_ms": round(encode_s * 1000),
     }
     return Vectors(found, encoder.dim, stats)
 
