@@ -34,7 +34,7 @@ from ragscore_workers.planning import (
 )
 from ragscore_workers.schemas import Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
-from ragscore_workers.store import RunState, RunStore, redact_url, redis_client
+from ragscore_workers.store import RunState, RunStore, redact_url, redis_client, target_state_part
 from ragscore_workers.tasks import aggregate, score_shard
 
 from .datasets import RowError, iter_rows, scan_dataset
@@ -225,7 +225,7 @@ def resume(
 def reset_target_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:
     """A resume asks again: close each target's circuit breaker (its counters are kept)."""
     for target in resolved.targets:
-        store.r.hdel(store.key(run_id, f"target:{target.system or 'target'}"), "breaker", "consecutive_failures")
+        store.r.hdel(store.key(run_id, target_state_part(target.name)), "breaker", "consecutive_failures")
 
 
 def _resume_target_shard(

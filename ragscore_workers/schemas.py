@@ -239,6 +239,11 @@ class TargetConfig(BaseModel):
         return self
 
     @property
+    def name(self) -> str:
+        """The name in counters, messages and the run store: ``system``, else ``target``."""
+        return self.system or "target"
+
+    @property
     def identity(self) -> str:
         """What a cached reply depends on: the endpoint or function and the method."""
         return f"{self.method} {self.url}" if self.url else f"callable {self.callable}"

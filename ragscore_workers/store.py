@@ -32,7 +32,15 @@ import redis
 from .errors import StoreError
 from .schemas import ItemResult, MetricResult, RunSummary
 
-__all__ = ["RawItem", "RunState", "RunStore", "redact_url", "redis_client", "store_url_for_redis_py"]
+__all__ = [
+    "RawItem",
+    "RunState",
+    "RunStore",
+    "redact_url",
+    "redis_client",
+    "store_url_for_redis_py",
+    "target_state_part",
+]
 
 PREFIX = "ragscore:run:"
 #: Unreadable rows kept per run (with a 1,000-character excerpt each); the count is always exact.
@@ -111,6 +119,11 @@ if new ~= 0 then
 end
 return new
 """
+
+
+def target_state_part(system: str) -> str:
+    """The run-store part (``ragscore:run:{id}:<part>``) holding a target's counters and breaker."""
+    return f"target:{system}"
 
 
 def redact_url(url: str) -> str:

@@ -22,7 +22,7 @@ from .planning import plan_shard, resolve_suite
 from .schemas import JUDGE_COUNTERS, MetricResult, Queue, Row, Suite
 from .scoring import derive, score_rows
 from .settings import get_settings
-from .store import RunState, RunStore, redis_client
+from .store import RunState, RunStore, redis_client, target_state_part
 
 __all__ = ["aggregate", "ask_target", "finish_shard", "score_shard", "score_task"]
 
@@ -237,9 +237,7 @@ def aggregate(run_id: str) -> None:
             k: v for k, v in store.counters(run_id, "judge").items() if k != "consecutive_failures"
         }
         judge["agreement"] = {name: a.to_json() for name, a in sorted(agg.agreement.items())}
-        targets = {
-            t.system or "target": store.counters(run_id, f"target:{t.system or 'target'}") for t in suite.all_targets
-        }
+        targets = {t.name: store.counters(run_id, target_state_part(t.name)) for t in suite.all_targets}
         summary = agg.summary(
             run_id,
             judge=judge,

@@ -76,6 +76,16 @@ class RetryDecision:
     def rate_limit(cls, retry_after: float | None) -> RetryDecision:
         return cls("rate_limit", DEFAULT_RATE_LIMIT_WAIT_S if retry_after is None else retry_after)
 
+    @classmethod
+    def for_status(cls, status: int | None, headers: Mapping[str, str]) -> RetryDecision:
+        """An HTTP failure: unreachable (``None``), 408/409/425 and 5xx are transient, 429 waits for
+        ``retry-after``, any other status is final."""
+        if status is None or status in (408, 409, 425) or status >= 500:
+            return cls.transient()
+        if status == 429:
+            return cls.rate_limit(parse_retry_after(headers))
+        return cls.no()
+
     @property
     def retry(self) -> bool:
         return self.kind != "no"
@@ -128,14 +138,9 @@ class Provider(ABC):
             return RetryDecision.transient()
         if not isinstance(exc, ProviderError):
             return RetryDecision.no()
-        if exc.status is None or exc.status in (408, 409, 425) or exc.status >= 500:
-            return RetryDecision.transient()
-        if exc.status == 429:
-            text = f"{exc.code or ''} {exc}".lower()
-            if any(word in text for word in _QUOTA_WORDS):
-                return RetryDecision.no()
-            return RetryDecision.rate_limit(parse_retry_after(exc.headers))
-        return RetryDecision.no()
+        if exc.status == 429 and any(word in f"{exc.code or ''} {exc}".lower() for word in _QUOTA_WORDS):
+            return RetryDecision.no()
+        return RetryDecision.for_status(exc.status, exc.headers)
 
     @property
     def identity(self) -> str:

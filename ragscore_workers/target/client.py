@@ -33,21 +33,17 @@ from ..providers.ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_m
 from ..providers.run_state import RunJudgeState
 from ..schemas import TargetConfig
 from ..settings import get_settings
+from ..store import target_state_part
 from .endpoints import Endpoint, make_endpoint
 from .errors import TargetError, TargetStopped, TargetWaitTooLong
 
-__all__ = ["CACHE_PREFIX", "TargetClient", "build_target_client", "target_state_part"]
+__all__ = ["CACHE_PREFIX", "TargetClient", "build_target_client"]
 
 log = logging.getLogger(__name__)
 
 CACHE_PREFIX = "ragscore:targetcache:"
 #: Seconds a cached reply is kept (90 days, as judge replies).
 CACHE_TTL_S = 90 * 24 * 3600
-
-
-def target_state_part(system: str) -> str:
-    """The run-store part holding a target's counters and breaker."""
-    return f"target:{system}"
 
 
 class TargetClient:
@@ -111,7 +107,7 @@ class TargetClient:
 
     @property
     def endpoint_name(self) -> str:
-        return self.config.system or "target"
+        return self.config.name
 
     def _attempt(self, request: dict[str, Any]) -> Any:
         reason = self.state.stop_reason()
@@ -163,7 +159,6 @@ def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute
         scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
         limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
                                max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
-    system = config.system or "target"
-    state = RunJudgeState(redis, run_id, ttl_s=get_settings().run_ttl_s, part=target_state_part(system),
-                          what=f"calls to target {system}")  # fmt: skip
+    state = RunJudgeState(redis, run_id, ttl_s=get_settings().run_ttl_s, part=target_state_part(config.name),
+                          what=f"calls to target {config.name}")  # fmt: skip
     return TargetClient(config, endpoint, redis, state, limiter)

@@ -19,7 +19,6 @@ import httpx
 from ..errors import ConfigError
 from ..providers.base import RetryDecision
 from ..providers.errors import redact
-from ..providers.headers import parse_retry_after
 from ..schemas import TargetConfig
 from .errors import TargetError
 
@@ -42,7 +41,7 @@ class HttpEndpoint:
 
     def __init__(self, config: TargetConfig) -> None:
         assert config.url is not None
-        self.system = config.system or "target"
+        self.system = config.name
         self.url = config.url
         self.method = config.method
         headers = dict(config.headers)
@@ -80,11 +79,7 @@ class HttpEndpoint:
             raise TargetError(f"{self.system}: the reply is not JSON", system=self.system, status=200) from exc
 
     def decide(self, exc: TargetError) -> RetryDecision:
-        if exc.status is None or exc.status in (408, 409, 425) or exc.status >= 500:
-            return RetryDecision.transient()
-        if exc.status == 429:
-            return RetryDecision.rate_limit(parse_retry_after(exc.headers))
-        return RetryDecision.no()
+        return RetryDecision.for_status(exc.status, exc.headers)
 
     def _redact(self, text: str) -> str:
         return redact(text, self._token)
@@ -110,7 +105,7 @@ class CallableEndpoint:
 
     def __init__(self, config: TargetConfig) -> None:
         assert config.callable is not None
-        self.system = config.system or "target"
+        self.system = config.name
         self._function = load_callable(config.callable)
 
     def call(self, request: dict[str, Any]) -> tuple[Any, Mapping[str, str]]:

@@ -30,7 +30,7 @@ def fill_row(row: Row, config: TargetConfig, data: Any) -> Row:
     """``row`` answered by the target: its reply's fields replace the row's; TargetError if they do not fit."""
     fields = mapped_fields(config, data)
     if "answer" not in fields and config.response.answer is not None:
-        raise TargetError(f"{config.system or 'target'}: the reply has no {config.response.answer!r} (the answer)",
+        raise TargetError(f"{config.name}: the reply has no {config.response.answer!r} (the answer)",
                           system=config.system or "")  # fmt: skip
     values = row.model_dump(mode="json", exclude_none=True) | fields
     if config.system is not None:
@@ -39,5 +39,5 @@ def fill_row(row: Row, config: TargetConfig, data: Any) -> Row:
         return Row.model_validate(values)
     except ValidationError as exc:
         problem = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3])
-        raise TargetError(f"{config.system or 'target'}: the reply does not fit the row: {problem}",
+        raise TargetError(f"{config.name}: the reply does not fit the row: {problem}",
                           system=config.system or "") from exc  # fmt: skip

@@ -17,6 +17,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from ..errors import ConfigError
+from ..planning import answered_row
 from ..schemas import Row, TargetConfig
 from ..store import RunStore
 from .client import TargetClient, build_target_client
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, Any]:
-    asked = row if config.system is None else row.model_copy(update={"system": config.system})
+    asked = answered_row(row, config)
     try:
         request = render(config.request, row.model_dump(mode="json", exclude_none=True))
         data, cached = client.ask(request)
@@ -38,8 +39,8 @@ def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, A
     except TargetError as exc:
         return {"row": asked.to_message(), "error": str(exc)}
     except Exception as exc:  # e.g. a callable's reply that is not JSON: this question fails, not the chunk
-        log.exception("target %s failed on %s", config.system or "target", row.id)
-        return {"row": asked.to_message(), "error": f"{config.system or 'target'}: {type(exc).__name__}: {exc}"[:500]}
+        log.exception("target %s failed on %s", config.name, row.id)
+        return {"row": asked.to_message(), "error": f"{config.name}: {type(exc).__name__}: {exc}"[:500]}
 
 
 def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig, rows: list[dict]) -> dict[str, int]:
@@ -50,25 +51,25 @@ def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig,
             parsed.append(Row.model_validate(raw))
         except ValidationError as exc:  # the orchestrator validated it; a foreign producer may not have
             log.error("run %s: invalid row %r in a target task: %s", run_id, raw.get("id"), exc)
-    keys = {r.key: (r if config.system is None else r.model_copy(update={"system": config.system})).key
-            for r in parsed}  # fmt: skip
-    done = store.answers(run_id, shard, list(keys.values()))
-    todo = [r for r in parsed if "error" in done.get(keys[r.key], {"error": ""})]
+    asked = {r.key: answered_row(r, config) for r in parsed}  # the items' rows, ``system`` set
+    done = store.answers(run_id, shard, [a.key for a in asked.values()])
+    todo = [r for r in parsed if "error" in done.get(asked[r.key].key, {"error": ""})]
     if not todo:
         return {"asked": 0, "new": 0}
     try:
         client = build_target_client(store.r, run_id, config)
     except ConfigError as exc:  # e.g. the token variable is not set on this worker
-        answers = {keys[r.key]: {"row": r.to_message(), "error": f"target {config.system or ''}: {exc}"} for r in todo}
+        answers = {asked[r.key].key: {"row": asked[r.key].to_message(), "error": f"target {config.name}: {exc}"}
+                   for r in todo}  # fmt: skip
         return {"asked": len(todo), "new": store.save_answers(run_id, shard, answers)}
     new = 0
     pool = ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target")
     futures = {pool.submit(_answer, client, config, row): row for row in todo}
     try:
         for future in as_completed(futures):  # each answer is stored as it comes: a cut task loses none
-            new += store.save_answers(run_id, shard, {keys[futures[future].key]: future.result()})
+            new += store.save_answers(run_id, shard, {asked[futures[future].key].key: future.result()})
     except SoftTimeLimitExceeded:  # prefork pools only; the rest is recorded, a resume asks again
-        left = {keys[r.key]: {"row": r.to_message(), "error": "the target task ran over its time limit"}
+        left = {asked[r.key].key: {"row": asked[r.key].to_message(), "error": "the target task ran over its time limit"}
                 for f, r in futures.items() if not f.done()}  # fmt: skip
         new += store.save_answers(run_id, shard, left)
     finally:

@@ -233,3 +233,21 @@ def test_several_shards_each_score_once_their_answers_are_in(home: Path, tmp_pat
     sloppy = [i["metrics"]["verbatim"]["score"] for i in items if i["system"] == "sloppy"]
     assert sloppy == [0.5 if i % 2 == 0 else 1.0 for i in range(n)]
     assert rag.calls == {"exact": n, "sloppy": n}
+
+
+def test_a_token_missing_on_the_worker_fails_that_systems_items_only(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_SUCH_RAG_TOKEN", raising=False)
+    with FakeRag() as rag:
+        locked = _target(rag, "locked") | {"auth_env": "NO_SUCH_RAG_TOKEN"}
+        suite = _suite([_target(rag, "exact") | {"auth_env": None}, locked]) | {"metrics": ["verbatim"]}
+        result = evaluate(questions(3), suite, out=tmp_path / "out")
+
+    assert rag.calls["locked"] == 0 and rag.calls["exact"] == 3
+    by_system = {(i.system, i.id): i.metrics["verbatim"] for i in result.items}
+    assert len(by_system) == 6  # the failed items keep their system::id keys
+    assert all(by_system[("exact", f"q{i}")].score == 1.0 for i in range(3))
+    assert all(
+        "set the environment variable NO_SUCH_RAG_TOKEN" in by_system[("locked", f"q{i}")].error for i in range(3)
+    )
