@@ -1,11 +1,12 @@
 """Local backend: bubblewrap namespaces + rlimits + an unprivileged uid, no daemon needed.
 
-One run is one command line of Debian tools, from the outside in:
+One run, from the outside in:
 
-* ``prlimit`` (util-linux) sets hard = soft limits on CPU seconds, address space, processes, file size,
-  open files and core dumps; ``unshare --setgid --setuid`` (util-linux, no namespace flags) drops every
-  supplementary group and sets the real, effective and saved gid and uid to a sandbox uid (root workers
-  only); bwrap then sets no-new-privs itself before anything else;
+* a *slot helper* (:mod:`.slots`) already runs as a uid of the sandbox range held by this run alone
+  (root workers; real, effective and saved uid and gid, no supplementary groups, no capabilities) under
+  the run's hard = soft limits on CPU seconds, address space, processes, file size, open files and core
+  dumps; it starts bwrap by vfork + exec, so bwrap and everything below inherit the ids and limits; bwrap
+  sets no-new-privs itself before anything else;
 * ``bwrap --unshare-all`` gives fresh user, mount, pid, network (loopback only), ipc, uts and cgroup
   namespaces, clears the environment, mounts only ``/usr`` read-only plus a fresh ``/proc`` and ``/dev``,
   and size-capped tmpfs (the working dir ``/sandbox``, ``/tmp``, ``/dev/shm``; the rest is read-only) that
@@ -13,32 +14,19 @@ One run is one command line of Debian tools, from the outside in:
 * a wall-clock timeout and an output cap kill the sandbox's pid-1, which takes every process in the pid
   namespace with it (a program cannot leave anything behind, even after ``setsid``).
 
-The worker starts that command with no pre-exec Python code, so Python can spawn it with vfork: measured
-~4 ms per run faster than setting the uid and rlimits in a forked child of a worker-sized process.
-``unshare`` rather than ``setpriv`` switches the uid because it takes the ids as numbers: ``setpriv``
-first looks a numeric ``--reuid`` up as a user *name* through NSS (``/etc/passwd``, then libnss_systemd,
-which it loads), 0.7–0.9 ms per run more than ``unshare`` here (bench/README.md, bench.sandbox).
-
-As root, each concurrent run gets its own uid from a range (``uid_base + slot``): RLIMIT_NPROC counts
-processes per uid, so with one shared uid a fork bomb in one sandbox would stop every other sandbox on
-the host from starting (measured: ``bwrap: Creating new namespace failed``). Inside, the program sees
-itself as ``nobody`` (65534). A non-root worker runs the sandbox as its own uid.
+Inside, the program sees itself as ``nobody`` (65534). A non-root worker runs the sandbox as its own uid.
 """
 
 from __future__ import annotations
 
-import ctypes
-import fcntl
 import json
 import os
-import select
+import resource
 import selectors
 import shutil
 import signal
-import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ._base import (
@@ -51,6 +39,7 @@ from ._base import (
     get_language,
     ran_out_of_memory,
 )
+from .slots import FD_ARG, SlotLease, SlotPool, Spawned
 
 __all__ = ["DEFAULT_UID_BASE", "DEFAULT_UID_SLOTS", "LocalSandbox", "tool_path"]
 
@@ -72,11 +61,11 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/alternatives")
 USR_ALIASES = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 #: Seconds to wait for the sandbox to exit after it was killed.
 KILL_WAIT_S = 5.0
-#: prctl option: orphaned descendants are re-parented to this process instead of the host's init.
-PR_SET_CHILD_SUBREAPER = 36
+#: bwrap's own environment (its environ is readable from inside the sandbox: no secrets).
+BWRAP_ENV = {"PATH": "/usr/bin:/bin"}
 
 #: Debian package of each tool the backend runs.
-PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "unshare": "util-linux"}
+PACKAGES = {"bwrap": "bubblewrap"}
 
 
 def tool_path(name: str, package: str) -> str:
@@ -104,14 +93,11 @@ class LocalSandbox:
         slot_dir: Path | None = None,
     ) -> None:
         self.bwrap = tool_path(bwrap, PACKAGES["bwrap"])
-        self.prlimit = tool_path("prlimit", PACKAGES["prlimit"])
-        self.unshare = tool_path("unshare", PACKAGES["unshare"])
         self.ro_binds = ro_binds
-        self.uid_base = uid_base
-        self.uid_slots = uid_slots
-        self.slot_dir = slot_dir or DEFAULT_SLOT_DIR
         self._read_only = _read_only_mounts(ro_binds)
         self._interpreters: dict[str, str] = {}
+        # the helpers run the interpreter programs use: one every sandbox uid can read
+        self.slots = SlotPool(self.interpreter("python3"), uid_base, uid_slots, slot_dir or DEFAULT_SLOT_DIR)
 
     def run(
         self,
@@ -129,8 +115,8 @@ class LocalSandbox:
         try:
             os.write(code_fd, code.encode("utf-8"))
             os.lseek(code_fd, 0, os.SEEK_SET)
-            with self._uid() as uid:
-                return self._execute(argv, lang.filename, code_fd, uid, stdin.encode("utf-8"), limits)
+            with self.slots.lease(_rlimits(limits)) as slot:
+                return self._execute(slot, argv, lang.filename, code_fd, stdin.encode("utf-8"), limits)
         finally:
             os.close(code_fd)
 
@@ -146,25 +132,7 @@ class LocalSandbox:
             self._interpreters[name] = found[0]
         return self._interpreters[name]
 
-    def _prefix(self, uid: int | None, limits: Limits) -> list[str]:
-        """prlimit (hard = soft, so the program may lower a limit but never raise it), then the uid switch."""
-        mib = 1 << 20
-        cmd = [
-            self.prlimit,
-            f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",  # SIGXCPU, then SIGKILL a second later
-            f"--as={limits.memory_mb * mib}",
-            f"--nproc={limits.processes}",
-            f"--fsize={limits.file_mb * mib}",
-            f"--nofile={limits.open_files}",
-            "--core=0",
-            "--",
-        ]
-        if uid is not None:
-            # setgroups(0), setgid, setuid: as root these set the real, effective and saved ids and drop all caps
-            cmd += [self.unshare, f"--setgid={uid}", f"--setuid={uid}", "--"]
-        return cmd
-
-    def _command(self, argv: list[str], filename: str, code_fd: int, status_fd: int, limits: Limits) -> list[str]:
+    def _command(self, argv: list[str], filename: str, code_fd: str, status_fd: str, limits: Limits) -> list[str]:
         disk = str(limits.disk_mb << 20)
         cmd = [
             self.bwrap,
@@ -177,86 +145,52 @@ class LocalSandbox:
             "--size", disk, "--tmpfs", "/dev/shm",
             "--size", disk, "--tmpfs", "/tmp",
             "--size", disk, "--tmpfs", WORKDIR,
-            "--file", str(code_fd), f"{WORKDIR}/{filename}",
+            "--file", code_fd, f"{WORKDIR}/{filename}",
             # bwrap's root and /dev are unbounded tmpfs: read-only, so only the size-capped mounts take writes
             "--remount-ro", "/dev", "--remount-ro", "/",
             "--chdir", WORKDIR,
-            "--json-status-fd", str(status_fd),
+            "--json-status-fd", status_fd,
         ]  # fmt: skip
         for key, value in SANDBOX_ENV.items():
             cmd += ["--setenv", key, value]
         return [*cmd, "--", *argv]
 
-    @contextmanager
-    def _uid(self) -> Iterator[int | None]:
-        """A uid of the range held by this run alone (root), or None (run as the worker's own uid)."""
-        if os.geteuid() != 0:
-            yield None
-            return
-        self.slot_dir.mkdir(mode=0o700, exist_ok=True)
-        st = os.lstat(self.slot_dir)
-        if st.st_uid != 0 or (st.st_mode & 0o077) or not self.slot_dir.is_dir() or self.slot_dir.is_symlink():
-            raise SandboxError(f"{self.slot_dir} must be a directory owned by root with mode 0700")
-        start = os.getpid() % self.uid_slots
-        for i in range(self.uid_slots):
-            slot = (start + i) % self.uid_slots
-            fd = os.open(self.slot_dir / f"slot-{slot}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            try:
-                yield self.uid_base + slot
-            finally:
-                os.close(fd)  # releases the lock
-            return
-        raise SandboxError(f"All {self.uid_slots} sandbox uid slots are busy")
-
     # ------------------------------------------------------------------ running it
 
     def _execute(
-        self, argv: list[str], filename: str, code_fd: int, uid: int | None, stdin: bytes, limits: Limits
+        self, slot: SlotLease, argv: list[str], filename: str, code_fd: int, stdin: bytes, limits: Limits
     ) -> ExecResult:
         status_r, status_w = os.pipe()
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        ours = [status_r, in_w, out_r, err_r]
         try:
-            cmd = [*self._prefix(uid, limits), *self._command(argv, filename, code_fd, status_w, limits)]
-            _become_subreaper()
+            cmd = self._command(argv, filename, f"{FD_ARG}0", f"{FD_ARG}1", limits)
             started = time.monotonic()
             try:
-                proc = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env={"PATH": "/usr/bin:/bin"},  # bwrap's own environ is readable from inside: no secrets
-                    cwd="/",
-                    pass_fds=(code_fd, status_w),
-                    start_new_session=True,
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise SandboxError(f"Could not start the sandbox: {exc}") from exc
+                proc = slot.spawn(cmd, BWRAP_ENV, [in_r, out_w, err_w, code_fd, status_w])
             finally:
-                os.close(status_w)  # bwrap holds the only write end now: EOF means it exited
+                for fd in (in_r, out_w, err_w, status_w):  # bwrap holds the only copies now: EOF means it exited
+                    os.close(fd)
             status = _Status(status_r)
+            ours.remove(in_w)  # _communicate closes it, whatever happens
             try:
-                out, err, stopped, truncated = _communicate(proc, status, stdin, limits, started + limits.timeout_s)
-                # every pipe is closed: bwrap has exited or is exiting; sleep until it has, not in polling steps
-                deadline = time.monotonic() + KILL_WAIT_S
-                _wait_until_exited(proc.pid, KILL_WAIT_S)
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired as exc:
-                raise SandboxError("bwrap did not exit after its program had ended") from exc
-            finally:
-                if proc.poll() is None:
+                out, err, stopped, truncated = _communicate(
+                    _Pipes(in_w, out_r, err_r, status), stdin, limits, started + limits.timeout_s
+                )
+                if stopped is not None:
                     _kill(proc, status.child_pid)
-                for stream in (proc.stdin, proc.stdout, proc.stderr):
-                    if stream is not None:
-                        stream.close()
-                if status.child_pid is not None:
-                    _reap(status.child_pid)
+                # every pipe is closed: bwrap has exited or is exiting
+                if proc.wait(KILL_WAIT_S) is None:
+                    raise SandboxError("bwrap did not exit after its program had ended")
+            finally:
+                if proc.returncode is None and not proc.lost:
+                    _kill(proc, status.child_pid)  # the helper's exit report also says the orphans are gone
+                proc.close()
         finally:
-            os.close(status_r)
+            for fd in ours:
+                _close(fd)
         if status.child_pid is None:
             detail = decode(err).strip() or f"exit code {proc.returncode}"
             raise SandboxError(f"The sandbox could not start: {detail}")
@@ -264,6 +198,20 @@ class LocalSandbox:
             detail = decode(err).strip() or f"exit code {proc.returncode}"
             raise SandboxError(f"The sandbox failed before the program ended: {detail}")
         return _result(status.exit_code, out, err, time.monotonic() - started, stopped, truncated)
+
+
+def _rlimits(limits: Limits) -> tuple[tuple[int, int, int], ...]:
+    """(resource, soft, hard): hard = soft, so the program may lower a limit but never raise it."""
+    mib = 1 << 20
+    same = [
+        (resource.RLIMIT_AS, limits.memory_mb * mib),
+        (resource.RLIMIT_NPROC, limits.processes),
+        (resource.RLIMIT_FSIZE, limits.file_mb * mib),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    # CPU: SIGXCPU at the soft limit, SIGKILL a second later
+    return ((resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1), *((res, n, n) for res, n in same))
 
 
 def _read_only_mounts(ro_binds: tuple[str, ...]) -> list[str]:
@@ -303,27 +251,35 @@ class _Status:
         self.pending = text
 
 
-def _communicate(
-    proc: subprocess.Popen[bytes], status: _Status, stdin: bytes, limits: Limits, deadline: float
-) -> tuple[bytes, bytes, StopReason | None, bool]:
-    """Feed stdin, keep output up to the cap, follow bwrap's status until every pipe is closed.
+@dataclass
+class _Pipes:
+    """The worker's ends of one run's pipes: the program's stdin, stdout, stderr and bwrap's status."""
 
-    Returns ``(stdout, stderr, stopped_by, truncated)``; stops the sandbox at the deadline or the cap.
-    """
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    out_fd, err_fd, in_fd = proc.stdout.fileno(), proc.stderr.fileno(), proc.stdin.fileno()
-    kept = {out_fd: bytearray(), err_fd: bytearray()}
+    stdin: int
+    stdout: int
+    stderr: int
+    status: _Status
+
+
+def _communicate(
+    pipes: _Pipes, stdin: bytes, limits: Limits, deadline: float
+) -> tuple[bytes, bytes, StopReason | None, bool]:
+    """Feed stdin (then close it), keep output up to the cap, follow bwrap's status until every pipe is
+    closed or the deadline or the cap stops the run. Returns ``(stdout, stderr, stopped_by, truncated)``."""
+    kept = {pipes.stdout: bytearray(), pipes.stderr: bytearray()}
     total = 0
     stopped: StopReason | None = None
     pending = memoryview(stdin)
     sel = selectors.DefaultSelector()
-    for fd in (out_fd, err_fd, status.fd):
+    for fd in (pipes.stdout, pipes.stderr, pipes.status.fd):
         sel.register(fd, selectors.EVENT_READ)
+    stdin_open = True
     if pending:
-        os.set_blocking(in_fd, False)
-        sel.register(in_fd, selectors.EVENT_WRITE)
+        os.set_blocking(pipes.stdin, False)
+        sel.register(pipes.stdin, selectors.EVENT_WRITE)
     else:
-        proc.stdin.close()
+        os.close(pipes.stdin)
+        stdin_open = False
     try:
         while sel.get_map() and stopped is None:
             remaining = deadline - time.monotonic()
@@ -331,20 +287,21 @@ def _communicate(
                 stopped = "timeout"
                 break
             for key, _ in sel.select(remaining):
-                if key.fd == in_fd:
+                if key.fd == pipes.stdin:
                     try:
-                        pending = pending[os.write(in_fd, pending[:65536]) :]
+                        pending = pending[os.write(pipes.stdin, pending[:65536]) :]
                     except BrokenPipeError:  # the program exited or closed stdin without reading it all
                         pending = pending[:0]
                     if not pending:
-                        sel.unregister(in_fd)
-                        proc.stdin.close()
+                        sel.unregister(pipes.stdin)
+                        os.close(pipes.stdin)
+                        stdin_open = False
                     continue
                 data = os.read(key.fd, 65536)
                 if not data:
                     sel.unregister(key.fd)
-                elif key.fd == status.fd:
-                    status.feed(data)
+                elif key.fd == pipes.status.fd:
+                    pipes.status.feed(data)
                 else:
                     kept[key.fd] += data[: max(0, limits.output_bytes - total)]
                     total += len(data)
@@ -353,79 +310,27 @@ def _communicate(
                         break
     finally:
         sel.close()
-    if stopped is not None:
-        _kill(proc, status.child_pid)
-    return bytes(kept[out_fd]), bytes(kept[err_fd]), stopped, total > limits.output_bytes
+        if stdin_open:
+            os.close(pipes.stdin)
+    return bytes(kept[pipes.stdout]), bytes(kept[pipes.stderr]), stopped, total > limits.output_bytes
 
 
-def _kill(proc: subprocess.Popen[bytes], ns_init: int | None) -> None:
-    """Kill the sandbox's pid-1 (the kernel then kills every process of its pid namespace), then reap bwrap.
+def _kill(proc: Spawned, ns_init: int | None) -> None:
+    """Kill the sandbox's pid-1 (the kernel then kills every process of its pid namespace), then wait for bwrap.
 
-    Killing pid-1 rather than bwrap keeps bwrap alive to reap it, so nothing is left to the host's init.
+    Killing pid-1 rather than bwrap keeps bwrap alive to reap it, so nothing is left behind; a bwrap that
+    started no sandbox yet (or hangs) is killed itself, and its children die with it (--die-with-parent).
     """
-    if ns_init is not None and proc.poll() is None:
+    if ns_init is not None and proc.returncode is None:
         try:
             os.kill(ns_init, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        try:
-            proc.wait(KILL_WAIT_S)
+        if proc.wait(KILL_WAIT_S) is not None:
             return
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # bwrap started no sandbox yet (or hung): its whole group
-    except ProcessLookupError:
-        pass
-    proc.wait(KILL_WAIT_S)
-
-
-_subreaper_pid: int | None = None
-
-
-def _become_subreaper() -> None:
-    """Make this process the reaper of the sandboxes' pid-1 processes (once per process; not inherited).
-
-    bwrap may exit as soon as the sandbox's pid-1 reports the exit code, without waiting for it: the
-    orphan would go to the host's init, which may never reap it, and each zombie counts against the
-    sandbox uid's process limit (measured here: the 15th run on a uid failed with ``Can't fork``).
-    """
-    global _subreaper_pid
-    if _subreaper_pid != os.getpid():
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        _subreaper_pid = os.getpid()
-
-
-def _reap(pid: int) -> None:
-    """Wait for an orphaned sandbox pid-1 that was re-parented to us (a no-op when bwrap reaped it)."""
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            return
-    except ChildProcessError:  # bwrap reaped it itself
-        return
-    # Our child, still tearing its namespaces down: the pid cannot be reused before we reap it.
-    _wait_until_exited(pid, KILL_WAIT_S)
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-
-
-def _wait_until_exited(pid: int, timeout: float) -> None:
-    """Sleep until process ``pid`` has exited (its pidfd turns readable) or ``timeout`` passed; no reaping.
-
-    Replaces polling ``waitpid`` with sleeps, which cost up to a polling step (~0.5 ms) per run.
-    """
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:  # already reaped
-        return
-    try:
-        poller = select.poll()  # not select.select: a busy worker's fd numbers may pass FD_SETSIZE
-        poller.register(fd, select.POLLIN)
-        poller.poll(timeout * 1000)
-    finally:
-        os.close(fd)
+    proc.kill()
+    if proc.wait(KILL_WAIT_S) is None:
+        raise SandboxError(f"bwrap (pid {proc.pid}) did not exit {KILL_WAIT_S:.0f} s after SIGKILL")
 
 
 def _result(

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS
 
+#: In the command line of every slot helper (``python3 -I -S -c <_slot_helper.py's text>``).
+HELPER_MARK = b"The slot helper:"
+
 
 def _read(path: Path) -> bytes:
     try:
@@ -21,7 +24,8 @@ def pids_running(*argv: str) -> list[int]:
 
 
 def sandbox_uid_pids(zombies: bool = False, parent: int | None = None) -> list[int]:
-    """Host pids running as a uid of the local backend's range (none once every sandbox has ended).
+    """Host pids running as a uid of the local backend's range (none once every sandbox has ended), but
+    the idle slot helpers that start sandboxes (see :func:`slot_helpers`).
 
     Zombies are left out unless asked for: a sandbox orphaned by a killed worker is reaped by the host's
     init, in its own time. ``parent`` keeps only children of that pid (other processes' sandboxes, e.g.
@@ -39,7 +43,7 @@ def sandbox_uid_pids(zombies: bool = False, parent: int | None = None) -> list[i
         if parent is not None and int(fields.get("PPid", "0").strip() or 0) != parent:
             continue
         uid = int(fields["Uid"].split()[0])
-        if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + DEFAULT_UID_SLOTS:
+        if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + DEFAULT_UID_SLOTS and not _is_slot_helper(p):
             found.append(int(p.name))
     return found
 
@@ -64,3 +68,16 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def slot_helpers(worker: int) -> list[int]:
+    """The sandbox slot helpers of process ``worker``: its children running ``_slot_helper.py``'s text."""
+    return [
+        pid
+        for pid in descendants(worker)
+        if status_fields(pid).get("PPid") == str(worker) and _is_slot_helper(Path(f"/proc/{pid}"))
+    ]
+
+
+def _is_slot_helper(proc: Path) -> bool:
+    return HELPER_MARK in _read(proc / "cmdline")

@@ -25,7 +25,7 @@ from ragscore_workers.sandbox import (
 from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS, SANDBOX_ENV
 
 from ..support import ROOT
-from .support import descendants, pids_running, sandbox_uid_pids, status_fields
+from .support import descendants, pids_running, sandbox_uid_pids, slot_helpers, status_fields
 
 FAST = Limits(timeout_s=5)
 #: What the root of a sandbox may contain: /usr (and its merged-/usr aliases), a few /etc files, mounts.
@@ -165,17 +165,19 @@ def test_limits_are_hard_so_the_program_cannot_raise_them(sandbox: LocalSandbox)
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker switches the sandbox to a uid of its own")
 def test_on_the_host_every_sandbox_process_is_an_unprivileged_uid(sandbox: LocalSandbox) -> None:
-    """bwrap and the program run with the slot uid and gid (real, effective, saved, fs), no supplementary
-    groups, no capabilities and no-new-privs, as the host's /proc shows them."""
+    """The slot helper, bwrap and the program run with the slot uid and gid (real, effective, saved, fs), no
+    supplementary groups, no capabilities and no-new-privs, as the host's /proc shows them."""
     me = os.getpid()
     thread = threading.Thread(target=run, args=(sandbox, "import time\ntime.sleep(2)"))
     thread.start()
     try:
         deadline, seen = time.monotonic() + 5, []
         while time.monotonic() < deadline:
-            children = [pid for pid in descendants(me) if status_fields(pid).get("PPid") == str(me)]
-            sandbox_pids = [pid for pid in children if status_fields(pid).get("Name") == "bwrap"]
+            # bwrap is a child of a slot helper of this process
+            helpers = slot_helpers(me)
+            sandbox_pids = [pid for h in helpers for pid in descendants(h) if status_fields(pid).get("Name") == "bwrap"]
             sandbox_pids += [pid for root in sandbox_pids for pid in descendants(root)]
+            sandbox_pids = sorted(set(sandbox_pids))
             seen = [(pid, status_fields(pid)) for pid in sandbox_pids]
             if any(fields.get("Name") == "python3" for _, fields in seen):
                 break
@@ -184,6 +186,8 @@ def test_on_the_host_every_sandbox_process_is_an_unprivileged_uid(sandbox: Local
         thread.join()
     names = sorted(fields["Name"] for _, fields in seen)
     assert names == ["bwrap", "bwrap", "python3"], seen  # bwrap, the namespace's pid-1, the program
+    (helper,) = {int(fields["PPid"]) for _, fields in seen if fields["Name"] == "bwrap"} & set(helpers)
+    seen.append((helper, status_fields(helper)))
     uids = {fields["Uid"] for _, fields in seen} | {fields["Gid"] for _, fields in seen}
     (ids,) = uids
     first, *rest = ids.split()
@@ -268,12 +272,13 @@ def test_fork_bomb_is_contained_and_spares_a_concurrent_sandbox(sandbox: LocalSa
 
 
 def test_runs_leave_no_zombie_to_eat_the_process_limit(sandbox: LocalSandbox) -> None:
-    me = os.getpid()  # the sandbox's caller: it adopts and must reap what bwrap leaves behind
-    before = set(sandbox_uid_pids(zombies=True, parent=me))
+    """Slot helpers adopt and must reap what bwrap leaves behind: no zombie of the range stays after a run."""
     results = [run(sandbox, "print(1)", limits=Limits(processes=4)) for _ in range(12)]
     assert all(r.ok for r in results), [r.stderr for r in results if not r.ok]
     if os.geteuid() == 0:
-        assert set(sandbox_uid_pids(zombies=True, parent=me)) - before == set()
+        helpers = slot_helpers(os.getpid())
+        assert helpers
+        assert [pid for h in helpers for pid in sandbox_uid_pids(zombies=True, parent=h)] == []
 
 
 def test_sandbox_that_cannot_start_raises() -> None:
