@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from ragscore_workers.app import CONTROL_QUEUE, configure
+from ragscore_workers.app import CONTROL_QUEUE, app, configure
 from ragscore_workers.errors import BrokerError, DatasetError, StoreError
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
@@ -52,6 +52,8 @@ POLL_S = 0.2
 MAX_STALL_RECOVERIES = 3
 #: Consecutive idle observations (1 s apart) before a stalled run counts as abandoned.
 IDLE_CHECKS = 3
+#: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
+CONSUMER_CHECK_S = 20.0
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +254,34 @@ def _broker_idle(store: RunStore, run_id: str) -> bool:
     return not any(pipe.execute())
 
 
+def _waiting_queues(store: RunStore, run_id: str) -> dict[str, int]:
+    """Queues of the run (and the control queue) with messages waiting, and how many."""
+    queues = [*json.loads(store.meta(run_id).get("queues", "[]")), CONTROL_QUEUE]
+    pipe = store.r.pipeline(transaction=False)
+    for queue in queues:
+        pipe.llen(queue)
+    return {queue: n for queue, n in zip(queues, pipe.execute(), strict=True) if n}
+
+
+def _unserved(queues: list[str]) -> list[str]:
+    """Those of ``queues`` that no live worker consumes (every worker is asked; 1 s for the replies)."""
+    replies = app.control.inspect(timeout=1.0).active_queues() or {}
+    served = {queue["name"] for worker_queues in replies.values() for queue in worker_queues or []}
+    return [queue for queue in queues if queue not in served]
+
+
+def _warn_unserved(store: RunStore, run_id: str, warned: set[str]) -> None:
+    """Log once per queue that the run's messages wait where no worker listens (else the run waits forever)."""
+    waiting = _waiting_queues(store, run_id)
+    for queue in _unserved([q for q in waiting if q not in warned]):
+        warned.add(queue)
+        log.warning(
+            "run %s: %d message(s) wait on queue %r and no worker consumes it; start one with "
+            "`ragscore worker --queues %s` (the run goes on once one does)",
+            run_id, waiting[queue], queue, queue,
+        )  # fmt: skip
+
+
 def wait(
     store: RunStore,
     run_id: str,
@@ -259,19 +289,23 @@ def wait(
     check: Callable[[], object] | None = None,
     timeout_s: float | None = None,
     stall_s: float | None = None,
+    consumer_check_s: float = CONSUMER_CHECK_S,
 ) -> RunSummary:
     """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying).
 
     A run can stall when the broker loses a message (a worker killed at the wrong instant): no progress
     for ``stall_s`` seconds (``RAGSCORE_STALL_S``) while no message of the run is queued or held means
     nothing will ever finish it, so the missing work is re-submitted (:func:`resume`), a bounded number
-    of times. The run never hangs at 99%.
+    of times. The run never hangs at 99%. No progress for ``consumer_check_s`` seconds while messages wait
+    logs, once per queue, each queue of the run that no worker consumes (a cluster without, say, a
+    ``target`` worker), with the command that starts one.
     """
     progress = progress or QuietProgress()
     progress.start(run_id)
     stall_s = get_settings().stall_s if stall_s is None else stall_s
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last_done, last_change, recoveries, idle_checks = -1, time.monotonic(), 0, 0
+    last_consumer_check, warned = 0.0, set[str]()
     try:
         while True:
             state = store.state(run_id)
@@ -287,17 +321,22 @@ def wait(
                 # Cancelled: the skipped tasks drain, then aggregate writes the partial summary.
             if counters.get("done", 0) != last_done or state == RunState.SUBMITTING:
                 last_done, last_change, idle_checks = counters.get("done", 0), time.monotonic(), 0
-            elif time.monotonic() - last_change > stall_s and _broker_idle(store, run_id):
-                idle_checks += 1
-                if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
-                    time.sleep(POLL_S * 5)
-                    continue
-                if recoveries >= MAX_STALL_RECOVERIES:
-                    raise StoreError(f"Run {run_id} stalled {recoveries + 1} times with no work queued")
-                recoveries += 1
-                log.warning("run %s made no progress for %.0f s with nothing queued: re-submitting", run_id, stall_s)
-                resume(store, run_id)
-                last_change, idle_checks = time.monotonic(), 0
+            else:
+                now = time.monotonic()
+                if now - last_change > consumer_check_s and now - last_consumer_check > consumer_check_s:
+                    last_consumer_check = now
+                    _warn_unserved(store, run_id, warned)
+                if now - last_change > stall_s and _broker_idle(store, run_id):
+                    idle_checks += 1
+                    if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
+                        time.sleep(POLL_S * 5)
+                        continue
+                    if recoveries >= MAX_STALL_RECOVERIES:
+                        raise StoreError(f"Run {run_id} stalled {recoveries + 1} times with no work queued")
+                    recoveries += 1
+                    log.warning("run %s: no progress for %.0f s with nothing queued: re-submitting", run_id, stall_s)
+                    resume(store, run_id)
+                    last_change, idle_checks = time.monotonic(), 0
             if check is not None:
                 check()
             if deadline is not None and time.monotonic() > deadline:
