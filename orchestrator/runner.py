@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 import signal
 import time
@@ -442,8 +443,14 @@ def run(
                 # Workers start only once the whole dataset validated, and boot while rows are submitted.
                 sub = start(store, on_validated=start_workers)
                 run_ids.append(sub.run_id)
+                # its own workers serve every queue of the run: no consumer check
                 wait(
-                    store, sub.run_id, progress, check=lambda: [w.restart_dead() for w in workers], timeout_s=timeout_s
+                    store,
+                    sub.run_id,
+                    progress,
+                    check=lambda: [w.restart_dead() for w in workers],
+                    timeout_s=timeout_s,
+                    consumer_check_s=math.inf,
                 )
                 return write_results(store, sub.run_id, out_dir)
             except BaseException:
