@@ -236,6 +236,15 @@ class TargetConfig(BaseModel):
     def _one_kind(self) -> TargetConfig:
         if (self.url is None) == (self.callable is None):
             raise ValueError("a target needs exactly one of 'url' or 'callable'")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"a target url must start with http:// or https://, got {self.url!r}")
+        if self.method == "GET":
+            nested = [key for key, value in self.request.items() if isinstance(value, dict)]
+            if nested:
+                raise ValueError(
+                    f"a GET target sends its request as query parameters, which cannot hold the mapping "
+                    f"{nested[0]!r}: flatten it or use method POST"
+                )
         return self
 
     @property

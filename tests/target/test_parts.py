@@ -106,6 +106,11 @@ def test_fill_row_errors_clearly_when_the_reply_does_not_fit() -> None:
         ({"target": {"callable": "not a spec"}}, "callable"),
         ({"target": {"url": "http://x", "response": {"answer": "a[x]"}}}, "response.answer: not a JSON path"),
         ({"target": {"url": "http://x", "rpm": 0}}, "rpm"),
+        ({"target": {"url": "localhost:8000/ask"}}, "must start with http:// or https://"),
+        (
+            {"target": {"url": "http://x", "method": "GET", "request": {"q": "{question}", "filter": {"lang": "en"}}}},
+            "cannot hold the mapping 'filter': flatten it or use method POST",
+        ),
     ],
 )
 def test_bad_target_sections_fail_before_anything_runs(suite: dict[str, Any], message: str) -> None:
