@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 from celery import Celery
+from celery.signals import worker_process_shutdown
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
@@ -100,3 +101,11 @@ def configure(broker_url: str, backend_url: str | None = None) -> Celery:
     app._backend_cache = None
     app._local = threading.local()
     return app
+
+
+@worker_process_shutdown.connect
+def _stop_sandbox_helpers(**_: object) -> None:
+    """Pool processes end without running atexit: stop their sandbox slot helpers so they reap them."""
+    from .sandbox.slots import stop_all_helpers
+
+    stop_all_helpers()

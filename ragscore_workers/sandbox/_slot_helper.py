@@ -11,8 +11,8 @@ Protocol on the control socket (SOCK_SEQPACKET, JSON), one run at a time (the sl
 * worker -> helper: ``{"argv": [...], "env": {...}}`` with the fds ``[stdin, stdout, stderr, *extra]`` by
   SCM_RIGHTS; an argv item ``"@fd:N"`` becomes the number of extra fd N (0-based) as the child gets it;
 * helper -> worker: ``{"pid": P}`` with a pidfd of P, or ``{"error": "..."}``; then ``{"exit": returncode}``
-  once P and every orphan it left (the helper is their subreaper) have been reaped, so the slot's uid runs
-  nothing but the helper when the worker hears of the exit.
+  once P has exited and every orphan it left (the helper is their subreaper) has been killed and reaped,
+  so the slot's uid runs nothing but the helper when the worker hears of the exit.
 
 It kills the running bwrap and exits when the worker closes the socket or dies, and retires (exits after
 a run) before its own CPU time nears the CPU limit it shares with the programs.
@@ -26,6 +26,7 @@ import json
 import os
 import resource
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -126,8 +127,21 @@ def wait_for_exit(ctl: socket.socket, pidfd: int) -> bool:
 
 
 def reap_orphans() -> None:
-    """Wait for every remaining child (a sandbox's pid-1 that bwrap left behind dies with bwrap)."""
+    """Kill and reap every remaining child: what bwrap left behind belongs to the run that just ended.
+
+    Normally that is a sandbox pid-1 still tearing its namespace down. It can also be one that never
+    started: a bwrap that fails right after cloning it (e.g. when a fork bomb's processes still fill the
+    uid's process limit) leaves its pid-1 blocked for good on a setup eventfd, so waiting alone could hang.
+    """
+    children = f"/proc/self/task/{os.getpid()}/children"  # this process has one thread
     while True:
+        with open(children, encoding="ascii") as fh:
+            pids = [int(pid) for pid in fh.read().split()]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:

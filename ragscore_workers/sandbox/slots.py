@@ -17,6 +17,7 @@ when a run asks for other limits.
 from __future__ import annotations
 
 import array
+import atexit
 import fcntl
 import json
 import os
@@ -26,6 +27,7 @@ import signal
 import socket
 import subprocess
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from ._base import SandboxError
 
-__all__ = ["FD_ARG", "HelperGone", "HelperProcess", "SlotLease", "SlotPool", "Spawned"]
+__all__ = ["FD_ARG", "HelperGone", "HelperProcess", "SlotLease", "SlotPool", "Spawned", "stop_all_helpers"]
 
 HELPER_SOURCE = Path(__file__).with_name("_slot_helper.py")
 #: The helper's whole environment: none of the worker's variables (no secrets) reach it or bwrap.
@@ -190,19 +192,23 @@ class SlotLease:
         try:
             return self._helper().spawn(argv, env, fds)
         except HelperGone:  # it died between runs: nothing was started, so once more on a fresh one
+            self._drop_helper()
             return self._helper().spawn(argv, env, fds)
 
     def _helper(self) -> HelperProcess:
         helper = self.slot.helper
         if helper is None or not helper.alive() or helper.rlimits != self.rlimits:
-            if helper is not None:
-                helper.stop()
-            self.slot.helper = None
+            self._drop_helper()
             self.slot.helper = HelperProcess(self.python, self.slot.uid, self.rlimits)
         return self.slot.helper
 
+    def _drop_helper(self) -> None:
+        if self.slot.helper is not None:
+            self.slot.helper.stop()
+            self.slot.helper = None
 
-@dataclass
+
+@dataclass(eq=False)
 class SlotPool:
     """The uid slots this process holds, each with its helper; see the module docstring."""
 
@@ -213,6 +219,22 @@ class SlotPool:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _slots: list[_Slot] = field(default_factory=list)
     _owner: int = field(default_factory=os.getpid)
+
+    def __post_init__(self) -> None:
+        _pools.add(self)
+
+    def close(self) -> None:
+        """Stop this process's idle helpers and release their slots (running ones finish first)."""
+        with self._lock:
+            mine = self._owner == os.getpid()
+            idle = [s for s in self._slots if not s.busy]
+            for s in idle:
+                self._slots.remove(s)
+        for s in idle if mine else []:
+            if s.helper is not None:
+                s.helper.stop()
+            if s.lock_fd is not None:
+                os.close(s.lock_fd)
 
     @contextmanager
     def lease(self, rlimits: Rlimits) -> Iterator[SlotLease]:
@@ -273,3 +295,18 @@ class SlotPool:
                 continue
             return _Slot(uid=self.uid_base + n, lock_fd=fd, busy=True)
         raise SandboxError(f"All {self.uid_slots} sandbox uid slots are busy")
+
+
+_pools: weakref.WeakSet[SlotPool] = weakref.WeakSet()
+
+
+def stop_all_helpers() -> None:
+    """Stop every idle slot helper of this process, so that it reaps them: a helper outliving its worker
+    exits by itself, but is then left to the host's init to reap (which a container's PID 1 may never do).
+    Runs at exit and, in Celery pool processes (which end without atexit), on ``worker_process_shutdown``.
+    """
+    for pool in list(_pools):
+        pool.close()
+
+
+atexit.register(stop_all_helpers)

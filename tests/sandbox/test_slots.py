@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.progress import QuietProgress
+from orchestrator.runner import run
+from orchestrator.suite import load_suite
 from ragscore_workers.sandbox import ExecResult, Limits, LocalSandbox, SandboxError
 from ragscore_workers.sandbox.slots import IDLE_SLOTS, HelperProcess
 
-from ..support import ROOT
-from .support import pids_running, slot_helpers, status_fields
+from ..support import ROOT, RedisProcess, WorkerProcess, write_jsonl
+from .support import HELPER_MARK, descendants, pids_running, slot_helpers, status_fields
 
 FAST = Limits(timeout_s=5)
 PYTHON = LocalSandbox().interpreter("python3")
@@ -197,5 +200,33 @@ def test_helpers_exit_with_their_worker_and_a_forked_worker_gets_its_own() -> No
     seen = json.loads(out.stdout)
     assert len(seen["mine"]) == 1 and seen["child_ok"] and len(seen["child_helpers"]) == 1
     assert seen["child_helpers"] != seen["mine"]
-    for pid in (*seen["mine"], *seen["child_helpers"]):
+    for pid in seen["mine"]:  # stopped and reaped at exit
+        assert not Path(f"/proc/{pid}").exists(), f"slot helper {pid} outlived its worker"
+    for pid in seen["child_helpers"]:  # the child ended with os._exit: its helper exits by itself
         assert _gone(pid), f"slot helper {pid} outlived its worker"
+
+
+def _helpers_below(root: int) -> list[int]:
+    """Slot helpers anywhere in the process tree below ``root``."""
+    return [pid for pid in descendants(root) if HELPER_MARK in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def test_a_code_worker_that_stops_reaps_its_helpers(tmp_path: Path) -> None:
+    """A Celery pool process ends without atexit: its helpers are stopped and reaped on worker_process_shutdown,
+    not left as zombies to a PID 1 that may never reap them (as in a container without an init)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "code", tmp_path / "home", concurrency=1).start()
+    try:
+        rows = write_jsonl(tmp_path / "rows.jsonl", [{"id": f"c{i}", "code": f"print({i})"} for i in range(3)])
+        suite = load_suite({"metrics": [{"name": "code_test", "params": {"stdout_regex": r"^\d+\s*$"}}],
+                            "sandbox": {"backend": "local"}})  # fmt: skip
+        summary = run(rows, suite, tmp_path / "out", broker=server.url, progress=QuietProgress())
+        assert summary.metrics["code_test"].n == 3
+        assert worker.proc is not None
+        helpers = _helpers_below(worker.proc.pid)
+        assert helpers, "the code worker started no slot helper"
+    finally:
+        worker.stop()
+        server.stop()
+    for pid in helpers:
+        assert not Path(f"/proc/{pid}").exists(), f"slot helper {pid} was left behind: {status_fields(pid)}"
