@@ -1,6 +1,7 @@
 """answer_accuracy under a provider rate limit: ragscore's 4 judge workers vs Ragas 0.4, same fake endpoint.
 
-    python -m bench.judge [--n 1000] [--rpm 600] [--tpm 150000] [--skip-ragas]
+    python -m bench.judge [--n 1000] [--rpm 600] [--tpm 150000] [--latency S] [--count-rejected]
+                          [--no-retry-after] [--skip-ragas]
 
 Provider: the fake of ``tests/fakes/fake_provider.py``, a real HTTP server in this process, limited to
 ``rpm`` requests and ``tpm`` tokens per sliding minute (429 + ``retry-after`` beyond). Each item's question
@@ -215,6 +216,10 @@ def main() -> None:
         "--count-rejected", action="store_true",
         help="429'd requests use up the window too, as OpenAI documents for its limits",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-retry-after", action="store_true",
+        help="429s carry no retry-after header (gateways, some servers): only the message and reset headers",
+    )  # fmt: skip
     args = parser.parse_args()
     tpm = args.tpm or None
     os.environ.pop("RAGSCORE_BROKER_URL", None)
@@ -223,8 +228,10 @@ def main() -> None:
     rows = judge_rows(args.n)
     python = None if args.skip_ragas else ensure_ragas()
     result: dict[str, Any] = {"benchmark": "judge", "cpus": os.cpu_count(), "n": args.n, "rpm": args.rpm, "tpm": tpm,
-                              "latency_s": args.latency, "count_rejected": args.count_rejected}  # fmt: skip
-    fake_provider = FakeProvider(rpm=args.rpm, tpm=tpm, latency_s=args.latency, count_rejected=args.count_rejected)
+                              "latency_s": args.latency, "count_rejected": args.count_rejected,
+                              "retry_after": not args.no_retry_after}  # fmt: skip
+    fake_provider = FakeProvider(rpm=args.rpm, tpm=tpm, latency_s=args.latency, count_rejected=args.count_rejected,
+                                 retry_after=not args.no_retry_after)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="rsj-", dir="/tmp") as tmp_s, fake_provider as fake:
         tmp = Path(tmp_s)
         os.environ["RAGSCORE_HOME"] = str(tmp / "home")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from .errors import MalformedReplyError, MissingKeyError, ProviderError, redact
-from .headers import parse_retry_after
+from .headers import rate_limit_wait
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -30,7 +30,7 @@ __all__ = [
 
 #: Seconds one HTTP call may take (connect + read) before it counts as a timeout.
 DEFAULT_TIMEOUT_S = 60.0
-#: Wait after a 429 that carries no ``retry-after`` header.
+#: Wait after a 429 that says nothing of how long (no ``retry-after``, message or exhausted budget).
 DEFAULT_RATE_LIMIT_WAIT_S = 2.0
 
 Message = Mapping[str, str]
@@ -77,13 +77,13 @@ class RetryDecision:
         return cls("rate_limit", DEFAULT_RATE_LIMIT_WAIT_S if retry_after is None else retry_after)
 
     @classmethod
-    def for_status(cls, status: int | None, headers: Mapping[str, str]) -> RetryDecision:
-        """An HTTP failure: unreachable (``None``), 408/409/425 and 5xx are transient, 429 waits for
-        ``retry-after``, any other status is final."""
+    def for_status(cls, status: int | None, headers: Mapping[str, str], message: str = "") -> RetryDecision:
+        """An HTTP failure: unreachable (``None``), 408/409/425 and 5xx are transient, 429 waits for what its
+        headers or ``message`` ask (:func:`rate_limit_wait`), any other status is final."""
         if status is None or status in (408, 409, 425) or status >= 500:
             return cls.transient()
         if status == 429:
-            return cls.rate_limit(parse_retry_after(headers))
+            return cls.rate_limit(rate_limit_wait(headers, message))
         return cls.no()
 
     @property
@@ -140,7 +140,7 @@ class Provider(ABC):
             return RetryDecision.no()
         if exc.status == 429 and any(word in f"{exc.code or ''} {exc}".lower() for word in _QUOTA_WORDS):
             return RetryDecision.no()
-        return RetryDecision.for_status(exc.status, exc.headers)
+        return RetryDecision.for_status(exc.status, exc.headers, str(exc))
 
     @property
     def identity(self) -> str:

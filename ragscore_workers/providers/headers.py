@@ -3,7 +3,9 @@
 ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``: limits, what is left, and when it resets as a
 duration (``2m59.56s``, ``7.66s``, ``20ms``). Groq's ``-requests`` headers describe requests per *day*,
 OpenAI's requests per minute; both ``-tokens`` headers describe tokens per minute. ``retry-after`` (seconds,
-or an HTTP date) and ``retry-after-ms`` come with 429 replies.
+or an HTTP date) and ``retry-after-ms`` come with 429 replies, when they come: gateways and some OpenAI-compatible
+servers leave them out, and then :func:`rate_limit_wait` reads the error message's "try again in 1.5s" (OpenAI's
+and Groq's wording) or the reset header of the budget that is at 0.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["RateLimitInfo", "parse_duration", "parse_retry_after"]
+__all__ = ["RateLimitInfo", "parse_duration", "parse_retry_after", "rate_limit_wait"]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+#: "Please try again in 1.234s." / "try again in 2m59.56s" / "try again in 120ms" in a 429's message.
+_TRY_AGAIN = re.compile(r"try again in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)", re.I)
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -96,3 +100,16 @@ class RateLimitInfo:
         if self.remaining_tokens is not None and self.remaining_tokens <= 0:
             waits.append(self.reset_tokens_s or 0.0)
         return max(waits, default=0.0)
+
+
+def rate_limit_wait(headers: Mapping[str, str], message: str = "") -> float | None:
+    """Seconds a 429 asks every caller to wait: ``retry-after(-ms)``; else the message's "try again in
+    DURATION"; else the reset of a budget the headers show at 0; None when nothing says."""
+    wait = parse_retry_after(headers)
+    if wait is not None:
+        return wait
+    said = _TRY_AGAIN.search(message)
+    if said is not None and (seconds := parse_duration(said.group(1))) is not None:
+        return seconds
+    exhausted = RateLimitInfo.from_headers(headers).exhausted_for()
+    return exhausted if exhausted > 0 else None

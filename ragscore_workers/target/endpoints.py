@@ -79,7 +79,7 @@ class HttpEndpoint:
             raise TargetError(f"{self.system}: the reply is not JSON", system=self.system, status=200) from exc
 
     def decide(self, exc: TargetError) -> RetryDecision:
-        return RetryDecision.for_status(exc.status, exc.headers)
+        return RetryDecision.for_status(exc.status, exc.headers, str(exc))
 
     def _redact(self, text: str) -> str:
         return redact(text, self._token)

@@ -17,7 +17,9 @@ Replies are driven by the prompt (every message's content, joined), so tests kno
 
 Limits: ``rpm`` requests and ``tpm`` tokens (prompt + completion, as reported in ``usage``) per sliding
 window of ``period_s`` seconds. A request over either gets 429 with ``retry-after`` (whole seconds, rounded
-up; plus ``retry-after-ms`` when ``retry_after_ms``) and is not counted, unless ``count_rejected``: then,
+up; plus ``retry-after-ms`` when ``retry_after_ms``; neither when ``retry_after`` is False, as from gateways and
+servers that leave it out: then only the message's "try again in 1.23s" and the reset headers say how long)
+and is not counted, unless ``count_rejected``: then,
 as OpenAI documents ("unsuccessful requests contribute to your per-minute limit, so continuously
 resending a request won't work", platform rate-limits guide), a rejected request takes a request slot of
 the window too (no tokens). Every reply carries Groq-style
@@ -107,6 +109,7 @@ class FakeProvider:
         hang_s: float = 5.0,
         api_key: str | None = None,
         responder: Responder | None = None,
+        retry_after: bool = True,
         retry_after_ms: bool = False,
         injected_retry_after_s: int = 1,
         count_rejected: bool = False,
@@ -117,7 +120,7 @@ class FakeProvider:
         self.latency_s, self.hang_s = latency_s, hang_s
         self.api_key = api_key
         self.responder = responder
-        self.retry_after_ms = retry_after_ms
+        self.retry_after, self.retry_after_ms = retry_after, retry_after_ms
         #: ``retry-after`` of an injected 429 (whole seconds).
         self.injected_retry_after_s = injected_retry_after_s
         self.count_rejected = count_rejected
@@ -367,8 +370,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, reply, headers)
         elif action == "429":
             wait, headers = data
-            headers = {**headers, "retry-after": str(max(1, math.ceil(wait)))}
-            if fake.retry_after_ms:
+            if fake.retry_after:
+                headers = {**headers, "retry-after": str(max(1, math.ceil(wait)))}
+            if fake.retry_after and fake.retry_after_ms:
                 headers["retry-after-ms"] = str(math.ceil(wait * 1000))
             message = f"Rate limit reached. Please try again in {wait:.2f}s."
             self._send(429, _error_body(message, "requests", "rate_limit_exceeded"), headers)
@@ -409,9 +413,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--api-key")
     parser.add_argument("--count-rejected", action="store_true", help="429'd requests take a window slot too")
+    parser.add_argument("--no-retry-after", action="store_true", help="429s carry no retry-after header")
     args = parser.parse_args(argv)
     fake = FakeProvider(rpm=args.rpm, tpm=args.tpm, period_s=args.period, latency_s=args.latency,
-                        api_key=args.api_key, count_rejected=args.count_rejected, port=args.port).start()  # fmt: skip
+                        api_key=args.api_key, count_rejected=args.count_rejected,
+                        retry_after=not args.no_retry_after, port=args.port).start()  # fmt: skip
     print(fake.url, flush=True)
     try:
         while True:

@@ -8,6 +8,7 @@ import time
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -97,6 +98,26 @@ def test_a_429_pauses_every_caller_for_its_retry_after(rclient: redis.Redis, fak
     assert counts["rate_limited"] == 1 and counts["retries"] == 1 and counts["calls"] == 2
     assert other.state.read()["calls"] == 1 and other.state.read()["rate_limited"] == 0
     assert fake.stats()["ok"] == 2
+
+
+def test_a_429_without_retry_after_pauses_for_what_its_message_says(
+    rclient: redis.Redis, keys: str, model: str
+) -> None:
+    """Gateways and some servers send no ``retry-after``: the wait comes from "try again in 3.9s" instead of
+    a fixed guess (2 s here would retry inside the window and be refused again)."""
+    with FakeProvider(rpm=2, period_s=4.0, api_key=keys, retry_after=False) as fake:
+        auth = {"Authorization": f"Bearer {keys}"}
+        for i in range(2):  # another tenant of the key fills the window
+            body = {"model": model, "messages": [{"role": "user", "content": f"other {i}"}]}
+            assert httpx.post(fake.openai_base_url + "/chat/completions", headers=auth, json=body).status_code == 200
+        client = _client(rclient, fake, model)  # no rpm of its own: only the provider's answers tell
+        started = time.monotonic()
+        assert _ask(client, "mine [[rating=4]]") == ("4", False)
+        elapsed = time.monotonic() - started
+        stats = fake.stats()
+    assert stats["rate_limited"] == 1 and stats["ok"] == 3
+    assert client.state.read()["rate_limited"] == 1 and client.state.read()["calls"] == 2
+    assert elapsed >= 3.0
 
 
 def test_the_shared_limit_keeps_concurrent_callers_under_the_providers_limit(

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ragscore_workers.providers import CompletionParams, MalformedReplyError, MissingKeyError, ProviderError
-from ragscore_workers.providers.base import Provider
+from ragscore_workers.providers.base import DEFAULT_RATE_LIMIT_WAIT_S, Provider, RetryDecision
 from ragscore_workers.providers.groq_sdk import GroqProvider
-from ragscore_workers.providers.headers import RateLimitInfo, parse_duration, parse_retry_after
+from ragscore_workers.providers.headers import RateLimitInfo, parse_duration, parse_retry_after, rate_limit_wait
 from ragscore_workers.providers.openai_compat import OpenAICompatProvider
 
 from ..fakes import FakeProvider, count_tokens
@@ -123,6 +123,29 @@ def test_retry_after_prefers_milliseconds_then_seconds() -> None:
     assert parse_retry_after({"Retry-After": "2"}) == 2.0
     assert parse_retry_after({}) is None
     assert 0 <= parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("headers", "message", "seconds"),
+    [
+        ({"retry-after": "9"}, "Please try again in 1.5s.", 9.0),
+        ({"retry-after-ms": "250"}, "", 0.25),
+        ({}, "Rate limit reached for gpt-4o on requests per min (RPM): Limit 500. Please try again in 120ms.", 0.12),
+        ({}, "Rate limit reached on tokens per minute (TPM): Limit 6000, Used 5950. Please try again in 7.66s.", 7.66),
+        ({}, "please try again in 2m59.56s", 179.56),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "4.5s"}, "Rate limit reached", 4.5),
+        ({"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "4.5s"}, "Rate limit reached", None),
+        ({}, "Too Many Requests", None),
+    ],  # fmt: skip
+)
+def test_a_429_without_retry_after_is_read_from_its_message_or_reset_headers(
+    headers: dict[str, str], message: str, seconds: float | None
+) -> None:
+    wait = rate_limit_wait(headers, message)
+    assert wait == (pytest.approx(seconds) if seconds is not None else None)
+    decision = RetryDecision.for_status(429, headers, message)
+    assert decision.kind == "rate_limit"
+    assert decision.retry_after == (pytest.approx(seconds) if seconds is not None else DEFAULT_RATE_LIMIT_WAIT_S)
 
 
 def test_headers_at_zero_pause_until_the_reset() -> None:
