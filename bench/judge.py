@@ -177,7 +177,8 @@ def run_ragas(python: Path, rows: list[dict[str, Any]], base_url: str, tmp: Path
 def rerun_nan(python: Path, rows: list[dict[str, Any]], first: dict[str, Any], base_url: str, tmp: Path,
               rounds: int) -> dict[str, Any]:  # fmt: skip
     """Re-evaluate the items Ragas returned as NaN, as a user who needs every score would (at once, same
-    provider window), until none is left or ``rounds`` evaluate() calls in all; walls summed."""
+    provider window), until none is left, a round scores none of them, or ``rounds`` evaluate() calls in
+    all; walls summed."""
     scores, wall, done = list(first["scores"]), first["wall_s"], 1
     while done < rounds and any(s is None for s in scores):
         todo = [i for i, s in enumerate(scores) if s is None]
@@ -185,6 +186,8 @@ def rerun_nan(python: Path, rows: list[dict[str, Any]], first: dict[str, Any], b
         for i, s in zip(todo, again["scores"], strict=True):
             scores[i] = s
         wall, done = wall + again["wall_s"], done + 1
+        if again["unscored"] == len(todo):
+            break  # no progress: the provider's window stays full of its own rejected retries
     return {"wall_s": wall, "scores": scores, "unscored": sum(s is None for s in scores), "rounds": done}
 
 
