@@ -1,7 +1,7 @@
 """answer_accuracy under a provider rate limit: ragscore's 4 judge workers vs Ragas 0.4, same fake endpoint.
 
     python -m bench.judge [--n 1000] [--rpm 600] [--tpm 150000] [--latency S] [--count-rejected]
-                          [--no-retry-after] [--ragas-rounds R] [--skip-ragas]
+                          [--no-retry-after] [--ragas-rounds R] [--told-rpm N] [--skip-ragas]
 
 Provider: the fake of ``tests/fakes/fake_provider.py``, a real HTTP server in this process, limited to
 ``rpm`` requests and ``tpm`` tokens per sliding minute (429 + ``retry-after`` beyond). Each item's question
@@ -229,6 +229,12 @@ def main() -> None:
     parser.add_argument("--rpm", type=int, default=600, help="the fake's requests per minute")
     parser.add_argument("--tpm", type=int, default=150_000, help="the fake's tokens per minute (0: none)")
     parser.add_argument("--skip-ragas", action="store_true", help="measure ragscore only")
+    parser.add_argument(
+        "--told-rpm",
+        type=int,
+        help="the rpm ragscore's suite states (default: the fake's; a higher one"
+        " checks a misconfigured limit: the provider's 429s and headers must still lose nothing)",
+    )
     parser.add_argument("--latency", type=float, default=0.0, help="the fake's seconds per reply")
     parser.add_argument(
         "--ragas-rounds",
@@ -253,13 +259,15 @@ def main() -> None:
     python = None if args.skip_ragas else ensure_ragas()
     result: dict[str, Any] = {"benchmark": "judge", "cpus": os.cpu_count(), "n": args.n, "rpm": args.rpm, "tpm": tpm,
                               "latency_s": args.latency, "count_rejected": args.count_rejected,
-                              "retry_after": not args.no_retry_after}  # fmt: skip
+                              "retry_after": not args.no_retry_after,
+                              "told_rpm": args.told_rpm or args.rpm}  # fmt: skip
     fake_provider = FakeProvider(rpm=args.rpm, tpm=tpm, latency_s=args.latency, count_rejected=args.count_rejected,
                                  retry_after=not args.no_retry_after)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="rsj-", dir="/tmp") as tmp_s, fake_provider as fake:
         tmp = Path(tmp_s)
         os.environ["RAGSCORE_HOME"] = str(tmp / "home")
-        ours = run_ragscore(rows, fake.openai_base_url, args.rpm, tpm, tmp)
+        told_rpm = args.told_rpm or args.rpm
+        ours = run_ragscore(rows, fake.openai_base_url, told_rpm, tpm, tmp)
         result["ragscore"] = measure(ours, rows, fake, args.rpm, tpm) | {
             "lost_to_429": ours["lost_429"], "judge": ours["judge"], "unscored_examples": ours["examples"]}  # fmt: skip
         table = [_cells("ragscore", args.n, result["ragscore"])]
