@@ -105,6 +105,9 @@ class Provider(ABC):
     default_key_env: ClassVar[str]
     #: Whether a call without a key makes sense (local OpenAI-compatible servers need none).
     key_required: ClassVar[bool] = True
+    #: Which of our limits ``x-ratelimit-limit-requests`` states (OpenAI's is per minute, Groq's per day);
+    #: ``x-ratelimit-limit-tokens`` is tokens per minute for both.
+    requests_header_limit: ClassVar[str] = "rpm"
 
     def __init__(
         self,

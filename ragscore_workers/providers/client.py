@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
@@ -134,6 +134,7 @@ class JudgeClient:
         try:
             completion = self.provider.complete(messages, params)
         except ProviderError as exc:
+            self._learn_limits(exc.headers)
             decision = self.provider.should_retry(exc)
             if decision.kind == "rate_limit":
                 # A rejected call is not counted by the provider; pause everyone for what it asked.
@@ -143,13 +144,22 @@ class JudgeClient:
             raise
         used = completion.tokens_in + completion.tokens_out
         self.limiter.correct(grant, used if used > 0 else estimate)
-        exhausted = RateLimitInfo.from_headers(completion.headers).exhausted_for()
+        exhausted = self._learn_limits(completion.headers).exhausted_for()
         if exhausted > 0:
             self.limiter.pause(exhausted, "provider budget at 0")
         cost = self.price.cost(completion.tokens_in, completion.tokens_out) if self.price else 0.0
         self.state.incr(calls=1, tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cost=cost,
                         reset_failures=True)  # fmt: skip
         return completion
+
+    def _learn_limits(self, headers: Mapping[str, str]) -> RateLimitInfo:
+        """Lower the shared limits to what the provider states, when that is below the suite's."""
+        info = RateLimitInfo.from_headers(headers)
+        for name, limit in ((self.provider.requests_header_limit, info.limit_requests), ("tpm", info.limit_tokens)):
+            if self.limiter.learn(name, limit):
+                log.warning("%s states %s = %d, below the suite's judge.%s: every worker uses %d for a day",
+                            self.provider.name, name, limit, name, limit)  # fmt: skip
+        return info
 
     # ------------------------------------------------------------------ tenacity hooks
     def _decision(self, exc: BaseException | None) -> RetryDecision:

@@ -22,6 +22,7 @@ class GroqProvider(Provider):
 
     name = "groq"
     default_key_env = "GROQ_API_KEY"
+    requests_header_limit = "rpd"
 
     def __init__(
         self,

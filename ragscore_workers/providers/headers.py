@@ -80,6 +80,7 @@ class RateLimitInfo:
     remaining_tokens: int | None = None
     reset_requests_s: float | None = None
     reset_tokens_s: float | None = None
+    limit_requests: int | None = None
     limit_tokens: int | None = None
 
     @classmethod
@@ -89,6 +90,7 @@ class RateLimitInfo:
             remaining_tokens=_int(_header(headers, "x-ratelimit-remaining-tokens")),
             reset_requests_s=parse_duration(_header(headers, "x-ratelimit-reset-requests")),
             reset_tokens_s=parse_duration(_header(headers, "x-ratelimit-reset-tokens")),
+            limit_requests=_int(_header(headers, "x-ratelimit-limit-requests")),
             limit_tokens=_int(_header(headers, "x-ratelimit-limit-tokens")),
         )
 

@@ -10,8 +10,10 @@ Redis's ``TIME``, one clock for all).
 
 Token costs are estimated before the call and corrected from the reply's usage (:meth:`correct`); an
 estimate at or above the real usage keeps the guarantee exact. A provider 429 (or headers saying a
-budget is at 0) sets a shared pause key that every acquire honours (:meth:`pause`). A single call whose
-cost exceeds a limit can never be admitted: it fails at once with :class:`RequestTooLargeError`.
+budget is at 0) sets a shared pause key that every acquire honours (:meth:`pause`). A limit the provider's
+headers state lower than ours (a suite that overstates its tier) replaces ours for every worker for a day
+(:meth:`learn`): it only ever lowers a limit. A single call whose cost exceeds a limit can never be admitted:
+it fails at once with :class:`RequestTooLargeError`.
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ __all__ = ["DEFAULT_MAX_WAIT_S", "DEFAULT_WINDOW_MARGIN", "Grant", "Limit", "Red
 
 #: Longest a call may wait for the limiter before it fails (seconds).
 DEFAULT_MAX_WAIT_S = 600.0
+#: How long a limit learned from the provider's headers replaces the suite's (a raised tier shows after this).
+LEARNED_TTL_S = 86_400.0
 #: Our windows are this much longer than the provider's (2%: 1.2 s a minute), so that network jitter
 #: between our admission and the provider's arrival time does not push a window over its limit.
 DEFAULT_WINDOW_MARGIN = 0.02
 PREFIX = "ragscore:rl:"
 
-# KEYS[1] = pause key, then per limit: log (zset), costs (hash), sum (string)
-# ARGV[1] = now in ms ("" = Redis TIME), ARGV[2] = member, then per limit: period_ms, limit, cost
+# KEYS[1] = pause key, KEYS[2] = learned limits (hash: limit name -> the provider's lower limit), then per
+# limit: log (zset), costs (hash), sum (string)
+# ARGV[1] = now in ms ("" = Redis TIME), ARGV[2] = member, then per limit: period_ms, limit, cost, name
 # Returns {status, wait_ms, now_ms, limit index}: status 1 admitted, 0 wait, -1 never fits.
 _ACQUIRE_LUA = """
 local now
@@ -47,12 +52,14 @@ else
 end
 local paused = redis.call('PTTL', KEYS[1])
 if paused > 0 then return {0, paused, now, -1} end
-local n = (#KEYS - 1) / 3
+local n = (#KEYS - 2) / 3
 local wait, blocked = 0, -1
 for i = 0, n - 1 do
-  local log, costs, sum = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
-  local period, limit, cost = tonumber(ARGV[3 + 3 * i]), tonumber(ARGV[4 + 3 * i]), tonumber(ARGV[5 + 3 * i])
+  local log, costs, sum = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
+  local period, limit, cost = tonumber(ARGV[3 + 4 * i]), tonumber(ARGV[4 + 4 * i]), tonumber(ARGV[5 + 4 * i])
   if cost > limit then return {-1, 0, now, i} end
+  local learned = tonumber(redis.call('HGET', KEYS[2], ARGV[6 + 4 * i]) or '')
+  if learned and learned < limit and cost <= learned then limit = learned end
   local gone = redis.call('ZRANGEBYSCORE', log, '-inf', now - period)
   if #gone > 0 then
     local freed = 0
@@ -80,8 +87,8 @@ for i = 0, n - 1 do
 end
 if wait > 0 then return {0, wait, now, blocked} end
 for i = 0, n - 1 do
-  local log, costs, sum = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
-  local period, cost = tonumber(ARGV[3 + 3 * i]), ARGV[5 + 3 * i]
+  local log, costs, sum = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
+  local period, cost = tonumber(ARGV[3 + 4 * i]), ARGV[5 + 4 * i]
   redis.call('ZADD', log, now, ARGV[2])
   redis.call('HSET', costs, ARGV[2], cost)
   redis.call('INCRBY', sum, cost)
@@ -99,6 +106,16 @@ for i = 1, #KEYS, 3 do
     redis.call('INCRBY', KEYS[i + 2], tonumber(ARGV[2]) - tonumber(old))
   end
 end
+return 1
+"""
+
+# KEYS[1] = learned limits. ARGV[1] = limit name, ARGV[2] = the provider's limit, ARGV[3] = ttl ms.
+# Only ever lowers a learned limit; returns 1 when it did.
+_LEARN_LUA = """
+local old = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '')
+if old and old <= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 """
 
@@ -174,12 +191,15 @@ class RedisLimiter:
         self._sleep = sleep
         base = f"{PREFIX}{{{key}}}:"  # one hash tag: every key of a limiter lives in one cluster slot
         self.pause_key = base + "pause"
+        self.learned_key = base + "learned"
+        self._learned: dict[str, tuple[int, float]] = {}  # name -> (limit, when) this process last stored
         self._keys = [base + f"{lim.name}:{part}" for lim in limits for part in ("log", "cost", "sum")]
         token_limits = [i for i, lim in enumerate(limits) if lim.per == "tokens"]
         self._token_keys = [k for i in token_limits for k in self._keys[3 * i : 3 * i + 3]]
         self._acquire = redis.register_script(_ACQUIRE_LUA)
         self._correct = redis.register_script(_CORRECT_LUA)
         self._pause = redis.register_script(_PAUSE_LUA)
+        self._learn = redis.register_script(_LEARN_LUA)
 
     def _costs(self, tokens: int) -> list[int]:
         return [1 if lim.per == "requests" else tokens for lim in self.limits]
@@ -192,8 +212,9 @@ class RedisLimiter:
         member = uuid.uuid4().hex
         args: list[Any] = ["" if now_ms is None else int(now_ms), member]
         for lim, cost in zip(self.limits, self._costs(tokens), strict=True):
-            args += [int(lim.period_s * 1000), lim.limit, cost]
-        status, wait_ms, now, index = (int(x) for x in self._acquire(keys=[self.pause_key, *self._keys], args=args))
+            args += [int(lim.period_s * 1000), lim.limit, cost, lim.name]
+        keys = [self.pause_key, self.learned_key, *self._keys]
+        status, wait_ms, now, index = (int(x) for x in self._acquire(keys=keys, args=args))
         if status == -1:
             lim = self.limits[index]
             raise RequestTooLargeError(
@@ -231,6 +252,22 @@ class RedisLimiter:
         ms = int(seconds * 1000)
         if ms > 0:
             self._pause(keys=[self.pause_key], args=[ms, reason or "paused"])
+
+    def learn(self, name: str, limit: int | None) -> bool:
+        """The provider says limit ``name`` (``rpm``, ``tpm``, ``rpd``, ``tpd``) is ``limit``: when that is
+        below ours, every limiter on this key uses it instead for :data:`LEARNED_TTL_S`. True if it lowered."""
+        ours = next((lim.limit for lim in self.limits if lim.name == name), None)
+        if limit is None or limit < 1 or ours is None or limit >= ours:
+            return False
+        stored, when = self._learned.get(name, (ours, 0.0))
+        if limit >= stored and time.monotonic() - when < 60:
+            return False  # stored by this process within the last minute: no Redis write per reply
+        self._learned[name] = (limit, time.monotonic())
+        return bool(self._learn(keys=[self.learned_key], args=[name, limit, int(LEARNED_TTL_S * 1000)]))
+
+    def learned(self) -> dict[str, int]:
+        """The limits the provider stated lower than ours, by name (shared by every worker)."""
+        return {k.decode() if isinstance(k, bytes) else k: int(v) for k, v in self.r.hgetall(self.learned_key).items()}
 
     def paused_for(self) -> float:
         """Seconds left of the shared pause (0.0 if none)."""

@@ -120,6 +120,25 @@ def test_a_429_without_retry_after_pauses_for_what_its_message_says(
     assert elapsed >= 3.0
 
 
+def test_a_suite_that_overstates_the_providers_limit_learns_it_from_the_headers(
+    rclient: redis.Redis, keys: str, model: str
+) -> None:
+    """OpenAI states its per-minute limits in every reply: told 8 per window against a provider that allows 4,
+    the workers fall back to 4 after the first reply instead of learning it from 429s."""
+    with FakeProvider(rpm=4, period_s=3.0, api_key=keys) as fake:
+        config = JudgeConfig(provider="openai", model=model, base_url=fake.openai_base_url, rpm=8, tpm=None)
+        clients = [build_client(rclient, "r1", config, retry=RetryPolicy(**FAST), minute_s=3.0) for _ in range(2)]
+        assert _ask(clients[0], "first [[rating=4]]") == ("4", False)
+        assert clients[1].limiter.learned() == {"rpm": 4}
+        threads = [threading.Thread(target=_ask, args=(clients[n % 2], f"call {n} [[rating=2]]")) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stats = fake.stats()
+    assert stats["ok"] == 7 and stats.get("rate_limited", 0) == 0  # told 8, 3 of the 6 would have been refused
+
+
 def test_the_shared_limit_keeps_concurrent_callers_under_the_providers_limit(
     rclient: redis.Redis, keys: str, model: str
 ) -> None:

@@ -50,6 +50,24 @@ def test_tokens_window_and_correction_from_usage(rclient: redis.Redis) -> None:
     assert grant is not None
 
 
+def test_a_limit_the_provider_states_lower_replaces_ours_for_every_limiter(rclient: redis.Redis) -> None:
+    key = _key()
+    limits = limits_per_minute(rpm=5, tpm=1000, minute_s=10.0, margin=0)
+    one, other = RedisLimiter(rclient, key, limits), RedisLimiter(rclient, key, limits)  # two workers
+    assert not one.learn("rpm", 5) and not one.learn("rpm", 9) and not one.learn("rpd", 1)  # not lower / not ours
+    assert one.learn("rpm", 2) and one.learned() == {"rpm": 2}
+    assert not other.learn("rpm", 3)  # never raises a learned limit
+    assert one.learned() == {"rpm": 2} and 0 < rclient.pttl(one.learned_key) <= 86_400_000
+    t0 = 3_000_000
+    assert other.try_acquire(10, now_ms=t0)[0] is not None
+    assert one.try_acquire(10, now_ms=t0 + 1)[0] is not None
+    grant, wait = other.try_acquire(10, now_ms=t0 + 2)
+    assert grant is None and wait == pytest.approx(9.998)  # 2 per window now, not 5
+    # A call costlier than a learned token limit (but within ours) is still admitted, never stuck.
+    assert one.learn("tpm", 50)
+    assert one.try_acquire(60, now_ms=t0 + 20_000)[0] is not None
+
+
 def test_a_request_larger_than_the_token_limit_fails_at_once(rclient: redis.Redis) -> None:
     limiter = RedisLimiter(rclient, _key(), limits_per_minute(rpm=10, tpm=500), max_wait_s=600)
     started = time.monotonic()
