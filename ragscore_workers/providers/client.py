@@ -88,6 +88,7 @@ class JudgeClient:
         self.budget = budget or Budget()
         self.price = price
         self._sleep = sleep
+        self._stated: set[tuple[str, int | None]] = set()
         initial, most = self.retry.backoff_initial_s, self.retry.backoff_max_s
         # Exponential backoff (initial, 2x, 4x ... up to most) plus up to ``initial`` of random jitter.
         self._backoff = wait_exponential(multiplier=initial, max=most) + wait_random(0, initial)
@@ -156,8 +157,10 @@ class JudgeClient:
         """Lower the shared limits to what the provider states, when that is below the suite's."""
         info = RateLimitInfo.from_headers(headers)
         for name, limit in ((self.provider.requests_header_limit, info.limit_requests), ("tpm", info.limit_tokens)):
-            if self.limiter.learn(name, limit):
-                log.warning("%s states %s = %d, below the suite's judge.%s: every worker uses %d for a day",
+            if self.limiter.learn(name, limit) and (name, limit) not in self._stated:
+                self._stated.add((name, limit))  # once per run and process: the summary shows it, a log line says it
+                self.state.note(f"provider_{name}", int(limit or 0))
+                log.warning("%s states %s = %s, below the suite's judge.%s: every worker uses %s instead",
                             self.provider.name, name, limit, name, limit)  # fmt: skip
         return info
 

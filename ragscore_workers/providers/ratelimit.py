@@ -11,9 +11,9 @@ Redis's ``TIME``, one clock for all).
 Token costs are estimated before the call and corrected from the reply's usage (:meth:`correct`); an
 estimate at or above the real usage keeps the guarantee exact. A provider 429 (or headers saying a
 budget is at 0) sets a shared pause key that every acquire honours (:meth:`pause`). A limit the provider's
-headers state lower than ours (a suite that overstates its tier) replaces ours for every worker for a day
-(:meth:`learn`): it only ever lowers a limit. A single call whose cost exceeds a limit can never be admitted:
-it fails at once with :class:`RequestTooLargeError`.
+headers state is kept for every worker (:meth:`learn`, a day after it was last stated) and applies where it
+is lower than ours (a suite that overstates its tier); it never raises one. A single call whose cost exceeds
+a limit can never be admitted: it fails at once with :class:`RequestTooLargeError`.
 """
 
 from __future__ import annotations
@@ -109,13 +109,13 @@ end
 return 1
 """
 
-# KEYS[1] = learned limits. ARGV[1] = limit name, ARGV[2] = the provider's limit, ARGV[3] = ttl ms.
-# Only ever lowers a learned limit; returns 1 when it did.
+# KEYS[1] = learned limits. ARGV[1] = limit name, ARGV[2] = the limit the provider states, ARGV[3] = ttl ms.
+# Returns 1 when the stated limit changed.
 _LEARN_LUA = """
-local old = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '')
-if old and old <= tonumber(ARGV[2]) then return 0 end
+local old = redis.call('HGET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if old == ARGV[2] then return 0 end
 return 1
 """
 
@@ -254,19 +254,20 @@ class RedisLimiter:
             self._pause(keys=[self.pause_key], args=[ms, reason or "paused"])
 
     def learn(self, name: str, limit: int | None) -> bool:
-        """The provider says limit ``name`` (``rpm``, ``tpm``, ``rpd``, ``tpd``) is ``limit``: when that is
-        below ours, every limiter on this key uses it instead for :data:`LEARNED_TTL_S`. True if it lowered."""
+        """The provider states limit ``name`` (``rpm``, ``tpm``, ``rpd``, ``tpd``) is ``limit``: every limiter on
+        this key applies it where it is below its own, until :data:`LEARNED_TTL_S` after it was last stated (a
+        raised tier shows at the next statement). True when it is below ours, so that it applies."""
         ours = next((lim.limit for lim in self.limits if lim.name == name), None)
-        if limit is None or limit < 1 or ours is None or limit >= ours:
+        if limit is None or limit < 1 or ours is None:
             return False
-        stored, when = self._learned.get(name, (ours, 0.0))
-        if limit >= stored and time.monotonic() - when < 60:
-            return False  # stored by this process within the last minute: no Redis write per reply
-        self._learned[name] = (limit, time.monotonic())
-        return bool(self._learn(keys=[self.learned_key], args=[name, limit, int(LEARNED_TTL_S * 1000)]))
+        stored, when = self._learned.get(name, (None, 0.0))
+        if limit != stored or time.monotonic() - when >= 60:  # else stated alike within a minute: no write
+            self._learned[name] = (limit, time.monotonic())
+            self._learn(keys=[self.learned_key], args=[name, limit, int(LEARNED_TTL_S * 1000)])
+        return limit < ours
 
     def learned(self) -> dict[str, int]:
-        """The limits the provider stated lower than ours, by name (shared by every worker)."""
+        """The limits the provider last stated, by name (shared by every worker)."""
         return {k.decode() if isinstance(k, bytes) else k: int(v) for k, v in self.r.hgetall(self.learned_key).items()}
 
     def paused_for(self) -> float:

@@ -14,6 +14,8 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``failures``               calls that failed for good (after their retries)
 ``consecutive_failures``   failures since the last success (the breaker's count)
 ``breaker``                why judging stopped, once the breaker is open
+``provider_rpm`` …         a limit the provider's headers state below the suite's (``provider_tpm``,
+                           ``provider_rpd``), which the workers use instead
 =========================  ===================================================================
 """
 
@@ -63,6 +65,13 @@ class RunJudgeState:
             pipe.hincrbyfloat(self.key, "cost", cost)
         if reset_failures:
             pipe.hset(self.key, "consecutive_failures", 0)
+        pipe.expire(self.key, self.ttl_s)
+        pipe.execute()
+
+    def note(self, field: str, value: int) -> None:
+        """Set one field (a fact such as ``provider_rpm``, not a counter)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hset(self.key, field, value)
         pipe.expire(self.key, self.ttl_s)
         pipe.execute()
 

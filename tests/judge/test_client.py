@@ -129,7 +129,7 @@ def test_a_suite_that_overstates_the_providers_limit_learns_it_from_the_headers(
         config = JudgeConfig(provider="openai", model=model, base_url=fake.openai_base_url, rpm=8, tpm=None)
         clients = [build_client(rclient, "r1", config, retry=RetryPolicy(**FAST), minute_s=3.0) for _ in range(2)]
         assert _ask(clients[0], "first [[rating=4]]") == ("4", False)
-        assert clients[1].limiter.learned() == {"rpm": 4}
+        assert clients[1].limiter.learned() == {"rpm": 4} and clients[0].state.read()["provider_rpm"] == 4
         threads = [threading.Thread(target=_ask, args=(clients[n % 2], f"call {n} [[rating=2]]")) for n in range(6)]
         for t in threads:
             t.start()

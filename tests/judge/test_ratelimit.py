@@ -54,11 +54,16 @@ def test_a_limit_the_provider_states_lower_replaces_ours_for_every_limiter(rclie
     key = _key()
     limits = limits_per_minute(rpm=5, tpm=1000, minute_s=10.0, margin=0)
     one, other = RedisLimiter(rclient, key, limits), RedisLimiter(rclient, key, limits)  # two workers
-    assert not one.learn("rpm", 5) and not one.learn("rpm", 9) and not one.learn("rpd", 1)  # not lower / not ours
-    assert one.learn("rpm", 2) and one.learned() == {"rpm": 2}
-    assert not other.learn("rpm", 3)  # never raises a learned limit
-    assert one.learned() == {"rpm": 2} and 0 < rclient.pttl(one.learned_key) <= 86_400_000
+    assert not one.learn("rpm", 9) and one.learned() == {"rpm": 9}  # stated, but above ours: ours holds
+    assert not one.learn("rpd", 1) and one.learned() == {"rpm": 9}  # a limit we do not have
+    assert one.learn("rpm", 3) and other.learn("rpm", 3) and one.learned() == {"rpm": 3}
     t0 = 3_000_000
+    for i in range(3):
+        assert one.try_acquire(10, now_ms=t0 - 5000 + i)[0] is not None
+    assert one.try_acquire(10, now_ms=t0 - 4000)[0] is None  # 3 per window, not 5
+    assert other.learn("rpm", 2) and one.learned() == {"rpm": 2}  # the latest statement counts (a tier change)
+    assert 0 < rclient.pttl(one.learned_key) <= 86_400_000
+    t0 += 10_000
     assert other.try_acquire(10, now_ms=t0)[0] is not None
     assert one.try_acquire(10, now_ms=t0 + 1)[0] is not None
     grant, wait = other.try_acquire(10, now_ms=t0 + 2)
