@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,19 @@ class Price:
         return (tokens_in * self.in_per_mtok + tokens_out * self.out_per_mtok) / 1_000_000
 
 
+_SAID: set[tuple[str, str, int | None]] = set()
+_SAID_LOCK = threading.Lock()
+
+
+def _first_time(fact: tuple[str, str, int | None]) -> bool:
+    """True the first time this process sees ``fact`` (clients are built per batch: say things once per run)."""
+    with _SAID_LOCK:
+        if fact in _SAID:
+            return False
+        _SAID.add(fact)
+        return True
+
+
 class JudgeClient:
     """Thread-safe: one per (run, provider); every call shares the limiter, cache and run counters."""
 
@@ -88,7 +102,6 @@ class JudgeClient:
         self.budget = budget or Budget()
         self.price = price
         self._sleep = sleep
-        self._stated: set[tuple[str, int | None]] = set()
         initial, most = self.retry.backoff_initial_s, self.retry.backoff_max_s
         # Exponential backoff (initial, 2x, 4x ... up to most) plus up to ``initial`` of random jitter.
         self._backoff = wait_exponential(multiplier=initial, max=most) + wait_random(0, initial)
@@ -157,9 +170,8 @@ class JudgeClient:
         """Lower the shared limits to what the provider states, when that is below the suite's."""
         info = RateLimitInfo.from_headers(headers)
         for name, limit in ((self.provider.requests_header_limit, info.limit_requests), ("tpm", info.limit_tokens)):
-            if self.limiter.learn(name, limit) and (name, limit) not in self._stated:
-                self._stated.add((name, limit))  # once per run and process: the summary shows it, a log line says it
-                self.state.note(f"provider_{name}", int(limit or 0))
+            if self.limiter.learn(name, limit) and _first_time((self.state.key, name, limit)):
+                self.state.note(f"provider_{name}", int(limit or 0))  # the summary shows it, a log line says it
                 log.warning("%s states %s = %s, below the suite's judge.%s: every worker uses %s instead",
                             self.provider.name, name, limit, name, limit)  # fmt: skip
         return info

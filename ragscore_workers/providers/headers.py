@@ -111,7 +111,7 @@ def rate_limit_wait(headers: Mapping[str, str], message: str = "") -> float | No
     if wait is not None:
         return wait
     said = _TRY_AGAIN.search(message)
-    if said is not None and (seconds := parse_duration(said.group(1))) is not None:
+    if said is not None and (seconds := parse_duration(said.group(1).lower())):
         return seconds
     exhausted = RateLimitInfo.from_headers(headers).exhausted_for()
     return exhausted if exhausted > 0 else None

@@ -38,7 +38,7 @@ LEARNED_TTL_S = 86_400.0
 DEFAULT_WINDOW_MARGIN = 0.02
 PREFIX = "ragscore:rl:"
 
-# KEYS[1] = pause key, KEYS[2] = learned limits (hash: limit name -> the provider's lower limit), then per
+# KEYS[1] = pause key, KEYS[2] = learned limits (hash: limit name -> what the provider last stated), then per
 # limit: log (zset), costs (hash), sum (string)
 # ARGV[1] = now in ms ("" = Redis TIME), ARGV[2] = member, then per limit: period_ms, limit, cost, name
 # Returns {status, wait_ms, now_ms, limit index}: status 1 admitted, 0 wait, -1 never fits.

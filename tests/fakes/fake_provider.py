@@ -22,7 +22,7 @@ servers that leave it out: then only the message's "try again in 1.23s" and the 
 and is not counted, unless ``count_rejected``: then,
 as OpenAI documents ("unsuccessful requests contribute to your per-minute limit, so continuously
 resending a request won't work", platform rate-limits guide), a rejected request takes a request slot of
-the window too (no tokens). Every reply carries Groq-style
+the window too (no tokens). Every reply carries (unless ``limit_headers`` is False) Groq-style
 ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` headers (resets like ``2m59.56s``).
 Tokens are counted as ``ceil(chars / 4)`` per message plus 4 (:func:`count_tokens`).
 """
@@ -111,6 +111,7 @@ class FakeProvider:
         responder: Responder | None = None,
         retry_after: bool = True,
         retry_after_ms: bool = False,
+        limit_headers: bool = True,
         injected_retry_after_s: int = 1,
         count_rejected: bool = False,
         host: str = "127.0.0.1",
@@ -121,6 +122,8 @@ class FakeProvider:
         self.api_key = api_key
         self.responder = responder
         self.retry_after, self.retry_after_ms = retry_after, retry_after_ms
+        #: Whether replies carry ``x-ratelimit-*`` headers (vLLM, Ollama and most local servers send none).
+        self.limit_headers = limit_headers
         #: ``retry-after`` of an injected 429 (whole seconds).
         self.injected_retry_after_s = injected_retry_after_s
         self.count_rejected = count_rejected
@@ -201,6 +204,8 @@ class FakeProvider:
     # ------------------------------------------------------------------ request handling (under the handler)
     def _limit_headers(self, now: float) -> dict[str, str]:
         headers: dict[str, str] = {}
+        if not self.limit_headers:
+            return headers
         n, used = self._window.used()
         oldest = self._window.entries[0][0] if self._window.entries else now
         reset = format_duration(oldest + self.period_s - now if self._window.entries else 0.0)

@@ -71,6 +71,8 @@ def test_a_limit_the_provider_states_lower_replaces_ours_for_every_limiter(rclie
     # A call costlier than a learned token limit (but within ours) is still admitted, never stuck.
     assert one.learn("tpm", 50)
     assert one.try_acquire(60, now_ms=t0 + 20_000)[0] is not None
+    assert one.try_acquire(30, now_ms=t0 + 40_000)[0] is not None
+    assert one.try_acquire(30, now_ms=t0 + 40_001)[0] is None  # 50 tokens per window now, not 1,000
 
 
 def test_a_request_larger_than_the_token_limit_fails_at_once(rclient: redis.Redis) -> None:
