@@ -33,12 +33,16 @@ class Sample:
     t: float
     progress: dict[str, int]
     judge_calls: int = 0
+    #: Requests per minute the provider's headers stated below the suite's (the workers use it instead).
+    provider_rpm: int | None = None
 
 
 def sample(store: RunStore, run_id: str, now: float) -> Sample:
     """Read the counters (two small hashes) at time ``now``."""
     judge = store.counters(run_id, "judge")
-    return Sample(now, store.progress(run_id), int(judge.get("calls", 0) or 0))
+    stated = judge.get("provider_rpm")
+    return Sample(now, store.progress(run_id), int(judge.get("calls", 0) or 0),
+                  int(stated) if isinstance(stated, int) else None)  # fmt: skip
 
 
 def _eta(seconds: float | None) -> str:
@@ -112,9 +116,12 @@ class StatusView:
         caption = f"errors {counters.get('errors', 0)} · unscorable {counters.get('unscorable', 0)}"
         if "total:judge" in counters:
             rpm = self.judge_rpm()
-            limit = _judge_rpm_limit(self.meta)
+            limit, stated = _judge_rpm_limit(self.meta), self.samples[-1].provider_rpm
             caption += f" · judge {'-' if rpm is None else f'{rpm:.0f}'} req/min"
-            caption += f" (limit {limit})" if limit else " (no rpm limit)"
+            if stated is not None and (limit is None or stated < limit):
+                caption += f" (limit {stated}, stated by the provider; the suite says {limit or 'none'})"
+            else:
+                caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {self.samples[-1].judge_calls} calls"
         return Group(table, Text(caption))
 

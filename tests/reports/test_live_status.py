@@ -54,6 +54,14 @@ def test_a_single_sample_uses_the_average_since_submission_and_shows_the_judge_l
     assert view.judge_rpm() is None
 
 
+def test_a_lower_limit_stated_by_the_provider_is_the_one_shown() -> None:
+    view = StatusView(SUITE_META)
+    view.add(Sample(1050.0, _progress(100, 5), judge_calls=7, provider_rpm=20))
+    console = Console(record=True, width=160)
+    console.print(view.render("run-x"))
+    assert "(limit 20, stated by the provider; the suite says 30)" in console.export_text()
+
+
 def test_a_finished_run_has_no_eta() -> None:
     view = StatusView(SUITE_META | {"state": "finished"})
     view.add(Sample(1050.0, _progress(600, 120)))
