@@ -42,7 +42,7 @@ def sample(store: RunStore, run_id: str, now: float) -> Sample:
     judge = store.counters(run_id, "judge")
     stated = judge.get("provider_rpm")
     return Sample(now, store.progress(run_id), int(judge.get("calls", 0) or 0),
-                  int(stated) if isinstance(stated, int) else None)  # fmt: skip
+                  stated if isinstance(stated, int) else None)  # fmt: skip
 
 
 def _eta(seconds: float | None) -> str:

@@ -19,6 +19,7 @@ a limit can never be admitted: it fails at once with :class:`RequestTooLargeErro
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -37,6 +38,13 @@ LEARNED_TTL_S = 86_400.0
 #: between our admission and the provider's arrival time does not push a window over its limit.
 DEFAULT_WINDOW_MARGIN = 0.02
 PREFIX = "ragscore:rl:"
+#: Seconds within which a process does not store the same stated limit again.
+RESTATE_S = 60.0
+
+# (learned key, limit name) -> (limit, monotonic time) this process last stored. Per process, not per limiter:
+# judge clients (and their limiters) are built per batch, so per-instance memory would write on every batch.
+_stored: dict[tuple[str, str], tuple[int, float]] = {}
+_stored_lock = threading.Lock()
 
 # KEYS[1] = pause key, KEYS[2] = learned limits (hash: limit name -> what the provider last stated), then per
 # limit: log (zset), costs (hash), sum (string)
@@ -192,7 +200,6 @@ class RedisLimiter:
         base = f"{PREFIX}{{{key}}}:"  # one hash tag: every key of a limiter lives in one cluster slot
         self.pause_key = base + "pause"
         self.learned_key = base + "learned"
-        self._learned: dict[str, tuple[int, float]] = {}  # name -> (limit, when) this process last stored
         self._keys = [base + f"{lim.name}:{part}" for lim in limits for part in ("log", "cost", "sum")]
         token_limits = [i for i, lim in enumerate(limits) if lim.per == "tokens"]
         self._token_keys = [k for i in token_limits for k in self._keys[3 * i : 3 * i + 3]]
@@ -260,9 +267,13 @@ class RedisLimiter:
         ours = next((lim.limit for lim in self.limits if lim.name == name), None)
         if limit is None or limit < 1 or ours is None:
             return False
-        stored, when = self._learned.get(name, (None, 0.0))
-        if limit != stored or time.monotonic() - when >= 60:  # else stated alike within a minute: no write
-            self._learned[name] = (limit, time.monotonic())
+        now, slot = time.monotonic(), (self.learned_key, name)
+        with _stored_lock:
+            stored, when = _stored.get(slot, (None, 0.0))
+            write = limit != stored or now - when >= RESTATE_S  # else stated alike lately: no write per reply
+            if write:
+                _stored[slot] = (limit, now)
+        if write:
             self._learn(keys=[self.learned_key], args=[name, limit, int(LEARNED_TTL_S * 1000)])
         return limit < ours
 

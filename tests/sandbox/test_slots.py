@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,24 +28,24 @@ FAST = Limits(timeout_s=5)
 PYTHON = LocalSandbox().interpreter("python3")
 
 
-def _gone(pid: int, timeout: float = 5.0) -> bool:
-    """True once ``pid`` has exited (or is a zombie waiting for its parent)."""
+def _until(check: Callable[[], bool], timeout: float) -> bool:
+    """True once ``check()`` holds, False if it still does not after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if status_fields(pid).get("State", "Z").startswith("Z"):
+        if check():
             return True
         time.sleep(0.02)
     return False
 
 
+def _gone(pid: int, timeout: float = 5.0) -> bool:
+    """True once ``pid`` has exited (or is a zombie waiting for its parent)."""
+    return _until(lambda: status_fields(pid).get("State", "Z").startswith("Z"), timeout)
+
+
 def _reaped(pid: int, timeout: float = 20.0) -> bool:
     """True once ``pid`` is gone from /proc: exited *and* reaped by its parent."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists():
-            return True
-        time.sleep(0.05)
-    return False
+    return _until(lambda: not Path(f"/proc/{pid}").exists(), timeout)
 
 
 def _run_through(helper: HelperProcess, argv: list[str]) -> tuple[int | None, str]:
