@@ -340,24 +340,44 @@ def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code,target")],
     broker: BrokerOpt = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c")] = None,  # noqa: UP045
+    stop_timeout: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            "--stop-timeout",
+            help="On SIGTERM or Ctrl-C, seconds to let running tasks finish before killing them"
+            " (default: the longest hard time limit of these queues, plus 30 s)",
+        ),
+    ] = None,
 ) -> None:
-    """Start Celery workers for these queues (each with its pool defaults) and supervise them."""
-    from .workers import LocalWorkers
+    """Start Celery workers for these queues (each with its pool defaults) and supervise them.
+
+    SIGTERM or Ctrl-C stops them warmly: no new tasks, running ones finish (up to ``--stop-timeout``); a
+    second one kills them at once (their tasks go back to the queue after the visibility timeout).
+    """
+    from ragscore_workers.app import CONTROL_QUEUE, QUEUE_LIMITS
+
+    from .workers import LocalWorkers, sigterm_as_interrupt
 
     settings = get_settings()
     url = broker or settings.broker_url
     if not url:
         raise ConfigError("worker needs a broker: pass --broker or set RAGSCORE_BROKER_URL")
     names = [q.strip() for q in queues.split(",") if q.strip()]
+    if stop_timeout is None:
+        stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None)
-    workers.start()
-    err.print(f"workers up for {', '.join(names)}; logs in {settings.home / 'logs'}")
-    try:
-        workers.supervise()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        workers.stop()
+    with sigterm_as_interrupt():
+        try:
+            workers.start()
+            err.print(f"workers up for {', '.join(names)}; logs in {settings.home / 'logs'}")
+            workers.supervise()
+        except KeyboardInterrupt:
+            err.print(
+                f"stopping: running tasks finish first (up to {stop_timeout:.0f} s); Ctrl-C again to stop at once"
+            )
+        finally:
+            workers.stop(timeout=stop_timeout)
+        err.print("workers stopped")
 
 
 @app.command("consensus")

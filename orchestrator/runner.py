@@ -12,10 +12,8 @@ import json
 import logging
 import math
 import secrets
-import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +41,7 @@ from .embedded_redis import EmbeddedRedis
 from .progress import ProgressView, QuietProgress
 from .reports import write_outputs
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite
-from .workers import LocalWorkers
+from .workers import LocalWorkers, sigterm_as_interrupt
 
 __all__ = ["Submitted", "cancel", "connect", "new_run_id", "resume", "run", "submit", "wait", "write_results"]
 
@@ -363,24 +361,6 @@ def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
     return summary
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so ``finally`` blocks stop the local workers."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -422,7 +402,7 @@ def run(
         _record_run(out_dir, sub.run_id, "cluster" if broker else "embedded")
         return sub
 
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         if broker:
             store = connect(broker, settings)
             sub = start(store)
@@ -439,6 +419,7 @@ def run(
         try:
             store = connect(url, settings)
             run_ids: list[str] = []
+            finished = False
             try:
                 # Workers start only once the whole dataset validated, and boot while rows are submitted.
                 sub = start(store, on_validated=start_workers)
@@ -452,7 +433,9 @@ def run(
                     timeout_s=timeout_s,
                     consumer_check_s=math.inf,
                 )
-                return write_results(store, sub.run_id, out_dir)
+                summary = write_results(store, sub.run_id, out_dir)
+                finished = True
+                return summary
             except BaseException:
                 # Nobody will serve this run's queued tasks: cancel it so a later run's workers skip them.
                 for run_id in run_ids:
@@ -460,6 +443,6 @@ def run(
                 raise
             finally:
                 for w in workers:
-                    w.stop()
+                    w.stop(warm=finished)  # an interrupted run's running tasks need not finish
         finally:
             embedded.release()

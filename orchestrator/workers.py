@@ -13,13 +13,15 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.errors import BrokerError
 
-__all__ = ["POOL_DEFAULTS", "LocalWorkers", "PoolSpec", "worker_command"]
+__all__ = ["POOL_DEFAULTS", "LocalWorkers", "PoolSpec", "sigterm_as_interrupt", "worker_command"]
 
 #: A queue's worker may be restarted this many times within RESTART_WINDOW_S before the run gives up.
 MAX_RESTARTS = 5
@@ -76,7 +78,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 
 
 class LocalWorkers:
-    """Start one worker process per queue; stop them all (SIGTERM, then SIGKILL of the group)."""
+    """Start one worker process per queue; stop them all (warm SIGTERM, then SIGKILL of the group)."""
 
     def __init__(
         self,
@@ -145,23 +147,36 @@ class LocalWorkers:
             return ""
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """Warm shutdown (SIGTERM); whatever is left after ``timeout`` is killed with its children."""
+    def stop(self, timeout: float = 15.0, *, warm: bool = True) -> None:
+        """Stop every worker; whatever is left after ``timeout`` is killed with its children.
+
+        ``warm``: SIGTERM to each Celery main process only, which stops taking messages, lets running tasks
+        finish and ends its pool processes cleanly (``worker_process_shutdown`` runs). Otherwise (abort: a
+        cancelled run) the whole process group gets SIGTERM, so pool processes end at once and their tasks
+        go back to the queue. A KeyboardInterrupt while waiting (a second Ctrl-C) kills at once.
+        """
         for proc in self.procs.values():
             if proc.poll() is None:
-                _signal_group(proc.pid, signal.SIGTERM)
+                if warm:
+                    _signal(proc.pid, signal.SIGTERM)
+                else:
+                    _signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        for proc in self.procs.values():
-            _signal_group(proc.pid, signal.SIGKILL)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        try:
+            for proc in self.procs.values():
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for proc in self.procs.values():
+                _signal_group(proc.pid, signal.SIGKILL)
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
 
     def supervise(self) -> None:
         """Block, restarting workers that die (``ragscore worker``); raises when one keeps dying."""
@@ -177,8 +192,33 @@ class LocalWorkers:
         self.stop()
 
 
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C (KeyboardInterrupt), so ``finally`` blocks stop the local workers."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
