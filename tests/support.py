@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,16 @@ import redis
 from orchestrator.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def until(check: Callable[[], bool], timeout: float) -> bool:
+    """True once ``check()`` holds, False if it still does not after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def free_port() -> int:

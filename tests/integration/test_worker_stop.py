@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -16,7 +15,7 @@ from orchestrator.suite import ResolvedSuite, load_suite
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import RedisProcess, WorkerProcess, write_jsonl
+from ..support import RedisProcess, WorkerProcess, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -30,15 +29,6 @@ def _suite() -> ResolvedSuite:
 
 def _tree(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
-
-
-def _until(check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _task_running() -> bool:
@@ -59,7 +49,7 @@ def _start(tmp_path: Path, seconds: float) -> tuple[RedisProcess, WorkerProcess,
     rows = write_jsonl(tmp_path / "rows.jsonl", [{"id": "slow", "code": code}])
     store = connect(server.url)
     sub = submit(rows, _suite(), store)
-    assert _until(_task_running, 60), "the code task never started"
+    assert until(_task_running, 60), "the code task never started"
     return server, worker, store, sub.run_id
 
 
@@ -91,7 +81,7 @@ def test_a_second_sigterm_kills_at_once(tmp_path: Path) -> None:
         assert worker.proc.poll() is None, "a warm stop does not end a running task"
         worker.proc.send_signal(signal.SIGTERM)
         assert worker.proc.wait(timeout=30) == 0
-        assert _until(lambda: not _alive(below), 10), f"left running: {_alive(below)}"
+        assert until(lambda: not _alive(below), 10), f"left running: {_alive(below)}"
         assert not store.progress(run_id).get("done"), "the task cannot have finished"
     finally:
         worker.stop()

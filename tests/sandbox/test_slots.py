@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,31 +20,21 @@ from orchestrator.suite import load_suite
 from ragscore_workers.sandbox import ExecResult, Limits, LocalSandbox, SandboxError
 from ragscore_workers.sandbox.slots import IDLE_SLOTS, HelperProcess
 
-from ..support import ROOT, RedisProcess, WorkerProcess, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
 from .support import HELPER_MARK, descendants, pids_running, slot_helpers, status_fields
 
 FAST = Limits(timeout_s=5)
 PYTHON = LocalSandbox().interpreter("python3")
 
 
-def _until(check: Callable[[], bool], timeout: float) -> bool:
-    """True once ``check()`` holds, False if it still does not after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def _gone(pid: int, timeout: float = 5.0) -> bool:
     """True once ``pid`` has exited (or is a zombie waiting for its parent)."""
-    return _until(lambda: status_fields(pid).get("State", "Z").startswith("Z"), timeout)
+    return until(lambda: status_fields(pid).get("State", "Z").startswith("Z"), timeout)
 
 
 def _reaped(pid: int, timeout: float = 1.0) -> bool:
     """True once ``pid`` is gone from /proc: exited *and* reaped by its parent."""
-    return _until(lambda: not Path(f"/proc/{pid}").exists(), timeout)
+    return until(lambda: not Path(f"/proc/{pid}").exists(), timeout)
 
 
 def _run_through(helper: HelperProcess, argv: list[str]) -> tuple[int | None, str]:
