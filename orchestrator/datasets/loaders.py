@@ -8,6 +8,7 @@ JSON files, the element's position in the list or object). A record that cannot 
 
 from __future__ import annotations
 
+import codecs
 import csv
 import importlib
 import json
@@ -69,6 +70,8 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
             if raw is None:
                 yield line_no, RowError(line_no, f"line longer than {MAX_LINE_BYTES:,} bytes", "")
                 continue
+            if line_no == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)  # Windows editors and Excel's "UTF-8" exports
             if not raw.strip():
                 continue
             try:
@@ -110,7 +113,8 @@ def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowE
 def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     """CSV rows; a quote that is never closed swallows the rest of the file in the csv module, so a row
     that spans several lines but lacks cells is reported and reading restarts on the next line."""
-    with path.open("r", encoding="utf-8", errors="surrogateescape", newline="") as fh:
+    # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+    with path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None:

@@ -138,7 +138,7 @@ def iter_nlp_project(
 def looks_like_nlp_project(path: Path) -> bool:
     """True when the first non-empty line is a JSON object with ``doc_id``, ``question`` and ``evidence_sentences``."""
     try:
-        with Path(path).open(encoding="utf-8") as fh:
+        with Path(path).open(encoding="utf-8-sig") as fh:
             first = next((line for line in fh if line.strip()), "")
         record = json.loads(first)
     except (OSError, UnicodeDecodeError, ValueError):

@@ -60,6 +60,21 @@ def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("name", ["d.jsonl", "d.csv", "d.json"])
+def test_a_utf8_byte_order_mark_is_not_data(tmp_path: Path, name: str) -> None:
+    """Excel's "CSV UTF-8" and Windows editors start files with a BOM: the first row and column still read."""
+    body = {
+        "d.jsonl": '{"id": "a", "answer": "x"}\r\n{"id": "b", "answer": "y"}\r\n',
+        "d.csv": "id,answer\r\na,x\r\nb,y\r\n",
+        "d.json": json.dumps([{"id": "a", "answer": "x"}, {"id": "b", "answer": "y"}]),
+    }[name]
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    ok, bad = _rows(path)
+    assert bad == []
+    assert [(r.id, r.answer) for r in ok] == [("a", "x"), ("b", "y")]
+
+
 def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     as_list = tmp_path / "l.json"
     as_list.write_text(json.dumps([{"id": "a"}, 3, {"id": "b", "answer": "x"}]))
