@@ -78,6 +78,12 @@ class DatasetScan:
     failed: int = 0
     duplicates: list[tuple[str, int]] = field(default_factory=list)
     duplicate_count: int = 0
+    #: The first few unreadable rows, named in the error when no row at all could be read.
+    first_failures: list[RowError] = field(default_factory=list)
+
+
+#: Unreadable rows named in the error of a dataset with no readable row.
+SHOWN_FAILURES = 5
 
 
 def _key_hash(key: str) -> int:
@@ -119,6 +125,8 @@ def scan_dataset(
     for _, row in iter_rows(path, fmt, options):
         if isinstance(row, RowError):
             scan.failed += 1
+            if len(scan.first_failures) < SHOWN_FAILURES:
+                scan.first_failures.append(row)
             on_error(row)
             continue
         scan.rows += 1
@@ -139,6 +147,13 @@ def scan_dataset(
             "Ids must be unique per system; nothing was submitted."
         )
     if scan.rows == 0:
-        detail = f" ({scan.failed} row(s) could not be read)" if scan.failed else ""
-        raise DatasetError(f"{path}: no rows to score{detail}; nothing was submitted.")
+        if not scan.failed:
+            raise DatasetError(f"{path}: no rows to score; nothing was submitted.")
+        reasons = "\n".join(f"  line {e.line}: {e.error}" for e in scan.first_failures)
+        hidden = scan.failed - len(scan.first_failures)
+        more = f"\n  and {hidden} more" if hidden else ""
+        raise DatasetError(
+            f"{path}: no rows to score ({scan.failed} row(s) could not be read); nothing was submitted.\n"
+            f"{reasons}{more}"
+        )
     return scan

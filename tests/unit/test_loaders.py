@@ -125,9 +125,15 @@ def test_scan_rejects_a_dataset_without_valid_rows(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text("not json\n")
     errors: list[RowError] = []
-    with pytest.raises(DatasetError, match=r"no rows to score \(1 row\(s\) could not be read\)"):
+    with pytest.raises(DatasetError, match=r"no rows to score \(1 row\(s\) could not be read\)") as raised:
         scan_dataset(path, None, errors.append)
     assert errors[0].line == 1
+    assert "line 1: invalid JSON: Expecting value (column 1)" in str(raised.value), "the reason is named"
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(f"bad {i}\n" for i in range(8)))
+    with pytest.raises(DatasetError) as raised:
+        scan_dataset(many, None, errors.append)
+    assert str(raised.value).count("  line ") == 5 and "and 3 more" in str(raised.value)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     with pytest.raises(DatasetError, match="no rows to score"):
