@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import sys
 import time
@@ -101,8 +102,10 @@ def _parse_chunks(values: list[str] | None) -> dict[str, int]:
     return chunks
 
 
-def _broker_url(broker: str | None) -> str:
-    """--broker, else $RAGSCORE_BROKER_URL, else the embedded Redis when it is running."""
+def _broker_url(broker: str | None, *, start_embedded: bool = True) -> str:
+    """--broker, else $RAGSCORE_BROKER_URL, else the embedded Redis: started from its data file when no run
+    has it up (and shut down again at exit unless a run uses it), so finished and interrupted embedded runs
+    can be listed, reported and resumed later."""
     settings = get_settings()
     url = broker or settings.broker_url
     if url:
@@ -110,9 +113,14 @@ def _broker_url(broker: str | None) -> str:
     from .embedded_redis import EmbeddedRedis
 
     embedded = EmbeddedRedis(settings.home)
-    if not embedded._ping():
+    if not start_embedded:
+        if embedded._ping():
+            return embedded.url
         raise ConfigError("No broker given and the embedded Redis is not running; pass --broker URL")
-    return embedded.url
+    if not embedded.dir.exists():
+        raise ConfigError(f"No broker given and no embedded runs yet under {settings.home}; pass --broker URL")
+    atexit.register(embedded.release)
+    return embedded.acquire()
 
 
 def _store(broker: str | None):  # type: ignore[no-untyped-def]
@@ -518,7 +526,7 @@ def flower_cmd(
 
     from .reports.flower import exec_flower, flower_argv, flower_env
 
-    env = flower_env(os.environ, _broker_url(broker), no_auth)
+    env = flower_env(os.environ, _broker_url(broker, start_embedded=False), no_auth)
     argv = flower_argv(port, address, max_tasks, no_auth)
     err.print(f"Flower on http://{address}:{port} (max {max_tasks} tasks kept)")
     exec_flower(argv, env)

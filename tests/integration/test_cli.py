@@ -109,6 +109,30 @@ def test_bad_rows_are_reported_with_lines_and_the_rest_scored(tmp_path: Path, ho
     assert _our_processes(home) == []  # workers stopped, private redis shut down
 
 
+def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path, home: Path) -> None:
+    """status/results/report start the private Redis from its data file (it is down between runs) and shut
+    it down again."""
+    none_yet = ragscore("status", home=home)
+    assert none_yet.returncode == 2 and "no embedded runs yet" in none_yet.stderr
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(6))
+    first = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(tmp_path / "o"),
+                     home=home)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert _our_processes(home) == []
+    listed = ragscore("status", home=home)
+    assert listed.returncode == 0, listed.stderr
+    run_id = json.loads((tmp_path / "o" / "run.json").read_text())["run_id"]
+    assert listed.stdout.split() == [run_id, "finished"]
+    again = ragscore("results", run_id, "--out", str(tmp_path / "again"), home=home)
+    assert again.returncode == 0, again.stderr
+    before, after = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("o", "again"))
+    assert after["metrics"] == before["metrics"] and after["items"] == 6
+    report = ragscore("report", run_id, "--format", "md", "--out", str(tmp_path / "md"), home=home)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "md" / "report.md").exists()
+    assert _our_processes(home) == [], "the private Redis is shut down again"
+
+
 def test_embedded_redis_is_reused_by_a_concurrent_run_and_shut_down_by_the_last(tmp_path: Path, home: Path) -> None:
     from orchestrator.embedded_redis import EmbeddedRedis
 
