@@ -200,6 +200,8 @@ def run_cmd(
         return
     if dataset is None or suite is None:
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; reports go to a directory")
     if debug_on_fail and (broker or get_settings().broker_url or not sys.stdin.isatty()):
         raise ConfigError("--debug-on-fail needs an embedded run started from a terminal")
     resolved = load_suite(suite)

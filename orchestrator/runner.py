@@ -148,18 +148,23 @@ def submit(
             "generation": 0,
         },
     )
-    store.add_failed_rows(run_id, bad)
-    if on_validated is not None:
-        on_validated(queues)
-    valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
-    n_tasks = n_shards = 0
-    for index, rows in enumerate(shards(valid, shard_rows)):
-        shard: Shard | None = (plan_target_shard if resolved.targets else plan_shard)(run_id, index, rows, resolved)
-        assert shard is not None  # every valid row needs at least one scoring metric (or target call)
-        store.add_ids(run_id, index, shard.keys, shard.units)
-        shard.signature.apply_async()
-        n_tasks += shard.tasks
-        n_shards += 1
+    try:
+        store.add_failed_rows(run_id, bad)
+        if on_validated is not None:
+            on_validated(queues)
+        valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
+        n_tasks = n_shards = 0
+        for index, rows in enumerate(shards(valid, shard_rows)):
+            shard: Shard | None = (plan_target_shard if resolved.targets else plan_shard)(run_id, index, rows, resolved)
+            assert shard is not None  # every valid row needs at least one scoring metric (or target call)
+            store.add_ids(run_id, index, shard.keys, shard.units)
+            shard.signature.apply_async()
+            n_tasks += shard.tasks
+            n_shards += 1
+    except BaseException:
+        # Half submitted (Ctrl-C, a lost broker, a bug): never left "submitting" for ever; workers skip its tasks.
+        cancel(store, run_id)
+        raise
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):

@@ -30,16 +30,16 @@ def _read(path: Path) -> Any:
 def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
     """Load and resolve a suite from a file, a dict or a Suite; ConfigError on any problem."""
     if isinstance(source, Suite):
-        suite = source
+        data: Any = dict(source)  # validated again: a Suite changed by model_copy(update=...) skipped that
     else:
         data = _read(Path(source)) if isinstance(source, (str, Path)) else source
-        if not isinstance(data, dict):
-            raise ConfigError("A suite must be a mapping with a 'metrics' list")
-        try:
-            suite = Suite.model_validate(data)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'suite'}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"Invalid suite: {problems}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError("A suite must be a mapping with a 'metrics' list")
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'suite'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"Invalid suite: {problems}") from exc
     resolved = resolve_suite(suite)
     _check_targets(suite)
     if suite.gates:

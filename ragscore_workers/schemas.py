@@ -333,6 +333,10 @@ class Suite(BaseModel):
     @field_validator("chunk_size")
     @classmethod
     def _positive_chunks(cls, value: dict[str, int]) -> dict[str, int]:
+        queues = [q.value for q in Queue if q is not Queue.DERIVED]
+        unknown = sorted(set(value) - set(queues))
+        if unknown:
+            raise ValueError(f"unknown queue(s) {', '.join(map(repr, unknown))}; choose from {', '.join(queues)}")
         bad = {q: n for q, n in value.items() if n < 1}
         if bad:
             raise ValueError(f"chunk sizes must be >= 1, got {bad}")

@@ -61,6 +61,8 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("duplicates", "duplicate id"),
         ("unknown_metric", "Did you mean 'exact_match'"),
         ("bad_params", "Bad params for metric 'recall_at_k'"),
+        ("chunk_zero", "chunk sizes must be >= 1"),
+        ("out_is_a_file", "is a file; reports go to a directory"),
     ],
 )
 def test_stop_before_submit_errors_exit_2_and_start_nothing(
@@ -78,12 +80,16 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         suite = {"metrics": ["exact_mach"]}
     elif case == "bad_params":
         suite = {"metrics": [{"name": "recall_at_k", "params": {"k": "five"}}]}
-    out = tmp_path / "out"
-    result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, suite)), "--out", str(out), home=home)
+    out, extra = tmp_path / "out", []
+    if case == "chunk_zero":
+        extra = ["--chunk-size", "cpu=0"]
+    elif case == "out_is_a_file":
+        out.write_text("")
+    result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, suite)), "--out", str(out), *extra, home=home)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
-    assert not (out / "items.jsonl").exists()
+    assert not out.is_dir() or not (out / "items.jsonl").exists()
     assert not list((home / "logs").glob("worker-*")) if (home / "logs").exists() else True
     assert _our_processes(home) == []
 

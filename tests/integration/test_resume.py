@@ -72,3 +72,19 @@ def test_embedded_run_resume_dir_finishes_an_interrupted_run(tmp_path: Path, hom
     fresh = tmp_path / "fresh"
     run(data, resolved, fresh)
     assert scores == scores_by_id(fresh / "items.jsonl")
+
+
+def test_a_submission_that_fails_half_way_cancels_its_run(tmp_path: Path, redis_server: RedisProcess) -> None:
+    """Ctrl-C (or a lost broker) while rows are being submitted: the run is cancelled (workers skip what was
+    sent), not left "submitting" for ever."""
+    store = connect(redis_server.url)
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(50, seed=9))
+
+    def interrupted(queues: list[str]) -> None:
+        raise KeyboardInterrupt
+
+    before = set(store.list_runs())
+    with pytest.raises(KeyboardInterrupt):
+        submit(data, load_suite(SUITE), store, on_validated=interrupted)
+    (run_id,) = set(store.list_runs()) - before
+    assert store.state(run_id) == RunState.CANCELLED

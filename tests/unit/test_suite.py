@@ -26,6 +26,7 @@ def test_unknown_metric_suggests_close_names() -> None:
         ({"metrics": []}, "metrics: List should have at least 1 item"),
         ({"metrics": ["exact_match", "exact_match"]}, "listed twice"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpu": 0}}, "chunk sizes must be >= 1"),
+        ({"metrics": ["exact_match"], "chunk_size": {"cpus": 5}}, "unknown queue.*'cpus'; choose from cpu, embed"),
         ({"metrics": ["exact_match"], "colour": "red"}, "colour: Extra inputs"),
         (["exact_match"], "must be a mapping"),
     ],
@@ -33,6 +34,14 @@ def test_unknown_metric_suggests_close_names() -> None:
 def test_bad_suites_raise_config_error(suite: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_suite(suite)  # type: ignore[arg-type]
+
+
+def test_a_suite_changed_after_loading_is_checked_again() -> None:
+    """Command-line overrides (``--chunk-size``) go through model_copy(update=...), which skips validation."""
+    loaded = load_suite({"metrics": ["exact_match"]}).suite
+    with pytest.raises(ConfigError, match="chunk sizes must be >= 1"):
+        load_suite(loaded.model_copy(update={"chunk_size": {"cpu": 0}}))
+    assert load_suite(loaded.model_copy(update={"chunk_size": {"cpu": 7}})).suite.chunk_size == {"cpu": 7}
 
 
 def test_suite_files_yaml_and_json(tmp_path: Path) -> None:
