@@ -31,7 +31,8 @@ from ragscore_workers.planning import (
     shards,
     target_keys,
 )
-from ragscore_workers.schemas import Row, RunSummary, Suite
+from ragscore_workers.providers.factory import make_provider
+from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import RunState, RunStore, redact_url, redis_client, target_state_part
 from ragscore_workers.tasks import aggregate, score_shard
@@ -366,6 +367,15 @@ def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
     return summary
 
 
+def _check_judge_keys(resolved: ResolvedSuite) -> None:
+    """MissingKeyError (exit 2) when a judge metric's API key is not in this environment, which the local
+    workers inherit: before anything is submitted, instead of an error on every judged item. Not for a
+    cluster, whose keys live on its judge workers."""
+    for metric, params in resolved.scoring:
+        if metric.queue is Queue.JUDGE:
+            make_provider(resolved.suite.judge, api_key_env=getattr(params, "api_key_env", None))
+
+
 def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -413,6 +423,8 @@ def run(
             sub = start(store)
             wait(store, sub.run_id, progress, timeout_s=timeout_s)
             return write_results(store, sub.run_id, out_dir)
+        if resolved is not None:
+            _check_judge_keys(resolved)
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire()
         workers: list[LocalWorkers] = []

@@ -63,10 +63,11 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("bad_params", "Bad params for metric 'recall_at_k'"),
         ("chunk_zero", "chunk sizes must be >= 1"),
         ("out_is_a_file", "is a file; reports go to a directory"),
+        ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
     ],
 )
 def test_stop_before_submit_errors_exit_2_and_start_nothing(
-    tmp_path: Path, home: Path, case: str, message: str
+    tmp_path: Path, home: Path, case: str, message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
     suite: object = GOOD_SUITE
@@ -80,6 +81,9 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         suite = {"metrics": ["exact_mach"]}
     elif case == "bad_params":
         suite = {"metrics": [{"name": "recall_at_k", "params": {"k": "five"}}]}
+    elif case == "no_judge_key":
+        monkeypatch.delenv("GROQ_API_KEY", raising=False)
+        suite = {"metrics": ["answer_accuracy"]}
     out, extra = tmp_path / "out", []
     if case == "chunk_zero":
         extra = ["--chunk-size", "cpu=0"]
