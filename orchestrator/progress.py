@@ -30,11 +30,21 @@ class ProgressView(Protocol):
     def stop(self) -> None: ...
 
 
-def _rate_eta(done: int, total: int, started: float) -> tuple[float, float | None]:
-    elapsed = max(time.monotonic() - started, 1e-9)
-    rate = done / elapsed
-    eta = (total - done) / rate if rate > 0 and total >= done else None
-    return rate, eta
+class _Rate:
+    """Units per second and ETA from what this process saw done: a resumed run's earlier units, already in
+    the first counters it reads, are its baseline, not work done in the first second."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.base: int | None = None
+
+    def measure(self, done: int, total: int) -> tuple[float, float | None]:
+        if self.base is None:
+            self.base = done
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = (done - self.base) / elapsed
+        eta = (total - done) / rate if rate > 0 and total >= done else None
+        return rate, eta
 
 
 class RichProgress:
@@ -55,16 +65,19 @@ class RichProgress:
             transient=False,
         )
         self.task = None
-        self.started = time.monotonic()
+        self.rate = _Rate()
 
     def start(self, run_id: str) -> None:
-        self.started = time.monotonic()
+        self.rate = _Rate()
         self.bar.start()
         self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, errors=0, unscorable=0)
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         done, total = counters.get("done", 0), counters.get("total", 0)
-        rate, _ = _rate_eta(done, total, self.started)
+        first = self.rate.base is None
+        rate, _ = self.rate.measure(done, total)
+        if first:  # a resumed run starts part-way: no jump from 0 in rich's own speed estimate (its ETA)
+            self.bar.reset(self.task, completed=done, total=total or None)
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
             errors=counters.get("errors", 0), unscorable=counters.get("unscorable", 0),
@@ -79,13 +92,13 @@ class PlainProgress:
 
     def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
         self.stream = stream or sys.stderr
-        self.started = time.monotonic()
+        self.rate = _Rate()
         self.last = 0.0
         self.run_id = ""
 
     def start(self, run_id: str) -> None:
         self.run_id = run_id
-        self.started = time.monotonic()
+        self.rate = _Rate()
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         now = time.monotonic()
@@ -93,7 +106,7 @@ class PlainProgress:
             return
         self.last = now
         done, total = counters.get("done", 0), counters.get("total", 0)
-        rate, eta = _rate_eta(done, total, self.started)
+        rate, eta = self.rate.measure(done, total)
         pct = 100.0 * done / total if total else 0.0
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
         print(
