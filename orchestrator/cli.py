@@ -193,6 +193,11 @@ def run_cmd(
     if resume_dir is not None:
         if fail_under or baseline_dir or tolerance is not None or junit:
             raise ConfigError("--fail-under, --fail-on-regression, --regression-tolerance and --junit need a new run")
+        if dataset is not None or suite is not None or chunk_size:
+            raise ConfigError(
+                "--resume finishes a run with the dataset, suite and chunk sizes it was submitted with (the run "
+                "store has them); drop DATASET, --suite and --chunk-size, or start a new run without --resume"
+            )
         run_json = resume_dir / "run.json"
         if not run_json.exists():
             raise ConfigError(f"{run_json} not found: --resume needs the --out DIR of an earlier run")

@@ -64,6 +64,7 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("chunk_zero", "chunk sizes must be >= 1"),
         ("out_is_a_file", "is a file; reports go to a directory"),
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
+        ("resume_with_dataset", "drop DATASET, --suite and --chunk-size"),
     ],
 )
 def test_stop_before_submit_errors_exit_2_and_start_nothing(
@@ -89,6 +90,8 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         extra = ["--chunk-size", "cpu=0"]
     elif case == "out_is_a_file":
         out.write_text("")
+    elif case == "resume_with_dataset":  # the run store's dataset and suite are used: these would be ignored
+        extra = ["--resume", str(out)]
     result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, suite)), "--out", str(out), *extra, home=home)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
