@@ -428,16 +428,43 @@ def consensus_cmd(
 
 
 @app.command("metrics")
-def list_metrics() -> None:
-    """List the registered metrics with their queue and outputs."""
-    from ragscore_workers.metrics.registry import all_metrics
+def list_metrics(
+    name: Annotated[Optional[str], typer.Argument(help="One metric: show its params")] = None,  # noqa: UP045
+) -> None:
+    """List the registered metrics with their queue and outputs (the names gates and reports use), or one
+    metric's params."""
+    from rich.markup import escape
 
+    from ragscore_workers.metrics.registry import all_metrics, get_metric
+
+    if name is not None:
+        mdef = get_metric(name)  # ConfigError with "did you mean" for an unknown name
+        err.print(f"{name} ({mdef.queue.value} queue): {mdef.description}")
+        table = Table()
+        for col in ("param", "type", "default"):
+            table.add_column(col)
+        for field, info in mdef.params_model.model_fields.items():
+            default = "(required)" if info.is_required() else repr(info.get_default(call_default_factory=True))
+            table.add_row(field, escape(_type_name(info.annotation)), escape(default))
+        Console().print(table if mdef.params_model.model_fields else "no params")
+        return
     table = Table()
-    for col in ("metric", "queue", "description"):
+    for col in ("metric", "queue", "outputs (default params)", "description"):
         table.add_column(col)
-    for name, mdef in sorted(all_metrics().items()):
-        table.add_row(name, mdef.queue.value, mdef.description)
+    for metric_name, mdef in sorted(all_metrics().items()):
+        try:
+            outputs = ", ".join(mdef.outputs(mdef.params_model()))
+        except ValueError:  # params without defaults (pydantic's ValidationError is a ValueError)
+            outputs = "(depends on params)"
+        table.add_row(metric_name, mdef.queue.value, escape(outputs), escape(mdef.description))
     Console().print(table)
+
+
+def _type_name(annotation: object) -> str:
+    """``int | None`` rather than ``typing.Optional[int]``; class names without their module."""
+    if isinstance(annotation, type) and not getattr(annotation, "__args__", None):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
 
 
 ReportFormatOpt = Annotated[str, typer.Option("--format", "-f", help="html, md, csv, json or nlp-project")]

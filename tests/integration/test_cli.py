@@ -187,3 +187,18 @@ def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
     while _our_processes(home) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _our_processes(home) == []
+
+
+def test_metrics_lists_outputs_and_one_metrics_params(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output names gates and reports use (recall_at_1, citation_f1) and each metric's params."""
+    monkeypatch.setenv("COLUMNS", "200")  # one table row per line
+    listed = ragscore("metrics", home=home)
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines() if line.count("│") >= 4}
+    assert "recall_at_1, recall_at_5, mrr" in rows["recall_at_k"]
+    assert "citation_precision, citation_recall, citation_f1" in rows["citation"]
+    one = ragscore("metrics", "recall_at_k", home=home)
+    assert one.returncode == 0, one.stderr
+    assert "│ k     │ list[int] │ [1, 5]  │" in one.stdout
+    unknown = ragscore("metrics", "recal_at_k", home=home)
+    assert unknown.returncode == 2 and "Did you mean 'recall_at_k'" in unknown.stderr
