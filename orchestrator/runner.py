@@ -131,6 +131,9 @@ def submit(
     }
     needed: set[str] = {"target"} if resolved.targets else set()
     scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=lambda row: needed.update(resolved.row_queues(row)))
+    if scan.near_misses:
+        named = ", ".join(f"{col!r} (did you mean {fld!r}?)" for col, fld in scan.near_misses.items())
+        log.warning("%s: column(s) %s are no row field (names are case-sensitive); metrics ignore them", dataset, named)
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
     store.create_run(

@@ -80,10 +80,39 @@ class DatasetScan:
     duplicate_count: int = 0
     #: The first few unreadable rows, named in the error when no row at all could be read.
     first_failures: list[RowError] = field(default_factory=list)
+    #: Columns that are no row field but look like one (``Answer``, ``gold answer``): name -> the field.
+    near_misses: dict[str, str] = field(default_factory=dict)
 
 
 #: Unreadable rows named in the error of a dataset with no readable row.
 SHOWN_FAILURES = 5
+#: Columns that look like a row field named in the warning.
+MAX_NEAR_MISSES = 10
+
+
+def _normal(name: str) -> str:
+    return name.strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def _row_field_names() -> dict[str, str]:
+    """Normalised name -> row field, for every field and alias (``gold_answer`` -> ``reference``)."""
+    names = {}
+    for name, info in Row.model_fields.items():
+        aliases = getattr(info.validation_alias, "choices", None) or []
+        for alias in [name, *(a for a in aliases if isinstance(a, str))]:
+            names[_normal(alias)] = name
+    return names
+
+
+_ROW_FIELDS = _row_field_names()
+
+
+def _note_near_misses(extra: dict[str, Any], found: dict[str, str]) -> None:
+    """Record extra columns whose name is a row field's but for case, spaces or dashes (read as data of no
+    metric otherwise: ``Answer`` leaves every answer empty)."""
+    for name in extra:
+        if name not in found and len(found) < MAX_NEAR_MISSES and (target := _ROW_FIELDS.get(_normal(name))):
+            found[name] = target
 
 
 def _key_hash(key: str) -> int:
@@ -130,6 +159,8 @@ def scan_dataset(
             on_error(row)
             continue
         scan.rows += 1
+        if row.model_extra:
+            _note_near_misses(row.model_extra, scan.near_misses)
         if on_row is not None:
             on_row(row)
         hashes.append(_key_hash(row.key))

@@ -146,3 +146,10 @@ def test_scan_counts_rows_and_failures(tmp_path: Path) -> None:
     errors: list[RowError] = []
     scan = scan_dataset(path, None, errors.append)
     assert (scan.rows, scan.failed, [e.line for e in errors]) == (2, 1, [2])
+
+
+def test_columns_named_like_a_row_field_but_for_case_or_spaces_are_found(tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text("ID,Question,answer,Gold Answer,notes\n1,What?,x,x,free text\n", encoding="utf-8")
+    scan = scan_dataset(path, None, lambda e: None)
+    assert scan.near_misses == {"ID": "id", "Question": "question", "Gold Answer": "reference"}
