@@ -11,6 +11,7 @@ from . import plots
 from .compare import Comparison, Difference
 from .html import fmt, version
 from .itemstats import LOWER_IS_BETTER, higher_is_better
+from .markdown import md_cell
 from .templates import CSS, environment
 
 __all__ = ["print_comparison", "render_compare_html", "render_compare_markdown"]
@@ -68,17 +69,13 @@ def render_compare_html(c: Comparison) -> str:
     return environment().get_template("compare").render(**context)
 
 
-def _md_cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def render_compare_markdown(c: Comparison) -> str:
     """compare.md: the same tables as compare.html (no plots)."""
     arms = c.arms
     lines = [f"# ragscore compare: {' vs '.join(arms)}", "",
              "Paired on the questions both systems scored: mean difference, 95% paired-bootstrap CI, two-sided "
              f"sign-flip permutation p-value (seed {c.seed}).", "", "## Means", "",
-             "| metric | " + " | ".join(map(_md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
+             "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
     for m in c.metrics:
         lines.append(f"| {m} | " + " | ".join(fmt(c.means[m][a]) for a in arms) + " |")
     lines += ["", f"## Differences against {arms[0]}", "",
@@ -86,10 +83,10 @@ def render_compare_markdown(c: Comparison) -> str:
               "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for d in c.differences:
         lines.append(
-            f"| {d.metric} | {_md_cell(d.arm)} | {d.n} | {fmt(d.base_mean)} | {fmt(d.arm_mean)} | {_diff(d)} | "
+            f"| {d.metric} | {md_cell(d.arm)} | {d.n} | {fmt(d.base_mean)} | {fmt(d.arm_mean)} | {_diff(d)} | "
             f"{_ci(d)} | {_p(d.p)} | {d.wins} | {d.ties} | {d.losses} |"
         )
-    lines += ["", "## Wins per system", "", "| metric | " + " | ".join(map(_md_cell, arms)) + " | ties | questions |",
+    lines += ["", "## Wins per system", "", "| metric | " + " | ".join(map(md_cell, arms)) + " | ties | questions |",
               "|---|" + "---|" * (len(arms) + 2)]  # fmt: skip
     for w in c.wins:
         lines.append(f"| {w['metric']} | " + " | ".join(str(w["wins"][a]) for a in arms) + f" | {w['ties']} | "
@@ -97,10 +94,10 @@ def render_compare_markdown(c: Comparison) -> str:
     if c.points:
         lines += ["", "## Evaluation points per question", "", "✓ passed, ✗ failed, – skipped, · not run", ""]
         for q in c.points:
-            lines += [f"### {_md_cell(q['id'])}", "", "| point | " + " | ".join(map(_md_cell, arms)) + " |",
+            lines += [f"### {md_cell(q['id'])}", "", "| point | " + " | ".join(map(md_cell, arms)) + " |",
                       "|---|" + "---|" * len(arms)]  # fmt: skip
             for row in q["rows"]:
-                lines.append(f"| {_md_cell(row['point'])} | " + " | ".join(c["mark"] for c in row["cells"]) + " |")
+                lines.append(f"| {md_cell(row['point'])} | " + " | ".join(c["mark"] for c in row["cells"]) + " |")
             lines += ["| **checks** | " + " | ".join(q["scores"]) + " |", ""]
     return "\n".join(lines) + "\n"
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
-__all__ = ["render_markdown"]
+__all__ = ["md_cell", "render_markdown"]
+
+
+def md_cell(text: object) -> str:
+    """A table cell: user text (group, system names) with ``|`` escaped and line breaks as spaces."""
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def _mean(m: MetricSummary) -> str:
@@ -27,7 +32,7 @@ def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[st
     ]
     for key, per in tree.items():
         cells = [f"{_mean(per[m])} (n={per[m].n})" if m in per else "-" for m in metrics]
-        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+        lines.append(f"| {md_cell(key)} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
 
@@ -90,7 +95,7 @@ def _targets(summary: RunSummary) -> list[str]:
         return []
     header = "| system | " + " | ".join(TARGET_COLUMNS) + " |"
     lines = ["## Targets", "", header, "|---" * (len(TARGET_COLUMNS) + 1) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in target_rows(summary)]
+    lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in target_rows(summary)]
     return [*lines, ""]
 
 

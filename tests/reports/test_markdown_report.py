@@ -1,0 +1,26 @@
+"""report.md keeps its tables whole whatever users name their groups, systems and targets."""
+
+from __future__ import annotations
+
+from orchestrator.reports.markdown import render_markdown
+from ragscore_workers.schemas import MetricSummary, RunSummary
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table row's cells (an escaped ``\\|`` is not a separator)."""
+    return [c.strip() for c in line.replace("\\|", "\0").strip().strip("|").split("|")]
+
+
+def test_pipes_and_line_breaks_in_user_names_do_not_break_the_tables() -> None:
+    m = MetricSummary(mean=0.5, n=2)
+    summary = RunSummary(
+        run_id="r", items=2, scored=2, metrics={"exact_match": m},
+        by_group={"g|x": {"exact_match": m}}, by_system={"sys\nA": {"exact_match": m}},
+        target={"api|v2": {"calls": 2}},
+    )  # fmt: skip
+    lines = render_markdown(summary).splitlines()
+    group = next(line for line in lines if line.startswith("| g|") or line.startswith("| g\\|"))
+    assert _cells(group) == ["g\0x", "0.500 (n=2)"]
+    assert any(line.startswith("| sys A |") for line in lines), "a line break in a name stays in its row"
+    target = next(line for line in lines if line.startswith("| api"))
+    assert _cells(target)[0] == "api\0v2" and len(_cells(target)) == 7
