@@ -49,6 +49,8 @@ __all__ = [
 ]
 
 GateKind = Literal["mean", "ci_low", "regression"]
+#: Outputs named ``*_raw`` keep a metric's own scale (``rubric_judge_raw``: 1-5); every other is in [0, 1].
+RAW_SUFFIX = "_raw"
 #: A value this close under its threshold still holds (float rounding of means must not flip a build).
 FLOAT_SLACK = 1e-9
 
@@ -99,6 +101,11 @@ def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
             raise ConfigError(
                 f"Gate {str(gate)!r} names {gate.metric!r}, which the suite does not produce.{hint} "
                 f"The suite's outputs: {', '.join(outputs)}."
+            )
+        if gate.min > 1 and not gate.metric.endswith(RAW_SUFFIX):
+            raise ConfigError(
+                f"Gate {str(gate)!r}: {gate.metric} scores are in [0, 1], so it could never hold"
+                f" (a percentage? {gate.metric}={gate.min / 100:g})"
             )
 
 

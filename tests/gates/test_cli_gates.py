@@ -114,6 +114,7 @@ def test_regression_against_a_baseline_exit_3_and_0_within_tolerance(tmp_path: P
 BAD = [
     (["--fail-under", "exact_mach=0.5"], "Did you mean 'exact_match'"),
     (["--fail-under", "exact_match>0.5"], "not METRIC=VALUE or METRIC:ci_low=VALUE"),
+    (["--fail-under", "exact_match=80"], "could never hold (a percentage? exact_match=0.8)"),
     (["--fail-under", "mrr:ci_high=0.5"], "'mean' or 'ci_low'"),
     (["--fail-on-regression", "{tmp}/nowhere"], "summary.json not found"),
     (["--fail-under", "mrr=0.5", "--regression-tolerance", "0.1"], "needs --fail-on-regression"),

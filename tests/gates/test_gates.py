@@ -106,6 +106,12 @@ def test_gate_on_unknown_output_suggests_the_close_one() -> None:
     check_gate_names([parse_gate("mrr:ci_low=0.1")], OUTPUTS)
 
 
+def test_a_threshold_above_1_is_refused_except_on_raw_scales() -> None:
+    with pytest.raises(ConfigError, match=r"mrr scores are in \[0, 1\].*a percentage\? mrr=0\.8"):
+        check_gate_names([parse_gate("mrr=80")], OUTPUTS)
+    check_gate_names([parse_gate("rubric_judge_raw=3.5")], ["rubric_judge", "rubric_judge_raw"])  # 1-5
+
+
 def test_mean_gates_hold_at_the_threshold_and_report_the_margin() -> None:
     summary = _summary({"exact_match": [1.0, 1.0, 0.0, 1.0], "mrr": [0.5, 1.0, None, 0.0]})
     em, mrr = summary.metrics["exact_match"].mean, summary.metrics["mrr"].mean
