@@ -225,6 +225,11 @@ def compare(
         per_arm, ties, questions = wins(x, higher_is_better(name))
         win_rows.append({"metric": name, "wins": dict(zip(arms, per_arm, strict=True)), "ties": ties,
                          "questions": questions})  # fmt: skip
+    if not any(d.n for d in differences):
+        raise ValueError(
+            f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
+            "nothing to compare"
+        )
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed)
     if points and "checks" in outputs:
         comparison.points = point_table(runs, scores, order)

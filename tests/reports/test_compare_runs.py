@@ -111,6 +111,13 @@ def test_compare_needs_two_systems(two_runs: dict[str, Any]) -> None:
         compare([from_dir(two_runs["A"].out_dir)])
 
 
+def test_compare_of_runs_without_a_shared_question_is_an_error(two_runs: dict[str, Any], tmp_path: Path) -> None:
+    other = [{**row, "id": f"x{row['id']}"} for row in _rows("B")]  # same answers, other ids: nothing pairs
+    renamed = evaluate(other, SUITE, broker=two_runs["broker"], out=tmp_path / "X")
+    with pytest.raises(ValueError, match="share no question scored by both"):
+        compare([from_dir(two_runs["A"].out_dir), from_dir(renamed.out_dir)])
+
+
 def test_report_command_reads_a_run_from_the_store(two_runs: dict[str, Any], tmp_path: Path) -> None:
     env = {**os.environ, "RAGSCORE_BROKER_URL": two_runs["broker"]}
     run = two_runs["A"]
