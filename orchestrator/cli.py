@@ -252,10 +252,28 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
     from .reports import print_summary
     from .runner import run
 
-    summary = run(dataset, resolved, out, broker=broker, progress=make_progress(quiet), **kwargs)
+    try:
+        summary = run(dataset, resolved, out, broker=broker, progress=make_progress(quiet), **kwargs)
+    except KeyboardInterrupt:
+        _how_to_go_on(out)
+        raise
     if not quiet:
         print_summary(summary)
         err.print(f"Reports written to {out}/")
+
+
+def _how_to_go_on(out: Path) -> None:
+    """After Ctrl-C: how to finish the run (embedded: it was cancelled) or follow it (a cluster goes on)."""
+    try:
+        recorded = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        return  # interrupted before anything was submitted
+    if recorded.get("mode") == "cluster":
+        run_id = recorded["run_id"]
+        err.print(f"run {run_id} goes on in the cluster: `ragscore status {run_id}`,"
+                  f" then `ragscore results {run_id} --out {out}`", soft_wrap=True)  # fmt: skip
+    else:
+        err.print(f"finish it later (what was scored is kept): `ragscore run --resume {out}`", soft_wrap=True)
 
 
 @app.command()

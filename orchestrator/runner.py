@@ -159,11 +159,7 @@ def submit(
         valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
         n_tasks = n_shards = 0
         for index, rows in enumerate(shards(valid, shard_rows)):
-            shard: Shard | None = (plan_target_shard if resolved.targets else plan_shard)(run_id, index, rows, resolved)
-            assert shard is not None  # every valid row needs at least one scoring metric (or target call)
-            store.add_ids(run_id, index, shard.keys, shard.units)
-            shard.signature.apply_async()
-            n_tasks += shard.tasks
+            n_tasks += _submit_shard(store, run_id, index, rows, resolved)
             n_shards += 1
     except BaseException:
         # Half submitted (Ctrl-C, a lost broker, a bug): never left "submitting" for ever; workers skip its tasks.
@@ -174,6 +170,18 @@ def submit(
     if store.claim_finalize(run_id):
         aggregate.delay(run_id)
     return Submitted(run_id=run_id, items=items, failed_rows=scan.failed, tasks=n_tasks, shards=n_shards)
+
+
+def _submit_shard(
+    store: RunStore, run_id: str, index: int, rows: list[Row], resolved: ResolvedSuite, generation: int = 0
+) -> int:
+    """Record a new shard's item keys and send its chord; returns its number of tasks."""
+    plan = plan_target_shard if resolved.targets else plan_shard
+    shard: Shard | None = plan(run_id, index, rows, resolved, generation=generation)
+    assert shard is not None  # every valid row needs at least one scoring metric (or target call)
+    store.add_ids(run_id, index, shard.keys, shard.units)
+    shard.signature.apply_async()
+    return shard.tasks
 
 
 def resume(
@@ -195,6 +203,9 @@ def resume(
     if not dataset.exists():
         raise DatasetError(f"Run {run_id}: its dataset {dataset} is gone; it cannot be resumed")
     stored_shard_rows = int(meta.get("shard_rows", shard_rows))
+    # A submission cut off part-way (Ctrl-C while rows were sent) never recorded its shard count: the
+    # shards it did not reach are submitted now, whole.
+    cut_off = "n_shards" not in meta
     generation = store.generation(run_id) + 1
     store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation)
     if on_validated is not None:
@@ -206,6 +217,11 @@ def resume(
         reset_target_breakers(store, run_id, resolved)
     for index, rows in enumerate(shards(valid, stored_shard_rows)):
         keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
+        if cut_off and not store.shard_keys(run_id, index):
+            n_tasks += _submit_shard(store, run_id, index, rows, resolved, generation)
+            n_shards += 1
+            items += len(keys)
+            continue
         if keys != store.shard_keys(run_id, index):
             raise DatasetError(
                 f"Run {run_id}: {dataset} changed since it was submitted (shard {index}); start a new run"
@@ -222,7 +238,9 @@ def resume(
         else:
             shard.signature.apply_async()
             n_tasks += shard.tasks
-    if n_shards != store.n_shards(run_id):
+    if cut_off:
+        store.set_meta(run_id, n_shards=n_shards)
+    elif n_shards != store.n_shards(run_id):
         raise DatasetError(f"Run {run_id}: {dataset} has a different number of rows than when it was submitted")
     store.set_meta(run_id, state=RunState.RUNNING)
     if store.claim_finalize(run_id):
@@ -409,16 +427,21 @@ def run(
     broker = broker or settings.broker_url
 
     def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
+        run_id = resume_id or new_run_id()
+
+        def validated(queues: list[str]) -> None:
+            # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
+            _record_run(out_dir, run_id, "cluster" if broker else "embedded")
+            if on_validated is not None:
+                on_validated(queues)
+
         if resume_id is not None:
-            sub = resume(store, resume_id, shard_rows=shard_rows, on_validated=on_validated)
-        else:
-            assert dataset is not None and resolved is not None
-            sub = submit(
-                dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, shard_rows=shard_rows,
-                on_validated=on_validated,
-            )  # fmt: skip
-        _record_run(out_dir, sub.run_id, "cluster" if broker else "embedded")
-        return sub
+            return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated)
+        assert dataset is not None and resolved is not None
+        return submit(
+            dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,
+            on_validated=validated,
+        )  # fmt: skip
 
     with sigterm_as_interrupt():
         if broker:

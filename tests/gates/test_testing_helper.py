@@ -33,17 +33,18 @@ def test_assert_scores_passes_returns_the_evaluation_then_fails_with_the_gate_ta
     result = assert_scores(
         rows, SUITE | {"gates": ["recall_at_5:ci_low=0.0"]}, [f"exact_match={expected_em - 0.1}"], out=tmp_path / "a"
     )
-    em = result.summary.metrics["exact_match"].mean
+    em, mrr = (result.summary.metrics[m].mean for m in ("exact_match", "mrr"))
     assert em is not None and len(result.items) == len(rows)
+    assert mrr is not None and mrr <= 0.95, "a gate 0.05 above it must be one a run could reach"
 
     with pytest.raises(AssertionError) as info:
-        gates = [f"exact_match={em + 0.05}", {"metric": "mrr", "min": 0.0}]
+        gates = [f"mrr={mrr + 0.05}", {"metric": "exact_match", "min": 0.0}]
         assert_scores(rows, SUITE, gates, baseline=result.out_dir, out=tmp_path / "b")
     message = str(info.value)
     assert "gates: 1 of 6 failed" in message  # two given, one regression gate per output (4)
-    (line,) = [line for line in message.splitlines() if "exact_match=" in line]
+    (line,) = [line for line in message.splitlines() if "mrr=" in line]
     assert "FAIL" in line and "-0.050" in line
-    assert "reports in" in message and "mrr=0" in message and "exact_match:regression" in message
+    assert "reports in" in message and "exact_match=0" in message and "exact_match:regression" in message
 
 
 def test_assert_scores_refuses_bad_gates_before_running(home: Path) -> None:

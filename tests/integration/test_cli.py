@@ -183,6 +183,7 @@ def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
+    assert f"ragscore run --resume {tmp_path / 'o'}" in stderr, "says how to finish the cancelled run"
     deadline = time.monotonic() + 20
     while _our_processes(home) and time.monotonic() < deadline:
         time.sleep(0.2)

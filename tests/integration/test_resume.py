@@ -74,10 +74,10 @@ def test_embedded_run_resume_dir_finishes_an_interrupted_run(tmp_path: Path, hom
     assert scores == scores_by_id(fresh / "items.jsonl")
 
 
-def test_a_submission_that_fails_half_way_cancels_its_run(tmp_path: Path, redis_server: RedisProcess) -> None:
+def test_a_submission_cut_off_is_cancelled_and_resume_submits_the_rest(tmp_path: Path, cluster: str) -> None:
     """Ctrl-C (or a lost broker) while rows are being submitted: the run is cancelled (workers skip what was
-    sent), not left "submitting" for ever."""
-    store = connect(redis_server.url)
+    sent), not left "submitting" for ever, and ``resume`` submits the shards it never reached."""
+    store = connect(cluster)
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(50, seed=9))
 
     def interrupted(queues: list[str]) -> None:
@@ -85,6 +85,11 @@ def test_a_submission_that_fails_half_way_cancels_its_run(tmp_path: Path, redis_
 
     before = set(store.list_runs())
     with pytest.raises(KeyboardInterrupt):
-        submit(data, load_suite(SUITE), store, on_validated=interrupted)
+        submit(data, load_suite(SUITE), store, shard_rows=20, on_validated=interrupted)
     (run_id,) = set(store.list_runs()) - before
     assert store.state(run_id) == RunState.CANCELLED
+    again = resume(store, run_id)
+    assert again.shards == 3 and again.items == 50
+    final = wait(store, run_id, timeout_s=120)
+    assert final.state == RunState.FINISHED and final.items == 50
+    assert store.progress(run_id)["done"] == 50 * 4, "every output exactly once"
