@@ -360,8 +360,12 @@ def wait(
                     if recoveries >= MAX_STALL_RECOVERIES:
                         raise StoreError(f"Run {run_id} stalled {recoveries + 1} times with no work queued")
                     recoveries += 1
-                    log.warning("run %s: no progress for %.0f s with nothing queued: re-submitting", run_id, stall_s)
-                    resume(store, run_id)
+                    if state == RunState.CANCELLED:  # its rest is skipped, never re-submitted: only the summary
+                        log.warning("run %s: cancelled, no summary after %.0f s: aggregating again", run_id, stall_s)
+                        aggregate.delay(run_id)
+                    else:
+                        log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id, stall_s)
+                        resume(store, run_id)
                     last_change, idle_checks = time.monotonic(), 0
             if check is not None:
                 check()
@@ -374,9 +378,9 @@ def wait(
 
 
 def cancel(store: RunStore, run_id: str) -> None:
-    """Mark a run cancelled: workers skip its remaining tasks, and its summary covers what was scored."""
-    if store.state(run_id) not in RunState.DONE:
-        store.set_meta(run_id, state=RunState.CANCELLED)
+    """Mark a run cancelled (unless it already ended): workers skip its remaining tasks, and its summary
+    covers what was scored."""
+    store.set_state(run_id, RunState.CANCELLED)
 
 
 def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:

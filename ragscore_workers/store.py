@@ -121,6 +121,23 @@ return new
 """
 
 
+# KEYS[1] = meta; ARGV[1] = the new state, then field, value pairs (written in any case). A run in a terminal
+# state (RunState.DONE) keeps it and only a resume (SUBMITTING) reopens it: a late or re-delivered write cannot
+# turn a cancelled run into a finished one (or the reverse). Returns the state after the write.
+_SET_STATE_LUA = """
+local done = {finished = true, failed = true, cancelled = true}
+local state = redis.call('HGET', KEYS[1], 'state')
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+if not done[state] or ARGV[1] == 'submitting' then
+  redis.call('HSET', KEYS[1], 'state', ARGV[1])
+  state = ARGV[1]
+end
+return state
+"""
+
+
 def target_state_part(system: str) -> str:
     """The run-store part (``ragscore:run:{id}:<part>``) holding a target's counters and breaker."""
     return f"target:{system}"
@@ -183,6 +200,7 @@ class RunStore:
         self.ttl_s = ttl_s
         self._write = client.register_script(_WRITE_LUA)
         self._answers = client.register_script(_ANSWERS_LUA)
+        self._set_state = client.register_script(_SET_STATE_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -209,8 +227,19 @@ class RunStore:
         return meta
 
     def set_meta(self, run_id: str, **fields: Any) -> None:
+        """Write meta fields; a ``state`` goes through :meth:`set_state` (a terminal state is kept)."""
         mapping = {k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()}
-        self.r.hset(self.key(run_id, "meta"), mapping=mapping)
+        if "state" in mapping:
+            self.set_state(run_id, mapping.pop("state"), **mapping)
+        elif mapping:
+            self.r.hset(self.key(run_id, "meta"), mapping=mapping)
+
+    def set_state(self, run_id: str, state: str, **fields: str) -> str:
+        """Atomically set the state (and ``fields``) unless the run is already finished, failed or cancelled;
+        only a resume (``SUBMITTING``) reopens such a run. ``fields`` are written either way. Returns the
+        state the run is in now."""
+        args = [state, *(x for kv in fields.items() for x in kv)]
+        return str(self._set_state(keys=[self.key(run_id, "meta")], args=args))
 
     def state(self, run_id: str) -> str:
         return self.r.hget(self.key(run_id, "meta"), "state") or ""
@@ -376,11 +405,21 @@ class RunStore:
             return False
         return bool(self.r.set(self.key(run_id, f"finalize:{gen}"), "1", nx=True, ex=self.ttl_s))
 
-    def save_summary(self, run_id: str, summary: RunSummary) -> None:
-        pipe = self.r.pipeline()
-        pipe.set(self.key(run_id, "summary"), summary.model_dump_json(), ex=self.ttl_s)
-        pipe.hset(self.key(run_id, "meta"), mapping={"state": summary.state, "finished_at": str(time.time())})
-        pipe.execute()
+    def save_summary(self, run_id: str, summary: RunSummary) -> RunSummary:
+        """Write the summary and its state in one transaction. A run cancelled before (or while) it was
+        computed stays cancelled, and the saved summary says so (it covers what was scored)."""
+        meta_key = self.key(run_id, "meta")
+
+        def write(pipe: redis.client.Pipeline) -> RunSummary:
+            saved = summary
+            if pipe.hget(meta_key, "state") == RunState.CANCELLED:
+                saved = summary.model_copy(update={"state": RunState.CANCELLED})
+            pipe.multi()
+            pipe.set(self.key(run_id, "summary"), saved.model_dump_json(), ex=self.ttl_s)
+            pipe.hset(meta_key, mapping={"state": saved.state, "finished_at": str(time.time())})
+            return saved
+
+        return self.r.transaction(write, meta_key, value_from_callable=True)
 
     def summary(self, run_id: str) -> RunSummary | None:
         raw = self.r.get(self.key(run_id, "summary"))

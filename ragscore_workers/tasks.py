@@ -207,8 +207,7 @@ def aggregate(run_id: str) -> None:
     """Read every item from the store and write the run summary."""
     store = get_store()
     meta = store.meta(run_id)
-    final_state = RunState.CANCELLED if meta.get("state") == RunState.CANCELLED else RunState.FINISHED
-    store.set_meta(run_id, state=RunState.AGGREGATING)
+    store.set_state(run_id, RunState.AGGREGATING)  # a cancelled run (or a re-delivery's finished one) keeps its state
     started = time.time()
     try:
         agg = Aggregator()
@@ -244,12 +243,12 @@ def aggregate(run_id: str) -> None:
             embedding=_embedding_summary(store.counters(run_id, "embed")),
             target={name: {k: v for k, v in c.items() if k != "consecutive_failures"} for name, c in targets.items()},
             suite=suite.name,
-            state=final_state,
+            state=RunState.FINISHED,  # saved as cancelled when the run was cancelled (store.save_summary)
             failed_rows=int(meta.get("failed_rows", 0)),
             timing=timing,
         )
         store.save_summary(run_id, summary)
     except Exception as exc:
         log.exception("aggregate failed for run %s", run_id)
-        store.set_meta(run_id, state=RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")
+        store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")
         raise

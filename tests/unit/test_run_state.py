@@ -1,0 +1,99 @@
+"""Run-state transitions on a real Redis, driven in the order of the races: a terminal state stays put.
+
+A run that reached ``cancelled``, ``finished`` or ``failed`` keeps that state whatever write comes late (a
+re-delivered ``aggregate``, a cancel racing the summary, the submitter's last write); only a resume reopens it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrator.runner import cancel, connect, wait
+from ragscore_workers import tasks
+from ragscore_workers.schemas import MetricResult, RunSummary, Suite
+from ragscore_workers.store import RunState, RunStore
+
+from ..support import RedisProcess
+
+KEYS = ["a", "b", "c", "d"]
+
+
+@pytest.fixture
+def worker_store(redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunStore]:
+    """The store the task functions use (``tasks.get_store``), on the test Redis."""
+    monkeypatch.setenv("RAGSCORE_STORE_URL", redis_server.url)
+    tasks.get_store.cache_clear()
+    yield tasks.get_store()
+    tasks.get_store.cache_clear()
+
+
+def _half_scored(store: RunStore, run_id: str) -> None:
+    """A submitted run of four items, two of them scored."""
+    suite = Suite(name="t", metrics=["exact_match"]).model_dump_json()
+    store.create_run(run_id, {"state": RunState.RUNNING, "suite": suite, "items": len(KEYS), "n_shards": 1})
+    store.add_ids(run_id, 0, KEYS, {"cpu": len(KEYS)})
+    store.write_results(run_id, "cpu", [(k, {"id": k}, {"exact_match": MetricResult(score=1.0)}) for k in KEYS[:2]])
+
+
+def test_a_redelivered_aggregate_keeps_a_cancelled_run_cancelled(worker_store: RunStore) -> None:
+    run = "t-state-redelivered"
+    _half_scored(worker_store, run)
+    cancel(worker_store, run)  # Ctrl-C: the runner cancels; the skipped tasks complete the chord
+    # Delivery 1 of aggregate makes its first write, then its worker is stopped before the ack ...
+    worker_store.set_meta(run, state=RunState.AGGREGATING)
+    tasks.aggregate(run)  # ... and the next run's workers get it again.
+    summary = worker_store.summary(run)
+    assert worker_store.state(run) == RunState.CANCELLED
+    assert summary is not None and summary.state == RunState.CANCELLED
+    assert (summary.items, summary.scored) == (4, 2)  # the summary covers what was scored
+
+
+def test_a_cancel_while_aggregating_wins_over_the_summary_being_written(store: RunStore) -> None:
+    run = "t-state-cancel-mid-aggregate"
+    _half_scored(store, run)
+    store.set_meta(run, state=RunState.AGGREGATING)  # aggregate started on a running run ...
+    cancel(store, run)  # ... the user cancels ...
+    store.save_summary(run, RunSummary(run_id=run, items=4, scored=2, state=RunState.FINISHED))  # ... it ends
+    summary = store.summary(run)
+    assert store.state(run) == RunState.CANCELLED
+    assert summary is not None and summary.state == RunState.CANCELLED  # wait() needs the two to agree
+
+
+def test_a_late_write_never_leaves_a_terminal_state(store: RunStore) -> None:
+    run = "t-state-late"
+    _half_scored(store, run)
+    store.save_summary(run, RunSummary(run_id=run, items=4, scored=4))
+    # cancel() read "aggregating" just before the summary was saved; its write comes after:
+    store.set_meta(run, state=RunState.CANCELLED)
+    assert store.state(run) == RunState.FINISHED
+
+    run = "t-state-submitter"
+    store.create_run(run, {"state": RunState.SUBMITTING})
+    cancel(store, run)  # `ragscore cancel` while the submitter sends the last shard
+    store.set_meta(run, n_shards=1, state=RunState.RUNNING)  # the submitter's last write
+    assert store.state(run) == RunState.CANCELLED
+    assert store.n_shards(run) == 1  # the other fields are still written
+
+
+def test_a_resume_reopens_a_cancelled_run(store: RunStore) -> None:
+    run = "t-state-resume"
+    _half_scored(store, run)
+    cancel(store, run)
+    store.set_meta(run, state=RunState.SUBMITTING, generation=1)
+    assert store.state(run) == RunState.SUBMITTING
+    store.set_meta(run, state=RunState.RUNNING)
+    assert store.state(run) == RunState.RUNNING
+
+
+def test_a_stalled_cancelled_run_gets_its_summary_and_stays_cancelled(cluster: str) -> None:
+    """wait() on a cancelled run whose summary never came (its aggregate lost) aggregates again; it does
+    not re-submit the run, which would reopen it."""
+    store = connect(cluster)
+    run = "t-state-stalled-cancel"
+    _half_scored(store, run)
+    cancel(store, run)
+    summary = wait(store, run, timeout_s=60, stall_s=0.5)
+    assert summary.state == RunState.CANCELLED and store.state(run) == RunState.CANCELLED
+    assert (summary.items, summary.scored) == (4, 2)
