@@ -190,11 +190,13 @@ def resume(
     *,
     shard_rows: int = DEFAULT_SHARD_ROWS,
     on_validated: Callable[[list[str]], None] | None = None,
+    recovery: bool = False,
 ) -> Submitted:
     """Re-submit only what the store lacks (missing or failed outputs) of an existing run.
 
     Finished items are untouched and nothing scored is paid for twice. The run's dataset is read again
-    from the path recorded at submit; a dataset whose rows changed since is refused.
+    from the path recorded at submit; a dataset whose rows changed since is refused. A user's resume is
+    timed from now (``resumed_at``); ``recovery`` (wait() re-submitting a stalled run) keeps the clock.
     """
     meta = store.meta(run_id)
     resolved = load_suite(Suite.model_validate_json(meta["suite"]))
@@ -207,7 +209,8 @@ def resume(
     # shards it did not reach are submitted now, whole.
     cut_off = "n_shards" not in meta
     generation = store.generation(run_id) + 1
-    store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation)
+    clock = {} if recovery else {"resumed_at": time.time()}
+    store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation, **clock)
     if on_validated is not None:
         on_validated(json.loads(meta.get("queues", "[]")))
     all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
@@ -365,7 +368,7 @@ def wait(
                         aggregate.delay(run_id)
                     else:
                         log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id, stall_s)
-                        resume(store, run_id)
+                        resume(store, run_id, recovery=True)
                     last_change, idle_checks = time.monotonic(), 0
             if check is not None:
                 check()

@@ -225,12 +225,15 @@ def aggregate(run_id: str) -> None:
             agg.add_raw(raw.meta, raw.metrics)
         store.write_results(run_id, Queue.DERIVED.value, pending)
         submitted = float(meta.get("submitted_at", meta.get("created_at", started)))
+        # After a resume, scoring and wall time count from it (not across the interruption).
+        since = float(meta.get("resumed_at") or submitted)
         timing = {
             "submitted_at": submitted,
+            **({"resumed_at": since} if "resumed_at" in meta else {}),
             "submit_s": float(meta.get("submit_s", 0.0)),
-            "scoring_s": round(started - submitted, 3),
+            "scoring_s": round(started - since, 3),
             "aggregate_s": round(time.time() - started, 3),
-            "wall_s": round(time.time() - submitted, 3),
+            "wall_s": round(time.time() - since, 3),
         }
         judge = dict.fromkeys(JUDGE_COUNTERS, 0) | {
             k: v for k, v in store.counters(run_id, "judge").items() if k != "consecutive_failures"

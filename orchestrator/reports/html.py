@@ -161,6 +161,8 @@ def _facts(summary: RunSummary, info: dict[str, Any]) -> list[tuple[str, Any]]:
     timing = summary.timing
     if "submitted_at" in timing:
         facts.append(("submitted", _when(timing["submitted_at"])))
+    if "resumed_at" in timing:  # scoring and wall time count from here
+        facts.append(("resumed", _when(timing["resumed_at"])))
     for key, label in (("submit_s", "submit"), ("scoring_s", "scoring"), ("aggregate_s", "aggregation"),
                        ("wall_s", "wall time")):  # fmt: skip
         if timing.get(key) is not None:

@@ -65,8 +65,12 @@ def test_embedded_run_resume_dir_finishes_an_interrupted_run(tmp_path: Path, hom
     with pytest.raises(TimeoutError):
         run(data, resolved, out, timeout_s=0.01)  # "interrupted" at once: the run is cancelled
     run_id = json.loads((out / "run.json").read_text())["run_id"]
+    time.sleep(2.0)  # the interruption: not part of the resumed run's timing
     summary = run(None, None, out, resume_id=run_id)
     assert summary.run_id == run_id and summary.state == RunState.FINISHED
+    timing = summary.timing
+    assert timing["resumed_at"] >= timing["submitted_at"] + 2.0
+    assert timing["wall_s"] <= time.time() - timing["resumed_at"], "wall time counts from the resume"
     scores = scores_by_id(out / "items.jsonl")
     assert list(scores) == [f"q{i}" for i in range(400)]
     fresh = tmp_path / "fresh"
