@@ -13,7 +13,8 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,7 +153,7 @@ def submit(
             "generation": 0,
         },
     )
-    try:
+    with _cancelled_on_failure(store, run_id):
         store.add_failed_rows(run_id, bad)
         if on_validated is not None:
             on_validated(queues)
@@ -161,15 +162,26 @@ def submit(
         for index, rows in enumerate(shards(valid, shard_rows)):
             n_tasks += _submit_shard(store, run_id, index, rows, resolved)
             n_shards += 1
-    except BaseException:
-        # Half submitted (Ctrl-C, a lost broker, a bug): never left "submitting" for ever; workers skip its tasks.
-        cancel(store, run_id)
-        raise
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
         aggregate.delay(run_id)
     return Submitted(run_id=run_id, items=items, failed_rows=scan.failed, tasks=n_tasks, shards=n_shards)
+
+
+@contextmanager
+def _cancelled_on_failure(store: RunStore, run_id: str, ended: str = RunState.CANCELLED) -> Iterator[None]:
+    """A (re)submission that fails part-way (Ctrl-C, a lost broker, a changed dataset) ends its run as
+    ``ended`` (cancelled, or the state a resumed run had): never left "submitting" for ever, and workers
+    skip what a cancelled run sent; ``resume`` can finish it."""
+    try:
+        yield
+    except BaseException:
+        try:
+            store.set_state(run_id, ended)
+        except redis.RedisError:
+            log.warning("run %s: could not mark it cancelled (the broker is gone)", run_id)
+        raise
 
 
 def _submit_shard(
@@ -211,40 +223,43 @@ def resume(
     generation = store.generation(run_id) + 1
     clock = {} if recovery else {"resumed_at": time.time()}
     store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation, **clock)
-    if on_validated is not None:
-        on_validated(json.loads(meta.get("queues", "[]")))
-    all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
-    valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
-    n_tasks = n_shards = items = 0
-    if resolved.targets:
-        reset_target_breakers(store, run_id, resolved)
-    for index, rows in enumerate(shards(valid, stored_shard_rows)):
-        keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
-        if cut_off and not store.shard_keys(run_id, index):
-            n_tasks += _submit_shard(store, run_id, index, rows, resolved, generation)
+    before = meta.get("state", "")
+    with _cancelled_on_failure(store, run_id, before if before in RunState.DONE else RunState.CANCELLED):
+        if on_validated is not None:
+            on_validated(json.loads(meta.get("queues", "[]")))
+        all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
+        valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
+        n_tasks = n_shards = items = 0
+        if resolved.targets:
+            reset_target_breakers(store, run_id, resolved)
+        for index, rows in enumerate(shards(valid, stored_shard_rows)):
+            keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
+            if cut_off and not store.shard_keys(run_id, index):
+                n_tasks += _submit_shard(store, run_id, index, rows, resolved, generation)
+                n_shards += 1
+                items += len(keys)
+                continue
+            if keys != store.shard_keys(run_id, index):
+                raise DatasetError(
+                    f"Run {run_id}: {dataset} changed since it was submitted (shard {index}); start a new run"
+                )
             n_shards += 1
             items += len(keys)
-            continue
-        if keys != store.shard_keys(run_id, index):
-            raise DatasetError(
-                f"Run {run_id}: {dataset} changed since it was submitted (shard {index}); start a new run"
-            )
-        n_shards += 1
-        items += len(keys)
-        if resolved.targets:
-            n_tasks += _resume_target_shard(store, run_id, index, rows, keys, resolved, generation)
-            continue
-        missing = store.incomplete(run_id, keys, all_outputs)
-        shard = plan_shard(run_id, index, rows, resolved, todo=resolved.metrics_todo(missing), generation=generation)
-        if shard is None:
-            store.mark_shard_done(run_id, index, generation)
-        else:
-            shard.signature.apply_async()
-            n_tasks += shard.tasks
-    if cut_off:
-        store.set_meta(run_id, n_shards=n_shards)
-    elif n_shards != store.n_shards(run_id):
-        raise DatasetError(f"Run {run_id}: {dataset} has a different number of rows than when it was submitted")
+            if resolved.targets:
+                n_tasks += _resume_target_shard(store, run_id, index, rows, keys, resolved, generation)
+                continue
+            missing = store.incomplete(run_id, keys, all_outputs)
+            todo = resolved.metrics_todo(missing)
+            shard = plan_shard(run_id, index, rows, resolved, todo=todo, generation=generation)
+            if shard is None:
+                store.mark_shard_done(run_id, index, generation)
+            else:
+                shard.signature.apply_async()
+                n_tasks += shard.tasks
+        if cut_off:
+            store.set_meta(run_id, n_shards=n_shards)
+        elif n_shards != store.n_shards(run_id):
+            raise DatasetError(f"Run {run_id}: {dataset} has a different number of rows than when it was submitted")
     store.set_meta(run_id, state=RunState.RUNNING)
     if store.claim_finalize(run_id):
         aggregate.delay(run_id)

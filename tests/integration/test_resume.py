@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.runner import cancel, connect, resume, run, submit, wait
 from orchestrator.suite import load_suite
+from ragscore_workers.errors import DatasetError
 from ragscore_workers.store import RunState
 
 from ..support import RedisProcess, WorkerProcess, make_rows, scores_by_id, write_jsonl
@@ -97,3 +98,15 @@ def test_a_submission_cut_off_is_cancelled_and_resume_submits_the_rest(tmp_path:
     final = wait(store, run_id, timeout_s=120)
     assert final.state == RunState.FINISHED and final.items == 50
     assert store.progress(run_id)["done"] == 50 * 4, "every output exactly once"
+
+
+def test_a_resume_that_fails_leaves_the_run_as_it_was(tmp_path: Path, cluster: str) -> None:
+    """A changed dataset refuses the resume; the run keeps its state (not "submitting" for ever)."""
+    store = connect(cluster)
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(30, seed=4))
+    sub = submit(data, load_suite(SUITE), store)
+    assert wait(store, sub.run_id, timeout_s=60).state == RunState.FINISHED
+    write_jsonl(data, make_rows(31, seed=4))  # a row more: not the run's dataset any more
+    with pytest.raises(DatasetError, match="changed since it was submitted"):
+        resume(store, sub.run_id)
+    assert store.state(sub.run_id) == RunState.FINISHED
