@@ -193,10 +193,15 @@ def run_cmd(
     if resume_dir is not None:
         if fail_under or baseline_dir or tolerance is not None or junit:
             raise ConfigError("--fail-under, --fail-on-regression, --regression-tolerance and --junit need a new run")
-        if dataset is not None or suite is not None or chunk_size:
+        given = [name for name, value in (
+            ("DATASET", dataset), ("--suite", suite), ("--chunk-size", chunk_size), ("--format", fmt),
+            ("--predictions", predictions), ("--corpus", corpus), ("--system", system), ("--no-cache", no_cache),
+            ("--no-target", no_target), ("--max-cost", max_cost), ("--max-tokens", max_tokens),
+        ) if value not in (None, False, [])]  # fmt: skip
+        if given:
             raise ConfigError(
-                "--resume finishes a run with the dataset, suite and chunk sizes it was submitted with (the run "
-                "store has them); drop DATASET, --suite and --chunk-size, or start a new run without --resume"
+                f"--resume finishes a run as it was submitted (the run store has its dataset, suite and options); "
+                f"drop {', '.join(given)}, or start a new run without --resume"
             )
         run_json = resume_dir / "run.json"
         if not run_json.exists():
@@ -463,7 +468,7 @@ def list_metrics(
             table.add_column(col)
         for field, info in mdef.params_model.model_fields.items():
             default = "(required)" if info.is_required() else repr(info.get_default(call_default_factory=True))
-            table.add_row(field, escape(_type_name(info.annotation)), escape(default))
+            table.add_row(info.alias or field, escape(_type_name(info.annotation)), escape(default))
         Console().print(table if mdef.params_model.model_fields else "no params")
         return
     table = Table()

@@ -359,9 +359,9 @@ def wait(
                 summary = store.summary(run_id)
                 if summary is not None and summary.state == state:
                     return summary
-                if state == RunState.FAILED:
-                    error = store.meta(run_id).get("error", "no summary was written")
-                    raise StoreError(f"Run {run_id} failed: {error}")
+                error = store.meta(run_id).get("error")
+                if state == RunState.FAILED or error:  # a cancelled run whose summary failed stays cancelled
+                    raise StoreError(f"Run {run_id} ({state}) failed: {error or 'no summary was written'}")
                 # Cancelled: the skipped tasks drain, then aggregate writes the partial summary.
             if counters.get("done", 0) != last_done or state == RunState.SUBMITTING:
                 last_done, last_change, idle_checks = counters.get("done", 0), time.monotonic(), 0

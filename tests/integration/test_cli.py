@@ -64,7 +64,7 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("chunk_zero", "chunk sizes must be >= 1"),
         ("out_is_a_file", "is a file; reports go to a directory"),
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
-        ("resume_with_dataset", "drop DATASET, --suite and --chunk-size"),
+        ("resume_with_dataset", "drop DATASET, --suite, or start a new run without --resume"),
     ],
 )
 def test_stop_before_submit_errors_exit_2_and_start_nothing(

@@ -12,6 +12,7 @@ import pytest
 
 from orchestrator.runner import cancel, connect, wait
 from ragscore_workers import tasks
+from ragscore_workers.errors import StoreError
 from ragscore_workers.schemas import MetricResult, RunSummary, Suite
 from ragscore_workers.store import RunState, RunStore
 
@@ -97,3 +98,14 @@ def test_a_stalled_cancelled_run_gets_its_summary_and_stays_cancelled(cluster: s
     summary = wait(store, run, timeout_s=60, stall_s=0.5)
     assert summary.state == RunState.CANCELLED and store.state(run) == RunState.CANCELLED
     assert (summary.items, summary.scored) == (4, 2)
+
+
+def test_wait_reports_a_cancelled_run_whose_summary_failed(store: RunStore) -> None:
+    """aggregate failing on a cancelled run keeps it cancelled, with the error: wait() says so at once."""
+    run = "t-state-cancelled-error"
+    _half_scored(store, run)
+    cancel(store, run)
+    store.set_state(run, RunState.FAILED, error="aggregate: ValueError: boom")
+    assert store.state(run) == RunState.CANCELLED
+    with pytest.raises(StoreError, match=r"\(cancelled\) failed: aggregate: ValueError: boom"):
+        wait(store, run, timeout_s=30, stall_s=60)
