@@ -22,7 +22,7 @@ from typing import Any
 import redis
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
-from ragscore_workers.errors import BrokerError, DatasetError, StoreError
+from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, StoreError
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
     TARGET_SHARD_ROWS,
@@ -32,7 +32,6 @@ from ragscore_workers.planning import (
     shards,
     target_keys,
 )
-from ragscore_workers.providers.factory import make_provider
 from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import RunState, RunStore, redact_url, redis_client, target_state_part
@@ -410,13 +409,19 @@ def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
     return summary
 
 
-def _check_judge_keys(resolved: ResolvedSuite) -> None:
-    """MissingKeyError (exit 2) when a judge metric's API key is not in this environment, which the local
-    workers inherit: before anything is submitted, instead of an error on every judged item. Not for a
-    cluster, whose keys live on its judge workers."""
-    for metric, params in resolved.scoring:
-        if metric.queue is Queue.JUDGE:
-            make_provider(resolved.suite.judge, api_key_env=getattr(params, "api_key_env", None))
+def _check_judge_keys(resolved: ResolvedSuite, queues: list[str]) -> None:
+    """When the rows need the judge queue: MissingKeyError (exit 2) for a judge API key this environment, which
+    the local workers inherit, lacks, instead of an error on every judged item. Not for a cluster, whose
+    keys live on its judge workers."""
+    if Queue.JUDGE.value not in queues:
+        return
+    try:
+        from ragscore_workers.providers.factory import make_provider
+    except ImportError as exc:  # the judge extra is not installed
+        raise ConfigError(f"Judge metrics need the judge extra: pip install 'ragscore[judge]' ({exc})") from exc
+    envs = {getattr(p, "api_key_env", None) for m, p in resolved.scoring if m.queue is Queue.JUDGE} or {None}
+    for env in envs:  # None: the provider's own variable (``checks`` rows routed to the judge queue)
+        make_provider(resolved.suite.judge, api_key_env=env)
 
 
 def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
@@ -471,13 +476,15 @@ def run(
             sub = start(store)
             wait(store, sub.run_id, progress, timeout_s=timeout_s)
             return write_results(store, sub.run_id, out_dir)
-        if resolved is not None:
-            _check_judge_keys(resolved)
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire()
         workers: list[LocalWorkers] = []
 
         def start_workers(queues: list[str]) -> None:
+            if resolved is not None:
+                _check_judge_keys(resolved, queues)
+            elif resume_id is not None:  # the run's own suite, from the store
+                _check_judge_keys(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
             workers.append(LocalWorkers(url, queues, settings.home / "logs", concurrency=concurrency))
             workers[0].start()
 
