@@ -260,25 +260,34 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
     try:
         summary = run(dataset, resolved, out, broker=broker, progress=make_progress(quiet), **kwargs)
     except KeyboardInterrupt:
-        _how_to_go_on(out)
+        _how_to_go_on(out, broker)
         raise
     if not quiet:
         print_summary(summary)
         err.print(f"Reports written to {out}/")
 
 
-def _how_to_go_on(out: Path) -> None:
-    """After Ctrl-C: how to finish the run (embedded: it was cancelled) or follow it (a cluster goes on)."""
+def _how_to_go_on(out: Path, broker: str | None) -> None:
+    """After Ctrl-C: how to finish the run (embedded, or cut off while submitting: it was cancelled) or
+    follow it (a submitted cluster run goes on)."""
     try:
         recorded = json.loads((out / "run.json").read_text())
     except (OSError, ValueError):
         return  # interrupted before anything was submitted
-    if recorded.get("mode") == "cluster":
-        run_id = recorded["run_id"]
+    run_id = recorded["run_id"]
+    if recorded.get("mode") == "cluster" and _state_or_none(broker, run_id) != "cancelled":
         err.print(f"run {run_id} goes on in the cluster: `ragscore status {run_id}`,"
                   f" then `ragscore results {run_id} --out {out}`", soft_wrap=True)  # fmt: skip
     else:
         err.print(f"finish it later (what was scored is kept): `ragscore run --resume {out}`", soft_wrap=True)
+
+
+def _state_or_none(broker: str | None, run_id: str) -> str | None:
+    """The run's state in the cluster's store, or None when it cannot be read (a Ctrl-C hint must not fail)."""
+    try:
+        return _store(broker).state(run_id)
+    except Exception:  # noqa: BLE001 - any failure: no state to show
+        return None
 
 
 @app.command()

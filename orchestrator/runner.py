@@ -164,7 +164,7 @@ def submit(
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
-        aggregate.delay(run_id)
+        aggregate.delay(run_id, 0)
     return Submitted(run_id=run_id, items=items, failed_rows=scan.failed, tasks=n_tasks, shards=n_shards)
 
 
@@ -261,7 +261,7 @@ def resume(
             raise DatasetError(f"Run {run_id}: {dataset} has a different number of rows than when it was submitted")
     store.set_meta(run_id, state=RunState.RUNNING)
     if store.claim_finalize(run_id):
-        aggregate.delay(run_id)
+        aggregate.delay(run_id, generation)
     return Submitted(
         run_id=run_id, items=items, failed_rows=int(meta.get("failed_rows", 0)), tasks=n_tasks, shards=n_shards
     )
@@ -379,7 +379,7 @@ def wait(
                     recoveries += 1
                     if state == RunState.CANCELLED:  # its rest is skipped, never re-submitted: only the summary
                         log.warning("run %s: cancelled, no summary after %.0f s: aggregating again", run_id, stall_s)
-                        aggregate.delay(run_id)
+                        aggregate.delay(run_id, store.generation(run_id))
                     else:
                         log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id, stall_s)
                         resume(store, run_id, recovery=True)

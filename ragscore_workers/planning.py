@@ -171,7 +171,7 @@ def plan_shard(
         size = chunk_size(resolved, queue)
         for start in range(0, len(group), size):
             payload = [r.to_message() for r in group[start : start + size]]
-            header.append(_sig(f"ragscore.score.{queue}", run_id, suite_json, list(wanted), payload))
+            header.append(_sig(f"ragscore.score.{queue}", run_id, suite_json, list(wanted), payload, generation))
     if not header:
         return None
     units |= _derived_units(resolved, len(rows))
@@ -208,7 +208,7 @@ def plan_target_shard(
         asked += len(todo)
         for start in range(0, len(todo), size):
             payload = [r.to_message() for r in todo[start : start + size]]
-            header.append(_sig("ragscore.target", run_id, suite_json, index, t_index, payload))
+            header.append(_sig("ragscore.target", run_id, suite_json, index, t_index, payload, generation))
     if not header:
         return None
     # Units of a first submission (a resume registers none): every answer, then its scoring outputs.

@@ -405,14 +405,18 @@ class RunStore:
             return False
         return bool(self.r.set(self.key(run_id, f"finalize:{gen}"), "1", nx=True, ex=self.ttl_s))
 
-    def save_summary(self, run_id: str, summary: RunSummary) -> RunSummary:
+    def save_summary(self, run_id: str, summary: RunSummary, generation: int | None = None) -> RunSummary | None:
         """Write the summary and its state in one transaction. A run cancelled before (or while) it was
-        computed stays cancelled, and the saved summary says so (it covers what was scored)."""
+        computed stays cancelled, and the saved summary says so (it covers what was scored). A summary of a
+        ``generation`` that a resume superseded meanwhile is not written (returns None)."""
         meta_key = self.key(run_id, "meta")
 
-        def write(pipe: redis.client.Pipeline) -> RunSummary:
+        def write(pipe: redis.client.Pipeline) -> RunSummary | None:
+            state, current = pipe.hmget(meta_key, ["state", "generation"])
+            if generation is not None and generation < int(current or 0):
+                return None
             saved = summary
-            if pipe.hget(meta_key, "state") == RunState.CANCELLED:
+            if state == RunState.CANCELLED:
                 saved = summary.model_copy(update={"state": RunState.CANCELLED})
             pipe.multi()
             pipe.set(self.key(run_id, "summary"), saved.model_dump_json(), ex=self.ttl_s)

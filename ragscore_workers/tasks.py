@@ -98,13 +98,30 @@ def _score_carefully(
     return new
 
 
+def _skip_reason(store: RunStore, run_id: str, generation: int) -> str | None:
+    """Why a task of this run should not run: the run was cancelled, or a resume (a later generation)
+    re-sent its work (running it as well would pay for the same calls twice)."""
+    meta = store.r.hmget(store.key(run_id, "meta"), ["state", "generation"])
+    if meta[0] == RunState.CANCELLED:
+        return "run cancelled"
+    if generation < int(meta[1] or 0):
+        return "superseded by a resume"
+    return None
+
+
 def score_chunk(
-    queue: str, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], task_id: str = ""
+    queue: str,
+    run_id: str,
+    suite_json: str,
+    metric_names: list[str],
+    rows: list[dict],
+    task_id: str = "",
+    generation: int = 0,
 ) -> dict:
     """Score a chunk of rows with the named metrics and write every item's results to the store."""
     store = get_store()
-    if store.state(run_id) == RunState.CANCELLED:
-        return {"items": len(rows), "new": 0, "skipped": "run cancelled"}
+    if skipped := _skip_reason(store, run_id, generation):
+        return {"items": len(rows), "new": 0, "skipped": skipped}
     attempt = store.attempt(run_id, task_id) if task_id else 1
     outputs: list[str] = []
     try:
@@ -137,8 +154,11 @@ def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
     soft, hard = QUEUE_LIMITS[queue]
 
     @app.task(name=f"ragscore.score.{queue}", soft_time_limit=soft, time_limit=hard, bind=True)
-    def _task(self, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict]) -> dict:  # type: ignore[no-untyped-def]
-        return score_chunk(queue, run_id, suite_json, metric_names, rows, task_id=self.request.id or "")
+    def _task(  # type: ignore[no-untyped-def]
+        self, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
+    ) -> dict:
+        task_id = self.request.id or ""
+        return score_chunk(queue, run_id, suite_json, metric_names, rows, task_id=task_id, generation=generation)
 
     _task.__doc__ = f"Score a chunk of rows on the {queue} queue."
     return _task
@@ -149,13 +169,15 @@ score_task = {q.value: _make_score_task(q.value) for q in SCORING_QUEUES}
 
 
 @app.task(name="ragscore.target", soft_time_limit=QUEUE_LIMITS["target"][0], time_limit=QUEUE_LIMITS["target"][1])
-def ask_target(run_id: str, suite_json: str, shard: int, target_index: int, rows: list[dict]) -> dict:
+def ask_target(
+    run_id: str, suite_json: str, shard: int, target_index: int, rows: list[dict], generation: int = 0
+) -> dict:
     """Ask one target a chunk of questions and store the answers (the first stage of a target run)."""
     from .target.stage import answer_chunk
 
     store = get_store()
-    if store.state(run_id) == RunState.CANCELLED:
-        return {"asked": 0, "new": 0, "skipped": "run cancelled"}
+    if skipped := _skip_reason(store, run_id, generation):
+        return {"asked": 0, "new": 0, "skipped": skipped}
     suite, _ = _resolve(suite_json, ())
     return answer_chunk(store, run_id, shard, suite.all_targets[target_index], rows)
 
@@ -190,7 +212,7 @@ def finish_shard(run_id: str, shard: int, generation: int = 0) -> None:
     store = get_store()
     store.mark_shard_done(run_id, shard, generation)
     if store.claim_finalize(run_id):
-        aggregate.delay(run_id)
+        aggregate.delay(run_id, store.generation(run_id))
 
 
 def _embedding_summary(counters: dict[str, Any]) -> dict[str, Any]:
@@ -203,10 +225,14 @@ def _embedding_summary(counters: dict[str, Any]) -> dict[str, Any]:
 
 
 @app.task(name="ragscore.aggregate")
-def aggregate(run_id: str) -> None:
-    """Read every item from the store and write the run summary."""
+def aggregate(run_id: str, generation: int | None = None) -> None:
+    """Read every item from the store and write the run summary (of ``generation``: one a resume has since
+    superseded writes nothing)."""
     store = get_store()
     meta = store.meta(run_id)
+    if generation is not None and generation < int(meta.get("generation") or 0):
+        log.info("aggregate of run %s skipped: generation %d was superseded by a resume", run_id, generation)
+        return
     store.set_state(run_id, RunState.AGGREGATING)  # a cancelled run (or a re-delivery's finished one) keeps its state
     started = time.time()
     try:
@@ -250,7 +276,7 @@ def aggregate(run_id: str) -> None:
             failed_rows=int(meta.get("failed_rows", 0)),
             timing=timing,
         )
-        store.save_summary(run_id, summary)
+        store.save_summary(run_id, summary, generation)
     except Exception as exc:
         log.exception("aggregate failed for run %s", run_id)
         store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")

@@ -109,3 +109,23 @@ def test_wait_reports_a_cancelled_run_whose_summary_failed(store: RunStore) -> N
     assert store.state(run) == RunState.CANCELLED
     with pytest.raises(StoreError, match=r"\(cancelled\) failed: aggregate: ValueError: boom"):
         wait(store, run, timeout_s=30, stall_s=60)
+
+
+def test_work_and_summaries_of_a_superseded_generation_are_skipped(worker_store: RunStore) -> None:
+    """After a resume (generation 1) the first submission's queued tasks (generation 0) must not run too:
+    the resume re-sent the same items, and both would pay for the same judge calls."""
+    run = "t-state-superseded"
+    _half_scored(worker_store, run)
+    worker_store.set_meta(run, state=RunState.SUBMITTING, generation=1)  # what resume() writes
+    worker_store.set_meta(run, state=RunState.RUNNING)
+    suite = Suite(name="t", metrics=["exact_match"]).model_dump_json()
+    rows = [{"id": k, "answer": "x", "reference": "x"} for k in KEYS[2:]]
+    old = tasks.score_chunk("cpu", run, suite, ["exact_match"], rows, generation=0)
+    assert old["skipped"] == "superseded by a resume" and worker_store.progress(run).get("done", 0) == 2
+    tasks.aggregate(run, 0)  # a summary queued before the resume
+    assert worker_store.summary(run) is None and worker_store.state(run) == RunState.RUNNING
+    new = tasks.score_chunk("cpu", run, suite, ["exact_match"], rows, generation=1)
+    assert new["new"] == 2 and worker_store.progress(run)["done"] == 4
+    tasks.aggregate(run, 1)
+    summary = worker_store.summary(run)
+    assert summary is not None and (summary.state, summary.scored) == (RunState.FINISHED, 4)
