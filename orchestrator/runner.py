@@ -179,7 +179,7 @@ def _cancelled_on_failure(store: RunStore, run_id: str, ended: str = RunState.CA
         try:
             store.set_state(run_id, ended)
         except redis.RedisError:
-            log.warning("run %s: could not mark it cancelled (the broker is gone)", run_id)
+            log.warning("run %s: could not set its state to %s (the broker is gone)", run_id, ended)
         raise
 
 
@@ -233,12 +233,13 @@ def resume(
             reset_target_breakers(store, run_id, resolved)
         for index, rows in enumerate(shards(valid, stored_shard_rows)):
             keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
-            if cut_off and not store.shard_keys(run_id, index):
+            stored = store.shard_keys(run_id, index)
+            if cut_off and not stored:
                 n_tasks += _submit_shard(store, run_id, index, rows, resolved, generation)
                 n_shards += 1
                 items += len(keys)
                 continue
-            if keys != store.shard_keys(run_id, index):
+            if keys != stored:
                 raise DatasetError(
                     f"Run {run_id}: {dataset} changed since it was submitted (shard {index}); start a new run"
                 )
@@ -358,7 +359,7 @@ def wait(
                 summary = store.summary(run_id)
                 if summary is not None and summary.state == state:
                     return summary
-                error = store.meta(run_id).get("error")
+                error = store.r.hget(store.key(run_id, "meta"), "error")  # one field, polled while it drains
                 if state == RunState.FAILED or error:  # a cancelled run whose summary failed stays cancelled
                     raise StoreError(f"Run {run_id} ({state}) failed: {error or 'no summary was written'}")
                 # Cancelled: the skipped tasks drain, then aggregate writes the partial summary.

@@ -7,6 +7,7 @@ import json
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -107,11 +108,18 @@ def _row_field_names() -> dict[str, str]:
 _ROW_FIELDS = _row_field_names()
 
 
+@lru_cache(maxsize=1024)
+def _field_like(column: str) -> str | None:
+    """The row field a column is named like but for case, spaces or dashes (checked once per column name,
+    not once per row)."""
+    return _ROW_FIELDS.get(_normal(column))
+
+
 def _note_near_misses(extra: dict[str, Any], found: dict[str, str]) -> None:
     """Record extra columns whose name is a row field's but for case, spaces or dashes (read as data of no
     metric otherwise: ``Answer`` leaves every answer empty)."""
     for name in extra:
-        if name not in found and len(found) < MAX_NEAR_MISSES and (target := _ROW_FIELDS.get(_normal(name))):
+        if name not in found and len(found) < MAX_NEAR_MISSES and (target := _field_like(name)):
             found[name] = target
 
 
