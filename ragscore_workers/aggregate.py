@@ -32,6 +32,8 @@ BOOTSTRAP_SEED = 20240531
 MAX_RESAMPLE_N = 20_000
 #: Up to this many distinct values, resample exactly through the multinomial over distinct values.
 MAX_DISTINCT_FOR_MULTINOMIAL = 64
+#: ``first_error`` keeps this many characters of a metric's first error message.
+FIRST_ERROR_CHARS = 300
 #: The metric output ``compare_answers`` ranks the systems of a question by.
 COMPARE_METRIC = "checks"
 
@@ -67,16 +69,19 @@ def bootstrap_ci(
 class _Acc:
     """Accumulates one metric output: scored values, errors and unscorable counts."""
 
-    __slots__ = ("values", "errors", "unscorable")
+    __slots__ = ("values", "errors", "unscorable", "first_error")
 
     def __init__(self) -> None:
         self.values = array("d")
         self.errors = 0
         self.unscorable = 0
+        self.first_error: str | None = None
 
     def add(self, score: float | None, error: str | None) -> None:
         if error is not None:
             self.errors += 1
+            if self.first_error is None:
+                self.first_error = error[:FIRST_ERROR_CHARS]
         elif score is None:
             self.unscorable += 1
         else:
@@ -90,6 +95,7 @@ class _Acc:
             ci95=bootstrap_ci(x),
             errors=self.errors,
             unscorable=self.unscorable,
+            first_error=self.first_error,
         )
 
 

@@ -398,6 +398,8 @@ class MetricSummary(BaseModel):
     ci95: list[float] | None = None
     errors: int = 0
     unscorable: int = 0
+    #: The first error message seen for this output (cut to 300 characters), so a summary says why.
+    first_error: str | None = None
 
 
 class RunSummary(BaseModel):

@@ -7,7 +7,19 @@ from rich.table import Table
 
 from ragscore_workers.schemas import RunSummary
 
-__all__ = ["print_summary"]
+__all__ = ["error_lines", "print_summary"]
+
+
+def error_lines(summary: RunSummary) -> list[str]:
+    """One line per metric output with errors: how many, and the first message (why it failed)."""
+    lines = []
+    for name, m in summary.metrics.items():
+        if not m.errors:
+            continue
+        every = " (every item)" if not m.n and not m.unscorable else ""
+        noun = "error" if m.errors == 1 else "errors"
+        lines.append(f"{name}: {m.errors} {noun}{every}; first: {m.first_error or '?'}")
+    return lines
 
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
@@ -26,6 +38,8 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
             str(m.errors),
         )
     console.print(table)
+    for line in error_lines(summary):
+        console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")
     console.print(
         f"{summary.items} items, {summary.scored} scored, {summary.failed_rows} unreadable rows"

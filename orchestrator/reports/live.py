@@ -123,6 +123,8 @@ class StatusView:
             else:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {self.samples[-1].judge_calls} calls"
+        if self.meta.get("error"):
+            return Group(table, Text(caption), Text(f"error: {self.meta['error']}", style="red"))
         return Group(table, Text(caption))
 
 

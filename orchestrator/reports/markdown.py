@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
+from .console import error_lines
+
 __all__ = ["md_cell", "render_markdown"]
 
 
@@ -51,6 +53,8 @@ def render_markdown(summary: RunSummary) -> str:
     for name, m in summary.metrics.items():
         lines.append(f"| {name} | {_mean(m)} | {m.n} | {_ci(m)} | {m.unscorable} | {m.errors} |")
     lines.append("")
+    if errors := error_lines(summary):
+        lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]
     lines += _breakdown("group", summary.by_group)
     lines += _breakdown("system", summary.by_system)
     lines += _breakdown("question_type", summary.by_question_type)

@@ -20,8 +20,10 @@ from ..support import ROOT, make_rows, write_jsonl
 pytestmark = pytest.mark.integration
 
 
-def ragscore(*args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+def ragscore(
+    *args: str, home: Path, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RAGSCORE_HOME": str(home), **(env or {})}
     env.pop("RAGSCORE_BROKER_URL", None)
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env,
@@ -120,6 +122,27 @@ def test_bad_rows_are_reported_with_lines_and_the_rest_scored(tmp_path: Path, ho
     assert "exact_match" in result.stdout  # the summary table
     assert {p.name for p in out.iterdir()} >= {"items.jsonl", "items.csv", "summary.json", "report.md"}
     assert _our_processes(home) == []  # workers stopped, private redis shut down
+
+
+def test_a_failing_metric_says_why_in_the_table_summary_and_report(tmp_path: Path, home: Path) -> None:
+    rows = make_rows(8)
+    for row in rows:
+        row["metadata"] = {"fail": "unsupported unit"}
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    suite = _suite(tmp_path, {"metrics": ["exact_match", "fail_on_flag"]})
+    out = tmp_path / "out"
+    result = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home,
+                      env={"RAGSCORE_PLUGINS": "tests.plugins.failing"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stdout.splitlines() if line.startswith("fail_on_flag:")]
+    assert len(said) == 1 and "8 errors (every item); first: ValueError: cannot score row q" in said[0], result.stdout
+    assert "unsupported unit" in said[0]
+    assert not any(line.startswith("exact_match:") for line in result.stdout.splitlines())
+    summary = json.loads((out / "summary.json").read_text())
+    first = summary["metrics"]["fail_on_flag"]["first_error"]
+    assert first.startswith("ValueError: cannot score row q") and first.endswith("unsupported unit")
+    assert summary["metrics"]["exact_match"]["first_error"] is None
+    assert "- fail_on_flag: 8 errors (every item); first: ValueError" in (out / "report.md").read_text()
 
 
 def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path, home: Path) -> None:

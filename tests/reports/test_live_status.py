@@ -68,6 +68,18 @@ def test_a_finished_run_has_no_eta() -> None:
     assert all(r["eta"] == 0.0 for r in view.rows())
 
 
+def test_the_error_of_a_failed_run_is_shown() -> None:
+    view = StatusView(SUITE_META | {"state": "failed", "error": "aggregate: KeyError: 'suite'"})
+    view.add(Sample(1050.0, _progress(600, 120)))
+    console = Console(record=True, width=120)
+    console.print(view.render("run-x"))
+    assert "error: aggregate: KeyError: 'suite'" in console.export_text()
+    view = StatusView(SUITE_META)
+    view.add(Sample(1050.0, _progress(600, 120)))
+    console.print(view.render("run-y"))
+    assert "error:" not in console.export_text().split("run-y")[1]
+
+
 @pytest.mark.integration
 def test_status_command_prints_each_queue_of_a_real_run(cluster: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     result = evaluate(make_rows(40), {"metrics": ["exact_match"]}, broker=cluster, out=tmp_path / "out")

@@ -24,3 +24,20 @@ def test_pipes_and_line_breaks_in_user_names_do_not_break_the_tables() -> None:
     assert any(line.startswith("| sys A |") for line in lines), "a line break in a name stays in its row"
     target = next(line for line in lines if line.startswith("| api"))
     assert _cells(target)[0] == "api\0v2" and len(_cells(target)) == 7
+
+
+def test_metrics_with_errors_get_a_line_with_the_first_error() -> None:
+    summary = RunSummary(
+        run_id="r", items=3, scored=3,
+        metrics={"ok": MetricSummary(mean=1.0, n=3),
+                 "bad": MetricSummary(mean=None, n=0, errors=3, first_error="ValueError: a | b\nc"),
+                 "some": MetricSummary(mean=0.5, n=2, errors=1, first_error="TimeoutError: slow")},
+    )  # fmt: skip
+    text = render_markdown(summary)
+    errors = text.split("## Errors\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert errors == [
+        "- bad: 3 errors (every item); first: ValueError: a \\| b c",
+        "- some: 1 error; first: TimeoutError: slow",
+    ]
+    clean = RunSummary(run_id="r", items=1, scored=1, metrics={"ok": MetricSummary(mean=1.0, n=1)})
+    assert "## Errors" not in render_markdown(clean)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragscore_workers.aggregate import bootstrap_ci, summarize
+from ragscore_workers.aggregate import FIRST_ERROR_CHARS, bootstrap_ci, summarize
 from ragscore_workers.schemas import ItemResult, MetricResult
 
 
@@ -28,6 +28,18 @@ def test_means_counts_and_breakdowns_by_hand() -> None:
     assert s.metrics["r"].unscorable == 1
     assert s.by_group["a"]["m"].mean == pytest.approx(0.5) and s.by_group["a"]["r"].n == 1
     assert s.by_group["b"]["m"].n == 1 and s.by_group["b"]["m"].errors == 1
+
+
+def test_the_first_error_of_each_output_is_kept_cut_to_a_line() -> None:
+    items = [
+        ItemResult(id="1", metrics={"m": MetricResult(score=1.0), "r": MetricResult(score=0.5)}),
+        ItemResult(id="2", metrics={"m": MetricResult.failed("ValueError: first"), "r": MetricResult(score=0.5)}),
+        ItemResult(id="3", metrics={"m": MetricResult.failed("ValueError: 2nd"), "r": MetricResult.failed("x" * 5000)}),
+    ]
+    s = summarize("run", items)
+    assert s.metrics["m"].first_error == "ValueError: first" and s.metrics["m"].errors == 2
+    assert s.metrics["r"].first_error == "x" * FIRST_ERROR_CHARS
+    assert summarize("run", items[:1]).metrics["m"].first_error is None
 
 
 def test_null_is_never_averaged_as_zero() -> None:
