@@ -39,6 +39,7 @@ __all__ = [
     "redact_url",
     "redis_client",
     "store_url_for_redis_py",
+    "superseded",
     "target_state_part",
 ]
 
@@ -124,18 +125,29 @@ return new
 # KEYS[1] = meta; ARGV[1] = the new state, then field, value pairs (written in any case). A run in a terminal
 # state (RunState.DONE) keeps it and only a resume (SUBMITTING) reopens it: a late or re-delivered write cannot
 # turn a cancelled run into a finished one (or the reverse). Returns the state after the write.
-_SET_STATE_LUA = """
-local done = {finished = true, failed = true, cancelled = true}
+_SET_STATE_LUA = (
+    "local done = {"
+    + ", ".join(f"{state} = true" for state in sorted(RunState.DONE))
+    + """}
 local state = redis.call('HGET', KEYS[1], 'state')
 for i = 2, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-if not done[state] or ARGV[1] == 'submitting' then
+if not done[state] or ARGV[1] == '"""
+    + RunState.SUBMITTING
+    + """' then
   redis.call('HSET', KEYS[1], 'state', ARGV[1])
   state = ARGV[1]
 end
 return state
 """
+)
+
+
+def superseded(generation: int | None, current: str | int | None) -> bool:
+    """Whether work of ``generation`` was superseded by a resume, the run's generation now being ``current``
+    (its re-sent copy does that work; running both would pay twice). ``None`` (any generation) never is."""
+    return generation is not None and generation < int(current or 0)
 
 
 def target_state_part(system: str) -> str:
@@ -413,7 +425,7 @@ class RunStore:
 
         def write(pipe: redis.client.Pipeline) -> RunSummary | None:
             state, current = pipe.hmget(meta_key, ["state", "generation"])
-            if generation is not None and generation < int(current or 0):
+            if superseded(generation, current):
                 return None
             saved = summary
             if state == RunState.CANCELLED:

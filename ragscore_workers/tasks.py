@@ -22,7 +22,7 @@ from .planning import plan_shard, resolve_suite
 from .schemas import JUDGE_COUNTERS, MetricResult, Queue, Row, Suite
 from .scoring import derive, score_rows
 from .settings import get_settings
-from .store import RunState, RunStore, redis_client, target_state_part
+from .store import RunState, RunStore, redis_client, superseded, target_state_part
 
 __all__ = ["aggregate", "ask_target", "finish_shard", "score_shard", "score_task"]
 
@@ -104,7 +104,7 @@ def _skip_reason(store: RunStore, run_id: str, generation: int) -> str | None:
     meta = store.r.hmget(store.key(run_id, "meta"), ["state", "generation"])
     if meta[0] == RunState.CANCELLED:
         return "run cancelled"
-    if generation < int(meta[1] or 0):
+    if superseded(generation, meta[1]):
         return "superseded by a resume"
     return None
 
@@ -230,7 +230,7 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
     superseded writes nothing)."""
     store = get_store()
     meta = store.meta(run_id)
-    if generation is not None and generation < int(meta.get("generation") or 0):
+    if superseded(generation, meta.get("generation")):
         log.info("aggregate of run %s skipped: generation %d was superseded by a resume", run_id, generation)
         return
     store.set_state(run_id, RunState.AGGREGATING)  # a cancelled run (or a re-delivery's finished one) keeps its state
