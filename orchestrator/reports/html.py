@@ -49,7 +49,7 @@ def _ci(m: MetricSummary) -> str:
 def metric_rows(metrics: dict[str, MetricSummary]) -> list[dict[str, Any]]:
     return [
         {"name": name, "mean": fmt(m.mean), "n": m.n, "ci": _ci(m), "unscorable": m.unscorable, "errors": m.errors,
-         "lower_better": not higher_is_better(name)}
+         "first_error": m.first_error, "lower_better": not higher_is_better(name)}
         for name, m in metrics.items()
     ]  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""report.md keeps its tables whole whatever users name their groups, systems and targets."""
+"""report.md (and the summary table of report.html) keep whole whatever users name their groups, systems, targets."""
 
 from __future__ import annotations
 
@@ -41,3 +41,12 @@ def test_metrics_with_errors_get_a_line_with_the_first_error() -> None:
     ]
     clean = RunSummary(run_id="r", items=1, scored=1, metrics={"ok": MetricSummary(mean=1.0, n=1)})
     assert "## Errors" not in render_markdown(clean)
+
+
+def test_the_html_summary_table_gives_the_first_error_on_its_errors_cell_escaped() -> None:
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    bad = MetricSummary(mean=None, n=0, errors=2, first_error='ValueError: <b>"x"</b>')
+    html = render_html(RunSummary(run_id="r", items=2, scored=0, metrics={"bad": bad}), ItemStats())
+    assert 'title="first: ValueError: &lt;b&gt;&#34;x&#34;&lt;/b&gt;"' in html
