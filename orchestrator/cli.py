@@ -182,6 +182,12 @@ def run_cmd(
         bool,
         typer.Option("--debug-on-fail", help="Embedded, on a terminal: re-run the first failing point under pdb"),
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Validate and count: work per queue, judge calls, cost and least time; submit nothing"
+        ),
+    ] = False,  # fmt: skip
 ) -> None:
     """Score a dataset end to end and write the reports (embedded unless a broker is set).
 
@@ -193,6 +199,8 @@ def run_cmd(
     if resume_dir is not None:
         if fail_under or baseline_dir or tolerance is not None or junit:
             raise ConfigError("--fail-under, --fail-on-regression, --regression-tolerance and --junit need a new run")
+        if dry_run:
+            raise ConfigError("--dry-run counts what a new run would do; it does not apply to --resume")
         given = [name for name, value in (
             ("DATASET", dataset), ("--suite", suite), ("--chunk-size", chunk_size), ("--format", fmt),
             ("--predictions", predictions), ("--corpus", corpus), ("--system", system), ("--no-cache", no_cache),
@@ -228,6 +236,9 @@ def run_cmd(
         tolerance=tolerance, junit=junit,
     )  # fmt: skip
     options = _format_options(predictions, corpus, system)
+    if dry_run:
+        _dry_run(dataset, resolved, broker, fmt=fmt, fmt_options=options, max_cost=max_cost, max_tokens=max_tokens)
+        return
     _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options)
     if debug_on_fail:
         from .debug import debug_on_fail as debug
@@ -250,6 +261,26 @@ def resume_cmd(
 ) -> None:
     """Finish a run: schedule only what the store lacks, follow it, write the reports."""
     _finish(None, None, out, broker, quiet, resume_id=run_id)
+
+
+def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  # type: ignore[no-untyped-def]
+    """Count what the run would do (``--dry-run``); cached judge replies are looked up in the run store when
+    one is reachable (the cluster's, or the embedded one started from its data file)."""
+    from .embedded_redis import EmbeddedRedis
+    from .estimate import estimate_run
+    from .reports.console import print_estimate
+
+    redis = None
+    cluster = broker or get_settings().broker_url
+    if any(m.plan_calls for m, _ in resolved.scoring) and not resolved.targets:
+        if cluster or EmbeddedRedis(get_settings().home).dir.exists():
+            try:
+                redis = _store(broker).r
+            except RagscoreError as exc:
+                err.print(f"reply cache not looked up: {exc}", soft_wrap=True)
+    max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
+    estimate = estimate_run(dataset, resolved, redis=redis, **options)
+    print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
 
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> None:  # type: ignore[no-untyped-def]

@@ -5,9 +5,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ragscore_workers.schemas import RunSummary
+from ragscore_workers.schemas import RunSummary, Suite
 
-__all__ = ["error_lines", "print_summary"]
+from ..estimate import Estimate
+from .live import fmt_duration
+
+__all__ = ["error_lines", "print_estimate", "print_summary"]
 
 
 def error_lines(summary: RunSummary) -> list[str]:
@@ -45,3 +48,66 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         f"{summary.items} items, {summary.scored} scored, {summary.failed_rows} unreadable rows"
         + (f", {wall:.1f} s" if wall is not None else "")
     )
+
+
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def print_estimate(
+    estimate: Estimate, suite: Suite, console: Console | None = None, *, max_cost: float | None = None,
+    max_tokens: int | None = None,
+) -> None:  # fmt: skip
+    """What ``ragscore run --dry-run`` found: rows, work per queue, and the judge's calls, cost and time."""
+    console = console or Console()
+    console.print("Dry run: nothing was submitted, no worker started, no provider called.")
+    line = f"{estimate.rows:,} readable rows, {estimate.failed_rows:,} unreadable"
+    line += f"; {estimate.items:,} items" if estimate.items != estimate.rows else ""
+    console.print(line, soft_wrap=True)
+    for failure in estimate.first_failures:
+        console.print(f"  line {failure.line}: {failure.error}", markup=False, highlight=False, soft_wrap=True)
+    units = Table(title="work per queue")
+    units.add_column("queue")
+    units.add_column("item x metric outputs", justify="right")
+    for queue, n in estimate.units.items():
+        units.add_row(queue, f"{n:,}")
+    console.print(units)
+    for system, calls in estimate.target_calls.items():
+        console.print(f"target {system}: {calls:,} calls (one per question; retries not counted)", markup=False)
+    if not estimate.judge:
+        return
+    judge = Table(title=f"judge calls ({suite.judge.provider} {suite.judge.model})")
+    judge.add_column("metric", no_wrap=True)
+    cached = ("cached", "to pay") if estimate.cache_checked else ()
+    for col in ("calls", *cached, "tokens in", "out ≤", "cost ≤"):
+        judge.add_column(col, justify="right", no_wrap=True)
+    total = estimate.judge_total()
+    for name, t in [*estimate.judge.items(), ("total", total)]:
+        paid = (f"{t.cached:,}", f"{t.paid:,}") if cached else ()
+        judge.add_row(name, f"{t.calls:,}", *paid, f"{t.tokens_in:,}", f"{t.tokens_out_max:,}", _cost(t.cost))
+    console.print(judge)
+    notes = [
+        "tokens in: the rate limiter's high guess of the prompts (three characters a token)",
+        "out: the reply caps (max_tokens)",
+        "not counted: re-asks after a reply with no rating, and retries",
+    ]
+    if not estimate.cache_checked:
+        notes.append("cached replies were not looked up (no run store reachable, --no-cache, or targets)")
+    if estimate.target_calls:
+        notes.append("the targets' replies are not in the prompt tokens (they do not exist yet)")
+    if total.cost is None:
+        notes.append(f"cost -: no price for {suite.judge.model} (the judge metrics' param 'prices')")
+    console.print("; ".join(notes) + ".", style="dim", soft_wrap=True)
+    minutes = estimate.judge_minutes(suite)
+    if minutes:
+        binding = max(minutes, key=lambda k: minutes[k])
+        limits = ", ".join(f"judge.{k} {getattr(suite.judge, k):,}: {fmt_duration(m * 60)}" for k, m in minutes.items())
+        console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the suite's "
+                      f"limits ({limits}), however many workers", soft_wrap=True)  # fmt: skip
+    priced = sum(t.cost for t in estimate.judge.values() if t.cost is not None)
+    if max_cost is not None and priced > max_cost:
+        console.print(f"--max-cost {max_cost:g} may stop judging part-way: the priced calls may cost up to "
+                      f"{priced:.4f}; the rest would be unscorable", style="yellow", soft_wrap=True)  # fmt: skip
+    if max_tokens is not None and total.tokens_in + total.tokens_out_max > max_tokens:
+        console.print(f"--max-tokens {max_tokens:,} may stop judging part-way: the calls may use up to "
+                      f"{total.tokens_in + total.tokens_out_max:,} tokens", style="yellow", soft_wrap=True)  # fmt: skip

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from ragscore_workers.store import RunState, RunStore
 
-__all__ = ["Sample", "StatusView", "sample"]
+__all__ = ["Sample", "StatusView", "fmt_duration", "sample"]
 
 #: Seconds of samples a watched rate is computed over.
 WINDOW_S = 30.0
@@ -45,7 +45,8 @@ def sample(store: RunStore, run_id: str, now: float) -> Sample:
                   stated if isinstance(stated, int) else None)  # fmt: skip
 
 
-def _eta(seconds: float | None) -> str:
+def fmt_duration(seconds: float | None) -> str:
+    """``1m05s``, ``2h03m``; ``-`` for None."""
     if seconds is None:
         return "-"
     seconds = int(round(seconds))
@@ -112,7 +113,7 @@ class StatusView:
             table.add_column(col, justify="left" if col == "queue" else "right")
         for r in self.rows():
             rate = "-" if r["rate"] is None else f"{r['rate']:.1f}"
-            table.add_row(r["queue"], str(r["done"]), str(r["total"]), f"{r['pct']:.1f}", rate, _eta(r["eta"]))
+            table.add_row(r["queue"], str(r["done"]), str(r["total"]), f"{r['pct']:.1f}", rate, fmt_duration(r["eta"]))
         caption = f"errors {counters.get('errors', 0)} · unscorable {counters.get('unscorable', 0)}"
         if "total:judge" in counters:
             rpm = self.judge_rpm()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..schemas import MetricResult, Queue, Row
+from ..schemas import MetricResult, Queue, Row, Suite
 from ._judge_text import (
     ANSWER_ACCURACY,
     CONTEXT_RELEVANCE,
@@ -34,7 +34,7 @@ from ._judge_text import (
     parse_rubric,
     rubric_prompt,
 )
-from .registry import RunContext, register
+from .registry import CallPlanner, PlannedCall, RunContext, register
 
 if TYPE_CHECKING:
     from ..providers import CompletionParams, JudgeClient
@@ -139,12 +139,21 @@ class Job:
     attempts: int
     parse: Callable[[str], Any]
 
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The chat messages sent for this job (the prompt as the one user message)."""
+        return [{"role": "user", "content": self.prompt}]
+
+    def planned(self, max_tokens: int) -> PlannedCall:
+        """This job's first call, for ``--dry-run``."""
+        return PlannedCall(self.messages, max_tokens, self.version)
+
 
 def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
     """Ask one judge up to ``job.attempts`` times until ``job.parse`` finds a value in its reply."""
     from ..providers import JudgeError, JudgeStopped
 
-    messages = [{"role": "user", "content": job.prompt}]
+    messages = job.messages
     verdict = Verdict()
     for attempt in range(job.attempts):
         try:
@@ -252,13 +261,13 @@ def combine(verdicts: list[Verdict], templates: DualTemplates) -> MetricResult:
     return MetricResult.unscorable(f"no valid rating from either judge in {sum(details['calls'])} replies", **details)
 
 
-def _dual(
-    rows: list[Row],
-    params: DualParams,
-    ctx: RunContext,
-    templates: DualTemplates,
-    prompts: Callable[[Row, DualParams], MetricResult | tuple[str, str]],
-) -> list[MetricResult]:
+DualPrompts = Callable[[Row, DualParams], MetricResult | tuple[str, str]]
+
+
+def _dual_jobs(
+    rows: list[Row], params: DualParams, templates: DualTemplates, prompts: DualPrompts
+) -> tuple[list[MetricResult | None], list[Job]]:
+    """Per row its result when no judge is needed (else None), and the two judges' jobs of the others."""
     out: list[MetricResult | None] = []
     jobs: list[Job] = []
     parse = partial(parse_rating, allowed=templates.allowed)
@@ -270,23 +279,42 @@ def _dual(
         out.append(None)
         for judge, prompt in enumerate(pre, start=1):
             jobs.append(Job(prompt, f"{templates.version}#{judge}", params.rating_attempts, parse))
+    return out, jobs
+
+
+def _dual(
+    rows: list[Row], params: DualParams, ctx: RunContext, templates: DualTemplates, prompts: DualPrompts
+) -> list[MetricResult]:
+    out, jobs = _dual_jobs(rows, params, templates, prompts)
     verdicts = iter(run_jobs(ctx, params, jobs, params.max_tokens))
     return [r if r is not None else combine([next(verdicts), next(verdicts)], templates) for r in out]
 
 
-@register("answer_accuracy", Queue.JUDGE, params=DualParams, kind="batch")
+def _dual_calls(templates: DualTemplates, prompts: DualPrompts) -> CallPlanner:
+    """The ``plan_calls`` of a dual-judge metric: the first call of each judge, for rows that need them."""
+
+    def plan(rows: list[Row], params: DualParams, suite: Suite) -> list[PlannedCall]:
+        return [job.planned(params.max_tokens) for job in _dual_jobs(rows, params, templates, prompts)[1]]
+
+    return plan
+
+
+@register("answer_accuracy", Queue.JUDGE, params=DualParams, kind="batch",
+          plan_calls=_dual_calls(ANSWER_ACCURACY, _accuracy_prompts))  # fmt: skip
 def answer_accuracy(rows: list[Row], params: DualParams, ctx: RunContext) -> list[MetricResult]:
     """Dual-judge agreement of the answer with the reference (0/2/4 -> [0, 1])."""
     return _dual(rows, params, ctx, ANSWER_ACCURACY, _accuracy_prompts)
 
 
-@register("context_relevance_judge", Queue.JUDGE, params=DualParams, kind="batch")
+@register("context_relevance_judge", Queue.JUDGE, params=DualParams, kind="batch",
+          plan_calls=_dual_calls(CONTEXT_RELEVANCE, _relevance_prompts))  # fmt: skip
 def context_relevance_judge(rows: list[Row], params: DualParams, ctx: RunContext) -> list[MetricResult]:
     """Dual-judge relevance of the retrieved contexts to the question (0/1/2 -> [0, 1])."""
     return _dual(rows, params, ctx, CONTEXT_RELEVANCE, _relevance_prompts)
 
 
-@register("groundedness", Queue.JUDGE, params=DualParams, kind="batch")
+@register("groundedness", Queue.JUDGE, params=DualParams, kind="batch",
+          plan_calls=_dual_calls(GROUNDEDNESS, _groundedness_prompts))  # fmt: skip
 def groundedness(rows: list[Row], params: DualParams, ctx: RunContext) -> list[MetricResult]:
     """Dual-judge support of the answer by the retrieved contexts (0/1/2 -> [0, 1])."""
     return _dual(rows, params, ctx, GROUNDEDNESS, _groundedness_prompts)
@@ -320,15 +348,8 @@ def _rubric_result(verdict: Verdict, params: RubricParams, rubric_source: str) -
     return {"rubric_judge": result, "rubric_judge_raw": result}
 
 
-@register(
-    "rubric_judge",
-    Queue.JUDGE,
-    params=RubricParams,
-    kind="batch",
-    outputs=lambda p: ["rubric_judge", "rubric_judge_raw"],
-)
-def rubric_judge(rows: list[Row], params: RubricParams, ctx: RunContext) -> list[RubricOutputs]:
-    """Rubric LLM judge, 1-5 as JSON, normalised A/5 (document-grounded QA framework)."""
+def _rubric_jobs(rows: list[Row]) -> tuple[list[RubricOutputs | None], list[str], list[Job]]:
+    """Per row its outputs when it cannot be judged (else None); per judged row its rubric's source and job."""
     out: list[RubricOutputs | None] = []
     sources: list[str] = []
     jobs: list[Job] = []
@@ -345,6 +366,24 @@ def rubric_judge(rows: list[Row], params: RubricParams, ctx: RunContext) -> list
         prompt = rubric_prompt(row.question, row.reference, row.answer, rubric["description"], scale)  # type: ignore[arg-type]
         out.append(None)
         jobs.append(Job(prompt, RUBRIC_VERSION, 1, parse_rubric))
+    return out, sources, jobs
+
+
+def _rubric_calls(rows: list[Row], params: RubricParams, suite: Suite) -> list[PlannedCall]:
+    return [job.planned(params.max_tokens or suite.judge.max_tokens) for job in _rubric_jobs(rows)[2]]
+
+
+@register(
+    "rubric_judge",
+    Queue.JUDGE,
+    params=RubricParams,
+    kind="batch",
+    outputs=lambda p: ["rubric_judge", "rubric_judge_raw"],
+    plan_calls=_rubric_calls,
+)
+def rubric_judge(rows: list[Row], params: RubricParams, ctx: RunContext) -> list[RubricOutputs]:
+    """Rubric LLM judge, 1-5 as JSON, normalised A/5 (document-grounded QA framework)."""
+    out, sources, jobs = _rubric_jobs(rows)
     verdicts = iter(run_jobs(ctx, params, jobs, params.max_tokens or ctx.suite.judge.max_tokens))
     source = iter(sources)
     return [r if r is not None else _rubric_result(next(verdicts), params, next(source)) for r in out]

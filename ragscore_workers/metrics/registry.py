@@ -26,6 +26,7 @@ from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
 __all__ = [
     "NoParams",
     "MetricDef",
+    "PlannedCall",
     "RunContext",
     "all_metrics",
     "get_metric",
@@ -54,6 +55,20 @@ class RunContext:
 
 
 @dataclass(frozen=True)
+class PlannedCall:
+    """One provider call a metric would make for a row (``ragscore run --dry-run`` counts them and looks
+    them up in the reply cache): the chat messages, the reply cap, and the template version of the cache key."""
+
+    messages: list[dict[str, str]]
+    max_tokens: int
+    template_version: str
+
+
+#: ``plan_calls(rows, params, suite)``: the calls a metric would make for these rows (first attempts only).
+CallPlanner = Callable[[list[Row], Any, Suite], list[PlannedCall]]
+
+
+@dataclass(frozen=True)
 class MetricDef:
     """One registered metric."""
 
@@ -69,6 +84,8 @@ class MetricDef:
     #: Per-row queue choice for metrics whose rows need different workers (``checks``: a row with a
     #: code_test point goes to the code queue); ``queue`` is then the default for rows that need nothing else.
     route: Callable[[Row, Any], Queue] | None = None
+    #: For metrics that call a paid provider (the judges): the calls they would make, without making them.
+    plan_calls: CallPlanner | None = None
 
     def queue_for(self, row: Row, params: BaseModel) -> Queue:
         """The queue that scores this metric for this row."""
@@ -106,6 +123,7 @@ def register(
     outputs: Callable[[Any], list[str]] | None = None,
     inputs: Sequence[str] = (),
     route: Callable[[Row, Any], Queue] | None = None,
+    plan_calls: CallPlanner | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` as metric ``name`` on ``queue``."""
 
@@ -123,6 +141,7 @@ def register(
             description=doc[0] if doc else "",
             inputs=tuple(inputs),
             route=route,
+            plan_calls=plan_calls,
         )
         return fn
 

@@ -25,6 +25,7 @@ __all__ = [
     "Message",
     "Provider",
     "RetryDecision",
+    "provider_identity",
     "estimate_tokens",
 ]
 
@@ -96,6 +97,11 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return 3 + sum(math.ceil(len(m.get("content", "")) / 3) + 4 for m in messages)
 
 
+def provider_identity(name: str, base_url: str | None, model: str) -> str:
+    """Provider, endpoint and model: what a cached reply depends on (part of its cache key)."""
+    return f"{name}|{base_url or ''}|{model}"
+
+
 class Provider(ABC):
     """A chat-completions endpoint with a model and (maybe) a key read from ``api_key_env``."""
 
@@ -148,7 +154,7 @@ class Provider(ABC):
     @property
     def identity(self) -> str:
         """Provider, endpoint and model: what a cached reply depends on."""
-        return f"{self.name}|{self.base_url or ''}|{self.model}"
+        return provider_identity(self.name, self.base_url, self.model)
 
     def limiter_key(self) -> str:
         """Provider, model and a hash of the endpoint and key: the scope of a provider's rate limits."""

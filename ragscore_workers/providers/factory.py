@@ -10,13 +10,13 @@ from typing import Any
 from ..errors import ConfigError
 from ..schemas import JudgeConfig
 from ..settings import get_settings
-from .base import DEFAULT_TIMEOUT_S, Provider
+from .base import DEFAULT_TIMEOUT_S, Provider, provider_identity
 from .cache import ReplyCache
 from .client import Budget, JudgeClient, Price, RetryPolicy
 from .ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_minute
 from .run_state import RunJudgeState
 
-__all__ = ["BASE_URL_ENV", "PROVIDERS", "build_client", "make_provider"]
+__all__ = ["BASE_URL_ENV", "PROVIDERS", "build_client", "judge_identity", "make_provider"]
 
 #: Environment variable that overrides ``judge.base_url`` (DESIGN.md §7).
 BASE_URL_ENV = "RAGSCORE_JUDGE_BASE_URL"
@@ -44,12 +44,21 @@ def _cached_provider(
     return _provider_class(name)(model=model, base_url=base_url, api_key_env=key_env, timeout_s=timeout_s)
 
 
+def _base_url(config: JudgeConfig) -> str | None:
+    return os.environ.get(BASE_URL_ENV) or config.base_url
+
+
+def judge_identity(config: JudgeConfig) -> str:
+    """The identity of the provider ``config`` makes (its reply cache keys), without making it (no key needed)."""
+    return provider_identity(config.provider, _base_url(config), config.model)
+
+
 def make_provider(
     config: JudgeConfig, *, api_key_env: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> Provider:
     """The provider for a judge config; one per process and config (connection pools are reused)."""
     cls = _provider_class(config.provider)
-    base_url = os.environ.get(BASE_URL_ENV) or config.base_url
+    base_url = _base_url(config)
     key_env = api_key_env or cls.default_key_env
     return _cached_provider(config.provider, config.model, base_url, key_env, os.environ.get(key_env), timeout_s)
 

@@ -1,0 +1,206 @@
+"""``ragscore run --dry-run``: what a run would do, and what its judge calls would cost and take.
+
+The dataset is read and validated as a run reads it (unreadable rows reported, duplicate ids refused), and
+nothing is submitted: no worker starts and no provider is called. Per queue it counts the work units (item x
+metric output); per judge metric the calls it would make (each judge's first call; re-asks after a reply
+without a rating and retries are not counted, and rows a rule scores without a judge make none), their
+prompt tokens as the rate limiter guesses them (deliberately high: three characters a token), and the cap
+on their replies. From those: the cost at the metric's ``prices``, and the least time the suite's judge
+limits allow. Given a Redis (the run store), calls whose reply is already cached are counted apart, as a
+re-run would not pay for them.
+
+In a suite with targets the answers do not exist yet: judge prompts are built with a placeholder for each
+field the target fills, so calls are exact but prompt tokens leave out the targets' replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ragscore_workers.metrics.registry import MetricDef, PlannedCall
+from ragscore_workers.providers.base import CompletionParams, estimate_tokens
+from ragscore_workers.providers.cache import cache_key
+from ragscore_workers.providers.factory import judge_identity
+from ragscore_workers.schemas import Row, Suite, TargetConfig
+
+from .datasets import RowError, scan_dataset
+from .suite import QUEUE_ORDER, ResolvedSuite
+
+__all__ = ["CallTally", "Estimate", "estimate_run"]
+
+#: Rows planned together (judge prompts are built a batch at a time, then dropped).
+BATCH_ROWS = 256
+#: What stands for a field a target will fill, in a dry run's judge prompts.
+PLACEHOLDER = "(filled in by the target)"
+
+
+@dataclass
+class CallTally:
+    """The judge calls of one metric (or of all of them)."""
+
+    calls: int = 0
+    #: Of those, calls whose reply is in the cache (a run would not pay for them).
+    cached: int = 0
+    #: Prompt tokens of the calls not cached, as the limiter guesses them (high: three characters a token).
+    tokens_in: int = 0
+    #: Most reply tokens of the calls not cached (calls x the metric's reply cap).
+    tokens_out_max: int = 0
+    #: Cost of the calls not cached at the metric's prices (None: its model has no price).
+    cost: float | None = 0.0
+
+    def add(self, other: CallTally) -> None:
+        self.calls += other.calls
+        self.cached += other.cached
+        self.tokens_in += other.tokens_in
+        self.tokens_out_max += other.tokens_out_max
+        self.cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+
+    @property
+    def paid(self) -> int:
+        """Calls a run would send to the provider."""
+        return self.calls - self.cached
+
+
+@dataclass
+class Estimate:
+    """What ``estimate_run`` found."""
+
+    rows: int = 0
+    failed_rows: int = 0
+    first_failures: list[RowError] = field(default_factory=list)
+    #: Items scored: rows x targets (1 without targets).
+    items: int = 0
+    #: Work units (item x metric output) per queue, in QUEUE_ORDER.
+    units: dict[str, int] = field(default_factory=dict)
+    #: Per judge metric, its calls.
+    judge: dict[str, CallTally] = field(default_factory=dict)
+    #: Calls per target system (one per question; retries not counted).
+    target_calls: dict[str, int] = field(default_factory=dict)
+    #: Whether cached replies were looked up (a Redis was given and the suite's judge uses its cache).
+    cache_checked: bool = False
+
+    def judge_total(self) -> CallTally:
+        total = CallTally()
+        for tally in self.judge.values():
+            total.add(tally)
+        return total
+
+    def judge_minutes(self, suite: Suite) -> dict[str, float]:
+        """Per judge limit of the suite that the calls not cached reach: the least minutes they need under it.
+
+        A provider's window lets ``limit`` through per period, so N requests end no sooner than
+        ``floor((N - 1) / limit)`` periods after the first (tokens: the same with the token guess)."""
+        total = self.judge_total()
+        tokens = total.tokens_in + total.tokens_out_max
+        judge = suite.judge
+        out: dict[str, float] = {}
+        for name, amount, limit, period_min in (
+            ("rpm", total.paid, judge.rpm, 1),
+            ("tpm", tokens, judge.tpm, 1),
+            ("rpd", total.paid, judge.rpd, 24 * 60),
+            ("tpd", tokens, judge.tpd, 24 * 60),
+        ):
+            if limit and amount > limit:
+                out[name] = float((amount - 1) // limit * period_min)
+        return out
+
+
+def _as_answered(row: Row, target: TargetConfig) -> Row:
+    """The row as ``target`` will answer it, with a placeholder in each field its reply fills."""
+    filled = target.response.model_dump()
+    update: dict[str, Any] = {"system": target.system} if target.system else {}
+    if filled.get("answer"):
+        update["answer"] = PLACEHOLDER
+    if filled.get("contexts") and not row.contexts:
+        update["contexts"] = [{"text": PLACEHOLDER}]
+    return Row.model_validate(row.model_dump() | update) if update else row
+
+
+class _JudgePlanner:
+    """Collects rows and turns them into planned calls a batch at a time, per judge metric."""
+
+    def __init__(self, resolved: ResolvedSuite, estimate: Estimate, redis: Any | None) -> None:
+        self.suite = resolved.suite
+        self.metrics: list[tuple[MetricDef, BaseModel]] = [(m, p) for m, p in resolved.scoring if m.plan_calls]
+        self.estimate = estimate
+        self.redis = redis
+        self.identity = judge_identity(self.suite.judge)
+        self.pending: list[Row] = []
+
+    def add(self, row: Row) -> None:
+        if self.metrics:
+            self.pending.append(row)
+            if len(self.pending) >= BATCH_ROWS:
+                self.flush()
+
+    def flush(self) -> None:
+        rows, self.pending = self.pending, []
+        if not rows:
+            return
+        for mdef, params in self.metrics:
+            assert mdef.plan_calls is not None
+            calls = mdef.plan_calls(rows, params, self.suite)
+            tally = self.estimate.judge.setdefault(mdef.name, CallTally())
+            tally.add(self._tally(calls, params))
+
+    def _tally(self, calls: list[PlannedCall], params: BaseModel) -> CallTally:
+        look_up = self.redis is not None and getattr(params, "cache", True)
+        cached = self._cached(calls) if look_up else [False] * len(calls)
+        paid = [call for call, hit in zip(calls, cached, strict=True) if not hit]
+        tokens_in = sum(estimate_tokens(call.messages) for call in paid)
+        tokens_out = sum(call.max_tokens for call in paid)
+        price = (getattr(params, "prices", None) or {}).get(self.suite.judge.model)
+        cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000 if price else (0.0 if not paid else None)
+        return CallTally(len(calls), sum(cached), tokens_in, tokens_out, cost)
+
+    def _cached(self, calls: list[PlannedCall]) -> list[bool]:
+        pipe = self.redis.pipeline(transaction=False)
+        for call in calls:
+            params = CompletionParams(temperature=self.suite.judge.temperature, max_tokens=call.max_tokens)
+            pipe.exists(cache_key(self.identity, call.messages, params, call.template_version))
+        return [bool(hit) for hit in pipe.execute()]
+
+
+def estimate_run(
+    dataset: Path,
+    resolved: ResolvedSuite,
+    *,
+    fmt: str | None = None,
+    fmt_options: dict[str, Any] | None = None,
+    redis: Any | None = None,
+    on_row: Callable[[], None] | None = None,
+) -> Estimate:
+    """Read ``dataset`` as a run would and count what the run would do; ``redis``: look up cached replies.
+
+    Raises DatasetError (as a run does) for duplicate ids or when no row is readable."""
+    estimate = Estimate()
+    targets = resolved.targets
+    judge = _JudgePlanner(resolved, estimate, None if targets else redis)
+    per_metric = {m.name: len(m.outputs(p)) for m, p in resolved.metrics}
+    units: dict[str, int] = {}
+
+    def count(row: Row) -> None:
+        for answered in [_as_answered(row, t) for t in targets] or [row]:
+            for queue, names in resolved.row_queues(answered).items():
+                units[queue] = units.get(queue, 0) + sum(per_metric[n] for n in names)
+            judge.add(answered)
+        for target in targets:
+            name = target.name
+            estimate.target_calls[name] = estimate.target_calls.get(name, 0) + 1
+        if on_row is not None:
+            on_row()
+
+    scan = scan_dataset(dataset, fmt, lambda _: None, fmt_options, on_row=count)
+    judge.flush()
+    if targets:
+        units["target"] = scan.rows * len(targets)
+    estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.first_failures
+    estimate.items = scan.rows * max(1, len(targets))
+    estimate.units = {q: units[q] for q in QUEUE_ORDER if units.get(q)}
+    estimate.cache_checked = judge.redis is not None and bool(judge.metrics)
+    return estimate

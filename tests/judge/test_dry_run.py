@@ -1,0 +1,150 @@
+"""``ragscore run --dry-run``: judge calls, tokens, cost and least time counted from the rows, nothing sent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.estimate import PLACEHOLDER, estimate_run
+from orchestrator.suite import load_suite
+from ragscore_workers.metrics._judge_text import ANSWER_ACCURACY
+from ragscore_workers.providers.base import estimate_tokens
+
+from ..support import ROOT, write_jsonl
+
+PRICE = (0.05, 0.08)  # per million tokens in, out
+
+
+def _rows(n: int) -> list[dict[str, Any]]:
+    rows = [
+        {"id": f"q{i}", "question": f"What is {i}?", "answer": f"It is {i}.", "reference": f"{i}.",
+         "contexts": [f"{i} is a number."]}
+        for i in range(n)
+    ]  # fmt: skip
+    rows.append({"id": "blank", "question": "  ", "answer": "a", "reference": "b", "contexts": ["c"]})
+    rows.append({"id": "no-ref", "question": "q?", "answer": "a", "contexts": ["c"]})
+    rows.append({"id": "bare", "question": "q?"})
+    return rows
+
+
+def _suite(**judge: Any) -> dict[str, Any]:
+    priced = {"prices": {"llama-3.1-8b-instant": list(PRICE)}}
+    return {
+        "metrics": ["exact_match", {"name": "answer_accuracy", "params": priced}, "context_relevance_judge",
+                    {"name": "rubric_judge", "params": {"max_tokens": 100}}],
+        "judge": {"rpm": 100, "tpm": 1_000_000} | judge,
+    }  # fmt: skip
+
+
+def test_calls_follow_the_rows_each_metric_can_judge(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(300))
+    est = estimate_run(data, load_suite(_suite()))
+    assert est.rows == 303 and est.items == 303 and est.failed_rows == 0
+    # answer_accuracy needs question, answer and reference: 301 rows (not no-ref, not bare), two judges each
+    # context_relevance_judge: rows with contexts whose question is not blank (a rule scores it 0): 301
+    # rubric_judge: one call per row with question, answer and reference: 301
+    assert {name: t.calls for name, t in est.judge.items()} == {
+        "answer_accuracy": 602, "context_relevance_judge": 602, "rubric_judge": 301}  # fmt: skip
+    accuracy = est.judge["answer_accuracy"]
+    q0 = {"question": "What is 0?", "answer": "It is 0.", "reference": "0."}
+    first = estimate_tokens([{"role": "user", "content": ANSWER_ACCURACY.first.format(**q0)}])
+    assert accuracy.tokens_in > 600 * first * 0.9  # every call's prompt counted, not just one
+    assert accuracy.tokens_out_max == 602 * 16  # the dual judges' reply cap
+    assert est.judge["rubric_judge"].tokens_out_max == 301 * 100
+    assert accuracy.cost == pytest.approx((accuracy.tokens_in * PRICE[0] + accuracy.tokens_out_max * PRICE[1]) / 1e6)
+    assert est.judge["rubric_judge"].cost is None  # no price given for it
+    total = est.judge_total()
+    assert total.calls == 1505 and total.cost is None and not est.cache_checked
+    # every queue's work: cpu 303 exact_match, judge 303 x (1 + 1 + 2 rubric outputs)
+    assert est.units == {"cpu": 303, "judge": 303 * 4}
+    # 1,505 requests at 100 a minute: the last can go 15 windows after the first
+    assert est.judge_minutes(load_suite(_suite()).suite) == {"rpm": 15.0}
+
+
+def test_every_limit_that_binds_is_given_and_per_day_limits_count_days(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(50))
+    suite = load_suite(_suite(rpm=1000, tpm=5000, rpd=40))
+    est = estimate_run(data, suite)
+    total = est.judge_total()
+    minutes = est.judge_minutes(suite.suite)
+    assert "rpm" not in minutes  # 255 calls fit in one minute's window
+    assert minutes["tpm"] == float((total.tokens_in + total.tokens_out_max - 1) // 5000)
+    assert minutes["rpd"] == (255 - 1) // 40 * 24 * 60.0
+
+
+def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path) -> None:
+    rows = [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"{i}."} for i in range(20)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    targets = [{"system": name, "url": "http://127.0.0.1:9/ask"} for name in ("a", "b")]
+    suite = load_suite({"metrics": ["answer_accuracy"], "targets": targets})
+    est = estimate_run(data, suite)
+    assert est.items == 40 and est.target_calls == {"a": 20, "b": 20}
+    assert est.judge["answer_accuracy"].calls == 40 * 2  # every answer from every target, two judges
+    assert est.units == {"target": 40, "judge": 40}
+    assert PLACEHOLDER  # the answers stand in as this text
+
+
+@pytest.mark.integration
+def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, home: Path) -> None:
+    lines = [json.dumps(r) for r in _rows(10)] + ['{"id": "broken", ']
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    (tmp_path / "s.json").write_text(json.dumps(_suite()))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "GROQ_API_KEY": ""}
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"),
+         "--dry-run", "--max-cost", "0.000001", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Dry run: nothing was submitted" in out and "13 readable rows, 1 unreadable" in out
+    assert "line 14: invalid JSON" in out
+    total = next(line for line in out.splitlines() if line.strip("│ ").startswith("total"))
+    assert total.split("│")[2].strip() == "55"  # 11 x 2 + 11 x 2 + 11 calls; and a dry run needs no key
+    assert "--max-cost 1e-06 may stop judging part-way" in out
+    assert not (tmp_path / "out").exists() and not any(home.iterdir())  # no reports, no embedded Redis
+
+
+def test_dry_run_is_refused_with_resume(tmp_path: Path, home: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "x"}))
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(tmp_path), "--dry-run"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "RAGSCORE_HOME": str(home)}, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2 and "--dry-run counts what a new run would do" in result.stderr
+
+
+@pytest.mark.integration
+def test_after_a_run_the_dry_run_finds_its_replies_cached(tmp_path: Path, home: Path, keys: str, model: str) -> None:
+    from orchestrator import evaluate
+
+    from ..fakes import FakeProvider
+
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]",
+             "contexts": [f"c{i}"]} for i in range(5)]  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", rows + [{"id": "new", "question": "Q?", "reference": "r",
+                                                      "answer": "a [[rating=2]]", "contexts": ["c"]}])  # fmt: skip
+    with FakeProvider(api_key=keys) as fake:
+        suite = {"metrics": ["answer_accuracy"], "judge": {"model": model, "base_url": fake.url, "rpm": None,
+                                                           "tpm": None}}  # fmt: skip
+        evaluate(rows, suite, out=tmp_path / "first")
+        sent = fake.stats()["requests"]
+        (tmp_path / "s.json").write_text(json.dumps(suite))
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"),
+             "--dry-run"],
+            capture_output=True, text=True, cwd=ROOT, env=dict(os.environ), timeout=120,
+        )  # fmt: skip
+        assert fake.stats()["requests"] == sent == 10  # the dry run called nobody
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.strip("│ ").startswith("answer_accuracy"))
+    calls, cached, to_pay = (cell.strip() for cell in row.split("│")[2:5])
+    assert (calls, cached, to_pay) == ("12", "10", "2")  # only the new row's two judges would be paid for
+    assert "cached replies were not looked up" not in result.stdout
