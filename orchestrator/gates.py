@@ -9,6 +9,10 @@ Three kinds of gate, all pure functions of ``summary.json`` data:
 * ``regression``: ``--fail-on-regression BASELINE_DIR`` adds one gate per metric output the run shares
   with the baseline's ``summary.json``: the mean must be ``>= baseline mean - tolerance``.
 
+For an output where lower is better (``answer_hallucination``, see ``registry.higher_is_better``) every
+gate reads the other way: the mean must be ``<= VALUE``, ``ci_low`` takes the interval's upper bound (the
+pessimistic side) and must be ``<= VALUE``, and a regression is a mean above ``baseline + tolerance``.
+
 A metric output with no scored item (every item unscorable or errored) has no mean: its gates fail.
 Unscorable items never count as 0 here either; they are simply not in the mean.
 """
@@ -28,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ragscore_workers.errors import ConfigError
+from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "evaluate_gates",
     "failed",
     "gate_table",
+    "holds",
     "load_baseline",
     "parse_gate",
     "parse_gates",
@@ -57,19 +63,41 @@ FLOAT_SLACK = 1e-9
 
 @dataclass(frozen=True)
 class GateResult:
-    """One gate's verdict. ``margin = actual - threshold`` (negative: missed by that much); None without a value."""
+    """One gate's verdict. ``margin``: how far ``actual`` is on the good side of ``threshold`` (negative: missed
+    by that much); None without a value."""
 
     metric: str
     kind: GateKind
     threshold: float
     actual: float | None
     passed: bool
-    #: For regression gates: the baseline's mean (``threshold`` is that minus the tolerance).
+    #: For regression gates: the baseline's mean (``threshold`` is that minus the tolerance, or plus it
+    #: where lower is better).
     baseline: float | None = None
 
     @property
+    def lower_better(self) -> bool:
+        return not higher_is_better(self.metric)
+
+    @property
     def margin(self) -> float | None:
-        return None if self.actual is None else self.actual - self.threshold
+        if self.actual is None:
+            return None
+        return self.threshold - self.actual if self.lower_better else self.actual - self.threshold
+
+    @property
+    def bound(self) -> str:
+        """What the gate reads: ``mean``, or the pessimistic end of the 95% interval."""
+        if self.kind == "ci_low":
+            return "ci95 upper bound" if self.lower_better else "ci95 lower bound"
+        return "mean"
+
+    @property
+    def comparison(self) -> str:
+        """``>=`` (``<=`` where lower is better) when it holds, else the opposite."""
+        if self.lower_better:
+            return "<=" if self.passed else ">"
+        return ">=" if self.passed else "<"
 
     @property
     def label(self) -> str:
@@ -131,11 +159,11 @@ def regression_metrics(baseline: RunSummary, outputs: Sequence[str]) -> list[str
     return shared
 
 
-def _value(stats: MetricSummary | None, on: str) -> float | None:
+def _value(stats: MetricSummary | None, on: str, lower_better: bool) -> float | None:
     if stats is None:
         return None
     if on == "ci_low":
-        return stats.ci95[0] if stats.ci95 else None
+        return (stats.ci95[1] if lower_better else stats.ci95[0]) if stats.ci95 else None
     return stats.mean
 
 
@@ -148,27 +176,34 @@ def evaluate_gates(
     """Every gate's verdict: the threshold gates in order, then one regression gate per shared output."""
     results = []
     for gate in gates:
-        actual = _value(summary.metrics.get(gate.metric), gate.on)
-        results.append(GateResult(gate.metric, gate.on, gate.min, actual, _holds(actual, gate.min)))
+        lower = not higher_is_better(gate.metric)
+        actual = _value(summary.metrics.get(gate.metric), gate.on, lower)
+        results.append(GateResult(gate.metric, gate.on, gate.min, actual, holds(actual, gate.min, lower)))
     if baseline is not None:
         for name in regression_metrics(baseline, list(summary.metrics)):
             base = baseline.metrics[name].mean
             if base is None:
                 continue
-            actual, bar = summary.metrics[name].mean, base - tolerance
-            results.append(GateResult(name, "regression", bar, actual, _holds(actual, bar), baseline=base))
+            lower = not higher_is_better(name)
+            actual, bar = summary.metrics[name].mean, base + tolerance if lower else base - tolerance
+            results.append(GateResult(name, "regression", bar, actual, holds(actual, bar, lower), baseline=base))
     return results
 
 
-def _holds(actual: float | None, threshold: float) -> bool:
-    return actual is not None and actual >= threshold - FLOAT_SLACK
+def holds(actual: float | None, threshold: float, lower_better: bool = False) -> bool:
+    """Whether ``actual`` reaches ``threshold`` (``>=``; ``<=`` where lower is better), float slack allowed."""
+    if actual is None:
+        return False
+    return actual <= threshold + FLOAT_SLACK if lower_better else actual >= threshold - FLOAT_SLACK
 
 
 def thresholds_by_metric(results: Iterable[GateResult]) -> dict[str, float]:
-    """Per gated metric output, the strictest (highest) threshold among its gates: the per-item bar of JUnit."""
+    """Per gated metric output, the strictest threshold among its gates (the highest; the lowest where lower
+    is better): the per-item bar of JUnit."""
     out: dict[str, float] = {}
     for r in results:
-        out[r.metric] = max(out.get(r.metric, r.threshold), r.threshold)
+        pick = min if r.lower_better else max
+        out[r.metric] = pick(out.get(r.metric, r.threshold), r.threshold)
     return out
 
 
@@ -188,7 +223,8 @@ def gate_table(results: Sequence[GateResult], only_failed: bool = False) -> Tabl
     for r in sorted(results, key=lambda r: r.passed):
         if only_failed and r.passed:
             continue
-        on = r.kind if r.baseline is None else f"regression (baseline {r.baseline:.3f})"
+        on = r.bound if r.baseline is None else f"regression (baseline {r.baseline:.3f})"
+        on += " (lower is better)" if r.lower_better else ""
         result = "[green]pass[/green]" if r.passed else "[bold red]FAIL[/bold red]"
         if r.actual is None:
             result += " (no scored item)"

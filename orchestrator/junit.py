@@ -6,7 +6,7 @@ The file holds two test suites:
   ``recall_at_5:regression``), failed when the gate did not hold; this is what decides the exit code.
 * ``ragscore.items``: one test case per item x gated metric output (classname ``ragscore.<metric>``, name
   the item key, ``system::id`` when several systems answered). The per-item bar is the metric's strictest
-  gate threshold. An item scoring below it is a ``<failure>``; an item whose metric raised is an
+  gate threshold. An item scoring below it (above it, where lower is better) is a ``<failure>``; an item whose metric raised is an
   ``<error>``; an unscorable item (it lacks what the metric needs) or one the metric did not score is
   ``<skipped>``: unscorable is never counted as 0, in the gates or here. A failing item does not by itself
   fail the build: the gates (means and bounds) do.
@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
-from .gates import FLOAT_SLACK, GateResult, thresholds_by_metric
+from ragscore_workers.metrics.registry import higher_is_better
+
+from .gates import GateResult, holds, thresholds_by_metric
 
 __all__ = ["DETAIL_CHARS", "classify", "write_junit"]
 
@@ -47,7 +49,7 @@ def _attr(text: str) -> str:
     return quoteattr(_clean(text))
 
 
-def classify(result: Mapping[str, Any] | None, threshold: float) -> tuple[Status, str]:
+def classify(result: Mapping[str, Any] | None, threshold: float, lower_better: bool = False) -> tuple[Status, str]:
     """An item's status for one gated metric, and a one-line message."""
     if result is None:
         return "skipped", "not scored by this metric"
@@ -57,7 +59,11 @@ def classify(result: Mapping[str, Any] | None, threshold: float) -> tuple[Status
     if score is None:
         reason = (result.get("details") or {}).get("reason", "no reason given")
         return "skipped", f"unscorable: {reason}"
-    if score < threshold - FLOAT_SLACK:
+    if lower_better:
+        if not holds(score, threshold, lower_better=True):
+            return "failure", f"score {score:.4g} > {threshold:.4g} (lower is better)"
+        return "passed", f"score {score:.4g} <= {threshold:.4g} (lower is better)"
+    if not holds(score, threshold):
         return "failure", f"score {score:.4g} < {threshold:.4g}"
     return "passed", f"score {score:.4g} >= {threshold:.4g}"
 
@@ -77,10 +83,10 @@ def _case(classname: str, name: str, seconds: float, status: Status, message: st
 
 def _gate_case(result: GateResult) -> tuple[Status, str]:
     actual = "no scored item" if result.actual is None else f"{result.actual:.4g}"
-    where = "ci95 lower bound" if result.kind == "ci_low" else "mean"
+    where = result.bound
     if result.baseline is not None:
         where += f" (baseline {result.baseline:.4g})"
-    verdict = ">=" if result.passed else "<"
+    verdict = result.comparison
     return ("passed" if result.passed else "failure"), f"{where} {actual} {verdict} {result.threshold:.4g}"
 
 
@@ -111,7 +117,7 @@ def write_junit(path: Path, items_path: Path, gates: Sequence[GateResult], run_n
                 key = _item_key(item)
                 for metric, threshold in thresholds.items():
                     result = item.get("metrics", {}).get(metric)
-                    status, message = classify(result, threshold)
+                    status, message = classify(result, threshold, not higher_is_better(metric))
                     counts[status] += 1
                     body = ""
                     if result is not None and status in ("failure", "error"):

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from ragscore_workers.aggregate import BOOTSTRAP_SEED, MAX_RESAMPLE_N, bootstrap_ci
+from ragscore_workers.metrics.registry import higher_is_better
 
-from .itemstats import higher_is_better
 from .source import RunData
 
 __all__ = [

@@ -7,10 +7,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
+
 from . import plots
 from .compare import Comparison, Difference
 from .html import fmt, version
-from .itemstats import LOWER_IS_BETTER, higher_is_better
 from .markdown import md_cell
 from .templates import CSS, environment
 

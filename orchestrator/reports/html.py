@@ -7,10 +7,11 @@ import time
 from itertools import islice
 from typing import Any
 
+from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
-from .itemstats import ItemStats, WorstItem, higher_is_better
+from .itemstats import ItemStats, WorstItem
 from .markdown import TARGET_COLUMNS, target_rows
 from .templates import CSS, environment
 

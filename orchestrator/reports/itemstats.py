@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.store import RawItem
 
-__all__ = ["LOWER_IS_BETTER", "ItemStats", "ValueCounts", "WorstItem", "higher_is_better"]
+__all__ = ["ItemStats", "ValueCounts", "WorstItem"]
 
 #: Distinct values a distribution keeps before it is coarsened.
 MAX_DISTINCT = 2048
@@ -29,13 +30,6 @@ WORST_K = 10
 MAX_ERRORS = 50
 #: Characters of an item's details kept for the report.
 MAX_DETAILS_CHARS = 4000
-#: Metric outputs where a lower score is better (everything else: higher is better).
-LOWER_IS_BETTER = frozenset({"answer_hallucination"})
-
-
-def higher_is_better(name: str) -> bool:
-    """True unless the output's score counts something bad (e.g. hallucinated sentences)."""
-    return name not in LOWER_IS_BETTER
 
 
 class ValueCounts:

@@ -30,12 +30,21 @@ __all__ = [
     "RunContext",
     "all_metrics",
     "get_metric",
+    "higher_is_better",
     "parse_spec",
     "register",
     "resolve",
 ]
 
 MetricOutput = MetricResult | dict[str, MetricResult]
+
+#: Metric outputs where a lower score is better (the share of hallucinated sentences); for every other, higher.
+LOWER_IS_BETTER = frozenset({"answer_hallucination"})
+
+
+def higher_is_better(output: str) -> bool:
+    """True unless the output's score counts something bad; gates, compare and reports read it."""
+    return output not in LOWER_IS_BETTER
 
 
 class NoParams(BaseModel):

@@ -206,3 +206,22 @@ def test_plan_refuses_bad_combinations_before_any_run(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="must be >= 0"):
         GatePlan.build([], OUTPUTS, baseline_dir=base, tolerance=-0.1)
     assert GatePlan.build([], OUTPUTS, baseline_dir=base, tolerance=0.05).tolerance == 0.05  # type: ignore[union-attr]
+
+
+def test_gates_on_an_output_where_lower_is_better_read_the_other_way() -> None:
+    hallucinating = _summary({"answer_hallucination": [1.0, 1.0, 1.0, 1.0]})
+    faithful = _summary({"answer_hallucination": [0.0, 0.0, 0.25, 0.0]})
+    gate = [GateSpec(metric="answer_hallucination", min=0.2)]
+    assert not evaluate_gates(hallucinating, gate)[0].passed  # mean 1.0 > 0.2
+    result = evaluate_gates(faithful, gate)[0]
+    assert result.passed and result.margin == pytest.approx(0.2 - 0.0625) and result.comparison == "<="
+    # ci_low reads the pessimistic end: the upper bound of the interval must be <= the bar
+    ci = evaluate_gates(faithful, [GateSpec(metric="answer_hallucination", min=0.1, on="ci_low")])[0]
+    assert ci.actual == faithful.metrics["answer_hallucination"].ci95[1] and ci.bound == "ci95 upper bound"
+    # a regression is a rise: 0.0625 -> 1.0 fails, 1.0 -> 0.0625 holds
+    rose = evaluate_gates(hallucinating, baseline=faithful)[0]
+    assert not rose.passed and rose.threshold == pytest.approx(0.0625) and rose.margin < 0
+    fell = evaluate_gates(faithful, baseline=hallucinating, tolerance=0.1)[0]
+    assert fell.passed and fell.threshold == pytest.approx(1.1)
+    assert "lower is better" in render_gates([rose])
+    assert thresholds_by_metric([*evaluate_gates(faithful, gate), ci]) == {"answer_hallucination": 0.1}

@@ -87,3 +87,6 @@ def test_classify_orders_error_before_unscorable_and_threshold() -> None:
     assert classify({"score": None, "details": {}}, 0.5) == ("skipped", "unscorable: no reason given")
     assert classify({"score": 0.5}, 0.5)[0] == "passed"
     assert classify({"score": 0.49}, 0.5)[0] == "failure"
+    # where lower is better (answer_hallucination) an item above the bar fails
+    assert classify({"score": 0.49}, 0.5, lower_better=True)[0] == "passed"
+    assert classify({"score": 0.51}, 0.5, lower_better=True) == ("failure", "score 0.51 > 0.5 (lower is better)")
