@@ -6,10 +6,10 @@ The file holds two test suites:
   ``recall_at_5:regression``), failed when the gate did not hold; this is what decides the exit code.
 * ``ragscore.items``: one test case per item x gated metric output (classname ``ragscore.<metric>``, name
   the item key, ``system::id`` when several systems answered). The per-item bar is the metric's strictest
-  gate threshold. An item scoring below it (above it, where lower is better) is a ``<failure>``; an item whose metric raised is an
-  ``<error>``; an unscorable item (it lacks what the metric needs) or one the metric did not score is
-  ``<skipped>``: unscorable is never counted as 0, in the gates or here. A failing item does not by itself
-  fail the build: the gates (means and bounds) do.
+  gate threshold. An item scoring below it (above it, where lower is better) is a ``<failure>``; an item
+  whose metric raised is an ``<error>``; an unscorable item (it lacks what the metric needs) or one the
+  metric did not score is ``<skipped>``: unscorable is never counted as 0, in the gates or here. A failing
+  item does not by itself fail the build: the gates (means and bounds) do.
 
 Items are streamed from ``items.jsonl`` (one pass; the item cases go through a temporary file so the
 suite's counts can lead), so the file can be written for runs of any size.
