@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
-from ragscore_workers.settings import get_settings
+from ragscore_workers.settings import check_redis_url, get_settings
 
 __all__ = ["app", "main"]
 
@@ -42,7 +42,11 @@ SystemOpt = Annotated[
 ]
 BrokerOpt = Annotated[
     Optional[str],  # noqa: UP045 - typer needs Optional on 3.10
-    typer.Option("--broker", help="Cluster broker URL (default: $RAGSCORE_BROKER_URL; unset = embedded)."),
+    typer.Option(
+        "--broker",
+        help="Cluster broker URL (default: $RAGSCORE_BROKER_URL; unset = embedded).",
+        callback=lambda url: check_redis_url(url) if url else url,
+    ),
 ]
 
 
@@ -358,8 +362,11 @@ def status(
 
     store = _store(broker)
     if run_id is None:
-        for rid in store.list_runs():
+        runs = store.list_runs()
+        for rid in runs:
             typer.echo(f"{rid}\t{store.state(rid)}")
+        if not runs:
+            err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         return
     view = StatusView(store.meta(run_id))
     console = Console()
@@ -632,6 +639,7 @@ def flower_cmd(
 def main() -> None:
     """Console entry point: clear messages and exit codes instead of tracebacks."""
     import click
+    import redis
 
     try:
         code = app(standalone_mode=False)
@@ -640,6 +648,9 @@ def main() -> None:
         sys.exit(EXIT_BAD_INPUT)
     except RagscoreError as exc:
         typer.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_RUN_ERROR)
+    except redis.RedisError as exc:  # lost mid-command (a restart, a fail-over): what, not a traceback
+        typer.echo(f"error: Redis: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_RUN_ERROR)
     except (KeyboardInterrupt, click.exceptions.Abort):
         typer.echo("interrupted", err=True)

@@ -34,7 +34,14 @@ from ragscore_workers.planning import (
 )
 from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
-from ragscore_workers.store import RunState, RunStore, redact_url, redis_client, target_state_part
+from ragscore_workers.store import (
+    RunState,
+    RunStore,
+    redact_url,
+    redis_client,
+    store_url_for_redis_py,
+    target_state_part,
+)
 from ragscore_workers.tasks import aggregate, score_shard
 
 from .datasets import RowError, iter_rows, scan_dataset
@@ -52,6 +59,8 @@ POLL_S = 0.2
 MAX_STALL_RECOVERIES = 3
 #: Consecutive idle observations (1 s apart) before a stalled run counts as abandoned.
 IDLE_CHECKS = 3
+#: Seconds wait() keeps retrying while Redis does not answer (a restart, a fail-over) before it gives up.
+REDIS_OUTAGE_S = 300.0
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
 CONSUMER_CHECK_S = 20.0
 
@@ -66,6 +75,7 @@ def new_run_id() -> str:
 def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there."""
     settings = settings or get_settings()
+    _check_credentials(settings.store_url or broker_url)
     _fire_and_forget(configure(broker_url, settings.result_backend).backend)
     store = RunStore(redis_client(settings.store_url or broker_url), settings.run_ttl_s)
     try:
@@ -73,6 +83,20 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     except redis.RedisError as exc:
         raise BrokerError(f"Cannot use Redis at {redact_url(settings.store_url or broker_url)}: {exc}") from exc
     return store
+
+
+def _check_credentials(url: str) -> None:
+    """BrokerError at once for a wrong password (redis-py counts it as a connection error, so the store's
+    client would retry it for ~20 s); anything else is left to the store's own ping."""
+    probe = redis.Redis.from_url(store_url_for_redis_py(url), socket_connect_timeout=5, socket_timeout=5)
+    try:
+        probe.ping()
+    except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
+        raise BrokerError(f"Cannot use Redis at {redact_url(url)}: {exc} (check the password in the URL)") from exc
+    except redis.RedisError:
+        pass
+    finally:
+        probe.close()
 
 
 def _fire_and_forget(backend: Any) -> None:
@@ -289,13 +313,44 @@ def _resume_target_shard(
 
 
 def _broker_idle(store: RunStore, run_id: str) -> bool:
-    """No message of any queue the run uses is waiting or held by a worker (store and broker share Redis)."""
+    """No message of any queue the run uses is waiting, and none of the run's is held by a live worker
+    (store and broker share Redis)."""
     queues = [*json.loads(store.meta(run_id).get("queues", "[]")), CONTROL_QUEUE]
     pipe = store.r.pipeline(transaction=False)
     for queue in queues:
         pipe.llen(queue)
-    pipe.hlen("unacked")  # kombu's hash of delivered, unacknowledged messages
-    return not any(pipe.execute())
+    return not any(pipe.execute()) and not _held_by_live_workers(store, run_id)
+
+
+def _held_by_live_workers(store: RunStore, run_id: str) -> bool:
+    """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
+
+    kombu keeps held messages in the ``unacked`` hash until acknowledged; a message whose worker was killed
+    whole (kill -9, a lost host) stays there until the visibility timeout (15 min) re-delivers it. Such a
+    message is the run's only if its headers name the run, and orphaned if no live worker reports its task
+    as active or reserved; orphans do not keep the run from counting as stalled (its work is re-submitted,
+    and the late re-delivery then skips itself as superseded). Other runs' messages do not count."""
+    held: list[str | None] = []
+    for raw in store.r.hvals("unacked"):
+        if run_id not in raw:
+            continue
+        try:
+            held.append(json.loads(raw)[0]["headers"]["id"])
+        except (ValueError, LookupError, TypeError):
+            held.append(None)  # a shape we do not know: count it as held
+    if not held:
+        return False
+    if None in held:
+        return True
+    inspect = app.control.inspect(timeout=1.0)
+    live = {task["id"] for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()
+            for task in tasks or []}  # fmt: skip
+    orphans = [task_id for task_id in held if task_id not in live]
+    if len(orphans) < len(held):
+        return True
+    log.warning("run %s: %d message(s) held by workers that are gone (re-delivered only after the visibility "
+                "timeout)", run_id, len(orphans))  # fmt: skip
+    return False
 
 
 def _waiting_queues(store: RunStore, run_id: str) -> dict[str, int]:
@@ -350,8 +405,27 @@ def wait(
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last_done, last_change, recoveries, idle_checks = -1, time.monotonic(), 0, 0
     last_consumer_check, warned = 0.0, set[str]()
+    lost_since: float | None = None  # when Redis stopped answering (None: it answers)
     try:
         while True:
+            try:
+                _ = store.r.ping()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                now = time.monotonic()
+                if lost_since is None:
+                    lost_since = now
+                    log.warning("run %s: lost Redis (%s); retrying for up to %.0f s", run_id, exc, REDIS_OUTAGE_S)
+                if now - lost_since > REDIS_OUTAGE_S:
+                    raise BrokerError(
+                        f"Redis did not answer for {REDIS_OUTAGE_S:.0f} s ({exc}); a cluster run goes on without "
+                        f"this process: `ragscore status {run_id}`, then `ragscore results {run_id}`"
+                    ) from exc
+                time.sleep(1.0)
+                last_change = time.monotonic()  # an outage is not a stall
+                continue
+            if lost_since is not None:
+                log.warning("run %s: Redis is back after %.0f s", run_id, time.monotonic() - lost_since)
+                lost_since = None
             state = store.state(run_id)
             counters = store.progress(run_id)
             progress.update(counters)
@@ -391,7 +465,10 @@ def wait(
                 raise TimeoutError(f"Run {run_id} did not finish within {timeout_s} s")
             time.sleep(POLL_S)
     finally:
-        progress.update(store.progress(run_id), final=True)
+        try:
+            progress.update(store.progress(run_id), final=True)
+        except redis.RedisError:
+            pass  # the error that ended the wait says why
         progress.stop()
 
 
@@ -427,8 +504,11 @@ def _check_judge_keys(resolved: ResolvedSuite, queues: list[str]) -> None:
 
 def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "run.json").write_text(json.dumps({"run_id": run_id, "mode": mode}) + "\n", encoding="utf-8")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "run.json").write_text(json.dumps({"run_id": run_id, "mode": mode}) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
 
 
 def run(

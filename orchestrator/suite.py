@@ -20,6 +20,8 @@ __all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite"]
 def _read(path: Path) -> Any:
     if not path.exists():
         raise ConfigError(f"Suite file not found: {path}")
+    if not path.is_file():
+        raise ConfigError(f"Suite {path} is not a file (give a suite's .yaml or .json)")
     text = path.read_text(encoding="utf-8")
     try:
         return json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)

@@ -13,6 +13,7 @@ from celery.signals import worker_process_shutdown
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
+from .errors import ConfigError
 from .schemas import Queue
 from .settings import get_settings
 
@@ -81,8 +82,11 @@ def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object
 
 
 app = Celery("ragscore", include=["ragscore_workers.tasks"])
-_settings = get_settings()
-app.conf.update(_config(_settings.broker_url, _settings.result_backend))
+try:
+    _settings = get_settings()
+    app.conf.update(_config(_settings.broker_url, _settings.result_backend))
+except ConfigError:  # a malformed RAGSCORE_* variable: the command that reads the settings says which
+    pass
 
 
 def configure(broker_url: str, backend_url: str | None = None) -> Celery:

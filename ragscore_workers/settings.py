@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings"]
+from .errors import ConfigError
+
+__all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
+
+#: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket).
+REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
+
+
+def check_redis_url(url: str, what: str = "--broker") -> str:
+    """``url`` when it is a Redis URL ragscore can use (scheme, host or socket path, a numeric db); else a
+    ConfigError saying what was wrong (instead of a traceback from deep inside Celery or redis-py)."""
+    parts = urlsplit(url)
+    if parts.scheme not in REDIS_SCHEMES:
+        raise ConfigError(f"{what} must be a Redis URL (redis://HOST:PORT/DB, rediss://... for TLS), got {url!r}")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise ConfigError(f"{what}: the port of {url!r} is not a number") from None
+    db = parts.path.strip("/")
+    if parts.scheme in ("redis", "rediss") and db and not db.isdigit():
+        raise ConfigError(f"{what}: the database of {url!r} must be a number (redis://HOST:PORT/0)")
+    return url
+
 
 #: Seconds a finished run's keys stay in Redis before they expire (7 days).
 DEFAULT_RUN_TTL_S = 7 * 24 * 3600
@@ -40,7 +63,26 @@ class Settings(BaseSettings):
     #: metrics that are not packaged under the ``ragscore.metrics`` entry point).
     plugins: str = ""
 
+    @field_validator("broker_url", "result_backend", "store_url")
+    @classmethod
+    def _redis_url(cls, url: str | None) -> str | None:
+        if url:
+            try:
+                check_redis_url(url, "the URL")
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return url or None
+
 
 def get_settings() -> Settings:
-    """Read the settings from the current environment (not cached: tests change it)."""
-    return Settings()
+    """Read the settings from the current environment (not cached: tests change it); ConfigError naming the
+    variable when one is malformed."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"RAGSCORE_{'_'.join(str(p) for p in e['loc']).upper()}={e.get('input')!r}: "
+            f"{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise ConfigError(f"Bad setting: {problems}") from None

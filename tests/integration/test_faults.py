@@ -27,12 +27,12 @@ def _celery_mains(worker: WorkerProcess) -> list[psutil.Process]:
     return psutil.Process(worker.proc.pid).children()
 
 
-def _run_with_kill(tmp_path: Path, kill: str) -> None:
+def _run_with_kill(tmp_path: Path, kill: str, visibility_s: int = 4) -> None:
     """Kill worker processes mid-run. A message kombu loses in the kill is re-submitted by wait()'s stall
     recovery (RAGSCORE_STALL_S is 5 s in these tests)."""
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=2)
-    worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = "4"  # so a vanished worker's messages return quickly
+    worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = str(visibility_s)  # 4: a vanished worker's messages return soon
     worker.start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
@@ -46,7 +46,7 @@ def _run_with_kill(tmp_path: Path, kill: str) -> None:
         assert victims
         for proc in victims:
             proc.send_signal(signal.SIGKILL)
-        summary = wait(store, sub.run_id, timeout_s=180)
+        summary = wait(store, sub.run_id, timeout_s=120 if visibility_s > 120 else 180)
         assert store.progress(sub.run_id)["done"] == 6000 * 4, "every output exactly once"
         write_results(store, sub.run_id, tmp_path / "out")
         ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
@@ -69,6 +69,15 @@ def test_kill_9_of_the_whole_worker_mid_run_redelivers_after_the_visibility_time
 ) -> None:
     monkeypatch.setenv("RAGSCORE_STALL_S", "5")
     _run_with_kill(tmp_path, "main")
+
+
+def test_messages_held_by_a_killed_worker_do_not_hold_the_run_until_the_visibility_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the default 15-minute visibility timeout, the dead worker's held messages stay in kombu's
+    ``unacked`` hash: wait() sees that no live worker runs them and re-submits their work (within 120 s)."""
+    monkeypatch.setenv("RAGSCORE_STALL_S", "5")
+    _run_with_kill(tmp_path, "main", visibility_s=900)
 
 
 def test_a_poisoned_item_that_kills_its_worker_is_failed_after_bounded_deliveries(

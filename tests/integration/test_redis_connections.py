@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -91,4 +92,38 @@ def test_a_redis_restart_mid_run_with_aof_finishes_the_run(tmp_path: Path, monke
         assert store.progress(sub.run_id)["done"] == 6000 * 4
     finally:
         worker.stop()
+        server.stop()
+
+
+def test_the_orchestrator_waits_through_a_redis_outage_longer_than_its_client_retries(tmp_path: Path) -> None:
+    server = RedisProcess(tmp_path / "redis", "--appendonly", "yes").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(300)), load_suite(SUITE), store)
+        result: dict = {}
+        thread = threading.Thread(target=lambda: result.update(s=wait(store, sub.run_id, timeout_s=120)))
+        thread.start()
+        time.sleep(1.0)
+        server.stop()  # Redis goes away while the orchestrator waits (no worker yet: nothing is done), for
+        time.sleep(25.0)  # longer than the store client's own retries (~16 s)
+        assert thread.is_alive(), "wait() gave up at once"
+        server.start()
+        worker.start()
+        thread.join(150)
+        assert not thread.is_alive() and result["s"].items == 300
+        assert store.progress(sub.run_id)["done"] == 300 * 4
+    finally:
+        worker.stop()
+        server.stop()
+
+
+def test_a_wrong_password_fails_at_once(tmp_path: Path) -> None:
+    server = RedisProcess(tmp_path / "redis", "--requirepass", PASSWORD).start_without_ping()
+    try:
+        started = time.monotonic()
+        with pytest.raises(BrokerError, match="check the password"):
+            connect(f"redis://:wrong@127.0.0.1:{server.port}/0")
+        assert time.monotonic() - started < 5, "not retried as if Redis were down"
+    finally:
         server.stop()

@@ -1,0 +1,64 @@
+"""Settings and broker URLs: a malformed value is one clear error naming it, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ragscore_workers.errors import ConfigError
+from ragscore_workers.settings import check_redis_url, get_settings
+
+from ..support import ROOT
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://localhost:6379/0", "rediss://:pw@h:6380/2", "redis://h", "redis+socket:///tmp/r.sock", "unix:///s"]
+)
+def test_redis_urls_pass(url: str) -> None:
+    assert check_redis_url(url) == url
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("localhost:6379", "must be a Redis URL"),
+        ("http://localhost:6379", "must be a Redis URL"),
+        ("redis://localhost:63x9/0", "port"),
+        ("redis://localhost:6379/0x", "database"),
+    ],
+)
+def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_redis_url(url)
+
+
+def test_a_malformed_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSCORE_RUN_TTL_S", "7d")
+    with pytest.raises(ConfigError, match="RAGSCORE_RUN_TTL_S='7d'"):
+        get_settings()
+    monkeypatch.delenv("RAGSCORE_RUN_TTL_S")
+    monkeypatch.setenv("RAGSCORE_BROKER_URL", "localhost:6379")
+    with pytest.raises(ConfigError, match="RAGSCORE_BROKER_URL='localhost:6379': the URL must be a Redis URL"):
+        get_settings()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["status", "--broker", "localhost:6391"], {}, "--broker must be a Redis URL"),
+        (["status", "--broker", "redis://localhost:6391/0x"], {}, "the database of"),
+        (["status"], {"RAGSCORE_MAX_FIELD_CHARS": "abc"}, "RAGSCORE_MAX_FIELD_CHARS='abc'"),
+        (["worker", "-Q", "cpu"], {"RAGSCORE_BROKER_URL": "localhost:1"}, "RAGSCORE_BROKER_URL='localhost:1'"),
+        (["run", "x.jsonl", "--suite", "/tmp"], {}, "is not a file"),
+    ],
+)
+def test_the_cli_says_what_is_malformed_and_exits_2(args: list[str], env: dict[str, str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, **env}, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
