@@ -82,10 +82,22 @@ def _coerce_id(value: Any) -> Any:
     return value
 
 
-class Row(BaseModel):
-    """One question to score. Every field is optional except what the chosen metrics need."""
+#: Row fields whose ``null`` means "absent" (their default is not None: an empty list or dict).
+NULL_AS_ABSENT = ("contexts", "metadata")
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+class Row(BaseModel):
+    """One question to score. Every field is optional except what the chosen metrics need. A number where
+    text is expected is read as text (``"reference": 42``); ``null`` is an absent value."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, coerce_numbers_to_str=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, value: Any) -> Any:
+        if isinstance(value, dict) and any(value.get(name, ...) is None for name in NULL_AS_ABSENT):
+            return {k: v for k, v in value.items() if not (k in NULL_AS_ABSENT and v is None)}
+        return value
 
     id: str
     question: str | None = None

@@ -104,10 +104,28 @@ def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowE
         return RowError(line, "more cells than header columns", text)
     if any("\udc80" <= ch <= "\udcff" for ch in text):
         return RowError(line, "invalid UTF-8", text.encode("utf-8", "replace").decode())
-    try:
-        return {k: _csv_cell(k, v) for k, v in zip(header, cells, strict=False) if k and v != ""}
-    except json.JSONDecodeError as exc:
-        return RowError(line, f"invalid JSON in a cell: {exc.msg}", text)
+    record: Record = {}
+    for name, value in zip(header, cells, strict=False):
+        if not name or value == "":
+            continue
+        try:
+            record[name] = _csv_cell(name, value)
+        except json.JSONDecodeError as exc:
+            return RowError(line, f'invalid JSON in column {name!r}: {exc.msg} (a list is written ["a", "b"])', text)
+    return record
+
+
+#: Column separators read besides ``,``: Excel writes ``;`` where the decimal mark is a comma; ``\t`` (TSV).
+OTHER_DELIMITERS = (";", "\t")
+
+
+def _delimiter(header_line: str) -> str:
+    """``,`` unless the header line has none and has one of OTHER_DELIMITERS (``id;question;answer``)."""
+    if "," in header_line:
+        return ","
+    counts = {d: header_line.count(d) for d in OTHER_DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
 
 
 def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
@@ -115,7 +133,9 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     that spans several lines but lacks cells is reported and reading restarts on the next line."""
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
     with path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
-        reader = csv.reader(fh)
+        delimiter = _delimiter(fh.readline())
+        fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
+        reader = csv.reader(fh, delimiter=delimiter)
         header = next(reader, None)
         if header is None:
             return
@@ -135,9 +155,9 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 fh.seek(0)
                 for _ in range(start):
                     fh.readline()
-                base, reader = start, csv.reader(fh)
+                base, reader = start, csv.reader(fh, delimiter=delimiter)
                 continue
-            if cells:
+            if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
                 yield start, _csv_record(header, cells, start)
 
 
@@ -147,15 +167,19 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
     if isinstance(data, dict):
-        entries = []
+        entries: list[Any] = []
         for key, value in data.items():
-            entries.append({"id": key, **value} if isinstance(value, dict) and "id" not in value else value)
+            if isinstance(value, dict) and "id" in value and str(value["id"]) != key:
+                entries.append(RowError(len(entries) + 1, f"key {key!r}: its row's id {value['id']!r} differs from "
+                                        "its key", json.dumps(value)[:RAW_EXCERPT_CHARS]))  # fmt: skip
+                continue
+            entries.append({"id": key, **value} if isinstance(value, dict) else value)
     elif isinstance(data, list):
         entries = data
     else:
         raise DatasetError(f"{path}: expected a JSON list of rows or an object keyed by id")
     for pos, value in enumerate(entries, start=1):
-        if isinstance(value, dict):
+        if isinstance(value, (dict, RowError)):
             yield pos, value
         else:
             yield (

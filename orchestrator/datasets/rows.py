@@ -83,10 +83,14 @@ class DatasetScan:
     first_failures: list[RowError] = field(default_factory=list)
     #: Columns that are no row field but look like one (``Answer``, ``gold answer``): name -> the field.
     near_misses: dict[str, str] = field(default_factory=dict)
+    #: Row fields some row gives (``id`` always): only ``id`` means no metric will find anything to score.
+    fields_seen: set[str] = field(default_factory=set)
 
 
 #: Unreadable rows named in the error of a dataset with no readable row.
 SHOWN_FAILURES = 5
+#: The fields a row model declares (extra columns are not among them).
+ROW_FIELDS = frozenset(Row.model_fields)
 #: Columns that look like a row field named in the warning.
 MAX_NEAR_MISSES = 10
 
@@ -167,6 +171,7 @@ def scan_dataset(
             on_error(row)
             continue
         scan.rows += 1
+        scan.fields_seen |= row.model_fields_set & ROW_FIELDS
         if row.model_extra:
             _note_near_misses(row.model_extra, scan.near_misses)
         if on_row is not None:

@@ -106,7 +106,7 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
 def test_bad_rows_are_reported_with_lines_and_the_rest_scored(tmp_path: Path, home: Path) -> None:
     rows = [json.dumps(r) for r in make_rows(6)]
     rows.insert(2, '{"id": "broken", ')  # line 3
-    rows.insert(4, json.dumps({"id": "typed", "answer": 12}))  # line 5
+    rows.insert(4, json.dumps({"id": "typed", "answer": ["not", "text"]}))  # line 5
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(rows) + "\n")
     out = tmp_path / "out"

@@ -26,7 +26,7 @@ def test_jsonl_bad_lines_are_reported_with_line_numbers_and_the_rest_load(tmp_pa
         b"\n"  # blank lines are skipped but still counted
         b'{"id": "b", "answer": \n'  # line 3: broken JSON
         b'["not", "an", "object"]\n'  # line 4
-        b'{"id": "c", "answer": 5}\n'  # line 5: wrong type
+        b'{"id": "c", "answer": {"text": 5}}\n'  # line 5: wrong type
         b'{"id": "d", "answer": "\xff\xfe"}\n'  # line 6: invalid UTF-8
         b'{"answer": "no id"}\n'  # line 7: gets id row-7
     )
@@ -39,6 +39,18 @@ def test_jsonl_bad_lines_are_reported_with_line_numbers_and_the_rest_load(tmp_pa
         (6, "invalid UTF-8 at byte 23"),
     ]
     assert "Input should be a valid string" in bad[2].error
+
+
+def test_numbers_are_text_and_null_is_absent(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        json.dumps({"id": 1, "answer": 42, "reference": 42.5, "contexts": None, "metadata": None}) + "\n"
+        + json.dumps({"id": "b", "answer": True}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    ok, bad = _rows(path)
+    assert [(r.id, r.answer, r.reference, r.contexts, r.metadata) for r in ok] == [("1", "42", "42.5", [], {})]
+    assert [e.line for e in bad] == [2]  # a boolean is no answer
 
 
 def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:
@@ -55,9 +67,25 @@ def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:
     assert [r.id for r in ok] == ["q1", "q4"]
     assert ok[0].retrieved_doc_ids == ["d1", "d2"] and ok[1].question == "multi\nline"
     assert [(e.line, e.error) for e in bad] == [
-        (3, "invalid JSON in a cell: Expecting value"),
+        (3, """invalid JSON in column 'retrieved_doc_ids': Expecting value (a list is written ["a", "b"])"""),
         (4, "more cells than header columns"),
     ]
+
+
+@pytest.mark.parametrize("delimiter", [";", "\t"])
+def test_csv_with_semicolons_or_tabs_and_excel_blank_rows(tmp_path: Path, delimiter: str) -> None:
+    path = tmp_path / "d.csv"
+    lines = ["id;question;answer;reference", "1;What?;Paris;Paris", "2;Why?;3,5;Paris", ";;;", ";;;"]
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(line.replace(";", delimiter) for line in lines).encode() + b"\r\n")
+    ok, bad = _rows(path)
+    assert bad == [] and [(r.id, r.answer, r.reference) for r in ok] == [("1", "Paris", "Paris"), ("2", "3,5", "Paris")]
+
+
+def test_blank_trailing_rows_of_a_comma_csv_are_no_rows(tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text("id,answer,reference,,\r\n1,Paris,Paris,,\r\n,,,,\r\n , ,,,\r\n", encoding="utf-8")
+    ok, bad = _rows(path)
+    assert [r.id for r in ok] == ["1"] and bad == []
 
 
 @pytest.mark.parametrize("name", ["d.jsonl", "d.csv", "d.json"])
@@ -84,6 +112,18 @@ def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     as_obj.write_text(json.dumps({"q001": {"answer": "x"}, "q002": {"answer": "y"}}))
     ok, _ = _rows(as_obj)
     assert [(r.id, r.answer) for r in ok] == [("q001", "x"), ("q002", "y")]
+    clash = tmp_path / "c.json"
+    clash.write_text(json.dumps({"q1": {"id": "q1", "answer": "x"}, "q2": {"id": "other", "answer": "y"}}))
+    ok, bad = _rows(clash)
+    assert [r.id for r in ok] == ["q1"] and [(e.line, e.error) for e in bad] == [
+        (2, "key 'q2': its row's id 'other' differs from its key")]  # fmt: skip
+
+
+def test_scan_notes_when_no_row_has_a_field_besides_its_id(tmp_path: Path) -> None:
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text('{"id": "a", "answer": "x", "extra": 1}\n{"id": "b"}\n')
+    assert scan_dataset(jsonl, None, lambda _: None).fields_seen == {"id", "answer"}
+    assert scan_dataset(jsonl, "csv", lambda _: None).fields_seen <= {"id"}  # read as CSV: no row field
 
 
 def test_aliases_and_context_shapes(tmp_path: Path) -> None:
