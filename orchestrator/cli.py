@@ -622,14 +622,22 @@ def flower_cmd(
     broker: BrokerOpt = None,
     port: Annotated[int, typer.Option("--port", help="Port to serve on")] = 5555,
     address: Annotated[str, typer.Option("--address", help="Address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
-    max_tasks: Annotated[int, typer.Option("--max-tasks", help="Tasks Flower keeps in memory")] = 100_000,
+    max_tasks: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--max-tasks", help="Tasks Flower keeps in memory (default: $FLOWER_MAX_TASKS, else 100000)"),
+    ] = None,
     no_auth: Annotated[bool, typer.Option("--no-auth", help="No basic auth (127.0.0.1 only)")] = False,
 ) -> None:
     """Start Flower for the ragscore Celery app; basic auth from FLOWER_BASIC_AUTH=user:password."""
     import os
 
-    from .reports.flower import exec_flower, flower_argv, flower_env
+    from .reports.flower import DEFAULT_MAX_TASKS, exec_flower, flower_argv, flower_env
 
+    if max_tasks is None:
+        from_env = os.environ.get("FLOWER_MAX_TASKS", "")
+        if from_env and not from_env.isdigit():
+            raise ConfigError(f"FLOWER_MAX_TASKS must be a whole number, got {from_env!r}")
+        max_tasks = int(from_env or DEFAULT_MAX_TASKS)
     env = flower_env(os.environ, _broker_url(broker, start_embedded=False), no_auth)
     argv = flower_argv(port, address, max_tasks, no_auth)
     err.print(f"Flower on http://{address}:{port} (max {max_tasks} tasks kept)")

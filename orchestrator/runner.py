@@ -483,9 +483,7 @@ def cancel(store: RunStore, run_id: str) -> None:
 
 def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
     """Write the reports of a finished run into ``out_dir``."""
-    summary = store.summary(run_id)
-    if summary is None:
-        raise StoreError(f"Run {run_id} has no summary yet (state: {store.state(run_id) or 'unknown'})")
+    summary = store.finished_summary(run_id)
     write_outputs(store, run_id, out_dir, summary)
     return summary
 

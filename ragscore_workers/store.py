@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 
-from .errors import StoreError
+from .errors import ConfigError, StoreError
 from .schemas import ItemResult, MetricResult, RunSummary
 
 __all__ = [
@@ -44,6 +44,11 @@ __all__ = [
 ]
 
 PREFIX = "ragscore:run:"
+#: What a run id that is not in the store gets told.
+NO_SUCH_RUN = (
+    "No run {run_id!r} in the store (a finished run expires after RAGSCORE_RUN_TTL_S, and a Redis restarted "
+    "without persistence has lost its runs)"
+)
 #: Unreadable rows kept per run (with a 1,000-character excerpt each); the count is always exact.
 MAX_FAILED_ROWS_STORED = 10_000
 
@@ -235,7 +240,7 @@ class RunStore:
     def meta(self, run_id: str) -> dict[str, str]:
         meta = self.r.hgetall(self.key(run_id, "meta"))
         if not meta:
-            raise StoreError(f"No run {run_id!r} in the store (finished runs expire after their TTL).")
+            raise ConfigError(NO_SUCH_RUN.format(run_id=run_id))
         return meta
 
     def set_meta(self, run_id: str, **fields: Any) -> None:
@@ -440,6 +445,19 @@ class RunStore:
     def summary(self, run_id: str) -> RunSummary | None:
         raw = self.r.get(self.key(run_id, "summary"))
         return RunSummary.model_validate_json(raw) if raw else None
+
+    def finished_summary(self, run_id: str) -> RunSummary:
+        """The summary of a run that ended; else an error saying why there is none and what to do."""
+        summary = self.summary(run_id)
+        if summary is not None:
+            return summary
+        meta = self.meta(run_id)  # ConfigError for an unknown run
+        state = meta.get("state", "?")
+        if state in RunState.DONE:
+            why = f": {meta['error']}" if meta.get("error") else ""
+            raise StoreError(f"Run {run_id} is {state} with no summary{why}; `ragscore resume {run_id}` scores "
+                             "what is missing and writes it")  # fmt: skip
+        raise StoreError(f"Run {run_id} is still {state}: follow it with `ragscore status {run_id} --watch`")
 
     def counters(self, run_id: str, part: str) -> dict[str, Any]:
         """A counters hash of the run (``judge``, ``embed``) with numbers parsed; text values kept."""

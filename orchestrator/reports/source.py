@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragscore_workers.errors import ConfigError, StoreError
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RawItem, RunStore
 
@@ -76,9 +76,7 @@ def store_info(store: RunStore, run_id: str) -> dict[str, Any]:
 
 def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None) -> RunData:
     """A finished run of the store."""
-    summary = summary or store.summary(run_id)
-    if summary is None:
-        raise StoreError(f"Run {run_id} has no summary yet (state: {store.state(run_id) or 'unknown'})")
+    summary = summary or store.finished_summary(run_id)
     return RunData(
         summary=summary,
         items=lambda: store.iter_raw_items(run_id),
@@ -114,4 +112,7 @@ def open_run(ref: str, store: Callable[[], RunStore]) -> RunData:
         return from_dir(path)
     if path.suffix or "/" in ref:
         raise ConfigError(f"{ref}: no such output directory (and not a run id)")
-    return from_store(store(), ref)
+    runs = store()
+    if not runs.exists(ref):
+        raise ConfigError(f"{ref}: no such output directory, and no run with that id in the store")
+    return from_store(runs, ref)

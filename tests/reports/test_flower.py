@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psutil
 import pytest
 
 from orchestrator import evaluate
@@ -52,7 +53,7 @@ def _until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
 @pytest.fixture(scope="module")
 def flower(cluster: str) -> Iterator[str]:
     port = free_port()
-    env = {**os.environ, "FLOWER_BASIC_AUTH": AUTH}
+    env = {**os.environ, "FLOWER_BASIC_AUTH": AUTH, "FLOWER_MAX_TASKS": "54321"}
     env.pop("RAGSCORE_BROKER_URL", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", cluster, "--port", str(port)],
@@ -61,6 +62,8 @@ def flower(cluster: str) -> Iterator[str]:
     base = f"http://127.0.0.1:{port}"
     try:
         _until(lambda: _get(base + "/healthcheck", auth=None) == (200, "OK"))
+        # FLOWER_MAX_TASKS is honoured (Flower reads its command line after the environment: not overridden)
+        assert "--max_tasks=54321" in psutil.Process(proc.pid).cmdline()
         # Celery events are pub/sub: only those sent after Flower subscribed reach it. A worker heartbeat
         # (every 2 s) in /metrics shows the subscription is live before a test starts a run.
         _until(lambda: "flower_worker_online{" in _get(base + "/metrics", auth=None)[1])

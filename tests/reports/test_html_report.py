@@ -102,3 +102,14 @@ def test_report_command_rejects_what_is_not_a_run(tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert result.returncode == 2 and "summary.json is missing" in result.stderr
+
+
+def test_report_of_a_name_that_is_neither_a_directory_nor_a_run_says_so(rich_run: RichRun) -> None:
+    env = {**os.environ, "RAGSCORE_HOME": str(rich_run.home)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "report", "nonexist", "--format", "md"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, env=env,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "nonexist: no such output directory, and no run with that id in the store" in result.stderr

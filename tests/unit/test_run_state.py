@@ -129,3 +129,17 @@ def test_work_and_summaries_of_a_superseded_generation_are_skipped(worker_store:
     tasks.aggregate(run, 1)
     summary = worker_store.summary(run)
     assert summary is not None and (summary.state, summary.scored) == (RunState.FINISHED, 4)
+
+
+def test_asking_for_the_summary_of_a_run_without_one_says_why_and_what_to_do(worker_store: RunStore) -> None:
+    from ragscore_workers.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="No run 'nope' in the store .*restarted without persistence"):
+        worker_store.finished_summary("nope")
+    _half_scored(worker_store, "r-running")
+    with pytest.raises(StoreError, match=r"still running: follow it with `ragscore status r-running --watch`"):
+        worker_store.finished_summary("r-running")
+    _half_scored(worker_store, "r-failed")
+    worker_store.set_state("r-failed", RunState.FAILED, error="aggregate: KeyError: 'x'")
+    with pytest.raises(StoreError, match=r"failed with no summary: aggregate: KeyError: 'x'; `ragscore resume r-f"):
+        worker_store.finished_summary("r-failed")
