@@ -368,12 +368,20 @@ def status(
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         return
+    from .runner import CONSUMER_CHECK_S, unserved_message, unserved_queues
+
     view = StatusView(store.meta(run_id))
     console = Console()
+    checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
 
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)
         view.add(sample(store, run_id, time.time()))
+        if view.meta.get("state") in RunState.DONE:
+            view.warnings = []
+        elif time.monotonic() - checked[0] > CONSUMER_CHECK_S:
+            checked[0] = time.monotonic()
+            view.warnings = [unserved_message(q, n) for q, n in unserved_queues(store, run_id).items()]
         return view.render(run_id)
 
     if not watch:
@@ -424,7 +432,7 @@ def cancel_cmd(
 def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code,target")],
     broker: BrokerOpt = None,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c")] = None,  # noqa: UP045
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c", min=1)] = None,  # noqa: UP045
     stop_timeout: Annotated[
         Optional[float],  # noqa: UP045
         typer.Option(
@@ -448,6 +456,7 @@ def worker(
     if not url:
         raise ConfigError("worker needs a broker: pass --broker or set RAGSCORE_BROKER_URL")
     names = [q.strip() for q in queues.split(",") if q.strip()]
+    _check_broker_for_workers(url)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None)
@@ -463,6 +472,17 @@ def worker(
         finally:
             workers.stop(timeout=stop_timeout)
         err.print("workers stopped")
+
+
+def _check_broker_for_workers(url: str) -> None:
+    """A wrong password stops ``ragscore worker`` (exit 1: it would never connect); an unreachable broker
+    only warns, since workers may start before their Redis and keep retrying."""
+    from ragscore_workers.store import probe_redis, redact_url
+
+    problem = probe_redis(url)
+    if problem:
+        err.print(f"warning: cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
+                  "every 10 s until it answers", style="yellow", soft_wrap=True)  # fmt: skip
 
 
 @app.command("consensus")
@@ -644,6 +664,14 @@ def flower_cmd(
     exec_flower(argv, env)
 
 
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """click's ClickException, and the one of the click typer vendors (typer >= 0.2x raises its own)."""
+    import click
+
+    vendored = [c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"]
+    return tuple({click.ClickException, *vendored})
+
+
 def main() -> None:
     """Console entry point: clear messages and exit codes instead of tracebacks."""
     import click
@@ -660,12 +688,12 @@ def main() -> None:
     except redis.RedisError as exc:  # lost mid-command (a restart, a fail-over): what, not a traceback
         typer.echo(f"error: Redis: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_RUN_ERROR)
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
         typer.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+    except _usage_errors() as exc:  # a bad option value, an unknown option: click's message, exit 2
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(exc.exit_code)  # type: ignore[attr-defined]
     if code == EXIT_INTERRUPTED:  # typer turns KeyboardInterrupt into exit code 130
         typer.echo("interrupted", err=True)
     sys.exit(code if isinstance(code, int) else 0)

@@ -37,9 +37,9 @@ from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
     RunState,
     RunStore,
+    probe_redis,
     redact_url,
     redis_client,
-    store_url_for_redis_py,
     target_state_part,
 )
 from ragscore_workers.tasks import aggregate, score_shard
@@ -51,7 +51,19 @@ from .reports import write_outputs
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite
 from .workers import LocalWorkers, sigterm_as_interrupt
 
-__all__ = ["Submitted", "cancel", "connect", "new_run_id", "resume", "run", "submit", "wait", "write_results"]
+__all__ = [
+    "Submitted",
+    "cancel",
+    "connect",
+    "new_run_id",
+    "resume",
+    "run",
+    "submit",
+    "unserved_message",
+    "unserved_queues",
+    "wait",
+    "write_results",
+]
 
 #: Seconds between two reads of the progress counters.
 POLL_S = 0.2
@@ -75,7 +87,7 @@ def new_run_id() -> str:
 def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there."""
     settings = settings or get_settings()
-    _check_credentials(settings.store_url or broker_url)
+    probe_redis(settings.store_url or broker_url)  # a wrong password: BrokerError now, not after ~20 s of retries
     _fire_and_forget(configure(broker_url, settings.result_backend).backend)
     store = RunStore(redis_client(settings.store_url or broker_url), settings.run_ttl_s)
     try:
@@ -83,20 +95,6 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     except redis.RedisError as exc:
         raise BrokerError(f"Cannot use Redis at {redact_url(settings.store_url or broker_url)}: {exc}") from exc
     return store
-
-
-def _check_credentials(url: str) -> None:
-    """BrokerError at once for a wrong password (redis-py counts it as a connection error, so the store's
-    client would retry it for ~20 s); anything else is left to the store's own ping."""
-    probe = redis.Redis.from_url(store_url_for_redis_py(url), socket_connect_timeout=5, socket_timeout=5)
-    try:
-        probe.ping()
-    except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
-        raise BrokerError(f"Cannot use Redis at {redact_url(url)}: {exc} (check the password in the URL)") from exc
-    except redis.RedisError:
-        pass
-    finally:
-        probe.close()
 
 
 def _fire_and_forget(backend: Any) -> None:
@@ -372,16 +370,23 @@ def _unserved(queues: list[str]) -> list[str]:
     return [queue for queue in queues if queue not in served]
 
 
+def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
+    """The run's queues (but ``skip``) where messages wait and no live worker listens: queue -> messages."""
+    waiting = _waiting_queues(store, run_id)
+    return {queue: waiting[queue] for queue in _unserved([q for q in waiting if q not in skip])}
+
+
+def unserved_message(queue: str, waiting: int) -> str:
+    """What to tell the user about a queue nobody serves."""
+    return (f"{waiting} message(s) wait on queue {queue!r} and no worker consumes it; start one with "
+            f"`ragscore worker --queues {queue}` (the run goes on once one does)")  # fmt: skip
+
+
 def _warn_unserved(store: RunStore, run_id: str, warned: set[str]) -> None:
     """Log once per queue that the run's messages wait where no worker listens (else the run waits forever)."""
-    waiting = _waiting_queues(store, run_id)
-    for queue in _unserved([q for q in waiting if q not in warned]):
+    for queue, waiting in unserved_queues(store, run_id, warned).items():
         warned.add(queue)
-        log.warning(
-            "run %s: %d message(s) wait on queue %r and no worker consumes it; start one with "
-            "`ragscore worker --queues %s` (the run goes on once one does)",
-            run_id, waiting[queue], queue, queue,
-        )  # fmt: skip
+        log.warning("run %s: %s", run_id, unserved_message(queue, waiting))
 
 
 def wait(

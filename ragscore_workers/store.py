@@ -36,6 +36,7 @@ __all__ = [
     "RawItem",
     "RunState",
     "RunStore",
+    "probe_redis",
     "redact_url",
     "redis_client",
     "store_url_for_redis_py",
@@ -184,6 +185,23 @@ def store_url_for_redis_py(url: str) -> str:
 #: too small. The pool blocks (up to POOL_TIMEOUT_S) instead of failing when all are in use.
 POOL_MAX_CONNECTIONS = 512
 POOL_TIMEOUT_S = 30.0
+
+
+def probe_redis(url: str) -> str | None:
+    """One ping without retries: None when Redis answers, else why not; BrokerError for a wrong password
+    (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals)."""
+    from .errors import BrokerError
+
+    probe = redis.Redis.from_url(store_url_for_redis_py(url), socket_connect_timeout=5, socket_timeout=5)
+    try:
+        probe.ping()
+        return None
+    except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
+        raise BrokerError(f"Cannot use Redis at {redact_url(url)}: {exc} (check the password in the URL)") from exc
+    except redis.RedisError as exc:
+        return str(exc)
+    finally:
+        probe.close()
 
 
 def redis_client(url: str) -> redis.Redis:

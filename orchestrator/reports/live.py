@@ -61,6 +61,8 @@ class StatusView:
         self.meta = meta
         self.window_s = window_s
         self.samples: deque[Sample] = deque()
+        #: Lines to show under the table (a queue no worker serves).
+        self.warnings: list[str] = []
 
     def add(self, s: Sample) -> None:
         self.samples.append(s)
@@ -124,9 +126,10 @@ class StatusView:
             else:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {self.samples[-1].judge_calls} calls"
+        lines = [Text(f"warning: {w}", style="yellow") for w in self.warnings]
         if self.meta.get("error"):
-            return Group(table, Text(caption), Text(f"error: {self.meta['error']}", style="red"))
-        return Group(table, Text(caption))
+            lines.append(Text(f"error: {self.meta['error']}", style="red"))
+        return Group(table, Text(caption), *lines)
 
 
 def _judge_rpm_limit(meta: dict[str, str]) -> int | None:

@@ -127,3 +127,34 @@ def test_a_wrong_password_fails_at_once(tmp_path: Path) -> None:
         assert time.monotonic() - started < 5, "not retried as if Redis were down"
     finally:
         server.stop()
+
+
+def test_a_worker_refuses_a_wrong_password_and_warns_of_an_unreachable_broker(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from ..support import ROOT
+
+    server = RedisProcess(tmp_path / "redis", "--requirepass", PASSWORD).start_without_ping()
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home")}
+    try:
+        wrong = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--broker",
+             f"redis://:wrong@127.0.0.1:{server.port}/0"],
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=60,
+        )  # fmt: skip
+        assert wrong.returncode == 1 and "check the password in the URL" in wrong.stderr
+        assert ":wrong@" not in wrong.stderr  # the password itself is not shown
+    finally:
+        server.stop()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--broker", f"redis://127.0.0.1:{free_port()}/0"],
+        stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith("warning: cannot reach the broker") and "keep retrying" in first
+    finally:
+        proc.terminate()
+        proc.wait(60)

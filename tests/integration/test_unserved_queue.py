@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +15,7 @@ from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.app import app
 
-from ..support import RedisProcess, WorkerProcess, make_rows, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +36,14 @@ def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: p
         assert len(warnings) == 1, warnings  # once, though checked every 2 s
         assert "queue 'embed'" in warnings[0] and "`ragscore worker --queues embed`" in warnings[0]
         assert store.progress(sub.run_id)["done"] == 20  # the served cpu queue did its part
+        # `ragscore status` (a run submitted with `ragscore submit` has no wait() to warn) says it too
+        env = {**os.environ, "RAGSCORE_BROKER_URL": server.url}
+        shown = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", sub.run_id], capture_output=True,
+                               text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        assert (
+            "warning:" in shown.stdout and "queue 'embed'" in shown.stdout and "no worker consumes it" in shown.stdout
+        )
         cancel(store, sub.run_id)
     finally:
         worker.stop()

@@ -53,6 +53,9 @@ def test_a_malformed_environment_variable_is_named(monkeypatch: pytest.MonkeyPat
         (["status"], {"RAGSCORE_MAX_FIELD_CHARS": "abc"}, "RAGSCORE_MAX_FIELD_CHARS='abc'"),
         (["worker", "-Q", "cpu"], {"RAGSCORE_BROKER_URL": "localhost:1"}, "RAGSCORE_BROKER_URL='localhost:1'"),
         (["run", "x.jsonl", "--suite", "/tmp"], {}, "is not a file"),
+        (["status", "--interval", "abc"], {}, "Invalid value for '--interval'"),
+        (["worker", "-Q", "cpu", "-c", "0"], {}, "greater than or equal to 1"),
+        (["run", "--bogus"], {}, "No such option: --bogus"),
     ],
 )
 def test_the_cli_says_what_is_malformed_and_exits_2(args: list[str], env: dict[str, str], message: str) -> None:
