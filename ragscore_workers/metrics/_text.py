@@ -17,10 +17,21 @@ def strip_diacritics(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
+#: Punctuation that carries meaning and survives normalisation: a decimal point, a time's or ratio's colon or
+#: slash between digits, a sign before a number, and the ``++``/``#`` of names like C++ and C#.
+_MEANINGFUL = re.compile(r"(?<=\d)[.:/](?=\d)|(?<![\w.])[-+](?=\d)|(?<=[^\W\d_])(?:\+\+|#)")
+#: Stand-ins (Unicode private use) that the punctuation filter leaves alone.
+_KEEP = {c: chr(0xE000 + i) for i, c in enumerate(".:/-+#")}
+_RESTORE = str.maketrans({v: k for k, v in _KEEP.items()})
+
+
 def normalize_answer(text: str) -> str:
-    """SQuAD-style normalisation: lower case, no diacritics, punctuation or articles, single spaces."""
-    text = strip_diacritics(text.lower()).translate(_PUNCT)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+    """SQuAD-style normalisation: lower case, no diacritics, punctuation or articles, single spaces; but
+    numbers keep their decimal point, sign and thousands (``3.5`` is not ``35``, ``-5`` is not ``5``,
+    ``1,000`` is ``1000``), ``10:30`` and ``1/2`` keep their mark, and ``C++`` / ``C#`` stay apart from ``C``."""
+    text = _THOUSANDS.sub("", strip_diacritics(text.lower()).replace("\u2212", "-"))  # a Unicode minus is a minus
+    text = _MEANINGFUL.sub(lambda m: "".join(_KEEP[c] for c in m.group()), text).translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split()).translate(_RESTORE)
 
 
 _JOINERS = re.compile(r"(?<=[^\W\d_])['’.](?=[^\W\d_])")

@@ -14,5 +14,8 @@ def exact_match(row: Row, params: NoParams) -> MetricResult:
         return MetricResult.unscorable("no reference")
     if row.answer is None:
         return MetricResult.unscorable("no answer")
-    hit = normalize_answer(row.answer) == normalize_answer(row.reference)
+    answer, reference = normalize_answer(row.answer), normalize_answer(row.reference)
+    if not answer and not reference:  # only articles or punctuation ("The" vs "An"): compare as written
+        answer, reference = row.answer.strip().casefold(), row.reference.strip().casefold()
+    hit = answer == reference
     return MetricResult(score=1.0 if hit else 0.0, passed=hit)

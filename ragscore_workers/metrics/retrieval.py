@@ -1,8 +1,11 @@
-"""``recall_at_k`` (document-grounded QA framework): was the gold document retrieved in the top k?
+"""``recall_at_k`` (document-grounded QA framework): how many of the gold documents were retrieved in the top k?
 
-Outputs ``recall_at_{k}`` for each k in ``params.k`` and ``mrr`` (reciprocal rank of the first gold
-document, 0 when absent). A row without ``gold_doc_id`` is unscorable; a row with a gold id but no
-retrieved documents scores 0 (the system retrieved nothing).
+Outputs ``recall_at_{k}`` for each k in ``params.k``: the share of the gold documents found among the first
+k retrieved ids (one gold id, as in the seed framework: 1 when it is in the top k, else 0; several: e.g. 2 of
+3 found = 0.667), and ``mrr`` (reciprocal rank of the first gold document, 0 when absent). Ranks are
+positions in ``retrieved_doc_ids`` as given: a repeated id (several chunks of one document) takes a rank
+each time. A row without ``gold_doc_id`` is unscorable; a row with a gold id but no retrieved documents
+scores 0 (the system retrieved nothing).
 """
 
 from __future__ import annotations
@@ -49,14 +52,12 @@ def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     gold = {row.gold_doc_id} if isinstance(row.gold_doc_id, str) else set(row.gold_doc_id)
     retrieved = row.retrieved_doc_ids or []
     rank = first_gold_rank(retrieved, gold)
-    details = {"rank": rank, "retrieved_top_1": retrieved[0] if retrieved else None}
-    out = {
-        f"recall_at_{k}": MetricResult(
-            score=1.0 if rank is not None and rank <= k else 0.0,
-            passed=rank is not None and rank <= k,
-            details=details,
+    details = {"rank": rank, "retrieved_top_1": retrieved[0] if retrieved else None, "gold": len(gold)}
+    out = {}
+    for k in params.k:
+        found = len(gold.intersection(retrieved[:k]))
+        out[f"recall_at_{k}"] = MetricResult(
+            score=found / len(gold), passed=found == len(gold), details=details | {"found": found}
         )
-        for k in params.k
-    }
     out["mrr"] = MetricResult(score=1.0 / rank if rank else 0.0, details=details)
     return out

@@ -19,6 +19,22 @@ from ragscore_workers.schemas import Row
         ("  carbon   dioxide ", "Carbon dioxide", 1.0),
         ("Lyon", "Paris", 0.0),
         ("", "Paris", 0.0),
+        # numbers keep what makes them different numbers; names keep ++ and #
+        ("35", "3.5", 0.0),
+        ("-5", "5", 0.0),
+        ("10:30", "1030", 0.0),
+        ("1/2", "12", 0.0),
+        ("C", "C++", 0.0),
+        ("C#", "C", 0.0),
+        ("3.5", "3.5.", 1.0),
+        ("1,000", "1000", 1.0),
+        ("It costs $1,000.", "it costs 1000", 1.0),
+        ("U.S.", "US", 1.0),
+        ("C++", "c++", 1.0),
+        ("-5 degrees", "\u22125 degrees", 1.0),  # a Unicode minus is a minus
+        # nothing left after normalising: compared as written
+        ("An", "The", 0.0),
+        ("The", "the", 1.0),
     ],
 )
 def test_exact_match_normalises(answer: str, reference: str, score: float) -> None:
@@ -43,7 +59,11 @@ def test_recall_at_k_and_mrr_by_rank() -> None:
     assert _recall(docs, "d3", [1, 5]) == {"recall_at_1": 0.0, "recall_at_5": 1.0, "mrr": pytest.approx(1 / 3)}
     assert _recall(docs, "d6", [1, 5]) == {"recall_at_1": 0.0, "recall_at_5": 0.0, "mrr": pytest.approx(1 / 6)}
     assert _recall(docs, "zz", [1, 5]) == {"recall_at_1": 0.0, "recall_at_5": 0.0, "mrr": 0.0}
-    assert _recall(docs, ["zz", "d2"], [2]) == {"recall_at_2": 1.0, "mrr": 0.5}
+    assert _recall(docs, ["zz", "d2"], [2]) == {"recall_at_2": 0.5, "mrr": 0.5}  # 1 of 2 gold documents
+    # several gold documents: the share found in the top k
+    assert _recall(["d1", "d2", "d3", "d4", "d5"], ["d1", "d4", "d9"], [1, 3, 5]) == {
+        "recall_at_1": pytest.approx(1 / 3), "recall_at_3": pytest.approx(1 / 3), "recall_at_5": pytest.approx(2 / 3),
+        "mrr": 1.0}  # fmt: skip
 
 
 def test_recall_special_cases() -> None:
