@@ -8,6 +8,11 @@
   sentences whose best context cosine is < ``threshold`` (0.4). Empty answer -> 0.0; an answer but no
   contexts -> 1.0; no sentences -> 0.0. Lower is better.
 
+A context longer than ``WHOLE_CONTEXT_WORDS`` words is embedded in overlapping windows of ``WINDOW_WORDS`` (the
+model reads 256 word pieces and silently drops the rest, so a sentence at the end of a long context would
+count as absent): its cosine with a text is the best of its windows'. Shorter contexts are embedded whole,
+as the seed does.
+
 A missing input (no question, answer or reference) is unscorable with the reason, never 0. Cosine
 scores are clamped to [0, 1] (scores are in [0, 1] everywhere); the raw value is in ``details``.
 
@@ -35,13 +40,26 @@ from ..settings import get_settings
 from ..store import RunStore
 from .registry import NoParams, RunContext, register
 
-__all__ = ["HallucinationParams", "SufficiencyParams", "answer_sentences", "chunk_vectors", "texts_needed"]
+__all__ = [
+    "HallucinationParams",
+    "SufficiencyParams",
+    "answer_sentences",
+    "chunk_vectors",
+    "context_windows",
+    "texts_needed",
+]
 
 log = logging.getLogger(__name__)
 
 _SENTENCE_END = re.compile(r"[.!?]")
 #: Longest sentence excerpt kept in ``answer_hallucination`` details.
 MAX_EXCERPT_CHARS = 200
+#: Longest context embedded whole, in words (~230 word pieces: all-MiniLM-L6-v2 reads 256 and drops the rest).
+WHOLE_CONTEXT_WORDS = 180
+#: A longer context is embedded in windows of WINDOW_WORDS words starting every WINDOW_STRIDE words: short
+#: enough that one sentence is not drowned by its neighbours, overlapping so each sentence is whole in one.
+WINDOW_WORDS = 64
+WINDOW_STRIDE = 48
 
 
 class SufficiencyParams(BaseModel):
@@ -65,8 +83,30 @@ def answer_sentences(answer: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(answer) if s.strip()]
 
 
+def context_windows(text: str) -> list[str]:
+    """The text whole when it has at most WHOLE_CONTEXT_WORDS words, else overlapping windows of WINDOW_WORDS."""
+    words = text.split()
+    if len(words) <= WHOLE_CONTEXT_WORDS:
+        return [text]
+    return [" ".join(words[i : i + WINDOW_WORDS]) for i in range(0, len(words) - WINDOW_WORDS + WINDOW_STRIDE,
+                                                                 WINDOW_STRIDE)]  # fmt: skip
+
+
+def _windows(row: Row) -> list[list[str]]:
+    return [context_windows(c.text) for c in row.contexts]
+
+
 def _contexts(row: Row) -> list[str]:
-    return [c.text for c in row.contexts]
+    """Every text embedded for the row's contexts (a long context's windows)."""
+    return [w for windows in _windows(row) for w in windows]
+
+
+def _context_cosines(texts: list[str], row: Row, vectors: Vectors) -> np.ndarray:
+    """Cosine of each text (rows) with each context (columns): a windowed context's best window."""
+    groups = _windows(row)
+    sims = cosine_matrix(vectors.matrix(texts), vectors.matrix([w for g in groups for w in g]))
+    bounds = np.cumsum([0, *map(len, groups)])
+    return np.stack([sims[:, a:b].max(axis=1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)], axis=1)
 
 
 # The texts each metric embeds for a row (nothing when it scores the row without the model).
@@ -146,7 +186,7 @@ def _clamped(value: float, **details: object) -> MetricResult:
 
 
 def _question_cosines(question: str, row: Row, vectors: Vectors) -> list[float]:
-    return cosine_matrix(vectors.matrix([question]), vectors.matrix(_contexts(row)))[0].tolist()
+    return _context_cosines([question], row, vectors)[0].tolist()
 
 
 def score_context_relevance(row: Row, vectors: Vectors) -> MetricResult:
@@ -191,7 +231,7 @@ def score_answer_hallucination(row: Row, vectors: Vectors, params: Hallucination
     sentences = answer_sentences(row.answer)
     if not sentences:
         return MetricResult(score=0.0, details={"case": "no sentences"})
-    best = cosine_matrix(vectors.matrix(sentences), vectors.matrix(_contexts(row))).max(axis=1).tolist()
+    best = _context_cosines(sentences, row, vectors).max(axis=1).tolist()
     unsupported = [i for i, b in enumerate(best) if b < params.threshold]
     return MetricResult(
         score=len(unsupported) / len(sentences),

@@ -154,3 +154,32 @@ def test_importing_the_embedding_metrics_loads_no_torch() -> None:
 def test_nothing_to_embed_loads_no_model() -> None:
     vectors = embed([], EmbeddingConfig(model="ragscore-test/no-such-model"))
     assert vectors.stats["encode_calls"] == 0 and vectors.matrix([]).shape == (0, 0)
+
+
+def test_a_sentence_at_the_end_of_a_long_context_is_found() -> None:
+    """all-MiniLM-L6-v2 reads 256 word pieces: a long context is embedded in windows, so what it says at the
+    end still supports the answer (embedded whole, it scored the copied sentence 100% hallucinated)."""
+    from ragscore_workers.metrics.embedding_metrics import (
+        HallucinationParams,
+        context_windows,
+        score_answer_hallucination,
+        score_context_relevance,
+        texts_needed,
+    )
+    from ragscore_workers.schemas import Row
+
+    filler = "The weather report mentioned rain in several northern districts today. " * 40
+    answer, question = "Paris is the capital of France.", "What is the capital of France?"
+    late = Row(id="late", question=question, answer=answer, contexts=[filler + answer])
+    early = Row(id="early", question=question, answer=answer, contexts=[answer + " " + filler])
+    absent = Row(id="absent", question=question, answer=answer, contexts=[filler])
+    assert len(context_windows(late.contexts[0].text)) > 1
+    names = ["answer_hallucination", "context_relevance"]
+    vectors = embed(texts_needed([late, early, absent], names), EmbeddingConfig())
+    for row in (late, early):
+        hallucination = score_answer_hallucination(row, vectors, HallucinationParams())
+        assert hallucination.score == 0.0, (row.id, hallucination.details)
+        assert hallucination.details["best_cosines"][0] > 0.5  # well over the 0.4 threshold
+        assert score_context_relevance(row, vectors).score > 0.4
+    assert score_answer_hallucination(absent, vectors, HallucinationParams()).score == 1.0  # not said: unsupported
+    assert score_context_relevance(absent, vectors).score < 0.1
