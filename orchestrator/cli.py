@@ -21,8 +21,9 @@ __all__ = ["app", "main"]
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Score RAG and LLM answers at scale.")
 err = Console(stderr=True)
 
-#: Exit codes: 0 success; 1 the run failed; 2 bad input stopped it before anything was submitted;
-#: 3 the run finished but a gate (--fail-under, suite gates, --fail-on-regression) did not hold.
+#: Exit codes: 0 success; 1 the run failed, or a metric output scored nothing because its items errored;
+#: 2 bad input stopped it before anything was submitted; 3 the run finished but a gate (--fail-under, suite
+#: gates, --fail-on-regression) did not hold.
 EXIT_RUN_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_GATE_FAILED = 3
@@ -218,7 +219,8 @@ def run_cmd(
         run_json = resume_dir / "run.json"
         if not run_json.exists():
             raise ConfigError(f"{run_json} not found: --resume needs the --out DIR of an earlier run")
-        _finish(None, None, resume_dir, broker, quiet, resume_id=json.loads(run_json.read_text())["run_id"])
+        summary = _finish(None, None, resume_dir, broker, quiet, resume_id=json.loads(run_json.read_text())["run_id"])
+        _exit_if_nothing_scored(summary)
         return
     if dataset is None or suite is None:
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
@@ -243,17 +245,29 @@ def run_cmd(
     if dry_run:
         _dry_run(dataset, resolved, broker, fmt=fmt, fmt_options=options, max_cost=max_cost, max_tokens=max_tokens)
         return
-    _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options)
+    summary = _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options)
     if debug_on_fail:
         from .debug import debug_on_fail as debug
 
         points = next((p.params.get("points") for p in resolved.suite.metrics if p.name == "checks"), None)
         debug(out, dataset, fmt=fmt, fmt_options=options, suite_points=points)
+    results = gates.check(out) if gates is not None else []
     if gates is not None:
-        results = gates.check(out)
         print_gates(results, only_failed=quiet)
-        if failed(results):
-            raise typer.Exit(EXIT_GATE_FAILED)
+    _exit_if_nothing_scored(summary)
+    if failed(results):
+        raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _exit_if_nothing_scored(summary) -> None:  # type: ignore[no-untyped-def]
+    """Exit 1 when a metric output has errors and not one score: the run produced nothing for it (a wrong key,
+    a sandbox that cannot start, a provider that is down), which must not pass as a success in CI."""
+    empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
+    if empty:
+        name, first = next(iter(empty.items()))
+        err.print(f"no scores for {', '.join(empty)}: every item that reached them errored "
+                  f"(first error, {name}: {first.first_error or '?'})", soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_RUN_ERROR)
 
 
 @app.command("resume")
@@ -264,7 +278,7 @@ def resume_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Finish a run: schedule only what the store lacks, follow it, write the reports."""
-    _finish(None, None, out, broker, quiet, resume_id=run_id)
+    _exit_if_nothing_scored(_finish(None, None, out, broker, quiet, resume_id=run_id))
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  # type: ignore[no-untyped-def]
@@ -287,7 +301,8 @@ def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  #
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
 
 
-def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> None:  # type: ignore[no-untyped-def]
+def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs):  # type: ignore[no-untyped-def]
+    """Run (or resume) and follow it to the end; print the summary table; return the summary."""
     from .progress import make_progress
     from .reports import print_summary
     from .runner import run
@@ -300,6 +315,7 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
     if not quiet:
         print_summary(summary)
         err.print(f"Reports written to {out}/")
+    return summary
 
 
 def _how_to_go_on(out: Path, broker: str | None) -> None:

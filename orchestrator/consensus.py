@@ -1,7 +1,7 @@
 """Consensus golden answers: after several ``system``s answered the same questions, build a candidate
 reference per question from the sentences of the answers that passed the most heavily weighted points.
 
-Per question, the scored evaluation points (not informational, not ``not_run``) are taken heaviest first.
+Per question, the scored evaluation points (not informational, not ``not_run`` or ``error``) are taken heaviest first.
 For each point, the answers that passed it (read from the run's ``checks`` results) are tried best first
 (highest passed weight, then input order); the point's validator is run again on each sentence of the
 answer, and the first sentence that passes the point on its own joins the reference. A sentence already
@@ -56,7 +56,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _scored(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [p for p in points if not p.get("informational") and p.get("status") != "not_run"]
+    return [p for p in points if not p.get("informational") and p.get("status") not in ("not_run", "error")]
 
 
 def _passed_weight(points: list[dict[str, Any]]) -> float:

@@ -190,7 +190,8 @@ class SandboxConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = "auto"
+    #: ``auto`` (docker when an engine answers, else local), ``local`` (bubblewrap) or ``docker``.
+    backend: Literal["auto", "local", "docker"] = "auto"
     timeout_s: float = Field(default=10, gt=0)
     memory_mb: int = Field(default=256, gt=0)
 

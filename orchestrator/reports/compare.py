@@ -238,7 +238,8 @@ def compare(
 
 def _mark(point: dict[str, Any]) -> dict[str, str]:
     status = point.get("status")
-    mark, css = {"passed": ("✓", "good"), "failed": ("✗", "bad"), "skipped": ("–", "bad")}.get(status, ("·", ""))
+    marks = {"passed": ("✓", "good"), "failed": ("✗", "bad"), "skipped": ("–", "bad"), "error": ("!", "bad")}
+    mark, css = marks.get(status, ("·", ""))
     return {"mark": mark, "css": css, "note": str(point.get("note") or point.get("suggestion") or "")}
 
 

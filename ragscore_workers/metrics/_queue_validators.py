@@ -42,7 +42,7 @@ def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: R
     targets = [p.target if p.target is not None else inp.row.reference for inp, p in items]
     todo = [i for i, t in enumerate(targets) if t is not None]
     sims = similarity([items[i][0].text for i in todo], [targets[i] for i in todo], ctx.suite.embedding, ctx.redis)
-    out = [Outcome(False, "no target: give params.target or a row reference") for _ in items]
+    out = [Outcome.failed_to_run("no target: give params.target or a row reference") for _ in items]
     for i, sim in zip(todo, sims, strict=True):
         threshold = items[i][1].threshold
         passed = sim >= threshold
@@ -71,10 +71,9 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
         try:
             passed, details = run_code_test(code, params, ctx.suite.sandbox)
         except (ConfigError, Exception) as exc:  # the sandbox failed, not the program
-            out.append(Outcome(False, f"sandbox error: {type(exc).__name__}: {exc}"[:500]))
+            out.append(Outcome.failed_to_run(f"sandbox error: {type(exc).__name__}: {exc}"[:500]))
             continue
-        stopped = details.get("stopped_by")
-        note = f"exit {details.get('exit_code')}" + (f", stopped by {stopped}" if stopped else "")
+        note = "; ".join(details["failures"]) or f"exit {details.get('exit_code')}"
         out.append(Outcome(passed, note, _figures(details)))
     return out
 

@@ -56,12 +56,22 @@ class PointSpecError(ValueError):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a validator decided: pass/fail, a one-line note, its figures and the deciding snippets."""
+    """What a validator decided: pass/fail, a one-line note, its figures and the deciding snippets.
+
+    ``error``: the point could not be evaluated (the sandbox or the judge failed, no target to compare to); the
+    answer is not at fault, so the point is reported ``error`` and the item gets an error instead of a score.
+    """
 
     passed: bool
     note: str
     figures: dict[str, Any] = field(default_factory=dict)
     evidence: list[str] = field(default_factory=list)
+    error: bool = False
+
+    @classmethod
+    def failed_to_run(cls, note: str, figures: dict[str, Any] | None = None) -> Outcome:
+        """The point could not be evaluated (not the answer's fault): an ``error`` point."""
+        return cls(False, note, figures or {}, error=True)
 
 
 @dataclass(frozen=True)

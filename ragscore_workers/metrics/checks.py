@@ -279,7 +279,7 @@ def _result(p: ParsedPoint, status: str, outcome: Outcome, ms: float) -> dict[st
     out: dict[str, Any] = {
         "id": p.id, "text": point.text, "type": point.type, "category": point.category, "weight": point.weight,
         "informational": point.informational, "status": status,
-        "passed": None if status == "not_run" else status == "passed",
+        "passed": None if status in ("not_run", "error") else status == "passed",
         "note": outcome.note, "evidence": list(outcome.evidence), "figures": dict(outcome.figures),
         "ms": round(ms, 3),
     }  # fmt: skip
@@ -287,6 +287,10 @@ def _result(p: ParsedPoint, status: str, outcome: Outcome, ms: float) -> dict[st
         figures = {"id": p.id, "text": point.text, "weight": point.weight, "category": point.category}
         out["suggestion"] = format_suggestion(point.suggestion, {**figures, **outcome.figures})
     return out
+
+
+def _state(outcome: Outcome) -> str:
+    return "error" if outcome.error else "passed" if outcome.passed else "failed"
 
 
 def _state_word(state: str | None) -> str:
@@ -308,7 +312,7 @@ def evaluate_points(
             outcome, state = Outcome(False, f"skipped: depends on {why}"), "skipped"
         elif p.id in external:
             outcome = external[p.id]
-            state = "passed" if outcome.passed else "failed"
+            state = _state(outcome)
         elif p.queue is not Queue.CPU:
             outcome, state = Outcome(False, f"runs on the {p.queue.value} queue; not run here"), "not_run"
         else:
@@ -316,7 +320,7 @@ def evaluate_points(
                 outcome = _run_one(p, row, answer)
             except PointSpecError as exc:
                 raise _problem(index, p.id, exc) from exc
-            state = "passed" if outcome.passed else "failed"
+            state = _state(outcome)
         status[p.id] = state
         results.append(_result(p, state, outcome, (time.perf_counter() - start) * 1000))
     return results
@@ -328,7 +332,10 @@ def _ratio(points: list[dict[str, Any]]) -> float:
 
 
 def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
-    """Score = passed weight / total weight over scored points; per-category ratios in ``categories``."""
+    """Score = passed weight / total weight over scored points; per-category ratios in ``categories``.
+
+    A scored point that could not be evaluated (status ``error``) makes the item an error, with every point's
+    result still in the details."""
     scored = [r for r in results if not r["informational"] and r["status"] != "not_run"]
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in scored:
@@ -338,9 +345,14 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
         "categories": {c: _ratio(rs) for c, rs in by_category.items()},
         "passed_weight": sum(r["weight"] for r in scored if r["passed"]),
         "total_weight": sum(r["weight"] for r in scored),
-        "failed": [r["id"] for r in scored if not r["passed"]],
+        "failed": [r["id"] for r in scored if r["status"] in ("failed", "skipped")],
         "not_run": [r["id"] for r in results if r["status"] == "not_run"],
     }
+    errored = [r for r in scored if r["status"] == "error"]
+    if errored:
+        more = f" (and {len(errored) - 1} more point(s))" if len(errored) > 1 else ""
+        details["errors"] = [r["id"] for r in errored]
+        return MetricResult(score=None, error=f"point {errored[0]['id']}: {errored[0]['note']}{more}", details=details)
     return MetricResult(score=_ratio(scored), passed=all(r["passed"] for r in scored), details=details)
 
 
@@ -387,7 +399,8 @@ def _external_outcomes(prepared: list[tuple[Row, list[ParsedPoint]]], ctx: RunCo
         try:
             results = VALIDATORS[name].fn([(inp, p.params) for _, p, inp in items], ctx)
         except Exception as exc:  # one validator failing must not sink the other points
-            results = [Outcome(False, f"{name} validator error: {type(exc).__name__}: {exc}"[:500])] * len(items)
+            note = f"{name} validator error: {type(exc).__name__}: {exc}"[:500]
+            results = [Outcome.failed_to_run(note)] * len(items)
         for (index, p, _), outcome in zip(items, results, strict=True):
             outcomes[index][p.id] = outcome
     return outcomes

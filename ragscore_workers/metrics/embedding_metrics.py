@@ -13,7 +13,8 @@ model reads 256 word pieces and silently drops the rest, so a sentence at the en
 count as absent): its cosine with a text is the best of its windows'. Shorter contexts are embedded whole,
 as the seed does.
 
-A missing input (no question, answer or reference) is unscorable with the reason, never 0. Cosine
+A missing input (no question, answer or reference; a blank question or reference) is unscorable with the reason,
+never 0. Cosine
 scores are clamped to [0, 1] (scores are in [0, 1] everywhere); the raw value is in ``details``.
 
 Every metric of a chunk asks :func:`chunk_vectors` for the texts of *all* the suite's embedding metrics,
@@ -111,11 +112,27 @@ def _context_cosines(texts: list[str], row: Row, vectors: Vectors) -> np.ndarray
 
 # The texts each metric embeds for a row (nothing when it scores the row without the model).
 def _question_and_contexts(row: Row) -> list[str]:
-    return [row.question, *_contexts(row)] if row.question is not None and row.contexts else []
+    return [row.question, *_contexts(row)] if _missing_question(row) is None and row.contexts else []
 
 
 def _answer_and_reference(row: Row) -> list[str]:
-    return [row.answer, row.reference] if row.answer is not None and row.reference is not None else []
+    if row.answer is None or _missing_reference(row) is not None:
+        return []
+    return [row.answer, row.reference]  # type: ignore[list-item]
+
+
+def _missing_question(row: Row) -> MetricResult | None:
+    """Unscorable when there is no question to compare with, or it is blank (its vector would mean nothing)."""
+    if row.question is None:
+        return MetricResult.unscorable("no question")
+    return None if row.question.strip() else MetricResult.unscorable("empty question")
+
+
+def _missing_reference(row: Row) -> MetricResult | None:
+    """Unscorable when there is no reference, or it is blank (an empty answer is scored: it is an answer)."""
+    if row.reference is None:
+        return MetricResult.unscorable("no reference")
+    return None if row.reference.strip() else MetricResult.unscorable("empty reference")
 
 
 def _sentences_and_contexts(row: Row) -> list[str]:
@@ -190,8 +207,8 @@ def _question_cosines(question: str, row: Row, vectors: Vectors) -> list[float]:
 
 
 def score_context_relevance(row: Row, vectors: Vectors) -> MetricResult:
-    if row.question is None:
-        return MetricResult.unscorable("no question")
+    if (missing := _missing_question(row)) is not None:
+        return missing
     if not row.contexts:
         return MetricResult(score=0.0, details={"case": "no contexts"})
     cosines = _question_cosines(row.question, row, vectors)
@@ -200,8 +217,8 @@ def score_context_relevance(row: Row, vectors: Vectors) -> MetricResult:
 
 
 def score_context_sufficiency(row: Row, vectors: Vectors, params: SufficiencyParams) -> MetricResult:
-    if row.question is None:
-        return MetricResult.unscorable("no question")
+    if (missing := _missing_question(row)) is not None:
+        return missing
     if not row.contexts:
         return MetricResult(score=0.0, details={"case": "no contexts", "threshold": params.threshold})
     cosines = _question_cosines(row.question, row, vectors)
@@ -215,8 +232,8 @@ def score_context_sufficiency(row: Row, vectors: Vectors, params: SufficiencyPar
 def score_answer_similarity(row: Row, vectors: Vectors) -> MetricResult:
     if row.answer is None:
         return MetricResult.unscorable("no answer")
-    if row.reference is None:
-        return MetricResult.unscorable("no reference")
+    if (missing := _missing_reference(row)) is not None:
+        return missing
     value = cosine(vectors[row.answer], vectors[row.reference])
     return _clamped(value, cosine=value)
 

@@ -11,8 +11,10 @@ on the answer like any other point; their results go to this point's ``figures["
 among the author's points.
 
 The meta point passes when at least ``pass_share`` of the kept points pass (a judge that validly
-proposes no point: passes, nothing was called for); a judge error or a reply with no JSON fails it with
-the reason in the note. Make it ``informational`` to report the extra points without scoring them.
+proposes no point: passes, nothing was called for). A judge error, a stopped judge (budget, circuit breaker)
+or a reply with no JSON is an ``error`` point with the reason in the note: the answer is not at fault, so a
+scored meta point then gives the item an error rather than a score. Make it ``informational`` to report the
+extra points without scoring them.
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def _outcome(verdict: Verdict, inp: PointInput, params: MetaEvalParams) -> Outco
 
     if verdict.value is None:
         why = verdict.stopped or verdict.error or f"no JSON points in {verdict.calls} replies"
-        return Outcome(False, f"meta_eval: {why}", {"reply": verdict.reply})
+        return Outcome.failed_to_run(f"meta_eval: {why}", {"reply": verdict.reply})
     kept, rejected = _validate(verdict.value, params)
     results = evaluate_points(parse_points(kept), inp.row, inp.text) if kept else []
     passed = sum(bool(r["passed"]) for r in results)

@@ -8,8 +8,10 @@ and raises :class:`SandboxError` only when the sandbox itself fails.
 from __future__ import annotations
 
 from functools import cache
+from typing import get_args
 
 from ..errors import ConfigError
+from ..schemas import SandboxConfig
 from ._base import (
     LANGUAGES,
     ExecResult,
@@ -37,7 +39,7 @@ __all__ = [
 ]
 
 #: Values of the suite's ``sandbox.backend``.
-BACKENDS = ("auto", "local", "docker")
+BACKENDS: tuple[str, ...] = get_args(SandboxConfig.model_fields["backend"].annotation)
 
 
 @cache

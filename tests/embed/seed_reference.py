@@ -1,7 +1,8 @@
 """The Auto-Analyst seed's five embedding metrics recomputed in plain numpy, one text at a time.
 
 Written from the seed's definitions, not from ragscore's code, so tests compare two implementations.
-Returns raw values (cosines may be negative) or ``("unscorable", reason)`` where ragscore must refuse.
+Returns raw values (cosines may be negative) or ``("unscorable", reason)`` where ragscore must refuse: a missing
+input (as the seed) or a blank question or reference (where the seed would compare with the vector of nothing).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def seed_metrics(row: dict[str, Any], encode: Encode, sufficiency: float, halluc
     question, answer, reference = row.get("question"), row.get("answer"), row.get("reference")
     contexts = _texts(row.get("contexts", []))
     out: dict[str, Expected] = {}
-    if question is None:
-        out["context_relevance"] = out["context_sufficiency"] = ("unscorable", "no question")
+    if question is None or not question.strip():
+        reason = "no question" if question is None else "empty question"
+        out["context_relevance"] = out["context_sufficiency"] = ("unscorable", reason)
     elif not contexts:
         out["context_relevance"] = out["context_sufficiency"] = 0.0
     else:
@@ -39,8 +41,9 @@ def seed_metrics(row: dict[str, Any], encode: Encode, sufficiency: float, halluc
         out["context_sufficiency"] = float(np.mean([s >= sufficiency for s in sims]))
     if answer is None:
         out["answer_relevance"] = out["answer_correctness"] = ("unscorable", "no answer")
-    elif reference is None:
-        out["answer_relevance"] = out["answer_correctness"] = ("unscorable", "no reference")
+    elif reference is None or not reference.strip():
+        reason = "no reference" if reference is None else "empty reference"
+        out["answer_relevance"] = out["answer_correctness"] = ("unscorable", reason)
     else:
         out["answer_relevance"] = out["answer_correctness"] = _cos(encode(answer), encode(reference))
     if answer is None:

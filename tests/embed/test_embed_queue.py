@@ -57,6 +57,7 @@ EDGE_ROWS: list[dict[str, Any]] = [
      "reference": "The weather is sunny today.", "contexts": ["It is sunny and warm today."]},
     {"id": "dict-contexts", "question": "Which river flows through Paris?", "answer": "The Seine. Not the Thames.",
      "reference": "The Seine.", "contexts": [{"text": SEINE}, {"page_content": "The Thames flows through London."}]},
+    {"id": "blank-question-and-reference", "question": " ", "answer": "Paris.", "reference": "", "contexts": [PARIS]},
 ]  # fmt: skip
 
 
@@ -123,7 +124,10 @@ def test_every_metric_matches_numpy_recomputation_with_custom_thresholds(
     unsupported = items["full"]["answer_hallucination"].details["unsupported"]
     assert "Do penguins enjoy jazz music" in unsupported and "The capital of France is Paris" not in unsupported
     summary = result.summary.metrics
-    assert summary["answer_relevance"].unscorable == 2 and summary["context_relevance"].unscorable == 1
+    assert summary["answer_relevance"].unscorable == 3 and summary["context_relevance"].unscorable == 2
+    blank = items["blank-question-and-reference"]
+    assert blank["context_relevance"].details["reason"] == "empty question"
+    assert blank["answer_correctness"].details["reason"] == "empty reference"
 
 
 def test_model_loads_once_per_worker_process_across_many_tasks(home: Path) -> None:

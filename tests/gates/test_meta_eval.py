@@ -99,8 +99,10 @@ def test_meta_eval_proposes_validates_runs_and_reports_extra_points_apart(
     assert retried["status"] == "passed" and retried["figures"]["calls"] == 2 and retried["figures"]["kept"] == 0
 
     never = _point(c, "meta")
-    assert never["status"] == "failed" and "no JSON points in 2 replies" in never["note"]
-    assert c["checks"].score == pytest.approx(0.5)  # scored meta point failed: 1 of 2 weights
+    assert never["status"] == "error" and never["passed"] is None and "no JSON points in 2 replies" in never["note"]
+    assert c["checks"].score is None and c["checks"].error.startswith("point meta: meta_eval: no JSON points")
+    assert c["checks"].details["errors"] == ["meta"]  # the judge failed, not the answer: no score, the points kept
+    assert _point(c, "term")["status"] == "passed"
 
     assert fake.stats()["ok"] == 5  # a once, b and c twice (re-asked for JSON)
     assert all("- Names the term" in p and "Checks already made" in p for p in PROMPTS)

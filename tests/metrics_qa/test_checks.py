@@ -180,9 +180,13 @@ def test_checks_runs_batch_validators_itself_and_routes_rows_to_their_queue() ->
     from ragscore_workers.metrics.registry import get_metric
 
     emb_points = [{"id": "emb", "type": "embedding", "params": {"threshold": 0.8}}, {"id": "ok", **PASS}]
-    result = run(emb_points)  # no target and no reference: the embedding point fails without loading a model
+    result = checks(Row(id="x", answer=ANSWER, checks=emb_points), ChecksParams())  # no target, no reference:
+    # the point cannot run (no model is loaded)
     assert by_id(result)["emb"]["note"] == "no target: give params.target or a row reference"
-    assert result.score == 0.5
+    assert by_id(result)["emb"]["status"] == "error" and by_id(result)["ok"]["status"] == "passed"
+    assert result.score is None and result.error == "point emb: no target: give params.target or a row reference"
+    informational = run([emb_points[0] | {"informational": True}, emb_points[1]])
+    assert informational.score == 1.0 and informational.error is None  # reported, not scored
     mdef, params = get_metric("checks"), ChecksParams()
     assert mdef.queue_for(Row(id="x", checks=emb_points), params) is Queue.EMBED
     code = [{"type": "code_test", "params": {"stdout": "1"}}, *emb_points]

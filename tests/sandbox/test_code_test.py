@@ -116,3 +116,37 @@ def test_a_sandbox_that_cannot_run_is_an_item_error_not_a_score(monkeypatch: pyt
     finally:
         get_sandbox.cache_clear()
     assert result.score is None and "no Docker engine answers" in (result.error or "")
+
+
+def test_a_code_test_point_whose_sandbox_cannot_run_makes_the_checks_item_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "1"}}, {"id": "kw", "type": "keyword",
+              "params": {"keywords": ["print"]}}]  # fmt: skip
+    monkeypatch.setenv("DOCKER_HOST", f"unix:///tmp/no-docker-{uuid.uuid4().hex}.sock")
+    get_sandbox.cache_clear()
+    try:
+        ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=SandboxConfig(backend="docker")))
+        [result] = get_metric("checks").fn([row(code="print(1)", answer="print", checks=points)], ChecksParams(), ctx)
+    finally:
+        get_sandbox.cache_clear()
+    run, kw = result.details["points"]
+    assert run["status"] == "error" and run["note"].startswith("sandbox error: SandboxUnavailable")
+    assert kw["status"] == "passed" and result.score is None and result.details["errors"] == ["run"]
+    assert (result.error or "").startswith("point run: sandbox error")
+
+
+def test_a_failing_code_test_point_says_why() -> None:
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "3"}}]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=LOCAL))
+    wrong, crash = get_metric("checks").fn(
+        [row(id="w", code="print(4)", answer="a", checks=points), row(id="c", code="1/0", answer="b", checks=points)],
+        ChecksParams(), ctx,
+    )  # fmt: skip
+    assert wrong.details["points"][0]["note"] == "stdout differs from the expected output"
+    assert crash.details["points"][0]["note"] == "exit code 1, expected 0; stdout differs from the expected output"
+    assert wrong.score == crash.score == 0.0

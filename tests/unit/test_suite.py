@@ -28,6 +28,7 @@ def test_unknown_metric_suggests_close_names() -> None:
         ({"metrics": ["exact_match"], "chunk_size": {"cpu": 0}}, "chunk sizes must be >= 1"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpus": 5}}, "unknown queue.*'cpus'; choose from cpu, embed"),
         ({"metrics": ["exact_match"], "colour": "red"}, "colour: Extra inputs"),
+        ({"metrics": ["code_test"], "sandbox": {"backend": "dockr"}}, "sandbox.backend: Input should be 'auto'"),
         (["exact_match"], "must be a mapping"),
     ],
 )
