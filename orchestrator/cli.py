@@ -545,7 +545,7 @@ def list_metrics(
 
     if name is not None:
         mdef = get_metric(name)  # ConfigError with "did you mean" for an unknown name
-        err.print(f"{name} ({mdef.queue.value} queue): {mdef.description}")
+        err.print(f"{name} (queue: {mdef.queue_label}): {mdef.description}")
         table = Table()
         for col in ("param", "type", "default"):
             table.add_column(col)
@@ -562,7 +562,7 @@ def list_metrics(
             outputs = ", ".join(mdef.outputs(mdef.params_model()))
         except ValueError:  # params without defaults (pydantic's ValidationError is a ValueError)
             outputs = "(depends on params)"
-        table.add_row(metric_name, mdef.queue.value, escape(outputs), escape(mdef.description))
+        table.add_row(metric_name, mdef.queue_label, escape(outputs), escape(mdef.description))
     Console().print(table)
 
 

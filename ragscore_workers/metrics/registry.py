@@ -105,6 +105,11 @@ class MetricDef:
         """Every queue this metric may be routed to (workers to start for it)."""
         return ROUTABLE_QUEUES if self.route else (self.queue,)
 
+    @property
+    def queue_label(self) -> str:
+        """The queue as users read it: ``embed``, or ``cpu/embed/judge/code by row`` for a routed metric."""
+        return f"{'/'.join(q.value for q in self.possible_queues)} by row" if self.route else self.queue.value
+
     def parse_params(self, params: dict[str, Any]) -> BaseModel:
         """Validate params; raise ConfigError naming the metric and the bad field."""
         try:

@@ -133,7 +133,8 @@ def test_a_failing_metric_says_why_in_the_table_summary_and_report(tmp_path: Pat
     out = tmp_path / "out"
     result = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home,
                       env={"RAGSCORE_PLUGINS": "tests.plugins.failing"})  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # a metric that scored nothing fails the run (reports written)
+    assert "no scores for fail_on_flag: every item that reached them errored" in result.stderr
     said = [line for line in result.stdout.splitlines() if line.startswith("fail_on_flag:")]
     assert len(said) == 1 and "8 errors (every item); first: ValueError: cannot score row q" in said[0], result.stdout
     assert "unsupported unit" in said[0]
@@ -221,6 +222,7 @@ def test_metrics_lists_outputs_and_one_metrics_params(home: Path, monkeypatch: p
     rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines() if line.count("│") >= 4}
     assert "recall_at_1, recall_at_5, mrr" in rows["recall_at_k"]
     assert "citation_precision, citation_recall, citation_f1" in rows["citation"]
+    assert "│ cpu/embed/judge/code by row │" in rows["checks"] and "│ judge " in rows["answer_accuracy"]
     one = ragscore("metrics", "recall_at_k", home=home)
     assert one.returncode == 0, one.stderr
     assert "│ k     │ list[int] │ [1, 5]  │" in one.stdout
