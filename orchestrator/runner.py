@@ -71,6 +71,8 @@ POLL_S = 0.2
 MAX_STALL_RECOVERIES = 3
 #: Consecutive idle observations (1 s apart) before a stalled run counts as abandoned.
 IDLE_CHECKS = 3
+#: Stall threshold once ``check`` reported a restarted local worker: what it held is known to be lost.
+RESTARTED_STALL_S = 10.0
 #: Seconds wait() keeps retrying while Redis does not answer (a restart, a fail-over) before it gives up.
 REDIS_OUTAGE_S = 300.0
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
@@ -398,12 +400,15 @@ def wait(
     stall_s: float | None = None,
     consumer_check_s: float = CONSUMER_CHECK_S,
 ) -> RunSummary:
-    """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying).
+    """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying), and returns
+    something truthy when it restarted a dead local worker.
 
     A run can stall when the broker loses a message (a worker killed at the wrong instant): no progress
     for ``stall_s`` seconds (``RAGSCORE_STALL_S``) while no message of the run is queued or held means
     nothing will ever finish it, so the missing work is re-submitted (:func:`resume`), a bounded number
-    of times. The run never hangs at 99%. No progress for ``consumer_check_s`` seconds while messages wait
+    of times. The run never hangs at 99%. After a restart that ``check`` reports, the threshold is
+    ``RESTARTED_STALL_S``: the dead worker's messages will not come back before the visibility timeout. No
+    progress for ``consumer_check_s`` seconds while messages wait
     logs, once per queue, each queue of the run that no worker consumes (a cluster without, say, a
     ``target`` worker), with the command that starts one.
     """
@@ -413,6 +418,7 @@ def wait(
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last_done, last_change, recoveries, idle_checks = -1, time.monotonic(), 0, 0
     last_consumer_check, warned = 0.0, set[str]()
+    restarted = False  # a local worker died and was restarted since the last recovery
     lost_since: float | None = None  # when Redis stopped answering (None: it answers)
     try:
         while True:
@@ -452,7 +458,8 @@ def wait(
                 if now - last_change > consumer_check_s and now - last_consumer_check > consumer_check_s:
                     last_consumer_check = now
                     _warn_unserved(store, run_id, warned)
-                if now - last_change > stall_s and _broker_idle(store, run_id):
+                limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
+                if now - last_change > limit and _broker_idle(store, run_id):
                     idle_checks += 1
                     if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
                         time.sleep(POLL_S * 5)
@@ -461,14 +468,14 @@ def wait(
                         raise StoreError(f"Run {run_id} stalled {recoveries + 1} times with no work queued")
                     recoveries += 1
                     if state == RunState.CANCELLED:  # its rest is skipped, never re-submitted: only the summary
-                        log.warning("run %s: cancelled, no summary after %.0f s: aggregating again", run_id, stall_s)
+                        log.warning("run %s: cancelled, no summary after %.0f s: aggregating again", run_id, limit)
                         aggregate.delay(run_id, store.generation(run_id))
                     else:
-                        log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id, stall_s)
+                        log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id, limit)
                         resume(store, run_id, recovery=True)
-                    last_change, idle_checks = time.monotonic(), 0
-            if check is not None:
-                check()
+                    last_change, idle_checks, restarted = time.monotonic(), 0, False
+            if check is not None and check():
+                restarted = True
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"Run {run_id} did not finish within {timeout_s} s")
             time.sleep(POLL_S)
@@ -588,7 +595,7 @@ def run(
                     store,
                     sub.run_id,
                     progress,
-                    check=lambda: [w.restart_dead() for w in workers],
+                    check=lambda: [queue for w in workers for queue in w.restart_dead()],
                     timeout_s=timeout_s,
                     consumer_check_s=math.inf,
                 )

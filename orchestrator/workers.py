@@ -7,6 +7,7 @@ supervises them until stopped). Every worker also consumes the ``control`` queue
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -21,7 +22,9 @@ from pathlib import Path
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.errors import BrokerError
 
-__all__ = ["POOL_DEFAULTS", "LocalWorkers", "PoolSpec", "sigterm_as_interrupt", "worker_command"]
+__all__ = ["POOL_DEFAULTS", "LocalWorkers", "PoolSpec", "exit_reason", "sigterm_as_interrupt", "worker_command"]
+
+log = logging.getLogger(__name__)
 
 #: A queue's worker may be restarted this many times within RESTART_WINDOW_S before the run gives up.
 MAX_RESTARTS = 5
@@ -129,10 +132,14 @@ class LocalWorkers:
             recent = [t for t in self._restarts.get(queue, []) if now - t < RESTART_WINDOW_S]
             if len(recent) >= MAX_RESTARTS:
                 raise BrokerError(
-                    f"The {queue} worker died {len(recent)} times in {RESTART_WINDOW_S:.0f} s (last exit code "
-                    f"{code}):\n{self.log_tail(queue)}"
+                    f"The {queue} worker died {len(recent)} times in {RESTART_WINDOW_S:.0f} s (last: it "
+                    f"{exit_reason(code)}); its log {self.logs.get(queue)} ends:\n{self.log_tail(queue)}"
                 )
             self._restarts[queue] = [*recent, now]
+            log.warning(
+                "the %s worker %s; restarted it (%d of %d restarts allowed in %.0f s); its log: %s",
+                queue, exit_reason(code), len(recent) + 1, MAX_RESTARTS, RESTART_WINDOW_S, self.logs.get(queue),
+            )  # fmt: skip
             self._spawn(queue)
             restarted.append(queue)
         return restarted
@@ -190,6 +197,17 @@ class LocalWorkers:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def exit_reason(code: int) -> str:
+    """How a process ended, for people: ``exited with code 1``, ``was killed by SIGKILL (out of memory?)``."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
 
 
 def _signal(pid: int, sig: int) -> None:

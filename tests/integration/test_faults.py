@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.runner import connect, run, submit, wait, write_results
+from orchestrator.runner import RESTARTED_STALL_S, connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 
 from ..support import RedisProcess, WorkerProcess, make_rows, write_jsonl
@@ -100,3 +101,42 @@ def test_a_poisoned_item_that_kills_its_worker_is_failed_after_bounded_deliverie
     assert poisoned["score"] is None and "worker process died while scoring this item" in poisoned["error"]
     assert all(items[f"q{i}"]["metrics"]["crash_on_flag"]["score"] == 1.0 for i in range(60) if i != 33)
     assert summary.metrics["crash_on_flag"].errors == 1 and summary.metrics["crash_on_flag"].n == 59
+
+
+class _KillOnce:
+    """A progress view that kill -9s the embedded cpu worker's Celery main process once the run is under way."""
+
+    def __init__(self, after: int) -> None:
+        self.after, self.killed = after, 0
+
+    def start(self, run_id: str) -> None:
+        pass
+
+    def update(self, counters: dict[str, int], final: bool = False) -> None:
+        if not self.killed and counters.get("done", 0) >= self.after:
+            (main,) = [p for p in psutil.Process().children() if "cpu,control" in p.cmdline()]
+            main.send_signal(signal.SIGKILL)
+            self.killed = main.pid
+
+    def stop(self) -> None:
+        pass
+
+
+def test_an_embedded_worker_killed_mid_run_is_restarted_and_its_lost_work_resubmitted_soon(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run restarts the worker it owns and, knowing what that worker held is gone, re-submits it after
+    RESTARTED_STALL_S without progress instead of the cluster's RAGSCORE_STALL_S (set far above it here)."""
+    monkeypatch.setenv("RAGSCORE_STALL_S", "600")
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=4))
+    killer = _KillOnce(after=2000)
+    with caplog.at_level(logging.WARNING):
+        summary = run(data, load_suite(SUITE), tmp_path / "out", progress=killer, timeout_s=400)
+    assert killer.killed
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any(w.startswith("the cpu worker was killed by SIGKILL") for w in warnings), warnings
+    assert any(w.endswith(f"no progress for {RESTARTED_STALL_S:.0f} s, nothing queued: re-submitting")
+               for w in warnings), warnings  # fmt: skip
+    assert summary.items == 6000 and summary.metrics["exact_match"].errors == 0
+    ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    assert ids == [f"q{i}" for i in range(6000)]
