@@ -20,6 +20,8 @@ __all__ = ["ProgressView", "make_progress"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
+#: Seconds without a unit done after which the view says so instead of an ETA (a stall, a long item, a 429 pause).
+IDLE_NOTE_S = 10.0
 
 
 class ProgressView(Protocol):
@@ -35,16 +37,25 @@ class _Rate:
     the first counters it reads, are its baseline, not work done in the first second."""
 
     def __init__(self) -> None:
-        self.started = time.monotonic()
+        self.started = self.changed = time.monotonic()
         self.base: int | None = None
+        self.last = -1
 
     def measure(self, done: int, total: int) -> tuple[float, float | None]:
+        now = time.monotonic()
         if self.base is None:
             self.base = done
-        elapsed = max(time.monotonic() - self.started, 1e-9)
+        if done != self.last:
+            self.last, self.changed = done, now
+        elapsed = max(now - self.started, 1e-9)
         rate = (done - self.base) / elapsed
         eta = (total - done) / rate if rate > 0 and total >= done else None
         return rate, eta
+
+    def idle_note(self, done: int, total: int) -> str:
+        """``no progress for 25 s`` once nothing was done for IDLE_NOTE_S (the ETA means nothing then)."""
+        idle = time.monotonic() - self.changed
+        return f"no progress for {idle:.0f} s" if idle >= IDLE_NOTE_S and done < total else ""
 
 
 class RichProgress:
@@ -60,7 +71,7 @@ class RichProgress:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            TextColumn("errors {task.fields[errors]} unscorable {task.fields[unscorable]}"),
+            TextColumn("errors {task.fields[errors]} unscorable {task.fields[unscorable]} {task.fields[note]}"),
             console=self.console,
             transient=False,
         )
@@ -70,7 +81,7 @@ class RichProgress:
     def start(self, run_id: str) -> None:
         self.rate = _Rate()
         self.bar.start()
-        self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, errors=0, unscorable=0)
+        self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, errors=0, unscorable=0, note="")
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         done, total = counters.get("done", 0), counters.get("total", 0)
@@ -81,6 +92,7 @@ class RichProgress:
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
             errors=counters.get("errors", 0), unscorable=counters.get("unscorable", 0),
+            note=self.rate.idle_note(done, total),
         )  # fmt: skip
 
     def stop(self) -> None:
@@ -109,6 +121,8 @@ class PlainProgress:
         rate, eta = self.rate.measure(done, total)
         pct = 100.0 * done / total if total else 0.0
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
+        if note := self.rate.idle_note(done, total):
+            eta_text = f"? ({note})"
         print(
             f"[ragscore] {self.run_id}: {done}/{total} ({pct:.1f}%) {rate:.1f}/s ETA {eta_text} "
             f"errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}",

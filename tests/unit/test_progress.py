@@ -25,3 +25,22 @@ def test_a_resumed_runs_earlier_units_are_not_counted_as_this_seconds_work() -> 
     first, last = out.getvalue().splitlines()
     assert "115/1000 (11.5%) 0.0/s ETA ?" in first
     assert 0 < _rate(last) <= 20 / 0.2, "20 units over at least 0.2 s (the old rate counted all 135)"
+
+
+def test_no_progress_for_a_while_is_said_instead_of_a_stale_eta(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import orchestrator.progress as progress
+
+    monkeypatch.setattr(progress, "IDLE_NOTE_S", 0.1)
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update({"done": 10, "total": 100}, final=True)
+    time.sleep(0.05)
+    view.update({"done": 50, "total": 100}, final=True)
+    time.sleep(0.15)
+    view.update({"done": 50, "total": 100}, final=True)  # nothing done for 0.15 s
+    view.update({"done": 100, "total": 100}, final=True)
+    moving, stalled, done = out.getvalue().splitlines()[1:]
+    assert "no progress" not in moving and re.search(r"ETA \d+s ", moving)
+    assert "50/100 (50.0%)" in stalled and "ETA ? (no progress for 0 s)" in stalled
+    assert "no progress" not in done
