@@ -423,7 +423,8 @@ def wait(
     try:
         while True:
             try:
-                _ = store.r.ping()
+                state = store.state(run_id)
+                counters = store.progress(run_id)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 now = time.monotonic()
                 if lost_since is None:
@@ -440,8 +441,6 @@ def wait(
             if lost_since is not None:
                 log.warning("run %s: Redis is back after %.0f s", run_id, time.monotonic() - lost_since)
                 lost_since = None
-            state = store.state(run_id)
-            counters = store.progress(run_id)
             progress.update(counters)
             if state in RunState.DONE:
                 summary = store.summary(run_id)
