@@ -499,19 +499,22 @@ def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
     return summary
 
 
-def _check_judge_keys(resolved: ResolvedSuite, queues: list[str]) -> None:
-    """When the rows need the judge queue: MissingKeyError (exit 2) for a judge API key this environment, which
-    the local workers inherit, lacks, instead of an error on every judged item. Not for a cluster, whose
-    keys live on its judge workers."""
-    if Queue.JUDGE.value not in queues:
-        return
-    try:
-        from ragscore_workers.providers.factory import make_provider
-    except ImportError as exc:  # the judge extra is not installed
-        raise ConfigError(f"Judge metrics need the judge extra: pip install 'ragscore[judge]' ({exc})") from exc
-    envs = {getattr(p, "api_key_env", None) for m, p in resolved.scoring if m.queue is Queue.JUDGE} or {None}
-    for env in envs:  # None: the provider's own variable (``checks`` rows routed to the judge queue)
-        make_provider(resolved.suite.judge, api_key_env=env)
+def _check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
+    """Embedded runs, before any worker starts: what the local workers would fail on for every item is an
+    error now (exit 2): a judge API key this environment (which they inherit) lacks, an embedding model that
+    is not there. Not for a cluster, whose keys and models live on its workers."""
+    if Queue.JUDGE.value in queues:
+        try:
+            from ragscore_workers.providers.factory import make_provider
+        except ImportError as exc:  # the judge extra is not installed
+            raise ConfigError(f"Judge metrics need the judge extra: pip install 'ragscore[judge]' ({exc})") from exc
+        envs = {getattr(p, "api_key_env", None) for m, p in resolved.scoring if m.queue is Queue.JUDGE} or {None}
+        for env in envs:  # None: the provider's own variable (``checks`` rows routed to the judge queue)
+            make_provider(resolved.suite.judge, api_key_env=env)
+    if Queue.EMBED.value in queues:
+        from ragscore_workers.embedding import resolve_model
+
+        resolve_model(resolved.suite.embedding.model)  # ModelNotFoundError (a ConfigError) says what was tried
 
 
 def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
@@ -575,9 +578,9 @@ def run(
 
         def start_workers(queues: list[str]) -> None:
             if resolved is not None:
-                _check_judge_keys(resolved, queues)
+                _check_local_resources(resolved, queues)
             elif resume_id is not None:  # the run's own suite, from the store
-                _check_judge_keys(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
+                _check_local_resources(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
             workers.append(LocalWorkers(url, queues, settings.home / "logs", concurrency=concurrency))
             workers[0].start()
 

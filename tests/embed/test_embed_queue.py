@@ -13,9 +13,11 @@ import pytest
 
 from orchestrator import evaluate
 from orchestrator.embedded_redis import EmbeddedRedis
+from ragscore_workers.embedding import ModelNotFoundError
 from ragscore_workers.schemas import ItemResult
 from ragscore_workers.store import RunStore, redis_client
 
+from ..support import RedisProcess, WorkerProcess
 from .seed_reference import seed_metrics
 
 pytestmark = pytest.mark.integration
@@ -171,8 +173,24 @@ def test_second_run_is_served_from_the_redis_cache_with_identical_scores(
         assert all(math.isclose(a[k] or 0, b[k] or 0, abs_tol=TOL) for k in a)
 
 
-def test_a_missing_model_is_an_error_per_item_and_the_run_completes(home: Path) -> None:
-    result = evaluate(EDGE_ROWS[:3], _suite(embedding={"model": "./no-such-model-dir"}))
+def test_a_missing_model_stops_an_embedded_run_before_anything_is_sent(tmp_path: Path, home: Path) -> None:
+    """Its workers are local: a model that is not there would fail every item, so the run does not start."""
+    with pytest.raises(ModelNotFoundError, match="'./no-such-model-dir' does not exist"):
+        evaluate(EDGE_ROWS[:3], _suite(embedding={"model": "./no-such-model-dir"}), out=tmp_path / "out")
+    assert not (tmp_path / "out" / "items.jsonl").exists()
+
+
+def test_a_missing_model_on_cluster_workers_is_an_error_per_item_and_the_run_completes(
+    tmp_path: Path, home: Path
+) -> None:
+    """A cluster's models live on its embed workers: the orchestrator cannot check them, each item says why."""
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "embed", home).start()
+    try:
+        result = evaluate(EDGE_ROWS[:3], _suite(embedding={"model": "./no-such-model-dir"}), broker=server.url)
+    finally:
+        worker.stop()
+        server.stop()
     assert result.summary.items == 3
     for item in result.items:
         for name in ("context_relevance", "answer_correctness"):
