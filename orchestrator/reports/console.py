@@ -25,6 +25,25 @@ def error_lines(summary: RunSummary) -> list[str]:
     return lines
 
 
+def judge_line(summary: RunSummary) -> str | None:
+    """What the judge did, in one line (calls, cache, 429s, tokens, cost; why it stopped), or None without calls."""
+    j = summary.judge
+
+    def count(key: str) -> str:
+        return f"{int(float(j.get(key) or 0)):,}"
+
+    if not (j.get("calls") or j.get("cache_hits")):
+        return None
+    parts = [f"{count('calls')} calls", f"{count('cache_hits')} from the cache", f"{count('retries')} retries",
+             f"{count('rate_limited')} rate-limited (429)",
+             f"tokens {count('tokens_in')} in / {count('tokens_out')} out",
+             f"cost {float(j.get('cost') or 0):.4f}"]  # fmt: skip
+    for key, label in (("parse_failures", "unparsable replies"), ("failures", "calls failed for good")):
+        if j.get(key):
+            parts.append(f"{count(key)} {label}")
+    return "judge: " + ", ".join(parts) + (f"; stopped: {j['breaker']}" if j.get("breaker") else "")
+
+
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """One row per metric output: mean, n, 95% CI, unscorable, errors."""
     console = console or Console()
@@ -43,6 +62,8 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     console.print(table)
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
+    if (judge := judge_line(summary)) is not None:
+        console.print(judge, markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")
     console.print(
         f"{summary.items} items, {summary.scored} scored, {summary.failed_rows} unreadable rows"

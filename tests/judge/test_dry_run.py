@@ -143,6 +143,16 @@ def test_after_a_run_the_dry_run_finds_its_replies_cached(tmp_path: Path, home: 
             capture_output=True, text=True, cwd=ROOT, env=dict(os.environ), timeout=120,
         )  # fmt: skip
         assert fake.stats()["requests"] == sent == 10  # the dry run called nobody
+        ran = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"),
+             "--out", str(tmp_path / "second")],
+            capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="200"), timeout=300,
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    said = [line for line in ran.stdout.splitlines() if line.startswith("judge: ")]
+    assert said, ran.stdout
+    assert said[0].startswith("judge: 2 calls, 10 from the cache, 0 retries, 0 rate-limited (429), tokens "), said
+    assert said[0].endswith("cost 0.0000")  # no price given
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.strip("│ ").startswith("answer_accuracy"))
     calls, cached, to_pay = (cell.strip() for cell in row.split("│")[2:5])
