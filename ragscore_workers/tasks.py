@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from functools import lru_cache
 from typing import Any
 
@@ -216,11 +217,15 @@ def finish_shard(run_id: str, shard: int, generation: int = 0) -> None:
 
 
 def _embedding_summary(counters: dict[str, Any]) -> dict[str, Any]:
-    """Totals of the embed workers' counters; per-process fields become process and load counts."""
+    """Totals of the embed workers' counters; per-process fields become process and load counts, and
+    ``devices``: how many processes ran on each device and precision (``{"cuda fp16": 2}``)."""
     out = {k: v for k, v in counters.items() if ":" not in k}
     loads = [v for k, v in counters.items() if k.startswith("loads:")]
     if loads:
         out |= {"worker_processes": len(loads), "model_loads": sum(loads)}
+    devices = Counter(str(v) for k, v in counters.items() if k.startswith("device:"))
+    if devices:
+        out["devices"] = dict(sorted(devices.items()))
     return out
 
 

@@ -44,6 +44,17 @@ def judge_line(summary: RunSummary) -> str | None:
     return "judge: " + ", ".join(parts) + (f"; stopped: {j['breaker']}" if j.get("breaker") else "")
 
 
+def embedding_line(summary: RunSummary) -> str | None:
+    """What the embed workers did, in one line (texts encoded, cache hits, on which device), or None."""
+    e = summary.embedding
+    if not e.get("encode_calls") and not e.get("cache_hits"):
+        return None
+    where = ", ".join(f"{device} ×{n}" for device, n in (e.get("devices") or {}).items())
+    line = (f"embedding: {e.get('encoded', 0):,} texts encoded in {e.get('encode_calls', 0):,} batched calls, "
+            f"{e.get('cache_hits', 0):,} from the cache")  # fmt: skip
+    return line + (f"; worker processes on {where}" if where else "")
+
+
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """One row per metric output: mean, n, 95% CI, unscorable, errors."""
     console = console or Console()
@@ -62,8 +73,9 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     console.print(table)
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
-    if (judge := judge_line(summary)) is not None:
-        console.print(judge, markup=False, highlight=False, soft_wrap=True)
+    for line in (judge_line(summary), embedding_line(summary)):
+        if line is not None:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")
     console.print(
         f"{summary.items} items, {summary.scored} scored, {summary.failed_rows} unreadable rows"

@@ -168,7 +168,10 @@ def _record(ctx: RunContext, stats: dict[str, int]) -> None:
         for name in ("memory_hits", "cache_hits", "encoded", "encode_calls", "encode_ms"):
             pipe.hincrby(key, name, stats[name])
         pipe.hincrby(key, f"calls:{worker}", 1)
-        pipe.hset(key, f"loads:{worker}", process_info()["loads"])
+        info = process_info()
+        pipe.hset(key, f"loads:{worker}", info["loads"])
+        if "device" in info:  # what the vectors were computed on: a GPU host's fp16, or a CPU fallback
+            pipe.hset(key, f"device:{worker}", f"{info['device']} {info['precision']}")
         pipe.expire(key, get_settings().run_ttl_s)
         pipe.execute()
     except redis.RedisError as exc:  # counters are diagnostics: never fail the scores for them

@@ -145,6 +145,10 @@ def test_model_loads_once_per_worker_process_across_many_tasks(home: Path) -> No
     loads = {k: int(v) for k, v in stats.items() if k.startswith("loads:")}
     calls = {k.removeprefix("calls:"): int(v) for k, v in stats.items() if k.startswith("calls:")}
     assert list(loads.values()) == [1], stats  # one worker process, one load
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    assert result.summary.embedding["devices"] == {f"{device} fp32": 1}  # what the vectors were computed on
     assert calls == {next(iter(loads)).removeprefix("loads:"): tasks * len(METRICS)}, stats
     # One batched encode per task covers all five metrics; each distinct text is encoded once.
     assert int(stats["encode_calls"]) == tasks and int(stats["encode_ms"]) > 0
