@@ -471,6 +471,10 @@ class RunStore:
             return summary
         meta = self.meta(run_id)  # ConfigError for an unknown run
         state = meta.get("state", "?")
+        if state == RunState.CANCELLED and not meta.get("error"):
+            raise StoreError(f"Run {run_id} was cancelled; the summary of what it scored is written once the workers "
+                             f"have skipped its queued tasks: try again shortly (`ragscore status {run_id} --watch`), "
+                             f"or `ragscore resume {run_id}` to score the rest")  # fmt: skip
         if state in RunState.DONE:
             why = f": {meta['error']}" if meta.get("error") else ""
             raise StoreError(f"Run {run_id} is {state} with no summary{why}; `ragscore resume {run_id}` scores "

@@ -143,3 +143,7 @@ def test_asking_for_the_summary_of_a_run_without_one_says_why_and_what_to_do(wor
     worker_store.set_state("r-failed", RunState.FAILED, error="aggregate: KeyError: 'x'")
     with pytest.raises(StoreError, match=r"failed with no summary: aggregate: KeyError: 'x'; `ragscore resume r-f"):
         worker_store.finished_summary("r-failed")
+    _half_scored(worker_store, "r-cancelled")
+    worker_store.set_state("r-cancelled", RunState.CANCELLED)
+    with pytest.raises(StoreError, match=r"was cancelled; the summary of what it scored is written once the workers"):
+        worker_store.finished_summary("r-cancelled")
