@@ -441,7 +441,12 @@ def cancel_cmd(
     store = _store(broker)
     store.meta(run_id)  # raises a clear error for an unknown run
     cancel(store, run_id)
-    err.print(f"run {run_id}: {store.state(run_id)}")
+    state = store.state(run_id)
+    if state == "cancelled":
+        err.print(f"run {run_id}: cancelled; the workers skip its queued tasks, then `ragscore results {run_id}` "
+                  "has the summary of what it scored", soft_wrap=True)  # fmt: skip
+    else:
+        err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")
 
 
 @app.command()

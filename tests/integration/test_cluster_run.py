@@ -12,7 +12,7 @@ import pytest
 from orchestrator.runner import connect, run
 from orchestrator.suite import load_suite
 
-from ..support import ROOT, make_rows, scores_by_id, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, scores_by_id, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -78,3 +78,33 @@ def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_
     assert summary["run_id"] == run_id and summary["items"] == 1000
     listing = _cli("status", "--broker", cluster)
     assert run_id in listing.stdout
+
+
+def test_cancel_through_the_cli_then_results_once_the_workers_skipped_the_rest(
+    redis_server: RedisProcess, dataset: Path, tmp_path: Path
+) -> None:
+    """No worker yet: every task waits. Cancelled, the run's summary comes once a worker has skipped them."""
+    from orchestrator.runner import wait
+
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    broker = redis_server.url
+    run_id = _cli("submit", str(dataset), "--suite", str(suite), "--broker", broker).stdout.strip().splitlines()[-1]
+    cancelled = _cli("cancel", run_id, "--broker", broker)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"run {run_id}: cancelled; the workers skip its queued tasks, then `ragscore results {run_id}`" in (
+        cancelled.stderr
+    )
+    early = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", broker)
+    assert early.returncode != 0 and "try again shortly" in early.stderr
+    worker = WorkerProcess(broker, "cpu", tmp_path / "home").start()
+    try:
+        summary = wait(connect(broker), run_id, timeout_s=120)
+    finally:
+        worker.stop()
+    assert summary.state == "cancelled" and summary.scored == 0
+    res = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", broker)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
+    again = _cli("cancel", run_id, "--broker", broker)
+    assert f"run {run_id}: cancelled; the workers" in again.stderr  # still cancelled: the same answer
