@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from rich.table import Table
 
 from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
+
+if TYPE_CHECKING:
+    from ragscore_workers.schemas import RunSummary
 
 __all__ = ["app", "main"]
 
@@ -259,7 +262,7 @@ def run_cmd(
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _exit_if_nothing_scored(summary) -> None:  # type: ignore[no-untyped-def]
+def _exit_if_nothing_scored(summary: RunSummary) -> None:
     """Exit 1 when a metric output has errors and not one score: the run produced nothing for it (a wrong key,
     a sandbox that cannot start, a provider that is down), which must not pass as a success in CI."""
     empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
@@ -301,7 +304,7 @@ def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  #
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
 
 
-def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs):  # type: ignore[no-untyped-def]
+def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:  # type: ignore[no-untyped-def]
     """Run (or resume) and follow it to the end; print the summary table; return the summary."""
     from .progress import make_progress
     from .reports import print_summary
