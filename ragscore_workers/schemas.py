@@ -291,6 +291,9 @@ class GateSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_text(cls, value: Any) -> Any:
+        if isinstance(value, dict) and True in value and "on" not in value:
+            # YAML 1.1 (PyYAML) reads an unquoted ``on:`` key as the boolean true.
+            return {("on" if k is True else k): v for k, v in value.items()}
         if not isinstance(value, str):
             return value
         match = _GATE_TEXT.match(value)

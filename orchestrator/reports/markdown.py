@@ -59,10 +59,25 @@ def render_markdown(summary: RunSummary) -> str:
     lines += _breakdown("system", summary.by_system)
     lines += _breakdown("question_type", summary.by_question_type)
     lines += _breakdown("category", summary.by_category)
+    lines += _wins(summary)
     lines += _judge(summary)
     lines += _targets(summary)
     lines += _timing(summary)
     return "\n".join(lines) + "\n"
+
+
+def _wins(summary: RunSummary) -> list[str]:
+    """compare_answers: per system, questions compared, wins (outright, tied) and win rate."""
+    if not summary.wins:
+        return []
+    w = summary.wins
+    lines = [f"## Wins per system ({w['metric']})", "",
+             f"{w['questions']} questions answered by two or more systems, {w['ties']} with a tie for the best score.",
+             "", "| system | compared | wins | outright | tied | win rate |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for system, s in w["by_system"].items():
+        lines.append(f"| {md_cell(system)} | {s['compared']} | {s['wins']} | {s['outright']} | {s['tied']} | "
+                     f"{s['win_rate']:.3f} |")  # fmt: skip
+    return [*lines, ""]
 
 
 def _judge(summary: RunSummary) -> list[str]:

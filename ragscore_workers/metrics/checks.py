@@ -408,8 +408,9 @@ def _external_outcomes(prepared: list[tuple[Row, list[ParsedPoint]]], ctx: RunCo
 
 @register("checks", Queue.CPU, params=ChecksParams, kind="batch", route=_route)
 def checks(rows: list[Row], params: ChecksParams, ctx: RunContext) -> list[MetricResult]:
-    """Weighted share of the evaluation points the answer passes (1.0 with no points). A row runs on the queue its
-    points need: code (code_test), else judge (meta_eval), else embed (embedding), else cpu."""
+    """Weighted share of the evaluation points the answer passes (1.0 with no points).
+
+    A row runs on the queue its points need: code (code_test), else judge (meta_eval), else embed, else cpu."""
     results: list[MetricResult | None] = [None] * len(rows)
     prepared: list[tuple[Row, list[ParsedPoint]]] = []
     where: list[int] = []

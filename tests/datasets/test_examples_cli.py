@@ -44,6 +44,8 @@ def test_eval_points_directory(tmp_path: Path, home: Path) -> None:
     hedging = next(p for p in llama["points"] if p["id"] == "no-hedging")
     assert (hedging["informational"], hedging["passed"]) == (True, False)
     assert summary["failed_rows"] == 0 and summary["wins"]["by_system"]["gpt4"]["wins"] == 2
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Wins per system (checks)" in report and "| gpt4 | 2 | 2 | 2 | 0 | 1.000 |" in report
 
 
 def test_auto_analyst_list(tmp_path: Path, home: Path) -> None:

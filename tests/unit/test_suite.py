@@ -60,3 +60,11 @@ def test_suite_files_yaml_and_json(tmp_path: Path) -> None:
     broken.write_text("metrics: [exact_match\n")
     with pytest.raises(ConfigError, match="cannot parse the suite"):
         load_suite(broken)
+
+
+def test_a_yaml_gate_written_with_an_unquoted_on_key_reads_as_on(tmp_path: Path) -> None:
+    """PyYAML (YAML 1.1) reads ``on:`` as the boolean true; docs/reports.md writes gates that way."""
+    path = tmp_path / "suite.yaml"
+    path.write_text("metrics: [exact_match]\ngates:\n  - {metric: exact_match, min: 0.5, on: ci_low}\n")
+    (gate,) = load_suite(path).suite.gates
+    assert (gate.metric, gate.min, gate.on) == ("exact_match", 0.5, "ci_low")
