@@ -661,8 +661,9 @@ def compare_cmd(
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
 
 
-@app.command("flower")
+@app.command("flower", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def flower_cmd(
+    ctx: typer.Context,
     broker: BrokerOpt = None,
     port: Annotated[int, typer.Option("--port", help="Port to serve on")] = 5555,
     address: Annotated[str, typer.Option("--address", help="Address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
@@ -672,7 +673,10 @@ def flower_cmd(
     ] = None,
     no_auth: Annotated[bool, typer.Option("--no-auth", help="No basic auth (127.0.0.1 only)")] = False,
 ) -> None:
-    """Start Flower for the ragscore Celery app; basic auth from FLOWER_BASIC_AUTH=user:password."""
+    """Start Flower for the ragscore Celery app; basic auth from FLOWER_BASIC_AUTH=user:password.
+
+    Any other Flower option is passed on as written: --persistent=True --db=flower.db,
+    --task_runtime_metric_buckets=1,5,30 ..."""
     import os
 
     from .reports.flower import DEFAULT_MAX_TASKS, exec_flower, flower_argv, flower_env
@@ -683,7 +687,7 @@ def flower_cmd(
             raise ConfigError(f"FLOWER_MAX_TASKS must be a whole number, got {from_env!r}")
         max_tasks = int(from_env or DEFAULT_MAX_TASKS)
     env = flower_env(os.environ, _broker_url(broker, start_embedded=False), no_auth)
-    argv = flower_argv(port, address, max_tasks, no_auth)
+    argv = flower_argv(port, address, max_tasks, no_auth, extra=ctx.args)
     err.print(f"Flower on http://{address}:{port} (max {max_tasks} tasks kept)")
     exec_flower(argv, env)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ragscore_workers.errors import ConfigError
 
@@ -38,14 +38,26 @@ def flower_env(environ: Mapping[str, str], broker_url: str, no_auth: bool) -> di
     return env
 
 
-def flower_argv(port: int, address: str, max_tasks: int, no_auth: bool) -> list[str]:
+#: Flower options that would put a secret on the command line (seen by ``ps``) or bypass ragscore's own.
+_SECRET_OPTIONS = {"basic_auth": "set FLOWER_BASIC_AUTH=user:password", "broker": "use --broker or RAGSCORE_BROKER_URL",
+                   "broker_api": "use --broker or RAGSCORE_BROKER_URL"}  # fmt: skip
+
+
+def flower_argv(port: int, address: str, max_tasks: int, no_auth: bool, extra: Sequence[str] = ()) -> list[str]:
     """``python -m celery -A ragscore_workers.app flower ...``; the broker URL and the credentials travel in
-    the environment (``RAGSCORE_BROKER_URL``, ``FLOWER_BASIC_AUTH``), never on the command line."""
+    the environment (``RAGSCORE_BROKER_URL``, ``FLOWER_BASIC_AUTH``), never on the command line. ``extra``:
+    further Flower options, passed on as written (``--persistent=True``)."""
     if no_auth and address not in ("127.0.0.1", "localhost", "::1"):
         raise ConfigError("--no-auth serves on 127.0.0.1 only; drop --address or set FLOWER_BASIC_AUTH")
+    for arg in extra:
+        name = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
+        if not arg.startswith("--"):
+            raise ConfigError(f"unexpected argument {arg!r}: Flower options are written --name=value")
+        if name in _SECRET_OPTIONS:
+            raise ConfigError(f"--{name} is not passed to Flower: {_SECRET_OPTIONS[name]}")
     return [
         sys.executable, "-m", "celery", "-A", "ragscore_workers.app", "flower",
-        f"--port={port}", f"--address={address}", f"--max_tasks={max_tasks}",
+        f"--port={port}", f"--address={address}", f"--max_tasks={max_tasks}", *extra,
     ]  # fmt: skip
 
 

@@ -56,7 +56,8 @@ def flower(cluster: str) -> Iterator[str]:
     env = {**os.environ, "FLOWER_BASIC_AUTH": AUTH, "FLOWER_MAX_TASKS": "54321"}
     env.pop("RAGSCORE_BROKER_URL", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", cluster, "--port", str(port)],
+        [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", cluster, "--port", str(port),
+         "--task_runtime_metric_buckets=0.5,7,30"],  # any other Flower option is passed on
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
@@ -64,6 +65,7 @@ def flower(cluster: str) -> Iterator[str]:
         _until(lambda: _get(base + "/healthcheck", auth=None) == (200, "OK"))
         # FLOWER_MAX_TASKS is honoured (Flower reads its command line after the environment: not overridden)
         assert "--max_tasks=54321" in psutil.Process(proc.pid).cmdline()
+        assert "--task_runtime_metric_buckets=0.5,7,30" in psutil.Process(proc.pid).cmdline()
         # Celery events are pub/sub: only those sent after Flower subscribed reach it. A worker heartbeat
         # (every 2 s) in /metrics shows the subscription is live before a test starts a run.
         _until(lambda: "flower_worker_online{" in _get(base + "/metrics", auth=None)[1])
@@ -111,6 +113,7 @@ def test_flower_shows_workers_tasks_and_metrics_of_a_run(flower: str, cluster: s
     text = _until(metrics)
     assert "flower_events_total" in text and 'type="task-succeeded"' in text
     assert "flower_worker_online" in text and "flower_task_runtime_seconds_bucket" in text
+    assert 'le="7.0"' in text  # the buckets passed on to Flower
 
 
 def test_flower_api_needs_the_credentials(flower: str) -> None:
@@ -125,3 +128,9 @@ def test_flower_refuses_to_start_without_credentials(cluster: str) -> None:
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=60,
     )  # fmt: skip
     assert result.returncode == 2 and "FLOWER_BASIC_AUTH=user:password" in result.stderr
+    on_the_command_line = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", cluster, "--basic_auth=a:b"],
+        capture_output=True, text=True, cwd=ROOT, env={**env, "FLOWER_BASIC_AUTH": AUTH}, timeout=60,
+    )  # fmt: skip
+    assert on_the_command_line.returncode == 2
+    assert "--basic_auth is not passed to Flower: set FLOWER_BASIC_AUTH" in on_the_command_line.stderr
