@@ -83,6 +83,8 @@ class Estimate:
     target_calls: dict[str, int] = field(default_factory=dict)
     #: Whether cached replies were looked up (a Redis was given and the suite's judge uses its cache).
     cache_checked: bool = False
+    #: What is probably wrong with the dataset (``DatasetScan.warnings``), as a run would warn.
+    warnings: list[str] = field(default_factory=list)
 
     def judge_total(self) -> CallTally:
         total = CallTally()
@@ -200,6 +202,7 @@ def estimate_run(
     if targets:
         units["target"] = scan.rows * len(targets)
     estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.first_failures
+    estimate.warnings = scan.warnings()
     estimate.items = scan.rows * max(1, len(targets))
     estimate.units = {q: units[q] for q in QUEUE_ORDER if units.get(q)}
     estimate.cache_checked = judge.redis is not None and bool(judge.metrics)

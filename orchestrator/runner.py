@@ -155,12 +155,8 @@ def submit(
     }
     needed: set[str] = {"target"} if resolved.targets else set()
     scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=lambda row: needed.update(resolved.row_queues(row)))
-    if scan.rows and scan.fields_seen <= {"id"}:
-        log.warning("%s: no row has a field besides its id, so no metric will find anything to score (the wrong "
-                    "--format, or columns that are no row field?)", dataset)  # fmt: skip
-    if scan.near_misses:
-        named = ", ".join(f"{col!r} (did you mean {fld!r}?)" for col, fld in scan.near_misses.items())
-        log.warning("%s: column(s) %s are no row field (names are case-sensitive); metrics ignore them", dataset, named)
+    for warning in scan.warnings():
+        log.warning("%s: %s", dataset, warning)
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
     store.create_run(

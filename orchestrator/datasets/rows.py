@@ -86,6 +86,17 @@ class DatasetScan:
     #: Row fields some row gives (``id`` always): only ``id`` means no metric will find anything to score.
     fields_seen: set[str] = field(default_factory=set)
 
+    def warnings(self) -> list[str]:
+        """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``)."""
+        out = []
+        if self.rows and self.fields_seen <= {"id"}:
+            out.append("no row has a field besides its id, so no metric will find anything to score (the wrong "
+                       "--format, or columns that are no row field?)")  # fmt: skip
+        if self.near_misses:
+            named = ", ".join(f"{col!r} (did you mean {fld!r}?)" for col, fld in self.near_misses.items())
+            out.append(f"column(s) {named} are no row field (names are case-sensitive); metrics ignore them")
+        return out
+
 
 #: Unreadable rows named in the error of a dataset with no readable row.
 SHOWN_FAILURES = 5

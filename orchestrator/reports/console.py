@@ -99,6 +99,8 @@ def print_estimate(
     console.print(line, soft_wrap=True)
     for failure in estimate.first_failures:
         console.print(f"  line {failure.line}: {failure.error}", markup=False, highlight=False, soft_wrap=True)
+    for warning in estimate.warnings:
+        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     units = Table(title="work per queue")
     units.add_column("queue")
     units.add_column("item x metric outputs", justify="right")

@@ -158,3 +158,15 @@ def test_after_a_run_the_dry_run_finds_its_replies_cached(tmp_path: Path, home: 
     calls, cached, to_pay = (cell.strip() for cell in row.split("│")[2:5])
     assert (calls, cached, to_pay) == ("12", "10", "2")  # only the new row's two judges would be paid for
     assert "cached replies were not looked up" not in result.stdout
+
+
+def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("id,Answer,reference\nq1,Paris,Paris\nq2,Rome,Oslo\n", encoding="utf-8")
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run"],
+        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="200"), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "warning: column(s) 'Answer' (did you mean 'answer'?) are no row field" in result.stdout

@@ -193,3 +193,7 @@ def test_columns_named_like_a_row_field_but_for_case_or_spaces_are_found(tmp_pat
     path.write_text("ID,Question,answer,Gold Answer,notes\n1,What?,x,x,free text\n", encoding="utf-8")
     scan = scan_dataset(path, None, lambda e: None)
     assert scan.near_misses == {"ID": "id", "Question": "question", "Gold Answer": "reference"}
+    assert scan.warnings() == [
+        "column(s) 'ID' (did you mean 'id'?), 'Question' (did you mean 'question'?), 'Gold Answer' (did you mean "
+        "'reference'?) are no row field (names are case-sensitive); metrics ignore them"
+    ]
