@@ -400,6 +400,8 @@ class ItemResult(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
 
+#: Counters of ``summary.target`` per system (always present, 0 when nothing happened; ``breaker`` only once open).
+TARGET_COUNTERS = ("calls", "cache_hits", "retries", "rate_limited", "failures")
 #: Judge counters of ``summary.judge`` (cost in the price table's currency; rate_limited = 429s received).
 JUDGE_COUNTERS = (
     "calls", "cache_hits", "retries", "rate_limited", "tokens_in", "tokens_out", "cost", "parse_failures", "failures",

@@ -20,7 +20,7 @@ from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .errors import ConfigError
 from .metrics.registry import MetricDef, RunContext, get_metric, resolve
 from .planning import plan_shard, resolve_suite
-from .schemas import JUDGE_COUNTERS, MetricResult, Queue, Row, Suite
+from .schemas import JUDGE_COUNTERS, TARGET_COUNTERS, MetricResult, Queue, Row, Suite
 from .scoring import derive, score_rows
 from .settings import get_settings
 from .store import RunState, RunStore, redis_client, superseded, target_state_part
@@ -275,7 +275,10 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
             run_id,
             judge=judge,
             embedding=_embedding_summary(store.counters(run_id, "embed")),
-            target={name: {k: v for k, v in c.items() if k != "consecutive_failures"} for name, c in targets.items()},
+            target={
+                name: dict.fromkeys(TARGET_COUNTERS, 0) | {k: v for k, v in c.items() if k != "consecutive_failures"}
+                for name, c in targets.items()
+            },  # fmt: skip
             suite=suite.name,
             state=RunState.FINISHED,  # saved as cancelled when the run was cancelled (store.save_summary)
             failed_rows=int(meta.get("failed_rows", 0)),

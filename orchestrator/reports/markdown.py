@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragscore_workers.schemas import MetricSummary, RunSummary
+from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from .console import error_lines
 
@@ -98,7 +98,7 @@ def _judge(summary: RunSummary) -> list[str]:
 
 
 #: Columns of the target table, per system (``breaker`` only shows when it opened).
-TARGET_COLUMNS = ("calls", "cache_hits", "retries", "rate_limited", "failures", "breaker")
+TARGET_COLUMNS = (*TARGET_COUNTERS, "breaker")
 
 
 def target_rows(summary: RunSummary) -> list[list[str]]:

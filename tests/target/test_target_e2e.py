@@ -99,7 +99,7 @@ def test_two_systems_scored_compared_and_rescored_without_calls(home: Path, toke
     assert summary.by_system["exact"]["verbatim"].mean == 1.0
     assert summary.by_system["sloppy"]["verbatim"].mean == pytest.approx(0.75)
     assert summary.target["exact"]["calls"] == N and summary.target["sloppy"]["calls"] == N
-    assert second.summary.target["exact"]["cache_hits"] == N and second.summary.target["exact"].get("calls", 0) == 0
+    assert second.summary.target["exact"]["cache_hits"] == N and second.summary.target["exact"]["calls"] == 0
     assert [i.metrics["verbatim"].score for i in second.items] == [i.metrics["verbatim"].score for i in first.items]
 
     # answers.jsonl is a dataset of answered rows, one per (question, system).
