@@ -35,12 +35,16 @@ def test_no_citations_is_unscorable_not_zero() -> None:
         assert result.score is None and result.error is None and result.details["reason"] == "no citations"
 
 
+def test_citations_with_no_contexts_to_look_in_are_unscorable_not_zero() -> None:
+    result = _run([{"source_index": 0, "quote": "river"}], contexts=[])
+    assert result.score is None and result.error is None and result.details["reason"] == "no contexts"
+
+
 def test_out_of_range_source_index_is_not_found_and_says_so() -> None:
     result = _run([{"source_index": 2, "quote": "river"}, {"source_index": -1, "quote": "slowly"}])
     assert result.score == 0.0
     reasons = [c["reason"] for c in result.details["citations"]]
     assert reasons == ["source_index 2 out of range (2 contexts)", "source_index -1 out of range (2 contexts)"]
-    assert _run([{"source_index": 0, "quote": "river"}], contexts=[]).score == 0.0
 
 
 def test_empty_quote_is_not_found() -> None:
