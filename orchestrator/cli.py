@@ -278,7 +278,7 @@ def resume_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports")] = Path("ragscore-out"),
     broker: BrokerOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
 ) -> None:
     """Finish a run: schedule only what the store lacks, follow it, write the reports."""
     _exit_if_nothing_scored(_finish(None, None, out, broker, quiet, resume_id=run_id))
@@ -347,9 +347,12 @@ def _state_or_none(broker: str | None, run_id: str) -> str | None:
 @app.command()
 def submit(
     dataset: Annotated[Path, typer.Argument(help="Dataset file")],
-    suite: Annotated[Path, typer.Option("--suite", "-s")],
+    suite: Annotated[Path, typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")],
     broker: BrokerOpt = None,
-    fmt: Annotated[Optional[str], typer.Option("--format")] = None,  # noqa: UP045
+    fmt: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--format", help="jsonl, csv, json, nlp-project, eval-points, auto-analyst or socioscope"),
+    ] = None,
     predictions: PredictionsOpt = None,
     corpus: CorpusOpt = None,
     system: SystemOpt = None,
@@ -456,7 +459,10 @@ def cancel_cmd(
 def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code,target")],
     broker: BrokerOpt = None,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c", min=1)] = None,  # noqa: UP045
+    concurrency: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--concurrency", "-c", min=1, help="Pool size per queue (default: the queue's own, see README)"),
+    ] = None,
     stop_timeout: Annotated[
         Optional[float],  # noqa: UP045
         typer.Option(
@@ -523,7 +529,8 @@ def consensus_cmd(
     ] = None,
     broker: BrokerOpt = None,
 ) -> None:
-    """Candidate golden answers from the sentences of the answers that passed the heaviest points."""
+    """Candidate golden answers from the sentences of the answers that passed the heaviest points (a run scored
+    with ``checks``, several systems answering each question)."""
     from contextlib import ExitStack
 
     from .consensus import run_source, write_consensus
