@@ -80,15 +80,21 @@ def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_
     assert run_id in listing.stdout
 
 
-def test_cancel_through_the_cli_then_results_once_the_workers_skipped_the_rest(
-    redis_server: RedisProcess, dataset: Path, tmp_path: Path
-) -> None:
-    """No worker yet: every task waits. Cancelled, the run's summary comes once a worker has skipped them."""
+def test_cancel_through_the_cli_then_results_once_the_workers_skipped_the_rest(dataset: Path, tmp_path: Path) -> None:
+    """No worker yet (a Redis of its own: the shared one has the cluster's workers): every task waits.
+    Cancelled, the run's summary comes once a worker has skipped them."""
     from orchestrator.runner import wait
 
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
-    broker = redis_server.url
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        _cancel_then_results(server.url, dataset, suite, tmp_path, wait)
+    finally:
+        server.stop()
+
+
+def _cancel_then_results(broker: str, dataset: Path, suite: Path, tmp_path: Path, wait) -> None:  # type: ignore[no-untyped-def]
     run_id = _cli("submit", str(dataset), "--suite", str(suite), "--broker", broker).stdout.strip().splitlines()[-1]
     cancelled = _cli("cancel", run_id, "--broker", broker)
     assert cancelled.returncode == 0, cancelled.stderr
