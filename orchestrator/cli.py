@@ -24,7 +24,8 @@ __all__ = ["app", "main"]
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Score RAG and LLM answers at scale.")
 err = Console(stderr=True)
 
-#: Exit codes: 0 success; 1 the run failed, or a metric output scored nothing because its items errored;
+#: Exit codes: 0 success; 1 the run failed, the judge's circuit breaker stopped judging, or a metric output scored
+#: nothing because its items errored;
 #: 2 bad input stopped it before anything was submitted; 3 the run finished but a gate (--fail-under, suite
 #: gates, --fail-on-regression) did not hold.
 EXIT_RUN_ERROR = 1
@@ -54,36 +55,32 @@ BrokerOpt = Annotated[
 ]
 
 
+MaxCostOpt = Annotated[
+    Optional[float],  # noqa: UP045
+    typer.Option("--max-cost", min=0, help="Judge: stop new calls at this cost (needs the metrics' prices)"),
+]
+MaxTokensOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--max-tokens", min=1, help="Judge: stop new calls at these tokens (in + out)"),
+]
+
+
 def _format_options(predictions: Path | None, corpus: Path | None, system: str | None) -> dict[str, object]:
     """Reader options of the nlp-project format (only the ones given)."""
     given = {"predictions": predictions, "corpus": corpus, "system": system}
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _judge_overrides(resolved, *, no_cache: bool, max_cost: float | None, max_tokens: int | None):  # type: ignore[no-untyped-def]
-    """Apply --no-cache / --max-cost / --max-tokens to every judge-queue metric of the suite."""
-    from ragscore_workers.schemas import Queue
-
-    from .suite import load_suite
-
-    extra = {"cache": False} if no_cache else {}
-    extra |= {"max_cost": max_cost} if max_cost is not None else {}
-    extra |= {"max_tokens_total": max_tokens} if max_tokens is not None else {}
-    if not extra:
-        return resolved
-    judged = {m.name for m, _ in resolved.metrics if m.queue == Queue.JUDGE}
-    if not judged:
-        raise ConfigError("--no-cache, --max-cost and --max-tokens apply to judge metrics; the suite has none")
-    specs = [
-        spec.model_copy(update={"params": {**spec.params, **extra}}) if spec.name in judged else spec
-        for spec in resolved.suite.metrics
-    ]
-    return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
+def _judge_params(*, no_cache: bool = False, max_cost: float | None, max_tokens: int | None) -> dict[str, object]:
+    """The judge params --no-cache / --max-cost / --max-tokens set (only the ones given)."""
+    params: dict[str, object] = {"cache": False} if no_cache else {}
+    params |= {"max_cost": max_cost} if max_cost is not None else {}
+    return params | ({"max_tokens_total": max_tokens} if max_tokens is not None else {})
 
 
 def _target_overrides(resolved, *, no_target: bool, no_cache: bool):  # type: ignore[no-untyped-def]
     """--no-target drops the suite's targets (re-score a run's answers.jsonl); --no-cache skips their cache."""
-    from .suite import load_suite
+    from .suite import load_suite, with_judge_params
 
     if no_target:
         return load_suite(resolved.suite.model_copy(update={"target": None, "targets": []}))
@@ -97,7 +94,7 @@ def _target_overrides(resolved, *, no_target: bool, no_cache: bool):  # type: ig
     )
     judged = [m for m, _ in resolved.metrics if m.queue.value == "judge"]
     resolved = load_suite(suite.model_copy(update=update))
-    return _judge_overrides(resolved, no_cache=True, max_cost=None, max_tokens=None) if judged else resolved
+    return with_judge_params(resolved, cache=False) if judged else resolved
 
 
 def _parse_chunks(values: list[str] | None) -> dict[str, int]:
@@ -165,10 +162,8 @@ def run_cmd(
     no_target: Annotated[
         bool, typer.Option("--no-target", help="Score the rows as given; do not ask the suite's targets")
     ] = False,
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Judge: stop new calls at this cost")] = None,  # noqa: UP045
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", help="Judge: stop new calls at these tokens")
-    ] = None,  # noqa: UP045
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
     fail_under: Annotated[
         Optional[list[str]],  # noqa: UP045
@@ -202,7 +197,7 @@ def run_cmd(
     With gates, exits 3 when one does not hold (after printing which, and by how much).
     """
     from .gates import GatePlan, failed, print_gates
-    from .suite import load_suite
+    from .suite import load_suite, with_judge_params
 
     if resume_dir is not None:
         if fail_under or baseline_dir or tolerance is not None or junit:
@@ -212,18 +207,21 @@ def run_cmd(
         given = [name for name, value in (
             ("DATASET", dataset), ("--suite", suite), ("--chunk-size", chunk_size), ("--format", fmt),
             ("--predictions", predictions), ("--corpus", corpus), ("--system", system), ("--no-cache", no_cache),
-            ("--no-target", no_target), ("--max-cost", max_cost), ("--max-tokens", max_tokens),
+            ("--no-target", no_target),
         ) if value not in (None, False, [])]  # fmt: skip
         if given:
             raise ConfigError(
-                f"--resume finishes a run as it was submitted (the run store has its dataset, suite and options); "
-                f"drop {', '.join(given)}, or start a new run without --resume"
+                f"--resume finishes a run as it was submitted (the run store has its dataset, suite and options; "
+                f"only --max-cost/--max-tokens may raise its judge budget): drop {', '.join(given)}, or start a new "
+                "run without --resume"
             )
         run_json = resume_dir / "run.json"
         if not run_json.exists():
             raise ConfigError(f"{run_json} not found: --resume needs the --out DIR of an earlier run")
-        summary = _finish(None, None, resume_dir, broker, quiet, resume_id=json.loads(run_json.read_text())["run_id"])
-        _exit_if_nothing_scored(summary)
+        budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
+        run_id = json.loads(run_json.read_text())["run_id"]
+        summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget)
+        _exit_if_incomplete(summary)
         return
     if dataset is None or suite is None:
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
@@ -237,8 +235,8 @@ def run_cmd(
         merged = {**resolved.suite.chunk_size, **chunks}
         resolved = load_suite(resolved.suite.model_copy(update={"chunk_size": merged}))
     resolved = _target_overrides(resolved, no_target=no_target, no_cache=no_cache)
-    resolved = _judge_overrides(
-        resolved, no_cache=no_cache and not resolved.targets, max_cost=max_cost, max_tokens=max_tokens
+    resolved = with_judge_params(
+        resolved, **_judge_params(no_cache=no_cache and not resolved.targets, max_cost=max_cost, max_tokens=max_tokens)
     )
     gates = GatePlan.build(
         resolved.suite.gates, resolved.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
@@ -257,14 +255,19 @@ def run_cmd(
     results = gates.check(out) if gates is not None else []
     if gates is not None:
         print_gates(results, only_failed=quiet)
-    _exit_if_nothing_scored(summary)
+    _exit_if_incomplete(summary)
     if failed(results):
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _exit_if_nothing_scored(summary: RunSummary) -> None:
-    """Exit 1 when a metric output has errors and not one score: the run produced nothing for it (a wrong key,
-    a sandbox that cannot start, a provider that is down), which must not pass as a success in CI."""
+def _exit_if_incomplete(summary: RunSummary) -> None:
+    """Exit 1 when the judge's circuit breaker stopped judging, or a metric output has errors and not one score:
+    the run produced nothing for it (a wrong key, a sandbox that cannot start, a provider that is down). Neither
+    may pass as a success in CI; the reports are written and ``--resume`` goes on after the cause is fixed."""
+    if summary.judge.get("breaker"):
+        err.print(f"judging stopped: {summary.judge['breaker']}; the items it did not judge are unscored. Fix the "
+                  "cause, then `ragscore run --resume DIR` judges them", soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_RUN_ERROR)
     empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
     if empty:
         name, first = next(iter(empty.items()))
@@ -279,9 +282,13 @@ def resume_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports")] = Path("ragscore-out"),
     broker: BrokerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
 ) -> None:
-    """Finish a run: schedule only what the store lacks, follow it, write the reports."""
-    _exit_if_nothing_scored(_finish(None, None, out, broker, quiet, resume_id=run_id))
+    """Finish a run: schedule only what the store lacks (missing, failed, or stopped by the judge's breaker or
+    budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget."""
+    budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
+    _exit_if_incomplete(_finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget))
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  # type: ignore[no-untyped-def]

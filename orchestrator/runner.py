@@ -48,7 +48,7 @@ from .datasets import RowError, iter_rows, scan_dataset
 from .embedded_redis import EmbeddedRedis
 from .progress import ProgressView, QuietProgress
 from .reports import write_outputs
-from .suite import QUEUE_ORDER, ResolvedSuite, load_suite
+from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_params
 from .workers import LocalWorkers, sigterm_as_interrupt
 
 __all__ = [
@@ -225,15 +225,21 @@ def resume(
     shard_rows: int = DEFAULT_SHARD_ROWS,
     on_validated: Callable[[list[str]], None] | None = None,
     recovery: bool = False,
+    judge_params: dict[str, Any] | None = None,
 ) -> Submitted:
-    """Re-submit only what the store lacks (missing or failed outputs) of an existing run.
+    """Re-submit only what the store lacks (missing, failed or stopped outputs) of an existing run.
 
     Finished items are untouched and nothing scored is paid for twice. The run's dataset is read again
     from the path recorded at submit; a dataset whose rows changed since is refused. A user's resume is
-    timed from now (``resumed_at``); ``recovery`` (wait() re-submitting a stalled run) keeps the clock.
+    timed from now (``resumed_at``) and closes the judge's and the targets' circuit breakers, so what they
+    stopped is asked again; ``judge_params`` (``max_cost``, ``max_tokens_total``) raise the run's judge budget
+    for it. ``recovery`` (wait() re-submitting a stalled run) keeps the clock and the breakers.
     """
     meta = store.meta(run_id)
     resolved = load_suite(Suite.model_validate_json(meta["suite"]))
+    if judge_params:
+        resolved = with_judge_params(resolved, **judge_params)
+        store.set_meta(run_id, suite=resolved.suite.model_dump_json())
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
@@ -252,8 +258,8 @@ def resume(
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
         valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
         n_tasks = n_shards = items = 0
-        if resolved.targets:
-            reset_target_breakers(store, run_id, resolved)
+        if not recovery:
+            reset_breakers(store, run_id, resolved)
         for index, rows in enumerate(shards(valid, stored_shard_rows)):
             keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
             stored = store.shard_keys(run_id, index)
@@ -291,10 +297,10 @@ def resume(
     )
 
 
-def reset_target_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:
-    """A resume asks again: close each target's circuit breaker (its counters are kept)."""
-    for target in resolved.targets:
-        store.r.hdel(store.key(run_id, target_state_part(target.name)), "breaker", "consecutive_failures")
+def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:
+    """A resume asks again: close the judge's and each target's circuit breaker (their counters are kept)."""
+    for part in ["judge", *(target_state_part(t.name) for t in resolved.targets)]:
+        store.r.hdel(store.key(run_id, part), "breaker", "budget", "consecutive_failures")
 
 
 def _resume_target_shard(
@@ -536,6 +542,7 @@ def run(
     concurrency: dict[str, int] | None = None,
     timeout_s: float | None = None,
     resume_id: str | None = None,
+    judge_params: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``.
 
@@ -555,7 +562,7 @@ def run(
                 on_validated(queues)
 
         if resume_id is not None:
-            return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated)
+            return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params)
         assert dataset is not None and resolved is not None
         return submit(
             dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,

@@ -14,7 +14,7 @@ from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import Suite
 from ragscore_workers.target.jsonpath import parse_path
 
-__all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite"]
+__all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite", "with_judge_params"]
 
 
 def _read(path: Path) -> Any:
@@ -44,11 +44,43 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         raise ConfigError(f"Invalid suite: {problems}") from exc
     resolved = resolve_suite(suite)
     _check_targets(suite)
+    _check_cost_budgets(resolved)
     if suite.gates:
         from .gates import check_gate_names
 
         check_gate_names(suite.gates, resolved.outputs())
     return resolved
+
+
+def with_judge_params(resolved: ResolvedSuite, **params: Any) -> ResolvedSuite:
+    """The suite with ``params`` (``cache``, ``max_cost``, ``max_tokens_total``) set on every judge-queue metric
+    (``--no-cache``, ``--max-cost``, ``--max-tokens``); unchanged when ``params`` is empty."""
+    from ragscore_workers.schemas import Queue
+
+    if not params:
+        return resolved
+    judged = {m.name for m, _ in resolved.metrics if m.queue == Queue.JUDGE}
+    if not judged:
+        raise ConfigError("--no-cache, --max-cost and --max-tokens apply to judge metrics; the suite has none")
+    specs = [
+        spec.model_copy(update={"params": {**spec.params, **params}}) if spec.name in judged else spec
+        for spec in resolved.suite.metrics
+    ]
+    return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
+
+
+def _check_cost_budgets(resolved: ResolvedSuite) -> None:
+    """``max_cost`` (``--max-cost``) when no judge metric has a price for the judge's model: every call would
+    count as free and the budget could never stop anything, so it is refused."""
+    model = resolved.suite.judge.model
+    budgeted = [m.name for m, p in resolved.metrics if getattr(p, "max_cost", None) is not None]
+    priced = [m.name for m, p in resolved.metrics if model in (getattr(p, "prices", None) or {})]
+    if budgeted and not priced:
+        raise ConfigError(
+            f"max_cost (--max-cost) needs a price for the judge model {model!r}: give the judge metrics the param "
+            f"'prices' ({{{model!r}: [input, output] per million tokens}}); without it every call costs 0 and the "
+            "budget never stops anything. --max-tokens caps usage without prices."
+        )
 
 
 def _check_targets(suite: Suite) -> None:

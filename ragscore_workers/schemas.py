@@ -384,6 +384,12 @@ class MetricResult(BaseModel):
         return cls(score=None, details={"reason": reason, **details})
 
     @classmethod
+    def stopped(cls, reason: str, **details: Any) -> MetricResult:
+        """Not scored because the run stopped this work (judge circuit breaker, budget): unscorable for the
+        summary, but a resume does it again (``details.stopped``; stored with its own status)."""
+        return cls(score=None, details={"reason": reason, "stopped": True, **details})
+
+    @classmethod
     def failed(cls, error: str) -> MetricResult:
         """The metric raised or timed out on this item."""
         return cls(score=None, error=error)

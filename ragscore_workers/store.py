@@ -87,12 +87,12 @@ for _ = 1, tonumber(ARGV[3]) do
       local old = redis.call('HGET', key, name)
       if not old then
         done = done + 1
-        if status == 'e' then errs = errs + 1 elseif status == 'n' then nulls = nulls + 1 end
+        if status == 'e' then errs = errs + 1 elseif status == 'n' or status == 's' then nulls = nulls + 1 end
       else
         local was = string.sub(old, 1, 1)
         if was ~= status then
-          if was == 'e' then errs = errs - 1 elseif was == 'n' then nulls = nulls - 1 end
-          if status == 'e' then errs = errs + 1 elseif status == 'n' then nulls = nulls + 1 end
+          if was == 'e' then errs = errs - 1 elseif was == 'n' or was == 's' then nulls = nulls - 1 end
+          if status == 'e' then errs = errs + 1 elseif status == 'n' or status == 's' then nulls = nulls + 1 end
         end
       end
     end
@@ -222,9 +222,13 @@ def redis_client(url: str) -> redis.Redis:
 
 
 def _status(result: MetricResult) -> str:
+    """First character of a stored output: ``o`` scored, ``n`` unscorable, ``s`` stopped (unscorable until a
+    resume does it again), ``e`` error."""
     if result.error is not None:
         return "e"
-    return "n" if result.score is None else "o"
+    if result.score is None:
+        return "s" if result.details.get("stopped") else "n"
+    return "o"
 
 
 class RunStore:
@@ -294,13 +298,13 @@ class RunStore:
         pipe.execute()
 
     def incomplete(self, run_id: str, keys: list[str], outputs: list[str]) -> dict[str, set[str]]:
-        """Per item key, the outputs the store lacks or holds as errors (what a resume must redo)."""
+        """Per item key, the outputs the store lacks or holds as errors or stopped (what a resume must redo)."""
         pipe = self.r.pipeline(transaction=False)
         for key in keys:
             pipe.hmget(self.key(run_id, f"item:{key}"), outputs)
         todo: dict[str, set[str]] = {}
         for key, values in zip(keys, pipe.execute(), strict=True):
-            missing = {o for o, v in zip(outputs, values, strict=True) if v is None or v.startswith("e")}
+            missing = {o for o, v in zip(outputs, values, strict=True) if v is None or v[0] in "es"}
             if missing:
                 todo[key] = missing
         return todo

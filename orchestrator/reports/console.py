@@ -41,7 +41,9 @@ def judge_line(summary: RunSummary) -> str | None:
     for key, label in (("parse_failures", "unparsable replies"), ("failures", "calls failed for good")):
         if j.get(key):
             parts.append(f"{count(key)} {label}")
-    return "judge: " + ", ".join(parts) + (f"; stopped: {j['breaker']}" if j.get("breaker") else "")
+    if stopped := j.get("breaker") or j.get("budget"):
+        parts[-1] += f"; stopped: {stopped} (`ragscore run --resume DIR` goes on)"
+    return "judge: " + ", ".join(parts)
 
 
 def embedding_line(summary: RunSummary) -> str | None:

@@ -255,7 +255,7 @@ def combine(verdicts: list[Verdict], templates: DualTemplates) -> MetricResult:
         return MetricResult(score=sum(scores) / len(scores), details=details)
     stopped = next((v.stopped for v in verdicts if v.stopped), None)
     if stopped:
-        return MetricResult.unscorable(stopped, **details)
+        return MetricResult.stopped(stopped, **details)
     if errors:
         return MetricResult(score=None, error=errors[0], details=details)
     return MetricResult.unscorable(f"no valid rating from either judge in {sum(details['calls'])} replies", **details)
@@ -335,7 +335,7 @@ def _rubric_result(verdict: Verdict, params: RubricParams, rubric_source: str) -
             "rubric_judge_raw": MetricResult(score=float(score), details={"calls": verdict.calls}),
         }
     if verdict.stopped:
-        result = MetricResult.unscorable(verdict.stopped, **details)
+        result = MetricResult.stopped(verdict.stopped, **details)
     elif verdict.error:
         result = MetricResult(score=None, error=verdict.error, details=details)
     elif params.unparseable_as_zero:

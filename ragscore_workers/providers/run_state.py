@@ -14,6 +14,7 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``failures``               calls that failed for good (after their retries)
 ``consecutive_failures``   failures since the last success (the breaker's count)
 ``breaker``                why judging stopped, once the breaker is open
+``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` was reached
 ``provider_rpm`` …         a limit the provider's headers state below the suite's (``provider_tpm``,
                            ``provider_rpd``), which the workers use instead
 =========================  ===================================================================
@@ -85,12 +86,15 @@ class RunJudgeState:
         breaker, cost, tokens_in, tokens_out = self.r.hmget(self.key, "breaker", "cost", "tokens_in", "tokens_out")
         if breaker:
             return str(breaker)
-        if max_cost is not None and float(cost or 0) >= max_cost:
-            return f"budget reached: judge cost {float(cost or 0):.4f} >= max_cost {max_cost:g}"
         used = int(tokens_in or 0) + int(tokens_out or 0)
-        if max_tokens is not None and used >= max_tokens:
-            return f"budget reached: {used} judge tokens >= max_tokens {max_tokens}"
-        return None
+        if max_cost is not None and float(cost or 0) >= max_cost:
+            reason = f"budget reached: judge cost {float(cost or 0):.4f} >= max_cost {max_cost:g}"
+        elif max_tokens is not None and used >= max_tokens:
+            reason = f"budget reached: {used} judge tokens >= max_tokens {max_tokens}"
+        else:
+            return None
+        self.r.hsetnx(self.key, "budget", reason)  # the first reason, for the summary (a resume clears it)
+        return reason
 
     def read(self) -> dict[str, Any]:
         """The counters as numbers (missing ones as 0) plus ``breaker`` when open."""

@@ -140,6 +140,7 @@ def test_breaker_marks_the_rest_of_the_run_unscorable(rclient: redis.Redis, fake
     first, rest = results[0]["answer_accuracy"], [r["answer_accuracy"] for r in results[1:]]
     assert first.score is None and "HTTP 500" in (first.error or "")
     assert all(r.score is None and r.error is None and "circuit breaker open" in r.details["reason"] for r in rest)
+    assert all(r.details["stopped"] is True for r in rest)  # a resume judges them again
     assert fake.stats()["requests"] == 2
 
 

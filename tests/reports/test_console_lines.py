@@ -23,8 +23,11 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
     assert judge_line(judged) == (
         "judge: 1,200 calls, 30 from the cache, 4 retries, 2 rate-limited (429), tokens 250,000 in / 4,800 out, "
         "cost 0.1235, 3 unparsable replies; stopped: circuit breaker open after 5 consecutive failed judge calls "
-        "(last: 503)"
+        "(last: 503) (`ragscore run --resume DIR` goes on)"
     )
+    budget = _summary(judge={"calls": 10, "budget": "budget reached: 3100 judge tokens >= max_tokens 3000"})
+    assert judge_line(budget).endswith("; stopped: budget reached: 3100 judge tokens >= max_tokens 3000 "  # type: ignore[union-attr]
+                                       "(`ragscore run --resume DIR` goes on)")  # fmt: skip
     assert judge_line(_summary(judge={"calls": 0, "cache_hits": 12})).startswith("judge: 0 calls, 12 from the cache")
 
 

@@ -68,3 +68,12 @@ def test_a_yaml_gate_written_with_an_unquoted_on_key_reads_as_on(tmp_path: Path)
     path.write_text("metrics: [exact_match]\ngates:\n  - {metric: exact_match, min: 0.5, on: ci_low}\n")
     (gate,) = load_suite(path).suite.gates
     assert (gate.metric, gate.min, gate.on) == ("exact_match", 0.5, "ci_low")
+
+
+def test_a_cost_budget_without_any_price_is_refused() -> None:
+    judge = {"model": "m1"}
+    with pytest.raises(ConfigError, match=r"max_cost \(--max-cost\) needs a price for the judge model 'm1'"):
+        load_suite({"metrics": [{"name": "rubric_judge", "params": {"max_cost": 1.0}}], "judge": judge})
+    priced = {"max_cost": 1.0, "prices": {"m1": [0.1, 0.2]}}
+    assert load_suite({"metrics": [{"name": "rubric_judge", "params": priced}], "judge": judge})
+    assert load_suite({"metrics": [{"name": "rubric_judge", "params": {"max_tokens_total": 10}}], "judge": judge})

@@ -1,0 +1,79 @@
+"""Judging stopped by the circuit breaker or the budget, through the CLI (embedded, real workers, real HTTP to the
+fake provider): the run says so and exits as it should, and ``--resume`` judges what was stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..fakes import FakeProvider
+from ..support import ROOT, write_jsonl
+
+pytestmark = pytest.mark.integration
+
+ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"} for i in range(8)]
+
+
+def _cli(*args: str | Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)  # fmt: skip
+
+
+def _suite(tmp_path: Path, fake: FakeProvider, model: str, **params: Any) -> Path:
+    spec = {"name": "answer_accuracy", "params": {"attempts": 1, "concurrency": 1, "breaker_failures": 2, **params}}
+    path = tmp_path / "suite.json"
+    judge = {"model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+    path.write_text(json.dumps({"metrics": [spec], "chunk_size": {"judge": 8}, "judge": judge}))
+    return path
+
+
+def _items(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line)["metrics"]["answer_accuracy"] for line in (out / "items.jsonl").read_text().splitlines()]
+
+
+def test_a_run_the_breaker_stopped_exits_1_and_resume_judges_the_rest(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str
+) -> None:
+    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
+    fake.fail_next("500", 2)  # the first item's two judges fail: the breaker (2 in a row) opens
+    first = _cli("run", data, "--suite", _suite(tmp_path, fake, model), "--out", out, home=home)
+    assert first.returncode == 1, first.stderr
+    assert "judging stopped: circuit breaker open after 2 consecutive failed judge calls" in first.stderr
+    assert "stopped: circuit breaker open" in first.stdout  # the judge line under the table
+    items = _items(out)
+    assert items[0]["error"] and all(i["details"].get("stopped") for i in items[1:])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["metrics"]["answer_accuracy"]["n"] == 0 and "circuit breaker" in summary["judge"]["breaker"]
+
+    resumed = _cli("run", "--resume", out, home=home)  # the provider is fine again
+    assert resumed.returncode == 0, resumed.stderr
+    assert [i["score"] for i in _items(out)] == [1.0] * 8  # the errored item and the stopped ones, all judged
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["metrics"]["answer_accuracy"]["n"] == 8 and "breaker" not in summary["judge"]
+
+
+def test_a_budget_stop_is_said_and_resume_with_a_higher_budget_finishes(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str
+) -> None:
+    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
+    first = _cli("run", data, "--suite", _suite(tmp_path, fake, model), "--out", out, "--max-tokens", "300", home=home)
+    assert first.returncode == 0, first.stderr  # a budget is the user's own stop: reported, not a failure
+    assert "stopped: budget reached:" in first.stdout and ">= max_tokens 300" in first.stdout
+    stopped = [i for i in _items(out) if i["details"].get("stopped")]
+    assert stopped and all(i["details"]["reason"].startswith("budget reached") for i in stopped)
+    assert json.loads((out / "summary.json").read_text())["judge"]["budget"].startswith("budget reached")
+
+    same = _cli("run", "--resume", out, home=home)  # the same budget: still reached, nothing more judged
+    assert same.returncode == 0 and len([i for i in _items(out) if i["details"].get("stopped")]) == len(stopped)
+    raised = _cli("run", "--resume", out, "--max-tokens", "1000000", home=home)
+    assert raised.returncode == 0, raised.stderr
+    assert [i["score"] for i in _items(out)] == [1.0] * 8
+    assert "budget" not in json.loads((out / "summary.json").read_text())["judge"]
