@@ -309,6 +309,13 @@ def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  #
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
+    if not cluster:  # what an embedded run checks before its workers start (a cluster's live on its workers)
+        from .runner import check_local_resources
+
+        try:
+            check_local_resources(resolved, list(estimate.units))
+        except ConfigError as exc:  # the estimate stands; the run would stop at once
+            err.print(f"warning: a run here would stop before scoring: {exc}", style="yellow", soft_wrap=True)
 
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:  # type: ignore[no-untyped-def]

@@ -54,6 +54,7 @@ from .workers import LocalWorkers, sigterm_as_interrupt
 __all__ = [
     "Submitted",
     "cancel",
+    "check_local_resources",
     "connect",
     "new_run_id",
     "resume",
@@ -501,7 +502,7 @@ def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
     return summary
 
 
-def _check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
+def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
     """Embedded runs, before any worker starts: what the local workers would fail on for every item is an
     error now (exit 2): a judge API key this environment (which they inherit) lacks, an embedding model that
     is not there. Not for a cluster, whose keys and models live on its workers."""
@@ -581,9 +582,9 @@ def run(
 
         def start_workers(queues: list[str]) -> None:
             if resolved is not None:
-                _check_local_resources(resolved, queues)
+                check_local_resources(resolved, queues)
             elif resume_id is not None:  # the run's own suite, from the store
-                _check_local_resources(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
+                check_local_resources(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
             workers.append(LocalWorkers(url, queues, settings.home / "logs", concurrency=concurrency))
             workers[0].start()
 

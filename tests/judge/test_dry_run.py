@@ -109,6 +109,7 @@ def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, hom
     total = next(line for line in out.splitlines() if line.strip("│ ").startswith("total"))
     assert total.split("│")[2].strip() == "55"  # 11 x 2 + 11 x 2 + 11 calls; and a dry run needs no key
     assert "--max-cost 1e-06 may stop judging part-way" in out
+    assert "warning: a run here would stop before scoring: " in result.stderr and "GROQ_API_KEY" in result.stderr
     assert not (tmp_path / "out").exists() and not any(home.iterdir())  # no reports, no embedded Redis
 
 
