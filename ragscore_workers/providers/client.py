@@ -150,9 +150,10 @@ class JudgeClient:
         except ProviderError as exc:
             self._learn_limits(exc.headers)
             decision = self.provider.should_retry(exc)
-            if decision.kind == "rate_limit":
-                # A rejected call is not counted by the provider; pause everyone for what it asked.
-                self.limiter.correct(grant, 0)
+            # A call that got no reply generated no tokens (a 429, a 5xx, a refused connection): give back the
+            # tokens reserved for it, so failures do not eat the token window the next calls need.
+            self.limiter.correct(grant, 0)
+            if decision.kind == "rate_limit":  # pause everyone for what the provider asked
                 self.limiter.pause(decision.retry_after or 0.0, "429")
             self.state.incr(calls=1, rate_limited=int(decision.kind == "rate_limit"))
             raise

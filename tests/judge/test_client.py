@@ -241,3 +241,14 @@ def test_counters_live_in_one_hash_per_run(rclient: redis.Redis, fake: FakeProvi
     assert client.state.key.startswith("ragscore:run:") and client.state.key.endswith(":judge")
     assert raw["calls"] == "1" and 0 < rclient.ttl(client.state.key)
     assert RunJudgeState(rclient, "no-such-run", ttl_s=60).read()["calls"] == 0
+
+
+def test_failed_calls_give_back_the_tokens_they_reserved(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
+    """A 5xx (or a refused connection) generated no tokens: the token window stays free for the next calls, so
+    a provider that is down does not also starve the limiter (a mistyped base_url failed slowly)."""
+    client = _client(rclient, fake, model, tpm=60, attempts=2, breaker=10)
+    fake.fail_next("500", 2)
+    with pytest.raises(ProviderError):
+        _ask(client, "item")  # two attempts, each reserved its estimate (prompt + max_tokens 16) of the 60
+    grant, _ = client.limiter.try_acquire(60)
+    assert grant is not None  # the whole minute's tokens are free again
