@@ -576,6 +576,8 @@ def run(
             sub = start(store)
             wait(store, sub.run_id, progress, timeout_s=timeout_s)
             return write_results(store, sub.run_id, out_dir)
+        if resolved is not None:  # before anything is recorded: what every row's metrics need (routed rows: later)
+            check_local_resources(resolved, sorted({m.queue.value for m, _ in resolved.metrics if m.route is None}))
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire()
         workers: list[LocalWorkers] = []

@@ -181,7 +181,7 @@ def test_a_missing_model_stops_an_embedded_run_before_anything_is_sent(tmp_path:
     """Its workers are local: a model that is not there would fail every item, so the run does not start."""
     with pytest.raises(ModelNotFoundError, match="'./no-such-model-dir' does not exist"):
         evaluate(EDGE_ROWS[:3], _suite(embedding={"model": "./no-such-model-dir"}), out=tmp_path / "out")
-    assert not (tmp_path / "out" / "items.jsonl").exists()
+    assert not (tmp_path / "out" / "run.json").exists()  # nothing was recorded: no run to list or resume
 
 
 def test_a_missing_model_on_cluster_workers_is_an_error_per_item_and_the_run_completes(
