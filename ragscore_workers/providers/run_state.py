@@ -97,11 +97,11 @@ class RunJudgeState:
         return reason
 
     def read(self) -> dict[str, Any]:
-        """The counters as numbers (missing ones as 0) plus ``breaker`` when open."""
+        """The counters as numbers (missing ones as 0) plus ``breaker`` / ``budget`` when judging stopped."""
         raw = self.r.hgetall(self.key)
         out: dict[str, Any] = {name: 0 for name in COUNTER_FIELDS}
         for name, value in raw.items():
-            if name == "breaker":
+            if name in ("breaker", "budget"):
                 out[name] = value
             elif name == "cost":
                 out[name] = float(value)

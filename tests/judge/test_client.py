@@ -225,6 +225,7 @@ def test_budget_stops_new_calls_and_cost_follows_the_price_table(
     with pytest.raises(JudgeStopped, match="budget reached: .* judge tokens >= max_tokens 30"):
         _ask(client, "z [[rating=4]]")
     assert fake.stats()["requests"] == 2
+    assert client.state.read()["budget"].startswith("budget reached: ")  # recorded for the summary
 
 
 def test_a_request_larger_than_tpm_fails_without_a_call(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
