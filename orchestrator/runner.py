@@ -32,6 +32,7 @@ from ragscore_workers.planning import (
     shards,
     target_keys,
 )
+from ragscore_workers.providers.run_state import INTERNAL_FIELDS
 from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
@@ -299,9 +300,10 @@ def resume(
 
 
 def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:
-    """A resume asks again: close the judge's and each target's circuit breaker (their counters are kept)."""
+    """A resume asks again: close the judge's and each target's circuit breaker and clear the budget note and
+    holds (a worker killed mid-call leaves its hold); the counters are kept."""
     for part in ["judge", *(target_state_part(t.name) for t in resolved.targets)]:
-        store.r.hdel(store.key(run_id, part), "breaker", "budget", "consecutive_failures")
+        store.r.hdel(store.key(run_id, part), "breaker", "budget", *INTERNAL_FIELDS)
 
 
 def _resume_target_shard(

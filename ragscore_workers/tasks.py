@@ -20,6 +20,7 @@ from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .errors import ConfigError
 from .metrics.registry import MetricDef, RunContext, get_metric, resolve
 from .planning import plan_shard, resolve_suite
+from .providers.run_state import INTERNAL_FIELDS
 from .schemas import JUDGE_COUNTERS, TARGET_COUNTERS, MetricResult, Queue, Row, Suite
 from .scoring import derive, score_rows
 from .settings import get_settings
@@ -267,7 +268,7 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
             "wall_s": round(time.time() - since, 3),
         }
         judge = dict.fromkeys(JUDGE_COUNTERS, 0) | {
-            k: v for k, v in store.counters(run_id, "judge").items() if k != "consecutive_failures"
+            k: v for k, v in store.counters(run_id, "judge").items() if k not in INTERNAL_FIELDS
         }
         judge["agreement"] = {name: a.to_json() for name, a in sorted(agg.agreement.items())}
         targets = {t.name: store.counters(run_id, target_state_part(t.name)) for t in suite.all_targets}
@@ -276,7 +277,7 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
             judge=judge,
             embedding=_embedding_summary(store.counters(run_id, "embed")),
             target={
-                name: dict.fromkeys(TARGET_COUNTERS, 0) | {k: v for k, v in c.items() if k != "consecutive_failures"}
+                name: dict.fromkeys(TARGET_COUNTERS, 0) | {k: v for k, v in c.items() if k not in INTERNAL_FIELDS}
                 for name, c in targets.items()
             },  # fmt: skip
             suite=suite.name,

@@ -134,17 +134,21 @@ class JudgeClient:
         self.cache.put(key, completion)
         return completion, False
 
-    def stop_reason(self) -> str | None:
-        """Why no new call may start for this run, or None."""
-        return self.state.stop_reason(self.budget.max_cost, self.budget.max_tokens)
-
     # ------------------------------------------------------------------ one attempt
     def _attempt(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
-        reason = self.stop_reason()
+        prompt = estimate_tokens(messages)
+        estimate = prompt + params.max_tokens
+        held = (estimate, self.price.cost(prompt, params.max_tokens) if self.price else 0.0)
+        reason = self.state.reserve(*held, self.budget.max_cost, self.budget.max_tokens)
         if reason:
             raise JudgeStopped(reason, provider=self.provider.name)
-        estimate = estimate_tokens(messages) + params.max_tokens
-        grant = self.limiter.acquire(estimate)
+        budgeted = self.budget.max_cost is not None or self.budget.max_tokens is not None
+        release = held if budgeted else (0, 0.0)  # what reserve() held for this call, given back with its counts
+        try:
+            grant = self.limiter.acquire(estimate)
+        except BaseException:
+            self.state.incr(release=release)
+            raise
         try:
             completion = self.provider.complete(messages, params)
         except ProviderError as exc:
@@ -155,7 +159,10 @@ class JudgeClient:
             self.limiter.correct(grant, 0)
             if decision.kind == "rate_limit":  # pause everyone for what the provider asked
                 self.limiter.pause(decision.retry_after or 0.0, "429")
-            self.state.incr(calls=1, rate_limited=int(decision.kind == "rate_limit"))
+            self.state.incr(calls=1, rate_limited=int(decision.kind == "rate_limit"), release=release)
+            raise
+        except BaseException:  # a timeout of the task, an interrupt: the hold must not outlive the call
+            self.state.incr(release=release)
             raise
         used = completion.tokens_in + completion.tokens_out
         self.limiter.correct(grant, used if used > 0 else estimate)
@@ -164,7 +171,7 @@ class JudgeClient:
             self.limiter.pause(exhausted, "provider budget at 0")
         cost = self.price.cost(completion.tokens_in, completion.tokens_out) if self.price else 0.0
         self.state.incr(calls=1, tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cost=cost,
-                        reset_failures=True)  # fmt: skip
+                        reset_failures=True, release=release)  # fmt: skip
         return completion
 
     def _learn_limits(self, headers: Mapping[str, str]) -> RateLimitInfo:

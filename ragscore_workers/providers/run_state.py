@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["COUNTER_FIELDS", "RunJudgeState", "run_judge_key"]
+__all__ = ["COUNTER_FIELDS", "INTERNAL_FIELDS", "RunJudgeState", "run_judge_key"]
 
 #: Numeric fields the run summary reports (``summary.judge``).
 COUNTER_FIELDS = ("calls", "cache_hits", "retries", "rate_limited", "tokens_in", "tokens_out", "cost",
@@ -42,6 +42,33 @@ return 0
 """
 
 
+# A budgeted call's start, atomically: refuse it when the breaker is open, or when what the run used, plus what
+# calls in flight hold, plus this call's high estimate would pass a budget; else hold the estimate.
+# KEYS[1] = hash; ARGV = est_tokens, est_cost, max_tokens ('' = none), max_cost ('' = none), ttl.
+# Returns {'breaker', reason} | {'tokens', used, held} | {'cost', used, held} | {'ok'}.
+_RESERVE_LUA = """
+local h = KEYS[1]
+local breaker = redis.call('HGET', h, 'breaker')
+if breaker then return {'breaker', breaker} end
+local used = tonumber(redis.call('HGET', h, 'tokens_in') or '0') + tonumber(redis.call('HGET', h, 'tokens_out') or '0')
+local held = tonumber(redis.call('HGET', h, 'held_tokens') or '0')
+if ARGV[3] ~= '' and used + held + tonumber(ARGV[1]) > tonumber(ARGV[3]) then
+  return {'tokens', tostring(used), tostring(held)}
+end
+local cost = tonumber(redis.call('HGET', h, 'cost') or '0')
+local held_cost = tonumber(redis.call('HGET', h, 'held_cost') or '0')
+if ARGV[4] ~= '' and cost + held_cost + tonumber(ARGV[2]) > tonumber(ARGV[4]) then
+  return {'cost', tostring(cost), tostring(held_cost)}
+end
+redis.call('HINCRBY', h, 'held_tokens', ARGV[1])
+redis.call('HINCRBYFLOAT', h, 'held_cost', ARGV[2])
+redis.call('EXPIRE', h, tonumber(ARGV[5]))
+return {'ok'}
+"""
+#: Fields of the hash that are bookkeeping, not results (left out of the run summary).
+INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost")
+
+
 def run_judge_key(run_id: str) -> str:
     return f"ragscore:run:{run_id}:judge"
 
@@ -55,15 +82,20 @@ class RunJudgeState:
         self.ttl_s = ttl_s
         self.what = what
         self._failure = redis.register_script(_FAILURE_LUA)
+        self._reserve = redis.register_script(_RESERVE_LUA)
 
-    def incr(self, *, cost: float = 0.0, reset_failures: bool = False, **counts: int) -> None:
-        """Add to counters (one round trip); ``reset_failures`` marks a success for the breaker."""
+    def incr(
+        self, *, cost: float = 0.0, reset_failures: bool = False, release: tuple[int, float] = (0, 0.0), **counts: int
+    ) -> None:
+        """Add to counters (one round trip); ``reset_failures`` marks a success for the breaker; ``release``
+        gives back what :meth:`reserve` held for the call (tokens, cost)."""
         pipe = self.r.pipeline(transaction=False)
-        for name, value in counts.items():
+        for name, value in (*counts.items(), ("held_tokens", -release[0])):
             if value:
                 pipe.hincrby(self.key, name, value)
-        if cost:
-            pipe.hincrbyfloat(self.key, "cost", cost)
+        for name, amount in (("cost", cost), ("held_cost", -release[1])):
+            if amount:
+                pipe.hincrbyfloat(self.key, name, amount)
         if reset_failures:
             pipe.hset(self.key, "consecutive_failures", 0)
         pipe.expire(self.key, self.ttl_s)
@@ -81,20 +113,34 @@ class RunJudgeState:
         reason = f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last_error})"
         return bool(self._failure(keys=[self.key], args=[threshold, reason[:500], self.ttl_s]))
 
-    def stop_reason(self, max_cost: float | None = None, max_tokens: int | None = None) -> str | None:
-        """Why no new call may start (breaker open, budget reached), or None."""
-        breaker, cost, tokens_in, tokens_out = self.r.hmget(self.key, "breaker", "cost", "tokens_in", "tokens_out")
-        if breaker:
-            return str(breaker)
-        used = int(tokens_in or 0) + int(tokens_out or 0)
-        if max_cost is not None and float(cost or 0) >= max_cost:
-            reason = f"budget reached: judge cost {float(cost or 0):.4f} >= max_cost {max_cost:g}"
-        elif max_tokens is not None and used >= max_tokens:
-            reason = f"budget reached: {used} judge tokens >= max_tokens {max_tokens}"
-        else:
+    def reserve(self, tokens: int, cost: float, max_cost: float | None, max_tokens: int | None) -> str | None:
+        """Start a budgeted call: why it may not start (breaker open; the budget would be passed by what was
+        used, what calls in flight hold and this call's high estimate), else None, holding ``(tokens, cost)``
+        until :meth:`incr` releases them. So a budget is a cap, whatever number of calls run at once."""
+        if max_cost is None and max_tokens is None:
+            return self.stop_reason()  # nothing to hold
+        limits = ["" if max_tokens is None else max_tokens, "" if max_cost is None else repr(max_cost)]
+        raw = self._reserve(keys=[self.key], args=[tokens, repr(cost), *limits, self.ttl_s])
+        answer = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
+        kind = answer[0]
+        if kind == "ok":
             return None
+        if kind == "breaker":
+            return str(answer[1])
+        used, held = (int(float(v)) for v in answer[1:]) if kind == "tokens" else (float(v) for v in answer[1:])
+        if kind == "tokens":
+            reason = (f"budget reached: {used} judge tokens used, {held} held by calls in flight, and the next call "
+                      f"may take {tokens}: more than max_tokens {max_tokens}")  # fmt: skip
+        else:
+            reason = (f"budget reached: judge cost {used:.4f}, {held:.4f} held by calls in flight, and the next "
+                      f"call may cost {cost:.4f}: more than max_cost {max_cost:g}")  # fmt: skip
         self.r.hsetnx(self.key, "budget", reason)  # the first reason, for the summary (a resume clears it)
         return reason
+
+    def stop_reason(self) -> str | None:
+        """Why no new call may start (the breaker is open), or None. Budgets are checked by :meth:`reserve`."""
+        breaker = self.r.hget(self.key, "breaker")
+        return str(breaker) if breaker else None
 
     def read(self) -> dict[str, Any]:
         """The counters as numbers (missing ones as 0) plus ``breaker`` / ``budget`` when judging stopped."""
@@ -103,7 +149,7 @@ class RunJudgeState:
         for name, value in raw.items():
             if name in ("breaker", "budget"):
                 out[name] = value
-            elif name == "cost":
+            elif name in ("cost", "held_cost"):
                 out[name] = float(value)
             else:
                 out[name] = int(value)

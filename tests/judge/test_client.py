@@ -22,6 +22,7 @@ from ragscore_workers.providers import (
     RetryPolicy,
     RunJudgeState,
     build_client,
+    estimate_tokens,
 )
 from ragscore_workers.schemas import JudgeConfig
 
@@ -217,15 +218,42 @@ def test_cache_serves_a_repeated_call_without_calling(rclient: redis.Redis, fake
 def test_budget_stops_new_calls_and_cost_follows_the_price_table(
     rclient: redis.Redis, fake: FakeProvider, model: str
 ) -> None:
-    client = _client(rclient, fake, model, budget=Budget(max_tokens=30), prices={model: (1.0, 2.0)})
-    _ask(client, "x" * 60 + " [[rating=4]]")  # 19 + 4 tokens in, 1 out at the fake's 4 characters a token
+    client = _client(rclient, fake, model, budget=Budget(max_tokens=120), prices={model: (1.0, 2.0)})
+    asked = 0
+    with pytest.raises(JudgeStopped, match="budget reached: .* judge tokens used, 0 held by calls in flight, and the "
+                       "next call may take .*: more than max_tokens 120"):  # fmt: skip
+        for i in range(50):
+            _ask(client, "x" * 60 + f" {i} [[rating=4]]")  # ~21 + 4 tokens in, 1 out at the fake's 4 characters
+            asked += 1
     state = client.state.read()
     assert state["cost"] == pytest.approx((state["tokens_in"] * 1.0 + state["tokens_out"] * 2.0) / 1e6)
-    _ask(client, "y [[rating=4]]")
-    with pytest.raises(JudgeStopped, match="budget reached: .* judge tokens >= max_tokens 30"):
-        _ask(client, "z [[rating=4]]")
-    assert fake.stats()["requests"] == 2
-    assert client.state.read()["budget"].startswith("budget reached: ")  # recorded for the summary
+    assert fake.stats()["requests"] == asked >= 2
+    next_estimate = estimate_tokens([{"role": "user", "content": "x" * 60 + " 49 [[rating=4]]"}]) + PARAMS.max_tokens
+    used = state["tokens_in"] + state["tokens_out"]
+    assert used <= 120 < used + next_estimate  # stopped only when the next call could pass the budget
+    assert state["held_tokens"] == 0 and state["budget"].startswith("budget reached: ")
+
+
+def test_a_budget_is_a_cap_however_many_calls_run_at_once(rclient: redis.Redis, model: str, keys: str) -> None:
+    """16 threads start calls together against a slow provider: the run's tokens never pass the budget."""
+    with FakeProvider(api_key=keys, latency_s=0.3) as slow:
+        client = _client(rclient, slow, model, budget=Budget(max_tokens=150))
+        stopped: list[str] = []
+
+        def ask(i: int) -> None:
+            try:
+                _ask(client, f"question number {i} [[rating=2]]")
+            except JudgeStopped as exc:
+                stopped.append(str(exc))
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        state = client.state.read()
+        assert state["tokens_in"] + state["tokens_out"] <= 150  # checked-then-called would have spent 16 calls'
+        assert stopped and slow.stats()["requests"] == 16 - len(stopped) and state["held_tokens"] == 0
 
 
 def test_a_request_larger_than_tpm_fails_without_a_call(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
