@@ -14,7 +14,8 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``failures``               calls that failed for good (after their retries)
 ``consecutive_failures``   failures since the last success (the breaker's count)
 ``breaker``                why judging stopped, once the breaker is open
-``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` was reached
+``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` would be passed
+``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end
 ``provider_rpm`` …         a limit the provider's headers state below the suite's (``provider_tpm``,
                            ``provider_rpd``), which the workers use instead
 =========================  ===================================================================
