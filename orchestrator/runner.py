@@ -320,17 +320,17 @@ def _resume_target_shard(
     return shard.tasks
 
 
-def _broker_idle(store: RunStore, run_id: str) -> bool:
+def _broker_idle(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
     """No message of any queue the run uses is waiting, and none of the run's is held by a live worker
-    (store and broker share Redis)."""
+    (store and broker share Redis). ``said``: orphan counts already logged (each is logged once)."""
     queues = [*json.loads(store.meta(run_id).get("queues", "[]")), CONTROL_QUEUE]
     pipe = store.r.pipeline(transaction=False)
     for queue in queues:
         pipe.llen(queue)
-    return not any(pipe.execute()) and not _held_by_live_workers(store, run_id)
+    return not any(pipe.execute()) and not _held_by_live_workers(store, run_id, said)
 
 
-def _held_by_live_workers(store: RunStore, run_id: str) -> bool:
+def _held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
     """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
 
     kombu keeps held messages in the ``unacked`` hash until acknowledged; a message whose worker was killed
@@ -356,8 +356,11 @@ def _held_by_live_workers(store: RunStore, run_id: str) -> bool:
     orphans = [task_id for task_id in held if task_id not in live]
     if len(orphans) < len(held):
         return True
-    log.warning("run %s: %d message(s) held by workers that are gone (re-delivered only after the visibility "
-                "timeout)", run_id, len(orphans))  # fmt: skip
+    if said is None or len(orphans) not in said:
+        log.warning("run %s: %d message(s) held by workers that are gone (re-delivered only after the visibility "
+                    "timeout)", run_id, len(orphans))  # fmt: skip
+        if said is not None:
+            said.add(len(orphans))
     return False
 
 
@@ -424,6 +427,7 @@ def wait(
     last_done, last_change, recoveries, idle_checks = -1, time.monotonic(), 0, 0
     last_consumer_check, warned = 0.0, set[str]()
     restarted = False  # a local worker died and was restarted since the last recovery
+    orphans_said: set[int] = set()  # counts of messages held by gone workers, already logged
     lost_since: float | None = None  # when Redis stopped answering (None: it answers)
     try:
         while True:
@@ -463,7 +467,7 @@ def wait(
                     last_consumer_check = now
                     _warn_unserved(store, run_id, warned)
                 limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
-                if now - last_change > limit and _broker_idle(store, run_id):
+                if now - last_change > limit and _broker_idle(store, run_id, orphans_said):
                     idle_checks += 1
                     if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
                         time.sleep(POLL_S * 5)
