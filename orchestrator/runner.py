@@ -582,15 +582,17 @@ def run(
             sub = start(store)
             wait(store, sub.run_id, progress, timeout_s=timeout_s)
             return write_results(store, sub.run_id, out_dir)
+        checked: set[str] = set()  # queues whose local resources were checked already
         if resolved is not None:  # before anything is recorded: what every row's metrics need (routed rows: later)
-            check_local_resources(resolved, sorted({m.queue.value for m, _ in resolved.metrics if m.route is None}))
+            checked = {m.queue.value for m, _ in resolved.metrics if m.route is None}
+            check_local_resources(resolved, sorted(checked))
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire()
         workers: list[LocalWorkers] = []
 
         def start_workers(queues: list[str]) -> None:
-            if resolved is not None:
-                check_local_resources(resolved, queues)
+            if resolved is not None:  # only the queues routed rows added
+                check_local_resources(resolved, [q for q in queues if q not in checked])
             elif resume_id is not None:  # the run's own suite, from the store
                 check_local_resources(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
             workers.append(LocalWorkers(url, queues, settings.home / "logs", concurrency=concurrency))
