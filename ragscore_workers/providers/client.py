@@ -138,20 +138,14 @@ class JudgeClient:
     def _attempt(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         prompt = estimate_tokens(messages)
         estimate = prompt + params.max_tokens
-        held = (estimate, self.price.cost(prompt, params.max_tokens) if self.price else 0.0)
-        reason = self.state.reserve(*held, self.budget.max_cost, self.budget.max_tokens)
+        est_cost = self.price.cost(prompt, params.max_tokens) if self.price else 0.0
+        reason, release = self.state.reserve(estimate, est_cost, self.budget.max_cost, self.budget.max_tokens)
         if reason:
             raise JudgeStopped(reason, provider=self.provider.name)
-        budgeted = self.budget.max_cost is not None or self.budget.max_tokens is not None
-        release = held if budgeted else (0, 0.0)  # what reserve() held for this call, given back with its counts
-        try:
+        try:  # ``release``: what reserve() held for this call, given back with its counts however it ends
             grant = self.limiter.acquire(estimate)
-        except BaseException:
-            self.state.incr(release=release)
-            raise
-        try:
             completion = self.provider.complete(messages, params)
-        except ProviderError as exc:
+        except ProviderError as exc:  # from the provider only: the limiter raises none
             self._learn_limits(exc.headers)
             decision = self.provider.should_retry(exc)
             # A call that got no reply generated no tokens (a 429, a 5xx, a refused connection): give back the
@@ -161,7 +155,7 @@ class JudgeClient:
                 self.limiter.pause(decision.retry_after or 0.0, "429")
             self.state.incr(calls=1, rate_limited=int(decision.kind == "rate_limit"), release=release)
             raise
-        except BaseException:  # a timeout of the task, an interrupt: the hold must not outlive the call
+        except BaseException:  # a limiter timeout, a task timeout, an interrupt: the hold must not outlive the call
             self.state.incr(release=release)
             raise
         used = completion.tokens_in + completion.tokens_out

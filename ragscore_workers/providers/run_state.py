@@ -114,20 +114,24 @@ class RunJudgeState:
         reason = f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last_error})"
         return bool(self._failure(keys=[self.key], args=[threshold, reason[:500], self.ttl_s]))
 
-    def reserve(self, tokens: int, cost: float, max_cost: float | None, max_tokens: int | None) -> str | None:
-        """Start a budgeted call: why it may not start (breaker open; the budget would be passed by what was
-        used, what calls in flight hold and this call's high estimate), else None, holding ``(tokens, cost)``
-        until :meth:`incr` releases them. So a budget is a cap, whatever number of calls run at once."""
+    def reserve(
+        self, tokens: int, cost: float, max_cost: float | None, max_tokens: int | None
+    ) -> tuple[str | None, tuple[int, float]]:
+        """Start a call: ``(why it may not start, what it holds)``. It may not when the breaker is open, or when
+        what was used, plus what calls in flight hold, plus its own high estimate would pass a budget. A call
+        that starts under a budget holds ``(tokens, cost)`` until :meth:`incr` releases them (without a budget it
+        holds nothing): so a budget is a cap, whatever number of calls run at once."""
+        nothing = (0, 0.0)
         if max_cost is None and max_tokens is None:
-            return self.stop_reason()  # nothing to hold
+            return self.stop_reason(), nothing
         limits = ["" if max_tokens is None else max_tokens, "" if max_cost is None else repr(max_cost)]
         raw = self._reserve(keys=[self.key], args=[tokens, repr(cost), *limits, self.ttl_s])
         answer = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
         kind = answer[0]
         if kind == "ok":
-            return None
+            return None, (tokens, cost)
         if kind == "breaker":
-            return str(answer[1])
+            return str(answer[1]), nothing
         used, held = (int(float(v)) for v in answer[1:]) if kind == "tokens" else (float(v) for v in answer[1:])
         if kind == "tokens":
             reason = (f"budget reached: {used} judge tokens used, {held} held by calls in flight, and the next call "
@@ -136,7 +140,7 @@ class RunJudgeState:
             reason = (f"budget reached: judge cost {used:.4f}, {held:.4f} held by calls in flight, and the next "
                       f"call may cost {cost:.4f}: more than max_cost {max_cost:g}")  # fmt: skip
         self.r.hsetnx(self.key, "budget", reason)  # the first reason, for the summary (a resume clears it)
-        return reason
+        return reason, nothing
 
     def stop_reason(self) -> str | None:
         """Why no new call may start (the breaker is open), or None. Budgets are checked by :meth:`reserve`."""
