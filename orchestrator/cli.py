@@ -626,7 +626,7 @@ def report_cmd(
     data = open_run(run, lambda: _store(broker))
     out_dir = out or data.directory or Path("ragscore-out")
     if fmt == "nlp-project":
-        from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, split_of
+        from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, left_out, split_of
 
         evaluation = evaluation_json(data.items(), gold_doc_ids(data.info), name)
         split = split or split_of(data.info)
@@ -634,6 +634,8 @@ def report_cmd(
         path = out_dir / f"{split}_evaluation.json"
         path.write_text(json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         typer.echo(console_summary(evaluation, split))
+        for note in left_out(data.summary.metrics):
+            err.print(f"[yellow]note:[/] {note}")
         err.print(f"wrote {path}")
         return
     if fmt not in FORMATS:

@@ -45,7 +45,7 @@ from ragscore_workers.store import (
 )
 from ragscore_workers.tasks import aggregate, score_shard
 
-from .datasets import RowError, iter_rows, scan_dataset
+from .datasets import RowError, detect_format, iter_rows, scan_dataset
 from .embedded_redis import EmbeddedRedis
 from .progress import ProgressView, QuietProgress
 from .reports import write_outputs
@@ -167,7 +167,7 @@ def submit(
             "state": RunState.SUBMITTING,
             "suite": resolved.suite.model_dump_json(),
             "dataset": str(dataset.resolve()),
-            "format": fmt or "",
+            "format": fmt or detect_format(dataset, fmt_options),  # the detected one is recorded too
             "format_options": json.dumps(fmt_options),
             "items": items,
             "failed_rows": scan.failed,

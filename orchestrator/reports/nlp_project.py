@@ -22,7 +22,7 @@ from typing import Any
 
 from ragscore_workers.store import RawItem
 
-__all__ = ["console_summary", "evaluation_json", "gold_doc_ids", "split_of"]
+__all__ = ["console_summary", "evaluation_json", "gold_doc_ids", "left_out", "split_of"]
 
 #: The key of items that carry no ``system``.
 DEFAULT_SYSTEM = "ragscore"
@@ -135,6 +135,28 @@ def evaluation_json(
         doc = (gold or {}).get(item.key)
         systems.setdefault(name, _System()).add(item, doc if isinstance(doc, str) or doc is None else str(doc))
     return {name: s.to_json() for name, s in systems.items()}
+
+
+def left_out(metric_names: Iterable[str]) -> list[str]:
+    """Why metrics of the run have no place in the seed's layout (empty when every one has).
+
+    The layout has sections for ``recall_at_K``, ``citation*``, and ``rubric_judge`` (with ``evidence_overlap``
+    and ``combined`` inside it); ``evidence_overlap`` without ``rubric_judge`` would be dropped silently.
+    """
+    names = set(metric_names)
+    placed = {n for n in names if _RECALL.match(n) or n.startswith("citation")}
+    if names & {"rubric_judge", "rubric_judge_raw"}:
+        placed |= {"rubric_judge", "rubric_judge_raw", "evidence_overlap", "combined"}
+    notes = []
+    if "evidence_overlap" in names - placed:
+        notes.append(
+            "evidence_overlap is written only inside llm_judge, beside rubric_judge (the seed's layout); "
+            "this run has no rubric_judge"
+        )
+    others = sorted(names - placed - {"evidence_overlap"})
+    if others:
+        notes.append(f"not in this format: {', '.join(others)} (see summary.json or report.md)")
+    return notes
 
 
 def gold_doc_ids(info: Mapping[str, Any]) -> dict[str, Any]:

@@ -86,3 +86,23 @@ def test_nlp_project_format_reproduces_the_recorded_evaluation_file(
     for line in ("Recall@1: 2/3 = 66.67%", "Recall@5: 2/3 = 66.67%", "F1: 0.570", "Answer score: 3.33/5",
                  "Combined score: 0.622"):  # fmt: skip
         assert line in report.stdout, report.stdout
+
+
+def test_metrics_the_format_has_no_place_for_are_named_not_dropped_silently(tmp_path: Path, home: Path) -> None:
+    options = {"predictions": DATA / "output" / "dev_extension3_output.json", "corpus": DATA / "data" / "corpus",
+               "system": "rag_extension3"}  # fmt: skip
+    suite = {"name": "no-judge", "metrics": [{"name": "recall_at_k", "params": {"k": [1]}}, "evidence_overlap",
+                                             "exact_match"]}  # fmt: skip
+    result = evaluate(QUESTIONS, suite, out=tmp_path / "out", fmt_options=options)  # the format is detected
+    assert result.summary.metrics["evidence_overlap"].n == 3
+    assert json.loads((tmp_path / "out" / "run_info.json").read_text(encoding="utf-8"))["format"] == "nlp-project"
+
+    report = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "report", str(tmp_path / "out"), "--format", "nlp-project"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "200"}, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    ours = json.loads((tmp_path / "out" / "dev_evaluation.json").read_text(encoding="utf-8"))
+    assert list(ours["rag_extension3"]) == ["retrieval"]
+    assert "evidence_overlap is written only inside llm_judge" in report.stderr, report.stderr
+    assert "not in this format: exact_match" in report.stderr, report.stderr
