@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -89,6 +90,18 @@ def _cost(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _uncut_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+    """A table whose cells are never cut to fit the terminal (a cut number reads as another number): each
+    column is as wide as its widest cell, and the table grows past the console's width when it must."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
+    for i, name in enumerate(header):
+        width = max(len(name), *(len(row[i]) for row in rows))
+        table.add_column(name, justify="right" if i else "left", no_wrap=True, min_width=width)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def print_estimate(
     estimate: Estimate, suite: Suite, console: Console | None = None, *, max_cost: float | None = None,
     max_tokens: int | None = None,
@@ -113,16 +126,16 @@ def print_estimate(
         console.print(f"target {system}: {calls:,} calls (one per question; retries not counted)", markup=False)
     if not estimate.judge:
         return
-    judge = Table(title=f"judge calls ({suite.judge.provider} {suite.judge.model})")
-    judge.add_column("metric", no_wrap=True)
     cached = ("cached", "to pay") if estimate.cache_checked else ()
-    for col in ("calls", *cached, "tokens in", "out ≤", "cost ≤"):
-        judge.add_column(col, justify="right", no_wrap=True)
     total = estimate.judge_total()
-    for name, t in [*estimate.judge.items(), ("total", total)]:
-        paid = (f"{t.cached:,}", f"{t.paid:,}") if cached else ()
-        judge.add_row(name, f"{t.calls:,}", *paid, f"{t.tokens_in:,}", f"{t.tokens_out_max:,}", _cost(t.cost))
-    console.print(judge)
+    rows = [
+        (name, f"{t.calls:,}", *((f"{t.cached:,}", f"{t.paid:,}") if cached else ()), f"{t.tokens_in:,}",
+         f"{t.tokens_out_max:,}", _cost(t.cost))
+        for name, t in [*estimate.judge.items(), ("total", total)]
+    ]  # fmt: skip
+    header = ("metric", "calls", *cached, "tokens in", "out ≤", "cost ≤")
+    title = f"judge calls ({suite.judge.provider} {suite.judge.model})"
+    console.print(_uncut_table(title, header, rows), crop=False)
     notes = [
         "tokens in: the rate limiter's high guess of the prompts (three characters a token)",
         "out: the reply caps (max_tokens)",
