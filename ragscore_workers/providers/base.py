@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from ..errors import ConfigError
 from .errors import MalformedReplyError, MissingKeyError, ProviderError, redact
 from .headers import rate_limit_wait
 
@@ -27,6 +28,7 @@ __all__ = [
     "RetryDecision",
     "provider_identity",
     "estimate_tokens",
+    "read_secret",
 ]
 
 #: Seconds one HTTP call may take (connect + read) before it counts as a timeout.
@@ -97,6 +99,21 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return 3 + sum(math.ceil(len(m.get("content", "")) / 3) + 4 for m in messages)
 
 
+def read_secret(env_var: str) -> str | None:
+    """The key or token in ``env_var`` without surrounding whitespace (a key file's newline, a CRLF env file);
+    None when unset or blank. A value with whitespace or control characters inside cannot be one: ConfigError
+    here, before it is sent (an HTTP library would quote it, secret and all, in its error)."""
+    value = (os.environ.get(env_var) or "").strip()
+    if not value:
+        return None
+    if not value.isascii() or not value.isprintable() or any(c.isspace() for c in value):
+        raise ConfigError(
+            f"The value of {env_var} cannot be a key or token: it has whitespace, control or non-ASCII characters "
+            "inside (the value is not shown)"
+        )
+    return value
+
+
 def provider_identity(name: str, base_url: str | None, model: str) -> str:
     """Provider, endpoint and model: what a cached reply depends on (part of its cache key)."""
     return f"{name}|{base_url or ''}|{model}"
@@ -127,12 +144,16 @@ class Provider(ABC):
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.key_env = api_key_env or self.default_key_env
-        self._api_key = os.environ.get(self.key_env) or None
+        self._api_key = read_secret(self.key_env)
         if self._api_key is None and self._needs_key():
-            raise MissingKeyError(self.name, self.key_env)
+            raise MissingKeyError(self.name, self.key_env, hint=self._missing_key_hint())
 
     def _needs_key(self) -> bool:
         return self.key_required
+
+    def _missing_key_hint(self) -> str:
+        """More to say when the key is missing (appended to the message)."""
+        return ""
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, key_env={self.key_env!r})"

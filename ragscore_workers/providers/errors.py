@@ -34,20 +34,21 @@ __all__ = [
 
 
 def redact(text: str, *secrets: str | None) -> str:
-    """``text`` with every non-empty secret replaced by ``***``."""
+    """``text`` with every non-empty secret replaced by ``***``, as written and as escaped in a repr."""
     for secret in secrets:
         if secret:
-            text = text.replace(secret, "***")
+            for form in sorted({secret, repr(secret)[1:-1], secret.encode("unicode_escape").decode()}, key=len)[::-1]:
+                text = text.replace(form, "***")
     return text
 
 
 class MissingKeyError(ConfigError):
     """The API key of a provider is not set in the environment."""
 
-    def __init__(self, provider: str, env_var: str) -> None:
+    def __init__(self, provider: str, env_var: str, *, hint: str = "") -> None:
         self.provider = provider
         self.env_var = env_var
-        super().__init__(f"The {provider} judge needs an API key: set the environment variable {env_var}.")
+        super().__init__(f"The {provider} judge needs an API key: set the environment variable {env_var}{hint}.")
 
 
 class JudgeError(RagscoreError):

@@ -1,11 +1,13 @@
 """Any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, llama.cpp, LM Studio) over httpx.
 
 ``base_url`` is the API root (``https://api.openai.com/v1``, ``http://localhost:11434/v1``); the key comes
-from ``OPENAI_API_KEY`` or the variable ``api_key_env`` names, and may be absent for a local server.
+from ``OPENAI_API_KEY`` or the variable ``api_key_env`` names, and may be absent for a server on this machine or
+a private network (:func:`is_private_host`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -15,11 +17,26 @@ import httpx
 from .base import DEFAULT_TIMEOUT_S, Completion, CompletionParams, Message, Provider
 from .errors import MalformedReplyError, ProviderError
 
-__all__ = ["OpenAICompatProvider", "parse_completion"]
+__all__ = ["OpenAICompatProvider", "is_private_host", "parse_completion"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: DNS suffixes of private networks (RFC 6762 .local, RFC 8375 .home.arpa, Kubernetes services, clouds'
+#: .internal, RFC 6761 .localhost, the common .lan).
+PRIVATE_SUFFIXES = (".local", ".localhost", ".internal", ".lan", ".home.arpa", ".svc", ".svc.cluster.local")
 #: Connections kept per process: a judge worker keeps many requests in flight.
 MAX_CONNECTIONS = 128
+
+
+def is_private_host(url: str) -> bool:
+    """Whether ``url`` names this machine or a private network: a loopback, private or link-local address,
+    ``localhost``, a one-label name (``vllm``, ``ollama``) or a private DNS suffix (``.local``, ``.internal``,
+    ``.svc``: a Kubernetes service). Hosted APIs (``api.openai.com``, ``api.groq.com``) are not."""
+    host = httpx.URL(url).host.rstrip(".").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host == "localhost" or host.endswith(PRIVATE_SUFFIXES)
+    return address.is_private or address.is_loopback or address.is_link_local
 
 
 def parse_completion(provider: str, data: Any, headers: dict[str, str]) -> Completion:
@@ -72,8 +89,12 @@ class OpenAICompatProvider(Provider):
         )
 
     def _needs_key(self) -> bool:
-        # OpenAI itself needs a key; a local server given by base_url usually does not.
-        return self.base_url is None or self.base_url.rstrip("/") == DEFAULT_BASE_URL
+        # OpenAI and other hosted APIs need a key; a server on this machine or a private network usually not.
+        return not is_private_host(self.base_url or DEFAULT_BASE_URL)
+
+    def _missing_key_hint(self) -> str:
+        host = httpx.URL(self.base_url or DEFAULT_BASE_URL).host
+        return f" (for {host}; any value if that server needs none)"
 
     def complete(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         payload = {

@@ -9,7 +9,6 @@ and exceptions of a callable are final.
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, Protocol
@@ -17,7 +16,7 @@ from typing import Any, Protocol
 import httpx
 
 from ..errors import ConfigError
-from ..providers.base import RetryDecision
+from ..providers.base import RetryDecision, read_secret
 from ..providers.errors import redact
 from ..schemas import TargetConfig
 from .errors import TargetError
@@ -47,7 +46,7 @@ class HttpEndpoint:
         headers = dict(config.headers)
         self._token = None
         if config.auth_env:
-            self._token = os.environ.get(config.auth_env)
+            self._token = read_secret(config.auth_env)
             if not self._token:
                 raise ConfigError(f"Target {self.system} needs a token: set the environment variable {config.auth_env}")
             headers[config.auth_header] = f"{config.auth_scheme} {self._token}".strip()

@@ -66,6 +66,8 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("chunk_zero", "chunk sizes must be >= 1"),
         ("out_is_a_file", "is a file; reports go to a directory"),
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
+        ("hosted_base_url_no_key", "set the environment variable OPENAI_API_KEY (for api.groq.com; any value"),
+        ("key_with_a_newline_inside", "The value of GROQ_API_KEY cannot be a key or token"),
         ("resume_with_dataset", "drop DATASET, --suite, or start a new run without --resume"),
     ],
 )
@@ -87,6 +89,13 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
     elif case == "no_judge_key":
         monkeypatch.delenv("GROQ_API_KEY", raising=False)
         suite = {"metrics": ["answer_accuracy"]}
+    elif case == "hosted_base_url_no_key":
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        suite = {"metrics": ["answer_accuracy"], "judge": {"provider": "openai",
+                                                           "base_url": "https://api.groq.com/openai/v1"}}  # fmt: skip
+    elif case == "key_with_a_newline_inside":
+        monkeypatch.setenv("GROQ_API_KEY", "gsk-FIRST-LINE\ngsk-SECOND-LINE")
+        suite = {"metrics": ["answer_accuracy"]}
     out, extra = tmp_path / "out", []
     if case == "chunk_zero":
         extra = ["--chunk-size", "cpu=0"]
@@ -96,8 +105,8 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         extra = ["--resume", str(out)]
     result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, suite)), "--out", str(out), *extra, home=home)
     assert result.returncode == 2, result.stderr
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
+    assert message in " ".join(result.stderr.split()), result.stderr  # as one line, however it wrapped
+    assert "Traceback" not in result.stderr and "LINE" not in result.stderr
     assert not out.is_dir() or not (out / "items.jsonl").exists()
     assert not list((home / "logs").glob("worker-*")) if (home / "logs").exists() else True
     assert _our_processes(home) == []

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.providers import CompletionParams, MalformedReplyError, MissingKeyError, ProviderError
 from ragscore_workers.providers.base import DEFAULT_RATE_LIMIT_WAIT_S, Provider, RetryDecision
+from ragscore_workers.providers.errors import redact
 from ragscore_workers.providers.groq_sdk import GroqProvider
 from ragscore_workers.providers.headers import RateLimitInfo, parse_duration, parse_retry_after, rate_limit_wait
 from ragscore_workers.providers.openai_compat import OpenAICompatProvider
@@ -91,8 +93,38 @@ def test_missing_keys_fail_with_the_variable_to_set(monkeypatch: pytest.MonkeyPa
         GroqProvider(model="m")
     with pytest.raises(MissingKeyError, match="OPENAI_API_KEY"):
         OpenAICompatProvider(model="m")
-    # A local OpenAI-compatible server (vLLM, Ollama) needs no key.
-    assert OpenAICompatProvider(model="m", base_url="http://127.0.0.1:9/v1").limiter_key().startswith("openai:m:")
+    # A hosted OpenAI-compatible API needs one too, whatever its base_url; the message names the host.
+    with pytest.raises(MissingKeyError, match=r"OPENAI_API_KEY \(for api\.groq\.com; any value if that server"):
+        OpenAICompatProvider(model="m", base_url="https://api.groq.com/openai/v1")
+    # A server on this machine or a private network (vLLM, Ollama, a Kubernetes service) needs no key.
+    for url in (
+        "http://127.0.0.1:9/v1",
+        "http://localhost:11434/v1",
+        "http://vllm:8000/v1",
+        "http://10.1.2.3/v1",
+        "http://vllm.ml.svc.cluster.local/v1",
+        "http://host.docker.internal:1234/v1",
+        "http://[::1]:8/v1",
+    ):
+        assert OpenAICompatProvider(model="m", base_url=url).limiter_key().startswith("openai:m:"), url
+
+
+@pytest.mark.parametrize("kind", ["groq", "openai"])
+def test_a_key_read_with_its_newline_works_and_a_key_with_a_control_character_is_refused_unshown(
+    kind: str, fake: FakeProvider, keys: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_JUDGE_KEY", f"  {keys}\r\n")  # as read from a key file or a CRLF env file
+    assert _provider(kind, fake, api_key_env="MY_JUDGE_KEY").complete([{"role": "user", "content": "[[rating=2]]"}],
+                                                                       PARAMS).text == "2"  # fmt: skip
+    monkeypatch.setenv("MY_JUDGE_KEY", f"{keys}\nEXTRA")
+    with pytest.raises(ConfigError, match="MY_JUDGE_KEY cannot be a key or token") as info:
+        _provider(kind, fake, api_key_env="MY_JUDGE_KEY")
+    assert keys not in str(info.value) and "EXTRA" not in str(info.value)
+
+
+def test_redaction_covers_the_escaped_forms_a_library_quotes() -> None:
+    said = "Illegal header value b'Bearer sk-NL-7\\n' and 'sk-NL-7\n' and sk-NL-7\n"
+    assert "sk-NL-7" not in redact(said, "sk-NL-7\n")
 
 
 def test_limiter_key_holds_a_hash_of_the_key_never_the_key(fake: FakeProvider) -> None:
