@@ -172,8 +172,11 @@ def rubric_prompt(question: str, reference: str, answer: str, description: str, 
 def _whole_score(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    if isinstance(value, str):  # "4", " 4 ", "4.0": a number written as text
+        try:
+            value = float(value.strip()) if value.strip().replace(".", "", 1).isdigit() else None
+        except ValueError:
+            return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return value if isinstance(value, int) and 1 <= value <= 5 else None
@@ -194,5 +197,6 @@ def parse_rubric(text: str) -> tuple[int, str] | None:
         if isinstance(data, dict):
             score = _whole_score(data.get("score"))
             if score is not None:
-                return score, str(data.get("rationale", ""))
+                rationale = data.get("rationale")
+                return score, "" if rationale is None else str(rationale)
     return None

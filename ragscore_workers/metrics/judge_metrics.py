@@ -239,7 +239,8 @@ def _groundedness_prompts(row: Row, params: DualParams) -> MetricResult | tuple[
 
 
 def combine(verdicts: list[Verdict], templates: DualTemplates) -> MetricResult:
-    """Both ratings valid: their mean; one: that one; none: unscorable (or the call error)."""
+    """Both ratings valid: their mean; one: that one; none: unscorable (or the call error). A judge stopped by
+    the run makes the item stopped."""
     ratings = [v.value for v in verdicts]
     details: dict[str, Any] = {
         "ratings": ratings,
@@ -250,12 +251,14 @@ def combine(verdicts: list[Verdict], templates: DualTemplates) -> MetricResult:
     errors = [v.error for v in verdicts if v.error]
     if errors:
         details["judge_errors"] = errors
-    scores = [r / templates.scale for r in ratings if r is not None]
-    if scores:
-        return MetricResult(score=sum(scores) / len(scores), details=details)
+    # A judge the run stopped (breaker, budget) has not rated yet: the item waits for a resume, which asks it
+    # again (the other judge's reply comes from the cache), rather than taking the other judge's rating alone.
     stopped = next((v.stopped for v in verdicts if v.stopped), None)
     if stopped:
         return MetricResult.stopped(stopped, **details)
+    scores = [r / templates.scale for r in ratings if r is not None]
+    if scores:
+        return MetricResult(score=sum(scores) / len(scores), details=details)
     if errors:
         return MetricResult(score=None, error=errors[0], details=details)
     return MetricResult.unscorable(f"no valid rating from either judge in {sum(details['calls'])} replies", **details)

@@ -153,7 +153,7 @@ class JudgeClient:
             self.limiter.correct(grant, 0)
             if decision.kind == "rate_limit":  # pause everyone for what the provider asked
                 self.limiter.pause(decision.retry_after or 0.0, "429")
-            self.state.incr(calls=1, rate_limited=int(decision.kind == "rate_limit"), release=release)
+            self.state.incr(calls=1, rate_limited=int(exc.status == 429), release=release)  # quota 429s too
             raise
         except BaseException:  # a limiter timeout, a task timeout, an interrupt: the hold must not outlive the call
             self.state.incr(release=release)

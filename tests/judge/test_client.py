@@ -76,7 +76,9 @@ def test_a_final_error_is_not_retried(rclient: redis.Redis, fake: FakeProvider, 
     fake.fail_next("quota")
     with pytest.raises(ProviderError, match="quota"):
         _ask(client, "[[rating=4]]")
-    assert fake.stats()["requests"] == 1 and client.state.read()["retries"] == 0
+    state = client.state.read()
+    assert fake.stats()["requests"] == 1 and state["retries"] == 0
+    assert state["rate_limited"] == 1  # a 429 received, though it said the quota is gone and was not retried
 
 
 def test_a_429_pauses_every_caller_for_its_retry_after(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:

@@ -12,6 +12,7 @@ import redis
 
 from ragscore_workers.metrics._judge_text import ANSWER_ACCURACY, CONTEXT_RELEVANCE, GROUNDEDNESS
 from ragscore_workers.providers import RunJudgeState
+from ragscore_workers.providers.base import estimate_tokens
 
 from ..fakes import FakeProvider
 from .conftest import SECRET, judge_suite, score
@@ -71,6 +72,19 @@ def test_one_valid_judge_gives_the_score(rclient: redis.Redis, keys: str, model:
         rows = [{"id": "a", "answer": "Paris is big", "contexts": ["Paris is the capital."]}]
         (result,) = score(judge_suite(["groundedness"], fake, model), rows, rclient)
     assert result["groundedness"].score == 0.5 and result["groundedness"].details["ratings"] == [1, None]
+
+
+def test_a_judge_the_budget_stopped_leaves_the_item_stopped_not_rated_by_the_other_alone(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    row = {"id": "a", "question": "When?", "answer": "In 1879 [[rating=4]]", "reference": "1879"}
+    first = ANSWER_ACCURACY.first.format(question=row["question"], answer=row["answer"], reference=row["reference"])
+    room = estimate_tokens([{"role": "user", "content": first}]) + 16  # the first judge's call fits, the second not
+    spec = {"name": "answer_accuracy", "params": {"concurrency": 1, "max_tokens_total": room}}
+    (result,) = score(judge_suite([spec], fake, model), [row], rclient)
+    out = result["answer_accuracy"]
+    assert fake.stats()["requests"] == 1 and out.details["ratings"] == [4, None]
+    assert out.score is None and out.details["stopped"] is True  # a resume asks the second judge
 
 
 def test_special_cases_score_without_asking_and_missing_inputs_are_unscorable(
