@@ -263,7 +263,12 @@ def run_cmd(
 def _exit_if_incomplete(summary: RunSummary) -> None:
     """Exit 1 when the judge's circuit breaker stopped judging, or a metric output has errors and not one score:
     the run produced nothing for it (a wrong key, a sandbox that cannot start, a provider that is down). Neither
-    may pass as a success in CI; the reports are written and ``--resume`` goes on after the cause is fixed."""
+    may pass as a success in CI; the reports are written and ``--resume`` goes on after the cause is fixed. A run
+    cancelled with ``ragscore cancel`` exits 1 too: its reports cover only what was scored before."""
+    if summary.state == "cancelled":
+        err.print(f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored; the "
+                  "reports cover those only", soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_RUN_ERROR)
     if summary.judge.get("breaker"):
         err.print(f"judging stopped: {summary.judge['breaker']}; the items it did not judge are unscored. Fix the "
                   "cause, then `ragscore run --resume DIR` judges them", soft_wrap=True)  # fmt: skip
@@ -443,11 +448,13 @@ def results(
     out: Annotated[Path, typer.Option("--out", "-o")],
     broker: BrokerOpt = None,
 ) -> None:
-    """Write the reports of a finished run."""
+    """Write the reports of a finished run (exit codes as ``run``: 1 for a cancelled run or a metric with no score)."""
     from .reports import print_summary
     from .runner import write_results
 
-    print_summary(write_results(_store(broker), run_id, out))
+    summary = write_results(_store(broker), run_id, out)
+    print_summary(summary)
+    _exit_if_incomplete(summary)
 
 
 @app.command("cancel")

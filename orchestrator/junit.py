@@ -28,6 +28,7 @@ from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
 from ragscore_workers.metrics.registry import higher_is_better
+from ragscore_workers.schemas import item_key
 
 from .gates import GateResult, holds, thresholds_by_metric
 
@@ -69,7 +70,7 @@ def classify(result: Mapping[str, Any] | None, threshold: float, lower_better: b
 
 
 def _item_key(item: Mapping[str, Any]) -> str:
-    return item["id"] if item.get("system") is None else f"{item['system']}::{item['id']}"
+    return item_key(item.get("system"), item["id"])
 
 
 def _case(classname: str, name: str, seconds: float, status: Status, message: str, body: str = "") -> str:

@@ -511,7 +511,12 @@ def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
 def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
     """Embedded runs, before any worker starts: what the local workers would fail on for every item is an
     error now (exit 2): a judge API key this environment (which they inherit) lacks, an embedding model that
-    is not there. Not for a cluster, whose keys and models live on its workers."""
+    is not there, a ``corpus_dir`` that is not a directory. Not for a cluster, whose keys, models and files live
+    on its workers."""
+    for metric, params in resolved.scoring:
+        corpus = getattr(params, "corpus_dir", None)
+        if metric.queue.value in queues and corpus and not Path(corpus).is_dir():
+            raise ConfigError(f"{metric.name}: corpus_dir {corpus} is not a directory (params of the suite)")
     if Queue.JUDGE.value in queues:
         try:
             from ragscore_workers.providers.factory import make_provider

@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "Citation",
@@ -82,6 +83,24 @@ def _coerce_id(value: Any) -> Any:
     return value
 
 
+#: Between system and id in an item key.
+KEY_SEPARATOR = "::"
+
+
+def item_key(system: str | None, id: str) -> str:
+    """``system::id``; ``id`` alone without a system, or ``::id`` when the id itself holds ``::`` (so that
+    ``{"id": "x::y"}`` and ``{"id": "y", "system": "x"}`` are two items, and every key splits back)."""
+    if system is not None:
+        return f"{system}{KEY_SEPARATOR}{id}"
+    return f"{KEY_SEPARATOR}{id}" if KEY_SEPARATOR in id else id
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    """``(system, id)`` of an item key: the inverse of :func:`item_key` (system names hold no ``::``)."""
+    system, sep, id = key.partition(KEY_SEPARATOR)
+    return (system or None, id) if sep else (None, key)
+
+
 #: Row fields whose ``null`` means "absent" (their default is not None: an empty list or dict).
 NULL_AS_ABSENT = ("contexts", "metadata")
 
@@ -129,10 +148,17 @@ class Row(BaseModel):
     def _coerce_id_lists(cls, value: Any) -> Any:
         return [_coerce_id(v) for v in value] if isinstance(value, list) else value
 
+    @field_validator("system")
+    @classmethod
+    def _system_without_separator(cls, value: str | None) -> str | None:
+        if value is not None and KEY_SEPARATOR in value:
+            raise PydanticCustomError("system_separator", f"a system name may not contain {KEY_SEPARATOR!r}")
+        return value
+
     @property
     def key(self) -> str:
-        """Unique key of the item: its id, or ``system::id`` when several systems answered."""
-        return self.id if self.system is None else f"{self.system}::{self.id}"
+        """Unique key of the item: its id, or ``system::id`` when several systems answered (see :func:`split_key`)."""
+        return item_key(self.system, self.id)
 
     def to_message(self) -> dict[str, Any]:
         """JSON-ready form for a task message (no nulls, so messages stay small)."""

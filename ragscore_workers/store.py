@@ -30,7 +30,7 @@ from typing import Any
 import redis
 
 from .errors import ConfigError, StoreError
-from .schemas import ItemResult, MetricResult, RunSummary
+from .schemas import ItemResult, MetricResult, RunSummary, split_key
 
 __all__ = [
     "RawItem",
@@ -547,7 +547,11 @@ def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
 
 def decode_raw(key: str, fields: dict[str, str]) -> RawItem:
     """Decode an item hash: ``_meta`` plus one status-prefixed JSON value per metric output."""
-    meta = json.loads(fields["_meta"]) if "_meta" in fields else {"id": key}
+    if "_meta" in fields:
+        meta = json.loads(fields["_meta"])
+    else:  # never scored (a cancelled run): the id and system its key holds
+        system, id = split_key(key)
+        meta = {"id": id, "system": system}
     metrics = {
         name: _with_defaults(json.loads(value[1:]))
         for name, value in sorted(fields.items())

@@ -77,7 +77,8 @@ class DatasetScan:
 
     rows: int = 0
     failed: int = 0
-    duplicates: list[tuple[str, int]] = field(default_factory=list)
+    #: The first few duplicates, each said as "id 'x' of system 's' on lines 2 and 9".
+    duplicates: list[str] = field(default_factory=list)
     duplicate_count: int = 0
     #: The first few unreadable rows, named in the error when no row at all could be read.
     first_failures: list[RowError] = field(default_factory=list)
@@ -154,7 +155,8 @@ def _find_duplicates(
         if row.key in first_seen:  # a real duplicate, not a hash collision
             scan.duplicate_count += 1
             if len(scan.duplicates) < MAX_DUPLICATES_SHOWN:
-                scan.duplicates.append((row.key, line))
+                system = f" of system {row.system!r}" if row.system is not None else ""
+                scan.duplicates.append(f"id {row.id!r}{system} on lines {first_seen[row.key]} and {line}")
         else:
             first_seen[row.key] = line
 
@@ -195,7 +197,7 @@ def scan_dataset(
         if repeated:
             _find_duplicates(path, fmt, options, repeated, scan)
     if scan.duplicate_count:
-        shown = ", ".join(f"{key!r} (line {line})" for key, line in scan.duplicates)
+        shown = "; ".join(scan.duplicates)
         more = scan.duplicate_count - len(scan.duplicates)
         raise DatasetError(
             f"{path}: {scan.duplicate_count} duplicate id(s): {shown}{f' and {more} more' if more else ''}. "

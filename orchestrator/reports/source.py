@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.schemas import RunSummary
+from ragscore_workers.schemas import RunSummary, item_key
 from ragscore_workers.store import RawItem, RunStore
 
 __all__ = ["RUN_INFO", "RunData", "from_dir", "from_store", "iter_items_file", "open_run"]
@@ -50,7 +50,7 @@ def iter_items_file(path: Path) -> Iterator[RawItem]:
                 raise ConfigError(f"{path}:{number}: not an items.jsonl line ({exc})") from exc
             if rec.get("question_type") is not None:
                 meta["question_type"] = rec["question_type"]
-            key = meta["id"] if meta["system"] is None else f"{meta['system']}::{meta['id']}"
+            key = item_key(meta["system"], meta["id"])
             yield RawItem(key=key, meta=meta, metrics=rec.get("metrics") or {})
 
 

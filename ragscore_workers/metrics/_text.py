@@ -19,16 +19,18 @@ def strip_diacritics(text: str) -> str:
 
 #: Punctuation that carries meaning and survives normalisation: a decimal point, a time's or ratio's colon or
 #: slash between digits, a sign before a number, and the ``++``/``#`` of names like C++ and C#.
-_MEANINGFUL = re.compile(r"(?<=\d)[.:/](?=\d)|(?<![\w.])[-+](?=\d)|(?<=[^\W\d_])(?:\+\+|#)")
+#: A comma between digits that is not a thousands separator (gone before this) is a decimal comma: ``12,5``.
+_MEANINGFUL = re.compile(r"(?<=\d)[.,:/](?=\d)|(?<![\w.])[-+](?=\d)|(?<=[^\W\d_])(?:\+\+|#)")
 #: Stand-ins (Unicode private use) that the punctuation filter leaves alone.
-_KEEP = {c: chr(0xE000 + i) for i, c in enumerate(".:/-+#")}
+_KEEP = {c: chr(0xE000 + i) for i, c in enumerate(".,:/-+#")}
 _RESTORE = str.maketrans({v: k for k, v in _KEEP.items()})
 
 
 def normalize_answer(text: str) -> str:
     """SQuAD-style normalisation: lower case, no diacritics, punctuation or articles, single spaces; but
-    numbers keep their decimal point, sign and thousands (``3.5`` is not ``35``, ``-5`` is not ``5``,
-    ``1,000`` is ``1000``), ``10:30`` and ``1/2`` keep their mark, and ``C++`` / ``C#`` stay apart from ``C``."""
+    numbers keep their decimal point or comma, sign and thousands (``3.5`` is not ``35``, ``12,5`` is not ``125``,
+    ``-5`` is not ``5``, ``1,000`` is ``1000``), ``10:30`` and ``1/2`` keep their mark, and ``C++`` / ``C#`` stay
+    apart from ``C``."""
     text = _THOUSANDS.sub("", strip_diacritics(text.lower()).replace("\u2212", "-"))  # a Unicode minus is a minus
     text = _MEANINGFUL.sub(lambda m: "".join(_KEEP[c] for c in m.group()), text).translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split()).translate(_RESTORE)

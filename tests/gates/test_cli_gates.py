@@ -11,6 +11,7 @@ import yaml
 
 from orchestrator.gates import parse_gate
 
+from ..fakes import FakeProvider
 from ..support import write_jsonl
 from .helpers import DATA, SUITE, ragscore
 
@@ -152,24 +153,27 @@ def test_gates_with_resume_exit_2_and_a_run_error_exits_1_not_3(tmp_path: Path, 
     assert "Cannot use Redis" in broken.stderr
 
 
-def test_a_metric_whose_every_item_errored_exits_1_with_the_reports_written(tmp_path: Path, home: Path) -> None:
-    rows = [{"id": f"q{i}", "answer": "Paris", "reference": "Paris" if i % 2 else "Rome", "gold_doc_id": "d1",
-             "gold_evidence_sentences": ["S1"], "evidence_sentences": ["S1"]} for i in range(6)]  # fmt: skip
+def test_a_metric_whose_every_item_errored_exits_1_with_the_reports_written(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [{"id": f"q{i}", "question": f"Q{i}? [[rating=4]]", "answer": "Paris", "reference": "Paris" if i % 2
+             else "Rome"} for i in range(6)]  # fmt: skip
     data = write_jsonl(tmp_path / "data.jsonl", rows)
-    missing = tmp_path / "no-such-corpus"
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(yaml.safe_dump(
-        {"metrics": ["exact_match", {"name": "evidence_overlap", "params": {"corpus_dir": str(missing)}}]}
-    ))  # fmt: skip
-    res = ragscore("run", data, "--suite", suite, "--out", tmp_path / "out", "--fail-under", "exact_match=0.9",
-                   home=home)  # fmt: skip
-    assert res.returncode == 1, res.stderr  # a run that produced nothing for a metric is not a gate miss (3)
-    assert "no scores for evidence_overlap: every item that reached them errored" in res.stderr
-    assert f"corpus directory not found: {missing}" in res.stderr
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["metrics"]
-    assert summary["exact_match"]["mean"] == 0.5 and summary["evidence_overlap"]["errors"] == 6
-    assert "FAIL" in _gate_line(res.stderr, "exact_match=0.9")  # the gates were still checked and shown
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-GATES-TEST")
+    with FakeProvider(api_key="gsk-GATES-TEST") as fake:
+        judge = {"base_url": fake.url, "model": "fake-gates", "rpm": None, "tpm": None}
+        spec = {"name": "answer_accuracy", "params": {"breaker_failures": 100}}  # every call fails, none opens it
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(yaml.safe_dump({"metrics": ["exact_match", spec], "judge": judge}))
+        fake.fail_next("400", 12)  # the provider refuses every request (a model name it does not serve, say)
+        res = ragscore("run", data, "--suite", suite, "--out", tmp_path / "out", "--fail-under", "exact_match=0.9",
+                       home=home)  # fmt: skip
+        assert res.returncode == 1, res.stderr  # a run that produced nothing for a metric is not a gate miss (3)
+        assert "no scores for answer_accuracy: every item that reached them errored" in res.stderr
+        assert "HTTP 400" in res.stderr
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())["metrics"]
+        assert summary["exact_match"]["mean"] == 0.5 and summary["answer_accuracy"]["errors"] == 6
+        assert "FAIL" in _gate_line(res.stderr, "exact_match=0.9")  # the gates were still checked and shown
 
-    suite.write_text(yaml.safe_dump({"metrics": ["exact_match", "evidence_overlap"]}))
-    fine = ragscore("run", data, "--suite", suite, "--out", tmp_path / "fine", "-q", home=home)
-    assert fine.returncode == 0, fine.stderr  # the same rows scored from the IDs alone: no error, exit 0
+        fine = ragscore("run", "--resume", tmp_path / "out", "-q", home=home)
+        assert fine.returncode == 0, fine.stderr  # the provider serves again: the errored items are judged

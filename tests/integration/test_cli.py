@@ -68,6 +68,7 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
         ("hosted_base_url_no_key", "set the environment variable OPENAI_API_KEY (for api.groq.com; any value"),
         ("key_with_a_newline_inside", "The value of GROQ_API_KEY cannot be a key or token"),
+        ("missing_corpus_dir", "evidence_overlap: corpus_dir /no/such/corpus is not a directory"),
         ("resume_with_dataset", "drop DATASET, --suite, or start a new run without --resume"),
     ],
 )
@@ -93,6 +94,8 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         suite = {"metrics": ["answer_accuracy"], "judge": {"provider": "openai",
                                                            "base_url": "https://api.groq.com/openai/v1"}}  # fmt: skip
+    elif case == "missing_corpus_dir":  # every item would error: said before anything is submitted
+        suite = {"metrics": ["exact_match", {"name": "evidence_overlap", "params": {"corpus_dir": "/no/such/corpus"}}]}
     elif case == "key_with_a_newline_inside":
         monkeypatch.setenv("GROQ_API_KEY", "gsk-FIRST-LINE\ngsk-SECOND-LINE")
         suite = {"metrics": ["answer_accuracy"]}

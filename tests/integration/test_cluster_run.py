@@ -87,9 +87,10 @@ def test_cancel_through_the_cli_then_results_once_the_workers_skipped_the_rest(d
 
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
+    two_systems = write_jsonl(tmp_path / "two.jsonl", [r | {"system": s} for s in ("a", "b") for r in make_rows(100)])
     server = RedisProcess(tmp_path / "redis").start()
     try:
-        _cancel_then_results(server.url, dataset, suite, tmp_path, wait)
+        _cancel_then_results(server.url, two_systems, suite, tmp_path, wait)
     finally:
         server.stop()
 
@@ -110,7 +111,12 @@ def _cancel_then_results(broker: str, dataset: Path, suite: Path, tmp_path: Path
         worker.stop()
     assert summary.state == "cancelled" and summary.scored == 0
     res = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", broker)
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 1, res.stderr  # not a pass: nothing of it was scored
+    assert f"run {run_id} was cancelled: 0 of 200 items scored" in " ".join(res.stderr.split())
     assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
+    items = [json.loads(line) for line in (tmp_path / "res" / "items.jsonl").read_text().splitlines()]
+    assert [(i["id"], i["system"], i["metrics"]) for i in items] == [
+        (f"q{n}", s, {}) for s in ("a", "b") for n in range(100)
+    ]  # the unscored items keep their id and system (not "a::q0")
     again = _cli("cancel", run_id, "--broker", broker)
     assert f"run {run_id}: cancelled; the workers" in again.stderr  # still cancelled: the same answer

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.datasets import RowError, iter_rows, scan_dataset
 from ragscore_workers.errors import DatasetError
-from ragscore_workers.schemas import Row
+from ragscore_workers.schemas import Row, split_key
 
 
 def _rows(path: Path, fmt: str | None = None) -> tuple[list[Row], list[RowError]]:
@@ -155,10 +155,22 @@ def test_unusable_files_raise_dataset_error(tmp_path: Path, name: str, content: 
 
 def test_scan_rejects_duplicate_ids_with_their_lines(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
-    rows = [{"id": "a"}, {"id": "b"}, {"id": "a"}, {"id": "a", "system": "other"}]
+    rows = [{"id": "a"}, {"id": "b"}, {"id": "a"}, {"id": "a", "system": "other"}, {"id": "a", "system": "other"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(DatasetError, match=r"1 duplicate id\(s\): 'a' \(line 3\)"):
+    with pytest.raises(DatasetError, match=r"2 duplicate id\(s\): id 'a' on lines 1 and 3; id 'a' of system 'other' "
+                                           r"on lines 4 and 5\. Ids must be unique per system"):  # fmt: skip
         scan_dataset(path, None, lambda e: None)
+
+
+def test_an_id_holding_the_key_separator_is_not_taken_for_a_system(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    rows = [{"id": "x::y"}, {"id": "y", "system": "x"}, {"id": "z", "system": "a::b"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    errors: list[RowError] = []
+    assert scan_dataset(path, None, errors.append).rows == 2  # two items, not a duplicate
+    assert [(e.line, e.error) for e in errors] == [(3, "system: a system name may not contain '::'")]
+    keys = [row.key for _, row in iter_rows(path) if not isinstance(row, RowError)]
+    assert [split_key(k) for k in keys] == [(None, "x::y"), ("x", "y")]
 
 
 def test_scan_rejects_a_dataset_without_valid_rows(tmp_path: Path) -> None:

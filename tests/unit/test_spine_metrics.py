@@ -28,6 +28,9 @@ from ragscore_workers.schemas import Row
         ("C#", "C", 0.0),
         ("3.5", "3.5.", 1.0),
         ("1,000", "1000", 1.0),
+        ("12,5", "125", 0.0),  # a decimal comma is not a thousands separator
+        ("1,5 kg", "15 kg", 0.0),
+        ("12,5", "12,5.", 1.0),
         ("It costs $1,000.", "it costs 1000", 1.0),
         ("U.S.", "US", 1.0),
         ("C++", "c++", 1.0),
