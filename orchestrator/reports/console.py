@@ -81,9 +81,17 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")
     console.print(
-        f"{summary.items} items, {summary.scored} scored, {summary.failed_rows} unreadable rows"
+        f"{summary.items} items, {summary.scored} scored, {unreadable_rows(summary)}"
         + (f", {wall:.1f} s" if wall is not None else "")
     )
+
+
+def unreadable_rows(summary: RunSummary) -> str:
+    """``"N unreadable rows"``, saying when failed_rows.jsonl lists only the first of them (the store's cap)."""
+    from ragscore_workers.store import MAX_FAILED_ROWS_STORED
+
+    kept = f" (failed_rows.jsonl lists the first {MAX_FAILED_ROWS_STORED:,})"
+    return f"{summary.failed_rows:,} unreadable rows" + (kept if summary.failed_rows > MAX_FAILED_ROWS_STORED else "")
 
 
 def _cost(value: float | None) -> str:

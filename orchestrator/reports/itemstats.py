@@ -86,8 +86,13 @@ class ValueCounts:
         hi = float(values.max()) if hi is None else hi
         if hi <= lo:
             hi = lo + 1.0
-        # Grid points may sit a half spacing outside the data's range: count them in the edge bins.
-        counts, edges = np.histogram(np.clip(values, lo, hi), bins=bins, range=(lo, hi), weights=weights)
+        # A value on an edge belongs to the bin it opens: 0.3 to [0.3, 0.35), though 6 x 0.05 is 0.30000000000000004
+        # (np.histogram's float edges put it in [0.25, 0.3)). Grid points a half spacing outside the range, and the
+        # maximum, are counted in the edge bins.
+        width = (hi - lo) / bins
+        index = np.clip(np.floor((values - lo) / width + 1e-9), 0, bins - 1).astype(int)
+        counts = np.bincount(index, weights=weights, minlength=bins)
+        edges = [lo + i * width for i in range(bins + 1)]
         return [(float(a), float(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)], [int(c) for c in counts]
 
 

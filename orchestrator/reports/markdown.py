@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
-from .console import error_lines
+from .console import error_lines, unreadable_rows
 
 __all__ = ["md_cell", "render_markdown"]
 
@@ -44,8 +44,7 @@ def render_markdown(summary: RunSummary) -> str:
         f"# ragscore run {summary.run_id}",
         "",
         f"Suite `{summary.suite}` · state **{summary.state}** · {summary.items} items, "
-        f"{summary.scored} scored, "
-        f"{summary.failed_rows} unreadable rows",
+        f"{summary.scored} scored, {unreadable_rows(summary)}",
         "",
         "| metric | mean | n | 95% CI | unscorable | errors |",
         "|---|---|---|---|---|---|",

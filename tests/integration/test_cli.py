@@ -115,6 +115,24 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
     assert _our_processes(home) == []
 
 
+def test_beyond_the_stored_unreadable_rows_the_reports_say_the_list_is_the_first_ones(
+    tmp_path: Path, home: Path
+) -> None:
+    from ragscore_workers.store import MAX_FAILED_ROWS_STORED
+
+    bad = MAX_FAILED_ROWS_STORED + 5
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in make_rows(3)) + "{broken\n" * bad)
+    out = tmp_path / "out"
+    result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(out), home=home,
+                      env={"COLUMNS": "200"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert len((out / "failed_rows.jsonl").read_text().splitlines()) == MAX_FAILED_ROWS_STORED
+    said = f"{bad:,} unreadable rows (failed_rows.jsonl lists the first {MAX_FAILED_ROWS_STORED:,})"
+    assert said in result.stdout and said in (out / "report.md").read_text()
+    assert json.loads((out / "summary.json").read_text())["failed_rows"] == bad
+
+
 def test_bad_rows_are_reported_with_lines_and_the_rest_scored(tmp_path: Path, home: Path) -> None:
     rows = [json.dumps(r) for r in make_rows(6)]
     rows.insert(2, '{"id": "broken", ')  # line 3

@@ -40,6 +40,16 @@ def test_many_distinct_values_are_coarsened_within_the_bound_and_keep_the_total(
     assert all(abs(a - b) <= 20_000 * counts.step for a, b in zip(bins, exact, strict=True))
 
 
+def test_a_value_on_a_bin_edge_is_counted_in_the_bin_it_opens() -> None:
+    counts = ValueCounts()
+    for v in [i / 20 for i in range(21)] + [0.3, 0.3, 0.6]:  # 21 distinct values: binned; 0.3 and 0.6 are edges
+        counts.add(v)
+    labels, bins = counts.histogram(bins=20, lo=0.0, hi=1.0)
+    by_bin = {(round(a, 2), round(b, 2)): c for (a, b), c in zip(labels, bins, strict=True)}
+    assert by_bin[(0.3, 0.35)] == 3 and by_bin[(0.25, 0.3)] == 1 and by_bin[(0.6, 0.65)] == 2
+    assert by_bin[(0.95, 1.0)] == 2 and sum(bins) == 24  # the maximum closes the last bin
+
+
 def test_worst_items_are_the_lowest_scores_earliest_first_among_equals() -> None:
     rng = random.Random(5)
     scores = [rng.choice([0.0, 0.25, 0.5, 1.0]) for _ in range(500)]
