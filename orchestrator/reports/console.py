@@ -122,6 +122,9 @@ def print_estimate(
     console.print(line, soft_wrap=True)
     for failure in estimate.first_failures:
         console.print(f"  line {failure.line}: {failure.error}", markup=False, highlight=False, soft_wrap=True)
+    if estimate.failed_rows > len(estimate.first_failures):
+        console.print(f"  and {estimate.failed_rows - len(estimate.first_failures):,} more (a run lists them all in "
+                      "failed_rows.jsonl)", markup=False, highlight=False, soft_wrap=True)  # fmt: skip
     for warning in estimate.warnings:
         console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     units = Table(title="work per queue")

@@ -92,7 +92,7 @@ def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path:
 
 @pytest.mark.integration
 def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, home: Path) -> None:
-    lines = [json.dumps(r) for r in _rows(10)] + ['{"id": "broken", ']
+    lines = [json.dumps(r) for r in _rows(10)] + ['{"id": "broken", '] * 7  # 5 are listed, then "and 2 more"
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(lines) + "\n")
     (tmp_path / "s.json").write_text(json.dumps(_suite()))
@@ -104,8 +104,9 @@ def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, hom
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "Dry run: nothing was submitted" in out and "13 readable rows, 1 unreadable" in out
-    assert "line 14: invalid JSON" in out
+    assert "Dry run: nothing was submitted" in out and "13 readable rows, 7 unreadable" in out
+    assert "line 14: invalid JSON" in out and "line 18: invalid JSON" in out and "line 19:" not in out
+    assert "  and 2 more (a run lists them all in failed_rows.jsonl)" in out
     total = next(line.split() for line in out.splitlines() if line.split()[:1] == ["total"])
     assert total[1] == "55"  # 11 x 2 + 11 x 2 + 11 calls; and a dry run needs no key
     assert "--max-cost 1e-06 may stop judging part-way" in out
