@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,23 @@ __all__ = ["Evaluation", "evaluate"]
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The summary and the per-item results of a run, plus where its files are."""
+    """The summary of a run and where its files are; the per-item results are read from ``items.jsonl`` when
+    asked for (``items``), or streamed (``iter_items()``), so a large run costs no memory until then."""
 
     summary: RunSummary
-    items: list[ItemResult]
     out_dir: Path
+
+    def iter_items(self) -> Iterator[ItemResult]:
+        """Every item's result in input order, one at a time (constant memory, for runs of millions)."""
+        with (self.out_dir / "items.jsonl").open(encoding="utf-8") as fh:
+            for line in fh:
+                yield ItemResult.model_validate_json(line)
+
+    @cached_property
+    def items(self) -> list[ItemResult]:
+        """Every item's result in input order, read on first use (about 10 KB an item: prefer ``iter_items()``
+        for large runs)."""
+        return list(self.iter_items())
 
 
 def evaluate(
@@ -57,6 +70,4 @@ def evaluate(
         path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
         progress=progress or make_progress(quiet),
     )  # fmt: skip
-    with (out_dir / "items.jsonl").open(encoding="utf-8") as fh:
-        items = [ItemResult.model_validate_json(line) for line in fh]
-    return Evaluation(summary=summary, items=items, out_dir=out_dir)
+    return Evaluation(summary=summary, out_dir=out_dir)

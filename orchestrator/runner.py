@@ -531,6 +531,25 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
         resolve_model(resolved.suite.embedding.model)  # ModelNotFoundError (a ConfigError) says what was tried
 
 
+def _refuse_an_unfinished_run_in(out_dir: Path) -> None:
+    """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
+    that file is how ``--resume DIR`` finds it. A finished run's directory is reused freely."""
+    try:
+        recorded = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))["run_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    try:
+        reported = json.loads((out_dir / "summary.json").read_text(encoding="utf-8")).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        reported = None
+    if reported != recorded:
+        raise ConfigError(
+            f"{out_dir} holds run {recorded}, which has not written its reports (interrupted?): finish it with "
+            f"`ragscore run --resume {out_dir}`, or give another --out (or delete {out_dir / 'run.json'}) to start "
+            "a new run"
+        )
+
+
 def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it)."""
     try:
@@ -563,6 +582,8 @@ def run(
     """
     settings = settings or get_settings()
     broker = broker or settings.broker_url
+    if resume_id is None:
+        _refuse_an_unfinished_run_in(out_dir)
 
     def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
         run_id = resume_id or new_run_id()

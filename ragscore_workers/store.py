@@ -3,7 +3,7 @@
 Keys (all under ``ragscore:run:{run_id}:``; every one expires ``run_ttl_s`` after it is last written):
 
 =================  ======  ==========================================================================
-``meta``           hash    state, suite JSON, totals, n_shards, timestamps
+``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
 ``item:{key}``     hash    ``_meta`` (id, system, group, question_type) + one field per metric output
@@ -66,6 +66,7 @@ class RunState:
     DONE = frozenset({FINISHED, FAILED, CANCELLED})
 
 
+# KEYS: progress, meta (its ``progress_at``: the store's clock, in whole seconds, when work was last done).
 # ARGV: ttl, queue, n_items, then per item: key, n_fields, then per field: name, value.
 # Every metric value starts with its status character: o = scored, n = unscorable, e = error; fields
 # starting with "_" (item metadata) are not counted. A rewrite counts nothing new, but an item whose error
@@ -104,6 +105,7 @@ local p = KEYS[1]
 if done ~= 0 then
   redis.call('HINCRBY', p, 'done', done)
   redis.call('HINCRBY', p, 'done:' .. queue, done)
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'progress_at', redis.call('TIME')[1]) end
 end
 if errs ~= 0 then redis.call('HINCRBY', p, 'errors', errs) end
 if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable', nulls) end
@@ -331,7 +333,7 @@ class RunStore:
         args[2] = count
         if not count:
             return 0
-        return int(self._write(keys=[self.key(run_id, "progress")], args=args))
+        return int(self._write(keys=[self.key(run_id, "progress"), self.key(run_id, "meta")], args=args))
 
     # ---------------------------------------------------------------- target answers
     def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]]) -> int:

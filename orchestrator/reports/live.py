@@ -23,6 +23,8 @@ __all__ = ["Sample", "StatusView", "fmt_duration", "sample"]
 
 #: Seconds of samples a watched rate is computed over.
 WINDOW_S = 30.0
+#: Seconds without work done after which a running run is said to make no progress (no ETA then).
+STALLED_S = 60.0
 QUEUES = ("target", "cpu", "embed", "judge", "code")
 
 
@@ -69,11 +71,31 @@ class StatusView:
         while len(self.samples) > 2 and s.t - self.samples[1].t >= self.window_s:
             self.samples.popleft()
 
-    def _since_submit(self, now: float) -> float | None:
+    def _meta_time(self, name: str) -> float | None:
         try:
-            elapsed = now - float(self.meta.get("submitted_at", ""))
-        except ValueError:
+            return float(self.meta[name])
+        except (KeyError, ValueError):
             return None
+
+    def idle_s(self, now: float) -> float | None:
+        """Seconds since work was last done on a run that has not ended (None: ended, or nothing done yet)."""
+        last = self._meta_time("progress_at")
+        if self.meta.get("state") in RunState.DONE or last is None:
+            return None
+        return max(0.0, now - last)
+
+    def stalled(self, now: float) -> bool:
+        """No work done for ``STALLED_S`` on a run that has not ended."""
+        idle = self.idle_s(now)
+        return idle is not None and idle >= STALLED_S
+
+    def _since_submit(self, now: float) -> float | None:
+        """The run's time at work: from submit to its end, or to its last progress when it stalled."""
+        start = self._meta_time("submitted_at")
+        end = self._meta_time("finished_at") if self.meta.get("state") in RunState.DONE else None
+        if end is None and self.stalled(now):
+            end = self._meta_time("progress_at")
+        elapsed = (end or now) - start if start is not None else 0.0
         return elapsed if elapsed > 0 else None
 
     def rate(self, key: str) -> float | None:
@@ -96,13 +118,14 @@ class StatusView:
         """One dict per queue the run uses, then ``all``."""
         counters = self.samples[-1].progress
         finished = self.meta.get("state") in RunState.DONE
+        stalled = self.stalled(self.samples[-1].t)
         out = []
         for queue in [q for q in QUEUES if f"total:{q}" in counters] + ["all"]:
             key_done, key_total = ("done", "total") if queue == "all" else (f"done:{queue}", f"total:{queue}")
             done, total = counters.get(key_done, 0), counters.get(key_total, 0)
             rate = self.rate(key_done)
             left = max(total - done, 0)
-            eta = None if finished or not rate or not left else left / rate
+            eta = None if finished or stalled or not rate or not left else left / rate
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                         "rate": rate, "eta": 0.0 if not left else eta})  # fmt: skip
         return out
@@ -127,6 +150,12 @@ class StatusView:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {self.samples[-1].judge_calls} calls"
         lines = [Text(f"warning: {w}", style="yellow") for w in self.warnings]
+        idle = self.idle_s(self.samples[-1].t)
+        if idle is not None and idle >= STALLED_S:
+            lines.append(Text(
+                f"no progress for {fmt_duration(idle)}: if the `ragscore run` that started it was stopped (an embedded "
+                "run's workers stop with it), finish it with `ragscore run --resume DIR` (DIR: its --out)",
+                style="yellow"))  # fmt: skip
         if self.meta.get("error"):
             lines.append(Text(f"error: {self.meta['error']}", style="red"))
         return Group(table, Text(caption), *lines)

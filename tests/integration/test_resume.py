@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.runner import cancel, connect, resume, run, submit, wait
 from orchestrator.suite import load_suite
-from ragscore_workers.errors import DatasetError
+from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.store import RunState
 
 from ..support import RedisProcess, WorkerProcess, make_rows, scores_by_id, write_jsonl
@@ -66,6 +66,9 @@ def test_embedded_run_resume_dir_finishes_an_interrupted_run(tmp_path: Path, hom
     with pytest.raises(TimeoutError):
         run(data, resolved, out, timeout_s=0.01)  # "interrupted" at once: the run is cancelled
     run_id = json.loads((out / "run.json").read_text())["run_id"]
+    with pytest.raises(ConfigError, match=f"holds run {run_id}, which has not written its reports"):
+        run(data, resolved, out)  # a new run must not take over the unfinished one's run.json
+    assert json.loads((out / "run.json").read_text())["run_id"] == run_id
     time.sleep(2.0)  # the interruption: not part of the resumed run's timing
     summary = run(None, None, out, resume_id=run_id)
     assert summary.run_id == run_id and summary.state == RunState.FINISHED
@@ -77,6 +80,7 @@ def test_embedded_run_resume_dir_finishes_an_interrupted_run(tmp_path: Path, hom
     fresh = tmp_path / "fresh"
     run(data, resolved, fresh)
     assert scores == scores_by_id(fresh / "items.jsonl")
+    assert run(data, resolved, out).run_id != run_id  # a finished run's directory is reused freely
 
 
 def test_a_submission_cut_off_is_cancelled_and_resume_submits_the_rest(tmp_path: Path, cluster: str) -> None:

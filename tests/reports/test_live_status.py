@@ -68,6 +68,26 @@ def test_a_finished_run_has_no_eta() -> None:
     assert all(r["eta"] == 0.0 for r in view.rows())
 
 
+def test_a_finished_run_s_rate_is_over_its_own_time_not_until_now() -> None:
+    view = StatusView(SUITE_META | {"state": "finished", "finished_at": "1060.0"})
+    view.add(Sample(5000.0, _progress(600, 120)))  # read long after it ended
+    assert {r["queue"]: r for r in view.rows()}["cpu"]["rate"] == pytest.approx(10.0)  # 600 in 60 s
+
+
+def test_a_running_run_without_progress_for_a_minute_says_so_and_shows_no_eta() -> None:
+    meta = SUITE_META | {"progress_at": "1050"}
+    view = StatusView(meta)
+    view.add(Sample(1100.0, _progress(100, 5)))  # 50 s idle: still at work as far as we know
+    assert not view.stalled(1100.0) and {r["queue"]: r for r in view.rows()}["cpu"]["eta"] is not None
+    view = StatusView(meta)
+    view.add(Sample(1350.0, _progress(100, 5)))  # 5 min idle: its orchestrator may be gone
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["cpu"]["eta"] is None and rows["cpu"]["rate"] == pytest.approx(2.0)  # 100 in the 50 s it worked
+    console = Console(record=True, width=200)
+    console.print(view.render("run-x"))
+    assert "no progress for 5m00s: if the `ragscore run` that started it was stopped" in console.export_text()
+
+
 def test_the_error_of_a_failed_run_is_shown() -> None:
     view = StatusView(SUITE_META | {"state": "failed", "error": "aggregate: KeyError: 'suite'"})
     view.add(Sample(1050.0, _progress(600, 120)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from ragscore_workers.schemas import MetricResult
 from ragscore_workers.store import RunStore
 
@@ -12,10 +14,15 @@ def _write(store: RunStore, run: str, key: str, **results: MetricResult) -> int:
 
 def test_rewriting_the_same_results_is_idempotent(store: RunStore) -> None:
     run = "t-idem"
+    store.create_run(run, {"state": "running"})
     store.add_ids(run, 0, ["a", "b"], {"cpu": 4})
     ok, null = MetricResult(score=1.0), MetricResult.unscorable("no reference")
     assert _write(store, run, "a", m=ok, n=null) == 2
+    progress_at = int(store.meta(run)["progress_at"])  # the store's clock when work was last done
+    assert abs(progress_at - time.time()) < 5
+    store.set_meta(run, progress_at=0)
     assert _write(store, run, "a", m=ok, n=null) == 0  # a redelivered task rewrites, counts nothing
+    assert store.meta(run)["progress_at"] == "0"  # and is no progress
     assert store.progress(run) == {"done": 2, "done:cpu": 2, "unscorable": 1, "total": 4, "total:cpu": 4}
     store.set_meta(run, n_shards=1)
     items = list(store.iter_items(run))
@@ -28,6 +35,7 @@ def test_a_retried_error_that_now_succeeds_moves_the_counters(store: RunStore) -
     run = "t-retry"
     assert _write(store, run, "a", m=MetricResult.failed("timeout")) == 1
     assert store.progress(run)["errors"] == 1
+    assert not store.r.exists(store.key(run, "meta"))  # no run of that id: no meta hash made up (it has no TTL)
     assert _write(store, run, "a", m=MetricResult(score=0.5)) == 0
     assert store.progress(run) == {"done": 1, "done:cpu": 1, "errors": 0}
 
