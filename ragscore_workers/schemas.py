@@ -273,6 +273,8 @@ class TargetConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> TargetConfig:
+        if self.system is not None and KEY_SEPARATOR in self.system:
+            raise ValueError(f"a target's system name may not contain {KEY_SEPARATOR!r}")
         if (self.url is None) == (self.callable is None):
             raise ValueError("a target needs exactly one of 'url' or 'callable'")
         if self.url is not None and not self.url.startswith(("http://", "https://")):

@@ -100,6 +100,7 @@ def test_fill_row_errors_clearly_when_the_reply_does_not_fit() -> None:
     [
         ({"target": {"url": "http://x", "callable": "m:f"}}, "exactly one of 'url' or 'callable'"),
         ({"target": {"system": "a"}}, "exactly one of 'url' or 'callable'"),
+        ({"target": {"system": "a::b", "url": "http://x"}}, "system name may not contain '::'"),
         ({"targets": [{"url": "http://x"}]}, "needs a 'system' name"),
         ({"targets": [{"system": "a", "url": "http://x"}, {"system": "a", "url": "http://y"}]}, "must be unique"),
         ({"target": {"url": "http://x"}, "targets": [{"system": "a", "url": "http://x"}]}, "not both"),
