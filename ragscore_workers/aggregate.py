@@ -193,7 +193,9 @@ class Aggregator:
             categories = details.get("categories")
             if isinstance(categories, dict):
                 for category, cat_score in categories.items():
-                    if isinstance(cat_score, (int, float)) or cat_score is None:
+                    if error is not None:  # an errored item's partial ratios are no score: an error there too
+                        self.by["category"][str(category)][name].add(None, error)
+                    elif isinstance(cat_score, (int, float)) or cat_score is None:
                         self.by["category"][str(category)][name].add(cat_score, None)
         self.scored += any_score
 

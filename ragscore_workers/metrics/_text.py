@@ -20,7 +20,10 @@ def strip_diacritics(text: str) -> str:
 #: Punctuation that carries meaning and survives normalisation: a decimal point, a time's or ratio's colon or
 #: slash between digits, a sign before a number, and the ``++``/``#`` of names like C++ and C#.
 #: A comma between digits that is not a thousands separator (gone before this) is a decimal comma: ``12,5``.
-_MEANINGFUL = re.compile(r"(?<=\d)[.,:/](?=\d)|(?<![\w.])[-+](?=\d)|(?<=[^\W\d_])(?:\+\+|#)")
+#: A leading decimal point (``.5``) and an exponent's sign (``1.5e-3``) are kept too.
+_MEANINGFUL = re.compile(
+    r"(?<=\d)[.,:/](?=\d)|(?<![\w.])\.(?=\d)|(?<![\w.])[-+](?=[.\d])|(?<=\de)[-+](?=\d)|(?<=[^\W\d_])(?:\+\+|#)"
+)
 #: Stand-ins (Unicode private use) that the punctuation filter leaves alone.
 _KEEP = {c: chr(0xE000 + i) for i, c in enumerate(".,:/-+#")}
 _RESTORE = str.maketrans({v: k for k, v in _KEEP.items()})

@@ -388,13 +388,15 @@ def _route(row: Row, params: ChecksParams) -> Queue:
 def _external_outcomes(prepared: list[tuple[Row, list[ParsedPoint]]], ctx: RunContext) -> list[dict[str, Outcome]]:
     """Run the batch validators (embedding, code_test) for every point of the chunk that uses one."""
     pending: dict[str, list[tuple[int, ParsedPoint, PointInput]]] = defaultdict(list)
+    outcomes: list[dict[str, Outcome]] = [{} for _ in prepared]
     for index, (row, parsed) in enumerate(prepared):
         for p in parsed:
             if p.validator is not None and p.validator.queue is not Queue.CPU:
                 text = _point_text(p, row.answer or "")
-                if isinstance(text, str):
+                if isinstance(text, Outcome):  # an extract step found nothing: the point failed, as on cpu
+                    outcomes[index][p.id] = text
+                else:
                     pending[p.validator.name].append((index, p, PointInput(text, row, p.point.normalize)))
-    outcomes: list[dict[str, Outcome]] = [{} for _ in prepared]
     for name, items in pending.items():
         try:
             results = VALIDATORS[name].fn([(inp, p.params) for _, p, inp in items], ctx)

@@ -12,6 +12,8 @@ def exact_match(row: Row, params: NoParams) -> MetricResult:
     """1.0 when the normalised answer equals the normalised reference, else 0.0."""
     if row.reference is None:
         return MetricResult.unscorable("no reference")
+    if not row.reference.strip():  # nothing to match (as the embedding metrics: a blank reference is none)
+        return MetricResult.unscorable("empty reference")
     if row.answer is None:
         return MetricResult.unscorable("no answer")
     answer, reference = normalize_answer(row.answer), normalize_answer(row.reference)

@@ -29,6 +29,13 @@ def test_checks_points_run_on_the_queue_they_need(tmp_path: Path, home: Path) ->
          "checks": [{"id": "run", "type": "code_test", "params": {"stdout": "3"}},
                     {"id": "after", "type": "keyword", "params": {"keywords": ["print"]}, "depends_on": "run"}]},
         {"id": "cpu-only", "answer": "Paris.", "checks": [KEYWORD]},
+        # An extract step that finds nothing fails the point on any queue (it was left out of the score: 1.0).
+        {"id": "emb-no-extract", "answer": "Paris, I think.",
+         "checks": [KEYWORD, {"id": "sim", "type": "embedding", "extract": {"regex": "Answer:(.*)"},
+                              "params": {"target": "Paris", "threshold": 0.1}}]},
+        {"id": "code-no-extract", "answer": "Paris, I think.",
+         "checks": [KEYWORD, {"id": "run", "type": "code_test", "extract": {"regex": "Answer:(.*)"},
+                              "params": {"stdout": "3"}}]},
     ]  # fmt: skip
     result = evaluate(rows, {"metrics": ["checks"]}, out=tmp_path / "out")
     by_id = {i.id: i.metrics["checks"] for i in result.items}
@@ -44,4 +51,7 @@ def test_checks_points_run_on_the_queue_they_need(tmp_path: Path, home: Path) ->
     assert points["code-fail"]["after"]["status"] == "skipped"
     assert by_id["code-pass"].score == 1.0 and by_id["code-fail"].score == 0.0
     assert by_id["cpu-only"].score == 1.0
+    for key, point in (("emb-no-extract", "sim"), ("code-no-extract", "run")):
+        assert points[key][point]["status"] == "failed" and "extract step 1" in points[key][point]["note"], key
+        assert by_id[key].score == 0.5, key
     assert all(not m.details["not_run"] for m in by_id.values())

@@ -54,8 +54,11 @@ def test_categories_from_details_feed_by_category() -> None:
     item = ItemResult(
         id="1", metrics={"checks": MetricResult(score=0.5, details={"categories": {"Style": 1.0, "Facts": 0.0}})}
     )
-    s = summarize("run", [item])
+    errored = ItemResult(id="2", metrics={"checks": MetricResult(
+        score=None, error="point sim: no target", details={"categories": {"Style": 0.0}})})  # fmt: skip
+    s = summarize("run", [item, errored])
     assert s.by_category["Style"]["checks"].mean == 1.0 and s.by_category["Facts"]["checks"].mean == 0.0
+    assert s.by_category["Style"]["checks"].n == 1 and s.by_category["Style"]["checks"].errors == 1  # not a 0
 
 
 def test_bootstrap_degenerate_cases() -> None:

@@ -29,6 +29,8 @@ from ragscore_workers.schemas import Row
         ("3.5", "3.5.", 1.0),
         ("1,000", "1000", 1.0),
         ("12,5", "125", 0.0),  # a decimal comma is not a thousands separator
+        (".5", "5", 0.0),  # a leading decimal point
+        ("1.5e-3", "1.5e3", 0.0),  # an exponent's sign
         ("1,5 kg", "15 kg", 0.0),
         ("12,5", "12,5.", 1.0),
         ("It costs $1,000.", "it costs 1000", 1.0),
@@ -49,6 +51,8 @@ def test_exact_match_without_reference_or_answer_is_unscorable_not_zero() -> Non
     no_answer = exact_match(Row(id="x", reference="a"), NoParams())
     assert no_ref.score is None and no_ref.details["reason"] == "no reference"
     assert no_answer.score is None and no_answer.details["reason"] == "no answer"
+    blank = exact_match(Row(id="x", answer="", reference="  "), NoParams())
+    assert blank.score is None and blank.details["reason"] == "empty reference"  # not a match of nothing
 
 
 def _recall(retrieved: list[str] | None, gold: str | list[str] | None, k: list[int]) -> dict[str, float | None]:
