@@ -29,7 +29,8 @@ _GLUE = frozenset({"and", "point"})
 def canonical_digits(token: str) -> str:
     """``"007"`` -> ``"7"``, ``"5.50"`` -> ``"5.5"``, ``"5.0"`` -> ``"5"`` (any Unicode digits become ASCII)."""
     whole, _, frac = token.partition(".")
-    whole = str(int(whole))
+    # unicodedata.digit, not int(): int() refuses digits that are not decimal ones ("፩", "²"), though isdigit()
+    whole = str(int("".join(str(unicodedata.digit(c)) for c in whole)))
     frac = "".join(str(unicodedata.digit(c)) for c in frac).rstrip("0")
     return f"{whole}.{frac}" if frac else whole
 

@@ -363,16 +363,19 @@ class DiffParams(_Params):
 
     golden: str | None = None
     threshold: float = Field(default=0.9, ge=0.0, le=1.0)
+    #: difflib's heuristic, off unlike the seed: with it on, characters that make up more than 1% of a golden text
+    #: over 200 characters (spaces, "e") are not matched, so near-identical long texts score near 0.
+    autojunk: bool = False
 
 
 @validator("diff", DiffParams)
 def diff(inp: PointInput, params: DiffParams) -> Outcome:
-    """``SequenceMatcher(None, text, golden).ratio() >= threshold``."""
+    """``SequenceMatcher(None, text, golden, autojunk=autojunk).ratio() >= threshold``."""
     golden = params.golden if params.golden is not None else inp.row.reference
     if golden is None:
         raise PointSpecError("diff needs params.golden or a row reference")
     golden = inp.normalize(golden)
-    matcher = difflib.SequenceMatcher(None, inp.text, golden)
+    matcher = difflib.SequenceMatcher(None, inp.text, golden, autojunk=params.autojunk)
     ratio = matcher.ratio()
     evidence = [
         f"{tag}: {inp.text[i1:i2][:60]!r} -> {golden[j1:j2][:60]!r}"

@@ -84,6 +84,8 @@ def test_normalisation_folds_case_diacritics_punctuation_and_whitespace() -> Non
         ("two point five", "2.5"),
         ("5.0", "5"),
         ("007", "7"),
+        ("\u0663.\u0665\u0660", "3.5"),  # Arabic-Indic digits
+        ("\u1369 x", "1 x"),  # an Ethiopic digit: a digit to isdigit(), not to int()
         ("point", "point"),
         ("bread and butter", "bread and butter"),
     ],

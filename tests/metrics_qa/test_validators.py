@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import pytest
@@ -96,6 +97,16 @@ def test_diff_ratio_against_golden_or_reference() -> None:
     assert not point("abcd", "diff", golden="abxy")["passed"]  # 2·2/8 = 0.5 < 0.9
     assert point("abcd", "diff", golden="abxy", threshold=0.5)["passed"]
     assert point("The quick brown fox", "diff", reference="The quick brown fox")["figures"]["ratio"] == 1.0
+
+
+def test_diff_on_a_long_golden_text_matches_every_character_unless_autojunk_is_asked_for() -> None:
+    golden = ("The cat sat on the mat and the dog lay by the door. " * 8).strip()  # > 200 characters
+    text = golden.replace(" the ", " a ").replace(" and ", " & ")
+    seed = point(text, "diff", golden=golden, autojunk=True)["figures"]["ratio"]  # the seed's difflib default
+    exact = point(text, "diff", golden=golden)["figures"]["ratio"]
+    assert exact == pytest.approx(difflib.SequenceMatcher(None, text, golden, autojunk=False).ratio(), abs=1e-6)
+    assert seed == pytest.approx(difflib.SequenceMatcher(None, text, golden).ratio(), abs=1e-6)
+    assert seed < 0.1 < 0.8 < exact
 
 
 def test_diff_without_golden_or_reference_fails_the_row() -> None:
