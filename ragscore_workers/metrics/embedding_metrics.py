@@ -8,10 +8,10 @@
   sentences whose best context cosine is < ``threshold`` (0.4). Empty answer -> 0.0; an answer but no
   contexts -> 1.0; no sentences -> 0.0. Lower is better.
 
-A context longer than ``WHOLE_CONTEXT_WORDS`` words is embedded in overlapping windows of ``WINDOW_WORDS`` (the
-model reads 256 word pieces and silently drops the rest, so a sentence at the end of a long context would
-count as absent): its cosine with a text is the best of its windows'. Shorter contexts are embedded whole,
-as the seed does.
+A context longer than ``WHOLE_CONTEXT_WORDS`` words or ``WHOLE_CONTEXT_PIECES`` estimated word pieces is embedded
+in overlapping windows of about ``WINDOW_PIECES`` pieces (the model reads 256 word pieces and silently drops the
+rest, so a sentence at the end of a long context would count as absent): its cosine with a text is the best of its
+windows'. Shorter contexts are embedded whole, as the seed does.
 
 A missing input (no question, answer or reference; a blank question or reference) is unscorable with the reason,
 never 0. Cosine
@@ -24,7 +24,10 @@ Per-run counters go to the run store hash ``ragscore:run:{run_id}:embed`` (see d
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
+import math
 import os
 import re
 import socket
@@ -55,12 +58,19 @@ log = logging.getLogger(__name__)
 _SENTENCE_END = re.compile(r"[.!?]")
 #: Longest sentence excerpt kept in ``answer_hallucination`` details.
 MAX_EXCERPT_CHARS = 200
-#: Longest context embedded whole, in words (~230 word pieces: all-MiniLM-L6-v2 reads 256 and drops the rest).
+#: Longest context embedded whole, in words, and in estimated word pieces (all-MiniLM-L6-v2 reads 256 pieces with
+#: [CLS] and [SEP], and drops the rest): prose of up to 180 words fits; dense text (codes, CJK) may not.
 WHOLE_CONTEXT_WORDS = 180
-#: A longer context is embedded in windows of WINDOW_WORDS words starting every WINDOW_STRIDE words: short
-#: enough that one sentence is not drowned by its neighbours, overlapping so each sentence is whole in one.
-WINDOW_WORDS = 64
-WINDOW_STRIDE = 48
+WHOLE_CONTEXT_PIECES = 254
+#: A longer context is embedded in windows of about WINDOW_PIECES estimated pieces (~64 words of prose), a new one
+#: every WINDOW_STRIDE pieces: short enough that one sentence is not drowned by its neighbours, overlapping so each
+#: sentence is whole in one.
+WINDOW_PIECES = 72
+WINDOW_STRIDE = 54
+#: Chinese, Japanese and Korean characters: a BERT tokenizer makes each a word of its own.
+_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af])")
+#: A BERT tokenizer's words before word pieces: runs of letters and digits, and each punctuation mark.
+_PRE_TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 class SufficiencyParams(BaseModel):
@@ -84,13 +94,37 @@ def answer_sentences(answer: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(answer) if s.strip()]
 
 
+def word_pieces(token: str) -> int:
+    """Word pieces a BERT tokenizer makes of one pre-token, estimated without the model: 1 for a mark, a CJK
+    character or a word of up to 8 letters; more for long words, numbers (3 digits a piece) and codes mixing
+    letters and digits (2 characters a piece). On prose of 120-180 words it is 1.05x all-MiniLM-L6-v2's count
+    (median); on product codes ~0.7x, still far over the whole-context limit."""
+    if len(token) == 1:
+        return 1
+    if token.isdigit():
+        return math.ceil(len(token) / 3)
+    if token.isalpha():
+        return 1 if len(token) <= 8 else math.ceil(len(token) / 6)
+    return math.ceil(len(token) / 2)
+
+
 def context_windows(text: str) -> list[str]:
-    """The text whole when it has at most WHOLE_CONTEXT_WORDS words, else overlapping windows of WINDOW_WORDS."""
-    words = text.split()
-    if len(words) <= WHOLE_CONTEXT_WORDS:
+    """The text whole when it has at most WHOLE_CONTEXT_WORDS words and WHOLE_CONTEXT_PIECES estimated word pieces
+    (as the seed embeds it), else overlapping windows of about WINDOW_PIECES pieces. Windows are cut at pre-token
+    boundaries, so text without spaces (CJK, long codes) is windowed too."""
+    spaced = _CJK.sub(r" \1 ", text)  # the tokenizer spaces CJK characters apart itself: same vectors
+    tokens = [(m.start(), m.end(), word_pieces(m.group())) for m in _PRE_TOKEN.finditer(spaced)]
+    if len(text.split()) <= WHOLE_CONTEXT_WORDS and sum(p for _, _, p in tokens) <= WHOLE_CONTEXT_PIECES:
         return [text]
-    return [" ".join(words[i : i + WINDOW_WORDS]) for i in range(0, len(words) - WINDOW_WORDS + WINDOW_STRIDE,
-                                                                 WINDOW_STRIDE)]  # fmt: skip
+    ends = list(itertools.accumulate(p for _, _, p in tokens))  # pieces up to and including token i
+    windows, first = [], 0
+    while True:
+        before = ends[first - 1] if first else 0
+        last = max(first, bisect.bisect_right(ends, before + WINDOW_PIECES) - 1)
+        windows.append(spaced[tokens[first][0] : tokens[last][1]])
+        if last == len(tokens) - 1:
+            return windows
+        first = max(first + 1, bisect.bisect_left(ends, before + WINDOW_STRIDE) + 1)
 
 
 def _windows(row: Row) -> list[list[str]]:

@@ -183,3 +183,31 @@ def test_a_sentence_at_the_end_of_a_long_context_is_found() -> None:
         assert score_context_relevance(row, vectors).score > 0.4
     assert score_answer_hallucination(absent, vectors, HallucinationParams()).score == 1.0  # not said: unsupported
     assert score_context_relevance(absent, vectors).score < 0.1
+
+
+def test_a_dense_context_with_few_spaces_is_windowed_too() -> None:
+    """Windows follow word pieces, not spaces: 150 product codes (~1,500 pieces) or a CJK paragraph (one
+    "word") read whole lost the sentence at their end."""
+    import random
+
+    from ragscore_workers.metrics.embedding_metrics import (
+        HallucinationParams,
+        context_windows,
+        score_answer_hallucination,
+        texts_needed,
+    )
+    from ragscore_workers.schemas import Row
+
+    rng = random.Random(4)
+    codes = " ".join(f"SKU-{rng.randrange(10**8):08d}/{rng.randrange(1000):03d}" for _ in range(150))
+    fact = "The vault combination is four nine two one."
+    cjk = "农民在春天种植小麦，" * 80 + "金库的密码是四九二一。"
+    rows = [Row(id="codes", answer=fact, contexts=[f"{codes} {fact}"]),
+            Row(id="cjk", answer="金库的密码是四九二一。", contexts=[cjk])]  # fmt: skip
+    assert all(len(text.split()) <= 180 for text in (f"{codes} {fact}", cjk))  # few "words": not windowed before
+    assert len(context_windows(rows[0].contexts[0].text)) > 1 and len(context_windows(cjk)) > 1
+    assert context_windows(fact) == [fact]  # short prose stays whole, as the seed embeds it
+    vectors = embed(texts_needed(rows, ["answer_hallucination"]), EmbeddingConfig())
+    for row in rows:
+        result = score_answer_hallucination(row, vectors, HallucinationParams())
+        assert result.score == 0.0, (row.id, result.details)
