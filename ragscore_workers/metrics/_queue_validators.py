@@ -79,4 +79,4 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
 
 
 def _figures(details: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in details.items() if k in ("exit_code", "duration_ms", "stopped_by", "stdout", "stderr")}
+    return {k: v for k, v in details.items() if k in ("exit_code", "duration_s", "stopped_by", "stdout", "stderr")}

@@ -47,6 +47,7 @@ def test_checks_points_run_on_the_queue_they_need(tmp_path: Path, home: Path) ->
     assert by_id["emb-pass"].score == 1.0 and by_id["emb-fail"].score == 0.5
 
     assert points["code-pass"]["run"]["status"] == "passed" and points["code-pass"]["run"]["figures"]["exit_code"] == 0
+    assert points["code-pass"]["run"]["figures"]["duration_s"] > 0  # how long the sandboxed run took
     assert points["code-fail"]["run"]["status"] == "failed" and "4" in points["code-fail"]["run"]["figures"]["stdout"]
     assert points["code-fail"]["after"]["status"] == "skipped"
     assert by_id["code-pass"].score == 1.0 and by_id["code-fail"].score == 0.0
