@@ -45,12 +45,24 @@ SystemOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option("--system", help="nlp-project, auto-analyst: the system name these answers belong to"),
 ]
+
+
+def _broker_option(url: str) -> str:
+    """A usable Redis URL; a password in it is said to show in ``ps`` (the environment does not)."""
+    from urllib.parse import urlsplit
+
+    if urlsplit(check_redis_url(url)).password:
+        err.print("warning: the password in --broker is visible to every user of this host (ps); set "
+                  "RAGSCORE_BROKER_URL instead", style="yellow", soft_wrap=True)  # fmt: skip
+    return url
+
+
 BrokerOpt = Annotated[
     Optional[str],  # noqa: UP045 - typer needs Optional on 3.10
     typer.Option(
         "--broker",
         help="Cluster broker URL (default: $RAGSCORE_BROKER_URL; unset = embedded).",
-        callback=lambda url: check_redis_url(url) if url else url,
+        callback=lambda url: _broker_option(url) if url else url,
     ),
 ]
 
@@ -394,7 +406,9 @@ def status(
     run_id: Annotated[Optional[str], typer.Argument(help="Run id (omit to list runs)")] = None,  # noqa: UP045
     broker: BrokerOpt = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until the run ends")] = False,
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch")] = 2.0,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.2, help="Seconds between refreshes with --watch")
+    ] = 2.0,
 ) -> None:
     """Show a run's per-queue progress (done/total, rate, ETA, errors, judge req/min), or list the runs."""
     from ragscore_workers.store import RunState
@@ -500,13 +514,17 @@ def worker(
     """
     from ragscore_workers.app import CONTROL_QUEUE, QUEUE_LIMITS
 
-    from .workers import LocalWorkers, sigterm_as_interrupt
+    from .workers import POOL_DEFAULTS, LocalWorkers, sigterm_as_interrupt
 
     settings = get_settings()
     url = broker or settings.broker_url
     if not url:
         raise ConfigError("worker needs a broker: pass --broker or set RAGSCORE_BROKER_URL")
-    names = [q.strip() for q in queues.split(",") if q.strip()]
+    names = list(dict.fromkeys(q.strip() for q in queues.split(",") if q.strip()))  # one worker per queue
+    unknown = [q for q in names if q not in POOL_DEFAULTS]
+    if not names or unknown:
+        raise ConfigError(f"--queues {queues!r}: {'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'none'}"
+                          f"; choose from {', '.join(POOL_DEFAULTS)}")  # fmt: skip
     _check_broker_for_workers(url)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0

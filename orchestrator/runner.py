@@ -545,8 +545,8 @@ def _refuse_an_unfinished_run_in(out_dir: Path) -> None:
     if reported != recorded:
         raise ConfigError(
             f"{out_dir} holds run {recorded}, which has not written its reports (interrupted?): finish it with "
-            f"`ragscore run --resume {out_dir}`, or give another --out (or delete {out_dir / 'run.json'}) to start "
-            "a new run"
+            f"`ragscore run --resume {out_dir}`, or give another --out to start a new run (or delete "
+            f"{out_dir / 'run.json'}, if that run is gone or not wanted)"
         )
 
 

@@ -192,9 +192,19 @@ POOL_TIMEOUT_S = 30.0
 def probe_redis(url: str) -> str | None:
     """One ping without retries: None when Redis answers, else why not; BrokerError for a wrong password
     (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals)."""
-    from .errors import BrokerError
+    from .errors import BrokerError, ConfigError
 
-    probe = redis.Redis.from_url(store_url_for_redis_py(url), socket_connect_timeout=5, socket_timeout=5)
+    try:
+        if url.startswith("rediss://") and "ssl_cert_reqs=" not in url:  # Celery refuses it with a traceback
+            raise ValueError("a rediss:// URL needs ssl_cert_reqs")
+        probe = redis.Redis.from_url(store_url_for_redis_py(url), socket_connect_timeout=5, socket_timeout=5)
+        probe.connection_pool.make_connection()  # options redis-py rejects only when it builds a connection
+    except (ValueError, TypeError, redis.RedisError) as exc:
+        raise ConfigError(
+            f"{redact_url(url)} is not a usable Redis URL: {exc}. For TLS: "
+            "rediss://:PASSWORD@HOST:PORT/0?ssl_cert_reqs=required&ssl_ca_certs=/path/ca.pem (ssl_cert_reqs: "
+            "required, optional or none)"
+        ) from exc
     try:
         probe.ping()
         return None

@@ -40,7 +40,10 @@ def flower_env(environ: Mapping[str, str], broker_url: str, no_auth: bool) -> di
 
 #: Flower options that would put a secret on the command line (seen by ``ps``) or bypass ragscore's own.
 _SECRET_OPTIONS = {"basic_auth": "set FLOWER_BASIC_AUTH=user:password", "broker": "use --broker or RAGSCORE_BROKER_URL",
-                   "broker_api": "use --broker or RAGSCORE_BROKER_URL"}  # fmt: skip
+                   "broker_api": "use --broker or RAGSCORE_BROKER_URL",
+                   # ragscore's own options: given again after them, Flower takes the last (0.0.0.0 under --no-auth)
+                   "address": "use ragscore flower --address", "port": "use ragscore flower --port",
+                   "max_tasks": "use ragscore flower --max-tasks"}  # fmt: skip
 
 
 def flower_argv(port: int, address: str, max_tasks: int, no_auth: bool, extra: Sequence[str] = ()) -> list[str]:

@@ -154,7 +154,8 @@ class StatusView:
         if idle is not None and idle >= STALLED_S:
             lines.append(Text(
                 f"no progress for {fmt_duration(idle)}: if the `ragscore run` that started it was stopped (an embedded "
-                "run's workers stop with it), finish it with `ragscore run --resume DIR` (DIR: its --out)",
+                "run's workers stop with it), finish it with `ragscore run --resume DIR` (DIR: its --out) or `ragscore "
+                f"resume {run_id} --out DIR`; on a cluster, see that its workers run",
                 style="yellow"))  # fmt: skip
         if self.meta.get("error"):
             lines.append(Text(f"error: {self.meta['error']}", style="red"))

@@ -258,3 +258,23 @@ def test_metrics_lists_outputs_and_one_metrics_params(home: Path, monkeypatch: p
     assert "│ k     │ list[int] │ [1, 5]  │" in one.stdout
     unknown = ragscore("metrics", "recal_at_k", home=home)
     assert unknown.returncode == 2 and "Did you mean 'recall_at_k'" in unknown.stderr
+
+
+def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_path: Path, home: Path) -> None:
+    from ..support import free_port
+
+    port = free_port()  # nothing listens: every check here must answer before connecting
+    for args, said in [
+        (["worker", "--queues", "cpu,cpux", "--broker", f"redis://127.0.0.1:{port}/0"], "unknown 'cpux'; choose from"),
+        (["worker", "--queues", " , ", "--broker", f"redis://127.0.0.1:{port}/0"], "none; choose from cpu"),
+        (["status", "--broker", f"rediss://:pw@127.0.0.1:{port}/0"], "a rediss:// URL needs ssl_cert_reqs. For TLS:"),
+        (["worker", "-Q", "cpu", "--broker", f"rediss://:pw@127.0.0.1:{port}/0?ssl_cert_reqs=CERT_REQUIRED"],
+         "Invalid SSL Certificate Requirements Flag"),
+    ]:  # fmt: skip
+        result = ragscore(*args, home=home, env={"COLUMNS": "250"})
+        assert result.returncode == 2, (args, result.stderr)
+        assert said in " ".join(result.stderr.split()) and "Traceback" not in result.stderr, (args, result.stderr)
+        assert "pw@" not in result.stderr  # the password is never echoed
+    warned = ragscore("status", "--broker", f"redis://:s3cret@127.0.0.1:{port}/0", home=home, env={"COLUMNS": "250"})
+    assert "the password in --broker is visible to every user of this host (ps)" in warned.stderr
+    assert "s3cret" not in warned.stderr

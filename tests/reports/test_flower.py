@@ -134,3 +134,16 @@ def test_flower_refuses_to_start_without_credentials(cluster: str) -> None:
     )  # fmt: skip
     assert on_the_command_line.returncode == 2
     assert "--basic_auth is not passed to Flower: set FLOWER_BASIC_AUTH" in on_the_command_line.stderr
+    open_wide = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", cluster, "--no-auth", "--address=0.0.0.0"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=60,
+    )  # fmt: skip
+    assert open_wide.returncode == 2  # ragscore's own --address, checked: --no-auth stays on 127.0.0.1
+    assert "--no-auth serves on 127.0.0.1 only" in open_wide.stderr
+    passed_on = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", cluster, "--no-auth", "--",
+         "--address=0.0.0.0"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=60,
+    )  # fmt: skip
+    assert passed_on.returncode == 2, passed_on.stderr  # as a Flower option it would override ours: refused
+    assert "--address is not passed to Flower: use ragscore flower --address" in passed_on.stderr
