@@ -432,11 +432,9 @@ def status(
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)
         view.add(sample(store, run_id, time.time()))
-        if view.meta.get("state") in RunState.DONE:
-            view.warnings = []
-        elif time.monotonic() - checked[0] > CONSUMER_CHECK_S:
+        if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
             checked[0] = time.monotonic()
-            view.warnings = [unserved_message(q, n) for q, n in unserved_queues(store, run_id).items()]
+            view.set_unserved({q: unserved_message(q, n) for q, n in unserved_queues(store, run_id).items()})
         return view.render(run_id)
 
     if not watch:

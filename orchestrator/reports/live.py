@@ -63,8 +63,22 @@ class StatusView:
         self.meta = meta
         self.window_s = window_s
         self.samples: deque[Sample] = deque()
-        #: Lines to show under the table (a queue no worker serves).
-        self.warnings: list[str] = []
+        #: Queues no worker served at the last check: ``{queue: (its done count then, the warning)}``.
+        self.unserved: dict[str, tuple[int, str]] = {}
+
+    def set_unserved(self, messages: dict[str, str]) -> None:
+        """The queues a consumer check found no worker for, with their warnings (replacing the last check's)."""
+        done = self.samples[-1].progress if self.samples else {}
+        self.unserved = {q: (done.get(f"done:{q}", 0), msg) for q, msg in messages.items()}
+
+    @property
+    def warnings(self) -> list[str]:
+        """Lines under the table: the unserved queues' warnings, but for a queue whose work moved on since the
+        check (a worker came) and on a run that ended."""
+        if not self.samples or self.meta.get("state") in RunState.DONE:
+            return []
+        done = self.samples[-1].progress
+        return [msg for q, (then, msg) in self.unserved.items() if done.get(f"done:{q}", 0) <= then]
 
     def add(self, s: Sample) -> None:
         self.samples.append(s)

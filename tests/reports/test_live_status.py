@@ -113,3 +113,18 @@ def test_status_command_prints_each_queue_of_a_real_run(cluster: str, tmp_path) 
     cpu = next(line for line in lines if line.strip("│ ").startswith("cpu"))
     assert "40" in cpu and "100.0" in cpu
     assert any("errors 0" in line and "unscorable" in line for line in lines)
+
+
+def test_a_queue_warning_goes_once_its_work_moves_on_and_when_the_run_ends() -> None:
+    view = StatusView(SUITE_META)
+    view.add(Sample(1010.0, _progress(100, 0)))
+    view.set_unserved({"judge": "13 message(s) wait on queue 'judge' and no worker consumes it"})
+    assert view.warnings == ["13 message(s) wait on queue 'judge' and no worker consumes it"]
+    view.add(Sample(1012.0, _progress(200, 0)))  # other queues move: still unserved
+    assert len(view.warnings) == 1
+    view.add(Sample(1014.0, _progress(200, 3)))  # a judge worker came: the warning goes before the next check
+    assert view.warnings == []
+    ended = StatusView(SUITE_META | {"state": "finished"})
+    ended.add(Sample(1010.0, _progress(600, 120)))
+    ended.set_unserved({"judge": "stale"})
+    assert ended.warnings == []
