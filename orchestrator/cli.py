@@ -355,9 +355,10 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
 def _how_to_go_on(out: Path, broker: str | None) -> None:
     """After Ctrl-C: how to finish the run (embedded, or cut off while submitting: it was cancelled) or
     follow it (a submitted cluster run goes on)."""
-    try:
-        recorded = json.loads((out / "run.json").read_text())
-    except (OSError, ValueError):
+    from .runner import recorded_run
+
+    recorded = recorded_run(out)
+    if recorded is None:
         return  # interrupted before anything was submitted
     run_id = recorded["run_id"]
     if recorded.get("mode") == "cluster" and _state_or_none(broker, run_id) != "cancelled":

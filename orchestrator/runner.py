@@ -534,9 +534,8 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
 def _refuse_an_unfinished_run_in(out_dir: Path) -> None:
     """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
     that file is how ``--resume DIR`` finds it. A finished run's directory is reused freely."""
-    try:
-        recorded = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))["run_id"]
-    except (OSError, ValueError, KeyError, TypeError):
+    recorded = (recorded_run(out_dir) or {}).get("run_id")
+    if recorded is None:
         return
     try:
         reported = json.loads((out_dir / "summary.json").read_text(encoding="utf-8")).get("run_id")
@@ -548,6 +547,15 @@ def _refuse_an_unfinished_run_in(out_dir: Path) -> None:
             f"`ragscore run --resume {out_dir}`, or give another --out to start a new run (or delete "
             f"{out_dir / 'run.json'}, if that run is gone or not wanted)"
         )
+
+
+def recorded_run(out_dir: Path) -> dict[str, Any] | None:
+    """``DIR/run.json`` (``{"run_id", "mode"}``), or None when there is none or it cannot be read."""
+    try:
+        recorded = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def _record_run(out_dir: Path, run_id: str, mode: str) -> None:

@@ -95,6 +95,13 @@ def item_key(system: str | None, id: str) -> str:
     return f"{KEY_SEPARATOR}{id}" if KEY_SEPARATOR in id else id
 
 
+def _system_name(value: str | None) -> str | None:
+    """A row's or target's ``system``: no ``::`` in it, so every item key splits back (:func:`split_key`)."""
+    if value is not None and KEY_SEPARATOR in value:
+        raise PydanticCustomError("system_separator", f"a system name may not contain {KEY_SEPARATOR!r}")
+    return value
+
+
 def split_key(key: str) -> tuple[str | None, str]:
     """``(system, id)`` of an item key: the inverse of :func:`item_key` (system names hold no ``::``)."""
     system, sep, id = key.partition(KEY_SEPARATOR)
@@ -148,12 +155,7 @@ class Row(BaseModel):
     def _coerce_id_lists(cls, value: Any) -> Any:
         return [_coerce_id(v) for v in value] if isinstance(value, list) else value
 
-    @field_validator("system")
-    @classmethod
-    def _system_without_separator(cls, value: str | None) -> str | None:
-        if value is not None and KEY_SEPARATOR in value:
-            raise PydanticCustomError("system_separator", f"a system name may not contain {KEY_SEPARATOR!r}")
-        return value
+    _system = field_validator("system")(_system_name)
 
     @property
     def key(self) -> str:
@@ -271,10 +273,10 @@ class TargetConfig(BaseModel):
     #: Reuse replies cached in Redis for the same request (a re-run pays for no call twice).
     cache: bool = True
 
+    _system = field_validator("system")(_system_name)
+
     @model_validator(mode="after")
     def _one_kind(self) -> TargetConfig:
-        if self.system is not None and KEY_SEPARATOR in self.system:
-            raise ValueError(f"a target's system name may not contain {KEY_SEPARATOR!r}")
         if (self.url is None) == (self.callable is None):
             raise ValueError("a target needs exactly one of 'url' or 'callable'")
         if self.url is not None and not self.url.startswith(("http://", "https://")):

@@ -164,10 +164,11 @@ class StatusView:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {self.samples[-1].judge_calls} calls"
         lines = [Text(f"warning: {w}", style="yellow") for w in self.warnings]
-        idle = self.idle_s(self.samples[-1].t)
-        if idle is not None and idle >= STALLED_S:
+        now = self.samples[-1].t
+        if self.stalled(now):
+            idle = fmt_duration(self.idle_s(now))
             lines.append(Text(
-                f"no progress for {fmt_duration(idle)}: if the `ragscore run` that started it was stopped (an embedded "
+                f"no progress for {idle}: if the `ragscore run` that started it was stopped (an embedded "
                 "run's workers stop with it), finish it with `ragscore run --resume DIR` (DIR: its --out) or `ragscore "
                 f"resume {run_id} --out DIR`; on a cluster, see that its workers run",
                 style="yellow"))  # fmt: skip
