@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..schemas import JudgeConfig
 from ..settings import get_settings
+from ..store import redact_url
 from .base import DEFAULT_TIMEOUT_S, Provider, provider_identity
 from .cache import ReplyCache
 from .client import Budget, JudgeClient, Price, RetryPolicy
@@ -84,11 +85,15 @@ def build_client(
     limits = limits_per_minute(config.rpm, config.tpm, config.rpd, config.tpd, minute_s=minute_s)
     limiter = RedisLimiter(redis, provider.limiter_key(), limits, max_wait_s=max_wait_s)
     price = (prices or {}).get(config.model)
+    state = RunJudgeState(redis, run_id, ttl_s=get_settings().run_ttl_s)
+    overridden = _base_url(config)
+    if overridden != config.base_url:  # the summary says which endpoint really judged (the suite names another)
+        state.note("base_url", redact_url(overridden or ""))
     return JudgeClient(
         provider,
         limiter,
         ReplyCache(redis, enabled=cache),
-        RunJudgeState(redis, run_id, ttl_s=get_settings().run_ttl_s),
+        state,
         retry=retry,
         budget=budget,
         price=Price(*price) if price else None,

@@ -18,6 +18,7 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end
 ``provider_rpm`` …         a limit the provider's headers state below the suite's (``provider_tpm``,
                            ``provider_rpd``), which the workers use instead
+``base_url``               the endpoint the workers called, when ``RAGSCORE_JUDGE_BASE_URL`` overrode the suite's
 =========================  ===================================================================
 """
 
@@ -102,8 +103,8 @@ class RunJudgeState:
         pipe.expire(self.key, self.ttl_s)
         pipe.execute()
 
-    def note(self, field: str, value: int) -> None:
-        """Set one field (a fact such as ``provider_rpm``, not a counter)."""
+    def note(self, field: str, value: int | str) -> None:
+        """Set one field (a fact such as ``provider_rpm`` or ``base_url``, not a counter)."""
         pipe = self.r.pipeline(transaction=False)
         pipe.hset(self.key, field, value)
         pipe.expire(self.key, self.ttl_s)
@@ -148,11 +149,12 @@ class RunJudgeState:
         return str(breaker) if breaker else None
 
     def read(self) -> dict[str, Any]:
-        """The counters as numbers (missing ones as 0) plus ``breaker`` / ``budget`` when judging stopped."""
+        """The counters as numbers (missing ones as 0) plus ``breaker`` / ``budget`` when judging stopped (and
+        ``base_url`` when overridden)."""
         raw = self.r.hgetall(self.key)
         out: dict[str, Any] = {name: 0 for name in COUNTER_FIELDS}
         for name, value in raw.items():
-            if name in ("breaker", "budget"):
+            if name in ("breaker", "budget", "base_url"):
                 out[name] = value
             elif name in ("cost", "held_cost"):
                 out[name] = float(value)

@@ -142,3 +142,28 @@ def test_combined_mixes_the_judge_and_evidence_overlap_across_queues(
     assert result.summary.metrics["combined"].n == 2 and result.summary.metrics["combined"].unscorable == 1
     lines = (tmp_path / "out" / "items.jsonl").read_text().splitlines()
     assert all("combined" in json.loads(line)["metrics"] for line in lines)
+
+
+def test_the_summary_names_the_endpoint_that_judged_when_the_environment_overrides_the_suites(
+    home: Path, keys: str, model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RAGSCORE_JUDGE_BASE_URL (the workers' environment) wins over the suite's base_url; the summary says so,
+    since run_info.json's suite still names the suite's URL."""
+    suite = {
+        "name": "judge-override",
+        "metrics": ["answer_accuracy"],
+        "judge": {"provider": "groq", "model": model, "base_url": "http://127.0.0.1:9", "rpm": None, "tpm": None},
+    }
+    rows = [{"id": "q0", "question": "Q?", "reference": "r", "answer": "a [[rating=4]]"}]
+    with FakeProvider(api_key=keys) as fake:
+        url = fake.url
+        monkeypatch.setenv("RAGSCORE_JUDGE_BASE_URL", url)
+        result = evaluate(rows, suite, out=tmp_path / "out")
+        requests = fake.stats()["requests"]
+        same = evaluate(rows, {**suite, "judge": {**suite["judge"], "base_url": url}})  # from the cache
+
+    assert requests == 2 and result.summary.judge["base_url"] == url
+    assert result.items[0].metrics["answer_accuracy"].score == 1.0
+    written = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert written["judge"]["base_url"] == url
+    assert same.summary.judge["cache_hits"] == 2 and "base_url" not in same.summary.judge
