@@ -7,11 +7,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Score RAG and LLM answers at scale.")
-err = Console(stderr=True)
+#: Messages carry user text (paths, names, provider errors): never read as Rich markup (``[/x]`` would crash).
+err = Console(stderr=True, markup=False)
 
 #: Exit codes: 0 success; 1 the run failed, the judge's circuit breaker stopped judging, or a metric output scored
 #: nothing because its items errored;
@@ -427,6 +429,7 @@ def status(
     from .runner import CONSUMER_CHECK_S, unserved_message, unserved_queues
 
     view = StatusView(store.meta(run_id))
+    embedded = not (broker or get_settings().broker_url)
     console = Console()
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
 
@@ -435,7 +438,7 @@ def status(
         view.add(sample(store, run_id, time.time()))
         if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
             checked[0] = time.monotonic()
-            view.set_unserved({q: unserved_message(q, n) for q, n in unserved_queues(store, run_id).items()})
+            view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved_queues(store, run_id).items()})
         return view.render(run_id)
 
     if not watch:
@@ -480,11 +483,13 @@ def cancel_cmd(
 
     store = _store(broker)
     store.meta(run_id)  # raises a clear error for an unknown run
+    was = store.state(run_id)
     cancel(store, run_id)
     state = store.state(run_id)
     if state == "cancelled":
-        err.print(f"run {run_id}: cancelled; the workers skip its queued tasks, then `ragscore results {run_id}` "
-                  "has the summary of what it scored", soft_wrap=True)  # fmt: skip
+        again = " (it already was)" if was == "cancelled" else ""
+        err.print(f"run {run_id}: cancelled{again}; the workers skip its queued tasks, then `ragscore results "
+                  f"{run_id} --out DIR` writes the reports of what it scored", soft_wrap=True)  # fmt: skip
     else:
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")
 
@@ -603,8 +608,7 @@ def list_metrics(
         for col in ("param", "type", "default"):
             table.add_column(col)
         for field, info in mdef.params_model.model_fields.items():
-            default = "(required)" if info.is_required() else repr(info.get_default(call_default_factory=True))
-            table.add_row(info.alias or field, escape(_type_name(info.annotation)), escape(default))
+            table.add_row(info.alias or field, Text(_type_name(info.annotation)), Text(_default_text(info)))
         Console().print(table if mdef.params_model.model_fields else "no params")
         return
     table = Table()
@@ -617,6 +621,18 @@ def list_metrics(
             outputs = "(depends on params)"
         table.add_row(metric_name, mdef.queue_label, escape(outputs), escape(mdef.description))
     Console().print(table)
+
+
+def _default_text(info: Any) -> str:
+    """A param's default as a suite writes it: JSON (a regex shows as ``"\\[\\d+\\]"``, pasteable into YAML or
+    JSON), not Python's repr; ``(required)`` when there is none."""
+    if info.is_required():
+        return "(required)"
+    default = info.get_default(call_default_factory=True)
+    try:
+        return json.dumps(default, ensure_ascii=False)
+    except TypeError:
+        return repr(default)
 
 
 def _type_name(annotation: object) -> str:
@@ -659,7 +675,7 @@ def report_cmd(
         path.write_text(json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         typer.echo(console_summary(evaluation, split))
         for note in left_out(data.summary.metrics):
-            err.print(f"[yellow]note:[/] {note}")
+            err.print(Text.assemble(("note:", "yellow"), f" {note}"))
         err.print(f"wrote {path}")
         return
     if fmt not in FORMATS:

@@ -29,7 +29,9 @@ from typing import Literal
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
@@ -74,6 +76,9 @@ class GateResult:
     #: For regression gates: the baseline's mean (``threshold`` is that minus the tolerance, or plus it
     #: where lower is better).
     baseline: float | None = None
+    #: Items the output scored, and those it could not (unscorable or errored): a gate read on 1 of 50 says so.
+    n: int = 0
+    unscored: int = 0
 
     @property
     def lower_better(self) -> bool:
@@ -177,8 +182,10 @@ def evaluate_gates(
     results = []
     for gate in gates:
         lower = not higher_is_better(gate.metric)
-        actual = _value(summary.metrics.get(gate.metric), gate.on, lower)
-        results.append(GateResult(gate.metric, gate.on, gate.min, actual, holds(actual, gate.min, lower)))
+        stats = summary.metrics.get(gate.metric)
+        actual = _value(stats, gate.on, lower)
+        results.append(GateResult(gate.metric, gate.on, gate.min, actual, holds(actual, gate.min, lower),
+                                  **_counts(stats)))  # fmt: skip
     if baseline is not None:
         for name in regression_metrics(baseline, list(summary.metrics)):
             base = baseline.metrics[name].mean
@@ -186,8 +193,13 @@ def evaluate_gates(
                 continue
             lower = not higher_is_better(name)
             actual, bar = summary.metrics[name].mean, base + tolerance if lower else base - tolerance
-            results.append(GateResult(name, "regression", bar, actual, holds(actual, bar, lower), baseline=base))
+            results.append(GateResult(name, "regression", bar, actual, holds(actual, bar, lower), baseline=base,
+                                      **_counts(summary.metrics[name])))  # fmt: skip
     return results
+
+
+def _counts(stats: MetricSummary | None) -> dict[str, int]:
+    return {"n": stats.n, "unscored": stats.unscorable + stats.errors} if stats is not None else {}
 
 
 def holds(actual: float | None, threshold: float, lower_better: bool = False) -> bool:
@@ -207,10 +219,24 @@ def thresholds_by_metric(results: Iterable[GateResult]) -> dict[str, float]:
     return out
 
 
-def _num(value: float | None, signed: bool = False) -> str:
+def _num(value: float | None, signed: bool = False, digits: int = 3) -> str:
     if value is None:
         return "-"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _digits(r: GateResult) -> int:
+    """3, or as many more as it takes to show a failed gate's actual apart from its threshold (0.7996 < 0.8
+    must not read ``actual 0.800``)."""
+    digits = 3
+    if r.actual is not None and not r.passed:
+        while digits < 9 and _num(r.actual, digits=digits) == _num(r.threshold, digits=digits):
+            digits += 1
+    return digits
+
+
+def _scored(r: GateResult) -> str:
+    return f"{r.n:,} of {r.n + r.unscored:,}" if r.unscored else f"{r.n:,}"
 
 
 def gate_table(results: Sequence[GateResult], only_failed: bool = False) -> Table:
@@ -218,17 +244,19 @@ def gate_table(results: Sequence[GateResult], only_failed: bool = False) -> Tabl
     n_failed = sum(not r.passed for r in results)
     title = f"gates: {n_failed} of {len(results)} failed" if n_failed else f"gates: all {len(results)} hold"
     table = Table(title=title)
-    for col in ("gate", "on", "threshold", "actual", "by", "result"):
+    for col in ("gate", "on", "threshold", "actual", "by", "scored", "result"):
         table.add_column(col, justify="left" if col in ("gate", "on", "result") else "right")
     for r in sorted(results, key=lambda r: r.passed):
         if only_failed and r.passed:
             continue
         on = r.bound if r.baseline is None else f"regression (baseline {r.baseline:.3f})"
         on += " (lower is better)" if r.lower_better else ""
-        result = "[green]pass[/green]" if r.passed else "[bold red]FAIL[/bold red]"
+        result = Text("pass", style="green") if r.passed else Text("FAIL", style="bold red")
         if r.actual is None:
-            result += " (no scored item)"
-        table.add_row(r.label, on, _num(r.threshold), _num(r.actual), _num(r.margin, signed=True), result)
+            result.append(" (no scored item)" if r.n == 0 else f" (no interval from {r.n} scored item)")
+        d = _digits(r)
+        table.add_row(escape(r.label), on, _num(r.threshold, digits=d), _num(r.actual, digits=d),
+                      _num(r.margin, signed=True, digits=d), _scored(r), result)  # fmt: skip
     return table
 
 
@@ -244,7 +272,7 @@ def print_gates(results: Sequence[GateResult], console: Console | None = None, o
     console.print(gate_table(results, only_failed))
 
 
-def render_gates(results: Sequence[GateResult], width: int = 100) -> str:
+def render_gates(results: Sequence[GateResult], width: int = 140) -> str:
     """:func:`gate_table` as plain text (for assertion messages and logs)."""
     buffer = io.StringIO()
     Console(file=buffer, width=width, no_color=True, force_terminal=False).print(gate_table(results))

@@ -49,6 +49,7 @@ from .datasets import RowError, detect_format, iter_rows, scan_dataset
 from .embedded_redis import EmbeddedRedis
 from .progress import ProgressView, QuietProgress
 from .reports import write_outputs
+from .reports.files import OUTPUT_NAMES
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_params
 from .workers import LocalWorkers, sigterm_as_interrupt
 
@@ -386,8 +387,11 @@ def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str
     return {queue: waiting[queue] for queue in _unserved([q for q in waiting if q not in skip])}
 
 
-def unserved_message(queue: str, waiting: int) -> str:
-    """What to tell the user about a queue nobody serves."""
+def unserved_message(queue: str, waiting: int, embedded: bool = False) -> str:
+    """What to tell the user about a queue nobody serves (an embedded run's workers live with its ``run``)."""
+    if embedded:
+        return (f"{waiting} message(s) wait on queue {queue!r} and no worker consumes it: an embedded run's workers "
+                "stop with its `ragscore run`; finish it with `ragscore run --resume DIR`")  # fmt: skip
     return (f"{waiting} message(s) wait on queue {queue!r} and no worker consumes it; start one with "
             f"`ragscore worker --queues {queue}` (the run goes on once one does)")  # fmt: skip
 
@@ -549,6 +553,15 @@ def _refuse_an_unfinished_run_in(out_dir: Path) -> None:
         )
 
 
+def _refuse_to_overwrite(dataset: Path, out_dir: Path) -> None:
+    """ConfigError when a report would be written over the dataset (``data/items.csv --out data``)."""
+    if dataset.name in OUTPUT_NAMES and dataset.resolve().parent == out_dir.resolve():
+        raise ConfigError(
+            f"--out {out_dir} would overwrite the dataset {dataset} with the run's own {dataset.name}: give "
+            "another --out, or rename the dataset"
+        )
+
+
 def recorded_run(out_dir: Path) -> dict[str, Any] | None:
     """``DIR/run.json`` (``{"run_id", "mode"}``), or None when there is none or it cannot be read."""
     try:
@@ -592,6 +605,8 @@ def run(
     broker = broker or settings.broker_url
     if resume_id is None:
         _refuse_an_unfinished_run_in(out_dir)
+        if dataset is not None:
+            _refuse_to_overwrite(dataset, out_dir)
 
     def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
         run_id = resume_id or new_run_id()

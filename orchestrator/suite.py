@@ -44,6 +44,8 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         raise ConfigError(f"Invalid suite: {problems}") from exc
     resolved = resolve_suite(suite)
     _check_targets(suite)
+    if (shared := _share_prices(resolved)) is not None:
+        return shared
     _check_cost_budgets(resolved)
     if suite.gates:
         from .gates import check_gate_names
@@ -64,6 +66,28 @@ def with_judge_params(resolved: ResolvedSuite, **params: Any) -> ResolvedSuite:
         raise ConfigError("--no-cache, --max-cost and --max-tokens apply to judge metrics; the suite has none")
     specs = [
         spec.model_copy(update={"params": {**spec.params, **params}}) if spec.name in judged else spec
+        for spec in resolved.suite.metrics
+    ]
+    return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
+
+
+def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:
+    """A price is the provider's, not a metric's: the suite with every judge metric given every price any of
+    them names (so ``max_cost`` counts every call, whichever metric makes it); None when nothing changes.
+    ConfigError when two metrics price one model differently."""
+    merged: dict[str, tuple[float, float]] = {}
+    for mdef, params in resolved.metrics:
+        for model, price in (getattr(params, "prices", None) or {}).items():
+            if model in merged and merged[model] != tuple(price):
+                raise ConfigError(f"Invalid suite: judge metrics give model {model!r} two prices, "
+                                  f"{list(merged[model])} and {list(price)} ({mdef.name})")  # fmt: skip
+            merged[model] = tuple(price)
+    lacking = {m.name for m, p in resolved.metrics if hasattr(p, "prices") and {**p.prices} != merged}
+    if not merged or not lacking:
+        return None
+    prices = {model: list(price) for model, price in merged.items()}
+    specs = [
+        spec.model_copy(update={"params": {**spec.params, "prices": prices}}) if spec.name in lacking else spec
         for spec in resolved.suite.metrics
     ]
     return load_suite(resolved.suite.model_copy(update={"metrics": specs}))

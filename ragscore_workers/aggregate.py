@@ -2,16 +2,20 @@
 
 * ``mean`` over scored items only: unscorable (``score is None``) and errors are counted apart, never
   averaged as 0.
-* ``ci95``: percentile bootstrap (``BOOTSTRAP_RESAMPLES`` resamples, fixed seed, so a re-run gives the
-  same interval). Scores with few distinct values (0/1, ratings) are resampled exactly and in O(B) via the
+* ``ci95`` (:func:`mean_ci`): for pass/fail outputs (every score 0 or 1) the Wilson score interval, which
+  stays honest at small n and at 0 % / 100 % (3 of 3 right: [0.44, 1], where a bootstrap says [1, 1]);
+  otherwise the percentile bootstrap (``BOOTSTRAP_RESAMPLES`` resamples, fixed seed, so a re-run gives the
+  same interval). Scores with few distinct values (ratings) are resampled exactly and in O(B) via the
   multinomial over distinct values; continuous scores by index resampling up to
   ``MAX_RESAMPLE_N`` values, beyond which the normal approximation is used (indistinguishable there).
+  One score has no interval (None).
 * ``wins`` (``compare_answers`` of the evaluation points): where several ``system``s answered one question
   id, the system with the highest ``checks`` score wins it (see :class:`Wins`).
 """
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable
@@ -22,7 +26,7 @@ import numpy as np
 from .metrics._judge_agreement import Agreement
 from .schemas import ItemResult, MetricSummary, RunSummary
 
-__all__ = ["COMPARE_METRIC", "Aggregator", "Wins", "bootstrap_ci", "summarize"]
+__all__ = ["COMPARE_METRIC", "Aggregator", "Wins", "bootstrap_ci", "mean_ci", "summarize", "wilson_ci"]
 
 #: Bootstrap resamples for every ci95.
 BOOTSTRAP_RESAMPLES = 2000
@@ -32,6 +36,8 @@ BOOTSTRAP_SEED = 20240531
 MAX_RESAMPLE_N = 20_000
 #: Up to this many distinct values, resample exactly through the multinomial over distinct values.
 MAX_DISTINCT_FOR_MULTINOMIAL = 64
+#: z of a two-sided 95% interval.
+Z95 = 1.959963984540054
 #: ``first_error`` keeps this many characters of a metric's first error message.
 FIRST_ERROR_CHARS = 300
 #: The metric output ``compare_answers`` ranks the systems of a question by.
@@ -41,12 +47,13 @@ COMPARE_METRIC = "checks"
 def bootstrap_ci(
     values: Iterable[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> list[float] | None:
-    """Percentile bootstrap 95% interval of the mean; None for no values."""
+    """Percentile bootstrap 95% interval of the mean; None for fewer than two values (one value says nothing
+    about how the mean varies)."""
     x = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
     n = x.size
-    if n == 0:
+    if n < 2:
         return None
-    if n == 1 or np.all(x == x[0]):
+    if np.all(x == x[0]):
         return [float(x[0]), float(x[0])]
     rng = np.random.default_rng(seed)
     levels, counts = np.unique(x, return_counts=True)
@@ -60,10 +67,27 @@ def bootstrap_ci(
             stop = min(resamples, start + step)
             means[start:stop] = x[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
     else:
-        half = 1.959963984540054 * x.std(ddof=1) / np.sqrt(n)
+        half = Z95 * x.std(ddof=1) / np.sqrt(n)
         return [float(x.mean() - half), float(x.mean() + half)]
     lo, hi = np.percentile(means, [2.5, 97.5])
     return [float(lo), float(hi)]
+
+
+def wilson_ci(successes: int, n: int) -> list[float] | None:
+    """Wilson score 95% interval of a proportion (``successes`` of ``n``); None for ``n == 0``."""
+    if n == 0:
+        return None
+    p, z2 = successes / n, Z95 * Z95
+    center = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return [max(0.0, center - half), min(1.0, center + half)]
+
+
+def mean_ci(values: np.ndarray) -> list[float] | None:
+    """The 95% interval of a metric output's mean: Wilson's when every score is 0 or 1, else the bootstrap's."""
+    if values.size and bool(np.all((values == 0.0) | (values == 1.0))):
+        return wilson_ci(int(values.sum()), int(values.size))
+    return bootstrap_ci(values)
 
 
 class _Acc:
@@ -92,7 +116,7 @@ class _Acc:
         return MetricSummary(
             mean=float(x.mean()) if x.size else None,
             n=int(x.size),
-            ci95=bootstrap_ci(x),
+            ci95=mean_ci(x),
             errors=self.errors,
             unscorable=self.unscorable,
             first_error=self.first_error,

@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel
 
 from .metrics.registry import MetricDef, RunContext
@@ -50,6 +51,8 @@ def _score_per_row(mdef: MetricDef, params: BaseModel, rows: list[Row]) -> list[
         try:
             value = mdef.fn(row, params)
             out.append(_as_outputs(mdef, params, value, (time.perf_counter() - start) * 1000))
+        except SoftTimeLimitExceeded:  # the task's time is up: its handler records it for every item
+            raise
         except Exception as exc:  # a metric never raises into Celery
             log.debug("metric %s failed on %s", mdef.name, row.id, exc_info=True)
             out.append(_failed(mdef, params, _error_text(exc)))
@@ -64,6 +67,8 @@ def _score_batch(mdef: MetricDef, params: BaseModel, rows: list[Row], ctx: RunCo
             raise TypeError(f"batch metric {mdef.name!r} returned {len(values)} results for {len(rows)} rows")
         ms = (time.perf_counter() - start) * 1000 / max(len(rows), 1)
         return [_as_outputs(mdef, params, v, ms) for v in values]
+    except SoftTimeLimitExceeded:
+        raise
     except Exception as exc:
         if len(rows) == 1:
             raise
@@ -74,6 +79,8 @@ def _score_batch(mdef: MetricDef, params: BaseModel, rows: list[Row], ctx: RunCo
     for row in rows:
         try:
             out.extend(_score_batch(mdef, params, [row], ctx))
+        except SoftTimeLimitExceeded:
+            raise
         except Exception as exc:
             out.append(_failed(mdef, params, _error_text(exc)))
     return out
@@ -88,6 +95,8 @@ def score_rows(rows: list[Row], metrics: list[tuple[MetricDef, BaseModel]], ctx:
         if mdef.kind == "batch":
             try:
                 per_row = _score_batch(mdef, params, rows, ctx)
+            except SoftTimeLimitExceeded:
+                raise
             except Exception as exc:
                 per_row = [_failed(mdef, params, _error_text(exc))]
         else:

@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from pydantic_core import PydanticSerializationError
 
 from .errors import ConfigError, StoreError
 from .schemas import ItemResult, MetricResult, RunSummary, split_key
+from .unicode_text import valid_unicode
 
 __all__ = [
     "RawItem",
@@ -161,6 +163,16 @@ def superseded(generation: int | None, current: str | int | None) -> bool:
 def target_state_part(system: str) -> str:
     """The run-store part (``ragscore:run:{id}:<part>``) holding a target's counters and breaker."""
     return f"target:{system}"
+
+
+def _result_json(result: MetricResult) -> str:
+    """A result as stored. Text that UTF-8 cannot hold (a lone surrogate that a provider's JSON spelled
+    ``\\udfff``, read by a metric) gets U+FFFD in its place rather than failing the item's whole chunk."""
+    try:
+        return result.model_dump_json(exclude_defaults=True)
+    except PydanticSerializationError:
+        cleaned = MetricResult.model_validate(valid_unicode(result.model_dump()))
+        return cleaned.model_dump_json(exclude_defaults=True)
 
 
 def redact_url(url: str) -> str:
@@ -339,7 +351,7 @@ class RunStore:
             args += [self.key(run_id, f"item:{key}"), len(results) + 1]
             args += ["_meta", json.dumps({k: v for k, v in item_meta.items() if v is not None})]
             for name, result in results.items():
-                args += [name, _status(result) + result.model_dump_json(exclude_defaults=True)]
+                args += [name, _status(result) + _result_json(result)]
         args[2] = count
         if not count:
             return 0

@@ -11,7 +11,8 @@ row is then unscorable for answer metrics) are required; ``reference_answer`` be
 ``contexts`` are strings or objects ``{text|content|page_content, score|retrieval_score, id|chunk_id,
 metadata, ...}`` (other keys of a context go to its metadata); ``retrieval_scores``, when given, holds one
 score per context (or null) and becomes the contexts' ``score`` (for ``quality_checks``). ``id``,
-``system`` and ``group`` are kept; any other key goes to the row's metadata. line = element number.
+``system``, ``group`` and every other row field (``gold_doc_id``, ``retrieved_doc_ids``, ...) are kept; any
+other key goes to the row's metadata. line = element number.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ragscore_workers.errors import DatasetError
+from ragscore_workers.schemas import Row
 
 from ._seed import SeedError, identifier, number, pick, read_json, row_error, text
 from .loaders import Record, RowError
@@ -31,6 +33,8 @@ _TEXT = ("text", "content", "page_content")
 _SCORE = ("score", "retrieval_score")
 _ID = ("id", "chunk_id")
 _ROW_KEYS = {"id", "question", "answer", "reference_answer", "contexts", "retrieval_scores", "system", "group"}
+#: Row fields the reader does not set itself: kept as they are (``Row`` validates them), not put in metadata.
+_PASSED_ON = frozenset(Row.model_fields) - {"question", "answer", "reference", "contexts", "metadata"} - _ROW_KEYS
 
 
 def _context(raw: Any, where: str) -> Record:
@@ -98,7 +102,10 @@ def _row(item: Any, system: str | None) -> Record:
         if row.get("system", system) != system:
             raise SeedError(f"system {row['system']!r} differs from the --system {system!r}")
         row["system"] = system
-    metadata = {k: v for k, v in item.items() if k not in _ROW_KEYS}
+    row |= {k: v for k, v in item.items() if k in _PASSED_ON}
+    metadata = {k: v for k, v in item.items() if k not in _ROW_KEYS and k not in _PASSED_ON and k != "metadata"}
+    if isinstance(item.get("metadata"), dict):
+        metadata = {**item["metadata"], **metadata}
     if metadata:
         row["metadata"] = metadata
     return row

@@ -169,11 +169,11 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     if isinstance(data, dict):
         entries: list[Any] = []
         for key, value in data.items():
-            if isinstance(value, dict) and "id" in value and str(value["id"]) != key:
+            if isinstance(value, dict) and value.get("id") is not None and str(value["id"]) != key:
                 entries.append(RowError(len(entries) + 1, f"key {key!r}: its row's id {value['id']!r} differs from "
                                         "its key", json.dumps(value)[:RAW_EXCERPT_CHARS]))  # fmt: skip
                 continue
-            entries.append({"id": key, **value} if isinstance(value, dict) else value)
+            entries.append({**value, "id": key} if isinstance(value, dict) else value)
     elif isinstance(data, list):
         entries = data
     else:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row
 from ragscore_workers.settings import get_settings
+from ragscore_workers.unicode_text import lone_surrogate_at
 
 from .loaders import RAW_EXCERPT_CHARS, RowError, iter_records
 
@@ -52,6 +53,9 @@ def validate_record(line: int, record: dict[str, Any], max_chars: int | None = N
     """
     if record.get("id") in (None, ""):
         record = {**record, "id": f"row-{line}"}
+    if (where := lone_surrogate_at(record)) is not None:
+        reason = f"{where}: a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair) is not text"
+        return RowError(line, reason, json.dumps(record, ensure_ascii=True, default=str)[:RAW_EXCERPT_CHARS])
     try:
         row = Row.model_validate(record)
     except ValidationError as exc:

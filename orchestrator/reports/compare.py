@@ -21,6 +21,7 @@ import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -159,8 +160,8 @@ class _Scores:
 
 
 def _labels(runs: Sequence[RunData], arms: dict[tuple[int, str | None], int]) -> list[str]:
-    def origin(run: RunData) -> str:
-        return run.directory.name if run.directory is not None else run.origin
+    def origin(run: RunData) -> str:  # ``compare .`` names the directory, not ""
+        return run.directory.resolve().name if run.directory is not None else run.origin
 
     names = [""] * len(arms)
     for (run, system), index in arms.items():
@@ -199,6 +200,8 @@ def compare(
     scores, labels, outputs = collect(runs)
     if len(labels) < 2:
         raise ValueError("compare needs at least two systems: give two runs, or a run with several systems")
+    if baseline is not None and baseline not in labels and Path(baseline).name in labels:
+        baseline = Path(baseline).name  # ``--baseline runA/``: the run as its directory was given
     if baseline is not None and baseline not in labels:
         raise ValueError(f"--baseline {baseline!r} is none of the systems: {', '.join(labels)}")
     first = labels.index(baseline) if baseline is not None else 0

@@ -73,13 +73,13 @@ def render_compare_html(c: Comparison) -> str:
 def render_compare_markdown(c: Comparison) -> str:
     """compare.md: the same tables as compare.html (no plots)."""
     arms = c.arms
-    lines = [f"# ragscore compare: {' vs '.join(arms)}", "",
+    lines = [f"# ragscore compare: {' vs '.join(map(md_cell, arms))}", "",
              "Paired on the questions both systems scored: mean difference, 95% paired-bootstrap CI, two-sided "
              f"sign-flip permutation p-value (seed {c.seed}).", "", "## Means", "",
              "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
     for m in c.metrics:
         lines.append(f"| {m} | " + " | ".join(fmt(c.means[m][a]) for a in arms) + " |")
-    lines += ["", f"## Differences against {arms[0]}", "",
+    lines += ["", f"## Differences against {md_cell(arms[0])}", "",
               "| metric | system | shared | baseline | system mean | difference | 95% CI | p | wins | ties | losses |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for d in c.differences:
@@ -106,11 +106,12 @@ def render_compare_markdown(c: Comparison) -> str:
 def print_comparison(c: Comparison, console: Console | None = None) -> None:
     """The differences table on the console."""
     from rich import box
+    from rich.markup import escape
 
     console = console or Console()
-    table = Table(title=f"{' vs '.join(c.arms)} (baseline {c.arms[0]})", box=box.SIMPLE_HEAD)
+    table = Table(title=escape(f"{' vs '.join(c.arms)} (baseline {c.arms[0]})"), box=box.SIMPLE_HEAD)
     for col in ("metric", "system", "n", "diff", "95% CI", "p", "W/T/L"):
         table.add_column(col, justify="left" if col in ("metric", "system") else "right", no_wrap=True)
     for d in c.differences:
-        table.add_row(d.metric, d.arm, str(d.n), _diff(d), _ci(d), _p(d.p), f"{d.wins}/{d.ties}/{d.losses}")
+        table.add_row(d.metric, escape(d.arm), str(d.n), _diff(d), _ci(d), _p(d.p), f"{d.wins}/{d.ties}/{d.losses}")
     console.print(table)

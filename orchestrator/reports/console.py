@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ragscore_workers.schemas import RunSummary, Suite
@@ -61,7 +62,7 @@ def embedding_line(summary: RunSummary) -> str | None:
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """One row per metric output: mean, n, 95% CI, unscorable, errors."""
     console = console or Console()
-    table = Table(title=f"ragscore {summary.run_id} · {summary.suite} · {summary.state}")
+    table = Table(title=escape(f"ragscore {summary.run_id} · {summary.suite} · {summary.state}"))
     for col in ("metric", "mean", "n", "95% CI", "unscorable", "errors"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     for name, m in summary.metrics.items():
@@ -145,7 +146,7 @@ def print_estimate(
         for name, t in [*estimate.judge.items(), ("total", total)]
     ]  # fmt: skip
     header = ("metric", "calls", *cached, "tokens in", "out ≤", "cost ≤")
-    title = f"judge calls ({suite.judge.provider} {suite.judge.model})"
+    title = escape(f"judge calls ({suite.judge.provider} {suite.judge.model})")
     console.print(_uncut_table(title, header, rows), crop=False)
     notes = [
         "tokens in: the rate limiter's high guess of the prompts (three characters a token)",

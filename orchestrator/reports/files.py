@@ -18,10 +18,18 @@ from .itemstats import ItemStats
 from .markdown import render_markdown
 from .source import RUN_INFO, RunData, from_store
 
-__all__ = ["ANSWERS", "FORMATS", "write_outputs", "write_reports"]
+__all__ = ["ANSWERS", "FORMATS", "OUTPUT_NAMES", "write_outputs", "write_reports"]
 
 #: The answered rows of a run that asked targets.
 ANSWERS = "answers.jsonl"
+
+#: A lone surrogate that reached a report (rows holding one are refused, provider text is cleaned) is written
+#: as its ``\\udfff`` escape, which JSON reads back as the same string, instead of failing the whole report.
+UNENCODABLE = "backslashreplace"
+
+#: Every file a run writes into its ``--out`` DIR (``run.json`` first, the rest with the reports).
+OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json", "failed_rows.jsonl", RUN_INFO,
+                          "report.md", "report.html", ANSWERS})  # fmt: skip
 
 #: What ``write_reports`` can write: html (report.html), md (report.md), csv (items.csv), json (summary.json,
 #: items.jsonl, failed_rows.jsonl, run_info.json).
@@ -32,12 +40,23 @@ def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
+#: A text cell opening with one of these is a formula to Excel, LibreOffice and Google Sheets.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: str) -> str:
+    """A text cell that a spreadsheet shows as text: a leading ``'`` before a formula start (OWASP's advice
+    against CSV injection: an id ``=HYPERLINK(...)`` would otherwise run when the file is opened)."""
+    return "'" + value if value.startswith(FORMULA_START) else value
+
+
 def _csv_row(item: RawItem, outputs: list[str]) -> list[str]:
     meta = item.meta
+    texts = [meta["id"], meta.get("system") or "", meta.get("group") or "", meta.get("question_type") or ""]
     return (
-        [meta["id"], meta.get("system") or "", meta.get("group") or "", meta.get("question_type") or ""]
+        [csv_text(t) for t in texts]
         + [_fmt(item.metrics[o].get("score")) if o in item.metrics else "" for o in outputs]
-        + ["; ".join(item.errors)]
+        + [csv_text("; ".join(item.errors))]
     )
 
 
@@ -60,10 +79,12 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
         jf = cw = None
         if "json" in wanted and not in_place:
             written.append(out_dir / "items.jsonl")
-            jf = stack.enter_context(written[-1].open("w", encoding="utf-8"))
+            jf = stack.enter_context(written[-1].open("w", encoding="utf-8", errors=UNENCODABLE))
         if "csv" in wanted:
             written.append(out_dir / "items.csv")
-            cw = csv.writer(stack.enter_context(written[-1].open("w", encoding="utf-8", newline="")))
+            cw = csv.writer(
+                stack.enter_context(written[-1].open("w", encoding="utf-8", errors=UNENCODABLE, newline=""))
+            )
             cw.writerow(["id", "system", "group", "question_type", *summary.metrics, "errors"])
         if jf is not None or cw is not None or stats is not None:
             outputs = list(summary.metrics)
@@ -78,11 +99,11 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
         written += _write_json(run, out_dir, in_place)
     if "md" in wanted:
         written.append(out_dir / "report.md")
-        written[-1].write_text(render_markdown(summary), encoding="utf-8")
+        written[-1].write_text(render_markdown(summary), encoding="utf-8", errors=UNENCODABLE)
     if stats is not None:
         written.append(out_dir / "report.html")
         failed = list(islice(run.failed_rows(), MAX_FAILED_ROWS)) if summary.failed_rows else []
-        written[-1].write_text(render_html(summary, stats, run.info, failed), encoding="utf-8")
+        written[-1].write_text(render_html(summary, stats, run.info, failed), encoding="utf-8", errors=UNENCODABLE)
     return written
 
 
@@ -91,12 +112,14 @@ def _write_json(run: RunData, out_dir: Path, in_place: bool) -> list[Path]:
     written[0].write_text(run.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if not in_place:
         written.append(out_dir / "failed_rows.jsonl")
-        with written[-1].open("w", encoding="utf-8") as ff:
+        with written[-1].open("w", encoding="utf-8", errors=UNENCODABLE) as ff:
             for row in run.failed_rows():
                 ff.write(json.dumps(row, ensure_ascii=False) + "\n")
         if run.info:
             written.append(out_dir / RUN_INFO)
-            written[-1].write_text(json.dumps(run.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            written[-1].write_text(
+                json.dumps(run.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8", errors=UNENCODABLE
+            )
     return written
 
 
@@ -110,7 +133,7 @@ def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSumma
     written = write_reports(from_store(store, run_id, summary), out_dir)
     if Suite.model_validate_json(store.meta(run_id)["suite"]).all_targets:
         written.append(out_dir / ANSWERS)
-        with written[-1].open("w", encoding="utf-8") as af:
+        with written[-1].open("w", encoding="utf-8", errors=UNENCODABLE) as af:
             for answer in store.iter_answers(run_id):
                 row = answer["row"]
                 if "error" in answer:

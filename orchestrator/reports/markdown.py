@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from .console import error_lines, unreadable_rows
@@ -9,9 +11,16 @@ from .console import error_lines, unreadable_rows
 __all__ = ["md_cell", "render_markdown"]
 
 
+#: Characters that make Markdown out of text: raw HTML (``<img onerror=…>``), links, code spans, ``*``
+#: emphasis, table cells. Each is backslash-escaped, which CommonMark renders as the character itself. ``_``
+#: is left alone: names like ``exact_match`` stay greppable, and an underscore inside a word is never emphasis.
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&~])")
+
+
 def md_cell(text: object) -> str:
-    """A table cell: user text (group, system names) with ``|`` escaped and line breaks as spaces."""
-    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """User text (ids, groups, system names, error messages) as Markdown that shows it as written: its markup
+    characters escaped (so a viewer that renders raw HTML runs none of it) and line breaks as spaces."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
 
 
 def _mean(m: MetricSummary) -> str:
@@ -43,7 +52,7 @@ def render_markdown(summary: RunSummary) -> str:
     lines = [
         f"# ragscore run {summary.run_id}",
         "",
-        f"Suite `{summary.suite}` · state **{summary.state}** · {summary.items} items, "
+        f"Suite {md_cell(summary.suite)} · state **{summary.state}** · {summary.items} items, "
         f"{summary.scored} scored, {unreadable_rows(summary)}",
         "",
         "| metric | mean | n | 95% CI | unscorable | errors |",
@@ -84,8 +93,8 @@ def _judge(summary: RunSummary) -> list[str]:
     agreement = summary.judge.get("agreement") or {}
     if not agreement and not any(counters.values()):
         return []
-    lines = ["## Judge", "", "| " + " | ".join(counters) + " |", "|" + "---|" * len(counters),
-             "| " + " | ".join(str(v) for v in counters.values()) + " |", ""]  # fmt: skip
+    lines = ["## Judge", "", "| " + " | ".join(map(md_cell, counters)) + " |", "|" + "---|" * len(counters),
+             "| " + " | ".join(map(md_cell, counters.values())) + " |", ""]  # fmt: skip
     if agreement:
         lines += ["| metric | rated by both | agreement | Cohen's kappa |", "|---|---|---|---|"]
         for name, a in agreement.items():

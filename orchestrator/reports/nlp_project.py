@@ -108,20 +108,20 @@ class _System:
         return out
 
     def _judge_json(self) -> dict[str, Any]:
-        n = len(self.judged)
-
-        def total(key: str) -> float:
-            return sum(q[key] for q in self.judged if q[key] is not None)
-
-        sums = {key: total(key) for key in ("answer_score_raw", "evidence_score", "combined_score")}
+        """Sums over the questions each score has; an average divides by that count (an unscorable question,
+        e.g. one without evidence sentences, is left out, not counted as 0)."""
+        keys = ("answer_score_raw", "evidence_score", "combined_score")
+        scored = {key: [q[key] for q in self.judged if q[key] is not None] for key in keys}
+        sums = {key: sum(values) for key, values in scored.items()}
+        avg = {key: sums[key] / len(values) if values else 0.0 for key, values in scored.items()}
         return {
-            "total_questions": self.items, "questions_with_rubrics": n,
+            "total_questions": self.items, "questions_with_rubrics": len(self.judged),
             "answer_score_sum": _num(sums["answer_score_raw"]), "evidence_score_sum": sums["evidence_score"],
             "combined_score_sum": sums["combined_score"], "lambda_weight": 0.5 if self.lam is None else self.lam,
             "per_question": self.judged,
-            "avg_answer_score": sums["answer_score_raw"] / n if n else 0.0,
-            "avg_evidence_score": sums["evidence_score"] / n if n else 0.0,
-            "avg_combined_score": sums["combined_score"] / n if n else 0.0,
+            "avg_answer_score": avg["answer_score_raw"],
+            "avg_evidence_score": avg["evidence_score"],
+            "avg_combined_score": avg["combined_score"],
         }  # fmt: skip
 
 

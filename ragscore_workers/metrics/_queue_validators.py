@@ -9,7 +9,6 @@ happens only when such a point is evaluated.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,12 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigError
 from ..schemas import Queue
 from ._validators import Outcome, PointInput, validator
-from .code_test import CodeTestParams, extract_code, run_code_test
+from .code_test import CodeTestParams, extract_code, fenced_code, run_code_test
 from .registry import RunContext
 
 __all__ = ["EmbeddingCheckParams", "code_test_check", "embedding_check"]
-
-_FENCE_ANYWHERE = re.compile(r"```[^\n]*\n(?P<body>.*?)(?:```|\Z)", re.DOTALL)
 
 
 class EmbeddingCheckParams(BaseModel):
@@ -55,8 +52,7 @@ def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: R
 def _code(inp: PointInput) -> str | None:
     if inp.row.code and inp.row.code.strip():
         return inp.row.code
-    match = _FENCE_ANYWHERE.search(inp.text)
-    return match.group("body") if match and match.group("body").strip() else extract_code(inp.row)
+    return fenced_code(inp.text) or extract_code(inp.row)
 
 
 @validator("code_test", CodeTestParams, queue=Queue.CODE)

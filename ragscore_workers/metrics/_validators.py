@@ -25,8 +25,10 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from regex import error as regex_error
 
 from ..schemas import Queue, Row
+from ._bounded_regex import BoundedPattern, bounded_regex
 
 __all__ = [
     "PLANNED",
@@ -124,12 +126,11 @@ def get_validator(name: str) -> ValidatorDef | None:
 # --------------------------------------------------------------------------- helpers
 
 
-@lru_cache(maxsize=1024)
-def compile_regex(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    """Compile once per process; PointSpecError for an invalid pattern."""
+def compile_regex(pattern: str, flags: int = 0) -> BoundedPattern:
+    """Compiled once per process, matched with a time bound; PointSpecError for an invalid pattern."""
     try:
-        return re.compile(pattern, flags)
-    except (re.error, OverflowError, RecursionError) as exc:
+        return bounded_regex(pattern, flags)
+    except (regex_error, OverflowError, RecursionError) as exc:
         raise PointSpecError(f"invalid regex {pattern!r}: {exc}") from exc
 
 
@@ -138,7 +139,7 @@ def _snippet(text: str, start: int, end: int) -> str:
     return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
 
 
-def _matches(regex: re.Pattern[str], text: str) -> list[re.Match[str]]:
+def _matches(regex: BoundedPattern, text: str) -> list[Any]:
     out = []
     for match in regex.finditer(text):
         out.append(match)
@@ -178,7 +179,7 @@ def _distinct(values: list[str], normalize: Callable[[str], str]) -> list[str]:
     return list(seen.values())
 
 
-def _phrase_regex(phrase: str, whole_word: bool) -> re.Pattern[str]:
+def _phrase_regex(phrase: str, whole_word: bool) -> BoundedPattern:
     body = re.escape(phrase)
     return compile_regex(rf"(?<!\w){body}(?!\w)" if whole_word else body, re.IGNORECASE)
 
@@ -261,7 +262,7 @@ class RegexParams(_Params):
     _compiles = field_validator("pattern")(_valid_pattern)
 
 
-def _count(inp: PointInput, regex: re.Pattern[str], min_count: int, what: str) -> Outcome:
+def _count(inp: PointInput, regex: BoundedPattern, min_count: int, what: str) -> Outcome:
     matches = _matches(regex, inp.text)
     evidence = [_snippet(inp.text, m.start(), m.end()) for m in matches[:MAX_EVIDENCE]]
     figures = {"count": len(matches), "distinct": len({m.group(0) for m in matches}), "min_count": min_count}

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..schemas import MetricResult, Queue, Row
 from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
+from ._bounded_regex import BoundedPattern
 from ._text import strip_diacritics
 from ._validators import (
     PLANNED,
@@ -102,7 +103,7 @@ class ExtractStep(BaseModel):
             raise ValueError(f"json_path {self.json_path!r} is not like $.a.b[0]")
         return self
 
-    def _compiled(self) -> tuple[re.Pattern[str], int | str]:
+    def _compiled(self) -> tuple[BoundedPattern, int | str]:
         compiled = compile_regex(self.regex or "", re.DOTALL | (re.IGNORECASE if self.ignore_case else 0))
         return compiled, self.group if self.group is not None else (1 if compiled.groups else 0)
 

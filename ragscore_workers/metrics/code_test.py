@@ -14,14 +14,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
 from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
 from ..schemas import MetricResult, Queue, Row, SandboxConfig
+from ._bounded_regex import bounded_regex
 from .registry import RunContext, register
 
-__all__ = ["DETAIL_CHARS", "CodeTestParams", "code_test", "extract_code", "judge", "run_code_test"]
+__all__ = ["DETAIL_CHARS", "CodeTestParams", "code_test", "extract_code", "fenced_code", "judge", "run_code_test"]
 
 #: Characters of stdout (its head) and stderr (its tail) kept in a result's details.
 DETAIL_CHARS = 2000
@@ -63,8 +65,8 @@ class CodeTestParams(BaseModel):
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
+                bounded_regex(value)
+            except regex.error as exc:
                 raise ValueError(f"invalid regular expression: {exc}") from exc
         return value
 
@@ -79,10 +81,13 @@ def extract_code(row: Row) -> str | None:
     """The row's ``code``, else the body of the answer's first fenced code block, else None."""
     if row.code and row.code.strip():
         return row.code
-    match = _FENCE.search(row.answer or "")
-    if match and match.group("body").strip():
-        return match.group("body")
-    return None
+    return fenced_code(row.answer or "")
+
+
+def fenced_code(text: str) -> str | None:
+    """The body of the first fenced code block of ``text`` (CommonMark's rules), or None."""
+    match = _FENCE.search(text)
+    return match.group("body") if match and match.group("body").strip() else None
 
 
 def _normalize(text: str) -> str:
@@ -99,8 +104,12 @@ def judge(result: ExecResult, params: CodeTestParams) -> tuple[bool, dict[str, A
         failures.append(f"exit code {result.exit_code}, expected {params.exit_code}")
     if params.stdout is not None and _normalize(result.stdout) != _normalize(params.stdout):
         failures.append("stdout differs from the expected output")
-    if params.stdout_regex is not None and not re.search(params.stdout_regex, result.stdout):
-        failures.append("stdout does not match stdout_regex")
+    if params.stdout_regex is not None:
+        try:
+            if not bounded_regex(params.stdout_regex).search(result.stdout):
+                failures.append("stdout does not match stdout_regex")
+        except ValueError as exc:  # the output makes the pattern backtrack past its time bound: no match found
+            failures.append(f"stdout does not match stdout_regex: {exc}")
     details = {
         "exit_code": result.exit_code,
         "stopped_by": result.stopped_by,

@@ -14,9 +14,11 @@ import math
 import re
 from typing import Any
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas import MetricResult, Queue, Row
+from ._bounded_regex import bounded_regex
 from .registry import register
 
 __all__ = ["QualityParams", "quality_checks"]
@@ -56,8 +58,8 @@ class QualityParams(BaseModel):
     @classmethod
     def _compiles(cls, value: str) -> str:
         try:
-            re.compile(value)
-        except re.error as exc:
+            bounded_regex(value)
+        except regex.error as exc:
             raise ValueError(f"not a regular expression: {exc}") from None
         return value
 
@@ -68,7 +70,7 @@ def _fold(text: str) -> str:
 
 def _answer_issues(answer: str, question: str | None, params: QualityParams) -> list[str]:
     issues = []
-    if not re.search(params.citation_pattern, answer):
+    if not bounded_regex(params.citation_pattern).search(answer):
         issues.append("no_citation")
     folded = _fold(answer)
     if any(_fold(p) and _fold(p) in folded for p in params.fallback_phrases):

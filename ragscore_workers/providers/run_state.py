@@ -138,8 +138,8 @@ class RunJudgeState:
             reason = (f"budget reached: {used} judge tokens used, {held} held by calls in flight, and the next call "
                       f"may take {tokens}: more than max_tokens {max_tokens}")  # fmt: skip
         else:
-            reason = (f"budget reached: judge cost {used:.4f}, {held:.4f} held by calls in flight, and the next "
-                      f"call may cost {cost:.4f}: more than max_cost {max_cost:g}")  # fmt: skip
+            reason = (f"budget reached: judge cost {used:.6g}, {held:.6g} held by calls in flight, and the next "
+                      f"call may cost {cost:.6g}: more than max_cost {max_cost:g}")  # fmt: skip
         self.r.hsetnx(self.key, "budget", reason)  # the first reason, for the summary (a resume clears it)
         return reason, nothing
 

@@ -155,8 +155,6 @@ class DockerSandbox:
 
     def _execute(self, container: Any, limits: Limits) -> ExecResult:
         """Start, stream output up to the cap, stop at the deadline; the caller removes the container."""
-        from requests.exceptions import ReadTimeout  # a dependency of the docker SDK
-
         stream = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True)
         kept = {0: bytearray(), 1: bytearray()}
         state: dict[str, Any] = {"total": 0, "stopped": None}
@@ -182,7 +180,9 @@ class DockerSandbox:
         reader.start()
         try:
             exit_code = container.wait(timeout=limits.timeout_s).get("StatusCode")
-        except ReadTimeout:
+        except (self.errors.DockerException, OSError) as exc:  # requests' errors are OSErrors
+            if not _read_timed_out(exc):
+                raise
             state["stopped"] = state["stopped"] or "timeout"
             _kill(container)
             exit_code = container.wait(timeout=30).get("StatusCode")
@@ -215,6 +215,23 @@ def _payload(text: str, what: str) -> str:
     if len(encoded) > MAX_PAYLOAD:
         raise SandboxError(f"The docker backend takes at most {MAX_PAYLOAD * 3 // 4} bytes of {what}")
     return encoded
+
+
+def _read_timed_out(exc: BaseException) -> bool:
+    """Whether waiting for the container ran out of time. The engine sends the wait reply's headers at once
+    and its body at exit, so the timeout often surfaces as a ConnectionError wrapping urllib3's
+    ReadTimeoutError, not as requests' ReadTimeout (docker-py issue 1966)."""
+    from requests.exceptions import ReadTimeout  # a dependency of the docker SDK
+    from urllib3.exceptions import ReadTimeoutError
+
+    seen: list[BaseException] = [exc]
+    while seen:
+        current = seen.pop()
+        if isinstance(current, (ReadTimeout, ReadTimeoutError)):
+            return True
+        seen += [a for a in current.args if isinstance(a, BaseException)]
+        seen += [c for c in (current.__cause__, current.__context__) if c is not None]
+    return False
 
 
 def _kill(container: Any) -> None:

@@ -54,7 +54,10 @@ INNER_ID = 65534
 #: Where the program runs; a fresh tmpfs per run.
 WORKDIR = "/sandbox"
 #: Environment of the program: nothing of the worker's.
-SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+               # glibc reserves 64 MiB of address space per thread's malloc arena, which RLIMIT_AS counts: a
+               # correct 8-thread program could not start its threads. Two arenas serve any thread count.
+               "MALLOC_ARENA_MAX": "2"}  # fmt: skip
 #: Host /etc files the dynamic loader and interpreters read (bound read-only when present).
 ETC_FILES = ("/etc/ld.so.cache", "/etc/alternatives")
 #: Top-level directories that are symlinks into /usr on merged-/usr systems, real dirs elsewhere.

@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from ..planning import answered_row
 from ..schemas import Row, TargetConfig
 from ..store import RunStore
+from ..unicode_text import valid_unicode
 from .client import TargetClient, build_target_client
 from .errors import TargetError
 from .fill import fill_row
@@ -35,7 +36,7 @@ def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, A
     try:
         request = render(config.request, row.model_dump(mode="json", exclude_none=True))
         data, cached = client.ask(request)
-        return {"row": fill_row(row, config, data).to_message(), "cached": cached}
+        return {"row": fill_row(row, config, valid_unicode(data)).to_message(), "cached": cached}
     except TargetError as exc:
         return {"row": asked.to_message(), "error": str(exc)}
     except Exception as exc:  # e.g. a callable's reply that is not JSON: this question fails, not the chunk

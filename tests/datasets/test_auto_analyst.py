@@ -36,6 +36,19 @@ def test_rows_take_reference_contexts_scores_and_keep_other_keys(tmp_path: Path,
     assert [(c.text, c.score) for c in second.contexts] == [("pc", 0.5)]
 
 
+def test_a_plain_list_of_rows_read_as_auto_analyst_keeps_its_row_fields(tmp_path: Path, read: Read) -> None:
+    """A ``.json`` list of rows with question, answer, reference_answer and contexts is detected as
+    auto-analyst: its gold_doc_id and retrieved_doc_ids stay row fields (they went to metadata, so every
+    retrieval metric was silently unscorable)."""
+    item = {**GOOD, "id": "q1", "contexts": ["c"], "gold_doc_id": "d1", "retrieved_doc_ids": ["d2", "d1"],
+            "question_type": "factoid", "metadata": {"source": "s"}, "extra": 1}  # fmt: skip
+    rows, errors = read(write_json(tmp_path / "rows.json", [item]), None)
+    assert errors == []
+    (row,) = rows
+    assert (row.gold_doc_id, row.retrieved_doc_ids, row.question_type) == ("d1", ["d2", "d1"], "factoid")
+    assert row.metadata == {"source": "s", "extra": 1}
+
+
 def test_system_option_names_the_pipeline(tmp_path: Path, read: Read) -> None:
     path = write_json(tmp_path / "aa.json", [GOOD, {**GOOD, "system": "other"}])
     rows, errors = read(path, "auto-analyst", system="bm25")

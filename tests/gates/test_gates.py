@@ -225,3 +225,17 @@ def test_gates_on_an_output_where_lower_is_better_read_the_other_way() -> None:
     assert fell.passed and fell.threshold == pytest.approx(1.1)
     assert "lower is better" in render_gates([rose])
     assert thresholds_by_metric([*evaluate_gates(faithful, gate), ci]) == {"answer_hallucination": 0.1}
+
+
+def test_the_table_says_how_many_items_a_gate_read_and_shows_a_near_miss_apart_from_its_threshold() -> None:
+    summary = _summary({"exact_match": [1.0] + [None] * 49, "rouge_l": [0.7996, 0.7996]})
+    results = evaluate_gates(summary, [parse_gate("exact_match:ci_low=0.1"), parse_gate("rouge_l=0.8")])
+    assert [(r.n, r.unscored) for r in results] == [(1, 49), (2, 0)]
+    lines = render_gates(results).splitlines()
+    near = next(line for line in lines if "rouge_l=0.8" in line)
+    assert "FAIL" in near and "0.8000" in near and "0.7996" in near and "-0.0004" in near
+    one_of_fifty = next(line for line in lines if "exact_match:ci_low" in line)
+    assert "1 of 50" in one_of_fifty and "pass" in one_of_fifty  # Wilson's lower bound of 1/1 is 0.21
+    single = _summary({"rouge_l": [0.9]})
+    (no_interval,) = evaluate_gates(single, [parse_gate("rouge_l:ci_low=0.5")])
+    assert not no_interval.passed and "no interval from 1 scored item" in render_gates([no_interval])

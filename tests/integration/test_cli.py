@@ -256,6 +256,8 @@ def test_metrics_lists_outputs_and_one_metrics_params(home: Path, monkeypatch: p
     one = ragscore("metrics", "recall_at_k", home=home)
     assert one.returncode == 0, one.stderr
     assert "│ k     │ list[int] │ [1, 5]  │" in one.stdout
+    regex_default = ragscore("metrics", "quality_checks", home=home)
+    assert r'"\\[\\d+\\]"' in regex_default.stdout  # JSON: pasteable into a suite (Rich markup mangled it)
     unknown = ragscore("metrics", "recal_at_k", home=home)
     assert unknown.returncode == 2 and "Did you mean 'recall_at_k'" in unknown.stderr
 

@@ -167,3 +167,23 @@ def test_the_summary_names_the_endpoint_that_judged_when_the_environment_overrid
     written = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert written["judge"]["base_url"] == url
     assert same.summary.judge["cache_hits"] == 2 and "base_url" not in same.summary.judge
+
+
+def test_a_reply_holding_a_lone_surrogate_is_scored_and_reported(home: Path, keys: str, model: str,
+                                                                  tmp_path: Path) -> None:  # fmt: skip
+    """JSON lets a provider send "\\udfff" (half of a UTF-16 pair); the reply's text is cleaned, so the
+    rationale reaches items.jsonl and the reports instead of failing them."""
+
+    def responder(prompt: str, nth: int) -> str | None:
+        return json.dumps({"score": 4, "rationale": "fine \udfff here"}) if prompt.startswith(RUBRIC_PREFIX) else None
+
+    suite = {"name": "surrogate", "metrics": ["rubric_judge"],
+             "judge": {"provider": "openai", "model": model, "base_url": None, "rpm": None, "tpm": None}}  # fmt: skip
+    rows = [{"id": "q0", "question": "Q?", "reference": "r", "answer": "a"}]
+    with FakeProvider(api_key=keys, responder=responder) as fake:
+        suite["judge"]["base_url"] = fake.openai_base_url  # type: ignore[index]
+        result = evaluate(rows, suite, out=tmp_path / "out")
+
+    rubric = result.items[0].metrics["rubric_judge"]
+    assert rubric.score == 0.8 and rubric.details["rationale"] == "fine \ufffd here"
+    assert (tmp_path / "out" / "report.html").is_file()

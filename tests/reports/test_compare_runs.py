@@ -85,6 +85,10 @@ def test_one_run_with_two_systems_compares_them_the_same_way(two_runs: dict[str,
     flipped = compare([from_dir(two_runs["AB"].out_dir)], baseline="B")
     (em,) = [d for d in flipped.differences if d.metric == "exact_match"]
     assert flipped.arms == ["B", "A"] and em.diff == pytest.approx(-(GAINS - LOSSES) / N)
+    by_path = compare(
+        [from_dir(two_runs["A"].out_dir), from_dir(two_runs["B"].out_dir)], baseline=f"{two_runs['B'].out_dir}/"
+    )  # as the run was named: `--baseline runB/`
+    assert by_path.arms == ["B", "A"]
 
 
 def test_compare_command_on_run_ids_writes_html_and_markdown(two_runs: dict[str, Any], tmp_path: Path) -> None:

@@ -106,3 +106,22 @@ def test_metrics_the_format_has_no_place_for_are_named_not_dropped_silently(tmp_
     assert list(ours["rag_extension3"]) == ["retrieval"]
     assert "evidence_overlap is written only inside llm_judge" in report.stderr, report.stderr
     assert "not in this format: exact_match" in report.stderr, report.stderr
+
+
+def test_judge_averages_leave_out_questions_a_score_could_not_be_given() -> None:
+    """A judged question without evidence sentences has no evidence or combined score: the averages divide
+    by the questions that have one (as summary.json does), not by every judged question."""
+    from orchestrator.reports.nlp_project import evaluation_json
+    from ragscore_workers.store import RawItem
+
+    def item(qid: str, evidence: float | None) -> RawItem:
+        combined = None if evidence is None else 0.5 * 0.8 + 0.5 * evidence
+        metrics = {
+            "rubric_judge_raw": {"score": 4.0}, "rubric_judge": {"score": 0.8, "details": {"rationale": "ok"}},
+            "evidence_overlap": {"score": evidence}, "combined": {"score": combined, "details": {"lambda": 0.5}},
+        }  # fmt: skip
+        return RawItem(key=qid, meta={"id": qid}, metrics=metrics)
+
+    judge = evaluation_json([item("q1", 1.0), item("q2", None)])["ragscore"]["llm_judge"]
+    assert judge["questions_with_rubrics"] == 2 and judge["avg_answer_score"] == 4.0
+    assert judge["avg_evidence_score"] == 1.0 and judge["avg_combined_score"] == pytest.approx(0.9)

@@ -150,3 +150,23 @@ def test_a_failing_code_test_point_says_why() -> None:
     assert wrong.details["points"][0]["note"] == "stdout differs from the expected output"
     assert crash.details["points"][0]["note"] == "exit code 1, expected 0; stdout differs from the expected output"
     assert wrong.score == crash.score == 0.0
+
+
+def test_an_output_that_makes_stdout_regex_backtrack_fails_the_test_within_its_time_bound() -> None:
+    """The output is the model's: it may make the suite's pattern backtrack for hours (re cannot be stopped).
+    The bounded search gives up after REGEX_TIMEOUT_S and the test fails, saying why."""
+    passed, details = run_code_test("print('a' * 5000 + 'b')", {"stdout_regex": "(a|aa)+$"}, LOCAL)
+    assert not passed and "ran over" in details["failures"][0], details
+    assert run_code_test("print('x 45.0 y')", {"stdout_regex": r"\d+\.\d+"}, LOCAL)[0]
+
+
+def test_a_checks_code_test_point_reads_the_same_code_as_the_code_test_metric() -> None:
+    """A fence inside a string literal does not end the block, for the point as for the metric (CommonMark)."""
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    answer = 'Here:\n```python\nfence = "```"\nprint(45)\n```\n'
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "45"}}]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=LOCAL))
+    (checked,) = get_metric("checks").fn([row(id="f", answer=answer, checks=points)], ChecksParams(), ctx)
+    assert extract_code(row(answer=answer)) == 'fence = "```"\nprint(45)\n'
+    assert checked.score == 1.0 and run_code_test(extract_code(row(answer=answer)) or "", {"stdout": "45"}, LOCAL)[0]

@@ -70,3 +70,18 @@ def test_docker_limits_stop_memory_time_and_output(docker_sandbox: DockerSandbox
 def test_docker_removes_its_containers(docker_sandbox: DockerSandbox) -> None:
     docker_sandbox.run("print(1)", limits=Limits(timeout_s=30))
     assert docker_sandbox.client.containers.list(all=True, filters={"label": LABEL}) == []
+
+
+def test_a_program_past_its_time_is_stopped_as_a_timeout_with_the_engines_real_wait_timing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine sends /wait's headers at once, so the client's timeout surfaces as a ConnectionError
+    wrapping a read timeout: it was an item error (left out of the mean), not a failed, timed-out program."""
+    from ..fakes.fake_docker_engine import FakeDockerEngine
+
+    path = f"/tmp/fake-docker-{uuid.uuid4().hex[:8]}.sock"
+    with FakeDockerEngine(path) as engine:
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+        result = DockerSandbox().run("while True: pass", limits=Limits(timeout_s=1))
+    assert result.stopped_by == "timeout" and not result.ok
+    assert any(call.endswith("/kill") for call in engine.calls), engine.calls

@@ -213,6 +213,16 @@ def test_address_space_limit_stops_a_huge_allocation(sandbox: LocalSandbox) -> N
     assert result.stopped_by == "memory" and "MemoryError" in result.stderr and "ALLOCATED" not in result.stdout
 
 
+def test_a_correct_multithreaded_program_runs_under_the_default_limits(sandbox: LocalSandbox) -> None:
+    """glibc's per-thread malloc arenas (64 MiB of address space each) made RLIMIT_AS refuse the 7th thread."""
+    code = ("from concurrent.futures import ThreadPoolExecutor\n"
+            "with ThreadPoolExecutor(8) as pool:\n"
+            "    print(sum(pool.map(lambda i: sum(range(i * 1000)), range(64))))")  # fmt: skip
+    result = run(sandbox, code)
+    assert result.ok, result.stderr
+    assert result.stdout.strip() == str(sum(sum(range(i * 1000)) for i in range(64)))
+
+
 def test_output_cap_stops_a_flood(sandbox: LocalSandbox) -> None:
     code = "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 1_000_000)"
     result = run(sandbox, code, limits=Limits(output_bytes=100_000))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragscore_workers.aggregate import FIRST_ERROR_CHARS, bootstrap_ci, summarize
+from ragscore_workers.aggregate import FIRST_ERROR_CHARS, bootstrap_ci, mean_ci, summarize, wilson_ci
 from ragscore_workers.schemas import ItemResult, MetricResult
 
 
@@ -63,8 +63,23 @@ def test_categories_from_details_feed_by_category() -> None:
 
 def test_bootstrap_degenerate_cases() -> None:
     assert bootstrap_ci([]) is None
-    assert bootstrap_ci([0.7]) == [0.7, 0.7]
+    assert bootstrap_ci([0.7]) is None  # one value: no interval, not [0.7, 0.7]
     assert bootstrap_ci([0.3] * 10) == [0.3, 0.3]
+
+
+def test_pass_fail_outputs_get_the_wilson_interval_which_stays_honest_at_small_n_and_at_100_percent() -> None:
+    # Reference values (Wilson 1927; e.g. statsmodels proportion_confint(method="wilson")).
+    assert wilson_ci(3, 3) == pytest.approx([0.43850, 1.0], abs=1e-5)
+    assert wilson_ci(0, 10) == pytest.approx([0.0, 0.27753], abs=1e-5)
+    assert wilson_ci(600, 1000) == pytest.approx([0.56931, 0.62993], abs=1e-5)
+    assert wilson_ci(0, 0) is None
+    three_right = summarize("run", [ItemResult(id=str(i), metrics={"exact_match": MetricResult(score=1.0)})
+                                    for i in range(3)])  # fmt: skip
+    assert three_right.metrics["exact_match"].ci95 == pytest.approx([0.43850, 1.0], abs=1e-5)
+    one = summarize("run", [ItemResult(id="1", metrics={"rouge_l": MetricResult(score=0.4)})])
+    assert one.metrics["rouge_l"].ci95 is None and one.metrics["rouge_l"].mean == 0.4
+    graded = np.array([0.0, 0.5, 1.0, 1.0])  # not pass/fail: the bootstrap
+    assert mean_ci(graded) == bootstrap_ci(graded)
 
 
 def test_bootstrap_is_reproducible_and_matches_brute_force_resampling() -> None:

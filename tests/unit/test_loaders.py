@@ -117,6 +117,10 @@ def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     ok, bad = _rows(clash)
     assert [r.id for r in ok] == ["q1"] and [(e.line, e.error) for e in bad] == [
         (2, "key 'q2': its row's id 'other' differs from its key")]  # fmt: skip
+    null_id = tmp_path / "n.json"  # null is an absent value (docs/datasets.md): the key is the id
+    null_id.write_text(json.dumps({"q1": {"id": None, "answer": "x"}, "q2": {"id": "q2", "answer": "y"}}))
+    ok, bad = _rows(null_id)
+    assert [r.id for r in ok] == ["q1", "q2"] and bad == []
 
 
 def test_scan_notes_when_no_row_has_a_field_besides_its_id(tmp_path: Path) -> None:

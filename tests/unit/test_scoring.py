@@ -41,3 +41,18 @@ def test_wrong_return_type_is_an_item_error() -> None:
     mdef = MetricDef(name="m", queue=Queue.CPU, fn=lambda row, params: 0.5)
     (out,) = score_rows([Row(id="a")], [(mdef, NoParams())], CTX)
     assert out["m"].error is not None and "not MetricResult" in out["m"].error
+
+
+def test_the_tasks_time_limit_is_not_swallowed_as_a_metric_failure() -> None:
+    """Celery's soft time limit is an Exception: caught here, the batch fell back to scoring row by row until
+    the hard limit killed the worker, and the task's handler (a "time limit" error per item) never ran."""
+    import pytest
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    def out_of_time(*args: object) -> MetricResult:
+        raise SoftTimeLimitExceeded()
+
+    for kind in ("per_row", "batch"):
+        mdef = MetricDef(name="m", queue=Queue.CODE, fn=out_of_time, kind=kind)  # type: ignore[arg-type]
+        with pytest.raises(SoftTimeLimitExceeded):
+            score_rows([Row(id="a"), Row(id="b")], [(mdef, NoParams())], CTX)

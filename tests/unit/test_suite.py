@@ -77,3 +77,34 @@ def test_a_cost_budget_without_any_price_is_refused() -> None:
     priced = {"max_cost": 1.0, "prices": {"m1": [0.1, 0.2]}}
     assert load_suite({"metrics": [{"name": "rubric_judge", "params": priced}], "judge": judge})
     assert load_suite({"metrics": [{"name": "rubric_judge", "params": {"max_tokens_total": 10}}], "judge": judge})
+
+
+def test_a_price_given_to_one_judge_metric_prices_every_judge_metrics_calls() -> None:
+    """--max-cost is a cap on the run: with the price on answer_accuracy only, groundedness and rubric_judge
+    calls counted 0 and ran on past the budget (9x it in an audit)."""
+    judge = {"provider": "openai", "model": "m", "base_url": "http://localhost:1/v1"}
+    resolved = load_suite({"metrics": [{"name": "answer_accuracy", "params": {"prices": {"m": [0.05, 0.08]}}},
+                                       "groundedness", "rubric_judge", "exact_match"], "judge": judge})  # fmt: skip
+    prices = {m.name: getattr(p, "prices", None) for m, p in resolved.metrics}
+    assert prices == {"answer_accuracy": {"m": (0.05, 0.08)}, "groundedness": {"m": (0.05, 0.08)},
+                      "rubric_judge": {"m": (0.05, 0.08)}, "exact_match": None}  # fmt: skip
+    budgeted = load_suite(
+        {
+            "metrics": [
+                {"name": "groundedness", "params": {"max_cost": 1.0}},
+                {"name": "rubric_judge", "params": {"prices": {"m": [1, 2]}}},
+            ],
+            "judge": judge,
+        }
+    )
+    assert all(p.prices == {"m": (1.0, 2.0)} for _, p in budgeted.metrics)  # max_cost on groundedness is priced
+    with pytest.raises(ConfigError, match="two prices"):
+        load_suite(
+            {
+                "metrics": [
+                    {"name": "answer_accuracy", "params": {"prices": {"m": [0.05, 0.08]}}},
+                    {"name": "groundedness", "params": {"prices": {"m": [1, 2]}}},
+                ],
+                "judge": judge,
+            }
+        )

@@ -1,0 +1,52 @@
+"""Lone UTF-16 surrogates (``"\\udfff"``): JSON can spell them, Python keeps them, UTF-8 cannot hold them.
+
+Text with one passes every check until it is stored or written, where encoding it fails. Dataset rows that
+hold one are refused (a reported row); a target's reply, and a metric result holding text read from a
+provider's JSON, have them replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["lone_surrogate_at", "valid_unicode"]
+
+
+def _first_surrogate(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"U+{ord(text[exc.start]):04X}"
+    return None
+
+
+def lone_surrogate_at(value: Any, path: str = "") -> str | None:
+    """Where a lone surrogate sits in a JSON-like value (``"contexts[1].text: U+DFFF"``), or None."""
+    if isinstance(value, str):
+        found = _first_surrogate(value)
+        return f"{path or 'value'}: {found}" if found else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            found = _first_surrogate(key) if isinstance(key, str) else None
+            if found:
+                return f"{where} (a key): {found}"
+            if (inner := lone_surrogate_at(item, where)) is not None:
+                return inner
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if (inner := lone_surrogate_at(item, f"{path}[{i}]")) is not None:
+                return inner
+    return None
+
+
+def valid_unicode(value: Any) -> Any:
+    """``value`` (text, or a JSON-like value) with each lone surrogate replaced by U+FFFD (the replacement
+    character); ``value`` itself when it holds none."""
+    if lone_surrogate_at(value) is None:
+        return value
+    if isinstance(value, str):
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    return [valid_unicode(v) for v in value]
