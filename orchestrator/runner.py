@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -157,6 +158,7 @@ def submit(
         k: str(Path(v).resolve()) if isinstance(v, Path) else v for k, v in (fmt_options or {}).items() if v is not None
     }
     needed: set[str] = {"target"} if resolved.targets else set()
+    validated_as = _file_state(dataset)
     scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=lambda row: needed.update(resolved.row_queues(row)))
     for warning in scan.warnings():
         log.warning("%s: %s", dataset, warning)
@@ -185,6 +187,9 @@ def submit(
         valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
         n_tasks = n_shards = 0
         for index, rows in enumerate(shards(valid, shard_rows)):
+            if _file_state(dataset) != validated_as:  # rows added now would skip the duplicate check
+                raise DatasetError(f"{dataset} changed while it was being submitted (shard {index}); run {run_id} "
+                                   "is cancelled: start a new run once the file is complete")  # fmt: skip
             n_tasks += _submit_shard(store, run_id, index, rows, resolved)
             n_shards += 1
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
@@ -195,27 +200,46 @@ def submit(
 
 
 @contextmanager
-def _cancelled_on_failure(store: RunStore, run_id: str, ended: str = RunState.CANCELLED) -> Iterator[None]:
+def _cancelled_on_failure(
+    store: RunStore, run_id: str, ended: str = RunState.CANCELLED, **restored: str
+) -> Iterator[None]:
     """A (re)submission that fails part-way (Ctrl-C, a lost broker, a changed dataset) ends its run as
-    ``ended`` (cancelled, or the state a resumed run had): never left "submitting" for ever, and workers
-    skip what a cancelled run sent; ``resume`` can finish it."""
+    ``ended`` (cancelled, or the state a resumed run had, with ``restored`` meta fields): never left
+    "submitting" for ever, and workers skip what a cancelled run sent; ``resume`` can finish it."""
     try:
         yield
     except BaseException:
         try:
-            store.set_state(run_id, ended)
+            store.set_state(run_id, ended, **restored)
         except redis.RedisError:
             log.warning("run %s: could not set its state to %s (the broker is gone)", run_id, ended)
         raise
 
 
+def _file_state(path: Path) -> tuple[int, int]:
+    """(size, modification time): what tells a dataset file changed while it was read."""
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+def shard_digest(rows: list[Row]) -> str:
+    """A digest of a shard's rows as submitted: a resume refuses a dataset whose rows were edited in place
+    (same ids, other answers), which would mix scores of two versions of the data."""
+    digest = hashlib.blake2b(digest_size=16)
+    for row in rows:
+        digest.update(json.dumps(row.to_message(), sort_keys=True).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
 def _submit_shard(
     store: RunStore, run_id: str, index: int, rows: list[Row], resolved: ResolvedSuite, generation: int = 0
 ) -> int:
-    """Record a new shard's item keys and send its chord; returns its number of tasks."""
+    """Record a new shard's item keys and digest and send its chord; returns its number of tasks."""
     plan = plan_target_shard if resolved.targets else plan_shard
     shard: Shard | None = plan(run_id, index, rows, resolved, generation=generation)
     assert shard is not None  # every valid row needs at least one scoring metric (or target call)
+    store.set_meta(run_id, **{f"digest:{index}": shard_digest(rows)})
     store.add_ids(run_id, index, shard.keys, shard.units)
     shard.signature.apply_async()
     return shard.tasks
@@ -251,11 +275,18 @@ def resume(
     # A submission cut off part-way (Ctrl-C while rows were sent) never recorded its shard count: the
     # shards it did not reach are submitted now, whole.
     cut_off = "n_shards" not in meta
+    _check_unchanged(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), stored_shard_rows, resolved)
     generation = store.generation(run_id) + 1
+    if not recovery:
+        store.settle(run_id, store.ttl_s)  # reopened: kept while it runs again, whatever RAGSCORE_RUN_TTL_S says
     clock = {} if recovery else {"resumed_at": time.time()}
     store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation, **clock)
     before = meta.get("state", "")
-    with _cancelled_on_failure(store, run_id, before if before in RunState.DONE else RunState.CANCELLED):
+    # A resume refused part-way (a changed dataset, Ctrl-C) gives the run back as it was: a finished or
+    # running run keeps its state and generation (its queued tasks are not superseded), a cut-off one is
+    # cancelled.
+    back = before if before in (*RunState.DONE, RunState.RUNNING) else RunState.CANCELLED
+    with _cancelled_on_failure(store, run_id, back, generation=str(generation - 1)):
         if on_validated is not None:
             on_validated(json.loads(meta.get("queues", "[]")))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
@@ -298,6 +329,30 @@ def resume(
     return Submitted(
         run_id=run_id, items=items, failed_rows=int(meta.get("failed_rows", 0)), tasks=n_tasks, shards=n_shards
     )
+
+
+def _check_unchanged(
+    store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Any]],
+    shard_rows: int, resolved: ResolvedSuite,
+) -> None:  # fmt: skip
+    """DatasetError when the dataset's rows are not the ones submitted (ids, their order and count, or, for
+    runs that recorded digests, their content), checked before the resume changes anything: a refused resume
+    leaves a running run running."""
+    changed = f"Run {run_id}: {dataset} changed since it was submitted"
+    n_shards = 0
+    for index, rows in enumerate(shards((row for _, row in read if isinstance(row, Row)), shard_rows)):
+        stored = store.shard_keys(run_id, index)
+        if "n_shards" not in meta and not stored:  # a cut-off submission never reached this shard
+            continue
+        n_shards += 1
+        if (target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]) != stored:
+            raise DatasetError(f"{changed} (shard {index}: other ids or order); start a new run")
+        recorded = meta.get(f"digest:{index}")
+        if recorded is not None and recorded != shard_digest(rows):
+            raise DatasetError(f"{changed} (shard {index}: the same ids with other content, e.g. edited answers); "
+                               "start a new run, or restore the file")  # fmt: skip
+    if "n_shards" in meta and n_shards != int(meta["n_shards"]):
+        raise DatasetError(f"{changed}: it has a different number of rows; start a new run")
 
 
 def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:

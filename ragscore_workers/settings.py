@@ -34,6 +34,9 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
 
 #: Seconds a finished run's keys stay in Redis before they expire (7 days).
 DEFAULT_RUN_TTL_S = 7 * 24 * 3600
+#: Seconds a running run's keys are kept at least, whatever RAGSCORE_RUN_TTL_S says: a run longer than a short
+#: TTL must not lose the items it scored first. Its summary sets RAGSCORE_RUN_TTL_S on every key.
+LIVE_RUN_TTL_S = 7 * 24 * 3600
 
 
 class Settings(BaseSettings):
@@ -51,6 +54,12 @@ class Settings(BaseSettings):
     home: Path = Field(default_factory=lambda: Path.home() / ".cache" / "ragscore")
     #: Seconds a finished run's keys are kept in Redis.
     run_ttl_s: int = DEFAULT_RUN_TTL_S
+
+    @property
+    def live_ttl_s(self) -> int:
+        """Seconds a running run's keys are kept (at least :data:`LIVE_RUN_TTL_S`)."""
+        return max(self.run_ttl_s, LIVE_RUN_TTL_S)
+
     #: Seconds before Redis re-delivers a message whose worker vanished without acknowledging it (kill -9
     #: of a whole worker, a lost host). Must stay above the longest task (the hard limits in app.py).
     visibility_timeout_s: int = Field(default=900, ge=1)

@@ -1,6 +1,8 @@
 """The run store in Redis: item results, progress counters, run state, summary.
 
-Keys (all under ``ragscore:run:{run_id}:``; every one expires ``run_ttl_s`` after it is last written):
+Keys (all under ``ragscore:run:{run_id}:``). While the run runs they are kept at least ``LIVE_RUN_TTL_S`` (7 days)
+after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RUN_TTL_S``) from then
+(:meth:`RunStore.settle`), and a resume gives them the live TTL back:
 
 =================  ======  ==========================================================================
 ``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done)
@@ -10,8 +12,9 @@ Keys (all under ``ragscore:run:{run_id}:``; every one expires ``run_ttl_s`` afte
 ``shards_done:{g}`` set    shard numbers whose chord of generation ``g`` (0, then +1 per resume) completed
 ``summary``        string  the run summary JSON written by ``aggregate``
 ``failed_rows``    list    rows that could not be read (capped at ``MAX_FAILED_ROWS_STORED``)
-``attempts:{task}`` string deliveries of one scoring task (a crash-looping chunk switches to careful mode)
-``suspect:{task}`` string  the item a careful-mode task is scoring (the culprit if its process dies)
+``attempts:{task}`` string deliveries of one scoring chunk (its queue, metrics and items: a re-sent copy counts
+                          too), removed when it ends; a crash-looping chunk switches to careful mode
+``suspect:{task}`` string  the item a careful-mode chunk is scoring (the culprit if its process dies)
 ``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
 =================  ======  ==========================================================================
 
@@ -31,7 +34,8 @@ import redis
 from pydantic_core import PydanticSerializationError
 
 from .errors import ConfigError, StoreError
-from .schemas import ItemResult, MetricResult, RunSummary, split_key
+from .schemas import ItemResult, MetricResult, RunSummary, Suite, split_key
+from .settings import LIVE_RUN_TTL_S
 from .unicode_text import valid_unicode
 
 __all__ = [
@@ -140,9 +144,10 @@ _SET_STATE_LUA = (
     + ", ".join(f"{state} = true" for state in sorted(RunState.DONE))
     + """}
 local state = redis.call('HGET', KEYS[1], 'state')
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
 if not done[state] or ARGV[1] == '"""
     + RunState.SUBMITTING
     + """' then
@@ -260,7 +265,10 @@ class RunStore:
 
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self.r = client
-        self.ttl_s = ttl_s
+        #: Seconds a finished run's keys are kept (from its summary on).
+        self.final_ttl_s = ttl_s
+        #: Seconds every write of a running run keeps its key (at least ``LIVE_RUN_TTL_S``).
+        self.ttl_s = max(ttl_s, LIVE_RUN_TTL_S)
         self._write = client.register_script(_WRITE_LUA)
         self._answers = client.register_script(_ANSWERS_LUA)
         self._set_state = client.register_script(_SET_STATE_LUA)
@@ -280,6 +288,38 @@ class RunStore:
         pipe.expire(self.key(run_id, "meta"), self.ttl_s)
         pipe.execute()
 
+    def _run_parts(self, run_id: str) -> list[str]:
+        """The run's own keys (not its items): meta, counters, shard id lists, answers, done sets."""
+        n_shards, generation = self.n_shards(run_id), self.generation(run_id)
+        parts = ["meta", "progress", "failed_rows", "summary", "judge", "embed"]
+        parts += [f"shards_done:{g}" for g in range(generation + 1)]
+        parts += [f"{kind}:{shard}" for shard in range(n_shards) for kind in ("ids", "answers")]
+        suite = self.r.hget(self.key(run_id, "meta"), "suite")
+        targets = Suite.model_validate_json(suite).all_targets if suite else []
+        return parts + [target_state_part(t.name) for t in targets]
+
+    def touch(self, run_id: str) -> None:
+        """Push the expiry of the run's own keys (not its items) the live TTL out: written once at submit,
+        they would expire in a run that lasts longer than that, and every item with them."""
+        pipe = self.r.pipeline(transaction=False)
+        for part in self._run_parts(run_id):
+            pipe.expire(self.key(run_id, part), self.ttl_s)
+        pipe.execute()
+
+    def settle(self, run_id: str, ttl_s: int | None = None) -> None:
+        """Give every key of the run, its items included, ``ttl_s`` (default: the finished run's TTL) from
+        now: called once its summary is written, and with the live TTL when a resume reopens it."""
+        ttl = self.final_ttl_s if ttl_s is None else ttl_s
+        pipe = self.r.pipeline(transaction=False)
+        for part in self._run_parts(run_id):
+            pipe.expire(self.key(run_id, part), ttl)
+        for shard in range(self.n_shards(run_id)):
+            for start, key in enumerate(self.shard_keys(run_id, shard)):
+                pipe.expire(self.key(run_id, f"item:{key}"), ttl)
+                if start % 1000 == 999:
+                    pipe.execute()
+        pipe.execute()
+
     def exists(self, run_id: str) -> bool:
         return bool(self.r.exists(self.key(run_id, "meta")))
 
@@ -295,13 +335,16 @@ class RunStore:
         if "state" in mapping:
             self.set_state(run_id, mapping.pop("state"), **mapping)
         elif mapping:
-            self.r.hset(self.key(run_id, "meta"), mapping=mapping)
+            pipe = self.r.pipeline()
+            pipe.hset(self.key(run_id, "meta"), mapping=mapping)
+            pipe.expire(self.key(run_id, "meta"), self.ttl_s)
+            pipe.execute()
 
     def set_state(self, run_id: str, state: str, **fields: str) -> str:
         """Atomically set the state (and ``fields``) unless the run is already finished, failed or cancelled;
         only a resume (``SUBMITTING``) reopens such a run. ``fields`` are written either way. Returns the
         state the run is in now."""
-        args = [state, *(x for kv in fields.items() for x in kv)]
+        args = [state, self.ttl_s, *(x for kv in fields.items() for x in kv)]
         return str(self._set_state(keys=[self.key(run_id, "meta")], args=args))
 
     def state(self, run_id: str) -> str:
@@ -438,6 +481,10 @@ class RunStore:
         pipe.expire(key, self.ttl_s)
         return int(pipe.execute()[0])
 
+    def clear_attempts(self, run_id: str, task_id: str) -> None:
+        """Forget a task's deliveries once it ended (a chunk sent again later is a first delivery)."""
+        self.r.delete(self.key(run_id, f"attempts:{task_id}"))
+
     def suspect(self, run_id: str, task_id: str) -> str | None:
         """The item a task was scoring when its process last died (careful mode), if any."""
         return self.r.get(self.key(run_id, f"suspect:{task_id}"))
@@ -482,7 +529,7 @@ class RunStore:
             if state == RunState.CANCELLED:
                 saved = summary.model_copy(update={"state": RunState.CANCELLED})
             pipe.multi()
-            pipe.set(self.key(run_id, "summary"), saved.model_dump_json(), ex=self.ttl_s)
+            pipe.set(self.key(run_id, "summary"), saved.model_dump_json(), ex=self.final_ttl_s)
             pipe.hset(meta_key, mapping={"state": saved.state, "finished_at": str(time.time())})
             return saved
 

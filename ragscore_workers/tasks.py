@@ -6,6 +6,8 @@ deployments route and monitor by them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections import Counter
@@ -82,11 +84,10 @@ def _score_carefully(
 ) -> int:  # fmt: skip
     """One item at a time, each written at once; the item being scored when the process died is failed."""
     suspect = store.suspect(run_id, task_id)
-    done = store.incomplete(run_id, [r.key for r in rows], outputs)
+    todo = store.incomplete(run_id, [r.key for r in rows], outputs)
+    rows = [row for row in rows if row.key in todo]  # the others were finished by an earlier delivery
     new = 0
-    for row in rows:
-        if row.key not in done:
-            continue  # finished by an earlier delivery
+    for index, row in enumerate(rows):
         if row.key == suspect:
             error = MetricResult.failed(
                 f"the worker process died while scoring this item (delivery {attempt - 1}); not retried again"
@@ -94,10 +95,30 @@ def _score_carefully(
             new += store.write_results(run_id, queue, [(row.key, _item_meta(row), {o: error for o in outputs})])
             continue
         store.set_suspect(run_id, task_id, row.key)
-        (scores,) = score_rows([row], metrics, ctx)
+        try:
+            (scores,) = score_rows([row], metrics, ctx)
+        except SoftTimeLimitExceeded:  # time is up for the chunk: this item and the rest fail, the chord goes on
+            failed = MetricResult.failed(f"time limit: the chunk ran over {QUEUE_LIMITS[queue][0]} s")
+            rest = [(r.key, _item_meta(r), {o: failed for o in outputs}) for r in rows[index:]]
+            new += store.write_results(run_id, queue, rest)
+            break
         new += store.write_results(run_id, queue, [(row.key, _item_meta(row), scores)])
     store.set_suspect(run_id, task_id, None)
     return new
+
+
+#: Seconds between two refreshes of one run's key expiry by one worker process: the run's meta and id lists,
+#: written once at submit, must outlive a run that lasts longer than the live TTL (items are rewritten).
+TOUCH_EVERY_S = 600.0
+_touched: dict[str, float] = {}
+
+
+def _keep_alive(store: RunStore, run_id: str) -> None:
+    """Refresh the run's key expiry (:meth:`RunStore.touch`) at most once per ``TOUCH_EVERY_S`` here."""
+    now = time.monotonic()
+    if now - _touched.get(run_id, float("-inf")) >= TOUCH_EVERY_S:
+        _touched[run_id] = now
+        store.touch(run_id)
 
 
 def _skip_reason(store: RunStore, run_id: str, generation: int) -> str | None:
@@ -124,7 +145,19 @@ def score_chunk(
     store = get_store()
     if skipped := _skip_reason(store, run_id, generation):
         return {"items": len(rows), "new": 0, "skipped": skipped}
+    _keep_alive(store, run_id)
     attempt = store.attempt(run_id, task_id) if task_id else 1
+    try:
+        return _score_chunk_attempt(store, queue, run_id, suite_json, metric_names, rows, task_id, attempt)
+    finally:
+        if task_id:  # the chunk ended (not killed): a later resume's copy of it starts afresh
+            store.clear_attempts(run_id, task_id)
+
+
+def _score_chunk_attempt(
+    store: RunStore, queue: str, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict],
+    task_id: str, attempt: int,
+) -> dict:  # fmt: skip
     outputs: list[str] = []
     try:
         suite, metrics = _resolve(suite_json, tuple(metric_names))
@@ -152,6 +185,16 @@ def score_chunk(
         return {"items": len(rows), "new": store.write_results(run_id, queue, items)}
 
 
+def chunk_id(queue: str, metric_names: list[str], rows: list[dict]) -> str:
+    """What deliveries are counted under (``attempts:``, ``suspect:``): the chunk's queue, metrics and items,
+    not Celery's task id. A chunk whose process dies at its hard time limit is acked as failed, and the
+    stalled run's recovery sends its rows again as a new task: counted per task, it never reached careful
+    mode, and the item that always overran sank the run."""
+    items = [[row.get("id"), row.get("system")] for row in rows]
+    text = json.dumps([queue, sorted(metric_names), items], default=str)
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
 def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
     soft, hard = QUEUE_LIMITS[queue]
 
@@ -159,8 +202,8 @@ def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
     def _task(  # type: ignore[no-untyped-def]
         self, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
     ) -> dict:
-        task_id = self.request.id or ""
-        return score_chunk(queue, run_id, suite_json, metric_names, rows, task_id=task_id, generation=generation)
+        chunk = chunk_id(queue, metric_names, rows)
+        return score_chunk(queue, run_id, suite_json, metric_names, rows, task_id=chunk, generation=generation)
 
     _task.__doc__ = f"Score a chunk of rows on the {queue} queue."
     return _task
@@ -180,6 +223,7 @@ def ask_target(
     store = get_store()
     if skipped := _skip_reason(store, run_id, generation):
         return {"asked": 0, "new": 0, "skipped": skipped}
+    _keep_alive(store, run_id)
     suite, _ = _resolve(suite_json, ())
     return answer_chunk(store, run_id, shard, suite.all_targets[target_index], rows)
 
@@ -285,7 +329,8 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
             failed_rows=int(meta.get("failed_rows", 0)),
             timing=timing,
         )
-        store.save_summary(run_id, summary, generation)
+        if store.save_summary(run_id, summary, generation) is not None:
+            store.settle(run_id)  # every key of the finished run now expires RAGSCORE_RUN_TTL_S from here
     except Exception as exc:
         log.exception("aggregate failed for run %s", run_id)
         store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")

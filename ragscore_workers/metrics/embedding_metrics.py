@@ -206,7 +206,7 @@ def _record(ctx: RunContext, stats: dict[str, int]) -> None:
         pipe.hset(key, f"loads:{worker}", info["loads"])
         if "device" in info:  # what the vectors were computed on: a GPU host's fp16, or a CPU fallback
             pipe.hset(key, f"device:{worker}", f"{info['device']} {info['precision']}")
-        pipe.expire(key, get_settings().run_ttl_s)
+        pipe.expire(key, get_settings().live_ttl_s)
         pipe.execute()
     except redis.RedisError as exc:  # counters are diagnostics: never fail the scores for them
         log.warning("could not record embed counters for run %s: %s", ctx.run_id, exc)

@@ -85,7 +85,7 @@ def build_client(
     limits = limits_per_minute(config.rpm, config.tpm, config.rpd, config.tpd, minute_s=minute_s)
     limiter = RedisLimiter(redis, provider.limiter_key(), limits, max_wait_s=max_wait_s)
     price = (prices or {}).get(config.model)
-    state = RunJudgeState(redis, run_id, ttl_s=get_settings().run_ttl_s)
+    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s)
     overridden = _base_url(config)
     if overridden != config.base_url:  # the summary says which endpoint really judged (the suite names another)
         state.note("base_url", redact_url(overridden or ""))

@@ -114,3 +114,55 @@ def test_a_resume_that_fails_leaves_the_run_as_it_was(tmp_path: Path, cluster: s
     with pytest.raises(DatasetError, match="changed since it was submitted"):
         resume(store, sub.run_id)
     assert store.state(sub.run_id) == RunState.FINISHED
+
+
+def test_a_run_that_lasts_longer_than_the_ttl_keeps_its_meta_and_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Meta and shard id lists were written once at submit and expired RAGSCORE_RUN_TTL_S later, even while
+    items were still being written: the whole run was lost ("No run ... in the store"). Workers now keep
+    the run's keys alive while they work on it."""
+    from ragscore_workers.settings import Settings
+
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    monkeypatch.setenv("RAGSCORE_RUN_TTL_S", "3")
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    try:
+        rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 50}} for i in range(160)]
+        data = write_jsonl(tmp_path / "d.jsonl", rows)  # ~8 s of scoring: over twice the TTL
+        store = connect(server.url, Settings(run_ttl_s=3))
+        worker.start()
+        sub = submit(data, load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 10}}), store)
+        summary = wait(store, sub.run_id, timeout_s=120)
+        assert summary.state == RunState.FINISHED and summary.items == 160
+        assert summary.metrics["slow_exact"].n == 160
+        assert 0 < store.r.ttl(store.key(sub.run_id, "meta")) <= 3  # still expires: the TTL is kept, not dropped
+    finally:
+        worker.stop()
+        server.stop()
+
+
+def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refused(tmp_path: Path) -> None:
+    """A resume pointed at a live run whose dataset changed used to bump the generation first: the run's own
+    queued tasks were skipped as superseded and it ended cancelled. The dataset is now checked first, and
+    rows edited in place (same ids) are caught by the shards' digests."""
+    server = RedisProcess(tmp_path / "redis").start()  # no worker: the run stays running with its tasks queued
+    try:
+        rows = make_rows(300, seed=3)
+        data = write_jsonl(tmp_path / "d.jsonl", rows)
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store, shard_rows=100)
+        queued = sum(store.r.llen(q) for q in ("cpu",))
+        edited = [dict(r) for r in rows]
+        edited[150]["answer"] = "a completely different answer"
+        write_jsonl(data, edited)
+        with pytest.raises(DatasetError, match=r"shard 1: the same ids with other content"):
+            resume(store, sub.run_id)
+        write_jsonl(data, [*rows, {**rows[0], "id": "extra"}])
+        with pytest.raises(DatasetError, match="different number of rows|other ids"):
+            resume(store, sub.run_id)
+        assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
+        assert sum(store.r.llen(q) for q in ("cpu",)) == queued  # nothing re-sent, nothing superseded
+    finally:
+        server.stop()
