@@ -166,3 +166,23 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         assert sum(store.r.llen(q) for q in ("cpu",)) == queued  # nothing re-sent, nothing superseded
     finally:
         server.stop()
+
+
+def test_rows_added_while_the_dataset_is_submitted_stop_the_submission(tmp_path: Path) -> None:
+    """Rows appended after validation skipped its duplicate check (100 duplicated ids counted twice)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        rows = make_rows(250, seed=4)
+        data = write_jsonl(tmp_path / "d.jsonl", rows)
+        store = connect(server.url)
+
+        def append_duplicates(queues: list[str]) -> None:  # runs after validation, before the first shard
+            with data.open("a", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(r) + "\n" for r in rows[:100])
+
+        with pytest.raises(DatasetError, match="changed while it was being submitted"):
+            submit(data, load_suite(SUITE), store, shard_rows=100, on_validated=append_duplicates)
+        (run_id,) = store.list_runs()
+        assert store.state(run_id) == RunState.CANCELLED
+    finally:
+        server.stop()
