@@ -339,13 +339,16 @@ def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  #
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:  # type: ignore[no-untyped-def]
     """Run (or resume) and follow it to the end; print the summary table; return the summary."""
+    import redis
+    from kombu.exceptions import OperationalError
+
     from .progress import make_progress
     from .reports import print_summary
     from .runner import run
 
     try:
         summary = run(dataset, resolved, out, broker=broker, progress=make_progress(quiet), **kwargs)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, redis.RedisError, OperationalError, OSError):  # what was scored is kept
         _how_to_go_on(out, broker)
         raise
     if not quiet:
@@ -767,6 +770,7 @@ def main() -> None:
     """Console entry point: clear messages and exit codes instead of tracebacks."""
     import click
     import redis
+    from kombu.exceptions import OperationalError
 
     try:
         code = app(standalone_mode=False)
@@ -776,8 +780,12 @@ def main() -> None:
     except RagscoreError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_RUN_ERROR)
-    except redis.RedisError as exc:  # lost mid-command (a restart, a fail-over): what, not a traceback
+    except (redis.RedisError, OperationalError) as exc:  # lost mid-command (a restart, a fail-over): no traceback
         typer.echo(f"error: Redis: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(EXIT_RUN_ERROR)
+    except OSError as exc:  # a full disk or an unwritable --out while writing the reports
+        where = f" ({exc.filename})" if exc.filename else ""
+        typer.echo(f"error: {exc.strerror or exc}{where}", err=True)
         sys.exit(EXIT_RUN_ERROR)
     except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
         typer.echo("interrupted", err=True)

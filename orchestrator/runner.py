@@ -725,7 +725,10 @@ def run(
             except BaseException:
                 # Nobody will serve this run's queued tasks: cancel it so a later run's workers skip them.
                 for run_id in run_ids:
-                    cancel(store, run_id)
+                    try:
+                        cancel(store, run_id)
+                    except redis.RedisError:  # Redis is what failed: the original error says so, not this one
+                        log.warning("run %s: could not mark it cancelled (Redis is gone)", run_id)
                 raise
             finally:
                 for w in workers:

@@ -280,3 +280,20 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
     warned = ragscore("status", "--broker", f"redis://:s3cret@127.0.0.1:{port}/0", home=home, env={"COLUMNS": "250"})
     assert "the password in --broker is visible to every user of this host (ps)" in warned.stderr
     assert "s3cret" not in warned.stderr
+
+
+def test_a_full_disk_while_writing_reports_says_so_and_how_to_finish(tmp_path: Path, home: Path) -> None:
+    """ENOSPC while the reports were written ended in a 124-line traceback with no hint; what was scored is
+    kept, and the resume writes the reports once there is room."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(20))
+    suite = _suite(tmp_path, GOOD_SUITE)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "items.jsonl").symlink_to("/dev/full")  # every write to it fails with ENOSPC, as on a full disk
+    full = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home)
+    assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
+    assert "No space left on device" in full.stderr and f"ragscore run --resume {out}" in full.stderr
+    (out / "items.jsonl").unlink()
+    resumed = ragscore("run", "--resume", str(out), home=home)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((out / "items.jsonl").read_text().splitlines()) == 20
