@@ -39,6 +39,7 @@ from ._base import (
     get_language,
     ran_out_of_memory,
 )
+from ._seccomp import sandbox_filter
 from .slots import FD_ARG, SlotLease, SlotPool, Spawned
 
 __all__ = ["DEFAULT_UID_BASE", "DEFAULT_UID_SLOTS", "LocalSandbox", "tool_path"]
@@ -64,6 +65,9 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/alternatives")
 USR_ALIASES = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 #: Seconds to wait for the sandbox to exit after it was killed.
 KILL_WAIT_S = 5.0
+#: The seccomp program every sandbox gets (vsock and other socket families, SysV shm, memfd, io_uring denied);
+#: None on an architecture it is not built for.
+SECCOMP_FILTER = sandbox_filter()
 #: bwrap's own environment (its environ is readable from inside the sandbox: no secrets).
 BWRAP_ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -135,7 +139,9 @@ class LocalSandbox:
             self._interpreters[name] = found[0]
         return self._interpreters[name]
 
-    def _command(self, argv: list[str], filename: str, code_fd: str, status_fd: str, limits: Limits) -> list[str]:
+    def _command(
+        self, argv: list[str], filename: str, code_fd: str, status_fd: str, limits: Limits, seccomp_fd: str | None
+    ) -> list[str]:
         disk = str(limits.disk_mb << 20)
         cmd = [
             self.bwrap,
@@ -154,6 +160,8 @@ class LocalSandbox:
             "--chdir", WORKDIR,
             "--json-status-fd", status_fd,
         ]  # fmt: skip
+        if seccomp_fd is not None:
+            cmd += ["--seccomp", seccomp_fd]
         for key, value in SANDBOX_ENV.items():
             cmd += ["--setenv", key, value]
         return [*cmd, "--", *argv]
@@ -168,13 +176,20 @@ class LocalSandbox:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         ours = [status_r, in_w, out_r, err_r]
+        extra = [code_fd, status_w]
+        if SECCOMP_FILTER is not None:  # bwrap reads the program to its end: it fits in the pipe's buffer
+            seccomp_r, seccomp_w = os.pipe()
+            os.write(seccomp_w, SECCOMP_FILTER)
+            os.close(seccomp_w)
+            extra.append(seccomp_r)
         try:
-            cmd = self._command(argv, filename, f"{FD_ARG}0", f"{FD_ARG}1", limits)
+            seccomp_arg = f"{FD_ARG}2" if SECCOMP_FILTER is not None else None
+            cmd = self._command(argv, filename, f"{FD_ARG}0", f"{FD_ARG}1", limits, seccomp_arg)
             started = time.monotonic()
             try:
-                proc = slot.spawn(cmd, BWRAP_ENV, [in_r, out_w, err_w, code_fd, status_w])
+                proc = slot.spawn(cmd, BWRAP_ENV, [in_r, out_w, err_w, *extra])
             finally:
-                for fd in (in_r, out_w, err_w, status_w):  # bwrap holds the only copies now: EOF means it exited
+                for fd in (in_r, out_w, err_w, *extra[1:]):  # bwrap holds the only copies now: EOF means it exited
                     os.close(fd)
             status = _Status(status_r)
             ours.remove(in_w)  # _communicate closes it, whatever happens

@@ -354,3 +354,37 @@ def test_the_sandbox_dies_with_a_killed_worker() -> None:
     while pids_running("sleep", marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pids_running("sleep", marker) == []
+
+
+def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbox: LocalSandbox) -> None:
+    """An audit held 2 GiB of System V shared memory and ~1 GiB of memfds under memory_mb 256 (no rlimit
+    counts them) and opened AF_VSOCK sockets to the hypervisor (no network namespace isolates vsock). The
+    filter refuses those, io_uring and other socket families; ordinary programs still run."""
+    code = (
+        "import ctypes, errno, multiprocessing, os, socket\n"
+        "def tried(f):\n"
+        "    try:\n"
+        "        f()\n"
+        "        return 'ok'\n"
+        "    except OSError as e:\n"
+        "        return errno.errorcode[e.errno]\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('shmget', libc.shmget(0, 1 << 20, 0o1600), errno.errorcode[ctypes.get_errno()])\n"
+        "print('memfd', tried(lambda: os.memfd_create('x')))\n"
+        "print('vsock', tried(lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)))\n"
+        "ring = libc.syscall(425, 8, ctypes.create_string_buffer(120))\n"
+        "print('io_uring', ring, errno.errorcode[ctypes.get_errno()])\n"
+        "for fam in ('AF_UNIX', 'AF_INET', 'AF_INET6'):\n"
+        "    print(fam, tried(lambda: socket.socket(getattr(socket, fam)).close()))\n"
+        "print('interfaces', socket.if_nameindex())\n"
+        "print('callback', ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: x + 1)(41))\n"
+        "with multiprocessing.Pool(2) as pool:\n"
+        "    print('pool', pool.map(abs, [-1, -2]))\n"
+    )
+    result = run(sandbox, code)
+    assert result.ok, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["shmget"] == "-1 EPERM" and lines["memfd"] == "EPERM" and lines["io_uring"] == "-1 EPERM"
+    assert lines["vsock"] == "EAFNOSUPPORT"
+    assert lines["AF_UNIX"] == lines["AF_INET"] == lines["AF_INET6"] == "ok"
+    assert lines["interfaces"] == "[(1, 'lo')]" and lines["callback"] == "42" and lines["pool"] == "[1, 2]"

@@ -1,0 +1,88 @@
+"""A seccomp filter for the local sandbox (``bwrap --seccomp FD``): what namespaces and rlimits leave open.
+
+* ``socket()`` of any family but AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (interface lists of the sandbox's
+  own network namespace: ``if_nameindex``) fails with EAFNOSUPPORT. A network namespace does not isolate
+  AF_VSOCK: on a VM a program could reach the hypervisor's vsock services.
+* ``shmget`` (System V shared memory) and ``memfd_create`` fail with EPERM: memory that no rlimit counts
+  (an audit held 2 GiB of shm segments and ~1 GiB of memfds under ``memory_mb`` 256).
+* ``io_uring_setup`` fails with EPERM: io_uring's own socket and file operations would bypass this filter.
+* another syscall ABI (i386 or x32 calls on x86_64) fails with ENOSYS: its numbers are not the ones checked.
+
+Everything else is allowed (the namespaces, rlimits and read-only mounts do the rest). The program is classic
+BPF, built here for x86_64 and aarch64; elsewhere :func:`sandbox_filter` is None and no filter is installed.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import socket
+import struct
+
+__all__ = ["ALLOWED_FAMILIES", "sandbox_filter"]
+
+# BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
+# struct seccomp_data: nr at 0, arch at 4, args[0] at 16 (its low 32 bits on a little-endian host).
+_NR, _ARCH, _ARG0 = 0, 4, 16
+#: Syscalls of the x32 ABI carry this bit in their number on x86_64.
+_X32_BIT = 0x40000000
+
+#: machine -> (AUDIT_ARCH, socket, (shmget, memfd_create, io_uring_setup))
+_ARCHES = {
+    "x86_64": (0xC000003E, 41, (29, 319, 425)),
+    "aarch64": (0xC00000B7, 198, (194, 279, 425)),
+}
+#: Socket families a program may open.
+ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_INET), int(socket.AF_INET6), int(socket.AF_NETLINK))
+
+# One instruction: (opcode, k, label if true, label if false); a label is where a jump goes (None: next).
+_Insn = tuple[int, int, "str | None", "str | None"]
+
+
+def _assemble(program: list[_Insn | str]) -> bytes:
+    """Labels (plain strings) mark positions; jumps to them (forward only) become BPF's offsets from the next
+    instruction."""
+    at: dict[str, int] = {}
+    insns: list[_Insn] = []
+    for item in program:
+        if isinstance(item, str):
+            at[item] = len(insns)
+        else:
+            insns.append(item)
+
+    def offset(pc: int, label: str | None) -> int:
+        return 0 if label is None else at[label] - pc - 1
+
+    return b"".join(
+        struct.pack("=HBBI", code, offset(pc, jt), offset(pc, jf), k) for pc, (code, k, jt, jf) in enumerate(insns)
+    )
+
+
+def sandbox_filter(machine: str | None = None) -> bytes | None:
+    """The compiled filter for ``machine`` (default: this host's), or None where it is not built."""
+    found = _ARCHES.get(machine or platform.machine())
+    if found is None:
+        return None
+    arch, nr_socket, denied = found
+    program: list[_Insn | str] = [
+        (_LD_W_ABS, _ARCH, None, None),
+        (_JEQ_K, arch, None, "enosys"),
+        (_LD_W_ABS, _NR, None, None),
+        (_JGE_K, _X32_BIT, "enosys", None),
+        (_JEQ_K, nr_socket, "family", None),
+        *((_JEQ_K, nr, "eperm", None) for nr in denied),
+        (_RET_K, _ALLOW, None, None),
+        "family",
+        (_LD_W_ABS, _ARG0, None, None),
+        *((_JEQ_K, family, "family allowed", None) for family in ALLOWED_FAMILIES),
+        (_RET_K, _ERRNO | errno.EAFNOSUPPORT, None, None),
+        "family allowed",  # BPF jumps only forward: its own allow
+        (_RET_K, _ALLOW, None, None),
+        "eperm",
+        (_RET_K, _ERRNO | errno.EPERM, None, None),
+        "enosys",
+        (_RET_K, _ERRNO | errno.ENOSYS, None, None),
+    ]
+    return _assemble(program)
