@@ -128,11 +128,16 @@ class EmbeddedRedis:
         with self._lock():
             if not self._ping():
                 return
-            self.client.srem(CLIENTS_KEY, os.getpid())
-            live = [int(p) for p in self.client.smembers(CLIENTS_KEY) if _alive(int(p))]
-            if live:
-                return
-            self.client.delete(CLIENTS_KEY)
+            try:
+                self.client.srem(CLIENTS_KEY, os.getpid())
+                live = [int(p) for p in self.client.smembers(CLIENTS_KEY) if _alive(int(p))]
+                if live:
+                    return
+                self.client.delete(CLIENTS_KEY)
+            except redis.ResponseError:  # it refuses writes (MISCONF: its disk is full): shut it down anyway
+                live = [int(p) for p in self.client.smembers(CLIENTS_KEY) if _alive(int(p)) and int(p) != os.getpid()]
+                if live:
+                    return
             try:
                 self.client.shutdown(save=False)
             except (redis.ConnectionError, redis.ResponseError):

@@ -466,9 +466,11 @@ def wait(
     timeout_s: float | None = None,
     stall_s: float | None = None,
     consumer_check_s: float = CONSUMER_CHECK_S,
+    revive: Callable[[], object] | None = None,
 ) -> RunSummary:
     """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying), and returns
-    something truthy when it restarted a dead local worker.
+    something truthy when it restarted a dead local worker. ``revive`` (the embedded mode: restart its own
+    redis-server from its append-only file) is tried each second Redis does not answer.
 
     A run can stall when the broker loses a message (a worker killed at the wrong instant): no progress
     for ``stall_s`` seconds (``RAGSCORE_STALL_S``) while no message of the run is queued or held means
@@ -498,6 +500,11 @@ def wait(
                 if lost_since is None:
                     lost_since = now
                     log.warning("run %s: lost Redis (%s); retrying for up to %.0f s", run_id, exc, REDIS_OUTAGE_S)
+                if revive is not None:
+                    try:
+                        revive()
+                    except (BrokerError, redis.RedisError, OSError) as failed:
+                        log.warning("run %s: could not restart the embedded Redis: %s", run_id, failed)
                 if now - lost_since > REDIS_OUTAGE_S:
                     raise BrokerError(
                         f"Redis did not answer for {REDIS_OUTAGE_S:.0f} s ({exc}); a cluster run goes on without "
@@ -718,6 +725,7 @@ def run(
                     check=lambda: [queue for w in workers for queue in w.restart_dead()],
                     timeout_s=timeout_s,
                     consumer_check_s=math.inf,
+                    revive=embedded.acquire,  # the run's own server died: start it again from its AOF
                 )
                 summary = write_results(store, sub.run_id, out_dir)
                 finished = True

@@ -99,7 +99,7 @@ def _cancel_then_results(broker: str, dataset: Path, suite: Path, tmp_path: Path
     run_id = _cli("submit", str(dataset), "--suite", str(suite), "--broker", broker).stdout.strip().splitlines()[-1]
     cancelled = _cli("cancel", run_id, "--broker", broker)
     assert cancelled.returncode == 0, cancelled.stderr
-    assert f"run {run_id}: cancelled; the workers skip its queued tasks, then `ragscore results {run_id}`" in (
+    assert f"run {run_id}: cancelled; the workers skip its queued tasks, then `ragscore results {run_id} --out" in (
         cancelled.stderr
     )
     early = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", broker)
@@ -119,4 +119,4 @@ def _cancel_then_results(broker: str, dataset: Path, suite: Path, tmp_path: Path
         (f"q{n}", s, {}) for s in ("a", "b") for n in range(100)
     ]  # the unscored items keep their id and system (not "a::q0")
     again = _cli("cancel", run_id, "--broker", broker)
-    assert f"run {run_id}: cancelled; the workers" in again.stderr  # still cancelled: the same answer
+    assert f"run {run_id}: cancelled (it already was); the workers" in again.stderr  # still cancelled, and says so

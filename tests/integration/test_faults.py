@@ -175,3 +175,39 @@ def test_a_chunk_sent_again_as_a_new_task_counts_as_a_later_delivery(
     finally:
         tasks.get_store.cache_clear()
         server.stop()
+
+
+class _KillRedisOnce:
+    """A progress view that kill -9s the embedded redis-server once the run is under way."""
+
+    def __init__(self, home: Path, after: int) -> None:
+        self.pid_file, self.after, self.killed = home / "redis" / "redis.pid", after, 0
+
+    def start(self, run_id: str) -> None:
+        pass
+
+    def update(self, counters: dict[str, int], final: bool = False) -> None:
+        if not self.killed and counters.get("done", 0) >= self.after:
+            self.killed = int(self.pid_file.read_text())
+            psutil.Process(self.killed).send_signal(signal.SIGKILL)
+
+    def stop(self) -> None:
+        pass
+
+
+def test_an_embedded_run_whose_redis_dies_restarts_it_and_finishes(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run owns its redis-server: when it dies the run starts it again from its append-only file (what the
+    last second wrote may be lost: the stall recovery re-submits it) instead of waiting 300 s and failing."""
+    monkeypatch.setenv("RAGSCORE_STALL_S", "5")
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=6))
+    killer = _KillRedisOnce(home, after=2000)
+    with caplog.at_level(logging.WARNING):
+        summary = run(data, load_suite(SUITE), tmp_path / "out", progress=killer, timeout_s=240)
+    assert killer.killed and not psutil.pid_exists(killer.killed)
+    assert any("lost Redis" in r.getMessage() for r in caplog.records)
+    em = summary.metrics["exact_match"]
+    assert summary.items == 6000 and em.errors == 0 and em.n + em.unscorable == 6000
+    ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    assert ids == [f"q{i}" for i in range(6000)]

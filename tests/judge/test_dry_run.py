@@ -58,9 +58,11 @@ def test_calls_follow_the_rows_each_metric_can_judge(tmp_path: Path) -> None:
     assert accuracy.tokens_out_max == 602 * 16  # the dual judges' reply cap
     assert est.judge["rubric_judge"].tokens_out_max == 301 * 100
     assert accuracy.cost == pytest.approx((accuracy.tokens_in * PRICE[0] + accuracy.tokens_out_max * PRICE[1]) / 1e6)
-    assert est.judge["rubric_judge"].cost is None  # no price given for it
+    rubric = est.judge["rubric_judge"]  # its price is answer_accuracy's: a price is the provider's, per model
+    assert rubric.cost == pytest.approx((rubric.tokens_in * PRICE[0] + rubric.tokens_out_max * PRICE[1]) / 1e6)
     total = est.judge_total()
-    assert total.calls == 1505 and total.cost is None and not est.cache_checked
+    assert total.calls == 1505 and total.cost == pytest.approx(sum(t.cost for t in est.judge.values()))
+    assert not est.cache_checked
     # every queue's work: cpu 303 exact_match, judge 303 x (1 + 1 + 2 rubric outputs)
     assert est.units == {"cpu": 303, "judge": 303 * 4}
     # 1,505 requests at 100 a minute: the last can go 15 windows after the first
