@@ -158,7 +158,7 @@ def submit(
         k: str(Path(v).resolve()) if isinstance(v, Path) else v for k, v in (fmt_options or {}).items() if v is not None
     }
     needed: set[str] = {"target"} if resolved.targets else set()
-    validated_as = _file_state(dataset)
+    validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
     scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=lambda row: needed.update(resolved.row_queues(row)))
     for warning in scan.warnings():
         log.warning("%s: %s", dataset, warning)
@@ -200,17 +200,15 @@ def submit(
 
 
 @contextmanager
-def _cancelled_on_failure(
-    store: RunStore, run_id: str, ended: str = RunState.CANCELLED, **restored: str
-) -> Iterator[None]:
+def _cancelled_on_failure(store: RunStore, run_id: str, ended: str = RunState.CANCELLED) -> Iterator[None]:
     """A (re)submission that fails part-way (Ctrl-C, a lost broker, a changed dataset) ends its run as
-    ``ended`` (cancelled, or the state a resumed run had, with ``restored`` meta fields): never left
-    "submitting" for ever, and workers skip what a cancelled run sent; ``resume`` can finish it."""
+    ``ended`` (cancelled, or the state a resumed run had): never left "submitting" for ever, and workers
+    skip what a cancelled run sent; ``resume`` can finish it."""
     try:
         yield
     except BaseException:
         try:
-            store.set_state(run_id, ended, **restored)
+            store.set_state(run_id, ended)
         except redis.RedisError:
             log.warning("run %s: could not set its state to %s (the broker is gone)", run_id, ended)
         raise
@@ -227,7 +225,7 @@ def shard_digest(rows: list[Row]) -> str:
     (same ids, other answers), which would mix scores of two versions of the data."""
     digest = hashlib.blake2b(digest_size=16)
     for row in rows:
-        digest.update(json.dumps(row.to_message(), sort_keys=True).encode())
+        digest.update(row.model_dump_json(exclude_none=True).encode())
         digest.update(b"\n")
     return digest.hexdigest()
 
@@ -264,9 +262,6 @@ def resume(
     """
     meta = store.meta(run_id)
     resolved = load_suite(Suite.model_validate_json(meta["suite"]))
-    if judge_params:
-        resolved = with_judge_params(resolved, **judge_params)
-        store.set_meta(run_id, suite=resolved.suite.model_dump_json())
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
@@ -276,17 +271,19 @@ def resume(
     # shards it did not reach are submitted now, whole.
     cut_off = "n_shards" not in meta
     _check_unchanged(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), stored_shard_rows, resolved)
+    if judge_params:
+        resolved = with_judge_params(resolved, **judge_params)
+        store.set_meta(run_id, suite=resolved.suite.model_dump_json())
     generation = store.generation(run_id) + 1
     if not recovery:
         store.settle(run_id, store.ttl_s)  # reopened: kept while it runs again, whatever RAGSCORE_RUN_TTL_S says
     clock = {} if recovery else {"resumed_at": time.time()}
     store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation, **clock)
     before = meta.get("state", "")
-    # A resume refused part-way (a changed dataset, Ctrl-C) gives the run back as it was: a finished or
-    # running run keeps its state and generation (its queued tasks are not superseded), a cut-off one is
-    # cancelled.
-    back = before if before in (*RunState.DONE, RunState.RUNNING) else RunState.CANCELLED
-    with _cancelled_on_failure(store, run_id, back, generation=str(generation - 1)):
+    # Cut off part-way (Ctrl-C, a lost broker), after some of generation ``generation`` may have been sent: the
+    # run is cancelled (or keeps the state it had ended in) and keeps that generation, so a later resume
+    # supersedes what was sent. A changed dataset was refused above, before anything changed.
+    with _cancelled_on_failure(store, run_id, before if before in RunState.DONE else RunState.CANCELLED):
         if on_validated is not None:
             on_validated(json.loads(meta.get("queues", "[]")))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]

@@ -75,14 +75,17 @@ def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:
     """A price is the provider's, not a metric's: the suite with every judge metric given every price any of
     them names (so ``max_cost`` counts every call, whichever metric makes it); None when nothing changes.
     ConfigError when two metrics price one model differently."""
-    merged: dict[str, tuple[float, float]] = {}
-    for mdef, params in resolved.metrics:
-        for model, price in (getattr(params, "prices", None) or {}).items():
+    from ragscore_workers.metrics.judge_metrics import JudgeParams
+
+    judged = [(m, p) for m, p in resolved.metrics if isinstance(p, JudgeParams)]
+    merged: dict[str, tuple[float, ...]] = {}
+    for mdef, params in judged:
+        for model, price in params.prices.items():
             if model in merged and merged[model] != tuple(price):
                 raise ConfigError(f"Invalid suite: judge metrics give model {model!r} two prices, "
                                   f"{list(merged[model])} and {list(price)} ({mdef.name})")  # fmt: skip
             merged[model] = tuple(price)
-    lacking = {m.name for m, p in resolved.metrics if hasattr(p, "prices") and {**p.prices} != merged}
+    lacking = {m.name for m, p in judged if {k: tuple(v) for k, v in p.prices.items()} != merged}
     if not merged or not lacking:
         return None
     prices = {model: list(price) for model, price in merged.items()}

@@ -84,8 +84,11 @@ def wilson_ci(successes: int, n: int) -> list[float] | None:
 
 
 def mean_ci(values: np.ndarray) -> list[float] | None:
-    """The 95% interval of a metric output's mean: Wilson's when every score is 0 or 1, else the bootstrap's."""
-    if values.size and bool(np.all((values == 0.0) | (values == 1.0))):
+    """The 95% interval of a metric output's mean: Wilson's when every score is 0 or 1, else the bootstrap's;
+    None for fewer than two scores."""
+    if values.size < 2:
+        return None
+    if bool(np.all((values == 0.0) | (values == 1.0))):
         return wilson_ci(int(values.sum()), int(values.size))
     return bootstrap_ci(values)
 

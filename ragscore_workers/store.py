@@ -12,9 +12,9 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``shards_done:{g}`` set    shard numbers whose chord of generation ``g`` (0, then +1 per resume) completed
 ``summary``        string  the run summary JSON written by ``aggregate``
 ``failed_rows``    list    rows that could not be read (capped at ``MAX_FAILED_ROWS_STORED``)
-``attempts:{task}`` string deliveries of one scoring chunk (its queue, metrics and items: a re-sent copy counts
-                          too), removed when it ends; a crash-looping chunk switches to careful mode
-``suspect:{task}`` string  the item a careful-mode chunk is scoring (the culprit if its process dies)
+``deliveries``     hash    ``{queue}:{item key}`` -> deliveries whose chunk has not ended (its process died, or it
+                          runs); an item delivered twice puts its chunk in careful mode, whatever the chunk
+``scoring``        hash    ``{queue}:{item key}`` a careful delivery is scoring (left behind: its process died on it)
 ``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
 =================  ======  ==========================================================================
 
@@ -136,7 +136,8 @@ return new
 """
 
 
-# KEYS[1] = meta; ARGV[1] = the new state, then field, value pairs (written in any case). A run in a terminal
+# KEYS[1] = meta; ARGV[1] = the new state, ARGV[2] = the live TTL (set while the run is not over: a finished
+# run keeps the TTL its summary gave), then field, value pairs (written in any case). A run in a terminal
 # state (RunState.DONE) keeps it and only a resume (SUBMITTING) reopens it: a late or re-delivered write cannot
 # turn a cancelled run into a finished one (or the reverse). Returns the state after the write.
 _SET_STATE_LUA = (
@@ -147,13 +148,13 @@ local state = redis.call('HGET', KEYS[1], 'state')
 for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
 if not done[state] or ARGV[1] == '"""
     + RunState.SUBMITTING
     + """' then
   redis.call('HSET', KEYS[1], 'state', ARGV[1])
   state = ARGV[1]
 end
+if not done[state] then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2])) end
 return state
 """
 )
@@ -291,7 +292,7 @@ class RunStore:
     def _run_parts(self, run_id: str) -> list[str]:
         """The run's own keys (not its items): meta, counters, shard id lists, answers, done sets."""
         n_shards, generation = self.n_shards(run_id), self.generation(run_id)
-        parts = ["meta", "progress", "failed_rows", "summary", "judge", "embed"]
+        parts = ["meta", "progress", "failed_rows", "summary", "judge", "embed", "deliveries", "scoring"]
         parts += [f"shards_done:{g}" for g in range(generation + 1)]
         parts += [f"{kind}:{shard}" for shard in range(n_shards) for kind in ("ids", "answers")]
         suite = self.r.hget(self.key(run_id, "meta"), "suite")
@@ -313,10 +314,12 @@ class RunStore:
         pipe = self.r.pipeline(transaction=False)
         for part in self._run_parts(run_id):
             pipe.expire(self.key(run_id, part), ttl)
+        queued = 0
         for shard in range(self.n_shards(run_id)):
-            for start, key in enumerate(self.shard_keys(run_id, shard)):
+            for key in self.shard_keys(run_id, shard):
                 pipe.expire(self.key(run_id, f"item:{key}"), ttl)
-                if start % 1000 == 999:
+                queued += 1
+                if queued % 2000 == 0:
                     pipe.execute()
         pipe.execute()
 
@@ -473,28 +476,38 @@ class RunStore:
                 return
 
     # ---------------------------------------------------------------- completion
-    def attempt(self, run_id: str, task_id: str) -> int:
-        """Count one more delivery of a task (1 on the first); kept for the run's TTL."""
-        key = self.key(run_id, f"attempts:{task_id}")
-        pipe = self.r.pipeline()
-        pipe.incr(key)
-        pipe.expire(key, self.ttl_s)
-        return int(pipe.execute()[0])
+    def start_delivery(self, run_id: str, queue: str, keys: list[str]) -> int:
+        """Count one more delivery of each item on ``queue``; returns the most deliveries any of them has had
+        (1: every item's first, or its earlier deliveries ended)."""
+        name = self.key(run_id, "deliveries")
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.hincrby(name, f"{queue}:{key}", 1)
+        pipe.expire(name, self.ttl_s)
+        return max(pipe.execute()[:-1], default=1)
 
-    def clear_attempts(self, run_id: str, task_id: str) -> None:
-        """Forget a task's deliveries once it ended (a chunk sent again later is a first delivery)."""
-        self.r.delete(self.key(run_id, f"attempts:{task_id}"))
+    def end_delivery(self, run_id: str, queue: str, keys: list[str]) -> None:
+        """Forget the deliveries of items whose chunk ended (their process was not killed)."""
+        if keys:
+            self.r.hdel(self.key(run_id, "deliveries"), *(f"{queue}:{key}" for key in keys))
 
-    def suspect(self, run_id: str, task_id: str) -> str | None:
-        """The item a task was scoring when its process last died (careful mode), if any."""
-        return self.r.get(self.key(run_id, f"suspect:{task_id}"))
-
-    def set_suspect(self, run_id: str, task_id: str, item_key: str | None) -> None:
-        key = self.key(run_id, f"suspect:{task_id}")
-        if item_key is None:
-            self.r.delete(key)
+    def mark_scoring(self, run_id: str, queue: str, key: str, on: bool) -> None:
+        """Careful mode: mark the item being scored (a mark left behind names the item its process died on)."""
+        name = self.key(run_id, "scoring")
+        if on:
+            pipe = self.r.pipeline(transaction=False)
+            pipe.hset(name, f"{queue}:{key}", 1)
+            pipe.expire(name, self.ttl_s)
+            pipe.execute()
         else:
-            self.r.set(key, item_key, ex=self.ttl_s)
+            self.r.hdel(name, f"{queue}:{key}")
+
+    def marked_scoring(self, run_id: str, queue: str, keys: list[str]) -> set[str]:
+        """Which of ``keys`` a careful delivery was scoring on ``queue`` when its process died."""
+        if not keys:
+            return set()
+        marks = self.r.hmget(self.key(run_id, "scoring"), [f"{queue}:{key}" for key in keys])
+        return {key for key, mark in zip(keys, marks, strict=True) if mark is not None}
 
     def generation(self, run_id: str) -> int:
         """How many times the run was (re)submitted, minus one; chords of older generations are ignored."""

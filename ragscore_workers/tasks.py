@@ -6,8 +6,6 @@ deployments route and monitor by them.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections import Counter
@@ -23,7 +21,7 @@ from .errors import ConfigError
 from .metrics.registry import MetricDef, RunContext, get_metric, resolve
 from .planning import plan_shard, resolve_suite
 from .providers.run_state import INTERNAL_FIELDS
-from .schemas import JUDGE_COUNTERS, TARGET_COUNTERS, MetricResult, Queue, Row, Suite
+from .schemas import JUDGE_COUNTERS, TARGET_COUNTERS, MetricResult, Queue, Row, Suite, item_key
 from .scoring import derive, score_rows
 from .settings import get_settings
 from .store import RunState, RunStore, redis_client, superseded, target_state_part
@@ -60,8 +58,9 @@ def _item_meta(row: Row) -> dict[str, Any]:
     return {"id": row.id, "system": row.system, "group": row.group, "question_type": row.question_type}
 
 
-#: A chunk whose worker process died this many times is scored one item at a time ("careful mode"),
-#: so the item that kills the process is found and recorded as failed instead of looping forever.
+#: A chunk holding an item delivered this many times on its queue (its earlier deliveries never ended: their
+#: process died) is scored one item at a time ("careful mode"), so the item that kills the process is found
+#: and recorded as failed instead of looping forever.
 CAREFUL_FROM_ATTEMPT = 2
 
 
@@ -79,31 +78,34 @@ def _parse_rows(rows: list[dict], outputs: list[str]) -> tuple[list[Row], list[W
 
 
 def _score_carefully(
-    store: RunStore, run_id: str, task_id: str, queue: str, rows: list[Row], metrics: list, ctx: RunContext,
-    outputs: list[str], attempt: int,
+    store: RunStore, run_id: str, queue: str, rows: list[Row], metrics: list, ctx: RunContext, outputs: list[str],
+    attempt: int,
 ) -> int:  # fmt: skip
-    """One item at a time, each written at once; the item being scored when the process died is failed."""
-    suspect = store.suspect(run_id, task_id)
+    """One item at a time, each written at once; an item a careful delivery was scoring when its process died
+    (its mark is still there) is failed."""
     todo = store.incomplete(run_id, [r.key for r in rows], outputs)
     rows = [row for row in rows if row.key in todo]  # the others were finished by an earlier delivery
+    culprits = store.marked_scoring(run_id, queue, [r.key for r in rows])
     new = 0
     for index, row in enumerate(rows):
-        if row.key == suspect:
+        if row.key in culprits:
             error = MetricResult.failed(
                 f"the worker process died while scoring this item (delivery {attempt - 1}); not retried again"
             )
             new += store.write_results(run_id, queue, [(row.key, _item_meta(row), {o: error for o in outputs})])
+            store.mark_scoring(run_id, queue, row.key, False)
             continue
-        store.set_suspect(run_id, task_id, row.key)
+        store.mark_scoring(run_id, queue, row.key, True)
         try:
             (scores,) = score_rows([row], metrics, ctx)
         except SoftTimeLimitExceeded:  # time is up for the chunk: this item and the rest fail, the chord goes on
             failed = MetricResult.failed(f"time limit: the chunk ran over {QUEUE_LIMITS[queue][0]} s")
             rest = [(r.key, _item_meta(r), {o: failed for o in outputs}) for r in rows[index:]]
             new += store.write_results(run_id, queue, rest)
+            store.mark_scoring(run_id, queue, row.key, False)
             break
         new += store.write_results(run_id, queue, [(row.key, _item_meta(row), scores)])
-    store.set_suspect(run_id, task_id, None)
+        store.mark_scoring(run_id, queue, row.key, False)
     return new
 
 
@@ -138,25 +140,28 @@ def score_chunk(
     suite_json: str,
     metric_names: list[str],
     rows: list[dict],
-    task_id: str = "",
     generation: int = 0,
 ) -> dict:
-    """Score a chunk of rows with the named metrics and write every item's results to the store."""
+    """Score a chunk of rows with the named metrics and write every item's results to the store.
+
+    Deliveries are counted per item and queue, not per task: a process killed at its hard time limit is acked
+    as failed, and a stalled run's recovery sends the items again in new tasks, often cut into other chunks.
+    """
     store = get_store()
     if skipped := _skip_reason(store, run_id, generation):
         return {"items": len(rows), "new": 0, "skipped": skipped}
     _keep_alive(store, run_id)
-    attempt = store.attempt(run_id, task_id) if task_id else 1
+    keys = [item_key(r.get("system"), str(r.get("id"))) for r in rows]
+    attempt = store.start_delivery(run_id, queue, keys)
     try:
-        return _score_chunk_attempt(store, queue, run_id, suite_json, metric_names, rows, task_id, attempt)
-    finally:
-        if task_id:  # the chunk ended (not killed): a later resume's copy of it starts afresh
-            store.clear_attempts(run_id, task_id)
+        return _score_delivery(store, queue, run_id, suite_json, metric_names, rows, attempt)
+    finally:  # the chunk ended (its process was not killed): these items' next delivery is a first one
+        store.end_delivery(run_id, queue, keys)
 
 
-def _score_chunk_attempt(
+def _score_delivery(
     store: RunStore, queue: str, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict],
-    task_id: str, attempt: int,
+    attempt: int,
 ) -> dict:  # fmt: skip
     outputs: list[str] = []
     try:
@@ -167,7 +172,7 @@ def _score_chunk_attempt(
         if attempt >= CAREFUL_FROM_ATTEMPT:
             new = store.write_results(run_id, queue, written)
             return {"items": len(rows), "new": new + _score_carefully(
-                store, run_id, task_id, queue, parsed, metrics, ctx, outputs, attempt)}  # fmt: skip
+                store, run_id, queue, parsed, metrics, ctx, outputs, attempt)}  # fmt: skip
         try:
             scores = score_rows(parsed, metrics, ctx)
         except SoftTimeLimitExceeded:
@@ -185,16 +190,6 @@ def _score_chunk_attempt(
         return {"items": len(rows), "new": store.write_results(run_id, queue, items)}
 
 
-def chunk_id(queue: str, metric_names: list[str], rows: list[dict]) -> str:
-    """What deliveries are counted under (``attempts:``, ``suspect:``): the chunk's queue, metrics and items,
-    not Celery's task id. A chunk whose process dies at its hard time limit is acked as failed, and the
-    stalled run's recovery sends its rows again as a new task: counted per task, it never reached careful
-    mode, and the item that always overran sank the run."""
-    items = [[row.get("id"), row.get("system")] for row in rows]
-    text = json.dumps([queue, sorted(metric_names), items], default=str)
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
-
-
 def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
     soft, hard = QUEUE_LIMITS[queue]
 
@@ -202,8 +197,7 @@ def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
     def _task(  # type: ignore[no-untyped-def]
         self, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
     ) -> dict:
-        chunk = chunk_id(queue, metric_names, rows)
-        return score_chunk(queue, run_id, suite_json, metric_names, rows, task_id=chunk, generation=generation)
+        return score_chunk(queue, run_id, suite_json, metric_names, rows, generation=generation)
 
     _task.__doc__ = f"Score a chunk of rows on the {queue} queue."
     return _task

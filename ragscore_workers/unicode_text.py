@@ -13,6 +13,8 @@ __all__ = ["lone_surrogate_at", "valid_unicode"]
 
 
 def _first_surrogate(text: str) -> str | None:
+    if text.isascii():  # most text: no encode needed
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -224,13 +224,17 @@ def _read_timed_out(exc: BaseException) -> bool:
     from requests.exceptions import ReadTimeout  # a dependency of the docker SDK
     from urllib3.exceptions import ReadTimeoutError
 
-    seen: list[BaseException] = [exc]
-    while seen:
-        current = seen.pop()
+    todo: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
         if isinstance(current, (ReadTimeout, ReadTimeoutError)):
             return True
-        seen += [a for a in current.args if isinstance(a, BaseException)]
-        seen += [c for c in (current.__cause__, current.__context__) if c is not None]
+        todo += [a for a in current.args if isinstance(a, BaseException)]
+        todo += [c for c in (current.__cause__, current.__context__) if c is not None]
     return False
 
 

@@ -144,12 +144,12 @@ def test_an_embedded_worker_killed_mid_run_is_restarted_and_its_lost_work_resubm
     assert ids == [f"q{i}" for i in range(6000)]
 
 
-def test_a_chunk_sent_again_as_a_new_task_counts_as_a_later_delivery(
+def test_items_sent_again_in_other_chunks_count_as_later_deliveries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A process killed at its hard time limit is acked as failed, and the stalled run's recovery sends the
-    chunk again as a new task. Deliveries are counted per chunk (queue, metrics, items), not per Celery task
-    id: the new task is a later delivery, goes careful, and fails the item its predecessor died on."""
+    items again in new tasks, cut into other chunks. Deliveries are counted per item and queue: the new chunk
+    goes careful, and fails the item a careful delivery died on."""
     from ragscore_workers import tasks
     from ragscore_workers.schemas import Suite
 
@@ -158,20 +158,23 @@ def test_a_chunk_sent_again_as_a_new_task_counts_as_a_later_delivery(
         monkeypatch.setenv("RAGSCORE_BROKER_URL", server.url)
         tasks.get_store.cache_clear()
         store = tasks.get_store()
-        rows = [{"id": f"q{i}", "answer": "a", "reference": "a"} for i in range(4)]
-        chunk = tasks.chunk_id("cpu", ["exact_match"], rows)
-        assert chunk == tasks.chunk_id("cpu", ["exact_match"], [dict(r) for r in rows])
-        assert chunk != tasks.chunk_id("cpu", ["exact_match"], rows[:3])
         store.create_run("r1", {"state": "running", "generation": 0})
-        store.attempt("r1", chunk)  # what the first delivery left when its process was killed on q2
-        store.set_suspect("r1", chunk, "q2")
+        first = [f"q{i}" for i in range(4)]
+        assert store.start_delivery("r1", "cpu", first) == 1  # the first delivery: its process was killed
+        assert store.start_delivery("r1", "cpu", first) == 2  # the second one went careful and died on q2
+        store.mark_scoring("r1", "cpu", "q2", True)
+        assert store.start_delivery("r1", "embed", ["q2"]) == 1  # another queue counts apart
+        rows = [{"id": k, "answer": "a", "reference": "a"} for k in ("q1", "q2", "q3", "q9")]  # another chunk
         suite = Suite.model_validate({"metrics": ["exact_match"]}).model_dump_json()
-        result = tasks.score_task["cpu"].apply(args=("r1", suite, ["exact_match"], rows), task_id="a-new-task-id")
+        result = tasks.score_task["cpu"].apply(args=("r1", suite, ["exact_match"], rows))
         assert result.successful(), result.traceback
-        fields = dict(zip([r["id"] for r in rows], store.item_fields("r1", [r["id"] for r in rows]), strict=True))
+        keys = [r["id"] for r in rows]
+        fields = dict(zip(keys, store.item_fields("r1", keys), strict=True))
         assert "worker process died while scoring this item" in fields["q2"]["exact_match"]
-        assert all(fields[k]["exact_match"].startswith("o") for k in ("q0", "q1", "q3"))
-        assert store.r.get(store.key("r1", f"attempts:{chunk}")) is None  # ended: a later resume starts afresh
+        assert all(fields[k]["exact_match"].startswith("o") for k in ("q1", "q3", "q9"))
+        left = store.r.hgetall(store.key("r1", "deliveries"))
+        assert left == {"cpu:q0": "2", "embed:q2": "1"}  # the chunk ended: its items start afresh
+        assert store.marked_scoring("r1", "cpu", first) == set()
     finally:
         tasks.get_store.cache_clear()
         server.stop()

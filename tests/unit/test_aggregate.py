@@ -76,8 +76,10 @@ def test_pass_fail_outputs_get_the_wilson_interval_which_stays_honest_at_small_n
     three_right = summarize("run", [ItemResult(id=str(i), metrics={"exact_match": MetricResult(score=1.0)})
                                     for i in range(3)])  # fmt: skip
     assert three_right.metrics["exact_match"].ci95 == pytest.approx([0.43850, 1.0], abs=1e-5)
-    one = summarize("run", [ItemResult(id="1", metrics={"rouge_l": MetricResult(score=0.4)})])
+    one = summarize("run", [ItemResult(id="1", metrics={"rouge_l": MetricResult(score=0.4),
+                                                        "exact_match": MetricResult(score=1.0)})])  # fmt: skip
     assert one.metrics["rouge_l"].ci95 is None and one.metrics["rouge_l"].mean == 0.4
+    assert one.metrics["exact_match"].ci95 is None  # one score has no interval, pass/fail or not
     graded = np.array([0.0, 0.5, 1.0, 1.0])  # not pass/fail: the bootstrap
     assert mean_ci(graded) == bootstrap_ci(graded)
 
