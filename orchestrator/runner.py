@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from pydantic_core import PydanticSerializationError
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, StoreError
@@ -225,7 +226,11 @@ def shard_digest(rows: list[Row]) -> str:
     (same ids, other answers), which would mix scores of two versions of the data."""
     digest = hashlib.blake2b(digest_size=16)
     for row in rows:
-        digest.update(row.model_dump_json(exclude_none=True).encode())
+        try:
+            text = row.model_dump_json(exclude_none=True)
+        except PydanticSerializationError:  # a lone surrogate in its text: JSON's escape spells it
+            text = json.dumps(row.to_message(), sort_keys=True)
+        digest.update(text.encode())
         digest.update(b"\n")
     return digest.hexdigest()
 

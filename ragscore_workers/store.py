@@ -136,6 +136,16 @@ return new
 """
 
 
+# KEYS[1] = a shard's id list; ARGV[1] = the item key prefix, ARGV[2] = ttl: every item of the shard expires
+# then (one round trip per shard instead of one command per item).
+_EXPIRE_ITEMS_LUA = """
+local ttl = tonumber(ARGV[2])
+for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  redis.call('EXPIRE', ARGV[1] .. id, ttl)
+end
+return 0
+"""
+
 # KEYS[1] = meta; ARGV[1] = the new state, ARGV[2] = the live TTL (set while the run is not over: a finished
 # run keeps the TTL its summary gave), then field, value pairs (written in any case). A run in a terminal
 # state (RunState.DONE) keeps it and only a resume (SUBMITTING) reopens it: a late or re-delivered write cannot
@@ -273,6 +283,7 @@ class RunStore:
         self._write = client.register_script(_WRITE_LUA)
         self._answers = client.register_script(_ANSWERS_LUA)
         self._set_state = client.register_script(_SET_STATE_LUA)
+        self._expire_items = client.register_script(_EXPIRE_ITEMS_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -314,13 +325,9 @@ class RunStore:
         pipe = self.r.pipeline(transaction=False)
         for part in self._run_parts(run_id):
             pipe.expire(self.key(run_id, part), ttl)
-        queued = 0
-        for shard in range(self.n_shards(run_id)):
-            for key in self.shard_keys(run_id, shard):
-                pipe.expire(self.key(run_id, f"item:{key}"), ttl)
-                queued += 1
-                if queued % 2000 == 0:
-                    pipe.execute()
+        for shard in range(self.n_shards(run_id)):  # one script per shard: its items' EXPIREs run in Redis
+            ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
+            self._expire_items(keys=[ids], args=[prefix, ttl], client=pipe)
         pipe.execute()
 
     def exists(self, run_id: str) -> bool:

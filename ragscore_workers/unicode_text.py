@@ -1,8 +1,8 @@
 """Lone UTF-16 surrogates (``"\\udfff"``): JSON can spell them, Python keeps them, UTF-8 cannot hold them.
 
-Text with one passes every check until it is stored or written, where encoding it fails. Dataset rows that
-hold one are refused (a reported row); a target's reply, and a metric result holding text read from a
-provider's JSON, have them replaced.
+Text with one passes every check until it is stored or written, where encoding it fails. A row holding one in
+a field that names the item (id, system, group, question_type) is refused (a reported row); a target's reply,
+and a metric result holding one, have them replaced; the report files write any other as its escape.
 """
 
 from __future__ import annotations

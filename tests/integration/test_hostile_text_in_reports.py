@@ -28,6 +28,8 @@ def test_formulas_markup_and_surrogates_in_the_data_stay_text(tmp_path: Path, ho
     ]
     lines = [json.dumps(r) for r in rows]
     lines.insert(1, '{"id": "lone", "answer": "a", "reference": "a", "group": "g\\udfff"}')  # line 2
+    lines.append('{"id": "text", "system": "sys[v2]", "answer": "x\\udfff", "reference": "x\\udfff", '
+                 '"contexts": ["c\\ud800"], "metadata": {"k": "\\udfff"}}')  # kept: not a field that names it
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(lines) + "\n", encoding="utf-8")
     suite = _suite(tmp_path, {"name": f"nightly {MARKUP} `eval`", "metrics": ["exact_match"]})
@@ -41,6 +43,8 @@ def test_formulas_markup_and_surrogates_in_the_data_stay_text(tmp_path: Path, ho
     assert f"nightly {MARKUP}" in result.stdout + result.stderr  # printed as written, not read as markup
     failed = [json.loads(x) for x in (out / "failed_rows.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [f["line"] for f in failed] == [2] and "group: U+DFFF" in failed[0]["error"]
+    items = {i["id"]: i for i in map(json.loads, (out / "items.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert items["text"]["metrics"]["exact_match"]["score"] == 1.0  # scored, and written as JSON's escape
 
     with (out / "items.csv").open(encoding="utf-8", newline="") as fh:
         table = [r for r in csv.DictReader(fh) if r["system"] != MARKUP]

@@ -138,6 +138,7 @@ def test_a_run_that_lasts_longer_than_the_ttl_keeps_its_meta_and_ids(
         assert summary.state == RunState.FINISHED and summary.items == 160
         assert summary.metrics["slow_exact"].n == 160
         assert 0 < store.r.ttl(store.key(sub.run_id, "meta")) <= 3  # still expires: the TTL is kept, not dropped
+        assert 0 < store.r.ttl(store.key(sub.run_id, "item:q0")) <= 3  # the summary settled the items too
     finally:
         worker.stop()
         server.stop()
