@@ -85,6 +85,8 @@ def _coerce_id(value: Any) -> Any:
 
 #: Between system and id in an item key.
 KEY_SEPARATOR = "::"
+#: The row fields that name an item (its key, the summary's breakdowns): stored as the item's ``_meta``.
+ITEM_META_FIELDS = ("id", "system", "group", "question_type")
 
 
 def item_key(system: str | None, id: str) -> str:

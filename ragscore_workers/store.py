@@ -310,21 +310,20 @@ class RunStore:
         targets = Suite.model_validate_json(suite).all_targets if suite else []
         return parts + [target_state_part(t.name) for t in targets]
 
-    def touch(self, run_id: str) -> None:
-        """Push the expiry of the run's own keys (not its items) the live TTL out: written once at submit,
-        they would expire in a run that lasts longer than that, and every item with them."""
+    def touch(self, run_id: str, ttl_s: int | None = None) -> None:
+        """Give the run's own keys (not its items) ``ttl_s`` (default: the live TTL) from now: written once at
+        submit, they would expire in a run that lasts longer than that, and every item with them."""
         pipe = self.r.pipeline(transaction=False)
         for part in self._run_parts(run_id):
-            pipe.expire(self.key(run_id, part), self.ttl_s)
+            pipe.expire(self.key(run_id, part), self.ttl_s if ttl_s is None else ttl_s)
         pipe.execute()
 
     def settle(self, run_id: str, ttl_s: int | None = None) -> None:
         """Give every key of the run, its items included, ``ttl_s`` (default: the finished run's TTL) from
         now: called once its summary is written, and with the live TTL when a resume reopens it."""
         ttl = self.final_ttl_s if ttl_s is None else ttl_s
+        self.touch(run_id, ttl)
         pipe = self.r.pipeline(transaction=False)
-        for part in self._run_parts(run_id):
-            pipe.expire(self.key(run_id, part), ttl)
         for shard in range(self.n_shards(run_id)):  # one script per shard: its items' EXPIREs run in Redis
             ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
             self._expire_items(keys=[ids], args=[prefix, ttl], client=pipe)

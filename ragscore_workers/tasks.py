@@ -21,7 +21,7 @@ from .errors import ConfigError
 from .metrics.registry import MetricDef, RunContext, get_metric, resolve
 from .planning import plan_shard, resolve_suite
 from .providers.run_state import INTERNAL_FIELDS
-from .schemas import JUDGE_COUNTERS, TARGET_COUNTERS, MetricResult, Queue, Row, Suite, item_key
+from .schemas import ITEM_META_FIELDS, JUDGE_COUNTERS, TARGET_COUNTERS, MetricResult, Queue, Row, Suite, item_key
 from .scoring import derive, score_rows
 from .settings import get_settings
 from .store import RunState, RunStore, redis_client, superseded, target_state_part
@@ -55,7 +55,7 @@ def _resolve(suite_json: str, names: tuple[str, ...]) -> tuple[Suite, list[tuple
 
 
 def _item_meta(row: Row) -> dict[str, Any]:
-    return {"id": row.id, "system": row.system, "group": row.group, "question_type": row.question_type}
+    return {name: getattr(row, name) for name in ITEM_META_FIELDS}
 
 
 #: A chunk holding an item delivered this many times on its queue (its earlier deliveries never ended: their
@@ -193,9 +193,9 @@ def _score_delivery(
 def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
     soft, hard = QUEUE_LIMITS[queue]
 
-    @app.task(name=f"ragscore.score.{queue}", soft_time_limit=soft, time_limit=hard, bind=True)
+    @app.task(name=f"ragscore.score.{queue}", soft_time_limit=soft, time_limit=hard)
     def _task(  # type: ignore[no-untyped-def]
-        self, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
+        run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
     ) -> dict:
         return score_chunk(queue, run_id, suite_json, metric_names, rows, generation=generation)
 

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ragscore_workers.errors import DatasetError
-from ragscore_workers.schemas import Row
+from ragscore_workers.schemas import ITEM_META_FIELDS, Row
 from ragscore_workers.settings import get_settings
 from ragscore_workers.unicode_text import lone_surrogate_at
 
@@ -45,11 +45,6 @@ def _oversized(row: Row, limit: int) -> str | None:
     return None
 
 
-#: Fields that name an item (its key, the summary's breakdowns): a lone surrogate there is refused with the row.
-#: Elsewhere (answers, contexts, metadata) it is kept: results and reports write it as its ``\\udfff`` escape.
-IDENTITY_FIELDS = ("id", "system", "group", "question_type")
-
-
 def validate_record(line: int, record: dict[str, Any], max_chars: int | None = None) -> Row | RowError:
     """A record becomes a Row (missing id -> ``row-<line>``) or a RowError with a one-line reason.
 
@@ -58,7 +53,9 @@ def validate_record(line: int, record: dict[str, Any], max_chars: int | None = N
     """
     if record.get("id") in (None, ""):
         record = {**record, "id": f"row-{line}"}
-    if (where := lone_surrogate_at({k: record[k] for k in IDENTITY_FIELDS if k in record})) is not None:
+    # In a field that names the item a lone surrogate is refused with the row; elsewhere (answers, contexts,
+    # metadata) it is kept: results and reports write it as its ``\\udfff`` escape.
+    if (where := lone_surrogate_at({k: record[k] for k in ITEM_META_FIELDS if k in record})) is not None:
         reason = f"{where}: a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair) is not text"
         return RowError(line, reason, json.dumps(record, ensure_ascii=True, default=str)[:RAW_EXCERPT_CHARS])
     try:

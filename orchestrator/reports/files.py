@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from itertools import islice
 from pathlib import Path
 
-from ragscore_workers.schemas import RunSummary, Suite
+from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary, Suite
 from ragscore_workers.store import RawItem, RunStore
 
 from .html import MAX_FAILED_ROWS, render_html
@@ -51,10 +51,8 @@ def csv_text(value: str) -> str:
 
 
 def _csv_row(item: RawItem, outputs: list[str]) -> list[str]:
-    meta = item.meta
-    texts = [meta["id"], meta.get("system") or "", meta.get("group") or "", meta.get("question_type") or ""]
     return (
-        [csv_text(t) for t in texts]
+        [csv_text(item.meta.get(name) or "") for name in ITEM_META_FIELDS]
         + [_fmt(item.metrics[o].get("score")) if o in item.metrics else "" for o in outputs]
         + [csv_text("; ".join(item.errors))]
     )
@@ -85,7 +83,7 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
             cw = csv.writer(
                 stack.enter_context(written[-1].open("w", encoding="utf-8", errors=UNENCODABLE, newline=""))
             )
-            cw.writerow(["id", "system", "group", "question_type", *summary.metrics, "errors"])
+            cw.writerow([*ITEM_META_FIELDS, *summary.metrics, "errors"])
         if jf is not None or cw is not None or stats is not None:
             outputs = list(summary.metrics)
             for item in run.items():

@@ -14,8 +14,10 @@ from typing import Any
 
 import regex
 
-__all__ = ["REGEX_TIMEOUT_S", "BoundedPattern", "bounded_regex"]
+__all__ = ["REGEX_TIMEOUT_S", "BoundedPattern", "RegexError", "bounded_regex"]
 
+#: What :func:`bounded_regex` raises for an invalid pattern (not a ValueError).
+RegexError = regex.error
 #: Seconds one search (or one scan for every match) of a text may take.
 REGEX_TIMEOUT_S = 2.0
 
@@ -48,6 +50,6 @@ class BoundedPattern:
 
 @lru_cache(maxsize=1024)
 def bounded_regex(pattern: str, flags: int = 0) -> BoundedPattern:
-    """Compile once per process (``re`` flags: the ``regex`` package shares their values); ``regex.error``
-    (a ValueError) for an invalid pattern."""
+    """Compile once per process (``re`` flags: the ``regex`` package shares their values);
+    :data:`RegexError` for an invalid pattern."""
     return BoundedPattern(regex.compile(pattern, flags))

@@ -25,10 +25,9 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from regex import error as regex_error
 
 from ..schemas import Queue, Row
-from ._bounded_regex import BoundedPattern, bounded_regex
+from ._bounded_regex import BoundedPattern, RegexError, bounded_regex
 
 __all__ = [
     "PLANNED",
@@ -130,7 +129,7 @@ def compile_regex(pattern: str, flags: int = 0) -> BoundedPattern:
     """Compiled once per process, matched with a time bound; PointSpecError for an invalid pattern."""
     try:
         return bounded_regex(pattern, flags)
-    except (regex_error, OverflowError, RecursionError) as exc:
+    except (RegexError, OverflowError, RecursionError) as exc:
         raise PointSpecError(f"invalid regex {pattern!r}: {exc}") from exc
 
 

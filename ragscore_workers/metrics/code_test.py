@@ -14,13 +14,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
 from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
 from ..schemas import MetricResult, Queue, Row, SandboxConfig
-from ._bounded_regex import bounded_regex
+from ._bounded_regex import RegexError, bounded_regex
 from .registry import RunContext, register
 
 __all__ = ["DETAIL_CHARS", "CodeTestParams", "code_test", "extract_code", "fenced_code", "judge", "run_code_test"]
@@ -66,7 +65,7 @@ class CodeTestParams(BaseModel):
         if value is not None:
             try:
                 bounded_regex(value)
-            except regex.error as exc:
+            except RegexError as exc:
                 raise ValueError(f"invalid regular expression: {exc}") from exc
         return value
 

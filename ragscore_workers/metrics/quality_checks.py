@@ -14,11 +14,10 @@ import math
 import re
 from typing import Any
 
-import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas import MetricResult, Queue, Row
-from ._bounded_regex import bounded_regex
+from ._bounded_regex import RegexError, bounded_regex
 from .registry import register
 
 __all__ = ["QualityParams", "quality_checks"]
@@ -59,7 +58,7 @@ class QualityParams(BaseModel):
     def _compiles(cls, value: str) -> str:
         try:
             bounded_regex(value)
-        except regex.error as exc:
+        except RegexError as exc:
             raise ValueError(f"not a regular expression: {exc}") from None
         return value
 

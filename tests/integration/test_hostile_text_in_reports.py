@@ -28,8 +28,10 @@ def test_formulas_markup_and_surrogates_in_the_data_stay_text(tmp_path: Path, ho
     ]
     lines = [json.dumps(r) for r in rows]
     lines.insert(1, '{"id": "lone", "answer": "a", "reference": "a", "group": "g\\udfff"}')  # line 2
-    lines.append('{"id": "text", "system": "sys[v2]", "answer": "x\\udfff", "reference": "x\\udfff", '
-                 '"contexts": ["c\\ud800"], "metadata": {"k": "\\udfff"}}')  # kept: not a field that names it
+    lines.append(
+        '{"id": "text", "system": "sys[v2]", "answer": "x\\udfff", "reference": "x\\udfff", '
+        '"contexts": ["c\\ud800"], "metadata": {"k": "\\udfff"}}'
+    )  # kept: not a field that names it
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(lines) + "\n", encoding="utf-8")
     suite = _suite(tmp_path, {"name": f"nightly {MARKUP} `eval`", "metrics": ["exact_match"]})
