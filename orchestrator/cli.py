@@ -17,6 +17,8 @@ from rich.text import Text
 from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
+from .atomic_file import write_text_atomic
+
 if TYPE_CHECKING:
     from ragscore_workers.schemas import RunSummary
 
@@ -675,7 +677,7 @@ def report_cmd(
         split = split or split_of(data.info)
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{split}_evaluation.json"
-        path.write_text(json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text_atomic(path, json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n")
         typer.echo(console_summary(evaluation, split))
         for note in left_out(data.summary.metrics):
             err.print(Text.assemble(("note:", "yellow"), f" {note}"))
@@ -721,8 +723,8 @@ def compare_cmd(
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.html").write_text(render_compare_html(result), encoding="utf-8")
-    (out / "compare.md").write_text(render_compare_markdown(result), encoding="utf-8")
+    write_text_atomic(out / "compare.html", render_compare_html(result))
+    write_text_atomic(out / "compare.md", render_compare_markdown(result))
     print_comparison(result)
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
 

@@ -32,6 +32,7 @@ from ragscore_workers.metrics.checks import ParsedPoint, evaluate_points, parse_
 from ragscore_workers.schemas import Row, Suite
 from ragscore_workers.store import RunStore
 
+from .atomic_file import atomic_writer
 from .datasets import iter_rows
 from .suite import load_suite
 
@@ -239,7 +240,7 @@ def write_consensus(out: Path, source: RunSource) -> tuple[int, int]:
     rows = (r for _, r in iter_rows(source.dataset, source.fmt, source.fmt_options) if isinstance(r, Row))
     questions = with_reference = 0
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as fh:
+    with atomic_writer(out) as fh:
         for row in consensus_rows(rows, outcomes, source.suite_points):
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             questions += 1

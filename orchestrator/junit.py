@@ -30,6 +30,7 @@ from xml.sax.saxutils import escape, quoteattr
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import item_key
 
+from .atomic_file import atomic_writer
 from .gates import GateResult, holds, thresholds_by_metric
 
 __all__ = ["DETAIL_CHARS", "classify", "write_junit"]
@@ -125,7 +126,7 @@ def write_junit(path: Path, items_path: Path, gates: Sequence[GateResult], run_n
                         body = json.dumps(result.get("details") or {}, ensure_ascii=False)[:DETAIL_CHARS]
                     seconds = (result or {}).get("ms", 0.0) / 1000
                     tmp.write(_case(f"ragscore.{metric}", key, seconds, status, message, body))
-        with path.open("w", encoding="utf-8") as out, open(tmp_name, encoding="utf-8") as tmp:
+        with atomic_writer(path) as out, open(tmp_name, encoding="utf-8") as tmp:
             total = gate_counts + counts
             out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
             out.write(

@@ -47,6 +47,7 @@ from ragscore_workers.store import (
 )
 from ragscore_workers.tasks import aggregate, score_shard
 
+from .atomic_file import write_text_atomic
 from .datasets import RowError, detect_format, iter_rows, scan_dataset
 from .embedded_redis import EmbeddedRedis
 from .progress import ProgressView, QuietProgress
@@ -518,6 +519,11 @@ def wait(
             if lost_since is not None:
                 log.warning("run %s: Redis is back after %.0f s", run_id, time.monotonic() - lost_since)
                 lost_since = None
+            if not state:  # its meta is gone: a Redis restarted without persistence, or flushed
+                raise StoreError(
+                    f"Run {run_id} is no longer in the store: its Redis lost it (restarted without persistence, "
+                    "flushed, or evicting keys under maxmemory). What it scored is lost; run it again"
+                )
             progress.update(counters)
             if state in RunState.DONE:
                 summary = store.summary(run_id)
@@ -639,7 +645,7 @@ def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "run.json").write_text(json.dumps({"run_id": run_id, "mode": mode}) + "\n", encoding="utf-8")
+        write_text_atomic(out_dir / "run.json", json.dumps({"run_id": run_id, "mode": mode}) + "\n")
     except OSError as exc:
         raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
 

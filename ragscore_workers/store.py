@@ -149,12 +149,14 @@ return 0
 # KEYS[1] = meta; ARGV[1] = the new state, ARGV[2] = the live TTL (set while the run is not over: a finished
 # run keeps the TTL its summary gave), then field, value pairs (written in any case). A run in a terminal
 # state (RunState.DONE) keeps it and only a resume (SUBMITTING) reopens it: a late or re-delivered write cannot
-# turn a cancelled run into a finished one (or the reverse). Returns the state after the write.
+# turn a cancelled run into a finished one (or the reverse). A run no longer in the store (its Redis lost it) is
+# not written, so no key without a TTL is left behind. Returns the state after the write ('' for no run).
 _SET_STATE_LUA = (
     "local done = {"
     + ", ".join(f"{state} = true" for state in sorted(RunState.DONE))
     + """}
 local state = redis.call('HGET', KEYS[1], 'state')
+if redis.call('EXISTS', KEYS[1]) == 0 then return '' end
 for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end

@@ -13,6 +13,7 @@ from pathlib import Path
 from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary, Suite
 from ragscore_workers.store import RawItem, RunStore
 
+from ..atomic_file import atomic_writer, write_text_atomic
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
@@ -77,12 +78,10 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
         jf = cw = None
         if "json" in wanted and not in_place:
             written.append(out_dir / "items.jsonl")
-            jf = stack.enter_context(written[-1].open("w", encoding="utf-8", errors=UNENCODABLE))
+            jf = stack.enter_context(atomic_writer(written[-1], errors=UNENCODABLE))
         if "csv" in wanted:
             written.append(out_dir / "items.csv")
-            cw = csv.writer(
-                stack.enter_context(written[-1].open("w", encoding="utf-8", errors=UNENCODABLE, newline=""))
-            )
+            cw = csv.writer(stack.enter_context(atomic_writer(written[-1], errors=UNENCODABLE, newline="")))
             cw.writerow([*ITEM_META_FIELDS, *summary.metrics, "errors"])
         if jf is not None or cw is not None or stats is not None:
             outputs = list(summary.metrics)
@@ -97,26 +96,26 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
         written += _write_json(run, out_dir, in_place)
     if "md" in wanted:
         written.append(out_dir / "report.md")
-        written[-1].write_text(render_markdown(summary), encoding="utf-8", errors=UNENCODABLE)
+        write_text_atomic(written[-1], render_markdown(summary), errors=UNENCODABLE)
     if stats is not None:
         written.append(out_dir / "report.html")
         failed = list(islice(run.failed_rows(), MAX_FAILED_ROWS)) if summary.failed_rows else []
-        written[-1].write_text(render_html(summary, stats, run.info, failed), encoding="utf-8", errors=UNENCODABLE)
+        write_text_atomic(written[-1], render_html(summary, stats, run.info, failed), errors=UNENCODABLE)
     return written
 
 
 def _write_json(run: RunData, out_dir: Path, in_place: bool) -> list[Path]:
     written = [out_dir / "summary.json"]
-    written[0].write_text(run.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(written[0], run.summary.model_dump_json(indent=2) + "\n")
     if not in_place:
         written.append(out_dir / "failed_rows.jsonl")
-        with written[-1].open("w", encoding="utf-8", errors=UNENCODABLE) as ff:
+        with atomic_writer(written[-1], errors=UNENCODABLE) as ff:
             for row in run.failed_rows():
                 ff.write(json.dumps(row, ensure_ascii=False) + "\n")
         if run.info:
             written.append(out_dir / RUN_INFO)
-            written[-1].write_text(
-                json.dumps(run.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8", errors=UNENCODABLE
+            write_text_atomic(
+                written[-1], json.dumps(run.info, indent=2, ensure_ascii=False) + "\n", errors=UNENCODABLE
             )
     return written
 
@@ -131,7 +130,7 @@ def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSumma
     written = write_reports(from_store(store, run_id, summary), out_dir)
     if Suite.model_validate_json(store.meta(run_id)["suite"]).all_targets:
         written.append(out_dir / ANSWERS)
-        with written[-1].open("w", encoding="utf-8", errors=UNENCODABLE) as af:
+        with atomic_writer(written[-1], errors=UNENCODABLE) as af:
             for answer in store.iter_answers(run_id):
                 row = answer["row"]
                 if "error" in answer:

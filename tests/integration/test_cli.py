@@ -284,16 +284,17 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
 
 def test_a_full_disk_while_writing_reports_says_so_and_how_to_finish(tmp_path: Path, home: Path) -> None:
     """ENOSPC while the reports were written ended in a 124-line traceback with no hint; what was scored is
-    kept, and the resume writes the reports once there is room."""
+    kept, no half-written report is left, and the resume writes the reports once there is room."""
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(20))
     suite = _suite(tmp_path, GOOD_SUITE)
     out = tmp_path / "out"
     out.mkdir()
-    (out / "items.jsonl").symlink_to("/dev/full")  # every write to it fails with ENOSPC, as on a full disk
+    (out / ".items.jsonl.partial").symlink_to("/dev/full")  # every write to it fails with ENOSPC, as on a full disk
     full = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home)
     assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
     assert "No space left on device" in full.stderr and f"ragscore run --resume {out}" in full.stderr
-    (out / "items.jsonl").unlink()
+    assert not (out / "items.jsonl").exists() and not (out / "items.csv").exists()  # none cut short
+    assert sorted(p.name for p in out.iterdir()) == ["run.json"]  # the partial files are removed
     resumed = ragscore("run", "--resume", str(out), home=home)
     assert resumed.returncode == 0, resumed.stderr
     assert len((out / "items.jsonl").read_text().splitlines()) == 20

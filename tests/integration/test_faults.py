@@ -214,3 +214,39 @@ def test_an_embedded_run_whose_redis_dies_restarts_it_and_finishes(
     assert summary.items == 6000 and em.errors == 0 and em.n + em.unscorable == 6000
     ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
     assert ids == [f"q{i}" for i in range(6000)]
+
+
+def test_a_run_its_redis_forgot_fails_saying_so_with_exit_1(tmp_path: Path) -> None:
+    """A Redis restarted without persistence has lost a cluster run mid-wait. The wait used to read it as
+    bad input ("No run ... in the store", exit 2, "stopped before anything was submitted") once it looked
+    stalled; it now says what happened, at once, with the run-failed exit code."""
+    import os
+    import subprocess
+    import sys
+
+    from ..support import ROOT
+
+    server = RedisProcess(tmp_path / "redis").start()  # no persistence: a restart forgets everything
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(50))
+    out = tmp_path / "out"
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home")}
+    args = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out", str(out)]
+    proc = subprocess.Popen([*args, "--broker", server.url], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        store, deadline = connect(server.url), time.monotonic() + 60
+        while not (out / "run.json").exists() or store.state(json.loads((out / "run.json").read_text())["run_id"]) != (
+            "running"
+        ):  # submitted; no worker serves it, so the run waits
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        server.stop()
+        server.start()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        server.stop()
+    assert proc.returncode == 1, stderr
+    assert "is no longer in the store: its Redis lost it" in " ".join(stderr.split()), stderr
+    assert "Traceback" not in stderr

@@ -82,3 +82,13 @@ def test_many_threads_share_one_client_without_running_out_of_connections(redis_
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_state_written_to_a_run_no_longer_in_the_store_leaves_no_key(store: RunStore) -> None:
+    """A Redis that lost a run (restarted without persistence): cancelling it, or a late worker failing it,
+    wrote a lone ``state`` field with no TTL, kept forever."""
+    assert store.set_state("gone", "cancelled") == ""
+    assert store.set_state("gone", "failed", error="x") == ""
+    assert not store.r.exists(store.key("gone", "meta"))
+    store.create_run("new", {"n_rows": 1})
+    assert store.set_state("new", "running") == "running"
