@@ -198,6 +198,10 @@ class EmbeddingConfig(BaseModel):
     cache: bool = True
 
 
+#: Model names of OpenAI's reasoning models (``o1``, ``o3-mini``, ``o4-mini``, ``gpt-5``, ``gpt-5-mini``).
+_OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
+
+
 class JudgeConfig(BaseModel):
     """Which LLM judges, and its limits. Keys come from the environment only."""
 
@@ -208,11 +212,23 @@ class JudgeConfig(BaseModel):
     base_url: str | None = None
     temperature: float = 0.0
     max_tokens: int = Field(default=512, gt=0)
+    #: A reasoning model, which thinks before it answers (OpenAI o-series and gpt-5, DeepSeek-R1 distills,
+    #: Qwen3): the cap is sent as ``max_completion_tokens``, no temperature, and judge metrics give the reply at
+    #: least 2,048 tokens. None: guessed for OpenAI's o-series and gpt-5 only.
+    reasoning: bool | None = None
     rpm: int | None = Field(default=30, gt=0)
     tpm: int | None = Field(default=6000, gt=0)
     #: Requests and tokens per day (Groq's free tier limits both).
     rpd: int | None = Field(default=None, gt=0)
     tpd: int | None = Field(default=None, gt=0)
+
+    @property
+    def is_reasoning(self) -> bool:
+        """Whether the model is called as a reasoning model: as ``reasoning`` says, else guessed for OpenAI's
+        o-series and gpt-5, which refuse ``max_tokens`` and temperature 0."""
+        if self.reasoning is not None:
+            return self.reasoning
+        return self.provider == "openai" and bool(_OPENAI_REASONING.match(self.model))
 
 
 class SandboxConfig(BaseModel):
@@ -441,8 +457,11 @@ class ItemResult(BaseModel):
 #: Counters of ``summary.target`` per system (always present, 0 when nothing happened; ``breaker`` only once open).
 TARGET_COUNTERS = ("calls", "cache_hits", "retries", "rate_limited", "failures")
 #: Judge counters of ``summary.judge`` (cost in the price table's currency; rate_limited = 429s received).
+#: usage_estimated: replies that reported no token usage (LocalAI, some gateways), whose tokens and cost were
+#: estimated from the text, so that budgets still hold.
 JUDGE_COUNTERS = (
     "calls", "cache_hits", "retries", "rate_limited", "tokens_in", "tokens_out", "cost", "parse_failures", "failures",
+    "usage_estimated",
 )  # fmt: skip
 
 

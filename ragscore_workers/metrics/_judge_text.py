@@ -20,6 +20,7 @@ __all__ = [
     "RATING_TOKENS",
     "RUBRIC_VERSION",
     "DualTemplates",
+    "answer_part",
     "parse_rating",
     "parse_rubric",
     "rubric_prompt",
@@ -32,10 +33,28 @@ RATING_TOKENS = 8
 _TOKEN = re.compile(r"[-+]?\d+(?:[.,]\d+)*|[^\W\d_]+|\S")
 
 
+#: A reasoning model's thinking before its answer (DeepSeek-R1 distills, Qwen3 and QwQ on Groq, vLLM, Ollama).
+_THINKING = re.compile(r"<(think|thinking|reasoning)>.*?</\1\s*>", re.S | re.I)
+_OPENED = re.compile(r"\s*<(think|thinking|reasoning)>", re.I)
+_CLOSED = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.I)
+
+
+def answer_part(text: str) -> str:
+    """A reply without a reasoning model's thinking: ``<think>…</think>`` blocks are dropped, so is all before a
+    lone closing tag (some servers drop the opening one), and a reply still thinking when it was cut off (at
+    ``max_tokens``) has no answer: ""."""
+    text = _THINKING.sub("", text)
+    closed = list(_CLOSED.finditer(text))
+    if closed:
+        text = text[closed[-1].end() :]
+    return "" if _OPENED.match(text) else text
+
+
 def parse_rating(text: str, allowed: frozenset[int]) -> int | None:
-    """The rating of a reply: its first number among the first 8 tokens, if that is a whole number in
-    ``allowed``; None otherwise (no number, "10", "4.0", "3" on a 0/2/4 scale)."""
-    for token in _TOKEN.findall(text)[:RATING_TOKENS]:
+    """The rating of a reply (its thinking dropped, see :func:`answer_part`): its first number among the first 8
+    tokens, if that is a whole number in ``allowed``; None otherwise (no number, "10", "4.0", "3" on a 0/2/4
+    scale)."""
+    for token in _TOKEN.findall(answer_part(text))[:RATING_TOKENS]:
         if token[0].isdigit() or (token[0] in "+-" and len(token) > 1):
             return int(token) if token.isdigit() and int(token) in allowed else None
     return None
@@ -183,8 +202,10 @@ def _whole_score(value: Any) -> int | None:
 
 
 def parse_rubric(text: str) -> tuple[int, str] | None:
-    """``(score, rationale)`` from the reply as JSON, else from the text between its first ``{`` and last
-    ``}``; None when neither holds an object with a whole ``score`` from 1 to 5."""
+    """``(score, rationale)`` from the reply (its thinking dropped, see :func:`answer_part`) as JSON, else from
+    the text between its first ``{`` and last ``}``; None when neither holds an object with a whole ``score``
+    from 1 to 5."""
+    text = answer_part(text)
     candidates = [text]
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:

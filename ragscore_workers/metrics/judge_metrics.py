@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..schemas import MetricResult, Queue, Row, Suite
+from ..schemas import JudgeConfig, MetricResult, Queue, Row, Suite
 from ._judge_text import (
     ANSWER_ACCURACY,
     CONTEXT_RELEVANCE,
@@ -30,6 +30,7 @@ from ._judge_text import (
     GROUNDEDNESS,
     RUBRIC_VERSION,
     DualTemplates,
+    answer_part,
     parse_rating,
     parse_rubric,
     rubric_prompt,
@@ -44,6 +45,18 @@ RELEVANCE_CONTEXT_CHARS = 4192
 GROUNDEDNESS_CONTEXT_CHARS = 8192
 #: Characters of a judge's reply kept in ``details``.
 REPLY_EXCERPT = 120
+#: The dual judges' reply cap: a rating is read from the first 8 tokens.
+DUAL_MAX_TOKENS = 16
+#: The least reply cap a reasoning model gets (``judge.reasoning``): its thinking counts against the cap.
+REASONING_MIN_TOKENS = 2048
+
+
+def reply_cap(stated: int | None, default: int, judge: JudgeConfig) -> int:
+    """A metric's reply cap: as its params state, else ``default`` (at least REASONING_MIN_TOKENS for a
+    reasoning model)."""
+    if stated is not None:
+        return stated
+    return max(default, REASONING_MIN_TOKENS) if judge.is_reasoning else default
 
 
 class JudgeParams(BaseModel):
@@ -76,8 +89,9 @@ class DualParams(JudgeParams):
 
     #: Calls per judge until a reply holds a valid rating (Ragas makes 5).
     rating_attempts: int = Field(default=5, ge=1, le=10)
-    #: Reply length cap: the rating is read from the first 8 tokens anyway.
-    max_tokens: int = Field(default=16, ge=1)
+    #: Reply length cap (None: 16, as the rating is read from the first 8 tokens; a reasoning model gets
+    #: REASONING_MIN_TOKENS, as it thinks first).
+    max_tokens: int | None = Field(default=None, ge=1)
     #: Characters of the joined contexts shown to the judge (None: the metric's default).
     max_context_chars: int | None = Field(default=None, ge=1)
 
@@ -123,6 +137,8 @@ class Verdict:
     error: str | None = None
     stopped: str | None = None
     parse_failures: int = 0
+    #: Why the judge gave no usable reply although it answered (it refused; its reply was cut at the cap).
+    no_answer: str | None = None
 
     @property
     def from_cache(self) -> bool:
@@ -171,6 +187,17 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
         if verdict.value is not None:
             break
         verdict.parse_failures += 1
+        if completion.refusal:  # asked again at the same temperature, it refuses again
+            verdict.no_answer = f"the judge refused: {completion.refusal[:REPLY_EXCERPT]}"
+            break
+        if completion.finish_reason == "length":
+            if not answer_part(completion.text).strip():  # all thinking: every call would end alike
+                verdict.error = (
+                    f"the judge's reply was cut at max_tokens={params.max_tokens} before it held an answer (a "
+                    "reasoning model thinks first: set judge.reasoning: true, or raise the metric's max_tokens)"
+                )
+                break
+            verdict.no_answer = f"the judge's reply was cut at max_tokens={params.max_tokens}"
     if verdict.parse_failures:
         client.state.incr(parse_failures=verdict.parse_failures)
     return verdict
@@ -183,7 +210,9 @@ def run_jobs(ctx: RunContext, params: JudgeParams, jobs: list[Job], max_tokens: 
     from ..providers import CompletionParams
 
     client = _client(ctx, params)
-    completion_params = CompletionParams(temperature=ctx.suite.judge.temperature, max_tokens=max_tokens)
+    judge = ctx.suite.judge
+    completion_params = CompletionParams(temperature=judge.temperature, max_tokens=max_tokens,
+                                         reasoning=judge.is_reasoning)  # fmt: skip
     with ThreadPoolExecutor(max_workers=min(params.concurrency, len(jobs)), thread_name_prefix="judge") as pool:
         futures = [pool.submit(_ask, client, job, completion_params) for job in jobs]
         return [f.result() for f in futures]
@@ -261,7 +290,10 @@ def combine(verdicts: list[Verdict], templates: DualTemplates) -> MetricResult:
         return MetricResult(score=sum(scores) / len(scores), details=details)
     if errors:
         return MetricResult(score=None, error=errors[0], details=details)
-    return MetricResult.unscorable(f"no valid rating from either judge in {sum(details['calls'])} replies", **details)
+    why = next((f" ({v.no_answer})" for v in verdicts if v.no_answer), "")
+    return MetricResult.unscorable(
+        f"no valid rating from either judge in {sum(details['calls'])} replies{why}", **details
+    )
 
 
 DualPrompts = Callable[[Row, DualParams], MetricResult | tuple[str, str]]
@@ -289,7 +321,7 @@ def _dual(
     rows: list[Row], params: DualParams, ctx: RunContext, templates: DualTemplates, prompts: DualPrompts
 ) -> list[MetricResult]:
     out, jobs = _dual_jobs(rows, params, templates, prompts)
-    verdicts = iter(run_jobs(ctx, params, jobs, params.max_tokens))
+    verdicts = iter(run_jobs(ctx, params, jobs, reply_cap(params.max_tokens, DUAL_MAX_TOKENS, ctx.suite.judge)))
     return [r if r is not None else combine([next(verdicts), next(verdicts)], templates) for r in out]
 
 
@@ -297,7 +329,8 @@ def _dual_calls(templates: DualTemplates, prompts: DualPrompts) -> CallPlanner:
     """The ``plan_calls`` of a dual-judge metric: the first call of each judge, for rows that need them."""
 
     def plan(rows: list[Row], params: DualParams, suite: Suite) -> list[PlannedCall]:
-        return [job.planned(params.max_tokens) for job in _dual_jobs(rows, params, templates, prompts)[1]]
+        cap = reply_cap(params.max_tokens, DUAL_MAX_TOKENS, suite.judge)
+        return [job.planned(cap) for job in _dual_jobs(rows, params, templates, prompts)[1]]
 
     return plan
 
@@ -341,6 +374,8 @@ def _rubric_result(verdict: Verdict, params: RubricParams, rubric_source: str) -
         result = MetricResult.stopped(verdict.stopped, **details)
     elif verdict.error:
         result = MetricResult(score=None, error=verdict.error, details=details)
+    elif verdict.no_answer:  # a refusal or a cut reply is no grade: never 0, whatever unparseable_as_zero says
+        result = MetricResult.unscorable(verdict.no_answer, reply=verdict.reply, **details)
     elif params.unparseable_as_zero:
         details |= {"reply": verdict.reply, "unparseable": True}
         return {"rubric_judge": MetricResult(score=0.0, details=details),
@@ -373,7 +408,8 @@ def _rubric_jobs(rows: list[Row]) -> tuple[list[RubricOutputs | None], list[str]
 
 
 def _rubric_calls(rows: list[Row], params: RubricParams, suite: Suite) -> list[PlannedCall]:
-    return [job.planned(params.max_tokens or suite.judge.max_tokens) for job in _rubric_jobs(rows)[2]]
+    cap = reply_cap(params.max_tokens, suite.judge.max_tokens, suite.judge)
+    return [job.planned(cap) for job in _rubric_jobs(rows)[2]]
 
 
 @register(
@@ -387,6 +423,8 @@ def _rubric_calls(rows: list[Row], params: RubricParams, suite: Suite) -> list[P
 def rubric_judge(rows: list[Row], params: RubricParams, ctx: RunContext) -> list[RubricOutputs]:
     """Rubric LLM judge, 1-5 as JSON, normalised A/5 (document-grounded QA framework)."""
     out, sources, jobs = _rubric_jobs(rows)
-    verdicts = iter(run_jobs(ctx, params, jobs, params.max_tokens or ctx.suite.judge.max_tokens))
+    verdicts = iter(
+        run_jobs(ctx, params, jobs, reply_cap(params.max_tokens, ctx.suite.judge.max_tokens, ctx.suite.judge))
+    )
     source = iter(sources)
     return [r if r is not None else _rubric_result(next(verdicts), params, next(source)) for r in out]

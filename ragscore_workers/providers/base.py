@@ -38,7 +38,16 @@ DEFAULT_RATE_LIMIT_WAIT_S = 2.0
 
 Message = Mapping[str, str]
 
-_QUOTA_WORDS = ("insufficient_quota", "exceeded your current quota", "billing")
+#: A 429 that waiting cannot cure: the account's quota is spent (OpenAI's ``insufficient_quota``). Not "billing":
+#: Groq's ordinary rate-limit 429 ends with a link to its billing page.
+_QUOTA_WORDS = ("insufficient_quota", "exceeded your current quota")
+#: A 429 for one request larger than a per-minute token limit (OpenAI: "Request too large for gpt-4o ... on
+#: tokens per min"): it fails however long it waits.
+_TOO_LARGE_WORDS = ("request too large",)
+#: Statuses a provider gives one request that no retry fixes, which say nothing of the next request: a prompt
+#: over the model's context (400 ``context_length_exceeded``, Groq's 413), an unprocessable body (422).
+_REQUEST_SPECIFIC_WORDS = ("context_length_exceeded", "maximum context length", "context window", "too long",
+                           "request too large", "reduce the length")  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,16 +56,28 @@ class CompletionParams:
 
     temperature: float = 0.0
     max_tokens: int = 512
+    #: A reasoning model (OpenAI's o-series and gpt-5 refuse ``max_tokens`` and any temperature but their
+    #: default): the cap goes as ``max_completion_tokens`` and no temperature is sent.
+    reasoning: bool = False
+
+    def request_fields(self) -> dict[str, float | int]:
+        """The reply cap and temperature as the chat-completions request carries them."""
+        if self.reasoning:
+            return {"max_completion_tokens": self.max_tokens}
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens}
 
 
 @dataclass(frozen=True)
 class Completion:
-    """One reply: its text, token usage as the provider reported it, and the response headers."""
+    """One reply: its text, token usage as the provider reported it, the response headers, why the reply
+    ended (``length``: cut at the cap) and a refusal the model gave instead of content."""
 
     text: str
     tokens_in: int
     tokens_out: int
     headers: Mapping[str, str] = field(default_factory=dict)
+    finish_reason: str | None = None
+    refusal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,9 +102,9 @@ class RetryDecision:
 
     @classmethod
     def for_status(cls, status: int | None, headers: Mapping[str, str], message: str = "") -> RetryDecision:
-        """An HTTP failure: unreachable (``None``), 408/409/425 and 5xx are transient, 429 waits for what its
+        """An HTTP failure: unreachable (``None``), 408/409/425/498 and 5xx are transient, 429 waits for what its
         headers or ``message`` ask (:func:`rate_limit_wait`), any other status is final."""
-        if status is None or status in (408, 409, 425) or status >= 500:
+        if status is None or status in (408, 409, 425, 498) or status >= 500:  # 498: Groq's capacity_exceeded
             return cls.transient()
         if status == 429:
             return cls.rate_limit(rate_limit_wait(headers, message))
@@ -168,9 +189,21 @@ class Provider(ABC):
             return RetryDecision.transient()
         if not isinstance(exc, ProviderError):
             return RetryDecision.no()
-        if exc.status == 429 and any(word in f"{exc.code or ''} {exc}".lower() for word in _QUOTA_WORDS):
+        said = f"{exc.code or ''} {exc}".lower()
+        if exc.status == 429 and any(word in said for word in (*_QUOTA_WORDS, *_TOO_LARGE_WORDS)):
             return RetryDecision.no()
         return RetryDecision.for_status(exc.status, exc.headers, str(exc))
+
+    @staticmethod
+    def request_specific(exc: BaseException) -> bool:
+        """Whether the failure belongs to this one request (too long for the model, 413, 422), so that it says
+        nothing of the provider's health: it does not count towards the run's circuit breaker."""
+        if not isinstance(exc, ProviderError) or exc.status is None:
+            return False
+        said = f"{exc.code or ''} {exc}".lower()
+        return exc.status in (413, 422) or (
+            exc.status in (400, 429) and any(w in said for w in _REQUEST_SPECIFIC_WORDS)
+        )
 
     @property
     def identity(self) -> str:

@@ -38,6 +38,7 @@ def cache_key(
             "max_tokens": params.max_tokens,
             "template": template_version,
             "attempt": attempt,
+            **({"reasoning": True} if params.reasoning else {}),  # absent otherwise: older keys stay valid
         },
         sort_keys=True,
         ensure_ascii=False,
@@ -60,10 +61,12 @@ class ReplyCache:
         if raw is None:
             return None
         data = json.loads(raw)
-        return Completion(text=data["text"], tokens_in=data["tokens_in"], tokens_out=data["tokens_out"])
+        return Completion(text=data["text"], tokens_in=data["tokens_in"], tokens_out=data["tokens_out"],
+                          finish_reason=data.get("finish_reason"), refusal=data.get("refusal"))  # fmt: skip
 
     def put(self, key: str, completion: Completion) -> None:
         if not self.enabled:
             return
-        value = {"text": completion.text, "tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out}
+        value = {"text": completion.text, "tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
+                 "finish_reason": completion.finish_reason, "refusal": completion.refusal}  # fmt: skip
         self.r.set(key, json.dumps(value, ensure_ascii=False), ex=self.ttl_s)

@@ -20,7 +20,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
@@ -127,6 +127,9 @@ class JudgeClient:
         try:
             completion = retrying(self._attempt, messages, params)
         except (ProviderError, RateLimitTimeout) as exc:
+            if self.provider.request_specific(exc):  # this item's prompt, not the provider: no breaker count
+                log.warning("judge call to %s failed for this item: %s", self.provider.name, exc)
+                raise
             opened = self.state.record_failure(self.retry.breaker_failures, str(exc)[:200])
             log.warning("judge call to %s failed for good: %s%s", self.provider.name, exc,
                         " (circuit breaker opened)" if opened else "")  # fmt: skip
@@ -152,20 +155,24 @@ class JudgeClient:
             # tokens reserved for it, so failures do not eat the token window the next calls need.
             self.limiter.correct(grant, 0)
             if decision.kind == "rate_limit":  # pause everyone for what the provider asked
-                self.limiter.pause(decision.retry_after or 0.0, "429")
+                self.limiter.pause(decision.retry_after or 0.0, str(exc)[:300])
             self.state.incr(calls=1, rate_limited=int(exc.status == 429), release=release)  # quota 429s too
             raise
         except BaseException:  # a limiter timeout, a task timeout, an interrupt: the hold must not outlive the call
             self.state.incr(release=release)
             raise
-        used = completion.tokens_in + completion.tokens_out
-        self.limiter.correct(grant, used if used > 0 else estimate)
+        estimated = completion.tokens_in + completion.tokens_out == 0  # the server reports no usage
+        if estimated:  # count what the text suggests, so token and cost budgets still hold
+            completion = replace(
+                completion, tokens_in=prompt, tokens_out=estimate_tokens([{"content": completion.text}])
+            )
+        self.limiter.correct(grant, completion.tokens_in + completion.tokens_out)
         exhausted = self._learn_limits(completion.headers).exhausted_for()
         if exhausted > 0:
             self.limiter.pause(exhausted, "provider budget at 0")
         cost = self.price.cost(completion.tokens_in, completion.tokens_out) if self.price else 0.0
         self.state.incr(calls=1, tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cost=cost,
-                        reset_failures=True, release=release)  # fmt: skip
+                        usage_estimated=int(estimated), reset_failures=True, release=release)  # fmt: skip
         return completion
 
     def _learn_limits(self, headers: Mapping[str, str]) -> RateLimitInfo:

@@ -46,8 +46,7 @@ class GroqProvider(Provider):
             raw = self._client.chat.completions.with_raw_response.create(
                 model=self.model,
                 messages=[dict(m) for m in messages],  # type: ignore[misc]
-                temperature=params.temperature,
-                max_tokens=params.max_tokens,
+                **params.request_fields(),  # type: ignore[arg-type]
             )
         except groq.APITimeoutError as exc:
             raise ProviderError(f"timed out after {self.timeout_s} s", provider=self.name) from exc

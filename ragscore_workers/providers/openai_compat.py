@@ -44,6 +44,8 @@ def parse_completion(provider: str, data: Any, headers: dict[str, str]) -> Compl
     try:
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
+        refusal = choice["message"].get("refusal")
+        finish_reason = choice.get("finish_reason")
         usage = data.get("usage") or {}
         tokens_in = int(usage.get("prompt_tokens") or 0)
         tokens_out = int(usage.get("completion_tokens") or 0)
@@ -53,7 +55,9 @@ def parse_completion(provider: str, data: Any, headers: dict[str, str]) -> Compl
         ) from exc
     if not isinstance(text, str):
         raise MalformedReplyError("message content is not text", provider=provider, status=200)
-    return Completion(text=text, tokens_in=tokens_in, tokens_out=tokens_out, headers=headers)
+    return Completion(text=text, tokens_in=tokens_in, tokens_out=tokens_out, headers=headers,
+                      finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+                      refusal=refusal if isinstance(refusal, str) and refusal.strip() else None)  # fmt: skip
 
 
 def error_details(body: bytes) -> tuple[str, str | None]:
@@ -97,12 +101,7 @@ class OpenAICompatProvider(Provider):
         return f" (for {host}; any value if that server needs none)"
 
     def complete(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
-        payload = {
-            "model": self.model,
-            "messages": [dict(m) for m in messages],
-            "temperature": params.temperature,
-            "max_tokens": params.max_tokens,
-        }
+        payload = {"model": self.model, "messages": [dict(m) for m in messages], **params.request_fields()}
         try:
             response = self._client.post("chat/completions", json=payload)
         except httpx.TimeoutException as exc:

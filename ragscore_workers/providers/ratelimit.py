@@ -241,9 +241,12 @@ class RedisLimiter:
                 return Grant(grant.member, grant.now_ms, tokens, time.monotonic() - started)
             waited = time.monotonic() - started
             if waited + wait > self.max_wait_s:
+                paused_by = self.r.get(self.pause_key)  # what asked every worker to wait (a 429's message)
+                why = f"; paused by {paused_by.decode(errors='replace') if isinstance(paused_by, bytes) else paused_by}"
                 raise RateLimitTimeout(
                     f"the shared rate limit of {self.key.split(':')[0]} would hold this call over "
-                    f"max_wait_s={self.max_wait_s:g} s (waited {waited:.1f} s, {wait:.1f} s more needed)",
+                    f"max_wait_s={self.max_wait_s:g} s (waited {waited:.1f} s, {wait:.1f} s more needed"
+                    f"{why if paused_by else ''})",
                     provider=self.key.split(":")[0],
                 )
             # A little jitter so that waiters woken by the same expiry do not all retry at once.

@@ -11,6 +11,7 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``tokens_in/tokens_out``   usage reported by the provider
 ``cost``                   from the price table (0 when the model has no price)
 ``parse_failures``         replies without a valid rating / JSON score
+``usage_estimated``        replies without token usage: their tokens and cost are estimated from the text
 ``failures``               calls that failed for good (after their retries)
 ``consecutive_failures``   failures since the last success (the breaker's count)
 ``breaker``                why judging stopped, once the breaker is open
@@ -26,11 +27,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..schemas import JUDGE_COUNTERS
+
 __all__ = ["COUNTER_FIELDS", "INTERNAL_FIELDS", "RunJudgeState", "run_judge_key"]
 
 #: Numeric fields the run summary reports (``summary.judge``).
-COUNTER_FIELDS = ("calls", "cache_hits", "retries", "rate_limited", "tokens_in", "tokens_out", "cost",
-                  "parse_failures", "failures")  # fmt: skip
+COUNTER_FIELDS = JUDGE_COUNTERS
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
 _FAILURE_LUA = """

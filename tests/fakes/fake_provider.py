@@ -13,7 +13,13 @@ Replies are driven by the prompt (every message's content, joined), so tests kno
   replies this exact prompt got before);
 * else ``[[reply=A||B||C]]``: the nth reply to this prompt is the nth item (the last one repeats);
 * else ``[[rating=N]]``: the reply is ``N``;
-* else ``0``.
+* else ``0``;
+* ``[[refuse=TEXT]]``: the model refuses (``content: null``, ``refusal: TEXT``, as OpenAI's structured refusals).
+
+Provider profiles: ``usage=False`` leaves ``usage`` out of replies (LocalAI, some gateways); ``reasoning_tokens=N``
+plays a reasoning model (OpenAI o-series, gpt-5): it refuses ``max_tokens`` and any ``temperature`` but 1 with
+OpenAI's 400 bodies, and spends N tokens of the reply cap thinking before it answers (a cap too small for both:
+empty content, ``finish_reason: length``).
 
 Limits: ``rpm`` requests and ``tpm`` tokens (prompt + completion, as reported in ``usage``) per sliding
 window of ``period_s`` seconds. A request over either gets 429 with ``retry-after`` (whole seconds, rounded
@@ -44,8 +50,9 @@ from typing import Any
 __all__ = ["FakeProvider", "count_tokens", "format_duration"]
 
 COMPLETION_PATHS = ("/openai/v1/chat/completions", "/v1/chat/completions")
-FAULT_KINDS = ("400", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect")
-_MARKER = re.compile(r"\[\[(fault|reply|rating)=(.*?)\]\]", re.S)
+FAULT_KINDS = ("400", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect",
+               "groq_429", "too_large_429", "context_length", "413", "498")  # fmt: skip
+_MARKER = re.compile(r"\[\[(fault|reply|rating|refuse)=(.*?)\]\]", re.S)
 
 Responder = Callable[[str, int], "str | None"]
 
@@ -114,6 +121,8 @@ class FakeProvider:
         limit_headers: bool = True,
         injected_retry_after_s: int = 1,
         count_rejected: bool = False,
+        usage: bool = True,
+        reasoning_tokens: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -127,6 +136,7 @@ class FakeProvider:
         #: ``retry-after`` of an injected 429 (whole seconds).
         self.injected_retry_after_s = injected_retry_after_s
         self.count_rejected = count_rejected
+        self.usage, self.reasoning_tokens = usage, reasoning_tokens
         self._addr = (host, port)
         self._lock = threading.Lock()
         self._window = _Window(period_s)
@@ -181,6 +191,7 @@ class FakeProvider:
             self.counts: Counter[str] = Counter()
             self.log: list[dict[str, Any]] = []
             self.prompts: list[str] = []
+            self.bodies: list[dict[str, Any]] = []  # every completion request's JSON body
             self.in_flight = 0
             self.max_in_flight = 0
             self._window = _Window(self.period_s)
@@ -230,6 +241,7 @@ class FakeProvider:
         with self._lock:
             self.counts["requests"] += 1
             self.prompts.append(prompt)
+            self.bodies.append(body)
             seen = self._seen[key]
             self._seen[key] += 1
             if self._queued_faults:
@@ -245,12 +257,18 @@ class FakeProvider:
             text = options[min(nth, len(options) - 1)]
         if text is None:
             text = markers.get("rating", "0")
+        if self.reasoning_tokens is not None:
+            refused = _refused_by_a_reasoning_model(body)
+            if refused:
+                return "error", (400, refused, "unsupported_parameter")
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4096)
+        thinking = self.reasoning_tokens or 0
         finish = "stop"
-        if count_tokens(text) > max_tokens:
-            text, finish = text[: max_tokens * 4], "length"
+        if thinking + count_tokens(text) > max_tokens:
+            text, finish = ("" if thinking >= max_tokens else text[: (max_tokens - thinking) * 4]), "length"
+        refusal = markers.get("refuse")
         tokens_in = sum(count_tokens(str(m.get("content", ""))) + 4 for m in messages)
-        tokens_out = count_tokens(text)
+        tokens_out = min(max_tokens, thinking + count_tokens(text))
         with self._lock:
             now = time.monotonic()
             self._window.trim(now)
@@ -276,7 +294,7 @@ class FakeProvider:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
+                    "message": {"role": "assistant", "content": None if refusal else text, "refusal": refusal},
                     "logprobs": None,
                     "finish_reason": finish,
                 }
@@ -288,6 +306,8 @@ class FakeProvider:
             },  # fmt: skip
             "system_fingerprint": "fp_fake",
         }
+        if not self.usage:
+            del reply["usage"]
         return "ok", (reply, headers)
 
     def _enter(self) -> None:
@@ -298,6 +318,18 @@ class FakeProvider:
     def _leave(self) -> None:
         with self._lock:
             self.in_flight -= 1
+
+
+def _refused_by_a_reasoning_model(body: dict[str, Any]) -> str | None:
+    """What OpenAI's reasoning models answer (400) to a request made for a chat model."""
+    if "max_tokens" in body:
+        return (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+        )
+    if body.get("temperature", 1) != 1:
+        return (f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. Only the "
+                "default (1) value is supported.")  # fmt: skip
+    return None
 
 
 def _error_body(message: str, type_: str, code: str) -> dict[str, Any]:
@@ -373,6 +405,9 @@ class _Handler(BaseHTTPRequestHandler):
         if action == "ok":
             reply, headers = data
             self._send(200, reply, headers)
+        elif action == "error":
+            status, message, code = data
+            self._send(status, _error_body(message, "invalid_request_error", code))
         elif action == "429":
             wait, headers = data
             if fake.retry_after:
@@ -393,6 +428,34 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "quota":
             message = "You exceeded your current quota, please check your plan and billing details."
             self._send(429, _error_body(message, "insufficient_quota", "insufficient_quota"))
+        elif kind == "groq_429":  # Groq's ordinary rate-limit reply: it links to the billing page
+            message = ("Rate limit reached for model `llama-3.1-8b-instant` in organization `org_01` service tier "
+                       "`on_demand` on tokens per minute (TPM): Limit 6000, Used 5861, Requested 400. Please try "
+                       "again in 2.61s. Need more tokens? Upgrade to Dev Tier today at "
+                       "https://console.groq.com/settings/billing")  # fmt: skip
+            self._send(429, _error_body(message, "tokens", "rate_limit_exceeded"),
+                       {"retry-after": str(fake.injected_retry_after_s)})  # fmt: skip
+        elif kind == "too_large_429":  # OpenAI: one request over the tokens-per-minute limit
+            message = (
+                "Request too large for gpt-4o in organization org-01 on tokens per min (TPM): Limit 30000, "
+                "Requested 45012. The input or output tokens must be reduced in order to run successfully."
+            )
+            self._send(429, _error_body(message, "tokens", "rate_limit_exceeded"), {"retry-after": "1"})
+        elif kind == "context_length":  # OpenAI and vLLM: the prompt is longer than the model's context
+            message = (
+                "This model's maximum context length is 8192 tokens. However, your messages resulted in "
+                "9120 tokens. Please reduce the length of the messages."
+            )
+            self._send(400, _error_body(message, "invalid_request_error", "context_length_exceeded"))
+        elif kind == "413":  # Groq: the request is larger than the model's limits
+            message = (
+                "Request too large for model `llama-3.1-8b-instant` in organization `org_01` on tokens per "
+                "minute (TPM): Limit 6000, Requested 9120, please reduce your message size and try again."
+            )
+            self._send(413, _error_body(message, "tokens", "rate_limit_exceeded"))
+        elif kind == "498":  # Groq's flex tier: no capacity right now, retry with backoff
+            message = "Flex tier capacity exceeded. This model is currently experiencing high demand."
+            self._send(498, _error_body(message, "capacity_exceeded", "capacity_exceeded"))
         elif kind == "400":
             self._send(400, _error_body("Bad request (injected).", "invalid_request_error", "bad_request"))
         elif kind in ("500", "502", "503"):

@@ -18,6 +18,7 @@ from ragscore_workers.providers import (
     JudgeClient,
     JudgeStopped,
     ProviderError,
+    RateLimitTimeout,
     RequestTooLargeError,
     RetryPolicy,
     RunJudgeState,
@@ -79,6 +80,61 @@ def test_a_final_error_is_not_retried(rclient: redis.Redis, fake: FakeProvider, 
     state = client.state.read()
     assert fake.stats()["requests"] == 1 and state["retries"] == 0
     assert state["rate_limited"] == 1  # a 429 received, though it said the quota is gone and was not retried
+
+
+def test_groqs_rate_limit_429_is_waited_out_though_it_links_to_billing(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    """Groq's ordinary 429 ends "Upgrade to Dev Tier today at https://console.groq.com/settings/billing": read
+    as a spent quota, it was never retried and five in a row stopped the whole run."""
+    client = _client(rclient, fake, model, breaker=2)
+    fake.fail_next("groq_429", 3)
+    assert _ask(client, "[[rating=4]]") == ("4", False)
+    assert fake.stats()["fault:groq_429"] == 3 and client.state.read()["failures"] == 0
+
+
+def test_what_no_wait_can_cure_is_final_and_what_capacity_can_is_retried(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    client = _client(rclient, fake, model)
+    fake.fail_next("too_large_429")  # OpenAI: one request over the per-minute token limit
+    with pytest.raises(ProviderError, match="Request too large"):
+        _ask(client, "a [[rating=4]]")
+    assert fake.stats()["requests"] == 1 and client.limiter.paused_for() == 0  # no retry, nobody paused
+    fake.fail_next("498", 2)  # Groq's flex tier out of capacity: back off and retry
+    assert _ask(client, "b [[rating=2]]") == ("2", False)
+
+
+def test_a_prompt_too_long_for_the_model_fails_its_item_without_opening_the_breaker(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    """Three over-long rows in a row (400 context_length_exceeded, Groq's 413) stopped every later, valid item."""
+    client = _client(rclient, fake, model, breaker=2)
+    for kind in ("context_length", "413", "context_length"):
+        fake.fail_next(kind)
+        with pytest.raises(ProviderError, match="reduce"):
+            _ask(client, f"long {kind} [[rating=4]]")
+    assert fake.stats()["requests"] == 3  # none was retried
+    assert _ask(client, "short [[rating=2]]") == ("2", False)
+    assert client.state.read()["failures"] == 0 and not client.state.read().get("breaker")
+    fake.fail_next("400", 2)  # any other 400 (a wrong parameter) still counts: every item would fail alike
+    for i in range(2):
+        with pytest.raises(ProviderError):
+            _ask(client, f"bad {i}")
+    with pytest.raises(JudgeStopped):
+        _ask(client, "after [[rating=4]]")
+
+
+def test_a_429_longer_than_max_wait_says_what_the_provider_said(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    """A tokens-per-day 429 ("try again in 12m53.76s") failed as "would hold this call over max_wait_s", and
+    nothing said it was the provider's daily limit."""
+    client = _client(rclient, fake, model, max_wait_s=1.0)
+    fake.injected_retry_after_s = 5
+    fake.fail_next("groq_429")
+    with pytest.raises(RateLimitTimeout, match="over max_wait_s=1 s .*paused by groq HTTP 429: Rate limit reached"):
+        _ask(client, "[[rating=4]]")
 
 
 def test_a_429_pauses_every_caller_for_its_retry_after(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:

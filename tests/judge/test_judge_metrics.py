@@ -215,3 +215,72 @@ def test_secrets_never_reach_logs_or_results(
     for key in rclient.scan_iter(match=f"*{model}*"):
         assert SECRET not in key
     assert CONTEXT_RELEVANCE.version != GROUNDEDNESS.version
+
+
+ROW = {"id": "a", "question": "When was the bulb patented?", "answer": "In 1879 [[rating=4]]", "reference": "1879"}
+
+
+def test_a_reasoning_model_gets_the_request_it_accepts_and_room_to_think(
+    rclient: redis.Redis, keys: str, model: str
+) -> None:
+    """OpenAI's o-series and gpt-5 refuse ``max_tokens`` and temperature 0 (every call failed, the breaker stopped
+    the run), and spend the reply cap thinking first (16 tokens left no answer)."""
+    with FakeProvider(api_key=keys, reasoning_tokens=300) as fake:
+        suite = judge_suite(["answer_accuracy", "rubric_judge"], fake, f"o3-mini-{model}", provider="openai")
+        row = ROW | {"answer": 'In 1879 [[reply={"score": 5, "rationale": "same year"}||4]]'}
+        (result,) = score(suite, [row], rclient)
+        bodies = list(fake.bodies)
+    assert result["rubric_judge"].score == 1.0 and result["answer_accuracy"].score == 1.0
+    # 1 rubric call, 2 per dual judge (its first reply, the JSON, holds no 0/2/4 rating); each with room to think
+    assert [b.get("max_completion_tokens") for b in bodies] == [2048] * 5
+    assert not any("max_tokens" in b or "temperature" in b for b in bodies)
+
+
+def test_groq_reasoning_models_are_stated_in_the_suite(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
+    """Not guessed for other providers (Qwen3, DeepSeek-R1 distills): ``judge.reasoning: true`` says it, and the
+    Groq SDK sends the same request."""
+    (result,) = score(judge_suite(["answer_accuracy"], fake, model, reasoning=True), [ROW], rclient)
+    assert result["answer_accuracy"].score == 1.0
+    assert [b.get("max_completion_tokens") for b in fake.bodies] == [2048, 2048]
+    assert not any("max_tokens" in b or "temperature" in b for b in fake.bodies)
+
+
+def test_a_reply_cut_while_thinking_is_an_error_saying_what_to_set_and_is_not_re_asked(
+    rclient: redis.Redis, keys: str, model: str
+) -> None:
+    """Its content empty, ``finish_reason: length``: re-asking (5 calls per judge) would end alike every time."""
+    with FakeProvider(api_key=keys, reasoning_tokens=300) as fake:
+        spec = {"name": "answer_accuracy", "params": {"max_tokens": 100}}
+        (result,) = score(judge_suite([spec], fake, model, provider="openai", reasoning=True), [ROW], rclient)
+        requests = fake.stats()["requests"]
+    out = result["answer_accuracy"]
+    assert out.score is None and "cut at max_tokens=100 before it held an answer" in (out.error or "")
+    assert "judge.reasoning" in (out.error or "") and requests == 2  # one call per judge
+
+
+def test_a_refusal_or_a_cut_reply_is_never_graded_0_by_the_rubric_judge(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    rows = [
+        ROW | {"id": "refused", "answer": "[[refuse=I can't help with grading this.]]"},
+        ROW | {"id": "cut", "answer": '[[reply={"score": 5, "rationale": "' + "the same year, " * 20 + '"}]]'},
+    ]
+    spec = {"name": "rubric_judge", "params": {"unparseable_as_zero": True, "max_tokens": 20}}
+    refused, cut = score(judge_suite([spec], fake, model, provider="openai"), rows, rclient)
+    assert refused["rubric_judge"].score is None and cut["rubric_judge"].score is None
+    assert refused["rubric_judge"].details["reason"] == "the judge refused: I can't help with grading this."
+    assert cut["rubric_judge"].details["reason"] == "the judge's reply was cut at max_tokens=20"
+
+
+def test_budgets_hold_when_the_server_reports_no_usage(rclient: redis.Redis, keys: str, model: str) -> None:
+    """Without ``usage`` (LocalAI, some gateways) every call counted 0 tokens: ``max_tokens_total`` never
+    stopped anything. The tokens are now estimated from the texts, and the summary says how many were."""
+    rows = [ROW | {"id": f"q{i}", "question": f"When was bulb {i} patented?"} for i in range(10)]
+    spec = {"name": "answer_accuracy", "params": {"max_tokens_total": 1500, "concurrency": 1}}
+    run_id = uuid.uuid4().hex[:12]
+    with FakeProvider(api_key=keys, usage=False) as fake:
+        results = score(judge_suite([spec], fake, model, provider="openai"), rows, rclient, run_id)
+    scored = [r for r in results if r["answer_accuracy"].score is not None]
+    state = RunJudgeState(rclient, run_id, ttl_s=60).read()
+    assert 0 < len(scored) < 10 and "budget reached" in json.dumps([r["answer_accuracy"].details for r in results])
+    assert state["usage_estimated"] == state["calls"] > 0 and 0 < state["tokens_in"] + state["tokens_out"] <= 1500

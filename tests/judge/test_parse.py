@@ -46,6 +46,12 @@ REL = CONTEXT_RELEVANCE.allowed  # {0, 1, 2}
         ("one two three four five six seven eight 2", REL, None),
         ("", ACC, None),
         ("four", ACC, None),
+        # A reasoning model's thinking is not its answer (digits in it were read as the rating).
+        ("<think>\nStep 1: the answer names 2 facts.</think>\n0", ACC, 0),
+        ("<think>\nRating 0 means wrong; this one is close to the reference, ten words on</think>\n\n4", ACC, 4),
+        ("<think>\nRating 0 means wrong", ACC, None),  # cut off while thinking: no answer, not 0
+        ("the user answer matches, so the rating is clearly 4 </think>\n2", ACC, 2),  # no opening tag
+        ("<Thinking>1 2 0</Thinking> 1", REL, 1),
     ],
 )
 def test_rating_is_the_first_whole_number_in_the_first_8_tokens(
@@ -76,6 +82,9 @@ def test_rating_is_the_first_whole_number_in_the_first_8_tokens(
         ('{"score": 4, "rationale": "unclosed', None),
         ("[4]", None),
         ("", None),
+        # Thinking first: the braces of the thinking are not the answer's.
+        ('<think>Maybe {"score": 1}? No, it is right.</think>\n{"score": 5, "rationale": "right"}', (5, "right")),
+        ("<think>\nThe gold answer says {x}; so score 2", None),
     ],
 )
 def test_rubric_reply_is_json_or_the_text_between_the_outer_braces(reply: str, parsed: tuple | None) -> None:
