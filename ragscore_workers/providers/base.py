@@ -8,12 +8,14 @@ counters around it. Keys come from the environment only and never leave the prov
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 from .errors import MalformedReplyError, MissingKeyError, ProviderError, redact
@@ -28,6 +30,7 @@ __all__ = [
     "RetryDecision",
     "provider_identity",
     "estimate_tokens",
+    "is_private_host",
     "read_secret",
 ]
 
@@ -40,6 +43,23 @@ Message = Mapping[str, str]
 
 #: A 429 that waiting cannot cure: the account's quota is spent (OpenAI's ``insufficient_quota``). Not "billing":
 #: Groq's ordinary rate-limit 429 ends with a link to its billing page.
+#: DNS suffixes of private networks (RFC 6762 .local, RFC 8375 .home.arpa, Kubernetes services, clouds'
+#: .internal, RFC 6761 .localhost, the common .lan).
+PRIVATE_SUFFIXES = (".local", ".localhost", ".internal", ".lan", ".home.arpa", ".svc", ".svc.cluster.local")
+
+
+def is_private_host(url: str) -> bool:
+    """Whether ``url`` names this machine or a private network: a loopback, private or link-local address,
+    ``localhost``, a one-label name (``vllm``, ``ollama``) or a private DNS suffix (``.local``, ``.internal``,
+    ``.svc``: a Kubernetes service). Hosted APIs (``api.openai.com``, ``api.groq.com``) are not."""
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host == "localhost" or host.endswith(PRIVATE_SUFFIXES)
+    return address.is_private or address.is_loopback or address.is_link_local
+
+
 _QUOTA_WORDS = ("insufficient_quota", "exceeded your current quota")
 #: A 429 for one request larger than a per-minute token limit (OpenAI: "Request too large for gpt-4o ... on
 #: tokens per min"): it fails however long it waits.
@@ -168,6 +188,11 @@ class Provider(ABC):
         self._api_key = read_secret(self.key_env)
         if self._api_key is None and self._needs_key():
             raise MissingKeyError(self.name, self.key_env, hint=self._missing_key_hint())
+        if self._api_key and base_url and urlsplit(base_url).scheme == "http" and not is_private_host(base_url):
+            raise ConfigError(
+                f"The {self.name} judge would send the key in {self.key_env} over plain http to "
+                f"{urlsplit(base_url).hostname}, readable on every network it crosses: use an https base_url"
+            )
 
     def _needs_key(self) -> bool:
         return self.key_required

@@ -7,36 +7,20 @@ a private network (:func:`is_private_host`).
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
-from .base import DEFAULT_TIMEOUT_S, Completion, CompletionParams, Message, Provider
+from .base import DEFAULT_TIMEOUT_S, Completion, CompletionParams, Message, Provider, is_private_host
 from .errors import MalformedReplyError, ProviderError
 
 __all__ = ["OpenAICompatProvider", "is_private_host", "parse_completion"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-#: DNS suffixes of private networks (RFC 6762 .local, RFC 8375 .home.arpa, Kubernetes services, clouds'
-#: .internal, RFC 6761 .localhost, the common .lan).
-PRIVATE_SUFFIXES = (".local", ".localhost", ".internal", ".lan", ".home.arpa", ".svc", ".svc.cluster.local")
 #: Connections kept per process: a judge worker keeps many requests in flight.
 MAX_CONNECTIONS = 128
-
-
-def is_private_host(url: str) -> bool:
-    """Whether ``url`` names this machine or a private network: a loopback, private or link-local address,
-    ``localhost``, a one-label name (``vllm``, ``ollama``) or a private DNS suffix (``.local``, ``.internal``,
-    ``.svc``: a Kubernetes service). Hosted APIs (``api.openai.com``, ``api.groq.com``) are not."""
-    host = httpx.URL(url).host.rstrip(".").lower()
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return "." not in host or host == "localhost" or host.endswith(PRIVATE_SUFFIXES)
-    return address.is_private or address.is_loopback or address.is_link_local
 
 
 def parse_completion(provider: str, data: Any, headers: dict[str, str]) -> Completion:

@@ -109,6 +109,15 @@ def test_missing_keys_fail_with_the_variable_to_set(monkeypatch: pytest.MonkeyPa
         assert OpenAICompatProvider(model="m", base_url=url).limiter_key().startswith("openai:m:"), url
 
 
+def test_a_key_is_never_sent_in_clear_text_across_a_public_network(keys: str) -> None:
+    """``http://`` to a public host would carry ``Authorization: Bearer <key>`` readable on every hop."""
+    for provider in (OpenAICompatProvider, GroqProvider):
+        with pytest.raises(ConfigError, match=r"over plain http to gateway\.example\.com.*use an https base_url"):
+            provider(model="m", base_url="http://gateway.example.com/v1")
+        provider(model="m", base_url="https://gateway.example.com/v1")  # https: fine
+        provider(model="m", base_url="http://vllm.ml.svc.cluster.local/v1")  # a private network: fine
+
+
 @pytest.mark.parametrize("kind", ["groq", "openai"])
 def test_a_key_read_with_its_newline_works_and_a_key_with_a_control_character_is_refused_unshown(
     kind: str, fake: FakeProvider, keys: str, monkeypatch: pytest.MonkeyPatch
