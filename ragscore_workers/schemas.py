@@ -97,6 +97,21 @@ def item_key(system: str | None, id: str) -> str:
     return f"{KEY_SEPARATOR}{id}" if KEY_SEPARATOR in id else id
 
 
+_ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_var_name(value: str | None) -> str | None:
+    """A field that names the environment variable holding a secret (``api_key_env``, ``auth_env``): a key
+    pasted there instead would be shown by every message that names the variable, so it is refused, unshown."""
+    if value is not None and not _ENV_VAR_NAME.fullmatch(value):
+        raise PydanticCustomError(
+            "env_var_name",
+            "must name an environment variable (letters, digits and _), not hold the secret itself: secrets come "
+            "from the environment only (the value is not shown)",
+        )
+    return value
+
+
 def _system_name(value: str | None) -> str | None:
     """A row's or target's ``system``: no ``::`` in it, so every item key splits back (:func:`split_key`)."""
     if value is not None and KEY_SEPARATOR in value:
@@ -276,6 +291,7 @@ class TargetConfig(BaseModel):
     request: dict[str, Any] = Field(default_factory=lambda: {"question": "{question}"})
     headers: dict[str, str] = Field(default_factory=dict)
     auth_env: str | None = None
+    _auth_env = field_validator("auth_env")(env_var_name)
     auth_header: str = "Authorization"
     auth_scheme: str = "Bearer"
     response: TargetResponseMap = Field(default_factory=TargetResponseMap)

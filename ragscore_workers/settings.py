@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -16,19 +16,29 @@ __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
 
 
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def check_redis_url(url: str, what: str = "--broker") -> str:
     """``url`` when it is a Redis URL ragscore can use (scheme, host or socket path, a numeric db); else a
-    ConfigError saying what was wrong (instead of a traceback from deep inside Celery or redis-py)."""
-    parts = urlsplit(url)
+    ConfigError saying what was wrong (instead of a traceback from deep inside Celery or redis-py), the
+    password never shown."""
+    parts, shown = urlsplit(url), redact_url(url)
     if parts.scheme not in REDIS_SCHEMES:
-        raise ConfigError(f"{what} must be a Redis URL (redis://HOST:PORT/DB, rediss://... for TLS), got {url!r}")
+        raise ConfigError(f"{what} must be a Redis URL (redis://HOST:PORT/DB, rediss://... for TLS), got {shown!r}")
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
-        raise ConfigError(f"{what}: the port of {url!r} is not a number") from None
+        raise ConfigError(f"{what}: the port of {shown!r} is not a number") from None
     db = parts.path.strip("/")
     if parts.scheme in ("redis", "rediss") and db and not db.isdigit():
-        raise ConfigError(f"{what}: the database of {url!r} must be a number (redis://HOST:PORT/0)")
+        raise ConfigError(f"{what}: the database of {shown!r} must be a number (redis://HOST:PORT/0)")
     return url
 
 
@@ -83,6 +93,14 @@ class Settings(BaseSettings):
         return url or None
 
 
+def _shown(value: object) -> object:
+    """A setting's value as a message may show it: a URL's password replaced by ``***``."""
+    try:
+        return redact_url(value) if isinstance(value, str) else value
+    except ValueError:  # not a URL urlsplit can read (an unclosed IPv6 bracket): show no part of it
+        return "(not shown)"
+
+
 def get_settings() -> Settings:
     """Read the settings from the current environment (not cached: tests change it); ConfigError naming the
     variable when one is malformed."""
@@ -90,7 +108,7 @@ def get_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"RAGSCORE_{'_'.join(str(p) for p in e['loc']).upper()}={e.get('input')!r}: "
+            f"RAGSCORE_{'_'.join(str(p) for p in e['loc']).upper()}={_shown(e.get('input'))!r}: "
             f"{e['msg'].removeprefix('Value error, ')}"
             for e in exc.errors()
         )

@@ -35,7 +35,7 @@ from pydantic_core import PydanticSerializationError
 
 from .errors import ConfigError, StoreError
 from .schemas import ItemResult, MetricResult, RunSummary, Suite, split_key
-from .settings import LIVE_RUN_TTL_S
+from .settings import LIVE_RUN_TTL_S, redact_url
 from .unicode_text import valid_unicode
 
 __all__ = [
@@ -191,17 +191,6 @@ def _result_json(result: MetricResult) -> str:
     except PydanticSerializationError:
         cleaned = MetricResult.model_validate(valid_unicode(result.model_dump()))
         return cleaned.model_dump_json(exclude_defaults=True)
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for messages and logs)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def store_url_for_redis_py(url: str) -> str:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..schemas import JudgeConfig, MetricResult, Queue, Row, Suite
+from ..schemas import JudgeConfig, MetricResult, Queue, Row, Suite, env_var_name
 from ._judge_text import (
     ANSWER_ACCURACY,
     CONTEXT_RELEVANCE,
@@ -70,6 +70,7 @@ class JudgeParams(BaseModel):
     cache: bool = True
     #: Environment variable holding the key, when not the provider's usual one.
     api_key_env: str | None = None
+    _api_key_env = field_validator("api_key_env")(env_var_name)
     timeout_s: float = Field(default=60.0, gt=0)
     #: Longest one call may wait for the shared rate limit before it fails.
     max_wait_s: float = Field(default=600.0, gt=0)

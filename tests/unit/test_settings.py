@@ -43,6 +43,10 @@ def test_a_malformed_environment_variable_is_named(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("RAGSCORE_BROKER_URL", "localhost:6379")
     with pytest.raises(ConfigError, match="RAGSCORE_BROKER_URL='localhost:6379': the URL must be a Redis URL"):
         get_settings()
+    monkeypatch.setenv("RAGSCORE_BROKER_URL", "http://:s3cretPW@host:6379/0")  # the wrong scheme, a password
+    with pytest.raises(ConfigError, match=r"RAGSCORE_BROKER_URL='http://:\*\*\*@host:6379/0'") as info:
+        get_settings()
+    assert "s3cretPW" not in str(info.value)
 
 
 @pytest.mark.parametrize(

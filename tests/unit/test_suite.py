@@ -108,3 +108,15 @@ def test_a_price_given_to_one_judge_metric_prices_every_judge_metrics_calls() ->
                 "judge": judge,
             }
         )
+
+
+def test_a_secret_pasted_where_its_variable_is_named_is_refused_unshown() -> None:
+    """``api_key_env: sk-...`` was echoed by "set the environment variable sk-..."."""
+    for spec in (
+        {"metrics": [{"name": "groundedness", "params": {"api_key_env": "sk-proj-REALSECRET987"}}]},
+        {"metrics": ["exact_match"], "target": {"url": "http://rag:8000/ask", "auth_env": "Bearer abc.REALSECRET987"}},
+    ):
+        with pytest.raises(ConfigError, match="must name an environment variable") as info:
+            load_suite(spec)
+        assert "REALSECRET987" not in str(info.value)
+    assert load_suite({"metrics": [{"name": "groundedness", "params": {"api_key_env": "MY_JUDGE_KEY"}}]})
