@@ -126,30 +126,41 @@ def split_key(key: str) -> tuple[str | None, str]:
 
 
 #: Row fields whose ``null`` means "absent" (their default is not None: an empty list or dict).
-NULL_AS_ABSENT = ("contexts", "metadata")
+NULL_AS_ABSENT = ("contexts", "retrieved_contexts", "metadata")
 
 
 class Row(BaseModel):
     """One question to score. Every field is optional except what the chosen metrics need. A number where
-    text is expected is read as text (``"reference": 42``); ``null`` is an absent value."""
+    text is expected is read as text (``"reference": 42``); ``null``, ``NaN`` and ``Infinity`` are absent values."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, coerce_numbers_to_str=True)
 
     @model_validator(mode="before")
     @classmethod
     def _null_is_absent(cls, value: Any) -> Any:
-        if isinstance(value, dict) and any(value.get(name, ...) is None for name in NULL_AS_ABSENT):
-            return {k: v for k, v in value.items() if not (k in NULL_AS_ABSENT and v is None)}
+        """``null`` lists are absent, and so is any field that is NaN or infinite: JSON's ``NaN`` (pandas writes a
+        missing value so) was read as the text "nan", a reference every "nan" answer matched."""
+        if isinstance(value, dict) and any(
+            (v is None and k in NULL_AS_ABSENT) or (isinstance(v, float) and not math.isfinite(v))
+            for k, v in value.items()
+        ):
+            return {
+                k: v for k, v in value.items()
+                if not ((v is None and k in NULL_AS_ABSENT) or (isinstance(v, float) and not math.isfinite(v)))
+            }  # fmt: skip
         return value
 
     id: str
-    question: str | None = None
-    answer: str | None = None
+    # Ragas 0.2+ names (user_input, response, retrieved_contexts, reference) and 0.1's ground_truth read too.
+    question: str | None = Field(default=None, validation_alias=AliasChoices("question", "user_input"))
+    answer: str | None = Field(default=None, validation_alias=AliasChoices("answer", "response"))
     reference: str | None = Field(
         default=None,
         validation_alias=AliasChoices("reference", "gold_answer", "reference_answer", "ground_truth"),
     )
-    contexts: list[Context] = Field(default_factory=list)
+    contexts: list[Context] = Field(
+        default_factory=list, validation_alias=AliasChoices("contexts", "retrieved_contexts")
+    )
     question_type: str | None = None
     expected: Any = None
     citations: list[Citation] | None = None

@@ -24,7 +24,7 @@ __all__ = ["ALL_FORMATS", "FORMATS", "SEED_FORMATS", "RowError", "detect_format"
 #: Row fields whose CSV cells hold JSON (lists or objects).
 JSON_FIELDS = frozenset(
     {
-        "contexts", "citations", "retrieved_doc_ids", "gold_doc_id", "evidence_sentences",
+        "contexts", "retrieved_contexts", "citations", "retrieved_doc_ids", "gold_doc_id", "evidence_sentences",
         "gold_evidence_sentences", "sentences", "rubric", "checks", "metadata", "expected",
     }
 )  # fmt: skip

@@ -117,9 +117,14 @@ def _normal(name: str) -> str:
     return name.strip().lower().replace(" ", "_").replace("-", "_")
 
 
+#: Columns of other tools that hold a row field in another shape: named in the near-miss warning.
+FOREIGN_NAMES = {"ground_truths": "reference"}  # Ragas 0.1: a list of reference answers (give one string)
+
+
 def _row_field_names() -> dict[str, str]:
-    """Normalised name -> row field, for every field and alias (``gold_answer`` -> ``reference``)."""
-    names = {}
+    """Normalised name -> row field, for every field and alias (``gold_answer`` -> ``reference``) and the
+    columns of other tools that hold one in another shape (FOREIGN_NAMES)."""
+    names = dict(FOREIGN_NAMES)
     for name, info in Row.model_fields.items():
         aliases = getattr(info.validation_alias, "choices", None) or []
         for alias in [name, *(a for a in aliases if isinstance(a, str))]:

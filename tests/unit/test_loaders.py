@@ -53,6 +53,30 @@ def test_numbers_are_text_and_null_is_absent(tmp_path: Path) -> None:
     assert [e.line for e in bad] == [2]  # a boolean is no answer
 
 
+def test_nan_and_infinity_are_absent_values_not_the_text_nan(tmp_path: Path) -> None:
+    """JSON's NaN (pandas writes a missing value so) was read as "nan": a reference every "nan" answer matched,
+    a gold document id "nan"."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"id": "a", "answer": "nan", "reference": NaN, "gold_doc_id": NaN, "expected": Infinity}\n'
+                    '{"id": NaN, "answer": "x"}\n')  # fmt: skip
+    (row,), (bad,) = _rows(path)
+    assert (row.answer, row.reference, row.gold_doc_id, row.expected) == ("nan", None, None, None)
+    assert bad.line == 2 and bad.error.startswith("id:")
+
+
+def test_ragas_column_names_are_read(tmp_path: Path) -> None:
+    """A Ragas 0.2+ dataset (user_input, response, retrieved_contexts, reference) scored nothing, silently."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,user_input,response,retrieved_contexts,reference,ground_truths\n'
+                    'q1,Who?,Ada,"[""Ada wrote it.""]",Ada,"[""Ada""]"\n')  # fmt: skip
+    (row,), _ = _rows(path)
+    assert (row.question, row.answer, row.reference) == ("Who?", "Ada", "Ada")
+    assert [c.text for c in row.contexts] == ["Ada wrote it."]
+    assert scan_dataset(path, None, lambda _: None).near_misses == {
+        "ground_truths": "reference"
+    }  # 0.1's list: named, not read
+
+
 def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     path.write_text(
