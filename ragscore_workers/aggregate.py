@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,6 +38,12 @@ MAX_RESAMPLE_N = 20_000
 MAX_DISTINCT_FOR_MULTINOMIAL = 64
 #: z of a two-sided 95% interval.
 Z95 = 1.959963984540054
+#: Why items were unscorable: distinct reasons counted per output (the rest as OTHER_REASONS), the most common
+#: shown in the summary, each cut to REASON_CHARS.
+MAX_REASONS = 100
+SHOWN_REASONS = 3
+REASON_CHARS = 200
+OTHER_REASONS = "(other reasons)"
 #: ``first_error`` keeps this many characters of a metric's first error message.
 FIRST_ERROR_CHARS = 300
 #: The metric output ``compare_answers`` ranks the systems of a question by.
@@ -94,23 +100,31 @@ def mean_ci(values: np.ndarray) -> list[float] | None:
 
 
 class _Acc:
-    """Accumulates one metric output: scored values, errors and unscorable counts."""
+    """Accumulates one metric output: scored values, errors and unscorable counts (and, for a dataset-level
+    output, why items were unscorable)."""
 
-    __slots__ = ("values", "errors", "unscorable", "first_error")
+    __slots__ = ("values", "errors", "unscorable", "first_error", "reasons")
 
-    def __init__(self) -> None:
+    def __init__(self, reasons: bool = False) -> None:
         self.values = array("d")
         self.errors = 0
         self.unscorable = 0
         self.first_error: str | None = None
+        self.reasons: Counter[str] | None = Counter() if reasons else None
 
-    def add(self, score: float | None, error: str | None) -> None:
+    def add(self, score: float | None, error: str | None, reason: object = None) -> None:
         if error is not None:
             self.errors += 1
             if self.first_error is None:
                 self.first_error = error[:FIRST_ERROR_CHARS]
         elif score is None:
             self.unscorable += 1
+            if self.reasons is not None:
+                said = str(reason)[:REASON_CHARS] if reason else "(no reason given)"
+                if said in self.reasons or len(self.reasons) < MAX_REASONS:
+                    self.reasons[said] += 1
+                else:  # reasons that hold item text (a refusal) are many: count the rest together
+                    self.reasons[OTHER_REASONS] += 1
         else:
             self.values.append(score)
 
@@ -123,6 +137,7 @@ class _Acc:
             errors=self.errors,
             unscorable=self.unscorable,
             first_error=self.first_error,
+            unscorable_reasons=dict(self.reasons.most_common(SHOWN_REASONS)) if self.reasons else None,
         )
 
 
@@ -185,7 +200,7 @@ class Aggregator:
     def __init__(self) -> None:
         self.items = 0
         self.scored = 0
-        self.metrics: defaultdict[str, _Acc] = defaultdict(_Acc)
+        self.metrics: defaultdict[str, _Acc] = defaultdict(lambda: _Acc(reasons=True))
         #: Per dual-judge metric output: agreement of its two judges (from ``details["ratings"]``).
         self.agreement: defaultdict[str, Agreement] = defaultdict(Agreement)
         self.wins = Wins()
@@ -209,12 +224,12 @@ class Aggregator:
         for name, result in metrics.items():
             score, error = result.get("score"), result.get("error")
             any_score = any_score or score is not None
-            self.metrics[name].add(score, error)
+            details = result.get("details") or {}
+            self.metrics[name].add(score, error, details.get("reason"))
             for dim, value in dims:
                 self.by[dim][value][name].add(score, error)
             if name == COMPARE_METRIC and error is None:
                 self.wins.add(meta.get("id"), meta.get("system"), score)
-            details = result.get("details") or {}
             if "ratings" in details:
                 self.agreement[name].add_details(details)
             categories = details.get("categories")

@@ -502,6 +502,8 @@ class MetricSummary(BaseModel):
     unscorable: int = 0
     #: The first error message seen for this output (cut to 300 characters), so a summary says why.
     first_error: str | None = None
+    #: Why items were unscorable: the most common reasons and how many items gave each (dataset level only).
+    unscorable_reasons: dict[str, int] | None = None
 
 
 class RunSummary(BaseModel):

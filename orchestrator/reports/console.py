@@ -12,7 +12,7 @@ from ragscore_workers.schemas import RunSummary, Suite
 from ..estimate import Estimate
 from .live import fmt_duration
 
-__all__ = ["error_lines", "print_estimate", "print_summary"]
+__all__ = ["error_lines", "print_estimate", "print_summary", "reasons_text", "unscored_lines"]
 
 
 def error_lines(summary: RunSummary) -> list[str]:
@@ -25,6 +25,21 @@ def error_lines(summary: RunSummary) -> list[str]:
         noun = "error" if m.errors == 1 else "errors"
         lines.append(f"{name}: {m.errors} {noun}{every}; first: {m.first_error or '?'}")
     return lines
+
+
+def reasons_text(reasons: dict[str, int] | None) -> str:
+    """``no reference ×20; no contexts ×3``: why items were unscorable, most common first."""
+    return "; ".join(f"{reason} ×{count:,}" for reason, count in (reasons or {}).items())
+
+
+def unscored_lines(summary: RunSummary) -> list[str]:
+    """One line per metric output that scored no item only because every item was unscorable (columns named
+    for another tool, the wrong --format): a run that says nothing of it looks like a success."""
+    return [
+        f"{name}: no item could be scored, {m.unscorable:,} unscorable ({reasons_text(m.unscorable_reasons) or '?'})"
+        for name, m in summary.metrics.items()
+        if not m.n and not m.errors and m.unscorable
+    ]
 
 
 def judge_line(summary: RunSummary) -> str | None:
@@ -77,6 +92,8 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     console.print(table)
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
+    for line in unscored_lines(summary):
+        console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in (judge_line(summary), embedding_line(summary)):
         if line is not None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -6,7 +6,7 @@ import re
 
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
-from .console import error_lines, unreadable_rows
+from .console import error_lines, reasons_text, unreadable_rows
 
 __all__ = ["md_cell", "render_markdown"]
 
@@ -63,6 +63,9 @@ def render_markdown(summary: RunSummary) -> str:
     lines.append("")
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]
+    if unscorable := [(name, m) for name, m in summary.metrics.items() if m.unscorable_reasons]:
+        why = [f"- {name}: {md_cell(reasons_text(m.unscorable_reasons))}" for name, m in unscorable]
+        lines += ["## Why items were unscorable", "", *why, ""]
     lines += _breakdown("group", summary.by_group)
     lines += _breakdown("system", summary.by_system)
     lines += _breakdown("question_type", summary.by_question_type)

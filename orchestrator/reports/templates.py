@@ -40,7 +40,8 @@ _METRIC_TABLE = """
 {% macro metric_table(rows) %}
 <table><tr><th class="l">metric</th><th>mean</th><th>n</th><th>95% CI</th><th>unscorable</th><th>errors</th></tr>
 {% for r in rows %}<tr><td class="l">{{ r.name }}{% if r.lower_better %} <span class="muted">(lower is better)</span>
-{% endif %}</td><td>{{ r.mean }}</td><td>{{ r.n }}</td><td>{{ r.ci }}</td><td>{{ r.unscorable }}</td>
+{% endif %}</td><td>{{ r.mean }}</td><td>{{ r.n }}</td><td>{{ r.ci }}</td><td
+{%- if r.why_unscorable %} title="{{ r.why_unscorable }}"{% endif %}>{{ r.unscorable }}</td>
 <td{% if r.errors %} class="bad"{% endif %}
 {%- if r.first_error %} title="first: {{ r.first_error }}"{% endif %}>{{ r.errors }}</td></tr>{% endfor %}
 </table>

@@ -176,6 +176,21 @@ def test_a_failing_metric_says_why_in_the_table_summary_and_report(tmp_path: Pat
     assert "- fail_on_flag: 8 errors (every item); first: ValueError" in (out / "report.md").read_text()
 
 
+def test_a_metric_that_could_score_nothing_says_why_in_the_table_summary_and_report(tmp_path: Path, home: Path) -> None:
+    """Rows without the field a metric needs (a dataset from another tool): "0 scored", exit 0, and only
+    items.jsonl said why."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"q{i}", "answer": "x", "gold": "x"} for i in range(6)])
+    suite = _suite(tmp_path, {"metrics": ["exact_match"]})
+    out = tmp_path / "out"
+    result = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home, env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "exact_match: no item could be scored, 6 unscorable (no reference ×6)" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["metrics"]["exact_match"]["unscorable_reasons"] == {"no reference": 6}
+    assert "- exact_match: no reference ×6" in (out / "report.md").read_text()
+    assert 'title="no reference ×6"' in (out / "report.html").read_text()
+
+
 def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path, home: Path) -> None:
     """status/results/report start the private Redis from its data file (it is down between runs) and shut
     it down again."""

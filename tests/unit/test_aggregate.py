@@ -42,6 +42,20 @@ def test_the_first_error_of_each_output_is_kept_cut_to_a_line() -> None:
     assert summarize("run", items[:1]).metrics["m"].first_error is None
 
 
+def test_why_items_were_unscorable_is_counted_most_common_first() -> None:
+    """Only items.jsonl said why: summary.json had "unscorable": 20 and nothing else."""
+    reasons = ["no reference"] * 5 + ["no contexts"] * 2 + [f"the judge refused: item {i}" for i in range(150)]
+    items = [ItemResult(id=str(i), group="g", metrics={"m": MetricResult.unscorable(r), "k": MetricResult(score=1.0)})
+             for i, r in enumerate(reasons)]  # fmt: skip
+    items.append(ItemResult(id="x", metrics={"m": MetricResult(score=None)}))  # a plugin that gave no reason
+    s = summarize("run", items)
+    top = s.metrics["m"].unscorable_reasons
+    # 100 distinct reasons are kept (2 + 98 refusals); the other 52 refusals and the reasonless item count together
+    assert s.metrics["m"].unscorable == 158
+    assert top == {"(other reasons)": 53, "no reference": 5, "no contexts": 2}  # the three most common
+    assert s.metrics["k"].unscorable_reasons is None and s.by_group["g"]["m"].unscorable_reasons is None
+
+
 def test_null_is_never_averaged_as_zero() -> None:
     s = summarize("run", [_item("1", m=1.0), _item("2", m=None), _item("3", m=None)])
     assert s.metrics["m"].mean == 1.0 and s.metrics["m"].n == 1 and s.metrics["m"].unscorable == 2
