@@ -28,11 +28,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..schemas import JUDGE_COUNTERS
+from ..store import RunState
 
 __all__ = ["COUNTER_FIELDS", "INTERNAL_FIELDS", "RunJudgeState", "run_judge_key"]
 
 #: Numeric fields the run summary reports (``summary.judge``).
 COUNTER_FIELDS = JUDGE_COUNTERS
+
+#: Why a call did not start in a run ``ragscore cancel`` cancelled (calls already started end; none starts).
+CANCELLED_REASON = "run cancelled"
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
 _FAILURE_LUA = """
@@ -48,10 +52,17 @@ return 0
 
 # A budgeted call's start, atomically: refuse it when the breaker is open, or when what the run used, plus what
 # calls in flight hold, plus this call's high estimate would pass a budget; else hold the estimate.
-# KEYS[1] = hash; ARGV = est_tokens, est_cost, max_tokens ('' = none), max_cost ('' = none), ttl.
+# KEYS[1] = hash, KEYS[2] = the run's meta (a cancelled run starts no call); ARGV = est_tokens, est_cost,
+# max_tokens ('' = none), max_cost ('' = none), ttl.
 # Returns {'breaker', reason} | {'tokens', used, held} | {'cost', used, held} | {'ok'}.
-_RESERVE_LUA = """
+_RESERVE_LUA = (
+    """
 local h = KEYS[1]
+if redis.call('HGET', KEYS[2], 'state') == '"""
+    + RunState.CANCELLED
+    + """' then return {'breaker', '"""
+    + CANCELLED_REASON
+    + """'} end
 local breaker = redis.call('HGET', h, 'breaker')
 if breaker then return {'breaker', breaker} end
 local used = tonumber(redis.call('HGET', h, 'tokens_in') or '0') + tonumber(redis.call('HGET', h, 'tokens_out') or '0')
@@ -69,6 +80,7 @@ redis.call('HINCRBYFLOAT', h, 'held_cost', ARGV[2])
 redis.call('EXPIRE', h, tonumber(ARGV[5]))
 return {'ok'}
 """
+)
 #: Fields of the hash that are bookkeeping, not results (left out of the run summary).
 INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost")
 
@@ -83,6 +95,7 @@ class RunJudgeState:
     def __init__(self, redis: Any, run_id: str, *, ttl_s: int, part: str = "judge", what: str = "judge calls") -> None:
         self.r = redis
         self.key = f"ragscore:run:{run_id}:{part}"
+        self.meta_key = f"ragscore:run:{run_id}:meta"
         self.ttl_s = ttl_s
         self.what = what
         self._failure = redis.register_script(_FAILURE_LUA)
@@ -128,7 +141,7 @@ class RunJudgeState:
         if max_cost is None and max_tokens is None:
             return self.stop_reason(), nothing
         limits = ["" if max_tokens is None else max_tokens, "" if max_cost is None else repr(max_cost)]
-        raw = self._reserve(keys=[self.key], args=[tokens, repr(cost), *limits, self.ttl_s])
+        raw = self._reserve(keys=[self.key, self.meta_key], args=[tokens, repr(cost), *limits, self.ttl_s])
         answer = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
         kind = answer[0]
         if kind == "ok":
@@ -146,8 +159,14 @@ class RunJudgeState:
         return reason, nothing
 
     def stop_reason(self) -> str | None:
-        """Why no new call may start (the breaker is open), or None. Budgets are checked by :meth:`reserve`."""
-        breaker = self.r.hget(self.key, "breaker")
+        """Why no new call may start (the run was cancelled, the breaker is open), or None. Budgets are checked
+        by :meth:`reserve`."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hget(self.meta_key, "state")
+        pipe.hget(self.key, "breaker")
+        state, breaker = pipe.execute()
+        if state == RunState.CANCELLED:
+            return CANCELLED_REASON
         return str(breaker) if breaker else None
 
     def read(self) -> dict[str, Any]:

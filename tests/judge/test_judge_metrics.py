@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 
@@ -284,3 +285,24 @@ def test_budgets_hold_when_the_server_reports_no_usage(rclient: redis.Redis, key
     state = RunJudgeState(rclient, run_id, ttl_s=60).read()
     assert 0 < len(scored) < 10 and "budget reached" in json.dumps([r["answer_accuracy"].details for r in results])
     assert state["usage_estimated"] == state["calls"] > 0 and 0 < state["tokens_in"] + state["tokens_out"] <= 1500
+
+
+def test_a_cancelled_run_starts_no_more_judge_calls(rclient: redis.Redis, keys: str, model: str) -> None:
+    """``ragscore cancel`` was read when a chunk started only: a judge chunk already running (8 items, 8 calls in
+    flight, 32 tasks per worker) went on paying for every one of its calls."""
+    from ragscore_workers.store import RunState, RunStore
+
+    run_id = uuid.uuid4().hex[:12]
+    store = RunStore(rclient, ttl_s=600)
+    store.create_run(run_id, {"state": RunState.RUNNING})
+    rows = [ROW | {"id": f"q{i}", "question": f"When was bulb {i} patented?"} for i in range(20)]
+    spec = {"name": "answer_accuracy", "params": {"concurrency": 2}}
+    with FakeProvider(api_key=keys, latency_s=0.2) as fake:
+        cancel = threading.Timer(0.5, store.set_state, args=(run_id, RunState.CANCELLED))
+        cancel.start()
+        results = score(judge_suite([spec], fake, model), rows, rclient, run_id)
+        calls = fake.stats()["requests"]
+    outs = [r["answer_accuracy"] for r in results]
+    stopped = [o for o in outs if o.details.get("stopped")]
+    assert calls < 20 and len(stopped) >= 10  # 40 calls without the check (4 s at 2 in flight)
+    assert {o.details["reason"] for o in stopped} == {"run cancelled"} and all(o.score is None for o in stopped)
