@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import tempfile
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -41,7 +43,7 @@ class Evaluation:
 
 
 def evaluate(
-    dataset: str | Path | Iterable[dict[str, Any]],
+    dataset: str | Path | Iterable[Mapping[str, Any]] | Any,
     suite: str | Path | dict[str, Any] | Suite,
     broker: str | None = None,
     *,
@@ -51,7 +53,8 @@ def evaluate(
     quiet: bool = True,
     progress: ProgressView | None = None,
 ) -> Evaluation:
-    """Score a dataset (a file, or an iterable of row dicts) with a suite; embedded unless ``broker``.
+    """Score a dataset (a file, an iterable of row dicts, or a pandas DataFrame) with a suite; embedded unless
+    ``broker``. Rows that cannot be read are reported in ``failed_rows.jsonl`` and with a warning.
 
     Reports are written to ``out`` (a temporary directory when omitted, kept so files can be read).
     """
@@ -63,11 +66,38 @@ def evaluate(
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / "dataset.jsonl"
         with path.open("w", encoding="utf-8") as fh:
-            for row in dataset:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            for row in _records(dataset):
+                fh.write(json.dumps(row, ensure_ascii=False, default=_plain) + "\n")
         fmt = "jsonl"
     summary = run(
         path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
         progress=progress or make_progress(quiet),
     )  # fmt: skip
+    if summary.failed_rows:  # quiet by default: say it where a notebook shows it
+        rows = "1 row was" if summary.failed_rows == 1 else f"{summary.failed_rows:,} rows were"
+        warnings.warn(f"{rows} unreadable and not scored: each is in {out_dir / 'failed_rows.jsonl'} with its "
+                      "line and why", stacklevel=2)  # fmt: skip
     return Evaluation(summary=summary, out_dir=out_dir)
+
+
+def _records(dataset: Any) -> Iterator[Mapping[str, Any]]:
+    """The rows of an iterable of dicts or of a pandas DataFrame (its records); TypeError for anything else (a
+    DataFrame iterates over its column names, a dict over its keys)."""
+    if hasattr(dataset, "to_dict") and hasattr(dataset, "columns"):  # a pandas (or polars-like) DataFrame
+        dataset = dataset.to_dict(orient="records")
+    if isinstance(dataset, (Mapping, str, bytes)):
+        raise TypeError(f"evaluate() takes rows (a list of dicts, or a DataFrame), got one {type(dataset).__name__}")
+    for i, row in enumerate(dataset):
+        if not isinstance(row, Mapping):
+            raise TypeError(f"row {i} is a {type(row).__name__}, not a dict of fields (question, answer, ...)")
+        yield row
+
+
+def _plain(value: Any) -> Any:
+    """A value json cannot write, as JSON: a numpy number or array (``.item()``, ``.tolist()``), a date or time
+    (ISO 8601); TypeError for the rest."""
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        return value.tolist()
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    raise TypeError(f"a row value of type {type(value).__name__} cannot be written as JSON")

@@ -25,3 +25,27 @@ def test_items_are_read_from_the_files_when_asked_for_and_can_be_streamed(tmp_pa
     assert result.items is result.items  # read once
     scored = [i.metrics["exact_match"].score for i in result.items]
     assert result.summary.metrics["exact_match"].mean == pytest.approx(sum(scored) / len(scored))
+
+
+def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_warn(
+    tmp_path: Path, home: Path
+) -> None:
+    """A DataFrame iterated over its column names ("no rows to score" about a temp file the user never made);
+    numpy values raised json's TypeError; pandas' missing value (NaN) was read as the text "nan"; rejected rows
+    were silent under the default quiet=True."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {"id": ["a", "b", "c"], "answer": ["x", "nan", "y"], "reference": ["x", np.nan, "z"],
+         "metadata": [{"n": np.int64(3)}, {}, {"when": pd.Timestamp("2026-11-25")}]}
+    )  # fmt: skip
+    result = evaluate(frame, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+    em = result.summary.metrics["exact_match"]
+    assert (em.n, em.unscorable, em.mean) == (2, 1, 0.5)  # the NaN reference is absent, not "nan"
+    assert result.items[0].id == "a"
+    with pytest.raises(TypeError, match="takes rows"):
+        evaluate({"id": "a", "answer": "x"}, {"metrics": ["exact_match"]}, out=tmp_path / "one")
+    with pytest.warns(UserWarning, match="1 row was unreadable and not scored"):
+        evaluate([{"id": "a", "answer": "x"}, {"id": "b", "answer": True}], {"metrics": ["exact_match"]},
+                 out=tmp_path / "bad")  # fmt: skip
