@@ -8,6 +8,7 @@ JSON files, the element's position in the list or object). A record that cannot 
 
 from __future__ import annotations
 
+import ast
 import codecs
 import csv
 import importlib
@@ -28,6 +29,9 @@ JSON_FIELDS = frozenset(
         "gold_evidence_sentences", "sentences", "rubric", "checks", "metadata", "expected",
     }
 )  # fmt: skip
+#: What a file that is not UTF-8 probably is, and what to do.
+NOT_UTF8_HINT = ("the file is not UTF-8: Excel's plain 'CSV' on Windows writes cp1252; save as 'CSV UTF-8', or "
+                 "convert it: iconv -f cp1252 -t utf-8")  # fmt: skip
 #: Characters of a bad row kept in ``failed_rows.jsonl``.
 RAW_EXCERPT_CHARS = 1000
 #: A JSONL line longer than this is reported and skipped without being held in memory.
@@ -78,7 +82,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
                 excerpt = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                yield line_no, RowError(line_no, f"invalid UTF-8 at byte {exc.start}", excerpt)
+                yield line_no, RowError(line_no, f"invalid UTF-8 at byte {exc.start} ({NOT_UTF8_HINT})", excerpt)
                 continue
             try:
                 value = json.loads(text)
@@ -92,9 +96,19 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
 
 
 def _csv_cell(name: str, value: str) -> Any:
+    """A cell: JSON in a list or object column (or, as pandas' ``to_csv`` writes lists, a Python literal:
+    ``['a', 'b']``, read by ``ast.literal_eval``, which evaluates no code), else the text."""
     stripped = value.strip()
     if name in JSON_FIELDS and stripped[:1] in ("[", "{", '"'):
-        return json.loads(stripped)
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            if stripped[:1] in ("[", "{"):
+                try:
+                    return ast.literal_eval(stripped)
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                    pass
+            raise
     return value
 
 
@@ -103,7 +117,7 @@ def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowE
     if len(cells) > len(header):
         return RowError(line, "more cells than header columns", text)
     if any("\udc80" <= ch <= "\udcff" for ch in text):
-        return RowError(line, "invalid UTF-8", text.encode("utf-8", "replace").decode())
+        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", text.encode("utf-8", "replace").decode())
     record: Record = {}
     for name, value in zip(header, cells, strict=False):
         if not name or value == "":
@@ -164,8 +178,15 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
 def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     try:
         data = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        hint = ""
+        if exc.msg == "Extra data" and exc.lineno > 1 and exc.colno == 1:  # a second value on the next line
+            hint = (
+                f": one JSON object per line is JSONL, read as such with --format jsonl (or name it {path.stem}.jsonl)"
+            )
+        raise DatasetError(f"{path}: not valid JSON ({exc}){hint}") from exc
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc}; {NOT_UTF8_HINT})") from exc
     if isinstance(data, dict):
         entries: list[Any] = []
         for key, value in data.items():
@@ -178,6 +199,16 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
         entries = data
     else:
         raise DatasetError(f"{path}: expected a JSON list of rows or an object keyed by id")
+    if (
+        isinstance(data, dict)
+        and not any(isinstance(v, dict) for v in data.values())
+        and any(isinstance(v, list) for v in data.values())
+    ):  # no row keyed by id, a list: {"data": [...], "version": ...}
+        wrapped = next(k for k, v in data.items() if isinstance(v, list))
+        raise DatasetError(
+            f"{path}: an object keyed by id, but {wrapped!r} holds a list: if the rows are that list, give "
+            f"ragscore the list itself (jq '.{wrapped}' {path.name} > rows.json)"
+        )
     for pos, value in enumerate(entries, start=1):
         if isinstance(value, (dict, RowError)):
             yield pos, value
@@ -231,6 +262,25 @@ def _sniff_json(path: Path) -> str:
     return "json"
 
 
+#: Leading bytes of files that are no text dataset, and how to make one of them.
+BINARY_KINDS = {
+    b"\x1f\x8b": "gzip-compressed: decompress it first (gunzip -k FILE)",
+    b"PAR1": "a Parquet file: write it as JSONL first (pandas: pd.read_parquet(FILE).to_json('rows.jsonl', "
+    "orient='records', lines=True))",
+    b"PK\x03\x04": "a zip archive (an .xlsx workbook?): export the sheet as 'CSV UTF-8', or unzip it",
+}
+
+
+def _refuse_binary(path: Path) -> None:
+    """DatasetError for a compressed or binary file, which every row of would be reported as invalid UTF-8."""
+    if path.is_file():
+        with path.open("rb") as fh:
+            head = fh.read(4)
+        for magic, kind in BINARY_KINDS.items():
+            if head.startswith(magic):
+                raise DatasetError(f"{path}: {kind}")
+
+
 def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
     """Format from the path: a directory is eval-points; ``.jsonl``/``.ndjson`` and ``.csv`` by extension;
     a ``.json`` file is eval-points, socioscope or auto-analyst when its content says so (see
@@ -266,6 +316,7 @@ def iter_records(
         raise DatasetError(f"Dataset not found: {path}")
     if path.is_dir() and fmt not in (None, DIRECTORY_FORMAT):
         raise DatasetError(f"{path} is a directory; give a file (only --format {DIRECTORY_FORMAT} reads a directory)")
+    _refuse_binary(path)
     fmt = fmt or detect_format(path, options)
     if fmt in SEED_FORMATS:
         module, function, accepted = SEED_FORMATS[fmt]

@@ -32,7 +32,7 @@ def test_jsonl_bad_lines_are_reported_with_line_numbers_and_the_rest_load(tmp_pa
     )
     ok, bad = _rows(path)
     assert [r.id for r in ok] == ["a", "row-7"]
-    assert [(e.line, e.error.split(":")[0]) for e in bad] == [
+    assert [(e.line, e.error.split(":")[0].split(" (")[0]) for e in bad] == [
         (3, "invalid JSON"),
         (4, "expected a JSON object, got list"),
         (5, "answer"),
@@ -171,14 +171,35 @@ def test_aliases_and_context_shapes(tmp_path: Path) -> None:
         ("data.txt", "x", "cannot tell the format"),
         ("bad.json", "{not json", "not valid JSON"),
         ("scalar.json", "3", "expected a JSON list"),
+        # Common shapes get the way out, not only the parser's complaint.
+        ("lines.json", '{"id": "a"}\n{"id": "b"}\n', "one JSON object per line is JSONL, read as such with --format"),
+        ("wrapped.json", '{"version": "1", "data": [{"id": "a"}]}', "'data' holds a list: if the rows are that list"),
+        ("rows.jsonl.gz", b"\x1f\x8b\x08\x00rest", "gzip-compressed: decompress it first"),
+        ("rows.parquet", b"PAR1\x15\x04", "a Parquet file: write it as JSONL first"),
+        ("sheet.csv", b"PK\x03\x04\x14\x00", "a zip archive \\(an .xlsx workbook\\?\\)"),
     ],
 )
-def test_unusable_files_raise_dataset_error(tmp_path: Path, name: str, content: str | None, message: str) -> None:
+def test_unusable_files_raise_dataset_error(
+    tmp_path: Path, name: str, content: str | bytes | None, message: str
+) -> None:
     path = tmp_path / name
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     with pytest.raises(DatasetError, match=message):
-        list(iter_rows(path))
+        list(iter_rows(path, "jsonl" if name.endswith(".gz") else None))
+
+
+def test_a_pandas_to_csv_list_cell_is_read_and_a_cp1252_row_says_what_to_do(tmp_path: Path) -> None:
+    """pandas writes a list column as ``['a', 'b']`` (every row was refused); Excel's plain CSV is cp1252."""
+    path = tmp_path / "d.csv"
+    path.write_bytes(b'id,answer,contexts\na,x,"[\'c1\', ""it\'s""]"\nb,caf\xe9,\nc,y,"[__import__(\'os\')]"\n')
+    ok, bad = _rows(path)
+    assert [(r.id, [c.text for c in r.contexts]) for r in ok] == [("a", ["c1", "it's"])]
+    assert [e.line for e in bad] == [3, 4]
+    assert "the file is not UTF-8: Excel's plain 'CSV' on Windows writes cp1252" in bad[0].error
+    assert bad[1].error.startswith("invalid JSON in column 'contexts'")  # a literal only: no code is run
 
 
 def test_scan_rejects_duplicate_ids_with_their_lines(tmp_path: Path) -> None:
