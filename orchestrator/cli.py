@@ -237,7 +237,7 @@ def run_cmd(
         budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = json.loads(run_json.read_text())["run_id"]
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget)
-        _exit_if_incomplete(summary)
+        _exit_if_incomplete(summary, resume_dir)
         return
     if dataset is None or suite is None:
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
@@ -271,12 +271,12 @@ def run_cmd(
     results = gates.check(out) if gates is not None else []
     if gates is not None:
         print_gates(results, only_failed=quiet)
-    _exit_if_incomplete(summary)
+    _exit_if_incomplete(summary, out)
     if failed(results):
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _exit_if_incomplete(summary: RunSummary) -> None:
+def _exit_if_incomplete(summary: RunSummary, out: Path) -> None:
     """Exit 1 when the judge's circuit breaker stopped judging, or a metric output has errors and not one score:
     the run produced nothing for it (a wrong key, a sandbox that cannot start, a provider that is down). Neither
     may pass as a success in CI; the reports are written and ``--resume`` goes on after the cause is fixed. A run
@@ -287,7 +287,9 @@ def _exit_if_incomplete(summary: RunSummary) -> None:
         raise typer.Exit(EXIT_RUN_ERROR)
     if summary.judge.get("breaker"):
         err.print(f"judging stopped: {summary.judge['breaker']}; the items it did not judge are unscored. Fix the "
-                  "cause, then `ragscore run --resume DIR` judges them", soft_wrap=True)  # fmt: skip
+                  f"cause, then `ragscore run --resume {out}` judges them (a key or an outage; a wrong model or "
+                  "base_url is in the suite, which a resume keeps: run again with the suite fixed)",
+                  soft_wrap=True)  # fmt: skip
         raise typer.Exit(EXIT_RUN_ERROR)
     empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
     if empty:
@@ -309,7 +311,7 @@ def resume_cmd(
     """Finish a run: schedule only what the store lacks (missing, failed, or stopped by the judge's breaker or
     budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget."""
     budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
-    _exit_if_incomplete(_finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget))
+    _exit_if_incomplete(_finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget), out)
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  # type: ignore[no-untyped-def]
@@ -475,7 +477,7 @@ def results(
 
     summary = write_results(_store(broker), run_id, out)
     print_summary(summary)
-    _exit_if_incomplete(summary)
+    _exit_if_incomplete(summary, out)
 
 
 @app.command("cancel")

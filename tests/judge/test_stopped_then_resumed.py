@@ -47,6 +47,7 @@ def test_a_run_the_breaker_stopped_exits_1_and_resume_judges_the_rest(
     first = _cli("run", data, "--suite", _suite(tmp_path, fake, model), "--out", out, home=home)
     assert first.returncode == 1, first.stderr
     assert "judging stopped: circuit breaker open after 2 consecutive failed judge calls" in first.stderr
+    assert f"`ragscore run --resume {out}` judges them" in " ".join(first.stderr.split())  # the DIR itself
     assert "stopped: circuit breaker open" in first.stdout  # the judge line under the table
     items = _items(out)
     assert items[0]["error"] and all(i["details"].get("stopped") for i in items[1:])
