@@ -276,6 +276,17 @@ def run_cmd(
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
+def _run_id(ref: str) -> str:
+    """A run named by its id, or by its ``--out`` DIR (whose run.json names it)."""
+    run_json = Path(ref) / "run.json"
+    if run_json.is_file():
+        try:
+            return str(json.loads(run_json.read_text(encoding="utf-8"))["run_id"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{run_json}: not a run.json ragscore wrote ({exc})") from exc
+    return ref
+
+
 def _exit_if_incomplete(summary: RunSummary, out: Path) -> None:
     """Exit 1 when the judge's circuit breaker stopped judging, or a metric output has errors and not one score:
     the run produced nothing for it (a wrong key, a sandbox that cannot start, a provider that is down). Neither
@@ -301,8 +312,11 @@ def _exit_if_incomplete(summary: RunSummary, out: Path) -> None:
 
 @app.command("resume")
 def resume_cmd(
-    run_id: Annotated[str, typer.Argument(help="Run id")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports")] = Path("ragscore-out"),
+    run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", "-o", help="Directory for the reports (default: the DIR given, else ragscore-out)"),
+    ] = None,
     broker: BrokerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
     max_cost: MaxCostOpt = None,
@@ -311,6 +325,8 @@ def resume_cmd(
     """Finish a run: schedule only what the store lacks (missing, failed, or stopped by the judge's breaker or
     budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget."""
     budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
+    out = out or (Path(run_id) if _run_id(run_id) != run_id else Path("ragscore-out"))
+    run_id = _run_id(run_id)
     _exit_if_incomplete(_finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget), out)
 
 
@@ -413,7 +429,7 @@ def submit(
 
 @app.command()
 def status(
-    run_id: Annotated[Optional[str], typer.Argument(help="Run id (omit to list runs)")] = None,  # noqa: UP045
+    run_id: Annotated[Optional[str], typer.Argument(help="Run id or --out DIR (omit to list runs)")] = None,  # noqa: UP045
     broker: BrokerOpt = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until the run ends")] = False,
     interval: Annotated[
@@ -435,6 +451,7 @@ def status(
         return
     from .runner import CONSUMER_CHECK_S, unserved_message, unserved_queues
 
+    run_id = _run_id(run_id)
     view = StatusView(store.meta(run_id))
     embedded = not (broker or get_settings().broker_url)
     console = Console()
@@ -467,7 +484,7 @@ def status(
 
 @app.command()
 def results(
-    run_id: Annotated[str, typer.Argument(help="Run id")],
+    run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     out: Annotated[Path, typer.Option("--out", "-o")],
     broker: BrokerOpt = None,
 ) -> None:
@@ -475,19 +492,20 @@ def results(
     from .reports import print_summary
     from .runner import write_results
 
-    summary = write_results(_store(broker), run_id, out)
+    summary = write_results(_store(broker), _run_id(run_id), out)
     print_summary(summary)
     _exit_if_incomplete(summary, out)
 
 
 @app.command("cancel")
 def cancel_cmd(
-    run_id: Annotated[str, typer.Argument(help="Run id")],
+    run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     broker: BrokerOpt = None,
 ) -> None:
     """Cancel a run: workers skip its remaining tasks; its summary covers what was scored."""
     from .runner import cancel
 
+    run_id = _run_id(run_id)
     store = _store(broker)
     store.meta(run_id)  # raises a clear error for an unknown run
     was = store.state(run_id)

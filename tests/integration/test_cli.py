@@ -212,6 +212,11 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     report = ragscore("report", run_id, "--format", "md", "--out", str(tmp_path / "md"), home=home)
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "md" / "report.md").exists()
+    # The run's --out DIR names it too ("No run 'o' in the store" before)
+    by_dir = ragscore("status", str(tmp_path / "o"), home=home)
+    assert by_dir.returncode == 0 and "errors 0" in by_dir.stdout, by_dir.stderr
+    assert ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "again2"), home=home).returncode == 0
+    assert ragscore("resume", str(tmp_path / "o"), home=home).returncode == 0  # nothing left to do: reports again
     assert _our_processes(home) == [], "the private Redis is shut down again"
 
 
