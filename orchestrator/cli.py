@@ -630,15 +630,17 @@ def list_metrics(
         mdef = get_metric(name)  # ConfigError with "did you mean" for an unknown name
         err.print(f"{name} (queue: {mdef.queue_label}): {mdef.description}")
         table = Table()
-        for col in ("param", "type", "default"):
-            table.add_column(col)
+        table.add_column("param", no_wrap=True)
+        table.add_column("type", overflow="fold")
+        table.add_column("default", overflow="fold")
         for field, info in mdef.params_model.model_fields.items():
             table.add_row(info.alias or field, Text(_type_name(info.annotation)), Text(_default_text(info)))
         Console().print(table if mdef.params_model.model_fields else "no params")
         return
     table = Table()
-    for col in ("metric", "queue", "outputs (default params)", "description"):
-        table.add_column(col)
+    table.add_column("metric", no_wrap=True)  # the names a suite is written with: never cut
+    for col in ("queue", "outputs (default params)", "description"):
+        table.add_column(col, overflow="fold")
     for metric_name, mdef in sorted(all_metrics().items()):
         try:
             outputs = ", ".join(mdef.outputs(mdef.params_model()))
