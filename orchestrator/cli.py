@@ -373,8 +373,22 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
         raise
     if not quiet:
         print_summary(summary)
+        if summary.failed_rows:
+            err.print(_first_unreadable(out, summary.failed_rows), soft_wrap=True)
         err.print(f"Reports written to {out}/")
     return summary
+
+
+def _first_unreadable(out: Path, count: int) -> str:
+    """Where the unreadable rows are, with the first one's line and reason (the table only counts them)."""
+    listed = out / "failed_rows.jsonl"
+    try:
+        with listed.open(encoding="utf-8") as fh:
+            first = json.loads(fh.readline())
+        said = f"; the first, line {first['line']}: {first['error']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        said = ""
+    return f"{count:,} unreadable {'row' if count == 1 else 'rows'} not scored{said} (each in {listed})"
 
 
 def _how_to_go_on(out: Path, broker: str | None) -> None:

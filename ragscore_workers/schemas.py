@@ -209,7 +209,18 @@ class MetricSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_string(cls, value: Any) -> Any:
-        return {"name": value} if isinstance(value, str) else value
+        if isinstance(value, str):
+            return {"name": value}
+        if isinstance(value, dict) and (flat := sorted(set(value) - {"name", "params"})):
+            raise PydanticCustomError(
+                "flat_params",
+                "{keys}: a metric's params go under params: {example}",
+                {
+                    "keys": ", ".join(flat),
+                    "example": f"{{name: {value.get('name', '...')}, params: {{{flat[0]}: ...}}}}",
+                },
+            )
+        return value
 
 
 class EmbeddingConfig(BaseModel):
@@ -224,6 +235,8 @@ class EmbeddingConfig(BaseModel):
     cache: bool = True
 
 
+#: Names of suite fields that would hold a secret.
+_SECRET_NAME = re.compile(r"key|token|secret|password", re.I)
 #: Model names of OpenAI's reasoning models (``o1``, ``o3-mini``, ``o4-mini``, ``gpt-5``, ``gpt-5-mini``).
 _OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
 
@@ -247,6 +260,19 @@ class JudgeConfig(BaseModel):
     #: Requests and tokens per day (Groq's free tier limits both).
     rpd: int | None = Field(default=None, gt=0)
     tpd: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secrets(cls, value: Any) -> Any:
+        """A key written into the suite (``api_key: gsk_...``): refused, never shown, with where keys go."""
+        if isinstance(value, dict) and (named := sorted(k for k in value if _SECRET_NAME.search(str(k)))):
+            raise PydanticCustomError(
+                "secret_in_suite",
+                "{keys}: keys come from the environment only (GROQ_API_KEY, OPENAI_API_KEY, or the variable a "
+                "judge metric's api_key_env names), never from a suite file (the value is not shown)",
+                {"keys": ", ".join(named)},
+            )
+        return value
 
     @property
     def is_reasoning(self) -> bool:

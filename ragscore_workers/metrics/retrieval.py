@@ -23,6 +23,12 @@ class RecallParams(BaseModel):
 
     k: list[int] = Field(default_factory=lambda: [1, 5], min_length=1)
 
+    @field_validator("k", mode="before")
+    @classmethod
+    def _one_cutoff(cls, value: object) -> object:
+        """``k: 5`` is ``k: [5]``."""
+        return [value] if isinstance(value, int) and not isinstance(value, bool) else value
+
     @field_validator("k")
     @classmethod
     def _positive(cls, value: list[int]) -> list[int]:

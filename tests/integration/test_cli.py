@@ -150,6 +150,9 @@ def test_bad_rows_are_reported_with_lines_and_the_rest_scored(tmp_path: Path, ho
     summary = json.loads((out / "summary.json").read_text())
     assert summary["items"] == 6 and summary["failed_rows"] == 2
     assert "exact_match" in result.stdout  # the summary table
+    said = " ".join(result.stderr.split())  # which rows, why and where, not only how many
+    assert "2 unreadable rows not scored; the first, line 3: invalid JSON" in said
+    assert f"(each in {out / 'failed_rows.jsonl'})" in said
     assert {p.name for p in out.iterdir()} >= {"items.jsonl", "items.csv", "summary.json", "report.md"}
     assert _our_processes(home) == []  # workers stopped, private redis shut down
 

@@ -30,6 +30,12 @@ def test_unknown_metric_suggests_close_names() -> None:
         ({"metrics": ["exact_match"], "colour": "red"}, "colour: Extra inputs"),
         ({"metrics": ["code_test"], "sandbox": {"backend": "dockr"}}, "sandbox.backend: Input should be 'auto'"),
         (["exact_match"], "must be a mapping"),
+        # The usual slips say how to write it.
+        (
+            {"metrics": [{"name": "recall_at_k", "k": [1]}]},
+            r"k: a metric's params go under params: \{name: recall_at_k",
+        ),
+        ({"metrics": ["exact_match"], "judge": {"api_key": "gsk_x"}}, "api_key: keys come from the environment only"),
     ],
 )
 def test_bad_suites_raise_config_error(suite: object, message: str) -> None:
@@ -120,3 +126,7 @@ def test_a_secret_pasted_where_its_variable_is_named_is_refused_unshown() -> Non
             load_suite(spec)
         assert "REALSECRET987" not in str(info.value)
     assert load_suite({"metrics": [{"name": "groundedness", "params": {"api_key_env": "MY_JUDGE_KEY"}}]})
+
+
+def test_one_cutoff_may_be_written_as_a_number() -> None:
+    assert load_suite({"metrics": [{"name": "recall_at_k", "params": {"k": 5}}]}).outputs() == ["recall_at_5", "mrr"]
