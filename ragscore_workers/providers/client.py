@@ -134,7 +134,8 @@ class JudgeClient:
             log.warning("judge call to %s failed for good: %s%s", self.provider.name, exc,
                         " (circuit breaker opened)" if opened else "")  # fmt: skip
             raise
-        self.cache.put(key, completion)
+        if completion.text.strip() or completion.refusal:  # an empty reply may be a server's glitch: not kept 90 days
+            self.cache.put(key, completion)
         return completion, False
 
     # ------------------------------------------------------------------ one attempt
