@@ -621,6 +621,8 @@ def _refuse_an_unfinished_run_in(out_dir: Path) -> None:
             f"`ragscore run --resume {out_dir}`, or give another --out to start a new run (or delete "
             f"{out_dir / 'run.json'}, if that run is gone or not wanted)"
         )
+    log.warning("%s holds the reports of run %s: this run replaces them (`ragscore results %s --out OTHER_DIR` "
+                "writes them again while the store keeps that run)", out_dir, recorded, recorded)  # fmt: skip
 
 
 def _refuse_to_overwrite(dataset: Path, out_dir: Path) -> None:

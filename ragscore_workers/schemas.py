@@ -235,8 +235,8 @@ class EmbeddingConfig(BaseModel):
     cache: bool = True
 
 
-#: Names of suite fields that would hold a secret.
-_SECRET_NAME = re.compile(r"key|token|secret|password", re.I)
+#: Names of judge fields that would hold a secret (not ``max_tokens``: a whole name, or one ending in api_key).
+_SECRET_NAME = re.compile(r"^(?:\w*api_?key|key|(?:api_|access_|auth_)?token|secret|password)$", re.I)
 #: Model names of OpenAI's reasoning models (``o1``, ``o3-mini``, ``o4-mini``, ``gpt-5``, ``gpt-5-mini``).
 _OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
 
@@ -265,7 +265,7 @@ class JudgeConfig(BaseModel):
     @classmethod
     def _no_secrets(cls, value: Any) -> Any:
         """A key written into the suite (``api_key: gsk_...``): refused, never shown, with where keys go."""
-        if isinstance(value, dict) and (named := sorted(k for k in value if _SECRET_NAME.search(str(k)))):
+        if isinstance(value, dict) and (named := sorted(k for k in value if _SECRET_NAME.match(str(k)))):
             raise PydanticCustomError(
                 "secret_in_suite",
                 "{keys}: keys come from the environment only (GROQ_API_KEY, OPENAI_API_KEY, or the variable a "

@@ -130,3 +130,16 @@ def test_a_secret_pasted_where_its_variable_is_named_is_refused_unshown() -> Non
 
 def test_one_cutoff_may_be_written_as_a_number() -> None:
     assert load_suite({"metrics": [{"name": "recall_at_k", "params": {"k": 5}}]}).outputs() == ["recall_at_5", "mrr"]
+
+
+def test_a_suite_reads_back_what_it_writes() -> None:
+    """Workers and resumes read the suite from its JSON in the store: a check on suite fields that refused the
+    written form (max_tokens taken for a secret's name) failed every task of every run."""
+    from ragscore_workers.schemas import Suite
+
+    suite = load_suite({
+        "name": "all", "metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": 5}}, "rubric_judge"],
+        "judge": {"provider": "openai", "model": "o3-mini", "max_tokens": 64, "tpd": 10_000},
+        "target": {"url": "http://rag:8000/ask", "auth_env": "RAG_TOKEN"},
+    }).suite  # fmt: skip
+    assert Suite.model_validate_json(suite.model_dump_json()) == suite
