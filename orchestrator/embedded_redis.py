@@ -8,6 +8,7 @@ run registers its pid; the last run to leave shuts the server down (its data sta
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import subprocess
@@ -24,12 +25,17 @@ from ragscore_workers.errors import BrokerError
 
 __all__ = ["EmbeddedRedis", "find_redis_server"]
 
+log = logging.getLogger(__name__)
+
 #: Redis set of pids of the runs using the embedded server.
 CLIENTS_KEY = "ragscore:embedded:clients"
 #: Unix socket paths longer than this do not fit in ``sockaddr_un``.
 MAX_SOCKET_PATH = 100
-#: Seconds to wait for a fresh server to answer PING.
+#: Seconds to wait for a fresh server to answer at all (PING, or LOADING while it reads its data back).
 START_TIMEOUT_S = 10.0
+#: Seconds to wait for a server that is reading its append-only file back (about 15 s per million stored items
+#: on a small machine) before giving up.
+LOAD_TIMEOUT_S = 900.0
 
 
 def find_redis_server() -> str:
@@ -79,14 +85,52 @@ class EmbeddedRedis:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def _ping(self) -> bool:
-        try:
-            return bool(self.client.ping())
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            return False
+        return self._state() == "up"
 
-    def _start_server(self) -> None:
-        self.socket.unlink(missing_ok=True)
-        args = [
+    def _state(self) -> str:
+        """``up`` (answers), ``loading`` (answers LOADING: it reads its append-only file back) or ``down``."""
+        try:
+            return "up" if self.client.ping() else "down"
+        except redis.BusyLoadingError:  # a ConnectionError subclass: catch it first
+            return "loading"
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return "down"
+
+    def _server_pid(self) -> int | None:
+        """The pid of the redis-server that holds this data dir (its pidfile), if that process still runs."""
+        try:
+            pid = int((self.dir / "redis.pid").read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return None
+        return pid if b"redis" in cmdline and _alive(pid) else None
+
+    def _wait_until_up(self, started: float, server: str) -> None:
+        """Wait while the server starts or reads its data back (a run of a million items takes ~15 s to load);
+        BrokerError when it does not answer within START_TIMEOUT_S, or is still loading after LOAD_TIMEOUT_S."""
+        said = False
+        while True:
+            state, waited = self._state(), time.monotonic() - started
+            if state == "up":
+                return
+            if state == "loading" and not said:
+                size = sum(f.stat().st_size for f in self.dir.rglob("*.aof") if f.is_file()) / 1e6
+                log.warning("the embedded Redis is reading back its stored runs and caches (%.0f MB): waiting", size)
+                said = True
+            if waited > (LOAD_TIMEOUT_S if state == "loading" else START_TIMEOUT_S):
+                raise BrokerError(self._did_not_start(server, "still loading" if state == "loading" else "no answer"))
+            time.sleep(0.05)
+
+    def _did_not_start(self, server: str, why: str) -> str:
+        log_tail = ""
+        log_file = self.dir / "redis.log"
+        if log_file.exists():
+            log_tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-10:])
+        return f"The embedded redis-server did not start ({server}: {why}).\n{log_tail}"
+
+    def server_args(self) -> list[str]:
+        """The command line of the private server: unix socket only, AOF persistence in the data dir."""
+        return [
             find_redis_server(),
             "--port", "0",
             "--unixsocket", str(self.socket),
@@ -100,26 +144,25 @@ class EmbeddedRedis:
             "--logfile", str(self.dir / "redis.log"),
             "--maxmemory-policy", "noeviction",
         ]  # fmt: skip
+
+    def _start_server(self) -> None:
+        self.socket.unlink(missing_ok=True)
+        args = self.server_args()
         result = subprocess.run(args, capture_output=True, text=True, timeout=30)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._ping():
-                return
-            time.sleep(0.05)
-        log_tail = ""
-        log_file = self.dir / "redis.log"
-        if log_file.exists():
-            log_tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-10:])
-        raise BrokerError(
-            f"The embedded redis-server did not start ({args[0]}, exit {result.returncode}).\n"
-            f"{result.stderr.strip()}\n{log_tail}"
-        )
+        if result.returncode != 0:
+            raise BrokerError(f"{self._did_not_start(args[0], f'exit {result.returncode}')}\n{result.stderr.strip()}")
+        self._wait_until_up(time.monotonic(), args[0])
 
     def acquire(self) -> str:
-        """Start the server unless one is up, register this process; returns the broker URL."""
+        """Start the server unless one runs, register this process; returns the broker URL. A server that is
+        reading its data back (after a large run) is waited for: starting a second one on the same data dir
+        would leave two writing one append-only file."""
         with self._lock():
-            if not self._ping():
-                self._start_server()
+            if self._state() != "up":
+                if self._server_pid() is not None:
+                    self._wait_until_up(time.monotonic(), "the running server")
+                else:
+                    self._start_server()
             self.client.sadd(CLIENTS_KEY, os.getpid())
         return self.url
 
