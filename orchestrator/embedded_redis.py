@@ -159,8 +159,10 @@ class EmbeddedRedis:
         would leave two writing one append-only file."""
         with self._lock():
             if self._state() != "up":
-                if self._server_pid() is not None:
-                    self._wait_until_up(time.monotonic(), "the running server")
+                if (pid := self._server_pid()) is not None:
+                    self._wait_until_up(
+                        time.monotonic(), f"pid {pid} holds {self.dir}; if it hangs, stop it: kill {pid}"
+                    )
                 else:
                     self._start_server()
             self.client.sadd(CLIENTS_KEY, os.getpid())
