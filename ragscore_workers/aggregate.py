@@ -44,6 +44,11 @@ MAX_REASONS = 100
 SHOWN_REASONS = 3
 REASON_CHARS = 200
 OTHER_REASONS = "(other reasons)"
+#: Distinct values of one breakdown (groups, systems, question types, categories) with a row of their own: the
+#: first ones seen; the rest are summed up under OTHER_VALUES (a group per row made summary.json as large as
+#: items.jsonl, and the aggregating worker's memory grow with the rows).
+MAX_BREAKDOWN_VALUES = 1000
+OTHER_VALUES = f"(beyond the first {MAX_BREAKDOWN_VALUES:,})"
 #: ``first_error`` keeps this many characters of a metric's first error message.
 FIRST_ERROR_CHARS = 300
 #: The metric output ``compare_answers`` ranks the systems of a question by.
@@ -227,7 +232,7 @@ class Aggregator:
             details = result.get("details") or {}
             self.metrics[name].add(score, error, details.get("reason"))
             for dim, value in dims:
-                self.by[dim][value][name].add(score, error)
+                self._breakdown(dim, value)[name].add(score, error)
             if name == COMPARE_METRIC and error is None:
                 self.wins.add(meta.get("id"), meta.get("system"), score)
             if "ratings" in details:
@@ -236,10 +241,17 @@ class Aggregator:
             if isinstance(categories, dict):
                 for category, cat_score in categories.items():
                     if error is not None:  # an errored item's partial ratios are no score: an error there too
-                        self.by["category"][str(category)][name].add(None, error)
+                        self._breakdown("category", str(category))[name].add(None, error)
                     elif isinstance(cat_score, (int, float)) or cat_score is None:
-                        self.by["category"][str(category)][name].add(cat_score, None)
+                        self._breakdown("category", str(category))[name].add(cat_score, None)
         self.scored += any_score
+
+    def _breakdown(self, dim: str, value: str) -> defaultdict[str, _Acc]:
+        """The accumulators of one value of a breakdown; past MAX_BREAKDOWN_VALUES, those of OTHER_VALUES."""
+        tree = self.by[dim]
+        if value not in tree and len(tree) >= MAX_BREAKDOWN_VALUES:
+            value = OTHER_VALUES
+        return tree[value]
 
     def summary(self, run_id: str, **extra: Any) -> RunSummary:
         def dump(tree: dict[str, dict[str, _Acc]]) -> dict[str, dict[str, MetricSummary]]:

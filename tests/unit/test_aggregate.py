@@ -56,6 +56,18 @@ def test_why_items_were_unscorable_is_counted_most_common_first() -> None:
     assert s.metrics["k"].unscorable_reasons is None and s.by_group["g"]["m"].unscorable_reasons is None
 
 
+def test_a_breakdown_keeps_its_first_values_and_sums_up_the_rest() -> None:
+    """A group per row (group = document id) made summary.json as large as items.jsonl (68 MB at 100k rows) and
+    the aggregating worker's memory grow with the rows (757 MB)."""
+    from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES, OTHER_VALUES
+
+    n = MAX_BREAKDOWN_VALUES + 500
+    s = summarize("run", [_item(str(i), f"doc-{i}", m=float(i % 2)) for i in range(n)])
+    assert len(s.by_group) == MAX_BREAKDOWN_VALUES + 1 and "doc-0" in s.by_group and f"doc-{n - 1}" not in s.by_group
+    assert s.by_group[OTHER_VALUES]["m"].n == 500 and s.metrics["m"].n == n  # nothing is lost, only pooled
+    assert OTHER_VALUES == "(beyond the first 1,000)"
+
+
 def test_null_is_never_averaged_as_zero() -> None:
     s = summarize("run", [_item("1", m=1.0), _item("2", m=None), _item("3", m=None)])
     assert s.metrics["m"].mean == 1.0 and s.metrics["m"].n == 1 and s.metrics["m"].unscorable == 2
