@@ -25,7 +25,8 @@ IDLE_NOTE_S = 10.0
 
 
 class ProgressView(Protocol):
-    """Receives the store's progress counters while a run scores."""
+    """Receives the store's progress counters while a run scores. A view may also have ``note(text)``, told what
+    happens before and after scoring (reading and sending a large dataset, aggregating, writing reports)."""
 
     def start(self, run_id: str) -> None: ...
     def update(self, counters: dict[str, int], final: bool = False) -> None: ...
@@ -98,6 +99,9 @@ class RichProgress:
     def stop(self) -> None:
         self.bar.stop()
 
+    def note(self, text: str) -> None:
+        self.console.print(f"[ragscore] {text}", markup=False, highlight=False)
+
 
 class PlainProgress:
     """One line every ``PLAIN_INTERVAL_S`` seconds (logs, CI)."""
@@ -124,14 +128,17 @@ class PlainProgress:
         if note := self.rate.idle_note(done, total):
             eta_text = f"? ({note})"
         print(
-            f"[ragscore] {self.run_id}: {done}/{total} ({pct:.1f}%) {rate:.1f}/s ETA {eta_text} "
-            f"errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}",
+            f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric outputs ({pct:.1f}%) {rate:.1f}/s ETA "
+            f"{eta_text} errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}",
             file=self.stream,
             flush=True,
         )
 
     def stop(self) -> None:
         return None
+
+    def note(self, text: str) -> None:
+        print(f"[ragscore] {text}", file=self.stream, flush=True)
 
 
 class QuietProgress:
@@ -144,6 +151,9 @@ class QuietProgress:
         return None
 
     def stop(self) -> None:
+        return None
+
+    def note(self, text: str) -> None:
         return None
 
 

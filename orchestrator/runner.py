@@ -138,15 +138,18 @@ def submit(
     run_id: str | None = None,
     shard_rows: int = DEFAULT_SHARD_ROWS,
     on_validated: Callable[[list[str]], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> Submitted:
     """Validate the dataset, then stream it into chords. Nothing is sent if validation fails.
 
     ``on_validated(queues)`` runs once validation passed, before the first task is sent, with the queues
     the rows need (the embedded mode starts those workers there, so they boot while rows are submitted).
+    ``say`` is told how far reading and sending are, every NOTE_EVERY_S (minutes for a million rows).
     """
     run_id = run_id or new_run_id()
     started = time.time()
     bad: list[dict] = []
+    ticker = _Ticker(say)
     if resolved.targets:
         shard_rows = min(shard_rows, TARGET_SHARD_ROWS)
 
@@ -161,7 +164,13 @@ def submit(
     }
     needed: set[str] = {"target"} if resolved.targets else set()
     validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
-    scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=lambda row: needed.update(resolved.row_queues(row)))
+
+    def on_row(row: Row) -> None:
+        needed.update(resolved.row_queues(row))
+        ticker.count(lambda n: f"reading {dataset.name}: {n:,} rows so far")
+
+    scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row)
+    ticker.say(f"{scan.rows:,} rows to score ({scan.failed:,} unreadable); sending them to the queues")
     for warning in scan.warnings():
         log.warning("%s: %s", dataset, warning)
     queues = [q for q in QUEUE_ORDER if q in needed]
@@ -194,11 +203,34 @@ def submit(
                                    "is cancelled: start a new run once the file is complete")  # fmt: skip
             n_tasks += _submit_shard(store, run_id, index, rows, resolved)
             n_shards += 1
+            ticker.count(lambda n: f"sent {min(n * shard_rows, scan.rows):,} of {scan.rows:,} rows")
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
         aggregate.delay(run_id, 0)
     return Submitted(run_id=run_id, items=items, failed_rows=scan.failed, tasks=n_tasks, shards=n_shards)
+
+
+#: Seconds between two notes on reading and sending a dataset.
+NOTE_EVERY_S = 10.0
+
+
+class _Ticker:
+    """Counts steps and tells ``say`` where they are, at most every NOTE_EVERY_S (nothing without ``say``)."""
+
+    def __init__(self, say: Callable[[str], None] | None) -> None:
+        self._say, self.n, self.last = say, 0, time.monotonic()
+
+    def count(self, text: Callable[[int], str]) -> None:
+        self.n += 1
+        if self._say is not None and time.monotonic() - self.last >= NOTE_EVERY_S:
+            self.say(text(self.n))
+
+    def say(self, text: str) -> None:
+        """Say ``text`` now; the counting starts again."""
+        self.n, self.last = 0, time.monotonic()
+        if self._say is not None:
+            self._say(text)
 
 
 @contextmanager
@@ -493,6 +525,7 @@ def wait(
     restarted = False  # a local worker died and was restarted since the last recovery
     orphans_said: set[int] = set()  # counts of messages held by gone workers, already logged
     lost_since: float | None = None  # when Redis stopped answering (None: it answers)
+    aggregating_said = False
     try:
         while True:
             try:
@@ -525,6 +558,10 @@ def wait(
                     "flushed, or evicting keys under maxmemory). What it scored is lost; run it again"
                 )
             progress.update(counters)
+            if state == RunState.AGGREGATING and not aggregating_said:  # minutes for a million items
+                aggregating_said = True
+                if note := getattr(progress, "note", None):
+                    note("every item is scored: aggregating the summary")
             if state in RunState.DONE:
                 summary = store.summary(run_id)
                 if summary is not None and summary.state == state:
@@ -679,6 +716,7 @@ def run(
         _refuse_an_unfinished_run_in(out_dir)
         if dataset is not None:
             _refuse_to_overwrite(dataset, out_dir)
+    say: Callable[[str], None] = getattr(progress, "note", None) or (lambda _: None)  # a view may have none
 
     def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
         run_id = resume_id or new_run_id()
@@ -690,19 +728,24 @@ def run(
                 on_validated(queues)
 
         if resume_id is not None:
+            say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params)
         assert dataset is not None and resolved is not None
         return submit(
             dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,
-            on_validated=validated,
+            on_validated=validated, say=say,
         )  # fmt: skip
+
+    def finish(store: RunStore, run_id: str) -> RunSummary:
+        say(f"writing the reports to {out_dir}/")
+        return write_results(store, run_id, out_dir)
 
     with sigterm_as_interrupt():
         if broker:
             store = connect(broker, settings)
             sub = start(store)
             wait(store, sub.run_id, progress, timeout_s=timeout_s)
-            return write_results(store, sub.run_id, out_dir)
+            return finish(store, sub.run_id)
         checked: set[str] = set()  # queues whose local resources were checked already
         if resolved is not None:  # before anything is recorded: what every row's metrics need (routed rows: later)
             checked = {m.queue.value for m, _ in resolved.metrics if m.route is None}
@@ -737,7 +780,7 @@ def run(
                     consumer_check_s=math.inf,
                     revive=embedded.acquire,  # the run's own server died: start it again from its AOF
                 )
-                summary = write_results(store, sub.run_id, out_dir)
+                summary = finish(store, sub.run_id)
                 finished = True
                 return summary
             except BaseException:

@@ -49,3 +49,22 @@ def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_
     with pytest.warns(UserWarning, match="1 row was unreadable and not scored"):
         evaluate([{"id": "a", "answer": "x"}, {"id": "b", "answer": True}], {"metrics": ["exact_match"]},
                  out=tmp_path / "bad")  # fmt: skip
+
+
+def test_reading_sending_and_writing_are_said_as_they_happen(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A million rows took three minutes to read and send, then minutes to aggregate and write, and nothing was
+    said before the first progress line nor after the last."""
+    import io
+
+    from orchestrator import runner
+    from orchestrator.progress import PlainProgress
+
+    monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)  # say every step: the test has 300 rows, not a million
+    stream = io.StringIO()
+    evaluate(make_rows(300), {"metrics": ["exact_match"]}, out=tmp_path / "out", progress=PlainProgress(stream))
+    said = stream.getvalue()
+    assert "[ragscore] reading dataset.jsonl: 1 rows so far" in said
+    assert "[ragscore] 300 rows to score (0 unreadable); sending them to the queues" in said
+    assert "item×metric outputs" in said and f"[ragscore] writing the reports to {tmp_path / 'out'}/" in said
