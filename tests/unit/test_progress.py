@@ -23,7 +23,7 @@ def test_a_resumed_runs_earlier_units_are_not_counted_as_this_seconds_work() -> 
     time.sleep(0.2)
     view.update({"done": 135, "total": 1000}, final=True)  # 20 units in ~0.2 s
     first, last = out.getvalue().splitlines()
-    assert "115/1000 (11.5%) 0.0/s ETA ?" in first
+    assert "115/1,000 item×metric outputs (11.5%) 0.0/s ETA ?" in first
     assert 0 < _rate(last) <= 20 / 0.2, "20 units over at least 0.2 s (the old rate counted all 135)"
 
 
@@ -42,5 +42,5 @@ def test_no_progress_for_a_while_is_said_instead_of_a_stale_eta(monkeypatch) -> 
     view.update({"done": 100, "total": 100}, final=True)
     moving, stalled, done = out.getvalue().splitlines()[1:]
     assert "no progress" not in moving and re.search(r"ETA \d+s ", moving)
-    assert "50/100 (50.0%)" in stalled and "ETA ? (no progress for 0 s)" in stalled
+    assert "50/100 item×metric outputs (50.0%)" in stalled and "ETA ? (no progress for 0 s)" in stalled
     assert "no progress" not in done
