@@ -81,9 +81,11 @@ def evaluate(
 
 
 def _records(dataset: Any) -> Iterator[Mapping[str, Any]]:
-    """The rows of an iterable of dicts or of a pandas DataFrame (its records); TypeError for anything else (a
+    """The rows of an iterable of dicts or of a pandas or polars DataFrame (its records); TypeError for anything else (a
     DataFrame iterates over its column names, a dict over its keys)."""
-    if hasattr(dataset, "to_dict") and hasattr(dataset, "columns"):  # a pandas (or polars-like) DataFrame
+    if hasattr(dataset, "to_dicts") and hasattr(dataset, "columns"):  # a polars DataFrame
+        dataset = dataset.to_dicts()
+    elif hasattr(dataset, "to_dict") and hasattr(dataset, "columns"):  # a pandas DataFrame
         dataset = dataset.to_dict(orient="records")
     if isinstance(dataset, (Mapping, str, bytes)):
         raise TypeError(f"evaluate() takes rows (a list of dicts, or a DataFrame), got one {type(dataset).__name__}")

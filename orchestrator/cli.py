@@ -237,7 +237,7 @@ def run_cmd(
         budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = json.loads(run_json.read_text())["run_id"]
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget)
-        _exit_if_incomplete(summary, resume_dir)
+        _exit_if_incomplete(summary, f"ragscore run --resume {resume_dir}")
         return
     if dataset is None or suite is None:
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
@@ -271,7 +271,7 @@ def run_cmd(
     results = gates.check(out) if gates is not None else []
     if gates is not None:
         print_gates(results, only_failed=quiet)
-    _exit_if_incomplete(summary, out)
+    _exit_if_incomplete(summary, f"ragscore run --resume {out}")
     if failed(results):
         raise typer.Exit(EXIT_GATE_FAILED)
 
@@ -287,18 +287,19 @@ def _run_id(ref: str) -> str:
     return ref
 
 
-def _exit_if_incomplete(summary: RunSummary, out: Path) -> None:
+def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     """Exit 1 when the judge's circuit breaker stopped judging, or a metric output has errors and not one score:
     the run produced nothing for it (a wrong key, a sandbox that cannot start, a provider that is down). Neither
-    may pass as a success in CI; the reports are written and ``--resume`` goes on after the cause is fixed. A run
-    cancelled with ``ragscore cancel`` exits 1 too: its reports cover only what was scored before."""
+    may pass as a success in CI; the reports are written and ``resume`` (the command that finishes this run) goes on
+    after the cause is fixed. A run cancelled with ``ragscore cancel`` exits 1 too: its reports cover only what was
+    scored before."""
     if summary.state == "cancelled":
         err.print(f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored; the "
                   "reports cover those only", soft_wrap=True)  # fmt: skip
         raise typer.Exit(EXIT_RUN_ERROR)
     if summary.judge.get("breaker"):
         err.print(f"judging stopped: {summary.judge['breaker']}; the items it did not judge are unscored. Fix the "
-                  f"cause, then `ragscore run --resume {out}` judges them (a key or an outage; a wrong model or "
+                  f"cause, then `{resume}` judges them (a key or an outage; a wrong model or "
                   "base_url is in the suite, which a resume keeps: run again with the suite fixed)",
                   soft_wrap=True)  # fmt: skip
         raise typer.Exit(EXIT_RUN_ERROR)
@@ -327,7 +328,8 @@ def resume_cmd(
     budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
     out = out or (Path(run_id) if _run_id(run_id) != run_id else Path("ragscore-out"))
     run_id = _run_id(run_id)
-    _exit_if_incomplete(_finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget), out)
+    summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget)
+    _exit_if_incomplete(summary, f"ragscore resume {run_id} --out {out}")
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  # type: ignore[no-untyped-def]
@@ -508,7 +510,7 @@ def results(
 
     summary = write_results(_store(broker), _run_id(run_id), out)
     print_summary(summary)
-    _exit_if_incomplete(summary, out)
+    _exit_if_incomplete(summary, f"ragscore resume {summary.run_id} --out {out}")
 
 
 @app.command("cancel")

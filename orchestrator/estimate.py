@@ -163,7 +163,9 @@ class _JudgePlanner:
     def _cached(self, calls: list[PlannedCall]) -> list[bool]:
         pipe = self.redis.pipeline(transaction=False)
         for call in calls:
-            params = CompletionParams(temperature=self.suite.judge.temperature, max_tokens=call.max_tokens)
+            judge = self.suite.judge
+            params = CompletionParams(temperature=judge.temperature, max_tokens=call.max_tokens,
+                                      reasoning=judge.is_reasoning)  # fmt: skip
             pipe.exists(cache_key(self.identity, call.messages, params, call.template_version))
         return [bool(hit) for hit in pipe.execute()]
 

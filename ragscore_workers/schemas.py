@@ -98,12 +98,21 @@ def item_key(system: str | None, id: str) -> str:
 
 
 _ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: What keys and tokens look like, though some are valid variable names (Groq's gsk_..., Hugging Face's hf_...).
+_SECRET_SHAPE = re.compile(r"^(?:gsk_|hf_|ghp_|gho_|github_pat_|xai-|sk-|sk_|pk_|rk_|AKIA|AIza|eyJ)")
+
+
+def _looks_like_a_secret(value: str) -> bool:
+    """A known key prefix, or 30+ characters mixing lower case and digits (variable names are short words)."""
+    return bool(_SECRET_SHAPE.match(value)) or (
+        len(value) >= 30 and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+    )
 
 
 def env_var_name(value: str | None) -> str | None:
     """A field that names the environment variable holding a secret (``api_key_env``, ``auth_env``): a key
     pasted there instead would be shown by every message that names the variable, so it is refused, unshown."""
-    if value is not None and not _ENV_VAR_NAME.fullmatch(value):
+    if value is not None and (not _ENV_VAR_NAME.fullmatch(value) or _looks_like_a_secret(value)):
         raise PydanticCustomError(
             "env_var_name",
             "must name an environment variable (letters, digits and _), not hold the secret itself: secrets come "
@@ -126,7 +135,11 @@ def split_key(key: str) -> tuple[str | None, str]:
 
 
 #: Row fields whose ``null`` means "absent" (their default is not None: an empty list or dict).
-NULL_AS_ABSENT = ("contexts", "retrieved_contexts", "metadata")
+NULL_AS_ABSENT = ("contexts", "metadata")
+#: Ragas 0.2+ column names (its ``reference`` is ours) -> the row field they fill, and what they must hold.
+RAGAS_NAMES: dict[str, tuple[str, type]] = {
+    "user_input": ("question", str), "response": ("answer", str), "retrieved_contexts": ("contexts", list),
+}  # fmt: skip
 
 
 class Row(BaseModel):
@@ -139,7 +152,13 @@ class Row(BaseModel):
     @classmethod
     def _null_is_absent(cls, value: Any) -> Any:
         """``null`` lists are absent, and so is any field that is NaN or infinite: JSON's ``NaN`` (pandas writes a
-        missing value so) was read as the text "nan", a reference every "nan" answer matched."""
+        missing value so) was read as the text "nan", a reference every "nan" answer matched. Ragas 0.2+ column
+        names fill a field the row does not give, when they hold what it takes (else they stay extra columns)."""
+        if isinstance(value, dict) and any(name in value for name in RAGAS_NAMES):
+            value = dict(value)
+            for name, (field, kind) in RAGAS_NAMES.items():
+                if field not in value and isinstance(value.get(name), kind):
+                    value[field] = value.pop(name)
         if isinstance(value, dict) and any(
             (v is None and k in NULL_AS_ABSENT) or (isinstance(v, float) and not math.isfinite(v))
             for k, v in value.items()
@@ -151,16 +170,13 @@ class Row(BaseModel):
         return value
 
     id: str
-    # Ragas 0.2+ names (user_input, response, retrieved_contexts, reference) and 0.1's ground_truth read too.
-    question: str | None = Field(default=None, validation_alias=AliasChoices("question", "user_input"))
-    answer: str | None = Field(default=None, validation_alias=AliasChoices("answer", "response"))
+    question: str | None = None
+    answer: str | None = None
     reference: str | None = Field(
         default=None,
         validation_alias=AliasChoices("reference", "gold_answer", "reference_answer", "ground_truth"),
     )
-    contexts: list[Context] = Field(
-        default_factory=list, validation_alias=AliasChoices("contexts", "retrieved_contexts")
-    )
+    contexts: list[Context] = Field(default_factory=list)
     question_type: str | None = None
     expected: Any = None
     citations: list[Citation] | None = None
@@ -191,8 +207,12 @@ class Row(BaseModel):
         return item_key(self.system, self.id)
 
     def to_message(self) -> dict[str, Any]:
-        """JSON-ready form for a task message (no nulls, so messages stay small)."""
-        return self.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": self.id}
+        """JSON-ready form for a task message (no nulls, so messages stay small). A Ragas column the row did not
+        take (its field was given, even as null) is left out: read again, it would fill the dropped null."""
+        message = self.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": self.id}
+        for name in RAGAS_NAMES.keys() & (self.model_extra or {}).keys():
+            del message[name]
+        return message
 
 
 # --------------------------------------------------------------------------- suite
@@ -212,13 +232,12 @@ class MetricSpec(BaseModel):
         if isinstance(value, str):
             return {"name": value}
         if isinstance(value, dict) and (flat := sorted(set(value) - {"name", "params"})):
+            if "name" not in value and len(value) == 1:  # {recall_at_k: {k: [1, 5]}}: the metric as the key
+                example = f"{{name: {flat[0]}, params: {{...}}}}"
+            else:
+                example = f"{{name: {value.get('name', '...')}, params: {{{flat[0]}: ...}}}}"
             raise PydanticCustomError(
-                "flat_params",
-                "{keys}: a metric's params go under params: {example}",
-                {
-                    "keys": ", ".join(flat),
-                    "example": f"{{name: {value.get('name', '...')}, params: {{{flat[0]}: ...}}}}",
-                },
+                "flat_params", "{keys}: a metric is written {example}", {"keys": ", ".join(flat), "example": example}
             )
         return value
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,12 +17,15 @@ REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
 
 
 def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """The URL with its password replaced by ``***`` (for messages and logs). Read from the raw text, not a URL
+    parser: a password holding ``#``, ``/`` or ``?`` (what makes such a URL malformed) cuts a parser's netloc
+    short, and it would be shown whole. Everything between ``://`` and the last ``@`` is credentials."""
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if not sep or at < 0 or rest.startswith("/"):  # no credentials; a socket path may hold an @
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    user, colon, _ = rest[:at].partition(":")
+    return f"{scheme}://{user + ':***' if colon else '***'}{rest[at:]}"
 
 
 def check_redis_url(url: str, what: str = "--broker") -> str:
@@ -95,10 +98,7 @@ class Settings(BaseSettings):
 
 def _shown(value: object) -> object:
     """A setting's value as a message may show it: a URL's password replaced by ``***``."""
-    try:
-        return redact_url(value) if isinstance(value, str) else value
-    except ValueError:  # not a URL urlsplit can read (an unclosed IPv6 bracket): show no part of it
-        return "(not shown)"
+    return redact_url(value) if isinstance(value, str) else value
 
 
 def get_settings() -> Settings:

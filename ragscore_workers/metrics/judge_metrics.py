@@ -183,7 +183,7 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
             break
         verdict.calls += 1
         verdict.cached = verdict.cached and cached
-        verdict.reply = completion.text[:REPLY_EXCERPT]
+        verdict.reply = (answer_part(completion.text).strip() or completion.text)[:REPLY_EXCERPT]  # not the thinking
         verdict.value = job.parse(completion.text)
         if verdict.value is not None:
             break
@@ -193,10 +193,10 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
             break
         if completion.finish_reason == "length":
             if not answer_part(completion.text).strip():  # all thinking: every call would end alike
-                verdict.error = (
-                    f"the judge's reply was cut at max_tokens={params.max_tokens} before it held an answer (a "
-                    "reasoning model thinks first: set judge.reasoning: true, or raise the metric's max_tokens)"
-                )
+                fix = "raise the metric's max_tokens" if params.reasoning else (
+                    "set judge.reasoning: true, or raise the metric's max_tokens")  # fmt: skip
+                verdict.error = (f"the judge's reply was cut at max_tokens={params.max_tokens} before it held an "
+                                 f"answer (a reasoning model thinks first: {fix})")  # fmt: skip
                 break
             verdict.no_answer = f"the judge's reply was cut at max_tokens={params.max_tokens}"
     if verdict.parse_failures:

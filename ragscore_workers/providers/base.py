@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import logging
 import math
 import os
 from abc import ABC, abstractmethod
@@ -57,15 +58,17 @@ def is_private_host(url: str) -> bool:
         address = ipaddress.ip_address(host)
     except ValueError:
         return "." not in host or host == "localhost" or host.endswith(PRIVATE_SUFFIXES)
-    return address.is_private or address.is_loopback or address.is_link_local
+    return not address.is_global  # private, loopback, link-local, and shared (100.64/10: Tailscale, CGNAT)
 
+
+log = logging.getLogger(__name__)
 
 _QUOTA_WORDS = ("insufficient_quota", "exceeded your current quota")
 #: A 429 for one request larger than a per-minute token limit (OpenAI: "Request too large for gpt-4o ... on
 #: tokens per min"): it fails however long it waits.
 _TOO_LARGE_WORDS = ("request too large",)
-#: Statuses a provider gives one request that no retry fixes, which say nothing of the next request: a prompt
-#: over the model's context (400 ``context_length_exceeded``, Groq's 413), an unprocessable body (422).
+#: What a provider says of one request that no retry fixes and that says nothing of the next request: a prompt
+#: over the model's context (400 ``context_length_exceeded``, Groq's 413, a 422 saying the input is too long).
 _REQUEST_SPECIFIC_WORDS = ("context_length_exceeded", "maximum context length", "context window", "too long",
                            "request too large", "reduce the length")  # fmt: skip
 
@@ -189,10 +192,15 @@ class Provider(ABC):
         if self._api_key is None and self._needs_key():
             raise MissingKeyError(self.name, self.key_env, hint=self._missing_key_hint())
         if self._api_key and base_url and urlsplit(base_url).scheme == "http" and not is_private_host(base_url):
-            raise ConfigError(
-                f"The {self.name} judge would send the key in {self.key_env} over plain http to "
-                f"{urlsplit(base_url).hostname}, readable on every network it crosses: use an https base_url"
-            )
+            host = urlsplit(base_url).hostname
+            if api_key_env is None:  # the provider's usual variable: most likely a key for the provider itself
+                raise ConfigError(
+                    f"The {self.name} judge would send {self.key_env} (the provider's usual key) over plain http to "
+                    f"{host}, readable on every network it crosses: use an https base_url, or set the judge metrics' "
+                    "api_key_env to the variable holding that server's own key (an unset one if it needs none)"
+                )
+            log.warning("the %s judge sends the key in %s over plain http to %s: it is readable on every network "
+                        "it crosses (use https)", self.name, self.key_env, host)  # fmt: skip
 
     def _needs_key(self) -> bool:
         return self.key_required
@@ -221,14 +229,14 @@ class Provider(ABC):
 
     @staticmethod
     def request_specific(exc: BaseException) -> bool:
-        """Whether the failure belongs to this one request (too long for the model, 413, 422), so that it says
+        """Whether the failure belongs to this one request (too long for the model, 413), so that it says
         nothing of the provider's health: it does not count towards the run's circuit breaker."""
         if not isinstance(exc, ProviderError) or exc.status is None:
             return False
         said = f"{exc.code or ''} {exc}".lower()
-        return exc.status in (413, 422) or (
-            exc.status in (400, 429) and any(w in said for w in _REQUEST_SPECIFIC_WORDS)
-        )
+        # 413 is always about the request's size; a 400 or 422 only when it says so (a server refusing a parameter
+        # of every request answers 422 too: that one counts, so the breaker stops the run)
+        return exc.status == 413 or (exc.status in (400, 422, 429) and any(w in said for w in _REQUEST_SPECIFIC_WORDS))
 
     @property
     def identity(self) -> str:

@@ -39,10 +39,11 @@ def _provider_class(name: str) -> type[Provider]:
 
 @lru_cache(maxsize=16)
 def _cached_provider(
-    name: str, model: str, base_url: str | None, key_env: str | None, key: str | None, timeout_s: float
+    name: str, model: str, base_url: str | None, api_key_env: str | None, key: str | None, timeout_s: float
 ) -> Provider:
-    # ``key`` is part of the cache key only, so a changed environment gets a new client.
-    return _provider_class(name)(model=model, base_url=base_url, api_key_env=key_env, timeout_s=timeout_s)
+    # ``key`` is part of the cache key only, so a changed environment gets a new client. ``api_key_env`` stays
+    # None unless a metric named a variable: the provider's usual one is treated with more care.
+    return _provider_class(name)(model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s)
 
 
 def _base_url(config: JudgeConfig) -> str | None:
@@ -61,7 +62,7 @@ def make_provider(
     cls = _provider_class(config.provider)
     base_url = _base_url(config)
     key_env = api_key_env or cls.default_key_env
-    return _cached_provider(config.provider, config.model, base_url, key_env, os.environ.get(key_env), timeout_s)
+    return _cached_provider(config.provider, config.model, base_url, api_key_env, os.environ.get(key_env), timeout_s)
 
 
 def build_client(

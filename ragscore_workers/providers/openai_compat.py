@@ -77,8 +77,10 @@ class OpenAICompatProvider(Provider):
         )
 
     def _needs_key(self) -> bool:
-        # OpenAI and other hosted APIs need a key; a server on this machine or a private network usually not.
-        return not is_private_host(self.base_url or DEFAULT_BASE_URL)
+        # OpenAI and other hosted APIs (https) need a key; a server over plain http, on this machine or a private
+        # network, usually not.
+        url = self.base_url or DEFAULT_BASE_URL
+        return not (url.startswith("http://") or is_private_host(url))
 
     def _missing_key_hint(self) -> str:
         host = httpx.URL(self.base_url or DEFAULT_BASE_URL).host

@@ -126,7 +126,10 @@ def test_dry_run_is_refused_with_resume(tmp_path: Path, home: Path) -> None:
 
 
 @pytest.mark.integration
-def test_after_a_run_the_dry_run_finds_its_replies_cached(tmp_path: Path, home: Path, keys: str, model: str) -> None:
+@pytest.mark.parametrize("reasoning", [False, True])  # a reasoning judge's requests have cache keys of their own
+def test_after_a_run_the_dry_run_finds_its_replies_cached(
+    tmp_path: Path, home: Path, keys: str, model: str, reasoning: bool
+) -> None:
     from orchestrator import evaluate
 
     from ..fakes import FakeProvider
@@ -137,7 +140,7 @@ def test_after_a_run_the_dry_run_finds_its_replies_cached(tmp_path: Path, home: 
                                                       "answer": "a [[rating=2]]", "contexts": ["c"]}])  # fmt: skip
     with FakeProvider(api_key=keys) as fake:
         suite = {"metrics": ["answer_accuracy"], "judge": {"model": model, "base_url": fake.url, "rpm": None,
-                                                           "tpm": None}}  # fmt: skip
+                                                           "tpm": None, "reasoning": reasoning}}  # fmt: skip
         evaluate(rows, suite, out=tmp_path / "first")
         sent = fake.stats()["requests"]
         (tmp_path / "s.json").write_text(json.dumps(suite))

@@ -256,7 +256,8 @@ def test_a_reply_cut_while_thinking_is_an_error_saying_what_to_set_and_is_not_re
         requests = fake.stats()["requests"]
     out = result["answer_accuracy"]
     assert out.score is None and "cut at max_tokens=100 before it held an answer" in (out.error or "")
-    assert "judge.reasoning" in (out.error or "") and requests == 2  # one call per judge
+    assert "raise the metric's max_tokens)" in (out.error or "") and requests == 2  # one call per judge
+    assert "judge.reasoning" not in (out.error or "")  # it is set already: no advice to set it
 
 
 def test_a_refusal_or_a_cut_reply_is_never_graded_0_by_the_rubric_judge(

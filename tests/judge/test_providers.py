@@ -109,13 +109,26 @@ def test_missing_keys_fail_with_the_variable_to_set(monkeypatch: pytest.MonkeyPa
         assert OpenAICompatProvider(model="m", base_url=url).limiter_key().startswith("openai:m:"), url
 
 
-def test_a_key_is_never_sent_in_clear_text_across_a_public_network(keys: str) -> None:
-    """``http://`` to a public host would carry ``Authorization: Bearer <key>`` readable on every hop."""
+def test_the_providers_own_key_is_never_sent_in_clear_text_across_a_public_network(
+    keys: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``http://`` to a public host would carry ``Authorization: Bearer <key>`` readable on every hop: refused
+    for the provider's usual variable (most likely a key for the provider itself), said for one a metric named."""
     for provider in (OpenAICompatProvider, GroqProvider):
-        with pytest.raises(ConfigError, match=r"over plain http to gateway\.example\.com.*use an https base_url"):
+        with pytest.raises(
+            ConfigError,
+            match=r"over plain http to gateway\.example\.com, .*: use an https base_url, or set .*api_key_env",
+        ):
             provider(model="m", base_url="http://gateway.example.com/v1")
         provider(model="m", base_url="https://gateway.example.com/v1")  # https: fine
         provider(model="m", base_url="http://vllm.ml.svc.cluster.local/v1")  # a private network: fine
+        provider(model="m", base_url="http://100.101.102.103:11434/v1")  # Tailscale's shared range: fine
+        monkeypatch.setenv("GATEWAY_KEY", "gw-key")
+        provider(model="m", base_url="http://gateway.example.com/v1", api_key_env="GATEWAY_KEY")
+        assert "sends the key in GATEWAY_KEY over plain http to gateway.example.com" in caplog.text
+    # A server over plain http that needs no key works with the usual variable unset (it needed one before).
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert OpenAICompatProvider(model="m", base_url="http://gpu01.corp.example.com:8000/v1").key_env == "OPENAI_API_KEY"
 
 
 @pytest.mark.parametrize("kind", ["groq", "openai"])

@@ -72,9 +72,15 @@ def test_ragas_column_names_are_read(tmp_path: Path) -> None:
     (row,), _ = _rows(path)
     assert (row.question, row.answer, row.reference) == ("Who?", "Ada", "Ada")
     assert [c.text for c in row.contexts] == ["Ada wrote it."]
-    assert scan_dataset(path, None, lambda _: None).near_misses == {
-        "ground_truths": "reference"
-    }  # 0.1's list: named, not read
+    near = scan_dataset(path, None, lambda _: None).near_misses
+    assert near == {"ground_truths": "reference"}  # 0.1's list: named, not read
+    # Only to fill what a row does not give, with what the field takes: a logged API object stays an extra column.
+    logged = tmp_path / "logged.jsonl"
+    logged.write_text(json.dumps({"id": "a", "answer": None, "response": "r"}) + "\n"
+                      + json.dumps({"id": "b", "response": {"choices": []}, "user_input": "Q?"}) + "\n")  # fmt: skip
+    (a, b), bad = _rows(logged)
+    assert not bad and a.answer is None and Row.model_validate(a.to_message()).answer is None  # as a worker reads it
+    assert b.answer is None and b.question == "Q?" and b.model_extra == {"response": {"choices": []}}
 
 
 def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:

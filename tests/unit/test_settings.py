@@ -47,6 +47,10 @@ def test_a_malformed_environment_variable_is_named(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ConfigError, match=r"RAGSCORE_BROKER_URL='http://:\*\*\*@host:6379/0'") as info:
         get_settings()
     assert "s3cretPW" not in str(info.value)
+    monkeypatch.setenv("RAGSCORE_BROKER_URL", "redis://:pa#ss/w0rd@host:6379/0")  # unencoded: a parser cuts it short
+    with pytest.raises(ConfigError) as info:
+        get_settings()
+    assert "pa#ss" not in str(info.value) and "w0rd" not in str(info.value) and ":***@host" in str(info.value)
 
 
 @pytest.mark.parametrize(

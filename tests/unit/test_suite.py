@@ -31,10 +31,8 @@ def test_unknown_metric_suggests_close_names() -> None:
         ({"metrics": ["code_test"], "sandbox": {"backend": "dockr"}}, "sandbox.backend: Input should be 'auto'"),
         (["exact_match"], "must be a mapping"),
         # The usual slips say how to write it.
-        (
-            {"metrics": [{"name": "recall_at_k", "k": [1]}]},
-            r"k: a metric's params go under params: \{name: recall_at_k",
-        ),
+        ({"metrics": [{"name": "recall_at_k", "k": [1]}]}, r"k: a metric is written \{name: recall_at_k, params: \{k"),
+        ({"metrics": [{"recall_at_k": {"k": [1]}}]}, r"recall_at_k: a metric is written \{name: recall_at_k, params"),
         ({"metrics": ["exact_match"], "judge": {"api_key": "gsk_x"}}, "api_key: keys come from the environment only"),
     ],
 )
@@ -120,12 +118,15 @@ def test_a_secret_pasted_where_its_variable_is_named_is_refused_unshown() -> Non
     """``api_key_env: sk-...`` was echoed by "set the environment variable sk-..."."""
     for spec in (
         {"metrics": [{"name": "groundedness", "params": {"api_key_env": "sk-proj-REALSECRET987"}}]},
+        {"metrics": [{"name": "groundedness", "params": {"api_key_env": "gsk_REALSECRET987aBcD"}}]},  # a valid name
+        {"metrics": [{"name": "groundedness", "params": {"api_key_env": "x7REALSECRET987abcdefghijkLMNOPq"}}]},
         {"metrics": ["exact_match"], "target": {"url": "http://rag:8000/ask", "auth_env": "Bearer abc.REALSECRET987"}},
     ):
         with pytest.raises(ConfigError, match="must name an environment variable") as info:
             load_suite(spec)
         assert "REALSECRET987" not in str(info.value)
-    assert load_suite({"metrics": [{"name": "groundedness", "params": {"api_key_env": "MY_JUDGE_KEY"}}]})
+    for name in ("MY_JUDGE_KEY", "groq_key_2", "OPENROUTER_API_KEY_FOR_JUDGES_2025"):
+        assert load_suite({"metrics": [{"name": "groundedness", "params": {"api_key_env": name}}]})
 
 
 def test_one_cutoff_may_be_written_as_a_number() -> None:
