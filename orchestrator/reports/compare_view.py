@@ -110,8 +110,14 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
 
     console = console or Console()
     table = Table(title=escape(f"{' vs '.join(c.arms)} (baseline {c.arms[0]})"), box=box.SIMPLE_HEAD)
-    for col in ("metric", "system", "n", "diff", "95% CI", "p", "W/T/L"):
-        table.add_column(col, justify="left" if col in ("metric", "system") else "right", no_wrap=True)
-    for d in c.differences:
-        table.add_row(d.metric, escape(d.arm), str(d.n), _diff(d), _ci(d), _p(d.p), f"{d.wins}/{d.ties}/{d.losses}")
+    rows = [(d.metric, escape(d.arm), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), f"{d.wins:,}/{d.ties:,}/{d.losses:,}")
+            for d in c.differences]  # fmt: skip
+    for i, col in enumerate(("metric", "system", "n", "diff", "95% CI", "p", "W/T/L")):
+        if i < 2:  # names fold in a narrow terminal; numbers are never cut (n 1,000,000 read as 10000…)
+            table.add_column(col, justify="left", overflow="fold")
+        else:
+            table.add_column(col, justify="right", no_wrap=True,
+                             min_width=max([len(col), *(len(r[i]) for r in rows)]))  # fmt: skip
+    for row in rows:
+        table.add_row(*row)
     console.print(table)

@@ -141,7 +141,12 @@ def print_estimate(
     for failure in estimate.first_failures:
         console.print(f"  line {failure.line}: {failure.error}", markup=False, highlight=False, soft_wrap=True)
     if estimate.failed_rows > len(estimate.first_failures):
-        console.print(f"  and {estimate.failed_rows - len(estimate.first_failures):,} more (a run lists them all in "
+        from ragscore_workers.store import MAX_FAILED_ROWS_STORED
+
+        listed = (
+            "them all" if estimate.failed_rows <= MAX_FAILED_ROWS_STORED else f"the first {MAX_FAILED_ROWS_STORED:,}"
+        )
+        console.print(f"  and {estimate.failed_rows - len(estimate.first_failures):,} more (a run lists {listed} in "
                       "failed_rows.jsonl)", markup=False, highlight=False, soft_wrap=True)  # fmt: skip
     for warning in estimate.warnings:
         console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)

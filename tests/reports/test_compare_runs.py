@@ -77,6 +77,21 @@ def test_compare_of_two_runs_reports_the_known_difference_inside_its_ci(two_runs
     assert first["scores"][0] != first["scores"][1]
 
 
+def test_the_console_table_never_cuts_a_number_in_a_narrow_terminal(two_runs: dict[str, Any]) -> None:
+    """At 80 columns (a pipe) n read 10000… and W/T/L 0/1000000…: a million could be read as ten thousand."""
+    import io
+
+    from rich.console import Console
+
+    from orchestrator.reports.compare_view import print_comparison
+
+    result = compare([from_dir(two_runs["A"].out_dir), from_dir(two_runs["B"].out_dir)])
+    out = io.StringIO()
+    print_comparison(result, Console(file=out, width=60))
+    (em,) = [d for d in result.differences if d.metric == "exact_match"]
+    assert "…" not in out.getvalue() and f"{em.wins}/{em.ties}/{em.losses}" in out.getvalue()
+
+
 def test_one_run_with_two_systems_compares_them_the_same_way(two_runs: dict[str, Any]) -> None:
     two = compare([from_dir(two_runs["A"].out_dir), from_dir(two_runs["B"].out_dir)])
     one = compare([from_dir(two_runs["AB"].out_dir)])
