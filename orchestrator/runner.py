@@ -171,7 +171,7 @@ def submit(
 
     scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row)
     ticker.say(f"{scan.rows:,} rows to score ({scan.failed:,} unreadable); sending them to the queues")
-    for warning in scan.warnings():
+    for warning in [*scan.warnings(), *resolved.absent_field_warnings(scan.fields_seen)]:
         log.warning("%s: %s", dataset, warning)
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target

@@ -88,6 +88,16 @@ class ResolvedSuite:
         """Metric name -> its outputs, for the metrics workers score."""
         return {m.name: m.outputs(p) for m, p in self.scoring}
 
+    def absent_field_warnings(self, fields_seen: set[str]) -> list[str]:
+        """A warning per metric that scores rows lacking a field (rather than leaving them unscorable) when no
+        row of the dataset has that field: a column named otherwise (``context``, ``retrieved_docs``) would
+        otherwise score every row as if retrieval had found nothing."""
+        return [
+            f"no row has {field!r}, which {m.name} scores as absent (as the seed does: a score, not unscorable): "
+            "is it a column named otherwise?"
+            for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
+        ]  # fmt: skip
+
     def metrics_todo(self, missing: dict[str, set[str]]) -> dict[str, set[str]]:
         """Item key -> the metrics to run again, from item key -> the outputs the store lacks."""
         outputs = self.scoring_outputs()

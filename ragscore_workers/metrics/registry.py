@@ -95,6 +95,9 @@ class MetricDef:
     route: Callable[[Row, Any], Queue] | None = None
     #: For metrics that call a paid provider (the judges): the calls they would make, without making them.
     plan_calls: CallPlanner | None = None
+    #: Row fields whose absence the metric scores (the seed's "no contexts" is 0), instead of marking the row
+    #: unscorable: a dataset in which no row has one is warned of before the run (a column named otherwise).
+    scores_without: tuple[str, ...] = ()
 
     def queue_for(self, row: Row, params: BaseModel) -> Queue:
         """The queue that scores this metric for this row."""
@@ -138,6 +141,7 @@ def register(
     inputs: Sequence[str] = (),
     route: Callable[[Row, Any], Queue] | None = None,
     plan_calls: CallPlanner | None = None,
+    scores_without: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` as metric ``name`` on ``queue``."""
 
@@ -156,6 +160,7 @@ def register(
             inputs=tuple(inputs),
             route=route,
             plan_calls=plan_calls,
+            scores_without=tuple(scores_without),
         )
         return fn
 

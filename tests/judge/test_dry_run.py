@@ -179,3 +179,17 @@ def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tm
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "warning: column(s) 'Answer' (did you mean 'answer'?) are no row field" in result.stdout
+
+
+def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None:
+    """A ``context`` (or ``retrieved_docs``) column: context_relevance scored every row 0, as retrieval that
+    found nothing (the seed's rule), and nothing said the column was not read."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q1", "question": "Q?", "context": ["Paris is big."]}])
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["context_relevance", "exact_match"]}))
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run"],
+        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="250"), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "warning: no row has 'contexts', which context_relevance scores as absent" in result.stdout
+    assert result.stdout.count("no row has") == 1  # exact_match leaves such rows unscorable: said after the run
