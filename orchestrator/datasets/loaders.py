@@ -199,28 +199,16 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
         entries = data
     else:
         raise DatasetError(f"{path}: expected a JSON list of rows or an object keyed by id")
-    if (
-        isinstance(data, dict)
-        and not any(isinstance(v, dict) for v in data.values())
-        and any(isinstance(v, list) for v in data.values())
-    ):  # no row keyed by id, a list: {"data": [...], "version": ...}
-        wrapped = next(k for k, v in data.items() if isinstance(v, list))
-        raise DatasetError(
-            f"{path}: an object keyed by id, but {wrapped!r} holds a list: if the rows are that list, give "
-            f"ragscore the list itself (jq '.{wrapped}' {path.name} > rows.json)"
-        )
+    keys = list(data) if isinstance(data, dict) else []
     for pos, value in enumerate(entries, start=1):
         if isinstance(value, (dict, RowError)):
             yield pos, value
-        else:
-            yield (
-                pos,
-                RowError(
-                    pos,
-                    f"element {pos}: expected an object, got {type(value).__name__}",
-                    json.dumps(value)[:RAW_EXCERPT_CHARS],
-                ),
-            )
+            continue
+        error = f"element {pos}: expected an object, got {type(value).__name__}"
+        if keys and isinstance(value, list):  # {"data": [...]}: the rows are probably that list
+            error += (f" (if the rows are the list under {keys[pos - 1]!r}, give ragscore that list: "
+                      f"jq '.[{json.dumps(keys[pos - 1])}]' {path.name} > rows.json)")  # fmt: skip
+        yield pos, RowError(pos, error, json.dumps(value)[:RAW_EXCERPT_CHARS])
 
 
 FORMATS = {"jsonl": _iter_jsonl, "csv": _iter_csv, "json": _iter_json}
@@ -271,13 +259,20 @@ BINARY_KINDS = {
 }
 
 
+#: Kinds told by their last bytes too (a Parquet file ends with PAR1 as well): a CSV header may open with PAR1.
+TRAILING_MAGIC = {b"PAR1"}
+
+
 def _refuse_binary(path: Path) -> None:
     """DatasetError for a compressed or binary file, which every row of would be reported as invalid UTF-8."""
     if path.is_file():
         with path.open("rb") as fh:
             head = fh.read(4)
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - 4))
+            tail = fh.read(4)
         for magic, kind in BINARY_KINDS.items():
-            if head.startswith(magic):
+            if head.startswith(magic) and (magic not in TRAILING_MAGIC or (size >= 8 and tail == magic)):
                 raise DatasetError(f"{path}: {kind}")
 
 

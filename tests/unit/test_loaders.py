@@ -179,9 +179,8 @@ def test_aliases_and_context_shapes(tmp_path: Path) -> None:
         ("scalar.json", "3", "expected a JSON list"),
         # Common shapes get the way out, not only the parser's complaint.
         ("lines.json", '{"id": "a"}\n{"id": "b"}\n', "one JSON object per line is JSONL, read as such with --format"),
-        ("wrapped.json", '{"version": "1", "data": [{"id": "a"}]}', "'data' holds a list: if the rows are that list"),
+        ("rows.parquet", b"PAR1\x15\x04\x00\x00PAR1", "a Parquet file: write it as JSONL first"),
         ("rows.jsonl.gz", b"\x1f\x8b\x08\x00rest", "gzip-compressed: decompress it first"),
-        ("rows.parquet", b"PAR1\x15\x04", "a Parquet file: write it as JSONL first"),
         ("sheet.csv", b"PK\x03\x04\x14\x00", "a zip archive \\(an .xlsx workbook\\?\\)"),
     ],
 )
@@ -195,6 +194,16 @@ def test_unusable_files_raise_dataset_error(
         path.write_text(content)
     with pytest.raises(DatasetError, match=message):
         list(iter_rows(path, "jsonl" if name.endswith(".gz") else None))
+
+
+def test_rows_wrapped_in_an_object_say_to_give_the_list_and_a_csv_may_open_with_par1(tmp_path: Path) -> None:
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text('{"version": "1", "data": [{"id": "a"}]}')
+    with pytest.raises(DatasetError, match=r"if the rows are the list under 'data', give ragscore that list: jq"):
+        scan_dataset(wrapped, None, lambda _: None)
+    csv = tmp_path / "d.csv"
+    csv.write_text("PAR1,id,answer\nx,a,b\n")  # a column named PAR1 is no Parquet file
+    assert [r.id for _, r in iter_rows(csv)] == ["a"]
 
 
 def test_a_pandas_to_csv_list_cell_is_read_and_a_cp1252_row_says_what_to_do(tmp_path: Path) -> None:
