@@ -235,7 +235,7 @@ def run_cmd(
         if not run_json.exists():
             raise ConfigError(f"{run_json} not found: --resume needs the --out DIR of an earlier run")
         budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
-        run_id = json.loads(run_json.read_text())["run_id"]
+        run_id = _run_id(str(resume_dir))
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget)
         _exit_if_incomplete(summary, f"ragscore run --resume {resume_dir}")
         return
@@ -326,8 +326,8 @@ def resume_cmd(
     """Finish a run: schedule only what the store lacks (missing, failed, or stopped by the judge's breaker or
     budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget."""
     budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
-    out = out or (Path(run_id) if _run_id(run_id) != run_id else Path("ragscore-out"))
-    run_id = _run_id(run_id)
+    ref, run_id = run_id, _run_id(run_id)
+    out = out or (Path(ref) if run_id != ref else Path("ragscore-out"))
     summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget)
     _exit_if_incomplete(summary, f"ragscore resume {run_id} --out {out}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from rich.console import Console
@@ -16,7 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["ProgressView", "make_progress"]
+__all__ = ["ProgressView", "make_progress", "note_of"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
@@ -31,6 +32,11 @@ class ProgressView(Protocol):
     def start(self, run_id: str) -> None: ...
     def update(self, counters: dict[str, int], final: bool = False) -> None: ...
     def stop(self) -> None: ...
+
+
+def note_of(view: object) -> Callable[[str], None]:
+    """The view's ``note`` (what happens before and after scoring), or a no-op for a view without one."""
+    return getattr(view, "note", None) or (lambda _text: None)
 
 
 class _Rate:

@@ -50,7 +50,7 @@ from ragscore_workers.tasks import aggregate, score_shard
 from .atomic_file import write_text_atomic
 from .datasets import RowError, detect_format, iter_rows, scan_dataset
 from .embedded_redis import EmbeddedRedis
-from .progress import ProgressView, QuietProgress
+from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_params
@@ -560,8 +560,7 @@ def wait(
             progress.update(counters)
             if state == RunState.AGGREGATING and not aggregating_said:  # minutes for a million items
                 aggregating_said = True
-                if note := getattr(progress, "note", None):
-                    note("every item is scored: aggregating the summary")
+                note_of(progress)("every item is scored: aggregating the summary")
             if state in RunState.DONE:
                 summary = store.summary(run_id)
                 if summary is not None and summary.state == state:
@@ -716,7 +715,7 @@ def run(
         _refuse_an_unfinished_run_in(out_dir)
         if dataset is not None:
             _refuse_to_overwrite(dataset, out_dir)
-    say: Callable[[str], None] = getattr(progress, "note", None) or (lambda _: None)  # a view may have none
+    say = note_of(progress)
 
     def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
         run_id = resume_id or new_run_id()

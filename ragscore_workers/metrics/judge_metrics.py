@@ -183,7 +183,8 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
             break
         verdict.calls += 1
         verdict.cached = verdict.cached and cached
-        verdict.reply = (answer_part(completion.text).strip() or completion.text)[:REPLY_EXCERPT]  # not the thinking
+        answer = answer_part(completion.text).strip()
+        verdict.reply = (answer or completion.text)[:REPLY_EXCERPT]  # not the thinking
         verdict.value = job.parse(completion.text)
         if verdict.value is not None:
             break
@@ -192,7 +193,7 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
             verdict.no_answer = f"the judge refused: {completion.refusal[:REPLY_EXCERPT]}"
             break
         if completion.finish_reason == "length":
-            if not answer_part(completion.text).strip():  # all thinking: every call would end alike
+            if not answer:  # all thinking: every call would end alike
                 fix = "raise the metric's max_tokens" if params.reasoning else (
                     "set judge.reasoning: true, or raise the metric's max_tokens")  # fmt: skip
                 verdict.error = (f"the judge's reply was cut at max_tokens={params.max_tokens} before it held an "

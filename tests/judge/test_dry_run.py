@@ -169,14 +169,19 @@ def test_after_a_run_the_dry_run_finds_its_replies_cached(
     assert "cached replies were not looked up" not in result.stdout
 
 
+def _dry_run(data: Path, suite: Path) -> subprocess.CompletedProcess[str]:
+    """``ragscore run DATA --suite SUITE --dry-run``, 250 columns wide (a warning stays on one line)."""
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--dry-run"],
+        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="250"), timeout=120,
+    )  # fmt: skip
+
+
 def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tmp_path: Path) -> None:
     data = tmp_path / "d.csv"
     data.write_text("id,Answer,reference\nq1,Paris,Paris\nq2,Rome,Oslo\n", encoding="utf-8")
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run"],
-        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="200"), timeout=120,
-    )  # fmt: skip
+    result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 0, result.stderr
     assert "warning: column(s) 'Answer' (did you mean 'answer'?) are no row field" in result.stdout
 
@@ -186,10 +191,7 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     found nothing (the seed's rule), and nothing said the column was not read."""
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q1", "question": "Q?", "context": ["Paris is big."]}])
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["context_relevance", "exact_match"]}))
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run"],
-        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="250"), timeout=120,
-    )  # fmt: skip
+    result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 0, result.stderr
     assert "warning: no row has 'contexts', which context_relevance scores as absent" in result.stdout
     assert result.stdout.count("no row has") == 1  # exact_match leaves such rows unscorable: said after the run
