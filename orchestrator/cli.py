@@ -559,7 +559,7 @@ def worker(
     """
     from ragscore_workers.app import CONTROL_QUEUE, QUEUE_LIMITS
 
-    from .workers import POOL_DEFAULTS, LocalWorkers, sigterm_as_interrupt
+    from .workers import POOL_DEFAULTS, LocalWorkers, stop_signals_as_interrupt
 
     settings = get_settings()
     url = broker or settings.broker_url
@@ -574,7 +574,7 @@ def worker(
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None)
-    with sigterm_as_interrupt():
+    with stop_signals_as_interrupt():
         try:
             workers.start()
             err.print(f"workers up for {', '.join(names)}; logs in {settings.home / 'logs'}")

@@ -54,7 +54,7 @@ from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_params
-from .workers import LocalWorkers, sigterm_as_interrupt
+from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
     "Submitted",
@@ -528,6 +528,7 @@ def wait(
     aggregating_said = False
     try:
         while True:
+            raise_if_stop_signalled()  # a SIGTERM or Ctrl-C whose KeyboardInterrupt Python dropped
             try:
                 state = store.state(run_id)
                 counters = store.progress(run_id)
@@ -739,7 +740,7 @@ def run(
         say(f"writing the reports to {out_dir}/")
         return write_results(store, run_id, out_dir)
 
-    with sigterm_as_interrupt():
+    with stop_signals_as_interrupt():
         if broker:
             store = connect(broker, settings)
             sub = start(store)

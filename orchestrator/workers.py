@@ -6,12 +6,12 @@ supervises them until stopped). Every worker also consumes the ``control`` queue
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +22,15 @@ from pathlib import Path
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.errors import BrokerError
 
-__all__ = ["POOL_DEFAULTS", "LocalWorkers", "PoolSpec", "exit_reason", "sigterm_as_interrupt", "worker_command"]
+__all__ = [
+    "POOL_DEFAULTS",
+    "LocalWorkers",
+    "PoolSpec",
+    "exit_reason",
+    "raise_if_stop_signalled",
+    "stop_signals_as_interrupt",
+    "worker_command",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +79,6 @@ def worker_command(queue: str, concurrency: int | None = None, loglevel: str = "
     ]  # fmt: skip
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: the worker gets SIGTERM if the process that started it dies (no orphans after kill -9)."""
-    os.setsid()
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class LocalWorkers:
     """Start one worker process per queue; stop them all (warm SIGTERM, then SIGKILL of the group)."""
 
@@ -111,14 +110,16 @@ class LocalWorkers:
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
         self.logs[queue] = log_path
         with open(log_path, "ab") as log:
+            # its own process group (stopped as one); SIGTERM when this process dies (no orphans after kill -9)
             self.procs[queue] = subprocess.Popen(
-                worker_command(queue, self.concurrency.get(queue)),
+                [sys.executable, "-m", "ragscore_workers.die_with_parent", str(os.getpid()),
+                 *worker_command(queue, self.concurrency.get(queue))],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                preexec_fn=_die_with_parent,
-            )
+                start_new_session=True,
+            )  # fmt: skip
 
     def restart_dead(self) -> list[str]:
         """Restart workers that exited (killed, crashed); give up on a queue that keeps dying.
@@ -188,6 +189,7 @@ class LocalWorkers:
     def supervise(self) -> None:
         """Block, restarting workers that die (``ragscore worker``); raises when one keeps dying."""
         while True:
+            raise_if_stop_signalled()
             self.restart_dead()
             time.sleep(0.5)
 
@@ -224,19 +226,40 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
+#: Set by a stop signal while ``stop_signals_as_interrupt`` is active; read by ``raise_if_stop_signalled``.
+_stop_signalled = threading.Event()
+
+
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C (KeyboardInterrupt), so ``finally`` blocks stop the local workers."""
+def stop_signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM (and Ctrl-C) unwind as KeyboardInterrupt, so ``finally`` blocks stop the local workers.
+
+    The signal is also remembered: Python drops an exception raised while it runs a finalizer (``__del__``,
+    a weakref or at-fork callback), so loops call ``raise_if_stop_signalled`` and a stop is never lost.
+    """
 
     def handler(signum: int, frame: object) -> None:
+        _stop_signalled.set()
         raise KeyboardInterrupt
 
+    _stop_signalled.clear()
+    signals = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not a host's own (e.g. a notebook's)
+        signals.append(signal.SIGINT)
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = {sig: signal.signal(sig, handler) for sig in signals}
     except ValueError:  # not the main thread
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        _stop_signalled.clear()
+
+
+def raise_if_stop_signalled() -> None:
+    """Raise KeyboardInterrupt if a stop signal came whose own KeyboardInterrupt Python dropped."""
+    if _stop_signalled.is_set():
+        raise KeyboardInterrupt

@@ -3,7 +3,11 @@ returns only once its Celery workers and their pool processes are gone; a second
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -15,7 +19,7 @@ from orchestrator.suite import ResolvedSuite, load_suite
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -86,3 +90,80 @@ def test_a_second_sigterm_kills_at_once(tmp_path: Path) -> None:
     finally:
         worker.stop()
         server.stop()
+
+
+def _python(tmp_path: Path, script: str) -> subprocess.Popen[str]:
+    """Run ``script`` (our code, in a fresh interpreter) with its output piped."""
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(script))
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+
+
+def test_a_stop_signal_python_dropped_in_a_finalizer_still_stops_the_supervisor(tmp_path: Path) -> None:
+    # A KeyboardInterrupt raised while Python runs a finalizer (__del__, a weakref or at-fork callback) is only
+    # printed as "Exception ignored": `ragscore worker` then supervised on after a SIGTERM.
+    proc = _python(
+        tmp_path,
+        f"""
+        import os, signal
+        from pathlib import Path
+        from orchestrator.workers import LocalWorkers, stop_signals_as_interrupt
+
+        class SignalsWhenCollected:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(10))  # the handler runs here, inside the finalizer
+
+        with stop_signals_as_interrupt():
+            try:
+                SignalsWhenCollected()
+                print("the finalizer's KeyboardInterrupt was dropped", flush=True)
+                LocalWorkers("redis://127.0.0.1:1/0", [], Path({str(tmp_path / "logs")!r})).supervise()
+            except KeyboardInterrupt:
+                print("stopped", flush=True)
+    """,
+    )
+    try:
+        out, errors = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "Exception ignored" in errors and "KeyboardInterrupt" in errors  # Python did drop it
+    assert out.splitlines() == ["the finalizer's KeyboardInterrupt was dropped", "stopped"], (out, errors)
+
+
+def test_workers_start_without_python_fork_hooks_and_die_with_a_killed_parent(tmp_path: Path) -> None:
+    # Starting a worker runs no Python code between fork and exec in the parent (a stop signal landing in an
+    # at-fork hook is dropped, and can leave logging's lock held), and a worker still gets SIGTERM when the
+    # process that started it is killed with SIGKILL.
+    proc = _python(
+        tmp_path,
+        f"""
+        import os, time
+        from pathlib import Path
+        from orchestrator.workers import LocalWorkers
+
+        os.register_at_fork(after_in_parent=lambda: print("fork hook ran", flush=True))
+        workers = LocalWorkers("redis://127.0.0.1:1/0", ["cpu"], Path({str(tmp_path / "logs")!r}))
+        workers.start()
+        print(workers.procs["cpu"].pid, flush=True)
+        time.sleep(600)
+    """,
+    )
+    worker: psutil.Process | None = None
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().strip()
+        assert first.isdigit(), first  # not "fork hook ran"
+        worker = psutil.Process(int(first))
+        assert until(lambda: "celery" in " ".join(worker.cmdline()), 60), "the worker never became Celery"
+        proc.kill()
+        proc.wait(10)
+        assert until(lambda: not _alive([worker]), 60), "the worker outlived its killed parent"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        if worker is not None and worker.is_running():
+            os.killpg(worker.pid, signal.SIGKILL)
