@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from enum import Enum
@@ -87,6 +88,14 @@ def _coerce_id(value: Any) -> Any:
 KEY_SEPARATOR = "::"
 #: The row fields that name an item (its key, the summary's breakdowns): stored as the item's ``_meta``.
 ITEM_META_FIELDS = ("id", "system", "group", "question_type")
+
+
+def question_fingerprint(question: str | None) -> str | None:
+    """12 hex digits naming a question's text (``item.question_sha``): ``compare`` pairs runs' items by id and
+    uses it to tell when one id holds different questions (``row-N`` ids of two different datasets)."""
+    if not question:
+        return None
+    return hashlib.blake2b(question.strip().encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
 
 
 def item_key(system: str | None, id: str) -> str:
@@ -522,6 +531,8 @@ class ItemResult(BaseModel):
     system: str | None = None
     group: str | None = None
     question_type: str | None = None
+    #: ``question_fingerprint`` of the row's question (None without one, or from a run before it existed).
+    question_sha: str | None = None
     metrics: dict[str, MetricResult] = Field(default_factory=dict)
     errors: list[str] = Field(default_factory=list)
 

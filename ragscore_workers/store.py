@@ -8,7 +8,7 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
-``item:{key}``     hash    ``_meta`` (id, system, group, question_type) + one field per metric output
+``item:{key}``     hash    ``_meta`` (id, system, group, question_type, question_sha) + one field per metric output
 ``shards_done:{g}`` set    shard numbers whose chord of generation ``g`` (0, then +1 per resume) completed
 ``summary``        string  the run summary JSON written by ``aggregate``
 ``failed_rows``    list    rows that could not be read (capped at ``MAX_FAILED_ROWS_STORED``)
@@ -604,6 +604,7 @@ class RawItem:
                 "system": self.meta.get("system"),
                 "group": self.meta.get("group"),
                 "question_type": self.meta.get("question_type"),
+                "question_sha": self.meta.get("question_sha"),
                 "metrics": self.metrics,
                 "errors": self.errors,
             },
@@ -616,6 +617,7 @@ class RawItem:
             system=self.meta.get("system"),
             group=self.meta.get("group"),
             question_type=self.meta.get("question_type"),
+            question_sha=self.meta.get("question_sha"),
             metrics={name: MetricResult.model_validate(m) for name, m in self.metrics.items()},
             errors=self.errors,
         )

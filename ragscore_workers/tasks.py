@@ -21,7 +21,17 @@ from .errors import ConfigError
 from .metrics.registry import MetricDef, RunContext, get_metric, resolve
 from .planning import plan_shard, resolve_suite
 from .providers.run_state import INTERNAL_FIELDS
-from .schemas import ITEM_META_FIELDS, JUDGE_COUNTERS, TARGET_COUNTERS, MetricResult, Queue, Row, Suite, item_key
+from .schemas import (
+    ITEM_META_FIELDS,
+    JUDGE_COUNTERS,
+    TARGET_COUNTERS,
+    MetricResult,
+    Queue,
+    Row,
+    Suite,
+    item_key,
+    question_fingerprint,
+)
 from .scoring import derive, score_rows
 from .settings import get_settings
 from .store import RunState, RunStore, redis_client, superseded, target_state_part
@@ -55,7 +65,9 @@ def _resolve(suite_json: str, names: tuple[str, ...]) -> tuple[Suite, list[tuple
 
 
 def _item_meta(row: Row) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in ITEM_META_FIELDS}
+    return {name: getattr(row, name) for name in ITEM_META_FIELDS} | {
+        "question_sha": question_fingerprint(row.question)
+    }
 
 
 #: A chunk holding an item delivered this many times on its queue (its earlier deliveries never ended: their

@@ -36,6 +36,7 @@ __all__ = [
     "Difference",
     "collect",
     "compare",
+    "mismatch_text",
     "paired_ci",
     "permutation_p",
     "point_table",
@@ -46,6 +47,8 @@ __all__ = [
 PERMUTATIONS = 10_000
 #: Up to this many non-zero differences, the permutation test enumerates every sign vector.
 EXACT_MAX = 16
+#: Ids named per system whose question differs from the baseline's.
+MAX_MISMATCH_IDS = 5
 #: Questions shown in the side-by-side table of evaluation points.
 MAX_POINT_QUESTIONS = 50
 _LEVELS_MAX = 64
@@ -131,15 +134,39 @@ class Comparison:
     wins: list[dict[str, Any]]
     points: list[dict[str, Any]] = field(default_factory=list)
     seed: int = BOOTSTRAP_SEED
+    #: Per system: ids that hold a different question than in the baseline, left out of its pairs (up to
+    #: ``MAX_MISMATCH_IDS`` shown) and how many there were.
+    mismatched: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
 
 
 class _Scores:
-    """question id -> row; per (arm, output) a float array with NaN where the arm has no score."""
+    """question id -> row; per (arm, output) a float array with NaN where the arm has no score; per arm the
+    rows' question fingerprints (``item.question_sha`` as an int, -1 where unknown)."""
 
     def __init__(self) -> None:
         self.rows: dict[str, int] = {}
         self.arms: dict[tuple[int, str | None], int] = {}
         self.values: dict[tuple[int, str], array] = {}
+        self.questions: dict[int, array] = {}
+
+    def set_question(self, arm: int, qid: str, sha: str) -> None:
+        """Note the question an arm's scored item ``qid`` asked (items without a score are not rows)."""
+        row = self.rows.get(qid)
+        if row is None:
+            return
+        values = self.questions.setdefault(arm, array("q"))
+        if len(values) <= row:
+            values.extend([-1] * (row + 1 - len(values)))
+        values[row] = int(sha, 16)
+
+    def different_questions(self, base: int, arm: int) -> np.ndarray:
+        """Rows whose question differs between the two arms (both known)."""
+        n = len(self.rows)
+        a, b = (np.full(n, -1, dtype=np.int64) for _ in range(2))
+        for out, values in ((a, self.questions.get(base)), (b, self.questions.get(arm))):
+            if values:
+                out[: len(values)] = np.frombuffer(values, dtype=np.int64)
+        return np.flatnonzero((a >= 0) & (b >= 0) & (a != b))
 
     def arm(self, run: int, system: str | None) -> int:
         return self.arms.setdefault((run, system), len(self.arms))
@@ -185,7 +212,36 @@ def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
             for name, result in item.metrics.items():
                 if result.get("score") is not None and result.get("error") is None:
                     scores.set(arm, str(item.meta["id"]), name, float(result["score"]))
+            if isinstance(sha := item.meta.get("question_sha"), str):
+                scores.set_question(arm, str(item.meta["id"]), sha)
     return scores, _labels(runs, scores.arms), list(outputs)
+
+
+def _mismatched(
+    scores: _Scores, order: list[int], arms: list[str]
+) -> tuple[dict[str, tuple[int, list[str]]], dict[int, np.ndarray]]:
+    """Per system, the ids whose question differs from the baseline's (for the report) and those rows (to
+    leave out of that system's column): runs of two datasets with ``row-N`` ids pair different questions."""
+    ids_by_row: list[str] | None = None
+    mismatched: dict[str, tuple[int, list[str]]] = {}
+    left_out: dict[int, np.ndarray] = {}
+    for i, arm in enumerate(order[1:], start=1):
+        rows = scores.different_questions(order[0], arm)
+        if rows.size:
+            ids_by_row = ids_by_row or list(scores.rows)
+            mismatched[arms[i]] = (int(rows.size), [ids_by_row[r] for r in rows[:MAX_MISMATCH_IDS]])
+            left_out[i] = rows
+    return mismatched, left_out
+
+
+def mismatch_text(mismatched: dict[str, tuple[int, list[str]]], baseline: str) -> str:
+    """Says which ids hold different questions than in the baseline, and what to do."""
+    parts = [f"{count:,} in {arm} (e.g. {', '.join(ids)})" for arm, (count, ids) in mismatched.items()]
+    return (
+        f"Some ids hold a different question than in {baseline}, so they were left out of the comparison: "
+        f"{'; '.join(parts)}. Questions are paired by id: give every row an id of its own (an `id` field) "
+        "rather than its line number (row-N), and compare runs of the same questions"
+    )
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -207,11 +263,14 @@ def compare(
     first = labels.index(baseline) if baseline is not None else 0
     order = [first] + [i for i in range(len(labels)) if i != first]
     arms = [labels[i] for i in order]
+    mismatched, left_out = _mismatched(scores, order, arms)
     means: dict[str, dict[str, float | None]] = {}
     counts: dict[str, dict[str, int]] = {}
     differences, win_rows = [], []
     for name in outputs:
         x = scores.matrix(name)[:, order]
+        for i, rows in left_out.items():
+            x[rows, i] = np.nan
         means[name] = {arm: _mean(x[:, i]) for i, arm in enumerate(arms)}
         counts[name] = {arm: int(np.count_nonzero(~np.isnan(x[:, i]))) for i, arm in enumerate(arms)}
         sign = 1.0 if higher_is_better(name) else -1.0
@@ -231,9 +290,9 @@ def compare(
     if not any(d.n for d in differences):
         raise ValueError(
             f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
-            "nothing to compare"
+            "nothing to compare" + (f". {mismatch_text(mismatched, arms[0])}" if mismatched else "")
         )
-    comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed)
+    comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatched)
     if points and "checks" in outputs:
         comparison.points = point_table(runs, scores, order)
     return comparison

@@ -10,7 +10,7 @@ from rich.table import Table
 from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
 from . import plots
-from .compare import Comparison, Difference
+from .compare import Comparison, Difference, mismatch_text
 from .html import fmt, version
 from .markdown import md_cell
 from .templates import CSS, environment
@@ -49,6 +49,11 @@ def _diff_rows(c: Comparison) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
+def _mismatch(c: Comparison) -> str:
+    """The warning about ids that hold different questions, or ''."""
+    return mismatch_text(c.mismatched, c.arms[0]) if c.mismatched else ""
+
+
 def render_compare_html(c: Comparison) -> str:
     """compare.html: means, differences with CI and p, a plot of the differences, wins, evaluation points."""
     figures = []
@@ -65,7 +70,7 @@ def render_compare_html(c: Comparison) -> str:
         "c": c, "css": CSS, "version": version(), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "means": {m: {a: fmt(v) for a, v in per.items()} for m, per in c.means.items()},
         "diffs": _diff_rows(c), "plots": figures, "wins": c.wins, "points": c.points,
-        "lower_better": LOWER_IS_BETTER,
+        "lower_better": LOWER_IS_BETTER, "mismatch": _mismatch(c),
     }  # fmt: skip
     return environment().get_template("compare").render(**context)
 
@@ -75,7 +80,8 @@ def render_compare_markdown(c: Comparison) -> str:
     arms = c.arms
     lines = [f"# ragscore compare: {' vs '.join(map(md_cell, arms))}", "",
              "Paired on the questions both systems scored: mean difference, 95% paired-bootstrap CI, two-sided "
-             f"sign-flip permutation p-value (seed {c.seed}).", "", "## Means", "",
+             f"sign-flip permutation p-value (seed {c.seed}).", "",
+             *([f"**Warning:** {md_cell(_mismatch(c))}.", ""] if c.mismatched else []), "## Means", "",
              "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
     for m in c.metrics:
         lines.append(f"| {m} | " + " | ".join(fmt(c.means[m][a]) for a in arms) + " |")

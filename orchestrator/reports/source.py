@@ -48,8 +48,9 @@ def iter_items_file(path: Path) -> Iterator[RawItem]:
                 meta = {"id": rec["id"], "system": rec.get("system"), "group": rec.get("group")}
             except (ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"{path}:{number}: not an items.jsonl line ({exc})") from exc
-            if rec.get("question_type") is not None:
-                meta["question_type"] = rec["question_type"]
+            for name in ("question_type", "question_sha"):
+                if rec.get(name) is not None:
+                    meta[name] = rec[name]
             key = item_key(meta["system"], meta["id"])
             yield RawItem(key=key, meta=meta, metrics=rec.get("metrics") or {})
 

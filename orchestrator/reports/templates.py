@@ -155,6 +155,7 @@ COMPARE = """{% extends "base" %}
 <p class="muted">Differences are paired on the items every compared system scored (same question id):
 mean difference, its 95% paired-bootstrap interval, and a two-sided sign-flip permutation p-value
 (seed {{ c.seed }}).</p>
+{% if mismatch %}<p class="bad"><strong>Warning:</strong> {{ mismatch }}.</p>{% endif %}
 <h2 id="means">Means side by side</h2>
 <table><tr><th class="l">metric</th>{% for a in c.arms %}<th>{{ a }}</th>{% endfor %}</tr>
 {% for m in c.metrics %}<tr><td class="l">{{ m }}{% if m in lower_better %} <span class="muted">(lower is better)

@@ -137,6 +137,38 @@ def test_compare_of_runs_without_a_shared_question_is_an_error(two_runs: dict[st
         compare([from_dir(two_runs["A"].out_dir), from_dir(renamed.out_dir)])
 
 
+def test_ids_that_hold_other_questions_are_left_out_and_said(two_runs: dict[str, Any], tmp_path: Path) -> None:
+    """Two datasets without ids are paired by line (row-N): their comparison read as one of the same questions."""
+    rows = _rows("B")
+    for row in rows[:30]:  # these ids now ask other questions (a different dataset, or reordered lines)
+        row["question"] = f"Who painted {row['id']}?"
+    other = evaluate(rows, SUITE, broker=two_runs["broker"], out=tmp_path / "other")
+    items = [json.loads(line) for line in (other.out_dir / "items.jsonl").read_text().splitlines()]
+    assert all(len(item["question_sha"]) == 12 for item in items)
+    result = compare([from_dir(two_runs["A"].out_dir), from_dir(other.out_dir)])
+    count, examples = result.mismatched["B"]
+    assert count == 30 and examples == ["q000", "q001", "q002", "q003", "q004"]
+    (em,) = [d for d in result.differences if d.metric == "exact_match"]
+    assert em.n == N - 30  # only the questions both runs asked are paired
+    assert result.counts["exact_match"]["B"] == N - 30
+    cli = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "compare", str(two_runs["A"].out_dir), str(other.out_dir),
+         "--out", str(tmp_path / "cmp")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    said = " ".join(cli.stderr.split())
+    assert "30 in B (e.g. q000, q001, q002, q003, q004)" in said and "left out of the comparison" in said
+    for name in ("compare.md", "compare.html"):
+        assert "30 in B (e.g. q000" in (tmp_path / "cmp" / name).read_text(encoding="utf-8")
+    unchanged = compare([from_dir(two_runs["A"].out_dir), from_dir(two_runs["B"].out_dir)])
+    assert unchanged.mismatched == {}  # the same questions: nothing said, nothing left out
+    everything = [{**row, "question": f"Another {row['id']}"} for row in _rows("B")]
+    all_other = evaluate(everything, SUITE, broker=two_runs["broker"], out=tmp_path / "all")
+    with pytest.raises(ValueError, match=r"share no question scored by both.*100 in B"):
+        compare([from_dir(two_runs["A"].out_dir), from_dir(all_other.out_dir)])
+
+
 def test_report_command_reads_a_run_from_the_store(two_runs: dict[str, Any], tmp_path: Path) -> None:
     env = {**os.environ, "RAGSCORE_BROKER_URL": two_runs["broker"]}
     run = two_runs["A"]
