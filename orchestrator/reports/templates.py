@@ -76,7 +76,8 @@ summary.json.</p>{% endif %}
 </figure>{% endfor %}</div>
 <details><summary>table</summary><table><tr><th class="l">{{ b.dim }}</th>{% for m in b.metrics %}<th>{{ m }}</th>
 {% endfor %}</tr>{% for row in b.rows %}<tr><td class="l">{{ row.key }}</td>{% for c in row.cells %}<td>{{ c }}</td>
-{% endfor %}</tr>{% endfor %}</table></details>
+{% endfor %}</tr>{% endfor %}</table>{% if b.total > b.rows|length %}<p class="muted">The first {{ b.rows|length }}
+of {{ b.total }} {{ b.dim }} values; all are in summary.json.</p>{% endif %}</details>
 {% endif %}{% endfor %}
 
 {% if targets %}<h2 id="targets">Targets</h2>

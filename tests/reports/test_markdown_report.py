@@ -50,3 +50,18 @@ def test_the_html_summary_table_gives_the_first_error_on_its_errors_cell_escaped
     bad = MetricSummary(mean=None, n=0, errors=2, first_error='ValueError: <b>"x"</b>')
     html = render_html(RunSummary(run_id="r", items=2, scored=0, metrics={"bad": bad}), ItemStats())
     assert 'title="first: ValueError: &lt;b&gt;&#34;x&#34;&lt;/b&gt;"' in html
+
+
+def test_an_html_breakdown_table_cut_short_says_where_the_rest_is() -> None:
+    from orchestrator.reports.html import MAX_TABLE_ROWS, render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    m = MetricSummary(mean=0.5, n=1)
+    many = {f"g{i}": {"exact_match": m} for i in range(MAX_TABLE_ROWS + 50)}
+    html = render_html(RunSummary(run_id="r", items=250, scored=250, metrics={"exact_match": m}, by_group=many),
+                       ItemStats())  # fmt: skip
+    assert f"g{MAX_TABLE_ROWS - 1}<" in html and f"g{MAX_TABLE_ROWS}<" not in html
+    assert f"The first {MAX_TABLE_ROWS}\nof {MAX_TABLE_ROWS + 50} group values; all are in summary.json." in html
+    few = render_html(RunSummary(run_id="r", items=3, scored=3, metrics={"exact_match": m},
+                                 by_group={"a": {"exact_match": m}}), ItemStats())  # fmt: skip
+    assert "all are in summary.json" not in few
