@@ -519,7 +519,7 @@ def cancel_cmd(
     broker: BrokerOpt = None,
 ) -> None:
     """Cancel a run: workers skip its remaining tasks; its summary covers what was scored."""
-    from .runner import cancel
+    from .runner import cancel, summarize_cancelled
 
     run_id = _run_id(run_id)
     store = _store(broker)
@@ -531,6 +531,11 @@ def cancel_cmd(
         again = " (it already was)" if was == "cancelled" else ""
         err.print(f"run {run_id}: cancelled{again}; the workers skip its queued tasks, then `ragscore results "
                   f"{run_id} --out DIR` writes the reports of what it scored", soft_wrap=True)  # fmt: skip
+        unserved = summarize_cancelled(store, run_id)
+        if unserved:
+            queues = ", ".join(f"{q!r} ({n:,} message(s) waiting)" for q, n in unserved.items())
+            err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is "
+                      "written now, without them", soft_wrap=True)  # fmt: skip
     else:
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")
 

@@ -14,7 +14,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +65,7 @@ __all__ = [
     "resume",
     "run",
     "submit",
+    "summarize_cancelled",
     "unserved_message",
     "unserved_queues",
     "wait",
@@ -411,14 +412,13 @@ def _resume_target_shard(
     return shard.tasks
 
 
-def _broker_idle(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
-    """No message of any queue the run uses is waiting, and none of the run's is held by a live worker
-    (store and broker share Redis). ``said``: orphan counts already logged (each is logged once)."""
-    queues = [*json.loads(store.meta(run_id).get("queues", "[]")), CONTROL_QUEUE]
-    pipe = store.r.pipeline(transaction=False)
-    for queue in queues:
-        pipe.llen(queue)
-    return not any(pipe.execute()) and not _held_by_live_workers(store, run_id, said)
+def _broker_idle(
+    store: RunStore, run_id: str, said: set[int] | None = None, ignore: Collection[str] = frozenset()
+) -> bool:
+    """No message of any queue the run uses (but ``ignore``) is waiting, and none of the run's is held by a live
+    worker (store and broker share Redis). ``said``: orphan counts already logged (each is logged once)."""
+    waiting = _waiting_queues(store, run_id)
+    return not any(q not in ignore for q in waiting) and not _held_by_live_workers(store, run_id, said)
 
 
 def _held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
@@ -578,7 +578,9 @@ def wait(
                     last_consumer_check = now
                     _warn_unserved(store, run_id, warned)
                 limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
-                if now - last_change > limit and _broker_idle(store, run_id, orphans_said):
+                # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
+                if now - last_change > limit and _broker_idle(store, run_id, orphans_said, ignore=(
+                        unserved_queues(store, run_id) if state == RunState.CANCELLED else ())):  # fmt: skip
                     idle_checks += 1
                     if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
                         time.sleep(POLL_S * 5)
@@ -610,6 +612,15 @@ def cancel(store: RunStore, run_id: str) -> None:
     """Mark a run cancelled (unless it already ended): workers skip its remaining tasks, and its summary
     covers what was scored."""
     store.set_state(run_id, RunState.CANCELLED)
+
+
+def summarize_cancelled(store: RunStore, run_id: str) -> dict[str, int]:
+    """A cancelled run whose messages wait on queues no worker consumes would never get its summary (no worker
+    skips them, so its chords never end): send its aggregation now. Returns those queues and their messages."""
+    unserved = unserved_queues(store, run_id) if store.state(run_id) == RunState.CANCELLED else {}
+    if unserved:
+        aggregate.delay(run_id, store.generation(run_id))
+    return unserved
 
 
 def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:

@@ -48,3 +48,49 @@ def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: p
     finally:
         worker.stop()
         server.stop()
+
+
+def test_a_cancelled_run_whose_rest_waits_where_no_worker_listens_still_gets_its_summary(tmp_path: Path) -> None:
+    """Nobody skips messages on a queue no worker consumes, so the run's chords never ended: no summary, ever."""
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
+    env = {**os.environ, "RAGSCORE_BROKER_URL": server.url}
+    try:
+        store = connect(server.url)
+        deadline = time.monotonic() + 60
+        while not app.control.ping(timeout=1.0) and time.monotonic() < deadline:
+            pass
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(20, seed=2))
+        suite = load_suite({"metrics": ["exact_match", "answer_relevance"]})  # answer_relevance: the embed queue
+        attached, detached = submit(data, suite, store), submit(data, suite, store)
+        deadline = time.monotonic() + 60
+        while min(store.progress(s.run_id).get("done", 0) for s in (attached, detached)) < 20:
+            assert time.monotonic() < deadline, "the cpu worker never scored its part"
+            time.sleep(0.2)
+        # A `ragscore run` still attached (its wait) sees the cancel and gets the summary of what was scored.
+        cancel(store, attached.run_id)
+        summary = wait(store, attached.run_id, timeout_s=60, stall_s=2)
+        em = summary.metrics["exact_match"]
+        assert summary.state == "cancelled" and em.n + em.unscorable == 20 and em.n > 0
+        assert summary.metrics.get("answer_relevance") is None  # never scored: the embed queue is unserved
+        # `ragscore cancel` of a run nothing waits on: `ragscore results` works right after.
+        said = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", detached.run_id],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
+        assert said.returncode == 0, said.stderr
+        assert "no worker consumes 'embed' (" in said.stderr and "its summary is written now" in said.stderr
+        deadline = time.monotonic() + 60
+        while True:
+            results = subprocess.run(
+                [sys.executable, "-m", "orchestrator.cli", "results", detached.run_id, "--out", str(tmp_path / "o")],
+                capture_output=True, text=True, cwd=ROOT, env=env, timeout=60,
+            )  # fmt: skip
+            if "try again shortly" not in results.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert results.returncode == 1 and "was cancelled" in results.stderr, results.stderr  # exit 1: a part only
+        assert (tmp_path / "o" / "summary.json").exists() and len(
+            (tmp_path / "o" / "items.jsonl").read_text().splitlines()
+        ) == 20
+    finally:
+        worker.stop()
+        server.stop()
