@@ -14,20 +14,27 @@ import pytest
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.app import app
+from ragscore_workers.store import RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, write_jsonl
 
 pytestmark = pytest.mark.integration
 
 
-def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def _cpu_only(tmp_path: Path) -> tuple[RedisProcess, WorkerProcess, RunStore]:
+    """A Redis and one cpu worker that answers pings: nothing consumes the other queues."""
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
+    store = connect(server.url)
+    deadline = time.monotonic() + 60
+    while not app.control.ping(timeout=1.0) and time.monotonic() < deadline:
+        pass
+    return server, worker, store
+
+
+def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server, worker, store = _cpu_only(tmp_path)
     try:
-        store = connect(server.url)
-        deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=1.0) and time.monotonic() < deadline:
-            pass
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(20, seed=2))
         sub = submit(data, load_suite({"metrics": ["exact_match", "answer_relevance"]}), store)
         with caplog.at_level(logging.WARNING, logger="orchestrator.runner"), pytest.raises(TimeoutError):
@@ -52,14 +59,9 @@ def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: p
 
 def test_a_cancelled_run_whose_rest_waits_where_no_worker_listens_still_gets_its_summary(tmp_path: Path) -> None:
     """Nobody skips messages on a queue no worker consumes, so the run's chords never ended: no summary, ever."""
-    server = RedisProcess(tmp_path / "redis").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
+    server, worker, store = _cpu_only(tmp_path)
     env = {**os.environ, "RAGSCORE_BROKER_URL": server.url}
     try:
-        store = connect(server.url)
-        deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=1.0) and time.monotonic() < deadline:
-            pass
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(20, seed=2))
         suite = load_suite({"metrics": ["exact_match", "answer_relevance"]})  # answer_relevance: the embed queue
         attached, detached = submit(data, suite, store), submit(data, suite, store)
