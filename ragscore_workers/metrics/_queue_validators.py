@@ -65,7 +65,7 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
             out.append(Outcome(False, "no code: no `code` field and no fenced code block"))
             continue
         try:
-            passed, details = run_code_test(code, params, ctx.suite.sandbox)
+            passed, details = run_code_test(code, params, ctx.suite.sandbox, from_data=True)
         except (ConfigError, Exception) as exc:  # the sandbox failed, not the program
             out.append(Outcome.failed_to_run(f"sandbox error: {type(exc).__name__}: {exc}"[:500]))
             continue

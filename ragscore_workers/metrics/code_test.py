@@ -45,7 +45,7 @@ class CodeTestParams(BaseModel):
     stdout_regex: str | None = None
     exit_code: int = 0
     stdin: str = ""
-    #: Override the suite's ``sandbox.timeout_s`` / ``sandbox.memory_mb``.
+    #: Override the suite's ``sandbox.timeout_s`` / ``sandbox.memory_mb`` (in an evaluation point: only lower them).
     timeout_s: float | None = Field(default=None, gt=0)
     memory_mb: int | None = Field(default=None, gt=0)
     #: Container image (docker backend only; the local backend runs the host's interpreter).
@@ -127,9 +127,13 @@ def run_code_test(
     code: str,
     params: CodeTestParams | Mapping[str, Any],
     sandbox_config: SandboxConfig | None = None,
+    *,
+    from_data: bool = False,
 ) -> tuple[bool, dict[str, Any]]:
     """Run ``code`` in the configured sandbox and check it: ``(passed, details)``.
 
+    ``from_data``: the params come with the data (a row's evaluation points), which the code's author may
+    write: they can lower the suite's ``sandbox`` limits but never raise them, nor choose the container image.
     Raises :class:`ConfigError` for bad params and :class:`SandboxError` when the sandbox itself fails;
     a failing program is ``(False, details)``.
     """
@@ -139,7 +143,12 @@ def run_code_test(
         except ValidationError as exc:
             raise ConfigError(f"Bad code_test params: {exc.errors()[0]['msg']}") from exc
     config = sandbox_config or SandboxConfig()
-    limits = Limits(timeout_s=params.timeout_s or config.timeout_s, memory_mb=params.memory_mb or config.memory_mb)
+    if from_data and params.image is not None:
+        raise ConfigError("an evaluation point may not choose the container image (only the suite's code_test may)")
+    timeout_s, memory_mb = params.timeout_s or config.timeout_s, params.memory_mb or config.memory_mb
+    if from_data:
+        timeout_s, memory_mb = min(timeout_s, config.timeout_s), min(memory_mb, config.memory_mb)
+    limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
     sandbox = get_sandbox(config.backend)
     result = sandbox.run(code, language=params.language, stdin=params.stdin, limits=limits, image=params.image)
     return judge(result, params)

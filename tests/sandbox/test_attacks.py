@@ -231,3 +231,33 @@ def test_sleeping_past_the_timeout_is_stopped(attack_run: AttackRun) -> None:
     assert result.details["stopped_by"] == "timeout"
     assert TIMEOUT_S <= result.details["duration_s"] < TIMEOUT_S + 2
     assert attack_run.canary_passed("sleep_past_timeout")
+
+
+def test_a_rows_evaluation_points_cannot_raise_the_suites_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Points come with the data: a row's code_test point asked for 100000 s and 100000 MiB, and got them."""
+    monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
+    raised = {"timeout_s": 100000, "memory_mb": 100000}
+    rows = [
+        {"id": "memory", "answer": "the code", "code": "b = bytearray(600 * 2**20)\nprint('ALLOCATED')\n",
+         "checks": [{"id": "run", "type": "code_test", "params": raised}]},
+        {"id": "time", "answer": "the code", "code": "import time\ntime.sleep(30)\nprint('SLEPT')\n",
+         "checks": [{"id": "run", "type": "code_test", "params": raised}]},
+        {"id": "image", "answer": "the code", "code": CANARY,
+         "checks": [{"id": "run", "type": "code_test", "params": {"stdout": "45", "image": "evil/image"}}]},
+        {"id": "lower", "answer": "the code", "code": "import time\ntime.sleep(30)\n",
+         "checks": [{"id": "run", "type": "code_test", "params": {"timeout_s": 1}}]},
+    ]  # fmt: skip
+    suite = {"metrics": ["checks"], "sandbox": {"backend": "local", "timeout_s": TIMEOUT_S, "memory_mb": 256}}
+    evaluation = evaluate(rows, suite, out=tmp_path / "out")
+    points = {item.id: item.metrics["checks"].details["points"][0] for item in evaluation.items}
+    assert (
+        points["memory"]["figures"]["stopped_by"] == "memory"
+        and "ALLOCATED" not in points["memory"]["figures"]["stdout"]
+    )
+    assert points["time"]["figures"]["stopped_by"] == "timeout"
+    assert points["time"]["figures"]["duration_s"] < TIMEOUT_S + 2
+    assert points["image"]["status"] == "error" and "may not choose the container image" in points["image"]["note"]
+    assert points["lower"]["figures"]["stopped_by"] == "timeout" and points["lower"]["figures"]["duration_s"] < 3
