@@ -1,10 +1,14 @@
 """A seccomp filter for the local sandbox (``bwrap --seccomp FD``): what namespaces and rlimits leave open.
 
-* ``socket()`` of any family but AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (interface lists of the sandbox's
-  own network namespace: ``if_nameindex``) fails with EAFNOSUPPORT. A network namespace does not isolate
-  AF_VSOCK: on a VM a program could reach the hypervisor's vsock services.
-* ``shmget`` (System V shared memory) and ``memfd_create`` fail with EPERM: memory that no rlimit counts
-  (an audit held 2 GiB of shm segments and ~1 GiB of memfds under ``memory_mb`` 256).
+* ``socket()`` of any family but AF_UNIX and AF_NETLINK (interface lists of the sandbox's own network
+  namespace: ``if_nameindex``) fails with EAFNOSUPPORT. A network namespace does not isolate AF_VSOCK: on a VM
+  a program could reach the hypervisor's vsock services. AF_INET/AF_INET6 reach only the sandbox's own
+  loopback, yet TCP buffer memory is one pool for the whole host: an audit's 4 processes pinned 1.4 GB of it
+  with connections they never read, and past the pool's hard limit every TCP socket of the host stalls (the
+  worker's broker connection too).
+* ``shmget`` (System V shared memory), ``semget``, ``msgget`` (semaphore arrays, message queues) and
+  ``memfd_create`` fail with EPERM: kernel memory that no rlimit counts (an audit held 2 GiB of shm segments,
+  ~1 GiB of memfds, 1.9 GB of semaphores and 2 GiB in one message queue under ``memory_mb`` 256).
 * ``io_uring_setup`` fails with EPERM: io_uring's own socket and file operations would bypass this filter.
 * another syscall ABI (i386 or x32 calls on x86_64) fails with ENOSYS: its numbers are not the ones checked.
 
@@ -29,13 +33,13 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 #: Syscalls of the x32 ABI carry this bit in their number on x86_64.
 _X32_BIT = 0x40000000
 
-#: machine -> (AUDIT_ARCH, socket, (shmget, memfd_create, io_uring_setup))
+#: machine -> (AUDIT_ARCH, socket, (shmget, memfd_create, io_uring_setup, semget, msgget))
 _ARCHES = {
-    "x86_64": (0xC000003E, 41, (29, 319, 425)),
-    "aarch64": (0xC00000B7, 198, (194, 279, 425)),
+    "x86_64": (0xC000003E, 41, (29, 319, 425, 64, 68)),
+    "aarch64": (0xC00000B7, 198, (194, 279, 425, 190, 186)),
 }
-#: Socket families a program may open.
-ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_INET), int(socket.AF_INET6), int(socket.AF_NETLINK))
+#: Socket families a program may open (multiprocessing and asyncio need AF_UNIX).
+ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_NETLINK))
 
 # One instruction: (opcode, k, label if true, label if false); a label is where a jump goes (None: next).
 _Insn = tuple[int, int, "str | None", "str | None"]

@@ -150,7 +150,8 @@ class LocalSandbox:
             "--uid", str(INNER_ID), "--gid", str(INNER_ID), "--hostname", "sandbox",
             "--clearenv",
             *self._read_only,
-            "--proc", "/proc", "--dev", "/dev",
+            # /proc/sys read-only: the sandbox's own IPC namespace's limits (msgmnb ...) were writable inside
+            "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
             "--size", disk, "--tmpfs", "/dev/shm",
             "--size", disk, "--tmpfs", "/tmp",
             "--size", disk, "--tmpfs", WORKDIR,
@@ -227,6 +228,8 @@ def _rlimits(limits: Limits) -> tuple[tuple[int, int, int], ...]:
         (resource.RLIMIT_FSIZE, limits.file_mb * mib),
         (resource.RLIMIT_NOFILE, limits.open_files),
         (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_RTPRIO, 0),  # no real-time scheduling and no raised priority, whatever the worker had
+        (resource.RLIMIT_NICE, 0),
     ]
     # CPU: SIGXCPU at the soft limit, SIGKILL a second later
     return ((resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1), *((res, n, n) for res, n in same))

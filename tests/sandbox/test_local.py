@@ -134,7 +134,8 @@ def test_no_network_not_even_the_hosts_loopback(sandbox: LocalSandbox) -> None:
         server.setblocking(False)
         with pytest.raises(BlockingIOError):
             server.accept()  # nothing reached the host's listener
-    assert result.stdout.split() == ["ConnectionRefusedError", "OSError", "OSError"], result.stderr
+    # no AF_INET socket at all (the seccomp filter): not even the sandbox's own loopback
+    assert result.stdout.split() == ["OSError", "OSError", "OSError"], result.stderr
 
 
 def test_limits_are_hard_so_the_program_cannot_raise_them(sandbox: LocalSandbox) -> None:
@@ -357,9 +358,11 @@ def test_the_sandbox_dies_with_a_killed_worker() -> None:
 
 
 def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbox: LocalSandbox) -> None:
-    """An audit held 2 GiB of System V shared memory and ~1 GiB of memfds under memory_mb 256 (no rlimit
-    counts them) and opened AF_VSOCK sockets to the hypervisor (no network namespace isolates vsock). The
-    filter refuses those, io_uring and other socket families; ordinary programs still run."""
+    """Audits held 2 GiB of System V shared memory, ~1 GiB of memfds, 1.9 GB of semaphore arrays and 2 GiB in a
+    message queue under memory_mb 256 (no rlimit counts them), opened AF_VSOCK sockets to the hypervisor (no
+    network namespace isolates vsock) and pinned 1.4 GB of the host's one TCP buffer pool over the sandbox's
+    own loopback. The filter refuses those, io_uring and other socket families; ordinary programs (processes,
+    pools, asyncio) still run."""
     code = (
         "import ctypes, errno, multiprocessing, os, socket\n"
         "def tried(f):\n"
@@ -370,6 +373,11 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
         "        return errno.errorcode[e.errno]\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "print('shmget', libc.shmget(0, 1 << 20, 0o1600), errno.errorcode[ctypes.get_errno()])\n"
+        "print('semget', libc.semget(0, 32000, 0o1600), errno.errorcode[ctypes.get_errno()])\n"
+        "print('msgget', libc.msgget(0, 0o1600), errno.errorcode[ctypes.get_errno()])\n"
+        "print('sysctl', tried(lambda: open('/proc/sys/kernel/msgmnb', 'w').write('2147483647')))\n"
+        "import asyncio\n"
+        "print('asyncio', asyncio.run(asyncio.sleep(0, 'ok')))\n"
         "print('memfd', tried(lambda: os.memfd_create('x')))\n"
         "print('vsock', tried(lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)))\n"
         "ring = libc.syscall(425, 8, ctypes.create_string_buffer(120))\n"
@@ -386,5 +394,7 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     assert lines["shmget"] == "-1 EPERM" and lines["memfd"] == "EPERM" and lines["io_uring"] == "-1 EPERM"
     assert lines["vsock"] == "EAFNOSUPPORT"
-    assert lines["AF_UNIX"] == lines["AF_INET"] == lines["AF_INET6"] == "ok"
+    assert lines["semget"] == lines["msgget"] == "-1 EPERM" and lines["sysctl"] == "EROFS"
+    assert lines["AF_UNIX"] == "ok" and lines["AF_INET"] == lines["AF_INET6"] == "EAFNOSUPPORT"
+    assert lines["asyncio"] == "ok"
     assert lines["interfaces"] == "[(1, 'lo')]" and lines["callback"] == "42" and lines["pool"] == "[1, 2]"
