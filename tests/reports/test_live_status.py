@@ -128,3 +128,16 @@ def test_a_queue_warning_goes_once_its_work_moves_on_and_when_the_run_ends() -> 
     ended.add(Sample(1010.0, _progress(600, 120)))
     ended.set_unserved({"judge": "stale"})
     assert ended.warnings == []
+
+
+def test_while_rows_are_still_sent_there_is_no_eta_and_the_total_reads_as_a_floor() -> None:
+    """An ETA from a total that is still growing said minutes for a run that takes hours."""
+    view = StatusView({**SUITE_META, "state": "submitting"}, window_s=30)
+    view.add(Sample(1010.0, _progress(100, 10), judge_calls=20))
+    view.add(Sample(1020.0, _progress(300, 20), judge_calls=40))
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["cpu"]["rate"] == pytest.approx(20.0) and rows["cpu"]["eta"] is None and rows["all"]["eta"] is None
+    console = Console(record=True, width=120)
+    console.print(view.render("run-x"))
+    text = console.export_text()
+    assert "600+" in text and "720+" in text
