@@ -396,6 +396,7 @@ def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> Non
     holds (a worker killed mid-call leaves its hold); the counters are kept."""
     for part in ["judge", *(target_state_part(t.name) for t in resolved.targets)]:
         store.r.hdel(store.key(run_id, part), "breaker", "budget", *INTERNAL_FIELDS)
+        store.r.delete(f"{store.key(run_id, part)}:holds")
 
 
 def _resume_target_shard(

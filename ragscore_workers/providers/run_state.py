@@ -16,7 +16,9 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``consecutive_failures``   failures since the last success (the breaker's count)
 ``breaker``                why judging stopped, once the breaker is open
 ``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` would be passed
-``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end
+``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end; each hold is
+                           also in ``…:judge:holds`` (a sorted set by expiry), so the hold of a call whose
+                           worker was killed (SIGKILL, out of memory, a lost host) lapses after ``hold_s``
 ``provider_rpm`` …         a limit the provider's headers state below the suite's (``provider_tpm``,
                            ``provider_rpd``), which the workers use instead
 ``base_url``               the endpoint the workers called, when ``RAGSCORE_JUDGE_BASE_URL`` overrode the suite's
@@ -25,12 +27,18 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 
 from __future__ import annotations
 
-from typing import Any
+import time
+import uuid
+from typing import Any, NamedTuple
 
 from ..schemas import JUDGE_COUNTERS
 from ..store import RunState
 
-__all__ = ["COUNTER_FIELDS", "INTERNAL_FIELDS", "RunJudgeState", "run_judge_key"]
+__all__ = ["COUNTER_FIELDS", "HOLD_S", "INTERNAL_FIELDS", "Hold", "RunJudgeState", "run_judge_key"]
+
+#: How long a budgeted call's hold lasts at most: above the judge task's hard time limit (840 s), which no call
+#: outlives. A call that ends gives its hold back at once; this only bounds what a killed worker's calls keep.
+HOLD_S = 900.0
 
 #: Numeric fields the run summary reports (``summary.judge``).
 COUNTER_FIELDS = JUDGE_COUNTERS
@@ -51,9 +59,11 @@ return 0
 
 
 # A budgeted call's start, atomically: refuse it when the breaker is open, or when what the run used, plus what
-# calls in flight hold, plus this call's high estimate would pass a budget; else hold the estimate.
-# KEYS[1] = hash, KEYS[2] = the run's meta (a cancelled run starts no call); ARGV = est_tokens, est_cost,
-# max_tokens ('' = none), max_cost ('' = none), ttl.
+# calls in flight hold, plus this call's high estimate would pass a budget; else hold the estimate until ARGV[7].
+# Holds past their expiry (their call's worker was killed) are given back first.
+# KEYS[1] = hash, KEYS[2] = the run's meta (a cancelled run starts no call), KEYS[3] = holds (member
+# 'id|tokens|cost', score = expiry); ARGV = est_tokens, est_cost, max_tokens ('' = none), max_cost ('' = none),
+# ttl, now, expiry, hold id.
 # Returns {'breaker', reason} | {'tokens', used, held} | {'cost', used, held} | {'ok'}.
 _RESERVE_LUA = (
     """
@@ -65,6 +75,13 @@ if redis.call('HGET', KEYS[2], 'state') == '"""
     + """'} end
 local breaker = redis.call('HGET', h, 'breaker')
 if breaker then return {'breaker', breaker} end
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[6])
+for _, member in ipairs(lapsed) do
+  local tokens, cost = string.match(member, '^[^|]*|([^|]*)|([^|]*)$')
+  redis.call('HINCRBY', h, 'held_tokens', -tonumber(tokens))
+  redis.call('HINCRBYFLOAT', h, 'held_cost', -tonumber(cost))
+end
+if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[6]) end
 local used = tonumber(redis.call('HGET', h, 'tokens_in') or '0') + tonumber(redis.call('HGET', h, 'tokens_out') or '0')
 local held = tonumber(redis.call('HGET', h, 'held_tokens') or '0')
 if ARGV[3] ~= '' and used + held + tonumber(ARGV[1]) > tonumber(ARGV[3]) then
@@ -77,12 +94,32 @@ if ARGV[4] ~= '' and cost + held_cost + tonumber(ARGV[2]) > tonumber(ARGV[4]) th
 end
 redis.call('HINCRBY', h, 'held_tokens', ARGV[1])
 redis.call('HINCRBYFLOAT', h, 'held_cost', ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8] .. '|' .. ARGV[1] .. '|' .. ARGV[2])
 redis.call('EXPIRE', h, tonumber(ARGV[5]))
+redis.call('EXPIRE', KEYS[3], tonumber(ARGV[5]))
 return {'ok'}
 """
 )
+
+# A call's end gives back its hold, unless it lapsed already (then the reserve script gave it back).
+# KEYS[1] = hash, KEYS[2] = holds; ARGV = member, tokens, cost.
+_RELEASE_LUA = """
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'held_tokens', -tonumber(ARGV[2]))
+  redis.call('HINCRBYFLOAT', KEYS[1], 'held_cost', -tonumber(ARGV[3]))
+end
+return 0
+"""
 #: Fields of the hash that are bookkeeping, not results (left out of the run summary).
 INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost")
+
+
+class Hold(NamedTuple):
+    """What :meth:`RunJudgeState.reserve` held for one call: given back by :meth:`RunJudgeState.incr`."""
+
+    member: str
+    tokens: int
+    cost: float
 
 
 def run_judge_key(run_id: str) -> str:
@@ -92,27 +129,34 @@ def run_judge_key(run_id: str) -> str:
 class RunJudgeState:
     """Counters, breaker and budget checks of one run."""
 
-    def __init__(self, redis: Any, run_id: str, *, ttl_s: int, part: str = "judge", what: str = "judge calls") -> None:
+    def __init__(
+        self, redis: Any, run_id: str, *, ttl_s: int, part: str = "judge", what: str = "judge calls",
+        hold_s: float = HOLD_S,
+    ) -> None:  # fmt: skip
         self.r = redis
         self.key = f"ragscore:run:{run_id}:{part}"
         self.meta_key = f"ragscore:run:{run_id}:meta"
+        self.holds_key = f"{self.key}:holds"
         self.ttl_s = ttl_s
         self.what = what
+        self.hold_s = hold_s
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)
+        self._release = redis.register_script(_RELEASE_LUA)
 
     def incr(
-        self, *, cost: float = 0.0, reset_failures: bool = False, release: tuple[int, float] = (0, 0.0), **counts: int
+        self, *, cost: float = 0.0, reset_failures: bool = False, release: Hold | None = None, **counts: int
     ) -> None:
         """Add to counters (one round trip); ``reset_failures`` marks a success for the breaker; ``release``
-        gives back what :meth:`reserve` held for the call (tokens, cost)."""
+        gives back what :meth:`reserve` held for the call."""
         pipe = self.r.pipeline(transaction=False)
-        for name, value in (*counts.items(), ("held_tokens", -release[0])):
+        for name, value in counts.items():
             if value:
                 pipe.hincrby(self.key, name, value)
-        for name, amount in (("cost", cost), ("held_cost", -release[1])):
-            if amount:
-                pipe.hincrbyfloat(self.key, name, amount)
+        if cost:
+            pipe.hincrbyfloat(self.key, "cost", cost)
+        if release is not None:
+            self._release(keys=[self.key, self.holds_key], args=[*release], client=pipe)
         if reset_failures:
             pipe.hset(self.key, "consecutive_failures", 0)
         pipe.expire(self.key, self.ttl_s)
@@ -132,22 +176,25 @@ class RunJudgeState:
 
     def reserve(
         self, tokens: int, cost: float, max_cost: float | None, max_tokens: int | None
-    ) -> tuple[str | None, tuple[int, float]]:
+    ) -> tuple[str | None, Hold | None]:
         """Start a call: ``(why it may not start, what it holds)``. It may not when the breaker is open, or when
         what was used, plus what calls in flight hold, plus its own high estimate would pass a budget. A call
-        that starts under a budget holds ``(tokens, cost)`` until :meth:`incr` releases them (without a budget it
-        holds nothing): so a budget is a cap, whatever number of calls run at once."""
-        nothing = (0, 0.0)
+        that starts under a budget holds ``(tokens, cost)`` until :meth:`incr` releases them, or for ``hold_s`` at
+        most (without a budget it holds nothing): so a budget is a cap, whatever number of calls run at once."""
         if max_cost is None and max_tokens is None:
-            return self.stop_reason(), nothing
+            return self.stop_reason(), None
         limits = ["" if max_tokens is None else max_tokens, "" if max_cost is None else repr(max_cost)]
-        raw = self._reserve(keys=[self.key, self.meta_key], args=[tokens, repr(cost), *limits, self.ttl_s])
+        now, hold_id = time.time(), uuid.uuid4().hex
+        raw = self._reserve(
+            keys=[self.key, self.meta_key, self.holds_key],
+            args=[tokens, repr(cost), *limits, self.ttl_s, repr(now), repr(now + self.hold_s), hold_id],
+        )
         answer = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
         kind = answer[0]
         if kind == "ok":
-            return None, (tokens, cost)
+            return None, Hold(f"{hold_id}|{tokens}|{cost!r}", tokens, cost)
         if kind == "breaker":
-            return str(answer[1]), nothing
+            return str(answer[1]), None
         used, held = (int(float(v)) for v in answer[1:]) if kind == "tokens" else (float(v) for v in answer[1:])
         if kind == "tokens":
             reason = (f"budget reached: {used} judge tokens used, {held} held by calls in flight, and the next call "
@@ -156,7 +203,7 @@ class RunJudgeState:
             reason = (f"budget reached: judge cost {used:.6g}, {held:.6g} held by calls in flight, and the next "
                       f"call may cost {cost:.6g}: more than max_cost {max_cost:g}")  # fmt: skip
         self.r.hsetnx(self.key, "budget", reason)  # the first reason, for the summary (a resume clears it)
-        return reason, nothing
+        return reason, None
 
     def stop_reason(self) -> str | None:
         """Why no new call may start (the run was cancelled, the breaker is open), or None. Budgets are checked

@@ -342,3 +342,24 @@ def test_failed_calls_give_back_the_tokens_they_reserved(rclient: redis.Redis, f
         _ask(client, "item")  # two attempts, each reserved its estimate (prompt + max_tokens 16) of the 60
     grant, _ = client.limiter.try_acquire(60)
     assert grant is not None  # the whole minute's tokens are free again
+
+
+def test_the_hold_of_a_call_whose_worker_was_killed_lapses(rclient: redis.Redis) -> None:
+    """A worker killed mid-call (SIGKILL, out of memory, a lost host) never gave its hold back: under a tight
+    budget the run's remaining calls were refused as "held by calls in flight" until a resume."""
+    run_id = uuid.uuid4().hex[:12]
+    killed = RunJudgeState(rclient, run_id, ttl_s=60, hold_s=1.0)
+    reason, hold = killed.reserve(100, 0.0, max_cost=None, max_tokens=150)
+    assert reason is None and hold is not None  # ... and its process dies here: no incr(release=hold)
+    survivor = RunJudgeState(rclient, run_id, ttl_s=60, hold_s=1.0)
+    reason, _ = survivor.reserve(100, 0.0, max_cost=None, max_tokens=150)
+    assert reason is not None and "100 held by calls in flight" in reason
+    rclient.hdel(survivor.key, "budget")  # the first refusal's note, for the summary
+    time.sleep(1.2)
+    reason, second = survivor.reserve(100, 0.0, max_cost=None, max_tokens=150)
+    assert reason is None and second is not None and survivor.read()["held_tokens"] == 100  # the lapsed one left
+    killed.incr(release=hold)  # a late release of a lapsed hold gives nothing back twice
+    assert survivor.read()["held_tokens"] == 100
+    survivor.incr(calls=1, tokens_in=60, tokens_out=10, release=second)
+    state = survivor.read()
+    assert state["held_tokens"] == 0 and state["held_cost"] == 0.0 and rclient.zcard(survivor.holds_key) == 0
