@@ -148,6 +148,9 @@ class JudgeClient:
             raise JudgeStopped(reason, provider=self.provider.name)
         try:  # ``release``: what reserve() held for this call, given back with its counts however it ends
             grant = self.limiter.acquire(estimate)
+            if grant.waited_long and (reason := self.state.stop_reason()):  # cancelled while it waited
+                self.limiter.correct(grant, 0)
+                raise JudgeStopped(reason, provider=self.provider.name)
             completion = self.provider.complete(messages, params)
         except ProviderError as exc:  # from the provider only: the limiter raises none
             self._learn_limits(exc.headers)

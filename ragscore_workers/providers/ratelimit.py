@@ -170,6 +170,11 @@ def limits_per_minute(
     return [Limit(v, period * mult, per, name) for v, mult, per, name in spec if v is not None]  # type: ignore[arg-type]
 
 
+#: A call admitted after waiting longer than this re-reads its run's state before it is sent (a ``ragscore cancel``
+#: or an open breaker during a wait of up to ``max_wait_s`` would otherwise still be paid for).
+RECHECK_AFTER_S = 1.0
+
+
 @dataclass(frozen=True)
 class Grant:
     """An admitted call: its member id (to correct its token cost), Redis time of admission, cost."""
@@ -178,6 +183,12 @@ class Grant:
     now_ms: int
     tokens: int
     waited_s: float = 0.0
+
+    @property
+    def waited_long(self) -> bool:
+        """It waited long enough (``RECHECK_AFTER_S``) for its run to have been cancelled or stopped meanwhile:
+        the caller reads that again before it sends."""
+        return self.waited_s > RECHECK_AFTER_S
 
 
 class RedisLimiter:

@@ -115,9 +115,11 @@ class TargetClient:
             raise TargetStopped(reason, system=self.endpoint_name)
         if self.limiter is not None:
             try:
-                self.limiter.acquire(0)
+                grant = self.limiter.acquire(0)
             except RateLimitTimeout as exc:
                 raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
+            if grant.waited_long and (reason := self.state.stop_reason()):  # cancelled while it waited
+                raise TargetStopped(reason, system=self.endpoint_name)
         try:
             data, _headers = self.endpoint.call(request)
         except TargetError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -119,3 +120,20 @@ def test_a_wait_over_the_bound_fails_the_question_without_retrying(store: RunSto
     with pytest.raises(TargetWaitTooLong, match="max_wait_s=0.2"):
         bounded.ask(_ask(2))
     assert rag.calls["exact"] == 1 and client.state.read()["retries"] == 0
+
+
+def test_a_question_waiting_for_the_rate_limit_is_not_sent_once_its_run_was_cancelled(
+    store: RunStore, rag: FakeRag
+) -> None:
+    """The cancel check ran before the limiter's wait only: a question paused by a 429 was still sent after
+    ``ragscore cancel``."""
+    from ragscore_workers.store import RunState
+
+    client = _client(store, rag, "exact", rpm=1000)
+    run_id = client.state.meta_key.split(":")[2]
+    store.create_run(run_id, {"state": RunState.RUNNING})
+    client.limiter.pause(3.0, "429")  # every caller waits, as after a 429 with retry-after: 3
+    threading.Timer(1.0, store.set_state, args=(run_id, RunState.CANCELLED)).start()
+    with pytest.raises(TargetStopped, match="run cancelled"):
+        client.ask(_ask(5))
+    assert rag.calls.get("exact", 0) == 0
