@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from .app import app
 from .metrics.registry import MetricDef, resolve
-from .schemas import Row, Suite, TargetConfig
+from .schemas import TARGET_FIELDS, Row, Suite, TargetConfig
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -91,7 +91,10 @@ class ResolvedSuite:
     def absent_field_warnings(self, fields_seen: set[str]) -> list[str]:
         """A warning per metric that scores rows lacking a field (rather than leaving them unscorable) when no
         row of the dataset has that field: a column named otherwise (``context``, ``retrieved_docs``) would
-        otherwise score every row as if retrieval had found nothing."""
+        otherwise score every row as if retrieval had found nothing. A field the suite's targets fill (their
+        ``response`` map names it) is no dataset column."""
+        filled = {f for t in self.targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
+        fields_seen = fields_seen | filled
         return [
             f"no row has {field!r}, which {m.name} scores as absent (as the seed does: a score, not unscorable): "
             "is it a column named otherwise?"

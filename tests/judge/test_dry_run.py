@@ -195,3 +195,12 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     assert "warning: no row has 'contexts', which context_relevance scores as absent" in result.stdout
     assert result.stdout.count("no row has") == 1  # exact_match leaves such rows unscorable: said after the run
+    # Rows a target answers get their contexts from it: no such column is expected in the dataset.
+    suite = {"metrics": ["context_relevance"], "target": {"url": "http://127.0.0.1:9/ask", "system": "rag"}}
+    (tmp_path / "t.json").write_text(json.dumps(suite))
+    targeted = _dry_run(data, tmp_path / "t.json")
+    assert targeted.returncode == 0, targeted.stderr
+    assert "no row has" not in targeted.stdout
+    suite["target"]["response"] = {"answer": "answer", "contexts": None}  # this target returns no contexts
+    (tmp_path / "t.json").write_text(json.dumps(suite))
+    assert "warning: no row has 'contexts'" in _dry_run(data, tmp_path / "t.json").stdout
