@@ -654,12 +654,12 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
         resolve_model(resolved.suite.embedding.model)  # ModelNotFoundError (a ConfigError) says what was tried
 
 
-def _refuse_an_unfinished_run_in(out_dir: Path) -> None:
+def _refuse_an_unfinished_run_in(out_dir: Path) -> str | None:
     """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
-    that file is how ``--resume DIR`` finds it. A finished run's directory is reused freely."""
+    that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id."""
     recorded = (recorded_run(out_dir) or {}).get("run_id")
     if recorded is None:
-        return
+        return None
     try:
         reported = json.loads((out_dir / "summary.json").read_text(encoding="utf-8")).get("run_id")
     except (OSError, ValueError, AttributeError):
@@ -670,8 +670,7 @@ def _refuse_an_unfinished_run_in(out_dir: Path) -> None:
             f"`ragscore run --resume {out_dir}`, or give another --out to start a new run (or delete "
             f"{out_dir / 'run.json'}, if that run is gone or not wanted)"
         )
-    log.warning("%s holds the reports of run %s: this run replaces them (`ragscore results %s --out OTHER_DIR` "
-                "writes them again while the store keeps that run)", out_dir, recorded, recorded)  # fmt: skip
+    return str(recorded)
 
 
 def _refuse_to_overwrite(dataset: Path, out_dir: Path) -> None:
@@ -724,8 +723,9 @@ def run(
     """
     settings = settings or get_settings()
     broker = broker or settings.broker_url
+    replaced = None
     if resume_id is None:
-        _refuse_an_unfinished_run_in(out_dir)
+        replaced = _refuse_an_unfinished_run_in(out_dir)
         if dataset is not None:
             _refuse_to_overwrite(dataset, out_dir)
     say = note_of(progress)
@@ -734,6 +734,10 @@ def run(
         run_id = resume_id or new_run_id()
 
         def validated(queues: list[str]) -> None:
+            if replaced is not None:  # said once the dataset is known to be good: a bad one replaces nothing
+                log.warning("%s holds the reports of run %s: this run replaces them (`ragscore results %s --out "
+                            "OTHER_DIR` writes them again while the store keeps that run)", out_dir, replaced,
+                            replaced)  # fmt: skip
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded")
             if on_validated is not None:

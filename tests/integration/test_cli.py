@@ -223,6 +223,9 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     rerun = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(tmp_path / "o"),
                      home=home)  # fmt: skip
     assert rerun.returncode == 0 and f"holds the reports of run {run_id}: this run replaces them" in rerun.stderr
+    missing = ragscore("run", str(tmp_path / "missing.jsonl"), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out",
+                       str(tmp_path / "o"), home=home)  # fmt: skip
+    assert missing.returncode == 2 and "replaces them" not in missing.stderr  # a bad dataset replaces nothing
     assert _our_processes(home) == [], "the private Redis is shut down again"
 
 
