@@ -633,9 +633,9 @@ def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
 
 def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
     """Embedded runs, before any worker starts: what the local workers would fail on for every item is an
-    error now (exit 2): a judge API key this environment (which they inherit) lacks, an embedding model that
-    is not there, a ``corpus_dir`` that is not a directory. Not for a cluster, whose keys, models and files live
-    on its workers."""
+    error now (exit 2): a judge API key or a target's token this environment (which they inherit) lacks, an
+    embedding model that is not there, a ``corpus_dir`` that is not a directory. Not for a cluster, whose keys,
+    models and files live on its workers."""
     for metric, params in resolved.scoring:
         corpus = getattr(params, "corpus_dir", None)
         if metric.queue.value in queues and corpus and not Path(corpus).is_dir():
@@ -648,6 +648,11 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
         envs = {getattr(p, "api_key_env", None) for m, p in resolved.scoring if m.queue is Queue.JUDGE} or {None}
         for env in envs:  # None: the provider's own variable (``checks`` rows routed to the judge queue)
             make_provider(resolved.suite.judge, api_key_env=env)
+    if Queue.TARGET.value in queues:
+        from ragscore_workers.target.endpoints import target_token
+
+        for target in resolved.targets:
+            target_token(target)  # the local workers inherit this environment
     if Queue.EMBED.value in queues:
         from ragscore_workers.embedding import resolve_model
 

@@ -21,7 +21,7 @@ from ..providers.errors import redact
 from ..schemas import TargetConfig
 from .errors import TargetError
 
-__all__ = ["CallableEndpoint", "Endpoint", "HttpEndpoint", "make_endpoint"]
+__all__ = ["CallableEndpoint", "Endpoint", "HttpEndpoint", "make_endpoint", "target_token"]
 
 #: Connections one process keeps per HTTP target (a target worker: 16 tasks x up to ``concurrency`` calls).
 MAX_CONNECTIONS = 256
@@ -35,6 +35,16 @@ class Endpoint(Protocol):
     def decide(self, exc: TargetError) -> RetryDecision: ...
 
 
+def target_token(config: TargetConfig) -> str | None:
+    """The token ``auth_env`` names (None without ``auth_env``); ConfigError when that variable is not set."""
+    if not config.auth_env:
+        return None
+    token = read_secret(config.auth_env)
+    if not token:
+        raise ConfigError(f"Target {config.name} needs a token: set the environment variable {config.auth_env}")
+    return token
+
+
 class HttpEndpoint:
     """``POST url`` with the request as JSON (``GET``: as query parameters); a token from ``auth_env``."""
 
@@ -44,11 +54,8 @@ class HttpEndpoint:
         self.url = config.url
         self.method = config.method
         headers = dict(config.headers)
-        self._token = None
-        if config.auth_env:
-            self._token = read_secret(config.auth_env)
-            if not self._token:
-                raise ConfigError(f"Target {self.system} needs a token: set the environment variable {config.auth_env}")
+        self._token = target_token(config)
+        if self._token is not None:
             headers[config.auth_header] = f"{config.auth_scheme} {self._token}".strip()
         self._client = httpx.Client(
             headers=headers,

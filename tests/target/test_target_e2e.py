@@ -15,6 +15,7 @@ from orchestrator import evaluate
 
 from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
+from ..support import RedisProcess, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -236,13 +237,19 @@ def test_several_shards_each_score_once_their_answers_are_in(home: Path, tmp_pat
 
 
 def test_a_token_missing_on_the_worker_fails_that_systems_items_only(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    redis_server: RedisProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A cluster's target workers lack one system's token: its items fail, the other system's are scored."""
     monkeypatch.delenv("NO_SUCH_RAG_TOKEN", raising=False)
-    with FakeRag() as rag:
-        locked = _target(rag, "locked") | {"auth_env": "NO_SUCH_RAG_TOKEN"}
-        suite = _suite([_target(rag, "exact") | {"auth_env": None}, locked]) | {"metrics": ["verbatim"]}
-        result = evaluate(questions(3), suite, out=tmp_path / "out")
+    workers = [WorkerProcess(redis_server.url, q, tmp_path / "w", concurrency=2).start() for q in ("target", "cpu")]
+    try:
+        with FakeRag() as rag:
+            locked = _target(rag, "locked") | {"auth_env": "NO_SUCH_RAG_TOKEN"}
+            suite = _suite([_target(rag, "exact") | {"auth_env": None}, locked]) | {"metrics": ["verbatim"]}
+            result = evaluate(questions(3), suite, out=tmp_path / "out", broker=redis_server.url)
+    finally:
+        for worker in workers:
+            worker.stop()
 
     assert rag.calls["locked"] == 0 and rag.calls["exact"] == 3
     by_system = {(i.system, i.id): i.metrics["verbatim"] for i in result.items}
@@ -251,3 +258,18 @@ def test_a_token_missing_on_the_worker_fails_that_systems_items_only(
     assert all(
         "set the environment variable NO_SUCH_RAG_TOKEN" in by_system[("locked", f"q{i}")].error for i in range(3)
     )
+
+
+def test_an_embedded_run_refuses_a_missing_target_token_before_any_call(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its workers inherit this environment: every item of that system would fail, after the whole run."""
+    from ragscore_workers.errors import ConfigError
+
+    monkeypatch.delenv("NO_SUCH_RAG_TOKEN", raising=False)
+    with FakeRag() as rag:
+        locked = _target(rag, "locked") | {"auth_env": "NO_SUCH_RAG_TOKEN"}
+        suite = _suite([_target(rag, "exact") | {"auth_env": None}, locked]) | {"metrics": ["verbatim"]}
+        with pytest.raises(ConfigError, match="Target locked needs a token: set the environment variable NO_SUCH"):
+            evaluate(questions(3), suite, out=tmp_path / "out")
+    assert rag.calls.get("exact", 0) == rag.calls.get("locked", 0) == 0
