@@ -122,11 +122,12 @@ class StatusView:
         return last.progress.get(key, 0) / elapsed if elapsed else None
 
     def judge_rpm(self) -> float | None:
-        """Judge requests per minute over the window (None with a single sample)."""
+        """Judge requests per minute over the window, else (one sample: ``ragscore status``) the run's average."""
         first, last = self.samples[0], self.samples[-1]
-        if last.t - first.t < 1.0:
-            return None
-        return 60.0 * max(0, last.judge_calls - first.judge_calls) / (last.t - first.t)
+        if last.t - first.t >= 1.0:
+            return 60.0 * max(0, last.judge_calls - first.judge_calls) / (last.t - first.t)
+        elapsed = self._since_submit(last.t)
+        return 60.0 * last.judge_calls / elapsed if elapsed else None
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per queue the run uses, then ``all``."""
