@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -226,8 +225,9 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-#: Set by a stop signal while ``stop_signals_as_interrupt`` is active; read by ``raise_if_stop_signalled``.
-_stop_signalled = threading.Event()
+#: Set by a stop signal while ``stop_signals_as_interrupt`` is active; read by ``raise_if_stop_signalled``. A plain
+#: flag: a handler must take no lock (an Event's ``set()`` does; a second signal inside it hung the process).
+_stop_signalled = [False]
 
 
 @contextmanager
@@ -239,10 +239,10 @@ def stop_signals_as_interrupt() -> Iterator[None]:
     """
 
     def handler(signum: int, frame: object) -> None:
-        _stop_signalled.set()
+        _stop_signalled[0] = True
         raise KeyboardInterrupt
 
-    _stop_signalled.clear()
+    _stop_signalled[0] = False
     signals = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not a host's own (e.g. a notebook's)
         signals.append(signal.SIGINT)
@@ -256,10 +256,10 @@ def stop_signals_as_interrupt() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-        _stop_signalled.clear()
+        _stop_signalled[0] = False
 
 
 def raise_if_stop_signalled() -> None:
     """Raise KeyboardInterrupt if a stop signal came whose own KeyboardInterrupt Python dropped."""
-    if _stop_signalled.is_set():
+    if _stop_signalled[0]:
         raise KeyboardInterrupt

@@ -15,7 +15,7 @@ from .base import DEFAULT_TIMEOUT_S, Provider, provider_identity
 from .cache import ReplyCache
 from .client import Budget, JudgeClient, Price, RetryPolicy
 from .ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_minute
-from .run_state import RunJudgeState
+from .run_state import HOLD_MARGIN_S, RunJudgeState
 
 __all__ = ["BASE_URL_ENV", "PROVIDERS", "build_client", "judge_identity", "make_provider"]
 
@@ -86,7 +86,8 @@ def build_client(
     limits = limits_per_minute(config.rpm, config.tpm, config.rpd, config.tpd, minute_s=minute_s)
     limiter = RedisLimiter(redis, provider.limiter_key(), limits, max_wait_s=max_wait_s)
     price = (prices or {}).get(config.model)
-    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s)
+    hold_s = max_wait_s + 2 * timeout_s + HOLD_MARGIN_S  # what one attempt may take: a budget hold outlives it
+    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, hold_s=hold_s)
     overridden = _base_url(config)
     if overridden != config.base_url:  # the summary says which endpoint really judged (the suite names another)
         state.note("base_url", redact_url(overridden or ""))

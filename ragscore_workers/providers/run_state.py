@@ -17,8 +17,9 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``breaker``                why judging stopped, once the breaker is open
 ``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` would be passed
 ``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end; each hold is
-                           also in ``…:judge:holds`` (a sorted set by expiry), so the hold of a call whose
-                           worker was killed (SIGKILL, out of memory, a lost host) lapses after ``hold_s``
+                           also in ``…:judge:holds`` (a sorted set by expiry, Redis's clock), so the hold of a
+                           call whose worker was killed (SIGKILL, out of memory, a lost host) lapses after
+                           ``hold_s``: longer than one attempt may take
 ``provider_rpm`` …         a limit the provider's headers state below the suite's (``provider_tpm``,
                            ``provider_rpd``), which the workers use instead
 ``base_url``               the endpoint the workers called, when ``RAGSCORE_JUDGE_BASE_URL`` overrode the suite's
@@ -27,18 +28,20 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any, NamedTuple
 
 from ..schemas import JUDGE_COUNTERS
 from ..store import RunState
 
-__all__ = ["COUNTER_FIELDS", "HOLD_S", "INTERNAL_FIELDS", "Hold", "RunJudgeState", "run_judge_key"]
+__all__ = ["COUNTER_FIELDS", "HOLD_MARGIN_S", "HOLD_S", "INTERNAL_FIELDS", "Hold", "RunJudgeState", "run_judge_key"]
 
-#: How long a budgeted call's hold lasts at most: above the judge task's hard time limit (840 s), which no call
-#: outlives. A call that ends gives its hold back at once; this only bounds what a killed worker's calls keep.
+#: How long a budgeted call's hold lasts at most, unless the caller says (the judge client: its limiter's
+#: ``max_wait_s`` plus twice its HTTP timeout plus ``HOLD_MARGIN_S``, what one attempt may take; no Celery time
+#: limit bounds it, the judge's thread pool enforces none). A call that ends gives its hold back at once: this
+#: only bounds what a killed worker's calls keep.
 HOLD_S = 900.0
+HOLD_MARGIN_S = 60.0
 
 #: Numeric fields the run summary reports (``summary.judge``).
 COUNTER_FIELDS = JUDGE_COUNTERS
@@ -59,11 +62,12 @@ return 0
 
 
 # A budgeted call's start, atomically: refuse it when the breaker is open, or when what the run used, plus what
-# calls in flight hold, plus this call's high estimate would pass a budget; else hold the estimate until ARGV[7].
-# Holds past their expiry (their call's worker was killed) are given back first.
+# calls in flight hold, plus this call's high estimate would pass a budget; else hold the estimate for ARGV[6] s
+# (Redis's clock: every worker host reads the same one). Holds past their expiry (their call's worker was
+# killed) are given back first.
 # KEYS[1] = hash, KEYS[2] = the run's meta (a cancelled run starts no call), KEYS[3] = holds (member
 # 'id|tokens|cost', score = expiry); ARGV = est_tokens, est_cost, max_tokens ('' = none), max_cost ('' = none),
-# ttl, now, expiry, hold id.
+# ttl, hold_s, hold id.
 # Returns {'breaker', reason} | {'tokens', used, held} | {'cost', used, held} | {'ok'}.
 _RESERVE_LUA = (
     """
@@ -75,13 +79,15 @@ if redis.call('HGET', KEYS[2], 'state') == '"""
     + """'} end
 local breaker = redis.call('HGET', h, 'breaker')
 if breaker then return {'breaker', breaker} end
-local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[6])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) + tonumber(time[2]) / 1000000
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, member in ipairs(lapsed) do
   local tokens, cost = string.match(member, '^[^|]*|([^|]*)|([^|]*)$')
   redis.call('HINCRBY', h, 'held_tokens', -tonumber(tokens))
   redis.call('HINCRBYFLOAT', h, 'held_cost', -tonumber(cost))
 end
-if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[6]) end
+if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) end
 local used = tonumber(redis.call('HGET', h, 'tokens_in') or '0') + tonumber(redis.call('HGET', h, 'tokens_out') or '0')
 local held = tonumber(redis.call('HGET', h, 'held_tokens') or '0')
 if ARGV[3] ~= '' and used + held + tonumber(ARGV[1]) > tonumber(ARGV[3]) then
@@ -94,7 +100,7 @@ if ARGV[4] ~= '' and cost + held_cost + tonumber(ARGV[2]) > tonumber(ARGV[4]) th
 end
 redis.call('HINCRBY', h, 'held_tokens', ARGV[1])
 redis.call('HINCRBYFLOAT', h, 'held_cost', ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8] .. '|' .. ARGV[1] .. '|' .. ARGV[2])
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), ARGV[7] .. '|' .. ARGV[1] .. '|' .. ARGV[2])
 redis.call('EXPIRE', h, tonumber(ARGV[5]))
 redis.call('EXPIRE', KEYS[3], tonumber(ARGV[5]))
 return {'ok'}
@@ -184,10 +190,10 @@ class RunJudgeState:
         if max_cost is None and max_tokens is None:
             return self.stop_reason(), None
         limits = ["" if max_tokens is None else max_tokens, "" if max_cost is None else repr(max_cost)]
-        now, hold_id = time.time(), uuid.uuid4().hex
+        hold_id = uuid.uuid4().hex
         raw = self._reserve(
             keys=[self.key, self.meta_key, self.holds_key],
-            args=[tokens, repr(cost), *limits, self.ttl_s, repr(now), repr(now + self.hold_s), hold_id],
+            args=[tokens, repr(cost), *limits, self.ttl_s, repr(self.hold_s), hold_id],
         )
         answer = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
         kind = answer[0]

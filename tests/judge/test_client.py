@@ -25,6 +25,7 @@ from ragscore_workers.providers import (
     build_client,
     estimate_tokens,
 )
+from ragscore_workers.providers.run_state import HOLD_MARGIN_S
 from ragscore_workers.schemas import JudgeConfig
 
 from ..fakes import FakeProvider
@@ -293,6 +294,9 @@ def test_budget_stops_new_calls_and_cost_follows_the_price_table(
     used = state["tokens_in"] + state["tokens_out"]
     assert used <= 120 < used + next_estimate  # stopped only when the next call could pass the budget
     assert state["held_tokens"] == 0 and state["budget"].startswith("budget reached: ")
+    # a hold outlives what one attempt may take (the limiter's wait, then the HTTP call): no task limit bounds it
+    assert client.state.hold_s == client.limiter.max_wait_s + 2 * 1.0 + HOLD_MARGIN_S
+    assert rclient.zcard(client.state.holds_key) == 0
 
 
 def test_a_budget_is_a_cap_however_many_calls_run_at_once(rclient: redis.Redis, model: str, keys: str) -> None:
