@@ -65,7 +65,8 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
             out.append(Outcome(False, "no code: no `code` field and no fenced code block"))
             continue
         try:
-            passed, details = run_code_test(code, params, ctx.suite.sandbox, from_data=True)
+            # the row's own points come with the data; the suite's (checks.points) are trusted configuration
+            passed, details = run_code_test(code, params, ctx.suite.sandbox, from_data=inp.row.checks is not None)
         except (ConfigError, Exception) as exc:  # the sandbox failed, not the program
             out.append(Outcome.failed_to_run(f"sandbox error: {type(exc).__name__}: {exc}"[:500]))
             continue

@@ -261,3 +261,18 @@ def test_a_rows_evaluation_points_cannot_raise_the_suites_limits(
     assert points["time"]["figures"]["duration_s"] < TIMEOUT_S + 2
     assert points["image"]["status"] == "error" and "may not choose the container image" in points["image"]["note"]
     assert points["lower"]["figures"]["stopped_by"] == "timeout" and points["lower"]["figures"]["duration_s"] < 3
+
+
+def test_the_suites_own_points_may_still_raise_the_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Points the suite gives (``checks.points``) are configuration, as the code_test metric's params are."""
+    monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "SLEPT", "timeout_s": TIMEOUT_S + 3}}]
+    suite = {
+        "metrics": [{"name": "checks", "params": {"points": points}}],
+        "sandbox": {"backend": "local", "timeout_s": TIMEOUT_S, "memory_mb": 256},
+    }
+    code = f"import time\ntime.sleep({TIMEOUT_S + 1})\nprint('SLEPT')\n"
+    evaluation = evaluate([{"id": "slow", "answer": "the code", "code": code}], suite, out=tmp_path / "out")
+    (point,) = evaluation.items[0].metrics["checks"].details["points"]
+    assert point["passed"] is True and point["figures"]["stopped_by"] is None
