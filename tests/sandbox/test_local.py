@@ -116,6 +116,29 @@ def test_tmpfs_size_caps_what_a_program_can_write(sandbox: LocalSandbox) -> None
     assert int(written) <= 8 and error.strip() == "No space left on device"
 
 
+def test_the_hosts_abstract_unix_sockets_are_out_of_reach(sandbox: LocalSandbox) -> None:
+    """AF_UNIX stays allowed (multiprocessing, asyncio): a host service on an abstract socket (no file, so no
+    mount hides it) is kept out by the sandbox's own network namespace, which abstract names belong to."""
+    name = f"\0ragscore-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(name)
+        server.listen()
+        code = (
+            "import socket\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "try:\n"
+            f"    s.connect({name!r})\n"
+            "    print('CONNECTED')\n"
+            "except OSError as exc:\n"
+            "    print(type(exc).__name__)\n"
+        )
+        result = run(sandbox, code)
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    assert result.stdout.split() == ["ConnectionRefusedError"], result.stderr
+
+
 def test_no_network_not_even_the_hosts_loopback(sandbox: LocalSandbox) -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
