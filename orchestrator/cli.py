@@ -750,7 +750,7 @@ def compare_cmd(
 ) -> None:
     """Compare systems on their shared questions: means, paired differences with 95% CI and p, wins."""
     from .reports import open_run
-    from .reports.compare import compare, mismatch_text
+    from .reports.compare import compare, mismatch_text, unchecked_text
     from .reports.compare_view import print_comparison, render_compare_html, render_compare_markdown
 
     stores: list = []
@@ -771,6 +771,8 @@ def compare_cmd(
     print_comparison(result)
     if result.mismatched:
         err.print(f"warning: {mismatch_text(result.mismatched, result.arms[0])}", style="yellow", soft_wrap=True)
+    if result.unchecked:
+        err.print(f"note: {unchecked_text(result.unchecked)}", soft_wrap=True)
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "collect",
     "compare",
     "mismatch_text",
+    "unchecked_text",
     "paired_ci",
     "permutation_p",
     "point_table",
@@ -135,8 +136,10 @@ class Comparison:
     points: list[dict[str, Any]] = field(default_factory=list)
     seed: int = BOOTSTRAP_SEED
     #: Per system: ids that hold a different question than in the baseline, left out of its pairs (up to
-    #: ``MAX_MISMATCH_IDS`` shown) and how many there were.
+    #: ``MAX_MISMATCH_IDS`` shown) and how many there were. Such ids are left out of the wins too.
     mismatched: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+    #: Systems whose items carry no question fingerprint (runs made before items had ``question_sha``).
+    unchecked: list[str] = field(default_factory=list)
 
 
 class _Scores:
@@ -150,23 +153,26 @@ class _Scores:
         self.questions: dict[int, array] = {}
 
     def set_question(self, arm: int, qid: str, sha: str) -> None:
-        """Note the question an arm's scored item ``qid`` asked (items without a score are not rows)."""
-        row = self.rows.get(qid)
-        if row is None:
+        """Note the question an arm's item ``qid`` asked (scored or not); a value that is no fingerprint (an
+        edited file) is ignored."""
+        try:
+            value = int(sha, 16) if len(sha) <= 15 else -1
+        except ValueError:
             return
+        if value < 0:
+            return
+        row = self.rows.setdefault(qid, len(self.rows))
         values = self.questions.setdefault(arm, array("q"))
         if len(values) <= row:
             values.extend([-1] * (row + 1 - len(values)))
-        values[row] = int(sha, 16)
+        values[row] = value
 
-    def different_questions(self, base: int, arm: int) -> np.ndarray:
-        """Rows whose question differs between the two arms (both known)."""
-        n = len(self.rows)
-        a, b = (np.full(n, -1, dtype=np.int64) for _ in range(2))
-        for out, values in ((a, self.questions.get(base)), (b, self.questions.get(arm))):
-            if values:
-                out[: len(values)] = np.frombuffer(values, dtype=np.int64)
-        return np.flatnonzero((a >= 0) & (b >= 0) & (a != b))
+    def question_matrix(self) -> np.ndarray:
+        """Rows x arms: each arm's question fingerprint of each row, -1 where unknown."""
+        out = np.full((len(self.rows), len(self.arms)), -1, dtype=np.int64)
+        for arm, values in self.questions.items():
+            out[: len(values), arm] = np.frombuffer(values, dtype=np.int64)
+        return out
 
     def arm(self, run: int, system: str | None) -> int:
         return self.arms.setdefault((run, system), len(self.arms))
@@ -217,21 +223,38 @@ def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
     return scores, _labels(runs, scores.arms), list(outputs)
 
 
-def _mismatched(
-    scores: _Scores, order: list[int], arms: list[str]
-) -> tuple[dict[str, tuple[int, list[str]]], dict[int, np.ndarray]]:
-    """Per system, the ids whose question differs from the baseline's (for the report) and those rows (to
-    leave out of that system's column): runs of two datasets with ``row-N`` ids pair different questions."""
-    ids_by_row: list[str] | None = None
-    mismatched: dict[str, tuple[int, list[str]]] = {}
+@dataclass(frozen=True)
+class _Mismatch:
+    """Where runs' ids name different questions (two datasets with ``row-N`` ids, reordered lines)."""
+
+    #: per system: how many ids differ from the baseline's question, and the first of them
+    said: dict[str, tuple[int, list[str]]]
+    #: per column (in compare order): the rows to leave out of that system's pairs with the baseline
+    left_out: dict[int, np.ndarray]
+    #: rows where any two systems' questions differ: left out of the wins
+    mixed: np.ndarray
+
+
+def _mismatched(questions: np.ndarray, ids: list[str], arms: list[str]) -> _Mismatch:
+    """``questions``: rows x systems (compare order) of fingerprints, -1 where unknown."""
+    said: dict[str, tuple[int, list[str]]] = {}
     left_out: dict[int, np.ndarray] = {}
-    for i, arm in enumerate(order[1:], start=1):
-        rows = scores.different_questions(order[0], arm)
+    base = questions[:, 0]
+    for i in range(1, len(arms)):
+        rows = np.flatnonzero((base >= 0) & (questions[:, i] >= 0) & (base != questions[:, i]))
         if rows.size:
-            ids_by_row = ids_by_row or list(scores.rows)
-            mismatched[arms[i]] = (int(rows.size), [ids_by_row[r] for r in rows[:MAX_MISMATCH_IDS]])
+            said[arms[i]] = (int(rows.size), [ids[r] for r in rows[:MAX_MISMATCH_IDS]])
             left_out[i] = rows
-    return mismatched, left_out
+    known = questions >= 0
+    high = np.where(known, questions, np.iinfo(np.int64).min).max(axis=1, initial=np.iinfo(np.int64).min)
+    low = np.where(known, questions, np.iinfo(np.int64).max).min(axis=1, initial=np.iinfo(np.int64).max)
+    return _Mismatch(said, left_out, np.flatnonzero(known.any(axis=1) & (high != low)))
+
+
+def unchecked_text(unchecked: list[str]) -> str:
+    """Says which systems' questions could not be checked against the others'."""
+    return (f"{', '.join(unchecked)}: no question fingerprints (items without a question, or a run made before "
+            "items carried `question_sha`), so questions are paired by id unchecked")  # fmt: skip
 
 
 def mismatch_text(mismatched: dict[str, tuple[int, list[str]]], baseline: str) -> str:
@@ -263,16 +286,18 @@ def compare(
     first = labels.index(baseline) if baseline is not None else 0
     order = [first] + [i for i in range(len(labels)) if i != first]
     arms = [labels[i] for i in order]
-    mismatched, left_out = _mismatched(scores, order, arms)
+    questions = scores.question_matrix()[:, order]
+    mismatch = _mismatched(questions, list(scores.rows), arms)
+    unchecked = [arm for i, arm in enumerate(arms) if not (questions[:, i] >= 0).any()]
     means: dict[str, dict[str, float | None]] = {}
     counts: dict[str, dict[str, int]] = {}
     differences, win_rows = [], []
     for name in outputs:
         x = scores.matrix(name)[:, order]
-        for i, rows in left_out.items():
-            x[rows, i] = np.nan
-        means[name] = {arm: _mean(x[:, i]) for i, arm in enumerate(arms)}
+        means[name] = {arm: _mean(x[:, i]) for i, arm in enumerate(arms)}  # each over its own scored items
         counts[name] = {arm: int(np.count_nonzero(~np.isnan(x[:, i]))) for i, arm in enumerate(arms)}
+        for i, rows in mismatch.left_out.items():  # pairs of different questions are no pairs
+            x[rows, i] = np.nan
         sign = 1.0 if higher_is_better(name) else -1.0
         for i, arm in enumerate(arms[1:], start=1):
             both = ~np.isnan(x[:, 0]) & ~np.isnan(x[:, i])
@@ -284,15 +309,17 @@ def compare(
                 p=permutation_p(d, seed=seed) if d.size else None, wins=int((better > 0).sum()),
                 ties=int((better == 0).sum()), losses=int((better < 0).sum()),
             ))  # fmt: skip
-        per_arm, ties, questions = wins(x, higher_is_better(name))
+        x[mismatch.mixed, :] = np.nan
+        per_arm, ties, asked = wins(x, higher_is_better(name))
         win_rows.append({"metric": name, "wins": dict(zip(arms, per_arm, strict=True)), "ties": ties,
-                         "questions": questions})  # fmt: skip
+                         "questions": asked})  # fmt: skip
     if not any(d.n for d in differences):
         raise ValueError(
             f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
-            "nothing to compare" + (f". {mismatch_text(mismatched, arms[0])}" if mismatched else "")
+            "nothing to compare" + (f". {mismatch_text(mismatch.said, arms[0])}" if mismatch.said else "")
         )
-    comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatched)
+    comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
+                            unchecked=unchecked)  # fmt: skip
     if points and "checks" in outputs:
         comparison.points = point_table(runs, scores, order)
     return comparison

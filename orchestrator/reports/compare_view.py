@@ -10,7 +10,7 @@ from rich.table import Table
 from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
 from . import plots
-from .compare import Comparison, Difference, mismatch_text
+from .compare import Comparison, Difference, mismatch_text, unchecked_text
 from .html import fmt, version
 from .markdown import md_cell
 from .templates import CSS, environment
@@ -50,8 +50,9 @@ def _diff_rows(c: Comparison) -> list[dict[str, object]]:
 
 
 def _mismatch(c: Comparison) -> str:
-    """The warning about ids that hold different questions, or ''."""
-    return mismatch_text(c.mismatched, c.arms[0]) if c.mismatched else ""
+    """The warning about ids that hold different questions (or could not be checked), or ''."""
+    parts = [mismatch_text(c.mismatched, c.arms[0])] if c.mismatched else []
+    return ". ".join(parts + ([unchecked_text(c.unchecked)] if c.unchecked else []))
 
 
 def render_compare_html(c: Comparison) -> str:
@@ -81,7 +82,7 @@ def render_compare_markdown(c: Comparison) -> str:
     lines = [f"# ragscore compare: {' vs '.join(map(md_cell, arms))}", "",
              "Paired on the questions both systems scored: mean difference, 95% paired-bootstrap CI, two-sided "
              f"sign-flip permutation p-value (seed {c.seed}).", "",
-             *([f"**Warning:** {md_cell(_mismatch(c))}.", ""] if c.mismatched else []), "## Means", "",
+             *([f"**Warning:** {md_cell(_mismatch(c))}.", ""] if _mismatch(c) else []), "## Means", "",
              "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
     for m in c.metrics:
         lines.append(f"| {m} | " + " | ".join(fmt(c.means[m][a]) for a in arms) + " |")

@@ -70,14 +70,14 @@ are counted apart, never averaged as 0. 95% CI: seeded percentile bootstrap of t
 {% for b in breakdowns %}
 <h2 id="by-{{ b.dim }}">By {{ b.dim }}</h2>
 {% if b.empty %}<p class="muted">No item has a <code>{{ b.dim }}</code>.</p>{% else %}
-{% if b.hidden %}<p class="muted">{{ b.shown }} of {{ b.total }} {{ b.dim }} values drawn; all are in
-summary.json.</p>{% endif %}
+{% if b.hidden %}<p class="muted">{{ b.shown }} of {{ b.total }} {{ b.dim }} values drawn; the table and
+summary.json have the rest.</p>{% endif %}
 <div class="grid">{% for p in b.plots %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}
 </figure>{% endfor %}</div>
 <details><summary>table</summary><table><tr><th class="l">{{ b.dim }}</th>{% for m in b.metrics %}<th>{{ m }}</th>
 {% endfor %}</tr>{% for row in b.rows %}<tr><td class="l">{{ row.key }}</td>{% for c in row.cells %}<td>{{ c }}</td>
 {% endfor %}</tr>{% endfor %}</table>{% if b.total > b.rows|length %}<p class="muted">The first {{ b.rows|length }}
-of {{ b.total }} {{ b.dim }} values; all are in summary.json.</p>{% endif %}</details>
+of {{ b.total }} {{ b.dim }} values; the rest are in summary.json.</p>{% endif %}</details>
 {% endif %}{% endfor %}
 
 {% if targets %}<h2 id="targets">Targets</h2>

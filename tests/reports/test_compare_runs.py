@@ -150,7 +150,7 @@ def test_ids_that_hold_other_questions_are_left_out_and_said(two_runs: dict[str,
     assert count == 30 and examples == ["q000", "q001", "q002", "q003", "q004"]
     (em,) = [d for d in result.differences if d.metric == "exact_match"]
     assert em.n == N - 30  # only the questions both runs asked are paired
-    assert result.counts["exact_match"]["B"] == N - 30
+    assert result.counts["exact_match"]["B"] == N  # means and counts: each system over its own scored items
     cli = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "compare", str(two_runs["A"].out_dir), str(other.out_dir),
          "--out", str(tmp_path / "cmp")],
@@ -182,3 +182,37 @@ def test_report_command_reads_a_run_from_the_store(two_runs: dict[str, Any], tmp
     from_store = strip.sub("", (tmp_path / "report.html").read_text(encoding="utf-8"))
     assert from_store == strip.sub("", (run.out_dir / "report.html").read_text(encoding="utf-8"))
     assert "dataset.jsonl" in from_store  # the run's facts come from the store
+
+
+def _run(system: str, rows: list[tuple[str, str | None, float | None]]) -> Any:
+    """A run as compare reads it, built from (id, question fingerprint, exact_match score) rows."""
+    from orchestrator.reports.source import RunData
+    from ragscore_workers.schemas import MetricSummary, RunSummary
+    from ragscore_workers.store import RawItem
+
+    items = [
+        RawItem(key=f"{system}::{qid}", meta={"id": qid, "system": system, "question_sha": sha},
+                metrics={"exact_match": {"score": score, "error": None}})
+        for qid, sha, score in rows
+    ]  # fmt: skip
+    summary = RunSummary(run_id=system, items=len(items), scored=len(items),
+                         metrics={"exact_match": MetricSummary(mean=None, n=0)})  # fmt: skip
+    return RunData(summary=summary, items=lambda: iter(items), failed_rows=lambda: iter([]), origin=system)
+
+
+def test_three_systems_whose_ids_disagree_without_the_baseline_leave_those_ids_out_of_the_wins() -> None:
+    """Questions under one id that differ between systems were only caught against a scored baseline item."""
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    base = _run("A", [("q0", sha("Where?"), 0.0), ("q2", sha("When?"), 0.0)])  # the baseline never had q1
+    b = _run("B", [("q0", sha("Where?"), 1.0), ("q1", sha("Who?"), 0.0), ("q2", sha("When?"), 1.0)])
+    c = _run("C", [("q0", sha("Where?"), 0.0), ("q1", sha("Which?"), 1.0), ("q2", sha("When?"), 0.0)])
+    result = compare([base, b, c])
+    assert result.mismatched == {} and result.unchecked == []  # nothing differs from the baseline's questions
+    (em,) = [w for w in result.wins if w["metric"] == "exact_match"]
+    assert em["questions"] == 2 and em["wins"] == {"A": 0, "B": 2, "C": 0}  # but q1 paired B and C wrongly
+    assert result.means["exact_match"] == {"A": 0.0, "B": pytest.approx(2 / 3), "C": pytest.approx(1 / 3)}
+    unscored = _run("A", [("q0", sha("Where?"), 0.0), ("q1", sha("Who?"), None), ("q2", sha("When?"), 0.0)])
+    assert compare([unscored, b, c]).mismatched == {"C": (1, ["q1"])}  # its question counts, scored or not
+    edited = _run("D", [("q0", "not a fingerprint", 1.0), ("q2", None, 1.0)])
+    assert compare([base, edited]).unchecked == ["D"]  # an edited file's value is ignored, not a crash
