@@ -531,11 +531,13 @@ def cancel_cmd(
         again = " (it already was)" if was == "cancelled" else ""
         err.print(f"run {run_id}: cancelled{again}; the workers skip its queued tasks, then `ragscore results "
                   f"{run_id} --out DIR` writes the reports of what it scored", soft_wrap=True)  # fmt: skip
-        unserved = summarize_cancelled(store, run_id)
-        if unserved:
+
+        def said(unserved: dict[str, int]) -> None:
             queues = ", ".join(f"{q!r} ({n:,} message(s) waiting)" for q, n in unserved.items())
-            err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is "
-                      "written now, without them", soft_wrap=True)  # fmt: skip
+            err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is written "
+                      "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
+
+        summarize_cancelled(store, run_id, on_unserved=said)
     else:
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")
 

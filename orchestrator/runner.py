@@ -74,6 +74,8 @@ __all__ = [
 
 #: Seconds between two reads of the progress counters.
 POLL_S = 0.2
+#: Seconds ``ragscore cancel`` waits for a run's tasks in flight before it aggregates what the run scored.
+SETTLE_S = 60.0
 #: Automatic re-submissions of a stalled run before wait() gives up.
 MAX_STALL_RECOVERIES = 3
 #: Consecutive idle observations (1 s apart) before a stalled run counts as abandoned.
@@ -615,11 +617,25 @@ def cancel(store: RunStore, run_id: str) -> None:
     store.set_state(run_id, RunState.CANCELLED)
 
 
-def summarize_cancelled(store: RunStore, run_id: str) -> dict[str, int]:
+def summarize_cancelled(
+    store: RunStore,
+    run_id: str,
+    settle_s: float = SETTLE_S,
+    on_unserved: Callable[[dict[str, int]], None] | None = None,
+) -> dict[str, int]:
     """A cancelled run whose messages wait on queues no worker consumes would never get its summary (no worker
-    skips them, so its chords never end): send its aggregation now. Returns those queues and their messages."""
-    unserved = unserved_queues(store, run_id) if store.state(run_id) == RunState.CANCELLED else {}
+    skips them, so its chords never end): once the served queues are idle (tasks in flight have written their
+    items; ``settle_s`` at most), send its aggregation. Returns those queues and their messages (``on_unserved``
+    hears them before the wait). A run with its summary already is left alone."""
+    if store.state(run_id) != RunState.CANCELLED or store.summary(run_id) is not None:
+        return {}
+    unserved = unserved_queues(store, run_id)
     if unserved:
+        if on_unserved is not None:
+            on_unserved(unserved)
+        deadline = time.monotonic() + settle_s
+        while time.monotonic() < deadline and not _broker_idle(store, run_id, ignore=unserved):
+            time.sleep(POLL_S * 5)
         aggregate.delay(run_id, store.generation(run_id))
     return unserved
 
