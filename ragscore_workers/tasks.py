@@ -289,6 +289,11 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
     if superseded(generation, meta.get("generation")):
         log.info("aggregate of run %s skipped: generation %d was superseded by a resume", run_id, generation)
         return
+    if meta.get("state") == RunState.FINISHED and store.summary(run_id) is not None:
+        # A copy of a message the broker handed out again: an aggregation longer than the visibility timeout
+        # (millions of items) is re-delivered while it runs, and each copy would be, every 15 minutes, for ever.
+        log.info("aggregate of run %s skipped: its summary is written already (a re-delivered message)", run_id)
+        return
     store.set_state(run_id, RunState.AGGREGATING)  # a cancelled run (or a re-delivery's finished one) keeps its state
     started = time.time()
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,22 @@ def _cancel_then_results(broker: str, dataset: Path, suite: Path, tmp_path: Path
     ]  # the unscored items keep their id and system (not "a::q0")
     again = _cli("cancel", run_id, "--broker", broker)
     assert f"run {run_id}: cancelled (it already was); the workers" in again.stderr  # still cancelled, and says so
+
+
+def test_a_redelivered_aggregation_of_a_finished_run_writes_nothing(
+    cluster: str, dataset: Path, tmp_path: Path
+) -> None:
+    """An aggregation longer than the visibility timeout (millions of items) is handed out again while it runs:
+    each copy aggregated the whole run again, and was itself re-delivered 15 minutes later, for ever."""
+    from ragscore_workers.tasks import aggregate
+
+    summary = run(dataset, load_suite(SUITE), tmp_path / "out", broker=cluster)
+    store = connect(cluster)
+    before = store.r.get(store.key(summary.run_id, "summary"))
+    sent = aggregate.apply_async((summary.run_id, store.generation(summary.run_id)))  # as the broker would
+    deadline = time.monotonic() + 60
+    while not store.r.exists(f"celery-task-meta-{sent.id}"):  # the worker stored the task's result: it ran
+        assert time.monotonic() < deadline, "no worker ran the aggregation"
+        time.sleep(0.1)
+    assert json.loads(store.r.get(f"celery-task-meta-{sent.id}"))["status"] == "SUCCESS"
+    assert store.r.get(store.key(summary.run_id, "summary")) == before  # its timing would have changed
