@@ -116,49 +116,47 @@ def test_tmpfs_size_caps_what_a_program_can_write(sandbox: LocalSandbox) -> None
     assert int(written) <= 8 and error.strip() == "No space left on device"
 
 
+_ATTEMPT = (
+    "import socket\n"
+    "def attempt(family, address):\n"
+    "    try:\n"
+    "        s = socket.socket(family, socket.SOCK_STREAM)\n"
+    "        s.settimeout(2)\n"
+    "        s.connect(address)\n"
+    "        print('CONNECTED', address)\n"
+    "    except OSError as exc:\n"
+    "        print(type(exc).__name__)\n"
+)
+
+
+def _attempts_beside(sandbox: LocalSandbox, server: socket.socket, attempts: str) -> list[str]:
+    """Run ``attempts`` (calls of ``attempt(family, address)``) while ``server`` listens on the host; nothing may
+    reach it. Returns what each attempt printed."""
+    server.listen()
+    result = run(sandbox, _ATTEMPT + attempts)
+    server.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        server.accept()
+    return result.stdout.split()
+
+
 def test_the_hosts_abstract_unix_sockets_are_out_of_reach(sandbox: LocalSandbox) -> None:
     """AF_UNIX stays allowed (multiprocessing, asyncio): a host service on an abstract socket (no file, so no
     mount hides it) is kept out by the sandbox's own network namespace, which abstract names belong to."""
     name = f"\0ragscore-test-{uuid.uuid4().hex}"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(name)
-        server.listen()
-        code = (
-            "import socket\n"
-            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-            "try:\n"
-            f"    s.connect({name!r})\n"
-            "    print('CONNECTED')\n"
-            "except OSError as exc:\n"
-            "    print(type(exc).__name__)\n"
-        )
-        result = run(sandbox, code)
-        server.setblocking(False)
-        with pytest.raises(BlockingIOError):
-            server.accept()
-    assert result.stdout.split() == ["ConnectionRefusedError"], result.stderr
+        assert _attempts_beside(sandbox, server, f"attempt(socket.AF_UNIX, {name!r})\n") == ["ConnectionRefusedError"]
 
 
 def test_no_network_not_even_the_hosts_loopback(sandbox: LocalSandbox) -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
-        server.listen()
         port = server.getsockname()[1]
-        code = (
-            "import socket\n"
-            f"for addr in [('127.0.0.1', {port}), ('1.1.1.1', 53), ('10.0.0.1', 80)]:\n"
-            "    try:\n"
-            "        socket.create_connection(addr, timeout=2)\n"
-            "        print('CONNECTED', addr)\n"
-            "    except OSError as exc:\n"
-            "        print(type(exc).__name__)\n"
-        )
-        result = run(sandbox, code)
-        server.setblocking(False)
-        with pytest.raises(BlockingIOError):
-            server.accept()  # nothing reached the host's listener
-    # no AF_INET socket at all (the seccomp filter): not even the sandbox's own loopback
-    assert result.stdout.split() == ["OSError", "OSError", "OSError"], result.stderr
+        addresses = [("127.0.0.1", port), ("1.1.1.1", 53), ("10.0.0.1", 80)]
+        attempts = f"for addr in {addresses!r}:\n    attempt(socket.AF_INET, addr)\n"
+        # no AF_INET socket at all (the seccomp filter): not even the sandbox's own loopback
+        assert _attempts_beside(sandbox, server, attempts) == ["OSError", "OSError", "OSError"]
 
 
 def test_limits_are_hard_so_the_program_cannot_raise_them(sandbox: LocalSandbox) -> None:
