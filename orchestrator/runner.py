@@ -566,7 +566,8 @@ def wait(
                 aggregating_said = True
                 note_of(progress)("every item is scored: aggregating the summary")
             if state in RunState.DONE:
-                summary = store.summary(run_id)
+                current = store.summary_is_current(run_id)  # not the summary of before a resume
+                summary = store.summary(run_id) if current else None
                 if summary is not None and summary.state == state:
                     return summary
                 error = store.r.hget(store.key(run_id, "meta"), "error")  # one field, polled while it drains
@@ -627,7 +628,7 @@ def summarize_cancelled(
     skips them, so its chords never end): once the served queues are idle (tasks in flight have written their
     items; ``settle_s`` at most), send its aggregation. Returns those queues and their messages (``on_unserved``
     hears them before the wait). A run with its summary already is left alone."""
-    if store.state(run_id) != RunState.CANCELLED or store.summary(run_id) is not None:
+    if store.state(run_id) != RunState.CANCELLED or store.summary_is_current(run_id):
         return {}
     unserved = unserved_queues(store, run_id)
     if unserved:

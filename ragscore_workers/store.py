@@ -540,7 +540,9 @@ class RunStore:
                 saved = summary.model_copy(update={"state": RunState.CANCELLED})
             pipe.multi()
             pipe.set(self.key(run_id, "summary"), saved.model_dump_json(), ex=self.final_ttl_s)
-            pipe.hset(meta_key, mapping={"state": saved.state, "finished_at": str(time.time())})
+            of = generation if generation is not None else int(current or 0)
+            pipe.hset(meta_key, mapping={"state": saved.state, "finished_at": str(time.time()),
+                                         "summary_generation": of})  # fmt: skip
             return saved
 
         return self.r.transaction(write, meta_key, value_from_callable=True)
@@ -548,6 +550,15 @@ class RunStore:
     def summary(self, run_id: str) -> RunSummary | None:
         raw = self.r.get(self.key(run_id, "summary"))
         return RunSummary.model_validate_json(raw) if raw else None
+
+    def summary_is_current(self, run_id: str, generation: int | None = None) -> bool:
+        """A summary is written, of ``generation`` (default: the run's current one), not of a run a resume has
+        reopened since (which keeps its last summary until it has a new one)."""
+        written, current = self.r.hmget(self.key(run_id, "meta"), ["summary_generation", "generation"])
+        if not self.r.exists(self.key(run_id, "summary")):
+            return False
+        wanted = generation if generation is not None else int(current or 0)
+        return int(written if written is not None else current or 0) == wanted  # older runs: their only summary
 
     def finished_summary(self, run_id: str) -> RunSummary:
         """The summary of a run that ended; else an error saying why there is none and what to do."""

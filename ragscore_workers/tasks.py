@@ -289,11 +289,29 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
     if superseded(generation, meta.get("generation")):
         log.info("aggregate of run %s skipped: generation %d was superseded by a resume", run_id, generation)
         return
-    if meta.get("state") == RunState.FINISHED and store.summary(run_id) is not None:
+    if meta.get("state") == RunState.FINISHED and store.summary_is_current(run_id, generation):
         # A copy of a message the broker handed out again: an aggregation longer than the visibility timeout
-        # (millions of items) is re-delivered while it runs, and each copy would be, every 15 minutes, for ever.
+        # (millions of items) is re-delivered, and each copy would be, every 15 minutes, for ever.
         log.info("aggregate of run %s skipped: its summary is written already (a re-delivered message)", run_id)
         return
+    lease = store.key(run_id, f"aggregating:{generation if generation is not None else meta.get('generation', 0)}")
+    if not store.r.set(lease, "1", nx=True, ex=AGGREGATE_LEASE_S):  # a copy of this message is aggregating
+        log.info("aggregate of run %s skipped: another worker is aggregating it (a re-delivered message)", run_id)
+        return
+    try:
+        _aggregate(store, run_id, generation, meta, lease)
+    finally:
+        store.r.delete(lease)
+
+
+#: Seconds an aggregation holds its lease without renewing it (it renews every ``LEASE_EVERY`` items): a copy of
+#: its message re-delivered meanwhile skips; a killed worker's lease lapses, and the re-delivery then aggregates.
+AGGREGATE_LEASE_S = 120
+LEASE_EVERY = 20_000
+
+
+def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[str, Any], lease: str) -> None:
+    """Read every item and write the summary (``aggregate``, under its lease)."""
     store.set_state(run_id, RunState.AGGREGATING)  # a cancelled run (or a re-delivery's finished one) keeps its state
     started = time.time()
     try:
@@ -301,7 +319,9 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
         suite = Suite.model_validate_json(meta["suite"])
         derived = [(m, p) for m, p in resolve(suite) if m.kind == "derived"]
         pending: list[tuple[str, dict[str, Any], dict[str, MetricResult]]] = []
-        for raw in store.iter_raw_items(run_id):
+        for count, raw in enumerate(store.iter_raw_items(run_id), start=1):
+            if count % LEASE_EVERY == 0:
+                store.r.expire(lease, AGGREGATE_LEASE_S)
             if derived:
                 extra = derive(raw.metrics, derived)
                 pending.append((raw.key, raw.meta, extra))
@@ -311,6 +331,7 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
                     pending = []
             agg.add_raw(raw.meta, raw.metrics)
         store.write_results(run_id, Queue.DERIVED.value, pending)
+        store.r.expire(lease, AGGREGATE_LEASE_S * 5)  # the statistics of every item, then the save: no renewal
         submitted = float(meta.get("submitted_at", meta.get("created_at", started)))
         # After a resume, scoring and wall time count from it (not across the interruption).
         since = float(meta.get("resumed_at") or submitted)

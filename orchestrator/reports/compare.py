@@ -231,8 +231,6 @@ class _Mismatch:
     said: dict[str, tuple[int, list[str]]]
     #: per column (in compare order): the rows to leave out of that system's pairs with the baseline
     left_out: dict[int, np.ndarray]
-    #: rows where any two systems' questions differ: left out of the wins
-    mixed: np.ndarray
 
 
 def _mismatched(questions: np.ndarray, ids: list[str], arms: list[str]) -> _Mismatch:
@@ -245,10 +243,15 @@ def _mismatched(questions: np.ndarray, ids: list[str], arms: list[str]) -> _Mism
         if rows.size:
             said[arms[i]] = (int(rows.size), [ids[r] for r in rows[:MAX_MISMATCH_IDS]])
             left_out[i] = rows
-    known = questions >= 0
+    return _Mismatch(said, left_out)
+
+
+def _mixed(questions: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Rows on which two systems that scored them asked different questions: no contest (wins, points)."""
+    known = (questions >= 0) & ~np.isnan(scores)
     high = np.where(known, questions, np.iinfo(np.int64).min).max(axis=1, initial=np.iinfo(np.int64).min)
     low = np.where(known, questions, np.iinfo(np.int64).max).min(axis=1, initial=np.iinfo(np.int64).max)
-    return _Mismatch(said, left_out, np.flatnonzero(known.any(axis=1) & (high != low)))
+    return np.flatnonzero(known.any(axis=1) & (high != low))
 
 
 def unchecked_text(unchecked: list[str]) -> str:
@@ -294,6 +297,7 @@ def compare(
     differences, win_rows = [], []
     for name in outputs:
         x = scores.matrix(name)[:, order]
+        mixed = _mixed(questions, x)
         means[name] = {arm: _mean(x[:, i]) for i, arm in enumerate(arms)}  # each over its own scored items
         counts[name] = {arm: int(np.count_nonzero(~np.isnan(x[:, i]))) for i, arm in enumerate(arms)}
         for i, rows in mismatch.left_out.items():  # pairs of different questions are no pairs
@@ -309,7 +313,7 @@ def compare(
                 p=permutation_p(d, seed=seed) if d.size else None, wins=int((better > 0).sum()),
                 ties=int((better == 0).sum()), losses=int((better < 0).sum()),
             ))  # fmt: skip
-        x[mismatch.mixed, :] = np.nan
+        x[mixed, :] = np.nan
         per_arm, ties, asked = wins(x, higher_is_better(name))
         win_rows.append({"metric": name, "wins": dict(zip(arms, per_arm, strict=True)), "ties": ties,
                          "questions": asked})  # fmt: skip
@@ -321,7 +325,7 @@ def compare(
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
                             unchecked=unchecked)  # fmt: skip
     if points and "checks" in outputs:
-        comparison.points = point_table(runs, scores, order)
+        comparison.points = point_table(runs, scores, order, _mixed(questions, scores.matrix("checks")[:, order]))
     return comparison
 
 
@@ -332,18 +336,22 @@ def _mark(point: dict[str, Any]) -> dict[str, str]:
     return {"mark": mark, "css": css, "note": str(point.get("note") or point.get("suggestion") or "")}
 
 
-def point_table(runs: Sequence[RunData], scores: _Scores, order: list[int]) -> list[dict[str, Any]]:
+def point_table(
+    runs: Sequence[RunData], scores: _Scores, order: list[int], mixed: np.ndarray | None = None
+) -> list[dict[str, Any]]:
     """Side by side per question: each evaluation point of ``checks`` and how each system did on it.
 
     The questions shown are the ``MAX_POINT_QUESTIONS`` whose ``checks`` scores differ most between systems
     (in input order among equals; the first ``MAX_POINT_QUESTIONS // 5`` questions when none differs); a second
-    streaming pass reads only their details. ``order``: the arm
-    indices in the order the columns are shown.
+    streaming pass reads only their details. ``order``: the arm indices in the order the columns are shown;
+    ``mixed``: rows whose systems asked different questions under one id (never shown side by side).
     """
     x = scores.matrix("checks")
     scored = np.sum(~np.isnan(x), axis=1) >= 2
     spread = np.where(scored, np.nanmax(np.where(np.isnan(x), -np.inf, x), axis=1) - np.nanmin(
         np.where(np.isnan(x), np.inf, x), axis=1), -1.0)  # fmt: skip
+    if mixed is not None:
+        spread[mixed] = -1.0
     ranked = np.argsort(-spread, kind="stable")[:MAX_POINT_QUESTIONS]
     ids_by_row = {row: qid for qid, row in scores.rows.items()}
     differ = [int(r) for r in ranked if spread[r] > 0]

@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from celery.result import AsyncResult
 
 from orchestrator.runner import connect, run
 from orchestrator.suite import load_suite
+from ragscore_workers.store import RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, scores_by_id, write_jsonl
 
@@ -133,10 +135,39 @@ def test_a_redelivered_aggregation_of_a_finished_run_writes_nothing(
     summary = run(dataset, load_suite(SUITE), tmp_path / "out", broker=cluster)
     store = connect(cluster)
     before = store.r.get(store.key(summary.run_id, "summary"))
-    sent = aggregate.apply_async((summary.run_id, store.generation(summary.run_id)))  # as the broker would
+    _ran(store, aggregate.apply_async((summary.run_id, store.generation(summary.run_id))))  # as the broker would
+    assert store.r.get(store.key(summary.run_id, "summary")) == before  # its timing would have changed
+
+
+def _ran(store: RunStore, sent: AsyncResult) -> None:
+    """Wait until a worker stored ``sent``'s result (it ran), and check it succeeded."""
     deadline = time.monotonic() + 60
-    while not store.r.exists(f"celery-task-meta-{sent.id}"):  # the worker stored the task's result: it ran
-        assert time.monotonic() < deadline, "no worker ran the aggregation"
+    while not store.r.exists(f"celery-task-meta-{sent.id}"):
+        assert time.monotonic() < deadline, "no worker ran the task"
         time.sleep(0.1)
     assert json.loads(store.r.get(f"celery-task-meta-{sent.id}"))["status"] == "SUCCESS"
-    assert store.r.get(store.key(summary.run_id, "summary")) == before  # its timing would have changed
+
+
+def test_an_aggregation_under_way_is_not_run_twice_and_a_resumed_runs_old_summary_is_not_current(
+    cluster: str, dataset: Path, tmp_path: Path
+) -> None:
+    """A copy of an aggregation re-delivered while the first still runs (past the visibility timeout) ran in
+    parallel; a run a resume reopened kept its old summary, which a cancel then took for the new one's."""
+    from orchestrator.runner import cancel, submit, wait
+    from ragscore_workers.tasks import aggregate
+
+    store = connect(cluster)
+    sub = submit(dataset, load_suite(SUITE), store)
+    cancel(store, sub.run_id)
+    first = wait(store, sub.run_id, timeout_s=120, stall_s=3)
+    assert first.state == "cancelled" and store.summary_is_current(sub.run_id)
+    before = store.r.get(store.key(sub.run_id, "summary"))
+    lease = store.key(sub.run_id, "aggregating:0")
+    store.r.set(lease, "1", ex=60)  # what a copy that is aggregating holds
+    _ran(store, aggregate.apply_async((sub.run_id, 0)))
+    assert store.r.get(store.key(sub.run_id, "summary")) == before  # it skipped
+    store.r.delete(lease)  # the copy's worker was killed: its lease lapsed
+    _ran(store, aggregate.apply_async((sub.run_id, 0)))
+    assert store.r.get(store.key(sub.run_id, "summary")) != before and not store.r.exists(lease)
+    store.set_meta(sub.run_id, generation=1)  # reopened by a resume: its summary is the last generation's
+    assert not store.summary_is_current(sub.run_id) and store.summary_is_current(sub.run_id, 0)

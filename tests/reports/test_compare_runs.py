@@ -150,6 +150,7 @@ def test_ids_that_hold_other_questions_are_left_out_and_said(two_runs: dict[str,
     assert count == 30 and examples == ["q000", "q001", "q002", "q003", "q004"]
     (em,) = [d for d in result.differences if d.metric == "exact_match"]
     assert em.n == N - 30  # only the questions both runs asked are paired
+    assert result.points and not {q["id"] for q in result.points} & {f"q{i:03d}" for i in range(30)}  # nor shown
     assert result.counts["exact_match"]["B"] == N  # means and counts: each system over its own scored items
     cli = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "compare", str(two_runs["A"].out_dir), str(other.out_dir),
@@ -214,5 +215,11 @@ def test_three_systems_whose_ids_disagree_without_the_baseline_leave_those_ids_o
     assert result.means["exact_match"] == {"A": 0.0, "B": pytest.approx(2 / 3), "C": pytest.approx(1 / 3)}
     unscored = _run("A", [("q0", sha("Where?"), 0.0), ("q1", sha("Who?"), None), ("q2", sha("When?"), 0.0)])
     assert compare([unscored, b, c]).mismatched == {"C": (1, ["q1"])}  # its question counts, scored or not
+    c_failed = _run("C", [("q0", sha("Where?"), 0.0), ("q1", sha("Which?"), None), ("q2", sha("When?"), 0.0)])
+    (em,) = [w for w in compare([base, b, c_failed]).wins if w["metric"] == "exact_match"]
+    assert em["questions"] == 2  # q1: only B scored it (C's differing question has no score): no contest anyway
+    b_and_a = _run("A", [("q0", sha("Where?"), 0.0), ("q1", sha("Who?"), 1.0), ("q2", sha("When?"), 0.0)])
+    (em,) = [w for w in compare([b_and_a, b, c_failed]).wins if w["metric"] == "exact_match"]
+    assert em["questions"] == 3 and em["wins"]["A"] == 1  # A and B still contest q1: C did not score it
     edited = _run("D", [("q0", "not a fingerprint", 1.0), ("q2", None, 1.0)])
     assert compare([base, edited]).unchecked == ["D"]  # an edited file's value is ignored, not a crash
