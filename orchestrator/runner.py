@@ -34,7 +34,7 @@ from ragscore_workers.planning import (
     shards,
     target_keys,
 )
-from ragscore_workers.providers.run_state import INTERNAL_FIELDS
+from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key
 from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
@@ -398,7 +398,7 @@ def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> Non
     holds (a worker killed mid-call leaves its hold); the counters are kept."""
     for part in ["judge", *(target_state_part(t.name) for t in resolved.targets)]:
         store.r.hdel(store.key(run_id, part), "breaker", "budget", *INTERNAL_FIELDS)
-        store.r.delete(f"{store.key(run_id, part)}:holds")
+        store.r.delete(holds_key(store.key(run_id, part)))
 
 
 def _resume_target_shard(

@@ -554,8 +554,11 @@ class RunStore:
     def summary_is_current(self, run_id: str, generation: int | None = None) -> bool:
         """A summary is written, of ``generation`` (default: the run's current one), not of a run a resume has
         reopened since (which keeps its last summary until it has a new one)."""
-        written, current = self.r.hmget(self.key(run_id, "meta"), ["summary_generation", "generation"])
-        if not self.r.exists(self.key(run_id, "summary")):
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hmget(self.key(run_id, "meta"), ["summary_generation", "generation"])
+        pipe.exists(self.key(run_id, "summary"))
+        (written, current), exists = pipe.execute()
+        if not exists:
             return False
         wanted = generation if generation is not None else int(current or 0)
         return int(written if written is not None else current or 0) == wanted  # older runs: their only summary

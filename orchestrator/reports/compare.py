@@ -136,7 +136,8 @@ class Comparison:
     points: list[dict[str, Any]] = field(default_factory=list)
     seed: int = BOOTSTRAP_SEED
     #: Per system: ids that hold a different question than in the baseline, left out of its pairs (up to
-    #: ``MAX_MISMATCH_IDS`` shown) and how many there were. Such ids are left out of the wins too.
+    #: ``MAX_MISMATCH_IDS`` shown) and how many there were. An id on which two systems that scored it differ is
+    #: left out of the wins and the points too.
     mismatched: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
     #: Systems whose items carry no question fingerprint (runs made before items had ``question_sha``).
     unchecked: list[str] = field(default_factory=list)
@@ -156,9 +157,9 @@ class _Scores:
         """Note the question an arm's item ``qid`` asked (scored or not); a value that is no fingerprint (an
         edited file) is ignored."""
         try:
-            value = int(sha, 16) if len(sha) <= 15 else -1
+            value = int(sha, 16) if len(sha) <= 15 else -1  # 15 hex digits fit an int64
         except ValueError:
-            return
+            value = -1
         if value < 0:
             return
         row = self.rows.setdefault(qid, len(self.rows))
@@ -295,9 +296,10 @@ def compare(
     means: dict[str, dict[str, float | None]] = {}
     counts: dict[str, dict[str, int]] = {}
     differences, win_rows = [], []
+    mixed_rows: dict[str, np.ndarray] = {}  # per output: rows that are no contest (wins, points)
     for name in outputs:
         x = scores.matrix(name)[:, order]
-        mixed = _mixed(questions, x)
+        mixed = mixed_rows[name] = _mixed(questions, x)
         means[name] = {arm: _mean(x[:, i]) for i, arm in enumerate(arms)}  # each over its own scored items
         counts[name] = {arm: int(np.count_nonzero(~np.isnan(x[:, i]))) for i, arm in enumerate(arms)}
         for i, rows in mismatch.left_out.items():  # pairs of different questions are no pairs
@@ -325,7 +327,7 @@ def compare(
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
                             unchecked=unchecked)  # fmt: skip
     if points and "checks" in outputs:
-        comparison.points = point_table(runs, scores, order, _mixed(questions, scores.matrix("checks")[:, order]))
+        comparison.points = point_table(runs, scores, order, mixed_rows["checks"])
     return comparison
 
 

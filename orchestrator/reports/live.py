@@ -98,6 +98,11 @@ class StatusView:
             return None
         return max(0.0, now - last)
 
+    @property
+    def submitting(self) -> bool:
+        """Rows are still being sent: the totals still grow (no ETA from them; shown as floors)."""
+        return self.meta.get("state") == RunState.SUBMITTING
+
     def stalled(self, now: float) -> bool:
         """No work done for ``STALLED_S`` on a run that has not ended."""
         idle = self.idle_s(now)
@@ -134,14 +139,13 @@ class StatusView:
         counters = self.samples[-1].progress
         finished = self.meta.get("state") in RunState.DONE
         stalled = self.stalled(self.samples[-1].t)
-        submitting = self.meta.get("state") == RunState.SUBMITTING  # totals still grow: no ETA from them
         out = []
         for queue in [q for q in QUEUES if f"total:{q}" in counters] + ["all"]:
             key_done, key_total = ("done", "total") if queue == "all" else (f"done:{queue}", f"total:{queue}")
             done, total = counters.get(key_done, 0), counters.get(key_total, 0)
             rate = self.rate(key_done)
             left = max(total - done, 0)
-            eta = None if finished or stalled or submitting or not rate or not left else left / rate
+            eta = None if finished or stalled or self.submitting or not rate or not left else left / rate
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                         "rate": rate, "eta": 0.0 if not left else eta})  # fmt: skip
         return out
@@ -154,7 +158,7 @@ class StatusView:
             table.add_column(col, justify="left" if col == "queue" else "right")
         for r in self.rows():
             rate = "-" if r["rate"] is None else f"{r['rate']:.1f}"
-            total = f"{r['total']}+" if self.meta.get("state") == RunState.SUBMITTING else str(r["total"])
+            total = f"{r['total']}+" if self.submitting else str(r["total"])
             table.add_row(r["queue"], str(r["done"]), total, f"{r['pct']:.1f}", rate, fmt_duration(r["eta"]))
         caption = f"errors {counters.get('errors', 0)} · unscorable {counters.get('unscorable', 0)}"
         if "total:judge" in counters:

@@ -34,7 +34,16 @@ from typing import Any, NamedTuple
 from ..schemas import JUDGE_COUNTERS
 from ..store import RunState
 
-__all__ = ["COUNTER_FIELDS", "HOLD_MARGIN_S", "HOLD_S", "INTERNAL_FIELDS", "Hold", "RunJudgeState", "run_judge_key"]
+__all__ = [
+    "COUNTER_FIELDS",
+    "HOLD_MARGIN_S",
+    "HOLD_S",
+    "INTERNAL_FIELDS",
+    "Hold",
+    "RunJudgeState",
+    "holds_key",
+    "run_judge_key",
+]
 
 #: How long a budgeted call's hold lasts at most, unless the caller says (the judge client: its limiter's
 #: ``max_wait_s`` plus twice its HTTP timeout plus ``HOLD_MARGIN_S``, what one attempt may take; no Celery time
@@ -132,6 +141,11 @@ def run_judge_key(run_id: str) -> str:
     return f"ragscore:run:{run_id}:judge"
 
 
+def holds_key(state_key: str) -> str:
+    """The sorted set of budget holds beside a run's counters hash ``state_key`` (judge, or a target's)."""
+    return f"{state_key}:holds"
+
+
 class RunJudgeState:
     """Counters, breaker and budget checks of one run."""
 
@@ -142,7 +156,7 @@ class RunJudgeState:
         self.r = redis
         self.key = f"ragscore:run:{run_id}:{part}"
         self.meta_key = f"ragscore:run:{run_id}:meta"
-        self.holds_key = f"{self.key}:holds"
+        self.holds_key = holds_key(self.key)
         self.ttl_s = ttl_s
         self.what = what
         self.hold_s = hold_s
