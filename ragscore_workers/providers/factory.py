@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import ConfigError
+from ..http_body import ATTEMPT_TIMEOUTS
 from ..schemas import JudgeConfig
 from ..settings import get_settings
 from ..store import redact_url
@@ -86,7 +87,7 @@ def build_client(
     limits = limits_per_minute(config.rpm, config.tpm, config.rpd, config.tpd, minute_s=minute_s)
     limiter = RedisLimiter(redis, provider.limiter_key(), limits, max_wait_s=max_wait_s)
     price = (prices or {}).get(config.model)
-    hold_s = max_wait_s + 2 * timeout_s + HOLD_MARGIN_S  # what one attempt may take: a budget hold outlives it
+    hold_s = max_wait_s + ATTEMPT_TIMEOUTS * timeout_s + HOLD_MARGIN_S  # the longest attempt: a hold outlives it
     state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, hold_s=hold_s)
     overridden = _base_url(config)
     if overridden != config.base_url:  # the summary says which endpoint really judged (the suite names another)

@@ -8,11 +8,14 @@ provider in tests); the SDK appends ``/openai/v1/chat/completions``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
+
+import httpx
 
 from .base import DEFAULT_TIMEOUT_S, Completion, CompletionParams, Message, Provider
 from .errors import MalformedReplyError, ProviderError
-from .openai_compat import error_details, parse_completion
+from .openai_compat import error_details, parse_completion, read_reply
 
 __all__ = ["GroqProvider"]
 
@@ -42,15 +45,18 @@ class GroqProvider(Provider):
 
     def complete(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         groq = self._groq
-        try:
-            raw = self._client.chat.completions.with_raw_response.create(
+        started = time.monotonic()
+        try:  # a streamed reply, read by read_reply: httpx's timeout bounds each read, not the whole body
+            with self._client.chat.completions.with_streaming_response.create(
                 model=self.model,
                 messages=[dict(m) for m in messages],  # type: ignore[misc]
                 **params.request_fields(),  # type: ignore[arg-type]
-            )
-        except groq.APITimeoutError as exc:
+            ) as raw:
+                headers = dict(raw.headers)
+                body = read_reply(raw.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name)
+        except (groq.APITimeoutError, httpx.TimeoutException) as exc:
             raise ProviderError(f"timed out after {self.timeout_s} s", provider=self.name) from exc
-        except groq.APIConnectionError as exc:
+        except (groq.APIConnectionError, httpx.HTTPError) as exc:  # the body's reads raise httpx's own errors
             raise ProviderError(self._redact(f"connection error: {exc}"), provider=self.name) from exc
         except groq.APIStatusError as exc:
             message, code = error_details(exc.response.content)
@@ -63,9 +69,8 @@ class GroqProvider(Provider):
             ) from exc
         except groq.APIError as exc:  # response validation and other SDK-level failures
             raise MalformedReplyError(self._redact(str(exc)), provider=self.name, status=200) from exc
-        headers = dict(raw.headers)
         try:
-            data = json.loads(raw.http_response.content)
+            data = json.loads(body)
         except ValueError as exc:
             raise MalformedReplyError("body is not JSON", provider=self.name, status=200) from exc
         return parse_completion(self.name, data, headers)

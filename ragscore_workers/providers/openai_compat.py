@@ -8,19 +8,32 @@ a private network (:func:`is_private_host`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import httpx
 
+from ..http_body import ReplyTooLarge, ReplyTooSlow, read_body
 from .base import DEFAULT_TIMEOUT_S, Completion, CompletionParams, Message, Provider, is_private_host
 from .errors import MalformedReplyError, ProviderError
 
-__all__ = ["OpenAICompatProvider", "is_private_host", "parse_completion"]
+__all__ = ["OpenAICompatProvider", "is_private_host", "parse_completion", "read_reply"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Connections kept per process: a judge worker keeps many requests in flight.
 MAX_CONNECTIONS = 128
+
+
+def read_reply(chunks: Iterable[bytes], started: float, *, timeout_s: float, provider: str) -> bytes:
+    """A streamed reply's body (:func:`read_body`): one still arriving after ``timeout_s`` is a transient
+    ProviderError, one over the size cap a MalformedReplyError."""
+    try:
+        return read_body(chunks, started, timeout_s)
+    except ReplyTooSlow as exc:
+        raise ProviderError(str(exc), provider=provider) from exc
+    except ReplyTooLarge as exc:
+        raise MalformedReplyError(str(exc), provider=provider, status=200) from exc
 
 
 def parse_completion(provider: str, data: Any, headers: dict[str, str]) -> Completion:
@@ -88,8 +101,10 @@ class OpenAICompatProvider(Provider):
 
     def complete(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         payload = {"model": self.model, "messages": [dict(m) for m in messages], **params.request_fields()}
+        started = time.monotonic()
         try:
-            response = self._client.post("chat/completions", json=payload)
+            with self._client.stream("POST", "chat/completions", json=payload) as response:
+                body = read_reply(response.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name)
         except httpx.TimeoutException as exc:
             raise ProviderError(f"timed out after {self.timeout_s} s", provider=self.name) from exc
         except httpx.HTTPError as exc:  # connection refused, reset, protocol errors
@@ -98,12 +113,12 @@ class OpenAICompatProvider(Provider):
         try:
             response.raise_for_status()
         except httpx.HTTPStatusError as exc:
-            message, code = error_details(response.content)
+            message, code = error_details(body)
             raise ProviderError(
                 self._redact(message), provider=self.name, status=response.status_code, headers=headers, code=code
             ) from exc
         try:
-            data = response.json()
+            data = json.loads(body)
         except ValueError as exc:
             raise MalformedReplyError("body is not JSON", provider=self.name, status=200) from exc
         return parse_completion(self.name, data, headers)

@@ -46,9 +46,9 @@ __all__ = [
 ]
 
 #: How long a budgeted call's hold lasts at most, unless the caller says (the judge client: its limiter's
-#: ``max_wait_s`` plus twice its HTTP timeout plus ``HOLD_MARGIN_S``, what one attempt may take; no Celery time
-#: limit bounds it, the judge's thread pool enforces none). A call that ends gives its hold back at once: this
-#: only bounds what a killed worker's calls keep.
+#: ``max_wait_s`` plus ``http_body.ATTEMPT_TIMEOUTS`` HTTP timeouts plus ``HOLD_MARGIN_S``, what one attempt
+#: may take; no Celery time limit bounds it, the judge's thread pool enforces none). A call that ends gives its
+#: hold back at once: this only bounds what a killed worker's calls keep.
 HOLD_S = 900.0
 HOLD_MARGIN_S = 60.0
 

@@ -9,6 +9,8 @@ and exceptions of a callable are final.
 from __future__ import annotations
 
 import importlib
+import json
+import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, Protocol
@@ -16,6 +18,7 @@ from typing import Any, Protocol
 import httpx
 
 from ..errors import ConfigError
+from ..http_body import ReplyTooLarge, ReplyTooSlow, read_body
 from ..providers.base import RetryDecision, read_secret
 from ..providers.errors import redact
 from ..schemas import TargetConfig
@@ -57,6 +60,7 @@ class HttpEndpoint:
         self._token = target_token(config)
         if self._token is not None:
             headers[config.auth_header] = f"{config.auth_scheme} {self._token}".strip()
+        self.timeout_s = config.timeout_s
         self._client = httpx.Client(
             headers=headers,
             timeout=httpx.Timeout(config.timeout_s),
@@ -64,23 +68,25 @@ class HttpEndpoint:
         )
 
     def call(self, request: dict[str, Any]) -> tuple[Any, Mapping[str, str]]:
-        try:
-            if self.method == "GET":
-                response = self._client.get(self.url, params=request)
-            else:
-                response = self._client.post(self.url, json=request)
-        except httpx.TimeoutException as exc:
+        started = time.monotonic()
+        options: dict[str, Any] = {"params": request} if self.method == "GET" else {"json": request}
+        try:  # streamed: read_body bounds the whole reply by timeout_s and its size (httpx bounds each read)
+            with self._client.stream(self.method, self.url, **options) as response:
+                content = read_body(response.iter_bytes(), started, self.timeout_s)
+        except (httpx.TimeoutException, ReplyTooSlow) as exc:
             raise TargetError(f"{self.system}: timed out", system=self.system) from exc
+        except ReplyTooLarge as exc:
+            raise TargetError(f"{self.system}: {exc}", system=self.system, status=200) from exc
         except httpx.HTTPError as exc:  # refused, reset, protocol errors
             raise TargetError(self._redact(f"{self.system} unreachable: {type(exc).__name__}: {exc}"),
                               system=self.system) from exc  # fmt: skip
         headers = dict(response.headers)
         if response.status_code >= 400:
-            body = self._redact(response.content[:200].decode(errors="replace"))
+            body = self._redact(content[:200].decode(errors="replace"))
             raise TargetError(f"{self.system} HTTP {response.status_code}: {body}", system=self.system,
                               status=response.status_code, headers=headers)  # fmt: skip
         try:
-            return response.json(), headers
+            return json.loads(content), headers
         except ValueError as exc:
             raise TargetError(f"{self.system}: the reply is not JSON", system=self.system, status=200) from exc
 

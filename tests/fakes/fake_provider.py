@@ -51,7 +51,7 @@ __all__ = ["FakeProvider", "count_tokens", "format_duration"]
 
 COMPLETION_PATHS = ("/openai/v1/chat/completions", "/v1/chat/completions")
 FAULT_KINDS = ("400", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect",
-               "groq_429", "too_large_429", "context_length", "413", "498")  # fmt: skip
+               "groq_429", "too_large_429", "context_length", "413", "498", "trickle", "huge")  # fmt: skip
 _MARKER = re.compile(r"\[\[(fault|reply|rating|refuse)=(.*?)\]\]", re.S)
 
 Responder = Callable[[str, int], "str | None"]
@@ -360,6 +360,19 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
             self.close_connection = True
 
+    def _send_slowly(self, data: bytes, over_s: float) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                time.sleep(over_s / len(data))
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up
+            self.close_connection = True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         if self.path == "/_stats":
             self._send(200, self.fake.stats())
@@ -463,6 +476,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "timeout":
             time.sleep(fake.hang_s)
             self._send(200, _error_body("too late", "server_error", "late"))
+        elif kind == "trickle":  # a whole, valid reply sent a byte at a time over ``hang_s``
+            reply = {"choices": [{"message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 5, "completion_tokens": 1}}  # fmt: skip
+            self._send_slowly(json.dumps(reply).encode(), fake.hang_s)
+        elif kind == "huge":  # a 200 whose body never ends before 17 MiB
+            self._send(200, None, raw=b'{"choices": [{"message": {"content": "' + b"x" * (17 << 20) + b'"}}]}')
         elif kind == "malformed":
             self._send(200, None, raw=b'{"id": "chatcmpl-broken", "choices": [{"message": ')
         elif kind == "disconnect":

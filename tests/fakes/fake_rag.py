@@ -128,7 +128,9 @@ class FakeRag:
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
-            def _reply(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            def _reply(
+                self, status: int, body: Any, headers: dict[str, str] | None = None, slowly_s: float = 0.0
+            ) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -136,7 +138,16 @@ class FakeRag:
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if not slowly_s:
+                    self.wfile.write(data)
+                    return
+                try:
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(slowly_s / len(data))
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up
+                    self.close_connection = True
 
             def do_POST(self) -> None:
                 system = self.path.strip("/").split("/")[0]
@@ -163,6 +174,8 @@ class FakeRag:
                     self._reply(503, {"error": "try again"})
                 elif system == "limited" and nth % fake.limit_every == 1:
                     self._reply(429, {"error": "rate limited"}, {"retry-after": f"{fake.retry_after_s:g}"})
+                elif system == "trickle":  # a whole, valid reply sent a byte at a time over 4 s
+                    self._reply(200, answer_locally("exact", request), slowly_s=4.0)
                 else:
                     self._reply(200, answer_locally("exact" if system == "flaky" else system, request))
 

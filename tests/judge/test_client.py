@@ -12,6 +12,7 @@ import httpx
 import pytest
 import redis
 
+from ragscore_workers.http_body import ATTEMPT_TIMEOUTS
 from ragscore_workers.providers import (
     Budget,
     CompletionParams,
@@ -295,7 +296,7 @@ def test_budget_stops_new_calls_and_cost_follows_the_price_table(
     assert used <= 120 < used + next_estimate  # stopped only when the next call could pass the budget
     assert state["held_tokens"] == 0 and state["budget"].startswith("budget reached: ")
     # a hold outlives what one attempt may take (the limiter's wait, then the HTTP call): no task limit bounds it
-    assert client.state.hold_s == client.limiter.max_wait_s + 2 * 1.0 + HOLD_MARGIN_S
+    assert client.state.hold_s == client.limiter.max_wait_s + ATTEMPT_TIMEOUTS * 1.0 + HOLD_MARGIN_S
     assert rclient.zcard(client.state.holds_key) == 0
 
 

@@ -3,6 +3,8 @@ translated into our error tree with the right retry decision."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from ragscore_workers.errors import ConfigError
@@ -224,3 +226,21 @@ def test_the_fake_can_count_rejected_requests_against_the_window(keys: str, coun
         used = len(fake._window.entries)
     assert statuses == [200, 200, 200, 429, 429]
     assert used == (5 if count_rejected else 3)
+
+
+@pytest.mark.parametrize("kind", ["groq", "openai"])
+def test_a_reply_that_trickles_in_is_cut_at_the_timeout_and_a_huge_one_refused(kind: str, fake: FakeProvider) -> None:
+    """httpx's timeout bounds each read, not the call: a reply sent a byte at a time (each byte well within the
+    read timeout) would hold the call, and its budget hold, for as long as the server likes."""
+    provider = _provider(kind, fake)  # timeout_s 1
+    fake.hang_s = 6.0
+    fake.fail_next("trickle")
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match=r"timed out after 1.0 s \(the reply was still arriving\)") as info:
+        provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+    assert time.monotonic() - started < 3.0  # the whole reply takes 6 s
+    assert info.value.status is None and provider.should_retry(info.value).kind == "transient"
+    fake.fail_next("huge")
+    with pytest.raises(MalformedReplyError, match="reply over 16 MiB"):
+        provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+    assert provider.complete([{"role": "user", "content": "[[rating=3]]"}], PARAMS).text == "3"  # still works

@@ -67,6 +67,16 @@ def test_replies_are_cached_unless_the_cache_is_off(store: RunStore, rag: FakeRa
     assert rag.calls["exact"] == 2
 
 
+def test_a_reply_that_trickles_in_is_cut_at_the_timeout(store: RunStore, rag: FakeRag) -> None:
+    """httpx's timeout bounds each read: a reply sent a byte at a time held the call for as long as it lasted."""
+    client = _client(store, rag, "trickle", timeout_s=1.0, attempts=1)
+    started = time.monotonic()
+    with pytest.raises(TargetError, match="trickle: timed out"):
+        client.ask(_ask(4))
+    assert time.monotonic() - started < 3.0  # the whole reply takes 4 s
+    assert client.state.read()["failures"] == 1
+
+
 def test_the_breaker_opens_after_consecutive_failures_and_stops_calls(store: RunStore, rag: FakeRag) -> None:
     client = _client(store, rag, "dead", attempts=2, breaker_failures=2)
     for n in range(2):
