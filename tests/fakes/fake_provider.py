@@ -47,6 +47,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .trickle import write_slowly
+
 __all__ = ["FakeProvider", "count_tokens", "format_duration"]
 
 COMPLETION_PATHS = ("/openai/v1/chat/completions", "/v1/chat/completions")
@@ -365,12 +367,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        try:
-            for i in range(len(data)):
-                self.wfile.write(data[i : i + 1])
-                self.wfile.flush()
-                time.sleep(over_s / len(data))
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up
+        if not write_slowly(self.wfile, data, over_s):  # the client gave up
             self.close_connection = True
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming

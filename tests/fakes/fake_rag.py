@@ -25,6 +25,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .trickle import write_slowly
+
 __all__ = ["CORPUS", "FakeRag", "answer_locally", "questions"]
 
 CORPUS: dict[str, list[str]] = {
@@ -140,13 +142,7 @@ class FakeRag:
                 self.end_headers()
                 if not slowly_s:
                     self.wfile.write(data)
-                    return
-                try:
-                    for i in range(len(data)):
-                        self.wfile.write(data[i : i + 1])
-                        self.wfile.flush()
-                        time.sleep(slowly_s / len(data))
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up
+                elif not write_slowly(self.wfile, data, slowly_s):  # the client gave up
                     self.close_connection = True
 
             def do_POST(self) -> None:
