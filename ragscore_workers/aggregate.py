@@ -105,25 +105,27 @@ def mean_ci(values: np.ndarray) -> list[float] | None:
 
 
 class _Acc:
-    """Accumulates one metric output: scored values, errors and unscorable counts (and, for a dataset-level
-    output, why items were unscorable)."""
+    """Accumulates one metric output: scored values, errors and unscorable counts, of which stopped (and, for a
+    dataset-level output, why items were unscorable)."""
 
-    __slots__ = ("values", "errors", "unscorable", "first_error", "reasons")
+    __slots__ = ("values", "errors", "unscorable", "stopped", "first_error", "reasons")
 
     def __init__(self, reasons: bool = False) -> None:
         self.values = array("d")
         self.errors = 0
         self.unscorable = 0
+        self.stopped = 0
         self.first_error: str | None = None
         self.reasons: Counter[str] | None = Counter() if reasons else None
 
-    def add(self, score: float | None, error: str | None, reason: object = None) -> None:
+    def add(self, score: float | None, error: str | None, reason: object = None, stopped: bool = False) -> None:
         if error is not None:
             self.errors += 1
             if self.first_error is None:
                 self.first_error = error[:FIRST_ERROR_CHARS]
         elif score is None:
             self.unscorable += 1
+            self.stopped += stopped
             if self.reasons is not None:
                 said = str(reason)[:REASON_CHARS] if reason else "(no reason given)"
                 if said in self.reasons or len(self.reasons) < MAX_REASONS:
@@ -141,6 +143,7 @@ class _Acc:
             ci95=mean_ci(x),
             errors=self.errors,
             unscorable=self.unscorable,
+            stopped=self.stopped,
             first_error=self.first_error,
             unscorable_reasons=dict(self.reasons.most_common(SHOWN_REASONS)) if self.reasons else None,
         )
@@ -230,9 +233,10 @@ class Aggregator:
             score, error = result.get("score"), result.get("error")
             any_score = any_score or score is not None
             details = result.get("details") or {}
-            self.metrics[name].add(score, error, details.get("reason"))
+            stopped = bool(details.get("stopped"))
+            self.metrics[name].add(score, error, details.get("reason"), stopped)
             for dim, value in dims:
-                self._breakdown(dim, value)[name].add(score, error)
+                self._breakdown(dim, value)[name].add(score, error, stopped=stopped)
             if name == COMPARE_METRIC and error is None:
                 self.wins.add(meta.get("id"), meta.get("system"), score)
             if "ratings" in details:

@@ -556,6 +556,9 @@ class MetricSummary(BaseModel):
     ci95: list[float] | None = None
     errors: int = 0
     unscorable: int = 0
+    #: Of the unscorable, items the run stopped before scoring them (judge circuit breaker or budget, a cancel):
+    #: a resume scores them.
+    stopped: int = 0
     #: The first error message seen for this output (cut to 300 characters), so a summary says why.
     first_error: str | None = None
     #: Why items were unscorable: the most common reasons and how many items gave each (dataset level only).

@@ -7,12 +7,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ragscore_workers.schemas import RunSummary, Suite
+from ragscore_workers.schemas import MetricSummary, RunSummary, Suite
 
 from ..estimate import Estimate
 from .live import fmt_duration
 
-__all__ = ["error_lines", "print_estimate", "print_summary", "reasons_text", "unscored_lines"]
+__all__ = ["error_lines", "print_estimate", "print_summary", "reasons_text", "unscorable_text", "unscored_lines"]
 
 
 def error_lines(summary: RunSummary) -> list[str]:
@@ -25,6 +25,11 @@ def error_lines(summary: RunSummary) -> list[str]:
         noun = "error" if m.errors == 1 else "errors"
         lines.append(f"{name}: {m.errors} {noun}{every}; first: {m.first_error or '?'}")
     return lines
+
+
+def unscorable_text(m: MetricSummary) -> str:
+    """``12`` or ``12 (10 stopped)``: how many items were unscorable, and how many of them the run stopped."""
+    return f"{m.unscorable} ({m.stopped} stopped)" if m.stopped else str(m.unscorable)
 
 
 def reasons_text(reasons: dict[str, int] | None) -> str:
@@ -86,7 +91,7 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
             "-" if m.mean is None else f"{m.mean:.3f}",
             str(m.n),
             f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else "-",
-            str(m.unscorable),
+            unscorable_text(m),
             str(m.errors),
         )
     console.print(table)

@@ -11,7 +11,7 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
-from .console import reasons_text
+from .console import reasons_text, unscorable_text
 from .itemstats import ItemStats, WorstItem
 from .markdown import TARGET_COLUMNS, target_rows
 from .templates import CSS, environment
@@ -50,8 +50,8 @@ def _ci(m: MetricSummary) -> str:
 
 def metric_rows(metrics: dict[str, MetricSummary]) -> list[dict[str, Any]]:
     return [
-        {"name": name, "mean": fmt(m.mean), "n": m.n, "ci": _ci(m), "unscorable": m.unscorable, "errors": m.errors,
-         "first_error": m.first_error, "why_unscorable": reasons_text(m.unscorable_reasons),
+        {"name": name, "mean": fmt(m.mean), "n": m.n, "ci": _ci(m), "unscorable": unscorable_text(m),
+         "errors": m.errors, "first_error": m.first_error, "why_unscorable": reasons_text(m.unscorable_reasons),
          "lower_better": not higher_is_better(name)}
         for name, m in metrics.items()
     ]  # fmt: skip

@@ -6,7 +6,7 @@ import re
 
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
-from .console import error_lines, reasons_text, unreadable_rows
+from .console import error_lines, reasons_text, unreadable_rows, unscorable_text
 
 __all__ = ["md_cell", "render_markdown"]
 
@@ -59,7 +59,7 @@ def render_markdown(summary: RunSummary) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, m in summary.metrics.items():
-        lines.append(f"| {name} | {_mean(m)} | {m.n} | {_ci(m)} | {m.unscorable} | {m.errors} |")
+        lines.append(f"| {name} | {_mean(m)} | {m.n} | {_ci(m)} | {unscorable_text(m)} | {m.errors} |")
     lines.append("")
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]

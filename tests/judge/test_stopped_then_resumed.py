@@ -53,6 +53,8 @@ def test_a_run_the_breaker_stopped_exits_1_and_resume_judges_the_rest(
     assert items[0]["error"] and all(i["details"].get("stopped") for i in items[1:])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["metrics"]["answer_accuracy"]["n"] == 0 and "circuit breaker" in summary["judge"]["breaker"]
+    assert summary["metrics"]["answer_accuracy"]["unscorable"] == summary["metrics"]["answer_accuracy"]["stopped"] == 7
+    assert "| 7 (7 stopped) |" in (out / "report.md").read_text()  # told apart from rows lacking a field
 
     resumed = _cli("run", "--resume", out, home=home)  # the provider is fine again
     assert resumed.returncode == 0, resumed.stderr
@@ -70,6 +72,7 @@ def test_a_budget_stop_is_said_and_resume_with_a_higher_budget_finishes(
     assert "stopped: budget reached:" in first.stdout and "more than max_tokens 300" in first.stdout
     stopped = [i for i in _items(out) if i["details"].get("stopped")]
     assert stopped and all(i["details"]["reason"].startswith("budget reached") for i in stopped)
+    assert f"{len(stopped)} ({len(stopped)} stopped)" in first.stdout  # the summary table's unscorable column
     assert json.loads((out / "summary.json").read_text())["judge"]["budget"].startswith("budget reached")
 
     same = _cli("run", "--resume", out, home=home)  # the same budget: still reached, nothing more judged
@@ -77,4 +80,5 @@ def test_a_budget_stop_is_said_and_resume_with_a_higher_budget_finishes(
     raised = _cli("run", "--resume", out, "--max-tokens", "1000000", home=home)
     assert raised.returncode == 0, raised.stderr
     assert [i["score"] for i in _items(out)] == [1.0] * 8
-    assert "budget" not in json.loads((out / "summary.json").read_text())["judge"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert "budget" not in summary["judge"] and summary["metrics"]["answer_accuracy"]["stopped"] == 0
