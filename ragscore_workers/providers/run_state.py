@@ -32,7 +32,7 @@ import uuid
 from typing import Any, NamedTuple
 
 from ..schemas import JUDGE_COUNTERS
-from ..store import RunState
+from ..store import RunState, RunStore
 
 __all__ = [
     "COUNTER_FIELDS",
@@ -138,7 +138,7 @@ class Hold(NamedTuple):
 
 
 def run_judge_key(run_id: str) -> str:
-    return f"ragscore:run:{run_id}:judge"
+    return RunStore.key(run_id, "judge")
 
 
 def holds_key(state_key: str) -> str:
@@ -154,8 +154,8 @@ class RunJudgeState:
         hold_s: float = HOLD_S,
     ) -> None:  # fmt: skip
         self.r = redis
-        self.key = f"ragscore:run:{run_id}:{part}"
-        self.meta_key = f"ragscore:run:{run_id}:meta"
+        self.key = RunStore.key(run_id, part)
+        self.meta_key = RunStore.key(run_id, "meta")
         self.holds_key = holds_key(self.key)
         self.ttl_s = ttl_s
         self.what = what
