@@ -40,6 +40,7 @@ import numpy as np
 from ._embedding_cache import MemoryLRU, redis_get, redis_put, text_hash
 from .errors import ConfigError
 from .schemas import EmbeddingConfig
+from .unicode_text import valid_unicode
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -346,7 +347,9 @@ def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None) -> V
     encode_s = 0.0
     if todo:
         started = time.perf_counter()
-        matrix = encoder.encode([distinct[d] for d in todo], config.batch_size)
+        # A lone surrogate (half an emoji cut by a UTF-16 slicer) makes the tokenizer refuse the whole batch: it is
+        # encoded as U+FFFD, the character it stands for nothing else.
+        matrix = encoder.encode([valid_unicode(distinct[d]) for d in todo], config.batch_size)
         encode_s = time.perf_counter() - started
         encoded = dict(zip(todo, matrix, strict=True))
         if config.cache and redis is not None:

@@ -18,6 +18,7 @@ the same ratio per category. A malformed point fails the whole row with a messag
 from __future__ import annotations
 
 import json
+import logging
 import re
 import string
 import time
@@ -47,6 +48,8 @@ from ._validators import (
 from .registry import RunContext, register
 
 __all__ = ["NORMALIZERS", "ChecksParams", "Point", "checks", "evaluate_points", "parse_points"]
+
+log = logging.getLogger(__name__)
 
 _MD_PATTERNS = [
     (re.compile(r"```[^\n]*\n?|~~~[^\n]*\n?"), ""),  # code fences (content kept)
@@ -399,14 +402,23 @@ def _external_outcomes(prepared: list[tuple[Row, list[ParsedPoint]]], ctx: RunCo
                 else:
                     pending[p.validator.name].append((index, p, PointInput(text, row, p.point.normalize)))
     for name, items in pending.items():
-        try:
-            results = VALIDATORS[name].fn([(inp, p.params) for _, p, inp in items], ctx)
-        except Exception as exc:  # one validator failing must not sink the other points
-            note = f"{name} validator error: {type(exc).__name__}: {exc}"[:500]
-            results = [Outcome.failed_to_run(note)] * len(items)
+        results = _run_batch_validator(name, [(inp, p.params) for _, p, inp in items], ctx)
         for (index, p, _), outcome in zip(items, results, strict=True):
             outcomes[index][p.id] = outcome
     return outcomes
+
+
+def _run_batch_validator(name: str, items: list[tuple[PointInput, Any]], ctx: RunContext) -> list[Outcome]:
+    """The validator's outcomes for a chunk's points; when it raises for the chunk, it runs again point by point,
+    so one bad point (a text the model refuses) errors alone, not every row of its chunk."""
+    try:
+        return VALIDATORS[name].fn(items, ctx)
+    except Exception as exc:  # one validator failing must not sink the other points
+        if len(items) > 1:
+            log.warning("%s validator failed on %d points (%s: %s); running them one by one",
+                        name, len(items), type(exc).__name__, exc)  # fmt: skip
+            return [outcome for item in items for outcome in _run_batch_validator(name, [item], ctx)]
+        return [Outcome.failed_to_run(f"{name} validator error: {type(exc).__name__}: {exc}"[:500])]
 
 
 @register("checks", Queue.CPU, params=ChecksParams, kind="batch", route=_route)

