@@ -48,9 +48,10 @@ class Queue(str, Enum):
 
 
 class Context(BaseModel):
-    """One retrieved context: a plain string in the input becomes ``{"text": ...}``."""
+    """One retrieved context: a plain string in the input becomes ``{"text": ...}``. As in a row, a number where
+    text is expected is read as text (a retriever's ``"id": 17``), and ``"metadata": null`` is no metadata."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, coerce_numbers_to_str=True)
 
     text: str = Field(validation_alias=AliasChoices("text", "page_content", "content"))
     id: str | None = None
@@ -60,7 +61,11 @@ class Context(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_string(cls, value: Any) -> Any:
-        return {"text": value} if isinstance(value, str) else value
+        if isinstance(value, str):
+            return {"text": value}
+        if isinstance(value, dict) and "metadata" in value and value["metadata"] is None:
+            return {k: v for k, v in value.items() if k != "metadata"}
+        return value
 
 
 class Citation(BaseModel):

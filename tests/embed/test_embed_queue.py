@@ -277,3 +277,19 @@ def test_a_lone_surrogate_is_encoded_and_sinks_no_other_row_of_its_chunk(
     for item in result.items:
         got = item.metrics["checks"]
         assert got.error is None and got.details["points"][0]["status"] == "passed", (item.id, got)
+
+
+def test_context_objects_with_a_numeric_id_or_null_metadata_are_scored(
+    home: Path, reference_encode: Callable[[str], np.ndarray]
+) -> None:
+    """A retriever's contexts as they come (``{"id": 17, "text": ..., "metadata": null}``) are read, not refused
+    as unreadable rows."""
+    rows = [
+        {"id": "int-id", "question": "Which river flows through Paris?", "answer": "The Seine.",
+         "reference": "The Seine.", "contexts": [{"id": 17, "text": SEINE, "score": 0.83}, {"id": 18, "text": BANANA}]},
+        {"id": "null-metadata", "question": "What is the capital of France?", "answer": "Paris.",
+         "reference": "Paris.", "contexts": [{"id": "d2", "page_content": PARIS, "metadata": None}]},
+    ]  # fmt: skip
+    result = evaluate(rows, _suite())
+    assert result.summary.items == 2 and result.summary.failed_rows == 0
+    _check_against_seed(result.items, rows, reference_encode, 0.5, 0.4)
