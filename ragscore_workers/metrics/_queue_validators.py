@@ -34,11 +34,16 @@ class EmbeddingCheckParams(BaseModel):
 @validator("embedding", EmbeddingCheckParams, queue=Queue.EMBED)
 def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: RunContext) -> list[Outcome]:
     """Passes when cos(text, target) >= threshold; the similarity is in the figures."""
-    from ..embedding import similarity
+    from ..embedding import cosine, embed
+    from .embedding_metrics import record_embed_stats
 
     targets = [p.target if p.target is not None else inp.row.reference for inp, p in items]
     todo = [i for i, t in enumerate(targets) if t is not None]
-    sims = similarity([items[i][0].text for i in todo], [targets[i] for i in todo], ctx.suite.embedding, ctx.redis)
+    texts, wanted = [items[i][0].text for i in todo], [targets[i] for i in todo]
+    vectors = embed([*texts, *wanted], ctx.suite.embedding, ctx.redis)
+    if todo:  # the run's embed counters (summary.embedding) count these encodes and this process's device too
+        record_embed_stats(ctx, vectors.stats)
+    sims = [cosine(vectors[a], vectors[b]) for a, b in zip(texts, wanted, strict=True)]
     out = [Outcome.failed_to_run("no target: give params.target or a row reference") for _ in items]
     for i, sim in zip(todo, sims, strict=True):
         threshold = items[i][1].threshold

@@ -50,6 +50,7 @@ __all__ = [
     "answer_sentences",
     "chunk_vectors",
     "context_windows",
+    "record_embed_stats",
     "texts_needed",
 ]
 
@@ -191,7 +192,7 @@ def texts_needed(rows: Iterable[Row], metric_names: Iterable[str]) -> list[str]:
     return [text for row in rows for fn in fns for text in fn(row)]
 
 
-def _record(ctx: RunContext, stats: dict[str, int]) -> None:
+def record_embed_stats(ctx: RunContext, stats: dict[str, int]) -> None:
     """Add this lookup's counters to the run's ``embed`` hash (with which process served it)."""
     if ctx.redis is None:
         return
@@ -227,11 +228,11 @@ def chunk_vectors(rows: list[Row], ctx: RunContext) -> Vectors:
     last = getattr(_LAST_CHUNK, "value", None)
     if last is not None and last[0] is rows and last[1] == key:
         vectors: Vectors = last[2]
-        _record(ctx, dict.fromkeys(STAT_NAMES, 0) | {"memory_hits": vectors.stats["distinct"]})
+        record_embed_stats(ctx, dict.fromkeys(STAT_NAMES, 0) | {"memory_hits": vectors.stats["distinct"]})
         return vectors
     vectors = embed(texts_needed(rows, names), ctx.suite.embedding, ctx.redis)
     _LAST_CHUNK.value = (rows, key, vectors)
-    _record(ctx, vectors.stats)
+    record_embed_stats(ctx, vectors.stats)
     return vectors
 
 

@@ -293,3 +293,15 @@ def test_context_objects_with_a_numeric_id_or_null_metadata_are_scored(
     result = evaluate(rows, _suite())
     assert result.summary.items == 2 and result.summary.failed_rows == 0
     _check_against_seed(result.items, rows, reference_encode, 0.5, 0.4)
+
+
+def test_summary_embedding_counts_the_checks_embedding_validator(home: Path) -> None:
+    """``checks`` embedding points encode on the embed worker too: summary.embedding says so (texts, calls, device)."""
+    point = [{"id": "sim", "type": "embedding", "params": {"threshold": 0.5}}]
+    rows = [{"id": f"r{i}", "answer": f"Fact {i} is true.", "reference": f"Fact {i}.", "checks": point} for i in range(3)]
+    result = evaluate(rows, {"name": "checks-embed", "metrics": ["checks"]})
+    assert result.summary.metrics["checks"].n == 3
+    embedding = result.summary.embedding
+    assert embedding["encoded"] == 6 and embedding["encode_calls"] == 1, embedding
+    assert embedding["worker_processes"] == 1 and embedding["model_loads"] == 1, embedding
+    assert sum(embedding["devices"].values()) == 1, embedding
