@@ -671,9 +671,11 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
         for target in resolved.targets:
             target_token(target)  # the local workers inherit this environment
     if Queue.EMBED.value in queues:
-        from ragscore_workers.embedding import resolve_model
+        from ragscore_workers.embedding import pick_device, resolve_model
 
         resolve_model(resolved.suite.embedding.model)  # ModelNotFoundError (a ConfigError) says what was tried
+        if resolved.suite.embedding.device != "auto":  # a named device the local workers would not find
+            pick_device(resolved.suite.embedding.device)
 
 
 def _refuse_an_unfinished_run_in(out_dir: Path) -> str | None:

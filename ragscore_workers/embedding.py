@@ -188,8 +188,15 @@ def pick_device(device: str) -> str:
     mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
     if device == "auto":
         return "cuda" if cuda else "mps" if mps else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError) as exc:  # "gpu", "cuda0": torch's message lists every device type
+        raise ConfigError(f"Embedding device {device!r} is not a device: use auto, cpu, cuda, cuda:N or mps.") from exc
     if device.startswith("cuda") and not cuda:
         raise ConfigError(f"Embedding device {device!r} was asked for, but torch sees no CUDA device.")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise ConfigError(f"Embedding device {device!r} was asked for, but torch sees {torch.cuda.device_count()} "
+                          "CUDA device(s).")  # fmt: skip
     if device == "mps" and not mps:
         raise ConfigError("Embedding device 'mps' was asked for, but torch sees no MPS device.")
     return device

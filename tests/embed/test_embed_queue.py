@@ -305,3 +305,15 @@ def test_summary_embedding_counts_the_checks_embedding_validator(home: Path) -> 
     assert embedding["encoded"] == 6 and embedding["encode_calls"] == 1, embedding
     assert embedding["worker_processes"] == 1 and embedding["model_loads"] == 1, embedding
     assert sum(embedding["devices"].values()) == 1, embedding
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:64"])
+def test_a_device_the_local_workers_lack_stops_an_embedded_run_before_anything_is_sent(
+    tmp_path: Path, home: Path, device: str
+) -> None:
+    """Like a missing model: a device name torch does not know, or a GPU this host lacks, would fail every item."""
+    from ragscore_workers.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"Embedding device '{device}'"):
+        evaluate(EDGE_ROWS[:3], _suite(embedding={"device": device}), out=tmp_path / "out")
+    assert not (tmp_path / "out" / "run.json").exists()
