@@ -74,6 +74,10 @@ PACKAGED_MODELS: dict[str, tuple[str, str]] = {
 MEMORY_CACHE_MB = 64
 #: Seconds an embedding stays in the Redis cache after it was last written (30 days).
 REDIS_CACHE_TTL_S = 30 * 24 * 3600
+#: Most texts one ``encode`` call gets: a chunk with more (long contexts make hundreds of windows each) is encoded in
+#: slices, each cached as soon as it is done, so a chunk stopped by its time limit keeps what it encoded and a resume
+#: goes on from there instead of starting over (and timing out) again.
+ENCODE_SLICE = 2048
 #: Seconds a failed model load is remembered, so a chunk's rows do not each retry a dead hub.
 LOAD_FAILURE_MEMO_S = 60.0
 #: The counters of :attr:`Vectors.stats`.
@@ -350,26 +354,32 @@ def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None) -> V
     if missing and config.cache and redis is not None:
         cache_hits = redis_get(redis, encoder.key, encoder.dim, missing)
     todo = [d for d in missing if d not in cache_hits]
+    for digest, vector in cache_hits.items():
+        _MEMORY.put((encoder.key, digest), vector)
     encoded: dict[str, np.ndarray] = {}
     encode_s = 0.0
-    if todo:
+    calls = 0
+    for start in range(0, len(todo), ENCODE_SLICE):
+        part = todo[start : start + ENCODE_SLICE]
         started = time.perf_counter()
         # A lone surrogate (half an emoji cut by a UTF-16 slicer) makes the tokenizer refuse the whole batch: it is
         # encoded as U+FFFD, the character it stands for nothing else.
-        matrix = encoder.encode([valid_unicode(distinct[d]) for d in todo], config.batch_size)
-        encode_s = time.perf_counter() - started
-        encoded = dict(zip(todo, matrix, strict=True))
-        if config.cache and redis is not None:
-            redis_put(redis, encoder.key, encoded, REDIS_CACHE_TTL_S)
-    for digest, vector in (cache_hits | encoded).items():
-        _MEMORY.put((encoder.key, digest), vector)
+        matrix = encoder.encode([valid_unicode(distinct[d]) for d in part], config.batch_size)
+        encode_s += time.perf_counter() - started
+        calls += 1
+        done = dict(zip(part, matrix, strict=True))
+        if config.cache and redis is not None:  # at once: a time limit later in the chunk does not lose them
+            redis_put(redis, encoder.key, done, REDIS_CACHE_TTL_S)
+        for digest, vector in done.items():
+            _MEMORY.put((encoder.key, digest), vector)
+        encoded |= done
     found |= cache_hits | encoded
     stats = {
         "distinct": len(distinct),
         "memory_hits": memory_hits,
         "cache_hits": len(cache_hits),
         "encoded": len(encoded),
-        "encode_calls": 1 if todo else 0,
+        "encode_calls": calls,
         "encode_ms": round(encode_s * 1000),
     }
     return Vectors(found, encoder.dim, stats)

@@ -70,6 +70,11 @@ def _item_meta(row: Row) -> dict[str, Any]:
     }
 
 
+def _time_limit_error(queue: str) -> str:
+    return (f"time limit: the chunk ran over {QUEUE_LIMITS[queue][0]} s (resume to retry; send fewer questions per "
+            f"task if it happens again: --chunk-size {queue}=N)")  # fmt: skip
+
+
 #: A chunk holding an item delivered this many times on its queue (its earlier deliveries never ended: their
 #: process died) is scored one item at a time ("careful mode"), so the item that kills the process is found
 #: and recorded as failed instead of looping forever.
@@ -111,7 +116,7 @@ def _score_carefully(
         try:
             (scores,) = score_rows([row], metrics, ctx)
         except SoftTimeLimitExceeded:  # time is up for the chunk: this item and the rest fail, the chord goes on
-            failed = MetricResult.failed(f"time limit: the chunk ran over {QUEUE_LIMITS[queue][0]} s")
+            failed = MetricResult.failed(_time_limit_error(queue))
             rest = [(r.key, _item_meta(r), {o: failed for o in outputs}) for r in rows[index:]]
             new += store.write_results(run_id, queue, rest)
             store.mark_scoring(run_id, queue, row.key, False)
@@ -188,7 +193,7 @@ def _score_delivery(
         try:
             scores = score_rows(parsed, metrics, ctx)
         except SoftTimeLimitExceeded:
-            failed = MetricResult.failed(f"time limit: the chunk ran over {QUEUE_LIMITS[queue][0]} s")
+            failed = MetricResult.failed(_time_limit_error(queue))
             scores = [{o: failed for o in outputs} for _ in parsed]
         written += [(row.key, _item_meta(row), s) for row, s in zip(parsed, scores, strict=True)]
         return {"items": len(rows), "new": store.write_results(run_id, queue, written)}

@@ -317,3 +317,55 @@ def test_a_device_the_local_workers_lack_stops_an_embedded_run_before_anything_i
     with pytest.raises(ConfigError, match=f"Embedding device '{device}'"):
         evaluate(EDGE_ROWS[:3], _suite(embedding={"device": device}), out=tmp_path / "out")
     assert not (tmp_path / "out" / "run.json").exists()
+
+
+def test_a_chunk_stopped_by_its_time_limit_keeps_the_vectors_it_encoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Celery's soft time limit is a signal that raises in the middle of the encoding: the slices done by then are in
+    the Redis cache, so the chunk's next delivery (a resume) goes on from there instead of timing out again."""
+    import os
+    import signal
+    import threading
+
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from ragscore_workers import embedding
+    from ragscore_workers.schemas import EmbeddingConfig
+
+    monkeypatch.setattr(embedding, "ENCODE_SLICE", 16)
+    texts = [f"Sentence number {i} about rivers, cities and the sea." for i in range(160)]
+    config = EmbeddingConfig(batch_size=8)
+    server = RedisProcess(tmp_path / "redis").start()
+    client = redis_client(server.url)
+    stop = threading.Event()
+
+    def time_limit_once_a_slice_is_stored() -> None:  # what Celery's soft time limit does, on cue
+        while not stop.wait(0.005):
+            if client.dbsize() > 0:
+                os.kill(os.getpid(), signal.SIGUSR1)
+                return
+
+    def raise_time_limit(*_: Any) -> None:
+        raise SoftTimeLimitExceeded()
+
+    old = signal.signal(signal.SIGUSR1, raise_time_limit)
+    watcher = threading.Thread(target=time_limit_once_a_slice_is_stored)
+    try:
+        embedding.clear_memory_cache()
+        watcher.start()
+        with pytest.raises(SoftTimeLimitExceeded):
+            embedding.embed(texts, config, client)
+        stop.set()
+        watcher.join()
+        stored = client.dbsize()
+        assert 0 < stored < len(texts)
+        embedding.clear_memory_cache()  # a fresh worker process
+        again = embedding.embed(texts, config, client)
+    finally:
+        stop.set()
+        signal.signal(signal.SIGUSR1, old)
+        server.stop()
+    assert again.stats["cache_hits"] == stored and again.stats["encoded"] == len(texts) - stored
+    assert again.stats["encode_calls"] == -(-(len(texts) - stored) // 16)
+
