@@ -100,7 +100,8 @@ class ModelSource:
     name: str
     path: str
     origin: Literal["path", "package", "hub-cache", "hub"]
-    #: Stable identity for cache keys: the hub id (packaged and hub copies are the same weights) or the folder.
+    #: Stable identity for cache keys: the hub id of a packaged copy, the hub id and revision of a hub model, or the
+    #: folder and a fingerprint of its files.
     identity: str
 
 
@@ -167,7 +168,8 @@ def resolve_model(name: str) -> ModelSource:
     from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 
     try:
-        return ModelSource(name, snapshot_download(hub_id, local_files_only=True), "hub-cache", hub_id)
+        path = snapshot_download(hub_id, local_files_only=True)
+        return ModelSource(name, path, "hub-cache", _revision_identity(hub_id, path))
     except (OSError, HFValidationError):
         pass
     hint = f" (pip install {packaged[1][0]})" if packaged else ""
@@ -181,7 +183,13 @@ def resolve_model(name: str) -> ModelSource:
         raise ModelNotFoundError(
             f"Embedding model {name!r}: {tried}, and the hub download of {hub_id!r} failed: {reason}"
         ) from exc
-    return ModelSource(name, str(path), "hub", hub_id)
+    return ModelSource(name, str(path), "hub", _revision_identity(hub_id, path))
+
+
+def _revision_identity(hub_id: str, snapshot: str) -> str:
+    """A hub model's identity: its id and revision (the snapshot folder is named by the commit), so a new revision
+    of the same model is not served the old one's cached vectors."""
+    return f"{hub_id}@{Path(snapshot).name}"
 
 
 def pick_device(device: str) -> str:

@@ -369,3 +369,30 @@ def test_a_chunk_stopped_by_its_time_limit_keeps_the_vectors_it_encoded(
     assert again.stats["cache_hits"] == stored and again.stats["encoded"] == len(texts) - stored
     assert again.stats["encode_calls"] == -(-(len(texts) - stored) // 16)
 
+
+def test_a_new_revision_of_a_hub_model_is_not_served_the_old_revisions_vectors(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model of the Hugging Face cache whose ``refs/main`` moved to a new snapshot (a newer revision downloaded)
+    is another model for the Redis cache: its vectors are computed afresh."""
+    import huggingface_hub.constants
+    from sentence_transformers import SentenceTransformer
+
+    cache = tmp_path / "hf-hub"
+    repo = cache / "models--me--mini"
+    (repo / "refs").mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))  # the embed worker processes
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))  # this one, imported already
+    rows = EDGE_ROWS[:1]
+    suite = {"name": "hub", "metrics": ["answer_correctness"], "embedding": {"model": "me/mini"}}
+    scores = []
+    for revision, pooling in (("a" * 40, "mean_tokens"), ("b" * 40, "cls_token")):
+        _model_copy(repo / "snapshots" / revision, pooling)
+        (repo / "refs" / "main").write_text(revision)
+        result = evaluate(rows, suite)
+        scores.append(result.items[0].metrics["answer_correctness"].details["cosine"])
+    model = SentenceTransformer(str(repo / "snapshots" / ("b" * 40)), device="cpu")
+    answer, reference = model.encode([rows[0]["answer"], rows[0]["reference"]])
+    assert scores[1] == pytest.approx(float(np.dot(answer, reference) / (np.linalg.norm(answer) * np.linalg.norm(reference))), abs=TOL)
+    assert abs(scores[1] - scores[0]) > 0.01
+    assert result.summary.embedding["encoded"] == 2 and result.summary.embedding["cache_hits"] == 0
