@@ -96,12 +96,38 @@ def redis_get(client: Any, namespace: str, dim: int, digests: list[str]) -> dict
     return {d: np.frombuffer(v, dtype="<f4").astype(np.float32) for d, v in pairs if v and len(v) == 4 * dim}
 
 
+#: Share of the Redis ``maxmemory`` the vector cache may fill up to: the run store lives in the same Redis, which
+#: must be ``noeviction``, so a cache that filled it would make every later write of every run fail (results, progress,
+#: the broker's own messages) until someone deleted the cache by hand.
+CACHE_MEMORY_SHARE = 0.75
+_full_warned = False
+
+
+def _room_for(raw: Any, nbytes: int) -> bool:
+    """Whether ``nbytes`` more of cache keep the Redis under CACHE_MEMORY_SHARE of its maxmemory (always, with none)."""
+    global _full_warned
+    memory = raw.info("memory")
+    limit = int(memory.get("maxmemory", 0) or 0)
+    if not limit or int(memory.get("used_memory", 0)) + nbytes <= CACHE_MEMORY_SHARE * limit:
+        return True
+    if not _full_warned:
+        _full_warned = True
+        log.warning("embedding cache not written: Redis is near its maxmemory (%d bytes), which the run store needs; "
+                    "scores are unaffected (texts are encoded again next time)", limit)  # fmt: skip
+    return False
+
+
 def redis_put(client: Any, namespace: str, vectors: dict[str, np.ndarray], ttl_s: int) -> None:
-    """Store vectors (one pipelined round trip), each expiring ``ttl_s`` after this write."""
+    """Store vectors (one pipelined round trip), each expiring ``ttl_s`` after this write; nothing when the Redis is
+    near its maxmemory (the run store's room comes first)."""
     import redis
 
     try:
-        pipe = bytes_client(client).pipeline(transaction=False)
+        raw = bytes_client(client)
+        # value bytes + key and per-key overhead (~100 bytes each)
+        if not vectors or not _room_for(raw, sum(v.nbytes + 200 for v in vectors.values())):
+            return
+        pipe = raw.pipeline(transaction=False)
         for digest, vector in vectors.items():
             pipe.set(redis_key(namespace, digest), vector.astype("<f4").tobytes(), ex=ttl_s)
         pipe.execute()

@@ -396,3 +396,26 @@ def test_a_new_revision_of_a_hub_model_is_not_served_the_old_revisions_vectors(
     assert scores[1] == pytest.approx(float(np.dot(answer, reference) / (np.linalg.norm(answer) * np.linalg.norm(reference))), abs=TOL)
     assert abs(scores[1] - scores[0]) > 0.01
     assert result.summary.embedding["encoded"] == 2 and result.summary.embedding["cache_hits"] == 0
+
+
+def test_the_vector_cache_leaves_a_full_redis_to_the_run_store(tmp_path: Path, home: Path) -> None:
+    """The cache shares the run store's ``noeviction`` Redis: it stops growing at 3/4 of ``maxmemory``, so the run's
+    own writes (results, progress, the broker's messages) still fit and the run completes, instead of the whole
+    cluster refusing writes until someone deletes the cache by hand."""
+    rows = [
+        {"id": f"r{i}", "question": f"What happened in year {1700 + i}?", "answer": f"Event {i} happened. It mattered.",
+         "reference": f"Event {i}.", "contexts": [f"In {1700 + i} event {i} took place.", f"Context {i} two."]}
+        for i in range(400)
+    ]  # fmt: skip  (about 2,800 distinct texts: 4.8 MB of vectors, more than the 4 MB Redis holds)
+    server = RedisProcess(tmp_path / "redis", "--maxmemory", "4mb", "--maxmemory-policy", "noeviction").start()
+    worker = WorkerProcess(server.url, "embed", home).start()
+    try:
+        result = evaluate(rows, _suite(), broker=server.url)
+        client = redis_client(server.url)
+        used, cached = int(client.info("memory")["used_memory"]), len(list(client.scan_iter("ragscore:emb:*")))
+    finally:
+        worker.stop()
+        server.stop()
+    assert result.summary.scored == 400 and all(m.errors == 0 for m in result.summary.metrics.values())
+    assert 0 < cached < result.summary.embedding["encoded"]  # cached while there was room, then no more
+    assert used < 4 * 1024 * 1024
