@@ -106,7 +106,12 @@ _full_warned = False
 def _room_for(raw: Any, nbytes: int) -> bool:
     """Whether ``nbytes`` more of cache keep the Redis under CACHE_MEMORY_SHARE of its maxmemory (always, with none)."""
     global _full_warned
-    memory = raw.info("memory")
+    import redis
+
+    try:
+        memory = raw.info("memory")
+    except redis.ResponseError:  # INFO renamed or refused (some managed Redis): as before, the write may still fail
+        return True
     limit = int(memory.get("maxmemory", 0) or 0)
     if not limit or int(memory.get("used_memory", 0)) + nbytes <= CACHE_MEMORY_SHARE * limit:
         return True
