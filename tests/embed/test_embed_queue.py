@@ -298,7 +298,9 @@ def test_context_objects_with_a_numeric_id_or_null_metadata_are_scored(
 def test_summary_embedding_counts_the_checks_embedding_validator(home: Path) -> None:
     """``checks`` embedding points encode on the embed worker too: summary.embedding says so (texts, calls, device)."""
     point = [{"id": "sim", "type": "embedding", "params": {"threshold": 0.5}}]
-    rows = [{"id": f"r{i}", "answer": f"Fact {i} is true.", "reference": f"Fact {i}.", "checks": point} for i in range(3)]
+    rows = [
+        {"id": f"r{i}", "answer": f"Fact {i} is true.", "reference": f"Fact {i}.", "checks": point} for i in range(3)
+    ]
     result = evaluate(rows, {"name": "checks-embed", "metrics": ["checks"]})
     assert result.summary.metrics["checks"].n == 3
     embedding = result.summary.embedding
@@ -393,7 +395,8 @@ def test_a_new_revision_of_a_hub_model_is_not_served_the_old_revisions_vectors(
         scores.append(result.items[0].metrics["answer_correctness"].details["cosine"])
     model = SentenceTransformer(str(repo / "snapshots" / ("b" * 40)), device="cpu")
     answer, reference = model.encode([rows[0]["answer"], rows[0]["reference"]])
-    assert scores[1] == pytest.approx(float(np.dot(answer, reference) / (np.linalg.norm(answer) * np.linalg.norm(reference))), abs=TOL)
+    want = float(np.dot(answer, reference) / (np.linalg.norm(answer) * np.linalg.norm(reference)))
+    assert scores[1] == pytest.approx(want, abs=TOL)
     assert abs(scores[1] - scores[0]) > 0.01
     assert result.summary.embedding["encoded"] == 2 and result.summary.embedding["cache_hits"] == 0
 
@@ -406,7 +409,8 @@ def test_the_vector_cache_leaves_a_full_redis_to_the_run_store(tmp_path: Path, h
         {"id": f"r{i}", "question": f"What happened in year {1700 + i}?", "answer": f"Event {i} happened. It mattered.",
          "reference": f"Event {i}.", "contexts": [f"In {1700 + i} event {i} took place.", f"Context {i} two."]}
         for i in range(400)
-    ]  # fmt: skip  (about 2,800 distinct texts: 4.8 MB of vectors, more than the 4 MB Redis holds)
+    ]  # fmt: skip
+    # About 2,800 distinct texts: 4.8 MB of vectors, more than the 4 MB Redis holds.
     server = RedisProcess(tmp_path / "redis", "--maxmemory", "4mb", "--maxmemory-policy", "noeviction").start()
     worker = WorkerProcess(server.url, "embed", home).start()
     try:
