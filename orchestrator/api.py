@@ -67,7 +67,8 @@ def evaluate(
         path = out_dir / "dataset.jsonl"
         with path.open("w", encoding="utf-8") as fh:
             for row in _records(dataset):
-                fh.write(json.dumps(row, ensure_ascii=False, default=_plain) + "\n")
+                # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \\udXXX
+                fh.write(json.dumps(row, default=_plain) + "\n")
         fmt = "jsonl"
     summary = run(
         path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,

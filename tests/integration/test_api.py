@@ -49,6 +49,10 @@ def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_
     with pytest.warns(UserWarning, match="1 row was unreadable and not scored"):
         evaluate([{"id": "a", "answer": "x"}, {"id": "b", "answer": True}], {"metrics": ["exact_match"]},
                  out=tmp_path / "bad")  # fmt: skip
+    # Half an emoji (a JavaScript slice) in an answer: kept and scored as in a file (UnicodeEncodeError before)
+    cut = evaluate([{"id": "a", "answer": "x \ud83d", "reference": "x"}], {"metrics": ["exact_match"]},
+                   out=tmp_path / "cut")  # fmt: skip
+    assert cut.summary.metrics["exact_match"].n == 1 and cut.items[0].id == "a"
 
 
 def test_reading_sending_and_writing_are_said_as_they_happen(
