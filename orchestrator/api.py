@@ -67,7 +67,7 @@ def evaluate(
         path = out_dir / "dataset.jsonl"
         with path.open("w", encoding="utf-8") as fh:
             for row in _records(dataset):
-                # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \\udXXX
+                # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX
                 fh.write(json.dumps(row, default=_plain) + "\n")
         fmt = "jsonl"
     summary = run(
