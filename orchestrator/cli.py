@@ -87,30 +87,19 @@ def _format_options(predictions: Path | None, corpus: Path | None, system: str |
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _judge_params(*, no_cache: bool = False, max_cost: float | None, max_tokens: int | None) -> dict[str, object]:
-    """The judge params --no-cache / --max-cost / --max-tokens set (only the ones given)."""
-    params: dict[str, object] = {"cache": False} if no_cache else {}
-    params |= {"max_cost": max_cost} if max_cost is not None else {}
+def _judge_params(*, max_cost: float | None, max_tokens: int | None) -> dict[str, object]:
+    """The judge params --max-cost / --max-tokens set (only the ones given)."""
+    params: dict[str, object] = {"max_cost": max_cost} if max_cost is not None else {}
     return params | ({"max_tokens_total": max_tokens} if max_tokens is not None else {})
 
 
-def _target_overrides(resolved, *, no_target: bool, no_cache: bool):  # type: ignore[no-untyped-def]
-    """--no-target drops the suite's targets (re-score a run's answers.jsonl); --no-cache skips their cache."""
-    from .suite import load_suite, with_judge_params
+def _without(resolved, *, no_target: bool, no_cache: bool):  # type: ignore[no-untyped-def]
+    """--no-target drops the suite's targets (re-score a run's answers.jsonl); --no-cache turns its caches off."""
+    from .suite import load_suite, without_caches
 
     if no_target:
-        return load_suite(resolved.suite.model_copy(update={"target": None, "targets": []}))
-    if not no_cache or not resolved.targets:
-        return resolved
-    suite = resolved.suite
-    update = (
-        {"target": suite.target.model_copy(update={"cache": False})}
-        if suite.target is not None
-        else {"targets": [t.model_copy(update={"cache": False}) for t in suite.targets]}
-    )
-    judged = [m for m, _ in resolved.metrics if m.queue.value == "judge"]
-    resolved = load_suite(suite.model_copy(update=update))
-    return with_judge_params(resolved, cache=False) if judged else resolved
+        resolved = load_suite(resolved.suite.model_copy(update={"target": None, "targets": []}))
+    return without_caches(resolved) if no_cache else resolved
 
 
 def _parse_chunks(values: list[str] | None) -> dict[str, int]:
@@ -174,7 +163,7 @@ def run_cmd(
         Optional[Path],  # noqa: UP045
         typer.Option("--resume", help="Finish the run whose reports go to this DIR (its run.json names it)"),
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge and targets: ignore cached replies")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="No cached judge/target replies or vectors")] = False,
     no_target: Annotated[
         bool, typer.Option("--no-target", help="Score the rows as given; do not ask the suite's targets")
     ] = False,
@@ -250,10 +239,8 @@ def run_cmd(
     if chunks:
         merged = {**resolved.suite.chunk_size, **chunks}
         resolved = load_suite(resolved.suite.model_copy(update={"chunk_size": merged}))
-    resolved = _target_overrides(resolved, no_target=no_target, no_cache=no_cache)
-    resolved = with_judge_params(
-        resolved, **_judge_params(no_cache=no_cache and not resolved.targets, max_cost=max_cost, max_tokens=max_tokens)
-    )
+    resolved = _without(resolved, no_target=no_target, no_cache=no_cache)
+    resolved = with_judge_params(resolved, **_judge_params(max_cost=max_cost, max_tokens=max_tokens))
     gates = GatePlan.build(
         resolved.suite.gates, resolved.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
         tolerance=tolerance, junit=junit,

@@ -14,7 +14,7 @@ from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import Suite
 from ragscore_workers.target.jsonpath import parse_path
 
-__all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite", "with_judge_params"]
+__all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite", "with_judge_params", "without_caches"]
 
 
 def _read(path: Path) -> Any:
@@ -69,6 +69,26 @@ def with_judge_params(resolved: ResolvedSuite, **params: Any) -> ResolvedSuite:
         for spec in resolved.suite.metrics
     ]
     return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
+
+
+def without_caches(resolved: ResolvedSuite) -> ResolvedSuite:
+    """``--no-cache``: the suite with every cache it uses turned off: judge replies, target replies and the Redis
+    cache of embedding vectors. ConfigError when it uses none of them."""
+    from ragscore_workers.schemas import Queue
+
+    suite = resolved.suite
+    update: dict[str, Any] = {}
+    if suite.target is not None:
+        update["target"] = suite.target.model_copy(update={"cache": False})
+    elif suite.targets:
+        update["targets"] = [t.model_copy(update={"cache": False}) for t in suite.targets]
+    if any(m.queue is Queue.EMBED or m.name == "checks" for m, _ in resolved.metrics):  # checks: embedding points
+        update["embedding"] = suite.embedding.model_copy(update={"cache": False})
+    judged = any(m.queue is Queue.JUDGE for m, _ in resolved.metrics)
+    if not update and not judged:
+        raise ConfigError("--no-cache applies to judge metrics, targets and embedding metrics; the suite has none")
+    resolved = load_suite(suite.model_copy(update=update)) if update else resolved
+    return with_judge_params(resolved, cache=False) if judged else resolved
 
 
 def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:

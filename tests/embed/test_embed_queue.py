@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ from ragscore_workers.embedding import ModelNotFoundError
 from ragscore_workers.schemas import ItemResult
 from ragscore_workers.store import RunStore, redis_client
 
-from ..support import RedisProcess, WorkerProcess
+from ..support import ROOT, RedisProcess, WorkerProcess, write_jsonl
 from .seed_reference import seed_metrics
 
 pytestmark = pytest.mark.integration
@@ -423,3 +426,28 @@ def test_the_vector_cache_leaves_a_full_redis_to_the_run_store(tmp_path: Path, h
     assert result.summary.scored == 400 and all(m.errors == 0 for m in result.summary.metrics.values())
     assert 0 < cached < result.summary.embedding["encoded"]  # cached while there was room, then no more
     assert used < 4 * 1024 * 1024
+
+
+def test_no_cache_on_the_command_line_skips_the_vector_cache(tmp_path: Path, home: Path) -> None:
+    """``ragscore run --no-cache`` with embedding metrics encodes afresh (it exited 2: 'apply to judge metrics');
+    a suite with no cache to skip is still told so."""
+    data = write_jsonl(tmp_path / "d.jsonl", EDGE_ROWS)
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(_suite()))
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+
+    def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", *map(str, args), "-q"],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
+
+    assert cli(data, "--suite", suite, "--out", tmp_path / "warm").returncode == 0  # fills the vector cache
+    fresh = cli(data, "--suite", suite, "--out", tmp_path / "fresh", "--no-cache")
+    assert fresh.returncode == 0, fresh.stderr
+    run_id = json.loads((tmp_path / "fresh" / "run.json").read_text())["run_id"]
+    stats = _embed_stats(home, run_id)
+    assert int(stats["cache_hits"]) == 0 and int(stats["encoded"]) > 0
+    suite.write_text(json.dumps({"metrics": ["exact_match"]}))
+    nothing = cli(data, "--suite", suite, "--out", tmp_path / "cpu", "--no-cache")
+    assert nothing.returncode == 2
+    assert "--no-cache applies to judge metrics, targets and embedding metrics; the suite has none" in nothing.stderr
