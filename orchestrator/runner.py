@@ -167,6 +167,8 @@ def submit(
     }
     needed: set[str] = {"target"} if resolved.targets else set()
     validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
+    recorded_format = fmt or (detect_format(dataset, fmt_options) if validated_as is not None else None)
+    fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))
@@ -184,7 +186,7 @@ def submit(
             "state": RunState.SUBMITTING,
             "suite": resolved.suite.model_dump_json(),
             "dataset": str(dataset.resolve()),
-            "format": fmt or detect_format(dataset, fmt_options),  # the detected one is recorded too
+            "format": recorded_format or detect_format(dataset, fmt_options),  # the detected one is recorded too
             "format_options": json.dumps(fmt_options),
             "items": items,
             "failed_rows": scan.failed,
@@ -192,6 +194,7 @@ def submit(
             "submitted_at": started,
             "shard_rows": shard_rows,
             "generation": 0,
+            **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
         },
     )
     with _cancelled_on_failure(store, run_id):
@@ -225,12 +228,14 @@ class _Ticker:
         self._say, self.n, self.last = say, 0, time.monotonic()
 
     def count(self, text: Callable[[int], str]) -> None:
+        """One more step; ``text(steps so far)`` is said when a note is due (the count goes on: it is a total)."""
         self.n += 1
         if self._say is not None and time.monotonic() - self.last >= NOTE_EVERY_S:
-            self.say(text(self.n))
+            self.last = time.monotonic()
+            self._say(text(self.n))
 
     def say(self, text: str) -> None:
-        """Say ``text`` now; the counting starts again."""
+        """Say ``text`` now: a new phase, whose counting starts again."""
         self.n, self.last = 0, time.monotonic()
         if self._say is not None:
             self._say(text)
@@ -255,6 +260,27 @@ def _file_state(path: Path) -> tuple[int, int]:
     """(size, modification time): what tells a dataset file changed while it was read."""
     stat = path.stat()
     return stat.st_size, stat.st_mtime_ns
+
+
+def dataset_fingerprint(dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None) -> str | None:
+    """A digest of the dataset file's bytes and of what decides how they read (format, the field limit, this
+    version): equal at a resume, the rows are the ones submitted, so the resume need not read and validate the
+    whole dataset an extra time to check it. None where the rows come from more than one file (format options
+    naming other files, a directory)."""
+    if fmt_options or not dataset.is_file():
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("ragscore")
+    except PackageNotFoundError:
+        ours = "?"
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(json.dumps([fmt or "", get_settings().max_field_chars, ours]).encode())
+    with dataset.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def shard_digest(rows: list[Row]) -> str:
@@ -292,6 +318,7 @@ def resume(
     on_validated: Callable[[list[str]], None] | None = None,
     recovery: bool = False,
     judge_params: dict[str, Any] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> Submitted:
     """Re-submit only what the store lacks (missing, failed or stopped outputs) of an existing run.
 
@@ -299,7 +326,8 @@ def resume(
     from the path recorded at submit; a dataset whose rows changed since is refused. A user's resume is
     timed from now (``resumed_at``) and closes the judge's and the targets' circuit breakers, so what they
     stopped is asked again; ``judge_params`` (``max_cost``, ``max_tokens_total``) raise the run's judge budget
-    for it. ``recovery`` (wait() re-submitting a stalled run) keeps the clock and the breakers.
+    for it. ``recovery`` (wait() re-submitting a stalled run) keeps the clock and the breakers. ``say`` is told
+    how far the check and the look-up are, every NOTE_EVERY_S (minutes for a million rows).
     """
     meta = store.meta(run_id)
     resolved = load_suite(Suite.model_validate_json(meta["suite"]))
@@ -311,7 +339,12 @@ def resume(
     # A submission cut off part-way (Ctrl-C while rows were sent) never recorded its shard count: the
     # shards it did not reach are submitted now, whole.
     cut_off = "n_shards" not in meta
-    _check_unchanged(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), stored_shard_rows, resolved)
+    ticker = _Ticker(say)
+    total = int(meta.get("items", 0)) // max(1, len(resolved.targets))  # rows
+    recorded = meta.get("dataset_fingerprint")
+    if recorded is None or recorded != dataset_fingerprint(dataset, fmt, fmt_options):  # else: the same bytes
+        _check_unchanged(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), stored_shard_rows,
+                         resolved, ticker)  # fmt: skip
     if judge_params:
         resolved = with_judge_params(resolved, **judge_params)
         store.set_meta(run_id, suite=resolved.suite.model_dump_json())
@@ -332,7 +365,11 @@ def resume(
         n_tasks = n_shards = items = 0
         if not recovery:
             reset_breakers(store, run_id, resolved)
+        ticker.say(f"looking up what the store lacks, shard by shard ({total:,} rows)")
         for index, rows in enumerate(shards(valid, stored_shard_rows)):
+            sent = n_tasks
+            ticker.count(lambda n, sent=sent: f"{min(n * stored_shard_rows, total):,} of {total:,} rows looked up; "
+                                              f"{sent:,} tasks sent for what they lack")  # fmt: skip
             keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
             stored = store.shard_keys(run_id, index)
             if cut_off and not stored:
@@ -371,7 +408,7 @@ def resume(
 
 def _check_unchanged(
     store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Any]],
-    shard_rows: int, resolved: ResolvedSuite,
+    shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None = None,
 ) -> None:  # fmt: skip
     """DatasetError when the dataset's rows are not the ones submitted (ids, their order and count, or, for
     runs that recorded digests, their content), checked before the resume changes anything: a refused resume
@@ -379,6 +416,8 @@ def _check_unchanged(
     changed = f"Run {run_id}: {dataset} changed since it was submitted"
     n_shards = 0
     for index, rows in enumerate(shards((row for _, row in read if isinstance(row, Row)), shard_rows)):
+        if ticker is not None:
+            ticker.count(lambda n: f"checking {dataset.name} is unchanged: {n * shard_rows:,} rows so far")
         stored = store.shard_keys(run_id, index)
         if "n_shards" not in meta and not stored:  # a cut-off submission never reached this shard
             continue
@@ -769,7 +808,8 @@ def run(
 
         if resume_id is not None:
             say("checking the run's dataset is unchanged, then sending what is missing")
-            return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params)
+            return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
+                          say=say)  # fmt: skip
         assert dataset is not None and resolved is not None
         return submit(
             dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,

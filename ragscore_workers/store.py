@@ -146,6 +146,31 @@ end
 return 0
 """
 
+# KEYS = item hashes; ARGV = output names. Returns, for each item that lacks an output or holds it as an error
+# ('e') or stopped ('s'), its 0-based index and a mask ('1' = to redo) over ARGV: what a resume must send again,
+# decided in Redis so that only those cross the wire (a finished item costs no transfer, no JSON decoding).
+_INCOMPLETE_LUA = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local values = redis.call('HMGET', key, unpack(ARGV))
+  local mask, any = {}, false
+  for j = 1, #ARGV do
+    local v = values[j]
+    local redo = (not v) or string.sub(v, 1, 1) == 'e' or string.sub(v, 1, 1) == 's'
+    mask[j] = redo and '1' or '0'
+    any = any or redo
+  end
+  if any then
+    out[#out + 1] = i - 1
+    out[#out + 1] = table.concat(mask)
+  end
+end
+return out
+"""
+
+#: Items one incomplete-lookup script reads (it blocks Redis while it runs: a few ms per batch).
+INCOMPLETE_BATCH = 1000
+
 # KEYS[1] = meta; ARGV[1] = the new state, ARGV[2] = the live TTL (set while the run is not over: a finished
 # run keeps the TTL its summary gave), then field, value pairs (written in any case). A run in a terminal
 # state (RunState.DONE) keeps it and only a resume (SUBMITTING) reopens it: a late or re-delivered write cannot
@@ -275,6 +300,7 @@ class RunStore:
         self._answers = client.register_script(_ANSWERS_LUA)
         self._set_state = client.register_script(_SET_STATE_LUA)
         self._expire_items = client.register_script(_EXPIRE_ITEMS_LUA)
+        self._incomplete = client.register_script(_INCOMPLETE_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -365,15 +391,20 @@ class RunStore:
         pipe.execute()
 
     def incomplete(self, run_id: str, keys: list[str], outputs: list[str]) -> dict[str, set[str]]:
-        """Per item key, the outputs the store lacks or holds as errors or stopped (what a resume must redo)."""
+        """Per item key, the outputs the store lacks or holds as errors or stopped (what a resume must redo).
+
+        Decided in Redis (one script per ``INCOMPLETE_BATCH`` items): only the incomplete items' indices come
+        back, so a resume of a run that is mostly done does not read every stored result back."""
+        if not keys or not outputs:
+            return {}
         pipe = self.r.pipeline(transaction=False)
-        for key in keys:
-            pipe.hmget(self.key(run_id, f"item:{key}"), outputs)
+        batches = [keys[start : start + INCOMPLETE_BATCH] for start in range(0, len(keys), INCOMPLETE_BATCH)]
+        for batch in batches:
+            self._incomplete(keys=[self.key(run_id, f"item:{key}") for key in batch], args=outputs, client=pipe)
         todo: dict[str, set[str]] = {}
-        for key, values in zip(keys, pipe.execute(), strict=True):
-            missing = {o for o, v in zip(outputs, values, strict=True) if v is None or v[0] in "es"}
-            if missing:
-                todo[key] = missing
+        for batch, found in zip(batches, pipe.execute(), strict=True):
+            for index, mask in zip(found[::2], found[1::2], strict=True):
+                todo[batch[int(index)]] = {o for o, flag in zip(outputs, mask, strict=True) if flag == "1"}
         return todo
 
     def progress(self, run_id: str) -> dict[str, int]:

@@ -191,3 +191,103 @@ def test_rows_added_while_the_dataset_is_submitted_stop_the_submission(tmp_path:
         assert store.state(run_id) == RunState.CANCELLED
     finally:
         server.stop()
+
+
+def test_incomplete_names_exactly_what_a_resume_redoes(store) -> None:  # type: ignore[no-untyped-def]
+    """Decided in Redis (only the incomplete items come back): a missing output, an error and a stopped output
+    are redone; a score and an unscorable one are not; an item never written lacks all; batches join up."""
+    from ragscore_workers.schemas import MetricResult
+    from ragscore_workers.store import INCOMPLETE_BATCH
+
+    run_id = "incomplete-lua"
+    outputs = ["a", "b", "c"]
+    kinds = {
+        "o": MetricResult(score=1.0),
+        "n": MetricResult.unscorable("no answer"),
+        "e": MetricResult(error="boom"),
+        "s": MetricResult.stopped("budget"),
+    }
+    keys, expected = [], {}
+    for i in range(INCOMPLETE_BATCH * 2 + 7):  # three batches, the last one short
+        key = f"::q{i}"
+        keys.append(key)
+        if i % 11 == 10:
+            expected[key] = set(outputs)  # never written
+            continue
+        results = {}
+        for j, name in enumerate(outputs):
+            kind = "onesx"[(i + j) % 5]
+            if kind != "x":  # x: this output is missing
+                results[name] = kinds[kind]
+        store.write_results(run_id, "cpu", [(key, {"id": f"q{i}"}, results)])
+        redo = {name for name in outputs if name not in results or results[name].error
+                or results[name].details.get("stopped")}  # fmt: skip
+        if redo:
+            expected[key] = redo
+    assert store.incomplete(run_id, keys, outputs) == expected
+    assert store.incomplete(run_id, [], outputs) == {}
+
+
+def test_resume_of_an_unchanged_file_skips_the_extra_check_and_a_rewritten_one_is_checked(
+    tmp_path: Path, cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The submit records a fingerprint of the dataset file: a resume of the same bytes does not read and
+    validate the whole dataset an extra time; a file rewritten with the same rows (other spacing) is checked
+    row by row and resumes, and edited rows are still refused."""
+    import orchestrator.runner as runner
+
+    checks: list[str] = []
+    real_check = runner._check_unchanged
+    monkeypatch.setattr(
+        runner, "_check_unchanged", lambda store, run_id, *a: (checks.append(run_id), real_check(store, run_id, *a))
+    )
+    store = connect(cluster)
+    rows = make_rows(500, seed=11)
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    sub = submit(data, load_suite(SUITE), store, shard_rows=100)
+    assert store.meta(sub.run_id).get("dataset_fingerprint")
+    cancel(store, sub.run_id)
+    assert wait(store, sub.run_id, timeout_s=60).state == RunState.CANCELLED
+
+    resume(store, sub.run_id)
+    assert checks == [], "the same bytes: no extra pass over the dataset"
+    assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
+    assert store.progress(sub.run_id)["done"] == 500 * 4, "every output exactly once"
+
+    data.write_text("".join(json.dumps(r, indent=None, separators=(",", ":")) + "\n" for r in rows))
+    assert resume(store, sub.run_id).tasks == 0  # other bytes, the same rows: checked, nothing to redo
+    assert checks == [sub.run_id]
+    assert wait(store, sub.run_id, timeout_s=60).state == RunState.FINISHED
+    edited = [dict(r) for r in rows]
+    edited[250]["answer"] = "edited"
+    write_jsonl(data, edited)
+    with pytest.raises(DatasetError, match="shard 2: the same ids with other content"):
+        resume(store, sub.run_id)
+
+
+def test_progress_notes_of_submit_and_resume_count_up(
+    tmp_path: Path, cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notes said while a big dataset is read and sent are running totals (they used to restart from 0 at
+    each note: "sent 80,000", then "sent 60,000" of the same run), and a resume says how far its look-up is
+    instead of staying silent for minutes."""
+    import re
+
+    import orchestrator.runner as runner
+
+    monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)
+    store = connect(cluster)
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(500, seed=12))
+    notes: list[str] = []
+    sub = submit(data, load_suite(SUITE), store, shard_rows=100, say=notes.append)
+    sent = [int(m.group(1).replace(",", "")) for n in notes if (m := re.match(r"sent ([\d,]+) of 500 rows", n))]
+    assert sent == [100, 200, 300, 400, 500]
+    read = [int(m.group(1).replace(",", "")) for n in notes if (m := re.search(r": ([\d,]+) rows so far", n))]
+    assert read == sorted(read) and read[-1] == 500
+    cancel(store, sub.run_id)
+    wait(store, sub.run_id, timeout_s=60)
+    notes.clear()
+    resume(store, sub.run_id, say=notes.append)
+    looked = [int(m.group(1).replace(",", "")) for n in notes if (m := re.match(r"([\d,]+) of 500 rows looked up", n))]
+    assert looked == [100, 200, 300, 400, 500]
+    assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
