@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -48,7 +49,8 @@ from ragscore_workers.store import (
 from ragscore_workers.tasks import aggregate, score_shard
 
 from .atomic_file import write_text_atomic
-from .datasets import RowError, detect_format, iter_rows, scan_dataset
+from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
+from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis
 from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
@@ -342,7 +344,8 @@ def resume(
     ticker = _Ticker(say)
     total = int(meta.get("items", 0)) // max(1, len(resolved.targets))  # rows
     recorded = meta.get("dataset_fingerprint")
-    if recorded is None or recorded != dataset_fingerprint(dataset, fmt, fmt_options):  # else: the same bytes
+    same_bytes = recorded is not None and recorded == dataset_fingerprint(dataset, fmt, fmt_options)
+    if not same_bytes:
         _check_unchanged(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), stored_shard_rows,
                          resolved, ticker)  # fmt: skip
     if judge_params:
@@ -361,15 +364,24 @@ def resume(
         if on_validated is not None:
             on_validated(json.loads(meta.get("queues", "[]")))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
-        valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
+        if same_bytes and not resolved.targets and not cut_off and not int(meta.get("failed_rows", 0) or 0):
+            stream = _shards_to_redo(store, run_id, dataset, fmt, fmt_options, stored_shard_rows, all_outputs)
+        else:
+            valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
+            stream = ((rows, None, None) for rows in shards(valid, stored_shard_rows))
         n_tasks = n_shards = items = 0
         if not recovery:
             reset_breakers(store, run_id, resolved)
         ticker.say(f"looking up what the store lacks, shard by shard ({total:,} rows)")
-        for index, rows in enumerate(shards(valid, stored_shard_rows)):
+        for index, (rows, complete, looked_up) in enumerate(stream):
             sent = n_tasks
             ticker.count(lambda n, sent=sent: f"{min(n * stored_shard_rows, total):,} of {total:,} rows looked up; "
                                               f"{sent:,} tasks sent for what they lack")  # fmt: skip
+            if complete is not None:  # every output of the shard is stored: its rows were not even validated
+                store.mark_shard_done(run_id, index, generation)
+                n_shards += 1
+                items += complete
+                continue
             keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
             stored = store.shard_keys(run_id, index)
             if cut_off and not stored:
@@ -386,7 +398,7 @@ def resume(
             if resolved.targets:
                 n_tasks += _resume_target_shard(store, run_id, index, rows, keys, resolved, generation)
                 continue
-            missing = store.incomplete(run_id, keys, all_outputs)
+            missing = looked_up if looked_up is not None else store.incomplete(run_id, keys, all_outputs)
             todo = resolved.metrics_todo(missing)
             shard = plan_shard(run_id, index, rows, resolved, todo=todo, generation=generation)
             if shard is None:
@@ -404,6 +416,35 @@ def resume(
     return Submitted(
         run_id=run_id, items=items, failed_rows=int(meta.get("failed_rows", 0)), tasks=n_tasks, shards=n_shards
     )
+
+
+def _shards_to_redo(
+    store: RunStore, run_id: str, dataset: Path, fmt: str | None, fmt_options: dict[str, Any], shard_rows: int,
+    outputs: list[str],
+) -> Iterator[tuple[list[Row], None, dict[str, set[str]]] | tuple[None, int, None]]:  # fmt: skip
+    """A resume of the very bytes that were submitted, which had no unreadable row: record i is row i, so shard s
+    is records [s * shard_rows, (s + 1) * shard_rows). Yields ``(rows, None, what each item lacks)`` for a shard
+    that lacks something and ``(None, its number of items, None)`` for one whose every output is stored: those
+    records are parsed, never validated (most of a half-done run's rows). A record that does not validate now
+    means the rows are not the ones submitted after all: DatasetError, as a changed dataset."""
+    max_chars = get_settings().max_field_chars
+    records = iter_records(dataset, fmt, fmt_options)
+    for index in itertools.count():
+        chunk = list(itertools.islice(records, shard_rows))
+        if not chunk:
+            return
+        stored = store.shard_keys(run_id, index)
+        missing = store.incomplete(run_id, stored, outputs)
+        if stored and len(stored) == len(chunk) and not missing:
+            yield None, len(stored), None
+            continue
+        rows = [record if isinstance(record, RowError) else validate_record(line, record, max_chars)
+                for line, record in chunk]  # fmt: skip
+        bad = next((r for r in rows if isinstance(r, RowError)), None)
+        if bad is not None:
+            raise DatasetError(f"Run {run_id}: {dataset} changed since it was submitted (line {bad.line}: "
+                               f"{bad.error}); start a new run")  # fmt: skip
+        yield [r for r in rows if isinstance(r, Row)], None, missing
 
 
 def _check_unchanged(

@@ -291,3 +291,30 @@ def test_progress_notes_of_submit_and_resume_count_up(
     looked = [int(m.group(1).replace(",", "")) for n in notes if (m := re.match(r"([\d,]+) of 500 rows looked up", n))]
     assert looked == [100, 200, 300, 400, 500]
     assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
+
+
+@pytest.mark.parametrize("unreadable", [0, 1])
+def test_resume_redoes_only_the_shard_that_lacks_an_output(tmp_path: Path, cluster: str, unreadable: int) -> None:
+    """A resume of the same bytes skips validating finished shards (record i is row i); an unreadable line breaks
+    that, so such a dataset is read row by row as before. Either way: only the shard that lacks something is
+    sent again, every output exactly once, finished items untouched, the bad line still counted."""
+    store = connect(cluster)
+    rows = make_rows(300, seed=13)
+    data = tmp_path / "d.jsonl"
+    lines = [json.dumps(r) for r in rows]
+    if unreadable:
+        lines.insert(120, "{not json")
+    data.write_text("\n".join(lines) + "\n")
+    sub = submit(data, load_suite(SUITE), store, shard_rows=100)
+    assert sub.failed_rows == unreadable
+    assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
+    first = store.item_fields(sub.run_id, store.shard_keys(sub.run_id, 0))
+    for key in store.shard_keys(sub.run_id, 2)[:10]:  # an output lost in the last shard: only it is redone
+        store.r.hdel(store.key(sub.run_id, f"item:{key}"), "exact_match")
+    store.r.hincrby(store.key(sub.run_id, "progress"), "done", -10)
+    again = resume(store, sub.run_id)
+    assert again.tasks == 1 and again.items == 300
+    final = wait(store, sub.run_id, timeout_s=120)
+    assert final.state == RunState.FINISHED and final.failed_rows == unreadable and final.scored == 300
+    assert store.progress(sub.run_id)["done"] == 300 * 4
+    assert store.item_fields(sub.run_id, store.shard_keys(sub.run_id, 0)) == first
