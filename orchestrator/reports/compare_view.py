@@ -110,6 +110,10 @@ def render_compare_markdown(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Columns a name (metric, system) should keep before W/T/L is written on three lines to make room.
+NAME_ROOM = 20
+
+
 def print_comparison(c: Comparison, console: Console | None = None) -> None:
     """The differences table on the console."""
     from rich import box
@@ -117,14 +121,29 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
 
     console = console or Console()
     table = Table(title=escape(f"{' vs '.join(c.arms)} (baseline {c.arms[0]})"), box=box.SIMPLE_HEAD)
-    rows = [(d.metric, escape(d.arm), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), f"{d.wins:,}/{d.ties:,}/{d.losses:,}")
-            for d in c.differences]  # fmt: skip
-    for i, col in enumerate(("metric", "system", "n", "diff", "95% CI", "p", "W/T/L")):
-        if i < 2:  # names fold in a narrow terminal; numbers are never cut (n 1,000,000 read as 10000…)
+    one_arm = len(c.arms) == 2  # the title names the one system compared: no column repeats it
+    wtl = [f"{d.wins:,}/{d.ties:,}/{d.losses:,}" for d in c.differences]
+    rows = [[d.metric, escape(d.arm), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), w]
+            for d, w in zip(c.differences, wtl, strict=True)]  # fmt: skip
+    columns = ["metric", "system", "n", "diff", "95% CI", "p", "W/T/L"]
+    if one_arm:
+        columns, rows = [columns[0], *columns[2:]], [[r[0], *r[2:]] for r in rows]
+    names = 2 if not one_arm else 1
+
+    def width(i: int) -> int:
+        return max(len(line) for cell in (columns[i], *(r[i] for r in rows)) for line in cell.split("\n"))
+
+    numbers = sum(width(i) for i in range(names, len(columns))) + 2 * len(columns)
+    stacked = [f"{d.wins:,} W\n{d.ties:,} T\n{d.losses:,} L" for d in c.differences]
+    narrower = max(len(line) for cell in stacked for line in cell.split("\n")) < width(len(columns) - 1)
+    if numbers + NAME_ROOM * names > console.width and narrower:  # wins, ties and losses one under the other
+        for row, cell in zip(rows, stacked, strict=True):
+            row[-1] = cell
+    for i, col in enumerate(columns):
+        if i < names:  # names fold in a narrow terminal; numbers are never cut (n 1,000,000 read as 10000…)
             table.add_column(col, justify="left", overflow="fold")
         else:
-            table.add_column(col, justify="right", no_wrap=True,
-                             min_width=max([len(col), *(len(r[i]) for r in rows)]))  # fmt: skip
+            table.add_column(col, justify="right", no_wrap=True, min_width=width(i))
     for row in rows:
         table.add_row(*row)
     console.print(table)

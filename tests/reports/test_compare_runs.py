@@ -86,10 +86,40 @@ def test_the_console_table_never_cuts_a_number_in_a_narrow_terminal(two_runs: di
     from orchestrator.reports.compare_view import print_comparison
 
     result = compare([from_dir(two_runs["A"].out_dir), from_dir(two_runs["B"].out_dir)])
+    (em,) = [d for d in result.differences if d.metric == "exact_match"]
     out = io.StringIO()
     print_comparison(result, Console(file=out, width=60))
-    (em,) = [d for d in result.differences if d.metric == "exact_match"]
-    assert "…" not in out.getvalue() and f"{em.wins}/{em.ties}/{em.losses}" in out.getvalue()
+    text = out.getvalue()
+    assert "…" not in text
+    counts = zip((em.wins, em.ties, em.losses), "WTL", strict=True)
+    assert f"{em.wins}/{em.ties}/{em.losses}" in text or all(f" {n:,} {what}" in text for n, what in counts)
+
+
+def test_at_scale_the_console_table_keeps_room_for_the_names() -> None:
+    """At 200,000 questions W/T/L (49,672/101,245/49,083) took so much of 80 columns that the metric and system
+    names folded to a letter a line: wins, ties and losses go one under the other, and with one system compared
+    (named in the title) no column repeats it."""
+    import io
+
+    from rich.console import Console
+
+    from orchestrator.reports.compare import Comparison, Difference
+    from orchestrator.reports.compare_view import print_comparison
+
+    differences = [Difference(metric, "run-b-with-reranker", 200_000, 0.5, 0.51, 0.0123, [-0.0012, 0.0345], 0.0001,
+                              49_672, 101_245, 49_083) for metric in ("exact_match", "context_relevance")]  # fmt: skip
+    result = Comparison(arms=["run-a", "run-b-with-reranker"], metrics=[], means={}, counts={},
+                        differences=differences, wins=[])  # fmt: skip
+    out = io.StringIO()
+    print_comparison(result, Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    assert "…" not in out.getvalue() and "system" not in out.getvalue()
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["exact_match"])
+    assert [lines[row + k].split()[-2:] for k in range(3)] == [["49,672", "W"], ["101,245", "T"], ["49,083", "L"]]
+    assert any(line.split()[:1] == ["context_relevance"] for line in lines)  # whole, not folded
+    wide = io.StringIO()
+    print_comparison(result, Console(file=wide, width=160))
+    assert "49,672/101,245/49,083" in wide.getvalue()
 
 
 def test_one_run_with_two_systems_compares_them_the_same_way(two_runs: dict[str, Any]) -> None:
