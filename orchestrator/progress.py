@@ -54,7 +54,8 @@ class _Rate:
             self.base = done
         if done != self.last:
             self.last, self.changed = done, now
-        elapsed = max(now - self.started, 1e-9)
+        # Every unit done (the summary is being aggregated): the rate over the scoring, not falling as time passes
+        elapsed = max((self.changed if 0 < total <= done else now) - self.started, 1e-9)
         rate = (done - self.base) / elapsed
         eta = (total - done) / rate if rate > 0 and total >= done else None
         return rate, eta
@@ -117,6 +118,7 @@ class PlainProgress:
         self.rate = _Rate()
         self.last = 0.0
         self.run_id = ""
+        self.said: tuple[int, ...] = ()
 
     def start(self, run_id: str) -> None:
         self.run_id = run_id
@@ -126,8 +128,11 @@ class PlainProgress:
         now = time.monotonic()
         if not final and now - self.last < PLAIN_INTERVAL_S:
             return
-        self.last = now
         done, total = counters.get("done", 0), counters.get("total", 0)
+        said = (done, total, counters.get("errors", 0), counters.get("unscorable", 0))
+        if not final and said == self.said and 0 < total <= done:  # all scored, aggregating: said once is enough
+            return
+        self.last, self.said = now, said
         rate, eta = self.rate.measure(done, total)
         pct = 100.0 * done / total if total else 0.0
         eta_text = f"{eta:.0f}s" if eta is not None else "?"

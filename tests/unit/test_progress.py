@@ -44,3 +44,25 @@ def test_no_progress_for_a_while_is_said_instead_of_a_stale_eta(monkeypatch) -> 
     assert "no progress" not in moving and re.search(r"ETA \d+s ", moving)
     assert "50/100 item×metric outputs (50.0%)" in stalled and "ETA ? (no progress for 0 s)" in stalled
     assert "no progress" not in done
+
+
+def test_while_the_summary_is_aggregated_the_rate_holds_and_the_line_is_not_repeated(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A million items aggregate for ~45 s after the last is scored: the plain view printed the same 100 % line
+    every 5 s with a rate falling towards 0."""
+    import orchestrator.progress as progress
+
+    monkeypatch.setattr(progress, "PLAIN_INTERVAL_S", 0.0)
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update({"done": 0, "total": 100})
+    time.sleep(0.1)
+    view.update({"done": 100, "total": 100})
+    time.sleep(0.3)
+    view.update({"done": 100, "total": 100})  # aggregating: nothing new to say
+    view.update({"done": 100, "total": 100})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "100/100 item×metric outputs (100.0%)" in lines[1]
+    view.update({"done": 100, "total": 100}, final=True)  # the run's last line is always said
+    last = out.getvalue().splitlines()[-1]
+    assert _rate(last) == _rate(lines[1]) > 100 / 0.3  # over the scoring's 0.1 s, not the 0.4 s since the start
