@@ -56,6 +56,8 @@ def test_three_cpu_metrics_end_to_end_in_embedded_mode(home: Path, tmp_path: Pat
         got = tuple(items[row_id][name].score for name in METRICS)
         assert got == pytest.approx(scores), row_id
 
+    timings = [m.ms for metrics in items.values() for m in metrics.values()]
+    assert all(ms >= 0 and ms == round(ms, 3) for ms in timings) and any(ms > 0 for ms in timings)  # no float noise
     assert "weight must be between 0 and 1" in (items["bad"]["typed_answer"].error or "")
     assert items["quotes"]["typed_answer"].details["reason"] == "no question_type"
     assert items["quotes"]["verbatim"].details["normalized_found"] == 2

@@ -152,7 +152,7 @@ def test_every_point_result_carries_verdict_note_evidence_and_ms() -> None:
     result = run([PASS, FAIL, {"type": "citation"}, {"type": "length", "params": {"max": 3}}])
     for p in result.details["points"]:
         assert {"passed", "status", "note", "evidence", "ms", "figures", "category", "weight"} <= p.keys()
-        assert isinstance(p["ms"], float) and p["ms"] >= 0
+        assert isinstance(p["ms"], float) and p["ms"] >= 0 and p["ms"] == round(p["ms"], 3)
     # 40 characters of context each side: "[1]" sits at 31-34 (whole 64-char answer), "[2]" at 60-63
     assert result.details["points"][2]["evidence"] == [ANSWER, "… of France [1]. It has 2 million people [2]."]
     assert result.details["points"][0]["evidence"] == ["Paris is the capital of France [1]. It has 2 …"]
