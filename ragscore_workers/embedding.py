@@ -164,6 +164,8 @@ def resolve_model(name: str) -> ModelSource:
     """Resolve a model name or folder, offline first (see the module docstring)."""
     _require_embed_extra()
     local = _local_folder(name)
+    if local is not None and not any((local / f).is_file() for f in ("modules.json", "config.json")):
+        raise ModelNotFoundError(f"Embedding model folder {name!r} holds no model (no modules.json or config.json).")
     if local is not None:
         # The identity (the caches' key) is the folder and what it holds now, not its path alone.
         return ModelSource(name, str(local), "path", f"{local}@{_folder_fingerprint(local)}")

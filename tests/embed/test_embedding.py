@@ -54,9 +54,12 @@ def test_a_local_folder_resolves_to_itself() -> None:
     assert source.identity.startswith(f"{PACKAGED}@") and resolve_model(str(PACKAGED)).identity == source.identity
 
 
-def test_a_missing_folder_is_a_clear_error() -> None:
+def test_a_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match="folder './no-such-dir' does not exist"):
         resolve_model("./no-such-dir")
+    # An empty folder (a model not downloaded into it yet) failed every item with "Unrecognized model" instead
+    with pytest.raises(ModelNotFoundError, match="holds no model"):
+        resolve_model(str(tmp_path))
 
 
 def test_a_host_without_the_embed_extra_is_told_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
