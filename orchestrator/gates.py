@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ __all__ = [
     "GatePlan",
     "GateResult",
     "check_gate_names",
+    "check_tolerance",
     "evaluate_gates",
     "failed",
     "gate_table",
@@ -140,6 +142,13 @@ def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
                 f"Gate {str(gate)!r}: {gate.metric} scores are in [0, 1], so it could never hold"
                 f" (a percentage? {gate.metric}={gate.min / 100:g})"
             )
+
+
+def check_tolerance(tolerance: float, name: str = "tolerance") -> None:
+    """ConfigError unless ``tolerance`` is a finite number >= 0 (NaN would fail every regression gate, after
+    the whole run, and infinity pass every one)."""
+    if not math.isfinite(tolerance) or tolerance < 0:
+        raise ConfigError(f"{name} must be a finite number >= 0, got {tolerance}")
 
 
 def load_baseline(baseline_dir: Path) -> RunSummary:
@@ -261,15 +270,21 @@ def gate_table(results: Sequence[GateResult], only_failed: bool = False) -> Tabl
 
 
 def print_gates(results: Sequence[GateResult], console: Console | None = None, only_failed: bool = False) -> None:
-    """Print :func:`gate_table` (to stderr by default, so stdout stays clean for pipes).
+    """Print :func:`gate_table` (to stderr by default, so stdout stays clean for pipes; when stderr is not a
+    terminal, as in CI, as wide as the table needs rather than 80 columns).
 
     ``only_failed`` (``--quiet``): just the failed gates, or one line when every gate holds.
     """
-    console = console or Console(stderr=True)
     if only_failed and not failed(results):
-        console.print(f"gates: all {len(results)} hold")
+        (console or Console(stderr=True)).print(f"gates: all {len(results)} hold")
         return
-    console.print(gate_table(results, only_failed))
+    table = gate_table(results, only_failed)
+    if console is None:
+        console = Console(stderr=True)
+        if not console.is_terminal:  # a CI log: no terminal width to fit, so no gate name or number cut to "…"
+            natural = console.measure(table, options=console.options.update(max_width=1000)).maximum
+            console = Console(stderr=True, width=max(console.width, natural))
+    console.print(table)
 
 
 def render_gates(results: Sequence[GateResult], width: int = 140) -> str:
@@ -319,8 +334,8 @@ class GatePlan:
         check_gate_names(gates, outputs)
         if tolerance is not None and baseline_dir is None:
             raise ConfigError("--regression-tolerance needs --fail-on-regression BASELINE_DIR")
-        if tolerance is not None and tolerance < 0:
-            raise ConfigError(f"--regression-tolerance must be >= 0, got {tolerance}")
+        if tolerance is not None:
+            check_tolerance(tolerance, "--regression-tolerance")
         baseline = load_baseline(baseline_dir) if baseline_dir is not None else None
         if baseline is not None:
             regression_metrics(baseline, outputs)

@@ -84,7 +84,10 @@ def _case(classname: str, name: str, seconds: float, status: Status, message: st
 
 
 def _gate_case(result: GateResult) -> tuple[Status, str]:
-    actual = "no scored item" if result.actual is None else f"{result.actual:.4g}"
+    if result.actual is not None:
+        actual = f"{result.actual:.4g}"
+    else:
+        actual = "no scored item" if result.n == 0 else f"none (no interval from {result.n} scored item)"
     where = result.bound
     if result.baseline is not None:
         where += f" (baseline {result.baseline:.4g})"

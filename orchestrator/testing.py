@@ -7,7 +7,9 @@
 
 It runs the suite on the dataset (embedded unless a broker is given: a private Redis and local workers),
 then checks the suite's ``gates:`` plus the ones given here, and raises ``AssertionError`` carrying the
-gate table when one does not hold. Gates are checked against the suite's outputs before the run starts.
+gate table when one does not hold, or when the run is one ``ragscore run`` exits 1 for (a metric output whose
+every item errored, a judge breaker, a cancel). Gates are checked against the suite's outputs before the run
+starts.
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import GateSpec, RunSummary, Suite
 
 from .api import Evaluation, evaluate
-from .gates import check_gate_names, evaluate_gates, failed, load_baseline, regression_metrics, render_gates
+from .gates import (
+    check_gate_names,
+    check_tolerance,
+    evaluate_gates,
+    failed,
+    load_baseline,
+    regression_metrics,
+    render_gates,
+)
 from .suite import load_suite
 
 __all__ = ["assert_scores"]
@@ -35,6 +45,20 @@ def _gate(value: GateLike) -> GateSpec:
         return value if isinstance(value, GateSpec) else GateSpec.model_validate(value)
     except ValidationError as exc:
         raise ConfigError(f"gate {value!r}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from exc
+
+
+def _incomplete(summary: RunSummary) -> str | None:
+    """Why a finished run is no result to pass (the cases ``ragscore run`` exits 1 for), or None."""
+    if summary.state == "cancelled":
+        return f"it was cancelled ({summary.scored:,} of {summary.items:,} items scored)"
+    if summary.judge.get("breaker"):
+        return f"judging stopped: {summary.judge['breaker']}"
+    empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
+    if empty:
+        name, first = next(iter(empty.items()))
+        return (f"no scores for {', '.join(empty)}: every item that reached them errored "
+                f"(first error, {name}: {first.first_error or '?'})")  # fmt: skip
+    return None
 
 
 def assert_scores(
@@ -62,8 +86,17 @@ def assert_scores(
         regression_metrics(base, outputs)
     if not specs and base is None:
         raise ConfigError("assert_scores needs at least one gate (argument, suite gates: or baseline)")
+    if base is None and tolerance:
+        raise ConfigError("assert_scores: tolerance needs a baseline")
+    check_tolerance(tolerance)
     result = evaluate(dataset, resolved.suite, broker, out=out)
     verdicts = evaluate_gates(result.summary, specs, base, tolerance)
+    problem = _incomplete(result.summary)
+    if problem is not None:  # what `ragscore run` exits 1 for: no gate may pass it
+        raise AssertionError(
+            f"ragscore run {result.summary.run_id} is incomplete (reports in {result.out_dir}): {problem}\n"
+            + render_gates(verdicts)
+        )
     if failed(verdicts):
         raise AssertionError(
             f"ragscore gates failed for run {result.summary.run_id} (reports in {result.out_dir}):\n"

@@ -15,10 +15,14 @@ __all__ = ["DATA", "SUITE", "ragscore"]
 DATA, SUITE = QUICKSTART / "data.jsonl", QUICKSTART / "suite.yaml"
 
 
-def ragscore(*args: str | Path, home: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """The CLI in a subprocess (wide COLUMNS so rich tables do not wrap)."""
-    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
+def ragscore(
+    *args: str | Path, home: Path, timeout: float = 300, columns: str | None = "200"
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess (wide COLUMNS so rich tables do not wrap; ``columns=None``: unset, as in CI)."""
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": columns or ""}
     env.pop("RAGSCORE_BROKER_URL", None)
+    if columns is None:
+        env.pop("COLUMNS")
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
         env=env, timeout=timeout,

@@ -57,3 +57,17 @@ def test_the_workflow_command_passes_its_gates_on_the_quickstart(tmp_path: Path,
     assert "gates: all 2 hold" in res.stderr
     gates = next(s for s in ET.parse(tmp_path / "junit.xml").getroot() if s.get("name") == "ragscore.gates")
     assert gates.get("tests") == "2" and gates.get("failures") == "0"
+
+
+@pytest.mark.integration
+def test_the_gate_table_in_a_ci_log_keeps_every_gate_name_whole(tmp_path: Path, home: Path) -> None:
+    """A CI job's stderr is no terminal and sets no COLUMNS: the gate table must not be cut to 80 columns,
+    where ``recall_at_5:ci_low=0.6`` read ``recall_at_5…`` (which recall? which gate?)."""
+    argv = _run_step(_steps())[1:]
+    argv[argv.index("--out") + 1] = str(tmp_path / "out")
+    argv[argv.index("--junit") + 1] = str(tmp_path / "junit.xml")
+    res = ragscore(*argv, home=home, columns=None)
+    assert res.returncode == 0, res.stderr
+    gates = [a for a in argv if "=" in a and not a.startswith("-")]
+    assert gates and all(f" {gate} " in res.stderr for gate in gates), res.stderr
+    assert "…" not in res.stderr.split("gates: all")[-1], res.stderr

@@ -120,6 +120,8 @@ BAD = [
     (["--fail-on-regression", "{tmp}/nowhere"], "summary.json not found"),
     (["--fail-under", "mrr=0.5", "--regression-tolerance", "0.1"], "needs --fail-on-regression"),
     (["--junit", "{tmp}/j.xml"], "--junit reports on gates"),
+    (["--fail-on-regression", "{tmp}/nowhere", "--regression-tolerance", "nan"], "must be a finite number >= 0"),
+    (["--fail-on-regression", "{tmp}/nowhere", "--regression-tolerance", "-0.1"], "must be a finite number >= 0"),
     (["--suite-gates", "recall_at_10=0.5"], "Did you mean 'recall_at_1'"),
 ]
 
@@ -177,3 +179,18 @@ def test_a_metric_whose_every_item_errored_exits_1_with_the_reports_written(
 
         fine = ragscore("run", "--resume", tmp_path / "out", "-q", home=home)
         assert fine.returncode == 0, fine.stderr  # the provider serves again: the errored items are judged
+
+
+def test_a_ci_low_gate_on_one_scored_item_fails_and_junit_says_why(tmp_path: Path, home: Path) -> None:
+    """One scored item has a mean but no interval: the JUnit failure must not claim there was no scored item."""
+    row = {"id": "q1", "question": "Q?", "answer": "Paris", "reference": "Paris"}
+    data = write_jsonl(tmp_path / "one.jsonl", [row])
+    junit = tmp_path / "junit.xml"
+    res = ragscore("run", data, "--suite", SUITE, "--out", tmp_path / "out", "-q",
+                   "--fail-under", "exact_match:ci_low=0.5", "--junit", junit, home=home)  # fmt: skip
+    assert res.returncode == 3, res.stderr
+    assert "no interval from 1 scored item" in _gate_line(res.stderr, "exact_match:ci_low=0.5")
+    gates = next(s for s in ET.parse(junit).getroot() if s.get("name") == "ragscore.gates")
+    (case,) = gates.iter("testcase")
+    message = case.find("failure").get("message")
+    assert "no scored item" not in message and "no interval from 1 scored item" in message, message

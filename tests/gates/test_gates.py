@@ -203,7 +203,7 @@ def test_plan_refuses_bad_combinations_before_any_run(tmp_path: Path) -> None:
     plan = GatePlan.build([parse_gate("mrr=0.1")], OUTPUTS, fail_under=["exact_match:ci_low=0.2"])
     assert plan is not None and [str(g) for g in plan.gates] == ["mrr=0.1", "exact_match:ci_low=0.2"]
     (base / "summary.json").write_text(json.dumps(_summary({"mrr": [1.0]}, "b").model_dump()))
-    with pytest.raises(ConfigError, match="must be >= 0"):
+    with pytest.raises(ConfigError, match="must be a finite number >= 0"):
         GatePlan.build([], OUTPUTS, baseline_dir=base, tolerance=-0.1)
     assert GatePlan.build([], OUTPUTS, baseline_dir=base, tolerance=0.05).tolerance == 0.05  # type: ignore[union-attr]
 

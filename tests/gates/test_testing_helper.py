@@ -55,3 +55,33 @@ def test_assert_scores_refuses_bad_gates_before_running(home: Path) -> None:
     with pytest.raises(ConfigError, match="at least one gate"):
         assert_scores(_rows(), SUITE)
     assert not (home / "redis").exists()  # nothing was started
+
+
+def test_assert_scores_fails_a_run_the_cli_would_exit_1_for_even_when_its_gates_hold(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every item of an ungated metric errored (a wrong key, a sandbox that cannot start): `ragscore run` exits 1;
+    the pytest helper must not pass it because the gated metric held."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing")
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "answer": "Paris", "reference": "Paris", "metadata": {"fail": "boom"}}
+            for i in range(4)]  # fmt: skip
+    suite = {"name": "team-evals", "metrics": ["exact_match", "fail_on_flag"]}
+    with pytest.raises(AssertionError) as info:
+        assert_scores(rows, suite, ["exact_match=0.5"], out=tmp_path / "o")
+    message = str(info.value)
+    assert "no scores for fail_on_flag" in message and "cannot score row q" in message, message
+    assert "gates: all 1 hold" in message  # the gate table is still there
+
+
+def test_assert_scores_refuses_a_tolerance_that_is_no_tolerance_before_running(tmp_path: Path, home: Path) -> None:
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "summary.json").write_text(json.dumps(
+        {"run_id": "b", "items": 1, "scored": 1, "metrics": {"exact_match": {"mean": 0.5, "n": 1}}}
+    ))  # fmt: skip
+    for tolerance in (float("nan"), -0.1):
+        with pytest.raises(ConfigError, match="finite number >= 0"):
+            assert_scores(_rows(), SUITE, baseline=base, tolerance=tolerance)
+    with pytest.raises(ConfigError, match="tolerance needs a baseline"):
+        assert_scores(_rows(), SUITE, ["exact_match=0.5"], tolerance=0.1)
+    assert not (home / "redis").exists()  # nothing was started
