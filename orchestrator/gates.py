@@ -48,6 +48,7 @@ __all__ = [
     "failed",
     "gate_table",
     "holds",
+    "incomplete",
     "load_baseline",
     "parse_gate",
     "parse_gates",
@@ -207,6 +208,21 @@ def evaluate_gates(
     return results
 
 
+def incomplete(summary: RunSummary) -> str | None:
+    """Why a finished run is no result to pass, whatever its gates (the cases ``ragscore run`` exits 1 for: a
+    cancel, the judge's circuit breaker, a metric output whose every item errored), or None."""
+    if summary.state == "cancelled":
+        return f"it was cancelled ({summary.scored:,} of {summary.items:,} items scored)"
+    if summary.judge.get("breaker"):
+        return f"judging stopped: {summary.judge['breaker']}"
+    empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
+    if empty:
+        name, first = next(iter(empty.items()))
+        return (f"no scores for {', '.join(empty)}: every item that reached them errored "
+                f"(first error, {name}: {first.first_error or '?'})")  # fmt: skip
+    return None
+
+
 def _counts(stats: MetricSummary | None) -> dict[str, int]:
     return {"n": stats.n, "unscored": stats.unscorable + stats.errors} if stats is not None else {}
 
@@ -352,5 +368,6 @@ class GatePlan:
         if self.junit is not None:
             from .junit import write_junit
 
-            write_junit(self.junit, out_dir / "items.jsonl", results, f"ragscore {summary.suite} {summary.run_id}")
+            write_junit(self.junit, out_dir / "items.jsonl", results, f"ragscore {summary.suite} {summary.run_id}",
+                        run_error=incomplete(summary))  # fmt: skip
         return results

@@ -4,6 +4,7 @@ The file holds two test suites:
 
 * ``ragscore.gates``: one test case per gate (``exact_match=0.8``, ``mrr:ci_low=0.5``,
   ``recall_at_5:regression``), failed when the gate did not hold; this is what decides the exit code.
+  A run that exits 1 whatever its gates (see ``gates.incomplete``) adds an ``<error>`` case ``run``.
 * ``ragscore.items``: one test case per item x gated metric output (classname ``ragscore.<metric>``, name
   the item key, ``system::id`` when several systems answered). The per-item bar is the metric's strictest
   gate threshold. An item scoring below it (above it, where lower is better) is a ``<failure>``; an item
@@ -103,11 +104,19 @@ def _suite_open(name: str, counts: Counter[str]) -> str:
     )
 
 
-def write_junit(path: Path, items_path: Path, gates: Sequence[GateResult], run_name: str = "ragscore") -> Counter[str]:
-    """Write the JUnit file for these gate results and the run's ``items.jsonl``; returns the item counts."""
+def write_junit(
+    path: Path, items_path: Path, gates: Sequence[GateResult], run_name: str = "ragscore", run_error: str | None = None
+) -> Counter[str]:
+    """Write the JUnit file for these gate results and the run's ``items.jsonl``; returns the item counts.
+
+    ``run_error``: why the run is no result to pass whatever its gates (``ragscore run`` exits 1): an ``<error>``
+    case ``ragscore.gates`` / ``run``, so the CI's test report does not read all green for a failed job."""
     thresholds = thresholds_by_metric(gates)
     gate_counts: Counter[str] = Counter()
     gate_cases = []
+    if run_error is not None:
+        gate_counts["error"] += 1
+        gate_cases.append(_case("ragscore.gates", "run", 0.0, "error", run_error))
     for g in gates:
         status, message = _gate_case(g)
         gate_counts[status] += 1

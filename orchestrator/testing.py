@@ -29,6 +29,7 @@ from .gates import (
     check_tolerance,
     evaluate_gates,
     failed,
+    incomplete,
     load_baseline,
     regression_metrics,
     render_gates,
@@ -45,20 +46,6 @@ def _gate(value: GateLike) -> GateSpec:
         return value if isinstance(value, GateSpec) else GateSpec.model_validate(value)
     except ValidationError as exc:
         raise ConfigError(f"gate {value!r}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from exc
-
-
-def _incomplete(summary: RunSummary) -> str | None:
-    """Why a finished run is no result to pass (the cases ``ragscore run`` exits 1 for), or None."""
-    if summary.state == "cancelled":
-        return f"it was cancelled ({summary.scored:,} of {summary.items:,} items scored)"
-    if summary.judge.get("breaker"):
-        return f"judging stopped: {summary.judge['breaker']}"
-    empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
-    if empty:
-        name, first = next(iter(empty.items()))
-        return (f"no scores for {', '.join(empty)}: every item that reached them errored "
-                f"(first error, {name}: {first.first_error or '?'})")  # fmt: skip
-    return None
 
 
 def assert_scores(
@@ -91,7 +78,7 @@ def assert_scores(
     check_tolerance(tolerance)
     result = evaluate(dataset, resolved.suite, broker, out=out)
     verdicts = evaluate_gates(result.summary, specs, base, tolerance)
-    problem = _incomplete(result.summary)
+    problem = incomplete(result.summary)
     if problem is not None:  # what `ragscore run` exits 1 for: no gate may pass it
         raise AssertionError(
             f"ragscore run {result.summary.run_id} is incomplete (reports in {result.out_dir}): {problem}\n"

@@ -194,3 +194,24 @@ def test_a_ci_low_gate_on_one_scored_item_fails_and_junit_says_why(tmp_path: Pat
     (case,) = gates.iter("testcase")
     message = case.find("failure").get("message")
     assert "no scored item" not in message and "no interval from 1 scored item" in message, message
+
+
+def test_junit_of_a_run_that_exits_1_is_not_all_green(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every item of an ungated metric errored: the job exits 1, so the CI's test report must show an error too."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing")
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "answer": "Paris", "reference": "Paris", "metadata": {"fail": "boom"}}
+            for i in range(4)]  # fmt: skip
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({"metrics": ["exact_match", "fail_on_flag"]}))
+    junit = tmp_path / "junit.xml"
+    res = ragscore("run", write_jsonl(tmp_path / "d.jsonl", rows), "--suite", suite, "--out", tmp_path / "out", "-q",
+                   "--fail-under", "exact_match=0.5", "--junit", junit, home=home)  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    root = ET.parse(junit).getroot()
+    assert root.get("errors") == "1" and root.get("failures") == "0", ET.tostring(root)[:300]
+    gates = next(s for s in root if s.get("name") == "ragscore.gates")
+    assert gates.get("tests") == "2" and gates.get("errors") == "1"
+    (error,) = gates.iter("error")
+    assert "no scores for fail_on_flag" in error.get("message") and "cannot score row q" in error.get("message")
