@@ -280,22 +280,19 @@ def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     may pass as a success in CI; the reports are written and ``resume`` (the command that finishes this run) goes on
     after the cause is fixed. A run cancelled with ``ragscore cancel`` exits 1 too: its reports cover only what was
     scored before."""
+    from .gates import incomplete
+
+    problem = incomplete(summary)
+    if problem is None:
+        return
     if summary.state == "cancelled":
-        err.print(f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored; the "
-                  "reports cover those only", soft_wrap=True)  # fmt: skip
-        raise typer.Exit(EXIT_RUN_ERROR)
-    if summary.judge.get("breaker"):
-        err.print(f"judging stopped: {summary.judge['breaker']}; the items it did not judge are unscored. Fix the "
-                  f"cause, then `{resume}` judges them (a key or an outage; a wrong model or "
-                  "base_url is in the suite, which a resume keeps: run again with the suite fixed)",
-                  soft_wrap=True)  # fmt: skip
-        raise typer.Exit(EXIT_RUN_ERROR)
-    empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
-    if empty:
-        name, first = next(iter(empty.items()))
-        err.print(f"no scores for {', '.join(empty)}: every item that reached them errored "
-                  f"(first error, {name}: {first.first_error or '?'})", soft_wrap=True)  # fmt: skip
-        raise typer.Exit(EXIT_RUN_ERROR)
+        problem += "; the reports cover those only"
+    elif summary.judge.get("breaker"):
+        problem += (f"; the items it did not judge are unscored. Fix the cause, then `{resume}` judges them (a key or "
+                    "an outage; a wrong model or base_url is in the suite, which a resume keeps: run again with the "
+                    "suite fixed)")  # fmt: skip
+    err.print(problem, soft_wrap=True)
+    raise typer.Exit(EXIT_RUN_ERROR)
 
 
 @app.command("resume")

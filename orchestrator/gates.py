@@ -212,7 +212,7 @@ def incomplete(summary: RunSummary) -> str | None:
     """Why a finished run is no result to pass, whatever its gates (the cases ``ragscore run`` exits 1 for: a
     cancel, the judge's circuit breaker, a metric output whose every item errored), or None."""
     if summary.state == "cancelled":
-        return f"it was cancelled ({summary.scored:,} of {summary.items:,} items scored)"
+        return f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored"
     if summary.judge.get("breaker"):
         return f"judging stopped: {summary.judge['breaker']}"
     empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
