@@ -204,6 +204,8 @@ def run_cmd(
     from .gates import GatePlan, failed, print_gates
     from .suite import load_suite, with_judge_params
 
+    if junit is not None and junit.is_file():  # whatever happens next, the last run's report is not this one's
+        junit.unlink()
     if resume_dir is not None:
         if fail_under or baseline_dir or tolerance is not None or junit:
             raise ConfigError("--fail-under, --fail-on-regression, --regression-tolerance and --junit need a new run")

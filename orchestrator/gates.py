@@ -138,6 +138,8 @@ def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
                 f"Gate {str(gate)!r} names {gate.metric!r}, which the suite does not produce.{hint} "
                 f"The suite's outputs: {', '.join(outputs)}."
             )
+        if gate.min < 0:
+            raise ConfigError(f"Gate {str(gate)!r}: {gate.metric} scores are never below 0, so it decides nothing")
         if gate.min > 1 and not gate.metric.endswith(RAW_SUFFIX):
             raise ConfigError(
                 f"Gate {str(gate)!r}: {gate.metric} scores are in [0, 1], so it could never hold"

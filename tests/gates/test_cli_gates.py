@@ -120,6 +120,8 @@ BAD = [
     (["--fail-on-regression", "{tmp}/nowhere"], "summary.json not found"),
     (["--fail-under", "mrr=0.5", "--regression-tolerance", "0.1"], "needs --fail-on-regression"),
     (["--junit", "{tmp}/j.xml"], "--junit reports on gates"),
+    (["--junit", "{tmp}/j.xml", "--fail-under", "exact_mach=0.5"], "Did you mean 'exact_match'"),
+    (["--fail-under", "exact_match=-0.5"], "never below 0, so it decides nothing"),
     (["--fail-on-regression", "{tmp}/nowhere", "--regression-tolerance", "nan"], "must be a finite number >= 0"),
     (["--fail-on-regression", "{tmp}/nowhere", "--regression-tolerance", "-0.1"], "must be a finite number >= 0"),
     (["--suite-gates", "recall_at_10=0.5"], "Did you mean 'recall_at_1'"),
@@ -136,9 +138,12 @@ def test_bad_gates_exit_2_before_anything_is_submitted(
         suite.write_text(yaml.safe_dump(yaml.safe_load(SUITE.read_text()) | {"gates": [args[1]]}))
         args = []
     out = tmp_path / "out"
+    stale = tmp_path / "j.xml"
+    stale.write_text("<testsuites/>")  # a runner's last report: the CI's upload step would publish it as this run's
     res = ragscore("run", DATA, "--suite", suite, "--out", out, *(a.format(tmp=tmp_path) for a in args), home=home)
     assert res.returncode == 2, res.stderr
     assert message in res.stderr
+    assert stale.exists() == ("--junit" not in args)
     assert not out.exists() and not (home / "redis").exists()  # no run, not even the private Redis
 
 
