@@ -67,12 +67,14 @@ class TargetClient:
         self.state = state
         self.limiter = limiter
         self._sleep = sleep
+        self._reply_scope = _reply_scope(config)
         self._backoff = wait_exponential(multiplier=backoff_initial_s, max=backoff_max_s) + wait_random(
             0, backoff_initial_s
         )
 
     def cache_key(self, request: dict[str, Any]) -> str:
-        material = json.dumps({"target": self.config.identity, "request": request}, sort_keys=True, ensure_ascii=False)
+        material = json.dumps({"target": self.config.identity, **self._reply_scope, "request": request},
+                              sort_keys=True, ensure_ascii=False)  # fmt: skip
         return CACHE_PREFIX + hashlib.sha256(material.encode()).hexdigest()
 
     def ask(self, request: dict[str, Any]) -> tuple[Any, bool]:
@@ -143,6 +145,20 @@ class TargetClient:
                 return float(self._decide(exc).retry_after or 1.0)
             return random.uniform(0, 0.1)  # the limiter's shared pause does the waiting
         return float(self._backoff(state))
+
+
+def _reply_scope(config: TargetConfig) -> dict[str, Any]:
+    """What else a reply depends on besides the endpoint and the request: the headers sent (``X-Variant``,
+    ``X-Index``: two systems behind one url) and the credential (a token may select a tenant or an index; only
+    its hash is used). Empty for a target with neither, so its cache keys stay what they were."""
+    scope: dict[str, Any] = {}
+    if config.headers:
+        scope["headers"] = {k.lower(): v for k, v in config.headers.items()}
+    token = (os.environ.get(config.auth_env) or "").strip() if config.auth_env else ""
+    if token:
+        material = f"{config.auth_header.lower()}\n{config.auth_scheme}\n{token}"
+        scope["auth"] = hashlib.sha256(material.encode()).hexdigest()
+    return scope
 
 
 @lru_cache(maxsize=32)

@@ -147,3 +147,25 @@ def test_a_question_waiting_for_the_rate_limit_is_not_sent_once_its_run_was_canc
     with pytest.raises(TargetStopped, match="run cancelled"):
         client.ask(_ask(5))
     assert rag.calls.get("exact", 0) == 0
+
+
+def test_two_systems_behind_one_url_told_apart_by_headers_or_token_never_share_replies(
+    store: RunStore, rag: FakeRag, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A/B behind one endpoint (a variant header, another tenant's token): the cache once served A's reply to B."""
+    request = _ask(5)
+    url = rag.url("exact")
+    monkeypatch.setenv("TOKEN_A", "token-a-0123456789")
+    monkeypatch.setenv("TOKEN_B", "token-b-0123456789")
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    configs = [
+        TargetConfig(system="a", url=url, headers={"X-Variant": "a"}),
+        TargetConfig(system="b", url=url, headers={"X-Variant": "b"}),
+        TargetConfig(system="c", url=url, headers={"X-Variant": "b"}, auth_env="TOKEN_A"),
+        TargetConfig(system="d", url=url, headers={"X-Variant": "b"}, auth_env="TOKEN_B"),
+    ]
+    cached = [build_target_client(store.r, run_id, config).ask(request)[1] for config in configs]
+    assert cached == [False, False, False, False]
+    assert rag.calls["exact"] == 4
+    again = build_target_client(store.r, run_id, configs[1].model_copy(update={"system": "b2"})).ask(request)
+    assert again[1] is True and rag.calls["exact"] == 4  # the same headers and no token: the cached reply
