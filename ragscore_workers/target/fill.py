@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..schemas import TARGET_FIELDS, Row, TargetConfig
+from ..schemas import RAGAS_NAMES, TARGET_FIELDS, Row, TargetConfig
 from .errors import TargetError
 from .jsonpath import extract
 
-__all__ = ["fill_row", "mapped_fields"]
+__all__ = ["fill_row", "mapped_fields", "unanswered_row"]
 
 
 def mapped_fields(config: TargetConfig, data: Any) -> dict[str, Any]:
@@ -26,15 +26,30 @@ def mapped_fields(config: TargetConfig, data: Any) -> dict[str, Any]:
     return out
 
 
+def _unanswered_values(row: Row, config: TargetConfig) -> dict[str, Any]:
+    mapped = {field for field in TARGET_FIELDS if getattr(config.response, field) is not None}
+    drop = mapped | {name for name, (field, _) in RAGAS_NAMES.items() if field in mapped}
+    values = {k: v for k, v in row.model_dump(mode="json", exclude_none=True).items() if k not in drop}
+    if config.system is not None:
+        values["system"] = config.system
+    return values
+
+
+def unanswered_row(row: Row, config: TargetConfig) -> Row:
+    """``row`` as ``config`` will answer it, before the reply: ``system`` set and every field the response map
+    fills taken out, so a dataset's own answer, contexts or doc ids are never scored (or stored in
+    ``answers.jsonl``) as the target's."""
+    return Row.model_validate(_unanswered_values(row, config))
+
+
 def fill_row(row: Row, config: TargetConfig, data: Any) -> Row:
-    """``row`` answered by the target: its reply's fields replace the row's; TargetError if they do not fit."""
+    """``row`` answered by the target: the fields its response map names come from the reply alone (one the reply
+    lacks is absent, not the dataset's); TargetError if they do not fit."""
     fields = mapped_fields(config, data)
     if "answer" not in fields and config.response.answer is not None:
         raise TargetError(f"{config.name}: the reply has no {config.response.answer!r} (the answer)",
                           system=config.system or "")  # fmt: skip
-    values = row.model_dump(mode="json", exclude_none=True) | fields
-    if config.system is not None:
-        values["system"] = config.system
+    values = _unanswered_values(row, config) | fields  # a mapped field the reply lacks is absent, not the row's
     try:
         return Row.model_validate(values)
     except ValidationError as exc:

@@ -17,13 +17,12 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from ..planning import answered_row
 from ..schemas import Row, TargetConfig
 from ..store import RunStore
 from ..unicode_text import valid_unicode
 from .client import TargetClient, build_target_client
 from .errors import TargetError
-from .fill import fill_row
+from .fill import fill_row, unanswered_row
 from .template import render
 
 __all__ = ["answer_chunk", "scoring_rows"]
@@ -32,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, Any]:
-    asked = answered_row(row, config)
+    asked = unanswered_row(row, config)
     try:
         request = render(config.request, row.model_dump(mode="json", exclude_none=True))
         data, cached = client.ask(request)
@@ -52,7 +51,7 @@ def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig,
             parsed.append(Row.model_validate(raw))
         except ValidationError as exc:  # the orchestrator validated it; a foreign producer may not have
             log.error("run %s: invalid row %r in a target task: %s", run_id, raw.get("id"), exc)
-    asked = {r.key: answered_row(r, config) for r in parsed}  # the items' rows, ``system`` set
+    asked = {r.key: unanswered_row(r, config) for r in parsed}  # the items' rows: ``system`` set, no stale answer
     done = store.answers(run_id, shard, [a.key for a in asked.values()])
     todo = [r for r in parsed if "error" in done.get(asked[r.key].key, {"error": ""})]
     if not todo:

@@ -273,3 +273,32 @@ def test_an_embedded_run_refuses_a_missing_target_token_before_any_call(
         with pytest.raises(ConfigError, match="Target locked needs a token: set the environment variable NO_SUCH"):
             evaluate(questions(3), suite, out=tmp_path / "out")
     assert rag.calls.get("exact", 0) == rag.calls.get("locked", 0) == 0
+
+
+def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home: Path, tmp_path: Path) -> None:
+    """Rows from an earlier eval keep their answer/contexts/doc ids: a reply lacking a mapped field, or no reply,
+    once left them in place, scored (and stored in answers.jsonl) as what the target returned."""
+    rows = [q | {"answer": "OLD answer", "contexts": ["OLD context"], "retrieved_doc_ids": ["old-doc"]}
+            for q in questions(N)]  # fmt: skip
+    with FakeRag() as rag:
+        rag.failing = {"dead"}
+        response = {"answer": "answer", "contexts": "contexts[*].text", "retrieved_doc_ids": "no_such_field"}
+        suite = {
+            "metrics": ["exact_match"],
+            "targets": [{"system": "exact", "url": rag.url("exact"), "response": response},
+                        {"system": "dead", "url": rag.url("dead"), "attempts": 1, "response": response}],
+        }  # fmt: skip
+        result = evaluate(rows, suite, out=tmp_path / "out")
+
+    answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    exact = [a for a in answers if a["system"] == "exact"]
+    dead = [a for a in answers if a["system"] == "dead"]
+    assert len(exact) == len(dead) == N
+    for a in exact:
+        assert a["answer"] != "OLD answer" and "OLD context" not in json.dumps(a["contexts"])
+        assert "retrieved_doc_ids" not in a, "the reply has no doc ids: none, not the dataset's"
+    for a in dead:
+        assert "target_error" in a["metadata"]
+        assert "answer" not in a and not a.get("contexts") and "retrieved_doc_ids" not in a
+    assert result.summary.by_system["exact"]["exact_match"].n == N
+    assert result.summary.by_system["dead"]["exact_match"].errors == N
