@@ -77,14 +77,21 @@ class TargetClient:
                               sort_keys=True, ensure_ascii=False)  # fmt: skip
         return CACHE_PREFIX + hashlib.sha256(material.encode()).hexdigest()
 
-    def ask(self, request: dict[str, Any]) -> tuple[Any, bool]:
-        """The reply's JSON data for ``request`` and whether it came from the cache; raises TargetError."""
+    def ask(self, request: dict[str, Any], use: Callable[[Any], Any] | None = None) -> tuple[Any, bool]:
+        """The reply's JSON data for ``request`` (``use(data)`` when given) and whether it came from the cache;
+        raises TargetError. A reply ``use`` refuses (TargetError: no answer where the response map says) is not
+        cached, so a resume or a re-run asks again; such a reply found in the cache is dropped and asked again."""
         key = self.cache_key(request)
         if self.config.cache:
             raw = self.r.get(key)
             if raw is not None:
-                self.state.incr(cache_hits=1)
-                return json.loads(raw), True
+                try:
+                    result = json.loads(raw) if use is None else use(json.loads(raw))
+                except TargetError:
+                    self.r.delete(key)
+                else:
+                    self.state.incr(cache_hits=1)
+                    return result, True
         retrying = Retrying(
             stop=stop_after_attempt(self.config.attempts),
             wait=self._wait,
@@ -103,9 +110,10 @@ class TargetClient:
                 "target %s failed for good: %s%s", self.endpoint_name, exc, " (breaker opened)" if opened else ""
             )
             raise
+        result = data if use is None else use(data)  # raises before the reply is cached
         if self.config.cache:
             self.r.set(key, json.dumps(data, ensure_ascii=False), ex=CACHE_TTL_S)
-        return data, False
+        return result, False
 
     @property
     def endpoint_name(self) -> str:

@@ -34,8 +34,8 @@ def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, A
     asked = unanswered_row(row, config)
     try:
         request = render(config.request, row.model_dump(mode="json", exclude_none=True))
-        data, cached = client.ask(request)
-        return {"row": fill_row(row, config, valid_unicode(data)).to_message(), "cached": cached}
+        filled, cached = client.ask(request, lambda data: fill_row(row, config, valid_unicode(data)))
+        return {"row": filled.to_message(), "cached": cached}
     except TargetError as exc:
         return {"row": asked.to_message(), "error": str(exc)}
     except Exception as exc:  # e.g. a callable's reply that is not JSON: this question fails, not the chunk

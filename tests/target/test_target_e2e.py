@@ -302,3 +302,62 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
         assert "answer" not in a and not a.get("contexts") and "retrieved_doc_ids" not in a
     assert result.summary.by_system["exact"]["exact_match"].n == N
     assert result.summary.by_system["dead"]["exact_match"].errors == N
+
+
+class _FirstReplyEmpty:
+    """A RAG API that answers ``{"answer": null}`` (an overloaded model) to the first request of each question."""
+
+    def __init__(self) -> None:
+        import threading
+        from collections import Counter
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.calls: Counter[str] = Counter()
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                question = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["question"]
+                with lock:
+                    outer.calls[question] += 1
+                    first = outer.calls[question] == 1
+                body = json.dumps({"answer": None if first else f"answer to {question}", "contexts": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/ask"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _FirstReplyEmpty:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_reply_without_the_answer_is_not_cached_so_a_resume_asks_again(home: Path, tmp_path: Path) -> None:
+    """Such a reply was cached for 90 days: the resume (and every re-run) got it back and never asked again."""
+    with _FirstReplyEmpty() as api:
+        suite = {"metrics": ["exact_match"], "targets": [{"system": "rag", "url": api.url}]}
+        out = tmp_path / "out"
+        first = evaluate(questions(N), suite, out=out)
+        cmd = [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out), "--quiet"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+        calls = dict(api.calls)
+
+    assert first.summary.by_system["rag"]["exact_match"].errors == N
+    assert "the reply has no 'answer'" in (first.summary.metrics["exact_match"].first_error or "")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(calls.values()) == [2] * N, "each question asked again once"
+    answers = [json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()]
+    assert [a["answer"] for a in answers] == [f"answer to {q['question']}" for q in questions(N)]
