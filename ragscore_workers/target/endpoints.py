@@ -82,7 +82,8 @@ class HttpEndpoint:
                               system=self.system) from exc  # fmt: skip
         headers = dict(response.headers)
         if response.status_code >= 400:
-            body = self._redact(content[:200].decode(errors="replace"))
+            # redacted before it is cut: a token across the cut would show its first characters
+            body = self._redact(content[: 400 + 8 * len(self._token or "")].decode(errors="replace"))[:200]
             raise TargetError(f"{self.system} HTTP {response.status_code}: {body}", system=self.system,
                               status=response.status_code, headers=headers)  # fmt: skip
         try:
@@ -119,12 +120,14 @@ class CallableEndpoint:
         assert config.callable is not None
         self.system = config.name
         self._function = load_callable(config.callable)
+        self._token = target_token(config)  # the library's key, when the suite names it: never in its errors
 
     def call(self, request: dict[str, Any]) -> tuple[Any, Mapping[str, str]]:
         try:
             return self._function(request), {}
         except Exception as exc:  # the system under test failed on this question
-            raise TargetError(f"{self.system}: {type(exc).__name__}: {exc}", system=self.system) from exc
+            message = redact(f"{self.system}: {type(exc).__name__}: {exc}", self._token)
+            raise TargetError(message, system=self.system) from exc
 
     def decide(self, exc: TargetError) -> RetryDecision:
         return RetryDecision.no()

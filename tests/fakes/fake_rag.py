@@ -19,6 +19,7 @@ Every request is counted per system (``calls``); the token, when set, must come 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -85,6 +86,11 @@ def answer_locally(system: str, request: dict[str, Any]) -> dict[str, Any]:
         "evidence": evidence,
         "model": request.get("model"),
     }
+
+
+def callable_quoting_its_key(request: dict[str, Any]) -> dict[str, Any]:
+    """``tests.fakes.fake_rag:callable_quoting_its_key``: a library whose client error quotes its API key."""
+    raise RuntimeError(f"upstream refused key {os.environ.get('FAKE_LIB_KEY')}")
 
 
 def callable_target(request: dict[str, Any]) -> dict[str, Any]:
@@ -170,6 +176,8 @@ class FakeRag:
                     self._reply(503, {"error": "try again"})
                 elif system == "limited" and nth % fake.limit_every == 1:
                     self._reply(429, {"error": "rate limited"}, {"retry-after": f"{fake.retry_after_s:g}"})
+                elif system == "echo":  # an error page quoting the credential it got, after some text
+                    self._reply(401, {"error": "x" * int(request.get("pad", 0)) + f" {self.headers.get('authorization')}"})
                 elif system == "trickle":  # a whole, valid reply sent a byte at a time over 4 s
                     self._reply(200, answer_locally("exact", request), slowly_s=4.0)
                 else:

@@ -169,3 +169,28 @@ def test_two_systems_behind_one_url_told_apart_by_headers_or_token_never_share_r
     assert rag.calls["exact"] == 4
     again = build_target_client(store.r, run_id, configs[1].model_copy(update={"system": "b2"})).ask(request)
     assert again[1] is True and rag.calls["exact"] == 4  # the same headers and no token: the cached reply
+
+
+@pytest.mark.parametrize("pad", range(160, 178, 4))
+def test_a_token_quoted_near_the_cut_of_an_error_body_never_shows(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch, pad: int
+) -> None:
+    """The error body was cut to 200 characters before the token was redacted: a token across the cut leaked."""
+    secret = "sk-live-0123456789abcdef"
+    monkeypatch.setenv("RAG_TOKEN", secret)
+    with FakeRag() as server:
+        client = _client(store, server, "echo", auth_env="RAG_TOKEN", attempts=1)
+        with pytest.raises(TargetError) as info:
+            client.ask({"question": "q", "pad": pad})
+    assert "HTTP 401" in str(info.value)
+    assert "sk-live" not in str(info.value) and "sk-l" not in str(info.value)
+
+
+def test_a_callable_targets_error_never_shows_its_token(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_LIB_KEY", "lib-key-0123456789")
+    target = TargetConfig(system="lib", callable="tests.fakes.fake_rag:callable_quoting_its_key",
+                          auth_env="FAKE_LIB_KEY")  # fmt: skip
+    client = build_target_client(store.r, f"t-{uuid.uuid4().hex[:8]}", target)
+    with pytest.raises(TargetError) as info:
+        client.ask({"question": "q"})
+    assert "upstream refused key ***" in str(info.value) and "lib-key" not in str(info.value)
