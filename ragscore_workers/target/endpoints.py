@@ -81,6 +81,11 @@ class HttpEndpoint:
             raise TargetError(self._redact(f"{self.system} unreachable: {type(exc).__name__}: {exc}"),
                               system=self.system) from exc  # fmt: skip
         headers = dict(response.headers)
+        if 300 <= response.status_code < 400:  # not followed: a token or API-key header is never sent elsewhere
+            where = self._redact(response.headers.get("location", "nowhere"))[:200]
+            raise TargetError(f"{self.system} HTTP {response.status_code}: redirected to {where} (redirects are not "
+                              "followed: set the target's url to where it points)", system=self.system,
+                              status=response.status_code, headers=headers)  # fmt: skip
         if response.status_code >= 400:
             # redacted before it is cut: a token across the cut would show its first characters
             body = self._redact(content[: 400 + 8 * len(self._token or "")].decode(errors="replace"))[:200]

@@ -178,6 +178,8 @@ class FakeRag:
                     self._reply(429, {"error": "rate limited"}, {"retry-after": f"{fake.retry_after_s:g}"})
                 elif system == "echo":  # an error page quoting the credential it got, after some text
                     self._reply(401, {"error": "x" * int(request.get("pad", 0)) + f" {self.headers.get('authorization')}"})
+                elif system == "moved":  # FastAPI's redirect_slashes: 307 to the url with a trailing slash
+                    self._reply(307, None, {"location": f"http://127.0.0.1:{self.server.server_address[1]}/exact/"})
                 elif system == "trickle":  # a whole, valid reply sent a byte at a time over 4 s
                     self._reply(200, answer_locally("exact", request), slowly_s=4.0)
                 else:

@@ -194,3 +194,12 @@ def test_a_callable_targets_error_never_shows_its_token(store: RunStore, monkeyp
     with pytest.raises(TargetError) as info:
         client.ask({"question": "q"})
     assert "upstream refused key ***" in str(info.value) and "lib-key" not in str(info.value)
+
+
+def test_a_redirect_says_where_it_points_and_is_not_followed(store: RunStore, rag: FakeRag) -> None:
+    """A 307 (a missing trailing slash, http -> https) was read as the reply: "the reply is not JSON"."""
+    client = _client(store, rag, "moved")
+    with pytest.raises(TargetError) as info:
+        client.ask(_ask(1))
+    assert "moved HTTP 307: redirected to http://127.0.0.1:" in str(info.value) and "/exact/" in str(info.value)
+    assert rag.calls["moved"] == 1 and rag.calls["exact"] == 0  # final: not retried, not followed
