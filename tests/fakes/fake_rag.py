@@ -177,7 +177,8 @@ class FakeRag:
                 elif system == "limited" and nth % fake.limit_every == 1:
                     self._reply(429, {"error": "rate limited"}, {"retry-after": f"{fake.retry_after_s:g}"})
                 elif system == "echo":  # an error page quoting the credential it got, after some text
-                    self._reply(401, {"error": "x" * int(request.get("pad", 0)) + f" {self.headers.get('authorization')}"})
+                    quoted = f"{'x' * int(request.get('pad', 0))} {self.headers.get('authorization')}"
+                    self._reply(401, {"error": quoted})
                 elif system == "moved":  # FastAPI's redirect_slashes: 307 to the url with a trailing slash
                     self._reply(307, None, {"location": f"http://127.0.0.1:{self.server.server_address[1]}/exact/"})
                 elif system == "trickle":  # a whole, valid reply sent a byte at a time over 4 s
