@@ -91,10 +91,14 @@ class HttpEndpoint:
             body = self._redact(content[: 400 + 8 * len(self._token or "")].decode(errors="replace"))[:200]
             raise TargetError(f"{self.system} HTTP {response.status_code}: {body}", system=self.system,
                               status=response.status_code, headers=headers)  # fmt: skip
-        try:
-            return json.loads(content), headers
-        except ValueError as exc:
-            raise TargetError(f"{self.system}: the reply is not JSON", system=self.system, status=200) from exc
+        charset = (response.charset_encoding or "utf-8").lower().replace("_", "-")
+        try:  # json.loads reads UTF-8/16/32 bytes; another declared charset is decoded first
+            return json.loads(content if charset in ("utf-8", "utf8") else content.decode(charset)), headers
+        except (ValueError, LookupError) as exc:
+            kind = response.headers.get("content-type", "no content-type")
+            start = self._redact(content[:400].decode(errors="replace"))[:80]
+            raise TargetError(f"{self.system}: the reply is not JSON ({kind}): {start!r}", system=self.system,
+                              status=200) from exc  # fmt: skip
 
     def decide(self, exc: TargetError) -> RetryDecision:
         return RetryDecision.for_status(exc.status, exc.headers, str(exc))

@@ -139,9 +139,10 @@ class FakeRag:
             def _reply(
                 self, status: int, body: Any, headers: dict[str, str] | None = None, slowly_s: float = 0.0
             ) -> None:
-                data = json.dumps(body).encode()
+                charset = (headers or {}).pop("charset", None)  # a reply in another encoding (and saying so)
+                data = json.dumps(body, ensure_ascii=charset is None).encode(charset or "ascii")
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", "application/json" + (f"; charset={charset}" if charset else ""))
                 self.send_header("content-length", str(len(data)))
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
@@ -181,6 +182,9 @@ class FakeRag:
                     self._reply(401, {"error": quoted})
                 elif system == "moved":  # FastAPI's redirect_slashes: 307 to the url with a trailing slash
                     self._reply(307, None, {"location": f"http://127.0.0.1:{self.server.server_address[1]}/exact/"})
+                elif system == "latin1":  # an older Java/PHP service: ISO-8859-1, declared in its content-type
+                    self._reply(200, answer_locally("exact", request) | {"answer": "Caf\u00e9 cr\u00e8me"},
+                                {"charset": "iso-8859-1"})  # fmt: skip
                 elif system == "trickle":  # a whole, valid reply sent a byte at a time over 4 s
                     self._reply(200, answer_locally("exact", request), slowly_s=4.0)
                 else:

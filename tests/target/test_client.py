@@ -203,3 +203,9 @@ def test_a_redirect_says_where_it_points_and_is_not_followed(store: RunStore, ra
         client.ask(_ask(1))
     assert "moved HTTP 307: redirected to http://127.0.0.1:" in str(info.value) and "/exact/" in str(info.value)
     assert rag.calls["moved"] == 1 and rag.calls["exact"] == 0  # final: not retried, not followed
+
+
+def test_a_reply_in_the_charset_its_content_type_declares_is_read(store: RunStore, rag: FakeRag) -> None:
+    """ISO-8859-1 bytes (declared) were "the reply is not JSON": json.loads only guesses UTF-8/16/32."""
+    data, _ = _client(store, rag, "latin1").ask(_ask(1))
+    assert data["answer"] == "Caf\u00e9 cr\u00e8me"
