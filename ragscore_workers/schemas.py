@@ -544,6 +544,8 @@ class ItemResult(BaseModel):
 
 #: Counters of ``summary.target`` per system (always present, 0 when nothing happened; ``breaker`` only once open).
 TARGET_COUNTERS = ("calls", "cache_hits", "retries", "rate_limited", "failures")
+#: ``summary.target[system]["unfilled_<field>"]``: answered questions whose reply had nothing at that field's path.
+UNFILLED_PREFIX = "unfilled_"
 #: Judge counters of ``summary.judge`` (cost in the price table's currency; rate_limited = 429s received).
 #: usage_estimated: replies that reported no token usage (LocalAI, some gateways), whose tokens and cost were
 #: estimated from the text, so that budgets still hold.

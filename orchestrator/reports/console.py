@@ -7,12 +7,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ragscore_workers.schemas import MetricSummary, RunSummary, Suite
+from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
 from ..estimate import Estimate
 from .live import fmt_duration
 
-__all__ = ["error_lines", "print_estimate", "print_summary", "reasons_text", "unscorable_text", "unscored_lines"]
+__all__ = [
+    "error_lines",
+    "print_estimate",
+    "print_summary",
+    "reasons_text",
+    "unfilled_lines",
+    "unscorable_text",
+    "unscored_lines",
+]
 
 
 def error_lines(summary: RunSummary) -> list[str]:
@@ -30,6 +38,18 @@ def error_lines(summary: RunSummary) -> list[str]:
 def unscorable_text(m: MetricSummary) -> str:
     """``12`` or ``12 (10 stopped)``: how many items were unscorable, and how many of them the run stopped."""
     return f"{m.unscorable} ({m.stopped} stopped)" if m.stopped else str(m.unscorable)
+
+
+def unfilled_lines(summary: RunSummary) -> list[str]:
+    """One line per target and response field that some replies lacked: a mistyped path (``source_node`` for
+    ``source_nodes``) otherwise reads as no contexts or no doc ids, and every score built on them as a 0."""
+    return [
+        f"target {system}: {n:,} replies had nothing at the path of {key.removeprefix(UNFILLED_PREFIX)} (its "
+        f"response map); those rows have no {key.removeprefix(UNFILLED_PREFIX)}: check the path if they should"
+        for system, counters in summary.target.items()
+        for key, n in counters.items()
+        if key.startswith(UNFILLED_PREFIX) and n
+    ]
 
 
 def reasons_text(reasons: dict[str, int] | None) -> str:
@@ -97,7 +117,7 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     console.print(table)
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
-    for line in unscored_lines(summary):
+    for line in (*unscored_lines(summary), *unfilled_lines(summary)):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in (judge_line(summary), embedding_line(summary)):
         if line is not None:

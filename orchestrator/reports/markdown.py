@@ -6,7 +6,7 @@ import re
 
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
-from .console import error_lines, reasons_text, unreadable_rows, unscorable_text
+from .console import error_lines, reasons_text, unfilled_lines, unreadable_rows, unscorable_text
 
 __all__ = ["md_cell", "render_markdown"]
 
@@ -126,6 +126,7 @@ def _targets(summary: RunSummary) -> list[str]:
     header = "| system | " + " | ".join(TARGET_COLUMNS) + " |"
     lines = ["## Targets", "", header, "|---" * (len(TARGET_COLUMNS) + 1) + "|"]
     lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in target_rows(summary)]
+    lines += ["", *(f"- {md_cell(line)}" for line in unfilled_lines(summary))] if unfilled_lines(summary) else []
     return [*lines, ""]
 
 

@@ -10,6 +10,7 @@ could not answer (an error per output: the run still reports).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
@@ -17,7 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from ..schemas import Row, TargetConfig
+from ..schemas import TARGET_FIELDS, UNFILLED_PREFIX, Row, TargetConfig
 from ..store import RunStore
 from ..unicode_text import valid_unicode
 from .client import TargetClient, build_target_client
@@ -35,7 +36,9 @@ def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, A
     try:
         request = render(config.request, row.model_dump(mode="json", exclude_none=True))
         filled, cached = client.ask(request, lambda data: fill_row(row, config, valid_unicode(data)))
-        return {"row": filled.to_message(), "cached": cached}
+        # fields the response map names that this reply lacked: a mistyped path reads as "no contexts" everywhere
+        unfilled = [f for f in TARGET_FIELDS if getattr(config.response, f) is not None and getattr(filled, f) is None]
+        return {"row": filled.to_message(), "cached": cached, "unfilled": unfilled}
     except TargetError as exc:
         return {"row": asked.to_message(), "error": str(exc)}
     except Exception as exc:  # e.g. a callable's reply that is not JSON: this question fails, not the chunk
@@ -63,17 +66,21 @@ def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig,
                    for r in todo}  # fmt: skip
         return {"asked": len(todo), "new": store.save_answers(run_id, shard, answers)}
     new = 0
+    unfilled: Counter[str] = Counter()
     pool = ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target")
     futures = {pool.submit(_answer, client, config, row): row for row in todo}
     try:
         for future in as_completed(futures):  # each answer is stored as it comes: a cut task loses none
-            new += store.save_answers(run_id, shard, {asked[futures[future].key].key: future.result()})
+            answer = future.result()
+            unfilled.update(answer.pop("unfilled", ()))
+            new += store.save_answers(run_id, shard, {asked[futures[future].key].key: answer})
     except SoftTimeLimitExceeded:  # prefork pools only; the rest is recorded, a resume asks again
         left = {asked[r.key].key: {"row": asked[r.key].to_message(), "error": "the target task ran over its time limit"}
                 for f, r in futures.items() if not f.done()}  # fmt: skip
         new += store.save_answers(run_id, shard, left)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})
     return {"asked": len(todo), "new": new}
 
 

@@ -302,6 +302,11 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
         assert "answer" not in a and not a.get("contexts") and "retrieved_doc_ids" not in a
     assert result.summary.by_system["exact"]["exact_match"].n == N
     assert result.summary.by_system["dead"]["exact_match"].errors == N
+    # The path found nothing in any reply (a typo reads as "no doc ids": recall 0, silently): counted and said
+    assert result.summary.target["exact"]["unfilled_retrieved_doc_ids"] == N
+    assert "unfilled_contexts" not in result.summary.target["exact"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert f"target exact: {N:,} replies had nothing at the path of retrieved_doc_ids" in report
 
 
 class _FirstReplyEmpty:
