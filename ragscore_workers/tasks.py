@@ -94,6 +94,21 @@ def _parse_rows(rows: list[dict], outputs: list[str]) -> tuple[list[Row], list[W
     return parsed, failed
 
 
+def _split_unanswered(rows: list[Row], outputs: list[str]) -> tuple[list[Row], list[Written]]:
+    """Rows of an ``answers.jsonl`` whose target could not answer (``metadata.target_error``) are the errors they
+    were in the run that asked, not rows without an answer (unscorable, or 0 where a metric scores no contexts)."""
+    kept: list[Row] = []
+    failed: list[Written] = []
+    for row in rows:
+        why = row.metadata.get("target_error") if isinstance(row.metadata, dict) else None
+        if why:
+            error = MetricResult.failed(f"no answer: {why}"[:2000])
+            failed.append((row.key, _item_meta(row), {o: error for o in outputs}))
+        else:
+            kept.append(row)
+    return kept, failed
+
+
 def _score_carefully(
     store: RunStore, run_id: str, queue: str, rows: list[Row], metrics: list, ctx: RunContext, outputs: list[str],
     attempt: int,
@@ -185,6 +200,9 @@ def _score_delivery(
         suite, metrics = _resolve(suite_json, tuple(metric_names))
         outputs = [o for mdef, params in metrics for o in mdef.outputs(params)]
         parsed, written = _parse_rows(rows, outputs)
+        if not suite.all_targets:  # answers.jsonl re-scored (--no-target): a question its target failed stays failed
+            parsed, unanswered = _split_unanswered(parsed, outputs)
+            written += unanswered
         ctx = RunContext(run_id=run_id, suite=suite, redis=store.r)
         if attempt >= CAREFUL_FROM_ATTEMPT:
             new = store.write_results(run_id, queue, written)

@@ -156,6 +156,13 @@ def test_dead_target_trips_the_breaker_and_the_run_still_reports(home: Path, tok
     assert summary.by_system["dead"]["verbatim"].errors == n
     answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
     assert all("target_error" in a["metadata"] for a in answers if a["system"] == "dead")
+    # Re-scored without asking (--no-target): the failed questions stay errors (they read as rows without an
+    # answer: unscorable, or 0 for a metric that scores missing contexts), and the answered ones score as before
+    rescored = evaluate(tmp_path / "out" / "answers.jsonl", {"metrics": suite["metrics"]}, out=tmp_path / "again")
+    again = {(i.system, i.id): i.metrics["verbatim"] for i in rescored.items}
+    assert all((again[("dead", i.id)].error or "").startswith("no answer: ") for i in dead_items)
+    assert rescored.summary.by_system["dead"]["verbatim"].errors == n
+    assert rescored.summary.by_system["exact"]["verbatim"].mean == 1.0
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8").split("## Targets", 1)[1]
     assert f"| exact | {n} | 0 | 0 | 0 | 0 | - |" in report
     dead_row = next(line for line in report.splitlines() if line.startswith("| dead |"))
