@@ -52,6 +52,7 @@ __all__ = [
     "load_baseline",
     "parse_gate",
     "parse_gates",
+    "pooled_note",
     "print_gates",
     "regression_metrics",
     "render_gates",
@@ -234,6 +235,24 @@ def holds(actual: float | None, threshold: float, lower_better: bool = False) ->
     if actual is None:
         return False
     return actual <= threshold + FLOAT_SLACK if lower_better else actual >= threshold - FLOAT_SLACK
+
+
+def pooled_note(summary: RunSummary, results: Sequence[GateResult]) -> str | None:
+    """A run of several systems is gated on means over all of them: the systems whose own mean of a gated output
+    misses that gate's bound are named (one may fail while the pool holds), or None."""
+    if len(summary.by_system) < 2:
+        return None
+    means = [(r, system, per[r.metric].mean) for r in results if r.kind == "mean"
+             for system, per in summary.by_system.items() if r.metric in per]  # fmt: skip
+    misses = [f"{system} {r.metric} {mean:.3f}" for r, system, mean in means
+              if mean is not None and not holds(mean, r.threshold, r.lower_better)]  # fmt: skip
+    if not misses:
+        return None
+    more = " …" if len(misses) > 5 else ""
+    return (
+        f"gates read means over all {len(summary.by_system)} systems; on its own, {'; '.join(misses[:5])}{more} "
+        "would miss its gate (summary.json by_system)"
+    )
 
 
 def thresholds_by_metric(results: Iterable[GateResult]) -> dict[str, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -71,3 +72,18 @@ def test_the_gate_table_in_a_ci_log_keeps_every_gate_name_whole(tmp_path: Path, 
     gates = [a for a in argv if "=" in a and not a.startswith("-")]
     assert gates and all(f" {gate} " in res.stderr for gate in gates), res.stderr
     assert "…" not in res.stderr.split("gates: all")[-1], res.stderr
+
+
+@pytest.mark.integration
+def test_a_system_missing_a_gate_the_pool_of_systems_holds_is_named(tmp_path: Path, home: Path) -> None:
+    """The quickstart holds two systems and a gate reads their pooled mean: recall_at_5 0.837 passes 0.8 while
+    bm25-llm alone scores 0.760. The gate still holds (it is the pool's), and the run says which system misses."""
+    res = ragscore("run", ROOT / "examples/quickstart/data.jsonl", "--suite", ROOT / "examples/quickstart/suite.yaml",
+                   "--out", tmp_path / "out", "-q", "--fail-under", "recall_at_5=0.8", home=home)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    own = {s: per["recall_at_5"]["mean"] for s, per in summary["by_system"].items()}
+    low = sorted(s for s, mean in own.items() if mean < 0.8)
+    assert summary["metrics"]["recall_at_5"]["mean"] >= 0.8 and low == ["bm25-llm"]
+    said = " ".join(res.stderr.split())
+    assert f"gates read means over all 2 systems; on its own, bm25-llm recall_at_5 {own['bm25-llm']:.3f}" in said
