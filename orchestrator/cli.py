@@ -201,7 +201,7 @@ def run_cmd(
 
     With gates, exits 3 when one does not hold (after printing which, and by how much).
     """
-    from .gates import GatePlan, failed, pooled_note, print_gates
+    from .gates import GatePlan, failed, print_gates
     from .suite import load_suite, with_judge_params
 
     if junit is not None and junit.is_file():  # whatever happens next, the last run's report is not this one's
@@ -260,7 +260,7 @@ def run_cmd(
     results = gates.check(out) if gates is not None else []
     if gates is not None:
         print_gates(results, only_failed=quiet)
-        if note := pooled_note(summary, results):  # one system may miss a gate the pool holds
+        for note in gates.notes(summary, results, resolved.outputs()):
             err.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
     _exit_if_incomplete(summary, f"ragscore run --resume {out}")
     if failed(results):

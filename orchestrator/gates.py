@@ -43,6 +43,7 @@ __all__ = [
     "GatePlan",
     "GateResult",
     "check_gate_names",
+    "baseline_note",
     "check_tolerance",
     "evaluate_gates",
     "failed",
@@ -255,6 +256,25 @@ def pooled_note(summary: RunSummary, results: Sequence[GateResult]) -> str | Non
     )
 
 
+def baseline_note(summary: RunSummary, baseline: RunSummary, outputs: Sequence[str]) -> str | None:
+    """Why a regression gate may compare unlike runs: a baseline over other items or systems (its means are over
+    other questions: a subset of the same answers reads as a regression), or outputs it has no mean for (they
+    get no regression gate); None when they match."""
+    said = []
+    systems, base_systems = sorted(summary.by_system), sorted(baseline.by_system)
+    if summary.items != baseline.items or systems != base_systems:
+
+        def runs(s: RunSummary, names: list[str]) -> str:
+            return f"{s.items:,} item{'s' * (s.items != 1)}" + (f" of {', '.join(names)}" if names else "")
+
+        said.append(f"the baseline {baseline.run_id} holds {runs(baseline, base_systems)}, this run "
+                    f"{runs(summary, systems)}: its means are over other questions")  # fmt: skip
+    unmeasured = [o for o in outputs if o not in baseline.metrics or baseline.metrics[o].mean is None]
+    if unmeasured:
+        said.append(f"no regression gate for {', '.join(unmeasured)} (the baseline has no mean for it)")
+    return "; ".join(said) or None
+
+
 def thresholds_by_metric(results: Iterable[GateResult]) -> dict[str, float]:
     """Per gated metric output, the strictest threshold among its gates (the highest; the lowest where lower
     is better): the per-item bar of JUnit."""
@@ -381,6 +401,14 @@ class GatePlan:
                 raise ConfigError("--junit reports on gates: add --fail-under, suite gates or --fail-on-regression")
             return None
         return cls(gates, baseline, tolerance or 0.0, junit)
+
+    def notes(self, summary: RunSummary, results: Sequence[GateResult], outputs: Sequence[str]) -> list[str]:
+        """What the gate table alone does not say: a system missing a gate its pool holds, a baseline unlike
+        this run."""
+        notes = [pooled_note(summary, results)]
+        if self.baseline is not None:
+            notes.append(baseline_note(summary, self.baseline, outputs))
+        return [n for n in notes if n]
 
     def check(self, out_dir: Path) -> list[GateResult]:
         """Evaluate the gates on the run written to ``out_dir``, and write the JUnit file when asked."""

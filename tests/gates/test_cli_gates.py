@@ -87,6 +87,8 @@ def test_gates_that_hold_exit_0_and_missed_gates_exit_3_with_table_and_junit(tmp
 
 def test_regression_against_a_baseline_exit_3_and_0_within_tolerance(tmp_path: Path, home: Path) -> None:
     base_dir, base = _baseline(tmp_path, home)
+    base_summary = json.loads((base_dir / "summary.json").read_text())
+    base_id, base_items = base_summary["run_id"], base_summary["items"]
     rows = [json.loads(line) for line in DATA.read_text().splitlines()]
     for row in rows[:10]:  # ten answers go wrong: exact_match drops, retrieval does not move
         row["answer"] = "I do not know"
@@ -110,6 +112,15 @@ def test_regression_against_a_baseline_exit_3_and_0_within_tolerance(tmp_path: P
     )  # fmt: skip
     assert tolerated.returncode == 0, tolerated.stderr
     assert "gates: all 4 hold" in tolerated.stderr
+    assert "means are over other questions" not in " ".join(worse.stderr.split())  # the same rows as the baseline
+
+    # A subset of the baseline's rows, answers unchanged: any gap is the sample's, and the run says so
+    subset = write_jsonl(tmp_path / "subset.jsonl", [json.loads(line) for line in DATA.read_text().splitlines()][:10])
+    part = ragscore("run", subset, "--suite", SUITE, "--out", tmp_path / "part", "-q", "--fail-on-regression",
+                    base_dir, home=home)  # fmt: skip
+    said = " ".join(part.stderr.split())
+    assert f"the baseline {base_id} holds {base_items:,} items" in said and "this run 10 items" in said, said
+    assert "its means are over other questions" in said
 
 
 BAD = [

@@ -239,3 +239,19 @@ def test_the_table_says_how_many_items_a_gate_read_and_shows_a_near_miss_apart_f
     single = _summary({"rouge_l": [0.9]})
     (no_interval,) = evaluate_gates(single, [parse_gate("rouge_l:ci_low=0.5")])
     assert not no_interval.passed and "no interval from 1 scored item" in render_gates([no_interval])
+
+
+def test_a_baseline_output_without_a_mean_is_said_to_get_no_regression_gate() -> None:
+    """It was dropped silently: the user believed exact_match was guarded against a regression."""
+    from orchestrator.gates import baseline_note
+
+    base = _summary({"exact_match": [None, None], "mrr": [1.0, 0.5]}, run_id="base")
+    now = _summary({"exact_match": [1.0, 0.0], "mrr": [1.0, 0.5]})
+    assert baseline_note(now, base, ["exact_match", "mrr"]) == (
+        "no regression gate for exact_match (the baseline has no mean for it)"
+    )
+    assert baseline_note(now, now, ["exact_match", "mrr"]) is None
+    fewer = _summary({"exact_match": [1.0], "mrr": [1.0]})
+    assert "the baseline base holds 2 items, this run 1 item: its means are over other questions" in (
+        baseline_note(fewer, base, ["mrr"]) or ""
+    )
