@@ -87,8 +87,7 @@ class HttpEndpoint:
                               "followed: set the target's url to where it points)", system=self.system,
                               status=response.status_code, headers=headers)  # fmt: skip
         if response.status_code >= 400:
-            # redacted before it is cut: a token across the cut would show its first characters
-            body = self._redact(content[: 400 + 8 * len(self._token or "")].decode(errors="replace"))[:200]
+            body = self._excerpt(content, 200)
             raise TargetError(f"{self.system} HTTP {response.status_code}: {body}", system=self.system,
                               status=response.status_code, headers=headers)  # fmt: skip
         charset = (response.charset_encoding or "utf-8").lower().replace("_", "-")
@@ -96,7 +95,7 @@ class HttpEndpoint:
             return json.loads(content if charset in ("utf-8", "utf8") else content.decode(charset)), headers
         except (ValueError, LookupError) as exc:
             kind = response.headers.get("content-type", "no content-type")
-            start = self._redact(content[:400].decode(errors="replace"))[:80]
+            start = self._excerpt(content, 80)
             raise TargetError(f"{self.system}: the reply is not JSON ({kind}): {start!r}", system=self.system,
                               status=200) from exc  # fmt: skip
 
@@ -105,6 +104,13 @@ class HttpEndpoint:
 
     def _redact(self, text: str) -> str:
         return redact(text, self._token)
+
+    def _excerpt(self, content: bytes, chars: int) -> str:
+        """The first ``chars`` characters of a reply body, redacted before it is cut: the bytes decoded hold every
+        token that starts within them whole (4 bytes a character at most, a token's escaped form twice its ASCII
+        length at most), so a token across the cut never shows its first characters."""
+        window = content[: 4 * chars + 2 * len(self._token or "")]
+        return self._redact(window.decode(errors="replace"))[:chars]
 
 
 @lru_cache(maxsize=32)

@@ -209,3 +209,41 @@ def test_a_reply_in_the_charset_its_content_type_declares_is_read(store: RunStor
     """ISO-8859-1 bytes (declared) were "the reply is not JSON": json.loads only guesses UTF-8/16/32."""
     data, _ = _client(store, rag, "latin1").ask(_ask(1))
     assert data["answer"] == "Caf\u00e9 cr\u00e8me"
+
+
+def test_a_long_token_quoted_at_the_start_of_a_reply_that_is_not_json_never_shows(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start of a non-JSON reply was cut to 400 bytes before redaction: a long token (a JWT is hundreds of
+    characters) quoted near the start crossed the cut and its first characters showed in the error."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    secret = "eyJ" + "x" * 797  # a bearer JWT's length
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            body = f"debug: {self.headers['authorization']}".encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/plain")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("RAG_TOKEN", secret)
+    try:
+        target = TargetConfig(system="jwt", url=f"http://127.0.0.1:{server.server_port}/ask", auth_env="RAG_TOKEN",
+                              attempts=1, cache=False)  # fmt: skip
+        client = build_target_client(store.r, f"t-{uuid.uuid4().hex[:8]}", target)
+        with pytest.raises(TargetError) as info:
+            client.ask({"question": "q"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "not JSON" in str(info.value) and "***" in str(info.value)
+    assert "eyJ" not in str(info.value)
