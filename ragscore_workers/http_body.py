@@ -9,9 +9,11 @@ worker's memory. :func:`read_body` reads a streamed reply and stops both.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-__all__ = ["ATTEMPT_TIMEOUTS", "MAX_REPLY_BYTES", "ReplyTooLarge", "ReplyTooSlow", "read_body"]
+import httpx
+
+__all__ = ["ATTEMPT_TIMEOUTS", "MAX_REPLY_BYTES", "BoundedTransport", "ReplyTooLarge", "ReplyTooSlow", "read_body"]
 
 #: A reply body larger than this is refused: a chat completion or a RAG answer with its contexts is KiBs.
 MAX_REPLY_BYTES = 16 * 1024 * 1024
@@ -40,3 +42,42 @@ def read_body(chunks: Iterable[bytes], started: float, timeout_s: float) -> byte
         if len(body) > MAX_REPLY_BYTES:
             raise ReplyTooLarge(f"reply over {MAX_REPLY_BYTES >> 20} MiB")
     return bytes(body)
+
+
+class _BoundedStream(httpx.SyncByteStream):
+    """A response's raw byte stream, cut as :func:`read_body` cuts a body (as httpx errors, so a library that
+    reads the body itself, as the groq SDK does an error reply's, raises what it raises for a timeout)."""
+
+    def __init__(self, inner: httpx.SyncByteStream, request: httpx.Request, started: float, timeout_s: float) -> None:
+        self._inner, self._request, self._started, self._timeout_s = inner, request, started, timeout_s
+
+    def __iter__(self) -> Iterator[bytes]:
+        size = 0
+        for chunk in self._inner:
+            size += len(chunk)
+            if time.monotonic() - self._started > self._timeout_s:
+                raise httpx.ReadTimeout(
+                    f"the reply was still arriving after {self._timeout_s} s", request=self._request
+                )
+            if size > MAX_REPLY_BYTES:
+                raise httpx.ReadError(f"reply over {MAX_REPLY_BYTES >> 20} MiB", request=self._request)
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class BoundedTransport(httpx.HTTPTransport):
+    """An httpx transport whose every response body is bounded as a whole: ``timeout_s`` from the request's start
+    and :data:`MAX_REPLY_BYTES` (for clients whose bodies a library reads, such as the groq SDK's error replies)."""
+
+    def __init__(self, timeout_s: float, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.timeout_s = timeout_s
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        started = time.monotonic()
+        response = super().handle_request(request)
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        response.stream = _BoundedStream(response.stream, request, started, self.timeout_s)
+        return response

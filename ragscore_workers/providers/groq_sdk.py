@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 import httpx
 
+from ..http_body import BoundedTransport
 from .base import DEFAULT_TIMEOUT_S, Completion, CompletionParams, Message, Provider
 from .errors import MalformedReplyError, ProviderError
-from .openai_compat import error_details, parse_completion, read_reply
+from .openai_compat import MAX_CONNECTIONS, error_details, parse_completion, read_reply
 
 __all__ = ["GroqProvider"]
 
@@ -41,7 +42,12 @@ class GroqProvider(Provider):
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
             raise ModuleNotFoundError("The groq judge needs the groq SDK: pip install 'ragscore[judge]'") from exc
         self._groq = groq
-        self._client = groq.Groq(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+        # The SDK reads an error reply's body itself: a transport bounds every body, that one too (read_reply
+        # bounds a success's, as for the other providers)
+        limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
+        http = httpx.Client(transport=BoundedTransport(timeout_s, limits=limits), timeout=timeout_s)
+        self._client = groq.Groq(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout_s,
+                                 http_client=http)  # fmt: skip
 
     def complete(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         groq = self._groq

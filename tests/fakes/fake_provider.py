@@ -52,8 +52,8 @@ from .trickle import write_slowly
 __all__ = ["FakeProvider", "count_tokens", "format_duration"]
 
 COMPLETION_PATHS = ("/openai/v1/chat/completions", "/v1/chat/completions")
-FAULT_KINDS = ("400", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect",
-               "groq_429", "too_large_429", "context_length", "413", "498", "trickle", "huge")  # fmt: skip
+FAULT_KINDS = ("400", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect", "groq_429",
+               "too_large_429", "context_length", "413", "498", "trickle", "trickle_500", "huge")  # fmt: skip
 _MARKER = re.compile(r"\[\[(fault|reply|rating|refuse)=(.*?)\]\]", re.S)
 
 Responder = Callable[[str, int], "str | None"]
@@ -362,8 +362,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
             self.close_connection = True
 
-    def _send_slowly(self, data: bytes, over_s: float) -> None:
-        self.send_response(200)
+    def _send_slowly(self, data: bytes, over_s: float, status: int = 200) -> None:
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -477,6 +477,9 @@ class _Handler(BaseHTTPRequestHandler):
             reply = {"choices": [{"message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}],
                      "usage": {"prompt_tokens": 5, "completion_tokens": 1}}  # fmt: skip
             self._send_slowly(json.dumps(reply).encode(), fake.hang_s)
+        elif kind == "trickle_500":  # an error reply sent a byte at a time over ``hang_s``
+            self._send_slowly(json.dumps(_error_body("overloaded", "server_error", "internal")).encode(), fake.hang_s,
+                              status=500)  # fmt: skip
         elif kind == "huge":  # a 200 whose body never ends before 17 MiB
             self._send(200, None, raw=b'{"choices": [{"message": {"content": "' + b"x" * (17 << 20) + b'"}}]}')
         elif kind == "malformed":
