@@ -90,9 +90,8 @@ class HttpEndpoint:
             body = self._excerpt(content, 200)
             raise TargetError(f"{self.system} HTTP {response.status_code}: {body}", system=self.system,
                               status=response.status_code, headers=headers)  # fmt: skip
-        charset = (response.charset_encoding or "utf-8").lower().replace("_", "-")
-        try:  # json.loads reads UTF-8/16/32 bytes; another declared charset is decoded first
-            return json.loads(content if charset in ("utf-8", "utf8") else content.decode(charset)), headers
+        try:
+            return _json_of(content, response.charset_encoding), headers
         except (ValueError, LookupError) as exc:
             kind = response.headers.get("content-type", "no content-type")
             start = self._excerpt(content, 80)
@@ -111,6 +110,17 @@ class HttpEndpoint:
         length at most), so a token across the cut never shows its first characters."""
         window = content[: 4 * chars + 2 * len(self._token or "")]
         return self._redact(window.decode(errors="replace"))[:chars]
+
+
+def _json_of(content: bytes, charset: str | None) -> Any:
+    """JSON is UTF-8 (RFC 8259; json.loads also reads UTF-16/32 bytes), whatever a server's header says (Java
+    servlets label UTF-8 ISO-8859-1 by default); only a body that is not UTF-8 is read in the charset declared."""
+    try:
+        return json.loads(content)
+    except UnicodeDecodeError:
+        if not charset:
+            raise
+        return json.loads(content.decode(charset))
 
 
 @lru_cache(maxsize=32)

@@ -140,9 +140,10 @@ class FakeRag:
                 self, status: int, body: Any, headers: dict[str, str] | None = None, slowly_s: float = 0.0
             ) -> None:
                 charset = (headers or {}).pop("charset", None)  # a reply in another encoding (and saying so)
+                label = (headers or {}).pop("label", charset)  # what the header says it is (a servlet's default)
                 data = json.dumps(body, ensure_ascii=charset is None).encode(charset or "ascii")
                 self.send_response(status)
-                self.send_header("content-type", "application/json" + (f"; charset={charset}" if charset else ""))
+                self.send_header("content-type", "application/json" + (f"; charset={label}" if label else ""))
                 self.send_header("content-length", str(len(data)))
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
@@ -185,6 +186,9 @@ class FakeRag:
                 elif system == "latin1":  # an older Java/PHP service: ISO-8859-1, declared in its content-type
                     self._reply(200, answer_locally("exact", request) | {"answer": "Caf\u00e9 cr\u00e8me"},
                                 {"charset": "iso-8859-1"})  # fmt: skip
+                elif system == "mislabelled":  # UTF-8, as JSON is, under a Java servlet's default label
+                    self._reply(200, answer_locally("exact", request) | {"answer": "Caf\u00e9 \u2615"},
+                                {"charset": "utf-8", "label": "iso-8859-1"})  # fmt: skip
                 elif system == "trickle":  # a whole, valid reply sent a byte at a time over 4 s
                     self._reply(200, answer_locally("exact", request), slowly_s=4.0)
                 else:

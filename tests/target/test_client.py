@@ -209,6 +209,9 @@ def test_a_reply_in_the_charset_its_content_type_declares_is_read(store: RunStor
     """ISO-8859-1 bytes (declared) were "the reply is not JSON": json.loads only guesses UTF-8/16/32."""
     data, _ = _client(store, rag, "latin1").ask(_ask(1))
     assert data["answer"] == "Caf\u00e9 cr\u00e8me"
+    # UTF-8 labelled ISO-8859-1 (a servlet's default): JSON is UTF-8, read as such, not garbled into "CafÃ©"
+    data, _ = _client(store, rag, "mislabelled").ask(_ask(1))
+    assert data["answer"] == "Caf\u00e9 \u2615"
 
 
 def test_a_long_token_quoted_at_the_start_of_a_reply_that_is_not_json_never_shows(
