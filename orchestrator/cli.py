@@ -204,8 +204,6 @@ def run_cmd(
     from .gates import GatePlan, failed, print_gates
     from .suite import load_suite, with_judge_params
 
-    if junit is not None and junit.is_file():  # whatever happens next, the last run's report is not this one's
-        junit.unlink()
     if resume_dir is not None:
         if fail_under or baseline_dir or tolerance is not None or junit:
             raise ConfigError("--fail-under, --fail-on-regression, --regression-tolerance and --junit need a new run")
@@ -230,6 +228,8 @@ def run_cmd(
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget)
         _exit_if_incomplete(summary, f"ragscore run --resume {resume_dir}")
         return
+    if junit is not None and junit.is_file():  # whatever happens next, the last run's report is not this one's
+        junit.unlink()
     if dataset is None or suite is None:
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
     if out.exists() and not out.is_dir():

@@ -167,9 +167,14 @@ def load_baseline(baseline_dir: Path) -> RunSummary:
         raise ConfigError(f"--fail-on-regression: {path} is not a ragscore summary: {exc}") from exc
 
 
+def _measured(baseline: RunSummary, outputs: Sequence[str]) -> list[str]:
+    """Those of ``outputs`` the baseline has a mean for: the ones a regression gate can compare."""
+    return [o for o in outputs if o in baseline.metrics and baseline.metrics[o].mean is not None]
+
+
 def regression_metrics(baseline: RunSummary, outputs: Sequence[str]) -> list[str]:
     """Outputs of this suite that the baseline scored (has a mean for); ConfigError when there are none."""
-    shared = [o for o in outputs if o in baseline.metrics and baseline.metrics[o].mean is not None]
+    shared = _measured(baseline, outputs)
     if not shared:
         raise ConfigError(
             f"--fail-on-regression: the baseline run {baseline.run_id} scored none of this suite's outputs "
@@ -269,7 +274,8 @@ def baseline_note(summary: RunSummary, baseline: RunSummary, outputs: Sequence[s
 
         said.append(f"the baseline {baseline.run_id} holds {runs(baseline, base_systems)}, this run "
                     f"{runs(summary, systems)}: its means are over other questions")  # fmt: skip
-    unmeasured = [o for o in outputs if o not in baseline.metrics or baseline.metrics[o].mean is None]
+    measured = _measured(baseline, outputs)
+    unmeasured = [o for o in outputs if o not in measured]
     if unmeasured:
         said.append(f"no regression gate for {', '.join(unmeasured)} (the baseline has no mean for it)")
     return "; ".join(said) or None
