@@ -14,6 +14,7 @@ starts.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from ragscore_workers.schemas import GateSpec, RunSummary, Suite
 
 from .api import Evaluation, evaluate
 from .gates import (
+    GatePlan,
     check_gate_names,
     check_tolerance,
     evaluate_gates,
@@ -78,15 +80,17 @@ def assert_scores(
     check_tolerance(tolerance)
     result = evaluate(dataset, resolved.suite, broker, out=out)
     verdicts = evaluate_gates(result.summary, specs, base, tolerance)
+    notes = GatePlan(specs, base, tolerance, None).notes(result.summary, verdicts, outputs)
+    table = render_gates(verdicts) + "".join(f"\n{note}" for note in notes)
     problem = incomplete(result.summary)
     if problem is not None:  # what `ragscore run` exits 1 for: no gate may pass it
         raise AssertionError(
-            f"ragscore run {result.summary.run_id} is incomplete (reports in {result.out_dir}): {problem}\n"
-            + render_gates(verdicts)
+            f"ragscore run {result.summary.run_id} is incomplete (reports in {result.out_dir}): {problem}\n" + table
         )
     if failed(verdicts):
         raise AssertionError(
-            f"ragscore gates failed for run {result.summary.run_id} (reports in {result.out_dir}):\n"
-            + render_gates(verdicts)
+            f"ragscore gates failed for run {result.summary.run_id} (reports in {result.out_dir}):\n" + table
         )
+    for note in notes:  # the gates hold; what they do not say (a system under its gate, an unlike baseline)
+        warnings.warn(note, stacklevel=2)
     return result

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import threading
@@ -128,18 +129,35 @@ def _packaged_path(module_name: str) -> Path | None:
     return path if (path / "modules.json").is_file() else None
 
 
+def _model_dirs(folder: Path) -> list[Path]:
+    """The folders a sentence-transformers model loads files from: its own, and each module's that
+    ``modules.json`` names (``1_Pooling``, ``2_Normalize``); not checkpoints or anything else kept beside it."""
+    dirs = [folder]
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        dirs += [folder / m["path"] for m in modules if isinstance(m, dict) and m.get("path")]
+    except (OSError, ValueError, TypeError, KeyError):  # a plain transformers folder: its own files only
+        pass
+    return dirs
+
+
 def _folder_fingerprint(folder: Path) -> str:
-    """What a model folder holds, cheaply: every file's relative path, size and modification time (hidden ones
-    such as ``.git`` left out). A model saved or fine-tuned into the same folder again gets another fingerprint,
-    so its vectors are not taken for the old model's (the caches are keyed by identity)."""
+    """What a model folder holds, cheaply: the relative path, size and modification time of every file the
+    model loads (hidden ones such as ``.git`` left out; :func:`_model_dirs`, so a training folder's checkpoints
+    are not walked at every chunk). A model saved or fine-tuned into the same folder again gets another
+    fingerprint, so its vectors are not taken for the old model's (the caches are keyed by identity)."""
     digest = hashlib.sha256()
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(f for f in files if not f.startswith(".")):
-            path = Path(root, name)
+    for directory in _model_dirs(folder):
+        try:
+            entries = sorted(directory.iterdir())
+        except OSError:  # a module folder modules.json names but that is not there: loading will say so
+            continue
+        for path in entries:
             try:
                 st = path.stat()
             except OSError:  # a dangling link: it changes nothing the model reads
+                continue
+            if path.name.startswith(".") or not path.is_file():
                 continue
             digest.update(f"{path.relative_to(folder)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "replace"))
     return digest.hexdigest()[:16]

@@ -80,6 +80,7 @@ def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig,
         new += store.save_answers(run_id, shard, left)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+    if unfilled:  # after, not in the finally: a Redis error here must not hide the error that ended the task
         client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})
     return {"asked": len(todo), "new": new}
 

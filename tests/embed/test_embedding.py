@@ -54,6 +54,21 @@ def test_a_local_folder_resolves_to_itself() -> None:
     assert source.identity.startswith(f"{PACKAGED}@") and resolve_model(str(PACKAGED)).identity == source.identity
 
 
+def test_a_folders_identity_follows_the_files_the_model_loads_not_its_checkpoints(tmp_path: Path) -> None:
+    """The fingerprint is taken at every chunk: a training folder's checkpoints are not walked (nor count)."""
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(PACKAGED, folder)
+    before = resolve_model(str(folder)).identity
+    (folder / "checkpoint-500").mkdir()
+    (folder / "checkpoint-500" / "model.safetensors").write_bytes(b"0" * 1024)
+    assert resolve_model(str(folder)).identity == before
+    pooling = next(p for p in folder.iterdir() if p.is_dir() and p.name.endswith("_Pooling"))
+    (pooling / "config.json").write_text((pooling / "config.json").read_text().replace("true", "false", 1))
+    assert resolve_model(str(folder)).identity != before  # a module modules.json names changed: another model
+
+
 def test_a_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match="folder './no-such-dir' does not exist"):
         resolve_model("./no-such-dir")
