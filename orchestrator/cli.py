@@ -172,7 +172,11 @@ def run_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
     fail_under: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Option("--fail-under", help="Gate: METRIC=VALUE (mean >= VALUE) or METRIC:ci_low=VALUE; repeatable"),
+        typer.Option(
+            "--fail-under",
+            help="Gate: METRIC=VALUE (mean >= VALUE), METRIC:ci_low=VALUE, METRIC@SYSTEM=VALUE (one system's items); "
+            "repeatable",
+        ),
     ] = None,
     baseline_dir: Annotated[
         Optional[Path],  # noqa: UP045
@@ -249,7 +253,8 @@ def run_cmd(
     )  # fmt: skip
     options = _format_options(predictions, corpus, system)
     if dry_run:
-        _dry_run(dataset, resolved, broker, fmt=fmt, fmt_options=options, max_cost=max_cost, max_tokens=max_tokens)
+        _dry_run(dataset, resolved, broker, gates, fmt=fmt, fmt_options=options, max_cost=max_cost,
+                 max_tokens=max_tokens)  # fmt: skip
         return
     summary = _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options)
     if debug_on_fail:
@@ -320,11 +325,13 @@ def resume_cmd(
     _exit_if_incomplete(summary, f"ragscore resume {run_id} --out {out}")
 
 
-def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  # type: ignore[no-untyped-def]
+def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> None:  # type: ignore[no-untyped-def]
     """Count what the run would do (``--dry-run``); cached judge replies are looked up in the run store when
-    one is reachable (the cluster's, or the embedded one started from its data file)."""
+    one is reachable (the cluster's, or the embedded one started from its data file). Gates naming a system the
+    dataset lacks are warned of."""
     from .embedded_redis import EmbeddedRedis
     from .estimate import estimate_run
+    from .gates import system_note
     from .reports.console import print_estimate
 
     redis = None
@@ -338,6 +345,8 @@ def _dry_run(dataset: Path, resolved, broker: str | None, **options) -> None:  #
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
+    if gates is not None and (note := system_note(gates.gates, estimate.systems)):
+        err.print(f"warning: {note}", style="yellow", soft_wrap=True)
     if not cluster:  # what an embedded run checks before its workers start (a cluster's live on its workers)
         from .runner import check_local_resources
 

@@ -81,6 +81,8 @@ class Estimate:
     judge: dict[str, CallTally] = field(default_factory=dict)
     #: Calls per target system (one per question; retries not counted).
     target_calls: dict[str, int] = field(default_factory=dict)
+    #: The systems the items name (what ``METRIC@SYSTEM`` gates can read).
+    systems: set[str] = field(default_factory=set)
     #: Whether cached replies were looked up (a Redis was given and the suite's judge uses its cache).
     cache_checked: bool = False
     #: What is probably wrong with the dataset (``DatasetScan.warnings``), as a run would warn.
@@ -190,6 +192,8 @@ def estimate_run(
 
     def count(row: Row) -> None:
         for answered in [_as_answered(row, t) for t in targets] or [row]:
+            if answered.system is not None:
+                estimate.systems.add(answered.system)
             for queue, names in resolved.row_queues(answered).items():
                 units[queue] = units.get(queue, 0) + sum(per_metric[n] for n in names)
             judge.add(answered)

@@ -6,6 +6,7 @@ Three kinds of gate, all pure functions of ``summary.json`` data:
   mean over its scored items is ``>= VALUE``;
 * ``ci_low``: ``METRIC:ci_low=VALUE`` holds when the lower bound of its 95% bootstrap interval is
   ``>= VALUE`` (a gate that sampling noise does not flip);
+  either reads one system's items alone when written ``METRIC@SYSTEM=VALUE`` (``summary.json`` ``by_system``);
 * ``regression``: ``--fail-on-regression BASELINE_DIR`` adds one gate per metric output the run shares
   with the baseline's ``summary.json``: the mean must be ``>= baseline mean - tolerance``.
 
@@ -23,7 +24,7 @@ import difflib
 import io
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -58,6 +59,7 @@ __all__ = [
     "regression_metrics",
     "render_gates",
     "summary_from_dir",
+    "system_note",
     "thresholds_by_metric",
 ]
 
@@ -84,6 +86,8 @@ class GateResult:
     #: Items the output scored, and those it could not (unscorable or errored): a gate read on 1 of 50 says so.
     n: int = 0
     unscored: int = 0
+    #: The system whose items the gate reads (``METRIC@SYSTEM=VALUE``); None: every item.
+    system: str | None = None
 
     @property
     def lower_better(self) -> bool:
@@ -111,14 +115,17 @@ class GateResult:
 
     @property
     def label(self) -> str:
-        """How the gate is written: ``exact_match=0.8``, ``mrr:ci_low=0.5``, ``recall_at_5:regression``."""
+        """How the gate is written: ``exact_match=0.8``, ``mrr:ci_low=0.5``, ``mrr@bm25:ci_low=0.5``,
+        ``recall_at_5:regression``."""
         if self.kind == "regression":
             return f"{self.metric}:regression"
-        return f"{self.metric}{'' if self.kind == 'mean' else ':' + self.kind}={self.threshold:g}"
+        where = f"@{self.system}" if self.system is not None else ""
+        return f"{self.metric}{where}{'' if self.kind == 'mean' else ':' + self.kind}={self.threshold:g}"
 
 
 def parse_gate(text: str) -> GateSpec:
-    """``METRIC=VALUE`` or ``METRIC:ci_low=VALUE`` as a :class:`GateSpec`; ConfigError when malformed."""
+    """``METRIC[@SYSTEM]=VALUE`` or ``METRIC[@SYSTEM]:ci_low=VALUE`` as a :class:`GateSpec`; ConfigError when
+    malformed."""
     try:
         return GateSpec.model_validate(text)
     except ValidationError as exc:
@@ -201,10 +208,11 @@ def evaluate_gates(
     results = []
     for gate in gates:
         lower = not higher_is_better(gate.metric)
-        stats = summary.metrics.get(gate.metric)
+        scope = summary.metrics if gate.system is None else summary.by_system.get(gate.system, {})
+        stats = scope.get(gate.metric)
         actual = _value(stats, gate.on, lower)
         results.append(GateResult(gate.metric, gate.on, gate.min, actual, holds(actual, gate.min, lower),
-                                  **_counts(stats)))  # fmt: skip
+                                  system=gate.system, **_counts(stats)))  # fmt: skip
     if baseline is not None:
         for name in regression_metrics(baseline, list(summary.metrics)):
             base = baseline.metrics[name].mean
@@ -248,8 +256,10 @@ def pooled_note(summary: RunSummary, results: Sequence[GateResult]) -> str | Non
     misses that gate's bound are named (one may fail while the pool holds), or None."""
     if len(summary.by_system) < 2:
         return None
-    means = [(r, system, per[r.metric].mean) for r in results if r.kind == "mean"
-             for system, per in summary.by_system.items() if r.metric in per]  # fmt: skip
+    own = {(r.system, r.metric) for r in results if r.kind == "mean" and r.system is not None}
+    means = [(r, system, per[r.metric].mean) for r in results if r.kind == "mean" and r.system is None
+             for system, per in summary.by_system.items()
+             if r.metric in per and (system, r.metric) not in own]  # fmt: skip
     misses = [f"{system} {r.metric} {mean:.3f}" for r, system, mean in means
               if mean is not None and not holds(mean, r.threshold, r.lower_better)]  # fmt: skip
     if not misses:
@@ -259,6 +269,22 @@ def pooled_note(summary: RunSummary, results: Sequence[GateResult]) -> str | Non
         f"gates read means over all {len(summary.by_system)} systems; on its own, {'; '.join(misses[:5])}{more} "
         "would miss its gate (summary.json by_system)"
     )
+
+
+def system_note(gates: Iterable[GateSpec | GateResult], present: Collection[str]) -> str | None:
+    """The gates naming a system the run has no items of (a typo, or rows without ``system``), with the systems
+    ``present`` and "did you mean"; None when every named system is there."""
+    systems = sorted(present)
+    unknown = sorted({g.system for g in gates if g.system is not None and g.system not in present})
+    if not unknown:
+        return None
+    said = []
+    for name in unknown:
+        close = [s for s in systems if s.casefold() == name.casefold()]
+        close = close or difflib.get_close_matches(name, systems, n=2, cutoff=0.6)
+        said.append(repr(name) + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
+    have = f"its systems are {', '.join(systems)}" if systems else "its rows name no system"
+    return f"gates name {'; '.join(said)}, which this run has no items of: {have}"
 
 
 def baseline_note(summary: RunSummary, baseline: RunSummary, outputs: Sequence[str]) -> str | None:
@@ -281,11 +307,14 @@ def baseline_note(summary: RunSummary, baseline: RunSummary, outputs: Sequence[s
     return "; ".join(said) or None
 
 
-def thresholds_by_metric(results: Iterable[GateResult]) -> dict[str, float]:
-    """Per gated metric output, the strictest threshold among its gates (the highest; the lowest where lower
-    is better): the per-item bar of JUnit."""
+def thresholds_by_metric(results: Iterable[GateResult], system: str | None = None) -> dict[str, float]:
+    """Per gated metric output, the strictest threshold among the gates on an item of ``system`` (the gates on
+    every item and those on that system's; the highest, the lowest where lower is better): JUnit's per-item
+    bar."""
     out: dict[str, float] = {}
     for r in results:
+        if r.system is not None and r.system != system:
+            continue
         pick = min if r.lower_better else max
         out[r.metric] = pick(out.get(r.metric, r.threshold), r.threshold)
     return out
@@ -409,9 +438,9 @@ class GatePlan:
         return cls(gates, baseline, tolerance or 0.0, junit)
 
     def notes(self, summary: RunSummary, results: Sequence[GateResult], outputs: Sequence[str]) -> list[str]:
-        """What the gate table alone does not say: a system missing a gate its pool holds, a baseline unlike
-        this run."""
-        notes = [pooled_note(summary, results)]
+        """What the gate table alone does not say: a gate naming a system the run lacks, a system missing a gate
+        its pool holds, a baseline unlike this run."""
+        notes = [system_note(results, summary.by_system), pooled_note(summary, results)]
         if self.baseline is not None:
             notes.append(baseline_note(summary, self.baseline, outputs))
         return [n for n in notes if n]

@@ -7,10 +7,12 @@ The file holds two test suites:
   A run that exits 1 whatever its gates (see ``gates.incomplete``) adds an ``<error>`` case ``run``.
 * ``ragscore.items``: one test case per item x gated metric output (classname ``ragscore.<metric>``, name
   the item key, ``system::id`` when several systems answered). The per-item bar is the metric's strictest
-  gate threshold. An item scoring below it (above it, where lower is better) is a ``<failure>``; an item
-  whose metric raised is an ``<error>``; an unscorable item (it lacks what the metric needs) or one the
-  metric did not score is ``<skipped>``: unscorable is never counted as 0, in the gates or here. A failing
-  item does not by itself fail the build: the gates (means and bounds) do.
+  gate threshold among the gates on every item and those on the item's system (``METRIC@SYSTEM=VALUE``); an
+  output gated only for other systems gets no case for the item. An item scoring below it (above it, where
+  lower is better) is a ``<failure>``; an item whose metric raised is an ``<error>``; an unscorable item (it
+  lacks what the metric needs) or one the metric did not score is ``<skipped>``: unscorable is never counted
+  as 0, in the gates or here. A failing item does not by itself fail the build: the gates (means and bounds)
+  do.
 
 Items are streamed from ``items.jsonl`` (one pass; the item cases go through a temporary file so the
 suite's counts can lead), so the file can be written for runs of any size.
@@ -111,7 +113,7 @@ def write_junit(
 
     ``run_error``: why the run is no result to pass whatever its gates (``ragscore run`` exits 1): an ``<error>``
     case ``ragscore.gates`` / ``run``, so the CI's test report does not read all green for a failed job."""
-    thresholds = thresholds_by_metric(gates)
+    bars: dict[str | None, dict[str, float]] = {}  # per system: the gated outputs and their bars
     gate_counts: Counter[str] = Counter()
     gate_cases = []
     if run_error is not None:
@@ -129,7 +131,10 @@ def write_junit(
             for line in items:
                 item = json.loads(line)
                 key = _item_key(item)
-                for metric, threshold in thresholds.items():
+                system = item.get("system")
+                if system not in bars:
+                    bars[system] = thresholds_by_metric(gates, system)
+                for metric, threshold in bars[system].items():
                     result = item.get("metrics", {}).get(metric)
                     status, message = classify(result, threshold, not higher_is_better(metric))
                     counts[status] += 1

@@ -62,7 +62,8 @@ def assert_scores(
 ) -> Evaluation:
     """Score ``dataset`` with ``suite`` and assert every gate; returns the :class:`Evaluation` for more checks.
 
-    ``gates``: ``"METRIC=VALUE"``, ``"METRIC:ci_low=VALUE"``, ``{"metric", "min", "on"}`` or GateSpec, added
+    ``gates``: ``"METRIC=VALUE"``, ``"METRIC:ci_low=VALUE"``, ``"METRIC@SYSTEM=VALUE"``, ``{"metric", "min", "on",
+    "system"}`` or GateSpec, added
     to the suite's own; ``baseline``: an earlier run's out dir (or its summary) that no mean may fall
     below by more than ``tolerance``. ConfigError (before running) for bad gates or no gate at all.
     """

@@ -406,14 +406,18 @@ class TargetConfig(BaseModel):
 
 
 #: ``METRIC=VALUE`` or ``METRIC:ci_low=VALUE`` (``METRIC:mean=VALUE`` spells the default out).
-_GATE_TEXT = re.compile(r"^\s*([\w.\-]+)\s*(?::\s*(\w+)\s*)?=\s*(\S+)\s*$")
+#: ``METRIC[@SYSTEM][:ON]=VALUE``; a system name runs to the first ``:`` or ``=`` (names holding one go in the
+#: ``{metric, system, min}`` form).
+_GATE_TEXT = re.compile(r"^\s*([\w.\-]+)\s*(?:@\s*([^:=]+?)\s*)?(?::\s*(\w+)\s*)?=\s*(\S+)\s*$")
 
 
 class GateSpec(BaseModel):
-    """A CI gate: the run's ``metric`` output must reach ``min`` on its mean or its ci95 lower bound.
+    """A CI gate: the run's ``metric`` output must reach ``min`` on its mean or its ci95 lower bound, over all
+    items or (``system``) over one system's.
 
-    Written as ``{metric, min, on}`` or as text: ``exact_match=0.8`` (mean >= 0.8) or
-    ``exact_match:ci_low=0.7`` (lower bound of the 95% interval >= 0.7, so noise does not flip a build).
+    Written as ``{metric, min, on, system}`` or as text: ``exact_match=0.8`` (mean >= 0.8),
+    ``exact_match:ci_low=0.7`` (lower bound of the 95% interval >= 0.7, so noise does not flip a build) or
+    ``exact_match@bm25-llm=0.8`` (the mean of system ``bm25-llm``'s items).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -421,6 +425,7 @@ class GateSpec(BaseModel):
     metric: str = Field(min_length=1)
     min: float = Field(allow_inf_nan=False)
     on: Literal["mean", "ci_low"] = "mean"
+    system: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -432,16 +437,17 @@ class GateSpec(BaseModel):
             return value
         match = _GATE_TEXT.match(value)
         if match is None:
-            raise ValueError(f"gate {value!r} is not METRIC=VALUE or METRIC:ci_low=VALUE")
-        metric, on, threshold = match.groups()
+            raise ValueError(f"gate {value!r} is not METRIC=VALUE, METRIC:ci_low=VALUE or METRIC@SYSTEM=VALUE")
+        metric, system, on, threshold = match.groups()
         try:
             number = float(threshold)
         except ValueError:
             raise ValueError(f"gate {value!r}: {threshold!r} is not a number") from None
-        return {"metric": metric, "min": number, "on": on or "mean"}
+        return {"metric": metric, "min": number, "on": on or "mean", "system": system}
 
     def __str__(self) -> str:
-        return f"{self.metric}{'' if self.on == 'mean' else ':' + self.on}={self.min:g}"
+        where = f"@{self.system}" if self.system is not None else ""
+        return f"{self.metric}{where}{'' if self.on == 'mean' else ':' + self.on}={self.min:g}"
 
 
 class Suite(BaseModel):

@@ -35,8 +35,11 @@ def _items(out: Path) -> list[dict]:
 
 
 def test_gates_that_hold_exit_0_and_missed_gates_exit_3_with_table_and_junit(tmp_path: Path, home: Path) -> None:
-    _, metrics = _baseline(tmp_path, home)
+    base_dir, metrics = _baseline(tmp_path, home)
     em, mrr, r5 = metrics["exact_match"], metrics["mrr"], metrics["recall_at_5"]
+    by_system = json.loads((base_dir / "summary.json").read_text())["by_system"]
+    bm25_r5 = by_system["bm25-llm"]["recall_at_5"]["mean"]
+    assert bm25_r5 < r5["mean"] - 0.01  # bm25-llm alone misses the pooled gate below
 
     # Suite gates and --fail-under together, all just under the run's values: exit 0.
     suite = yaml.safe_load(SUITE.read_text()) | {
@@ -46,10 +49,12 @@ def test_gates_that_hold_exit_0_and_missed_gates_exit_3_with_table_and_junit(tmp
     suite_path.write_text(yaml.safe_dump(suite))
     held = ragscore(
         "run", DATA, "--suite", suite_path, "--out", tmp_path / "held",
-        "--fail-under", f"recall_at_5={r5['mean'] - 0.01}", home=home,
+        "--fail-under", f"recall_at_5={r5['mean'] - 0.01}", "--fail-under", f"recall_at_5@bm25-llm={bm25_r5 - 0.01}",
+        home=home,
     )  # fmt: skip
     assert held.returncode == 0, held.stderr
-    assert "gates: all 3 hold" in held.stderr
+    assert "gates: all 4 hold" in held.stderr
+    assert "on its own" not in held.stderr  # bm25-llm has a recall_at_5 gate of its own, which holds
 
     # Two gates just over the run's values, one under: exit 3, the table says which and by how much.
     junit = tmp_path / "reports" / "junit.xml"
@@ -58,10 +63,12 @@ def test_gates_that_hold_exit_0_and_missed_gates_exit_3_with_table_and_junit(tmp
     missed = ragscore(
         "run", DATA, "--suite", SUITE, "--out", tmp_path / "missed", "-q", "--junit", junit,
         "--fail-under", em_gate, "--fail-under", low_gate, "--fail-under", f"recall_at_5={r5['mean'] - 0.01}",
-        home=home,
+        "--fail-under", f"recall_at_5@bm25-llm={r5['mean'] - 0.01}", home=home,
     )  # fmt: skip
     assert missed.returncode == 3, missed.stderr
-    assert "gates: 2 of 3 failed" in missed.stderr
+    assert "gates: 3 of 4 failed" in missed.stderr
+    system_line = _gate_line(missed.stderr, f"recall_at_5@bm25-llm={r5['mean'] - 0.01:g}")
+    assert "FAIL" in system_line and f"{bm25_r5:.3f}" in system_line
     em_line = _gate_line(missed.stderr, str(parse_gate(em_gate)))
     assert "FAIL" in em_line and "-0.010" in em_line and f"{em['mean']:.3f}" in em_line
     low_line = _gate_line(missed.stderr, str(parse_gate(low_gate)))
@@ -71,7 +78,7 @@ def test_gates_that_hold_exit_0_and_missed_gates_exit_3_with_table_and_junit(tmp
     root = ET.parse(junit).getroot()
     suites = {s.get("name"): s for s in root.iter("testsuite")}
     gate_status = {c.get("name"): [child.tag for child in c] for c in suites["ragscore.gates"].iter("testcase")}
-    assert sorted(gate_status.values()) == [[], ["failure"], ["failure"]]
+    assert sorted(gate_status.values()) == [[], ["failure"], ["failure"], ["failure"]]
     items = _items(tmp_path / "missed")
     thresholds = {"exact_match": em["mean"] + 0.01, "mrr": mrr["ci95"][0] + 0.02, "recall_at_5": r5["mean"] - 0.01}
     cases = list(suites["ragscore.items"].iter("testcase"))
@@ -125,7 +132,7 @@ def test_regression_against_a_baseline_exit_3_and_0_within_tolerance(tmp_path: P
 
 BAD = [
     (["--fail-under", "exact_mach=0.5"], "Did you mean 'exact_match'"),
-    (["--fail-under", "exact_match>0.5"], "not METRIC=VALUE or METRIC:ci_low=VALUE"),
+    (["--fail-under", "exact_match>0.5"], "not METRIC=VALUE, METRIC:ci_low=VALUE or METRIC@SYSTEM=VALUE"),
     (["--fail-under", "exact_match=80"], "could never hold (a percentage? exact_match=0.8)"),
     (["--fail-under", "mrr:ci_high=0.5"], "'mean' or 'ci_low'"),
     (["--fail-on-regression", "{tmp}/nowhere"], "summary.json not found"),

@@ -50,6 +50,8 @@ def _summary(scores: dict[str, list[float | None]], run_id: str = "r1") -> RunSu
         ("mrr:mean=.5", GateSpec(metric="mrr", min=0.5)),
         (" recall_at_5 = 1 ", GateSpec(metric="recall_at_5", min=1.0)),
         ("rubric_judge_raw=3.5", GateSpec(metric="rubric_judge_raw", min=3.5)),
+        ("exact_match@bm25-llm=0.8", GateSpec(metric="exact_match", min=0.8, system="bm25-llm")),
+        ("mrr @ my system :ci_low=0.5", GateSpec(metric="mrr", min=0.5, on="ci_low", system="my system")),
     ],
 )
 def test_parse_gate_accepts_mean_and_ci_low_forms(text: str, expected: GateSpec) -> None:
@@ -59,12 +61,14 @@ def test_parse_gate_accepts_mean_and_ci_low_forms(text: str, expected: GateSpec)
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("exact_match", "not METRIC=VALUE or METRIC:ci_low=VALUE"),
+        ("exact_match", "not METRIC=VALUE, METRIC:ci_low=VALUE or METRIC@SYSTEM=VALUE"),
         ("exact_match>=0.8", "not METRIC=VALUE"),
         ("=0.8", "not METRIC=VALUE"),
         ("exact_match=high", "'high' is not a number"),
         ("exact_match=nan", "finite number"),
         ("exact_match:ci_high=0.8", "'mean' or 'ci_low'"),
+        ("exact_match@=0.8", "or METRIC@SYSTEM=VALUE"),
+        ("exact_match@v1:rag=0.8", "'mean' or 'ci_low'"),  # a system holding ":" takes the mapping form
     ],
 )
 def test_parse_gate_rejects_malformed_text(text: str, message: str) -> None:
@@ -73,7 +77,7 @@ def test_parse_gate_rejects_malformed_text(text: str, message: str) -> None:
 
 
 def test_str_of_a_gate_parses_back_to_it() -> None:
-    for text in ("exact_match=0.8", "mrr:ci_low=0.25"):
+    for text in ("exact_match=0.8", "mrr:ci_low=0.25", "mrr@bm25 llm:ci_low=0.25"):
         assert str(parse_gate(text)) == text
         assert parse_gate(str(parse_gate(text))) == parse_gate(text)
 
@@ -167,12 +171,65 @@ def test_regression_gate_per_shared_output_with_tolerance() -> None:
     assert not evaluate_gates(current, [], baseline, tolerance=drop - 0.01)[0].passed
 
 
+def _two_systems() -> RunSummary:
+    """System a: exact_match 1, 1, 0 (mean 2/3), mrr 1; system b: exact_match 0, 0 (mean 0), mrr 0.5."""
+    scores = {("a", "q1"): 1.0, ("a", "q2"): 1.0, ("a", "q3"): 0.0, ("b", "q1"): 0.0, ("b", "q2"): 0.0}
+    items = [
+        ItemResult(id=qid, system=system, metrics={"exact_match": MetricResult(score=score),
+                                                   "mrr": MetricResult(score=1.0 if system == "a" else 0.5)})
+        for (system, qid), score in scores.items()
+    ]  # fmt: skip
+    return summarize("r2", items)
+
+
+def test_a_gate_on_one_system_reads_that_systems_items_alone() -> None:
+    summary = _two_systems()
+    pooled, on_a, on_b, low_b = evaluate_gates(
+        summary,
+        [parse_gate("exact_match=0.4"), parse_gate("exact_match@a=0.6"), parse_gate("exact_match@b=0.4"),
+         GateSpec(metric="mrr", min=0.4, on="ci_low", system="b")],
+    )  # fmt: skip
+    assert pooled.passed and pooled.actual == pytest.approx(2 / 5) and pooled.n == 5
+    assert on_a.passed and on_a.actual == pytest.approx(2 / 3) and on_a.n == 3 and on_a.label == "exact_match@a=0.6"
+    assert not on_b.passed and on_b.actual == 0.0 and on_b.n == 2 and on_b.margin == pytest.approx(-0.4)
+    assert low_b.passed and low_b.actual == 0.5 and low_b.label == "mrr@b:ci_low=0.4"  # all of b's mrr are 0.5
+    assert "exact_match@b=0.4" in render_gates([on_b])
+
+
+def test_a_gate_naming_a_system_the_run_lacks_fails_and_the_note_says_which_systems_there_are() -> None:
+    summary = _two_systems()
+    results = evaluate_gates(summary, [parse_gate("exact_match@A=0.1"), parse_gate("mrr@c=0.1")])
+    assert [r.passed for r in results] == [False, False] and all(r.n == 0 for r in results)
+    notes = GatePlan([], None).notes(summary, results, ["exact_match", "mrr"])
+    assert notes == ["gates name 'A' (did you mean 'a'?); 'c', which this run has no items of: its systems are a, b"]
+    one_system = _summary({"exact_match": [1.0]})
+    lone = evaluate_gates(one_system, [parse_gate("exact_match@a=0.1")])
+    assert GatePlan([], None).notes(one_system, lone, ["exact_match"]) == [
+        "gates name 'a', which this run has no items of: its rows name no system"
+    ]
+
+
+def test_a_system_with_its_own_gate_is_not_named_under_the_pooled_one() -> None:
+    summary = _two_systems()
+    pooled = evaluate_gates(summary, [parse_gate("exact_match=0.4")])
+    (note,) = GatePlan([], None).notes(summary, pooled, ["exact_match"])
+    assert "on its own, b exact_match 0.000 would miss its gate" in note
+    both = evaluate_gates(summary, [parse_gate("exact_match=0.4"), parse_gate("exact_match@b=0.0")])
+    assert GatePlan([], None).notes(summary, both, ["exact_match"]) == []
+
+
 def test_thresholds_by_metric_is_the_strictest_gate() -> None:
     summary = _summary({"exact_match": [1.0, 0.0], "mrr": [1.0, 1.0]})
     results = evaluate_gates(
         summary, [parse_gate("exact_match=0.2"), parse_gate("exact_match:ci_low=0.4"), parse_gate("mrr=0.1")]
     )
     assert thresholds_by_metric(results) == {"exact_match": 0.4, "mrr": 0.1}
+    on_systems = evaluate_gates(
+        _two_systems(), [parse_gate("exact_match=0.2"), parse_gate("exact_match@a=0.7"), parse_gate("mrr@b=0.3")]
+    )
+    assert thresholds_by_metric(on_systems) == {"exact_match": 0.2}  # an item of no gated system
+    assert thresholds_by_metric(on_systems, "a") == {"exact_match": 0.7}
+    assert thresholds_by_metric(on_systems, "b") == {"exact_match": 0.2, "mrr": 0.3}
 
 
 def test_table_lists_failed_gates_first_with_by_how_much() -> None:

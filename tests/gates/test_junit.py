@@ -81,6 +81,26 @@ def test_junit_has_a_case_per_gate_and_per_item_and_gated_metric(tmp_path: Path)
     assert list(tmp_path.joinpath("out").iterdir()) == [tmp_path / "out" / "junit.xml"]  # no temp file left
 
 
+def test_a_gate_on_one_system_sets_the_bar_of_that_systems_items_only(tmp_path: Path) -> None:
+    items = _write_items(tmp_path / "items.jsonl")
+    gates = evaluate_gates(
+        summarize("r1", ITEMS), [parse_gate("mrr@b=0.6"), parse_gate("mrr=0.1"), parse_gate("exact_match@a=0.5")]
+    )
+    write_junit(tmp_path / "junit.xml", items, gates)
+    cases = _cases(ET.parse(tmp_path / "junit.xml").getroot(), "ragscore.items")
+    # mrr: b's items take b's bar (0.6), a's the pooled one (0.1); exact_match is gated for a's items alone.
+    assert {key: _status(case) for key, case in cases.items()} == {
+        ("ragscore.mrr", "a::q1"): "passed",
+        ("ragscore.mrr", "b::q1"): "passed",
+        ("ragscore.mrr", "a::q2"): "error",
+        ("ragscore.mrr", "b::q2"): "failure",
+        ("ragscore.exact_match", "a::q1"): "passed",
+        ("ragscore.exact_match", "a::q2"): "skipped",
+    }
+    failure = cases[("ragscore.mrr", "b::q2")].find("failure")
+    assert failure is not None and failure.get("message") == "score 0.2 < 0.6"
+
+
 def test_classify_orders_error_before_unscorable_and_threshold() -> None:
     assert classify(None, 0.5) == ("skipped", "not scored by this metric")
     assert classify({"score": None, "error": "x"}, 0.5) == ("error", "x")

@@ -169,10 +169,10 @@ def test_after_a_run_the_dry_run_finds_its_replies_cached(
     assert "cached replies were not looked up" not in result.stdout
 
 
-def _dry_run(data: Path, suite: Path) -> subprocess.CompletedProcess[str]:
-    """``ragscore run DATA --suite SUITE --dry-run``, 250 columns wide (a warning stays on one line)."""
+def _dry_run(data: Path, suite: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ragscore run DATA --suite SUITE --dry-run [ARGS]``, 250 columns wide (a warning stays on one line)."""
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--dry-run"],
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--dry-run", *args],
         capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="250"), timeout=120,
     )  # fmt: skip
 
@@ -204,3 +204,18 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     suite["target"]["response"] = {"answer": "answer", "contexts": None}  # this target returns no contexts
     (tmp_path / "t.json").write_text(json.dumps(suite))
     assert "warning: no row has 'contexts'" in _dry_run(data, tmp_path / "t.json").stdout
+
+
+def test_the_dry_run_warns_of_a_gate_naming_a_system_the_dataset_lacks(tmp_path: Path) -> None:
+    rows = [{"id": "q1", "system": "bm25-llm", "answer": "Paris", "reference": "Paris"},
+            {"id": "q1", "system": "dense-llm", "answer": "Rome", "reference": "Paris"}]  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
+    typo = _dry_run(data, tmp_path / "s.json", "--fail-under", "exact_match@bm25=0.5")
+    assert typo.returncode == 0, typo.stderr
+    said = " ".join(typo.stderr.split())
+    assert ("warning: gates name 'bm25' (did you mean 'bm25-llm'?), which this run has no items of: its systems are "
+            "bm25-llm, dense-llm") in said  # fmt: skip
+    right = _dry_run(data, tmp_path / "s.json", "--fail-under", "exact_match@dense-llm=0.5")
+    assert right.returncode == 0, right.stderr
+    assert "gates name" not in right.stderr
