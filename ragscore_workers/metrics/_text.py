@@ -6,10 +6,16 @@ import re
 import string
 import unicodedata
 
-__all__ = ["normalize_answer", "strip_diacritics", "tokens"]
+__all__ = ["normalize_answer", "strip_diacritics", "strip_punctuation", "tokens"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation + "“”‘’«»–—…")
+_ASCII_PUNCT = frozenset(string.punctuation)
+
+
+def strip_punctuation(text: str) -> str:
+    """Drop ASCII punctuation (SQuAD's ``string.punctuation``) and every Unicode punctuation mark (category P*:
+    ``。、「」¡¿„‹›‐·``), as MLQA's multilingual evaluation does; symbols such as ``€``, ``°`` and emoji stay."""
+    return "".join(c for c in text if c not in _ASCII_PUNCT and not unicodedata.category(c).startswith("P"))
 
 
 def strip_diacritics(text: str) -> str:
@@ -35,7 +41,7 @@ def normalize_answer(text: str) -> str:
     ``-5`` is not ``5``, ``1,000`` is ``1000``), ``10:30`` and ``1/2`` keep their mark, and ``C++`` / ``C#`` stay
     apart from ``C``."""
     text = _THOUSANDS.sub("", strip_diacritics(text.lower()).replace("\u2212", "-"))  # a Unicode minus is a minus
-    text = _MEANINGFUL.sub(lambda m: "".join(_KEEP[c] for c in m.group()), text).translate(_PUNCT)
+    text = strip_punctuation(_MEANINGFUL.sub(lambda m: "".join(_KEEP[c] for c in m.group()), text))
     return " ".join(_ARTICLES.sub(" ", text).split()).translate(_RESTORE)
 
 

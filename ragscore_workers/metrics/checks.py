@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import string
 import time
 import unicodedata
 from collections import Counter, defaultdict
@@ -33,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..schemas import MetricResult, Queue, Row
 from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
 from ._bounded_regex import BoundedPattern
-from ._text import strip_diacritics
+from ._text import strip_diacritics, strip_punctuation
 from ._validators import (
     PLANNED,
     VALIDATORS,
@@ -60,7 +59,6 @@ _MD_PATTERNS = [
     (re.compile(r"^\s*([-*_]\s*){3,}$|^\|?(\s*:?-+:?\s*\|)+\s*$", re.MULTILINE), ""),  # rules, table rulers
     (re.compile(r"\s*\|\s*"), " "),  # table cell bars
 ]
-_PUNCT = str.maketrans("", "", string.punctuation + "“”‘’«»–—…")
 
 
 def _strip_markdown(text: str) -> str:
@@ -75,7 +73,7 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
     "strip": str.strip,
     "collapse_whitespace": lambda s: " ".join(s.split()),
     "strip_markdown": _strip_markdown,
-    "strip_punctuation": lambda s: s.translate(_PUNCT),
+    "strip_punctuation": strip_punctuation,
     "strip_diacritics": strip_diacritics,
     "nfkc": lambda s: unicodedata.normalize("NFKC", s),
     "strip_citations": lambda s: re.sub(r"\s*\[\d+(?:\s*[,-]\s*\d+)*\]", "", s),

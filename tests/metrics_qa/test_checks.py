@@ -121,6 +121,8 @@ def test_normalizers_apply_to_the_text_and_to_reference_strings() -> None:
     norm = ["lowercase", "strip_punctuation", "collapse_whitespace"]
     point = {"type": "diff", "params": {"golden": "The Quick brown FOX!"}, "normalizers": norm}
     assert run([point], "the  quick,\nbrown fox").details["points"][0]["figures"]["ratio"] == 1.0
+    cjk = {"type": "diff", "params": {"golden": "東京です"}, "normalizers": ["strip_punctuation"]}
+    assert run([cjk], "「東京」です。").details["points"][0]["figures"]["ratio"] == 1.0
     md = {"type": "regex", "params": {"pattern": "^Paris is the capital$"}, "normalizers": ["strip_markdown", "strip"]}
     assert run([md], "  **Paris** is the [capital](http://x.org)  ").score == 1.0
     assert run([md | {"normalizers": []}], "**Paris** is the [capital](http://x.org)").score == 0.0

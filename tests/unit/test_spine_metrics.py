@@ -37,6 +37,14 @@ from ragscore_workers.schemas import Row
         ("U.S.", "US", 1.0),
         ("C++", "c++", 1.0),
         ("-5 degrees", "\u22125 degrees", 1.0),  # a Unicode minus is a minus
+        # every Unicode punctuation mark goes, as in MLQA's multilingual evaluation (not only ASCII's)
+        ("東京。", "東京", 1.0),
+        ("「東京」", "東京", 1.0),
+        ("¡Sí!", "si", 1.0),
+        ("„Berlin“", "Berlin", 1.0),
+        ("‹Rome›", "Rome", 1.0),
+        ("北京、上海", "北京上海", 1.0),
+        ("25 °C", "25 C", 0.0),  # a symbol is not punctuation
         # nothing left after normalising: compared as written
         ("An", "The", 0.0),
         ("The", "the", 1.0),
