@@ -18,9 +18,27 @@ def strip_punctuation(text: str) -> str:
     return "".join(c for c in text if c not in _ASCII_PUNCT and not unicodedata.category(c).startswith("P"))
 
 
+#: Scripts whose combining marks are accents or optional vowel pointing, dropped by :func:`strip_diacritics`. In
+#: other scripts a mark makes another letter or word (kana voicing: ``ぶた`` pig, ``ふた`` lid; Thai tones: ``ม้า``
+#: horse, ``มา`` come; a Devanagari virama) and stays.
+_ACCENTED_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC", "ARABIC", "HEBREW")
+
+
 def strip_diacritics(text: str) -> str:
-    """``"Café"`` -> ``"Cafe"``: decompose and drop combining marks."""
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    """``"Café"`` -> ``"Cafe"``: decompose (NFKD), drop the combining marks on Latin, Greek, Cyrillic, Arabic and
+    Hebrew letters (and on non-letters), recompose (NFC) what is left: ``"ぶ"`` stays ``"ぶ"``."""
+    if text.isascii():
+        return text
+    kept: list[str] = []
+    keep_marks = False
+    for c in unicodedata.normalize("NFKD", text):
+        category = unicodedata.category(c)
+        if category[0] != "M":  # a base character decides for the marks that follow it
+            keep_marks = category[0] == "L" and not unicodedata.name(c, "").startswith(_ACCENTED_SCRIPTS)
+        elif unicodedata.combining(c) and not keep_marks:
+            continue
+        kept.append(c)
+    return unicodedata.normalize("NFC", "".join(kept))
 
 
 #: Punctuation that carries meaning and survives normalisation: a decimal point, a time's or ratio's colon or

@@ -58,6 +58,11 @@ def test_list_many_sums_matched_weights_once_each_and_caps_at_one() -> None:
 def test_normalisation_before_comparison() -> None:
     assert _score("ListOne", ["São Paulo"], "  SAO   paulo!! ").score == 1.0
     assert _score("ListOne", ["U.S."], "the US").score == 1.0
+    assert _score("ListOne", ["Ελληνικά"], "ελληνικα").score == 1.0  # Greek accents are accents
+    # a kana voicing mark or a Thai tone mark makes another word: pig is not lid, horse is not "come"
+    assert _score("ListOne", ["ふた"], "ぶた", synonyms=False).score == 0.0
+    assert _score("ListOne", ["มา"], "ม้า", synonyms=False).score == 0.0
+    assert _score("ListOne", ["ぶた"], "ふ\u3099た", synonyms=False).score == 1.0  # decomposed: the same word
 
 
 def test_synonyms_carry_the_full_weight_of_their_value() -> None:

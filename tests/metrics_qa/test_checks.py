@@ -128,6 +128,7 @@ def test_normalizers_apply_to_the_text_and_to_reference_strings() -> None:
     assert run([md | {"normalizers": []}], "**Paris** is the [capital](http://x.org)").score == 0.0
     accents = {"type": "keyword", "params": {"keywords": ["Sao Paulo"]}, "normalizers": ["strip_diacritics"]}
     assert run([accents], "Visiting São Paulo").score == 1.0
+    assert run([accents | {"params": {"keywords": ["パス"]}}], "バスで行く").score == 0.0  # bus is not pass
     cites = {"type": "diff", "params": {"golden": "Paris is big."}, "normalizers": ["strip_citations"]}
     assert run([cites], "Paris is big [1, 2]. ").details["points"][0]["figures"]["ratio"] > 0.9
 
