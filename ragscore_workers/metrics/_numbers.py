@@ -27,16 +27,19 @@ _GLUE = frozenset({"and", "point"})
 
 
 def canonical_digits(token: str) -> str:
-    """``"007"`` -> ``"7"``, ``"5.50"`` -> ``"5.5"``, ``"5.0"`` -> ``"5"`` (any Unicode digits become ASCII)."""
-    whole, _, frac = token.partition(".")
+    """``"007"`` -> ``"7"``, ``"5.50"`` -> ``"5.5"``, ``"5.0"`` -> ``"5"``, ``"-0"`` -> ``"0"`` (any Unicode digits
+    become ASCII; a minus sign stays)."""
+    sign, body = ("-", token[1:]) if token.startswith("-") else ("", token)
+    whole, _, frac = body.partition(".")
     # unicodedata.digit, not int(): int() refuses digits that are not decimal ones ("፩", "²"), though isdigit()
     whole = str(int("".join(str(unicodedata.digit(c)) for c in whole)))
     frac = "".join(str(unicodedata.digit(c)) for c in frac).rstrip("0")
-    return f"{whole}.{frac}" if frac else whole
+    number = f"{whole}.{frac}" if frac else whole
+    return sign + number if number != "0" else number
 
 
 def _is_number(token: str) -> bool:
-    whole, dot, frac = token.partition(".")
+    whole, dot, frac = token.removeprefix("-").partition(".")
     return whole.isdigit() and (not dot or frac.isdigit())
 
 

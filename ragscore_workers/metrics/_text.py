@@ -65,14 +65,15 @@ def normalize_answer(text: str) -> str:
 
 _JOINERS = re.compile(r"(?<=[^\W\d_])['’.](?=[^\W\d_])")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_TOKEN = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]+")
+#: A number keeps its minus sign where the minus is not a hyphen (``-5``, ``(-5)``; not ``5-10`` or ``COVID-19``).
+_TOKEN = re.compile(r"(?:(?<![\w.-])-)?\d+(?:\.\d+)?|[^\W\d_]+")
 
 
 def tokens(text: str) -> list[str]:
     """Word and number tokens, normalised for comparison: case-folded, no diacritics or punctuation.
 
     ``"U.S."`` and ``"don't"`` keep one token (``us``, ``dont``); hyphens split (``twenty-one`` -> two tokens);
-    ``"1,000"`` -> ``1000`` and ``"3.5"`` stays one token.
+    ``"1,000"`` -> ``1000``, ``"3.5"`` stays one token and ``"-5"`` (or ``"\u22125"``) keeps its sign.
     """
-    text = strip_diacritics(text).casefold()
+    text = strip_diacritics(text.replace("\u2212", "-")).casefold()
     return _TOKEN.findall(_THOUSANDS.sub("", _JOINERS.sub("", text)))

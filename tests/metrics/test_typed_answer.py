@@ -85,6 +85,15 @@ def test_number_words_and_digits_match_both_ways() -> None:
     assert _score("ListOne", ["21"], "twenty").score == 0.0
 
 
+def test_a_minus_sign_makes_another_number_a_hyphen_does_not() -> None:
+    assert _score("ListOne", ["-5"], "It fell to 5 degrees").score == 0.0
+    assert _score("ListOne", ["5"], "It fell to -5 degrees").score == 0.0
+    assert _score("ListOne", ["-5"], "It fell to \u22125.0 degrees (-5)").score == 1.0  # Unicode minus, 5.0 = 5
+    assert _score("ListOne", ["-0"], "0").score == 1.0
+    assert _score("ListOne", ["19"], "COVID-19").score == 1.0  # a hyphen after a word is no sign
+    assert _score("ListMany", ["5", "10"], "from 5-10").score == 1.0  # nor one between numbers
+
+
 def test_stopword_values_match_only_a_whole_item() -> None:
     assert _score("PickOne", ["A", "B"], "I choose a car").score == 0.0
     assert _score("PickOne", ["A", "B"], "B").score == 1.0
