@@ -4,8 +4,9 @@ Outputs ``recall_at_{k}`` for each k in ``params.k``: the share of the gold docu
 k retrieved ids (one gold id, as in the seed framework: 1 when it is in the top k, else 0; several: e.g. 2 of
 3 found = 0.667), and ``mrr`` (reciprocal rank of the first gold document, 0 when absent). Ranks are
 positions in ``retrieved_doc_ids`` as given: a repeated id (several chunks of one document) takes a rank
-each time. A row without ``gold_doc_id`` is unscorable; a row with a gold id but no retrieved documents
-scores 0 (the system retrieved nothing).
+each time. Ids are compared with surrounding whitespace stripped (a CSV's ``"d1, d2"``); blank gold ids are
+dropped. A row without a gold id is unscorable; a row with a gold id but no retrieved documents scores 0 (the
+system retrieved nothing).
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ def first_gold_rank(retrieved: list[str], gold: set[str]) -> int | None:
 @register("recall_at_k", Queue.CPU, params=RecallParams, outputs=_outputs)
 def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     """Recall@k of the gold document for each k, and MRR."""
-    if not row.gold_doc_id:
+    given = [row.gold_doc_id] if isinstance(row.gold_doc_id, str) else row.gold_doc_id or []
+    gold = {doc_id.strip() for doc_id in given} - {""}
+    if not gold:
         reason = MetricResult.unscorable("no gold_doc_id")
         return {name: reason for name in _outputs(params)}
-    gold = {row.gold_doc_id} if isinstance(row.gold_doc_id, str) else set(row.gold_doc_id)
-    retrieved = row.retrieved_doc_ids or []
+    retrieved = [doc_id.strip() for doc_id in row.retrieved_doc_ids or []]  # a blank one keeps its rank
     rank = first_gold_rank(retrieved, gold)
     details = {"rank": rank, "retrieved_top_1": retrieved[0] if retrieved else None, "gold": len(gold)}
     out = {}

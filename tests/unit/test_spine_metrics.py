@@ -91,3 +91,11 @@ def test_recall_at_k_and_mrr_by_rank() -> None:
 def test_recall_special_cases() -> None:
     assert _recall(None, "d1", [1]) == {"recall_at_1": 0.0, "mrr": 0.0}  # retrieved nothing: a miss
     assert _recall(["d1"], None, [1, 5]) == {"recall_at_1": None, "recall_at_5": None, "mrr": None}
+
+
+def test_recall_compares_ids_without_surrounding_whitespace_and_drops_blank_gold_ids() -> None:
+    # a CSV cell "d1, d2" read as a list, or a gold id typed with a trailing space: the same documents
+    assert _recall(["d0", " d1"], "d1 ", [1, 2]) == {"recall_at_1": 0.0, "recall_at_2": 1.0, "mrr": 0.5}
+    assert _recall(["d1", "d2"], ["d1", " "], [1]) == {"recall_at_1": 1.0, "mrr": 1.0}  # one gold document, not 2
+    assert _recall(["", "d1"], "d1", [1]) == {"recall_at_1": 0.0, "mrr": 0.5}  # a blank retrieved id keeps its rank
+    assert _recall(["d1"], [" ", ""], [1]) == {"recall_at_1": None, "mrr": None}  # no gold id: unscorable
