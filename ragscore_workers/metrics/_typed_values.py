@@ -150,9 +150,16 @@ def answer_items(answer: str) -> list[str]:
     return items
 
 
+#: Letters that are a yes/no only as the whole answer: in a sentence they are ``N/A``'s ``n`` or a ``Y`` chromosome.
+LETTERS = frozenset({"y", "n"})
+
+
 def polarity(words: list[str]) -> tuple[bool | None, list[int]]:
-    """The first yes/no word decides (``not`` right before it flips it); returns it and the positions used."""
+    """The first yes/no word decides (``not`` right before it flips it; ``y`` / ``n`` only when they are all the
+    words); returns it and the positions used."""
     for i, word in enumerate(words):
+        if word in LETTERS and len(words) > 1:
+            continue
         if word in YES or word in NO:
             negated = i > 0 and words[i - 1] == "not"
             return (word in YES) != negated, ([i - 1, i] if negated else [i])

@@ -29,6 +29,10 @@ def _score(
         ("yes", "It is false", 0.0),
         ("yes", "Maybe, hard to say", 0.0),  # no yes/no at all: wrong, not unscorable
         ({"yes": 0.3}, "yes", 1.0),  # weights do not apply to Yes/No
+        ("no", "N", 1.0),
+        ("no", "N/A", 0.0),  # a letter is a yes/no only as the whole answer
+        ("yes", "It is on the Y chromosome", 0.0),
+        ("yes", "N/A. Yes, it is.", 1.0),  # the first yes/no word, past the letter
     ],
 )
 def test_yes_no(expected: Any, answer: str, score: float) -> None:
