@@ -54,11 +54,11 @@ _RESTORE = str.maketrans({v: k for k, v in _KEEP.items()})
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD-style normalisation: lower case, no diacritics, punctuation or articles, single spaces; but
+    """SQuAD-style normalisation: case-folded, no diacritics, punctuation or articles, single spaces; but
     numbers keep their decimal point or comma, sign and thousands (``3.5`` is not ``35``, ``12,5`` is not ``125``,
     ``-5`` is not ``5``, ``1,000`` is ``1000``), ``10:30`` and ``1/2`` keep their mark, and ``C++`` / ``C#`` stay
     apart from ``C``."""
-    text = _THOUSANDS.sub("", strip_diacritics(text.lower()).replace("\u2212", "-"))  # a Unicode minus is a minus
+    text = _THOUSANDS.sub("", strip_diacritics(text.casefold()).replace("\u2212", "-"))  # a Unicode minus is a minus
     text = strip_punctuation(_MEANINGFUL.sub(lambda m: "".join(_KEEP[c] for c in m.group()), text))
     return " ".join(_ARTICLES.sub(" ", text).split()).translate(_RESTORE)
 
