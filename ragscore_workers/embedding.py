@@ -32,7 +32,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -141,12 +141,9 @@ def _model_dirs(folder: Path) -> list[Path]:
     return dirs
 
 
-def _folder_fingerprint(folder: Path) -> str:
-    """What a model folder holds, cheaply: the relative path, size and modification time of every file the
-    model loads (hidden ones such as ``.git`` left out; :func:`_model_dirs`, so a training folder's checkpoints
-    are not walked at every chunk). A model saved or fine-tuned into the same folder again gets another
-    fingerprint, so its vectors are not taken for the old model's (the caches are keyed by identity)."""
-    digest = hashlib.sha256()
+def _model_files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """Every file the model in ``folder`` loads, with its stat (hidden ones such as ``.git`` left out;
+    :func:`_model_dirs`, so a training folder's checkpoints are not walked)."""
     for directory in _model_dirs(folder):
         try:
             entries = sorted(directory.iterdir())
@@ -157,9 +154,42 @@ def _folder_fingerprint(folder: Path) -> str:
                 st = path.stat()
             except OSError:  # a dangling link: it changes nothing the model reads
                 continue
-            if path.name.startswith(".") or not path.is_file():
-                continue
-            digest.update(f"{path.relative_to(folder)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "replace"))
+            if not path.name.startswith(".") and path.is_file():
+                yield path, st
+
+
+def _folder_fingerprint(folder: Path) -> str:
+    """What a model folder holds, cheaply (taken at every chunk): the relative path, size and modification time of
+    every file the model loads. A worker whose model's files changed (saved or fine-tuned in place) reloads it."""
+    digest = hashlib.sha256()
+    for path, st in _model_files(folder):
+        digest.update(f"{path.relative_to(folder)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "replace"))
+    return digest.hexdigest()[:16]
+
+
+#: sha256 of a file's bytes, by (path, size, modification time): each model file is read once per process.
+_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(path: Path, st: os.stat_result) -> str:
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_DIGESTS:
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        _FILE_DIGESTS[key] = digest.hexdigest()
+    return _FILE_DIGESTS[key]
+
+
+def _folder_digest(folder: Path) -> str:
+    """What a model folder holds, by content: the relative path and sha256 of every file the model loads. The
+    same model copied elsewhere, onto another host or into a rebuilt image (new modification times) has the
+    same digest, so its cached vectors are found; a model saved or fine-tuned into the folder again has another,
+    so the old model's vectors are not taken for its own (the caches are keyed by identity)."""
+    digest = hashlib.sha256()
+    for path, st in _model_files(folder):
+        digest.update(f"{path.relative_to(folder)}\0{_file_digest(path, st)}\n".encode("utf-8", "replace"))
     return digest.hexdigest()[:16]
 
 
@@ -185,8 +215,8 @@ def resolve_model(name: str) -> ModelSource:
     if local is not None and not any((local / f).is_file() for f in ("modules.json", "config.json")):
         raise ModelNotFoundError(f"Embedding model folder {name!r} holds no model (no modules.json or config.json).")
     if local is not None:
-        # The identity (the caches' key) is the folder and what it holds now, not its path alone.
-        return ModelSource(name, str(local), "path", f"{local}@{_folder_fingerprint(local)}")
+        # The identity (the caches' key) is what the folder holds now, wherever it is.
+        return ModelSource(name, str(local), "path", f"folder:{_folder_digest(local)}")
     if name.startswith((".", "/", "~")):
         raise ModelNotFoundError(f"Embedding model folder {name!r} does not exist.")
     hub_id = _hub_id(name)

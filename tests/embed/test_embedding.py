@@ -50,8 +50,22 @@ def test_default_model_names_resolve_to_the_packaged_copy_before_the_hub(name: s
 def test_a_local_folder_resolves_to_itself() -> None:
     source = resolve_model(str(PACKAGED))
     assert (source.origin, source.path) == ("path", str(PACKAGED))
-    # Its identity (the caches' key) is the folder and what it holds: the same files, the same identity.
-    assert source.identity.startswith(f"{PACKAGED}@") and resolve_model(str(PACKAGED)).identity == source.identity
+    # Its identity (the caches' key) is what the folder holds: the same files, the same identity.
+    assert source.identity.startswith("folder:") and resolve_model(str(PACKAGED)).identity == source.identity
+
+
+def test_a_copied_model_folder_keeps_its_identity_so_its_cached_vectors_are_found(tmp_path: Path) -> None:
+    """A model baked into a rebuilt image, or copied to another host or path, has new modification times: the
+    same files are the same model, whose vectors the cache holds; a changed byte is another model."""
+    import shutil
+
+    copy = shutil.copytree(PACKAGED, tmp_path / "copy", copy_function=shutil.copyfile)  # new mtimes
+    first = next(p for p in copy.rglob("*") if p.is_file())
+    assert first.stat().st_mtime_ns != (PACKAGED / first.relative_to(copy)).stat().st_mtime_ns
+    assert resolve_model(str(copy)).identity == resolve_model(str(PACKAGED)).identity
+    tokenizer = copy / "tokenizer_config.json"
+    tokenizer.write_text(tokenizer.read_text().replace("true", "false", 1))
+    assert resolve_model(str(copy)).identity != resolve_model(str(PACKAGED)).identity
 
 
 def test_a_folders_identity_follows_the_files_the_model_loads_not_its_checkpoints(tmp_path: Path) -> None:
