@@ -14,7 +14,7 @@ from typing import Any
 
 from ragscore_workers.errors import DatasetError
 
-from .loaders import RAW_EXCERPT_CHARS, RowError
+from .loaders import RAW_EXCERPT_CHARS, RowError, loads_json
 
 __all__ = ["SeedError", "identifier", "number", "pick", "read_json", "row_error", "text"]
 
@@ -26,7 +26,7 @@ class SeedError(ValueError):
 def read_json(path: Path) -> Any:
     """The whole file as JSON; DatasetError (nothing is read) when it does not parse."""
     try:
-        return json.loads(path.read_bytes())
+        return loads_json(path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
     except OSError as exc:

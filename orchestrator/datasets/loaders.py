@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 from ragscore_workers.errors import DatasetError
 
-__all__ = ["ALL_FORMATS", "FORMATS", "SEED_FORMATS", "RowError", "detect_format", "iter_records"]
+__all__ = ["ALL_FORMATS", "FORMATS", "SEED_FORMATS", "RowError", "detect_format", "iter_records", "loads_json"]
 
 #: Row fields whose CSV cells hold JSON (lists or objects).
 JSON_FIELDS = frozenset(
@@ -50,6 +50,15 @@ class RowError:
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "error": self.error, "raw": self.raw[:RAW_EXCERPT_CHARS]}
+
+
+def loads_json(data: str | bytes) -> Any:
+    """``json.loads``; a value nested deeper than the parser's stack allows (``[[[[...``) is a
+    JSONDecodeError like any other bad JSON, not a RecursionError that would stop the whole run."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", data if isinstance(data, str) else "", 0) from None
 
 
 def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
@@ -85,7 +94,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 yield line_no, RowError(line_no, f"invalid UTF-8 at byte {exc.start} ({NOT_UTF8_HINT})", excerpt)
                 continue
             try:
-                value = json.loads(text)
+                value = loads_json(text)
             except json.JSONDecodeError as exc:
                 yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno})", text)
                 continue
@@ -101,7 +110,7 @@ def _csv_cell(name: str, value: str) -> Any:
     stripped = value.strip()
     if name in JSON_FIELDS and stripped[:1] in ("[", "{", '"'):
         try:
-            return json.loads(stripped)
+            return loads_json(stripped)
         except json.JSONDecodeError:
             if stripped[:1] in ("[", "{"):
                 try:
@@ -177,7 +186,7 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
 
 def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     try:
-        data = json.loads(path.read_bytes())
+        data = loads_json(path.read_bytes())
     except json.JSONDecodeError as exc:
         hint = ""
         if exc.msg == "Extra data" and exc.lineno > 1 and exc.colno == 1:  # a second value on the next line
@@ -237,7 +246,7 @@ def _sniff_json(path: Path) -> str:
     try:
         if path.stat().st_size > DETECT_MAX_BYTES:
             return "json"
-        data = json.loads(path.read_bytes())
+        data = loads_json(path.read_bytes())
     except (OSError, ValueError):
         return "json"
     for fmt, looks_like in (

@@ -26,7 +26,7 @@ from typing import Any
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.metrics._corpus import corpus_sentences
 
-from .loaders import RAW_EXCERPT_CHARS, Record, RowError, iter_records
+from .loaders import RAW_EXCERPT_CHARS, Record, RowError, iter_records, loads_json
 
 __all__ = ["GOLD_PREFIX", "iter_nlp_project", "looks_like_nlp_project", "nlp_project_records"]
 
@@ -41,7 +41,7 @@ def _load_predictions(path: Path) -> dict[int, tuple[str, Any]]:
     if not path.is_file():
         raise DatasetError(f"Predictions file not found: {path}")
     try:
-        data = json.loads(path.read_bytes())
+        data = loads_json(path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
@@ -140,7 +140,7 @@ def looks_like_nlp_project(path: Path) -> bool:
     try:
         with Path(path).open(encoding="utf-8-sig") as fh:
             first = next((line for line in fh if line.strip()), "")
-        record = json.loads(first)
+        record = loads_json(first)
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return isinstance(record, dict) and _QUESTION_FIELDS <= record.keys()

@@ -25,6 +25,9 @@ __all__ = ["DatasetScan", "iter_rows", "scan_dataset", "validate_record"]
 
 #: Duplicate ids listed in the error message before "and N more".
 MAX_DUPLICATES_SHOWN = 5
+#: Lists and objects nested deeper than this in a row make it a bad row: pydantic serializes a row's task
+#: message only up to 255 levels, so one such row stopped the whole run at submit time.
+MAX_NESTING = 100
 
 
 def _one_line(exc: ValidationError) -> str:
@@ -45,6 +48,26 @@ def _oversized(row: Row, limit: int) -> str | None:
     return None
 
 
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest more than ``limit`` levels deep in ``value`` (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _excerpt(record: dict[str, Any], ascii_only: bool = False) -> str:
+    """The start of a bad record as JSON for ``failed_rows.jsonl`` ("" when it nests too deep to write)."""
+    try:
+        return json.dumps(record, ensure_ascii=ascii_only, default=str)[:RAW_EXCERPT_CHARS]
+    except (RecursionError, ValueError):
+        return ""
+
+
 def validate_record(line: int, record: dict[str, Any], max_chars: int | None = None) -> Row | RowError:
     """A record becomes a Row (missing id -> ``row-<line>``) or a RowError with a one-line reason.
 
@@ -57,14 +80,16 @@ def validate_record(line: int, record: dict[str, Any], max_chars: int | None = N
     # metadata) it is kept: results and reports write it as its ``\\udfff`` escape.
     if (where := lone_surrogate_at({k: record[k] for k in ITEM_META_FIELDS if k in record})) is not None:
         reason = f"{where}: a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair) is not text"
-        return RowError(line, reason, json.dumps(record, ensure_ascii=True, default=str)[:RAW_EXCERPT_CHARS])
+        return RowError(line, reason, _excerpt(record, ascii_only=True))
+    if _nested_deeper(record, MAX_NESTING):
+        return RowError(line, f"lists and objects nested more than {MAX_NESTING} levels deep", _excerpt(record))
     try:
         row = Row.model_validate(record)
     except ValidationError as exc:
-        return RowError(line, _one_line(exc), json.dumps(record, ensure_ascii=False, default=str)[:RAW_EXCERPT_CHARS])
+        return RowError(line, _one_line(exc), _excerpt(record))
     too_big = _oversized(row, max_chars if max_chars is not None else get_settings().max_field_chars)
     if too_big:
-        return RowError(line, too_big, json.dumps(record, ensure_ascii=False, default=str)[:RAW_EXCERPT_CHARS])
+        return RowError(line, too_big, _excerpt(record))
     return row
 
 

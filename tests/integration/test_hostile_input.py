@@ -91,3 +91,45 @@ def test_json_loader_rejects_or_reads_any_json_value(tmp_path: Path, value: obje
         return
     assert isinstance(value, (list, dict))
     assert all(isinstance(r, RowError) or r.id for _, r in rows)
+
+
+@pytest.mark.integration
+def test_deeply_nested_rows_are_reported_and_the_run_scores_the_others(tmp_path: Path, home: Path) -> None:
+    """A line nested past the JSON parser's stack raised RecursionError out of the loader, and a row nested past
+    pydantic's 255 serialization levels raised at submit time: either stopped the whole run."""
+    nested: dict[str, object] = {}
+    inner = nested
+    for _ in range(300):
+        inner["x"] = inner = {}
+    data = tmp_path / "deep.jsonl"
+    data.write_text(
+        json.dumps({"id": "a", "answer": "x", "reference": "x"}) + "\n"
+        + "[" * 100_000 + "]" * 100_000 + "\n"  # line 2: deeper than json.loads can parse
+        + json.dumps({"id": "b", "answer": "y", "reference": "y", "metadata": nested}) + "\n"  # line 3: 300 levels
+        + json.dumps({"id": "c", "answer": "z", "reference": "q"}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    with pytest.warns(UserWarning, match="2 rows were unreadable"):
+        result = evaluate(data, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+    assert [(i.id, i.metrics["exact_match"].score) for i in result.items] == [("a", 1.0), ("c", 0.0)]
+    failed = [json.loads(x) for x in (tmp_path / "out" / "failed_rows.jsonl").read_text().splitlines()]
+    assert [(f["line"], f["error"]) for f in failed] == [
+        (2, "invalid JSON: nested too deeply (column 1)"),
+        (3, "lists and objects nested more than 100 levels deep"),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["json", "socioscope", "auto-analyst", "eval-points"])
+def test_a_json_file_nested_too_deeply_is_a_dataset_error(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(DatasetError, match="nested too deeply"):
+        list(iter_rows(path, fmt))
+
+
+def test_a_csv_cell_nested_too_deeply_is_a_row_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.csv"
+    path.write_text('id,metadata\na,"' + "[" * 5_000 + "]" * 5_000 + '"\nb,{}\n', encoding="utf-8")
+    rows = list(iter_rows(path))
+    assert isinstance(rows[0][1], RowError) and rows[0][0] == 2 and "nested too deeply" in rows[0][1].error
+    assert rows[1][0] == 3 and not isinstance(rows[1][1], RowError) and rows[1][1].id == "b"
