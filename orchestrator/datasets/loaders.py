@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from ragscore_workers.errors import DatasetError
 
@@ -151,37 +151,86 @@ def _delimiter(header_line: str) -> str:
     return best if counts[best] else ","
 
 
+class _LineFeed:
+    """A CSV file's lines for ``csv.reader``, keeping the lines of the row being read: a row that went wrong
+    (a quote never closed swallows the lines after it) is reported with its first line, and its other lines
+    are given again to be read as rows."""
+
+    def __init__(self, fh: TextIO) -> None:
+        self._fh = fh
+        self._again: list[str] = []  # lines to give again, last first
+        #: The lines of the row being read.
+        self.row: list[str] = []
+        #: The physical line number of the last line given.
+        self.line = 0
+
+    def __iter__(self) -> _LineFeed:
+        return self
+
+    def __next__(self) -> str:
+        line = self._again.pop() if self._again else next(self._fh)
+        self.line += 1
+        self.row.append(line)
+        return line
+
+    def start_row(self) -> int:
+        """Begin a row; its first line's number."""
+        self.row = []
+        return self.line + 1
+
+    def give_again(self) -> None:
+        """Give the current row's lines but its first again."""
+        self._again = self.row[:0:-1]
+        self.line -= len(self.row) - 1
+        self.row = []
+
+    def unbalanced(self) -> bool:
+        """Whether the row spans several lines with an odd number of quotes: a quote opened and never closed
+        (a well-formed quoted cell has its opening and closing quote, and ``""`` for each quote in it)."""
+        return len(self.row) > 1 and sum(line.count('"') for line in self.row) % 2 == 1
+
+
+def _text_of(line: str) -> str:
+    """A line of the CSV file as text for an error (bytes that are not UTF-8 as U+FFFD's stand-in ``?``)."""
+    return line.rstrip("\r\n").encode("utf-8", "replace").decode()
+
+
 def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
-    """CSV rows; a quote that is never closed swallows the rest of the file in the csv module, so a row
-    that spans several lines but lacks cells is reported and reading restarts on the next line."""
+    """CSV rows. A cell may be as long as a JSONL line (the csv module's own limit is 128 KiB). A quote that is
+    never closed swallows the lines after it in the csv module, so a row that spans several lines with an
+    unbalanced quote, or one the csv module gives up on, is reported and reading restarts on its next line."""
+    csv.field_size_limit(MAX_LINE_BYTES)
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
     with path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         delimiter = _delimiter(fh.readline())
         fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
-        reader = csv.reader(fh, delimiter=delimiter)
-        header = next(reader, None)
+        feed = _LineFeed(fh)
+        reader = csv.reader(feed, delimiter=delimiter)
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise DatasetError(f"{path}: the header row cannot be read (CSV: {exc})") from exc
         if header is None:
             return
-        base = 0  # physical lines consumed before the current reader started
+        if feed.unbalanced():
+            raise DatasetError(f"{path}: a quote in the header row (line 1) is never closed")
         while True:
-            start = base + reader.line_num + 1
+            start = feed.start_row()
             try:
                 cells = next(reader)
             except StopIteration:
                 return
             except csv.Error as exc:
-                yield start, RowError(start, f"CSV: {exc}", "")
-                continue
-            end = base + reader.line_num
-            if end > start and len(cells) < len(header):
-                yield start, RowError(start, f"unterminated quote: the row runs from line {start} to {end}", "")
-                fh.seek(0)
-                for _ in range(start):
-                    fh.readline()
-                base, reader = start, csv.reader(fh, delimiter=delimiter)
-                continue
-            if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
-                yield start, _csv_record(header, cells, start)
+                error = f"CSV: {exc}"
+            else:
+                if not feed.unbalanced():
+                    if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
+                        yield start, _csv_record(header, cells, start)
+                    continue
+                error = f"unterminated quote: the row runs from line {start} to {feed.line}"
+            yield start, RowError(start, error, _text_of(feed.row[0]) if feed.row else "")
+            feed.give_again()
+            reader = csv.reader(feed, delimiter=delimiter)
 
 
 def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:

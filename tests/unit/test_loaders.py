@@ -273,3 +273,45 @@ def test_columns_named_like_a_row_field_but_for_case_or_spaces_are_found(tmp_pat
         "column(s) 'ID' (did you mean 'id'?), 'Question' (did you mean 'question'?), 'Gold Answer' (did you mean "
         "'reference'?) are no row field (names are case-sensitive); metrics ignore them"
     ]
+
+
+def test_a_csv_quote_never_closed_is_one_bad_row_and_every_later_row_is_read(tmp_path: Path) -> None:
+    """The csv module reads the lines after an unclosed quote into its cell: in the last column that was one row
+    with the rest of the file as its answer, a later quote closing it kept the row and lost the lines between,
+    and past 128 KiB the csv module's field limit skipped every line it had swallowed."""
+    later = "".join(f"r{i},question {i} padded to make the file longer than the field limit,answer {i}\n"
+                    for i in range(3, 3000))  # fmt: skip
+    cases = {  # name: (text, the line the csv module ends the broken row on)
+        "last.csv": ('id,answer\na,"never closed\nr3,x\nr4,y\n', 4),
+        "closed_later.csv": ('id,question,answer\na,"never closed\nr3,"q",x\nr4,q,y\n', 3),
+        "long.csv": ('id,question,answer\na,"never closed,x\n' + later, 2999),
+    }
+    for name, (text, end) in cases.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        lines = text.count("\n")
+        found = list(iter_rows(path))
+        errors = [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)]
+        assert errors == [(2, f"unterminated quote: the row runs from line 2 to {end}", text.splitlines()[1])], name
+        assert [(line, r.id) for line, r in found[1:]] == [(n, f"r{n}") for n in range(3, lines + 1)], name
+
+
+def test_csv_cells_over_the_csv_modules_128_kib_and_multiline_rows_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    context = "word " * 60_000  # 300,000 characters: a transcript, well under RAGSCORE_MAX_FIELD_CHARS
+    path.write_text(
+        f'id,question,contexts\na,q,"{json.dumps([context]).replace(chr(34), chr(34) * 2)}"\n'
+        'b,"two\nlines"\n'  # a row that spans lines and gives fewer cells than the header: a row, not a bad quote
+        "c,q\n",
+        encoding="utf-8",
+    )
+    found = list(iter_rows(path))
+    assert [(line, r.id) for line, r in found] == [(2, "a"), (3, "b"), (5, "c")]
+    assert found[0][1].contexts[0].text == context and found[1][1].question == "two\nlines"
+
+
+def test_a_csv_header_with_a_quote_never_closed_stops_the_dataset(tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text('id,"question,answer\na,q,x\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"a quote in the header row \(line 1\) is never closed"):
+        list(iter_rows(path))
