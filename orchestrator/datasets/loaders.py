@@ -214,6 +214,10 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
             return
         if feed.unbalanced():
             raise DatasetError(f"{path}: a quote in the header row (line 1) is never closed")
+        named = [name for name in header if name]
+        if twice := sorted({name for name in named if named.count(name) > 1}):
+            raise DatasetError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice in the header row; "
+                               "which one holds the field would be a guess: rename or remove one")  # fmt: skip
         while True:
             start = feed.start_row()
             try:

@@ -315,3 +315,11 @@ def test_a_csv_header_with_a_quote_never_closed_stops_the_dataset(tmp_path: Path
     path.write_text('id,"question,answer\na,q,x\n', encoding="utf-8")
     with pytest.raises(DatasetError, match=r"a quote in the header row \(line 1\) is never closed"):
         list(iter_rows(path))
+
+
+def test_a_csv_column_given_twice_stops_the_dataset(tmp_path: Path) -> None:
+    """The second ``answer`` column silently replaced the first in every row."""
+    path = tmp_path / "d.csv"
+    path.write_text("id,answer,question,answer,,\na,first,q,second,,\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"column\(s\) 'answer' given twice in the header row"):
+        list(iter_rows(path))
