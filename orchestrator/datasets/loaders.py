@@ -242,10 +242,13 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
         data = loads_json(path.read_bytes())
     except json.JSONDecodeError as exc:
         hint = ""
-        if exc.msg == "Extra data" and exc.lineno > 1 and exc.colno == 1:  # a second value on the next line
-            hint = (
-                f": one JSON object per line is JSONL, read as such with --format jsonl (or name it {path.stem}.jsonl)"
-            )
+        if exc.msg == "Extra data" and exc.lineno > 1 and exc.colno == 1:  # a second value on a line of its own
+            if "\n" in exc.doc[: exc.pos].strip():  # the first value spans lines: pretty-printed, not JSONL
+                hint = (": JSON values one after another (pretty-printed objects?): give one list of rows, or one "
+                        f"object per line as JSONL: jq -c . {path.name} > {path.stem}.jsonl")  # fmt: skip
+            else:
+                hint = (f": one JSON object per line is JSONL, read as such with --format jsonl (or name it "
+                        f"{path.stem}.jsonl)")  # fmt: skip
         raise DatasetError(f"{path}: not valid JSON ({exc}){hint}") from exc
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc}; {NOT_UTF8_HINT})") from exc

@@ -179,6 +179,8 @@ def test_aliases_and_context_shapes(tmp_path: Path) -> None:
         ("scalar.json", "3", "expected a JSON list"),
         # Common shapes get the way out, not only the parser's complaint.
         ("lines.json", '{"id": "a"}\n{"id": "b"}\n', "one JSON object per line is JSONL, read as such with --format"),
+        # The NLP project's all_examples_final.txt: pretty-printed objects one after another (no JSONL either).
+        ("pretty.json", '{\n  "id": "a"\n}\n{\n  "id": "b"\n}\n', "values one after another .*jq -c . pretty.json"),
         ("rows.parquet", b"PAR1\x15\x04\x00\x00PAR1", "a Parquet file: write it as JSONL first"),
         ("rows.jsonl.gz", b"\x1f\x8b\x08\x00rest", "gzip-compressed: decompress it first"),
         ("sheet.csv", b"PK\x03\x04\x14\x00", "a zip archive \\(an .xlsx workbook\\?\\)"),
