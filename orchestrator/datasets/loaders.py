@@ -321,6 +321,9 @@ BINARY_KINDS = {
     b"PAR1": "a Parquet file: write it as JSONL first (pandas: pd.read_parquet(FILE).to_json('rows.jsonl', "
     "orient='records', lines=True))",
     b"PK\x03\x04": "a zip archive (an .xlsx workbook?): export the sheet as 'CSV UTF-8', or unzip it",
+    # Byte-order marks of UTF-16, which no UTF-8 text opens with: Windows PowerShell's > and Out-File write it.
+    b"\xff\xfe": "UTF-16 text (Windows PowerShell's > writes it), not UTF-8: iconv -f utf-16 -t utf-8",
+    b"\xfe\xff": "UTF-16 text, not UTF-8: iconv -f utf-16 -t utf-8",
 }
 
 

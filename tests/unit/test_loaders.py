@@ -184,6 +184,8 @@ def test_aliases_and_context_shapes(tmp_path: Path) -> None:
         ("rows.parquet", b"PAR1\x15\x04\x00\x00PAR1", "a Parquet file: write it as JSONL first"),
         ("rows.jsonl.gz", b"\x1f\x8b\x08\x00rest", "gzip-compressed: decompress it first"),
         ("sheet.csv", b"PK\x03\x04\x14\x00", "a zip archive \\(an .xlsx workbook\\?\\)"),
+        # Every line of it was "invalid UTF-8" with the hint for Excel's cp1252.
+        ("ps.jsonl", '{"id": "a"}\n'.encode("utf-16"), "UTF-16 text .*not UTF-8: iconv -f utf-16 -t utf-8"),
     ],
 )
 def test_unusable_files_raise_dataset_error(
