@@ -156,8 +156,9 @@ class _LineFeed:
     (a quote never closed swallows the lines after it) is reported with its first line, and its other lines
     are given again to be read as rows."""
 
-    def __init__(self, fh: TextIO) -> None:
+    def __init__(self, fh: TextIO, delimiter: str) -> None:
         self._fh = fh
+        self._delimiter = delimiter
         self._again: list[str] = []  # lines to give again, last first
         #: The lines of the row being read.
         self.row: list[str] = []
@@ -185,9 +186,33 @@ class _LineFeed:
         self.row = []
 
     def unbalanced(self) -> bool:
-        """Whether the row spans several lines with an odd number of quotes: a quote opened and never closed
-        (a well-formed quoted cell has its opening and closing quote, and ``""`` for each quote in it)."""
-        return len(self.row) > 1 and sum(line.count('"') for line in self.row) % 2 == 1
+        """Whether the row spans several lines because of a quote gone wrong: a quoted cell still open at the end
+        of the file, or one "closed" by a quote that a delimiter or the line's end does not follow (a stray quote
+        further down, which the csv module reads leniently). A quote inside an unquoted cell (``5" screen``) is
+        text, and a well-formed quoted cell may hold newlines and ``""``."""
+        return len(self.row) > 1 and _quote_gone_wrong("".join(self.row), self._delimiter)
+
+
+def _quote_gone_wrong(text: str, delimiter: str) -> bool:
+    """The csv module's reading of quotes (default dialect), over the text of one row: True when a quoted cell is
+    never closed, or is closed by a quote followed by anything but the delimiter, another quote or a line end."""
+    at_start, quoted, closing = True, False, False
+    for c in text:
+        if closing:  # the character after a quote inside a quoted cell
+            closing = False
+            if c == '"':  # "" is a quote in the cell
+                continue
+            if c not in (delimiter, "\r", "\n"):
+                return True
+            quoted = False
+        elif quoted:
+            closing = c == '"'
+            continue
+        if c == '"' and at_start:
+            quoted, at_start = True, False
+        else:
+            at_start = c in (delimiter, "\r", "\n")
+    return quoted and not closing
 
 
 def _text_of(line: str) -> str:
@@ -204,7 +229,7 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     with path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         delimiter = _delimiter(fh.readline())
         fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
-        feed = _LineFeed(fh)
+        feed = _LineFeed(fh, delimiter)
         reader = csv.reader(feed, delimiter=delimiter)
         try:
             header = next(reader, None)

@@ -306,12 +306,17 @@ def test_csv_cells_over_the_csv_modules_128_kib_and_multiline_rows_are_read(tmp_
     path.write_text(
         f'id,question,contexts\na,q,"{json.dumps([context]).replace(chr(34), chr(34) * 2)}"\n'
         'b,"two\nlines"\n'  # a row that spans lines and gives fewer cells than the header: a row, not a bad quote
-        "c,q\n",
+        "c,q\n"
+        'd,"a 5"" screen,\nor ""6"""\n'  # doubled quotes in a cell that spans lines
+        'e,a 5" screen,"[""x"",\n""y""]"\n',  # a quote inside an unquoted cell is text, not an unclosed quote
         encoding="utf-8",
     )
     found = list(iter_rows(path))
-    assert [(line, r.id) for line, r in found] == [(2, "a"), (3, "b"), (5, "c")]
+    assert all(not isinstance(r, RowError) for _, r in found), found
+    assert [(line, r.id) for line, r in found] == [(2, "a"), (3, "b"), (5, "c"), (6, "d"), (8, "e")]
     assert found[0][1].contexts[0].text == context and found[1][1].question == "two\nlines"
+    assert found[3][1].question == 'a 5" screen,\nor "6"'
+    assert found[4][1].question == 'a 5" screen' and [c.text for c in found[4][1].contexts] == ["x", "y"]
 
 
 def test_a_csv_header_with_a_quote_never_closed_stops_the_dataset(tmp_path: Path) -> None:
