@@ -49,14 +49,15 @@ def _oversized(row: Row, limit: int) -> str | None:
 
 
 def _nested_deeper(value: Any, limit: int) -> bool:
-    """Whether lists and objects nest more than ``limit`` levels deep in ``value`` (walked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
+    """Whether lists and objects nest more than ``limit`` levels deep in ``value`` (walked a level at a time, without
+    recursion)."""
+    level, depth = [value], 1
+    while level:
         if depth > limit:
             return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        level = [child for item in level for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, (dict, list))]  # fmt: skip
+        depth += 1
     return False
 
 
