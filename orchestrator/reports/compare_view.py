@@ -49,6 +49,12 @@ def _diff_rows(c: Comparison) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
+def _means(c: Comparison) -> dict[str, dict[str, str]]:
+    """Per output and system: its mean and how many items it is over (``0.833 (n=24)``); systems' means are each
+    over their own scored items, so unlike counts are seen (one run scored fewer questions, or had errors)."""
+    return {m: {a: f"{fmt(v)} (n={c.counts[m][a]:,})" for a, v in per.items()} for m, per in c.means.items()}
+
+
 def _mismatch(c: Comparison) -> str:
     """The warning about ids that hold different questions (or could not be checked), or ''."""
     parts = [mismatch_text(c.mismatched, c.arms[0])] if c.mismatched else []
@@ -69,7 +75,7 @@ def render_compare_html(c: Comparison) -> str:
             figures.append({"title": title, "svg": plots.hbars(bars, title, -1.0, 1.0)})
     context = {
         "c": c, "css": CSS, "version": version(), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "means": {m: {a: fmt(v) for a, v in per.items()} for m, per in c.means.items()},
+        "means": _means(c),
         "diffs": _diff_rows(c), "plots": figures, "wins": c.wins, "points": c.points,
         "lower_better": LOWER_IS_BETTER, "mismatch": _mismatch(c),
     }  # fmt: skip
@@ -84,8 +90,9 @@ def render_compare_markdown(c: Comparison) -> str:
              f"sign-flip permutation p-value (seed {c.seed}).", "",
              *([f"**Warning:** {md_cell(_mismatch(c))}.", ""] if _mismatch(c) else []), "## Means", "",
              "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
+    means = _means(c)
     for m in c.metrics:
-        lines.append(f"| {m} | " + " | ".join(fmt(c.means[m][a]) for a in arms) + " |")
+        lines.append(f"| {m} | " + " | ".join(means[m][a] for a in arms) + " |")
     lines += ["", f"## Differences against {md_cell(arms[0])}", "",
               "| metric | system | shared | baseline | system mean | difference | 95% CI | p | wins | ties | losses |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip

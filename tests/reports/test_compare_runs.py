@@ -16,6 +16,7 @@ import pytest
 from orchestrator import evaluate
 from orchestrator.reports import from_dir
 from orchestrator.reports.compare import compare
+from orchestrator.reports.compare_view import render_compare_html, render_compare_markdown
 
 from ..support import ROOT
 
@@ -253,3 +254,14 @@ def test_three_systems_whose_ids_disagree_without_the_baseline_leave_those_ids_o
     assert em["questions"] == 3 and em["wins"]["A"] == 1  # A and B still contest q1: C did not score it
     edited = _run("D", [("q0", "not a fingerprint", 1.0), ("q2", None, 1.0)])
     assert compare([base, edited]).unchecked == ["D"]  # an edited file's value is ignored, not a crash
+
+
+def test_the_means_side_by_side_say_how_many_items_each_is_over(two_runs: dict[str, Any], tmp_path: Path) -> None:
+    """Each system's mean is over its own scored items: a run of 60 of the 100 questions reads as such."""
+    part = evaluate(_rows("B")[:60], SUITE, broker=two_runs["broker"], out=tmp_path / "part")
+    result = compare([from_dir(two_runs["A"].out_dir), from_dir(part.out_dir)])
+    means = result.means["exact_match"]
+    md = render_compare_markdown(result)
+    assert f"| exact_match | {means['A']:.3f} (n=100) | {means['B']:.3f} (n=60) |" in md
+    html = render_compare_html(result)
+    assert f"<td>{means['A']:.3f} (n=100)</td><td>{means['B']:.3f} (n=60)</td>" in html

@@ -123,7 +123,7 @@ def test_two_systems_scored_compared_and_rescored_without_calls(home: Path, toke
     assert shown.returncode == 0, shown.stderr[-2000:]
     table = (tmp_path / "compare" / "compare.md").read_text(encoding="utf-8")
     assert "# ragscore compare: exact vs sloppy" in table
-    assert "| verbatim | 1.000 | 0.750 |" in table  # the means, side by side
+    assert "| verbatim | 1.000 (n=6) | 0.750 (n=6) |" in table  # the means, side by side
     assert "| verbatim | sloppy | 6 | 1.000 | 0.750 | -0.250 |" in table  # the paired difference
 
 
