@@ -609,11 +609,17 @@ def consensus_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Dataset file to write (JSONL)")],
     dataset: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--dataset", help="The run's dataset (default: the path recorded in the run store)"),
+        typer.Option(
+            "--dataset", help="The run's dataset (default: the path in the DIR's run_info.json, else in the run store)"
+        ),
     ] = None,
     suite: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--suite", "-s", help="The run's suite, for points rows do not carry (default: from the store)"),
+        typer.Option(
+            "--suite",
+            "-s",
+            help="The run's suite, for points rows do not carry (default: from run_info.json, else the store)",
+        ),
     ] = None,
     broker: BrokerOpt = None,
 ) -> None:

@@ -34,6 +34,7 @@ from ragscore_workers.store import RunStore
 
 from .atomic_file import atomic_writer
 from .datasets import iter_rows
+from .reports.source import RUN_INFO, store_info
 from .suite import load_suite
 
 __all__ = [
@@ -204,34 +205,45 @@ def run_source(
 ) -> RunSource:
     """A run's ``--out DIR`` (items from ``items.jsonl``) or a run id (items from the store).
 
-    The dataset path, format and suite come from the run's meta in the store unless ``dataset`` / ``suite``
-    are given; ``store`` is called only when the store is needed.
+    The dataset path, format and suite come from the DIR's ``run_info.json`` (else the run's meta in the store)
+    unless ``dataset`` / ``suite`` are given; ``store`` is called only when the store is needed (a finished run
+    leaves the store after RAGSCORE_RUN_TTL_S; its DIR keeps what consensus needs).
     """
     run_dir = Path(run)
-    meta: dict[str, Any] = {}
+    info: dict[str, Any] = {}
     if run_dir.is_dir():
         items_path = run_dir / "items.jsonl"
         if not items_path.exists():
             raise ConfigError(f"{items_path} not found: give the --out DIR of a finished run")
         if dataset is None or suite is None:
-            run_json = run_dir / "run.json"
-            if not run_json.exists():
-                raise ConfigError(f"{run_json} not found: pass --dataset and --suite for this run")
-            meta = store().meta(json.loads(run_json.read_text(encoding="utf-8"))["run_id"])
+            info = _dir_info(run_dir, store)
         items: Iterable[Mapping[str, Any]] = _jsonl(items_path)
     else:
         run_store = store()
-        meta = run_store.meta(str(run))
+        info = store_info(run_store, str(run))
         items = (item.model_dump() for item in run_store.iter_items(str(run)))
     suite_model = load_suite(suite).suite if suite is not None else None
-    if suite_model is None and meta.get("suite"):
-        suite_model = Suite.model_validate_json(meta["suite"])
+    if suite_model is None and info.get("suite"):
+        suite_model = Suite.model_validate(info["suite"])
     if dataset is not None:
         return RunSource(items, dataset, suite_points=_suite_points(suite_model))
+    if not info.get("dataset"):
+        raise ConfigError(f"{run}: the run's dataset is not recorded; pass --dataset (and --suite)")
     return RunSource(
-        items, Path(meta["dataset"]), meta.get("format") or None, json.loads(meta.get("format_options") or "{}"),
+        items, Path(info["dataset"]), info.get("format") or None, info.get("format_options") or {},
         _suite_points(suite_model),
     )  # fmt: skip
+
+
+def _dir_info(run_dir: Path, store: Callable[[], RunStore]) -> dict[str, Any]:
+    """The run's facts from the DIR's run_info.json, else from the store (the run id in run.json)."""
+    info_path, run_json = run_dir / RUN_INFO, run_dir / "run.json"
+    if info_path.is_file():
+        info: dict[str, Any] = json.loads(info_path.read_text(encoding="utf-8"))
+        return info
+    if not run_json.exists():
+        raise ConfigError(f"{run_json} not found: pass --dataset and --suite for this run")
+    return store_info(store(), json.loads(run_json.read_text(encoding="utf-8"))["run_id"])
 
 
 def write_consensus(out: Path, source: RunSource) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,18 @@ def test_consensus_command_after_an_embedded_run_reads_the_dataset_from_the_stor
     assert (tmp_path / "g2.jsonl").read_text() == out.read_text()
     no_checks = ragscore("consensus", tmp_path, "--out", tmp_path / "g3.jsonl", home=home)
     assert no_checks.returncode == 2 and "items.jsonl not found" in no_checks.stderr
+
+
+@pytest.mark.integration
+def test_consensus_of_a_run_dir_whose_run_left_the_store_reads_its_run_info(tmp_path: Path, home: Path) -> None:
+    """A finished run expires from the store (RAGSCORE_RUN_TTL_S); its --out DIR keeps dataset and suite."""
+    data = write_jsonl(tmp_path / "answers.jsonl", _rows())
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"metrics": ["checks"]}))
+    assert ragscore("run", data, "--suite", suite, "--out", tmp_path / "run", "-q", home=home).returncode == 0
+    with tempfile.TemporaryDirectory(prefix="rsh-", dir="/tmp") as fresh:  # a store that never saw the run
+        res = ragscore("consensus", tmp_path / "run", "--out", tmp_path / "golden.jsonl", home=Path(fresh))
+    assert res.returncode == 0, res.stderr
+    assert "2 questions, 1 with a consensus reference" in res.stderr
+    q1 = json.loads((tmp_path / "golden.jsonl").read_text().splitlines()[0])
+    assert q1["metadata"]["consensus"]["sentences"] == EXPECTED_SENTENCES
