@@ -61,7 +61,8 @@ REPORT = """{% extends "base" %}
 <h2 id="summary">Summary</h2>
 {{ metric_table(metric_rows) }}
 <p class="muted">Means are over scored items only: unscorable items (the row lacks what the metric needs) and errors
-are counted apart, never averaged as 0. 95% CI: seeded percentile bootstrap of the mean.</p>
+are counted apart, never averaged as 0. 95% CI of the mean: the Wilson score interval for pass/fail outputs (every
+score 0 or 1), else a seeded percentile bootstrap; none for a single score.</p>
 
 <h2 id="distributions">Score distributions</h2>
 <div class="grid">{% for p in distributions %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}

@@ -65,3 +65,19 @@ def test_an_html_breakdown_table_cut_short_says_where_the_rest_is() -> None:
     few = render_html(RunSummary(run_id="r", items=3, scored=3, metrics={"exact_match": m},
                                  by_group={"a": {"exact_match": m}}), ItemStats())  # fmt: skip
     assert "in summary.json" not in few
+
+
+def test_the_html_summary_names_the_interval_a_pass_fail_output_gets() -> None:
+    """A 0/1 output's ci95 is Wilson's (aggregate.mean_ci), not a bootstrap: the page must not say otherwise."""
+    import numpy as np
+
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+    from ragscore_workers.aggregate import mean_ci, wilson_ci
+
+    ci = mean_ci(np.array([1.0, 1.0, 1.0]))
+    assert ci == wilson_ci(3, 3) and ci[0] < 0.5  # 3 of 3 right: [0.44, 1], where a bootstrap says [1, 1]
+    html = render_html(RunSummary(run_id="r", items=3, scored=3, metrics={"exact_match": MetricSummary(
+        mean=1.0, n=3, ci95=ci)}), ItemStats())  # fmt: skip
+    note = " ".join(html.split("95% CI of the mean:", 1)[1].split("</p>", 1)[0].split())
+    assert note.startswith("the Wilson score interval for pass/fail outputs (every score 0 or 1)")
