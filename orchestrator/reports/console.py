@@ -115,6 +115,10 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
             str(m.errors),
         )
     console.print(table)
+    if len(summary.by_system) >= 2:
+        console.print(f"The means above pool the items of all {len(summary.by_system):,} systems; per system:",
+                      soft_wrap=True)  # fmt: skip
+        console.print(_systems_table(summary))
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     for line in (*unscored_lines(summary), *unfilled_lines(summary)):
@@ -127,6 +131,26 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         f"{summary.items} items, {summary.scored} scored, {unreadable_rows(summary)}"
         + (f", {wall:.1f} s" if wall is not None else "")
     )
+
+
+#: Systems the console's per-system table shows (all of them are in report.md and summary.json).
+MAX_CONSOLE_SYSTEMS = 8
+
+
+def _systems_table(summary: RunSummary) -> Table:
+    """Mean (n) per metric output and system: the summary table pools every system's items, which, for a run in
+    which several pipelines answered, is no one's score."""
+    systems = list(summary.by_system.items())[:MAX_CONSOLE_SYSTEMS]
+    more = len(summary.by_system) - len(systems)
+    caption = f"{more:,} more systems in report.md and summary.json" if more else None
+    table = Table(caption=caption)
+    table.add_column("metric")
+    for system, _ in systems:
+        table.add_column(escape(system), justify="right")
+    for name in summary.metrics:
+        cells = [per.get(name) for _, per in systems]
+        table.add_row(name, *("-" if m is None or m.mean is None else f"{m.mean:.3f} (n={m.n:,})" for m in cells))
+    return table
 
 
 def unreadable_rows(summary: RunSummary) -> str:
