@@ -107,7 +107,7 @@ def render_compare_markdown(c: Comparison) -> str:
         lines.append(f"| {w['metric']} | " + " | ".join(str(w["wins"][a]) for a in arms) + f" | {w['ties']} | "
                      f"{w['questions']} |")  # fmt: skip
     if c.points:
-        lines += ["", "## Evaluation points per question", "", "✓ passed, ✗ failed, – skipped, · not run", ""]
+        lines += ["", "## Evaluation points per question", "", "✓ passed, ✗ failed, – skipped, ! error, · not run", ""]
         for q in c.points:
             lines += [f"### {md_cell(q['id'])}", "", "| point | " + " | ".join(map(md_cell, arms)) + " |",
                       "|---|" + "---|" * len(arms)]  # fmt: skip

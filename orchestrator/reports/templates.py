@@ -179,7 +179,7 @@ mean difference, its 95% paired-bootstrap interval, and a two-sided sign-flip pe
 {% if points %}
 <h2 id="points">Evaluation points per question</h2>
 <p class="muted">{{ points|length }} questions, those where the systems' <code>checks</code> scores differ most first
-(✓ passed, ✗ failed, – skipped, · not run; hover a mark for its note).</p>
+(✓ passed, ✗ failed, – skipped, ! error, · not run; hover a mark for its note).</p>
 {% for q in points %}<h3>{{ q.id }}</h3>
 <table><tr><th class="l">point</th>{% for a in c.arms %}<th>{{ a }}</th>{% endfor %}</tr>
 {% for row in q.rows %}<tr><td class="l">{{ row.point }}</td>{% for cell in row.cells %}<td title="{{ cell.note }}"

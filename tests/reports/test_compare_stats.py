@@ -69,3 +69,18 @@ def test_wins_give_each_question_to_the_best_system_and_count_ties() -> None:
     assert wins(scores) == ([2, 0, 1], 1, 4)
     # lower is better: the smallest score wins
     assert wins(scores, higher_better=False) == ([1, 1, 1], 1, 4)
+
+
+def test_the_points_legend_explains_every_mark_a_cell_can_hold() -> None:
+    """A point whose validator failed is marked "!": the legend of compare.md and compare.html says so."""
+    from orchestrator.reports.compare import Comparison, _mark
+    from orchestrator.reports.compare_view import render_compare_html, render_compare_markdown
+
+    cells = [_mark({"status": s}) for s in ("passed", "failed", "skipped", "error", "not_run")]
+    points = [{"id": "q1", "rows": [{"point": "p", "cells": cells}], "scores": ["1.000"] * 5}]
+    c = Comparison(arms=list("ABCDE"), metrics=[], means={}, counts={}, differences=[], wins=[], points=points)
+    html = " ".join(render_compare_html(c).split())
+    md = render_compare_markdown(c)
+    for mark in {cell["mark"] for cell in cells}:
+        legend = {"✓": "✓ passed", "✗": "✗ failed", "–": "– skipped", "!": "! error", "·": "· not run"}[mark]
+        assert legend in md and legend in html
