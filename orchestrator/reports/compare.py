@@ -320,6 +320,11 @@ def compare(
         win_rows.append({"metric": name, "wins": dict(zip(arms, per_arm, strict=True)), "ties": ties,
                          "questions": asked})  # fmt: skip
     if not any(d.n for d in differences):
+        scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
+        if not any(set(scored[arms[0]]) & set(scored[arm]) for arm in arms[1:]):
+            said = "; ".join(f"{arm}: {', '.join(names) or 'none'}" for arm, names in scored.items())
+            raise ValueError(f"{', '.join(arms)} have no metric output scored in common ({said}): score the runs with "
+                             "the same suite to compare them")  # fmt: skip
         raise ValueError(
             f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
             "nothing to compare" + (f". {mismatch_text(mismatch.said, arms[0])}" if mismatch.said else "")

@@ -265,3 +265,13 @@ def test_the_means_side_by_side_say_how_many_items_each_is_over(two_runs: dict[s
     assert f"| exact_match | {means['A']:.3f} (n=100) | {means['B']:.3f} (n=60) |" in md
     html = render_compare_html(result)
     assert f"<td>{means['A']:.3f} (n=100)</td><td>{means['B']:.3f} (n=60)</td>" in html
+
+
+def test_runs_of_the_same_questions_with_no_metric_in_common_are_said_so(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """Not 'share no question': they share every question, and no metric output."""
+    other = evaluate(_rows("B"), {"metrics": ["quality_checks"]}, broker=two_runs["broker"], out=tmp_path / "Q")
+    said = r"no metric output scored in common \(A: checks, exact_match; B: quality_checks\)"
+    with pytest.raises(ValueError, match=said):
+        compare([from_dir(two_runs["A"].out_dir), from_dir(other.out_dir)])
