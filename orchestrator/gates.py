@@ -4,7 +4,7 @@ Three kinds of gate, all pure functions of ``summary.json`` data:
 
 * ``mean``: ``METRIC=VALUE`` (``--fail-under`` or the suite's ``gates:``) holds when the metric output's
   mean over its scored items is ``>= VALUE``;
-* ``ci_low``: ``METRIC:ci_low=VALUE`` holds when the lower bound of its 95% bootstrap interval is
+* ``ci_low``: ``METRIC:ci_low=VALUE`` holds when the lower bound of its 95% interval (``ci95``) is
   ``>= VALUE`` (a gate that sampling noise does not flip);
   either reads one system's items alone when written ``METRIC@SYSTEM=VALUE`` (``summary.json`` ``by_system``);
 * ``regression``: ``--fail-on-regression BASELINE_DIR`` adds one gate per metric output the run shares
