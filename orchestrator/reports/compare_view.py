@@ -32,9 +32,14 @@ def _diff(d: Difference) -> str:
     return "-" if d.diff is None else f"{d.diff:+.3f}"
 
 
+#: A difference is coloured only when its permutation p is below this too: with a few questions all moving the same
+#: way, the bootstrap interval is a point that excludes 0 while p says it could be chance (3 of 3 up: p = 0.25).
+SIGNIFICANT_P = 0.05
+
+
 def _css(d: Difference) -> str:
-    """good/bad when the interval excludes 0, in the metric's direction."""
-    if d.ci95 is None or d.ci95[0] <= 0.0 <= d.ci95[1]:
+    """good/bad when the interval excludes 0 and p < 0.05, in the metric's direction."""
+    if d.ci95 is None or d.ci95[0] <= 0.0 <= d.ci95[1] or d.p is None or d.p >= SIGNIFICANT_P:
         return ""
     better = (d.ci95[0] > 0) == higher_is_better(d.metric)
     return "good" if better else "bad"

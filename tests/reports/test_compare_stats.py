@@ -84,3 +84,24 @@ def test_the_points_legend_explains_every_mark_a_cell_can_hold() -> None:
     for mark in {cell["mark"] for cell in cells}:
         legend = {"✓": "✓ passed", "✗": "✗ failed", "–": "– skipped", "!": "! error", "·": "· not run"}[mark]
         assert legend in md and legend in html
+
+
+def test_the_html_colours_a_difference_only_when_interval_and_p_both_say_it_is_no_chance() -> None:
+    """Three questions all one better: the paired bootstrap interval is the point [1, 1], excluding 0, while the
+    permutation p is 0.25; compare.html coloured the difference as significant from the interval alone."""
+    from orchestrator.reports.compare import Comparison, Difference
+    from orchestrator.reports.compare_view import render_compare_html
+
+    gains = np.ones(3)
+    few = Difference("exact_match", "B", 3, 0.0, 1.0, 1.0, paired_ci(gains), permutation_p(gains), 3, 0, 0)
+    assert few.ci95 == [1.0, 1.0] and few.p == pytest.approx(0.25)
+    many = np.ones(10)
+    sure = Difference("mrr", "B", 10, 0.0, 1.0, 1.0, paired_ci(many), permutation_p(many), 10, 0, 0)
+    assert sure.p is not None and sure.p < 0.05
+    means = {m: {"A": 0.0, "B": 1.0} for m in ("exact_match", "mrr")}
+    counts = {"exact_match": {"A": 3, "B": 3}, "mrr": {"A": 10, "B": 10}}
+    c = Comparison(arms=["A", "B"], metrics=["exact_match", "mrr"], means=means, counts=counts,
+                   differences=[few, sure], wins=[], points=[])  # fmt: skip
+    cells = [" ".join(row.split()) for row in render_compare_html(c).split("<tr>") if "+1.000" in row]
+    assert len(cells) == 2
+    assert 'class="">+1.000' in cells[0] and 'class="good">+1.000' in cells[1]
