@@ -10,6 +10,8 @@ import pytest
 
 from orchestrator.embedded_redis import EmbeddedRedis
 
+from ..support import until
+
 pytestmark = pytest.mark.integration
 
 
@@ -32,6 +34,8 @@ def test_a_server_reading_back_its_store_is_waited_for_never_started_twice(home:
     assert not _servers(first)
     # Started as acquire() starts it, but slowed down reading back (Redis's own key-load-delay, microseconds a key).
     subprocess.run([*first.server_args(), "--key-load-delay", "30"], check=True, timeout=30)
+    # As a server another run started: its pidfile written (it daemonizes first: acquire() could come before it)
+    assert until(lambda: first._server_pid() is not None, 30), "the server never wrote its pidfile"
     later = EmbeddedRedis(home)
     try:
         later.acquire()
