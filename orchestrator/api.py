@@ -15,7 +15,7 @@ from typing import Any
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .progress import ProgressView, make_progress
-from .runner import run
+from .runner import refuse_an_unfinished_run_in, run
 from .suite import load_suite
 
 __all__ = ["Evaluation", "evaluate"]
@@ -63,6 +63,7 @@ def evaluate(
     if isinstance(dataset, (str, Path)):
         path = Path(dataset)
     else:
+        refuse_an_unfinished_run_in(out_dir)  # before its dataset.jsonl is written over: it could not be resumed
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / "dataset.jsonl"
         with path.open("w", encoding="utf-8") as fh:

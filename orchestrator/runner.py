@@ -64,6 +64,7 @@ __all__ = [
     "check_local_resources",
     "connect",
     "new_run_id",
+    "refuse_an_unfinished_run_in",
     "resume",
     "run",
     "submit",
@@ -758,7 +759,7 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
             pick_device(resolved.suite.embedding.device)
 
 
-def _refuse_an_unfinished_run_in(out_dir: Path) -> str | None:
+def refuse_an_unfinished_run_in(out_dir: Path) -> str | None:
     """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
     that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id."""
     recorded = (recorded_run(out_dir) or {}).get("run_id")
@@ -829,7 +830,7 @@ def run(
     broker = broker or settings.broker_url
     replaced = None
     if resume_id is None:
-        replaced = _refuse_an_unfinished_run_in(out_dir)
+        replaced = refuse_an_unfinished_run_in(out_dir)
         if dataset is not None:
             _refuse_to_overwrite(dataset, out_dir)
     say = note_of(progress)

@@ -72,3 +72,17 @@ def test_reading_sending_and_writing_are_said_as_they_happen(
     assert "[ragscore] reading dataset.jsonl: 1 rows so far" in said
     assert "[ragscore] 300 rows to score (0 unreadable); sending them to the queues" in said
     assert "item×metric outputs" in said and f"[ragscore] writing the reports to {tmp_path / 'out'}/" in said
+
+
+def test_rows_into_the_dir_of_an_interrupted_run_leave_its_dataset_alone(tmp_path: Path, home: Path) -> None:
+    """Re-running a notebook cell after a Ctrl-C (same out=, rows edited) wrote the new rows over the interrupted
+    run's dataset.jsonl before refusing the dir, so `ragscore run --resume DIR` then refused the run as changed."""
+    from ragscore_workers.errors import ConfigError
+
+    out = tmp_path / "out"
+    evaluate(make_rows(5), {"metrics": ["exact_match"]}, out=out)
+    (out / "summary.json").unlink()  # as a run interrupted before its reports: run.json names it, no summary
+    before = (out / "dataset.jsonl").read_bytes()
+    with pytest.raises(ConfigError, match="has not written its reports"):
+        evaluate(make_rows(5, seed=1), {"metrics": ["exact_match"]}, out=out)
+    assert (out / "dataset.jsonl").read_bytes() == before
