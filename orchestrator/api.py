@@ -67,9 +67,12 @@ def evaluate(
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / "dataset.jsonl"
         with path.open("w", encoding="utf-8") as fh:
-            for row in _records(dataset):
-                # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX
-                fh.write(json.dumps(row, default=_plain) + "\n")
+            for i, row in enumerate(_records(dataset)):
+                try:  # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX
+                    text = json.dumps(row, default=_plain)
+                except TypeError as exc:  # a set, an object: say which row of thousands holds it
+                    raise TypeError(f"row {i} (id {row.get('id')!r}): {exc}") from exc
+                fh.write(text + "\n")
         fmt = "jsonl"
     summary = run(
         path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,

@@ -86,3 +86,10 @@ def test_rows_into_the_dir_of_an_interrupted_run_leave_its_dataset_alone(tmp_pat
     with pytest.raises(ConfigError, match="has not written its reports"):
         evaluate(make_rows(5, seed=1), {"metrics": ["exact_match"]}, out=out)
     assert (out / "dataset.jsonl").read_bytes() == before
+
+
+def test_a_row_value_json_cannot_write_names_its_row(tmp_path: Path, home: Path) -> None:
+    """The TypeError for a set in a row did not say which of thousands of rows held it."""
+    rows = [*make_rows(3), {"id": "odd", "answer": "x", "contexts": {"a", "b"}}]
+    with pytest.raises(TypeError, match=r"row 3 \(id 'odd'\): a row value of type set cannot be written as JSON"):
+        evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
