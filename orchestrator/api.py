@@ -14,6 +14,7 @@ from typing import Any
 
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
+from .gates import incomplete
 from .progress import ProgressView, make_progress
 from .runner import refuse_an_unfinished_run_in, run
 from .suite import load_suite
@@ -54,7 +55,8 @@ def evaluate(
     progress: ProgressView | None = None,
 ) -> Evaluation:
     """Score a dataset (a file, an iterable of row dicts, or a pandas DataFrame) with a suite; embedded unless
-    ``broker``. Rows that cannot be read are reported in ``failed_rows.jsonl`` and with a warning.
+    ``broker``. Rows that cannot be read are reported in ``failed_rows.jsonl`` and with a warning, and so is a run
+    ``ragscore run`` exits 1 for (a metric output whose every item errored, a judge breaker, a cancel).
 
     Reports are written to ``out`` (a temporary directory when omitted, kept so files can be read).
     """
@@ -82,6 +84,9 @@ def evaluate(
         rows = "1 row was" if summary.failed_rows == 1 else f"{summary.failed_rows:,} rows were"
         warnings.warn(f"{rows} unreadable and not scored: each is in {out_dir / 'failed_rows.jsonl'} with its "
                       "line and why", stacklevel=2)  # fmt: skip
+    problem = incomplete(summary)
+    if problem is not None:  # what `ragscore run` exits 1 for; returned as it is, but said
+        warnings.warn(f"{problem} (reports in {out_dir})", stacklevel=2)
     return Evaluation(summary=summary, out_dir=out_dir)
 
 

@@ -93,3 +93,15 @@ def test_a_row_value_json_cannot_write_names_its_row(tmp_path: Path, home: Path)
     rows = [*make_rows(3), {"id": "odd", "answer": "x", "contexts": {"a", "b"}}]
     with pytest.raises(TypeError, match=r"row 3 \(id 'odd'\): a row value of type set cannot be written as JSON"):
         evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+
+
+def test_a_metric_whose_every_item_errored_is_said_in_a_warning(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragscore run` exits 1 and prints the first error; evaluate() (quiet by default) returned such a run without a
+    word, and a notebook showed a mean of None at best."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing")
+    rows = [{"id": f"q{i}", "answer": "x", "reference": "x", "metadata": {"fail": "boom"}} for i in range(3)]
+    with pytest.warns(UserWarning, match=r"no scores for fail_on_flag: .*cannot score row q\d: boom"):
+        result = evaluate(rows, {"metrics": ["exact_match", "fail_on_flag"]}, out=tmp_path / "out")
+    assert result.summary.metrics["exact_match"].mean == 1.0  # returned as it is
