@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
@@ -16,7 +17,7 @@ from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .gates import incomplete
 from .progress import ProgressView, make_progress
-from .runner import refuse_an_unfinished_run_in, run
+from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import load_suite
 
 __all__ = ["Evaluation", "evaluate"]
@@ -58,28 +59,25 @@ def evaluate(
     ``broker``. Rows that cannot be read are reported in ``failed_rows.jsonl`` and with a warning, and so is a run
     ``ragscore run`` exits 1 for (a metric output whose every item errored, a judge breaker, a cancel).
 
-    Reports are written to ``out`` (a temporary directory when omitted, kept so files can be read).
+    Reports are written to ``out`` (a temporary directory when omitted, kept so files can be read, and removed when
+    the call fails before a run was recorded there).
     """
     resolved = load_suite(suite)
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="ragscore-"))
-    if isinstance(dataset, (str, Path)):
-        path = Path(dataset)
-    else:
-        refuse_an_unfinished_run_in(out_dir)  # before its dataset.jsonl is written over: it could not be resumed
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / "dataset.jsonl"
-        with path.open("w", encoding="utf-8") as fh:
-            for i, row in enumerate(_records(dataset)):
-                try:  # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX
-                    text = json.dumps(row, default=_plain)
-                except TypeError as exc:  # a set, an object: say which row of thousands holds it
-                    raise TypeError(f"row {i} (id {row.get('id')!r}): {exc}") from exc
-                fh.write(text + "\n")
-        fmt = "jsonl"
-    summary = run(
-        path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
-        progress=progress or make_progress(quiet),
-    )  # fmt: skip
+    try:
+        if isinstance(dataset, (str, Path)):
+            path = Path(dataset)
+        else:
+            refuse_an_unfinished_run_in(out_dir)  # before its dataset.jsonl is written over: it could not be resumed
+            path, fmt = _write_rows(dataset, out_dir / "dataset.jsonl"), "jsonl"
+        summary = run(
+            path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
+            progress=progress or make_progress(quiet),
+        )  # fmt: skip
+    except BaseException:
+        if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     if summary.failed_rows:  # quiet by default: say it where a notebook shows it
         rows = "1 row was" if summary.failed_rows == 1 else f"{summary.failed_rows:,} rows were"
         warnings.warn(f"{rows} unreadable and not scored: each is in {out_dir / 'failed_rows.jsonl'} with its "
@@ -88,6 +86,19 @@ def evaluate(
     if problem is not None:  # what `ragscore run` exits 1 for; returned as it is, but said
         warnings.warn(f"{problem} (reports in {out_dir})", stacklevel=2)
     return Evaluation(summary=summary, out_dir=out_dir)
+
+
+def _write_rows(dataset: Any, path: Path) -> Path:
+    """Write the rows of ``dataset`` to ``path`` as JSON lines; TypeError naming the row of a value JSON cannot hold."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for i, row in enumerate(_records(dataset)):
+            try:  # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX
+                text = json.dumps(row, default=_plain)
+            except TypeError as exc:  # a set, an object: say which row of thousands holds it
+                raise TypeError(f"row {i} (id {row.get('id')!r}): {exc}") from exc
+            fh.write(text + "\n")
+    return path
 
 
 def _records(dataset: Any) -> Iterator[Mapping[str, Any]]:

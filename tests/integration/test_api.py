@@ -105,3 +105,19 @@ def test_a_metric_whose_every_item_errored_is_said_in_a_warning(
     with pytest.warns(UserWarning, match=r"no scores for fail_on_flag: .*cannot score row q\d: boom"):
         result = evaluate(rows, {"metrics": ["exact_match", "fail_on_flag"]}, out=tmp_path / "out")
     assert result.summary.metrics["exact_match"].mean == 1.0  # returned as it is
+
+
+def test_a_call_that_fails_before_a_run_leaves_no_temporary_dir(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without out=, every refused call (a duplicate id, a set in a row) left a /tmp/ragscore-* copy of all the rows."""
+    import tempfile
+
+    from ragscore_workers.errors import DatasetError
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(DatasetError, match="duplicate id"):
+        evaluate([*make_rows(3), make_rows(1)[0]], {"metrics": ["exact_match"]})
+    with pytest.raises(TypeError, match="row 1"):
+        evaluate([{"id": "a"}, {"id": "b", "contexts": {"x"}}], {"metrics": ["exact_match"]})
+    assert list(tmp_path.iterdir()) == []
