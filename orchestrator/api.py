@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .gates import incomplete
@@ -74,9 +75,14 @@ def evaluate(
             path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
             progress=progress or make_progress(quiet),
         )  # fmt: skip
-    except BaseException:
+    except BaseException as exc:
         if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
             shutil.rmtree(out_dir, ignore_errors=True)
+        elif isinstance(exc, KeyboardInterrupt):  # where the run is and how to finish it (out= may be a temp dir)
+            try:
+                refuse_an_unfinished_run_in(out_dir)
+            except ConfigError as unfinished:
+                exc.add_note(str(unfinished))
         raise
     if summary.failed_rows:  # quiet by default: say it where a notebook shows it
         rows = "1 row was" if summary.failed_rows == 1 else f"{summary.failed_rows:,} rows were"

@@ -121,3 +121,43 @@ def test_a_call_that_fails_before_a_run_leaves_no_temporary_dir(
     with pytest.raises(TypeError, match="row 1"):
         evaluate([{"id": "a"}, {"id": "b", "contexts": {"x"}}], {"metrics": ["exact_match"]})
     assert list(tmp_path.iterdir()) == []
+
+
+class _CtrlC:
+    """A progress view that stands for a Ctrl-C once the run is submitted (the keyboard interrupt a notebook sends)."""
+
+    def start(self, run_id: str) -> None:
+        raise KeyboardInterrupt
+
+    def update(self, counters: dict[str, int], final: bool = False) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
+def test_an_interrupted_call_stops_everything_and_says_where_to_resume_its_run(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without out=, an interrupted run's dir was a /tmp/ragscore-* the user never saw: nothing said where it is."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    import psutil
+
+    from ..support import ROOT
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(KeyboardInterrupt) as info:
+        evaluate(make_rows(200), {"metrics": ["exact_match"]}, progress=_CtrlC())
+    (out,) = tmp_path.iterdir()
+    assert f"finish it with `ragscore run --resume {out}`" in "".join(info.value.__notes__)
+    assert psutil.Process().children(recursive=True) == []  # the local workers are gone
+    assert not (home / "redis" / "redis.sock").exists()  # and the private redis-server
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    resumed = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((out / "items.jsonl").read_text().splitlines()) == 200
