@@ -82,7 +82,10 @@ def evaluate(
             try:
                 refuse_an_unfinished_run_in(out_dir)
             except ConfigError as unfinished:
-                exc.add_note(str(unfinished))
+                if hasattr(exc, "add_note"):  # Python 3.11+
+                    exc.add_note(str(unfinished))
+                else:
+                    warnings.warn(str(unfinished), stacklevel=2)
         raise
     if summary.failed_rows:  # quiet by default: say it where a notebook shows it
         rows = "1 row was" if summary.failed_rows == 1 else f"{summary.failed_rows:,} rows were"
