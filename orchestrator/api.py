@@ -21,7 +21,12 @@ from .progress import ProgressView, make_progress
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import load_suite
 
-__all__ = ["Evaluation", "evaluate"]
+__all__ = ["Evaluation", "IncompleteRunWarning", "evaluate"]
+
+
+class IncompleteRunWarning(UserWarning):
+    """A run ``ragscore run`` exits 1 for (a metric output whose every item errored, a judge breaker, a cancel),
+    returned as it is by :func:`evaluate`."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,7 @@ def evaluate(
                       "line and why", stacklevel=2)  # fmt: skip
     problem = incomplete(summary)
     if problem is not None:  # what `ragscore run` exits 1 for; returned as it is, but said
-        warnings.warn(f"{problem} (reports in {out_dir})", stacklevel=2)
+        warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=2)
     return Evaluation(summary=summary, out_dir=out_dir)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import string
+import warnings
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,10 @@ def test_assert_scores_fails_a_run_the_cli_would_exit_1_for_even_when_its_gates_
     rows = [{"id": f"q{i}", "question": f"Q{i}?", "answer": "Paris", "reference": "Paris", "metadata": {"fail": "boom"}}
             for i in range(4)]  # fmt: skip
     suite = {"name": "team-evals", "metrics": ["exact_match", "fail_on_flag"]}
-    with pytest.raises(AssertionError) as info:
+    with pytest.raises(AssertionError) as info, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
         assert_scores(rows, suite, ["exact_match=0.5"], out=tmp_path / "o")
+    assert not said, [str(w.message) for w in said]  # raised, not also warned of (evaluate() warns)
     message = str(info.value)
     assert "no scores for fail_on_flag" in message and "cannot score row q" in message, message
     assert "gates: all 1 hold" in message  # the gate table is still there

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import evaluate
+from orchestrator.api import IncompleteRunWarning
 
 from ..support import make_rows
 
@@ -102,7 +103,7 @@ def test_a_metric_whose_every_item_errored_is_said_in_a_warning(
     word, and a notebook showed a mean of None at best."""
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing")
     rows = [{"id": f"q{i}", "answer": "x", "reference": "x", "metadata": {"fail": "boom"}} for i in range(3)]
-    with pytest.warns(UserWarning, match=r"no scores for fail_on_flag: .*cannot score row q\d: boom"):
+    with pytest.warns(IncompleteRunWarning, match=r"no scores for fail_on_flag: .*cannot score row q\d: boom"):
         result = evaluate(rows, {"metrics": ["exact_match", "fail_on_flag"]}, out=tmp_path / "out")
     assert result.summary.metrics["exact_match"].mean == 1.0  # returned as it is
 
