@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: Redis set of the runs using the embedded server, ``PID:TOKEN`` (a bare pid from earlier versions).
 CLIENTS_KEY = "ragscore:embedded:clients"
+#: Seconds a server may read its data back before the wait is said (a small store loads in a blink; each
+#: evaluate() in a notebook would warn).
+LOADING_SAID_AFTER_S = 1.0
 #: Unix socket paths longer than this do not fit in ``sockaddr_un``.
 MAX_SOCKET_PATH = 100
 #: Seconds to wait for a fresh server to answer at all (PING, or LOADING while it reads its data back).
@@ -129,7 +132,7 @@ class EmbeddedRedis:
             state, waited = self._state(), time.monotonic() - started
             if state == "up":
                 return
-            if state == "loading" and not said:
+            if state == "loading" and not said and waited > LOADING_SAID_AFTER_S:
                 size = sum(f.stat().st_size for f in self.dir.rglob("*.aof") if f.is_file()) / 1e6
                 log.warning("the embedded Redis is reading back its stored runs and caches (%.0f MB): waiting", size)
                 said = True

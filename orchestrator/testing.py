@@ -68,6 +68,8 @@ def assert_scores(
     below by more than ``tolerance``. ConfigError (before running) for bad gates or no gate at all.
     """
     resolved = load_suite(suite)
+    if isinstance(gates, (str, Mapping, GateSpec)):  # one gate given bare: a string is not a list of gates
+        gates = [gates]
     specs = [*resolved.suite.gates, *(_gate(g) for g in gates)]
     outputs = resolved.outputs()
     check_gate_names(specs, outputs)

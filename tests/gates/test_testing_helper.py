@@ -55,6 +55,8 @@ def test_assert_scores_refuses_bad_gates_before_running(home: Path) -> None:
         assert_scores(_rows(), SUITE, ["exact_match"])
     with pytest.raises(ConfigError, match="at least one gate"):
         assert_scores(_rows(), SUITE)
+    with pytest.raises(ConfigError, match="Did you mean 'exact_match'"):  # one gate bare: not read letter by letter
+        assert_scores(_rows(), SUITE, "exact_mtch=0.5")
     assert not (home / "redis").exists()  # nothing was started
 
 
