@@ -26,6 +26,7 @@ __all__ = [
     "LocalWorkers",
     "PoolSpec",
     "exit_reason",
+    "prune_logs",
     "raise_if_stop_signalled",
     "stop_signals_as_interrupt",
     "worker_command",
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 #: A queue's worker may be restarted this many times within RESTART_WINDOW_S before the run gives up.
 MAX_RESTARTS = 5
+#: Worker logs (``worker-QUEUE-PID.log``, one set per run's process) older than this are removed when workers start,
+#: so a home that served a notebook's thousand evaluate() calls does not keep a thousand sets.
+LOG_KEEP_S = 14 * 24 * 3600
 RESTART_WINDOW_S = 60.0
 
 
@@ -78,6 +82,19 @@ def worker_command(queue: str, concurrency: int | None = None, loglevel: str = "
     ]  # fmt: skip
 
 
+def prune_logs(log_dir: Path, keep_s: float = LOG_KEEP_S) -> int:
+    """Remove the worker logs in ``log_dir`` not written to for ``keep_s`` seconds; returns how many went."""
+    cutoff, removed = time.time() - keep_s, 0
+    for path in log_dir.glob("worker-*.log"):
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except OSError:  # gone already (another run pruned it), or not ours to remove
+            continue
+    return removed
+
+
 class LocalWorkers:
     """Start one worker process per queue; stop them all (warm SIGTERM, then SIGKILL of the group)."""
 
@@ -99,6 +116,7 @@ class LocalWorkers:
         self._restarts: dict[str, list[float]] = {}
 
     def start(self) -> None:
+        prune_logs(self.log_dir)
         for queue in self.queues:
             self._spawn(queue)
 
