@@ -104,7 +104,10 @@ def evaluate(
 
 def _write_rows(dataset: Any, path: Path) -> Path:
     """Write the rows of ``dataset`` to ``path`` as JSON lines; TypeError naming the row of a value JSON cannot hold."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # out= names a file, or a place this user cannot write: as run() says it
+        raise ConfigError(f"Cannot write the reports to {path.parent}: {exc.strerror or exc}") from exc
     with path.open("w", encoding="utf-8") as fh:
         for i, row in enumerate(_records(dataset)):
             try:  # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX

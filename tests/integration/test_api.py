@@ -8,8 +8,9 @@ import pytest
 
 from orchestrator import evaluate
 from orchestrator.api import IncompleteRunWarning
+from ragscore_workers.errors import ConfigError
 
-from ..support import make_rows
+from ..support import make_rows, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -94,6 +95,18 @@ def test_a_row_value_json_cannot_write_names_its_row(tmp_path: Path, home: Path)
     rows = [*make_rows(3), {"id": "odd", "answer": "x", "contexts": {"a", "b"}}]
     with pytest.raises(TypeError, match=r"row 3 \(id 'odd'\): a row value of type set cannot be written as JSON"):
         evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+
+
+def test_out_naming_a_file_is_a_config_error_for_rows_as_for_a_path(tmp_path: Path, home: Path) -> None:
+    """Rows given in memory raised a bare FileExistsError where a dataset path got the ConfigError."""
+    taken = tmp_path / "taken"
+    taken.write_text("not a directory")
+    with pytest.raises(ConfigError, match=f"Cannot write the reports to {taken}"):
+        evaluate(make_rows(2), {"metrics": ["exact_match"]}, out=taken)
+    assert not (home / "redis").exists()  # refused before anything started
+    with pytest.raises(ConfigError, match=f"Cannot write the reports to {taken}"):
+        evaluate(write_jsonl(tmp_path / "d.jsonl", make_rows(2)), {"metrics": ["exact_match"]}, out=taken)
+    assert taken.read_text() == "not a directory"
 
 
 def test_a_metric_whose_every_item_errored_is_said_in_a_warning(
