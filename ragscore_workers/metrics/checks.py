@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..schemas import MetricResult, Queue, Row
@@ -322,6 +323,10 @@ def evaluate_points(
                 outcome = _run_one(p, row, answer)
             except PointSpecError as exc:
                 raise _problem(index, p.id, exc) from exc
+            except SoftTimeLimitExceeded:  # the task's time is up: its handler records it for every item
+                raise
+            except Exception as exc:  # a regex stopped by its time bound, an unresolvable $ref: this point errs
+                outcome = Outcome.failed_to_run(f"{type(exc).__name__}: {exc}"[:500])
             state = _state(outcome)
         status[p.id] = state
         results.append(_result(p, state, outcome, (time.perf_counter() - start) * 1000))
@@ -411,6 +416,8 @@ def _run_batch_validator(name: str, items: list[tuple[PointInput, Any]], ctx: Ru
     so one bad point (a text the model refuses) errors alone, not every row of its chunk."""
     try:
         return VALIDATORS[name].fn(items, ctx)
+    except SoftTimeLimitExceeded:  # the task's time is up: not a validator failure to retry point by point
+        raise
     except Exception as exc:  # one validator failing must not sink the other points
         if len(items) > 1:
             log.warning("%s validator failed on %d points (%s: %s); running them one by one",

@@ -237,3 +237,54 @@ def test_numeric_ids_and_dependencies_are_accepted() -> None:
 def test_huge_format_widths_in_suggestions_are_left_as_written() -> None:
     result = run([{**FAIL, "suggestion": "{found_count:>999999999} {found_count:>5}"}])
     assert result.details["points"][0]["suggestion"] == "{found_count:>999999999}     0"
+
+
+def test_a_point_whose_validator_raises_errs_alone_and_its_row_keeps_every_point_result() -> None:
+    """The answer makes the regex backtrack past its time bound; the schema's $ref cannot be resolved. Each is
+    that point's error, named in the item's error; the other points keep their results, the next row its score."""
+    backtracks = {"id": "aac", "type": "regex", "params": {"pattern": "(a|aa)+c"}}
+    unresolvable = {"id": "ref", "type": "json_schema", "params": {"schema": {"$ref": "https://example.com/s.json"}}}
+    rows = [
+        Row(id="slow", answer="a" * 40, checks=[PASS | {"id": "ok"}, backtracks]),
+        Row(id="ref", answer="{}", checks=[unresolvable, FAIL | {"id": "no"}]),
+        Row(id="fine", answer=ANSWER, checks=[PASS]),
+    ]
+    slow, ref, fine = checks_batch(rows, ChecksParams(), _CTX)
+    assert slow.score is None and slow.error is not None and slow.error.startswith("point aac: ValueError: regex")
+    assert [p["status"] for p in slow.details["points"]] == ["failed", "error"] and slow.details["errors"] == ["aac"]
+    assert "ran over 2 s on 40 characters" in slow.details["points"][1]["note"]
+    assert ref.error is not None and ref.error.startswith("point ref: ") and "Unresolvable" in ref.error
+    assert [p["status"] for p in ref.details["points"]] == ["error", "failed"]
+    assert fine.score == 1.0
+
+
+class _StopParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@pytest.fixture
+def time_is_up_validators() -> Iterator[None]:
+    """Validators in which the task's soft time limit fires (Celery raises it wherever the task is)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    @validator("test_time_up", _StopParams)
+    def time_up(inp: PointInput, params: _StopParams) -> Outcome:
+        raise SoftTimeLimitExceeded()
+
+    @validator("test_time_up_batch", _StopParams, queue=Queue.CODE)
+    def time_up_batch(items: list[tuple[PointInput, _StopParams]], ctx: object) -> list[Outcome]:
+        raise SoftTimeLimitExceeded()
+
+    yield
+    del _validators.VALIDATORS["test_time_up"], _validators.VALIDATORS["test_time_up_batch"]
+
+
+@pytest.mark.parametrize("kind", ["test_time_up", "test_time_up_batch"])
+def test_the_task_soft_time_limit_is_not_taken_for_a_point_error(time_is_up_validators: None, kind: str) -> None:
+    """It reaches the task, which records a time-limit error for the chunk, instead of the points running on
+    (one by one, for a batch validator) until the hard limit kills the worker."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    rows = [Row(id=str(i), answer="a", checks=[{"type": kind}]) for i in range(2)]
+    with pytest.raises(SoftTimeLimitExceeded):
+        checks_batch(rows, ChecksParams(), _CTX)
