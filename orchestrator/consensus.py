@@ -5,9 +5,11 @@ Per question, the scored evaluation points (not informational, not ``not_run`` o
 For each point, the answers that passed it (read from the run's ``checks`` results) are tried best first
 (highest passed weight, then input order); the point's validator is run again on each sentence of the
 answer, and the first sentence that passes the point on its own joins the reference. A sentence already
-chosen that passes the point too is credited with it instead of adding another. A point that no answer
-passed is ``uncovered``; one that answers passed only as a whole (a length bound, a point whose validator
-runs on another queue, or no spec at hand) is ``unlocalized``.
+chosen that passes the point too is credited with it instead of adding another. A point that even an empty
+text passes (a negation, a length maximum) adds no sentence of its own: after the others, it is credited to
+the first chosen sentence that passes it. A point that no answer passed is ``uncovered``; one that answers
+passed only as a whole (a length minimum, a point whose validator runs on another queue, no spec at hand, or
+a negation no chosen sentence passes) is ``unlocalized``.
 
 Every sentence keeps its provenance: system, sentence index in that answer, the points it carries and
 their total weight. The output is a dataset file (JSONL: ``id``, ``question``, ``reference``,
@@ -95,15 +97,16 @@ def consensus_for(rows: Mapping[str | None, Row], outcomes: Outcomes, suite_poin
     for s in systems:
         for p in _scored(outcomes[s]):
             points.setdefault(p["id"], p["weight"])
+    free = {pid for pid in points if _needs_no_text(pid, systems, rows, specs)}
     chosen: list[dict[str, Any]] = []
     covered, uncovered, unlocalized = [], [], []
-    for pid, weight in sorted(points.items(), key=lambda kv: -kv[1]):
+    for pid, weight in sorted(points.items(), key=lambda kv: (kv[0] in free, -kv[1])):
         passers = [s for s in order if any(p["id"] == pid and p.get("passed") for p in outcomes[s])]
         if not passers:
             uncovered.append(pid)
             continue
         holder = next((c for c in chosen if _carries(c, pid, rows, specs)), None)
-        if holder is None:
+        if holder is None and pid not in free:
             holder = _localize(pid, passers, rows, specs)
             if holder is None:
                 unlocalized.append(pid)
@@ -120,6 +123,12 @@ def consensus_for(rows: Mapping[str | None, Row], outcomes: Outcomes, suite_poin
         "uncovered": uncovered,
         "unlocalized": unlocalized,
     }
+
+
+def _needs_no_text(pid: str, systems: list[str | None], rows: Mapping[str | None, Row], specs: Mapping) -> bool:
+    """Does an empty text pass point ``pid`` (a negation, a length maximum)? Then no sentence carries it alone."""
+    spec, system = next(((specs[s][pid], s) for s in systems if pid in specs[s]), (None, None))
+    return spec is not None and _passes(spec, rows[system], "")
 
 
 def _carries(chosen: dict[str, Any], pid: str, rows: Mapping[str | None, Row], specs: Mapping) -> bool:

@@ -128,3 +128,21 @@ def test_consensus_of_a_run_dir_whose_run_left_the_store_reads_its_run_info(tmp_
     assert "2 questions, 1 with a consensus reference" in res.stderr
     q1 = json.loads((tmp_path / "golden.jsonl").read_text().splitlines()[0])
     assert q1["metadata"]["consensus"]["sentences"] == EXPECTED_SENTENCES
+
+
+def test_points_an_empty_text_passes_add_no_sentence_of_their_own() -> None:
+    """A heavy negation (or a length maximum) passes on any filler sentence: it must not put the best answer's
+    first sentence into the reference, only be credited to a sentence chosen for its content."""
+    points = [
+        {"id": "no_london", "type": "negation", "params": {"keywords": ["London"]}, "weight": 5},
+        {"id": "short", "type": "length", "params": {"max": 30}, "weight": 4},
+        {"id": "capital", "type": "keyword", "params": {"keywords": ["Paris"]}, "weight": 1},
+    ]
+    answers = {"a": "Great question! Paris is the capital.", "b": "Well. The capital is Paris, not London."}
+    rows = [{"id": "q1", "system": s, "answer": a, "checks": points} for s, a in answers.items()]
+    outcomes = {item["system"]: item["metrics"]["checks"]["details"]["points"] for item in _items(rows)}
+    result = consensus_for({r["system"]: Row.model_validate(r) for r in rows}, outcomes)
+    assert result["reference"] == "Paris is the capital."
+    assert result["sentences"] == [{"text": "Paris is the capital.", "system": "a", "sentence_index": 1,
+                                    "points": ["capital", "no_london", "short"], "weight": 10.0}]  # fmt: skip
+    assert result["covered"] == ["capital", "no_london", "short"] and result["unlocalized"] == []
