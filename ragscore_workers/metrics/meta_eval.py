@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..schemas import Queue
+from ..schemas import Queue, Row
 from ._validators import VALIDATORS, Outcome, PointInput, PointSpecError, parse_json_text, validator
 from .judge_metrics import Job, JudgeParams, Verdict, run_jobs
 from .registry import RunContext
@@ -133,6 +133,14 @@ def _outcome(verdict: Verdict, inp: PointInput, params: MetaEvalParams) -> Outco
     return Outcome(share >= params.pass_share, note, figures, evidence)
 
 
+def _author_texts(row: Row, ctx: RunContext) -> list[str]:
+    """The texts of the author's points: the row's own ``checks``, else the suite's ``checks`` points."""
+    raw = row.checks
+    if raw is None:
+        raw = next((m.params.get("points") for m in ctx.suite.metrics if m.name == "checks"), None)
+    return [str(c.get("text", "")) for c in raw or [] if isinstance(c, dict) and c.get("type") != "meta_eval"]
+
+
 @validator("meta_eval", MetaEvalParams, queue=Queue.JUDGE)
 def meta_eval(items: list[tuple[PointInput, MetaEvalParams]], ctx: RunContext) -> list[Outcome]:
     """Ask the judge for extra points per answer, run them, report them apart (see the module docstring)."""
@@ -141,8 +149,7 @@ def meta_eval(items: list[tuple[PointInput, MetaEvalParams]], ctx: RunContext) -
     params = items[0][1]  # one client per batch: the judge settings of the first point
     jobs = []
     for inp, p in items:
-        authors = [str(c.get("text", "")) for c in inp.row.checks or [] if c.get("type") != "meta_eval"]
-        prompt = meta_eval_prompt(inp.row.question, inp.text, authors, p)
+        prompt = meta_eval_prompt(inp.row.question, inp.text, _author_texts(inp.row, ctx), p)
         jobs.append(Job(prompt, META_EVAL_VERSION, p.attempts_on_bad_json, parse_proposals))
     verdicts = run_jobs(ctx, params, jobs, max(p.max_tokens for _, p in items))
     return [_outcome(v, inp, p) for v, (inp, p) in zip(verdicts, items, strict=True)]

@@ -131,3 +131,18 @@ def test_meta_eval_params_and_reply_parsing() -> None:
     assert parse_proposals('{"points": [{"type": "keyword"}]}') == [{"type": "keyword"}]
     assert parse_proposals('[{"type": "length"}]') == [{"type": "length"}]
     assert parse_proposals('{"other": 1}') is None and parse_proposals("no") is None
+
+
+def test_meta_eval_shows_the_judge_the_suite_level_points_of_a_row_without_its_own(
+    fake: FakeProvider, redis_server: RedisProcess
+) -> None:
+    """Points given once in the suite (``checks.points``) are the author's points of every row: the judge must see
+    them under "Checks already made", or it proposes them again."""
+    PROMPTS.clear()
+    suite = _suite(fake).model_copy(update={"metrics": Suite.model_validate(
+        {"metrics": [{"name": "checks", "params": {"points": [AUTHOR, {"id": "meta", "type": "meta_eval"}]}}]}
+    ).metrics})  # fmt: skip
+    (result,) = _score([{"id": "a", "question": "What is entropy?", "answer": "Entropy is disorder."}], suite,
+                       redis_server.url)  # fmt: skip
+    assert _point(result, "term")["status"] == "passed" and _point(result, "meta")["figures"]["kept"] == 3
+    assert len(PROMPTS) == 1 and "Checks already made:\n- Names the term\n" in PROMPTS[0]
