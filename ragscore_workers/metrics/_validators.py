@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -319,12 +319,31 @@ def length(inp: PointInput, params: LengthParams) -> Outcome:
     return Outcome(not (too_short or too_long), note, {"words": words, "min": params.min, "max": params.max})
 
 
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's ``pattern`` keyword with the time-bounded search (the answer's strings may make it backtrack)."""
+    from jsonschema import ValidationError
+
+    if validator.is_type(instance, "string") and not compile_regex(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's ``patternProperties`` keyword with the time-bounded search on the answer's keys."""
+    if validator.is_type(instance, "object"):
+        for pattern, subschema in patterns.items():
+            for key, value in instance.items():
+                if compile_regex(pattern).search(key):
+                    yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
 @lru_cache(maxsize=256)
 def _schema_validator(schema_json: str) -> Any:
     from jsonschema import exceptions, validators
 
     schema = json.loads(schema_json)
-    cls = validators.validator_for(schema)
+    cls = validators.extend(
+        validators.validator_for(schema), {"pattern": _pattern, "patternProperties": _pattern_properties}
+    )
     try:
         cls.check_schema(schema)
     except exceptions.SchemaError as exc:

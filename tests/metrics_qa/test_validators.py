@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any
 
 import pytest
@@ -164,3 +165,16 @@ def test_suite_level_points_are_validated_when_the_suite_loads() -> None:
     with pytest.raises(ConfigError, match="unknown validator type 'nope'"):
         get_metric("checks").parse_params({"points": [{"type": "nope"}]})
     assert parse_points([{"type": "citation"}])[0].id == "p1"  # default ids are p1, p2, ... by position
+
+
+def test_json_schema_patterns_run_with_the_time_bound_of_every_other_regex() -> None:
+    """A schema's ``pattern`` over an answer's string backtracked without bound in jsonschema's ``re.search`` (about
+    13 s at 40 characters here, doubling with each two more); now it is stopped like a ``regex`` point's pattern."""
+    schema = {"properties": {"code": {"type": "string", "pattern": "^(a|aa)+c"}}, "patternProperties": {"^x": {
+        "type": "integer"}}}  # fmt: skip
+    point = {"id": "s", "type": "json_schema", "params": {"schema": schema}}
+    result = checks(Row(id="x", answer=json.dumps({"code": "a" * 40}), checks=[point]), ChecksParams())
+    assert result.error is not None and result.error.startswith("point s: ValueError: regex '^(a|aa)+c' ran over 2 s")
+    bad_key = checks(Row(id="x", answer='{"code": "aac", "x1": "one"}', checks=[point]), ChecksParams())
+    assert bad_key.details["points"][0]["evidence"] == ["at $.x1: 'one' is not of type 'integer'"]
+    assert checks(Row(id="x", answer='{"code": "aac", "x1": 1}', checks=[point]), ChecksParams()).score == 1.0
