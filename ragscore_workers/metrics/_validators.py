@@ -387,14 +387,24 @@ class DiffParams(_Params):
     autojunk: bool = False
 
 
+#: Above this many character pairs (text x golden), a ratio that cannot reach the threshold is told from difflib's
+#: upper bound (``quick_ratio``, linear time) instead of computed: the exact ratio takes time in proportion to the
+#: pairs (40,000 characters against 4,000: ~5 s; a long answer against a long reference: past the task's limit).
+DIFF_EXACT_PAIRS = 20_000_000
+
+
 @validator("diff", DiffParams)
 def diff(inp: PointInput, params: DiffParams) -> Outcome:
-    """``SequenceMatcher(None, text, golden, autojunk=autojunk).ratio() >= threshold``."""
+    """``SequenceMatcher(None, text, golden, autojunk=autojunk).ratio() >= threshold``; for long texts whose upper
+    bound is already under the threshold, that bound (the point fails either way)."""
     golden = params.golden if params.golden is not None else inp.row.reference
     if golden is None:
         raise PointSpecError("diff needs params.golden or a row reference")
     golden = inp.normalize(golden)
     matcher = difflib.SequenceMatcher(None, inp.text, golden, autojunk=params.autojunk)
+    if len(inp.text) * len(golden) > DIFF_EXACT_PAIRS and (bound := matcher.quick_ratio()) < params.threshold:
+        note = f"similarity at most {bound:.3f} < {params.threshold} (long texts: the bound, not the exact ratio)"
+        return Outcome(False, note, {"ratio_at_most": round(bound, 6), "threshold": params.threshold})
     ratio = matcher.ratio()
     evidence = [
         f"{tag}: {inp.text[i1:i2][:60]!r} -> {golden[j1:j2][:60]!r}"

@@ -110,6 +110,20 @@ def test_diff_on_a_long_golden_text_matches_every_character_unless_autojunk_is_a
     assert seed < 0.1 < 0.8 < exact
 
 
+def test_diff_of_long_texts_that_cannot_reach_the_threshold_fails_on_the_upper_bound() -> None:
+    """40,000 characters against 4,000 took ~5 s of exact ratio (120,000 against 12,000: 55 s, past a task's time
+    limit); below the threshold whatever the alignment, it fails on difflib's linear-time upper bound."""
+    text, golden = "a" * 20_000 + "b" * 20_000, "ab" * 2_000
+    bound = difflib.SequenceMatcher(None, text, golden).quick_ratio()  # 2 * 4,000 / 44,000
+    assert bound == pytest.approx(8_000 / 44_000)
+    p = point(text, "diff", golden=golden, threshold=0.5)
+    assert not p["passed"] and p["figures"] == {"ratio_at_most": round(bound, 6), "threshold": 0.5}
+    assert p["note"] == f"similarity at most {bound:.3f} < 0.5 (long texts: the bound, not the exact ratio)"
+    # long texts that may reach the threshold still get the exact ratio
+    same = point("x" * 6_000, "diff", golden="x" * 5_000, threshold=0.5)
+    assert same["passed"] and same["figures"]["ratio"] == pytest.approx(10_000 / 11_000, abs=1e-6)
+
+
 def test_diff_without_golden_or_reference_fails_the_row() -> None:
     row = Row(id="x", answer="a", checks=[{"id": "d", "type": "diff", "params": {}}])
     result = checks(row, ChecksParams())
