@@ -28,9 +28,13 @@ __all__ = [
 
 #: The rating must be among the first this-many tokens of a reply.
 RATING_TOKENS = 8
-# Numbers (with decimals or thousands separators, and a sign) are one token, so "10", "4.0" and "-1" are
-# read whole and never as a rating of 1, 4 or 0. Words are one token; any other character is one.
-_TOKEN = re.compile(r"[-+]?\d+(?:[.,]\d+)*|[^\W\d_]+|\S")
+# Numbers (with decimals or thousands separators, and a sign: "-", "+" or the minus sign U+2212) are one token, so
+# "10", "4.0" and "-1" are read whole and never as a rating of 1, 4 or 0. Words are one token (superscripts and
+# circled digits, "²" "①", are letters here: not decimal digits); any other character is one.
+_SIGNS = "-+\u2212"
+#: A number with more digits is no rating (and int() refuses a run of over 4,300 digits, a degenerate reply).
+_MAX_RATING_DIGITS = 9
+_TOKEN = re.compile(rf"[{_SIGNS}]?\d+(?:[.,]\d+)*|[^\W\d_]+|\S")
 
 
 #: A reasoning model's thinking before its answer (DeepSeek-R1 distills, Qwen3 and QwQ on Groq, vLLM, Ollama).
@@ -55,8 +59,9 @@ def parse_rating(text: str, allowed: frozenset[int]) -> int | None:
     tokens, if that is a whole number in ``allowed``; None otherwise (no number, "10", "4.0", "3" on a 0/2/4
     scale)."""
     for token in _TOKEN.findall(answer_part(text))[:RATING_TOKENS]:
-        if token[0].isdigit() or (token[0] in "+-" and len(token) > 1):
-            return int(token) if token.isdigit() and int(token) in allowed else None
+        if token[0].isdecimal() or (token[0] in _SIGNS and len(token) > 1):
+            whole = token.isdecimal() and len(token) <= _MAX_RATING_DIGITS
+            return int(token) if whole and int(token) in allowed else None
     return None
 
 
@@ -213,7 +218,7 @@ def parse_rubric(text: str) -> tuple[int, str] | None:
     for candidate in candidates:
         try:
             data = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a reply of a thousand "[" nests too deep
             continue
         if isinstance(data, dict):
             score = _whole_score(data.get("score"))

@@ -35,6 +35,13 @@ REL = CONTEXT_RELEVANCE.allowed  # {0, 1, 2}
         ("4.0", ACC, None),  # Ragas: 0 ("0" is in "4.0")
         ("2.5", REL, None),
         ("-1", REL, None),
+        ("\u22121", REL, None),  # the minus sign (U+2212) makes a negative number too, not a 1
+        # Superscripts and circled digits are no decimal digits: not a rating, and never a crash (int("²") raises).
+        ("²", REL, None),
+        ("Rating: ①", REL, None),
+        ("In m², 2", REL, 2),
+        ("٤", ACC, 4),  # Arabic-Indic four: a decimal digit, read as 4
+        ("1" * 5000, REL, None),  # a degenerate reply: more digits than int() takes
         ("3", ACC, None),  # a number, but not on the 0/2/4 scale
         ("1", ACC, None),
         ("20 out of 40", ACC, None),
@@ -81,6 +88,9 @@ def test_rating_is_the_first_whole_number_in_the_first_8_tokens(
         ("Score: 4", None),
         ('{"score": 4, "rationale": "unclosed', None),
         ("[4]", None),
+        # Nested too deep for the JSON parser (RecursionError): no score, never a crash.
+        ("[" * 5000, None),
+        ('{"score": 4, "rationale": ' + "[" * 5000 + "}", None),
         ("", None),
         # Thinking first: the braces of the thinking are not the answer's.
         ('<think>Maybe {"score": 1}? No, it is right.</think>\n{"score": 5, "rationale": "right"}', (5, "right")),
