@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -59,6 +59,11 @@ def reply_cap(stated: int | None, default: int, judge: JudgeConfig) -> int:
     return max(default, REASONING_MIN_TOKENS) if judge.is_reasoning else default
 
 
+#: A price per million tokens: not negative (a run's cost would go down), finite (Redis refuses to add NaN or
+#: infinity to the run's cost, which failed every call after it was paid for).
+PricePerMTok = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class JudgeParams(BaseModel):
     """Params shared by every judge metric (the model and limits are in the suite's ``judge`` section)."""
 
@@ -82,7 +87,7 @@ class JudgeParams(BaseModel):
     max_cost: float | None = Field(default=None, ge=0)
     max_tokens_total: int | None = Field(default=None, ge=1)
     #: Price per million tokens by model: ``{"llama-3.1-8b-instant": [in, out]}``.
-    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    prices: dict[str, tuple[PricePerMTok, PricePerMTok]] = Field(default_factory=dict)
 
 
 class DualParams(JudgeParams):

@@ -83,6 +83,15 @@ def test_a_cost_budget_without_any_price_is_refused() -> None:
     assert load_suite({"metrics": [{"name": "rubric_judge", "params": {"max_tokens_total": 10}}], "judge": judge})
 
 
+@pytest.mark.parametrize("price", [[-0.05, 0.08], [0.05, float("nan")], [float("inf"), 0.08]])
+def test_a_price_must_be_a_finite_number_not_below_0(price: list[float]) -> None:
+    """A negative price made the run's cost go down (a max_cost never reached); NaN or infinity failed every judge
+    call once it was paid for (Redis refuses to add them to the run's cost)."""
+    suite = {"metrics": [{"name": "answer_accuracy", "params": {"prices": {"m": price}}}], "judge": {"model": "m"}}
+    with pytest.raises(ConfigError, match="prices"):
+        load_suite(suite)
+
+
 def test_a_price_given_to_one_judge_metric_prices_every_judge_metrics_calls() -> None:
     """--max-cost is a cap on the run: with the price on answer_accuracy only, groundedness and rubric_judge
     calls counted 0 and ran on past the budget (9x it in an audit)."""
