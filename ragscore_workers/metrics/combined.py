@@ -2,7 +2,8 @@
 
 A derived metric: computed per item during aggregation from the stored outputs of the same suite's
 ``rubric_judge`` and ``evidence_overlap``. Either input unscorable or failed -> ``combined`` unscorable
-with the reason (the seed framework averaged only questions with both scores).
+with the reason (the seed framework averaged only questions with both scores); an input the run stopped (the
+judge's breaker or budget, a cancel) makes ``combined`` stopped too, so the summary counts it as such.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def combined(outputs: dict[str, MetricResult], params: CombinedParams) -> Metric
         result = outputs.get(name)
         if result is None or result.score is None:
             why = "missing" if result is None else (result.error or result.details.get("reason", "unscorable"))
+            if result is not None and result.details.get("stopped"):
+                return MetricResult.stopped(f"{name} has no score ({why})")
             return MetricResult.unscorable(f"{name} has no score ({why})")
     a, e = outputs["rubric_judge"].score, outputs["evidence_overlap"].score
     assert a is not None and e is not None

@@ -24,6 +24,17 @@ def test_missing_or_unscorable_input_is_unscorable() -> None:
     assert "timeout" in combined(failed, CombinedParams()).details["reason"]
 
 
+def test_an_input_the_run_stopped_makes_combined_stopped_too() -> None:
+    """The summary read 'rubric_judge 7 (7 stopped)' but 'combined 7': the same items, stopped by the judge."""
+    outputs = {"rubric_judge": MetricResult.stopped("judging stopped: budget reached"),
+               "evidence_overlap": MetricResult(score=1.0)}  # fmt: skip
+    res = combined(outputs, CombinedParams())
+    assert res.score is None and res.details == {
+        "reason": "rubric_judge has no score (judging stopped: budget reached)", "stopped": True}  # fmt: skip
+    unscorable = {"rubric_judge": MetricResult.unscorable("no reference"), "evidence_overlap": MetricResult(score=1.0)}
+    assert "stopped" not in combined(unscorable, CombinedParams()).details
+
+
 def test_derive_reads_stored_dicts() -> None:
     mdef = get_metric("combined")
     stored = {"rubric_judge": {"score": 1.0}, "evidence_overlap": {"score": 0.0}, "other": {"score": 0.3}}
