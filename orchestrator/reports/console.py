@@ -79,7 +79,7 @@ def judge_line(summary: RunSummary) -> str | None:
     parts = [f"{count('calls')} calls", f"{count('cache_hits')} from the cache", f"{count('retries')} retries",
              f"{count('rate_limited')} rate-limited (429)",
              f"tokens {count('tokens_in')} in / {count('tokens_out')} out",
-             f"cost {float(j.get('cost') or 0):.4f}"]  # fmt: skip
+             f"cost {_cost(float(j.get('cost') or 0))}"]  # fmt: skip
     for key, label in (("parse_failures", "unparsable replies"), ("failures", "calls failed for good")):
         if j.get(key):
             parts.append(f"{count(key)} {label}")
@@ -162,7 +162,10 @@ def unreadable_rows(summary: RunSummary) -> str:
 
 
 def _cost(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    """4 decimals; a cost too small for them is ``<0.0001``, not a free-looking ``0.0000``."""
+    if value is None:
+        return "-"
+    return "<0.0001" if 0 < value < 0.00005 else f"{value:.4f}"
 
 
 def _uncut_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:

@@ -29,6 +29,8 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
     assert judge_line(budget).endswith("; stopped: budget reached: 3100 judge tokens >= max_tokens 3000 "  # type: ignore[union-attr]
                                        "(`ragscore run --resume DIR` goes on)")  # fmt: skip
     assert judge_line(_summary(judge={"calls": 0, "cache_hits": 12})).startswith("judge: 0 calls, 12 from the cache")
+    cheap = judge_line(_summary(judge={"calls": 3, "tokens_in": 300, "cost": 0.000021}))  # 300 tokens at $0.07/M
+    assert cheap is not None and "cost <0.0001" in cheap  # not a free-looking 0.0000
 
 
 def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
