@@ -106,8 +106,8 @@ def consensus_for(rows: Mapping[str | None, Row], outcomes: Outcomes, suite_poin
             uncovered.append(pid)
             continue
         holder = next((c for c in chosen if _carries(c, pid, rows, specs)), None)
-        if holder is None and pid not in free:
-            holder = _localize(pid, passers, rows, specs)
+        if holder is None:  # a point an empty text passes is carried by a chosen sentence or by none
+            holder = None if pid in free else _localize(pid, passers, rows, specs)
             if holder is None:
                 unlocalized.append(pid)
                 continue

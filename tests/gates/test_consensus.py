@@ -146,3 +146,17 @@ def test_points_an_empty_text_passes_add_no_sentence_of_their_own() -> None:
     assert result["sentences"] == [{"text": "Paris is the capital.", "system": "a", "sentence_index": 1,
                                     "points": ["capital", "no_london", "short"], "weight": 10.0}]  # fmt: skip
     assert result["covered"] == ["capital", "no_london", "short"] and result["unlocalized"] == []
+
+
+def test_a_point_an_empty_text_passes_that_no_chosen_sentence_carries_is_unlocalized() -> None:
+    """A negation passed by an answer from which no sentence was chosen (no other point found one) is unlocalized;
+    it crashed the whole consensus command (TypeError on a holder of None)."""
+    points = [
+        {"id": "no_london", "type": "negation", "params": {"keywords": ["London"]}, "weight": 1},
+        {"id": "tokyo", "type": "keyword", "params": {"keywords": ["Tokyo"]}, "weight": 1},
+    ]
+    rows = [{"id": "q1", "system": "a", "answer": "I cannot say.", "checks": points}]
+    outcomes = {item["system"]: item["metrics"]["checks"]["details"]["points"] for item in _items(rows)}
+    result = consensus_for({r["system"]: Row.model_validate(r) for r in rows}, outcomes)
+    assert (result["reference"], result["sentences"]) == (None, [])
+    assert (result["covered"], result["uncovered"], result["unlocalized"]) == ([], ["tokyo"], ["no_london"])
