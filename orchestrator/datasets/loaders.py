@@ -195,24 +195,24 @@ class _LineFeed:
 
 def _quote_gone_wrong(text: str, delimiter: str) -> bool:
     """The csv module's reading of quotes (default dialect), over the text of one row: True when a quoted cell is
-    never closed, or is closed by a quote followed by anything but the delimiter, another quote or a line end."""
-    at_start, quoted, closing = True, False, False
-    for c in text:
-        if closing:  # the character after a quote inside a quoted cell
-            closing = False
-            if c == '"':  # "" is a quote in the cell
+    never closed, or is closed by a quote followed by anything but the delimiter, another quote or a line end.
+    Only the quotes are visited (``str.find``): a row of long multi-line cells costs no Python step a character."""
+    ends = (delimiter, "\r", "\n")
+    quoted = False
+    at = text.find('"')
+    while at != -1:
+        if quoted:
+            after = text[at + 1 : at + 2]
+            if after == '"':  # "" is a quote in the cell
+                at = text.find('"', at + 2)
                 continue
-            if c not in (delimiter, "\r", "\n"):
+            if after and after not in ends:
                 return True
             quoted = False
-        elif quoted:
-            closing = c == '"'
-            continue
-        if c == '"' and at_start:
-            quoted, at_start = True, False
-        else:
-            at_start = c in (delimiter, "\r", "\n")
-    return quoted and not closing
+        elif at == 0 or text[at - 1] in ends:  # a quote opens a cell only at its start; elsewhere it is text
+            quoted = True
+        at = text.find('"', at + 1)
+    return quoted
 
 
 def _text_of(line: str) -> str:

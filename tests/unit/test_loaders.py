@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.datasets import RowError, iter_rows, scan_dataset
+from orchestrator.datasets.loaders import _quote_gone_wrong
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row, split_key
 
@@ -332,3 +337,20 @@ def test_a_csv_column_given_twice_stops_the_dataset(tmp_path: Path) -> None:
     path.write_text("id,answer,question,answer,,\na,first,q,second,,\n", encoding="utf-8")
     with pytest.raises(DatasetError, match=r"column\(s\) 'answer' given twice in the header row"):
         list(iter_rows(path))
+
+
+_CSV_CHARS = st.sampled_from(['"', ",", ";", "\t", "a", "\n", "\r"])
+
+
+@given(st.sampled_from([",", ";", "\t"]), st.lists(_CSV_CHARS, max_size=16))
+def test_a_quote_gone_wrong_is_what_the_csv_module_refuses_when_strict(delimiter: str, chars: list[str]) -> None:
+    """The CSV reader's check of a multi-line row (it visits only the quotes, so that long multi-line cells cost no
+    Python step a character) reads quotes exactly as the csv module does: strict, it raises where the check says
+    a quote went wrong."""
+    text = "".join(chars)
+    try:
+        list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True))
+        refused = False
+    except csv.Error:
+        refused = True
+    assert _quote_gone_wrong(text, delimiter) == refused
