@@ -408,7 +408,7 @@ class TargetConfig(BaseModel):
 #: ``METRIC=VALUE`` or ``METRIC:ci_low=VALUE`` (``METRIC:mean=VALUE`` spells the default out).
 #: ``METRIC[@SYSTEM][:ON]=VALUE``; a system name runs to the first ``:`` or ``=`` (names holding one go in the
 #: ``{metric, system, min}`` form).
-_GATE_TEXT = re.compile(r"^\s*([\w.\-]+)\s*(?:@\s*([^:=]+?)\s*)?(?::\s*(\w+)\s*)?=\s*(\S+)\s*$")
+_GATE_TEXT = re.compile(r"^\s*([\w.\-]+)\s*(?:@\s*([^:=\s][^:=]*?)\s*)?(?::\s*(\w+)\s*)?=\s*(\S+)\s*$")
 
 
 class GateSpec(BaseModel):

@@ -68,6 +68,7 @@ def test_parse_gate_accepts_mean_and_ci_low_forms(text: str, expected: GateSpec)
         ("exact_match=nan", "finite number"),
         ("exact_match:ci_high=0.8", "'mean' or 'ci_low'"),
         ("exact_match@=0.8", "or METRIC@SYSTEM=VALUE"),
+        ("exact_match@ =0.8", "or METRIC@SYSTEM=VALUE"),  # a blank system is none (it was the system ' ')
         ("exact_match@v1:rag=0.8", "'mean' or 'ci_low'"),  # a system holding ":" takes the mapping form
     ],
 )
