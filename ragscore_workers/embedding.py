@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -102,9 +103,15 @@ class ModelSource:
     name: str
     path: str
     origin: Literal["path", "package", "hub-cache", "hub"]
-    #: Stable identity for cache keys: the hub id of a packaged copy, the hub id and revision of a hub model, or the
-    #: folder and a fingerprint of its files.
-    identity: str
+    #: The hub id of a packaged copy, the hub id and revision of a hub model; None for a folder (see ``identity``).
+    hub_identity: str | None = None
+
+    @cached_property
+    def identity(self) -> str:
+        """Stable identity for cache keys: ``hub_identity``, or for a folder a digest of the bytes of the files the
+        model loads (read when first asked, by the worker that loads the model: a check that the model is there
+        reads no gigabytes)."""
+        return self.hub_identity or f"folder:{_folder_digest(Path(self.path))}"
 
 
 def _hub_id(name: str) -> str:
@@ -216,7 +223,7 @@ def resolve_model(name: str) -> ModelSource:
         raise ModelNotFoundError(f"Embedding model folder {name!r} holds no model (no modules.json or config.json).")
     if local is not None:
         # The identity (the caches' key) is what the folder holds now, wherever it is.
-        return ModelSource(name, str(local), "path", f"folder:{_folder_digest(local)}")
+        return ModelSource(name, str(local), "path")
     if name.startswith((".", "/", "~")):
         raise ModelNotFoundError(f"Embedding model folder {name!r} does not exist.")
     hub_id = _hub_id(name)

@@ -68,6 +68,20 @@ def test_a_copied_model_folder_keeps_its_identity_so_its_cached_vectors_are_foun
     assert resolve_model(str(copy)).identity != resolve_model(str(PACKAGED)).identity
 
 
+def test_resolving_a_model_folder_reads_none_of_its_files_until_its_identity_is_asked(tmp_path: Path) -> None:
+    """The orchestrator resolves the model of every embedded run to check it is there: hashing a 15 GB folder
+    there cost ~35 s a run. Only the worker that loads the model asks for the identity (the caches' key)."""
+    import shutil
+
+    from ragscore_workers.embedding import _FILE_DIGESTS
+
+    copy = shutil.copytree(PACKAGED, tmp_path / "model")
+    source = resolve_model(str(copy))
+    assert not [key for key in _FILE_DIGESTS if key[0].startswith(str(copy))]  # no file read
+    assert source.identity.startswith("folder:")
+    assert [key for key in _FILE_DIGESTS if key[0].endswith("model.safetensors") and key[0].startswith(str(copy))]
+
+
 def test_a_folders_identity_follows_the_files_the_model_loads_not_its_checkpoints(tmp_path: Path) -> None:
     """The fingerprint is taken at every chunk: a training folder's checkpoints are not walked (nor count)."""
     import shutil
