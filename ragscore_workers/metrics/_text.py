@@ -6,16 +6,20 @@ import re
 import string
 import unicodedata
 
+import regex
+
 __all__ = ["normalize_answer", "strip_diacritics", "strip_punctuation", "tokens"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_ASCII_PUNCT = frozenset(string.punctuation)
+#: ASCII punctuation (``string.punctuation``: also ``$+<=>^`|~``, which Unicode calls symbols) and every Unicode
+#: punctuation mark (category P*).
+_PUNCTUATION = regex.compile(r"[\p{P}" + regex.escape(string.punctuation, special_only=False) + "]+")
 
 
 def strip_punctuation(text: str) -> str:
     """Drop ASCII punctuation (SQuAD's ``string.punctuation``) and every Unicode punctuation mark (category P*:
     ``。、「」¡¿„‹›‐·``), as MLQA's multilingual evaluation does; symbols such as ``€``, ``°`` and emoji stay."""
-    return "".join(c for c in text if c not in _ASCII_PUNCT and not unicodedata.category(c).startswith("P"))
+    return _PUNCTUATION.sub("", text)
 
 
 #: Scripts whose combining marks are accents or optional vowel pointing, dropped by :func:`strip_diacritics`. In

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas import MetricResult, Queue, Row
+from .citation import id_set
 from .registry import register
 
 
@@ -53,8 +54,7 @@ def first_gold_rank(retrieved: list[str], gold: set[str]) -> int | None:
 @register("recall_at_k", Queue.CPU, params=RecallParams, outputs=_outputs)
 def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     """Recall@k of the gold document for each k, and MRR."""
-    given = [row.gold_doc_id] if isinstance(row.gold_doc_id, str) else row.gold_doc_id or []
-    gold = {doc_id.strip() for doc_id in given} - {""}
+    gold = id_set([row.gold_doc_id] if isinstance(row.gold_doc_id, str) else row.gold_doc_id or [])
     if not gold:
         reason = MetricResult.unscorable("no gold_doc_id")
         return {name: reason for name in _outputs(params)}
