@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from orchestrator import evaluate
+from orchestrator.api import IncompleteRunWarning
 from orchestrator.embedded_redis import EmbeddedRedis
 from ragscore_workers.embedding import ModelNotFoundError
 from ragscore_workers.schemas import ItemResult
@@ -195,7 +196,8 @@ def test_a_missing_model_on_cluster_workers_is_an_error_per_item_and_the_run_com
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "embed", home).start()
     try:
-        result = evaluate(EDGE_ROWS[:3], _suite(embedding={"model": "./no-such-model-dir"}), broker=server.url)
+        with pytest.warns(IncompleteRunWarning, match="ModelNotFoundError: Embedding model folder './no-such-model"):
+            result = evaluate(EDGE_ROWS[:3], _suite(embedding={"model": "./no-such-model-dir"}), broker=server.url)
     finally:
         worker.stop()
         server.stop()
