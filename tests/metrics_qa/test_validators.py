@@ -192,3 +192,30 @@ def test_json_schema_patterns_run_with_the_time_bound_of_every_other_regex() -> 
     bad_key = checks(Row(id="x", answer='{"code": "aac", "x1": "one"}', checks=[point]), ChecksParams())
     assert bad_key.details["points"][0]["evidence"] == ["at $.x1: 'one' is not of type 'integer'"]
     assert checks(Row(id="x", answer='{"code": "aac", "x1": 1}', checks=[point]), ChecksParams()).score == 1.0
+
+
+def test_json_schema_additional_properties_tells_extra_keys_with_the_bounded_search() -> None:
+    """With ``additionalProperties``, jsonschema ran the ``patternProperties`` patterns on the answer's keys with
+    its own unbounded ``re.search``; extra keys are still found and named as jsonschema names them."""
+    schema = {"properties": {"id": {}}, "patternProperties": {"^x_": {"type": "integer"}},
+              "additionalProperties": False}  # fmt: skip
+    point = {"id": "s", "type": "json_schema", "params": {"schema": schema}}
+
+    def evidence(answer: str) -> list[str]:
+        return checks(Row(id="x", answer=answer, checks=[point]), ChecksParams()).details["points"][0]["evidence"]
+
+    assert evidence('{"id": 1, "x_a": 2}') == []
+    assert evidence('{"id": 1, "x_a": 2, "b": 3, "a": 4}') == ["at $: 'a', 'b' do not match any of the regexes: '^x_'"]
+    plain = {"properties": {"id": {}}, "additionalProperties": False}
+    said = checks(Row(id="x", answer='{"id": 1, "b": 3}', checks=[point | {"params": {"schema": plain}}]),
+                  ChecksParams())  # fmt: skip
+    assert said.details["points"][0]["evidence"] == ["at $: Additional properties are not allowed ('b' was unexpected)"]
+    typed = {"patternProperties": {"^x_": {}}, "additionalProperties": {"type": "string"}}
+    extra = checks(Row(id="x", answer='{"x_a": 1, "b": 3}', checks=[point | {"params": {"schema": typed}}]),
+                   ChecksParams())  # fmt: skip
+    assert extra.details["points"][0]["evidence"] == ["at $.b: 3 is not of type 'string'"]
+    # the patterns on the keys run with the time bound: a backtracking one is the point's error, not a hang
+    slow = {"patternProperties": {"^(a|aa)+c": {}}, "additionalProperties": False}
+    stopped = checks(Row(id="x", answer=json.dumps({"a" * 40: 1}), checks=[point | {"params": {"schema": slow}}]),
+                     ChecksParams())  # fmt: skip
+    assert stopped.error is not None and "ran over 2 s" in stopped.error
