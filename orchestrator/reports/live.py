@@ -71,14 +71,18 @@ class StatusView:
         done = self.samples[-1].progress if self.samples else {}
         self.unserved = {q: (done.get(f"done:{q}", 0), msg) for q, msg in messages.items()}
 
+    def _still_unserved(self) -> dict[str, str]:
+        """The unserved queues' warnings, but for a queue whose work moved on since the check (a worker came) and
+        on a run that ended."""
+        if not self.samples or self.meta.get("state") in RunState.DONE:
+            return {}
+        done = self.samples[-1].progress
+        return {q: msg for q, (then, msg) in self.unserved.items() if done.get(f"done:{q}", 0) <= then}
+
     @property
     def warnings(self) -> list[str]:
-        """Lines under the table: the unserved queues' warnings, but for a queue whose work moved on since the
-        check (a worker came) and on a run that ended."""
-        if not self.samples or self.meta.get("state") in RunState.DONE:
-            return []
-        done = self.samples[-1].progress
-        return [msg for q, (then, msg) in self.unserved.items() if done.get(f"done:{q}", 0) <= then]
+        """Lines under the table: the warnings of the queues still unserved."""
+        return list(self._still_unserved().values())
 
     def add(self, s: Sample) -> None:
         self.samples.append(s)
@@ -135,19 +139,26 @@ class StatusView:
         return 60.0 * last.judge_calls / elapsed if elapsed else None
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per queue the run uses, then ``all``."""
+        """One dict per queue the run uses, then ``all``. The queues work side by side, so the run ends when its
+        slowest queue does: ``all``'s ETA is the longest of theirs (none when one has none), not its units left
+        over the sum of their rates (a fast cpu queue made a judge queue's hour read as a minute)."""
         counters = self.samples[-1].progress
         finished = self.meta.get("state") in RunState.DONE
         stalled = self.stalled(self.samples[-1].t)
+        unserved = self._still_unserved()
         out = []
-        for queue in [q for q in QUEUES if f"total:{q}" in counters] + ["all"]:
-            key_done, key_total = ("done", "total") if queue == "all" else (f"done:{queue}", f"total:{queue}")
-            done, total = counters.get(key_done, 0), counters.get(key_total, 0)
-            rate = self.rate(key_done)
+        for queue in [q for q in QUEUES if f"total:{q}" in counters]:
+            done, total = counters.get(f"done:{queue}", 0), counters.get(f"total:{queue}", 0)
+            rate = self.rate(f"done:{queue}")
             left = max(total - done, 0)
-            eta = None if finished or stalled or self.submitting or not rate or not left else left / rate
+            idle = finished or stalled or self.submitting or queue in unserved or not rate
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
-                        "rate": rate, "eta": 0.0 if not left else eta})  # fmt: skip
+                        "rate": rate, "eta": 0.0 if not left else None if idle else left / rate})  # fmt: skip
+        done, total = counters.get("done", 0), counters.get("total", 0)
+        etas = [r["eta"] for r in out]
+        eta = 0.0 if done >= total else None if None in etas or not etas else max(etas)
+        out.append({"queue": "all", "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
+                    "rate": self.rate("done"), "eta": eta})  # fmt: skip
         return out
 
     def render(self, run_id: str) -> Group:

@@ -35,6 +35,30 @@ def test_rates_and_etas_come_from_the_window_of_samples() -> None:
     assert view.judge_rpm() == pytest.approx(120.0)  # 20 calls in 10 s
 
 
+def test_the_runs_eta_is_its_slowest_queues_not_its_units_left_over_the_summed_rate() -> None:
+    """The queues run side by side: 400 cpu units at 20/s and 100 judge units at 1/s end in 100 s, not in
+    500 / 21 s (the overall rate of a fast queue made an hour of judging read as a minute)."""
+    view = StatusView(SUITE_META, window_s=30)
+    view.add(Sample(1010.0, _progress(100, 10)))
+    view.add(Sample(1020.0, _progress(300, 20)))
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["all"]["rate"] == pytest.approx(21.0) and rows["all"]["eta"] == pytest.approx(100.0)
+    view.add(Sample(1030.0, _progress(600, 30)))  # cpu done: the judge queue's ETA is the run's
+    assert {r["queue"]: r for r in view.rows()}["all"]["eta"] == pytest.approx(90.0)
+
+
+def test_a_queue_no_worker_serves_has_no_eta_and_neither_has_the_run() -> None:
+    view = StatusView(SUITE_META, window_s=30)
+    view.add(Sample(1010.0, _progress(100, 10)))
+    view.add(Sample(1020.0, _progress(300, 20)))
+    view.set_unserved({"judge": "90 message(s) wait on queue 'judge' and no worker consumes it"})
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["judge"]["eta"] is None and rows["all"]["eta"] is None
+    assert rows["cpu"]["eta"] == pytest.approx(15.0)  # the served queue goes on
+    view.add(Sample(1030.0, _progress(400, 25)))  # a judge worker came: its ETA is back
+    assert {r["queue"]: r for r in view.rows()}["all"]["eta"] == pytest.approx(95 / 0.75)
+
+
 def test_old_samples_leave_the_window() -> None:
     view = StatusView(SUITE_META, window_s=30)
     for t, done in ((1010.0, 0), (1020.0, 100), (1050.0, 400), (1060.0, 500)):
