@@ -229,7 +229,10 @@ def incomplete(summary: RunSummary) -> str | None:
     """Why a finished run is no result to pass, whatever its gates (the cases ``ragscore run`` exits 1 for: a
     cancel, the judge's circuit breaker, a metric output whose every item errored), or None."""
     if summary.state == "cancelled":
-        return f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored"
+        said = f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored"
+        stopped = [f"{name} ({m.stopped:,} items)" for name, m in sorted(summary.metrics.items()) if m.stopped]
+        more = f" and {len(stopped) - 5} more" if len(stopped) > 5 else ""
+        return said + (f"; stopped before scoring: {', '.join(stopped[:5])}{more}" if stopped else "")
     if summary.judge.get("breaker"):
         return f"judging stopped: {summary.judge['breaker']}"
     empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}

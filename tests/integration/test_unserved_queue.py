@@ -77,7 +77,12 @@ def test_a_cancelled_run_whose_rest_waits_where_no_worker_listens_still_gets_its
         summary = wait(store, attached.run_id, timeout_s=60, stall_s=2)
         em = summary.metrics["exact_match"]
         assert summary.state == "cancelled" and em.n + em.unscorable == 20 and em.n > 0
-        assert summary.metrics.get("answer_relevance") is None  # never scored: the embed queue is unserved
+        # never scored (the embed queue is unserved): counted as stopped by the cancel, which a resume scores
+        ar = summary.metrics["answer_relevance"]
+        assert (ar.n, ar.errors, ar.unscorable, ar.stopped) == (0, 0, 20, 20)
+        assert ar.unscorable_reasons == {"run cancelled": 20}
+        assert sum(m["answer_relevance"].stopped for m in summary.by_group.values()) == 20
+        assert list(summary.metrics) == ["answer_relevance", "exact_match"]  # name order, as for any run
         # `ragscore cancel` of a run nothing waits on: `ragscore results` works right after.
         said = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", detached.run_id],
                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
@@ -93,6 +98,7 @@ def test_a_cancelled_run_whose_rest_waits_where_no_worker_listens_still_gets_its
                 break
             time.sleep(1)
         assert results.returncode == 1 and "was cancelled" in results.stderr, results.stderr  # exit 1: a part only
+        assert "stopped before scoring: answer_relevance (20 items)" in " ".join(results.stderr.split())
         written = (tmp_path / "o" / "items.jsonl").read_text().splitlines()
         assert (tmp_path / "o" / "summary.json").exists() and len(written) == 20
         again = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", detached.run_id],
