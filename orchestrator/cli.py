@@ -273,13 +273,15 @@ def run_cmd(
 
 
 def _run_id(ref: str) -> str:
-    """A run named by its id, or by its ``--out`` DIR (whose run.json names it)."""
-    run_json = Path(ref) / "run.json"
-    if run_json.is_file():
-        try:
-            return str(json.loads(run_json.read_text(encoding="utf-8"))["run_id"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{run_json}: not a run.json ragscore wrote ({exc})") from exc
+    """A run named by its id, or by its ``--out`` DIR: its run.json names it, else its summary.json (a DIR that
+    ``ragscore results`` wrote: a submitted run's only DIR)."""
+    for name in ("run.json", "summary.json"):
+        path = Path(ref) / name
+        if path.is_file():
+            try:
+                return str(json.loads(path.read_text(encoding="utf-8"))["run_id"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{path}: not a {name} ragscore wrote ({exc})") from exc
     return ref
 
 

@@ -77,6 +77,8 @@ def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_
     res = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", cluster)
     assert res.returncode == 0, res.stderr
     assert len((tmp_path / "res" / "items.jsonl").read_text().splitlines()) == 1000
+    by_dir = _cli("status", str(tmp_path / "res"), "--broker", cluster)  # the DIR results wrote names the run
+    assert by_dir.returncode == 0 and f"run {run_id}: finished" in by_dir.stdout, by_dir.stderr
     summary = json.loads((tmp_path / "res" / "summary.json").read_text())
     assert summary["run_id"] == run_id and summary["items"] == 1000
     listing = _cli("status", "--broker", cluster)
