@@ -14,7 +14,6 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 __all__ = ["ProgressView", "make_progress", "note_of"]
@@ -39,26 +38,45 @@ def note_of(view: object) -> Callable[[str], None]:
     return getattr(view, "note", None) or (lambda _text: None)
 
 
+def _clock(seconds: float) -> str:
+    """``1:02:03`` (as rich's own time columns)."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
 class _Rate:
     """Units per second and ETA from what this process saw done: a resumed run's earlier units, already in
-    the first counters it reads, are its baseline, not work done in the first second."""
+    the first counters it reads, are its baseline, not work done in the first second. The queues work side by
+    side, so the ETA is the slowest queue's (its units left over its own rate): the run's units left over the
+    summed rate made a fast cpu queue's pace read as the judge queue's."""
 
     def __init__(self) -> None:
         self.started = self.changed = time.monotonic()
-        self.base: int | None = None
+        self.base: dict[str, int] | None = None
         self.last = -1
 
-    def measure(self, done: int, total: int) -> tuple[float, float | None]:
+    def measure(self, counters: dict[str, int]) -> tuple[float, float | None]:
+        done, total = counters.get("done", 0), counters.get("total", 0)
         now = time.monotonic()
         if self.base is None:
-            self.base = done
+            self.base = {k: v for k, v in counters.items() if k == "done" or k.startswith("done:")}
         if done != self.last:
             self.last, self.changed = done, now
         # Every unit done (the summary is being aggregated): the rate over the scoring, not falling as time passes
         elapsed = max((self.changed if 0 < total <= done else now) - self.started, 1e-9)
-        rate = (done - self.base) / elapsed
-        eta = (total - done) / rate if rate > 0 and total >= done else None
-        return rate, eta
+        rate = (done - self.base.get("done", 0)) / elapsed
+        queues = [key[len("total:") :] for key in counters if key.startswith("total:")]
+        if queues:  # each queue's units left and its own pace
+            done_q = {q: counters.get(f"done:{q}", 0) for q in queues}
+            paces = [(counters[f"total:{q}"] - done_q[q], (done_q[q] - self.base.get(f"done:{q}", 0)) / elapsed)
+                     for q in queues]  # fmt: skip
+        else:
+            paces = [(total - done, rate)]
+        paces = [(left, pace) for left, pace in paces if left > 0]
+        if any(pace <= 0 for _, pace in paces):  # a queue with work left and none done yet: no ETA to give
+            return rate, None
+        return rate, max((left / pace for left, pace in paces), default=0.0)
 
     def idle_note(self, done: int, total: int) -> str:
         """``no progress for 25 s`` once nothing was done for IDLE_NOTE_S (the ETA means nothing then)."""
@@ -77,8 +95,7 @@ class RichProgress:
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]:>8.1f}/s"),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
             TextColumn("errors {task.fields[errors]} unscorable {task.fields[unscorable]} {task.fields[note]}"),
             console=self.console,
             transient=False,
@@ -89,18 +106,17 @@ class RichProgress:
     def start(self, run_id: str) -> None:
         self.rate = _Rate()
         self.bar.start()
-        self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, errors=0, unscorable=0, note="")
+        self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, eta="-:--:--", errors=0, unscorable=0,
+                                      note="")  # fmt: skip
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         done, total = counters.get("done", 0), counters.get("total", 0)
-        first = self.rate.base is None
-        rate, _ = self.rate.measure(done, total)
-        if first:  # a resumed run starts part-way: no jump from 0 in rich's own speed estimate (its ETA)
-            self.bar.reset(self.task, completed=done, total=total or None)
+        rate, eta = self.rate.measure(counters)
+        note = self.rate.idle_note(done, total)
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
-            errors=counters.get("errors", 0), unscorable=counters.get("unscorable", 0),
-            note=self.rate.idle_note(done, total),
+            eta="-:--:--" if eta is None or note else _clock(eta),
+            errors=counters.get("errors", 0), unscorable=counters.get("unscorable", 0), note=note,
         )  # fmt: skip
 
     def stop(self) -> None:
@@ -133,7 +149,7 @@ class PlainProgress:
         if not final and said == self.said and 0 < total <= done:  # all scored, aggregating: said once is enough
             return
         self.last, self.said = now, said
-        rate, eta = self.rate.measure(done, total)
+        rate, eta = self.rate.measure(counters)
         pct = 100.0 * done / total if total else 0.0
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
         if note := self.rate.idle_note(done, total):

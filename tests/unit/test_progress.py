@@ -66,3 +66,40 @@ def test_while_the_summary_is_aggregated_the_rate_holds_and_the_line_is_not_repe
     view.update({"done": 100, "total": 100}, final=True)  # the run's last line is always said
     last = out.getvalue().splitlines()[-1]
     assert _rate(last) == _rate(lines[1]) > 100 / 0.3  # over the scoring's 0.1 s, not the 0.4 s since the start
+
+
+def test_the_eta_is_the_slowest_queues_not_the_units_left_over_the_summed_rate() -> None:
+    """A fast cpu queue and a slow judge queue: 900 cpu units and 10 judge units done in the same time. Over the
+    summed rate the 90 judge units left read as ~0.1 of the time spent; the judge queue alone needs 9 times it."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    counters = {"done": 0, "total": 1100, "done:cpu": 0, "total:cpu": 1000, "done:judge": 0, "total:judge": 100}
+    view.update(counters, final=True)
+    started = time.monotonic()
+    time.sleep(0.3)
+    view.update({**counters, "done": 910, "done:cpu": 900, "done:judge": 10}, final=True)
+    spent = time.monotonic() - started
+    eta = float(re.search(r"ETA (\d+)s", out.getvalue().splitlines()[-1]).group(1))  # type: ignore[union-attr]
+    # the judge queue: 90 left at 10 per `spent` (the cpu queue: 100 left at 900 per `spent`, sooner)
+    assert eta >= round(9 * spent * 0.9)
+    assert eta > 2 * (190 / (910 / spent))  # the summed-rate ETA it replaces: (1100 - 910) / (910 / spent)
+
+
+def test_the_rich_bar_shows_the_same_eta_and_none_for_a_queue_that_has_not_moved() -> None:
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    out = io.StringIO()
+    view = RichProgress(Console(file=out, width=200, force_terminal=False))
+    view.start("r1")
+    view.update({"done": 0, "total": 200, "done:cpu": 0, "total:cpu": 100, "done:embed": 0, "total:embed": 100})
+    time.sleep(0.2)
+    view.update({"done": 100, "total": 200, "done:cpu": 100, "total:cpu": 100, "done:embed": 0, "total:embed": 100})
+    task = view.bar.tasks[0]
+    assert task.fields["eta"] == "-:--:--"  # embed has work left and has done none: no ETA, not cpu's pace
+    time.sleep(0.2)
+    view.update({"done": 150, "total": 200, "done:cpu": 100, "total:cpu": 100, "done:embed": 50, "total:embed": 100})
+    assert view.bar.tasks[0].fields["eta"] == "0:00:00"  # 50 left at ~125/s
+    view.stop()
