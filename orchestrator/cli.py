@@ -429,16 +429,20 @@ def submit(
     corpus: CorpusOpt = None,
     system: SystemOpt = None,
 ) -> None:
-    """Submit a run to a cluster and print its id at once."""
+    """Submit a run to a cluster and print its id at once (with a warning per queue of the run no worker serves)."""
     from .runner import submit as submit_run
+    from .runner import unserved_message, unserved_queues
     from .suite import load_suite
 
     resolved = load_suite(suite)
     if not (broker or get_settings().broker_url):
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
     options = _format_options(predictions, corpus, system)
-    sub = submit_run(dataset, resolved, _store(broker), fmt=fmt, fmt_options=options)
+    store = _store(broker)
+    sub = submit_run(dataset, resolved, store, fmt=fmt, fmt_options=options)
     err.print(f"submitted {sub.items} items ({sub.failed_rows} unreadable) in {sub.tasks} tasks")
+    for queue, waiting in unserved_queues(store, sub.run_id).items():  # else it would wait, unsaid, till `status`
+        err.print(f"warning: {unserved_message(queue, waiting)}", style="yellow", markup=False, soft_wrap=True)
     typer.echo(sub.run_id)
 
 

@@ -60,6 +60,27 @@ def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: p
         server.stop()
 
 
+def test_submit_warns_of_each_queue_of_the_run_no_worker_consumes(tmp_path: Path) -> None:
+    """`ragscore submit` printed the run id and left the embed queue's messages waiting unsaid until `status`."""
+    server, worker, store = _cpu_only(tmp_path)
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(20, seed=2))
+        suite = tmp_path / "s.json"
+        suite.write_text('{"metrics": ["exact_match", "answer_relevance"]}')
+        env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "COLUMNS": "250"}
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", str(data), "--suite", str(suite)],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        run_id = done.stdout.strip()
+        said = " ".join(done.stderr.split())
+        assert "warning: 1 message(s) wait on queue 'embed' and no worker consumes it" in said, said  # one chunk
+        assert "`ragscore worker --queues embed`" in said and "queue 'cpu'" not in said
+        cancel(store, run_id)
+    finally:
+        worker.stop()
+        server.stop()
+
+
 def test_a_cancelled_run_whose_rest_waits_where_no_worker_listens_still_gets_its_summary(tmp_path: Path) -> None:
     """Nobody skips messages on a queue no worker consumes, so the run's chords never ended: no summary, ever."""
     server, worker, store = _cpu_only(tmp_path)
