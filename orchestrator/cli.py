@@ -461,10 +461,12 @@ def status(
     from .reports.live import StatusView, sample
 
     store = _store(broker)
-    if run_id is None:
-        runs = store.list_runs()
-        for rid in runs:
-            typer.echo(f"{rid}\t{store.state(rid)}")
+    if run_id is None:  # one line per run, oldest first: id, state, done/total units, submitted (UTC), dataset
+        runs = sorted(store.overview(store.list_runs()), key=lambda r: (r["submitted_at"] or 0.0, r["run_id"]))
+        for r in runs:
+            at = r["submitted_at"]
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) if at is not None else "-"
+            typer.echo(f"{r['run_id']}\t{r['state']}\t{r['done']:,}/{r['total']:,}\t{when}\t{r['dataset']}")
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         return

@@ -628,6 +628,24 @@ class RunStore:
         """Run ids present in the store (scans; for ``status`` without an id)."""
         return sorted(k[len(PREFIX) : -len(":meta")] for k in self.r.scan_iter(match=f"{PREFIX}*:meta", count=1000))
 
+    def overview(self, run_ids: list[str]) -> list[dict[str, Any]]:
+        """Per run (one round trip for all): ``run_id``, ``state``, ``done`` / ``total`` work units, ``submitted_at``
+        (epoch seconds, None when not recorded) and ``dataset`` (its file name)."""
+        pipe = self.r.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hmget(self.key(run_id, "meta"), ["state", "submitted_at", "created_at", "dataset"])
+            pipe.hmget(self.key(run_id, "progress"), ["done", "total"])
+        replies = pipe.execute()
+        out = []
+        for run_id, (state, submitted, created, dataset), (done, total) in zip(
+            run_ids, replies[::2], replies[1::2], strict=True
+        ):
+            at = submitted or created
+            out.append({"run_id": run_id, "state": state or "?", "done": int(done or 0), "total": int(total or 0),
+                        "submitted_at": float(at) if at else None,
+                        "dataset": (dataset or "").rsplit("/", 1)[-1]})  # fmt: skip
+        return out
+
 
 @dataclass(frozen=True)
 class RawItem:

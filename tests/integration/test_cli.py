@@ -207,7 +207,12 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     listed = ragscore("status", home=home)
     assert listed.returncode == 0, listed.stderr
     run_id = json.loads((tmp_path / "o" / "run.json").read_text())["run_id"]
-    assert listed.stdout.split() == [run_id, "finished"]
+    # id, state, done/total work units (6 rows x 4 outputs), when it was submitted (UTC), the dataset's name
+    (line,) = listed.stdout.splitlines()
+    listed_id, state, units, when, name = line.split("\t")
+    assert (listed_id, state, units, name) == (run_id, "finished", "24/24", "d.jsonl"), line
+    submitted = json.loads((tmp_path / "o" / "summary.json").read_text())["timing"]["submitted_at"]
+    assert when == time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(submitted))
     again = ragscore("results", run_id, "--out", str(tmp_path / "again"), home=home)
     assert again.returncode == 0, again.stderr
     before, after = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("o", "again"))
