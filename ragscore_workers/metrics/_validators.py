@@ -232,6 +232,12 @@ class NegationParams(_Params):
     keywords: list[str] = Field(min_length=1)
     whole_word: bool = False
 
+    @model_validator(mode="after")
+    def _some_phrase(self) -> NegationParams:
+        if not _distinct(self.keywords, str):
+            raise ValueError("every keyword is blank: nothing is forbidden, so the point would always pass")
+        return self
+
 
 @validator("negation", NegationParams)
 def negation(inp: PointInput, params: NegationParams) -> Outcome:

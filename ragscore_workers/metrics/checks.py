@@ -235,6 +235,8 @@ def parse_points(raw: list[Any]) -> list[ParsedPoint]:
         unknown = [d for d in p.point.depends_on if d not in counts]
         if unknown:
             raise _problem(index, p.id, PointSpecError(f"depends_on names unknown point(s) {unknown}"))
+        if p.id in p.point.depends_on:
+            raise _problem(index, p.id, PointSpecError("depends_on names the point itself: it could never run"))
     return parsed
 
 

@@ -152,6 +152,8 @@ def test_diff_without_golden_or_reference_fails_the_row() -> None:
         ({"type": "citation", "extract": {"regex": "(a)", "group": 2}}, "has no group 2"),
         ({"type": "citation", "extract": {"json_path": "$..x"}}, "is not like $.a.b[0]"),
         ({"type": "citation", "depends_on": "ghost"}, "depends_on names unknown point(s) ['ghost']"),
+        ({"type": "citation", "depends_on": "bad"}, "depends_on names the point itself: it could never run"),
+        ({"type": "negation", "params": {"keywords": ["", "  "]}}, "every keyword is blank"),  # it always passed
     ],
 )
 def test_malformed_points_fail_the_row_with_a_message_naming_the_point(spec: dict[str, Any], message: str) -> None:
