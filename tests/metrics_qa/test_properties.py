@@ -56,7 +56,7 @@ def test_evidence_overlap_stays_in_range(
 def _battery(word: str, golden: str) -> list[dict[str, Any]]:
     return [
         {"type": "keyword", "params": {"keywords": [word or "x", "the"], "whole_word": True}, "weight": 2},
-        {"type": "negation", "params": {"keywords": [word or "x"]}, "category": "Safety"},
+        {"type": "negation", "params": {"keywords": [word.strip() or "x"]}, "category": "Safety"},  # blank: malformed
         {"type": "regex", "params": {"pattern": r"\w+\s+\w+"}, "normalizers": ["strip_markdown"]},
         {"type": "length", "params": {"min": 1, "max": 50}, "normalizers": ["collapse_whitespace"]},
         {"type": "citation", "params": {"min_count": 1}, "suggestion": "add {min_count} cites ({count}) {x}"},
