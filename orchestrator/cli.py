@@ -260,8 +260,7 @@ def run_cmd(
     if debug_on_fail:
         from .debug import debug_on_fail as debug
 
-        points = next((p.params.get("points") for p in resolved.suite.metrics if p.name == "checks"), None)
-        debug(out, dataset, fmt=fmt, fmt_options=options, suite_points=points)
+        debug(out, dataset, fmt=fmt, fmt_options=options, suite_points=resolved.suite.checks_points)
     results = gates.check(out) if gates is not None else []
     if gates is not None:
         print_gates(results, only_failed=quiet)

@@ -198,12 +198,6 @@ class RunSource:
     suite_points: list[dict[str, Any]] | None = None
 
 
-def _suite_points(suite: Suite | None) -> list[dict[str, Any]] | None:
-    if suite is None:
-        return None
-    return next((m.params.get("points") for m in suite.metrics if m.name == "checks"), None)
-
-
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
         yield from (json.loads(line) for line in fh)
@@ -234,13 +228,14 @@ def run_source(
     suite_model = load_suite(suite).suite if suite is not None else None
     if suite_model is None and info.get("suite"):
         suite_model = Suite.model_validate(info["suite"])
+    points = suite_model.checks_points if suite_model is not None else None
     if dataset is not None:
-        return RunSource(items, dataset, suite_points=_suite_points(suite_model))
+        return RunSource(items, dataset, suite_points=points)
     if not info.get("dataset"):
         raise ConfigError(f"{run}: the run's dataset is not recorded; pass --dataset (and --suite)")
     return RunSource(
         items, Path(info["dataset"]), info.get("format") or None, info.get("format_options") or {},
-        _suite_points(suite_model),
+        points,
     )  # fmt: skip
 
 

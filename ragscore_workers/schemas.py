@@ -486,6 +486,12 @@ class Suite(BaseModel):
         """The targets asked before scoring, in order (empty: rows are scored as given)."""
         return [self.target] if self.target is not None else list(self.targets)
 
+    @property
+    def checks_points(self) -> list[Any] | None:
+        """The evaluation points of the suite's ``checks`` metric (its ``params.points``), for rows without their
+        own; None when it has none."""
+        return next((m.params.get("points") for m in self.metrics if m.name == "checks"), None)
+
     @field_validator("chunk_size")
     @classmethod
     def _positive_chunks(cls, value: dict[str, int]) -> dict[str, int]:

@@ -135,9 +135,7 @@ def _outcome(verdict: Verdict, inp: PointInput, params: MetaEvalParams) -> Outco
 
 def _author_texts(row: Row, ctx: RunContext) -> list[str]:
     """The texts of the author's points: the row's own ``checks``, else the suite's ``checks`` points."""
-    raw = row.checks
-    if raw is None:
-        raw = next((m.params.get("points") for m in ctx.suite.metrics if m.name == "checks"), None)
+    raw = row.checks if row.checks is not None else ctx.suite.checks_points
     return [str(c.get("text", "")) for c in raw or [] if isinstance(c, dict) and c.get("type") != "meta_eval"]
 
 
