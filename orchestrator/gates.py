@@ -100,6 +100,11 @@ class GateResult:
         return self.threshold - self.actual if self.lower_better else self.actual - self.threshold
 
     @property
+    def no_value(self) -> str:
+        """Why the gate has no ``actual``: ``no scored item``, or too few for an interval."""
+        return "no scored item" if self.n == 0 else f"no interval from {self.n} scored item"
+
+    @property
     def bound(self) -> str:
         """What the gate reads: ``mean``, or the pessimistic end of the 95% interval."""
         if self.kind == "ci_low":
@@ -357,7 +362,7 @@ def gate_table(results: Sequence[GateResult], only_failed: bool = False) -> Tabl
         on += " (lower is better)" if r.lower_better else ""
         result = Text("pass", style="green") if r.passed else Text("FAIL", style="bold red")
         if r.actual is None:
-            result.append(" (no scored item)" if r.n == 0 else f" (no interval from {r.n} scored item)")
+            result.append(f" ({r.no_value})")
         d = _digits(r)
         table.add_row(escape(r.label), on, _num(r.threshold, digits=d), _num(r.actual, digits=d),
                       _num(r.margin, signed=True, digits=d), _scored(r), result)  # fmt: skip

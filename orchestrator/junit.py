@@ -90,7 +90,7 @@ def _gate_case(result: GateResult) -> tuple[Status, str]:
     if result.actual is not None:
         actual = f"{result.actual:.4g}"
     else:
-        actual = "no scored item" if result.n == 0 else f"none (no interval from {result.n} scored item)"
+        actual = result.no_value if result.n == 0 else f"none ({result.no_value})"
     where = result.bound
     if result.baseline is not None:
         where += f" (baseline {result.baseline:.4g})"

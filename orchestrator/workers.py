@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 
 #: A queue's worker may be restarted this many times within RESTART_WINDOW_S before the run gives up.
 MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
 #: Worker logs (``worker-QUEUE-PID.log``, one set per run's process) older than this are removed when workers start,
 #: so a home that served a notebook's thousand evaluate() calls does not keep a thousand sets.
 LOG_KEEP_S = 14 * 24 * 3600
-RESTART_WINDOW_S = 60.0
 
 
 @dataclass(frozen=True)

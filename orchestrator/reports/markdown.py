@@ -126,7 +126,8 @@ def _targets(summary: RunSummary) -> list[str]:
     header = "| system | " + " | ".join(TARGET_COLUMNS) + " |"
     lines = ["## Targets", "", header, "|---" * (len(TARGET_COLUMNS) + 1) + "|"]
     lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in target_rows(summary)]
-    lines += ["", *(f"- {md_cell(line)}" for line in unfilled_lines(summary))] if unfilled_lines(summary) else []
+    if unfilled := unfilled_lines(summary):
+        lines += ["", *(f"- {md_cell(line)}" for line in unfilled)]
     return [*lines, ""]
 
 

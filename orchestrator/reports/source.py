@@ -16,7 +16,7 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import RunSummary, item_key
 from ragscore_workers.store import RawItem, RunStore
 
-__all__ = ["RUN_INFO", "RunData", "from_dir", "from_store", "iter_items_file", "open_run"]
+__all__ = ["RUN_INFO", "RunData", "from_dir", "from_store", "iter_items_file", "open_run", "store_info"]
 
 #: File of an output directory with the run's facts (suite, dataset, format), written with the reports.
 RUN_INFO = "run_info.json"
