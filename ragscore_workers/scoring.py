@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel
 
-from .metrics.registry import MetricDef, RunContext
-from .schemas import MetricResult, Row
+from .metrics.registry import MetricDef, RunContext, resolve
+from .schemas import MetricResult, Row, Suite
+from .store import RawItem
 
-__all__ = ["derive", "score_rows"]
+__all__ = ["cancel_skipped", "derive", "score_rows", "with_skipped"]
 
 log = logging.getLogger(__name__)
 
@@ -118,3 +120,20 @@ def derive(stored: dict[str, dict[str, Any]], derived: list[tuple[MetricDef, Bas
         except Exception as exc:
             out.update(_failed(mdef, params, _error_text(exc)))
     return out
+
+
+def cancel_skipped(suite: Suite) -> dict[str, dict[str, Any]]:
+    """Every scoring output of the suite as a cancelled run holds it where a cancel skipped its chunk: stopped
+    (a resume scores it)."""
+    stopped = MetricResult.stopped("run cancelled").model_dump()
+    return {o: stopped for m, p in resolve(suite) if m.kind != "derived" for o in m.outputs(p)}
+
+
+def with_skipped(items: Iterable[RawItem], skipped: dict[str, dict[str, Any]]) -> Iterator[RawItem]:
+    """The items with each output they lack taken from ``skipped`` (:func:`cancel_skipped`), in name order as the
+    store reads an item's outputs: a cancelled run's summary, derived metrics and items.jsonl all see them."""
+    for raw in items:
+        if skipped.keys() <= raw.metrics.keys():
+            yield raw
+        else:
+            yield RawItem(key=raw.key, meta=raw.meta, metrics=dict(sorted((skipped | raw.metrics).items())))

@@ -32,7 +32,7 @@ from .schemas import (
     item_key,
     question_fingerprint,
 )
-from .scoring import derive, score_rows
+from .scoring import cancel_skipped, derive, score_rows, with_skipped
 from .settings import get_settings
 from .store import RunState, RunStore, redis_client, superseded, target_state_part
 
@@ -327,13 +327,6 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
         store.r.delete(lease)
 
 
-def _never_scored(suite: Suite) -> dict[str, dict[str, Any]]:
-    """Every scoring output of the suite as a cancelled run holds it where a cancel skipped its chunk: stopped (in
-    name order, as the store reads an item's outputs)."""
-    stopped = MetricResult.stopped("run cancelled").model_dump()
-    return {o: stopped for o in sorted(o for m, p in resolve(suite) if m.kind != "derived" for o in m.outputs(p))}
-
-
 #: Seconds an aggregation holds its lease without renewing it (it renews every ``LEASE_EVERY`` items): a copy of
 #: its message re-delivered meanwhile skips; a killed worker's lease lapses, and the re-delivery then aggregates.
 AGGREGATE_LEASE_S = 120
@@ -348,10 +341,11 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
         agg = Aggregator()
         suite = Suite.model_validate_json(meta["suite"])
         derived = [(m, p) for m, p in resolve(suite) if m.kind == "derived"]
-        # A cancel skips whole chunks: what they held is counted as stopped (a resume scores it), not left out.
-        skipped = _never_scored(suite) if meta.get("state") == RunState.CANCELLED else {}
+        # A cancel skips whole chunks: what they held is counted as stopped (a resume scores it), not left out,
+        # before the derived metrics read it.
+        skipped = cancel_skipped(suite) if meta.get("state") == RunState.CANCELLED else {}
         pending: list[tuple[str, dict[str, Any], dict[str, MetricResult]]] = []
-        for count, raw in enumerate(store.iter_raw_items(run_id), start=1):
+        for count, raw in enumerate(with_skipped(store.iter_raw_items(run_id), skipped), start=1):
             if count % LEASE_EVERY == 0:
                 store.r.expire(lease, AGGREGATE_LEASE_S)
             if derived:
@@ -361,7 +355,7 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
                 if len(pending) >= 500:
                     store.write_results(run_id, Queue.DERIVED.value, pending)
                     pending = []
-            agg.add_raw(raw.meta, skipped | raw.metrics)
+            agg.add_raw(raw.meta, raw.metrics)
         store.write_results(run_id, Queue.DERIVED.value, pending)
         store.r.expire(lease, AGGREGATE_LEASE_S * 5)  # the statistics of every item, then the save: no renewal
         submitted = float(meta.get("submitted_at", meta.get("created_at", started)))

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.schemas import RunSummary, item_key
-from ragscore_workers.store import RawItem, RunStore
+from ragscore_workers.schemas import RunSummary, Suite, item_key
+from ragscore_workers.scoring import cancel_skipped, with_skipped
+from ragscore_workers.store import RawItem, RunState, RunStore
 
 __all__ = ["RUN_INFO", "RunData", "from_dir", "from_store", "iter_items_file", "open_run", "store_info"]
 
@@ -76,13 +77,17 @@ def store_info(store: RunStore, run_id: str) -> dict[str, Any]:
 
 
 def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None) -> RunData:
-    """A finished run of the store."""
+    """A finished run of the store (a cancelled one's items hold what the cancel skipped as stopped, as its
+    summary counts them)."""
     summary = summary or store.finished_summary(run_id)
+    info = store_info(store, run_id)
+    cancelled = summary.state == RunState.CANCELLED and "suite" in info
+    skipped = cancel_skipped(Suite.model_validate(info["suite"])) if cancelled else {}
     return RunData(
         summary=summary,
-        items=lambda: store.iter_raw_items(run_id),
+        items=lambda: with_skipped(store.iter_raw_items(run_id), skipped),
         failed_rows=lambda: store.failed_rows(run_id),
-        info=store_info(store, run_id),
+        info=info,
         origin=run_id,
     )
 

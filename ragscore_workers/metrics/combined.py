@@ -3,7 +3,8 @@
 A derived metric: computed per item during aggregation from the stored outputs of the same suite's
 ``rubric_judge`` and ``evidence_overlap``. Either input unscorable or failed -> ``combined`` unscorable
 with the reason (the seed framework averaged only questions with both scores); an input the run stopped (the
-judge's breaker or budget, a cancel) makes ``combined`` stopped too, so the summary counts it as such.
+judge's breaker or budget, a cancel) makes ``combined`` stopped too, so the summary counts it as such. An input
+of weight 0 (λ = 0 or 1) is not needed: ``combined`` with λ = 1 is the judge's score wherever it has one.
 """
 
 from __future__ import annotations
@@ -27,16 +28,17 @@ class CombinedParams(BaseModel):
 @register("combined", Queue.DERIVED, params=CombinedParams, kind="derived", inputs=INPUTS)
 def combined(outputs: dict[str, MetricResult], params: CombinedParams) -> MetricResult:
     """λ·rubric_judge + (1-λ)·evidence_overlap."""
+    lam = params.lambda_
+    weights = {"rubric_judge": lam, "evidence_overlap": 1 - lam}
     for name in INPUTS:
+        if weights[name] == 0:
+            continue
         result = outputs.get(name)
         if result is None or result.score is None:
             why = "missing" if result is None else (result.error or result.details.get("reason", "unscorable"))
             if result is not None and result.details.get("stopped"):
                 return MetricResult.stopped(f"{name} has no score ({why})")
             return MetricResult.unscorable(f"{name} has no score ({why})")
-    a, e = outputs["rubric_judge"].score, outputs["evidence_overlap"].score
-    assert a is not None and e is not None
-    lam = params.lambda_
-    return MetricResult(
-        score=lam * a + (1 - lam) * e, details={"lambda": lam, "rubric_judge": a, "evidence_overlap": e}
-    )
+    scores = {name: outputs[name].score for name in INPUTS if weights[name] != 0}
+    total = sum(weights[name] * score for name, score in scores.items() if score is not None)
+    return MetricResult(score=total, details={"lambda": lam, **scores})

@@ -47,3 +47,15 @@ def test_lambda_out_of_range_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="combined"):
         get_metric("combined").parse_params({"lambda": 1.5})
+
+
+@pytest.mark.parametrize(("lam", "needed", "unneeded"), [(1.0, "rubric_judge", "evidence_overlap"),
+                                                          (0.0, "evidence_overlap", "rubric_judge")])  # fmt: skip
+def test_an_input_of_weight_zero_is_not_needed(lam: float, needed: str, unneeded: str) -> None:
+    """λ = 1 asks for the judge's score alone: an item without gold evidence read unscorable all the same."""
+    params = CombinedParams.model_validate({"lambda": lam})
+    for other in (MetricResult.unscorable("no gold evidence"), None):
+        outputs = {needed: MetricResult(score=0.6)} | ({unneeded: other} if other is not None else {})
+        res = combined(outputs, params)
+        assert res.score == pytest.approx(0.6) and res.details == {"lambda": lam, needed: 0.6}
+    assert combined({unneeded: MetricResult(score=1.0)}, params).score is None  # the weighted one is still needed

@@ -147,3 +147,30 @@ def test_asking_for_the_summary_of_a_run_without_one_says_why_and_what_to_do(wor
     worker_store.set_state("r-cancelled", RunState.CANCELLED)
     with pytest.raises(StoreError, match=r"was cancelled; the summary of what it scored is written once the workers"):
         worker_store.finished_summary("r-cancelled")
+
+
+def test_a_cancel_counts_what_it_skipped_as_stopped_in_derived_metrics_and_items_too(worker_store: RunStore) -> None:
+    """The judge chunk of c and d was skipped by the cancel: their rubric_judge counted as stopped, but combined
+    read it as missing (unscorable), and items.jsonl held neither."""
+    from orchestrator.reports.source import from_store
+
+    run = "t-state-cancel-derived"
+    suite = Suite(name="t", metrics=["rubric_judge", "evidence_overlap", "combined"]).model_dump_json()
+    worker_store.create_run(run, {"state": RunState.RUNNING, "suite": suite, "items": len(KEYS), "n_shards": 1})
+    worker_store.add_ids(run, 0, KEYS, {"cpu": len(KEYS), "judge": len(KEYS)})
+    overlap = [(k, {"id": k}, {"evidence_overlap": MetricResult(score=0.5)}) for k in KEYS]
+    judged = [(k, {"id": k}, {"rubric_judge": MetricResult(score=1.0), "rubric_judge_raw": MetricResult(score=5.0)})
+              for k in KEYS[:2]]  # fmt: skip
+    worker_store.write_results(run, "cpu", overlap)
+    worker_store.write_results(run, "judge", judged)
+    cancel(worker_store, run)
+    tasks.aggregate(run)
+    summary = worker_store.summary(run)
+    assert summary is not None and summary.state == RunState.CANCELLED
+    for name in ("rubric_judge", "combined"):
+        m = summary.metrics[name]
+        assert (m.n, m.unscorable, m.stopped) == (2, 2, 2), name
+    items = {raw.meta["id"]: raw.metrics for raw in from_store(worker_store, run).items()}
+    assert items["c"]["rubric_judge"]["details"] == {"reason": "run cancelled", "stopped": True}
+    assert items["c"]["combined"]["details"]["stopped"] is True
+    assert list(items["c"]) == sorted(items["c"]) and items["a"]["combined"]["score"] == 0.75
