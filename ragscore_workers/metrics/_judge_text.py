@@ -224,5 +224,7 @@ def parse_rubric(text: str) -> tuple[int, str] | None:
             score = _whole_score(data.get("score"))
             if score is not None:
                 rationale = data.get("rationale")
-                return score, "" if rationale is None else str(rationale)
+                if rationale is None or isinstance(rationale, str):
+                    return score, rationale or ""
+                return score, json.dumps(rationale, ensure_ascii=False)  # as the judge wrote it, not a repr
     return None

@@ -95,6 +95,10 @@ def test_rating_is_the_first_whole_number_in_the_first_8_tokens(
         # Thinking first: the braces of the thinking are not the answer's.
         ('<think>Maybe {"score": 1}? No, it is right.</think>\n{"score": 5, "rationale": "right"}', (5, "right")),
         ("<think>\nThe gold answer says {x}; so score 2", None),
+        # A rationale that is not text is kept as the JSON it was (it read as a Python repr: {'why': 'late'}).
+        ('{"score": 2, "rationale": {"why": "late", "ok": false}}', (2, '{"why": "late", "ok": false}')),
+        ('{"score": 3, "rationale": ["a", "é"]}', (3, '["a", "é"]')),
+        ('{"score": 3, "rationale": 7}', (3, "7")),
     ],
 )
 def test_rubric_reply_is_json_or_the_text_between_the_outer_braces(reply: str, parsed: tuple | None) -> None:
