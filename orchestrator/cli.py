@@ -469,7 +469,7 @@ def status(
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         return
-    from .runner import CONSUMER_CHECK_S, unserved_message, unserved_queues
+    from .runner import CONSUMER_CHECK_S, held_messages, unserved_message, unserved_queues
 
     run_id = _run_id(run_id)
     view = StatusView(store.meta(run_id))
@@ -483,6 +483,8 @@ def status(
         if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
             checked[0] = time.monotonic()
             view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved_queues(store, run_id).items()})
+            orphans = held_messages(store, run_id).orphans
+            view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
         return view.render(run_id)
 
     if not watch:

@@ -59,10 +59,12 @@ from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_params
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
+    "HeldMessages",
     "Submitted",
     "cancel",
     "check_local_resources",
     "connect",
+    "held_messages",
     "new_run_id",
     "refuse_an_unfinished_run_in",
     "resume",
@@ -505,37 +507,66 @@ def _broker_idle(
     return not any(q not in ignore for q in waiting) and not _held_by_live_workers(store, run_id, said)
 
 
-def _held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
-    """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
+@dataclass(frozen=True)
+class HeldMessages:
+    """The run's messages delivered to workers and not acknowledged (kombu's ``unacked`` hash)."""
 
-    kombu keeps held messages in the ``unacked`` hash until acknowledged; a message whose worker was killed
-    whole (kill -9, a lost host) stays there until the visibility timeout (15 min) re-delivers it. Such a
-    message is the run's only if its headers name the run, and orphaned if no live worker reports its task
-    as active or reserved; orphans do not keep the run from counting as stalled (its work is re-submitted,
-    and the late re-delivery then skips itself as superseded). Other runs' messages do not count."""
-    held: list[str | None] = []
-    for raw in store.r.hvals("unacked"):
+    #: How many are held in all.
+    held: int
+    #: Delivery times (epoch seconds) of those no live worker holds: their worker was killed whole (kill -9, a
+    #: lost host), and they come back only when the visibility timeout has passed since their delivery.
+    orphans: list[float]
+
+
+#: Seconds after its delivery before a message no live worker lists is called orphaned (a worker lists what it
+#: received a moment after Redis handed it over).
+ORPHAN_SETTLED_S = 5.0
+
+
+def held_messages(store: RunStore, run_id: str) -> HeldMessages:
+    """The run's held messages, and which are held by workers that are gone (store and broker share Redis).
+
+    A message is the run's only if its headers name the run (a shape we do not know counts as held by a live
+    worker). Live workers are asked (1 s) only when the run has held messages. A message delivered less than
+    ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet)."""
+    tags, task_ids = [], []
+    for tag, raw in store.r.hgetall("unacked").items():
         if run_id not in raw:
             continue
         try:
-            held.append(json.loads(raw)[0]["headers"]["id"])
+            task_ids.append(json.loads(raw)[0]["headers"]["id"])
         except (ValueError, LookupError, TypeError):
-            held.append(None)  # a shape we do not know: count it as held
-    if not held:
-        return False
-    if None in held:
-        return True
+            return HeldMessages(held=len(tags) + 1, orphans=[])
+        tags.append(tag)
+    if not tags:
+        return HeldMessages(held=0, orphans=[])
     inspect = app.control.inspect(timeout=1.0)
     live = {task["id"] for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()
             for task in tasks or []}  # fmt: skip
-    orphans = [task_id for task_id in held if task_id not in live]
-    if len(orphans) < len(held):
+    pipe = store.r.pipeline(transaction=False)
+    for tag in tags:
+        pipe.zscore("unacked_index", tag)
+    delivered = pipe.execute()
+    now = time.time()
+    orphans = [at if at is not None else now for task_id, at in zip(task_ids, delivered, strict=True)
+               if task_id not in live]  # fmt: skip
+    return HeldMessages(held=len(tags), orphans=[at for at in orphans if now - at >= ORPHAN_SETTLED_S])
+
+
+def _held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
+    """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
+
+    Orphaned messages (:func:`held_messages`) do not keep the run from counting as stalled (its work is
+    re-submitted, and the late re-delivery then skips itself as superseded). Other runs' messages do not count.
+    ``said``: orphan counts already logged (each is logged once)."""
+    found = held_messages(store, run_id)
+    if len(found.orphans) < found.held:
         return True
-    if said is None or len(orphans) not in said:
+    if found.orphans and (said is None or len(found.orphans) not in said):
         log.warning("run %s: %d message(s) held by workers that are gone (re-delivered only after the visibility "
-                    "timeout)", run_id, len(orphans))  # fmt: skip
+                    "timeout)", run_id, len(found.orphans))  # fmt: skip
         if said is not None:
-            said.add(len(orphans))
+            said.add(len(found.orphans))
     return False
 
 

@@ -9,6 +9,7 @@ so the arithmetic is tested without sleeping.
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,21 @@ class StatusView:
         self.samples: deque[Sample] = deque()
         #: Queues no worker served at the last check: ``{queue: (its done count then, the warning)}``.
         self.unserved: dict[str, tuple[int, str]] = {}
+        #: The warning about messages held by workers that are gone, at the last check ("" for none).
+        self.orphaned = ""
+
+    def set_orphans(self, run_id: str, delivered: list[float], visibility_s: float) -> None:
+        """The delivery times of the run's messages held by workers that are gone (``runner.held_messages``)."""
+        if not delivered:
+            self.orphaned = ""
+            return
+        back = time.strftime("%H:%M:%S UTC", time.gmtime(min(delivered) + visibility_s))
+        self.orphaned = (
+            f"{len(delivered)} message(s) of this run are held by workers that are gone (killed, or their host "
+            f"lost): Redis gives them to another worker from about {back} (the visibility timeout, "
+            f"RAGSCORE_VISIBILITY_TIMEOUT_S={visibility_s:.0f} s after delivery); `ragscore resume {run_id} --out "
+            "DIR` sends that work again now"
+        )
 
     def set_unserved(self, messages: dict[str, str]) -> None:
         """The queues a consumer check found no worker for, with their warnings (replacing the last check's)."""
@@ -81,8 +97,10 @@ class StatusView:
 
     @property
     def warnings(self) -> list[str]:
-        """Lines under the table: the warnings of the queues still unserved."""
-        return list(self._still_unserved().values())
+        """Lines under the table: the warnings of the queues still unserved, and of orphaned messages."""
+        if self.meta.get("state") in RunState.DONE:
+            return []
+        return [*self._still_unserved().values(), *([self.orphaned] if self.orphaned else [])]
 
     def add(self, s: Sample) -> None:
         self.samples.append(s)

@@ -250,3 +250,44 @@ def test_a_run_its_redis_forgot_fails_saying_so_with_exit_1(tmp_path: Path) -> N
     assert proc.returncode == 1, stderr
     assert "is no longer in the store: its Redis lost it" in " ".join(stderr.split()), stderr
     assert "Traceback" not in stderr
+
+
+def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back(tmp_path: Path) -> None:
+    """A run sent with `ragscore submit` has no wait() to notice: `ragscore status` said only "no progress" while
+    the killed worker's messages sat out the 15-minute visibility timeout."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.runner import ORPHAN_SETTLED_S, held_messages
+
+    from ..support import ROOT
+
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=2).start()
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store)
+        deadline = time.monotonic() + 60
+        while store.progress(sub.run_id).get("done", 0) < 1000:
+            assert time.monotonic() < deadline, "the cpu worker never scored"
+            time.sleep(0.02)
+        assert worker.proc is not None
+        supervisor = psutil.Process(worker.proc.pid)
+        for proc in [supervisor, *supervisor.children(recursive=True)]:  # the whole host's worker, at once
+            proc.send_signal(signal.SIGKILL)
+        worker.proc.wait(10)
+        time.sleep(ORPHAN_SETTLED_S + 1)
+        found = held_messages(store, sub.run_id)
+        assert found.held > 0 and len(found.orphans) == found.held, found
+        env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "COLUMNS": "400"}
+        shown = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", sub.run_id], capture_output=True,
+                               text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        said = " ".join(shown.stdout.split())
+        assert f"warning: {found.held} message(s) of this run are held by workers that are gone" in said, said
+        assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s" in said and f"`ragscore resume {sub.run_id} --out DIR`" in said
+    finally:
+        worker.stop()
+        server.stop()
