@@ -27,11 +27,9 @@ __all__ = ["DETAIL_CHARS", "CodeTestParams", "code_test", "extract_code", "fence
 #: Characters of stdout (its head) and stderr (its tail) kept in a result's details.
 DETAIL_CHARS = 2000
 
-# A CommonMark fenced block: ``` or ~~~ (3 or more), an info string, the body, a closing fence or the end.
-_FENCE = re.compile(
-    r"^[ ]{0,3}(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<body>.*?)(?:^[ ]{0,3}(?P=fence)[`~]*[ \t]*$|\Z)",
-    re.MULTILINE | re.DOTALL,
-)
+# A CommonMark opening fence: ``` or ~~~ (3 or more) and an info string (no backtick after a backtick fence).
+# Any indentation: a fence inside a list item is indented by the item's marker width, and more when nested.
+_OPENING = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}(?=[^`\n]*$)|~{3,})[^\n]*$", re.MULTILINE)
 
 
 class CodeTestParams(BaseModel):
@@ -84,9 +82,27 @@ def extract_code(row: Row) -> str | None:
 
 
 def fenced_code(text: str) -> str | None:
-    """The body of the first fenced code block of ``text`` (CommonMark's rules), or None."""
-    match = _FENCE.search(text)
-    return match.group("body") if match and match.group("body").strip() else None
+    """The body of the first fenced code block of ``text`` (CommonMark's rules), or None.
+
+    As CommonMark says, a block closes at a line of at least as many of the same fence characters (indented
+    at most 3 spaces more than the opening fence) or at the end of the text, and an opening fence indented
+    N spaces (in a list item) has up to N spaces of indentation removed from each line of its body.
+    """
+    match = _OPENING.search(text)
+    if match is None:
+        return None
+    indent, fence = len(match.group("indent")), match.group("fence")
+    body: list[str] = []
+    closed = False
+    for line in text[match.end() + 1 :].split("\n"):
+        stripped = line.lstrip(" ")
+        closing = stripped.rstrip(" \t\r")
+        if len(line) - len(stripped) <= indent + 3 and closing.startswith(fence) and not closing.strip(fence[0]):
+            closed = True
+            break
+        body.append(line[min(indent, len(line) - len(stripped)) :])
+    code = "\n".join(body) + ("\n" if closed and body else "")
+    return code if code.strip() else None
 
 
 def _normalize(text: str) -> str:

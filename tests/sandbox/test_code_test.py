@@ -33,12 +33,24 @@ def executed(**fields: object) -> ExecResult:
         ({"answer": "cut off:\n```python\nprint(4)\n"}, "print(4)\n"),
         ({"code": "   ", "answer": "```\nprint(5)\n```"}, "print(5)\n"),
         ({"answer": "inline `print(6)` only"}, None),
+        ({"answer": "1. Run:\n   ```python\n   if True:\n       print(7)\n   ```"}, "if True:\n    print(7)\n"),
+        ({"answer": "- a\n  - b:\n\n    ```\n    x = 8\n    ```"}, "x = 8\n"),
+        ({"answer": '```\ns = """\n    ```\n"""\n```'}, 's = """\n    ```\n"""\n'),
+        ({"answer": "```py\r\nprint(9)\r\n```\r\n"}, "print(9)\r\n"),
+        ({"answer": "```not a fence```\n~~~\nx = 10\n~~~"}, "x = 10\n"),
         ({"answer": "```\n\n```"}, None),
         ({}, None),
     ],
 )
 def test_code_comes_from_the_code_field_else_the_first_fenced_block(fields: dict, expected: str | None) -> None:
     assert extract_code(row(**fields)) == expected
+
+
+def test_code_in_a_list_item_runs_without_its_indentation() -> None:
+    answer = "Steps:\n1. Write:\n   ```python\n   total = sum(range(10))\n   print(total)\n   ```\n2. Run it."
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["code_test"], sandbox=LOCAL))
+    [result] = get_metric("code_test").fn([row(answer=answer)], CodeTestParams(stdout="45"), ctx)
+    assert (result.score, result.details["failures"]) == (1.0, [])
 
 
 def test_stdout_comparison_ignores_trailing_whitespace_only() -> None:
