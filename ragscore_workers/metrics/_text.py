@@ -8,7 +8,10 @@ import unicodedata
 
 import regex
 
-__all__ = ["normalize_answer", "strip_diacritics", "strip_punctuation", "tokens"]
+__all__ = ["CITATION_MARKER", "normalize_answer", "strip_diacritics", "strip_punctuation", "tokens"]
+
+#: A numeric citation marker: ``[1]``, and one bracket citing several sources: ``[1, 2]``, ``[1-3]``, ``[1–3]``.
+CITATION_MARKER = r"\[\d+(?:\s*[,\-–]\s*\d+)*\]"
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 #: ASCII punctuation (``string.punctuation``: also ``$+<=>^`|~``, which Unicode calls symbols) and every Unicode

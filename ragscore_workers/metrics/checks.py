@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..schemas import MetricResult, Queue, Row
 from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
 from ._bounded_regex import BoundedPattern
-from ._text import strip_diacritics, strip_punctuation
+from ._text import CITATION_MARKER, strip_diacritics, strip_punctuation
 from ._validators import (
     PLANNED,
     VALIDATORS,
@@ -77,7 +77,7 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
     "strip_punctuation": strip_punctuation,
     "strip_diacritics": strip_diacritics,
     "nfkc": lambda s: unicodedata.normalize("NFKC", s),
-    "strip_citations": lambda s: re.sub(r"\s*\[\d+(?:\s*[,-]\s*\d+)*\]", "", s),
+    "strip_citations": lambda s: re.sub(r"\s*" + CITATION_MARKER, "", s),
 }
 _JSON_PATH = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\[\"([^\"]*)\"\]|\['([^']*)'\]")
 

@@ -1,7 +1,8 @@
 """``quality_checks`` (Auto-Analyst): heuristic issues of a generated answer; 1.0 with none, else 0.0.
 
 Issues, in ``details.issues`` in this order: ``empty_answer``; ``no_contexts``; ``no_citation`` (no match of
-``citation_pattern``, default ``[n]``); ``fallback_phrase`` (one of ``fallback_phrases``, case-insensitive);
+``citation_pattern``, default ``[n]``, ``[1, 2]`` or ``[1-3]``); ``fallback_phrase`` (one of ``fallback_phrases``,
+case-insensitive);
 ``list_not_formatted`` (a list-style question answered with fewer than two bullet or numbered lines);
 ``low_retrieval_score`` (the mean ``score`` of the contexts that carry a finite one is below
 ``retrieval_threshold``; skipped when none does). The answer checks are skipped for an empty answer; a row
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas import MetricResult, Queue, Row
 from ._bounded_regex import RegexError, bounded_regex
+from ._text import CITATION_MARKER
 from .registry import register
 
 __all__ = ["QualityParams", "quality_checks"]
@@ -50,7 +52,7 @@ class QualityParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     retrieval_threshold: float = 0.25
-    citation_pattern: str = r"\[\d+\]"
+    citation_pattern: str = CITATION_MARKER
     fallback_phrases: list[str] = Field(default_factory=lambda: list(DEFAULT_FALLBACK_PHRASES))
 
     @field_validator("citation_pattern")

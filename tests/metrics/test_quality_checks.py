@@ -46,6 +46,11 @@ def test_each_issue_is_detected_and_scores_zero(fields: dict[str, Any], issues: 
     assert result.details["issues"] == issues and result.score == 0.0 and result.passed is False
 
 
+@pytest.mark.parametrize("answer", ["Rain [1][2].", "Rain [1, 2].", "Rain [1,3].", "Rain [1-3].", "Rain [2–4]."])
+def test_a_bracket_citing_several_sources_is_a_citation(answer: str) -> None:
+    assert _run(answer=answer).details["issues"] == []
+
+
 def test_list_question_answered_with_a_list_passes() -> None:
     answer = "Causes:\n- rain [1]\n- wind [2]"
     assert _run(question="List the causes.", answer=answer).score == 1.0
