@@ -41,6 +41,7 @@ class CodeTestParams(BaseModel):
     stdout: str | None = None
     #: A regular expression searched for in stdout (``re.search``; anchor it to match the whole).
     stdout_regex: str | None = None
+    #: 0 to 128: both backends report a death by signal N as 128 + N, so a higher code reads as killed.
     exit_code: int = 0
     stdin: str = ""
     #: Override the suite's ``sandbox.timeout_s`` / ``sandbox.memory_mb`` (in an evaluation point: only lower them).
@@ -55,6 +56,16 @@ class CodeTestParams(BaseModel):
     def _known_language(cls, value: str) -> str:
         if value not in LANGUAGES:
             raise ValueError(f"unsupported language {value!r}; choose from {', '.join(sorted(LANGUAGES))}")
+        return value
+
+    @field_validator("exit_code")
+    @classmethod
+    def _reachable_exit_code(cls, value: int) -> int:
+        if not 0 <= value <= 128:
+            raise ValueError(
+                f"exit_code {value} can never pass: exit codes are 0 to 255 and the sandbox reads one above 128 "
+                "(128 + N) as a death by signal N; give 0 to 128"
+            )
         return value
 
     @field_validator("stdout_regex")

@@ -77,6 +77,8 @@ def test_a_failed_check_says_why() -> None:
         ({"stdout_regex": "("}, "invalid regular expression"),
         ({"language": "cobol"}, "unsupported language 'cobol'"),
         ({"timeout_s": 0}, "timeout_s"),
+        ({"exit_code": 130}, "exit_code 130 can never pass"),
+        ({"exit_code": -1}, "exit_code -1 can never pass"),
         ({"expected": "1"}, "expected"),
     ],
 )
@@ -96,6 +98,13 @@ def test_run_code_test_runs_real_code_with_stdin() -> None:
     assert passed and details["exit_code"] == 0 and details["backend"] == "local"
     failed, details = run_code_test("print(8)", params, LOCAL)
     assert not failed and details["stdout"] == "8\n"
+
+
+def test_an_exit_code_above_128_is_read_as_a_signal_so_the_param_stops_at_128() -> None:
+    passed, details = run_code_test("import sys\nsys.exit(128)", {"exit_code": 128}, LOCAL)
+    assert passed and details["exit_code"] == 128
+    passed, details = run_code_test("import sys\nsys.exit(130)", {}, LOCAL)
+    assert (details["stopped_by"], details["signal"]) == ("killed", 2)
 
 
 def test_params_override_the_suite_limits() -> None:
