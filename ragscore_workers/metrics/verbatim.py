@@ -3,13 +3,15 @@
 A citation ``{source_index, quote}`` is found when ``quote.strip()`` is a substring of
 ``contexts[source_index].text``. ``existence_score`` = found / quoted is the score. A row without citations
 is unscorable; an empty quote or an out-of-range ``source_index`` (negative included) is not found, and the
-details say why. ``details.normalized_score`` repeats the count after folding whitespace runs to one space
-and curly quotes, primes and guillemets to straight ones, on both sides (case and everything else kept).
+details say why. ``details.normalized_score`` repeats the count after folding whitespace runs to one space,
+curly quotes, primes and guillemets to straight ones, ``…`` to ``...`` and composed and decomposed accents to
+one form (NFC), on both sides (case and everything else kept).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from ..schemas import Citation, MetricResult, Queue, Row
@@ -17,13 +19,14 @@ from .registry import NoParams, register
 
 __all__ = ["normalize_quotes", "verbatim"]
 
-_QUOTES = str.maketrans({c: "'" for c in "‘’‚‛′`´"} | {c: '"' for c in "“”„‟″«»"})
+_QUOTES = str.maketrans({c: "'" for c in "‘’‚‛′`´"} | {c: '"' for c in "“”„‟″«»"} | {"…": "..."})
 _SPACE = re.compile(r"\s+")
 
 
 def normalize_quotes(text: str) -> str:
-    """Whitespace runs -> one space, typographic quotes -> ASCII quotes, ends stripped."""
-    return _SPACE.sub(" ", text.translate(_QUOTES)).strip()
+    """Canonical composition (NFC), whitespace runs -> one space, typographic quotes and ellipsis -> ASCII,
+    ends stripped."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFC", text).translate(_QUOTES)).strip()
 
 
 def _check(citation: Citation, contexts: list[str]) -> dict[str, Any]:

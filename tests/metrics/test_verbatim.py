@@ -63,3 +63,10 @@ def test_whitespace_and_quote_normalised_match_is_reported_separately() -> None:
     assert result.details["normalized_score"] == pytest.approx(2 / 3)
     assert result.details["citations"][0]["reason"] == "found only after normalising"
     assert normalize_quotes(" «a»\n\t‘b’ ") == "\"a\" 'b'"
+
+
+def test_decomposed_accents_and_the_ellipsis_character_match_after_normalising() -> None:
+    context = "Le cafe\u0301 ferme\u2026 puis rouvre."  # "café" written as e + combining acute, "…" as one character
+    result = _run([{"source_index": 0, "quote": "Le caf\u00e9 ferme... puis"}], contexts=[context])
+    assert result.score == 0.0 and result.details["normalized_score"] == 1.0
+    assert result.details["citations"][0]["reason"] == "found only after normalising"
