@@ -201,7 +201,21 @@ class EmbeddedRedis:
                 else:
                     self._start_server()
             self.client.sadd(CLIENTS_KEY, self.member)
+            self._say_who_else()
         return self.url
+
+    def _say_who_else(self) -> None:
+        """Warn when a run of another live process uses this data dir: the two share queues and workers."""
+        pid = self.member.split(":")[0]
+        others = sorted({m.split(":")[0] for m in self.client.smembers(CLIENTS_KEY)
+                         if m.split(":")[0] != pid and _member_alive(m)})  # fmt: skip
+        if others:
+            log.warning(
+                "another ragscore run (pid %s) uses %s: the runs share its queues and local workers, so a task of "
+                "this run may be scored by the other's workers, with that process's environment (API keys) and "
+                "working directory; give each run its own RAGSCORE_HOME to keep them apart",
+                ", ".join(others), self.dir.parent,
+            )  # fmt: skip
 
     def release(self) -> None:
         """Unregister; shut the server down when no live run uses it any more."""

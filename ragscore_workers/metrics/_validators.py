@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..schemas import Queue, Row
@@ -178,9 +179,20 @@ def _distinct(values: list[str], normalize: Callable[[str], str]) -> list[str]:
     return list(seen.values())
 
 
+#: Letters of scripts written without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar): a phrase
+#: edge of one of them has no word boundary to look for (東京 is a whole word in 東京は大きい).
+_UNSPACED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]")
+
+
 def _phrase_regex(phrase: str, whole_word: bool) -> BoundedPattern:
+    """The phrase, case-insensitive; with ``whole_word``, not inside a longer word (but at a no-spaces script's
+    edge)."""
     body = re.escape(phrase)
-    return compile_regex(rf"(?<!\w){body}(?!\w)" if whole_word else body, re.IGNORECASE)
+    if whole_word and phrase:
+        before = "" if _UNSPACED.match(phrase[0]) else r"(?<!\w)"
+        after = "" if _UNSPACED.match(phrase[-1]) else r"(?!\w)"
+        body = before + body + after
+    return compile_regex(body, re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------- keyword / negation

@@ -92,3 +92,32 @@ def test_a_run_in_another_thread_of_the_same_process_keeps_the_server_until_it_l
     finally:
         second.release()
     assert not _servers(second)
+
+
+def test_a_run_of_another_process_under_the_same_home_is_said(home: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Two `ragscore run`s under one RAGSCORE_HOME serve each other's tasks, each with its own environment (its API
+    keys): that was written only in the README. Runs in threads of one process (one environment) are not said."""
+    import logging
+    import sys
+
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from orchestrator.embedded_redis import EmbeddedRedis; "
+         f"EmbeddedRedis({str(home)!r}).acquire(); print('up', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    first, second = EmbeddedRedis(home), EmbeddedRedis(home)
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "up"
+        with caplog.at_level(logging.WARNING, logger="orchestrator.embedded_redis"):
+            first.acquire()
+            second.acquire()  # a thread of this process beside `first`: named once, for the other process
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 2 and all(f"another ragscore run (pid {other.pid}) uses {home.resolve()}" in w
+                                      for w in said), said  # fmt: skip
+        assert "give each run its own RAGSCORE_HOME" in said[0]
+    finally:
+        other.kill()
+        other.wait(10)
+        first.release()
+        second.release()
+    assert not _servers(first)

@@ -48,6 +48,20 @@ def test_keyword_whole_word_option() -> None:
     assert point("I like C++ a lot", "keyword", keywords=["c++"], whole_word=True)["passed"]
 
 
+@pytest.mark.parametrize(("text", "keyword", "passed"), [
+    ("東京は日本の首都です", "東京", True),  # Japanese has no spaces: a word runs into the next
+    ("首都は東京です", "東京", True),
+    ("北京是中国的首都", "北京", True),
+    ("กรุงเทพเป็นเมืองหลวง", "กรุงเทพ", True),  # Thai
+    ("Tokyo東京", "Tokyo", False),  # a spaced script's edge keeps its boundary
+    ("서울은 수도입니다", "서울", False),  # Korean writes spaces: 서울은 is one word
+    ("서울 은 수도", "서울", True),
+])  # fmt: skip
+def test_whole_word_finds_words_of_scripts_written_without_spaces(text: str, keyword: str, passed: bool) -> None:
+    """whole_word never matched inside Chinese, Japanese or Thai text: every neighbour is a word character."""
+    assert point(text, "keyword", keywords=[keyword], whole_word=True)["passed"] is passed
+
+
 def test_regex_is_dotall_and_counts_matches() -> None:
     p = point(ANSWER, "regex", pattern=r"\d+ million")
     assert p["passed"] and p["figures"]["count"] == 1 and "2 million" in p["evidence"][0]
