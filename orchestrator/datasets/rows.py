@@ -30,12 +30,23 @@ MAX_DUPLICATES_SHOWN = 5
 MAX_NESTING = 100
 
 
+#: How a list or an object is written, said when a row gives text where one is expected (a CSV cell of plain
+#: text, or a JSON string holding a list): pydantic's "Input should be a valid list" alone does not say it.
+SHAPE_HINTS = {
+    "list_type": 'a list is written ["a", "b"]',
+    "dict_type": 'an object is written {"key": "value"}',
+    "model_type": 'an object is written {"key": "value"}',
+}
+
+
 def _one_line(exc: ValidationError) -> str:
     errors = exc.errors()
     first = errors[0]
     loc = ".".join(str(p) for p in first["loc"]) or "row"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{loc}: {first['msg']}{more}"
+    hint = SHAPE_HINTS.get(first["type"]) if isinstance(first.get("input"), str) else None
+    given = f", not text ({hint}, in a CSV cell too)" if hint else ""
+    return f"{loc}: {first['msg']}{given}{more}"
 
 
 def _oversized(row: Row, limit: int) -> str | None:

@@ -107,6 +107,27 @@ def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:
     ]
 
 
+def test_text_where_a_list_or_an_object_belongs_says_how_one_is_written(tmp_path: Path) -> None:
+    """A CSV cell of plain text in a list column (one context, ids split by ';') or a JSON string holding a list was
+    reported as pydantic's bare 'Input should be a valid list', which does not say what to write instead."""
+    path = tmp_path / "d.csv"
+    path.write_text("id,answer,contexts,retrieved_doc_ids,rubric\n1,x,one passage,,\n2,x,,d1;d2,\n3,x,,,be fair\n")
+    _, bad = _rows(path)
+    lists = 'Input should be a valid list, not text (a list is written ["a", "b"], in a CSV cell too)'
+    objects = 'not text (an object is written {"key": "value"}, in a CSV cell too)'
+    assert [(e.line, e.error) for e in bad] == [
+        (2, f"contexts: {lists}"),
+        (3, f"retrieved_doc_ids: {lists}"),
+        (4, f"rubric: Input should be a valid dictionary or instance of Rubric, {objects}"),
+    ]
+    jsonl = tmp_path / "d.jsonl"
+    rows = [{"id": "a", "retrieved_doc_ids": '["d1"]'}, {"id": "b", "contexts": 5}]
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, (stringified, number) = _rows(jsonl)
+    assert stringified.error == f"retrieved_doc_ids: {lists}"
+    assert number.error == "contexts: Input should be a valid list"  # no text: nothing to say about text
+
+
 @pytest.mark.parametrize("delimiter", [";", "\t"])
 def test_csv_with_semicolons_or_tabs_and_excel_blank_rows(tmp_path: Path, delimiter: str) -> None:
     path = tmp_path / "d.csv"
