@@ -154,8 +154,12 @@ def _normal(name: str) -> str:
     return name.strip().lower().replace(" ", "_").replace("-", "_")
 
 
-#: Columns of other tools that hold a row field in another shape: named in the near-miss warning.
-FOREIGN_NAMES = {"ground_truths": "reference"}  # Ragas 0.1: a list of reference answers (give one string)
+#: Columns that hold a row field under another name or in another shape: named in the near-miss warning.
+FOREIGN_NAMES = {
+    "ground_truths": "reference",  # Ragas 0.1: a list of reference answers (give one string)
+    "query": "question",  # LangChain's retrievers and LlamaIndex's query engines
+    "context": "contexts",  # the singular: every row read as retrieving nothing (quality_checks: no_contexts)
+}
 
 
 def _row_field_names() -> dict[str, str]:

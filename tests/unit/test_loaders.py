@@ -305,6 +305,15 @@ def test_columns_named_like_a_row_field_but_for_case_or_spaces_are_found(tmp_pat
     ]
 
 
+def test_query_and_context_columns_are_named_with_the_field_they_hold(tmp_path: Path) -> None:
+    """'query' and a singular 'context' are no row field: their rows were scored as having no question and no
+    contexts (quality_checks 0 with no_contexts on every row) without a word."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"id": "1", "Query": "Who?", "answer": "Ada", "context": ["Ada wrote it."]}) + "\n")
+    scan = scan_dataset(path, None, lambda e: None)
+    assert scan.near_misses == {"Query": "question", "context": "contexts"}
+
+
 def test_a_csv_quote_never_closed_is_one_bad_row_and_every_later_row_is_read(tmp_path: Path) -> None:
     """The csv module reads the lines after an unclosed quote into its cell: in the last column that was one row
     with the rest of the file as its answer, a later quote closing it kept the row and lost the lines between,
