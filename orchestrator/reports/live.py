@@ -2,13 +2,14 @@
 
 Per queue: done/total work units, rate and ETA; for the run: errors, unscorable, and judge requests per
 minute against the suite's ``rpm`` limit. Rates come from the samples of the last ``WINDOW_S`` seconds
-(``--watch``), else from the average since the run was submitted. Time is passed in, never read here,
-so the arithmetic is tested without sleeping.
+(``--watch``; judge requests: of the last minute, as the limit counts them), else from the average since the run
+was submitted. Time is passed in, never read here, so the arithmetic is tested without sleeping.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ __all__ = ["Sample", "StatusView", "fmt_duration", "sample"]
 WINDOW_S = 30.0
 #: Seconds without work done after which a running run is said to make no progress (no ETA then).
 STALLED_S = 60.0
+#: Seconds judge requests are counted over: the window of the ``rpm`` limit they are shown against.
+RPM_WINDOW_S = 60.0
 QUEUES = ("target", "cpu", "embed", "judge", "code")
 
 
@@ -64,6 +67,10 @@ class StatusView:
         self.meta = meta
         self.window_s = window_s
         self.samples: deque[Sample] = deque()
+        #: ``(time, judge calls)`` of the samples of the last RPM_WINDOW_S seconds.
+        self._calls: deque[tuple[float, int]] = deque()
+        #: Whether ``_calls`` covers a whole RPM_WINDOW_S (a sample older than it was dropped).
+        self._minute_watched = False
         #: Queues no worker served at the last check: ``{queue: (its done count then, the warning)}``.
         self.unserved: dict[str, tuple[int, str]] = {}
         #: The warning about messages held by workers that are gone, at the last check ("" for none).
@@ -106,6 +113,10 @@ class StatusView:
         self.samples.append(s)
         while len(self.samples) > 2 and s.t - self.samples[1].t >= self.window_s:
             self.samples.popleft()
+        self._calls.append((s.t, s.judge_calls))
+        while s.t - self._calls[0][0] > RPM_WINDOW_S:
+            self._calls.popleft()
+            self._minute_watched = True
 
     def _meta_time(self, name: str) -> float | None:
         try:
@@ -149,12 +160,15 @@ class StatusView:
         return last.progress.get(key, 0) / elapsed if elapsed else None
 
     def judge_rpm(self) -> float | None:
-        """Judge requests per minute over the window, else (one sample: ``ragscore status``) the run's average."""
-        first, last = self.samples[0], self.samples[-1]
-        if last.t - first.t >= 1.0:
-            return 60.0 * max(0, last.judge_calls - first.judge_calls) / (last.t - first.t)
-        elapsed = self._since_submit(last.t)
-        return 60.0 * last.judge_calls / elapsed if elapsed else None
+        """Judge requests per minute as the ``rpm`` limit counts them, in a minute: once a minute was watched, the
+        calls of its samples; else the run's calls per minute begun since submission (its calls so far in its first
+        minute). Never a rate of a few seconds times 60: the limit is a sliding minute, which admits its whole
+        minute's calls at once (51 calls in a run's first 12 s read 263 req/min against a limit of 60)."""
+        first_calls, (last_t, last_calls) = self._calls[0][1], self._calls[-1]
+        if self._minute_watched:
+            return float(max(0, last_calls - first_calls))
+        elapsed = self._since_submit(last_t)
+        return last_calls / math.ceil(elapsed / RPM_WINDOW_S) if elapsed else None
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per queue the run uses, then ``all``. The queues work side by side, so the run ends when its

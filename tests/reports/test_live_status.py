@@ -32,7 +32,7 @@ def test_rates_and_etas_come_from_the_window_of_samples() -> None:
     assert rows["cpu"]["eta"] == pytest.approx(300 / 20.0)
     assert rows["judge"]["rate"] == pytest.approx(1.0) and rows["judge"]["eta"] == pytest.approx(100.0)
     assert rows["all"]["done"] == 320 and rows["all"]["pct"] == pytest.approx(100 * 320 / 720)
-    assert view.judge_rpm() == pytest.approx(120.0)  # 20 calls in 10 s
+    assert view.judge_rpm() == 40.0  # the run's first minute: its calls so far (the limit's window)
 
 
 def test_the_runs_eta_is_its_slowest_queues_not_its_units_left_over_the_summed_rate() -> None:
@@ -75,7 +75,28 @@ def test_a_single_sample_uses_the_average_since_submission_and_shows_the_judge_l
     console.print(view.render("run-x"))
     text = console.export_text()
     assert "errors 2" in text and "unscorable 3" in text and "(limit 30)" in text and "7 calls" in text
-    assert view.judge_rpm() == pytest.approx(60.0 * 7 / 50)  # a snapshot: the average since submission
+    assert view.judge_rpm() == 7.0  # 50 s after submission: the calls of its first minute, not 7 × 60 / 50
+    view = StatusView(SUITE_META)
+    view.add(Sample(1120.0, _progress(100, 5), judge_calls=70))
+    assert view.judge_rpm() == pytest.approx(35.0)  # past a minute, a snapshot: the average since submission
+
+
+def test_judge_requests_per_minute_are_counted_over_a_minute_as_the_limit_counts_them() -> None:
+    """The rpm limit is a sliding minute, which admits its 30 calls at once: extrapolated from the seconds they took,
+    a run within its limit read 360 req/min (limit 30), and a watch of 30 s doubled each burst."""
+    view = StatusView(SUITE_META, window_s=30)
+    view.add(Sample(1000.0, _progress(0, 0), judge_calls=0))
+    view.add(Sample(1005.0, _progress(0, 10), judge_calls=30))  # the minute's 30 calls in 5 s
+    assert view.judge_rpm() == 30.0
+    console = Console(record=True, width=120)
+    console.print(view.render("run-x"))
+    assert "judge 30 req/min (limit 30)" in console.export_text()
+    snapshot = StatusView(SUITE_META)
+    snapshot.add(Sample(1062.0, _progress(0, 10), judge_calls=60))  # the next minute's 30 as the first ones left
+    assert snapshot.judge_rpm() == 30.0  # 60 calls over 2 minutes begun, not 60 × 60 / 62
+    for t, calls in ((1030.0, 30), (1062.0, 60), (1065.0, 60), (1090.0, 60), (1124.0, 90)):
+        view.add(Sample(t, _progress(0, 10), judge_calls=calls))
+        assert view.judge_rpm() == 30.0  # watched: the calls of the last minute's samples
 
 
 def test_a_lower_limit_stated_by_the_provider_is_the_one_shown() -> None:
