@@ -138,7 +138,9 @@ class DatasetScan:
                        "--format, or columns that are no row field?)")  # fmt: skip
         if self.near_misses:
             named = ", ".join(f"{col!r} (did you mean {fld!r}?)" for col, fld in self.near_misses.items())
-            out.append(f"column(s) {named} are no row field (names are case-sensitive); metrics ignore them")
+            cased = any(_normal(col) not in FOREIGN_NAMES for col in self.near_misses)
+            out.append(f"column(s) {named} are no row field{' (names are case-sensitive)' if cased else ''}; "
+                       "metrics ignore them")  # fmt: skip
         return out
 
 
@@ -160,6 +162,8 @@ FOREIGN_NAMES = {
     "query": "question",  # LangChain's retrievers and LlamaIndex's query engines
     "context": "contexts",  # the singular: every row read as retrieving nothing (quality_checks: no_contexts)
 }
+#: Those of FOREIGN_NAMES that are only another name: beside the field itself, the column is the user's own data.
+OTHER_NAMES = frozenset({"query", "context"})
 
 
 def _row_field_names() -> dict[str, str]:
@@ -183,11 +187,15 @@ def _field_like(column: str) -> str | None:
     return _ROW_FIELDS.get(_normal(column))
 
 
-def _note_near_misses(extra: dict[str, Any], found: dict[str, str]) -> None:
+def _note_near_misses(row: Row, found: dict[str, str]) -> None:
     """Record extra columns whose name is a row field's but for case, spaces or dashes (read as data of no
-    metric otherwise: ``Answer`` leaves every answer empty)."""
-    for name in extra:
-        if name not in found and len(found) < MAX_NEAR_MISSES and (target := _field_like(name)):
+    metric otherwise: ``Answer`` leaves every answer empty), or another tool's column for one (FOREIGN_NAMES); one
+    that is only another name (OTHER_NAMES) when the row lacks the field (a ``query`` beside the ``question`` is the
+    user's own data)."""
+    for name in row.model_extra or {}:
+        if name in found or len(found) >= MAX_NEAR_MISSES or (target := _field_like(name)) is None:
+            continue
+        if _normal(name) not in OTHER_NAMES or target not in row.model_fields_set:
             found[name] = target
 
 
@@ -238,7 +246,7 @@ def scan_dataset(
         scan.rows += 1
         scan.fields_seen |= row.model_fields_set & ROW_FIELDS
         if row.model_extra:
-            _note_near_misses(row.model_extra, scan.near_misses)
+            _note_near_misses(row, scan.near_misses)
         if on_row is not None:
             on_row(row)
         hashes.append(_key_hash(row.key))

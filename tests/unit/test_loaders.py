@@ -312,6 +312,14 @@ def test_query_and_context_columns_are_named_with_the_field_they_hold(tmp_path: 
     path.write_text(json.dumps({"id": "1", "Query": "Who?", "answer": "Ada", "context": ["Ada wrote it."]}) + "\n")
     scan = scan_dataset(path, None, lambda e: None)
     assert scan.near_misses == {"Query": "question", "context": "contexts"}
+    assert "(names are case-sensitive)" not in scan.warnings()[0]  # beside the point for other tools' names
+    # Beside the field itself, such a column is the user's own data (a rewritten query): not named.
+    both = {"id": "2", "question": "Who?", "query": "who wrote it", "contexts": ["Ada wrote it."], "context": "x"}
+    path.write_text(json.dumps(both) + "\n")
+    assert scan_dataset(path, None, lambda e: None).near_misses == {}
+    path.write_text(json.dumps({"id": "3", "Answer": "Ada", "answer": "Ada"}) + "\n")
+    scan = scan_dataset(path, None, lambda e: None)
+    assert scan.near_misses == {"Answer": "answer"} and "(names are case-sensitive)" in scan.warnings()[0]
 
 
 def test_a_csv_quote_never_closed_is_one_bad_row_and_every_later_row_is_read(tmp_path: Path) -> None:
