@@ -560,10 +560,11 @@ TARGET_COUNTERS = ("calls", "cache_hits", "retries", "rate_limited", "failures")
 UNFILLED_PREFIX = "unfilled_"
 #: Judge counters of ``summary.judge`` (cost in the price table's currency; rate_limited = 429s received).
 #: usage_estimated: replies that reported no token usage (LocalAI, some gateways), whose tokens and cost were
-#: estimated from the text, so that budgets still hold.
+#: estimated from the text, so that budgets still hold. unpriced_calls: calls of a model the price table lacks
+#: (their cost is not in ``cost``: a run without ``prices`` is not free).
 JUDGE_COUNTERS = (
     "calls", "cache_hits", "retries", "rate_limited", "tokens_in", "tokens_out", "cost", "parse_failures", "failures",
-    "usage_estimated",
+    "usage_estimated", "unpriced_calls",
 )  # fmt: skip
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -79,13 +81,22 @@ def judge_line(summary: RunSummary) -> str | None:
     parts = [f"{count('calls')} calls", f"{count('cache_hits')} from the cache", f"{count('retries')} retries",
              f"{count('rate_limited')} rate-limited (429)",
              f"tokens {count('tokens_in')} in / {count('tokens_out')} out",
-             f"cost {_cost(float(j.get('cost') or 0))}"]  # fmt: skip
+             f"cost {_judge_cost(j)}"]  # fmt: skip
     for key, label in (("parse_failures", "unparsable replies"), ("failures", "calls failed for good")):
         if j.get(key):
             parts.append(f"{count(key)} {label}")
     if stopped := j.get("breaker") or j.get("budget"):
         parts[-1] += f"; stopped: {stopped} (`ragscore run --resume DIR` goes on)"
     return "judge: " + ", ".join(parts)
+
+
+def _judge_cost(judge: dict[str, Any]) -> str:
+    """The judge's cost, or why there is none: calls of a model without a price are not free."""
+    unpriced, calls = int(float(judge.get("unpriced_calls") or 0)), int(float(judge.get("calls") or 0))
+    if unpriced and unpriced >= calls:
+        return "- (no price for the judge model: the judge metrics' param 'prices')"
+    cost = _cost(float(judge.get("cost") or 0))
+    return f"{cost} ({unpriced:,} calls without a price not counted)" if unpriced else cost
 
 
 def embedding_line(summary: RunSummary) -> str | None:

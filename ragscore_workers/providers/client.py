@@ -176,7 +176,8 @@ class JudgeClient:
             self.limiter.pause(exhausted, "provider budget at 0")
         cost = self.price.cost(completion.tokens_in, completion.tokens_out) if self.price else 0.0
         self.state.incr(calls=1, tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cost=cost,
-                        usage_estimated=int(estimated), reset_failures=True, release=release)  # fmt: skip
+                        usage_estimated=int(estimated), unpriced_calls=int(self.price is None), reset_failures=True,
+                        release=release)  # fmt: skip
         return completion
 
     def _learn_limits(self, headers: Mapping[str, str]) -> RateLimitInfo:

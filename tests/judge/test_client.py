@@ -298,6 +298,10 @@ def test_budget_stops_new_calls_and_cost_follows_the_price_table(
     assert state["held_tokens"] == 0 and state["budget"].startswith("budget reached: ")
     # a hold outlives what one attempt may take (the limiter's wait, then the HTTP call): no task limit bounds it
     assert client.state.hold_s == client.limiter.max_wait_s + ATTEMPT_TIMEOUTS * 1.0 + HOLD_MARGIN_S
+    assert state.get("unpriced_calls", 0) == 0
+    unpriced = _client(rclient, fake, model)  # no price for the model: its calls are counted as such
+    _ask(unpriced, "an unpriced question [[rating=2]]")
+    assert (unpriced.state.read()["unpriced_calls"], unpriced.state.read()["cost"]) == (1, 0)
     assert rclient.zcard(client.state.holds_key) == 0
 
 

@@ -31,6 +31,13 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
     assert judge_line(_summary(judge={"calls": 0, "cache_hits": 12})).startswith("judge: 0 calls, 12 from the cache")
     cheap = judge_line(_summary(judge={"calls": 3, "tokens_in": 300, "cost": 0.000021}))  # 300 tokens at $0.07/M
     assert cheap is not None and "cost <0.0001" in cheap  # not a free-looking 0.0000
+    # A model the price table lacks read "cost 0.0000", as if free (--dry-run said "no price" for it).
+    unpriced = judge_line(_summary(judge={"calls": 3, "cost": 0.0, "unpriced_calls": 3}))
+    assert (
+        unpriced is not None and "cost - (no price for the judge model: the judge metrics' param 'prices')" in unpriced
+    )
+    some = judge_line(_summary(judge={"calls": 3, "cache_hits": 2, "cost": 0.5, "unpriced_calls": 1}))
+    assert some is not None and "cost 0.5000 (1 calls without a price not counted)" in some
 
 
 def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
