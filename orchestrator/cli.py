@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -18,6 +17,7 @@ from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import write_text_atomic
+from .terminal import TerminalConsole, shown
 
 if TYPE_CHECKING:
     from ragscore_workers.schemas import RunSummary
@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Score RAG and LLM answers at scale.")
-#: Messages carry user text (paths, names, provider errors): never read as Rich markup (``[/x]`` would crash).
-err = Console(stderr=True, markup=False)
+#: Messages carry user text (paths, names, provider errors): never read as Rich markup (``[/x]`` would crash), its
+#: control characters shown, not obeyed (:mod:`.terminal`).
+err = TerminalConsole(stderr=True, markup=False)
 
 #: Exit codes: 0 success; 1 the run failed, the judge's circuit breaker stopped judging, or a metric output scored
 #: nothing because its items errored;
@@ -465,7 +466,7 @@ def status(
         for r in runs:
             at = r["submitted_at"]
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) if at is not None else "-"
-            typer.echo(f"{r['run_id']}\t{r['state']}\t{r['done']:,}/{r['total']:,}\t{when}\t{r['dataset']}")
+            typer.echo(f"{r['run_id']}\t{r['state']}\t{r['done']:,}/{r['total']:,}\t{when}\t{shown(r['dataset'])}")
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         return
@@ -474,7 +475,7 @@ def status(
     run_id = _run_id(run_id)
     view = StatusView(store.meta(run_id))
     embedded = not (broker or get_settings().broker_url)
-    console = Console()
+    console = TerminalConsole()
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
 
     def refresh():  # type: ignore[no-untyped-def]
@@ -670,7 +671,7 @@ def list_metrics(
         table.add_column("default", overflow="fold")
         for field, info in mdef.params_model.model_fields.items():
             table.add_row(info.alias or field, Text(_type_name(info.annotation)), Text(_default_text(info)))
-        Console().print(table if mdef.params_model.model_fields else "no params")
+        TerminalConsole().print(table if mdef.params_model.model_fields else "no params")
         return
     table = Table()
     table.add_column("metric", no_wrap=True)  # the names a suite is written with: never cut
@@ -682,7 +683,7 @@ def list_metrics(
         except ValueError:  # params without defaults (pydantic's ValidationError is a ValueError)
             outputs = "(depends on params)"
         table.add_row(metric_name, mdef.queue_label, escape(outputs), escape(mdef.description))
-    Console().print(table)
+    TerminalConsole().print(table)
 
 
 def _default_text(info: Any) -> str:
@@ -735,7 +736,7 @@ def report_cmd(
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{split}_evaluation.json"
         write_text_atomic(path, json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n")
-        typer.echo(console_summary(evaluation, split))
+        typer.echo(shown(console_summary(evaluation, split)))
         for note in left_out(data.summary.metrics):
             err.print(Text.assemble(("note:", "yellow"), f" {note}"))
         err.print(f"wrote {path}")
@@ -838,17 +839,17 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except (ConfigError, DatasetError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(shown(f"error: {exc}"), err=True)
         sys.exit(EXIT_BAD_INPUT)
     except RagscoreError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(shown(f"error: {exc}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except (redis.RedisError, OperationalError) as exc:  # lost mid-command (a restart, a fail-over): no traceback
-        typer.echo(f"error: Redis: {type(exc).__name__}: {exc}", err=True)
+        typer.echo(shown(f"error: Redis: {type(exc).__name__}: {exc}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except OSError as exc:  # a full disk or an unwritable --out while writing the reports
         where = f" ({exc.filename})" if exc.filename else ""
-        typer.echo(f"error: {exc.strerror or exc}{where}", err=True)
+        typer.echo(shown(f"error: {exc.strerror or exc}{where}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
         typer.echo("interrupted", err=True)

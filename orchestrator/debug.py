@@ -24,6 +24,7 @@ from ragscore_workers.metrics.checks import parse_points
 from ragscore_workers.schemas import Queue, Row
 
 from .datasets import iter_rows
+from .terminal import shown
 
 __all__ = ["debug_on_fail", "first_failure"]
 
@@ -77,9 +78,11 @@ def debug_on_fail(
         text = step.apply(text)
     inp = PointInput(point.point.normalize(text), row, point.point.normalize)
     stdout.write(
-        f"debug-on-fail: item {row.key}, point {point.id!r} ({point.point.type}: {point.point.text})\n"
-        f"  failed with: {result.get('note')}\n"
-        f"  stopped in the validator: `p inp.text`, `p params`, `n` to step, `c` to finish\n"
+        shown(
+            f"debug-on-fail: item {row.key}, point {point.id!r} ({point.point.type}: {point.point.text})\n"
+            f"  failed with: {result.get('note')}\n"
+            f"  stopped in the validator: `p inp.text`, `p params`, `n` to step, `c` to finish\n"
+        )
     )
     stdout.flush()
     return pdb.Pdb(stdin=stdin, stdout=stdout).runcall(point.validator.fn, inp, point.params)

@@ -39,6 +39,8 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
+from .terminal import TerminalConsole
+
 __all__ = [
     "FLOAT_SLACK",
     "GatePlan",
@@ -376,21 +378,21 @@ def print_gates(results: Sequence[GateResult], console: Console | None = None, o
     ``only_failed`` (``--quiet``): just the failed gates, or one line when every gate holds.
     """
     if only_failed and not failed(results):
-        (console or Console(stderr=True)).print(f"gates: all {len(results)} hold")
+        (console or TerminalConsole(stderr=True)).print(f"gates: all {len(results)} hold")
         return
     table = gate_table(results, only_failed)
     if console is None:
-        console = Console(stderr=True)
+        console = TerminalConsole(stderr=True)
         if not console.is_terminal:  # a CI log: no terminal width to fit, so no gate name or number cut to "…"
             natural = console.measure(table, options=console.options.update(max_width=1000)).maximum
-            console = Console(stderr=True, width=max(console.width, natural))
+            console = TerminalConsole(stderr=True, width=max(console.width, natural))
     console.print(table)
 
 
 def render_gates(results: Sequence[GateResult], width: int = 140) -> str:
     """:func:`gate_table` as plain text (for assertion messages and logs)."""
     buffer = io.StringIO()
-    Console(file=buffer, width=width, no_color=True, force_terminal=False).print(gate_table(results))
+    TerminalConsole(file=buffer, width=width, no_color=True, force_terminal=False).print(gate_table(results))
     return buffer.getvalue()
 
 

@@ -16,6 +16,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from .terminal import TerminalConsole, shown
+
 __all__ = ["ProgressView", "make_progress", "note_of"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
@@ -88,7 +90,7 @@ class RichProgress:
     """A rich progress bar: done/total work units, rate, ETA, errors and unscorable."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or TerminalConsole(stderr=True)
         self.bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -165,7 +167,7 @@ class PlainProgress:
         return None
 
     def note(self, text: str) -> None:
-        print(f"[ragscore] {text}", file=self.stream, flush=True)
+        print(f"[ragscore] {shown(text)}", file=self.stream, flush=True)
 
 
 class QuietProgress:

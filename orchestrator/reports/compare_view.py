@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
+from ..terminal import TerminalConsole
 from . import plots
 from .compare import Comparison, Difference, mismatch_text, unchecked_text
 from .html import fmt, version
@@ -131,7 +132,7 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     from rich import box
     from rich.markup import escape
 
-    console = console or Console()
+    console = console or TerminalConsole()
     table = Table(title=escape(f"{' vs '.join(c.arms)} (baseline {c.arms[0]})"), box=box.SIMPLE_HEAD)
     one_arm = len(c.arms) == 2  # the title names the one system compared: no column repeats it
     wtl = [f"{d.wins:,}/{d.ties:,}/{d.losses:,}" for d in c.differences]

@@ -12,6 +12,7 @@ from rich.table import Table
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
 from ..estimate import Estimate
+from ..terminal import TerminalConsole
 from .live import fmt_duration
 
 __all__ = [
@@ -112,7 +113,7 @@ def embedding_line(summary: RunSummary) -> str | None:
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """One row per metric output: mean, n, 95% CI, unscorable, errors."""
-    console = console or Console()
+    console = console or TerminalConsole()
     table = Table(title=escape(f"ragscore {summary.run_id} · {summary.suite} · {summary.state}"))
     for col in ("metric", "mean", "n", "95% CI", "unscorable", "errors"):
         table.add_column(col, justify="left" if col == "metric" else "right")
@@ -196,7 +197,7 @@ def print_estimate(
     max_tokens: int | None = None,
 ) -> None:  # fmt: skip
     """What ``ragscore run --dry-run`` found: rows, work per queue, and the judge's calls, cost and time."""
-    console = console or Console()
+    console = console or TerminalConsole()
     console.print("Dry run: nothing was submitted, no worker started, no provider called.")
     line = f"{estimate.rows:,} readable rows, {estimate.failed_rows:,} unreadable"
     line += f"; {estimate.items:,} items" if estimate.items != estimate.rows else ""

@@ -6,6 +6,7 @@ import re
 
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
+from ..terminal import shown
 from .console import error_lines, reasons_text, unfilled_lines, unreadable_rows, unscorable_text
 
 __all__ = ["md_cell", "render_markdown"]
@@ -19,8 +20,9 @@ _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&~])")
 
 def md_cell(text: object) -> str:
     """User text (ids, groups, system names, error messages) as Markdown that shows it as written: its markup
-    characters escaped (so a viewer that renders raw HTML runs none of it) and line breaks as spaces."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+    characters escaped (so a viewer that renders raw HTML runs none of it), line breaks as spaces and other control
+    characters as their escapes (``cat report.md`` obeys none)."""
+    return shown(_MD_SPECIAL.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " "))
 
 
 def _mean(m: MetricSummary) -> str:

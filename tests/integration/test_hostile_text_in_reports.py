@@ -73,3 +73,27 @@ def test_a_run_refuses_to_write_its_reports_over_the_dataset(tmp_path: Path, hom
     result = ragscore("run", str(data), "--suite", str(suite), "--out", str(tmp_path), home=home)
     assert result.returncode == 2 and "would overwrite the dataset" in result.stderr
     assert data.read_text(encoding="utf-8") == "id,answer,reference\nq1,a,a\n"
+
+
+def test_terminal_control_sequences_in_the_data_are_printed_as_escapes(tmp_path: Path, home: Path) -> None:
+    """A system name that hides text (ESC[8m), clears the screen and retitles the window reaches the console table,
+    compare's table and report.md as visible escapes: the terminal or CI log that shows them obeys none."""
+    hostile = "evil\x1b[8mhidden\x1b[0m\x1b[2J\x1b]0;owned\x1b\\\x9b31m"
+    rows = [{"id": "q1", "answer": "a", "reference": "a", "system": "good"},
+            {"id": "q1", "answer": "a", "reference": "b", "system": hostile}]  # fmt: skip
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out"
+
+    result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, {"metrics": ["exact_match"]})), "--out",
+                      str(out), home=home)  # fmt: skip
+    compared = ragscore("compare", str(out), "--out", str(tmp_path / "cmp"), home=home)
+
+    assert result.returncode == 0 and compared.returncode == 0, result.stderr + compared.stderr
+    for printed in (result.stdout + result.stderr, compared.stdout + compared.stderr):
+        assert "\x1b" not in printed and "\x9b" not in printed
+        assert r"evil\x1b[8mhid" in printed  # a table column cuts or wraps the rest
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    assert "\x1b" not in markdown and r"evil\x1b\[8mhidden" in markdown
+    items = [json.loads(x) for x in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert hostile in {i["system"] for i in items}  # the data itself is kept as it was

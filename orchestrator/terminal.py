@@ -1,0 +1,44 @@
+"""Text for a terminal: what a dataset, a model, a provider or a target wrote is shown, never obeyed.
+
+Rich escapes its own markup (``[/bold]``), not the terminal's control sequences: an ESC in a system name or in a
+target's error body, printed as is, reaches the terminal (or the CI log) of whoever runs ``ragscore``, where it
+moves the cursor over earlier lines, hides text (``ESC[8m``), sets the window title or writes the clipboard (OSC
+52). Every console of the command line is a :class:`TerminalConsole`, and text printed without one goes through
+:func:`shown`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+from rich.text import Text
+
+__all__ = ["TerminalConsole", "shown"]
+
+#: C0 control characters but tab and newline, DEL, and the C1 controls (U+0080-U+009F; U+009B is a CSI too).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """``text`` with each control character (not tab or newline) written as its escape: ESC as ``\\x1b``."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+class TerminalConsole(Console):
+    """A rich Console whose printed text goes through :func:`shown`: strings before they are measured (so a table
+    is as wide as the escapes), any other text as it is rendered; its own styles and cursor moves (control
+    segments) are untouched."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(shown(text), **kwargs)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control or not _CONTROL.search(segment.text):
+                yield segment
+            else:
+                yield Segment(shown(segment.text), segment.style)
