@@ -135,6 +135,25 @@ def env_var_name(value: str | None) -> str | None:
     return value
 
 
+#: Header names that carry a credential: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``X-Api-Key``,
+#: ``X-Auth-Token``, ``Ocp-Apim-Subscription-Key`` (one of these words as a whole part of the name).
+_SECRET_HEADER = re.compile(r"(?:^|[-_])(?:authorization|cookie|key|apikey|token|secret|password|auth)(?:$|[-_])", re.I)
+
+
+def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:
+    """A target's plain ``headers`` are configuration, kept with the run (its store, its task messages,
+    run_info.json): one that carries a credential is refused, unshown, with the way to send it from the environment."""
+    if named := sorted(name for name in headers if _SECRET_HEADER.search(name)):
+        raise PydanticCustomError(
+            "secret_in_suite",
+            "{names}: a header that carries a credential comes from the environment only, never from a suite file "
+            "(the value is not shown): name its variable in auth_env, with auth_header: {first} (and auth_scheme: '' "
+            "for a value sent as it is)",
+            {"names": ", ".join(named), "first": named[0]},
+        )
+    return headers
+
+
 def _system_name(value: str | None) -> str | None:
     """A row's or target's ``system``: no ``::`` in it, so every item key splits back (:func:`split_key`)."""
     if value is not None and KEY_SEPARATOR in value:
@@ -360,6 +379,7 @@ class TargetConfig(BaseModel):
     #: string it is formatted in. Fields: any row field (``id``, ``question``, ``metadata.lang`` ...).
     request: dict[str, Any] = Field(default_factory=lambda: {"question": "{question}"})
     headers: dict[str, str] = Field(default_factory=dict)
+    _headers = field_validator("headers")(_no_secret_headers)
     auth_env: str | None = None
     _auth_env = field_validator("auth_env")(env_var_name)
     auth_header: str = "Authorization"

@@ -41,6 +41,21 @@ def test_bad_suites_raise_config_error(suite: object, message: str) -> None:
         load_suite(suite)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "header", ["Authorization", "X-Api-Key", "x-auth-token", "Ocp-Apim-Subscription-Key", "Cookie"]
+)
+def test_a_target_header_carrying_a_credential_is_refused_unshown(header: str) -> None:
+    """Plain headers are kept with the run (its store, task messages, run_info.json); a key pasted there would be."""
+    target = {"url": "https://rag.example/ask", "headers": {header: "sk-pasted-0123456789", "X-Request-Id": "7"}}
+    refused = f"{header}: a header that carries a credential comes from the environment only"
+    with pytest.raises(ConfigError, match=refused) as info:
+        load_suite({"metrics": ["exact_match"], "target": target})
+    assert "sk-pasted" not in str(info.value) and f"auth_header: {header}" in str(info.value)
+    plain = {"url": "https://rag.example/ask", "headers": {"X-Request-Id": "7", "Accept": "application/json"}}
+    loaded = load_suite({"metrics": ["exact_match"], "target": plain}).suite.target
+    assert loaded is not None and loaded.headers == plain["headers"]
+
+
 def test_a_suite_changed_after_loading_is_checked_again() -> None:
     """Command-line overrides (``--chunk-size``) go through model_copy(update=...), which skips validation."""
     loaded = load_suite({"metrics": ["exact_match"]}).suite
