@@ -121,12 +121,13 @@ class LocalWorkers:
             self._spawn(queue)
 
     def _spawn(self, queue: str) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.log_dir.chmod(0o700)  # excerpts of item data and provider replies: the owner's only, on a shared host
         env = {**os.environ, **self.env, "RAGSCORE_BROKER_URL": self.broker_url}
         env.setdefault("PYTHONUNBUFFERED", "1")
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
         self.logs[queue] = log_path
-        with open(log_path, "ab") as log:
+        with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
             # its own process group (stopped as one); SIGTERM when this process dies (no orphans after kill -9)
             self.procs[queue] = subprocess.Popen(
                 [sys.executable, "-m", "ragscore_workers.die_with_parent", str(os.getpid()),

@@ -20,3 +20,18 @@ def test_starting_workers_removes_their_logs_older_than_two_weeks_and_nothing_el
     os.utime(other, (long_ago, long_ago))
     LocalWorkers("redis://127.0.0.1:1/0", [], logs).start()  # no queue: nothing spawned
     assert sorted(p.name for p in logs.iterdir()) == ["notes.txt", "worker-judge-202.log"]
+
+
+def test_worker_logs_are_the_owners_only_whatever_the_umask(tmp_path: Path) -> None:
+    """They hold excerpts of item data and provider replies: under umask 022 they were 0644 in a 0755 folder."""
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o755)
+    before = os.umask(0)
+    try:
+        workers = LocalWorkers("redis://127.0.0.1:1/0", ["cpu"], logs)  # never reaches a broker: spawned, stopped
+        workers.start()
+        workers.stop()
+    finally:
+        os.umask(before)
+    (log,) = logs.iterdir()
+    assert (logs.stat().st_mode & 0o777, log.stat().st_mode & 0o777) == (0o700, 0o600)
