@@ -291,7 +291,10 @@ def test_metrics_lists_outputs_and_one_metrics_params(home: Path, monkeypatch: p
     assert one.returncode == 0, one.stderr
     assert "│ k     │ list[int] │ [1, 5]  │" in one.stdout
     regex_default = ragscore("metrics", "quality_checks", home=home)
-    assert r'"\\[\\d+\\]"' in regex_default.stdout  # JSON: pasteable into a suite (Rich markup mangled it)
+    from ragscore_workers.metrics._text import CITATION_MARKER
+
+    # JSON: pasteable into a suite (Rich markup mangled its "\\[")
+    assert json.dumps(CITATION_MARKER, ensure_ascii=False) in regex_default.stdout
     unknown = ragscore("metrics", "recal_at_k", home=home)
     assert unknown.returncode == 2 and "Did you mean 'recall_at_k'" in unknown.stderr
 
