@@ -120,9 +120,12 @@ def _cancel_then_results(broker: str, dataset: Path, suite: Path, tmp_path: Path
     assert f"run {run_id} was cancelled: 0 of 200 items scored" in " ".join(res.stderr.split())
     assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
     items = [json.loads(line) for line in (tmp_path / "res" / "items.jsonl").read_text().splitlines()]
+    stopped = {"score": None, "passed": None, "details": {"reason": "run cancelled", "stopped": True}, "error": None,
+               "ms": 0.0}  # fmt: skip
+    outputs = {name: stopped for name in ("exact_match", "mrr", "recall_at_1", "recall_at_5")}
     assert [(i["id"], i["system"], i["metrics"]) for i in items] == [
-        (f"q{n}", s, {}) for s in ("a", "b") for n in range(100)
-    ]  # the unscored items keep their id and system (not "a::q0")
+        (f"q{n}", s, outputs) for s in ("a", "b") for n in range(100)
+    ]  # the unscored items keep their id and system (not "a::q0"), their outputs stopped as the summary counts them
     again = _cli("cancel", run_id, "--broker", broker)
     assert f"run {run_id}: cancelled (it already was); the workers" in again.stderr  # still cancelled, and says so
 
