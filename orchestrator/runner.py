@@ -51,7 +51,7 @@ from ragscore_workers.tasks import aggregate, score_shard
 from .atomic_file import write_text_atomic
 from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
-from .embedded_redis import EmbeddedRedis
+from .embedded_redis import EmbeddedRedis, lane_url
 from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
@@ -105,12 +105,20 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     settings = settings or get_settings()
     probe_redis(settings.store_url or broker_url)  # a wrong password: BrokerError now, not after ~20 s of retries
     _fire_and_forget(configure(broker_url, settings.result_backend).backend)
-    store = RunStore(redis_client(settings.store_url or broker_url), settings.run_ttl_s)
+    store_url = settings.store_url or broker_url
+    broker = redis_client(broker_url) if store_url != broker_url else None
+    store = RunStore(redis_client(store_url), settings.run_ttl_s, broker=broker)
     try:
         store.r.ping()
     except redis.RedisError as exc:
         raise BrokerError(f"Cannot use Redis at {redact_url(settings.store_url or broker_url)}: {exc}") from exc
     return store
+
+
+def connect_lane(url: str, lane: int, settings: Settings) -> RunStore:
+    """The store of the embedded server at ``url`` (its database 0, with the result backend) whose broker queues
+    are in database ``lane`` (one process's lane: see :mod:`.embedded_redis`)."""
+    return connect(lane_url(url, lane), settings.model_copy(update={"store_url": url, "result_backend": url}))
 
 
 def _fire_and_forget(backend: Any) -> None:
@@ -502,7 +510,7 @@ def _broker_idle(
     store: RunStore, run_id: str, said: set[int] | None = None, ignore: Collection[str] = frozenset()
 ) -> bool:
     """No message of any queue the run uses (but ``ignore``) is waiting, and none of the run's is held by a live
-    worker (store and broker share Redis). ``said``: orphan counts already logged (each is logged once)."""
+    worker. ``said``: orphan counts already logged (each is logged once)."""
     waiting = _waiting_queues(store, run_id)
     return not any(q not in ignore for q in waiting) and not _held_by_live_workers(store, run_id, said)
 
@@ -524,13 +532,13 @@ ORPHAN_SETTLED_S = 5.0
 
 
 def held_messages(store: RunStore, run_id: str) -> HeldMessages:
-    """The run's held messages, and which are held by workers that are gone (store and broker share Redis).
+    """The run's held messages, and which are held by workers that are gone.
 
     A message is the run's only if its headers name the run (a shape we do not know counts as held by a live
     worker). Live workers are asked (1 s) only when the run has held messages. A message delivered less than
     ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet)."""
     tags, task_ids = [], []
-    for tag, raw in store.r.hgetall("unacked").items():
+    for tag, raw in store.broker.hgetall("unacked").items():
         if run_id not in raw:
             continue
         try:
@@ -543,7 +551,7 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     inspect = app.control.inspect(timeout=1.0)
     live = {task["id"] for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()
             for task in tasks or []}  # fmt: skip
-    pipe = store.r.pipeline(transaction=False)
+    pipe = store.broker.pipeline(transaction=False)
     for tag in tags:
         pipe.zscore("unacked_index", tag)
     delivered = pipe.execute()
@@ -573,7 +581,7 @@ def _held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = 
 def _waiting_queues(store: RunStore, run_id: str) -> dict[str, int]:
     """Queues of the run (and the control queue) with messages waiting, and how many."""
     queues = [*json.loads(store.meta(run_id).get("queues", "[]")), CONTROL_QUEUE]
-    pipe = store.r.pipeline(transaction=False)
+    pipe = store.broker.pipeline(transaction=False)
     for queue in queues:
         pipe.llen(queue)
     return {queue: n for queue, n in zip(queues, pipe.execute(), strict=True) if n}
@@ -860,6 +868,7 @@ def run(
     settings = settings or get_settings()
     broker = broker or settings.broker_url
     replaced = None
+    lane: int | None = None  # an embedded run's lane (set once its server is acquired)
     if resume_id is None:
         replaced = refuse_an_unfinished_run_in(out_dir)
         if dataset is not None:
@@ -876,6 +885,8 @@ def run(
                             replaced)  # fmt: skip
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded")
+            if lane is not None:  # where its queues are, for `ragscore status` / `cancel` in another shell
+                store.set_meta(run_id, lane=lane)
             if on_validated is not None:
                 on_validated(queues)
 
@@ -905,6 +916,9 @@ def run(
             check_local_resources(resolved, sorted(checked))
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire()
+        # The store, caches and limiter in the server's database 0; the queues in this process's lane.
+        lane_env = {"RAGSCORE_STORE_URL": url, "RAGSCORE_RESULT_BACKEND": url}
+        lane = embedded.lane
         workers: list[LocalWorkers] = []
 
         def start_workers(queues: list[str]) -> None:
@@ -912,11 +926,12 @@ def run(
                 check_local_resources(resolved, [q for q in queues if q not in checked])
             elif resume_id is not None:  # the run's own suite, from the store
                 check_local_resources(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
-            workers.append(LocalWorkers(url, queues, settings.home / "logs", concurrency=concurrency))
+            workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=concurrency,
+                                        env=lane_env))  # fmt: skip
             workers[0].start()
 
         try:
-            store = connect(url, settings)
+            store = connect_lane(url, embedded.lane or 0, settings)
             run_ids: list[str] = []
             finished = False
             try:

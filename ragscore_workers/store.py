@@ -219,10 +219,11 @@ def _result_json(result: MetricResult) -> str:
 
 
 def store_url_for_redis_py(url: str) -> str:
-    """Translate Celery's ``redis+socket://`` / ``socket://`` URLs to redis-py's ``unix://``."""
+    """Translate Celery's ``redis+socket://`` / ``socket://`` URLs to redis-py's ``unix://`` (kombu's
+    ``?virtual_host=N`` database to redis-py's ``?db=N``)."""
     for prefix in ("redis+socket://", "socket://"):
         if url.startswith(prefix):
-            return "unix://" + url[len(prefix) :]
+            return "unix://" + url[len(prefix) :].replace("?virtual_host=", "?db=")
     return url
 
 
@@ -290,8 +291,11 @@ def _status(result: MetricResult) -> str:
 class RunStore:
     """Typed access to one Redis database holding any number of runs."""
 
-    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+    def __init__(self, client: redis.Redis, ttl_s: int, broker: redis.Redis | None = None) -> None:
         self.r = client
+        #: The Redis database of the broker's queues (kombu's lists and ``unacked`` hash): the store's own unless
+        #: the broker is another one (an embedded process's lane, or RAGSCORE_STORE_URL set apart on a cluster).
+        self.broker = broker if broker is not None else client
         #: Seconds a finished run's keys are kept (from its summary on).
         self.final_ttl_s = ttl_s
         #: Seconds every write of a running run keeps its key (at least ``LIVE_RUN_TTL_S``).

@@ -94,30 +94,80 @@ def test_a_run_in_another_thread_of_the_same_process_keeps_the_server_until_it_l
     assert not _servers(second)
 
 
-def test_a_run_of_another_process_under_the_same_home_is_said(home: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Two `ragscore run`s under one RAGSCORE_HOME serve each other's tasks, each with its own environment (its API
-    keys): that was written only in the README. Runs in threads of one process (one environment) are not said."""
+def test_each_process_has_a_lane_of_its_own_and_gives_it_back(home: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Runs in threads of one process share its lane (its environment); another process gets the lowest free one;
+    a lane is given back once its process has no run left; with every lane held, a run shares lane 0 and says so."""
     import logging
     import sys
 
+    from orchestrator.embedded_redis import LANES, LANES_KEY
+
     other = subprocess.Popen(
         [sys.executable, "-c", "import sys; from orchestrator.embedded_redis import EmbeddedRedis; "
-         f"EmbeddedRedis({str(home)!r}).acquire(); print('up', flush=True); sys.stdin.read()"],
+         f"e = EmbeddedRedis({str(home)!r}); e.acquire(); print(e.lane, flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    first, second = EmbeddedRedis(home), EmbeddedRedis(home)
+    assert other.stdout is not None and other.stdout.readline().strip() == "0"
+    first, second, third = EmbeddedRedis(home), EmbeddedRedis(home), EmbeddedRedis(home)
     try:
-        assert other.stdout is not None and other.stdout.readline().strip() == "up"
+        first.acquire()
+        second.acquire()  # a thread of this process beside `first`
+        assert (first.lane, second.lane) == (1, 1)
+        assert first.broker_url == f"{first.url}?virtual_host=1"
+        first.release()
+        assert first.client.hget(LANES_KEY, "1") is not None  # `second` still runs in it
+        second.release()
+        assert first.client.hget(LANES_KEY, "1") is None
+        first.client.hset(LANES_KEY, mapping={str(db): str(other.pid) for db in range(LANES)})
         with caplog.at_level(logging.WARNING, logger="orchestrator.embedded_redis"):
-            first.acquire()
-            second.acquire()  # a thread of this process beside `first`: named once, for the other process
-        said = [r.getMessage() for r in caplog.records]
-        assert len(said) == 2 and all(f"another ragscore run (pid {other.pid}) uses {home.resolve()}" in w
-                                      for w in said), said  # fmt: skip
-        assert "give each run its own RAGSCORE_HOME" in said[0]
+            third.acquire()
+        assert third.lane == 0 and f"{LANES} ragscore runs of other processes use" in caplog.text
     finally:
         other.kill()
         other.wait(10)
-        first.release()
-        second.release()
-    assert not _servers(first)
+        third.release()
+    assert not _servers(third)
+
+
+def test_runs_of_two_processes_under_one_home_are_each_scored_by_their_own_workers(tmp_path: Path) -> None:
+    """They shared the queues: a task of one run was scored by the other's workers, with that process's environment
+    (its API keys, its working directory). Each process now has a lane of its own (a broker database)."""
+    import json
+    import os
+    import sys
+    import time
+
+    from ..support import ROOT, write_jsonl
+
+    rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 30}} for i in range(300)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"metrics": ["whose_worker"], "chunk_size": {"cpu": 5}}))
+    home = tmp_path / "home"
+    runs = {}
+    for mark in ("a", "b"):
+        env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_PLUGINS": "tests.plugins.whose",
+               "RAGSCORE_TEST_MARK": mark}  # fmt: skip
+        env.pop("RAGSCORE_BROKER_URL", None)
+        runs[mark] = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out",
+             str(tmp_path / mark), "--quiet"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        if mark == "a":  # b submits while a's workers already serve
+            assert until(lambda: any((home / "logs").glob("worker-cpu-*.log")), timeout=60)
+            time.sleep(1.0)
+    # `ragscore status` in a third shell finds b in its lane (it asks b's workers, which a's lane does not reach)
+    assert until(lambda: (tmp_path / "b" / "run.json").exists(), timeout=60)
+    run_b = json.loads((tmp_path / "b" / "run.json").read_text())["run_id"]
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "300"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    shown = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", run_b], capture_output=True,
+                           text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
+    assert shown.returncode == 0 and f"run {run_b}" in shown.stdout, shown.stdout + shown.stderr
+    assert "no worker consumes" not in shown.stdout
+    for mark, proc in runs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out.decode()
+        items = [json.loads(line) for line in (tmp_path / mark / "items.jsonl").read_text().splitlines()]
+        marks = {item["metrics"]["whose_worker"]["details"]["mark"] for item in items}
+        assert len(items) == 300 and marks == {mark}, (mark, marks)
