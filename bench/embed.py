@@ -38,9 +38,9 @@ from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 from orchestrator.workers import LocalWorkers
-from ragscore_workers.embedding import pick_device, resolve_model
+from ragscore_workers.embedding import get_encoder, pick_device, resolve_model
 from ragscore_workers.metrics.embedding_metrics import texts_needed
-from ragscore_workers.schemas import Row
+from ragscore_workers.schemas import EmbeddingConfig, Row
 from ragscore_workers.store import RunStore
 
 from ._common import print_table, write_rows
@@ -84,7 +84,8 @@ def embed_rows(n: int, seed: int) -> list[dict[str, Any]]:
 
 def distinct_texts(rows: list[dict[str, Any]]) -> list[str]:
     """The distinct texts the five metrics embed for ``rows``."""
-    return list(dict.fromkeys(texts_needed([Row.model_validate(r) for r in rows], METRICS)))
+    encoder = get_encoder(EmbeddingConfig(device="cpu"))  # its tokenizer cuts long contexts, as the worker's does
+    return list(dict.fromkeys(texts_needed([Row.model_validate(r) for r in rows], METRICS, encoder)))
 
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -302,6 +302,21 @@ class Encoder:
         """Cache namespace: what changes the vectors (weights and precision), not where they run."""
         return f"{self.source.identity}|{self.precision}"
 
+    @property
+    def max_pieces(self) -> int:
+        """Word pieces of one text the model reads, [CLS] and [SEP] aside: it silently drops the rest."""
+        return int(self.model.max_seq_length) - 2
+
+    def word_pieces(self, words: Sequence[str]) -> list[int]:
+        """How many pieces the model's own tokenizer makes of each word (no [CLS] or [SEP])."""
+        if not words:
+            return []
+        # Through transformers, not its Rust core: that keeps the truncation the last encode call set on it. A lone
+        # surrogate is counted as the U+FFFD it is encoded as (the tokenizer refuses it).
+        words = [valid_unicode(w) for w in words]
+        ids = self.model.tokenizer(words, add_special_tokens=False, verbose=False)["input_ids"]
+        return [len(piece_ids) for piece_ids in ids]
+
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         """One batched call; float32 rows in the order of ``texts``."""
         out = self.model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
@@ -397,6 +412,8 @@ class Vectors:
     #: ``distinct``, ``memory_hits``, ``cache_hits`` (Redis), ``encoded``, ``encode_calls`` and ``encode_ms``
     #: (milliseconds inside the model's encode call) of this lookup.
     stats: dict[str, int]
+    #: The model that made them (its tokenizer says where a long text is cut); None when there was nothing to embed.
+    encoder: Encoder | None = None
 
     def __getitem__(self, text: str) -> np.ndarray:
         return self.by_hash[text_hash(text)]
@@ -459,7 +476,7 @@ def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None) -> V
         "encode_calls": calls,
         "encode_ms": round(encode_s * 1000),
     }
-    return Vectors(found, encoder.dim, stats)
+    return Vectors(found, encoder.dim, stats, encoder)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

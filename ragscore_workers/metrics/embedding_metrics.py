@@ -8,9 +8,9 @@
   sentences whose best context cosine is < ``threshold`` (0.4). Empty answer -> 0.0; an answer but no
   contexts -> 1.0; no sentences -> 0.0. Lower is better.
 
-A context longer than ``WHOLE_CONTEXT_WORDS`` words or ``WHOLE_CONTEXT_PIECES`` estimated word pieces is embedded
-in overlapping windows of about ``WINDOW_PIECES`` pieces (the model reads 256 word pieces and silently drops the
-rest, so a sentence at the end of a long context would count as absent): its cosine with a text is the best of its
+A context longer than the model reads (all-MiniLM-L6-v2: 254 word pieces besides [CLS] and [SEP], counted by the
+model's own tokenizer; it silently drops the rest, so a sentence at the end of a long context would count as absent)
+is embedded in overlapping windows of about ``WINDOW_PIECES`` pieces: its cosine with a text is the best of its
 windows'. Shorter contexts are embedded whole, as the seed does.
 
 A missing input (no question, answer or reference; a blank question or reference) is unscorable with the reason,
@@ -27,18 +27,18 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
-import math
 import os
 import re
 import socket
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 import numpy as np
 import redis
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..embedding import STAT_NAMES, Vectors, cosine, cosine_matrix, embed, process_info
+from ..embedding import STAT_NAMES, Encoder, Vectors, cosine, cosine_matrix, embed, get_encoder, process_info
 from ..schemas import MetricResult, Queue, Row
 from ..settings import get_settings
 from ..store import RunStore
@@ -59,19 +59,20 @@ log = logging.getLogger(__name__)
 _SENTENCE_END = re.compile(r"[.!?]")
 #: Longest sentence excerpt kept in ``answer_hallucination`` details.
 MAX_EXCERPT_CHARS = 200
-#: Longest context embedded whole, in words, and in estimated word pieces (all-MiniLM-L6-v2 reads 256 pieces with
-#: [CLS] and [SEP], and drops the rest): prose of up to 180 words fits; dense text (codes, CJK) may not.
-WHOLE_CONTEXT_WORDS = 180
-WHOLE_CONTEXT_PIECES = 254
-#: A longer context is embedded in windows of about WINDOW_PIECES estimated pieces (~64 words of prose), a new one
-#: every WINDOW_STRIDE pieces: short enough that one sentence is not drowned by its neighbours, overlapping so each
-#: sentence is whole in one.
-WINDOW_PIECES = 72
-WINDOW_STRIDE = 54
+#: A context longer than the model reads (``Encoder.max_pieces`` word pieces) is embedded in windows of about
+#: WINDOW_PIECES pieces (~50 words of English prose), a new one every WINDOW_STRIDE pieces: short enough that one
+#: sentence is not drowned by its neighbours, overlapping so each sentence is whole in one.
+WINDOW_PIECES = 60
+WINDOW_STRIDE = 45
 #: Chinese, Japanese and Korean characters: a BERT tokenizer makes each a word of its own.
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af])")
 #: A BERT tokenizer's words before word pieces: runs of letters and digits, and each punctuation mark.
 _PRE_TOKEN = re.compile(r"\w+|[^\w\s]")
+#: Contexts whose windows are remembered per process: each metric of a chunk (64 questions by default) asks again
+#: for the same contexts, and counting their pieces costs ~1.5 ms a context.
+WINDOWS_MEMO = 2048
+_WINDOWS: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+_WINDOWS_LOCK = threading.Lock()
 
 
 class SufficiencyParams(BaseModel):
@@ -95,29 +96,31 @@ def answer_sentences(answer: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(answer) if s.strip()]
 
 
-def word_pieces(token: str) -> int:
-    """Word pieces a BERT tokenizer makes of one pre-token, estimated without the model: 1 for a mark, a CJK
-    character or a word of up to 8 letters; more for long words, numbers (3 digits a piece) and codes mixing
-    letters and digits (2 characters a piece). On prose of 120-180 words it is 1.05x all-MiniLM-L6-v2's count
-    (median); on product codes ~0.7x, still far over the whole-context limit."""
-    if len(token) == 1:
-        return 1
-    if token.isdigit():
-        return math.ceil(len(token) / 3)
-    if token.isalpha():
-        return 1 if len(token) <= 8 else math.ceil(len(token) / 6)
-    return math.ceil(len(token) / 2)
-
-
-def context_windows(text: str) -> list[str]:
-    """The text whole when it has at most WHOLE_CONTEXT_WORDS words and WHOLE_CONTEXT_PIECES estimated word pieces
-    (as the seed embeds it), else overlapping windows of about WINDOW_PIECES pieces. Windows are cut at pre-token
+def context_windows(text: str, encoder: Encoder) -> list[str]:
+    """The text whole when the model reads all of it (at most ``encoder.max_pieces`` word pieces of its own
+    tokenizer), as the seed embeds it; else overlapping windows of about WINDOW_PIECES pieces, cut at pre-token
     boundaries, so text without spaces (CJK, long codes) is windowed too."""
+    key = (encoder.key, text)
+    with _WINDOWS_LOCK:
+        if key in _WINDOWS:
+            _WINDOWS.move_to_end(key)
+            return _WINDOWS[key]
+    windows = _cut_windows(text, encoder)
+    with _WINDOWS_LOCK:
+        _WINDOWS[key] = windows
+        if len(_WINDOWS) > WINDOWS_MEMO:
+            _WINDOWS.popitem(last=False)
+    return windows
+
+
+def _cut_windows(text: str, encoder: Encoder) -> list[str]:
     spaced = _CJK.sub(r" \1 ", text)  # the tokenizer spaces CJK characters apart itself: same vectors
-    tokens = [(m.start(), m.end(), word_pieces(m.group())) for m in _PRE_TOKEN.finditer(spaced)]
-    if len(text.split()) <= WHOLE_CONTEXT_WORDS and sum(p for _, _, p in tokens) <= WHOLE_CONTEXT_PIECES:
+    matches = list(_PRE_TOKEN.finditer(spaced))
+    pieces = encoder.word_pieces([m.group() for m in matches])
+    if sum(pieces) <= encoder.max_pieces:
         return [text]
-    ends = list(itertools.accumulate(p for _, _, p in tokens))  # pieces up to and including token i
+    tokens = [(m.start(), m.end()) for m in matches]
+    ends = list(itertools.accumulate(pieces))  # pieces up to and including token i
     windows, first = [], 0
     while True:
         before = ends[first - 1] if first else 0
@@ -128,29 +131,31 @@ def context_windows(text: str) -> list[str]:
         first = max(first + 1, bisect.bisect_left(ends, before + WINDOW_STRIDE) + 1)
 
 
-def _windows(row: Row) -> list[list[str]]:
-    return [context_windows(c.text) for c in row.contexts]
+def _windows(row: Row, encoder: Encoder | None) -> list[list[str]]:
+    if encoder is None:  # only a row without contexts is scored without the model
+        raise ValueError(f"row {row.id}: contexts to embed but no model to cut them")
+    return [context_windows(c.text, encoder) for c in row.contexts]
 
 
-def _contexts(row: Row) -> list[str]:
+def _contexts(row: Row, encoder: Encoder | None) -> list[str]:
     """Every text embedded for the row's contexts (a long context's windows)."""
-    return [w for windows in _windows(row) for w in windows]
+    return [w for windows in _windows(row, encoder) for w in windows]
 
 
 def _context_cosines(texts: list[str], row: Row, vectors: Vectors) -> np.ndarray:
     """Cosine of each text (rows) with each context (columns): a windowed context's best window."""
-    groups = _windows(row)
+    groups = _windows(row, vectors.encoder)
     sims = cosine_matrix(vectors.matrix(texts), vectors.matrix([w for g in groups for w in g]))
     bounds = np.cumsum([0, *map(len, groups)])
     return np.stack([sims[:, a:b].max(axis=1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)], axis=1)
 
 
 # The texts each metric embeds for a row (nothing when it scores the row without the model).
-def _question_and_contexts(row: Row) -> list[str]:
-    return [row.question, *_contexts(row)] if _missing_question(row) is None and row.contexts else []
+def _question_and_contexts(row: Row, encoder: Encoder | None) -> list[str]:
+    return [row.question, *_contexts(row, encoder)] if _missing_question(row) is None and row.contexts else []
 
 
-def _answer_and_reference(row: Row) -> list[str]:
+def _answer_and_reference(row: Row, encoder: Encoder | None) -> list[str]:
     if row.answer is None or _missing_reference(row) is not None:
         return []
     return [row.answer, row.reference]  # type: ignore[list-item]
@@ -170,14 +175,14 @@ def _missing_reference(row: Row) -> MetricResult | None:
     return None if row.reference.strip() else MetricResult.unscorable("empty reference")
 
 
-def _sentences_and_contexts(row: Row) -> list[str]:
+def _sentences_and_contexts(row: Row, encoder: Encoder | None) -> list[str]:
     if not row.answer or not row.contexts:
         return []
     sentences = answer_sentences(row.answer)
-    return [*sentences, *_contexts(row)] if sentences else []
+    return [*sentences, *_contexts(row, encoder)] if sentences else []
 
 
-_TEXTS: dict[str, Callable[[Row], list[str]]] = {
+_TEXTS: dict[str, Callable[[Row, Encoder | None], list[str]]] = {
     "context_relevance": _question_and_contexts,
     "context_sufficiency": _question_and_contexts,
     "answer_relevance": _answer_and_reference,
@@ -186,10 +191,11 @@ _TEXTS: dict[str, Callable[[Row], list[str]]] = {
 }
 
 
-def texts_needed(rows: Iterable[Row], metric_names: Iterable[str]) -> list[str]:
-    """Every text the named embedding metrics embed for ``rows`` (duplicates included)."""
+def texts_needed(rows: Iterable[Row], metric_names: Iterable[str], encoder: Encoder | None) -> list[str]:
+    """Every text the named embedding metrics embed for ``rows`` (duplicates included); ``encoder`` cuts long
+    contexts into windows (None only when no row has contexts)."""
     fns = list(dict.fromkeys(_TEXTS[n] for n in metric_names if n in _TEXTS))
-    return [text for row in rows for fn in fns for text in fn(row)]
+    return [text for row in rows for fn in fns for text in fn(row, encoder)]
 
 
 def record_embed_stats(ctx: RunContext, stats: dict[str, int]) -> None:
@@ -230,7 +236,8 @@ def chunk_vectors(rows: list[Row], ctx: RunContext) -> Vectors:
         vectors: Vectors = last[2]
         record_embed_stats(ctx, dict.fromkeys(STAT_NAMES, 0) | {"memory_hits": vectors.stats["distinct"]})
         return vectors
-    vectors = embed(texts_needed(rows, names), ctx.suite.embedding, ctx.redis)
+    encoder = get_encoder(ctx.suite.embedding) if any(row.contexts for row in rows) else None
+    vectors = embed(texts_needed(rows, names, encoder), ctx.suite.embedding, ctx.redis)
     _LAST_CHUNK.value = (rows, key, vectors)
     record_embed_stats(ctx, vectors.stats)
     return vectors
