@@ -307,6 +307,10 @@ class Encoder:
         """Word pieces of one text the model reads, [CLS] and [SEP] aside: it silently drops the rest."""
         return int(self.model.max_seq_length) - 2
 
+    def text_pieces(self, text: str) -> int:
+        """How many pieces the model's own tokenizer makes of ``text`` (no [CLS] or [SEP]; nothing dropped)."""
+        return len(self.model.tokenizer(valid_unicode(text), add_special_tokens=False, verbose=False)["input_ids"])
+
     def word_pieces(self, words: Sequence[str]) -> list[int]:
         """How many pieces the model's own tokenizer makes of each word (no [CLS] or [SEP])."""
         if not words:

@@ -114,11 +114,11 @@ def context_windows(text: str, encoder: Encoder) -> list[str]:
 
 
 def _cut_windows(text: str, encoder: Encoder) -> list[str]:
+    if encoder.text_pieces(text) <= encoder.max_pieces:  # one tokenizer call: most contexts fit (4x the per-word one)
+        return [text]
     spaced = _CJK.sub(r" \1 ", text)  # the tokenizer spaces CJK characters apart itself: same vectors
     matches = list(_PRE_TOKEN.finditer(spaced))
     pieces = encoder.word_pieces([m.group() for m in matches])
-    if sum(pieces) <= encoder.max_pieces:
-        return [text]
     tokens = [(m.start(), m.end()) for m in matches]
     ends = list(itertools.accumulate(pieces))  # pieces up to and including token i
     windows, first = [], 0
