@@ -247,6 +247,17 @@ def _clamped(value: float, **details: object) -> MetricResult:
     return MetricResult(score=min(1.0, max(0.0, value)), details=details)
 
 
+def _cut_off(vectors: Vectors, texts: dict[str, str]) -> dict[str, list[str]]:
+    """``{"truncated": [names]}`` for the texts longer than the model reads (it embedded their beginning only and
+    dropped the rest, as the seed's model does), else nothing. Long contexts are windowed instead. ``vectors`` has
+    its encoder whenever it holds a text (:func:`embed` loads it)."""
+    encoder = vectors.encoder
+    if encoder is None:
+        return {}
+    cut = [name for name, text in texts.items() if encoder.text_pieces(text) > encoder.max_pieces]
+    return {"truncated": cut} if cut else {}
+
+
 def _question_cosines(question: str, row: Row, vectors: Vectors) -> list[float]:
     return _context_cosines([question], row, vectors)[0].tolist()
 
@@ -258,7 +269,7 @@ def score_context_relevance(row: Row, vectors: Vectors) -> MetricResult:
         return MetricResult(score=0.0, details={"case": "no contexts"})
     cosines = _question_cosines(row.question, row, vectors)
     mean = float(np.mean(cosines))
-    return _clamped(mean, mean_cosine=mean, cosines=cosines)
+    return _clamped(mean, mean_cosine=mean, cosines=cosines, **_cut_off(vectors, {"question": row.question}))
 
 
 def score_context_sufficiency(row: Row, vectors: Vectors, params: SufficiencyParams) -> MetricResult:
@@ -270,8 +281,9 @@ def score_context_sufficiency(row: Row, vectors: Vectors, params: SufficiencyPar
     sufficient = sum(c >= params.threshold for c in cosines)
     return MetricResult(
         score=sufficient / len(cosines),
-        details={"sufficient": sufficient, "contexts": len(cosines), "threshold": params.threshold, "cosines": cosines},
-    )
+        details={"sufficient": sufficient, "contexts": len(cosines), "threshold": params.threshold, "cosines": cosines,
+                 **_cut_off(vectors, {"question": row.question})},
+    )  # fmt: skip
 
 
 def score_answer_similarity(row: Row, vectors: Vectors) -> MetricResult:
@@ -280,7 +292,7 @@ def score_answer_similarity(row: Row, vectors: Vectors) -> MetricResult:
     if (missing := _missing_reference(row)) is not None:
         return missing
     value = cosine(vectors[row.answer], vectors[row.reference])
-    return _clamped(value, cosine=value)
+    return _clamped(value, cosine=value, **_cut_off(vectors, {"answer": row.answer, "reference": row.reference}))
 
 
 def score_answer_hallucination(row: Row, vectors: Vectors, params: HallucinationParams) -> MetricResult:
@@ -302,6 +314,7 @@ def score_answer_hallucination(row: Row, vectors: Vectors, params: Hallucination
             "threshold": params.threshold,
             "best_cosines": best,
             "unsupported": [sentences[i][:MAX_EXCERPT_CHARS] for i in unsupported],
+            **_cut_off(vectors, {f"sentence {i + 1}": s for i, s in enumerate(sentences)}),
         },
     )
 

@@ -312,3 +312,26 @@ def test_a_sentence_after_prose_the_model_splits_finely_is_found() -> None:
     vectors = embed(texts_needed([late], ["answer_hallucination"], encoder), EmbeddingConfig())
     result = score_answer_hallucination(late, vectors, HallucinationParams())
     assert result.score == 0.0 and result.details["best_cosines"][0] > 0.5, result.details
+
+
+def test_an_answer_or_reference_longer_than_the_model_reads_is_said_to_be_cut() -> None:
+    """The model reads 254 word pieces of a text and drops the rest: a long answer's later sentences counted for
+    nothing, and nothing in the result said so (contexts are windowed; answers, references and questions are not)."""
+    from ragscore_workers.metrics.embedding_metrics import (
+        score_answer_similarity,
+        score_context_relevance,
+        texts_needed,
+    )
+    from ragscore_workers.schemas import Row
+
+    long = " ".join(["The committee reviewed every proposal in detail before the vote."] * 40)  # ~440 pieces
+    rows = [Row(id="long", answer=long, reference="short reference", question=long, contexts=["a context"]),
+            Row(id="short", answer="short answer", reference="short reference", question="Why?",
+                contexts=["a context"])]  # fmt: skip
+    encoder = get_encoder(EmbeddingConfig())
+    names = ["answer_correctness", "context_relevance"]
+    vectors = embed(texts_needed(rows, names, encoder), EmbeddingConfig())
+    cut, whole = (score_answer_similarity(r, vectors) for r in rows)
+    assert cut.details["truncated"] == ["answer"] and "truncated" not in whole.details
+    assert score_context_relevance(rows[0], vectors).details["truncated"] == ["question"]
+    assert "truncated" not in score_context_relevance(rows[1], vectors).details
