@@ -521,10 +521,11 @@ def status(
 @app.command()
 def results(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
-    out: Annotated[Path, typer.Option("--out", "-o")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the reports into")],
     broker: BrokerOpt = None,
 ) -> None:
-    """Write the reports of a finished run (exit codes as ``run``: 1 for a cancelled run or a metric with no score)."""
+    """Write the reports of a finished run (exit codes as `ragscore run`: 1 for a cancelled run or a metric with
+    no score)."""
     from .reports import print_summary
     from .runner import write_results
 
@@ -580,7 +581,7 @@ def worker(
 ) -> None:
     """Start Celery workers for these queues (each with its pool defaults) and supervise them.
 
-    SIGTERM or Ctrl-C stops them warmly: no new tasks, running ones finish (up to ``--stop-timeout``); a
+    SIGTERM or Ctrl-C stops them warmly: no new tasks, running ones finish (up to --stop-timeout); a
     second one kills them at once (their tasks go back to the queue after the visibility timeout).
     """
     from ragscore_workers.app import CONTROL_QUEUE, QUEUE_LIMITS
@@ -646,7 +647,7 @@ def consensus_cmd(
     broker: BrokerOpt = None,
 ) -> None:
     """Candidate golden answers from the sentences of the answers that passed the heaviest points (a run scored
-    with ``checks``, several systems answering each question)."""
+    with checks, several systems answering each question)."""
     from contextlib import ExitStack
 
     from .consensus import run_source, write_consensus
