@@ -778,7 +778,7 @@ def compare_cmd(
 ) -> None:
     """Compare systems on their shared questions: means, paired differences with 95% CI and p, wins."""
     from .reports import open_run
-    from .reports.compare import compare, mismatch_text, unchecked_text
+    from .reports.compare import compare, mismatch_text, unchecked_text, unpaired_text
     from .reports.compare_view import print_comparison, render_compare_html, render_compare_markdown
 
     stores: list = []
@@ -797,6 +797,8 @@ def compare_cmd(
     write_text_atomic(out / "compare.html", render_compare_html(result))
     write_text_atomic(out / "compare.md", render_compare_markdown(result))
     print_comparison(result)
+    if result.unpaired:
+        err.print(f"warning: {unpaired_text(result.unpaired, result.arms[0])}", style="yellow", soft_wrap=True)
     if result.mismatched:
         err.print(f"warning: {mismatch_text(result.mismatched, result.arms[0])}", style="yellow", soft_wrap=True)
     if result.unchecked:

@@ -38,6 +38,7 @@ __all__ = [
     "compare",
     "mismatch_text",
     "unchecked_text",
+    "unpaired_text",
     "paired_ci",
     "permutation_p",
     "point_table",
@@ -141,6 +142,8 @@ class Comparison:
     mismatched: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
     #: Systems whose items carry no question fingerprint (runs made before items had ``question_sha``).
     unchecked: list[str] = field(default_factory=list)
+    #: Systems that share no question scored by both with the baseline: every row of theirs reads ``n=0``.
+    unpaired: list[str] = field(default_factory=list)
 
 
 class _Scores:
@@ -255,6 +258,12 @@ def _mixed(questions: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return np.flatnonzero(known.any(axis=1) & (high != low))
 
 
+def unpaired_text(unpaired: list[str], baseline: str) -> str:
+    """Says which systems were compared on nothing (no question scored by both with the baseline)."""
+    return (f"{', '.join(unpaired)} share(s) no question scored by both with the baseline {baseline} (questions are "
+            "paired by id, per system): nothing of theirs is compared; were they run on the same dataset?")  # fmt: skip
+
+
 def unchecked_text(unchecked: list[str]) -> str:
     """Says which systems' questions could not be checked against the others'."""
     return (f"{', '.join(unchecked)}: no question fingerprints (items without a question, or a run made before "
@@ -329,8 +338,9 @@ def compare(
             f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
             "nothing to compare" + (f". {mismatch_text(mismatch.said, arms[0])}" if mismatch.said else "")
         )
+    unpaired = [arm for arm in arms[1:] if not any(d.n for d in differences if d.arm == arm)]
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
-                            unchecked=unchecked)  # fmt: skip
+                            unchecked=unchecked, unpaired=unpaired)  # fmt: skip
     if points and "checks" in outputs:
         comparison.points = point_table(runs, scores, order, mixed_rows["checks"])
     return comparison

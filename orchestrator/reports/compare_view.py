@@ -11,7 +11,7 @@ from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
 from ..terminal import TerminalConsole
 from . import plots
-from .compare import Comparison, Difference, mismatch_text, unchecked_text
+from .compare import Comparison, Difference, mismatch_text, unchecked_text, unpaired_text
 from .html import fmt, version
 from .markdown import md_cell
 from .templates import CSS, environment
@@ -63,7 +63,8 @@ def _means(c: Comparison) -> dict[str, dict[str, str]]:
 
 def _mismatch(c: Comparison) -> str:
     """The warning about ids that hold different questions (or could not be checked), or ''."""
-    parts = [mismatch_text(c.mismatched, c.arms[0])] if c.mismatched else []
+    parts = [unpaired_text(c.unpaired, c.arms[0])] if c.unpaired else []
+    parts += [mismatch_text(c.mismatched, c.arms[0])] if c.mismatched else []
     return ". ".join(parts + ([unchecked_text(c.unchecked)] if c.unchecked else []))
 
 

@@ -275,3 +275,17 @@ def test_runs_of_the_same_questions_with_no_metric_in_common_are_said_so(
     said = r"no metric output scored in common \(A: checks, exact_match; B: quality_checks\)"
     with pytest.raises(ValueError, match=said):
         compare([from_dir(two_runs["A"].out_dir), from_dir(other.out_dir)])
+
+
+def test_a_system_that_shares_no_question_with_the_baseline_is_said(tmp_path: Path) -> None:
+    """Its rows read n=0 / shared 0 without a word, while the others compared."""
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    base = _run("A", [("q0", sha("Where?"), 0.0), ("q1", sha("Who?"), 1.0)])
+    b = _run("B", [("q0", sha("Where?"), 1.0), ("q1", sha("Who?"), 1.0)])
+    c = _run("C", [("x0", sha("Where?"), 1.0), ("x1", sha("Who?"), 0.0)])  # other ids: nothing pairs with A
+    result = compare([base, b, c])
+    assert result.unpaired == ["C"]
+    said = "C share(s) no question scored by both with the baseline A"
+    assert said in render_compare_markdown(result) and said in render_compare_html(result)
+    assert compare([base, b]).unpaired == []
