@@ -91,14 +91,24 @@ class ResolvedSuite:
     def absent_field_warnings(self, fields_seen: set[str]) -> list[str]:
         """A warning per metric that scores rows lacking a field (rather than leaving them unscorable) when no
         row of the dataset has that field: a column named otherwise (``context``, ``retrieved_docs``) would
-        otherwise score every row as if retrieval had found nothing. A field the suite's targets fill (their
+        otherwise score every row as if retrieval had found nothing. And one per field some metrics need
+        (``MetricDef.needs``) that no row has: they would score nothing. A field the suite's targets fill (their
         ``response`` map names it) is no dataset column."""
         filled = {f for t in self.targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
         fields_seen = fields_seen | filled
+        needed: dict[str, list[str]] = {}
+        for m, _ in self.metrics:
+            for field in m.needs:
+                if field not in fields_seen:
+                    needed.setdefault(field, []).append(m.name)
         return [
             f"no row has {field!r}, which {m.name} scores as absent (as the seed does: a score, not unscorable): "
             "is it a column named otherwise?"
             for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
+        ] + [
+            f"no row has {field!r}, which {', '.join(names)} {'needs' if len(names) == 1 else 'need'}: "
+            f"{'it' if len(names) == 1 else 'they'} will score no item (is it a column named otherwise?)"
+            for field, names in needed.items()
         ]  # fmt: skip
 
     def metrics_todo(self, missing: dict[str, set[str]]) -> dict[str, set[str]]:

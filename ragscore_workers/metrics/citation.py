@@ -34,7 +34,8 @@ def prf(gold: set[str], predicted: set[str]) -> tuple[float, float, float]:
     return precision, recall, f1
 
 
-@register("citation", Queue.CPU, outputs=lambda params: list(CITATION_OUTPUTS))
+@register("citation", Queue.CPU, outputs=lambda params: list(CITATION_OUTPUTS),
+          needs=("gold_evidence_sentences", "evidence_sentences"))  # fmt: skip
 def citation(row: Row, params: NoParams) -> dict[str, MetricResult]:
     """Citation precision, recall and F1 of predicted sentence IDs against the gold evidence IDs."""
     gold = id_set(row.gold_evidence_sentences or [])

@@ -319,28 +319,29 @@ def score_answer_hallucination(row: Row, vectors: Vectors, params: Hallucination
     )
 
 
-@register("context_relevance", Queue.EMBED, kind="batch", scores_without=("contexts",))
+@register("context_relevance", Queue.EMBED, kind="batch", scores_without=("contexts",), needs=("question",))
 def context_relevance(rows: list[Row], params: NoParams, ctx: RunContext) -> list[MetricResult]:
     """Mean cosine of the question with each retrieved context (0.0 with no contexts)."""
     vectors = chunk_vectors(rows, ctx)
     return [score_context_relevance(row, vectors) for row in rows]
 
 
-@register("context_sufficiency", Queue.EMBED, params=SufficiencyParams, kind="batch", scores_without=("contexts",))
+@register("context_sufficiency", Queue.EMBED, params=SufficiencyParams, kind="batch", scores_without=("contexts",),
+          needs=("question",))  # fmt: skip
 def context_sufficiency(rows: list[Row], params: SufficiencyParams, ctx: RunContext) -> list[MetricResult]:
     """Fraction of contexts whose cosine with the question is >= threshold (0.0 with no contexts)."""
     vectors = chunk_vectors(rows, ctx)
     return [score_context_sufficiency(row, vectors, params) for row in rows]
 
 
-@register("answer_relevance", Queue.EMBED, kind="batch")
+@register("answer_relevance", Queue.EMBED, kind="batch", needs=("answer", "reference"))
 def answer_relevance(rows: list[Row], params: NoParams, ctx: RunContext) -> list[MetricResult]:
     """Cosine of the answer with the reference (the seed's definition; equals answer_correctness)."""
     vectors = chunk_vectors(rows, ctx)
     return [score_answer_similarity(row, vectors) for row in rows]
 
 
-@register("answer_correctness", Queue.EMBED, kind="batch")
+@register("answer_correctness", Queue.EMBED, kind="batch", needs=("answer", "reference"))
 def answer_correctness(rows: list[Row], params: NoParams, ctx: RunContext) -> list[MetricResult]:
     """Cosine of the answer with the reference."""
     vectors = chunk_vectors(rows, ctx)
@@ -348,7 +349,7 @@ def answer_correctness(rows: list[Row], params: NoParams, ctx: RunContext) -> li
 
 
 @register("answer_hallucination", Queue.EMBED, params=HallucinationParams, kind="batch",
-          scores_without=("contexts",))  # fmt: skip
+          scores_without=("contexts",), needs=("answer",))  # fmt: skip
 def answer_hallucination(rows: list[Row], params: HallucinationParams, ctx: RunContext) -> list[MetricResult]:
     """Fraction of answer sentences whose best context cosine is < threshold (lower is better)."""
     vectors = chunk_vectors(rows, ctx)

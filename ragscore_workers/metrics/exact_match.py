@@ -7,7 +7,7 @@ from ._text import normalize_answer
 from .registry import NoParams, register
 
 
-@register("exact_match", Queue.CPU)
+@register("exact_match", Queue.CPU, needs=("answer", "reference"))
 def exact_match(row: Row, params: NoParams) -> MetricResult:
     """1.0 when the normalised answer equals the normalised reference, else 0.0."""
     if row.reference is None:

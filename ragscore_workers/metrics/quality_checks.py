@@ -81,7 +81,7 @@ def _answer_issues(answer: str, question: str | None, params: QualityParams) -> 
     return issues
 
 
-@register("quality_checks", Queue.CPU, params=QualityParams)
+@register("quality_checks", Queue.CPU, params=QualityParams, needs=("answer",))
 def quality_checks(row: Row, params: QualityParams) -> MetricResult:
     """1.0 when the answer shows none of the heuristic issues, else 0.0; the issues are listed."""
     if row.answer is None:

@@ -98,6 +98,9 @@ class MetricDef:
     #: Row fields whose absence the metric scores (the seed's "no contexts" is 0), instead of marking the row
     #: unscorable: a dataset in which no row has one is warned of before the run (a column named otherwise).
     scores_without: tuple[str, ...] = ()
+    #: Row fields without which the metric cannot score a row (it is unscorable, ``no reference``): a dataset in
+    #: which no row has one is warned of before the run, and by ``--dry-run``.
+    needs: tuple[str, ...] = ()
 
     def queue_for(self, row: Row, params: BaseModel) -> Queue:
         """The queue that scores this metric for this row."""
@@ -142,6 +145,7 @@ def register(
     route: Callable[[Row, Any], Queue] | None = None,
     plan_calls: CallPlanner | None = None,
     scores_without: Sequence[str] = (),
+    needs: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` as metric ``name`` on ``queue``."""
 
@@ -161,6 +165,7 @@ def register(
             route=route,
             plan_calls=plan_calls,
             scores_without=tuple(scores_without),
+            needs=tuple(needs),
         )
         return fn
 

@@ -51,7 +51,7 @@ def first_gold_rank(retrieved: list[str], gold: set[str]) -> int | None:
     return None
 
 
-@register("recall_at_k", Queue.CPU, params=RecallParams, outputs=_outputs)
+@register("recall_at_k", Queue.CPU, params=RecallParams, outputs=_outputs, needs=("gold_doc_id",))
 def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     """Recall@k of the gold document for each k, and MRR."""
     gold = id_set([row.gold_doc_id] if isinstance(row.gold_doc_id, str) else row.gold_doc_id or [])

@@ -44,7 +44,7 @@ def _check(citation: Citation, contexts: list[str]) -> dict[str, Any]:
     return out
 
 
-@register("verbatim", Queue.CPU)
+@register("verbatim", Queue.CPU, needs=("citations", "contexts"))
 def verbatim(row: Row, params: NoParams) -> MetricResult:
     """Existence score: share of quoted citations found verbatim in the context they cite."""
     if not row.citations:

@@ -194,7 +194,10 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 0, result.stderr
     assert "warning: no row has 'contexts', which context_relevance scores as absent" in result.stdout
-    assert result.stdout.count("no row has") == 1  # exact_match leaves such rows unscorable: said after the run
+    # exact_match leaves rows without an answer or a reference unscorable: with no such row it would score nothing
+    said = " ".join(result.stdout.split())
+    assert "warning: no row has 'answer', which exact_match needs: it will score no item" in said
+    assert "warning: no row has 'reference', which exact_match needs" in said and said.count("no row has") == 3
     # Rows a target answers get their contexts from it: no such column is expected in the dataset.
     suite = {"metrics": ["context_relevance"], "target": {"url": "http://127.0.0.1:9/ask", "system": "rag"}}
     (tmp_path / "t.json").write_text(json.dumps(suite))
@@ -219,3 +222,17 @@ def test_the_dry_run_warns_of_a_gate_naming_a_system_the_dataset_lacks(tmp_path:
     right = _dry_run(data, tmp_path / "s.json", "--fail-under", "exact_match@dense-llm=0.5")
     assert right.returncode == 0, right.stderr
     assert "gates name" not in right.stderr
+
+
+def test_a_field_several_metrics_need_and_no_row_has_is_said_once_before_the_run(tmp_path: Path) -> None:
+    """A dataset without a reference: exact_match and answer_accuracy scored nothing, and the dry run said only
+    "0 judge calls"; the run said so at its end."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"q{i}", "question": "Q?", "answer": "A"} for i in range(3)])
+    suite = {"metrics": ["exact_match", "answer_accuracy", "quality_checks"],
+             "judge": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}}  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps(suite))
+    result = _dry_run(data, tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "warning: no row has 'reference', which exact_match, answer_accuracy need: they will score no item" in said
+    assert said.count("no row has") == 1  # quality_checks needs only the answer, which every row has
