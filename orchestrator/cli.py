@@ -482,6 +482,7 @@ def status(
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         return
+    from .embedded_redis import lane_in_use
     from .runner import CONSUMER_CHECK_S, held_messages, unserved_message, unserved_queues
 
     run_id = _run_id(run_id)
@@ -496,7 +497,10 @@ def status(
         view.add(sample(store, run_id, time.time()))
         if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
             checked[0] = time.monotonic()
-            view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved_queues(store, run_id).items()})
+            # an embedded run whose process runs has its own workers (still booting, maybe): none is missing
+            served = embedded and lane_in_use(store.r, int(view.meta.get("lane") or 0))
+            unserved = {} if served else unserved_queues(store, run_id)
+            view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved.items()})
             orphans = held_messages(store, run_id).orphans
             view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
         return view.render(run_id)

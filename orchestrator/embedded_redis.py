@@ -31,7 +31,7 @@ from redis.retry import Retry
 
 from ragscore_workers.errors import BrokerError
 
-__all__ = ["EmbeddedRedis", "find_redis_server", "lane_url"]
+__all__ = ["EmbeddedRedis", "find_redis_server", "lane_in_use", "lane_url"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,12 @@ def find_redis_server() -> str:
 def lane_url(url: str, lane: int) -> str:
     """The broker URL of lane (database) ``lane`` of the embedded server at ``url``."""
     return f"{url}?virtual_host={lane}"
+
+
+def lane_in_use(client: redis.Redis, lane: int) -> bool:
+    """Whether a live process holds lane ``lane`` (its local workers serve it, or are starting to)."""
+    owner = client.hget(LANES_KEY, str(lane))
+    return owner is not None and _alive(int(owner))
 
 
 def _member_alive(member: str) -> bool:
@@ -204,10 +210,11 @@ class EmbeddedRedis:
             raise BrokerError(f"{self._did_not_start(args[0], f'exit {result.returncode}')}\n{result.stderr.strip()}")
         self._wait_until_up(time.monotonic(), args[0])
 
-    def acquire(self) -> str:
-        """Start the server unless one runs, register this process; returns the broker URL. A server that is
-        reading its data back (after a large run) is waited for: starting a second one on the same data dir
-        would leave two writing one append-only file."""
+    def acquire(self, *, lane: bool = False) -> str:
+        """Start the server unless one runs, register this process; returns the store's URL (database 0). With
+        ``lane``, a run's process also takes its lane (:attr:`broker_url`); a command that only reads runs takes
+        none. A server that is reading its data back (after a large run) is waited for: starting a second one on
+        the same data dir would leave two writing one append-only file."""
         with self._lock():
             if self._state() != "up":
                 if (pid := self._server_pid()) is not None:
@@ -217,7 +224,8 @@ class EmbeddedRedis:
                 else:
                     self._start_server()
             self.client.sadd(CLIENTS_KEY, self.member)
-            self.lane = self._take_lane()
+            if lane:
+                self.lane = self._take_lane()
         return self.url
 
     @property

@@ -915,7 +915,7 @@ def run(
             checked = {m.queue.value for m, _ in resolved.metrics if m.route is None}
             check_local_resources(resolved, sorted(checked))
         embedded = EmbeddedRedis(settings.home)
-        url = embedded.acquire()
+        url = embedded.acquire(lane=True)
         # The store, caches and limiter in the server's database 0; the queues in this process's lane.
         lane_env = {"RAGSCORE_STORE_URL": url, "RAGSCORE_RESULT_BACKEND": url}
         lane = embedded.lane
@@ -946,7 +946,7 @@ def run(
                     check=lambda: [queue for w in workers for queue in w.restart_dead()],
                     timeout_s=timeout_s,
                     consumer_check_s=math.inf,
-                    revive=embedded.acquire,  # the run's own server died: start it again from its AOF
+                    revive=lambda: embedded.acquire(lane=True),  # its server died: start it again from its AOF
                 )
                 summary = finish(store, sub.run_id)
                 finished = True

@@ -104,14 +104,14 @@ def test_each_process_has_a_lane_of_its_own_and_gives_it_back(home: Path, caplog
 
     other = subprocess.Popen(
         [sys.executable, "-c", "import sys; from orchestrator.embedded_redis import EmbeddedRedis; "
-         f"e = EmbeddedRedis({str(home)!r}); e.acquire(); print(e.lane, flush=True); sys.stdin.read()"],
+         f"e = EmbeddedRedis({str(home)!r}); e.acquire(lane=True); print(e.lane, flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert other.stdout is not None and other.stdout.readline().strip() == "0"
     first, second, third = EmbeddedRedis(home), EmbeddedRedis(home), EmbeddedRedis(home)
     try:
-        first.acquire()
-        second.acquire()  # a thread of this process beside `first`
+        first.acquire(lane=True)
+        second.acquire(lane=True)  # a thread of this process beside `first`
         assert (first.lane, second.lane) == (1, 1)
         assert first.broker_url == f"{first.url}?virtual_host=1"
         first.release()
@@ -120,7 +120,7 @@ def test_each_process_has_a_lane_of_its_own_and_gives_it_back(home: Path, caplog
         assert first.client.hget(LANES_KEY, "1") is None
         first.client.hset(LANES_KEY, mapping={str(db): str(other.pid) for db in range(LANES)})
         with caplog.at_level(logging.WARNING, logger="orchestrator.embedded_redis"):
-            third.acquire()
+            third.acquire(lane=True)
         assert third.lane == 0 and f"{LANES} ragscore runs of other processes use" in caplog.text
     finally:
         other.kill()
@@ -171,3 +171,41 @@ def test_runs_of_two_processes_under_one_home_are_each_scored_by_their_own_worke
         items = [json.loads(line) for line in (tmp_path / mark / "items.jsonl").read_text().splitlines()]
         marks = {item["metrics"]["whose_worker"]["details"]["mark"] for item in items}
         assert len(items) == 300 and marks == {mark}, (mark, marks)
+
+
+def test_status_of_an_embedded_run_whose_process_died_says_its_work_waits(tmp_path: Path) -> None:
+    """While its process runs, its workers serve its lane (or are starting): nothing is said; once it is killed,
+    `ragscore status` says the run waits for a resume (and, taking no lane itself, does not hide that)."""
+    import json
+    import os
+    import signal
+    import sys
+
+    from ..support import ROOT, write_jsonl
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 50}}
+                                             for i in range(400)])  # fmt: skip
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"metrics": ["whose_worker"], "chunk_size": {"cpu": 5}}))
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_PLUGINS": "tests.plugins.whose",
+           "COLUMNS": "300"}  # fmt: skip
+    env.pop("RAGSCORE_BROKER_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out",
+                             str(tmp_path / "out"), "--quiet"], cwd=ROOT, env=env)  # fmt: skip
+
+    def status() -> str:
+        shown = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", str(tmp_path / "out")],
+                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        return " ".join(shown.stdout.split())
+
+    try:
+        assert until(lambda: (tmp_path / "out" / "run.json").exists(), timeout=60)
+        assert "no worker consumes" not in status()  # its workers are booting, or serving
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert until(lambda: "no worker consumes it: an embedded run's workers stop with its `ragscore run`"
+                     in status(), timeout=60)  # fmt: skip
+    finally:
+        proc.kill()
+        proc.wait(10)
