@@ -173,9 +173,11 @@ def test_runs_of_two_processes_under_one_home_are_each_scored_by_their_own_worke
         assert len(items) == 300 and marks == {mark}, (mark, marks)
 
 
-def test_status_of_an_embedded_run_whose_process_died_says_its_work_waits(tmp_path: Path) -> None:
-    """While its process runs, its workers serve its lane (or are starting): nothing is said; once it is killed,
-    `ragscore status` says the run waits for a resume (and, taking no lane itself, does not hide that)."""
+def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is_gone(tmp_path: Path) -> None:
+    """`ragscore status` in another shell while a run's workers were still booting said "no worker consumes 'cpu':
+    an embedded run's workers stop with its `ragscore run`; finish it with `ragscore run --resume DIR`" of a healthy
+    run (each process's lane has only its own workers now). Its process starts and restarts its workers: only a run
+    whose process is gone has nobody to serve it."""
     import json
     import os
     import signal
@@ -183,29 +185,86 @@ def test_status_of_an_embedded_run_whose_process_died_says_its_work_waits(tmp_pa
 
     from ..support import ROOT, write_jsonl
 
-    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 50}}
-                                             for i in range(400)])  # fmt: skip
+    rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 30}} for i in range(300)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
     suite = tmp_path / "s.json"
     suite.write_text(json.dumps({"metrics": ["whose_worker"], "chunk_size": {"cpu": 5}}))
-    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_PLUGINS": "tests.plugins.whose",
-           "COLUMNS": "300"}  # fmt: skip
+    home, out = tmp_path / "home", tmp_path / "out"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_PLUGINS": "tests.plugins.whose", "COLUMNS": "300"}
     env.pop("RAGSCORE_BROKER_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out",
-                             str(tmp_path / "out"), "--quiet"], cwd=ROOT, env=env)  # fmt: skip
+    cli = [sys.executable, "-m", "orchestrator.cli"]
+    proc = subprocess.Popen([*cli, "run", str(data), "--suite", str(suite), "--out", str(out), "--quiet"], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
-    def status() -> str:
-        shown = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", str(tmp_path / "out")],
-                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
-        assert shown.returncode == 0, shown.stderr
-        return " ".join(shown.stdout.split())
+    def started() -> list[int]:  # its worker (not the redis-server it started and which went on its own)
+        found = []
+        for child in psutil.Process(proc.pid).children():
+            try:
+                if "celery" in " ".join(child.cmdline()):
+                    found.append(child.pid)
+            except psutil.NoSuchProcess:
+                continue
+        return found
 
+    workers: list[int] = []
     try:
-        assert until(lambda: (tmp_path / "out" / "run.json").exists(), timeout=60)
-        assert "no worker consumes" not in status()  # its workers are booting, or serving
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-        assert until(lambda: "no worker consumes it: an embedded run's workers stop with its `ragscore run`"
-                     in status(), timeout=60)  # fmt: skip
+        # its worker, held still as one that is booting (it answers no one, consumes nothing)
+        assert until(lambda: bool(started()), timeout=60)
+        workers = started()
+        for pid in workers:
+            os.killpg(pid, signal.SIGSTOP)
+        assert until(lambda: (out / "run.json").exists(), timeout=60)
+        run_id = json.loads((out / "run.json").read_text())["run_id"]
+        meta = EmbeddedRedis(home).client
+        assert until(lambda: meta.hget(f"ragscore:run:{run_id}:meta", "state") == "running", timeout=60)
+
+        def status() -> str:
+            shown = subprocess.run([*cli, "status", run_id], capture_output=True, text=True, cwd=ROOT, env=env,
+                                   timeout=60)  # fmt: skip
+            assert shown.returncode == 0 and f"run {run_id}" in shown.stdout, shown.stdout + shown.stderr
+            return shown.stdout
+
+        assert "no worker consumes" not in status()
+        proc.kill()
+        proc.wait(30)
+        for pid in workers:
+            os.killpg(pid, signal.SIGKILL)
+        assert "wait on queue 'cpu' and no worker consumes it" in status()
     finally:
         proc.kill()
-        proc.wait(10)
+        proc.wait(30)
+        for pid in workers:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_command_that_runs_no_workers_takes_no_lane(home: Path) -> None:
+    """`ragscore status` (results, cancel, ...) took a lane of its own for as long as it ran (`status --watch`: for
+    hours), and with every lane held it warned that "this run" shares the first lane and may be scored by another's
+    workers: it runs nothing."""
+    import os
+    import sys
+
+    from orchestrator.embedded_redis import LANES, LANES_KEY
+
+    from ..support import ROOT
+
+    sleeper = subprocess.Popen(["sleep", "600"])
+    mine = EmbeddedRedis(home)
+    try:
+        mine.acquire(lane=True)
+        assert mine.lane == 0
+        held = {str(db): str(sleeper.pid) for db in range(1, LANES)}
+        mine.client.hset(LANES_KEY, mapping=held)
+        shown = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status"], capture_output=True, text=True,
+                               cwd=ROOT, timeout=60)  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        assert "ragscore runs of other processes use" not in shown.stderr, shown.stderr
+        assert mine.client.hgetall(LANES_KEY) == {"0": str(os.getpid()), **held}
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+        mine.release()
+    assert not _servers(mine)
