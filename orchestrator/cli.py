@@ -501,7 +501,9 @@ def status(
             served = embedded and lane_in_use(store.r, int(view.meta.get("lane") or 0))
             unserved = {} if served else unserved_queues(store, run_id)
             view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved.items()})
-            orphans = held_messages(store, run_id).orphans
+            # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
+            # queues say how to go on (no worker of its lane would ever take the held messages back)
+            orphans = [] if embedded else held_messages(store, run_id).orphans
             view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
         return view.render(run_id)
 
@@ -544,10 +546,12 @@ def cancel_cmd(
     broker: BrokerOpt = None,
 ) -> None:
     """Cancel a run: workers skip its remaining tasks; its summary covers what was scored."""
+    from .embedded_redis import lane_in_use
     from .runner import cancel, summarize_cancelled
 
     run_id = _run_id(run_id)
     store = _run_store(broker, run_id)  # an unknown run raises a clear error
+    embedded = not (broker or get_settings().broker_url)
     was = store.state(run_id)
     cancel(store, run_id)
     state = store.state(run_id)
@@ -561,7 +565,12 @@ def cancel_cmd(
             err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is written "
                       "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
 
-        summarize_cancelled(store, run_id, on_unserved=said)
+        if not embedded:
+            summarize_cancelled(store, run_id, on_unserved=said)
+        elif not lane_in_use(store.r, int(store.meta(run_id).get("lane") or 0)):
+            # its process is gone, and with it every worker of its lane: its summary is written here
+            summarize_cancelled(store, run_id, on_unserved=said, here=True)
+        # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
     else:
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")
 

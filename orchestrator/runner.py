@@ -46,7 +46,7 @@ from ragscore_workers.store import (
     redis_client,
     target_state_part,
 )
-from ragscore_workers.tasks import aggregate, score_shard
+from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
 
 from .atomic_file import write_text_atomic
 from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
@@ -743,11 +743,13 @@ def summarize_cancelled(
     run_id: str,
     settle_s: float = SETTLE_S,
     on_unserved: Callable[[dict[str, int]], None] | None = None,
+    here: bool = False,
 ) -> dict[str, int]:
     """A cancelled run whose messages wait on queues no worker consumes would never get its summary (no worker
     skips them, so its chords never end): once the served queues are idle (tasks in flight have written their
-    items; ``settle_s`` at most), send its aggregation. Returns those queues and their messages (``on_unserved``
-    hears them before the wait). A run with its summary already is left alone."""
+    items; ``settle_s`` at most), send its aggregation, or with ``here`` (an embedded run whose process is gone:
+    no worker serves its lane, its control queue included) aggregate it in this process. Returns those queues and
+    their messages (``on_unserved`` hears them before the wait). A run with its summary already is left alone."""
     if store.state(run_id) != RunState.CANCELLED or store.summary_is_current(run_id):
         return {}
     unserved = unserved_queues(store, run_id)
@@ -757,7 +759,10 @@ def summarize_cancelled(
         deadline = time.monotonic() + settle_s
         while time.monotonic() < deadline and not _broker_idle(store, run_id, ignore=unserved):
             time.sleep(POLL_S * 5)
-        aggregate.delay(run_id, store.generation(run_id))
+        if here:
+            aggregate_in(store, run_id, store.generation(run_id))
+        else:
+            aggregate.delay(run_id, store.generation(run_id))
     return unserved
 
 

@@ -307,7 +307,12 @@ def _embedding_summary(counters: dict[str, Any]) -> dict[str, Any]:
 def aggregate(run_id: str, generation: int | None = None) -> None:
     """Read every item from the store and write the run summary (of ``generation``: one a resume has since
     superseded writes nothing)."""
-    store = get_store()
+    aggregate_in(get_store(), run_id, generation)
+
+
+def aggregate_in(store: RunStore, run_id: str, generation: int | None = None) -> None:
+    """:func:`aggregate` on ``store``: also run by ``ragscore cancel`` itself for an embedded run whose process
+    (and so every worker of its lane) is gone."""
     meta = store.meta(run_id)
     if superseded(generation, meta.get("generation")):
         log.info("aggregate of run %s skipped: generation %d was superseded by a resume", run_id, generation)

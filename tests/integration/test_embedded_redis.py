@@ -230,6 +230,15 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
         for pid in workers:
             os.killpg(pid, signal.SIGKILL)
         assert "wait on queue 'cpu' and no worker consumes it" in status()
+        # Cancelled, it gets its summary at once: the aggregation sent to its lane waited there for ever.
+        cancelled = subprocess.run([*cli, "cancel", run_id], capture_output=True, text=True, cwd=ROOT, env=env,
+                                   timeout=120)  # fmt: skip
+        assert cancelled.returncode == 0, cancelled.stderr
+        results = subprocess.run([*cli, "results", run_id, "--out", str(tmp_path / "res")], capture_output=True,
+                                 text=True, cwd=ROOT, env=env, timeout=120)  # fmt: skip
+        assert results.returncode == 1 and f"run {run_id} was cancelled" in results.stderr, results.stderr
+        summary = json.loads((tmp_path / "res" / "summary.json").read_text())
+        assert summary["state"] == "cancelled" and summary["items"] == 300
     finally:
         proc.kill()
         proc.wait(30)
