@@ -160,7 +160,9 @@ class JudgeClient:
             self.limiter.correct(grant, 0)
             if decision.kind == "rate_limit":  # pause everyone for what the provider asked
                 self.limiter.pause(decision.retry_after or 0.0, str(exc)[:300])
-            self.state.incr(calls=1, rate_limited=int(exc.status == 429), release=release)  # quota 429s too
+            self.state.incr(
+                calls=1, rate_limited=int(exc.status == 429), unpriced_calls=int(self.price is None), release=release
+            )  # quota 429s too; an attempt of an unpriced model is one of its calls
             raise
         except BaseException:  # a limiter timeout, a task timeout, an interrupt: the hold must not outlive the call
             self.state.incr(release=release)

@@ -63,6 +63,22 @@ def test_transient_errors_are_retried_with_backoff_then_succeed(
     assert counts["tokens_out"] == 2 and counts["tokens_in"] == fake.stats()["tokens_in"]
 
 
+def test_every_attempt_of_a_model_without_a_price_is_an_unpriced_call(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    """``calls`` counts failed attempts too: counting only the replies, one retry made the console's judge line read
+    'cost 0.0000 (1 calls without a price not counted)', as if the other call had been priced, not 'cost -'."""
+    from orchestrator.reports.console import judge_line
+    from ragscore_workers.schemas import RunSummary
+
+    client = _client(rclient, fake, model)  # no price for the model
+    assert _ask(client, "[[fault=500:1]] ok [[rating=4]]") == ("4", False)
+    counts = client.state.read()
+    assert (counts["calls"], counts["retries"], counts["unpriced_calls"]) == (2, 1, 2)
+    line = judge_line(RunSummary.model_validate({"run_id": "r1", "items": 1, "scored": 1, "judge": counts}))
+    assert line is not None and "cost - (no price for the judge model" in line, line
+
+
 def test_retries_are_bounded_and_errors_are_never_cached(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
     client = _client(rclient, fake, model, attempts=3)
     with pytest.raises(ProviderError, match="HTTP 503"):
