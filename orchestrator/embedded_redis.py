@@ -29,7 +29,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ragscore_workers.app import CONTROL_QUEUE, SCORING_QUEUES
 from ragscore_workers.errors import BrokerError
+from ragscore_workers.schemas import Queue
 
 __all__ = ["EmbeddedRedis", "find_redis_server", "lane_in_use", "lane_url"]
 
@@ -41,6 +43,10 @@ CLIENTS_KEY = "ragscore:embedded:clients"
 LANES_KEY = "ragscore:embedded:lanes"
 #: Databases the server has (Redis's default): lanes 0 to LANES - 1. Beyond that many processes, they share lane 0.
 LANES = 16
+#: The broker's queues (kombu's lists; a queue with message priorities has one list per priority, its name and
+#: PRIORITY_SEP then the priority).
+QUEUE_NAMES = (*(q.value for q in SCORING_QUEUES), Queue.TARGET.value, CONTROL_QUEUE)
+PRIORITY_SEP = "\x06\x16"
 #: Seconds a server may read its data back before the wait is said (a small store loads in a blink; each
 #: evaluate() in a notebook would warn).
 LOADING_SAID_AFTER_S = 1.0
@@ -247,6 +253,8 @@ class EmbeddedRedis:
         for db in range(LANES):
             owner = held.get(str(db))
             if owner is None or not _alive(int(owner)):
+                if owner is not None:  # its process was killed: what it left queued is not for this one's workers
+                    self._clear_lane(db)
                 self.client.hset(LANES_KEY, str(db), pid)
                 return db
         log.warning(
@@ -255,6 +263,17 @@ class EmbeddedRedis:
             LANES, self.dir.parent,
         )  # fmt: skip
         return 0
+
+    def _clear_lane(self, db: int) -> None:
+        """Drop the messages a killed process left in lane ``db`` (queued, or held by its dead workers). Its runs
+        stay as they were (``ragscore run --resume DIR`` sends their missing work again; ``ragscore cancel``
+        writes the summary of what they scored); served by this process's workers instead, they would be scored
+        with its environment (its API keys)."""
+        lane = redis.Redis(unix_socket_path=str(self.socket), db=db, decode_responses=True)
+        names = [*QUEUE_NAMES, *(f"{q}{PRIORITY_SEP}{p}" for q in QUEUE_NAMES for p in range(1, 10))]
+        dropped = lane.delete(*names, "unacked", "unacked_index", "unacked_mutex")
+        if dropped:
+            log.warning("lane %d of %s: dropped what a killed ragscore run left queued there", db, self.dir.parent)
 
     def _give_lane_back(self) -> None:
         """Free this process's lane once it has no run left (its other threads may still run)."""

@@ -277,3 +277,36 @@ def test_a_command_that_runs_no_workers_takes_no_lane(home: Path) -> None:
         sleeper.wait(10)
         mine.release()
     assert not _servers(mine)
+
+
+def test_what_a_killed_process_left_in_its_lane_is_dropped_when_another_takes_it(home: Path) -> None:
+    """Its queued tasks were scored by the next process to take the lane, with that process's environment (its
+    API keys): the leak lanes stop between live runs. A live process's lane and the store are left alone."""
+    import redis as redis_py
+
+    from orchestrator.embedded_redis import LANES_KEY
+
+    dead = subprocess.Popen(["true"])
+    dead.wait(10)
+    alive = subprocess.Popen(["sleep", "600"])
+    setup, mine = EmbeddedRedis(home), EmbeddedRedis(home)
+    try:
+        setup.acquire()
+        lane1 = redis_py.Redis(unix_socket_path=str(setup.socket), db=1)
+        setup.client.hset(LANES_KEY, mapping={"0": str(dead.pid), "1": str(alive.pid)})
+        for client in (setup.client, lane1):
+            client.rpush("cpu", "a task")
+            client.rpush("judge\x06\x163", "a task of priority 3")
+            client.hset("unacked", "tag", "a held task")
+        setup.client.hset("ragscore:run:r1:meta", "state", "running")
+        mine.acquire(lane=True)
+        assert mine.lane == 0
+        assert not any(setup.client.exists(k) for k in ("cpu", "judge\x06\x163", "unacked"))
+        assert setup.client.hget("ragscore:run:r1:meta", "state") == "running"  # the store: untouched
+        assert lane1.llen("cpu") == 1 and lane1.hlen("unacked") == 1  # a live process's lane: untouched
+    finally:
+        alive.kill()
+        alive.wait(10)
+        mine.release()
+        setup.release()
+    assert not _servers(mine)
