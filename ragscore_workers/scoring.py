@@ -14,8 +14,8 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel
 
-from .metrics.registry import MetricDef, RunContext, resolve
-from .schemas import MetricResult, Row, Suite
+from .metrics.registry import MetricDef, RunContext
+from .schemas import MetricResult, Row
 from .store import RawItem
 
 __all__ = ["cancel_skipped", "derive", "score_rows", "with_skipped"]
@@ -122,11 +122,12 @@ def derive(stored: dict[str, dict[str, Any]], derived: list[tuple[MetricDef, Bas
     return out
 
 
-def cancel_skipped(suite: Suite) -> dict[str, dict[str, Any]]:
-    """Every scoring output of the suite as a cancelled run holds it where a cancel skipped its chunk: stopped
-    (a resume scores it)."""
+def cancel_skipped(outputs: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Each of ``outputs`` as a cancelled run holds it where a cancel skipped its chunk: stopped (a resume scores
+    it). The aggregation names the suite's scoring outputs; a report, those of the run's summary (no metric
+    needs to be importable to read a run)."""
     stopped = MetricResult.stopped("run cancelled").model_dump()
-    return {o: stopped for m, p in resolve(suite) if m.kind != "derived" for o in m.outputs(p)}
+    return dict.fromkeys(outputs, stopped)
 
 
 def with_skipped(items: Iterable[RawItem], skipped: dict[str, dict[str, Any]]) -> Iterator[RawItem]:

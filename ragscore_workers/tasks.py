@@ -348,7 +348,8 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
         derived = [(m, p) for m, p in resolve(suite) if m.kind == "derived"]
         # A cancel skips whole chunks: what they held is counted as stopped (a resume scores it), not left out,
         # before the derived metrics read it.
-        skipped = cancel_skipped(suite) if meta.get("state") == RunState.CANCELLED else {}
+        outputs = [o for outs in resolve_suite(suite).scoring_outputs().values() for o in outs]
+        skipped = cancel_skipped(outputs) if meta.get("state") == RunState.CANCELLED else {}
         pending: list[tuple[str, dict[str, Any], dict[str, MetricResult]]] = []
         for count, raw in enumerate(with_skipped(store.iter_raw_items(run_id), skipped), start=1):
             if count % LEASE_EVERY == 0:

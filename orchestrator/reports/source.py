@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.schemas import RunSummary, Suite, item_key
+from ragscore_workers.schemas import RunSummary, item_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
 
@@ -80,14 +80,12 @@ def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None) 
     """A finished run of the store (a cancelled one's items hold what the cancel skipped as stopped, as its
     summary counts them)."""
     summary = summary or store.finished_summary(run_id)
-    info = store_info(store, run_id)
-    cancelled = summary.state == RunState.CANCELLED and "suite" in info
-    skipped = cancel_skipped(Suite.model_validate(info["suite"])) if cancelled else {}
+    skipped = cancel_skipped(summary.metrics) if summary.state == RunState.CANCELLED else {}
     return RunData(
         summary=summary,
         items=lambda: with_skipped(store.iter_raw_items(run_id), skipped),
         failed_rows=lambda: store.failed_rows(run_id),
-        info=info,
+        info=store_info(store, run_id),
         origin=run_id,
     )
 

@@ -170,6 +170,8 @@ def test_a_cancel_counts_what_it_skipped_as_stopped_in_derived_metrics_and_items
     for name in ("rubric_judge", "combined"):
         m = summary.metrics[name]
         assert (m.n, m.unscorable, m.stopped) == (2, 2, 2), name
+    # Read back where the suite's metrics cannot be imported (a plugin of the workers' only): from its summary.
+    worker_store.set_meta(run, suite=Suite(name="t", metrics=["a_plugin_metric"]).model_dump_json())
     items = {raw.meta["id"]: raw.metrics for raw in from_store(worker_store, run).items()}
     assert items["c"]["rubric_judge"]["details"] == {"reason": "run cancelled", "stopped": True}
     assert items["c"]["combined"]["details"]["stopped"] is True
