@@ -136,8 +136,13 @@ def env_var_name(value: str | None) -> str | None:
 
 
 #: Header names that carry a credential: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``X-Api-Key``,
-#: ``X-Auth-Token``, ``Ocp-Apim-Subscription-Key`` (one of these words as a whole part of the name).
-_SECRET_HEADER = re.compile(r"(?:^|[-_])(?:authorization|cookie|key|apikey|token|secret|password|auth)(?:$|[-_])", re.I)
+#: ``X-Auth-Token``, ``X-Auth-Key``, ``Ocp-Apim-Subscription-Key`` (one of these as a whole part of the name); a
+#: key that is no credential (``X-Idempotency-Key``, ``X-Cache-Key``) is not one.
+_SECRET_HEADER = re.compile(
+    r"(?:^|[-_])(?:authorization|cookie|api[-_]?key|access[-_]?key|secret[-_]?key|private[-_]?key|subscription[-_]key"
+    r"|auth[-_]key|token|secret|password|passwd)(?:$|[-_])",
+    re.I,
+)
 
 
 def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:

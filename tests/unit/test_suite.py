@@ -42,8 +42,9 @@ def test_bad_suites_raise_config_error(suite: object, message: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "header", ["Authorization", "X-Api-Key", "x-auth-token", "Ocp-Apim-Subscription-Key", "Cookie"]
-)
+    "header", ["Authorization", "X-Api-Key", "x-auth-token", "Ocp-Apim-Subscription-Key", "Cookie", "X-Auth-Key",
+               "x-goog-api-key", "Proxy-Authorization", "X-Access-Key"]
+)  # fmt: skip
 def test_a_target_header_carrying_a_credential_is_refused_unshown(header: str) -> None:
     """Plain headers are kept with the run (its store, task messages, run_info.json); a key pasted there would be."""
     target = {"url": "https://rag.example/ask", "headers": {header: "sk-pasted-0123456789", "X-Request-Id": "7"}}
@@ -51,7 +52,8 @@ def test_a_target_header_carrying_a_credential_is_refused_unshown(header: str) -
     with pytest.raises(ConfigError, match=refused) as info:
         load_suite({"metrics": ["exact_match"], "target": target})
     assert "sk-pasted" not in str(info.value) and f"auth_header: {header}" in str(info.value)
-    plain = {"url": "https://rag.example/ask", "headers": {"X-Request-Id": "7", "Accept": "application/json"}}
+    plain = {"url": "https://rag.example/ask", "headers": {"X-Request-Id": "7", "Accept": "application/json",
+                                                           "X-Idempotency-Key": "k1", "X-Cache-Key": "c"}}  # fmt: skip
     loaded = load_suite({"metrics": ["exact_match"], "target": plain}).suite.target
     assert loaded is not None and loaded.headers == plain["headers"]
 
