@@ -19,8 +19,9 @@ from rich.text import Text
 
 __all__ = ["TerminalConsole", "shown"]
 
-#: C0 control characters but tab and newline, DEL, and the C1 controls (U+0080-U+009F; U+009B is a CSI too).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: C0 control characters but tab and newline, DEL, the C1 controls (U+0080-U+009F; U+009B is a CSI too), and the
+#: bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069), which reorder how the rest of a line reads.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def shown(text: str) -> str:

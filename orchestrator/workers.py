@@ -122,7 +122,10 @@ class LocalWorkers:
 
     def _spawn(self, queue: str) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.log_dir.chmod(0o700)  # excerpts of item data and provider replies: the owner's only, on a shared host
+        try:
+            self.log_dir.chmod(0o700)  # excerpts of item data and provider replies: the owner's only, on a shared host
+        except PermissionError:  # another user's folder (a shared RAGSCORE_HOME): theirs to tighten; the logs are 0600
+            pass
         env = {**os.environ, **self.env, "RAGSCORE_BROKER_URL": self.broker_url}
         env.setdefault("PYTHONUNBUFFERED", "1")
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"

@@ -97,7 +97,7 @@ def _judge_cost(judge: dict[str, Any]) -> str:
     if unpriced and unpriced >= calls:
         return "- (no price for the judge model: the judge metrics' param 'prices')"
     cost = _cost(float(judge.get("cost") or 0))
-    return f"{cost} ({unpriced:,} calls without a price not counted)" if unpriced else cost
+    return f"{cost} ({unpriced:,} call(s) without a price not counted)" if unpriced else cost
 
 
 def embedding_line(summary: RunSummary) -> str | None:

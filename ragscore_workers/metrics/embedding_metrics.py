@@ -71,6 +71,9 @@ _PRE_TOKEN = re.compile(r"\w+|[^\w\s]")
 #: Contexts whose windows are remembered per process: each metric of a chunk (64 questions by default) asks again
 #: for the same contexts, and counting their pieces costs ~1.5 ms a context.
 WINDOWS_MEMO = 2048
+#: Longer contexts are cut again for each metric instead of remembered (2,048 contexts of a million characters each
+#: would hold gigabytes): ~47 MB at most.
+WINDOWS_MEMO_CHARS = 10_000
 _WINDOWS: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
 _WINDOWS_LOCK = threading.Lock()
 
@@ -100,6 +103,8 @@ def context_windows(text: str, encoder: Encoder) -> list[str]:
     """The text whole when the model reads all of it (at most ``encoder.max_pieces`` word pieces of its own
     tokenizer), as the seed embeds it; else overlapping windows of about WINDOW_PIECES pieces, cut at pre-token
     boundaries, so text without spaces (CJK, long codes) is windowed too."""
+    if len(text) > WINDOWS_MEMO_CHARS:
+        return _cut_windows(text, encoder)
     key = (encoder.key, text)
     with _WINDOWS_LOCK:
         if key in _WINDOWS:

@@ -37,7 +37,7 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
         unpriced is not None and "cost - (no price for the judge model: the judge metrics' param 'prices')" in unpriced
     )
     some = judge_line(_summary(judge={"calls": 3, "cache_hits": 2, "cost": 0.5, "unpriced_calls": 1}))
-    assert some is not None and "cost 0.5000 (1 calls without a price not counted)" in some
+    assert some is not None and "cost 0.5000 (1 call(s) without a price not counted)" in some
 
 
 def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
