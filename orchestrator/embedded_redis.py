@@ -293,7 +293,7 @@ class EmbeddedRedis:
                 self._give_lane_back()
                 if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY)):
                     return
-                self.client.delete(CLIENTS_KEY, LANES_KEY)
+                self.client.delete(CLIENTS_KEY)  # a killed process's lane stays held: its leftovers are dropped later
             except redis.ResponseError:  # it refuses writes (MISCONF: its disk is full): shut it down anyway
                 if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY) if m != self.member):
                     return
