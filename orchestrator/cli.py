@@ -141,15 +141,19 @@ def _store(broker: str | None):  # type: ignore[no-untyped-def]
 
 
 def _run_store(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
-    """The store, with the broker where run ``run_id``'s queues are: an embedded run's lane (its process's
-    database), so that its waiting and held messages and its workers are seen; an unknown run raises."""
+    """``(store, lane)``: the store, with the broker where run ``run_id``'s queues are, and for an embedded run its
+    lane (its process's database: its waiting and held messages and its workers are seen there; None on a
+    cluster). An unknown run raises."""
     from .runner import connect, connect_lane
 
     settings = get_settings()
     url = _broker_url(broker)
     store = connect(url, settings)
+    if broker or settings.broker_url:
+        store.meta(run_id)  # raises a clear error for an unknown run
+        return store, None
     lane = int(store.meta(run_id).get("lane") or 0)
-    return connect_lane(url, lane, settings) if lane and not (broker or settings.broker_url) else store
+    return (connect_lane(url, lane, settings) if lane else store), lane
 
 
 @app.command("run")
@@ -486,9 +490,9 @@ def status(
     from .runner import CONSUMER_CHECK_S, held_messages, unserved_message, unserved_queues
 
     run_id = _run_id(run_id)
-    store = _run_store(broker, run_id)
+    store, lane = _run_store(broker, run_id)
     view = StatusView(store.meta(run_id))
-    embedded = not (broker or get_settings().broker_url)
+    embedded = lane is not None
     console = TerminalConsole()
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
 
@@ -498,7 +502,7 @@ def status(
         if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
             checked[0] = time.monotonic()
             # an embedded run whose process runs has its own workers (still booting, maybe): none is missing
-            served = embedded and lane_in_use(store.r, int(view.meta.get("lane") or 0))
+            served = lane is not None and lane_in_use(store.r, lane)
             unserved = {} if served else unserved_queues(store, run_id)
             view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved.items()})
             # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
@@ -550,8 +554,7 @@ def cancel_cmd(
     from .runner import cancel, summarize_cancelled
 
     run_id = _run_id(run_id)
-    store = _run_store(broker, run_id)  # an unknown run raises a clear error
-    embedded = not (broker or get_settings().broker_url)
+    store, lane = _run_store(broker, run_id)  # an unknown run raises a clear error
     was = store.state(run_id)
     cancel(store, run_id)
     state = store.state(run_id)
@@ -565,9 +568,9 @@ def cancel_cmd(
             err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is written "
                       "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
 
-        if not embedded:
+        if lane is None:
             summarize_cancelled(store, run_id, on_unserved=said)
-        elif not lane_in_use(store.r, int(store.meta(run_id).get("lane") or 0)):
+        elif not lane_in_use(store.r, lane):
             # its process is gone, and with it every worker of its lane: its summary is written here
             summarize_cancelled(store, run_id, on_unserved=said, here=True)
         # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
