@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from .aggregate import Aggregator
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .errors import ConfigError
-from .metrics.registry import MetricDef, RunContext, get_metric, resolve
+from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import plan_shard, resolve_suite
 from .providers.run_state import INTERNAL_FIELDS
 from .schemas import (
@@ -344,12 +344,13 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
     started = time.time()
     try:
         agg = Aggregator()
-        suite = Suite.model_validate_json(meta["suite"])
-        derived = [(m, p) for m, p in resolve(suite) if m.kind == "derived"]
+        resolved = resolve_suite(Suite.model_validate_json(meta["suite"]))
+        derived = [(m, p) for m, p in resolved.metrics if m.kind == "derived"]
         # A cancel skips whole chunks: what they held is counted as stopped (a resume scores it), not left out,
         # before the derived metrics read it.
-        outputs = [o for outs in resolve_suite(suite).scoring_outputs().values() for o in outs]
-        skipped = cancel_skipped(outputs) if meta.get("state") == RunState.CANCELLED else {}
+        skipped: dict[str, dict[str, Any]] = {}
+        if meta.get("state") == RunState.CANCELLED:
+            skipped = cancel_skipped(o for outs in resolved.scoring_outputs().values() for o in outs)
         pending: list[tuple[str, dict[str, Any], dict[str, MetricResult]]] = []
         for count, raw in enumerate(with_skipped(store.iter_raw_items(run_id), skipped), start=1):
             if count % LEASE_EVERY == 0:
@@ -379,7 +380,7 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
             k: v for k, v in store.counters(run_id, "judge").items() if k not in INTERNAL_FIELDS
         }
         judge["agreement"] = {name: a.to_json() for name, a in sorted(agg.agreement.items())}
-        targets = {t.name: store.counters(run_id, target_state_part(t.name)) for t in suite.all_targets}
+        targets = {t.name: store.counters(run_id, target_state_part(t.name)) for t in resolved.suite.all_targets}
         summary = agg.summary(
             run_id,
             judge=judge,
@@ -388,7 +389,7 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
                 name: dict.fromkeys(TARGET_COUNTERS, 0) | {k: v for k, v in c.items() if k not in INTERNAL_FIELDS}
                 for name, c in targets.items()
             },  # fmt: skip
-            suite=suite.name,
+            suite=resolved.suite.name,
             state=RunState.FINISHED,  # saved as cancelled when the run was cancelled (store.save_summary)
             failed_rows=int(meta.get("failed_rows", 0)),
             timing=timing,
