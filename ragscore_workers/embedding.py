@@ -309,7 +309,7 @@ class Encoder:
 
     def text_pieces(self, text: str) -> int:
         """How many pieces the model's own tokenizer makes of ``text`` (no [CLS] or [SEP]; nothing dropped)."""
-        return len(self.model.tokenizer(valid_unicode(text), add_special_tokens=False, verbose=False)["input_ids"])
+        return self.word_pieces([text])[0]
 
     def word_pieces(self, words: Sequence[str]) -> list[int]:
         """How many pieces the model's own tokenizer makes of each word (no [CLS] or [SEP])."""
