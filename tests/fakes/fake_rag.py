@@ -110,8 +110,11 @@ class FakeRag:
         self._seen: Counter[tuple[str, str]] = Counter()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
+        self._server.request_queue_size = 128  # socketserver's 5 drops connections of a loaded run's burst
         self._server.daemon_threads = True
+        self._server.server_bind()
+        self._server.server_activate()
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
