@@ -16,9 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MetricError
 from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
 from ..schemas import MetricResult, Queue, Row, SandboxConfig
+from ..unicode_text import lone_surrogate_at
 from ._bounded_regex import RegexError, bounded_regex
 from .registry import RunContext, register
 
@@ -56,6 +57,13 @@ class CodeTestParams(BaseModel):
     def _known_language(cls, value: str) -> str:
         if value not in LANGUAGES:
             raise ValueError(f"unsupported language {value!r}; choose from {', '.join(sorted(LANGUAGES))}")
+        return value
+
+    @field_validator("stdout", "stdout_regex", "stdin")
+    @classmethod
+    def _utf8_text(cls, value: str | None) -> str | None:
+        if value is not None and (where := lone_surrogate_at(value)) is not None:
+            raise ValueError(f"holds a lone surrogate ({where.removeprefix('value: ')}), which UTF-8 cannot hold")
         return value
 
     @field_validator("exit_code")
@@ -161,9 +169,12 @@ def run_code_test(
 
     ``from_data``: the params come with the data (a row's evaluation points), which the code's author may
     write: they can lower the suite's ``sandbox`` limits but never raise them, nor choose the container image.
-    Raises :class:`ConfigError` for bad params and :class:`SandboxError` when the sandbox itself fails;
-    a failing program is ``(False, details)``.
+    Raises :class:`ConfigError` for bad params, :class:`MetricError` for code that cannot be written as UTF-8 (a
+    lone surrogate) and :class:`SandboxError` when the sandbox itself fails; a failing program is
+    ``(False, details)``.
     """
+    if (where := lone_surrogate_at(code)) is not None:
+        raise MetricError(f"the code holds a lone surrogate ({where.removeprefix('value: ')}), which UTF-8 cannot hold")
     if not isinstance(params, CodeTestParams):
         try:
             params = CodeTestParams.model_validate(dict(params))
@@ -192,7 +203,7 @@ def code_test(rows: list[Row], params: CodeTestParams, ctx: RunContext) -> list[
             continue
         try:
             passed, details = run_code_test(code, params, ctx.suite.sandbox)
-        except (SandboxError, ConfigError) as exc:  # the sandbox failed, not the program: this item's error
+        except (SandboxError, ConfigError, MetricError) as exc:  # not the program failing: this item's error
             results.append(MetricResult.failed(f"{type(exc).__name__}: {exc}"))
             continue
         results.append(MetricResult(score=1.0 if passed else 0.0, passed=passed, details=details))

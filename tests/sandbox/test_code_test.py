@@ -80,6 +80,8 @@ def test_a_failed_check_says_why() -> None:
         ({"exit_code": 130}, "exit_code 130 can never pass"),
         ({"exit_code": -1}, "exit_code -1 can never pass"),
         ({"expected": "1"}, "expected"),
+        ({"stdin": "a\udc80b"}, r"lone surrogate \(U\+DC80\), which UTF-8 cannot hold"),
+        ({"stdout": "\ud800"}, "lone surrogate"),
     ],
 )
 def test_bad_params_fail_before_anything_runs(params: dict, message: str) -> None:
@@ -126,6 +128,14 @@ def test_metric_scores_rows_and_keeps_unscorable_apart() -> None:
     results = get_metric("code_test").fn(rows, CodeTestParams(stdout="45"), ctx)
     assert [(r.score, r.passed) for r in results] == [(1.0, True), (0.0, False), (None, None)]
     assert results[2].details["reason"].startswith("no code")
+
+
+def test_code_holding_a_lone_surrogate_is_that_items_error_and_its_chunk_is_scored() -> None:
+    rows = [row(id="a", code="print(45)"), row(id="bad", code="print('\udc80')"), row(id="b", code="print(45)")]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["code_test"], sandbox=LOCAL))
+    results = get_metric("code_test").fn(rows, CodeTestParams(stdout="45"), ctx)
+    assert [r.score for r in results] == [1.0, None, 1.0]
+    assert results[1].error == "MetricError: the code holds a lone surrogate (U+DC80), which UTF-8 cannot hold"
 
 
 def test_a_sandbox_that_cannot_run_is_an_item_error_not_a_score(monkeypatch: pytest.MonkeyPatch) -> None:
