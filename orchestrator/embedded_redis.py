@@ -2,8 +2,8 @@
 
 ``ragscore run`` with no broker starts (or reuses) ``redis-server`` under ``RAGSCORE_HOME/redis`` with
 AOF persistence there, so judge and embedding caches and interrupted runs survive between runs. Every
-run registers itself (its pid and a token of its own: runs in threads of one process share the pid); the
-last run to leave shuts the server down (its data stays on disk).
+run registers itself (its process, as its pid and start time, and a token of its own: runs in threads of one
+process share the process); the last run to leave shuts the server down (its data stays on disk).
 
 Each process gets a lane: a Redis database of its own for the broker's queues (``broker_url``), while the run
 store, caches and the judge's limiter stay in database 0, shared. So concurrent runs of two processes never serve
@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -37,12 +38,17 @@ __all__ = ["EmbeddedRedis", "find_redis_server", "lane_in_use", "lane_url"]
 
 log = logging.getLogger(__name__)
 
-#: Redis set of the runs using the embedded server, ``PID:TOKEN`` (a bare pid from earlier versions).
+#: Redis set of the runs using the embedded server, ``PROCESS:TOKEN`` (PROCESS: :func:`process_id`; a bare pid
+#: from earlier versions).
 CLIENTS_KEY = "ragscore:embedded:clients"
-#: Redis hash of the lanes in use: database number -> pid of the process whose queues it holds.
+#: Redis hash of the lanes in use: database number -> the process whose queues it holds (:func:`process_id`).
 LANES_KEY = "ragscore:embedded:lanes"
 #: Databases the server has (Redis's default): lanes 0 to LANES - 1. Beyond that many processes, they share lane 0.
 LANES = 16
+#: Linux: a process's start time is read from /proc (elsewhere from psutil).
+_PROC_STAT = Path("/proc/self/stat").exists()
+#: Redis set of the processes beyond LANES that share lane 0 (:func:`process_id`): lane 0 is not free while one runs.
+LANE_SHARERS_KEY = "ragscore:embedded:lane0-sharers"
 #: The broker's queues (kombu's lists; a queue with message priorities has one list per priority, its name and
 #: PRIORITY_SEP then the priority).
 QUEUE_NAMES = (*(q.value for q in SCORING_QUEUES), Queue.TARGET.value, CONTROL_QUEUE)
@@ -86,12 +92,40 @@ def lane_url(url: str, lane: int) -> str:
 def lane_in_use(client: redis.Redis, lane: int) -> bool:
     """Whether a live process holds lane ``lane`` (its local workers serve it, or are starting to)."""
     owner = client.hget(LANES_KEY, str(lane))
-    return owner is not None and _alive(int(owner))
+    if owner is not None and process_alive(owner):
+        return True
+    return lane == 0 and any(process_alive(p) for p in client.smembers(LANE_SHARERS_KEY))
+
+
+def process_id(pid: int | None = None) -> str:
+    """``PID@START`` of this process (or of ``pid``): START, when it started, tells it from a later process given
+    the same pid. A bare pid when the start cannot be read."""
+    pid = os.getpid() if pid is None else pid
+    started = _started(pid)
+    return f"{pid}@{started}" if started else str(pid)
+
+
+def process_alive(process: str) -> bool:
+    """Whether the process named by :func:`process_id` (or a bare pid, as earlier versions wrote) still runs."""
+    pid, _, started = process.partition("@")
+    if not _alive(int(pid)):
+        return False
+    return not started or _started(int(pid)) in (started, None)  # None: it cannot be read, so it counts as running
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started, as text that stays the same while it runs (None: gone, or unreadable)."""
+    try:
+        if _PROC_STAT:  # its start in clock ticks since boot (psutil's create_time moves when the clock is set)
+            return Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[19].decode()
+        return f"{psutil.Process(pid).create_time():.6f}"
+    except (OSError, IndexError, psutil.Error):
+        return None
 
 
 def _member_alive(member: str) -> bool:
-    """Whether the process of a registered run (``PID:TOKEN`` or a bare pid) still runs."""
-    return _alive(int(member.partition(":")[0]))
+    """Whether the process of a registered run (``PROCESS:TOKEN`` or a bare pid) still runs."""
+    return process_alive(member.partition(":")[0])
 
 
 def _alive(pid: int) -> bool:
@@ -115,9 +149,11 @@ class EmbeddedRedis:
                 f"RAGSCORE_HOME is too deep for a unix socket ({self.socket}); set RAGSCORE_HOME to a shorter path"
             )
         self.url = f"redis+socket://{self.socket}"
-        self.member = f"{os.getpid()}:{uuid.uuid4().hex}"  # this run's registration (acquire again: the same)
+        self.member = f"{process_id()}:{uuid.uuid4().hex}"  # this run's registration (acquire again: the same)
         #: The database of this process's queues (set by :meth:`acquire`; None before).
         self.lane: int | None = None
+        #: True when every lane was held and this process shares lane 0 (:data:`LANE_SHARERS_KEY`).
+        self.lane_shared = False
         # No retries: a missing server must be noticed at once (and SHUTDOWN must not be retried).
         self.client = redis.Redis(unix_socket_path=str(self.socket), decode_responses=True, retry=Retry(NoBackoff(), 0))
 
@@ -240,29 +276,46 @@ class EmbeddedRedis:
         return lane_url(self.url, self.lane or 0)
 
     def _take_lane(self) -> int:
-        """This process's lane: the one it holds, else the lowest no live process holds (under the lock). Acquired
-        again (a server restarted from its data), it keeps the lane its workers serve."""
-        pid = str(os.getpid())
+        """This process's lane: the one it holds, else the lowest no live process holds or shares (under the
+        lock), else lane 0, shared. Acquired again (a server restarted from its data), it keeps the lane its
+        workers serve."""
+        me = process_id()
         if self.lane is not None:
-            self.client.hset(LANES_KEY, str(self.lane), pid)
+            self._hold_lane(self.lane, me)
             return self.lane
         held = self.client.hgetall(LANES_KEY)
-        mine = [int(db) for db, owner in held.items() if owner == pid]
+        mine = [int(db) for db, owner in held.items() if owner == me]
         if mine:
             return min(mine)
+        if self.client.sismember(LANE_SHARERS_KEY, me):  # a thread of a process that shares lane 0
+            self.lane_shared = True
+            return 0
+        sharers = self.client.smembers(LANE_SHARERS_KEY)
+        if gone := [p for p in sharers if not process_alive(p)]:
+            self.client.srem(LANE_SHARERS_KEY, *gone)
         for db in range(LANES):
             owner = held.get(str(db))
-            if owner is None or not _alive(int(owner)):
-                if owner is not None:  # its process was killed: what it left queued is not for this one's workers
-                    self._clear_lane(db)
-                self.client.hset(LANES_KEY, str(db), pid)
-                return db
+            if (owner is not None and process_alive(owner)) or (db == 0 and len(sharers) > len(gone)):
+                continue
+            if owner is not None:  # its process was killed: what it left queued is not for this one's workers
+                self._clear_lane(db)
+            self._hold_lane(db, me)
+            return db
+        self.lane_shared = True
+        self._hold_lane(0, me)
         log.warning(
             "%d ragscore runs of other processes use %s: this one shares their first lane, so a task of this run "
             "may be scored by another's workers, with that process's environment (API keys) and working directory",
             LANES, self.dir.parent,
         )  # fmt: skip
         return 0
+
+    def _hold_lane(self, db: int, me: str) -> None:
+        """Record this process as lane ``db``'s holder (or, when it shares lane 0, as one of its sharers)."""
+        if self.lane_shared:
+            self.client.sadd(LANE_SHARERS_KEY, me)
+        else:
+            self.client.hset(LANES_KEY, str(db), me)
 
     def _clear_lane(self, db: int) -> None:
         """Drop the messages a killed process left in lane ``db`` (queued, or held by its dead workers). Its runs
@@ -277,11 +330,12 @@ class EmbeddedRedis:
 
     def _give_lane_back(self) -> None:
         """Free this process's lane once it has no run left (its other threads may still run)."""
-        pid = str(os.getpid())
-        if not any(m.split(":")[0] == pid for m in self.client.smembers(CLIENTS_KEY)):
+        me = process_id()
+        if not any(m.partition(":")[0] == me for m in self.client.smembers(CLIENTS_KEY)):
             for db, owner in self.client.hgetall(LANES_KEY).items():
-                if owner == pid:
+                if owner == me:
                     self.client.hdel(LANES_KEY, db)
+            self.client.srem(LANE_SHARERS_KEY, me)
 
     def release(self) -> None:
         """Unregister; shut the server down when no live run uses it any more."""

@@ -253,10 +253,9 @@ def test_a_command_that_runs_no_workers_takes_no_lane(home: Path) -> None:
     """`ragscore status` (results, cancel, ...) took a lane of its own for as long as it ran (`status --watch`: for
     hours), and with every lane held it warned that "this run" shares the first lane and may be scored by another's
     workers: it runs nothing."""
-    import os
     import sys
 
-    from orchestrator.embedded_redis import LANES, LANES_KEY
+    from orchestrator.embedded_redis import LANES, LANES_KEY, process_id
 
     from ..support import ROOT
 
@@ -271,7 +270,7 @@ def test_a_command_that_runs_no_workers_takes_no_lane(home: Path) -> None:
                                cwd=ROOT, timeout=60)  # fmt: skip
         assert shown.returncode == 0, shown.stderr
         assert "ragscore runs of other processes use" not in shown.stderr, shown.stderr
-        assert mine.client.hgetall(LANES_KEY) == {"0": str(os.getpid()), **held}
+        assert mine.client.hgetall(LANES_KEY) == {"0": process_id(), **held}
     finally:
         sleeper.kill()
         sleeper.wait(10)
@@ -311,3 +310,75 @@ def test_what_a_killed_process_left_in_its_lane_is_dropped_when_another_takes_it
         mine.release()
         setup.release()  # when the test failed before its own release
     assert not _servers(mine)
+
+
+def test_processes_beyond_the_lanes_are_recorded_sharing_lane_0(home: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Once lane 0's holder leaves, a newcomer still shares it with the process that shares it (and says so),
+    rather than taking it as its own: its workers would serve the sharer's tasks with their environment."""
+    import logging
+    import sys
+
+    from orchestrator.embedded_redis import CLIENTS_KEY, LANE_SHARERS_KEY, LANES, LANES_KEY, lane_in_use, process_id
+
+    from ..support import ROOT
+
+    sleeper = subprocess.Popen(["sleep", "600"])
+    setup, sharer = EmbeddedRedis(home), EmbeddedRedis(home)
+    try:
+        setup.acquire()
+        setup.client.sadd(CLIENTS_KEY, f"{process_id(sleeper.pid)}:token")  # a run of another process: the server stays
+        setup.client.hset(LANES_KEY, mapping={str(db): process_id(sleeper.pid) for db in range(LANES)})
+        with caplog.at_level(logging.WARNING, logger="orchestrator.embedded_redis"):
+            sharer.acquire(lane=True)
+        assert (sharer.lane, sharer.lane_shared) == (0, True) and "shares their first lane" in caplog.text
+        assert setup.client.smembers(LANE_SHARERS_KEY) == {process_id()}
+        setup.client.hdel(LANES_KEY, "0")  # lane 0's holder has left; the sharer's workers still serve it
+        setup.client.rpush("cpu", "a task of the sharer's run")
+        assert lane_in_use(setup.client, 0)
+        newcomer = subprocess.run(
+            [sys.executable, "-c", "from orchestrator.embedded_redis import EmbeddedRedis; "
+             f"e = EmbeddedRedis({str(home)!r}); e.acquire(lane=True); print(e.lane, e.lane_shared); e.release()"],
+            capture_output=True, text=True, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+        assert newcomer.stdout.split() == ["0", "True"], newcomer.stdout + newcomer.stderr
+        assert "shares their first lane" in newcomer.stderr
+        assert setup.client.llen("cpu") == 1  # not dropped as a killed process's leftovers
+        assert setup.client.smembers(LANE_SHARERS_KEY) == {process_id()}  # the newcomer left: it is struck off
+        setup.release()
+        sharer.release()  # this process's last run: it gives its share back
+        assert not setup.client.smembers(LANE_SHARERS_KEY) and not lane_in_use(setup.client, 0)
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+        sharer.release()
+        setup.release()
+        last = EmbeddedRedis(home)  # the other process's run is gone now: the last to leave stops the server
+        last.acquire()
+        last.release()
+    assert not _servers(setup)
+
+
+def test_a_lane_or_run_registered_under_a_pid_now_reused_counts_as_gone(home: Path) -> None:
+    """A killed process's pid, given to a new process, no longer keeps its lane held (and the server up): the
+    holder is recorded with its start time."""
+    from orchestrator.embedded_redis import CLIENTS_KEY, LANES_KEY, lane_in_use, process_id
+
+    sleeper = subprocess.Popen(["sleep", "600"])
+    setup, taker = EmbeddedRedis(home), EmbeddedRedis(home)
+    try:
+        setup.acquire()
+        dead_one = f"{sleeper.pid}@1"  # a process that started at tick 1 and died; the sleeper has its pid now
+        setup.client.hset(LANES_KEY, mapping={"0": dead_one, "1": process_id(sleeper.pid)})
+        setup.client.sadd(CLIENTS_KEY, f"{dead_one}:token")
+        setup.client.rpush("cpu", "a task the killed run left")
+        assert not lane_in_use(setup.client, 0) and lane_in_use(setup.client, 1)
+        taker.acquire(lane=True)
+        assert taker.lane == 0 and not setup.client.exists("cpu")
+        taker.release()
+        setup.release()  # the last live run: the dead one's registration does not keep the server up
+        assert not _servers(setup)
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+        taker.release()
+        setup.release()
