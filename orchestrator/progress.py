@@ -16,7 +16,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from .terminal import TerminalConsole, shown
+from .terminal import TerminalConsole, shown, write_to_nowhere
 
 __all__ = ["ProgressView", "make_progress", "note_of"]
 
@@ -156,18 +156,22 @@ class PlainProgress:
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
         if note := self.rate.idle_note(done, total):
             eta_text = f"? ({note})"
-        print(
+        self._print(
             f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric outputs ({pct:.1f}%) {rate:.1f}/s ETA "
-            f"{eta_text} errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}",
-            file=self.stream,
-            flush=True,
+            f"{eta_text} errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}"
         )
 
     def stop(self) -> None:
         return None
 
     def note(self, text: str) -> None:
-        print(f"[ragscore] {shown(text)}", file=self.stream, flush=True)
+        self._print(f"[ragscore] {shown(text)}")
+
+    def _print(self, line: str) -> None:
+        try:
+            print(line, file=self.stream, flush=True)
+        except BrokenPipeError:  # its reader went away: the run goes on, unwatched
+            write_to_nowhere(self.stream)
 
 
 class QuietProgress:

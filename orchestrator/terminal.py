@@ -9,15 +9,16 @@ moves the cursor over earlier lines, hides text (``ESC[8m``), sets the window ti
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.text import Text
 
-__all__ = ["TerminalConsole", "shown"]
+__all__ = ["TerminalConsole", "shown", "write_to_nowhere"]
 
 #: C0 control characters but tab and newline, DEL, the C1 controls (U+0080-U+009F; U+009B is a CSI too), and the
 #: bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069), which reorder how the rest of a line reads.
@@ -27,6 +28,17 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 def shown(text: str) -> str:
     """``text`` with each control character (not tab or newline) written as its escape: ESC as ``\\x1b``."""
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def write_to_nowhere(stream: IO[str]) -> None:
+    """Point ``stream``'s file descriptor at /dev/null: its reader went away (``ragscore run ... | head``, a pager
+    quit early), and the command goes on, its progress and tables unread, to the reports, the gates, the JUnit file
+    and the exit code a pipeline reads (a broken pipe would end it at the next line written, a run half done)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
 
 
 class TerminalConsole(Console):
@@ -43,3 +55,8 @@ class TerminalConsole(Console):
                 yield segment
             else:
                 yield Segment(shown(segment.text), segment.style)
+
+    def on_broken_pipe(self) -> None:
+        """Its reader went away: the rest of its output goes nowhere (rich's own exits 1 at once)."""
+        self.quiet = True
+        write_to_nowhere(self.file)

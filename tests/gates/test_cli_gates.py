@@ -238,3 +238,33 @@ def test_junit_of_a_run_that_exits_1_is_not_all_green(
     assert gates.get("tests") == "2" and gates.get("errors") == "1"
     (error,) = gates.iter("error")
     assert "no scores for fail_on_flag" in error.get("message") and "cannot score row q" in error.get("message")
+
+
+@pytest.mark.parametrize("gone", ["stdout", "stdout and stderr"])
+def test_a_reader_that_leaves_early_does_not_cut_the_run_short(tmp_path: Path, home: Path, gone: str) -> None:
+    """``ragscore run ... | head`` (or ``2>&1 | head``, a pager quit early): the first line written after the reader
+    left ended the command with exit 1 and nothing said, a run half scored or its gates never checked, no JUnit
+    file; the run goes on unread to its reports, gates, JUnit file and exit code."""
+    import os
+    import subprocess
+    import sys
+
+    from ..support import ROOT
+
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    both = gone == "stdout and stderr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(DATA), "--suite", str(SUITE), "--out", str(out),
+         "--fail-under", "exact_match=0.99", "--junit", str(junit)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if both else subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first line: every write to it fails (EPIPE)
+    stderr = "" if both else proc.stderr.read()  # type: ignore[union-attr]
+    assert proc.wait(timeout=300) == 3, stderr  # the missed gate, not 1
+    assert junit.is_file() and 'name="exact_match=0.99"' in junit.read_text()
+    assert len((out / "items.jsonl").read_text().splitlines()) == 50
+    if not both:
+        assert "gates: 1 of 1 failed" in stderr and "Traceback" not in stderr
