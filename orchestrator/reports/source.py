@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import RunSummary, item_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
@@ -60,7 +62,25 @@ def _iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     if not path.exists():
         return
     with path.open(encoding="utf-8") as fh:
-        yield from (json.loads(line) for line in fh if line.strip())
+        for number, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except ValueError as exc:
+                    raise ConfigError(f"{path}:{number}: not a {path.name} line ({exc})") from exc
+
+
+def _read(path: Path, parse: Callable[[str], Any]) -> Any:
+    """``parse`` of the file's text; ConfigError naming the file when it is not one ragscore wrote (cut short by a
+    copy, edited, of another version), in place of a traceback."""
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        reason = f"{'.'.join(str(p) for p in first['loc']) or 'its content'}: {first['msg']}"
+    except ValueError as exc:
+        reason = str(exc)
+    raise ConfigError(f"{path}: not a {path.name} ragscore wrote ({reason})")
 
 
 def store_info(store: RunStore, run_id: str) -> dict[str, Any]:
@@ -96,9 +116,9 @@ def from_dir(directory: Path) -> RunData:
     for path in (summary_path, items_path):
         if not path.is_file():
             raise ConfigError(f"{directory} is not a ragscore output directory: {path.name} is missing")
-    summary = RunSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
+    summary = _read(summary_path, RunSummary.model_validate_json)
     info_path = directory / RUN_INFO
-    info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.is_file() else {}
+    info = _read(info_path, json.loads) if info_path.is_file() else {}
     return RunData(
         summary=summary,
         items=lambda: iter_items_file(items_path),

@@ -335,3 +335,38 @@ def test_a_full_disk_while_writing_reports_says_so_and_how_to_finish(tmp_path: P
     resumed = ragscore("run", "--resume", str(out), home=home)
     assert resumed.returncode == 0, resumed.stderr
     assert len((out / "items.jsonl").read_text().splitlines()) == 20
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "said"),
+    [
+        ("summary.json", lambda text: text[: len(text) // 2], "summary.json: not a summary.json ragscore wrote (its"),
+        ("summary.json", lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "run_id"}),
+         "summary.json: not a summary.json ragscore wrote (run_id: Field required)"),
+        ("run_info.json", lambda text: text[:-2], "run_info.json: not a run_info.json ragscore wrote (Expecting"),
+        ("failed_rows.jsonl", lambda text: text + '{"line": 7, "raw": \n',
+         "failed_rows.jsonl:2: not a failed_rows.jsonl line (Expecting value"),
+    ],
+)  # fmt: skip
+def test_a_damaged_output_dir_is_a_clear_error_for_report_and_compare(
+    tmp_path: Path, home: Path, name: str, damage, said: str
+) -> None:
+    """A run's --out DIR cut short by a copy, edited, or from another version: ``report`` and ``compare`` ended in a
+    page of traceback (exit 1); now one line naming the file and what is wrong with it, exit 2."""
+    rows = [json.dumps(r) for r in make_rows(6)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join([*rows, "{broken"]) + "\n")  # one unreadable row: failed_rows.jsonl has a line
+    out = tmp_path / "out"
+    ran = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(out), "-q", home=home)
+    assert ran.returncode == 0, ran.stderr
+    path = out / name
+    path.write_text(damage(path.read_text()))
+    for args in (["report", str(out), "--format", "json", "--out", str(tmp_path / "again")],
+                 ["compare", str(out), str(out), "--out", str(tmp_path / "cmp")]):  # fmt: skip
+        result = ragscore(*args, home=home, env={"COLUMNS": "400"})
+        if name == "failed_rows.jsonl" and args[0] == "compare":
+            assert result.returncode == 0, result.stderr  # compare reads no unreadable rows
+            continue
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"error: {path}"), result.stderr
+        assert said in result.stderr and "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
