@@ -370,3 +370,18 @@ def test_a_damaged_output_dir_is_a_clear_error_for_report_and_compare(
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith(f"error: {path}"), result.stderr
         assert said in result.stderr and "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_quiet_still_says_rows_were_left_unscored(tmp_path: Path, home: Path) -> None:
+    """``-q`` drops progress and the table; a run that silently scored fewer rows than the dataset has (exit 0,
+    nothing said) read as a clean run in CI."""
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps(make_rows(1)[0]) + "\n{broken\n")
+    out = tmp_path / "out"
+    result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(out), "-q",
+                      home=home)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""  # no table
+    said = " ".join(result.stderr.split())
+    assert "1 unreadable row not scored; the first, line 2: invalid JSON" in said, result.stderr
+    assert f"(each in {out / 'failed_rows.jsonl'})" in said
