@@ -34,9 +34,13 @@ def write_to_nowhere(stream: IO[str]) -> None:
     """Point ``stream``'s file descriptor at /dev/null: its reader went away (``ragscore run ... | head``, a pager
     quit early), and the command goes on, its progress and tables unread, to the reports, the gates, the JUnit file
     and the exit code a pipeline reads (a broken pipe would end it at the next line written, a run half done)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # not a file (a notebook's stream): nothing to point elsewhere
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, stream.fileno())
+        os.dup2(devnull, fd)
     finally:
         os.close(devnull)
 
