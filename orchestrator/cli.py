@@ -561,8 +561,10 @@ def cancel_cmd(
     state = store.state(run_id)
     if state == "cancelled":
         again = " (it already was)" if was == "cancelled" else ""
-        err.print(f"run {run_id}: cancelled{again}; the workers skip its queued tasks, then `ragscore results "
-                  f"{run_id} --out DIR` writes the reports of what it scored", soft_wrap=True)  # fmt: skip
+        watched = lane is not None and lane_in_use(store.r, lane)  # its `ragscore run` still runs, and waits on it
+        then = ("its `ragscore run` writes the reports of what it scored into its --out DIR" if watched
+                else f"`ragscore results {run_id} --out DIR` writes the reports of what it scored")  # fmt: skip
+        err.print(f"run {run_id}: cancelled{again}; the workers skip its queued tasks, then {then}", soft_wrap=True)
 
         def said(unserved: dict[str, int]) -> None:
             queues = ", ".join(f"{q!r} ({n:,} message(s) waiting)" for q, n in unserved.items())
@@ -571,7 +573,7 @@ def cancel_cmd(
 
         if lane is None:
             summarize_cancelled(store, run_id, on_unserved=said)
-        elif not lane_in_use(store.r, lane):
+        elif not watched:
             # its process is gone, and with it every worker of its lane: its summary is written here
             summarize_cancelled(store, run_id, on_unserved=said, here=True)
         # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary

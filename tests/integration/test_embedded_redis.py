@@ -234,6 +234,7 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
         cancelled = subprocess.run([*cli, "cancel", run_id], capture_output=True, text=True, cwd=ROOT, env=env,
                                    timeout=120)  # fmt: skip
         assert cancelled.returncode == 0, cancelled.stderr
+        assert f"then `ragscore results {run_id} --out DIR` writes the reports" in cancelled.stderr, cancelled.stderr
         results = subprocess.run([*cli, "results", run_id, "--out", str(tmp_path / "res")], capture_output=True,
                                  text=True, cwd=ROOT, env=env, timeout=120)  # fmt: skip
         assert results.returncode == 1 and f"run {run_id} was cancelled" in results.stderr, results.stderr
@@ -382,3 +383,65 @@ def test_a_lane_or_run_registered_under_a_pid_now_reused_counts_as_gone(home: Pa
         sleeper.wait(10)
         taker.release()
         setup.release()
+
+
+def test_cancelling_a_live_embedded_run_from_another_shell_lets_its_own_process_write_the_reports(
+    tmp_path: Path,
+) -> None:
+    """The cancel said "then `ragscore results RUN --out DIR` writes the reports", while the run's own process,
+    waiting on it, writes them into its --out DIR."""
+    import json
+    import os
+    import signal
+    import sys
+
+    from ..support import ROOT, write_jsonl
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"q{i}", "answer": "a"} for i in range(100)])
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"metrics": ["whose_worker"], "chunk_size": {"cpu": 5}}))
+    home, out = tmp_path / "home", tmp_path / "out"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_PLUGINS": "tests.plugins.whose", "COLUMNS": "300"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    cli = [sys.executable, "-m", "orchestrator.cli"]
+    proc = subprocess.Popen([*cli, "run", str(data), "--suite", str(suite), "--out", str(out), "--quiet"], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def workers() -> list[int]:
+        found = []
+        for child in psutil.Process(proc.pid).children():
+            try:
+                if "celery" in " ".join(child.cmdline()):
+                    found.append(child.pid)
+            except psutil.NoSuchProcess:
+                continue
+        return found
+
+    held: list[int] = []
+    try:
+        assert until(lambda: bool(workers()), timeout=60)
+        held = workers()
+        for pid in held:  # held still: the run cannot end before the cancel
+            os.killpg(pid, signal.SIGSTOP)
+        assert until(lambda: (out / "run.json").exists(), timeout=60)
+        run_id = json.loads((out / "run.json").read_text())["run_id"]
+        meta = EmbeddedRedis(home).client
+        assert until(lambda: meta.hget(f"ragscore:run:{run_id}:meta", "state") == "running", timeout=60)
+        cancelled = subprocess.run([*cli, "cancel", str(out)], capture_output=True, text=True, cwd=ROOT, env=env,
+                                   timeout=120)  # fmt: skip
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "its `ragscore run` writes the reports of what it scored into its --out DIR" in cancelled.stderr
+        for pid in held:
+            os.killpg(pid, signal.SIGCONT)
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 1, stderr  # a cancelled run is incomplete
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["state"] == "cancelled" and summary["items"] == 100
+    finally:
+        for pid in held:
+            try:
+                os.killpg(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.wait(30)
