@@ -540,7 +540,13 @@ def results(
     from .reports import print_summary
     from .runner import write_results
 
-    summary = write_results(_store(broker), _run_id(run_id), out)
+    try:
+        summary = write_results(_store(broker), _run_id(run_id), out)
+    except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
+        if not (Path(run_id) / "summary.json").is_file():
+            raise
+        raise ConfigError(f"{exc}. {run_id} holds a finished run's results: `ragscore report {run_id} --out {out}` "
+                          "writes its reports from them, with no store") from exc  # fmt: skip
     print_summary(summary)
     _exit_if_incomplete(summary, f"ragscore resume {summary.run_id} --out {out}")
 

@@ -225,6 +225,10 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     assert by_dir.returncode == 0 and "errors 0" in by_dir.stdout, by_dir.stderr
     assert ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "again2"), home=home).returncode == 0
     assert ragscore("resume", str(tmp_path / "o"), home=home).returncode == 0  # nothing left to do: reports again
+    # The DIR copied to a machine whose store never had the run: `report` is the command that reads it alone
+    elsewhere = ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "x"), home=tmp_path / "other-home")
+    assert elsewhere.returncode == 2 and "no embedded runs yet" in elsewhere.stderr, elsewhere.stderr
+    assert f"`ragscore report {tmp_path / 'o'} --out {tmp_path / 'x'}` writes its reports" in elsewhere.stderr
     rerun = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(tmp_path / "o"),
                      home=home)  # fmt: skip
     assert rerun.returncode == 0 and f"holds the reports of run {run_id}: this run replaces them" in rerun.stderr
