@@ -249,6 +249,8 @@ def run_cmd(
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget)
         _exit_if_incomplete(summary, f"ragscore run --resume {resume_dir}")
         return
+    if junit is not None and junit.is_dir():  # said now, not once the run is done
+        raise ConfigError(f"--junit {junit} is a directory; give the path of the XML file to write")
     if junit is not None and junit.is_file():  # whatever happens next, the last run's report is not this one's
         junit.unlink()
     if dataset is None or suite is None:

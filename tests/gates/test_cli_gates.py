@@ -268,3 +268,10 @@ def test_a_reader_that_leaves_early_does_not_cut_the_run_short(tmp_path: Path, h
     assert len((out / "items.jsonl").read_text().splitlines()) == 50
     if not both:
         assert "gates: 1 of 1 failed" in stderr and "Traceback" not in stderr
+
+
+def test_a_junit_path_that_is_a_directory_is_refused_before_the_run(tmp_path: Path, home: Path) -> None:
+    """It was found once the whole run had been scored (an OSError, exit 1, no JUnit file)."""
+    res = ragscore("run", DATA, "--suite", SUITE, "--out", tmp_path / "out", "--junit", tmp_path, home=home)
+    assert res.returncode == 2 and f"--junit {tmp_path} is a directory" in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()  # nothing was run
