@@ -169,7 +169,8 @@ def run_cmd(
         Optional[str],
         typer.Option(
             "--format",
-            help="jsonl, csv, json, nlp-project, eval-points, auto-analyst or socioscope (default: detected)",
+            help="jsonl, csv, json (each may be .gz), parquet, nlp-project, eval-points, auto-analyst or socioscope "
+            "(default: detected)",
         ),
     ] = None,  # noqa: UP045
     predictions: PredictionsOpt = None,
@@ -442,7 +443,10 @@ def submit(
     broker: BrokerOpt = None,
     fmt: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--format", help="jsonl, csv, json, nlp-project, eval-points, auto-analyst or socioscope"),
+        typer.Option(
+            "--format",
+            help="jsonl, csv, json (each may be .gz), parquet, nlp-project, eval-points, auto-analyst or socioscope",
+        ),
     ] = None,
     predictions: PredictionsOpt = None,
     corpus: CorpusOpt = None,

@@ -1,5 +1,6 @@
-"""Dataset loaders: JSONL and CSV streamed row by row; JSON (a list, or an object keyed by id); the seed
-frameworks' layouts (``SEED_FORMATS``, one reader module each, see docs/datasets.md).
+"""Dataset loaders: JSONL and CSV streamed row by row; JSON (a list, or an object keyed by id); each of them
+gzip-compressed too (``rows.jsonl.gz``); Parquet streamed a batch at a time; the seed frameworks' layouts
+(``SEED_FORMATS``, one reader module each, see docs/datasets.md).
 
 Each loader yields ``(line, record_or_error)``: line numbers are 1-based as an editor shows them (for
 JSON files, the element's position in the list or object). A record that cannot be read becomes a
@@ -11,8 +12,11 @@ from __future__ import annotations
 import ast
 import codecs
 import csv
+import gzip
 import importlib
+import io
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +81,21 @@ def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
             yield line_no, raw
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+def _gzipped(path: Path) -> bool:
+    """Whether ``path`` is a gzip-compressed file (by its first bytes, whatever its name)."""
+    if not path.is_file():
+        return False
     with path.open("rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def _open_bytes(path: Path) -> BinaryIO:
+    """The file's bytes, decompressed as they are read when it is gzip-compressed."""
+    return gzip.open(path, "rb") if _gzipped(path) else path.open("rb")  # type: ignore[return-value]
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+    with _open_bytes(path) as fh:
         for line_no, raw in _lines(fh):
             if raw is None:
                 yield line_no, RowError(line_no, f"line longer than {MAX_LINE_BYTES:,} bytes", "")
@@ -226,7 +243,7 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     unbalanced quote, or one the csv module gives up on, is reported and reading restarts on its next line."""
     csv.field_size_limit(MAX_LINE_BYTES)
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
-    with path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+    with io.TextIOWrapper(_open_bytes(path), encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         delimiter = _delimiter(fh.readline())
         fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
         feed = _LineFeed(fh, delimiter)
@@ -264,7 +281,8 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
 
 def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     try:
-        data = loads_json(path.read_bytes())
+        with _open_bytes(path) as fh:
+            data = loads_json(fh.read())
     except json.JSONDecodeError as exc:
         hint = ""
         if exc.msg == "Extra data" and exc.lineno > 1 and exc.colno == 1:  # a second value on a line of its own
@@ -301,7 +319,15 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
         yield pos, RowError(pos, error, json.dumps(value)[:RAW_EXCERPT_CHARS])
 
 
-FORMATS = {"jsonl": _iter_jsonl, "csv": _iter_csv, "json": _iter_json}
+def _iter_parquet(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+    from .parquet import iter_parquet
+
+    return iter_parquet(path)
+
+
+FORMATS = {"jsonl": _iter_jsonl, "csv": _iter_csv, "json": _iter_json, "parquet": _iter_parquet}
+#: The formats a gzip-compressed file may hold (a reader of its own opens each seed layout's files).
+GZIP_FORMATS = ("jsonl", "csv", "json")
 #: The seed frameworks' own layouts: ``--format`` name -> (module, reader function, reader options).
 SEED_FORMATS: dict[str, tuple[str, str, frozenset[str]]] = {
     "nlp-project": ("nlp_project", "nlp_project_records", frozenset({"predictions", "corpus", "system"})),
@@ -340,11 +366,10 @@ def _sniff_json(path: Path) -> str:
     return "json"
 
 
-#: Leading bytes of files that are no text dataset, and how to make one of them.
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
+#: Leading bytes of files that are no dataset ragscore reads, and how to make one of them.
 BINARY_KINDS = {
-    b"\x1f\x8b": "gzip-compressed: decompress it first (gunzip -k FILE)",
-    b"PAR1": "a Parquet file: write it as JSONL first (pandas: pd.read_parquet(FILE).to_json('rows.jsonl', "
-    "orient='records', lines=True))",
     b"PK\x03\x04": "a zip archive (an .xlsx workbook?): export the sheet as 'CSV UTF-8', or unzip it",
     # Byte-order marks of UTF-16, which no UTF-8 text opens with: Windows PowerShell's > and Out-File write it.
     b"\xff\xfe": "UTF-16 text (Windows PowerShell's > writes it), not UTF-8: iconv -f utf-16 -t utf-8",
@@ -352,29 +377,56 @@ BINARY_KINDS = {
 }
 
 
-#: Kinds told by their last bytes too (a Parquet file ends with PAR1 as well): a CSV header may open with PAR1.
-TRAILING_MAGIC = {b"PAR1"}
+def _is_parquet(path: Path) -> bool:
+    """A Parquet file opens and ends with PAR1 (a CSV header may open with a column named PAR1)."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as fh:
+        head = fh.read(4)
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - 4))
+        return head == PARQUET_MAGIC and size >= 8 and fh.read(4) == PARQUET_MAGIC
 
 
 def _refuse_binary(path: Path) -> None:
-    """DatasetError for a compressed or binary file, which every row of would be reported as invalid UTF-8."""
+    """DatasetError for an archive or UTF-16 file, which every row of would be reported as invalid UTF-8."""
     if path.is_file():
         with path.open("rb") as fh:
             head = fh.read(4)
-            size = fh.seek(0, 2)
-            fh.seek(max(0, size - 4))
-            tail = fh.read(4)
         for magic, kind in BINARY_KINDS.items():
-            if head.startswith(magic) and (magic not in TRAILING_MAGIC or (size >= 8 and tail == magic)):
+            if head.startswith(magic):
                 raise DatasetError(f"{path}: {kind}")
 
 
+def _refuse_mismatch(path: Path, fmt: str) -> None:
+    """DatasetError for a Parquet or gzip-compressed file given to a format that cannot read it."""
+    if fmt != "parquet" and _is_parquet(path):
+        raise DatasetError(f"{path}: a Parquet file: read it with --format parquet (or name it .parquet)")
+    if fmt == "parquet" and _gzipped(path):
+        raise DatasetError(f"{path}: gzip-compressed, not Parquet (Parquet compresses inside the file)")
+    if fmt not in GZIP_FORMATS and fmt != "parquet" and _gzipped(path):
+        raise DatasetError(f"{path}: gzip-compressed, which --format {fmt} does not read: decompress it first "
+                           "(gunzip -k FILE)")  # fmt: skip
+
+
+def _whole(path: Path, records: Iterator[tuple[int, Record | RowError]]) -> Iterator[tuple[int, Record | RowError]]:
+    """``records``; a gzip stream that is cut short or damaged is a DatasetError naming the file."""
+    try:
+        yield from records
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DatasetError(f"{path}: gzip-compressed, but it cannot be decompressed to its end ({exc}): is it "
+                           "complete?") from exc  # fmt: skip
+
+
 def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
-    """Format from the path: a directory is eval-points; ``.jsonl``/``.ndjson`` and ``.csv`` by extension;
-    a ``.json`` file is eval-points, socioscope or auto-analyst when its content says so (see
-    docs/datasets.md), else json; nlp-project when predictions are given or the file looks like the NLP
-    project's questions."""
+    """Format from the path: a directory is eval-points; ``.jsonl``/``.ndjson``, ``.csv`` and ``.parquet`` by
+    extension (under a ``.gz`` one, the one before it); a ``.json`` file is eval-points, socioscope or auto-analyst
+    when its content says so (see docs/datasets.md), else json; a Parquet file by its content; nlp-project when
+    predictions are given or the file looks like the NLP project's questions."""
     suffix = path.suffix.lower()
+    gzipped = suffix == ".gz"
+    if gzipped:
+        suffix = Path(path.stem).suffix.lower()
     if options and options.get("predictions"):
         return "nlp-project"
     if path.is_dir():
@@ -383,8 +435,10 @@ def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
         return "jsonl"
     if suffix == ".csv":
         return "csv"
+    if suffix in (".parquet", ".pq") or _is_parquet(path):
+        return "parquet"
     if suffix == ".json":
-        return _sniff_json(path)
+        return "json" if gzipped else _sniff_json(path)
     from .nlp_project import looks_like_nlp_project
 
     if looks_like_nlp_project(path):
@@ -406,6 +460,7 @@ def iter_records(
         raise DatasetError(f"{path} is a directory; give a file (only --format {DIRECTORY_FORMAT} reads a directory)")
     _refuse_binary(path)
     fmt = fmt or detect_format(path, options)
+    _refuse_mismatch(path, fmt)
     if fmt in SEED_FORMATS:
         module, function, accepted = SEED_FORMATS[fmt]
         unknown = sorted(set(options or {}) - accepted)
@@ -417,4 +472,4 @@ def iter_records(
         raise DatasetError(f"Unknown dataset format {fmt!r}; choose one of {', '.join(ALL_FORMATS)}")
     if options:
         raise DatasetError(f"{', '.join(sorted(options))}: not an option of --format {fmt}")
-    return FORMATS[fmt](path)
+    return _whole(path, FORMATS[fmt](path)) if _gzipped(path) else FORMATS[fmt](path)

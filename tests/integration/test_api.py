@@ -57,6 +57,26 @@ def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_
     assert cut.summary.metrics["exact_match"].n == 1 and cut.items[0].id == "a"
 
 
+def test_a_parquet_dataset_is_scored_on_real_workers_and_its_bad_row_reported_by_position(
+    tmp_path: Path, home: Path
+) -> None:
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": [f"q{i}" for i in range(40)], "answer": ["x"] * 40,
+                             "reference": ["x" if i % 2 else "y" for i in range(40)],
+                             "note": [b"\xff" if i == 7 else b"ok" for i in range(40)]}), path)  # fmt: skip
+    with pytest.warns(UserWarning, match="1 row was unreadable and not scored"):
+        result = evaluate(path, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+    em = result.summary.metrics["exact_match"]
+    assert (result.summary.items, em.n, em.mean) == (39, 39, pytest.approx(19 / 39))  # odd ids match; q7 is out
+    (failed,) = [json.loads(line) for line in (tmp_path / "out" / "failed_rows.jsonl").read_text().splitlines()]
+    assert failed["line"] == 8 and failed["error"] == "note: binary that is not UTF-8 text (byte 0)"
+
+
 def test_reading_sending_and_writing_are_said_as_they_happen(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -58,7 +58,7 @@ def test_a_hostile_jsonl_scores_every_valid_row_and_reports_every_bad_one(tmp_pa
 def test_jsonl_loader_never_raises_on_arbitrary_bytes(tmp_path: Path, lines: list[bytes]) -> None:
     path = tmp_path / "fuzz.jsonl"
     path.write_bytes(b"\n".join(lines))
-    refused = (b"\x1f\x8b", b"PK\x03\x04", b"\xff\xfe", b"\xfe\xff")  # gzip, zip, UTF-16
+    refused = (b"\x1f\x8b", b"PK\x03\x04", b"\xff\xfe", b"\xfe\xff")  # gzip (not a whole stream), zip, UTF-16
     if path.read_bytes().startswith(refused):  # refused whole, saying what
         with pytest.raises(DatasetError, match="decompress|unzip|Parquet|UTF-16"):
             list(iter_rows(path))

@@ -207,8 +207,9 @@ def test_aliases_and_context_shapes(tmp_path: Path) -> None:
         ("lines.json", '{"id": "a"}\n{"id": "b"}\n', "one JSON object per line is JSONL, read as such with --format"),
         # The NLP project's all_examples_final.txt: pretty-printed objects one after another (no JSONL either).
         ("pretty.json", '{\n  "id": "a"\n}\n{\n  "id": "b"\n}\n', "values one after another .*jq -c . pretty.json"),
-        ("rows.parquet", b"PAR1\x15\x04\x00\x00PAR1", "a Parquet file: write it as JSONL first"),
-        ("rows.jsonl.gz", b"\x1f\x8b\x08\x00rest", "gzip-compressed: decompress it first"),
+        ("rows.jsonl", b"PAR1\x15\x04\x00\x00PAR1", "a Parquet file: read it with --format parquet"),
+        ("rows.parquet", b"PAR1\x15\x04\x00\x00PAR1", "not a readable Parquet file"),
+        ("rows.jsonl.gz", b"\x1f\x8b\x08\x00rest", "gzip-compressed, but it cannot be decompressed to its end"),
         ("sheet.csv", b"PK\x03\x04\x14\x00", "a zip archive \\(an .xlsx workbook\\?\\)"),
         # Every line of it was "invalid UTF-8" with the hint for Excel's cp1252.
         ("ps.jsonl", '{"id": "a"}\n'.encode("utf-16"), "UTF-16 text .*not UTF-8: iconv -f utf-16 -t utf-8"),
@@ -223,7 +224,7 @@ def test_unusable_files_raise_dataset_error(
     elif content is not None:
         path.write_text(content)
     with pytest.raises(DatasetError, match=message):
-        list(iter_rows(path, "jsonl" if name.endswith(".gz") else None))
+        list(iter_rows(path, "jsonl" if name == "rows.jsonl" else None))
 
 
 def test_rows_wrapped_in_an_object_say_to_give_the_list_and_a_csv_may_open_with_par1(tmp_path: Path) -> None:

@@ -1,0 +1,75 @@
+"""Parquet datasets, streamed a record batch at a time (pyarrow: ``pip install 'ragscore[parquet]'``).
+
+A row's "line" is its position in the file (1-based), as for a JSON list. Values become JSON's: timestamps and
+dates ISO 8601 text, decimals floats, a map column an object, binary UTF-8 text (a row with other bytes is a
+reported row).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ragscore_workers.errors import DatasetError
+
+__all__ = ["iter_parquet", "json_value"]
+
+#: Rows decoded at a time: the reader holds one batch, whatever the file's size.
+BATCH_ROWS = 2048
+
+
+def json_value(value: Any, where: str = "") -> Any:
+    """``value`` as pyarrow gives it, made of JSON's types; ValueError naming the column for bytes that are no
+    UTF-8 text."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_value(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        if value and all(isinstance(pair, tuple) for pair in value):  # a map column: its (key, value) pairs
+            return {str(k): json_value(v, f"{where}.{k}") for k, v in value}
+        return [json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{where.lstrip('.')}: binary that is not UTF-8 text (byte {exc.start})") from exc
+    return str(value)
+
+
+def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
+    """``(row number, record)``, or a :class:`~orchestrator.datasets.loaders.RowError` for a row whose values are
+    no JSON; DatasetError when pyarrow is missing or the file is no readable Parquet."""
+    from .loaders import RAW_EXCERPT_CHARS, RowError
+
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError as exc:
+        raise DatasetError(
+            f"{path}: a Parquet file; reading it needs pyarrow: pip install 'ragscore[parquet]'"
+        ) from exc
+    try:
+        parquet = pq.ParquetFile(path)
+        maps = [f.name for f in parquet.schema_arrow if pa.types.is_map(f.type)]  # an empty one reads as []
+        number = 0
+        for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+            for record in batch.to_pylist():
+                number += 1
+                try:
+                    yield number, json_value(record | {k: {} for k in maps if record[k] == []})
+                except ValueError as exc:
+                    raw = json.dumps(record, default=repr, ensure_ascii=False)[:RAW_EXCERPT_CHARS]
+                    yield number, RowError(number, str(exc), raw)
+    except (pa.ArrowException, OSError) as exc:
+        raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc

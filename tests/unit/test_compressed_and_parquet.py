@@ -1,0 +1,101 @@
+"""Gzip-compressed JSONL / CSV / JSON are read as the plain files are; Parquet is read a batch at a time, its values
+made JSON's; a file in the wrong format, or cut short, is one clear error before anything is submitted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from orchestrator.datasets import RowError, detect_format, iter_rows, scan_dataset
+from ragscore_workers.errors import DatasetError
+
+ROWS = [{"id": "a", "answer": "x", "reference": "x"}, {"id": "b", "answer": "y", "contexts": ["c1", "c2"]}]
+
+
+def _read(path: Path, fmt: str | None = None) -> list[tuple[int, object]]:
+    return [(line, row if isinstance(row, RowError) else row.model_dump(exclude_defaults=True))
+            for line, row in iter_rows(path, fmt)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("d.jsonl", "".join(json.dumps(r) + "\n" for r in ROWS) + "not json\n"),
+        ("d.csv", 'id,answer,reference,contexts\na,x,x,\nb,y,,"[""c1"", ""c2""]"\n'),
+        ("d.json", json.dumps(ROWS)),
+    ],
+)
+def test_a_gzip_compressed_file_reads_as_the_plain_one(tmp_path: Path, name: str, text: str) -> None:
+    plain, packed = tmp_path / name, tmp_path / f"{name}.gz"
+    plain.write_text(text, encoding="utf-8")
+    packed.write_bytes(gzip.compress(text.encode("utf-8")))
+    assert detect_format(packed) == detect_format(plain)
+    assert _read(packed) == _read(plain)
+    assert [line for line, _ in _read(packed)] == ([1, 2, 3] if name == "d.jsonl" else [1, 2] if name == "d.json"
+                                                   else [2, 3])  # fmt: skip
+    named_otherwise = tmp_path / "rows.dat"  # told by its first bytes, whatever its name
+    named_otherwise.write_bytes(packed.read_bytes())
+    assert _read(named_otherwise, detect_format(plain)) == _read(plain)
+
+
+def test_a_gzip_file_cut_short_stops_before_anything_is_submitted(tmp_path: Path) -> None:
+    whole = gzip.compress("".join(json.dumps({"id": f"q{i}", "answer": "x" * 50}) + "\n" for i in range(5000)).encode())
+    cut = tmp_path / "d.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DatasetError, match=r"d.jsonl.gz: gzip-compressed, but it cannot be decompressed to its end"):
+        scan_dataset(cut, None, lambda _: None)
+
+
+def test_a_seed_layout_compressed_says_to_decompress_it(tmp_path: Path) -> None:
+    packed = tmp_path / "corpus.json.gz"
+    packed.write_bytes(gzip.compress(b'{"qa_pairs": []}'))
+    with pytest.raises(DatasetError, match=r"gzip-compressed, which --format socioscope does not read: decompress"):
+        list(iter_rows(packed, "socioscope"))
+
+
+def test_parquet_rows_are_read_in_order_with_json_values_and_a_bad_row_is_reported_alone(tmp_path: Path) -> None:
+    table = pa.table({
+        "id": ["a", "b", "c", None],
+        "answer": ["x", "y", "z", "w"],
+        "contexts": [["c1", "c2"], [], None, ["c"]],
+        "metadata": pa.array([[("lang", "en")], [], None, [("lang", "de")]], pa.map_(pa.string(), pa.string())),
+        "asked_at": [dt.datetime(2026, 11, 25, 9, 30), None, None, None],
+        "cost": pa.array([decimal.Decimal("0.25"), None, None, None], pa.decimal128(5, 2)),
+        "note": [b"plain", b"\xff not text", None, None],
+    })  # fmt: skip
+    path = tmp_path / "d.parquet"
+    pq.write_table(table, path, row_group_size=2)  # two row groups: read across them
+    assert detect_format(path) == "parquet"
+    read = list(iter_rows(path))
+    assert [line for line, _ in read] == [1, 2, 3, 4]
+    first, second, third, fourth = (row for _, row in read)
+    assert not isinstance(first, RowError) and first.id == "a" and [c.text for c in first.contexts] == ["c1", "c2"]
+    assert first.metadata == {"lang": "en"} and first.model_extra == {"asked_at": "2026-11-25T09:30:00",
+                                                                       "cost": 0.25, "note": "plain"}  # fmt: skip
+    assert isinstance(second, RowError) and second.line == 2
+    assert second.error == "note: binary that is not UTF-8 text (byte 0)" and '"id": "b"' in second.raw
+    assert not isinstance(third, RowError) and third.metadata == {} and third.contexts == []
+    assert not isinstance(fourth, RowError) and fourth.id == "row-4"  # a missing id, as for a line
+    scan = scan_dataset(path, None, lambda _: None)
+    assert (scan.rows, scan.failed) == (3, 1)
+
+
+def test_a_parquet_file_under_another_name_is_found_and_a_misnamed_one_refused(tmp_path: Path) -> None:
+    path = tmp_path / "export.bin"
+    pq.write_table(pa.table({"id": ["a"], "answer": ["x"]}), path)
+    assert detect_format(path) == "parquet" and [r.id for _, r in iter_rows(path)] == ["a"]
+    as_jsonl = tmp_path / "rows.jsonl"
+    as_jsonl.write_bytes(path.read_bytes())
+    with pytest.raises(DatasetError, match="rows.jsonl: a Parquet file: read it with --format parquet"):
+        list(iter_rows(as_jsonl))
+    packed = tmp_path / "rows.parquet"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    with pytest.raises(DatasetError, match="gzip-compressed, not Parquet"):
+        list(iter_rows(packed))
