@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import socket
+from collections.abc import Callable
+from functools import partial
 from importlib.metadata import entry_points
+
+from ..errors import ConfigError
 
 __all__ = ["load_all"]
 
@@ -25,9 +30,24 @@ def load_all() -> None:
             if not info.name.startswith("_") and info.name != "registry":
                 importlib.import_module(f"{__name__}.{info.name}")
         for ep in entry_points(group="ragscore.metrics"):
-            ep.load()
+            _import(f"the ragscore.metrics entry point {ep.name!r} ({ep.value})", ep.load)
         _loaded = True
     from ..settings import get_settings
 
     for module in filter(None, (m.strip() for m in get_settings().plugins.split(","))):
-        importlib.import_module(module)
+        _import(f"RAGSCORE_PLUGINS names {module!r}, which", partial(importlib.import_module, module))
+
+
+def _import(what: str, load: Callable[[], object]) -> None:
+    """Run ``load``; a plug-in that cannot be imported here (not installed on this host, a missing dependency, a
+    bug) is a ConfigError saying which: the CLI's exit 2, a worker's error for each item, not a traceback or a
+    failed chunk whose chord never completes."""
+    try:
+        load()
+    except ConfigError:  # a metric registered twice says so itself
+        raise
+    except Exception as exc:
+        raise ConfigError(
+            f"{what} cannot be imported on {socket.gethostname()}: {type(exc).__name__}: {exc} (every worker and "
+            "the orchestrator must be able to import the modules that register the suite's metrics)"
+        ) from exc

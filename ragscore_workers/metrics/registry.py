@@ -150,8 +150,9 @@ def register(
     """Decorator: register ``fn`` as metric ``name`` on ``queue``."""
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if name in _REGISTRY and _REGISTRY[name].fn is not fn:
-            raise ConfigError(f"metric {name!r} is registered twice")
+        known = _REGISTRY.get(name)
+        if known is not None and _where(known.fn) != _where(fn):  # the same function again is a reload
+            raise ConfigError(f"metric {name!r} is registered twice: by {_where(known.fn)} and by {_where(fn)}")
         doc = (fn.__doc__ or "").strip().splitlines()
         _REGISTRY[name] = MetricDef(
             name=name,
@@ -170,6 +171,12 @@ def register(
         return fn
 
     return decorator
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    """``module.function`` of a metric function: a module imported again (a notebook's reload, a plug-in retried
+    after its import failed half-way) registers the same names, which is no clash."""
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def all_metrics() -> dict[str, MetricDef]:

@@ -170,3 +170,21 @@ def test_a_suite_reads_back_what_it_writes() -> None:
         "target": {"url": "http://rag:8000/ask", "auth_env": "RAG_TOKEN"},
     }).suite  # fmt: skip
     assert Suite.model_validate_json(suite.model_dump_json()) == suite
+
+
+def test_a_plugin_that_cannot_be_imported_is_a_config_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module of RAGSCORE_PLUGINS missing here (a worker host without it, a dependency not installed) raised its
+    ModuleNotFoundError: a traceback from the CLI, and on a worker a failed chunk whose chord never completed (the
+    run sat at 0% for ever). Its second import (the worker's next chunk) said its metric was 'registered twice'."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.half_broken")
+    said = "RAGSCORE_PLUGINS names 'tests.plugins.half_broken', which cannot be imported on .*: ModuleNotFoundError"
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=f"{said}: No module named 'ragscore_test_dependency_not_installed'"):
+            load_suite({"metrics": ["exact_match"]})
+
+
+def test_a_plugin_metric_named_like_a_built_in_says_which_two_clash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.clash")
+    with pytest.raises(ConfigError, match="'exact_match' is registered twice: by ragscore_workers.metrics.exact_match"
+                       r".exact_match and by tests.plugins.clash.my_exact_match"):  # fmt: skip
+        load_suite({"metrics": ["exact_match"]})
