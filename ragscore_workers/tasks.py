@@ -7,6 +7,7 @@ deployments route and monitor by them.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections import Counter
 from functools import lru_cache
@@ -17,9 +18,9 @@ from pydantic import BaseModel, ValidationError
 
 from .aggregate import Aggregator
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
-from .errors import ConfigError
+from .errors import ConfigError, UnknownMetricError
 from .metrics.registry import MetricDef, RunContext, get_metric
-from .planning import plan_shard, resolve_suite
+from .planning import ResolvedSuite, plan_shard, resolve_suite
 from .providers.run_state import INTERNAL_FIELDS
 from .schemas import (
     ITEM_META_FIELDS,
@@ -53,13 +54,34 @@ def get_store() -> RunStore:
     return RunStore(redis_client(url), settings.run_ttl_s)
 
 
+def _not_here(exc: UnknownMetricError) -> ConfigError:
+    """A metric the orchestrator knew but this worker does not: its plug-in is not loaded here. Said so, where the
+    orchestrator's "did you mean" would point at a built-in with a like name."""
+    plugins = get_settings().plugins or "unset"
+    return ConfigError(
+        f"worker {socket.gethostname()} has no metric {exc.name!r} (RAGSCORE_PLUGINS here: {plugins}): every worker "
+        "must import the module that registers it (RAGSCORE_PLUGINS or a ragscore.metrics entry point); then resume"
+    )
+
+
+def _resolve_suite_here(suite: Suite) -> ResolvedSuite:
+    """:func:`resolve_suite` on a worker (a metric unknown here: :func:`_not_here`)."""
+    try:
+        return resolve_suite(suite)
+    except UnknownMetricError as exc:
+        raise _not_here(exc) from exc
+
+
 @lru_cache(maxsize=64)
 def _resolve(suite_json: str, names: tuple[str, ...]) -> tuple[Suite, list[tuple[MetricDef, BaseModel]]]:
     suite = Suite.model_validate_json(suite_json)
     specs = {spec.name: spec for spec in suite.metrics}
     metrics = []
     for name in names:
-        mdef = get_metric(name)
+        try:
+            mdef = get_metric(name)
+        except UnknownMetricError as exc:
+            raise _not_here(exc) from exc
         metrics.append((mdef, mdef.parse_params(specs[name].params)))
     return suite, metrics
 
@@ -68,6 +90,13 @@ def _item_meta(row: Row) -> dict[str, Any]:
     return {name: getattr(row, name) for name in ITEM_META_FIELDS} | {
         "question_sha": question_fingerprint(row.question)
     }
+
+
+def _raw_key_meta(raw: dict) -> tuple[str, dict[str, Any]]:
+    """Item key and meta of a row as the task message carries it, for a row that could not be parsed or scored:
+    the key of the item the orchestrator counts (``system::id``), not a stray item keyed by the id alone."""
+    meta = {"id": str(raw.get("id", "?"))} | ({"system": str(raw["system"])} if raw.get("system") is not None else {})
+    return item_key(meta.get("system"), meta["id"]), meta
 
 
 def _time_limit_error(queue: str) -> str:
@@ -88,9 +117,8 @@ def _parse_rows(rows: list[dict], outputs: list[str]) -> tuple[list[Row], list[W
         try:
             parsed.append(Row.model_validate(raw))
         except ValidationError as exc:  # the orchestrator validated it; a foreign producer may not have
-            key = str(raw.get("id", "?"))
             error = MetricResult.failed(f"invalid row: {exc.errors()[0]['msg']}")
-            failed.append((key, {"id": key}, {o: error for o in outputs}))
+            failed.append((*_raw_key_meta(raw), {o: error for o in outputs}))
     return parsed, failed
 
 
@@ -221,7 +249,7 @@ def _score_delivery(
         log.error("run %s: cannot score chunk on %s: %s", run_id, queue, exc)
         names = outputs or list(metric_names)
         error = MetricResult.failed(f"worker cannot score: {exc}"[:2000])
-        items = [(str(r.get("id", "?")), {"id": str(r.get("id", "?"))}, {n: error for n in names}) for r in rows]
+        items = [(*_raw_key_meta(r), {n: error for n in names}) for r in rows]
         return {"items": len(rows), "new": store.write_results(run_id, queue, items)}
 
 
@@ -264,7 +292,7 @@ def score_shard(run_id: str, shard: int, generation: int = 0) -> None:
     from .target.stage import scoring_rows
 
     store = get_store()
-    resolved = resolve_suite(Suite.model_validate_json(store.meta(run_id)["suite"]))
+    resolved = _resolve_suite_here(Suite.model_validate_json(store.meta(run_id)["suite"]))
     metric_outputs = resolved.scoring_outputs()
     keys = store.shard_keys(run_id, shard)
     todo_outputs = store.incomplete(run_id, keys, [o for outs in metric_outputs.values() for o in outs])
@@ -344,7 +372,7 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
     started = time.time()
     try:
         agg = Aggregator()
-        resolved = resolve_suite(Suite.model_validate_json(meta["suite"]))
+        resolved = _resolve_suite_here(Suite.model_validate_json(meta["suite"]))
         derived = [(m, p) for m, p in resolved.metrics if m.kind == "derived"]
         # A cancel skips whole chunks: what they held is counted as stopped (a resume scores it), not left out,
         # before the derived metrics read it.

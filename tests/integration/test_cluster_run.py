@@ -176,3 +176,24 @@ def test_an_aggregation_under_way_is_not_run_twice_and_a_resumed_runs_old_summar
     assert store.r.get(store.key(sub.run_id, "summary")) != before and not store.r.exists(lease)
     store.set_meta(sub.run_id, generation=1)  # reopened by a resume: its summary is the last generation's
     assert not store.summary_is_current(sub.run_id) and store.summary_is_current(sub.run_id, 0)
+
+
+def test_a_worker_without_the_suites_plugin_fails_its_items_saying_so_under_their_keys(
+    cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orchestrator loads a plug-in the cluster's workers lack (RAGSCORE_PLUGINS set only where the run was
+    started). Each item said "Unknown metric 'fail_on_flag'. Did you mean ...": a built-in, no word of the plug-in;
+    and it was written under the bare id, a stray item beside the ``system::id`` one the run counts."""
+    from ragscore_workers.errors import RagscoreError
+
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing")
+    rows = [{**row, "system": "sysA"} for row in make_rows(4)]
+    resolved = load_suite({"metrics": ["fail_on_flag"]})
+    said = r"worker .* has no metric 'fail_on_flag' \(RAGSCORE_PLUGINS here: unset\): every worker must import"
+    with pytest.raises(RagscoreError, match=said):  # the aggregation, on such a worker too
+        run(write_jsonl(tmp_path / "d.jsonl", rows), resolved, tmp_path / "out", broker=cluster)
+    store = connect(cluster)
+    run_id = json.loads((tmp_path / "out" / "run.json").read_text())["run_id"]
+    items = {raw.key: raw.metrics for raw in store.iter_raw_items(run_id)}
+    assert sorted(items) == [f"sysA::q{i}" for i in range(4)]
+    assert all(m["fail_on_flag"]["error"].startswith("worker cannot score: worker ") for m in items.values())
