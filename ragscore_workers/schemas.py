@@ -145,10 +145,15 @@ _SECRET_HEADER = re.compile(
 )
 
 
+def credential_name(name: str) -> bool:
+    """Whether a header or environment variable named so carries a credential (``X-Api-Key``, ``HF_TOKEN``)."""
+    return bool(_SECRET_HEADER.search(name))
+
+
 def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:
     """A target's plain ``headers`` are configuration, kept with the run (its store, its task messages,
     run_info.json): one that carries a credential is refused, unshown, with the way to send it from the environment."""
-    if named := sorted(name for name in headers if _SECRET_HEADER.search(name)):
+    if named := sorted(name for name in headers if credential_name(name)):
         raise PydanticCustomError(
             "secret_in_suite",
             "{names}: a header that carries a credential comes from the environment only, never from a suite file "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from pydantic import BaseModel
 
 from ragscore_workers.metrics.registry import MetricDef, NoParams, RunContext
@@ -46,7 +47,6 @@ def test_wrong_return_type_is_an_item_error() -> None:
 def test_the_tasks_time_limit_is_not_swallowed_as_a_metric_failure() -> None:
     """Celery's soft time limit is an Exception: caught here, the batch fell back to scoring row by row until
     the hard limit killed the worker, and the task's handler (a "time limit" error per item) never ran."""
-    import pytest
     from celery.exceptions import SoftTimeLimitExceeded
 
     def out_of_time(*args: object) -> MetricResult:
@@ -56,3 +56,21 @@ def test_the_tasks_time_limit_is_not_swallowed_as_a_metric_failure() -> None:
         mdef = MetricDef(name="m", queue=Queue.CODE, fn=out_of_time, kind=kind)  # type: ignore[arg-type]
         with pytest.raises(SoftTimeLimitExceeded):
             score_rows([Row(id="a"), Row(id="b")], [(mdef, NoParams())], CTX)
+
+
+def test_a_plugins_error_quoting_a_key_from_the_environment_is_stored_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plug-in calling its own API raised with the key in the URL (httpx quotes it): the key went into items.jsonl,
+    summary.json's first_error, the reports and the terminal."""
+    key = "acme-live-7f3a9c21"
+    monkeypatch.setenv("ACME_API_KEY", f" {key}\n")  # as a key file's newline leaves it
+    monkeypatch.setenv("DEBUG_TOKEN", "1")  # too short to be a secret: "1" stays everywhere
+
+    def leaky(row: Row, params: BaseModel) -> MetricResult:
+        raise RuntimeError(f"GET https://acme.test/score?key={key} failed (attempt 1, {dict(key=key)})")
+
+    for kind, fn in (("per_row", leaky), ("batch", lambda rows, p, ctx: leaky(rows[0], p))):
+        mdef = MetricDef(name="m", queue=Queue.CPU, fn=fn, kind=kind)  # type: ignore[arg-type]
+        (out,) = score_rows([Row(id="a")], [(mdef, NoParams())], CTX)
+        assert out["m"].error == "RuntimeError: GET https://acme.test/score?key=*** failed (attempt 1, {'key': '***'})"
