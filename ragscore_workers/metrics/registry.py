@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError, UnknownMetricError
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
@@ -117,16 +117,35 @@ class MetricDef:
         return f"{'/'.join(q.value for q in self.possible_queues)} by row" if self.route else self.queue.value
 
     def parse_params(self, params: dict[str, Any]) -> BaseModel:
-        """Validate params; raise ConfigError naming the metric and the bad field."""
+        """Validate params; raise ConfigError naming the metric and the bad field. A name the model lacks is refused
+        as by ``extra="forbid"`` unless the model allows extras: a plug-in's plain ``BaseModel`` ignored a typo."""
+        problems = [f"{key}: Extra inputs are not permitted" for key in _unknown_params(self.params_model, params)]
         try:
-            return self.params_model.model_validate(params)
+            parsed = self.params_model.model_validate(params)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"Bad params for metric {self.name!r}: {problems}") from exc
+            problems += [f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()]
+        if problems:
+            raise ConfigError(f"Bad params for metric {self.name!r}: {'; '.join(problems)}")
+        return parsed
 
     def outputs(self, params: BaseModel) -> list[str]:
         """The output names this metric writes with these params."""
         return self.outputs_fn(params) if self.outputs_fn else [self.name]
+
+
+def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]:
+    """Keys of ``params`` that name no field of ``model`` (by name or alias), unless it takes extras."""
+    if model.model_config.get("extra") not in (None, "ignore"):  # "forbid" says so itself; "allow" keeps them
+        return []
+    names: set[str] = set()
+    for name, info in model.model_fields.items():
+        names.add(name)
+        for alias in (info.alias, info.validation_alias):
+            if isinstance(alias, str):
+                names.add(alias)
+            elif isinstance(alias, AliasChoices):
+                names.update(a for a in alias.choices if isinstance(a, str))
+    return [str(key) for key in params if key not in names]
 
 
 _REGISTRY: dict[str, MetricDef] = {}

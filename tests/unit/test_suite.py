@@ -188,3 +188,16 @@ def test_a_plugin_metric_named_like_a_built_in_says_which_two_clash(monkeypatch:
     with pytest.raises(ConfigError, match="'exact_match' is registered twice: by ragscore_workers.metrics.exact_match"
                        r".exact_match and by tests.plugins.clash.my_exact_match"):  # fmt: skip
         load_suite({"metrics": ["exact_match"]})
+
+
+def test_a_typo_in_a_plugins_params_is_refused_though_its_model_is_a_plain_base_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pydantic ignores unknown keys by default: ``max_word: 4`` ran with the default 100, without a word."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.plain_params")
+    with pytest.raises(ConfigError, match="'plain_short_answer': max_word: Extra inputs are not permitted$"):
+        load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_word": 4}}]})
+    with pytest.raises(ConfigError, match="max_word: Extra inputs are not permitted; max_words: Input should be"):
+        load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_word": 4, "max_words": "x"}}]})
+    (resolved,) = load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_words": 4}}]}).metrics
+    assert resolved[1].max_words == 4  # type: ignore[attr-defined]

@@ -1,0 +1,21 @@
+"""A test plugin (loaded through RAGSCORE_PLUGINS) written as README's "Adding a metric" shows: its params model is
+a plain ``BaseModel`` (pydantic ignores unknown keys by default)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from ragscore_workers.metrics.registry import register
+from ragscore_workers.schemas import MetricResult, Queue, Row
+
+
+class LengthParams(BaseModel):
+    max_words: int = 100
+
+
+@register("plain_short_answer", Queue.CPU, params=LengthParams, needs=("answer",))
+def plain_short_answer(row: Row, params: LengthParams) -> MetricResult:
+    """1.0 when the answer has at most max_words words."""
+    if row.answer is None:
+        return MetricResult.unscorable("no answer")
+    return MetricResult(score=float(len(row.answer.split()) <= params.max_words))
