@@ -208,14 +208,24 @@ def target_state_part(system: str) -> str:
     return f"target:{system}"
 
 
-def _result_json(result: MetricResult) -> str:
-    """A result as stored. Text that UTF-8 cannot hold (a lone surrogate that a provider's JSON spelled
-    ``\\udfff``, read by a metric) gets U+FFFD in its place rather than failing the item's whole chunk."""
+def _stored_result(result: MetricResult) -> str:
+    """A result as stored: its status (:func:`_status`), then its JSON. Text that UTF-8 cannot hold (a lone
+    surrogate that a provider's JSON spelled ``\\udfff``, read by a metric) gets U+FFFD in its place; a value JSON
+    cannot hold (a plug-in's numpy number in its details) makes it that item's error. Neither fails the write of
+    the item's whole chunk, whose chord would never complete."""
     try:
-        return result.model_dump_json(exclude_defaults=True)
+        return _status(result) + result.model_dump_json(exclude_defaults=True)
     except PydanticSerializationError:
+        pass
+    try:
         cleaned = MetricResult.model_validate(valid_unicode(result.model_dump()))
-        return cleaned.model_dump_json(exclude_defaults=True)
+        return _status(cleaned) + cleaned.model_dump_json(exclude_defaults=True)
+    except PydanticSerializationError as exc:
+        failed = MetricResult.failed(
+            f"the metric returned a result JSON cannot hold ({exc}): details take str, int, float, bool, None, "
+            "lists and dicts (float(x) for a numpy number)"
+        )
+        return _status(failed) + failed.model_dump_json(exclude_defaults=True)
 
 
 def store_url_for_redis_py(url: str) -> str:
@@ -429,7 +439,7 @@ class RunStore:
             args += [self.key(run_id, f"item:{key}"), len(results) + 1]
             args += ["_meta", json.dumps({k: v for k, v in item_meta.items() if v is not None})]
             for name, result in results.items():
-                args += [name, _status(result) + _result_json(result)]
+                args += [name, _stored_result(result)]
         args[2] = count
         if not count:
             return 0

@@ -92,3 +92,23 @@ def test_a_state_written_to_a_run_no_longer_in_the_store_leaves_no_key(store: Ru
     assert not store.r.exists(store.key("gone", "meta"))
     store.create_run("new", {"n_rows": 1})
     assert store.set_state("new", "running") == "running"
+
+
+def test_a_result_json_cannot_hold_is_stored_as_that_items_error(store: RunStore) -> None:
+    """A plug-in's numpy number in ``details`` (an ML team's cosine similarity) failed the store's write of the whole
+    chunk: the chord never completed and the run sat at 0% for ever, re-submitted after every stall."""
+    import numpy as np
+
+    run = "t-json"
+    store.create_run(run, {"state": "running"})
+    store.add_ids(run, 0, ["a", "b", "c"], {"cpu": 3})
+    results = [("a", MetricResult(score=0.5, details={"sim": 0.5})),
+               ("b", MetricResult(score=0.5, details={"sim": np.float32(0.5)})),
+               ("c", MetricResult(score=1.0, details={"quoted": "x\udfff"}))]  # fmt: skip
+    assert store.write_results(run, "cpu", [(key, {"id": key}, {"m": r}) for key, r in results]) == 3
+    assert store.progress(run) == {"done": 3, "done:cpu": 3, "errors": 1, "total": 3, "total:cpu": 3}
+    store.set_meta(run, n_shards=1)
+    a, b, c = (item.metrics["m"] for item in store.iter_items(run))
+    assert a.score == 0.5 and a.error is None
+    assert b.score is None and b.error is not None and "numpy.float32" in b.error and "float(x)" in b.error
+    assert c.score == 1.0 and c.details == {"quoted": "x\ufffd"}  # a lone surrogate is mended, no error
