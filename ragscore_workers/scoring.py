@@ -78,8 +78,9 @@ def _score_batch(mdef: MetricDef, params: BaseModel, rows: list[Row], ctx: RunCo
     start = time.perf_counter()
     try:
         values = mdef.fn(rows, params, ctx)
-        if len(values) != len(rows):
-            raise TypeError(f"batch metric {mdef.name!r} returned {len(values)} results for {len(rows)} rows")
+        if len(values) != len(rows):  # the metric's own bug, not one row's: scoring rows alone would repeat it
+            error = f"TypeError: batch metric {mdef.name!r} returned {len(values)} results for {len(rows)} rows"
+            return [_failed(mdef, params, error) for _ in rows]
         ms = (time.perf_counter() - start) * 1000 / max(len(rows), 1)
         return [_as_outputs(mdef, params, v, ms) for v in values]
     except SoftTimeLimitExceeded:

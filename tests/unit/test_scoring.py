@@ -74,3 +74,18 @@ def test_a_plugins_error_quoting_a_key_from_the_environment_is_stored_without_it
         mdef = MetricDef(name="m", queue=Queue.CPU, fn=fn, kind=kind)  # type: ignore[arg-type]
         (out,) = score_rows([Row(id="a")], [(mdef, NoParams())], CTX)
         assert out["m"].error == "RuntimeError: GET https://acme.test/score?key=*** failed (attempt 1, {'key': '***'})"
+
+
+def test_a_batch_metric_returning_the_wrong_count_fails_its_rows_once_without_rerunning_them() -> None:
+    """It was re-run row by row (a costly batch, once per row more), and each row then said "returned 0 results
+    for 1 rows", not what the batch did."""
+    calls: list[int] = []
+
+    def one_short(rows: list[Row], params: BaseModel, ctx: RunContext) -> list[MetricResult]:
+        calls.append(len(rows))
+        return [MetricResult(score=1.0) for _ in rows[1:]]
+
+    mdef = MetricDef(name="m", queue=Queue.EMBED, fn=one_short, kind="batch")  # type: ignore[arg-type]
+    out = score_rows([Row(id="a"), Row(id="b"), Row(id="c")], [(mdef, NoParams())], CTX)
+    assert calls == [3]
+    assert [o["m"].error for o in out] == ["TypeError: batch metric 'm' returned 2 results for 3 rows"] * 3
