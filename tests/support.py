@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import redis
 
 from orchestrator.embedded_redis import find_redis_server
@@ -44,21 +45,43 @@ class RedisProcess:
         self.port = free_port()
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start_without_ping(self) -> RedisProcess:
-        """Start it (for servers a plain client cannot ping: TLS-only, password); waits a moment."""
+        """Start it and wait until it listens (also servers a plain client cannot ping: TLS-only, password). Its
+        first start takes another free port when the one named was taken meanwhile (free_port only names one)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = [find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
-                "--save", "", "--appendonly", "no", *self.extra]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
+        log = self.data_dir / "redis-server.log"
+        for _ in range(3):
+            if not self.started:
+                log.unlink(missing_ok=True)  # what this start says, not an earlier one
+            args = [find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
+                    "--save", "", "--appendonly", "no", "--logfile", str(log), *self.extra]  # fmt: skip
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if not until(self._listening_or_gone, 60):
+                raise RuntimeError(f"redis-server did not listen within 60 s: {args}")
+            if self.proc.poll() is None:
+                self.started = True
+                return self
+            said = log.read_text(errors="replace") if log.exists() else ""
+            if self.started or "Address already in use" not in said:
+                raise RuntimeError(f"redis-server exited at once: {args}\n{said[-2000:]}")
+            self.port = free_port()
+        raise RuntimeError(f"redis-server found no free port: {args}")
+
+    def _listening_or_gone(self) -> bool:
+        """It listens on a TCP port (it is up, though a client may not ping it), or it has exited."""
+        assert self.proc is not None
         if self.proc.poll() is not None:
-            raise RuntimeError(f"redis-server exited at once: {args}")
-        return self
+            return True
+        try:
+            return any(c.status == psutil.CONN_LISTEN for c in psutil.Process(self.proc.pid).net_connections("tcp"))
+        except psutil.NoSuchProcess:
+            return True
 
     def start(self) -> RedisProcess:
         self.start_without_ping()
