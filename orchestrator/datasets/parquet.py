@@ -1,8 +1,8 @@
 """Parquet datasets, streamed a record batch at a time (pyarrow: ``pip install 'ragscore[parquet]'``).
 
 A row's "line" is its position in the file (1-based), as for a JSON list. Values become JSON's: timestamps and
-dates ISO 8601 text, decimals floats, a map column an object, binary UTF-8 text (a row with other bytes is a
-reported row).
+dates ISO 8601 text, decimals floats, a map column an object, binary UTF-8 text (a row with other bytes, or a
+value Python cannot hold, is a reported row). A column name given twice is refused, as in a CSV header.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ import decimal
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragscore_workers.errors import DatasetError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["iter_parquet", "json_value"]
 
@@ -61,15 +64,40 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
         ) from exc
     try:
         parquet = pq.ParquetFile(path)
+        names = parquet.schema_arrow.names
+        if twice := sorted({name for name in names if names.count(name) > 1}):  # a row would keep one of them
+            raise DatasetError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice")
         maps = [f.name for f in parquet.schema_arrow if pa.types.is_map(f.type)]  # an empty one reads as []
         number = 0
         for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
-            for record in batch.to_pylist():
+            for record, unreadable in _records(batch):
                 number += 1
                 try:
+                    if unreadable:
+                        raise ValueError(unreadable)
                     yield number, json_value(record | {k: {} for k in maps if record[k] == []})
-                except ValueError as exc:
+                except ValueError as exc:  # raw: the values that could be read
                     raw = json.dumps(record, default=repr, ensure_ascii=False)[:RAW_EXCERPT_CHARS]
                     yield number, RowError(number, str(exc), raw)
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc
+
+
+def _records(batch: pa.RecordBatch) -> list[tuple[dict[str, Any], str]]:
+    """The batch's rows as pyarrow gives them, each with why it cannot be given ("" when it can): a value Python
+    cannot hold (a timestamp past year 9999, nanoseconds with pandas not installed) is that row's error, naming
+    its column, not the end of the run."""
+    try:
+        return [(record, "") for record in batch.to_pylist()]
+    except (ValueError, OverflowError):  # one value spoils the whole batch: read it a value at a time
+        pass
+    rows = []
+    for i in range(batch.num_rows):
+        record, unreadable = {}, ""
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            try:
+                record[name] = column[i].as_py()
+            except (ValueError, OverflowError) as exc:
+                unreadable = unreadable or f"{name}: {exc}"
+        rows.append((record, unreadable))
+    return rows

@@ -99,3 +99,25 @@ def test_a_parquet_file_under_another_name_is_found_and_a_misnamed_one_refused(t
     packed.write_bytes(gzip.compress(path.read_bytes()))
     with pytest.raises(DatasetError, match="gzip-compressed, not Parquet"):
         list(iter_rows(packed))
+
+
+def test_a_parquet_value_python_cannot_hold_is_that_rows_error_and_a_column_given_twice_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A timestamp past year 9999 (a sentinel some exports write) raised an OverflowError out of the reader: a
+    traceback, no run. A column given twice kept one of its values unsaid (CSV refuses it)."""
+    path = tmp_path / "d.parquet"
+    year_10000 = 253_402_300_800 * 10**6  # microseconds since 1970
+    at = pa.array([0, year_10000, 86_400 * 10**6], pa.timestamp("us"))
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "answer": ["x", "y", "z"], "asked_at": at}), path)
+    read = list(iter_rows(path))
+    assert [line for line, _ in read] == [1, 2, 3]
+    first, second, third = (row for _, row in read)
+    assert not isinstance(first, RowError) and first.model_extra == {"asked_at": "1970-01-01T00:00:00"}
+    assert isinstance(second, RowError) and second.error.startswith("asked_at: ") and '"id": "b"' in second.raw
+    assert not isinstance(third, RowError) and third.model_extra == {"asked_at": "1970-01-02T00:00:00"}
+    twice = tmp_path / "twice.parquet"
+    table = pa.Table.from_arrays([pa.array(["a"]), pa.array(["x"]), pa.array(["y"])], ["id", "answer", "answer"])
+    pq.write_table(table, twice)
+    with pytest.raises(DatasetError, match="twice.parquet: column\\(s\\) 'answer' given twice"):
+        list(iter_rows(twice))
