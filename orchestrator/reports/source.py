@@ -42,7 +42,7 @@ class RunData:
 
 def iter_items_file(path: Path) -> Iterator[RawItem]:
     """Stream an ``items.jsonl`` as :class:`RawItem` (the store's plain-dict form)."""
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:  # bytes: a line cut inside a UTF-8 character is a bad line (json.loads decodes)
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -61,7 +61,7 @@ def iter_items_file(path: Path) -> Iterator[RawItem]:
 def _iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     if not path.exists():
         return
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:  # bytes: a line cut inside a UTF-8 character is a bad line (json.loads decodes)
         for number, line in enumerate(fh, start=1):
             if line.strip():
                 try:

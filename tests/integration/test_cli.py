@@ -376,6 +376,27 @@ def test_a_damaged_output_dir_is_a_clear_error_for_report_and_compare(
         assert said in result.stderr and "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
 
 
+def test_an_output_file_cut_inside_a_utf8_character_is_a_clear_error(tmp_path: Path, home: Path) -> None:
+    """A copy cut short ends its last line inside a character (the "é" of a question): ``report`` ended in a
+    UnicodeDecodeError traceback, read before the line was parsed."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join([*(json.dumps(r) for r in make_rows(6)), "{broken"]) + "\n")
+    out = tmp_path / "out"
+    ran = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(out), "-q", home=home)
+    assert ran.returncode == 0, ran.stderr
+    for name in ("items.jsonl", "failed_rows.jsonl"):
+        path = out / name
+        whole = path.read_bytes()
+        path.write_bytes(whole + '{"id": "café"'.encode()[:-2])  # cut inside the é
+        result = ragscore("report", str(out), "--format", "json", "--out", str(tmp_path / "again"), home=home,
+                          env={"COLUMNS": "400"})  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        cut_line = len(whole.splitlines()) + 1
+        assert result.stderr.startswith(f"error: {path}:{cut_line}: not a"), result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+        path.write_bytes(whole)
+
+
 def test_quiet_still_says_rows_were_left_unscored(tmp_path: Path, home: Path) -> None:
     """``-q`` drops progress and the table; a run that silently scored fewer rows than the dataset has (exit 0,
     nothing said) read as a clean run in CI."""
