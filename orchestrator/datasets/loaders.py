@@ -443,7 +443,8 @@ def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
 
     if looks_like_nlp_project(path):
         return "nlp-project"
-    raise DatasetError(f"{path}: cannot tell the format from {suffix!r}; pass --format ({', '.join(ALL_FORMATS)})")
+    named = f"{suffix}.gz" if gzipped else suffix  # data.gz: '.gz', not ''
+    raise DatasetError(f"{path}: cannot tell the format from {named!r}; pass --format ({', '.join(ALL_FORMATS)})")
 
 
 def iter_records(

@@ -201,6 +201,7 @@ def test_aliases_and_context_shapes(tmp_path: Path) -> None:
     [
         ("missing.jsonl", None, "Dataset not found"),
         ("data.txt", "x", "cannot tell the format"),
+        ("data.gz", b"\x1f\x8b\x08\x00rest", "cannot tell the format from '.gz'"),  # it said from ''
         ("bad.json", "{not json", "not valid JSON"),
         ("scalar.json", "3", "expected a JSON list"),
         # Common shapes get the way out, not only the parser's complaint.
