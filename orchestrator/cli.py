@@ -493,7 +493,7 @@ def status(
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         return
-    from .embedded_redis import lane_in_use
+    from .embedded_redis import run_process_alive
     from .runner import CONSUMER_CHECK_S, held_messages, unserved_message, unserved_queues
 
     run_id = _run_id(run_id)
@@ -509,7 +509,7 @@ def status(
         if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
             checked[0] = time.monotonic()
             # an embedded run whose process runs has its own workers (still booting, maybe): none is missing
-            served = lane is not None and lane_in_use(store.r, lane)
+            served = lane is not None and run_process_alive(store.r, view.meta)
             unserved = {} if served else unserved_queues(store, run_id)
             view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved.items()})
             # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
@@ -563,7 +563,7 @@ def cancel_cmd(
     broker: BrokerOpt = None,
 ) -> None:
     """Cancel a run: workers skip its remaining tasks; its summary covers what was scored."""
-    from .embedded_redis import lane_in_use
+    from .embedded_redis import run_process_alive
     from .runner import cancel, summarize_cancelled
 
     run_id = _run_id(run_id)
@@ -573,7 +573,7 @@ def cancel_cmd(
     state = store.state(run_id)
     if state == "cancelled":
         again = " (it already was)" if was == "cancelled" else ""
-        watched = lane is not None and lane_in_use(store.r, lane)  # its `ragscore run` still runs, and waits on it
+        watched = lane is not None and run_process_alive(store.r, store.meta(run_id))  # its process waits on it
         then = ("its `ragscore run` writes the reports of what it scored into its --out DIR" if watched
                 else f"`ragscore results {run_id} --out DIR` writes the reports of what it scored")  # fmt: skip
         err.print(f"run {run_id}: cancelled{again}; the workers skip its queued tasks, then {then}", soft_wrap=True)

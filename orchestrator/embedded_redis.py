@@ -34,7 +34,7 @@ from ragscore_workers.app import CONTROL_QUEUE, SCORING_QUEUES
 from ragscore_workers.errors import BrokerError
 from ragscore_workers.schemas import Queue
 
-__all__ = ["EmbeddedRedis", "find_redis_server", "lane_in_use", "lane_url"]
+__all__ = ["EmbeddedRedis", "find_redis_server", "lane_in_use", "lane_url", "process_id", "run_process_alive"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,15 @@ def lane_in_use(client: redis.Redis, lane: int) -> bool:
     if owner is not None and process_alive(owner):
         return True
     return lane == 0 and any(process_alive(p) for p in client.smembers(LANE_SHARERS_KEY))
+
+
+def run_process_alive(client: redis.Redis, meta: dict[str, str]) -> bool:
+    """Whether the process of an embedded run (its ``ragscore run`` or ``evaluate()``, recorded in its meta as
+    ``lane_process``) still runs, with its workers; for a run recorded before that, whether its lane is held. Not
+    the lane's holder: a later process takes the lane of a killed one, and does not serve what it left."""
+    if process := meta.get("lane_process"):
+        return process_alive(process)
+    return lane_in_use(client, int(meta.get("lane") or 0))
 
 
 def process_id(pid: int | None = None) -> str:

@@ -51,7 +51,7 @@ from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
 from .atomic_file import write_text_atomic
 from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
-from .embedded_redis import EmbeddedRedis, lane_url
+from .embedded_redis import EmbeddedRedis, lane_url, process_id
 from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
@@ -890,8 +890,8 @@ def run(
                             replaced)  # fmt: skip
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded")
-            if lane is not None:  # where its queues are, for `ragscore status` / `cancel` in another shell
-                store.set_meta(run_id, lane=lane)
+            if lane is not None:  # where its queues are and whose they are, for `status` / `cancel` in another shell
+                store.set_meta(run_id, lane=lane, lane_process=process_id())
             if on_validated is not None:
                 on_validated(queues)
 

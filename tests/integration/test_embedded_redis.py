@@ -183,6 +183,8 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
     import signal
     import sys
 
+    from orchestrator.embedded_redis import LANES_KEY, process_id
+
     from ..support import ROOT, write_jsonl
 
     rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 30}} for i in range(300)]
@@ -207,6 +209,7 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
         return found
 
     workers: list[int] = []
+    later = subprocess.Popen(["sleep", "600"])
     try:
         # its worker, held still as one that is booting (it answers no one, consumes nothing)
         assert until(lambda: bool(started()), timeout=60)
@@ -229,6 +232,10 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
         proc.wait(30)
         for pid in workers:
             os.killpg(pid, signal.SIGKILL)
+        # A later process takes the freed lane (the lowest free one): it does not serve what this run left there
+        lane = meta.hget(f"ragscore:run:{run_id}:meta", "lane")
+        assert lane is not None
+        meta.hset(LANES_KEY, lane, process_id(later.pid))
         assert "wait on queue 'cpu' and no worker consumes it" in status()
         # Cancelled, it gets its summary at once: the aggregation sent to its lane waited there for ever.
         cancelled = subprocess.run([*cli, "cancel", run_id], capture_output=True, text=True, cwd=ROOT, env=env,
@@ -241,6 +248,8 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
         summary = json.loads((tmp_path / "res" / "summary.json").read_text())
         assert summary["state"] == "cancelled" and summary["items"] == 300
     finally:
+        later.kill()
+        later.wait(10)
         proc.kill()
         proc.wait(30)
         for pid in workers:
