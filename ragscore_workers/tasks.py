@@ -288,11 +288,17 @@ def ask_target(
 @app.task(name="ragscore.score_shard")
 def score_shard(run_id: str, shard: int, generation: int = 0) -> None:
     """Callback of a shard's target chord: score what was answered (only what is still missing), record
-    the items the target could not answer as errors, and start the shard's scoring chord."""
+    the items the target could not answer as errors, and start the shard's scoring chord. A suite this worker
+    cannot resolve (a plug-in not loaded here) fails the run, saying so: the shard could never finish."""
     from .target.stage import scoring_rows
 
     store = get_store()
-    resolved = _resolve_suite_here(Suite.model_validate_json(store.meta(run_id)["suite"]))
+    try:
+        resolved = _resolve_suite_here(Suite.model_validate_json(store.meta(run_id)["suite"]))
+    except ConfigError as exc:  # the same on every delivery: the run fails saying why, it does not wait for ever
+        log.error("run %s: cannot plan the scoring of shard %d: %s", run_id, shard, exc)
+        store.set_state(run_id, RunState.FAILED, error=f"score_shard: {exc}")
+        return
     metric_outputs = resolved.scoring_outputs()
     keys = store.shard_keys(run_id, shard)
     todo_outputs = store.incomplete(run_id, keys, [o for outs in metric_outputs.values() for o in outs])

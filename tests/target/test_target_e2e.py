@@ -381,3 +381,23 @@ def test_a_reply_without_the_answer_is_not_cached_so_a_resume_asks_again(home: P
     assert sorted(calls.values()) == [2] * N, "each question asked again once"
     answers = [json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()]
     assert [a["answer"] for a in answers] == [f"answer to {q['question']}" for q in questions(N)]
+
+
+def test_a_cluster_whose_workers_lack_the_suites_plugin_fails_the_run_saying_so_not_stalls(
+    redis_server: RedisProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target chord's callback plans the scoring on a worker: without the suite's plug-in there it raised, the
+    shard never finished and the run sat at its last progress for ever."""
+    from ragscore_workers.errors import RagscoreError
+
+    workers = [WorkerProcess(redis_server.url, q, tmp_path / "w", concurrency=1).start() for q in ("target", "cpu")]
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing")  # here only, after the workers started
+    try:
+        with FakeRag() as rag:
+            suite = {"metrics": ["fail_on_flag"], "targets": [_target(rag, "exact") | {"auth_env": None}]}
+            said = r"score_shard: worker .* has no metric 'fail_on_flag' \(RAGSCORE_PLUGINS here: unset\)"
+            with pytest.raises(RagscoreError, match=said):
+                evaluate(questions(3), suite, out=tmp_path / "out", broker=redis_server.url)
+    finally:
+        for worker in workers:
+            worker.stop()
