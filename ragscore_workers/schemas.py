@@ -7,6 +7,7 @@ import math
 import re
 from enum import Enum
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -164,6 +165,31 @@ def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
+#: Query parameters that carry a credential besides :func:`credential_name`'s: Google's ``key``, Azure Functions'
+#: ``code``, a signed URL's ``sig`` / ``signature``.
+_SECRET_QUERY = frozenset({"key", "code", "sig", "signature"})
+
+
+def _no_secret_in_url(url: str | None) -> str | None:
+    """A suite's ``url`` / ``base_url`` is kept with the run and shown in messages: one carrying a credential
+    (``user:password@``, ``?api_key=``) is refused, unshown, with where the credential goes instead."""
+    if url is None:
+        return url
+    parts = urlsplit(url)
+    named = sorted({n for n, _ in parse_qsl(parts.query, keep_blank_values=True)
+                    if credential_name(n) or n.lower() in _SECRET_QUERY})  # fmt: skip
+    if "@" in parts.netloc or named:
+        where = f"query parameter {', '.join(named)}" if named else "user info (user:password@)"
+        raise PydanticCustomError(
+            "secret_in_suite",
+            "the url holds a credential ({where}): a url is kept with the run and shown in messages, so a credential "
+            "comes from the environment only (the value is not shown): a target names its variable in auth_env (with "
+            "auth_header, auth_scheme); a judge reads its provider's *_API_KEY",
+            {"where": where},
+        )
+    return url
+
+
 def _system_name(value: str | None) -> str | None:
     """A row's or target's ``system``: no ``::`` in it, so every item key splits back (:func:`split_key`)."""
     if value is not None and KEY_SEPARATOR in value:
@@ -311,6 +337,7 @@ class JudgeConfig(BaseModel):
     provider: Literal["groq", "openai"] = "groq"
     model: str = "llama-3.1-8b-instant"
     base_url: str | None = None
+    _base_url = field_validator("base_url")(_no_secret_in_url)
     temperature: float = 0.0
     max_tokens: int = Field(default=512, gt=0)
     #: A reasoning model, which thinks before it answers (OpenAI o-series and gpt-5, DeepSeek-R1 distills,
@@ -383,6 +410,7 @@ class TargetConfig(BaseModel):
     #: The name its items carry (``system``); required when a suite has several targets.
     system: str | None = None
     url: str | None = None
+    _url = field_validator("url")(_no_secret_in_url)
     callable: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     method: Literal["POST", "GET"] = "POST"
     #: JSON body (GET: query parameters). ``"{field}"`` alone keeps the row value's type; inside a longer

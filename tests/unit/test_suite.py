@@ -58,6 +58,32 @@ def test_a_target_header_carrying_a_credential_is_refused_unshown(header: str) -
     assert loaded is not None and loaded.headers == plain["headers"]
 
 
+@pytest.mark.parametrize(
+    ("url", "where"),
+    [
+        ("https://rag.example/ask?api_key=REALSECRET987", "query parameter api_key"),
+        ("https://rag.example/ask?lang=en&access_token=REALSECRET987", "query parameter access_token"),
+        ("https://rag.example/api/ask?code=REALSECRET987", "query parameter code"),  # Azure Functions
+        ("https://bob:REALSECRET987@rag.example/ask", r"user info \(user:password@\)"),
+        ("https://REALSECRET987@rag.example/ask", r"user info \(user:password@\)"),
+    ],
+)
+def test_a_url_carrying_a_credential_is_refused_unshown(url: str, where: str) -> None:
+    """A target's ``url`` and the judge's ``base_url`` are kept with the run (its store, task messages, run_info.json)
+    and shown in messages and logs: a key in one would be too."""
+    for suite in (
+        {"metrics": ["exact_match"], "target": {"url": url}},
+        {"metrics": ["rubric_judge"], "judge": {"provider": "openai", "base_url": url}},
+    ):
+        with pytest.raises(ConfigError, match=f"the url holds a credential \\({where}\\)") as info:
+            load_suite(suite)
+        assert "REALSECRET987" not in str(info.value) and "comes from the environment only" in str(info.value)
+    plain = "https://rag.example:8443/v1/ask?lang=en&max_tokens=64&top_k=5"
+    assert load_suite({"metrics": ["exact_match"], "target": {"url": plain}}).suite.target.url == plain  # type: ignore[union-attr]
+    judged = load_suite({"metrics": ["rubric_judge"], "judge": {"provider": "openai", "base_url": plain}})
+    assert judged.suite.judge.base_url == plain
+
+
 def test_a_suite_changed_after_loading_is_checked_again() -> None:
     """Command-line overrides (``--chunk-size``) go through model_copy(update=...), which skips validation."""
     loaded = load_suite({"metrics": ["exact_match"]}).suite
