@@ -18,6 +18,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
 =================  ======  ==========================================================================
 
+Besides the run's keys, ``ragscore:runs`` (a sorted set of run ids by creation time) lists the runs for ``status``.
+
 No value grows with the dataset beyond one shard's id list. Writes are idempotent: re-running a task
 rewrites the same fields and counts only fields that were not there before (one Lua script per chunk).
 """
@@ -51,6 +53,9 @@ __all__ = [
 ]
 
 PREFIX = "ragscore:run:"
+#: Sorted set of run ids by creation time, so listing the runs reads no item key (``status`` without an id on a
+#: store of millions of items); a run whose meta has expired is dropped from it when runs are listed.
+RUNS_INDEX = "ragscore:runs"
 #: What a run id that is not in the store gets told.
 NO_SUCH_RUN = (
     "No run {run_id!r} in the store (a finished run expires after RAGSCORE_RUN_TTL_S, and a Redis restarted "
@@ -329,6 +334,7 @@ class RunStore:
         pipe = self.r.pipeline()
         pipe.hset(self.key(run_id, "meta"), mapping=fields)
         pipe.expire(self.key(run_id, "meta"), self.ttl_s)
+        pipe.zadd(RUNS_INDEX, {run_id: float(fields["created_at"])}, nx=True)  # a resume keeps its first time
         pipe.execute()
 
     def _run_parts(self, run_id: str) -> list[str]:
@@ -639,8 +645,24 @@ class RunStore:
         return out
 
     def list_runs(self) -> list[str]:
-        """Run ids present in the store (scans; for ``status`` without an id)."""
-        return sorted(k[len(PREFIX) : -len(":meta")] for k in self.r.scan_iter(match=f"{PREFIX}*:meta", count=1000))
+        """Run ids present in the store (for ``status`` without an id), from :data:`RUNS_INDEX`; runs whose keys
+        expired are dropped from it. A store written before the index existed is scanned once to build it."""
+        if not self.r.exists(RUNS_INDEX):
+            metas = list(self.r.scan_iter(match=f"{PREFIX}*:meta", count=1000))
+            pipe = self.r.pipeline(transaction=False)
+            for key in metas:
+                pipe.hget(key, "created_at")
+            if metas:
+                created = zip(metas, pipe.execute(), strict=True)
+                self.r.zadd(RUNS_INDEX, {k[len(PREFIX) : -len(":meta")]: float(at or 0) for k, at in created}, nx=True)
+        indexed = self.r.zrange(RUNS_INDEX, 0, -1)
+        pipe = self.r.pipeline(transaction=False)
+        for run_id in indexed:
+            pipe.exists(self.key(run_id, "meta"))
+        present = dict(zip(indexed, pipe.execute(), strict=True))
+        if gone := [run_id for run_id, here in present.items() if not here]:
+            self.r.zrem(RUNS_INDEX, *gone)
+        return sorted(run_id for run_id, here in present.items() if here)
 
     def overview(self, run_ids: list[str]) -> list[dict[str, Any]]:
         """Per run (one round trip for all): ``run_id``, ``state``, ``done`` / ``total`` work units, ``submitted_at``

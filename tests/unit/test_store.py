@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from ragscore_workers.schemas import MetricResult
-from ragscore_workers.store import RunStore
+from ragscore_workers.store import RUNS_INDEX, RunStore, redis_client
+
+from ..support import RedisProcess
 
 
 def _write(store: RunStore, run: str, key: str, **results: MetricResult) -> int:
@@ -112,3 +115,32 @@ def test_a_result_json_cannot_hold_is_stored_as_that_items_error(store: RunStore
     assert a.score == 0.5 and a.error is None
     assert b.score is None and b.error is not None and "numpy.float32" in b.error and "float(x)" in b.error
     assert c.score == 1.0 and c.details == {"quoted": "x\ufffd"}  # a lone surrogate is mended, no error
+
+
+def test_runs_are_listed_from_their_index_not_by_scanning_every_key(tmp_path: Path) -> None:
+    """``status`` without an id scanned the whole keyspace: a store of millions of items for a list of a few runs. A
+    store written before the index existed (runs with meta only) is scanned once, to build it."""
+    server = RedisProcess(tmp_path).start()
+    try:
+        store = RunStore(redis_client(server.url), ttl_s=3600)
+        for run in ("old-a", "old-b"):  # as an earlier version wrote them: no index entry
+            store.r.hset(store.key(run, "meta"), mapping={"state": "finished", "created_at": "100"})
+        store.r.mset({store.key("old-a", f"item:{i}"): "{}" for i in range(2000)})
+        assert store.list_runs() == ["old-a", "old-b"]
+        store.create_run("new", {"state": "running"})
+        scans = _calls(store, "scan")
+        assert store.list_runs() == ["new", "old-a", "old-b"]
+        assert _calls(store, "scan") == scans, "the index is read, no key scanned"
+        store.r.delete(store.key("old-b", "meta"))  # expired
+        assert store.list_runs() == ["new", "old-a"]
+        assert store.r.zrange(RUNS_INDEX, 0, -1) == ["old-a", "new"], "gone runs leave the index; by creation time"
+        first = store.r.zscore(RUNS_INDEX, "new")
+        time.sleep(0.01)
+        store.create_run("new", {"state": "submitting"})  # a resume keeps its place
+        assert store.r.zscore(RUNS_INDEX, "new") == first and store.list_runs() == ["new", "old-a"]
+    finally:
+        server.stop()
+
+
+def _calls(store: RunStore, command: str) -> int:
+    return int(store.r.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
