@@ -56,6 +56,8 @@ PREFIX = "ragscore:run:"
 #: Sorted set of run ids by creation time, so listing the runs reads no item key (``status`` without an id on a
 #: store of millions of items); a run whose meta has expired is dropped from it when runs are listed.
 RUNS_INDEX = "ragscore:runs"
+#: Set once the runs of a store written before :data:`RUNS_INDEX` existed were scanned into it.
+RUNS_INDEX_BUILT = "ragscore:runs:built"
 #: What a run id that is not in the store gets told.
 NO_SUCH_RUN = (
     "No run {run_id!r} in the store (a finished run expires after RAGSCORE_RUN_TTL_S, and a Redis restarted "
@@ -647,7 +649,7 @@ class RunStore:
     def list_runs(self) -> list[str]:
         """Run ids present in the store (for ``status`` without an id), from :data:`RUNS_INDEX`; runs whose keys
         expired are dropped from it. A store written before the index existed is scanned once to build it."""
-        if not self.r.exists(RUNS_INDEX):
+        if not self.r.exists(RUNS_INDEX_BUILT):
             metas = list(self.r.scan_iter(match=f"{PREFIX}*:meta", count=1000))
             pipe = self.r.pipeline(transaction=False)
             for key in metas:
@@ -655,6 +657,7 @@ class RunStore:
             if metas:
                 created = zip(metas, pipe.execute(), strict=True)
                 self.r.zadd(RUNS_INDEX, {k[len(PREFIX) : -len(":meta")]: float(at or 0) for k, at in created}, nx=True)
+            self.r.set(RUNS_INDEX_BUILT, "1")
         indexed = self.r.zrange(RUNS_INDEX, 0, -1)
         pipe = self.r.pipeline(transaction=False)
         for run_id in indexed:

@@ -126,8 +126,8 @@ def test_runs_are_listed_from_their_index_not_by_scanning_every_key(tmp_path: Pa
         for run in ("old-a", "old-b"):  # as an earlier version wrote them: no index entry
             store.r.hset(store.key(run, "meta"), mapping={"state": "finished", "created_at": "100"})
         store.r.mset({store.key("old-a", f"item:{i}"): "{}" for i in range(2000)})
-        assert store.list_runs() == ["old-a", "old-b"]
-        store.create_run("new", {"state": "running"})
+        store.create_run("new", {"state": "running"})  # the first run of the new version, before any listing
+        assert store.list_runs() == ["new", "old-a", "old-b"]
         scans = _calls(store, "scan")
         assert store.list_runs() == ["new", "old-a", "old-b"]
         assert _calls(store, "scan") == scans, "the index is read, no key scanned"
