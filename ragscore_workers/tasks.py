@@ -94,9 +94,14 @@ def _item_meta(row: Row) -> dict[str, Any]:
 
 def _raw_key_meta(raw: dict) -> tuple[str, dict[str, Any]]:
     """Item key and meta of a row as the task message carries it, for a row that could not be parsed or scored:
-    the key of the item the orchestrator counts (``system::id``), not a stray item keyed by the id alone."""
-    meta = {"id": str(raw.get("id", "?"))} | ({"system": str(raw["system"])} if raw.get("system") is not None else {})
-    return item_key(meta.get("system"), meta["id"]), meta
+    the key of the item the orchestrator counts (``system::id``), not a stray item keyed by the id alone, and
+    the meta :func:`_item_meta` gives (an item's ``_meta`` is rewritten by every queue that writes it: one
+    without the group would take the item out of its group in the summary)."""
+    meta: dict[str, Any] = {name: None if raw.get(name) is None else str(raw[name]) for name in ITEM_META_FIELDS}
+    meta["id"] = meta["id"] or "?"
+    question = raw.get("question")
+    meta["question_sha"] = question_fingerprint(question) if isinstance(question, str) else None
+    return item_key(meta["system"], meta["id"]), meta
 
 
 def _time_limit_error(queue: str) -> str:

@@ -13,6 +13,7 @@ from celery.result import AsyncResult
 
 from orchestrator.runner import connect, run
 from orchestrator.suite import load_suite
+from ragscore_workers.schemas import question_fingerprint
 from ragscore_workers.store import RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, scores_by_id, write_jsonl
@@ -187,7 +188,7 @@ def test_a_worker_without_the_suites_plugin_fails_its_items_saying_so_under_thei
     from ragscore_workers.errors import RagscoreError
 
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing")
-    rows = [{**row, "system": "sysA"} for row in make_rows(4)]
+    rows = [{**row, "system": "sysA", "group": "g1"} for row in make_rows(4)]
     resolved = load_suite({"metrics": ["fail_on_flag"]})
     said = r"worker .* has no metric 'fail_on_flag' \(RAGSCORE_PLUGINS here: unset\): every worker must import"
     with pytest.raises(RagscoreError, match=said):  # the aggregation, on such a worker too
@@ -197,3 +198,7 @@ def test_a_worker_without_the_suites_plugin_fails_its_items_saying_so_under_thei
     items = {raw.key: raw.metrics for raw in store.iter_raw_items(run_id)}
     assert sorted(items) == [f"sysA::q{i}" for i in range(4)]
     assert all(m["fail_on_flag"]["error"].startswith("worker cannot score: worker ") for m in items.values())
+    # their meta is a scored item's (a queue that failed them rewrote the meta another queue wrote, group and all)
+    metas = [raw.meta for raw in store.iter_raw_items(run_id)]
+    assert all(m["group"] == "g1" for m in metas)
+    assert all(m["question_sha"] == question_fingerprint(f"question {m['id'][1:]}?") for m in metas)
