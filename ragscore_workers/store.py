@@ -235,6 +235,12 @@ def _stored_result(result: MetricResult) -> str:
         return _status(failed) + failed.model_dump_json(exclude_defaults=True)
 
 
+def as_stored(result: MetricResult) -> dict[str, Any]:
+    """A result as an item read back from the store holds it (:func:`_stored_result`: an error where the
+    result's details cannot be JSON), for a reader that uses a result it also writes (the derived metrics)."""
+    return json.loads(_stored_result(result)[1:])
+
+
 def store_url_for_redis_py(url: str) -> str:
     """Translate Celery's ``redis+socket://`` / ``socket://`` URLs to redis-py's ``unix://`` (kombu's
     ``?virtual_host=N`` database to redis-py's ``?db=N``)."""

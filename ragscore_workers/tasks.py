@@ -35,7 +35,7 @@ from .schemas import (
 )
 from .scoring import cancel_skipped, derive, score_rows, with_skipped
 from .settings import get_settings
-from .store import RunState, RunStore, redis_client, superseded, target_state_part
+from .store import RunState, RunStore, as_stored, redis_client, superseded, target_state_part
 
 __all__ = ["aggregate", "ask_target", "finish_shard", "score_shard", "score_task"]
 
@@ -397,7 +397,7 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
             if derived:
                 extra = derive(raw.metrics, derived)
                 pending.append((raw.key, raw.meta, extra))
-                raw.metrics.update({name: r.model_dump() for name, r in extra.items()})
+                raw.metrics.update({name: as_stored(r) for name, r in extra.items()})
                 if len(pending) >= 500:
                     store.write_results(run_id, Queue.DERIVED.value, pending)
                     pending = []

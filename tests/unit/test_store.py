@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from ragscore_workers.schemas import MetricResult
 from ragscore_workers.store import RUNS_INDEX, RunStore, redis_client
 
@@ -144,3 +146,31 @@ def test_runs_are_listed_from_their_index_not_by_scanning_every_key(tmp_path: Pa
 
 def _calls(store: RunStore, command: str) -> int:
     return int(store.r.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_a_derived_result_json_cannot_hold_is_the_same_error_in_the_summary_as_in_the_items(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The aggregation stored such a derived result as the item's error but averaged it as a score: the
+    summary said n=2, no errors, while every item of items.jsonl held an error."""
+    import importlib
+
+    from ragscore_workers.metrics import registry
+    from ragscore_workers.schemas import Suite
+
+    monkeypatch.setattr(registry, "_REGISTRY", registry.all_metrics())  # the plug-in's metric leaves with the test
+    importlib.reload(importlib.import_module("tests.plugins.numpy_details"))
+    from ragscore_workers.tasks import aggregate_in
+
+    run = "t-derived-json"
+    suite = Suite.model_validate({"metrics": ["exact_match", "numpy_details_derived"]})
+    store.create_run(run, {"state": "running", "suite": suite.model_dump_json(), "items": 2})
+    store.add_ids(run, 0, ["a", "b"], {"cpu": 2})
+    _write(store, run, "a", exact_match=MetricResult(score=1.0))
+    _write(store, run, "b", exact_match=MetricResult(score=1.0))
+    store.set_meta(run, n_shards=1)
+    aggregate_in(store, run)
+    stored = [item.metrics["numpy_details_derived"] for item in store.iter_items(run)]
+    assert all(r.score is None and "numpy.int64" in (r.error or "") for r in stored)
+    summary = store.summary(run).metrics["numpy_details_derived"]
+    assert summary.errors == 2 and summary.n == 0 and summary.mean is None
