@@ -7,7 +7,6 @@ store. The in-process baseline of the benchmarks calls the same function.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -16,8 +15,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel
 
 from .metrics.registry import MetricDef, RunContext
-from .providers.errors import redact
-from .schemas import MetricResult, Row, credential_name
+from .providers.errors import environment_secrets, redact
+from .schemas import MetricResult, Row
 from .store import RawItem
 
 __all__ = ["cancel_skipped", "derive", "score_rows", "with_skipped"]
@@ -27,18 +26,9 @@ log = logging.getLogger(__name__)
 ItemScores = dict[str, MetricResult]
 
 
-#: Shortest environment value redacted from error text (a ``DEBUG_TOKEN=1`` is no secret, and ``1`` is everywhere).
-MIN_SECRET_CHARS = 8
-
-
-def _environment_secrets() -> list[str]:
-    """Values of the environment variables named like credentials (``GROQ_API_KEY``, ``ACME_API_KEY``, ``HF_TOKEN``)."""
-    return [v.strip() for k, v in os.environ.items() if credential_name(k) and len(v.strip()) >= MIN_SECRET_CHARS]
-
-
 def _error_text(exc: BaseException) -> str:
     """An exception as an item's error: a plug-in's text quoting its key (a URL, a header) has it as ``***``."""
-    return redact(f"{type(exc).__name__}: {exc}", *_environment_secrets())[:2000]
+    return redact(f"{type(exc).__name__}: {exc}", *environment_secrets())[:2000]
 
 
 def _as_outputs(mdef: MetricDef, params: BaseModel, value: Any, ms: float) -> ItemScores:

@@ -17,9 +17,12 @@ never carry an API key (:func:`redact`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from urllib.parse import quote, quote_plus
 
 from ..errors import ConfigError, RagscoreError
+from ..schemas import credential_name
 
 __all__ = [
     "JudgeError",
@@ -29,17 +32,30 @@ __all__ = [
     "ProviderError",
     "RateLimitTimeout",
     "RequestTooLargeError",
+    "environment_secrets",
     "redact",
 ]
 
+#: Shortest environment value redacted from error text (a ``DEBUG_TOKEN=1`` is no secret, and ``1`` is everywhere).
+MIN_SECRET_CHARS = 8
+
 
 def redact(text: str, *secrets: str | None) -> str:
-    """``text`` with every non-empty secret replaced by ``***``, as written and as escaped in a repr."""
+    """``text`` with every non-empty secret replaced by ``***``: as written, as escaped in a repr, and as
+    percent-encoded in a URL (a key holding ``/``, ``+`` or ``=`` quoted into a query string)."""
     for secret in secrets:
         if secret:
-            for form in sorted({secret, repr(secret)[1:-1], secret.encode("unicode_escape").decode()}, key=len)[::-1]:
+            forms = {secret, repr(secret)[1:-1], secret.encode("unicode_escape").decode()}
+            forms |= {quote(secret, safe=""), quote_plus(secret), quote(secret)}
+            for form in sorted(forms, key=len)[::-1]:
                 text = text.replace(form, "***")
     return text
+
+
+def environment_secrets() -> list[str]:
+    """Values of the environment variables named like credentials (``GROQ_API_KEY``, ``ACME_API_KEY``,
+    ``HF_TOKEN``): what :func:`redact` takes out of a plug-in's error text, which may quote its key."""
+    return [v.strip() for k, v in os.environ.items() if credential_name(k) and len(v.strip()) >= MIN_SECRET_CHARS]
 
 
 class MissingKeyError(ConfigError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote, urlencode
+
 import pytest
 from pydantic import BaseModel
 
@@ -63,17 +65,20 @@ def test_a_plugins_error_quoting_a_key_from_the_environment_is_stored_without_it
 ) -> None:
     """A plug-in calling its own API raised with the key in the URL (httpx quotes it): the key went into items.jsonl,
     summary.json's first_error, the reports and the terminal."""
-    key = "acme-live-7f3a9c21"
+    key = "acme/live+7f3a9c21=="  # base64: quoted into a URL, it is acme%2Flive%2B7f3a9c21%3D%3D
     monkeypatch.setenv("ACME_API_KEY", f" {key}\n")  # as a key file's newline leaves it
     monkeypatch.setenv("DEBUG_TOKEN", "1")  # too short to be a secret: "1" stays everywhere
 
     def leaky(row: Row, params: BaseModel) -> MetricResult:
-        raise RuntimeError(f"GET https://acme.test/score?key={key} failed (attempt 1, {dict(key=key)})")
+        url = f"https://acme.test/score?{urlencode({'key': key})}&alt={quote(key)}"
+        raise RuntimeError(f"GET {url} failed (attempt 1, {dict(key=key)})")
 
     for kind, fn in (("per_row", leaky), ("batch", lambda rows, p, ctx: leaky(rows[0], p))):
         mdef = MetricDef(name="m", queue=Queue.CPU, fn=fn, kind=kind)  # type: ignore[arg-type]
         (out,) = score_rows([Row(id="a")], [(mdef, NoParams())], CTX)
-        assert out["m"].error == "RuntimeError: GET https://acme.test/score?key=*** failed (attempt 1, {'key': '***'})"
+        assert out["m"].error == (
+            "RuntimeError: GET https://acme.test/score?key=***&alt=*** failed (attempt 1, {'key': '***'})"
+        )
 
 
 def test_a_batch_metric_returning_the_wrong_count_fails_its_rows_once_without_rerunning_them() -> None:

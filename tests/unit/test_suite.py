@@ -209,6 +209,20 @@ def test_a_plugin_that_cannot_be_imported_is_a_config_error_naming_it(monkeypatc
             load_suite({"metrics": ["exact_match"]})
 
 
+def test_a_plugin_import_error_quoting_a_key_from_the_environment_says_so_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its text went unredacted into the ConfigError: the CLI's message, and on a worker every item's error."""
+    key = "acme-live-7f3a9c21"
+    monkeypatch.setenv("ACME_API_KEY", key)
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.leaky_import")
+    with pytest.raises(ConfigError) as caught:
+        load_suite({"metrics": ["exact_match"]})
+    assert str(caught.value).startswith("RAGSCORE_PLUGINS names 'tests.plugins.leaky_import', which cannot be imported")
+    assert "RuntimeError: ACME login failed for https://acme.test/v1?key=*** (every worker" in str(caught.value)
+    assert key not in str(caught.value)
+
+
 def test_a_plugin_metric_named_like_a_built_in_says_which_two_clash(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.clash")
     with pytest.raises(ConfigError, match="'exact_match' is registered twice: by ragscore_workers.metrics.exact_match"
