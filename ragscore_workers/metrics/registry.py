@@ -134,13 +134,20 @@ class MetricDef:
 
 
 def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]:
-    """Keys of ``params`` that name no field of ``model`` (by name or alias), unless it takes extras."""
-    if model.model_config.get("extra") not in (None, "ignore"):  # "forbid" says so itself; "allow" keeps them
+    """Keys of ``params`` that name no field of ``model`` as pydantic reads it, unless it takes extras: a field's
+    name only when it has no alias or the model validates by name (``max_words`` of a field aliased ``maxWords``
+    is ignored, not set), an alias unless the model turns aliases off."""
+    config = model.model_config
+    if config.get("extra") not in (None, "ignore"):  # "forbid" says so itself; "allow" keeps them
         return []
+    by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
+    by_alias = config.get("validate_by_alias", True) is not False
     names: set[str] = set()
     for name, info in model.model_fields.items():
-        names.add(name)
-        for alias in (info.alias, info.validation_alias):
+        aliases = (info.alias, info.validation_alias)
+        if by_name or all(alias is None for alias in aliases):
+            names.add(name)
+        for alias in aliases if by_alias else ():
             if isinstance(alias, str):
                 names.add(alias)
             elif isinstance(alias, AliasChoices):

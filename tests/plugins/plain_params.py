@@ -3,7 +3,7 @@ a plain ``BaseModel`` (pydantic ignores unknown keys by default)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ragscore_workers.metrics.registry import register
 from ragscore_workers.schemas import MetricResult, Queue, Row
@@ -19,3 +19,13 @@ def plain_short_answer(row: Row, params: LengthParams) -> MetricResult:
     if row.answer is None:
         return MetricResult.unscorable("no answer")
     return MetricResult(score=float(len(row.answer.split()) <= params.max_words))
+
+
+class AliasedParams(BaseModel):
+    max_words: int = Field(100, alias="maxWords")
+
+
+@register("plain_aliased_short_answer", Queue.CPU, params=AliasedParams, needs=("answer",))
+def plain_aliased_short_answer(row: Row, params: AliasedParams) -> MetricResult:
+    """1.0 when the answer has at most maxWords words (a field pydantic reads by its alias only)."""
+    return plain_short_answer(row, LengthParams(max_words=params.max_words))

@@ -241,3 +241,9 @@ def test_a_typo_in_a_plugins_params_is_refused_though_its_model_is_a_plain_base_
         load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_word": 4, "max_words": "x"}}]})
     (resolved,) = load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_words": 4}}]}).metrics
     assert resolved[1].max_words == 4  # type: ignore[attr-defined]
+    # A field with an alias is read by its alias only: its name, which pydantic ignores, is refused as unknown.
+    aliased = "plain_aliased_short_answer"
+    with pytest.raises(ConfigError, match=f"'{aliased}': max_words: Extra inputs are not permitted$"):
+        load_suite({"metrics": [{"name": aliased, "params": {"max_words": 4}}]})
+    (resolved,) = load_suite({"metrics": [{"name": aliased, "params": {"maxWords": 4}}]}).metrics
+    assert resolved[1].max_words == 4  # type: ignore[attr-defined]
