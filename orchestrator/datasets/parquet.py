@@ -23,6 +23,9 @@ __all__ = ["iter_parquet", "json_value"]
 
 #: Rows decoded at a time: the reader holds one batch, whatever the file's size.
 BATCH_ROWS = 2048
+#: Bytes read from the file at a time: pyarrow's default reads (and holds) a whole row group's columns at once,
+#: hundreds of MB for a row group of long answers, before the first row is given.
+READ_BUFFER_BYTES = 1 << 20
 
 
 def json_value(value: Any, where: str = "") -> Any:
@@ -63,7 +66,7 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
             f"{path}: a Parquet file; reading it needs pyarrow: pip install 'ragscore[parquet]'"
         ) from exc
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
         names = parquet.schema_arrow.names
         if twice := sorted({name for name in names if names.count(name) > 1}):  # a row would keep one of them
             raise DatasetError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice")
@@ -89,15 +92,15 @@ def _records(batch: pa.RecordBatch) -> list[tuple[dict[str, Any], str]]:
     its column, not the end of the run."""
     try:
         return [(record, "") for record in batch.to_pylist()]
-    except (ValueError, OverflowError):  # one value spoils the whole batch: read it a value at a time
-        pass
+    except Exception:  # one value spoils the whole batch (ValueError, OverflowError, a KeyError for an unknown
+        pass  # time zone): read it a value at a time
     rows = []
     for i in range(batch.num_rows):
         record, unreadable = {}, ""
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             try:
                 record[name] = column[i].as_py()
-            except (ValueError, OverflowError) as exc:
-                unreadable = unreadable or f"{name}: {exc}"
+            except Exception as exc:
+                unreadable = unreadable or f"{name}: {type(exc).__name__}: {exc}"
         rows.append((record, unreadable))
     return rows

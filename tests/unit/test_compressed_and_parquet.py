@@ -121,3 +121,33 @@ def test_a_parquet_value_python_cannot_hold_is_that_rows_error_and_a_column_give
     pq.write_table(table, twice)
     with pytest.raises(DatasetError, match="twice.parquet: column\\(s\\) 'answer' given twice"):
         list(iter_rows(twice))
+
+
+def test_a_parquet_value_in_an_unknown_time_zone_is_that_rows_error(tmp_path: Path) -> None:
+    """A timestamp column whose zone this host does not know raised a KeyError out of the reader: a traceback."""
+    path = tmp_path / "tz.parquet"
+    at = pa.array([0, None], pa.timestamp("us", tz="Mars/Olympus"))
+    pq.write_table(pa.table({"id": ["a", "b"], "asked_at": at}), path)
+    (_, first), (_, second) = read = list(iter_rows(path))
+    assert isinstance(first, RowError) and first.line == 1 and first.error.startswith("asked_at: ")
+    assert "Mars/Olympus" in first.error and first.raw == '{"id": "a"}'
+    assert not isinstance(second, RowError) and second.id == "b" and len(read) == 2
+
+
+def test_parquet_is_read_a_little_at_a_time_not_a_row_group_at_once(tmp_path: Path) -> None:
+    """pyarrow's default reader buffers a whole row group (a 1M-row export is often one) before the first row:
+    50 MB here, GBs for a real corpus. The first row must come after reading about one batch, not the file."""
+    path = tmp_path / "one_group.parquet"
+    n = 40_000
+    answers = [f"{i:08d}" * 150 for i in range(n)]  # 1.2 KB each, stored plain: the file holds 48 MB
+    table = pa.table({"id": [f"q{i}" for i in range(n)], "answer": answers})
+    pq.write_table(table, path, row_group_size=n, compression="none", use_dictionary=False)
+    del table, answers
+    before = pa.total_allocated_bytes()
+    rows = iter_rows(path)
+    assert next(rows)[1].id == "q0"  # type: ignore[union-attr]
+    held = pa.total_allocated_bytes() - before
+    assert held < path.stat().st_size / 4, (
+        f"{held / 1e6:.1f} MB held for the first row of a {path.stat().st_size / 1e6:.0f} MB file"
+    )
+    assert sum(1 for _ in rows) == n - 1
