@@ -17,7 +17,7 @@ from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import write_text_atomic
-from .terminal import TerminalConsole, shown
+from .terminal import TerminalConsole, shown, write_to_nowhere
 
 if TYPE_CHECKING:
     from ragscore_workers.schemas import RunSummary
@@ -132,6 +132,15 @@ def _broker_url(broker: str | None, *, start_embedded: bool = True) -> str:
         raise ConfigError(f"No broker given and no embedded runs yet under {settings.home}; pass --broker URL")
     atexit.register(embedded.release)
     return embedded.acquire()
+
+
+def _say(line: str) -> None:
+    """Print ``line`` to stdout, the output a script reads; a reader that went away (``ragscore status | head``)
+    takes the rest of it to nowhere, the command ending as it would have, not with a broken-pipe error."""
+    try:
+        typer.echo(line)
+    except BrokenPipeError:
+        write_to_nowhere(sys.stdout)
 
 
 def _store(broker: str | None):  # type: ignore[no-untyped-def]
@@ -466,7 +475,7 @@ def submit(
     err.print(f"submitted {sub.items} items ({sub.failed_rows} unreadable) in {sub.tasks} tasks")
     for queue, waiting in unserved_queues(store, sub.run_id).items():  # else it would wait, unsaid, till `status`
         err.print(f"warning: {unserved_message(queue, waiting)}", style="yellow", markup=False, soft_wrap=True)
-    typer.echo(sub.run_id)
+    _say(sub.run_id)
 
 
 @app.command()
@@ -489,7 +498,7 @@ def status(
         for r in runs:
             at = r["submitted_at"]
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) if at is not None else "-"
-            typer.echo(f"{r['run_id']}\t{r['state']}\t{r['done']:,}/{r['total']:,}\t{when}\t{shown(r['dataset'])}")
+            _say(f"{r['run_id']}\t{r['state']}\t{r['done']:,}/{r['total']:,}\t{when}\t{shown(r['dataset'])}")
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         return
@@ -780,7 +789,7 @@ def report_cmd(
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{split}_evaluation.json"
         write_text_atomic(path, json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n")
-        typer.echo(shown(console_summary(evaluation, split)))
+        _say(shown(console_summary(evaluation, split)))
         for note in left_out(data.summary.metrics):
             err.print(Text.assemble(("note:", "yellow"), f" {note}"))
         err.print(f"wrote {path}")

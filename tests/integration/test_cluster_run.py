@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -84,6 +85,22 @@ def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_
     assert summary["run_id"] == run_id and summary["items"] == 1000
     listing = _cli("status", "--broker", cluster)
     assert run_id in listing.stdout
+
+
+def test_a_listing_whose_reader_left_early_ends_quietly(cluster: str) -> None:
+    """``ragscore status | head -3`` on a store of many runs: the first line written after head left ended the
+    command with 'error: Broken pipe', exit 1, which a script under ``set -o pipefail`` took for a failure."""
+    store = connect(cluster)
+    for i in range(3):
+        store.create_run(f"t-listed-{i}", {"state": "finished", "dataset": "d.jsonl", "created_at": time.time()})
+    env = {k: v for k, v in os.environ.items() if k != "RAGSCORE_BROKER_URL"}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "status", "--broker", cluster], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line: every write to it fails (EPIPE)
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, stderr
+    assert stderr == ""
 
 
 def test_cancel_through_the_cli_then_results_once_the_workers_skipped_the_rest(dataset: Path, tmp_path: Path) -> None:
