@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -29,6 +30,11 @@ ItemScores = dict[str, MetricResult]
 def _error_text(exc: BaseException) -> str:
     """An exception as an item's error: a plug-in's text quoting its key (a URL, a header) has it as ``***``."""
     return redact(f"{type(exc).__name__}: {exc}", *environment_secrets())[:2000]
+
+
+def _traceback_text(exc: BaseException) -> str:
+    """An exception's traceback for the worker log, redacted as :func:`_error_text` (its last line quotes it)."""
+    return redact("".join(traceback.format_exception(exc)), *environment_secrets())
 
 
 def _as_outputs(mdef: MetricDef, params: BaseModel, value: Any, ms: float) -> ItemScores:
@@ -59,7 +65,7 @@ def _score_per_row(mdef: MetricDef, params: BaseModel, rows: list[Row]) -> list[
         except SoftTimeLimitExceeded:  # the task's time is up: its handler records it for every item
             raise
         except Exception as exc:  # a metric never raises into Celery
-            log.debug("metric %s failed on %s", mdef.name, row.id, exc_info=True)
+            log.debug("metric %s failed on %s: %s", mdef.name, row.id, _traceback_text(exc))
             out.append(_failed(mdef, params, _error_text(exc)))
     return out
 

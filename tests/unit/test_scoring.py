@@ -61,7 +61,7 @@ def test_the_tasks_time_limit_is_not_swallowed_as_a_metric_failure() -> None:
 
 
 def test_a_plugins_error_quoting_a_key_from_the_environment_is_stored_without_it(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A plug-in calling its own API raised with the key in the URL (httpx quotes it): the key went into items.jsonl,
     summary.json's first_error, the reports and the terminal."""
@@ -73,12 +73,15 @@ def test_a_plugins_error_quoting_a_key_from_the_environment_is_stored_without_it
         url = f"https://acme.test/score?{urlencode({'key': key})}&alt={quote(key)}"
         raise RuntimeError(f"GET {url} failed (attempt 1, {dict(key=key)})")
 
+    caplog.set_level("DEBUG", logger="ragscore_workers.scoring")  # the worker log, its tracebacks too
     for kind, fn in (("per_row", leaky), ("batch", lambda rows, p, ctx: leaky(rows[0], p))):
         mdef = MetricDef(name="m", queue=Queue.CPU, fn=fn, kind=kind)  # type: ignore[arg-type]
         (out,) = score_rows([Row(id="a")], [(mdef, NoParams())], CTX)
         assert out["m"].error == (
             "RuntimeError: GET https://acme.test/score?key=***&alt=*** failed (attempt 1, {'key': '***'})"
         )
+    assert "metric m failed on a: Traceback" in caplog.text and "in leaky" in caplog.text
+    assert key not in caplog.text and quote(key, safe="") not in caplog.text
 
 
 def test_a_batch_metric_returning_the_wrong_count_fails_its_rows_once_without_rerunning_them() -> None:
