@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,12 +68,13 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
         ) from exc
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
-        names = parquet.schema_arrow.names
+        names = [name for name in parquet.schema_arrow.names if name not in _pandas_row_labels(parquet.schema_arrow)]
         if twice := sorted({name for name in names if names.count(name) > 1}):  # a row would keep one of them
             raise DatasetError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice")
-        maps = [f.name for f in parquet.schema_arrow if pa.types.is_map(f.type)]  # an empty one reads as []
+        # A map column: an empty one reads as [], given as {}.
+        maps = [f.name for f in parquet.schema_arrow if pa.types.is_map(f.type) and f.name in names]
         number = 0
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=names):
             for record, unreadable in _records(batch):
                 number += 1
                 try:
@@ -84,6 +86,13 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
                     yield number, RowError(number, str(exc), raw)
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc
+
+
+def _pandas_row_labels(schema: pa.Schema) -> set[str]:
+    """The columns pandas wrote for a DataFrame's unnamed row labels (``__index_level_0__``: ``df.sample(n)`` or a
+    shuffled frame written by ``to_parquet``), no column of the dataset; a named index (``set_index("id")``) is."""
+    index = (schema.pandas_metadata or {}).get("index_columns", [])
+    return {name for name in index if isinstance(name, str) and re.fullmatch(r"__index_level_\d+__", name)}
 
 
 def _records(batch: pa.RecordBatch) -> list[tuple[dict[str, Any], str]]:

@@ -151,3 +151,18 @@ def test_parquet_is_read_a_little_at_a_time_not_a_row_group_at_once(tmp_path: Pa
         f"{held / 1e6:.1f} MB held for the first row of a {path.stat().st_size / 1e6:.0f} MB file"
     )
     assert sum(1 for _ in rows) == n - 1
+
+
+def test_the_row_labels_pandas_writes_for_a_sampled_frame_are_no_column(tmp_path: Path) -> None:
+    """``df.sample(n).to_parquet(...)`` writes the frame's row labels as ``__index_level_0__``: every row carried it
+    as a field of its own. A named index (``set_index("id")``) is data, and is read."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": ["a", "b", "c"], "answer": ["x", "y", "z"]}).sample(3, random_state=1)
+    frame.to_parquet(tmp_path / "sampled.parquet")
+    assert "__index_level_0__" in pq.ParquetFile(tmp_path / "sampled.parquet").schema_arrow.names
+    assert _read(tmp_path / "sampled.parquet") == [
+        (n, {"id": i, "answer": a}) for n, (i, a) in enumerate(zip(frame["id"], frame["answer"], strict=True), 1)
+    ]
+    frame.set_index("id").to_parquet(tmp_path / "named.parquet")
+    assert [row for _, row in _read(tmp_path / "named.parquet")] == [{"id": i, "answer": a} for i, a in frame.values]
