@@ -49,6 +49,7 @@ def iter_items_file(path: Path) -> Iterator[RawItem]:
             try:
                 rec = json.loads(line)
                 meta = {"id": rec["id"], "system": rec.get("system"), "group": rec.get("group")}
+                _check_item_fields(rec)
             except (ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"{path}:{number}: not an items.jsonl line ({exc})") from exc
             for name in ("question_type", "question_sha"):
@@ -56,6 +57,14 @@ def iter_items_file(path: Path) -> Iterator[RawItem]:
                     meta[name] = rec[name]
             key = item_key(meta["system"], meta["id"])
             yield RawItem(key=key, meta=meta, metrics=rec.get("metrics") or {})
+
+
+def _check_item_fields(rec: dict[str, Any]) -> None:
+    """ValueError for a hand-edited line ragscore never writes: an id that is no text, metrics that are no object."""
+    if not isinstance(rec["id"], str) or not isinstance(rec.get("system"), (str, type(None))):
+        raise ValueError(f"id and system are text: id {rec['id']!r}, system {rec.get('system')!r}")
+    if not isinstance(rec.get("metrics") or {}, dict):
+        raise ValueError(f"metrics is an object of outputs, not {type(rec['metrics']).__name__}")
 
 
 def _iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -350,6 +350,8 @@ def test_a_full_disk_while_writing_reports_says_so_and_how_to_finish(tmp_path: P
         ("run_info.json", lambda text: text[:-2], "run_info.json: not a run_info.json ragscore wrote (Expecting"),
         ("failed_rows.jsonl", lambda text: text + '{"line": 7, "raw": \n',
          "failed_rows.jsonl:2: not a failed_rows.jsonl line (Expecting value"),
+        ("items.jsonl", lambda text: text + '{"id": 7, "metrics": {}}\n',  # hand-edited: its TypeError's traceback
+         "items.jsonl:7: not an items.jsonl line (id and system are text: id 7, system None)"),
     ],
 )  # fmt: skip
 def test_a_damaged_output_dir_is_a_clear_error_for_report_and_compare(
