@@ -190,6 +190,33 @@ def _no_secret_in_url(url: str | None) -> str | None:
     return url
 
 
+def _credential_fields(request: dict[str, Any], path: str = "") -> list[str]:
+    """Fields of a target's ``request`` (nested too) named like a credential whose value is written in the suite,
+    not a ``{field}`` of the row: ``"api_key": "sk-..."``, not ``"session_token": "{metadata.session}"``."""
+    found = []
+    for name, value in request.items():
+        where = f"{path}{name}"
+        if isinstance(value, dict):
+            found += _credential_fields(value, f"{where}.")
+        elif (credential_name(str(name)) or str(name).lower() in _SECRET_QUERY) and value and "{" not in str(value):
+            found.append(where)
+    return found
+
+
+def _no_secret_in_request(request: dict[str, Any]) -> dict[str, Any]:
+    """A target's ``request`` is kept with the run as its url and headers are: a credential written in it is
+    refused, unshown, with where it goes instead."""
+    if named := _credential_fields(request):
+        raise PydanticCustomError(
+            "secret_in_suite",
+            "request field(s) {names}: a credential comes from the environment only, never from a suite file (the "
+            "value is not shown): send it as a header named in auth_env (with auth_header, auth_scheme), or call a "
+            "callable target that reads it from the environment",
+            {"names": ", ".join(named)},
+        )
+    return request
+
+
 def _system_name(value: str | None) -> str | None:
     """A row's or target's ``system``: no ``::`` in it, so every item key splits back (:func:`split_key`)."""
     if value is not None and KEY_SEPARATOR in value:
@@ -416,6 +443,7 @@ class TargetConfig(BaseModel):
     #: JSON body (GET: query parameters). ``"{field}"`` alone keeps the row value's type; inside a longer
     #: string it is formatted in. Fields: any row field (``id``, ``question``, ``metadata.lang`` ...).
     request: dict[str, Any] = Field(default_factory=lambda: {"question": "{question}"})
+    _request = field_validator("request")(_no_secret_in_request)
     headers: dict[str, str] = Field(default_factory=dict)
     _headers = field_validator("headers")(_no_secret_headers)
     auth_env: str | None = None

@@ -84,6 +84,22 @@ def test_a_url_carrying_a_credential_is_refused_unshown(url: str, where: str) ->
     assert judged.suite.judge.base_url == plain
 
 
+def test_a_target_request_field_carrying_a_credential_is_refused_unshown() -> None:
+    """A key written in the request body (or a GET's query) is kept with the run as a header's would be."""
+    for request, named in [({"question": "{question}", "api_key": "REALSECRET987"}, "api_key"),
+                           ({"q": "{question}", "auth": {"password": "REALSECRET987"}}, "auth.password"),
+                           ({"q": "{question}", "key": "REALSECRET987"}, "key")]:  # fmt: skip
+        with pytest.raises(
+            ConfigError, match=f"request field\\(s\\) {named}: a credential comes from the environment"
+        ) as info:
+            load_suite({"metrics": ["exact_match"], "target": {"url": "https://rag.example/ask", "request": request}})
+        assert "REALSECRET987" not in str(info.value) and "auth_env" in str(info.value)
+    plain = {"question": "{question}", "session_token": "{metadata.session}", "max_tokens": 64, "cache_key": "k",
+             "api_key": ""}  # fmt: skip
+    loaded = load_suite({"metrics": ["exact_match"], "target": {"url": "https://rag.example/ask", "request": plain}})
+    assert loaded.suite.target is not None and loaded.suite.target.request == plain
+
+
 def test_a_suite_changed_after_loading_is_checked_again() -> None:
     """Command-line overrides (``--chunk-size``) go through model_copy(update=...), which skips validation."""
     loaded = load_suite({"metrics": ["exact_match"]}).suite
