@@ -9,7 +9,15 @@ from enum import Enum
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 __all__ = [
@@ -190,23 +198,25 @@ def _no_secret_in_url(url: str | None) -> str | None:
     return url
 
 
-def _credential_fields(request: dict[str, Any], path: str = "") -> list[str]:
+def _credential_fields(request: dict[str, Any], query: bool, path: str = "") -> list[str]:
     """Fields of a target's ``request`` (nested too) named like a credential whose value is written in the suite,
-    not a ``{field}`` of the row: ``"api_key": "sk-..."``, not ``"session_token": "{metadata.session}"``."""
+    not a ``{field}`` of the row: ``"api_key": "sk-..."``, not ``"session_token": "{metadata.session}"``; in a
+    ``query`` (a GET's), also the names :func:`_no_secret_in_url` refuses (``key``, ``code``, ``sig``)."""
     found = []
     for name, value in request.items():
         where = f"{path}{name}"
+        named = credential_name(str(name)) or (query and str(name).lower() in _SECRET_QUERY)
         if isinstance(value, dict):
-            found += _credential_fields(value, f"{where}.")
-        elif (credential_name(str(name)) or str(name).lower() in _SECRET_QUERY) and value and "{" not in str(value):
+            found += _credential_fields(value, query, f"{where}.")
+        elif named and value and "{" not in str(value):
             found.append(where)
     return found
 
 
-def _no_secret_in_request(request: dict[str, Any]) -> dict[str, Any]:
+def _no_secret_in_request(request: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
     """A target's ``request`` is kept with the run as its url and headers are: a credential written in it is
     refused, unshown, with where it goes instead."""
-    if named := _credential_fields(request):
+    if named := _credential_fields(request, query=info.data.get("method") == "GET"):
         raise PydanticCustomError(
             "secret_in_suite",
             "request field(s) {names}: a credential comes from the environment only, never from a suite file (the "

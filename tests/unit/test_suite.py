@@ -86,17 +86,18 @@ def test_a_url_carrying_a_credential_is_refused_unshown(url: str, where: str) ->
 
 def test_a_target_request_field_carrying_a_credential_is_refused_unshown() -> None:
     """A key written in the request body (or a GET's query) is kept with the run as a header's would be."""
-    for request, named in [({"question": "{question}", "api_key": "REALSECRET987"}, "api_key"),
-                           ({"q": "{question}", "auth": {"password": "REALSECRET987"}}, "auth.password"),
-                           ({"q": "{question}", "key": "REALSECRET987"}, "key")]:  # fmt: skip
-        with pytest.raises(
-            ConfigError, match=f"request field\\(s\\) {named}: a credential comes from the environment"
-        ) as info:
-            load_suite({"metrics": ["exact_match"], "target": {"url": "https://rag.example/ask", "request": request}})
-        assert "REALSECRET987" not in str(info.value) and "auth_env" in str(info.value)
+    url, key = "https://rag.example/ask", "REALSECRET987"
+    for target, named in [({"request": {"question": "{question}", "api_key": key}}, "api_key"),
+                          ({"request": {"q": "{question}", "auth": {"password": key}}}, "auth.password"),
+                          ({"request": {"q": "{question}", "key": key}, "method": "GET"}, "key")]:  # fmt: skip
+        said = f"request field\\(s\\) {named}: a credential comes from the environment"
+        with pytest.raises(ConfigError, match=said) as info:
+            load_suite({"metrics": ["exact_match"], "target": {"url": url, **target}})
+        assert key not in str(info.value) and "auth_env" in str(info.value)
+    # a row's field is data; a POST body's "code" is no query credential; an empty value holds nothing
     plain = {"question": "{question}", "session_token": "{metadata.session}", "max_tokens": 64, "cache_key": "k",
-             "api_key": ""}  # fmt: skip
-    loaded = load_suite({"metrics": ["exact_match"], "target": {"url": "https://rag.example/ask", "request": plain}})
+             "api_key": "", "code": "python"}  # fmt: skip
+    loaded = load_suite({"metrics": ["exact_match"], "target": {"url": url, "request": plain}})
     assert loaded.suite.target is not None and loaded.suite.target.request == plain
 
 
