@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel
 
 from .metrics.registry import MetricDef, RunContext
-from .providers.errors import environment_secrets, redact
+from .providers.errors import exception_text, traceback_text
 from .schemas import MetricResult, Row
 from .store import RawItem
 
@@ -29,12 +28,7 @@ ItemScores = dict[str, MetricResult]
 
 def _error_text(exc: BaseException) -> str:
     """An exception as an item's error: a plug-in's text quoting its key (a URL, a header) has it as ``***``."""
-    return redact(f"{type(exc).__name__}: {exc}", *environment_secrets())[:2000]
-
-
-def _traceback_text(exc: BaseException) -> str:
-    """An exception's traceback for the worker log, redacted as :func:`_error_text` (its last line quotes it)."""
-    return redact("".join(traceback.format_exception(exc)), *environment_secrets())
+    return exception_text(exc)[:2000]
 
 
 def _as_outputs(mdef: MetricDef, params: BaseModel, value: Any, ms: float) -> ItemScores:
@@ -65,7 +59,7 @@ def _score_per_row(mdef: MetricDef, params: BaseModel, rows: list[Row]) -> list[
         except SoftTimeLimitExceeded:  # the task's time is up: its handler records it for every item
             raise
         except Exception as exc:  # a metric never raises into Celery
-            log.debug("metric %s failed on %s: %s", mdef.name, row.id, _traceback_text(exc))
+            log.debug("metric %s failed on %s: %s", mdef.name, row.id, traceback_text(exc))
             out.append(_failed(mdef, params, _error_text(exc)))
     return out
 

@@ -15,7 +15,7 @@ from functools import partial
 from importlib.metadata import entry_points
 
 from ..errors import ConfigError
-from ..providers.errors import environment_secrets, redact
+from ..providers.errors import exception_text
 
 __all__ = ["load_all"]
 
@@ -48,7 +48,7 @@ def _import(what: str, load: Callable[[], object]) -> None:
     except ConfigError:  # a metric registered twice says so itself
         raise
     except Exception as exc:
-        why = redact(f"{type(exc).__name__}: {exc}", *environment_secrets())  # a plug-in's text may quote its key
+        why = exception_text(exc)  # a plug-in's text may quote its key
         raise ConfigError(
             f"{what} cannot be imported on {socket.gethostname()}: {why} (every worker and "
             "the orchestrator must be able to import the modules that register the suite's metrics)"

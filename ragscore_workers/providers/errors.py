@@ -18,6 +18,7 @@ never carry an API key (:func:`redact`).
 from __future__ import annotations
 
 import os
+import traceback
 from collections.abc import Mapping
 from urllib.parse import quote, quote_plus
 
@@ -33,7 +34,9 @@ __all__ = [
     "RateLimitTimeout",
     "RequestTooLargeError",
     "environment_secrets",
+    "exception_text",
     "redact",
+    "traceback_text",
 ]
 
 #: Shortest environment value redacted from error text (a ``DEBUG_TOKEN=1`` is no secret, and ``1`` is everywhere).
@@ -56,6 +59,17 @@ def environment_secrets() -> list[str]:
     """Values of the environment variables named like credentials (``GROQ_API_KEY``, ``ACME_API_KEY``,
     ``HF_TOKEN``): what :func:`redact` takes out of a plug-in's error text, which may quote its key."""
     return [v.strip() for k, v in os.environ.items() if credential_name(k) and len(v.strip()) >= MIN_SECRET_CHARS]
+
+
+def exception_text(exc: BaseException, *secrets: str | None) -> str:
+    """``Type: message`` of ``exc`` with ``secrets`` and the environment's credentials as ``***``: an item's
+    error, where a plug-in's or a library target's text may quote a key (a URL, a header)."""
+    return redact(f"{type(exc).__name__}: {exc}", *secrets, *environment_secrets())
+
+
+def traceback_text(exc: BaseException, *secrets: str | None) -> str:
+    """``exc``'s traceback for a worker log, redacted as :func:`exception_text` (its last line quotes it)."""
+    return redact("".join(traceback.format_exception(exc)), *secrets, *environment_secrets())
 
 
 class MissingKeyError(ConfigError):

@@ -20,7 +20,7 @@ import httpx
 from ..errors import ConfigError
 from ..http_body import ReplyTooLarge, ReplyTooSlow, read_body
 from ..providers.base import RetryDecision, read_secret
-from ..providers.errors import redact
+from ..providers.errors import exception_text, redact
 from ..schemas import TargetConfig
 from .errors import TargetError
 
@@ -151,7 +151,7 @@ class CallableEndpoint:
         try:
             return self._function(request), {}
         except Exception as exc:  # the system under test failed on this question
-            message = redact(f"{self.system}: {type(exc).__name__}: {exc}", self._token)
+            message = f"{self.system}: {exception_text(exc, self._token)}"  # its LLM client's key too
             raise TargetError(message, system=self.system) from exc
 
     def decide(self, exc: TargetError) -> RetryDecision:

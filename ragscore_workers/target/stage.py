@@ -18,6 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from ..errors import ConfigError
+from ..providers.errors import exception_text, traceback_text
 from ..schemas import TARGET_FIELDS, UNFILLED_PREFIX, Row, TargetConfig
 from ..store import RunStore
 from ..unicode_text import valid_unicode
@@ -42,8 +43,8 @@ def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, A
     except TargetError as exc:
         return {"row": asked.to_message(), "error": str(exc)}
     except Exception as exc:  # e.g. a callable's reply that is not JSON: this question fails, not the chunk
-        log.exception("target %s failed on %s", config.name, row.id)
-        return {"row": asked.to_message(), "error": f"{config.name}: {type(exc).__name__}: {exc}"[:500]}
+        log.error("target %s failed on %s: %s", config.name, row.id, traceback_text(exc))
+        return {"row": asked.to_message(), "error": f"{config.name}: {exception_text(exc)}"[:500]}
 
 
 def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig, rows: list[dict]) -> dict[str, int]:

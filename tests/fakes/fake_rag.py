@@ -93,6 +93,12 @@ def callable_quoting_its_key(request: dict[str, Any]) -> dict[str, Any]:
     raise RuntimeError(f"upstream refused key {os.environ.get('FAKE_LIB_KEY')}")
 
 
+def callable_quoting_its_llm_key(request: dict[str, Any]) -> dict[str, Any]:
+    """``tests.fakes.fake_rag:callable_quoting_its_llm_key``: a library whose own LLM client's error quotes the
+    key it read from the worker's environment (a Gemini-style ``?key=`` url)."""
+    raise RuntimeError(f"401 for url https://llm.example/v1/generate?key={os.environ.get('FAKE_LLM_API_KEY')}")
+
+
 def callable_target(request: dict[str, Any]) -> dict[str, Any]:
     """``tests.fakes.fake_rag:callable_target``: the ``exact`` system as a Python function."""
     return answer_locally("exact", request)

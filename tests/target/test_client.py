@@ -196,6 +196,19 @@ def test_a_callable_targets_error_never_shows_its_token(store: RunStore, monkeyp
     assert "upstream refused key ***" in str(info.value) and "lib-key" not in str(info.value)
 
 
+def test_a_callable_targets_error_never_shows_a_key_of_the_workers_environment(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library target runs in the worker, with its environment: its LLM client's error quoted that key (no
+    ``auth_env`` names it), and the item's error kept it in the results."""
+    monkeypatch.setenv("FAKE_LLM_API_KEY", "llm-key-0123456789")
+    target = TargetConfig(system="lib", callable="tests.fakes.fake_rag:callable_quoting_its_llm_key")
+    client = build_target_client(store.r, f"t-{uuid.uuid4().hex[:8]}", target)
+    with pytest.raises(TargetError) as info:
+        client.ask({"question": "q"})
+    assert "generate?key=***" in str(info.value) and "llm-key" not in str(info.value)
+
+
 def test_a_redirect_says_where_it_points_and_is_not_followed(store: RunStore, rag: FakeRag) -> None:
     """A 307 (a missing trailing slash, http -> https) was read as the reply: "the reply is not JSON"."""
     client = _client(store, rag, "moved")
