@@ -1,8 +1,9 @@
 """Parquet datasets, streamed a record batch at a time (pyarrow: ``pip install 'ragscore[parquet]'``).
 
 A row's "line" is its position in the file (1-based), as for a JSON list. Values become JSON's: timestamps and
-dates ISO 8601 text, decimals floats, a map column an object, binary UTF-8 text (a row with other bytes, or a
-value Python cannot hold, is a reported row). A column name given twice is refused, as in a CSV header.
+dates ISO 8601 text, decimals floats, a map an object (at any depth), binary UTF-8 text (a row with other bytes, a
+map with a key given twice, or a value Python cannot hold, is a reported row). A column name given twice is
+refused, as in a CSV header.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ __all__ = ["iter_parquet", "json_value"]
 
 #: Rows decoded at a time: the reader holds one batch, whatever the file's size.
 BATCH_ROWS = 2048
+#: The oldest pyarrow giving maps as dicts (``maps_as_pydicts``), as pyproject's parquet extra requires.
+PYARROW_MAJOR = 20
+#: Maps become dicts; a key given twice is a KeyError, so its row is reported, no value dropped.
+MAPS = "strict"
 #: Bytes read from the file at a time: pyarrow's default reads (and holds) a whole row group's columns at once,
 #: hundreds of MB for a row group of long answers, before the first row is given.
 READ_BUFFER_BYTES = 1 << 20
@@ -37,8 +42,6 @@ def json_value(value: Any, where: str = "") -> Any:
     if isinstance(value, dict):
         return {str(k): json_value(v, f"{where}.{k}") for k, v in value.items()}
     if isinstance(value, list):
-        if value and all(isinstance(pair, tuple) for pair in value):  # a map column: its (key, value) pairs
-            return {str(k): json_value(v, f"{where}.{k}") for k, v in value}
         return [json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
@@ -66,13 +69,14 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
         raise DatasetError(
             f"{path}: a Parquet file; reading it needs pyarrow: pip install 'ragscore[parquet]'"
         ) from exc
+    if int(pa.__version__.split(".")[0]) < PYARROW_MAJOR:  # its to_pylist gives a map as (key, value) pairs
+        raise DatasetError(f"{path}: reading Parquet needs pyarrow>={PYARROW_MAJOR}, this host has {pa.__version__}: "
+                           "pip install -U 'ragscore[parquet]'")  # fmt: skip
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
         names = [name for name in parquet.schema_arrow.names if name not in _pandas_row_labels(parquet.schema_arrow)]
         if twice := sorted({name for name in names if names.count(name) > 1}):  # a row would keep one of them
             raise DatasetError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice")
-        # A map column: an empty one reads as [], given as {}.
-        maps = [f.name for f in parquet.schema_arrow if pa.types.is_map(f.type) and f.name in names]
         number = 0
         for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=names):
             for record, unreadable in _records(batch):
@@ -80,7 +84,7 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
                 try:
                     if unreadable:
                         raise ValueError(unreadable)
-                    yield number, json_value(record | {k: {} for k in maps if record[k] == []})
+                    yield number, json_value(record)
                 except ValueError as exc:  # raw: the values that could be read
                     raw = json.dumps(record, default=repr, ensure_ascii=False)[:RAW_EXCERPT_CHARS]
                     yield number, RowError(number, str(exc), raw)
@@ -97,10 +101,10 @@ def _pandas_row_labels(schema: pa.Schema) -> set[str]:
 
 def _records(batch: pa.RecordBatch) -> list[tuple[dict[str, Any], str]]:
     """The batch's rows as pyarrow gives them, each with why it cannot be given ("" when it can): a value Python
-    cannot hold (a timestamp past year 9999, nanoseconds with pandas not installed) is that row's error, naming
-    its column, not the end of the run."""
+    cannot hold (a timestamp past year 9999, nanoseconds with pandas not installed, a map's key given twice) is that
+    row's error, naming its column, not the end of the run."""
     try:
-        return [(record, "") for record in batch.to_pylist()]
+        return [(record, "") for record in batch.to_pylist(maps_as_pydicts=MAPS)]
     except Exception:  # one value spoils the whole batch (ValueError, OverflowError, a KeyError for an unknown
         pass  # time zone): read it a value at a time
     rows = []
@@ -108,7 +112,7 @@ def _records(batch: pa.RecordBatch) -> list[tuple[dict[str, Any], str]]:
         record, unreadable = {}, ""
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             try:
-                record[name] = column[i].as_py()
+                record[name] = column[i].as_py(maps_as_pydicts=MAPS)
             except Exception as exc:
                 unreadable = unreadable or f"{name}: {type(exc).__name__}: {exc}"
         rows.append((record, unreadable))

@@ -166,3 +166,23 @@ def test_the_row_labels_pandas_writes_for_a_sampled_frame_are_no_column(tmp_path
     ]
     frame.set_index("id").to_parquet(tmp_path / "named.parquet")
     assert [row for _, row in _read(tmp_path / "named.parquet")] == [{"id": i, "answer": a} for i, a in frame.values]
+
+
+def test_a_parquet_map_is_an_object_wherever_it_is_nested_and_a_key_given_twice_is_that_rows_error(
+    tmp_path: Path,
+) -> None:
+    """An empty map inside a list or a struct read as [] (only a top-level map column was made {}); a map with a
+    key given twice kept one of its values unsaid."""
+    tags = pa.map_(pa.string(), pa.string())
+    table = pa.table({
+        "id": ["a", "b", "c"],
+        "tags": pa.array([[[], [("k", "v")]], [], [[("k", "1"), ("k", "2")]]], pa.list_(tags)),
+        "source": pa.array([{"meta": []}, {"meta": [("lang", "en")]}, None], pa.struct([("meta", tags)])),
+    })  # fmt: skip
+    path = tmp_path / "maps.parquet"
+    pq.write_table(table, path)
+    first, second, third = (row for _, row in iter_rows(path))
+    assert not isinstance(first, RowError) and first.model_extra == {"tags": [{}, {"k": "v"}], "source": {"meta": {}}}
+    assert not isinstance(second, RowError) and second.model_extra == {"tags": [], "source": {"meta": {"lang": "en"}}}
+    assert isinstance(third, RowError) and third.line == 3 and third.error.startswith("tags: ")
+    assert "'k'" in third.error and '"id": "c"' in third.raw
