@@ -49,7 +49,9 @@ def _import(what: str, load: Callable[[], object]) -> None:
         raise
     except Exception as exc:
         why = exception_text(exc)  # a plug-in's text may quote its key
+        # from None: a chained cause is printed, unredacted, by every traceback of this error (a worker's
+        # log.exception, Celery's log of a task that raised it); its type and message are in ``why``.
         raise ConfigError(
             f"{what} cannot be imported on {socket.gethostname()}: {why} (every worker and "
             "the orchestrator must be able to import the modules that register the suite's metrics)"
-        ) from exc
+        ) from None

@@ -174,3 +174,31 @@ def test_a_derived_result_json_cannot_hold_is_the_same_error_in_the_summary_as_i
     assert all(r.score is None and "numpy.int64" in (r.error or "") for r in stored)
     summary = store.summary(run).metrics["numpy_details_derived"]
     assert summary.errors == 2 and summary.n == 0 and summary.mean is None
+
+
+def test_a_plugin_import_error_quoting_a_key_stays_out_of_the_aggregations_worker_log(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The ConfigError said the key as ***, but it chained the plug-in's own exception: the aggregation's
+    log.exception (and Celery's log of the task it re-raises from) printed that cause, the key in full."""
+    import traceback
+
+    from ragscore_workers.errors import ConfigError
+    from ragscore_workers.schemas import Suite
+    from ragscore_workers.tasks import aggregate_in
+
+    key = "acme-live-7f3a9c21"
+    monkeypatch.setenv("ACME_API_KEY", key)
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.leaky_import")
+    run = "t-leaky-aggregate"
+    store.create_run(run, {"state": "running", "suite": Suite(metrics=["exact_match"]).model_dump_json(), "items": 1})
+    store.add_ids(run, 0, ["a"], {"cpu": 1})
+    _write(store, run, "a", exact_match=MetricResult(score=1.0))
+    store.set_meta(run, n_shards=1)
+    caplog.set_level("ERROR", logger="ragscore_workers.tasks")
+    with pytest.raises(ConfigError) as caught:
+        aggregate_in(store, run)
+    assert "aggregate failed for run t-leaky-aggregate" in caplog.text and "key=***" in caplog.text
+    assert key not in caplog.text, "the worker log"
+    assert key not in "".join(traceback.format_exception(caught.value)), "Celery logs the task's traceback"
+    assert key not in (store.meta(run).get("error") or "")
