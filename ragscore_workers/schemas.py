@@ -208,9 +208,17 @@ def _credential_fields(request: dict[str, Any], query: bool, path: str = "") -> 
         named = credential_name(str(name)) or (query and str(name).lower() in _SECRET_QUERY)
         if isinstance(value, dict):
             found += _credential_fields(value, query, f"{where}.")
-        elif named and value and "{" not in str(value):
+        elif named and _written_text(value):
             found.append(where)
     return found
+
+
+def _written_text(value: Any) -> bool:
+    """Whether ``value`` holds text the suite writes, as a credential is: not a number or a flag (``stop_token_ids:
+    [2]``, ``token_limit: 512``), nor a row's ``{field}``."""
+    if isinstance(value, str):
+        return bool(value) and "{" not in value
+    return isinstance(value, list) and any(_written_text(v) for v in value)
 
 
 def _no_secret_in_request(request: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:

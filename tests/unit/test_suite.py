@@ -264,3 +264,17 @@ def test_a_typo_in_a_plugins_params_is_refused_though_its_model_is_a_plain_base_
         load_suite({"metrics": [{"name": aliased, "params": {"max_words": 4}}]})
     (resolved,) = load_suite({"metrics": [{"name": aliased, "params": {"maxWords": 4}}]}).metrics
     assert resolved[1].max_words == 4  # type: ignore[attr-defined]
+
+
+def test_a_request_field_named_like_a_credential_whose_value_is_no_text_is_sent() -> None:
+    """Only a text value can be a credential written in the suite: a number, a flag or a list of numbers under a name
+    with ``token`` as a part (vLLM's ``stop_token_ids``, a ``token_limit``) was refused as one."""
+    url = "https://rag.example/ask"
+    plain = {"question": "{question}", "stop_token_ids": [2, 32000], "token_limit": 512, "return_token_usage": True,
+             "options": {"secret_mode": False, "max_token": 64}}  # fmt: skip
+    loaded = load_suite({"metrics": ["exact_match"], "target": {"url": url, "request": plain}})
+    assert loaded.suite.target is not None and loaded.suite.target.request == plain
+    for written in ({"token": "REALSECRET987"}, {"auth": {"api_key": "REALSECRET987"}}, {"token": ["REALSECRET987"]}):
+        with pytest.raises(ConfigError, match="a credential comes from the environment") as info:
+            load_suite({"metrics": ["exact_match"], "target": {"url": url, "request": {"q": "{question}", **written}}})
+        assert "REALSECRET987" not in str(info.value)
