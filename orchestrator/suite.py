@@ -41,7 +41,9 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'suite'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"Invalid suite: {problems}") from exc
+        # from None: pydantic's own text shows each refused value (input_value=...), a credential among them, in
+        # every traceback of this error (evaluate() in a notebook or a script); the problems are all said here.
+        raise ConfigError(f"Invalid suite: {problems}") from None
     resolved = resolve_suite(suite)
     _check_targets(suite)
     if (shared := _share_prices(resolved)) is not None:

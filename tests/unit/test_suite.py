@@ -278,3 +278,21 @@ def test_a_request_field_named_like_a_credential_whose_value_is_no_text_is_sent(
         with pytest.raises(ConfigError, match="a credential comes from the environment") as info:
             load_suite({"metrics": ["exact_match"], "target": {"url": url, "request": {"q": "{question}", **written}}})
         assert "REALSECRET987" not in str(info.value)
+
+
+def test_a_refused_credential_is_unshown_in_the_traceback_too() -> None:
+    """The ConfigError's text left it out, but it chained pydantic's ValidationError, whose text holds each refused
+    value (``input_value='https://bob:KEY@...'``): ``evaluate()`` in a notebook or a CI script prints that chain."""
+    import traceback
+
+    key = "REALSECRET987"
+    for suite in (
+        {"metrics": ["exact_match"], "target": {"url": f"https://bob:{key}@rag.example/ask"}},
+        {"metrics": ["exact_match"], "target": {"url": f"https://rag.example/ask?api_key={key}"}},
+        {"metrics": ["exact_match"], "target": {"url": "https://rag.example/ask", "request": {"api_key": key}}},
+        {"metrics": ["exact_match"], "target": {"url": "https://rag.example/ask", "headers": {"X-Api-Key": key}}},
+        {"metrics": ["exact_match"], "target": {"url": "https://rag.example/ask", "auth_env": f"sk-{key}abcdef0123"}},
+    ):
+        with pytest.raises(ConfigError) as info:
+            load_suite(suite)
+        assert key not in "".join(traceback.format_exception(info.value)), suite
