@@ -98,10 +98,15 @@ def lane_in_use(client: redis.Redis, lane: int) -> bool:
 
 
 def run_process_alive(client: redis.Redis, meta: dict[str, str]) -> bool:
-    """Whether the process of an embedded run (its ``ragscore run`` or ``evaluate()``, recorded in its meta as
-    ``lane_process``) still runs, with its workers; for a run recorded before that, whether its lane is held. Not
-    the lane's holder: a later process takes the lane of a killed one, and does not serve what it left."""
+    """Whether the process of an embedded run (its ``ragscore run`` or ``evaluate()``) still runs it, with its
+    workers: its meta's ``lane_process`` is the run's registration (:attr:`EmbeddedRedis.member`), which its process
+    holds until the run ends, interrupted too (a notebook's kernel lives on after an interrupted ``evaluate()``, its
+    workers stopped). A bare ``PID@START`` (earlier versions): whether that process runs; no ``lane_process``: whether
+    the run's lane is held. Not the lane's holder: a later process takes the lane of a killed one, and does not serve
+    what it left."""
     if process := meta.get("lane_process"):
+        if ":" in process:  # PROCESS:TOKEN
+            return _member_alive(process) and bool(client.sismember(CLIENTS_KEY, process))
         return process_alive(process)
     return lane_in_use(client, int(meta.get("lane") or 0))
 

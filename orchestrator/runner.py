@@ -51,7 +51,7 @@ from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
 from .atomic_file import write_text_atomic
 from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
-from .embedded_redis import EmbeddedRedis, lane_url, process_id
+from .embedded_redis import EmbeddedRedis, lane_url
 from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
@@ -874,6 +874,7 @@ def run(
     broker = broker or settings.broker_url
     replaced = None
     lane: int | None = None  # an embedded run's lane (set once its server is acquired)
+    registration = ""  # and its registration there (EmbeddedRedis.member: held while this call runs the run)
     if resume_id is None:
         replaced = refuse_an_unfinished_run_in(out_dir)
         if dataset is not None:
@@ -890,8 +891,8 @@ def run(
                             replaced)  # fmt: skip
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded")
-            if lane is not None:  # where its queues are and whose they are, for `status` / `cancel` in another shell
-                store.set_meta(run_id, lane=lane, lane_process=process_id())
+            if lane is not None:  # where its queues are and who runs it, for `status` / `cancel` in another shell
+                store.set_meta(run_id, lane=lane, lane_process=registration)
             if on_validated is not None:
                 on_validated(queues)
 
@@ -923,7 +924,7 @@ def run(
         url = embedded.acquire(lane=True)
         # The store, caches and limiter in the server's database 0; the queues in this process's lane.
         lane_env = {"RAGSCORE_STORE_URL": url, "RAGSCORE_RESULT_BACKEND": url}
-        lane = embedded.lane
+        lane, registration = embedded.lane, embedded.member
         workers: list[LocalWorkers] = []
 
         def start_workers(queues: list[str]) -> None:

@@ -200,3 +200,30 @@ def test_an_interrupted_call_stops_everything_and_says_where_to_resume_its_run(
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert len((out / "items.jsonl").read_text().splitlines()) == 200
+
+
+def test_a_run_interrupted_in_a_process_that_lives_on_is_summarized_by_cancel(tmp_path: Path, home: Path) -> None:
+    """``evaluate()`` interrupted in a notebook cancels its run and stops its workers, but the kernel lives on:
+    ``ragscore cancel`` asked only whether the run's process runs, said its `ragscore run` would write the reports,
+    and left the summary to nobody (``ragscore results`` then found none)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from ..support import ROOT
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(make_rows(50), {"metrics": ["exact_match"]}, out=out, progress=_CtrlC())
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "300"}
+    cli = [sys.executable, "-m", "orchestrator.cli"]
+    cancelled = subprocess.run([*cli, "cancel", run_id], capture_output=True, text=True, cwd=ROOT, env=env,
+                               timeout=300)  # fmt: skip
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"`ragscore results {run_id} --out DIR` writes the reports" in cancelled.stderr, cancelled.stderr
+    results = subprocess.run([*cli, "results", run_id, "--out", str(tmp_path / "res")], capture_output=True, text=True,
+                             cwd=ROOT, env=env, timeout=300)  # fmt: skip
+    assert results.returncode in (0, 1), results.stderr  # 1: a cancelled run is incomplete
+    assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
