@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, ValidationError
+from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError, UnknownMetricError
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
@@ -148,10 +148,11 @@ def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]
         if by_name or all(alias is None for alias in aliases):
             names.add(name)
         for alias in aliases if by_alias else ():
-            if isinstance(alias, str):
-                names.add(alias)
-            elif isinstance(alias, AliasChoices):
-                names.update(a for a in alias.choices if isinstance(a, str))
+            for choice in alias.choices if isinstance(alias, AliasChoices) else [alias]:
+                if isinstance(choice, str):
+                    names.add(choice)
+                elif isinstance(choice, AliasPath) and isinstance(choice.path[0], str):  # its first key is a param
+                    names.add(choice.path[0])
     return [str(key) for key in params if key not in names]
 
 

@@ -296,3 +296,14 @@ def test_a_refused_credential_is_unshown_in_the_traceback_too() -> None:
         with pytest.raises(ConfigError) as info:
             load_suite(suite)
         assert key not in "".join(traceback.format_exception(info.value)), suite
+
+
+def test_a_plugin_param_read_through_an_alias_path_is_no_unknown_param(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A field pydantic reads from a nested key (``AliasPath("limits", "words")``) was refused as an unknown
+    ``limits``, though the model reads it; a key no field reads still is."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.plain_params")
+    name = "plain_path_short_answer"
+    (resolved,) = load_suite({"metrics": [{"name": name, "params": {"limits": {"words": 4}}}]}).metrics
+    assert resolved[1].max_words == 4  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=f"'{name}': limit: Extra inputs are not permitted$"):
+        load_suite({"metrics": [{"name": name, "params": {"limit": {"words": 4}}}]})
