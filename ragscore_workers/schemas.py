@@ -208,8 +208,13 @@ def _credential_fields(request: dict[str, Any], query: bool, path: str = "") -> 
         named = credential_name(str(name)) or (query and str(name).lower() in _SECRET_QUERY)
         if isinstance(value, dict):
             found += _credential_fields(value, query, f"{where}.")
-        elif named and _written_text(value):
+            continue
+        if named and _written_text(value):
             found.append(where)
+        if isinstance(value, list):  # objects in a list (a chat body's messages) are nested fields too
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    found += _credential_fields(item, query, f"{where}[{i}].")
     return found
 
 

@@ -307,3 +307,16 @@ def test_a_plugin_param_read_through_an_alias_path_is_no_unknown_param(monkeypat
     assert resolved[1].max_words == 4  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match=f"'{name}': limit: Extra inputs are not permitted$"):
         load_suite({"metrics": [{"name": name, "params": {"limit": {"words": 4}}}]})
+
+
+def test_a_credential_in_an_object_inside_a_request_list_is_refused_unshown() -> None:
+    """The "nested too" check stopped at lists: ``{"messages": [{"role": "system", "api_key": "sk-..."}]}`` was
+    kept with the run as written; an object in a list holding only row fields and plain values is still sent."""
+    url, key = "https://rag.example/ask", "REALSECRET987"
+    request = {"q": "{question}", "messages": [{"role": "user", "content": "{question}"}, {"auth": {"token": key}}]}
+    with pytest.raises(ConfigError, match=r"request field\(s\) messages\[1\]\.auth\.token: a credential") as info:
+        load_suite({"metrics": ["exact_match"], "target": {"url": url, "request": request}})
+    assert key not in str(info.value)
+    plain = {"q": "{question}", "messages": [{"role": "user", "content": "{question}", "session_token": "{id}"}]}
+    loaded = load_suite({"metrics": ["exact_match"], "target": {"url": url, "request": plain}})
+    assert loaded.suite.target is not None and loaded.suite.target.request == plain
