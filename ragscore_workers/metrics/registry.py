@@ -118,7 +118,8 @@ class MetricDef:
 
     def parse_params(self, params: dict[str, Any]) -> BaseModel:
         """Validate params; raise ConfigError naming the metric and the bad field. A name the model lacks is refused
-        as by ``extra="forbid"`` unless the model allows extras: a plug-in's plain ``BaseModel`` ignored a typo."""
+        as by ``extra="forbid"`` unless the model says what to do with extras: a plug-in's plain ``BaseModel`` ignored a
+        typo."""
         problems = [f"{key}: Extra inputs are not permitted" for key in _unknown_params(self.params_model, params)]
         try:
             parsed = self.params_model.model_validate(params)
@@ -134,11 +135,13 @@ class MetricDef:
 
 
 def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]:
-    """Keys of ``params`` that name no field of ``model`` as pydantic reads it, unless it takes extras: a field's
-    name only when it has no alias or the model validates by name (``max_words`` of a field aliased ``maxWords``
-    is ignored, not set), an alias unless the model turns aliases off."""
+    """Keys of ``params`` that name no field of ``model`` as pydantic reads it: a field's name only when it has no
+    alias or the model validates by name (``max_words`` of a field aliased ``maxWords`` is ignored, not set), an
+    alias unless the model turns aliases off. None when the model says what it does with other keys (``extra`` set:
+    "forbid" refuses them itself) or reads its input itself (a before or wrap model validator may rename a key)."""
     config = model.model_config
-    if config.get("extra") not in (None, "ignore"):  # "forbid" says so itself; "allow" keeps them
+    validators = model.__pydantic_decorators__.model_validators.values()
+    if config.get("extra") is not None or any(v.info.mode in ("before", "wrap") for v in validators):
         return []
     by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
     by_alias = config.get("validate_by_alias", True) is not False

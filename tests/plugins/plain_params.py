@@ -3,7 +3,9 @@ a plain ``BaseModel`` (pydantic ignores unknown keys by default)."""
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, AliasPath, BaseModel, Field
+from typing import Any
+
+from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, Field, model_validator
 
 from ragscore_workers.metrics.registry import register
 from ragscore_workers.schemas import MetricResult, Queue, Row
@@ -38,4 +40,35 @@ class PathParams(BaseModel):
 @register("plain_path_short_answer", Queue.CPU, params=PathParams, needs=("answer",))
 def plain_path_short_answer(row: Row, params: PathParams) -> MetricResult:
     """1.0 when the answer has at most max_words (or limits.words) words: a field read from a nested key too."""
+    return plain_short_answer(row, LengthParams(max_words=params.max_words))
+
+
+class LegacyParams(BaseModel):
+    max_words: int = 100
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_name(cls, data: Any) -> Any:
+        """An earlier version called it ``maxlen``."""
+        if isinstance(data, dict) and "maxlen" in data:
+            data = {**data, "max_words": data["maxlen"]}
+            del data["maxlen"]
+        return data
+
+
+@register("plain_legacy_short_answer", Queue.CPU, params=LegacyParams, needs=("answer",))
+def plain_legacy_short_answer(row: Row, params: LegacyParams) -> MetricResult:
+    """1.0 when the answer has at most max_words (once maxlen) words: a key the model's own validator renames."""
+    return plain_short_answer(row, LengthParams(max_words=params.max_words))
+
+
+class IgnoringParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # said on purpose: the suite may hold keys of another version
+
+    max_words: int = 100
+
+
+@register("plain_ignoring_short_answer", Queue.CPU, params=IgnoringParams, needs=("answer",))
+def plain_ignoring_short_answer(row: Row, params: IgnoringParams) -> MetricResult:
+    """1.0 when the answer has at most max_words words; other keys ignored, as its model says."""
     return plain_short_answer(row, LengthParams(max_words=params.max_words))

@@ -309,6 +309,19 @@ def test_a_plugin_param_read_through_an_alias_path_is_no_unknown_param(monkeypat
         load_suite({"metrics": [{"name": name, "params": {"limit": {"words": 4}}}]})
 
 
+def test_a_plugin_model_that_reads_keys_itself_or_ignores_extras_on_purpose_is_taken_at_its_word(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The unknown-param check read the raw keys before the model: a legacy ``maxlen`` its own before-validator
+    renames, and a key a model with an explicit ``extra="ignore"`` drops by choice, were refused."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.plain_params")
+    (resolved,) = load_suite({"metrics": [{"name": "plain_legacy_short_answer", "params": {"maxlen": 4}}]}).metrics
+    assert resolved[1].max_words == 4  # type: ignore[attr-defined]
+    ignoring = {"name": "plain_ignoring_short_answer", "params": {"max_words": 4, "from_v2": True}}
+    (resolved,) = load_suite({"metrics": [ignoring]}).metrics
+    assert resolved[1].max_words == 4  # type: ignore[attr-defined]
+
+
 def test_a_credential_in_an_object_inside_a_request_list_is_refused_unshown() -> None:
     """The "nested too" check stopped at lists: ``{"messages": [{"role": "system", "api_key": "sk-..."}]}`` was
     kept with the run as written; an object in a list holding only row fields and plain values is still sent."""
