@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import socket
+import traceback
 from collections.abc import Callable
 from functools import partial
 from importlib.metadata import entry_points
@@ -50,8 +51,16 @@ def _import(what: str, load: Callable[[], object]) -> None:
     except Exception as exc:
         why = exception_text(exc)  # a plug-in's text may quote its key
         # from None: a chained cause is printed, unredacted, by every traceback of this error (a worker's
-        # log.exception, Celery's log of a task that raised it); its type and message are in ``why``.
+        # log.exception, Celery's log of a task that raised it); its type, message and line are in ``why``.
         raise ConfigError(
-            f"{what} cannot be imported on {socket.gethostname()}: {why} (every worker and "
+            f"{what} cannot be imported on {socket.gethostname()}: {why}{_raised_at(exc)} (every worker and "
             "the orchestrator must be able to import the modules that register the suite's metrics)"
         ) from None
+
+
+def _raised_at(exc: BaseException) -> str:
+    """``, raised at FILE:LINE``: the last frame of ``exc`` outside the import machinery (frozen importlib),
+    where a plug-in's author looks, as its traceback is not shown; "" when there is none (a SyntaxError says its
+    own line)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+    return f", raised at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
