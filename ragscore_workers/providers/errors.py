@@ -18,9 +18,10 @@ never carry an API key (:func:`redact`).
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from collections.abc import Mapping
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, urlsplit
 
 from ..errors import ConfigError, RagscoreError
 from ..schemas import credential_name
@@ -39,6 +40,10 @@ __all__ = [
     "traceback_text",
 ]
 
+#: Environment variables holding a key by their name's last part besides :func:`credential_name`'s (``GEMINI_KEY``,
+#: ``AZURE_OPENAI_KEY``, a ``DB_PASS``); a short value (``SORT_KEY=id``) stays, as :data:`MIN_SECRET_CHARS` says.
+_KEY_VARIABLE = re.compile(r"(?:^|_)(?:KEY|PASS|PWD|CREDENTIALS?)$", re.I)
+
 #: Shortest environment value redacted from error text (a ``DEBUG_TOKEN=1`` is no secret, and ``1`` is everywhere).
 MIN_SECRET_CHARS = 8
 
@@ -56,9 +61,20 @@ def redact(text: str, *secrets: str | None) -> str:
 
 
 def environment_secrets() -> list[str]:
-    """Values of the environment variables named like credentials (``GROQ_API_KEY``, ``ACME_API_KEY``,
-    ``HF_TOKEN``): what :func:`redact` takes out of a plug-in's error text, which may quote its key."""
-    return [v.strip() for k, v in os.environ.items() if credential_name(k) and len(v.strip()) >= MIN_SECRET_CHARS]
+    """What :func:`redact` takes out of a plug-in's or a library target's error text, which may quote its key: the
+    values of environment variables named like credentials (``GROQ_API_KEY``, ``HF_TOKEN``, and ``*_KEY`` as
+    ``GEMINI_KEY`` and ``AZURE_OPENAI_KEY`` are named) and the password of a URL held in any (``DATABASE_URL``)."""
+    found = []
+    for name, value in os.environ.items():
+        value = value.strip()
+        if credential_name(name) or _KEY_VARIABLE.search(name):
+            found.append(value)
+        elif "://" in value:
+            try:
+                found.append(urlsplit(value).password or "")
+            except ValueError:  # no URL after all
+                pass
+    return [v for v in found if len(v) >= MIN_SECRET_CHARS]
 
 
 def exception_text(exc: BaseException, *secrets: str | None) -> str:

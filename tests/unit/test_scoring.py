@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from urllib.parse import quote, urlencode
 
 import pytest
@@ -82,6 +83,27 @@ def test_a_plugins_error_quoting_a_key_from_the_environment_is_stored_without_it
         )
     assert "metric m failed on a: Traceback" in caplog.text and "in leaky" in caplog.text
     assert key not in caplog.text and quote(key, safe="") not in caplog.text
+
+
+def test_a_key_in_a_variable_named_key_or_a_password_in_a_url_variable_is_stored_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only ``*_API_KEY`` / ``*_TOKEN`` / ``*_SECRET`` names were redacted: ``GEMINI_KEY`` and ``AZURE_OPENAI_KEY``
+    (as those SDKs' docs name them) and the password in a ``DATABASE_URL`` went into the results as quoted."""
+    monkeypatch.setenv("GEMINI_KEY", "AIzaSyD-gemini-0123456789")
+    monkeypatch.setenv("AZURE_OPENAI_KEY", "azure-0123456789abcdef")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://scorer:pg-pass-98765@db.internal:5432/evals")
+    monkeypatch.setenv("SORT_KEY", "id")  # too short to be a secret: "id" stays everywhere
+
+    def leaky(row: Row, params: BaseModel) -> MetricResult:
+        env = os.environ
+        raise RuntimeError(f"https://gen.example/v1?key={env['GEMINI_KEY']} api-key: {env['AZURE_OPENAI_KEY']}; "
+                           f"connect {env['DATABASE_URL']} failed for id")  # fmt: skip
+
+    mdef = MetricDef(name="m", queue=Queue.CPU, fn=leaky, kind="per_row")  # type: ignore[arg-type]
+    (out,) = score_rows([Row(id="a")], [(mdef, NoParams())], CTX)
+    assert out["m"].error == ("RuntimeError: https://gen.example/v1?key=*** api-key: ***; "
+                              "connect postgresql://scorer:***@db.internal:5432/evals failed for id")  # fmt: skip
 
 
 def test_a_batch_metric_returning_the_wrong_count_fails_its_rows_once_without_rerunning_them() -> None:
