@@ -25,7 +25,7 @@ import redis
 from pydantic_core import PydanticSerializationError
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
-from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, StoreError
+from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RunLostError, StoreError
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
     TARGET_SHARD_ROWS,
@@ -39,6 +39,7 @@ from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key
 from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
+    NO_SUCH_RUN,
     RunState,
     RunStore,
     probe_redis,
@@ -677,7 +678,7 @@ def wait(
                 log.warning("run %s: Redis is back after %.0f s", run_id, time.monotonic() - lost_since)
                 lost_since = None
             if not state:  # its meta is gone: a Redis restarted without persistence, or flushed
-                raise StoreError(
+                raise RunLostError(
                     f"Run {run_id} is no longer in the store: its Redis lost it (restarted without persistence, "
                     "flushed, or evicting keys under maxmemory). What it scored is lost; run it again"
                 )
@@ -726,7 +727,9 @@ def wait(
             time.sleep(POLL_S)
     finally:
         try:
-            progress.update(store.progress(run_id), final=True)
+            counters = store.progress(run_id)
+            if counters:  # none when the store lost the run: no "0/0 done" line under the error
+                progress.update(counters, final=True)
         except redis.RedisError:
             pass  # the error that ended the wait says why
         progress.stop()
@@ -806,8 +809,12 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
 def refuse_an_unfinished_run_in(out_dir: Path) -> str | None:
     """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
     that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id."""
-    recorded = (recorded_run(out_dir) or {}).get("run_id")
+    record = recorded_run(out_dir) or {}
+    recorded = record.get("run_id")
     if recorded is None:
+        return None
+    if record.get("lost"):  # nothing left to resume: the directory is free
+        log.warning("%s named run %s, which its Redis lost: this run takes its place", out_dir, recorded)
         return None
     try:
         reported = json.loads((out_dir / "summary.json").read_text(encoding="utf-8")).get("run_id")
@@ -838,6 +845,37 @@ def recorded_run(out_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return recorded if isinstance(recorded, dict) else None
+
+
+def _refuse_a_lost_run(out_dir: Path, run_id: str) -> None:
+    """ConfigError for ``--resume DIR`` of a run its Redis lost (``DIR/run.json`` says so): start it again."""
+    lost = (recorded_run(out_dir) or {}).get("lost")
+    if lost:
+        raise ConfigError(
+            f"{out_dir} names run {run_id}, which cannot be resumed: {lost}. Run it again with the same DATASET "
+            f"and --suite (--out {out_dir} is free for it)"
+        )
+
+
+@contextmanager
+def _recorded_if_lost(out_dir: Path, run_id: str) -> Iterator[None]:
+    """A run its store lost (:class:`RunLostError`) is marked so in ``DIR/run.json``: a new run may take DIR, and
+    ``--resume DIR`` says why it cannot (it used to be refused both ways)."""
+    try:
+        yield
+    except RunLostError:
+        recorded = recorded_run(out_dir) or {}
+        if recorded.get("run_id") == run_id:
+            lost = time.strftime("%Y-%m-%d %H:%M:%S")
+            recorded["lost"] = (
+                f"its Redis lost it while it ran (noticed {lost}; restarted without persistence, "
+                "flushed, or evicting keys under maxmemory)"
+            )
+            try:
+                write_text_atomic(out_dir / "run.json", json.dumps(recorded) + "\n")
+            except OSError as exc:
+                log.warning("could not mark %s as lost: %s", out_dir / "run.json", exc)
+        raise
 
 
 def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
@@ -879,6 +917,8 @@ def run(
         replaced = refuse_an_unfinished_run_in(out_dir)
         if dataset is not None:
             _refuse_to_overwrite(dataset, out_dir)
+    else:
+        _refuse_a_lost_run(out_dir, resume_id)
     say = note_of(progress)
 
     def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
@@ -897,6 +937,12 @@ def run(
                 on_validated(queues)
 
         if resume_id is not None:
+            if not store.exists(resume_id):
+                raise ConfigError(
+                    f"{NO_SUCH_RUN.format(run_id=resume_id)}. Sent to another broker: give that --broker. Lost: "
+                    f"it cannot be resumed; delete {out_dir / 'run.json'} and run it again with the same DATASET "
+                    "and --suite"
+                )
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
                           say=say)  # fmt: skip
@@ -914,7 +960,8 @@ def run(
         if broker:
             store = connect(broker, settings)
             sub = start(store)
-            wait(store, sub.run_id, progress, timeout_s=timeout_s)
+            with _recorded_if_lost(out_dir, sub.run_id):
+                wait(store, sub.run_id, progress, timeout_s=timeout_s)
             return finish(store, sub.run_id)
         checked: set[str] = set()  # queues whose local resources were checked already
         if resolved is not None:  # before anything is recorded: what every row's metrics need (routed rows: later)
@@ -945,15 +992,16 @@ def run(
                 sub = start(store, on_validated=start_workers)
                 run_ids.append(sub.run_id)
                 # its own workers serve every queue of the run: no consumer check
-                wait(
-                    store,
-                    sub.run_id,
-                    progress,
-                    check=lambda: [queue for w in workers for queue in w.restart_dead()],
-                    timeout_s=timeout_s,
-                    consumer_check_s=math.inf,
-                    revive=lambda: embedded.acquire(lane=True),  # its server died: start it again from its AOF
-                )
+                with _recorded_if_lost(out_dir, sub.run_id):
+                    wait(
+                        store,
+                        sub.run_id,
+                        progress,
+                        check=lambda: [queue for w in workers for queue in w.restart_dead()],
+                        timeout_s=timeout_s,
+                        consumer_check_s=math.inf,
+                        revive=lambda: embedded.acquire(lane=True),  # its server died: start it again from its AOF
+                    )
                 summary = finish(store, sub.run_id)
                 finished = True
                 return summary

@@ -49,6 +49,11 @@ class StoreError(RagscoreError):
     """The run store failed, or the run it was asked about does not exist."""
 
 
+class RunLostError(StoreError):
+    """The store no longer holds a run it held (a Redis restarted without persistence, flushed, or evicting keys
+    under maxmemory): what it scored is gone, and it cannot be resumed."""
+
+
 class BrokerError(RagscoreError):
     """The embedded Redis server or the local worker processes could not be started."""
 

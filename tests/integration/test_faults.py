@@ -249,6 +249,65 @@ def test_a_run_its_redis_forgot_fails_saying_so_with_exit_1(tmp_path: Path) -> N
     assert proc.returncode == 1, stderr
     assert "is no longer in the store: its Redis lost it" in " ".join(stderr.split()), stderr
     assert "Traceback" not in stderr
+    assert "0/0 item" not in stderr  # the progress line of a run that is gone is not printed as its last word
+    assert "its Redis lost it" in json.loads((out / "run.json").read_text())["lost"]
+
+
+def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp_path: Path) -> None:
+    """After a Redis restarted without persistence lost a run, "run it again" was refused into the same --out
+    ("finish it with --resume") and --resume said only "No run in the store": a dead end both ways."""
+    import os
+    import subprocess
+    import sys
+
+    from ..support import ROOT
+
+    server = RedisProcess(tmp_path / "redis").start()
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(50))
+    out, never_sent = tmp_path / "out", tmp_path / "never"
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home")}
+    cli = [sys.executable, "-m", "orchestrator.cli", "run"]
+    args = [*cli, str(data), "--suite", str(suite), "--out", str(out), "--broker", server.url]
+    try:
+        first = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        store = connect(server.url)
+
+        def submitted() -> bool:
+            recorded = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+            return bool(recorded) and store.state(recorded["run_id"]) == "running"
+
+        assert until(submitted, timeout=60)
+        lost_id = json.loads((out / "run.json").read_text())["run_id"]
+        server.stop()
+        server.start()
+        first.communicate(timeout=60)
+        assert first.returncode == 1
+        resumed = subprocess.run([*cli, "--resume", str(out), "--broker", server.url], cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        said = " ".join(resumed.stderr.split())
+        assert resumed.returncode == 2, resumed.stderr
+        assert f"names run {lost_id}, which cannot be resumed: its Redis lost it" in said, said
+        assert "Traceback" not in resumed.stderr
+        # A run.json naming a run this store never had (another broker's, or lost unnoticed): what to do, both ways
+        never_sent.mkdir()
+        (never_sent / "run.json").write_text(json.dumps({"run_id": "20260101-000000-abcdef", "mode": "cluster"}))
+        unknown = subprocess.run([*cli, "--resume", str(never_sent), "--broker", server.url], cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        said = " ".join(unknown.stderr.split())
+        assert unknown.returncode == 2 and "Sent to another broker: give that --broker" in said, said
+        assert f"delete {never_sent / 'run.json'} and run it again" in said, said
+        again = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        try:  # no worker serves it: it is submitted (a new run named in run.json), then waits
+            assert until(lambda: json.loads((out / "run.json").read_text())["run_id"] != lost_id, timeout=60)
+            assert until(submitted, timeout=60) and again.poll() is None
+        finally:
+            again.kill()
+            _, stderr = again.communicate(timeout=30)
+        assert f"named run {lost_id}, which its Redis lost: this run takes its place" in " ".join(stderr.split())
+    finally:
+        server.stop()
 
 
 def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back(tmp_path: Path) -> None:
