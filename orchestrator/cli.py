@@ -80,6 +80,23 @@ MaxTokensOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option("--max-tokens", min=1, help="Judge: stop new calls at these tokens (in + out)"),
 ]
+# No typer min=: a value below 1 is a ConfigError of _judge_limits, which says what the limit is.
+RpmOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--rpm", help="Judge: requests per minute (in place of the suite's judge.rpm; all workers share it)"),
+]
+TpmOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--tpm", help="Judge: tokens per minute (in place of the suite's judge.tpm)"),
+]
+RpdOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--rpd", help="Judge: requests per day (in place of the suite's judge.rpd)"),
+]
+TpdOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--tpd", help="Judge: tokens per day (in place of the suite's judge.tpd)"),
+]
 
 
 def _format_options(predictions: Path | None, corpus: Path | None, system: str | None) -> dict[str, object]:
@@ -92,6 +109,16 @@ def _judge_params(*, max_cost: float | None, max_tokens: int | None) -> dict[str
     """The judge params --max-cost / --max-tokens set (only the ones given)."""
     params: dict[str, object] = {"max_cost": max_cost} if max_cost is not None else {}
     return params | ({"max_tokens_total": max_tokens} if max_tokens is not None else {})
+
+
+def _judge_limits(**given: int | None) -> dict[str, int]:
+    """The judge rate limits --rpm / --tpm / --rpd / --tpd set (only the ones given); ConfigError below 1."""
+    limits = {name: value for name, value in given.items() if value is not None}
+    for name, value in limits.items():
+        if value < 1:
+            raise ConfigError(f"--{name} {value}: a judge rate limit is at least 1 (leave it out to keep the suite's "
+                              f"judge.{name})")  # fmt: skip
+    return limits
 
 
 def _without(resolved, *, no_target: bool, no_cache: bool):  # type: ignore[no-untyped-def]
@@ -196,6 +223,10 @@ def run_cmd(
     ] = False,
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
+    rpd: RpdOpt = None,
+    tpd: TpdOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
     fail_under: Annotated[
         Optional[list[str]],  # noqa: UP045
@@ -233,8 +264,9 @@ def run_cmd(
     With gates, exits 3 when one does not hold (after printing which, and by how much).
     """
     from .gates import GatePlan, failed, print_gates
-    from .suite import load_suite, with_judge_params
+    from .suite import load_suite, with_judge_limits, with_judge_params
 
+    limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     if resume_dir is not None:
         if fail_under or baseline_dir or tolerance is not None or junit:
             raise ConfigError("--fail-under, --fail-on-regression, --regression-tolerance and --junit need a new run")
@@ -248,15 +280,16 @@ def run_cmd(
         if given:
             raise ConfigError(
                 f"--resume finishes a run as it was submitted (the run store has its dataset, suite and options; "
-                f"only --max-cost/--max-tokens may raise its judge budget): drop {', '.join(given)}, or start a new "
-                "run without --resume"
+                f"only --max-cost/--max-tokens may raise its judge budget and --rpm/--tpm/--rpd/--tpd set its judge "
+                f"rate limits): drop {', '.join(given)}, or start a new run without --resume"
             )
         run_json = resume_dir / "run.json"
         if not run_json.exists():
             raise ConfigError(f"{run_json} not found: --resume needs the --out DIR of an earlier run")
         budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = _run_id(str(resume_dir))
-        summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget)
+        summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
+                          judge_limits=limits)  # fmt: skip
         _exit_if_incomplete(summary, f"ragscore run --resume {resume_dir}")
         return
     if junit is not None and junit.is_dir():  # said now, not once the run is done
@@ -276,6 +309,7 @@ def run_cmd(
         resolved = load_suite(resolved.suite.model_copy(update={"chunk_size": merged}))
     resolved = _without(resolved, no_target=no_target, no_cache=no_cache)
     resolved = with_judge_params(resolved, **_judge_params(max_cost=max_cost, max_tokens=max_tokens))
+    resolved = with_judge_limits(resolved, **limits)
     gates = GatePlan.build(
         resolved.suite.gates, resolved.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
         tolerance=tolerance, junit=junit,
@@ -345,13 +379,19 @@ def resume_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
+    rpd: RpdOpt = None,
+    tpd: TpdOpt = None,
 ) -> None:
     """Finish a run: schedule only what the store lacks (missing, failed, or stopped by the judge's breaker or
-    budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget."""
+    budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget; --rpm / --tpm /
+    --rpd / --tpd set its judge rate limits from now on."""
     budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
+    limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     ref, run_id = run_id, _run_id(run_id)
     out = out or (Path(ref) if run_id != ref else Path("ragscore-out"))
-    summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget)
+    summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits)
     _exit_if_incomplete(summary, f"ragscore resume {run_id} --out {out}")
 
 

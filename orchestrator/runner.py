@@ -56,7 +56,7 @@ from .embedded_redis import EmbeddedRedis, lane_url
 from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
-from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_params
+from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -332,6 +332,7 @@ def resume(
     on_validated: Callable[[list[str]], None] | None = None,
     recovery: bool = False,
     judge_params: dict[str, Any] | None = None,
+    judge_limits: dict[str, int] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Submitted:
     """Re-submit only what the store lacks (missing, failed or stopped outputs) of an existing run.
@@ -340,8 +341,10 @@ def resume(
     from the path recorded at submit; a dataset whose rows changed since is refused. A user's resume is
     timed from now (``resumed_at``) and closes the judge's and the targets' circuit breakers, so what they
     stopped is asked again; ``judge_params`` (``max_cost``, ``max_tokens_total``) raise the run's judge budget
-    for it. ``recovery`` (wait() re-submitting a stalled run) keeps the clock and the breakers. ``say`` is told
-    how far the check and the look-up are, every NOTE_EVERY_S (minutes for a million rows).
+    for it and ``judge_limits`` (``rpm``, ``tpm``, ``rpd``, ``tpd``) replace its judge's rate limits, both kept
+    with the run (every worker judges what is left with them). ``recovery`` (wait() re-submitting a stalled run)
+    keeps the clock and the breakers. ``say`` is told how far the check and the look-up are, every NOTE_EVERY_S
+    (minutes for a million rows).
     """
     meta = store.meta(run_id)
     resolved = load_suite(Suite.model_validate_json(meta["suite"]))
@@ -360,8 +363,8 @@ def resume(
     if not same_bytes:
         _check_unchanged(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), stored_shard_rows,
                          resolved, ticker)  # fmt: skip
-    if judge_params:
-        resolved = with_judge_params(resolved, **judge_params)
+    if judge_params or judge_limits:
+        resolved = with_judge_limits(with_judge_params(resolved, **(judge_params or {})), **(judge_limits or {}))
         store.set_meta(run_id, suite=resolved.suite.model_dump_json())
     generation = store.generation(run_id) + 1
     if not recovery:
@@ -902,6 +905,7 @@ def run(
     timeout_s: float | None = None,
     resume_id: str | None = None,
     judge_params: dict[str, Any] | None = None,
+    judge_limits: dict[str, int] | None = None,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``.
 
@@ -945,7 +949,7 @@ def run(
                 )
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
-                          say=say)  # fmt: skip
+                          judge_limits=judge_limits, say=say)  # fmt: skip
         assert dataset is not None and resolved is not None
         return submit(
             dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,

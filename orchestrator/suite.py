@@ -14,7 +14,7 @@ from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import Suite
 from ragscore_workers.target.jsonpath import parse_path
 
-__all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite", "with_judge_params", "without_caches"]
+__all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite", "with_judge_limits", "with_judge_params", "without_caches"]
 
 
 def _read(path: Path) -> Any:
@@ -71,6 +71,19 @@ def with_judge_params(resolved: ResolvedSuite, **params: Any) -> ResolvedSuite:
         for spec in resolved.suite.metrics
     ]
     return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
+
+
+def with_judge_limits(resolved: ResolvedSuite, **limits: int) -> ResolvedSuite:
+    """The suite with the judge's rate limits ``limits`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: ``--rpm`` ...) in
+    place of its own; unchanged when ``limits`` is empty. ConfigError when no metric judges."""
+    from ragscore_workers.schemas import Queue
+
+    if not limits:
+        return resolved
+    if not any(m.queue == Queue.JUDGE for m, _ in resolved.metrics):
+        raise ConfigError("--rpm, --tpm, --rpd and --tpd limit the judge; the suite has no judge metrics")
+    judge = resolved.suite.judge.model_dump() | limits  # validated again (a limit below 1 is refused)
+    return load_suite(resolved.suite.model_copy(update={"judge": judge}))
 
 
 def without_caches(resolved: ResolvedSuite) -> ResolvedSuite:

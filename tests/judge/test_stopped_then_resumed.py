@@ -82,3 +82,32 @@ def test_a_budget_stop_is_said_and_resume_with_a_higher_budget_finishes(
     assert [i["score"] for i in _items(out)] == [1.0] * 8
     summary = json.loads((out / "summary.json").read_text())
     assert "budget" not in summary["judge"] and summary["metrics"]["answer_accuracy"]["stopped"] == 0
+
+
+def test_a_resume_judges_what_is_left_under_the_rate_limits_it_sets(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str
+) -> None:
+    """A run stopped by provider failures resumed with `--rpm`: what is left is limited by that rpm (every call the
+    window lacks room for fails fast, max_wait_s 1), then raised again; nothing scored is asked twice (no cache)."""
+    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
+    suite = _suite(tmp_path, fake, model, cache=False, max_wait_s=1)
+    refused = _cli("run", data, "--suite", suite, "--out", out, "--tpm", "0", home=home)
+    assert refused.returncode == 2 and "--tpm 0: a judge rate limit is at least 1" in refused.stderr, refused.stderr
+    fake.fail_next("500", 2)  # the first item's two judges fail: the breaker opens, the rest is stopped
+    assert _cli("run", data, "--suite", suite, "--out", out, home=home).returncode == 1
+    refused = _cli("run", "--resume", out, "--rpm", "0", home=home)
+    assert refused.returncode == 2 and "--rpm 0: a judge rate limit is at least 1" in refused.stderr, refused.stderr
+    before = fake.stats()["requests"]
+
+    slow = _cli("run", "--resume", out, "--rpm", "4", home=home)  # the suite had none: two items' two calls a minute
+    asked = fake.stats()["requests"] - before
+    scored = [i for i in _items(out) if i["score"] is not None]
+    assert 2 <= asked <= 4 and len(scored) == asked // 2, (asked, slow.stderr)
+    waited = [i["error"] for i in _items(out) if i["error"] and "rate limit" in i["error"]]
+    assert waited and all("max_wait_s=1" in e for e in waited), _items(out)
+
+    before = fake.stats()["requests"]
+    fast = _cli("resume", out, "--rpm", "1000", home=home)
+    assert fast.returncode == 0, fast.stderr
+    assert [i["score"] for i in _items(out)] == [1.0] * 8
+    assert fake.stats()["requests"] - before == 2 * (8 - len(scored))  # only the items not scored yet were asked
