@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import traceback
 from collections.abc import Mapping
 from urllib.parse import quote, quote_plus, urlsplit
@@ -38,6 +39,7 @@ __all__ = [
     "exception_text",
     "redact",
     "traceback_text",
+    "where_here",
 ]
 
 #: Environment variables holding a key by their name's last part besides :func:`credential_name`'s (``GEMINI_KEY``,
@@ -88,13 +90,25 @@ def traceback_text(exc: BaseException, *secrets: str | None) -> str:
     return redact("".join(traceback.format_exception(exc)), *secrets, *environment_secrets())
 
 
+def where_here() -> str:
+    """This process's host, and the Celery worker node whose task it runs (``judge-1a2b3c4d@host``) when it runs
+    one: which of a cluster's workers an item's error came from."""
+    from celery import current_task
+
+    node = getattr(current_task.request, "hostname", None) if current_task else None
+    host = socket.gethostname()
+    return f"host {host} (worker {node})" if node else f"host {host}"
+
+
 class MissingKeyError(ConfigError):
-    """The API key of a provider is not set in the environment."""
+    """The API key of a provider is not set in the environment (of the host and worker it names)."""
 
     def __init__(self, provider: str, env_var: str, *, hint: str = "") -> None:
         self.provider = provider
         self.env_var = env_var
-        super().__init__(f"The {provider} judge needs an API key: set the environment variable {env_var}{hint}.")
+        super().__init__(
+            f"The {provider} judge needs an API key: set the environment variable {env_var}{hint} on {where_here()}."
+        )
 
 
 class JudgeError(RagscoreError):
