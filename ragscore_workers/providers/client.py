@@ -4,7 +4,8 @@
 
     cache hit? -> reply (no call)
     breaker open or budget reached? -> JudgeStopped
-    limiter.acquire(estimated tokens)          (bounded wait; shared pause after a 429)
+    limiter.acquire(estimated tokens)          (bounded wait; shared pause after a 429; a cancel or an open
+                                                breaker ends the wait -> JudgeStopped)
     provider.complete(...)                     (tenacity: transient -> exponential backoff + jitter,
                                                 429 -> shared pause; at most ``attempts`` tries)
     correct the token cost, count, cache the reply
@@ -147,10 +148,7 @@ class JudgeClient:
         if reason:
             raise JudgeStopped(reason, provider=self.provider.name)
         try:  # ``release``: what reserve() held for this call, given back with its counts however it ends
-            grant = self.limiter.acquire(estimate)
-            if grant.waited_long and (reason := self.state.stop_reason()):  # cancelled while it waited
-                self.limiter.correct(grant, 0)
-                raise JudgeStopped(reason, provider=self.provider.name)
+            grant = self.limiter.acquire(estimate, check=self._check_stopped)
             completion = self.provider.complete(messages, params)
         except ProviderError as exc:  # from the provider only: the limiter raises none
             self._learn_limits(exc.headers)
@@ -181,6 +179,11 @@ class JudgeClient:
                         usage_estimated=int(estimated), unpriced_calls=int(self.price is None), reset_failures=True,
                         release=release)  # fmt: skip
         return completion
+
+    def _check_stopped(self) -> None:
+        """Raise JudgeStopped once the run was cancelled or its breaker opened (read while a call waits)."""
+        if reason := self.state.stop_reason():
+            raise JudgeStopped(reason, provider=self.provider.name)
 
     def _learn_limits(self, headers: Mapping[str, str]) -> RateLimitInfo:
         """Lower the shared limits to what the provider states, when that is below the suite's."""

@@ -4,7 +4,8 @@ Scope: a limiter key (provider, model, hash of the API key). Each :class:`Limit`
 ``period_s``) keeps, under ``ragscore:rl:{<key>}:<limit name>:``, a sorted set of admissions (member ->
 time in ms), a hash of their costs and their running sum. ``acquire`` drops what left the window and
 admits the call only if *every* limit has room for its cost; otherwise it learns how long until enough
-leaves and sleeps that long (bounded by ``max_wait_s``). So within any window of ``period_s`` the
+leaves and sleeps that long (bounded by ``max_wait_s``; in slices of at most a second, between which the caller's
+``check`` may end the wait: a cancelled run, an open breaker). So within any window of ``period_s`` the
 admitted cost never exceeds the limit, however many processes and threads share it (the clock is
 Redis's ``TIME``, one clock for all).
 
@@ -170,9 +171,9 @@ def limits_per_minute(
     return [Limit(v, period * mult, per, name) for v, mult, per, name in spec if v is not None]  # type: ignore[arg-type]
 
 
-#: A call admitted after waiting longer than this re-reads its run's state before it is sent (a ``ragscore cancel``
-#: or an open breaker during a wait of up to ``max_wait_s`` would otherwise still be paid for).
-RECHECK_AFTER_S = 1.0
+#: Longest a waiting :meth:`RedisLimiter.acquire` sleeps at a time, and the least time between two calls of its
+#: ``check`` (a ``ragscore cancel`` or an open breaker ends the wait within about this).
+CHECK_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -182,13 +183,6 @@ class Grant:
     member: str
     now_ms: int
     tokens: int
-    waited_s: float = 0.0
-
-    @property
-    def waited_long(self) -> bool:
-        """It waited long enough (``RECHECK_AFTER_S``) for its run to have been cancelled or stopped meanwhile:
-        the caller reads that again before it sends."""
-        return self.waited_s > RECHECK_AFTER_S
 
 
 class RedisLimiter:
@@ -243,25 +237,37 @@ class RedisLimiter:
             return Grant(member, now, tokens), 0.0
         return None, wait_ms / 1000
 
-    def acquire(self, tokens: int) -> Grant:
-        """Wait (sleeping, bounded by ``max_wait_s``) until every limit admits a call of ``tokens``."""
-        started = time.monotonic()
+    def acquire(self, tokens: int, check: Callable[[], None] | None = None) -> Grant:
+        """Wait (sleeping, bounded by ``max_wait_s``) until every limit admits a call of ``tokens``.
+
+        ``check`` is called at most every :data:`CHECK_EVERY_S` while the call waits (its run was cancelled, its
+        breaker opened): what it raises ends the wait, so a long pause after a 429 holds no stopped run's calls.
+        """
+        started = checked = time.monotonic()
         while True:
             grant, wait = self.try_acquire(tokens)
             if grant is not None:
-                return Grant(grant.member, grant.now_ms, tokens, time.monotonic() - started)
+                return grant
             waited = time.monotonic() - started
             if waited + wait > self.max_wait_s:
-                paused_by = self.r.get(self.pause_key)  # what asked every worker to wait (a 429's message)
-                why = f"; paused by {paused_by.decode(errors='replace') if isinstance(paused_by, bytes) else paused_by}"
-                raise RateLimitTimeout(
-                    f"the shared rate limit of {self.key.split(':')[0]} would hold this call over "
-                    f"max_wait_s={self.max_wait_s:g} s (waited {waited:.1f} s, {wait:.1f} s more needed"
-                    f"{why if paused_by else ''})",
-                    provider=self.key.split(":")[0],
-                )
-            # A little jitter so that waiters woken by the same expiry do not all retry at once.
-            self._sleep(wait + random.uniform(0, min(0.05, wait / 4 + 0.005)))
+                raise self._timeout(waited, wait)
+            # A little jitter so that waiters woken by the same expiry do not all retry at once; a long wait is
+            # slept in slices, each followed by a new attempt, so that ``check`` runs while it lasts.
+            self._sleep(min(wait + random.uniform(0, min(0.05, wait / 4 + 0.005)), CHECK_EVERY_S))
+            if check is not None and time.monotonic() - checked >= CHECK_EVERY_S:
+                check()
+                checked = time.monotonic()
+
+    def _timeout(self, waited: float, wait: float) -> RateLimitTimeout:
+        """The error of a call the limit would hold over ``max_wait_s``, saying what paused every worker."""
+        paused_by = self.r.get(self.pause_key)  # what asked every worker to wait (a 429's message)
+        why = f"; paused by {paused_by.decode(errors='replace') if isinstance(paused_by, bytes) else paused_by}"
+        return RateLimitTimeout(
+            f"the shared rate limit of {self.key.split(':')[0]} would hold this call over "
+            f"max_wait_s={self.max_wait_s:g} s (waited {waited:.1f} s, {wait:.1f} s more needed"
+            f"{why if paused_by else ''})",
+            provider=self.key.split(":")[0],
+        )
 
     def correct(self, grant: Grant, tokens: int) -> None:
         """Replace the estimated token cost of an admitted call by the real one (if still in the window)."""

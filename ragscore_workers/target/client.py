@@ -4,7 +4,8 @@
 
     cache hit? -> the stored reply (no call)
     breaker open? -> TargetStopped
-    limiter.acquire()                 (requests per minute shared by the cluster; paused after a 429)
+    limiter.acquire()                 (requests per minute shared by the cluster; paused after a 429; a cancel
+                                       or an open breaker ends the wait -> TargetStopped)
     endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, 429 -> shared
                                        pause; at most ``attempts`` tries)
     count, cache the reply
@@ -120,16 +121,12 @@ class TargetClient:
         return self.config.name
 
     def _attempt(self, request: dict[str, Any]) -> Any:
-        reason = self.state.stop_reason()
-        if reason:
-            raise TargetStopped(reason, system=self.endpoint_name)
+        self._check_stopped()
         if self.limiter is not None:
             try:
-                grant = self.limiter.acquire(0)
+                self.limiter.acquire(0, check=self._check_stopped)
             except RateLimitTimeout as exc:
                 raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
-            if grant.waited_long and (reason := self.state.stop_reason()):  # cancelled while it waited
-                raise TargetStopped(reason, system=self.endpoint_name)
         try:
             data, _headers = self.endpoint.call(request)
         except TargetError as exc:
@@ -140,6 +137,12 @@ class TargetClient:
             raise
         self.state.incr(calls=1, reset_failures=True)
         return data
+
+    def _check_stopped(self) -> None:
+        """Raise TargetStopped once the run was cancelled or its breaker opened (before a call, and while it
+        waits for the rate limit)."""
+        if reason := self.state.stop_reason():
+            raise TargetStopped(reason, system=self.endpoint_name)
 
     def _decide(self, exc: TargetError) -> RetryDecision:
         if isinstance(exc, (TargetStopped, TargetWaitTooLong)):

@@ -391,19 +391,25 @@ def test_the_hold_of_a_call_whose_worker_was_killed_lapses(rclient: redis.Redis)
     assert state["held_tokens"] == 0 and state["held_cost"] == 0.0 and rclient.zcard(survivor.holds_key) == 0
 
 
-def test_a_call_waiting_for_the_rate_limit_is_not_sent_once_its_run_was_cancelled(
-    rclient: redis.Redis, fake: FakeProvider, model: str, keys: str
+@pytest.mark.parametrize("stop", ["cancel", "breaker"])
+def test_a_call_waiting_for_the_rate_limit_stops_soon_once_its_run_was_cancelled_or_its_breaker_opened(
+    rclient: redis.Redis, fake: FakeProvider, model: str, keys: str, stop: str
 ) -> None:
     """The cancel check ran before the limiter's wait only: a call paused by a 429 for minutes was still sent
-    (and paid for) after ``ragscore cancel``."""
+    (and paid for) after ``ragscore cancel``; then, read once admitted, it still waited out the whole pause. A
+    breaker another worker's calls opened is read as soon."""
     from ragscore_workers.store import RunState, RunStore
 
     client = _client(rclient, fake, model, rpm=600)
     run_id = client.state.meta_key.split(":")[2]
     store = RunStore(rclient, ttl_s=600)
     store.create_run(run_id, {"state": RunState.RUNNING})
-    client.limiter.pause(3.0, "429 from the provider")  # every worker waits, as after a 429 with retry-after: 3
-    threading.Timer(1.0, store.set_state, args=(run_id, RunState.CANCELLED)).start()
-    with pytest.raises(JudgeStopped, match="run cancelled"):
+    client.limiter.pause(60.0, "429 from the provider")  # every worker waits, as after a 429 with retry-after: 60
+    stopping = {"cancel": lambda: store.set_state(run_id, RunState.CANCELLED),
+                "breaker": lambda: client.state.record_failure(1, "HTTP 500")}[stop]  # fmt: skip
+    threading.Timer(0.5, stopping).start()
+    started = time.monotonic()
+    with pytest.raises(JudgeStopped, match="run cancelled" if stop == "cancel" else "circuit breaker open"):
         _ask(client, "[[rating=4]]")
+    assert time.monotonic() - started < 20, "it waited out the pause"  # about 1.5 s: a check a second
     assert fake.stats().get("requests", 0) == 0 and client.state.read()["calls"] == 0

@@ -132,20 +132,22 @@ def test_a_wait_over_the_bound_fails_the_question_without_retrying(store: RunSto
     assert rag.calls["exact"] == 1 and client.state.read()["retries"] == 0
 
 
-def test_a_question_waiting_for_the_rate_limit_is_not_sent_once_its_run_was_cancelled(
+def test_a_question_waiting_for_the_rate_limit_stops_soon_once_its_run_was_cancelled(
     store: RunStore, rag: FakeRag
 ) -> None:
     """The cancel check ran before the limiter's wait only: a question paused by a 429 was still sent after
-    ``ragscore cancel``."""
+    ``ragscore cancel``; then, read once admitted, it still waited out the whole pause."""
     from ragscore_workers.store import RunState
 
     client = _client(store, rag, "exact", rpm=1000)
     run_id = client.state.meta_key.split(":")[2]
     store.create_run(run_id, {"state": RunState.RUNNING})
-    client.limiter.pause(3.0, "429")  # every caller waits, as after a 429 with retry-after: 3
-    threading.Timer(1.0, store.set_state, args=(run_id, RunState.CANCELLED)).start()
+    client.limiter.pause(60.0, "429")  # every caller waits, as after a 429 with retry-after: 60
+    threading.Timer(0.5, store.set_state, args=(run_id, RunState.CANCELLED)).start()
+    started = time.monotonic()
     with pytest.raises(TargetStopped, match="run cancelled"):
         client.ask(_ask(5))
+    assert time.monotonic() - started < 20, "it waited out the pause"  # about 1.5 s: a check a second
     assert rag.calls.get("exact", 0) == 0
 
 
