@@ -22,7 +22,8 @@ __all__ = ["ProgressView", "make_progress", "note_of"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
-#: Seconds without a unit done after which the view says so instead of an ETA (a stall, a long item, a 429 pause).
+#: Seconds without a unit done or a judge call sent after which the view says so instead of an ETA (a stall, a
+#: 429 pause).
 IDLE_NOTE_S = 10.0
 
 
@@ -40,6 +41,12 @@ def note_of(view: object) -> Callable[[str], None]:
     return getattr(view, "note", None) or (lambda _text: None)
 
 
+def _judge_calls(counters: dict[str, int]) -> str:
+    """`` judge calls 1,234`` for a run with judge metrics (its items end seldom: its calls show it at work), else
+    ``""``."""
+    return f" judge calls {counters.get('judge_calls', 0):,}" if "total:judge" in counters else ""
+
+
 def _clock(seconds: float) -> str:
     """``1:02:03`` (as rich's own time columns)."""
     minutes, secs = divmod(round(seconds), 60)
@@ -51,20 +58,22 @@ class _Rate:
     """Units per second and ETA from what this process saw done: a resumed run's earlier units, already in
     the first counters it reads, are its baseline, not work done in the first second. The queues work side by
     side, so the ETA is the slowest queue's (its units left over its own rate): the run's units left over the
-    summed rate made a fast cpu queue's pace read as the judge queue's."""
+    summed rate made a fast cpu queue's pace read as the judge queue's. Work is seen when a unit is done or a judge
+    call is sent: a long judge item is at work while its calls go out, not stalled."""
 
     def __init__(self) -> None:
         self.started = self.changed = time.monotonic()
         self.base: dict[str, int] | None = None
-        self.last = -1
+        self.last: tuple[int, int] = (-1, -1)
 
     def measure(self, counters: dict[str, int]) -> tuple[float, float | None]:
         done, total = counters.get("done", 0), counters.get("total", 0)
         now = time.monotonic()
         if self.base is None:
             self.base = {k: v for k, v in counters.items() if k == "done" or k.startswith("done:")}
-        if done != self.last:
-            self.last, self.changed = done, now
+        seen = (done, counters.get("judge_calls", 0))
+        if seen != self.last:
+            self.last, self.changed = seen, now
         # Every unit done (the summary is being aggregated): the rate over the scoring, not falling as time passes
         elapsed = max((self.changed if 0 < total <= done else now) - self.started, 1e-9)
         rate = (done - self.base.get("done", 0)) / elapsed
@@ -81,13 +90,14 @@ class _Rate:
         return rate, max((left / pace for left, pace in paces), default=0.0)
 
     def idle_note(self, done: int, total: int) -> str:
-        """``no progress for 25 s`` once nothing was done for IDLE_NOTE_S (the ETA means nothing then)."""
+        """``no progress for 25 s`` once no unit was done and no judge call sent for IDLE_NOTE_S (the ETA means
+        nothing then)."""
         idle = time.monotonic() - self.changed
         return f"no progress for {idle:.0f} s" if idle >= IDLE_NOTE_S and done < total else ""
 
 
 class RichProgress:
-    """A rich progress bar: done/total work units, rate, ETA, errors and unscorable."""
+    """A rich progress bar: done/total work units, rate, ETA, errors, unscorable and judge calls."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or TerminalConsole(stderr=True)
@@ -98,7 +108,10 @@ class RichProgress:
             TextColumn("{task.fields[rate]:>8.1f}/s"),
             TimeElapsedColumn(),
             TextColumn("ETA {task.fields[eta]}"),
-            TextColumn("errors {task.fields[errors]} unscorable {task.fields[unscorable]} {task.fields[note]}"),
+            TextColumn(
+                "errors {task.fields[errors]} unscorable {task.fields[unscorable]}{task.fields[judge]} "
+                "{task.fields[note]}"
+            ),
             console=self.console,
             transient=False,
         )
@@ -109,7 +122,7 @@ class RichProgress:
         self.rate = _Rate()
         self.bar.start()
         self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, eta="-:--:--", errors=0, unscorable=0,
-                                      note="")  # fmt: skip
+                                      judge="", note="")  # fmt: skip
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         done, total = counters.get("done", 0), counters.get("total", 0)
@@ -118,7 +131,8 @@ class RichProgress:
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
             eta="-:--:--" if eta is None or note else _clock(eta),
-            errors=counters.get("errors", 0), unscorable=counters.get("unscorable", 0), note=note,
+            errors=counters.get("errors", 0), unscorable=counters.get("unscorable", 0), judge=_judge_calls(counters),
+            note=note,
         )  # fmt: skip
 
     def stop(self) -> None:
@@ -147,7 +161,7 @@ class PlainProgress:
         if not final and now - self.last < PLAIN_INTERVAL_S:
             return
         done, total = counters.get("done", 0), counters.get("total", 0)
-        said = (done, total, counters.get("errors", 0), counters.get("unscorable", 0))
+        said = (done, total, counters.get("errors", 0), counters.get("unscorable", 0), counters.get("judge_calls", 0))
         if not final and said == self.said and 0 < total <= done:  # all scored, aggregating: said once is enough
             return
         self.last, self.said = now, said
@@ -159,6 +173,7 @@ class PlainProgress:
         self._print(
             f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric outputs ({pct:.1f}%) {rate:.1f}/s ETA "
             f"{eta_text} errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}"
+            f"{_judge_calls(counters)}"
         )
 
     def stop(self) -> None:

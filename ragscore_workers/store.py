@@ -436,7 +436,16 @@ class RunStore:
         return todo
 
     def progress(self, run_id: str) -> dict[str, int]:
-        return {k: int(v) for k, v in self.r.hgetall(self.key(run_id, "progress")).items()}
+        """The ``progress`` counters, with ``judge_calls`` (the ``judge`` counters' ``calls``: requests sent to the
+        judge) once the run sent one; one round trip."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hgetall(self.key(run_id, "progress"))
+        pipe.hget(self.key(run_id, "judge"), "calls")
+        counters, judge_calls = pipe.execute()
+        out = {k: int(v) for k, v in counters.items()}
+        if judge_calls is not None:
+            out["judge_calls"] = int(judge_calls)
+        return out
 
     # ---------------------------------------------------------------- results
     def write_results(

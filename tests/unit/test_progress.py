@@ -121,3 +121,48 @@ def test_the_rich_bar_shows_the_same_eta_and_none_for_a_queue_that_has_not_moved
     # 50 left at embed's 50 per 4 s; the summed rate (150 per 4 s) said 0:00:01
     assert view.bar.tasks[0].fields["eta"] == "0:00:04"
     view.stop()
+
+
+JUDGE_RUN = {"done": 0, "total": 100, "done:judge": 0, "total:judge": 100}
+
+
+def test_a_judge_run_shows_its_calls_and_is_at_work_while_they_go_out(clock: Clock) -> None:
+    """A judge run's items end seldom (each waits on its calls): the line showed the same count for minutes, then
+    'no progress for 40 s' while the calls went out. Its judge calls are on the line and count as work."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update(JUDGE_RUN, final=True)
+    for calls in (40, 80):  # no item done, calls sent
+        clock.advance(progress.IDLE_NOTE_S + 10)
+        view.update({**JUDGE_RUN, "judge_calls": calls}, final=True)
+    clock.advance(progress.IDLE_NOTE_S + 10)
+    view.update({**JUDGE_RUN, "judge_calls": 80}, final=True)  # no call either (a 429 pause)
+    first, *calling, paused = out.getvalue().splitlines()
+    assert first.endswith("unscorable 0 judge calls 0")  # none sent yet: said, as 0
+    assert [line.rsplit("judge calls ", 1)[1] for line in calling] == ["40", "80"]
+    assert all("no progress" not in line for line in calling)
+    assert f"(no progress for {progress.IDLE_NOTE_S + 10:.0f} s)" in paused and paused.endswith("judge calls 80")
+
+
+def test_a_run_without_judge_metrics_says_no_judge_calls(clock: Clock) -> None:
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update({"done": 5, "total": 10, "done:cpu": 5, "total:cpu": 10}, final=True)
+    assert "judge" not in out.getvalue()
+
+
+def test_the_rich_bar_shows_the_judge_calls_and_no_idle_note_while_they_go_out(clock: Clock) -> None:
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+    view.start("r1")
+    view.update(JUDGE_RUN)
+    clock.advance(progress.IDLE_NOTE_S + 10)
+    view.update({**JUDGE_RUN, "judge_calls": 1234})
+    fields = view.bar.tasks[0].fields
+    assert fields["judge"] == " judge calls 1,234" and fields["note"] == ""
+    view.stop()

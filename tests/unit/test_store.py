@@ -45,6 +45,19 @@ def test_a_retried_error_that_now_succeeds_moves_the_counters(store: RunStore) -
     assert store.progress(run) == {"done": 1, "done:cpu": 1, "errors": 0}
 
 
+def test_progress_counts_the_judge_calls_of_a_run_that_sent_one(store: RunStore) -> None:
+    """The live progress line of a judge run shows its calls (its items end seldom): read with the counters."""
+    from ragscore_workers.providers import RunJudgeState
+
+    run = "t-judge-calls"
+    store.add_ids(run, 0, ["a", "b"], {"judge": 2})
+    assert store.progress(run) == {"total": 2, "total:judge": 2}  # none sent yet
+    judge = RunJudgeState(store.r, run, ttl_s=60)
+    judge.incr(calls=3, retries=1)
+    judge.incr(calls=1, rate_limited=1)  # a 429 is a call sent
+    assert store.progress(run) == {"total": 2, "total:judge": 2, "judge_calls": 4}
+
+
 def test_finalize_is_claimed_exactly_once_after_every_shard(store: RunStore) -> None:
     run = "t-final"
     store.create_run(run, {"state": "running"})
