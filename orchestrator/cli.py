@@ -564,7 +564,7 @@ def status(
             # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
             # queues say how to go on (no worker of its lane would ever take the held messages back)
             orphans = [] if embedded else held_messages(store, run_id).orphans
-            view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
+            view.set_orphans(run_id, [o.delivered_at for o in orphans], get_settings().visibility_timeout_s)
         return view.render(run_id)
 
     if not watch:
@@ -613,7 +613,7 @@ def cancel_cmd(
 ) -> None:
     """Cancel a run: workers skip its remaining tasks; its summary covers what was scored."""
     from .embedded_redis import run_process_alive
-    from .runner import cancel, summarize_cancelled
+    from .runner import Orphan, cancel, summarize_cancelled
 
     run_id = _run_id(run_id)
     store, lane = _run_store(broker, run_id)  # an unknown run raises a clear error
@@ -632,11 +632,18 @@ def cancel_cmd(
             err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is written "
                       "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
 
+        def held(orphans: list[Orphan]) -> None:
+            items = sum(o.items for o in orphans)
+            err.print(f"{items:,} item(s) of it ({len(orphans):,} message(s)) are held by a worker that is gone "
+                      "(killed, or its host lost), which Redis hands back only after the visibility timeout: its "
+                      "summary is written without them, counted as stopped, once its tasks in flight end (a minute "
+                      "at most)", soft_wrap=True)  # fmt: skip
+
         if lane is None:
-            summarize_cancelled(store, run_id, on_unserved=said)
+            summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
         elif not watched:
             # its process is gone, and with it every worker of its lane: its summary is written here
-            summarize_cancelled(store, run_id, on_unserved=said, here=True)
+            summarize_cancelled(store, run_id, on_unserved=said, here=True, on_orphaned=held)
         # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
     else:
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 import json
@@ -32,6 +33,7 @@ from ragscore_workers.planning import (
     Shard,
     plan_shard,
     plan_target_shard,
+    rows_carried,
     shards,
     target_keys,
 )
@@ -61,6 +63,7 @@ from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_inte
 
 __all__ = [
     "HeldMessages",
+    "Orphan",
     "Submitted",
     "cancel",
     "check_local_resources",
@@ -520,14 +523,29 @@ def _broker_idle(
 
 
 @dataclass(frozen=True)
+class Orphan:
+    """A message of the run held by a worker that is gone: it comes back ``visibility`` s after ``delivered_at``."""
+
+    #: When Redis handed it to that worker (epoch seconds).
+    delivered_at: float
+    #: The queue it was taken from (``control``: a shard's callback or the aggregation).
+    queue: str
+    #: The rows its chunk carries (0 for a bookkeeping task).
+    items: int
+
+
+@dataclass(frozen=True)
 class HeldMessages:
     """The run's messages delivered to workers and not acknowledged (kombu's ``unacked`` hash)."""
 
     #: How many are held in all.
     held: int
-    #: Delivery times (epoch seconds) of those no live worker holds: their worker was killed whole (kill -9, a
-    #: lost host), and they come back only when the visibility timeout has passed since their delivery.
-    orphans: list[float]
+    #: Those no live worker holds: their worker was killed whole (kill -9, a lost host), and they come back only
+    #: when the visibility timeout has passed since their delivery.
+    orphans: list[Orphan]
+    #: Held messages no live worker lists that were delivered less than ``ORPHAN_SETTLED_S`` ago: orphans once
+    #: settled, unless their worker lists them by then.
+    unsettled: int = 0
 
 
 #: Seconds after its delivery before a message no live worker lists is called orphaned (a worker lists what it
@@ -541,28 +559,40 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     A message is the run's only if its headers name the run (a shape we do not know counts as held by a live
     worker). Live workers are asked (1 s) only when the run has held messages. A message delivered less than
     ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet)."""
-    tags, task_ids = [], []
+    held: dict[str, tuple[str, dict[str, Any], str]] = {}  # delivery tag -> (task id, message, queue)
     for tag, raw in store.broker.hgetall("unacked").items():
         if run_id not in raw:
             continue
         try:
-            task_ids.append(json.loads(raw)[0]["headers"]["id"])
+            message, _exchange, queue = json.loads(raw)
+            held[tag] = (message["headers"]["id"], message, str(queue))
         except (ValueError, LookupError, TypeError):
-            return HeldMessages(held=len(tags) + 1, orphans=[])
-        tags.append(tag)
-    if not tags:
+            return HeldMessages(held=len(held) + 1, orphans=[])
+    if not held:
         return HeldMessages(held=0, orphans=[])
     inspect = app.control.inspect(timeout=1.0)
     live = {task["id"] for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()
             for task in tasks or []}  # fmt: skip
     pipe = store.broker.pipeline(transaction=False)
-    for tag in tags:
+    for tag in held:
         pipe.zscore("unacked_index", tag)
-    delivered = pipe.execute()
     now = time.time()
-    orphans = [at if at is not None else now for task_id, at in zip(task_ids, delivered, strict=True)
-               if task_id not in live]  # fmt: skip
-    return HeldMessages(held=len(tags), orphans=[at for at in orphans if now - at >= ORPHAN_SETTLED_S])
+    unlisted = [(at, message, queue) for (task_id, message, queue), at in zip(held.values(), pipe.execute(),
+                strict=True) if task_id not in live]  # fmt: skip
+    orphans = [Orphan(at, queue, _rows_of(message)) for at, message, queue in unlisted
+               if at is not None and now - at >= ORPHAN_SETTLED_S]  # fmt: skip
+    return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(orphans))
+
+
+def _rows_of(message: dict[str, Any]) -> int:
+    """The rows a task message carries (0 where its body cannot be read: never a reason to fail a status)."""
+    try:
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        return rows_carried(message["headers"]["task"], json.loads(body)[0])
+    except (ValueError, LookupError, TypeError):
+        return 0
 
 
 def _held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
@@ -750,26 +780,43 @@ def summarize_cancelled(
     settle_s: float = SETTLE_S,
     on_unserved: Callable[[dict[str, int]], None] | None = None,
     here: bool = False,
+    on_orphaned: Callable[[list[Orphan]], None] | None = None,
 ) -> dict[str, int]:
-    """A cancelled run whose messages wait on queues no worker consumes would never get its summary (no worker
-    skips them, so its chords never end): once the served queues are idle (tasks in flight have written their
+    """A cancelled run whose messages wait on queues no worker consumes, or are held by a worker that is gone
+    (killed whole: Redis hands them back only after the visibility timeout), would long get no summary (no worker
+    skips them, so its chords do not end): once the served queues are idle (tasks in flight have written their
     items; ``settle_s`` at most), send its aggregation, or with ``here`` (an embedded run whose process is gone:
-    no worker serves its lane, its control queue included) aggregate it in this process. Returns those queues and
-    their messages (``on_unserved`` hears them before the wait). A run with its summary already is left alone."""
+    no worker serves its lane, its control queue included) aggregate it in this process; what those messages
+    hold is counted as stopped. Returns the unserved queues and their messages (``on_unserved`` hears them, and
+    ``on_orphaned`` the orphaned messages, before the wait). A run with its summary already is left alone."""
     if store.state(run_id) != RunState.CANCELLED or store.summary_is_current(run_id):
         return {}
     unserved = unserved_queues(store, run_id)
-    if unserved:
-        if on_unserved is not None:
-            on_unserved(unserved)
-        deadline = time.monotonic() + settle_s
-        while time.monotonic() < deadline and not _broker_idle(store, run_id, ignore=unserved):
-            time.sleep(POLL_S * 5)
-        if here:
-            aggregate_in(store, run_id, store.generation(run_id))
-        else:
-            aggregate.delay(run_id, store.generation(run_id))
+    orphans = _settled_orphans(store, run_id)
+    if not unserved and not orphans:
+        return {}
+    if unserved and on_unserved is not None:
+        on_unserved(unserved)
+    if orphans and on_orphaned is not None:
+        on_orphaned(orphans)
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline and not _broker_idle(store, run_id, ignore=unserved):
+        time.sleep(POLL_S * 5)
+    if here:
+        aggregate_in(store, run_id, store.generation(run_id))
+    else:
+        aggregate.delay(run_id, store.generation(run_id))
     return unserved
+
+
+def _settled_orphans(store: RunStore, run_id: str) -> list[Orphan]:
+    """The run's messages held by workers that are gone; a worker killed a moment ago has its messages told apart
+    from those a live worker is about to list once ``ORPHAN_SETTLED_S`` has passed (waited for here)."""
+    found = held_messages(store, run_id)
+    if found.unsettled:
+        time.sleep(ORPHAN_SETTLED_S)
+        found = held_messages(store, run_id)
+    return found.orphans
 
 
 def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from celery import chord
 from celery.canvas import Signature
@@ -35,6 +36,7 @@ __all__ = [
     "plan_shard",
     "plan_target_shard",
     "resolve_suite",
+    "rows_carried",
     "shards",
 ]
 
@@ -147,6 +149,15 @@ def shards(rows: Iterable[Row], shard_rows: int = DEFAULT_SHARD_ROWS) -> Iterato
 def _sig(task: str, *args: object) -> Signature:
     """An immutable signature of one of our tasks by name (routed to its queue by the app's task_routes)."""
     return app.signature(task, args=args, immutable=True)
+
+
+def rows_carried(task: str, args: list[Any]) -> int:
+    """How many rows a message of ``task`` with ``args`` (as :func:`plan_shard` and :func:`plan_target_shard` send
+    them) carries: its chunk's; 0 for the bookkeeping tasks (a shard's callback, the aggregation)."""
+    index = 3 if task.startswith("ragscore.score.") else 4 if task == "ragscore.target" else None
+    if index is None or len(args) <= index or not isinstance(args[index], list):
+        return 0
+    return len(args[index])
 
 
 def chunk_size(resolved: ResolvedSuite, queue: str) -> int:

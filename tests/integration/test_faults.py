@@ -346,3 +346,65 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
     finally:
         worker.stop()
         server.stop()
+
+
+def _kill_whole(worker: WorkerProcess) -> None:
+    """kill -9 a ``ragscore worker`` and every process under it at once (its host lost): nothing is handed back."""
+    assert worker.proc is not None
+    supervisor = psutil.Process(worker.proc.pid)
+    for proc in [supervisor, *supervisor.children(recursive=True)]:
+        proc.send_signal(signal.SIGKILL)
+    worker.proc.wait(10)
+
+
+def _serving(n: int) -> bool:
+    """``n`` Celery workers (or more) answer the orchestrator's app (each ``ragscore worker --queues cpu`` runs one)."""
+    from ragscore_workers.app import app
+
+    return len(app.control.inspect(timeout=1.0).active_queues() or {}) >= n
+
+
+def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_soon(tmp_path: Path) -> None:
+    """A worker killed whole keeps the messages it held out of every queue until the visibility timeout (900 s
+    here): no live worker could skip them, so the cancelled run's chord never ended and `ragscore cancel` left it
+    without a summary for 15 minutes (`results` said "try again shortly")."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.runner import held_messages
+
+    from ..support import ROOT
+
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed = WorkerProcess(server.url, "cpu", tmp_path / "h1", concurrency=2)
+    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1)
+    for worker in (doomed, alive):
+        worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = "900"
+        worker.start()
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store)
+        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 1000 and _serving(2), 300), "no scoring"
+        _kill_whole(doomed)
+        env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
+        said = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", sub.run_id], capture_output=True,
+                              text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
+        assert said.returncode == 0, said.stderr
+        # soon: far below the 900 s after which Redis would hand the dead worker's messages to the live one
+        assert until(lambda: store.summary_is_current(sub.run_id), 120), said.stderr
+        orphans = held_messages(store, sub.run_id).orphans
+        assert orphans, "the killed worker's messages are still held: the summary did not wait for them"
+        assert "held by a worker that is gone" in " ".join(said.stderr.split()), said.stderr
+        summary = write_results(store, sub.run_id, tmp_path / "out")
+        assert summary.state == "cancelled" and summary.items == 6000
+        for name, metric in summary.metrics.items():  # every item counted: scored, unscorable or stopped
+            assert metric.n + metric.errors + metric.unscorable == 6000, (name, metric)
+            assert metric.stopped > 0, (name, metric)  # the killed worker's prefetched chunks, never started
+        ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+        assert ids == [f"q{i}" for i in range(6000)]
+    finally:
+        alive.stop()
+        doomed.stop()
+        server.stop()
