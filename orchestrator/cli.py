@@ -564,7 +564,7 @@ def status(
             # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
             # queues say how to go on (no worker of its lane would ever take the held messages back)
             orphans = [] if embedded else held_messages(store, run_id).orphans
-            view.set_orphans(run_id, [o.delivered_at for o in orphans], get_settings().visibility_timeout_s)
+            view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
         return view.render(run_id)
 
     if not watch:

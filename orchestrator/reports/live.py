@@ -12,14 +12,18 @@ import json
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from ragscore_workers.store import RunState, RunStore
+
+if TYPE_CHECKING:
+    from ..runner import Orphan
 
 __all__ = ["Sample", "StatusView", "fmt_duration", "sample"]
 
@@ -73,20 +77,49 @@ class StatusView:
         self._minute_watched = False
         #: Queues no worker served at the last check: ``{queue: (its done count then, the warning)}``.
         self.unserved: dict[str, tuple[int, str]] = {}
-        #: The warning about messages held by workers that are gone, at the last check ("" for none).
-        self.orphaned = ""
+        #: The run's messages held by workers that are gone, at the last check, and the run they are of.
+        self.orphans: Sequence[Orphan] = ()
+        self._orphans_of = ""
+        #: Seconds after its delivery that Redis hands an orphaned message to another worker.
+        self.visibility_s = 0.0
 
-    def set_orphans(self, run_id: str, delivered: list[float], visibility_s: float) -> None:
-        """The delivery times of the run's messages held by workers that are gone (``runner.held_messages``)."""
-        if not delivered:
-            self.orphaned = ""
-            return
-        back = time.strftime("%H:%M:%S UTC", time.gmtime(min(delivered) + visibility_s))
-        self.orphaned = (
-            f"{len(delivered)} message(s) of this run are held by workers that are gone (killed, or their host "
-            f"lost): Redis gives them to another worker from about {back} (the visibility timeout, "
-            f"RAGSCORE_VISIBILITY_TIMEOUT_S={visibility_s:.0f} s after delivery); `ragscore resume {run_id} --out "
-            "DIR` sends that work again now"
+    def set_orphans(self, run_id: str, orphans: Sequence[Orphan], visibility_s: float) -> None:
+        """The run's messages held by workers that are gone (``runner.held_messages``), replacing the last check's:
+        their work waits for the visibility timeout, so the queues they hold, and the run, end no sooner."""
+        self.orphans, self._orphans_of, self.visibility_s = orphans, run_id, visibility_s
+
+    def _back_at(self, queue: str | None = None) -> float | None:
+        """When (epoch seconds) Redis has handed back every orphaned message (of ``queue``; None: of any queue):
+        the visibility timeout after the last one's delivery. None when none is held, or the run has ended."""
+        times = [o.delivered_at for o in self.orphans if queue is None or o.queue == queue]
+        if not times or self.meta.get("state") in RunState.DONE:
+            return None
+        return max(times) + self.visibility_s
+
+    def _held_back(self, now: float, queue: str | None = None) -> float | None:
+        """Seconds from ``now`` to :meth:`_back_at` (0 once it has passed); None where that is None."""
+        back = self._back_at(queue)
+        return None if back is None else max(0.0, back - now)
+
+    def _orphaned_warning(self, now: float) -> str:
+        """What the orphaned messages hold, and when their work can go on ("" for none)."""
+        back = self._back_at()
+        if back is None:
+            return ""
+        items: dict[str, int] = {}
+        for o in self.orphans:
+            items[o.queue] = items.get(o.queue, 0) + o.items
+        where = ", ".join(f"{n:,} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
+        at = time.strftime("%H:%M:%S UTC", time.gmtime(back))
+        if back > now:
+            when = f"at about {at}, in {fmt_duration(back - now)}: the run cannot end before then (ETA ≥)"
+        else:
+            when = f"from about {at}, which has passed: a live worker of their queue takes them within seconds"
+        return (
+            f"{sum(items.values()):,} item(s) of this run ({where}; {len(self.orphans)} message(s)) are held by a "
+            "worker that stopped (killed, or its host lost): Redis hands them to another worker only after the "
+            f"visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={self.visibility_s:.0f} s after delivery), {when}; "
+            f"`ragscore resume {self._orphans_of} --out DIR` sends that work again now"
         )
 
     def set_unserved(self, messages: dict[str, str]) -> None:
@@ -105,9 +138,10 @@ class StatusView:
     @property
     def warnings(self) -> list[str]:
         """Lines under the table: the warnings of the queues still unserved, and of orphaned messages."""
-        if self.meta.get("state") in RunState.DONE:
+        if self.meta.get("state") in RunState.DONE or not self.samples:
             return []
-        return [*self._still_unserved().values(), *([self.orphaned] if self.orphaned else [])]
+        orphaned = self._orphaned_warning(self.samples[-1].t)
+        return [*self._still_unserved().values(), *([orphaned] if orphaned else [])]
 
     def add(self, s: Sample) -> None:
         self.samples.append(s)
@@ -173,10 +207,13 @@ class StatusView:
     def rows(self) -> list[dict[str, Any]]:
         """One dict per queue the run uses, then ``all``. The queues work side by side, so the run ends when its
         slowest queue does: ``all``'s ETA is the longest of theirs (none when one has none), not its units left
-        over the sum of their rates (a fast cpu queue made a judge queue's hour read as a minute)."""
+        over the sum of their rates (a fast cpu queue made a judge queue's hour read as a minute). Work held by a
+        worker that stopped waits for the visibility timeout: a queue holding some (and the run) ends no sooner,
+        whatever its rate says; that ETA is a floor (``floor``), never a rate's guess alone."""
+        now = self.samples[-1].t
         counters = self.samples[-1].progress
         finished = self.meta.get("state") in RunState.DONE
-        stalled = self.stalled(self.samples[-1].t)
+        stalled = self.stalled(now)
         unserved = self._still_unserved()
         out = []
         for queue in [q for q in QUEUES if f"total:{q}" in counters]:
@@ -184,13 +221,18 @@ class StatusView:
             rate = self.rate(f"done:{queue}")
             left = max(total - done, 0)
             idle = finished or stalled or self.submitting or queue in unserved or not rate
+            eta = 0.0 if not left else None if idle else left / rate
+            held = None if queue in unserved or not left else self._held_back(now, queue)
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
-                        "rate": rate, "eta": 0.0 if not left else None if idle else left / rate})  # fmt: skip
+                        "rate": rate, "eta": eta if held is None else max(held, eta or 0.0),
+                        "floor": held is not None})  # fmt: skip
         done, total = counters.get("done", 0), counters.get("total", 0)
         etas = [r["eta"] for r in out]
         eta = 0.0 if done >= total else None if None in etas or not etas else max(etas)
+        held = None if eta is None else self._held_back(now)  # a held shard callback or aggregation too
         out.append({"queue": "all", "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
-                    "rate": self.rate("done"), "eta": eta})  # fmt: skip
+                    "rate": self.rate("done"), "eta": eta if held is None else max(held, eta),
+                    "floor": held is not None})  # fmt: skip
         return out
 
     def render(self, run_id: str) -> Group:
@@ -202,7 +244,8 @@ class StatusView:
         for r in self.rows():
             rate = "-" if r["rate"] is None else f"{r['rate']:.1f}"
             total = f"{r['total']}+" if self.submitting else str(r["total"])
-            table.add_row(r["queue"], str(r["done"]), total, f"{r['pct']:.1f}", rate, fmt_duration(r["eta"]))
+            eta = ("≥" if r["floor"] else "") + fmt_duration(r["eta"])
+            table.add_row(r["queue"], str(r["done"]), total, f"{r['pct']:.1f}", rate, eta)
         caption = f"errors {counters.get('errors', 0)} · unscorable {counters.get('unscorable', 0)}"
         if "total:judge" in counters:
             rpm = self.judge_rpm()
@@ -215,7 +258,7 @@ class StatusView:
             caption += f" · {self.samples[-1].judge_calls} calls"
         lines = [Text(f"warning: {w}", style="yellow") for w in self.warnings]
         now = self.samples[-1].t
-        if self.stalled(now):
+        if self.stalled(now) and self._held_back(now) is None:  # else the warning above says why, and until when
             idle = fmt_duration(self.idle_s(now))
             lines.append(Text(
                 f"no progress for {idle}: if the `ragscore run` that started it was stopped (an embedded "

@@ -341,7 +341,9 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
                                text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
         assert shown.returncode == 0, shown.stderr
         said = " ".join(shown.stdout.split())
-        assert f"warning: {found.held} message(s) of this run are held by workers that are gone" in said, said
+        items = sum(o.items for o in found.orphans)
+        assert f"warning: {items:,} item(s) of this run ({items:,} on cpu; {found.held} message(s)) are held by a " \
+               "worker that stopped" in said, said  # fmt: skip
         assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s" in said and f"`ragscore resume {sub.run_id} --out DIR`" in said
     finally:
         worker.stop()
@@ -404,6 +406,60 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
             assert metric.stopped > 0, (name, metric)  # the killed worker's prefetched chunks, never started
         ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
         assert ids == [f"q{i}" for i in range(6000)]
+    finally:
+        alive.stop()
+        doomed.stop()
+        server.stop()
+
+
+def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_redelivery(tmp_path: Path) -> None:
+    """Another worker went on and did the rest: `ragscore status` gave the held work's queue an ETA of its rate
+    (seconds) while that work waited for the 15-minute visibility timeout, and the killed worker was not named."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from orchestrator.runner import held_messages
+
+    from ..support import ROOT
+
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed = WorkerProcess(server.url, "cpu", tmp_path / "h1", concurrency=2).start()
+    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1).start()
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store)
+        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 1000 and _serving(2), 300), "no scoring"
+        _kill_whole(doomed)
+
+        def only_the_dead_hold_work() -> bool:  # the live worker did every message it could take
+            found = held_messages(store, sub.run_id)
+            return not store.broker.llen("cpu") and found.held == len(found.orphans) > 0
+
+        assert until(only_the_dead_hold_work, 300), "the live worker never drained the queue"
+        orphans = held_messages(store, sub.run_id).orphans
+        progress = store.progress(sub.run_id)
+        left = progress["total:cpu"] - progress["done:cpu"]
+        items = sum(o.items for o in orphans)
+        assert 0 < left <= items * 4  # what is left is what the killed worker holds (4 outputs an item)
+        env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900",
+               "COLUMNS": "400"}  # fmt: skip
+        shown = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", sub.run_id], capture_output=True,
+                               text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        back = max(o.delivered_at for o in orphans) + 900  # when Redis hands the last of them back
+        assert back - time.time() > 600, "the test's own waits took most of the visibility timeout"
+        said = " ".join(shown.stdout.split())
+        assert f"warning: {items:,} item(s) of this run ({items:,} on cpu; {len(orphans)} message(s)) are held by " \
+               "a worker that stopped (killed, or its host lost)" in said, said  # fmt: skip
+        at = time.strftime("%H:%M:%S UTC", time.gmtime(back))
+        assert f"at about {at}, in " in said and "the run cannot end before then (ETA ≥)" in said, said
+        for queue in ("cpu", "all"):  # no ETA sooner than the held work's redelivery (it was the rate's: seconds)
+            (eta,) = re.findall(rf"│ {queue} .*│ *(\S+) │", shown.stdout)
+            minutes, seconds = re.fullmatch(r"≥(\d+)m(\d+)s", eta).groups()  # type: ignore[union-attr]
+            assert int(minutes) * 60 + int(seconds) >= back - time.time() - 1, eta
     finally:
         alive.stop()
         doomed.stop()

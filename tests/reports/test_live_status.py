@@ -12,6 +12,7 @@ from rich.console import Console
 
 from orchestrator import evaluate
 from orchestrator.reports.live import Sample, StatusView
+from orchestrator.runner import Orphan
 
 from ..support import ROOT, make_rows
 
@@ -186,3 +187,31 @@ def test_while_rows_are_still_sent_there_is_no_eta_and_the_total_reads_as_a_floo
     console.print(view.render("run-x"))
     text = console.export_text()
     assert "600+" in text and "720+" in text
+
+
+def test_work_held_by_a_worker_that_stopped_makes_its_queue_and_the_run_end_no_sooner_than_its_redelivery() -> None:
+    """A killed worker's messages come back only after the visibility timeout: the ETA of their queue read as its
+    rate's guess (units left / the live workers' rate), seconds for work that waited 15 minutes."""
+    view = StatusView(SUITE_META, window_s=30)
+    view.add(Sample(1010.0, _progress(100, 10)))
+    view.add(Sample(1020.0, _progress(300, 20)))  # cpu 300 left at 20/s: 15 s by its rate
+    view.set_orphans("run-x", [Orphan(1000.0, "cpu", 25), Orphan(1004.0, "cpu", 25)], 900.0)
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["cpu"]["eta"] == pytest.approx(1004.0 + 900.0 - 1020.0) and rows["cpu"]["floor"]
+    assert rows["judge"]["eta"] == pytest.approx(100.0) and not rows["judge"]["floor"]  # nothing of it held
+    assert rows["all"]["eta"] == pytest.approx(884.0) and rows["all"]["floor"]
+    console = Console(record=True, width=400)
+    console.print(view.render("run-x"))
+    text = " ".join(console.export_text().split())
+    assert "≥14m44s" in text and "0m15s" not in text
+    assert "warning: 50 item(s) of this run (50 on cpu; 2 message(s)) are held by a worker that stopped" in text
+    assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s after delivery), at about 00:31:44 UTC, in 14m44s" in text
+    stalled = StatusView(SUITE_META | {"progress_at": "1020"})  # the rest done: nothing moves until then
+    stalled.add(Sample(1200.0, _progress(550, 120)))
+    stalled.set_orphans("run-x", [Orphan(1000.0, "cpu", 25), Orphan(1004.0, "cpu", 25)], 900.0)
+    rows = {r["queue"]: r for r in stalled.rows()}
+    assert rows["cpu"]["eta"] == pytest.approx(704.0) and rows["all"]["eta"] == pytest.approx(704.0)
+    console.print(stalled.render("run-x"))
+    assert "no progress for" not in console.export_text()  # the warning says why, and until when
+    stalled.set_orphans("run-x", [], 900.0)  # handed back (or resumed): the rate's ETA again
+    assert {r["queue"]: r for r in stalled.rows()}["cpu"] == {**rows["cpu"], "eta": None, "floor": False}
