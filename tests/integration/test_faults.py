@@ -14,6 +14,7 @@ import pytest
 
 from orchestrator.runner import RESTARTED_STALL_S, connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
+from ragscore_workers.store import RunStore
 
 from ..support import RedisProcess, WorkerProcess, make_rows, until, write_jsonl
 
@@ -359,6 +360,18 @@ def _kill_whole(worker: WorkerProcess) -> None:
     worker.proc.wait(10)
 
 
+def _kill_while_it_holds_work(store: RunStore, run_id: str, doomed: WorkerProcess, then_start: WorkerProcess) -> None:
+    """Kill ``doomed``, the run's only worker so far, whole once it has scored some of the run and holds messages
+    of it (its chunks in flight and prefetched), then start ``then_start``. With both serving from the start, the
+    run could end before the kill (a few seconds of cpu work), leaving the killed worker holding nothing."""
+    assert until(lambda: store.progress(run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
+                 300), "no scoring"  # fmt: skip
+    _kill_whole(doomed)
+    assert store.progress(run_id).get("done", 0) < store.progress(run_id).get("total", 0), "it ended before the kill"
+    then_start.start()
+    assert until(lambda: _serving(1), 120), "the second worker did not start"
+
+
 def _serving(n: int) -> bool:
     """``n`` Celery workers (or more) answer the orchestrator's app (each ``ragscore worker --queues cpu`` runs one)."""
     from ragscore_workers.app import app
@@ -383,13 +396,12 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
     alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1)
     for worker in (doomed, alive):
         worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = "900"
-        worker.start()
+    doomed.start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
         store = connect(server.url)
         sub = submit(data, load_suite(SUITE), store)
-        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 1000 and _serving(2), 300), "no scoring"
-        _kill_whole(doomed)
+        _kill_while_it_holds_work(store, sub.run_id, doomed, then_start=alive)
         env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
         said = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", sub.run_id], capture_output=True,
                               text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
@@ -426,13 +438,12 @@ def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_r
 
     server = RedisProcess(tmp_path / "redis").start()
     doomed = WorkerProcess(server.url, "cpu", tmp_path / "h1", concurrency=2).start()
-    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1).start()
+    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1)
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
         store = connect(server.url)
         sub = submit(data, load_suite(SUITE), store)
-        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 1000 and _serving(2), 300), "no scoring"
-        _kill_whole(doomed)
+        _kill_while_it_holds_work(store, sub.run_id, doomed, then_start=alive)
 
         def only_the_dead_hold_work() -> bool:  # the live worker did every message it could take
             found = held_messages(store, sub.run_id)
