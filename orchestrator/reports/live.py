@@ -45,14 +45,17 @@ class Sample:
     judge_calls: int = 0
     #: Requests per minute the provider's headers stated below the suite's (the workers use it instead).
     provider_rpm: int | None = None
+    #: When (the store's clock) a judge call was last sent: work, though no item ended.
+    judge_called_at: float | None = None
 
 
 def sample(store: RunStore, run_id: str, now: float) -> Sample:
     """Read the counters (two small hashes) at time ``now``."""
     judge = store.counters(run_id, "judge")
-    stated = judge.get("provider_rpm")
+    stated, called_at = judge.get("provider_rpm"), judge.get("called_at")
     return Sample(now, store.progress(run_id), int(judge.get("calls", 0) or 0),
-                  stated if isinstance(stated, int) else None)  # fmt: skip
+                  stated if isinstance(stated, int) else None,
+                  float(called_at) if isinstance(called_at, (int, float)) else None)  # fmt: skip
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -158,9 +161,15 @@ class StatusView:
         except (KeyError, ValueError):
             return None
 
+    def _worked_at(self) -> float | None:
+        """When work was last done: an item written (``progress_at``) or a judge call sent, whichever is later. A
+        judge item ends only once its calls have: a long judge run whose calls went out read as stalled."""
+        times = [self._meta_time("progress_at"), self.samples[-1].judge_called_at if self.samples else None]
+        return max((t for t in times if t is not None), default=None)
+
     def idle_s(self, now: float) -> float | None:
         """Seconds since work was last done on a run that has not ended (None: ended, or nothing done yet)."""
-        last = self._meta_time("progress_at")
+        last = self._worked_at()
         if self.meta.get("state") in RunState.DONE or last is None:
             return None
         return max(0.0, now - last)
@@ -171,7 +180,7 @@ class StatusView:
         return self.meta.get("state") == RunState.SUBMITTING
 
     def stalled(self, now: float) -> bool:
-        """No work done for ``STALLED_S`` on a run that has not ended."""
+        """No work done (no item written, no judge call sent) for ``STALLED_S`` on a run that has not ended."""
         idle = self.idle_s(now)
         return idle is not None and idle >= STALLED_S
 
@@ -180,7 +189,7 @@ class StatusView:
         start = self._meta_time("submitted_at")
         end = self._meta_time("finished_at") if self.meta.get("state") in RunState.DONE else None
         if end is None and self.stalled(now):
-            end = self._meta_time("progress_at")
+            end = self._worked_at()
         elapsed = (end or now) - start if start is not None else 0.0
         return elapsed if elapsed > 0 else None
 

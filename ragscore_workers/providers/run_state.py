@@ -23,6 +23,8 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``provider_rpm`` …         a limit the provider's headers state below the suite's (``provider_tpm``,
                            ``provider_rpd``), which the workers use instead
 ``base_url``               the endpoint the workers called, when ``RAGSCORE_JUDGE_BASE_URL`` overrode the suite's
+``called_at``              the store's clock (whole seconds) when a call was last counted: ``ragscore status`` reads a
+                           judge run whose calls go out as at work, though its items end seldom
 =========================  ===================================================================
 """
 
@@ -57,6 +59,9 @@ COUNTER_FIELDS = JUDGE_COUNTERS
 
 #: Why a call did not start in a run ``ragscore cancel`` cancelled (calls already started end; none starts).
 CANCELLED_REASON = "run cancelled"
+
+# KEYS[1] = hash: its ``called_at`` is the store's clock now (one clock for every worker host).
+_CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1])"
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
 _FAILURE_LUA = """
@@ -126,7 +131,7 @@ end
 return 0
 """
 #: Fields of the hash that are bookkeeping, not results (left out of the run summary).
-INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost")
+INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at")
 
 
 class Hold(NamedTuple):
@@ -163,16 +168,19 @@ class RunJudgeState:
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)
         self._release = redis.register_script(_RELEASE_LUA)
+        self._called_at = redis.register_script(_CALLED_AT_LUA)
 
     def incr(
         self, *, cost: float = 0.0, reset_failures: bool = False, release: Hold | None = None, **counts: int
     ) -> None:
         """Add to counters (one round trip); ``reset_failures`` marks a success for the breaker; ``release``
-        gives back what :meth:`reserve` held for the call."""
+        gives back what :meth:`reserve` held for the call. Counted ``calls`` stamp ``called_at``."""
         pipe = self.r.pipeline(transaction=False)
         for name, value in counts.items():
             if value:
                 pipe.hincrby(self.key, name, value)
+        if counts.get("calls"):
+            self._called_at(keys=[self.key], client=pipe)
         if cost:
             pipe.hincrbyfloat(self.key, "cost", cost)
         if release is not None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from rich.console import Console
@@ -132,6 +133,41 @@ def test_a_running_run_without_progress_for_a_minute_says_so_and_shows_no_eta() 
     console = Console(record=True, width=200)
     console.print(view.render("run-x"))
     assert "no progress for 5m00s: if the `ragscore run` that started it was stopped" in console.export_text()
+
+
+def test_a_judge_run_whose_calls_go_out_while_its_items_end_seldom_makes_progress() -> None:
+    """A judge item ends only once its calls have: its run wrote no item for minutes while its calls went out, and
+    read as stalled ("no progress for 5m00s", no ETA)."""
+    meta = SUITE_META | {"progress_at": "1050"}
+    view = StatusView(meta)
+    view.add(Sample(1350.0, _progress(100, 5), judge_calls=400, judge_called_at=1340.0))  # a call 10 s ago
+    assert not view.stalled(1350.0) and view.idle_s(1350.0) == pytest.approx(10.0)
+    assert {r["queue"]: r for r in view.rows()}["judge"]["eta"] is not None
+    console = Console(record=True, width=200)
+    console.print(view.render("run-x"))
+    assert "no progress" not in console.export_text()
+    view = StatusView(meta)  # its calls stopped too: idle since the last of them, not since the last item
+    view.add(Sample(1400.0, _progress(100, 5), judge_calls=400, judge_called_at=1340.0))
+    rows = {r["queue"]: r for r in view.rows()}
+    assert view.stalled(1400.0) and rows["judge"]["eta"] is None
+    assert rows["cpu"]["rate"] == pytest.approx(100 / 340)  # over its time at work: submit to its last call
+    console.print(view.render("run-x"))
+    assert "no progress for 1m00s" in console.export_text()
+
+
+def test_a_judge_call_counted_in_the_store_is_read_as_work_done(store) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator.reports.live import sample
+    from ragscore_workers.providers import RunJudgeState
+
+    store.create_run("r-calls", {"state": "running", "submitted_at": "1000", "progress_at": "1000"})
+    assert sample(store, "r-calls", 2000.0).judge_called_at is None  # no call yet
+    RunJudgeState(store.r, "r-calls", ttl_s=600).incr(calls=1, rate_limited=1)  # a 429 is a call sent too
+    now = time.time()
+    seen = sample(store, "r-calls", now)
+    assert seen.judge_calls == 1 and seen.judge_called_at is not None and abs(seen.judge_called_at - now) < 5
+    view = StatusView(store.meta("r-calls"))
+    view.add(seen)
+    assert not view.stalled(now)  # its last item 1000 s after the epoch, its last call now
 
 
 def test_the_error_of_a_failed_run_is_shown() -> None:
