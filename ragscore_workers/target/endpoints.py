@@ -20,7 +20,7 @@ import httpx
 from ..errors import ConfigError
 from ..http_body import ReplyTooLarge, ReplyTooSlow, read_body
 from ..providers.base import RetryDecision, read_secret
-from ..providers.errors import exception_text, redact
+from ..providers.errors import exception_text, redact, where_here
 from ..schemas import TargetConfig
 from .errors import TargetError
 
@@ -39,12 +39,15 @@ class Endpoint(Protocol):
 
 
 def target_token(config: TargetConfig) -> str | None:
-    """The token ``auth_env`` names (None without ``auth_env``); ConfigError when that variable is not set."""
+    """The token ``auth_env`` names (None without ``auth_env``); ConfigError when that variable is not set, naming
+    the host and Celery worker that lack it (on a cluster, every target worker's item error read alike)."""
     if not config.auth_env:
         return None
     token = read_secret(config.auth_env)
     if not token:
-        raise ConfigError(f"Target {config.name} needs a token: set the environment variable {config.auth_env}")
+        raise ConfigError(
+            f"Target {config.name} needs a token: set the environment variable {config.auth_env} on {where_here()}"
+        )
     return token
 
 

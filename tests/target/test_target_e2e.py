@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -250,12 +251,15 @@ def test_several_shards_each_score_once_their_answers_are_in(home: Path, tmp_pat
     assert rag.calls == {"exact": n, "sloppy": n}
 
 
-def test_a_token_missing_on_the_worker_fails_that_systems_items_only(
+def test_a_token_missing_on_the_worker_fails_that_systems_items_only_naming_that_worker(
     redis_server: RedisProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A cluster's target workers lack one system's token: its items fail, the other system's are scored."""
-    monkeypatch.delenv("NO_SUCH_RAG_TOKEN", raising=False)
-    workers = [WorkerProcess(redis_server.url, q, tmp_path / "w", concurrency=2).start() for q in ("target", "cpu")]
+    """A cluster's target workers lack one system's token: its items fail, the other system's are scored. The
+    error names the host and Celery worker lacking it (every target worker's read alike), never the token."""
+    monkeypatch.setenv("NO_SUCH_RAG_TOKEN", TOKEN)  # this process has it; the target worker does not
+    target = WorkerProcess(redis_server.url, "target", tmp_path / "w", concurrency=2)
+    del target.env["NO_SUCH_RAG_TOKEN"]
+    workers = [target.start(), WorkerProcess(redis_server.url, "cpu", tmp_path / "w", concurrency=2).start()]
     try:
         with FakeRag() as rag:
             locked = _target(rag, "locked") | {"auth_env": "NO_SUCH_RAG_TOKEN"}
@@ -269,9 +273,12 @@ def test_a_token_missing_on_the_worker_fails_that_systems_items_only(
     by_system = {(i.system, i.id): i.metrics["verbatim"] for i in result.items}
     assert len(by_system) == 6  # the failed items keep their system::id keys
     assert all(by_system[("exact", f"q{i}")].score == 1.0 for i in range(3))
-    assert all(
-        "set the environment variable NO_SUCH_RAG_TOKEN" in by_system[("locked", f"q{i}")].error for i in range(3)
-    )
+    host = socket.gethostname()
+    for i in range(3):
+        error = by_system[("locked", f"q{i}")].error
+        assert f"set the environment variable NO_SUCH_RAG_TOKEN on host {host} (worker target-" in error, error
+        assert f"@{host})" in error, error  # its Celery node name
+    assert all(TOKEN.encode() not in p.read_bytes() for p in (tmp_path / "out").iterdir() if p.is_file())
 
 
 def test_an_embedded_run_refuses_a_missing_target_token_before_any_call(
