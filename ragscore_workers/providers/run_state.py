@@ -30,6 +30,8 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from typing import Any, NamedTuple
 
@@ -41,6 +43,7 @@ __all__ = [
     "HOLD_MARGIN_S",
     "HOLD_S",
     "INTERNAL_FIELDS",
+    "STOP_READ_EVERY_S",
     "Hold",
     "RunJudgeState",
     "holds_key",
@@ -53,6 +56,10 @@ __all__ = [
 #: hold back at once: this only bounds what a killed worker's calls keep.
 HOLD_S = 900.0
 HOLD_MARGIN_S = 60.0
+
+#: Seconds a state object answers :meth:`RunJudgeState.stop_reason` from its last read: every thread of a task
+#: waiting at the rate limit asks each second (hundreds of identical reads a second per worker, after a 429).
+STOP_READ_EVERY_S = 1.0
 
 #: Numeric fields the run summary reports (``summary.judge``).
 COUNTER_FIELDS = JUDGE_COUNTERS
@@ -169,6 +176,9 @@ class RunJudgeState:
         self._reserve = redis.register_script(_RESERVE_LUA)
         self._release = redis.register_script(_RELEASE_LUA)
         self._called_at = redis.register_script(_CALLED_AT_LUA)
+        self._stop_lock = threading.Lock()
+        self._stop_read_at = float("-inf")  # monotonic time of the last read: none yet
+        self._stopped: str | None = None
 
     def incr(
         self, *, cost: float = 0.0, reset_failures: bool = False, release: Hold | None = None, **counts: int
@@ -200,7 +210,10 @@ class RunJudgeState:
     def record_failure(self, threshold: int, last_error: str) -> bool:
         """Count a call that failed for good; open the breaker at ``threshold`` in a row. True if opened now."""
         reason = f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last_error})"
-        return bool(self._failure(keys=[self.key], args=[threshold, reason[:500], self.ttl_s]))
+        opened = bool(self._failure(keys=[self.key], args=[threshold, reason[:500], self.ttl_s]))
+        with self._stop_lock:  # the next stop_reason reads again: the breaker this failure opened stops the next call
+            self._stop_read_at = float("-inf")
+        return opened
 
     def reserve(
         self, tokens: int, cost: float, max_cost: float | None, max_tokens: int | None
@@ -235,7 +248,16 @@ class RunJudgeState:
 
     def stop_reason(self) -> str | None:
         """Why no new call may start (the run was cancelled, the breaker is open), or None. Budgets are checked
-        by :meth:`reserve`."""
+        by :meth:`reserve`. Read from Redis at most every :data:`STOP_READ_EVERY_S` by all the threads sharing this
+        object (one read, the others wait for it); a reason once read stays: a cancel or an open breaker is not
+        undone within a run generation, and a resume's tasks build their own state."""
+        with self._stop_lock:
+            if self._stopped is None and time.monotonic() - self._stop_read_at >= STOP_READ_EVERY_S:
+                self._stopped = self._read_stop_reason()
+                self._stop_read_at = time.monotonic()
+            return self._stopped
+
+    def _read_stop_reason(self) -> str | None:
         pipe = self.r.pipeline(transaction=False)
         pipe.hget(self.meta_key, "state")
         pipe.hget(self.key, "breaker")

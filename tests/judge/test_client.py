@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -412,4 +413,55 @@ def test_a_call_waiting_for_the_rate_limit_stops_soon_once_its_run_was_cancelled
     with pytest.raises(JudgeStopped, match="run cancelled" if stop == "cancel" else "circuit breaker open"):
         _ask(client, "[[rating=4]]")
     assert time.monotonic() - started < 20, "it waited out the pause"  # about 1.5 s: a check a second
+    assert fake.stats().get("requests", 0) == 0 and client.state.read()["calls"] == 0
+
+
+def _watch_state_reads(rclient: redis.Redis, meta_key: str, until: str) -> tuple[threading.Thread, list[float]]:
+    """Redis's MONITOR in a thread: the times of the reads of the run's state (``HGET meta state``) it sees, until
+    ``ECHO until``."""
+    seen: list[float] = []
+    ready = threading.Event()
+
+    def watch() -> None:
+        with rclient.monitor() as monitor:
+            ready.set()
+            while (command := monitor.next_command()) and until not in command["command"]:
+                if command["command"].lower() == f"hget {meta_key} state":
+                    seen.append(command["time"])
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    return thread, seen
+
+
+def test_calls_waiting_at_the_rate_limit_read_their_runs_state_about_once_a_second_and_still_stop_on_a_cancel(
+    rclient: redis.Redis, fake: FakeProvider, model: str, keys: str
+) -> None:
+    """Every thread of a task waiting out a 429's pause read the run's state each second: 32 tasks x 8 threads of a
+    worker made hundreds of identical Redis reads a second. The threads of one client share one read a second."""
+    from ragscore_workers.store import RunState, RunStore
+
+    client = _client(rclient, fake, model, rpm=600)
+    run_id = client.state.meta_key.split(":")[2]
+    store = RunStore(rclient, ttl_s=600)
+    store.create_run(run_id, {"state": RunState.RUNNING})
+    client.limiter.pause(60.0, "429 from the provider")
+    until = f"stop-watching-{uuid.uuid4().hex}"
+    watcher, reads = _watch_state_reads(rclient, client.state.meta_key, until)
+    started = time.monotonic()
+    with ThreadPoolExecutor(32) as pool:
+        futures = [pool.submit(_ask, client, f"item {i} [[rating=4]]") for i in range(32)]
+        time.sleep(3.0)  # all of them wait at the pause, checking their run each second
+        store.set_state(run_id, RunState.CANCELLED)
+        cancelled = time.monotonic()
+        for future in futures:
+            with pytest.raises(JudgeStopped, match="run cancelled"):
+                future.result(timeout=60)
+        stopped = time.monotonic()
+    rclient.echo(until)
+    watcher.join(10)
+    assert stopped - cancelled < 20, "they waited out the pause"  # about a second: a read a second
+    waited = stopped - started  # 32 reads a second before, one per thread
+    assert len(reads) <= 2 * waited + 4, f"{len(reads)} reads of the run's state in {waited:.1f} s"
     assert fake.stats().get("requests", 0) == 0 and client.state.read()["calls"] == 0
