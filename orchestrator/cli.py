@@ -20,6 +20,7 @@ from .atomic_file import write_text_atomic
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
 if TYPE_CHECKING:
+    from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
 
 __all__ = ["app", "main"]
@@ -97,6 +98,19 @@ TpdOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option("--tpd", help="Judge: tokens per day (in place of the suite's judge.tpd)"),
 ]
+FormatOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--format",
+        help="jsonl, csv, json (each may be .gz), parquet, nlp-project, eval-points, auto-analyst or socioscope "
+        "(default: detected)",
+    ),
+]
+ChunkSizeOpt = Annotated[Optional[list[str]], typer.Option("--chunk-size", help="QUEUE=N")]  # noqa: UP045
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="No cached judge/target replies or vectors")]
+NoTargetOpt = Annotated[
+    bool, typer.Option("--no-target", help="Score the rows as given; do not ask the suite's targets")
+]
 
 
 def _format_options(predictions: Path | None, corpus: Path | None, system: str | None) -> dict[str, object]:
@@ -128,6 +142,31 @@ def _without(resolved, *, no_target: bool, no_cache: bool):  # type: ignore[no-u
     if no_target:
         resolved = load_suite(resolved.suite.model_copy(update={"target": None, "targets": []}))
     return without_caches(resolved) if no_cache else resolved
+
+
+def _new_run_suite(
+    suite: Path,
+    *,
+    chunk_size: list[str] | None,
+    no_target: bool,
+    no_cache: bool,
+    max_cost: float | None,
+    max_tokens: int | None,
+    limits: dict[str, int],
+) -> ResolvedSuite:
+    """The suite of a new run (``run``, ``submit``) with the command line's options applied, the same for both:
+    ``--chunk-size``, ``--no-target``, ``--no-cache``, ``--max-cost`` / ``--max-tokens`` and the judge rate limits
+    ``limits`` (:func:`_judge_limits` of ``--rpm`` / ``--tpm`` / ``--rpd`` / ``--tpd``). ConfigError on a bad one."""
+    from .suite import load_suite, with_judge_limits, with_judge_params
+
+    resolved = load_suite(suite)
+    chunks = _parse_chunks(chunk_size)
+    if chunks:
+        merged = {**resolved.suite.chunk_size, **chunks}
+        resolved = load_suite(resolved.suite.model_copy(update={"chunk_size": merged}))
+    resolved = _without(resolved, no_target=no_target, no_cache=no_cache)
+    resolved = with_judge_params(resolved, **_judge_params(max_cost=max_cost, max_tokens=max_tokens))
+    return with_judge_limits(resolved, **limits)
 
 
 def _parse_chunks(values: list[str] | None) -> dict[str, int]:
@@ -201,26 +240,17 @@ def run_cmd(
     suite: Annotated[Optional[Path], typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")] = None,  # noqa: UP045
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports")] = Path("ragscore-out"),
     broker: BrokerOpt = None,
-    fmt: Annotated[
-        Optional[str],
-        typer.Option(
-            "--format",
-            help="jsonl, csv, json (each may be .gz), parquet, nlp-project, eval-points, auto-analyst or socioscope "
-            "(default: detected)",
-        ),
-    ] = None,  # noqa: UP045
+    fmt: FormatOpt = None,
     predictions: PredictionsOpt = None,
     corpus: CorpusOpt = None,
     system: SystemOpt = None,
-    chunk_size: Annotated[Optional[list[str]], typer.Option("--chunk-size", help="QUEUE=N")] = None,  # noqa: UP045
+    chunk_size: ChunkSizeOpt = None,
     resume_dir: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option("--resume", help="Finish the run whose reports go to this DIR (its run.json names it)"),
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="No cached judge/target replies or vectors")] = False,
-    no_target: Annotated[
-        bool, typer.Option("--no-target", help="Score the rows as given; do not ask the suite's targets")
-    ] = False,
+    no_cache: NoCacheOpt = False,
+    no_target: NoTargetOpt = False,
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
     rpm: RpmOpt = None,
@@ -264,7 +294,6 @@ def run_cmd(
     With gates, exits 3 when one does not hold (after printing which, and by how much).
     """
     from .gates import GatePlan, failed, print_gates
-    from .suite import load_suite, with_judge_limits, with_judge_params
 
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     if resume_dir is not None:
@@ -302,14 +331,8 @@ def run_cmd(
         raise ConfigError(f"--out {out} is a file; reports go to a directory")
     if debug_on_fail and (broker or get_settings().broker_url or not sys.stdin.isatty()):
         raise ConfigError("--debug-on-fail needs an embedded run started from a terminal")
-    resolved = load_suite(suite)
-    chunks = _parse_chunks(chunk_size)
-    if chunks:
-        merged = {**resolved.suite.chunk_size, **chunks}
-        resolved = load_suite(resolved.suite.model_copy(update={"chunk_size": merged}))
-    resolved = _without(resolved, no_target=no_target, no_cache=no_cache)
-    resolved = with_judge_params(resolved, **_judge_params(max_cost=max_cost, max_tokens=max_tokens))
-    resolved = with_judge_limits(resolved, **limits)
+    resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
+                              max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
     gates = GatePlan.build(
         resolved.suite.gates, resolved.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
         tolerance=tolerance, junit=junit,
@@ -487,26 +510,33 @@ def _state_or_none(broker: str | None, run_id: str) -> str | None:
 
 @app.command()
 def submit(
-    dataset: Annotated[Path, typer.Argument(help="Dataset file")],
+    dataset: Annotated[
+        Path, typer.Argument(help="Dataset file (.jsonl, .csv, .json), or a directory for --format eval-points")
+    ],
     suite: Annotated[Path, typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")],
     broker: BrokerOpt = None,
-    fmt: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(
-            "--format",
-            help="jsonl, csv, json (each may be .gz), parquet, nlp-project, eval-points, auto-analyst or socioscope",
-        ),
-    ] = None,
+    fmt: FormatOpt = None,
     predictions: PredictionsOpt = None,
     corpus: CorpusOpt = None,
     system: SystemOpt = None,
+    chunk_size: ChunkSizeOpt = None,
+    no_cache: NoCacheOpt = False,
+    no_target: NoTargetOpt = False,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    rpm: RpmOpt = None,
+    tpm: TpmOpt = None,
+    rpd: RpdOpt = None,
+    tpd: TpdOpt = None,
 ) -> None:
-    """Submit a run to a cluster and print its id at once (with a warning per queue of the run no worker serves)."""
+    """Submit a run to a cluster and print its id at once (with a warning per queue of the run no worker serves).
+    The suite's options are those of `ragscore run`'s, applied the same way."""
     from .runner import submit as submit_run
     from .runner import unserved_message, unserved_queues
-    from .suite import load_suite
 
-    resolved = load_suite(suite)
+    limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
+    resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
+                              max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
     if not (broker or get_settings().broker_url):
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
     options = _format_options(predictions, corpus, system)

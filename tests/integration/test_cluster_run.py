@@ -14,7 +14,7 @@ from celery.result import AsyncResult
 
 from orchestrator.runner import connect, run
 from orchestrator.suite import load_suite
-from ragscore_workers.schemas import question_fingerprint
+from ragscore_workers.schemas import Suite, question_fingerprint
 from ragscore_workers.store import RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, scores_by_id, write_jsonl
@@ -85,6 +85,35 @@ def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_
     assert summary["run_id"] == run_id and summary["items"] == 1000
     listing = _cli("status", "--broker", cluster)
     assert run_id in listing.stdout
+
+
+def test_submit_applies_the_judge_budget_rate_limits_and_suite_options_run_has(tmp_path: Path) -> None:
+    """`ragscore submit` had none of `ragscore run`'s --max-cost/--max-tokens, --rpm/--tpm/--rpd/--tpd, --chunk-size,
+    --no-cache or --no-target: a submitted run could not be given a judge budget or the provider tier's limits.
+    A Redis of its own: no worker serves the judge queue, and its messages must not wait in the shared one."""
+    judge = {"provider": "openai", "model": "m", "base_url": "http://localhost:1/v1"}
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"metrics": ["exact_match", {"name": "answer_accuracy", "params": {
+        "prices": {"m": [0.1, 0.2]}}}], "judge": judge, "target": {"url": "http://localhost:1/ask"}}))  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        common = [str(data), "--suite", str(suite), "--broker", server.url]
+        refused = _cli("submit", *common, "--rpm", "0")
+        assert refused.returncode == 2, refused.stderr
+        assert "--rpm 0: a judge rate limit is at least 1" in " ".join(refused.stderr.split()), refused.stderr
+        store = connect(server.url)
+        assert store.list_runs() == []  # refused before anything was submitted
+        sub = _cli("submit", *common, "--max-cost", "0.5", "--max-tokens", "4000", "--rpm", "12", "--tpm", "3456",
+                   "--rpd", "100", "--tpd", "99999", "--chunk-size", "cpu=7", "--no-cache", "--no-target")  # fmt: skip
+        assert sub.returncode == 0, sub.stderr
+        stored = Suite.model_validate_json(store.meta(sub.stdout.strip().splitlines()[-1])["suite"])
+        assert (stored.judge.rpm, stored.judge.tpm, stored.judge.rpd, stored.judge.tpd) == (12, 3456, 100, 99999)
+        (judged,) = [m for m in stored.metrics if m.name == "answer_accuracy"]
+        assert judged.params["max_cost"] == 0.5 and judged.params["max_tokens_total"] == 4000
+        assert judged.params["cache"] is False and stored.chunk_size["cpu"] == 7 and stored.target is None
+    finally:
+        server.stop()
 
 
 def test_a_listing_whose_reader_left_early_ends_quietly(cluster: str) -> None:
