@@ -475,3 +475,59 @@ def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_r
         alive.stop()
         doomed.stop()
         server.stop()
+
+
+def test_the_run_following_a_cluster_run_a_killed_worker_holds_messages_of_ends_soon_once_cancelled(
+    tmp_path: Path,
+) -> None:
+    """`ragscore run --broker URL` follows its run; a worker killed whole holds some of it, then `ragscore cancel`
+    from another shell. The cancel writes the summary (held messages counted as stopped), and the run's wait()
+    sees it: the `run` exits 1 with the cancelled run's reports, not after its stall limit (600 s here) or the
+    900 s visibility timeout after which Redis hands the held messages back."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.runner import held_messages
+
+    from ..support import ROOT
+
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed = WorkerProcess(server.url, "cpu", tmp_path / "h1", concurrency=2)
+    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1)
+    for worker in (doomed, alive):
+        worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = "900"
+    doomed.start()
+    env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900",
+           "RAGSCORE_STALL_S": "600"}  # fmt: skip
+    suite, out = tmp_path / "suite.json", tmp_path / "out"
+    suite.write_text(json.dumps(SUITE))
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
+    with (tmp_path / "run.log").open("w") as log:
+        following = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite),
+                                      "--broker", server.url, "--out", str(out), "--quiet"], cwd=ROOT, env=env,
+                                     stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        assert until(lambda: (out / "run.json").exists(), 120), "the run was not submitted"
+        run_id = json.loads((out / "run.json").read_text())["run_id"]
+        store = connect(server.url)
+        _kill_while_it_holds_work(store, run_id, doomed, then_start=alive)
+        cancelled = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", run_id], capture_output=True,
+                                   text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "held by a worker that is gone" in " ".join(cancelled.stderr.split()), cancelled.stderr
+        # soon after the cancel: far below the 600 s stall limit and the 900 s visibility timeout
+        assert following.wait(300) == 1, (tmp_path / "run.log").read_text()
+        said = " ".join((tmp_path / "run.log").read_text().split())
+        assert f"run {run_id} was cancelled" in said and "the reports cover those only" in said, said
+        assert held_messages(store, run_id).orphans, "the killed worker's messages were handed back first"
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["run_id"] == run_id and summary["state"] == "cancelled" and summary["items"] == 6000
+        assert all(metric["stopped"] > 0 for metric in summary["metrics"].values()), summary["metrics"]
+    finally:
+        if following.poll() is None:
+            following.kill()
+            following.wait(10)
+        alive.stop()
+        doomed.stop()
+        server.stop()
