@@ -98,6 +98,7 @@ TpdOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option("--tpd", help="Judge: tokens per day (in place of the suite's judge.tpd)"),
 ]
+DATASET_HELP = "Dataset file (.jsonl, .csv, .json, each may be .gz; .parquet), or a directory for --format eval-points"
 FormatOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
@@ -235,7 +236,7 @@ def _run_store(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
 def run_cmd(
     dataset: Annotated[
         Optional[Path],
-        typer.Argument(help="Dataset file (.jsonl, .csv, .json), or a directory for --format eval-points"),
+        typer.Argument(help=DATASET_HELP),
     ] = None,  # noqa: UP045
     suite: Annotated[Optional[Path], typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")] = None,  # noqa: UP045
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports")] = Path("ragscore-out"),
@@ -510,9 +511,7 @@ def _state_or_none(broker: str | None, run_id: str) -> str | None:
 
 @app.command()
 def submit(
-    dataset: Annotated[
-        Path, typer.Argument(help="Dataset file (.jsonl, .csv, .json), or a directory for --format eval-points")
-    ],
+    dataset: Annotated[Path, typer.Argument(help=DATASET_HELP)],
     suite: Annotated[Path, typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")],
     broker: BrokerOpt = None,
     fmt: FormatOpt = None,
