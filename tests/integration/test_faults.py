@@ -360,6 +360,16 @@ def _kill_whole(worker: WorkerProcess) -> None:
     worker.proc.wait(10)
 
 
+def _doomed_and_alive(server: RedisProcess, tmp_path: Path) -> tuple[WorkerProcess, WorkerProcess]:
+    """Two cpu workers with a 15-minute visibility timeout: the first started (the run's only worker until
+    :func:`_kill_while_it_holds_work` kills it), the second to start after."""
+    doomed = WorkerProcess(server.url, "cpu", tmp_path / "h1", concurrency=2)
+    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1)
+    for worker in (doomed, alive):
+        worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = "900"
+    return doomed.start(), alive
+
+
 def _kill_while_it_holds_work(store: RunStore, run_id: str, doomed: WorkerProcess, then_start: WorkerProcess) -> None:
     """Kill ``doomed``, the run's only worker so far, whole once it has scored some of the run and holds messages
     of it (its chunks in flight and prefetched), then start ``then_start``. With both serving from the start, the
@@ -392,11 +402,7 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
     from ..support import ROOT
 
     server = RedisProcess(tmp_path / "redis").start()
-    doomed = WorkerProcess(server.url, "cpu", tmp_path / "h1", concurrency=2)
-    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1)
-    for worker in (doomed, alive):
-        worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = "900"
-    doomed.start()
+    doomed, alive = _doomed_and_alive(server, tmp_path)
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
         store = connect(server.url)
@@ -437,8 +443,7 @@ def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_r
     from ..support import ROOT
 
     server = RedisProcess(tmp_path / "redis").start()
-    doomed = WorkerProcess(server.url, "cpu", tmp_path / "h1", concurrency=2).start()
-    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1)
+    doomed, alive = _doomed_and_alive(server, tmp_path)
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
         store = connect(server.url)
@@ -493,11 +498,7 @@ def test_the_run_following_a_cluster_run_a_killed_worker_holds_messages_of_ends_
     from ..support import ROOT
 
     server = RedisProcess(tmp_path / "redis").start()
-    doomed = WorkerProcess(server.url, "cpu", tmp_path / "h1", concurrency=2)
-    alive = WorkerProcess(server.url, "cpu", tmp_path / "h2", concurrency=1)
-    for worker in (doomed, alive):
-        worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = "900"
-    doomed.start()
+    doomed, alive = _doomed_and_alive(server, tmp_path)
     env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900",
            "RAGSCORE_STALL_S": "600"}  # fmt: skip
     suite, out = tmp_path / "suite.json", tmp_path / "out"
