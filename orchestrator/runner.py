@@ -916,23 +916,23 @@ def _recorded_if_lost(out_dir: Path, run_id: str) -> Iterator[None]:
     except RunLostError:
         recorded = recorded_run(out_dir) or {}
         if recorded.get("run_id") == run_id:
-            lost = time.strftime("%Y-%m-%d %H:%M:%S")
-            recorded["lost"] = (
-                f"its Redis lost it while it ran (noticed {lost}; restarted without persistence, "
-                "flushed, or evicting keys under maxmemory)"
-            )
+            noticed = time.strftime("%Y-%m-%d %H:%M:%S")
+            lost = (f"its Redis lost it while it ran (noticed {noticed}; restarted without persistence, flushed, or "
+                    "evicting keys under maxmemory)")  # fmt: skip
             try:
-                write_text_atomic(out_dir / "run.json", json.dumps(recorded) + "\n")
-            except OSError as exc:
+                _record_run(out_dir, run_id, str(recorded.get("mode", "")), lost=lost)
+            except ConfigError as exc:
                 log.warning("could not mark %s as lost: %s", out_dir / "run.json", exc)
         raise
 
 
-def _record_run(out_dir: Path, run_id: str, mode: str) -> None:
-    """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it)."""
+def _record_run(out_dir: Path, run_id: str, mode: str, lost: str | None = None) -> None:
+    """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it); ``lost``
+    says why it cannot be resumed (its store lost it)."""
+    record = {"run_id": run_id, "mode": mode} | ({"lost": lost} if lost else {})
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(out_dir / "run.json", json.dumps({"run_id": run_id, "mode": mode}) + "\n")
+        write_text_atomic(out_dir / "run.json", json.dumps(record) + "\n")
     except OSError as exc:
         raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
 
