@@ -620,19 +620,44 @@ def results(
     broker: BrokerOpt = None,
 ) -> None:
     """Write the reports of a finished run (exit codes as `ragscore run`: 1 for a cancelled run or a metric with
-    no score)."""
+    no score). A cancelled run's summary is waited for (up to RESULTS_WAIT_S seconds), and written here when
+    nothing else would write it (its held work's worker gone, no worker left)."""
+    from ragscore_workers.store import RunState
+
     from .reports import print_summary
     from .runner import write_results
 
+    ref = run_id
     try:
-        summary = write_results(_store(broker), _run_id(run_id), out)
+        run_id = _run_id(ref)
+        store, lane = _run_store(broker, run_id)
+        if store.state(run_id) == RunState.CANCELLED and not store.summary_is_current(run_id):
+            _summarize_cancelled(store, lane, run_id)
+            _await_summary(store, run_id, RESULTS_WAIT_S)
+        summary = write_results(store, run_id, out)
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
-        if not (Path(run_id) / "summary.json").is_file():
+        if not (Path(ref) / "summary.json").is_file():
             raise
-        raise ConfigError(f"{exc}. {run_id} holds a finished run's results: `ragscore report {run_id} --out {out}` "
+        raise ConfigError(f"{exc}. {ref} holds a finished run's results: `ragscore report {ref} --out {out}` "
                           "writes its reports from them, with no store") from exc  # fmt: skip
     print_summary(summary)
     _exit_if_incomplete(summary, f"ragscore resume {summary.run_id} --out {out}")
+
+
+#: Seconds ``ragscore results`` waits for the summary of a cancelled run (its workers skipping its queued tasks).
+RESULTS_WAIT_S = 120.0
+
+
+def _await_summary(store, run_id: str, limit_s: float) -> None:  # type: ignore[no-untyped-def]
+    """Wait up to ``limit_s`` for the run's current summary, saying so once; past it, the caller's read of the
+    summary says why there is none."""
+    deadline, said = time.monotonic() + limit_s, False
+    while not store.summary_is_current(run_id) and time.monotonic() < deadline:
+        if not said:
+            err.print(f"run {run_id}: cancelled; waiting for the summary of what it scored (up to "
+                      f"{limit_s:.0f} s) while its workers skip its queued tasks", soft_wrap=True)  # fmt: skip
+            said = True
+        time.sleep(0.5)
 
 
 @app.command("cancel")
@@ -642,7 +667,7 @@ def cancel_cmd(
 ) -> None:
     """Cancel a run: workers skip its remaining tasks; its summary covers what was scored."""
     from .embedded_redis import run_process_alive
-    from .runner import Orphan, cancel, summarize_cancelled
+    from .runner import cancel
 
     run_id = _run_id(run_id)
     store, lane = _run_store(broker, run_id)  # an unknown run raises a clear error
@@ -655,27 +680,35 @@ def cancel_cmd(
         then = ("its `ragscore run` writes the reports of what it scored into its --out DIR" if watched
                 else f"`ragscore results {run_id} --out DIR` writes the reports of what it scored")  # fmt: skip
         err.print(f"run {run_id}: cancelled{again}; the workers skip its queued tasks, then {then}", soft_wrap=True)
-
-        def said(unserved: dict[str, int]) -> None:
-            queues = ", ".join(f"{q!r} ({n:,} message(s) waiting)" for q, n in unserved.items())
-            err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is written "
-                      "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
-
-        def held(orphans: list[Orphan]) -> None:
-            items = sum(o.items for o in orphans)
-            err.print(f"{items:,} item(s) of it ({len(orphans):,} message(s)) are held by a worker that is gone "
-                      "(killed, or its host lost), which Redis hands back only after the visibility timeout: its "
-                      "summary is written without them, counted as stopped, once its tasks in flight end (a minute "
-                      "at most)", soft_wrap=True)  # fmt: skip
-
-        if lane is None:
-            summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
-        elif not watched:
-            # its process is gone, and with it every worker of its lane: its summary is written here
-            summarize_cancelled(store, run_id, on_unserved=said, here=True, on_orphaned=held)
-        # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
+        _summarize_cancelled(store, lane, run_id)
     else:
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")
+
+
+def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Write the summary of cancelled run ``run_id`` where no worker would: its queued messages wait where no
+    worker listens, or a worker that is gone holds some; its embedded process, while alive, does it itself."""
+    from .embedded_redis import run_process_alive
+    from .runner import Orphan, summarize_cancelled
+
+    def said(unserved: dict[str, int]) -> None:
+        queues = ", ".join(f"{q!r} ({n:,} message(s) waiting)" for q, n in unserved.items())
+        err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is written "
+                  "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
+
+    def held(orphans: list[Orphan]) -> None:
+        items = sum(o.items for o in orphans)
+        err.print(f"{items:,} item(s) of it ({len(orphans):,} message(s)) are held by a worker that is gone "
+                  "(killed, or its host lost), which Redis hands back only after the visibility timeout: its "
+                  "summary is written without them, counted as stopped, once its tasks in flight end (a minute "
+                  "at most)", soft_wrap=True)  # fmt: skip
+
+    if lane is None:
+        summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
+    elif not run_process_alive(store.r, store.meta(run_id)):
+        # its process is gone, and with it every worker of its lane: its summary is written here
+        summarize_cancelled(store, run_id, on_unserved=said, here=True, on_orphaned=held)
+    # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
 
 
 @app.command()

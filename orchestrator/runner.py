@@ -65,6 +65,7 @@ __all__ = [
     "HeldMessages",
     "Orphan",
     "Submitted",
+    "aggregate_run",
     "cancel",
     "check_local_resources",
     "connect",
@@ -748,7 +749,7 @@ def wait(
                     recoveries += 1
                     if state == RunState.CANCELLED:  # its rest is skipped, never re-submitted: only the summary
                         log.warning("run %s: cancelled, no summary after %.0f s: aggregating again", run_id, limit)
-                        aggregate.delay(run_id, store.generation(run_id))
+                        aggregate_run(store, run_id)
                     else:
                         log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id, limit)
                         resume(store, run_id, recovery=True)
@@ -802,11 +803,17 @@ def summarize_cancelled(
     deadline = time.monotonic() + settle_s
     while time.monotonic() < deadline and not _broker_idle(store, run_id, ignore=unserved):
         time.sleep(POLL_S * 5)
-    if here:
+    aggregate_run(store, run_id, here=here)
+    return unserved
+
+
+def aggregate_run(store: RunStore, run_id: str, here: bool = False) -> None:
+    """Write the run's summary of its current generation: sent to the control queue, or in this process with
+    ``here`` or when no live worker consumes that queue (sent there, it would wait for one forever)."""
+    if here or _unserved([CONTROL_QUEUE]):
         aggregate_in(store, run_id, store.generation(run_id))
     else:
         aggregate.delay(run_id, store.generation(run_id))
-    return unserved
 
 
 def _settled_orphans(store: RunStore, run_id: str) -> list[Orphan]:

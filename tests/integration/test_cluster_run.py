@@ -17,7 +17,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.schemas import Suite, question_fingerprint
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, scores_by_id, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, scores_by_id, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -132,49 +132,56 @@ def test_a_listing_whose_reader_left_early_ends_quietly(cluster: str) -> None:
     assert stderr == ""
 
 
-def test_cancel_through_the_cli_then_results_once_the_workers_skipped_the_rest(dataset: Path, tmp_path: Path) -> None:
-    """No worker yet (a Redis of its own: the shared one has the cluster's workers): every task waits.
-    Cancelled, the run's summary comes once a worker has skipped them."""
-    from orchestrator.runner import wait
-
+def test_cancel_through_the_cli_of_a_run_no_worker_serves_writes_its_summary_then_results(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """No worker (a Redis of its own: the shared one has the cluster's workers): every task waits. `ragscore
+    cancel` used to send the aggregation to the control queue, where nothing took it: no summary until a worker
+    came. It now writes the summary itself, every item stopped; a worker that comes later skips the queued tasks
+    and changes nothing."""
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
     two_systems = write_jsonl(tmp_path / "two.jsonl", [r | {"system": s} for s in ("a", "b") for r in make_rows(100)])
     server = RedisProcess(tmp_path / "redis").start()
+    broker = server.url
     try:
-        _cancel_then_results(server.url, two_systems, suite, tmp_path, wait)
+        run_id = _cli("submit", str(two_systems), "--suite", str(suite), "--broker", broker).stdout.split()[-1]
+        cancelled = _cli("cancel", run_id, "--broker", broker)
+        assert cancelled.returncode == 0, cancelled.stderr
+        said = " ".join(cancelled.stderr.split())
+        assert f"run {run_id}: cancelled; the workers skip its queued tasks, then `ragscore results {run_id} --out" in (
+            said
+        )
+        assert "no worker consumes 'cpu'" in said, said
+        store = connect(broker)
+        assert store.summary_is_current(run_id), "cancel returned with no summary written"
+        res = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", broker)
+        assert res.returncode == 1, res.stderr  # not a pass: nothing of it was scored
+        assert f"run {run_id} was cancelled: 0 of 200 items scored" in " ".join(res.stderr.split())
+        written = json.loads((tmp_path / "res" / "summary.json").read_text())
+        assert written["state"] == "cancelled"
+        items = [json.loads(line) for line in (tmp_path / "res" / "items.jsonl").read_text().splitlines()]
+        stopped = {"score": None, "passed": None, "details": {"reason": "run cancelled", "stopped": True},
+                   "error": None, "ms": 0.0}  # fmt: skip
+        outputs = {name: stopped for name in ("exact_match", "mrr", "recall_at_1", "recall_at_5")}
+        assert [(i["id"], i["system"], i["metrics"]) for i in items] == [
+            (f"q{n}", s, outputs) for s in ("a", "b") for n in range(100)
+        ]  # the unscored items keep their id and system (not "a::q0"), their outputs stopped as the summary counts them
+        worker = WorkerProcess(broker, "cpu", tmp_path / "home").start()
+        try:  # a worker that comes later skips the queued tasks; their chords' aggregation writes the same
+
+            def idle() -> bool:
+                return not any((store.broker.llen("cpu"), store.broker.llen("control"), store.broker.hlen("unacked")))
+
+            assert until(lambda: idle() and (time.sleep(1.0) or idle()), 120), "the worker did not drain the run"
+        finally:
+            worker.stop()
+        again = store.summary(run_id)
+        assert again is not None and again.state == "cancelled" and again.scored == 0
+        again_cancel = _cli("cancel", run_id, "--broker", broker)
+        assert f"run {run_id}: cancelled (it already was); the workers" in again_cancel.stderr  # still says so
     finally:
         server.stop()
-
-
-def _cancel_then_results(broker: str, dataset: Path, suite: Path, tmp_path: Path, wait) -> None:  # type: ignore[no-untyped-def]
-    run_id = _cli("submit", str(dataset), "--suite", str(suite), "--broker", broker).stdout.strip().splitlines()[-1]
-    cancelled = _cli("cancel", run_id, "--broker", broker)
-    assert cancelled.returncode == 0, cancelled.stderr
-    assert f"run {run_id}: cancelled; the workers skip its queued tasks, then `ragscore results {run_id} --out" in (
-        cancelled.stderr
-    )
-    early = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", broker)
-    assert early.returncode != 0 and "try again shortly" in early.stderr
-    worker = WorkerProcess(broker, "cpu", tmp_path / "home").start()
-    try:
-        summary = wait(connect(broker), run_id, timeout_s=120)
-    finally:
-        worker.stop()
-    assert summary.state == "cancelled" and summary.scored == 0
-    res = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", broker)
-    assert res.returncode == 1, res.stderr  # not a pass: nothing of it was scored
-    assert f"run {run_id} was cancelled: 0 of 200 items scored" in " ".join(res.stderr.split())
-    assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
-    items = [json.loads(line) for line in (tmp_path / "res" / "items.jsonl").read_text().splitlines()]
-    stopped = {"score": None, "passed": None, "details": {"reason": "run cancelled", "stopped": True}, "error": None,
-               "ms": 0.0}  # fmt: skip
-    outputs = {name: stopped for name in ("exact_match", "mrr", "recall_at_1", "recall_at_5")}
-    assert [(i["id"], i["system"], i["metrics"]) for i in items] == [
-        (f"q{n}", s, outputs) for s in ("a", "b") for n in range(100)
-    ]  # the unscored items keep their id and system (not "a::q0"), their outputs stopped as the summary counts them
-    again = _cli("cancel", run_id, "--broker", broker)
-    assert f"run {run_id}: cancelled (it already was); the workers" in again.stderr  # still cancelled, and says so
 
 
 def test_a_redelivered_aggregation_of_a_finished_run_writes_nothing(

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,7 +19,7 @@ from orchestrator.runner import RESTARTED_STALL_S, connect, run, submit, wait, w
 from orchestrator.suite import load_suite
 from ragscore_workers.store import RunStore
 
-from ..support import RedisProcess, WorkerProcess, make_rows, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -424,6 +427,46 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
             assert metric.stopped > 0, (name, metric)  # the killed worker's prefetched chunks, never started
         ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
         assert ids == [f"q{i}" for i in range(6000)]
+    finally:
+        alive.stop()
+        doomed.stop()
+        server.stop()
+
+
+def _cli(server: RedisProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ragscore ARGS`` against ``server`` (a 15-minute visibility timeout), its output captured."""
+    env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)  # fmt: skip
+
+
+def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_summary_soon(tmp_path: Path) -> None:
+    """`ragscore cancel` ran while every worker lived, so it left the summary to them; then a worker holding
+    messages of the run was killed whole. No live worker could skip those until the visibility timeout (900 s
+    here): `ragscore results` said "try again shortly" for 15 minutes. It now writes the summary of what was
+    scored, what the dead worker holds counted as stopped."""
+    from orchestrator.runner import cancel, held_messages
+
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed, alive = _doomed_and_alive(server, tmp_path)
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store)
+        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
+                     300), "no scoring"  # fmt: skip
+        cancel(store, sub.run_id)  # what `ragscore cancel` does while no worker is gone: the workers skip the rest
+        _kill_whole(doomed)  # ...but this one is killed before it skipped what it holds
+        alive.start()
+        said = _cli(server, "results", sub.run_id, "--out", str(tmp_path / "out"))
+        assert said.returncode == 1, said.stderr  # a cancelled run's reports: exit 1, as `ragscore run`
+        assert "held by a worker that is gone" in " ".join(said.stderr.split()), said.stderr
+        assert held_messages(store, sub.run_id).orphans, "Redis handed the dead worker's messages back first"
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+        assert summary["state"] == "cancelled" and summary["items"] == 6000, summary
+        for name, metric in summary["metrics"].items():
+            assert metric["n"] + metric["errors"] + metric["unscorable"] == 6000, (name, metric)
+            assert metric["stopped"] > 0, (name, metric)
     finally:
         alive.stop()
         doomed.stop()
