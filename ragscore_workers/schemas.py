@@ -191,8 +191,9 @@ def _no_secret_in_url(url: str | None) -> str | None:
         raise PydanticCustomError(
             "secret_in_suite",
             "the url holds a credential ({where}): a url is kept with the run and shown in messages, so a credential "
-            "comes from the environment only (the value is not shown): a target names its variable in auth_env (with "
-            "auth_header, auth_scheme); a judge reads its provider's *_API_KEY",
+            "comes from the environment only (the value is not shown): a target names its variable in auth_env (a "
+            "query parameter: auth_in: query, auth_param: NAME; a header: auth_header, auth_scheme); a judge reads "
+            "its provider's *_API_KEY",
             {"where": where},
         )
     return url
@@ -233,8 +234,9 @@ def _no_secret_in_request(request: dict[str, Any], info: ValidationInfo) -> dict
         raise PydanticCustomError(
             "secret_in_suite",
             "request field(s) {names}: a credential comes from the environment only, never from a suite file (the "
-            "value is not shown): send it as a header named in auth_env (with auth_header, auth_scheme), or call a "
-            "callable target that reads it from the environment",
+            "value is not shown): name its variable in auth_env and send it with auth_in: body (or query), "
+            "auth_param: NAME, or as a header (auth_header, auth_scheme), or call a callable target that reads it "
+            "from the environment",
             {"names": ", ".join(named)},
         )
     return request
@@ -473,6 +475,10 @@ class TargetConfig(BaseModel):
     _auth_env = field_validator("auth_env")(env_var_name)
     auth_header: str = "Authorization"
     auth_scheme: str = "Bearer"
+    #: Where the ``auth_env`` token goes: a header (``auth_header``, with ``auth_scheme``), or as it is into the
+    #: query string or the JSON body under ``auth_param`` (APIs keyed by ``?key=`` or ``{"api_key": ...}``).
+    auth_in: Literal["header", "query", "body"] = "header"
+    auth_param: str | None = Field(default=None, min_length=1, max_length=128)
     response: TargetResponseMap = Field(default_factory=TargetResponseMap)
     #: Requests per minute, shared by every target worker of the cluster (None: no limit).
     rpm: int | None = Field(default=None, gt=0)
@@ -494,6 +500,7 @@ class TargetConfig(BaseModel):
             raise ValueError("a target needs exactly one of 'url' or 'callable'")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"a target url must start with http:// or https://, got {self.url!r}")
+        self._check_auth_place()
         if self.method == "GET":
             nested = [key for key, value in self.request.items() if isinstance(value, dict)]
             if nested:
@@ -502,6 +509,22 @@ class TargetConfig(BaseModel):
                     f"{nested[0]!r}: flatten it or use method POST"
                 )
         return self
+
+    def _check_auth_place(self) -> None:
+        """``auth_in: query|body`` needs the token (``auth_env``) and the name it goes under (``auth_param``), one
+        the request does not write itself; ``auth_param`` means nothing for a header."""
+        if self.auth_in == "header":
+            if self.auth_param is not None:
+                raise ValueError("auth_param names the query parameter or body field of auth_in: query or body; a "
+                                 "header's name is auth_header")  # fmt: skip
+            return
+        if self.auth_env is None or self.auth_param is None:
+            raise ValueError(f"auth_in: {self.auth_in} sends the token of auth_env under the name auth_param: set both")
+        if self.callable is not None:
+            raise ValueError("auth_in is where an HTTP target sends its token; a callable reads auth_env itself")
+        if self.auth_param in self.request:
+            raise ValueError(f"the request writes {self.auth_param!r} itself, where auth_in: {self.auth_in} puts the "
+                             "token: drop it from the request")  # fmt: skip
 
     @property
     def name(self) -> str:

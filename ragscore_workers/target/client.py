@@ -167,7 +167,8 @@ def _reply_scope(config: TargetConfig) -> dict[str, Any]:
         scope["headers"] = {k.lower(): v for k, v in config.headers.items()}
     token = (os.environ.get(config.auth_env) or "").strip() if config.auth_env else ""
     if token:
-        material = f"{config.auth_header.lower()}\n{config.auth_scheme}\n{token}"
+        where = config.auth_header.lower() if config.auth_in == "header" else f"{config.auth_in}:{config.auth_param}"
+        material = f"{where}\n{config.auth_scheme}\n{token}"
         scope["auth"] = hashlib.sha256(material.encode()).hexdigest()
     return scope
 

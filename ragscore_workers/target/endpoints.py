@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -25,6 +26,8 @@ from ..schemas import TargetConfig
 from .errors import TargetError
 
 __all__ = ["CallableEndpoint", "Endpoint", "HttpEndpoint", "make_endpoint", "target_token"]
+
+logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger("httpx").getEffectiveLevel()))
 
 #: Connections one process keeps per HTTP target (a target worker: 16 tasks x up to ``concurrency`` calls).
 MAX_CONNECTIONS = 256
@@ -52,7 +55,9 @@ def target_token(config: TargetConfig) -> str | None:
 
 
 class HttpEndpoint:
-    """``POST url`` with the request as JSON (``GET``: as query parameters); a token from ``auth_env``."""
+    """``POST url`` with the request as JSON (``GET``: as query parameters); a token from ``auth_env``, sent as a
+    header, a query parameter or a body field (``auth_in``). httpx logs each request's url at INFO: its logger is
+    kept at WARNING, as a query-string token would be in that line."""
 
     def __init__(self, config: TargetConfig) -> None:
         assert config.url is not None
@@ -61,8 +66,15 @@ class HttpEndpoint:
         self.method = config.method
         headers = dict(config.headers)
         self._token = target_token(config)
-        if self._token is not None:
+        #: The token as a query parameter or body field (``auth_in``); never in the rendered request, so never
+        #: in a cache key, a stored answer or a message.
+        self._query: dict[str, str] = {}
+        self._body: dict[str, str] = {}
+        if self._token is not None and config.auth_in == "header":
             headers[config.auth_header] = f"{config.auth_scheme} {self._token}".strip()
+        elif self._token is not None and config.auth_param is not None:
+            in_query = config.auth_in == "query" or self.method == "GET"  # a GET's body is its query string
+            (self._query if in_query else self._body)[config.auth_param] = self._token
         self.timeout_s = config.timeout_s
         self._client = httpx.Client(
             headers=headers,
@@ -72,9 +84,12 @@ class HttpEndpoint:
 
     def call(self, request: dict[str, Any]) -> tuple[Any, Mapping[str, str]]:
         started = time.monotonic()
-        options: dict[str, Any] = {"params": request} if self.method == "GET" else {"json": request}
+        query = {**request, **self._query} if self.method == "GET" else self._query
+        # added to the url's own query string (httpx's ``params=`` would replace it: ``?version=2`` lost)
+        url = httpx.URL(self.url).copy_merge_params(query) if query else self.url
+        options = {} if self.method == "GET" else {"json": {**request, **self._body}}
         try:  # streamed: read_body bounds the whole reply by timeout_s and its size (httpx bounds each read)
-            with self._client.stream(self.method, self.url, **options) as response:
+            with self._client.stream(self.method, url, **options) as response:
                 content = read_body(response.iter_bytes(), started, self.timeout_s)
         except (httpx.TimeoutException, ReplyTooSlow) as exc:
             raise TargetError(f"{self.system}: timed out", system=self.system) from exc

@@ -1,9 +1,9 @@
 """A fake RAG system under test: a real HTTP server answering questions from a small corpus.
 
-``POST /<system>/ask`` with ``{"question", "k", "filter", "model", "id"}`` returns the Socioscope-style
-reply ``{"answer", "contexts": [{"doc_id", "text"}], "citations": [{"source_index", "quote"}],
-"evidence": [sentence ids]}``. Each question of :func:`questions` names its document, so the server
-knows the right document and what each system would say about it:
+``POST /<system>/ask`` (or ``GET``, the request as query parameters) with ``{"question", "k", "filter", "model",
+"id"}`` returns the Socioscope-style reply ``{"answer", "contexts": [{"doc_id", "text"}], "citations":
+[{"source_index", "quote"}], "evidence": [sentence ids]}``. Each question of :func:`questions` names its
+document, so the server knows the right document and what each system would say about it:
 
 * ``exact``: quotes two sentences of the document verbatim and cites their ids: verbatim 1.0, citation 1.0.
 * ``sloppy``: on even-numbered questions the second quote is paraphrased (not verbatim) and the second
@@ -13,7 +13,8 @@ knows the right document and what each system would say about it:
 * ``limited``: a 429 with ``retry-after`` on every ``limit_every``-th request.
 
 Only the ``k`` top contexts are returned (the gold document first); ``filter`` must be a JSON object.
-Every request is counted per system (``calls``); the token, when set, must come as ``Bearer <token>``.
+Every request is counted per system (``calls``); the token, when set, must come as ``Bearer <token>`` (or in the
+query or body: ``token_in``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from .trickle import write_slowly
 
@@ -107,8 +109,12 @@ def callable_target(request: dict[str, Any]) -> dict[str, Any]:
 class FakeRag:
     """Start with ``with FakeRag() as rag:``; ``rag.url(system)`` is the endpoint of one system."""
 
-    def __init__(self, token: str | None = None, limit_every: int = 3, retry_after_s: float = 1.0) -> None:
+    def __init__(
+        self, token: str | None = None, limit_every: int = 3, retry_after_s: float = 1.0, token_in: str = "header"
+    ) -> None:
         self.token = token
+        #: Where the token must come: ``header`` (``Bearer <token>``), ``query:NAME`` or ``body:NAME``.
+        self.token_in = token_in
         self.limit_every = limit_every
         self.retry_after_s = retry_after_s
         self.calls: Counter[str] = Counter()
@@ -162,22 +168,37 @@ class FakeRag:
                 elif not write_slowly(self.wfile, data, slowly_s):  # the client gave up
                     self.close_connection = True
 
+            def do_GET(self) -> None:  # the request as query parameters
+                self._answer(dict(parse_qsl(urlsplit(self.path).query)))
+
             def do_POST(self) -> None:
-                system = self.path.strip("/").split("/")[0]
                 length = int(self.headers.get("content-length", 0))
                 try:
                     request = json.loads(self.rfile.read(length) or b"{}")
                 except ValueError:
                     self._reply(400, {"error": "body is not JSON"})
                     return
+                self._answer(request)
+
+            def _token_ok(self, request: dict[str, Any]) -> bool:
+                place, _, name = fake.token_in.partition(":")
+                given = {"header": lambda: self.headers.get("authorization"),
+                         "query": lambda: dict(parse_qsl(urlsplit(self.path).query)).get(name),
+                         "body": lambda: request.get(name)}[place]()  # fmt: skip
+                return given == (f"Bearer {fake.token}" if place == "header" else fake.token)
+
+            def _answer(self, request: dict[str, Any]) -> None:
+                parts = urlsplit(self.path)
+                system = parts.path.strip("/").split("/")[0]
                 with fake._lock:
                     fake.calls[system] += 1
                     nth = fake.calls[system]
                     fake._seen[(system, str(request.get("question")))] += 1
                     first_ask = fake._seen[(system, str(request.get("question")))] == 1
                     fake.requests.append({"system": system, "body": request, "t": time.monotonic(),
-                                          "authorization": self.headers.get("authorization")})  # fmt: skip
-                if fake.token is not None and self.headers.get("authorization") != f"Bearer {fake.token}":
+                                          "authorization": self.headers.get("authorization"),
+                                          "method": self.command, "query": parts.query})  # fmt: skip
+                if fake.token is not None and not self._token_ok(request):
                     self._reply(401, {"error": "bad token"})
                 elif not isinstance(request.get("filter", {}), dict):
                     self._reply(422, {"error": "filter must be an object"})

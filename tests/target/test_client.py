@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -97,6 +99,46 @@ def test_a_4xx_is_not_retried_and_the_token_never_shows(store: RunStore, monkeyp
         assert server.calls["exact"] == 1
     assert "HTTP 401" in str(info.value) and "tok-wrong" not in str(info.value)
     assert server.requests[0]["authorization"] == "Bearer tok-wrong-123456"
+
+
+@pytest.mark.parametrize(
+    ("method", "auth_in", "name"),
+    [("POST", "query", "key"), ("POST", "body", "api_key"), ("GET", "query", "key"), ("GET", "body", "api_key")],
+)
+def test_a_token_sent_in_the_query_or_body_reaches_the_target_and_is_never_logged_or_cached_in_clear(
+    store: RunStore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    method: str,
+    auth_in: str,
+    name: str,
+) -> None:
+    """APIs keyed by ``?key=`` or ``{"api_key": ...}`` (``auth_in``); a GET's body is its query string. The url's own
+    query (``?version=2``) is kept: httpx's ``params=`` replaced it, so a GET target lost it. httpx logs each url at
+    INFO, the token in it: that line is never written."""
+    token = "k/+=42-secret"  # percent-encoded in a query string
+    monkeypatch.setenv("RAG_QUERY_TOKEN", token)
+    caplog.set_level(logging.DEBUG)
+    place = "query" if method == "GET" else auth_in
+    with FakeRag(token=token, token_in=f"{place}:{name}") as server:
+        target = TargetConfig(system="exact", url=server.url("exact") + "?version=2", method=method,
+                              request={"question": "{question}", "k": 2}, auth_env="RAG_QUERY_TOKEN",
+                              auth_in=auth_in, auth_param=name)  # fmt: skip
+        client = build_target_client(store.r, f"t-{uuid.uuid4().hex[:8]}", target)
+        question = _ask(3)["question"]
+        reply, _ = client.ask({"question": question, "k": 2})
+        assert reply["answer"].startswith("The first public library") and len(reply["contexts"]) == 2
+        (seen,) = server.requests
+        assert seen["method"] == method and seen["authorization"] is None
+        assert "version=2" in seen["query"], seen  # the url's own query string, kept
+        assert (f"{name}=" in seen["query"]) == (place == "query"), seen
+        if method == "POST":
+            assert (name in seen["body"]) == (place == "body"), seen
+        again, _ = client.ask({"question": question, "k": 2})  # cached: the rendered request, without the token
+        assert again == reply and len(server.requests) == 1
+    cached = [store.r.get(key) or "" for key in store.r.scan_iter("*") if store.r.type(key) == "string"]
+    assert cached and not any(token in value or quote(token, safe="") in value for value in cached)
+    assert "HTTP Request" not in caplog.text and token not in caplog.text and quote(token, safe="") not in caplog.text
 
 
 def test_a_missing_token_is_a_config_error(store: RunStore, rag: FakeRag, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,6 +112,18 @@ def test_fill_row_errors_clearly_when_the_reply_does_not_fit() -> None:
             {"target": {"url": "http://x", "method": "GET", "request": {"q": "{question}", "filter": {"lang": "en"}}}},
             "cannot hold the mapping 'filter': flatten it or use method POST",
         ),
+        ({"target": {"url": "http://x", "auth_env": "T", "auth_in": "query"}}, "set both"),
+        ({"target": {"url": "http://x", "auth_in": "body", "auth_param": "api_key"}}, "set both"),
+        ({"target": {"url": "http://x", "auth_env": "T", "auth_param": "key"}}, "a header's name is auth_header"),
+        ({"target": {"url": "http://x", "auth_env": "T", "auth_in": "cookie", "auth_param": "k"}}, "auth_in"),
+        (
+            {"target": {"callable": "m:f", "auth_env": "T", "auth_in": "body", "auth_param": "api_key"}},
+            "a callable reads auth_env itself",
+        ),
+        (
+            {"target": {"url": "http://x", "auth_env": "T", "auth_in": "body", "auth_param": "question"}},
+            "the request writes 'question' itself",
+        ),
     ],
 )
 def test_bad_target_sections_fail_before_anything_runs(suite: dict[str, Any], message: str) -> None:
