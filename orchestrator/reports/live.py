@@ -47,15 +47,24 @@ class Sample:
     provider_rpm: int | None = None
     #: When (the store's clock) a judge call was last sent: work, though no item ended.
     judge_called_at: float | None = None
+    #: The store's clock at ``t`` (Redis ``TIME``): the clock ``progress_at`` and ``judge_called_at`` are read on.
+    store_t: float | None = None
+
+    def local(self, store_time: float) -> float:
+        """A time of the store's clock on this host's: a host whose clock is off by minutes read a run's last
+        work as minutes old (stalled) or as not yet done."""
+        return store_time - (self.store_t - self.t) if self.store_t is not None else store_time
 
 
 def sample(store: RunStore, run_id: str, now: float) -> Sample:
-    """Read the counters (two small hashes) at time ``now``."""
+    """Read the counters (two small hashes) and the store's clock at time ``now``."""
     judge = store.counters(run_id, "judge")
     stated, called_at = judge.get("provider_rpm"), judge.get("called_at")
+    seconds, micros = store.r.time()
     return Sample(now, store.progress(run_id), int(judge.get("calls", 0) or 0),
                   stated if isinstance(stated, int) else None,
-                  float(called_at) if isinstance(called_at, (int, float)) else None)  # fmt: skip
+                  float(called_at) if isinstance(called_at, (int, float)) else None,
+                  seconds + micros / 1e6)  # fmt: skip
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -164,8 +173,11 @@ class StatusView:
     def _worked_at(self) -> float | None:
         """When work was last done: an item written (``progress_at``) or a judge call sent, whichever is later. A
         judge item ends only once its calls have: a long judge run whose calls went out read as stalled."""
-        times = [self._meta_time("progress_at"), self.samples[-1].judge_called_at if self.samples else None]
-        return max((t for t in times if t is not None), default=None)
+        if not self.samples:
+            return self._meta_time("progress_at")
+        last = self.samples[-1]
+        times = [self._meta_time("progress_at"), last.judge_called_at]  # both on the store's clock
+        return max((last.local(t) for t in times if t is not None), default=None)
 
     def idle_s(self, now: float) -> float | None:
         """Seconds since work was last done on a run that has not ended (None: ended, or nothing done yet)."""

@@ -170,6 +170,30 @@ def test_a_judge_call_counted_in_the_store_is_read_as_work_done(store) -> None: 
     assert not view.stalled(now)  # its last item 1000 s after the epoch, its last call now
 
 
+@pytest.mark.parametrize("store_ahead_s", [-600.0, 0.0, 600.0])
+def test_the_last_work_is_read_on_the_stores_clock_whatever_this_hosts_clock_says(store_ahead_s: float) -> None:
+    """``progress_at`` and the judge's ``called_at`` are the store's clock (Redis TIME). Compared with this host's,
+    a store 10 minutes behind read a run that worked 5 s ago as stalled for 10 minutes, and one ahead as idle for
+    none even after minutes."""
+    now = 5000.0
+    at_work = StatusView(SUITE_META | {"progress_at": str(now + store_ahead_s - 5)})  # worked 5 s ago
+    at_work.add(Sample(now, _progress(100, 5), store_t=now + store_ahead_s))
+    assert at_work.idle_s(now) == pytest.approx(5.0) and not at_work.stalled(now)
+    idle = StatusView(SUITE_META | {"progress_at": str(now + store_ahead_s - 400)})  # nothing for 400 s
+    idle.add(Sample(now, _progress(100, 5), judge_called_at=now + store_ahead_s - 300, store_t=now + store_ahead_s))
+    assert idle.idle_s(now) == pytest.approx(300.0) and idle.stalled(now)
+
+
+def test_a_sample_reads_the_stores_clock(store) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator.reports.live import sample
+
+    store.create_run("r-clock", {"state": "running", "submitted_at": "1000"})
+    now = time.time()
+    seen = sample(store, "r-clock", now)
+    seconds, micros = store.r.time()
+    assert seen.store_t is not None and seen.store_t <= seconds + micros / 1e6 and abs(seen.store_t - now) < 5
+
+
 def test_the_error_of_a_failed_run_is_shown() -> None:
     view = StatusView(SUITE_META | {"state": "failed", "error": "aggregate: KeyError: 'suite'"})
     view.add(Sample(1050.0, _progress(600, 120)))
