@@ -92,6 +92,9 @@ MAX_STALL_RECOVERIES = 3
 IDLE_CHECKS = 3
 #: Stall threshold once ``check`` reported a restarted local worker: what it held is known to be lost.
 RESTARTED_STALL_S = 10.0
+#: Stall threshold of a cancelled run: with its broker idle (a worker killed after the cancel holding the rest, say),
+#: its summary is all that is missing.
+CANCELLED_STALL_S = 10.0
 #: Seconds wait() keeps retrying while Redis does not answer (a restart, a fail-over) before it gives up.
 REDIS_OUTAGE_S = 300.0
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
@@ -669,7 +672,8 @@ def wait(
     for ``stall_s`` seconds (``RAGSCORE_STALL_S``) while no message of the run is queued or held means
     nothing will ever finish it, so the missing work is re-submitted (:func:`resume`), a bounded number
     of times. The run never hangs at 99%. After a restart that ``check`` reports, the threshold is
-    ``RESTARTED_STALL_S``: the dead worker's messages will not come back before the visibility timeout. No
+    ``RESTARTED_STALL_S``: the dead worker's messages will not come back before the visibility timeout; for a
+    cancelled run it is ``CANCELLED_STALL_S`` (its summary is aggregated again, never its work re-submitted). No
     progress for ``consumer_check_s`` seconds while messages wait
     logs, once per queue, each queue of the run that no worker consumes (a cluster without, say, a
     ``target`` worker), with the command that starts one.
@@ -737,6 +741,8 @@ def wait(
                     last_consumer_check = now
                     _warn_unserved(store, run_id, warned)
                 limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
+                if state == RunState.CANCELLED:  # nothing but skipping was left: idle, only its summary is missing
+                    limit = min(limit, CANCELLED_STALL_S)
                 # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
                 if now - last_change > limit and _broker_idle(store, run_id, orphans_said, ignore=(
                         unserved_queues(store, run_id) if state == RunState.CANCELLED else ())):  # fmt: skip

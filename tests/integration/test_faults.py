@@ -473,6 +473,51 @@ def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_su
         server.stop()
 
 
+def test_the_run_following_a_run_whose_worker_was_killed_after_its_cancel_ends_soon(tmp_path: Path) -> None:
+    """`ragscore run --broker URL` follows its run; it is cancelled while every worker lives (nothing left for the
+    cancel to summarize), then a worker holding messages of it is killed whole. The run's wait() aggregated again
+    only after its stall limit (120 s by default, 600 s here) or the 900 s visibility timeout; a cancelled run
+    idle for 10 s has only its summary missing."""
+    from orchestrator.runner import cancel, held_messages
+
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed, alive = _doomed_and_alive(server, tmp_path)
+    env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900",
+           "RAGSCORE_STALL_S": "600"}  # fmt: skip
+    suite, out = tmp_path / "suite.json", tmp_path / "out"
+    suite.write_text(json.dumps(SUITE))
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
+    with (tmp_path / "run.log").open("w") as log:
+        following = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite),
+                                      "--broker", server.url, "--out", str(out), "--quiet"], cwd=ROOT, env=env,
+                                     stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        assert until(lambda: (out / "run.json").exists(), 120), "the run was not submitted"
+        run_id = json.loads((out / "run.json").read_text())["run_id"]
+        store = connect(server.url)
+        assert until(lambda: store.progress(run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
+                     300), "no scoring"  # fmt: skip
+        cancel(store, run_id)  # `ragscore cancel` with every worker alive: the workers would skip the rest
+        _kill_whole(doomed)  # ...but this one is killed first, holding some of it
+        alive.start()
+        cancelled_at = time.monotonic()
+        assert following.wait(300) == 1, (tmp_path / "run.log").read_text()
+        assert time.monotonic() - cancelled_at < 120, "the run waited for its stall limit"
+        said = " ".join((tmp_path / "run.log").read_text().split())
+        assert f"run {run_id} was cancelled" in said, said
+        assert held_messages(store, run_id).orphans, "the killed worker's messages were handed back first"
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["state"] == "cancelled" and summary["items"] == 6000
+        assert all(metric["stopped"] > 0 for metric in summary["metrics"].values()), summary["metrics"]
+    finally:
+        if following.poll() is None:
+            following.kill()
+            following.wait(10)
+        alive.stop()
+        doomed.stop()
+        server.stop()
+
+
 def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_redelivery(tmp_path: Path) -> None:
     """Another worker went on and did the rest: `ragscore status` gave the held work's queue an ETA of its rate
     (seconds) while that work waited for the 15-minute visibility timeout, and the killed worker was not named."""
