@@ -322,10 +322,8 @@ def run_cmd(
                           judge_limits=limits)  # fmt: skip
         _exit_if_incomplete(summary, f"ragscore run --resume {resume_dir}")
         return
-    if junit is not None and junit.is_dir():  # said now, not once the run is done
-        raise ConfigError(f"--junit {junit} is a directory; give the path of the XML file to write")
-    if junit is not None and junit.is_file():  # whatever happens next, the last run's report is not this one's
-        junit.unlink()
+    if junit is not None:
+        _check_junit_path(junit)
     if dataset is None or suite is None:
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
     if out.exists() and not out.is_dir():
@@ -356,6 +354,19 @@ def run_cmd(
     _exit_if_incomplete(summary, f"ragscore run --resume {out}")
     if failed(results):
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _check_junit_path(junit: Path) -> None:
+    """Said now, not once the run is done: a --junit path that cannot be written. The last run's report there is
+    removed, whatever happens next (it is not this one's)."""
+    if junit.is_dir():
+        raise ConfigError(f"--junit {junit} is a directory; give the path of the XML file to write")
+    try:
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        junit.open("a").close()
+        junit.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--junit {junit} cannot be written: {exc.strerror or exc}") from exc
 
 
 def _run_id(ref: str) -> str:
@@ -620,10 +631,8 @@ def results(
     broker: BrokerOpt = None,
 ) -> None:
     """Write the reports of a finished run (exit codes as `ragscore run`: 1 for a cancelled run or a metric with
-    no score). A cancelled run's summary is waited for (up to RESULTS_WAIT_S seconds), and written here when
-    nothing else would write it (its held work's worker gone, no worker left)."""
-    from ragscore_workers.store import RunState
-
+    no score). A cancelled run's summary is waited for (2 minutes at most), and written here when nothing else
+    would write it (a worker killed holding some of the run, or no worker left)."""
     from .reports import print_summary
     from .runner import write_results
 
@@ -631,9 +640,10 @@ def results(
     try:
         run_id = _run_id(ref)
         store, lane = _run_store(broker, run_id)
-        if store.state(run_id) == RunState.CANCELLED and not store.summary_is_current(run_id):
+        if _cancelled_without_summary(store, run_id):
             _summarize_cancelled(store, lane, run_id)
             _await_summary(store, run_id, RESULTS_WAIT_S)
+            store.finished_summary(run_id, current=True)  # still none: says why, and what to do
         summary = write_results(store, run_id, out)
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
         if not (Path(ref) / "summary.json").is_file():
@@ -648,14 +658,22 @@ def results(
 RESULTS_WAIT_S = 120.0
 
 
+def _cancelled_without_summary(store, run_id: str) -> bool:  # type: ignore[no-untyped-def]
+    """The run is cancelled, its summary not written yet, and no aggregation of it failed (that error is final)."""
+    from ragscore_workers.store import RunState
+
+    meta = store.r.hmget(store.key(run_id, "meta"), ["state", "error"])
+    return meta[0] == RunState.CANCELLED and not meta[1] and not store.summary_is_current(run_id)
+
+
 def _await_summary(store, run_id: str, limit_s: float) -> None:  # type: ignore[no-untyped-def]
-    """Wait up to ``limit_s`` for the run's current summary, saying so once; past it, the caller's read of the
-    summary says why there is none."""
+    """Wait up to ``limit_s`` for the cancelled run's current summary, saying so once; it ends early when the
+    aggregation failed or the run was resumed. The caller's read of the summary then says why there is none."""
     deadline, said = time.monotonic() + limit_s, False
-    while not store.summary_is_current(run_id) and time.monotonic() < deadline:
+    while _cancelled_without_summary(store, run_id) and time.monotonic() < deadline:
         if not said:
-            err.print(f"run {run_id}: cancelled; waiting for the summary of what it scored (up to "
-                      f"{limit_s:.0f} s) while its workers skip its queued tasks", soft_wrap=True)  # fmt: skip
+            err.print(f"run {run_id}: cancelled; waiting up to {limit_s:.0f} s for the summary of what it scored",
+                      soft_wrap=True)  # fmt: skip
             said = True
         time.sleep(0.5)
 

@@ -625,9 +625,9 @@ def _waiting_queues(store: RunStore, run_id: str) -> dict[str, int]:
     return {queue: n for queue, n in zip(queues, pipe.execute(), strict=True) if n}
 
 
-def _unserved(queues: list[str]) -> list[str]:
-    """Those of ``queues`` that no live worker consumes (every worker is asked; 1 s for the replies)."""
-    replies = app.control.inspect(timeout=1.0).active_queues() or {}
+def _unserved(queues: list[str], timeout_s: float = 1.0) -> list[str]:
+    """Those of ``queues`` that no live worker consumes (every worker is asked; ``timeout_s`` for the replies)."""
+    replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
     served = {queue["name"] for worker_queues in replies.values() for queue in worker_queues or []}
     return [queue for queue in queues if queue not in served]
 
@@ -815,8 +815,9 @@ def summarize_cancelled(
 
 def aggregate_run(store: RunStore, run_id: str, here: bool = False) -> None:
     """Write the run's summary of its current generation: sent to the control queue, or in this process with
-    ``here`` or when no live worker consumes that queue (sent there, it would wait for one forever)."""
-    if here or _unserved([CONTROL_QUEUE]):
+    ``here`` or when no live worker consumes that queue (sent there, it would wait for one forever). A worker
+    busy enough to miss one 1 s ask is asked again for 3 s before it counts as absent."""
+    if here or (_unserved([CONTROL_QUEUE]) and _unserved([CONTROL_QUEUE], timeout_s=3.0)):
         aggregate_in(store, run_id, store.generation(run_id))
     else:
         aggregate.delay(run_id, store.generation(run_id))
@@ -1002,10 +1003,13 @@ def run(
 
         if resume_id is not None:
             if not store.exists(resume_id):
+                recorded = recorded_run(out_dir)
+                again = (f"delete {out_dir / 'run.json'} and run it again" if recorded is not None
+                         and recorded.get("run_id") == resume_id else "run it again")  # fmt: skip
                 raise ConfigError(
-                    f"{NO_SUCH_RUN.format(run_id=resume_id)}. Sent to another broker: give that --broker. Lost: "
-                    f"it cannot be resumed; delete {out_dir / 'run.json'} and run it again with the same DATASET "
-                    "and --suite"
+                    f"{NO_SUCH_RUN.format(run_id=resume_id)}. `ragscore status` lists the runs this broker has; sent "
+                    f"to another broker: give that --broker. Lost or expired: it cannot be resumed; {again} with the "
+                    "same DATASET and --suite"
                 )
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,

@@ -34,10 +34,13 @@ class ConfigError(RagscoreError):
 class UnknownMetricError(ConfigError):
     """A suite names a metric the registry does not know."""
 
-    def __init__(self, name: str, suggestions: list[str], known: list[str]) -> None:
+    def __init__(self, name: str, suggestions: list[str], known: list[str], owners: list[str] | None = None) -> None:
         self.name = name
         self.suggestions = suggestions
         hint = f" Did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        if owners:  # an output's name (``mrr``, ``recall_at_5``), which gates and reports use
+            hint = (f" {name!r} is an output of {' and '.join(repr(o) for o in owners)}: list that metric (gates and "
+                    f"reports use its outputs' names).{hint}")  # fmt: skip
         super().__init__(f"Unknown metric {name!r}.{hint} Known metrics: {', '.join(known)}.")
 
 

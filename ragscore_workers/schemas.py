@@ -518,13 +518,20 @@ class TargetConfig(BaseModel):
                 raise ValueError("auth_param names the query parameter or body field of auth_in: query or body; a "
                                  "header's name is auth_header")  # fmt: skip
             return
-        if self.auth_env is None or self.auth_param is None:
-            raise ValueError(f"auth_in: {self.auth_in} sends the token of auth_env under the name auth_param: set both")
         if self.callable is not None:
             raise ValueError("auth_in is where an HTTP target sends its token; a callable reads auth_env itself")
-        if self.auth_param in self.request:
-            raise ValueError(f"the request writes {self.auth_param!r} itself, where auth_in: {self.auth_in} puts the "
-                             "token: drop it from the request")  # fmt: skip
+        if self.auth_env is None or self.auth_param is None:
+            raise ValueError(f"auth_in: {self.auth_in} sends the token of auth_env under the name auth_param: set both")
+        if (self.auth_header, self.auth_scheme) != ("Authorization", "Bearer"):  # set: a stored suite has both
+            raise ValueError(f"auth_header and auth_scheme shape a header; auth_in: {self.auth_in} sends the token "
+                             "as it is, under auth_param")  # fmt: skip
+        in_query = self.auth_in == "query" or self.method == "GET"  # a GET's request is its query string
+        url_names = {name for name, _ in parse_qsl(urlsplit(self.url or "").query, keep_blank_values=True)}
+        if (in_query and self.auth_param in url_names) or ((not in_query or self.method == "GET")
+                                                            and self.auth_param in self.request):  # fmt: skip
+            where = "url" if in_query and self.auth_param in url_names else "request"
+            raise ValueError(f"the {where} writes {self.auth_param!r} itself, where auth_in: {self.auth_in} puts the "
+                             f"token: drop it from the {where}")  # fmt: skip
 
     @property
     def name(self) -> str:

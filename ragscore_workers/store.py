@@ -631,9 +631,10 @@ class RunStore:
         wanted = generation if generation is not None else int(current or 0)
         return int(written if written is not None else current or 0) == wanted  # older runs: their only summary
 
-    def finished_summary(self, run_id: str) -> RunSummary:
-        """The summary of a run that ended; else an error saying why there is none and what to do."""
-        summary = self.summary(run_id)
+    def finished_summary(self, run_id: str, current: bool = False) -> RunSummary:
+        """The summary of a run that ended (with ``current``, only one of its current generation, not of before a
+        resume); else an error saying why there is none and what to do."""
+        summary = self.summary(run_id) if not current or self.summary_is_current(run_id) else None
         if summary is not None:
             return summary
         meta = self.meta(run_id)  # ConfigError for an unknown run

@@ -206,13 +206,16 @@ class _LineFeed:
         """Whether the row spans several lines because of a quote gone wrong: a quoted cell still open at the end
         of the file, or one "closed" by a quote that a delimiter or the line's end does not follow (a stray quote
         further down, which the csv module reads leniently). A quote inside an unquoted cell (``5" screen``) is
-        text, and a well-formed quoted cell may hold newlines and ``""``."""
-        return len(self.row) > 1 and _quote_gone_wrong("".join(self.row), self._delimiter)
+        text, and a well-formed quoted cell may hold newlines and ``""``. A row of one line (the file's last) goes
+        wrong only by a quoted cell left open: the csv module ends it at the end of the file."""
+        text = "".join(self.row)
+        return _quote_gone_wrong(text, self._delimiter, strays=len(self.row) > 1)
 
 
-def _quote_gone_wrong(text: str, delimiter: str) -> bool:
+def _quote_gone_wrong(text: str, delimiter: str, strays: bool = True) -> bool:
     """The csv module's reading of quotes (default dialect), over the text of one row: True when a quoted cell is
-    never closed, or is closed by a quote followed by anything but the delimiter, another quote or a line end.
+    never closed, or (with ``strays``) is closed by a quote followed by anything but the delimiter, another quote
+    or a line end.
     Only the quotes are visited (``str.find``): a row of long multi-line cells costs no Python step a character."""
     ends = (delimiter, "\r", "\n")
     quoted = False
@@ -223,7 +226,7 @@ def _quote_gone_wrong(text: str, delimiter: str) -> bool:
             if after == '"':  # "" is a quote in the cell
                 at = text.find('"', at + 2)
                 continue
-            if after and after not in ends:
+            if strays and after and after not in ends:
                 return True
             quoted = False
         elif at == 0 or text[at - 1] in ends:  # a quote opens a cell only at its start; elsewhere it is text
@@ -273,7 +276,11 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                     if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
                         yield start, _csv_record(header, cells, start)
                     continue
-                error = f"unterminated quote: the row runs from line {start} to {feed.line}"
+                error = (
+                    f"unterminated quote: the row runs from line {start} to {feed.line}"
+                    if feed.line > start
+                    else f"unterminated quote: a quoted cell of line {start} is still open at the end of the file"
+                )
             yield start, RowError(start, error, _text_of(feed.row[0]) if feed.row else "")
             feed.give_again()
             reader = csv.reader(feed, delimiter=delimiter)

@@ -221,8 +221,17 @@ def get_metric(name: str) -> MetricDef:
     """Look a metric up by name; unknown names raise with close matches."""
     known = all_metrics()
     if name not in known:
-        raise UnknownMetricError(name, difflib.get_close_matches(name, known, n=3, cutoff=0.6), sorted(known))
+        owners = [metric for metric, mdef in sorted(known.items()) if name in _default_outputs(mdef)]
+        raise UnknownMetricError(name, difflib.get_close_matches(name, known, n=3, cutoff=0.6), sorted(known), owners)
     return known[name]
+
+
+def _default_outputs(mdef: MetricDef) -> list[str]:
+    """The outputs of a metric under its default params (none where its params have no defaults)."""
+    try:
+        return mdef.outputs(mdef.params_model())
+    except ValueError:  # pydantic's ValidationError: a param without a default
+        return []
 
 
 def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:

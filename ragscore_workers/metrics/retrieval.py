@@ -6,7 +6,8 @@ k retrieved ids (one gold id, as in the seed framework: 1 when it is in the top 
 positions in ``retrieved_doc_ids`` as given: a repeated id (several chunks of one document) takes a rank
 each time. Ids are compared with surrounding whitespace stripped (a CSV's ``"d1, d2"``); blank gold ids are
 dropped. A row without a gold id is unscorable; a row with a gold id but no retrieved documents scores 0 (the
-system retrieved nothing).
+system retrieved nothing; a dataset in which no row has ``retrieved_doc_ids`` is warned of before the run: a
+column named otherwise, ``retrieved_ids``, would score every row 0).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def first_gold_rank(retrieved: list[str], gold: set[str]) -> int | None:
     return None
 
 
-@register("recall_at_k", Queue.CPU, params=RecallParams, outputs=_outputs, needs=("gold_doc_id",))
+@register("recall_at_k", Queue.CPU, params=RecallParams, outputs=_outputs, needs=("gold_doc_id",),
+          scores_without=("retrieved_doc_ids",))  # fmt: skip
 def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     """Recall@k of the gold document for each k, and MRR."""
     gold = id_set([row.gold_doc_id] if isinstance(row.gold_doc_id, str) else row.gold_doc_id or [])

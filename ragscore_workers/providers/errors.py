@@ -17,6 +17,7 @@ never carry an API key (:func:`redact`).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -51,11 +52,13 @@ MIN_SECRET_CHARS = 8
 
 
 def redact(text: str, *secrets: str | None) -> str:
-    """``text`` with every non-empty secret replaced by ``***``: as written, as escaped in a repr, and as
-    percent-encoded in a URL (a key holding ``/``, ``+`` or ``=`` quoted into a query string)."""
+    """``text`` with every non-empty secret replaced by ``***``: as written, as escaped in a repr or a JSON string
+    (PHP's ``json_encode`` writes ``/`` as ``\\/``), and as percent-encoded in a URL (a key holding ``/``, ``+`` or
+    ``=`` quoted into a query string)."""
     for secret in secrets:
         if secret:
             forms = {secret, repr(secret)[1:-1], secret.encode("unicode_escape").decode()}
+            forms |= {json.dumps(secret)[1:-1], json.dumps(secret)[1:-1].replace("/", "\\/")}
             forms |= {quote(secret, safe=""), quote_plus(secret), quote(secret)}
             for form in sorted(forms, key=len)[::-1]:
                 text = text.replace(form, "***")

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
@@ -163,6 +164,8 @@ def _reply_scope(config: TargetConfig) -> dict[str, Any]:
     ``X-Index``: two systems behind one url) and the credential (a token may select a tenant or an index; only
     its hash is used). Empty for a target with neither, so its cache keys stay what they were."""
     scope: dict[str, Any] = {}
+    if config.method == "GET" and config.url and urlsplit(config.url).query:
+        scope["url_query"] = "kept"  # replies cached before the url's own query string was sent are not its replies
     if config.headers:
         scope["headers"] = {k.lower(): v for k, v in config.headers.items()}
     token = (os.environ.get(config.auth_env) or "").strip() if config.auth_env else ""

@@ -27,7 +27,25 @@ from .errors import TargetError
 
 __all__ = ["CallableEndpoint", "Endpoint", "HttpEndpoint", "make_endpoint", "target_token"]
 
-logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger("httpx").getEffectiveLevel()))
+
+class _RedactTokens(logging.Filter):
+    """Takes the tokens sent in a query string or a body out of httpx's log lines (its INFO line per request shows
+    the url) and httpcore's (DEBUG: the response headers, a redirect's echo of the url), whatever level a user or an
+    SDK (``GROQ_LOG=debug``) sets on those loggers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.tokens:
+            record.msg, record.args = redact(record.getMessage(), *self.tokens), ()
+        return True
+
+
+_LOGGED_URLS = _RedactTokens()
+for _name in ("httpx", "httpcore.http11", "httpcore.connection"):  # a filter is not inherited by child loggers
+    logging.getLogger(_name).addFilter(_LOGGED_URLS)
 
 #: Connections one process keeps per HTTP target (a target worker: 16 tasks x up to ``concurrency`` calls).
 MAX_CONNECTIONS = 256
@@ -56,8 +74,8 @@ def target_token(config: TargetConfig) -> str | None:
 
 class HttpEndpoint:
     """``POST url`` with the request as JSON (``GET``: as query parameters); a token from ``auth_env``, sent as a
-    header, a query parameter or a body field (``auth_in``). httpx logs each request's url at INFO: its logger is
-    kept at WARNING, as a query-string token would be in that line."""
+    header, a query parameter or a body field (``auth_in``). httpx logs each request's url at INFO: a token in its
+    query string is redacted from that line."""
 
     def __init__(self, config: TargetConfig) -> None:
         assert config.url is not None
@@ -75,6 +93,7 @@ class HttpEndpoint:
         elif self._token is not None and config.auth_param is not None:
             in_query = config.auth_in == "query" or self.method == "GET"  # a GET's body is its query string
             (self._query if in_query else self._body)[config.auth_param] = self._token
+            _LOGGED_URLS.tokens.add(self._token)
         self.timeout_s = config.timeout_s
         self._client = httpx.Client(
             headers=headers,
@@ -124,9 +143,9 @@ class HttpEndpoint:
 
     def _excerpt(self, content: bytes, chars: int) -> str:
         """The first ``chars`` characters of a reply body, redacted before it is cut: the bytes decoded hold every
-        token that starts within them whole (4 bytes a character at most, a token's escaped form twice its ASCII
-        length at most), so a token across the cut never shows its first characters."""
-        window = content[: 4 * chars + 2 * len(self._token or "")]
+        token that starts within them whole (4 bytes a character at most, a token's escaped or percent-encoded form
+        three times its ASCII length at most), so a token across the cut never shows its first characters."""
+        window = content[: 4 * chars + 3 * len(self._token or "")]
         return self._redact(window.decode(errors="replace"))[:chars]
 
 

@@ -275,3 +275,9 @@ def test_a_junit_path_that_is_a_directory_is_refused_before_the_run(tmp_path: Pa
     res = ragscore("run", DATA, "--suite", SUITE, "--out", tmp_path / "out", "--junit", tmp_path, home=home)
     assert res.returncode == 2 and f"--junit {tmp_path} is a directory" in res.stderr, res.stderr
     assert not (tmp_path / "out").exists()  # nothing was run
+    (tmp_path / "a-file").write_text("")
+    junit = tmp_path / "a-file" / "junit.xml"  # its folder cannot be made: the same, said before the run
+    res = ragscore("run", DATA, "--suite", SUITE, "--out", tmp_path / "out", "--fail-under", "exact_match=0.1",
+                   "--junit", junit, home=home)  # fmt: skip
+    assert res.returncode == 2 and f"--junit {junit} cannot be written" in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()

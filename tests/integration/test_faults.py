@@ -300,8 +300,14 @@ def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp
         unknown = subprocess.run([*cli, "--resume", str(never_sent), "--broker", server.url], cwd=ROOT, env=env,
                                  capture_output=True, text=True, timeout=60)  # fmt: skip
         said = " ".join(unknown.stderr.split())
-        assert unknown.returncode == 2 and "Sent to another broker: give that --broker" in said, said
+        assert unknown.returncode == 2 and "sent to another broker: give that --broker" in said, said
         assert f"delete {never_sent / 'run.json'} and run it again" in said, said
+        typo = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", "20260101-000000-abcdee",
+                               "--broker", server.url], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        said = " ".join(typo.stderr.split())  # no run.json to delete (its default --out was never written)
+        assert typo.returncode == 2 and "`ragscore status` lists the runs this broker has" in said, said
+        assert "run.json" not in said and "it cannot be resumed; run it again with the same DATASET" in said, said
         again = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
         try:  # no worker serves it: it is submitted (a new run named in run.json), then waits
             assert until(lambda: json.loads((out / "run.json").read_text())["run_id"] != lost_id, timeout=60)

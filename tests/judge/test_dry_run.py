@@ -236,3 +236,18 @@ def test_a_field_several_metrics_need_and_no_row_has_is_said_once_before_the_run
     said = " ".join(result.stdout.split())
     assert "warning: no row has 'reference', which exact_match, answer_accuracy need: they will score no item" in said
     assert said.count("no row has") == 1  # quality_checks needs only the answer, which every row has
+
+
+def test_recall_warns_when_no_row_has_retrieved_doc_ids(tmp_path: Path) -> None:
+    """A ``retrieved_ids`` column: recall_at_k and mrr scored every row 0, as retrieval that found nothing, and
+    nothing said the column was not read."""
+    rows = [{"id": f"q{i}", "gold_doc_id": "d1", "retrieved_ids": ["d1", "d2"]} for i in range(3)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["recall_at_k"]}))
+    result = _dry_run(data, tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "warning: no row has 'retrieved_doc_ids', which recall_at_k scores as absent" in said, said
+    rows[0]["retrieved_doc_ids"] = []  # one row that retrieved nothing: the column is read, no warning
+    result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
+    assert result.returncode == 0 and "no row has" not in result.stdout, result.stdout

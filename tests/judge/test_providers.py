@@ -149,6 +149,8 @@ def test_a_key_read_with_its_newline_works_and_a_key_with_a_control_character_is
 def test_redaction_covers_the_escaped_forms_a_library_quotes() -> None:
     said = "Illegal header value b'Bearer sk-NL-7\\n' and 'sk-NL-7\n' and sk-NL-7\n"
     assert "sk-NL-7" not in redact(said, "sk-NL-7\n")
+    echoed = '{"error": "bad key ab\\/cd+ef=="} {"key": "ab\\/cd\\u00e9"}'  # PHP's json_encode escapes "/"
+    assert "cd+ef" not in redact(echoed, "ab/cd+ef==") and "cd\\u00e9" not in redact(echoed, "ab/cd\u00e9")
 
 
 def test_limiter_key_holds_a_hash_of_the_key_never_the_key(fake: FakeProvider) -> None:

@@ -124,11 +124,39 @@ def test_fill_row_errors_clearly_when_the_reply_does_not_fit() -> None:
             {"target": {"url": "http://x", "auth_env": "T", "auth_in": "body", "auth_param": "question"}},
             "the request writes 'question' itself",
         ),
+        (
+            {"target": {"url": "http://x?k=public", "auth_env": "T", "auth_in": "query", "auth_param": "k"}},
+            "the url writes 'k' itself",
+        ),
+        (
+            {
+                "target": {
+                    "url": "http://x",
+                    "method": "GET",
+                    "auth_env": "T",
+                    "auth_in": "query",
+                    "auth_param": "question",
+                }
+            },  # fmt: skip
+            "the request writes 'question' itself",
+        ),
+        (
+            {"target": {"url": "http://x", "auth_env": "T", "auth_in": "query", "auth_param": "k", "auth_scheme": ""}},
+            "auth_header and auth_scheme shape a header",
+        ),
+        ({"target": {"callable": "m:f", "auth_env": "T", "auth_in": "query"}}, "a callable reads auth_env itself"),
     ],
 )
 def test_bad_target_sections_fail_before_anything_runs(suite: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_suite({"metrics": ["verbatim"]} | suite)
+
+
+def test_a_posted_requests_field_may_share_the_name_of_a_query_token() -> None:
+    """``auth_in: query`` puts the token in the url's query string: a body field of that name is no clash."""
+    target = TargetConfig(url="http://x/ask", request={"question": "{question}", "key": "{id}"}, auth_env="T",
+                          auth_in="query", auth_param="key")  # fmt: skip
+    assert target.auth_param == "key"
 
 
 def test_a_target_suite_needs_the_target_queue() -> None:

@@ -345,6 +345,21 @@ def test_a_csv_quote_never_closed_is_one_bad_row_and_every_later_row_is_read(tmp
         assert [(line, r.id) for line, r in found[1:]] == [(n, f"r{n}") for n in range(3, lines + 1)], name
 
 
+@pytest.mark.parametrize("end", ["\n", ""])
+def test_a_csv_quote_left_open_on_the_last_line_is_a_bad_row_not_a_cell_to_the_end(tmp_path: Path, end: str) -> None:
+    """The last row's quote never closed: the csv module ends the cell at the end of the file, so the row was read
+    with its quoted cell running into the next column's text ('Paris,Paris\n') and the columns after it absent."""
+    path = tmp_path / "d.csv"
+    path.write_text(f'id,question,answer,reference\nc1,q,Paris,Paris\nc2,q,"Paris,Paris{end}', encoding="utf-8")
+    found = list(iter_rows(path))
+    assert [(line, r.id) for line, r in found if not isinstance(r, RowError)] == [(2, "c1")]
+    errors = [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)]
+    assert errors == [(3, "unterminated quote: a quoted cell of line 3 is still open at the end of the file",
+                       'c2,q,"Paris,Paris')]  # fmt: skip
+    path.write_text('id,answer,reference\nc1,"a ""b""",a"b\nc2,"x",y"\n', encoding="utf-8")  # closed, or mid-cell
+    assert [r.answer for _, r in iter_rows(path)] == ['a "b"', "x"]
+
+
 def test_csv_cells_over_the_csv_modules_128_kib_and_multiline_rows_are_read(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     context = "word " * 60_000  # 300,000 characters: a transcript, well under RAGSCORE_MAX_FIELD_CHARS

@@ -17,6 +17,14 @@ def test_unknown_metric_suggests_close_names() -> None:
     assert "Known metrics:" in str(info.value) and "recall_at_k" in str(info.value)
 
 
+@pytest.mark.parametrize(("name", "owner"), [("mrr", "recall_at_k"), ("recall_at_5", "recall_at_k"),
+                                             ("citation_f1", "citation")])  # fmt: skip
+def test_an_outputs_name_given_as_a_metric_names_the_metric_that_makes_it(name: str, owner: str) -> None:
+    """Gates and reports name outputs (``mrr``); listed as a metric, it was only "Unknown metric 'mrr'"."""
+    with pytest.raises(UnknownMetricError, match=f"'{name}' is an output of '{owner}': list that metric"):
+        load_suite({"metrics": [name]})
+
+
 @pytest.mark.parametrize(
     ("suite", "message"),
     [
