@@ -113,7 +113,11 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
             try:
                 value = loads_json(text)
             except json.JSONDecodeError as exc:
-                yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno})", text)
+                hint = ""
+                if text.strip() in ("[", "{"):  # a JSON document spread over lines: every line would be an error
+                    hint = (f"; a pretty-printed JSON document is not JSONL: read it with --format json (or name it "
+                            f".json), or write one object per line: jq -c '.[]' {path.name}")  # fmt: skip
+                yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno}){hint}", text)
                 continue
             if not isinstance(value, dict):
                 yield line_no, RowError(line_no, f"expected a JSON object, got {type(value).__name__}", text)
@@ -434,7 +438,13 @@ def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
     gzipped = suffix == ".gz"
     if gzipped:
         suffix = Path(path.stem).suffix.lower()
-    if options and options.get("predictions"):
+    if options and options.get("predictions"):  # an option of nlp-project only
+        from .nlp_project import looks_like_nlp_project
+
+        if path.is_dir() or not looks_like_nlp_project(path):
+            raise DatasetError(f"--predictions is an option of --format nlp-project, whose questions file has a JSON "
+                               f"object with doc_id, question and evidence_sentences per line; {path} does not: drop "
+                               "--predictions, or pass --format nlp-project to read it so anyway")  # fmt: skip
         return "nlp-project"
     if path.is_dir():
         return DIRECTORY_FORMAT

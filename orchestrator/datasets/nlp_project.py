@@ -43,9 +43,9 @@ def _load_predictions(path: Path) -> dict[int, tuple[str, Any]]:
     try:
         data = loads_json(path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
+        raise DatasetError(f"--predictions {path}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
-        raise DatasetError(f"{path}: expected an object keyed q001, q002, …")
+        raise DatasetError(f"--predictions {path}: expected an object keyed q001, q002, …")
     numbered = [_KEY.match(k) for k in data]
     if all(numbered):
         by_pos = {int(m.group(1)): (k, v) for m, (k, v) in zip(numbered, data.items(), strict=True) if m}

@@ -104,3 +104,20 @@ def test_sniffing_the_questions_file(files: tuple[Path, Path, Path], tmp_path: P
     other = tmp_path / "plain.jsonl"
     other.write_text('{"id": 1, "question": "q", "answer": "a"}\n')
     assert not looks_like_nlp_project(other) and not looks_like_nlp_project(files[1])
+
+
+def test_predictions_given_with_a_file_that_is_no_questions_file_is_refused_saying_why(
+    files: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """--predictions made any dataset read as nlp-project questions: a plain JSONL's every row then failed with
+    "question lacks doc_id, evidence_sentences", which did not say the option was the cause."""
+    from orchestrator.datasets.loaders import detect_format, iter_records
+
+    questions, preds, _ = files
+    assert detect_format(questions, {"predictions": preds}) == "nlp-project"
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"id": 1, "question": "q", "answer": "a"}\n{"id": 2, "question": "r", "answer": "b"}\n')
+    with pytest.raises(DatasetError, match=r"--predictions is an option of --format nlp-project.*plain.jsonl does not"):
+        iter_records(plain, None, {"predictions": preds})
+    with pytest.raises(DatasetError, match=r"--predictions .*plain.jsonl: not valid JSON"):  # the data as predictions
+        list(nlp_project_records(questions, plain))

@@ -360,6 +360,15 @@ def test_a_csv_quote_left_open_on_the_last_line_is_a_bad_row_not_a_cell_to_the_e
     assert [r.answer for _, r in iter_rows(path)] == ['a "b"', "x"]
 
 
+def test_a_pretty_printed_json_named_jsonl_says_so_on_its_first_line(tmp_path: Path) -> None:
+    """Every line of it was "invalid JSON", and nothing said the file was one JSON document, not JSONL."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps([{"id": "a", "answer": "x"}, {"id": "b", "answer": "y"}], indent=1), encoding="utf-8")
+    errors = [r.error for _, r in iter_rows(path) if isinstance(r, RowError)]
+    assert "a pretty-printed JSON document is not JSONL: read it with --format json" in errors[0], errors[0]
+    assert "jq -c '.[]' d.jsonl" in errors[0] and "pretty-printed" not in errors[2], errors  # '"id": "a",' is no start
+
+
 def test_csv_cells_over_the_csv_modules_128_kib_and_multiline_rows_are_read(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     context = "word " * 60_000  # 300,000 characters: a transcript, well under RAGSCORE_MAX_FIELD_CHARS
