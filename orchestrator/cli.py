@@ -294,12 +294,10 @@ def run_cmd(
 
     With gates, exits 3 when one does not hold (after printing which, and by how much).
     """
-    from .gates import GatePlan, failed, print_gates
+    from .gates import GatePlan, failed
 
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     if resume_dir is not None:
-        if fail_under or baseline_dir or tolerance is not None or junit:
-            raise ConfigError("--fail-under, --fail-on-regression, --regression-tolerance and --junit need a new run")
         if dry_run:
             raise ConfigError("--dry-run counts what a new run would do; it does not apply to --resume")
         given = [name for name, value in (
@@ -318,9 +316,19 @@ def run_cmd(
             raise ConfigError(f"{run_json} not found: --resume needs the --out DIR of an earlier run")
         budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = _run_id(str(resume_dir))
+        if junit is not None:
+            _check_junit_path(junit)
+        stored = _stored_suite(broker, run_id)  # its suite's gates hold for the resumed run as for the new one
+        gates = None if stored is None else GatePlan.build(
+            stored.suite.gates, stored.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
+            tolerance=tolerance, junit=junit,
+        )  # fmt: skip
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
                           judge_limits=limits)  # fmt: skip
+        results = _check_gates(summary, gates, resume_dir, quiet, stored.outputs() if stored is not None else [])
         _exit_if_incomplete(summary, f"ragscore run --resume {resume_dir}")
+        if failed(results):
+            raise typer.Exit(EXIT_GATE_FAILED)
         return
     if junit is not None:
         _check_junit_path(junit)
@@ -346,14 +354,38 @@ def run_cmd(
         from .debug import debug_on_fail as debug
 
         debug(out, dataset, fmt=fmt, fmt_options=options, suite_points=resolved.suite.checks_points)
-    results = gates.check(out) if gates is not None else []
-    if gates is not None:
-        print_gates(results, only_failed=quiet)
-        for note in gates.notes(summary, results, resolved.outputs()):
-            err.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    results = _check_gates(summary, gates, out, quiet, resolved.outputs())
     _exit_if_incomplete(summary, f"ragscore run --resume {out}")
     if failed(results):
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _check_gates(summary: RunSummary, gates, out: Path, quiet: bool, outputs: list[str]) -> list:  # type: ignore[no-untyped-def]
+    """Check the run's gates (None: none) on its reports in ``out``, print them and what the table alone does not
+    say; the results, on which the caller exits 3 when one failed (after the run's own exit 1, which comes first)."""
+    from .gates import print_gates
+
+    if gates is None:
+        return []
+    results = gates.check(out)
+    print_gates(results, only_failed=quiet)
+    for note in gates.notes(summary, results, outputs):
+        err.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    return results
+
+
+def _stored_suite(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
+    """The suite run ``run_id`` was submitted with, resolved; None when the store does not have the run (the
+    resume then says why)."""
+    from ragscore_workers.schemas import Suite
+
+    from .suite import load_suite
+
+    try:
+        store, _ = _run_store(broker, run_id)
+        return load_suite(Suite.model_validate_json(store.meta(run_id)["suite"]))
+    except (ConfigError, KeyError):
+        return None
 
 
 def _check_junit_path(junit: Path) -> None:

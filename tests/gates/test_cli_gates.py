@@ -165,11 +165,24 @@ def test_bad_gates_exit_2_before_anything_is_submitted(
     assert not out.exists() and not (home / "redis").exists()  # no run, not even the private Redis
 
 
-def test_gates_with_resume_exit_2_and_a_run_error_exits_1_not_3(tmp_path: Path, home: Path) -> None:
-    (tmp_path / "old").mkdir()
-    (tmp_path / "old" / "run.json").write_text('{"run_id": "20260101-000000-abcdef", "mode": "embedded"}')
-    resumed = ragscore("run", "--resume", tmp_path / "old", "--fail-under", "exact_match=0.1", home=home)
-    assert resumed.returncode == 2 and "need a new run" in resumed.stderr
+def test_a_resumed_run_is_held_to_its_suites_gates_and_takes_gate_options(tmp_path: Path, home: Path) -> None:
+    """`run --resume` skipped the suite's gates: a CI job resumed after an interruption passed with exit 0 whatever
+    its scores, and --fail-under / --junit were refused ("need a new run")."""
+    suite = yaml.safe_load(SUITE.read_text()) | {"gates": ["exact_match=0.99"]}  # the quickstart scores 0.796
+    gated, out, junit = tmp_path / "gated.yaml", tmp_path / "out", tmp_path / "junit.xml"
+    gated.write_text(yaml.safe_dump(suite))
+    first = ragscore("run", DATA, "--suite", gated, "--out", out, "-q", home=home)
+    assert first.returncode == 3, first.stderr
+    typo = ragscore("run", "--resume", out, "--fail-under", "exact_mach=0.1", "-q", home=home)
+    assert typo.returncode == 2 and "Gate 'exact_mach=0.1' names 'exact_mach'" in typo.stderr, typo.stderr
+    resumed = ragscore("run", "--resume", out, "--fail-under", "recall_at_5=0.1", "--junit", junit, "-q", home=home)
+    assert resumed.returncode == 3, resumed.stderr  # the suite's gate still misses
+    assert "gates: 1 of 2 failed" in resumed.stderr and "exact_match=0.99" in resumed.stderr, resumed.stderr
+    cases = {case.get("name") for case in ET.parse(junit).getroot().iter("testcase")}
+    assert {"exact_match=0.99", "recall_at_5=0.1"} <= cases, cases
+
+
+def test_a_run_error_with_gates_exits_1_not_3(tmp_path: Path, home: Path) -> None:
     broken = ragscore(
         "run", DATA, "--suite", SUITE, "--out", tmp_path / "o", "--broker", "redis://127.0.0.1:1/0",
         "--fail-under", "exact_match=0.1", home=home, timeout=120,
