@@ -453,13 +453,20 @@ def resume_cmd(
 ) -> None:
     """Finish a run: schedule only what the store lacks (missing, failed, or stopped by the judge's breaker or
     budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget; --rpm / --tpm /
-    --rpd / --tpd set its judge rate limits from now on."""
+    --rpd / --tpd set its judge rate limits from now on. Exits 3 when a gate of its suite does not hold."""
+    from .gates import GatePlan, failed
+
     budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     ref, run_id = run_id, _run_id(run_id)
     out = out or (Path(ref) if run_id != ref else Path("ragscore-out"))
+    stored = _stored_suite(broker, run_id)  # its suite's gates hold for the resumed run
+    gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
     summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits)
+    results = _check_gates(summary, gates, out, quiet, stored.outputs() if stored is not None else [])
     _exit_if_incomplete(summary, f"ragscore resume {run_id} --out {out}")
+    if failed(results):
+        raise typer.Exit(EXIT_GATE_FAILED)
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> None:  # type: ignore[no-untyped-def]

@@ -180,6 +180,8 @@ def test_a_resumed_run_is_held_to_its_suites_gates_and_takes_gate_options(tmp_pa
     assert "gates: 1 of 2 failed" in resumed.stderr and "exact_match=0.99" in resumed.stderr, resumed.stderr
     cases = {case.get("name") for case in ET.parse(junit).getroot().iter("testcase")}
     assert {"exact_match=0.99", "recall_at_5=0.1"} <= cases, cases
+    again = ragscore("resume", out, "-q", home=home)  # the cluster's command: the suite's gates too
+    assert again.returncode == 3 and "gates: 1 of 1 failed" in again.stderr, again.stderr
 
 
 def test_a_run_error_with_gates_exits_1_not_3(tmp_path: Path, home: Path) -> None:
