@@ -108,7 +108,8 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
                 excerpt = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                yield line_no, RowError(line_no, f"invalid UTF-8 at byte {exc.start} ({NOT_UTF8_HINT})", excerpt)
+                hint = "the file is not UTF-8: convert it, e.g. iconv -f cp1252 -t utf-8"  # not Excel's CSV hint
+                yield line_no, RowError(line_no, f"invalid UTF-8 at byte {exc.start} ({hint})", excerpt)
                 continue
             try:
                 value = loads_json(text)

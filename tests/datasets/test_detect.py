@@ -42,7 +42,10 @@ def test_paths_without_content_sniffing(tmp_path: Path) -> None:
     assert detect_format(tmp_path) == "eval-points"
     assert detect_format(tmp_path / "bad.json") == "json"  # its loader reports the broken JSON
     assert detect_format(tmp_path / "d.jsonl") == "jsonl"
-    assert detect_format(tmp_path / "d.jsonl", {"predictions": "p.json"}) == "nlp-project"
+    with pytest.raises(DatasetError, match="--predictions is an option of --format nlp-project"):
+        detect_format(tmp_path / "d.jsonl", {"predictions": "p.json"})  # no questions file: not read as one
+    (tmp_path / "q.txt").write_text('{"doc_id": "d", "question": "q", "evidence_sentences": []}\n')
+    assert detect_format(tmp_path / "q.txt", {"predictions": "p.json"}) == "nlp-project"
     assert {"eval-points", "auto-analyst", "socioscope", "nlp-project", "json"} <= set(ALL_FORMATS)
 
 

@@ -256,6 +256,9 @@ def test_scan_rejects_duplicate_ids_with_their_lines(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match=r"2 duplicate id\(s\): id 'a' on lines 1 and 3; id 'a' of system 'other' "
                                            r"on lines 4 and 5\. Ids must be unique per system"):  # fmt: skip
         scan_dataset(path, None, lambda e: None)
+    path.write_text('{"id": "row-2"}\n{"question": "no id"}\n')  # line 2's id is the one ragscore gives it
+    with pytest.raises(DatasetError, match=r"id 'row-2' on lines 1 and 2 \(line 2 has no id: ragscore named it so\)"):
+        scan_dataset(path, None, lambda e: None)
 
 
 def test_an_id_holding_the_key_separator_is_not_taken_for_a_system(tmp_path: Path) -> None:
