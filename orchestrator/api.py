@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ragscore_workers.errors import ConfigError
+from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .gates import incomplete
@@ -108,6 +108,7 @@ def _write_rows(dataset: Any, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # out= names a file, or a place this user cannot write: as run() says it
         raise ConfigError(f"Cannot write the reports to {path.parent}: {exc.strerror or exc}") from exc
+    written = 0
     with path.open("w", encoding="utf-8") as fh:
         for i, row in enumerate(_records(dataset)):
             try:  # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX
@@ -115,6 +116,10 @@ def _write_rows(dataset: Any, path: Path) -> Path:
             except TypeError as exc:  # a set, an object: say which row of thousands holds it
                 raise TypeError(f"row {i} (id {row.get('id')!r}): {exc}") from exc
             fh.write(text + "\n")
+            written += 1
+    if not written:  # said of what was given, not of the copy (a temporary file the caller never named)
+        raise DatasetError(f"the rows given to evaluate() are empty ({type(dataset).__name__} of no row): no rows to "
+                           "score")  # fmt: skip
     return path
 
 

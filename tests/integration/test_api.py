@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator import evaluate
 from orchestrator.api import IncompleteRunWarning
-from ragscore_workers.errors import ConfigError
+from ragscore_workers.errors import ConfigError, DatasetError
 
 from ..support import make_rows, write_jsonl
 
@@ -115,6 +115,14 @@ def test_a_row_value_json_cannot_write_names_its_row(tmp_path: Path, home: Path)
     rows = [*make_rows(3), {"id": "odd", "answer": "x", "contexts": {"a", "b"}}]
     with pytest.raises(TypeError, match=r"row 3 \(id 'odd'\): a row value of type set cannot be written as JSON"):
         evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+
+
+def test_no_rows_given_says_so_of_the_rows_not_of_a_temporary_copy(tmp_path: Path, home: Path) -> None:
+    """The error named ragscore's own copy of the rows (/tmp/ragscore-xxxx/dataset.jsonl), never given by the caller."""
+    with pytest.raises(DatasetError, match=r"the rows given to evaluate\(\) are empty \(list of no row\)") as info:
+        evaluate([], {"metrics": ["exact_match"]})
+    assert "dataset.jsonl" not in str(info.value)
+    assert not (home / "redis").exists()  # refused before anything started
 
 
 def test_out_naming_a_file_is_a_config_error_for_rows_as_for_a_path(tmp_path: Path, home: Path) -> None:
