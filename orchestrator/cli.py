@@ -345,6 +345,8 @@ def run_cmd(
         tolerance=tolerance, junit=junit,
     )  # fmt: skip
     options = _format_options(predictions, corpus, system)
+    if gates is not None and not dry_run:  # --dry-run warns of it, with its counts
+        _check_gate_systems(gates, resolved, dataset, fmt, options)
     if dry_run:
         _dry_run(dataset, resolved, broker, gates, fmt=fmt, fmt_options=options, max_cost=max_cost,
                  max_tokens=max_tokens)  # fmt: skip
@@ -358,6 +360,27 @@ def run_cmd(
     _exit_if_incomplete(summary, f"ragscore run --resume {out}")
     if failed(results):
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
+    """Exit 2 before anything is submitted when a gate names a system (``METRIC@SYSTEM``) no row has: the gate would
+    fail once the whole run was scored (no item of it). The systems are the targets' or the rows' (read once more,
+    only when a gate names one, and only until every named system is seen)."""
+    from .datasets import iter_records
+    from .gates import system_note
+
+    named = {g.system for g in gates.gates if g.system is not None}
+    if not named:
+        return
+    systems = {t.name for t in resolved.targets}
+    if not systems:
+        for _, record in iter_records(dataset, fmt, options or None):
+            if isinstance(record, dict) and record.get("system") is not None:
+                systems.add(str(record["system"]))
+                if named <= systems:
+                    return
+    if note := system_note(gates.gates, systems):
+        raise ConfigError(f"{note}; nothing was submitted")
 
 
 def _check_gates(summary: RunSummary, gates, out: Path, quiet: bool, outputs: list[str]) -> list:  # type: ignore[no-untyped-def]

@@ -143,6 +143,11 @@ BAD = [
     (["--fail-on-regression", "{tmp}/nowhere", "--regression-tolerance", "nan"], "must be a finite number >= 0"),
     (["--fail-on-regression", "{tmp}/nowhere", "--regression-tolerance", "-0.1"], "must be a finite number >= 0"),
     (["--suite-gates", "recall_at_10=0.5"], "Did you mean 'recall_at_1'"),
+    (
+        ["--fail-under", "recall_at_5@bm25=0.5"],
+        "gates name 'bm25' (did you mean 'bm25-llm'?), which this run has no "
+        "items of: its systems are bm25-llm, hybrid-llm; nothing was submitted",
+    ),
 ]
 
 
