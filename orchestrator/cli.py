@@ -316,6 +316,8 @@ def run_cmd(
             raise ConfigError(f"{run_json} not found: --resume needs the --out DIR of an earlier run")
         budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = _run_id(str(resume_dir))
+        if not (fail_under or baseline_dir or tolerance is not None or junit):  # the gates the run was started with
+            fail_under, baseline_dir, tolerance, junit = _recorded_gates(resume_dir)
         if junit is not None:
             _check_junit_path(junit)
         stored = _stored_suite(broker, run_id)  # its suite's gates hold for the resumed run as for the new one
@@ -330,7 +332,7 @@ def run_cmd(
         if failed(results):
             raise typer.Exit(EXIT_GATE_FAILED)
         return
-    if junit is not None:
+    if junit is not None:  # first: whatever happens next, the last run's report there is not this one's
         _check_junit_path(junit)
     if dataset is None or suite is None:
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
@@ -351,7 +353,8 @@ def run_cmd(
         _dry_run(dataset, resolved, broker, gates, fmt=fmt, fmt_options=options, max_cost=max_cost,
                  max_tokens=max_tokens)  # fmt: skip
         return
-    summary = _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options)
+    summary = _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options,
+                      job=_gates_job(fail_under, baseline_dir, tolerance, junit))  # fmt: skip
     if debug_on_fail:
         from .debug import debug_on_fail as debug
 
@@ -360,6 +363,39 @@ def run_cmd(
     _exit_if_incomplete(summary, f"ragscore run --resume {out}")
     if failed(results):
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _gates_job(
+    fail_under: list[str] | None, baseline_dir: Path | None, tolerance: float | None, junit: Path | None
+) -> dict[str, object] | None:
+    """The command line's gates, kept in DIR/run.json: a CI job's `run --resume DIR` is held to them as the run
+    it finishes was (None: none given)."""
+    gates = {"fail_under": list(fail_under or []), "regression_tolerance": tolerance,
+             "fail_on_regression": str(baseline_dir.resolve()) if baseline_dir else None,
+             "junit": str(junit.resolve()) if junit else None}  # fmt: skip
+    return {"gates": gates} if any(v not in (None, []) for v in gates.values()) else None
+
+
+def _recorded_gates(out: Path) -> tuple[list[str], Path | None, float | None, Path | None]:
+    """The command-line gates DIR/run.json kept for the run in ``out`` (``--fail-under``, ``--fail-on-regression``,
+    ``--regression-tolerance``, ``--junit``), said when there are some."""
+    from .runner import recorded_run
+
+    job = (recorded_run(out) or {}).get("job") or {}
+    gates = job.get("gates") if isinstance(job, dict) else None
+    if not isinstance(gates, dict):
+        return [], None, None, None
+    fail_under = [str(g) for g in gates.get("fail_under") or []]
+    baseline, junit = gates.get("fail_on_regression"), gates.get("junit")
+    tolerance = gates.get("regression_tolerance")
+    given = [*(f"--fail-under {g}" for g in fail_under), *([f"--fail-on-regression {baseline}"] if baseline else []),
+             *([f"--regression-tolerance {tolerance}"] if tolerance is not None else []),
+             *([f"--junit {junit}"] if junit else [])]  # fmt: skip
+    if given:
+        err.print(f"the resumed run is held to the gates it was started with: {' '.join(given)} (give gate options "
+                  "to replace them)", soft_wrap=True)  # fmt: skip
+    return (fail_under, Path(baseline) if baseline else None, float(tolerance) if tolerance is not None else None,
+            Path(junit) if junit else None)  # fmt: skip
 
 
 def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
@@ -372,8 +408,10 @@ def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options
     named = {g.system for g in gates.gates if g.system is not None}
     if not named:
         return
-    systems = {t.name for t in resolved.targets}
-    if not systems:
+    systems = {t.system for t in resolved.targets if t.system}  # a target without one keeps the rows' systems
+    if named <= systems:
+        return
+    if not resolved.targets or any(not t.system for t in resolved.targets):
         for _, record in iter_records(dataset, fmt, options or None):
             if isinstance(record, dict) and record.get("system") is not None:
                 systems.add(str(record["system"]))

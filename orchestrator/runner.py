@@ -934,16 +934,19 @@ def _recorded_if_lost(out_dir: Path, run_id: str) -> Iterator[None]:
             lost = (f"its Redis lost it while it ran (noticed {noticed}; restarted without persistence, flushed, or "
                     "evicting keys under maxmemory)")  # fmt: skip
             try:
-                _record_run(out_dir, run_id, str(recorded.get("mode", "")), lost=lost)
+                _record_run(out_dir, run_id, str(recorded.get("mode", "")), lost=lost, job=recorded.get("job"))
             except ConfigError as exc:
                 log.warning("could not mark %s as lost: %s", out_dir / "run.json", exc)
         raise
 
 
-def _record_run(out_dir: Path, run_id: str, mode: str, lost: str | None = None) -> None:
+def _record_run(
+    out_dir: Path, run_id: str, mode: str, lost: str | None = None, job: dict[str, Any] | None = None
+) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it); ``lost``
-    says why it cannot be resumed (its store lost it)."""
-    record = {"run_id": run_id, "mode": mode} | ({"lost": lost} if lost else {})
+    says why it cannot be resumed (its store lost it); ``job``: options of the command that started it which its
+    resume applies too (the CLI's gates)."""
+    record = {"run_id": run_id, "mode": mode} | ({"job": job} if job else {}) | ({"lost": lost} if lost else {})
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out_dir / "run.json", json.dumps(record) + "\n")
@@ -967,8 +970,10 @@ def run(
     resume_id: str | None = None,
     judge_params: dict[str, Any] | None = None,
     judge_limits: dict[str, int] | None = None,
+    job: dict[str, Any] | None = None,
 ) -> RunSummary:
-    """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``.
+    """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
+    new run's) is kept in ``DIR/run.json`` for its resume.
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
     private Redis and local workers for just the queues the suite needs are started and stopped here.
@@ -995,7 +1000,7 @@ def run(
                             "OTHER_DIR` writes them again while the store keeps that run)", out_dir, replaced,
                             replaced)  # fmt: skip
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
-            _record_run(out_dir, run_id, "cluster" if broker else "embedded")
+            _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=job)
             if lane is not None:  # where its queues are and who runs it, for `status` / `cancel` in another shell
                 store.set_meta(run_id, lane=lane, lane_process=registration)
             if on_validated is not None:

@@ -95,6 +95,7 @@ def _open_bytes(path: Path) -> BinaryIO:
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+    seen = False  # a non-blank line was read
     with _open_bytes(path) as fh:
         for line_no, raw in _lines(fh):
             if raw is None:
@@ -104,6 +105,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 raw = raw.removeprefix(codecs.BOM_UTF8)  # Windows editors and Excel's "UTF-8" exports
             if not raw.strip():
                 continue
+            first, seen = not seen, True
             try:
                 text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
@@ -115,9 +117,10 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 value = loads_json(text)
             except json.JSONDecodeError as exc:
                 hint = ""
-                if text.strip() in ("[", "{"):  # a JSON document spread over lines: every line would be an error
+                if first and text.strip() in ("[", "{"):  # a JSON document spread over lines: every line errs
+                    rows = "'.[]'" if text.strip() == "[" else "."
                     hint = (f"; a pretty-printed JSON document is not JSONL: read it with --format json (or name it "
-                            f".json), or write one object per line: jq -c '.[]' {path.name}")  # fmt: skip
+                            f".json), or write one object per line: jq -c {rows} {path.name}")  # fmt: skip
                 yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno}){hint}", text)
                 continue
             if not isinstance(value, dict):
@@ -442,7 +445,7 @@ def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
     if options and options.get("predictions"):  # an option of nlp-project only
         from .nlp_project import looks_like_nlp_project
 
-        if path.is_dir() or not looks_like_nlp_project(path):
+        if path.is_dir() or (not gzipped and not looks_like_nlp_project(path)):  # gzip: its reader says so
             raise DatasetError(f"--predictions is an option of --format nlp-project, whose questions file has a JSON "
                                f"object with doc_id, question and evidence_sentences per line; {path} does not: drop "
                                "--predictions, or pass --format nlp-project to read it so anyway")  # fmt: skip

@@ -216,9 +216,7 @@ def _find_duplicates(
             scan.duplicate_count += 1
             if len(scan.duplicates) < MAX_DUPLICATES_SHOWN:
                 system = f" of system {row.system!r}" if row.system is not None else ""
-                given = next((f" (line {at} has no id: ragscore named it so)" for at in (first_seen[row.key], line)
-                              if row.id == f"row-{at}"), "")  # fmt: skip
-                scan.duplicates.append(f"id {row.id!r}{system} on lines {first_seen[row.key]} and {line}{given}")
+                scan.duplicates.append(f"id {row.id!r}{system} on lines {first_seen[row.key]} and {line}")
         else:
             first_seen[row.key] = line
 

@@ -176,15 +176,22 @@ def test_a_resumed_run_is_held_to_its_suites_gates_and_takes_gate_options(tmp_pa
     suite = yaml.safe_load(SUITE.read_text()) | {"gates": ["exact_match=0.99"]}  # the quickstart scores 0.796
     gated, out, junit = tmp_path / "gated.yaml", tmp_path / "out", tmp_path / "junit.xml"
     gated.write_text(yaml.safe_dump(suite))
-    first = ragscore("run", DATA, "--suite", gated, "--out", out, "-q", home=home)
+    first = ragscore("run", DATA, "--suite", gated, "--out", out, "--fail-under", "recall_at_5=0.1", "--junit", junit,
+                     "-q", home=home)  # fmt: skip
     assert first.returncode == 3, first.stderr
+    junit.unlink()
     typo = ragscore("run", "--resume", out, "--fail-under", "exact_mach=0.1", "-q", home=home)
     assert typo.returncode == 2 and "Gate 'exact_mach=0.1' names 'exact_mach'" in typo.stderr, typo.stderr
-    resumed = ragscore("run", "--resume", out, "--fail-under", "recall_at_5=0.1", "--junit", junit, "-q", home=home)
+    resumed = ragscore("run", "--resume", out, "-q", home=home)  # a CI job's retry: the same gates as its first try
+    said = " ".join(resumed.stderr.split())
     assert resumed.returncode == 3, resumed.stderr  # the suite's gate still misses
-    assert "gates: 1 of 2 failed" in resumed.stderr and "exact_match=0.99" in resumed.stderr, resumed.stderr
+    assert f"held to the gates it was started with: --fail-under recall_at_5=0.1 --junit {junit}" in said, said
+    assert "gates: 1 of 2 failed" in said and "exact_match=0.99" in said, said
     cases = {case.get("name") for case in ET.parse(junit).getroot().iter("testcase")}
     assert {"exact_match=0.99", "recall_at_5=0.1"} <= cases, cases
+    replaced = ragscore("run", "--resume", out, "--fail-under", "mrr=0.1", "-q", home=home)  # options replace them
+    assert replaced.returncode == 3 and "gates: 1 of 2 failed" in replaced.stderr, replaced.stderr
+    assert "held to the gates" not in replaced.stderr and "recall_at_5=0.1" not in replaced.stderr, replaced.stderr
     again = ragscore("resume", out, "-q", home=home)  # the cluster's command: the suite's gates too
     assert again.returncode == 3 and "gates: 1 of 1 failed" in again.stderr, again.stderr
 
@@ -221,7 +228,11 @@ def test_a_metric_whose_every_item_errored_exits_1_with_the_reports_written(
         assert "FAIL" in _gate_line(res.stderr, "exact_match=0.9")  # the gates were still checked and shown
 
         fine = ragscore("run", "--resume", tmp_path / "out", "-q", home=home)
-        assert fine.returncode == 0, fine.stderr  # the provider serves again: the errored items are judged
+        # the provider serves again: the errored items are judged (no exit 1), and the run's gate still misses
+        assert fine.returncode == 3, fine.stderr
+        assert "held to the gates it was started with: --fail-under exact_match=0.9" in fine.stderr, fine.stderr
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())["metrics"]
+        assert summary["answer_accuracy"]["errors"] == 0 and summary["answer_accuracy"]["n"] == 6
 
 
 def test_a_ci_low_gate_on_one_scored_item_fails_and_junit_says_why(tmp_path: Path, home: Path) -> None:

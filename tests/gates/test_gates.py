@@ -313,3 +313,28 @@ def test_a_baseline_output_without_a_mean_is_said_to_get_no_regression_gate() ->
     assert "the baseline base holds 2 items, this run 1 item: its means are over other questions" in (
         baseline_note(fewer, base, ["mrr"]) or ""
     )
+
+
+def test_gate_systems_are_read_from_targets_and_from_the_rows_a_target_without_a_system_keeps(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A target with no ``system`` leaves each row's own system on its items: a gate on a row's system was refused
+    as absent (the systems taken were the target's name, ``target``)."""
+    from orchestrator.cli import _check_gate_systems
+    from orchestrator.gates import GatePlan
+    from orchestrator.suite import load_suite
+
+    from ..support import write_jsonl
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q1", "question": "Q?", "system": "bm25"}])
+    unnamed = load_suite({"metrics": ["exact_match"], "target": {"url": "http://127.0.0.1:9/ask"}})
+    named = load_suite({"metrics": ["exact_match"], "targets": [{"system": "rag-v1", "url": "http://127.0.0.1:9/ask"}]})
+
+    def check(resolved, gate: str) -> None:  # type: ignore[no-untyped-def]
+        plan = GatePlan.build([], resolved.outputs(), fail_under=[gate])
+        _check_gate_systems(plan, resolved, data, None, {})
+
+    check(unnamed, "exact_match@bm25=0.5")  # the row's system: its items carry it
+    check(named, "exact_match@rag-v1=0.5")  # the target's
+    with pytest.raises(ConfigError, match=r"gates name 'target', which this run has no items of: its systems are bm25"):
+        check(unnamed, "exact_match@target=0.5")
+    with pytest.raises(ConfigError, match=r"gates name 'bm25', which this run has no items of: its systems are rag-v1"):
+        check(named, "exact_match@bm25=0.5")
