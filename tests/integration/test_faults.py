@@ -10,6 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -484,37 +487,67 @@ def test_the_run_following_a_run_whose_worker_was_killed_after_its_cancel_ends_s
     cancel to summarize), then a worker holding messages of it is killed whole. The run's wait() aggregated again
     only after its stall limit (120 s by default, 600 s here) or the 900 s visibility timeout; a cancelled run
     idle for 10 s has only its summary missing."""
-    from orchestrator.runner import cancel, held_messages
+    from orchestrator.runner import cancel
 
+    with _followed_cluster_run(tmp_path) as followed:
+        store, run_id = followed.store, followed.run_id
+        assert until(lambda: store.progress(run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
+                     300), "no scoring"  # fmt: skip
+        cancel(store, run_id)  # `ragscore cancel` with every worker alive: the workers would skip the rest
+        _kill_whole(followed.doomed)  # ...but this one is killed first, holding some of it
+        followed.alive.start()
+        cancelled_at = time.monotonic()
+        followed.ends_cancelled()
+        assert time.monotonic() - cancelled_at < 120, "the run waited for its stall limit"
+
+
+@dataclass
+class _Followed:
+    """A `ragscore run --broker URL` following its cluster run of 6,000 rows (its output in ``log``), the run's only
+    worker ``doomed`` and a second one, ``alive``, not started yet."""
+
+    following: subprocess.Popen[bytes]
+    store: RunStore
+    run_id: str
+    out: Path
+    log: Path
+    doomed: WorkerProcess
+    alive: WorkerProcess
+    env: dict[str, str]
+
+    def ends_cancelled(self) -> None:
+        """The `run` exits 1 with the cancelled run's reports, what the killed worker still holds counted as
+        stopped."""
+        from orchestrator.runner import held_messages
+
+        assert self.following.wait(300) == 1, self.log.read_text()
+        said = " ".join(self.log.read_text().split())
+        assert f"run {self.run_id} was cancelled" in said and "the reports cover those only" in said, said
+        assert held_messages(self.store, self.run_id).orphans, "the killed worker's messages were handed back first"
+        summary = json.loads((self.out / "summary.json").read_text())
+        assert summary["run_id"] == self.run_id and summary["state"] == "cancelled" and summary["items"] == 6000
+        assert all(metric["stopped"] > 0 for metric in summary["metrics"].values()), summary["metrics"]
+
+
+@contextmanager
+def _followed_cluster_run(tmp_path: Path) -> Iterator[_Followed]:
+    """Start a Redis, :func:`_doomed_and_alive` workers and a `ragscore run --broker` (stall limit 600 s) following
+    its run; stop them all after."""
     server = RedisProcess(tmp_path / "redis").start()
     doomed, alive = _doomed_and_alive(server, tmp_path)
     env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900",
            "RAGSCORE_STALL_S": "600"}  # fmt: skip
-    suite, out = tmp_path / "suite.json", tmp_path / "out"
+    suite, out, log = tmp_path / "suite.json", tmp_path / "out", tmp_path / "run.log"
     suite.write_text(json.dumps(SUITE))
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
-    with (tmp_path / "run.log").open("w") as log:
+    with log.open("w") as sink:
         following = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite),
                                       "--broker", server.url, "--out", str(out), "--quiet"], cwd=ROOT, env=env,
-                                     stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+                                     stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         assert until(lambda: (out / "run.json").exists(), 120), "the run was not submitted"
         run_id = json.loads((out / "run.json").read_text())["run_id"]
-        store = connect(server.url)
-        assert until(lambda: store.progress(run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
-                     300), "no scoring"  # fmt: skip
-        cancel(store, run_id)  # `ragscore cancel` with every worker alive: the workers would skip the rest
-        _kill_whole(doomed)  # ...but this one is killed first, holding some of it
-        alive.start()
-        cancelled_at = time.monotonic()
-        assert following.wait(300) == 1, (tmp_path / "run.log").read_text()
-        assert time.monotonic() - cancelled_at < 120, "the run waited for its stall limit"
-        said = " ".join((tmp_path / "run.log").read_text().split())
-        assert f"run {run_id} was cancelled" in said, said
-        assert held_messages(store, run_id).orphans, "the killed worker's messages were handed back first"
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["state"] == "cancelled" and summary["items"] == 6000
-        assert all(metric["stopped"] > 0 for metric in summary["metrics"].values()), summary["metrics"]
+        yield _Followed(following, connect(server.url), run_id, out, log, doomed, alive, env)
     finally:
         if following.poll() is None:
             following.kill()
@@ -583,46 +616,10 @@ def test_the_run_following_a_cluster_run_a_killed_worker_holds_messages_of_ends_
     from another shell. The cancel writes the summary (held messages counted as stopped), and the run's wait()
     sees it: the `run` exits 1 with the cancelled run's reports, not after its stall limit (600 s here) or the
     900 s visibility timeout after which Redis hands the held messages back."""
-    import os
-    import subprocess
-    import sys
-
-    from orchestrator.runner import held_messages
-
-    from ..support import ROOT
-
-    server = RedisProcess(tmp_path / "redis").start()
-    doomed, alive = _doomed_and_alive(server, tmp_path)
-    env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900",
-           "RAGSCORE_STALL_S": "600"}  # fmt: skip
-    suite, out = tmp_path / "suite.json", tmp_path / "out"
-    suite.write_text(json.dumps(SUITE))
-    data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
-    with (tmp_path / "run.log").open("w") as log:
-        following = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite),
-                                      "--broker", server.url, "--out", str(out), "--quiet"], cwd=ROOT, env=env,
-                                     stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        assert until(lambda: (out / "run.json").exists(), 120), "the run was not submitted"
-        run_id = json.loads((out / "run.json").read_text())["run_id"]
-        store = connect(server.url)
-        _kill_while_it_holds_work(store, run_id, doomed, then_start=alive)
-        cancelled = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", run_id], capture_output=True,
-                                   text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
+    with _followed_cluster_run(tmp_path) as followed:
+        _kill_while_it_holds_work(followed.store, followed.run_id, followed.doomed, then_start=followed.alive)
+        cancelled = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", followed.run_id],
+                                   capture_output=True, text=True, cwd=ROOT, env=followed.env, timeout=300)  # fmt: skip
         assert cancelled.returncode == 0, cancelled.stderr
         assert "held by a worker that is gone" in " ".join(cancelled.stderr.split()), cancelled.stderr
-        # soon after the cancel: far below the 600 s stall limit and the 900 s visibility timeout
-        assert following.wait(300) == 1, (tmp_path / "run.log").read_text()
-        said = " ".join((tmp_path / "run.log").read_text().split())
-        assert f"run {run_id} was cancelled" in said and "the reports cover those only" in said, said
-        assert held_messages(store, run_id).orphans, "the killed worker's messages were handed back first"
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["run_id"] == run_id and summary["state"] == "cancelled" and summary["items"] == 6000
-        assert all(metric["stopped"] > 0 for metric in summary["metrics"].values()), summary["metrics"]
-    finally:
-        if following.poll() is None:
-            following.kill()
-            following.wait(10)
-        alive.stop()
-        doomed.stop()
-        server.stop()
+        followed.ends_cancelled()  # soon after the cancel: far below the 600 s stall limit and the visibility timeout
