@@ -16,6 +16,7 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import TargetConfig
 from ragscore_workers.store import RunStore
 from ragscore_workers.target import TargetError, TargetStopped, build_target_client
+from ragscore_workers.target.client import CACHE_PREFIX
 
 from ..fakes import FakeRag
 
@@ -136,8 +137,9 @@ def test_a_token_sent_in_the_query_or_body_reaches_the_target_and_is_never_logge
             assert (name in seen["body"]) == (place == "body"), seen
         again, _ = client.ask({"question": question, "k": 2})  # cached: the rendered request, without the token
         assert again == reply and len(server.requests) == 1
-    cached = [store.r.get(key) or "" for key in store.r.scan_iter("*") if store.r.type(key) == "string"]
-    assert cached and not any(token in value or quote(token, safe="") in value for value in cached)
+    cached = [store.r.get(key) or "" for key in store.r.scan_iter(CACHE_PREFIX + "*")]  # replies: JSON text
+    assert client.cache_key({"question": question, "k": 2}).startswith(CACHE_PREFIX) and cached
+    assert not any(token in value or quote(token, safe="") in value for value in cached)
     assert "HTTP Request: " in caplog.text  # httpx's line per request, the url in it: redacted
     assert token not in caplog.text and quote(token, safe="") not in caplog.text
 
