@@ -286,6 +286,11 @@ class StatusView:
                 "run's workers stop with it), finish it with `ragscore run --resume DIR` (DIR: its --out) or `ragscore "
                 f"resume {run_id} --out DIR`; on a cluster, see that its workers run",
                 style="yellow"))  # fmt: skip
+        if self.meta.get("state") == RunState.CANCELLED and "n_shards" not in self.meta:  # totals: what was sent
+            lines.append(Text(
+                "its submission was cut off (Ctrl-C, a lost broker): the totals count the rows sent before; `ragscore "
+                f"run --resume DIR` (DIR: its --out) or `ragscore resume {run_id} --out DIR` sends the rest",
+                style="yellow"))  # fmt: skip
         if self.meta.get("error"):
             lines.append(Text(f"error: {self.meta['error']}", style="red"))
         return Group(table, Text(caption), *lines)

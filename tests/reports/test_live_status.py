@@ -194,6 +194,21 @@ def test_a_sample_reads_the_stores_clock(store) -> None:  # type: ignore[no-unty
     assert seen.store_t is not None and seen.store_t <= seconds + micros / 1e6 and abs(seen.store_t - now) < 5
 
 
+def test_a_run_whose_submission_was_cut_off_says_its_totals_are_what_was_sent() -> None:
+    """Its totals (160,000 of a 240,000-row file, say) read as the whole run's."""
+    cut = StatusView(SUITE_META | {"state": "cancelled"})  # no n_shards: submit never ended
+    cut.add(Sample(1050.0, _progress(600, 120)))
+    ended = StatusView(SUITE_META | {"state": "cancelled", "n_shards": "3"})
+    ended.add(Sample(1050.0, _progress(600, 120)))
+    said = []
+    for view in (cut, ended):
+        console = Console(record=True, width=400)
+        console.print(view.render("run-x"))
+        said.append(console.export_text())
+    assert "its submission was cut off" in said[0] and "`ragscore resume run-x --out DIR` sends the rest" in said[0]
+    assert "cut off" not in said[1]
+
+
 def test_the_error_of_a_failed_run_is_shown() -> None:
     view = StatusView(SUITE_META | {"state": "failed", "error": "aggregate: KeyError: 'suite'"})
     view.add(Sample(1050.0, _progress(600, 120)))
