@@ -174,8 +174,8 @@ def _parse_chunks(values: list[str] | None) -> dict[str, int]:
     chunks: dict[str, int] = {}
     for value in values or []:
         queue, _, size = value.partition("=")
-        if not size.isdigit():
-            raise ConfigError(f"--chunk-size expects QUEUE=N, got {value!r}")
+        if not size.isdigit() or int(size) < 1:  # said of the option, not as an "invalid suite"
+            raise ConfigError(f"--chunk-size expects QUEUE=N with N >= 1, got {value!r}")
         chunks[queue] = int(size)
     return chunks
 

@@ -63,7 +63,7 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("duplicates", "duplicate id"),
         ("unknown_metric", "Did you mean 'exact_match'"),
         ("bad_params", "Bad params for metric 'recall_at_k'"),
-        ("chunk_zero", "chunk sizes must be >= 1"),
+        ("chunk_zero", "--chunk-size expects QUEUE=N with N >= 1, got 'cpu=0'"),
         ("out_is_a_file", "is a file; reports go to a directory"),
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
         ("hosted_base_url_no_key", "set the environment variable OPENAI_API_KEY (for api.groq.com; any value"),
