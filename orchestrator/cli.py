@@ -294,7 +294,7 @@ def run_cmd(
 
     With gates, exits 3 when one does not hold (after printing which, and by how much).
     """
-    from .gates import GatePlan, failed
+    from .gates import GatePlan
 
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     if resume_dir is not None:
@@ -327,10 +327,8 @@ def run_cmd(
         )  # fmt: skip
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
                           judge_limits=limits)  # fmt: skip
-        results = _check_gates(summary, gates, resume_dir, quiet, stored.outputs() if stored is not None else [])
-        _exit_if_incomplete(summary, f"ragscore run --resume {resume_dir}")
-        if failed(results):
-            raise typer.Exit(EXIT_GATE_FAILED)
+        _exit_on_outcome(summary, gates, resume_dir, quiet, stored.outputs() if stored is not None else [],
+                         f"ragscore run --resume {resume_dir}")  # fmt: skip
         return
     if junit is not None:  # first: whatever happens next, the last run's report there is not this one's
         _check_junit_path(junit)
@@ -359,10 +357,7 @@ def run_cmd(
         from .debug import debug_on_fail as debug
 
         debug(out, dataset, fmt=fmt, fmt_options=options, suite_points=resolved.suite.checks_points)
-    results = _check_gates(summary, gates, out, quiet, resolved.outputs())
-    _exit_if_incomplete(summary, f"ragscore run --resume {out}")
-    if failed(results):
-        raise typer.Exit(EXIT_GATE_FAILED)
+    _exit_on_outcome(summary, gates, out, quiet, resolved.outputs(), f"ragscore run --resume {out}")
 
 
 def _gates_job(
@@ -421,18 +416,20 @@ def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options
         raise ConfigError(f"{note}; nothing was submitted")
 
 
-def _check_gates(summary: RunSummary, gates, out: Path, quiet: bool, outputs: list[str]) -> list:  # type: ignore[no-untyped-def]
-    """Check the run's gates (None: none) on its reports in ``out``, print them and what the table alone does not
-    say; the results, on which the caller exits 3 when one failed (after the run's own exit 1, which comes first)."""
-    from .gates import print_gates
+def _exit_on_outcome(summary: RunSummary, gates, out: Path, quiet: bool, outputs: list[str], resume: str) -> None:  # type: ignore[no-untyped-def]
+    """The end of a run, new or resumed: check its gates (None: none) on its reports in ``out`` and print them with
+    what the table alone does not say; exit 1 for an incomplete run (:func:`_exit_if_incomplete`, ``resume``: the
+    command that finishes it), which comes first, else 3 when a gate failed."""
+    from .gates import failed, print_gates
 
-    if gates is None:
-        return []
-    results = gates.check(out)
-    print_gates(results, only_failed=quiet)
-    for note in gates.notes(summary, results, outputs):
-        err.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    return results
+    results = gates.check(out) if gates is not None else []
+    if gates is not None:
+        print_gates(results, only_failed=quiet)
+        for note in gates.notes(summary, results, outputs):
+            err.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    _exit_if_incomplete(summary, resume)
+    if failed(results):
+        raise typer.Exit(EXIT_GATE_FAILED)
 
 
 def _stored_suite(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
@@ -515,7 +512,7 @@ def resume_cmd(
     """Finish a run: schedule only what the store lacks (missing, failed, or stopped by the judge's breaker or
     budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget; --rpm / --tpm /
     --rpd / --tpd set its judge rate limits from now on. Exits 3 when a gate of its suite does not hold."""
-    from .gates import GatePlan, failed
+    from .gates import GatePlan
 
     budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
@@ -524,10 +521,8 @@ def resume_cmd(
     stored = _stored_suite(broker, run_id)  # its suite's gates hold for the resumed run
     gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
     summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits)
-    results = _check_gates(summary, gates, out, quiet, stored.outputs() if stored is not None else [])
-    _exit_if_incomplete(summary, f"ragscore resume {run_id} --out {out}")
-    if failed(results):
-        raise typer.Exit(EXIT_GATE_FAILED)
+    _exit_on_outcome(summary, gates, out, quiet, stored.outputs() if stored is not None else [],
+                     f"ragscore resume {run_id} --out {out}")  # fmt: skip
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> None:  # type: ignore[no-untyped-def]

@@ -382,12 +382,25 @@ def _doomed_and_alive(server: RedisProcess, tmp_path: Path) -> tuple[WorkerProce
     return doomed.start(), alive
 
 
+def _await_held_work(store: RunStore, run_id: str) -> None:
+    """Until the run's workers have scored some of it (1,000 outputs) and hold messages of it (in flight or
+    prefetched)."""
+    assert until(lambda: store.progress(run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
+                 300), "no scoring"  # fmt: skip
+
+
+def _cli(server: RedisProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ragscore ARGS`` against ``server`` (a 15-minute visibility timeout), its output captured."""
+    env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)  # fmt: skip
+
+
 def _kill_while_it_holds_work(store: RunStore, run_id: str, doomed: WorkerProcess, then_start: WorkerProcess) -> None:
     """Kill ``doomed``, the run's only worker so far, whole once it has scored some of the run and holds messages
     of it (its chunks in flight and prefetched), then start ``then_start``. With both serving from the start, the
     run could end before the kill (a few seconds of cpu work), leaving the killed worker holding nothing."""
-    assert until(lambda: store.progress(run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
-                 300), "no scoring"  # fmt: skip
+    _await_held_work(store, run_id)
     _kill_whole(doomed)
     assert store.progress(run_id).get("done", 0) < store.progress(run_id).get("total", 0), "it ended before the kill"
     then_start.start()
@@ -405,13 +418,7 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
     """A worker killed whole keeps the messages it held out of every queue until the visibility timeout (900 s
     here): no live worker could skip them, so the cancelled run's chord never ended and `ragscore cancel` left it
     without a summary for 15 minutes (`results` said "try again shortly")."""
-    import os
-    import subprocess
-    import sys
-
     from orchestrator.runner import held_messages
-
-    from ..support import ROOT
 
     server = RedisProcess(tmp_path / "redis").start()
     doomed, alive = _doomed_and_alive(server, tmp_path)
@@ -420,9 +427,7 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
         store = connect(server.url)
         sub = submit(data, load_suite(SUITE), store)
         _kill_while_it_holds_work(store, sub.run_id, doomed, then_start=alive)
-        env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
-        said = subprocess.run([sys.executable, "-m", "orchestrator.cli", "cancel", sub.run_id], capture_output=True,
-                              text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
+        said = _cli(server, "cancel", sub.run_id)
         assert said.returncode == 0, said.stderr
         # soon: far below the 900 s after which Redis would hand the dead worker's messages to the live one
         assert until(lambda: store.summary_is_current(sub.run_id), 120), said.stderr
@@ -442,13 +447,6 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
         server.stop()
 
 
-def _cli(server: RedisProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    """``ragscore ARGS`` against ``server`` (a 15-minute visibility timeout), its output captured."""
-    env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=300)  # fmt: skip
-
-
 def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_summary_soon(tmp_path: Path) -> None:
     """`ragscore cancel` ran while every worker lived, so it left the summary to them; then a worker holding
     messages of the run was killed whole. No live worker could skip those until the visibility timeout (900 s
@@ -462,8 +460,7 @@ def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_su
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
         store = connect(server.url)
         sub = submit(data, load_suite(SUITE), store)
-        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
-                     300), "no scoring"  # fmt: skip
+        _await_held_work(store, sub.run_id)
         cancel(store, sub.run_id)  # what `ragscore cancel` does while no worker is gone: the workers skip the rest
         _kill_whole(doomed)  # ...but this one is killed before it skipped what it holds
         alive.start()
@@ -491,8 +488,7 @@ def test_the_run_following_a_run_whose_worker_was_killed_after_its_cancel_ends_s
 
     with _followed_cluster_run(tmp_path) as followed:
         store, run_id = followed.store, followed.run_id
-        assert until(lambda: store.progress(run_id).get("done", 0) >= 1000 and store.broker.hlen("unacked") > 0,
-                     300), "no scoring"  # fmt: skip
+        _await_held_work(store, run_id)
         cancel(store, run_id)  # `ragscore cancel` with every worker alive: the workers would skip the rest
         _kill_whole(followed.doomed)  # ...but this one is killed first, holding some of it
         followed.alive.start()
