@@ -6,10 +6,20 @@ from ..schemas import MetricResult, Queue, Row
 from ._text import normalize_answer
 from .registry import NoParams, register
 
+SHOWN_CHARS = 200  # of each side kept in a miss's details: enough to see why, bounded for 10^6-row runs
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
 
 @register("exact_match", Queue.CPU, needs=("answer", "reference"))
 def exact_match(row: Row, params: NoParams) -> MetricResult:
-    """1.0 when the normalised answer equals the normalised reference, else 0.0."""
+    """1.0 when the normalised answer equals the normalised reference, else 0.0.
+
+    A miss keeps the two normalised texts in its details (so a report's worst items show what was compared);
+    a hit keeps none.
+    """
     if row.reference is None:
         return MetricResult.unscorable("no reference")
     if not row.reference.strip():  # nothing to match (as the embedding metrics: a blank reference is none)
@@ -19,5 +29,6 @@ def exact_match(row: Row, params: NoParams) -> MetricResult:
     answer, reference = normalize_answer(row.answer), normalize_answer(row.reference)
     if not answer and not reference:  # only articles or punctuation ("The" vs "An"): compare as written
         answer, reference = row.answer.strip().casefold(), row.reference.strip().casefold()
-    hit = answer == reference
-    return MetricResult(score=1.0 if hit else 0.0, passed=hit)
+    if answer == reference:
+        return MetricResult(score=1.0, passed=True)
+    return MetricResult(score=0.0, passed=False, details={"answer": _shown(answer), "reference": _shown(reference)})

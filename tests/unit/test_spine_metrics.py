@@ -100,3 +100,13 @@ def test_recall_compares_ids_without_surrounding_whitespace_and_drops_blank_gold
     assert _recall(["d1", "d2"], ["d1", " "], [1]) == {"recall_at_1": 1.0, "mrr": 1.0}  # one gold document, not 2
     assert _recall(["", "d1"], "d1", [1]) == {"recall_at_1": 0.0, "mrr": 0.5}  # a blank retrieved id keeps its rank
     assert _recall(["d1"], [" ", ""], [1]) == {"recall_at_1": None, "mrr": None}  # no gold id: unscorable
+
+
+def test_an_exact_match_miss_shows_the_two_normalised_texts_a_hit_stores_nothing() -> None:
+    miss = exact_match(Row(id="x", answer="The Eiffel Tower, Paris.", reference="eiffel tower"), NoParams())
+    assert miss.score == 0.0 and miss.passed is False
+    assert miss.details == {"answer": "eiffel tower paris", "reference": "eiffel tower"}
+    hit = exact_match(Row(id="x", answer="The Eiffel Tower.", reference="eiffel tower"), NoParams())
+    assert hit.score == 1.0 and hit.details == {}
+    long = exact_match(Row(id="x", answer="x" + " word" * 100, reference="b"), NoParams())
+    assert long.details["answer"] == ("x" + " word" * 100)[:200] + "…" and long.details["reference"] == "b"
