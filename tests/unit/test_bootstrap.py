@@ -1,0 +1,45 @@
+"""scripts/bootstrap installs once per (extras, pyproject.toml); an install with more extras covers fewer.
+
+A recording stand-in for ``.venv/bin/python`` takes pip's place: what is tested is the script's choice of
+whether to install, not pip.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _project(tmp_path: Path) -> Path:
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "bootstrap", tmp_path / "scripts" / "bootstrap")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\necho "$*" >> "$(dirname "$0")/../calls"\n')
+    python.chmod(0o755)
+    return tmp_path
+
+
+def _installs(project: Path, extras: str) -> list[str]:
+    calls = project / ".venv" / "calls"
+    calls.unlink(missing_ok=True)
+    subprocess.run(["bash", "scripts/bootstrap", extras], cwd=project, check=True, capture_output=True)
+    return [line for line in calls.read_text().splitlines() if " -e " in line] if calls.exists() else []
+
+
+def test_bootstrap_installs_once_and_a_wider_install_covers_a_narrower_one(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    assert _installs(project, "dev,embed") == ["-m pip install -q --disable-pip-version-check -e .[dev,embed]"]
+    assert _installs(project, "dev,embed") == []  # same extras: stamped
+    assert _installs(project, "") == []  # the quickstart's bare install is covered
+    assert _installs(project, "embed") == []
+    assert _installs(project, "dev,embed,judge") == [  # "judge" is new: installed
+        "-m pip install -q --disable-pip-version-check -e .[dev,embed,judge]"
+    ]
+    assert _installs(project, "de") == ["-m pip install -q --disable-pip-version-check -e .[de]"]  # not "dev"
+    (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text() + "\n# changed\n")
+    assert _installs(project, "") == ["-m pip install -q --disable-pip-version-check -e ."]  # new pyproject
