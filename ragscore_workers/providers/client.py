@@ -129,6 +129,7 @@ class JudgeClient:
             completion = retrying(self._attempt, messages, params)
         except (ProviderError, RateLimitTimeout) as exc:
             if self.provider.request_specific(exc):  # this item's prompt, not the provider: no breaker count
+                self.state.incr(failures=1)  # still a call failed for good
                 log.warning("judge call to %s failed for this item: %s", self.provider.name, exc)
                 raise
             opened = self.state.record_failure(self.retry.breaker_failures, str(exc)[:200])

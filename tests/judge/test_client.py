@@ -135,7 +135,9 @@ def test_a_prompt_too_long_for_the_model_fails_its_item_without_opening_the_brea
             _ask(client, f"long {kind} [[rating=4]]")
     assert fake.stats()["requests"] == 3  # none was retried
     assert _ask(client, "short [[rating=2]]") == ("2", False)
-    assert client.state.read()["failures"] == 0 and not client.state.read().get("breaker")
+    state = client.state.read()
+    assert state["failures"] == 3 and not state.get("breaker")  # failed for good, counted, but not the breaker's
+    assert int(rclient.hget(client.state.key, "consecutive_failures") or 0) == 0
     fake.fail_next("400", 2)  # any other 400 (a wrong parameter) still counts: every item would fail alike
     for i in range(2):
         with pytest.raises(ProviderError):
