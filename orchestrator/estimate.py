@@ -52,6 +52,8 @@ class CallTally:
     tokens_out_max: int = 0
     #: Cost of the calls not cached at the metric's prices (None: its model has no price).
     cost: float | None = 0.0
+    #: Tokens the largest call not cached needs (prompt guess + reply cap): what the limiter asks of ``tpm``.
+    largest: int = 0
 
     def add(self, other: CallTally) -> None:
         self.calls += other.calls
@@ -59,6 +61,7 @@ class CallTally:
         self.tokens_in += other.tokens_in
         self.tokens_out_max += other.tokens_out_max
         self.cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        self.largest = max(self.largest, other.largest)
 
     @property
     def paid(self) -> int:
@@ -113,6 +116,13 @@ class Estimate:
                 out[name] = float((amount - 1) // limit * period_min)
         return out
 
+    def too_large(self, suite: Suite) -> list[tuple[str, int]]:
+        """The suite's token limits (``tpm``, ``tpd``) that the largest call not cached exceeds: the limiter can
+        never send that call, so each such item would be an error."""
+        largest = self.judge_total().largest
+        return [(name, limit) for name, limit in (("tpm", suite.judge.tpm), ("tpd", suite.judge.tpd))
+                if limit and largest > limit]  # fmt: skip
+
 
 def _as_answered(row: Row, target: TargetConfig) -> Row:
     """The row as ``target`` will answer it, with a placeholder in each field its reply fills."""
@@ -156,11 +166,13 @@ class _JudgePlanner:
         look_up = self.redis is not None and getattr(params, "cache", True)
         cached = self._cached(calls) if look_up else [False] * len(calls)
         paid = [call for call, hit in zip(calls, cached, strict=True) if not hit]
-        tokens_in = sum(estimate_tokens(call.messages) for call in paid)
-        tokens_out = sum(call.max_tokens for call in paid)
+        sizes = [(estimate_tokens(call.messages), call.max_tokens) for call in paid]
+        tokens_in = sum(prompt for prompt, _ in sizes)
+        tokens_out = sum(reply for _, reply in sizes)
         price = (getattr(params, "prices", None) or {}).get(self.suite.judge.model)
         cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000 if price else (0.0 if not paid else None)
-        return CallTally(len(calls), sum(cached), tokens_in, tokens_out, cost)
+        largest = max((prompt + reply for prompt, reply in sizes), default=0)
+        return CallTally(len(calls), sum(cached), tokens_in, tokens_out, cost, largest)
 
     def _cached(self, calls: list[PlannedCall]) -> list[bool]:
         pipe = self.redis.pipeline(transaction=False)

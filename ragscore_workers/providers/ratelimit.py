@@ -231,7 +231,8 @@ class RedisLimiter:
             lim = self.limits[index]
             raise RequestTooLargeError(
                 f"one request needs about {tokens} tokens but the limit {lim.name} allows {lim.limit}: "
-                f"it can never be sent (shorten the prompt or lower max_tokens)"
+                f"it can never be sent (shorten the prompt or lower max_tokens; if your account allows more, raise "
+                f"judge.{lim.name} or --{lim.name})"
             )
         if status == 1:
             return Grant(member, now, tokens), 0.0

@@ -80,6 +80,29 @@ def test_every_limit_that_binds_is_given_and_per_day_limits_count_days(tmp_path:
     assert minutes["rpd"] == (255 - 1) // 40 * 24 * 60.0
 
 
+def test_a_call_larger_than_a_token_limit_is_found_before_the_run(tmp_path: Path, home: Path) -> None:
+    """A tpm below one call's tokens was estimated as 1h39m of judging; the run then failed every item at once."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(5))
+    suite = load_suite(_suite(tpm=100))
+    est = estimate_run(data, suite)
+    q0 = {"question": "What is 0?", "answer": "It is 0.", "reference": "0."}
+    first = estimate_tokens([{"role": "user", "content": ANSWER_ACCURACY.first.format(**q0)}]) + 16
+    assert est.judge_total().largest >= first > 100  # the largest call: its prompt guess and its reply cap
+    assert est.too_large(suite.suite) == [("tpm", 100)]
+    assert est.too_large(load_suite(_suite(tpm=first * 20)).suite) == []
+    (tmp_path / "s.json").write_text(json.dumps(_suite()))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "GROQ_API_KEY": "", "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"),
+         "--dry-run", "--tpm", "100"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"judge.tpm 100 is below what the largest judge call needs (about {est.judge_total().largest:,}" in (
+        " ".join(result.stdout.split())
+    )
+
+
 def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path) -> None:
     rows = [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"{i}."} for i in range(20)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
