@@ -237,13 +237,17 @@ class RunJudgeState:
         if kind == "breaker":
             return str(answer[1]), None
         used, held = (int(float(v)) for v in answer[1:]) if kind == "tokens" else (float(v) for v in answer[1:])
+        # Each stopped item gets the same reason (so a report's reasons group); the summary keeps, once, how
+        # the budget stood when the first call was refused.
         if kind == "tokens":
-            reason = (f"budget reached: {used} judge tokens used, {held} held by calls in flight, and the next call "
-                      f"may take {tokens}: more than max_tokens {max_tokens}")  # fmt: skip
+            reason = (f"budget reached: the next judge call could pass the token budget of {max_tokens} "
+                      "(--max-tokens, or the judge metrics' max_tokens_total)")  # fmt: skip
+            stood = f"{used} tokens used, {held} held by calls in flight, the next call up to {tokens}"
         else:
-            reason = (f"budget reached: judge cost {used:.6g}, {held:.6g} held by calls in flight, and the next "
-                      f"call may cost {cost:.6g}: more than max_cost {max_cost:g}")  # fmt: skip
-        self.r.hsetnx(self.key, "budget", reason)  # the first reason, for the summary (a resume clears it)
+            reason = (f"budget reached: the next judge call could pass the cost budget of {max_cost:g} "
+                      "(--max-cost, or the judge metrics' max_cost)")  # fmt: skip
+            stood = f"cost {used:.6g} used, {held:.6g} held by calls in flight, the next call up to {cost:.6g}"
+        self.r.hsetnx(self.key, "budget", f"{reason}; when first reached: {stood}")  # a resume clears it
         return reason, None
 
     def stop_reason(self) -> str | None:

@@ -69,9 +69,10 @@ def test_a_budget_stop_is_said_and_resume_with_a_higher_budget_finishes(
     data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
     first = _cli("run", data, "--suite", _suite(tmp_path, fake, model), "--out", out, "--max-tokens", "300", home=home)
     assert first.returncode == 0, first.stderr  # a budget is the user's own stop: reported, not a failure
-    assert "stopped: budget reached:" in first.stdout and "more than max_tokens 300" in first.stdout
+    assert "stopped: budget reached:" in first.stdout and "token budget of 300" in " ".join(first.stdout.split())
     stopped = [i for i in _items(out) if i["details"].get("stopped")]
     assert stopped and all(i["details"]["reason"].startswith("budget reached") for i in stopped)
+    assert len({i["details"]["reason"] for i in stopped}) == 1  # one reason, so the report's reasons group
     assert f"{len(stopped)} ({len(stopped)} stopped)" in first.stdout  # the summary table's unscorable column
     assert json.loads((out / "summary.json").read_text())["judge"]["budget"].startswith("budget reached")
 
