@@ -186,6 +186,16 @@ class JudgeClient:
         if reason := self.state.stop_reason():
             raise JudgeStopped(reason, provider=self.provider.name)
 
+    def note_learned_limits(self) -> None:
+        """Say, once per run and process, the limits a provider stated in an earlier run (still below the suite's,
+        so they apply now): the summary's ``provider_*`` and a log line, not a run slow for no reason given."""
+        for name, limit in self.limiter.learned_below().items():
+            if _first_time((self.state.key, name, limit)):
+                self.state.note(f"provider_{name}", limit)
+                log.warning("%s stated %s = %s in an earlier reply (kept a day after it was last stated), below "
+                            "the suite's judge.%s: every worker uses %s",
+                            self.provider.name, name, limit, name, limit)  # fmt: skip
+
     def _learn_limits(self, headers: Mapping[str, str]) -> RateLimitInfo:
         """Lower the shared limits to what the provider states, when that is below the suite's."""
         info = RateLimitInfo.from_headers(headers)

@@ -92,7 +92,7 @@ def build_client(
     overridden = _base_url(config)
     if overridden != config.base_url:  # the summary says which endpoint really judged (the suite names another)
         state.note("base_url", redact_url(overridden or ""))
-    return JudgeClient(
+    client = JudgeClient(
         provider,
         limiter,
         ReplyCache(redis, enabled=cache),
@@ -101,3 +101,5 @@ def build_client(
         budget=budget,
         price=Price(*price) if price else None,
     )
+    client.note_learned_limits()
+    return client

@@ -298,6 +298,11 @@ class RedisLimiter:
             self._learn(keys=[self.learned_key], args=[name, limit, int(LEARNED_TTL_S * 1000)])
         return limit < ours
 
+    def learned_below(self) -> dict[str, int]:
+        """The limits the provider stated earlier (kept :data:`LEARNED_TTL_S`) that are below ours: they apply."""
+        ours = {lim.name: lim.limit for lim in self.limits}
+        return {name: v for name, v in self.learned().items() if name in ours and v < ours[name]}
+
     def learned(self) -> dict[str, int]:
         """The limits the provider last stated, by name (shared by every worker)."""
         return {k.decode() if isinstance(k, bytes) else k: int(v) for k, v in self.r.hgetall(self.learned_key).items()}

@@ -219,6 +219,11 @@ def test_a_suite_that_overstates_the_providers_limit_learns_it_from_the_headers(
             t.join()
         stats = fake.stats()
     assert stats["ok"] == 7 and stats.get("rate_limited", 0) == 0  # told 8, 3 of the 6 would have been refused
+    # The next run (the provider's headers gone, as behind some gateways) still applies the stated 4, and its
+    # summary says so: it did not run at a fraction of its --rpm with no reason given.
+    later = build_client(rclient, "r2", config.model_copy(update={"rpm": 600}), retry=RetryPolicy(**FAST))
+    assert later.state.read()["provider_rpm"] == 4
+    assert build_client(rclient, "r3", config.model_copy(update={"rpm": 3})).state.read().get("provider_rpm") is None
 
 
 def test_the_shared_limit_keeps_concurrent_callers_under_the_providers_limit(
