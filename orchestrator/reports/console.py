@@ -86,15 +86,30 @@ def judge_line(summary: RunSummary) -> str | None:
     for key, label in (("parse_failures", "unparsable replies"), ("failures", "calls failed for good")):
         if j.get(key):
             parts.append(f"{count(key)} {label}")
+    if stated := [f"{name} {count(f'provider_{name}')}" for name in ("rpm", "tpm", "rpd") if j.get(f"provider_{name}")]:
+        parts.append(f"the provider's own limits applied ({', '.join(stated)}: below the suite's)")
     if stopped := j.get("breaker") or j.get("budget"):
         parts[-1] += f"; stopped: {stopped} (`ragscore run --resume DIR` goes on)"
     return "judge: " + ", ".join(parts)
 
 
+def judge_counters(judge: dict[str, Any]) -> dict[str, Any]:
+    """The judge's counters as a report's judge table shows them: ``cost`` is ``-`` when no call had a price (a
+    model the price table lacks is not free)."""
+    counters = {k: v for k, v in judge.items() if not isinstance(v, dict)}
+    return counters | ({"cost": "-"} if _unpriced(judge) else {})
+
+
+def _unpriced(judge: dict[str, Any]) -> bool:
+    """Every call was of a model without a price."""
+    unpriced, calls = int(float(judge.get("unpriced_calls") or 0)), int(float(judge.get("calls") or 0))
+    return bool(unpriced) and unpriced >= calls
+
+
 def _judge_cost(judge: dict[str, Any]) -> str:
     """The judge's cost, or why there is none: calls of a model without a price are not free."""
-    unpriced, calls = int(float(judge.get("unpriced_calls") or 0)), int(float(judge.get("calls") or 0))
-    if unpriced and unpriced >= calls:
+    unpriced = int(float(judge.get("unpriced_calls") or 0))
+    if _unpriced(judge):
         return "- (no price for the judge model: the judge metrics' param 'prices')"
     cost = _cost(float(judge.get("cost") or 0))
     return f"{cost} ({unpriced:,} call(s) without a price not counted)" if unpriced else cost

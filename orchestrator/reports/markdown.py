@@ -7,7 +7,14 @@ import re
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
-from .console import error_lines, reasons_text, unfilled_lines, unreadable_rows, unscorable_text
+from .console import (
+    error_lines,
+    judge_counters,
+    reasons_text,
+    unfilled_lines,
+    unreadable_rows,
+    unscorable_text,
+)
 
 __all__ = ["md_cell", "render_markdown"]
 
@@ -94,7 +101,7 @@ def _wins(summary: RunSummary) -> list[str]:
 
 
 def _judge(summary: RunSummary) -> list[str]:
-    counters = {k: v for k, v in summary.judge.items() if not isinstance(v, dict)}
+    counters = judge_counters(summary.judge)
     agreement = summary.judge.get("agreement") or {}
     if not agreement and not any(counters.values()):
         return []

@@ -36,6 +36,10 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
     assert (
         unpriced is not None and "cost - (no price for the judge model: the judge metrics' param 'prices')" in unpriced
     )
+    # A limit the provider stated (this run or an earlier one) below the suite's slowed the run: the line says it.
+    stated = judge_line(_summary(judge={"calls": 30, "provider_rpm": 12, "provider_tpm": 6000}))
+    assert stated is not None and stated.endswith(", the provider's own limits applied (rpm 12, tpm 6,000: below the "
+                                                  "suite's)")  # fmt: skip
     some = judge_line(_summary(judge={"calls": 3, "cache_hits": 2, "cost": 0.5, "unpriced_calls": 1}))
     assert some is not None and "cost 0.5000 (1 call(s) without a price not counted)" in some
 

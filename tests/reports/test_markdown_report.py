@@ -81,3 +81,23 @@ def test_the_html_summary_names_the_interval_a_pass_fail_output_gets() -> None:
         mean=1.0, n=3, ci95=ci)}), ItemStats())  # fmt: skip
     note = " ".join(html.split("95% CI of the mean:", 1)[1].split("</p>", 1)[0].split())
     assert note.startswith("the Wilson score interval for pass/fail outputs (every score 0 or 1)")
+
+
+def test_the_judge_tables_show_no_cost_when_no_call_had_a_price() -> None:
+    """report.md and report.html read "cost 0" for a model the price table lacks (the console says "cost -")."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    def judge_row(summary: RunSummary) -> dict[str, str]:
+        lines = render_markdown(summary).splitlines()
+        at = lines.index("## Judge")
+        return dict(zip(_cells(lines[at + 2]), _cells(lines[at + 4]), strict=True))
+
+    unpriced = RunSummary(run_id="r", items=1, scored=1, judge={"calls": 4, "cost": 0.0, "unpriced_calls": 4})
+    assert judge_row(unpriced)["cost"] == "-"
+    html = render_html(unpriced, ItemStats())
+    assert (
+        "<tr><th>calls</th><th>cost</th><th>unpriced_calls</th></tr>\n<tr><td>4</td><td>-</td><td>4</td></tr>" in html
+    )
+    priced = RunSummary(run_id="r", items=1, scored=1, judge={"calls": 4, "cost": 0.25, "unpriced_calls": 0})
+    assert judge_row(priced)["cost"] == "0.25"
