@@ -42,6 +42,7 @@ from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
     NO_SUCH_RUN,
+    RedoLookup,
     RunState,
     RunStore,
     probe_redis,
@@ -392,6 +393,7 @@ def resume(
             valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
             stream = ((rows, None, None) for rows in shards(valid, stored_shard_rows))
         n_tasks = n_shards = items = 0
+        store.reset_redo(run_id)
         if not recovery:
             reset_breakers(store, run_id, resolved)
         ticker.say(f"looking up what the store lacks, shard by shard ({total:,} rows)")
@@ -420,12 +422,13 @@ def resume(
             if resolved.targets:
                 n_tasks += _resume_target_shard(store, run_id, index, rows, keys, resolved, generation)
                 continue
-            missing = looked_up if looked_up is not None else store.incomplete(run_id, keys, all_outputs)
-            todo = resolved.metrics_todo(missing)
+            lookup = looked_up if looked_up is not None else store.redo_lookup(run_id, keys, all_outputs)
+            todo = resolved.metrics_todo(lookup.todo)
             shard = plan_shard(run_id, index, rows, resolved, todo=todo, generation=generation)
             if shard is None:
                 store.mark_shard_done(run_id, index, generation)
             else:
+                store.add_redo(run_id, _stored_redo_per_queue(rows, lookup, resolved))  # before a worker writes
                 shard.signature.apply_async()
                 n_tasks += shard.tasks
         if cut_off:
@@ -443,7 +446,7 @@ def resume(
 def _shards_to_redo(
     store: RunStore, run_id: str, dataset: Path, fmt: str | None, fmt_options: dict[str, Any], shard_rows: int,
     outputs: list[str],
-) -> Iterator[tuple[list[Row], None, dict[str, set[str]]] | tuple[None, int, None]]:  # fmt: skip
+) -> Iterator[tuple[list[Row], None, RedoLookup] | tuple[None, int, None]]:  # fmt: skip
     """A resume of the very bytes that were submitted, which had no unreadable row: record i is row i, so shard s
     is records [s * shard_rows, (s + 1) * shard_rows). Yields ``(rows, None, what each item lacks)`` for a shard
     that lacks something and ``(None, its number of items, None)`` for one whose every output is stored: those
@@ -456,8 +459,8 @@ def _shards_to_redo(
         if not chunk:
             return
         stored = store.shard_keys(run_id, index)
-        missing = store.incomplete(run_id, stored, outputs)
-        if stored and len(stored) == len(chunk) and not missing:
+        lookup = store.redo_lookup(run_id, stored, outputs)
+        if stored and len(stored) == len(chunk) and not lookup.todo:
             yield None, len(stored), None
             continue
         rows = [record if isinstance(record, RowError) else validate_record(line, record, max_chars)
@@ -466,7 +469,21 @@ def _shards_to_redo(
         if bad is not None:
             raise DatasetError(f"Run {run_id}: {dataset} changed since it was submitted (line {bad.line}: "
                                f"{bad.error}); start a new run")  # fmt: skip
-        yield [r for r in rows if isinstance(r, Row)], None, missing
+        yield [r for r in rows if isinstance(r, Row)], None, lookup
+
+
+def _stored_redo_per_queue(rows: list[Row], lookup: RedoLookup, resolved: ResolvedSuite) -> dict[str, int]:
+    """Per queue, the outputs a resume sends again that are stored as errors or stopped (each already counted
+    done once: a worker's rewrite takes it off ``redo``, so progress does not read 100 % before it is)."""
+    if not lookup.stored:
+        return {}
+    outputs = resolved.scoring_outputs()
+    per_queue: dict[str, int] = {}
+    for row in rows:
+        if stored := lookup.stored.get(row.key):
+            for queue, names in resolved.row_queues(row).items():
+                per_queue[queue] = per_queue.get(queue, 0) + sum(len(stored.intersection(outputs[n])) for n in names)
+    return per_queue
 
 
 def _check_unchanged(

@@ -6,7 +6,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 
 =================  ======  ==========================================================================
 ``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done)
-``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``
+``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``; ``redo``,
+                          ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
 ``item:{key}``     hash    ``_meta`` (id, system, group, question_type, question_sha) + one field per metric output
 ``shards_done:{g}`` set    shard numbers whose chord of generation ``g`` (0, then +1 per resume) completed
@@ -42,6 +43,7 @@ from .unicode_text import valid_unicode
 
 __all__ = [
     "RawItem",
+    "RedoLookup",
     "RunState",
     "RunStore",
     "probe_redis",
@@ -83,12 +85,13 @@ class RunState:
 # ARGV: ttl, queue, n_items, then per item: key, n_fields, then per field: name, value.
 # Every metric value starts with its status character: o = scored, n = unscorable, e = error; fields
 # starting with "_" (item metadata) are not counted. A rewrite counts nothing new, but an item whose error
-# became a score (or the reverse) moves the error/unscorable counters.
+# became a score (or the reverse) moves the error/unscorable counters. Rewriting an output stored as an error or
+# stopped takes one off ``redo:{queue}`` (while it is above 0): what a resume sent again (:meth:`RunStore.add_redo`).
 _WRITE_LUA = """
 local ttl = tonumber(ARGV[1])
 local queue = ARGV[2]
 local i = 4
-local done, errs, nulls = 0, 0, 0
+local done, errs, nulls, redone = 0, 0, 0, 0
 for _ = 1, tonumber(ARGV[3]) do
   local key = ARGV[i]
   local nf = tonumber(ARGV[i + 1])
@@ -104,6 +107,7 @@ for _ = 1, tonumber(ARGV[3]) do
         if status == 'e' then errs = errs + 1 elseif status == 'n' or status == 's' then nulls = nulls + 1 end
       else
         local was = string.sub(old, 1, 1)
+        if was == 'e' or was == 's' then redone = redone + 1 end
         if was ~= status then
           if was == 'e' then errs = errs - 1 elseif was == 'n' or was == 's' then nulls = nulls - 1 end
           if status == 'e' then errs = errs + 1 elseif status == 'n' or status == 's' then nulls = nulls + 1 end
@@ -115,10 +119,19 @@ for _ = 1, tonumber(ARGV[3]) do
   redis.call('EXPIRE', key, ttl)
 end
 local p = KEYS[1]
+if redone ~= 0 then  -- a resume's redo of outputs stored as errors or stopped: done once more, not counted twice
+  redone = math.min(redone, tonumber(redis.call('HGET', p, 'redo:' .. queue) or '0'))
+  if redone > 0 then
+    redis.call('HINCRBY', p, 'redo:' .. queue, -redone)
+    redis.call('HINCRBY', p, 'redo', -redone)
+  end
+end
 if done ~= 0 then
   redis.call('HINCRBY', p, 'done', done)
   redis.call('HINCRBY', p, 'done:' .. queue, done)
-  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'progress_at', redis.call('TIME')[1]) end
+end
+if (done > 0 or redone > 0) and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'progress_at', redis.call('TIME')[1])
 end
 if errs ~= 0 then redis.call('HINCRBY', p, 'errors', errs) end
 if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable', nulls) end
@@ -163,9 +176,9 @@ for i, key in ipairs(KEYS) do
   local mask, any = {}, false
   for j = 1, #ARGV do
     local v = values[j]
-    local redo = (not v) or string.sub(v, 1, 1) == 'e' or string.sub(v, 1, 1) == 's'
-    mask[j] = redo and '1' or '0'
-    any = any or redo
+    local stale = v and (string.sub(v, 1, 1) == 'e' or string.sub(v, 1, 1) == 's')
+    mask[j] = (not v) and '1' or (stale and '2' or '0')
+    any = any or (not v) or stale
   end
   if any then
     out[#out + 1] = i - 1
@@ -419,30 +432,60 @@ class RunStore:
         pipe.execute()
 
     def incomplete(self, run_id: str, keys: list[str], outputs: list[str]) -> dict[str, set[str]]:
-        """Per item key, the outputs the store lacks or holds as errors or stopped (what a resume must redo).
+        """Per item key, the outputs the store lacks or holds as errors or stopped (what a resume must redo)."""
+        return self.redo_lookup(run_id, keys, outputs).todo
+
+    def redo_lookup(self, run_id: str, keys: list[str], outputs: list[str]) -> RedoLookup:
+        """What a resume must redo (:meth:`incomplete`), and which of it is stored (as errors or stopped).
 
         Decided in Redis (one script per ``INCOMPLETE_BATCH`` items): only the incomplete items' indices come
         back, so a resume of a run that is mostly done does not read every stored result back."""
+        found = RedoLookup({}, {})
         if not keys or not outputs:
-            return {}
+            return found
         pipe = self.r.pipeline(transaction=False)
         batches = [keys[start : start + INCOMPLETE_BATCH] for start in range(0, len(keys), INCOMPLETE_BATCH)]
         for batch in batches:
             self._incomplete(keys=[self.key(run_id, f"item:{key}") for key in batch], args=outputs, client=pipe)
-        todo: dict[str, set[str]] = {}
-        for batch, found in zip(batches, pipe.execute(), strict=True):
-            for index, mask in zip(found[::2], found[1::2], strict=True):
-                todo[batch[int(index)]] = {o for o, flag in zip(outputs, mask, strict=True) if flag == "1"}
-        return todo
+        for batch, masks in zip(batches, pipe.execute(), strict=True):
+            for index, mask in zip(masks[::2], masks[1::2], strict=True):
+                key = batch[int(index)]
+                found.todo[key] = {o for o, flag in zip(outputs, mask, strict=True) if flag != "0"}
+                if stored := {o for o, flag in zip(outputs, mask, strict=True) if flag == "2"}:
+                    found.stored[key] = stored
+        return found
+
+    def reset_redo(self, run_id: str) -> None:
+        """A resume starts its own count of what it sends again (:meth:`add_redo`)."""
+        key = self.key(run_id, "progress")
+        if stale := [f for f in self.r.hkeys(key) if f == "redo" or f.startswith("redo:")]:
+            self.r.hdel(key, *stale)
+
+    def add_redo(self, run_id: str, per_queue: dict[str, int]) -> None:
+        """Outputs stored as errors or stopped that a resume sends again, per queue, before it sends them: until
+        a worker writes each again it is not done (:meth:`progress`), though the ``done`` counter holds it."""
+        if not any(per_queue.values()):
+            return
+        pipe = self.r.pipeline()
+        key = self.key(run_id, "progress")
+        for queue, n in per_queue.items():
+            if n:
+                pipe.hincrby(key, f"redo:{queue}", n)
+                pipe.hincrby(key, "redo", n)
+        pipe.execute()
 
     def progress(self, run_id: str) -> dict[str, int]:
         """The ``progress`` counters, with ``judge_calls`` (the ``judge`` counters' ``calls``: requests sent to the
-        judge) once the run sent one; one round trip."""
+        judge) once the run sent one; one round trip. ``done`` leaves out what a resume sent again and no worker
+        has written again yet."""
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
         pipe.hget(self.key(run_id, "judge"), "calls")
         counters, judge_calls = pipe.execute()
         out = {k: int(v) for k, v in counters.items()}
+        for field in [f for f in out if f == "redo" or f.startswith("redo:")]:  # sent again, not yet done again
+            done = "done" + field[len("redo") :]
+            out[done] = out.get(done, 0) - max(0, out.pop(field))
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
         return out
@@ -689,17 +732,27 @@ class RunStore:
         pipe = self.r.pipeline(transaction=False)
         for run_id in run_ids:
             pipe.hmget(self.key(run_id, "meta"), ["state", "submitted_at", "created_at", "dataset"])
-            pipe.hmget(self.key(run_id, "progress"), ["done", "total"])
+            pipe.hmget(self.key(run_id, "progress"), ["done", "total", "redo"])
         replies = pipe.execute()
         out = []
-        for run_id, (state, submitted, created, dataset), (done, total) in zip(
+        for run_id, (state, submitted, created, dataset), (done, total, redo) in zip(
             run_ids, replies[::2], replies[1::2], strict=True
         ):
             at = submitted or created
-            out.append({"run_id": run_id, "state": state or "?", "done": int(done or 0), "total": int(total or 0),
+            done = int(done or 0) - max(0, int(redo or 0))  # as progress(): what a resume sent again is not done
+            out.append({"run_id": run_id, "state": state or "?", "done": done, "total": int(total or 0),
                         "submitted_at": float(at) if at else None,
                         "dataset": (dataset or "").rsplit("/", 1)[-1]})  # fmt: skip
         return out
+
+
+@dataclass(frozen=True)
+class RedoLookup:
+    """Per item key, what a resume must redo (``todo``: outputs absent, failed or stopped), and of those the
+    outputs stored as errors or stopped (``stored``: counted done once already)."""
+
+    todo: dict[str, set[str]]
+    stored: dict[str, set[str]]
 
 
 @dataclass(frozen=True)

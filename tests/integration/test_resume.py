@@ -11,6 +11,7 @@ import pytest
 from orchestrator.runner import cancel, connect, resume, run, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import ConfigError, DatasetError
+from ragscore_workers.schemas import MetricResult
 from ragscore_workers.store import RunState
 
 from ..support import RedisProcess, WorkerProcess, make_rows, scores_by_id, until, write_jsonl
@@ -225,6 +226,53 @@ def test_incomplete_names_exactly_what_a_resume_redoes(store) -> None:  # type: 
             expected[key] = redo
     assert store.incomplete(run_id, keys, outputs) == expected
     assert store.incomplete(run_id, [], outputs) == {}
+    stored = store.redo_lookup(run_id, keys, outputs).stored  # of those, the ones stored (as errors or stopped)
+    assert stored == {k: {o for o in v if store.r.hexists(store.key(run_id, f"item:{k}"), o)}
+                      for k, v in expected.items() if any(store.r.hexists(store.key(run_id, f"item:{k}"), o)
+                                                          for o in v)}  # fmt: skip
+    assert stored and all(stored[k] <= expected[k] for k in stored)
+
+
+def test_a_resumes_progress_counts_the_failed_and_stopped_outputs_it_sends_again_as_not_done(tmp_path: Path) -> None:
+    """A resume of outputs stored as errors or stopped read 100 % (and ETA 0) from its start: they had been
+    counted done when first written, and a rewrite counts nothing new."""
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(200, seed=7))
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store, shard_rows=100)
+        worker.start()
+        assert wait(store, sub.run_id, timeout_s=300).state == RunState.FINISHED
+        worker.stop()
+        before = store.progress(sub.run_id)
+        assert before["done"] == before["total"] == 800  # 200 items x (exact_match + recall_at_1/5 + mrr)
+        keys = store.shard_keys(sub.run_id, 1)
+        meta = {k: json.loads(store.r.hget(store.key(sub.run_id, f"item:{k}"), "_meta")) for k in keys}
+        stopped = MetricResult.stopped("judging stopped: cancelled")
+        store.write_results(sub.run_id, "cpu", [(k, meta[k], {"exact_match": MetricResult(error="boom")})
+                                                for k in keys[:30]])  # fmt: skip
+        recall = ("recall_at_1", "recall_at_5", "mrr")
+        store.write_results(sub.run_id, "cpu", [(k, meta[k], dict.fromkeys(recall, stopped)) for k in keys[30:40]])
+        assert store.progress(sub.run_id)["done"] == 800  # rewrites count nothing new
+
+        again = resume(store, sub.run_id)  # no worker yet: nothing is written again
+        assert again.tasks > 0
+        redo = 30 + 10 * 3
+        progress = store.progress(sub.run_id)
+        assert progress["done"] == progress["done:cpu"] == 800 - redo and progress["total"] == 800
+        assert [o["done"] for o in store.overview([sub.run_id])] == [800 - redo]
+
+        worker.start()
+        assert wait(store, sub.run_id, timeout_s=300).state == RunState.FINISHED
+        after = store.progress(sub.run_id)
+        assert after["done"] == after["done:cpu"] == 800 and after.get("errors", 0) == before.get("errors", 0) == 0
+        assert after.get("unscorable", 0) == before.get("unscorable", 0)
+        raw = store.r.hgetall(store.key(sub.run_id, "progress"))
+        assert int(raw["redo"]) == int(raw["redo:cpu"]) == 0  # each output sent again was written again once
+    finally:
+        worker.stop()
+        server.stop()
 
 
 def test_resume_of_an_unchanged_file_skips_the_extra_check_and_a_rewritten_one_is_checked(
