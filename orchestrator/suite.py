@@ -46,7 +46,7 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         raise ConfigError(f"Invalid suite: {problems}") from None
     resolved = resolve_suite(suite)
     _check_targets(suite)
-    if (shared := _share_prices(resolved)) is not None:
+    if (shared := _share_prices(resolved) or _share_budgets(resolved)) is not None:
         return shared
     _check_cost_budgets(resolved)
     if suite.gates:
@@ -126,6 +126,33 @@ def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:
     prices = {model: list(price) for model, price in merged.items()}
     specs = [
         spec.model_copy(update={"params": {**spec.params, "prices": prices}}) if spec.name in lacking else spec
+        for spec in resolved.suite.metrics
+    ]
+    return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
+
+
+def _share_budgets(resolved: ResolvedSuite) -> ResolvedSuite | None:
+    """A budget (``max_cost``, ``max_tokens_total``) is the run's, counted over every judge call: the suite with a
+    budget one judge metric gives set on all of them (else the others would judge on past it); None when nothing
+    changes. ConfigError when two metrics give one budget different values."""
+    from ragscore_workers.metrics.judge_metrics import JudgeParams
+
+    judged = [(m, p) for m, p in resolved.metrics if isinstance(p, JudgeParams)]
+    shared: dict[str, Any] = {}
+    for name in ("max_cost", "max_tokens_total"):
+        given = {(m.name, getattr(p, name)) for m, p in judged if getattr(p, name) is not None}
+        if len({value for _, value in given}) > 1:
+            said = ", ".join(f"{value:g} ({metric})" for metric, value in sorted(given))
+            raise ConfigError(f"Invalid suite: judge metrics give {name} different values, {said}: a budget is "
+                              "the run's, counted over every judge call; give one value (or --max-cost / "
+                              "--max-tokens)")  # fmt: skip
+        if given and len(given) < len(judged):
+            shared[name] = next(iter(given))[1]
+    if not shared:
+        return None
+    judged_names = {m.name for m, _ in judged}
+    specs = [
+        spec.model_copy(update={"params": {**spec.params, **shared}}) if spec.name in judged_names else spec
         for spec in resolved.suite.metrics
     ]
     return load_suite(resolved.suite.model_copy(update={"metrics": specs}))

@@ -342,3 +342,22 @@ def test_a_credential_in_an_object_inside_a_request_list_is_refused_unshown() ->
     plain = {"q": "{question}", "messages": [{"role": "user", "content": "{question}", "session_token": "{id}"}]}
     loaded = load_suite({"metrics": ["exact_match"], "target": {"url": url, "request": plain}})
     assert loaded.suite.target is not None and loaded.suite.target.request == plain
+
+
+def test_a_budget_given_to_one_judge_metric_caps_every_judge_metric_and_two_values_are_refused() -> None:
+    """With max_tokens_total 500 on answer_accuracy and 100000 on rubric_judge, answer_accuracy stopped at 500
+    while the run judged on (a budget is counted over the run's calls); one given alone left the others unbounded."""
+    judge = {"provider": "openai", "model": "m", "base_url": "http://localhost:1/v1"}
+    one = load_suite({"metrics": [{"name": "answer_accuracy", "params": {"max_tokens_total": 500}},
+                                  "groundedness", "exact_match"], "judge": judge})  # fmt: skip
+    assert {m.name: getattr(p, "max_tokens_total", None) for m, p in one.metrics} == {
+        "answer_accuracy": 500, "groundedness": 500, "exact_match": None}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"judge metrics give max_tokens_total different values, 500 "
+                       r"\(answer_accuracy\), 100000 \(rubric_judge\): a budget is the run's"):  # fmt: skip
+        load_suite({"metrics": [{"name": "answer_accuracy", "params": {"max_tokens_total": 500}},
+                                {"name": "rubric_judge", "params": {"max_tokens_total": 100000}}],
+                    "judge": judge})  # fmt: skip
+    same = load_suite({"metrics": [{"name": "answer_accuracy", "params": {"max_tokens_total": 500}},
+                                   {"name": "rubric_judge", "params": {"max_tokens_total": 500}}],
+                       "judge": judge})  # fmt: skip
+    assert all(p.max_tokens_total == 500 for _, p in same.metrics)
