@@ -974,8 +974,23 @@ def _default_text(info: Any) -> str:
 
 
 def _type_name(annotation: object) -> str:
-    """``int | None`` rather than ``typing.Optional[int]``; class names without their module."""
-    if isinstance(annotation, type) and not getattr(annotation, "__args__", None):
+    """``int | None`` rather than ``typing.Optional[int]``; class names without their module; pydantic's
+    constraints (``Annotated[float, FieldInfo(...)]``) left out: ``dict[str, tuple[float, float]]``."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a) for a in args)
+    if annotation is type(None):
+        return "None"
+    if origin is not None and args:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
+    if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
 

@@ -1,0 +1,32 @@
+"""``ragscore metrics NAME`` lists a metric's params with types a user can read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Annotated, Literal, Optional
+
+from pydantic import Field
+
+from orchestrator.cli import _type_name
+
+from ..support import ROOT
+
+
+def test_type_names_leave_out_pydantic_constraints_and_the_typing_module() -> None:
+    price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    assert _type_name(dict[str, tuple[price, price]]) == "dict[str, tuple[float, float]]"
+    assert _type_name(Optional[int]) == "int | None"  # noqa: UP045
+    assert _type_name(list[int] | None) == "list[int] | None"
+    assert _type_name(Literal["header", "query"]) == '"header" | "query"'
+    assert _type_name(float) == "float"
+
+
+def test_the_params_of_rubric_judge_read_as_types_not_pydantic_internals(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``prices`` read ``dict[str, tuple[Annotated[float, FieldInfo(annotation=NoneType, required=True, ...``."""
+    env = {**os.environ, "COLUMNS": "200", "RAGSCORE_HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "metrics", "rubric_judge"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "dict[str, tuple[float, float]]" in result.stdout and "FieldInfo" not in result.stdout
