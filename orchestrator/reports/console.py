@@ -261,12 +261,13 @@ def print_estimate(
     if total.cost is None:
         notes.append(f"cost -: no price for {suite.judge.model} (the judge metrics' param 'prices')")
     console.print("; ".join(notes) + ".", style="dim", soft_wrap=True)
-    for name, limit in estimate.too_large(suite):
+    too_large = estimate.too_large(suite)
+    for name, limit in too_large:
         console.print(f"judge.{name} {limit:,} is below what the largest judge call needs (about "
                       f"{total.largest:,} tokens: its prompt and its max_tokens): the rate limiter can never send "
                       f"such calls, so their items would be errors. Raise judge.{name} (or --{name}) if your account "
                       "allows more, or lower the metric's max_tokens", style="red", soft_wrap=True)  # fmt: skip
-    minutes = estimate.judge_minutes(suite)
+    minutes = {} if too_large else estimate.judge_minutes(suite)  # no least time for calls that cannot be sent
     if minutes:
         binding = max(minutes, key=lambda k: minutes[k])
         limits = ", ".join(f"judge.{k} {getattr(suite.judge, k):,}: {fmt_duration(m * 60)}" for k, m in minutes.items())

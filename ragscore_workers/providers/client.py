@@ -27,7 +27,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from .base import Completion, CompletionParams, Message, Provider, RetryDecision, estimate_tokens
 from .cache import ReplyCache, cache_key
-from .errors import JudgeStopped, ProviderError, RateLimitTimeout
+from .errors import JudgeStopped, ProviderError, RateLimitTimeout, RequestTooLargeError
 from .headers import RateLimitInfo
 from .ratelimit import RedisLimiter
 from .run_state import RunJudgeState
@@ -127,6 +127,9 @@ class JudgeClient:
         )
         try:
             completion = retrying(self._attempt, messages, params)
+        except RequestTooLargeError:  # over a token limit by itself: never sent, failed for good, not the provider's
+            self.state.incr(failures=1)
+            raise
         except (ProviderError, RateLimitTimeout) as exc:
             if self.provider.request_specific(exc):  # this item's prompt, not the provider: no breaker count
                 self.state.incr(failures=1)  # still a call failed for good

@@ -359,6 +359,8 @@ def test_a_request_larger_than_tpm_fails_without_a_call(rclient: redis.Redis, fa
     with pytest.raises(RequestTooLargeError, match="tpm allows 100"):
         _ask(client, "w" * 1000)
     assert fake.stats().get("requests", 0) == 0
+    state = client.state.read()  # a call failed for good (counted), the item's own: not the breaker's
+    assert state["failures"] == 1 and int(rclient.hget(client.state.key, "consecutive_failures") or 0) == 0
 
 
 def test_counters_live_in_one_hash_per_run(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
