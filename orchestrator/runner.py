@@ -428,7 +428,7 @@ def resume(
             if shard is None:
                 store.mark_shard_done(run_id, index, generation)
             else:
-                store.add_redo(run_id, _stored_redo_per_queue(rows, lookup, resolved))  # before a worker writes
+                store.mark_redo(run_id, _stored_redo(rows, lookup, resolved))  # before a worker writes them
                 shard.signature.apply_async()
                 n_tasks += shard.tasks
         if cut_off:
@@ -472,18 +472,18 @@ def _shards_to_redo(
         yield [r for r in rows if isinstance(r, Row)], None, lookup
 
 
-def _stored_redo_per_queue(rows: list[Row], lookup: RedoLookup, resolved: ResolvedSuite) -> dict[str, int]:
-    """Per queue, the outputs a resume sends again that are stored as errors or stopped (each already counted
-    done once: a worker's rewrite takes it off ``redo``, so progress does not read 100 % before it is)."""
+def _stored_redo(rows: list[Row], lookup: RedoLookup, resolved: ResolvedSuite) -> list[tuple[str, str, str]]:
+    """``(item key, output, queue)`` a resume sends again that are stored as errors or stopped (each counted done
+    once already: marked, a worker's rewrite takes the mark, so progress does not read 100 % before it is)."""
     if not lookup.stored:
-        return {}
+        return []
     outputs = resolved.scoring_outputs()
-    per_queue: dict[str, int] = {}
-    for row in rows:
-        if stored := lookup.stored.get(row.key):
-            for queue, names in resolved.row_queues(row).items():
-                per_queue[queue] = per_queue.get(queue, 0) + sum(len(stored.intersection(outputs[n])) for n in names)
-    return per_queue
+    return [
+        (row.key, output, queue)
+        for row in rows if (stored := lookup.stored.get(row.key))
+        for queue, names in resolved.row_queues(row).items()
+        for name in names for output in outputs[name] if output in stored
+    ]  # fmt: skip
 
 
 def _check_unchanged(

@@ -8,6 +8,7 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``; ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again
+``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
 ``item:{key}``     hash    ``_meta`` (id, system, group, question_type, question_sha) + one field per metric output
 ``shards_done:{g}`` set    shard numbers whose chord of generation ``g`` (0, then +1 per resume) completed
@@ -81,17 +82,19 @@ class RunState:
     DONE = frozenset({FINISHED, FAILED, CANCELLED})
 
 
-# KEYS: progress, meta (its ``progress_at``: the store's clock, in whole seconds, when work was last done).
+# KEYS: progress, meta (its ``progress_at``: the store's clock, in whole seconds, when work was last done), redo
+# (the outputs a resume sent again: ``{item key}|{output}`` -> queue).
 # ARGV: ttl, queue, n_items, then per item: key, n_fields, then per field: name, value.
 # Every metric value starts with its status character: o = scored, n = unscorable, e = error; fields
 # starting with "_" (item metadata) are not counted. A rewrite counts nothing new, but an item whose error
-# became a score (or the reverse) moves the error/unscorable counters. Rewriting an output stored as an error or
-# stopped takes one off ``redo:{queue}`` (while it is above 0): what a resume sent again (:meth:`RunStore.add_redo`).
+# became a score (or the reverse) moves the error/unscorable counters. Rewriting an output a resume marked as sent
+# again (:meth:`RunStore.mark_redo`) takes its mark and one off ``redo:{queue}``: each mark is taken once.
 _WRITE_LUA = """
 local ttl = tonumber(ARGV[1])
 local queue = ARGV[2]
 local i = 4
-local done, errs, nulls, redone = 0, 0, 0, 0
+local done, errs, nulls = 0, 0, 0
+local redone, any_redone = {}, false
 for _ = 1, tonumber(ARGV[3]) do
   local key = ARGV[i]
   local nf = tonumber(ARGV[i + 1])
@@ -107,7 +110,14 @@ for _ = 1, tonumber(ARGV[3]) do
         if status == 'e' then errs = errs + 1 elseif status == 'n' or status == 's' then nulls = nulls + 1 end
       else
         local was = string.sub(old, 1, 1)
-        if was == 'e' or was == 's' then redone = redone + 1 end
+        if was == 'e' or was == 's' then
+          local marked = redis.call('HGET', KEYS[3], key .. '|' .. name)
+          if marked then
+            redis.call('HDEL', KEYS[3], key .. '|' .. name)
+            redone[marked] = (redone[marked] or 0) + 1
+            any_redone = true
+          end
+        end
         if was ~= status then
           if was == 'e' then errs = errs - 1 elseif was == 'n' or was == 's' then nulls = nulls - 1 end
           if status == 'e' then errs = errs + 1 elseif status == 'n' or status == 's' then nulls = nulls + 1 end
@@ -119,18 +129,15 @@ for _ = 1, tonumber(ARGV[3]) do
   redis.call('EXPIRE', key, ttl)
 end
 local p = KEYS[1]
-if redone ~= 0 then  -- a resume's redo of outputs stored as errors or stopped: done once more, not counted twice
-  redone = math.min(redone, tonumber(redis.call('HGET', p, 'redo:' .. queue) or '0'))
-  if redone > 0 then
-    redis.call('HINCRBY', p, 'redo:' .. queue, -redone)
-    redis.call('HINCRBY', p, 'redo', -redone)
-  end
+for marked_queue, n in pairs(redone) do  -- outputs a resume sent again, written again: done, not counted twice
+  redis.call('HINCRBY', p, 'redo:' .. marked_queue, -n)
+  redis.call('HINCRBY', p, 'redo', -n)
 end
 if done ~= 0 then
   redis.call('HINCRBY', p, 'done', done)
   redis.call('HINCRBY', p, 'done:' .. queue, done)
 end
-if (done > 0 or redone > 0) and redis.call('EXISTS', KEYS[2]) == 1 then
+if (done > 0 or any_redone) and redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HSET', KEYS[2], 'progress_at', redis.call('TIME')[1])
 end
 if errs ~= 0 then redis.call('HINCRBY', p, 'errors', errs) end
@@ -186,6 +193,27 @@ for i, key in ipairs(KEYS) do
   end
 end
 return out
+"""
+
+# KEYS[1] = progress, KEYS[2] = redo marks; ARGV[1] = ttl, then per output: item hash key, output, queue. An output
+# still stored as an error or stopped is marked (once) and counted in ``redo:{queue}``; one written again since the
+# look-up (by a task of an earlier generation) is not: its rewrite has nothing left to take.
+_MARK_REDO_LUA = """
+local n = 0
+for i = 2, #ARGV, 3 do
+  local v = redis.call('HGET', ARGV[i], ARGV[i + 1])
+  local status = v and string.sub(v, 1, 1)
+  local mark = ARGV[i] .. '|' .. ARGV[i + 1]
+  if (status == 'e' or status == 's') and redis.call('HSET', KEYS[2], mark, ARGV[i + 2]) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'redo:' .. ARGV[i + 2], 1)
+    n = n + 1
+  end
+end
+if n > 0 then
+  redis.call('HINCRBY', KEYS[1], 'redo', n)
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
+end
+return n
 """
 
 #: Items one incomplete-lookup script reads (it blocks Redis while it runs: a few ms per batch).
@@ -341,6 +369,7 @@ class RunStore:
         self._set_state = client.register_script(_SET_STATE_LUA)
         self._expire_items = client.register_script(_EXPIRE_ITEMS_LUA)
         self._incomplete = client.register_script(_INCOMPLETE_LUA)
+        self._mark_redo = client.register_script(_MARK_REDO_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -361,7 +390,7 @@ class RunStore:
     def _run_parts(self, run_id: str) -> list[str]:
         """The run's own keys (not its items): meta, counters, shard id lists, answers, done sets."""
         n_shards, generation = self.n_shards(run_id), self.generation(run_id)
-        parts = ["meta", "progress", "failed_rows", "summary", "judge", "embed", "deliveries", "scoring"]
+        parts = ["meta", "progress", "failed_rows", "summary", "judge", "embed", "deliveries", "scoring", "redo"]
         parts += [f"shards_done:{g}" for g in range(generation + 1)]
         parts += [f"{kind}:{shard}" for shard in range(n_shards) for kind in ("ids", "answers")]
         suite = self.r.hget(self.key(run_id, "meta"), "suite")
@@ -456,23 +485,26 @@ class RunStore:
         return found
 
     def reset_redo(self, run_id: str) -> None:
-        """A resume starts its own count of what it sends again (:meth:`add_redo`)."""
+        """A resume starts its own marks of what it sends again (:meth:`mark_redo`)."""
         key = self.key(run_id, "progress")
-        if stale := [f for f in self.r.hkeys(key) if f == "redo" or f.startswith("redo:")]:
-            self.r.hdel(key, *stale)
-
-    def add_redo(self, run_id: str, per_queue: dict[str, int]) -> None:
-        """Outputs stored as errors or stopped that a resume sends again, per queue, before it sends them: until
-        a worker writes each again it is not done (:meth:`progress`), though the ``done`` counter holds it."""
-        if not any(per_queue.values()):
-            return
+        stale = [f for f in self.r.hkeys(key) if f == "redo" or f.startswith("redo:")]
         pipe = self.r.pipeline()
-        key = self.key(run_id, "progress")
-        for queue, n in per_queue.items():
-            if n:
-                pipe.hincrby(key, f"redo:{queue}", n)
-                pipe.hincrby(key, "redo", n)
+        pipe.delete(self.key(run_id, "redo"))
+        if stale:
+            pipe.hdel(key, *stale)
         pipe.execute()
+
+    def mark_redo(self, run_id: str, outputs: list[tuple[str, str, str]]) -> int:
+        """Mark ``(item key, output, queue)`` a resume sends again that are stored as errors or stopped, before it
+        sends them: until a worker writes each again it is not done (:meth:`progress`), though the ``done`` counter
+        holds it. Returns how many were marked."""
+        if not outputs:
+            return 0
+        args: list[Any] = [self.ttl_s]
+        for key, output, queue in outputs:
+            args += [self.key(run_id, f"item:{key}"), output, queue]
+        keys = [self.key(run_id, "progress"), self.key(run_id, "redo")]
+        return int(self._mark_redo(keys=keys, args=args))
 
     def progress(self, run_id: str) -> dict[str, int]:
         """The ``progress`` counters, with ``judge_calls`` (the ``judge`` counters' ``calls``: requests sent to the
@@ -509,7 +541,8 @@ class RunStore:
         args[2] = count
         if not count:
             return 0
-        return int(self._write(keys=[self.key(run_id, "progress"), self.key(run_id, "meta")], args=args))
+        keys = [self.key(run_id, "progress"), self.key(run_id, "meta"), self.key(run_id, "redo")]
+        return int(self._write(keys=keys, args=args))
 
     # ---------------------------------------------------------------- target answers
     def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]]) -> int:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from orchestrator.runner import cancel, connect, resume, run, submit, wait
+from orchestrator.runner import Submitted, cancel, connect, resume, run, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import MetricResult
-from ragscore_workers.store import RunState
+from ragscore_workers.store import RunState, RunStore
 
 from ..support import RedisProcess, WorkerProcess, make_rows, scores_by_id, until, write_jsonl
 
@@ -21,13 +23,24 @@ pytestmark = pytest.mark.integration
 SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 5]}}], "chunk_size": {"cpu": 20}}
 
 
-def test_cancel_then_resume_scores_only_the_rest(tmp_path: Path) -> None:
+@contextmanager
+def _submitted(
+    tmp_path: Path, rows: int, seed: int, shard_rows: int
+) -> Iterator[tuple[RunStore, Submitted, WorkerProcess]]:
+    """A run of ``rows`` generated rows submitted to a Redis of its own, and a cpu worker not yet started."""
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
     try:
-        data = write_jsonl(tmp_path / "d.jsonl", make_rows(3000, seed=5))
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(rows, seed=seed))
         store = connect(server.url)
-        sub = submit(data, load_suite(SUITE), store, shard_rows=1000)
+        yield store, submit(data, load_suite(SUITE), store, shard_rows=shard_rows), worker
+    finally:
+        worker.stop()
+        server.stop()
+
+
+def test_cancel_then_resume_scores_only_the_rest(tmp_path: Path) -> None:
+    with _submitted(tmp_path, 3000, seed=5, shard_rows=1000) as (store, sub, worker):
         worker.start()
         # part-way (the worker boots first: slow on a loaded machine, so the wait is long, and must succeed)
         assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 2000, 300), "the worker never scored"
@@ -54,9 +67,6 @@ def test_cancel_then_resume_scores_only_the_rest(tmp_path: Path) -> None:
         # A second resume of a finished run has nothing to do and still reports.
         assert resume(store, sub.run_id).tasks == 0
         assert wait(store, sub.run_id, timeout_s=60).state == RunState.FINISHED
-    finally:
-        worker.stop()
-        server.stop()
 
 
 def test_embedded_run_resume_dir_finishes_an_interrupted_run(tmp_path: Path, home: Path) -> None:
@@ -193,6 +203,41 @@ def test_rows_added_while_the_dataset_is_submitted_stop_the_submission(tmp_path:
         server.stop()
 
 
+def test_each_output_a_resume_marks_is_done_again_once_whoever_writes_it(store) -> None:  # type: ignore[no-untyped-def]
+    """An earlier generation's task (a resume of a resume still running, a redelivered copy) may write an output
+    between the resume's look-up and its mark, or after: counted per queue, such a write was lost or counted twice,
+    and the run read below 100 % for good (158/160) once every output was written."""
+    run_id, meta = "redo-marks", {"id": "x"}
+    keys = [f"::q{i}" for i in range(5)]
+    store.write_results(run_id, "cpu", [(k, meta, {"exact_match": MetricResult(error="boom")}) for k in keys])
+    store.write_results(run_id, "judge", [(keys[4], meta, {"answer_accuracy": MetricResult.stopped("cancelled")})])
+    assert store.progress(run_id)["done"] == 6
+    lookup = store.redo_lookup(run_id, keys, ["exact_match", "answer_accuracy"])
+    assert lookup.stored == {k: {"exact_match"} for k in keys[:4]} | {keys[4]: {"exact_match", "answer_accuracy"}}
+    store.write_results(run_id, "cpu", [(keys[0], meta, {"exact_match": MetricResult(score=1.0)})])  # an old task
+    marks = [(k, "exact_match", "cpu") for k in keys] + [(keys[4], "answer_accuracy", "judge")]
+    assert store.mark_redo(run_id, marks) == 5  # q0 was written again since the look-up: nothing to mark
+    assert store.mark_redo(run_id, marks) == 0  # marked once
+    progress = store.progress(run_id)
+    assert (progress["done"], progress["done:cpu"], progress["done:judge"]) == (1, 1, 0)
+    store.write_results(run_id, "cpu", [(keys[1], meta, {"exact_match": MetricResult(score=1.0)})])  # an old task
+    assert store.progress(run_id)["done"] == 2
+    store.write_results(
+        run_id, "cpu", [(k, meta, {"exact_match": MetricResult(score=1.0)}) for k in keys]
+    )  # the resume
+    store.write_results(run_id, "cpu", [(keys[2], meta, {"exact_match": MetricResult(error="boom")})])  # a stray copy
+    assert store.progress(run_id)["done"] == 5  # every cpu output once; the judge's one is still to do
+    store.write_results(run_id, "judge", [(keys[4], meta, {"answer_accuracy": MetricResult(score=0.5)})])
+    progress = store.progress(run_id)
+    assert (progress["done"], progress["done:cpu"], progress["done:judge"]) == (6, 5, 1)
+    raw = store.r.hgetall(store.key(run_id, "progress"))
+    assert int(raw["redo"]) == int(raw["redo:cpu"]) == int(raw["redo:judge"]) == 0
+    assert not store.r.exists(store.key(run_id, "redo"))  # every mark taken
+    store.mark_redo(run_id, [(keys[2], "exact_match", "cpu")])  # the stray error, sent again by a later resume ...
+    store.reset_redo(run_id)  # ... which is resumed again before it is written: its marks are dropped
+    assert store.progress(run_id)["done"] == 6 and not store.r.exists(store.key(run_id, "redo"))
+
+
 def test_incomplete_names_exactly_what_a_resume_redoes(store) -> None:  # type: ignore[no-untyped-def]
     """Decided in Redis (only the incomplete items come back): a missing output, an error and a stopped output
     are redone; a score and an unscorable one are not; an item never written lacks all; batches join up."""
@@ -236,12 +281,7 @@ def test_incomplete_names_exactly_what_a_resume_redoes(store) -> None:  # type: 
 def test_a_resumes_progress_counts_the_failed_and_stopped_outputs_it_sends_again_as_not_done(tmp_path: Path) -> None:
     """A resume of outputs stored as errors or stopped read 100 % (and ETA 0) from its start: they had been
     counted done when first written, and a rewrite counts nothing new."""
-    server = RedisProcess(tmp_path / "redis").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
-    try:
-        data = write_jsonl(tmp_path / "d.jsonl", make_rows(200, seed=7))
-        store = connect(server.url)
-        sub = submit(data, load_suite(SUITE), store, shard_rows=100)
+    with _submitted(tmp_path, 200, seed=7, shard_rows=100) as (store, sub, worker):
         worker.start()
         assert wait(store, sub.run_id, timeout_s=300).state == RunState.FINISHED
         worker.stop()
@@ -270,9 +310,6 @@ def test_a_resumes_progress_counts_the_failed_and_stopped_outputs_it_sends_again
         assert after.get("unscorable", 0) == before.get("unscorable", 0)
         raw = store.r.hgetall(store.key(sub.run_id, "progress"))
         assert int(raw["redo"]) == int(raw["redo:cpu"]) == 0  # each output sent again was written again once
-    finally:
-        worker.stop()
-        server.stop()
 
 
 def test_resume_of_an_unchanged_file_skips_the_extra_check_and_a_rewritten_one_is_checked(
