@@ -928,6 +928,27 @@ def recorded_run(out_dir: Path) -> dict[str, Any] | None:
     return recorded if isinstance(recorded, dict) else None
 
 
+def _follow_instead(store: RunStore, run_id: str, changes: dict[str, Any] | None) -> Submitted | None:
+    """A cluster run still at work (a worker that runs holds some of it) is followed, not resumed: a resume would
+    send again what those workers are scoring, and pay for its judge calls twice. What workers that are gone hold
+    is sent again by the following itself (:func:`wait`), once nothing else of the run is in flight. None: resume.
+
+    ConfigError when the resume was to change the run's judge budget or limits (they apply to what a resume sends)."""
+    meta = store.meta(run_id)
+    if meta.get("state") not in (RunState.RUNNING, RunState.AGGREGATING) or not _held_by_live_workers(store, run_id):
+        return None
+    if changes:
+        raise ConfigError(
+            f"Run {run_id} is still running: workers hold some of it. --max-cost, --max-tokens, --rpm, --tpm, --rpd "
+            f"and --tpd apply to what a resume sends: `ragscore cancel {run_id}`, then resume it with them"
+        )
+    log.warning("run %s is still running (workers hold some of it): following it, nothing sent again (a resume now "
+                "would score the work in flight twice); what workers that are gone hold is sent again once nothing "
+                "else of the run is in flight", run_id)  # fmt: skip
+    return Submitted(run_id=run_id, items=int(meta.get("items", 0)), failed_rows=int(meta.get("failed_rows", 0)),
+                     tasks=0, shards=int(meta.get("n_shards", 0)))  # fmt: skip
+
+
 def _refuse_a_lost_run(out_dir: Path, run_id: str) -> None:
     """ConfigError for ``--resume DIR`` of a run its Redis lost (``DIR/run.json`` says so): start it again."""
     lost = (recorded_run(out_dir) or {}).get("lost")
@@ -1033,6 +1054,9 @@ def run(
                     f"to another broker: give that --broker. Lost or expired: it cannot be resumed; {again} with the "
                     "same DATASET and --suite"
                 )
+            if broker and (following := _follow_instead(store, resume_id, judge_params or judge_limits)):
+                validated([])  # DIR/run.json names the run, as a resume's does
+                return following
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
                           judge_limits=judge_limits, say=say)  # fmt: skip
