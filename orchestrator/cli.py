@@ -722,7 +722,10 @@ def status(
 @app.command()
 def results(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the reports into")],
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", "-o", help="Directory to write the reports into (default: the run's DIR, when given)"),
+    ] = None,
     broker: BrokerOpt = None,
 ) -> None:
     """Write the reports of a finished run (exit codes as `ragscore run`: 1 for a cancelled run or a metric with
@@ -732,8 +735,13 @@ def results(
     from .runner import write_results
 
     ref = run_id
+    if out is None:
+        if not Path(ref).is_dir():
+            raise ConfigError(f"--out DIR is needed with a run id ({ref!r}); given a run's DIR, its reports go there")
+        out = Path(ref)
     try:
         run_id = _run_id(ref)
+        _refuse_another_runs_dir(out, run_id)
         store, lane = _run_store(broker, run_id)
         if _cancelled_without_summary(store, run_id):
             _summarize_cancelled(store, lane, run_id)
@@ -747,6 +755,18 @@ def results(
                           "writes its reports from them, with no store") from exc  # fmt: skip
     print_summary(summary)
     _exit_if_incomplete(summary, f"ragscore resume {summary.run_id} --out {out}")
+
+
+def _refuse_another_runs_dir(out: Path, run_id: str) -> None:
+    """ConfigError when ``out`` is the DIR of another run (its run.json or summary.json names it): its reports
+    would be replaced while its run.json still named it."""
+    try:
+        named = _run_id(str(out))
+    except ConfigError:  # not files ragscore wrote: left to the write
+        return
+    if named not in (str(out), run_id):
+        raise ConfigError(f"{out} holds run {named} (its run.json or summary.json names it): write the reports of run "
+                          f"{run_id} to another --out")  # fmt: skip
 
 
 #: Seconds ``ragscore results`` waits for the summary of a cancelled run (its workers skipping its queued tasks).

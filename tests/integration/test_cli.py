@@ -232,6 +232,14 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     rerun = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(tmp_path / "o"),
                      home=home)  # fmt: skip
     assert rerun.returncode == 0 and f"holds the reports of run {run_id}: this run replaces them" in rerun.stderr
+    # o is the new run's now: the old run's reports written there would leave its run.json naming the new one
+    new_id = json.loads((tmp_path / "o" / "run.json").read_text())["run_id"]
+    clash = ragscore("results", run_id, "--out", str(tmp_path / "o"), home=home)
+    assert clash.returncode == 2 and f"holds run {new_id} (its run.json or summary.json names it)" in clash.stderr
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["run_id"] == new_id
+    assert ragscore("results", str(tmp_path / "o"), home=home).returncode == 0  # a DIR alone: its reports go there
+    no_out = ragscore("results", run_id, home=home)
+    assert no_out.returncode == 2 and "--out DIR is needed with a run id" in no_out.stderr
     missing = ragscore("run", str(tmp_path / "missing.jsonl"), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out",
                        str(tmp_path / "o"), home=home)  # fmt: skip
     assert missing.returncode == 2 and "replaces them" not in missing.stderr  # a bad dataset replaces nothing
