@@ -112,7 +112,11 @@ def new_run_id() -> str:
 def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there."""
     settings = settings or get_settings()
-    probe_redis(settings.store_url or broker_url)  # a wrong password: BrokerError now, not after ~20 s of retries
+    # A wrong password: BrokerError now, not after ~20 s of retries; a Redis that does not answer is retried
+    # (it may be restarting), and said at once, not after the retries.
+    if problem := probe_redis(settings.store_url or broker_url):
+        where = redact_url(settings.store_url or broker_url)
+        log.warning("cannot reach Redis at %s (%s); retrying for about 20 s", where, problem)
     _fire_and_forget(configure(broker_url, settings.result_backend).backend)
     store_url = settings.store_url or broker_url
     broker = redis_client(broker_url) if store_url != broker_url else None

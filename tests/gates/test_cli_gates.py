@@ -203,6 +203,9 @@ def test_a_run_error_with_gates_exits_1_not_3(tmp_path: Path, home: Path) -> Non
     )  # fmt: skip
     assert broken.returncode == 1, broken.stderr
     assert "Cannot use Redis" in broken.stderr
+    # said at once, before ~20 s of retries (a user saw nothing for 22.8 s)
+    said = broken.stderr.index("cannot reach Redis at redis://127.0.0.1:1/0 (")
+    assert "retrying for about 20 s" in broken.stderr and said < broken.stderr.index("Cannot use Redis")
 
 
 def test_a_metric_whose_every_item_errored_exits_1_with_the_reports_written(
