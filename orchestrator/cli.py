@@ -690,6 +690,8 @@ def status(
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)
         view.add(sample(store, run_id, time.time()))
+        ended = view.meta.get("state") in RunState.DONE
+        view.summary = store.summary(run_id) if ended and store.summary_is_current(run_id) else None
         if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
             checked[0] = time.monotonic()
             # an embedded run whose process runs has its own workers (still booting, maybe): none is missing

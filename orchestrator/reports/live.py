@@ -20,6 +20,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ class StatusView:
         self._orphans_of = ""
         #: Seconds after its delivery that Redis hands an orphaned message to another worker.
         self.visibility_s = 0.0
+        #: The ended run's current summary, once written: its counts are what ``results`` reports.
+        self.summary: RunSummary | None = None
 
     def set_orphans(self, run_id: str, orphans: Sequence[Orphan], visibility_s: float) -> None:
         """The run's messages held by workers that are gone (``runner.held_messages``), replacing the last check's:
@@ -293,7 +296,21 @@ class StatusView:
                 style="yellow"))  # fmt: skip
         if self.meta.get("error"):
             lines.append(Text(f"error: {self.meta['error']}", style="red"))
+        if self.summary is not None:
+            lines.append(Text(_summary_line(self.summary, run_id)))
         return Group(table, Text(caption), *lines)
+
+
+def _summary_line(summary: RunSummary, run_id: str) -> str:
+    """The summary's counts, which the workers' counters above lack for work a cancel skipped (counted stopped)."""
+    metrics = summary.metrics.values()
+    unscorable, stopped = sum(m.unscorable for m in metrics), sum(m.stopped for m in metrics)
+    errors = sum(m.errors for m in metrics)
+    return (
+        f"summary: {summary.items:,} items, {summary.scored:,} scored; over its metric outputs unscorable "
+        f"{unscorable:,} ({stopped:,} stopped), errors {errors:,} (the counts above are the workers' writes; "
+        f"`ragscore results {run_id} --out DIR` writes the reports)"
+    )
 
 
 def _judge_rpm_limit(meta: dict[str, str]) -> int | None:

@@ -109,6 +109,23 @@ def test_a_lower_limit_stated_by_the_provider_is_the_one_shown() -> None:
     assert "(limit 20, stated by the provider; the suite says 30)" in console.export_text()
 
 
+def test_an_ended_runs_status_gives_its_summarys_counts() -> None:
+    """After a cancel, status read "unscorable 8" (the workers' writes) and `results` "10 (9 stopped)": what the
+    cancel skipped is counted stopped only by the summary."""
+    from ragscore_workers.schemas import MetricSummary, RunSummary
+
+    view = StatusView(SUITE_META | {"state": "cancelled"})
+    view.add(Sample(1050.0, _progress(100, 5, unscorable=8)))
+    view.summary = RunSummary(run_id="run-x", items=20, scored=10, state="cancelled", metrics={
+        "answer_accuracy": MetricSummary(mean=1.0, n=10, unscorable=10, stopped=9, errors=1)})  # fmt: skip
+    console = Console(record=True, width=300)
+    console.print(view.render("run-x"))
+    assert ("summary: 20 items, 10 scored; over its metric outputs unscorable 10 (9 stopped), errors 1 (the counts "
+            "above are the workers' writes; `ragscore results run-x --out DIR` writes the reports)") in (
+        console.export_text()
+    )  # fmt: skip
+
+
 def test_a_finished_run_has_no_eta() -> None:
     view = StatusView(SUITE_META | {"state": "finished"})
     view.add(Sample(1050.0, _progress(600, 120)))
