@@ -148,14 +148,7 @@ def _share_budgets(resolved: ResolvedSuite) -> ResolvedSuite | None:
                               "--max-tokens)")  # fmt: skip
         if given and len(given) < len(judged):
             shared[name] = next(iter(given))[1]
-    if not shared:
-        return None
-    judged_names = {m.name for m, _ in judged}
-    specs = [
-        spec.model_copy(update={"params": {**spec.params, **shared}}) if spec.name in judged_names else spec
-        for spec in resolved.suite.metrics
-    ]
-    return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
+    return with_judge_params(resolved, **shared) if shared else None
 
 
 def _check_cost_budgets(resolved: ResolvedSuite) -> None:

@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
-from .errors import MalformedReplyError, MissingKeyError, ProviderError, redact
+from .errors import MalformedReplyError, MissingKeyError, ProviderError, RequestTooLargeError, redact
 from .headers import rate_limit_wait
 
 __all__ = [
@@ -229,8 +229,11 @@ class Provider(ABC):
 
     @staticmethod
     def request_specific(exc: BaseException) -> bool:
-        """Whether the failure belongs to this one request (too long for the model, 413), so that it says
-        nothing of the provider's health: it does not count towards the run's circuit breaker."""
+        """Whether the failure belongs to this one request (too long for the model, 413, over a token limit by
+        itself), so that it says nothing of the provider's health: it does not count towards the run's circuit
+        breaker."""
+        if isinstance(exc, RequestTooLargeError):  # refused by our limiter before it was sent
+            return True
         if not isinstance(exc, ProviderError) or exc.status is None:
             return False
         said = f"{exc.code or ''} {exc}".lower()

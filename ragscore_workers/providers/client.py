@@ -127,10 +127,7 @@ class JudgeClient:
         )
         try:
             completion = retrying(self._attempt, messages, params)
-        except RequestTooLargeError:  # over a token limit by itself: never sent, failed for good, not the provider's
-            self.state.incr(failures=1)
-            raise
-        except (ProviderError, RateLimitTimeout) as exc:
+        except (ProviderError, RateLimitTimeout, RequestTooLargeError) as exc:
             if self.provider.request_specific(exc):  # this item's prompt, not the provider: no breaker count
                 self.state.incr(failures=1)  # still a call failed for good
                 log.warning("judge call to %s failed for this item: %s", self.provider.name, exc)
@@ -190,24 +187,25 @@ class JudgeClient:
             raise JudgeStopped(reason, provider=self.provider.name)
 
     def note_learned_limits(self) -> None:
-        """Say, once per run and process, the limits a provider stated in an earlier run (still below the suite's,
-        so they apply now): the summary's ``provider_*`` and a log line, not a run slow for no reason given."""
+        """Say the limits a provider stated in an earlier run (still below the suite's, so they apply now), as one
+        stated in this run is: not a run slow for no reason given."""
         for name, limit in self.limiter.learned_below().items():
-            if _first_time((self.state.key, name, limit)):
-                self.state.note(f"provider_{name}", limit)
-                log.warning("%s stated %s = %s in an earlier reply (kept a day after it was last stated), below "
-                            "the suite's judge.%s: every worker uses %s",
-                            self.provider.name, name, limit, name, limit)  # fmt: skip
+            self._say_provider_limit(name, limit, "stated in an earlier reply (kept a day after it was last stated)")
 
     def _learn_limits(self, headers: Mapping[str, str]) -> RateLimitInfo:
         """Lower the shared limits to what the provider states, when that is below the suite's."""
         info = RateLimitInfo.from_headers(headers)
         for name, limit in ((self.provider.requests_header_limit, info.limit_requests), ("tpm", info.limit_tokens)):
-            if self.limiter.learn(name, limit) and _first_time((self.state.key, name, limit)):
-                self.state.note(f"provider_{name}", int(limit or 0))  # the summary shows it, a log line says it
-                log.warning("%s states %s = %s, below the suite's judge.%s: every worker uses %s instead",
-                            self.provider.name, name, limit, name, limit)  # fmt: skip
+            if self.limiter.learn(name, limit):
+                self._say_provider_limit(name, int(limit or 0), "states")
         return info
+
+    def _say_provider_limit(self, name: str, limit: int, how: str) -> None:
+        """Once per run and process: the summary's ``provider_{name}`` and a log line."""
+        if _first_time((self.state.key, name, limit)):
+            self.state.note(f"provider_{name}", limit)
+            log.warning("%s %s %s = %s, below the suite's judge.%s: every worker uses %s instead",
+                        self.provider.name, how, name, limit, name, limit)  # fmt: skip
 
     # ------------------------------------------------------------------ tenacity hooks
     def _decision(self, exc: BaseException | None) -> RetryDecision:
