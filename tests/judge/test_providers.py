@@ -230,6 +230,31 @@ def test_the_fake_can_count_rejected_requests_against_the_window(keys: str, coun
     assert used == (5 if count_rejected else 3)
 
 
+def test_the_fake_served_from_another_process_answers_and_runs_its_module_once() -> None:
+    """`python -m tests.fakes.fake_provider` (how a benchmark drives it from another process) printed runpy's
+    "found in sys.modules ... unpredictable behaviour" warning: the package had imported the module already."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from ..support import ROOT
+
+    served = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_provider", "--rpm", "60"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert served.stdout is not None
+        url = served.stdout.readline().strip()
+        asked = {"model": "m", "messages": [{"role": "user", "content": "q [[rating=2]]"}]}
+        reply = httpx.post(f"{url}/openai/v1/chat/completions", json=asked, timeout=30)
+        assert reply.status_code == 200, reply.text
+        assert reply.headers["x-ratelimit-limit-requests"] == "60"
+    finally:
+        served.terminate()
+        _, said = served.communicate(timeout=30)
+    assert "RuntimeWarning" not in said, said
+
+
 @pytest.mark.parametrize("kind", ["groq", "openai"])
 def test_a_reply_that_trickles_in_is_cut_at_the_timeout_and_a_huge_one_refused(kind: str, fake: FakeProvider) -> None:
     """httpx's timeout bounds each read, not the call: a reply sent a byte at a time (each byte well within the
