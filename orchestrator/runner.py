@@ -50,6 +50,7 @@ from ragscore_workers.store import (
     redis_client,
     target_state_part,
 )
+from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
 
 from .atomic_file import write_text_atomic
@@ -527,9 +528,14 @@ def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> Non
 def _resume_target_shard(
     store: RunStore, run_id: str, index: int, rows: list[Row], keys: list[str], resolved: ResolvedSuite, generation: int
 ) -> int:
-    """Ask again what has no answer (or a failed one); the shard's score_shard then scores what is missing."""
+    """Ask again what has no answer (or a failed one); the shard's score_shard then scores what is missing. The
+    failed answers and the outputs stored as errors or stopped are marked first (:func:`_stored_redo`)."""
     answers = store.answers(run_id, index, keys)
     missing = {k for k in keys if "error" in answers.get(k, {"error": ""})}
+    store.mark_answer_redo(run_id, index, [k for k in keys if k in missing and k in answers])
+    lookup = store.redo_lookup(run_id, keys, [o for outs in resolved.scoring_outputs().values() for o in outs])
+    answered, failed = scoring_rows(answers, list(lookup.stored))  # the rows score_shard wrote them of
+    store.mark_redo(run_id, _stored_redo([*answered, *(row for row, _ in failed)], lookup, resolved))
     shard = plan_target_shard(run_id, index, rows, resolved, missing=missing, generation=generation)
     if shard is None:
         score_shard.delay(run_id, index, generation)

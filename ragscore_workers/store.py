@@ -8,7 +8,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``; ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again
-``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again
+``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
+                          ``{answers key}|{item key}`` -> target: failed answers a resume asks again)
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
 ``item:{key}``     hash    ``_meta`` (id, system, group, question_type, question_sha) + one field per metric output
 ``shards_done:{g}`` set    shard numbers whose chord of generation ``g`` (0, then +1 per resume) completed
@@ -147,17 +148,26 @@ return done
 """
 
 
-# KEYS[1] = answers hash, KEYS[2] = progress; ARGV[1] = ttl, then key, value pairs. A new answer counts
-# one unit of the target stage; a failed answer replaced by a good one counts nothing new.
+# KEYS[1] = answers hash, KEYS[2] = progress, KEYS[3] = redo marks, KEYS[4] = meta; ARGV[1] = ttl, then key, value
+# pairs. A new answer counts one unit of the target stage; a failed answer replaced by a good one counts nothing
+# new, but takes the mark a resume set on it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``.
 _ANSWERS_LUA = """
-local new = 0
+local new, redone = 0, 0
 for i = 2, #ARGV, 2 do
   new = new + redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  redone = redone + redis.call('HDEL', KEYS[3], KEYS[1] .. '|' .. ARGV[i])
 end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
 if new ~= 0 then
   redis.call('HINCRBY', KEYS[2], 'done', new)
   redis.call('HINCRBY', KEYS[2], 'done:target', new)
+end
+if redone ~= 0 then
+  redis.call('HINCRBY', KEYS[2], 'redo', -redone)
+  redis.call('HINCRBY', KEYS[2], 'redo:target', -redone)
+end
+if (new ~= 0 or redone ~= 0) and redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('HSET', KEYS[4], 'progress_at', redis.call('TIME')[1])
 end
 return new
 """
@@ -210,6 +220,25 @@ for i = 2, #ARGV, 3 do
   end
 end
 if n > 0 then
+  redis.call('HINCRBY', KEYS[1], 'redo', n)
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
+end
+return n
+"""
+
+# KEYS[1] = progress, KEYS[2] = redo marks, KEYS[3] = a shard's answers; ARGV[1] = ttl, then item keys. An answer
+# still stored as a failure is marked (once: ``{answers key}|{item key}`` -> target) and counted in ``redo:target``.
+_MARK_ANSWER_REDO_LUA = """
+local n = 0
+for i = 2, #ARGV do
+  local v = redis.call('HGET', KEYS[3], ARGV[i])
+  if v and type(cjson.decode(v)['error']) == 'string'
+      and redis.call('HSET', KEYS[2], KEYS[3] .. '|' .. ARGV[i], 'target') == 1 then
+    n = n + 1
+  end
+end
+if n > 0 then
+  redis.call('HINCRBY', KEYS[1], 'redo:target', n)
   redis.call('HINCRBY', KEYS[1], 'redo', n)
   redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
 end
@@ -370,6 +399,7 @@ class RunStore:
         self._expire_items = client.register_script(_EXPIRE_ITEMS_LUA)
         self._incomplete = client.register_script(_INCOMPLETE_LUA)
         self._mark_redo = client.register_script(_MARK_REDO_LUA)
+        self._mark_answer_redo = client.register_script(_MARK_ANSWER_REDO_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -506,6 +536,14 @@ class RunStore:
         keys = [self.key(run_id, "progress"), self.key(run_id, "redo")]
         return int(self._mark_redo(keys=keys, args=args))
 
+    def mark_answer_redo(self, run_id: str, shard: int, keys: list[str]) -> int:
+        """:meth:`mark_redo` for the answers of ``keys`` a resume asks the target again that are stored as failed
+        (each counted done once already). Returns how many were marked."""
+        if not keys:
+            return 0
+        parts = ("progress", "redo", f"answers:{shard}")
+        return int(self._mark_answer_redo(keys=[self.key(run_id, p) for p in parts], args=[self.ttl_s, *keys]))
+
     def progress(self, run_id: str) -> dict[str, int]:
         """The ``progress`` counters, with ``judge_calls`` (the ``judge`` counters' ``calls``: requests sent to the
         judge) once the run sent one; one round trip. ``done`` leaves out what a resume sent again and no worker
@@ -552,7 +590,7 @@ class RunStore:
         args: list[Any] = [self.ttl_s]
         for key, answer in answers.items():
             args += [key, json.dumps(answer, ensure_ascii=False)]
-        keys = [self.key(run_id, f"answers:{shard}"), self.key(run_id, "progress")]
+        keys = [self.key(run_id, part) for part in (f"answers:{shard}", "progress", "redo", "meta")]
         return int(self._answers(keys=keys, args=args))
 
     def answers(self, run_id: str, shard: int, keys: list[str]) -> dict[str, dict[str, Any]]:

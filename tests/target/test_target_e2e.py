@@ -226,6 +226,53 @@ def test_resume_asks_again_only_what_has_no_answer(home: Path, token: str, tmp_p
     assert resumed["by_system"]["exact"]["verbatim"]["mean"] == 1.0
 
 
+def test_a_resumes_progress_counts_the_answers_and_outputs_it_asks_again_as_not_done(
+    tmp_path: Path, token: str
+) -> None:
+    """A resume of a target run whose system was down read 100 % from its start: the failed answers and the errors
+    written for them had been counted done, and asking again counts nothing new."""
+    from orchestrator.runner import connect, resume, submit, wait
+    from orchestrator.suite import load_suite
+    from ragscore_workers.store import RunState
+
+    from ..support import write_jsonl
+
+    server = RedisProcess(tmp_path / "redis").start()
+    workers = [WorkerProcess(server.url, queue, tmp_path / "w", concurrency=1) for queue in ("target", "cpu")]
+    try:
+        with FakeRag(token=token) as rag:
+            rag.failing = {"down"}
+            down = _target(rag, "down", attempts=1, breaker_failures=2, concurrency=1)
+            suite = _suite([_target(rag, "exact"), down]) | {"metrics": ["verbatim"]}
+            store = connect(server.url)
+            sub = submit(write_jsonl(tmp_path / "q.jsonl", questions(N)), load_suite(suite), store)
+            for worker in workers:
+                worker.start()
+            assert wait(store, sub.run_id, timeout_s=300).state == RunState.FINISHED
+            for worker in workers:
+                worker.stop()
+            before = store.progress(sub.run_id)
+            assert before["done"] == before["total"] == 4 * N  # 2 systems x N questions: an answer, a verbatim
+            rag.failing = set()  # the system is back
+
+            assert resume(store, sub.run_id).tasks > 0  # no worker yet: nothing is asked again
+            progress = store.progress(sub.run_id)
+            assert progress["done:target"] == progress["done:cpu"] == N and progress["done"] == 2 * N, progress
+
+            for worker in workers:
+                worker.start()
+            assert wait(store, sub.run_id, timeout_s=300).state == RunState.FINISHED
+            after = store.progress(sub.run_id)
+            assert after["done"] == after["total"] == 4 * N and after["done:target"] == 2 * N, after
+            raw = store.r.hgetall(store.key(sub.run_id, "progress"))
+            assert int(raw["redo"]) == int(raw["redo:target"]) == int(raw["redo:cpu"]) == 0  # each taken once
+            assert rag.calls == {"exact": N, "down": 2 + N}
+    finally:
+        for worker in workers:
+            worker.stop()
+        server.stop()
+
+
 def test_several_shards_each_score_once_their_answers_are_in(home: Path, tmp_path: Path) -> None:
     from orchestrator.runner import run
     from orchestrator.suite import load_suite

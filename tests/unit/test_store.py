@@ -45,6 +45,28 @@ def test_a_retried_error_that_now_succeeds_moves_the_counters(store: RunStore) -
     assert store.progress(run) == {"done": 1, "done:cpu": 1, "errors": 0}
 
 
+def test_an_answer_is_progress_and_a_failed_one_a_resume_marks_is_done_again_once(store: RunStore) -> None:
+    """A target stage's answers did not stamp ``progress_at``: `ragscore status` said "no progress" while a slow
+    target answered. A resume's marks on failed answers (``redo:target``) are taken by their next write alone."""
+    run = "t-answers"
+    store.create_run(run, {"state": "running"})
+    store.add_ids(run, 0, ["s::a", "s::b", "s::c"], {"target": 3})
+    failed = {"row": {"id": "a", "system": "s"}, "error": "HTTP 503"}
+    assert store.save_answers(run, 0, {"s::a": failed, "s::b": failed}) == 2
+    assert abs(int(store.meta(run)["progress_at"]) - time.time()) < 5
+    store.set_meta(run, progress_at=0)
+    assert store.mark_answer_redo(run, 0, ["s::a", "s::b", "s::c"]) == 2  # s::c has no answer: never counted
+    assert store.mark_answer_redo(run, 0, ["s::a"]) == 0  # marked once
+    assert store.progress(run)["done:target"] == store.progress(run)["done"] == 0
+    good = {"row": {"id": "a", "system": "s", "answer": "yes"}}
+    assert store.save_answers(run, 0, {"s::a": good}) == 0  # asked again: nothing new, its mark taken
+    assert store.meta(run)["progress_at"] != "0"
+    assert store.save_answers(run, 0, {"s::a": good, "s::c": good}) == 1  # a stray copy takes nothing
+    assert store.progress(run) == {"done": 2, "done:target": 2, "total": 3, "total:target": 3}
+    assert store.save_answers(run, 0, {"s::b": failed}) == 0  # failed again: asked, so done
+    assert store.progress(run)["done"] == 3 and store.mark_answer_redo(run, 0, ["s::a"]) == 0  # a is answered
+
+
 def test_progress_counts_the_judge_calls_of_a_run_that_sent_one(store: RunStore) -> None:
     """The live progress line of a judge run shows its calls (its items end seldom): read with the counters."""
     from ragscore_workers.providers import RunJudgeState
