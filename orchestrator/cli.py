@@ -478,7 +478,7 @@ def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     may pass as a success in CI; the reports are written and ``resume`` (the command that finishes this run) goes on
     after the cause is fixed. A run cancelled with ``ragscore cancel`` exits 1 too: its reports cover only what was
     scored before."""
-    from .gates import incomplete
+    from .gates import incomplete, stopped_targets
 
     problem = incomplete(summary)
     if problem is None:
@@ -488,6 +488,10 @@ def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     elif summary.judge.get("breaker"):
         problem += (f"; the items it did not judge are unscored. Fix the cause, then `{resume}` judges them (a key or "
                     "an outage; a wrong model or base_url is in the suite, which a resume keeps: run again with the "
+                    "suite fixed)")  # fmt: skip
+    elif stopped_targets(summary):
+        problem += (f"; the questions it did not answer are unscored. Fix the system, then `{resume}` asks them "
+                    "again (a wrong url or response path is in the suite, which a resume keeps: run again with the "
                     "suite fixed)")  # fmt: skip
     err.print(problem, soft_wrap=True)
     raise typer.Exit(EXIT_RUN_ERROR)

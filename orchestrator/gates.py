@@ -234,7 +234,8 @@ def evaluate_gates(
 
 def incomplete(summary: RunSummary) -> str | None:
     """Why a finished run is no result to pass, whatever its gates (the cases ``ragscore run`` exits 1 for: a
-    cancel, the judge's circuit breaker, a metric output whose every item errored), or None."""
+    cancel, the judge's or a target's circuit breaker, a metric output whose every item errored, pooled or in one
+    system's items), or None."""
     if summary.state == "cancelled":
         said = f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored"
         stopped = [f"{name} ({m.stopped:,} items)" for name, m in sorted(summary.metrics.items()) if m.stopped]
@@ -242,12 +243,21 @@ def incomplete(summary: RunSummary) -> str | None:
         return said + (f"; stopped before scoring: {', '.join(stopped[:5])}{more}" if stopped else "")
     if summary.judge.get("breaker"):
         return f"judging stopped: {summary.judge['breaker']}"
-    empty = {name: m for name, m in summary.metrics.items() if m.errors and not m.n}
-    if empty:
-        name, first = next(iter(empty.items()))
-        return (f"no scores for {', '.join(empty)}: every item that reached them errored "
-                f"(first error, {name}: {first.first_error or '?'})")  # fmt: skip
+    if targets := stopped_targets(summary):
+        return "; ".join(f"asking target {name} stopped: {why}" for name, why in targets.items())
+    for system, metrics in [(None, summary.metrics), *sorted(summary.by_system.items())]:
+        empty = {name: m for name, m in metrics.items() if m.errors and not m.n}
+        if empty:
+            name, first = next(iter(empty.items()))
+            of = f" of system {system}" if system is not None else ""
+            return (f"no scores for {', '.join(empty)}{of}: every item that reached them errored "
+                    f"(first error, {name}: {first.first_error or '?'})")  # fmt: skip
     return None
+
+
+def stopped_targets(summary: RunSummary) -> dict[str, str]:
+    """Target name -> why its circuit breaker opened (the run stopped asking it), for each that did."""
+    return {name: str(stats["breaker"]) for name, stats in sorted(summary.target.items()) if stats.get("breaker")}
 
 
 def _counts(stats: MetricSummary | None) -> dict[str, int]:

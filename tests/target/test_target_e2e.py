@@ -141,7 +141,8 @@ def test_dead_target_trips_the_breaker_and_the_run_still_reports(home: Path, tok
     with FakeRag(token=token) as rag:
         suite = _suite([_target(rag, "exact"), _target(rag, "dead", attempts=2, breaker_failures=3, concurrency=1)])
         suite["chunk_size"] = {"target": 4}
-        result = evaluate(questions(n), suite, out=tmp_path / "out")
+        with pytest.warns(IncompleteRunWarning, match="asking target dead stopped: circuit breaker open after 3"):
+            result = evaluate(questions(n), suite, out=tmp_path / "out")  # what `ragscore run` exits 1 for
         dead_calls = rag.calls["dead"]
 
     summary = result.summary
@@ -161,7 +162,8 @@ def test_dead_target_trips_the_breaker_and_the_run_still_reports(home: Path, tok
     assert all("target_error" in a["metadata"] for a in answers if a["system"] == "dead")
     # Re-scored without asking (--no-target): the failed questions stay errors (they read as rows without an
     # answer: unscorable, or 0 for a metric that scores missing contexts), and the answered ones score as before
-    rescored = evaluate(tmp_path / "out" / "answers.jsonl", {"metrics": suite["metrics"]}, out=tmp_path / "again")
+    with pytest.warns(IncompleteRunWarning, match="no scores for .*verbatim of system dead: every item .* errored"):
+        rescored = evaluate(tmp_path / "out" / "answers.jsonl", {"metrics": suite["metrics"]}, out=tmp_path / "again")
     again = {(i.system, i.id): i.metrics["verbatim"] for i in rescored.items}
     assert all((again[("dead", i.id)].error or "").startswith("no answer: ") for i in dead_items)
     assert rescored.summary.by_system["dead"]["verbatim"].errors == n
@@ -209,7 +211,8 @@ def test_resume_asks_again_only_what_has_no_answer(home: Path, token: str, tmp_p
         suite = _suite([_target(rag, "exact"), _target(rag, "down", attempts=1, breaker_failures=2, concurrency=1)])
         suite["metrics"] = ["verbatim"]
         out = tmp_path / "out"
-        first = evaluate(questions(N), suite, out=out)
+        with pytest.warns(IncompleteRunWarning, match="asking target down stopped: circuit breaker open after 2"):
+            first = evaluate(questions(N), suite, out=out)
         calls_first = dict(rag.calls)
         rag.failing = set()  # the system is back
         cmd = [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out), "--quiet"]
@@ -273,6 +276,37 @@ def test_a_resumes_progress_counts_the_answers_and_outputs_it_asks_again_as_not_
         server.stop()
 
 
+@pytest.mark.parametrize("breaker_failures", [10, 3])
+def test_a_system_that_answered_no_question_fails_the_run_though_the_pooled_gate_holds(
+    home: Path, token: str, tmp_path: Path, breaker_failures: int
+) -> None:
+    """One system answered nothing (each question failed, or its breaker opened), the other everything: the
+    pooled mean passed the gate and `ragscore run` exited 0, as if both systems had been scored."""
+    from ..support import write_jsonl
+
+    with FakeRag(token=token) as rag:
+        rag.failing = {"down"}
+        down = _target(rag, "down", attempts=1, concurrency=1, breaker_failures=breaker_failures)
+        suite = _suite([_target(rag, "exact"), down]) | {"metrics": ["verbatim"]}
+        (tmp_path / "suite.json").write_text(json.dumps(suite))
+        cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(write_jsonl(tmp_path / "q.jsonl", questions(N))),
+               "--suite", str(tmp_path / "suite.json"), "--out", str(tmp_path / "out"), "--fail-under",
+               "verbatim=0.9", "--quiet"]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1, said[-2000:]
+    if breaker_failures > N:  # asked every question: no breaker, and no score
+        assert rag.calls["down"] == N
+        assert "no scores for verbatim of system down: every item that reached them errored (first error, " \
+               "verbatim: no answer: down HTTP 500" in said, said[-2000:]  # fmt: skip
+    else:
+        assert rag.calls["down"] == breaker_failures
+        assert f"asking target down stopped: circuit breaker open after {breaker_failures} consecutive failed " \
+               "calls to target down" in said, said[-2000:]  # fmt: skip
+        assert "the questions it did not answer are unscored. Fix the system, then `ragscore run --resume " in said
+
+
 def test_several_shards_each_score_once_their_answers_are_in(home: Path, tmp_path: Path) -> None:
     from orchestrator.runner import run
     from orchestrator.suite import load_suite
@@ -311,7 +345,8 @@ def test_a_token_missing_on_the_worker_fails_that_systems_items_only_naming_that
         with FakeRag() as rag:
             locked = _target(rag, "locked") | {"auth_env": "NO_SUCH_RAG_TOKEN"}
             suite = _suite([_target(rag, "exact") | {"auth_env": None}, locked]) | {"metrics": ["verbatim"]}
-            result = evaluate(questions(3), suite, out=tmp_path / "out", broker=redis_server.url)
+            with pytest.warns(IncompleteRunWarning, match="no scores for verbatim of system locked"):
+                result = evaluate(questions(3), suite, out=tmp_path / "out", broker=redis_server.url)
     finally:
         for worker in workers:
             worker.stop()
@@ -356,7 +391,8 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
             "targets": [{"system": "exact", "url": rag.url("exact"), "response": response},
                         {"system": "dead", "url": rag.url("dead"), "attempts": 1, "response": response}],
         }  # fmt: skip
-        result = evaluate(rows, suite, out=tmp_path / "out")
+        with pytest.warns(IncompleteRunWarning, match="no scores for exact_match of system dead"):
+            result = evaluate(rows, suite, out=tmp_path / "out")
 
     answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
     exact = [a for a in answers if a["system"] == "exact"]
