@@ -1047,12 +1047,12 @@ def run(
                 log.warning("%s holds the reports of run %s: this run replaces them (`ragscore results %s --out "
                             "OTHER_DIR` writes them again while the store keeps that run)", out_dir, replaced,
                             replaced)  # fmt: skip
+            if on_validated is not None:  # first: what it refuses (exit 2) leaves no run.json to lock DIR
+                on_validated(queues)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=job)
             if lane is not None:  # where its queues are and who runs it, for `status` / `cancel` in another shell
                 store.set_meta(run_id, lane=lane, lane_process=registration)
-            if on_validated is not None:
-                on_validated(queues)
 
         if resume_id is not None:
             if not store.exists(resume_id):
@@ -1088,8 +1088,9 @@ def run(
                 wait(store, sub.run_id, progress, timeout_s=timeout_s)
             return finish(store, sub.run_id)
         checked: set[str] = set()  # queues whose local resources were checked already
-        if resolved is not None:  # before anything is recorded: what every row's metrics need (routed rows: later)
+        if resolved is not None:  # before anything is recorded: what every row needs (routed rows' queues: later)
             checked = {m.queue.value for m, _ in resolved.metrics if m.route is None}
+            checked |= {Queue.TARGET.value} if resolved.targets else set()
             check_local_resources(resolved, sorted(checked))
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire(lane=True)

@@ -115,6 +115,27 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
     assert _our_processes(home) == []
 
 
+def test_a_refusal_of_a_routed_rows_queue_leaves_no_run_to_lock_the_out_dir(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row whose checks need the judge is known only once the dataset is read: the missing key was refused
+    (exit 2) after DIR/run.json named the run, and the same command, the key set, said DIR "holds run ..., which
+    has not written its reports (interrupted?)"."""
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+    rows = make_rows(3)
+    rows[1]["checks"] = [{"id": "meta", "type": "meta_eval", "informational": True}]
+    data, out = write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "out"
+    command = ["run", str(data), "--suite", str(_suite(tmp_path, {"metrics": ["checks"]})), "--out", str(out)]
+    refused = ragscore(*command, home=home)
+    assert refused.returncode == 2 and "GROQ_API_KEY" in refused.stderr, refused.stderr
+    assert not (out / "run.json").exists()
+    rows[1]["checks"] = [{"id": "term", "type": "keyword", "params": {"keywords": ["a"]}}]  # the row fixed instead
+    write_jsonl(data, rows)
+    again = ragscore(*command, home=home)
+    assert again.returncode == 0, again.stderr
+    assert (out / "summary.json").exists()
+
+
 def test_beyond_the_stored_unreadable_rows_the_reports_say_the_list_is_the_first_ones(
     tmp_path: Path, home: Path
 ) -> None:

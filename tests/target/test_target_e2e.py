@@ -375,7 +375,11 @@ def test_an_embedded_run_refuses_a_missing_target_token_before_any_call(
         suite = _suite([_target(rag, "exact") | {"auth_env": None}, locked]) | {"metrics": ["verbatim"]}
         with pytest.raises(ConfigError, match="Target locked needs a token: set the environment variable NO_SUCH"):
             evaluate(questions(3), suite, out=tmp_path / "out")
-    assert rag.calls.get("exact", 0) == rag.calls.get("locked", 0) == 0
+        assert rag.calls.get("exact", 0) == rag.calls.get("locked", 0) == 0
+        assert not (tmp_path / "out" / "run.json").exists()  # it locked the folder: "holds run ... (interrupted?)"
+        monkeypatch.setenv("NO_SUCH_RAG_TOKEN", TOKEN)  # the same call, once the token is set
+        result = evaluate(questions(3), suite, out=tmp_path / "out")
+    assert result.summary.by_system["locked"]["verbatim"].mean == 1.0
 
 
 def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home: Path, tmp_path: Path) -> None:
