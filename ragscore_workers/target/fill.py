@@ -10,7 +10,7 @@ from ..schemas import RAGAS_NAMES, TARGET_FIELDS, Row, TargetConfig
 from .errors import TargetError
 from .jsonpath import extract
 
-__all__ = ["fill_row", "mapped_fields", "unanswered_row"]
+__all__ = ["fill_row", "mapped_fields", "unanswered_row", "unfilled_fields"]
 
 
 def mapped_fields(config: TargetConfig, data: Any) -> dict[str, Any]:
@@ -24,6 +24,13 @@ def mapped_fields(config: TargetConfig, data: Any) -> dict[str, Any]:
         if value is not None:
             out[field] = value
     return out
+
+
+def unfilled_fields(config: TargetConfig, data: Any) -> list[str]:
+    """The fields the response map names whose path finds nothing in ``data`` (a mistyped path reads as "no
+    contexts" in every reply); a path to an empty list found it."""
+    mapped = mapped_fields(config, data)
+    return [f for f in TARGET_FIELDS if getattr(config.response, f) is not None and f not in mapped]
 
 
 def _unanswered_values(row: Row, config: TargetConfig) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """A small JSON path: ``a.b``, ``items[0].id``, ``items[-1].id``, ``contexts[*].text`` (``[*]``: every element).
 
-Enough to point at fields of a RAG API's reply without a dependency; a missing key or index gives None.
+Enough to point at fields of a RAG API's reply without a dependency; a missing key or index gives None, and so
+does ``[*]`` when no element has what follows it (``contexts[*].txt``: a typo, not a list of nothing).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _walk(value: Any, steps: list[str | int]) -> Any:
         if step == "*":
             if not isinstance(value, list):
                 return None
-            return [_walk(v, steps[i + 1 :]) for v in value]
+            found = [_walk(v, steps[i + 1 :]) for v in value]
+            return None if found and all(v is None for v in found) else found
         if isinstance(step, int):
             value = value[step] if isinstance(value, list) and -len(value) <= step < len(value) else None
         else:

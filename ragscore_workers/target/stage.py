@@ -19,12 +19,12 @@ from pydantic import ValidationError
 
 from ..errors import ConfigError
 from ..providers.errors import exception_text, traceback_text
-from ..schemas import TARGET_FIELDS, UNFILLED_PREFIX, Row, TargetConfig
+from ..schemas import UNFILLED_PREFIX, Row, TargetConfig
 from ..store import RunStore
 from ..unicode_text import valid_unicode
 from .client import TargetClient, build_target_client
 from .errors import TargetError
-from .fill import fill_row, unanswered_row
+from .fill import fill_row, unanswered_row, unfilled_fields
 from .template import render
 
 __all__ = ["answer_chunk", "scoring_rows"]
@@ -36,15 +36,18 @@ def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, A
     asked = unanswered_row(row, config)
     try:
         request = render(config.request, row.model_dump(mode="json", exclude_none=True))
-        filled, cached = client.ask(request, lambda data: fill_row(row, config, valid_unicode(data)))
-        # fields the response map names that this reply lacked: a mistyped path reads as "no contexts" everywhere
-        unfilled = [f for f in TARGET_FIELDS if getattr(config.response, f) is not None and getattr(filled, f) is None]
+        (filled, unfilled), cached = client.ask(request, lambda data: _filled(row, config, valid_unicode(data)))
         return {"row": filled.to_message(), "cached": cached, "unfilled": unfilled}
     except TargetError as exc:
         return {"row": asked.to_message(), "error": str(exc)}
     except Exception as exc:  # e.g. a callable's reply that is not JSON: this question fails, not the chunk
         log.error("target %s failed on %s: %s", config.name, row.id, traceback_text(exc))
         return {"row": asked.to_message(), "error": f"{config.name}: {exception_text(exc)}"[:500]}
+
+
+def _filled(row: Row, config: TargetConfig, data: Any) -> tuple[Row, list[str]]:
+    """The answered row, and the fields the response map names that this reply lacks (counted per target)."""
+    return fill_row(row, config, data), unfilled_fields(config, data)
 
 
 def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig, rows: list[dict]) -> dict[str, int]:

@@ -10,6 +10,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import Row, TargetConfig
 from ragscore_workers.target import TargetError, fill_row
+from ragscore_workers.target.fill import unfilled_fields
 from ragscore_workers.target.jsonpath import extract, parse_path
 from ragscore_workers.target.template import placeholders, render
 
@@ -30,7 +31,7 @@ REPLY = {
         ("data.missing", None),
         ("data.answer.deeper", None),
         ("quotes", REPLY["quotes"]),
-        ("data.hits[*].missing", [None, None]),
+        ("data.hits[*].missing", None),  # no element has it: a typo, not a list of nothing
     ],
 )
 def test_extract(path: str, expected: Any) -> None:
@@ -93,6 +94,20 @@ def test_fill_row_errors_clearly_when_the_reply_does_not_fit() -> None:
         fill_row(row, _config(citations="data.answer"), REPLY)
     # A retrieval-only target maps no answer.
     assert fill_row(row, _config(answer=None), REPLY).answer is None
+
+
+def test_a_path_that_finds_nothing_is_unfilled_and_one_to_an_empty_list_is_found() -> None:
+    """``contexts`` defaults to [] in a row, so a mistyped path read as found; a key no element under ``[*]`` has
+    gave ``[None, None]``, which failed every question with "does not fit the row"."""
+    row = Row(id="q1", question="Capital?")
+    typos = _config(contexts="data.hit[*].text", retrieved_doc_ids="data.hits[*].ident")
+    assert extract(REPLY, "data.hits[*].ident") is None and extract(REPLY, "data.hits[*].id") == ["d1", "d2"]
+    assert unfilled_fields(typos, REPLY) == ["contexts", "retrieved_doc_ids"]
+    filled = fill_row(row, typos, REPLY)
+    assert filled.contexts == [] and filled.retrieved_doc_ids is None
+    nothing_retrieved = {"data": {"answer": "?", "hits": []}, "quotes": []}
+    assert unfilled_fields(_config(), nothing_retrieved) == []
+    assert fill_row(row, _config(), nothing_retrieved).retrieved_doc_ids == []
 
 
 @pytest.mark.parametrize(

@@ -389,7 +389,8 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
             for q in questions(N)]  # fmt: skip
     with FakeRag() as rag:
         rag.failing = {"dead"}
-        response = {"answer": "answer", "contexts": "contexts[*].text", "retrieved_doc_ids": "no_such_field"}
+        # mistyped paths: a key the reply lacks, and one no element under [*] has (each once read as found)
+        response = {"answer": "answer", "contexts": "context[*].text", "retrieved_doc_ids": "contexts[*].docid"}
         suite = {
             "metrics": ["exact_match"],
             "targets": [{"system": "exact", "url": rag.url("exact"), "response": response},
@@ -403,7 +404,7 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
     dead = [a for a in answers if a["system"] == "dead"]
     assert len(exact) == len(dead) == N
     for a in exact:
-        assert a["answer"] != "OLD answer" and "OLD context" not in json.dumps(a["contexts"])
+        assert a["answer"] != "OLD answer" and "OLD context" not in json.dumps(a.get("contexts", []))
         assert "retrieved_doc_ids" not in a, "the reply has no doc ids: none, not the dataset's"
     for a in dead:
         assert "target_error" in a["metadata"]
@@ -412,9 +413,10 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
     assert result.summary.by_system["dead"]["exact_match"].errors == N
     # The path found nothing in any reply (a typo reads as "no doc ids": recall 0, silently): counted and said
     assert result.summary.target["exact"]["unfilled_retrieved_doc_ids"] == N
-    assert "unfilled_contexts" not in result.summary.target["exact"]
+    assert result.summary.target["exact"]["unfilled_contexts"] == N  # its default, [], read as filled
     report = (tmp_path / "out" / "report.md").read_text()
     assert f"target exact: {N:,} replies had nothing at the path of retrieved_doc_ids" in report
+    assert f"target exact: {N:,} replies had nothing at the path of contexts" in report
 
 
 class _FirstReplyEmpty:
