@@ -20,6 +20,7 @@ __all__ = [
     "print_estimate",
     "print_summary",
     "reasons_text",
+    "target_lines",
     "unfilled_lines",
     "unscorable_text",
     "unscored_lines",
@@ -53,6 +54,21 @@ def unfilled_lines(summary: RunSummary) -> list[str]:
         for key, n in counters.items()
         if key.startswith(UNFILLED_PREFIX) and n
     ]
+
+
+def target_lines(summary: RunSummary) -> list[str]:
+    """One line per target: its calls, and the replies the reply cache gave (a system changed behind the same URL
+    or callable answers from the cache as before: ``--no-cache`` asks it again), retries, 429s, failures."""
+    lines = []
+    for system, counters in summary.target.items():
+        said = [f"{counters.get('calls', 0):,} calls"]
+        if hits := counters.get("cache_hits", 0):
+            said.append(f"{hits:,} replies from the reply cache (a changed system is asked again with --no-cache)")
+        for key, what in (("retries", "retries"), ("rate_limited", "rate-limited (429)"), ("failures", "failed")):
+            if counters.get(key):
+                said.append(f"{counters[key]:,} {what}")
+        lines.append(f"target {system}: {', '.join(said)}")
+    return lines
 
 
 def reasons_text(reasons: dict[str, int] | None) -> str:
@@ -150,7 +166,7 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     for line in (*unscored_lines(summary), *unfilled_lines(summary)):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    for line in (judge_line(summary), embedding_line(summary)):
+    for line in (*target_lines(summary), judge_line(summary), embedding_line(summary)):
         if line is not None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")

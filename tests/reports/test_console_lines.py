@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from orchestrator.reports.console import embedding_line, judge_line, print_summary
+from orchestrator.reports.console import embedding_line, judge_line, print_summary, target_lines
 from ragscore_workers.schemas import RunSummary
 
 
@@ -54,6 +54,22 @@ def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
     out = io.StringIO()
     print_summary(embedded, Console(file=out, width=300))
     assert line in out.getvalue()
+
+
+def test_a_line_per_target_says_its_calls_and_the_replies_the_cache_gave() -> None:
+    """Re-running after a change to the system under test (same URL or callable) scored its cached replies, and
+    the console said nothing: the counters were in report.md alone."""
+    assert target_lines(_summary()) == []
+    summary = _summary(target={"rag-v2": {"calls": 0, "cache_hits": 4, "retries": 0, "rate_limited": 0,
+                                          "failures": 0},
+                               "flaky": {"calls": 9, "cache_hits": 0, "retries": 3, "rate_limited": 2,
+                                         "failures": 1}})  # fmt: skip
+    cached = ("target rag-v2: 0 calls, 4 replies from the reply cache (a changed system is asked again with "
+              "--no-cache)")  # fmt: skip
+    assert target_lines(summary) == [cached, "target flaky: 9 calls, 3 retries, 2 rate-limited (429), 1 failed"]
+    out = io.StringIO()
+    print_summary(summary, Console(file=out, width=300))
+    assert cached in out.getvalue()
 
 
 def test_a_run_of_several_systems_prints_each_system_s_means_under_the_pooled_table() -> None:
