@@ -111,7 +111,8 @@ class HttpEndpoint:
             with self._client.stream(self.method, url, **options) as response:
                 content = read_body(response.iter_bytes(), started, self.timeout_s)
         except (httpx.TimeoutException, ReplyTooSlow) as exc:
-            raise TargetError(f"{self.system}: timed out", system=self.system) from exc
+            raise TargetError(f"{self.system}: timed out after {self.timeout_s:g} s (the target's timeout_s)",
+                              system=self.system) from exc  # fmt: skip
         except ReplyTooLarge as exc:
             raise TargetError(f"{self.system}: {exc}", system=self.system, status=200) from exc
         except httpx.HTTPError as exc:  # refused, reset, protocol errors
