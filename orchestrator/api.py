@@ -25,8 +25,8 @@ __all__ = ["Evaluation", "IncompleteRunWarning", "evaluate"]
 
 
 class IncompleteRunWarning(UserWarning):
-    """A run ``ragscore run`` exits 1 for (a metric output whose every item errored, a judge breaker, a cancel),
-    returned as it is by :func:`evaluate`."""
+    """A run ``ragscore run`` exits 1 for (a metric output whose every item errored, a judge or target breaker, a
+    cancel), returned as it is by :func:`evaluate`."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,8 @@ def evaluate(
 ) -> Evaluation:
     """Score a dataset (a file, an iterable of row dicts, or a pandas DataFrame) with a suite; embedded unless
     ``broker``. Rows that cannot be read are reported in ``failed_rows.jsonl`` and with a warning, and so is a run
-    ``ragscore run`` exits 1 for (a metric output whose every item errored, a judge breaker, a cancel).
+    ``ragscore run`` exits 1 for (a metric output whose every item errored, pooled or in one system's items, a
+    judge or target breaker, a cancel).
 
     Reports are written to ``out`` (a temporary directory when omitted, kept so files can be read, and removed when
     the call fails before a run was recorded there).
