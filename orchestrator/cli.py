@@ -473,11 +473,11 @@ def _run_id(ref: str) -> str:
 
 
 def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
-    """Exit 1 when the judge's circuit breaker stopped judging, or a metric output has errors and not one score:
-    the run produced nothing for it (a wrong key, a sandbox that cannot start, a provider that is down). Neither
-    may pass as a success in CI; the reports are written and ``resume`` (the command that finishes this run) goes on
-    after the cause is fixed. A run cancelled with ``ragscore cancel`` exits 1 too: its reports cover only what was
-    scored before."""
+    """Exit 1 when the judge's or a target's circuit breaker stopped the run asking it, or a metric output has
+    errors and not one score, pooled or in one system's items: the run produced nothing for it (a wrong key, a
+    sandbox that cannot start, a provider or a system under test that is down). None may pass as a success in CI;
+    the reports are written and ``resume`` (the command that finishes this run) goes on after the cause is fixed.
+    A run cancelled with ``ragscore cancel`` exits 1 too: its reports cover only what was scored before."""
     from .gates import incomplete, stopped_targets
 
     problem = incomplete(summary)

@@ -1043,16 +1043,16 @@ def run(
         run_id = resume_id or new_run_id()
 
         def validated(queues: list[str]) -> None:
-            if replaced is not None:  # said once the dataset is known to be good: a bad one replaces nothing
+            if lane is not None:  # where its queues are and who runs it, for `status` / `cancel` in another shell
+                store.set_meta(run_id, lane=lane, lane_process=registration)
+            if on_validated is not None:  # first: what it refuses (exit 2) leaves DIR as it was, run.json too
+                on_validated(queues)
+            if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
                 log.warning("%s holds the reports of run %s: this run replaces them (`ragscore results %s --out "
                             "OTHER_DIR` writes them again while the store keeps that run)", out_dir, replaced,
                             replaced)  # fmt: skip
-            if on_validated is not None:  # first: what it refuses (exit 2) leaves no run.json to lock DIR
-                on_validated(queues)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=job)
-            if lane is not None:  # where its queues are and who runs it, for `status` / `cancel` in another shell
-                store.set_meta(run_id, lane=lane, lane_process=registration)
 
         if resume_id is not None:
             if not store.exists(resume_id):

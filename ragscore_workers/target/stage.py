@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -27,7 +27,7 @@ from .errors import TargetError
 from .fill import fill_row, unanswered_row, unfilled_fields
 from .template import render
 
-__all__ = ["answer_chunk", "scoring_rows"]
+__all__ = ["answer_chunk", "cut_answers", "scoring_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -72,21 +72,35 @@ def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig,
     new = 0
     unfilled: Counter[str] = Counter()
     pool = ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target")
-    futures = {pool.submit(_answer, client, config, row): row for row in todo}
+    futures = {pool.submit(_answer, client, config, row): asked[row.key] for row in todo}
+    stored: set[Future[dict[str, Any]]] = set()
     try:
         for future in as_completed(futures):  # each answer is stored as it comes: a cut task loses none
             answer = future.result()
             unfilled.update(answer.pop("unfilled", ()))
-            new += store.save_answers(run_id, shard, {asked[futures[future].key].key: answer})
+            new += store.save_answers(run_id, shard, {futures[future].key: answer})
+            stored.add(future)
     except SoftTimeLimitExceeded:  # prefork pools only; the rest is recorded, a resume asks again
-        left = {asked[r.key].key: {"row": asked[r.key].to_message(), "error": "the target task ran over its time limit"}
-                for f, r in futures.items() if not f.done()}  # fmt: skip
-        new += store.save_answers(run_id, shard, left)
+        new += store.save_answers(run_id, shard, cut_answers(futures, stored))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     if unfilled:  # after, not in the finally: a Redis error here must not hide the error that ended the task
         client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})
     return {"asked": len(todo), "new": new}
+
+
+def cut_answers(futures: dict[Future[dict[str, Any]], Row], stored: set[Future[dict[str, Any]]]) -> dict[str, Any]:
+    """What a chunk cut by its time limit has not stored, per item key: the answer of a call that ended (its
+    question is answered, and a resume's mark on it is taken), else the time-limit error."""
+    left: dict[str, Any] = {}
+    for future, asked in futures.items():
+        if future in stored:
+            continue
+        if future.done() and not future.cancelled() and future.exception() is None:
+            left[asked.key] = {k: v for k, v in future.result().items() if k != "unfilled"}
+        else:
+            left[asked.key] = {"row": asked.to_message(), "error": "the target task ran over its time limit"}
+    return left
 
 
 def _row_of_key(key: str) -> Row:

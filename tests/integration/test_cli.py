@@ -129,11 +129,17 @@ def test_a_refusal_of_a_routed_rows_queue_leaves_no_run_to_lock_the_out_dir(
     refused = ragscore(*command, home=home)
     assert refused.returncode == 2 and "GROQ_API_KEY" in refused.stderr, refused.stderr
     assert not (out / "run.json").exists()
+    meta_eval = rows[1]["checks"]
     rows[1]["checks"] = [{"id": "term", "type": "keyword", "params": {"keywords": ["a"]}}]  # the row fixed instead
     write_jsonl(data, rows)
     again = ragscore(*command, home=home)
     assert again.returncode == 0, again.stderr
-    assert (out / "summary.json").exists()
+    kept = json.loads((out / "run.json").read_text())
+    rows[1]["checks"] = meta_eval  # refused again, DIR holding a finished run: it is not said to be replaced
+    write_jsonl(data, rows)
+    refused = ragscore(*command, home=home)
+    assert refused.returncode == 2 and "replaces them" not in refused.stderr, refused.stderr
+    assert json.loads((out / "run.json").read_text()) == kept
 
 
 def test_beyond_the_stored_unreadable_rows_the_reports_say_the_list_is_the_first_ones(

@@ -110,6 +110,31 @@ def test_a_path_that_finds_nothing_is_unfilled_and_one_to_an_empty_list_is_found
     assert fill_row(row, _config(), nothing_retrieved).retrieved_doc_ids == []
 
 
+def test_a_chunk_cut_by_its_time_limit_stores_the_answers_that_came_and_the_error_for_the_rest() -> None:
+    """An answer whose call had ended but was not stored yet when the time limit struck was lost: neither it nor
+    an error was stored (and a resume's mark on that failed answer was never taken: progress stayed below 100 %)."""
+    from concurrent.futures import Future
+
+    from ragscore_workers.target.stage import cut_answers
+
+    asked = {name: Row(id=name, question="?", system="s") for name in ("stored", "ended", "running", "failed")}
+    futures: dict[Future[dict[str, Any]], Row] = {}
+    for name, row in asked.items():
+        future: Future[dict[str, Any]] = Future()
+        if name in ("stored", "ended"):
+            future.set_result({"row": {"id": name, "answer": "yes"}, "cached": False, "unfilled": ["contexts"]})
+        elif name == "failed":
+            future.set_exception(RuntimeError("boom"))
+        futures[future] = row
+    stored = {f for f, row in futures.items() if row.id == "stored"}
+    cut = "the target task ran over its time limit"
+    assert cut_answers(futures, stored) == {
+        "s::ended": {"row": {"id": "ended", "answer": "yes"}, "cached": False},
+        "s::running": {"row": asked["running"].to_message(), "error": cut},
+        "s::failed": {"row": asked["failed"].to_message(), "error": cut},
+    }
+
+
 @pytest.mark.parametrize(
     ("suite", "message"),
     [
