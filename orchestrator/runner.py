@@ -424,10 +424,10 @@ def resume(
                 )
             n_shards += 1
             items += len(keys)
-            if resolved.targets:
-                n_tasks += _resume_target_shard(store, run_id, index, rows, keys, resolved, generation)
-                continue
             lookup = looked_up if looked_up is not None else store.redo_lookup(run_id, keys, all_outputs)
+            if resolved.targets:
+                n_tasks += _resume_target_shard(store, run_id, index, rows, keys, resolved, generation, lookup)
+                continue
             todo = resolved.metrics_todo(lookup.todo)
             shard = plan_shard(run_id, index, rows, resolved, todo=todo, generation=generation)
             if shard is None:
@@ -526,14 +526,15 @@ def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> Non
 
 
 def _resume_target_shard(
-    store: RunStore, run_id: str, index: int, rows: list[Row], keys: list[str], resolved: ResolvedSuite, generation: int
-) -> int:
+    store: RunStore, run_id: str, index: int, rows: list[Row], keys: list[str], resolved: ResolvedSuite,
+    generation: int, lookup: RedoLookup,
+) -> int:  # fmt: skip
     """Ask again what has no answer (or a failed one); the shard's score_shard then scores what is missing. The
-    failed answers and the outputs stored as errors or stopped are marked first (:func:`_stored_redo`)."""
+    failed answers and the outputs ``lookup`` found stored as errors or stopped are marked first
+    (:func:`_stored_redo`)."""
     answers = store.answers(run_id, index, keys)
     missing = {k for k in keys if "error" in answers.get(k, {"error": ""})}
     store.mark_answer_redo(run_id, index, [k for k in keys if k in missing and k in answers])
-    lookup = store.redo_lookup(run_id, keys, [o for outs in resolved.scoring_outputs().values() for o in outs])
     answered, failed = scoring_rows(answers, list(lookup.stored))  # the rows score_shard wrote them of
     store.mark_redo(run_id, _stored_redo([*answered, *(row for row, _ in failed)], lookup, resolved))
     shard = plan_target_shard(run_id, index, rows, resolved, missing=missing, generation=generation)
