@@ -108,6 +108,7 @@ FormatOpt = Annotated[
     ),
 ]
 ChunkSizeOpt = Annotated[Optional[list[str]], typer.Option("--chunk-size", help="QUEUE=N")]  # noqa: UP045
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="No cached judge/target replies or vectors")]
 NoTargetOpt = Annotated[
     bool, typer.Option("--no-target", help="Score the rows as given; do not ask the suite's targets")
@@ -258,7 +259,7 @@ def run_cmd(
     tpm: TpmOpt = None,
     rpd: RpdOpt = None,
     tpd: TpdOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
+    quiet: QuietOpt = False,
     fail_under: Annotated[
         Optional[list[str]],  # noqa: UP045
         typer.Option(
@@ -505,7 +506,7 @@ def resume_cmd(
         typer.Option("--out", "-o", help="Directory for the reports (default: the DIR given, else ragscore-out)"),
     ] = None,
     broker: BrokerOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table")] = False,
+    quiet: QuietOpt = False,
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
     rpm: RpmOpt = None,
@@ -733,6 +734,7 @@ def results(
         typer.Option("--out", "-o", help="Directory to write the reports into (default: the run's DIR, when given)"),
     ] = None,
     broker: BrokerOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table (what makes it exit 1 is still said)")] = False,
 ) -> None:
     """Write the reports of a finished run (exit codes as `ragscore run`: 1 for a cancelled run or a metric with
     no score). A cancelled run's summary is waited for (2 minutes at most), and written here when nothing else
@@ -759,7 +761,8 @@ def results(
             raise
         raise ConfigError(f"{exc}. {ref} holds a finished run's results: `ragscore report {ref} --out {out}` "
                           "writes its reports from them, with no store") from exc  # fmt: skip
-    print_summary(summary)
+    if not quiet:
+        print_summary(summary)
     _exit_if_incomplete(summary, f"ragscore resume {summary.run_id} --out {out}")
 
 

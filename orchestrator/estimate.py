@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import MetricDef, PlannedCall
 from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
@@ -195,14 +196,18 @@ def estimate_run(
 ) -> Estimate:
     """Read ``dataset`` as a run would and count what the run would do; ``redis``: look up cached replies.
 
-    Raises DatasetError (as a run does) for duplicate ids or when no row is readable."""
+    Raises DatasetError (as a run does) for duplicate ids or when no row is readable, ConfigError when a target's
+    request reads a field no row has."""
     estimate = Estimate()
     targets = resolved.targets
     judge = _JudgePlanner(resolved, estimate, None if targets else redis)
     per_metric = {m.name: len(m.outputs(p)) for m, p in resolved.metrics}
     units: dict[str, int] = {}
 
+    request_fields = resolved.request_fields()
+
     def count(row: Row) -> None:
+        request_fields.see(lambda: row.model_dump(mode="json", exclude_none=True))
         for answered in [_as_answered(row, t) for t in targets] or [row]:
             if answered.system is not None:
                 estimate.systems.add(answered.system)
@@ -216,6 +221,8 @@ def estimate_run(
             on_row()
 
     scan = scan_dataset(dataset, fmt, lambda _: None, fmt_options, on_row=count)
+    if scan.rows and (unseen := request_fields.error()):
+        raise ConfigError(f"{dataset}: {unseen}")
     judge.flush()
     if targets:
         units["target"] = scan.rows * len(targets)

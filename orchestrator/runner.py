@@ -197,11 +197,16 @@ def submit(
     recorded_format = fmt or (detect_format(dataset, fmt_options) if validated_as is not None else None)
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
+    request_fields = resolved.request_fields()
+
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))
+        request_fields.see(lambda: row.model_dump(mode="json", exclude_none=True))
         ticker.count(lambda n: f"reading {dataset.name}: {n:,} rows so far")
 
     scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row)
+    if scan.rows and (unseen := request_fields.error()):
+        raise ConfigError(f"{dataset}: {unseen}; nothing was submitted")
     ticker.say(f"{scan.rows:,} rows to score ({scan.failed:,} unreadable); sending them to the queues")
     for warning in [*scan.warnings(), *resolved.absent_field_warnings(scan.fields_seen)]:
         log.warning("%s: %s", dataset, warning)

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from .app import app
 from .metrics.registry import MetricDef, resolve
 from .schemas import TARGET_FIELDS, Row, Suite, TargetConfig
+from .target.template import UnseenRequestFields
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -89,6 +90,10 @@ class ResolvedSuite:
     def scoring_outputs(self) -> dict[str, list[str]]:
         """Metric name -> its outputs, for the metrics workers score."""
         return {m.name: m.outputs(p) for m, p in self.scoring}
+
+    def request_fields(self) -> UnseenRequestFields:
+        """A tracker of the fields the targets' requests read, for the dataset scan (empty without targets)."""
+        return UnseenRequestFields({t.name: t.request for t in self.targets})
 
     def absent_field_warnings(self, fields_seen: set[str]) -> list[str]:
         """A warning per metric that scores rows lacking a field (rather than leaving them unscorable) when no

@@ -8,11 +8,12 @@ read (no format specs, no attribute access), and ``{{``/``}}`` stand for literal
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .errors import TargetError
 
-__all__ = ["placeholders", "render"]
+__all__ = ["UnseenRequestFields", "has_field", "placeholders", "render"]
 
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w]*(?:\.[\w]+)*)\}")
 
@@ -24,6 +25,15 @@ def _lookup(row: dict[str, Any], name: str) -> Any:
             raise TargetError(f"the row has no field {name!r}, which the target's request template uses")
         value = value[part]
     return value
+
+
+def has_field(row: dict[str, Any], name: str) -> bool:
+    """Whether ``row`` has the (dotted) field ``name`` a placeholder reads, with a value that is not None."""
+    try:
+        _lookup(row, name)
+    except TargetError:
+        return False
+    return True
 
 
 def _render_text(text: str, row: dict[str, Any]) -> Any:
@@ -60,3 +70,33 @@ def placeholders(template: Any) -> set[str]:
     if isinstance(template, list):
         return set().union(*(placeholders(v) for v in template)) if template else set()
     return set()
+
+
+class UnseenRequestFields:
+    """The fields the targets' request templates read that no row seen so far has: one no row of a dataset has
+    (``{questoin}``, or ``{question}`` in a dataset whose column is ``query``) would fail every question, so a run
+    or ``--dry-run`` stops on it before anything is submitted. Rows are read only until every field is seen."""
+
+    def __init__(self, requests: dict[str, Any]) -> None:
+        """``requests``: target name -> its request template."""
+        self._users: dict[str, list[str]] = {}
+        for target, template in requests.items():
+            for name in sorted(placeholders(template)):
+                self._users.setdefault(name, []).append(target)
+
+    def see(self, row: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+        """Note the fields ``row`` (or what calling it returns, built only while a field is unseen) has."""
+        if self._users:
+            data = row() if callable(row) else row
+            for name in [n for n in self._users if has_field(data, n)]:
+                del self._users[name]
+
+    def error(self) -> str | None:
+        """What no row has, said per field with the targets whose request reads it; None when all were seen."""
+        if not self._users:
+            return None
+        said = "; ".join(
+            f"no row has {name!r}, which the request of target {', '.join(map(repr, targets))} reads"
+            for name, targets in self._users.items()
+        )
+        return f"{said}: every question would fail (a typo in the request, or a column named otherwise?)"

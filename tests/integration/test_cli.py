@@ -142,6 +142,20 @@ def test_a_refusal_of_a_routed_rows_queue_leaves_no_run_to_lock_the_out_dir(
     assert json.loads((out / "run.json").read_text()) == kept
 
 
+def test_a_target_request_reading_a_field_no_row_has_stops_the_run_and_the_dry_run_before_anything_is_sent(
+    tmp_path: Path, home: Path
+) -> None:
+    """``{questoin}`` failed every question at run time (after the breaker's first failures), exit 1."""
+    data, out = write_jsonl(tmp_path / "d.jsonl", make_rows(3)), tmp_path / "out"
+    target = {"url": "http://127.0.0.1:9/ask", "request": {"q": "{questoin}", "id": "{id}"}}
+    suite = _suite(tmp_path, {"metrics": ["exact_match"], "target": target})
+    for extra in (["--out", str(out)], ["--dry-run"]):
+        refused = ragscore("run", str(data), "--suite", str(suite), *extra, home=home, env={"COLUMNS": "300"})
+        assert refused.returncode == 2, refused.stderr
+        assert "no row has 'questoin', which the request of target 'target' reads" in refused.stderr
+    assert not (out / "run.json").exists()
+
+
 def test_beyond_the_stored_unreadable_rows_the_reports_say_the_list_is_the_first_ones(
     tmp_path: Path, home: Path
 ) -> None:
@@ -250,7 +264,10 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     # The run's --out DIR names it too ("No run 'o' in the store" before)
     by_dir = ragscore("status", str(tmp_path / "o"), home=home)
     assert by_dir.returncode == 0 and "errors 0" in by_dir.stdout, by_dir.stderr
-    assert ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "again2"), home=home).returncode == 0
+    assert "exact_match" in again.stdout  # the summary table
+    quiet = ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "again2"), "-q", home=home)
+    assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout
+    assert (tmp_path / "again2" / "summary.json").is_file()
     assert ragscore("resume", str(tmp_path / "o"), home=home).returncode == 0  # nothing left to do: reports again
     # The DIR copied to a machine whose store never had the run: `report` is the command that reads it alone
     elsewhere = ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "x"), home=tmp_path / "other-home")

@@ -12,7 +12,7 @@ from ragscore_workers.schemas import Row, TargetConfig
 from ragscore_workers.target import TargetError, fill_row
 from ragscore_workers.target.fill import unfilled_fields
 from ragscore_workers.target.jsonpath import extract, parse_path
-from ragscore_workers.target.template import placeholders, render
+from ragscore_workers.target.template import UnseenRequestFields, placeholders, render
 
 REPLY = {
     "data": {"answer": "Paris.", "hits": [{"id": "d1", "text": "Paris is the capital."}, {"id": "d2", "text": "x"}]},
@@ -68,6 +68,22 @@ def test_render_names_the_missing_field() -> None:
         render({"filter": "{metadata.lang}"}, {"id": "q1", "metadata": {}})
     with pytest.raises(TargetError, match="no field 'question'"):
         render("{question}", {"id": "q1"})
+
+
+def test_the_request_fields_no_row_has_are_named_with_the_targets_reading_them() -> None:
+    fields = UnseenRequestFields({"a": {"q": "{questoin}", "lang": "{metadata.lang}"}, "b": "{questoin} {id}"})
+    assert fields.error() is not None
+    fields.see({"id": "q1", "question": "Why?", "metadata": {}})
+    fields.see(lambda: {"id": "q2", "metadata": {"lang": "en"}})
+    assert fields.error() == (
+        "no row has 'questoin', which the request of target 'a', 'b' reads: every question would fail (a typo in "
+        "the request, or a column named otherwise?)"
+    )
+    built: list[str] = []
+    fields.see(lambda: built.append("row") or {"id": "q3", "questoin": "Why?"})  # type: ignore[func-returns-value]
+    fields.see(lambda: built.append("row") or {"id": "q4"})  # type: ignore[func-returns-value]
+    assert fields.error() is None and built == ["row"]  # once every field is seen, rows are not built for it
+    assert UnseenRequestFields({}).error() is None
 
 
 def _config(**response: str | None) -> TargetConfig:
