@@ -227,6 +227,9 @@ def test_resume_asks_again_only_what_has_no_answer(home: Path, token: str, tmp_p
     assert resumed["by_system"]["down"]["verbatim"]["mean"] == 1.0
     assert resumed["by_system"]["down"]["verbatim"]["errors"] == 0
     assert resumed["by_system"]["exact"]["verbatim"]["mean"] == 1.0
+    # The counters add up over the run and its resume; the resume closed the breaker
+    down = resumed["target"]["down"]
+    assert (down["calls"], down["failures"], "breaker" in down) == (2 + N, 2, False), down
 
 
 def test_a_resumes_progress_counts_the_answers_and_outputs_it_asks_again_as_not_done(
