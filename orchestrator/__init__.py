@@ -1,5 +1,5 @@
 """ragscore's orchestrator: load, plan, submit, follow and report evaluation runs."""
 
-from .api import Evaluation, evaluate
+from .api import Evaluation, evaluate, resume
 
-__all__ = ["Evaluation", "evaluate"]
+__all__ = ["Evaluation", "evaluate", "resume"]

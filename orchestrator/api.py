@@ -19,9 +19,9 @@ from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 from .gates import incomplete
 from .progress import ProgressView, make_progress
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
-from .suite import load_suite
+from .suite import judge_budget, load_suite
 
-__all__ = ["Evaluation", "IncompleteRunWarning", "evaluate"]
+__all__ = ["Evaluation", "IncompleteRunWarning", "evaluate", "resume"]
 
 
 class IncompleteRunWarning(UserWarning):
@@ -93,13 +93,43 @@ def evaluate(
                 else:
                     warnings.warn(str(unfinished), stacklevel=2)
         raise
-    if summary.failed_rows:  # quiet by default: say it where a notebook shows it
+    return _evaluation(summary, out_dir)
+
+
+def resume(
+    out: str | Path,
+    broker: str | None = None,
+    *,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
+    quiet: bool = True,
+    progress: ProgressView | None = None,
+) -> Evaluation:
+    """Finish the run whose reports go to ``out`` (its ``run.json`` names it), as ``ragscore run --resume DIR`` does:
+    only what the store lacks is scored (missing, failed, or stopped by a breaker, a budget or a cancel), and the
+    reports are written again. ``max_cost`` / ``max_tokens`` raise the judge budget that stopped it; the run's
+    dataset and suite are the ones it was submitted with. Warns as :func:`evaluate` does."""
+    out_dir = Path(out)
+    recorded = recorded_run(out_dir)
+    if recorded is None or "run_id" not in recorded:
+        raise ConfigError(f"{out_dir / 'run.json'} not found or unreadable: resume() takes the out dir of an earlier "
+                          "run")  # fmt: skip
+    summary = run(None, None, out_dir, broker=broker, resume_id=str(recorded["run_id"]),
+                  judge_params=judge_budget(max_cost=max_cost, max_tokens=max_tokens),
+                  progress=progress or make_progress(quiet))  # fmt: skip
+    return _evaluation(summary, out_dir)
+
+
+def _evaluation(summary: RunSummary, out_dir: Path) -> Evaluation:
+    """The run's Evaluation, after a warning for its unreadable rows and one for what ``ragscore run`` exits 1 for
+    (returned as it is, but said: quiet by default, a notebook shows warnings)."""
+    if summary.failed_rows:
         rows = "1 row was" if summary.failed_rows == 1 else f"{summary.failed_rows:,} rows were"
         warnings.warn(f"{rows} unreadable and not scored: each is in {out_dir / 'failed_rows.jsonl'} with its "
-                      "line and why", stacklevel=2)  # fmt: skip
+                      "line and why", stacklevel=3)  # fmt: skip
     problem = incomplete(summary)
-    if problem is not None:  # what `ragscore run` exits 1 for; returned as it is, but said
-        warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=2)
+    if problem is not None:
+        warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=3)
     return Evaluation(summary=summary, out_dir=out_dir)
 
 

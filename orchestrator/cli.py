@@ -121,12 +121,6 @@ def _format_options(predictions: Path | None, corpus: Path | None, system: str |
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _judge_params(*, max_cost: float | None, max_tokens: int | None) -> dict[str, object]:
-    """The judge params --max-cost / --max-tokens set (only the ones given)."""
-    params: dict[str, object] = {"max_cost": max_cost} if max_cost is not None else {}
-    return params | ({"max_tokens_total": max_tokens} if max_tokens is not None else {})
-
-
 def _judge_limits(**given: int | None) -> dict[str, int]:
     """The judge rate limits --rpm / --tpm / --rpd / --tpd set (only the ones given); ConfigError below 1."""
     limits = {name: value for name, value in given.items() if value is not None}
@@ -159,7 +153,7 @@ def _new_run_suite(
     """The suite of a new run (``run``, ``submit``) with the command line's options applied, the same for both:
     ``--chunk-size``, ``--no-target``, ``--no-cache``, ``--max-cost`` / ``--max-tokens`` and the judge rate limits
     ``limits`` (:func:`_judge_limits` of ``--rpm`` / ``--tpm`` / ``--rpd`` / ``--tpd``). ConfigError on a bad one."""
-    from .suite import load_suite, with_judge_limits, with_judge_params
+    from .suite import judge_budget, load_suite, with_judge_limits, with_judge_params
 
     resolved = load_suite(suite)
     chunks = _parse_chunks(chunk_size)
@@ -167,7 +161,7 @@ def _new_run_suite(
         merged = {**resolved.suite.chunk_size, **chunks}
         resolved = load_suite(resolved.suite.model_copy(update={"chunk_size": merged}))
     resolved = _without(resolved, no_target=no_target, no_cache=no_cache)
-    resolved = with_judge_params(resolved, **_judge_params(max_cost=max_cost, max_tokens=max_tokens))
+    resolved = with_judge_params(resolved, **judge_budget(max_cost=max_cost, max_tokens=max_tokens))
     return with_judge_limits(resolved, **limits)
 
 
@@ -315,7 +309,9 @@ def run_cmd(
         run_json = resume_dir / "run.json"
         if not run_json.exists():
             raise ConfigError(f"{run_json} not found: --resume needs the --out DIR of an earlier run")
-        budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
+        from .suite import judge_budget
+
+        budget = judge_budget(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = _run_id(str(resume_dir))
         if not (fail_under or baseline_dir or tolerance is not None or junit):  # the gates the run was started with
             fail_under, baseline_dir, tolerance, junit = _recorded_gates(resume_dir)
@@ -518,8 +514,9 @@ def resume_cmd(
     budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget; --rpm / --tpm /
     --rpd / --tpd set its judge rate limits from now on. Exits 3 when a gate of its suite does not hold."""
     from .gates import GatePlan
+    from .suite import judge_budget
 
-    budget = _judge_params(max_cost=max_cost, max_tokens=max_tokens)
+    budget = judge_budget(max_cost=max_cost, max_tokens=max_tokens)
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     ref, run_id = run_id, _run_id(run_id)
     out = out or (Path(ref) if run_id != ref else Path("ragscore-out"))

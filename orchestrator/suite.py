@@ -14,7 +14,10 @@ from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import Suite
 from ragscore_workers.target.jsonpath import parse_path
 
-__all__ = ["QUEUE_ORDER", "ResolvedSuite", "load_suite", "with_judge_limits", "with_judge_params", "without_caches"]
+__all__ = [
+    "QUEUE_ORDER", "ResolvedSuite", "judge_budget", "load_suite", "with_judge_limits", "with_judge_params",
+    "without_caches",
+]  # fmt: skip
 
 
 def _read(path: Path) -> Any:
@@ -54,6 +57,12 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
 
         check_gate_names(suite.gates, resolved.outputs())
     return resolved
+
+
+def judge_budget(*, max_cost: float | None, max_tokens: int | None) -> dict[str, Any]:
+    """The judge params a budget sets (``--max-cost`` / ``--max-tokens``, or resume()'s), only the ones given."""
+    params: dict[str, Any] = {"max_cost": max_cost} if max_cost is not None else {}
+    return params | ({"max_tokens_total": max_tokens} if max_tokens is not None else {})
 
 
 def with_judge_params(resolved: ResolvedSuite, **params: Any) -> ResolvedSuite:

@@ -7,14 +7,16 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator import evaluate
+from orchestrator import evaluate, resume
 from orchestrator.api import IncompleteRunWarning
 from orchestrator.reports.markdown import TARGET_COLUMNS
+from ragscore_workers.errors import ConfigError
 
 from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
@@ -230,6 +232,28 @@ def test_resume_asks_again_only_what_has_no_answer(home: Path, token: str, tmp_p
     # The counters add up over the run and its resume; the resume closed the breaker
     down = resumed["target"]["down"]
     assert (down["calls"], down["failures"], "breaker" in down) == (2 + N, 2, False), down
+
+
+def test_the_python_resume_finishes_a_run_as_the_cli_does(home: Path, token: str, tmp_path: Path) -> None:
+    """A notebook had no way to finish a run but the CLI (``ragscore run --resume DIR``)."""
+    with pytest.raises(ConfigError, match="resume\\(\\) takes the out dir of an earlier run"):
+        resume(tmp_path / "nothing-here")
+    with FakeRag(token=token) as rag:
+        rag.failing = {"down"}
+        suite = _suite([_target(rag, "exact"), _target(rag, "down", attempts=1, breaker_failures=2, concurrency=1)])
+        suite["metrics"] = ["verbatim"]
+        out = tmp_path / "out"
+        with pytest.warns(IncompleteRunWarning, match="asking target down stopped"):
+            first = evaluate(questions(N), suite, out=out)
+        rag.failing = set()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", IncompleteRunWarning)  # finished: nothing to warn of
+            done = resume(out)
+        assert rag.calls == {"exact": N, "down": 2 + N}
+    assert done.out_dir == out and done.summary.run_id == first.summary.run_id
+    assert done.summary.by_system["down"]["verbatim"].mean == 1.0 and done.summary.by_system["down"]["verbatim"].n == N
+    assert json.loads((out / "summary.json").read_text())["by_system"]["down"]["verbatim"]["errors"] == 0
+    assert len(done.items) == 2 * N
 
 
 def test_a_resumes_progress_counts_the_answers_and_outputs_it_asks_again_as_not_done(
