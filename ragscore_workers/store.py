@@ -582,6 +582,17 @@ class RunStore:
         keys = [self.key(run_id, "progress"), self.key(run_id, "meta"), self.key(run_id, "redo")]
         return int(self._write(keys=keys, args=args))
 
+    def keep_item_meta(self, run_id: str, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Write the ``_meta`` of items a cancel skipped, where no queue wrote one: the reports keep their group,
+        question type and question fingerprint (the key alone holds only the id and system). No output is written,
+        so a resume still scores them."""
+        pipe = self.r.pipeline(transaction=False)
+        for key, item_meta in items:
+            name = self.key(run_id, f"item:{key}")
+            pipe.hsetnx(name, "_meta", json.dumps({k: v for k, v in item_meta.items() if v is not None}))
+            pipe.expire(name, self.ttl_s)
+        pipe.execute()
+
     # ---------------------------------------------------------------- target answers
     def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]]) -> int:
         """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new."""

@@ -188,12 +188,16 @@ def _keep_alive(store: RunStore, run_id: str) -> None:
         store.touch(run_id)
 
 
+#: The skip reason of a cancelled run's task (its items keep their meta: :meth:`RunStore.keep_item_meta`).
+CANCELLED_SKIP = "run cancelled"
+
+
 def _skip_reason(store: RunStore, run_id: str, generation: int) -> str | None:
     """Why a task of this run should not run: the run was cancelled, or a resume (a later generation)
     re-sent its work (running it as well would pay for the same calls twice)."""
     meta = store.r.hmget(store.key(run_id, "meta"), ["state", "generation"])
     if meta[0] == RunState.CANCELLED:
-        return "run cancelled"
+        return CANCELLED_SKIP
     if superseded(generation, meta[1]):
         return "superseded by a resume"
     return None
@@ -214,6 +218,8 @@ def score_chunk(
     """
     store = get_store()
     if skipped := _skip_reason(store, run_id, generation):
+        if skipped == CANCELLED_SKIP:
+            store.keep_item_meta(run_id, [_raw_key_meta(r) for r in rows])
         return {"items": len(rows), "new": 0, "skipped": skipped}
     _keep_alive(store, run_id)
     keys = [item_key(r.get("system"), str(r.get("id"))) for r in rows]
@@ -283,11 +289,15 @@ def ask_target(
     from .target.stage import answer_chunk
 
     store = get_store()
+    suite, _ = _resolve(suite_json, ())
+    target = suite.all_targets[target_index]
     if skipped := _skip_reason(store, run_id, generation):
+        if skipped == CANCELLED_SKIP:  # the items of this target's system (its own, else the row's)
+            store.keep_item_meta(run_id, [_raw_key_meta(r | {"system": target.system or r.get("system")})
+                                          for r in rows])  # fmt: skip
         return {"asked": 0, "new": 0, "skipped": skipped}
     _keep_alive(store, run_id)
-    suite, _ = _resolve(suite_json, ())
-    return answer_chunk(store, run_id, shard, suite.all_targets[target_index], rows)
+    return answer_chunk(store, run_id, shard, target, rows)
 
 
 @app.task(name="ragscore.score_shard")

@@ -55,6 +55,14 @@ def test_cancel_then_resume_scores_only_the_rest(tmp_path: Path) -> None:
             strict=True,
         ) if len(v) == 5}  # fmt: skip
         assert complete, "some items were finished before the cancel"
+        # The items the cancel skipped keep their group and question type (the reports had them as None)
+        rows = {r["id"]: r for r in make_rows(3000, seed=5)}
+        metas = [raw.meta for raw in store.iter_raw_items(sub.run_id)]
+        assert [(m["group"], m["question_type"]) for m in metas] == [
+            (rows[m["id"]]["group"], rows[m["id"]]["question_type"]) for m in metas
+        ]
+        assert all(m.get("question_sha") for m in metas)
+        assert sum(g["exact_match"].n + g["exact_match"].unscorable for g in summary.by_group.values()) == 3000
 
         again = resume(store, sub.run_id)
         assert 0 < again.tasks < sub.tasks

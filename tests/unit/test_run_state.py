@@ -176,3 +176,28 @@ def test_a_cancel_counts_what_it_skipped_as_stopped_in_derived_metrics_and_items
     assert items["c"]["rubric_judge"]["details"] == {"reason": "run cancelled", "stopped": True}
     assert items["c"]["combined"]["details"]["stopped"] is True
     assert list(items["c"]) == sorted(items["c"]) and items["a"]["combined"]["score"] == 0.75
+
+
+def test_the_items_a_cancel_skipped_keep_their_group_question_type_and_question(worker_store: RunStore) -> None:
+    """Items no queue scored were rebuilt from their key: group, question type and question fingerprint were
+    None in items.jsonl, and the summary's by_group left them out. A skipped chunk (a target's or a scoring
+    queue's) writes their meta, and nothing else: a resume still scores them."""
+    run = "t-state-cancel-meta"
+    target = {"system": "rag", "url": "http://127.0.0.1:9/ask"}
+    suite = Suite.model_validate({"name": "t", "metrics": ["exact_match"], "target": target}).model_dump_json()
+    rows = [{"id": "a", "question": "Why?", "group": "g1", "question_type": "fact"},
+            {"id": "b", "question": "How?", "group": "g2", "system": "other"}]  # fmt: skip
+    worker_store.create_run(run, {"state": RunState.RUNNING, "suite": suite, "items": 4, "n_shards": 2})
+    worker_store.add_ids(run, 0, ["rag::a", "rag::b"], {"target": 2, "cpu": 2})
+    worker_store.add_ids(run, 1, ["x::c"], {"cpu": 1})
+    cancel(worker_store, run)
+    assert tasks.ask_target(run, suite, 0, 0, rows)["skipped"] == "run cancelled"
+    plain = Suite(name="t", metrics=["exact_match"]).model_dump_json()
+    scored = tasks.score_task["cpu"](run, plain, ["exact_match"], [{"id": "c", "system": "x", "group": "g3"}])
+    assert scored["skipped"] == "run cancelled"
+    metas = {raw.key: raw.meta for raw in worker_store.iter_raw_items(run)}
+    assert {k: (m["system"], m["group"], m.get("question_type")) for k, m in metas.items()} == {
+        "rag::a": ("rag", "g1", "fact"), "rag::b": ("rag", "g2", None), "x::c": ("x", "g3", None),
+    }  # fmt: skip
+    assert metas["rag::a"]["question_sha"] and "question_sha" not in metas["x::c"]
+    assert worker_store.incomplete(run, list(metas), ["exact_match"]) == {k: {"exact_match"} for k in metas}
