@@ -16,6 +16,7 @@ from typing import Any
 from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
+from .atomic_file import make_out_dir
 from .gates import incomplete
 from .progress import ProgressView, make_progress
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
@@ -135,10 +136,7 @@ def _evaluation(summary: RunSummary, out_dir: Path) -> Evaluation:
 
 def _write_rows(dataset: Any, path: Path) -> Path:
     """Write the rows of ``dataset`` to ``path`` as JSON lines; TypeError naming the row of a value JSON cannot hold."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # out= names a file, or a place this user cannot write: as run() says it
-        raise ConfigError(f"Cannot write the reports to {path.parent}: {exc.strerror or exc}") from exc
+    make_out_dir(path.parent)  # out= names a file, or a place this user cannot write: as run() says it
     written = 0
     with path.open("w", encoding="utf-8") as fh:
         for i, row in enumerate(_records(dataset)):

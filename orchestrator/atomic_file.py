@@ -10,7 +10,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["atomic_writer", "write_text_atomic"]
+from ragscore_workers.errors import ConfigError
+
+__all__ = ["atomic_writer", "make_out_dir", "write_text_atomic"]
+
+
+def make_out_dir(path: Path) -> Path:
+    """``path``, created with its parents when missing; ConfigError (exit 2) naming it when it cannot be: a file
+    of that name, a parent that is a file, no permission."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"Cannot write the reports to {path}: {exc.strerror or exc}") from exc
+    return path
 
 
 @contextmanager

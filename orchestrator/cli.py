@@ -16,7 +16,7 @@ from rich.text import Text
 from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
-from .atomic_file import write_text_atomic
+from .atomic_file import make_out_dir, write_text_atomic
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
 if TYPE_CHECKING:
@@ -466,6 +466,10 @@ def _run_id(ref: str) -> str:
                 return str(json.loads(path.read_text(encoding="utf-8"))["run_id"])
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"{path}: not a {name} ragscore wrote ({exc})") from exc
+    if Path(ref).is_dir():
+        raise ConfigError(f"{ref} holds no run.json or summary.json: it is no run's --out DIR (a run id or such a DIR)")
+    if "/" in ref or Path(ref).exists():  # a run id has no slash: a path that is no DIR, not an id to look up
+        raise ConfigError(f"{ref}: no such directory (a run id or a run's --out DIR)")
     return ref
 
 
@@ -1049,8 +1053,7 @@ def report_cmd(
 
         evaluation = evaluation_json(data.items(), gold_doc_ids(data.info), name)
         split = split or split_of(data.info)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"{split}_evaluation.json"
+        path = make_out_dir(out_dir) / f"{split}_evaluation.json"
         write_text_atomic(path, json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n")
         _say(shown(console_summary(evaluation, split)))
         for note in left_out(data.summary.metrics):
@@ -1077,11 +1080,11 @@ def compare_cmd(
         Optional[str],  # noqa: UP045
         typer.Option("--baseline", help="The system the others are compared with (default: the first)"),
     ] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of bootstrap and permutations")] = None,  # noqa: UP045
+    seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="Seed of bootstrap and permutations")] = None,  # noqa: UP045
 ) -> None:
     """Compare systems on their shared questions: means, paired differences with 95% CI and p, wins."""
     from .reports import open_run
-    from .reports.compare import compare, mismatch_text, unchecked_text, unpaired_text
+    from .reports.compare import compare, errors_text, mismatch_text, unchecked_text, unpaired_text
     from .reports.compare_view import print_comparison, render_compare_html, render_compare_markdown
 
     stores: list = []
@@ -1092,11 +1095,11 @@ def compare_cmd(
         return stores[0]
 
     data = [open_run(ref, store) for ref in runs]
+    make_out_dir(out)  # before the work: --out naming a file is said at once
     try:
         result = compare(data, baseline=baseline, **({"seed": seed} if seed is not None else {}))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "compare.html", render_compare_html(result))
     write_text_atomic(out / "compare.md", render_compare_markdown(result))
     print_comparison(result)
@@ -1104,6 +1107,8 @@ def compare_cmd(
         err.print(f"warning: {unpaired_text(result.unpaired, result.arms[0])}", style="yellow", soft_wrap=True)
     if result.mismatched:
         err.print(f"warning: {mismatch_text(result.mismatched, result.arms[0])}", style="yellow", soft_wrap=True)
+    if result.errors:
+        err.print(f"warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
     if result.unchecked:
         err.print(f"note: {unchecked_text(result.unchecked)}", soft_wrap=True)
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")

@@ -53,7 +53,7 @@ from ragscore_workers.store import (
 from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
 
-from .atomic_file import write_text_atomic
+from .atomic_file import make_out_dir, write_text_atomic
 from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url
@@ -1001,8 +1001,8 @@ def _record_run(
     says why it cannot be resumed (its store lost it); ``job``: options of the command that started it which its
     resume applies too (the CLI's gates)."""
     record = {"run_id": run_id, "mode": mode} | ({"job": job} if job else {}) | ({"lost": lost} if lost else {})
+    make_out_dir(out_dir)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out_dir / "run.json", json.dumps(record) + "\n")
     except OSError as exc:
         raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,18 @@ def _read(path: Path) -> Any:
         raise ConfigError(f"{path}: cannot parse the suite: {exc}") from exc
 
 
+def _non_finite(value: Any, where: str = "") -> str | None:
+    """Where the suite holds an infinite or NaN number (``sandbox.timeout_s``), or None: YAML's ``.inf`` and JSON's
+    ``1e309`` passed every ``gt=0`` and became ``null`` in the run store, which then could not read the suite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "suite"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if (found := _non_finite(item, f"{where}.{key}" if where else str(key))) is not None:
+            return found
+    return None
+
+
 def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
     """Load and resolve a suite from a file, a dict or a Suite; ConfigError on any problem."""
     if isinstance(source, Suite):
@@ -40,6 +53,9 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         data = _read(Path(source)) if isinstance(source, (str, Path)) else source
     if not isinstance(data, dict):
         raise ConfigError("A suite must be a mapping with a 'metrics' list")
+    if (where := _non_finite(data)) is not None:
+        raise ConfigError(f"Invalid suite: {where}: a number must be finite (not .inf or NaN): the run keeps its suite "
+                          "as JSON, which cannot hold it")  # fmt: skip
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:

@@ -21,9 +21,9 @@ from celery import chord
 from celery.canvas import Signature
 from pydantic import BaseModel
 
-from .app import app
+from .app import QUEUE_LIMITS, app
 from .metrics.registry import MetricDef, resolve
-from .schemas import TARGET_FIELDS, Row, Suite, TargetConfig
+from .schemas import TARGET_FIELDS, Queue, Row, Suite, TargetConfig
 from .target.template import UnseenRequestFields
 
 __all__ = [
@@ -165,8 +165,32 @@ def rows_carried(task: str, args: list[Any]) -> int:
     return len(args[index])
 
 
+#: Share of the code queue's soft time limit that the programs of one chunk may take at their timeout.
+CODE_CHUNK_SHARE = 0.8
+
+
 def chunk_size(resolved: ResolvedSuite, queue: str) -> int:
-    return resolved.suite.chunk_size.get(queue, DEFAULT_CHUNK_SIZE[queue])
+    """Rows per task message on ``queue``: the suite's ``chunk_size``, else the default. A code chunk holds at most
+    the programs that fit the queue's time limit at the sandbox's timeout (``sandbox.timeout_s: 300`` with 4 rows
+    a chunk ran into the limit, which failed every item of the chunk)."""
+    size = resolved.suite.chunk_size.get(queue, DEFAULT_CHUNK_SIZE[queue])
+    if queue == Queue.CODE.value:
+        size = min(size, max(1, int(QUEUE_LIMITS[queue][0] * CODE_CHUNK_SHARE // _longest_program_s(resolved))))
+    return size
+
+
+def _longest_program_s(resolved: ResolvedSuite) -> float:
+    """The longest timeout a program of the suite may run under: the sandbox's, or a code-queue metric's own
+    ``timeout_s`` (``code_test``'s params, a ``code_test`` point among the suite's ``checks.points``)."""
+    longest = resolved.suite.sandbox.timeout_s
+    for m, params in resolved.metrics:
+        if Queue.CODE not in m.possible_queues:
+            continue
+        longest = max(longest, getattr(params, "timeout_s", None) or 0)
+        for point in getattr(params, "points", None) or []:
+            if isinstance(point, dict) and point.get("type") == "code_test":
+                longest = max(longest, float((point.get("params") or {}).get("timeout_s") or 0))
+    return longest
 
 
 def _scoring_units(resolved: ResolvedSuite, rows: Iterable[Row]) -> dict[str, int]:

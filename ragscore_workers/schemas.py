@@ -424,6 +424,15 @@ class JudgeConfig(BaseModel):
         return self.provider == "openai" and bool(_OPENAI_REASONING.match(self.model))
 
 
+#: (least, most) wall-clock seconds of one sandboxed program: below half a second the sandbox cannot start it, and
+#: a chunk of code tests must fit the code queue's time limit (a program of 10 minutes has a queue of its own to
+#: itself at most).
+SANDBOX_TIMEOUT_S = (0.5, 600.0)
+#: (least, most) MiB of address space of one sandboxed program: below 32 the interpreter (and the sandbox's own
+#: helper) cannot start; above 1 TiB is no limit.
+SANDBOX_MEMORY_MB = (32, 1_048_576)
+
+
 class SandboxConfig(BaseModel):
     """Limits for code_test validators."""
 
@@ -431,8 +440,8 @@ class SandboxConfig(BaseModel):
 
     #: ``auto`` (docker when an engine answers, else local), ``local`` (bubblewrap) or ``docker``.
     backend: Literal["auto", "local", "docker"] = "auto"
-    timeout_s: float = Field(default=10, gt=0)
-    memory_mb: int = Field(default=256, gt=0)
+    timeout_s: float = Field(default=10, ge=SANDBOX_TIMEOUT_S[0], le=SANDBOX_TIMEOUT_S[1])
+    memory_mb: int = Field(default=256, ge=SANDBOX_MEMORY_MB[0], le=SANDBOX_MEMORY_MB[1])
 
 
 #: Row fields a target's reply may fill.

@@ -49,19 +49,18 @@ def _failed(mdef: MetricDef, params: BaseModel, error: str) -> ItemScores:
     return {name: MetricResult.failed(error) for name in mdef.outputs(params)}
 
 
-def _score_per_row(mdef: MetricDef, params: BaseModel, rows: list[Row]) -> list[ItemScores]:
-    out: list[ItemScores] = []
-    for row in rows:
+def _score_per_row(mdef: MetricDef, params: BaseModel, rows: list[Row], into: list[ItemScores]) -> None:
+    """Score each row, adding its outputs to ``into`` as soon as it is scored (what the time limit keeps)."""
+    for row, acc in zip(rows, into, strict=True):
         start = time.perf_counter()
         try:
             value = mdef.fn(row, params)
-            out.append(_as_outputs(mdef, params, value, (time.perf_counter() - start) * 1000))
-        except SoftTimeLimitExceeded:  # the task's time is up: its handler records it for every item
+            acc.update(_as_outputs(mdef, params, value, (time.perf_counter() - start) * 1000))
+        except SoftTimeLimitExceeded:  # the task's time is up: its handler records it for the rest
             raise
         except Exception as exc:  # a metric never raises into Celery
             log.debug("metric %s failed on %s: %s", mdef.name, row.id, traceback_text(exc))
-            out.append(_failed(mdef, params, _error_text(exc)))
-    return out
+            acc.update(_failed(mdef, params, _error_text(exc)))
 
 
 def _score_batch(mdef: MetricDef, params: BaseModel, rows: list[Row], ctx: RunContext) -> list[ItemScores]:
@@ -92,21 +91,25 @@ def _score_batch(mdef: MetricDef, params: BaseModel, rows: list[Row], ctx: RunCo
     return out
 
 
-def score_rows(rows: list[Row], metrics: list[tuple[MetricDef, BaseModel]], ctx: RunContext) -> list[ItemScores]:
-    """Score every row with every (non-derived) metric; one ``{output: result}`` dict per row."""
-    results: list[ItemScores] = [{} for _ in rows]
+def score_rows(
+    rows: list[Row], metrics: list[tuple[MetricDef, BaseModel]], ctx: RunContext, into: list[ItemScores] | None = None
+) -> list[ItemScores]:
+    """Score every row with every (non-derived) metric; one ``{output: result}`` dict per row. ``into`` (one dict per
+    row) gets the outputs as they are scored: when the task's soft time limit raises, it holds what was finished
+    (a per-row metric's rows scored so far, the metrics done before), which the task keeps."""
+    results: list[ItemScores] = into if into is not None else [{} for _ in rows]
     for mdef, params in metrics:
         if mdef.kind == "derived":
             continue
-        if mdef.kind == "batch":
-            try:
-                per_row = _score_batch(mdef, params, rows, ctx)
-            except SoftTimeLimitExceeded:
-                raise
-            except Exception as exc:
-                per_row = [_failed(mdef, params, _error_text(exc))]
-        else:
-            per_row = _score_per_row(mdef, params, rows)
+        if mdef.kind != "batch":
+            _score_per_row(mdef, params, rows, results)
+            continue
+        try:
+            per_row = _score_batch(mdef, params, rows, ctx)
+        except SoftTimeLimitExceeded:
+            raise
+        except Exception as exc:
+            per_row = [_failed(mdef, params, _error_text(exc))]
         for acc, scores in zip(results, per_row, strict=True):
             acc.update(scores)
     return results

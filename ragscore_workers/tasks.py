@@ -247,11 +247,12 @@ def _score_delivery(
             new = store.write_results(run_id, queue, written)
             return {"items": len(rows), "new": new + _score_carefully(
                 store, run_id, queue, parsed, metrics, ctx, outputs, attempt)}  # fmt: skip
+        scores: list[dict[str, MetricResult]] = [{} for _ in parsed]
         try:
-            scores = score_rows(parsed, metrics, ctx)
-        except SoftTimeLimitExceeded:
+            score_rows(parsed, metrics, ctx, into=scores)
+        except SoftTimeLimitExceeded:  # what was scored is kept; the rest gets the time limit's error
             failed = MetricResult.failed(_time_limit_error(queue))
-            scores = [{o: failed for o in outputs} for _ in parsed]
+            scores = [{o: done.get(o, failed) for o in outputs} for done in scores]
         written += [(row.key, _item_meta(row), s) for row, s in zip(parsed, scores, strict=True)]
         return {"items": len(rows), "new": store.write_results(run_id, queue, written)}
     except (ConfigError, ValidationError) as exc:

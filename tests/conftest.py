@@ -29,6 +29,17 @@ def store(redis_server: RedisProcess) -> RunStore:
 
 
 @pytest.fixture
+def worker_store(redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunStore]:
+    """The store the task functions use (``tasks.get_store``), on the test Redis: tasks called in this process."""
+    from ragscore_workers import tasks
+
+    monkeypatch.setenv("RAGSCORE_STORE_URL", redis_server.url)
+    tasks.get_store.cache_clear()
+    yield tasks.get_store()
+    tasks.get_store.cache_clear()
+
+
+@pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private, short RAGSCORE_HOME (unix socket paths must stay short)."""
     with tempfile.TemporaryDirectory(prefix="rsh-", dir="/tmp") as tmp:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +58,14 @@ _LEVELS_MAX = 64
 
 
 def paired_ci(diffs: Sequence[float] | np.ndarray, seed: int = BOOTSTRAP_SEED) -> list[float] | None:
-    """95% paired-bootstrap interval of the mean of ``diffs`` (None without differences)."""
-    return bootstrap_ci(np.asarray(diffs, dtype=float), seed=seed)
+    """95% paired-bootstrap interval of the mean of ``diffs`` (None without differences). The differences are
+    resampled in one orientation whichever system is the baseline, so swapping the two mirrors the interval exactly
+    (a multinomial draw over the distinct values, in their sorted order, does not mirror)."""
+    d = np.asarray(diffs, dtype=float)
+    total = float(d.sum())
+    flip = total < 0 or (total == 0 and tuple(np.sort(-d)) > tuple(np.sort(d)))
+    ci = bootstrap_ci(-d if flip else d, seed=seed)
+    return [-ci[1], -ci[0]] if ci is not None and flip else ci
 
 
 def permutation_p(
@@ -144,6 +151,8 @@ class Comparison:
     unchecked: list[str] = field(default_factory=list)
     #: Systems that share no question scored by both with the baseline: every row of theirs reads ``n=0``.
     unpaired: list[str] = field(default_factory=list)
+    #: Per output and system: items whose score is an error, left out of the comparison (non-zero counts only).
+    errors: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class _Scores:
@@ -155,6 +164,8 @@ class _Scores:
         self.arms: dict[tuple[int, str | None], int] = {}
         self.values: dict[tuple[int, str], array] = {}
         self.questions: dict[int, array] = {}
+        #: (arm, output) -> items whose output has an error (left out as if unscored)
+        self.errors: Counter[tuple[int, str]] = Counter()
 
     def set_question(self, arm: int, qid: str, sha: str) -> None:
         """Note the question an arm's item ``qid`` asked (scored or not); a value that is no fingerprint (an
@@ -197,18 +208,39 @@ class _Scores:
 
 
 def _labels(runs: Sequence[RunData], arms: dict[tuple[int, str | None], int]) -> list[str]:
-    def origin(run: RunData) -> str:  # ``compare .`` names the directory, not ""
-        return run.directory.resolve().name if run.directory is not None else run.origin
+    """A name per arm: its system, else its run's directory; runs named alike by as many of their path's last parts
+    as tell them apart (``x1/results``, ``x2/results``), else by their place (``1:results``)."""
 
-    names = [""] * len(arms)
-    for (run, system), index in arms.items():
-        names[index] = system or origin(runs[run])
-    if len(set(names)) < len(names):
+    def origin(run: RunData, parts: int) -> str:  # ``compare .`` names the directory, not ""
+        return "/".join(run.directory.resolve().parts[-parts:]) if run.directory is not None else run.origin
+
+    def named(parts: int, qualified: bool) -> list[str]:
+        names = [""] * len(arms)
         for (run, system), index in arms.items():
-            names[index] = f"{origin(runs[run])}:{system}" if system else origin(runs[run])
+            where = origin(runs[run], parts)
+            names[index] = (f"{where}:{system}" if qualified else system) if system else where
+        return names
+
+    names = named(1, qualified=False)
+    for parts in range(1, 1 + max((len(r.directory.resolve().parts) for r in runs if r.directory), default=1)):
+        if len(set(names)) == len(names):
+            return names
+        names = named(parts, qualified=True)
     if len(set(names)) < len(names):
         names = [f"{i + 1}:{n}" for i, n in enumerate(names)]
     return names
+
+
+def _baseline_label(baseline: str, runs: Sequence[RunData], scores: _Scores, labels: list[str]) -> str:
+    """The arm ``--baseline`` names: a label, or the directory of a run of one system (``--baseline runs/a/``)."""
+    if baseline in labels:
+        return baseline
+    where = Path(baseline).resolve()
+    for run, data in enumerate(runs):
+        own = [index for (r, _), index in scores.arms.items() if r == run]
+        if data.directory is not None and data.directory.resolve() == where and len(own) == 1:
+            return labels[own[0]]
+    raise ValueError(f"--baseline {baseline!r} is none of the systems: {', '.join(labels)}")
 
 
 def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
@@ -220,7 +252,9 @@ def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
         for item in run.items():
             arm = scores.arm(index, item.meta.get("system"))
             for name, result in item.metrics.items():
-                if result.get("score") is not None and result.get("error") is None:
+                if result.get("error") is not None:
+                    scores.errors[arm, name] += 1
+                elif result.get("score") is not None:
                     scores.set(arm, str(item.meta["id"]), name, float(result["score"]))
             if isinstance(sha := item.meta.get("question_sha"), str):
                 scores.set_question(arm, str(item.meta["id"]), sha)
@@ -270,6 +304,15 @@ def unchecked_text(unchecked: list[str]) -> str:
             "items carried `question_sha`), so questions are paired by id unchecked")  # fmt: skip
 
 
+def errors_text(errors: dict[str, dict[str, int]]) -> str:
+    """Says which outputs had errors, in which systems: those items are left out of the comparison."""
+    parts = [
+        f"{name}: {', '.join(f'{count:,} of {arm}' for arm, count in per.items())}" for name, per in errors.items()
+    ]
+    return (f"items whose score is an error are left out of the comparison ({'; '.join(parts)}): a system's errors "
+            "can hide where it is worse; `ragscore run --resume DIR` scores them again")  # fmt: skip
+
+
 def mismatch_text(mismatched: dict[str, tuple[int, list[str]]], baseline: str) -> str:
     """Says which ids hold different questions than in the baseline, and what to do."""
     parts = [f"{count:,} in {arm} (e.g. {', '.join(ids)})" for arm, (count, ids) in mismatched.items()]
@@ -292,10 +335,8 @@ def compare(
     scores, labels, outputs = collect(runs)
     if len(labels) < 2:
         raise ValueError("compare needs at least two systems: give two runs, or a run with several systems")
-    if baseline is not None and baseline not in labels and Path(baseline).name in labels:
-        baseline = Path(baseline).name  # ``--baseline runA/``: the run as its directory was given
-    if baseline is not None and baseline not in labels:
-        raise ValueError(f"--baseline {baseline!r} is none of the systems: {', '.join(labels)}")
+    if baseline is not None:
+        baseline = _baseline_label(baseline, runs, scores, labels)
     first = labels.index(baseline) if baseline is not None else 0
     order = [first] + [i for i in range(len(labels)) if i != first]
     arms = [labels[i] for i in order]
@@ -328,19 +369,21 @@ def compare(
         per_arm, ties, asked = wins(x, higher_is_better(name))
         win_rows.append({"metric": name, "wins": dict(zip(arms, per_arm, strict=True)), "ties": ties,
                          "questions": asked})  # fmt: skip
+    errors = {name: {arms[i]: n for i, col in enumerate(order) if (n := scores.errors[col, name])} for name in outputs}
+    errors = {name: per for name, per in errors.items() if per}
     if not any(d.n for d in differences):
         scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
         if not any(set(scored[arms[0]]) & set(scored[arm]) for arm in arms[1:]):
             said = "; ".join(f"{arm}: {', '.join(names) or 'none'}" for arm, names in scored.items())
-            raise ValueError(f"{', '.join(arms)} have no metric output scored in common ({said}): score the runs with "
-                             "the same suite to compare them")  # fmt: skip
+            why = errors_text(errors) if errors else "score the runs with the same suite to compare them"
+            raise ValueError(f"{', '.join(arms)} have no metric output scored in common ({said}): {why}")
         raise ValueError(
             f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
             "nothing to compare" + (f". {mismatch_text(mismatch.said, arms[0])}" if mismatch.said else "")
         )
     unpaired = [arm for arm in arms[1:] if not any(d.n for d in differences if d.arm == arm)]
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
-                            unchecked=unchecked, unpaired=unpaired)  # fmt: skip
+                            unchecked=unchecked, unpaired=unpaired, errors=errors)  # fmt: skip
     if points and "checks" in outputs:
         comparison.points = point_table(runs, scores, order, mixed_rows["checks"])
     return comparison

@@ -11,7 +11,7 @@ from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
 from ..terminal import TerminalConsole
 from . import plots
-from .compare import Comparison, Difference, mismatch_text, unchecked_text, unpaired_text
+from .compare import Comparison, Difference, errors_text, mismatch_text, unchecked_text, unpaired_text
 from .html import fmt, version
 from .markdown import md_cell
 from .templates import CSS, environment
@@ -62,9 +62,10 @@ def _means(c: Comparison) -> dict[str, dict[str, str]]:
 
 
 def _mismatch(c: Comparison) -> str:
-    """The warning about ids that hold different questions (or could not be checked), or ''."""
+    """The warning about ids that hold different questions (or could not be checked), and errors left out, or ''."""
     parts = [unpaired_text(c.unpaired, c.arms[0])] if c.unpaired else []
     parts += [mismatch_text(c.mismatched, c.arms[0])] if c.mismatched else []
+    parts += [errors_text(c.errors)] if c.errors else []
     return ". ".join(parts + ([unchecked_text(c.unchecked)] if c.unchecked else []))
 
 
@@ -89,6 +90,11 @@ def render_compare_html(c: Comparison) -> str:
     return environment().get_template("compare").render(**context)
 
 
+def _named(metric: str, mark: str = " (lower is better)") -> str:
+    """The metric's name, marked when lower is better (its wins are its falls)."""
+    return metric if higher_is_better(metric) else metric + mark
+
+
 def render_compare_markdown(c: Comparison) -> str:
     """compare.md: the same tables as compare.html (no plots)."""
     arms = c.arms
@@ -99,13 +105,13 @@ def render_compare_markdown(c: Comparison) -> str:
              "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
     means = _means(c)
     for m in c.metrics:
-        lines.append(f"| {m} | " + " | ".join(means[m][a] for a in arms) + " |")
+        lines.append(f"| {_named(m)} | " + " | ".join(means[m][a] for a in arms) + " |")
     lines += ["", f"## Differences against {md_cell(arms[0])}", "",
               "| metric | system | shared | baseline | system mean | difference | 95% CI | p | wins | ties | losses |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for d in c.differences:
         lines.append(
-            f"| {d.metric} | {md_cell(d.arm)} | {d.n} | {fmt(d.base_mean)} | {fmt(d.arm_mean)} | {_diff(d)} | "
+            f"| {_named(d.metric)} | {md_cell(d.arm)} | {d.n} | {fmt(d.base_mean)} | {fmt(d.arm_mean)} | {_diff(d)} | "
             f"{_ci(d)} | {_p(d.p)} | {d.wins} | {d.ties} | {d.losses} |"
         )
     lines += ["", "## Wins per system", "", "| metric | " + " | ".join(map(md_cell, arms)) + " | ties | questions |",
@@ -137,8 +143,10 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     table = Table(title=escape(f"{' vs '.join(c.arms)} (baseline {c.arms[0]})"), box=box.SIMPLE_HEAD)
     one_arm = len(c.arms) == 2  # the title names the one system compared: no column repeats it
     wtl = [f"{d.wins:,}/{d.ties:,}/{d.losses:,}" for d in c.differences]
-    rows = [[d.metric, escape(d.arm), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), w]
+    rows = [[_named(d.metric, " ↓"), escape(d.arm), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), w]
             for d, w in zip(c.differences, wtl, strict=True)]  # fmt: skip
+    if any(not higher_is_better(d.metric) for d in c.differences):
+        table.caption = "↓ lower is better: a win is a lower score"
     columns = ["metric", "system", "n", "diff", "95% CI", "p", "W/T/L"]
     if one_arm:
         columns, rows = [columns[0], *columns[2:]], [[r[0], *r[2:]] for r in rows]

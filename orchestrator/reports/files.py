@@ -13,7 +13,7 @@ from pathlib import Path
 from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary, Suite
 from ragscore_workers.store import RawItem, RunStore
 
-from ..atomic_file import atomic_writer, write_text_atomic
+from ..atomic_file import atomic_writer, make_out_dir, write_text_atomic
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
@@ -69,7 +69,7 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
     unknown = wanted - set(FORMATS)
     if unknown:
         raise ValueError(f"unknown report formats {sorted(unknown)}; choose from {', '.join(FORMATS)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     summary = run.summary
     in_place = run.directory is not None and run.directory.resolve() == out_dir.resolve()
     stats = ItemStats() if "html" in wanted else None

@@ -60,6 +60,8 @@ REPORT = """{% extends "base" %}
 
 <h2 id="summary">Summary</h2>
 {{ metric_table(metric_rows) }}
+{% if error_lines %}<ul class="errors">{% for line in error_lines %}<li class="bad">{{ line }}</li>{% endfor %}</ul>
+{% endif %}
 <p class="muted">Means are over scored items only: unscorable items (the row lacks what the metric needs) and errors
 are counted apart, never averaged as 0. 95% CI of the mean: the Wilson score interval for pass/fail outputs (every
 score 0 or 1), else a seeded percentile bootstrap; none for a single score.</p>

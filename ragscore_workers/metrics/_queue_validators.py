@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError
@@ -38,13 +39,13 @@ def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: R
     from .embedding_metrics import record_embed_stats
 
     targets = [p.target if p.target is not None else inp.row.reference for inp, p in items]
-    todo = [i for i, t in enumerate(targets) if t is not None]
+    todo = [i for i, t in enumerate(targets) if t is not None and t.strip()]  # a blank reference is no target
     texts, wanted = [items[i][0].text for i in todo], [targets[i] for i in todo]
     vectors = embed([*texts, *wanted], ctx.suite.embedding, ctx.redis)
     if todo:  # the run's embed counters (summary.embedding) count these encodes and this process's device too
         record_embed_stats(ctx, vectors.stats)
     sims = [cosine(vectors[a], vectors[b]) for a, b in zip(texts, wanted, strict=True)]
-    out = [Outcome.failed_to_run("no target: give params.target or a row reference") for _ in items]
+    out = [Outcome.failed_to_run("no target: give params.target or a row reference (not blank)") for _ in items]
     for i, sim in zip(todo, sims, strict=True):
         threshold = items[i][1].threshold
         passed = sim >= threshold
@@ -72,6 +73,8 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
         try:
             # the row's own points come with the data; the suite's (checks.points) are trusted configuration
             passed, details = run_code_test(code, params, ctx.suite.sandbox, from_data=inp.row.checks is not None)
+        except SoftTimeLimitExceeded:  # the task's time is up: not this point's sandbox failing
+            raise
         except (ConfigError, Exception) as exc:  # the sandbox failed, not the program
             out.append(Outcome.failed_to_run(f"sandbox error: {type(exc).__name__}: {exc}"[:500]))
             continue

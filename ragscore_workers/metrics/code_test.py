@@ -14,11 +14,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..errors import ConfigError, MetricError
 from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
-from ..schemas import MetricResult, Queue, Row, SandboxConfig
+from ..schemas import SANDBOX_MEMORY_MB, SANDBOX_TIMEOUT_S, MetricResult, Queue, Row, SandboxConfig
 from ..unicode_text import lone_surrogate_at
 from ._bounded_regex import RegexError, bounded_regex
 from .registry import RunContext, register
@@ -46,11 +46,18 @@ class CodeTestParams(BaseModel):
     exit_code: int = 0
     stdin: str = ""
     #: Override the suite's ``sandbox.timeout_s`` / ``sandbox.memory_mb`` (in an evaluation point: only lower them).
-    timeout_s: float | None = Field(default=None, gt=0)
-    memory_mb: int | None = Field(default=None, gt=0)
+    #: At least what a program needs to start; a value above the most the sandbox takes is taken as that most.
+    timeout_s: float | None = Field(default=None, ge=SANDBOX_TIMEOUT_S[0], allow_inf_nan=False)
+    memory_mb: int | None = Field(default=None, ge=SANDBOX_MEMORY_MB[0])
     #: Container image (docker backend only; the local backend runs the host's interpreter).
     image: str | None = None
     language: str = "python"
+
+    @field_validator("timeout_s", "memory_mb")
+    @classmethod
+    def _at_most_the_sandbox_takes(cls, value: float | None, info: ValidationInfo) -> float | None:
+        most = SANDBOX_TIMEOUT_S[1] if info.field_name == "timeout_s" else SANDBOX_MEMORY_MB[1]
+        return None if value is None else min(value, most)
 
     @field_validator("language")
     @classmethod

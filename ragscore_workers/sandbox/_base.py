@@ -6,6 +6,7 @@ all raises :class:`SandboxError`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -47,7 +48,14 @@ DEFAULT_OUTPUT_BYTES = 1 << 20
 
 StopReason = Literal["timeout", "memory", "killed", "output_limit"]
 
-_MEMORY_ERRORS = re.compile(r"MemoryError|Cannot allocate memory|std::bad_alloc|[Oo]ut of memory")
+#: How a program that ran out of memory ends its stderr, as the runtime writes it: Python's uncaught ``MemoryError``
+#: (or ``[Errno 12]``), C++'s ``what():  std::bad_alloc``, node's ``FATAL ERROR: ... out of memory``, a shell's or
+#: C library's ``...: Cannot allocate memory``. Only the last line is read: text a program prints on its own
+#: (``Error: out of memory? no, bad input``) must not turn its exit code into a memory stop.
+_MEMORY_ERRORS = re.compile(
+    r"^(?:MemoryError\b|.*\[Errno 12\]|.*\bstd::bad_alloc\b|FATAL ERROR:.*\bout of memory\b"
+    r"|.*: Cannot allocate memory$)"
+)
 
 
 class SandboxError(RagscoreError):
@@ -77,8 +85,10 @@ class Limits:
 
     @property
     def cpu_s(self) -> int:
-        """CPU seconds per process: just above the wall clock, so the wall clock normally fires first."""
-        return int(self.timeout_s) + 1
+        """CPU seconds per process (RLIMIT_CPU, a backstop of the wall clock): what its threads could use on every
+        core of the host in ``timeout_s``, so the wall clock fires first. One core's worth stopped a correct
+        multithreaded program before its timeout, said as a timeout."""
+        return int(self.timeout_s * (os.cpu_count() or 1)) + 1
 
 
 @dataclass(frozen=True)
@@ -142,8 +152,12 @@ def get_language(name: str) -> Language:
 
 
 def ran_out_of_memory(exit_code: int | None, stderr: str) -> bool:
-    """Heuristic for the local backend: a failed program whose error tail reports an allocation failure."""
-    return exit_code not in (0, None) and bool(_MEMORY_ERRORS.search(stderr[-2000:]))
+    """Heuristic for the local backend: a failed program whose last line of stderr is its runtime's report of an
+    allocation failure."""
+    if exit_code in (0, None):
+        return False
+    lines = [line for line in stderr[-2000:].splitlines() if line.strip()]
+    return bool(lines) and bool(_MEMORY_ERRORS.match(lines[-1].strip()))
 
 
 def decode(data: bytes) -> str:

@@ -284,6 +284,17 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     assert ragscore("results", str(tmp_path / "o"), home=home).returncode == 0  # a DIR alone: its reports go there
     no_out = ragscore("results", run_id, home=home)
     assert no_out.returncode == 2 and "--out DIR is needed with a run id" in no_out.stderr
+    # A path that is no run's DIR is said so (it was looked up as a run id: "No run ... in the store"); an --out
+    # naming a file is exit 2 (a bare "File exists", exit 1), and compare says it before its work
+    (tmp_path / "a-file").write_text("x")
+    for command, said in [
+        (("status", str(tmp_path / "nowhere")), f"{tmp_path / 'nowhere'}: no such directory"),
+        (("results", str(tmp_path / "md")), f"{tmp_path / 'md'} holds no run.json or summary.json"),
+        (("results", run_id, "--out", str(tmp_path / "a-file")), f"Cannot write the reports to {tmp_path / 'a-file'}"),
+        (("compare", str(tmp_path / "o"), "--out", str(tmp_path / "a-file" / "sub")), "Cannot write the reports to"),
+    ]:
+        refused = ragscore(*command, home=home, env={"COLUMNS": "300"})
+        assert refused.returncode == 2 and said in refused.stderr, (command, refused.stderr)
     missing = ragscore("run", str(tmp_path / "missing.jsonl"), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out",
                        str(tmp_path / "o"), home=home)  # fmt: skip
     assert missing.returncode == 2 and "replaces them" not in missing.stderr  # a bad dataset replaces nothing

@@ -185,9 +185,13 @@ def test_checks_runs_batch_validators_itself_and_routes_rows_to_their_queue() ->
     emb_points = [{"id": "emb", "type": "embedding", "params": {"threshold": 0.8}}, {"id": "ok", **PASS}]
     result = checks(Row(id="x", answer=ANSWER, checks=emb_points), ChecksParams())  # no target, no reference:
     # the point cannot run (no model is loaded)
-    assert by_id(result)["emb"]["note"] == "no target: give params.target or a row reference"
+    said = "no target: give params.target or a row reference (not blank)"
+    assert by_id(result)["emb"]["note"] == said
     assert by_id(result)["emb"]["status"] == "error" and by_id(result)["ok"]["status"] == "passed"
-    assert result.score is None and result.error == "point emb: no target: give params.target or a row reference"
+    assert result.score is None and result.error == f"point emb: {said}"
+    # a blank reference is none (it was a target: "similarity -0.032 < 0.5", a failed point)
+    blank = checks(Row(id="x", answer=ANSWER, reference="  ", checks=emb_points), ChecksParams())
+    assert by_id(blank)["emb"]["note"] == said and by_id(blank)["emb"]["status"] == "error"
     informational = run([emb_points[0] | {"informational": True}, emb_points[1]])
     assert informational.score == 1.0 and informational.error is None  # reported, not scored
     mdef, params = get_metric("checks"), ChecksParams()

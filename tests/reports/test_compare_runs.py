@@ -216,19 +216,21 @@ def test_report_command_reads_a_run_from_the_store(two_runs: dict[str, Any], tmp
     assert "dataset.jsonl" in from_store  # the run's facts come from the store
 
 
-def _run(system: str, rows: list[tuple[str, str | None, float | None]]) -> Any:
-    """A run as compare reads it, built from (id, question fingerprint, exact_match score) rows."""
+def _run(system: str, rows: list[tuple[str, str | None, float | str | None]], metric: str = "exact_match") -> Any:
+    """A run as compare reads it, built from (id, question fingerprint, exact_match score) rows; a score that is
+    text is the item's error."""
     from orchestrator.reports.source import RunData
     from ragscore_workers.schemas import MetricSummary, RunSummary
     from ragscore_workers.store import RawItem
 
     items = [
         RawItem(key=f"{system}::{qid}", meta={"id": qid, "system": system, "question_sha": sha},
-                metrics={"exact_match": {"score": score, "error": None}})
+                metrics={metric: {"score": None, "error": score} if isinstance(score, str)
+                         else {"score": score, "error": None}})
         for qid, sha, score in rows
     ]  # fmt: skip
     summary = RunSummary(run_id=system, items=len(items), scored=len(items),
-                         metrics={"exact_match": MetricSummary(mean=None, n=0)})  # fmt: skip
+                         metrics={metric: MetricSummary(mean=None, n=0)})  # fmt: skip
     return RunData(summary=summary, items=lambda: iter(items), failed_rows=lambda: iter([]), origin=system)
 
 
@@ -289,3 +291,74 @@ def test_a_system_that_shares_no_question_with_the_baseline_is_said(tmp_path: Pa
     said = "C share(s) no question scored by both with the baseline A"
     assert said in render_compare_markdown(result) and said in render_compare_html(result)
     assert compare([base, b]).unpaired == []
+
+
+def test_errors_left_out_of_the_comparison_are_said_and_so_is_a_metric_that_errored_everywhere() -> None:
+    """Errors read as unscored: a system whose metric failed on every item showed ``0/0/0`` without a word, and
+    runs of one suite whose metric failed everywhere were told to "score the runs with the same suite"."""
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    rows = [(f"q{i}", sha(f"Q{i}?"), 1.0) for i in range(3)]
+    base, b = _run("A", rows), _run("B", [rows[0], ("q1", sha("Q1?"), "boom"), ("q2", sha("Q2?"), "boom")])
+    result = compare([base, b])
+    assert result.errors == {"exact_match": {"B": 2}}
+    said = "items whose score is an error are left out of the comparison (exact_match: 2 of B)"
+    assert said in render_compare_markdown(result) and said in render_compare_html(result)
+    assert compare([base, _run("B", rows)]).errors == {}
+    failed = [(qid, q, "boom") for qid, q, _ in rows]
+    with pytest.raises(ValueError, match=r"\(A: none; B: none\): items whose score is an error .*exact_match: 3 of A, "
+                                         r"3 of B"):  # fmt: skip
+        compare([_run("A", failed), _run("B", failed)])
+
+
+def test_runs_in_directories_of_one_name_are_told_apart_by_their_paths_and_either_is_a_baseline(
+    tmp_path: Path,
+) -> None:
+    """``x1/results`` and ``x2/results`` were ``1:results`` and ``2:results`` (which is which?), and ``--baseline
+    x2/results`` was "none of the systems"."""
+    import dataclasses
+
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def at(where: str, score: float) -> Any:
+        run = _run("", [("q0", sha("Where?"), score), ("q1", sha("Who?"), score)])
+        items = list(run.items())
+        for item in items:
+            item.meta["system"] = None
+        (tmp_path / where).mkdir(parents=True)
+        return dataclasses.replace(run, items=lambda: iter(items), directory=tmp_path / where, origin=where)
+
+    first, second = at("x1/results", 0.0), at("x2/results", 1.0)
+    result = compare([first, second])
+    assert result.arms == ["x1/results", "x2/results"]
+    flipped = compare([first, second], baseline=str(tmp_path / "x2" / "results"))
+    assert flipped.arms == ["x2/results", "x1/results"] and flipped.differences[0].diff == -1.0
+    assert compare([first, second], baseline="x2/results").arms[0] == "x2/results"
+    with pytest.raises(ValueError, match="--baseline 'x3' is none of the systems: x1/results, x2/results"):
+        compare([first, second], baseline="x3")
+
+
+def test_a_metric_where_lower_is_better_is_marked_so_in_compare_md_and_on_the_console() -> None:
+    """Only compare.html said it: a negative difference shown with 2 wins read as a contradiction."""
+    from rich.console import Console
+
+    from orchestrator.reports.compare_view import print_comparison
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    rows = [("q0", sha("Where?")), ("q1", sha("Who?"))]
+    base = _run("A", [(q, h, 1.0) for q, h in rows], metric="answer_hallucination")
+    better = _run("B", [(q, h, 0.0) for q, h in rows], metric="answer_hallucination")
+    result = compare([base, better])
+    (d,) = result.differences
+    assert (d.diff, d.wins) == (-1.0, 2)
+    md = render_compare_markdown(result)
+    assert "| answer_hallucination (lower is better) | 1.000 (n=2) | 0.000 (n=2) |" in md
+    assert "| answer_hallucination (lower is better) | B | 2 |" in md
+    console = Console(record=True, width=120)
+    print_comparison(result, console)
+    text = console.export_text()
+    assert "answer_hallucination ↓" in text and "↓ lower is better: a win is a lower score" in text
+    plain = Console(record=True, width=120)
+    print_comparison(compare([_run("A", [(q, h, 1.0) for q, h in rows]), _run("B", [(q, h, 0.0) for q, h in rows])]),
+                     plain)  # fmt: skip
+    assert "↓" not in plain.export_text()

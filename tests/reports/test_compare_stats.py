@@ -57,6 +57,15 @@ def test_paired_ci_holds_the_mean_difference() -> None:
     assert lo < 0.15 < hi and lo > 0  # the difference is 0.15 and clearly above 0
 
 
+@pytest.mark.parametrize("d", [[1.0] * 20 + [-1.0] * 5 + [0.0] * 75, [0.5, -0.25, 1.0, 0.0, 0.75] * 9,
+                               [1.0, -1.0, 0.5, -0.5, 0.25]])  # fmt: skip
+def test_swapping_the_baseline_mirrors_the_paired_interval_exactly(d: list[float]) -> None:
+    """The multinomial draw over the sorted distinct differences did not mirror: [+0.048, +0.558] one way,
+    [-0.553, -0.028] the other, so whether a borderline difference was coloured hung on which was the baseline."""
+    lo, hi = paired_ci(d)
+    assert paired_ci([-x for x in d]) == [-hi, -lo]
+
+
 def test_wins_give_each_question_to_the_best_system_and_count_ties() -> None:
     nan = float("nan")
     scores = np.array([

@@ -50,6 +50,10 @@ def test_the_html_summary_table_gives_the_first_error_on_its_errors_cell_escaped
     bad = MetricSummary(mean=None, n=0, errors=2, first_error='ValueError: <b>"x"</b>')
     html = render_html(RunSummary(run_id="r", items=2, scored=0, metrics={"bad": bad}), ItemStats())
     assert 'title="first: ValueError: &lt;b&gt;&#34;x&#34;&lt;/b&gt;"' in html
+    # and said under the table as in report.md and on the console (a tooltip alone is missed)
+    assert '<li class="bad">bad: 2 errors (every item); first: ValueError: &lt;b&gt;&#34;x&#34;&lt;/b&gt;</li>' in html
+    clean = RunSummary(run_id="r", items=1, scored=1, metrics={"ok": MetricSummary(mean=1.0, n=1)})
+    assert '<ul class="errors">' not in render_html(clean, ItemStats())
 
 
 def test_an_html_breakdown_table_cut_short_says_where_the_rest_is() -> None:

@@ -235,6 +235,34 @@ def test_address_space_limit_stops_a_huge_allocation(sandbox: LocalSandbox) -> N
     assert result.stopped_by == "memory" and "MemoryError" in result.stderr and "ALLOCATED" not in result.stdout
 
 
+def test_a_program_that_only_says_out_of_memory_keeps_its_exit_code(sandbox: LocalSandbox) -> None:
+    """Any failed program whose stderr held "Out of memory" or "MemoryError" was a memory stop, its exit code lost."""
+    said = "import sys\nprint('Error: Out of memory? no: MemoryError is not it, bad input', file=sys.stderr)\n"
+    result = run(sandbox, said + "sys.exit(2)")
+    assert (result.stopped_by, result.exit_code) == (None, 2), result
+    caught = run(sandbox, "import sys\ntry:\n    b = bytearray(10 * 2**30)\nexcept MemoryError:\n"
+                          "    print('too big, said and handled', file=sys.stderr)\n    sys.exit(3)",
+                 limits=Limits(memory_mb=128))  # fmt: skip
+    assert (caught.stopped_by, caught.exit_code) == (None, 3), caught
+    errno = run(sandbox, "raise OSError(12, 'Cannot allocate memory')")
+    assert errno.stopped_by == "memory" and errno.exit_code == 1, errno
+
+
+def test_threads_busy_on_every_core_run_until_their_wall_clock_timeout(sandbox: LocalSandbox) -> None:
+    """RLIMIT_CPU was one core's worth of the timeout: two threads hashing (hashlib lets go of the GIL) were
+    stopped by SIGXCPU after about half their wall-clock time, and the result said "timeout"."""
+    code = ("import hashlib, threading, time\n"
+            "data = b'x' * 2**20\n"
+            "def work():\n"
+            "    end = time.monotonic() + 2.0\n"
+            "    while time.monotonic() < end:\n"
+            "        hashlib.sha256(data).digest()\n"
+            "threads = [threading.Thread(target=work) for _ in range(max(2, __import__('os').cpu_count() or 2))]\n"
+            "[t.start() for t in threads]\n[t.join() for t in threads]\nprint('done')")  # fmt: skip
+    result = run(sandbox, code, limits=Limits(timeout_s=2.5))
+    assert (result.stopped_by, result.exit_code, result.stdout.strip()) == (None, 0, "done"), result
+
+
 def test_a_correct_multithreaded_program_runs_under_the_default_limits(sandbox: LocalSandbox) -> None:
     """glibc's per-thread malloc arenas (64 MiB of address space each) made RLIMIT_AS refuse the 7th thread."""
     code = ("from concurrent.futures import ThreadPoolExecutor\n"

@@ -6,8 +6,6 @@ re-delivered ``aggregate``, a cancel racing the summary, the submitter's last wr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from orchestrator.runner import cancel, connect, wait
@@ -16,18 +14,7 @@ from ragscore_workers.errors import StoreError
 from ragscore_workers.schemas import MetricResult, RunSummary, Suite
 from ragscore_workers.store import RunState, RunStore
 
-from ..support import RedisProcess
-
 KEYS = ["a", "b", "c", "d"]
-
-
-@pytest.fixture
-def worker_store(redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunStore]:
-    """The store the task functions use (``tasks.get_store``), on the test Redis."""
-    monkeypatch.setenv("RAGSCORE_STORE_URL", redis_server.url)
-    tasks.get_store.cache_clear()
-    yield tasks.get_store()
-    tasks.get_store.cache_clear()
 
 
 def _half_scored(store: RunStore, run_id: str) -> None:

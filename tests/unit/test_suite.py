@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -361,3 +362,53 @@ def test_a_budget_given_to_one_judge_metric_caps_every_judge_metric_and_two_valu
                                    {"name": "rubric_judge", "params": {"max_tokens_total": 500}}],
                        "judge": judge})  # fmt: skip
     assert all(p.max_tokens_total == 500 for _, p in same.metrics)
+
+
+@pytest.mark.parametrize(
+    ("suite", "said"),
+    [
+        ({"sandbox": {"timeout_s": float("inf")}}, "sandbox.timeout_s: a number must be finite"),
+        ({"metrics": ["checks", {"name": "recall_at_k", "params": {"k": [1, float("nan")]}}]},
+         "metrics.1.params.k.1: a number must be finite"),
+        ({"sandbox": {"memory_mb": 16}}, "sandbox.memory_mb: Input should be greater than or equal to 32"),
+        ({"sandbox": {"memory_mb": 2**45}}, "sandbox.memory_mb: Input should be less than or equal to 1048576"),
+        ({"sandbox": {"timeout_s": 0.001}}, "sandbox.timeout_s: Input should be greater than or equal to 0.5"),
+        ({"sandbox": {"timeout_s": 900}}, "sandbox.timeout_s: Input should be less than or equal to 600"),
+    ],
+)  # fmt: skip
+def test_sandbox_limits_it_cannot_run_under_and_numbers_json_cannot_hold_are_refused(
+    suite: dict[str, object], said: str
+) -> None:
+    """``timeout_s: .inf`` was stored as null and the run then failed reading its own suite (leaving a run.json that
+    locked its DIR); memory_mb 16 failed every item with "the slot helper exited"; 0.001 s "could not start"."""
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        load_suite({"metrics": ["checks"]} | suite)
+
+
+def test_a_code_chunk_holds_only_the_programs_that_fit_the_queues_time_limit_at_their_timeout() -> None:
+    """4 rows of 300 s programs ran over the 780 s limit, and the limit failed every item of the chunk."""
+    from ragscore_workers.app import QUEUE_LIMITS
+    from ragscore_workers.planning import CODE_CHUNK_SHARE, chunk_size
+
+    def size(**suite: object) -> int:
+        return chunk_size(load_suite({"metrics": ["code_test"], **suite}), "code")
+
+    assert size() == 4 and size(chunk_size={"code": 40}) == 40  # 40 programs of 10 s fit
+    assert size(sandbox={"timeout_s": 300}) == int(QUEUE_LIMITS["code"][0] * CODE_CHUNK_SHARE // 300) == 2
+    assert size(sandbox={"timeout_s": 600}) == 1 and size(chunk_size={"code": 100}) == 62
+    assert chunk_size(load_suite({"metrics": ["exact_match"], "sandbox": {"timeout_s": 600}}), "cpu") == 250
+    # a code-queue metric's own timeout counts too: code_test's params, a code_test point of the suite's checks
+    own = {"metrics": [{"name": "code_test", "params": {"timeout_s": 300}}]}
+    assert chunk_size(load_suite(own), "code") == 2
+    point = {"type": "code_test", "params": {"timeout_s": 200, "stdout": "1"}}
+    assert chunk_size(load_suite({"metrics": [{"name": "checks", "params": {"points": [point]}}]}), "code") == 3
+
+
+def test_a_code_test_timeout_or_memory_above_the_most_the_sandbox_takes_is_taken_as_that_most() -> None:
+    """A row's own point asking for more than the suite allows is capped (it comes with the data), never refused."""
+    from ragscore_workers.metrics.code_test import CodeTestParams
+
+    params = CodeTestParams(timeout_s=100000, memory_mb=2**45)
+    assert (params.timeout_s, params.memory_mb) == (600, 1_048_576)
+    with pytest.raises(ValueError, match="greater than or equal to 0.5"):
+        CodeTestParams(timeout_s=0.01)
