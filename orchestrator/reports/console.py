@@ -27,6 +27,21 @@ __all__ = [
 ]
 
 
+def _items_without_system(summary: RunSummary) -> int:
+    """Items in the pooled means but in no system's (rows without ``system`` among rows with one)."""
+
+    def count(m: MetricSummary | None) -> int:
+        return 0 if m is None else m.n + m.unscorable + m.errors
+
+    return min(
+        (
+            count(m) - sum(count(per.get(name)) for per in summary.by_system.values())
+            for name, m in summary.metrics.items()
+        ),
+        default=0,
+    )
+
+
 def error_lines(summary: RunSummary) -> list[str]:
     """One line per metric output with errors: how many, and the first message (why it failed)."""
     lines = []
@@ -159,7 +174,9 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         )
     console.print(table)
     if len(summary.by_system) >= 2:
-        console.print(f"The means above pool the items of all {len(summary.by_system):,} systems; per system:",
+        loose = _items_without_system(summary)
+        also = f" and the {loose:,} item{'s' if loose != 1 else ''} with no system" if loose else ""
+        console.print(f"The means above pool the items of all {len(summary.by_system):,} systems{also}; per system:",
                       soft_wrap=True)  # fmt: skip
         console.print(_systems_table(summary))
     for line in error_lines(summary):

@@ -90,3 +90,11 @@ def test_a_run_of_several_systems_prints_each_system_s_means_under_the_pooled_ta
     one = io.StringIO()
     print_summary(_summary(by_system={"only": {"exact_match": m(1.0, 3)}}), Console(file=one, width=300))
     assert "per system" not in one.getvalue() and "bm25-llm" not in one.getvalue()
+    # rows without a system are pooled too, and in no system's column: said so
+    loose = _summary(metrics={"exact_match": m(0.7, 52), "mrr": m(0.6, 51)},
+                     by_system={"bm25-llm": {"exact_match": m(0.833, 24), "mrr": m(0.525, 24)},
+                                "hybrid[v2]": {"exact_match": m(0.76, 25), "mrr": m(0.6, 25)}})  # fmt: skip
+    out = io.StringIO()
+    print_summary(loose, Console(file=out, width=300))
+    said = "The means above pool the items of all 2 systems and the 2 items with no system; per system:"
+    assert said in out.getvalue()
