@@ -332,7 +332,7 @@ class Row(BaseModel):
         take (its field was given, even as null) is left out: read again, it would fill the dropped null."""
         message = self.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": self.id}
         for name in RAGAS_NAMES.keys() & (self.model_extra or {}).keys():
-            del message[name]
+            message.pop(name, None)  # a null one is not in the dump
         return message
 
 

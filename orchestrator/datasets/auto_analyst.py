@@ -32,7 +32,9 @@ __all__ = ["auto_analyst_records", "looks_like_auto_analyst"]
 _TEXT = ("text", "content", "page_content")
 _SCORE = ("score", "retrieval_score")
 _ID = ("id", "chunk_id")
-_ROW_KEYS = {"id", "question", "answer", "reference_answer", "contexts", "retrieval_scores", "system", "group"}
+#: The names a reference is read from: the layout's own, then the row field's and its aliases (as the generic reader).
+_REFERENCE = ("reference_answer", "reference", "gold_answer", "ground_truth")
+_ROW_KEYS = {"id", "question", "answer", *_REFERENCE, "contexts", "retrieval_scores", "system", "group"}
 #: Row fields the reader does not set itself: kept as they are (``Row`` validates them), not put in metadata.
 _PASSED_ON = frozenset(Row.model_fields) - {"question", "answer", "reference", "contexts", "metadata"} - _ROW_KEYS
 
@@ -93,8 +95,10 @@ def _row(item: Any, system: str | None) -> Record:
     row: Record = {"question": text(item["question"], "question"), "contexts": _contexts(item)}
     if item["answer"] is not None:
         row["answer"] = text(item["answer"], "answer", empty_ok=True)
-    if item.get("reference_answer") is not None:
-        row["reference"] = text(item["reference_answer"], "reference_answer", empty_ok=True)
+    for key in _REFERENCE:
+        if item.get(key) is not None:
+            row["reference"] = text(item[key], key, empty_ok=True)
+            break
     for key in ("id", "group", "system"):
         if item.get(key) is not None:
             row[key] = identifier(item[key], key)

@@ -16,7 +16,9 @@ import gzip
 import importlib
 import io
 import json
+import tokenize
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,11 +58,11 @@ class RowError:
         return {"line": self.line, "error": self.error, "raw": self.raw[:RAW_EXCERPT_CHARS]}
 
 
-def loads_json(data: str | bytes) -> Any:
-    """``json.loads``; a value nested deeper than the parser's stack allows (``[[[[...``) is a
+def loads_json(data: str | bytes, **options: Any) -> Any:
+    """``json.loads`` (with ``options``); a value nested deeper than the parser's stack allows (``[[[[...``) is a
     JSONDecodeError like any other bad JSON, not a RecursionError that would stop the whole run."""
     try:
-        return json.loads(data)
+        return json.loads(data, **options)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", data if isinstance(data, str) else "", 0) from None
 
@@ -136,14 +138,35 @@ def _csv_cell(name: str, value: str) -> Any:
     if name in JSON_FIELDS and stripped[:1] in ("[", "{", '"'):
         try:
             return loads_json(stripped)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as exc:
             if stripped[:1] in ("[", "{"):
                 try:
-                    return ast.literal_eval(stripped)
+                    parsed = ast.literal_eval(stripped)
                 except (ValueError, SyntaxError, MemoryError, RecursionError):
-                    pass
+                    raise exc from None
+                if _adjacent_strings(stripped):
+                    raise ValueError(
+                        "it reads as numpy's print of an array (['a' 'b'], no commas), whose strings Python would "
+                        'join into one: write the list as JSON (["a", "b"]; .tolist() before to_csv)'
+                    ) from None
+                return parsed
             raise
     return value
+
+
+def _adjacent_strings(text: str) -> bool:
+    """Whether two string literals follow each other in ``text`` (Python joins them: ``'d1' 'd2'`` is ``'d1d2'``)."""
+    previous = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+                continue
+            if token.type == previous == tokenize.STRING:
+                return True
+            previous = token.type
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return False
 
 
 def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowError:
@@ -160,6 +183,8 @@ def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowE
             record[name] = _csv_cell(name, value)
         except json.JSONDecodeError as exc:
             return RowError(line, f'invalid JSON in column {name!r}: {exc.msg} (a list is written ["a", "b"])', text)
+        except ValueError as exc:
+            return RowError(line, f"column {name!r}: {exc}", text)
     return record
 
 
@@ -255,18 +280,26 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     csv.field_size_limit(MAX_LINE_BYTES)
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
     with io.TextIOWrapper(_open_bytes(path), encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
-        delimiter = _delimiter(fh.readline())
+        first = fh.readline()
+        while first and not first.strip():  # blank lines above the header (an export's leading newline)
+            first = fh.readline()
+        delimiter = _delimiter(first)
         fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
         feed = _LineFeed(fh, delimiter)
         reader = csv.reader(feed, delimiter=delimiter)
         try:
             header = next(reader, None)
+            while header is not None and not any(name.strip() for name in header):  # no header, but a blank line
+                header = next(reader, None)
         except csv.Error as exc:
             raise DatasetError(f"{path}: the header row cannot be read (CSV: {exc})") from exc
         if header is None:
             return
         if feed.unbalanced():
             raise DatasetError(f"{path}: a quote in the header row (line 1) is never closed")
+        if any("\udc80" <= ch <= "\udcff" for name in header for ch in name):
+            shown = next(name for name in header if any("\udc80" <= ch <= "\udcff" for ch in name))
+            raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
         named = [name for name in header if name]
         if twice := sorted({name for name in named if named.count(name) > 1}):
             raise DatasetError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice in the header row; "
@@ -295,9 +328,16 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
 
 
 def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+    repeated: list[str] = []  # the keys the last object read (the outermost, read last) repeats
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        repeated[:] = [] if len(out) == len(pairs) else [k for k, n in Counter(k for k, _ in pairs).items() if n > 1]
+        return out
+
     try:
         with _open_bytes(path) as fh:
-            data = loads_json(fh.read())
+            data = loads_json(fh.read(), object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as exc:
         hint = ""
         if exc.msg == "Extra data" and exc.lineno > 1 and exc.colno == 1:  # a second value on a line of its own
@@ -311,6 +351,11 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc}; {NOT_UTF8_HINT})") from exc
     if isinstance(data, dict):
+        if repeated:  # json keeps the last row of a repeated key: the others would be lost without a word
+            shown = ", ".join(map(repr, repeated[:5]))
+            raise DatasetError(f"{path}: duplicate ids {shown}: the object keyed by id repeats them, and JSON "
+                               "keeps only the last row of each; give each row an id of its own (nothing was "
+                               "submitted)")  # fmt: skip
         entries: list[Any] = []
         for key, value in data.items():
             if isinstance(value, dict) and value.get("id") is not None and str(value["id"]) != key:

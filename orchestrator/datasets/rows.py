@@ -73,11 +73,15 @@ def _nested_deeper(value: Any, limit: int) -> bool:
 
 
 def _excerpt(record: dict[str, Any], ascii_only: bool = False) -> str:
-    """The start of a bad record as JSON for ``failed_rows.jsonl`` ("" when it nests too deep to write)."""
+    """The start of a bad record as JSON for ``failed_rows.jsonl`` ("" when it nests too deep to write); a record
+    holding a lone surrogate (half an emoji, which UTF-8 cannot hold) is written with ASCII escapes."""
     try:
-        return json.dumps(record, ensure_ascii=ascii_only, default=str)[:RAW_EXCERPT_CHARS]
+        text = json.dumps(record, ensure_ascii=ascii_only, default=str)
+        if not ascii_only and lone_surrogate_at(text) is not None:
+            text = json.dumps(record, ensure_ascii=True, default=str)
     except (RecursionError, ValueError):
         return ""
+    return text[:RAW_EXCERPT_CHARS]
 
 
 def validate_record(line: int, record: dict[str, Any], max_chars: int | None = None) -> Row | RowError:

@@ -49,6 +49,16 @@ def test_a_plain_list_of_rows_read_as_auto_analyst_keeps_its_row_fields(tmp_path
     assert row.metadata == {"source": "s", "extra": 1}
 
 
+def test_a_list_read_as_auto_analyst_takes_reference_as_the_reference(tmp_path: Path, read: Read) -> None:
+    """Detected by its retrieval_scores, a list that named the gold answer ``reference`` (the row field) had it
+    put in metadata: exact_match said "no reference" for every row, and the warning asked for a column named
+    otherwise."""
+    item = {"question": "q1", "answer": "Paris", "reference": "Paris", "contexts": ["c"], "retrieval_scores": [0.9]}
+    rows, errors = read(write_json(tmp_path / "aa.json", [item, {**item, "reference_answer": "Lyon"}]), None)
+    assert errors == [] and [r.reference for r in rows] == ["Paris", "Lyon"]  # the layout's own name first
+    assert all("reference" not in r.metadata for r in rows)
+
+
 def test_system_option_names_the_pipeline(tmp_path: Path, read: Read) -> None:
     path = write_json(tmp_path / "aa.json", [GOOD, {**GOOD, "system": "other"}])
     rows, errors = read(path, "auto-analyst", system="bm25")

@@ -178,21 +178,24 @@ def test_bad_rows_are_reported_with_lines_and_the_rest_scored(tmp_path: Path, ho
     rows = [json.dumps(r) for r in make_rows(6)]
     rows.insert(2, '{"id": "broken", ')  # line 3
     rows.insert(4, json.dumps({"id": "typed", "answer": ["not", "text"]}))  # line 5
+    # line 9: half an emoji (a lone surrogate) in a bad row sank the run: its excerpt could not be stored as UTF-8
+    rows.append('{"id": "half", "answer": "emoji \\ud83d", "contexts": "not a list"}')
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(rows) + "\n")
     out = tmp_path / "out"
     result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(out), home=home)
     assert result.returncode == 0, result.stderr
     failed = [json.loads(line) for line in (out / "failed_rows.jsonl").read_text().splitlines()]
-    assert [(f["line"], f["error"].split(":")[0]) for f in failed] == [(3, "invalid JSON"), (5, "answer")]
-    assert failed[0]["raw"] == '{"id": "broken", '
+    assert [(f["line"], f["error"].split(":")[0]) for f in failed] == [(3, "invalid JSON"), (5, "answer"),
+                                                                       (9, "contexts")]  # fmt: skip
+    assert failed[0]["raw"] == '{"id": "broken", ' and "\\ud83d" in failed[2]["raw"]
     items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
     assert [i["id"] for i in items] == [f"q{i}" for i in range(6)]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["items"] == 6 and summary["failed_rows"] == 2
+    assert summary["items"] == 6 and summary["failed_rows"] == 3
     assert "exact_match" in result.stdout  # the summary table
     said = " ".join(result.stderr.split())  # which rows, why and where, not only how many
-    assert "2 unreadable rows not scored; the first, line 3: invalid JSON" in said
+    assert "3 unreadable rows not scored; the first, line 3: invalid JSON" in said
     assert f"(each in {out / 'failed_rows.jsonl'})" in said
     assert {p.name for p in out.iterdir()} >= {"items.jsonl", "items.csv", "summary.json", "report.md"}
     assert _our_processes(home) == []  # workers stopped, private redis shut down

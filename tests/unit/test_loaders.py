@@ -86,6 +86,44 @@ def test_ragas_column_names_are_read(tmp_path: Path) -> None:
     (a, b), bad = _rows(logged)
     assert not bad and a.answer is None and Row.model_validate(a.to_message()).answer is None  # as a worker reads it
     assert b.answer is None and b.question == "Q?" and b.model_extra == {"response": {"choices": []}}
+    # A null Ragas column (pandas writes a missing response so): the row was read, and its task message raised
+    # KeyError, which sank the whole run
+    nulls = tmp_path / "nulls.jsonl"
+    nulls.write_text(json.dumps({"id": "c", "user_input": "Q?", "response": None, "retrieved_contexts": None}) + "\n")
+    (c,), bad = _rows(nulls)
+    assert not bad and c.question == "Q?" and c.answer is None
+    assert Row.model_validate(c.to_message()).answer is None and "response" not in c.to_message()
+
+
+def test_a_csv_cell_of_numpys_printed_array_is_a_bad_row_not_its_strings_joined(tmp_path: Path) -> None:
+    """pandas writes a list read back from Parquet as numpy prints it, ``['d1' 'd2']``: Python's literal reading
+    joined the strings (``['d1d2']``), so recall was 0 where the same data as Parquet scored 1."""
+    path = tmp_path / "d.csv"
+    path.write_text("id,retrieved_doc_ids,contexts\n"
+                    "q1,['d1' 'd2' 'd3'],['Paris is in France.']\n"
+                    "q2,\"['d1', 'd2']\",\"['It is.' ,\n 'So it is.']\"\n")  # fmt: skip
+    (row,), bad = _rows(path)
+    assert row.id == "q2" and row.retrieved_doc_ids == ["d1", "d2"] and len(row.contexts) == 2
+    (error,) = bad
+    assert error.line == 2 and "column 'retrieved_doc_ids': it reads as numpy's print of an array" in error.error
+
+
+def test_a_csv_header_that_is_not_utf8_says_so_and_how_to_convert_the_file(tmp_path: Path) -> None:
+    """Every row failed with pydantic's "unable to parse raw data as a unicode string", for a column no metric reads."""
+    path = tmp_path / "d.csv"
+    path.write_bytes(b"id,answer,reference,cat\xe9gorie\n1,a,a,x\n")
+    with pytest.raises(
+        DatasetError, match=r"the header row's column 'cat\?gorie' is not UTF-8 \(the file is not UTF-8"
+    ):
+        _rows(path)
+
+
+def test_blank_lines_above_a_csv_header_are_no_header(tmp_path: Path) -> None:
+    """The blank first line was read as an empty header: every row "more cells than header columns"."""
+    path = tmp_path / "d.csv"
+    path.write_text("\n\r\n  \nid;answer\n1;a\n2;b\n")
+    ok, bad = _rows(path)
+    assert bad == [] and [(r.id, r.answer) for r in ok] == [("1", "a"), ("2", "b")]
 
 
 def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:
@@ -177,6 +215,17 @@ def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     null_id.write_text(json.dumps({"q1": {"id": None, "answer": "x"}, "q2": {"id": "q2", "answer": "y"}}))
     ok, bad = _rows(null_id)
     assert [r.id for r in ok] == ["q1", "q2"] and bad == []
+    # A key written twice: JSON keeps its last row, and the first was lost without a word (JSONL says duplicate ids)
+    twice = tmp_path / "t.json"
+    twice.write_text(
+        '{"q1": {"answer": "x"}, "q2": {"answer": "y", "metadata": {"k": 1, "k": 2}}, "q1": {"answer": "z"}}'
+    )
+    with pytest.raises(DatasetError, match=r"duplicate ids 'q1': the object keyed by id repeats them"):
+        _rows(twice)
+    nested = tmp_path / "nested.json"  # a key repeated inside a row is no id
+    nested.write_text('[{"id": "a", "metadata": {"k": 1, "k": 2}}]')
+    (row,), _ = _rows(nested)
+    assert row.metadata == {"k": 2}
 
 
 def test_scan_notes_when_no_row_has_a_field_besides_its_id(tmp_path: Path) -> None:
