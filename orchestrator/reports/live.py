@@ -134,7 +134,8 @@ class StatusView:
             f"{sum(items.values()):,} item(s) of this run ({where}; {len(self.orphans)} message(s)) are held by a "
             "worker that stopped (killed, or its host lost): Redis hands them to another worker only after the "
             f"visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={self.visibility_s:.0f} s after delivery), {when}; "
-            f"`ragscore resume {self._orphans_of} --out DIR` sends that work again now"
+            f"`ragscore resume {self._orphans_of} --out DIR` sends that work again sooner: at once when no worker "
+            "that runs holds the run's other work, else once that is done (a run at work is followed, not resumed)"
         )
 
     def set_unserved(self, messages: dict[str, str]) -> None:

@@ -298,6 +298,8 @@ def test_work_held_by_a_worker_that_stopped_makes_its_queue_and_the_run_end_no_s
     assert "≥14m44s" in text and "0m15s" not in text
     assert "warning: 50 item(s) of this run (50 on cpu; 2 message(s)) are held by a worker that stopped" in text
     assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s after delivery), at about 00:31:44 UTC, in 14m44s" in text
+    # a resume follows a run whose live workers hold some of it (it said "sends that work again now")
+    assert "sends that work again sooner: at once when no worker that runs holds the run's other work" in text
     stalled = StatusView(SUITE_META | {"progress_at": "1020"})  # the rest done: nothing moves until then
     stalled.add(Sample(1200.0, _progress(550, 120)))
     stalled.set_orphans("run-x", [Orphan(1000.0, "cpu", 25), Orphan(1004.0, "cpu", 25)], 900.0)
