@@ -746,6 +746,7 @@ def results(
     ref = run_id
     if out is None:
         if not Path(ref).is_dir():
+            _run_id(ref)  # a path that is no directory says so
             raise ConfigError(f"--out DIR is needed with a run id ({ref!r}); given a run's DIR, its reports go there")
         out = Path(ref)
     try:

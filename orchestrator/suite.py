@@ -53,7 +53,7 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         data = _read(Path(source)) if isinstance(source, (str, Path)) else source
     if not isinstance(data, dict):
         raise ConfigError("A suite must be a mapping with a 'metrics' list")
-    if (where := _non_finite(data)) is not None:
+    if (where := _non_finite(source.model_dump() if isinstance(source, Suite) else data)) is not None:
         raise ConfigError(f"Invalid suite: {where}: a number must be finite (not .inf or NaN): the run keeps its suite "
                           "as JSON, which cannot hold it")  # fmt: skip
     try:

@@ -171,26 +171,29 @@ CODE_CHUNK_SHARE = 0.8
 
 def chunk_size(resolved: ResolvedSuite, queue: str) -> int:
     """Rows per task message on ``queue``: the suite's ``chunk_size``, else the default. A code chunk holds at most
-    the programs that fit the queue's time limit at the sandbox's timeout (``sandbox.timeout_s: 300`` with 4 rows
-    a chunk ran into the limit, which failed every item of the chunk)."""
+    the rows whose programs fit the queue's time limit at their timeouts (``sandbox.timeout_s: 300`` with 4 rows a
+    chunk ran into the limit)."""
     size = resolved.suite.chunk_size.get(queue, DEFAULT_CHUNK_SIZE[queue])
     if queue == Queue.CODE.value:
-        size = min(size, max(1, int(QUEUE_LIMITS[queue][0] * CODE_CHUNK_SHARE // _longest_program_s(resolved))))
+        size = min(size, max(1, int(QUEUE_LIMITS[queue][0] * CODE_CHUNK_SHARE // _row_programs_s(resolved))))
     return size
 
 
-def _longest_program_s(resolved: ResolvedSuite) -> float:
-    """The longest timeout a program of the suite may run under: the sandbox's, or a code-queue metric's own
-    ``timeout_s`` (``code_test``'s params, a ``code_test`` point among the suite's ``checks.points``)."""
-    longest = resolved.suite.sandbox.timeout_s
+def _row_programs_s(resolved: ResolvedSuite) -> float:
+    """The longest a row may take on the code queue: its programs (a ``code_test``, each ``code_test`` point of the
+    suite's ``checks.points``; at least one) at their timeouts (their own ``timeout_s``, else the sandbox's). A row
+    whose own ``checks`` bring more points may take longer."""
+    default = resolved.suite.sandbox.timeout_s
+    total = 0.0
     for m, params in resolved.metrics:
         if Queue.CODE not in m.possible_queues:
             continue
-        longest = max(longest, getattr(params, "timeout_s", None) or 0)
+        if m.name == "code_test":
+            total += getattr(params, "timeout_s", None) or default
         for point in getattr(params, "points", None) or []:
             if isinstance(point, dict) and point.get("type") == "code_test":
-                longest = max(longest, float((point.get("params") or {}).get("timeout_s") or 0))
-    return longest
+                total += float((point.get("params") or {}).get("timeout_s") or default)
+    return max(total, default)
 
 
 def _scoring_units(resolved: ResolvedSuite, rows: Iterable[Row]) -> dict[str, int]:

@@ -249,7 +249,11 @@ def _score_delivery(
                 store, run_id, queue, parsed, metrics, ctx, outputs, attempt)}  # fmt: skip
         scores: list[dict[str, MetricResult]] = [{} for _ in parsed]
         try:
-            score_rows(parsed, metrics, ctx, into=scores)
+            if queue == Queue.CODE.value:  # a row's programs at a time: a batch metric's finished rows are kept too
+                for row, done in zip(parsed, scores, strict=True):
+                    score_rows([row], metrics, ctx, into=[done])
+            else:
+                score_rows(parsed, metrics, ctx, into=scores)
         except SoftTimeLimitExceeded:  # what was scored is kept; the rest gets the time limit's error
             failed = MetricResult.failed(_time_limit_error(queue))
             scores = [{o: done.get(o, failed) for o in outputs} for done in scores]
@@ -282,6 +286,15 @@ def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
 score_task = {q.value: _make_score_task(q.value) for q in SCORING_QUEUES}
 
 
+def _target_system(suite_json: str, index: int) -> str | None:
+    """The ``system`` of the suite's target ``index``; None without one, or when this worker cannot read the suite
+    (a skipped task must not fail on it)."""
+    try:
+        return _resolve(suite_json, ())[0].all_targets[index].system
+    except (ValidationError, IndexError):
+        return None
+
+
 @app.task(name="ragscore.target", soft_time_limit=QUEUE_LIMITS["target"][0], time_limit=QUEUE_LIMITS["target"][1])
 def ask_target(
     run_id: str, suite_json: str, shard: int, target_index: int, rows: list[dict], generation: int = 0
@@ -290,15 +303,14 @@ def ask_target(
     from .target.stage import answer_chunk
 
     store = get_store()
-    suite, _ = _resolve(suite_json, ())
-    target = suite.all_targets[target_index]
     if skipped := _skip_reason(store, run_id, generation):
         if skipped == CANCELLED_SKIP:  # the items of this target's system (its own, else the row's)
-            store.keep_item_meta(run_id, [_raw_key_meta(r | {"system": target.system or r.get("system")})
-                                          for r in rows])  # fmt: skip
+            system = _target_system(suite_json, target_index)
+            store.keep_item_meta(run_id, [_raw_key_meta(r | {"system": system or r.get("system")}) for r in rows])
         return {"asked": 0, "new": 0, "skipped": skipped}
     _keep_alive(store, run_id)
-    return answer_chunk(store, run_id, shard, target, rows)
+    suite, _ = _resolve(suite_json, ())
+    return answer_chunk(store, run_id, shard, suite.all_targets[target_index], rows)
 
 
 @app.task(name="ragscore.score_shard")

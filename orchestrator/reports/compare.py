@@ -22,7 +22,7 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
@@ -212,23 +212,29 @@ def _labels(runs: Sequence[RunData], arms: dict[tuple[int, str | None], int]) ->
     as tell them apart (``x1/results``, ``x2/results``), else by their place (``1:results``)."""
 
     def origin(run: RunData, parts: int) -> str:  # ``compare .`` names the directory, not ""
-        return "/".join(run.directory.resolve().parts[-parts:]) if run.directory is not None else run.origin
+        return PurePath(*run.directory.resolve().parts[-parts:]).as_posix() if run.directory else run.origin
 
-    def named(parts: int, qualified: bool) -> list[str]:
-        names = [""] * len(arms)
-        for (run, system), index in arms.items():
-            where = origin(runs[run], parts)
-            names[index] = (f"{where}:{system}" if qualified else system) if system else where
-        return names
+    def name(run: int, system: str | None, parts: int) -> str:
+        """``system``, else the run's directory; from 1 part on, ``DIR:system`` with as many parts of DIR."""
+        if not parts:
+            return system or origin(runs[run], 1)
+        return f"{origin(runs[run], parts)}:{system}" if system else origin(runs[run], parts)
 
-    names = named(1, qualified=False)
-    for parts in range(1, 1 + max((len(r.directory.resolve().parts) for r in runs if r.directory), default=1)):
-        if len(set(names)) == len(names):
-            return names
-        names = named(parts, qualified=True)
-    if len(set(names)) < len(names):
-        names = [f"{i + 1}:{n}" for i, n in enumerate(names)]
-    return names
+    parts = dict.fromkeys(arms, 0)  # per arm: how much of its run's path its name holds
+    deepest = max((len(r.directory.resolve().parts) for r in runs if r.directory), default=1)
+    while True:  # lengthen only the names that clash, until none does or the paths are whole
+        names = {arm: name(*arm, parts[arm]) for arm in arms}
+        clashing = [arm for arm in arms if list(names.values()).count(names[arm]) > 1 and parts[arm] < deepest]
+        if not clashing:
+            break
+        for arm in clashing:
+            parts[arm] += 1
+    labels = [""] * len(arms)
+    for arm, index in arms.items():
+        labels[index] = names[arm]
+    if len(set(labels)) < len(labels):
+        labels = [f"{i + 1}:{n}" for i, n in enumerate(labels)]
+    return labels
 
 
 def _baseline_label(baseline: str, runs: Sequence[RunData], scores: _Scores, labels: list[str]) -> str:

@@ -46,18 +46,19 @@ class CodeTestParams(BaseModel):
     exit_code: int = 0
     stdin: str = ""
     #: Override the suite's ``sandbox.timeout_s`` / ``sandbox.memory_mb`` (in an evaluation point: only lower them).
-    #: At least what a program needs to start; a value above the most the sandbox takes is taken as that most.
-    timeout_s: float | None = Field(default=None, ge=SANDBOX_TIMEOUT_S[0], allow_inf_nan=False)
-    memory_mb: int | None = Field(default=None, ge=SANDBOX_MEMORY_MB[0])
+    #: A value outside what the sandbox takes (``SANDBOX_TIMEOUT_S``, ``SANDBOX_MEMORY_MB``) is taken as its nearest
+    #: end: these come with the data too (a row's own points), which is capped, never refused.
+    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    memory_mb: int | None = Field(default=None, gt=0)
     #: Container image (docker backend only; the local backend runs the host's interpreter).
     image: str | None = None
     language: str = "python"
 
     @field_validator("timeout_s", "memory_mb")
     @classmethod
-    def _at_most_the_sandbox_takes(cls, value: float | None, info: ValidationInfo) -> float | None:
-        most = SANDBOX_TIMEOUT_S[1] if info.field_name == "timeout_s" else SANDBOX_MEMORY_MB[1]
-        return None if value is None else min(value, most)
+    def _what_the_sandbox_takes(cls, value: float | None, info: ValidationInfo) -> float | None:
+        least, most = SANDBOX_TIMEOUT_S if info.field_name == "timeout_s" else SANDBOX_MEMORY_MB
+        return None if value is None else min(max(value, least), most)
 
     @field_validator("language")
     @classmethod

@@ -49,11 +49,12 @@ DEFAULT_OUTPUT_BYTES = 1 << 20
 StopReason = Literal["timeout", "memory", "killed", "output_limit"]
 
 #: How a program that ran out of memory ends its stderr, as the runtime writes it: Python's uncaught ``MemoryError``
-#: (or ``[Errno 12]``), C++'s ``what():  std::bad_alloc``, node's ``FATAL ERROR: ... out of memory``, a shell's or
-#: C library's ``...: Cannot allocate memory``. Only the last line is read: text a program prints on its own
+#: or a subclass (numpy's ``numpy._core._exceptions._ArrayMemoryError: Unable to allocate ...``), ``[Errno 12]``,
+#: C++'s ``what():  std::bad_alloc``, node's ``FATAL ERROR: ... out of memory``, a shell's or C library's
+#: ``...: Cannot allocate memory``. Only the last line is read: text a program prints on its own
 #: (``Error: out of memory? no, bad input``) must not turn its exit code into a memory stop.
 _MEMORY_ERRORS = re.compile(
-    r"^(?:MemoryError\b|.*\[Errno 12\]|.*\bstd::bad_alloc\b|FATAL ERROR:.*\bout of memory\b"
+    r"^(?:(?:[\w.]+\.)?\w*MemoryError\b|.*\[Errno 12\]|.*\bstd::bad_alloc\b|FATAL ERROR:.*\bout of memory\b"
     r"|.*: Cannot allocate memory$)"
 )
 
@@ -85,10 +86,11 @@ class Limits:
 
     @property
     def cpu_s(self) -> int:
-        """CPU seconds per process (RLIMIT_CPU, a backstop of the wall clock): what its threads could use on every
-        core of the host in ``timeout_s``, so the wall clock fires first. One core's worth stopped a correct
+        """CPU seconds per process (RLIMIT_CPU, a backstop of the wall clock): what its threads (at most
+        ``processes``: they count as processes) could use on every core this worker may use in ``timeout_s``, so the
+        wall clock fires first. One core's worth stopped a correct
         multithreaded program before its timeout, said as a timeout."""
-        return int(self.timeout_s * (os.cpu_count() or 1)) + 1
+        return int(self.timeout_s * min(len(os.sched_getaffinity(0)), self.processes)) + 1
 
 
 @dataclass(frozen=True)

@@ -292,6 +292,7 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     (tmp_path / "a-file").write_text("x")
     for command, said in [
         (("status", str(tmp_path / "nowhere")), f"{tmp_path / 'nowhere'}: no such directory"),
+        (("results", str(tmp_path / "nowhere")), f"{tmp_path / 'nowhere'}: no such directory"),
         (("results", str(tmp_path / "md")), f"{tmp_path / 'md'} holds no run.json or summary.json"),
         (("results", run_id, "--out", str(tmp_path / "a-file")), f"Cannot write the reports to {tmp_path / 'a-file'}"),
         (("compare", str(tmp_path / "o"), "--out", str(tmp_path / "a-file" / "sub")), "Cannot write the reports to"),

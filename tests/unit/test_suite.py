@@ -385,6 +385,14 @@ def test_sandbox_limits_it_cannot_run_under_and_numbers_json_cannot_hold_are_ref
         load_suite({"metrics": ["checks"]} | suite)
 
 
+def test_a_suite_object_holding_an_infinite_number_is_refused_too() -> None:
+    """``evaluate(rows, Suite(...))``: the nested models were not looked into."""
+    from ragscore_workers.schemas import Suite
+
+    with pytest.raises(ConfigError, match=re.escape("judge.temperature: a number must be finite")):
+        load_suite(Suite.model_validate({"metrics": ["exact_match"], "judge": {"temperature": float("inf")}}))
+
+
 def test_a_code_chunk_holds_only_the_programs_that_fit_the_queues_time_limit_at_their_timeout() -> None:
     """4 rows of 300 s programs ran over the 780 s limit, and the limit failed every item of the chunk."""
     from ragscore_workers.app import QUEUE_LIMITS
@@ -402,13 +410,18 @@ def test_a_code_chunk_holds_only_the_programs_that_fit_the_queues_time_limit_at_
     assert chunk_size(load_suite(own), "code") == 2
     point = {"type": "code_test", "params": {"timeout_s": 200, "stdout": "1"}}
     assert chunk_size(load_suite({"metrics": [{"name": "checks", "params": {"points": [point]}}]}), "code") == 3
+    both = [{"name": "code_test", "params": {"timeout_s": 300}}, {"name": "checks", "params": {"points": [point]}}]
+    assert chunk_size(load_suite({"metrics": both}), "code") == 1  # a row runs both programs: 500 s
 
 
-def test_a_code_test_timeout_or_memory_above_the_most_the_sandbox_takes_is_taken_as_that_most() -> None:
-    """A row's own point asking for more than the suite allows is capped (it comes with the data), never refused."""
+def test_a_code_test_timeout_or_memory_outside_what_the_sandbox_takes_is_taken_as_its_nearest_end() -> None:
+    """A row's own point asking for more than the suite allows is capped (it comes with the data), never refused;
+    so is one asking for less than a program needs to start."""
     from ragscore_workers.metrics.code_test import CodeTestParams
 
     params = CodeTestParams(timeout_s=100000, memory_mb=2**45)
     assert (params.timeout_s, params.memory_mb) == (600, 1_048_576)
-    with pytest.raises(ValueError, match="greater than or equal to 0.5"):
-        CodeTestParams(timeout_s=0.01)
+    low = CodeTestParams(timeout_s=0.01, memory_mb=1)
+    assert (low.timeout_s, low.memory_mb) == (0.5, 32)
+    with pytest.raises(ValueError, match="greater than 0"):
+        CodeTestParams(timeout_s=0)

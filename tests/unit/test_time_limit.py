@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ def time_up_on_c(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A per-row metric whose chunk runs out of time on row ``c``."""
     monkeypatch.setattr(registry, "_REGISTRY", registry.all_metrics())  # the metric leaves with the test
 
-    @registry.register("test_time_up_on_c", Queue.CODE)
+    @registry.register("test_time_up_on_c", Queue.CPU)
     def time_up_on_c(row: Row, params: Any) -> MetricResult:
         if row.id == "c":
             raise SoftTimeLimitExceeded()
@@ -40,11 +41,45 @@ def test_a_chunk_out_of_time_keeps_the_items_it_scored_and_fails_the_rest(
     suite = Suite(name="t", metrics=["test_time_up_on_c"]).model_dump_json()
     keys = ["a", "b", "c", "d"]
     worker_store.create_run(run, {"state": RunState.RUNNING, "suite": suite, "items": 4, "n_shards": 1})
-    worker_store.add_ids(run, 0, keys, {"code": 4})
-    tasks.score_task["code"](run, suite, ["test_time_up_on_c"], [{"id": k} for k in keys])
+    worker_store.add_ids(run, 0, keys, {"cpu": 4})
+    tasks.score_task["cpu"](run, suite, ["test_time_up_on_c"], [{"id": k} for k in keys])
     stored = {raw.meta["id"]: raw.metrics["test_time_up_on_c"] for raw in worker_store.iter_raw_items(run)}
     assert [stored[k]["score"] for k in keys] == [1.0, 1.0, None, None]
     assert all("time limit" in stored[k]["error"] for k in "cd") and stored["a"]["error"] is None
+
+
+@contextmanager
+def soft_time_limit_in(seconds: float) -> Iterator[None]:
+    """Celery's soft time limit, raised in this (the main) thread after ``seconds``, as a prefork pool raises it."""
+
+    def raise_time_limit(*_: Any) -> None:
+        raise SoftTimeLimitExceeded()
+
+    old = signal.signal(signal.SIGUSR1, raise_time_limit)
+    fired = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGUSR1))
+    fired.start()
+    try:
+        yield
+    finally:
+        fired.cancel()
+        signal.signal(signal.SIGUSR1, old)
+
+
+def test_a_code_chunk_out_of_time_keeps_the_programs_that_finished(worker_store: RunStore) -> None:
+    """code_test is a batch metric: it returned only once the whole chunk was done, so the time limit failed the
+    program that passed in 0.1 s with the one that hung."""
+    run = "t-time-limit-code"
+    suite = Suite.model_validate({"metrics": [{"name": "code_test", "params": {"stdout": "ok"}}],
+                                  "sandbox": {"backend": "local", "timeout_s": 30}}).model_dump_json()  # fmt: skip
+    rows = [{"id": "a", "code": "print('ok')"}, {"id": "b", "code": "print('no')"},
+            {"id": "c", "code": "import time\ntime.sleep(60)"}, {"id": "d", "code": "print('ok')"}]  # fmt: skip
+    worker_store.create_run(run, {"state": RunState.RUNNING, "suite": suite, "items": 4, "n_shards": 1})
+    worker_store.add_ids(run, 0, [r["id"] for r in rows], {"code": 4})
+    with soft_time_limit_in(6.0):
+        tasks.score_task["code"](run, suite, ["code_test"], rows)
+    stored = {raw.meta["id"]: raw.metrics["code_test"] for raw in worker_store.iter_raw_items(run)}
+    assert [stored[k]["score"] for k in "abcd"] == [1.0, 0.0, None, None]
+    assert all("time limit" in stored[k]["error"] for k in "cd")
 
 
 def test_a_code_test_point_interrupted_by_the_time_limit_lets_it_reach_the_task() -> None:
@@ -56,17 +91,7 @@ def test_a_code_test_point_interrupted_by_the_time_limit_lets_it_reach_the_task(
     from ragscore_workers.metrics.registry import RunContext
 
     row = Row(id="r", code="while True:\n    pass\n")
-    ctx = RunContext(run_id="r", suite=Suite.model_validate({"metrics": ["checks"], "sandbox": {"timeout_s": 20}}))
-    fired = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGUSR1))
-
-    def raise_time_limit(*_: Any) -> None:
-        raise SoftTimeLimitExceeded()
-
-    old = signal.signal(signal.SIGUSR1, raise_time_limit)
-    try:
-        fired.start()
-        with pytest.raises(SoftTimeLimitExceeded):
-            code_test_check([(PointInput(row=row, text=""), CodeTestParams())], ctx)
-    finally:
-        fired.cancel()
-        signal.signal(signal.SIGUSR1, old)
+    sandbox = {"backend": "local", "timeout_s": 20}
+    ctx = RunContext(run_id="r", suite=Suite.model_validate({"metrics": ["checks"], "sandbox": sandbox}))
+    with soft_time_limit_in(1.0), pytest.raises(SoftTimeLimitExceeded):
+        code_test_check([(PointInput(row=row, text=""), CodeTestParams())], ctx)
