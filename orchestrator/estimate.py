@@ -38,6 +38,9 @@ __all__ = ["CallTally", "Estimate", "estimate_run"]
 BATCH_ROWS = 256
 #: What stands for a field a target will fill, in a dry run's judge prompts.
 PLACEHOLDER = "(filled in by the target)"
+#: What stands in for the contexts a target's reply fills: not the answer's text, which the judges' special cases
+#: (an answer found in its context is grounded without a call) would read as such, and count no call.
+CONTEXT_PLACEHOLDER = "(retrieved by the target)"
 
 
 @dataclass
@@ -131,8 +134,8 @@ def _as_answered(row: Row, target: TargetConfig) -> Row:
     update: dict[str, Any] = {"system": target.system} if target.system else {}
     if filled.get("answer"):
         update["answer"] = PLACEHOLDER
-    if filled.get("contexts") and not row.contexts:
-        update["contexts"] = [{"text": PLACEHOLDER}]
+    if filled.get("contexts"):  # the dataset's own contexts are never the target's (fill.unanswered_row)
+        update["contexts"] = [{"text": CONTEXT_PLACEHOLDER}]
     return Row.model_validate(row.model_dump() | update) if update else row
 
 
@@ -220,7 +223,7 @@ def estimate_run(
         if on_row is not None:
             on_row()
 
-    scan = scan_dataset(dataset, fmt, lambda _: None, fmt_options, on_row=count)
+    scan = scan_dataset(dataset, fmt, lambda _: None, fmt_options, on_row=count, asked_as=resolved.asked_as)
     if scan.rows and (unseen := request_fields.error()):
         raise ConfigError(f"{dataset}: {unseen}")
     judge.flush()

@@ -204,7 +204,7 @@ def submit(
         request_fields.see(lambda: row.model_dump(mode="json", exclude_none=True))
         ticker.count(lambda n: f"reading {dataset.name}: {n:,} rows so far")
 
-    scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row)
+    scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as)
     if scan.rows and (unseen := request_fields.error()):
         raise ConfigError(f"{dataset}: {unseen}; nothing was submitted")
     ticker.say(f"{scan.rows:,} rows to score ({scan.failed:,} unreadable); sending them to the queues")

@@ -91,6 +91,12 @@ class ResolvedSuite:
         """Metric name -> its outputs, for the metrics workers score."""
         return {m.name: m.outputs(p) for m, p in self.scoring}
 
+    @property
+    def asked_as(self) -> str | None:
+        """The system a target answers every row as (the first target naming one), or None: its items are keyed
+        ``system::id`` whatever the rows' own systems, so ids must be unique across them."""
+        return next((t.system for t in self.targets if t.system), None)
+
     def request_fields(self) -> UnseenRequestFields:
         """A tracker of the fields the targets' requests read, for the dataset scan (empty without targets)."""
         return UnseenRequestFields({t.name: t.request for t in self.targets})

@@ -178,7 +178,7 @@ def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:
 _SECRET_QUERY = frozenset({"key", "code", "sig", "signature"})
 
 
-def _no_secret_in_url(url: str | None) -> str | None:
+def no_secret_in_url(url: str | None) -> str | None:
     """A suite's ``url`` / ``base_url`` is kept with the run and shown in messages: one carrying a credential
     (``user:password@``, ``?api_key=``) is refused, unshown, with where the credential goes instead."""
     if url is None:
@@ -202,7 +202,7 @@ def _no_secret_in_url(url: str | None) -> str | None:
 def _credential_fields(request: dict[str, Any], query: bool, path: str = "") -> list[str]:
     """Fields of a target's ``request`` (nested too) named like a credential whose value is written in the suite,
     not a ``{field}`` of the row: ``"api_key": "sk-..."``, not ``"session_token": "{metadata.session}"``; in a
-    ``query`` (a GET's), also the names :func:`_no_secret_in_url` refuses (``key``, ``code``, ``sig``)."""
+    ``query`` (a GET's), also the names :func:`no_secret_in_url` refuses (``key``, ``code``, ``sig``)."""
     found = []
     for name, value in request.items():
         where = f"{path}{name}"
@@ -389,7 +389,7 @@ class JudgeConfig(BaseModel):
     provider: Literal["groq", "openai"] = "groq"
     model: str = "llama-3.1-8b-instant"
     base_url: str | None = None
-    _base_url = field_validator("base_url")(_no_secret_in_url)
+    _base_url = field_validator("base_url")(no_secret_in_url)
     temperature: float = 0.0
     max_tokens: int = Field(default=512, gt=0)
     #: A reasoning model, which thinks before it answers (OpenAI o-series and gpt-5, DeepSeek-R1 distills,
@@ -471,7 +471,7 @@ class TargetConfig(BaseModel):
     #: The name its items carry (``system``); required when a suite has several targets.
     system: str | None = None
     url: str | None = None
-    _url = field_validator("url")(_no_secret_in_url)
+    _url = field_validator("url")(no_secret_in_url)
     callable: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     method: Literal["POST", "GET"] = "POST"
     #: JSON body (GET: query parameters). ``"{field}"`` alone keeps the row value's type; inside a longer

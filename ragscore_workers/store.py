@@ -41,7 +41,7 @@ from pydantic_core import PydanticSerializationError
 from .errors import ConfigError, StoreError
 from .schemas import ItemResult, MetricResult, RunSummary, Suite, split_key
 from .settings import LIVE_RUN_TTL_S, redact_url
-from .unicode_text import valid_unicode
+from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
     "RawItem",
@@ -653,7 +653,7 @@ class RunStore:
         room = MAX_FAILED_ROWS_STORED - self.r.llen(key)
         if rows and room > 0:
             pipe = self.r.pipeline()
-            pipe.rpush(key, *[_utf8_json(r) for r in rows[:room]])
+            pipe.rpush(key, *[utf8_json(r) for r in rows[:room]])  # half an emoji in a reason
             pipe.expire(key, self.ttl_s)
             pipe.execute()
 
@@ -879,16 +879,6 @@ class RawItem:
 def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
     """A metric result as stored leaves out default values (about half the bytes); fill them back in."""
     return {"score": None, "passed": None, "details": {}, "error": None, "ms": 0.0} | stored
-
-
-def _utf8_json(value: Any) -> str:
-    """JSON Redis can store as UTF-8: a lone surrogate (half an emoji in an unreadable row's reason) is escaped."""
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value)
-    return text
 
 
 def decode_raw(key: str, fields: dict[str, str]) -> RawItem:

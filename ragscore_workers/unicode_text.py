@@ -7,9 +7,22 @@ and a metric result holding one, have them replaced; the report files write any 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-__all__ = ["lone_surrogate_at", "valid_unicode"]
+__all__ = ["hash_bytes", "lone_surrogate_at", "utf8_json", "valid_unicode"]
+
+
+def utf8_json(value: Any, **options: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, **options)``, or with ASCII escapes when the text holds a lone
+    surrogate: what Redis (UTF-8) and a report file can store either way."""
+    text = json.dumps(value, ensure_ascii=False, **options)
+    return text if _first_surrogate(text) is None else json.dumps(value, **options)
+
+
+def hash_bytes(text: str) -> bytes:
+    """``text`` as UTF-8 for a hash (a cache key); a lone surrogate is taken as it is, not an error."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _first_surrogate(text: str) -> str | None:

@@ -208,21 +208,27 @@ def _key_hash(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
 
 
+def _scan_key(row: Row, asked_as: str | None) -> str:
+    """What must be unique: the row's item key, or its id alone when a target answers every row as its system."""
+    return row.id if asked_as is not None else row.key
+
+
 def _find_duplicates(
-    path: Path, fmt: str | None, options: dict[str, Any] | None, repeated: set[int], scan: DatasetScan
-) -> None:
+    path: Path, fmt: str | None, options: dict[str, Any] | None, repeated: set[int], scan: DatasetScan,
+    asked_as: str | None,
+) -> None:  # fmt: skip
     """Second pass (only when hashes repeat): the real duplicate keys and the lines they repeat on."""
     first_seen: dict[str, int] = {}
     for line, row in iter_rows(path, fmt, options):
-        if isinstance(row, RowError) or _key_hash(row.key) not in repeated:
+        if isinstance(row, RowError) or _key_hash(key := _scan_key(row, asked_as)) not in repeated:
             continue
-        if row.key in first_seen:  # a real duplicate, not a hash collision
+        if key in first_seen:  # a real duplicate, not a hash collision
             scan.duplicate_count += 1
             if len(scan.duplicates) < MAX_DUPLICATES_SHOWN:
-                system = f" of system {row.system!r}" if row.system is not None else ""
-                scan.duplicates.append(f"id {row.id!r}{system} on lines {first_seen[row.key]} and {line}")
+                system = f" of system {row.system!r}" if row.system is not None and asked_as is None else ""
+                scan.duplicates.append(f"id {row.id!r}{system} on lines {first_seen[key]} and {line}")
         else:
-            first_seen[row.key] = line
+            first_seen[key] = line
 
 
 def scan_dataset(
@@ -231,8 +237,10 @@ def scan_dataset(
     on_error: Callable[[RowError], None],
     options: dict[str, Any] | None = None,
     on_row: Callable[[Row], None] | None = None,
+    asked_as: str | None = None,
 ) -> DatasetScan:
-    """Read the whole dataset once without keeping it: count rows, report bad ones, find duplicate ids.
+    """Read the whole dataset once without keeping it: count rows, report bad ones, find duplicate ids (per system;
+    across the rows' systems when ``asked_as``, the system a target answers every row as, makes them one).
 
     Raises DatasetError (before anything is submitted) for duplicate ids or when no row is valid.
     Memory: one 8-byte hash per row in a flat array (8 MB per million rows), not the rows; lines of
@@ -253,19 +261,22 @@ def scan_dataset(
             _note_near_misses(row, scan.near_misses)
         if on_row is not None:
             on_row(row)
-        hashes.append(_key_hash(row.key))
+        hashes.append(_key_hash(_scan_key(row, asked_as)))
     if hashes:
         ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
         repeated = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
         del ordered, hashes
         if repeated:
-            _find_duplicates(path, fmt, options, repeated, scan)
+            _find_duplicates(path, fmt, options, repeated, scan, asked_as)
     if scan.duplicate_count:
         shown = "; ".join(scan.duplicates)
         more = scan.duplicate_count - len(scan.duplicates)
+        unique = (f"Ids must be unique: target {asked_as!r} answers every row as its system, whatever the row's own "
+                  "(re-scoring a target run's answers.jsonl? add --no-target)" if asked_as is not None
+                  else "Ids must be unique per system")  # fmt: skip
         raise DatasetError(
             f"{path}: {scan.duplicate_count} duplicate id(s): {shown}{f' and {more} more' if more else ''}. "
-            "Ids must be unique per system; nothing was submitted."
+            f"{unique}; nothing was submitted."
         )
     if scan.rows == 0:
         if not scan.failed:

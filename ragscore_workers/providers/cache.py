@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..unicode_text import hash_bytes, utf8_json, valid_unicode
 from .base import Completion, CompletionParams, Message
 
 __all__ = ["DEFAULT_CACHE_TTL_S", "ReplyCache", "cache_key"]
@@ -33,7 +34,7 @@ def cache_key(
     material = json.dumps(
         {
             "provider": identity,
-            "messages": [dict(m) for m in messages],
+            "messages": [dict(m) for m in valid_unicode(list(messages))],  # as the client sends them
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
             "template": template_version,
@@ -43,7 +44,7 @@ def cache_key(
         sort_keys=True,
         ensure_ascii=False,
     )
-    return PREFIX + hashlib.sha256(material.encode()).hexdigest()
+    return PREFIX + hashlib.sha256(hash_bytes(material)).hexdigest()  # a prompt may hold half an emoji
 
 
 class ReplyCache:
@@ -69,4 +70,4 @@ class ReplyCache:
             return
         value = {"text": completion.text, "tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
                  "finish_reason": completion.finish_reason, "refusal": completion.refusal}  # fmt: skip
-        self.r.set(key, json.dumps(value, ensure_ascii=False), ex=self.ttl_s)
+        self.r.set(key, utf8_json(value), ex=self.ttl_s)

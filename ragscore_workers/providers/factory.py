@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 from ..errors import ConfigError
 from ..http_body import ATTEMPT_TIMEOUTS
-from ..schemas import JudgeConfig
+from ..schemas import JudgeConfig, no_secret_in_url
 from ..settings import get_settings
 from ..store import redact_url
 from .base import DEFAULT_TIMEOUT_S, Provider, provider_identity
@@ -48,7 +50,16 @@ def _cached_provider(
 
 
 def _base_url(config: JudgeConfig) -> str | None:
-    return os.environ.get(BASE_URL_ENV) or config.base_url
+    """``RAGSCORE_JUDGE_BASE_URL``, else the suite's ``judge.base_url``. ConfigError (the value unshown) when the
+    variable's url carries a credential, as a suite's may not: ``user:password@`` went out as HTTP basic auth in
+    place of the API key, and the provider's 401 echoed it into every item's error."""
+    env = os.environ.get(BASE_URL_ENV)
+    if not env:
+        return config.base_url
+    try:
+        return no_secret_in_url(env)
+    except PydanticCustomError as exc:
+        raise ConfigError(f"{BASE_URL_ENV}: {exc.message()}") from None
 
 
 def judge_identity(config: JudgeConfig) -> str:

@@ -36,6 +36,7 @@ from ..providers.run_state import RunJudgeState
 from ..schemas import TargetConfig
 from ..settings import get_settings
 from ..store import target_state_part
+from ..unicode_text import hash_bytes, utf8_json
 from .endpoints import Endpoint, make_endpoint
 from .errors import TargetError, TargetStopped, TargetWaitTooLong
 
@@ -77,7 +78,7 @@ class TargetClient:
     def cache_key(self, request: dict[str, Any]) -> str:
         material = json.dumps({"target": self.config.identity, **self._reply_scope, "request": request},
                               sort_keys=True, ensure_ascii=False)  # fmt: skip
-        return CACHE_PREFIX + hashlib.sha256(material.encode()).hexdigest()
+        return CACHE_PREFIX + hashlib.sha256(hash_bytes(material)).hexdigest()
 
     def ask(self, request: dict[str, Any], use: Callable[[Any], Any] | None = None) -> tuple[Any, bool]:
         """The reply's JSON data for ``request`` (``use(data)`` when given) and whether it came from the cache;
@@ -114,7 +115,8 @@ class TargetClient:
             raise
         result = data if use is None else use(data)  # raises before the reply is cached
         if self.config.cache:
-            self.r.set(key, json.dumps(data, ensure_ascii=False), ex=CACHE_TTL_S)
+            # a callable's reply may hold what JSON cannot (a datetime in a field no path reads): as text
+            self.r.set(key, utf8_json(data, default=str), ex=CACHE_TTL_S)
         return result, False
 
     @property
@@ -187,11 +189,11 @@ def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute
     if redis is None:
         raise ConfigError("Targets need Redis (the run store) for the shared rate limit, cache and counters")
     endpoint = _endpoint(config.model_dump_json(), os.environ.get(config.auth_env or "") or "")
-    limiter = None
-    if config.rpm is not None:
-        scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
-        limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
-                               max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
+    # Without rpm too: a 429's retry-after pauses every worker's calls to the target, bounded by max_wait_s and
+    # ended by a cancel (a bare sleep of retry-after: 100000 hung the run, deaf to `ragscore cancel`).
+    scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
+    limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
+                           max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
     state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, part=target_state_part(config.name),
                           what=f"calls to target {config.name}")  # fmt: skip
     return TargetClient(config, endpoint, redis, state, limiter)

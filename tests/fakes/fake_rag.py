@@ -106,6 +106,15 @@ def callable_target(request: dict[str, Any]) -> dict[str, Any]:
     return answer_locally("exact", request)
 
 
+def callable_with_extras(request: dict[str, Any]) -> dict[str, Any]:
+    """``tests.fakes.fake_rag:callable_with_extras``: an answer with half an emoji, and fields JSON cannot hold that
+    no response path reads (a library returning its own objects)."""
+    import datetime
+
+    return {"answer": "Paris \ud83d", "contexts": ["Paris is in France."], "when": datetime.date(2026, 1, 1),
+            "tags": {"geo"}, "raw": b"\x00"}  # fmt: skip
+
+
 class FakeRag:
     """Start with ``with FakeRag() as rag:``; ``rag.url(system)`` is the endpoint of one system."""
 

@@ -15,6 +15,7 @@ from orchestrator.estimate import PLACEHOLDER, estimate_run
 from orchestrator.suite import load_suite
 from ragscore_workers.metrics._judge_text import ANSWER_ACCURACY
 from ragscore_workers.providers.base import estimate_tokens
+from ragscore_workers.store import RunStore
 
 from ..support import ROOT, write_jsonl
 
@@ -103,7 +104,7 @@ def test_a_call_larger_than_a_token_limit_is_found_before_the_run(tmp_path: Path
     assert "time: at least" not in said  # no least time for calls that can never be sent
 
 
-def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path) -> None:
+def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path, store: RunStore) -> None:
     rows = [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"{i}."} for i in range(20)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     targets = [{"system": name, "url": "http://127.0.0.1:9/ask"} for name in ("a", "b")]
@@ -113,6 +114,15 @@ def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path:
     assert est.judge["answer_accuracy"].calls == 40 * 2  # every answer from every target, two judges
     assert est.units == {"target": 40, "judge": 40}
     assert PLACEHOLDER  # the answers stand in as this text
+    # groundedness reads the answer against the contexts: one placeholder for both read as "the answer is in its
+    # context" (grounded, no call), so the dry run said 0 calls where the run made 2 an item
+    grounded = load_suite({"metrics": ["groundedness"], "targets": targets})
+    assert estimate_run(data, grounded).judge["groundedness"].calls == 40 * 2
+    # half an emoji in a row: the cache look-up hashed the prompt as UTF-8 and the dry run crashed
+    half = tmp_path / "half.jsonl"
+    half.write_text(json.dumps({"id": "h", "question": "When \ud83d?", "answer": "a", "reference": "b"}) + "\n")
+    looked_up = estimate_run(half, load_suite({"metrics": ["answer_accuracy"]}), redis=store.r)
+    assert looked_up.cache_checked and looked_up.judge["answer_accuracy"].calls == 2
 
 
 @pytest.mark.integration

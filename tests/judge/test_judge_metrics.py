@@ -176,6 +176,22 @@ def test_re_running_is_served_from_the_cache(rclient: redis.Redis, fake: FakePro
     assert fake.stats()["requests"] == 20
 
 
+def test_half_an_emoji_in_a_row_is_judged_and_its_reply_cached(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    """A lone surrogate in the answer failed every judge metric of the row with UnicodeEncodeError (hashing its
+    cache key), and --dry-run crashed on it."""
+    rows = [{"id": "half", "question": "When?", "answer": "In 1879 \ud83d [[rating=4]]", "reference": "1879",
+             "contexts": ["It was 1879 \udfff."]}]  # fmt: skip
+    suite = judge_suite(["answer_accuracy", "groundedness"], fake, model)
+    first = score(suite, rows, rclient, "run-half-a-" + model)
+    assert first[0]["answer_accuracy"].score == 1.0 and first[0]["answer_accuracy"].error is None
+    assert first[0]["groundedness"].error is None
+    calls = fake.stats()["requests"]
+    again = score(suite, rows, rclient, "run-half-b-" + model)
+    assert fake.stats()["requests"] == calls and again[0]["answer_accuracy"].details["cached"]
+
+
 #: Seconds the fake provider holds each reply in the test of calls in flight.
 LATENCY_S = 0.5
 

@@ -146,6 +146,25 @@ def test_a_key_read_with_its_newline_works_and_a_key_with_a_control_character_is
     assert keys not in str(info.value) and "EXTRA" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "url", ["http://user:pwSECRET999@127.0.0.1:47100/v1", "http://127.0.0.1/v1?api_key=pwSECRET999"]
+)
+def test_a_base_url_override_carrying_a_credential_is_refused_unshown(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RAGSCORE_JUDGE_BASE_URL with ``user:password@`` (refused in a suite) went out as HTTP basic auth in place of
+    the API key, and the provider's 401 echoed it, base64-encoded, into every item's error and the reports."""
+    from ragscore_workers.providers.factory import BASE_URL_ENV, judge_identity, make_provider
+    from ragscore_workers.schemas import JudgeConfig
+
+    monkeypatch.setenv(BASE_URL_ENV, url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+    for make in (make_provider, judge_identity):
+        with pytest.raises(ConfigError, match=f"{BASE_URL_ENV}: the url holds a credential") as info:
+            make(JudgeConfig(provider="openai", model="m"))
+        assert "pwSECRET999" not in str(info.value)
+
+
 def test_redaction_covers_the_escaped_forms_a_library_quotes() -> None:
     said = "Illegal header value b'Bearer sk-NL-7\\n' and 'sk-NL-7\n' and sk-NL-7\n"
     assert "sk-NL-7" not in redact(said, "sk-NL-7\n")

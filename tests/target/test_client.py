@@ -58,6 +58,19 @@ def test_a_429_pauses_every_caller_for_retry_after_then_succeeds(store: RunStore
     assert client.state.read()["rate_limited"] == 1
 
 
+def test_a_429_asking_for_a_long_wait_fails_the_question_at_once_without_rpm_too(store: RunStore) -> None:
+    """Without ``rpm`` there was no limiter: ``retry-after: 100000`` was slept in the worker, and the run hung, deaf
+    to ``ragscore cancel``."""
+    from ragscore_workers.target.errors import TargetWaitTooLong
+
+    with FakeRag(limit_every=2, retry_after_s=100000) as slow:  # the first request gets the 429
+        client = _client(store, slow, "limited")
+        started = time.monotonic()
+        with pytest.raises(TargetWaitTooLong, match="100000"):
+            client.ask(_ask(7))
+        assert time.monotonic() - started < 10 and slow.calls["limited"] == 1
+
+
 def test_replies_are_cached_unless_the_cache_is_off(store: RunStore, rag: FakeRag) -> None:
     request = _ask(3)
     client = _client(store, rag, "exact")
@@ -241,6 +254,22 @@ def test_a_callable_targets_error_never_shows_its_token(store: RunStore, monkeyp
     with pytest.raises(TargetError) as info:
         client.ask({"question": "q"})
     assert "upstream refused key ***" in str(info.value) and "lib-key" not in str(info.value)
+
+
+def test_a_reply_json_cannot_hold_as_it_is_is_still_used_and_cached(store: RunStore) -> None:
+    """Caching the reply (json.dumps) failed the question for a lone surrogate or a datetime no path reads, once it
+    had been accepted; with ``cache: false`` the same reply was scored."""
+    from ragscore_workers.schemas import Row
+    from ragscore_workers.target import fill_row
+
+    target = TargetConfig(system="lib", callable="tests.fakes.fake_rag:callable_with_extras")
+    client = build_target_client(store.r, f"t-{uuid.uuid4().hex[:8]}", target)
+    use = lambda data: fill_row(Row(id="q"), target, data)  # noqa: E731
+    first, cached = client.ask({"question": "q"}, use)
+    again, cached_again = client.ask({"question": "q"}, use)
+    assert (cached, cached_again) == (False, True)
+    assert first.answer == again.answer and first.answer.startswith("Paris")
+    assert [c.text for c in again.contexts] == ["Paris is in France."]
 
 
 def test_a_callable_targets_error_never_shows_a_key_of_the_workers_environment(

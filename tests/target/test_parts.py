@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -218,3 +219,21 @@ def test_a_posted_requests_field_may_share_the_name_of_a_query_token() -> None:
 def test_a_target_suite_needs_the_target_queue() -> None:
     resolved = load_suite({"metrics": ["verbatim", "answer_relevance"], "target": {"url": "http://x"}})
     assert resolved.queues == ["target", "cpu", "embed"]
+
+
+def test_rows_of_several_systems_asked_of_a_target_naming_its_system_must_not_share_ids(tmp_path: Path) -> None:
+    """Both rows of id q0 (systems A and B) became item rag::q0: one answer overwrote the other, and n counted
+    the item twice, without a word."""
+    from orchestrator.estimate import estimate_run
+    from ragscore_workers.errors import DatasetError
+
+    from ..support import write_jsonl
+
+    rows = [{"id": "q0", "question": "Why?", "system": "A"}, {"id": "q0", "question": "Why?", "system": "B"}]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    named = load_suite({"metrics": ["exact_match"], "target": {"system": "rag", "url": "http://127.0.0.1:9/ask"}})
+    with pytest.raises(DatasetError, match=r"id 'q0' on lines 1 and 2\. Ids must be unique: target 'rag' answers "
+                                           r"every row as its system.*add --no-target"):  # fmt: skip
+        estimate_run(data, named)
+    unnamed = load_suite({"metrics": ["exact_match"], "target": {"url": "http://127.0.0.1:9/ask"}})
+    assert estimate_run(data, unnamed).items == 2  # each row keeps its system: A::q0 and B::q0
