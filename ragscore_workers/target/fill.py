@@ -21,9 +21,16 @@ def mapped_fields(config: TargetConfig, data: Any) -> dict[str, Any]:
         if path is None:
             continue
         value = extract(data, path)
+        if isinstance(value, list) and field in _TEXT_LISTS:  # ``hits[*].doc_id`` where one hit has none
+            value = ["" if v is None else v for v in value]
         if value is not None:
             out[field] = value
     return out
+
+
+#: Fields that are lists of text (or of contexts, as text): an element a ``[*]`` path finds nothing in reads as ""
+#: and keeps its place (a rank), rather than failing the question (one context without a ``doc_id`` lost the answer).
+_TEXT_LISTS = ("contexts", "retrieved_doc_ids", "evidence_sentences")
 
 
 def unfilled_fields(config: TargetConfig, data: Any) -> list[str]:

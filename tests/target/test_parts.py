@@ -237,3 +237,14 @@ def test_rows_of_several_systems_asked_of_a_target_naming_its_system_must_not_sh
         estimate_run(data, named)
     unnamed = load_suite({"metrics": ["exact_match"], "target": {"url": "http://127.0.0.1:9/ask"}})
     assert estimate_run(data, unnamed).items == 2  # each row keeps its system: A::q0 and B::q0
+
+
+def test_an_element_a_star_path_finds_nothing_in_reads_as_empty_and_keeps_its_rank() -> None:
+    """One context without ``doc_id`` failed the question ("retrieved_doc_ids.1: Input should be a valid string"),
+    every metric with it, while a reply with no doc_id anywhere was taken (counted as unfilled)."""
+    config = TargetConfig(url="http://x", response={"answer": "answer", "contexts": "contexts[*].text",
+                                                    "retrieved_doc_ids": "contexts[*].doc_id"})  # fmt: skip
+    reply = {"answer": "A", "contexts": [{"text": "t1", "doc_id": "d1"}, {"doc_id": "d2"}, {"text": "t3"}]}
+    row = fill_row(Row(id="q", gold_doc_id="d2"), config, reply)
+    assert row.retrieved_doc_ids == ["d1", "d2", ""] and [c.text for c in row.contexts] == ["t1", "", "t3"]
+    assert unfilled_fields(config, reply) == []
