@@ -145,11 +145,13 @@ def env_var_name(value: str | None) -> str | None:
 
 
 #: Header names that carry a credential: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``X-Api-Key``,
-#: ``X-Auth-Token``, ``X-Auth-Key``, ``Ocp-Apim-Subscription-Key`` (one of these as a whole part of the name); a
-#: key that is no credential (``X-Idempotency-Key``, ``X-Cache-Key``) is not one.
+#: ``X-RapidAPI-Key``, ``X-Functions-Key``, ``X-Auth-Token``, ``X-Auth-Key``, ``Ocp-Apim-Subscription-Key``,
+#: ``X-Amz-Signature``, ``pwd`` (one of these as a whole part of the name), and ``Key`` or ``X-Auth`` as the whole
+#: name or its end; a key that is no credential (``X-Idempotency-Key``, ``X-Cache-Key``) is not one.
 _SECRET_HEADER = re.compile(
-    r"(?:^|[-_])(?:authorization|cookie|api[-_]?key|access[-_]?key|secret[-_]?key|private[-_]?key|subscription[-_]key"
-    r"|auth[-_]key|token|secret|password|passwd)(?:$|[-_])",
+    r"(?:^|[-_])(?:authorization|cookie|(?:rapid)?api[-_]?key|access[-_]?key|secret[-_]?key|private[-_]?key"
+    r"|subscription[-_]key|functions[-_]key|auth[-_]key|token|secret|password|passwd|pwd|signature|credentials?)"
+    r"(?:$|[-_])|^key$|(?:^|[-_])auth$",
     re.I,
 )
 

@@ -52,7 +52,9 @@ def test_bad_suites_raise_config_error(suite: object, message: str) -> None:
 
 @pytest.mark.parametrize(
     "header", ["Authorization", "X-Api-Key", "x-auth-token", "Ocp-Apim-Subscription-Key", "Cookie", "X-Auth-Key",
-               "x-goog-api-key", "Proxy-Authorization", "X-Access-Key"]
+               "x-goog-api-key", "Proxy-Authorization", "X-Access-Key",
+               # kept with the run before: RapidAPI's, Azure Functions', a bare Key, X-Auth, a signature, pwd
+               "X-RapidAPI-Key", "X-Functions-Key", "Key", "X-Auth", "X-Amz-Signature", "pwd"]
 )  # fmt: skip
 def test_a_target_header_carrying_a_credential_is_refused_unshown(header: str) -> None:
     """Plain headers are kept with the run (its store, task messages, run_info.json); a key pasted there would be."""
@@ -73,6 +75,8 @@ def test_a_target_header_carrying_a_credential_is_refused_unshown(header: str) -
         ("https://rag.example/ask?api_key=REALSECRET987", "query parameter api_key"),
         ("https://rag.example/ask?lang=en&access_token=REALSECRET987", "query parameter access_token"),
         ("https://rag.example/api/ask?code=REALSECRET987", "query parameter code"),  # Azure Functions
+        ("https://rag.example/ask?X-Amz-Signature=REALSECRET987", "query parameter X-Amz-Signature"),
+        ("https://rag.example/ask?auth=REALSECRET987&pwd=x", "query parameter auth, pwd"),
         ("https://bob:REALSECRET987@rag.example/ask", r"user info \(user:password@\)"),
         ("https://REALSECRET987@rag.example/ask", r"user info \(user:password@\)"),
     ],
