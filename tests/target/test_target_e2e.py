@@ -207,16 +207,23 @@ def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path
     assert target["rate_limited"] >= 1 and limited_calls == N + target["rate_limited"]
 
 
+def _run_while_down(rag: FakeRag, out: Path) -> Any:
+    """A run of systems ``exact`` and ``down`` while ``down`` fails (its breaker opens after 2), then ``down`` is
+    back; the first run's Evaluation."""
+    rag.failing = {"down"}
+    suite = _suite([_target(rag, "exact"), _target(rag, "down", attempts=1, breaker_failures=2, concurrency=1)])
+    suite["metrics"] = ["verbatim"]
+    with pytest.warns(IncompleteRunWarning, match="asking target down stopped: circuit breaker open after 2"):
+        first = evaluate(questions(N), suite, out=out)
+    rag.failing = set()  # the system is back
+    return first
+
+
 def test_resume_asks_again_only_what_has_no_answer(home: Path, token: str, tmp_path: Path) -> None:
     with FakeRag(token=token) as rag:
-        rag.failing = {"down"}
-        suite = _suite([_target(rag, "exact"), _target(rag, "down", attempts=1, breaker_failures=2, concurrency=1)])
-        suite["metrics"] = ["verbatim"]
         out = tmp_path / "out"
-        with pytest.warns(IncompleteRunWarning, match="asking target down stopped: circuit breaker open after 2"):
-            first = evaluate(questions(N), suite, out=out)
+        first = _run_while_down(rag, out)
         calls_first = dict(rag.calls)
-        rag.failing = set()  # the system is back
         cmd = [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out), "--quiet"]
         done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
         calls_after = dict(rag.calls)
@@ -239,13 +246,8 @@ def test_the_python_resume_finishes_a_run_as_the_cli_does(home: Path, token: str
     with pytest.raises(ConfigError, match="resume\\(\\) takes the out dir of an earlier run"):
         resume(tmp_path / "nothing-here")
     with FakeRag(token=token) as rag:
-        rag.failing = {"down"}
-        suite = _suite([_target(rag, "exact"), _target(rag, "down", attempts=1, breaker_failures=2, concurrency=1)])
-        suite["metrics"] = ["verbatim"]
         out = tmp_path / "out"
-        with pytest.warns(IncompleteRunWarning, match="asking target down stopped"):
-            first = evaluate(questions(N), suite, out=out)
-        rag.failing = set()
+        first = _run_while_down(rag, out)
         with warnings.catch_warnings():
             warnings.simplefilter("error", IncompleteRunWarning)  # finished: nothing to warn of
             done = resume(out)
