@@ -459,6 +459,8 @@ def _check_junit_path(junit: Path) -> None:
 def _run_id(ref: str) -> str:
     """A run named by its id, or by its ``--out`` DIR: its run.json names it, else its summary.json (a DIR that
     ``ragscore results`` wrote: a submitted run's only DIR)."""
+    from .reports.source import is_path
+
     for name in ("run.json", "summary.json"):
         path = Path(ref) / name
         if path.is_file():
@@ -468,7 +470,7 @@ def _run_id(ref: str) -> str:
                 raise ConfigError(f"{path}: not a {name} ragscore wrote ({exc})") from exc
     if Path(ref).is_dir():
         raise ConfigError(f"{ref} holds no run.json or summary.json: it is no run's --out DIR (a run id or such a DIR)")
-    if "/" in ref or Path(ref).exists():  # a run id has no slash: a path that is no DIR, not an id to look up
+    if is_path(ref):  # a path that is no DIR, not an id to look up
         raise ConfigError(f"{ref}: no such directory (a run id or a run's --out DIR)")
     return ref
 

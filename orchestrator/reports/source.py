@@ -19,7 +19,7 @@ from ragscore_workers.schemas import RunSummary, item_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
 
-__all__ = ["RUN_INFO", "RunData", "from_dir", "from_store", "iter_items_file", "open_run", "store_info"]
+__all__ = ["RUN_INFO", "RunData", "from_dir", "from_store", "is_path", "iter_items_file", "open_run", "store_info"]
 
 #: File of an output directory with the run's facts (suite, dataset, format), written with the reports.
 RUN_INFO = "run_info.json"
@@ -138,12 +138,18 @@ def from_dir(directory: Path) -> RunData:
     )
 
 
+def is_path(ref: str) -> bool:
+    """Whether ``ref`` (a run id or a run's DIR, as the commands take them) can only be a path: a run id
+    (``20261202-011000-ab12cd``) has no ``/`` and no suffix."""
+    return "/" in ref or bool(Path(ref).suffix) or Path(ref).exists()
+
+
 def open_run(ref: str, store: Callable[[], RunStore]) -> RunData:
     """``ref`` is an output directory, else a run id looked up in ``store()``."""
     path = Path(ref)
     if path.is_dir():
         return from_dir(path)
-    if path.suffix or "/" in ref:
+    if is_path(ref):
         raise ConfigError(f"{ref}: no such output directory (and not a run id)")
     runs = store()
     if not runs.exists(ref):
