@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..schemas import JudgeConfig, MetricResult, Queue, Row, Suite, env_var_name
+from ..unicode_text import valid_unicode
 from ._judge_text import (
     ANSWER_ACCURACY,
     CONTEXT_RELEVANCE,
@@ -163,8 +164,9 @@ class Job:
 
     @property
     def messages(self) -> list[dict[str, str]]:
-        """The chat messages sent for this job (the prompt as the one user message)."""
-        return [{"role": "user", "content": self.prompt}]
+        """The chat messages sent for this job (the prompt as the one user message), as the call and ``--dry-run``
+        both use them: a lone surrogate (half an emoji in a row) as U+FFFD, which the SDKs can encode."""
+        return [{"role": "user", "content": valid_unicode(self.prompt)}]
 
     def planned(self, max_tokens: int) -> PlannedCall:
         """This job's first call, for ``--dry-run``."""

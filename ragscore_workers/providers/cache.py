@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..unicode_text import hash_bytes, utf8_json, valid_unicode
+from ..unicode_text import utf8_json
 from .base import Completion, CompletionParams, Message
 
 __all__ = ["DEFAULT_CACHE_TTL_S", "ReplyCache", "cache_key"]
@@ -34,7 +34,7 @@ def cache_key(
     material = json.dumps(
         {
             "provider": identity,
-            "messages": [dict(m) for m in valid_unicode(list(messages))],  # as the client sends them
+            "messages": [dict(m) for m in messages],
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
             "template": template_version,
@@ -44,7 +44,7 @@ def cache_key(
         sort_keys=True,
         ensure_ascii=False,
     )
-    return PREFIX + hashlib.sha256(hash_bytes(material)).hexdigest()  # a prompt may hold half an emoji
+    return PREFIX + hashlib.sha256(material.encode()).hexdigest()
 
 
 class ReplyCache:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
-from ..unicode_text import valid_unicode
 from .base import Completion, CompletionParams, Message, Provider, RetryDecision, estimate_tokens
 from .cache import ReplyCache, cache_key
 from .errors import JudgeStopped, ProviderError, RateLimitTimeout, RequestTooLargeError
@@ -112,9 +111,7 @@ class JudgeClient:
     def complete(
         self, messages: Sequence[Message], params: CompletionParams, *, template_version: str, attempt: int = 0
     ) -> tuple[Completion, bool]:
-        """The reply to ``messages`` and whether it came from the cache; raises JudgeError subclasses. A lone
-        surrogate in a prompt (half an emoji in a row) is sent as U+FFFD: the SDKs cannot encode it."""
-        messages = valid_unicode(list(messages))
+        """The reply to ``messages`` and whether it came from the cache; raises JudgeError subclasses."""
         key = cache_key(self.provider.identity, messages, params, template_version, attempt)
         cached = self.cache.get(key)
         if cached is not None:
