@@ -4,8 +4,8 @@
 
     cache hit? -> the stored reply (no call)
     breaker open? -> TargetStopped
-    limiter.acquire()                 (requests per minute shared by the cluster; paused after a 429; a cancel
-                                       or an open breaker ends the wait -> TargetStopped)
+    limiter.acquire()                 (requests per minute shared by the cluster when rpm is set; paused after a
+                                       429; a cancel or an open breaker ends the wait -> TargetStopped)
     endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, 429 -> shared
                                        pause; at most ``attempts`` tries)
     count, cache the reply
@@ -58,7 +58,7 @@ class TargetClient:
         endpoint: Endpoint,
         redis: Any,
         state: RunJudgeState,
-        limiter: RedisLimiter | None,
+        limiter: RedisLimiter,
         *,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 20.0,
@@ -125,16 +125,15 @@ class TargetClient:
 
     def _attempt(self, request: dict[str, Any]) -> Any:
         self._check_stopped()
-        if self.limiter is not None:
-            try:
-                self.limiter.acquire(0, check=self._check_stopped)
-            except RateLimitTimeout as exc:
-                raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
+        try:
+            self.limiter.acquire(0, check=self._check_stopped)
+        except RateLimitTimeout as exc:
+            raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
         try:
             data, _headers = self.endpoint.call(request)
         except TargetError as exc:
             decision = self._decide(exc)
-            if decision.kind == "rate_limit" and self.limiter is not None:
+            if decision.kind == "rate_limit":
                 self.limiter.pause(decision.retry_after or 0.0, "429")
             self.state.incr(calls=1, rate_limited=int(decision.kind == "rate_limit"))
             raise
@@ -155,8 +154,6 @@ class TargetClient:
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, TargetError) and self._decide(exc).kind == "rate_limit":
-            if self.limiter is None:  # nobody shares a pause: wait what the target asked here
-                return float(self._decide(exc).retry_after or 1.0)
             return random.uniform(0, 0.1)  # the limiter's shared pause does the waiting
         return float(self._backoff(state))
 
