@@ -573,7 +573,7 @@ class RunStore:
         for key, item_meta, results in items:
             count += 1
             args += [self.key(run_id, f"item:{key}"), len(results) + 1]
-            args += ["_meta", json.dumps({k: v for k, v in item_meta.items() if v is not None})]
+            args += ["_meta", _meta_json(item_meta)]
             for name, result in results.items():
                 args += [name, _stored_result(result)]
         args[2] = count
@@ -589,7 +589,7 @@ class RunStore:
         pipe = self.r.pipeline(transaction=False)
         for key, item_meta in items:
             name = self.key(run_id, f"item:{key}")
-            pipe.hsetnx(name, "_meta", json.dumps({k: v for k, v in item_meta.items() if v is not None}))
+            pipe.hsetnx(name, "_meta", _meta_json(item_meta))
             pipe.expire(name, self.ttl_s)
         pipe.execute()
 
@@ -879,6 +879,11 @@ class RawItem:
 def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
     """A metric result as stored leaves out default values (about half the bytes); fill them back in."""
     return {"score": None, "passed": None, "details": {}, "error": None, "ms": 0.0} | stored
+
+
+def _meta_json(item_meta: dict[str, Any]) -> str:
+    """An item's ``_meta`` field: its meta without the None values."""
+    return json.dumps({k: v for k, v in item_meta.items() if v is not None})
 
 
 def decode_raw(key: str, fields: dict[str, str]) -> RawItem:

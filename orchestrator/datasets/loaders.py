@@ -169,11 +169,16 @@ def _adjacent_strings(text: str) -> bool:
     return False
 
 
+def _not_utf8(text: str) -> bool:
+    """Whether ``text``, read with ``surrogateescape``, holds bytes that are not UTF-8."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
 def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowError:
     text = ",".join(cells)
     if len(cells) > len(header):
         return RowError(line, "more cells than header columns", text)
-    if any("\udc80" <= ch <= "\udcff" for ch in text):
+    if _not_utf8(text):
         return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", text.encode("utf-8", "replace").decode())
     record: Record = {}
     for name, value in zip(header, cells, strict=False):
@@ -297,8 +302,7 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
             return
         if feed.unbalanced():
             raise DatasetError(f"{path}: a quote in the header row (line 1) is never closed")
-        if any("\udc80" <= ch <= "\udcff" for name in header for ch in name):
-            shown = next(name for name in header if any("\udc80" <= ch <= "\udcff" for ch in name))
+        if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
             raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
         named = [name for name in header if name]
         if twice := sorted({name for name in named if named.count(name) > 1}):

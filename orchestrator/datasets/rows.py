@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
 from ragscore_workers.settings import get_settings
-from ragscore_workers.unicode_text import lone_surrogate_at
+from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
 from .loaders import RAW_EXCERPT_CHARS, RowError, iter_records
 
@@ -76,9 +76,7 @@ def _excerpt(record: dict[str, Any], ascii_only: bool = False) -> str:
     """The start of a bad record as JSON for ``failed_rows.jsonl`` ("" when it nests too deep to write); a record
     holding a lone surrogate (half an emoji, which UTF-8 cannot hold) is written with ASCII escapes."""
     try:
-        text = json.dumps(record, ensure_ascii=ascii_only, default=str)
-        if not ascii_only and lone_surrogate_at(text) is not None:
-            text = json.dumps(record, ensure_ascii=True, default=str)
+        text = json.dumps(record, default=str) if ascii_only else utf8_json(record, default=str)
     except (RecursionError, ValueError):
         return ""
     return text[:RAW_EXCERPT_CHARS]
