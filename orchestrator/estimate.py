@@ -210,7 +210,7 @@ def estimate_run(
     request_fields = resolved.request_fields()
 
     def count(row: Row) -> None:
-        request_fields.see(lambda: row.model_dump(mode="json", exclude_none=True))
+        request_fields.see(row)
         for answered in [_as_answered(row, t) for t in targets] or [row]:
             if answered.system is not None:
                 estimate.systems.add(answered.system)

@@ -201,7 +201,7 @@ def submit(
 
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))
-        request_fields.see(lambda: row.model_dump(mode="json", exclude_none=True))
+        request_fields.see(row)
         ticker.count(lambda n: f"reading {dataset.name}: {n:,} rows so far")
 
     scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as)

@@ -25,7 +25,7 @@ from ..unicode_text import valid_unicode
 from .client import TargetClient, build_target_client
 from .errors import TargetError
 from .fill import fill_row, unanswered_row, unfilled_fields
-from .template import render
+from .template import render, request_data
 
 __all__ = ["answer_chunk", "cut_answers", "scoring_rows"]
 
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, Any]:
     asked = unanswered_row(row, config)
     try:
-        request = render(config.request, row.model_dump(mode="json", exclude_none=True))
+        request = render(config.request, request_data(row))
         (filled, unfilled), cached = client.ask(request, lambda data: _filled(row, config, valid_unicode(data)))
         return {"row": filled.to_message(), "cached": cached, "unfilled": unfilled}
     except TargetError as exc:

@@ -8,12 +8,12 @@ read (no format specs, no attribute access), and ``{{``/``}}`` stand for literal
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
+from ..schemas import Row
 from .errors import TargetError
 
-__all__ = ["UnseenRequestFields", "has_field", "placeholders", "render"]
+__all__ = ["UnseenRequestFields", "has_field", "placeholders", "render", "request_data"]
 
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w]*(?:\.[\w]+)*)\}")
 
@@ -25,6 +25,11 @@ def _lookup(row: dict[str, Any], name: str) -> Any:
             raise TargetError(f"the row has no field {name!r}, which the target's request template uses")
         value = value[part]
     return value
+
+
+def request_data(row: Row) -> dict[str, Any]:
+    """What a target's request is rendered from: the row's fields (extra columns too), nulls left out."""
+    return row.model_dump(mode="json", exclude_none=True)
 
 
 def has_field(row: dict[str, Any], name: str) -> bool:
@@ -84,10 +89,10 @@ class UnseenRequestFields:
             for name in sorted(placeholders(template)):
                 self._users.setdefault(name, []).append(target)
 
-    def see(self, row: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
-        """Note the fields ``row`` (or what calling it returns, built only while a field is unseen) has."""
+    def see(self, row: Row) -> None:
+        """Note the fields ``row`` has (its :func:`request_data` is built only while a field is unseen)."""
         if self._users:
-            data = row() if callable(row) else row
+            data = request_data(row)
             for name in [n for n in self._users if has_field(data, n)]:
                 del self._users[name]
 

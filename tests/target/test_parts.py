@@ -74,15 +74,21 @@ def test_render_names_the_missing_field() -> None:
 def test_the_request_fields_no_row_has_are_named_with_the_targets_reading_them() -> None:
     fields = UnseenRequestFields({"a": {"q": "{questoin}", "lang": "{metadata.lang}"}, "b": "{questoin} {id}"})
     assert fields.error() is not None
-    fields.see({"id": "q1", "question": "Why?", "metadata": {}})
-    fields.see(lambda: {"id": "q2", "metadata": {"lang": "en"}})
+    fields.see(Row(id="q1", question="Why?"))
+    fields.see(Row(id="q2", metadata={"lang": "en"}))
     assert fields.error() == (
         "no row has 'questoin', which the request of target 'a', 'b' reads: every question would fail (a typo in "
         "the request, or a column named otherwise?)"
     )
     built: list[str] = []
-    fields.see(lambda: built.append("row") or {"id": "q3", "questoin": "Why?"})  # type: ignore[func-returns-value]
-    fields.see(lambda: built.append("row") or {"id": "q4"})  # type: ignore[func-returns-value]
+
+    class Counted(Row):  # notes each time its request data is built
+        def model_dump(self, **options: Any) -> dict[str, Any]:
+            built.append("row")
+            return super().model_dump(**options)
+
+    fields.see(Counted.model_validate({"id": "q3", "questoin": "Why?"}))  # an extra column
+    fields.see(Counted(id="q4"))
     assert fields.error() is None and built == ["row"]  # once every field is seen, rows are not built for it
     assert UnseenRequestFields({}).error() is None
 
