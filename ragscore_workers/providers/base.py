@@ -14,7 +14,7 @@ import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -256,3 +256,11 @@ class Provider(ABC):
 
     def _redact(self, text: str) -> str:
         return redact(text, self._api_key)
+
+    def redacted(self, completion: Completion) -> Completion:
+        """``completion`` with this provider's key taken out of its text and refusal: a proxy or a server that
+        echoes its request would otherwise put the key in the run's results and cache."""
+        if not self._api_key:
+            return completion
+        refusal = self._redact(completion.refusal) if completion.refusal else completion.refusal
+        return replace(completion, text=self._redact(completion.text), refusal=refusal)

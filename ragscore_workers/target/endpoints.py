@@ -129,12 +129,13 @@ class HttpEndpoint:
             raise TargetError(f"{self.system} HTTP {response.status_code}: {body}", system=self.system,
                               status=response.status_code, headers=headers)  # fmt: skip
         try:
-            return _json_of(content, response.charset_encoding), headers
+            reply = _json_of(content, response.charset_encoding)
         except (ValueError, LookupError) as exc:
             kind = response.headers.get("content-type", "no content-type")
             start = self._excerpt(content, 80)
             raise TargetError(f"{self.system}: the reply is not JSON ({kind}): {start!r}", system=self.system,
                               status=200) from exc  # fmt: skip
+        return (_redacted(reply, self._token) if self._token else reply), headers
 
     def decide(self, exc: TargetError) -> RetryDecision:
         return RetryDecision.for_status(exc.status, exc.headers, str(exc))
@@ -148,6 +149,18 @@ class HttpEndpoint:
         three times its ASCII length at most), so a token across the cut never shows its first characters."""
         window = content[: 4 * chars + 3 * len(self._token or "")]
         return self._redact(window.decode(errors="replace"))[:chars]
+
+
+def _redacted(value: Any, token: str) -> Any:
+    """A parsed reply with ``token`` taken out of every string in it: a target that echoes its request (a debug
+    field, a proxy) would otherwise put it in the answer, the contexts or the cache."""
+    if isinstance(value, str):
+        return redact(value, token)
+    if isinstance(value, list):
+        return [_redacted(v, token) for v in value]
+    if isinstance(value, dict):
+        return {redact(k, token): _redacted(v, token) for k, v in value.items()}
+    return value
 
 
 def _json_of(content: bytes, charset: str | None) -> Any:

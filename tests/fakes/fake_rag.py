@@ -220,6 +220,9 @@ class FakeRag:
                 elif system == "echo":  # an error page quoting the credential it got, after some text
                     quoted = f"{'x' * int(request.get('pad', 0))} {self.headers.get('authorization')}"
                     self._reply(401, {"error": quoted})
+                elif system == "debug":  # an answer quoting the request's credential (a debug echo, a proxy)
+                    quoted = str(self.headers.get("authorization"))
+                    self._reply(200, answer_locally("exact", request) | {"echo": {quoted: [quoted]}})
                 elif system == "moved":  # FastAPI's redirect_slashes: 307 to the url with a trailing slash
                     self._reply(307, None, {"location": f"http://127.0.0.1:{self.server.server_address[1]}/exact/"})
                 elif system == "latin1":  # an older Java/PHP service: ISO-8859-1, declared in its content-type

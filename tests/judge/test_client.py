@@ -477,3 +477,11 @@ def test_calls_waiting_at_the_rate_limit_read_their_runs_state_about_once_a_seco
     waited = stopped - started  # 32 reads a second before, one per thread
     assert len(reads) <= 2 * waited + 4, f"{len(reads)} reads of the run's state in {waited:.1f} s"
     assert fake.stats().get("requests", 0) == 0 and client.state.read()["calls"] == 0
+
+
+def test_a_reply_that_quotes_the_key_is_kept_and_cached_without_it(rclient: redis.Redis, keys: str, model: str) -> None:
+    # A proxy or a server echoing its request may put the key in the reply: it must reach neither results nor cache.
+    with FakeProvider(api_key=keys, responder=lambda prompt, nth: f"4, asked with Bearer {keys}") as echoing:
+        client = _client(rclient, echoing, model)
+        assert _ask(client, "rate this") == ("4, asked with Bearer ***", False)
+        assert _ask(client, "rate this") == ("4, asked with Bearer ***", True)  # the cache holds it redacted

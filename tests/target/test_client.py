@@ -246,6 +246,18 @@ def test_a_token_quoted_near_the_cut_of_an_error_body_never_shows(
     assert "sk-live" not in str(info.value) and "sk-l" not in str(info.value)
 
 
+def test_a_reply_quoting_the_token_is_kept_and_cached_without_it(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_TOKEN", "sk-live-0123456789abcdef")
+    with FakeRag() as server:
+        client = _client(store, server, "debug", auth_env="RAG_TOKEN")
+        reply, cached = client.ask(_ask(5))
+    assert reply["echo"] == {"Bearer ***": ["Bearer ***"]} and reply["answer"] and cached is False
+    cached_replies = [store.r.get(key) or "" for key in store.r.scan_iter(CACHE_PREFIX + "*")]
+    assert cached_replies and not any("sk-live" in value for value in cached_replies)
+
+
 def test_a_callable_targets_error_never_shows_its_token(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_LIB_KEY", "lib-key-0123456789")
     target = TargetConfig(system="lib", callable="tests.fakes.fake_rag:callable_quoting_its_key",
