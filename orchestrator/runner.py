@@ -204,9 +204,13 @@ def submit(
         request_fields.see(row)
         ticker.count(lambda n: f"reading {dataset.name}: {n:,} rows so far")
 
-    scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as)
-    if scan.rows and (unseen := request_fields.error()):
-        raise ConfigError(f"{dataset}: {unseen}; nothing was submitted")
+    try:
+        scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as)
+        if scan.rows and (unseen := request_fields.error()):
+            raise ConfigError(f"{dataset}: {unseen}; nothing was submitted")
+    except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
+        store.drop_failed_rows(run_id)
+        raise
     ticker.say(f"{scan.rows:,} rows to score ({scan.failed:,} unreadable); sending them to the queues")
     for warning in [*scan.warnings(), *resolved.absent_field_warnings(scan.fields_seen)]:
         log.warning("%s: %s", dataset, warning)

@@ -657,6 +657,10 @@ class RunStore:
             pipe.expire(key, self.ttl_s)
             pipe.execute()
 
+    def drop_failed_rows(self, run_id: str) -> None:
+        """Forget the unreadable rows kept for a run that was refused before it was created."""
+        self.r.delete(self.key(run_id, "failed_rows"))
+
     def failed_rows(self, run_id: str) -> Iterator[dict[str, Any]]:
         key = self.key(run_id, "failed_rows")
         for start in range(0, MAX_FAILED_ROWS_STORED, 1000):
