@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..schemas import MetricResult, Queue, Row
-from ._text import normalize_answer
+from ._text import normalize_answer, strip_diacritics, strip_punctuation
 from .registry import NoParams, register
 
 SHOWN_CHARS = 200  # of each side kept in a miss's details: enough to see why, bounded for 10^6-row runs
@@ -11,6 +11,13 @@ SHOWN_CHARS = 200  # of each side kept in a miss's details: enough to see why, b
 
 def _shown(text: str) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+def _as_written(text: str) -> str:
+    """The fallback form when normalising leaves nothing of either side: articles kept, but case, diacritics,
+    punctuation and spacing still aside (``"A."`` is ``"a"``, ``"An"`` is not ``"The"``); text that is only
+    punctuation stays as written, so ``"?"`` is not ``"!"``."""
+    return " ".join(strip_punctuation(strip_diacritics(text.casefold())).split()) or text.strip().casefold()
 
 
 @register("exact_match", Queue.CPU, needs=("answer", "reference"))
@@ -28,7 +35,7 @@ def exact_match(row: Row, params: NoParams) -> MetricResult:
         return MetricResult.unscorable("no answer")
     answer, reference = normalize_answer(row.answer), normalize_answer(row.reference)
     if not answer and not reference:  # only articles or punctuation ("The" vs "An"): compare as written
-        answer, reference = row.answer.strip().casefold(), row.reference.strip().casefold()
+        answer, reference = _as_written(row.answer), _as_written(row.reference)
     if answer == reference:
         return MetricResult(score=1.0, passed=True)
     return MetricResult(score=0.0, passed=False, details={"answer": _shown(answer), "reference": _shown(reference)})

@@ -56,6 +56,11 @@ from ragscore_workers.schemas import Row
         # nothing left after normalising: compared as written
         ("An", "The", 0.0),
         ("The", "the", 1.0),
+        # ... but punctuation, case and spacing still aside, as SQuAD (which counts any two such texts equal)
+        ("A.", "A", 1.0),
+        ("THE", "the.", 1.0),
+        (" An ", "an!", 1.0),
+        ("?", "!", 0.0),  # only punctuation: as written
     ],
 )
 def test_exact_match_normalises(answer: str, reference: str, score: float) -> None:
