@@ -8,7 +8,14 @@ import unicodedata
 
 import regex
 
-__all__ = ["CITATION_MARKER", "normalize_answer", "strip_diacritics", "strip_punctuation", "tokens"]
+__all__ = [
+    "CITATION_MARKER",
+    "normalize_answer",
+    "strip_diacritics",
+    "strip_format_chars",
+    "strip_punctuation",
+    "tokens",
+]
 
 #: A numeric citation marker: ``[1]``, and one bracket citing several sources: ``[1, 2]``, ``[1-3]``, ``[1–3]``.
 CITATION_MARKER = r"\[\d+(?:\s*[,\-–]\s*\d+)*\]"
@@ -17,6 +24,15 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 #: ASCII punctuation (``string.punctuation``: also ``$+<=>^`|~``, which Unicode calls symbols) and every Unicode
 #: punctuation mark (category P*).
 _PUNCTUATION = regex.compile(r"[\p{P}" + regex.escape(string.punctuation, special_only=False) + "]+")
+
+
+#: Invisible format characters (Unicode category Cf): zero-width space and joiners, soft hyphen, BOM, bidi marks.
+_FORMAT = regex.compile(r"\p{Cf}+")
+
+
+def strip_format_chars(text: str) -> str:
+    """Drop invisible format characters (category Cf): ``"Pa\u00adris\u200b"`` -> ``"Paris"``."""
+    return _FORMAT.sub("", text)
 
 
 def strip_punctuation(text: str) -> str:
@@ -61,11 +77,12 @@ _RESTORE = str.maketrans({v: k for k, v in _KEEP.items()})
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD-style normalisation: case-folded, no diacritics, punctuation or articles, single spaces; but
-    numbers keep their decimal point or comma, sign and thousands (``3.5`` is not ``35``, ``12,5`` is not ``125``,
-    ``-5`` is not ``5``, ``1,000`` is ``1000``), ``10:30`` and ``1/2`` keep their mark, and ``C++`` / ``C#`` stay
-    apart from ``C``."""
-    text = _THOUSANDS.sub("", strip_diacritics(text.casefold()).replace("\u2212", "-"))  # a Unicode minus is a minus
+    """SQuAD-style normalisation: case-folded, no diacritics, punctuation, articles or invisible format characters
+    (zero-width space, soft hyphen), single spaces; but numbers keep their decimal point or comma, sign and
+    thousands (``3.5`` is not ``35``, ``12,5`` is not ``125``, ``-5`` is not ``5``, ``1,000`` is ``1000``),
+    ``10:30`` and ``1/2`` keep their mark, and ``C++`` / ``C#`` stay apart from ``C``."""
+    text = strip_diacritics(strip_format_chars(text).casefold()).replace("\u2212", "-")  # a Unicode minus is a minus
+    text = _THOUSANDS.sub("", text)
     text = strip_punctuation(_MEANINGFUL.sub(lambda m: "".join(_KEEP[c] for c in m.group()), text))
     return " ".join(_ARTICLES.sub(" ", text).split()).translate(_RESTORE)
 
@@ -77,10 +94,11 @@ _TOKEN = re.compile(r"(?:(?<![\w.-])-)?\d+(?:\.\d+)?|[^\W\d_]+")
 
 
 def tokens(text: str) -> list[str]:
-    """Word and number tokens, normalised for comparison: case-folded, no diacritics or punctuation.
+    """Word and number tokens, normalised for comparison: case-folded, no diacritics, punctuation or invisible
+    format characters (``"Pa\u00adris"`` is ``paris``).
 
     ``"U.S."`` and ``"don't"`` keep one token (``us``, ``dont``); hyphens split (``twenty-one`` -> two tokens);
     ``"1,000"`` -> ``1000``, ``"3.5"`` stays one token and ``"-5"`` (or ``"\u22125"``) keeps its sign.
     """
-    text = strip_diacritics(text.replace("\u2212", "-")).casefold()
+    text = strip_diacritics(strip_format_chars(text).replace("\u2212", "-")).casefold()
     return _TOKEN.findall(_THOUSANDS.sub("", _JOINERS.sub("", text)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..schemas import MetricResult, Queue, Row
-from ._text import normalize_answer, strip_diacritics, strip_punctuation
+from ._text import normalize_answer, strip_diacritics, strip_format_chars, strip_punctuation
 from .registry import NoParams, register
 
 SHOWN_CHARS = 200  # of each side kept in a miss's details: enough to see why, bounded for 10^6-row runs
@@ -17,7 +17,8 @@ def _as_written(text: str) -> str:
     """The fallback form when normalising leaves nothing of either side: articles kept, but case, diacritics,
     punctuation and spacing still aside (``"A."`` is ``"a"``, ``"An"`` is not ``"The"``); text that is only
     punctuation stays as written, so ``"?"`` is not ``"!"``."""
-    return " ".join(strip_punctuation(strip_diacritics(text.casefold())).split()) or text.strip().casefold()
+    folded = strip_diacritics(strip_format_chars(text).casefold())
+    return " ".join(strip_punctuation(folded).split()) or text.strip().casefold()
 
 
 @register("exact_match", Queue.CPU, needs=("answer", "reference"))

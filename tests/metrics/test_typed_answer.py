@@ -67,6 +67,9 @@ def test_normalisation_before_comparison() -> None:
     assert _score("ListOne", ["ふた"], "ぶた", synonyms=False).score == 0.0
     assert _score("ListOne", ["มา"], "ม้า", synonyms=False).score == 0.0
     assert _score("ListOne", ["ぶた"], "ふ\u3099た", synonyms=False).score == 1.0  # decomposed: the same word
+    # invisible format characters (a soft hyphen, a zero-width space) neither split nor join words
+    assert _score("ListOne", ["Paris"], "Pa\u00adris", synonyms=False).score == 1.0
+    assert _score("ListOne", ["Paris"], "It is Paris\u200b.", synonyms=False).score == 1.0
 
 
 def test_synonyms_carry_the_full_weight_of_their_value() -> None:

@@ -52,7 +52,11 @@ from ragscore_workers.schemas import Row
         ("バス", "パス", 0.0),
         ("ม้า", "มา", 0.0),
         ("ば", "は\u3099", 1.0),
-        ("Straße", "STRASSE", 1.0),  # case-folded, not only lower-cased (as typed_answer compares)
+        ("Straße", "STRASSE", 1.0),
+        # invisible format characters (category Cf) go: zero-width space, soft hyphen, byte-order mark
+        ("Paris\u200b", "Paris", 1.0),
+        ("Pa\u00adris", "Paris", 1.0),
+        ("\ufeffParis", "paris", 1.0),  # case-folded, not only lower-cased (as typed_answer compares)
         # nothing left after normalising: compared as written
         ("An", "The", 0.0),
         ("The", "the", 1.0),
