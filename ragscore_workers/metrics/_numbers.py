@@ -27,12 +27,12 @@ _GLUE = frozenset({"and", "point"})
 
 
 def canonical_digits(token: str) -> str:
-    """``"007"`` -> ``"7"``, ``"5.50"`` -> ``"5.5"``, ``"5.0"`` -> ``"5"``, ``"-0"`` -> ``"0"`` (any Unicode digits
-    become ASCII; a minus sign stays)."""
+    """``"007"`` -> ``"7"``, ``"5.50"`` -> ``"5.5"``, ``"5.0"`` -> ``"5"``, ``".5"`` -> ``"0.5"``, ``"-0"`` -> ``"0"``
+    (any Unicode digits become ASCII; a minus sign stays)."""
     sign, body = ("-", token[1:]) if token.startswith("-") else ("", token)
     whole, _, frac = body.partition(".")
     # unicodedata.digit, not int(): int() refuses digits that are not decimal ones ("፩", "²"), though isdigit()
-    whole = str(int("".join(str(unicodedata.digit(c)) for c in whole)))
+    whole = str(int("".join(str(unicodedata.digit(c)) for c in whole) or "0"))  # ".5": no whole part
     frac = "".join(str(unicodedata.digit(c)) for c in frac).rstrip("0")
     number = f"{whole}.{frac}" if frac else whole
     return sign + number if number != "0" else number
@@ -40,7 +40,7 @@ def canonical_digits(token: str) -> str:
 
 def _is_number(token: str) -> bool:
     whole, dot, frac = token.removeprefix("-").partition(".")
-    return whole.isdigit() and (not dot or frac.isdigit())
+    return (whole.isdigit() or (bool(dot) and not whole)) and (not dot or frac.isdigit())
 
 
 @lru_cache(maxsize=4096)

@@ -89,8 +89,9 @@ def normalize_answer(text: str) -> str:
 
 _JOINERS = re.compile(r"(?<=[^\W\d_])['’.](?=[^\W\d_])")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-#: A number keeps its minus sign where the minus is not a hyphen (``-5``, ``(-5)``; not ``5-10`` or ``COVID-19``).
-_TOKEN = re.compile(r"(?:(?<![\w.-])-)?\d+(?:\.\d+)?|[^\W\d_]+")
+#: A number keeps its minus sign where the minus is not a hyphen (``-5``, ``(-5)``; not ``5-10`` or ``COVID-19``)
+#: and a leading decimal point (``.5``; not the dot of ``v.5``); a word keeps the ``++`` / ``#`` of ``C++``, ``C#``.
+_TOKEN = re.compile(r"(?:(?<![\w.-])-)?(?:\d+(?:\.\d+)?|(?<![\w.])\.\d+)|[^\W\d_]+(?:\+\+|#)?")
 
 
 def tokens(text: str) -> list[str]:
@@ -98,7 +99,8 @@ def tokens(text: str) -> list[str]:
     format characters (``"Pa\u00adris"`` is ``paris``).
 
     ``"U.S."`` and ``"don't"`` keep one token (``us``, ``dont``); hyphens split (``twenty-one`` -> two tokens);
-    ``"1,000"`` -> ``1000``, ``"3.5"`` stays one token and ``"-5"`` (or ``"\u22125"``) keeps its sign.
+    ``"1,000"`` -> ``1000``, ``"3.5"`` stays one token, ``".5"`` keeps its point, ``"-5"`` (or ``"\u22125"``) its
+    sign, and ``"C++"`` / ``"C#"`` their marks (``c++``, ``c#``: not ``c``).
     """
     text = strip_diacritics(strip_format_chars(text).replace("\u2212", "-")).casefold()
     return _TOKEN.findall(_THOUSANDS.sub("", _JOINERS.sub("", text)))

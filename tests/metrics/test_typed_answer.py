@@ -101,6 +101,22 @@ def test_a_minus_sign_makes_another_number_a_hyphen_does_not() -> None:
     assert _score("ListMany", ["5", "10"], "from 5-10").score == 1.0  # nor one between numbers
 
 
+def test_a_leading_decimal_point_makes_another_number() -> None:
+    assert _score("PickOne", "5", ".5 ml").score == 0.0
+    assert _score("PickOne", "0.5", ".5 ml").score == 1.0
+    assert _score("PickOne", "-0.5", "It fell to -.5").score == 1.0
+    assert _score("PickOne", "5", "v.5 of the spec").score == 1.0  # a dot after a letter is no decimal point
+
+
+def test_plus_plus_and_sharp_after_a_letter_make_another_name() -> None:
+    options = ["C", "C++", "C#"]
+    assert _score("PickOne", options, "C++").details["matched"] == [{"value": "C++", "weight": 1.0, "by": "value"}]
+    assert _score("PickOne", options, "I'd use C#.").details["matched"][0]["value"] == "C#"
+    assert _score("PickOne", "C++", "C").score == 0.0
+    assert _score("PickOne", "C", "C++").score == 0.0
+    assert _score("PickOne", "c++", "Written in C++, mostly").score == 1.0
+
+
 def test_stopword_values_match_only_a_whole_item() -> None:
     assert _score("PickOne", ["A", "B"], "I choose a car").score == 0.0
     assert _score("PickOne", ["A", "B"], "B").score == 1.0

@@ -69,6 +69,8 @@ def test_normalisation_folds_case_diacritics_punctuation_and_whitespace() -> Non
     assert terms("  Café\tde  FLORE!! ") == "cafe de flore"
     assert terms("U.S.") == terms("US") == "us"
     assert tokens("1,000 and 3.5") == ["1000", "and", "3.5"]
+    assert tokens(".5 ml, -.5 and v.5") == [".5", "ml", "-.5", "and", "v", "5"]  # a leading decimal point
+    assert tokens("C++ and C#, not C") == ["c++", "and", "c#", "not", "c"]
 
 
 @pytest.mark.parametrize(
@@ -83,6 +85,8 @@ def test_normalisation_folds_case_diacritics_punctuation_and_whitespace() -> Non
         ("one two three", "1 2 3"),
         ("two point five", "2.5"),
         ("5.0", "5"),
+        (".5", "0.5"),
+        ("-.50", "-0.5"),
         ("007", "7"),
         ("\u0663.\u0665\u0660", "3.5"),  # Arabic-Indic digits
         ("\u1369 x", "1 x"),  # an Ethiopic digit: a digit to isdigit(), not to int()
