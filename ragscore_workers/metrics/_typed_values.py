@@ -16,6 +16,7 @@ from ._numbers import canonical_numbers
 from ._text import tokens
 
 __all__ = [
+    "NEGATORS",
     "QUESTION_TYPES",
     "STOPWORDS",
     "ExpectedError",
@@ -150,17 +151,23 @@ def answer_items(answer: str) -> list[str]:
     return items
 
 
+#: Words that flip the yes/no word right after them: ``not``, ``never``, ``cannot`` and the n't contractions as
+#: :func:`terms` writes them (``isn't`` -> ``isnt``).
+NEGATORS = frozenset(
+    "not never cannot isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt shouldnt hasnt havent "
+    "hadnt mustnt neednt shant aint".split()
+)
 #: Letters that are a yes/no only as the whole answer: in a sentence they are ``N/A``'s ``n`` or a ``Y`` chromosome.
 LETTERS = frozenset({"y", "n"})
 
 
 def polarity(words: list[str]) -> tuple[bool | None, list[int]]:
-    """The first yes/no word decides (``not`` right before it flips it; ``y`` / ``n`` only when they are all the
-    words); returns it and the positions used."""
+    """The first yes/no word decides (a :data:`NEGATORS` word right before it flips it: ``isn't true`` is no; ``y`` /
+    ``n`` only when they are all the words); returns it and the positions used."""
     for i, word in enumerate(words):
         if word in LETTERS and len(words) > 1:
             continue
         if word in YES or word in NO:
-            negated = i > 0 and words[i - 1] == "not"
+            negated = i > 0 and words[i - 1] in NEGATORS
             return (word in YES) != negated, ([i - 1, i] if negated else [i])
     return None, []

@@ -25,6 +25,12 @@ def _score(
         (True, "TRUE", 1.0),
         ("no", "Nope", 1.0),
         (False, "That is not true.", 1.0),  # "not" flips the word it precedes
+        ("no", "That isn't true.", 1.0),  # so do "never", "cannot" and the n't contractions
+        ("no", "It is never true", 1.0),
+        ("no", "It isn’t correct", 1.0),
+        ("yes", "That claim? Wasn't false.", 1.0),
+        ("yes", "That isn't true.", 0.0),
+        ("yes", "Never say no: it is true", 0.0),  # the first yes/no word decides, negated or not
         ("no", "Yes, it did.", 0.0),
         ("yes", "It is false", 0.0),
         ("yes", "Maybe, hard to say", 0.0),  # no yes/no at all: wrong, not unscorable

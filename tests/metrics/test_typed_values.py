@@ -109,6 +109,10 @@ def test_polarity_takes_the_first_yes_no_word_and_not_flips_it() -> None:
     assert polarity(["yes", "it", "is"]) == (True, [0])
     assert polarity(["it", "is", "not", "true"]) == (False, [2, 3])
     assert polarity(["nope"]) == (False, [0])
+    assert polarity(terms("That isn't true").split()) == (False, [1, 2])
+    assert polarity(terms("You cannot say it is correct, it is never false").split()) == (True, [5])
+    assert polarity(["never", "false"]) == (True, [0, 1])
+    assert polarity(["dont", "no"]) == (True, [0, 1])
     assert polarity(["maybe"]) == (None, [])
 
 
