@@ -92,10 +92,15 @@ def _expected_polarity(values: list[ExpectedValue]) -> bool:
     return found.pop() is True
 
 
+#: Words that are not content words of a rationale or its reference: stopwords and yes/no words.
+NOT_CONTENT = STOPWORDS | YES | NO
+
+
 def rationale_support(rationale: set[str], reference: str | None, min_words: int) -> tuple[float, str]:
-    """Share of the reference's content words the rationale contains; without a reference (or one with no
-    content words), the rationale's content words over ``min_words``, capped at 1. Returns (support, basis)."""
-    ref = {w for w in terms(reference).split() if w not in STOPWORDS} if reference else set()
+    """Share of the reference's content words (not :data:`NOT_CONTENT`, as for the rationale) the rationale
+    contains; without a reference (or one with no content words), the rationale's content words over
+    ``min_words``, capped at 1. Returns (support, basis)."""
+    ref = {w for w in terms(reference).split() if w not in NOT_CONTENT} if reference else set()
     if ref:
         return len(ref & rationale) / len(ref), "reference"
     return min(1.0, len(rationale) / min_words), "length"
@@ -110,7 +115,7 @@ def _yes_no(expected: bool, row: Row, answer: str, params: TypedAnswerParams, ra
         return MetricResult(score=0.0, passed=False, details=details)
     if not rationale:
         return MetricResult(score=1.0, passed=True, details=details)
-    content = {w for j, w in enumerate(words) if j not in used and w not in STOPWORDS | YES | NO}
+    content = {w for j, w in enumerate(words) if j not in used and w not in NOT_CONTENT}
     support, basis = rationale_support(content, row.reference, params.min_rationale_words)
     score = params.polarity_weight + (1.0 - params.polarity_weight) * support
     details |= {"support": support, "support_basis": basis, "rationale_words": len(content)}

@@ -140,6 +140,15 @@ def test_yes_no_with_rationale_scores_by_reference_overlap() -> None:
     assert _score("Yes/No with Rationale", "yes", "Because of the soil.", reference).score == 0.0  # none
 
 
+def test_yes_no_with_rationale_repeating_the_reference_gets_full_credit() -> None:
+    # yes/no words are no content words on either side: "correct" in the reference is not a word to find
+    reference = "The statement is correct because water boils at 100 degrees"
+    result = _score("Yes/No with Rationale", "yes", "Yes. " + reference, reference)
+    assert result.score == 1.0 and result.details["support"] == 1.0
+    no = _score("Yes/No with Rationale", "no", "No, it is false: water boils at 100 degrees", "False, it boils at 100")
+    assert no.score == 1.0
+
+
 def test_yes_no_with_rationale_without_reference_scores_rationale_length() -> None:
     assert _score("Yes/No with Rationale", "yes", "Yes.").score == 0.5
     assert _score("Yes/No with Rationale", "yes", "Yes, drought hurt.").score == pytest.approx(0.5 + 0.5 * 2 / 3)
