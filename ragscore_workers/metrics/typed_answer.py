@@ -7,8 +7,9 @@
   ``polarity_weight + (1 - polarity_weight) * support`` (see :func:`rationale_support`).
 
 A value matches when its comparison form (or that of one of its WordNet synonyms, which carry its full
-weight) occurs as whole words inside one answer item. Missing inputs are unscorable; an ``expected`` or
-``question_type`` outside the grammar is a per-row error saying why. Grammar: docs/metrics/deterministic.md.
+weight; none for a one-character or numeric value) occurs as whole words inside one answer item. Missing
+inputs are unscorable; an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
+Grammar: docs/metrics/deterministic.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..schemas import MetricResult, Queue, Row
+from ._numbers import is_number
 from ._typed_values import (
     NO,
     STOPWORDS,
@@ -47,6 +49,12 @@ class TypedAnswerParams(BaseModel):
     min_rationale_words: int = Field(default=3, ge=1)
 
 
+def _enriched(value: ExpectedValue) -> bool:
+    """Whether WordNet synonyms stand for the value: not for one character or a number, whose synsets are
+    other symbols and numerals (``C`` is 100, ``D`` 500, ``100`` is ``C``), not the same option."""
+    return len(value.term) > 1 and not all(is_number(t) for t in value.term.split())
+
+
 def _owners(values: list[ExpectedValue], use_synonyms: bool) -> dict[str, tuple[int, str]]:
     """Comparison term -> (value index, how it was found). A term belongs to one value only: the value's own
     term first, then synonyms, a shared synonym going to the heaviest value (the first on ties)."""
@@ -54,6 +62,8 @@ def _owners(values: list[ExpectedValue], use_synonyms: bool) -> dict[str, tuple[
     if not use_synonyms:
         return owners
     for i in sorted(range(len(values)), key=lambda j: -values[j].weight):
+        if not _enriched(values[i]):
+            continue
         keys = {values[i].text, " ".join(values[i].term.split())}
         names = sorted(set().union(*(synonyms(k) for k in keys)))
         for name in names:

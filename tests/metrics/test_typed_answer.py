@@ -85,6 +85,23 @@ def test_synonyms_carry_the_full_weight_of_their_value() -> None:
     assert _score("ListOne", {"car": 0.7}, "An automobile.", synonyms=False).score == 0.0
 
 
+def test_one_character_and_numeric_values_get_no_synonyms() -> None:
+    # WordNet has C = 100 and D = 500 (Roman numerals) and 100 = C: no option is another's synonym by that
+    options = {"A": 0, "B": 0, "C": 1, "D": 0}
+    assert _score("PickOne", options, "B) 100 degrees").score == 0.0
+    assert _score("PickOne", "D", "About 500 people").score == 0.0
+    assert _score("PickOne", "100", "Vitamin C").score == 0.0
+    assert _score("PickOne", "500", "Vitamin D").score == 0.0
+    assert _score("PickOne", "dozen", "12 eggs").details["matched"][0]["by"] == "synonym:12"  # a word still has
+
+
+def test_synonyms_are_those_of_the_value_as_written_not_of_a_reduced_form() -> None:
+    # "mars" reduced like a plural is "mar", which WordNet abbreviates March; Mars is a word of its own
+    assert _score("PickOne", "Mars", "March").score == 0.0
+    assert _score("PickOne", "Mars", "The Red Planet").score == 1.0
+    assert _score("PickOne", "cars", "An automobile").score == 1.0  # unknown to WordNet as written: reduced
+
+
 def test_a_synonym_that_is_another_expected_value_belongs_to_that_value() -> None:
     # "auto" is a WordNet synonym of "car", but also an expected value of its own: 0.5, not 0.5 + 0.5.
     assert _score("ListMany", {"car": 0.5, "auto": 0.5}, "auto").score == 0.5

@@ -121,6 +121,9 @@ def test_wordnet_synonyms_offline_with_morphology() -> None:
     assert {"auto", "automobile", "motorcar", "railcar"} <= car
     assert synonyms("cars") == car  # noun rule: -s
     assert "goose" in synonyms("geese")  # exception list
+    # a word WordNet knows as written is not reduced: Mars is not "mar" (March), news is not "new"
+    assert "Red Planet" in synonyms("Mars") and not {"March", "mar", "spoil"} & synonyms("Mars")
+    assert "tidings" in synonyms("news") and "fresh" not in synonyms("news")
     assert {"glad", "felicitous"} <= synonyms("happy")
     assert "New York City" in synonyms("new york")  # multi-word lemma
     assert synonyms("xyzzy") == frozenset() and synonyms("  ") == frozenset()
