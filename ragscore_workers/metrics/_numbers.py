@@ -2,7 +2,9 @@
 
 ``["twenty", "one"]`` -> ``["21"]``, ``["5.0"]`` -> ``["5"]``. A run is accepted only when it round-trips
 (``num2words(word2number(run))`` spells the same words, ``and`` aside), so ``"five five"`` stays two numbers
-(``5 5``) instead of word2number's ``10``; the longest accepted prefix of each run wins.
+(``5 5``) instead of word2number's ``10``; the longest accepted prefix of each run wins, unless a scale word
+(``hundred``, ``thousand``, ...) follows it: word2number misreads ``two million three hundred thousand``
+(2301300) and its prefix ``two million three hundred`` is not the number meant, so such a run stays words.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _WORDS = frozenset(
     "billion".split()
 )
 _GLUE = frozenset({"and", "point"})
+_SCALES = frozenset({"hundred", "thousand", "million", "billion"})
 
 
 def canonical_digits(token: str) -> str:
@@ -60,14 +63,19 @@ def _spell(words: tuple[str, ...]) -> str | None:
     return canonical_digits(str(value))
 
 
-def _longest_number(run: tuple[str, ...]) -> tuple[int, str]:
+def _longest_number(run: tuple[str, ...]) -> tuple[int, str | None]:
+    """(words taken, their digits) for the longest prefix of ``run`` that round-trips; (0, None) for none. A
+    prefix followed by a scale word (``two million three hundred`` before ``thousand``) is part of a number
+    word2number misread, not a number of its own: the whole run is taken as words, digits None."""
     for k in range(min(len(run), MAX_RUN), 0, -1):
         if run[k - 1] in _GLUE:
             continue
         digits = _spell(run[:k])
         if digits is not None:
+            if next((w for w in run[k:] if w not in _GLUE), None) in _SCALES:
+                return len(run), None
             return k, digits
-    return 0, ""
+    return 0, None
 
 
 def canonical_numbers(words: Sequence[str]) -> list[str]:
@@ -86,7 +94,7 @@ def canonical_numbers(words: Sequence[str]) -> list[str]:
                 end += 1
             taken, digits = _longest_number(tuple(words[i:end]))
             if taken:
-                out.append(digits)
+                out.extend(words[i : i + taken] if digits is None else [digits])
                 i += taken
                 continue
         out.append(word)

@@ -113,6 +113,8 @@ def test_number_words_and_digits_match_both_ways() -> None:
     assert _score("ListOne", ["21"], "twenty one").score == 1.0
     assert _score("ListOne", ["twenty-one"], "21 of them").score == 1.0
     assert _score("ListOne", ["21"], "twenty").score == 0.0
+    assert _score("ListOne", ["2000300"], "two million three hundred thousand").score == 0.0  # no wrong prefix
+    assert _score("ListOne", ["two million three hundred thousand"], "Two million three hundred thousand").score == 1.0
 
 
 def test_a_minus_sign_makes_another_number_a_hyphen_does_not() -> None:
