@@ -9,7 +9,7 @@ of weight 0 (λ = 0 or 1) is not needed: ``combined`` with λ = 1 is the judge's
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from ..schemas import MetricResult, Queue
 from .registry import register
@@ -18,11 +18,11 @@ INPUTS = ("rubric_judge", "evidence_overlap")
 
 
 class CombinedParams(BaseModel):
-    """``lambda``: weight of the judge score (default 0.5)."""
+    """``lambda``: weight of the judge score, a number in [0, 1] (default 0.5; ``true`` or ``"0.5"`` is refused)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    lambda_: float = Field(default=0.5, ge=0.0, le=1.0, alias="lambda")
+    lambda_: StrictFloat = Field(default=0.5, ge=0.0, le=1.0, alias="lambda")
 
 
 @register("combined", Queue.DERIVED, params=CombinedParams, kind="derived", inputs=INPUTS)

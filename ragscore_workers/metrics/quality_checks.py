@@ -46,12 +46,12 @@ _LIST_LINE = re.compile(r"^\s*(?:[-*+•·‣◦▪]|\(?\d+[.)])\s+\S", re.MULTI
 
 
 class QualityParams(BaseModel):
-    """``retrieval_threshold``: lowest acceptable mean retrieval score; ``citation_pattern``: a regex;
+    """``retrieval_threshold``: lowest acceptable mean retrieval score (finite); ``citation_pattern``: a regex;
     ``fallback_phrases``: matched case-insensitively anywhere in the answer."""
 
     model_config = ConfigDict(extra="forbid")
 
-    retrieval_threshold: float = 0.25
+    retrieval_threshold: float = Field(default=0.25, allow_inf_nan=False)
     citation_pattern: str = CITATION_MARKER
     fallback_phrases: list[str] = Field(default_factory=lambda: list(DEFAULT_FALLBACK_PHRASES))
 

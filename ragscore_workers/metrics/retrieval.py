@@ -12,7 +12,7 @@ column named otherwise, ``retrieved_ids``, would score every row 0).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from ..schemas import MetricResult, Queue, Row
 from .citation import id_set
@@ -20,11 +20,11 @@ from .registry import register
 
 
 class RecallParams(BaseModel):
-    """``k``: cut-offs to report, each >= 1."""
+    """``k``: cut-offs to report, each a whole number >= 1 (``true``, ``5.0`` or ``"5"`` is refused)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    k: list[int] = Field(default_factory=lambda: [1, 5], min_length=1)
+    k: list[StrictInt] = Field(default_factory=lambda: [1, 5], min_length=1)
 
     @field_validator("k", mode="before")
     @classmethod

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.quality_checks import QualityParams, quality_checks
+from ragscore_workers.metrics.registry import get_metric
 from ragscore_workers.schemas import MetricResult, Row
 
 GOOD = {"question": "Why did it flood?", "answer": "Heavy rain [1].", "contexts": [{"text": "rain", "score": 0.8}]}
@@ -63,6 +65,13 @@ def test_retrieval_threshold_boundary_and_contexts_without_scores() -> None:
     assert _run({"retrieval_threshold": 0.26}, contexts=contexts).details["issues"] == ["low_retrieval_score"]
     unscored = _run(contexts=[{"text": "a"}])
     assert unscored.score == 1.0 and "mean_retrieval_score" not in unscored.details
+
+
+@pytest.mark.parametrize("threshold", [float("nan"), float("inf"), float("-inf")])
+def test_a_retrieval_threshold_that_is_not_finite_is_a_config_error(threshold: float) -> None:
+    # NaN never flagged a low score, inf flagged every row: neither is a threshold
+    with pytest.raises(ConfigError, match="quality_checks.*retrieval_threshold"):
+        get_metric("quality_checks").parse_params({"retrieval_threshold": threshold})
 
 
 def test_params_change_citation_pattern_and_fallback_phrases() -> None:

@@ -49,6 +49,16 @@ def test_lambda_out_of_range_is_a_config_error() -> None:
         get_metric("combined").parse_params({"lambda": 1.5})
 
 
+@pytest.mark.parametrize("lam", [True, False, "0.5"])
+def test_lambda_that_is_not_a_number_is_a_config_error(lam: object) -> None:
+    """``lambda: true`` read as 1.0 (the judge alone) and ``"0.5"`` as 0.5: a boolean or text is no weight."""
+    from ragscore_workers.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="combined.*lambda"):
+        get_metric("combined").parse_params({"lambda": lam})
+    assert get_metric("combined").parse_params({"lambda": 1}).lambda_ == 1.0  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("lam", "needed", "unneeded"), [(1.0, "rubric_judge", "evidence_overlap"),
                                                           (0.0, "evidence_overlap", "rubric_judge")])  # fmt: skip
 def test_an_input_of_weight_zero_is_not_needed(lam: float, needed: str, unneeded: str) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.exact_match import exact_match
-from ragscore_workers.metrics.registry import NoParams
+from ragscore_workers.metrics.registry import NoParams, get_metric
 from ragscore_workers.metrics.retrieval import RecallParams, recall_at_k
 from ragscore_workers.schemas import Row
 
@@ -83,6 +84,14 @@ def test_exact_match_without_reference_or_answer_is_unscorable_not_zero() -> Non
 def _recall(retrieved: list[str] | None, gold: str | list[str] | None, k: list[int]) -> dict[str, float | None]:
     out = recall_at_k(Row(id="x", retrieved_doc_ids=retrieved, gold_doc_id=gold), RecallParams(k=k))
     return {name: r.score for name, r in out.items()}
+
+
+@pytest.mark.parametrize("k", [True, [True], [1, False], [5.0], ["5"]])
+def test_recall_cutoffs_that_are_not_whole_numbers_are_a_config_error(k: object) -> None:
+    """``k: [true]`` read as ``recall_at_1``: a boolean (or text, or a float) is no cut-off."""
+    with pytest.raises(ConfigError, match="recall_at_k.*k"):
+        get_metric("recall_at_k").parse_params({"k": k})
+    assert get_metric("recall_at_k").parse_params({"k": 5}).k == [5]  # type: ignore[attr-defined]
 
 
 def test_recall_at_k_and_mrr_by_rank() -> None:
