@@ -6,10 +6,11 @@ URL it chose (a cluster's, or the embedded private Redis).
 
 from __future__ import annotations
 
+import os
 import threading
 
 from celery import Celery
-from celery.signals import worker_process_shutdown
+from celery.signals import celeryd_init, worker_process_shutdown
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
@@ -82,11 +83,24 @@ def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object
 
 
 app = Celery("ragscore", include=["ragscore_workers.tasks"])
+#: Why the environment's settings could not be read (a malformed ``RAGSCORE_*`` variable), or None.
+_settings_error: ConfigError | None = None
 try:
     _settings = get_settings()
     app.conf.update(_config(_settings.broker_url, _settings.result_backend))
-except ConfigError:  # a malformed RAGSCORE_* variable: the command that reads the settings says which
-    pass
+except ConfigError as exc:  # importing must not fail: the command that reads the settings says which
+    _settings_error = exc
+
+
+@celeryd_init.connect
+def _refuse_to_start_unconfigured(**_: object) -> None:
+    """A ``celery worker`` (every compose service and k8s Deployment runs one) whose settings are malformed or
+    that names no broker stops at once, saying why: Celery would otherwise fall back to ``amqp://localhost``
+    without ragscore's settings and retry it forever."""
+    if _settings_error is not None:
+        raise SystemExit(f"ragscore worker: {_settings_error}")
+    if not (app.conf.broker_url or os.environ.get("CELERY_BROKER_URL")):
+        raise SystemExit("ragscore worker: no broker: set RAGSCORE_BROKER_URL (redis://HOST:6379/0)")
 
 
 def configure(broker_url: str, backend_url: str | None = None) -> Celery:

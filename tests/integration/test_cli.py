@@ -390,6 +390,30 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
     assert "s3cret" not in warned.stderr
 
 
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"RAGSCORE_BROKER_URL": "redis://127.0.0.1:{port}/0", "RAGSCORE_VISIBILITY_TIMEOUT_S": "15m"},
+         "Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='15m'"),
+        ({"RAGSCORE_BROKER_URL": "redis://:ab/cd+ef=@127.0.0.1:{port}/0"}, "Bad setting: RAGSCORE_BROKER_URL"),
+        ({}, "no broker: set RAGSCORE_BROKER_URL"),
+    ],
+)  # fmt: skip
+def test_a_plain_celery_worker_with_a_bad_setting_or_no_broker_stops_saying_why(
+    home: Path, settings: dict[str, str], said: str
+) -> None:
+    """The worker command of every compose service and k8s Deployment: it fell back to amqp://localhost, without
+    ragscore's settings, and retried it forever."""
+    from ..support import free_port
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGSCORE_", "CELERY_"))}
+    env |= {"RAGSCORE_HOME": str(home), **{k: v.format(port=free_port()) for k, v in settings.items()}}
+    command = [sys.executable, "-m", "celery", "-A", "ragscore_workers.app", "worker", "-Q", "cpu,control", "-c", "1"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert result.returncode != 0 and said in result.stderr, result.stderr[-2000:]
+    assert "amqp://" not in result.stderr + result.stdout and "ab/cd" not in result.stderr
+
+
 def test_a_full_disk_while_writing_reports_says_so_and_how_to_finish(tmp_path: Path, home: Path) -> None:
     """ENOSPC while the reports were written ended in a 124-line traceback with no hint; what was scored is
     kept, no half-written report is left, and the resume writes the reports once there is room."""
