@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import psutil
 import redis
@@ -162,7 +163,7 @@ class EmbeddedRedis:
             raise BrokerError(
                 f"RAGSCORE_HOME is too deep for a unix socket ({self.socket}); set RAGSCORE_HOME to a shorter path"
             )
-        self.url = f"redis+socket://{self.socket}"
+        self.url = f"redis+socket://{quote(str(self.socket))}"  # a '#', '?' or '%' in RAGSCORE_HOME is path
         self.member = f"{process_id()}:{uuid.uuid4().hex}"  # this run's registration (acquire again: the same)
         #: The database of this process's queues (set by :meth:`acquire`; None before).
         self.lane: int | None = None

@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     #: metrics that are not packaged under the ``ragscore.metrics`` entry point).
     plugins: str = ""
 
+    @field_validator("home")
+    @classmethod
+    def _expanded(cls, home: Path) -> Path:
+        """``~/x`` (as env files and systemd units write it) is the user's ``x``, never a ``~`` directory here."""
+        return home.expanduser()
+
     @field_validator("broker_url", "result_backend", "store_url")
     @classmethod
     def _redis_url(cls, url: str | None) -> str | None:

@@ -414,6 +414,22 @@ def test_a_plain_celery_worker_with_a_bad_setting_or_no_broker_stops_saying_why(
     assert "amqp://" not in result.stderr + result.stdout and "ab/cd" not in result.stderr
 
 
+def test_a_ragscore_home_written_with_a_tilde_or_url_characters_is_used_as_written(tmp_path: Path) -> None:
+    """``RAGSCORE_HOME=~/x`` put Redis in the user's ``x`` but the worker logs in a ``./~/x`` directory; a ``#``
+    or ``%`` in it cut the private Redis's socket URL, and the run failed after 20 s of retries."""
+    user, here = tmp_path / "user", tmp_path / "cwd"
+    here.mkdir()
+    data, out = write_jsonl(tmp_path / "d.jsonl", make_rows(5)), tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSCORE_")}
+    env |= {"HOME": str(user), "RAGSCORE_HOME": "~/rs#a%20", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite",
+               str(_suite(tmp_path, GOOD_SUITE)), "--out", str(out), "-q"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, cwd=here, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert list(here.iterdir()) == []  # no "~" directory where it ran
+    assert (user / "rs#a%20" / "redis").is_dir() and any((user / "rs#a%20" / "logs").iterdir())
+
+
 def test_a_full_disk_while_writing_reports_says_so_and_how_to_finish(tmp_path: Path, home: Path) -> None:
     """ENOSPC while the reports were written ended in a 124-line traceback with no hint; what was scored is
     kept, no half-written report is left, and the resume writes the reports once there is room."""
