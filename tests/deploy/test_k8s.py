@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import re
+import subprocess
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from . import checks
 
@@ -99,3 +102,14 @@ def test_schema_validation_catches_a_typo(docs) -> None:
     container["resources"]["limts"] = container["resources"].pop("limits")
     with pytest.raises(kubernetes_validate.ValidationError):
         _validate(deployment)
+
+
+def test_the_documented_quickstart_job_command_pulls_the_pushed_image() -> None:
+    """kustomize's ``set image`` rewrites only what kustomization.yaml lists, not the on-demand Job: created as it
+    was, the Job pulled ``ragscore-cpu`` from Docker Hub."""
+    readme = (checks.ROOT / "deploy" / "README.md").read_text()
+    (rewrite,) = re.findall(r"^(sed .*quickstart-job\.yaml) \\$", readme, re.M)
+    job = yaml.safe_load(subprocess.run(rewrite, shell=True, cwd=checks.ROOT, capture_output=True, text=True,
+                                        check=True).stdout)  # fmt: skip
+    images = {c["image"] for c in job["spec"]["template"]["spec"]["containers"]}
+    assert images == {"REGISTRY/ragscore-cpu:0.1.0"}
