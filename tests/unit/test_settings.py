@@ -15,7 +15,16 @@ from ..support import ROOT
 
 
 @pytest.mark.parametrize(
-    "url", ["redis://localhost:6379/0", "rediss://:pw@h:6380/2", "redis://h", "redis+socket:///tmp/r.sock", "unix:///s"]
+    "url",
+    [
+        "redis://localhost:6379/0",
+        "rediss://:pw@h:6380/2",
+        "redis://h",
+        "redis+socket:///tmp/r.sock",
+        "unix:///s",
+        "redis://:ab%2Fcd+ef=@h:6379/0",  # a base64 password, its '/' percent-encoded
+        "redis+socket:///tmp/a@b/r.sock?virtual_host=1",
+    ],
 )
 def test_redis_urls_pass(url: str) -> None:
     assert check_redis_url(url) == url
@@ -28,6 +37,9 @@ def test_redis_urls_pass(url: str) -> None:
         ("http://localhost:6379", "must be a Redis URL"),
         ("redis://localhost:63x9/0", "port"),
         ("redis://localhost:6379/0x", "database"),
+        # openssl rand -base64 passwords: the '/' cut the host, and the error was "the port ... is not a number"
+        ("redis://:ab/cd+ef=@127.0.0.1:6379/0", r"the password in 'redis://:\*\*\*@127.0.0.1:6379/0' holds '/'"),
+        ("rediss://user:p#w@h:6380/0", "percent-encode them"),
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
