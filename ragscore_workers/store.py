@@ -30,10 +30,13 @@ rewrites the same fields and counts only fields that were not there before (one 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import redis
 from pydantic_core import PydanticSerializationError
@@ -335,6 +338,7 @@ def probe_redis(url: str) -> str | None:
     try:
         if url.startswith("rediss://") and "ssl_cert_reqs=" not in url:  # Celery refuses it with a traceback
             raise ValueError("a rediss:// URL needs ssl_cert_reqs")
+        _check_tls_files(url)
         probe = redis.Redis.from_url(store_url_for_redis_py(url), socket_connect_timeout=5, socket_timeout=5)
         probe.connection_pool.make_connection()  # options redis-py rejects only when it builds a connection
     except (ValueError, TypeError, redis.RedisError) as exc:
@@ -349,9 +353,36 @@ def probe_redis(url: str) -> str | None:
     except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
         raise BrokerError(f"Cannot use Redis at {redact_url(url)}: {exc} (check the password in the URL)") from exc
     except redis.RedisError as exc:
-        return str(exc)
+        if "certificate verify failed" in str(exc).lower():  # never heals: not retried as a Redis restarting
+            raise BrokerError(
+                f"Cannot use Redis at {redact_url(url)}: its TLS certificate was not accepted ({exc}): "
+                "ssl_ca_certs must name the CA that signed it, for the host in the URL"
+            ) from exc
+        return f"{exc}{_tls_hint(url, exc)}"
     finally:
         probe.close()
+
+
+#: TLS files a rediss:// URL's query may name (redis-py's and kombu's spelling).
+_TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_ca_path")
+
+
+def _check_tls_files(url: str) -> None:
+    """ValueError naming a TLS file the URL names and this host lacks (redis-py says only "No such file")."""
+    for name, value in parse_qsl(urlsplit(url).query):
+        if name in _TLS_FILES and not os.path.exists(value):
+            raise ValueError(f"{name}={value} names no file on {socket.gethostname()}")
+
+
+def _tls_hint(url: str, exc: redis.RedisError) -> str:
+    """What a failed ping suggests of TLS on one side only: a rediss:// URL times out on a plain port, and a
+    redis:// URL is cut off by a TLS port."""
+    said = str(exc).lower()
+    if url.startswith("rediss://") and "timeout" in said:
+        return "; if that server does not speak TLS, its URL is redis://, not rediss://"
+    if url.startswith("redis://") and any(w in said for w in ("reset by peer", "closed by server", "protocol error")):
+        return "; if that port speaks TLS only, its URL is rediss://...?ssl_cert_reqs=required&ssl_ca_certs=..."
+    return ""
 
 
 def redis_client(url: str) -> redis.Redis:

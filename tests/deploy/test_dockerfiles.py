@@ -93,6 +93,7 @@ def test_every_declared_runtime_dependency_is_pinned_for_the_images() -> None:
     runtime = []
     for spec in requires("ragscore") or []:
         req = Requirement(spec)
-        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("embed", "judge", "parquet", "docker")):
+        image_extras = ("embed", "judge", "parquet", "docker")
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in image_extras):
             runtime.append(canonicalize_name(req.name))
     assert runtime and sorted(set(runtime) - pinned) == []

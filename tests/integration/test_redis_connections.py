@@ -12,8 +12,8 @@ import pytest
 
 from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
-from ragscore_workers.errors import BrokerError
-from ragscore_workers.store import RunState
+from ragscore_workers.errors import BrokerError, ConfigError
+from ragscore_workers.store import RunState, probe_redis
 
 from ..support import RedisProcess, WorkerProcess, free_port, make_rows, write_jsonl
 
@@ -115,6 +115,32 @@ def test_the_orchestrator_waits_through_a_redis_outage_longer_than_its_client_re
         assert store.progress(sub.run_id)["done"] == 300 * 4
     finally:
         worker.stop()
+        server.stop()
+
+
+def test_tls_mistakes_are_named_by_what_to_change(tmp_path: Path) -> None:
+    """A CA file missing here, a certificate not signed by the CA given, and TLS on one side only said "No such
+    file or directory", "Timeout connecting" or "Connection reset", after 20 s or more of retries."""
+    certs = _certificates(tmp_path)
+    (tmp_path / "other").mkdir()
+    other_ca = _certificates(tmp_path / "other")["ca"]  # a CA that did not sign the server's certificate
+    tls_port = free_port()
+    server = RedisProcess(
+        tmp_path / "redis", "--tls-port", str(tls_port), "--tls-cert-file", str(certs["crt"]),
+        "--tls-key-file", str(certs["key"]), "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no",
+    ).start_without_ping()  # fmt: skip
+    tls = f"rediss://127.0.0.1:{tls_port}/0?ssl_cert_reqs=required&ssl_ca_certs="
+    try:
+        with pytest.raises(ConfigError, match="ssl_ca_certs=/no/such/ca.pem names no file on"):
+            probe_redis(tls + "/no/such/ca.pem")
+        with pytest.raises(BrokerError, match="its TLS certificate was not accepted .*ssl_ca_certs must name the CA"):
+            probe_redis(tls + str(other_ca))
+        assert probe_redis(tls + str(certs["ca"])) is None
+        plain_to_tls = probe_redis(f"redis://127.0.0.1:{tls_port}/0")
+        assert plain_to_tls and "its URL is rediss://" in plain_to_tls
+        tls_to_plain = probe_redis(f"rediss://127.0.0.1:{server.port}/0?ssl_cert_reqs=none")
+        assert tls_to_plain and "its URL is redis://, not rediss://" in tls_to_plain
+    finally:
         server.stop()
 
 
