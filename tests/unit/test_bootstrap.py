@@ -1,4 +1,5 @@
-"""scripts/bootstrap installs once per (extras, pyproject.toml); an install with more extras covers fewer.
+"""scripts/bootstrap installs once per (extras, pyproject.toml, constraints); an install with more extras covers
+fewer; every install is held to deploy/constraints.txt.
 
 A recording stand-in for ``.venv/bin/python`` takes pip's place: what is tested is the script's choice of
 whether to install, not pip.
@@ -11,12 +12,16 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: How bootstrap calls pip: held to the pinned versions the images install.
+INSTALL = "-m pip install -q --disable-pip-version-check --constraint deploy/constraints.txt -e "
 
 
 def _project(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "bootstrap", tmp_path / "scripts" / "bootstrap")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "deploy").mkdir()
+    shutil.copy(ROOT / "deploy" / "constraints.txt", tmp_path / "deploy" / "constraints.txt")
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text('#!/bin/sh\necho "$*" >> "$(dirname "$0")/../calls"\n')
@@ -33,13 +38,16 @@ def _installs(project: Path, extras: str) -> list[str]:
 
 def test_bootstrap_installs_once_and_a_wider_install_covers_a_narrower_one(tmp_path: Path) -> None:
     project = _project(tmp_path)
-    assert _installs(project, "dev,embed") == ["-m pip install -q --disable-pip-version-check -e .[dev,embed]"]
+    assert _installs(project, "dev,embed") == [INSTALL + ".[dev,embed]"]
     assert _installs(project, "dev,embed") == []  # same extras: stamped
     assert _installs(project, "") == []  # the quickstart's bare install is covered
     assert _installs(project, "embed") == []
     assert _installs(project, "dev,embed,judge") == [  # "judge" is new: installed
-        "-m pip install -q --disable-pip-version-check -e .[dev,embed,judge]"
+        INSTALL + ".[dev,embed,judge]"
     ]
-    assert _installs(project, "de") == ["-m pip install -q --disable-pip-version-check -e .[de]"]  # not "dev"
+    assert _installs(project, "de") == [INSTALL + ".[de]"]  # not "dev"
     (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text() + "\n# changed\n")
-    assert _installs(project, "") == ["-m pip install -q --disable-pip-version-check -e ."]  # new pyproject
+    assert _installs(project, "") == [INSTALL + "."]  # new pyproject
+    constraints = project / "deploy" / "constraints.txt"
+    constraints.write_text(constraints.read_text() + "# bumped\n")
+    assert _installs(project, "") == [INSTALL + "."]  # new pins
