@@ -673,19 +673,28 @@ def status(
     """Show a run's per-queue progress (done/total, rate, ETA, errors, judge req/min), or list the runs."""
     from ragscore_workers.store import RunState
 
+    from .embedded_redis import run_process_alive
     from .reports.live import StatusView, sample
 
     if run_id is None:  # one line per run, oldest first: id, state, done/total units, submitted (UTC), dataset
         store = _store(broker)
+        embedded = not (broker or get_settings().broker_url)
         runs = sorted(store.overview(store.list_runs()), key=lambda r: (r["submitted_at"] or 0.0, r["run_id"]))
+        interrupted = 0
         for r in runs:
             at = r["submitted_at"]
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) if at is not None else "-"
-            _say(f"{r['run_id']}\t{r['state']}\t{r['done']:,}/{r['total']:,}\t{when}\t{shown(r['dataset'])}")
+            state = r["state"]
+            # an embedded run goes on only while its process runs: one killed (kill -9, a closed laptop) is not
+            if embedded and state not in RunState.DONE and not run_process_alive(store.r, store.meta(r["run_id"])):
+                state, interrupted = "interrupted", interrupted + 1
+            _say(f"{r['run_id']}\t{state}\t{r['done']:,}/{r['total']:,}\t{when}\t{shown(r['dataset'])}")
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
+        if interrupted:
+            err.print(f"{interrupted} interrupted: the `ragscore run` of each is gone; finish one with `ragscore run "
+                      "--resume DIR`, or drop it with `ragscore cancel RUN_ID`")  # fmt: skip
         return
-    from .embedded_redis import run_process_alive
     from .runner import CONSUMER_CHECK_S, held_messages, unserved_message, unserved_queues
 
     run_id = _run_id(run_id)

@@ -349,6 +349,29 @@ def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
     assert _our_processes(home) == []
 
 
+def test_the_run_list_says_an_embedded_run_whose_process_was_killed_is_interrupted(tmp_path: Path, home: Path) -> None:
+    """Listed as ``running`` for ever: only the single-run view said no progress was made."""
+    data, out = write_jsonl(tmp_path / "d.jsonl", make_rows(30000)), tmp_path / "o"
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
+         "--out", str(out), "--chunk-size", "cpu=10"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out / "run.json").exists():
+        time.sleep(0.2)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    running = ragscore("status", home=home)  # submitting or running, by its process
+    assert f"{run_id}\t" in running.stdout and "interrupted" not in running.stdout + running.stderr, running
+    proc.kill()
+    proc.wait(timeout=30)
+    listed = ragscore("status", home=home, env={"COLUMNS": "250"})
+    assert f"{run_id}\tinterrupted\t" in listed.stdout, listed
+    assert "1 interrupted: the `ragscore run` of each is gone" in " ".join(listed.stderr.split()), listed.stderr
+
+
 def test_metrics_lists_outputs_and_one_metrics_params(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The output names gates and reports use (recall_at_1, citation_f1) and each metric's params."""
     monkeypatch.setenv("COLUMNS", "200")  # one table row per line
