@@ -842,7 +842,8 @@ def cancel_cmd(
 
 def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type: ignore[no-untyped-def]
     """Write the summary of cancelled run ``run_id`` where no worker would: its queued messages wait where no
-    worker listens, or a worker that is gone holds some; its embedded process, while alive, does it itself."""
+    worker listens, or a worker that is gone holds some, or (an embedded run whose process is gone) none of it is
+    queued or held by a live worker any more; its embedded process, while alive, does it itself."""
     from .embedded_redis import run_process_alive
     from .runner import Orphan, summarize_cancelled
 

@@ -832,12 +832,17 @@ def summarize_cancelled(
     items; ``settle_s`` at most), send its aggregation, or with ``here`` (an embedded run whose process is gone:
     no worker serves its lane, its control queue included) aggregate it in this process; what those messages
     hold is counted as stopped. Returns the unserved queues and their messages (``on_unserved`` hears them, and
-    ``on_orphaned`` the orphaned messages, before the wait). A run with its summary already is left alone."""
+    ``on_orphaned`` the orphaned messages, before the wait). With ``here``, a run none of whose work is queued or
+    held by a live worker any more (another process took its lane and dropped what it left there) is aggregated
+    here too, once the tasks in flight of its gone process's workers end (``settle_s`` at most; still held then,
+    it is left to them). A run with its summary already is left alone."""
     if store.state(run_id) != RunState.CANCELLED or store.summary_is_current(run_id):
         return {}
     unserved = unserved_queues(store, run_id)
     orphans = _settled_orphans(store, run_id)
     if not unserved and not orphans:
+        if here and _left_to_nobody(store, run_id, settle_s):
+            aggregate_run(store, run_id, here=True)
         return {}
     if unserved and on_unserved is not None:
         on_unserved(unserved)
@@ -848,6 +853,31 @@ def summarize_cancelled(
         time.sleep(POLL_S * 5)
     aggregate_run(store, run_id, here=here)
     return unserved
+
+
+def _left_to_nobody(store: RunStore, run_id: str, settle_s: float) -> bool:
+    """Whether, within ``settle_s``, no message of the run waits on its queues and none is held by a live worker:
+    then no chord of it ends, and nothing but this process would write its summary. False when some of it is still
+    queued or held at the deadline (whoever holds it, or skips it, ends its chords)."""
+    deadline = time.monotonic() + settle_s
+    while _queued_messages(store, run_id) or _held_by_live_workers(store, run_id):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S * 5)
+    return True
+
+
+def _queued_messages(store: RunStore, run_id: str, page: int = 1000) -> int:
+    """The run's messages waiting on its queues (and the control queue): those naming it, as :func:`held_messages`
+    tells the run's held ones, not another run's sharing the queues (a later process's, in the lane it took)."""
+    found = 0
+    for queue in _waiting_queues(store, run_id):
+        for start in itertools.count(0, page):
+            raws = store.broker.lrange(queue, start, start + page - 1)
+            found += sum(run_id in raw for raw in raws)
+            if len(raws) < page:
+                break
+    return found
 
 
 def aggregate_run(store: RunStore, run_id: str, here: bool = False) -> None:

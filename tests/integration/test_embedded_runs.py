@@ -1,0 +1,39 @@
+"""Embedded runs whose process was killed, cut off or doubled: what ``cancel``, ``results`` and ``--resume`` do."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ..support import ROOT, write_jsonl
+from .test_embedded_redis import _hold_a_run, _release
+
+pytestmark = pytest.mark.integration
+
+
+def _cli(held_env: dict[str, str], cli: list[str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*cli, *args], capture_output=True, text=True, cwd=ROOT, env=held_env, timeout=timeout)
+
+
+def test_cancel_writes_the_summary_of_a_killed_run_whose_lane_another_run_took(tmp_path: Path) -> None:
+    """kill -9 of an embedded run, then another run took its lane (dropping what it had queued there): nothing of
+    it was queued or held any more, so `ragscore cancel` wrote no summary and `ragscore results DIR` waited 2
+    minutes and exited 1 without reports. Nobody holds or will run its work: the cancel writes its summary."""
+    rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 30}} for i in range(300)]
+    held = _hold_a_run(tmp_path, rows, stderr=subprocess.DEVNULL)
+    _release(held)  # kill -9: the run's process and its workers
+    data = write_jsonl(tmp_path / "other.jsonl", rows[:10])
+    other = _cli(held.env, held.cli, "run", str(data), "--suite", str(tmp_path / "s.json"), "--out",
+                 str(tmp_path / "other"), "--quiet")  # fmt: skip
+    assert other.returncode == 0, other.stderr
+    assert "dropped what a killed ragscore run left queued there" in other.stderr, other.stderr
+    cancelled = _cli(held.env, held.cli, "cancel", str(held.out), timeout=120)
+    assert cancelled.returncode == 0, cancelled.stderr
+    results = _cli(held.env, held.cli, "results", str(held.out), timeout=300)
+    assert results.returncode == 1 and f"run {held.run_id} was cancelled" in results.stderr, results.stderr
+    assert "waiting up to" not in results.stderr, "the cancel wrote the summary: nothing to wait for"
+    summary = json.loads((held.out / "summary.json").read_text())
+    assert summary["state"] == "cancelled" and summary["items"] == 300
