@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import secrets
+import socket
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -56,7 +57,7 @@ from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
 from .atomic_file import make_out_dir, write_text_atomic
 from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
-from .embedded_redis import EmbeddedRedis, lane_url
+from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
 from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
@@ -999,6 +1000,21 @@ def _follow_instead(store: RunStore, run_id: str, changes: dict[str, Any] | None
                      tasks=0, shards=int(meta.get("n_shards", 0)))  # fmt: skip
 
 
+def _refuse_a_live_embedded_run(store: RunStore, run_id: str, out_dir: Path) -> None:
+    """ConfigError for the resume of an embedded run its own process (its ``ragscore run``, ``evaluate()``) still
+    runs: a resume would send again what that process's workers are scoring (judge calls paid twice), and both would
+    write the reports into ``out_dir``. Not followed, as a cluster run is: its process writes those reports itself."""
+    meta = store.meta(run_id)
+    if not run_process_alive(store.r, meta):
+        return
+    pid = meta.get("lane_process", "").partition(":")[0].partition("@")[0] or "?"
+    raise ConfigError(
+        f"Run {run_id} is still running in process {pid} on {socket.gethostname()} (its `ragscore run` or "
+        f"evaluate()), which writes its reports into {out_dir}: wait for it, or stop it (`ragscore cancel {out_dir}`, "
+        "or Ctrl-C there) and resume it once that process has exited; nothing was sent"
+    )
+
+
 def _refuse_a_lost_run(out_dir: Path, run_id: str) -> None:
     """ConfigError for ``--resume DIR`` of a run its Redis lost (``DIR/run.json`` says so): start it again."""
     lost = (recorded_run(out_dir) or {}).get("lost")
@@ -1104,6 +1120,8 @@ def run(
                     f"to another broker: give that --broker. Lost or expired: it cannot be resumed; {again} with the "
                     "same DATASET and --suite"
                 )
+            if not broker:
+                _refuse_a_live_embedded_run(store, resume_id, out_dir)
             if broker and (following := _follow_instead(store, resume_id, judge_params or judge_limits)):
                 validated([])  # DIR/run.json names the run, as a resume's does
                 return following

@@ -37,3 +37,25 @@ def test_cancel_writes_the_summary_of_a_killed_run_whose_lane_another_run_took(t
     assert "waiting up to" not in results.stderr, "the cancel wrote the summary: nothing to wait for"
     summary = json.loads((held.out / "summary.json").read_text())
     assert summary["state"] == "cancelled" and summary["items"] == 300
+
+
+def test_resume_of_an_embedded_run_its_own_process_still_runs_is_refused_naming_that_process(tmp_path: Path) -> None:
+    """`ragscore run --resume DIR` while the run's `ragscore run` still ran it sent all its unscored work again (judge
+    calls paid twice) and both processes wrote reports into DIR. Refused now, exit 2, nothing sent, saying which
+    process runs it and what to do."""
+    from orchestrator.embedded_redis import EmbeddedRedis
+
+    rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 5}} for i in range(100)]
+    held = _hold_a_run(tmp_path, rows, stderr=subprocess.DEVNULL)
+    try:
+        resumed = _cli({**held.env, "COLUMNS": "300"}, held.cli, "run", "--resume", str(held.out), "--quiet",
+                       timeout=120)  # fmt: skip
+        said = " ".join(resumed.stderr.split())
+        assert resumed.returncode == 2, resumed.stderr
+        assert f"Run {held.run_id} is still running in process {held.proc.pid}" in said, said
+        assert f"ragscore cancel {held.out}" in said, said
+        meta = EmbeddedRedis(held.home).client.hgetall(f"ragscore:run:{held.run_id}:meta")
+        assert meta["state"] == "running" and meta["generation"] == "0", "nothing was sent again"
+        assert not (held.out / "summary.json").exists()
+    finally:
+        _release(held)
