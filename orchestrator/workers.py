@@ -254,7 +254,8 @@ _stop_signalled = [False]
 
 @contextmanager
 def stop_signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM (and Ctrl-C) unwind as KeyboardInterrupt, so ``finally`` blocks stop the local workers.
+    """SIGTERM, SIGHUP (a closed terminal, a dropped ssh session) and Ctrl-C unwind as KeyboardInterrupt, so
+    ``finally`` blocks stop the local workers. SIGHUP only where it is not ignored (``nohup``: the run goes on).
 
     The signal is also remembered: Python drops an exception raised while it runs a finalizer (``__del__``,
     a weakref or at-fork callback), so loops call ``raise_if_stop_signalled`` and a stop is never lost.
@@ -268,6 +269,9 @@ def stop_signals_as_interrupt() -> Iterator[None]:
     signals = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not a host's own (e.g. a notebook's)
         signals.append(signal.SIGINT)
+    hangup = getattr(signal, "SIGHUP", None)  # none on Windows
+    if hangup is not None and signal.getsignal(hangup) is signal.SIG_DFL:  # not ignored (nohup), nor a host's own
+        signals.append(hangup)
     try:
         previous = {sig: signal.signal(sig, handler) for sig in signals}
     except ValueError:  # not the main thread

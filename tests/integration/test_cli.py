@@ -372,6 +372,63 @@ def test_the_run_list_says_an_embedded_run_whose_process_was_killed_is_interrupt
     assert "1 interrupted: the `ragscore run` of each is gone" in " ".join(listed.stderr.split()), listed.stderr
 
 
+def test_a_closed_terminal_sighup_interrupts_an_embedded_run_as_ctrl_c_does(tmp_path: Path, home: Path) -> None:
+    """SIGHUP (the terminal closed, an ssh session dropped) killed `ragscore run` with exit 129: no resume hint, the
+    run left `running` instead of cancelled, and the private redis-server left up."""
+    from orchestrator.embedded_redis import EmbeddedRedis
+
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(30000))
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    out = tmp_path / "o"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
+         "--out", str(out), "--chunk-size", "cpu=10", "--quiet"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("celery" in " ".join(p.cmdline()) for p in _our_processes(home)):
+            time.sleep(0.2)
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGHUP)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait(30)
+        EmbeddedRedis(home).release()  # what a failed run left up goes down with its last (dead) client
+    assert proc.returncode == 130 and "interrupted" in stderr, stderr
+    assert f"ragscore run --resume {out}" in stderr, stderr
+    deadline = time.monotonic() + 20
+    while _our_processes(home) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _our_processes(home) == [], "the workers and the private redis-server are gone"
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    with EmbeddedRedis(home) as url:
+        assert url and RunStore(EmbeddedRedis(home).client, 60).state(run_id) == "cancelled"
+
+
+def test_a_nohup_embedded_run_ignores_sighup_and_finishes(tmp_path: Path, home: Path) -> None:
+    """SIGHUP stops a run only where it is not ignored: one started with ``nohup`` goes on to its reports."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(3000))
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
+         "--out", str(tmp_path / "o"), "--chunk-size", "cpu=10", "--quiet"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup starts it
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("celery" in " ".join(p.cmdline()) for p in _our_processes(home)):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGHUP)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["state"] == "finished"
+
+
 def test_metrics_lists_outputs_and_one_metrics_params(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The output names gates and reports use (recall_at_1, citation_f1) and each metric's params."""
     monkeypatch.setenv("COLUMNS", "200")  # one table row per line

@@ -59,3 +59,4 @@ def test_resume_of_an_embedded_run_its_own_process_still_runs_is_refused_naming_
         assert not (held.out / "summary.json").exists()
     finally:
         _release(held)
+        EmbeddedRedis(held.home).release()  # its private Redis, which the killed run left up
