@@ -58,6 +58,7 @@ from .atomic_file import make_out_dir, write_text_atomic
 from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
+from .out_claim import claim_out_dir
 from .progress import ProgressView, QuietProgress, note_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
@@ -1000,18 +1001,19 @@ def _follow_instead(store: RunStore, run_id: str, changes: dict[str, Any] | None
                      tasks=0, shards=int(meta.get("n_shards", 0)))  # fmt: skip
 
 
-def _refuse_a_live_embedded_run(store: RunStore, run_id: str, out_dir: Path) -> None:
+def _refuse_a_live_embedded_run(store: RunStore, run_id: str) -> None:
     """ConfigError for the resume of an embedded run its own process (its ``ragscore run``, ``evaluate()``) still
     runs: a resume would send again what that process's workers are scoring (judge calls paid twice), and both would
-    write the reports into ``out_dir``. Not followed, as a cluster run is: its process writes those reports itself."""
+    write reports. Not followed, as a cluster run is: that process writes the run's reports itself (following it
+    would have two processes write them into its DIR)."""
     meta = store.meta(run_id)
     if not run_process_alive(store.r, meta):
         return
     pid = meta.get("lane_process", "").partition(":")[0].partition("@")[0] or "?"
     raise ConfigError(
         f"Run {run_id} is still running in process {pid} on {socket.gethostname()} (its `ragscore run` or "
-        f"evaluate()), which writes its reports into {out_dir}: wait for it, or stop it (`ragscore cancel {out_dir}`, "
-        "or Ctrl-C there) and resume it once that process has exited; nothing was sent"
+        f"evaluate(), which writes its reports): wait for it, or stop it (`ragscore cancel {run_id}`, or Ctrl-C "
+        "there) and resume it once that process has exited; nothing was sent"
     )
 
 
@@ -1087,12 +1089,6 @@ def run(
     replaced = None
     lane: int | None = None  # an embedded run's lane (set once its server is acquired)
     registration = ""  # and its registration there (EmbeddedRedis.member: held while this call runs the run)
-    if resume_id is None:
-        replaced = refuse_an_unfinished_run_in(out_dir)
-        if dataset is not None:
-            _refuse_to_overwrite(dataset, out_dir)
-    else:
-        _refuse_a_lost_run(out_dir, resume_id)
     say = note_of(progress)
 
     def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
@@ -1121,7 +1117,7 @@ def run(
                     "same DATASET and --suite"
                 )
             if not broker:
-                _refuse_a_live_embedded_run(store, resume_id, out_dir)
+                _refuse_a_live_embedded_run(store, resume_id)
             if broker and (following := _follow_instead(store, resume_id, judge_params or judge_limits)):
                 validated([])  # DIR/run.json names the run, as a resume's does
                 return following
@@ -1138,7 +1134,15 @@ def run(
         say(f"writing the reports to {out_dir}/")
         return write_results(store, run_id, out_dir)
 
-    with stop_signals_as_interrupt():
+    # DIR is this process's from before its checks to its reports: a run started at the same instant into it
+    # would pass the checks too (DIR/run.json names a run only once it validated)
+    with stop_signals_as_interrupt(), claim_out_dir(out_dir):
+        if resume_id is None:
+            replaced = refuse_an_unfinished_run_in(out_dir)
+            if dataset is not None:
+                _refuse_to_overwrite(dataset, out_dir)
+        else:
+            _refuse_a_lost_run(out_dir, resume_id)
         if broker:
             store = connect(broker, settings)
             sub = start(store)

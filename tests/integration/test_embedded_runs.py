@@ -48,15 +48,46 @@ def test_resume_of_an_embedded_run_its_own_process_still_runs_is_refused_naming_
     rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 5}} for i in range(100)]
     held = _hold_a_run(tmp_path, rows, stderr=subprocess.DEVNULL)
     try:
-        resumed = _cli({**held.env, "COLUMNS": "300"}, held.cli, "run", "--resume", str(held.out), "--quiet",
-                       timeout=120)  # fmt: skip
-        said = " ".join(resumed.stderr.split())
-        assert resumed.returncode == 2, resumed.stderr
-        assert f"Run {held.run_id} is still running in process {held.proc.pid}" in said, said
-        assert f"ragscore cancel {held.out}" in said, said
+        env, other = {**held.env, "COLUMNS": "300"}, tmp_path / "other"
+        for how in (("run", "--resume", str(held.out)), ("resume", held.run_id, "--out", str(other))):
+            resumed = _cli(env, held.cli, *how, "--quiet", timeout=120)
+            said = " ".join(resumed.stderr.split())
+            assert resumed.returncode == 2, resumed.stderr
+            assert f"process {held.proc.pid} " in said or f"(pid {held.proc.pid} " in said, said
+            assert f"ragscore cancel {held.out if how[0] == 'run' else held.run_id}" in said, said
+        assert f"Run {held.run_id} is still running in process {held.proc.pid}" in said, "its own DIR's claim aside"
+        assert not other.exists()
         meta = EmbeddedRedis(held.home).client.hgetall(f"ragscore:run:{held.run_id}:meta")
         assert meta["state"] == "running" and meta["generation"] == "0", "nothing was sent again"
         assert not (held.out / "summary.json").exists()
     finally:
         _release(held)
         EmbeddedRedis(held.home).release()  # its private Redis, which the killed run left up
+
+
+def test_two_runs_started_at_once_into_one_out_dir_one_is_refused(tmp_path: Path) -> None:
+    """Both passed the "DIR holds an unfinished run" check (DIR/run.json is written only once the dataset
+    validated), both exited 0, and DIR held one run's reports: the other's were lost. DIR is claimed first now: the
+    second is refused at once (exit 2), the first writes its reports there."""
+    import os
+    import sys
+
+    from ..support import make_rows
+
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(20000))
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"metrics": ["exact_match"], "chunk_size": {"cpu": 500}}))
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "COLUMNS": "300"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out", str(out), "-q"]
+    procs = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]  # fmt: skip
+    said = [proc.communicate(timeout=300)[1] for proc in procs]
+    codes = sorted(proc.returncode for proc in procs)
+    assert codes == [0, 2], said
+    refused = " ".join(said[[proc.returncode for proc in procs].index(2)].split())
+    assert f"{out} is in use by another ragscore process" in refused, refused
+    recorded = json.loads((out / "run.json").read_text())["run_id"]
+    assert json.loads((out / "summary.json").read_text())["run_id"] == recorded
+    assert len((out / "items.jsonl").read_text().splitlines()) == 20000

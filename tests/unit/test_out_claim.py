@@ -1,0 +1,56 @@
+"""The claim on a run's --out DIR: one process at a time, and a killed holder's lock file never blocks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.out_claim import LOCK_NAME, claim_out_dir
+from ragscore_workers.errors import ConfigError
+
+from ..support import ROOT
+
+#: A process that claims the DIR given and holds it.
+HOLD = (
+    "import sys, time; from pathlib import Path; from orchestrator.out_claim import claim_out_dir\n"
+    "with claim_out_dir(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)\n"
+)
+
+
+def _holder(out: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_dir_another_process_holds_is_refused_naming_it_and_a_killed_holders_lock_does_not_block(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    holder = _holder(out)
+    try:
+        with pytest.raises(ConfigError, match=f"is in use by another ragscore process \\(pid {holder.pid} on "):
+            with claim_out_dir(out):
+                pass
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+    assert (out / LOCK_NAME).exists(), "kill -9 leaves its lock file"
+    with claim_out_dir(out):
+        assert f"pid {os.getpid()} " in (out / LOCK_NAME).read_text()
+    assert not (out / LOCK_NAME).exists()
+
+
+def test_a_dir_created_for_a_claim_is_removed_when_left_empty(tmp_path: Path) -> None:
+    with claim_out_dir(tmp_path / "new"):
+        assert (tmp_path / "new").is_dir()
+    assert not (tmp_path / "new").exists()
+    with claim_out_dir(tmp_path / "kept"):
+        (tmp_path / "kept" / "summary.json").write_text("{}")
+    assert (tmp_path / "kept" / "summary.json").exists()
