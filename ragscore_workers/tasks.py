@@ -225,9 +225,14 @@ def score_chunk(
     keys = [item_key(r.get("system"), str(r.get("id"))) for r in rows]
     attempt = store.start_delivery(run_id, queue, keys)
     try:
-        return _score_delivery(store, queue, run_id, suite_json, metric_names, rows, attempt)
-    finally:  # the chunk ended (its process was not killed): these items' next delivery is a first one
+        scored = _score_delivery(store, queue, run_id, suite_json, metric_names, rows, attempt)
+    except Exception:
         store.end_delivery(run_id, queue, keys)
+        raise
+    # The chunk ended: these items' next delivery is a first one. Not on a SystemExit (a plug-in calling exit(),
+    # argparse in it) or another BaseException, which ends the process as a kill does: the next delivery is careful.
+    store.end_delivery(run_id, queue, keys)
+    return scored
 
 
 def _score_delivery(

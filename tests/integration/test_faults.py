@@ -87,12 +87,15 @@ def test_messages_held_by_a_killed_worker_do_not_hold_the_run_until_the_visibili
     _run_with_kill(tmp_path, "main", visibility_s=900)
 
 
+@pytest.mark.parametrize("crash", [True, "exit"])
 def test_a_poisoned_item_that_kills_its_worker_is_failed_after_bounded_deliveries(
-    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, crash: object
 ) -> None:
+    """``exit``: a SystemExit unwound through the chunk's bookkeeping, which took the delivery for one that ended, so
+    the careful deliveries that find the item never came and the chunk was delivered again for ever."""
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.crash")
     rows = make_rows(60, seed=1)
-    rows[33]["metadata"] = {"crash": True}
+    rows[33]["metadata"] = {"crash": crash}
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     suite = load_suite({"metrics": ["exact_match", "crash_on_flag"], "chunk_size": {"cpu": 20}})
     result: dict = {}
