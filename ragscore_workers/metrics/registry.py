@@ -125,13 +125,21 @@ class MetricDef:
             parsed = self.params_model.model_validate(params)
         except ValidationError as exc:
             problems += [f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()]
+        except Exception as exc:  # a plug-in's validator raising TypeError, which pydantic does not wrap
+            problems.append(f"params: {type(exc).__name__}: {exc}")
         if problems:
             raise ConfigError(f"Bad params for metric {self.name!r}: {'; '.join(problems)}")
         return parsed
 
     def outputs(self, params: BaseModel) -> list[str]:
-        """The output names this metric writes with these params."""
-        return self.outputs_fn(params) if self.outputs_fn else [self.name]
+        """The output names this metric writes with these params (ConfigError when a plug-in's ``outputs`` fails)."""
+        if self.outputs_fn is None:
+            return [self.name]
+        try:
+            return self.outputs_fn(params)
+        except Exception as exc:
+            raise ConfigError(f"Bad params for metric {self.name!r}: its outputs cannot be named for them "
+                              f"({type(exc).__name__}: {exc})") from None  # fmt: skip
 
 
 def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]:
@@ -242,6 +250,14 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"Metric(s) listed twice in the suite: {', '.join(dupes)}")
+    writers: dict[str, list[str]] = {}
+    for mdef, p in out:
+        for output in mdef.outputs(p):
+            writers.setdefault(output, []).append(mdef.name)
+    if clashes := {o: names for o, names in writers.items() if len(names) > 1}:
+        said = "; ".join(f"{o!r} by {' and '.join(names)}" for o, names in sorted(clashes.items()))
+        raise ConfigError(f"Two metrics of the suite write the same output ({said}): one would overwrite the other's "
+                          "scores; drop one, or rename the plug-in metric")  # fmt: skip
     produced = {o for mdef, p in out if mdef.kind != "derived" for o in mdef.outputs(p)}
     for mdef, _ in out:
         missing = [i for i in mdef.inputs if i not in produced]

@@ -261,6 +261,21 @@ def test_a_plugin_metric_named_like_a_built_in_says_which_two_clash(monkeypatch:
         load_suite({"metrics": ["exact_match"]})
 
 
+def test_a_plugin_writing_a_built_ins_output_or_failing_to_plan_is_refused_before_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plug-in metric writing ``mrr`` overwrote recall_at_k's own MRR without a word; a params validator raising
+    TypeError, or an ``outputs`` that raises, ended the CLI in a traceback (exit 1), not "Bad params" (exit 2)."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.careless")
+    with pytest.raises(ConfigError, match="write the same output \\('mrr' by recall_at_k and careless_rank\\)"):
+        load_suite({"metrics": ["recall_at_k", "careless_rank"]})
+    assert load_suite({"metrics": ["careless_rank"]}).metrics  # alone it writes nobody else's output
+    with pytest.raises(ConfigError, match="Bad params for metric 'careless_cutoffs': params: TypeError: "):
+        load_suite({"metrics": [{"name": "careless_cutoffs", "params": {"k": [1, None]}}]})
+    with pytest.raises(ConfigError, match="'careless_cutoffs': its outputs cannot be named for them \\(IndexError"):
+        load_suite({"metrics": [{"name": "careless_cutoffs", "params": {"k": [1, 5]}}]})
+
+
 def test_a_typo_in_a_plugins_params_is_refused_though_its_model_is_a_plain_base_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
