@@ -76,8 +76,8 @@ def evaluate(
         if isinstance(dataset, (str, Path)):
             path = Path(dataset)
         else:
-            refuse_an_unfinished_run_in(out_dir)  # before its dataset.jsonl is written over: it could not be resumed
-            path, fmt = _write_rows(dataset, out_dir / "dataset.jsonl"), "jsonl"
+            refuse_an_unfinished_run_in(out_dir)  # before its rows are written over: it could not be resumed
+            path, fmt = _write_rows(dataset, _rows_file(out_dir)), "jsonl"
         summary = run(
             path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
             progress=progress or make_progress(quiet),
@@ -132,6 +132,20 @@ def _evaluation(summary: RunSummary, out_dir: Path) -> Evaluation:
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=3)
     return Evaluation(summary=summary, out_dir=out_dir)
+
+
+#: Where ``evaluate()`` copies rows given in memory, in ``out`` (the dataset its run, and a resume, read).
+ROWS_FILE = "evaluate-rows.jsonl"
+
+
+def _rows_file(out_dir: Path) -> Path:
+    """``out_dir``'s copy of the rows; ConfigError when a file of that name is there and no run wrote it (it is the
+    caller's, and would be written over)."""
+    path = out_dir / ROWS_FILE
+    if path.exists() and recorded_run(out_dir) is None:
+        raise ConfigError(f"{path} is there and no ragscore run wrote it: evaluate() copies the rows given to that "
+                          "file; choose another out=")  # fmt: skip
+    return path
 
 
 def _write_rows(dataset: Any, path: Path) -> Path:

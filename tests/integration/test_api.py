@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,7 @@ def test_reading_sending_and_writing_are_said_as_they_happen(
     stream = io.StringIO()
     evaluate(make_rows(300), {"metrics": ["exact_match"]}, out=tmp_path / "out", progress=PlainProgress(stream))
     said = stream.getvalue()
-    assert "[ragscore] reading dataset.jsonl: 1 rows so far" in said
+    assert "[ragscore] reading evaluate-rows.jsonl: 1 rows so far" in said
     assert "[ragscore] 300 rows to score (0 unreadable); sending them to the queues" in said
     assert "item×metric outputs" in said and f"[ragscore] writing the reports to {tmp_path / 'out'}/" in said
 
@@ -104,10 +105,30 @@ def test_rows_into_the_dir_of_an_interrupted_run_leave_its_dataset_alone(tmp_pat
     out = tmp_path / "out"
     evaluate(make_rows(5), {"metrics": ["exact_match"]}, out=out)
     (out / "summary.json").unlink()  # as a run interrupted before its reports: run.json names it, no summary
-    before = (out / "dataset.jsonl").read_bytes()
+    before = (out / "evaluate-rows.jsonl").read_bytes()
     with pytest.raises(ConfigError, match="has not written its reports"):
         evaluate(make_rows(5, seed=1), {"metrics": ["exact_match"]}, out=out)
-    assert (out / "dataset.jsonl").read_bytes() == before
+    assert (out / "evaluate-rows.jsonl").read_bytes() == before
+
+
+def test_rows_given_in_memory_never_overwrite_a_file_of_the_callers_in_out(tmp_path: Path, home: Path) -> None:
+    """They were copied to out/dataset.jsonl: the caller's file of that name was written over, and rows read lazily
+    from it were cut before they were read."""
+    from ragscore_workers.errors import ConfigError
+
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = write_jsonl(out / "dataset.jsonl", make_rows(4))
+    kept = mine.read_bytes()
+    lazily = (json.loads(line) for line in mine.open())
+    result = evaluate(lazily, {"metrics": ["exact_match"]}, out=out)
+    assert result.summary.items == 4 and mine.read_bytes() == kept
+    other = tmp_path / "other"  # a DIR no run wrote, holding a file of the copy's name
+    other.mkdir()
+    theirs = write_jsonl(other / "evaluate-rows.jsonl", make_rows(3)).read_bytes()
+    with pytest.raises(ConfigError, match="evaluate-rows.jsonl is there and no ragscore run wrote it"):
+        evaluate(make_rows(2), {"metrics": ["exact_match"]}, out=other)
+    assert (other / "evaluate-rows.jsonl").read_bytes() == theirs
 
 
 def test_a_row_value_json_cannot_write_names_its_row(tmp_path: Path, home: Path) -> None:
