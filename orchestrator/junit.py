@@ -64,13 +64,24 @@ def classify(result: Mapping[str, Any] | None, threshold: float, lower_better: b
     if score is None:
         reason = (result.get("details") or {}).get("reason", "no reason given")
         return "skipped", f"unscorable: {reason}"
+    shown, bound = _apart(score, threshold)
     if lower_better:
         if not holds(score, threshold, lower_better=True):
-            return "failure", f"score {score:.4g} > {threshold:.4g} (lower is better)"
-        return "passed", f"score {score:.4g} <= {threshold:.4g} (lower is better)"
+            return "failure", f"score {shown} > {bound} (lower is better)"
+        return "passed", f"score {shown} <= {bound} (lower is better)"
     if not holds(score, threshold):
-        return "failure", f"score {score:.4g} < {threshold:.4g}"
-    return "passed", f"score {score:.4g} >= {threshold:.4g}"
+        return "failure", f"score {shown} < {bound}"
+    return "passed", f"score {shown} >= {bound}"
+
+
+def _apart(value: float, threshold: float) -> tuple[str, str]:
+    """Both numbers with 4 significant digits, or as many more as it takes to tell them apart when they differ
+    (0.79996 against 0.8 must not read ``0.8 < 0.8``)."""
+    for digits in range(4, 13):
+        shown, bound = f"{value:.{digits}g}", f"{threshold:.{digits}g}"
+        if shown != bound or value == threshold:
+            break
+    return shown, bound
 
 
 def _item_key(item: Mapping[str, Any]) -> str:
@@ -87,15 +98,16 @@ def _case(classname: str, name: str, seconds: float, status: Status, message: st
 
 
 def _gate_case(result: GateResult) -> tuple[Status, str]:
+    threshold = f"{result.threshold:.4g}"
     if result.actual is not None:
-        actual = f"{result.actual:.4g}"
+        actual, threshold = _apart(result.actual, result.threshold)
     else:
         actual = result.no_value if result.n == 0 else f"none ({result.no_value})"
     where = result.bound
     if result.baseline is not None:
         where += f" (baseline {result.baseline:.4g})"
     verdict = result.comparison
-    return ("passed" if result.passed else "failure"), f"{where} {actual} {verdict} {result.threshold:.4g}"
+    return ("passed" if result.passed else "failure"), f"{where} {actual} {verdict} {threshold}"
 
 
 def _suite_open(name: str, counts: Counter[str]) -> str:

@@ -110,3 +110,17 @@ def test_classify_orders_error_before_unscorable_and_threshold() -> None:
     # where lower is better (answer_hallucination) an item above the bar fails
     assert classify({"score": 0.49}, 0.5, lower_better=True)[0] == "passed"
     assert classify({"score": 0.51}, 0.5, lower_better=True) == ("failure", "score 0.51 > 0.5 (lower is better)")
+
+
+def test_a_failure_message_tells_a_value_just_below_the_bar_apart_from_it(tmp_path: Path) -> None:
+    """Four significant digits read ``score 0.8 < 0.8`` (and the gate ``mean 0.8 < 0.8``) for 0.79999."""
+    assert classify({"score": 0.79999}, 0.8) == ("failure", "score 0.79999 < 0.8")
+    assert classify({"score": 0.8}, 0.8) == ("passed", "score 0.8 >= 0.8")
+    assert classify({"score": 0.123456}, 0.5) == ("failure", "score 0.1235 < 0.5")  # 4 digits where they suffice
+    items = [ItemResult(id=f"q{i}", system=None, metrics={"exact_match": MetricResult(score=s)})
+             for i, s in enumerate([0.79996, 0.79996])]  # fmt: skip
+    gates = evaluate_gates(summarize("run", items), [parse_gate("exact_match=0.8")])
+    write_junit(tmp_path / "junit.xml", _write_items(tmp_path / "items.jsonl"), gates)
+    (message,) = [f.get("message") for f in ET.parse(tmp_path / "junit.xml").iter("failure") if "0.79996" in
+                  (f.get("message") or "")]  # fmt: skip
+    assert "0.79996 < 0.8" in message, message
