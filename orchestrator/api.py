@@ -8,7 +8,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -17,12 +17,12 @@ from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .atomic_file import make_out_dir
-from .gates import incomplete
+from .gates import GateResult, evaluate_gates, incomplete
 from .progress import ProgressView, make_progress
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 
-__all__ = ["Evaluation", "IncompleteRunWarning", "evaluate", "resume"]
+__all__ = ["Evaluation", "GateFailedWarning", "IncompleteRunWarning", "evaluate", "resume"]
 
 
 class IncompleteRunWarning(UserWarning):
@@ -30,13 +30,20 @@ class IncompleteRunWarning(UserWarning):
     cancel), returned as it is by :func:`evaluate`."""
 
 
+class GateFailedWarning(UserWarning):
+    """A gate of the suite's ``gates:`` that did not hold (``ragscore run`` exits 3 for it); :func:`evaluate` returns
+    the run with its verdicts in ``Evaluation.gates`` (``orchestrator.testing.assert_scores`` raises instead)."""
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """The summary of a run and where its files are; the per-item results are read from ``items.jsonl`` when
-    asked for (``items``), or streamed (``iter_items()``), so a large run costs no memory until then."""
+    asked for (``items``), or streamed (``iter_items()``), so a large run costs no memory until then. ``gates``:
+    the verdicts of the suite's ``gates:``, in order."""
 
     summary: RunSummary
     out_dir: Path
+    gates: list[GateResult] = field(default_factory=list)
 
     def iter_items(self) -> Iterator[ItemResult]:
         """Every item's result in input order, one at a time (constant memory, for runs of millions)."""
@@ -131,7 +138,28 @@ def _evaluation(summary: RunSummary, out_dir: Path) -> Evaluation:
     problem = incomplete(summary)
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=3)
-    return Evaluation(summary=summary, out_dir=out_dir)
+    gates = evaluate_gates(summary, _suite_gates(out_dir))
+    if missed := [g for g in gates if not g.passed]:
+        said = "; ".join(_verdict(g) for g in missed)
+        warnings.warn(f"{len(missed)} of the suite's {len(gates)} gate(s) did not hold: {said} (Evaluation.gates has "
+                      "every verdict)", GateFailedWarning, stacklevel=3)  # fmt: skip
+    return Evaluation(summary=summary, out_dir=out_dir, gates=gates)
+
+
+def _suite_gates(out_dir: Path) -> list[Any]:
+    """The ``gates:`` of the suite the run in ``out_dir`` was scored with (its run_info.json; none when unreadable)."""
+    try:
+        return Suite.model_validate(json.loads((out_dir / "run_info.json").read_text())["suite"]).gates
+    except (OSError, ValueError, LookupError, TypeError):
+        return []
+
+
+def _verdict(gate: GateResult) -> str:
+    """``exact_match@sys mean 0.75 below 0.99``: one gate that did not hold."""
+    where = f"{gate.metric}@{gate.system}" if gate.system else gate.metric
+    actual = "no score" if gate.actual is None else f"{gate.actual:.4g}"
+    side = "above" if gate.lower_better else "below"
+    return f"{where} {gate.kind} {actual} {side} {gate.threshold:.4g}"
 
 
 #: Where ``evaluate()`` copies rows given in memory, in ``out`` (the dataset its run, and a resume, read).

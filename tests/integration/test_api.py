@@ -256,3 +256,21 @@ def test_a_run_interrupted_in_a_process_that_lives_on_is_summarized_by_cancel(tm
                              cwd=ROOT, env=env, timeout=300)  # fmt: skip
     assert results.returncode in (0, 1), results.stderr  # 1: a cancelled run is incomplete
     assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
+
+
+def test_the_suites_gates_are_checked_and_a_missed_one_is_warned_of(tmp_path: Path, home: Path) -> None:
+    """evaluate() validated the suite's ``gates:`` and then never checked them: a missed gate passed in silence."""
+    import warnings
+
+    from orchestrator.api import GateFailedWarning
+
+    rows = make_rows(8)
+    suite = {"metrics": ["exact_match"], "gates": ["exact_match=0.0", "exact_match=0.999"]}
+    missed = r"1 of the suite's 2 gate\(s\) did not hold: exact_match mean 0\.\d+ below 0\.999 "
+    with pytest.warns(GateFailedWarning, match=missed):
+        result = evaluate(rows, suite, out=tmp_path / "out")
+    assert [g.passed for g in result.gates] == [True, False]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GateFailedWarning)
+        held = evaluate(rows, {**suite, "gates": ["exact_match=0.0"]}, out=tmp_path / "out2")
+    assert [g.passed for g in held.gates] == [True]
