@@ -65,14 +65,16 @@ def _spell(words: tuple[str, ...]) -> str | None:
 
 def _longest_number(run: tuple[str, ...]) -> tuple[int, str | None]:
     """(words taken, their digits) for the longest prefix of ``run`` that round-trips; (0, None) for none. A
-    prefix followed by a scale word (``two million three hundred`` before ``thousand``) is part of a number
-    word2number misread, not a number of its own: the whole run is taken as words, digits None."""
+    prefix holding a scale word and followed by another (``two million three hundred`` before ``thousand``) is part
+    of a number word2number misread, not a number of its own: the whole run is taken as words, digits None. A
+    decimal before a scale word (``three point five million``) is that number and the word: ``3.5 million``."""
     for k in range(min(len(run), MAX_RUN), 0, -1):
         if run[k - 1] in _GLUE:
             continue
         digits = _spell(run[:k])
         if digits is not None:
-            if next((w for w in run[k:] if w not in _GLUE), None) in _SCALES:
+            scaled = "point" not in run[:k] and any(w in _SCALES for w in run[:k])
+            if scaled and next((w for w in run[k:] if w not in _GLUE), None) in _SCALES:
                 return len(run), None
             return k, digits
     return 0, None

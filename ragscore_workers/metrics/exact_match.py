@@ -18,7 +18,7 @@ def _as_written(text: str) -> str:
     punctuation and spacing still aside (``"A."`` is ``"a"``, ``"An"`` is not ``"The"``); text that is only
     punctuation stays as written, so ``"?"`` is not ``"!"``."""
     folded = strip_diacritics(strip_format_chars(text).casefold())
-    return " ".join(strip_punctuation(folded).split()) or text.strip().casefold()
+    return " ".join(strip_punctuation(folded).split()) or folded.strip()
 
 
 @register("exact_match", Queue.CPU, needs=("answer", "reference"))

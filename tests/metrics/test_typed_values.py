@@ -87,6 +87,8 @@ def test_normalisation_folds_case_diacritics_punctuation_and_whitespace() -> Non
         # "thousand": not the number meant, so the words stay (not "2000300 thousand")
         ("two million three hundred thousand", "two million three hundred thousand"),
         ("two million three hundred thousand and five", "2300005"),
+        ("three point five million", "3.5 million"),  # a decimal before a scale word is that number and the word
+        ("two point five billion dollars", "2.5 billion dollars"),
         ("twenty one five", "21 5"),
         ("two point five", "2.5"),
         ("5.0", "5"),

@@ -66,6 +66,7 @@ from ragscore_workers.schemas import Row
         ("THE", "the.", 1.0),
         (" An ", "an!", 1.0),
         ("?", "!", 0.0),  # only punctuation: as written
+        ("?\u200b", "?", 1.0),  # ... less its invisible characters
     ],
 )
 def test_exact_match_normalises(answer: str, reference: str, score: float) -> None:
