@@ -17,7 +17,7 @@ from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .atomic_file import make_out_dir
-from .gates import GateResult, evaluate_gates, incomplete
+from .gates import GateResult, apart, evaluate_gates, incomplete
 from .progress import ProgressView, make_progress
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
@@ -157,9 +157,9 @@ def _suite_gates(out_dir: Path) -> list[Any]:
 def _verdict(gate: GateResult) -> str:
     """``exact_match@sys mean 0.75 below 0.99``: one gate that did not hold."""
     where = f"{gate.metric}@{gate.system}" if gate.system else gate.metric
-    actual = "no score" if gate.actual is None else f"{gate.actual:.4g}"
+    actual, bound = ("no score", f"{gate.threshold:.4g}") if gate.actual is None else apart(gate.actual, gate.threshold)
     side = "above" if gate.lower_better else "below"
-    return f"{where} {gate.kind} {actual} {side} {gate.threshold:.4g}"
+    return f"{where} {gate.kind} {actual} {side} {bound}"
 
 
 #: Where ``evaluate()`` copies rows given in memory, in ``out`` (the dataset its run, and a resume, read).

@@ -45,6 +45,7 @@ __all__ = [
     "FLOAT_SLACK",
     "GatePlan",
     "GateResult",
+    "apart",
     "check_gate_names",
     "baseline_note",
     "check_tolerance",
@@ -344,6 +345,16 @@ def _num(value: float | None, signed: bool = False, digits: int = 3) -> str:
     if value is None:
         return "-"
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def apart(value: float, threshold: float) -> tuple[str, str]:
+    """Both numbers with 4 significant digits, or as many more as it takes to tell them apart when they differ
+    (0.79996 against 0.8 must not read ``0.8 < 0.8``): for one-line messages (JUnit, warnings)."""
+    for digits in range(4, 13):
+        shown, bound = f"{value:.{digits}g}", f"{threshold:.{digits}g}"
+        if shown != bound or value == threshold:
+            break
+    return shown, bound
 
 
 def _digits(r: GateResult) -> int:

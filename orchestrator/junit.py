@@ -34,7 +34,7 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import item_key
 
 from .atomic_file import atomic_writer
-from .gates import GateResult, holds, thresholds_by_metric
+from .gates import GateResult, apart, holds, thresholds_by_metric
 
 __all__ = ["DETAIL_CHARS", "classify", "write_junit"]
 
@@ -64,7 +64,7 @@ def classify(result: Mapping[str, Any] | None, threshold: float, lower_better: b
     if score is None:
         reason = (result.get("details") or {}).get("reason", "no reason given")
         return "skipped", f"unscorable: {reason}"
-    shown, bound = _apart(score, threshold)
+    shown, bound = apart(score, threshold)
     if lower_better:
         if not holds(score, threshold, lower_better=True):
             return "failure", f"score {shown} > {bound} (lower is better)"
@@ -72,16 +72,6 @@ def classify(result: Mapping[str, Any] | None, threshold: float, lower_better: b
     if not holds(score, threshold):
         return "failure", f"score {shown} < {bound}"
     return "passed", f"score {shown} >= {bound}"
-
-
-def _apart(value: float, threshold: float) -> tuple[str, str]:
-    """Both numbers with 4 significant digits, or as many more as it takes to tell them apart when they differ
-    (0.79996 against 0.8 must not read ``0.8 < 0.8``)."""
-    for digits in range(4, 13):
-        shown, bound = f"{value:.{digits}g}", f"{threshold:.{digits}g}"
-        if shown != bound or value == threshold:
-            break
-    return shown, bound
 
 
 def _item_key(item: Mapping[str, Any]) -> str:
@@ -100,7 +90,7 @@ def _case(classname: str, name: str, seconds: float, status: Status, message: st
 def _gate_case(result: GateResult) -> tuple[Status, str]:
     threshold = f"{result.threshold:.4g}"
     if result.actual is not None:
-        actual, threshold = _apart(result.actual, result.threshold)
+        actual, threshold = apart(result.actual, result.threshold)
     else:
         actual = result.no_value if result.n == 0 else f"none ({result.no_value})"
     where = result.bound

@@ -274,3 +274,8 @@ def test_the_suites_gates_are_checked_and_a_missed_one_is_warned_of(tmp_path: Pa
         warnings.simplefilter("error", GateFailedWarning)
         held = evaluate(rows, {**suite, "gates": ["exact_match=0.0"]}, out=tmp_path / "out2")
     assert [g.passed for g in held.gates] == [True]
+    from orchestrator.api import _verdict
+    from orchestrator.gates import GateResult
+
+    near = GateResult(metric="exact_match", kind="mean", threshold=0.8, actual=0.79999, passed=False)
+    assert _verdict(near) == "exact_match mean 0.79999 below 0.8"  # not "0.8 below 0.8"
