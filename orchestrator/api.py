@@ -18,6 +18,7 @@ from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .atomic_file import make_out_dir
 from .gates import GateResult, apart, evaluate_gates, incomplete
+from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
@@ -79,20 +80,25 @@ def evaluate(
     """
     resolved = load_suite(suite)
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="ragscore-"))
+    rows_copy: Path | None = None
     try:
-        if isinstance(dataset, (str, Path)):
-            path = Path(dataset)
-        else:
-            refuse_an_unfinished_run_in(out_dir)  # before its rows are written over: it could not be resumed
-            path, fmt = _write_rows(dataset, _rows_file(out_dir)), "jsonl"
-        summary = run(
-            path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
-            progress=progress or make_progress(quiet),
-        )  # fmt: skip
+        with claim_out_dir(out_dir):  # from before the rows are written there: another call's run may read them
+            if isinstance(dataset, (str, Path)):
+                path = Path(dataset)
+            else:
+                refuse_an_unfinished_run_in(out_dir)  # before its rows are written over: it could not be resumed
+                rows_copy = _rows_file(out_dir)
+                path, fmt = _write_rows(dataset, rows_copy), "jsonl"
+            summary = run(
+                path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
+                progress=progress or make_progress(quiet),
+            )  # fmt: skip
     except BaseException as exc:
         if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
             shutil.rmtree(out_dir, ignore_errors=True)
-        elif isinstance(exc, KeyboardInterrupt):  # where the run is and how to finish it (out= may be a temp dir)
+        elif rows_copy is not None and recorded_run(out_dir) is None:  # refused, or stopped before it was a run:
+            rows_copy.unlink(missing_ok=True)  # the copy would be taken for the caller's file by the next call
+        if out_dir.exists() and isinstance(exc, KeyboardInterrupt):  # where the run is and how to finish it
             try:
                 refuse_an_unfinished_run_in(out_dir)
             except ConfigError as unfinished:

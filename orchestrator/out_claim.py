@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,15 +25,26 @@ __all__ = ["LOCK_NAME", "claim_out_dir"]
 LOCK_NAME = ".ragscore.lock"
 
 
+#: The DIRs this process holds, by the thread that claimed them: a claim within a claim (``evaluate()`` holds DIR
+#: while it writes its rows, then ``run()`` claims it) is the same hold, not a second one.
+_HELD: set[tuple[str, int]] = set()
+
+
 @contextmanager
 def claim_out_dir(out_dir: Path) -> Iterator[None]:
     """Hold ``out_dir`` for this process (ConfigError, exit 2, naming its holder when another holds it). A DIR
     created for the claim is removed again when it is left empty (a refused run leaves none behind)."""
+    held = (os.path.abspath(out_dir), threading.get_ident())
+    if held in _HELD:
+        yield
+        return
     created = not out_dir.exists()
     fd = _lock(out_dir)
+    _HELD.add(held)
     try:
         yield
     finally:
+        _HELD.discard(held)
         (out_dir / LOCK_NAME).unlink(missing_ok=True)  # while held: the next claimer opens a new file
         os.close(fd)
         if created:

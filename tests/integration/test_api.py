@@ -258,6 +258,16 @@ def test_a_run_interrupted_in_a_process_that_lives_on_is_summarized_by_cancel(tm
     assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
 
 
+def test_rows_refused_leave_no_copy_to_block_the_next_call_into_the_same_out(tmp_path: Path, home: Path) -> None:
+    """The copy of refused rows (duplicate ids) stayed in out= with no run.json, and the fixed call was refused as
+    if it were a file of the caller's."""
+    out, rows = tmp_path / "out", make_rows(4)
+    with pytest.raises(DatasetError, match="duplicate id"):
+        evaluate([*rows, rows[0]], {"metrics": ["exact_match"]}, out=out)
+    assert not (out / "evaluate-rows.jsonl").exists()
+    assert evaluate(rows, {"metrics": ["exact_match"]}, out=out).summary.items == 4
+
+
 def test_the_suites_gates_are_checked_and_a_missed_one_is_warned_of(tmp_path: Path, home: Path) -> None:
     """evaluate() validated the suite's ``gates:`` and then never checked them: a missed gate passed in silence."""
     import warnings

@@ -54,3 +54,31 @@ def test_a_dir_created_for_a_claim_is_removed_when_left_empty(tmp_path: Path) ->
     with claim_out_dir(tmp_path / "kept"):
         (tmp_path / "kept" / "summary.json").write_text("{}")
     assert (tmp_path / "kept" / "summary.json").exists()
+
+
+def test_a_claim_within_a_claim_of_the_same_thread_is_the_same_hold_and_another_threads_is_refused(
+    tmp_path: Path,
+) -> None:
+    """evaluate() holds DIR while it writes its rows, then run() claims it again: that must not refuse itself."""
+    import threading
+
+    out = tmp_path / "out"
+    refused: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            with claim_out_dir(out):
+                pass
+        except ConfigError as exc:
+            refused.append(exc)
+
+    with claim_out_dir(out):
+        with claim_out_dir(out):
+            assert (out / LOCK_NAME).exists()
+        assert (out / LOCK_NAME).exists()  # the inner one left the hold as it was
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(10)
+    assert len(refused) == 1 and "is in use by another ragscore process" in str(refused[0])
+    with claim_out_dir(out):  # released whole
+        pass
