@@ -35,14 +35,16 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
     parts, shown = urlsplit(url), redact_url(url)
     if parts.scheme not in REDIS_SCHEMES:
         raise ConfigError(f"{what} must be a Redis URL (redis://HOST:PORT/DB, rediss://... for TLS), got {shown!r}")
-    _, _, rest = url.partition("://")
-    credentials = rest[: rest.rfind("@")] if "@" in rest and not rest.startswith("/") else ""
-    if any(c in credentials for c in "/#?"):  # each ends the host part: the password is cut, "the port" is text
-        raise ConfigError(f"{what}: the password in {shown!r} holds '/', '#' or '?', which a URL reads as the end of "
-                          "its host: percent-encode them ('/' as %2F, '#' as %23, '?' as %3F)")  # fmt: skip
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
+        _, _, rest = url.partition("://")
+        credentials = rest[: rest.rfind("@")] if "@" in rest and not rest.startswith("/") else ""
+        if any(c in credentials for c in "/#?"):  # each ends the host part: the password is cut, "the port" is text
+            raise ConfigError(
+                f"{what}: the password in {shown!r} holds '/', '#' or '?', which a URL reads as the end of its host: "
+                "percent-encode them ('/' as %2F, '#' as %23, '?' as %3F)"
+            ) from None
         raise ConfigError(f"{what}: the port of {shown!r} is not a number") from None
     db = parts.path.strip("/")
     if parts.scheme in ("redis", "rediss") and db and not db.isdigit():

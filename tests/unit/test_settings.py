@@ -24,6 +24,7 @@ from ..support import ROOT
         "unix:///s",
         "redis://:ab%2Fcd+ef=@h:6379/0",  # a base64 password, its '/' percent-encoded
         "redis+socket:///tmp/a@b/r.sock?virtual_host=1",
+        "rediss://h:6380/0?ssl_cert_reqs=required&ssl_ca_certs=/etc/a@b/ca.pem",  # an '@' in the query: no password
     ],
 )
 def test_redis_urls_pass(url: str) -> None:
