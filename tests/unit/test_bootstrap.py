@@ -51,3 +51,17 @@ def test_bootstrap_installs_once_and_a_wider_install_covers_a_narrower_one(tmp_p
     constraints = project / "deploy" / "constraints.txt"
     constraints.write_text(constraints.read_text() + "# bumped\n")
     assert _installs(project, "") == [INSTALL + "."]  # new pins
+
+
+def test_a_python_the_pins_are_not_for_installs_the_newest_versions_and_says_so(tmp_path: Path) -> None:
+    """The pins are Python 3.11's (numpy, scipy have no 3.10 wheel at those versions): on 3.10, which pyproject.toml
+    allows, the pinned install failed with "No matching distribution"."""
+    project = _project(tmp_path)
+    python = project / ".venv" / "bin" / "python"
+    python.write_text('#!/bin/sh\n[ "$1" = -c ] && exit 1\n[ "$1" = -V ] && echo "Python 3.10.12" && exit 0\n'
+                      'echo "$*" >> "$(dirname "$0")/../calls"\n')  # fmt: skip
+    result = subprocess.run(["bash", "scripts/bootstrap", "dev"], cwd=project, check=True, capture_output=True,
+                            text=True)  # fmt: skip
+    calls = (project / ".venv" / "calls").read_text().splitlines()
+    assert [c for c in calls if " -e " in c] == ["-m pip install -q --disable-pip-version-check -e .[dev]"]
+    assert "Python 3.10.12 is not the Python 3.11 deploy/constraints.txt pins" in result.stderr
