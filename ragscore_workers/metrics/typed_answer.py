@@ -14,6 +14,7 @@ Grammar: docs/metrics/deterministic.md.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,10 +50,17 @@ class TypedAnswerParams(BaseModel):
     min_rationale_words: int = Field(default=3, ge=1)
 
 
+#: An option label written as a Roman numeral (``IV``, ``XII``), upper case: WordNet's synonyms of it are numbers.
+_ROMAN = re.compile(r"M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
+
+
 def _enriched(value: ExpectedValue) -> bool:
-    """Whether WordNet synonyms stand for the value: not for one character or a number, whose synsets are
-    other symbols and numerals (``C`` is 100, ``D`` 500, ``100`` is ``C``), not the same option."""
-    return len(value.term) > 1 and not all(is_number(t) for t in value.term.split())
+    """Whether WordNet synonyms stand for the value: not for one character, a number or an upper-case Roman numeral,
+    whose synsets are other symbols and numerals (``C`` is 100, ``D`` 500, ``IV`` is 4, ``100`` is ``C``), not the
+    same option."""
+    if len(value.term) <= 1 or all(is_number(t) for t in value.term.split()):
+        return False
+    return not _ROMAN.fullmatch(value.text.strip())
 
 
 def _owners(values: list[ExpectedValue], use_synonyms: bool) -> dict[str, tuple[int, str]]:

@@ -93,6 +93,11 @@ def test_one_character_and_numeric_values_get_no_synonyms() -> None:
     assert _score("PickOne", "100", "Vitamin C").score == 0.0
     assert _score("PickOne", "500", "Vitamin D").score == 0.0
     assert _score("PickOne", "dozen", "12 eggs").details["matched"][0]["by"] == "synonym:12"  # a word still has
+    # an option label in upper-case Roman numerals is no number either (WordNet: IV is 4); a lower-case word is
+    roman = {"II": 0, "IV": 1, "VI": 0}
+    assert _score("PickOne", roman, "There are 4 of them").score == 0.0
+    assert _score("PickOne", roman, "IV").score == 1.0
+    assert _score("PickOne", {"mix": 1}, "a blend").details["matched"][0]["by"] == "synonym:blend"
 
 
 def test_synonyms_are_those_of_the_value_as_written_not_of_a_reduced_form() -> None:
