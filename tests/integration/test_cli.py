@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -324,18 +325,29 @@ def test_embedded_redis_is_reused_by_a_concurrent_run_and_shut_down_by_the_last(
     assert not holder._ping()
 
 
-def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
-    data = write_jsonl(tmp_path / "d.jsonl", make_rows(30000))
+def _start_run(tmp_path: Path, home: Path, rows: int, *extra: str, **popen: Any) -> subprocess.Popen[str]:
+    """An embedded ``ragscore run`` of ``rows`` rows into ``tmp_path/o``, in the background (ten rows a task: long
+    enough to be stopped mid-run)."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(rows))
     env = {**os.environ, "RAGSCORE_HOME": str(home)}
     env.pop("RAGSCORE_BROKER_URL", None)
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
-         "--out", str(tmp_path / "o"), "--chunk-size", "cpu=10"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         "--out", str(tmp_path / "o"), "--chunk-size", "cpu=10", *extra],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
+
+
+def _until_workers_run(home: Path, timeout_s: float = 60) -> None:
+    """Wait until the run's Celery workers have started."""
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not any("celery" in " ".join(p.cmdline()) for p in _our_processes(home)):
         time.sleep(0.2)
+
+
+def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
+    proc = _start_run(tmp_path, home, 30000)
+    _until_workers_run(home)
     time.sleep(1.0)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
@@ -351,14 +363,8 @@ def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
 
 def test_the_run_list_says_an_embedded_run_whose_process_was_killed_is_interrupted(tmp_path: Path, home: Path) -> None:
     """Listed as ``running`` for ever: only the single-run view said no progress was made."""
-    data, out = write_jsonl(tmp_path / "d.jsonl", make_rows(30000)), tmp_path / "o"
-    env = {**os.environ, "RAGSCORE_HOME": str(home)}
-    env.pop("RAGSCORE_BROKER_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
-         "--out", str(out), "--chunk-size", "cpu=10"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    out = tmp_path / "o"
+    proc = _start_run(tmp_path, home, 30000)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (out / "run.json").exists():
         time.sleep(0.2)
@@ -366,7 +372,7 @@ def test_the_run_list_says_an_embedded_run_whose_process_was_killed_is_interrupt
     running = ragscore("status", home=home)  # submitting or running, by its process
     assert f"{run_id}\t" in running.stdout and "interrupted" not in running.stdout + running.stderr, running
     proc.kill()
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)
     listed = ragscore("status", home=home, env={"COLUMNS": "250"})
     assert f"{run_id}\tinterrupted\t" in listed.stdout, listed
     assert "1 interrupted: the `ragscore run` of each is gone" in " ".join(listed.stderr.split()), listed.stderr
@@ -377,19 +383,10 @@ def test_a_closed_terminal_sighup_interrupts_an_embedded_run_as_ctrl_c_does(tmp_
     run left `running` instead of cancelled, and the private redis-server left up."""
     from orchestrator.embedded_redis import EmbeddedRedis
 
-    data = write_jsonl(tmp_path / "d.jsonl", make_rows(30000))
-    env = {**os.environ, "RAGSCORE_HOME": str(home)}
-    env.pop("RAGSCORE_BROKER_URL", None)
     out = tmp_path / "o"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
-         "--out", str(out), "--chunk-size", "cpu=10", "--quiet"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = _start_run(tmp_path, home, 30000, "--quiet")
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any("celery" in " ".join(p.cmdline()) for p in _our_processes(home)):
-            time.sleep(0.2)
+        _until_workers_run(home)
         time.sleep(1.0)
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGHUP)
@@ -411,18 +408,9 @@ def test_a_closed_terminal_sighup_interrupts_an_embedded_run_as_ctrl_c_does(tmp_
 
 def test_a_nohup_embedded_run_ignores_sighup_and_finishes(tmp_path: Path, home: Path) -> None:
     """SIGHUP stops a run only where it is not ignored: one started with ``nohup`` goes on to its reports."""
-    data = write_jsonl(tmp_path / "d.jsonl", make_rows(3000))
-    env = {**os.environ, "RAGSCORE_HOME": str(home)}
-    env.pop("RAGSCORE_BROKER_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
-         "--out", str(tmp_path / "o"), "--chunk-size", "cpu=10", "--quiet"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup starts it
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any("celery" in " ".join(p.cmdline()) for p in _our_processes(home)):
-        time.sleep(0.2)
+    ignoring = lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)  # noqa: E731 - as nohup starts it
+    proc = _start_run(tmp_path, home, 3000, "--quiet", preexec_fn=ignoring)
+    _until_workers_run(home)
     proc.send_signal(signal.SIGHUP)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
