@@ -16,16 +16,26 @@ __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
 
 
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for messages and logs). Read from the raw text, not a URL
-    parser: a password holding ``#``, ``/`` or ``?`` (what makes such a URL malformed) cuts a parser's netloc
-    short, and it would be shown whole. Everything between ``://`` and the last ``@`` is credentials."""
-    scheme, sep, rest = url.partition("://")
+def _credentials(url: str) -> str | None:
+    """The URL's ``user:password`` as written, None without one. Read from the raw text, not a URL parser: a
+    password holding ``#``, ``/`` or ``?`` (what makes such a URL malformed) cuts a parser's netloc short.
+    Everything between ``://`` and the last ``@`` is credentials."""
+    _, sep, rest = url.partition("://")
     at = rest.rfind("@")
     if not sep or at < 0 or rest.startswith("/"):  # no credentials; a socket path may hold an @
+        return None
+    return rest[:at]
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (for messages and logs), read as :func:`_credentials` reads
+    it, so a password that cuts a parser's netloc short is never shown whole."""
+    credentials = _credentials(url)
+    if credentials is None:
         return url
-    user, colon, _ = rest[:at].partition(":")
-    return f"{scheme}://{user + ':***' if colon else '***'}{rest[at:]}"
+    scheme, _, rest = url.partition("://")
+    user, colon, _ = credentials.partition(":")
+    return f"{scheme}://{user + ':***' if colon else '***'}{rest[len(credentials) :]}"
 
 
 def check_redis_url(url: str, what: str = "--broker") -> str:
@@ -38,9 +48,8 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
-        _, _, rest = url.partition("://")
-        credentials = rest[: rest.rfind("@")] if "@" in rest and not rest.startswith("/") else ""
-        if any(c in credentials for c in "/#?"):  # each ends the host part: the password is cut, "the port" is text
+        # '/', '#' and '?' each end the host part: the password is cut, and "the port" is text
+        if any(c in (_credentials(url) or "") for c in "/#?"):
             raise ConfigError(
                 f"{what}: the password in {shown!r} holds '/', '#' or '?', which a URL reads as the end of its host: "
                 "percent-encode them ('/' as %2F, '#' as %23, '?' as %3F)"
