@@ -2,9 +2,10 @@
 
 ``["twenty", "one"]`` -> ``["21"]``, ``["5.0"]`` -> ``["5"]``. A run is accepted only when it round-trips
 (``num2words(word2number(run))`` spells the same words, ``and`` aside), so ``"five five"`` stays two numbers
-(``5 5``) instead of word2number's ``10``; the longest accepted prefix of each run wins, unless a scale word
-(``hundred``, ``thousand``, ...) follows it: word2number misreads ``two million three hundred thousand``
-(2301300) and its prefix ``two million three hundred`` is not the number meant, so such a run stays words.
+(``5 5``) instead of word2number's ``10``; the longest accepted prefix of each run wins, unless it holds a scale
+word (``hundred``, ``thousand``, ...) and another follows it: word2number misreads ``two million three hundred
+thousand`` (2301300) and its prefix ``two million three hundred`` is not the number meant, so such a run stays
+words (``three point five million`` is ``3.5 million``: a decimal before a scale word is that number).
 """
 
 from __future__ import annotations

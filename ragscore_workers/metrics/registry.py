@@ -250,15 +250,16 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"Metric(s) listed twice in the suite: {', '.join(dupes)}")
+    written = [(mdef, mdef.outputs(p)) for mdef, p in out]
     writers: dict[str, list[str]] = {}
-    for mdef, p in out:
-        for output in mdef.outputs(p):
+    for mdef, outputs in written:
+        for output in outputs:
             writers.setdefault(output, []).append(mdef.name)
     if clashes := {o: names for o, names in writers.items() if len(names) > 1}:
         said = "; ".join(f"{o!r} by {' and '.join(names)}" for o, names in sorted(clashes.items()))
         raise ConfigError(f"Two metrics of the suite write the same output ({said}): one would overwrite the other's "
                           "scores; drop one, or rename the plug-in metric")  # fmt: skip
-    produced = {o for mdef, p in out if mdef.kind != "derived" for o in mdef.outputs(p)}
+    produced = {o for mdef, outputs in written if mdef.kind != "derived" for o in outputs}
     for mdef, _ in out:
         missing = [i for i in mdef.inputs if i not in produced]
         if mdef.kind == "derived" and missing:
