@@ -113,3 +113,11 @@ def test_the_documented_quickstart_job_command_pulls_the_pushed_image() -> None:
                                         check=True).stdout)  # fmt: skip
     images = {c["image"] for c in job["spec"]["template"]["spec"]["containers"]}
     assert images == {"REGISTRY/ragscore-cpu:0.1.0"}
+
+
+def test_flower_runs_the_command_the_compose_stack_test_runs(docs, cfg) -> None:
+    """``ragscore flower`` refuses a malformed setting (test_stack_commands runs the compose service's command);
+    the k8s Flower runs that same command, not a bare ``celery ... flower`` that retries amqp for ever."""
+    (flower,) = [d for d in checks.k8s_of_kind(docs, "Deployment") if d["metadata"]["name"] == "flower"]
+    (container,) = flower["spec"]["template"]["spec"]["containers"]
+    assert container.get("command", []) + container["args"] == cfg["services"]["flower"]["command"]

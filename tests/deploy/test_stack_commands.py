@@ -169,3 +169,25 @@ def test_compose_services_run_the_quickstart_through_the_stack(compose, tmp_path
         assert stack.healthcheck("worker-cpu") != 0  # the healthcheck notices a dead worker
     finally:
         stack.stop_all()
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"RAGSCORE_VISIBILITY_TIMEOUT_S": "15m"}, "RAGSCORE_VISIBILITY_TIMEOUT_S='15m'"),
+        ({"RAGSCORE_BROKER_URL": None}, "pass --broker URL"),
+    ],
+    ids=["malformed-setting", "no-broker"],
+)
+def test_compose_flower_stops_at_once_naming_a_bad_setting(
+    compose, tmp_path: Path, change: dict[str, str | None], said: str
+) -> None:
+    """The Flower service names what is wrong and exits, where a bare `celery ... flower` would retry
+    amqp://localhost for ever without ragscore's settings."""
+    result = compose("config", "--format", "json", env=COMPOSE_ENV)
+    assert result.returncode == 0, result.stderr
+    stack = LocalStack(json.loads(result.stdout)["services"], tmp_path)
+    env = {k: v for k, v in {**stack.env("flower"), **change}.items() if v is not None}
+    done = subprocess.run(stack.argv("flower"), env=env, cwd=checks.ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert said in done.stderr
