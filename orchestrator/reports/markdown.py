@@ -19,17 +19,18 @@ from .console import (
 __all__ = ["md_cell", "render_markdown"]
 
 
-#: Characters that make Markdown out of text: raw HTML (``<img onerror=…>``), links, code spans, ``*``
-#: emphasis, table cells. Each is backslash-escaped, which CommonMark renders as the character itself. ``_``
-#: is left alone: names like ``exact_match`` stay greppable, and an underscore inside a word is never emphasis.
-_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&~])")
+#: Characters that make Markdown out of text: raw HTML (``<img onerror=…>``), links, code spans, ``*`` and ``_``
+#: emphasis (``__all__`` showed as a bold "all"), table cells, ``$`` math (GitHub's ``$5 and $10``). Each is
+#: backslash-escaped, which CommonMark renders as the character itself. An ``_`` between two letters or digits is
+#: left alone: it is never emphasis, and names like ``exact_match`` stay greppable.
+_MD_SPECIAL = re.compile(r"[\\`*\[\]<>|&~$]|(?<![^\W_])_|_(?![^\W_])")
 
 
 def md_cell(text: object) -> str:
     """User text (ids, groups, system names, error messages) as Markdown that shows it as written: its markup
     characters escaped (so a viewer that renders raw HTML runs none of it), line breaks as spaces and other control
     characters as their escapes (``cat report.md`` obeys none)."""
-    return shown(_MD_SPECIAL.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " "))
+    return shown(_MD_SPECIAL.sub(r"\\\g<0>", str(text)).replace("\r", " ").replace("\n", " "))
 
 
 def _mean(m: MetricSummary) -> str:

@@ -105,3 +105,21 @@ def test_the_judge_tables_show_no_cost_when_no_call_had_a_price() -> None:
     )
     priced = RunSummary(run_id="r", items=1, scored=1, judge={"calls": 4, "cost": 0.25, "unpriced_calls": 0})
     assert judge_row(priced)["cost"] == "0.25"
+
+
+def test_names_that_are_emphasis_or_math_to_a_markdown_viewer_render_as_written() -> None:
+    """``__all__`` rendered as a bold "all" and ``_v2_`` as an italic "v2" (GitHub, GitLab); ``$5 and $10`` as math
+    on GitHub. Underscores inside a word (``exact_match``) cannot be emphasis and stay unescaped, greppable."""
+    import html
+    import re
+
+    from markdown_it import MarkdownIt
+
+    m = MetricSummary(mean=0.5, n=1)
+    names = ["__all__", "_v2_", "_é_", "snake_case_ok", "$5 and $10", "a__b"]
+    text = render_markdown(RunSummary(run_id="r", items=6, scored=6, metrics={"exact_match": m},
+                                      by_group={name: {"exact_match": m} for name in names}))  # fmt: skip
+    assert "| exact_match |" in text and "| snake_case_ok |" in text
+    assert r"\$5 and \$10" in text  # GitHub renders $...$ as math; \$ is a dollar there and in CommonMark
+    rendered = MarkdownIt("commonmark").enable("table").render(text).split("<h2>By group</h2>", 1)[1]
+    assert [html.unescape(c) for c in re.findall(r"<tr>\s*<td>(.*?)</td>", rendered)] == names
