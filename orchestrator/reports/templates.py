@@ -24,6 +24,7 @@ pre{background:#f7f7f7;padding:6px;overflow:auto;max-height:360px;font-size:.85e
 white-space:pre-wrap;word-break:break-word}
 details summary{cursor:pointer;color:#345}.bad{color:#b00020}.good{color:#1b7a33}
 nav a{margin-right:12px}
+h1,h2,h3,p,li,th,td.l,figcaption{overflow-wrap:anywhere}
 """
 
 _BASE = """<!DOCTYPE html>

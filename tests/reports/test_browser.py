@@ -19,6 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import evaluate
+from orchestrator.reports import from_dir
+from orchestrator.reports.compare import compare
+from orchestrator.reports.compare_view import render_compare_html
+
 from .conftest import RichRun
 
 pytestmark = pytest.mark.integration
@@ -51,7 +56,8 @@ PROBE = """<script nonce="probe">
   }
   const pre = document.createElement("pre");
   pre.id = "probe";
-  pre.textContent = JSON.stringify({plots, height: document.documentElement.scrollHeight});
+  const page = document.documentElement;
+  pre.textContent = JSON.stringify({plots, height: page.scrollHeight, width: page.scrollWidth, window: innerWidth});
   document.body.appendChild(pre);
 })();
 </script>"""
@@ -116,3 +122,20 @@ def test_report_renders_offline_with_every_plot_drawn_and_no_console_message(ric
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     assert (int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")) == (WIDTH, height)
     assert shot.stat().st_size > 50_000  # a page of tables and plots, not a blank one
+
+
+def test_a_long_name_without_spaces_wraps_instead_of_widening_the_page(cluster: str, tmp_path: Path) -> None:
+    """An id, group, system or error of a few thousand characters without a space (a hash, a URL, a text pasted into
+    the group column) made report.html and compare.html tens of thousands of pixels wide: every table and heading
+    scrolled sideways past it. Such a cell breaks its text anywhere, so the page stays as wide as the window."""
+    long = "x" * 3000
+    rows = [{"id": f"q{i}-{long}" if i == 0 else f"q{i}", "system": system, "group": f"g-{long}",
+             "answer": "a", "reference": "a" if (i + len(system)) % 2 else "b"}
+            for system in ("base", f"s-{long}") for i in range(4)]  # fmt: skip
+    run = evaluate(rows, {"name": f"n-{long}", "metrics": ["exact_match"]}, broker=cluster, out=tmp_path / "run")
+    page = tmp_path / "compare.html"
+    page.write_text(render_compare_html(compare([from_dir(run.out_dir)])), encoding="utf-8")
+    for html in (run.out_dir / "report.html", page):
+        assert long in html.read_text(encoding="utf-8")  # shown whole, wrapped
+        found = probe(html, tmp_path)
+        assert found["width"] <= found["window"], (html.name, found["width"], found["window"])
