@@ -56,8 +56,9 @@ PROBE = """<script nonce="probe">
   }
   const pre = document.createElement("pre");
   pre.id = "probe";
-  const page = document.documentElement;
-  pre.textContent = JSON.stringify({plots, height: page.scrollHeight, width: page.scrollWidth, window: innerWidth});
+  const page = document.documentElement, font = getComputedStyle(document.body).fontFamily;
+  pre.textContent = JSON.stringify({plots, height: page.scrollHeight, width: page.scrollWidth, window: innerWidth,
+                                    font});
   document.body.appendChild(pre);
 })();
 </script>"""
@@ -122,6 +123,15 @@ def test_report_renders_offline_with_every_plot_drawn_and_no_console_message(ric
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     assert (int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")) == (WIDTH, height)
     assert shot.stat().st_size > 50_000  # a page of tables and plots, not a blank one
+
+
+def test_the_pages_style_sheet_is_read_whole(rich_run: RichRun, tmp_path: Path) -> None:
+    """The CSS went through the HTML escaping: ``"Segoe UI"`` became ``&#34;Segoe UI&#34;`` inside ``<style>``, which
+    a browser does not unescape, so the font-family declaration was dropped and both pages fell back to a serif."""
+    page = tmp_path / "compare.html"
+    page.write_text(render_compare_html(compare([from_dir(rich_run.out)])), encoding="utf-8")
+    for html in (rich_run.out / "report.html", page):
+        assert probe(html, tmp_path)["font"].startswith("system-ui"), html.name
 
 
 def test_a_long_name_without_spaces_wraps_instead_of_widening_the_page(cluster: str, tmp_path: Path) -> None:
