@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from ..terminal import shown
+
 __all__ = ["environment"]
 
 CSS = """
@@ -194,10 +196,21 @@ class="{{ cell.css }}">{{ cell.mark }}</td>{% endfor %}</tr>{% endfor %}
 """
 
 
+def _shown(value: object) -> object:
+    """What a ``{{ }}`` writes, its control characters and bidirectional overrides as escapes (as on the console and
+    in report.md): U+202E turned ``txt.exe`` into ``exe.txt``, ESC and the like were invisible. An escape is plain
+    ASCII, so the plots' markup (marked safe) stays markup."""
+    from markupsafe import Markup
+
+    if isinstance(value, Markup):
+        return Markup(shown(value))
+    return shown(value) if isinstance(value, str) else value
+
+
 @cache
 def environment():  # type: ignore[no-untyped-def]
-    """The Jinja2 environment with both templates (autoescape on), built once."""
+    """The Jinja2 environment with both templates (autoescape on, control characters shown), built once."""
     import jinja2
 
     loader = jinja2.DictLoader({"base": _BASE, "macros": _METRIC_TABLE, "report": REPORT, "compare": COMPARE})
-    return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown)

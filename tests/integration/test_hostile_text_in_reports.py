@@ -77,8 +77,10 @@ def test_a_run_refuses_to_write_its_reports_over_the_dataset(tmp_path: Path, hom
 
 def test_terminal_control_sequences_in_the_data_are_printed_as_escapes(tmp_path: Path, home: Path) -> None:
     """A system name that hides text (ESC[8m), clears the screen and retitles the window reaches the console table,
-    compare's table and report.md as visible escapes: the terminal or CI log that shows them obeys none."""
-    hostile = "evil\x1b[8mhidden\x1b[0m\x1b[2J\x1b]0;owned\x1b\\\x9b31m"
+    compare's table and report.md as visible escapes: the terminal or CI log that shows them obeys none. report.html and
+    compare.html show the same escapes: a right-to-left override (U+202E) there turned ``txt.exe`` into ``exe.txt``,
+    and the other controls were invisible."""
+    hostile = "evil\x1b[8mhidden\x1b[0m\x1b[2J\x1b]0;owned\x1b\\\x9b31m\u202etxt.exe"
     rows = [{"id": "q1", "answer": "a", "reference": "a", "system": "good"},
             {"id": "q1", "answer": "a", "reference": "b", "system": hostile}]  # fmt: skip
     data = tmp_path / "data.jsonl"
@@ -95,5 +97,9 @@ def test_terminal_control_sequences_in_the_data_are_printed_as_escapes(tmp_path:
         assert r"evil\x1b[8mhid" in printed  # a table column cuts or wraps the rest
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "\x1b" not in markdown and r"evil\x1b\[8mhidden" in markdown
+    for page in (out / "report.html", tmp_path / "cmp" / "compare.html"):
+        html = page.read_text(encoding="utf-8")
+        assert not {"\x1b", "\x9b", "\u202e"} & set(html), page.name
+        assert r"evil\x1b[8mhidden" in html and r"\x9b31m\u202etxt.exe" in html, page.name
     items = [json.loads(x) for x in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()]
     assert hostile in {i["system"] for i in items}  # the data itself is kept as it was
