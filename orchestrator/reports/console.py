@@ -126,9 +126,11 @@ def judge_line(summary: RunSummary) -> str | None:
 
 def judge_counters(judge: dict[str, Any]) -> dict[str, Any]:
     """The judge's counters as a report's judge table shows them: ``cost`` is ``-`` when no call had a price (a
-    model the price table lacks is not free)."""
+    model the price table lacks is not free), else written as the console writes it (``0.3000``, ``<0.0001``)."""
     counters = {k: v for k, v in judge.items() if not isinstance(v, dict)}
-    return counters | ({"cost": "-"} if _unpriced(judge) else {})
+    if _unpriced(judge):
+        return counters | {"cost": "-"}
+    return counters | ({"cost": _cost(float(counters["cost"]))} if "cost" in counters else {})
 
 
 def _unpriced(judge: dict[str, Any]) -> bool:

@@ -102,10 +102,10 @@ def _wins(summary: RunSummary) -> list[str]:
 
 
 def _judge(summary: RunSummary) -> list[str]:
-    counters = judge_counters(summary.judge)
     agreement = summary.judge.get("agreement") or {}
-    if not agreement and not any(counters.values()):
+    if not agreement and not any(v for v in summary.judge.values() if not isinstance(v, dict)):
         return []
+    counters = judge_counters(summary.judge)
     lines = ["## Judge", "", "| " + " | ".join(map(md_cell, counters)) + " |", "|" + "---|" * len(counters),
              "| " + " | ".join(map(md_cell, counters.values())) + " |", ""]  # fmt: skip
     if agreement:

@@ -104,7 +104,7 @@ def test_the_judge_tables_show_no_cost_when_no_call_had_a_price() -> None:
         "<tr><th>calls</th><th>cost</th><th>unpriced_calls</th></tr>\n<tr><td>4</td><td>-</td><td>4</td></tr>" in html
     )
     priced = RunSummary(run_id="r", items=1, scored=1, judge={"calls": 4, "cost": 0.25, "unpriced_calls": 0})
-    assert judge_row(priced)["cost"] == "0.25"
+    assert judge_row(priced)["cost"] == "0.2500"
 
 
 def test_names_that_are_emphasis_or_math_to_a_markdown_viewer_render_as_written() -> None:
@@ -123,3 +123,22 @@ def test_names_that_are_emphasis_or_math_to_a_markdown_viewer_render_as_written(
     assert r"\$5 and \$10" in text  # GitHub renders $...$ as math; \$ is a dollar there and in CommonMark
     rendered = MarkdownIt("commonmark").enable("table").render(text).split("<h2>By group</h2>", 1)[1]
     assert [html.unescape(c) for c in re.findall(r"<tr>\s*<td>(.*?)</td>", rendered)] == names
+
+
+def test_report_md_report_html_and_the_console_write_the_judges_cost_alike() -> None:
+    """report.md wrote the summed float as it was (``0.30000000000000004``, ``3e-05``), report.html ``0.3000`` and a
+    free-looking ``0.0000``, the console ``0.3000`` and ``<0.0001``: one cost, three numbers."""
+    from orchestrator.reports.console import judge_line
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    for cost, shown in ((0.1 + 0.2, "0.3000"), (0.00003, "<0.0001"), (2, "2.0000")):
+        summary = RunSummary(run_id="r", items=1, scored=1, judge={"calls": 4, "cost": cost, "unpriced_calls": 0})
+        lines = render_markdown(summary).splitlines()
+        at = lines.index("## Judge")
+        cost_cell = dict(zip(_cells(lines[at + 2]), _cells(lines[at + 4]), strict=True))["cost"]
+        assert cost_cell.replace("\\<", "<") == shown  # "\<" renders "<"
+        html = render_html(summary, ItemStats())
+        assert "<tr><th>calls</th><th>cost</th><th>unpriced_calls</th></tr>\n" \
+               f"<tr><td>4</td><td>{shown.replace('<', '&lt;')}</td><td>0</td></tr>" in html  # fmt: skip
+        assert f"cost {shown}," in (judge_line(summary) or "") + ","
