@@ -53,7 +53,8 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         data = _read(Path(source)) if isinstance(source, (str, Path)) else source
     if not isinstance(data, dict):
         raise ConfigError("A suite must be a mapping with a 'metrics' list")
-    if (where := _non_finite(source.model_dump() if isinstance(source, Suite) else data)) is not None:
+    # warnings=False: a section model_copy(update=...) set as a dict (with_judge_limits) is dumped as it is, unwarned
+    if (where := _non_finite(source.model_dump(warnings=False) if isinstance(source, Suite) else data)) is not None:
         raise ConfigError(f"Invalid suite: {where}: a number must be finite (not .inf or NaN): the run keeps its suite "
                           "as JSON, which cannot hold it")  # fmt: skip
     try:

@@ -444,3 +444,18 @@ def test_a_code_test_timeout_or_memory_outside_what_the_sandbox_takes_is_taken_a
     assert (low.timeout_s, low.memory_mb) == (0.5, 32)
     with pytest.raises(ValueError, match="greater than 0"):
         CodeTestParams(timeout_s=0)
+
+
+def test_judge_limits_in_place_of_the_suites_warn_of_nothing() -> None:
+    """``--rpm`` / ``--tpm`` (with_judge_limits) printed pydantic's "serializer warnings" above every such run."""
+    import warnings
+
+    from orchestrator.suite import with_judge_limits
+
+    resolved = load_suite({"metrics": ["rubric_judge"], "judge": {"rpm": 30}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        limited = with_judge_limits(resolved, rpm=600, tpm=1000)
+    assert (limited.suite.judge.rpm, limited.suite.judge.tpm) == (600, 1000)
+    with pytest.raises(ConfigError, match="rpm"):
+        with_judge_limits(resolved, rpm=0)
