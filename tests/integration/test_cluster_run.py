@@ -255,3 +255,40 @@ def test_a_worker_without_the_suites_plugin_fails_its_items_saying_so_under_thei
     metas = [raw.meta for raw in store.iter_raw_items(run_id)]
     assert all(m["group"] == "g1" for m in metas)
     assert all(m["question_sha"] == question_fingerprint(f"question {m['id'][1:]}?") for m in metas)
+
+
+def test_a_run_queued_behind_another_runs_messages_has_its_rate_from_when_its_work_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs submitted to one worker: the second waits until the first's messages are taken (the queue is first
+    come, first served). Its status gave the rate as its units over the time since its submission, the wait
+    included: a fraction of its pace (a quarter here), and an ETA four times too long while it ran."""
+    from orchestrator.reports.live import StatusView, sample
+    from orchestrator.runner import submit, wait
+
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
+    try:
+        store = connect(server.url)
+        suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 10}})
+
+        def rows(n: int) -> list[dict[str, object]]:  # 50 ms an item: the worker takes 6 s for 120, 2 s for 40
+            return [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 50}} for i in range(n)]
+
+        first = submit(write_jsonl(tmp_path / "first.jsonl", rows(120)), suite, store).run_id
+        second = submit(write_jsonl(tmp_path / "second.jsonl", rows(40)), suite, store).run_id
+        for run_id, items in ((first, 120), (second, 40)):
+            summary = wait(store, run_id, timeout_s=180)
+            assert summary.items == items and summary.metrics["slow_exact"].n == items  # none of the other's
+
+        def rate(run_id: str) -> float:  # as `ragscore status RUN` shows it: one sample
+            view = StatusView(store.meta(run_id))
+            view.add(sample(store, run_id, time.time()))
+            (row,) = [r for r in view.rows() if r["queue"] == "all"]
+            return row["rate"]
+
+        assert rate(second) > 0.6 * rate(first), (rate(first), rate(second))  # same pace: 50 ms an item
+    finally:
+        worker.stop()
+        server.stop()
