@@ -101,6 +101,11 @@ RESTARTED_STALL_S = 10.0
 CANCELLED_STALL_S = 10.0
 #: Seconds wait() keeps retrying while Redis does not answer (a restart, a fail-over) before it gives up.
 REDIS_OUTAGE_S = 300.0
+#: Seconds connect() retries a Redis that does not answer before it gives up.
+CONNECT_RETRY_S = 20.0
+#: Seconds this process waits for one Redis reply: a hung Redis, or one behind a network partition, is then an
+#: outage wait() says and bounds, not a read blocked for ever (the longest of ragscore's commands takes far less).
+STORE_READ_TIMEOUT_S = 30.0
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
 CONSUMER_CHECK_S = 20.0
 
@@ -115,20 +120,34 @@ def new_run_id() -> str:
 def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there."""
     settings = settings or get_settings()
+    store_url = settings.store_url or broker_url
     # A wrong password: BrokerError now, not after ~20 s of retries; a Redis that does not answer is retried
     # (it may be restarting), and said at once, not after the retries.
-    if problem := probe_redis(settings.store_url or broker_url):
-        where = redact_url(settings.store_url or broker_url)
-        log.warning("cannot reach Redis at %s (%s); retrying for about 20 s", where, problem)
+    if problem := probe_redis(store_url):
+        log.warning("cannot reach Redis at %s (%s); retrying for about %.0f s", redact_url(store_url), problem,
+                    CONNECT_RETRY_S)  # fmt: skip
+        if problem := _until_redis_answers(store_url, CONNECT_RETRY_S):
+            raise BrokerError(f"Cannot use Redis at {redact_url(store_url)}: {problem}")
     _fire_and_forget(configure(broker_url, settings.result_backend).backend)
-    store_url = settings.store_url or broker_url
-    broker = redis_client(broker_url) if store_url != broker_url else None
-    store = RunStore(redis_client(store_url), settings.run_ttl_s, broker=broker)
+    broker = redis_client(broker_url, STORE_READ_TIMEOUT_S) if store_url != broker_url else None
+    store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker)
     try:
         store.r.ping()
     except redis.RedisError as exc:
-        raise BrokerError(f"Cannot use Redis at {redact_url(settings.store_url or broker_url)}: {exc}") from exc
+        raise BrokerError(f"Cannot use Redis at {redact_url(store_url)}: {exc}") from exc
     return store
+
+
+def _until_redis_answers(url: str, within_s: float) -> str | None:
+    """Ping ``url`` about once a second for ``within_s`` seconds: None once it answers, else why it did not (a
+    Redis that accepts and never replies times out each ping, bounded, instead of holding the run for ever)."""
+    deadline = time.monotonic() + within_s
+    problem = None
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        if (problem := probe_redis(url)) is None:
+            return None
+    return problem
 
 
 def connect_lane(url: str, lane: int, settings: Settings) -> RunStore:

@@ -396,19 +396,28 @@ def _tls_hint(url: str, exc: redis.RedisError) -> str:
     return ""
 
 
-def redis_client(url: str) -> redis.Redis:
-    """A redis-py client for a broker-style URL: a blocking pool, lost connections retried."""
+def redis_client(url: str, read_timeout_s: float | None = None) -> redis.Redis:
+    """A redis-py client for a broker-style URL: a blocking pool, lost connections retried. ``read_timeout_s``:
+    a reply (or a connection) that takes longer raises ``redis.TimeoutError``, not retried (the caller already
+    waited; a Redis that accepts and never answers, hung or behind a partition, would otherwise block for ever).
+    None waits as long as it takes (workers: a chunk waits out a slow Redis rather than fail)."""
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
+    retried: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, TimeoutError)
+    timeouts: dict[str, Any] = {}
+    if read_timeout_s is not None:  # Retry's own default retries timeouts too: 8 more waits of read_timeout_s
+        retried, timeouts = (redis.ConnectionError,), {"socket_timeout": read_timeout_s,
+                                                       "socket_connect_timeout": read_timeout_s}  # fmt: skip
     pool = redis.BlockingConnectionPool.from_url(
         store_url_for_redis_py(url),
         max_connections=POOL_MAX_CONNECTIONS,
         timeout=POOL_TIMEOUT_S,
         decode_responses=True,
-        retry=Retry(ExponentialBackoff(cap=5.0, base=0.1), retries=8),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        retry=Retry(ExponentialBackoff(cap=5.0, base=0.1), retries=8, supported_errors=retried),
+        retry_on_error=list(retried),
         health_check_interval=30,
+        **timeouts,
     )
     return redis.Redis(connection_pool=pool)
 

@@ -625,3 +625,77 @@ def test_the_run_following_a_cluster_run_a_killed_worker_holds_messages_of_ends_
         assert cancelled.returncode == 0, cancelled.stderr
         assert "held by a worker that is gone" in " ".join(cancelled.stderr.split()), cancelled.stderr
         followed.ends_cancelled()  # soon after the cancel: far below the 600 s stall limit and the visibility timeout
+
+
+def test_a_redis_that_accepts_and_never_answers_fails_the_run_in_bounded_time(tmp_path: Path) -> None:
+    """A port that accepts connections and never replies (a hung Redis, another service, a proxy holding the
+    connection): ``run`` said "retrying for about 20 s" and then waited for ever in its first read."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))  # the kernel accepts; nobody ever reads or answers
+    port = listener.getsockname()[1]
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+    args = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out",
+            str(tmp_path / "out"), "--broker", f"redis://127.0.0.1:{port}/0"]  # fmt: skip
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home")}
+    try:
+        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        listener.close()
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1, done.stderr
+    assert "retrying for about 20 s" in said and f"Cannot use Redis at redis://127.0.0.1:{port}/0: Timeout" in said
+    assert "Traceback" not in said
+
+
+class _StopRedisOnce:
+    """A progress view that SIGSTOPs the cluster's redis-server once the run is under way, and SIGCONTs it after
+    ``for_s`` (a hung Redis, or one behind a network partition: connections stay open, nothing answers)."""
+
+    def __init__(self, server: RedisProcess, after: int, for_s: float) -> None:
+        self.server, self.after, self.for_s, self.stopped = server, after, for_s, False
+
+    def start(self, run_id: str) -> None:
+        pass
+
+    def update(self, counters: dict[str, int], final: bool = False) -> None:
+        if not self.stopped and counters.get("done", 0) >= self.after:
+            assert self.server.proc is not None
+            self.stopped = True
+            self.server.proc.send_signal(signal.SIGSTOP)
+            threading.Timer(self.for_s, self.server.proc.send_signal, (signal.SIGCONT,)).start()
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_hung_redis_mid_run_is_said_as_an_outage_and_the_run_finishes_when_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run's reads had no time bound: a Redis that stopped answering held ``run`` in one read, silent, for as
+    long as it hung (a partition: until TCP gave up, hours). Now each read is bounded, wait() says the outage and
+    retries within its bound, and the run goes on once Redis answers."""
+    from orchestrator import runner
+
+    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(3000, seed=8))
+        stopper = _StopRedisOnce(server, after=400, for_s=8.0)
+        with caplog.at_level(logging.WARNING):
+            summary = run(data, load_suite(SUITE), tmp_path / "out", broker=server.url, progress=stopper,
+                          timeout_s=300)  # fmt: skip
+    finally:
+        if server.proc is not None:
+            server.proc.send_signal(signal.SIGCONT)
+        worker.stop()
+        server.stop()
+    said = [r.getMessage() for r in caplog.records]
+    assert stopper.stopped
+    assert any("lost Redis (Timeout" in m for m in said), said
+    assert any("Redis is back after" in m for m in said), said
+    em = summary.metrics["exact_match"]
+    assert summary.items == 3000 and em.errors == 0 and em.n + em.unscorable == 3000
