@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
@@ -69,7 +70,8 @@ def render_markdown(summary: RunSummary) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, m in summary.metrics.items():
-        lines.append(f"| {name} | {_mean(m)} | {m.n} | {_ci(m)} | {unscorable_text(m)} | {m.errors} |")
+        named = name if higher_is_better(name) else f"{name} (lower is better)"  # as report.html marks it
+        lines.append(f"| {named} | {_mean(m)} | {m.n} | {_ci(m)} | {unscorable_text(m)} | {m.errors} |")
     lines.append("")
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]

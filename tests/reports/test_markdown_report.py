@@ -142,3 +142,15 @@ def test_report_md_report_html_and_the_console_write_the_judges_cost_alike() -> 
         assert "<tr><th>calls</th><th>cost</th><th>unpriced_calls</th></tr>\n" \
                f"<tr><td>4</td><td>{shown.replace('<', '&lt;')}</td><td>0</td></tr>" in html  # fmt: skip
         assert f"cost {shown}," in (judge_line(summary) or "") + ","
+
+
+def test_report_md_marks_an_output_where_lower_is_better_as_report_html_does() -> None:
+    """``answer_hallucination``'s 0.8 is bad: report.html said "(lower is better)" beside it, report.md did not."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    metrics = {"answer_hallucination": MetricSummary(mean=0.8, n=2), "exact_match": MetricSummary(mean=0.5, n=2)}
+    summary = RunSummary(run_id="r", items=2, scored=2, metrics=metrics)
+    rows = {line.split(" | ")[0] for line in render_markdown(summary).splitlines() if line.startswith("| ")}
+    assert {"| answer_hallucination (lower is better)", "| exact_match"} <= rows
+    assert "(lower is better)" in render_html(summary, ItemStats())
