@@ -59,25 +59,19 @@ class _Rate:
     the first counters it reads, are its baseline, not work done in the first second. The queues work side by
     side, so the ETA is the slowest queue's (its units left over its own rate): the run's units left over the
     summed rate made a fast cpu queue's pace read as the judge queue's. Work is seen when a unit is done or a judge
-    call is sent: a long judge item is at work while its calls go out, not stalled. The clock starts when the run's
-    work is first seen: a run queued behind another run's messages on a shared cluster was not at work while it
-    waited (counted from the start, its rate read as a fraction of its pace, its ETA as many times too long)."""
+    call is sent: a long judge item is at work while its calls go out, not stalled."""
 
     def __init__(self) -> None:
         self.started = self.changed = time.monotonic()
         self.base: dict[str, int] | None = None
         self.last: tuple[int, int] = (-1, -1)
-        #: Done units and judge calls at the first measure (a resumed run's earlier work).
-        self.first: tuple[int, int] | None = None
 
     def measure(self, counters: dict[str, int]) -> tuple[float, float | None]:
         done, total = counters.get("done", 0), counters.get("total", 0)
         now = time.monotonic()
-        seen = (done, counters.get("judge_calls", 0))
         if self.base is None:
-            self.base, self.first = {k: v for k, v in counters.items() if k == "done" or k.startswith("done:")}, seen
-        if seen == self.first:  # no work seen yet: the clock has not started
-            self.started = now
+            self.base = {k: v for k, v in counters.items() if k == "done" or k.startswith("done:")}
+        seen = (done, counters.get("judge_calls", 0))
         if seen != self.last:
             self.last, self.changed = seen, now
         # Every unit done (the summary is being aggregated): the rate over the scoring, not falling as time passes
@@ -164,7 +158,6 @@ class PlainProgress:
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         now = time.monotonic()
-        rate, eta = self.rate.measure(counters)  # every update: when work begins and ends is seen to the poll
         if not final and now - self.last < PLAIN_INTERVAL_S:
             return
         done, total = counters.get("done", 0), counters.get("total", 0)
@@ -172,6 +165,7 @@ class PlainProgress:
         if not final and said == self.said and 0 < total <= done:  # all scored, aggregating: said once is enough
             return
         self.last, self.said = now, said
+        rate, eta = self.rate.measure(counters)
         pct = 100.0 * done / total if total else 0.0
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
         if note := self.rate.idle_note(done, total):

@@ -166,19 +166,3 @@ def test_the_rich_bar_shows_the_judge_calls_and_no_idle_note_while_they_go_out(c
     fields = view.bar.tasks[0].fields
     assert fields["judge"] == " judge calls 1,234" and fields["note"] == ""
     view.stop()
-
-
-def test_a_run_queued_behind_another_runs_messages_has_its_rate_from_when_its_work_began(clock: Clock) -> None:
-    """On a shared cluster a run waits until the messages of runs sent before it are taken. Its rate counted from
-    the start of the following, the wait included: 100 units in 10 s after a minute's wait read 1.4/s, and the ETA of
-    its other 100 units 70 s, not 10 s."""
-    out = io.StringIO()
-    view = PlainProgress(out)
-    view.start("r1")
-    for _ in range(300):  # a minute behind the other run (polled every 0.2 s): none of its work done
-        view.update({"done": 0, "total": 200})
-        clock.advance(0.2)
-    clock.advance(10.0)
-    view.update({"done": 100, "total": 200}, final=True)
-    last = out.getvalue().splitlines()[-1]
-    assert _rate(last) == 9.8 and "ETA 10s " in last  # 100 units over the 10.2 s since the last poll saw none
