@@ -5,8 +5,7 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 (:meth:`RunStore.settle`), and a resume gives them the live TTL back:
 
 =================  ======  ==========================================================================
-``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done;
-                          ``work_began_at``: a worker first took a task of the run)
+``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``; ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again
 ``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
@@ -149,16 +148,6 @@ if errs ~= 0 then redis.call('HINCRBY', p, 'errors', errs) end
 if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable', nulls) end
 redis.call('EXPIRE', p, ttl)
 return done
-"""
-
-
-# KEYS[1] = meta. The store's clock (seconds, to the microsecond) when a worker first took a task of the run, kept
-# from then on; nothing on a run whose meta is gone.
-_WORK_BEGAN_LUA = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  local t = redis.call('TIME')
-  redis.call('HSETNX', KEYS[1], 'work_began_at', t[1] .. '.' .. string.format('%06d', t[2]))
-end
 """
 
 
@@ -451,7 +440,6 @@ class RunStore:
         self._incomplete = client.register_script(_INCOMPLETE_LUA)
         self._mark_redo = client.register_script(_MARK_REDO_LUA)
         self._mark_answer_redo = client.register_script(_MARK_ANSWER_REDO_LUA)
-        self._work_began = client.register_script(_WORK_BEGAN_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -486,11 +474,6 @@ class RunStore:
         for part in self._run_parts(run_id):
             pipe.expire(self.key(run_id, part), self.ttl_s if ttl_s is None else ttl_s)
         pipe.execute()
-
-    def work_began(self, run_id: str) -> None:
-        """Stamp ``work_began_at`` (the store's clock) once, when a worker first takes a task of the run: its
-        rate counts from then, not from its submission (a run queued behind another run's messages is not slow)."""
-        self._work_began(keys=[self.key(run_id, "meta")])
 
     def settle(self, run_id: str, ttl_s: int | None = None) -> None:
         """Give every key of the run, its items included, ``ttl_s`` (default: the finished run's TTL) from

@@ -181,12 +181,9 @@ _touched: dict[str, float] = {}
 
 
 def _keep_alive(store: RunStore, run_id: str) -> None:
-    """Refresh the run's key expiry (:meth:`RunStore.touch`) at most once per ``TOUCH_EVERY_S`` here; the first
-    time, stamp when its work began (:meth:`RunStore.work_began`: a no-op once any worker has)."""
+    """Refresh the run's key expiry (:meth:`RunStore.touch`) at most once per ``TOUCH_EVERY_S`` here."""
     now = time.monotonic()
     if now - _touched.get(run_id, float("-inf")) >= TOUCH_EVERY_S:
-        if run_id not in _touched:
-            store.work_began(run_id)
         _touched[run_id] = now
         store.touch(run_id)
 

@@ -2,9 +2,8 @@
 
 Per queue: done/total work units, rate and ETA; for the run: errors, unscorable, and judge requests per
 minute against the suite's ``rpm`` limit. Rates come from the samples of the last ``WINDOW_S`` seconds
-(``--watch``; judge requests: of the last minute, as the limit counts them), else from the average since its work
-began (a worker first took one of its tasks). Time is passed in, never read here, so the arithmetic is tested
-without sleeping.
+(``--watch``; judge requests: of the last minute, as the limit counts them), else from the average since the run
+was submitted. Time is passed in, never read here, so the arithmetic is tested without sleeping.
 """
 
 from __future__ import annotations
@@ -201,12 +200,9 @@ class StatusView:
         idle = self.idle_s(now)
         return idle is not None and idle >= STALLED_S
 
-    def _at_work_s(self, now: float) -> float | None:
-        """The run's time at work: from when a worker first took a task of it (``work_began_at``; else its submit)
-        to its end, or to its last progress when it stalled. A run that waited behind another run's messages was not
-        at work while it waited: counted from its submit, its rate read as a fraction of its pace."""
-        began = self._meta_time("work_began_at")  # the store's clock
-        start = self._meta_time("submitted_at") if began is None or not self.samples else self.samples[-1].local(began)
+    def _since_submit(self, now: float) -> float | None:
+        """The run's time at work: from submit to its end, or to its last progress when it stalled."""
+        start = self._meta_time("submitted_at")
         end = self._meta_time("finished_at") if self.meta.get("state") in RunState.DONE else None
         if end is None and self.stalled(now):
             end = self._worked_at()
@@ -219,18 +215,18 @@ class StatusView:
         first = self.samples[0]
         if last.t - first.t >= 1.0:
             return max(0, last.progress.get(key, 0) - first.progress.get(key, 0)) / (last.t - first.t)
-        elapsed = self._at_work_s(last.t)
+        elapsed = self._since_submit(last.t)
         return last.progress.get(key, 0) / elapsed if elapsed else None
 
     def judge_rpm(self) -> float | None:
         """Judge requests per minute as the ``rpm`` limit counts them, in a minute: once a minute was watched, the
-        calls of its samples; else the run's calls per minute begun since its work began (its calls so far in its
-        first minute). Never a rate of a few seconds times 60: the limit is a sliding minute, which admits its whole
+        calls of its samples; else the run's calls per minute begun since submission (its calls so far in its first
+        minute). Never a rate of a few seconds times 60: the limit is a sliding minute, which admits its whole
         minute's calls at once (51 calls in a run's first 12 s read 263 req/min against a limit of 60)."""
         first_calls, (last_t, last_calls) = self._calls[0][1], self._calls[-1]
         if self._minute_watched:
             return float(max(0, last_calls - first_calls))
-        elapsed = self._at_work_s(last_t)
+        elapsed = self._since_submit(last_t)
         return last_calls / math.ceil(elapsed / RPM_WINDOW_S) if elapsed else None
 
     def rows(self) -> list[dict[str, Any]]:
