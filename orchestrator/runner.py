@@ -123,10 +123,11 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     store_url = settings.store_url or broker_url
     # A wrong password: BrokerError now, not after ~20 s of retries; a Redis that does not answer is retried
     # (it may be restarting), and said at once, not after the retries.
+    deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
     if problem := probe_redis(store_url):
         log.warning("cannot reach Redis at %s (%s); retrying for about %.0f s", redact_url(store_url), problem,
                     CONNECT_RETRY_S)  # fmt: skip
-        if problem := _until_redis_answers(store_url, CONNECT_RETRY_S):
+        if problem := _until_redis_answers(store_url, deadline):
             raise BrokerError(f"Cannot use Redis at {redact_url(store_url)}: {problem}")
     _fire_and_forget(configure(broker_url, settings.result_backend).backend)
     broker = redis_client(broker_url, STORE_READ_TIMEOUT_S) if store_url != broker_url else None
@@ -138,10 +139,9 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     return store
 
 
-def _until_redis_answers(url: str, within_s: float) -> str | None:
-    """Ping ``url`` about once a second for ``within_s`` seconds: None once it answers, else why it did not (a
-    Redis that accepts and never replies times out each ping, bounded, instead of holding the run for ever)."""
-    deadline = time.monotonic() + within_s
+def _until_redis_answers(url: str, deadline: float) -> str | None:
+    """Ping ``url`` about once a second until ``deadline`` (``time.monotonic()``): None once it answers, else why
+    it did not (a Redis that accepts and never replies times out each ping, bounded, instead of holding the run)."""
     problem = None
     while time.monotonic() < deadline:
         time.sleep(1.0)

@@ -388,8 +388,8 @@ def _tls_hint(url: str, exc: redis.RedisError) -> str:
 def redis_client(url: str, read_timeout_s: float | None = None) -> redis.Redis:
     """A redis-py client for a broker-style URL: a blocking pool, lost connections retried. ``read_timeout_s``:
     a reply (or a connection) that takes longer raises ``redis.TimeoutError``, not retried (the caller already
-    waited; a Redis that accepts and never answers, hung or behind a partition, would otherwise block for ever).
-    None waits as long as it takes (workers: a chunk waits out a slow Redis rather than fail)."""
+    waited; a Redis that accepts and never answers, hung or behind a partition, held the orchestrator for ever).
+    None keeps redis-py's own timeouts, retried (workers: a chunk waits out a slow Redis rather than fail)."""
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 

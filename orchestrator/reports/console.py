@@ -130,7 +130,7 @@ def judge_counters(judge: dict[str, Any]) -> dict[str, Any]:
     counters = {k: v for k, v in judge.items() if not isinstance(v, dict)}
     if _unpriced(judge):
         return counters | {"cost": "-"}
-    return counters | ({"cost": _cost(float(counters["cost"]))} if "cost" in counters else {})
+    return counters | ({"cost": _cost(float(counters["cost"] or 0))} if "cost" in counters else {})
 
 
 def _unpriced(judge: dict[str, Any]) -> bool:
