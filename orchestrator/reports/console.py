@@ -133,6 +133,11 @@ def judge_counters(judge: dict[str, Any]) -> dict[str, Any]:
     return counters | ({"cost": _cost(float(counters["cost"] or 0))} if "cost" in counters else {})
 
 
+def judge_used(judge: dict[str, Any]) -> bool:
+    """Whether the run's judge did anything a report's judge section would show (a call, a counter, an agreement)."""
+    return bool(judge.get("agreement")) or any(v for v in judge.values() if not isinstance(v, dict))
+
+
 def _unpriced(judge: dict[str, Any]) -> bool:
     """Every call was of a model without a price."""
     unpriced, calls = int(float(judge.get("unpriced_calls") or 0)), int(float(judge.get("calls") or 0))

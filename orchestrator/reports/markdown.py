@@ -11,6 +11,7 @@ from ..terminal import shown
 from .console import (
     error_lines,
     judge_counters,
+    judge_used,
     reasons_text,
     unfilled_lines,
     unreadable_rows,
@@ -104,9 +105,9 @@ def _wins(summary: RunSummary) -> list[str]:
 
 
 def _judge(summary: RunSummary) -> list[str]:
-    agreement = summary.judge.get("agreement") or {}
-    if not agreement and not any(v for v in summary.judge.values() if not isinstance(v, dict)):
+    if not judge_used(summary.judge):
         return []
+    agreement = summary.judge.get("agreement") or {}
     counters = judge_counters(summary.judge)
     lines = ["## Judge", "", "| " + " | ".join(map(md_cell, counters)) + " |", "|" + "---|" * len(counters),
              "| " + " | ".join(map(md_cell, counters.values())) + " |", ""]  # fmt: skip
