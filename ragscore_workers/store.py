@@ -396,8 +396,8 @@ def redis_client(url: str, read_timeout_s: float | None = None) -> redis.Redis:
     retried: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, TimeoutError)
     timeouts: dict[str, Any] = {}
     if read_timeout_s is not None:  # Retry's own default retries timeouts too: 8 more waits of read_timeout_s
-        retried, timeouts = (redis.ConnectionError,), {"socket_timeout": read_timeout_s,
-                                                       "socket_connect_timeout": read_timeout_s}  # fmt: skip
+        retried = (redis.ConnectionError,)
+        timeouts = {"socket_timeout": read_timeout_s, "socket_connect_timeout": read_timeout_s}
     pool = redis.BlockingConnectionPool.from_url(
         store_url_for_redis_py(url),
         max_connections=POOL_MAX_CONNECTIONS,
