@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..schemas import Queue, Row
 from ._bounded_regex import BoundedPattern, RegexError, bounded_regex
+from ._text import CITATION_MARKER
 
 __all__ = [
     "PLANNED",
@@ -295,9 +296,10 @@ def regex(inp: PointInput, params: RegexParams) -> Outcome:
 
 
 class CitationParams(_Params):
-    """Citation markers (``pattern``, default ``[n]``): at least ``min_count`` occurrences."""
+    """Citation markers (``pattern``, default a numeric marker: ``[1]``, ``[1, 2]``, ``[1-3]``, ``[1–3]``, each
+    bracket one marker): at least ``min_count`` occurrences."""
 
-    pattern: str = r"\[\d+\]"
+    pattern: str = CITATION_MARKER
     min_count: int = Field(default=1, ge=1)
 
     _compiles = field_validator("pattern")(_valid_pattern)

@@ -87,6 +87,19 @@ def test_citation_default_and_custom_pattern() -> None:
     assert point(text, "citation", pattern=r"\(\w+ \d{4}\)", min_count=2)["passed"]
 
 
+@pytest.mark.parametrize(("answer", "count"), [
+    ("Paris is the capital [1, 2].", 1),
+    ("Paris is the capital [1,2] and large [3-5].", 2),
+    ("Paris is the capital [1–3].", 1),  # an en dash
+    ("Paris is the capital [1][2].", 2),
+    ("Paris is the capital [a].", 0),
+])  # fmt: skip
+def test_citation_default_pattern_takes_multi_source_markers(answer: str, count: int) -> None:
+    """The default took only [n]: an answer citing [1, 2] or [1-3] had no citation and failed the point."""
+    p = point(answer, "citation")
+    assert p["figures"]["count"] == count and p["passed"] is (count > 0)
+
+
 def test_negation_passes_when_no_forbidden_phrase_appears() -> None:
     assert point(ANSWER, "negation", keywords=["Berlin", "I cannot"])["passed"]
     p = point(ANSWER, "negation", keywords=["berlin", "PARIS"])
