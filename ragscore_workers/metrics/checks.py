@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..schemas import MetricResult, Queue, Row
 from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
 from ._bounded_regex import BoundedPattern
+from ._params import booleans_read_as_numbers
 from ._text import CITATION_MARKER, strip_diacritics, strip_punctuation
 from ._validators import (
     PLANNED,
@@ -213,6 +214,12 @@ def _problem(index: int, point_id: str | None, exc: Exception, where: tuple[str,
     return PointSpecError(f"checks[{index}]" + (f" ({point_id!r})" if point_id else "") + f": {msg}")
 
 
+def _no_booleans_as_numbers(raw: dict[str, Any], parsed: BaseModel, prefix: str = "") -> None:
+    """PointSpecError for a boolean given where a number is meant (``weight: true`` read as 1.0)."""
+    if problems := booleans_read_as_numbers(raw, parsed):
+        raise PointSpecError("; ".join(prefix + p for p in problems))
+
+
 def parse_points(raw: list[Any]) -> list[ParsedPoint]:
     """Validate every point (ids unique, dependencies known, params valid); PointSpecError names the bad one."""
     parsed: list[ParsedPoint] = []
@@ -221,11 +228,15 @@ def parse_points(raw: list[Any]) -> list[ParsedPoint]:
         try:
             point = Point.model_validate(item)
             found = get_validator(point.type)
+            if isinstance(item, dict):
+                _no_booleans_as_numbers({k: v for k, v in item.items() if k != "params"}, point)
         except (ValidationError, PointSpecError) as exc:
             raise _problem(index, point_id, exc) from exc
         try:
             params = found.params_model.model_validate(point.params) if found else None
-        except ValidationError as exc:
+            if params is not None:
+                _no_booleans_as_numbers(point.params, params, "params.")
+        except (ValidationError, PointSpecError) as exc:
             raise _problem(index, point_id, exc, ("params",)) from exc
         parsed.append(ParsedPoint(point.id or f"p{index + 1}", point, found, params))
     counts = Counter(p.id for p in parsed)

@@ -22,6 +22,7 @@ from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationE
 
 from ..errors import ConfigError, UnknownMetricError
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
+from ._params import booleans_read_as_numbers
 
 __all__ = [
     "NoParams",
@@ -117,12 +118,14 @@ class MetricDef:
         return f"{'/'.join(q.value for q in self.possible_queues)} by row" if self.route else self.queue.value
 
     def parse_params(self, params: dict[str, Any]) -> BaseModel:
-        """Validate params; raise ConfigError naming the metric and the bad field. A name the model lacks is refused
+        """Validate params; raise ConfigError naming the metric and the bad field (a boolean where a number is meant
+        too: pydantic's lax mode reads ``true`` as 1). A name the model lacks is refused
         as by ``extra="forbid"`` unless the model says what to do with extras: a plug-in's plain ``BaseModel`` ignored a
         typo."""
         problems = [f"{key}: Extra inputs are not permitted" for key in _unknown_params(self.params_model, params)]
         try:
             parsed = self.params_model.model_validate(params)
+            problems += booleans_read_as_numbers(params, parsed)
         except ValidationError as exc:
             problems += [f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()]
         except Exception as exc:  # a plug-in's validator raising TypeError, which pydantic does not wrap

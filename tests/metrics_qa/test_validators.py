@@ -171,6 +171,8 @@ def test_diff_without_golden_or_reference_fails_the_row() -> None:
         ({"type": "diff", "params": {"threshold": 1.5}}, "threshold: Input should be less than or equal to 1"),
         ({"type": "citation", "weigth": 2}, "weigth: Extra inputs are not permitted"),
         ({"type": "citation", "weight": -1}, "weight: Input should be greater than or equal to 0"),
+        ({"type": "citation", "weight": True}, "weight: Input should be a number, not a boolean (true)"),
+        ({"type": "citation", "params": {"min_count": True}}, "params.min_count: Input should be a number, not a"),
         ({"type": "citation", "normalizers": ["shout"]}, "unknown normalizer(s) ['shout']"),
         (
             {"type": "citation", "extract": [{"regex": "a", "json_path": "$.b"}]},

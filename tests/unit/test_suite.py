@@ -459,3 +459,29 @@ def test_judge_limits_in_place_of_the_suites_warn_of_nothing() -> None:
     assert (limited.suite.judge.rpm, limited.suite.judge.tpm) == (600, 1000)
     with pytest.raises(ConfigError, match="rpm"):
         with_judge_limits(resolved, rpm=0)
+
+
+@pytest.mark.parametrize(
+    ("metric", "params", "said"),
+    [
+        ("typed_answer", {"polarity_weight": True}, "polarity_weight: Input should be a number, not a boolean (true)"),
+        ("typed_answer", {"min_rationale_words": True}, "min_rationale_words: Input should be a number"),
+        ("answer_hallucination", {"threshold": False}, "threshold: Input should be a number, not a boolean (false)"),
+        ("quality_checks", {"retrieval_threshold": True}, "retrieval_threshold: Input should be a number"),
+        ("recall_at_k", {"k": [1, True]}, "k.1: Input should be a valid integer"),  # StrictInt said so already
+    ],
+)
+def test_a_number_param_given_a_boolean_is_refused_naming_the_metric_and_param(
+    metric: str, params: dict[str, object], said: str
+) -> None:
+    """pydantic's lax mode read ``polarity_weight: true`` as 1.0 and ``min_rationale_words: true`` as 1: a YAML slip
+    (``threshold: yes``) ran with a number nobody wrote."""
+    with pytest.raises(ConfigError, match=re.escape(f"Bad params for metric {metric!r}: {said}")):
+        load_suite({"metrics": [{"name": metric, "params": params}]})
+
+
+def test_boolean_params_and_booleans_inside_free_form_params_stay_accepted() -> None:
+    load_suite({"metrics": [{"name": "typed_answer", "params": {"synonyms": False}}]})
+    schema = {"type": "object", "additionalProperties": False}
+    points = [{"type": "json_schema", "params": {"schema": schema}}]
+    load_suite({"metrics": [{"name": "checks", "params": {"points": points}}]})
