@@ -11,8 +11,9 @@ Per point: ``extract`` steps run in order on the answer (each step's output is t
 then the normalizers, then the validator (see ``_validators``). A point whose ``depends_on`` point
 failed, was skipped or has not run (it comes later, or runs on another queue) is skipped, and a
 skipped point counts as failed. Score = passed weight / total weight of the scored points, 1.0 with
-none; informational points are evaluated and reported, never scored. ``details["categories"]`` holds
-the same ratio per category. A malformed point fails the whole row with a message naming it.
+none (scored points that all weigh 0 are refused: they would score 1.0 whatever the answer); informational
+points are evaluated and reported, never scored. ``details["categories"]`` holds the same ratio per category.
+A malformed point fails the whole row with a message naming it.
 """
 
 from __future__ import annotations
@@ -221,7 +222,8 @@ def _no_booleans_as_numbers(raw: dict[str, Any], parsed: BaseModel, prefix: str 
 
 
 def parse_points(raw: list[Any]) -> list[ParsedPoint]:
-    """Validate every point (ids unique, dependencies known, params valid); PointSpecError names the bad one."""
+    """Validate every point (ids unique, dependencies known, params valid; not every scored point weighing 0);
+    PointSpecError names the bad one."""
     parsed: list[ParsedPoint] = []
     for index, item in enumerate(raw):
         point_id = item.get("id") if isinstance(item, dict) else None
@@ -248,6 +250,10 @@ def parse_points(raw: list[Any]) -> list[ParsedPoint]:
             raise _problem(index, p.id, PointSpecError(f"depends_on names unknown point(s) {unknown}"))
         if p.id in p.point.depends_on:
             raise _problem(index, p.id, PointSpecError("depends_on names the point itself: it could never run"))
+    weights = [p.point.weight for p in parsed if not p.point.informational]
+    if weights and not any(weights):
+        raise PointSpecError("checks: every scored point has weight 0, so the score would be 1.0 whatever the answer; "
+                             "give one a weight above 0 (or make the points informational)")  # fmt: skip
     return parsed
 
 

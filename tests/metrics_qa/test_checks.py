@@ -71,6 +71,18 @@ def test_zero_weight_points_are_reported_but_move_nothing() -> None:
     assert result.score == 1.0 and result.passed is False  # passed means every scored point passed
 
 
+@pytest.mark.parametrize("points", [
+    [FAIL | {"weight": 0}],
+    [FAIL | {"weight": 0}, PASS | {"weight": 0.0, "category": "Other"}, PASS | {"informational": True}],
+])  # fmt: skip
+def test_points_that_all_weigh_0_are_refused_not_scored_1(points: list[dict[str, Any]]) -> None:
+    """Their total weight is 0, so the score was 1.0 whatever the answer (a failing answer scored 1.0)."""
+    result = checks(Row(id="x", answer=ANSWER, checks=points), ChecksParams())
+    assert result.score is None and result.error is not None and "every scored point has weight 0" in result.error
+    with pytest.raises(ValueError, match="every scored point has weight 0"):
+        ChecksParams(points=points)
+
+
 def test_without_points_or_answer_the_row_is_unscorable() -> None:
     assert checks(Row(id="x", answer="a"), ChecksParams()).details["reason"] == "no checks"
     assert checks(Row(id="x", checks=[PASS]), ChecksParams()).details["reason"] == "no answer"
