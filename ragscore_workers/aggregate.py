@@ -152,9 +152,10 @@ class _Acc:
 class Wins:
     """``compare_answers``: per question id answered by two or more systems, the winner by ``checks`` score.
 
-    The winner is the first system (in input order) holding the question's maximum score; a question where
-    several systems share the maximum is also counted as a tie for each of them, so ``outright`` wins and
-    ``tied`` questions can be read apart. Only scored answers compete (unscorable and errored ones do not).
+    A system holding the question's maximum score alone wins it (``outright``); where k systems share the
+    maximum, the question is a tie for each of them (``tied``) and each takes 1/k of its win (a two-way tie is half
+    a win each, as pairwise win rates count ties), so ``wins`` and ``win_rate`` do not depend on input order.
+    Only scored answers compete (unscorable and errored ones do not).
     Keeps one float per (id, system) pair until :meth:`summary`.
     """
 
@@ -179,7 +180,8 @@ class Wins:
             leaders = [system for system, score in scores.items() if score == top]
             for system in scores:
                 by_system.setdefault(system, {"compared": 0, "wins": 0, "outright": 0, "tied": 0})["compared"] += 1
-            by_system[leaders[0]]["wins"] += 1
+            for system in leaders:
+                by_system[system]["wins"] += 1 / len(leaders)
             if len(leaders) == 1:
                 by_system[leaders[0]]["outright"] += 1
             else:

@@ -91,7 +91,7 @@ def render_markdown(summary: RunSummary) -> str:
 
 
 def _wins(summary: RunSummary) -> list[str]:
-    """compare_answers: per system, questions compared, wins (outright, tied) and win rate."""
+    """compare_answers: per system, questions compared, wins (a k-way tie counts 1/k), outright, tied, win rate."""
     if not summary.wins:
         return []
     w = summary.wins
@@ -99,7 +99,7 @@ def _wins(summary: RunSummary) -> list[str]:
              f"{w['questions']} questions answered by two or more systems, {w['ties']} with a tie for the best score.",
              "", "| system | compared | wins | outright | tied | win rate |", "|---|---|---|---|---|---|"]  # fmt: skip
     for system, s in w["by_system"].items():
-        lines.append(f"| {md_cell(system)} | {s['compared']} | {s['wins']} | {s['outright']} | {s['tied']} | "
+        lines.append(f"| {md_cell(system)} | {s['compared']} | {s['wins']:.4g} | {s['outright']} | {s['tied']} | "
                      f"{s['win_rate']:.3f} |")  # fmt: skip
     return [*lines, ""]
 

@@ -17,10 +17,10 @@ def _item(qid: str, system: str | None, score: float | None, error: str | None =
     return ItemResult(id=qid, system=system, metrics={"checks": result, "other": MetricResult(score=1.0)})
 
 
-def test_first_maximum_wins_and_ties_are_reported() -> None:
+def test_the_maximum_wins_and_ties_are_reported_and_shared() -> None:
     items = [
         _item("q1", "a", 0.5), _item("q1", "b", 1.0), _item("q1", "c", 0.0),  # b outright
-        _item("q2", "a", 0.8), _item("q2", "b", 0.8), _item("q2", "c", 0.2),  # a and b tie: a (first) wins
+        _item("q2", "a", 0.8), _item("q2", "b", 0.8), _item("q2", "c", 0.2),  # a and b tie: half a win each
         _item("q3", "c", 1.0), _item("q3", "a", None), _item("q3", "b", None, error="boom"),  # one scored: no contest
         _item("q4", "b", 0.1), _item("q4", "c", 0.3),  # c outright; a did not answer
         _item("q5", None, 1.0),  # no system: no contest
@@ -28,11 +28,23 @@ def test_first_maximum_wins_and_ties_are_reported() -> None:
     wins = summarize("r", items).wins
     assert wins["metric"] == "checks" and wins["questions"] == 3 and wins["ties"] == 1
     assert wins["by_system"] == {
-        "a": {"compared": 2, "wins": 1, "outright": 0, "tied": 1, "win_rate": 0.5},
-        "b": {"compared": 3, "wins": 1, "outright": 1, "tied": 1, "win_rate": 1 / 3},
+        "a": {"compared": 2, "wins": 0.5, "outright": 0, "tied": 1, "win_rate": 0.25},
+        "b": {"compared": 3, "wins": 1.5, "outright": 1, "tied": 1, "win_rate": 0.5},
         "c": {"compared": 3, "wins": 1, "outright": 1, "tied": 0, "win_rate": 1 / 3},
     }
     assert sum(s["wins"] for s in wins["by_system"].values()) == wins["questions"]
+
+
+def test_a_tie_shares_its_win_whatever_the_input_order() -> None:
+    """The first system in input order took every tied question's win: listing b before a moved a's win rate from
+    1.0 to 0.5 and b's from 0.5 to 1.0 on the same scores."""
+    scores = {"q1": {"a": 1.0, "b": 1.0}, "q2": {"a": 1.0, "b": 0.0}}
+    forward = [_item(q, s, v) for q, by in scores.items() for s, v in by.items()]
+    backward = [_item(q, s, v) for q, by in scores.items() for s, v in reversed(by.items())]
+    for items in (forward, backward):
+        by_system = summarize("r", items).wins["by_system"]
+        assert (by_system["a"]["wins"], by_system["a"]["win_rate"]) == (1.5, 0.75)
+        assert (by_system["b"]["wins"], by_system["b"]["win_rate"]) == (0.5, 0.25)
 
 
 def test_no_wins_without_two_scored_systems_on_a_question() -> None:
@@ -47,7 +59,7 @@ POINTS = [
     {"id": "capital", "type": "keyword", "params": {"keywords": ["Paris"]}, "weight": 3},
     {"id": "river", "type": "keyword", "params": {"keywords": ["Seine"]}, "weight": 1},
 ]
-ANSWERS = {  # question -> system -> answer; by construction: q1 won by full, q2 tied full/partial (full first)
+ANSWERS = {  # question -> system -> answer; by construction: q1 won by full, q2 tied full/partial
     "q1": {"full": "Paris, on the Seine.", "partial": "Paris.", "none": "Lyon."},
     "q2": {"full": "Paris", "partial": "It is Paris.", "none": "No idea."},
 }
@@ -63,6 +75,6 @@ def test_wins_come_out_of_an_embedded_run(tmp_path: Path, home: Path) -> None:
     result = evaluate(rows, {"metrics": ["checks"]}, out=tmp_path)
     wins = result.summary.wins
     assert wins["questions"] == 2 and wins["ties"] == 1
-    assert {s: v["wins"] for s, v in wins["by_system"].items()} == {"full": 2, "partial": 0, "none": 0}
+    assert {s: v["wins"] for s, v in wins["by_system"].items()} == {"full": 1.5, "partial": 0.5, "none": 0}
     assert wins["by_system"]["partial"]["tied"] == 1 and wins["by_system"]["full"]["outright"] == 1
     assert json.loads((result.out_dir / "summary.json").read_text())["wins"] == wins
