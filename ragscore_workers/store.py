@@ -5,7 +5,9 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 (:meth:`RunStore.settle`), and a resume gives them the live TTL back:
 
 =================  ======  ==========================================================================
-``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done)
+``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done;
+                          ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
+                          the counters then in ``work_began_before``)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``; ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again
 ``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
@@ -51,12 +53,14 @@ __all__ = [
     "RedoLookup",
     "RunState",
     "RunStore",
+    "WorkBegan",
     "probe_redis",
     "redact_url",
     "redis_client",
     "store_url_for_redis_py",
     "superseded",
     "target_state_part",
+    "work_began",
 ]
 
 PREFIX = "ragscore:run:"
@@ -148,6 +152,32 @@ if errs ~= 0 then redis.call('HINCRBY', p, 'errors', errs) end
 if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable', nulls) end
 redis.call('EXPIRE', p, ttl)
 return done
+"""
+
+
+# KEYS[1] = meta, KEYS[2] = progress, KEYS[3] = judge counters; ARGV[1] = the generation of a task a worker takes.
+# The first task taken of the run's current generation stamps the store's clock (to the microsecond) and the
+# counters then (done, redo, judge calls: the units done before this attempt's work); nothing on a run whose meta
+# is gone, on a task of another generation, or once stamped.
+_WORK_BEGAN_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local meta = redis.call('HMGET', KEYS[1], 'generation', 'work_began_gen')
+local gen = tonumber(ARGV[1])
+if tonumber(meta[1] or '0') ~= gen or tonumber(meta[2] or '-1') == gen then return 0 end
+local before = {}
+local p = redis.call('HGETALL', KEYS[2])
+for i = 1, #p, 2 do
+  local k = p[i]
+  if k == 'done' or k == 'redo' or string.sub(k, 1, 5) == 'done:' or string.sub(k, 1, 5) == 'redo:' then
+    before[k] = tonumber(p[i + 1])
+  end
+end
+local calls = redis.call('HGET', KEYS[3], 'calls')
+if calls then before['judge_calls'] = tonumber(calls) end
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], 'work_began_at', t[1] .. '.' .. string.format('%06d', t[2]), 'work_began_gen', ARGV[1],
+           'work_began_before', cjson.encode(before))
+return 1
 """
 
 
@@ -281,6 +311,42 @@ def superseded(generation: int | None, current: str | int | None) -> bool:
     """Whether work of ``generation`` was superseded by a resume, the run's generation now being ``current``
     (its re-sent copy does that work; running both would pay twice). ``None`` (any generation) never is."""
     return generation is not None and generation < int(current or 0)
+
+
+#: The meta fields :meth:`RunStore.work_began` writes.
+WORK_BEGAN_FIELDS = ("generation", "work_began_gen", "work_began_at", "work_began_before")
+
+
+@dataclass(frozen=True)
+class WorkBegan:
+    """When a worker first took a task of a run's current attempt (its generation), and what was done before."""
+
+    #: The store's clock (Redis ``TIME``, seconds).
+    at: float
+    #: ``done``, ``done:{queue}`` (less what the resume sent again) and ``judge_calls`` then.
+    before: dict[str, int]
+
+
+def work_began(meta: dict[str, Any]) -> WorkBegan | None:
+    """The run's :class:`WorkBegan` of its current generation, from its meta; None until a worker took a task of
+    it (a resume's stamp of an earlier attempt is not of this one), and for a run stored before the stamp."""
+    try:
+        if int(meta.get("work_began_gen") or -1) != int(meta.get("generation") or 0):
+            return None
+        before = json.loads(meta["work_began_before"])
+        return WorkBegan(float(meta["work_began_at"]), _done_now({k: int(v) for k, v in before.items()}))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _done_now(counters: dict[str, int]) -> dict[str, int]:
+    """Progress counters with the ``redo`` ones folded in: ``done`` and ``done:{queue}`` leave out what a resume
+    sent again that no worker has written again yet."""
+    out = dict(counters)
+    for field in [f for f in out if f == "redo" or f.startswith("redo:")]:
+        done = "done" + field[len("redo") :]
+        out[done] = out.get(done, 0) - max(0, out.pop(field))
+    return out
 
 
 def target_state_part(system: str) -> str:
@@ -440,6 +506,7 @@ class RunStore:
         self._incomplete = client.register_script(_INCOMPLETE_LUA)
         self._mark_redo = client.register_script(_MARK_REDO_LUA)
         self._mark_answer_redo = client.register_script(_MARK_ANSWER_REDO_LUA)
+        self._work_began = client.register_script(_WORK_BEGAN_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -474,6 +541,13 @@ class RunStore:
         for part in self._run_parts(run_id):
             pipe.expire(self.key(run_id, part), self.ttl_s if ttl_s is None else ttl_s)
         pipe.execute()
+
+    def work_began(self, run_id: str, generation: int) -> None:
+        """Stamp when a worker first took a task of the run's current ``generation`` (the store's clock) and the
+        counters then (:func:`work_began`): its rate counts from then, not from its submission (a run queued behind
+        another run's messages was not at work while it waited) nor from an earlier attempt's start."""
+        keys = [self.key(run_id, "meta"), self.key(run_id, "progress"), self.key(run_id, "judge")]
+        self._work_began(keys=keys, args=[generation])
 
     def settle(self, run_id: str, ttl_s: int | None = None) -> None:
         """Give every key of the run, its items included, ``ttl_s`` (default: the finished run's TTL) from
@@ -592,10 +666,7 @@ class RunStore:
         pipe.hgetall(self.key(run_id, "progress"))
         pipe.hget(self.key(run_id, "judge"), "calls")
         counters, judge_calls = pipe.execute()
-        out = {k: int(v) for k, v in counters.items()}
-        for field in [f for f in out if f == "redo" or f.startswith("redo:")]:  # sent again, not yet done again
-            done = "done" + field[len("redo") :]
-            out[done] = out.get(done, 0) - max(0, out.pop(field))
+        out = _done_now({k: int(v) for k, v in counters.items()})
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
         return out

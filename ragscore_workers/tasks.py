@@ -194,12 +194,16 @@ CANCELLED_SKIP = "run cancelled"
 
 def _skip_reason(store: RunStore, run_id: str, generation: int) -> str | None:
     """Why a task of this run should not run: the run was cancelled, or a resume (a later generation)
-    re-sent its work (running it as well would pay for the same calls twice)."""
-    meta = store.r.hmget(store.key(run_id, "meta"), ["state", "generation"])
-    if meta[0] == RunState.CANCELLED:
+    re-sent its work (running it as well would pay for the same calls twice). A task that runs, the first of its
+    generation, stamps when the run's work began (:meth:`RunStore.work_began`); read with the state, the stamp costs
+    no round trip once made."""
+    state, current, began = store.r.hmget(store.key(run_id, "meta"), ["state", "generation", "work_began_gen"])
+    if state == RunState.CANCELLED:
         return CANCELLED_SKIP
-    if superseded(generation, meta[1]):
+    if superseded(generation, current):
         return "superseded by a resume"
+    if state is not None and generation == int(current or 0) and began != str(generation):
+        store.work_began(run_id, generation)
     return None
 
 

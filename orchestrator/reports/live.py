@@ -2,8 +2,9 @@
 
 Per queue: done/total work units, rate and ETA; for the run: errors, unscorable, and judge requests per
 minute against the suite's ``rpm`` limit. Rates come from the samples of the last ``WINDOW_S`` seconds
-(``--watch``; judge requests: of the last minute, as the limit counts them), else from the average since the run
-was submitted. Time is passed in, never read here, so the arithmetic is tested without sleeping.
+(``--watch``; judge requests: of the last minute, as the limit counts them), else from the average since its
+current attempt's work began (a worker first took one of its tasks: the store's clock at both ends, less what was
+done before). Time is passed in, never read here, so the arithmetic is tested without sleeping.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragscore_workers.schemas import RunSummary
-from ragscore_workers.store import RunState, RunStore
+from ragscore_workers.store import RunState, RunStore, work_began
 
 if TYPE_CHECKING:
     from ..runner import Orphan
@@ -209,25 +210,58 @@ class StatusView:
         elapsed = (end or now) - start if start is not None else 0.0
         return elapsed if elapsed > 0 else None
 
+    def _at_work(self, now: float) -> tuple[float, dict[str, int]] | None:
+        """Seconds the run's current attempt was at work, and its counters when that began (subtracted: a resume's
+        earlier units are not this attempt's). From when a worker first took one of its tasks (``work_began_at``, the
+        store's clock) to the store's clock at the last sample, or to its last work when it ended or stalled (whole
+        seconds on the store's clock: the second after, so never shorter than it was). None before that (a run queued
+        behind another run's messages waits at no pace, and a resumed one's earlier attempt is not this one). A run
+        stored before the stamp counts from its submission, as it did."""
+        last = self.samples[-1]
+        began = work_began(self.meta)
+        if began is None or last.store_t is None:
+            if "work_began_gen" in self.meta or int(self.meta.get("generation") or 0):
+                return None
+            elapsed = self._since_submit(now)
+            return (elapsed, {}) if elapsed else None
+        end = last.store_t
+        if self.meta.get("state") in RunState.DONE or self.stalled(now):
+            worked = self._worked_at_store()
+            end = min(end, worked + 1.0) if worked is not None else end
+        elapsed = end - began.at
+        return (elapsed, began.before) if elapsed > 0 else None
+
+    def _worked_at_store(self) -> float | None:
+        """:meth:`_worked_at` on the store's clock (as it is stored)."""
+        times = [self._meta_time("progress_at"), self.samples[-1].judge_called_at]
+        return max((t for t in times if t is not None), default=None)
+
     def rate(self, key: str) -> float | None:
-        """Units per second of counter ``key``: over the window, else the run's average."""
+        """Units per second of counter ``key``: over the window, else the current attempt's average."""
         last = self.samples[-1]
         first = self.samples[0]
         if last.t - first.t >= 1.0:
             return max(0, last.progress.get(key, 0) - first.progress.get(key, 0)) / (last.t - first.t)
-        elapsed = self._since_submit(last.t)
-        return last.progress.get(key, 0) / elapsed if elapsed else None
+        at_work = self._at_work(last.t)
+        if at_work is None:
+            return None
+        elapsed, before = at_work
+        return max(0, last.progress.get(key, 0) - before.get(key, 0)) / elapsed
 
     def judge_rpm(self) -> float | None:
         """Judge requests per minute as the ``rpm`` limit counts them, in a minute: once a minute was watched, the
-        calls of its samples; else the run's calls per minute begun since submission (its calls so far in its first
+        calls of its samples; else the run's calls per minute begun since its work began (its calls so far in its first
         minute). Never a rate of a few seconds times 60: the limit is a sliding minute, which admits its whole
-        minute's calls at once (51 calls in a run's first 12 s read 263 req/min against a limit of 60)."""
+        minute's calls at once (51 calls in a run's first 12 s read 263 req/min against a limit of 60). Since its
+        current attempt's work began, as :meth:`rate`."""
         first_calls, (last_t, last_calls) = self._calls[0][1], self._calls[-1]
         if self._minute_watched:
             return float(max(0, last_calls - first_calls))
-        elapsed = self._since_submit(last_t)
-        return last_calls / math.ceil(elapsed / RPM_WINDOW_S) if elapsed else None
+        at_work = self._at_work(last_t)
+        if at_work is None:
+            return None
+        elapsed, before = at_work
+        return max(0, last_calls - before.get("judge_calls", 0)) / math.ceil(elapsed / RPM_WINDOW_S)
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per queue the run uses, then ``all``. The queues work side by side, so the run ends when its

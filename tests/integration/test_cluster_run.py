@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from celery.result import AsyncResult
 from orchestrator.runner import connect, run
 from orchestrator.suite import load_suite
 from ragscore_workers.schemas import Suite, question_fingerprint
-from ragscore_workers.store import RunStore
+from ragscore_workers.store import RunState, RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, scores_by_id, until, write_jsonl
 
@@ -255,3 +256,71 @@ def test_a_worker_without_the_suites_plugin_fails_its_items_saying_so_under_thei
     metas = [raw.meta for raw in store.iter_raw_items(run_id)]
     assert all(m["group"] == "g1" for m in metas)
     assert all(m["question_sha"] == question_fingerprint(f"question {m['id'][1:]}?") for m in metas)
+
+
+def _status_rate(store: RunStore, run_id: str) -> float | None:
+    """The run's rate as ``ragscore status RUN`` shows it (one sample: its average)."""
+    from orchestrator.reports.live import StatusView, sample
+
+    view = StatusView(store.meta(run_id))
+    view.add(sample(store, run_id, time.time()))
+    (row,) = [r for r in view.rows() if r["queue"] == "all"]
+    return row["rate"]
+
+
+def _slow_rows(n: int) -> list[dict[str, object]]:
+    """Rows of ``slow_exact`` at 50 ms each: one worker process does at most 20 a second."""
+    return [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 50}} for i in range(n)]
+
+
+@pytest.fixture
+def slow_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunStore]:
+    """A store with one worker process of its own (concurrency 1) that loads the ``slow_exact`` plug-in."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
+    try:
+        yield connect(server.url)
+    finally:
+        worker.stop()
+        server.stop()
+
+
+SLOW_SUITE = {"metrics": ["slow_exact"], "chunk_size": {"cpu": 10}}
+
+
+def test_a_run_queued_behind_another_runs_messages_has_its_status_rate_from_when_its_work_began(
+    slow_worker: RunStore, tmp_path: Path
+) -> None:
+    """Two runs on one worker: the second waits until the first's messages are taken (the queues are first come,
+    first served). Its status gave its units over the time since its submission, the wait included: under a third
+    of its pace (60 units in ~11 s, not ~3 s), with an ETA as many times too long while it ran."""
+    from orchestrator.runner import submit, wait
+
+    store, suite = slow_worker, load_suite(SLOW_SUITE)
+    first = submit(write_jsonl(tmp_path / "first.jsonl", _slow_rows(160)), suite, store).run_id
+    second = submit(write_jsonl(tmp_path / "second.jsonl", _slow_rows(60)), suite, store).run_id
+    for run_id, items in ((first, 160), (second, 60)):
+        assert wait(store, run_id, timeout_s=180).items == items
+    pace = 1000 / 50  # at most: the worker sleeps 50 ms an item
+    assert 0.5 * pace < _status_rate(store, second) <= pace, _status_rate(store, second)
+
+
+def test_a_resumed_runs_status_rate_is_its_own_attempts_work_over_its_own_time(
+    slow_worker: RunStore, tmp_path: Path
+) -> None:
+    """A run cancelled part-way, resumed after a pause: its status counted every unit, those of its first attempt
+    too, over the time since its first submission, the pause included (a quarter of its pace here). An attempt's
+    rate is its own units over its own time."""
+    from orchestrator.runner import cancel, resume, submit, wait
+
+    store = slow_worker
+    run_id = submit(write_jsonl(tmp_path / "d.jsonl", _slow_rows(100)), load_suite(SLOW_SUITE), store).run_id
+    assert until(lambda: store.progress(run_id).get("done", 0) >= 20, 120)
+    cancel(store, run_id)
+    assert wait(store, run_id, timeout_s=60).state == RunState.CANCELLED
+    time.sleep(8.0)  # not at work
+    resume(store, run_id)
+    assert wait(store, run_id, timeout_s=120).state == RunState.FINISHED
+    pace = 1000 / 50
+    assert 0.5 * pace < _status_rate(store, run_id) <= pace, _status_rate(store, run_id)
