@@ -55,16 +55,29 @@ def _clock(seconds: float) -> str:
 
 
 class _Rate:
-    """Units per second and ETA from what this process saw done: a resumed run's earlier units, already in
-    the first counters it reads, are its baseline, not work done in the first second. The queues work side by
-    side, so the ETA is the slowest queue's (its units left over its own rate): the run's units left over the
-    summed rate made a fast cpu queue's pace read as the judge queue's. Work is seen when a unit is done or a judge
-    call is sent: a long judge item is at work while its calls go out, not stalled."""
+    """Units per second and ETA of the run's current attempt. The queues work side by side, so the ETA is the
+    slowest queue's (its units left over its own rate): the run's units left over the summed rate made a fast cpu
+    queue's pace read as the judge queue's. Work is seen when a unit is done or a judge call is sent: a long judge
+    item is at work while its calls go out, not stalled.
+
+    The rate counts from when a worker first took one of the attempt's tasks, on the store's clock
+    (``work_ms``, and ``before:{counter}`` what was done before: :meth:`RunStore.progress`). A run queued behind
+    another run's messages on a shared cluster was not at work while it waited, nor a resumed run in its earlier
+    attempt (counted from the start of the following, 100 units in 10 s after a minute's wait read 1.4/s). Not from
+    the first poll that sees a unit done either: a chunk's units are written together once it is scored, so that
+    poll comes a chunk's work after its start (counted from the poll before, 100 units read 500/s, not 20/s). Until
+    its stamp the attempt has no pace (0/s, no ETA). Counters without the stamp (a store written before it) count
+    from the start of the following, what this process saw done (a resumed run's earlier units, already in the
+    first counters it reads, are its baseline)."""
 
     def __init__(self) -> None:
         self.started = self.changed = time.monotonic()
         self.base: dict[str, int] | None = None
         self.last: tuple[int, int] = (-1, -1)
+        #: ``work_ms`` when work was last seen (a unit done, a judge call sent); None before the stamp.
+        self.changed_work_s: float | None = None
+        #: Whether counters with the stamp were seen: its absence then is an attempt (a stall's recovery) not begun.
+        self.stamped = False
 
     def measure(self, counters: dict[str, int]) -> tuple[float, float | None]:
         done, total = counters.get("done", 0), counters.get("total", 0)
@@ -72,15 +85,25 @@ class _Rate:
         if self.base is None:
             self.base = {k: v for k, v in counters.items() if k == "done" or k.startswith("done:")}
         seen = (done, counters.get("judge_calls", 0))
+        work_s = counters["work_ms"] / 1000 if "work_ms" in counters else None
         if seen != self.last:
-            self.last, self.changed = seen, now
-        # Every unit done (the summary is being aggregated): the rate over the scoring, not falling as time passes
-        elapsed = max((self.changed if 0 < total <= done else now) - self.started, 1e-9)
-        rate = (done - self.base.get("done", 0)) / elapsed
+            self.last, self.changed, self.changed_work_s = seen, now, work_s
+        finished = 0 < total <= done  # every unit done (aggregating): the rate over the scoring, not falling after
+        if work_s is not None:
+            self.stamped = True
+            base = {k[len("before:") :]: v for k, v in counters.items() if k.startswith("before:")}
+            at = self.changed_work_s if finished and self.changed_work_s is not None else work_s
+            elapsed = max(at, 1e-9)
+        elif self.stamped:  # a new attempt (the recovery of a stall) no worker has begun yet
+            return 0.0, None
+        else:
+            base = self.base
+            elapsed = max((self.changed if finished else now) - self.started, 1e-9)
+        rate = max(0, done - base.get("done", 0)) / elapsed
         queues = [key[len("total:") :] for key in counters if key.startswith("total:")]
         if queues:  # each queue's units left and its own pace
             done_q = {q: counters.get(f"done:{q}", 0) for q in queues}
-            paces = [(counters[f"total:{q}"] - done_q[q], (done_q[q] - self.base.get(f"done:{q}", 0)) / elapsed)
+            paces = [(counters[f"total:{q}"] - done_q[q], max(0, done_q[q] - base.get(f"done:{q}", 0)) / elapsed)
                      for q in queues]  # fmt: skip
         else:
             paces = [(total - done, rate)]

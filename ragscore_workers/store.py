@@ -661,14 +661,22 @@ class RunStore:
     def progress(self, run_id: str) -> dict[str, int]:
         """The ``progress`` counters, with ``judge_calls`` (the ``judge`` counters' ``calls``: requests sent to the
         judge) once the run sent one; one round trip. ``done`` leaves out what a resume sent again and no worker
-        has written again yet."""
+        has written again yet. Once a worker took a task of the run's current attempt (:meth:`work_began`), also
+        ``work_ms``, the store's clock since then, and ``before:{counter}``, the ``done``, ``done:{queue}`` and
+        ``judge_calls`` counters then: the attempt's rate is its work over its own time, on one clock."""
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
         pipe.hget(self.key(run_id, "judge"), "calls")
-        counters, judge_calls = pipe.execute()
+        pipe.hmget(self.key(run_id, "meta"), WORK_BEGAN_FIELDS)
+        pipe.time()
+        counters, judge_calls, began_fields, (seconds, micros) = pipe.execute()
         out = _done_now({k: int(v) for k, v in counters.items()})
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
+        began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
+        if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
+            out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))
+            out.update({f"before:{k}": v for k, v in began.before.items()})
         return out
 
     # ---------------------------------------------------------------- results

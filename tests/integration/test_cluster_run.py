@@ -324,3 +324,26 @@ def test_a_resumed_runs_status_rate_is_its_own_attempts_work_over_its_own_time(
     assert wait(store, run_id, timeout_s=120).state == RunState.FINISHED
     pace = 1000 / 50
     assert 0.5 * pace < _status_rate(store, run_id) <= pace, _status_rate(store, run_id)
+
+
+def test_a_run_queued_behind_another_runs_messages_has_its_live_rate_from_when_its_work_began(
+    slow_worker: RunStore, tmp_path: Path
+) -> None:
+    """`ragscore run`'s progress, followed from its submission on a worker busy with another run's messages: its
+    rate counted from the start of the following, the wait included (60 units over ~11 s, not ~3 s)."""
+    import io
+    import re
+
+    from orchestrator.progress import PlainProgress
+    from orchestrator.runner import submit, wait
+
+    store, suite = slow_worker, load_suite(SLOW_SUITE)
+    first = submit(write_jsonl(tmp_path / "first.jsonl", _slow_rows(160)), suite, store).run_id
+    second = submit(write_jsonl(tmp_path / "second.jsonl", _slow_rows(60)), suite, store).run_id
+    out = io.StringIO()
+    assert wait(store, second, timeout_s=180, progress=PlainProgress(out)).items == 60
+    assert wait(store, first, timeout_s=60).items == 160
+    match = re.search(r" ([\d.]+)/s ETA ", out.getvalue().splitlines()[-1])
+    assert match, out.getvalue()
+    pace = 1000 / 50  # at most: the worker sleeps 50 ms an item
+    assert 0.5 * pace < float(match.group(1)) <= pace, out.getvalue()

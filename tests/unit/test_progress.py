@@ -166,3 +166,39 @@ def test_the_rich_bar_shows_the_judge_calls_and_no_idle_note_while_they_go_out(c
     fields = view.bar.tasks[0].fields
     assert fields["judge"] == " judge calls 1,234" and fields["note"] == ""
     view.stop()
+
+
+def test_the_rate_counts_from_when_a_worker_took_the_attempts_first_task_on_the_stores_clock(clock: Clock) -> None:
+    """Counters from the store once a worker took a task of the run's attempt (``work_ms``: the store's clock since
+    then; ``before:*``: what was done before it). Counted from the start of the following, a run that waited a minute
+    behind another run's messages read 100 units in 10 s as 1.4/s; counted from the poll before the first units
+    were seen, a chunk's 100 units written at once 5 s after its start read as 500/s."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    for _ in range(300):  # a minute behind the other run: no worker took a task of it
+        view.update({"done": 0, "total": 200})
+        clock.advance(0.2)
+    for work_ms in range(0, 5000, 200):  # a worker scores its first chunk: nothing written yet
+        view.update({"done": 0, "total": 200, "work_ms": work_ms, "before:done": 0})
+        clock.advance(0.2)
+    view.update({"done": 100, "total": 200, "work_ms": 5000, "before:done": 0}, final=True)
+    assert _rate(out.getvalue().splitlines()[-1]) == 20.0 and " ETA 5s " in out.getvalue().splitlines()[-1]
+
+
+def test_a_resumed_attempt_counts_its_own_units_over_its_own_time(clock: Clock) -> None:
+    """A stalled run's recovery (a new attempt, followed by the same process): until a worker takes one of its
+    tasks there is no pace (the stall is not the new attempt's time), then the units done before it are not its
+    own. Counted from the start of the following, the stall's minutes made the rate a fraction of its pace."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update({"done": 0, "total": 200, "work_ms": 0, "before:done": 0}, final=True)
+    view.update({"done": 50, "total": 200, "work_ms": 5000, "before:done": 0}, final=True)
+    assert _rate(out.getvalue().splitlines()[-1]) == 10.0
+    clock.advance(300.0)  # stalled, then re-submitted: the new attempt has no stamp yet
+    view.update({"done": 40, "total": 200}, final=True)  # 10 outputs stored as errors sent again: not done
+    assert " 0.0/s ETA ? " in out.getvalue().splitlines()[-1]
+    view.update({"done": 80, "total": 200, "work_ms": 2000, "before:done": 40}, final=True)
+    last = out.getvalue().splitlines()[-1]
+    assert _rate(last) == 20.0 and " ETA 6s " in last  # 120 left at 20/s
