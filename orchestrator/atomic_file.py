@@ -1,10 +1,13 @@
 """Write a file so that readers see the old file or the whole new one, never a part: the text goes to a
-hidden ``.NAME.partial`` beside it, which replaces the target only once every byte is written (a full disk or
-an interrupt leaves the previous file, or none, and no truncated report)."""
+hidden ``.NAME.RANDOM.partial`` beside it, which replaces the target only once every byte is written (a full disk
+or an interrupt leaves the previous file, or none, and no truncated report). Each writer has a temporary file of
+its own: two processes writing the same report do not write into one file, and each replaces the target with a
+whole one."""
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +16,9 @@ from typing import TextIO
 from ragscore_workers.errors import ConfigError
 
 __all__ = ["atomic_writer", "make_out_dir", "write_text_atomic"]
+
+#: Names tried for a writer's temporary file before giving up (each a fresh random one).
+TEMP_NAME_ATTEMPTS = 100
 
 
 def make_out_dir(path: Path) -> Path:
@@ -29,14 +35,27 @@ def make_out_dir(path: Path) -> Path:
 def atomic_writer(path: Path, *, errors: str = "strict", newline: str | None = None) -> Iterator[TextIO]:
     """Open ``path`` for writing UTF-8 text; it appears (replacing any old file) when the block ends without
     an error, and the temporary file is removed when it does not."""
-    tmp = path.with_name(f".{path.name}.partial")
+    tmp, fd = _create_temp(path)
     try:
-        with tmp.open("w", encoding="utf-8", errors=errors, newline=newline) as fh:
+        with open(fd, "w", encoding="utf-8", errors=errors, newline=newline) as fh:
             yield fh
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _create_temp(path: Path) -> tuple[Path, int]:
+    """A new, empty hidden file beside ``path`` that no other writer has, and its descriptor. Created as ``open``
+    creates a file (mode 0666 less the umask: a report is 0644 as before), not 0600 as ``tempfile.mkstemp`` makes
+    it; ``O_EXCL`` makes it this writer's own."""
+    for _ in range(TEMP_NAME_ATTEMPTS):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.partial")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path} after {TEMP_NAME_ATTEMPTS} tries")
 
 
 def write_text_atomic(path: Path, text: str, *, errors: str = "strict") -> None:

@@ -1184,7 +1184,8 @@ def main() -> None:
         typer.echo(shown(f"error: Redis: {type(exc).__name__}: {exc}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except OSError as exc:  # a full disk or an unwritable --out while writing the reports
-        where = f" ({exc.filename})" if exc.filename else ""
+        target = exc.filename2 or exc.filename  # a report's, not the hidden temporary file it replaces it from
+        where = f" ({target})" if target else ""
         typer.echo(shown(f"error: {exc.strerror or exc}{where}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):

@@ -498,19 +498,20 @@ def test_a_ragscore_home_written_with_a_tilde_or_url_characters_is_used_as_writt
     assert (user / "rs#a%20" / "redis").is_dir() and any((user / "rs#a%20" / "logs").iterdir())
 
 
-def test_a_full_disk_while_writing_reports_says_so_and_how_to_finish(tmp_path: Path, home: Path) -> None:
-    """ENOSPC while the reports were written ended in a 124-line traceback with no hint; what was scored is
-    kept, no half-written report is left, and the resume writes the reports once there is room."""
+def test_a_report_that_cannot_be_written_says_so_and_how_to_finish(tmp_path: Path, home: Path) -> None:
+    """An OSError while the reports were written (ENOSPC on a full disk) ended in a 124-line traceback with no hint;
+    what was scored is kept, no half-written report is left, and the resume writes the reports once it can."""
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(20))
     suite = _suite(tmp_path, GOOD_SUITE)
     out = tmp_path / "out"
-    out.mkdir()
-    (out / ".items.jsonl.partial").symlink_to("/dev/full")  # every write to it fails with ENOSPC, as on a full disk
-    full = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home)
-    assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
-    assert "No space left on device" in full.stderr and f"ragscore run --resume {out}" in full.stderr
-    assert not (out / "items.jsonl").exists() and not (out / "items.csv").exists()  # none cut short
-    assert sorted(p.name for p in out.iterdir()) == ["run.json"]  # the partial files are removed
+    (out / "items.csv").mkdir(parents=True)  # items.csv, written whole, cannot replace a directory: IsADirectoryError
+    failed = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert f"error: Is a directory ({out / 'items.csv'})" in failed.stderr
+    assert f"ragscore run --resume {out}" in failed.stderr
+    assert not (out / "items.jsonl").exists()  # written with items.csv: not left without it
+    assert sorted(p.name for p in out.iterdir()) == ["items.csv", "run.json"]  # the partial files are removed
+    (out / "items.csv").rmdir()
     resumed = ragscore("run", "--resume", str(out), home=home)
     assert resumed.returncode == 0, resumed.stderr
     assert len((out / "items.jsonl").read_text().splitlines()) == 20

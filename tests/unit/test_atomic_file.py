@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,29 @@ def test_a_finished_write_replaces_the_file(tmp_path: Path) -> None:
         fh.write("a,b\r\n")
     assert target.read_bytes() == b"a,b\r\n"
     assert [p.name for p in tmp_path.iterdir()] == ["items.csv"]
+
+
+def test_two_writers_of_one_file_each_write_a_temporary_file_of_their_own(tmp_path: Path) -> None:
+    """Both wrote ``.NAME.partial``: the second truncated the first's half-written text, and the first then wrote
+    into the file the second had moved into place (or failed, its temporary file gone)."""
+    target = tmp_path / "report.md"
+    with atomic_writer(target) as first:
+        first.write("first, ")
+        first.flush()
+        with atomic_writer(target) as second:
+            second.write("second\n")
+        assert target.read_text() == "second\n"
+        first.write("whole\n")
+    assert target.read_text() == "first, whole\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_a_written_file_has_the_mode_open_gives_under_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    """Not ``tempfile.mkstemp``'s 0600: a report others could read stays readable by them."""
+    old = os.umask(umask)
+    try:
+        write_text_atomic(tmp_path / "summary.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "summary.json").stat().st_mode) == mode
