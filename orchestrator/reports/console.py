@@ -229,9 +229,12 @@ def unreadable_rows(summary: RunSummary) -> str:
 
 
 def _cost(value: float | None) -> str:
-    """4 decimals; a cost too small for them is ``<0.0001``, not a free-looking ``0.0000``."""
+    """4 decimals; a cost too small for them is ``<0.0001``, not a free-looking ``0.0000``; nothing (calls the cache
+    answers, a model priced 0) is ``0``, and a cost that cannot be known (None: no price) ``-``."""
     if value is None:
         return "-"
+    if value == 0:
+        return "0"
     return "<0.0001" if 0 < value < 0.00005 else f"{value:.4f}"
 
 

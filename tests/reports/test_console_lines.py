@@ -98,3 +98,29 @@ def test_a_run_of_several_systems_prints_each_system_s_means_under_the_pooled_ta
     print_summary(loose, Console(file=out, width=300))
     said = "The means above pool the items of all 2 systems and the 2 items with no system; per system:"
     assert said in out.getvalue()
+
+
+def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
+    """--dry-run wrote ``0.0000`` for a metric whose calls were all cached and ``-`` for one without a price, and the
+    run's reports ``0.0000`` for a run the cache answered: a free-looking number of decimals beside a dash. A cost
+    that is nothing is ``0``; one that cannot be known (no price) is ``-``."""
+    from orchestrator.estimate import CallTally, Estimate
+    from orchestrator.reports.console import print_estimate
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+    from orchestrator.reports.markdown import render_markdown
+    from ragscore_workers.schemas import Suite
+
+    estimate = Estimate(rows=3, items=3, units={"judge": 6}, cache_checked=True, judge={
+        "answer_accuracy": CallTally(calls=6, cached=6, cost=0.0),
+        "groundedness": CallTally(calls=6, tokens_in=600, tokens_out_max=96, cost=None, largest=116),
+    })  # fmt: skip
+    console = Console(file=io.StringIO(), width=200)
+    print_estimate(estimate, Suite.model_validate({"metrics": ["answer_accuracy", "groundedness"]}), console)
+    costs = {line.split()[0]: line.split()[-1] for line in console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+             if line.split()[:1] in (["answer_accuracy"], ["groundedness"], ["total"])}  # fmt: skip
+    assert costs == {"answer_accuracy": "0", "groundedness": "-", "total": "-"}
+    cached = _summary(judge={"calls": 0, "cache_hits": 6, "cost": 0.0, "unpriced_calls": 0})
+    assert "cost 0," in (judge_line(cached) or "") + ","
+    assert "| 0 | 6 | 0 | 0 |" in render_markdown(cached)  # calls, cache_hits, cost, unpriced_calls
+    assert "<td>0</td><td>6</td><td>0</td><td>0</td>" in render_html(cached, ItemStats())

@@ -159,4 +159,4 @@ def test_report_md_marks_an_output_where_lower_is_better_as_report_html_does() -
 def test_a_judge_cost_of_null_in_a_summary_renders_as_no_cost() -> None:
     """A summary.json whose judge cost is null (hand-edited, or an older writer's) given to ``ragscore report``."""
     summary = RunSummary(run_id="r", items=1, scored=1, judge={"calls": 4, "cost": None, "unpriced_calls": 0})
-    assert "| 4 | 0.0000 | 0 |" in render_markdown(summary)
+    assert "| 4 | 0 | 0 |" in render_markdown(summary)
