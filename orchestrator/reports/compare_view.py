@@ -12,6 +12,7 @@ from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 from ..terminal import TerminalConsole
 from . import plots
 from .compare import Comparison, Difference, errors_text, mismatch_text, unchecked_text, unpaired_text
+from .console import LOWER_IS_BETTER_MARK
 from .html import fmt, version
 from .markdown import md_cell
 from .templates import CSS, environment
@@ -90,7 +91,7 @@ def render_compare_html(c: Comparison) -> str:
     return environment().get_template("compare").render(**context)
 
 
-def _named(metric: str, mark: str = " (lower is better)") -> str:
+def _named(metric: str, mark: str = LOWER_IS_BETTER_MARK) -> str:
     """The metric's name, marked when lower is better (its wins are its falls)."""
     return metric if higher_is_better(metric) else metric + mark
 

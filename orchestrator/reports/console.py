@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
 from ..estimate import Estimate
@@ -16,7 +17,9 @@ from ..terminal import TerminalConsole
 from .live import fmt_duration
 
 __all__ = [
+    "LOWER_IS_BETTER_MARK",
     "error_lines",
+    "metric_label",
     "print_estimate",
     "print_summary",
     "reasons_text",
@@ -25,6 +28,16 @@ __all__ = [
     "unscorable_text",
     "unscored_lines",
 ]
+
+
+#: What follows the name of an output where lower is better (``answer_hallucination``), wherever a report shows it.
+LOWER_IS_BETTER_MARK = " (lower is better)"
+
+
+def metric_label(name: str) -> str:
+    """An output's name as the summary tables show it: marked when lower is better, so a high mean is read as bad
+    (the console, report.md; report.html marks it in its template)."""
+    return name if higher_is_better(name) else name + LOWER_IS_BETTER_MARK
 
 
 def _items_without_system(summary: RunSummary) -> int:
@@ -172,7 +185,7 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         table.add_column(col, justify="left" if col == "metric" else "right")
     for name, m in summary.metrics.items():
         table.add_row(
-            name,
+            escape(metric_label(name)),
             "-" if m.mean is None else f"{m.mean:.3f}",
             str(m.n),
             f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else "-",
@@ -216,7 +229,10 @@ def _systems_table(summary: RunSummary) -> Table:
         table.add_column(escape(system), justify="right")
     for name in summary.metrics:
         cells = [per.get(name) for _, per in systems]
-        table.add_row(name, *("-" if m is None or m.mean is None else f"{m.mean:.3f} (n={m.n:,})" for m in cells))
+        table.add_row(
+            escape(metric_label(name)),
+            *("-" if m is None or m.mean is None else f"{m.mean:.3f} (n={m.n:,})" for m in cells),
+        )
     return table
 
 

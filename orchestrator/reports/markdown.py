@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
@@ -12,6 +11,7 @@ from .console import (
     error_lines,
     judge_counters,
     judge_used,
+    metric_label,
     reasons_text,
     unfilled_lines,
     unreadable_rows,
@@ -71,8 +71,7 @@ def render_markdown(summary: RunSummary) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, m in summary.metrics.items():
-        named = name if higher_is_better(name) else f"{name} (lower is better)"  # as report.html marks it
-        lines.append(f"| {named} | {_mean(m)} | {m.n} | {_ci(m)} | {unscorable_text(m)} | {m.errors} |")
+        lines.append(f"| {metric_label(name)} | {_mean(m)} | {m.n} | {_ci(m)} | {unscorable_text(m)} | {m.errors} |")
     lines.append("")
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]

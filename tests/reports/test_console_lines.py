@@ -124,3 +124,18 @@ def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_
     assert "cost 0," in (judge_line(cached) or "") + ","
     assert "| 0 | 6 | 0 | 0 |" in render_markdown(cached)  # calls, cache_hits, cost, unpriced_calls
     assert "<td>0</td><td>6</td><td>0</td><td>0</td>" in render_html(cached, ItemStats())
+
+
+def test_the_summary_table_marks_an_output_where_lower_is_better_as_report_md_does() -> None:
+    """``answer_hallucination 0.800`` on the console read as good; report.md and report.html said "(lower is better)"
+    beside it. The per-system table (two systems or more) marks it too."""
+    from orchestrator.reports.markdown import render_markdown
+
+    metrics = {"answer_hallucination": {"mean": 0.8, "n": 2}, "exact_match": {"mean": 0.5, "n": 2}}
+    summary = _summary(metrics=metrics, by_system={"a": metrics, "b": metrics})
+    out = io.StringIO()
+    print_summary(summary, Console(file=out, width=300))
+    named = [line.split("│")[1].strip() for line in out.getvalue().splitlines() if "exact_match" in line
+             or "answer_hallucination" in line]  # fmt: skip
+    assert named == ["answer_hallucination (lower is better)", "exact_match"] * 2
+    assert "| answer_hallucination (lower is better) |" in render_markdown(summary)
