@@ -106,19 +106,19 @@ def render_compare_markdown(c: Comparison) -> str:
              "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
     means = _means(c)
     for m in c.metrics:
-        lines.append(f"| {_named(m)} | " + " | ".join(means[m][a] for a in arms) + " |")
+        lines.append(f"| {md_cell(_named(m))} | " + " | ".join(means[m][a] for a in arms) + " |")
     lines += ["", f"## Differences against {md_cell(arms[0])}", "",
               "| metric | system | shared | baseline | system mean | difference | 95% CI | p | wins | ties | losses |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for d in c.differences:
         lines.append(
-            f"| {_named(d.metric)} | {md_cell(d.arm)} | {d.n} | {fmt(d.base_mean)} | {fmt(d.arm_mean)} | {_diff(d)} | "
-            f"{_ci(d)} | {_p(d.p)} | {d.wins} | {d.ties} | {d.losses} |"
+            f"| {md_cell(_named(d.metric))} | {md_cell(d.arm)} | {d.n} | {fmt(d.base_mean)} | {fmt(d.arm_mean)} | "
+            f"{_diff(d)} | {_ci(d)} | {_p(d.p)} | {d.wins} | {d.ties} | {d.losses} |"
         )
     lines += ["", "## Wins per system", "", "| metric | " + " | ".join(map(md_cell, arms)) + " | ties | questions |",
               "|---|" + "---|" * (len(arms) + 2)]  # fmt: skip
     for w in c.wins:
-        lines.append(f"| {w['metric']} | " + " | ".join(str(w["wins"][a]) for a in arms) + f" | {w['ties']} | "
+        lines.append(f"| {md_cell(w['metric'])} | " + " | ".join(str(w["wins"][a]) for a in arms) + f" | {w['ties']} | "
                      f"{w['questions']} |")  # fmt: skip
     if c.points:
         lines += ["", "## Evaluation points per question", "", "✓ passed, ✗ failed, – skipped, ! error, · not run", ""]

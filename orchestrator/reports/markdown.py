@@ -22,17 +22,26 @@ __all__ = ["md_cell", "render_markdown"]
 
 
 #: Characters that make Markdown out of text: raw HTML (``<img onerror=…>``), links, code spans, ``*`` and ``_``
-#: emphasis (``__all__`` showed as a bold "all"), table cells, ``$`` math (GitHub's ``$5 and $10``). Each is
-#: backslash-escaped, which CommonMark renders as the character itself. An ``_`` between two letters or digits is
-#: left alone: it is never emphasis, and names like ``exact_match`` stay greppable.
-_MD_SPECIAL = re.compile(r"[\\`*\[\]<>|&~$]|(?<![^\W_])_|_(?![^\W_])")
+#: emphasis (``__all__`` showed as a bold "all"), table cells, ``$`` math (GitHub's ``$5 and $10``), ``#`` (a
+#: heading's closing sequence: ``### q #`` read ``q``). Each is backslash-escaped, which CommonMark renders as the
+#: character itself. An ``_`` between two letters or digits is left alone: it is never emphasis, and names like
+#: ``exact_match`` stay greppable.
+_MD_SPECIAL = re.compile(r"[\\`*\[\]<>|&~$#]|(?<![^\W_])_|_(?![^\W_])")
+
+#: An ``@`` or ``#`` GitHub would link (``@alice`` a mention that notifies her, ``#12`` issue 12, ``a@b.io`` a mail
+#: address). GitHub finds them in the rendered text, where a backslash escape is gone; an empty HTML comment after
+#: the character splits that text and renders as nothing (github/markup#1168).
+_MD_REFERENCE = re.compile(r"(@|\\#)(?=\w)")
+_NOT_A_REFERENCE = r"\1<!-- -->"
 
 
 def md_cell(text: object) -> str:
     """User text (ids, groups, system names, error messages) as Markdown that shows it as written: its markup
-    characters escaped (so a viewer that renders raw HTML runs none of it), line breaks as spaces and other control
-    characters as their escapes (``cat report.md`` obeys none)."""
-    return shown(_MD_SPECIAL.sub(r"\\\g<0>", str(text)).replace("\r", " ").replace("\n", " "))
+    characters escaped (so a viewer that renders raw HTML runs none of it), an ``@`` or ``#`` GitHub would make a
+    mention or an issue link followed by an empty ``<!-- -->``, line breaks as spaces and other control characters
+    as their escapes (``cat report.md`` obeys none). Fit for a table cell and a heading alike."""
+    escaped = _MD_REFERENCE.sub(_NOT_A_REFERENCE, _MD_SPECIAL.sub(r"\\\g<0>", str(text)))
+    return shown(escaped.replace("\r", " ").replace("\n", " "))
 
 
 def _mean(m: MetricSummary) -> str:
@@ -50,7 +59,7 @@ def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[st
     lines = [
         f"## By {title}",
         "",
-        f"| {title} | " + " | ".join(metrics) + " |",
+        f"| {title} | " + " | ".join(map(md_cell, metrics)) + " |",
         "|---|" + "---|" * len(metrics),
     ]
     for key, per in tree.items():
@@ -71,12 +80,13 @@ def render_markdown(summary: RunSummary) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, m in summary.metrics.items():
-        lines.append(f"| {metric_label(name)} | {_mean(m)} | {m.n} | {_ci(m)} | {unscorable_text(m)} | {m.errors} |")
+        named = md_cell(metric_label(name))
+        lines.append(f"| {named} | {_mean(m)} | {m.n} | {_ci(m)} | {unscorable_text(m)} | {m.errors} |")
     lines.append("")
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]
     if unscorable := [(name, m) for name, m in summary.metrics.items() if m.unscorable_reasons]:
-        why = [f"- {name}: {md_cell(reasons_text(m.unscorable_reasons))}" for name, m in unscorable]
+        why = [f"- {md_cell(name)}: {md_cell(reasons_text(m.unscorable_reasons))}" for name, m in unscorable]
         lines += ["## Why items were unscorable", "", *why, ""]
     lines += _breakdown("group", summary.by_group)
     lines += _breakdown("system", summary.by_system)
@@ -94,7 +104,7 @@ def _wins(summary: RunSummary) -> list[str]:
     if not summary.wins:
         return []
     w = summary.wins
-    lines = [f"## Wins per system ({w['metric']})", "",
+    lines = [f"## Wins per system ({md_cell(w['metric'])})", "",
              f"{w['questions']} questions answered by two or more systems, {w['ties']} with a tie for the best score.",
              "", "| system | compared | wins | outright | tied | win rate |", "|---|---|---|---|---|---|"]  # fmt: skip
     for system, s in w["by_system"].items():
@@ -115,7 +125,7 @@ def _judge(summary: RunSummary) -> list[str]:
         for name, a in agreement.items():
             pct = "-" if a.get("percent") is None else f"{a['percent']:.1f}%"
             kappa = "-" if a.get("kappa") is None else f"{a['kappa']:.3f}"
-            lines.append(f"| {name} | {a.get('n', 0)} | {pct} | {kappa} |")
+            lines.append(f"| {md_cell(name)} | {a.get('n', 0)} | {pct} | {kappa} |")
         lines.append("")
     return lines
 

@@ -160,3 +160,29 @@ def test_a_judge_cost_of_null_in_a_summary_renders_as_no_cost() -> None:
     """A summary.json whose judge cost is null (hand-edited, or an older writer's) given to ``ragscore report``."""
     summary = RunSummary(run_id="r", items=1, scored=1, judge={"calls": 4, "cost": None, "unpriced_calls": 0})
     assert "| 4 | 0 | 0 |" in render_markdown(summary)
+
+
+def test_an_at_or_a_hash_in_a_name_is_no_mention_issue_link_or_heading_end_on_github() -> None:
+    """A system ``team @alice`` notified @alice where report.md was pasted (a PR comment, a job summary) and ``pr #12``
+    linked issue 12: GitHub finds both in the rendered text, after Markdown's escapes are gone, so ``\\@`` does not
+    help; an empty comment after the ``@`` / ``#`` splits the text it reads and shows nothing. A compare.md heading
+    for a question ``q #`` lost its ``#`` (a closing sequence of the heading)."""
+    import html
+    import re
+
+    from markdown_it import MarkdownIt
+
+    from orchestrator.reports.markdown import md_cell
+
+    m = MetricSummary(mean=0.5, n=1)
+    names = ["team @alice", "pr #12", "gpt@home.ai", "C#", "@org/team", "q #"]
+    text = render_markdown(RunSummary(run_id="r", items=6, scored=6, metrics={"hits@k": m},
+                                      by_system={name: {"hits@k": m} for name in names}))  # fmt: skip
+    rendered = MarkdownIt("commonmark").enable("table").render(text).split("<h2>By system</h2>", 1)[1]
+    header = re.findall(r"<th>(.*?)</th>", rendered)[1]
+    cells = [*re.findall(r"<tr>\s*<td>(.*?)</td>", rendered), header]
+    assert [html.unescape(c.replace("<!-- -->", "")) for c in cells] == [*names, "hits@k"]  # shown as written
+    read = [html.unescape(node) for cell in cells for node in cell.split("<!-- -->")]  # what GitHub's filters read
+    assert not [node for node in read if re.search(r"(?:^|\W)@\w|#\d|\w@\w", node)]
+    heading = MarkdownIt("commonmark").render(f"### {md_cell('q #')}\n")
+    assert heading == "<h3>q #</h3>\n"
