@@ -1006,10 +1006,16 @@ def list_metrics(
 
 def _default_text(info: Any) -> str:
     """A param's default as a suite writes it: JSON (a regex shows as ``"\\[\\d+\\]"``, pasteable into YAML or
-    JSON), not Python's repr; ``(required)`` when there is none."""
+    JSON), not Python's repr; ``(required)`` when there is none, and what a run uses in its place when it is unset
+    (None: ``(the suite's sandbox.timeout_s)``, not ``null``)."""
+    from ragscore_workers.metrics.registry import UNSET
+
     if info.is_required():
         return "(required)"
     default = info.get_default(call_default_factory=True)
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if default is None and UNSET in extra:
+        return f"({extra[UNSET]})"
     try:
         return json.dumps(default, ensure_ascii=False)
     except TypeError:

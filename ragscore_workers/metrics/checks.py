@@ -47,7 +47,7 @@ from ._validators import (
     get_validator,
     parse_json_text,
 )
-from .registry import RunContext, register
+from .registry import RunContext, register, unset_means
 
 __all__ = ["NORMALIZERS", "ChecksParams", "Point", "checks", "evaluate_points", "parse_points"]
 
@@ -387,7 +387,7 @@ class ChecksParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    points: list[dict[str, Any]] | None = None
+    points: list[dict[str, Any]] | None = Field(default=None, json_schema_extra=unset_means("each row's own checks"))
 
     @field_validator("points")
     @classmethod

@@ -18,10 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..errors import ConfigError, MetricError
 from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
+from ..sandbox.docker import DEFAULT_IMAGE
 from ..schemas import SANDBOX_MEMORY_MB, SANDBOX_TIMEOUT_S, MetricResult, Queue, Row, SandboxConfig
 from ..unicode_text import lone_surrogate_at
 from ._bounded_regex import RegexError, bounded_regex
-from .registry import RunContext, register
+from .registry import RunContext, register, unset_means
 
 __all__ = ["DETAIL_CHARS", "CodeTestParams", "code_test", "extract_code", "fenced_code", "judge", "run_code_test"]
 
@@ -39,19 +40,21 @@ class CodeTestParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     #: Expected stdout; trailing whitespace of each line and trailing blank lines are ignored.
-    stdout: str | None = None
+    stdout: str | None = Field(default=None, json_schema_extra=unset_means("not checked"))
     #: A regular expression searched for in stdout (``re.search``; anchor it to match the whole).
-    stdout_regex: str | None = None
+    stdout_regex: str | None = Field(default=None, json_schema_extra=unset_means("not checked"))
     #: 0 to 128: both backends report a death by signal N as 128 + N, so a higher code reads as killed.
     exit_code: int = 0
     stdin: str = ""
     #: Override the suite's ``sandbox.timeout_s`` / ``sandbox.memory_mb`` (in an evaluation point: only lower them).
     #: A value outside what the sandbox takes (``SANDBOX_TIMEOUT_S``, ``SANDBOX_MEMORY_MB``) is taken as its nearest
     #: end: these come with the data too (a row's own points), which is capped, never refused.
-    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    memory_mb: int | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, json_schema_extra=unset_means("the suite's sandbox.timeout_s")
+    )
+    memory_mb: int | None = Field(default=None, gt=0, json_schema_extra=unset_means("the suite's sandbox.memory_mb"))
     #: Container image (docker backend only; the local backend runs the host's interpreter).
-    image: str | None = None
+    image: str | None = Field(default=None, json_schema_extra=unset_means(f"{DEFAULT_IMAGE}, on the docker backend"))
     language: str = "python"
 
     @field_validator("timeout_s", "memory_mb")

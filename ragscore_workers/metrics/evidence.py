@@ -14,12 +14,12 @@ An absent ``gold_evidence_sentences`` or ``evidence_sentences`` field is unscora
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..schemas import MetricResult, Queue, Row
 from ._corpus import corpus_sentences
 from .citation import id_set
-from .registry import register
+from .registry import register, unset_means
 
 __all__ = ["EvidenceParams", "evidence_overlap", "overlap_score", "words_of"]
 
@@ -29,7 +29,7 @@ class EvidenceParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    corpus_dir: str | None = None
+    corpus_dir: str | None = Field(default=None, json_schema_extra=unset_means("the rows' own sentences only"))
 
 
 def words_of(sentences: dict[str, str], ids: set[str]) -> set[str]:

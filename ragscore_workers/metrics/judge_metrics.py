@@ -36,7 +36,7 @@ from ._judge_text import (
     parse_rubric,
     rubric_prompt,
 )
-from .registry import CallPlanner, PlannedCall, RunContext, register
+from .registry import CallPlanner, PlannedCall, RunContext, register, unset_means
 
 if TYPE_CHECKING:
     from ..providers import CompletionParams, JudgeClient
@@ -75,7 +75,9 @@ class JudgeParams(BaseModel):
     #: Read and write the reply cache (``false`` = ``--no-cache``).
     cache: bool = True
     #: Environment variable holding the key, when not the provider's usual one.
-    api_key_env: str | None = None
+    api_key_env: str | None = Field(
+        default=None, json_schema_extra=unset_means("the provider's usual one, as GROQ_API_KEY")
+    )
     _api_key_env = field_validator("api_key_env")(env_var_name)
     timeout_s: float = Field(default=60.0, gt=0)
     #: Longest one call may wait for the shared rate limit before it fails.
@@ -85,8 +87,8 @@ class JudgeParams(BaseModel):
     #: Consecutive failed calls that stop judging for the whole run.
     breaker_failures: int = Field(default=5, ge=1)
     #: Stop new calls once the run's judge cost / tokens reach these.
-    max_cost: float | None = Field(default=None, ge=0)
-    max_tokens_total: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, ge=0, json_schema_extra=unset_means("no limit"))
+    max_tokens_total: int | None = Field(default=None, ge=1, json_schema_extra=unset_means("no limit"))
     #: Price per million tokens by model: ``{"llama-3.1-8b-instant": [in, out]}``.
     prices: dict[str, tuple[PricePerMTok, PricePerMTok]] = Field(default_factory=dict)
 
@@ -98,9 +100,16 @@ class DualParams(JudgeParams):
     rating_attempts: int = Field(default=5, ge=1, le=10)
     #: Reply length cap (None: 16, as the rating is read from the first 8 tokens; a reasoning model gets
     #: REASONING_MIN_TOKENS, as it thinks first).
-    max_tokens: int | None = Field(default=None, ge=1)
-    #: Characters of the joined contexts shown to the judge (None: the metric's default).
-    max_context_chars: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(
+        default=None, ge=1,
+        json_schema_extra=unset_means(f"{DUAL_MAX_TOKENS}; {REASONING_MIN_TOKENS} for a reasoning judge model"),
+    )  # fmt: skip
+    #: Characters of the joined contexts shown to the judge (None: the metric's default; answer_accuracy shows none).
+    max_context_chars: int | None = Field(
+        default=None, ge=1,
+        json_schema_extra=unset_means(f"{RELEVANCE_CONTEXT_CHARS} for context_relevance_judge, "
+                                      f"{GROUNDEDNESS_CONTEXT_CHARS} for groundedness; unused by answer_accuracy"),
+    )  # fmt: skip
 
 
 class RubricParams(JudgeParams):
@@ -109,7 +118,11 @@ class RubricParams(JudgeParams):
     #: Score an unparseable reply 0 instead of unscorable (the seed framework's behaviour).
     unparseable_as_zero: bool = False
     #: Reply length cap (None: the suite's ``judge.max_tokens``).
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(
+        default=None, ge=1,
+        json_schema_extra=unset_means(f"the suite's judge.max_tokens; at least {REASONING_MIN_TOKENS} for a reasoning "
+                                      "judge model"),
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- plumbing

@@ -29,18 +29,30 @@ __all__ = [
     "MetricDef",
     "PlannedCall",
     "RunContext",
+    "UNSET",
     "all_metrics",
     "get_metric",
     "higher_is_better",
     "parse_spec",
     "register",
     "resolve",
+    "unset_means",
 ]
 
 MetricOutput = MetricResult | dict[str, MetricResult]
 
 #: Metric outputs where a lower score is better (the share of hallucinated sentences); for every other, higher.
 LOWER_IS_BETTER = frozenset({"answer_hallucination"})
+
+
+#: The key of a param's ``json_schema_extra`` that says what a run uses when the param is left unset (None).
+UNSET = "unset"
+
+
+def unset_means(what: str) -> dict[str, Any]:
+    """``Field(default=None, json_schema_extra=unset_means("the suite's sandbox.timeout_s"))``: what stands in for
+    the param when it is not given, which ``ragscore metrics NAME`` shows as its default (not ``null``)."""
+    return {UNSET: what}
 
 
 def higher_is_better(output: str) -> bool:

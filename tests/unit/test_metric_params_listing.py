@@ -30,3 +30,17 @@ def test_the_params_of_rubric_judge_read_as_types_not_pydantic_internals(tmp_pat
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "dict[str, tuple[float, float]]" in result.stdout and "FieldInfo" not in result.stdout
+
+
+def test_a_param_whose_default_is_unset_says_what_is_used_instead_of_null() -> None:
+    """``ragscore metrics code_test`` showed ``timeout_s  float | None  null``: not what a run uses (the suite's
+    sandbox.timeout_s). Every registered param left unset says what stands in for it."""
+    from orchestrator.cli import _default_text
+    from ragscore_workers.metrics.registry import all_metrics
+
+    shown = {(name, field): _default_text(info) for name, mdef in all_metrics().items()
+             for field, info in mdef.params_model.model_fields.items()}  # fmt: skip
+    assert [key for key, text in shown.items() if text == "null"] == []
+    assert shown["code_test", "timeout_s"] == "(the suite's sandbox.timeout_s)"
+    assert shown["groundedness", "max_tokens"] == "(16; 2048 for a reasoning judge model)"
+    assert shown["rubric_judge", "max_cost"] == "(no limit)"
