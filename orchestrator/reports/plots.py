@@ -8,6 +8,7 @@ Every label is XML-escaped; every plot has ``class="plot"``, a ``<title>`` and h
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -20,6 +21,10 @@ AXIS = "#555"
 #: Rows drawn by :func:`hbars`; the caller says how many were left out.
 MAX_BARS = 40
 _FONT = 'font-family="system-ui, sans-serif" font-size="11"'
+#: Columns a bar's label fits in (a CJK character or an emoji takes two, as in a terminal); a longer label is cut
+#: to whole characters and ``…``, and named in full by its hover title.
+LABEL_COLUMNS = 22
+_ZWJ = "\u200d"
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,56 @@ class Bar:
     lo: float | None = None
     hi: float | None = None
     n: int | None = None
+
+
+def _extends(ch: str) -> bool:
+    """Whether ``ch`` belongs to the character before it: a combining mark, a variation selector, a skin tone, an
+    emoji tag, a zero-width joiner."""
+    cp = ord(ch)
+    return (
+        unicodedata.category(ch) in ("Mn", "Me", "Mc")
+        or ch == _ZWJ
+        or 0xFE00 <= cp <= 0xFE0F
+        or 0x1F3FB <= cp <= 0x1F3FF
+        or 0xE0020 <= cp <= 0xE007F
+    )
+
+
+def _regional(ch: str) -> bool:
+    return 0x1F1E6 <= ord(ch) <= 0x1F1FF
+
+
+def _characters(text: str) -> list[str]:
+    """``text`` as the characters a reader sees (near enough to Unicode's grapheme clusters for a label): a letter
+    with its accents, an emoji sequence joined by ZWJ, a flag's two regional indicators."""
+    out: list[str] = []
+    for ch in text:
+        last = out[-1] if out else ""
+        if last and (_extends(ch) or last.endswith(_ZWJ) or (_regional(ch) and len(last) == 1 and _regional(last))):
+            out[-1] += ch
+        else:
+            out.append(ch)
+    return out
+
+
+def _columns(character: str) -> int:
+    """Columns a character takes: two for East Asian wide and full-width ones, emoji and flags, else one."""
+    base = character[0]
+    return 2 if unicodedata.east_asian_width(base) in "WF" or "\ufe0f" in character or _regional(base) else 1
+
+
+def short_label(label: str, columns: int = LABEL_COLUMNS) -> str:
+    """``label`` when it fits in ``columns``, else as many of its whole characters as fit beside ``…``."""
+    characters = _characters(label)
+    if sum(map(_columns, characters)) <= columns:
+        return label
+    kept, used = [], 0
+    for character in characters:
+        used += _columns(character)
+        if used > columns - 1:
+            break
+        kept.append(character)
+    return "".join(kept) + "…"
 
 
 def _num(value: float) -> str:
@@ -96,10 +151,11 @@ def hbars(bars: Sequence[Bar], title: str, lo: float = 0.0, hi: float = 1.0, col
     for i, b in enumerate(bars):
         y = top + i * row
         x0, x1 = sorted((zero, x(b.value)))
-        label = b.label if len(b.label) <= 22 else b.label[:21] + "…"
+        label = short_label(b.label)
+        full = f"<title>{escape(b.label)}</title>" if label != b.label else ""
         ci = f" [{_num(b.lo)}, {_num(b.hi)}]" if b.lo is not None and b.hi is not None else ""
         n = f" n={b.n}" if b.n is not None else ""
-        body.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{escape(label)}</text>')
+        body.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{escape(label)}{full}</text>')
         body.append(
             f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(x1 - x0, 0.5):.1f}" height="{row - 6}" fill="{color}">'
             f"<title>{escape(b.label)}: {_num(b.value)}{ci}{n}</title></rect>"

@@ -44,3 +44,26 @@ def test_hbars_extend_the_axis_to_negative_values_and_cap_the_rows() -> None:
     assert float(rect.get("width")) > 0
     many = hbars([Bar(f"g{i}", 0.5) for i in range(MAX_BARS + 10)], "many")
     assert len(_rects(many)) == MAX_BARS
+
+
+def _labels(svg: str) -> list[tuple[str, str | None]]:
+    """Each bar label's text and the full name its hover title holds (None when the label is whole)."""
+    texts = [t for t in ET.fromstring(svg).iter(f"{SVG}text") if t.get("x") == "144"]  # the labels' right edge
+    return [(t.text or "", next((s.text for s in t.iter(f"{SVG}title")), None)) for t in texts]
+
+
+def test_hbars_cut_a_long_label_by_its_width_whole_characters_kept_and_name_it_in_full_on_hover() -> None:
+    """A label was cut at 22 code points: 22 CJK characters are twice as wide as 22 Latin ones and ran out of the
+    plot on the left, and a cut could split an emoji sequence (a family with its joiners, a flag's two letters) into
+    other pictures. The full name was only on the bar's hover title, not on the label's."""
+    family, flag = "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f1ef\U0001f1f5"
+    cjk = "検索拡張生成システム評価の比較実験第二版"
+    names = ["a" * 22, "b" * 23, cjk, "x" + family * 12, flag * 15, "e\u0301" * 30]
+    shown = _labels(hbars([Bar(name, 0.5) for name in names], "means"))
+    assert shown[0] == ("a" * 22, None) and shown[1] == ("b" * 21 + "…", "b" * 23)
+    assert [full for _, full in shown[2:]] == names[2:]  # the full name on hover
+    cut_cjk, families, flags, accents = (text.removesuffix("…") for text, _ in shown[2:])
+    assert cut_cjk == cjk[:10]  # 10 characters of two columns, and the ellipsis: 21 columns
+    assert families.removeprefix("x") == family * 10  # each a two-column picture, none split
+    assert flags == flag * 10
+    assert accents == "e\u0301" * 21  # each accent kept with its letter
