@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from kombu.exceptions import OperationalError
 from pydantic_core import PydanticSerializationError
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
@@ -724,7 +725,9 @@ def wait(
 ) -> RunSummary:
     """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying), and returns
     something truthy when it restarted a dead local worker. ``revive`` (the embedded mode: restart its own
-    redis-server from its append-only file) is tried each second Redis does not answer.
+    redis-server from its append-only file) is tried each second Redis does not answer: at any read of a poll (the
+    progress, the summary, the queues, a re-submission), that is an outage wait() says and retries for up to
+    ``REDIS_OUTAGE_S`` (:class:`_Outage`), not the end of the run.
 
     A run can stall when the broker loses a message (a worker killed at the wrong instant): no progress
     for ``stall_s`` seconds (``RAGSCORE_STALL_S``) while no message of the run is queued or held means
@@ -744,82 +747,69 @@ def wait(
     last_consumer_check, warned = 0.0, set[str]()
     restarted = False  # a local worker died and was restarted since the last recovery
     orphans_said: set[int] = set()  # counts of messages held by gone workers, already logged
-    lost_since: float | None = None  # when Redis stopped answering (None: it answers)
+    outage = _Outage(run_id, revive)
     aggregating_said = False
     try:
         while True:
             raise_if_stop_signalled()  # a SIGTERM or Ctrl-C whose KeyboardInterrupt Python dropped
-            try:
+            try:  # every read of the poll: Redis may stop answering at any of them
                 state = store.state(run_id)
                 counters = store.progress(run_id)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                now = time.monotonic()
-                if lost_since is None:
-                    lost_since = now
-                    log.warning("run %s: lost Redis (%s); retrying for up to %.0f s", run_id, exc, REDIS_OUTAGE_S)
-                if revive is not None:
-                    try:
-                        revive()
-                    except (BrokerError, redis.RedisError, OSError) as failed:
-                        log.warning("run %s: could not restart the embedded Redis: %s", run_id, failed)
-                if now - lost_since > REDIS_OUTAGE_S:
-                    raise BrokerError(
-                        f"Redis did not answer for {REDIS_OUTAGE_S:.0f} s ({exc}); a cluster run goes on without "
-                        f"this process: `ragscore status {run_id}`, then `ragscore results {run_id}`"
-                    ) from exc
-                time.sleep(1.0)
+                if not state:  # its meta is gone: a Redis restarted without persistence, or flushed
+                    raise RunLostError(
+                        f"Run {run_id} is no longer in the store: its Redis lost it (restarted without persistence, "
+                        "flushed, or evicting keys under maxmemory). What it scored is lost; run it again"
+                    )
+                progress.update(counters)
+                if state == RunState.AGGREGATING and not aggregating_said:  # minutes for a million items
+                    aggregating_said = True
+                    note_of(progress)("every item is scored: aggregating the summary")
+                if state in RunState.DONE:
+                    current = store.summary_is_current(run_id)  # not the summary of before a resume
+                    summary = store.summary(run_id) if current else None
+                    if summary is not None and summary.state == state:
+                        outage.over()
+                        return summary
+                    error = store.r.hget(store.key(run_id, "meta"), "error")  # one field, polled while it drains
+                    if state == RunState.FAILED or error:  # a cancelled run whose summary failed stays cancelled
+                        raise StoreError(f"Run {run_id} ({state}) failed: {error or 'no summary was written'}")
+                    # Cancelled: the skipped tasks drain, then aggregate writes the partial summary.
+                if counters.get("done", 0) != last_done or state == RunState.SUBMITTING:
+                    last_done, last_change, idle_checks = counters.get("done", 0), time.monotonic(), 0
+                else:
+                    now = time.monotonic()
+                    if now - last_change > consumer_check_s and now - last_consumer_check > consumer_check_s:
+                        last_consumer_check = now
+                        _warn_unserved(store, run_id, warned)
+                    limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
+                    if state == RunState.CANCELLED:  # nothing but skipping was left: idle, only its summary is missing
+                        limit = min(limit, CANCELLED_STALL_S)
+                    # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
+                    if now - last_change > limit and _broker_idle(store, run_id, orphans_said, ignore=(
+                            unserved_queues(store, run_id) if state == RunState.CANCELLED else ())):  # fmt: skip
+                        idle_checks += 1
+                        if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
+                            time.sleep(POLL_S * 4)  # and POLL_S below
+                        elif recoveries >= MAX_STALL_RECOVERIES:
+                            raise StoreError(f"Run {run_id} stalled {recoveries + 1} times with no work queued")
+                        else:
+                            recoveries += 1
+                            if state == RunState.CANCELLED:  # its rest is skipped, never re-submitted: the summary
+                                log.warning("run %s: cancelled, no summary after %.0f s: aggregating again", run_id,
+                                            limit)  # fmt: skip
+                                aggregate_run(store, run_id)
+                            else:
+                                log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id,
+                                            limit)  # fmt: skip
+                                resume(store, run_id, recovery=True)
+                            last_change, idle_checks, restarted = time.monotonic(), 0, False
+                if check is not None and check():
+                    restarted = True
+            except _Outage.ERRORS as exc:
+                outage.lost(exc)  # raises BrokerError once it lasted REDIS_OUTAGE_S
                 last_change = time.monotonic()  # an outage is not a stall
                 continue
-            if lost_since is not None:
-                log.warning("run %s: Redis is back after %.0f s", run_id, time.monotonic() - lost_since)
-                lost_since = None
-            if not state:  # its meta is gone: a Redis restarted without persistence, or flushed
-                raise RunLostError(
-                    f"Run {run_id} is no longer in the store: its Redis lost it (restarted without persistence, "
-                    "flushed, or evicting keys under maxmemory). What it scored is lost; run it again"
-                )
-            progress.update(counters)
-            if state == RunState.AGGREGATING and not aggregating_said:  # minutes for a million items
-                aggregating_said = True
-                note_of(progress)("every item is scored: aggregating the summary")
-            if state in RunState.DONE:
-                current = store.summary_is_current(run_id)  # not the summary of before a resume
-                summary = store.summary(run_id) if current else None
-                if summary is not None and summary.state == state:
-                    return summary
-                error = store.r.hget(store.key(run_id, "meta"), "error")  # one field, polled while it drains
-                if state == RunState.FAILED or error:  # a cancelled run whose summary failed stays cancelled
-                    raise StoreError(f"Run {run_id} ({state}) failed: {error or 'no summary was written'}")
-                # Cancelled: the skipped tasks drain, then aggregate writes the partial summary.
-            if counters.get("done", 0) != last_done or state == RunState.SUBMITTING:
-                last_done, last_change, idle_checks = counters.get("done", 0), time.monotonic(), 0
-            else:
-                now = time.monotonic()
-                if now - last_change > consumer_check_s and now - last_consumer_check > consumer_check_s:
-                    last_consumer_check = now
-                    _warn_unserved(store, run_id, warned)
-                limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
-                if state == RunState.CANCELLED:  # nothing but skipping was left: idle, only its summary is missing
-                    limit = min(limit, CANCELLED_STALL_S)
-                # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
-                if now - last_change > limit and _broker_idle(store, run_id, orphans_said, ignore=(
-                        unserved_queues(store, run_id) if state == RunState.CANCELLED else ())):  # fmt: skip
-                    idle_checks += 1
-                    if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
-                        time.sleep(POLL_S * 5)
-                        continue
-                    if recoveries >= MAX_STALL_RECOVERIES:
-                        raise StoreError(f"Run {run_id} stalled {recoveries + 1} times with no work queued")
-                    recoveries += 1
-                    if state == RunState.CANCELLED:  # its rest is skipped, never re-submitted: only the summary
-                        log.warning("run %s: cancelled, no summary after %.0f s: aggregating again", run_id, limit)
-                        aggregate_run(store, run_id)
-                    else:
-                        log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id, limit)
-                        resume(store, run_id, recovery=True)
-                    last_change, idle_checks, restarted = time.monotonic(), 0, False
-            if check is not None and check():
-                restarted = True
+            outage.over()  # said once a whole poll got its answers, not a first read that a later one undoes
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"Run {run_id} did not finish within {timeout_s} s")
             time.sleep(POLL_S)
@@ -831,6 +821,45 @@ def wait(
         except redis.RedisError:
             pass  # the error that ended the wait says why
         progress.stop()
+
+
+class _Outage:
+    """Redis not answering wait()'s polls: said once, ``revive`` tried each second (the embedded Redis), given up
+    with BrokerError after ``REDIS_OUTAGE_S``, and said again when a whole poll is answered."""
+
+    #: What a Redis that is down, restarting or hung raises: redis-py's errors (the run store, the broker's queues)
+    #: and kombu's (Celery sending a task or asking the workers).
+    ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
+
+    def __init__(self, run_id: str, revive: Callable[[], object] | None) -> None:
+        self.run_id, self.revive = run_id, revive
+        #: When Redis stopped answering (``time.monotonic()``; None: it answers).
+        self.since: float | None = None
+
+    def lost(self, exc: Exception) -> None:
+        """A read of a poll failed with ``exc`` (one of ``ERRORS``): say so (once), try ``revive``, wait a second;
+        BrokerError once Redis has not answered for ``REDIS_OUTAGE_S``."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            log.warning("run %s: lost Redis (%s); retrying for up to %.0f s", self.run_id, exc, REDIS_OUTAGE_S)
+        if self.revive is not None:
+            try:
+                self.revive()
+            except (BrokerError, redis.RedisError, OSError) as failed:
+                log.warning("run %s: could not restart the embedded Redis: %s", self.run_id, failed)
+        if now - self.since > REDIS_OUTAGE_S:
+            raise BrokerError(
+                f"Redis did not answer for {REDIS_OUTAGE_S:.0f} s ({exc}); a cluster run goes on without "
+                f"this process: `ragscore status {self.run_id}`, then `ragscore results {self.run_id}`"
+            ) from exc
+        time.sleep(1.0)
+
+    def over(self) -> None:
+        """Redis answered a whole poll: say it is back, if it was lost."""
+        if self.since is not None:
+            log.warning("run %s: Redis is back after %.0f s", self.run_id, time.monotonic() - self.since)
+            self.since = None
 
 
 def cancel(store: RunStore, run_id: str) -> None:

@@ -699,3 +699,42 @@ def test_a_hung_redis_mid_run_is_said_as_an_outage_and_the_run_finishes_when_it_
     assert any("Redis is back after" in m for m in said), said
     em = summary.metrics["exact_match"]
     assert summary.items == 3000 and em.errors == 0 and em.n + em.unscorable == 3000
+
+
+def _finished_run(tmp_path: Path, server: RedisProcess, rows: int = 40) -> tuple[RunStore, str]:
+    """A cluster run of ``rows`` rows, scored and aggregated (its summary written) before anyone waits for it."""
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(rows, seed=5)), load_suite(SUITE), store)
+        assert until(lambda: store.state(sub.run_id) == "finished" and store.summary_is_current(sub.run_id), 300)
+    finally:
+        worker.stop()
+    return store, sub.run_id
+
+
+def test_a_hung_redis_at_the_summary_read_of_a_finished_run_is_an_outage_and_the_wait_returns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """wait() treated only its first two reads of a poll (state, progress) as a Redis outage: one that hung at any
+    other read (here the summary's, of a run that had ended: the Redis stops right after the progress is shown)
+    failed `ragscore run` after one read timeout, with a run that was done. Now every read of the poll is an
+    outage, said and retried, and the wait returns the summary once Redis answers."""
+    from orchestrator import runner
+
+    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store, run_id = _finished_run(tmp_path, server)
+        stopper = _StopRedisOnce(server, after=0, for_s=6.0)  # at the first poll's progress: its next read hangs
+        with caplog.at_level(logging.WARNING):
+            summary = wait(store, run_id, progress=stopper, timeout_s=120)
+    finally:
+        if server.proc is not None:
+            server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+    said = [r.getMessage() for r in caplog.records]
+    assert stopper.stopped
+    assert any("lost Redis (Timeout" in m for m in said), said
+    assert any("Redis is back after" in m for m in said), said
+    assert summary.run_id == run_id and summary.items == 40
