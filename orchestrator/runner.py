@@ -815,7 +815,7 @@ def wait(
             time.sleep(POLL_S)
     finally:
         try:
-            counters = store.progress(run_id)
+            counters = {} if outage.since is not None else store.progress(run_id)  # lost: not 30 s more
             if counters:  # none when the store lost the run: no "0/0 done" line under the error
                 progress.update(counters, final=True)
         except redis.RedisError:

@@ -20,6 +20,7 @@ import pytest
 
 from orchestrator.runner import RESTARTED_STALL_S, connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
+from ragscore_workers.errors import BrokerError
 from ragscore_workers.store import RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, until, write_jsonl
@@ -665,7 +666,9 @@ class _StopRedisOnce:
             assert self.server.proc is not None
             self.stopped = True
             self.server.proc.send_signal(signal.SIGSTOP)
-            threading.Timer(self.for_s, self.server.proc.send_signal, (signal.SIGCONT,)).start()
+            timer = threading.Timer(self.for_s, self.server.proc.send_signal, (signal.SIGCONT,))
+            timer.daemon = True  # a test that ends first sends SIGCONT itself
+            timer.start()
 
     def stop(self) -> None:
         pass
@@ -738,3 +741,29 @@ def test_a_hung_redis_at_the_summary_read_of_a_finished_run_is_an_outage_and_the
     assert any("lost Redis (Timeout" in m for m in said), said
     assert any("Redis is back after" in m for m in said), said
     assert summary.run_id == run_id and summary.items == 40
+
+
+def test_a_wait_that_gives_up_on_a_hung_redis_reads_nothing_more_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once wait() gave up on a Redis that does not answer, its last look at the progress (for the final line) was
+    one more read of that Redis: one more read timeout (30 s) before `ragscore run` said so. Now it is skipped:
+    the wait ends after the reads of the outage itself (two, 4 s each, here), not a third."""
+    from orchestrator import runner
+
+    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 4.0)
+    monkeypatch.setattr(runner, "REDIS_OUTAGE_S", 0.0)  # given up at the first retry that fails too
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store, run_id = _finished_run(tmp_path, server)
+        stopper = _StopRedisOnce(server, after=0, for_s=60.0)  # hung for longer than the wait's outage bound
+        started = time.monotonic()
+        with pytest.raises(BrokerError, match="Redis did not answer for 0 s"):
+            wait(store, run_id, progress=stopper, timeout_s=120)
+        took = time.monotonic() - started
+    finally:
+        if server.proc is not None:
+            server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+    assert stopper.stopped
+    assert took < 2 * 4.0 + 1.0 + 2.5, f"{took:.1f} s: a third read timeout after the outage ended the wait"
