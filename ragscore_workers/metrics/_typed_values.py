@@ -25,6 +25,7 @@ __all__ = [
     "parse_expected",
     "parse_question_type",
     "polarity",
+    "raw_items",
     "terms",
 ]
 
@@ -140,15 +141,15 @@ _BULLET = re.compile(r"^\s*(?:[-*+•·‣◦▪]|\(?\d+[.)])\s+")
 _SEPARATORS = re.compile(r"[;•·‣◦▪]|,(?!\d{3}(?!\d))")
 
 
+def raw_items(answer: str) -> list[str]:
+    """Answer split into items at newlines, bullets, numbered markers, semicolons and commas (not 1,000), as
+    written (not normalised; blank items kept)."""
+    return [part for line in answer.splitlines() for part in _SEPARATORS.split(_BULLET.sub("", line))]
+
+
 def answer_items(answer: str) -> list[str]:
-    """Answer split into items at newlines, bullets, numbered markers, semicolons and commas (not 1,000)."""
-    items = []
-    for line in answer.splitlines():
-        for part in _SEPARATORS.split(_BULLET.sub("", line)):
-            term = terms(part)
-            if term:
-                items.append(term)
-    return items
+    """The answer's :func:`raw_items` in comparison form, blank ones dropped."""
+    return [term for term in map(terms, raw_items(answer)) if term]
 
 
 #: Words that flip the yes/no word right after them: ``not``, ``never``, ``cannot`` and the n't contractions as

@@ -7,9 +7,10 @@
   ``polarity_weight + (1 - polarity_weight) * support`` (see :func:`rationale_support`).
 
 A value matches when its comparison form (or that of one of its WordNet synonyms, which carry its full
-weight; none for a one-character or numeric value) occurs as whole words inside one answer item. Missing
-inputs are unscorable; an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
-Grammar: docs/metrics/deterministic.md.
+weight; none for a one-character or numeric value) occurs as whole words inside one answer item; a value of
+stopwords only must be a whole item, unless it is option ``A`` or ``I`` written as a label (``(A)``, ``A) Paris``,
+"The answer is A.": :func:`_label_pattern`). Missing inputs are unscorable; an ``expected`` or ``question_type``
+outside the grammar is a per-row error saying why. Grammar: docs/metrics/deterministic.md.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ._typed_values import (
     parse_expected,
     parse_question_type,
     polarity,
+    raw_items,
     terms,
 )
 from ._wordnet import synonyms
@@ -88,11 +90,36 @@ def _found(term: str, items: list[str]) -> bool:
     return any(padded in f" {item} " for item in items)
 
 
+def _label_pattern(label: str) -> re.Pattern[str]:
+    """Where an option label that is also a stopword (``A``, ``I``) stands written as a label in an answer item:
+    ``(A)`` / ``[A]`` anywhere, any case; upper case only, ``A)`` / ``A.`` / ``A:`` at the item's start, and ``A``
+    after a cue (``answer is``, ``answer:``, ``option``, ``choice``, ``choose``, ``pick``, ``select``) when no word
+    follows it but ``is`` (the article in "Answer: A city" and the pronoun in "Answer: I think B" are followed by
+    one). Markdown ``**`` / ``_`` may wrap it."""
+    bold = r"[*_]{0,2}"
+    bracketed = rf"(?i:\({label}\)|\[{label}\])"
+    first = rf"^\s*{bold}{label}{bold}(?:\)|[.:]{bold}(?=\s|$))"
+    ends = r"(?=\s*(?:$|[,;:)!?\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
+    cue = r"(?i:\b(?:answer|option|choice|choose|pick|select)(?:\s+is)?)(?:\s*:\s*|\s+)"
+    cued = rf"{cue}{bold}{label}(?![\w'’]){bold}{ends}"
+    return re.compile(f"{bracketed}|{first}|{cued}")
+
+
+#: Stopword option labels (``a``, ``i``: "a" is an article, "I" a pronoun), comparison form -> :func:`_label_pattern`.
+_LABELS = {w: _label_pattern(w.upper()) for w in sorted(STOPWORDS) if len(w) == 1}
+
+
+def _labelled(term: str, raw: list[str]) -> bool:
+    """Whether a stopword option label is written as a label in one of the answer's items as written."""
+    pattern = _LABELS.get(term)
+    return pattern is not None and any(pattern.search(item) for item in raw)
+
+
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:
-    items = answer_items(answer)
+    items, raw = answer_items(answer), raw_items(answer)
     matched: dict[int, str] = {}
     for term, (i, via) in _owners(values, use_synonyms).items():
-        if i not in matched and _found(term, items):
+        if i not in matched and (_found(term, items) or _labelled(term, raw)):
             matched[i] = via
     weights = [values[i].weight for i in matched]
     score = min(1.0, sum(weights)) if many else max(weights, default=0.0)

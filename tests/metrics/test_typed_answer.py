@@ -152,6 +152,84 @@ def test_stopword_values_match_only_a_whole_item() -> None:
     assert _score("PickOne", ["A", "B"], "B").score == 1.0
 
 
+OPTIONS = ["A", "B", "C", "D", "E"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The answer is {}.",
+        "{}) Paris",
+        "{}. Paris",
+        "{}: Paris",
+        "Option {}",
+        "Answer: {}",
+        "({})",
+        "[{}] Paris",
+        "The correct answer is ({}), Paris.",
+        "1. {}) Paris",
+        "The answer is: {} - Paris",
+        "Option {} is correct because Paris is the capital.",
+        "I think the answer is {}, since Paris is the capital.",
+        "My choice is {}!",
+        "**Answer: {}**",
+        "The answer is **{}**.",
+        "**{})** Paris",
+        "- **{}.** Paris",
+        "I would choose {}.",
+        "I pick {}: Paris is the capital.",
+    ],
+)
+def test_option_a_written_as_a_label_scores_as_option_b_does(answer: str) -> None:
+    # "a" is a stopword, so it must be a whole item; written as a label it is the option, as B is
+    assert _score("PickOne", "B", answer.format("B")).score == 1.0
+    result = _score("PickOne", "A", answer.format("A"))
+    assert result.score == 1.0 and result.details["matched"] == [{"value": "A", "weight": 1.0, "by": "value"}]
+    assert _score("PickOne", {x: float(x == "A") for x in OPTIONS}, answer.format("A")).score == 1.0
+    assert _score("PickOne", "I", answer.format("I")).score == 1.0  # a Roman-numeral option I
+
+
+def test_option_a_labels_in_lower_case_only_in_brackets() -> None:
+    assert _score("PickOne", "A", "(a) Paris").score == 1.0
+    assert _score("PickOne", "a", "The answer is A.").score == 1.0  # the expected value's case does not matter
+    assert _score("PickOne", "A", "a) Paris").score == 0.0  # bare: upper case only, so "i)" enumerations are none
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I choose a car",
+        "A city on the Seine.",
+        "the answer is a city on the Seine",
+        "Answer: A city on the Seine.",  # after a cue an article, not a label: a word follows
+        "The answer is a.k.a. Paris",
+        "A.I. says B",
+        "B, a safe bet",
+        "Paris (a city)",
+    ],
+)
+def test_the_article_a_is_no_option_a(answer: str) -> None:
+    assert _score("PickOne", {x: float(x == "A") for x in OPTIONS}, answer).score == 0.0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I think it is B",
+        "I think the answer is B.",
+        "Answer: I think B",
+        "The answer is I think B",
+        "The best option I can see is B",
+        "The only choice I'd make is B.",
+        "I'm sure: B",
+        "i) it is cheap; ii) it is fast, so B",
+        "Option B, I believe.",
+    ],
+)
+def test_the_pronoun_i_is_no_option_i(answer: str) -> None:
+    assert _score("PickOne", {"I": 1.0, "II": 0.0, "B": 0.0}, answer).score == 0.0
+
+
 def test_yes_no_with_rationale_scores_by_reference_overlap() -> None:
     reference = "Dry soil and strong wind caused it"  # content words: dry soil strong wind caused
     answer = "Yes, because the soil was dry and the wind strong."  # has soil dry wind strong: 4/5

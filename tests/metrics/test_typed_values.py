@@ -14,6 +14,7 @@ from ragscore_workers.metrics._typed_values import (
     parse_expected,
     parse_question_type,
     polarity,
+    raw_items,
     terms,
 )
 from ragscore_workers.metrics._wordnet import POS, _index, synonyms
@@ -110,6 +111,7 @@ def test_answer_items_split_at_commas_semicolons_newlines_and_bullets() -> None:
     assert answer_items("- Paris\n* Lyon\n• Nice\n2. Lille\n3) Metz") == ["paris", "lyon", "nice", "lille", "metz"]
     assert answer_items("1,000 people") == ["1000 people"]  # a thousands comma is not a separator
     assert answer_items(" ,;\n") == []
+    assert raw_items("A) Paris, Lyon\n- B. Nice") == ["A) Paris", " Lyon", "B. Nice"]  # as written
 
 
 def test_polarity_takes_the_first_yes_no_word_and_not_flips_it() -> None:
