@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from ragscore_workers.errors import ConfigError
+from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import Suite
 from ragscore_workers.target.jsonpath import parse_path
@@ -64,6 +65,9 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
         # from None: pydantic's own text shows each refused value (input_value=...), a credential among them, in
         # every traceback of this error (evaluate() in a notebook or a script); the problems are all said here.
         raise ConfigError(f"Invalid suite: {problems}") from None
+    # a boolean read as a number (judge rpm: true ran at 1 request a minute); metric params are checked as resolved
+    if booleans := booleans_read_as_numbers(data, suite):
+        raise ConfigError(f"Invalid suite: {'; '.join(booleans)}")
     resolved = resolve_suite(suite)
     _check_targets(suite)
     if (shared := _share_prices(resolved) or _share_budgets(resolved)) is not None:

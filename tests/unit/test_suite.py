@@ -480,6 +480,33 @@ def test_a_number_param_given_a_boolean_is_refused_naming_the_metric_and_param(
         load_suite({"metrics": [{"name": metric, "params": params}]})
 
 
+@pytest.mark.parametrize(
+    ("section", "said"),
+    [
+        ({"judge": {"rpm": True}}, "judge.rpm: Input should be a number, not a boolean (true)"),
+        ({"judge": {"temperature": False}}, "judge.temperature: Input should be a number, not a boolean (false)"),
+        ({"sandbox": {"timeout_s": True}}, "sandbox.timeout_s: Input should be a number, not a boolean (true)"),
+        ({"embedding": {"batch_size": True}}, "embedding.batch_size: Input should be a number"),
+        ({"chunk_size": {"cpu": True}}, "chunk_size.cpu: Input should be a number"),
+        ({"gates": [{"metric": "exact_match", "min": True}]}, "gates.0.min: Input should be a number"),
+        ({"target": {"url": "http://x/ask", "timeout_s": True}}, "target.timeout_s: Input should be a number"),
+    ],
+)
+def test_a_number_of_a_suite_section_given_a_boolean_is_refused_naming_the_field(
+    section: dict[str, object], said: str
+) -> None:
+    """pydantic's lax mode read the judge's ``rpm: true`` as 1 request a minute and the sandbox's ``timeout_s: yes``
+    as 1 s, as it did metric params."""
+    with pytest.raises(ConfigError, match=re.escape(f"Invalid suite: {said}")):
+        load_suite({"metrics": ["exact_match"], **section})
+
+
+def test_boolean_fields_of_suite_sections_stay_accepted() -> None:
+    target = {"url": "http://x/ask", "cache": False, "request": {"question": "{question}", "stream": False}}
+    suite = {"judge": {"reasoning": True}, "embedding": {"fp16": True}, "target": target}
+    assert load_suite({"metrics": ["exact_match"], **suite}).suite.judge.reasoning is True
+
+
 def test_boolean_params_and_booleans_inside_free_form_params_stay_accepted() -> None:
     load_suite({"metrics": [{"name": "typed_answer", "params": {"synonyms": False}}]})
     schema = {"type": "object", "additionalProperties": False}
