@@ -300,17 +300,21 @@ class _Ticker:
 
 
 @contextmanager
-def _cancelled_on_failure(store: RunStore, run_id: str, ended: str = RunState.CANCELLED) -> Iterator[None]:
+def _cancelled_on_failure(
+    store: RunStore, run_id: str, ended: str = RunState.CANCELLED, lost: str | None = None
+) -> Iterator[None]:
     """A (re)submission that fails part-way (Ctrl-C, a lost broker, a changed dataset) ends its run as
     ``ended`` (cancelled, or the state a resumed run had): never left "submitting" for ever, and workers
-    skip what a cancelled run sent; ``resume`` can finish it."""
+    skip what a cancelled run sent; ``resume`` can finish it. One cut off by a Redis that stopped answering ends
+    as ``lost`` where given (a stall recovery's, which wait() sends again once Redis answers: nobody cancelled)."""
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
+        state = lost if lost is not None and isinstance(exc, _Outage.ERRORS) else ended
         try:
-            store.set_state(run_id, ended)
+            store.set_state(run_id, state)
         except redis.RedisError:
-            log.warning("run %s: could not set its state to %s (the broker is gone)", run_id, ended)
+            log.warning("run %s: could not set its state to %s (the broker is gone)", run_id, state)
         raise
 
 
@@ -416,10 +420,13 @@ def resume(
     clock = {} if recovery else {"resumed_at": time.time()}
     store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation, **clock)
     before = meta.get("state", "")
+    ended = before if before in RunState.DONE else RunState.CANCELLED
     # Cut off part-way (Ctrl-C, a lost broker), after some of generation ``generation`` may have been sent: the
     # run is cancelled (or keeps the state it had ended in) and keeps that generation, so a later resume
-    # supersedes what was sent. A changed dataset was refused above, before anything changed.
-    with _cancelled_on_failure(store, run_id, before if before in RunState.DONE else RunState.CANCELLED):
+    # supersedes what was sent. A recovery cut off by a lost Redis leaves the run running: wait() sends it again
+    # (a newer generation) once Redis answers. A changed dataset was refused above, before anything changed.
+    lost = (before if before in RunState.DONE else RunState.RUNNING) if recovery else None
+    with _cancelled_on_failure(store, run_id, ended, lost):
         if on_validated is not None:
             on_validated(json.loads(meta.get("queues", "[]")))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
@@ -732,7 +739,10 @@ def wait(
     A run can stall when the broker loses a message (a worker killed at the wrong instant): no progress
     for ``stall_s`` seconds (``RAGSCORE_STALL_S``) while no message of the run is queued or held means
     nothing will ever finish it, so the missing work is re-submitted (:func:`resume`), a bounded number
-    of times. The run never hangs at 99%. After a restart that ``check`` reports, the threshold is
+    of times. The run never hangs at 99%. A re-submission that an outage cuts off part-way is sent again whole (a
+    newer generation: workers skip what the half-sent one queued) once Redis answers; it completes the same
+    recovery, so it is not counted again (``MAX_STALL_RECOVERIES`` bounds how often work is lost, and
+    ``REDIS_OUTAGE_S`` each outage). After a restart that ``check`` reports, the threshold is
     ``RESTARTED_STALL_S``: the dead worker's messages will not come back before the visibility timeout; for a
     cancelled run it is ``CANCELLED_STALL_S`` (its summary is aggregated again, never its work re-submitted). No
     progress for ``consumer_check_s`` seconds while messages wait
@@ -749,6 +759,7 @@ def wait(
     orphans_said: set[int] = set()  # counts of messages held by gone workers, already logged
     outage = _Outage(run_id, revive)
     aggregating_said = False
+    recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
     try:
         while True:
             raise_if_stop_signalled()  # a SIGTERM or Ctrl-C whose KeyboardInterrupt Python dropped
@@ -760,6 +771,13 @@ def wait(
                         f"Run {run_id} is no longer in the store: its Redis lost it (restarted without persistence, "
                         "flushed, or evicting keys under maxmemory). What it scored is lost; run it again"
                     )
+                if recovering:  # cut off part-way, the run left submitting (or running) with half its work sent
+                    if state not in RunState.DONE:  # unless it was cancelled meanwhile
+                        log.warning("run %s: Redis answers: re-submitting what the stall recovery it cut off left",
+                                    run_id)  # fmt: skip
+                        resume(store, run_id, recovery=True)  # a new generation: the half sent is skipped
+                    recovering = False
+                    last_change, idle_checks = time.monotonic(), 0
                 progress.update(counters)
                 if state == RunState.AGGREGATING and not aggregating_said:  # minutes for a million items
                     aggregating_said = True
@@ -801,7 +819,9 @@ def wait(
                             else:
                                 log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id,
                                             limit)  # fmt: skip
+                                recovering = True  # until it returns: an outage may cut it off part-way
                                 resume(store, run_id, recovery=True)
+                                recovering = False
                             last_change, idle_checks, restarted = time.monotonic(), 0, False
                 if check is not None and check():
                     restarted = True

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 from orchestrator.runner import RESTARTED_STALL_S, connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
@@ -767,3 +768,65 @@ def test_a_wait_that_gives_up_on_a_hung_redis_reads_nothing_more_from_it(
         server.stop()
     assert stopper.stopped
     assert took < 2 * 4.0 + 1.0 + 2.5, f"{took:.1f} s: a third read timeout after the outage ended the wait"
+
+
+class _StopRedisAtRecovery(threading.Thread):
+    """Watches the run's meta (its own client, every ~1 ms) and SIGSTOPs the redis-server the moment wait()'s stall
+    recovery has written ``submitting`` with the new generation (the resume then sends, shard by shard); SIGCONTs
+    it ``for_s`` later."""
+
+    def __init__(self, server: RedisProcess, run_id: str, for_s: float) -> None:
+        super().__init__(daemon=True)
+        self.server, self.run_id, self.for_s = server, run_id, for_s
+        self.client = redis.Redis(port=server.port, decode_responses=True)
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        meta = RunStore.key(self.run_id, "meta")
+        while self.client.hmget(meta, ["state", "generation"]) != ["submitting", "1"]:
+            time.sleep(0.001)
+        assert self.server.proc is not None
+        self.server.proc.send_signal(signal.SIGSTOP)
+        self.stopped.set()
+        timer = threading.Timer(self.for_s, self.server.proc.send_signal, (signal.SIGCONT,))
+        timer.daemon = True  # a test that ends first sends SIGCONT itself
+        timer.start()
+
+
+@pytest.mark.parametrize("for_s", [3.0, 7.0], ids=["back-for-the-cancel", "hung-past-the-cancel"])
+def test_a_stall_recovery_cut_off_by_a_hung_redis_is_sent_again_once_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, for_s: float
+) -> None:
+    """A stall recovery re-submits shard by shard; a Redis that stops answering part-way cut it off. Its failure
+    handler then set the run's state to cancelled: a Redis hung past that write too (7 s: the resume's read and the
+    cancel's, 2 s each) left the run ``submitting``, which wait() takes for progress, so it never recovered the stall
+    again and waited for ever; one back in time for it (3 s) made the run cancelled, which nobody asked for. Now
+    wait() sends the recovery again, a new generation, once Redis answers, and every item is scored."""
+    from orchestrator import runner
+
+    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    try:
+        store = connect(server.url)
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(3000, seed=9))
+        sub = submit(data, load_suite(SUITE), store, shard_rows=10)  # 300 shards, one chunk each: sent one by one
+        assert store.broker.lpop("cpu") is not None  # the last shard's chunk, lost: its chord never ends
+        watcher = _StopRedisAtRecovery(server, sub.run_id, for_s)
+        watcher.start()
+        worker.start()  # scores the 299 other shards; the recovery's resume then looks up 299 complete ones
+        with caplog.at_level(logging.WARNING):
+            summary = wait(store, sub.run_id, timeout_s=90, stall_s=2)
+        said = [r.getMessage() for r in caplog.records]
+        assert watcher.stopped.is_set(), "the stall recovery never wrote its generation"
+        assert any("lost Redis (Timeout" in m for m in said), said
+        assert any("re-submitting what the stall recovery it cut off left" in m for m in said), said
+        assert summary.state == "finished" and store.state(sub.run_id) == "finished"
+        assert store.progress(sub.run_id)["done"] == 3000 * 4, "every output scored"
+        em = summary.metrics["exact_match"]
+        assert summary.items == 3000 and em.errors == 0 and em.n + em.unscorable == 3000
+    finally:
+        if server.proc is not None:
+            server.proc.send_signal(signal.SIGCONT)
+        worker.stop()
+        server.stop()
