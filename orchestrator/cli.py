@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -695,7 +696,15 @@ def status(
             err.print(f"{interrupted} interrupted: the `ragscore run` of each is gone; finish one with `ragscore run "
                       "--resume DIR`, or drop it with `ragscore cancel RUN_ID`")  # fmt: skip
         return
-    from .runner import CONSUMER_CHECK_S, held_messages, unserved_message, unserved_queues
+    from .runner import (
+        CONSUMER_CHECK_S,
+        QUEUED_CHECK_S,
+        held_messages,
+        queued_ahead,
+        queued_message,
+        unserved_message,
+        unserved_queues,
+    )
 
     run_id = _run_id(run_id)
     store, lane = _run_store(broker, run_id)
@@ -703,12 +712,16 @@ def status(
     embedded = lane is not None
     console = TerminalConsole()
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
+    queued_checked = [-math.inf]  # when the queues ahead of the run were last read
 
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)
         view.add(sample(store, run_id, time.time()))
         ended = view.meta.get("state") in RunState.DONE
         view.summary = store.summary(run_id) if ended and store.summary_is_current(run_id) else None
+        if not ended and time.monotonic() - queued_checked[0] >= QUEUED_CHECK_S:
+            queued_checked[0] = time.monotonic()
+            view.set_queued(queued_message(queued_ahead(store, run_id)))
         if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
             checked[0] = time.monotonic()
             # an embedded run whose process runs has its own workers (still booting, maybe): none is missing

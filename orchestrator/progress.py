@@ -18,7 +18,7 @@ from rich.progress import (
 
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
-__all__ = ["ProgressView", "make_progress", "note_of"]
+__all__ = ["ProgressView", "make_progress", "note_of", "queued_of"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
@@ -29,7 +29,10 @@ IDLE_NOTE_S = 10.0
 
 class ProgressView(Protocol):
     """Receives the store's progress counters while a run scores. A view may also have ``note(text)``, told what
-    happens before and after scoring (reading and sending a large dataset, aggregating, writing reports)."""
+    happens before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
+    ``queued(text)``, told while no worker has begun the run's attempt that other runs' messages wait ahead of it
+    (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown instead of an ETA
+    or an idle note: a run queued behind another run is waiting its turn, not stalled."""
 
     def start(self, run_id: str) -> None: ...
     def update(self, counters: dict[str, int], final: bool = False) -> None: ...
@@ -39,6 +42,11 @@ class ProgressView(Protocol):
 def note_of(view: object) -> Callable[[str], None]:
     """The view's ``note`` (what happens before and after scoring), or a no-op for a view without one."""
     return getattr(view, "note", None) or (lambda _text: None)
+
+
+def queued_of(view: object) -> Callable[[str], None]:
+    """The view's ``queued`` (what the run waits behind before its work begins), or a no-op for a view without one."""
+    return getattr(view, "queued", None) or (lambda _text: None)
 
 
 def _judge_calls(counters: dict[str, int]) -> str:
@@ -112,6 +120,10 @@ class _Rate:
             return rate, None
         return rate, max((left / pace for left, pace in paces), default=0.0)
 
+    def waiting(self) -> None:
+        """The run waits its turn behind other runs' messages: not idle, its idle time counts from the end of that."""
+        self.changed = time.monotonic()
+
     def idle_note(self, done: int, total: int) -> str:
         """``no progress for 25 s`` once no unit was done and no judge call sent for IDLE_NOTE_S (the ETA means
         nothing then)."""
@@ -140,9 +152,10 @@ class RichProgress:
         )
         self.task = None
         self.rate = _Rate()
+        self.behind = ""
 
     def start(self, run_id: str) -> None:
-        self.rate = _Rate()
+        self.rate, self.behind = _Rate(), ""
         self.bar.start()
         self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, eta="-:--:--", errors=0, unscorable=0,
                                       judge="", note="")  # fmt: skip
@@ -150,7 +163,9 @@ class RichProgress:
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         done, total = counters.get("done", 0), counters.get("total", 0)
         rate, eta = self.rate.measure(counters)
-        note = self.rate.idle_note(done, total)
+        if self.behind:
+            self.rate.waiting()
+        note = self.behind or self.rate.idle_note(done, total)
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
             eta="-:--:--" if eta is None or note else _clock(eta),
@@ -160,6 +175,9 @@ class RichProgress:
 
     def stop(self) -> None:
         self.bar.stop()
+
+    def queued(self, text: str) -> None:
+        self.behind = text
 
     def note(self, text: str) -> None:
         self.console.print(f"[ragscore] {text}", markup=False, highlight=False)
@@ -174,10 +192,11 @@ class PlainProgress:
         self.last = 0.0
         self.run_id = ""
         self.said: tuple[int, ...] = ()
+        self.behind = ""
 
     def start(self, run_id: str) -> None:
         self.run_id = run_id
-        self.rate = _Rate()
+        self.rate, self.behind = _Rate(), ""
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         now = time.monotonic()
@@ -189,9 +208,11 @@ class PlainProgress:
             return
         self.last, self.said = now, said
         rate, eta = self.rate.measure(counters)
+        if self.behind:
+            self.rate.waiting()
         pct = 100.0 * done / total if total else 0.0
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
-        if note := self.rate.idle_note(done, total):
+        if note := self.behind or self.rate.idle_note(done, total):
             eta_text = f"? ({note})"
         self._print(
             f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric outputs ({pct:.1f}%) {rate:.1f}/s ETA "
@@ -201,6 +222,9 @@ class PlainProgress:
 
     def stop(self) -> None:
         return None
+
+    def queued(self, text: str) -> None:
+        self.behind = text
 
     def note(self, text: str) -> None:
         self._print(f"[ragscore] {shown(text)}")

@@ -51,6 +51,7 @@ from ragscore_workers.store import (
     redact_url,
     redis_client,
     target_state_part,
+    work_began,
 )
 from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
@@ -60,13 +61,14 @@ from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dat
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
 from .out_claim import claim_out_dir
-from .progress import ProgressView, QuietProgress, note_of
+from .progress import ProgressView, QuietProgress, note_of, queued_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
+    "Ahead",
     "HeldMessages",
     "Orphan",
     "Submitted",
@@ -76,6 +78,8 @@ __all__ = [
     "connect",
     "held_messages",
     "new_run_id",
+    "queued_ahead",
+    "queued_message",
     "refuse_an_unfinished_run_in",
     "resume",
     "run",
@@ -747,7 +751,8 @@ def wait(
     cancelled run it is ``CANCELLED_STALL_S`` (its summary is aggregated again, never its work re-submitted). No
     progress for ``consumer_check_s`` seconds while messages wait
     logs, once per queue, each queue of the run that no worker consumes (a cluster without, say, a
-    ``target`` worker), with the command that starts one.
+    ``target`` worker), with the command that starts one. Until a worker takes a task of the run's current attempt,
+    the view is told every QUEUED_CHECK_S how many of other runs' messages wait ahead of it (:func:`queued_ahead`).
     """
     progress = progress or QuietProgress()
     progress.start(run_id)
@@ -760,6 +765,7 @@ def wait(
     outage = _Outage(run_id, revive)
     aggregating_said = False
     recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
+    queued, queued_checked = queued_of(progress), -math.inf  # other runs' messages ahead, and when last read
     try:
         while True:
             raise_if_stop_signalled()  # a SIGTERM or Ctrl-C whose KeyboardInterrupt Python dropped
@@ -771,6 +777,12 @@ def wait(
                         f"Run {run_id} is no longer in the store: its Redis lost it (restarted without persistence, "
                         "flushed, or evicting keys under maxmemory). What it scored is lost; run it again"
                     )
+                if "work_ms" in counters or state in RunState.DONE:  # a worker took a task of this attempt
+                    queued_checked = -math.inf
+                    queued("")
+                elif time.monotonic() - queued_checked >= QUEUED_CHECK_S:
+                    queued_checked = time.monotonic()
+                    queued(queued_message(queued_ahead(store, run_id)))
                 if recovering:  # cut off part-way, the run left submitting (or running) with half its work sent
                     if state not in RunState.DONE:  # unless it was cancelled meanwhile
                         log.warning("run %s: Redis answers: re-submitting what the stall recovery it cut off left",
@@ -948,6 +960,91 @@ def _queued_messages(store: RunStore, run_id: str, page: int = 1000) -> int:
             if len(raws) < page:
                 break
     return found
+
+
+#: Messages and bytes read at most from each end of a queue to find where a run's first message waits
+#: (:func:`queued_ahead`): a few tens of milliseconds of Redis, whatever the queue's length (a million messages).
+QUEUED_SCAN_MESSAGES = 10_000
+QUEUED_SCAN_BYTES = 8 << 20
+#: Seconds between two looks at the queues ahead of a run that no worker has begun (:func:`queued_ahead`).
+QUEUED_CHECK_S = 5.0
+
+# kombu's Redis transport LPUSHes a message onto the head of its queue's list and BRPOPs from the tail: the tail
+# is the oldest. From the tail, the messages read before the first that names the run (``run_id in raw``, as
+# :func:`held_messages` tells the run's held ones) are other runs' messages ahead of it. Not found within the
+# bounds, the head is read too: a message of the run there means more than were read are ahead of it.
+# Returns {messages read from the tail, 1: the run's found there | 0: found from the head only | -1: not found}.
+_QUEUED_AHEAD_LUA = """
+local run_id, most, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = redis.call('LLEN', KEYS[1])
+local function scan(from_tail)
+  local read, bytes = 0, 0
+  while read < n and read < most and bytes < budget do
+    local count = math.min(10, n - read, most - read)
+    local page
+    if from_tail then
+      page = redis.call('LRANGE', KEYS[1], -read - count, -read - 1)
+    else
+      page = redis.call('LRANGE', KEYS[1], read, read + count - 1)
+    end
+    if #page == 0 then break end
+    for j = 1, #page do
+      local raw = from_tail and page[#page - j + 1] or page[j]
+      if string.find(raw, run_id, 1, true) then return read, true end
+      read, bytes = read + 1, bytes + #raw
+    end
+  end
+  return read, false
+end
+local read, found = scan(true)
+if found then return {read, 1} end
+if read >= n then return {read, -1} end
+local _, there = scan(false)
+return {read, there and 0 or -1}
+"""
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """Other runs' messages ahead of a run's first message on one queue."""
+
+    #: How many (at least that many, with ``more``).
+    messages: int
+    #: More than were read are ahead (the queue was read only up to QUEUED_SCAN_MESSAGES or QUEUED_SCAN_BYTES).
+    more: bool = False
+
+
+def queued_ahead(
+    store: RunStore, run_id: str, most: int = QUEUED_SCAN_MESSAGES, budget: int = QUEUED_SCAN_BYTES
+) -> dict[str, Ahead]:
+    """While no worker has taken a task of the run's current attempt (no ``work_began`` stamp of its generation):
+    per queue of the run (and the control queue) where other runs' messages wait ahead of its first one, how many.
+    The queues are first come, first served: a run submitted after a large one waits for the large one's messages,
+    queued, not stalled. ``{}`` once its work began, and where none of its messages waits behind another run's.
+    Each queue is read from its oldest end, ``most`` messages or ``budget`` bytes at most (from its newest end too
+    when its first message is not found there): :class:`Ahead` ``more`` says there are more than were read."""
+    if work_began(store.meta(run_id)) is not None:
+        return {}
+    script = store.broker.register_script(_QUEUED_AHEAD_LUA)
+    found: dict[str, Ahead] = {}
+    for queue in _waiting_queues(store, run_id):
+        read, where = script(keys=[queue], args=[run_id, most, budget])
+        if read and where >= 0:
+            found[queue] = Ahead(int(read), more=where == 0)
+    return found
+
+
+def queued_message(ahead: dict[str, Ahead]) -> str:
+    """``queued: 12,345 messages of other runs ahead on queue cpu (40 on judge)``, the most first; "" for none."""
+    if not ahead:
+        return ""
+    (first, most), *rest = sorted(ahead.items(), key=lambda qa: (-qa[1].messages, qa[0]))
+
+    def count(a: Ahead) -> str:
+        return f"over {a.messages:,}" if a.more else f"{a.messages:,}"
+
+    others = f" ({', '.join(f'{count(a)} on {q}' for q, a in rest)})" if rest else ""
+    return f"queued: {count(most)} messages of other runs ahead on queue {first}{others}"
 
 
 def aggregate_run(store: RunStore, run_id: str, here: bool = False) -> None:

@@ -98,6 +98,8 @@ class StatusView:
         self.visibility_s = 0.0
         #: The ended run's current summary, once written: its counts are what ``results`` reports.
         self.summary: RunSummary | None = None
+        #: What the run waited behind at the last look, before its work began (``runner.queued_message``).
+        self._queued = ""
 
     def set_orphans(self, run_id: str, orphans: Sequence[Orphan], visibility_s: float) -> None:
         """The run's messages held by workers that are gone (``runner.held_messages``), replacing the last check's:
@@ -138,6 +140,18 @@ class StatusView:
             f"`ragscore resume {self._orphans_of} --out DIR` sends that work again sooner: at once when no worker "
             "that runs holds the run's other work, else once that is done (a run at work is followed, not resumed)"
         )
+
+    def set_queued(self, text: str) -> None:
+        """Other runs' messages ahead of the run on its queues (``queued: 12,345 messages of other runs ahead on queue
+        cpu``; "" for none), replacing the last look's."""
+        self._queued = text
+
+    @property
+    def queued(self) -> str:
+        """The last look's :meth:`set_queued`, while the run has not ended and no worker has begun its attempt."""
+        if self.meta.get("state") in RunState.DONE or work_began(self.meta) is not None:
+            return ""
+        return self._queued
 
     def set_unserved(self, messages: dict[str, str]) -> None:
         """The queues a consumer check found no worker for, with their warnings (replacing the last check's)."""
@@ -316,8 +330,11 @@ class StatusView:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {self.samples[-1].judge_calls} calls"
         lines = [Text(f"warning: {w}", style="yellow") for w in self.warnings]
+        if self.queued:
+            lines.append(Text(f"{self.queued}: its work begins once those are taken (first come, first served)"))
         now = self.samples[-1].t
-        if self.stalled(now) and self._held_back(now) is None:  # else the warning above says why, and until when
+        # else the warning above says why, and until when; a run queued behind others is waiting its turn
+        if self.stalled(now) and self._held_back(now) is None and not self.queued:
             idle = fmt_duration(self.idle_s(now))
             lines.append(Text(
                 f"no progress for {idle}: if the `ragscore run` that started it was stopped (an embedded "

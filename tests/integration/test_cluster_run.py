@@ -347,3 +347,86 @@ def test_a_run_queued_behind_another_runs_messages_has_its_live_rate_from_when_i
     assert match, out.getvalue()
     pace = 1000 / 50  # at most: the worker sleeps 50 ms an item
     assert 0.5 * pace < float(match.group(1)) <= pace, out.getvalue()
+
+
+def test_a_run_queued_behind_another_runs_messages_says_so_until_its_work_begins(
+    slow_worker: RunStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run submitted after another run's backlog waits for it (the queues are first come, first served): its
+    progress showed no ETA and, after 10 s, "no progress for N s", its status no ETA either, as if it had stalled.
+    Both say it is queued, and behind how many of the other run's messages, until its work begins; the run ahead,
+    simply running, is never said to be queued. Neither the stall recovery nor the consumer check takes the wait
+    for a stall or for a queue no worker serves."""
+    import io
+    import re
+    import threading
+
+    from orchestrator.progress import PlainProgress
+    from orchestrator.runner import submit, wait
+    from ragscore_workers.app import app
+
+    store, suite = slow_worker, load_suite(SLOW_SUITE)
+    # the fixture does not wait for its worker to boot: till it answers, no worker consumes cpu (rightly said)
+    assert until(lambda: bool(app.control.inspect(timeout=1.0).active_queues()), 60)
+    first = submit(write_jsonl(tmp_path / "first.jsonl", _slow_rows(300)), suite, store).run_id  # 30 messages, ~15 s
+    second = submit(write_jsonl(tmp_path / "second.jsonl", _slow_rows(200)), suite, store).run_id  # ~10 s
+    queued = re.compile(r"queued: (\d+) messages of other runs ahead on queue cpu")
+    waiting = _cli("status", second, "--broker", _url(store))
+    assert waiting.returncode == 0, waiting.stderr
+    said = queued.search(" ".join(waiting.stdout.split()))
+    assert said and 1 <= int(said.group(1)) <= 30, waiting.stdout
+    assert "no progress" not in waiting.stdout and "no worker consumes" not in waiting.stdout, waiting.stdout
+    running = _cli("status", first, "--broker", _url(store))
+    assert running.returncode == 0 and "queued" not in running.stdout, running.stdout
+    begun: list[subprocess.CompletedProcess[str]] = []
+
+    def status_once_begun() -> None:
+        if until(lambda: "work_ms" in store.progress(second), 120):
+            begun.append(_cli("status", second, "--broker", _url(store)))
+
+    looker = threading.Thread(target=status_once_begun)
+    looker.start()
+    out = io.StringIO()
+    assert wait(store, second, PlainProgress(out), timeout_s=180, stall_s=2, consumer_check_s=1).items == 200
+    looker.join()
+    lines = out.getvalue().splitlines()
+    assert queued.search(lines[0]), out.getvalue()  # the first line: a moment after its submission
+    assert "queued" not in lines[-1] and "no progress" not in out.getvalue(), out.getvalue()
+    (status,) = begun
+    assert status.returncode == 0 and "queued" not in status.stdout, status.stdout
+    logged = [r.getMessage() for r in caplog.records]
+    assert not [m for m in logged if "re-submitting" in m or "no worker consumes" in m], logged
+    assert wait(store, first, timeout_s=60).items == 300
+
+
+def _url(store: RunStore) -> str:
+    """The URL of the store's Redis (the slow worker's own server)."""
+    kwargs = store.r.connection_pool.connection_kwargs
+    return f"redis://{kwargs['host']}:{kwargs['port']}/{kwargs.get('db', 0)}"
+
+
+def test_the_messages_ahead_of_a_queued_run_are_read_within_bounds_from_the_queues_oldest_end(tmp_path: Path) -> None:
+    """A queue of a million messages must not be read whole every few seconds: past the bounds, the count is a floor
+    ("over N"), given only where the run's messages are found at the queue's newest end."""
+    from orchestrator.runner import Ahead, queued_ahead, queued_message
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        store.create_run("r-late", {"state": "running", "queues": json.dumps(["cpu", "judge"]), "generation": 0})
+        broker = store.broker
+        broker.lpush("cpu", *[f'{{"body": "{"x" * 1000}", "argsrepr": "r-big {i}"}}' for i in range(40)])
+        broker.lpush("cpu", *[f'{{"argsrepr": "r-late {i}"}}' for i in range(3)], '{"argsrepr": "r-later"}')
+        broker.lpush("judge", '{"argsrepr": "r-late 0"}')  # nothing ahead of it there
+        assert queued_ahead(store, "r-late") == {"cpu": Ahead(40)}
+        assert queued_ahead(store, "r-late", most=25) == {"cpu": Ahead(25, more=True)}
+        assert queued_ahead(store, "r-late", budget=10_000) == {"cpu": Ahead(10, more=True)}  # 10 of ~1 KB read
+        assert queued_message({"cpu": Ahead(12_345), "judge": Ahead(1_500, more=True)}) == (
+            "queued: 12,345 messages of other runs ahead on queue cpu (over 1,500 on judge)"
+        )
+        store.create_run("r-none", {"state": "running", "queues": json.dumps(["cpu"]), "generation": 0})
+        assert queued_ahead(store, "r-none", most=25) == {}  # none of its messages waits: not said to be queued
+        store.work_began("r-late", 0)  # a worker took one of its tasks
+        assert queued_ahead(store, "r-late") == {}
+    finally:
+        server.stop()

@@ -309,3 +309,22 @@ def test_work_held_by_a_worker_that_stopped_makes_its_queue_and_the_run_end_no_s
     assert "no progress for" not in console.export_text()  # the warning says why, and until when
     stalled.set_orphans("run-x", [], 900.0)  # handed back (or resumed): the rate's ETA again
     assert {r["queue"]: r for r in stalled.rows()}["cpu"] == {**rows["cpu"], "eta": None, "floor": False}
+
+
+def test_a_resumed_run_queued_behind_other_runs_says_so_not_no_progress_until_its_work_begins() -> None:
+    """A resumed run (its last work minutes ago) waiting behind other runs' messages read as stalled: "no progress
+    for 5m00s: if the `ragscore run` that started it was stopped ...". It is waiting its turn."""
+    queued = "queued: 40 messages of other runs ahead on queue cpu"
+    meta = SUITE_META | {"progress_at": "1050", "generation": "1", "work_began_gen": "0", "work_began_at": "1000.0",
+                         "work_began_before": "{}"}  # fmt: skip
+    view = StatusView(meta)
+    view.add(Sample(1350.0, _progress(100, 5)))
+    view.set_queued(queued)
+    console = Console(record=True, width=200)
+    console.print(view.render("run-x"))
+    said = console.export_text()
+    assert f"{queued}: its work begins once those are taken" in said and "no progress" not in said
+    view.meta = meta | {"work_began_gen": "1", "work_began_at": "1340.0"}  # a worker took one of its tasks
+    console = Console(record=True, width=200)
+    console.print(view.render("run-x"))
+    assert "queued" not in console.export_text()

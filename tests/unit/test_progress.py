@@ -202,3 +202,36 @@ def test_a_resumed_attempt_counts_its_own_units_over_its_own_time(clock: Clock) 
     view.update({"done": 80, "total": 200, "work_ms": 2000, "before:done": 40}, final=True)
     last = out.getvalue().splitlines()[-1]
     assert _rate(last) == 20.0 and " ETA 6s " in last  # 120 left at 20/s
+
+
+QUEUED = "queued: 40 messages of other runs ahead on queue cpu"
+
+
+def test_a_run_queued_behind_other_runs_says_so_and_its_idle_time_counts_from_the_end_of_the_wait(
+    clock: Clock,
+) -> None:
+    """A run waiting its turn behind other runs' messages showed no ETA, then 'no progress for 25 s'; once a worker
+    took its first task, that idle time still counted the wait (its first chunk's units come a chunk's work later)."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    out = io.StringIO()
+    plain, rich = PlainProgress(out), RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+    for view in (plain, rich):
+        view.start("r1")
+        view.queued(QUEUED)
+        view.update({"done": 0, "total": 100}, final=True)
+    clock.advance(progress.IDLE_NOTE_S + 15)
+    for view in (plain, rich):
+        view.update({"done": 0, "total": 100}, final=True)
+    assert rich.bar.tasks[0].fields["note"] == QUEUED and rich.bar.tasks[0].fields["eta"] == "-:--:--"
+    clock.advance(2.0)
+    for view in (plain, rich):
+        view.queued("")  # a worker took one of its tasks
+        view.update({"done": 0, "total": 100, "work_ms": 2000}, final=True)
+    assert rich.bar.tasks[0].fields["note"] == ""
+    rich.stop()
+    first, waited, begun = out.getvalue().splitlines()
+    assert f"ETA ? ({QUEUED}) errors" in first and f"ETA ? ({QUEUED}) errors" in waited
+    assert "ETA ? errors" in begun and "queued" not in begun
