@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from celery.result import AsyncResult
 
 from orchestrator.runner import connect, run
@@ -426,6 +427,13 @@ def test_the_messages_ahead_of_a_queued_run_are_read_within_bounds_from_the_queu
         )
         store.create_run("r-none", {"state": "running", "queues": json.dumps(["cpu"]), "generation": 0})
         assert queued_ahead(store, "r-none", most=25) == {}  # none of its messages waits: not said to be queued
+        # A broker Redis that refuses scripts (an ACL, a managed service): no note, never a failed run.
+        store.r.execute_command("ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-@scripting")
+        refused = RunStore(store.r, store.ttl_s, broker=redis.Redis.from_url(
+            server.url.replace("redis://", "redis://noscripts:pw@", 1)))  # fmt: skip
+        with pytest.raises(redis.ResponseError):  # the refusal is real
+            refused.broker.eval("return 1", 0)
+        assert queued_ahead(refused, "r-late") == {}
         store.work_began("r-late", 0)  # a worker took one of its tasks
         assert queued_ahead(store, "r-late") == {}
     finally:
