@@ -108,9 +108,15 @@ def _wins(summary: RunSummary) -> list[str]:
              f"{w['questions']} questions answered by two or more systems, {w['ties']} with a tie for the best score.",
              "", "| system | compared | wins | outright | tied | win rate |", "|---|---|---|---|---|---|"]  # fmt: skip
     for system, s in w["by_system"].items():
-        lines.append(f"| {md_cell(system)} | {s['compared']} | {s['wins']:.4g} | {s['outright']} | {s['tied']} | "
-                     f"{s['win_rate']:.3f} |")  # fmt: skip
+        lines.append(f"| {md_cell(system)} | {s['compared']} | {_wins_count(s['wins'])} | {s['outright']} | "
+                     f"{s['tied']} | {s['win_rate']:.3f} |")  # fmt: skip
     return [*lines, ""]
+
+
+def _wins_count(wins: float) -> str:
+    """A system's wins in full, to 2 decimals where a tie shared one (``12346.5``, ``0.33``, ``2``): 4 significant
+    digits wrote 12,346.5 wins as ``1.235e+04``."""
+    return f"{wins:.2f}".rstrip("0").rstrip(".")
 
 
 def _judge(summary: RunSummary) -> list[str]:

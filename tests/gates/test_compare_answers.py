@@ -78,3 +78,17 @@ def test_wins_come_out_of_an_embedded_run(tmp_path: Path, home: Path) -> None:
     assert {s: v["wins"] for s, v in wins["by_system"].items()} == {"full": 1.5, "partial": 0.5, "none": 0}
     assert wins["by_system"]["partial"]["tied"] == 1 and wins["by_system"]["full"]["outright"] == 1
     assert json.loads((result.out_dir / "summary.json").read_text())["wins"] == wins
+
+
+def test_report_md_writes_wins_in_full_however_many() -> None:
+    """report.md wrote wins with 4 significant digits: 12,346.5 wins read 1.235e+04. A third of a win stays short
+    (six three-way ties are 2 wins, not 1.9999999999999998)."""
+    from orchestrator.reports.markdown import render_markdown
+
+    items = [_item(f"q{i}", s, float(s == "a")) for i in range(12_345) for s in "ab"]
+    items += [_item(f"t{i}", s, 1.0) for i in range(3) for s in "ab"]
+    items += [_item(f"u{i}", s, 1.0) for i in range(6) for s in "cde"]
+    text = render_markdown(summarize("r", items))
+    assert "| a | 12348 | 12346.5 | 12345 | 3 | 1.000 |" in text
+    assert "| b | 12348 | 1.5 | 0 | 3 | 0.000 |" in text
+    assert "| c | 6 | 2 | 0 | 6 | 0.333 |" in text
