@@ -19,6 +19,7 @@ import math
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -171,6 +172,7 @@ class Wins:
         """``{"metric", "questions", "ties", "by_system": {system: {compared, wins, outright, tied, win_rate}}}``;
         empty when no question had two scored systems."""
         by_system: dict[str, dict[str, Any]] = {}
+        shared: defaultdict[str, Counter[int]] = defaultdict(Counter)  # system -> k -> its k-way tied questions
         questions = ties = 0
         for scores in self.scores.values():
             if len(scores) < 2:
@@ -180,18 +182,18 @@ class Wins:
             leaders = [system for system, score in scores.items() if score == top]
             for system in scores:
                 by_system.setdefault(system, {"compared": 0, "wins": 0, "outright": 0, "tied": 0})["compared"] += 1
-            for system in leaders:
-                by_system[system]["wins"] += 1 / len(leaders)
             if len(leaders) == 1:
                 by_system[leaders[0]]["outright"] += 1
             else:
                 ties += 1
                 for system in leaders:
                     by_system[system]["tied"] += 1
+                    shared[system][len(leaders)] += 1
         if not questions:
             return {}
-        for stats in by_system.values():
-            stats["win_rate"] = stats["wins"] / stats["compared"]
+        for system, stats in by_system.items():  # shares summed exactly: thirds as floats made 2 wins 1.99...98
+            wins = stats["outright"] + sum((Fraction(n, k) for k, n in shared[system].items()), Fraction(0))
+            stats["wins"], stats["win_rate"] = float(wins), float(wins / stats["compared"])
         return {
             "metric": COMPARE_METRIC,
             "questions": questions,

@@ -92,3 +92,11 @@ def test_report_md_writes_wins_in_full_however_many() -> None:
     assert "| a | 12348 | 12346.5 | 12345 | 3 | 1.000 |" in text
     assert "| b | 12348 | 1.5 | 0 | 3 | 0.000 |" in text
     assert "| c | 6 | 2 | 0 | 6 | 0.333 |" in text
+
+
+def test_shared_wins_sum_exactly() -> None:
+    """Thirds summed as floats: six three-way ties gave each system 1.9999999999999998 wins in summary.json, and the
+    systems' wins no longer summed to the questions."""
+    wins = summarize("r", [_item(f"q{i}", s, 1.0) for i in range(6) for s in "abc"]).wins
+    assert [s["wins"] for s in wins["by_system"].values()] == [2.0, 2.0, 2.0]
+    assert sum(s["wins"] for s in wins["by_system"].values()) == wins["questions"]
