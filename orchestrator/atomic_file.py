@@ -37,7 +37,12 @@ def atomic_writer(path: Path, *, errors: str = "strict", newline: str | None = N
     an error, and the temporary file is removed when it does not."""
     tmp, fd = _create_temp(path)
     try:
-        with open(fd, "w", encoding="utf-8", errors=errors, newline=newline) as fh:
+        try:
+            fh = open(fd, "w", encoding="utf-8", errors=errors, newline=newline)  # noqa: SIM115 - closed below
+        except BaseException:
+            os.close(fd)
+            raise
+        with fh:
             yield fh
         os.replace(tmp, path)
     except BaseException:
@@ -55,6 +60,8 @@ def _create_temp(path: Path) -> tuple[Path, int]:
             return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         except FileExistsError:
             continue
+        except OSError as exc:  # a read-only or missing folder: named as the report, not its random temporary name
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
     raise FileExistsError(f"no free temporary name beside {path} after {TEMP_NAME_ATTEMPTS} tries")
 
 

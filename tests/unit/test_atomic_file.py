@@ -55,3 +55,13 @@ def test_a_written_file_has_the_mode_open_gives_under_the_umask(tmp_path: Path, 
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "summary.json").stat().st_mode) == mode
+
+
+def test_a_temporary_file_that_cannot_be_created_is_named_as_the_report(tmp_path: Path) -> None:
+    """Its random hidden name (``.report.md.835dc6cd90ca.partial``) told the user nothing they wrote."""
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "report.md"  # beneath a file: no file can be created there
+    with pytest.raises(NotADirectoryError) as caught:
+        write_text_atomic(target, "x\n")
+    assert caught.value.filename == str(target)
+    assert ".partial" not in str(caught.value)
