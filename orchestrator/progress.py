@@ -45,8 +45,10 @@ def note_of(view: object) -> Callable[[str], None]:
 
 
 def queued_of(view: object) -> Callable[[str], None]:
-    """The view's ``queued`` (what the run waits behind before its work begins), or a no-op for a view without one."""
-    return getattr(view, "queued", None) or (lambda _text: None)
+    """The view's ``queued`` (what the run waits behind before its work begins), or a no-op for a view without one,
+    or whose ``queued`` is no method (a user's view may count something of its own under that name)."""
+    queued = getattr(view, "queued", None)
+    return queued if callable(queued) else (lambda _text: None)
 
 
 def _judge_calls(counters: dict[str, int]) -> str:

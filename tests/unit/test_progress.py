@@ -235,3 +235,30 @@ def test_a_run_queued_behind_other_runs_says_so_and_its_idle_time_counts_from_th
     first, waited, begun = out.getvalue().splitlines()
     assert f"ETA ? ({QUEUED}) errors" in first and f"ETA ? ({QUEUED}) errors" in waited
     assert "ETA ? errors" in begun and "queued" not in begun
+
+
+def test_a_users_view_whose_queued_is_no_method_is_not_told_and_does_not_fail_the_run() -> None:
+    """``queued(text)`` is optional: a view passed to ``evaluate(progress=...)`` before it existed may hold a
+    ``queued`` of its own (a count, a buffer of updates); calling it failed the run's wait with "'int' object is not
+    callable". Such a view is not told, as a view without one."""
+    from orchestrator.progress import queued_of
+
+    class Counting:
+        def __init__(self) -> None:
+            self.queued = 3  # its own count of something
+
+        def start(self, run_id: str) -> None: ...
+        def update(self, counters: dict[str, int], final: bool = False) -> None: ...
+        def stop(self) -> None: ...
+
+    view = Counting()
+    queued_of(view)(QUEUED)
+    assert view.queued == 3
+    told: list[str] = []
+
+    class Told:
+        def queued(self, text: str) -> None:
+            told.append(text)
+
+    queued_of(Told())(QUEUED)
+    assert told == [QUEUED]
