@@ -1048,7 +1048,8 @@ def queued_message(ahead: dict[str, Ahead]) -> str:
         return f"over {a.messages:,}" if a.more else f"{a.messages:,}"
 
     others = f" ({', '.join(f'{count(a)} on {q}' for q, a in rest)})" if rest else ""
-    return f"queued: {count(most)} messages of other runs ahead on queue {first}{others}"
+    noun = "message" if most == Ahead(1) else "messages"
+    return f"queued: {count(most)} {noun} of other runs ahead on queue {first}{others}"
 
 
 def aggregate_run(store: RunStore, run_id: str, here: bool = False) -> None:

@@ -371,7 +371,7 @@ def test_a_run_queued_behind_another_runs_messages_says_so_until_its_work_begins
     assert until(lambda: bool(app.control.inspect(timeout=1.0).active_queues()), 60)
     first = submit(write_jsonl(tmp_path / "first.jsonl", _slow_rows(300)), suite, store).run_id  # 30 messages, ~15 s
     second = submit(write_jsonl(tmp_path / "second.jsonl", _slow_rows(200)), suite, store).run_id  # ~10 s
-    queued = re.compile(r"queued: (\d+) messages of other runs ahead on queue cpu")
+    queued = re.compile(r"queued: (\d+) messages? of other runs ahead on queue cpu")
     waiting = _cli("status", second, "--broker", _url(store))
     assert waiting.returncode == 0, waiting.stderr
     said = queued.search(" ".join(waiting.stdout.split()))

@@ -262,3 +262,15 @@ def test_a_users_view_whose_queued_is_no_method_is_not_told_and_does_not_fail_th
 
     queued_of(Told())(QUEUED)
     assert told == [QUEUED]
+
+
+def test_one_message_ahead_is_said_in_the_singular() -> None:
+    """A run behind one message of another run read "queued: 1 messages of other runs ahead"."""
+    from orchestrator.runner import Ahead, queued_message
+
+    assert queued_message({"cpu": Ahead(1)}) == "queued: 1 message of other runs ahead on queue cpu"
+    assert queued_message({"cpu": Ahead(1), "judge": Ahead(1)}) == (
+        "queued: 1 message of other runs ahead on queue cpu (1 on judge)"
+    )
+    assert queued_message({"cpu": Ahead(1, more=True)}) == "queued: over 1 messages of other runs ahead on queue cpu"
+    assert queued_message({"cpu": Ahead(2)}) == "queued: 2 messages of other runs ahead on queue cpu"
