@@ -752,7 +752,8 @@ def wait(
     progress for ``consumer_check_s`` seconds while messages wait
     logs, once per queue, each queue of the run that no worker consumes (a cluster without, say, a
     ``target`` worker), with the command that starts one. Until a worker takes a task of the run's current attempt,
-    the view is told every QUEUED_CHECK_S how many of other runs' messages wait ahead of it (:func:`queued_ahead`).
+    a view with ``queued`` is told every QUEUED_CHECK_S how many of other runs' messages wait ahead of it
+    (:func:`queued_ahead`; the queues are not read for a view without one).
     """
     progress = progress or QuietProgress()
     progress.start(run_id)
@@ -766,6 +767,7 @@ def wait(
     aggregating_said = False
     recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
     queued, queued_checked = queued_of(progress), -math.inf  # other runs' messages ahead, and when last read
+    shows_queued = callable(getattr(progress, "queued", None))  # else nobody is told: no reading the queues for it
     try:
         while True:
             raise_if_stop_signalled()  # a SIGTERM or Ctrl-C whose KeyboardInterrupt Python dropped
@@ -780,7 +782,7 @@ def wait(
                 if "work_ms" in counters or state in RunState.DONE:  # a worker took a task of this attempt
                     queued_checked = -math.inf
                     queued("")
-                elif time.monotonic() - queued_checked >= QUEUED_CHECK_S:
+                elif shows_queued and time.monotonic() - queued_checked >= QUEUED_CHECK_S:
                     queued_checked = time.monotonic()
                     queued(queued_message(queued_ahead(store, run_id)))
                 if recovering:  # cut off part-way, the run left submitting (or running) with half its work sent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -436,5 +437,33 @@ def test_the_messages_ahead_of_a_queued_run_are_read_within_bounds_from_the_queu
         assert queued_ahead(refused, "r-late") == {}
         store.work_began("r-late", 0)  # a worker took one of its tasks
         assert queued_ahead(store, "r-late") == {}
+    finally:
+        server.stop()
+
+
+def test_a_wait_whose_view_shows_no_queued_note_does_not_read_the_queues_for_one(tmp_path: Path) -> None:
+    """A quiet run (``--quiet``, ``evaluate(quiet=True)``, a user's view without ``queued``) has nobody to tell what
+    it waits behind: its wait read up to 10,000 messages or 8 MiB from each end of each of its queues every 5 s
+    anyway, tens of milliseconds of the shared Redis each time, for nothing."""
+    from orchestrator.progress import PlainProgress, QuietProgress
+    from orchestrator.runner import wait
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        store.create_run("r-late", {"state": "running", "queues": json.dumps(["cpu"]), "generation": 0})
+        store.broker.lpush("cpu", *[f'{{"argsrepr": "r-big {i}"}}' for i in range(40)], '{"argsrepr": "r-late 0"}')
+
+        def scripts_run() -> int:
+            stats = store.broker.info("commandstats")
+            return sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("eval", "evalsha"))
+
+        before = scripts_run()
+        with pytest.raises(TimeoutError):
+            wait(store, "r-late", QuietProgress(), timeout_s=1.0, stall_s=3600, consumer_check_s=3600)
+        assert scripts_run() == before
+        with pytest.raises(TimeoutError):  # a view that shows it: read
+            wait(store, "r-late", PlainProgress(io.StringIO()), timeout_s=1.0, stall_s=3600, consumer_check_s=3600)
+        assert scripts_run() > before
     finally:
         server.stop()
