@@ -1020,7 +1020,8 @@ def queued_ahead(
     store: RunStore, run_id: str, most: int = QUEUED_SCAN_MESSAGES, budget: int = QUEUED_SCAN_BYTES
 ) -> dict[str, Ahead]:
     """While no worker has taken a task of the run's current attempt (no ``work_began`` stamp of its generation):
-    per queue of the run (and the control queue) where other runs' messages wait ahead of its first one, how many.
+    per queue of the run where other runs' messages wait ahead of its first one, how many (not the control queue:
+    the run's aggregation is sent there only once its work is done).
     The queues are first come, first served: a run submitted after a large one waits for the large one's messages,
     queued, not stalled. ``{}`` once its work began, and where none of its messages waits behind another run's.
     Each queue is read from its oldest end, ``most`` messages or ``budget`` bytes at most (from its newest end too
@@ -1030,7 +1031,7 @@ def queued_ahead(
         return {}
     script = store.broker.register_script(_QUEUED_AHEAD_LUA)
     found: dict[str, Ahead] = {}
-    for queue in _waiting_queues(store, run_id):
+    for queue in [q for q in _waiting_queues(store, run_id) if q != CONTROL_QUEUE]:  # its own come at its end
         try:
             read, where = script(keys=[queue], args=[run_id, most, budget])
         except redis.ResponseError:  # a broker Redis that refuses scripts (ACLs, a managed service): no note
