@@ -179,6 +179,10 @@ class RichProgress:
         self.bar.stop()
 
     def queued(self, text: str) -> None:
+        """Shown in the bar; printed whole once a wait begins (the bar's last column is cut on a narrow terminal,
+        the queue's name first). Its count changes every few seconds: not printed again for that."""
+        if text and not self.behind:
+            self.note(text)
         self.behind = text
 
     def note(self, text: str) -> None:

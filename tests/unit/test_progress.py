@@ -274,3 +274,22 @@ def test_one_message_ahead_is_said_in_the_singular() -> None:
     )
     assert queued_message({"cpu": Ahead(1, more=True)}) == "queued: over 1 messages of other runs ahead on queue cpu"
     assert queued_message({"cpu": Ahead(2)}) == "queued: 2 messages of other runs ahead on queue cpu"
+
+
+def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begins() -> None:
+    """In the bar, the queued line is the last column: on an 80-column terminal it read "queued: 12,345 messages of
+    other runs ahea…", the queue's name cut. It is printed whole once when the wait begins (not at each new count)."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    out = io.StringIO()
+    rich = RichProgress(Console(file=out, width=80, force_terminal=False))
+    rich.start("r1")
+    rich.queued(QUEUED)
+    rich.queued(QUEUED.replace("12,345", "12,000"))  # a later count: not printed again
+    rich.update({"done": 0, "total": 100}, final=True)
+    rich.queued("")
+    rich.stop()
+    printed = [line for line in out.getvalue().splitlines() if line.startswith("[ragscore]")]
+    assert printed == [f"[ragscore] {QUEUED}"]
