@@ -9,7 +9,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
                           the counters then in ``work_began_before``)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``; ``redo``,
-                          ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again
+                          ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again, not
+                          written again yet; ``marked``, ``marked:{queue}``: all the resume marked, written again or not
 ``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
                           ``{answers key}|{item key}`` -> target: failed answers a resume asks again)
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
@@ -157,18 +158,20 @@ return done
 
 # KEYS[1] = meta, KEYS[2] = progress, KEYS[3] = judge counters; ARGV[1] = the generation of a task a worker takes.
 # The first task taken of the run's current generation stamps the store's clock (to the microsecond) and the
-# counters then (done, redo, judge calls: the units done before this attempt's work); nothing on a run whose meta
-# is gone, on a task of another generation, or once stamped.
+# counters then, as they are (done, redo and marked, judge calls: :func:`work_began` reads the units done before
+# this attempt's work from them); ``marked`` always (0 for none): a stamp without it is of a store before it. Nothing
+# on a run whose meta is gone, on a task of another generation, or once stamped.
 _WORK_BEGAN_LUA = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local meta = redis.call('HMGET', KEYS[1], 'generation', 'work_began_gen')
 local gen = tonumber(ARGV[1])
 if tonumber(meta[1] or '0') ~= gen or tonumber(meta[2] or '-1') == gen then return 0 end
-local before = {}
+local before = {marked = 0}
 local p = redis.call('HGETALL', KEYS[2])
 for i = 1, #p, 2 do
   local k = p[i]
-  if k == 'done' or k == 'redo' or string.sub(k, 1, 5) == 'done:' or string.sub(k, 1, 5) == 'redo:' then
+  local head = string.match(k, '^[^:]*')
+  if head == 'done' or head == 'redo' or head == 'marked' then
     before[k] = tonumber(p[i + 1])
   end
 end
@@ -239,7 +242,8 @@ return out
 """
 
 # KEYS[1] = progress, KEYS[2] = redo marks; ARGV[1] = ttl, then per output: item hash key, output, queue. An output
-# still stored as an error or stopped is marked (once) and counted in ``redo:{queue}``; one written again since the
+# still stored as an error or stopped is marked (once) and counted in ``redo:{queue}`` and ``marked:{queue}`` (the
+# resume's marks, whenever made: :func:`work_began`); one written again since the
 # look-up (by a task of an earlier generation) is not: its rewrite has nothing left to take.
 _MARK_REDO_LUA = """
 local n = 0
@@ -249,18 +253,21 @@ for i = 2, #ARGV, 3 do
   local mark = ARGV[i] .. '|' .. ARGV[i + 1]
   if (status == 'e' or status == 's') and redis.call('HSET', KEYS[2], mark, ARGV[i + 2]) == 1 then
     redis.call('HINCRBY', KEYS[1], 'redo:' .. ARGV[i + 2], 1)
+    redis.call('HINCRBY', KEYS[1], 'marked:' .. ARGV[i + 2], 1)
     n = n + 1
   end
 end
 if n > 0 then
   redis.call('HINCRBY', KEYS[1], 'redo', n)
+  redis.call('HINCRBY', KEYS[1], 'marked', n)
   redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
 end
 return n
 """
 
 # KEYS[1] = progress, KEYS[2] = redo marks, KEYS[3] = a shard's answers; ARGV[1] = ttl, then item keys. An answer
-# still stored as a failure is marked (once: ``{answers key}|{item key}`` -> target) and counted in ``redo:target``.
+# still stored as a failure is marked (once: ``{answers key}|{item key}`` -> target) and counted in ``redo:target``
+# and ``marked:target``.
 _MARK_ANSWER_REDO_LUA = """
 local n = 0
 for i = 2, #ARGV do
@@ -273,6 +280,8 @@ end
 if n > 0 then
   redis.call('HINCRBY', KEYS[1], 'redo:target', n)
   redis.call('HINCRBY', KEYS[1], 'redo', n)
+  redis.call('HINCRBY', KEYS[1], 'marked:target', n)
+  redis.call('HINCRBY', KEYS[1], 'marked', n)
   redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
 end
 return n
@@ -323,8 +332,31 @@ class WorkBegan:
 
     #: The store's clock (Redis ``TIME``, seconds).
     at: float
-    #: ``done``, ``done:{queue}`` (less what the resume sent again) and ``judge_calls`` then.
-    before: dict[str, int]
+    #: The ``progress`` counters ``done``, ``redo``, ``marked`` (and per queue) and ``judge_calls`` then, as they
+    #: were: :meth:`before` reads the units done before the attempt's work from them.
+    stamp: dict[str, int]
+
+    def before(self, counters: dict[str, int]) -> dict[str, int]:
+        """``done``, ``done:{queue}`` and ``judge_calls`` before the attempt's work began, such that the ``progress``
+        counters ``counters`` now (as stored: ``redo`` and ``marked`` not folded in) less them are the units written
+        since. A resume marks what it sends again (``redo``: not done until written again) shard by shard, a shard's
+        tasks sent after its marks, so marks are made after the stamp too, each lowering ``done`` (read from the stamp
+        alone, 50 outputs redone read 0 units while 90 were marked after it). Per counter, with D the raw ``done``, M
+        the marks made and R those not taken yet (M - R: marked outputs written again), done now is D - R, and the
+        units since the stamp (s) are D - D_s plus the marks taken since, (M - R) - (M_s - R_s): before is
+        D_s + M_s - R_s - M (M now), whenever the marks were made. A stamp without ``marked`` (a worker before it)
+        is read as it was: done less redo then."""
+        stamp = self.stamp
+        if "marked" not in stamp:
+            return _done_now(stamp)
+        out = {"judge_calls": stamp["judge_calls"]} if "judge_calls" in stamp else {}
+        fields = {k for k in (*stamp, *counters) if k == "done" or k.startswith("done:")} | {"done"}
+        fields |= {"done" + k[len("marked") :] for k in counters if k.startswith("marked:")}
+        for field in fields:
+            suffix = field[len("done") :]
+            taken_then = stamp.get("marked" + suffix, 0) - stamp.get("redo" + suffix, 0)
+            out[field] = stamp.get(field, 0) + taken_then - counters.get("marked" + suffix, 0)
+        return out
 
 
 def work_began(meta: dict[str, Any]) -> WorkBegan | None:
@@ -333,9 +365,9 @@ def work_began(meta: dict[str, Any]) -> WorkBegan | None:
     try:
         if int(meta.get("work_began_gen") or -1) != int(meta.get("generation") or 0):
             return None
-        before = json.loads(meta["work_began_before"])
-        return WorkBegan(float(meta["work_began_at"]), _done_now({k: int(v) for k, v in before.items()}))
-    except (KeyError, TypeError, ValueError):
+        stamp = json.loads(meta["work_began_before"])
+        return WorkBegan(float(meta["work_began_at"]), {k: int(v) for k, v in stamp.items()})
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
@@ -629,9 +661,9 @@ class RunStore:
         return found
 
     def reset_redo(self, run_id: str) -> None:
-        """A resume starts its own marks of what it sends again (:meth:`mark_redo`)."""
+        """A resume starts its own marks of what it sends again (:meth:`mark_redo`), and its own count of them."""
         key = self.key(run_id, "progress")
-        stale = [f for f in self.r.hkeys(key) if f == "redo" or f.startswith("redo:")]
+        stale = [f for f in self.r.hkeys(key) if f.split(":", 1)[0] in ("redo", "marked")]
         pipe = self.r.pipeline()
         pipe.delete(self.key(run_id, "redo"))
         if stale:
@@ -662,21 +694,23 @@ class RunStore:
         """The ``progress`` counters, with ``judge_calls`` (the ``judge`` counters' ``calls``: requests sent to the
         judge) once the run sent one; one round trip. ``done`` leaves out what a resume sent again and no worker
         has written again yet. Once a worker took a task of the run's current attempt (:meth:`work_began`), also
-        ``work_ms``, the store's clock since then, and ``before:{counter}``, the ``done``, ``done:{queue}`` and
-        ``judge_calls`` counters then: the attempt's rate is its work over its own time, on one clock."""
+        ``work_ms``, the store's clock since then, and ``before:{counter}`` of ``done``, ``done:{queue}`` and
+        ``judge_calls``: the counter less it is the attempt's work (:meth:`WorkBegan.before`: a resume's marks
+        made after the stamp count too); the attempt's rate is its work over its own time, on one clock."""
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
         pipe.hget(self.key(run_id, "judge"), "calls")
         pipe.hmget(self.key(run_id, "meta"), WORK_BEGAN_FIELDS)
         pipe.time()
         counters, judge_calls, began_fields, (seconds, micros) = pipe.execute()
-        out = _done_now({k: int(v) for k, v in counters.items()})
+        stored = {k: int(v) for k, v in counters.items()}
+        out = {k: v for k, v in _done_now(stored).items() if k != "marked" and not k.startswith("marked:")}
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
             out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))
-            out.update({f"before:{k}": v for k, v in began.before.items()})
+            out.update({f"before:{k}": v for k, v in began.before(stored).items()})
         return out
 
     # ---------------------------------------------------------------- results

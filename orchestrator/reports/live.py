@@ -229,8 +229,10 @@ class StatusView:
         earlier units are not this attempt's). From when a worker first took one of its tasks (``work_began_at``, the
         store's clock) to the store's clock at the last sample, or to its last work when it ended or stalled (whole
         seconds on the store's clock: the second after, so never shorter than it was). None before that (a run queued
-        behind another run's messages waits at no pace, and a resumed one's earlier attempt is not this one). A run
-        stored before the stamp counts from its submission, as it did."""
+        behind another run's messages waits at no pace, and a resumed one's earlier attempt is not this one). The
+        counters before are the sample's ``before:*`` (:meth:`RunStore.progress`, which counts a resume's marks made
+        after the stamp); a sample read before the stamp its meta shows has none: no pace yet. A run stored before
+        the stamp counts from its submission, as it did."""
         last = self.samples[-1]
         began = work_began(self.meta)
         if began is None or last.store_t is None:
@@ -238,12 +240,15 @@ class StatusView:
                 return None
             elapsed = self._since_submit(now)
             return (elapsed, {}) if elapsed else None
+        if "work_ms" not in last.progress:
+            return None
         end = last.store_t
         if self.meta.get("state") in RunState.DONE or self.stalled(now):
             worked = self._worked_at_store()
             end = min(end, worked + 1.0) if worked is not None else end
         elapsed = end - began.at
-        return (elapsed, began.before) if elapsed > 0 else None
+        before = {k[len("before:") :]: v for k, v in last.progress.items() if k.startswith("before:")}
+        return (elapsed, before) if elapsed > 0 else None
 
     def _worked_at_store(self) -> float | None:
         """:meth:`_worked_at` on the store's clock (as it is stored)."""

@@ -237,3 +237,75 @@ def test_a_plugin_import_error_quoting_a_key_stays_out_of_the_aggregations_worke
     assert key not in caplog.text, "the worker log"
     assert key not in "".join(traceback.format_exception(caught.value)), "Celery logs the task's traceback"
     assert key not in (store.meta(run).get("error") or "")
+
+
+def test_a_resumes_marks_made_after_its_work_began_do_not_hide_the_attempts_units(store: RunStore) -> None:
+    """A resume marks what it sends again shard by shard, a shard's tasks sent after its marks: a worker took shard
+    0's task, stamping the attempt's start (:meth:`RunStore.work_began`) with only its marks counted, and every
+    later mark lowered ``done`` below the stamp's. 50 of 100 stored errors redone in ~1 s read 0 units (rate 0/s,
+    no ETA) while 90 were marked after the stamp. The attempt's units are what was written since its stamp, when
+    the marks were made."""
+    from orchestrator.progress import _Rate
+    from orchestrator.reports.live import StatusView, sample
+
+    run, keys = "t-redo-rate", [f"k{i}" for i in range(100)]
+    store.create_run(run, {"state": "running", "generation": 0, "submitted_at": str(time.time())})
+    store.add_ids(run, 0, keys, {"cpu": 120})
+    store.work_began(run, 0)
+    for key in keys:
+        _write(store, run, key, m=MetricResult.failed("timeout"))
+    progress = store.progress(run)
+    assert progress["done"] - progress.get("before:done", 0) == 100  # a first attempt: its units, no more
+    stored = [(store.key(run, f"item:{k}"), "m", "cpu") for k in keys]
+    store.set_meta(run, generation=1)  # resumed
+    store.reset_redo(run)
+    assert store.mark_redo(run, [(k, "m", "cpu") for k in keys[:10]]) == 10  # shard 0
+    assert store.r.hget(store.key(run, "redo"), stored[0][0] + "|m") == "cpu"
+    _write(store, run, "k0", m=MetricResult(score=1.0))  # a task of the earlier attempt: before this one's work
+    store.work_began(run, 1)  # a worker took shard 0's task
+    assert store.mark_redo(run, [(k, "m", "cpu") for k in keys[10:]]) == 90  # the later shards
+    assert store.progress(run)["done"] - store.progress(run)["before:done"] == 0
+    time.sleep(1.0)
+    for key in keys[1:51]:  # 50 outputs written again in this attempt
+        _write(store, run, key, m=MetricResult(score=1.0))
+    for key in ["x0", "x1"]:  # and 2 new ones
+        _write(store, run, key, m=MetricResult(score=1.0))
+    progress = store.progress(run)
+    assert progress["done"] == 100 - 100 + 1 + 50 + 2  # what is done now: k0, the 50 written again, 2 new
+    for counter in ("done", "done:cpu"):
+        assert progress[counter] - progress[f"before:{counter}"] == 52, progress
+    assert not any(k.startswith("marked") for k in progress)
+    work_s = progress["work_ms"] / 1000
+    assert 1.0 <= work_s < 5.0
+    rate, eta = _Rate().measure(progress)
+    assert rate == pytest.approx(52 / work_s) and eta is not None
+    view = StatusView(store.meta(run))
+    view.add(sample(store, run, time.time()))
+    cpu = next(row for row in view.rows() if row["queue"] == "cpu")
+    assert cpu["rate"] == pytest.approx(52 / work_s, rel=0.1) and cpu["eta"] is not None
+    # A resume with nothing to redo: its units are its writes alone.
+    store.set_meta(run, generation=2)
+    store.reset_redo(run)
+    store.work_began(run, 2)
+    _write(store, run, "x2", m=MetricResult(score=1.0))
+    progress = store.progress(run)
+    assert progress["done"] - progress["before:done"] == 1 and progress["done:cpu"] - progress["before:done:cpu"] == 1
+    # A stamp of a worker before ``marked`` was counted is read as it was: done less redo then.
+    store.set_meta(run, work_began_before='{"done": 40, "done:cpu": 40, "redo": 5, "redo:cpu": 5}')
+    assert {k: v for k, v in store.progress(run).items() if k.startswith("before:")} == {
+        "before:done": 35, "before:done:cpu": 35
+    }  # fmt: skip
+    # A target's failed answers, marked before and after the stamp, asked again: 2 units of the attempt.
+    run = "t-redo-rate-answers"
+    store.create_run(run, {"state": "running", "generation": 0})
+    store.add_ids(run, 0, ["s::a", "s::b"], {"target": 2})
+    failed, good = {"row": {"id": "a", "system": "s"}, "error": "HTTP 503"}, {"row": {"id": "a", "system": "s"}}
+    store.save_answers(run, 0, {"s::a": failed, "s::b": failed})
+    store.set_meta(run, generation=1)
+    store.reset_redo(run)
+    assert store.mark_answer_redo(run, 0, ["s::a"]) == 1
+    store.work_began(run, 1)
+    assert store.mark_answer_redo(run, 0, ["s::b"]) == 1
+    assert store.save_answers(run, 0, {"s::a": good, "s::b": good}) == 0
+    progress = store.progress(run)
+    assert progress["done:target"] - progress["before:done:target"] == 2 == progress["done"] - progress["before:done"]
