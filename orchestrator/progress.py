@@ -28,7 +28,10 @@ IDLE_NOTE_S = 10.0
 
 
 class ProgressView(Protocol):
-    """Receives the store's progress counters while a run scores. A view may also have ``note(text)``, told what
+    """Receives the store's progress counters while a run scores (:meth:`RunStore.progress`: ``done``, ``total``,
+    ``errors``, ``unscorable``, ``done:{queue}``/``total:{queue}``, ``judge_calls`` once the judge was called, and
+    once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``; a view reads the keys it
+    knows, as later versions may add some). A view may also have ``note(text)``, told what
     happens before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
     ``queued(text)``, told while no worker has begun the run's attempt that other runs' messages wait ahead of it
     (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown instead of an ETA
