@@ -108,8 +108,9 @@ CANCELLED_STALL_S = 10.0
 REDIS_OUTAGE_S = 300.0
 #: Seconds connect() retries a Redis that does not answer before it gives up.
 CONNECT_RETRY_S = 20.0
-#: Seconds this process waits for one Redis reply: a hung Redis, or one behind a network partition, is then an
-#: outage wait() says and bounds, not a read blocked for ever (the longest of ragscore's commands takes far less).
+#: Seconds this process waits for one Redis reply, the broker's and the result backend's to Celery sending a task
+#: included: a hung Redis, or one behind a network partition, is then an outage wait() says and bounds, or a failed
+#: send, not a read blocked for ever (the longest of ragscore's commands takes far less).
 STORE_READ_TIMEOUT_S = 30.0
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
 CONSUMER_CHECK_S = 20.0
@@ -134,7 +135,7 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
                     CONNECT_RETRY_S)  # fmt: skip
         if problem := _until_redis_answers(store_url, deadline):
             raise BrokerError(f"Cannot use Redis at {redact_url(store_url)}: {problem}")
-    _fire_and_forget(configure(broker_url, settings.result_backend).backend)
+    _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
     broker = redis_client(broker_url, STORE_READ_TIMEOUT_S) if store_url != broker_url else None
     store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker)
     try:
@@ -259,19 +260,25 @@ def submit(
             **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
         },
     )
-    with _cancelled_on_failure(store, run_id):
-        store.add_failed_rows(run_id, bad)
-        if on_validated is not None:
-            on_validated(queues)
-        valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
-        n_tasks = n_shards = 0
-        for index, rows in enumerate(shards(valid, shard_rows)):
-            if _file_state(dataset) != validated_as:  # rows added now would skip the duplicate check
-                raise DatasetError(f"{dataset} changed while it was being submitted (shard {index}); run {run_id} "
-                                   "is cancelled: start a new run once the file is complete")  # fmt: skip
-            n_tasks += _submit_shard(store, run_id, index, rows, resolved)
-            n_shards += 1
-            ticker.count(lambda n: f"sent {min(n * shard_rows, scan.rows):,} of {scan.rows:,} rows")
+    try:
+        with _cancelled_on_failure(store, run_id):
+            store.add_failed_rows(run_id, bad)
+            if on_validated is not None:
+                on_validated(queues)
+            valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
+            n_tasks = n_shards = 0
+            for index, rows in enumerate(shards(valid, shard_rows)):
+                if _file_state(dataset) != validated_as:  # rows added now would skip the duplicate check
+                    raise DatasetError(f"{dataset} changed while it was being submitted (shard {index}); run {run_id} "
+                                       "is cancelled: start a new run once the file is complete")  # fmt: skip
+                n_tasks += _submit_shard(store, run_id, index, rows, resolved)
+                n_shards += 1
+                ticker.count(lambda n: f"sent {min(n * shard_rows, scan.rows):,} of {scan.rows:,} rows")
+    except _Outage.ERRORS as exc:  # a send, or a store write, that Redis did not answer (hung, partitioned, gone)
+        raise BrokerError(
+            f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); the run is "
+            f"cancelled: resume it once Redis answers (`ragscore run --resume DIR`, or `ragscore resume {run_id}`)"
+        ) from exc
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):

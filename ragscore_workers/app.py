@@ -103,17 +103,31 @@ def _refuse_to_start_unconfigured(**_: object) -> None:
         raise SystemExit("ragscore worker: no broker: set RAGSCORE_BROKER_URL (redis://HOST:6379/0)")
 
 
-def configure(broker_url: str, backend_url: str | None = None) -> Celery:
+def configure(broker_url: str, backend_url: str | None = None, *, send_timeout_s: float | None = None) -> Celery:
     """Point the app at a broker (the orchestrator does this before it submits).
+
+    ``send_timeout_s`` bounds each reply of the broker (kombu's ``socket_timeout``) and of the result backend (Celery's
+    ``redis_socket_timeout``: sending a chord writes its size there), and each connect to them: a Redis that accepts
+    and never answers (hung, behind a partition) fails a send (kombu's OperationalError after Celery's publish retries,
+    or redis' TimeoutError after the backend's) instead of holding it for ever. Only a reply awaited is timed: an idle
+    connection never times out. For the sending process only: workers keep kombu's defaults (the orchestrator's BRPOP,
+    ``inspect``'s replies, is read once the socket is readable and waits at most ``brpop_timeout``, 1 s, on the server).
 
     Celery caches its producer pool and result backend on first use; moving to another broker in the
     same process (a notebook calling ``evaluate`` on a cluster, then embedded) must drop them, or tasks
     would still go to the first broker.
     """
     backend_url = backend_url or broker_url
-    if app.conf.broker_url == broker_url and app.conf.result_backend == backend_url:
+    config = _config(broker_url, backend_url)
+    if send_timeout_s is not None:
+        bounds = {"socket_timeout": send_timeout_s, "socket_connect_timeout": send_timeout_s}
+        config["broker_transport_options"] = {**config["broker_transport_options"], **bounds}  # type: ignore[dict-item]
+        config |= {"redis_socket_timeout": send_timeout_s, "redis_socket_connect_timeout": send_timeout_s}
+    bounded = ("broker_url", "result_backend", "broker_transport_options", "redis_socket_timeout",
+               "redis_socket_connect_timeout")  # fmt: skip
+    if all(app.conf.get(key) == config.get(key, app.conf.get(key)) for key in bounded):
         return app
-    app.conf.update(_config(broker_url, backend_url))
+    app.conf.update(config)
     app._pool = None  # as Celery's own _after_fork does; kombu keeps the old broker's pool for reuse
     app.amqp._producer_pool = None
     app._backend_cache = None

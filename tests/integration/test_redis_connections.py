@@ -189,3 +189,61 @@ def test_a_worker_refuses_a_wrong_password_and_warns_of_an_unreachable_broker(tm
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise
+
+
+def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_send_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Celery sent a run's tasks with no socket timeout: a broker Redis that stops answering (hung, behind a
+    partition) held the submission in its first send for ever, silent, while the run store answered. Now a send is
+    bounded as the store's reads are: the submission fails with BrokerError, the run is cancelled (resumable), and
+    once the broker answers again the same thread of the same process sends (its resume) and the run finishes."""
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from orchestrator import runner
+    from ragscore_workers.settings import get_settings
+
+    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    store_server = RedisProcess(tmp_path / "store").start()
+    broker = RedisProcess(tmp_path / "broker").start()
+    monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)  # the worker's, started once the broker answers
+    worker = WorkerProcess(broker.url, "cpu", tmp_path / "home", concurrency=1)
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(60))
+    settings = get_settings().model_copy(update={"store_url": store_server.url})
+    one_thread = ThreadPoolExecutor(max_workers=1)  # a notebook's: every call from the same thread
+
+    def send() -> str:
+        store = connect(broker.url, settings)
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGSTOP)  # accepts connections, never answers
+        started = time.monotonic()
+        with pytest.raises(BrokerError, match="did not answer") as failed:
+            submit(data, load_suite(SUITE), store, run_id="hung-send")
+        return f"{time.monotonic() - started:.1f} {failed.value}"
+
+    try:
+        try:
+            took, said = one_thread.submit(send).result(timeout=120).split(" ", 1)
+        except FutureTimeout:
+            pytest.fail("the submission still waits on the hung broker after 120 s")
+        assert float(took) < 60, (took, said)
+        assert "hung-send" in said and "resume" in said, said
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGCONT)
+        store = connect(broker.url, settings)
+        assert store.state("hung-send") == RunState.CANCELLED
+        worker.start()
+        resumed = one_thread.submit(lambda: runner.resume(connect(broker.url, settings), "hung-send")).result(120)
+        summary = wait(store, resumed.run_id, timeout_s=300)
+        assert summary.state == "finished" and summary.items == 60
+        em = summary.metrics["exact_match"]
+        assert em.errors == 0 and em.n + em.unscorable == 60
+    finally:
+        one_thread.shutdown(wait=False, cancel_futures=True)
+        if broker.proc is not None:
+            broker.proc.send_signal(signal.SIGCONT)
+        worker.stop()
+        broker.stop()
+        store_server.stop()
