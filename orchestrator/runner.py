@@ -276,8 +276,8 @@ def submit(
                 ticker.count(lambda n: f"sent {min(n * shard_rows, scan.rows):,} of {scan.rows:,} rows")
     except _Outage.ERRORS as exc:  # a send, or a store write, that Redis did not answer (hung, partitioned, gone)
         raise BrokerError(
-            f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); the run is "
-            f"cancelled: resume it once Redis answers (`ragscore run --resume DIR`, or `ragscore resume {run_id}`)"
+            f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); it stopped "
+            f"part-way: resume it once Redis answers (`ragscore run --resume DIR`, or `ragscore resume {run_id}`)"
         ) from exc
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
