@@ -12,7 +12,8 @@ then the normalizers, then the validator (see ``_validators``). A point whose ``
 failed, was skipped or has not run (it comes later, or runs on another queue) is skipped, and a
 skipped point counts as failed. Score = passed weight / total weight of the scored points, 1.0 with
 none (scored points that all weigh 0 are refused: they would score 1.0 whatever the answer); informational
-points are evaluated and reported, never scored. ``details["categories"]`` holds the same ratio per category.
+points are evaluated and reported, never scored. ``details["categories"]`` holds the same ratio per category (none
+for a category whose scored points all weigh 0: it moves nothing).
 A malformed point fails the whole row with a message naming it.
 """
 
@@ -368,7 +369,8 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
         by_category[r["category"]].append(r)
     details = {
         "points": results,
-        "categories": {c: _ratio(rs) for c, rs in by_category.items()},
+        # a category of weight 0 moves nothing (its ratio would be 1.0 whatever its points did): none is given
+        "categories": {c: _ratio(rs) for c, rs in by_category.items() if sum(r["weight"] for r in rs) > 0},
         "passed_weight": sum(r["weight"] for r in scored if r["passed"]),
         "total_weight": sum(r["weight"] for r in scored),
         "failed": [r["id"] for r in scored if r["status"] in ("failed", "skipped")],

@@ -71,6 +71,14 @@ def test_zero_weight_points_are_reported_but_move_nothing() -> None:
     assert result.score == 1.0 and result.passed is False  # passed means every scored point passed
 
 
+def test_a_category_whose_points_all_weigh_0_has_no_ratio() -> None:
+    """Its ratio was 1.0 whatever its points did (0 of 0 weight), and the run's category breakdown averaged that in:
+    a category of failing points read as perfect."""
+    result = run([PASS, FAIL | {"weight": 0, "category": "Style"}])
+    assert result.details["categories"] == {"General": 1.0}
+    assert [p["id"] for p in result.details["points"]] == ["p1", "p2"]  # still reported
+
+
 @pytest.mark.parametrize("points", [
     [FAIL | {"weight": 0}],
     [FAIL | {"weight": 0}, PASS | {"weight": 0.0, "category": "Other"}, PASS | {"informational": True}],
