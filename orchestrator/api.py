@@ -17,6 +17,7 @@ from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .atomic_file import make_out_dir
+from .datasets import Named
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress
@@ -83,15 +84,16 @@ def evaluate(
     rows_copy: Path | None = None
     try:
         with claim_out_dir(out_dir):  # from before the rows are written there: another call's run may read them
+            named = None
             if isinstance(dataset, (str, Path)):
                 path = Path(dataset)
             else:
                 refuse_an_unfinished_run_in(out_dir)  # before its rows are written over: it could not be resumed
                 rows_copy = _rows_file(out_dir)
-                path, fmt = _write_rows(dataset, rows_copy), "jsonl"
+                path, fmt, named = _write_rows(dataset, rows_copy), "jsonl", ROWS_GIVEN
             summary = run(
                 path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
-                progress=progress or make_progress(quiet),
+                progress=progress or make_progress(quiet), named=named,
             )  # fmt: skip
     except BaseException as exc:
         if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
@@ -107,7 +109,7 @@ def evaluate(
                 else:
                     warnings.warn(str(unfinished), stacklevel=2)
         raise
-    return _evaluation(summary, out_dir)
+    return _evaluation(summary, out_dir, rows_given=rows_copy is not None)
 
 
 def resume(
@@ -131,16 +133,19 @@ def resume(
     summary = run(None, None, out_dir, broker=broker, resume_id=str(recorded["run_id"]),
                   judge_params=judge_budget(max_cost=max_cost, max_tokens=max_tokens),
                   progress=progress or make_progress(quiet))  # fmt: skip
-    return _evaluation(summary, out_dir)
+    return _evaluation(summary, out_dir, rows_given=(out_dir / ROWS_FILE).exists())
 
 
-def _evaluation(summary: RunSummary, out_dir: Path) -> Evaluation:
+def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) -> Evaluation:
     """The run's Evaluation, after a warning for its unreadable rows and one for what ``ragscore run`` exits 1 for
-    (returned as it is, but said: quiet by default, a notebook shows warnings)."""
+    (returned as it is, but said: quiet by default, a notebook shows warnings). ``rows_given``: the run scored rows
+    given in memory (the lines of failed_rows.jsonl are those of their copy)."""
     if summary.failed_rows:
         rows = "1 row was" if summary.failed_rows == 1 else f"{summary.failed_rows:,} rows were"
-        warnings.warn(f"{rows} unreadable and not scored: each is in {out_dir / 'failed_rows.jsonl'} with its "
-                      "line and why", stacklevel=3)  # fmt: skip
+        line = (f"its line in {out_dir / ROWS_FILE}, the copy of {ROWS_GIVEN.name} (line N is row N-1 of them)"
+                if rows_given else "its line")  # fmt: skip
+        warnings.warn(f"{rows} unreadable and not scored: each is in {out_dir / 'failed_rows.jsonl'} with {line} "
+                      "and why", stacklevel=3)  # fmt: skip
     problem = incomplete(summary)
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=3)
@@ -170,6 +175,8 @@ def _verdict(gate: GateResult) -> str:
 
 #: Where ``evaluate()`` copies rows given in memory, in ``out`` (the dataset its run, and a resume, read).
 ROWS_FILE = "evaluate-rows.jsonl"
+#: How errors name that copy and its rows: as what the caller gave, by row index (its line N is their row N-1).
+ROWS_GIVEN = Named("the rows given to evaluate()", as_rows=True)
 
 
 def _rows_file(out_dir: Path) -> Path:

@@ -57,7 +57,7 @@ from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
 
 from .atomic_file import make_out_dir, write_text_atomic
-from .datasets import RowError, detect_format, iter_records, iter_rows, scan_dataset
+from .datasets import Named, RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
 from .out_claim import claim_out_dir
@@ -196,13 +196,16 @@ def submit(
     shard_rows: int = DEFAULT_SHARD_ROWS,
     on_validated: Callable[[list[str]], None] | None = None,
     say: Callable[[str], None] | None = None,
+    named: Named | None = None,
 ) -> Submitted:
     """Validate the dataset, then stream it into chords. Nothing is sent if validation fails.
 
     ``on_validated(queues)`` runs once validation passed, before the first task is sent, with the queues
     the rows need (the embedded mode starts those workers there, so they boot while rows are submitted).
     ``say`` is told how far reading and sending are, every NOTE_EVERY_S (minutes for a million rows).
+    ``named``: how its errors and notes name the dataset and its rows (its path and lines when None).
     """
+    named = named or Named.of(dataset)
     run_id = run_id or new_run_id()
     started = time.time()
     bad: list[dict] = []
@@ -229,18 +232,19 @@ def submit(
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))
         request_fields.see(row)
-        ticker.count(lambda n: f"reading {dataset.name}: {n:,} rows so far")
+        ticker.count(lambda n: f"reading {Path(named.name).name}: {n:,} rows so far")
 
     try:
-        scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as)
+        scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as,
+                            named=named)  # fmt: skip
         if scan.rows and (unseen := request_fields.error()):
-            raise ConfigError(f"{dataset}: {unseen}; nothing was submitted")
+            raise ConfigError(f"{named.name}: {unseen}; nothing was submitted")
     except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
         store.drop_failed_rows(run_id)
         raise
     ticker.say(f"{scan.rows:,} rows to score ({scan.failed:,} unreadable); sending them to the queues")
     for warning in [*scan.warnings(), *resolved.absent_field_warnings(scan.fields_seen)]:
-        log.warning("%s: %s", dataset, warning)
+        log.warning("%s: %s", named.name, warning)
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
     store.create_run(
@@ -1257,9 +1261,11 @@ def run(
     judge_params: dict[str, Any] | None = None,
     judge_limits: dict[str, int] | None = None,
     job: dict[str, Any] | None = None,
+    named: Named | None = None,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
-    new run's) is kept in ``DIR/run.json`` for its resume.
+    new run's) is kept in ``DIR/run.json`` for its resume; ``named``: how a new run's errors name the dataset and its
+    rows (:func:`submit`).
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
     private Redis and local workers for just the queues the suite needs are started and stopped here.
@@ -1307,7 +1313,7 @@ def run(
         assert dataset is not None and resolved is not None
         return submit(
             dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,
-            on_validated=validated, say=say,
+            on_validated=validated, say=say, named=named,
         )  # fmt: skip
 
     def finish(store: RunStore, run_id: str) -> RunSummary:

@@ -1,6 +1,6 @@
 """Reading datasets: format loaders and row validation."""
 
 from .loaders import FORMATS, RowError, detect_format, iter_records
-from .rows import DatasetScan, iter_rows, scan_dataset
+from .rows import DatasetScan, Named, iter_rows, scan_dataset
 
-__all__ = ["FORMATS", "DatasetScan", "RowError", "detect_format", "iter_records", "iter_rows", "scan_dataset"]
+__all__ = ["FORMATS", "DatasetScan", "Named", "RowError", "detect_format", "iter_records", "iter_rows", "scan_dataset"]

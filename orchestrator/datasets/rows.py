@@ -21,7 +21,7 @@ from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
 from .loaders import RAW_EXCERPT_CHARS, RowError, iter_records
 
-__all__ = ["DatasetScan", "iter_rows", "scan_dataset", "validate_record"]
+__all__ = ["DatasetScan", "Named", "iter_rows", "scan_dataset", "validate_record"]
 
 #: Duplicate ids listed in the error message before "and N more".
 MAX_DUPLICATES_SHOWN = 5
@@ -122,7 +122,7 @@ class DatasetScan:
 
     rows: int = 0
     failed: int = 0
-    #: The first few duplicates, each said as "id 'x' of system 's' on lines 2 and 9".
+    #: The first few duplicates, each said as "id 'x' of system 's' on lines 2 and 9" (Named.both).
     duplicates: list[str] = field(default_factory=list)
     duplicate_count: int = 0
     #: The first few unreadable rows, named in the error when no row at all could be read.
@@ -144,6 +144,28 @@ class DatasetScan:
             out.append(f"column(s) {named} are no row field{' (names are case-sensitive)' if cased else ''}; "
                        "metrics ignore them")  # fmt: skip
         return out
+
+
+@dataclass(frozen=True)
+class Named:
+    """How a message names a dataset and its rows: a file by its path and lines, or (``as_rows``) a copy of rows
+    given in memory, one a line (``evaluate()``'s), as what was given and the 0-based indexes of its rows (line N
+    is row N-1): the caller never named the copy."""
+
+    name: str
+    as_rows: bool = False
+
+    @classmethod
+    def of(cls, path: Path) -> Named:
+        return cls(str(path))
+
+    def at(self, line: int) -> str:
+        """``line 3``, or ``row 2`` of the rows given."""
+        return f"row {line - 1}" if self.as_rows else f"line {line}"
+
+    def both(self, first: int, second: int) -> str:
+        """``on lines 2 and 9``, or ``in rows 1 and 8`` of the rows given."""
+        return f"in rows {first - 1} and {second - 1}" if self.as_rows else f"on lines {first} and {second}"
 
 
 #: Unreadable rows named in the error of a dataset with no readable row.
@@ -213,7 +235,7 @@ def _scan_key(row: Row, asked_as: str | None) -> str:
 
 def _find_duplicates(
     path: Path, fmt: str | None, options: dict[str, Any] | None, repeated: set[int], scan: DatasetScan,
-    asked_as: str | None,
+    asked_as: str | None, named: Named,
 ) -> None:  # fmt: skip
     """Second pass (only when hashes repeat): the real duplicate keys and the lines they repeat on."""
     first_seen: dict[str, int] = {}
@@ -224,7 +246,7 @@ def _find_duplicates(
             scan.duplicate_count += 1
             if len(scan.duplicates) < MAX_DUPLICATES_SHOWN:
                 system = f" of system {row.system!r}" if row.system is not None and asked_as is None else ""
-                scan.duplicates.append(f"id {row.id!r}{system} on lines {first_seen[key]} and {line}")
+                scan.duplicates.append(f"id {row.id!r}{system} {named.both(first_seen[key], line)}")
         else:
             first_seen[key] = line
 
@@ -236,14 +258,17 @@ def scan_dataset(
     options: dict[str, Any] | None = None,
     on_row: Callable[[Row], None] | None = None,
     asked_as: str | None = None,
+    named: Named | None = None,
 ) -> DatasetScan:
     """Read the whole dataset once without keeping it: count rows, report bad ones, find duplicate ids (per system;
     across the rows' systems when ``asked_as``, the system a target answers every row as, makes them one).
+    Errors name the dataset and its rows as ``named`` says (its path and lines when None).
 
     Raises DatasetError (before anything is submitted) for duplicate ids or when no row is valid.
     Memory: one 8-byte hash per row in a flat array (8 MB per million rows), not the rows; lines of
     duplicates are found by a second pass that runs only when two hashes are equal.
     """
+    named = named or Named.of(path)
     scan = DatasetScan()
     hashes = array("q")  # 8 bytes per row: the only state that grows with the dataset
     for _, row in iter_rows(path, fmt, options):
@@ -265,7 +290,7 @@ def scan_dataset(
         repeated = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
         del ordered, hashes
         if repeated:
-            _find_duplicates(path, fmt, options, repeated, scan, asked_as)
+            _find_duplicates(path, fmt, options, repeated, scan, asked_as, named)
     if scan.duplicate_count:
         shown = "; ".join(scan.duplicates)
         more = scan.duplicate_count - len(scan.duplicates)
@@ -273,17 +298,17 @@ def scan_dataset(
                   "(re-scoring a target run's answers.jsonl? add --no-target)" if asked_as is not None
                   else "Ids must be unique per system")  # fmt: skip
         raise DatasetError(
-            f"{path}: {scan.duplicate_count} duplicate id(s): {shown}{f' and {more} more' if more else ''}. "
+            f"{named.name}: {scan.duplicate_count} duplicate id(s): {shown}{f' and {more} more' if more else ''}. "
             f"{unique}; nothing was submitted."
         )
     if scan.rows == 0:
         if not scan.failed:
-            raise DatasetError(f"{path}: no rows to score; nothing was submitted.")
-        reasons = "\n".join(f"  line {e.line}: {e.error}" for e in scan.first_failures)
+            raise DatasetError(f"{named.name}: no rows to score; nothing was submitted.")
+        reasons = "\n".join(f"  {named.at(e.line)}: {e.error}" for e in scan.first_failures)
         hidden = scan.failed - len(scan.first_failures)
         more = f"\n  and {hidden} more" if hidden else ""
         raise DatasetError(
-            f"{path}: no rows to score ({scan.failed} row(s) could not be read); nothing was submitted.\n"
+            f"{named.name}: no rows to score ({scan.failed} row(s) could not be read); nothing was submitted.\n"
             f"{reasons}{more}"
         )
     return scan

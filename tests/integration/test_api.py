@@ -92,7 +92,7 @@ def test_reading_sending_and_writing_are_said_as_they_happen(
     stream = io.StringIO()
     evaluate(make_rows(300), {"metrics": ["exact_match"]}, out=tmp_path / "out", progress=PlainProgress(stream))
     said = stream.getvalue()
-    assert "[ragscore] reading evaluate-rows.jsonl: 1 rows so far" in said
+    assert "[ragscore] reading the rows given to evaluate(): 1 rows so far" in said
     assert "[ragscore] 300 rows to score (0 unreadable); sending them to the queues" in said
     assert "item×metric outputs" in said and f"[ragscore] writing the reports to {tmp_path / 'out'}/" in said
 
@@ -256,6 +256,32 @@ def test_a_run_interrupted_in_a_process_that_lives_on_is_summarized_by_cancel(tm
                              cwd=ROOT, env=env, timeout=300)  # fmt: skip
     assert results.returncode in (0, 1), results.stderr  # 1: a cancelled run is incomplete
     assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
+
+
+def test_rows_refused_or_unreadable_are_said_as_the_rows_given_by_index_not_as_lines_of_the_copy(
+    tmp_path: Path, home: Path
+) -> None:
+    """A duplicate id was said as "OUT/evaluate-rows.jsonl: ... on lines 1 and 2", a file the caller never wrote and
+    lines where they gave rows (line N is row N-1)."""
+    rows = make_rows(3)
+    with pytest.raises(DatasetError) as info:
+        evaluate([*rows, rows[1]], {"metrics": ["exact_match"]}, out=tmp_path / "dup")
+    assert str(info.value).startswith("the rows given to evaluate(): 1 duplicate id(s): id 'q1' in rows 1 and 3. ")
+    assert "evaluate-rows" not in str(info.value)
+    with pytest.raises(DatasetError) as info:
+        evaluate([{"id": "a", "answer": False}, {"id": "b", "answer": True}], {"metrics": ["exact_match"]},
+                 out=tmp_path / "none")  # fmt: skip
+    said = str(info.value)
+    assert said.startswith("the rows given to evaluate(): no rows to score (2 row(s) could not be read)"), said
+    assert "\n  row 0: answer: " in said and "\n  row 1: answer: " in said and "evaluate-rows" not in said
+    out = tmp_path / "bad"
+    with pytest.warns(UserWarning, match="1 row was unreadable") as caught:
+        evaluate([{"id": "a", "answer": "x"}, {"id": "b", "answer": True}], {"metrics": ["exact_match"]}, out=out)
+    (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
+    assert f"with its line in {out / 'evaluate-rows.jsonl'}, the copy of the rows given to evaluate() (line N is row " \
+           "N-1 of them) and why" in warned  # fmt: skip
+    (failed,) = [json.loads(line) for line in (out / "failed_rows.jsonl").read_text().splitlines()]
+    assert failed["line"] == 2 and failed["raw"].startswith('{"id": "b"')  # line 2 of the copy: row 1 given
 
 
 def test_rows_refused_leave_no_copy_to_block_the_next_call_into_the_same_out(tmp_path: Path, home: Path) -> None:
