@@ -264,30 +264,40 @@ def submit(
             **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
         },
     )
-    try:
-        with _cancelled_on_failure(store, run_id):
-            store.add_failed_rows(run_id, bad)
-            if on_validated is not None:
-                on_validated(queues)
-            valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
-            n_tasks = n_shards = 0
-            for index, rows in enumerate(shards(valid, shard_rows)):
-                if _file_state(dataset) != validated_as:  # rows added now would skip the duplicate check
-                    raise DatasetError(f"{dataset} changed while it was being submitted (shard {index}); run {run_id} "
-                                       "is cancelled: start a new run once the file is complete")  # fmt: skip
-                n_tasks += _submit_shard(store, run_id, index, rows, resolved)
-                n_shards += 1
-                ticker.count(lambda n: f"sent {min(n * shard_rows, scan.rows):,} of {scan.rows:,} rows")
-    except _Outage.ERRORS as exc:  # a send, or a store write, that Redis did not answer (hung, partitioned, gone)
-        raise BrokerError(
-            f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); it stopped "
-            f"part-way: resume it once Redis answers (`ragscore run --resume DIR`, or `ragscore resume {run_id}`)"
-        ) from exc
+    with _said_cut_off(run_id), _cancelled_on_failure(store, run_id):  # cancelled on the raw error, then said
+        store.add_failed_rows(run_id, bad)
+        if on_validated is not None:
+            on_validated(queues)
+        valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
+        n_tasks = n_shards = 0
+        for index, rows in enumerate(shards(valid, shard_rows)):
+            if _file_state(dataset) != validated_as:  # rows added now would skip the duplicate check
+                raise DatasetError(f"{dataset} changed while it was being submitted (shard {index}); run {run_id} "
+                                   "is cancelled: start a new run once the file is complete")  # fmt: skip
+            n_tasks += _submit_shard(store, run_id, index, rows, resolved)
+            n_shards += 1
+            ticker.count(lambda n: f"sent {min(n * shard_rows, scan.rows):,} of {scan.rows:,} rows")
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
         aggregate.delay(run_id, 0)
     return Submitted(run_id=run_id, items=items, failed_rows=scan.failed, tasks=n_tasks, shards=n_shards)
+
+
+@contextmanager
+def _said_cut_off(run_id: str, raw: bool = False) -> Iterator[None]:
+    """A send, or a store write, of run ``run_id`` that Redis did not answer (hung, partitioned, gone) raises
+    BrokerError saying how to go on (a submission's and a user's resume alike); ``raw``: the error as it is (a stall
+    recovery's: wait() catches it and sends again once Redis answers)."""
+    try:
+        yield
+    except _Outage.ERRORS as exc:
+        if raw:
+            raise
+        raise BrokerError(
+            f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); it stopped "
+            f"part-way: resume it once Redis answers (`ragscore run --resume DIR`, or `ragscore resume {run_id}`)"
+        ) from exc
 
 
 #: Seconds between two notes on reading and sending a dataset.
@@ -441,7 +451,9 @@ def resume(
     # supersedes what was sent. A recovery cut off by a lost Redis leaves the run running: wait() sends it again
     # (a newer generation) once Redis answers. A changed dataset was refused above, before anything changed.
     lost = (before if before in RunState.DONE else RunState.RUNNING) if recovery else None
-    with _cancelled_on_failure(store, run_id, ended, lost):
+    # Cut off by a Redis that does not answer: said as a submission's is (resume it once Redis answers), but for a
+    # stall recovery, whose raw error wait() catches.
+    with _said_cut_off(run_id, raw=recovery), _cancelled_on_failure(store, run_id, ended, lost):
         if on_validated is not None:
             on_validated(json.loads(meta.get("queues", "[]")))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]

@@ -247,3 +247,43 @@ def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_
         worker.stop()
         broker.stop()
         store_server.stop()
+
+
+def test_a_users_resume_cut_off_by_a_hung_broker_says_to_resume_once_it_answers_and_a_recovery_gets_the_raw_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragscore resume` (or `run --resume`) that met a hung broker while re-sending ended with "error: Redis:
+    OperationalError: ..." and no word on how to go on, where a submission says the run stopped part-way and to
+    resume it once Redis answers. A stall recovery (wait()'s) still gets the raw error: wait() retries on it."""
+    import signal
+
+    from orchestrator import runner
+    from ragscore_workers.settings import get_settings
+
+    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    store_server = RedisProcess(tmp_path / "store").start()
+    broker = RedisProcess(tmp_path / "broker").start()
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(60))
+    settings = get_settings().model_copy(update={"store_url": store_server.url})
+    try:
+        store = connect(broker.url, settings)
+        submit(data, load_suite(SUITE), store, run_id="hung-resend")  # no worker: left to resume
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGSTOP)  # accepts connections, never answers
+        started = time.monotonic()
+        with pytest.raises(BrokerError) as failed:
+            runner.resume(store, "hung-resend")
+        assert time.monotonic() - started < 60
+        said = str(failed.value)
+        assert said.startswith("Redis did not answer while run hung-resend was being sent ("), said
+        assert said.endswith("it stopped part-way: resume it once Redis answers (`ragscore run --resume DIR`, or "
+                             "`ragscore resume hung-resend`)"), said  # fmt: skip
+        assert isinstance(failed.value.__cause__, runner._Outage.ERRORS)
+        assert store.state("hung-resend") == RunState.CANCELLED  # resumable, as a cut-off submission is
+        with pytest.raises(runner._Outage.ERRORS):  # not BrokerError: wait() would not retry on it
+            runner.resume(store, "hung-resend", recovery=True)
+    finally:
+        if broker.proc is not None:
+            broker.proc.send_signal(signal.SIGCONT)
+        broker.stop()
+        store_server.stop()
