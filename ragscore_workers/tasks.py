@@ -7,13 +7,18 @@ deployments route and monitor by them.
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import threading
 import time
+import uuid
 from collections import Counter
 from functools import lru_cache
 from typing import Any
 
+import redis
 from celery.exceptions import SoftTimeLimitExceeded
+from kombu.exceptions import OperationalError
 from pydantic import BaseModel, ValidationError
 
 from .aggregate import Aggregator
@@ -394,13 +399,49 @@ def aggregate_in(store: RunStore, run_id: str, generation: int | None = None) ->
         log.info("aggregate of run %s skipped: its summary is written already (a re-delivered message)", run_id)
         return
     lease = store.key(run_id, f"aggregating:{generation if generation is not None else meta.get('generation', 0)}")
-    if not store.r.set(lease, "1", nx=True, ex=AGGREGATE_LEASE_S):  # a copy of this message is aggregating
+    owner = _lease_owner()
+    if not store.r.eval(_TAKE_LEASE, 1, lease, owner, AGGREGATE_LEASE_S):  # a copy of this message is aggregating
         log.info("aggregate of run %s skipped: another worker is aggregating it (a re-delivered message)", run_id)
         return
     try:
         _aggregate(store, run_id, generation, meta, lease)
     finally:
-        store.r.delete(lease)
+        try:
+            store.r.eval(_RELEASE_LEASE, 1, lease, owner)
+        except REDIS_OUTAGE as exc:  # what ended the aggregation (or its summary, written) says more
+            log.warning("aggregate of run %s: its lease could not be released (%s): it lapses, or a later try of "
+                        "this thread takes it over", run_id, exc)  # fmt: skip
+
+
+#: What a Redis that is down, restarting or hung raises (redis-py's errors, and kombu's): an aggregation it cuts off
+#: is not a failed run, and is re-raised without writing so: ``wait()`` (an aggregation in its process) retries it
+#: once Redis answers, and a worker's is re-delivered or, acked, re-sent by ``wait()``'s stall recovery.
+REDIS_OUTAGE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
+
+#: Tells this process apart from an earlier one with its pid (on a host of the same name: a restarted container).
+_BOOT = uuid.uuid4().hex
+
+#: Takes the lease KEYS[1] for ARGV[1] (ARGV[2] seconds) unless another owner holds it; one its owner left held (an
+#: outage cut off the release) is taken over.
+_TAKE_LEASE = """
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
+#: Deletes the lease KEYS[1] if ARGV[1] still holds it (not one that lapsed and another aggregator took since).
+_RELEASE_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _lease_owner() -> str:
+    """Who holds an aggregation's lease: this thread of this process. A thread aggregates one run at a time, so a
+    lease of its own that it finds held was left by an aggregation of it that has ended (an outage cut off the
+    release): it takes it over. Any other aggregator (another thread, process or worker) skips while it is held."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{_BOOT}"
 
 
 #: Seconds an aggregation holds its lease without renewing it (it renews every ``LEASE_EVERY`` items): a copy of
@@ -467,6 +508,9 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
         )
         if store.save_summary(run_id, summary, generation) is not None:
             store.settle(run_id)  # every key of the finished run now expires RAGSCORE_RUN_TTL_S from here
+    except REDIS_OUTAGE:  # not a failed run: tried again once Redis answers
+        log.warning("aggregate of run %s cut off: Redis did not answer", run_id, exc_info=True)
+        raise
     except Exception as exc:
         log.exception("aggregate failed for run %s", run_id)
         store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")

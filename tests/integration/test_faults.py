@@ -830,3 +830,62 @@ def test_a_stall_recovery_cut_off_by_a_hung_redis_is_sent_again_once_it_answers(
             server.proc.send_signal(signal.SIGCONT)
         worker.stop()
         server.stop()
+
+
+class _StopRedisAtAggregation(threading.Thread):
+    """Watches (its own client, every ~1 ms) for the lease of the run's aggregation and SIGSTOPs the redis-server the
+    moment it is taken; SIGCONTs it ``for_s`` later."""
+
+    def __init__(self, server: RedisProcess, run_id: str, for_s: float) -> None:
+        super().__init__(daemon=True)
+        self.server, self.run_id, self.for_s = server, run_id, for_s
+        self.client = redis.Redis(port=server.port)
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        lease = RunStore.key(self.run_id, "aggregating:0")
+        while not self.client.exists(lease):
+            time.sleep(0.001)
+        assert self.server.proc is not None
+        self.server.proc.send_signal(signal.SIGSTOP)
+        self.stopped.set()
+        timer = threading.Timer(self.for_s, self.server.proc.send_signal, (signal.SIGCONT,))
+        timer.daemon = True  # a test that ends first sends SIGCONT itself
+        timer.start()
+
+
+@pytest.mark.parametrize("for_s", [3.0, 7.0], ids=["back-for-the-failed-write", "hung-past-the-lease-release"])
+def test_an_aggregation_in_the_waiting_process_cut_off_by_a_hung_redis_is_tried_again_once_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, for_s: float
+) -> None:
+    """A cancelled run that no worker serves is aggregated by wait() in its own process. A Redis that stopped
+    answering mid-aggregation made it a failed aggregation: one back in time for that write (3 s: the read that
+    timed out, 2 s) made the run failed ("aggregate: TimeoutError"); one hung past it and the lease's release too
+    (7 s) left the lease held, so every later try skipped ("another worker is aggregating") until the run failed,
+    stalled. Now an outage is not a failure: wait() retries once Redis answers, its own lease taken over."""
+    from orchestrator import runner
+    from orchestrator.runner import cancel
+
+    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    monkeypatch.setattr(runner, "CANCELLED_STALL_S", 1.0)
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
+        cancel(store, sub.run_id)  # no worker at all: wait() aggregates it here
+        watcher = _StopRedisAtAggregation(server, sub.run_id, for_s)
+        watcher.start()
+        with caplog.at_level(logging.WARNING):
+            summary = wait(store, sub.run_id, timeout_s=150)
+        said = [r.getMessage() for r in caplog.records]
+        assert watcher.stopped.is_set(), "no aggregation took its lease"
+        assert any("lost Redis (Timeout" in m for m in said), said
+        left = any("its lease could not be released" in m for m in said)
+        assert left == (for_s > 4.0), said  # hung past the release: the retry took over the lease left held
+        assert summary.state == "cancelled" and summary.items == 20000
+        assert store.state(sub.run_id) == "cancelled" and not store.meta(sub.run_id).get("error")
+        assert not store.r.exists(store.key(sub.run_id, "aggregating:0")), "the lease is released"
+    finally:
+        if server.proc is not None:
+            server.proc.send_signal(signal.SIGCONT)
+        server.stop()
