@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from kombu.exceptions import OperationalError
 from pydantic_core import PydanticSerializationError
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
@@ -54,7 +53,7 @@ from ragscore_workers.store import (
     work_began,
 )
 from ragscore_workers.target.stage import scoring_rows
-from ragscore_workers.tasks import aggregate, aggregate_in, score_shard
+from ragscore_workers.tasks import REDIS_OUTAGE, aggregate, aggregate_in, score_shard
 
 from .atomic_file import make_out_dir, write_text_atomic
 from .datasets import Named, RowError, detect_format, iter_records, iter_rows, scan_dataset
@@ -885,8 +884,8 @@ class _Outage:
     with BrokerError after ``REDIS_OUTAGE_S``, and said again when a whole poll is answered."""
 
     #: What a Redis that is down, restarting or hung raises: redis-py's errors (the run store, the broker's queues)
-    #: and kombu's (Celery sending a task or asking the workers).
-    ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
+    #: and kombu's (Celery sending a task or asking the workers), as an aggregation tells them.
+    ERRORS: tuple[type[Exception], ...] = REDIS_OUTAGE
 
     def __init__(self, run_id: str, revive: Callable[[], object] | None) -> None:
         self.run_id, self.revive = run_id, revive
