@@ -1082,7 +1082,7 @@ def aggregate_run(store: RunStore, run_id: str, here: bool = False) -> None:
     ``here`` or when no live worker consumes that queue (sent there, it would wait for one forever). A worker
     busy enough to miss one 1 s ask is asked again for 3 s before it counts as absent."""
     if here or (_unserved([CONTROL_QUEUE]) and _unserved([CONTROL_QUEUE], timeout_s=3.0)):
-        aggregate_in(store, run_id, store.generation(run_id))
+        aggregate_in(store, run_id, store.generation(run_id), retried=True)  # an outage is said, not a failed run
     else:
         aggregate.delay(run_id, store.generation(run_id))
 

@@ -386,9 +386,14 @@ def aggregate(run_id: str, generation: int | None = None) -> None:
     aggregate_in(get_store(), run_id, generation)
 
 
-def aggregate_in(store: RunStore, run_id: str, generation: int | None = None) -> None:
+def aggregate_in(store: RunStore, run_id: str, generation: int | None = None, *, retried: bool = False) -> None:
     """:func:`aggregate` on ``store``: also run by ``ragscore cancel`` itself for an embedded run whose process
-    (and so every worker of its lane) is gone."""
+    (and so every worker of its lane) is gone, and by ``wait()`` when no worker serves the control queue.
+
+    ``retried``: the caller tries again once Redis answers (the orchestrator's commands), so a Redis outage that
+    cuts the aggregation off is raised as it is, the run left as it was. A worker's aggregation has nobody to retry
+    it (its message is acked on failure; a detached run has no ``wait()``): the run is marked failed, as for any
+    other error, and ``ragscore resume`` writes its summary."""
     meta = store.meta(run_id)
     if superseded(generation, meta.get("generation")):
         log.info("aggregate of run %s skipped: generation %d was superseded by a resume", run_id, generation)
@@ -404,7 +409,7 @@ def aggregate_in(store: RunStore, run_id: str, generation: int | None = None) ->
         log.info("aggregate of run %s skipped: another worker is aggregating it (a re-delivered message)", run_id)
         return
     try:
-        _aggregate(store, run_id, generation, meta, lease)
+        _aggregate(store, run_id, generation, meta, lease, retried)
     finally:
         try:
             store.r.eval(_RELEASE_LEASE, 1, lease, owner)
@@ -414,8 +419,8 @@ def aggregate_in(store: RunStore, run_id: str, generation: int | None = None) ->
 
 
 #: What a Redis that is down, restarting or hung raises (redis-py's errors, and kombu's): an aggregation it cuts off
-#: is not a failed run, and is re-raised without writing so: ``wait()`` (an aggregation in its process) retries it
-#: once Redis answers, and a worker's is re-delivered or, acked, re-sent by ``wait()``'s stall recovery.
+#: in the orchestrator's process (``aggregate_in(retried=True)``) is not a failed run, and is re-raised without
+#: writing so: ``wait()`` retries it once Redis answers.
 REDIS_OUTAGE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
 
 #: Tells this process apart from an earlier one with its pid (on a host of the same name: a restarted container).
@@ -450,7 +455,9 @@ AGGREGATE_LEASE_S = 120
 LEASE_EVERY = 20_000
 
 
-def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[str, Any], lease: str) -> None:
+def _aggregate(
+    store: RunStore, run_id: str, generation: int | None, meta: dict[str, Any], lease: str, retried: bool
+) -> None:
     """Read every item and write the summary (``aggregate``, under its lease)."""
     store.set_state(run_id, RunState.AGGREGATING)  # a cancelled run (or a re-delivery's finished one) keeps its state
     started = time.time()
@@ -508,10 +515,10 @@ def _aggregate(store: RunStore, run_id: str, generation: int | None, meta: dict[
         )
         if store.save_summary(run_id, summary, generation) is not None:
             store.settle(run_id)  # every key of the finished run now expires RAGSCORE_RUN_TTL_S from here
-    except REDIS_OUTAGE:  # not a failed run: tried again once Redis answers
-        log.warning("aggregate of run %s cut off: Redis did not answer", run_id, exc_info=True)
-        raise
     except Exception as exc:
+        if retried and isinstance(exc, REDIS_OUTAGE):  # not a failed run: its caller tries again once Redis answers
+            log.warning("aggregate of run %s cut off: Redis did not answer", run_id, exc_info=True)
+            raise
         log.exception("aggregate failed for run %s", run_id)
         store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")
         raise

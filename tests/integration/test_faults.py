@@ -889,3 +889,31 @@ def test_an_aggregation_in_the_waiting_process_cut_off_by_a_hung_redis_is_tried_
         if server.proc is not None:
             server.proc.send_signal(signal.SIGCONT)
         server.stop()
+
+
+def test_a_workers_aggregation_cut_off_by_a_hung_redis_still_marks_the_run_failed(tmp_path: Path) -> None:
+    """Only the orchestrator's own aggregation (``retried=True``: wait() tries again) takes an outage for no failure.
+    A worker's has nobody to retry it: its message is acked on failure, and a detached run has no wait(); left
+    unmarked, such a run stayed "aggregating" for ever, `ragscore results` saying to watch it. Marked failed, its
+    error says why and `ragscore resume` writes its summary."""
+    from orchestrator import runner
+    from orchestrator.runner import cancel
+    from ragscore_workers.tasks import aggregate_in
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # a worker's read that times out, soon
+            store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
+        cancel(store, sub.run_id)
+        watcher = _StopRedisAtAggregation(server, sub.run_id, 3.0)  # back in time for the failure's write
+        watcher.start()
+        with pytest.raises(redis.TimeoutError):
+            aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
+        assert watcher.stopped.is_set(), "no aggregation took its lease"
+        assert (store.meta(sub.run_id).get("error") or "").startswith("aggregate: TimeoutError")
+    finally:
+        if server.proc is not None:
+            server.proc.send_signal(signal.SIGCONT)
+        server.stop()
