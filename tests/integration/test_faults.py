@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -770,20 +770,18 @@ def test_a_wait_that_gives_up_on_a_hung_redis_reads_nothing_more_from_it(
     assert took < 2 * 4.0 + 1.0 + 2.5, f"{took:.1f} s: a third read timeout after the outage ended the wait"
 
 
-class _StopRedisAtRecovery(threading.Thread):
-    """Watches the run's meta (its own client, every ~1 ms) and SIGSTOPs the redis-server the moment wait()'s stall
-    recovery has written ``submitting`` with the new generation (the resume then sends, shard by shard); SIGCONTs
-    it ``for_s`` later."""
+class _StopRedisWhen(threading.Thread):
+    """Watches the store (its own client, every ~1 ms) until ``seen(client)``, then SIGSTOPs the redis-server at that
+    moment; SIGCONTs it ``for_s`` later."""
 
-    def __init__(self, server: RedisProcess, run_id: str, for_s: float) -> None:
+    def __init__(self, server: RedisProcess, seen: Callable[[redis.Redis], bool], for_s: float) -> None:
         super().__init__(daemon=True)
-        self.server, self.run_id, self.for_s = server, run_id, for_s
+        self.server, self.seen, self.for_s = server, seen, for_s
         self.client = redis.Redis(port=server.port, decode_responses=True)
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        meta = RunStore.key(self.run_id, "meta")
-        while self.client.hmget(meta, ["state", "generation"]) != ["submitting", "1"]:
+        while not self.seen(self.client):
             time.sleep(0.001)
         assert self.server.proc is not None
         self.server.proc.send_signal(signal.SIGSTOP)
@@ -791,6 +789,19 @@ class _StopRedisAtRecovery(threading.Thread):
         timer = threading.Timer(self.for_s, self.server.proc.send_signal, (signal.SIGCONT,))
         timer.daemon = True  # a test that ends first sends SIGCONT itself
         timer.start()
+
+
+def _at_recovery(server: RedisProcess, run_id: str, for_s: float) -> _StopRedisWhen:
+    """Stops Redis the moment wait()'s stall recovery has written ``submitting`` with the new generation (the
+    resume then sends, shard by shard)."""
+    meta = RunStore.key(run_id, "meta")
+    return _StopRedisWhen(server, lambda r: r.hmget(meta, ["state", "generation"]) == ["submitting", "1"], for_s)
+
+
+def _at_aggregation(server: RedisProcess, run_id: str, for_s: float) -> _StopRedisWhen:
+    """Stops Redis the moment the run's aggregation takes its lease."""
+    lease = RunStore.key(run_id, "aggregating:0")
+    return _StopRedisWhen(server, lambda r: bool(r.exists(lease)), for_s)
 
 
 @pytest.mark.parametrize("for_s", [3.0, 7.0], ids=["back-for-the-cancel", "hung-past-the-cancel"])
@@ -812,7 +823,7 @@ def test_a_stall_recovery_cut_off_by_a_hung_redis_is_sent_again_once_it_answers(
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(3000, seed=9))
         sub = submit(data, load_suite(SUITE), store, shard_rows=10)  # 300 shards, one chunk each: sent one by one
         assert store.broker.lpop("cpu") is not None  # the last shard's chunk, lost: its chord never ends
-        watcher = _StopRedisAtRecovery(server, sub.run_id, for_s)
+        watcher = _at_recovery(server, sub.run_id, for_s)
         watcher.start()
         worker.start()  # scores the 299 other shards; the recovery's resume then looks up 299 complete ones
         with caplog.at_level(logging.WARNING):
@@ -830,28 +841,6 @@ def test_a_stall_recovery_cut_off_by_a_hung_redis_is_sent_again_once_it_answers(
             server.proc.send_signal(signal.SIGCONT)
         worker.stop()
         server.stop()
-
-
-class _StopRedisAtAggregation(threading.Thread):
-    """Watches (its own client, every ~1 ms) for the lease of the run's aggregation and SIGSTOPs the redis-server the
-    moment it is taken; SIGCONTs it ``for_s`` later."""
-
-    def __init__(self, server: RedisProcess, run_id: str, for_s: float) -> None:
-        super().__init__(daemon=True)
-        self.server, self.run_id, self.for_s = server, run_id, for_s
-        self.client = redis.Redis(port=server.port)
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        lease = RunStore.key(self.run_id, "aggregating:0")
-        while not self.client.exists(lease):
-            time.sleep(0.001)
-        assert self.server.proc is not None
-        self.server.proc.send_signal(signal.SIGSTOP)
-        self.stopped.set()
-        timer = threading.Timer(self.for_s, self.server.proc.send_signal, (signal.SIGCONT,))
-        timer.daemon = True  # a test that ends first sends SIGCONT itself
-        timer.start()
 
 
 @pytest.mark.parametrize("for_s", [3.0, 7.0], ids=["back-for-the-failed-write", "hung-past-the-lease-release"])
@@ -873,7 +862,7 @@ def test_an_aggregation_in_the_waiting_process_cut_off_by_a_hung_redis_is_tried_
         store = connect(server.url)
         sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
         cancel(store, sub.run_id)  # no worker at all: wait() aggregates it here
-        watcher = _StopRedisAtAggregation(server, sub.run_id, for_s)
+        watcher = _at_aggregation(server, sub.run_id, for_s)
         watcher.start()
         with caplog.at_level(logging.WARNING):
             summary = wait(store, sub.run_id, timeout_s=150)
@@ -907,7 +896,7 @@ def test_a_workers_aggregation_cut_off_by_a_hung_redis_still_marks_the_run_faile
             store = connect(server.url)
         sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
         cancel(store, sub.run_id)
-        watcher = _StopRedisAtAggregation(server, sub.run_id, 3.0)  # back in time for the failure's write
+        watcher = _at_aggregation(server, sub.run_id, 3.0)  # back in time for the failure's write
         watcher.start()
         with pytest.raises(redis.TimeoutError):
             aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
