@@ -9,13 +9,16 @@
 A value matches when its comparison form (or that of one of its WordNet synonyms, which carry its full
 weight; none for a one-character or numeric value) occurs as whole words inside one answer item; a value of
 stopwords only must be a whole item, unless it is option ``A`` or ``I`` written as a label (``(A)``, ``A) Paris``,
-"The answer is A.": :func:`_label_pattern`). Missing inputs are unscorable; an ``expected`` or ``question_type``
-outside the grammar is a per-row error saying why. Grammar: docs/metrics/deterministic.md.
+"The answer is A.", "I'd go with A", ``a) Paris`` outside an ``a) b)`` enumeration, ``A: Paris`` outside a Q/A
+transcript: :class:`_Label`); the label forms are ragscore's addition to the whole-item rule. Missing inputs are
+unscorable; an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
+Grammar: docs/metrics/deterministic.md.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -90,29 +93,67 @@ def _found(term: str, items: list[str]) -> bool:
     return any(padded in f" {item} " for item in items)
 
 
-def _label_pattern(label: str) -> re.Pattern[str]:
+@dataclass(frozen=True)
+class _Label:
     """Where an option label that is also a stopword (``A``, ``I``) stands written as a label in an answer item:
-    ``(A)`` / ``[A]`` anywhere, any case; upper case only, ``A)`` / ``A.`` / ``A:`` at the item's start, and ``A``
-    after a cue (``answer is``, ``answer:``, ``option``, ``choice``, ``choose``, ``pick``, ``select``) when no word
-    follows it but ``is`` (the article in "Answer: A city" and the pronoun in "Answer: I think B" are followed by
-    one). Markdown ``**`` / ``_`` may wrap it."""
-    bold = r"[*_]{0,2}"
+
+    * ``always``: ``(A)`` / ``[A]`` anywhere, any case; upper case only, ``A)`` / ``A.`` at the item's start, and
+      ``A`` after a cue (``answer is``, ``answer:``, ``option``, ``choice``, ``choose``, ``pick``, ``select``,
+      ``go with``, ``go for``) when no word follows it but ``is`` (the article in "Answer: A city" and the
+      pronoun in "Answer: I think B" are followed by one);
+    * ``colon``: ``A:`` at the item's start, unless the answer is a Q/A transcript (a ``Q:`` item, or ``A:``
+      starting two items), where it is a speaker label;
+    * ``lower``: ``a)`` / ``a.`` at the item's start, unless the answer enumerates (another item starts with a
+      lower-case letter or Roman-numeral label: ``a) cheap; b) fast``, ``i) ...; ii) ...``).
+
+    Markdown ``**`` / ``_`` may wrap the letter."""
+
+    always: re.Pattern[str]
+    colon: re.Pattern[str]
+    lower: re.Pattern[str]
+
+
+_BOLD = r"[*_]{0,2}"
+#: A lower-case letter or Roman-numeral label at an item's start (``b)``, ``ii.``): the answer enumerates.
+_LOWER_MARK = re.compile(rf"^\s*{_BOLD}(?:[a-z]|[ivx]{{2,}}){_BOLD}[.)]{_BOLD}(?=\s|$)")
+#: A speaker label at an item's start (``Q:``, ``A:``), as a Q/A transcript writes its turns.
+_SPEAKER = re.compile(rf"^\s*{_BOLD}([QA]){_BOLD}:")
+
+
+def _label(label: str) -> _Label:
     bracketed = rf"(?i:\({label}\)|\[{label}\])"
-    first = rf"^\s*{bold}{label}{bold}(?:\)|[.:]{bold}(?=\s|$))"
+    first = rf"^\s*{_BOLD}{label}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$))"
     ends = r"(?=\s*(?:$|[,;:)!?\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
-    cue = r"(?i:\b(?:answer|option|choice|choose|pick|select)(?:\s+is)?)(?:\s*:\s*|\s+)"
-    cued = rf"{cue}{bold}{label}(?![\w'’]){bold}{ends}"
-    return re.compile(f"{bracketed}|{first}|{cued}")
+    cue = (
+        r"(?i:\b(?:answer|option|choice|choose|pick|select|(?:go|goes|going|gone|went)\s+(?:with|for))(?:\s+is)?)"
+        r"(?:\s*:\s*|\s+)"
+    )
+    cued = rf"{cue}{_BOLD}{label}(?![\w'’]){_BOLD}{ends}"
+    return _Label(
+        always=re.compile(f"{bracketed}|{first}|{cued}"),
+        colon=re.compile(rf"^\s*{_BOLD}{label}{_BOLD}:{_BOLD}(?=\s|$)"),
+        lower=re.compile(rf"^\s*{_BOLD}{label.lower()}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$))"),
+    )
 
 
-#: Stopword option labels (``a``, ``i``: "a" is an article, "I" a pronoun), comparison form -> :func:`_label_pattern`.
-_LABELS = {w: _label_pattern(w.upper()) for w in sorted(STOPWORDS) if len(w) == 1}
+#: Stopword option labels (``a``, ``i``: "a" is an article, "I" a pronoun), comparison form -> :class:`_Label`.
+_LABELS = {w: _label(w.upper()) for w in sorted(STOPWORDS) if len(w) == 1}
 
 
 def _labelled(term: str, raw: list[str]) -> bool:
     """Whether a stopword option label is written as a label in one of the answer's items as written."""
-    pattern = _LABELS.get(term)
-    return pattern is not None and any(pattern.search(item) for item in raw)
+    label = _LABELS.get(term)
+    if label is None:
+        return False
+    speakers = [m.group(1) for m in map(_SPEAKER.match, raw) if m]
+    transcript = "Q" in speakers or speakers.count("A") > 1
+    enumerates = sum(bool(_LOWER_MARK.match(item)) for item in raw) > 1
+    return any(
+        label.always.search(item)
+        or (not transcript and label.colon.search(item))
+        or (not enumerates and label.lower.search(item))
+        for item in raw
+    )
 
 
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:

@@ -189,10 +189,12 @@ def test_option_a_written_as_a_label_scores_as_option_b_does(answer: str) -> Non
     assert _score("PickOne", "I", answer.format("I")).score == 1.0  # a Roman-numeral option I
 
 
-def test_option_a_labels_in_lower_case_only_in_brackets() -> None:
+def test_option_a_labels_in_lower_case_in_brackets_or_at_an_items_start_outside_an_enumeration() -> None:
     assert _score("PickOne", "A", "(a) Paris").score == 1.0
     assert _score("PickOne", "a", "The answer is A.").score == 1.0  # the expected value's case does not matter
-    assert _score("PickOne", "A", "a) Paris").score == 0.0  # bare: upper case only, so "i)" enumerations are none
+    assert _score("PickOne", "A", "a) Paris").score == 1.0
+    assert _score("PickOne", "A", "a) cheap\nb) fast").score == 0.0  # an enumeration's first marker is no option
+    assert _score("PickOne", "A", "A:Paris").score == 0.0  # a colon label is followed by a space, as a dot one is
 
 
 @pytest.mark.parametrize(
@@ -284,3 +286,49 @@ def test_malformed_expected_is_a_per_row_error_with_the_reason(qtype: str, expec
     result = _score(qtype, expected, "x")
     assert result.score is None and result.error is not None
     assert result.error.startswith("invalid typed-answer input: ") and message in result.error
+
+
+def _picked(answer: str) -> list[str]:
+    """The options (alone as ``expected``) the answer scores 1.0 for."""
+    return [x for x in [*OPTIONS, "I"] if _score("PickOne", x, answer).score == 1.0]
+
+
+@pytest.mark.parametrize(
+    ("answer", "options"),
+    [
+        # a cue of going with an option
+        ("I'd go with A", ["A"]),
+        ("I'd go with B", ["B"]),
+        ("I'll go for A.", ["A"]),
+        ("Going with A, since Paris is the capital.", ["A"]),
+        ("I went with **A**", ["A"]),
+        ("I'd go with I", ["I"]),
+        ("I would choose B.", ["B"]),
+        ("I would choose A.", ["A"]),
+        ("My answer is (c)", ["C"]),
+        ("My answer is (a)", ["A"]),
+        # a lower-case label at an item's start, when the answer is no a) b) enumeration
+        ("a) Paris", ["A"]),
+        ("a. Paris", ["A"]),
+        ("**a)** Paris", ["A"]),
+        ("b. Paris", ["B"]),
+        ("i) Paris", ["I"]),
+        # a speaker label of a Q/A transcript is no option label; "A: Paris" alone still is
+        ("A: Paris", ["A"]),
+        ("Q: Which city is the capital?\nA: I think it is B", ["B"]),
+        ("Q: Which city?\nA: Paris, so B", ["B"]),
+        ("**Q:** Which city?\n**A:** Paris, so B", ["B"]),
+        ("Q: Which one?\nA: The answer is A.", ["A"]),
+        # negatives: the article and the pronoun stay no option
+        ("I'd go with a good answer", []),
+        ("I'd go with a car", []),
+        ("I would go with I think B", ["B"]),
+        ("I go with a friend, then B", ["B"]),
+        ("a good answer", []),
+        ("a) it is cheap; b) it is fast, so C", ["B", "C"]),  # "b" is a whole word, as before; "a)" enumerates
+        ("i) it is cheap; ii) it is fast, so B", ["B"]),
+        ("a.k.a. Paris", []),
+    ],
+)
+def test_natural_phrasings_pick_the_option_they_name(answer: str, options: list[str]) -> None:
+    assert _picked(answer) == options
