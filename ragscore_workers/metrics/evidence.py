@@ -10,9 +10,18 @@ The text comes from the row's ``sentences`` map, else, with ``corpus_dir`` set, 
 3. no document text at all: fall back to |G ∩ P| / |G| on the IDs themselves.
 
 An absent ``gold_evidence_sentences`` or ``evidence_sentences`` field is unscorable.
+
+Param ``tokenizer`` (ragscore's, opt-in): ``whitespace`` (default) is the seed's ``text.lower().split()``, so a
+sentence of Chinese or Japanese, written without spaces, is one token; ``unicode`` (:func:`unicode_words`) takes
+each CJK ideograph and kana as a token of its own and other text by words (letters, digits and combining marks,
+punctuation dropped), after NFKC normalisation.
 """
 
 from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,30 +30,82 @@ from ._corpus import corpus_sentences
 from .citation import id_set
 from .registry import register, unset_means
 
-__all__ = ["EvidenceParams", "evidence_overlap", "overlap_score", "words_of"]
+__all__ = ["EvidenceParams", "evidence_overlap", "overlap_score", "unicode_words", "words_of"]
+
+
+#: How a sentence's text becomes words: the seed's whitespace split, or :func:`unicode_words`.
+Tokenizer = Literal["whitespace", "unicode"]
 
 
 class EvidenceParams(BaseModel):
-    """``corpus_dir``: directory of sentence-segmented documents, used when a row has no ``sentences``."""
+    """``corpus_dir``: directory of sentence-segmented documents, used when a row has no ``sentences``;
+    ``tokenizer``: ``whitespace`` (the seed's) or ``unicode`` (CJK ideographs and kana one token each)."""
 
     model_config = ConfigDict(extra="forbid")
 
     corpus_dir: str | None = Field(default=None, json_schema_extra=unset_means("the rows' own sentences only"))
+    tokenizer: Tokenizer = "whitespace"
 
 
-def words_of(sentences: dict[str, str], ids: set[str]) -> set[str]:
-    """Lower-cased whitespace tokens of the sentences named by ``ids``."""
-    return {w for sid in ids if sid in sentences for w in sentences[sid].lower().split()}
+#: Han ideographs (unified, extensions A-G, compatibility), the ideographic iteration / closing marks and number
+#: zero (``々 〆 〇``), hiragana and katakana (with their extension and the prolonged sound mark ``ー``).
+_CJK = re.compile(
+    "[\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]"
+)
 
 
-def overlap_score(gold: set[str], predicted: set[str], sentences: dict[str, str] | None) -> tuple[float, dict]:
+def _kind(ch: str) -> str:
+    """``cjk`` (an ideograph or kana letter), ``word`` (another letter, a digit), ``mark`` (combining) or ``other``."""
+    kind = unicodedata.category(ch)[0]
+    if kind in "LN":
+        return "cjk" if _CJK.match(ch) else "word"
+    return "mark" if kind == "M" else "other"
+
+
+def unicode_words(text: str) -> list[str]:
+    """Lower-cased tokens of ``text`` after NFKC (full-width ``ＡＢ`` is ``ab``): each CJK ideograph or kana letter
+    one token, and the runs of other letters, digits and combining marks (a vowel sign stays in its word; so do an
+    apostrophe between letters and a point or comma between digits: ``don't``, ``3.5``, ``1,000``) one token each;
+    punctuation, symbols and spaces separate tokens and are dropped."""
+    chars = unicodedata.normalize("NFKC", text).lower()
+    kinds = [_kind(ch) for ch in chars] + ["other"]
+    out: list[str] = []
+    word: list[str] = []
+    for i, ch in enumerate(chars):
+        kind = kinds[i]
+        joins = word and (
+            (ch in "'’" and kinds[i + 1] == "word")
+            or (ch in ".," and chars[i - 1].isdigit() and chars[i + 1 : i + 2].isdigit())
+        )
+        if kind == "word" or (kind == "mark" and word) or joins:
+            word.append(ch)
+            continue
+        if word:
+            out.append("".join(word))
+            word = []
+        if kind == "cjk":
+            out.append(ch)
+    if word:
+        out.append("".join(word))
+    return out
+
+
+def words_of(sentences: dict[str, str], ids: set[str], tokenizer: Tokenizer = "whitespace") -> set[str]:
+    """Lower-cased tokens of the sentences named by ``ids``: whitespace-split, or :func:`unicode_words`."""
+    split = unicode_words if tokenizer == "unicode" else lambda text: text.lower().split()
+    return {w for sid in ids if sid in sentences for w in split(sentences[sid])}
+
+
+def overlap_score(
+    gold: set[str], predicted: set[str], sentences: dict[str, str] | None, tokenizer: Tokenizer = "whitespace"
+) -> tuple[float, dict]:
     """The evidence score and how it was reached (``method``: ``empty_gold``, ``words`` or ``ids``)."""
     if not gold:
         return (0.0 if predicted else 1.0), {"method": "empty_gold"}
     if not sentences:
         hits = len(gold & predicted)
         return hits / len(gold), {"method": "ids", "matched": hits}
-    gold_words, pred_words = words_of(sentences, gold), words_of(sentences, predicted)
+    gold_words, pred_words = words_of(sentences, gold, tokenizer), words_of(sentences, predicted, tokenizer)
     details = {
         "method": "words",
         "gold_words": len(gold_words),
@@ -78,5 +139,5 @@ def evidence_overlap(row: Row, params: EvidenceParams) -> MetricResult:
         return MetricResult.unscorable("no evidence_sentences (predicted sentence IDs)")
     gold, predicted = id_set(row.gold_evidence_sentences), id_set(row.evidence_sentences)
     sentences, source = _document(row, params) if gold else (None, "none")
-    score, details = overlap_score(gold, predicted, sentences)
+    score, details = overlap_score(gold, predicted, sentences, params.tokenizer)
     return MetricResult(score=score, details={**details, "source": source})

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics import _corpus
-from ragscore_workers.metrics.evidence import EvidenceParams, evidence_overlap
+from ragscore_workers.metrics.evidence import EvidenceParams, evidence_overlap, unicode_words
 from ragscore_workers.metrics.registry import RunContext, get_metric
 from ragscore_workers.schemas import Row, Suite
-from ragscore_workers.scoring import score_rows
+from ragscore_workers.scoring import derive, score_rows
 
 DOC = {"S1": "The cat sat", "S2": "on the mat", "S3": "The dog barked loudly", "S4": "Cat, sat."}
 
@@ -119,3 +120,62 @@ def test_missing_corpus_dir_is_a_per_row_error_not_a_crash(tmp_path: Path) -> No
     rows = [Row(id="a", gold_evidence_sentences=["S1"], evidence_sentences=["S1"], gold_doc_id="d")]
     [scores] = score_rows(rows, [(mdef, params)], RunContext("r", Suite(metrics=["evidence_overlap"])))
     assert scores["evidence_overlap"].score is None and "corpus directory not found" in scores["evidence_overlap"].error
+
+
+CJK = {"G": "東京は日本の首都です。", "P": "京都は日本の古都です。", "M": "iPhone是苹果的产品", "N": "IPHONE 苹果"}
+
+
+def test_cjk_text_is_one_whitespace_token_by_default_and_characters_with_the_unicode_tokenizer() -> None:
+    # whitespace (the seed's): each sentence is one token, so related sentences share nothing
+    assert _e(["G"], ["P"], sentences=CJK) == 0.0
+    # unicode: ideographs and kana one token each, punctuation dropped; G = {東 京 は 日 本 の 首 都 で す} (10),
+    # P shares all but 東 and 首 -> 8/10
+    assert _e(["G"], ["P"], sentences=CJK, tokenizer="unicode") == pytest.approx(8 / 10)
+    # other text by words: M = {iphone 是 苹 果 的 产 品}; N = {iphone 苹 果} -> 3/7, and all of N's 3 in M
+    assert _e(["M"], ["N"], sentences=CJK, tokenizer="unicode") == pytest.approx(3 / 7)
+    assert _e(["N"], ["M"], sentences=CJK, tokenizer="unicode") == 1.0
+    assert _e(["N"], ["M"], sentences=CJK) == 0.0  # whitespace: "苹果" is no token of M's one token
+
+
+def test_unicode_tokenizer_takes_words_without_punctuation_and_normalises_width() -> None:
+    doc = {"a": "Cat, sat.", "b": "The cat sat", "c": "ｃａｔ ＳＡＴ", "d": "Hindi: नमस्ते दुनिया", "e": "नमस्ते"}
+    assert _e(["a"], ["b"], sentences=doc, tokenizer="unicode") == 1.0  # {cat, sat}; whitespace: 0 (test above)
+    assert _e(["a"], ["c"], sentences=doc, tokenizer="unicode") == 1.0  # full-width letters are letters (NFKC)
+    assert _e(["e"], ["d"], sentences=doc, tokenizer="unicode") == 1.0  # a word's combining vowel signs stay in it
+    assert _e(["S1", "S2"], ["S3"], tokenizer="unicode") == pytest.approx(1 / 5)  # spaced text: as whitespace
+
+
+@pytest.mark.parametrize("value", ["jieba", "Unicode", "", 1])
+def test_an_unknown_tokenizer_is_refused_naming_the_choices(value: object) -> None:
+    with pytest.raises(
+        ConfigError, match=r"Bad params for metric 'evidence_overlap': tokenizer: .*'whitespace'.*'unicode'"
+    ):
+        get_metric("evidence_overlap").parse_params({"tokenizer": value})
+    assert get_metric("evidence_overlap").parse_params({"tokenizer": "unicode"}).tokenizer == "unicode"  # type: ignore[attr-defined]
+
+
+def test_combined_takes_the_unicode_tokenized_evidence_score() -> None:
+    evidence, combined = get_metric("evidence_overlap"), get_metric("combined")
+    row = Row(id="x", gold_evidence_sentences=["G"], evidence_sentences=["P"], sentences=CJK)
+    suite = Suite(metrics=[{"name": "evidence_overlap", "params": {"tokenizer": "unicode"}}])
+    [scores] = score_rows([row], [(evidence, evidence.parse_params({"tokenizer": "unicode"}))], RunContext("r", suite))
+    stored = {"rubric_judge": {"score": 1.0}, "evidence_overlap": scores["evidence_overlap"].model_dump()}
+    assert derive(stored, [(combined, combined.parse_params({}))])["combined"].score == pytest.approx(0.5 + 0.5 * 0.8)
+
+
+def test_unicode_words_keep_apostrophes_between_letters_and_points_between_digits() -> None:
+    text = "Don't stop: 3.5 km, 1,000 people; 2,a 'quoted' ＣＡＦÉ 東京"
+    assert unicode_words(text) == [
+        "don't",
+        "stop",
+        "3.5",
+        "km",
+        "1,000",
+        "people",
+        "2",
+        "a",
+        "quoted",
+        "café",
+        "東",
+        "京",
+    ]
