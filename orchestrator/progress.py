@@ -16,6 +16,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from ragscore_workers.store import work_before
+
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
 __all__ = ["ProgressView", "make_progress", "note_of", "queued_of"]
@@ -104,7 +106,7 @@ class _Rate:
         finished = 0 < total <= done  # every unit done (aggregating): the rate over the scoring, not falling after
         if work_s is not None:
             self.stamped = True
-            base = {k[len("before:") :]: v for k, v in counters.items() if k.startswith("before:")}
+            base = work_before(counters)
             at = self.changed_work_s if finished and self.changed_work_s is not None else work_s
             elapsed = max(at, 1e-9)
         elif self.stamped:  # a new attempt (the recovery of a stall) no worker has begun yet

@@ -62,6 +62,7 @@ __all__ = [
     "superseded",
     "target_state_part",
     "work_began",
+    "work_before",
 ]
 
 PREFIX = "ragscore:run:"
@@ -369,6 +370,16 @@ def work_began(meta: dict[str, Any]) -> WorkBegan | None:
         return WorkBegan(float(meta["work_began_at"]), {k: int(v) for k, v in stamp.items()})
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
+
+
+#: Prefix of :meth:`RunStore.progress`'s counters of what was done before the current attempt's work began.
+_BEFORE = "before:"
+
+
+def work_before(progress: dict[str, int]) -> dict[str, int]:
+    """The ``before:{counter}`` entries of :meth:`RunStore.progress`'s counters, by counter (``{}`` before the
+    attempt's work began)."""
+    return {k[len(_BEFORE) :]: v for k, v in progress.items() if k.startswith(_BEFORE)}
 
 
 def _done_now(counters: dict[str, int]) -> dict[str, int]:
@@ -710,7 +721,7 @@ class RunStore:
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
             out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))
-            out.update({f"before:{k}": v for k, v in began.before(stored).items()})
+            out.update({f"{_BEFORE}{k}": v for k, v in began.before(stored).items()})
         return out
 
     # ---------------------------------------------------------------- results

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragscore_workers.schemas import RunSummary
-from ragscore_workers.store import RunState, RunStore, work_began
+from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 if TYPE_CHECKING:
     from ..runner import Orphan
@@ -247,7 +247,7 @@ class StatusView:
             worked = self._worked_at_store()
             end = min(end, worked + 1.0) if worked is not None else end
         elapsed = end - began.at
-        before = {k[len("before:") :]: v for k, v in last.progress.items() if k.startswith("before:")}
+        before = work_before(last.progress)
         return (elapsed, before) if elapsed > 0 else None
 
     def _worked_at_store(self) -> float | None:
