@@ -44,16 +44,21 @@ class ProgressView(Protocol):
     def stop(self) -> None: ...
 
 
+def _hook(view: object, name: str) -> Callable[[str], None]:
+    """The view's optional method ``name``, or a no-op for a view without one, or whose ``name`` is no method (a
+    user's view may hold something of its own under that name)."""
+    hook = getattr(view, name, None)
+    return hook if callable(hook) else (lambda _text: None)
+
+
 def note_of(view: object) -> Callable[[str], None]:
-    """The view's ``note`` (what happens before and after scoring), or a no-op for a view without one."""
-    return getattr(view, "note", None) or (lambda _text: None)
+    """The view's ``note`` (what happens before and after scoring), or a no-op (:func:`_hook`)."""
+    return _hook(view, "note")
 
 
 def queued_of(view: object) -> Callable[[str], None]:
-    """The view's ``queued`` (what the run waits behind before its work begins), or a no-op for a view without one,
-    or whose ``queued`` is no method (a user's view may count something of its own under that name)."""
-    queued = getattr(view, "queued", None)
-    return queued if callable(queued) else (lambda _text: None)
+    """The view's ``queued`` (what the run waits behind before its work begins), or a no-op (:func:`_hook`)."""
+    return _hook(view, "queued")
 
 
 def _judge_calls(counters: dict[str, int]) -> str:

@@ -264,6 +264,32 @@ def test_a_users_view_whose_queued_is_no_method_is_not_told_and_does_not_fail_th
     assert told == [QUEUED]
 
 
+def test_a_users_view_whose_note_is_no_method_is_not_told_and_does_not_fail_the_run() -> None:
+    """``note(text)`` is optional too, and guarded as ``queued``: a user's view holding a ``note`` of its own (a
+    string it shows) failed the run at its first note ("'str' object is not callable")."""
+    from orchestrator.progress import note_of
+
+    class Noted:
+        def __init__(self) -> None:
+            self.note = "nightly"  # its own label
+
+        def start(self, run_id: str) -> None: ...
+        def update(self, counters: dict[str, int], final: bool = False) -> None: ...
+        def stop(self) -> None: ...
+
+    view = Noted()
+    note_of(view)("every item is scored: aggregating the summary")
+    assert view.note == "nightly"
+    told: list[str] = []
+
+    class Told:
+        def note(self, text: str) -> None:
+            told.append(text)
+
+    note_of(Told())("reading the dataset")
+    assert told == ["reading the dataset"]
+
+
 def test_one_message_ahead_is_said_in_the_singular() -> None:
     """A run behind one message of another run read "queued: 1 messages of other runs ahead"."""
     from orchestrator.runner import Ahead, queued_message
