@@ -17,6 +17,7 @@ import math
 import secrets
 import socket
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any
 
 import redis
 from pydantic_core import PydanticSerializationError
+from redis.commands.core import Script
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RunLostError, StoreError
@@ -1028,6 +1030,18 @@ return {read, there and 0 or -1}
 """
 
 
+#: :data:`_QUEUED_AHEAD_LUA` registered once per broker client (:func:`queued_ahead` runs every QUEUED_CHECK_S).
+_QUEUED_AHEAD_SCRIPTS: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
+
+
+def _queued_ahead_script(broker: redis.Redis) -> Script:
+    """:data:`_QUEUED_AHEAD_LUA` registered with ``broker``, the first time only."""
+    script = _QUEUED_AHEAD_SCRIPTS.get(broker)
+    if script is None:
+        script = _QUEUED_AHEAD_SCRIPTS[broker] = broker.register_script(_QUEUED_AHEAD_LUA)
+    return script
+
+
 @dataclass(frozen=True)
 class Ahead:
     """Other runs' messages ahead of a run's first message on one queue."""
@@ -1051,7 +1065,7 @@ def queued_ahead(
     from a broker that refuses scripts (the note is an aid, never worth failing the run over)."""
     if work_began(store.meta(run_id)) is not None:
         return {}
-    script = store.broker.register_script(_QUEUED_AHEAD_LUA)
+    script = _queued_ahead_script(store.broker)
     found: dict[str, Ahead] = {}
     for queue in [q for q in _waiting_queues(store, run_id) if q != CONTROL_QUEUE]:  # its own come at its end
         try:
