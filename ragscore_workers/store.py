@@ -708,6 +708,10 @@ class RunStore:
         ``work_ms``, the store's clock since then, and ``before:{counter}`` of ``done``, ``done:{queue}`` and
         ``judge_calls``: the counter less it is the attempt's work (:meth:`WorkBegan.before`: a resume's marks
         made after the stamp count too); the attempt's rate is its work over its own time, on one clock."""
+        return self.progress_and_clock(run_id)[0]
+
+    def progress_and_clock(self, run_id: str) -> tuple[dict[str, int], float]:
+        """:meth:`progress`, and the store's clock (Redis ``TIME``, seconds) it was read at: ``work_ms`` runs to it."""
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
         pipe.hget(self.key(run_id, "judge"), "calls")
@@ -722,7 +726,7 @@ class RunStore:
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
             out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))
             out.update({f"{_BEFORE}{k}": v for k, v in began.before(stored).items()})
-        return out
+        return out, seconds + micros / 1e6
 
     # ---------------------------------------------------------------- results
     def write_results(

@@ -59,14 +59,15 @@ class Sample:
 
 
 def sample(store: RunStore, run_id: str, now: float) -> Sample:
-    """Read the counters (two small hashes) and the store's clock at time ``now``."""
+    """Read the counters (two small hashes) and the store's clock at time ``now`` (the clock the counters'
+    ``work_ms`` runs to: :meth:`RunStore.progress_and_clock`)."""
     judge = store.counters(run_id, "judge")
     stated, called_at = judge.get("provider_rpm"), judge.get("called_at")
-    seconds, micros = store.r.time()
-    return Sample(now, store.progress(run_id), int(judge.get("calls", 0) or 0),
+    progress, store_t = store.progress_and_clock(run_id)
+    return Sample(now, progress, int(judge.get("calls", 0) or 0),
                   stated if isinstance(stated, int) else None,
                   float(called_at) if isinstance(called_at, (int, float)) else None,
-                  seconds + micros / 1e6)  # fmt: skip
+                  store_t)  # fmt: skip
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -226,8 +227,8 @@ class StatusView:
 
     def _at_work(self, now: float) -> tuple[float, dict[str, int]] | None:
         """Seconds the run's current attempt was at work, and its counters when that began (subtracted: a resume's
-        earlier units are not this attempt's). From when a worker first took one of its tasks (``work_began_at``, the
-        store's clock) to the store's clock at the last sample, or to its last work when it ended or stalled (whole
+        earlier units are not this attempt's). From when a worker first took one of its tasks to the store's clock at
+        the last sample (its ``work_ms``, read with that clock), or to its last work when it ended or stalled (whole
         seconds on the store's clock: the second after, so never shorter than it was). None before that (a run queued
         behind another run's messages waits at no pace, and a resumed one's earlier attempt is not this one). The
         counters before are the sample's ``before:*`` (:meth:`RunStore.progress`, which counts a resume's marks made
@@ -242,11 +243,10 @@ class StatusView:
             return (elapsed, {}) if elapsed else None
         if "work_ms" not in last.progress:
             return None
-        end = last.store_t
+        elapsed = last.progress["work_ms"] / 1000
         if self.meta.get("state") in RunState.DONE or self.stalled(now):
             worked = self._worked_at_store()
-            end = min(end, worked + 1.0) if worked is not None else end
-        elapsed = end - began.at
+            elapsed = min(elapsed, worked + 1.0 - began.at) if worked is not None else elapsed
         before = work_before(last.progress)
         return (elapsed, before) if elapsed > 0 else None
 
