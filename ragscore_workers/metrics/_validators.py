@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import regex
+import regex as unicode_regex  # not `regex`: the validator of that name below would hide the module
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..schemas import Queue, Row
@@ -182,7 +182,7 @@ def _distinct(values: list[str], normalize: Callable[[str], str]) -> list[str]:
 
 #: Letters of scripts written without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar): a phrase
 #: edge of one of them has no word boundary to look for (東京 is a whole word in 東京は大きい).
-_UNSPACED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]")
+_UNSPACED = unicode_regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]")
 
 
 def _phrase_regex(phrase: str, whole_word: bool) -> BoundedPattern:
