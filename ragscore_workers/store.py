@@ -288,6 +288,28 @@ end
 return n
 """
 
+# KEYS[1] = a lease; ARGV[1] = its owner, ARGV[2] = seconds. Taken for the owner unless another owner holds it; one
+# the owner itself left held (an outage cut off its release) is taken over.
+_TAKE_LEASE_LUA = """
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
+# KEYS[1] = a lease; ARGV[1] = its owner, ARGV[2] = seconds. Renewed only while the owner holds it.
+_RENEW_LEASE_LUA = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('EXPIRE', KEYS[1], ARGV[2])
+"""
+
+# KEYS[1] = a lease; ARGV[1] = its owner. Deleted only while the owner holds it (not one that lapsed and another
+# owner took since).
+_RELEASE_LEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 #: Items one incomplete-lookup script reads (it blocks Redis while it runs: a few ms per batch).
 INCOMPLETE_BATCH = 1000
 
@@ -550,6 +572,9 @@ class RunStore:
         self._mark_redo = client.register_script(_MARK_REDO_LUA)
         self._mark_answer_redo = client.register_script(_MARK_ANSWER_REDO_LUA)
         self._work_began = client.register_script(_WORK_BEGAN_LUA)
+        self._take_lease = client.register_script(_TAKE_LEASE_LUA)
+        self._renew_lease = client.register_script(_RENEW_LEASE_LUA)
+        self._release_lease = client.register_script(_RELEASE_LEASE_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -889,6 +914,21 @@ class RunStore:
         if not n or self.r.scard(self.key(run_id, f"shards_done:{gen}")) < n:
             return False
         return bool(self.r.set(self.key(run_id, f"finalize:{gen}"), "1", nx=True, ex=self.ttl_s))
+
+    # ---------------------------------------------------------------- leases
+    def take_lease(self, key: str, owner: str, seconds: int) -> bool:
+        """Take the lease ``key`` for ``owner`` for ``seconds``: False while another owner holds it. One that
+        ``owner`` holds already (left held: an outage cut off its release) is taken over."""
+        return bool(self._take_lease(keys=[key], args=[owner, seconds]))
+
+    def renew_lease(self, key: str, owner: str, seconds: int) -> bool:
+        """Hold the lease ``key`` ``seconds`` from now, if ``owner`` still holds it (False: it lapsed, or another
+        owner has taken it since)."""
+        return bool(self._renew_lease(keys=[key], args=[owner, seconds]))
+
+    def release_lease(self, key: str, owner: str) -> None:
+        """Give up the lease ``key`` if ``owner`` still holds it."""
+        self._release_lease(keys=[key], args=[owner])
 
     def save_summary(self, run_id: str, summary: RunSummary, generation: int | None = None) -> RunSummary | None:
         """Write the summary and its state in one transaction. A run cancelled before (or while) it was

@@ -405,14 +405,14 @@ def aggregate_in(store: RunStore, run_id: str, generation: int | None = None, *,
         return
     lease = store.key(run_id, f"aggregating:{generation if generation is not None else meta.get('generation', 0)}")
     owner = _lease_owner()
-    if not store.r.eval(_TAKE_LEASE, 1, lease, owner, AGGREGATE_LEASE_S):  # a copy of this message is aggregating
+    if not store.take_lease(lease, owner, AGGREGATE_LEASE_S):  # a copy of this message is aggregating
         log.info("aggregate of run %s skipped: another worker is aggregating it (a re-delivered message)", run_id)
         return
     try:
-        _aggregate(store, run_id, generation, meta, lease, retried)
+        _aggregate(store, run_id, generation, meta, (lease, owner), retried)
     finally:
         try:
-            store.r.eval(_RELEASE_LEASE, 1, lease, owner)
+            store.release_lease(lease, owner)
         except REDIS_OUTAGE as exc:  # what ended the aggregation (or its summary, written) says more
             log.warning("aggregate of run %s: its lease could not be released (%s): it lapses, or a later try of "
                         "this thread takes it over", run_id, exc)  # fmt: skip
@@ -425,21 +425,6 @@ REDIS_OUTAGE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.Timeou
 
 #: Tells this process apart from an earlier one with its pid (on a host of the same name: a restarted container).
 _BOOT = uuid.uuid4().hex
-
-#: Takes the lease KEYS[1] for ARGV[1] (ARGV[2] seconds) unless another owner holds it; one its owner left held (an
-#: outage cut off the release) is taken over.
-_TAKE_LEASE = """
-local held = redis.call('GET', KEYS[1])
-if held and held ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return 1
-"""
-
-#: Deletes the lease KEYS[1] if ARGV[1] still holds it (not one that lapsed and another aggregator took since).
-_RELEASE_LEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 def _lease_owner() -> str:
@@ -455,10 +440,23 @@ AGGREGATE_LEASE_S = 120
 LEASE_EVERY = 20_000
 
 
+def _keep_lease(store: RunStore, run_id: str, lease: tuple[str, str], seconds: int) -> bool:
+    """Hold the aggregation's ``lease`` (key, owner) ``seconds`` more. One that lapsed with nobody holding it is taken
+    back; one another aggregator took since (a copy of the message, re-delivered) is left to it: False, this
+    aggregation stops without writing its summary (the other writes it)."""
+    if store.renew_lease(*lease, seconds):
+        return True
+    if store.take_lease(*lease, seconds):
+        log.warning("aggregate of run %s: its lease had lapsed; taken back", run_id)
+        return True
+    log.warning("aggregate of run %s stopped: its lease lapsed and another aggregator holds it now", run_id)
+    return False
+
+
 def _aggregate(
-    store: RunStore, run_id: str, generation: int | None, meta: dict[str, Any], lease: str, retried: bool
+    store: RunStore, run_id: str, generation: int | None, meta: dict[str, Any], lease: tuple[str, str], retried: bool
 ) -> None:
-    """Read every item and write the summary (``aggregate``, under its lease)."""
+    """Read every item and write the summary (``aggregate``, under its ``lease``: key, owner)."""
     store.set_state(run_id, RunState.AGGREGATING)  # a cancelled run (or a re-delivery's finished one) keeps its state
     started = time.time()
     try:
@@ -472,8 +470,8 @@ def _aggregate(
             skipped = cancel_skipped(o for outs in resolved.scoring_outputs().values() for o in outs)
         pending: list[tuple[str, dict[str, Any], dict[str, MetricResult]]] = []
         for count, raw in enumerate(with_skipped(store.iter_raw_items(run_id), skipped), start=1):
-            if count % LEASE_EVERY == 0:
-                store.r.expire(lease, AGGREGATE_LEASE_S)
+            if count % LEASE_EVERY == 0 and not _keep_lease(store, run_id, lease, AGGREGATE_LEASE_S):
+                return
             if derived:
                 extra = derive(raw.metrics, derived)
                 pending.append((raw.key, raw.meta, extra))
@@ -483,7 +481,8 @@ def _aggregate(
                     pending = []
             agg.add_raw(raw.meta, raw.metrics)
         store.write_results(run_id, Queue.DERIVED.value, pending)
-        store.r.expire(lease, AGGREGATE_LEASE_S * 5)  # the statistics of every item, then the save: no renewal
+        if not _keep_lease(store, run_id, lease, AGGREGATE_LEASE_S * 5):  # the statistics, then the save: no renewal
+            return
         submitted = float(meta.get("submitted_at", meta.get("created_at", started)))
         # After a resume, scoring and wall time count from it (not across the interruption).
         since = float(meta.get("resumed_at") or submitted)

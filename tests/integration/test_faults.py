@@ -906,3 +906,34 @@ def test_a_workers_aggregation_cut_off_by_a_hung_redis_still_marks_the_run_faile
         if server.proc is not None:
             server.proc.send_signal(signal.SIGCONT)
         server.stop()
+
+
+def test_an_aggregation_whose_lease_another_aggregator_took_stops_without_writing_its_summary(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An aggregation renewed its lease with a plain EXPIRE: one whose lease had lapsed (a pause longer than the
+    lease) and that a re-delivered copy of its message had taken since renewed the copy's lease as its own, and both
+    wrote the summary. Now a renewal checks the owner, and the aggregation that lost its lease leaves the run to the
+    aggregator that holds it."""
+    from orchestrator.runner import cancel
+    from ragscore_workers.tasks import aggregate_in
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
+        cancel(store, sub.run_id)
+        lease = store.key(sub.run_id, "aggregating:0")
+        watcher = redis.Redis(port=server.port, decode_responses=True)
+        # the moment the aggregation takes its lease, another aggregator holds it (it lapsed; a copy took it)
+        taker = threading.Thread(target=lambda: until(lambda: watcher.set(lease, "copy", xx=True, ex=120), 60))
+        taker.start()
+        with caplog.at_level(logging.WARNING):
+            aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
+        taker.join(60)
+        assert store.summary(sub.run_id) is None and store.state(sub.run_id) == "cancelled", "left to the copy"
+        assert store.r.get(lease) == "copy", "the copy's lease is neither renewed nor released by the other"
+        said = [r.getMessage() for r in caplog.records]
+        assert any("another aggregator holds it now" in m for m in said), said
+    finally:
+        server.stop()

@@ -93,6 +93,24 @@ def test_finalize_is_claimed_exactly_once_after_every_shard(store: RunStore) -> 
     assert not store.claim_finalize(run)
 
 
+def test_a_lease_is_renewed_and_released_only_by_its_owner(store: RunStore) -> None:
+    """An aggregation renewed its lease with a plain EXPIRE: one that had lapsed and another aggregator took since
+    was renewed for that other one, as if still its own."""
+    lease = store.key("t-lease", "aggregating:0")
+    assert store.take_lease(lease, "a", 60) and store.take_lease(lease, "a", 60)  # its own, left held: taken over
+    assert not store.take_lease(lease, "b", 60)
+    assert store.renew_lease(lease, "a", 90) and 60 < store.r.ttl(lease) <= 90
+    store.release_lease(lease, "b")
+    assert store.r.get(lease) == "a"  # not b's to release
+    store.r.set(lease, "b", ex=30)  # a lapsed, b took it
+    assert not store.renew_lease(lease, "a", 90) and store.r.ttl(lease) <= 30
+    store.release_lease(lease, "a")
+    assert store.r.get(lease) == "b"
+    store.release_lease(lease, "b")
+    assert not store.r.exists(lease) and not store.renew_lease(lease, "a", 90)  # lapsed: nothing renewed
+    assert not store.r.exists(lease)
+
+
 def test_failed_rows_are_kept(store: RunStore) -> None:
     run = "t-failed"
     store.add_failed_rows(run, [{"line": 3, "error": "invalid JSON", "raw": "{"}])
