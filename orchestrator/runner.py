@@ -55,7 +55,7 @@ from ragscore_workers.store import (
     work_began,
 )
 from ragscore_workers.target.stage import scoring_rows
-from ragscore_workers.tasks import REDIS_OUTAGE, aggregate, aggregate_in, score_shard
+from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
 from .atomic_file import make_out_dir, write_text_atomic
 from .datasets import Named, RowError, detect_format, iter_records, iter_rows, scan_dataset
@@ -105,8 +105,6 @@ RESTARTED_STALL_S = 10.0
 #: Stall threshold of a cancelled run: with its broker idle (a worker killed after the cancel holding the rest, say),
 #: its summary is all that is missing.
 CANCELLED_STALL_S = 10.0
-#: Seconds wait() keeps retrying while Redis does not answer (a restart, a fail-over) before it gives up.
-REDIS_OUTAGE_S = 300.0
 #: Seconds connect() retries a Redis that does not answer before it gives up.
 CONNECT_RETRY_S = 20.0
 #: Seconds this process waits for one Redis reply, the broker's and the result backend's to Celery sending a task

@@ -390,10 +390,31 @@ def aggregate_in(store: RunStore, run_id: str, generation: int | None = None, *,
     """:func:`aggregate` on ``store``: also run by ``ragscore cancel`` itself for an embedded run whose process
     (and so every worker of its lane) is gone, and by ``wait()`` when no worker serves the control queue.
 
-    ``retried``: the caller tries again once Redis answers (the orchestrator's commands), so a Redis outage that
-    cuts the aggregation off is raised as it is, the run left as it was. A worker's aggregation has nobody to retry
-    it (its message is acked on failure; a detached run has no ``wait()``): the run is marked failed, as for any
-    other error, and ``ragscore resume`` writes its summary."""
+    A Redis outage that cuts the aggregation off is not a failed run. ``retried``: the caller tries again once Redis
+    answers (the orchestrator's commands), so the outage is raised as it is, the run left as it was. A worker's
+    aggregation has nobody else to retry it (its message is acked on failure; a detached run has no ``wait()``): it
+    waits the outage out here and aggregates again, in this thread (its lease, left held, is its own); only a Redis
+    away for ``REDIS_OUTAGE_S`` marks the run failed, and ``ragscore resume`` then writes its summary."""
+    if retried:
+        _aggregate_leased(store, run_id, generation)
+        return
+    deadline: float | None = None
+    while True:
+        try:
+            _aggregate_leased(store, run_id, generation)
+            return
+        except REDIS_OUTAGE as exc:
+            deadline = deadline or time.monotonic() + REDIS_OUTAGE_S
+            log.warning("aggregate of run %s cut off: Redis did not answer (%s); aggregating again once it does "
+                        "(for up to %.0f s)", run_id, exc, REDIS_OUTAGE_S)  # fmt: skip
+            if not _redis_back(store, deadline):
+                _fail_aggregation(store, run_id, exc)
+                raise
+            log.warning("aggregate of run %s: Redis answers again; aggregating it again", run_id)
+
+
+def _aggregate_leased(store: RunStore, run_id: str, generation: int | None) -> None:
+    """One try of :func:`aggregate_in`: skipped if superseded, written already or leased by another aggregator."""
     meta = store.meta(run_id)
     if superseded(generation, meta.get("generation")):
         log.info("aggregate of run %s skipped: generation %d was superseded by a resume", run_id, generation)
@@ -409,7 +430,7 @@ def aggregate_in(store: RunStore, run_id: str, generation: int | None = None, *,
         log.info("aggregate of run %s skipped: another worker is aggregating it (a re-delivered message)", run_id)
         return
     try:
-        _aggregate(store, run_id, generation, meta, (lease, owner), retried)
+        _aggregate(store, run_id, generation, meta, (lease, owner))
     finally:
         try:
             store.release_lease(lease, owner)
@@ -418,10 +439,40 @@ def aggregate_in(store: RunStore, run_id: str, generation: int | None = None, *,
                         "this thread takes it over", run_id, exc)  # fmt: skip
 
 
+def _redis_back(store: RunStore, deadline: float) -> bool:
+    """Look at Redis, each pause twice the last (1 s up to ``OUTAGE_POLL_MAX_S``), until it answers (True) or
+    ``deadline`` (``time.monotonic()``) passes (False; also when the task's soft time limit ends the wait)."""
+    pause = 1.0
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            try:
+                store.r.ping()
+                return True
+            except REDIS_OUTAGE:
+                pause = min(2 * pause, OUTAGE_POLL_MAX_S)
+    except SoftTimeLimitExceeded:
+        pass
+    return False
+
+
+def _fail_aggregation(store: RunStore, run_id: str, exc: Exception) -> None:
+    """Mark the run failed by ``exc`` (a run left unmarked stays aggregating for ever), if Redis lets it."""
+    log.error("aggregate of run %s failed: %s: %s", run_id, type(exc).__name__, exc)
+    try:
+        store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")
+    except REDIS_OUTAGE as again:
+        log.error("aggregate of run %s: could not mark it failed either (%s)", run_id, again)
+
+
 #: What a Redis that is down, restarting or hung raises (redis-py's errors, and kombu's): an aggregation it cuts off
-#: in the orchestrator's process (``aggregate_in(retried=True)``) is not a failed run, and is re-raised without
-#: writing so: ``wait()`` retries it once Redis answers.
+#: is not a failed run (:func:`aggregate_in`), and a wait for a run goes on through it (``orchestrator.runner``).
 REDIS_OUTAGE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
+#: Seconds a Redis outage (a restart, a fail-over) is waited out, from its first failed call, before giving up: by
+#: ``wait()``, and by a worker's aggregation it cut off.
+REDIS_OUTAGE_S = 300.0
+#: Longest pause between two looks at a Redis that does not answer.
+OUTAGE_POLL_MAX_S = 10.0
 
 #: Tells this process apart from an earlier one with its pid (on a host of the same name: a restarted container).
 _BOOT = uuid.uuid4().hex
@@ -454,7 +505,7 @@ def _keep_lease(store: RunStore, run_id: str, lease: tuple[str, str], seconds: i
 
 
 def _aggregate(
-    store: RunStore, run_id: str, generation: int | None, meta: dict[str, Any], lease: tuple[str, str], retried: bool
+    store: RunStore, run_id: str, generation: int | None, meta: dict[str, Any], lease: tuple[str, str]
 ) -> None:
     """Read every item and write the summary (``aggregate``, under its ``lease``: key, owner)."""
     store.set_state(run_id, RunState.AGGREGATING)  # a cancelled run (or a re-delivery's finished one) keeps its state
@@ -515,7 +566,7 @@ def _aggregate(
         if store.save_summary(run_id, summary, generation) is not None:
             store.settle(run_id)  # every key of the finished run now expires RAGSCORE_RUN_TTL_S from here
     except Exception as exc:
-        if retried and isinstance(exc, REDIS_OUTAGE):  # not a failed run: its caller tries again once Redis answers
+        if isinstance(exc, REDIS_OUTAGE):  # not a failed run: tried again once Redis answers (aggregate_in)
             log.warning("aggregate of run %s cut off: Redis did not answer", run_id, exc_info=True)
             raise
         log.exception("aggregate failed for run %s", run_id)

@@ -880,15 +880,51 @@ def test_an_aggregation_in_the_waiting_process_cut_off_by_a_hung_redis_is_tried_
         server.stop()
 
 
-def test_a_workers_aggregation_cut_off_by_a_hung_redis_still_marks_the_run_failed(tmp_path: Path) -> None:
-    """Only the orchestrator's own aggregation (``retried=True``: wait() tries again) takes an outage for no failure.
-    A worker's has nobody to retry it: its message is acked on failure, and a detached run has no wait(); left
-    unmarked, such a run stayed "aggregating" for ever, `ragscore results` saying to watch it. Marked failed, its
-    error says why and `ragscore resume` writes its summary."""
+def test_a_workers_aggregation_cut_off_by_a_redis_restart_aggregates_again_once_it_answers(tmp_path: Path) -> None:
+    """A worker's aggregation that a Redis restart cut off (down for longer than the worker's client retries, ~16 s)
+    marked the run failed, though Redis was back seconds later: a detached run ended failed for a blip, and only
+    `ragscore resume` wrote its summary. Now the worker waits the outage out and aggregates again, its own lease
+    (left held) taken over, and the run finishes."""
+    server = RedisProcess(tmp_path / "redis", "--appendonly", "yes").start()  # a restart keeps every item
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(3000, seed=6)), load_suite(SUITE), store)
+        lease = RunStore.key(sub.run_id, "aggregating:0")
+        watcher = redis.Redis(port=server.port, decode_responses=True)
+        deadline = time.monotonic() + 300
+        while not watcher.exists(lease):  # the moment the worker's aggregation takes its lease
+            assert time.monotonic() < deadline, "no aggregation took its lease"
+            time.sleep(0.001)
+        server.stop()  # SIGTERM: Redis writes its AOF and exits, mid-aggregation
+        time.sleep(25.0)  # longer than the worker's client retries
+        server.start()  # same port, same data
+        assert until(lambda: store.state(sub.run_id) in ("finished", "failed"), 120), store.state(sub.run_id)
+        assert store.state(sub.run_id) == "finished", store.meta(sub.run_id).get("error")
+        summary = store.finished_summary(sub.run_id)
+        em = summary.metrics["exact_match"]
+        assert summary.items == 3000 and em.errors == 0 and em.n + em.unscorable == 3000
+        assert store.progress(sub.run_id)["done"] == 3000 * 4, "every output scored"
+        assert until(lambda: not store.r.exists(lease), 30), "the lease is released (once the run's keys are settled)"
+        said = " ".join(p.read_text(errors="replace") for p in (tmp_path / "home").rglob("*.log"))
+        assert "Redis answers again; aggregating it again" in said, "the worker's own aggregation, tried again"
+    finally:
+        worker.stop()
+        server.stop()
+
+
+def test_a_workers_aggregation_cut_off_by_a_redis_hung_past_its_bound_marks_the_run_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's aggregation waits an outage out for ``REDIS_OUTAGE_S`` (0 here: given up at once); past it, the
+    run is marked failed, as before: its message is acked on failure, and a detached run has no wait(); left
+    unmarked, such a run stayed "aggregating" for ever. Marked failed, its error says why and `ragscore resume`
+    writes its summary."""
     from orchestrator import runner
     from orchestrator.runner import cancel
-    from ragscore_workers.tasks import aggregate_in
+    from ragscore_workers import tasks
 
+    monkeypatch.setattr(tasks, "REDIS_OUTAGE_S", 0.0)
     server = RedisProcess(tmp_path / "redis").start()
     try:
         with pytest.MonkeyPatch.context() as patch:
@@ -899,7 +935,7 @@ def test_a_workers_aggregation_cut_off_by_a_hung_redis_still_marks_the_run_faile
         watcher = _at_aggregation(server, sub.run_id, 3.0)  # back in time for the failure's write
         watcher.start()
         with pytest.raises(redis.TimeoutError):
-            aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
+            tasks.aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
         assert watcher.stopped.is_set(), "no aggregation took its lease"
         assert (store.meta(sub.run_id).get("error") or "").startswith("aggregate: TimeoutError")
     finally:
