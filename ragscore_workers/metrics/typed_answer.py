@@ -10,8 +10,9 @@ A value matches when its comparison form (or that of one of its WordNet synonyms
 weight; none for a one-character or numeric value) occurs as whole words inside one answer item; a value of
 stopwords only must be a whole item, unless it is option ``A`` or ``I`` written as a label (``(A)``, ``A) Paris``,
 "The answer is A.", "I'd go with A", ``a) Paris`` outside an ``a) b)`` enumeration, ``A: Paris`` outside a Q/A
-transcript: :class:`_Label`); the label forms are ragscore's addition to the whole-item rule. Missing inputs are
-unscorable; an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
+transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`); the label forms are
+ragscore's addition to the whole-item rule. Missing inputs are unscorable; an ``expected`` or ``question_type``
+outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
 
@@ -31,7 +32,6 @@ from ._typed_values import (
     YES,
     ExpectedError,
     ExpectedValue,
-    answer_items,
     parse_expected,
     parse_question_type,
     polarity,
@@ -102,7 +102,7 @@ class _Label:
       ``go with``, ``go for``) when no word follows it but ``is`` (the article in "Answer: A city" and the
       pronoun in "Answer: I think B" are followed by one);
     * ``colon``: ``A:`` at the item's start, unless the answer is a Q/A transcript (a ``Q:`` item, or ``A:``
-      starting two items), where it is a speaker label;
+      starting two items), where it is a speaker label, stripped by :func:`_turns` before these patterns look;
     * ``lower``: ``a)`` / ``a.`` at the item's start, unless the answer enumerates (another item starts with a
       lower-case letter or Roman-numeral label: ``a) cheap; b) fast``, ``i) ...; ii) ...``).
 
@@ -117,7 +117,7 @@ _BOLD = r"[*_]{0,2}"
 #: A lower-case letter or Roman-numeral label at an item's start (``b)``, ``ii.``): the answer enumerates.
 _LOWER_MARK = re.compile(rf"^\s*{_BOLD}(?:[a-z]|[ivx]{{2,}}){_BOLD}[.)]{_BOLD}(?=\s|$)")
 #: A speaker label at an item's start (``Q:``, ``A:``), as a Q/A transcript writes its turns.
-_SPEAKER = re.compile(rf"^\s*{_BOLD}([QA]){_BOLD}:")
+_SPEAKER = re.compile(rf"^\s*{_BOLD}([QA]){_BOLD}:{_BOLD}")
 
 
 def _label(label: str) -> _Label:
@@ -140,13 +140,23 @@ def _label(label: str) -> _Label:
 _LABELS = {w: _label(w.upper()) for w in sorted(STOPWORDS) if len(w) == 1}
 
 
-def _labelled(term: str, raw: list[str]) -> bool:
-    """Whether a stopword option label is written as a label in one of the answer's items as written."""
+def _turns(raw: list[str]) -> tuple[list[str], bool]:
+    """The answer's items as written, and whether they are a Q/A transcript (a ``Q:`` item, or ``A:`` starting
+    two items). In a transcript each answer turn's ``A:`` speaker label is stripped, what follows it an item of
+    its own ("A: A" is the item "A", "A: A) Paris" the item "A) Paris")."""
+    speakers = [(m.group(1), m.end()) if m else None for m in map(_SPEAKER.match, raw)]
+    said = [s[0] for s in speakers if s]
+    if "Q" not in said and said.count("A") < 2:
+        return raw, False
+    return [item[s[1] :] if s and s[0] == "A" else item for item, s in zip(raw, speakers, strict=True)], True
+
+
+def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
+    """Whether a stopword option label is written as a label in one of the answer's items as written (a
+    transcript's with their speaker labels stripped: :func:`_turns`)."""
     label = _LABELS.get(term)
     if label is None:
         return False
-    speakers = [m.group(1) for m in map(_SPEAKER.match, raw) if m]
-    transcript = "Q" in speakers or speakers.count("A") > 1
     enumerates = sum(bool(_LOWER_MARK.match(item)) for item in raw) > 1
     return any(
         label.always.search(item)
@@ -157,10 +167,11 @@ def _labelled(term: str, raw: list[str]) -> bool:
 
 
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:
-    items, raw = answer_items(answer), raw_items(answer)
+    raw, transcript = _turns(raw_items(answer))
+    items = [term for term in map(terms, raw) if term]
     matched: dict[int, str] = {}
     for term, (i, via) in _owners(values, use_synonyms).items():
-        if i not in matched and (_found(term, items) or _labelled(term, raw)):
+        if i not in matched and (_found(term, items) or _labelled(term, raw, transcript)):
             matched[i] = via
     weights = [values[i].weight for i in matched]
     score = min(1.0, sum(weights)) if many else max(weights, default=0.0)

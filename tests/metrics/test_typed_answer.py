@@ -319,6 +319,17 @@ def _picked(answer: str) -> list[str]:
         ("Q: Which city?\nA: Paris, so B", ["B"]),
         ("**Q:** Which city?\n**A:** Paris, so B", ["B"]),
         ("Q: Which one?\nA: The answer is A.", ["A"]),
+        # a transcript's answer turn, its speaker label stripped, is an item of its own
+        ("Q: Which city?\nA: A", ["A"]),
+        ("Q: Which option?\nA: A.", ["A"]),
+        ("Q: Which option?\nA: A) Paris", ["A"]),
+        ("Q: Which city?\nA: **A**", ["A"]),
+        ("**Q:** Which city?\n**A:** A", ["A"]),
+        ("Q: Which option?\nA: a) Paris", ["A"]),
+        ("Q: Which option?\nA: I", ["I"]),
+        ("Q: Which city?\nA: B", ["B"]),
+        ("Q: Which city?\nA: A city on the Seine, so B", ["B"]),
+        ("A: Paris\nA: so A", []),  # a speaker's turn is no whole item "A" and no label
         # negatives: the article and the pronoun stay no option
         ("I'd go with a good answer", []),
         ("I'd go with a car", []),
