@@ -103,8 +103,9 @@ class _Label:
       pronoun in "Answer: I think B" are followed by one);
     * ``colon``: ``A:`` at the item's start, unless the answer is a Q/A transcript (a ``Q:`` item, or ``A:``
       starting two items), where it is a speaker label, stripped by :func:`_turns` before these patterns look;
-    * ``lower``: ``a)`` / ``a.`` at the item's start, unless the answer enumerates (another item starts with a
-      lower-case letter or Roman-numeral label: ``a) cheap; b) fast``, ``i) ...; ii) ...``).
+    * ``lower``: ``a)`` / ``a.`` at the item's start, unless the answer enumerates (another lower-case letter or
+      Roman-numeral label anywhere in it, at an item's start or after a space: ``a) cheap; b) fast``,
+      ``a) cheap and b) fast``, ``a)cheap b)fast``, ``i) ... ii) ...``).
 
     Markdown ``**`` / ``_`` may wrap the letter."""
 
@@ -114,8 +115,9 @@ class _Label:
 
 
 _BOLD = r"[*_]{0,2}"
-#: A lower-case letter or Roman-numeral label at an item's start (``b)``, ``ii.``): the answer enumerates.
-_LOWER_MARK = re.compile(rf"^\s*{_BOLD}(?:[a-z]|[ivx]{{2,}}){_BOLD}[.)]{_BOLD}(?=\s|$)")
+#: A lower-case letter or Roman-numeral label (``b)``, ``ii.``) at an item's start or after a space, written as
+#: :class:`_Label`'s ``lower`` writes ``a)`` / ``a.`` (no space needed after ``)``): two make an enumeration.
+_LOWER_MARK = re.compile(rf"(?<!\S){_BOLD}(?:[a-z]|[ivx]{{2,}}){_BOLD}(?:\)|\.{_BOLD}(?=\s|$))")
 #: A speaker label at an item's start (``Q:``, ``A:``), as a Q/A transcript writes its turns.
 _SPEAKER = re.compile(rf"^\s*{_BOLD}([QA]){_BOLD}:{_BOLD}")
 
@@ -157,7 +159,7 @@ def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
     label = _LABELS.get(term)
     if label is None:
         return False
-    enumerates = sum(bool(_LOWER_MARK.match(item)) for item in raw) > 1
+    enumerates = sum(len(_LOWER_MARK.findall(item)) for item in raw) > 1
     return any(
         label.always.search(item)
         or (not transcript and label.colon.search(item))

@@ -338,6 +338,16 @@ def _picked(answer: str) -> list[str]:
         ("a good answer", []),
         ("a) it is cheap; b) it is fast, so C", ["B", "C"]),  # "b" is a whole word, as before; "a)" enumerates
         ("i) it is cheap; ii) it is fast, so B", ["B"]),
+        # an enumeration's next marker anywhere in the answer, not only at an item's start; no space needed after )
+        ("a) it is cheap and b) it is fast, so C", ["B", "C"]),
+        ("Reasons:\na) cheap and b) fast\nSo C", ["B", "C"]),
+        ("a)cheap\nb)fast, so C", ["B", "C"]),
+        ("a)cheap; b)fast, so C", ["B", "C"]),
+        ("i) cheap and ii) fast, so B", ["B"]),
+        ("i)cheap, ii)fast, so B", ["B"]),
+        ("- **a)** cheap and **b)** fast, so C", ["B", "C"]),
+        ("a)Paris", ["A"]),
+        ("a) Paris, not (b)", ["A", "B"]),  # "(b)" is no enumeration marker: its b) is not after a space
         ("a.k.a. Paris", []),
     ],
 )
