@@ -105,7 +105,7 @@ class _Label:
       starting two items), where it is a speaker label, stripped by :func:`_turns` before these patterns look;
     * ``lower``: ``a)`` / ``a.`` at the item's start, unless the answer enumerates (another lower-case letter or
       Roman-numeral label anywhere in it, at an item's start or after a space: ``a) cheap; b) fast``,
-      ``a) cheap and b) fast``, ``a)cheap b)fast``, ``i) ... ii) ...``).
+      ``a) cheap and b) fast``, ``a)cheap b)fast``, ``i) ... ii) ...``; not an abbreviation's letters, ``e. g.``).
 
     Markdown ``**`` / ``_`` may wrap the letter."""
 
@@ -118,6 +118,9 @@ _BOLD = r"[*_]{0,2}"
 #: A lower-case letter or Roman-numeral label (``b)``, ``ii.``) at an item's start or after a space, written as
 #: :class:`_Label`'s ``lower`` writes ``a)`` / ``a.`` (no space needed after ``)``): two make an enumeration.
 _LOWER_MARK = re.compile(rf"(?<!\S){_BOLD}(?:[a-z]|[ivx]{{2,}}){_BOLD}(?:\)|\.{_BOLD}(?=\s|$))")
+#: An abbreviation of spaced single letters with dots (``e. g.``, ``i. e.``, ``a. k. a.``), whose letters are no
+#: enumeration markers.
+_ABBREVIATION = re.compile(r"(?<!\S)[A-Za-z]\.(?:[ \t]+[A-Za-z]\.)+(?!\w)")
 #: A speaker label at an item's start (``Q:``, ``A:``), as a Q/A transcript writes its turns.
 _SPEAKER = re.compile(rf"^\s*{_BOLD}([QA]){_BOLD}:{_BOLD}")
 
@@ -159,7 +162,7 @@ def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
     label = _LABELS.get(term)
     if label is None:
         return False
-    enumerates = sum(len(_LOWER_MARK.findall(item)) for item in raw) > 1
+    enumerates = sum(len(_LOWER_MARK.findall(_ABBREVIATION.sub(" ", item))) for item in raw) > 1
     return any(
         label.always.search(item)
         or (not transcript and label.colon.search(item))

@@ -348,6 +348,11 @@ def _picked(answer: str) -> list[str]:
         ("- **a)** cheap and **b)** fast, so C", ["B", "C"]),
         ("a)Paris", ["A"]),
         ("a) Paris, not (b)", ["A", "B"]),  # "(b)" is no enumeration marker: its b) is not after a space
+        # an abbreviation's letters (e. g., i. e.) are no enumeration markers
+        ("a) Paris, e. g. the capital", ["A", "E"]),  # "e" is a whole word, as "b" is
+        ("a) Paris, i.e. the capital", ["A"]),
+        ("a) Paris. It is the capital, a. k. a. the City of Light", ["A"]),
+        ("a) Paris, e. g. the capital, and b) fast", ["B", "E"]),
         ("a.k.a. Paris", []),
     ],
 )
