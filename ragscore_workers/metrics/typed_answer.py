@@ -103,7 +103,8 @@ class _Label:
       pronoun in "Answer: I think B" are followed by one);
     * ``colon``: ``A:`` at the item's start, unless the answer is a Q/A transcript (a ``Q:`` item, or ``A:``
       starting two items), where it is a speaker label, stripped by :func:`_turns` before these patterns look;
-    * ``lower``: ``a)`` / ``a.`` at the item's start, unless the answer enumerates (another lower-case letter or
+    * ``lower``: ``a)`` / ``a.`` at the item's start (not an ``a.`` / ``i.`` that starts an abbreviation, a
+      letter and a dot after it: ``i. e.``, ``a. k. a.``), unless the answer enumerates (another lower-case letter or
       Roman-numeral label anywhere in it, at an item's start or after a space: ``a) cheap; b) fast``,
       ``a) cheap and b) fast``, ``a)cheap b)fast``, ``i) ... ii) ...``; not an abbreviation's letters, ``e. g.``).
 
@@ -137,7 +138,9 @@ def _label(label: str) -> _Label:
     return _Label(
         always=re.compile(f"{bracketed}|{first}|{cued}"),
         colon=re.compile(rf"^\s*{_BOLD}{label}{_BOLD}:{_BOLD}(?=\s|$)"),
-        lower=re.compile(rf"^\s*{_BOLD}{label.lower()}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$))"),
+        lower=re.compile(
+            rf"^\s*{_BOLD}{label.lower()}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$)(?![ \t]+{_BOLD}[A-Za-z]{_BOLD}\.))"
+        ),
     )
 
 

@@ -354,6 +354,15 @@ def _picked(answer: str) -> list[str]:
         ("a) Paris. It is the capital, a. k. a. the City of Light", ["A"]),
         ("a) Paris, e. g. the capital, and b) fast", ["B", "E"]),
         ("a.k.a. Paris", []),
+        # a lower-case a. / i. that starts an abbreviation (a letter and a dot after it) is no label
+        ("i. e. the capital, so B", ["B", "E"]),  # "e" is a whole word, as "b" is
+        ("Paris is the capital, a. k. a. the City of Light, so B", ["B"]),
+        ("a. k. a. Paris", []),
+        ("i.  e. the capital", ["E"]),
+        ("**i.** e. the capital", ["E"]),
+        ("a) Paris, i. e. the capital", ["A", "E"]),
+        ("a. Paris", ["A"]),
+        ("i. Paris", ["I"]),
     ],
 )
 def test_natural_phrasings_pick_the_option_they_name(answer: str, options: list[str]) -> None:
