@@ -13,8 +13,9 @@ An absent ``gold_evidence_sentences`` or ``evidence_sentences`` field is unscora
 
 Param ``tokenizer`` (ragscore's, opt-in): ``whitespace`` (default) is the seed's ``text.lower().split()``, so a
 sentence of Chinese or Japanese, written without spaces, is one token; ``unicode`` (:func:`unicode_words`) takes
-each CJK ideograph and kana as a token of its own and other text by words (letters, digits and combining marks,
-punctuation dropped), after NFKC normalisation.
+each Han ideograph as a token of its own, a run of hiragana or of katakana as one, and other text by words
+(letters, digits and combining marks, punctuation dropped), after NFKC normalisation. Character-level overlap of
+CJK text is inflated by shared function characters (particles, common ideographs), as English stopwords would be.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ Tokenizer = Literal["whitespace", "unicode"]
 
 class EvidenceParams(BaseModel):
     """``corpus_dir``: directory of sentence-segmented documents, used when a row has no ``sentences``;
-    ``tokenizer``: ``whitespace`` (the seed's) or ``unicode`` (CJK ideographs and kana one token each)."""
+    ``tokenizer``: ``whitespace`` (the seed's) or ``unicode`` (a Han ideograph or a kana run one token)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -47,44 +48,62 @@ class EvidenceParams(BaseModel):
     tokenizer: Tokenizer = "whitespace"
 
 
-#: Han ideographs (unified, extensions A-G, compatibility), the ideographic iteration / closing marks and number
-#: zero (``々 〆 〇``), hiragana and katakana (with their extension and the prolonged sound mark ``ー``).
-_CJK = re.compile(
-    "[\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]"
-)
+#: Han ideographs (unified, extensions A-G, compatibility) and the ideographic iteration / closing marks and
+#: number zero (``々 〆 〇``): one token each.
+_HAN = re.compile("[\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+#: Hiragana and katakana (with the katakana extension): a run of either script is one token.
+_HIRAGANA = re.compile("[\u3040-\u309f]")
+_KATAKANA = re.compile("[\u30a0-\u30ff\u31f0-\u31ff]")
+#: The prolonged sound mark, which lengthens the kana before it (``コーヒー``, ``すごーい``).
+_PROLONG = "\u30fc"
+#: Runs of these kinds of character are one token each.
+_RUNS = ("word", "hiragana", "katakana")
 
 
 def _kind(ch: str) -> str:
-    """``cjk`` (an ideograph or kana letter), ``word`` (another letter, a digit), ``mark`` (combining) or ``other``."""
+    """``han``, ``hiragana``, ``katakana``, ``prolong`` (``ー``), ``word`` (another letter, a digit), ``mark``
+    (combining) or ``other``."""
     kind = unicodedata.category(ch)[0]
-    if kind in "LN":
-        return "cjk" if _CJK.match(ch) else "word"
-    return "mark" if kind == "M" else "other"
+    if kind not in "LN":
+        return "mark" if kind == "M" else "other"
+    if _HAN.match(ch):
+        return "han"
+    if ch == _PROLONG:
+        return "prolong"
+    if _HIRAGANA.match(ch):
+        return "hiragana"
+    return "katakana" if _KATAKANA.match(ch) else "word"
 
 
 def unicode_words(text: str) -> list[str]:
-    """Lower-cased tokens of ``text`` after NFKC (full-width ``ＡＢ`` is ``ab``): each CJK ideograph or kana letter
-    one token, and the runs of other letters, digits and combining marks (a vowel sign stays in its word; so do an
+    """Lower-cased tokens of ``text`` after NFKC (full-width ``ＡＢ`` is ``ab``, half-width ``ｺｰﾋｰ`` ``コーヒー``):
+    each Han ideograph one token; a run of hiragana, a run of katakana (``ー`` in the run of the kana before it, else
+    katakana) and a run of other letters, digits and combining marks (a vowel sign stays in its word; so do an
     apostrophe between letters and a point or comma between digits: ``don't``, ``3.5``, ``1,000``) one token each;
     punctuation, symbols and spaces separate tokens and are dropped."""
     chars = unicodedata.normalize("NFKC", text).lower()
     kinds = [_kind(ch) for ch in chars] + ["other"]
     out: list[str] = []
     word: list[str] = []
+    run = ""
     for i, ch in enumerate(chars):
         kind = kinds[i]
-        joins = word and (
+        if kind == "prolong":
+            kind = run if run in ("hiragana", "katakana") else "katakana"
+        joins = run == "word" and (
             (ch in "'’" and kinds[i + 1] == "word")
             or (ch in ".," and chars[i - 1].isdigit() and chars[i + 1 : i + 2].isdigit())
         )
-        if kind == "word" or (kind == "mark" and word) or joins:
+        if word and (kind == run or kind == "mark" or joins):
             word.append(ch)
             continue
         if word:
             out.append("".join(word))
-            word = []
-        if kind == "cjk":
+            word, run = [], ""
+        if kind == "han":
             out.append(ch)
+        elif kind in _RUNS:
+            word, run = [ch], kind
     if word:
         out.append("".join(word))
     return out

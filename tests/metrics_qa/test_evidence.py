@@ -128,9 +128,9 @@ CJK = {"G": "東京は日本の首都です。", "P": "京都は日本の古都�
 def test_cjk_text_is_one_whitespace_token_by_default_and_characters_with_the_unicode_tokenizer() -> None:
     # whitespace (the seed's): each sentence is one token, so related sentences share nothing
     assert _e(["G"], ["P"], sentences=CJK) == 0.0
-    # unicode: ideographs and kana one token each, punctuation dropped; G = {東 京 は 日 本 の 首 都 で す} (10),
-    # P shares all but 東 and 首 -> 8/10
-    assert _e(["G"], ["P"], sentences=CJK, tokenizer="unicode") == pytest.approx(8 / 10)
+    # unicode: ideographs one token each, a run of hiragana one token, punctuation dropped;
+    # G = {東 京 は 日 本 の 首 都 です} (9), P shares all but 東 and 首 -> 7/9
+    assert _e(["G"], ["P"], sentences=CJK, tokenizer="unicode") == pytest.approx(7 / 9)
     # other text by words: M = {iphone 是 苹 果 的 产 品}; N = {iphone 苹 果} -> 3/7, and all of N's 3 in M
     assert _e(["M"], ["N"], sentences=CJK, tokenizer="unicode") == pytest.approx(3 / 7)
     assert _e(["N"], ["M"], sentences=CJK, tokenizer="unicode") == 1.0
@@ -160,7 +160,7 @@ def test_combined_takes_the_unicode_tokenized_evidence_score() -> None:
     suite = Suite(metrics=[{"name": "evidence_overlap", "params": {"tokenizer": "unicode"}}])
     [scores] = score_rows([row], [(evidence, evidence.parse_params({"tokenizer": "unicode"}))], RunContext("r", suite))
     stored = {"rubric_judge": {"score": 1.0}, "evidence_overlap": scores["evidence_overlap"].model_dump()}
-    assert derive(stored, [(combined, combined.parse_params({}))])["combined"].score == pytest.approx(0.5 + 0.5 * 0.8)
+    assert derive(stored, [(combined, combined.parse_params({}))])["combined"].score == pytest.approx(0.5 + 0.5 * 7 / 9)
 
 
 def test_unicode_words_keep_apostrophes_between_letters_and_points_between_digits() -> None:
@@ -179,3 +179,32 @@ def test_unicode_words_keep_apostrophes_between_letters_and_points_between_digit
         "東",
         "京",
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("猫が寝ています。", ["猫", "が", "寝", "ています"]),  # a run of hiragana is one token, each ideograph one
+        ("雨が降っています。", ["雨", "が", "降", "っています"]),
+        ("コーヒーを飲む", ["コーヒー", "を", "飲", "む"]),  # a run of katakana, with ー, is one token
+        ("東京タワーは高い", ["東", "京", "タワー", "は", "高", "い"]),
+        ("ｺｰﾋｰとお茶", ["コーヒー", "とお", "茶"]),  # half-width katakana is full-width after NFKC
+        ("カタカナ・ひらがな", ["カタカナ", "ひらがな"]),  # the middle dot is punctuation
+        ("すごーい", ["すごーい"]),  # ー lengthens the kana before it, hiragana too
+        ("ゝゞとヽヾ", ["ゝゞと", "ヽヾ"]),  # the kana iteration marks are of their script
+        ("iPhoneは苹果的产品", ["iphone", "は", "苹", "果", "的", "产", "品"]),
+        ("日々", ["日", "々"]),
+    ],
+)
+def test_unicode_words_take_a_run_of_kana_as_one_token_and_each_ideograph_as_one(text: str, words: list[str]) -> None:
+    assert unicode_words(text) == words
+
+
+def test_unrelated_cjk_sentences_share_only_their_function_characters() -> None:
+    # 猫が寝ています (a cat sleeps) vs 雨が降っています (it rains): {猫 が 寝 ています} share only が -> 1/4
+    # (one token per kana: {猫 が 寝 て い ま す} shared が て い ま す -> 5/7)
+    doc = {"cat": "猫が寝ています。", "rain": "雨が降っています。"}
+    assert _e(["cat"], ["rain"], sentences=doc, tokenizer="unicode") == pytest.approx(1 / 4)
+    # Chinese, one token per ideograph, shares its function characters 我 的 在 (the docs' caveat) -> 3/6
+    doc = {"cat": "我的猫在睡觉。", "book": "我的书在桌上。"}
+    assert _e(["cat"], ["book"], sentences=doc, tokenizer="unicode") == pytest.approx(3 / 6)
