@@ -56,6 +56,8 @@ _HIRAGANA = re.compile("[\u3040-\u309f]")
 _KATAKANA = re.compile("[\u30a0-\u30ff\u31f0-\u31ff]")
 #: The prolonged sound mark, which lengthens the kana before it (``コーヒー``, ``すごーい``).
 _PROLONG = "\u30fc"
+#: Apostrophes that join the letters around them, written as the straight one (``don’t`` is ``don't``).
+_APOSTROPHES = "'\u2018\u2019"
 #: Runs of these kinds of character are one token each.
 _RUNS = ("word", "hiragana", "katakana")
 
@@ -79,8 +81,8 @@ def unicode_words(text: str) -> list[str]:
     """Lower-cased tokens of ``text`` after NFKC (full-width ``ＡＢ`` is ``ab``, half-width ``ｺｰﾋｰ`` ``コーヒー``):
     each Han ideograph one token; a run of hiragana, a run of katakana (``ー`` in the run of the kana before it, else
     katakana) and a run of other letters, digits and combining marks (a vowel sign stays in its word; so do an
-    apostrophe between letters and a point or comma between digits: ``don't``, ``3.5``, ``1,000``) one token each;
-    punctuation, symbols and spaces separate tokens and are dropped."""
+    apostrophe between letters, a curly ``’`` or ``‘`` written straight, and a point or comma between digits:
+    ``don't``, ``3.5``, ``1,000``) one token each; punctuation, symbols and spaces separate tokens and are dropped."""
     chars = unicodedata.normalize("NFKC", text).lower()
     kinds = [_kind(ch) for ch in chars] + ["other"]
     out: list[str] = []
@@ -91,11 +93,11 @@ def unicode_words(text: str) -> list[str]:
         if kind == "prolong":
             kind = run if run in ("hiragana", "katakana") else "katakana"
         joins = run == "word" and (
-            (ch in "'’" and kinds[i + 1] == "word")
+            (ch in _APOSTROPHES and kinds[i + 1] == "word")
             or (ch in ".," and chars[i - 1].isdigit() and chars[i + 1 : i + 2].isdigit())
         )
         if word and (kind == run or kind == "mark" or joins):
-            word.append(ch)
+            word.append("'" if joins and ch in _APOSTROPHES else ch)
             continue
         if word:
             out.append("".join(word))

@@ -208,3 +208,23 @@ def test_unrelated_cjk_sentences_share_only_their_function_characters() -> None:
     # Chinese, one token per ideograph, shares its function characters 我 的 在 (the docs' caveat) -> 3/6
     doc = {"cat": "我的猫在睡觉。", "book": "我的书在桌上。"}
     assert _e(["cat"], ["book"], sentences=doc, tokenizer="unicode") == pytest.approx(3 / 6)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("Don’t", ["don't"]),  # a curly apostrophe (U+2019) inside a word is the straight one
+        ("don‘t", ["don't"]),  # so is a left single quotation mark (U+2018) written for it
+        ("don't", ["don't"]),
+        ("l’été", ["l'été"]),
+        ("‘quoted’ text", ["quoted", "text"]),  # quotation marks around a word stay punctuation
+        ("rock ’n’ roll", ["rock", "n", "roll"]),
+    ],
+)
+def test_unicode_words_write_an_apostrophe_inside_a_word_straight(text: str, words: list[str]) -> None:
+    assert unicode_words(text) == words
+
+
+def test_curly_and_straight_apostrophes_share_their_words() -> None:
+    doc = {"curly": "Don’t stop", "straight": "don't stop"}
+    assert _e(["curly"], ["straight"], sentences=doc, tokenizer="unicode") == 1.0
