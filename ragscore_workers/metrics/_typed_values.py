@@ -147,9 +147,9 @@ def raw_items(answer: str) -> list[str]:
     return [part for line in answer.splitlines() for part in _SEPARATORS.split(_BULLET.sub("", line))]
 
 
-def answer_items(answer: str) -> list[str]:
-    """The answer's :func:`raw_items` in comparison form, blank ones dropped."""
-    return [term for term in map(terms, raw_items(answer)) if term]
+def answer_items(raw: list[str]) -> list[str]:
+    """An answer's :func:`raw_items` in comparison form, blank ones dropped."""
+    return [term for term in map(terms, raw) if term]
 
 
 #: Words that flip the yes/no word right after them: ``not``, ``never``, ``cannot`` and the n't contractions as

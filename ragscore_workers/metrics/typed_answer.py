@@ -32,6 +32,7 @@ from ._typed_values import (
     YES,
     ExpectedError,
     ExpectedValue,
+    answer_items,
     parse_expected,
     parse_question_type,
     polarity,
@@ -176,7 +177,7 @@ def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
 
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:
     raw, transcript = _turns(raw_items(answer))
-    items = [term for term in map(terms, raw) if term]
+    items = answer_items(raw)
     matched: dict[int, str] = {}
     for term, (i, via) in _owners(values, use_synonyms).items():
         if i not in matched and (_found(term, items) or _labelled(term, raw, transcript)):

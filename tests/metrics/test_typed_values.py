@@ -107,10 +107,16 @@ def test_number_words_and_digits_meet_in_one_canonical_form(text: str, canonical
 
 
 def test_answer_items_split_at_commas_semicolons_newlines_and_bullets() -> None:
-    assert answer_items("Paris, Lyon; Nice") == ["paris", "lyon", "nice"]
-    assert answer_items("- Paris\n* Lyon\n• Nice\n2. Lille\n3) Metz") == ["paris", "lyon", "nice", "lille", "metz"]
-    assert answer_items("1,000 people") == ["1000 people"]  # a thousands comma is not a separator
-    assert answer_items(" ,;\n") == []
+    assert answer_items(raw_items("Paris, Lyon; Nice")) == ["paris", "lyon", "nice"]
+    assert answer_items(raw_items("- Paris\n* Lyon\n• Nice\n2. Lille\n3) Metz")) == [
+        "paris",
+        "lyon",
+        "nice",
+        "lille",
+        "metz",
+    ]
+    assert answer_items(raw_items("1,000 people")) == ["1000 people"]  # a thousands comma is not a separator
+    assert answer_items(raw_items(" ,;\n")) == []
     assert raw_items("A) Paris, Lyon\n- B. Nice") == ["A) Paris", " Lyon", "B. Nice"]  # as written
 
 
