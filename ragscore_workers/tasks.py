@@ -441,18 +441,17 @@ def _aggregate_leased(store: RunStore, run_id: str, generation: int | None) -> N
 
 def _redis_back(store: RunStore, deadline: float) -> bool:
     """Look at Redis, each pause twice the last (1 s up to ``OUTAGE_POLL_MAX_S``), until it answers (True) or
-    ``deadline`` (``time.monotonic()``) passes (False; also when the task's soft time limit ends the wait)."""
+    ``deadline`` (``time.monotonic()``) passes (False). A look at a Redis that is down takes the client's own retries
+    too (about 20 s with a worker's client); one at a Redis that accepts connections and never replies waits for it
+    (a worker's reads have no timeout), as every other call of the worker would."""
     pause = 1.0
-    try:
-        while time.monotonic() < deadline:
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            try:
-                store.r.ping()
-                return True
-            except REDIS_OUTAGE:
-                pause = min(2 * pause, OUTAGE_POLL_MAX_S)
-    except SoftTimeLimitExceeded:
-        pass
+    while time.monotonic() < deadline:
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        try:
+            store.r.ping()
+            return True
+        except REDIS_OUTAGE:
+            pause = min(2 * pause, OUTAGE_POLL_MAX_S)
     return False
 
 
@@ -468,8 +467,9 @@ def _fail_aggregation(store: RunStore, run_id: str, exc: Exception) -> None:
 #: What a Redis that is down, restarting or hung raises (redis-py's errors, and kombu's): an aggregation it cuts off
 #: is not a failed run (:func:`aggregate_in`), and a wait for a run goes on through it (``orchestrator.runner``).
 REDIS_OUTAGE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
-#: Seconds a Redis outage (a restart, a fail-over) is waited out, from its first failed call, before giving up: by
-#: ``wait()``, and by a worker's aggregation it cut off.
+#: Seconds a Redis outage (a restart, a fail-over) is waited out before giving up: by ``wait()``, each outage from
+#: its first failed poll; by a worker's aggregation, once in all from its first failed call (a second outage in the
+#: same aggregation has what is left: the wait is bounded even for a fault that a ping does not show).
 REDIS_OUTAGE_S = 300.0
 #: Longest pause between two looks at a Redis that does not answer.
 OUTAGE_POLL_MAX_S = 10.0
