@@ -973,3 +973,34 @@ def test_an_aggregation_whose_lease_another_aggregator_took_stops_without_writin
         assert any("another aggregator holds it now" in m for m in said), said
     finally:
         server.stop()
+
+
+def test_an_aggregation_whose_lease_lapsed_with_nobody_holding_it_takes_it_back_and_writes_its_summary(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An aggregation that paused longer than its lease, and that no copy of its message took meanwhile, takes its
+    lease back at its next renewal and goes on: it writes the summary, and releases the lease at the end."""
+    from orchestrator.runner import cancel
+    from ragscore_workers.tasks import aggregate_in
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
+        cancel(store, sub.run_id)
+        lease = store.key(sub.run_id, "aggregating:0")
+        watcher = redis.Redis(port=server.port, decode_responses=True)
+        # the moment the aggregation takes its lease, the lease lapses (a pause longer than it) and nobody takes it
+        lapser = threading.Thread(target=lambda: until(lambda: watcher.delete(lease), 60))
+        lapser.start()
+        with caplog.at_level(logging.WARNING):
+            aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
+        lapser.join(60)
+        said = [r.getMessage() for r in caplog.records]
+        assert any("its lease had lapsed; taken back" in m for m in said), said
+        summary = store.summary(sub.run_id)
+        assert summary is not None and store.summary_is_current(sub.run_id), "the aggregation went on to the end"
+        assert store.state(sub.run_id) == "cancelled"
+        assert store.r.exists(lease) == 0, "the lease taken back is released at the end"
+    finally:
+        server.stop()
