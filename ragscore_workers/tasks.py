@@ -491,13 +491,20 @@ AGGREGATE_LEASE_S = 120
 LEASE_EVERY = 20_000
 
 
-def _keep_lease(store: RunStore, run_id: str, lease: tuple[str, str], seconds: int) -> bool:
+def _keep_lease(store: RunStore, run_id: str, generation: int | None, lease: tuple[str, str], seconds: int) -> bool:
     """Hold the aggregation's ``lease`` (key, owner) ``seconds`` more. One that lapsed with nobody holding it is taken
-    back; one another aggregator took since (a copy of the message, re-delivered) is left to it: False, this
-    aggregation stops without writing its summary (the other writes it)."""
+    back, unless the summary of ``generation`` was written meanwhile (a copy of the message, re-delivered, took the
+    lease, finished and released it): False, this aggregation stops (its lease, taken back, released by its caller).
+    One another aggregator holds now is left to it: False, this aggregation stops without writing its summary (the
+    other writes it)."""
     if store.renew_lease(*lease, seconds):
         return True
     if store.take_lease(*lease, seconds):
+        # Looked at once the lease is held: a copy that writes the summary holds it until it has written.
+        if store.summary_is_current(run_id, generation):
+            log.warning("aggregate of run %s stopped: its lease lapsed and its summary was written meanwhile (by a "
+                        "re-delivered copy of its message)", run_id)  # fmt: skip
+            return False
         log.warning("aggregate of run %s: its lease had lapsed; taken back", run_id)
         return True
     log.warning("aggregate of run %s stopped: its lease lapsed and another aggregator holds it now", run_id)
@@ -521,7 +528,7 @@ def _aggregate(
             skipped = cancel_skipped(o for outs in resolved.scoring_outputs().values() for o in outs)
         pending: list[tuple[str, dict[str, Any], dict[str, MetricResult]]] = []
         for count, raw in enumerate(with_skipped(store.iter_raw_items(run_id), skipped), start=1):
-            if count % LEASE_EVERY == 0 and not _keep_lease(store, run_id, lease, AGGREGATE_LEASE_S):
+            if count % LEASE_EVERY == 0 and not _keep_lease(store, run_id, generation, lease, AGGREGATE_LEASE_S):
                 return
             if derived:
                 extra = derive(raw.metrics, derived)
@@ -532,7 +539,8 @@ def _aggregate(
                     pending = []
             agg.add_raw(raw.meta, raw.metrics)
         store.write_results(run_id, Queue.DERIVED.value, pending)
-        if not _keep_lease(store, run_id, lease, AGGREGATE_LEASE_S * 5):  # the statistics, then the save: no renewal
+        # the statistics, then the save: no renewal
+        if not _keep_lease(store, run_id, generation, lease, AGGREGATE_LEASE_S * 5):
             return
         submitted = float(meta.get("submitted_at", meta.get("created_at", started)))
         # After a resume, scoring and wall time count from it (not across the interruption).

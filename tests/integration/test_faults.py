@@ -1004,3 +1004,49 @@ def test_an_aggregation_whose_lease_lapsed_with_nobody_holding_it_takes_it_back_
         assert store.r.exists(lease) == 0, "the lease taken back is released at the end"
     finally:
         server.stop()
+
+
+def test_an_aggregation_whose_lease_lapsed_while_a_copy_wrote_the_summary_does_not_write_it_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An aggregation paused longer than its lease; a re-delivered copy of its message took the lease, wrote the
+    summary and released the lease. The aggregation found its lease free and took it back, and wrote the summary a
+    second time (and settled the run's keys again). Now it sees the summary written meanwhile and stops."""
+    from orchestrator.runner import cancel
+    from ragscore_workers.tasks import aggregate_in
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        # what the copy wrote: a real summary (of a small run like it, aggregated to the end beforehand)
+        small = submit(write_jsonl(tmp_path / "s.jsonl", make_rows(10, seed=5)), load_suite(SUITE), store)
+        cancel(store, small.run_id)
+        aggregate_in(store, small.run_id, store.generation(small.run_id))
+        written = store.summary(small.run_id)
+        assert written is not None
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
+        cancel(store, sub.run_id)
+        copied = written.model_copy(update={"run_id": sub.run_id})
+        lease = store.key(sub.run_id, "aggregating:0")
+        watcher = redis.Redis(port=server.port, decode_responses=True)
+        finished: list[str] = []
+
+        def copy_finishes() -> None:  # the lease lapses; a copy takes it, writes the summary, releases it
+            if until(lambda: watcher.delete(lease), 60):
+                store.save_summary(sub.run_id, copied, 0)
+                finished.append(store.meta(sub.run_id)["finished_at"])
+
+        copy = threading.Thread(target=copy_finishes)
+        copy.start()
+        with caplog.at_level(logging.WARNING):
+            aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
+        copy.join(60)
+        said = [r.getMessage() for r in caplog.records]
+        assert finished, "the copy wrote its summary"
+        assert store.meta(sub.run_id)["finished_at"] == finished[0], f"the summary was written again: {said}"
+        assert store.summary(sub.run_id) == copied.model_copy(update={"state": "cancelled"})
+        assert any("its summary was written meanwhile" in m for m in said), said
+        assert not any("taken back" in m for m in said), said
+        assert store.r.exists(lease) == 0, "the lease is released"
+    finally:
+        server.stop()
