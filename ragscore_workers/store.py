@@ -45,6 +45,7 @@ import redis
 from pydantic_core import PydanticSerializationError
 
 from .errors import ConfigError, StoreError
+from .fastjson import dumps_utf8, loads
 from .schemas import ItemResult, MetricResult, RunSummary, Suite, split_key
 from .settings import LIVE_RUN_TTL_S, redact_url
 from .unicode_text import utf8_json, valid_unicode
@@ -1061,19 +1062,19 @@ class RawItem:
     def errors(self) -> list[str]:
         return [f"{name}: {m['error']}" for name, m in self.metrics.items() if m.get("error")]
 
-    def to_json_line(self) -> str:
-        """One ``items.jsonl`` line (DESIGN.md §4)."""
-        return json.dumps(
+    def to_json_line(self, errors: list[str] | None = None) -> str:
+        """One ``items.jsonl`` line (DESIGN.md §4); ``errors``: :attr:`errors` when the caller has them already."""
+        meta = self.meta
+        return dumps_utf8(
             {
-                "id": self.meta["id"],
-                "system": self.meta.get("system"),
-                "group": self.meta.get("group"),
-                "question_type": self.meta.get("question_type"),
-                "question_sha": self.meta.get("question_sha"),
+                "id": meta["id"],
+                "system": meta.get("system"),
+                "group": meta.get("group"),
+                "question_type": meta.get("question_type"),
+                "question_sha": meta.get("question_sha"),
                 "metrics": self.metrics,
-                "errors": self.errors,
-            },
-            ensure_ascii=False,
+                "errors": self.errors if errors is None else errors,
+            }
         )
 
     def to_item(self) -> ItemResult:
@@ -1101,13 +1102,11 @@ def _meta_json(item_meta: dict[str, Any]) -> str:
 def decode_raw(key: str, fields: dict[str, str]) -> RawItem:
     """Decode an item hash: ``_meta`` plus one status-prefixed JSON value per metric output."""
     if "_meta" in fields:
-        meta = json.loads(fields["_meta"])
+        meta = loads(fields["_meta"])
     else:  # never scored (a cancelled run): the id and system its key holds
         system, id = split_key(key)
         meta = {"id": id, "system": system}
     metrics = {
-        name: _with_defaults(json.loads(value[1:]))
-        for name, value in sorted(fields.items())
-        if not name.startswith("_")
+        name: _with_defaults(loads(value[1:])) for name, value in sorted(fields.items()) if not name.startswith("_")
     }
     return RawItem(key=key, meta=meta, metrics=metrics)

@@ -32,6 +32,9 @@ UNENCODABLE = "backslashreplace"
 OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json", "failed_rows.jsonl", RUN_INFO,
                           "report.md", "report.html", ANSWERS})  # fmt: skip
 
+#: items.jsonl lines written at a time.
+WRITE_BATCH = 1000
+
 #: What ``write_reports`` can write: html (report.html), md (report.md), csv (items.csv), json (summary.json,
 #: items.jsonl, failed_rows.jsonl, run_info.json).
 FORMATS = ("html", "md", "csv", "json")
@@ -53,12 +56,17 @@ def csv_text(value: str) -> str:
     return "'" + value if value.startswith(FORMULA_START) else value
 
 
-def _csv_row(item: RawItem, outputs: list[str]) -> list[str]:
-    return (
-        [csv_text(item.meta.get(name) or "") for name in ITEM_META_FIELDS]
-        + [_fmt(item.metrics[o].get("score")) if o in item.metrics else "" for o in outputs]
-        + [csv_text("; ".join(item.errors))]
-    )
+def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
+    meta, metrics = item.meta, item.metrics
+    row = [csv_text(meta.get(name) or "") for name in ITEM_META_FIELDS]
+    for output in outputs:
+        if output in metrics:
+            score = metrics[output].get("score")
+            row.append(repr(score) if type(score) is float else _fmt(score))  # _fmt, without its float() for a float
+        else:
+            row.append("")
+    row.append(csv_text("; ".join(errors)) if errors else "")
+    return row
 
 
 def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS) -> list[Path]:
@@ -87,13 +95,20 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
             cw.writerow([*ITEM_META_FIELDS, *summary.metrics, "errors"])
         if jf is not None or cw is not None or stats is not None:
             outputs = list(summary.metrics)
-            for item in run.items():
+            lines: list[str] = []  # items.jsonl lines, written WRITE_BATCH at a time (text: no work for the GC)
+            for item in run.items():  # one at a time: items held in a batch would outlive the GC's young generation
+                errors = item.errors
                 if jf is not None:
-                    jf.write(item.to_json_line() + "\n")
+                    lines.append(item.to_json_line(errors))
+                    if len(lines) == WRITE_BATCH:
+                        jf.write("\n".join(lines) + "\n")
+                        lines.clear()
                 if cw is not None:
-                    cw.writerow(_csv_row(item, outputs))
+                    cw.writerow(_csv_row(item, outputs, errors))
                 if stats is not None:
                     stats.add(item)
+            if lines:
+                jf.write("\n".join(lines) + "\n")
     if "json" in wanted:
         written += _write_json(run, out_dir, in_place)
     if "md" in wanted:

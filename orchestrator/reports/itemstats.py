@@ -49,7 +49,7 @@ class ValueCounts:
         return value if self.step == 0.0 else round(value / self.step) * self.step
 
     def add(self, value: float) -> None:
-        key = self.key(value)
+        key = value if self.step == 0.0 else round(value / self.step) * self.step  # self.key(value), inlined
         self.counts[key] = self.counts.get(key, 0) + 1
         self.total += 1
         while len(self.counts) > self.max_distinct:
@@ -156,8 +156,9 @@ class ItemStats:
     def add(self, item: RawItem) -> None:
         self.items += 1
         seq = self.items
-        scores = {name: m.get("score") for name, m in item.metrics.items()}
-        for name, result in item.metrics.items():
+        metrics = item.metrics
+        scores = None  # every output's score, for the few items that are among the worst so far
+        for name, result in metrics.items():
             score, error = result.get("score"), result.get("error")
             if error is not None:
                 if len(self.error_examples) < self.max_errors:
@@ -167,11 +168,16 @@ class ItemStats:
                 continue
             if score is None:
                 continue
-            self.values.setdefault(name, ValueCounts()).add(score)
+            values = self.values.get(name)
+            if values is None:
+                values = self.values[name] = ValueCounts()
+            values.add(score)
             worst = self._worst.get(name)
             if worst is None:
                 worst = self._worst[name] = _Worst(self.worst_k, higher_is_better(name))
             if worst.wants(score):
+                if scores is None:
+                    scores = {other: m.get("score") for other, m in metrics.items()}
                 worst.push(score, seq, self._snapshot(item, name, result, scores))
 
     def add_all(self, items: Iterable[RawItem]) -> ItemStats:

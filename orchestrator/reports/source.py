@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragscore_workers.errors import ConfigError
+from ragscore_workers.fastjson import loads_line
 from ragscore_workers.schemas import RunSummary, item_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
@@ -47,7 +48,7 @@ def iter_items_file(path: Path) -> Iterator[RawItem]:
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = loads_line(line)
                 meta = {"id": rec["id"], "system": rec.get("system"), "group": rec.get("group")}
                 _check_item_fields(rec)
             except (ValueError, KeyError, TypeError) as exc:
