@@ -157,7 +157,7 @@ class ItemStats:
         self.items += 1
         seq = self.items
         metrics = item.metrics
-        scores = None  # every output's score, for the few items that are among the worst so far
+        scores: dict[str, Any] | None = None  # every output's score, for the few items that are among the worst so far
         for name, result in metrics.items():
             score, error = result.get("score"), result.get("error")
             if error is not None:
