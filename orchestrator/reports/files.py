@@ -62,7 +62,7 @@ def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
     for output in outputs:
         if output in metrics:
             score = metrics[output].get("score")
-            row.append(repr(score) if type(score) is float else _fmt(score))  # _fmt, without its float() for a float
+            row.append(_fmt(score))
         else:
             row.append("")
     row.append(csv_text("; ".join(errors)) if errors else "")

@@ -49,7 +49,7 @@ class ValueCounts:
         return value if self.step == 0.0 else round(value / self.step) * self.step
 
     def add(self, value: float) -> None:
-        key = value if self.step == 0.0 else round(value / self.step) * self.step  # self.key(value), inlined
+        key = self.key(value)
         self.counts[key] = self.counts.get(key, 0) + 1
         self.total += 1
         while len(self.counts) > self.max_distinct:
