@@ -8,6 +8,7 @@ Every label is XML-escaped; every plot has ``class="plot"``, a ``<title>`` and h
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,10 @@ _FONT = 'font-family="system-ui, sans-serif" font-size="11"'
 #: Columns a bar's label fits in (a CJK character or an emoji takes two, as in a terminal); a longer label is cut
 #: to whole characters and ``…``, and named in full by its hover title.
 LABEL_COLUMNS = 22
+#: Pixels a character of a histogram's value label takes at most (digits, ``.``, ``-`` at the 11 px font), and the
+#: least space between two labels: a label that would run into the one before it is not drawn.
+VALUE_GLYPH_PX = 7
+VALUE_GAP_PX = 4
 _ZWJ = "\u200d"
 
 
@@ -100,6 +105,30 @@ def _svg(width: int, height: int, title: str, body: list[str]) -> str:
     )
 
 
+def _shown_values(values: Sequence[float], counts: Sequence[int]) -> tuple[list[str], list[str], list[int]]:
+    """One bar per value as a label shows it: ``(labels, hover titles, counts)``; values the label shows alike
+    (0.9999999999 and 1.0 as ``1``) are one bar, whose hover title names the values it holds."""
+    shown: dict[str, tuple[float, float, int]] = {}
+    for value, count in zip(values, counts, strict=True):
+        lo, hi, n = shown.get(_num(value), (value, value, 0))
+        shown[_num(value)] = (min(lo, value), max(hi, value), n + count)
+    titles = [text if lo == hi else f"{text} ({lo:.12g} to {hi:.12g})" for text, (lo, hi, _) in shown.items()]
+    return list(shown), titles, [n for _, _, n in shown.values()]
+
+
+def _labelled(texts: Sequence[str], slot: float) -> set[int]:
+    """The bars whose value label is drawn: every one when the labels fit in their slots, else every k-th (the last
+    always, in place of a k-th one it would run into), so that no two labels overlap."""
+    need = max(map(len, texts)) * VALUE_GLYPH_PX + VALUE_GAP_PX
+    stride = max(1, math.ceil(need / slot))
+    drawn = set(range(0, len(texts), stride))
+    last = len(texts) - 1
+    if last not in drawn:
+        drawn.discard(last - last % stride)
+        drawn.add(last)
+    return drawn
+
+
 def histogram(labels: Sequence[float | tuple[float, float]], counts: Sequence[int], title: str) -> str:
     """Bars of ``counts``; a label is a value (drawn under its bar) or a ``(left, right)`` bin."""
     width, height, left, right, top, bottom = 380, 190, 44, 10, 12, 34
@@ -108,25 +137,30 @@ def histogram(labels: Sequence[float | tuple[float, float]], counts: Sequence[in
     if not counts:
         body.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">no scored items</text>')
         return _svg(width, height, title, body)
+    binned = isinstance(labels[0], tuple)
+    if binned:
+        texts = [""] * len(counts)
+        titles = [f"[{_num(label[0])}, {_num(label[1])})" for label in labels if isinstance(label, tuple)]
+    else:
+        texts, titles, counts = _shown_values([label for label in labels if not isinstance(label, tuple)], counts)
     peak = max(max(counts), 1)
     slot = plot_w / len(counts)
-    binned = isinstance(labels[0], tuple)
-    for i, (label, count) in enumerate(zip(labels, counts, strict=True)):
+    drawn = set() if binned else _labelled(texts, slot)
+    for i, (text, what, count) in enumerate(zip(texts, titles, counts, strict=True)):
         h = plot_h * count / peak
         x = left + i * slot + (0.5 if binned else slot * 0.15)
         w = max(slot - (1.0 if binned else slot * 0.3), 1.0)
-        what = f"[{_num(label[0])}, {_num(label[1])})" if isinstance(label, tuple) else _num(label)
         body.append(
             f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{COLOR}">'
             f"<title>{escape(what)}: {count}</title></rect>"
         )
-        if not binned:
-            body.append(f'<text x="{x + w / 2:.1f}" y="{height - bottom + 14}" text-anchor="middle">{what}</text>')
+        if i in drawn:
+            body.append(f'<text x="{x + w / 2:.1f}" y="{height - bottom + 14}" text-anchor="middle">{text}</text>')
     if binned:
         first, last = labels[0], labels[-1]
         assert isinstance(first, tuple) and isinstance(last, tuple)
-        for x, text, anchor in ((left, first[0], "start"), (left + plot_w, last[1], "end")):
-            body.append(f'<text x="{x}" y="{height - bottom + 14}" text-anchor="{anchor}">{_num(text)}</text>')
+        for x, edge, anchor in ((left, first[0], "start"), (left + plot_w, last[1], "end")):
+            body.append(f'<text x="{x}" y="{height - bottom + 14}" text-anchor="{anchor}">{_num(edge)}</text>')
     body.append(f'<text x="{left - 4}" y="{top + 9}" text-anchor="end">{peak}</text>')
     body.append(f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end">0</text>')
     body.append(f'<text x="{left + plot_w / 2}" y="{height - 4}" text-anchor="middle" fill="{AXIS}">score</text>')

@@ -67,3 +67,27 @@ def test_hbars_cut_a_long_label_by_its_width_whole_characters_kept_and_name_it_i
     assert families.removeprefix("x") == family * 10  # each a two-column picture, none split
     assert flags == flag * 10
     assert accents == "e\u0301" * 21  # each accent kept with its letter
+
+
+def _value_labels(svg: str) -> list[tuple[float, str]]:
+    """The labels under a histogram's bars: ``(x, text)``, left to right."""
+    below = [t for t in ET.fromstring(svg).iter(f"{SVG}text") if t.get("y") == "170"]
+    return [(float(t.get("x")), t.text or "") for t in below]
+
+
+def test_histogram_value_labels_are_distinct_and_never_run_together() -> None:
+    """Twelve continuous values drew twelve labels 27 px apart, read as ``0.2960.754 0.8050.8160.817``, and
+    0.9999999999 and 1.0 were two bars both labelled ``1``."""
+    values = [0.296, 0.754, 0.805, 0.816, 0.817, 0.85, 0.9, 0.91, 0.92, 0.95, 0.9999999999, 1.0]
+    svg = histogram(values, [1] * 11 + [3], "dist")
+    labels = _value_labels(svg)
+    texts = [text for _, text in labels]
+    assert len(texts) == len(set(texts)) and texts[0] == "0.296" and texts[-1] == "1", texts
+    glyph = 6.5  # px a digit or point takes at the plot's 11 px font, at the widest
+    for (x1, a), (x2, b) in zip(labels, labels[1:], strict=False):
+        assert x2 - x1 >= glyph * (len(a) + len(b)) / 2 + 2, (a, b, x2 - x1)
+    rects = _rects(svg)
+    assert len(rects) == 11  # the values shown as 1 are one bar of 4
+    assert [r.findtext(f"{SVG}title") for r in rects][-1] == "1 (0.9999999999 to 1): 4"
+    # A few short labels, far enough apart, are each drawn under their bar.
+    assert [text for _, text in _value_labels(histogram([0.0, 0.5, 1.0], [2, 0, 4], "dist"))] == ["0", "0.5", "1"]
