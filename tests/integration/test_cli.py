@@ -65,6 +65,8 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("unknown_metric", "Did you mean 'exact_match'"),
         ("bad_params", "Bad params for metric 'recall_at_k'"),
         ("chunk_zero", "--chunk-size expects QUEUE=N with N >= 1, got 'cpu=0'"),
+        # It said "Invalid suite: chunk_size: ... unknown queue(s) 'gpu'" of a suite file that was fine.
+        ("chunk_unknown_queue", "--chunk-size: unknown queue 'gpu' (known: cpu, embed, judge, code, target)"),
         ("out_is_a_file", "is a file; reports go to a directory"),
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
         ("hosted_base_url_no_key", "set the environment variable OPENAI_API_KEY (for api.groq.com; any value"),
@@ -103,6 +105,8 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
     out, extra = tmp_path / "out", []
     if case == "chunk_zero":
         extra = ["--chunk-size", "cpu=0"]
+    elif case == "chunk_unknown_queue":
+        extra = ["--chunk-size", "cpu=3", "--chunk-size", "gpu=5"]
     elif case == "out_is_a_file":
         out.write_text("")
     elif case == "resume_with_dataset":  # the run store's dataset and suite are used: these would be ignored
