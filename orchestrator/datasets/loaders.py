@@ -16,6 +16,7 @@ import gzip
 import importlib
 import io
 import json
+import re
 import tokenize
 import zlib
 from collections import Counter
@@ -123,12 +124,44 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                     rows = "'.[]'" if text.strip() == "[" else "."
                     hint = (f"; a pretty-printed JSON document is not JSONL: read it with --format json (or name it "
                             f".json), or write one object per line: jq -c {rows} {path.name}")  # fmt: skip
+                elif first and (names := _header_names(text)):  # CSV read as JSONL: every line errs
+                    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+                    hint = f"; its first line reads as a CSV header row ({shown}): read it with --format csv"
+                    hint += "" if _named(path, ".csv") else " (or name it .csv)"
                 yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno}){hint}", text)
                 continue
             if not isinstance(value, dict):
                 yield line_no, RowError(line_no, f"expected a JSON object, got {type(value).__name__}", text)
                 continue
             yield line_no, value
+
+
+#: A column name as a CSV header row gives it, told from a line of JSON or text.
+_COLUMN_NAME = re.compile(r"[A-Za-z_][\w .-]{0,63}")
+
+
+def _header_names(line: str) -> list[str]:
+    """The column names of ``line`` when it reads as a CSV header row (two or more names, each a word or a few, with
+    no quote or bracket: ``id,question,answer``), else ``[]``."""
+    cells = [cell.strip() for cell in line.split(_delimiter(line))]
+    names = [cell for cell in cells if cell]
+    return names if len(names) > 1 and all(_COLUMN_NAME.fullmatch(name) for name in names) else []
+
+
+def _named(path: Path, *suffixes: str) -> bool:
+    """Whether ``path``'s extension (before a ``.gz``) is one of ``suffixes``."""
+    suffix = path.suffix.lower()
+    return (Path(path.stem).suffix.lower() if suffix == ".gz" else suffix) in suffixes
+
+
+def _json_object(line: str) -> bool:
+    """Whether ``line`` is a JSON object (JSONL's first line, read as a CSV header row)."""
+    if not line.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(loads_json(line), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 def _csv_cell(name: str, value: str) -> Any:
@@ -292,6 +325,10 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
         first = fh.readline()
         while first and not first.strip():  # blank lines above the header (an export's leading newline)
             first = fh.readline()
+        if _json_object(first):  # every "row" would be JSON fragments under JSON fragments' names
+            named = "" if _named(path, ".jsonl", ".ndjson") else " (or name it .jsonl)"
+            raise DatasetError(f"{path}: its first line is a JSON object: JSONL, not CSV? read it with --format "
+                               f"jsonl{named}")  # fmt: skip
         delimiter = _delimiter(first)
         fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
         feed = _LineFeed(fh, delimiter)

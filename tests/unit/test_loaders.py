@@ -232,7 +232,9 @@ def test_scan_notes_when_no_row_has_a_field_besides_its_id(tmp_path: Path) -> No
     jsonl = tmp_path / "d.jsonl"
     jsonl.write_text('{"id": "a", "answer": "x", "extra": 1}\n{"id": "b", "answer": "y", "extra": 2}\n')
     assert scan_dataset(jsonl, None, lambda _: None).fields_seen == {"id", "answer"}
-    assert scan_dataset(jsonl, "csv", lambda _: None).fields_seen <= {"id"}  # read as CSV: no row field
+    csv_file = tmp_path / "d.csv"
+    csv_file.write_text("id,Frage,Antwort\na,Wer?,Ada\n")
+    assert scan_dataset(csv_file, None, lambda _: None).fields_seen == {"id"}  # columns that are no row field
 
 
 def test_aliases_and_context_shapes(tmp_path: Path) -> None:
@@ -489,3 +491,34 @@ def test_a_csv_row_with_fewer_cells_than_the_header_is_a_bad_row_naming_its_miss
         (4, "fewer cells than header columns (4 of 6): no cell for 'reference'", "c-multi,sysA,two\nlines,Paris"),
         (6, "more cells than header columns (7 of 6)", "c-long,sysA,Q?,Paris,Paris,,x"),
     ]
+
+
+def test_a_jsonl_file_read_as_csv_stops_with_the_hint_to_read_it_as_jsonl(tmp_path: Path) -> None:
+    """``--format csv`` on a JSONL file read every line as a row of JSON fragments: id-only rows, and a warning."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": "Q?", "answer": "A"}) + "\n" for i in range(43)))
+    with pytest.raises(DatasetError, match=r"its first line is a JSON object: JSONL, not CSV\? read it with --format "
+                                           r"jsonl$"):  # fmt: skip
+        list(iter_rows(path, "csv"))
+    assert len(_rows(path)[0]) == 43  # as JSONL
+    named_csv = path.rename(tmp_path / "rows.csv")
+    with pytest.raises(DatasetError, match=r"read it with --format jsonl \(or name it \.jsonl\)$"):
+        list(iter_rows(named_csv))
+
+
+def test_a_csv_file_read_as_jsonl_says_so_on_its_first_line(tmp_path: Path) -> None:
+    """``--format jsonl`` on a CSV file: every line "invalid JSON", and nothing said it was CSV."""
+    path = tmp_path / "rows.csv"
+    path.write_text("id,system,question,answer,reference\n" + "".join(f"q{i},sysA,Q?,A,A\n" for i in range(27)))
+    errors = [r.error for _, r in iter_rows(path, "jsonl") if isinstance(r, RowError)]
+    assert len(errors) == 28 and all(e.startswith("invalid JSON") for e in errors)
+    assert errors[0].endswith("its first line reads as a CSV header row (id, system, question, ...): read it with "
+                              "--format csv"), errors[0]  # fmt: skip
+    assert not any("--format csv" in e for e in errors[1:])
+    text = path.rename(tmp_path / "rows.txt")
+    assert next(r for _, r in iter_rows(text, "jsonl")).error.endswith("--format csv (or name it .csv)")
+    path = text.rename(tmp_path / "rows.jsonl")
+    # A JSONL file whose first line is broken is no CSV.
+    path.write_text('{"id": "a", "answer": \n{"id": "b", "answer": "x"}\n')
+    first = next(r for _, r in iter_rows(path, "jsonl"))
+    assert isinstance(first, RowError) and "--format" not in first.error
