@@ -1123,7 +1123,7 @@ def compare_cmd(
 ) -> None:
     """Compare systems on their shared questions: means, paired differences with 95% CI and p, wins."""
     from .reports import open_run
-    from .reports.compare import compare, errors_text, mismatch_text, unchecked_text, unpaired_text
+    from .reports.compare import alone_text, compare, errors_text, mismatch_text, unchecked_text, unpaired_text
     from .reports.compare_view import print_comparison, render_compare_html, render_compare_markdown
 
     stores: list = []
@@ -1142,10 +1142,13 @@ def compare_cmd(
     write_text_atomic(out / "compare.html", render_compare_html(result))
     write_text_atomic(out / "compare.md", render_compare_markdown(result))
     print_comparison(result)
+    against = result.baseline_text()
     if result.unpaired:
-        err.print(f"warning: {unpaired_text(result.unpaired, result.arms[0])}", style="yellow", soft_wrap=True)
+        err.print(f"warning: {unpaired_text(result.unpaired, against)}", style="yellow", soft_wrap=True)
     if result.mismatched:
-        err.print(f"warning: {mismatch_text(result.mismatched, result.arms[0])}", style="yellow", soft_wrap=True)
+        err.print(f"warning: {mismatch_text(result.mismatched, against)}", style="yellow", soft_wrap=True)
+    if result.alone and result.by_system is not None:
+        err.print(f"note: {alone_text(result.alone, result.by_system)}", soft_wrap=True)
     if result.errors:
         err.print(f"warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
     if result.unchecked:

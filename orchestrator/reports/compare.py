@@ -35,6 +35,7 @@ from .source import RunData
 __all__ = [
     "Comparison",
     "Difference",
+    "alone_text",
     "collect",
     "compare",
     "mismatch_text",
@@ -129,6 +130,9 @@ class Difference:
     wins: int
     ties: int
     losses: int
+    #: The system it is compared with: the baseline, or in a comparison by system its namesake in the first run
+    #: (:func:`compare` always names it).
+    base: str = ""
 
 
 @dataclass
@@ -153,6 +157,16 @@ class Comparison:
     unpaired: list[str] = field(default_factory=list)
     #: Per output and system: items whose score is an error, left out of the comparison (non-zero counts only).
     errors: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Per compared system: the system it is compared with (``arms[0]``, unless compared by system).
+    bases: dict[str, str] = field(default_factory=dict)
+    #: Compared by system (each system of a later run against its namesake in the first run): that run's name.
+    by_system: str | None = None
+    #: Compared by system: systems with no namesake in the first run (shown, compared with nothing).
+    alone: list[str] = field(default_factory=list)
+
+    def baseline_text(self) -> str:
+        """What the others are compared with: ``arms[0]``, or each system's namesake in the first run."""
+        return f"its namesake in {self.by_system}" if self.by_system is not None else self.arms[0]
 
 
 class _Scores:
@@ -246,7 +260,29 @@ def _baseline_label(baseline: str, runs: Sequence[RunData], scores: _Scores, lab
         own = [index for (r, _), index in scores.arms.items() if r == run]
         if data.directory is not None and data.directory.resolve() == where and len(own) == 1:
             return labels[own[0]]
+    named = sorted((run, index) for (run, system), index in scores.arms.items() if system == baseline)
+    if named:  # a bare system name (``before:x``, ``after:x`` are both ``x``): the first run's
+        return labels[named[0][1]]
     raise ValueError(f"--baseline {baseline!r} is none of the systems: {', '.join(labels)}")
+
+
+def _namesakes(runs: Sequence[RunData], scores: _Scores) -> dict[int, int]:
+    """Arm -> the arm it is compared with when runs are compared by system: each system of a later run against its
+    namesake in the first run, when that run holds several systems and another run shares a name; else ``{}``."""
+    first = {system: arm for (run, system), arm in scores.arms.items() if run == 0}
+    if len(runs) < 2 or len(first) < 2:
+        return {}
+    return {arm: first[system] for (run, system), arm in scores.arms.items() if run > 0 and system in first}
+
+
+def _same_runs(runs: Sequence[RunData]) -> None:
+    """Refuses a run given twice (``compare X X``, ``compare X ./X``): it compared the run with itself."""
+    seen: dict[object, str] = {}
+    for run in runs:
+        key = run.directory.resolve() if run.directory is not None else run.origin
+        if key in seen:
+            raise ValueError(f"{seen[key]} is given twice (as {run.origin}): compare a run with another run")
+        seen[key] = run.origin
 
 
 def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
@@ -277,12 +313,13 @@ class _Mismatch:
     left_out: dict[int, np.ndarray]
 
 
-def _mismatched(questions: np.ndarray, ids: list[str], arms: list[str]) -> _Mismatch:
-    """``questions``: rows x systems (compare order) of fingerprints, -1 where unknown."""
+def _mismatched(questions: np.ndarray, ids: list[str], arms: list[str], pairs: list[tuple[int, int]]) -> _Mismatch:
+    """``questions``: rows x systems (compare order) of fingerprints, -1 where unknown; ``pairs``: (baseline,
+    system) columns compared."""
     said: dict[str, tuple[int, list[str]]] = {}
     left_out: dict[int, np.ndarray] = {}
-    base = questions[:, 0]
-    for i in range(1, len(arms)):
+    for b, i in pairs:
+        base = questions[:, b]
         rows = np.flatnonzero((base >= 0) & (questions[:, i] >= 0) & (base != questions[:, i]))
         if rows.size:
             said[arms[i]] = (int(rows.size), [ids[r] for r in rows[:MAX_MISMATCH_IDS]])
@@ -299,9 +336,15 @@ def _mixed(questions: np.ndarray, scores: np.ndarray) -> np.ndarray:
 
 
 def unpaired_text(unpaired: list[str], baseline: str) -> str:
-    """Says which systems were compared on nothing (no question scored by both with the baseline)."""
+    """Says which systems were compared on nothing (no question scored by both with the baseline: ``arms[0]``, or
+    ``its namesake in RUN``)."""
     return (f"{', '.join(unpaired)} share(s) no question scored by both with the baseline {baseline} (questions are "
             "paired by id, per system): nothing of theirs is compared; were they run on the same dataset?")  # fmt: skip
+
+
+def alone_text(alone: list[str], run: str) -> str:
+    """Says which systems of a comparison by system have no namesake in the first run."""
+    return f"{', '.join(alone)}: no system of that name in {run}, so compared with nothing"
 
 
 def unchecked_text(unchecked: list[str]) -> str:
@@ -338,16 +381,31 @@ def compare(
     runs: Sequence[RunData], seed: int = BOOTSTRAP_SEED, points: bool = True, baseline: str | None = None
 ) -> Comparison:
     """Compare every system of ``runs`` with the baseline (the first one, or the one named) on shared questions."""
+    _same_runs(runs)
     scores, labels, outputs = collect(runs)
     if len(labels) < 2:
         raise ValueError("compare needs at least two systems: give two runs, or a run with several systems")
     if baseline is not None:
         baseline = _baseline_label(baseline, runs, scores, labels)
-    first = labels.index(baseline) if baseline is not None else 0
-    order = [first] + [i for i in range(len(labels)) if i != first]
+    namesakes = _namesakes(runs, scores) if baseline is None else {}
+    by_system = None
+    if namesakes:  # each first-run system, then its namesakes; then the systems with none
+        firsts = sorted(set(namesakes.values()))
+        order = [a for f in firsts for a in [f, *sorted(a for a, b in namesakes.items() if b == f)]]
+        order += [i for i in range(len(labels)) if i not in order]
+        where = {arm: column for column, arm in enumerate(order)}
+        pairs = [(where[namesakes[a]], where[a]) for a in order if a in namesakes]
+        base_system = next(s for (r, s), a in scores.arms.items() if a == firsts[0])
+        by_system = labels[firsts[0]][: -len(f":{base_system}")]
+    else:
+        first = labels.index(baseline) if baseline is not None else 0
+        order = [first] + [i for i in range(len(labels)) if i != first]
+        pairs = [(0, i) for i in range(1, len(order))]
     arms = [labels[i] for i in order]
+    compared = {b for b, _ in pairs} | {i for _, i in pairs}
+    alone = [arm for i, arm in enumerate(arms) if i not in compared]
     questions = scores.question_matrix()[:, order]
-    mismatch = _mismatched(questions, list(scores.rows), arms)
+    mismatch = _mismatched(questions, list(scores.rows), arms, pairs)
     unchecked = [arm for i, arm in enumerate(arms) if not (questions[:, i] >= 0).any()]
     means: dict[str, dict[str, float | None]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -361,35 +419,43 @@ def compare(
         for i, rows in mismatch.left_out.items():  # pairs of different questions are no pairs
             x[rows, i] = np.nan
         sign = 1.0 if higher_is_better(name) else -1.0
-        for i, arm in enumerate(arms[1:], start=1):
-            both = ~np.isnan(x[:, 0]) & ~np.isnan(x[:, i])
-            d = x[both, i] - x[both, 0]
+        for b, i in pairs:
+            both = ~np.isnan(x[:, b]) & ~np.isnan(x[:, i])
+            d = x[both, i] - x[both, b]
             better = sign * d
             differences.append(Difference(
-                metric=name, arm=arm, n=int(d.size), base_mean=_mean(x[both, 0]), arm_mean=_mean(x[both, i]),
+                metric=name, arm=arms[i], n=int(d.size), base_mean=_mean(x[both, b]), arm_mean=_mean(x[both, i]),
                 diff=float(d.mean()) if d.size else None, ci95=paired_ci(d, seed) if d.size else None,
                 p=permutation_p(d, seed=seed) if d.size else None, wins=int((better > 0).sum()),
-                ties=int((better == 0).sum()), losses=int((better < 0).sum()),
+                ties=int((better == 0).sum()), losses=int((better < 0).sum()), base=arms[b],
             ))  # fmt: skip
+        if by_system is not None:  # wins per pair: a system contests only its namesake
+            for b, i in pairs:
+                per_arm, ties, asked = wins(x[:, [b, i]], higher_is_better(name))
+                win_rows.append({"metric": name, "wins": {arms[b]: per_arm[0], arms[i]: per_arm[1]}, "ties": ties,
+                                 "questions": asked})  # fmt: skip
+            continue
         x[mixed, :] = np.nan
         per_arm, ties, asked = wins(x, higher_is_better(name))
         win_rows.append({"metric": name, "wins": dict(zip(arms, per_arm, strict=True)), "ties": ties,
                          "questions": asked})  # fmt: skip
     errors = {name: {arms[i]: n for i, col in enumerate(order) if (n := scores.errors[col, name])} for name in outputs}
     errors = {name: per for name, per in errors.items() if per}
+    against = f"its namesake in {by_system}" if by_system is not None else arms[0]
     if not any(d.n for d in differences):
         scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
-        if not any(set(scored[arms[0]]) & set(scored[arm]) for arm in arms[1:]):
+        if not any(set(scored[arms[b]]) & set(scored[arms[i]]) for b, i in pairs):
             said = "; ".join(f"{arm}: {', '.join(names) or 'none'}" for arm, names in scored.items())
             why = errors_text(errors) if errors else "score the runs with the same suite to compare them"
             raise ValueError(f"{', '.join(arms)} have no metric output scored in common ({said}): {why}")
         raise ValueError(
             f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
-            "nothing to compare" + (f". {mismatch_text(mismatch.said, arms[0])}" if mismatch.said else "")
+            "nothing to compare" + (f". {mismatch_text(mismatch.said, against)}" if mismatch.said else "")
         )
-    unpaired = [arm for arm in arms[1:] if not any(d.n for d in differences if d.arm == arm)]
+    unpaired = [arms[i] for _, i in pairs if not any(d.n for d in differences if d.arm == arms[i])]
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
-                            unchecked=unchecked, unpaired=unpaired, errors=errors)  # fmt: skip
+                            unchecked=unchecked, unpaired=unpaired, errors=errors,
+                            bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone)  # fmt: skip
     if points and "checks" in outputs:
         comparison.points = point_table(runs, scores, order, mixed_rows["checks"])
     return comparison

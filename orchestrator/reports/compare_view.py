@@ -11,7 +11,7 @@ from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
 from ..terminal import TerminalConsole
 from . import plots
-from .compare import Comparison, Difference, errors_text, mismatch_text, unchecked_text, unpaired_text
+from .compare import Comparison, Difference, alone_text, errors_text, mismatch_text, unchecked_text, unpaired_text
 from .console import LOWER_IS_BETTER_MARK
 from .html import fmt, version
 from .markdown import md_cell
@@ -47,9 +47,14 @@ def _css(d: Difference) -> str:
     return "good" if better else "bad"
 
 
+def _system(c: Comparison, d: Difference) -> str:
+    """The system of a difference, with what it is compared with when that is not one baseline."""
+    return f"{d.arm} (vs {d.base})" if c.by_system is not None else d.arm
+
+
 def _diff_rows(c: Comparison) -> list[dict[str, object]]:
     return [
-        {"metric": d.metric, "arm": d.arm, "n": d.n, "base_mean": fmt(d.base_mean), "arm_mean": fmt(d.arm_mean),
+        {"metric": d.metric, "arm": _system(c, d), "n": d.n, "base_mean": fmt(d.base_mean), "arm_mean": fmt(d.arm_mean),
          "diff": _diff(d), "ci": _ci(d), "p": _p(d.p), "wins": d.wins, "ties": d.ties, "losses": d.losses,
          "css": _css(d)}
         for d in c.differences
@@ -64,29 +69,30 @@ def _means(c: Comparison) -> dict[str, dict[str, str]]:
 
 def _mismatch(c: Comparison) -> str:
     """The warning about ids that hold different questions (or could not be checked), and errors left out, or ''."""
-    parts = [unpaired_text(c.unpaired, c.arms[0])] if c.unpaired else []
-    parts += [mismatch_text(c.mismatched, c.arms[0])] if c.mismatched else []
+    parts = [unpaired_text(c.unpaired, c.baseline_text())] if c.unpaired else []
+    parts += [mismatch_text(c.mismatched, c.baseline_text())] if c.mismatched else []
     parts += [errors_text(c.errors)] if c.errors else []
+    parts += [alone_text(c.alone, c.by_system)] if c.alone and c.by_system is not None else []
     return ". ".join(parts + ([unchecked_text(c.unchecked)] if c.unchecked else []))
 
 
 def render_compare_html(c: Comparison) -> str:
     """compare.html: means, differences with CI and p, a plot of the differences, wins, evaluation points."""
     figures = []
-    for arm in c.arms[1:]:
+    for arm, base in c.bases.items():
         bars = [
             plots.Bar(d.metric, d.diff, *(d.ci95 or (None, None)), n=d.n)
             for d in c.differences
             if d.arm == arm and d.diff is not None
         ]
         if bars:
-            title = f"{arm} − {c.arms[0]} (mean difference, 95% CI)"
+            title = f"{arm} − {base} (mean difference, 95% CI)"
             figures.append({"title": title, "svg": plots.hbars(bars, title, -1.0, 1.0)})
     context = {
         "c": c, "css": CSS, "version": version(), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "means": _means(c),
         "diffs": _diff_rows(c), "plots": figures, "wins": c.wins, "points": c.points,
-        "lower_better": LOWER_IS_BETTER, "mismatch": _mismatch(c),
+        "lower_better": LOWER_IS_BETTER, "mismatch": _mismatch(c), "against": _against(c),
     }  # fmt: skip
     return environment().get_template("compare").render(**context)
 
@@ -94,6 +100,19 @@ def render_compare_html(c: Comparison) -> str:
 def _named(metric: str, mark: str = LOWER_IS_BETTER_MARK) -> str:
     """The metric's name, marked when lower is better (its wins are its falls)."""
     return metric if higher_is_better(metric) else metric + mark
+
+
+def _against(c: Comparison) -> str:
+    """The heading of the differences: ``against BASELINE``, or ``, each system against its namesake in RUN``."""
+    return f", each system against {c.baseline_text()}" if c.by_system is not None else f" against {c.arms[0]}"
+
+
+def _title(c: Comparison) -> str:
+    """The console's title: every system and the baseline, or each pair compared by system."""
+    if c.by_system is None:
+        return f"{' vs '.join(c.arms)} (baseline {c.arms[0]})"
+    pairs = ", ".join(f"{base} → {arm}" for arm, base in c.bases.items())
+    return f"{pairs} (each system against {c.baseline_text()})"
 
 
 def render_compare_markdown(c: Comparison) -> str:
@@ -107,19 +126,19 @@ def render_compare_markdown(c: Comparison) -> str:
     means = _means(c)
     for m in c.metrics:
         lines.append(f"| {md_cell(_named(m))} | " + " | ".join(means[m][a] for a in arms) + " |")
-    lines += ["", f"## Differences against {md_cell(arms[0])}", "",
+    lines += ["", f"## Differences{md_cell(_against(c))}", "",
               "| metric | system | shared | baseline | system mean | difference | 95% CI | p | wins | ties | losses |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for d in c.differences:
         lines.append(
-            f"| {md_cell(_named(d.metric))} | {md_cell(d.arm)} | {d.n} | {fmt(d.base_mean)} | {fmt(d.arm_mean)} | "
-            f"{_diff(d)} | {_ci(d)} | {_p(d.p)} | {d.wins} | {d.ties} | {d.losses} |"
+            f"| {md_cell(_named(d.metric))} | {md_cell(_system(c, d))} | {d.n} | {fmt(d.base_mean)} | "
+            f"{fmt(d.arm_mean)} | {_diff(d)} | {_ci(d)} | {_p(d.p)} | {d.wins} | {d.ties} | {d.losses} |"
         )
     lines += ["", "## Wins per system", "", "| metric | " + " | ".join(map(md_cell, arms)) + " | ties | questions |",
               "|---|" + "---|" * (len(arms) + 2)]  # fmt: skip
     for w in c.wins:
-        lines.append(f"| {md_cell(w['metric'])} | " + " | ".join(str(w["wins"][a]) for a in arms) + f" | {w['ties']} | "
-                     f"{w['questions']} |")  # fmt: skip
+        cells = " | ".join(str(w["wins"].get(a, "-")) for a in arms)  # by system: a pair's two systems only
+        lines.append(f"| {md_cell(w['metric'])} | {cells} | {w['ties']} | {w['questions']} |")
     if c.points:
         lines += ["", "## Evaluation points per question", "", "✓ passed, ✗ failed, – skipped, ! error, · not run", ""]
         for q in c.points:
@@ -141,10 +160,10 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     from rich.markup import escape
 
     console = console or TerminalConsole()
-    table = Table(title=escape(f"{' vs '.join(c.arms)} (baseline {c.arms[0]})"), box=box.SIMPLE_HEAD)
+    table = Table(title=escape(_title(c)), box=box.SIMPLE_HEAD)
     one_arm = len(c.arms) == 2  # the title names the one system compared: no column repeats it
     wtl = [f"{d.wins:,}/{d.ties:,}/{d.losses:,}" for d in c.differences]
-    rows = [[_named(d.metric, " ↓"), escape(d.arm), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), w]
+    rows = [[_named(d.metric, " ↓"), escape(_system(c, d)), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), w]
             for d, w in zip(c.differences, wtl, strict=True)]  # fmt: skip
     if any(not higher_is_better(d.metric) for d in c.differences):
         table.caption = "↓ lower is better: a win is a lower score"

@@ -169,8 +169,9 @@ mean difference, its 95% paired-bootstrap interval, and a two-sided sign-flip pe
 <table><tr><th class="l">metric</th>{% for a in c.arms %}<th>{{ a }}</th>{% endfor %}</tr>
 {% for m in c.metrics %}<tr><td class="l">{{ m }}{% if m in lower_better %} <span class="muted">(lower is better)
 </span>{% endif %}</td>{% for a in c.arms %}<td>{{ means[m][a] }}</td>{% endfor %}</tr>{% endfor %}</table>
-<h2 id="differences">Differences against {{ c.arms[0] }}</h2>
-<table><tr><th class="l">metric</th><th class="l">system</th><th>shared items</th><th>{{ c.arms[0] }} mean</th>
+<h2 id="differences">Differences{{ against }}</h2>
+<table><tr><th class="l">metric</th><th class="l">system</th><th>shared items</th>
+<th>{{ "baseline" if c.by_system is not none else c.arms[0] }} mean</th>
 <th>system mean</th><th>difference</th><th>95% CI</th><th>p</th><th>wins</th><th>ties</th><th>losses</th></tr>
 {% for d in diffs %}<tr><td class="l">{{ d.metric }}</td><td class="l">{{ d.arm }}</td><td>{{ d.n }}</td>
 <td>{{ d.base_mean }}</td><td>{{ d.arm_mean }}</td><td class="{{ d.css }}">{{ d.diff }}</td><td>{{ d.ci }}</td>
@@ -180,8 +181,8 @@ mean difference, its 95% paired-bootstrap interval, and a two-sided sign-flip pe
 <h2 id="wins">Wins per system</h2>
 <p class="muted">Per question and metric, the system with the best score wins; equal best scores are a tie.</p>
 <table><tr><th class="l">metric</th>{% for a in c.arms %}<th>{{ a }}</th>{% endfor %}<th>ties</th><th>questions</th>
-</tr>{% for w in wins %}<tr><td class="l">{{ w.metric }}</td>{% for a in c.arms %}<td>{{ w.wins[a] }}</td>{% endfor %}
-<td>{{ w.ties }}</td><td>{{ w.questions }}</td></tr>{% endfor %}</table>
+</tr>{% for w in wins %}<tr><td class="l">{{ w.metric }}</td>{% for a in c.arms %}<td>{{ w.wins.get(a, "-") }}</td>
+{% endfor %}<td>{{ w.ties }}</td><td>{{ w.questions }}</td></tr>{% endfor %}</table>
 {% if points %}
 <h2 id="points">Evaluation points per question</h2>
 <p class="muted">{{ points|length }} questions, those where the systems' <code>checks</code> scores differ most first

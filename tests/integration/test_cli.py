@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -547,8 +548,9 @@ def test_a_damaged_output_dir_is_a_clear_error_for_report_and_compare(
     assert ran.returncode == 0, ran.stderr
     path = out / name
     path.write_text(damage(path.read_text()))
+    shutil.copytree(out, tmp_path / "copy")  # compare refuses a run given twice
     for args in (["report", str(out), "--format", "json", "--out", str(tmp_path / "again")],
-                 ["compare", str(out), str(out), "--out", str(tmp_path / "cmp")]):  # fmt: skip
+                 ["compare", str(out), str(tmp_path / "copy"), "--out", str(tmp_path / "cmp")]):  # fmt: skip
         result = ragscore(*args, home=home, env={"COLUMNS": "400"})
         if name == "failed_rows.jsonl" and args[0] == "compare":
             assert result.returncode == 0, result.stderr  # compare reads no unreadable rows

@@ -362,3 +362,71 @@ def test_a_metric_where_lower_is_better_is_marked_so_in_compare_md_and_on_the_co
     print_comparison(compare([_run("A", [(q, h, 1.0) for q, h in rows]), _run("B", [(q, h, 0.0) for q, h in rows])]),
                      plain)  # fmt: skip
     assert "↓" not in plain.export_text()
+
+
+def _system(rows: list[dict[str, Any]], system: str, prefix: str = "q") -> list[dict[str, Any]]:
+    """``rows`` answered by ``system``, their ids starting with ``prefix`` instead of ``q``."""
+    return [{**row, "system": system, "id": prefix + row["id"][1:]} for row in rows]
+
+
+@pytest.fixture(scope="module")
+def before_after(two_runs: dict[str, Any]) -> dict[str, Path]:
+    """Two runs of two systems each (as the quickstart run twice): ``x`` gets better by (20 - 5) / 100 from
+    ``before`` to ``after``, ``y`` (asked other ids than ``x``, as two datasets) stays as it was."""
+    root, broker = two_runs["root"], two_runs["broker"]
+    before = _system(_rows("A"), "x") + _system(_rows("A"), "y", prefix="y")
+    after = _system(_rows("B"), "x") + _system(_rows("A"), "y", prefix="y")
+    evaluate(before, SUITE, broker=broker, out=root / "before")
+    evaluate(after, SUITE, broker=broker, out=root / "after")
+    return {"before": root / "before", "after": root / "after"}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "compare", *args], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"}, timeout=120,
+    )  # fmt: skip
+
+
+def test_two_runs_of_several_systems_compare_each_system_with_its_namesake(
+    before_after: dict[str, Path], tmp_path: Path
+) -> None:
+    """``compare before after`` compared every system with before's first (``before:x`` vs ``after:y``: 0 shared
+    items, "were they run on the same dataset?"); the before/after of each system never appeared."""
+    result = _cli(str(before_after["before"]), str(before_after["after"]), "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "same dataset" not in result.stderr and "warning" not in result.stderr
+    said = " ".join(result.stdout.split())
+    assert "before:x → after:x, before:y → after:y (each system against its namesake in before)" in said
+    md = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert "## Differences, each system against its namesake in before" in md
+    assert "| exact_match | after:x (vs before:x) | 100 | " in md and "| +0.150 |" in md
+    (y,) = [line for line in md.splitlines() if line.startswith("| exact_match | after:y (vs before:y) | 100 | ")]
+    assert "| +0.000 |" in y
+    assert "after:y (vs before:x)" not in md and "after:x (vs before:y)" not in md
+    html = (tmp_path / "compare.html").read_text(encoding="utf-8")
+    assert "each system against its namesake in before" in html and "after:x − before:x" in html
+
+
+def test_a_bare_system_name_is_a_baseline_for_every_system(before_after: dict[str, Path], tmp_path: Path) -> None:
+    """``--baseline y`` was "none of the systems" (the labels are ``before:y``, ``after:y``): it names the first
+    run's ``y``, and an explicit baseline keeps one baseline for every system."""
+    result = _cli(str(before_after["before"]), str(before_after["after"]), "--baseline", "y", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "(baseline before:y)" in " ".join(result.stdout.split())
+    md = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert "## Differences against before:y" in md and "| exact_match | after:y | 100 | " in md
+    named = compare([from_dir(before_after["before"]), from_dir(before_after["after"])], baseline="after:x")
+    assert named.arms[0] == "after:x"
+    with pytest.raises(ValueError, match="--baseline 'z' is none of the systems"):
+        compare([from_dir(before_after["before"]), from_dir(before_after["after"])], baseline="z")
+
+
+def test_comparing_a_run_with_itself_is_refused(before_after: dict[str, Path], tmp_path: Path) -> None:
+    """``compare X X`` compared the run with itself without a word, as ``1:/path:x`` and ``2:/path:x``."""
+    run = before_after["before"]
+    for second in (run, run / ".." / run.name):
+        result = _cli(str(run), str(second), "--out", str(tmp_path))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"error: {run} is given twice"), result.stderr
+        assert "Traceback" not in result.stderr
