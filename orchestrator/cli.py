@@ -1109,7 +1109,10 @@ def report_cmd(
 def compare_cmd(
     runs: Annotated[
         list[str],
-        typer.Argument(help="Run ids or output DIRs (the first is the baseline); one run with several systems works"),
+        typer.Argument(
+            help="Run ids or output DIRs (the first is the baseline; runs of several systems: each system against its "
+            "namesake in the first); one run with several systems works"
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for compare.html and compare.md")] = Path(
         "ragscore-compare"
@@ -1117,7 +1120,11 @@ def compare_cmd(
     broker: BrokerOpt = None,
     baseline: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--baseline", help="The system the others are compared with (default: the first)"),
+        typer.Option(
+            "--baseline",
+            help="The one system every other is compared with: as the table names it, or a bare system name (the "
+            "first run's) (default: the first; runs of several systems: each system's namesake in the first run)",
+        ),
     ] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="Seed of bootstrap and permutations")] = None,  # noqa: UP045
 ) -> None:

@@ -430,3 +430,32 @@ def test_comparing_a_run_with_itself_is_refused(before_after: dict[str, Path], t
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith(f"error: {run} is given twice"), result.stderr
         assert "Traceback" not in result.stderr
+
+
+def _systems(origin: str, scores: dict[str, float]) -> Any:
+    """A run as compare reads it in which each of ``scores``' systems answered q0 and q1 with that score."""
+    import dataclasses
+
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    items = [item for system, score in scores.items()
+             for item in _run(system, [("q0", sha("Where?"), score), ("q1", sha("Who?"), score)]).items()]  # fmt: skip
+    return dataclasses.replace(_run(origin, []), items=lambda: iter(items), origin=origin)
+
+
+def test_more_runs_compare_each_system_with_its_namesake_in_the_first_and_name_those_without() -> None:
+    """From three runs on, each later run's system is compared with its namesake in the first run too; a system the
+    first run lacks is shown (means) and said, compared with nothing. A first run of one system keeps one baseline."""
+    first, second, third = (_systems("r1", {"x": 0.0, "y": 1.0}), _systems("r2", {"x": 1.0, "y": 1.0, "z": 0.0}),
+                            _systems("r3", {"x": 0.5}))  # fmt: skip
+    result = compare([first, second, third])
+    assert result.by_system == "r1" and result.arms == ["r1:x", "r2:x", "r3:x", "r1:y", "r2:y", "z"]
+    assert result.bases == {"r2:x": "r1:x", "r3:x": "r1:x", "r2:y": "r1:y"} and result.alone == ["z"]
+    diffs = {(d.base, d.arm): d.diff for d in result.differences}
+    assert diffs == {("r1:x", "r2:x"): 1.0, ("r1:x", "r3:x"): 0.5, ("r1:y", "r2:y"): 0.0}
+    assert result.means["exact_match"]["z"] == 0.0
+    md = render_compare_markdown(result)
+    assert "z: no system of that name in r1, so compared with nothing" in md
+    assert "| exact_match | 0 | 2 | - | - | - | - | 0 | 2 |" in md  # wins of r1:x vs r2:x, the pair's systems only
+    one = compare([_systems("r1", {"x": 0.0}), second])
+    assert one.by_system is None and one.arms[0] == "r1:x" and set(one.bases.values()) == {"r1:x"}
