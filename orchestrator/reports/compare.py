@@ -281,7 +281,8 @@ def _same_runs(runs: Sequence[RunData]) -> None:
     for run in runs:
         key = run.directory.resolve() if run.directory is not None else run.origin
         if key in seen:
-            raise ValueError(f"{seen[key]} is given twice (as {run.origin}): compare a run with another run")
+            again = f" (as {run.origin})" if run.origin != seen[key] else ""
+            raise ValueError(f"{seen[key]} is given twice{again}: compare a run with another run")
         seen[key] = run.origin
 
 

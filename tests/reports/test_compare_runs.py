@@ -428,7 +428,8 @@ def test_comparing_a_run_with_itself_is_refused(before_after: dict[str, Path], t
     for second in (run, run / ".." / run.name):
         result = _cli(str(run), str(second), "--out", str(tmp_path))
         assert result.returncode == 2, result.stderr
-        assert result.stderr.startswith(f"error: {run} is given twice"), result.stderr
+        again = "" if second == run else f" (as {second})"
+        assert result.stderr.startswith(f"error: {run} is given twice{again}: compare a run with"), result.stderr
         assert "Traceback" not in result.stderr
 
 
