@@ -211,10 +211,6 @@ def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowE
     text = ",".join(cells)
     if len(cells) > len(header):
         return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", text)
-    if missing := [name for name in header[len(cells) :] if name]:  # a column the header leaves unnamed needs none
-        shown = ", ".join(map(repr, missing))
-        return RowError(line, f"fewer cells than header columns ({len(cells)} of {len(header)}): no cell for {shown}",
-                        text)  # fmt: skip
     if _not_utf8(text):
         return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", text.encode("utf-8", "replace").decode())
     record: Record = {}
