@@ -270,8 +270,8 @@ def _namesakes(runs: Sequence[RunData], scores: _Scores) -> dict[int, int]:
     """Arm -> the arm it is compared with when runs are compared by system: each system of a later run against its
     namesake in the first run, when that run holds several systems and another run shares a name; else ``{}``."""
     first = {system: arm for (run, system), arm in scores.arms.items() if run == 0}
-    if len(runs) < 2 or len(first) < 2:
-        return {}
+    if len(runs) < 2 or len(first) < 2 or any(system is None for _, system in scores.arms):
+        return {}  # items without a system are no system of a name: one baseline, as before
     return {arm: first[system] for (run, system), arm in scores.arms.items() if run > 0 and system in first}
 
 
@@ -343,9 +343,10 @@ def unpaired_text(unpaired: list[str], baseline: str) -> str:
             "paired by id, per system): nothing of theirs is compared; were they run on the same dataset?")  # fmt: skip
 
 
-def alone_text(alone: list[str], run: str) -> str:
-    """Says which systems of a comparison by system have no namesake in the first run."""
-    return f"{', '.join(alone)}: no system of that name in {run}, so compared with nothing"
+def alone_text(alone: list[str]) -> str:
+    """Says which systems of a comparison by system have no namesake to be compared with: one of the first run that
+    no later run holds, or one of a later run that the first does not."""
+    return f"{', '.join(alone)}: no system of the same name in the run(s) it is compared with, so compared with nothing"
 
 
 def unchecked_text(unchecked: list[str]) -> str:

@@ -433,14 +433,22 @@ def test_comparing_a_run_with_itself_is_refused(before_after: dict[str, Path], t
         assert "Traceback" not in result.stderr
 
 
-def _systems(origin: str, scores: dict[str, float]) -> Any:
-    """A run as compare reads it in which each of ``scores``' systems answered q0 and q1 with that score."""
+def _systems(origin: str, scores: dict[str | None, float]) -> Any:
+    """A run as compare reads it in which each of ``scores``' systems answered q0 and q1 with that score (system
+    None: items without a system)."""
     import dataclasses
 
+    from ragscore_workers.schemas import item_key
     from ragscore_workers.schemas import question_fingerprint as sha
 
-    items = [item for system, score in scores.items()
-             for item in _run(system, [("q0", sha("Where?"), score), ("q1", sha("Who?"), score)]).items()]  # fmt: skip
+    rows = {system: [("q0", sha("Where?"), score), ("q1", sha("Who?"), score)] for system, score in scores.items()}
+    items = [item for system, answered in rows.items() for item in _run(system or origin, answered).items()]
+    items = [  # the items of system None: no system
+        dataclasses.replace(i, key=item_key(None, i.meta["id"]), meta={**i.meta, "system": None})
+        if i.meta["system"] == origin
+        else i
+        for i in items
+    ]
     return dataclasses.replace(_run(origin, []), items=lambda: iter(items), origin=origin)
 
 
@@ -456,7 +464,11 @@ def test_more_runs_compare_each_system_with_its_namesake_in_the_first_and_name_t
     assert diffs == {("r1:x", "r2:x"): 1.0, ("r1:x", "r3:x"): 0.5, ("r1:y", "r2:y"): 0.0}
     assert result.means["exact_match"]["z"] == 0.0
     md = render_compare_markdown(result)
-    assert "z: no system of that name in r1, so compared with nothing" in md
+    assert "z: no system of the same name in the run(s) it is compared with, so compared with nothing" in md
     assert "| exact_match | 0 | 2 | - | - | - | - | 0 | 2 |" in md  # wins of r1:x vs r2:x, the pair's systems only
+    partial = compare([first, _systems("r2", {"x": 1.0, "w": 0.0})])  # r1's y has no namesake in r2: said so
+    assert partial.alone == ["y", "w"] and "y, w: no system of the same name" in render_compare_markdown(partial)
+    unnamed = compare([_systems("r1", {"x": 0.0, None: 1.0}), _systems("r2", {None: 0.5})])  # items without system
+    assert unnamed.by_system is None and unnamed.arms == ["x", "r1", "r2"] and set(unnamed.bases.values()) == {"x"}
     one = compare([_systems("r1", {"x": 0.0}), second])
     assert one.by_system is None and one.arms[0] == "r1:x" and set(one.bases.values()) == {"r1:x"}
