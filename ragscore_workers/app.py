@@ -10,7 +10,7 @@ import os
 import threading
 
 from celery import Celery
-from celery.signals import celeryd_init, worker_process_shutdown
+from celery.signals import celeryd_init, worker_init, worker_process_shutdown
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
@@ -133,6 +133,14 @@ def configure(broker_url: str, backend_url: str | None = None, *, send_timeout_s
     app._backend_cache = None
     app._local = threading.local()
     return app
+
+
+@worker_init.connect
+def _stop_when_the_starting_process_exits(**_: object) -> None:
+    """A local worker (started through ``die_with_parent``) stops within seconds once its process exits."""
+    from .die_with_parent import watch_parent
+
+    watch_parent()
 
 
 @worker_process_shutdown.connect

@@ -150,6 +150,7 @@ class JudgeClient:
             raise JudgeStopped(reason, provider=self.provider.name)
         try:  # ``release``: what reserve() held for this call, given back with its counts however it ends
             grant = self.limiter.acquire(estimate, check=self._check_stopped)
+            self._check_stopped()  # stopped while it waited less than a check's interval
             completion = self.provider.redacted(self.provider.complete(messages, params))
         except ProviderError as exc:  # from the provider only: the limiter raises none
             self._learn_limits(exc.headers)

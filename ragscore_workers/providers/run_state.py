@@ -35,6 +35,7 @@ import time
 import uuid
 from typing import Any, NamedTuple
 
+from ..die_with_parent import parent_gone
 from ..schemas import JUDGE_COUNTERS
 from ..store import RunState, RunStore
 
@@ -66,6 +67,7 @@ COUNTER_FIELDS = JUDGE_COUNTERS
 
 #: Why a call did not start in a run ``ragscore cancel`` cancelled (calls already started end; none starts).
 CANCELLED_REASON = "run cancelled"
+ORPHANED_REASON = "the process that started this worker exited"
 
 # KEYS[1] = hash: its ``called_at`` is the store's clock now (one clock for every worker host).
 _CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1])"
@@ -222,7 +224,7 @@ class RunJudgeState:
         what was used, plus what calls in flight hold, plus its own high estimate would pass a budget. A call
         that starts under a budget holds ``(tokens, cost)`` until :meth:`incr` releases them, or for ``hold_s`` at
         most (without a budget it holds nothing): so a budget is a cap, whatever number of calls run at once."""
-        if max_cost is None and max_tokens is None:
+        if max_cost is None and max_tokens is None or parent_gone():
             return self.stop_reason(), None
         limits = ["" if max_tokens is None else max_tokens, "" if max_cost is None else repr(max_cost)]
         hold_id = uuid.uuid4().hex
@@ -254,7 +256,10 @@ class RunJudgeState:
         """Why no new call may start (the run was cancelled, the breaker is open), or None. Budgets are checked
         by :meth:`reserve`. Read from Redis at most every :data:`STOP_READ_EVERY_S` by all the threads sharing this
         object (one read, the others wait for it); a reason once read stays: a cancel or an open breaker is not
-        undone within a run generation, and a resume's tasks build their own state."""
+        undone within a run generation, and a resume's tasks build their own state. A local worker whose starting
+        process exited (:func:`~ragscore_workers.die_with_parent.parent_gone`) starts no call either."""
+        if parent_gone():
+            return ORPHANED_REASON
         with self._stop_lock:
             if self._stopped is None and time.monotonic() - self._stop_read_at >= STOP_READ_EVERY_S:
                 self._stopped = self._read_stop_reason()

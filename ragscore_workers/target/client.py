@@ -129,6 +129,7 @@ class TargetClient:
             self.limiter.acquire(0, check=self._check_stopped)
         except RateLimitTimeout as exc:
             raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
+        self._check_stopped()  # stopped while it waited less than a check's interval
         try:
             data, _headers = self.endpoint.call(request)
         except TargetError as exc:
