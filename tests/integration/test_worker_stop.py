@@ -46,6 +46,18 @@ def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in procs if p.is_running()]
 
 
+def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Processes still running (a zombie nobody reaped, re-parented to an init that reaps none, has ended)."""
+    running = []
+    for proc in _alive(procs):
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                running.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return running
+
+
 def _start(tmp_path: Path, seconds: float) -> tuple[RedisProcess, WorkerProcess, RunStore, str]:
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "code", tmp_path / "home", concurrency=1).start()
@@ -167,3 +179,47 @@ def test_workers_start_without_python_fork_hooks_and_die_with_a_killed_parent(tm
             os.killpg(proc.pid, signal.SIGKILL)
         if worker is not None and worker.is_running():
             os.killpg(worker.pid, signal.SIGKILL)
+
+
+def test_a_worker_whose_parent_was_killed_ends_its_running_task_within_the_grace_period(tmp_path: Path) -> None:
+    # The SIGTERM its dead parent asked for is a warm shutdown, which waited for the running task (here 600 s; a
+    # judge chunk under a slow rate limit took minutes): what still runs ORPHAN_GRACE_S later is killed now.
+    from ragscore_workers.die_with_parent import ORPHAN_GRACE_S
+
+    server = RedisProcess(tmp_path / "redis").start()
+    proc = _python(
+        tmp_path,
+        f"""
+        import time
+        from pathlib import Path
+        from orchestrator.workers import LocalWorkers
+
+        workers = LocalWorkers({server.url!r}, ["code"], Path({str(tmp_path / "logs")!r}), concurrency={{"code": 1}})
+        workers.start()
+        print(workers.procs["code"].pid, flush=True)
+        time.sleep(600)
+    """,
+    )
+    below: list[psutil.Process] = []
+    try:
+        assert proc.stdout is not None
+        worker = psutil.Process(int(proc.stdout.readline().strip()))
+        code = "import time; time.sleep(600); print('done')"
+        rows = write_jsonl(tmp_path / "rows.jsonl", [{"id": "slow", "code": code}])
+        submit(rows, _suite(), connect(server.url))
+        assert until(_task_running, 90), "the code task never started"
+        below = [worker, *_tree(worker.pid)]
+        proc.kill()
+        proc.wait(10)
+        started = time.monotonic()
+        assert until(lambda: not _running(below), ORPHAN_GRACE_S + 15), f"left running: {_running(below)}"
+        assert time.monotonic() - started >= ORPHAN_GRACE_S - 1, "the running task had its grace period"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for p in below[:1]:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        server.stop()
