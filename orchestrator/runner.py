@@ -1376,7 +1376,7 @@ def run(
             elif resume_id is not None:  # the run's own suite, from the store
                 check_local_resources(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
             workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=concurrency,
-                                        env=lane_env))  # fmt: skip
+                                        env=lane_env, stop_with_parent=True))  # fmt: skip
             workers[0].start()
 
         try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragscore_workers.app import CONTROL_QUEUE
+from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError
 
 __all__ = [
@@ -105,8 +106,13 @@ class LocalWorkers:
         log_dir: Path,
         concurrency: dict[str, int] | None = None,
         env: dict[str, str] | None = None,
+        stop_with_parent: bool = False,
     ) -> None:
+        """``stop_with_parent``: the workers of an embedded run, whose run ends with this process: once it is gone
+        they start no judge or target call and are killed ``ORPHAN_GRACE_S`` later (``die_with_parent``); without
+        it (``ragscore worker``, serving a cluster's runs) they finish what they hold."""
         self.broker_url = broker_url
+        self.stop_with_parent = stop_with_parent
         self.queues = queues
         self.log_dir = log_dir
         self.concurrency = concurrency or {}
@@ -127,6 +133,9 @@ class LocalWorkers:
         except PermissionError:  # another user's folder (a shared RAGSCORE_HOME): theirs to tighten; the logs are 0600
             pass
         env = {**os.environ, **self.env, "RAGSCORE_BROKER_URL": self.broker_url}
+        env.pop(PARENT_ENV, None)
+        if self.stop_with_parent:
+            env[PARENT_ENV] = str(os.getpid())
         env.setdefault("PYTHONUNBUFFERED", "1")
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
         self.logs[queue] = log_path

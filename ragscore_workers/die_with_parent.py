@@ -8,9 +8,12 @@ at-fork hooks in the starting process: a SIGTERM or Ctrl-C landing in one of tho
 
 The signal alone does not stop a worker promptly: Celery takes SIGTERM as a warm shutdown, which waits for every task
 the worker holds, and a judge worker's 32 threads of judge chunks under a slow rate limit ran on for minutes, paying
-for calls of a run nobody waits for. So PROGRAM also learns PARENT_PID (``RAGSCORE_PARENT_PID``), and a worker
-calls :func:`watch_parent` as it starts: once that process is gone, :func:`parent_gone` is true (judge and target
-calls check it and start no more), and what still runs ``ORPHAN_GRACE_S`` later is killed with its process group.
+for calls of a run nobody waits for. So the workers of an embedded run (whose run ends with its process) are also
+given PARENT_PID (``RAGSCORE_PARENT_PID``, set by ``LocalWorkers(stop_with_parent=True)``), and a worker calls
+:func:`watch_parent` as it starts: once that process is gone, :func:`parent_gone` is true (judge and target calls
+check it and start no more: what they held is recorded stopped, for a resume to redo), and what still runs
+``ORPHAN_GRACE_S`` later is killed with its process group. ``ragscore worker``'s workers serve a cluster's runs,
+which go on without that process: they only get the signal, and finish what they hold.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def main(argv: list[str]) -> None:
         pass
     if os.getppid() != parent:
         sys.exit(f"not started: its parent process {parent} exited first")
-    os.execve(program[0], program, {**os.environ, PARENT_ENV: str(parent)})
+    os.execv(program[0], program)
 
 
 def parent_gone() -> bool:

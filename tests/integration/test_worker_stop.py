@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.runner import connect, submit
 from orchestrator.suite import ResolvedSuite, load_suite
+from orchestrator.workers import LocalWorkers
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
@@ -194,7 +195,8 @@ def test_a_worker_whose_parent_was_killed_ends_its_running_task_within_the_grace
         from pathlib import Path
         from orchestrator.workers import LocalWorkers
 
-        workers = LocalWorkers({server.url!r}, ["code"], Path({str(tmp_path / "logs")!r}), concurrency={{"code": 1}})
+        workers = LocalWorkers({server.url!r}, ["code"], Path({str(tmp_path / "logs")!r}), concurrency={{"code": 1}},
+                               stop_with_parent=True)
         workers.start()
         print(workers.procs["code"].pid, flush=True)
         time.sleep(600)
@@ -223,3 +225,25 @@ def test_a_worker_whose_parent_was_killed_ends_its_running_task_within_the_grace
             except ProcessLookupError:
                 pass
         server.stop()
+
+
+@pytest.mark.parametrize("stop_with_parent", [True, False], ids=["embedded-run", "ragscore-worker"])
+def test_only_an_embedded_runs_workers_watch_the_process_that_started_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_with_parent: bool
+) -> None:
+    """An embedded run's workers record calls they did not make as stopped once its process is gone (a resume redoes
+    them). ``ragscore worker``'s serve a cluster's runs, which go on without it: killed with -9, a watcher there
+    marked the judge work its workers held stopped and acked it, and the run finished with 31 of 40 items unscored
+    and exit 0. Its workers get no parent to watch (and none inherited from the environment), only the SIGTERM."""
+    from ragscore_workers.die_with_parent import PARENT_ENV
+
+    monkeypatch.setenv(PARENT_ENV, "1")  # one inherited from an outer process is not this one's
+    workers = LocalWorkers("redis://127.0.0.1:1/0", ["cpu"], tmp_path / "logs", stop_with_parent=stop_with_parent)
+    workers.start()
+    try:
+        worker = psutil.Process(workers.procs["cpu"].pid)
+        assert until(lambda: "celery" in " ".join(worker.cmdline()), 30), worker.cmdline()  # exec'd: its own env
+        watched = worker.environ().get(PARENT_ENV)
+    finally:
+        workers.stop()
+    assert watched == (str(os.getpid()) if stop_with_parent else None)
