@@ -21,6 +21,7 @@ from .datasets import Named
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress
+from .reports.files import refuse_files_of_others
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 
@@ -84,6 +85,7 @@ def evaluate(
     rows_copy: Path | None = None
     try:
         with claim_out_dir(out_dir):  # from before the rows are written there: another call's run may read them
+            refuse_files_of_others(out_dir, "out=")  # the caller's own summary.json, items.csv: before any is written
             named = None
             if isinstance(dataset, (str, Path)):
                 path = Path(dataset)

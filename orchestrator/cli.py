@@ -772,6 +772,7 @@ def results(
     no score). A cancelled run's summary is waited for (2 minutes at most), and written here when nothing else
     would write it (a worker killed holding some of the run, or no worker left)."""
     from .reports import print_summary
+    from .reports.files import refuse_files_of_others
     from .runner import write_results
 
     ref = run_id
@@ -780,6 +781,7 @@ def results(
             _run_id(ref)  # a path that is no directory says so
             raise ConfigError(f"--out DIR is needed with a run id ({ref!r}); given a run's DIR, its reports go there")
         out = Path(ref)
+    refuse_files_of_others(out)  # the user's own summary.json, items.csv: no run wrote them
     try:
         run_id = _run_id(ref)
         _refuse_another_runs_dir(out, run_id)

@@ -64,7 +64,7 @@ from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
 from .out_claim import claim_out_dir
 from .progress import ProgressView, QuietProgress, note_of, queued_of
 from .reports import write_outputs
-from .reports.files import OUTPUT_NAMES
+from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
@@ -1350,6 +1350,7 @@ def run(
             replaced = refuse_an_unfinished_run_in(out_dir)
             if dataset is not None:
                 _refuse_to_overwrite(dataset, out_dir)
+            refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them
         else:
             _refuse_a_lost_run(out_dir, resume_id)
         if broker:

@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from itertools import islice
 from pathlib import Path
 
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary, Suite
 from ragscore_workers.store import RawItem, RunStore
 
@@ -19,7 +20,7 @@ from .itemstats import ItemStats
 from .markdown import render_markdown
 from .source import RUN_INFO, RunData, from_store
 
-__all__ = ["ANSWERS", "FORMATS", "OUTPUT_NAMES", "write_outputs", "write_reports"]
+__all__ = ["ANSWERS", "FORMATS", "OUTPUT_NAMES", "refuse_files_of_others", "write_outputs", "write_reports"]
 
 #: The answered rows of a run that asked targets.
 ANSWERS = "answers.jsonl"
@@ -67,6 +68,33 @@ def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
             row.append("")
     row.append(csv_text("; ".join(errors)) if errors else "")
     return row
+
+
+def refuse_files_of_others(out_dir: Path, option: str = "--out") -> None:
+    """ConfigError (exit 2) when ``out_dir`` holds files of a run's names (summary.json, items.csv, ...) and no
+    ragscore run wrote them: its reports would replace them. A DIR of an earlier run (its run.json or summary.json
+    names one) is not refused: a new run replaces that run's reports, and says so."""
+    if _holds_a_run(out_dir):
+        return
+    theirs = sorted(name for name in OUTPUT_NAMES if (out_dir / name).exists())
+    if theirs:
+        raise ConfigError(
+            f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace "
+            f"{'it' if len(theirs) == 1 else 'them'}. Nothing was written; choose another {option} or remove them"
+        )
+
+
+def _holds_a_run(out_dir: Path) -> bool:
+    """Whether ``out_dir`` holds a run ragscore wrote: a run.json, or a summary.json (``ragscore results``), naming
+    its run."""
+    for name in ("run.json", "summary.json"):
+        try:
+            written = json.loads((out_dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(written, dict) and "run_id" in written:
+            return True
+    return False
 
 
 def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS) -> list[Path]:

@@ -315,3 +315,21 @@ def test_the_suites_gates_are_checked_and_a_missed_one_is_warned_of(tmp_path: Pa
 
     near = GateResult(metric="exact_match", kind="mean", threshold=0.8, actual=0.79999, passed=False)
     assert _verdict(near) == "exact_match mean 0.79999 below 0.8"  # not "0.8 below 0.8"
+
+
+def test_out_holding_files_of_the_callers_with_report_names_is_refused_before_the_run(
+    tmp_path: Path, home: Path
+) -> None:
+    """out= naming a DIR where the caller keeps a summary.json and items.csv of their own (no ragscore run wrote
+    them) wrote the run's reports over them: ConfigError naming them, the DIR left as it was."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "summary.json").write_text('{"mine":1}')
+    (other / "items.csv").write_text("a,b\n1,2\n")
+    (other / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(3))
+    for dataset in (make_rows(3), data):
+        with pytest.raises(ConfigError, match=r"items\.csv, summary\.json.*choose another out= or remove them"):
+            evaluate(dataset, {"metrics": ["exact_match"]}, out=other)
+        assert {p.name: p.read_bytes() for p in other.iterdir()} == before

@@ -594,3 +594,29 @@ def test_quiet_still_says_rows_were_left_unscored(tmp_path: Path, home: Path) ->
     said = " ".join(result.stderr.split())
     assert "1 unreadable row not scored; the first, line 2: invalid JSON" in said, result.stderr
     assert f"(each in {out / 'failed_rows.jsonl'})" in said
+
+
+def test_run_and_results_refuse_an_out_dir_holding_files_of_the_users_with_report_names(
+    tmp_path: Path, home: Path
+) -> None:
+    """``--out other`` holding the user's own summary.json and items.csv (no ragscore run wrote them) exited 0 and
+    wrote over both, with no warning: refused (exit 2) before the run starts, naming the files, nothing written."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "summary.json").write_text('{"mine":1}')
+    (other / "items.csv").write_text("a,b\n1,2\n")
+    (other / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    data, suite = write_jsonl(tmp_path / "d.jsonl", make_rows(3)), _suite(tmp_path, GOOD_SUITE)
+    refused = ragscore("run", str(data), "--suite", str(suite), "--out", str(other), "-q", home=home,
+                       env={"COLUMNS": "300"})  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "items.csv, summary.json" in refused.stderr and "choose another --out or remove them" in refused.stderr
+    assert {p.name: p.read_bytes() for p in other.iterdir()} == before  # no run.json, no lock file left
+    done = ragscore("run", str(data), "--suite", str(suite), "--out", str(tmp_path / "o"), "-q", home=home)
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads((tmp_path / "o" / "run.json").read_text())["run_id"]
+    refused = ragscore("results", run_id, "--out", str(other), "-q", home=home, env={"COLUMNS": "300"})
+    assert refused.returncode == 2 and "items.csv, summary.json" in refused.stderr, refused.stderr
+    assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+    assert _our_processes(home) == [], "the private Redis is shut down again"
