@@ -61,6 +61,8 @@ LOADING_SAID_AFTER_S = 1.0
 MAX_SOCKET_PATH = 100
 #: Seconds to wait for a fresh server to answer at all (PING, or LOADING while it reads its data back).
 START_TIMEOUT_S = 10.0
+#: Seconds a server stopped in its start (its starter interrupted) may take to exit before it is killed.
+STOP_TIMEOUT_S = 10.0
 #: Seconds to wait for a server that is reading its append-only file back (about 15 s per million stored items
 #: on a small machine) before giving up.
 LOAD_TIMEOUT_S = 900.0
@@ -273,16 +275,22 @@ class EmbeddedRedis:
         none. A server that is reading its data back (after a large run) is waited for: starting a second one on
         the same data dir would leave two writing one append-only file."""
         with self._lock():
-            if self._state() != "up":
-                if (pid := self._server_pid()) is not None:
-                    self._wait_until_up(
-                        time.monotonic(), f"pid {pid} holds {self.dir}; if it hangs, stop it: kill {pid}"
-                    )
-                else:
-                    self._start_server()
-            self.client.sadd(CLIENTS_KEY, self.member)
-            if lane:
-                self.lane = self._take_lane()
+            started = False
+            try:
+                if self._state() != "up":
+                    if (pid := self._server_pid()) is not None:
+                        self._wait_until_up(
+                            time.monotonic(), f"pid {pid} holds {self.dir}; if it hangs, stop it: kill {pid}"
+                        )
+                    else:
+                        started = True
+                        self._start_server()
+                self.client.sadd(CLIENTS_KEY, self.member)
+                if lane:
+                    self.lane = self._take_lane()
+            except BaseException:  # Ctrl-C while the server starts: it ran on, re-parented to init, used by no one
+                self._leave(stop_unanswering=started)
+                raise
         return self.url
 
     @property
@@ -355,21 +363,50 @@ class EmbeddedRedis:
     def release(self) -> None:
         """Unregister; shut the server down when no live run uses it any more."""
         with self._lock():
-            if not self._ping():
+            self._leave()
+
+    def _leave(self, *, stop_unanswering: bool = False) -> None:
+        """:meth:`release`, under the lock; ``stop_unanswering``: this process started the server, which does not
+        answer yet (interrupted in its start): stopped by its pid, as no run can have registered there."""
+        if not self._ping():
+            if stop_unanswering:
+                self._stop_own_server()
+            return
+        try:
+            self.client.srem(CLIENTS_KEY, self.member)
+            self._give_lane_back()
+            if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY)):
                 return
+            self.client.delete(CLIENTS_KEY)  # a killed process's lane stays held: its leftovers are dropped later
+        except redis.ResponseError:  # it refuses writes (MISCONF: its disk is full): shut it down anyway
+            if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY) if m != self.member):
+                return
+        try:
+            self.client.shutdown(save=False)
+        except (redis.ConnectionError, redis.ResponseError):
+            pass  # the server closes the connection as it exits
+
+    def _stop_own_server(self) -> None:
+        """Stop the server this process started and that does not answer yet (starting, or reading its data back):
+        SIGTERM (it writes what it has and exits), SIGKILL after STOP_TIMEOUT_S. Found by its command line, which
+        names this data dir's socket from its fork on (its pidfile is written a moment after)."""
+        servers = []
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            if "redis" in cmdline and str(self.socket) in cmdline:
+                servers.append(proc)
+        for proc in servers:
             try:
-                self.client.srem(CLIENTS_KEY, self.member)
-                self._give_lane_back()
-                if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY)):
-                    return
-                self.client.delete(CLIENTS_KEY)  # a killed process's lane stays held: its leftovers are dropped later
-            except redis.ResponseError:  # it refuses writes (MISCONF: its disk is full): shut it down anyway
-                if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY) if m != self.member):
-                    return
+                proc.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(servers, timeout=STOP_TIMEOUT_S)
+        for proc in alive:
             try:
-                self.client.shutdown(save=False)
-            except (redis.ConnectionError, redis.ResponseError):
-                pass  # the server closes the connection as it exits
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=STOP_TIMEOUT_S)
 
     def __enter__(self) -> str:
         return self.acquire()

@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
-from orchestrator.embedded_redis import EmbeddedRedis
+from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
 
 from ..support import ROOT, until, write_jsonl
 
@@ -428,3 +429,48 @@ def test_cancelling_a_live_embedded_run_from_another_shell_lets_its_own_process_
         assert summary["state"] == "cancelled" and summary["items"] == 100
     finally:
         _release(held)
+
+
+def _interrupted_run(home: Path, tmp_path: Path, path: str, ready: Path | None, delay_s: float) -> None:
+    """``ragscore run`` in a process of its own, SIGINT once ``ready`` exists (``delay_s`` after it starts when
+    None); it exits, and leaves no redis-server of ``home`` behind."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q0", "answer": "a", "reference": "a"}])
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"metrics": ["exact_match"]}))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "PATH": path}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite),
+                             "--out", str(tmp_path / "out"), "-q"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        if ready is not None:
+            assert until(ready.exists, timeout=60)
+        else:
+            time.sleep(delay_s)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    left = _servers(EmbeddedRedis(home))
+    for server in left:  # not left running for the next test
+        server.terminate()
+    assert left == [], f"redis-server of {home} left running (SIGINT after {delay_s} s)"
+
+
+def test_ctrl_c_while_the_embedded_server_starts_shuts_it_down(home: Path, tmp_path: Path) -> None:
+    """Ctrl-C about 1.2 s after ``ragscore run`` started, as its private Redis was starting, left that
+    redis-server running on its own (re-parented to PID 1) until the next run reused and stopped it. The
+    redis-server here is the real one behind a script that holds ``ragscore run`` in its start (as a slow
+    daemonizing does) once the server runs: the interrupt lands there every time."""
+    real = find_redis_server()
+    ready = tmp_path / "server-forked"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "redis-server"
+    script.write_text(f'#!/bin/sh\n"{real}" "$@" || exit $?\ncase "$*" in *--daemonize*) touch "{ready}"; '
+                      "sleep 60;; esac\n")  # fmt: skip
+    script.chmod(0o755)
+    _interrupted_run(home, tmp_path, f"{bin_dir}{os.pathsep}{os.environ['PATH']}", ready, 0.0)
+    for delay_s in (0.8, 1.0, 1.1, 1.2, 1.3, 1.5):  # and the real server, interrupted at points of its start
+        _interrupted_run(home, tmp_path, os.environ["PATH"], None, delay_s)
