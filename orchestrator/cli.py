@@ -776,12 +776,13 @@ def results(
     from .runner import write_results
 
     ref = run_id
-    if out is None:
+    if out is not None:
+        refuse_files_of_others(out)  # the user's own summary.json, items.csv: no run wrote them
+    else:
         if not Path(ref).is_dir():
             _run_id(ref)  # a path that is no directory says so
             raise ConfigError(f"--out DIR is needed with a run id ({ref!r}); given a run's DIR, its reports go there")
         out = Path(ref)
-    refuse_files_of_others(out)  # the user's own summary.json, items.csv: no run wrote them
     try:
         run_id = _run_id(ref)
         _refuse_another_runs_dir(out, run_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterable
 from contextlib import ExitStack
 from itertools import islice
@@ -76,7 +77,8 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out") -> None:
     names one) is not refused: a new run replaces that run's reports, and says so."""
     if _holds_a_run(out_dir):
         return
-    theirs = sorted(name for name in OUTPUT_NAMES if (out_dir / name).exists())
+    # not a directory of such a name: a report cannot replace it (its write fails, and says so)
+    theirs = sorted(name for name in OUTPUT_NAMES if os.path.lexists(out_dir / name) and not (out_dir / name).is_dir())
     if theirs:
         raise ConfigError(
             f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace "
