@@ -1158,7 +1158,7 @@ def compare_cmd(
     if result.mismatched:
         err.print(f"warning: {mismatch_text(result.mismatched, against)}", style="yellow", soft_wrap=True)
     if result.alone and result.by_system is not None:
-        err.print(f"note: {alone_text(result.alone, result.by_system)}", soft_wrap=True)
+        err.print(f"note: {alone_text(result.alone)}", soft_wrap=True)
     if result.errors:
         err.print(f"warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
     if result.unchecked:

@@ -408,6 +408,20 @@ def test_two_runs_of_several_systems_compare_each_system_with_its_namesake(
     assert "each system against its namesake in before" in html and "after:x − before:x" in html
 
 
+def test_systems_without_a_namesake_are_said_from_the_cli(before_after: dict[str, Path], tmp_path: Path) -> None:
+    """{x, y} against {x, z}: the note on y and z (compared with nothing) ended the command in a TypeError."""
+    import shutil
+
+    partial = tmp_path / "partial"
+    shutil.copytree(before_after["after"], partial)
+    items = partial / "items.jsonl"
+    items.write_text(items.read_text(encoding="utf-8").replace('"system": "y"', '"system": "z"'), encoding="utf-8")
+    result = _cli(str(before_after["before"]), str(partial), "--out", str(tmp_path / "cmp"))
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "note: y, z: no system of the same name in the run(s) it is compared with" in said, result.stderr
+
+
 def test_a_bare_system_name_is_a_baseline_for_every_system(before_after: dict[str, Path], tmp_path: Path) -> None:
     """``--baseline y`` was "none of the systems" (the labels are ``before:y``, ``after:y``): it names the first
     run's ``y``, and an explicit baseline keeps one baseline for every system."""
