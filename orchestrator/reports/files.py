@@ -77,8 +77,10 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out") -> None:
     names one) is not refused: a new run replaces that run's reports, and says so."""
     if _holds_a_run(out_dir):
         return
-    # not a directory of such a name: a report cannot replace it (its write fails, and says so)
-    theirs = sorted(name for name in OUTPUT_NAMES if os.path.lexists(out_dir / name) and not (out_dir / name).is_dir())
+    # not a directory of such a name: a report cannot replace it (its write fails, and says so); nor a report that
+    # ``ragscore report`` wrote (one format, no run.json)
+    found = [out_dir / name for name in OUTPUT_NAMES if os.path.lexists(out_dir / name)]
+    theirs = sorted(path.name for path in found if not path.is_dir() and not _ours(path))
     if theirs:
         raise ConfigError(
             f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace "
@@ -86,10 +88,31 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out") -> None:
         )
 
 
+#: How the first bytes of a report ``ragscore report`` writes alone begin (``report --format md|html|csv``).
+_OUR_HEADS = {
+    "report.md": b"# ragscore ",
+    "report.html": b"<title>ragscore ",
+    "items.csv": ",".join(ITEM_META_FIELDS).encode(),
+}
+
+
+def _ours(path: Path) -> bool:
+    """Whether ``path`` is a report of ragscore's (by how it begins): one a user's file of that name is not."""
+    sign = _OUR_HEADS.get(path.name)
+    if sign is None:
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.startswith(sign) if path.name != "report.html" else sign in head
+
+
 def _holds_a_run(out_dir: Path) -> bool:
-    """Whether ``out_dir`` holds a run ragscore wrote: a run.json, or a summary.json (``ragscore results``), naming
-    its run."""
-    for name in ("run.json", "summary.json"):
+    """Whether ``out_dir`` holds a run ragscore wrote: a run.json, a summary.json (``ragscore results``) or a
+    run_info.json naming its run."""
+    for name in ("run.json", "summary.json", RUN_INFO):
         try:
             written = json.loads((out_dir / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):

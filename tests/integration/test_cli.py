@@ -619,4 +619,13 @@ def test_run_and_results_refuse_an_out_dir_holding_files_of_the_users_with_repor
     refused = ragscore("results", run_id, "--out", str(other), "-q", home=home, env={"COLUMNS": "300"})
     assert refused.returncode == 2 and "items.csv, summary.json" in refused.stderr, refused.stderr
     assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+    # What `ragscore report` writes alone (one format, no run.json) is ragscore's: a run into that DIR, as into the
+    # default ragscore-out after `ragscore report RUN_ID`, was refused as the user's ("no ragscore run wrote them").
+    reports = tmp_path / "reports"
+    for fmt in ("md", "html", "csv"):
+        wrote = ragscore("report", run_id, "--format", fmt, "--out", str(reports), home=home)
+        assert wrote.returncode == 0, wrote.stderr
+    assert sorted(p.name for p in reports.iterdir()) == ["items.csv", "report.html", "report.md"]
+    again = ragscore("run", str(data), "--suite", str(suite), "--out", str(reports), "-q", home=home)
+    assert again.returncode == 0, again.stderr
     assert _our_processes(home) == [], "the private Redis is shut down again"
