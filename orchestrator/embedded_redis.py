@@ -13,6 +13,7 @@ threads of one process share its lane.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -390,23 +391,26 @@ class EmbeddedRedis:
         """Stop the server this process started and that does not answer yet (starting, or reading its data back):
         SIGTERM (it writes what it has and exits), SIGKILL after STOP_TIMEOUT_S. Found by its command line, which
         names this data dir's socket from its fork on (its pidfile is written a moment after)."""
-        servers = []
-        for proc in psutil.process_iter(["cmdline"]):
-            cmdline = " ".join(proc.info["cmdline"] or [])
-            if "redis" in cmdline and str(self.socket) in cmdline:
-                servers.append(proc)
+        servers = [proc for proc in psutil.process_iter(["cmdline"]) if self._is_server(proc.info["cmdline"] or [])]
         for proc in servers:
-            try:
+            with contextlib.suppress(psutil.Error):
                 proc.terminate()
-            except psutil.NoSuchProcess:
-                pass
         _, alive = psutil.wait_procs(servers, timeout=STOP_TIMEOUT_S)
         for proc in alive:
-            try:
+            with contextlib.suppress(psutil.Error):
                 proc.kill()
-            except psutil.NoSuchProcess:
-                pass
         psutil.wait_procs(alive, timeout=STOP_TIMEOUT_S)
+
+    def _is_server(self, cmdline: list[str]) -> bool:
+        """Whether ``cmdline`` is a redis-server of this data dir: its own words name this socket exactly
+        (``--unixsocket PATH`` as started, ``unixsocket:PATH`` once it has retitled itself), not a longer path that
+        ends with it, nor a client or a viewer that names the path."""
+        words = " ".join(cmdline).split()
+        return (
+            bool(words)
+            and os.path.basename(words[0]).startswith("redis-server")
+            and (str(self.socket) in words or f"unixsocket:{self.socket}" in words)
+        )
 
     def __enter__(self) -> str:
         return self.acquire()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ import psutil
 import pytest
 
 from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
+from ragscore_workers.errors import BrokerError
 
 from ..support import ROOT, until, write_jsonl
 
@@ -474,3 +477,31 @@ def test_ctrl_c_while_the_embedded_server_starts_shuts_it_down(home: Path, tmp_p
     _interrupted_run(home, tmp_path, f"{bin_dir}{os.pathsep}{os.environ['PATH']}", ready, 0.0)
     for delay_s in (0.8, 1.0, 1.1, 1.2, 1.3, 1.5):  # and the real server, interrupted at points of its start
         _interrupted_run(home, tmp_path, os.environ["PATH"], None, delay_s)
+
+
+def test_a_failed_start_stops_only_this_homes_server() -> None:
+    """A start that fails (here a corrupt append-only file) stops the server this process started, found by its
+    command line: the match was a substring, so a running server of another home whose socket path ends with this
+    one's (``/x/tmp/a/redis/redis.sock`` and ``/tmp/a/redis/redis.sock``) was killed with it, and so was any process
+    that merely named the path (a ``redis-cli -s PATH``)."""
+    short = Path(tempfile.mkdtemp(prefix="rs", dir="/tmp"))  # a socket path is at most ~100 bytes
+    mine = short / "a"
+    other = EmbeddedRedis(short / "x" / str(mine).lstrip("/"))
+    assert str(other.socket).endswith(str(EmbeddedRedis(mine).socket))
+    other.acquire()
+    viewer = subprocess.Popen(  # names the path, is no server
+        [sys.executable, "-c", "import time; time.sleep(60)", str(EmbeddedRedis(mine).socket)]
+    )
+    try:
+        broken = EmbeddedRedis(mine)
+        broken.dir.mkdir(parents=True, exist_ok=True)
+        (broken.dir / "appendonlydir").mkdir()
+        (broken.dir / "appendonlydir" / "appendonly.aof.manifest").write_text("not a manifest\n")
+        with pytest.raises(BrokerError):
+            broken.acquire()
+        assert other.client.ping(), "the other home's server is still up"
+        assert viewer.poll() is None, "a process that names the path is no server"
+    finally:
+        viewer.kill()
+        other.release()
+        shutil.rmtree(short, ignore_errors=True)
