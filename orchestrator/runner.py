@@ -1365,7 +1365,11 @@ def run(
             checked |= {Queue.TARGET.value} if resolved.targets else set()
             check_local_resources(resolved, sorted(checked))
         embedded = EmbeddedRedis(settings.home)
-        lane_env: dict[str, str] = {}
+        url = embedded.acquire(lane=True)  # one interrupted in it cleans up itself (a release here would wait on
+        # the start lock another process may hold for minutes, swallowing the Ctrl-C)
+        # The store, caches and limiter in the server's database 0; the queues in this process's lane.
+        lane_env = {"RAGSCORE_STORE_URL": url, "RAGSCORE_RESULT_BACKEND": url}
+        lane, registration = embedded.lane, embedded.member
         workers: list[LocalWorkers] = []
 
         def start_workers(queues: list[str]) -> None:
@@ -1377,11 +1381,7 @@ def run(
                                         env=lane_env, stop_with_parent=True))  # fmt: skip
             workers[0].start()
 
-        try:  # from the acquire on: a Ctrl-C as it returns still releases the server (the last out stops it)
-            url = embedded.acquire(lane=True)
-            # The store, caches and limiter in the server's database 0; the queues in this process's lane.
-            lane_env.update(RAGSCORE_STORE_URL=url, RAGSCORE_RESULT_BACKEND=url)
-            lane, registration = embedded.lane, embedded.member
+        try:
             store = connect_lane(url, embedded.lane or 0, settings)
             run_ids: list[str] = []
             finished = False
