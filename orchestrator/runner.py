@@ -1350,9 +1350,9 @@ def run(
             replaced = refuse_an_unfinished_run_in(out_dir)
             if dataset is not None:
                 _refuse_to_overwrite(dataset, out_dir)
-            refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them
         else:
             _refuse_a_lost_run(out_dir, resume_id)
+        refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them (a resume's too)
         if broker:
             store = connect(broker, settings)
             sub = start(store)

@@ -616,9 +616,10 @@ def test_run_and_results_refuse_an_out_dir_holding_files_of_the_users_with_repor
     done = ragscore("run", str(data), "--suite", str(suite), "--out", str(tmp_path / "o"), "-q", home=home)
     assert done.returncode == 0, done.stderr
     run_id = json.loads((tmp_path / "o" / "run.json").read_text())["run_id"]
-    refused = ragscore("results", run_id, "--out", str(other), "-q", home=home, env={"COLUMNS": "300"})
-    assert refused.returncode == 2 and "items.csv, summary.json" in refused.stderr, refused.stderr
-    assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+    for command in (("results", run_id, "--out", str(other)), ("resume", run_id, "--out", str(other))):
+        refused = ragscore(*command, "-q", home=home, env={"COLUMNS": "300"})
+        assert refused.returncode == 2 and "items.csv, summary.json" in refused.stderr, (command, refused.stderr)
+        assert {p.name: p.read_bytes() for p in other.iterdir()} == before
     # What `ragscore report` writes alone (one format, no run.json) is ragscore's: a run into that DIR, as into the
     # default ragscore-out after `ragscore report RUN_ID`, was refused as the user's ("no ragscore run wrote them").
     reports = tmp_path / "reports"
