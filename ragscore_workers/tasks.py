@@ -457,7 +457,7 @@ def _redis_back(store: RunStore, deadline: float) -> bool:
 
 def _fail_aggregation(store: RunStore, run_id: str, exc: Exception) -> None:
     """Mark the run failed by ``exc`` (a run left unmarked stays aggregating for ever), if Redis lets it."""
-    log.error("aggregate of run %s failed: %s: %s", run_id, type(exc).__name__, exc)
+    log.error("aggregate of run %s failed: %s: %s", run_id, type(exc).__name__, exc, exc_info=exc)
     try:
         store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")
     except REDIS_OUTAGE as again:
@@ -577,6 +577,5 @@ def _aggregate(
         if isinstance(exc, REDIS_OUTAGE):  # not a failed run: tried again once Redis answers (aggregate_in)
             log.warning("aggregate of run %s cut off: Redis did not answer", run_id, exc_info=True)
             raise
-        log.exception("aggregate failed for run %s", run_id)
-        store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")
+        _fail_aggregation(store, run_id, exc)
         raise

@@ -59,16 +59,11 @@ def csv_text(value: str) -> str:
 
 
 def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
-    meta, metrics = item.meta, item.metrics
-    row = [csv_text(meta.get(name) or "") for name in ITEM_META_FIELDS]
-    for output in outputs:
-        if output in metrics:
-            score = metrics[output].get("score")
-            row.append(_fmt(score))
-        else:
-            row.append("")
-    row.append(csv_text("; ".join(errors)) if errors else "")
-    return row
+    return (
+        [csv_text(item.meta.get(name) or "") for name in ITEM_META_FIELDS]
+        + [_fmt(item.metrics[o].get("score")) if o in item.metrics else "" for o in outputs]
+        + [csv_text("; ".join(errors)) if errors else ""]
+    )
 
 
 def refuse_files_of_others(out_dir: Path, option: str = "--out") -> None:
@@ -160,7 +155,7 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
                     cw.writerow(_csv_row(item, outputs, errors))
                 if stats is not None:
                     stats.add(item)
-            if lines:
+            if lines and jf is not None:
                 jf.write("\n".join(lines) + "\n")
     if "json" in wanted:
         written += _write_json(run, out_dir, in_place)

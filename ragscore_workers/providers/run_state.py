@@ -67,6 +67,7 @@ COUNTER_FIELDS = JUDGE_COUNTERS
 
 #: Why a call did not start in a run ``ragscore cancel`` cancelled (calls already started end; none starts).
 CANCELLED_REASON = "run cancelled"
+#: Why a call did not start in a worker of an embedded run whose process is gone (``die_with_parent``).
 ORPHANED_REASON = "the process that started this worker exited"
 
 # KEYS[1] = hash: its ``called_at`` is the store's clock now (one clock for every worker host).
