@@ -123,13 +123,16 @@ _LOWER_MARK = re.compile(rf"(?<!\S){_BOLD}(?:[a-z]|[ivx]{{2,}}){_BOLD}(?:\)|\.{_
 #: An abbreviation of spaced single letters with dots (``e. g.``, ``i. e.``, ``a. k. a.``), whose letters are no
 #: enumeration markers.
 _ABBREVIATION = re.compile(r"(?<!\S)[A-Za-z]\.(?:[ \t]+[A-Za-z]\.)+(?!\w)")
+#: After ``A.`` / ``a.``: not another letter and dot, as an abbreviation or a name's initials go on (``a. k. a.``,
+#: ``i. e.``, ``A. A. Milne``, ``I. M. Pei``).
+_NOT_INITIALS = rf"(?![ \t]+{_BOLD}[A-Za-z]{_BOLD}\.)"
 #: A speaker label at an item's start (``Q:``, ``A:``), as a Q/A transcript writes its turns.
 _SPEAKER = re.compile(rf"^\s*{_BOLD}([QA]){_BOLD}:{_BOLD}")
 
 
 def _label(label: str) -> _Label:
     bracketed = rf"(?i:\({label}\)|\[{label}\])"
-    first = rf"^\s*{_BOLD}{label}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$))"
+    first = rf"^\s*{_BOLD}{label}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$){_NOT_INITIALS})"
     ends = r"(?=\s*(?:$|[,;:)!?\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
     cue = (
         r"(?i:\b(?:answer|option|choice|choose|pick|select|(?:go|goes|going|gone|went)\s+(?:with|for))(?:\s+is)?)"
@@ -139,9 +142,7 @@ def _label(label: str) -> _Label:
     return _Label(
         always=re.compile(f"{bracketed}|{first}|{cued}"),
         colon=re.compile(rf"^\s*{_BOLD}{label}{_BOLD}:{_BOLD}(?=\s|$)"),
-        lower=re.compile(
-            rf"^\s*{_BOLD}{label.lower()}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$)(?![ \t]+{_BOLD}[A-Za-z]{_BOLD}\.))"
-        ),
+        lower=re.compile(rf"^\s*{_BOLD}{label.lower()}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$){_NOT_INITIALS})"),
     )
 
 

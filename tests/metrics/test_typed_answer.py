@@ -363,6 +363,10 @@ def _picked(answer: str) -> list[str]:
         ("a) Paris, i. e. the capital", ["A", "E"]),
         ("a. Paris", ["A"]),
         ("i. Paris", ["I"]),
+        # nor is an upper-case A. / I. that starts a name's initials
+        ("A. A. Milne wrote it, so B", ["B"]),
+        ("I. M. Pei designed it, so B", ["B"]),
+        ("A. Paris", ["A"]),
     ],
 )
 def test_natural_phrasings_pick_the_option_they_name(answer: str, options: list[str]) -> None:
