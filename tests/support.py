@@ -132,6 +132,16 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
     return path
 
 
+def users_files(directory: Path) -> dict[str, bytes]:
+    """``directory`` made, holding a user's own files under report names (summary.json, items.csv) and one more:
+    what it holds, name -> bytes, to check nothing was written over."""
+    directory.mkdir()
+    (directory / "summary.json").write_text('{"mine":1}')
+    (directory / "items.csv").write_text("a,b\n1,2\n")
+    (directory / "notes.txt").write_text("mine")
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
 def make_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
     """Generated QA rows with answers, references and rankings (some lacking a gold id or reference)."""
     rng = random.Random(seed)

@@ -11,7 +11,7 @@ from orchestrator import evaluate
 from orchestrator.api import IncompleteRunWarning
 from ragscore_workers.errors import ConfigError, DatasetError
 
-from ..support import make_rows, write_jsonl
+from ..support import make_rows, users_files, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -323,11 +323,7 @@ def test_out_holding_files_of_the_callers_with_report_names_is_refused_before_th
     """out= naming a DIR where the caller keeps a summary.json and items.csv of their own (no ragscore run wrote
     them) wrote the run's reports over them: ConfigError naming them, the DIR left as it was."""
     other = tmp_path / "other"
-    other.mkdir()
-    (other / "summary.json").write_text('{"mine":1}')
-    (other / "items.csv").write_text("a,b\n1,2\n")
-    (other / "notes.txt").write_text("mine")
-    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    before = users_files(other)
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(3))
     for dataset in (make_rows(3), data):
         with pytest.raises(ConfigError, match=r"items\.csv, summary\.json.*choose another out= or remove them"):

@@ -17,7 +17,7 @@ import pytest
 
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, make_rows, write_jsonl
+from ..support import ROOT, make_rows, users_files, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -602,11 +602,7 @@ def test_run_and_results_refuse_an_out_dir_holding_files_of_the_users_with_repor
     """``--out other`` holding the user's own summary.json and items.csv (no ragscore run wrote them) exited 0 and
     wrote over both, with no warning: refused (exit 2) before the run starts, naming the files, nothing written."""
     other = tmp_path / "other"
-    other.mkdir()
-    (other / "summary.json").write_text('{"mine":1}')
-    (other / "items.csv").write_text("a,b\n1,2\n")
-    (other / "notes.txt").write_text("mine")
-    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    before = users_files(other)
     data, suite = write_jsonl(tmp_path / "d.jsonl", make_rows(3)), _suite(tmp_path, GOOD_SUITE)
     refused = ragscore("run", str(data), "--suite", str(suite), "--out", str(other), "-q", home=home,
                        env={"COLUMNS": "300"})  # fmt: skip

@@ -19,7 +19,7 @@ import psutil
 import pytest
 import redis
 
-from orchestrator.runner import RESTARTED_STALL_S, connect, run, submit, wait, write_results
+from orchestrator.runner import RESTARTED_STALL_S, Submitted, connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError
 from ragscore_workers.store import RunStore
@@ -791,6 +791,39 @@ class _StopRedisWhen(threading.Thread):
         timer.start()
 
 
+def _cancelled(store: RunStore, tmp_path: Path) -> Submitted:
+    """A run of 20,000 rows (a lease renewal's worth), cancelled before any worker took it: its aggregation, run
+    in this process, reads every item."""
+    from orchestrator.runner import cancel
+
+    sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
+    cancel(store, sub.run_id)
+    return sub
+
+
+def _aggregated_while(
+    store: RunStore,
+    tmp_path: Path,
+    server: RedisProcess,
+    caplog: pytest.LogCaptureFixture,
+    act: Callable[[redis.Redis, str], object],
+) -> tuple[str, str, list[str]]:
+    """A cancelled run (:func:`_cancelled`) aggregated in this process, as the worker's task calls it, while a thread
+    does ``act(client, lease)`` the moment the aggregation holds its lease: the run, its lease key and what was
+    logged."""
+    from ragscore_workers.tasks import aggregate_in
+
+    sub = _cancelled(store, tmp_path)
+    lease = store.key(sub.run_id, "aggregating:0")
+    watcher = redis.Redis(port=server.port, decode_responses=True)
+    thread = threading.Thread(target=lambda: until(lambda: bool(act(watcher, lease)), 60))
+    thread.start()
+    with caplog.at_level(logging.WARNING):
+        aggregate_in(store, sub.run_id, store.generation(sub.run_id))
+    thread.join(60)
+    return sub.run_id, lease, [r.getMessage() for r in caplog.records]
+
+
 def _at_recovery(server: RedisProcess, run_id: str, for_s: float) -> _StopRedisWhen:
     """Stops Redis the moment wait()'s stall recovery has written ``submitting`` with the new generation (the
     resume then sends, shard by shard)."""
@@ -921,7 +954,6 @@ def test_a_workers_aggregation_cut_off_by_a_redis_hung_past_its_bound_marks_the_
     unmarked, such a run stayed "aggregating" for ever. Marked failed, its error says why and `ragscore resume`
     writes its summary."""
     from orchestrator import runner
-    from orchestrator.runner import cancel
     from ragscore_workers import tasks
 
     monkeypatch.setattr(tasks, "REDIS_OUTAGE_S", 0.0)
@@ -930,8 +962,7 @@ def test_a_workers_aggregation_cut_off_by_a_redis_hung_past_its_bound_marks_the_
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # a worker's read that times out, soon
             store = connect(server.url)
-        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
-        cancel(store, sub.run_id)
+        sub = _cancelled(store, tmp_path)
         watcher = _at_aggregation(server, sub.run_id, 3.0)  # back in time for the failure's write
         watcher.start()
         with pytest.raises(redis.TimeoutError):
@@ -951,25 +982,15 @@ def test_an_aggregation_whose_lease_another_aggregator_took_stops_without_writin
     lease) and that a re-delivered copy of its message had taken since renewed the copy's lease as its own, and both
     wrote the summary. Now a renewal checks the owner, and the aggregation that lost its lease leaves the run to the
     aggregator that holds it."""
-    from orchestrator.runner import cancel
-    from ragscore_workers.tasks import aggregate_in
-
     server = RedisProcess(tmp_path / "redis").start()
     try:
         store = connect(server.url)
-        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
-        cancel(store, sub.run_id)
-        lease = store.key(sub.run_id, "aggregating:0")
-        watcher = redis.Redis(port=server.port, decode_responses=True)
         # the moment the aggregation takes its lease, another aggregator holds it (it lapsed; a copy took it)
-        taker = threading.Thread(target=lambda: until(lambda: watcher.set(lease, "copy", xx=True, ex=120), 60))
-        taker.start()
-        with caplog.at_level(logging.WARNING):
-            aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
-        taker.join(60)
-        assert store.summary(sub.run_id) is None and store.state(sub.run_id) == "cancelled", "left to the copy"
+        run_id, lease, said = _aggregated_while(
+            store, tmp_path, server, caplog, lambda r, lease: r.set(lease, "copy", xx=True, ex=120)
+        )
+        assert store.summary(run_id) is None and store.state(run_id) == "cancelled", "left to the copy"
         assert store.r.get(lease) == "copy", "the copy's lease is neither renewed nor released by the other"
-        said = [r.getMessage() for r in caplog.records]
         assert any("another aggregator holds it now" in m for m in said), said
     finally:
         server.stop()
@@ -980,27 +1001,15 @@ def test_an_aggregation_whose_lease_lapsed_with_nobody_holding_it_takes_it_back_
 ) -> None:
     """An aggregation that paused longer than its lease, and that no copy of its message took meanwhile, takes its
     lease back at its next renewal and goes on: it writes the summary, and releases the lease at the end."""
-    from orchestrator.runner import cancel
-    from ragscore_workers.tasks import aggregate_in
-
     server = RedisProcess(tmp_path / "redis").start()
     try:
         store = connect(server.url)
-        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
-        cancel(store, sub.run_id)
-        lease = store.key(sub.run_id, "aggregating:0")
-        watcher = redis.Redis(port=server.port, decode_responses=True)
         # the moment the aggregation takes its lease, the lease lapses (a pause longer than it) and nobody takes it
-        lapser = threading.Thread(target=lambda: until(lambda: watcher.delete(lease), 60))
-        lapser.start()
-        with caplog.at_level(logging.WARNING):
-            aggregate_in(store, sub.run_id, store.generation(sub.run_id))  # as the worker's task calls it
-        lapser.join(60)
-        said = [r.getMessage() for r in caplog.records]
+        run_id, lease, said = _aggregated_while(store, tmp_path, server, caplog, lambda r, lease: r.delete(lease))
         assert any("its lease had lapsed; taken back" in m for m in said), said
-        summary = store.summary(sub.run_id)
-        assert summary is not None and store.summary_is_current(sub.run_id), "the aggregation went on to the end"
-        assert store.state(sub.run_id) == "cancelled"
+        summary = store.summary(run_id)
+        assert summary is not None and store.summary_is_current(run_id), "the aggregation went on to the end"
+        assert store.state(run_id) == "cancelled"
         assert store.r.exists(lease) == 0, "the lease taken back is released at the end"
     finally:
         server.stop()
@@ -1024,8 +1033,7 @@ def test_an_aggregation_whose_lease_lapsed_while_a_copy_wrote_the_summary_does_n
         aggregate_in(store, small.run_id, store.generation(small.run_id))
         written = store.summary(small.run_id)
         assert written is not None
-        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20000, seed=4)), load_suite(SUITE), store)
-        cancel(store, sub.run_id)
+        sub = _cancelled(store, tmp_path)
         copied = written.model_copy(update={"run_id": sub.run_id})
         lease = store.key(sub.run_id, "aggregating:0")
         watcher = redis.Redis(port=server.port, decode_responses=True)
