@@ -457,7 +457,7 @@ def _redis_back(store: RunStore, deadline: float) -> bool:
 
 def _fail_aggregation(store: RunStore, run_id: str, exc: Exception) -> None:
     """Mark the run failed by ``exc`` (a run left unmarked stays aggregating for ever), if Redis lets it."""
-    log.error("aggregate of run %s failed: %s: %s", run_id, type(exc).__name__, exc, exc_info=exc)
+    log.error("aggregate failed for run %s: %s: %s", run_id, type(exc).__name__, exc, exc_info=exc)
     try:
         store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")
     except REDIS_OUTAGE as again:
