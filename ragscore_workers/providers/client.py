@@ -5,7 +5,8 @@
     cache hit? -> reply (no call)
     breaker open or budget reached? -> JudgeStopped
     limiter.acquire(estimated tokens)          (bounded wait; shared pause after a 429; a cancel or an open
-                                                breaker ends the wait -> JudgeStopped)
+                                                breaker ends the wait -> JudgeStopped; one seen on admission
+                                                gives the admission back: a call not sent holds no window)
     provider.complete(...)                     (tenacity: transient -> exponential backoff + jitter,
                                                 429 -> shared pause; at most ``attempts`` tries)
     correct the token cost, count, cache the reply
@@ -149,8 +150,9 @@ class JudgeClient:
         if reason:
             raise JudgeStopped(reason, provider=self.provider.name)
         try:  # ``release``: what reserve() held for this call, given back with its counts however it ends
+            # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a call
+            # stopped then is not sent, and the limiter takes its request and tokens back out of the shared window.
             grant = self.limiter.acquire(estimate, check=self._check_stopped)
-            self._check_stopped()  # stopped while it waited less than a check's interval
             completion = self.provider.redacted(self.provider.complete(messages, params))
         except ProviderError as exc:  # from the provider only: the limiter raises none
             self._learn_limits(exc.headers)

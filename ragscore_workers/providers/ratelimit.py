@@ -5,12 +5,14 @@ Scope: a limiter key (provider, model, hash of the API key). Each :class:`Limit`
 time in ms), a hash of their costs and their running sum. ``acquire`` drops what left the window and
 admits the call only if *every* limit has room for its cost; otherwise it learns how long until enough
 leaves and sleeps that long (bounded by ``max_wait_s``; in slices of at most a second, between which the caller's
-``check`` may end the wait: a cancelled run, an open breaker). So within any window of ``period_s`` the
+``check`` may end the wait: a cancelled run, an open breaker; checked once more on admission, a call it stops then
+is given back). So within any window of ``period_s`` the
 admitted cost never exceeds the limit, however many processes and threads share it (the clock is
 Redis's ``TIME``, one clock for all).
 
 Token costs are estimated before the call and corrected from the reply's usage (:meth:`correct`); an
-estimate at or above the real usage keeps the guarantee exact. A provider 429 (or headers saying a
+estimate at or above the real usage keeps the guarantee exact. A call admitted but then not sent (stopped before
+its request went out) is given back whole, request and tokens (:meth:`release`). A provider 429 (or headers saying a
 budget is at 0) sets a shared pause key that every acquire honours (:meth:`pause`). A limit the provider's
 headers state is kept for every worker (:meth:`learn`, a day after it was last stated) and applies where it
 is lower than ours (a suite that overstates its tier); it never raises one. A single call whose cost exceeds
@@ -19,6 +21,7 @@ a limit can never be admitted: it fails at once with :class:`RequestTooLargeErro
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -30,6 +33,8 @@ from typing import Any, Literal
 from .errors import RateLimitTimeout, RequestTooLargeError
 
 __all__ = ["DEFAULT_MAX_WAIT_S", "DEFAULT_WINDOW_MARGIN", "Grant", "Limit", "RedisLimiter", "limits_per_minute"]
+
+log = logging.getLogger(__name__)
 
 #: Longest a call may wait for the limiter before it fails (seconds).
 DEFAULT_MAX_WAIT_S = 600.0
@@ -113,6 +118,19 @@ for i = 1, #KEYS, 3 do
   if old then
     redis.call('HSET', KEYS[i + 1], ARGV[1], ARGV[2])
     redis.call('INCRBY', KEYS[i + 2], tonumber(ARGV[2]) - tonumber(old))
+  end
+end
+return 1
+"""
+
+# KEYS: per limit: log, costs, sum. ARGV[1] = member. Takes an admission out of every window it is still in.
+_RELEASE_LUA = """
+for i = 1, #KEYS, 3 do
+  local cost = redis.call('HGET', KEYS[i + 1], ARGV[1])
+  if cost then
+    redis.call('HDEL', KEYS[i + 1], ARGV[1])
+    redis.call('ZREM', KEYS[i], ARGV[1])
+    redis.call('DECRBY', KEYS[i + 2], tonumber(cost))
   end
 end
 return 1
@@ -210,6 +228,7 @@ class RedisLimiter:
         self._token_keys = [k for i in token_limits for k in self._keys[3 * i : 3 * i + 3]]
         self._acquire = redis.register_script(_ACQUIRE_LUA)
         self._correct = redis.register_script(_CORRECT_LUA)
+        self._release = redis.register_script(_RELEASE_LUA)
         self._pause = redis.register_script(_PAUSE_LUA)
         self._learn = redis.register_script(_LEARN_LUA)
 
@@ -243,11 +262,15 @@ class RedisLimiter:
 
         ``check`` is called at most every :data:`CHECK_EVERY_S` while the call waits (its run was cancelled, its
         breaker opened): what it raises ends the wait, so a long pause after a 429 holds no stopped run's calls.
+        It is called once more when the call is admitted: what it raises then gives the admission back
+        (:meth:`release`: the call is not sent, so it holds no request or tokens in the window) and is raised.
         """
         started = checked = time.monotonic()
         while True:
             grant, wait = self.try_acquire(tokens)
             if grant is not None:
+                if check is not None:
+                    self._checked(grant, check)
                 return grant
             waited = time.monotonic() - started
             if waited + wait > self.max_wait_s:
@@ -258,6 +281,18 @@ class RedisLimiter:
             if check is not None and time.monotonic() - checked >= CHECK_EVERY_S:
                 check()
                 checked = time.monotonic()
+
+    def _checked(self, grant: Grant, check: Callable[[], None]) -> None:
+        """``check()`` for an admitted call; if it raises (the call will not be sent), release the grant first."""
+        try:
+            check()
+        except BaseException:
+            try:
+                self.release(grant)
+            except Exception:  # the call's own error matters more; the admission then ages out of the window
+                log.warning("could not give back a call not sent to the limit of %s", self.key.split(":")[0],
+                            exc_info=True)  # fmt: skip
+            raise
 
     def _timeout(self, waited: float, wait: float) -> RateLimitTimeout:
         """The error of a call the limit would hold over ``max_wait_s``, saying what paused every worker."""
@@ -274,6 +309,13 @@ class RedisLimiter:
         """Replace the estimated token cost of an admitted call by the real one (if still in the window)."""
         if self._token_keys and tokens != grant.tokens:
             self._correct(keys=self._token_keys, args=[grant.member, max(0, int(tokens))])
+
+    def release(self, grant: Grant) -> None:
+        """Give back an admitted call that was never sent (its run was cancelled, its breaker opened, its worker's
+        parent exited before the request went out): its request slot and tokens leave every window, as if it had
+        never been admitted. Only for a call not sent: a sent one counts at the provider, even if it failed (its
+        tokens are :meth:`correct`-ed to 0 instead). Idempotent; nothing once the admission left the window."""
+        self._release(keys=self._keys, args=[grant.member])
 
     def pause(self, seconds: float, reason: str = "") -> None:
         """Hold every acquire of this key for ``seconds`` (never shortens a longer pause)."""

@@ -5,7 +5,8 @@
     cache hit? -> the stored reply (no call)
     breaker open? -> TargetStopped
     limiter.acquire()                 (requests per minute shared by the cluster when rpm is set; paused after a
-                                       429; a cancel or an open breaker ends the wait -> TargetStopped)
+                                       429; a cancel or an open breaker ends the wait -> TargetStopped; one seen
+                                       on admission gives the admission back: a question not sent holds no slot)
     endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, 429 -> shared
                                        pause; at most ``attempts`` tries)
     count, cache the reply
@@ -126,10 +127,11 @@ class TargetClient:
     def _attempt(self, request: dict[str, Any]) -> Any:
         self._check_stopped()
         try:
+            # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a
+            # question stopped then is not sent, and the limiter takes its slot back out of the shared window.
             self.limiter.acquire(0, check=self._check_stopped)
         except RateLimitTimeout as exc:
             raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
-        self._check_stopped()  # stopped while it waited less than a check's interval
         try:
             data, _headers = self.endpoint.call(request)
         except TargetError as exc:

@@ -383,6 +383,48 @@ def test_failed_calls_give_back_the_tokens_they_reserved(rclient: redis.Redis, f
     assert grant is not None  # the whole minute's tokens are free again
 
 
+def test_a_sent_call_that_failed_keeps_its_request_slot(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
+    """A 5xx is a request the provider counted: only its tokens are given back, never its slot in the window."""
+    client = _client(rclient, fake, model, rpm=2, attempts=2, breaker=10)
+    fake.fail_next("500", 2)
+    with pytest.raises(ProviderError):
+        _ask(client, "item")
+    assert fake.stats()["requests"] == 2
+    grant, wait = client.limiter.try_acquire(0)
+    assert grant is None and wait > 30  # both attempts still count for the minute
+
+
+@pytest.mark.parametrize("stop", ["cancel", "breaker", "parent"])
+def test_a_call_stopped_right_after_the_limiter_admitted_it_gives_its_slot_and_tokens_back(
+    rclient: redis.Redis, fake: FakeProvider, model: str, stop: str
+) -> None:
+    """A call admitted by the shared limiter, then stopped before it was sent (its run cancelled, its breaker
+    opened by another thread, its embedded run's process gone), kept its request slot and estimated tokens in the
+    window for a minute: other runs on the same provider, model and key were held back for calls nobody made."""
+    from ragscore_workers import die_with_parent
+    from ragscore_workers.providers.run_state import ORPHANED_REASON
+    from ragscore_workers.store import RunState, RunStore
+
+    client = _client(rclient, fake, model, rpm=1, tpm=200, budget=Budget(max_tokens=10_000))
+    run_id = client.state.meta_key.split(":")[2]
+    store = RunStore(rclient, ttl_s=600)
+    store.create_run(run_id, {"state": RunState.RUNNING})
+    client.limiter.pause(0.8, "429 from the provider")  # a wait shorter than a check: admitted, then stopped
+    stopping = {"cancel": lambda: store.set_state(run_id, RunState.CANCELLED),
+                "breaker": lambda: client.state.record_failure(1, "HTTP 500"),
+                "parent": die_with_parent._orphaned.set}[stop]  # fmt: skip  # (watch_parent's, once the parent exited)
+    why = {"cancel": "run cancelled", "breaker": "circuit breaker open", "parent": ORPHANED_REASON}[stop]
+    threading.Timer(0.3, stopping).start()
+    try:
+        with pytest.raises(JudgeStopped, match=why):
+            _ask(client, "[[rating=4]]")
+    finally:
+        die_with_parent._orphaned.clear()
+    assert fake.stats().get("requests", 0) == 0 and client.state.read()["held_tokens"] == 0
+    grant, wait = client.limiter.try_acquire(200)  # the whole minute's request and tokens are free again
+    assert grant is not None, f"the stopped call still holds the window ({wait:.1f} s to wait)"
+
+
 def test_the_hold_of_a_call_whose_worker_was_killed_lapses(rclient: redis.Redis) -> None:
     """A worker killed mid-call (SIGKILL, out of memory, a lost host) never gave its hold back: under a tight
     budget the run's remaining calls were refused as "held by calls in flight" until a resume."""

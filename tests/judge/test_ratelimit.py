@@ -50,6 +50,23 @@ def test_tokens_window_and_correction_from_usage(rclient: redis.Redis) -> None:
     assert grant is not None
 
 
+def test_a_released_grant_leaves_the_window_as_it_was(rclient: redis.Redis) -> None:
+    """A call admitted but never sent gives back its request slot and its tokens, once; the others stay."""
+    limiter = RedisLimiter(rclient, _key(), limits_per_minute(rpm=2, tpm=1000, minute_s=10.0, margin=0))
+    t0 = 4_000_000
+    kept, _ = limiter.try_acquire(300, now_ms=t0)
+    unsent, _ = limiter.try_acquire(700, now_ms=t0 + 1)
+    assert kept is not None and unsent is not None
+    assert limiter.try_acquire(1, now_ms=t0 + 2)[0] is None  # 2 requests and 1,000 tokens in the window
+    limiter.release(unsent)
+    limiter.release(unsent)  # twice gives back nothing more
+    grant, _ = limiter.try_acquire(700, now_ms=t0 + 3)  # the slot and the 700 tokens are free again
+    assert grant is not None
+    assert limiter.try_acquire(0, now_ms=t0 + 4)[0] is None  # but not the kept call's slot
+    limiter.correct(unsent, 5)  # a late correction of a released grant changes nothing
+    assert limiter.try_acquire(0, now_ms=t0 + 5)[0] is None
+
+
 def test_a_limit_the_provider_states_lower_replaces_ours_for_every_limiter(rclient: redis.Redis) -> None:
     key = _key()
     limits = limits_per_minute(rpm=5, tpm=1000, minute_s=10.0, margin=0)

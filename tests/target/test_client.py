@@ -209,6 +209,31 @@ def test_a_question_waiting_for_the_rate_limit_stops_soon_once_its_run_was_cance
     assert rag.calls.get("exact", 0) == 0
 
 
+def test_a_question_stopped_right_after_the_limiter_admitted_it_gives_its_slot_back(
+    store: RunStore, rag: FakeRag
+) -> None:
+    """A question admitted by the shared limiter, then stopped before it was sent (another thread's failure opened
+    the breaker), kept its slot in the window for a minute: other runs asking the same target were held back."""
+    client = _client(store, rag, "exact", rpm=1)
+    client.limiter.pause(0.8, "429")  # a wait shorter than a check: admitted, then stopped
+    threading.Timer(0.3, client.state.record_failure, args=(1, "HTTP 500")).start()
+    with pytest.raises(TargetStopped, match="circuit breaker open"):
+        client.ask(_ask(5))
+    assert rag.calls.get("exact", 0) == 0
+    grant, wait = client.limiter.try_acquire(0)
+    assert grant is not None, f"the stopped question still holds the window ({wait:.1f} s to wait)"
+
+
+def test_a_sent_question_that_failed_keeps_its_slot(store: RunStore, rag: FakeRag) -> None:
+    """A 500 is a request the target received: it keeps its slot in the window."""
+    client = _client(store, rag, "dead", rpm=1, attempts=1)
+    with pytest.raises(TargetError, match="dead HTTP 500"):
+        client.ask(_ask(1))
+    assert rag.calls["dead"] == 1
+    grant, wait = client.limiter.try_acquire(0)
+    assert grant is None and wait > 30
+
+
 def test_two_systems_behind_one_url_told_apart_by_headers_or_token_never_share_replies(
     store: RunStore, rag: FakeRag, monkeypatch: pytest.MonkeyPatch
 ) -> None:
