@@ -169,16 +169,15 @@ def _new_run_suite(
 def _parse_chunks(values: list[str] | None) -> dict[str, int]:
     """``--chunk-size QUEUE=N`` values; a bad one is a ConfigError said of the option, not as an "invalid suite"
     (the suite file is fine)."""
-    from ragscore_workers.schemas import Queue
+    from .suite import QUEUE_ORDER
 
-    queues = [q.value for q in Queue if q is not Queue.DERIVED]
     chunks: dict[str, int] = {}
     for value in values or []:
         queue, _, size = value.partition("=")
         if not size.isdigit() or int(size) < 1:
             raise ConfigError(f"--chunk-size expects QUEUE=N with N >= 1, got {value!r}")
-        if queue not in queues:
-            raise ConfigError(f"--chunk-size: unknown queue {queue!r} (known: {', '.join(queues)})")
+        if queue not in QUEUE_ORDER:
+            raise ConfigError(f"--chunk-size: unknown queue {queue!r} (known: {', '.join(QUEUE_ORDER)})")
         chunks[queue] = int(size)
     return chunks
 

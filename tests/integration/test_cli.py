@@ -67,7 +67,7 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("bad_params", "Bad params for metric 'recall_at_k'"),
         ("chunk_zero", "--chunk-size expects QUEUE=N with N >= 1, got 'cpu=0'"),
         # It said "Invalid suite: chunk_size: ... unknown queue(s) 'gpu'" of a suite file that was fine.
-        ("chunk_unknown_queue", "--chunk-size: unknown queue 'gpu' (known: cpu, embed, judge, code, target)"),
+        ("chunk_unknown_queue", "--chunk-size: unknown queue 'gpu' (known: target, cpu, embed, judge, code)"),
         ("out_is_a_file", "is a file; reports go to a directory"),
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
         ("hosted_base_url_no_key", "set the environment variable OPENAI_API_KEY (for api.groq.com; any value"),
