@@ -443,21 +443,21 @@ def compare(
                          "questions": asked})  # fmt: skip
     errors = {name: {arms[i]: n for i, col in enumerate(order) if (n := scores.errors[col, name])} for name in outputs}
     errors = {name: per for name, per in errors.items() if per}
-    against = f"its namesake in {by_system}" if by_system is not None else arms[0]
+    unpaired = [arms[i] for _, i in pairs if not any(d.n for d in differences if d.arm == arms[i])]
+    comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
+                            unchecked=unchecked, unpaired=unpaired, errors=errors,
+                            bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone)  # fmt: skip
     if not any(d.n for d in differences):
         scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
         if not any(set(scored[arms[b]]) & set(scored[arms[i]]) for b, i in pairs):
             said = "; ".join(f"{arm}: {', '.join(names) or 'none'}" for arm, names in scored.items())
             why = errors_text(errors) if errors else "score the runs with the same suite to compare them"
             raise ValueError(f"{', '.join(arms)} have no metric output scored in common ({said}): {why}")
+        against = comparison.baseline_text()
         raise ValueError(
             f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
             "nothing to compare" + (f". {mismatch_text(mismatch.said, against)}" if mismatch.said else "")
         )
-    unpaired = [arms[i] for _, i in pairs if not any(d.n for d in differences if d.arm == arms[i])]
-    comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
-                            unchecked=unchecked, unpaired=unpaired, errors=errors,
-                            bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone)  # fmt: skip
     if points and "checks" in outputs:
         comparison.points = point_table(runs, scores, order, mixed_rows["checks"])
     return comparison

@@ -486,3 +486,19 @@ def test_more_runs_compare_each_system_with_its_namesake_in_the_first_and_name_t
     assert unnamed.by_system is None and unnamed.arms == ["x", "r1", "r2"] and set(unnamed.bases.values()) == {"x"}
     one = compare([_systems("r1", {"x": 0.0}), second])
     assert one.by_system is None and one.arms[0] == "r1:x" and set(one.bases.values()) == {"r1:x"}
+
+
+def test_runs_compared_by_system_whose_questions_all_differ_are_refused_naming_each_namesake() -> None:
+    """Nothing to compare: the refusal says what the ids' questions differ from as the reports do (``its namesake
+    in r1``), not the first arm."""
+    import dataclasses
+
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def systems(origin: str, question: str) -> Any:
+        items = [item for system in ("x", "y") for item in _run(system, [("q0", sha(question), 1.0)]).items()]
+        return dataclasses.replace(_run(origin, []), items=lambda: iter(items), origin=origin)
+
+    with pytest.raises(ValueError, match=r"nothing to compare\. Some ids hold a different question than in its "
+                                         r"namesake in r1[^:]*: 1 in r2:x \(e\.g\. q0\); 1 in r2:y"):  # fmt: skip
+        compare([systems("r1", "Where?"), systems("r2", "Who?")])
