@@ -127,7 +127,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 elif first and (names := _header_names(text)):  # CSV read as JSONL: every line errs
                     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
                     hint = f"; its first line reads as a CSV header row ({shown}): read it with --format csv"
-                    hint += "" if _named(path, ".csv") else " (or name it .csv)"
+                    hint += "" if _suffix(path) == ".csv" else " (or name it .csv)"
                 yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno}){hint}", text)
                 continue
             if not isinstance(value, dict):
@@ -148,10 +148,10 @@ def _header_names(line: str) -> list[str]:
     return names if len(names) > 1 and all(_COLUMN_NAME.fullmatch(name) for name in names) else []
 
 
-def _named(path: Path, *suffixes: str) -> bool:
-    """Whether ``path``'s extension (before a ``.gz``) is one of ``suffixes``."""
+def _suffix(path: Path) -> str:
+    """``path``'s extension in lower case; under a ``.gz`` one, the one before it (``rows.jsonl.gz``: ``.jsonl``)."""
     suffix = path.suffix.lower()
-    return (Path(path.stem).suffix.lower() if suffix == ".gz" else suffix) in suffixes
+    return Path(path.stem).suffix.lower() if suffix == ".gz" else suffix
 
 
 def _json_object(line: str) -> bool:
@@ -322,7 +322,7 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
         while first and not first.strip():  # blank lines above the header (an export's leading newline)
             first = fh.readline()
         if _json_object(first):  # every "row" would be JSON fragments under JSON fragments' names
-            named = "" if _named(path, ".jsonl", ".ndjson") else " (or name it .jsonl)"
+            named = "" if _suffix(path) in (".jsonl", ".ndjson") else " (or name it .jsonl)"
             raise DatasetError(f"{path}: its first line is a JSON object: JSONL, not CSV? read it with --format "
                                f"jsonl{named}")  # fmt: skip
         delimiter = _delimiter(first)
@@ -524,10 +524,7 @@ def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
     extension (under a ``.gz`` one, the one before it); a ``.json`` file is eval-points, socioscope or auto-analyst
     when its content says so (see docs/datasets.md), else json; a Parquet file by its content; nlp-project when
     predictions are given or the file looks like the NLP project's questions."""
-    suffix = path.suffix.lower()
-    gzipped = suffix == ".gz"
-    if gzipped:
-        suffix = Path(path.stem).suffix.lower()
+    suffix, gzipped = _suffix(path), path.suffix.lower() == ".gz"
     if options and options.get("predictions"):  # an option of nlp-project only
         from .nlp_project import looks_like_nlp_project
 

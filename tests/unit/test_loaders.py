@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.datasets import RowError, iter_rows, scan_dataset
-from orchestrator.datasets.loaders import _quote_gone_wrong
+from orchestrator.datasets.loaders import _quote_gone_wrong, _suffix
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row, split_key
 
@@ -516,3 +516,22 @@ def test_a_csv_row_with_fewer_cells_than_the_header_reads_the_missing_ones_as_em
     ok, bad = _rows(path)
     assert [(r.id, r.group, r.answer) for r in ok] == [("q1", "g1", "R"), ("q2", None, "R"), ("q3", None, None)]
     assert [(e.line, e.error) for e in bad] == [(5, "more cells than header columns (6 of 5)")]
+
+
+@pytest.mark.parametrize(
+    ("name", "suffix"),
+    [("rows.jsonl", ".jsonl"), ("ROWS.CSV", ".csv"), ("rows.csv.gz", ".csv"), ("Rows.JSONL.GZ", ".jsonl"),
+     ("data.gz", ""), ("rows", ""), ("a.b.parquet", ".parquet")],
+)  # fmt: skip
+def test_a_files_extension_is_read_under_its_gz_one_in_lower_case(tmp_path: Path, name: str, suffix: str) -> None:
+    """What detect_format and the hints (``or name it .csv``) read as a file's extension."""
+    assert _suffix(tmp_path / name) == suffix
+
+
+def test_a_gzipped_csv_file_read_as_jsonl_is_not_told_to_be_named_csv(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "rows.csv.gz"
+    path.write_bytes(gzip.compress(b"id,question,answer\nq1,Q?,A\n"))
+    first = next(r for _, r in iter_rows(path, "jsonl"))
+    assert isinstance(first, RowError) and first.error.endswith("read it with --format csv"), first.error
