@@ -60,11 +60,11 @@ class Sample:
 
 def sample(store: RunStore, run_id: str, now: float) -> Sample:
     """Read the counters (two small hashes) and the store's clock at time ``now`` (the clock the counters'
-    ``work_ms`` runs to: :meth:`RunStore.progress_and_clock`)."""
+    ``work_ms`` runs to: :meth:`RunStore.progress_and_clock`, whose ``judge_calls`` are the judge calls)."""
     judge = store.counters(run_id, "judge")
     stated, called_at = judge.get("provider_rpm"), judge.get("called_at")
     progress, store_t = store.progress_and_clock(run_id)
-    return Sample(now, progress, int(judge.get("calls", 0) or 0),
+    return Sample(now, progress, progress.get("judge_calls", 0),
                   stated if isinstance(stated, int) else None,
                   float(called_at) if isinstance(called_at, (int, float)) else None,
                   store_t)  # fmt: skip

@@ -178,10 +178,13 @@ def test_a_judge_call_counted_in_the_store_is_read_as_work_done(store) -> None: 
 
     store.create_run("r-calls", {"state": "running", "submitted_at": "1000", "progress_at": "1000"})
     assert sample(store, "r-calls", 2000.0).judge_called_at is None  # no call yet
-    RunJudgeState(store.r, "r-calls", ttl_s=600).incr(calls=1, rate_limited=1)  # a 429 is a call sent too
+    judge = RunJudgeState(store.r, "r-calls", ttl_s=600)
+    judge.incr(calls=1, rate_limited=1)  # a 429 is a call sent too
+    judge.note("provider_rpm", 20)
     now = time.time()
     seen = sample(store, "r-calls", now)
     assert seen.judge_calls == 1 and seen.judge_called_at is not None and abs(seen.judge_called_at - now) < 5
+    assert seen.progress["judge_calls"] == 1 and seen.provider_rpm == 20  # the calls read with the counters
     view = StatusView(store.meta("r-calls"))
     view.add(seen)
     assert not view.stalled(now)  # its last item 1000 s after the epoch, its last call now
