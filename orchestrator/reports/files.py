@@ -21,7 +21,15 @@ from .itemstats import ItemStats
 from .markdown import render_markdown
 from .source import RUN_INFO, RunData, from_store
 
-__all__ = ["ANSWERS", "FORMATS", "OUTPUT_NAMES", "refuse_files_of_others", "write_outputs", "write_reports"]
+__all__ = [
+    "ANSWERS",
+    "FORMAT_NAMES",
+    "FORMATS",
+    "OUTPUT_NAMES",
+    "refuse_files_of_others",
+    "write_outputs",
+    "write_reports",
+]
 
 #: The answered rows of a run that asked targets.
 ANSWERS = "answers.jsonl"
@@ -40,6 +48,10 @@ WRITE_BATCH = 1000
 #: What ``write_reports`` can write: html (report.html), md (report.md), csv (items.csv), json (summary.json,
 #: items.jsonl, failed_rows.jsonl, run_info.json).
 FORMATS = ("html", "md", "csv", "json")
+
+#: The files each of :data:`FORMATS` writes (what ``ragscore report --format F`` may replace).
+FORMAT_NAMES = {"html": frozenset({"report.html"}), "md": frozenset({"report.md"}), "csv": frozenset({"items.csv"}),
+                "json": frozenset({"summary.json", "items.jsonl", "failed_rows.jsonl", RUN_INFO})}  # fmt: skip
 
 
 def _fmt(value: float | None) -> str:
@@ -66,15 +78,16 @@ def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
     )
 
 
-def refuse_files_of_others(out_dir: Path, option: str = "--out") -> None:
-    """ConfigError (exit 2) when ``out_dir`` holds files of a run's names (summary.json, items.csv, ...) and no
-    ragscore run wrote them: its reports would replace them. A DIR of an earlier run (its run.json or summary.json
-    names one) is not refused: a new run replaces that run's reports, and says so."""
+def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozenset[str] = OUTPUT_NAMES) -> None:
+    """ConfigError (exit 2) when ``out_dir`` holds files of a run's names (summary.json, items.csv, ...; of
+    ``names``, the files about to be written) and no ragscore run wrote them: its reports would replace them. A DIR
+    of an earlier run (its run.json or summary.json names one) is not refused: a new run replaces that run's
+    reports, and says so."""
     if _holds_a_run(out_dir):
         return
     # not a directory of such a name: a report cannot replace it (its write fails, and says so); nor a report that
     # ``ragscore report`` wrote (one format, no run.json)
-    found = [out_dir / name for name in OUTPUT_NAMES if os.path.lexists(out_dir / name)]
+    found = [out_dir / name for name in names if os.path.lexists(out_dir / name)]
     theirs = sorted(path.name for path in found if not path.is_dir() and not _ours(path))
     if theirs:
         raise ConfigError(
