@@ -447,6 +447,30 @@ def test_comparing_a_run_with_itself_is_refused(before_after: dict[str, Path], t
         assert "Traceback" not in result.stderr
 
 
+def test_comparing_a_run_with_its_own_dir_is_refused(two_runs: dict[str, Any], tmp_path: Path) -> None:
+    """``compare ID DIR``, the run named once by its id and once by its --out DIR (its summary.json names the id),
+    compared the run with itself without a word, where ``compare X X`` is refused."""
+    run = two_runs["A"]
+    run_id, out_dir = run.summary.run_id, str(run.out_dir)
+    env = {**os.environ, "RAGSCORE_BROKER_URL": two_runs["broker"], "COLUMNS": "300"}
+    for first, second in ((run_id, out_dir), (out_dir, run_id)):
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "compare", first, second, "--out", str(tmp_path / "cmp")],
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        said = " ".join(result.stderr.split())
+        assert said.startswith(f"error: {first} is given twice (as {second}): compare a run with"), result.stderr
+        assert "Traceback" not in said and not (tmp_path / "cmp" / "compare.md").exists()
+    # another run's DIR with that id is compared (A against B)
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "compare", run_id, str(two_runs["B"].out_dir), "--out",
+         str(tmp_path / "cmp")],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
 def _systems(origin: str, scores: dict[str | None, float]) -> Any:
     """A run as compare reads it in which each of ``scores``' systems answered q0 and q1 with that score (system
     None: items without a system)."""
