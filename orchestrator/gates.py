@@ -401,13 +401,8 @@ def print_gates(results: Sequence[GateResult], console: Console | None = None, o
     if only_failed and not failed(results):
         (console or TerminalConsole(stderr=True)).print(f"gates: all {len(results)} hold")
         return
-    table = gate_table(results, only_failed)
-    if console is None:
-        console = TerminalConsole(stderr=True)
-        if not console.is_terminal:  # a CI log: no terminal width to fit, so no gate name or number cut to "…"
-            natural = console.measure(table, options=console.options.update(max_width=1000)).maximum
-            console = TerminalConsole(stderr=True, width=max(console.width, natural))
-    console.print(table)
+    # not a terminal (a CI log): as wide as the table needs, no gate name or number cut to "…" (TerminalConsole)
+    (console or TerminalConsole(stderr=True)).print(gate_table(results, only_failed))
 
 
 def render_gates(results: Sequence[GateResult], width: int = 140) -> str:

@@ -14,11 +14,15 @@ import re
 from collections.abc import Iterable
 from typing import IO, Any
 
-from rich.console import Console, ConsoleOptions, RenderableType
+from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.text import Text
 
-__all__ = ["TerminalConsole", "shown", "write_to_nowhere"]
+__all__ = ["NOT_A_TERMINAL_WIDTH", "TerminalConsole", "shown", "write_to_nowhere"]
+
+#: Columns of a console whose output is no terminal (``| less``, a file, a CI log) and that no width or COLUMNS
+#: sized: as wide as a table needs, where rich would wrap it at 80 (names folded a few letters a line).
+NOT_A_TERMINAL_WIDTH = 1000
 
 #: C0 control characters but tab and newline, DEL, the C1 controls (U+0080-U+009F; U+009B is a CSI too), and the
 #: bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069), which reorder how the rest of a line reads.
@@ -48,7 +52,22 @@ def write_to_nowhere(stream: IO[str]) -> None:
 class TerminalConsole(Console):
     """A rich Console whose printed text goes through :func:`shown`: strings before they are measured (so a table
     is as wide as the escapes), any other text as it is rendered; its own styles and cursor moves (control
-    segments) are untouched."""
+    segments) are untouched.
+
+    Its output no terminal, and no ``width`` or ``COLUMNS`` given, it is :data:`NOT_A_TERMINAL_WIDTH` wide: a
+    table piped or in a CI log keeps a row a line; a terminal keeps its own width. Asked as it prints (a console
+    made at import prints to whatever ``sys.stdout`` is then)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal:
+            return ConsoleDimensions(NOT_A_TERMINAL_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         return super().render_str(shown(text), **kwargs)

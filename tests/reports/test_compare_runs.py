@@ -471,6 +471,32 @@ def test_comparing_a_run_with_its_own_dir_is_refused(two_runs: dict[str, Any], t
     assert result.returncode == 0, result.stderr
 
 
+def test_a_piped_comparison_of_long_names_is_not_wrapped_at_80_columns(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """``ragscore compare ... | less`` and a CI log (stdout no terminal, no COLUMNS) wrapped the table at 80 columns:
+    long system names folded over several lines of the table. Each row is one line."""
+    import shutil
+
+    names = {"A": "baseline", "B": "candidate-hybrid-retriever-with-reranker-and-a-long-name",
+             "B2": "candidate-dense-retriever-with-query-rewriting-long-name"}  # fmt: skip
+    for run, name in names.items():  # the runs' system renamed
+        shutil.copytree(two_runs[run[0]].out_dir, tmp_path / name)
+        items = tmp_path / name / "items.jsonl"
+        items.write_text(items.read_text(encoding="utf-8").replace(f'"system": "{run[0]}"', f'"system": "{name}"'))
+    env = {**os.environ}
+    env.pop("COLUMNS", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "compare", *(str(tmp_path / n) for n in names.values()), "--out",
+         str(tmp_path / "cmp")],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["exact_match"]]
+    assert [row[1] for row in rows] == [names["B"], names["B2"]], result.stdout
+    assert all(len(row) == 8 and row[2] == f"{N:,}" for row in rows) and "…" not in result.stdout, result.stdout
+
+
 def _systems(origin: str, scores: dict[str | None, float]) -> Any:
     """A run as compare reads it in which each of ``scores``' systems answered q0 and q1 with that score (system
     None: items without a system)."""

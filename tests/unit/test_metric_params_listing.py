@@ -44,3 +44,20 @@ def test_a_param_whose_default_is_unset_says_what_is_used_instead_of_null() -> N
     assert shown["code_test", "timeout_s"] == "(the suite's sandbox.timeout_s)"
     assert shown["groundedness", "max_tokens"] == "(16; 2048 for a reasoning judge model)"
     assert shown["rubric_judge", "max_cost"] == "(no limit)"
+
+
+def test_a_piped_listing_is_not_wrapped_at_80_columns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``ragscore metrics | less`` and a CI log (stdout no terminal, no COLUMNS) got the table wrapped at 80
+    columns: each description folded over several lines. Not a terminal: every metric's row is one line."""
+    from ragscore_workers.metrics.registry import all_metrics
+
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path)}
+    env.pop("COLUMNS", None)
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "metrics"], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") >= 4}
+    metrics = all_metrics()
+    assert max(len(" ".join(m.description.split())) for m in metrics.values()) > 80  # what folded at 80
+    for name, mdef in metrics.items():
+        assert " ".join(mdef.description.split()) in " ".join(rows[name].split()), (name, result.stdout)
