@@ -9,16 +9,18 @@
 A value matches when its comparison form (or that of one of its WordNet synonyms, which carry its full
 weight; none for a one-character or numeric value) occurs as whole words inside one answer item; a value of
 stopwords only must be a whole item, unless it is option ``A`` or ``I`` written as a label (``(A)``, ``A) Paris``,
-"The answer is A.", "I'd go with A", ``a) Paris`` outside an ``a) b)`` enumeration, ``A: Paris`` outside a Q/A
-transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`); the label forms are
-ragscore's addition to the whole-item rule. Missing inputs are unscorable; an ``expected`` or ``question_type``
-outside the grammar is a per-row error saying why.
+"The answer is A.", "I'd go with A", "I'd say A", "A and C", ``a) Paris`` outside an ``a) b)`` enumeration,
+``A: Paris`` outside a Q/A transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`);
+the label forms are ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
+"B) Lyon", "Answer: B") are not read (:func:`_unrestated`). Missing inputs are unscorable; an ``expected`` or
+``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
 
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,9 +101,10 @@ class _Label:
     """Where an option label that is also a stopword (``A``, ``I``) stands written as a label in an answer item:
 
     * ``always``: ``(A)`` / ``[A]`` anywhere, any case; upper case only, ``A)`` / ``A.`` at the item's start, and
-      ``A`` after a cue (``answer is``, ``answer:``, ``option``, ``choice``, ``choose``, ``pick``, ``select``,
-      ``go with``, ``go for``) when no word follows it but ``is`` (the article in "Answer: A city" and the
-      pronoun in "Answer: I think B" are followed by one);
+      ``A`` after a cue (:data:`_CUE`: ``answer is``, ``option``, ``go with``, ``I'd say``, ``vote``, …) when no
+      word follows it but ``is`` (the article in "Answer: A city" and the pronoun in "Answer: I think B" are
+      followed by one), and ``A`` among upper-case letters joined by ``and`` / ``&`` at the item's start or after
+      a cue, followed as a cued ``A`` is ("A and C", "Answer: C & A"; not "A and B are wrong");
     * ``colon``: ``A:`` at the item's start, unless the answer is a Q/A transcript (a ``Q:`` item, or ``A:``
       starting two items), where it is a speaker label, stripped by :func:`_turns` before these patterns look;
     * ``lower``: ``a)`` / ``a.`` at the item's start (not an ``a.`` / ``i.`` that starts an abbreviation, a
@@ -130,17 +133,29 @@ _NOT_INITIALS = rf"(?![ \t]+{_BOLD}[A-Za-z]{_BOLD}\.)"
 _SPEAKER = re.compile(rf"^\s*{_BOLD}([QA]){_BOLD}:{_BOLD}")
 
 
+#: Words that, before an option label, pick it (any case; an ``is`` / ``are`` may follow): "answer", "option",
+#: "go with" and the like, "say" after a first-person "I" ("I'd say A"; "They say A is wrong" picks nothing), "vote".
+_CUE = (
+    r"(?i:\b(?:answers?|option|choice|choose|pick|select|vote(?:\s+for)?"
+    r"|(?:go|goes|going|gone|went)\s+(?:with|for)|I(?:['’]d|['’]ll|\s+would|\s+will)?\s+say)(?:\s+(?:is|are))?)"
+    r"(?:\s*:\s*|\s+)"
+)
+#: What may follow a bare label: the end of the item, punctuation, a spaced dash or ``is``, no other word.
+_ENDS = r"(?=\s*(?:$|[,;:)!?\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
+#: Any upper-case option letter, standing alone, and the ``and`` / ``&`` that joins two in a multi-answer reply.
+_LETTER = rf"{_BOLD}[A-Z]{_BOLD}(?![\w'’])"
+_JOIN = r"(?:\s+(?i:and)\s+|\s*&\s*)"
+
+
 def _label(label: str) -> _Label:
     bracketed = rf"(?i:\({label}\)|\[{label}\])"
     first = rf"^\s*{_BOLD}{label}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$){_NOT_INITIALS})"
-    ends = r"(?=\s*(?:$|[,;:)!?\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
-    cue = (
-        r"(?i:\b(?:answer|option|choice|choose|pick|select|(?:go|goes|going|gone|went)\s+(?:with|for))(?:\s+is)?)"
-        r"(?:\s*:\s*|\s+)"
-    )
-    cued = rf"{cue}{_BOLD}{label}(?![\w'’]){_BOLD}{ends}"
+    alone = rf"{_BOLD}{label}(?![\w'’]){_BOLD}"
+    cued = rf"{_CUE}{alone}{_ENDS}"
+    # "A and C", "The answer is C & A": letters joined at the item's start or after a cue, the label among them
+    joined = rf"(?:^\s*|{_CUE})(?=(?:{_LETTER}{_JOIN})*{alone}){_LETTER}(?:{_JOIN}{_LETTER})+{_ENDS}"
     return _Label(
-        always=re.compile(f"{bracketed}|{first}|{cued}"),
+        always=re.compile(f"{bracketed}|{first}|{cued}|{joined}"),
         colon=re.compile(rf"^\s*{_BOLD}{label}{_BOLD}:{_BOLD}(?=\s|$)"),
         lower=re.compile(rf"^\s*{_BOLD}{label.lower()}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$){_NOT_INITIALS})"),
     )
@@ -148,6 +163,30 @@ def _label(label: str) -> _Label:
 
 #: Stopword option labels (``a``, ``i``: "a" is an article, "I" a pronoun), comparison form -> :class:`_Label`.
 _LABELS = {w: _label(w.upper()) for w in sorted(STOPWORDS) if len(w) == 1}
+#: Every upper-case option letter -> :class:`_Label`, to tell a pick written after restated options.
+_LETTER_LABELS = {c: _label(c) for c in string.ascii_uppercase}
+#: A line restating an option: ``A) Paris``, ``(B) Lyon``, ``C. Nice`` (after a bullet); group 1 or 2 the letter.
+_OPTION_LINE = re.compile(rf"^\s*{_BOLD}(?:\(([A-Z])\)|([A-Z])(?:\)|\.(?=\s)))")
+
+
+def _picks(line: str, letters: str) -> bool:
+    """Whether a line picks one of the option ``letters``: one written as a label, or one as a whole item."""
+    return any(
+        _LETTER_LABELS[c].always.search(item) or terms(item) == c.lower() for item in raw_items(line) for c in letters
+    )
+
+
+def _unrestated(answer: str) -> str:
+    """The answer without the options it restates beside its pick: when two or more lines start with the labels
+    ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``) and another line picks one of them
+    (:func:`_picks`: "Answer: B"), those lines are dropped; otherwise the answer as it is."""
+    lines = answer.splitlines()
+    marks = [_OPTION_LINE.match(next(iter(raw_items(line)), "")) for line in lines]
+    letters = "".join(m.group(1) or m.group(2) for m in marks if m)
+    rest = [line for line, m in zip(lines, marks, strict=True) if not m]
+    if len(letters) < 2 or letters != string.ascii_uppercase[: len(letters)]:
+        return answer
+    return "\n".join(rest) if any(_picks(line, letters) for line in rest) else answer
 
 
 def _turns(raw: list[str]) -> tuple[list[str], bool]:
@@ -177,7 +216,7 @@ def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
 
 
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:
-    raw, transcript = _turns(raw_items(answer))
+    raw, transcript = _turns(raw_items(_unrestated(answer)))
     items = answer_items(raw)
     matched: dict[int, str] = {}
     for term, (i, via) in _owners(values, use_synonyms).items():

@@ -367,7 +367,53 @@ def _picked(answer: str) -> list[str]:
         ("A. A. Milne wrote it, so B", ["B"]),
         ("I. M. Pei designed it, so B", ["B"]),
         ("A. Paris", ["A"]),
+        # a first-person "say" and a "vote" are cues too
+        ("I'd say A", ["A"]),
+        ("I'd say B", ["B"]),
+        ("I would say A, since Paris is the capital.", ["A"]),
+        ("I vote A", ["A"]),
+        ("I vote for **A**.", ["A"]),
+        ("My vote is A", ["A"]),
+        ("I'd say I", ["I"]),
+        ("I'd say a lot", []),
+        ("I'd say I think B", ["B"]),
+        ("I vote against it", []),
+        ("I vote against A, so B", ["B"]),
+        ("They say A is wrong, so B", ["B"]),  # another's saying is no pick: "say" is a cue after "I" only
+        # upper-case option letters joined by "and" / "&" at an item's start or after a cue: a multi-answer reply
+        ("A and C", ["A", "C"]),
+        ("C and A.", ["A", "C"]),
+        ("B, C and A", ["A", "B", "C"]),
+        ("A & C", ["A", "C"]),
+        ("A and B and C", ["A", "B", "C"]),
+        ("The answer is A and C", ["A", "C"]),
+        ("The answers are **A** and **C**.", ["A", "C"]),
+        ("Answers: A and I", ["A", "I"]),
+        ("A and B are both wrong, so C", ["B", "C"]),  # no pick of A: a word follows; "b" is a whole word, as before
+        ("Between A and B, I'd pick B", ["B"]),
+        ("A and I went to Paris", []),
+        ("B and I think C", ["B", "C"]),
+        ("a and c", ["C"]),  # lower case: the article, as ever; "c" is a whole word
+        # an answer restating the options (A), B), … in order, two or more lines) and then picking elsewhere:
+        # the restated lines are not read
+        ("A) Paris\nB) Lyon\nAnswer: B", ["B"]),
+        ("A) Paris\nB) Lyon\nC) Nice\nThe answer is A.", ["A"]),
+        ("Options:\n- A) Paris, the capital\n- B) Lyon\nI'd go with B", ["B"]),
+        ("(A) Paris\n(B) Lyon\n(C) Nice\nI pick C", ["C"]),
+        ("A. Paris\nB. Lyon\nC. Nice\nAnswer: A and C", ["A", "C"]),
+        ("A) Paris\nB) Lyon\nB", ["B"]),
+        ("A) Paris\n\nB) Lyon\n\nAnswer: B", ["B"]),
+        ("A) Paris\nB) Lyon", ["A", "B"]),  # no pick elsewhere: the labelled lines are the answer, as before
+        ("A) Paris\nB) Lyon\nBoth are French cities", ["A", "B"]),
+        ("A) Paris\nC) Nice\nAnswer: C", ["A", "C"]),  # not A, B, … in order: no restatement, as before
+        ("B) Lyon\nC) Nice\nAnswer: C", ["B", "C"]),
     ],
 )
 def test_natural_phrasings_pick_the_option_they_name(answer: str, options: list[str]) -> None:
     assert _picked(answer) == options
+
+
+def test_a_multi_answer_reply_scores_each_option_it_joins() -> None:
+    assert _score("PickMany", ["A", "C"], "A and C").score == 1.0
+    assert _score("PickMany", ["A", "C"], "A) Paris\nB) Lyon\nC) Nice\nAnswer: A and C").score == 1.0
+    assert _score("PickMany", {"A": 0.5, "B": 0.5}, "A) Paris\nB) Lyon\nAnswer: B").score == 0.5
