@@ -12,7 +12,7 @@ stopwords only must be a whole item, unless it is option ``A`` or ``I`` written 
 "The answer is A.", "I'd go with A", "I'd say A", "A and C", ``a) Paris`` outside an ``a) b)`` enumeration,
 ``A: Paris`` outside a Q/A transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`);
 the label forms are ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
-"B) Lyon", "Answer: B") are not read (:func:`_unrestated`). Missing inputs are unscorable; an ``expected`` or
+"B) Lyon", "Answer: B") are read for the picked one only (:func:`_unrestated`). Missing inputs are unscorable; an ``expected`` or
 ``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
@@ -178,15 +178,20 @@ def _picks(line: str, letters: str) -> bool:
 
 def _unrestated(answer: str) -> str:
     """The answer without the options it restates beside its pick: when two or more lines start with the labels
-    ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``) and another line picks one of them
-    (:func:`_picks`: "Answer: B"), those lines are dropped; otherwise the answer as it is."""
+    ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``) and the other lines pick some of them
+    (:func:`_picks`: "Answer: B"), the restated lines of the options not picked are dropped ("B) Lyon" stays, so
+    an expected ``Lyon`` matches as ``B`` does); otherwise the answer as it is."""
     lines = answer.splitlines()
     marks = [_OPTION_LINE.match(next(iter(raw_items(line)), "")) for line in lines]
     letters = "".join(m.group(1) or m.group(2) for m in marks if m)
-    rest = [line for line, m in zip(lines, marks, strict=True) if not m]
     if len(letters) < 2 or letters != string.ascii_uppercase[: len(letters)]:
         return answer
-    return "\n".join(rest) if any(_picks(line, letters) for line in rest) else answer
+    rest = [line for line, m in zip(lines, marks, strict=True) if not m]
+    picked = {c for c in letters if any(_picks(line, c) for line in rest)}
+    if not picked:
+        return answer
+    kept = [line for line, m in zip(lines, marks, strict=True) if not m or (m.group(1) or m.group(2)) in picked]
+    return "\n".join(kept)
 
 
 def _turns(raw: list[str]) -> tuple[list[str], bool]:

@@ -395,7 +395,7 @@ def _picked(answer: str) -> list[str]:
         ("B and I think C", ["B", "C"]),
         ("a and c", ["C"]),  # lower case: the article, as ever; "c" is a whole word
         # an answer restating the options (A), B), … in order, two or more lines) and then picking elsewhere:
-        # the restated lines are not read
+        # the restated lines of the options not picked are not read
         ("A) Paris\nB) Lyon\nAnswer: B", ["B"]),
         ("A) Paris\nB) Lyon\nC) Nice\nThe answer is A.", ["A"]),
         ("Options:\n- A) Paris, the capital\n- B) Lyon\nI'd go with B", ["B"]),
@@ -417,3 +417,12 @@ def test_a_multi_answer_reply_scores_each_option_it_joins() -> None:
     assert _score("PickMany", ["A", "C"], "A and C").score == 1.0
     assert _score("PickMany", ["A", "C"], "A) Paris\nB) Lyon\nC) Nice\nAnswer: A and C").score == 1.0
     assert _score("PickMany", {"A": 0.5, "B": 0.5}, "A) Paris\nB) Lyon\nAnswer: B").score == 0.5
+
+
+def test_a_restated_option_that_is_picked_still_matches_by_its_text() -> None:
+    """The picked option's own line stays: an expected value written as the option's text matches as its letter
+    does, and the options not picked match nothing."""
+    answer = "A) Paris\nB) Lyon\nC) Nice\nAnswer: B"
+    assert _score("PickOne", ["Lyon"], answer, synonyms=False).score == 1.0
+    assert _score("PickOne", ["Paris"], answer, synonyms=False).score == 0.0
+    assert _score("PickMany", {"Paris": 0.5, "Nice": 0.5}, answer, synonyms=False).score == 0.0
