@@ -12,8 +12,8 @@ stopwords only must be a whole item, unless it is option ``A`` or ``I`` written 
 "The answer is A.", "I'd go with A", "I'd say A", "A and C", ``a) Paris`` outside an ``a) b)`` enumeration,
 ``A: Paris`` outside a Q/A transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`);
 the label forms are ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
-"B) Lyon", "Answer: B") are read for the picked one only (:func:`_unrestated`). Missing inputs are unscorable; an ``expected`` or
-``question_type`` outside the grammar is a per-row error saying why.
+"B) Lyon", "Answer: B") are read for the picked one only (:func:`_unrestated`). Missing inputs are unscorable;
+an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
 
