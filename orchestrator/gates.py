@@ -39,7 +39,7 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
-from .terminal import TerminalConsole
+from .terminal import NOT_A_TERMINAL_WIDTH, TerminalConsole
 
 __all__ = [
     "FLOAT_SLACK",
@@ -401,8 +401,13 @@ def print_gates(results: Sequence[GateResult], console: Console | None = None, o
     if only_failed and not failed(results):
         (console or TerminalConsole(stderr=True)).print(f"gates: all {len(results)} hold")
         return
-    # not a terminal (a CI log): as wide as the table needs, no gate name or number cut to "…" (TerminalConsole)
-    (console or TerminalConsole(stderr=True)).print(gate_table(results, only_failed))
+    table = gate_table(results, only_failed)
+    if console is None:
+        console = TerminalConsole(stderr=True)  # no terminal and no COLUMNS: as wide as the table needs
+        if not console.is_terminal:  # a CI log that exports a narrow COLUMNS: still no gate name cut to "…"
+            natural = console.measure(table, options=console.options.update(max_width=NOT_A_TERMINAL_WIDTH)).maximum
+            console = TerminalConsole(stderr=True, width=max(console.width, natural))
+    console.print(table)
 
 
 def render_gates(results: Sequence[GateResult], width: int = 140) -> str:

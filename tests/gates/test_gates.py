@@ -338,3 +338,17 @@ def test_gate_systems_are_read_from_targets_and_from_the_rows_a_target_without_a
         check(unnamed, "exact_match@target=0.5")
     with pytest.raises(ConfigError, match=r"gates name 'bm25', which this run has no items of: its systems are rag-v1"):
         check(named, "exact_match@bm25=0.5")
+
+
+def test_print_gates_not_on_a_terminal_widens_past_a_narrow_columns(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CI log (stderr no terminal) whose environment exports a narrow COLUMNS: the table is as wide as it needs, as
+    before ff18cae (which kept COLUMNS and cut the gate's name to ``answer_rel…``)."""
+    from orchestrator.gates import GateResult, print_gates
+
+    monkeypatch.setenv("COLUMNS", "70")
+    name = "answer_relevancy_with_a_long_custom_name_for_the_gate"
+    print_gates([GateResult(metric=name, kind="mean", threshold=0.75, actual=0.7123, passed=False, n=50)])
+    err = capsys.readouterr().err
+    assert f"{name}=0.75" in err and "…" not in err, err
