@@ -12,7 +12,7 @@ stopwords only must be a whole item, unless it is option ``A`` or ``I`` written 
 "The answer is A.", "I'd go with A", "I'd say A", "A and C", ``a) Paris`` outside an ``a) b)`` enumeration,
 ``A: Paris`` outside a Q/A transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`);
 the label forms are ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
-"B) Lyon", "Answer: B") are read for the picked one only (:func:`_unrestated`). Missing inputs are unscorable;
+"B) Lyon", "Answer: B") are read for the given one only (:func:`_unrestated`). Missing inputs are unscorable;
 an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
@@ -142,8 +142,8 @@ _CUE = (
 )
 #: What may follow a bare label: the end of the item, punctuation, a spaced dash or ``is``, no other word.
 _ENDS = r"(?=\s*(?:$|[,;:)!?\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
-#: Any upper-case option letter, standing alone, and the ``and`` / ``&`` that joins two in a multi-answer reply.
-_LETTER = rf"{_BOLD}[A-Z]{_BOLD}(?![\w'’])"
+#: An upper-case option letter (Q aside), alone, and the ``and`` / ``&`` that joins two in a multi-answer reply.
+_LETTER = rf"{_BOLD}[A-PR-Z]{_BOLD}(?![\w'’])"  # no Q: "Q&A", "Q and A" name a FAQ
 _JOIN = r"(?:\s+(?i:and)\s+|\s*&\s*)"
 
 
@@ -163,34 +163,36 @@ def _label(label: str) -> _Label:
 
 #: Stopword option labels (``a``, ``i``: "a" is an article, "I" a pronoun), comparison form -> :class:`_Label`.
 _LABELS = {w: _label(w.upper()) for w in sorted(STOPWORDS) if len(w) == 1}
-#: Every upper-case option letter -> :class:`_Label`, to tell a pick written after restated options.
-_LETTER_LABELS = {c: _label(c) for c in string.ascii_uppercase}
 #: A line restating an option: ``A) Paris``, ``(B) Lyon``, ``C. Nice`` (after a bullet); group 1 or 2 the letter.
 _OPTION_LINE = re.compile(rf"^\s*{_BOLD}(?:\(([A-Z])\)|([A-Z])(?:\)|\.(?=\s)))")
+#: A line that is a final answer and nothing else: "Answer: B", "The answer is (B).", "**B**", "Answers: A and C".
+_ANSWER_LINE = re.compile(
+    rf"^\s*(?:{_BOLD}(?i:(?:the\s+)?(?:final\s+|correct\s+)?answers?(?:\s+(?:is|are))?){_BOLD}\s*[:\-–—]?\s*)?"
+    rf"((?:{_BOLD}\(?[A-Z]\)?{_BOLD}(?:{_JOIN}|\s*,\s*)?)+)\s*[.!]?\s*$"
+)
 
 
-def _picks(line: str, letters: str) -> bool:
-    """Whether a line picks one of the option ``letters``: one written as a label, or one as a whole item."""
-    return any(
-        _LETTER_LABELS[c].always.search(item) or terms(item) == c.lower() for item in raw_items(line) for c in letters
-    )
+def _answered(line: str) -> set[str]:
+    """The option letters a line gives as the final answer (:data:`_ANSWER_LINE`), none for any other line: a
+    letter named in passing ("Option B is wrong", "I would pick C to visit") is no final answer."""
+    found = _ANSWER_LINE.match(line)
+    return set(re.findall(r"[A-Z]", found.group(1))) if found else set()
 
 
 def _unrestated(answer: str) -> str:
-    """The answer without the options it restates beside its pick: when two or more lines start with the labels
-    ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``) and the other lines pick some of them
-    (:func:`_picks`: "Answer: B"), the restated lines of the options not picked are dropped ("B) Lyon" stays, so
-    an expected ``Lyon`` matches as ``B`` does); otherwise the answer as it is."""
+    """The answer without the options it restates beside its final answer: when two or more lines start with the
+    labels ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``) and another line is a final answer
+    among them and nothing else (:func:`_answered`: "Answer: B"), the restated lines of the options not given are
+    dropped ("B) Lyon" stays, so an expected ``Lyon`` matches as ``B`` does); otherwise the answer as it is."""
     lines = answer.splitlines()
     marks = [_OPTION_LINE.match(next(iter(raw_items(line)), "")) for line in lines]
     letters = "".join(m.group(1) or m.group(2) for m in marks if m)
     if len(letters) < 2 or letters != string.ascii_uppercase[: len(letters)]:
         return answer
-    rest = [line for line, m in zip(lines, marks, strict=True) if not m]
-    picked = {c for c in letters if any(_picks(line, c) for line in rest)}
-    if not picked:
+    given = set().union(*(_answered(line) for line, m in zip(lines, marks, strict=True) if not m))
+    if not given or not given <= set(letters):
         return answer
-    kept = [line for line, m in zip(lines, marks, strict=True) if not m or (m.group(1) or m.group(2)) in picked]
+    kept = [line for line, m in zip(lines, marks, strict=True) if not m or (m.group(1) or m.group(2)) in given]
     return "\n".join(kept)
 
 

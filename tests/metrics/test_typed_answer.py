@@ -395,11 +395,15 @@ def _picked(answer: str) -> list[str]:
         ("B and I think C", ["B", "C"]),
         ("a and c", ["C"]),  # lower case: the article, as ever; "c" is a whole word
         # an answer restating the options (A), B), … in order, two or more lines) and then picking elsewhere:
-        # the restated lines of the options not picked are not read
+        # the restated lines of the options not given in a final-answer line ("Answer: B", a bare "B") are not read
         ("A) Paris\nB) Lyon\nAnswer: B", ["B"]),
         ("A) Paris\nB) Lyon\nC) Nice\nThe answer is A.", ["A"]),
-        ("Options:\n- A) Paris, the capital\n- B) Lyon\nI'd go with B", ["B"]),
-        ("(A) Paris\n(B) Lyon\n(C) Nice\nI pick C", ["C"]),
+        ("(A) Paris\n(B) Lyon\n(C) Nice\n**C**", ["C"]),
+        ("A) Paris\nB) Lyon\nC) Nice\nThe final answer is: B, C", ["B", "C"]),
+        # a pick in a sentence is no final answer (it may name a letter in passing): the lines are read as before
+        ("Options:\n- A) Paris, the capital\n- B) Lyon\nI'd go with B", ["A", "B"]),
+        ("(A) Paris\n(B) Lyon\n(C) Nice\nI pick C", ["A", "B", "C"]),
+        ("A) Paris\nB) Lyon\nOption B is wrong.", ["A", "B"]),
         ("A. Paris\nB. Lyon\nC. Nice\nAnswer: A and C", ["A", "C"]),
         ("A) Paris\nB) Lyon\nB", ["B"]),
         ("A) Paris\n\nB) Lyon\n\nAnswer: B", ["B"]),
@@ -426,3 +430,29 @@ def test_a_restated_option_that_is_picked_still_matches_by_its_text() -> None:
     assert _score("PickOne", ["Lyon"], answer, synonyms=False).score == 1.0
     assert _score("PickOne", ["Paris"], answer, synonyms=False).score == 0.0
     assert _score("PickMany", {"Paris": 0.5, "Nice": 0.5}, answer, synonyms=False).score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("qtype", "expected", "answer"),
+    [
+        # an option ruled out ("Option B is wrong") reads as a pick of B, so the restated line of the option the
+        # answer does pick (A, by elimination / a tick) is dropped: Paris and A are lost (1.0 before, 0.0 now)
+        ("PickOne", "Paris", "A) Paris\nB) Lyon\nOption B is wrong."),
+        ("PickOne", "Paris", "A) Paris\nB) Lyon\nIt's not option B."),
+        ("PickOne", "Paris", "A) Paris ✓\nB) Lyon ✗\nI would rule out option B."),
+        ("PickOne", "A", "A) Paris ✓\nB) Lyon ✗\nI would rule out option B."),
+        # the answer's own lettered list, then a remark naming one item with a cue word: the other items are lost
+        ("ListMany", {"Paris": 0.5, "Lyon": 0.5}, "A. Paris\nB. Lyon\nC. Nice\nTo visit, I would pick C."),
+    ],
+)
+def test_a_restated_option_is_not_dropped_for_a_letter_named_but_not_picked(
+    qtype: str, expected: object, answer: str
+) -> None:
+    assert _score(qtype, expected, answer).score == 1.0
+
+
+@pytest.mark.parametrize("answer", ["Q&A: the docs say B.", "Q & A, section 3, says B", "Q and A: B"])
+def test_q_and_a_is_not_option_a_joined_to_option_q(answer: str) -> None:
+    """ "Q&A" (a FAQ's name) at an item's start reads as the letters Q and A joined, a multi-answer reply: option A
+    matched (0.0 before 3931729)."""
+    assert _score("PickOne", "A", answer).score == 0.0
