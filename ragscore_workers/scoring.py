@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -105,7 +106,7 @@ def score_rows(
             _score_per_row(mdef, params, rows, results)
             continue
         try:
-            per_row = _score_batch(mdef, params, rows, ctx)
+            per_row = _score_batch(mdef, params, rows, replace(ctx, outputs=tuple(mdef.outputs(params))))
         except SoftTimeLimitExceeded:
             raise
         except Exception as exc:

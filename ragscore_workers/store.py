@@ -22,6 +22,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           runs); an item delivered twice puts its chunk in careful mode, whatever the chunk
 ``scoring``        hash    ``{queue}:{item key}`` a careful delivery is scoring (left behind: its process died on it)
 ``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
+``unwritten:{q}``  hash    ``{item key}|{output}`` -> 1: outputs of queue ``q`` (judge) a chunk in flight has scored
+                          and not written yet; :meth:`RunStore.progress` counts them done, the chunk's write takes them
 =================  ======  ==========================================================================
 
 Besides the run's keys, ``ragscore:runs`` (a sorted set of run ids by creation time) lists the runs for ``status``.
@@ -51,6 +53,7 @@ from .settings import LIVE_RUN_TTL_S, redact_url
 from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
+    "PROGRESSIVE_QUEUES",
     "RawItem",
     "RedoLookup",
     "RunState",
@@ -99,9 +102,11 @@ class RunState:
 # Every metric value starts with its status character: o = scored, n = unscorable, e = error; fields
 # starting with "_" (item metadata) are not counted. A rewrite counts nothing new, but an item whose error
 # became a score (or the reverse) moves the error/unscorable counters. Rewriting an output a resume marked as sent
-# again (:meth:`RunStore.mark_redo`) takes its mark and one off ``redo:{queue}``: each mark is taken once.
+# again (:meth:`RunStore.mark_redo`) takes its mark and one off ``redo:{queue}``: each mark is taken once. KEYS[4]
+# (a queue of :data:`PROGRESSIVE_QUEUES`): its ``unwritten`` marks, each written output's taken in the same script.
 _WRITE_LUA = """
 local ttl = tonumber(ARGV[1])
+local unwritten = KEYS[4]
 local queue = ARGV[2]
 local i = 4
 local done, errs, nulls = 0, 0, 0
@@ -114,6 +119,7 @@ for _ = 1, tonumber(ARGV[3]) do
     local name, value = ARGV[i], ARGV[i + 1]
     i = i + 2
     if string.sub(name, 1, 1) ~= '_' then
+      if unwritten then redis.call('HDEL', unwritten, key .. '|' .. name) end
       local status = string.sub(value, 1, 1)
       local old = redis.call('HGET', key, name)
       if not old then
@@ -157,6 +163,26 @@ redis.call('EXPIRE', p, ttl)
 return done
 """
 
+
+#: Queues whose chunks say their items as each is scored (:meth:`RunStore.mark_scored`): a judge chunk takes minutes
+#: on a slow provider, and progress counted only by its write stood still all that time.
+PROGRESSIVE_QUEUES = ("judge",)
+
+# KEYS[1] = the queue's unwritten marks, KEYS[2] = redo marks; ARGV[1] = ttl, then per output: item hash key, output.
+# An output scored but not written yet is marked unless the store counts it done already: stored, and not an error
+# or stopped output a resume sent again (:meth:`RunStore.mark_redo`: not done until written again). A mark is a hash
+# field, so marking twice (a chunk delivered twice) counts once; the write of the output takes it (_WRITE_LUA).
+_SCORED_LUA = """
+local n = 0
+for i = 2, #ARGV, 2 do
+  local field = ARGV[i] .. '|' .. ARGV[i + 1]
+  if redis.call('HEXISTS', ARGV[i], ARGV[i + 1]) == 0 or redis.call('HEXISTS', KEYS[2], field) == 1 then
+    n = n + redis.call('HSET', KEYS[1], field, 1)
+  end
+end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+return n
+"""
 
 # KEYS[1] = meta, KEYS[2] = progress, KEYS[3] = judge counters; ARGV[1] = the generation of a task a worker takes.
 # The first task taken of the run's current generation stamps the store's clock (to the microsecond) and the
@@ -566,6 +592,7 @@ class RunStore:
         #: Seconds every write of a running run keeps its key (at least ``LIVE_RUN_TTL_S``).
         self.ttl_s = max(ttl_s, LIVE_RUN_TTL_S)
         self._write = client.register_script(_WRITE_LUA)
+        self._scored = client.register_script(_SCORED_LUA)
         self._answers = client.register_script(_ANSWERS_LUA)
         self._set_state = client.register_script(_SET_STATE_LUA)
         self._expire_items = client.register_script(_EXPIRE_ITEMS_LUA)
@@ -597,6 +624,7 @@ class RunStore:
         """The run's own keys (not its items): meta, counters, shard id lists, answers, done sets."""
         n_shards, generation = self.n_shards(run_id), self.generation(run_id)
         parts = ["meta", "progress", "failed_rows", "summary", "judge", "embed", "deliveries", "scoring", "redo"]
+        parts += [f"unwritten:{queue}" for queue in PROGRESSIVE_QUEUES]
         parts += [f"shards_done:{g}" for g in range(generation + 1)]
         parts += [f"{kind}:{shard}" for shard in range(n_shards) for kind in ("ids", "answers")]
         suite = self.r.hget(self.key(run_id, "meta"), "suite")
@@ -703,6 +731,9 @@ class RunStore:
         stale = [f for f in self.r.hkeys(key) if f.split(":", 1)[0] in ("redo", "marked")]
         pipe = self.r.pipeline()
         pipe.delete(self.key(run_id, "redo"))
+        # marks of chunks that died unwritten would count as done what the resume sends again; a chunk still at work
+        # marks again what it scores next, and its write counts the rest
+        pipe.delete(*(self.key(run_id, f"unwritten:{queue}") for queue in PROGRESSIVE_QUEUES))
         if stale:
             pipe.hdel(key, *stale)
         pipe.execute()
@@ -730,10 +761,12 @@ class RunStore:
     def progress(self, run_id: str) -> dict[str, int]:
         """The ``progress`` counters, with ``judge_calls`` (the ``judge`` counters' ``calls``: requests sent to the
         judge) once the run sent one; one round trip. ``done`` leaves out what a resume sent again and no worker
-        has written again yet. Once a worker took a task of the run's current attempt (:meth:`work_began`), also
-        ``work_ms``, the store's clock since then, and ``before:{counter}`` of ``done``, ``done:{queue}`` and
-        ``judge_calls``: the counter less it is the attempt's work (:meth:`WorkBegan.before`: a resume's marks
-        made after the stamp count too); the attempt's rate is its work over its own time, on one clock."""
+        has written again yet, and while the run has not ended holds, in ``done`` and ``done:{queue}``, the outputs
+        a chunk in flight has scored and not written yet (:meth:`mark_scored`). Once a worker took a task of the
+        run's current attempt (:meth:`work_began`), also ``work_ms``, the store's clock since then, and
+        ``before:{counter}`` of ``done``, ``done:{queue}`` and ``judge_calls``: the counter less it is the attempt's
+        work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its
+        work over its own time, on one clock."""
         return self.progress_and_clock(run_id)[0]
 
     def progress_and_clock(self, run_id: str) -> tuple[dict[str, int], float]:
@@ -741,11 +774,19 @@ class RunStore:
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
         pipe.hget(self.key(run_id, "judge"), "calls")
-        pipe.hmget(self.key(run_id, "meta"), WORK_BEGAN_FIELDS)
+        pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state"))
+        for queue in PROGRESSIVE_QUEUES:
+            pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         pipe.time()
-        counters, judge_calls, began_fields, (seconds, micros) = pipe.execute()
+        counters, judge_calls, meta_fields, *unwritten, (seconds, micros) = pipe.execute()
+        *began_fields, state = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
         out = {k: v for k, v in _done_now(stored).items() if k != "marked" and not k.startswith("marked:")}
+        if state not in RunState.DONE:  # an ended run's marks are of chunks that died unwritten (a cancel): not done
+            for queue, n in zip(PROGRESSIVE_QUEUES, unwritten, strict=True):
+                if n:  # scored by a chunk in flight, not written yet: done, though not yet in the counters
+                    out["done"] = out.get("done", 0) + n
+                    out[f"done:{queue}"] = out.get(f"done:{queue}", 0) + n
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
@@ -774,7 +815,23 @@ class RunStore:
         if not count:
             return 0
         keys = [self.key(run_id, "progress"), self.key(run_id, "meta"), self.key(run_id, "redo")]
+        if queue in PROGRESSIVE_QUEUES:
+            keys.append(self.key(run_id, f"unwritten:{queue}"))
         return int(self._write(keys=keys, args=args))
+
+    def mark_scored(self, run_id: str, queue: str, key: str, outputs: list[str]) -> int:
+        """Item ``key``'s ``outputs`` are scored by a chunk of ``queue`` (one of :data:`PROGRESSIVE_QUEUES`) that has
+        not written them yet: :meth:`progress` counts them done from now (one script, no read back), and the chunk's
+        :meth:`write_results` takes the marks as it counts them, in one script: never counted twice, on a redelivery
+        either. Outputs the store counts done already are not marked. Returns how many were marked."""
+        if queue not in PROGRESSIVE_QUEUES or not outputs:
+            return 0
+        item = self.key(run_id, f"item:{key}")
+        args: list[Any] = [self.ttl_s]
+        for output in outputs:
+            args += [item, output]
+        keys = [self.key(run_id, f"unwritten:{queue}"), self.key(run_id, "redo")]
+        return int(self._scored(keys=keys, args=args))
 
     def keep_item_meta(self, run_id: str, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """Write the ``_meta`` of items a cancel skipped, where no queue wrote one: the reports keep their group,
@@ -1028,13 +1085,18 @@ class RunStore:
         for run_id in run_ids:
             pipe.hmget(self.key(run_id, "meta"), ["state", "submitted_at", "created_at", "dataset"])
             pipe.hmget(self.key(run_id, "progress"), ["done", "total", "redo"])
-        replies = pipe.execute()
+            for queue in PROGRESSIVE_QUEUES:
+                pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
+        replies = iter(pipe.execute())
         out = []
-        for run_id, (state, submitted, created, dataset), (done, total, redo) in zip(
-            run_ids, replies[::2], replies[1::2], strict=True
-        ):
+        for run_id in run_ids:
+            state, submitted, created, dataset = next(replies)
+            done, total, redo = next(replies)
+            unwritten = sum(next(replies) for _ in PROGRESSIVE_QUEUES)
             at = submitted or created
             done = int(done or 0) - max(0, int(redo or 0))  # as progress(): what a resume sent again is not done
+            if state not in RunState.DONE:  # as progress(): scored by a chunk in flight, not written yet
+                done += unwritten
             out.append({"run_id": run_id, "state": state or "?", "done": done, "total": int(total or 0),
                         "submitted_at": float(at) if at else None,
                         "dataset": (dataset or "").rsplit("/", 1)[-1]})  # fmt: skip

@@ -40,7 +40,15 @@ from .schemas import (
 )
 from .scoring import cancel_skipped, derive, score_rows, with_skipped
 from .settings import get_settings
-from .store import RunState, RunStore, as_stored, redis_client, superseded, target_state_part
+from .store import (
+    PROGRESSIVE_QUEUES,
+    RunState,
+    RunStore,
+    as_stored,
+    redis_client,
+    superseded,
+    target_state_part,
+)
 
 __all__ = ["aggregate", "ask_target", "finish_shard", "score_shard", "score_task"]
 
@@ -256,7 +264,11 @@ def _score_delivery(
         if not suite.all_targets:  # answers.jsonl re-scored (--no-target): a question its target failed stays failed
             parsed, unanswered = _split_unanswered(parsed, outputs)
             written += unanswered
-        ctx = RunContext(run_id=run_id, suite=suite, redis=store.r)
+        # a judge chunk's rows are counted in the run's progress as each ends, before the chunk's write (careful
+        # scoring writes each row as it ends)
+        progressive = queue in PROGRESSIVE_QUEUES and attempt < CAREFUL_FROM_ATTEMPT
+        scored = (lambda row, names: store.mark_scored(run_id, queue, row.key, names)) if progressive else None
+        ctx = RunContext(run_id=run_id, suite=suite, redis=store.r, scored=scored)
         if attempt >= CAREFUL_FROM_ATTEMPT:
             new = store.write_results(run_id, queue, written)
             return {"items": len(rows), "new": new + _score_carefully(

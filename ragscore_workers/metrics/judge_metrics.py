@@ -14,7 +14,8 @@ the environment only. Provider libraries are imported only when a judge metric r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -225,8 +226,12 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
     return verdict
 
 
-def run_jobs(ctx: RunContext, params: JudgeParams, jobs: list[Job], max_tokens: int) -> list[Verdict]:
-    """Run the jobs on a thread pool (``params.concurrency`` calls in flight); verdicts in job order."""
+def run_jobs(
+    ctx: RunContext, params: JudgeParams, jobs: list[Job], max_tokens: int, rows: Sequence[Row] = ()
+) -> list[Verdict]:
+    """Run the jobs on a thread pool (``params.concurrency`` calls in flight); verdicts in job order. ``rows``: the
+    row of each run of ``len(jobs) // len(rows)`` jobs in a row (its judges), each told finished
+    (:meth:`RunContext.row_scored`) once its last job ends, while the others still run."""
     if not jobs:
         return []
     from ..providers import CompletionParams
@@ -235,8 +240,23 @@ def run_jobs(ctx: RunContext, params: JudgeParams, jobs: list[Job], max_tokens: 
     judge = ctx.suite.judge
     completion_params = CompletionParams(temperature=judge.temperature, max_tokens=max_tokens,
                                          reasoning=judge.is_reasoning)  # fmt: skip
+    per_row = len(jobs) // len(rows) if rows else 0
+    left = [per_row] * len(rows)
+    lock = threading.Lock()
+
+    def ask(index: int, job: Job) -> Verdict:
+        verdict = _ask(client, job, completion_params)
+        if per_row:
+            row = index // per_row
+            with lock:
+                left[row] -= 1
+                finished = left[row] == 0
+            if finished:
+                ctx.row_scored(rows[row])
+        return verdict
+
     with ThreadPoolExecutor(max_workers=min(params.concurrency, len(jobs)), thread_name_prefix="judge") as pool:
-        futures = [pool.submit(_ask, client, job, completion_params) for job in jobs]
+        futures = [pool.submit(ask, index, job) for index, job in enumerate(jobs)]
         return [f.result() for f in futures]
 
 
@@ -343,7 +363,12 @@ def _dual(
     rows: list[Row], params: DualParams, ctx: RunContext, templates: DualTemplates, prompts: DualPrompts
 ) -> list[MetricResult]:
     out, jobs = _dual_jobs(rows, params, templates, prompts)
-    verdicts = iter(run_jobs(ctx, params, jobs, reply_cap(params.max_tokens, DUAL_MAX_TOKENS, ctx.suite.judge)))
+    judged = [row for row, result in zip(rows, out, strict=True) if result is None]
+    for row, result in zip(rows, out, strict=True):
+        if result is not None:  # no judge to ask: finished now
+            ctx.row_scored(row)
+    cap = reply_cap(params.max_tokens, DUAL_MAX_TOKENS, ctx.suite.judge)
+    verdicts = iter(run_jobs(ctx, params, jobs, cap, judged))
     return [r if r is not None else combine([next(verdicts), next(verdicts)], templates) for r in out]
 
 
@@ -446,8 +471,11 @@ def _rubric_calls(rows: list[Row], params: RubricParams, suite: Suite) -> list[P
 def rubric_judge(rows: list[Row], params: RubricParams, ctx: RunContext) -> list[RubricOutputs]:
     """Rubric LLM judge, 1-5 as JSON, normalised A/5 (document-grounded QA framework)."""
     out, sources, jobs = _rubric_jobs(rows)
-    verdicts = iter(
-        run_jobs(ctx, params, jobs, reply_cap(params.max_tokens, ctx.suite.judge.max_tokens, ctx.suite.judge))
-    )
+    judged = [row for row, result in zip(rows, out, strict=True) if result is None]
+    for row, result in zip(rows, out, strict=True):
+        if result is not None:  # it cannot be judged: finished now
+            ctx.row_scored(row)
+    cap = reply_cap(params.max_tokens, ctx.suite.judge.max_tokens, ctx.suite.judge)
+    verdicts = iter(run_jobs(ctx, params, jobs, cap, judged))
     source = iter(sources)
     return [r if r is not None else _rubric_result(next(verdicts), params, next(source)) for r in out]

@@ -14,6 +14,7 @@ A function returns one ``MetricResult`` (output named like the metric) or a dict
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,6 +24,8 @@ from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationE
 from ..errors import ConfigError, UnknownMetricError
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
 from ._params import booleans_read_as_numbers
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "NoParams",
@@ -74,6 +77,21 @@ class RunContext:
     suite: Suite
     #: Redis client of the run store, for caches (``None`` in pure in-process use).
     redis: Any = None
+    #: ``scored(row, outputs)``: the worker's hook, told that ``row``'s ``outputs`` are scored (held in memory, written
+    #: with the chunk's other results): the run's progress counts them before the chunk's write. None: nobody listens.
+    scored: Callable[[Row, list[str]], None] | None = None
+    #: The outputs of the batch metric being run (:func:`~ragscore_workers.scoring.score_rows` sets them).
+    outputs: tuple[str, ...] = ()
+
+    def row_scored(self, row: Row) -> None:
+        """A batch metric whose rows end one by one (a slow judge's) says it has finished ``row``: progress moves per
+        row, not per chunk. Never raises: progress is not worth a row's score."""
+        if self.scored is None or not self.outputs:
+            return
+        try:
+            self.scored(row, list(self.outputs))
+        except Exception as exc:  # a Redis blip: the chunk's write counts the row all the same
+            log.debug("progress of %s not counted before its chunk's write: %s", row.key, exc)
 
 
 @dataclass(frozen=True)

@@ -331,3 +331,42 @@ def test_a_resumes_marks_made_after_its_work_began_do_not_hide_the_attempts_unit
     assert store.save_answers(run, 0, {"s::a": good, "s::b": good}) == 0
     progress = store.progress(run)
     assert progress["done:target"] - progress["before:done:target"] == 2 == progress["done"] - progress["before:done"]
+
+
+def test_judge_outputs_scored_before_their_chunk_is_written_are_done_once(store: RunStore) -> None:
+    """A judge chunk marks each item as it is scored (:meth:`RunStore.mark_scored`): progress counts it at once, and
+    the chunk's write takes the marks, so nothing is counted twice: not on a rewrite, a redelivery, or a resume."""
+    run, ok, failed = "t-scored", MetricResult(score=1.0), MetricResult.failed("HTTP 500")
+    store.create_run(run, {"state": "running"})
+    store.add_ids(run, 0, ["a", "b", "c"], {"judge": 6})
+
+    def write(key: str, **results: MetricResult) -> int:
+        return store.write_results(run, "judge", [(key, {"id": key}, results)])
+
+    def done() -> tuple[int, int]:
+        counters = store.progress(run)
+        return counters.get("done", 0), counters.get("done:judge", 0)
+
+    assert store.mark_scored(run, "judge", "a", ["m", "n"]) == 2
+    assert store.mark_scored(run, "judge", "a", ["m", "n"]) == 0  # a second delivery scoring it: marked once
+    assert done() == (2, 2)
+    assert write("a", m=ok, n=ok) == 2 and done() == (2, 2)  # the write counts them and takes their marks
+    assert store.r.hlen(store.key(run, "unwritten:judge")) == 0
+    assert store.mark_scored(run, "judge", "a", ["m"]) == 0 and done() == (2, 2)  # stored: done already
+    assert store.mark_scored(run, "judge", "b", ["m", "n"]) == 2  # and the chunk dies before its write
+    assert done() == (4, 4)
+    assert write("b", m=ok, n=failed) == 2 and done() == (4, 4)  # its redelivery writes: taken, counted once
+    assert store.mark_scored(run, "judge", "b", ["n"]) == 0  # an error counted done: not marked again
+    assert store.mark_redo(run, [("b", "n", "judge")]) == 1
+    assert done() == (3, 3)  # a resume sends it again: not done
+    assert store.mark_scored(run, "judge", "b", ["n"]) == 1 and done() == (4, 4)  # scored again, not written
+    assert write("b", n=ok) == 0 and done() == (4, 4)  # written: its redo mark and its unwritten mark taken
+    assert store.progress(run)["errors"] == 0
+    assert store.mark_scored(run, "judge", "c", ["m"]) == 1 and done() == (5, 5)
+    assert store.overview([run])[0]["done"] == 5
+    store.reset_redo(run)  # a resume: what chunks that died had marked is not done
+    assert done() == (4, 4)
+    assert store.mark_scored(run, "judge", "c", ["m"]) == 1
+    store.set_meta(run, state="cancelled")  # an ended run: marks of chunks that never wrote are not done
+    assert done() == (4, 4) and store.overview([run])[0]["done"] == 4
+    assert store.mark_scored(run, "cpu", "c", ["n"]) == 0  # a queue whose chunks write at once marks nothing
