@@ -15,28 +15,15 @@ from kombu import Exchange
 from kombu import Queue as KombuQueue
 
 from .errors import ConfigError
+from .limits import CONTROL_QUEUE, QUEUE_LIMITS
 from .schemas import Queue
 from .settings import get_settings
 
 __all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
 
-#: Queue of the bookkeeping tasks (shard completion, aggregation); every worker consumes it.
-CONTROL_QUEUE = "control"
 #: Queues that score items, in the order a run prints them.
 SCORING_QUEUES: tuple[Queue, ...] = (Queue.CPU, Queue.EMBED, Queue.JUDGE, Queue.CODE)
 
-#: (soft, hard) time limit in seconds of one task per queue. A chunk that hits the soft limit records a
-#: time-limit error for its items (``resume`` retries them) instead of failing the chord. Every hard
-#: limit stays below the default visibility timeout (900 s), so a slow task is never re-delivered while
-#: its first delivery still works; chunk sizes keep tasks far shorter than these limits.
-QUEUE_LIMITS: dict[str, tuple[int, int]] = {
-    Queue.CPU.value: (300, 330),
-    Queue.EMBED.value: (780, 840),
-    Queue.JUDGE.value: (780, 840),
-    Queue.CODE.value: (780, 840),
-    Queue.TARGET.value: (780, 840),
-    CONTROL_QUEUE: (780, 840),
-}
 #: Celery task results expire after this; above the longest run we expect (7 days).
 RESULT_EXPIRES_S = 7 * 24 * 3600
 

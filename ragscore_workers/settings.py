@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
+from .limits import longest_hard_limit
 
 __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
 
@@ -89,8 +90,11 @@ class Settings(BaseSettings):
         """Seconds a running run's keys are kept (at least :data:`LIVE_RUN_TTL_S`)."""
         return max(self.run_ttl_s, LIVE_RUN_TTL_S)
 
+    #: Tests of redelivery only (their tasks take seconds): accept a visibility timeout not above every hard time
+    #: limit. A task that runs longer than it is delivered again while its first delivery still works.
+    allow_short_visibility_timeout: bool = False
     #: Seconds before Redis re-delivers a message whose worker vanished without acknowledging it (kill -9
-    #: of a whole worker, a lost host). Must stay above the longest task (the hard limits in app.py).
+    #: of a whole worker, a lost host). Must be above the longest task (the hard limits in limits.py).
     visibility_timeout_s: int = Field(default=900, ge=1)
     #: Seconds without progress, with nothing of the run queued or held, before the orchestrator
     #: re-submits the missing work (a message lost with a killed worker).
@@ -106,6 +110,19 @@ class Settings(BaseSettings):
     def _expanded(cls, home: Path) -> Path:
         """``~/x`` (as env files and systemd units write it) is the user's ``x``, never a ``~`` directory here."""
         return home.expanduser()
+
+    @field_validator("visibility_timeout_s")
+    @classmethod
+    def _above_every_hard_limit(cls, seconds: int, info: ValidationInfo) -> int:
+        """A visibility timeout a task can outlive re-delivers it while it still runs, over and over (16 deliveries
+        of a rate-limited judge's chunks at 5 s), until its items are failed as if their process had died."""
+        longest = longest_hard_limit()
+        if seconds <= longest and not info.data.get("allow_short_visibility_timeout"):
+            raise ValueError(
+                f"must be above the longest hard time limit of a task, {longest} s (default 900): a task still running "
+                "when it passes is delivered again, and its items end failed as if their worker had died"
+            )
+        return seconds
 
     @field_validator("broker_url", "result_backend", "store_url")
     @classmethod

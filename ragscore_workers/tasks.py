@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from .aggregate import Aggregator
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .errors import ConfigError, UnknownMetricError
+from .limits import longest_hard_limit
 from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import ResolvedSuite, plan_shard, resolve_suite
 from .providers.run_state import INTERNAL_FIELDS
@@ -155,6 +156,16 @@ def _split_unanswered(rows: list[Row], outputs: list[str]) -> tuple[list[Row], l
     return kept, failed
 
 
+def _or_outlived() -> str:
+    """The other reason a careful delivery's mark is left behind, where the settings make it possible: the delivery
+    still ran when the visibility timeout passed, and was delivered again (a timeout not above every hard limit)."""
+    settings, longest = get_settings(), longest_hard_limit()
+    if settings.visibility_timeout_s > longest:
+        return ""
+    return (f", or ran past the visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={settings.visibility_timeout_s} s, "
+            f"not above the {longest} s hard time limit) and was delivered again while it ran")  # fmt: skip
+
+
 def _score_carefully(
     store: RunStore, run_id: str, queue: str, rows: list[Row], metrics: list, ctx: RunContext, outputs: list[str],
     attempt: int,
@@ -168,7 +179,8 @@ def _score_carefully(
     for index, row in enumerate(rows):
         if row.key in culprits:
             error = MetricResult.failed(
-                f"the worker process died while scoring this item (delivery {attempt - 1}); not retried again"
+                f"the worker process died while scoring this item{_or_outlived()} (delivery {attempt - 1}); "
+                "not retried again"
             )
             new += store.write_results(run_id, queue, [(row.key, _item_meta(row), {o: error for o in outputs})])
             store.mark_scoring(run_id, queue, row.key, False)

@@ -43,6 +43,7 @@ def _run_with_kill(tmp_path: Path, kill: str, visibility_s: int = 4) -> None:
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=2)
     worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = str(visibility_s)  # 4: a vanished worker's messages return soon
+    worker.env["RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT"] = "1"  # below the hard limits: these tasks take seconds
     worker.start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
@@ -155,15 +156,20 @@ def test_an_embedded_worker_killed_mid_run_is_restarted_and_its_lost_work_resubm
     assert ids == [f"q{i}" for i in range(6000)]
 
 
+@pytest.mark.parametrize("visibility_s", [None, 5])
 def test_items_sent_again_in_other_chunks_count_as_later_deliveries(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, visibility_s: int | None
 ) -> None:
     """A process killed at its hard time limit is acked as failed, and the stalled run's recovery sends the
     items again in new tasks, cut into other chunks. Deliveries are counted per item and queue: the new chunk
-    goes careful, and fails the item a careful delivery died on."""
+    goes careful, and fails the item a careful delivery died on. With a visibility timeout below the hard limits
+    (allowed for tests only), the careful delivery may as well still be running: the error says so."""
     from ragscore_workers import tasks
     from ragscore_workers.schemas import Suite
 
+    if visibility_s is not None:
+        monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", str(visibility_s))
+        monkeypatch.setenv("RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT", "1")
     server = RedisProcess(tmp_path / "redis").start()
     try:
         monkeypatch.setenv("RAGSCORE_BROKER_URL", server.url)
@@ -182,6 +188,8 @@ def test_items_sent_again_in_other_chunks_count_as_later_deliveries(
         keys = [r["id"] for r in rows]
         fields = dict(zip(keys, store.item_fields("r1", keys), strict=True))
         assert "worker process died while scoring this item" in fields["q2"]["exact_match"]
+        outlived = "or ran past the visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S=5 s, not above the 840 s hard"
+        assert (outlived in fields["q2"]["exact_match"]) == (visibility_s is not None), fields["q2"]
         assert all(fields[k]["exact_match"].startswith("o") for k in ("q1", "q3", "q9"))
         left = store.r.hgetall(store.key("r1", "deliveries"))
         assert left == {"cpu:q0": "2", "embed:q2": "1"}  # the chunk ended: its items start afresh

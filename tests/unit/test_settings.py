@@ -66,6 +66,26 @@ def test_a_malformed_environment_variable_is_named(monkeypatch: pytest.MonkeyPat
     assert "pa#ss" not in str(info.value) and "w0rd" not in str(info.value) and ":***@host" in str(info.value)
 
 
+def test_a_visibility_timeout_not_above_every_hard_time_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """5 s with a slow judge: each chunk was delivered again every 5 s while its first delivery still ran, and items
+    ended as "the worker process died" 16 deliveries later, exit code 0."""
+    from ragscore_workers.limits import QUEUE_LIMITS
+
+    longest = max(hard for _, hard in QUEUE_LIMITS.values())
+    for value in ("5", str(longest)):
+        monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", value)
+        with pytest.raises(ConfigError) as info:
+            get_settings()
+        said = str(info.value)
+        assert f"RAGSCORE_VISIBILITY_TIMEOUT_S='{value}': must be above" in said and f"{longest} s" in said, said
+    monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", str(longest + 1))
+    assert get_settings().visibility_timeout_s == longest + 1
+    # tests of redelivery, whose tasks take seconds, lower it on purpose
+    monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", "4")
+    monkeypatch.setenv("RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT", "1")
+    assert get_settings().visibility_timeout_s == 4
+
+
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
@@ -77,6 +97,8 @@ def test_a_malformed_environment_variable_is_named(monkeypatch: pytest.MonkeyPat
         (["status", "--interval", "abc"], {}, "Invalid value for '--interval'"),
         (["worker", "-Q", "cpu", "-c", "0"], {}, "greater than or equal to 1"),
         (["run", "--bogus"], {}, "No such option: --bogus"),
+        (["worker", "-Q", "judge"], {"RAGSCORE_VISIBILITY_TIMEOUT_S": "5"}, "TIMEOUT_S='5': must be above"),
+        (["status"], {"RAGSCORE_VISIBILITY_TIMEOUT_S": "840"}, "RAGSCORE_VISIBILITY_TIMEOUT_S='840': must be above"),
     ],
 )
 def test_the_cli_says_what_is_malformed_and_exits_2(args: list[str], env: dict[str, str], message: str) -> None:

@@ -1,0 +1,30 @@
+"""Per-queue task time limits: what the Celery app sets on each task and what the settings check the visibility
+timeout against (kept apart from :mod:`.app` so :mod:`.settings` can read them without importing Celery)."""
+
+from __future__ import annotations
+
+from .schemas import Queue
+
+__all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "longest_hard_limit"]
+
+#: Queue of the bookkeeping tasks (shard completion, aggregation); every worker consumes it.
+CONTROL_QUEUE = "control"
+
+#: (soft, hard) time limit in seconds of one task per queue. A chunk that hits the soft limit records a
+#: time-limit error for its items (``resume`` retries them) instead of failing the chord. Every hard
+#: limit must stay below the visibility timeout (``RAGSCORE_VISIBILITY_TIMEOUT_S``, 900 s by default; the
+#: settings refuse one that is not above :func:`longest_hard_limit`), so a slow task is never re-delivered while
+#: its first delivery still works; chunk sizes keep tasks far shorter than these limits.
+QUEUE_LIMITS: dict[str, tuple[int, int]] = {
+    Queue.CPU.value: (300, 330),
+    Queue.EMBED.value: (780, 840),
+    Queue.JUDGE.value: (780, 840),
+    Queue.CODE.value: (780, 840),
+    Queue.TARGET.value: (780, 840),
+    CONTROL_QUEUE: (780, 840),
+}
+
+
+def longest_hard_limit() -> int:
+    """Seconds of the longest hard time limit of any task: the visibility timeout must be above it."""
+    return max(hard for _, hard in QUEUE_LIMITS.values())
