@@ -23,7 +23,7 @@ import re
 import socket
 import traceback
 from collections.abc import Mapping
-from urllib.parse import quote, quote_plus, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 from ..errors import ConfigError, RagscoreError
 from ..schemas import credential_name
@@ -39,16 +39,29 @@ __all__ = [
     "environment_secrets",
     "exception_text",
     "redact",
+    "redact_environment",
+    "redact_url_passwords",
+    "redact_words",
     "traceback_text",
     "where_here",
 ]
 
 #: Environment variables holding a key by their name's last part besides :func:`credential_name`'s (``GEMINI_KEY``,
-#: ``AZURE_OPENAI_KEY``, a ``DB_PASS``); a short value (``SORT_KEY=id``) stays, as :data:`MIN_SECRET_CHARS` says.
+#: ``AZURE_OPENAI_KEY``, a ``DB_PASS``); a short value (``SORT_KEY=id``) stays, as :data:`MIN_WORD_SECRET_CHARS` says.
 _KEY_VARIABLE = re.compile(r"(?:^|_)(?:KEY|PASS|PWD|CREDENTIALS?)$", re.I)
 
-#: Shortest environment value redacted from error text (a ``DEBUG_TOKEN=1`` is no secret, and ``1`` is everywhere).
+#: Shortest environment value redacted wherever it appears in error text, inside a longer word too.
 MIN_SECRET_CHARS = 8
+#: Shortest environment value redacted at all: one shorter than :data:`MIN_SECRET_CHARS` only where it stands as a
+#: word of its own (no letter or digit either side: ``key=abc1234``, ``'pw123'``), so that a short password does not
+#: turn every word holding it into ``***``. Under this (``DEBUG_TOKEN=1``, ``SORT_KEY=id``) is no secret: ``1`` is
+#: everywhere. A URL's password is redacted in any URL of the text whatever its length (:func:`redact_url_passwords`).
+MIN_WORD_SECRET_CHARS = 4
+#: Values of credential-named variables that are switches, not secrets (``HF_HUB_DISABLE_TOKEN=true``).
+_NOT_SECRETS = frozenset({"true", "false", "none", "null"})
+
+#: A URL's password where text quotes the URL: ``scheme://user:PASSWORD@`` (the user may be empty).
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#@]+@")
 
 
 def redact(text: str, *secrets: str | None) -> str:
@@ -57,18 +70,38 @@ def redact(text: str, *secrets: str | None) -> str:
     ``=`` quoted into a query string)."""
     for secret in secrets:
         if secret:
-            forms = {secret, repr(secret)[1:-1], secret.encode("unicode_escape").decode()}
-            forms |= {json.dumps(secret)[1:-1], json.dumps(secret)[1:-1].replace("/", "\\/")}
-            forms |= {quote(secret, safe=""), quote_plus(secret), quote(secret)}
-            for form in sorted(forms, key=len)[::-1]:
+            for form in _forms(secret):
                 text = text.replace(form, "***")
     return text
 
 
+def _forms(secret: str) -> list[str]:
+    """``secret`` as written, escaped and percent-encoded, longest first."""
+    forms = {secret, repr(secret)[1:-1], secret.encode("unicode_escape").decode()}
+    forms |= {json.dumps(secret)[1:-1], json.dumps(secret)[1:-1].replace("/", "\\/")}
+    forms |= {quote(secret, safe=""), quote_plus(secret), quote(secret)}
+    return sorted(forms, key=len)[::-1]
+
+
+def redact_words(text: str, *secrets: str) -> str:
+    """``text`` with each of ``secrets`` (in each of its forms) replaced by ``***`` where it stands as a word of its
+    own, no letter or digit either side: for short values, which a longer word may hold by chance."""
+    for secret in secrets:
+        for form in _forms(secret):
+            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(form)}(?![A-Za-z0-9])", "***", text)
+    return text
+
+
+def redact_url_passwords(text: str) -> str:
+    """``text`` with the password of every URL it quotes (``postgres://u:pw@h/db``) as ``***``, whatever its length."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
+
+
 def environment_secrets() -> list[str]:
-    """What :func:`redact` takes out of a plug-in's or a library target's error text, which may quote its key: the
-    values of environment variables named like credentials (``GROQ_API_KEY``, ``HF_TOKEN``, and ``*_KEY`` as
-    ``GEMINI_KEY`` and ``AZURE_OPENAI_KEY`` are named) and the password of a URL held in any (``DATABASE_URL``)."""
+    """What :func:`redact_environment` takes out of a plug-in's or a library target's error text, which may quote its
+    key: the values of environment variables named like credentials (``GROQ_API_KEY``, ``HF_TOKEN``, and ``*_KEY`` as
+    ``GEMINI_KEY`` and ``AZURE_OPENAI_KEY`` are named) and the password of a URL held in any (``DATABASE_URL``), as
+    written there and percent-decoded; :data:`MIN_WORD_SECRET_CHARS` or more characters, switches left out."""
     found = []
     for name, value in os.environ.items():
         value = value.strip()
@@ -76,21 +109,31 @@ def environment_secrets() -> list[str]:
             found.append(value)
         elif "://" in value:
             try:
-                found.append(urlsplit(value).password or "")
+                password = urlsplit(value).password or ""
             except ValueError:  # no URL after all
-                pass
-    return [v for v in found if len(v) >= MIN_SECRET_CHARS]
+                continue
+            found += [password, unquote(password)]
+    return [v for v in dict.fromkeys(found) if len(v) >= MIN_WORD_SECRET_CHARS and v.lower() not in _NOT_SECRETS]
+
+
+def redact_environment(text: str, *secrets: str | None) -> str:
+    """``text`` with ``secrets`` and the environment's (:func:`environment_secrets`) as ``***``: every URL's password,
+    a value of :data:`MIN_SECRET_CHARS` or more wherever it is, a shorter one where it is a word of its own."""
+    found = environment_secrets()
+    text = redact_url_passwords(redact(text, *secrets, *(v for v in found if len(v) >= MIN_SECRET_CHARS)))
+    return redact_words(text, *(v for v in found if len(v) < MIN_SECRET_CHARS))
 
 
 def exception_text(exc: BaseException, *secrets: str | None) -> str:
-    """``Type: message`` of ``exc`` with ``secrets`` and the environment's credentials as ``***``: an item's
-    error, where a plug-in's or a library target's text may quote a key (a URL, a header)."""
-    return redact(f"{type(exc).__name__}: {exc}", *secrets, *environment_secrets())
+    """``Type: message`` of ``exc`` with ``secrets`` and the environment's credentials as ``***``
+    (:func:`redact_environment`): an item's error, where a plug-in's or a library target's text may quote a key (a URL,
+    a header)."""
+    return redact_environment(f"{type(exc).__name__}: {exc}", *secrets)
 
 
 def traceback_text(exc: BaseException, *secrets: str | None) -> str:
     """``exc``'s traceback for a worker log, redacted as :func:`exception_text` (its last line quotes it)."""
-    return redact("".join(traceback.format_exception(exc)), *secrets, *environment_secrets())
+    return redact_environment("".join(traceback.format_exception(exc)), *secrets)
 
 
 def where_here() -> str:
