@@ -14,7 +14,7 @@ skipped point counts as failed. Score = passed weight / total weight of the scor
 none (scored points that all weigh 0 are refused: they would score 1.0 whatever the answer); informational
 points are evaluated and reported, never scored. ``details["categories"]`` holds the same ratio per category (none
 for a category whose scored points all weigh 0: it moves nothing).
-A malformed point fails the whole row with a message naming it.
+A malformed point (a cycle of ``depends_on`` too) fails the whole row with a message naming it.
 """
 
 from __future__ import annotations
@@ -251,11 +251,42 @@ def parse_points(raw: list[Any]) -> list[ParsedPoint]:
             raise _problem(index, p.id, PointSpecError(f"depends_on names unknown point(s) {unknown}"))
         if p.id in p.point.depends_on:
             raise _problem(index, p.id, PointSpecError("depends_on names the point itself: it could never run"))
+    if cycle := _dependency_cycle(parsed):
+        index = next(i for i, p in enumerate(parsed) if p.id == cycle[0])
+        raise _problem(index, cycle[0], PointSpecError(
+            f"depends_on forms a cycle, {' -> '.join(cycle)}: these points could never run"))  # fmt: skip
     weights = [p.point.weight for p in parsed if not p.point.informational]
     if weights and not any(weights):
         raise PointSpecError("checks: every scored point has weight 0, so the score would be 1.0 whatever the answer; "
                              "give one a weight above 0 (or make the points informational)")  # fmt: skip
     return parsed
+
+
+def _dependency_cycle(parsed: list[ParsedPoint]) -> list[str] | None:
+    """The first cycle of ``depends_on`` (``[a, b, a]``: a depends on b, b on a), found from the points in order; None
+    without one. A point depending on a later one is skipped, as documented; on a cycle, none could ever run."""
+    depends = {p.id: p.point.depends_on for p in parsed}
+    done: set[str] = set()
+    for start in depends:
+        if start in done:
+            continue
+        path, on_path = [start], {start}
+        todo = [iter(depends[start])]
+        while todo:
+            step = next(todo[-1], None)
+            if step is None:  # every dependency of path[-1] explored: no cycle through it
+                finished = path.pop()
+                on_path.discard(finished)
+                done.add(finished)
+                todo.pop()
+                continue
+            if step in on_path:
+                return [*path[path.index(step) :], step]
+            if step not in done:
+                path.append(step)
+                on_path.add(step)
+                todo.append(iter(depends[step]))
+    return None
 
 
 _FIELD = re.compile(r"\{(\w+)(:[^{}]*)?\}")

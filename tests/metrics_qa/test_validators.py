@@ -192,6 +192,29 @@ def test_malformed_points_fail_the_row_with_a_message_naming_the_point(spec: dic
     assert result.error.startswith("checks[1] ('bad'): ") and message in result.error
 
 
+def test_a_cycle_of_dependencies_fails_the_row_and_is_refused_in_suite_points() -> None:
+    """a depends on b and b on a: neither could ever run, and both were "skipped", a score of 0 blamed on the answer,
+    instead of the malformed spec it is. A forward reference alone stays a skip, as documented."""
+    from ragscore_workers.errors import ConfigError
+    from ragscore_workers.metrics.registry import get_metric
+
+    cite = {"type": "citation"}
+    two = [{"id": "ok", **cite}, {"id": "a", **cite, "depends_on": "b"}, {"id": "b", **cite, "depends_on": "a"}]
+    result = checks(Row(id="x", answer="a [1]", checks=two), ChecksParams())
+    assert result.score is None and result.error == (
+        "checks[1] ('a'): depends_on forms a cycle, a -> b -> a: these points could never run"
+    )
+    three = [{"id": "a", **cite, "depends_on": ["ok"]}, {"id": "ok", **cite, "depends_on": ["c"]},
+             {"id": "b", **cite, "depends_on": "a"}, {"id": "c", **cite, "depends_on": ["b"]}]  # fmt: skip
+    assert checks(Row(id="x", answer="a [1]", checks=three), ChecksParams()).error == (
+        "checks[0] ('a'): depends_on forms a cycle, a -> ok -> c -> b -> a: these points could never run"
+    )
+    with pytest.raises(ConfigError, match=r"depends_on forms a cycle, a -> b -> a"):
+        get_metric("checks").parse_params({"points": two})
+    forward = [{"id": "a", **cite, "depends_on": "b"}, {"id": "b", **cite}]
+    assert [p.id for p in parse_points(forward)] == ["a", "b"]
+
+
 def test_unknown_types_list_every_validator_including_the_planned_ones() -> None:
     result = checks(Row(id="x", answer="a", checks=[{"type": "nope"}]), ChecksParams())
     names = ["citation", "code_test", "diff", "embedding", "json_schema", "keyword", "length", "negation", "regex"]
