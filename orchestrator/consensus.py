@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ __all__ = [
     "consensus_for",
     "consensus_rows",
     "load_outcomes",
+    "refuse_a_file_of_others",
     "run_source",
     "split_sentences",
     "write_consensus",
@@ -250,8 +252,42 @@ def _dir_info(run_dir: Path, store: Callable[[], RunStore]) -> dict[str, Any]:
     return store_info(store(), json.loads(run_json.read_text(encoding="utf-8"))["run_id"])
 
 
+#: Bytes of an existing ``--out`` file's first line read to tell whether consensus wrote it.
+_HEAD_LIMIT = 1 << 24
+
+
+def refuse_a_file_of_others(out: Path, option: str = "--out") -> None:
+    """ConfigError (exit 2) when ``out`` is a file that consensus did not write: a user's file, another run's
+    summary.json, the run's own dataset. What consensus wrote earlier (its first line a row with
+    ``metadata.consensus``, or no row at all) is replaced, as a report is."""
+    if not os.path.lexists(out) or out.is_dir():  # a directory: the write fails, and says so
+        return
+    try:
+        with out.open("rb") as fh:
+            head = fh.readline(_HEAD_LIMIT)
+    except OSError:
+        head = b"?"  # unreadable: not known to be ours
+    if not head.strip() or _a_consensus_row(head):
+        return
+    raise ConfigError(
+        f"{out} exists and consensus did not write it: it would be replaced. Nothing was written; choose another "
+        f"{option} or remove it"
+    )
+
+
+def _a_consensus_row(line: bytes) -> bool:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False
+    meta = row.get("metadata") if isinstance(row, dict) else None
+    return "id" in row and isinstance(meta, dict) and isinstance(meta.get("consensus"), dict)
+
+
 def write_consensus(out: Path, source: RunSource) -> tuple[int, int]:
-    """Write the consensus dataset (JSONL) to ``out``; returns (questions, questions with a reference)."""
+    """Write the consensus dataset (JSONL) to ``out``; returns (questions, questions with a reference). A file
+    there that consensus did not write is refused (:func:`refuse_a_file_of_others`)."""
+    refuse_a_file_of_others(out)
     outcomes = load_outcomes(source.items)
     rows = (r for _, r in iter_rows(source.dataset, source.fmt, source.fmt_options) if isinstance(r, Row))
     questions = with_reference = 0

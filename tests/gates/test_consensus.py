@@ -130,6 +130,34 @@ def test_consensus_of_a_run_dir_whose_run_left_the_store_reads_its_run_info(tmp_
     assert q1["metadata"]["consensus"]["sentences"] == EXPECTED_SENTENCES
 
 
+@pytest.mark.integration
+def test_consensus_out_refuses_a_file_it_did_not_write(tmp_path: Path, home: Path) -> None:
+    """``consensus --out FILE`` replaced whatever FILE was (a user's file, a run's summary.json, the run's own
+    dataset) and exited 0: refused (exit 2, nothing written). What consensus wrote before is rewritten."""
+    data = write_jsonl(tmp_path / "answers.jsonl", _rows())
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"metrics": ["checks"]}))
+    run = tmp_path / "run"
+    assert ragscore("run", data, "--suite", suite, "--out", run, "-q", home=home).returncode == 0
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"mine": 1}\n')
+    for theirs in (mine, run / "summary.json", data, run / "items.jsonl"):
+        before = theirs.read_bytes()
+        refused = ragscore("consensus", run, "--out", theirs, home=home)
+        said = " ".join(refused.stderr.split())
+        assert refused.returncode == 2, refused.stderr
+        assert f"{theirs} exists and consensus did not write it" in said and "Traceback" not in said, said
+        assert theirs.read_bytes() == before
+    assert ragscore("report", run, "--format", "md", home=home).returncode == 0  # its summary.json is whole
+    golden, empty = tmp_path / "golden.jsonl", tmp_path / "empty.jsonl"
+    empty.write_text("")
+    for out in (golden, golden, empty):  # a new file, consensus's own file again, an empty file
+        wrote = ragscore("consensus", run, "--out", out, home=home)
+        assert wrote.returncode == 0, wrote.stderr
+    assert json.loads(golden.read_text().splitlines()[0])["metadata"]["consensus"]["sentences"] == EXPECTED_SENTENCES
+    assert empty.read_bytes() == golden.read_bytes()
+
+
 def test_points_an_empty_text_passes_add_no_sentence_of_their_own() -> None:
     """A heavy negation (or a length maximum) passes on any filler sentence: it must not put the best answer's
     first sentence into the reference, only be credited to a sentence chosen for its content."""
