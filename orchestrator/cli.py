@@ -1136,6 +1136,7 @@ def compare_cmd(
     from .reports import open_run
     from .reports.compare import alone_text, compare, errors_text, mismatch_text, unchecked_text, unpaired_text
     from .reports.compare_view import print_comparison, render_compare_html, render_compare_markdown
+    from .reports.files import COMPARE_NAMES, refuse_files_of_others
 
     stores: list = []
 
@@ -1146,6 +1147,7 @@ def compare_cmd(
 
     data = [open_run(ref, store) for ref in runs]
     make_out_dir(out)  # before the work: --out naming a file is said at once
+    refuse_files_of_others(out, names=COMPARE_NAMES)  # the user's own compare.md, as `report --out` refuses it
     try:
         result = compare(data, baseline=baseline, **({"seed": seed} if seed is not None else {}))
     except ValueError as exc:

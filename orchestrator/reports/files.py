@@ -23,6 +23,7 @@ from .source import RUN_INFO, RunData, from_store
 
 __all__ = [
     "ANSWERS",
+    "COMPARE_NAMES",
     "FORMAT_NAMES",
     "FORMATS",
     "OUTPUT_NAMES",
@@ -41,6 +42,9 @@ UNENCODABLE = "backslashreplace"
 #: Every file a run writes into its ``--out`` DIR (``run.json`` first, the rest with the reports).
 OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json", "failed_rows.jsonl", RUN_INFO,
                           "report.md", "report.html", ANSWERS})  # fmt: skip
+
+#: The files ``ragscore compare`` writes into its ``--out`` DIR.
+COMPARE_NAMES = frozenset({"compare.html", "compare.md"})
 
 #: items.jsonl lines written at a time.
 WRITE_BATCH = 1000
@@ -82,11 +86,11 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
     """ConfigError (exit 2) when ``out_dir`` holds files of a run's names (summary.json, items.csv, ...; of
     ``names``, the files about to be written) and no ragscore run wrote them: its reports would replace them. A DIR
     of an earlier run (its run.json or summary.json names one) is not refused: a new run replaces that run's
-    reports, and says so."""
+    reports, and says so; of names no run writes (compare.md), a file there is refused unless ragscore wrote it."""
     if _holds_a_run(out_dir):
-        return
+        names = names - OUTPUT_NAMES  # a run wrote these; not compare.md, which no run writes
     # not a directory of such a name: a report cannot replace it (its write fails, and says so); nor a report that
-    # ``ragscore report`` wrote (one format, no run.json)
+    # ``ragscore report`` (one format, no run.json) or ``ragscore compare`` wrote
     found = [out_dir / name for name in names if os.path.lexists(out_dir / name)]
     theirs = sorted(path.name for path in found if not path.is_dir() and not _ours(path))
     if theirs:
@@ -96,11 +100,14 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
         )
 
 
-#: How the first bytes of a report ``ragscore report`` writes alone begin (``report --format md|html|csv``).
+#: How the first bytes of a report ``ragscore report`` writes alone begin (``report --format md|html|csv``), and
+#: of ``ragscore compare``'s.
 _OUR_HEADS = {
     "report.md": b"# ragscore ",
     "report.html": b"<title>ragscore ",
     "items.csv": ",".join(ITEM_META_FIELDS).encode(),
+    "compare.md": b"# ragscore compare: ",
+    "compare.html": b"<title>ragscore compare ",
 }
 
 
@@ -114,7 +121,7 @@ def _ours(path: Path) -> bool:
             head = fh.read(4096)
     except OSError:
         return False
-    return head.startswith(sign) if path.name != "report.html" else sign in head
+    return sign in head if path.name.endswith(".html") else head.startswith(sign)
 
 
 def _holds_a_run(out_dir: Path) -> bool:

@@ -552,3 +552,35 @@ def test_runs_compared_by_system_whose_questions_all_differ_are_refused_naming_e
     with pytest.raises(ValueError, match=r"nothing to compare\. Some ids hold a different question than in its "
                                          r"namesake in r1[^:]*: 1 in r2:x \(e\.g\. q0\); 1 in r2:y"):  # fmt: skip
         compare([systems("r1", "Where?"), systems("r2", "Who?")])
+
+
+def test_compare_out_refuses_a_dir_holding_files_of_the_users_with_its_names(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """``compare --out DIR`` wrote over the user's own compare.md / compare.html there (``run``, ``results`` and
+    ``report --out`` refuse theirs): refused (exit 2, naming them, nothing written), in a run's DIR too (no run
+    writes compare.md). What compare wrote before is replaced."""
+    runs = [str(two_runs[k].out_dir) for k in ("A", "B")]
+    other, in_a_run = tmp_path / "other", tmp_path / "run"
+    for directory in (other, in_a_run):
+        directory.mkdir()
+        (directory / "compare.md").write_text("# my notes on the comparison\n")
+        (directory / "compare.html").write_text("<p>mine</p>\n")
+    (in_a_run / "summary.json").write_text(json.dumps({"run_id": "r1"}))
+    for directory in (other, in_a_run):
+        before = {p.name: p.read_bytes() for p in directory.iterdir()}
+        refused = _cli(*runs, "--out", str(directory))
+        said = " ".join(refused.stderr.split())
+        assert refused.returncode == 2, refused.stderr
+        assert f"{directory} holds compare.html, compare.md, which no ragscore run wrote" in said, said
+        assert "choose another --out" in said and "Traceback" not in said
+        assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+    again = tmp_path / "again"
+    for _ in range(2):
+        wrote = _cli(*runs, "--out", str(again))
+        assert wrote.returncode == 0, wrote.stderr
+    (in_a_run / "compare.md").unlink()
+    (in_a_run / "compare.html").unlink()
+    for _ in range(2):  # a run's DIR: compare writes beside its reports, and rewrites its own files
+        wrote = _cli(*runs, "--out", str(in_a_run))
+        assert wrote.returncode == 0, wrote.stderr
