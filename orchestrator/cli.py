@@ -72,6 +72,26 @@ BrokerOpt = Annotated[
         callback=lambda url: _broker_option(url) if url else url,
     ),
 ]
+#: ``ragscore worker``'s --broker: workers serve a cluster's queues (an embedded run starts its own), so one is needed.
+WorkerBrokerOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--broker",
+        help="Cluster broker URL (default: $RAGSCORE_BROKER_URL; one of them is required: an embedded run starts "
+        "its own workers).",
+        callback=lambda url: _broker_option(url) if url else url,
+    ),
+]
+#: ``ragscore flower``'s --broker: without one it attaches to the embedded Redis only while it is up.
+FlowerBrokerOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--broker",
+        help="Cluster broker URL (default: $RAGSCORE_BROKER_URL; unset = the embedded Redis's lane 0, only while an "
+        "embedded run has it up).",
+        callback=lambda url: _broker_option(url) if url else url,
+    ),
+]
 
 
 MaxCostOpt = Annotated[
@@ -892,7 +912,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type:
 @app.command()
 def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code,target")],
-    broker: BrokerOpt = None,
+    broker: WorkerBrokerOpt = None,
     concurrency: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--concurrency", "-c", min=1, help="Pool size per queue (default: the queue's own, see README)"),
@@ -1172,7 +1192,7 @@ def compare_cmd(
 @app.command("flower", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def flower_cmd(
     ctx: typer.Context,
-    broker: BrokerOpt = None,
+    broker: FlowerBrokerOpt = None,
     port: Annotated[int, typer.Option("--port", help="Port to serve on")] = 5555,
     address: Annotated[str, typer.Option("--address", help="Address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     max_tasks: Annotated[
