@@ -254,6 +254,20 @@ def _run_store(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
     return (connect_lane(url, lane, settings) if lane else store), lane
 
 
+#: What ``run --resume DIR`` refuses: the run store has the run's dataset, suite and options as it was submitted.
+RESUME_REFUSES = ("DATASET", "--suite", "--chunk-size", "--format", "--predictions", "--corpus", "--system",
+                  "--no-cache", "--no-target")  # fmt: skip
+#: What ``run --resume DIR`` takes (said when it refuses one of :data:`RESUME_REFUSES`): what they do -> the options.
+RESUME_TAKES = {
+    "(raise its judge budget)": ("--max-cost", "--max-tokens"),
+    "(set its judge rate limits)": ("--rpm", "--tpm", "--rpd", "--tpd"),
+    "(its gates, in place of those it was started with)": (
+        "--fail-under", "--fail-on-regression", "--regression-tolerance", "--junit"
+    ),
+    "": ("--broker", "--quiet"),
+}  # fmt: skip
+
+
 @app.command("run")
 def run_cmd(
     dataset: Annotated[
@@ -322,16 +336,14 @@ def run_cmd(
     if resume_dir is not None:
         if dry_run:
             raise ConfigError("--dry-run counts what a new run would do; it does not apply to --resume")
-        given = [name for name, value in (
-            ("DATASET", dataset), ("--suite", suite), ("--chunk-size", chunk_size), ("--format", fmt),
-            ("--predictions", predictions), ("--corpus", corpus), ("--system", system), ("--no-cache", no_cache),
-            ("--no-target", no_target),
-        ) if value not in (None, False, [])]  # fmt: skip
+        values = (dataset, suite, chunk_size, fmt, predictions, corpus, system, no_cache, no_target)
+        given = [name for name, value in zip(RESUME_REFUSES, values, strict=True) if value not in (None, False, [])]
         if given:
+            takes = "; ".join(f"{'/'.join(flags)} {what}".strip() for what, flags in RESUME_TAKES.items())
             raise ConfigError(
                 f"--resume finishes a run as it was submitted (the run store has its dataset, suite and options; "
-                f"only --max-cost/--max-tokens may raise its judge budget and --rpm/--tpm/--rpd/--tpd set its judge "
-                f"rate limits): drop {', '.join(given)}, or start a new run without --resume"
+                f"with --resume only these may be given: {takes}): drop {', '.join(given)}, or start a new run "
+                f"without --resume"
             )
         run_json = resume_dir / "run.json"
         if not run_json.exists():

@@ -34,3 +34,31 @@ def test_worker_help_says_a_broker_is_required_as_the_worker_does() -> None:
 def test_flower_help_says_when_it_attaches_to_the_embedded_redis() -> None:
     said = _said(_cli("flower", "--help"))
     assert "only while an embedded run has it up" in said, said
+
+
+def test_run_resume_refusing_an_option_names_every_option_it_takes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``run --resume DIR`` with a dataset said only --max-cost/--max-tokens and --rpm/--tpm/--rpd/--tpd may be
+    given, while the gate options (--fail-under, --junit, ...) are taken too."""
+    refused = _cli("run", str(tmp_path / "d.jsonl"), "--suite", str(tmp_path / "s.yaml"), "--resume", str(tmp_path))
+    said = _said(refused)
+    assert refused.returncode == 2, refused.stderr
+    assert "drop DATASET, --suite, or start a new run without --resume" in said, said
+    for option in ("--max-cost", "--rpm", "--tpd", "--fail-under", "--fail-on-regression", "--regression-tolerance",
+                   "--junit", "--broker", "--quiet"):  # fmt: skip
+        assert option in said, (option, said)
+
+
+def test_every_option_of_run_is_refused_or_taken_by_a_resume() -> None:
+    """A new ``run`` option is classified: refused with --resume (RESUME_REFUSES) or taken (RESUME_TAKES, which
+    the refusal lists), so that the refusal keeps saying what is taken."""
+    import typer.main
+
+    from orchestrator.cli import RESUME_REFUSES, RESUME_TAKES, app
+
+    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    names = {p.opts[0] if p.opts[0].startswith("-") else p.name.upper() for p in run.params}  # DATASET
+    taken = {flag for flags in RESUME_TAKES.values() for flag in flags}
+    # --resume itself; --dry-run is refused on its own; --out and --debug-on-fail are not used by a resume
+    others = {"--resume", "--dry-run", "--out", "--debug-on-fail"}
+    assert names - {"--help"} == set(RESUME_REFUSES) | taken | others
+    assert not set(RESUME_REFUSES) & taken
