@@ -270,6 +270,7 @@ RESUME_TAKES = {
 
 @app.command("run")
 def run_cmd(
+    ctx: typer.Context,
     dataset: Annotated[
         Optional[Path],
         typer.Argument(help=DATASET_HELP),
@@ -338,6 +339,9 @@ def run_cmd(
             raise ConfigError("--dry-run counts what a new run would do; it does not apply to --resume")
         values = (dataset, suite, chunk_size, fmt, predictions, corpus, system, no_cache, no_target)
         given = [name for name, value in zip(RESUME_REFUSES, values, strict=True) if value not in (None, False, [])]
+        # its reports go to DIR itself, and a resume runs no debugger: neither option would be obeyed
+        other_out = _on_command_line(ctx, "out") and out.resolve() != resume_dir.resolve()
+        given += [name for name, value in (("--out", other_out), ("--debug-on-fail", debug_on_fail)) if value]
         if given:
             takes = "; ".join(f"{'/'.join(flags)} {what}".strip() for what, flags in RESUME_TAKES.items())
             raise ConfigError(
@@ -394,6 +398,12 @@ def run_cmd(
 
         debug(out, dataset, fmt=fmt, fmt_options=options, suite_points=resolved.suite.checks_points)
     _exit_on_outcome(summary, gates, out, quiet, resolved.outputs(), f"ragscore run --resume {out}")
+
+
+def _on_command_line(ctx: typer.Context, param: str) -> bool:
+    """Whether the command line names ``param`` (not its default)."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def _gates_job(

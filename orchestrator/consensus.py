@@ -259,7 +259,7 @@ _HEAD_LIMIT = 1 << 24
 def refuse_a_file_of_others(out: Path, option: str = "--out") -> None:
     """ConfigError (exit 2) when ``out`` is a file that consensus did not write: a user's file, another run's
     summary.json, the run's own dataset. What consensus wrote earlier (its first line a row with
-    ``metadata.consensus``, or no row at all) is replaced, as a report is."""
+    ``metadata.consensus``, or an empty file: no row at all) is replaced, as a report is."""
     if not os.path.lexists(out) or out.is_dir():  # a directory: the write fails, and says so
         return
     try:
@@ -267,7 +267,7 @@ def refuse_a_file_of_others(out: Path, option: str = "--out") -> None:
             head = fh.readline(_HEAD_LIMIT)
     except OSError:
         head = b"?"  # unreadable: not known to be ours
-    if not head.strip() or _a_consensus_row(head):
+    if not head or _a_consensus_row(head):  # an empty file only: consensus writes no blank line
         return
     raise ConfigError(
         f"{out} exists and consensus did not write it: it would be replaced. Nothing was written; choose another "

@@ -41,27 +41,28 @@ __all__ = [
     "redact",
     "redact_environment",
     "redact_url_passwords",
-    "redact_words",
     "traceback_text",
     "where_here",
 ]
 
 #: Environment variables holding a key by their name's last part besides :func:`credential_name`'s (``GEMINI_KEY``,
-#: ``AZURE_OPENAI_KEY``, a ``DB_PASS``); a short value (``SORT_KEY=id``) stays, as :data:`MIN_WORD_SECRET_CHARS` says.
+#: ``AZURE_OPENAI_KEY``, a ``DB_PASS``); a short value (``SORT_KEY=id``) stays, as :data:`MIN_SECRET_CHARS` says.
 _KEY_VARIABLE = re.compile(r"(?:^|_)(?:KEY|PASS|PWD|CREDENTIALS?)$", re.I)
 
-#: Shortest environment value redacted wherever it appears in error text, inside a longer word too.
+#: Shortest environment value redacted from error text (wherever it appears, inside a longer word too). A shorter
+#: one (``OPENAI_API_KEY=EMPTY`` or ``ollama`` for a local server, ``REDIS_PASSWORD=redis``, ``SORT_KEY=id``) is a
+#: placeholder far more often than a key, and blanking it would blank every word that holds it ("is *** running?").
+#: A URL's password is redacted in any URL of the text whatever its length (:func:`redact_url_passwords`).
 MIN_SECRET_CHARS = 8
-#: Shortest environment value redacted at all: one shorter than :data:`MIN_SECRET_CHARS` only where it stands as a
-#: word of its own (no letter or digit either side: ``key=abc1234``, ``'pw123'``), so that a short password does not
-#: turn every word holding it into ``***``. Under this (``DEBUG_TOKEN=1``, ``SORT_KEY=id``) is no secret: ``1`` is
-#: everywhere. A URL's password is redacted in any URL of the text whatever its length (:func:`redact_url_passwords`).
-MIN_WORD_SECRET_CHARS = 4
-#: Values of credential-named variables that are switches, not secrets (``HF_HUB_DISABLE_TOKEN=true``).
-_NOT_SECRETS = frozenset({"true", "false", "none", "null"})
+#: Variables whose name reads like a credential's and that hold none: the shell's working directories (``PWD`` ends
+#: as ``DB_PWD`` does), taken out of every path of an error that holds them.
+_NOT_CREDENTIALS = frozenset({"PWD", "OLDPWD"})
 
 #: A URL's password where text quotes the URL: ``scheme://user:PASSWORD@`` (the user may be empty).
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#@]+@")
+#: The password runs to the authority's last ``@`` (as ``urlsplit`` reads it): one holding an ``@`` is cut whole.
+#: A scheme starts where no scheme character is before it (``\b`` let every letter after a dot or a dash of a long
+#: token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
+_URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@")
 
 
 def redact(text: str, *secrets: str | None) -> str:
@@ -83,15 +84,6 @@ def _forms(secret: str) -> list[str]:
     return sorted(forms, key=len)[::-1]
 
 
-def redact_words(text: str, *secrets: str) -> str:
-    """``text`` with each of ``secrets`` (in each of its forms) replaced by ``***`` where it stands as a word of its
-    own, no letter or digit either side: for short values, which a longer word may hold by chance."""
-    for secret in secrets:
-        for form in _forms(secret):
-            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(form)}(?![A-Za-z0-9])", "***", text)
-    return text
-
-
 def redact_url_passwords(text: str) -> str:
     """``text`` with the password of every URL it quotes (``postgres://u:pw@h/db``) as ``***``, whatever its length."""
     return _URL_PASSWORD.sub(r"\1***@", text)
@@ -101,10 +93,12 @@ def environment_secrets() -> list[str]:
     """What :func:`redact_environment` takes out of a plug-in's or a library target's error text, which may quote its
     key: the values of environment variables named like credentials (``GROQ_API_KEY``, ``HF_TOKEN``, and ``*_KEY`` as
     ``GEMINI_KEY`` and ``AZURE_OPENAI_KEY`` are named) and the password of a URL held in any (``DATABASE_URL``), as
-    written there and percent-decoded; :data:`MIN_WORD_SECRET_CHARS` or more characters, switches left out."""
+    written there and percent-decoded; :data:`MIN_SECRET_CHARS` or more characters."""
     found = []
     for name, value in os.environ.items():
         value = value.strip()
+        if name.upper() in _NOT_CREDENTIALS:
+            continue
         if credential_name(name) or _KEY_VARIABLE.search(name):
             found.append(value)
         elif "://" in value:
@@ -113,15 +107,13 @@ def environment_secrets() -> list[str]:
             except ValueError:  # no URL after all
                 continue
             found += [password, unquote(password)]
-    return [v for v in dict.fromkeys(found) if len(v) >= MIN_WORD_SECRET_CHARS and v.lower() not in _NOT_SECRETS]
+    return [v for v in dict.fromkeys(found) if len(v) >= MIN_SECRET_CHARS]
 
 
 def redact_environment(text: str, *secrets: str | None) -> str:
-    """``text`` with ``secrets`` and the environment's (:func:`environment_secrets`) as ``***``: every URL's password,
-    a value of :data:`MIN_SECRET_CHARS` or more wherever it is, a shorter one where it is a word of its own."""
-    found = environment_secrets()
-    text = redact_url_passwords(redact(text, *secrets, *(v for v in found if len(v) >= MIN_SECRET_CHARS)))
-    return redact_words(text, *(v for v in found if len(v) < MIN_SECRET_CHARS))
+    """``text`` with ``secrets`` and the environment's (:func:`environment_secrets`) as ``***``, and the password of
+    every URL it quotes (:func:`redact_url_passwords`)."""
+    return redact_url_passwords(redact(text, *secrets, *environment_secrets()))
 
 
 def exception_text(exc: BaseException, *secrets: str | None) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.consensus import consensus_for, load_outcomes, split_sentences
+from orchestrator.consensus import consensus_for, load_outcomes, refuse_a_file_of_others, split_sentences
 from orchestrator.datasets import iter_rows
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import RunContext, resolve
@@ -188,3 +188,16 @@ def test_a_point_an_empty_text_passes_that_no_chosen_sentence_carries_is_unlocal
     result = consensus_for({r["system"]: Row.model_validate(r) for r in rows}, outcomes)
     assert (result["reference"], result["sentences"]) == (None, [])
     assert (result["covered"], result["uncovered"], result["unlocalized"]) == ([], ["tokyo"], ["no_london"])
+
+
+@pytest.mark.parametrize("body", ["\n# My notes\nkeep me\n", '\n{"id": "q1", "question": "x"}\n', "\r\n{}\n"])
+def test_consensus_out_refuses_a_file_that_starts_with_a_blank_line(tmp_path: Path, body: str) -> None:
+    """Only an empty file counts as consensus's own zero-row output: a user's file whose first line is blank was
+    taken as consensus's and replaced."""
+    out = tmp_path / "mine.jsonl"
+    out.write_text(body)
+    with pytest.raises(ConfigError, match="consensus did not write it"):
+        refuse_a_file_of_others(out)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    refuse_a_file_of_others(empty)  # consensus's output of no question

@@ -58,7 +58,19 @@ def test_every_option_of_run_is_refused_or_taken_by_a_resume() -> None:
     run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     names = {p.opts[0] if p.opts[0].startswith("-") else p.name.upper() for p in run.params}  # DATASET
     taken = {flag for flags in RESUME_TAKES.values() for flag in flags}
-    # --resume itself; --dry-run is refused on its own; --out and --debug-on-fail are not used by a resume
+    # --resume itself; --dry-run, --out (but DIR itself) and --debug-on-fail are refused on their own
     others = {"--resume", "--dry-run", "--out", "--debug-on-fail"}
     assert names - {"--help"} == set(RESUME_REFUSES) | taken | others
     assert not set(RESUME_REFUSES) & taken
+
+
+def test_run_resume_does_not_take_out_silently(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``run --resume DIR --out OTHER`` wrote the reports to DIR without a word, while the refusal of a dataset says
+    only the options of RESUME_TAKES may be given with --resume."""
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(tmp_path / "old"), "--out",
+         str(tmp_path / "new")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 2 and "--out" in said and "run.json not found" not in said, said
