@@ -356,8 +356,8 @@ def run_cmd(
 
         budget = judge_budget(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = _run_id(str(resume_dir))
-        if not (fail_under or baseline_dir or tolerance is not None or junit):  # the gates the run was started with
-            fail_under, baseline_dir, tolerance, junit = _recorded_gates(resume_dir)
+        if not (fail_under or baseline_dir or tolerance is not None):  # the gates the run was started with
+            fail_under, baseline_dir, tolerance, junit = _recorded_gates(resume_dir, junit)
         if junit is not None:
             _check_junit_path(junit)
         stored = _stored_suite(broker, run_id)  # its suite's gates hold for the resumed run as for the new one
@@ -417,17 +417,18 @@ def _gates_job(
     return {"gates": gates} if any(v not in (None, []) for v in gates.values()) else None
 
 
-def _recorded_gates(out: Path) -> tuple[list[str], Path | None, float | None, Path | None]:
+def _recorded_gates(out: Path, junit_given: Path | None) -> tuple[list[str], Path | None, float | None, Path | None]:
     """The command-line gates DIR/run.json kept for the run in ``out`` (``--fail-under``, ``--fail-on-regression``,
-    ``--regression-tolerance``, ``--junit``), said when there are some."""
+    ``--regression-tolerance``, ``--junit``), said when there are some; ``junit_given`` (a resume's own ``--junit``, a
+    report's path, no gate) replaces the recorded ``--junit`` only."""
     from .runner import recorded_run
 
     job = (recorded_run(out) or {}).get("job") or {}
     gates = job.get("gates") if isinstance(job, dict) else None
     if not isinstance(gates, dict):
-        return [], None, None, None
+        return [], None, None, junit_given
     fail_under = [str(g) for g in gates.get("fail_under") or []]
-    baseline, junit = gates.get("fail_on_regression"), gates.get("junit")
+    baseline, junit = gates.get("fail_on_regression"), junit_given or gates.get("junit")
     tolerance = gates.get("regression_tolerance")
     given = [*(f"--fail-under {g}" for g in fail_under), *([f"--fail-on-regression {baseline}"] if baseline else []),
              *([f"--regression-tolerance {tolerance}"] if tolerance is not None else []),

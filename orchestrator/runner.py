@@ -1295,6 +1295,8 @@ def run(
     """
     settings = settings or get_settings()
     broker = broker or settings.broker_url
+    if resume_id is not None and job is None:  # DIR/run.json keeps the job as it started (its gates): a 2nd resume too
+        job = (recorded_run(out_dir) or {}).get("job")
     replaced = None
     lane: int | None = None  # an embedded run's lane (set once its server is acquired)
     registration = ""  # and its registration there (EmbeddedRedis.member: held while this call runs the run)

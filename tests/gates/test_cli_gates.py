@@ -189,6 +189,12 @@ def test_a_resumed_run_is_held_to_its_suites_gates_and_takes_gate_options(tmp_pa
     assert "gates: 1 of 2 failed" in said and "exact_match=0.99" in said, said
     cases = {case.get("name") for case in ET.parse(junit).getroot().iter("testcase")}
     assert {"exact_match=0.99", "recall_at_5=0.1"} <= cases, cases
+    other = tmp_path / "other.xml"  # a --junit alone is a report's path, no gate: the recorded gates still hold
+    moved = ragscore("run", "--resume", out, "--junit", other, "-q", home=home)
+    said = " ".join(moved.stderr.split())
+    assert moved.returncode == 3 and "gates: 1 of 2 failed" in said, said
+    assert f"held to the gates it was started with: --fail-under recall_at_5=0.1 --junit {other}" in said, said
+    assert "recall_at_5=0.1" in {case.get("name") for case in ET.parse(other).getroot().iter("testcase")}
     replaced = ragscore("run", "--resume", out, "--fail-under", "mrr=0.1", "-q", home=home)  # options replace them
     assert replaced.returncode == 3 and "gates: 1 of 2 failed" in replaced.stderr, replaced.stderr
     assert "held to the gates" not in replaced.stderr and "recall_at_5=0.1" not in replaced.stderr, replaced.stderr
