@@ -257,7 +257,11 @@ def run_jobs(
 
     with ThreadPoolExecutor(max_workers=min(params.concurrency, len(jobs)), thread_name_prefix="judge") as pool:
         futures = [pool.submit(ask, index, job) for index, job in enumerate(jobs)]
-        return [f.result() for f in futures]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:  # the soft time limit (raised here, in the main thread): no judge is asked after it;
+            pool.shutdown(wait=False, cancel_futures=True)  # the calls in flight end (the pool's exit waits for them)
+            raise
 
 
 # ---------------------------------------------------------------------------------------------- dual judges

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError, UnknownMetricError
@@ -90,6 +91,8 @@ class RunContext:
             return
         try:
             self.scored(row, list(self.outputs))
+        except SoftTimeLimitExceeded:  # an Exception, raised wherever the main thread is: the task's time is up
+            raise
         except Exception as exc:  # a Redis blip: the chunk's write counts the row all the same
             log.debug("progress of %s not counted before its chunk's write: %s", row.key, exc)
 
