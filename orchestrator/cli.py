@@ -64,34 +64,24 @@ def _broker_option(url: str) -> str:
     return url
 
 
-BrokerOpt = Annotated[
-    Optional[str],  # noqa: UP045 - typer needs Optional on 3.10
-    typer.Option(
-        "--broker",
-        help="Cluster broker URL (default: $RAGSCORE_BROKER_URL; unset = embedded).",
-        callback=lambda url: _broker_option(url) if url else url,
-    ),
-]
-#: ``ragscore worker``'s --broker: workers serve a cluster's queues (an embedded run starts its own), so one is needed.
-WorkerBrokerOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option(
-        "--broker",
-        help="Cluster broker URL (default: $RAGSCORE_BROKER_URL; one of them is required: an embedded run starts "
-        "its own workers).",
-        callback=lambda url: _broker_option(url) if url else url,
-    ),
-]
-#: ``ragscore flower``'s --broker: without one it attaches to the embedded Redis only while it is up.
-FlowerBrokerOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option(
-        "--broker",
-        help="Cluster broker URL (default: $RAGSCORE_BROKER_URL; unset = the embedded Redis's lane 0, only while an "
-        "embedded run has it up).",
-        callback=lambda url: _broker_option(url) if url else url,
-    ),
-]
+def _broker_opt(unset: str) -> Any:
+    """A command's ``--broker`` option (a Redis URL, checked; a password in it warned of), ``unset`` saying what the
+    command does without one."""
+    return Annotated[
+        Optional[str],  # noqa: UP045 - typer needs Optional on 3.10
+        typer.Option(
+            "--broker",
+            help=f"Cluster broker URL (default: $RAGSCORE_BROKER_URL; {unset}).",
+            callback=lambda url: _broker_option(url) if url else url,
+        ),
+    ]
+
+
+BrokerOpt = _broker_opt("unset = embedded")
+#: ``ragscore worker``'s: workers serve a cluster's queues (an embedded run starts its own), so one is needed.
+WorkerBrokerOpt = _broker_opt("one of them is required: an embedded run starts its own workers")
+#: ``ragscore flower``'s: without one it attaches to the embedded Redis only while it is up.
+FlowerBrokerOpt = _broker_opt("unset = the embedded Redis's lane 0, only while an embedded run has it up")
 
 
 MaxCostOpt = Annotated[
