@@ -127,6 +127,9 @@ def _time_limit_error(queue: str) -> str:
 #: process died) is scored one item at a time ("careful mode"), so the item that kills the process is found
 #: and recorded as failed instead of looping forever.
 CAREFUL_FROM_ATTEMPT = 2
+#: Seconds a judge chunk runs before it marks its rows done one by one (:meth:`RunStore.mark_scored`): a chunk
+#: that ends sooner (its replies cached) is counted by its write alone, with no round trip per row.
+MARK_ROWS_AFTER_S = 1.0
 
 
 def _parse_rows(rows: list[dict], outputs: list[str]) -> tuple[list[Row], list[Written]]:
@@ -264,6 +267,18 @@ def score_chunk(
     return scored
 
 
+def _marks_once_slow(store: RunStore, run_id: str, queue: str) -> Any:
+    """The progress hook of a chunk of ``queue``: marks each row's outputs scored once the chunk has run
+    :data:`MARK_ROWS_AFTER_S` (a slow judge's), nothing before (a cached re-run's rows cost no round trip each)."""
+    started = time.monotonic()
+
+    def scored(row: Row, names: list[str]) -> None:
+        if time.monotonic() - started >= MARK_ROWS_AFTER_S:
+            store.mark_scored(run_id, queue, row.key, names)
+
+    return scored
+
+
 def _score_delivery(
     store: RunStore, queue: str, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict],
     attempt: int,
@@ -279,7 +294,7 @@ def _score_delivery(
         # a judge chunk's rows are counted in the run's progress as each ends, before the chunk's write (careful
         # scoring writes each row as it ends)
         progressive = queue in PROGRESSIVE_QUEUES and attempt < CAREFUL_FROM_ATTEMPT
-        scored = (lambda row, names: store.mark_scored(run_id, queue, row.key, names)) if progressive else None
+        scored = _marks_once_slow(store, run_id, queue) if progressive else None
         ctx = RunContext(run_id=run_id, suite=suite, redis=store.r, scored=scored)
         if attempt >= CAREFUL_FROM_ATTEMPT:
             new = store.write_results(run_id, queue, written)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragscore_workers.schemas import MetricResult
+from ragscore_workers.schemas import MetricResult, Row
 from ragscore_workers.store import RUNS_INDEX, RunStore, redis_client, work_began
 
 from ..support import RedisProcess
@@ -370,3 +370,19 @@ def test_judge_outputs_scored_before_their_chunk_is_written_are_done_once(store:
     store.set_meta(run, state="cancelled")  # an ended run: marks of chunks that never wrote are not done
     assert done() == (4, 4) and store.overview([run])[0]["done"] == 4
     assert store.mark_scored(run, "cpu", "c", ["n"]) == 0  # a queue whose chunks write at once marks nothing
+
+
+def test_a_judge_chunk_marks_its_rows_only_once_it_has_run_a_while(store: RunStore) -> None:
+    """A chunk that ends within MARK_ROWS_AFTER_S (a re-run's cached replies) is counted by its write alone: a round
+    trip per row per metric (+7-40 % a cached row) bought no progress a user could see."""
+    from ragscore_workers.tasks import MARK_ROWS_AFTER_S, _marks_once_slow
+
+    run = "t-marks-once-slow"
+    store.create_run(run, {"state": "running"})
+    store.add_ids(run, 0, ["a", "b"], {"judge": 2})
+    scored = _marks_once_slow(store, run, "judge")
+    scored(Row(id="a"), ["m"])
+    assert store.r.hlen(store.key(run, "unwritten:judge")) == 0  # a fast chunk: no mark
+    time.sleep(MARK_ROWS_AFTER_S)
+    scored(Row(id="b"), ["m"])
+    assert store.r.hlen(store.key(run, "unwritten:judge")) == 1 and store.progress(run)["done"] == 1
