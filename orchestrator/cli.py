@@ -1119,7 +1119,7 @@ def report_cmd(
 ) -> None:
     """Write one report of a finished run: report.html, report.md, items.csv, summary.json or nlp-project."""
     from .reports import FORMATS, open_run, write_reports
-    from .reports.files import FORMAT_NAMES, refuse_files_of_others
+    from .reports.files import refuse_files_of_others
 
     data = open_run(run, lambda: _store(broker))
     out_dir = out or data.directory or Path("ragscore-out")
@@ -1137,7 +1137,9 @@ def report_cmd(
         return
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose from {', '.join([*FORMATS, 'nlp-project'])}")
-    refuse_files_of_others(out_dir, names=FORMAT_NAMES[fmt])  # the user's own items.csv, as `run --out` refuses it
+    # the user's own items.csv, as `run --out` refuses it; under any report name, not the format's only: a json report
+    # there (its summary.json) would make the DIR a run's, whose items.csv a later csv report replaces
+    refuse_files_of_others(out_dir)
     for path in write_reports(data, out_dir, [fmt]):
         err.print(f"wrote {path}")
 

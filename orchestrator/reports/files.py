@@ -24,7 +24,6 @@ from .source import RUN_INFO, RunData, from_store
 __all__ = [
     "ANSWERS",
     "COMPARE_NAMES",
-    "FORMAT_NAMES",
     "FORMATS",
     "OUTPUT_NAMES",
     "refuse_files_of_others",
@@ -52,10 +51,6 @@ WRITE_BATCH = 1000
 #: What ``write_reports`` can write: html (report.html), md (report.md), csv (items.csv), json (summary.json,
 #: items.jsonl, failed_rows.jsonl, run_info.json).
 FORMATS = ("html", "md", "csv", "json")
-
-#: The files each of :data:`FORMATS` writes (what ``ragscore report --format F`` may replace).
-FORMAT_NAMES = {"html": frozenset({"report.html"}), "md": frozenset({"report.md"}), "csv": frozenset({"items.csv"}),
-                "json": frozenset({"summary.json", "items.jsonl", "failed_rows.jsonl", RUN_INFO})}  # fmt: skip
 
 
 def _fmt(value: float | None) -> str:

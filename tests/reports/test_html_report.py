@@ -91,7 +91,8 @@ def test_report_out_refuses_a_dir_holding_files_of_the_users_with_report_names(
 ) -> None:
     """``report --out other`` holding the user's own summary.json and items.csv (no ragscore run wrote them) wrote
     over them, as ``run``/``results --out`` refuse to: refused (exit 2), naming the file it would replace, nothing
-    written. A format that replaces none of them is written; a run's DIR, or what ``report`` wrote, is taken."""
+    written, whatever the format (a json report there made the DIR a run's, whose items.csv a csv report then
+    replaced); a run's DIR, or what ``report`` wrote, is taken."""
     env = {**os.environ, "RAGSCORE_HOME": str(rich_run.home), "COLUMNS": "300"}
 
     def report(fmt: str, out: Path) -> subprocess.CompletedProcess[str]:
@@ -102,16 +103,20 @@ def test_report_out_refuses_a_dir_holding_files_of_the_users_with_report_names(
 
     other = tmp_path / "other"
     before = users_files(other)
-    for fmt, theirs in (("csv", "items.csv"), ("json", "summary.json")):
+    for fmt in ("csv", "json", "md"):
         refused = report(fmt, other)
         assert refused.returncode == 2, refused.stderr
         said = " ".join(refused.stderr.split())
-        assert f"{other} holds {theirs}, which no ragscore run wrote" in said, refused.stderr
+        assert f"{other} holds items.csv, summary.json, which no ragscore run wrote" in said, refused.stderr
         assert "choose another --out or remove them" in said and "Traceback" not in said
         assert {p.name: p.read_bytes() for p in other.iterdir()} == before
-    wrote = report("md", other)  # report.md: none of the user's files
-    assert wrote.returncode == 0, wrote.stderr
-    assert {p.name: p.read_bytes() for p in other.iterdir() if p.name != "report.md"} == before
+    csv_only = tmp_path / "csv-only"  # the user's items.csv alone: no json report makes it a run's DIR
+    csv_only.mkdir()
+    (csv_only / "items.csv").write_text("my,data\n")
+    for fmt in ("json", "csv"):
+        assert report(fmt, csv_only).returncode == 2
+    assert sorted(p.name for p in csv_only.iterdir()) == ["items.csv"]
+    assert (csv_only / "items.csv").read_text() == "my,data\n"
     # what `report` wrote before, and a run's DIR (its summary.json names the run), are ragscore's
     again = tmp_path / "again"
     for fmt in ("csv", "csv", "md", "md", "html", "html", "json", "json", "csv"):
