@@ -134,9 +134,12 @@ _SPEAKER = re.compile(rf"^\s*{_BOLD}([QA]){_BOLD}:{_BOLD}")
 
 
 #: Words that, before an option label, pick it (any case; an ``is`` / ``are`` may follow): "answer", "option",
-#: "go with" and the like, "say" after a first-person "I" ("I'd say A"; "They say A is wrong" picks nothing), "vote".
+#: "go with" and the like, "say" after a first-person "I" ("I'd say A"; "They say A is wrong" picks nothing), "vote"
+#: after "I" or "my" ("Most people vote A" picks nothing); none after "wrong" / "incorrect" ("The wrong answers are
+#: A and C").
 _CUE = (
-    r"(?i:\b(?:answers?|option|choice|choose|pick|select|vote(?:\s+for)?"
+    r"(?i:\b(?<!wrong\s)(?<!incorrect\s)(?:answers?|option|choice|choose|pick|select"
+    r"|(?<=\bI\s)vote(?:\s+for)?|(?<=\bmy\s)vote"
     r"|(?:go|goes|going|gone|went)\s+(?:with|for)|I(?:['’]d|['’]ll|\s+would|\s+will)?\s+say)(?:\s+(?:is|are))?)"
     r"(?:\s*:\s*|\s+)"
 )

@@ -379,7 +379,12 @@ def _picked(answer: str) -> list[str]:
         ("I'd say I think B", ["B"]),
         ("I vote against it", []),
         ("I vote against A, so B", ["B"]),
-        ("They say A is wrong, so B", ["B"]),  # another's saying is no pick: "say" is a cue after "I" only
+        ("They say A is wrong, so B", ["B"]),
+        ("My vote is A", ["A"]),
+        ("I vote for A.", ["A"]),
+        ("Most people vote A, but the answer is B", ["B"]),  # another's vote is no pick
+        ("The wrong answers are A and C; B is right.", ["B", "C"]),  # no A; "b", "c" are whole words, as before
+        ("The incorrect option is A, so B", ["B"]),  # another's saying is no pick: "say" is a cue after "I" only
         # upper-case option letters joined by "and" / "&" at an item's start or after a cue: a multi-answer reply
         ("A and C", ["A", "C"]),
         ("C and A.", ["A", "C"]),
