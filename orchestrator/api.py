@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime
+import decimal
 import json
 import shutil
 import tempfile
+import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
 from .atomic_file import make_out_dir
 from .datasets import Named
+from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress
@@ -225,10 +228,17 @@ def _records(dataset: Any) -> Iterator[Mapping[str, Any]]:
 
 
 def _plain(value: Any) -> Any:
-    """A value json cannot write, as JSON: a numpy number or array (``.item()``, ``.tolist()``), a date or time
-    (ISO 8601); TypeError for the rest."""
+    """A value json cannot write, as JSON: a numpy number or array (``.item()``, ``.tolist()``), pandas' NA and NaT
+    (null), and what a Parquet file's rows are read as by the command line (``json_value``: a date or time ISO
+    8601, a duration seconds, a Decimal a float, bytes UTF-8 text, a UUID its text); TypeError for the rest (a set,
+    whose order is no list's; an object of the caller's)."""
     if hasattr(value, "tolist"):  # numpy scalars and arrays
         return value.tolist()
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
+    if type(value).__name__ in ("NAType", "NaTType"):  # pandas' missing values (pd.read_sql, nullable dtypes)
+        return None
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta, decimal.Decimal, bytes, uuid.UUID)):
+        try:
+            return json_value(value)
+        except ValueError as exc:  # bytes that are no UTF-8 text
+            raise TypeError(f"a row value of bytes that are no UTF-8 text: {exc}") from exc
     raise TypeError(f"a row value of type {type(value).__name__} cannot be written as JSON")

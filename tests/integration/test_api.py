@@ -138,6 +138,32 @@ def test_a_row_value_json_cannot_write_names_its_row(tmp_path: Path, home: Path)
         evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
 
 
+def test_row_values_of_sql_and_parquet_types_are_read_as_the_command_line_reads_them(
+    tmp_path: Path, home: Path
+) -> None:
+    """A DataFrame from pd.read_parquet / pd.read_sql holds Decimals, UUIDs, durations, pandas' NA: evaluate() failed
+    the whole dataset ("a row value of type Decimal cannot be written as JSON") where `ragscore run rows.parquet`
+    scores it; even in a column no metric reads."""
+    import datetime
+    import decimal
+    import uuid
+
+    import pandas as pd
+
+    rows = [{"id": "a", "answer": "x", "reference": "x", "price": decimal.Decimal("1.50"), "run": uuid.UUID(int=7),
+             "took": pd.Timedelta(seconds=90), "raw": b"ok", "note": pd.NA, "at": datetime.time(12, 30)},
+            {"id": "b", "answer": "y", "reference": "z", "price": decimal.Decimal("2"), "run": uuid.UUID(int=8),
+             "took": datetime.timedelta(0), "raw": b"", "note": "fine", "at": None}]  # fmt: skip
+    result = evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+    assert result.summary.metrics["exact_match"].mean == 0.5 and [item.id for item in result.items] == ["a", "b"]
+    copy = [json.loads(line) for line in (tmp_path / "out" / "evaluate-rows.jsonl").read_text().splitlines()]
+    assert copy[0] | {"id": "a"} == {"id": "a", "answer": "x", "reference": "x", "price": 1.5,
+                                     "run": "00000000-0000-0000-0000-000000000007", "took": 90.0, "raw": "ok",
+                                     "note": None, "at": "12:30:00"}  # fmt: skip
+    with pytest.raises(TypeError, match=r"row 0 \(id 'c'\): a row value of bytes that are no UTF-8 text"):
+        evaluate([{"id": "c", "answer": "x", "raw": b"\xff"}], {"metrics": ["exact_match"]}, out=tmp_path / "bin")
+
+
 def test_no_rows_given_says_so_of_the_rows_not_of_a_temporary_copy(tmp_path: Path, home: Path) -> None:
     """The error named ragscore's own copy of the rows (/tmp/ragscore-xxxx/dataset.jsonl), never given by the caller."""
     with pytest.raises(DatasetError, match=r"the rows given to evaluate\(\) are empty \(list of no row\)") as info:
