@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .metrics._judge_agreement import Agreement
+from .metrics._typed_values import grouped_question_type
 from .schemas import ItemResult, MetricSummary, RunSummary
 
 __all__ = ["COMPARE_METRIC", "Aggregator", "Wins", "bootstrap_ci", "mean_ci", "summarize", "wilson_ci"]
@@ -233,6 +234,8 @@ class Aggregator:
         self.items += 1
         any_score = False
         dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
+        if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
+            dims[-1] = ("question_type", grouped_question_type(dims[-1][1]))
         for name, result in metrics.items():
             score, error = result.get("score"), result.get("error")
             any_score = any_score or score is not None

@@ -10,6 +10,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ._numbers import canonical_numbers
@@ -22,6 +23,7 @@ __all__ = [
     "ExpectedError",
     "ExpectedValue",
     "answer_items",
+    "grouped_question_type",
     "parse_expected",
     "parse_question_type",
     "polarity",
@@ -72,6 +74,13 @@ def parse_question_type(value: str) -> str:
     if key not in QUESTION_TYPES:
         raise ExpectedError(f"unknown question_type {value!r}; expected one of {', '.join(QUESTION_TYPES.values())}")
     return QUESTION_TYPES[key]
+
+
+@lru_cache(maxsize=1024)
+def grouped_question_type(value: str) -> str:
+    """The spelling a run's ``by_question_type`` groups ``value`` under: one of :data:`QUESTION_TYPES` as
+    :func:`parse_question_type` writes it (``yes/no``, ``YES_NO`` -> ``Yes/No``), any other type as it is."""
+    return QUESTION_TYPES.get(re.sub(r"[^a-z]", "", value.lower()), value)
 
 
 def _value_text(value: Any, where: str) -> str:

@@ -30,6 +30,16 @@ def test_means_counts_and_breakdowns_by_hand() -> None:
     assert s.by_group["b"]["m"].n == 1 and s.by_group["b"]["m"].errors == 1
 
 
+def test_spellings_of_one_question_type_are_one_group_and_other_types_stay_as_written() -> None:
+    """typed_answer reads "Yes/No", "yes/no" and "YES_NO" as one type, and the Socioscope reader writes it so; a
+    JSONL or CSV row's own spelling made a group each (three groups of n=1)."""
+    items = [ItemResult(id=str(i), question_type=qt, metrics={"m": MetricResult(score=float(i % 2))})
+             for i, qt in enumerate(["Yes/No", "yes/no", "YES_NO", "pick one", "multi-hop", "Multi-hop"])]  # fmt: skip
+    s = summarize("run", items)
+    assert s.by_question_type.keys() == {"Yes/No", "PickOne", "multi-hop", "Multi-hop"}
+    assert s.by_question_type["Yes/No"]["m"].n == 3 and s.by_question_type["Yes/No"]["m"].mean == pytest.approx(1 / 3)
+
+
 def test_the_first_error_of_each_output_is_kept_cut_to_a_line() -> None:
     items = [
         ItemResult(id="1", metrics={"m": MetricResult(score=1.0), "r": MetricResult(score=0.5)}),
