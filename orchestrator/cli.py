@@ -1131,7 +1131,11 @@ def report_cmd(
         path = make_out_dir(out_dir) / f"{split}_evaluation.json"
         write_text_atomic(path, json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n")
         _say(shown(console_summary(evaluation, split)))
-        for note in left_out(data.summary.metrics):
+        notes = left_out(data.summary.metrics)
+        if unread := data.summary.failed_rows:  # the framework counts out of every question; these are not in any
+            rows = f"{unread} rows of the dataset" if unread != 1 else "1 row of the dataset"
+            notes.append(f"{rows} could not be read: in none of these totals (see failed_rows.jsonl)")
+        for note in notes:
             err.print(Text.assemble(("note:", "yellow"), f" {note}"))
         err.print(f"wrote {path}")
         return

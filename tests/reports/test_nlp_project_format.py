@@ -125,3 +125,23 @@ def test_judge_averages_leave_out_questions_a_score_could_not_be_given() -> None
     judge = evaluation_json([item("q1", 1.0), item("q2", None)])["ragscore"]["llm_judge"]
     assert judge["questions_with_rubrics"] == 2 and judge["avg_answer_score"] == 4.0
     assert judge["avg_evidence_score"] == 1.0 and judge["avg_combined_score"] == pytest.approx(0.9)
+
+
+def test_questions_that_could_not_be_read_are_named_beside_the_totals(tmp_path: Path, home: Path) -> None:
+    """A prediction asking another question sends its question to failed_rows.jsonl; the framework's totals then
+    read "Recall@1: 1/2" with no word of the third question (a bad prediction raised the recall)."""
+    predictions = json.loads((DATA / "output" / "dev_extension3_output.json").read_text(encoding="utf-8"))
+    predictions["q003"]["question"] = "Another question altogether?"
+    (tmp_path / "pred.json").write_text(json.dumps(predictions), encoding="utf-8")
+    options = {"predictions": tmp_path / "pred.json", "corpus": DATA / "data" / "corpus", "system": "rag_extension3"}
+    suite = {"name": "retrieval", "metrics": [{"name": "recall_at_k", "params": {"k": [1]}}]}
+    with pytest.warns(UserWarning, match="1 row was unreadable"):
+        evaluate(QUESTIONS, suite, out=tmp_path / "out", fmt="nlp-project", fmt_options=options)
+    report = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "report", str(tmp_path / "out"), "--format", "nlp-project"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "200"}, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "/2 = " in report.stdout, report.stdout
+    said = " ".join(report.stderr.split())
+    assert "1 row of the dataset could not be read: in none of these totals (see failed_rows.jsonl)" in said, said
