@@ -157,6 +157,8 @@ def _citations(raw: Any, where: str, default: str | None, transcripts: dict[str,
         tid = identifier(tid, f"{here}.{key}") if key is not None else default
         if tid is None:
             raise SeedError(f"{here}: names no transcript, and the pair has none")
+        if not transcripts:
+            raise SeedError(f"{here}: cites transcript {tid!r}, and the file has no transcripts to check it in")
         if tid not in transcripts:
             raise SeedError(f"{here}: transcript {tid!r} is not in transcripts")
         out.append((tid, text(item["quote"], f"{here}.quote", empty_ok=True)))

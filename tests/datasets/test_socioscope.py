@@ -138,3 +138,14 @@ def test_a_citation_needs_a_transcript(tmp_path: Path, read: Read) -> None:
 def test_a_bad_corpus_stops_the_dataset(tmp_path: Path, read: Read, data: Any, message: str) -> None:
     with pytest.raises(DatasetError, match=message):
         read(write_json(tmp_path / "corpus.json", data), "socioscope")
+
+
+def test_a_citation_in_a_file_without_transcripts_says_the_file_has_none(tmp_path: Path, read: Read) -> None:
+    """Transcripts may be left out; a citation then failed with "transcript 'T1' is not in transcripts", as if one
+    id were mistyped."""
+    pair = {"question": "Q?", "question_type": "Yes/No", "expected": "yes", "answer": "yes",
+            "citations": [{"quote": "q", "transcript": "T1"}]}  # fmt: skip
+    _, errors = read(_corpus(tmp_path, [pair], transcripts={}), "socioscope")
+    assert [e.error for e in errors] == [
+        "element 1: answer.citations[0]: cites transcript 'T1', and the file has no transcripts to check it in"
+    ]
