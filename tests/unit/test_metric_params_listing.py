@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,15 +50,20 @@ def test_a_param_whose_default_is_unset_says_what_is_used_instead_of_null() -> N
 def test_a_piped_listing_is_not_wrapped_at_80_columns(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``ragscore metrics | less`` and a CI log (stdout no terminal, no COLUMNS) got the table wrapped at 80
     columns: each description folded over several lines. Not a terminal: every metric's row is one line."""
-    from ragscore_workers.metrics.registry import all_metrics
-
     env = {**os.environ, "RAGSCORE_HOME": str(tmp_path)}
     env.pop("COLUMNS", None)
+    # The registry as a fresh process sees it: this pytest process may hold plug-ins other tests registered.
+    listed = "import json; from ragscore_workers.metrics.registry import all_metrics as a; " \
+             "print(json.dumps({n: ' '.join(m.description.split()) for n, m in a().items()}))"  # fmt: skip
+    fresh = subprocess.run([sys.executable, "-c", listed], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr
+    descriptions: dict[str, str] = json.loads(fresh.stdout)
     result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "metrics"], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") >= 4}
-    metrics = all_metrics()
-    assert max(len(" ".join(m.description.split())) for m in metrics.values()) > 80  # what folded at 80
-    for name, mdef in metrics.items():
-        assert " ".join(mdef.description.split()) in " ".join(rows[name].split()), (name, result.stdout)
+    assert max(len(text) for text in descriptions.values()) > 80  # what folded at 80
+    assert set(rows) == set(descriptions), result.stdout
+    for name, text in descriptions.items():
+        assert text in " ".join(rows[name].split()), (name, result.stdout)
