@@ -201,7 +201,7 @@ def _write_rows(dataset: Any, path: Path) -> Path:
     with path.open("w", encoding="utf-8") as fh:
         for i, row in enumerate(_records(dataset)):
             try:  # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX
-                text = json.dumps(row, default=_plain)
+                text = _json_row(row)
             except TypeError as exc:  # a set, an object: say which row of thousands holds it
                 raise TypeError(f"row {i} (id {row.get('id')!r}): {exc}") from exc
             fh.write(text + "\n")
@@ -210,6 +210,15 @@ def _write_rows(dataset: Any, path: Path) -> Path:
         raise DatasetError(f"the rows given to evaluate() are empty ({type(dataset).__name__} of no row): no rows to "
                            "score")  # fmt: skip
     return path
+
+
+def _json_row(row: Mapping[str, Any]) -> str:
+    """``row`` as a line of JSON; a NaN (pandas' missing cell) or an infinity at any depth null, as ``json_value``
+    makes them (json would write ``NaN``, which no other reader of JSON takes)."""
+    try:
+        return json.dumps(row, default=_plain, allow_nan=False)
+    except ValueError:  # a NaN or infinity: written, read back and made null (only such a row twice)
+        return json.dumps(json_value(json.loads(json.dumps(row, default=_plain))), allow_nan=False)
 
 
 def _records(dataset: Any) -> Iterator[Mapping[str, Any]]:

@@ -1,9 +1,9 @@
 """Parquet datasets, streamed a record batch at a time (pyarrow: ``pip install 'ragscore[parquet]'``).
 
 A row's "line" is its position in the file (1-based), as for a JSON list. Values become JSON's: timestamps and
-dates ISO 8601 text, decimals floats, a map an object (at any depth), binary UTF-8 text (a row with other bytes, a
-map with a key given twice, or a value Python cannot hold, is a reported row). A column name given twice is
-refused, as in a CSV header.
+dates ISO 8601 text, decimals floats, a NaN or infinity null, a map an object (at any depth), binary UTF-8 text (a
+row with other bytes, a map with a key given twice, or a value Python cannot hold, is a reported row). A column
+name given twice is refused, as in a CSV header.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,8 +36,10 @@ READ_BUFFER_BYTES = 1 << 20
 
 
 def json_value(value: Any, where: str = "") -> Any:
-    """``value`` as pyarrow gives it, made of JSON's types; ValueError naming the column for bytes that are no
-    UTF-8 text."""
+    """``value`` as pyarrow gives it, made of JSON's types (a NaN or infinity is null: JSON has no such number);
+    ValueError naming the column for bytes that are no UTF-8 text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, dict):

@@ -129,7 +129,8 @@ class DatasetScan:
     first_failures: list[RowError] = field(default_factory=list)
     #: Columns that are no row field but look like one (``Answer``, ``gold answer``): name -> the field.
     near_misses: dict[str, str] = field(default_factory=dict)
-    #: Row fields some row gives (``id`` always): only ``id`` means no metric will find anything to score.
+    #: Row fields some row gives a value (a null is none, as when absent; ``id`` always): only ``id`` means no
+    #: metric will find anything to score.
     fields_seen: set[str] = field(default_factory=set)
 
     def warnings(self) -> list[str]:
@@ -279,7 +280,7 @@ def scan_dataset(
             on_error(row)
             continue
         scan.rows += 1
-        scan.fields_seen |= row.model_fields_set & ROW_FIELDS
+        scan.fields_seen |= {f for f in row.model_fields_set & ROW_FIELDS if getattr(row, f) is not None}
         if row.model_extra:
             _note_near_misses(row, scan.near_misses)
         if on_row is not None:

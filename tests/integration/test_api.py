@@ -58,6 +58,31 @@ def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_
     assert cut.summary.metrics["exact_match"].n == 1 and cut.items[0].id == "a"
 
 
+def test_missing_cells_of_a_dataframe_are_written_as_json_null_and_read_as_absent(tmp_path: Path, home: Path) -> None:
+    """pandas' missing value (float NaN), or an infinity, was written into evaluate-rows.jsonl as ``NaN`` or
+    ``Infinity``: no JSON (``jq`` refused the file). And a null is absent as NaN was: a column with no value in any
+    row is no column (the warning that no row has it)."""
+    import numpy as np
+    import pandas as pd
+
+    from orchestrator.datasets import scan_dataset
+
+    frame = pd.DataFrame({"id": ["a", "b"], "answer": ["x", "y"], "reference": [np.nan, np.nan], "note": [np.nan, "n"],
+                          "metadata": [{"score": np.inf}, {"score": [1.0, np.nan]}]})  # fmt: skip
+    out = tmp_path / "out"
+    result = evaluate(frame, {"metrics": ["exact_match"]}, out=out)
+    assert result.summary.metrics["exact_match"].unscorable == 2  # no reference: as before, not "nan"
+
+    def no_constant(name: str) -> None:
+        raise AssertionError(f"{name} written into the rows' copy")
+
+    copy = out / "evaluate-rows.jsonl"
+    rows = [json.loads(line, parse_constant=no_constant) for line in copy.read_text().splitlines()]
+    assert rows[0] == {"id": "a", "answer": "x", "reference": None, "metadata": {"score": None}, "note": None}
+    assert rows[1]["metadata"] == {"score": [1.0, None]}
+    assert "reference" not in scan_dataset(copy, "jsonl", lambda _: None).fields_seen
+
+
 def test_a_parquet_dataset_is_scored_on_real_workers_and_its_bad_row_reported_by_position(
     tmp_path: Path, home: Path
 ) -> None:

@@ -186,3 +186,11 @@ def test_a_parquet_map_is_an_object_wherever_it_is_nested_and_a_key_given_twice_
     assert not isinstance(second, RowError) and second.model_extra == {"tags": [], "source": {"meta": {"lang": "en"}}}
     assert isinstance(third, RowError) and third.line == 3 and third.error.startswith("tags: ")
     assert "'k'" in third.error and '"id": "c"' in third.raw
+
+
+def test_a_parquet_nan_or_infinity_is_null_at_any_depth(tmp_path: Path) -> None:
+    """A float NaN or infinity in a list or a map was kept as the float: written as ``NaN`` into JSON (no JSON)."""
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": ["a"], "answer": ["x"], "expected": [[1.5, float("nan"), float("-inf")]],
+                             "metadata": [{"score": float("inf")}]}), path)  # fmt: skip
+    assert _read(path) == [(1, {"id": "a", "answer": "x", "expected": [1.5, None, None], "metadata": {"score": None}})]
