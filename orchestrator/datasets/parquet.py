@@ -62,15 +62,19 @@ def json_value(value: Any, where: str = "") -> Any:
 
 def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
     """``(row number, record)``, or a :class:`~orchestrator.datasets.loaders.RowError` for a row whose values are
-    no JSON; DatasetError when pyarrow is missing or the file is no readable Parquet."""
+    no JSON; DatasetError when pyarrow is missing or does not import, or the file is no readable Parquet."""
     from .loaders import RAW_EXCERPT_CHARS, RowError
 
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
-    except ModuleNotFoundError as exc:
+    except ImportError as exc:  # missing, or installed and broken (a shared library it links is not there)
+        missing = isinstance(exc, ModuleNotFoundError) and exc.name == "pyarrow"
+        why, fix = (
+            ("", "") if missing else (f", which does not import ({type(exc).__name__}: {exc})", "--force-reinstall ")
+        )
         raise DatasetError(
-            f"{path}: a Parquet file; reading it needs pyarrow: pip install 'ragscore[parquet]'"
+            f"{path}: a Parquet file; reading it needs pyarrow{why}: pip install {fix}'ragscore[parquet]'"
         ) from exc
     if int(pa.__version__.split(".")[0]) < PYARROW_MAJOR:  # its to_pylist gives a map as (key, value) pairs
         raise DatasetError(f"{path}: reading Parquet needs pyarrow>={PYARROW_MAJOR}, this host has {pa.__version__}: "

@@ -7,6 +7,9 @@ import datetime as dt
 import decimal
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +18,8 @@ import pytest
 
 from orchestrator.datasets import RowError, detect_format, iter_rows, scan_dataset
 from ragscore_workers.errors import DatasetError
+
+from ..support import ROOT
 
 ROWS = [{"id": "a", "answer": "x", "reference": "x"}, {"id": "b", "answer": "y", "contexts": ["c1", "c2"]}]
 
@@ -194,3 +199,31 @@ def test_a_parquet_nan_or_infinity_is_null_at_any_depth(tmp_path: Path) -> None:
     pq.write_table(pa.table({"id": ["a"], "answer": ["x"], "expected": [[1.5, float("nan"), float("-inf")]],
                              "metadata": [{"score": float("inf")}]}), path)  # fmt: skip
     assert _read(path) == [(1, {"id": "a", "answer": "x", "expected": [1.5, None, None], "metadata": {"score": None}})]
+
+
+@pytest.mark.parametrize("broken", [True, False])
+def test_a_broken_or_missing_pyarrow_is_one_clear_error_naming_why_not_a_traceback(
+    tmp_path: Path, broken: bool
+) -> None:
+    """An installed pyarrow whose import fails (a missing libarrow: ImportError, not ModuleNotFoundError) gave a
+    traceback; it is refused as a missing one is, with the import's own error."""
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": ["a"], "answer": ["x"], "reference": ["x"]}), path)
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
+    shadow = tmp_path / "site" / "pyarrow"  # first on the path: the pyarrow this process imports
+    shadow.mkdir(parents=True)
+    error = (
+        "ImportError('libarrow.so.2000: cannot open shared object file')"
+        if broken
+        else "ModuleNotFoundError(name='pyarrow')"
+    )
+    (shadow / "__init__.py").write_text(f"raise {error}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--suite", str(tmp_path / "s.json"), "--dry-run"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env=dict(os.environ, COLUMNS="400", PYTHONPATH=os.pathsep.join([str(shadow.parent), str(ROOT)])),
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"{path}: a Parquet file; reading it needs pyarrow" in result.stderr, result.stderr
+    said = "which does not import (ImportError: libarrow.so.2000: cannot open shared object file)"
+    assert (said in result.stderr) is broken, result.stderr
