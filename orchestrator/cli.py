@@ -629,6 +629,8 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
 
 def _first_unreadable(out: Path, count: int) -> str:
     """Where the unreadable rows are, with the first one's line and reason (the table only counts them)."""
+    from .reports.console import counted
+
     listed = out / "failed_rows.jsonl"
     try:
         with listed.open(encoding="utf-8") as fh:
@@ -636,7 +638,7 @@ def _first_unreadable(out: Path, count: int) -> str:
         said = f"; the first, line {first['line']}: {first['error']}"
     except (OSError, ValueError, KeyError, TypeError):
         said = ""
-    return f"{count:,} unreadable {'row' if count == 1 else 'rows'} not scored{said} (each in {listed})"
+    return f"{counted(count, 'unreadable row')} not scored{said} (each in {listed})"
 
 
 def _how_to_go_on(out: Path, broker: str | None) -> None:
@@ -1124,6 +1126,7 @@ def report_cmd(
     data = open_run(run, lambda: _store(broker))
     out_dir = out or data.directory or Path("ragscore-out")
     if fmt == "nlp-project":
+        from .reports.console import counted
         from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, left_out, split_of
 
         evaluation = evaluation_json(data.items(), gold_doc_ids(data.info), name)
@@ -1133,8 +1136,10 @@ def report_cmd(
         _say(shown(console_summary(evaluation, split)))
         notes = left_out(data.summary.metrics)
         if unread := data.summary.failed_rows:  # the framework counts out of every question; these are not in any
-            rows = f"{unread} rows of the dataset" if unread != 1 else "1 row of the dataset"
-            notes.append(f"{rows} could not be read: in none of these totals (see failed_rows.jsonl)")
+            notes.append(
+                f"{counted(unread, 'row')} of the dataset could not be read: in none of these totals "
+                "(see failed_rows.jsonl)"
+            )
         for note in notes:
             err.print(Text.assemble(("note:", "yellow"), f" {note}"))
         err.print(f"wrote {path}")

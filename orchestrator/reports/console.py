@@ -18,6 +18,7 @@ from .live import fmt_duration
 
 __all__ = [
     "LOWER_IS_BETTER_MARK",
+    "counted",
     "error_lines",
     "metric_label",
     "print_estimate",
@@ -32,6 +33,12 @@ __all__ = [
 
 #: What follows the name of an output where lower is better (``answer_hallucination``), wherever a report shows it.
 LOWER_IS_BETTER_MARK = " (lower is better)"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 item``, ``1,200 items``: a count and its noun, plural unless the count is 1 (``plural`` where an added
+    ``s`` is wrong: ``reply``, ``replies``)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def metric_label(name: str) -> str:
@@ -62,8 +69,7 @@ def error_lines(summary: RunSummary) -> list[str]:
         if not m.errors:
             continue
         every = " (every item)" if not m.n and not m.unscorable else ""
-        noun = "error" if m.errors == 1 else "errors"
-        lines.append(f"{name}: {m.errors} {noun}{every}; first: {m.first_error or '?'}")
+        lines.append(f"{name}: {counted(m.errors, 'error')}{every}; first: {m.first_error or '?'}")
     return lines
 
 
@@ -76,8 +82,9 @@ def unfilled_lines(summary: RunSummary) -> list[str]:
     """One line per target and response field that some replies lacked: a mistyped path (``source_node`` for
     ``source_nodes``) otherwise reads as no contexts or no doc ids, and every score built on them as a 0."""
     return [
-        f"target {system}: {n:,} replies had nothing at the path of {key.removeprefix(UNFILLED_PREFIX)} (its "
-        f"response map); those rows have no {key.removeprefix(UNFILLED_PREFIX)}: check the path if they should"
+        f"target {system}: {counted(n, 'reply', 'replies')} had nothing at the path of "
+        f"{key.removeprefix(UNFILLED_PREFIX)} (its response map); those rows have no "
+        f"{key.removeprefix(UNFILLED_PREFIX)}: check the path if they should"
         for system, counters in summary.target.items()
         for key, n in counters.items()
         if key.startswith(UNFILLED_PREFIX) and n
@@ -89,10 +96,13 @@ def target_lines(summary: RunSummary) -> list[str]:
     or callable answers from the cache as before: ``--no-cache`` asks it again), retries, 429s, failures."""
     lines = []
     for system, counters in summary.target.items():
-        said = [f"{counters.get('calls', 0):,} calls"]
+        said = [counted(counters.get("calls", 0), "call")]
         if hits := counters.get("cache_hits", 0):
-            said.append(f"{hits:,} replies from the reply cache (a changed system is asked again with --no-cache)")
-        for key, what in (("retries", "retries"), ("rate_limited", "rate-limited (429)"), ("failures", "failed")):
+            said.append(f"{counted(hits, 'reply', 'replies')} from the reply cache (a changed system is asked again "
+                        "with --no-cache)")  # fmt: skip
+        if retries := counters.get("retries"):
+            said.append(counted(retries, "retry", "retries"))
+        for key, what in (("rate_limited", "rate-limited (429)"), ("failures", "failed")):
             if counters.get(key):
                 said.append(f"{counters[key]:,} {what}")
         lines.append(f"target {system}: {', '.join(said)}")
@@ -121,15 +131,19 @@ def judge_line(summary: RunSummary) -> str | None:
     def count(key: str) -> str:
         return f"{int(float(j.get(key) or 0)):,}"
 
+    def noun(key: str, singular: str, plural: str | None = None) -> str:
+        return counted(int(float(j.get(key) or 0)), singular, plural)
+
     if not (j.get("calls") or j.get("cache_hits")):
         return None
-    parts = [f"{count('calls')} calls", f"{count('cache_hits')} from the cache", f"{count('retries')} retries",
+    parts = [noun("calls", "call"), f"{count('cache_hits')} from the cache", noun("retries", "retry", "retries"),
              f"{count('rate_limited')} rate-limited (429)",
              f"tokens {count('tokens_in')} in / {count('tokens_out')} out",
              f"cost {_judge_cost(j)}"]  # fmt: skip
-    for key, label in (("parse_failures", "unparsable replies"), ("failures", "calls failed for good")):
+    for key, label, plural in (("parse_failures", "unparsable reply", "unparsable replies"),
+                               ("failures", "call failed for good", "calls failed for good")):  # fmt: skip
         if j.get(key):
-            parts.append(f"{count(key)} {label}")
+            parts.append(noun(key, label, plural))
     if stated := [f"{name} {count(f'provider_{name}')}" for name in ("rpm", "tpm", "rpd") if j.get(f"provider_{name}")]:
         parts.append(f"the provider's own limits applied ({', '.join(stated)}: below the suite's)")
     if stopped := j.get("breaker") or j.get("budget"):
@@ -163,7 +177,7 @@ def _judge_cost(judge: dict[str, Any]) -> str:
     if _unpriced(judge):
         return "- (no price for the judge model: the judge metrics' param 'prices')"
     cost = _cost(float(judge.get("cost") or 0))
-    return f"{cost} ({unpriced:,} call(s) without a price not counted)" if unpriced else cost
+    return f"{cost} ({counted(unpriced, 'call')} without a price not counted)" if unpriced else cost
 
 
 def embedding_line(summary: RunSummary) -> str | None:
@@ -172,7 +186,8 @@ def embedding_line(summary: RunSummary) -> str | None:
     if not e.get("encode_calls") and not e.get("cache_hits"):
         return None
     where = ", ".join(f"{device} ×{n}" for device, n in (e.get("devices") or {}).items())
-    line = (f"embedding: {e.get('encoded', 0):,} texts encoded in {e.get('encode_calls', 0):,} batched calls, "
+    line = (f"embedding: {counted(e.get('encoded', 0), 'text')} encoded in "
+            f"{counted(e.get('encode_calls', 0), 'batched call')}, "
             f"{e.get('cache_hits', 0):,} from the cache")  # fmt: skip
     return line + (f"; worker processes on {where}" if where else "")
 
@@ -195,7 +210,7 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     console.print(table)
     if len(summary.by_system) >= 2:
         loose = _items_without_system(summary)
-        also = f" and the {loose:,} item{'s' if loose != 1 else ''} with no system" if loose else ""
+        also = f" and the {counted(loose, 'item')} with no system" if loose else ""
         console.print(f"The means above pool the items of all {len(summary.by_system):,} systems{also}; per system:",
                       soft_wrap=True)  # fmt: skip
         console.print(_systems_table(summary))
@@ -208,7 +223,7 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")
     console.print(
-        f"{summary.items} items, {summary.scored} scored, {unreadable_rows(summary)}"
+        f"{counted(summary.items, 'item')}, {summary.scored:,} scored, {unreadable_rows(summary)}"
         + (f", {wall:.1f} s" if wall is not None else "")
     )
 
@@ -222,7 +237,7 @@ def _systems_table(summary: RunSummary) -> Table:
     which several pipelines answered, is no one's score."""
     systems = list(summary.by_system.items())[:MAX_CONSOLE_SYSTEMS]
     more = len(summary.by_system) - len(systems)
-    caption = f"{more:,} more systems in report.md and summary.json" if more else None
+    caption = f"{counted(more, 'more system')} in report.md and summary.json" if more else None
     table = Table(caption=caption)
     table.add_column("metric")
     for system, _ in systems:
@@ -237,11 +252,14 @@ def _systems_table(summary: RunSummary) -> Table:
 
 
 def unreadable_rows(summary: RunSummary) -> str:
-    """``"N unreadable rows"``, saying when failed_rows.jsonl lists only the first of them (the store's cap)."""
+    """``"N unreadable rows"`` (``1 unreadable row``), saying when failed_rows.jsonl lists only the first of them
+    (the store's cap)."""
     from ragscore_workers.store import MAX_FAILED_ROWS_STORED
 
     kept = f" (failed_rows.jsonl lists the first {MAX_FAILED_ROWS_STORED:,})"
-    return f"{summary.failed_rows:,} unreadable rows" + (kept if summary.failed_rows > MAX_FAILED_ROWS_STORED else "")
+    return counted(summary.failed_rows, "unreadable row") + (
+        kept if summary.failed_rows > MAX_FAILED_ROWS_STORED else ""
+    )
 
 
 def _cost(value: float | None) -> str:
@@ -273,8 +291,8 @@ def print_estimate(
     """What ``ragscore run --dry-run`` found: rows, work per queue, and the judge's calls, cost and time."""
     console = console or TerminalConsole()
     console.print("Dry run: nothing was submitted, no worker started, no provider called.")
-    line = f"{estimate.rows:,} readable rows, {estimate.failed_rows:,} unreadable"
-    line += f"; {estimate.items:,} items" if estimate.items != estimate.rows else ""
+    line = f"{counted(estimate.rows, 'readable row')}, {estimate.failed_rows:,} unreadable"
+    line += f"; {counted(estimate.items, 'item')}" if estimate.items != estimate.rows else ""
     console.print(line, soft_wrap=True)
     for failure in estimate.first_failures:
         console.print(f"  line {failure.line}: {failure.error}", markup=False, highlight=False, soft_wrap=True)
@@ -295,7 +313,8 @@ def print_estimate(
         units.add_row(queue, f"{n:,}")
     console.print(units)
     for system, calls in estimate.target_calls.items():
-        console.print(f"target {system}: {calls:,} calls (one per question; retries not counted)", markup=False)
+        said = f"target {system}: {counted(calls, 'call')} (one per question; retries not counted)"
+        console.print(said, markup=False)
     if not estimate.judge:
         return
     cached = ("cached", "to pay") if estimate.cache_checked else ()

@@ -360,11 +360,13 @@ class StatusView:
 
 def _summary_line(summary: RunSummary, run_id: str) -> str:
     """The summary's counts, which the workers' counters above lack for work a cancel skipped (counted stopped)."""
+    from .console import counted  # console imports this module
+
     metrics = summary.metrics.values()
     unscorable, stopped = sum(m.unscorable for m in metrics), sum(m.stopped for m in metrics)
     errors = sum(m.errors for m in metrics)
     return (
-        f"summary: {summary.items:,} items, {summary.scored:,} scored; over its metric outputs unscorable "
+        f"summary: {counted(summary.items, 'item')}, {summary.scored:,} scored; over its metric outputs unscorable "
         f"{unscorable:,} ({stopped:,} stopped), errors {errors:,} (the counts above are the workers' writes; "
         f"`ragscore results {run_id} --out DIR` writes the reports)"
     )

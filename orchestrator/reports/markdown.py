@@ -8,6 +8,7 @@ from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
 from .console import (
+    counted,
     error_lines,
     judge_counters,
     judge_used,
@@ -73,8 +74,8 @@ def render_markdown(summary: RunSummary) -> str:
     lines = [
         f"# ragscore run {summary.run_id}",
         "",
-        f"Suite {md_cell(summary.suite)} · state **{summary.state}** · {summary.items} items, "
-        f"{summary.scored} scored, {unreadable_rows(summary)}",
+        f"Suite {md_cell(summary.suite)} · state **{summary.state}** · {counted(summary.items, 'item')}, "
+        f"{summary.scored:,} scored, {unreadable_rows(summary)}",
         "",
         "| metric | mean | n | 95% CI | unscorable | errors |",
         "|---|---|---|---|---|---|",
@@ -105,7 +106,8 @@ def _wins(summary: RunSummary) -> list[str]:
         return []
     w = summary.wins
     lines = [f"## Wins per system ({md_cell(w['metric'])})", "",
-             f"{w['questions']} questions answered by two or more systems, {w['ties']} with a tie for the best score.",
+             f"{counted(w['questions'], 'question')} answered by two or more systems, {w['ties']} with a tie for the "
+             "best score.",
              "", "| system | compared | wins | outright | tied | win rate |", "|---|---|---|---|---|---|"]  # fmt: skip
     for system, s in w["by_system"].items():
         lines.append(f"| {md_cell(system)} | {s['compared']} | {_wins_count(s['wins'])} | {s['outright']} | "

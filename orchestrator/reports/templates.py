@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cache
 
 from ..terminal import shown
+from .console import counted
 
 __all__ = ["environment"]
 
@@ -58,7 +59,8 @@ REPORT = """{% extends "base" %}
 {% block body %}
 <h1>ragscore report: {{ s.suite or "run" }}</h1>
 <p class="facts"><span>run <b>{{ s.run_id }}</b></span><span>state <b>{{ s.state }}</b></span>
-<span>{{ s.items }} items</span><span>{{ s.scored }} scored</span><span>{{ s.failed_rows }} unreadable rows</span>
+<span>{{ s.items|counted("item") }}</span><span>{{ s.scored }} scored</span>
+<span>{{ s.failed_rows|counted("unreadable row") }}</span>
 {% if wall %}<span>{{ wall }}</span>{% endif %}</p>
 <nav>{% for id, title in sections %}<a href="#{{ id }}">{{ title }}</a>{% endfor %}</nav>
 
@@ -118,8 +120,8 @@ came from the cache).</p>{% endif %}
 {% else %}<p class="muted">No embedding metric in this run.</p>{% endif %}
 
 <h2 id="worst">Worst items</h2>
-<p class="muted">The {{ worst_k }} lowest-scored items per metric (highest where lower is better), with the metric's
-details.</p>
+<p class="muted">The {{ worst_k|counted("lowest-scored item") }} per metric (highest where lower is better), with
+the metric's details.</p>
 {% for w in worst %}
 <h3>{{ w.name }}</h3>
 {% if not w["items"] %}<p class="muted">Every scored item has the best score ({{ w.best }}).</p>{% else %}
@@ -135,7 +137,7 @@ details.</p>
 
 {% if errors %}
 <h2 id="errors">Errors</h2>
-<p class="muted">The first {{ errors|length }} item errors (counts per metric are in the summary table).</p>
+<p class="muted">The first {{ errors|length|counted("item error") }} (counts per metric are in the summary table).</p>
 <table><tr><th class="l">id</th><th class="l">system</th><th class="l">metric</th><th class="l">error</th></tr>
 {% for e in errors %}<tr><td class="l">{{ e.id }}</td><td class="l">{{ e.system or "" }}</td>
 <td class="l">{{ e.output }}</td>
@@ -185,8 +187,8 @@ mean difference, its 95% paired-bootstrap interval, and a two-sided sign-flip pe
 {% endfor %}<td>{{ w.ties }}</td><td>{{ w.questions }}</td></tr>{% endfor %}</table>
 {% if points %}
 <h2 id="points">Evaluation points per question</h2>
-<p class="muted">{{ points|length }} questions, those where the systems' <code>checks</code> scores differ most first
-(✓ passed, ✗ failed, – skipped, ! error, · not run; hover a mark for its note).</p>
+<p class="muted">{{ points|length|counted("question") }}, those where the systems' <code>checks</code> scores differ
+most first (✓ passed, ✗ failed, – skipped, ! error, · not run; hover a mark for its note).</p>
 {% for q in points %}<h3>{{ q.id }}</h3>
 <table><tr><th class="l">point</th>{% for a in c.arms %}<th>{{ a }}</th>{% endfor %}</tr>
 {% for row in q.rows %}<tr><td class="l">{{ row.point }}</td>{% for cell in row.cells %}<td title="{{ cell.note }}"
@@ -210,8 +212,11 @@ def _shown(value: object) -> object:
 
 @cache
 def environment():  # type: ignore[no-untyped-def]
-    """The Jinja2 environment with both templates (autoescape on, control characters shown), built once."""
+    """The Jinja2 environment with both templates (autoescape on, control characters shown, a ``counted`` filter:
+    ``{{ n|counted("item") }}``), built once."""
     import jinja2
 
     loader = jinja2.DictLoader({"base": _BASE, "macros": _METRIC_TABLE, "report": REPORT, "compare": COMPARE})
-    return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown)
+    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown)
+    env.filters["counted"] = counted
+    return env

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from orchestrator.reports.console import embedding_line, judge_line, print_summary, target_lines
+from orchestrator.reports.console import embedding_line, judge_line, print_summary, target_lines, unfilled_lines
 from ragscore_workers.schemas import RunSummary
 
 
@@ -41,7 +41,7 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
     assert stated is not None and stated.endswith(", the provider's own limits applied (rpm 12, tpm 6,000: below the "
                                                   "suite's)")  # fmt: skip
     some = judge_line(_summary(judge={"calls": 3, "cache_hits": 2, "cost": 0.5, "unpriced_calls": 1}))
-    assert some is not None and "cost 0.5000 (1 call(s) without a price not counted)" in some
+    assert some is not None and "cost 0.5000 (1 call without a price not counted)" in some
 
 
 def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
@@ -139,3 +139,22 @@ def test_the_summary_table_marks_an_output_where_lower_is_better_as_report_md_do
              or "answer_hallucination" in line]  # fmt: skip
     assert named == ["answer_hallucination (lower is better)", "exact_match"] * 2
     assert "| answer_hallucination (lower is better) |" in render_markdown(summary)
+
+
+def test_counts_of_one_on_the_console_read_in_the_singular() -> None:
+    """The console said "1 items, 1 scored, 1 unreadable rows", "1 calls", "1 retries", "1 texts encoded"."""
+    one = _summary(items=1, scored=1, failed_rows=1, judge={"calls": 1, "retries": 1, "cost": 0.5,
+                                                            "parse_failures": 1, "failures": 1},
+                   embedding={"encoded": 1, "encode_calls": 1, "cache_hits": 0},
+                   target={"api": {"calls": 1, "cache_hits": 1, "retries": 1, "unfilled_contexts": 1}})  # fmt: skip
+    judge = judge_line(one)
+    assert judge is not None and judge.startswith("judge: 1 call, 0 from the cache, 1 retry,")
+    assert "1 unparsable reply, 1 call failed for good" in judge
+    assert embedding_line(one) == "embedding: 1 text encoded in 1 batched call, 0 from the cache"
+    assert target_lines(one) == [
+        "target api: 1 call, 1 reply from the reply cache (a changed system is asked again with --no-cache), 1 retry"
+    ]
+    assert unfilled_lines(one)[0].startswith("target api: 1 reply had nothing at the path of contexts")
+    out = io.StringIO()
+    print_summary(one, Console(file=out, width=200))
+    assert out.getvalue().rstrip().endswith("1 item, 1 scored, 1 unreadable row")

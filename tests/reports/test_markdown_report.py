@@ -186,3 +186,21 @@ def test_an_at_or_a_hash_in_a_name_is_no_mention_issue_link_or_heading_end_on_gi
     assert not [node for node in read if re.search(r"(?:^|\W)@\w|#\d|\w@\w", node)]
     heading = MarkdownIt("commonmark").render(f"### {md_cell('q #')}\n")
     assert heading == "<h3>q #</h3>\n"
+
+
+def test_counts_of_one_read_in_the_singular_in_report_md_and_report_html() -> None:
+    """report.md said "1 items, 1 scored, 1 unreadable rows" and "1 questions answered by two or more systems"."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    m = MetricSummary(mean=1.0, n=1)
+    wins = {"metric": "answer_accuracy", "questions": 1, "ties": 0,
+            "by_system": {"a": {"compared": 1, "wins": 1.0, "outright": 1, "tied": 0, "win_rate": 1.0}}}  # fmt: skip
+    summary = RunSummary(run_id="r", items=1, scored=1, failed_rows=1, metrics={"exact_match": m}, wins=wins)
+    text = render_markdown(summary)
+    assert "· 1 item, 1 scored, 1 unreadable row\n" in text
+    assert "1 question answered by two or more systems" in text
+    html = render_html(summary, ItemStats())
+    assert "<span>1 item</span>" in html and "<span>1 unreadable row</span>" in html
+    many = render_markdown(RunSummary(run_id="r", items=2, scored=2, failed_rows=2, metrics={"exact_match": m}))
+    assert "· 2 items, 2 scored, 2 unreadable rows\n" in many
