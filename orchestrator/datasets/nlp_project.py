@@ -35,6 +35,9 @@ GOLD_PREFIX = "gold/"
 _KEY = re.compile(r"^q(\d+)$", re.IGNORECASE)
 _QUESTION_FIELDS = {"doc_id", "question", "evidence_sentences"}
 
+#: Keys of the predictions beyond the questions an error names (then "and N more").
+MAX_NAMED = 3
+
 
 def _load_predictions(path: Path) -> dict[int, tuple[str, Any]]:
     """``{position: (key, prediction)}``; positions are 1-based like the question lines."""
@@ -120,9 +123,15 @@ def nlp_project_records(
             yield line, RowError(line, str(exc), json.dumps(record, ensure_ascii=False)[:RAW_EXCERPT_CHARS])
             continue
         yield line, row if system is None else {**row, "system": system}
-    extra = sorted(p for p in (preds or {}) if p > pos)
+    extra = [preds[p][0] for p in sorted(p for p in (preds or {}) if p > pos)] if preds else []
     if extra:
-        raise DatasetError(f"{predictions}: {len(extra)} prediction(s) beyond the {pos} questions, first {extra[0]}")
+        from ..reports.console import counted
+
+        more = len(extra) - MAX_NAMED
+        named = ", ".join(extra[:MAX_NAMED]) + (f" and {more:,} more" if more > 0 else "")
+        raise DatasetError(
+            f"{predictions}: {counted(len(extra), 'prediction')} beyond the {counted(pos, 'question')}: {named}"
+        )
 
 
 def iter_nlp_project(

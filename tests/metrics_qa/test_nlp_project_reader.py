@@ -84,7 +84,19 @@ def test_unreadable_lines_and_extra_predictions(files: tuple[Path, Path, Path]) 
     with pytest.raises(DatasetError, match=r"dev_final_jsonl.txt:2: invalid JSON"):
         list(iter_nlp_project(questions))
     questions.write_text(json.dumps(_question(1)) + "\n")
-    with pytest.raises(DatasetError, match="2 prediction\\(s\\) beyond the 1 questions, first 2"):
+    with pytest.raises(DatasetError, match="2 predictions beyond the 1 question: q002, q003$"):
+        list(nlp_project_records(questions, preds))
+
+
+def test_predictions_beyond_the_questions_are_named_by_their_keys(files: tuple[Path, Path, Path]) -> None:
+    """The error said "5 prediction(s) beyond the 8 questions, first 9": a position, where the file has q009."""
+    questions, preds, _ = files
+    questions.write_text("".join(json.dumps(_question(i)) + "\n" for i in range(1, 9)))
+    preds.write_text(json.dumps({f"q{i:03d}": _pred(i) for i in range(1, 14)}))
+    with pytest.raises(DatasetError, match="5 predictions beyond the 8 questions: q009, q010, q011 and 2 more$"):
+        list(nlp_project_records(questions, preds))
+    preds.write_text(json.dumps({f"answer-{i}": _pred(i) for i in range(1, 10)}))  # keys paired by position
+    with pytest.raises(DatasetError, match="1 prediction beyond the 8 questions: answer-9$"):
         list(nlp_project_records(questions, preds))
 
 
