@@ -27,6 +27,7 @@ __all__ = [
     "FORMATS",
     "OUTPUT_NAMES",
     "refuse_files_of_others",
+    "refuse_other_text",
     "write_outputs",
     "write_reports",
 ]
@@ -93,6 +94,23 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
             f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace "
             f"{'it' if len(theirs) == 1 else 'them'}. Nothing was written; choose another {option} or remove them"
         )
+
+
+def refuse_other_text(path: Path, text: str, option: str = "--out or --split") -> None:
+    """ConfigError (exit 2) when ``path`` is a file holding other than ``text``, the report about to be written
+    there: ``{split}_evaluation.json`` has the layout of the framework's own file, so no head tells ragscore's from
+    the user's; the same bytes again (the same report) lose nothing."""
+    try:
+        if path.is_dir() or path.read_bytes() == text.encode():
+            return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass  # unreadable: not known to be ours
+    raise ConfigError(
+        f"{path.parent} holds {path.name}, which no ragscore report wrote (or one of another run): the report would "
+        f"replace it. Nothing was written; choose another {option}, or remove it"
+    )
 
 
 #: How the first bytes of a report ``ragscore report`` writes alone begin (``report --format md|html|csv``), and

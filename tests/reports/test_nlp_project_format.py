@@ -145,3 +145,34 @@ def test_questions_that_could_not_be_read_are_named_beside_the_totals(tmp_path: 
     assert "/2 = " in report.stdout, report.stdout
     said = " ".join(report.stderr.split())
     assert "1 row of the dataset could not be read: in none of these totals (see failed_rows.jsonl)" in said, said
+
+
+def test_the_evaluation_file_never_replaces_a_file_ragscore_did_not_write(tmp_path: Path, home: Path) -> None:
+    """``report --format nlp-project --out DIR`` wrote DIR/dev_evaluation.json over the user's own (the framework's,
+    in the same layout) where the other formats refuse: refused (exit 2), the file as it was; the same report
+    again, the same bytes, is written."""
+    options = {"predictions": DATA / "output" / "dev_extension3_output.json", "corpus": DATA / "data" / "corpus",
+               "system": "rag_extension3"}  # fmt: skip
+    suite = {"name": "recall", "metrics": [{"name": "recall_at_k", "params": {"k": [1]}}]}
+    evaluate(QUESTIONS, suite, out=tmp_path / "out", fmt_options=options)
+
+    def report(out: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "report", str(tmp_path / "out"), "--format", "nlp-project",
+             "--out", str(out)], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "300"},
+            timeout=120,
+        )  # fmt: skip
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "dev_evaluation.json").write_text('{"simple": {}}\n')
+    refused = report(mine)
+    assert refused.returncode == 2, refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert f"{mine} holds dev_evaluation.json, which no ragscore report wrote" in said, said
+    assert "choose another --out or --split, or remove it" in said and "Traceback" not in said
+    assert (mine / "dev_evaluation.json").read_text() == '{"simple": {}}\n'
+    assert sorted(p.name for p in mine.iterdir()) == ["dev_evaluation.json"]
+    for _ in range(2):  # what ragscore wrote there is its own
+        wrote = report(tmp_path / "again")
+        assert wrote.returncode == 0, wrote.stderr
