@@ -61,7 +61,9 @@ _SENTENCE_END = re.compile(r"[.!?]")
 MAX_EXCERPT_CHARS = 200
 #: A context longer than the model reads (``Encoder.max_pieces`` word pieces) is embedded in windows of about
 #: WINDOW_PIECES pieces (~50 words of English prose), a new one every WINDOW_STRIDE pieces: short enough that one
-#: sentence is not drowned by its neighbours, overlapping so each sentence is whole in one.
+#: sentence is not drowned by its neighbours. Windows ignore sentence ends: the overlap (15 pieces) keeps a sentence
+#: of up to 15 pieces whole in some window, a longer one only where it happens to fall (never one over 60 pieces);
+#: docs/metrics/embedding.md says what that means for answer_hallucination.
 WINDOW_PIECES = 60
 WINDOW_STRIDE = 45
 #: Chinese, Japanese and Korean characters: a BERT tokenizer makes each a word of its own.
