@@ -1121,7 +1121,7 @@ def report_cmd(
 ) -> None:
     """Write one report of a finished run: report.html, report.md, items.csv, summary.json or nlp-project."""
     from .reports import FORMATS, open_run, write_reports
-    from .reports.files import refuse_files_of_others, refuse_other_text
+    from .reports.files import refuse_files_of_others, write_foreign_layout
 
     data = open_run(run, lambda: _store(broker))
     out_dir = out or data.directory or Path("ragscore-out")
@@ -1132,9 +1132,7 @@ def report_cmd(
         evaluation = evaluation_json(data.items(), gold_doc_ids(data.info), name)
         split = split or split_of(data.info)
         path, text = out_dir / f"{split}_evaluation.json", json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n"
-        refuse_other_text(path, text)  # the user's own file of that name (the framework's), as --out refuses others
-        make_out_dir(out_dir)
-        write_text_atomic(path, text)
+        write_foreign_layout(path, text)  # never over the user's own file of that name (the framework's)
         _say(shown(console_summary(evaluation, split)))
         notes = left_out(data.summary.metrics)
         if unread := data.summary.failed_rows:  # the framework counts out of every question; these are not in any

@@ -4,6 +4,7 @@ report.md and report.html, streaming the items once whatever the formats asked f
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 from collections.abc import Iterable
@@ -27,7 +28,7 @@ __all__ = [
     "FORMATS",
     "OUTPUT_NAMES",
     "refuse_files_of_others",
-    "refuse_other_text",
+    "write_foreign_layout",
     "write_outputs",
     "write_reports",
 ]
@@ -96,21 +97,43 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
         )
 
 
-def refuse_other_text(path: Path, text: str, option: str = "--out or --split") -> None:
-    """ConfigError (exit 2) when ``path`` is a file holding other than ``text``, the report about to be written
-    there: ``{split}_evaluation.json`` has the layout of the framework's own file, so no head tells ragscore's from
-    the user's; the same bytes again (the same report) lose nothing."""
+#: In a DIR ragscore wrote a file of a foreign layout to (``{split}_evaluation.json``): name -> sha256 of what it wrote.
+WRITTEN_NAME = ".ragscore-written.json"
+
+
+def _written(out_dir: Path) -> dict[str, str]:
+    """The record of :data:`WRITTEN_NAME` (empty when there is none or it cannot be read)."""
     try:
-        if path.is_dir() or path.read_bytes() == text.encode():
-            return
+        record = json.loads((out_dir / WRITTEN_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def write_foreign_layout(path: Path, text: str, option: str = "--out or --split") -> None:
+    """Write ``text`` to ``path``, a file in another tool's layout (``{split}_evaluation.json``, the framework's), so
+    no head tells ragscore's from the user's: a file there is replaced only when it is what ragscore last wrote there
+    (its sha256 in :data:`WRITTEN_NAME`) or holds ``text`` already; any other is refused (ConfigError, exit 2),
+    nothing written."""
+    try:
+        held = None if path.is_dir() else path.read_bytes()
     except FileNotFoundError:
-        return
-    except OSError:
-        pass  # unreadable: not known to be ours
-    raise ConfigError(
-        f"{path.parent} holds {path.name}, which no ragscore report wrote (or one of another run): the report would "
-        f"replace it. Nothing was written; choose another {option}, or remove it"
-    )
+        held = None
+    except OSError:  # unreadable: not known to be ours
+        held = b""
+    if held is not None and held != text.encode() and _written(path.parent).get(path.name) != _sha256(held):
+        raise ConfigError(
+            f"{path.parent} holds {path.name}, which no ragscore report wrote (or was edited since): the report "
+            f"would replace it. Nothing was written; choose another {option}, or remove it"
+        )
+    make_out_dir(path.parent)
+    write_text_atomic(path, text)
+    record = _written(path.parent) | {path.name: _sha256(text.encode())}
+    write_text_atomic(path.parent / WRITTEN_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 #: How the first bytes of a report ``ragscore report`` writes alone begin (``report --format md|html|csv``), and

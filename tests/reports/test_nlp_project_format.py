@@ -149,16 +149,16 @@ def test_questions_that_could_not_be_read_are_named_beside_the_totals(tmp_path: 
 
 def test_the_evaluation_file_never_replaces_a_file_ragscore_did_not_write(tmp_path: Path, home: Path) -> None:
     """``report --format nlp-project --out DIR`` wrote DIR/dev_evaluation.json over the user's own (the framework's,
-    in the same layout) where the other formats refuse: refused (exit 2), the file as it was; the same report
-    again, the same bytes, is written."""
+    in the same layout) where the other formats refuse: refused (exit 2), the file as it was. What ragscore wrote
+    there is its own to replace (the same report again, or another: ``--name``), until the user edits it."""
     options = {"predictions": DATA / "output" / "dev_extension3_output.json", "corpus": DATA / "data" / "corpus",
                "system": "rag_extension3"}  # fmt: skip
     suite = {"name": "recall", "metrics": [{"name": "recall_at_k", "params": {"k": [1]}}]}
     evaluate(QUESTIONS, suite, out=tmp_path / "out", fmt_options=options)
 
-    def report(out: Path) -> subprocess.CompletedProcess[str]:
+    def report(out: Path, run: str = "out") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", "report", str(tmp_path / "out"), "--format", "nlp-project",
+            [sys.executable, "-m", "orchestrator.cli", "report", str(tmp_path / run), "--format", "nlp-project",
              "--out", str(out)], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "300"},
             timeout=120,
         )  # fmt: skip
@@ -176,3 +176,14 @@ def test_the_evaluation_file_never_replaces_a_file_ragscore_did_not_write(tmp_pa
     for _ in range(2):  # what ragscore wrote there is its own
         wrote = report(tmp_path / "again")
         assert wrote.returncode == 0, wrote.stderr
+    ours = tmp_path / "again" / "dev_evaluation.json"
+    suite["metrics"] = [{"name": "recall_at_k", "params": {"k": [1, 3]}}]
+    evaluate(QUESTIONS, suite, out=tmp_path / "other", fmt_options=options)
+    another = report(tmp_path / "again", run="other")  # another run's report over ragscore's own file
+    assert another.returncode == 0, another.stderr
+    assert "recall_at_3" in ours.read_text()
+    ours.write_text(ours.read_text().replace("recall_at_3", "edited"))
+    edited = report(tmp_path / "again")
+    assert edited.returncode == 2, edited.stderr
+    assert "which no ragscore report wrote (or was edited since)" in " ".join(edited.stderr.split())
+    assert "edited" in ours.read_text()
