@@ -18,6 +18,7 @@ from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import make_out_dir, write_text_atomic
+from .counts import counted
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
 if TYPE_CHECKING:
@@ -629,8 +630,6 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
 
 def _first_unreadable(out: Path, count: int) -> str:
     """Where the unreadable rows are, with the first one's line and reason (the table only counts them)."""
-    from .reports.console import counted
-
     listed = out / "failed_rows.jsonl"
     try:
         with listed.open(encoding="utf-8") as fh:
@@ -697,7 +696,9 @@ def submit(
     options = _format_options(predictions, corpus, system)
     store = _store(broker)
     sub = submit_run(dataset, resolved, store, fmt=fmt, fmt_options=options)
-    err.print(f"submitted {sub.items} items ({sub.failed_rows} unreadable) in {sub.tasks} tasks")
+    err.print(
+        f"submitted {counted(sub.items, 'item')} ({sub.failed_rows:,} unreadable) in {counted(sub.tasks, 'task')}"
+    )
     for queue, waiting in unserved_queues(store, sub.run_id).items():  # else it would wait, unsaid, till `status`
         err.print(f"warning: {unserved_message(queue, waiting)}", style="yellow", markup=False, soft_wrap=True)
     _say(sub.run_id)
@@ -1126,7 +1127,6 @@ def report_cmd(
     data = open_run(run, lambda: _store(broker))
     out_dir = out or data.directory or Path("ragscore-out")
     if fmt == "nlp-project":
-        from .reports.console import counted
         from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, left_out, split_of
 
         evaluation = evaluation_json(data.items(), gold_doc_ids(data.info), name)

@@ -58,6 +58,7 @@ from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
 from .atomic_file import make_out_dir, write_text_atomic
+from .counts import counted
 from .datasets import Named, RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
@@ -231,7 +232,7 @@ def submit(
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))
         request_fields.see(row)
-        ticker.count(lambda n: f"reading {Path(named.name).name}: {n:,} rows so far")
+        ticker.count(lambda n: f"reading {Path(named.name).name}: {counted(n, 'row')} so far")
 
     try:
         scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as,
@@ -241,7 +242,7 @@ def submit(
     except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
         store.drop_failed_rows(run_id)
         raise
-    ticker.say(f"{scan.rows:,} rows to score ({scan.failed:,} unreadable); sending them to the queues")
+    ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
     for warning in [*scan.warnings(), *resolved.absent_field_warnings(scan.fields_seen)]:
         log.warning("%s: %s", named.name, warning)
     queues = [q for q in QUEUE_ORDER if q in needed]

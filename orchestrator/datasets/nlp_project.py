@@ -26,6 +26,7 @@ from typing import Any
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.metrics._corpus import corpus_sentences
 
+from ..counts import counted
 from .loaders import RAW_EXCERPT_CHARS, Record, RowError, iter_records, loads_json
 
 __all__ = ["GOLD_PREFIX", "iter_nlp_project", "looks_like_nlp_project", "nlp_project_records"]
@@ -125,8 +126,6 @@ def nlp_project_records(
         yield line, row if system is None else {**row, "system": system}
     extra = [preds[p][0] for p in sorted(p for p in (preds or {}) if p > pos)] if preds else []
     if extra:
-        from ..reports.console import counted
-
         more = len(extra) - MAX_NAMED
         named = ", ".join(extra[:MAX_NAMED]) + (f" and {more:,} more" if more > 0 else "")
         raise DatasetError(

@@ -70,12 +70,12 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
         import pyarrow.parquet as pq
     except ImportError as exc:  # missing, or installed and broken (a shared library it links is not there)
         missing = isinstance(exc, ModuleNotFoundError) and exc.name == "pyarrow"
-        why, fix = (
-            ("", "") if missing else (f", which does not import ({type(exc).__name__}: {exc})", "--force-reinstall ")
+        fix = (
+            "pip install 'ragscore[parquet]'"
+            if missing
+            else f"pyarrow does not import ({type(exc).__name__}: {exc}): pip install --force-reinstall pyarrow"
         )
-        raise DatasetError(
-            f"{path}: a Parquet file; reading it needs pyarrow{why}: pip install {fix}'ragscore[parquet]'"
-        ) from exc
+        raise DatasetError(f"{path}: a Parquet file; reading it needs pyarrow: {fix}") from exc
     if int(pa.__version__.split(".")[0]) < PYARROW_MAJOR:  # its to_pylist gives a map as (key, value) pairs
         raise DatasetError(f"{path}: reading Parquet needs pyarrow>={PYARROW_MAJOR}, this host has {pa.__version__}: "
                            "pip install -U 'ragscore[parquet]'")  # fmt: skip

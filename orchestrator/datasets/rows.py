@@ -220,7 +220,7 @@ def _note_near_misses(row: Row, found: dict[str, str]) -> None:
     for name in row.model_extra or {}:
         if name in found or len(found) >= MAX_NEAR_MISSES or (target := _field_like(name)) is None:
             continue
-        if _normal(name) not in OTHER_NAMES or target not in row.model_fields_set:
+        if _normal(name) not in OTHER_NAMES or target not in row.model_fields_set or getattr(row, target) is None:
             found[name] = target
 
 

@@ -12,13 +12,13 @@ from rich.table import Table
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
+from ..counts import counted
 from ..estimate import Estimate
 from ..terminal import TerminalConsole
 from .live import fmt_duration
 
 __all__ = [
     "LOWER_IS_BETTER_MARK",
-    "counted",
     "error_lines",
     "metric_label",
     "print_estimate",
@@ -33,12 +33,6 @@ __all__ = [
 
 #: What follows the name of an output where lower is better (``answer_hallucination``), wherever a report shows it.
 LOWER_IS_BETTER_MARK = " (lower is better)"
-
-
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 item``, ``1,200 items``: a count and its noun, plural unless the count is 1 (``plural`` where an added
-    ``s`` is wrong: ``reply``, ``replies``)."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def metric_label(name: str) -> str:

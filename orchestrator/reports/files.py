@@ -115,16 +115,15 @@ def write_foreign_layout(path: Path, text: str, option: str = "--out or --split"
     no head tells ragscore's from the user's: a file there is replaced only when it is what ragscore last wrote there
     (its sha256 in :data:`WRITTEN_NAME`) or holds ``text`` already; any other is refused (ConfigError, exit 2),
     nothing written."""
-    try:
-        held = None if path.is_dir() else path.read_bytes()
-    except FileNotFoundError:
-        held = None
+    try:  # not a regular file (none, a folder, DIR itself a file): the write says what is wrong, as before
+        held = path.read_bytes() if path.is_file() else None
     except OSError:  # unreadable: not known to be ours
         held = b""
     if held is not None and held != text.encode() and _written(path.parent).get(path.name) != _sha256(held):
         raise ConfigError(
-            f"{path.parent} holds {path.name}, which no ragscore report wrote (or was edited since): the report "
-            f"would replace it. Nothing was written; choose another {option}, or remove it"
+            f"{path.parent} holds {path.name}, which ragscore has no record of writing (the framework's own, one "
+            f"edited since, or an older ragscore's): the report would replace it. Nothing was written; choose "
+            f"another {option}, or remove it"
         )
     make_out_dir(path.parent)
     write_text_atomic(path, text)

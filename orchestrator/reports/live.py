@@ -24,6 +24,8 @@ from rich.text import Text
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
+from ..counts import counted
+
 if TYPE_CHECKING:
     from ..runner import Orphan
 
@@ -360,8 +362,6 @@ class StatusView:
 
 def _summary_line(summary: RunSummary, run_id: str) -> str:
     """The summary's counts, which the workers' counters above lack for work a cancel skipped (counted stopped)."""
-    from .console import counted  # console imports this module
-
     metrics = summary.metrics.values()
     unscorable, stopped = sum(m.unscorable for m in metrics), sum(m.stopped for m in metrics)
     errors = sum(m.errors for m in metrics)

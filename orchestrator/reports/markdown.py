@@ -6,9 +6,9 @@ import re
 
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
+from ..counts import counted
 from ..terminal import shown
 from .console import (
-    counted,
     error_lines,
     judge_counters,
     judge_used,

@@ -117,7 +117,7 @@ def test_reading_sending_and_writing_are_said_as_they_happen(
     stream = io.StringIO()
     evaluate(make_rows(300), {"metrics": ["exact_match"]}, out=tmp_path / "out", progress=PlainProgress(stream))
     said = stream.getvalue()
-    assert "[ragscore] reading the rows given to evaluate(): 1 rows so far" in said
+    assert "[ragscore] reading the rows given to evaluate(): 1 row so far" in said
     assert "[ragscore] 300 rows to score (0 unreadable); sending them to the queues" in said
     assert "item×metric outputs" in said and f"[ragscore] writing the reports to {tmp_path / 'out'}/" in said
 

@@ -374,7 +374,7 @@ def test_progress_notes_of_submit_and_resume_count_up(
     sub = submit(data, load_suite(SUITE), store, shard_rows=100, say=notes.append)
     sent = [int(m.group(1).replace(",", "")) for n in notes if (m := re.match(r"sent ([\d,]+) of 500 rows", n))]
     assert sent == [100, 200, 300, 400, 500]
-    read = [int(m.group(1).replace(",", "")) for n in notes if (m := re.search(r": ([\d,]+) rows so far", n))]
+    read = [int(m.group(1).replace(",", "")) for n in notes if (m := re.search(r": ([\d,]+) rows? so far", n))]
     assert read == sorted(read) and read[-1] == 500
     cancel(store, sub.run_id)
     wait(store, sub.run_id, timeout_s=60)

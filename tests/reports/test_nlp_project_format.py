@@ -169,7 +169,7 @@ def test_the_evaluation_file_never_replaces_a_file_ragscore_did_not_write(tmp_pa
     refused = report(mine)
     assert refused.returncode == 2, refused.stderr
     said = " ".join(refused.stderr.split())
-    assert f"{mine} holds dev_evaluation.json, which no ragscore report wrote" in said, said
+    assert f"{mine} holds dev_evaluation.json, which ragscore has no record of writing" in said, said
     assert "choose another --out or --split, or remove it" in said and "Traceback" not in said
     assert (mine / "dev_evaluation.json").read_text() == '{"simple": {}}\n'
     assert sorted(p.name for p in mine.iterdir()) == ["dev_evaluation.json"]
@@ -185,5 +185,9 @@ def test_the_evaluation_file_never_replaces_a_file_ragscore_did_not_write(tmp_pa
     ours.write_text(ours.read_text().replace("recall_at_3", "edited"))
     edited = report(tmp_path / "again")
     assert edited.returncode == 2, edited.stderr
-    assert "which no ragscore report wrote (or was edited since)" in " ".join(edited.stderr.split())
+    assert "which ragscore has no record of writing" in " ".join(edited.stderr.split())
     assert "edited" in ours.read_text()
+    (tmp_path / "a-file").write_text("x")
+    for where in (tmp_path / "a-file", tmp_path / "a-file" / "sub"):  # DIR a file: said as before, not as ours
+        refused = report(where)
+        assert refused.returncode == 2 and "Cannot write the reports to" in refused.stderr, refused.stderr

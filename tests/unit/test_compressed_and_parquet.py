@@ -225,5 +225,5 @@ def test_a_broken_or_missing_pyarrow_is_one_clear_error_naming_why_not_a_traceba
     )  # fmt: skip
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert f"{path}: a Parquet file; reading it needs pyarrow" in result.stderr, result.stderr
-    said = "which does not import (ImportError: libarrow.so.2000: cannot open shared object file)"
-    assert (said in result.stderr) is broken, result.stderr
+    said = "pyarrow does not import (ImportError: libarrow.so.2000: cannot open shared object file): pip install "
+    assert (said in result.stderr and "--force-reinstall pyarrow" in result.stderr) is broken, result.stderr
