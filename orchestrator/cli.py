@@ -81,6 +81,10 @@ def _broker_opt(unset: str) -> Any:
 BrokerOpt = _broker_opt("unset = embedded")
 #: ``ragscore worker``'s: workers serve a cluster's queues (an embedded run starts its own), so one is needed.
 WorkerBrokerOpt = _broker_opt("one of them is required: an embedded run starts its own workers")
+#: ``ragscore submit``'s: a submitted run is scored by a cluster's workers.
+SubmitBrokerOpt = _broker_opt(
+    "one of them is required: submit sends a run to a cluster; 'ragscore run' runs one embedded"
+)
 #: ``ragscore flower``'s: without one it attaches to the embedded Redis only while it is up.
 FlowerBrokerOpt = _broker_opt("unset = the embedded Redis's lane 0, only while an embedded run has it up")
 
@@ -557,9 +561,10 @@ def resume_cmd(
     rpd: RpdOpt = None,
     tpd: TpdOpt = None,
 ) -> None:
-    """Finish a run: schedule only what the store lacks (missing, failed, or stopped by the judge's breaker or
-    budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget; --rpm / --tpm /
-    --rpd / --tpd set its judge rate limits from now on. Exits 3 when a gate of its suite does not hold."""
+    """Finish a run: schedule only what the store lacks (missing, failed, stopped by a cancel, or by the judge's
+    breaker or budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget;
+    --rpm / --tpm / --rpd / --tpd set its judge rate limits from now on. Exits 3 when a gate of its suite does not
+    hold."""
     from .gates import GatePlan
     from .suite import judge_budget
 
@@ -668,7 +673,7 @@ def _state_or_none(broker: str | None, run_id: str) -> str | None:
 def submit(
     dataset: Annotated[Path, typer.Argument(help=DATASET_HELP)],
     suite: Annotated[Path, typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")],
-    broker: BrokerOpt = None,
+    broker: SubmitBrokerOpt = None,
     fmt: FormatOpt = None,
     predictions: PredictionsOpt = None,
     corpus: CorpusOpt = None,
@@ -816,7 +821,10 @@ def results(
     else:
         if not Path(ref).is_dir():
             _run_id(ref)  # a path that is no directory says so
-            raise ConfigError(f"--out DIR is needed with a run id ({ref!r}); given a run's DIR, its reports go there")
+            raise ConfigError(
+                f"--out DIR is needed with a run id ({ref!r}: no directory of that name here); given a "
+                "run's DIR, its reports go there"
+            )
         out = Path(ref)
     try:
         run_id = _run_id(ref)

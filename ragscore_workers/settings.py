@@ -57,6 +57,8 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
             ) from None
         raise ConfigError(f"{what}: the port of {shown!r} is not a number") from None
     db = parts.path.strip("/")
+    if parts.scheme in ("redis", "rediss") and not parts.netloc and db and not db.isdigit():  # redis:/HOST/0
+        raise ConfigError(f"{what}: {shown!r} has no host: a Redis URL starts with two slashes (redis://HOST:PORT/DB)")
     if parts.scheme in ("redis", "rediss") and db and not db.isdigit():
         raise ConfigError(f"{what}: the database of {shown!r} must be a number (redis://HOST:PORT/0)")
     return url

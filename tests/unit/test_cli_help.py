@@ -31,6 +31,23 @@ def test_worker_help_says_a_broker_is_required_as_the_worker_does() -> None:
     assert "unset = embedded" not in said and "one of them is required" in said, said
 
 
+def test_submit_help_says_a_broker_is_required_as_submit_does() -> None:
+    """``submit --help`` said ``--broker`` was "unset = embedded", while submit without a broker exits 2."""
+    helped, refused = (
+        _cli("submit", "--help"),
+        _cli("submit", "examples/quickstart/data.jsonl", "-s", "examples/quickstart/suite.yaml"),
+    )
+    assert helped.returncode == 0, helped.stderr
+    assert refused.returncode == 2 and "submit needs a cluster" in _said(refused), refused.stderr
+    said = _said(helped)
+    assert "unset = embedded" not in said and "one of them is required" in said, said
+
+
+def test_results_of_an_unknown_name_says_there_is_no_such_directory() -> None:
+    said = _said(_cli("results", "nosuchdir"))
+    assert "('nosuchdir': no directory of that name here)" in said, said
+
+
 def test_flower_help_says_when_it_attaches_to_the_embedded_redis() -> None:
     said = _said(_cli("flower", "--help"))
     assert "only while an embedded run has it up" in said, said
