@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -17,13 +18,28 @@ __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
 
 
+#: A Redis URL written with one slash after its scheme (``redis:/HOST:6379/0``), a typo of ``redis://``.
+_ONE_SLASH = re.compile(r"(?i)^rediss?:/(?!/)")
+
+
+def _after_scheme(url: str) -> tuple[str, str] | None:
+    """The URL's scheme with its slashes, and the rest; None without ``://`` (or a Redis URL's one slash)."""
+    if one := _ONE_SLASH.match(url):
+        return url[: one.end()], url[one.end() :]
+    head, sep, rest = url.partition("://")
+    return (head + sep, rest) if sep else None
+
+
 def _credentials(url: str) -> str | None:
     """The URL's ``user:password`` as written, None without one. Read from the raw text, not a URL parser: a
     password holding ``#``, ``/`` or ``?`` (what makes such a URL malformed) cuts a parser's netloc short.
-    Everything between ``://`` and the last ``@`` is credentials."""
-    _, sep, rest = url.partition("://")
+    Everything between ``://`` (a Redis URL's mistyped ``:/`` too) and the last ``@`` is credentials."""
+    parts = _after_scheme(url)
+    if parts is None:
+        return None
+    rest = parts[1]
     at = rest.rfind("@")
-    if not sep or at < 0 or rest.startswith("/"):  # no credentials; a socket path may hold an @
+    if at < 0 or rest.startswith("/"):  # no credentials; a socket path may hold an @
         return None
     return rest[:at]
 
@@ -34,9 +50,9 @@ def redact_url(url: str) -> str:
     credentials = _credentials(url)
     if credentials is None:
         return url
-    scheme, _, rest = url.partition("://")
+    scheme, rest = _after_scheme(url) or ("", url)
     user, colon, _ = credentials.partition(":")
-    return f"{scheme}://{user + ':***' if colon else '***'}{rest[len(credentials) :]}"
+    return f"{scheme}{user + ':***' if colon else '***'}{rest[len(credentials) :]}"
 
 
 def check_redis_url(url: str, what: str = "--broker") -> str:
@@ -57,7 +73,7 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
             ) from None
         raise ConfigError(f"{what}: the port of {shown!r} is not a number") from None
     db = parts.path.strip("/")
-    if parts.scheme in ("redis", "rediss") and not parts.netloc and db and not db.isdigit():  # redis:/HOST/0
+    if _ONE_SLASH.match(url) and db and not db.isdigit():  # redis:/HOST:6379/0
         raise ConfigError(f"{what}: {shown!r} has no host: a Redis URL starts with two slashes (redis://HOST:PORT/DB)")
     if parts.scheme in ("redis", "rediss") and db and not db.isdigit():
         raise ConfigError(f"{what}: the database of {shown!r} must be a number (redis://HOST:PORT/0)")

@@ -115,10 +115,7 @@ def write_foreign_layout(path: Path, text: str, option: str = "--out or --split"
     no head tells ragscore's from the user's: a file there is replaced only when it is what ragscore last wrote there
     (its sha256 in :data:`WRITTEN_NAME`) or holds ``text`` already; any other is refused (ConfigError, exit 2),
     nothing written."""
-    try:  # not a regular file (none, a folder, DIR itself a file): the write says what is wrong, as before
-        held = path.read_bytes() if path.is_file() else None
-    except OSError:  # unreadable: not known to be ours
-        held = b""
+    held = _held(path)
     if held is not None and held != text.encode() and _written(path.parent).get(path.name) != _sha256(held):
         raise ConfigError(
             f"{path.parent} holds {path.name}, which ragscore has no record of writing (the framework's own, one "
@@ -129,6 +126,18 @@ def write_foreign_layout(path: Path, text: str, option: str = "--out or --split"
     write_text_atomic(path, text)
     record = _written(path.parent) | {path.name: _sha256(text.encode())}
     write_text_atomic(path.parent / WRITTEN_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def _held(path: Path) -> bytes | None:
+    """A regular file's bytes; None where nothing stands that a report replaces (no file; a folder, or DIR itself
+    a file: the write says what is wrong); ``b""`` for anything else (a FIFO, a device, a link to one, a file that
+    cannot be read): not known to be ours, and not read."""
+    try:
+        if path.is_file():
+            return path.read_bytes()
+        return None if path.is_dir() or not (path.is_symlink() or path.exists()) else b""
+    except OSError:
+        return b""
 
 
 def _sha256(data: bytes) -> str:

@@ -187,6 +187,11 @@ def test_the_evaluation_file_never_replaces_a_file_ragscore_did_not_write(tmp_pa
     assert edited.returncode == 2, edited.stderr
     assert "which ragscore has no record of writing" in " ".join(edited.stderr.split())
     assert "edited" in ours.read_text()
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "dev_evaluation.json").symlink_to("/dev/null")  # not a file ragscore wrote: not replaced
+    linked = report(tmp_path / "links")
+    assert linked.returncode == 2 and "which ragscore has no record of writing" in " ".join(linked.stderr.split())
+    assert (tmp_path / "links" / "dev_evaluation.json").is_symlink()
     (tmp_path / "a-file").write_text("x")
     for where in (tmp_path / "a-file", tmp_path / "a-file" / "sub"):  # DIR a file: said as before, not as ours
         refused = report(where)

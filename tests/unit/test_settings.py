@@ -39,6 +39,8 @@ def test_redis_urls_pass(url: str) -> None:
         ("redis://localhost:63x9/0", "port"),
         ("redis://localhost:6379/0x", "database"),
         ("redis:/localhost:6379/0", r"'redis:/localhost:6379/0' has no host: a Redis URL starts with two slashes"),
+        ("redis:/u:s3cretPW@h:6379/0", r"'redis:/u:\*\*\*@h:6379/0' has no host"),  # the password not shown
+        ("redis:///db", "the database of 'redis:///db' must be a number"),  # two slashes: no hint of a missing one
         # openssl rand -base64 passwords: the '/' cut the host, and the error was "the port ... is not a number"
         ("redis://:ab/cd+ef=@127.0.0.1:6379/0", r"the password in 'redis://:\*\*\*@127.0.0.1:6379/0' holds '/'"),
         ("rediss://user:p#w@h:6380/0", "percent-encode them"),
