@@ -22,37 +22,39 @@ REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
 _ONE_SLASH = re.compile(r"(?i)^rediss?:/(?!/)")
 
 
-def _after_scheme(url: str) -> tuple[str, str] | None:
-    """The URL's scheme with its slashes, and the rest; None without ``://`` (or a Redis URL's one slash)."""
+def _userinfo(url: str) -> tuple[str, str, str] | None:
+    """``(scheme with its slashes, user:password as written, the rest)``, None without credentials. Read from the
+    raw text, not a URL parser: a password holding ``#``, ``/`` or ``?`` (what makes such a URL malformed) cuts a
+    parser's netloc short. Everything between ``://`` (a Redis URL's mistyped ``:/`` too) and the last ``@`` is
+    credentials."""
     if one := _ONE_SLASH.match(url):
-        return url[: one.end()], url[one.end() :]
-    head, sep, rest = url.partition("://")
-    return (head + sep, rest) if sep else None
-
-
-def _credentials(url: str) -> str | None:
-    """The URL's ``user:password`` as written, None without one. Read from the raw text, not a URL parser: a
-    password holding ``#``, ``/`` or ``?`` (what makes such a URL malformed) cuts a parser's netloc short.
-    Everything between ``://`` (a Redis URL's mistyped ``:/`` too) and the last ``@`` is credentials."""
-    parts = _after_scheme(url)
-    if parts is None:
-        return None
-    rest = parts[1]
+        scheme, rest = url[: one.end()], url[one.end() :]
+    else:
+        head, sep, rest = url.partition("://")
+        if not sep:
+            return None
+        scheme = head + sep
     at = rest.rfind("@")
     if at < 0 or rest.startswith("/"):  # no credentials; a socket path may hold an @
         return None
-    return rest[:at]
+    return scheme, rest[:at], rest[at:]
+
+
+def _credentials(url: str) -> str | None:
+    """The URL's ``user:password`` as written (:func:`_userinfo`), None without one."""
+    parts = _userinfo(url)
+    return parts[1] if parts else None
 
 
 def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for messages and logs), read as :func:`_credentials` reads
-    it, so a password that cuts a parser's netloc short is never shown whole."""
-    credentials = _credentials(url)
-    if credentials is None:
+    """The URL with its password replaced by ``***`` (for messages and logs), read as :func:`_userinfo` reads it,
+    so a password that cuts a parser's netloc short is never shown whole."""
+    parts = _userinfo(url)
+    if parts is None:
         return url
-    scheme, rest = _after_scheme(url) or ("", url)
+    scheme, credentials, rest = parts
     user, colon, _ = credentials.partition(":")
-    return f"{scheme}{user + ':***' if colon else '***'}{rest[len(credentials) :]}"
+    return f"{scheme}{user + ':***' if colon else '***'}{rest}"
 
 
 def check_redis_url(url: str, what: str = "--broker") -> str:

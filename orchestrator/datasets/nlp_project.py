@@ -124,7 +124,7 @@ def nlp_project_records(
             yield line, RowError(line, str(exc), json.dumps(record, ensure_ascii=False)[:RAW_EXCERPT_CHARS])
             continue
         yield line, row if system is None else {**row, "system": system}
-    extra = [preds[p][0] for p in sorted(p for p in (preds or {}) if p > pos)] if preds else []
+    extra = [key for p, (key, _) in sorted((preds or {}).items()) if p > pos]  # their keys, in position order
     if extra:
         more = len(extra) - MAX_NAMED
         named = ", ".join(extra[:MAX_NAMED]) + (f" and {more:,} more" if more > 0 else "")

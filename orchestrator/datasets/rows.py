@@ -212,6 +212,12 @@ def _field_like(column: str) -> str | None:
     return _ROW_FIELDS.get(_normal(column))
 
 
+def _given(row: Row, name: str) -> bool:
+    """Whether the row gives field ``name`` a value: a null is none, as an absent field (``evaluate()`` writes a
+    DataFrame's missing cell as null)."""
+    return name in row.model_fields_set and getattr(row, name) is not None
+
+
 def _note_near_misses(row: Row, found: dict[str, str]) -> None:
     """Record extra columns whose name is a row field's but for case, spaces or dashes (read as data of no
     metric otherwise: ``Answer`` leaves every answer empty), or another tool's column for one (FOREIGN_NAMES); one
@@ -220,7 +226,7 @@ def _note_near_misses(row: Row, found: dict[str, str]) -> None:
     for name in row.model_extra or {}:
         if name in found or len(found) >= MAX_NEAR_MISSES or (target := _field_like(name)) is None:
             continue
-        if _normal(name) not in OTHER_NAMES or target not in row.model_fields_set or getattr(row, target) is None:
+        if _normal(name) not in OTHER_NAMES or not _given(row, target):
             found[name] = target
 
 
@@ -280,7 +286,7 @@ def scan_dataset(
             on_error(row)
             continue
         scan.rows += 1
-        scan.fields_seen |= {f for f in row.model_fields_set & ROW_FIELDS if getattr(row, f) is not None}
+        scan.fields_seen |= {f for f in row.model_fields_set & ROW_FIELDS if _given(row, f)}
         if row.model_extra:
             _note_near_misses(row, scan.near_misses)
         if on_row is not None:

@@ -122,11 +122,14 @@ def judge_line(summary: RunSummary) -> str | None:
     """What the judge did, in one line (calls, cache, 429s, tokens, cost; why it stopped), or None without calls."""
     j = summary.judge
 
+    def number(key: str) -> int:
+        return int(float(j.get(key) or 0))
+
     def count(key: str) -> str:
-        return f"{int(float(j.get(key) or 0)):,}"
+        return f"{number(key):,}"
 
     def noun(key: str, singular: str, plural: str | None = None) -> str:
-        return counted(int(float(j.get(key) or 0)), singular, plural)
+        return counted(number(key), singular, plural)
 
     if not (j.get("calls") or j.get("cache_hits")):
         return None
