@@ -14,11 +14,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ragscore_workers.counts import counted
 from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import make_out_dir, write_text_atomic
-from .counts import counted
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
 if TYPE_CHECKING:

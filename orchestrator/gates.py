@@ -35,6 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ragscore_workers.counts import listed
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
@@ -240,8 +241,7 @@ def incomplete(summary: RunSummary) -> str | None:
     if summary.state == "cancelled":
         said = f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored"
         stopped = [f"{name} ({m.stopped:,} items)" for name, m in sorted(summary.metrics.items()) if m.stopped]
-        more = f" and {len(stopped) - 5} more" if len(stopped) > 5 else ""
-        return said + (f"; stopped before scoring: {', '.join(stopped[:5])}{more}" if stopped else "")
+        return said + (f"; stopped before scoring: {listed(stopped, 5)}" if stopped else "")
     if summary.judge.get("breaker"):
         return f"judging stopped: {summary.judge['breaker']}"
     if targets := stopped_targets(summary):

@@ -29,6 +29,7 @@ from pydantic_core import PydanticSerializationError
 from redis.commands.core import Script
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
+from ragscore_workers.counts import counted
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RunLostError, StoreError
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
@@ -58,7 +59,6 @@ from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
 from .atomic_file import make_out_dir, write_text_atomic
-from .counts import counted
 from .datasets import Named, RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive

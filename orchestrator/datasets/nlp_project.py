@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ragscore_workers.counts import counted, listed
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.metrics._corpus import corpus_sentences
 
-from ..counts import counted
 from .loaders import RAW_EXCERPT_CHARS, Record, RowError, iter_records, loads_json
 
 __all__ = ["GOLD_PREFIX", "iter_nlp_project", "looks_like_nlp_project", "nlp_project_records"]
@@ -126,10 +126,9 @@ def nlp_project_records(
         yield line, row if system is None else {**row, "system": system}
     extra = [key for p, (key, _) in sorted((preds or {}).items()) if p > pos]  # their keys, in position order
     if extra:
-        more = len(extra) - MAX_NAMED
-        named = ", ".join(extra[:MAX_NAMED]) + (f" and {more:,} more" if more > 0 else "")
         raise DatasetError(
-            f"{predictions}: {counted(len(extra), 'prediction')} beyond the {counted(pos, 'question')}: {named}"
+            f"{predictions}: {counted(len(extra), 'prediction')} beyond the {counted(pos, 'question')}: "
+            f"{listed(extra, MAX_NAMED)}"
         )
 
 

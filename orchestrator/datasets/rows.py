@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from ragscore_workers.counts import counted, listed
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
 from ragscore_workers.settings import get_settings
@@ -299,13 +300,12 @@ def scan_dataset(
         if repeated:
             _find_duplicates(path, fmt, options, repeated, scan, asked_as, named)
     if scan.duplicate_count:
-        shown = "; ".join(scan.duplicates)
-        more = scan.duplicate_count - len(scan.duplicates)
         unique = (f"Ids must be unique: target {asked_as!r} answers every row as its system, whatever the row's own "
                   "(re-scoring a target run's answers.jsonl? add --no-target)" if asked_as is not None
                   else "Ids must be unique per system")  # fmt: skip
         raise DatasetError(
-            f"{named.name}: {scan.duplicate_count} duplicate id(s): {shown}{f' and {more} more' if more else ''}. "
+            f"{named.name}: {counted(scan.duplicate_count, 'duplicate id')}: "
+            f"{listed(scan.duplicates, MAX_DUPLICATES_SHOWN, total=scan.duplicate_count, sep='; ')}. "
             f"{unique}; nothing was submitted."
         )
     if scan.rows == 0:
@@ -313,9 +313,10 @@ def scan_dataset(
             raise DatasetError(f"{named.name}: no rows to score; nothing was submitted.")
         reasons = "\n".join(f"  {named.at(e.line)}: {e.error}" for e in scan.first_failures)
         hidden = scan.failed - len(scan.first_failures)
-        more = f"\n  and {hidden} more" if hidden else ""
+        more = f"\n  and {hidden:,} more" if hidden else ""  # one a line: not listed()'s "a, b and 2 more"
         raise DatasetError(
-            f"{named.name}: no rows to score ({scan.failed} row(s) could not be read); nothing was submitted.\n"
+            f"{named.name}: no rows to score ({counted(scan.failed, 'row')} could not be read); nothing was "
+            "submitted.\n"
             f"{reasons}{more}"
         )
     return scan

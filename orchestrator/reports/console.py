@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ragscore_workers.counts import counted
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
-from ..counts import counted
 from ..estimate import Estimate
 from ..terminal import TerminalConsole
 from .live import fmt_duration

@@ -21,10 +21,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ragscore_workers.counts import counted
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
-
-from ..counts import counted
 
 if TYPE_CHECKING:
     from ..runner import Orphan

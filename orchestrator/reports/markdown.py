@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
+from ragscore_workers.counts import counted
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
-from ..counts import counted
 from ..terminal import shown
 from .console import (
     error_lines,

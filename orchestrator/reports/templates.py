@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from ..counts import counted
+from ragscore_workers.counts import counted
+
 from ..terminal import shown
 
 __all__ = ["environment"]

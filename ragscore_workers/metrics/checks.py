@@ -32,6 +32,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..counts import counted
 from ..schemas import MetricResult, Queue, Row
 from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
 from ._bounded_regex import BoundedPattern
@@ -409,7 +410,7 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
     }
     errored = [r for r in scored if r["status"] == "error"]
     if errored:
-        more = f" (and {len(errored) - 1} more point(s))" if len(errored) > 1 else ""
+        more = f" (and {counted(len(errored) - 1, 'more point')})" if len(errored) > 1 else ""
         details["errors"] = [r["id"] for r in errored]
         return MetricResult(score=None, error=f"point {errored[0]['id']}: {errored[0]['note']}{more}", details=details)
     return MetricResult(score=_ratio(scored), passed=all(r["passed"] for r in scored), details=details)

@@ -317,13 +317,13 @@ def test_rows_refused_or_unreadable_are_said_as_the_rows_given_by_index_not_as_l
     rows = make_rows(3)
     with pytest.raises(DatasetError) as info:
         evaluate([*rows, rows[1]], {"metrics": ["exact_match"]}, out=tmp_path / "dup")
-    assert str(info.value).startswith("the rows given to evaluate(): 1 duplicate id(s): id 'q1' in rows 1 and 3. ")
+    assert str(info.value).startswith("the rows given to evaluate(): 1 duplicate id: id 'q1' in rows 1 and 3. ")
     assert "evaluate-rows" not in str(info.value)
     with pytest.raises(DatasetError) as info:
         evaluate([{"id": "a", "answer": False}, {"id": "b", "answer": True}], {"metrics": ["exact_match"]},
                  out=tmp_path / "none")  # fmt: skip
     said = str(info.value)
-    assert said.startswith("the rows given to evaluate(): no rows to score (2 row(s) could not be read)"), said
+    assert said.startswith("the rows given to evaluate(): no rows to score (2 rows could not be read)"), said
     assert "\n  row 0: answer: " in said and "\n  row 1: answer: " in said and "evaluate-rows" not in said
     out = tmp_path / "bad"
     with pytest.warns(UserWarning, match="1 row was unreadable") as caught:

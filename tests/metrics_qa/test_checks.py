@@ -263,6 +263,16 @@ def test_huge_format_widths_in_suggestions_are_left_as_written() -> None:
     assert result.details["points"][0]["suggestion"] == "{found_count:>999999999}     0"
 
 
+def test_an_item_error_counts_the_other_errored_points_in_words() -> None:
+    """It said "(and 1 more point(s))": one point is a point, two are points."""
+    emb = [{"id": f"emb{i}", "type": "embedding", "params": {"threshold": 0.8}} for i in range(3)]
+    said = "no target: give params.target or a row reference (not blank)"
+    two = checks(Row(id="x", answer=ANSWER, checks=emb[:2]), ChecksParams())
+    assert two.error == f"point emb0: {said} (and 1 more point)"
+    three = checks(Row(id="x", answer=ANSWER, checks=emb), ChecksParams())
+    assert three.error == f"point emb0: {said} (and 2 more points)"
+
+
 def test_a_point_whose_validator_raises_errs_alone_and_its_row_keeps_every_point_result() -> None:
     """The answer makes the regex backtrack past its time bound; the schema's $ref cannot be resolved. Each is
     that point's error, named in the item's error; the other points keep their results, the next row its score."""

@@ -304,8 +304,12 @@ def test_scan_rejects_duplicate_ids_with_their_lines(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     rows = [{"id": "a"}, {"id": "b"}, {"id": "a"}, {"id": "a", "system": "other"}, {"id": "a", "system": "other"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(DatasetError, match=r"2 duplicate id\(s\): id 'a' on lines 1 and 3; id 'a' of system 'other' "
+    with pytest.raises(DatasetError, match=r"2 duplicate ids: id 'a' on lines 1 and 3; id 'a' of system 'other' "
                                            r"on lines 4 and 5\. Ids must be unique per system"):  # fmt: skip
+        scan_dataset(path, None, lambda e: None)
+    path.write_text("".join(json.dumps({"id": f"q{i % 7}"}) + "\n" for i in range(14)))  # 7 ids twice: 5 named
+    with pytest.raises(DatasetError, match=r": 7 duplicate ids: id 'q0' on lines 1 and 8; .*id 'q4' on lines 5 and "
+                                           r"12 and 2 more\. Ids must"):  # fmt: skip
         scan_dataset(path, None, lambda e: None)
 
 
@@ -324,7 +328,7 @@ def test_scan_rejects_a_dataset_without_valid_rows(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text("not json\n")
     errors: list[RowError] = []
-    with pytest.raises(DatasetError, match=r"no rows to score \(1 row\(s\) could not be read\)") as raised:
+    with pytest.raises(DatasetError, match=r"no rows to score \(1 row could not be read\)") as raised:
         scan_dataset(path, None, errors.append)
     assert errors[0].line == 1
     assert "line 1: invalid JSON: Expecting value (column 1)" in str(raised.value), "the reason is named"

@@ -1,0 +1,20 @@
+"""How messages write a count and its noun, and a list cut short: one way everywhere."""
+
+from __future__ import annotations
+
+from ragscore_workers.counts import counted, listed
+
+
+def test_counted_writes_thousands_separators_and_the_plural_unless_one() -> None:
+    assert [counted(n, "row") for n in (0, 1, 2, 1200)] == ["0 rows", "1 row", "2 rows", "1,200 rows"]
+    assert counted(2, "reply", "replies") == "2 replies"
+
+
+def test_listed_names_the_first_few_and_counts_the_rest_with_separators() -> None:
+    assert listed(["a", "b"], 5) == "a, b"
+    assert listed([], 5) == ""
+    assert listed(["a", "b", "c", "d"], 3) == "a, b, c and 1 more"
+    assert listed([str(i) for i in range(1210)], 6) == "0, 1, 2, 3, 4, 5 and 1,204 more"
+    # names holding only the first few of a total counted elsewhere
+    assert listed(["x", "y"], 5, total=2_002, sep="; ") == "x; y and 2,000 more"
+    assert listed(["x", "y"], 5, total=2) == "x, y"
