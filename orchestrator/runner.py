@@ -470,7 +470,7 @@ def resume(
         for index, (rows, complete, looked_up) in enumerate(stream):
             sent = n_tasks
             ticker.count(lambda n, sent=sent: f"{min(n * stored_shard_rows, total):,} of {total:,} rows looked up; "
-                                              f"{sent:,} tasks sent for what they lack")  # fmt: skip
+                                              f"{counted(sent, 'task')} sent for what they lack")  # fmt: skip
             if complete is not None:  # every output of the shard is stored: its rows were not even validated
                 store.mark_shard_done(run_id, index, generation)
                 n_shards += 1
@@ -567,7 +567,7 @@ def _check_unchanged(
     n_shards = 0
     for index, rows in enumerate(shards((row for _, row in read if isinstance(row, Row)), shard_rows)):
         if ticker is not None:
-            ticker.count(lambda n: f"checking {dataset.name} is unchanged: {n * shard_rows:,} rows so far")
+            ticker.count(lambda n: f"checking {dataset.name} is unchanged: {counted(n * shard_rows, 'row')} so far")
         stored = store.shard_keys(run_id, index)
         if "n_shards" not in meta and not stored:  # a cut-off submission never reached this shard
             continue

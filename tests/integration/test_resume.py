@@ -410,3 +410,24 @@ def test_resume_redoes_only_the_shard_that_lacks_an_output(tmp_path: Path, clust
     assert final.state == RunState.FINISHED and final.failed_rows == unreadable and final.scored == 300
     assert store.progress(sub.run_id)["done"] == 300 * 4
     assert store.item_fields(sub.run_id, store.shard_keys(sub.run_id, 0)) == first
+
+
+def test_the_check_of_a_rewritten_dataset_counts_its_rows_in_words(
+    tmp_path: Path, cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notes said "1 rows so far" (one row a shard) and "1 tasks sent": one row is a row, one task a task."""
+    import orchestrator.runner as runner
+
+    monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)
+    store = connect(cluster)
+    rows = make_rows(2, seed=13)
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    sub = submit(data, load_suite(SUITE), store, shard_rows=1)
+    data.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))  # other bytes: checked
+    notes: list[str] = []
+    resume(store, sub.run_id, say=notes.append)
+    checked = [n.split(": ", 1)[1] for n in notes if n.startswith("checking d.jsonl is unchanged")]
+    assert checked == ["1 row so far", "2 rows so far"], notes
+    assert notes[-2:] == ["1 of 2 rows looked up; 0 tasks sent for what they lack",
+                          "2 of 2 rows looked up; 1 task sent for what they lack"], notes  # fmt: skip
+    assert wait(store, sub.run_id, timeout_s=60).state == RunState.FINISHED
