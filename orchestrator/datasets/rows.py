@@ -219,15 +219,21 @@ def _given(row: Row, name: str) -> bool:
     return name in row.model_fields_set and getattr(row, name) is not None
 
 
+def _filled(row: Row, name: str) -> bool:
+    """Whether the row gives field ``name`` a value the metrics read as one: an empty list is none, as a null or an
+    absent field (a row's ``contexts: []`` is scored as retrieving nothing, as one without contexts)."""
+    return _given(row, name) and getattr(row, name) != []
+
+
 def _note_near_misses(row: Row, found: dict[str, str]) -> None:
     """Record extra columns whose name is a row field's but for case, spaces or dashes (read as data of no
     metric otherwise: ``Answer`` leaves every answer empty), or another tool's column for one (FOREIGN_NAMES); one
-    that is only another name (OTHER_NAMES) when the row lacks the field (a ``query`` beside the ``question`` is the
-    user's own data)."""
+    that is only another name (OTHER_NAMES) when the row lacks the field or leaves it empty (:func:`_filled`; a
+    ``query`` beside the ``question`` is the user's own data)."""
     for name in row.model_extra or {}:
         if name in found or len(found) >= MAX_NEAR_MISSES or (target := _field_like(name)) is None:
             continue
-        if _normal(name) not in OTHER_NAMES or not _given(row, target):
+        if _normal(name) not in OTHER_NAMES or not _filled(row, target):
             found[name] = target
 
 

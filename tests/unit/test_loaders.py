@@ -380,6 +380,11 @@ def test_query_and_context_columns_are_named_with_the_field_they_hold(tmp_path: 
     # A null question is none (evaluate() writes a DataFrame's NaN as null): the query beside it is named.
     path.write_text(json.dumps({"id": "4", "question": None, "query": "who wrote it", "answer": "Ada"}) + "\n")
     assert scan_dataset(path, None, lambda e: None).near_misses == {"query": "question"}
+    # An empty list of contexts is none to the metrics (as when absent): the singular 'context' beside it is named.
+    for contexts in ([], None):
+        row = {"id": "5", "question": "Who?", "contexts": contexts, "context": ["Ada wrote it."]}
+        path.write_text(json.dumps(row) + "\n")
+        assert scan_dataset(path, None, lambda e: None).near_misses == {"context": "contexts"}, contexts
 
 
 def test_a_csv_quote_never_closed_is_one_bad_row_and_every_later_row_is_read(tmp_path: Path) -> None:
