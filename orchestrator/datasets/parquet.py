@@ -73,7 +73,8 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
         fix = (
             "pip install 'ragscore[parquet]'"
             if missing
-            else f"pyarrow does not import ({type(exc).__name__}: {exc}): pip install --force-reinstall pyarrow"
+            else f"pyarrow does not import ({type(exc).__name__}: {exc}): "
+            "pip install --force-reinstall --no-deps pyarrow"
         )
         raise DatasetError(f"{path}: a Parquet file; reading it needs pyarrow: {fix}") from exc
     if int(pa.__version__.split(".")[0]) < PYARROW_MAJOR:  # its to_pylist gives a map as (key, value) pairs
