@@ -4,11 +4,12 @@ report.md and report.html, streaming the items once whatever the formats asked f
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterable
-from contextlib import ExitStack
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from itertools import islice
 from pathlib import Path
 
@@ -97,35 +98,76 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
         )
 
 
-#: In a DIR ragscore wrote a file of a foreign layout to (``{split}_evaluation.json``): name -> sha256 of what it wrote.
+#: In a DIR ragscore wrote a file of a foreign layout to (``{split}_evaluation.json``): name -> the sha256 of what it
+#: wrote there, newest first, and of what it wrote before (an older ragscore wrote one hash, not a list).
 WRITTEN_NAME = ".ragscore-written.json"
+#: Held (``flock``) around reading, merging and writing :data:`WRITTEN_NAME`, so reports into one DIR at once keep
+#: every entry; a file of its own, as the record is replaced, not written in place.
+WRITTEN_LOCK = ".ragscore-written.lock"
+#: Hashes kept a name: the new file's and the one it replaces are enough for a report killed between writing the
+#: record and the file; a few more cost nothing.
+WRITTEN_KEPT = 4
 
 
-def _written(out_dir: Path) -> dict[str, str]:
-    """The record of :data:`WRITTEN_NAME` (empty when there is none or it cannot be read)."""
+def _written(out_dir: Path) -> dict[str, list[str]]:
+    """The record of :data:`WRITTEN_NAME`, name -> hashes (empty when there is none or it cannot be read)."""
     try:
         record = json.loads((out_dir / WRITTEN_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return record if isinstance(record, dict) else {}
+    if not isinstance(record, dict):
+        return {}
+    return {name: [h for h in ([hashes] if isinstance(hashes, str) else hashes) if isinstance(h, str)]
+            for name, hashes in record.items() if isinstance(hashes, str | list)}  # fmt: skip
+
+
+@contextmanager
+def _record_locked(out_dir: Path) -> Iterator[None]:
+    """Hold the lock on ``out_dir``'s record (:data:`WRITTEN_LOCK`, created when missing) for the block."""
+    try:
+        fd = os.open(out_dir / WRITTEN_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def write_foreign_layout(path: Path, text: str, option: str = "--out or --split") -> None:
     """Write ``text`` to ``path``, a file in another tool's layout (``{split}_evaluation.json``, the framework's), so
-    no head tells ragscore's from the user's: a file there is replaced only when it is what ragscore last wrote there
+    no head tells ragscore's from the user's: a file there is replaced only when it is one ragscore wrote there
     (its sha256 in :data:`WRITTEN_NAME`) or holds ``text`` already; any other is refused (ConfigError, exit 2),
-    nothing written."""
-    held = _held(path)
-    if held is not None and held != text.encode() and _written(path.parent).get(path.name) != _sha256(held):
-        raise ConfigError(
-            f"{path.parent} holds {path.name}, which ragscore has no record of writing (the framework's own, one "
-            f"edited since, or an older ragscore's): the report would replace it. Nothing was written; choose "
-            f"another {option}, or remove it"
-        )
+    nothing written. The new file's hash is recorded (beside the one it replaces) before the file is written, under
+    a lock: a report killed between the two, or another writing into DIR at once, leaves a file that is recorded."""
+    data = text.encode()
+    # checked before DIR or its lock file is made too: a refused report writes nothing
+    if _theirs(_held(path), data, _written(path.parent), path.name):
+        raise _refused(path, option)
     make_out_dir(path.parent)
-    write_text_atomic(path, text)
-    record = _written(path.parent) | {path.name: _sha256(text.encode())}
-    write_text_atomic(path.parent / WRITTEN_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    with _record_locked(path.parent):
+        record, held = _written(path.parent), _held(path)
+        if _theirs(held, data, record, path.name):  # another report changed them meanwhile
+            raise _refused(path, option)
+        hashes = [_sha256(data), *([_sha256(held)] if held else []), *record.get(path.name, [])]
+        record[path.name] = list(dict.fromkeys(hashes))[:WRITTEN_KEPT]
+        write_text_atomic(path.parent / WRITTEN_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        write_text_atomic(path, text)
+
+
+def _theirs(held: bytes | None, data: bytes, record: dict[str, list[str]], name: str) -> bool:
+    """Whether what stands at DIR/``name`` (``held``, :func:`_held`) is a file ragscore has no ``record`` of writing
+    there that does not hold ``data`` already."""
+    return held is not None and held != data and _sha256(held) not in record.get(name, [])
+
+
+def _refused(path: Path, option: str) -> ConfigError:
+    return ConfigError(
+        f"{path.parent} holds {path.name}, which ragscore has no record of writing (the framework's own, one "
+        f"edited since, or an older ragscore's): the report would replace it. Nothing was written; choose "
+        f"another {option}, or remove it"
+    )
 
 
 def _held(path: Path) -> bytes | None:

@@ -1,0 +1,114 @@
+"""The record of the foreign-layout files ragscore wrote (``DIR/.ragscore-written.json``, ``report --format
+nlp-project``): it survives a report killed part-way and reports written into one DIR at once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.reports.files import WRITTEN_NAME, write_foreign_layout
+from ragscore_workers.errors import ConfigError
+
+from ..support import ROOT
+
+NAME = "dev_evaluation.json"
+
+#: A report killed (SIGKILL) at its second replace of a file in DIR: between writing the file and writing the record,
+#: whichever it writes first. ``os.replace`` raises the ``os.rename`` audit event just before it renames.
+KILLED_AT_SECOND_REPLACE = """
+import os, signal, sys
+from pathlib import Path
+from orchestrator.reports.files import write_foreign_layout
+
+out, text = Path(sys.argv[1]), sys.argv[2]
+replaced = []
+
+def hook(event, args):
+    if event == "os.rename" and Path(os.fsdecode(args[1])).parent == out:
+        replaced.append(args[1])
+        if len(replaced) == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+sys.addaudithook(hook)
+write_foreign_layout(out / "dev_evaluation.json", text)
+"""
+
+#: Writes names ``{tag}-{i}.json`` once a file ``go`` stands in DIR (all writers start together).
+WRITER = """
+import sys, time
+from pathlib import Path
+from orchestrator.reports.files import write_foreign_layout
+
+out, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+while not (out / "go").exists():
+    time.sleep(0.001)
+for i in range(n):
+    write_foreign_layout(out / f"{tag}-{i}.json", f'{{"writer": "{tag}", "i": {i}}}\\n')
+"""
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _recorded(out: Path) -> dict[str, list[str]]:
+    return json.loads((out / WRITTEN_NAME).read_text(encoding="utf-8"))
+
+
+def _python(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, text=True, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+
+
+def test_a_report_killed_between_the_file_and_the_record_leaves_a_file_the_next_report_replaces(
+    tmp_path: Path,
+) -> None:
+    """The file was written before the record: a report killed between the two left ragscore's own file with no
+    record of it, and every later report refused to replace it. Now the record names the new file's hash (and
+    keeps the previous one) before the file is written: whichever of them stands is recorded as ragscore's."""
+    out = tmp_path / "out"
+    write_foreign_layout(out / NAME, '{"v": 1}\n')
+    killed = _python("-c", KILLED_AT_SECOND_REPLACE, str(out), '{"v": 2}\n')
+    _, err = killed.communicate(timeout=120)
+    assert killed.returncode == -9, err
+    assert _sha256(out / NAME) in _recorded(out)[NAME], "the file that stands is recorded as ragscore's"
+    write_foreign_layout(out / NAME, '{"v": 3}\n')  # not refused
+    assert (out / NAME).read_text() == '{"v": 3}\n' and _recorded(out)[NAME][0] == _sha256(out / NAME)
+    (out / NAME).write_text('{"v": "edited"}\n')  # the user's edit is still theirs
+    with pytest.raises(ConfigError, match="which ragscore has no record of writing"):
+        write_foreign_layout(out / NAME, '{"v": 4}\n')
+
+
+def test_a_record_of_an_older_ragscore_one_hash_a_name_is_read(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / NAME).write_text('{"old": 1}\n')
+    (out / WRITTEN_NAME).write_text(json.dumps({NAME: _sha256(out / NAME)}))
+    write_foreign_layout(out / NAME, '{"new": 1}\n')
+    assert (out / NAME).read_text() == '{"new": 1}\n'
+    assert _recorded(out)[NAME][0] == _sha256(out / NAME)
+
+
+def test_reports_written_into_one_dir_at_once_lose_no_entry_of_the_record(tmp_path: Path) -> None:
+    """The record was read, merged and written with no lock: of two reports into one DIR at once, the later
+    replace dropped the other's entry (its file then refused as not ragscore's)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    writers, names = 6, 15
+    procs = [_python("-c", WRITER, str(out), f"w{w}", str(names)) for w in range(writers)]
+    time.sleep(1.0)  # their imports
+    (out / "go").touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    recorded = _recorded(out)
+    expected = {f"w{w}-{i}.json" for w in range(writers) for i in range(names)}
+    assert expected - set(recorded) == set(), "entries lost"
+    assert all(recorded[name][0] == _sha256(out / name) for name in expected)
