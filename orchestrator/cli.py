@@ -987,8 +987,9 @@ def worker(
 
 
 def _check_broker_for_workers(url: str) -> None:
-    """A wrong password stops ``ragscore worker`` (exit 1: it would never connect); an unreachable broker
-    only warns, since workers may start before their Redis and keep retrying."""
+    """A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and so does a database Redis
+    refuses or a host name that does not resolve (ConfigError, exit 2: the URL is wrong);
+    an unreachable broker only warns, since workers may start before their Redis and keep retrying."""
     from ragscore_workers.store import probe_redis, redact_url
 
     problem = probe_redis(url)

@@ -127,8 +127,9 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there."""
     settings = settings or get_settings()
     store_url = settings.store_url or broker_url
-    # A wrong password: BrokerError now, not after ~20 s of retries; a Redis that does not answer is retried
-    # (it may be restarting), and said at once, not after the retries.
+    # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks or a host name
+    # that does not resolve: ConfigError now; a Redis that does not answer is retried (it may be restarting), and
+    # said at once, not after the retries.
     deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
     if problem := probe_redis(store_url):
         log.warning("cannot reach Redis at %s (%s); retrying for about %.0f s", redact_url(store_url), problem,

@@ -156,6 +156,59 @@ def test_a_wrong_password_fails_at_once(tmp_path: Path) -> None:
         server.stop()
 
 
+def _ragscore(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``ragscore ARGS`` in a process of its own, as a user runs it."""
+    import os
+    import sys
+
+    from ..support import ROOT
+
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=60)  # fmt: skip
+
+
+def _resolver_says_no_such_name(host: str) -> bool:
+    """Whether this machine's resolver answers that ``host`` does not exist (one without DNS says "try again")."""
+    import socket
+
+    try:
+        socket.getaddrinfo(host, 6379)
+    except socket.gaierror as exc:
+        return exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME))
+    return False
+
+
+def test_a_database_redis_refuses_or_a_host_name_that_does_not_resolve_fails_at_once_as_bad_input(
+    tmp_path: Path,
+) -> None:
+    """``/99`` on a Redis of 16 databases, or a mistyped host, was retried ~20 s as a Redis restarting (exit 1)."""
+    server = RedisProcess(tmp_path / "redis", "--requirepass", PASSWORD).start_without_ping()
+    bad_db = f"redis://:{PASSWORD}@127.0.0.1:{server.port}/99"
+    shown = f"redis://:***@127.0.0.1:{server.port}/99"
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConfigError, match="database 99") as refused:
+            connect(bad_db)
+        assert time.monotonic() - started < 5, "not retried as if Redis were down"
+        assert shown in str(refused.value) and PASSWORD not in str(refused.value)
+        for command in (["worker", "-Q", "cpu"], ["status"]):
+            said = _ragscore(*command, "--broker", bad_db, home=tmp_path / "home")
+            assert said.returncode == 2, said.stderr
+            assert shown in said.stderr and "database 99" in said.stderr and PASSWORD not in said.stderr
+    finally:
+        server.stop()
+    host = "no-such-host.invalid"
+    if not _resolver_says_no_such_name(host):
+        pytest.skip("this machine's resolver cannot say that a name does not exist")
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=f"{host}.*does not resolve") as unknown:
+        connect(f"redis://:{PASSWORD}@{host}:6379/0")
+    assert time.monotonic() - started < 5 and PASSWORD not in str(unknown.value)
+    said = _ragscore("worker", "-Q", "cpu", "--broker", f"redis://{host}:6379/0", home=tmp_path / "home")
+    assert said.returncode == 2 and f"redis://{host}:6379/0" in said.stderr and "does not resolve" in said.stderr
+
+
 def test_a_worker_refuses_a_wrong_password_and_warns_of_an_unreachable_broker(tmp_path: Path) -> None:
     import os
     import signal
