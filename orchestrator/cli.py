@@ -968,14 +968,16 @@ def worker(
     if not names or unknown:
         raise ConfigError(f"--queues {queues!r}: {'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'none'}"
                           f"; choose from {', '.join(POOL_DEFAULTS)}")  # fmt: skip
-    _check_broker_for_workers(url)
+    answered = _check_broker_for_workers(url)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None)
     with stop_signals_as_interrupt():
         try:
             workers.start()
-            err.print(f"workers up for {', '.join(names)}; logs in {settings.home / 'logs'}")
+            listed = ", ".join(names)
+            state = f"up for {listed}" if answered else f"started for {listed}, waiting for the broker"
+            err.print(f"workers {state}; logs in {settings.home / 'logs'}")
             workers.supervise()
         except KeyboardInterrupt:
             err.print(
@@ -986,9 +988,9 @@ def worker(
         err.print("workers stopped")
 
 
-def _check_broker_for_workers(url: str) -> None:
-    """A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and so does a database Redis
-    refuses or a host name that does not resolve (ConfigError, exit 2: the URL is wrong);
+def _check_broker_for_workers(url: str) -> bool:
+    """Whether the broker answers. A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and
+    so does a database Redis refuses or a host name that does not resolve (ConfigError, exit 2: the URL is wrong);
     an unreachable broker only warns, since workers may start before their Redis and keep retrying."""
     from ragscore_workers.store import probe_redis, redact_url
 
@@ -996,6 +998,7 @@ def _check_broker_for_workers(url: str) -> None:
     if problem:
         err.print(f"warning: cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
                   "every 10 s until it answers", style="yellow", soft_wrap=True)  # fmt: skip
+    return problem is None
 
 
 @app.command("consensus")

@@ -209,7 +209,7 @@ def test_a_database_redis_refuses_or_a_host_name_that_does_not_resolve_fails_at_
     assert said.returncode == 2 and f"redis://{host}:6379/0" in said.stderr and "does not resolve" in said.stderr
 
 
-def test_a_worker_refuses_a_wrong_password_and_warns_of_an_unreachable_broker(tmp_path: Path) -> None:
+def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unreachable_broker(tmp_path: Path) -> None:
     import os
     import signal
     import sys
@@ -236,6 +236,8 @@ def test_a_worker_refuses_a_wrong_password_and_warns_of_an_unreachable_broker(tm
         assert proc.stderr is not None
         first = proc.stderr.readline()
         assert first.startswith("warning: cannot reach the broker") and "keep retrying" in first
+        second = proc.stderr.readline()  # it said "workers up for cpu", with no broker to be up on
+        assert second.startswith("workers started for cpu, waiting for the broker;"), second
     finally:
         proc.terminate()
         try:  # on a loaded machine its Celery processes may still be booting: they stop once up
