@@ -221,8 +221,14 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     wall = summary.timing.get("wall_s")
     console.print(
         f"{counted(summary.items, 'item')}, {summary.scored:,} scored, {unreadable_rows(summary)}"
-        + (f", {wall:.1f} s" if wall is not None else "")
+        + (f", {wall:.1f} s{since_resume(summary)}" if wall is not None else "")
     )
+
+
+def since_resume(summary: RunSummary) -> str:
+    """`` since the resume`` after a resumed run's wall time, which counts from the resume: how long the run ran
+    before its interruption is not recorded (``submitted_at`` to ``resumed_at`` spans the pause too)."""
+    return " since the resume" if "resumed_at" in summary.timing else ""
 
 
 #: Systems the console's per-system table shows (all of them are in report.md and summary.json).

@@ -11,7 +11,7 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
-from .console import error_lines, judge_counters, judge_used, reasons_text, unscorable_text
+from .console import error_lines, judge_counters, judge_used, reasons_text, since_resume, unscorable_text
 from .itemstats import ItemStats, WorstItem
 from .markdown import TARGET_COLUMNS, target_rows
 from .templates import CSS, environment
@@ -200,7 +200,7 @@ def render_html(
         "css": CSS,
         "version": version(),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "wall": f"{wall:.1f} s" if isinstance(wall, (int, float)) else None,
+        "wall": f"{wall:.1f} s{since_resume(summary)}" if isinstance(wall, (int, float)) else None,
         "sections": sections,
         "metric_rows": metric_rows(summary.metrics),
         "error_lines": error_lines(summary),

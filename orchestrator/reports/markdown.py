@@ -14,6 +14,7 @@ from .console import (
     judge_used,
     metric_label,
     reasons_text,
+    since_resume,
     unfilled_lines,
     unreadable_rows,
     unscorable_text,
@@ -165,4 +166,7 @@ def _timing(summary: RunSummary) -> list[str]:
     keys = [k for k in ("submit_s", "scoring_s", "aggregate_s", "wall_s") if summary.timing.get(k) is not None]
     if not keys:
         return []
-    return ["## Timing", "", " · ".join(f"{k.removesuffix('_s')} {summary.timing[k]:.2f} s" for k in keys), ""]
+    resumed = since_resume(summary)  # scoring and wall time count from a resume; submit is the first run's
+    parts = [f"{k.removesuffix('_s')} {summary.timing[k]:.2f} s{resumed if k in ('scoring_s', 'wall_s') else ''}"
+             for k in keys]  # fmt: skip
+    return ["## Timing", "", " · ".join(parts), ""]

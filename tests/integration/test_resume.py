@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -9,7 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from orchestrator.reports.console import print_summary
+from orchestrator.reports.markdown import render_markdown
 from orchestrator.runner import Submitted, cancel, connect, resume, run, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import ConfigError, DatasetError
@@ -93,6 +97,11 @@ def test_embedded_run_resume_dir_finishes_an_interrupted_run(tmp_path: Path, hom
     timing = summary.timing
     assert timing["resumed_at"] >= timing["submitted_at"] + 2.0
     assert timing["wall_s"] <= time.time() - timing["resumed_at"], "wall time counts from the resume"
+    footer = io.StringIO()
+    print_summary(summary, Console(file=footer, width=200))  # it said "400 items, ..., 1.2 s", as if the whole run's
+    assert footer.getvalue().rstrip().endswith(f"{timing['wall_s']:.1f} s since the resume")
+    assert f"wall {timing['wall_s']:.2f} s since the resume" in render_markdown(summary)
+    assert f"<span>{timing['wall_s']:.1f} s since the resume</span>" in (out / "report.html").read_text()
     scores = scores_by_id(out / "items.jsonl")
     assert list(scores) == [f"q{i}" for i in range(400)]
     fresh = tmp_path / "fresh"
