@@ -990,8 +990,8 @@ def worker(
 
 def _check_broker_for_workers(url: str) -> bool:
     """Whether the broker answers. A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and
-    so does a database Redis refuses or a host name that does not resolve (ConfigError, exit 2: the URL is wrong);
-    an unreachable broker only warns, since workers may start before their Redis and keep retrying."""
+    so does a database Redis refuses (ConfigError, exit 2: the URL is wrong); an unreachable broker, or one whose
+    host name does not resolve (yet), only warns, since workers may start before their Redis and keep retrying."""
     from ragscore_workers.store import probe_redis, redact_url
 
     problem = probe_redis(url)

@@ -127,8 +127,8 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there."""
     settings = settings or get_settings()
     store_url = settings.store_url or broker_url
-    # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks or a host name
-    # that does not resolve: ConfigError now; a Redis that does not answer is retried (it may be restarting), and
+    # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks: ConfigError now;
+    # a Redis that does not answer, or whose host name does not resolve (yet), is retried (it may be starting), and
     # said at once, not after the retries.
     deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
     if problem := probe_redis(store_url):

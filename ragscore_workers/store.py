@@ -491,7 +491,8 @@ POOL_TIMEOUT_S = 30.0
 def probe_redis(url: str) -> str | None:
     """One ping without retries: None when Redis answers, else why not; BrokerError for a wrong password
     (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals), ConfigError
-    for a database the server lacks or a host name that does not resolve (never heal either)."""
+    for a database the server lacks (never heals either). A host name that does not resolve is a why not, named as
+    such: it may resolve once its Redis is up (a docker compose service's, a Kubernetes pod's name)."""
     from .errors import BrokerError, ConfigError
 
     try:
@@ -517,30 +518,31 @@ def probe_redis(url: str) -> str | None:
                 f"Cannot use Redis at {redact_url(url)}: its TLS certificate was not accepted ({exc}): "
                 "ssl_ca_certs must name the CA that signed it, for the host in the URL"
             ) from exc
-        if wrong := _wrong_address(url, exc):
-            raise ConfigError(f"Cannot use Redis at {redact_url(url)}: {wrong}") from exc
-        return f"{exc}{_tls_hint(url, exc)}"
+        if isinstance(exc, redis.ResponseError) and "db index" in str(exc).lower():
+            db = probe.connection_pool.connection_kwargs.get("db", 0)  # a unix:// URL's path is its socket
+            raise ConfigError(
+                f"Cannot use Redis at {redact_url(url)}: it has no database {db} ({exc}); a Redis has databases 0 "
+                "to 15 unless its 'databases' setting says more"
+            ) from exc
+        return f"{exc}{_unresolved_hint(url, exc) or _tls_hint(url, exc)}"
     finally:
         probe.close()
 
 
-#: getaddrinfo's answers that a host name does not exist (not "try again": a resolver that does not answer heals).
+#: getaddrinfo's answers that a host name does not exist (now: a service's name may exist once its Redis is up).
 _NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
 
-def _wrong_address(url: str, exc: redis.RedisError) -> str | None:
-    """What of ``url`` a failed ping shows to be wrong for good, None for what may heal (a Redis starting up): a
-    database the server does not have, or a host name that does not resolve."""
-    if isinstance(exc, redis.ResponseError) and "db index" in str(exc).lower():
-        db = urlsplit(url).path.strip("/") or dict(parse_qsl(urlsplit(url).query)).get("db", "0")
-        return (f"it has no database {db} ({exc}); a Redis has databases 0 to 15 unless its 'databases' setting "
-                "says more")  # fmt: skip
+def _unresolved_hint(url: str, exc: redis.RedisError) -> str:
+    """What a failed ping says of a host name that does not resolve, "" where it resolved (or the resolver did not
+    answer): a mistyped name, or the name of a Redis not up yet, so it is waited for as a Redis starting up."""
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, socket.gaierror):
         cause = cause.__cause__ or cause.__context__
     if isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_NAME:
-        return f"its host name {urlsplit(url).hostname!r} does not resolve ({cause.strerror}): check its spelling"
-    return None
+        return (f"; its host name {urlsplit(url).hostname!r} does not resolve: check its spelling, or that its "
+                "Redis is up where a name resolves only then (a docker compose service, a Kubernetes pod)")  # fmt: skip
+    return ""
 
 
 #: TLS files a rediss:// URL's query may name (redis-py's and kombu's spelling).
