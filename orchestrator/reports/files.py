@@ -4,10 +4,12 @@ report.md and report.html, streaming the items once whatever the formats asked f
 from __future__ import annotations
 
 import csv
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import islice
@@ -110,24 +112,55 @@ WRITTEN_KEPT = 4
 
 
 def _written(out_dir: Path) -> dict[str, list[str]]:
-    """The record of :data:`WRITTEN_NAME`, name -> hashes (empty when there is none or it cannot be read)."""
+    """The record of :data:`WRITTEN_NAME`, name -> hashes (empty when there is none or it cannot be read; a link or
+    a FIFO there is not read: :func:`_regular_fd`)."""
     try:
-        record = json.loads((out_dir / WRITTEN_NAME).read_text(encoding="utf-8"))
+        fd = _regular_fd(out_dir / WRITTEN_NAME, os.O_RDONLY)
     except (OSError, ValueError):
         return {}
+    try:
+        with open(fd, "rb", closefd=False) as fh:
+            record = json.loads(fh.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
     if not isinstance(record, dict):
         return {}
     return {name: [h for h in ([hashes] if isinstance(hashes, str) else hashes) if isinstance(h, str)]
             for name, hashes in record.items() if isinstance(hashes, str | list)}  # fmt: skip
 
 
+def _regular_fd(path: Path, flags: int) -> int:
+    """``path`` opened with ``flags``, neither through a link (OSError: ELOOP) nor as anything but a regular file
+    (ValueError: a FIFO, which is opened without waiting for a writer, a device, a folder)."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file")
+    return fd
+
+
 @contextmanager
 def _record_locked(out_dir: Path) -> Iterator[None]:
-    """Hold the lock on ``out_dir``'s record (:data:`WRITTEN_LOCK`, created when missing) for the block."""
+    """Hold the lock on ``out_dir``'s record (:data:`WRITTEN_LOCK`, created when missing) for the block. Never
+    through a link (a shared DIR's link would have it make or open a file elsewhere) nor on a FIFO or device; read
+    only where another user made it (``flock`` needs no write access; NFS's emulation does, where it is ours)."""
+    path = out_dir / WRITTEN_LOCK
     try:
-        fd = os.open(out_dir / WRITTEN_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
-    except OSError as exc:
-        raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
+        try:
+            fd = _regular_fd(path, os.O_RDWR | os.O_CREAT)
+        except PermissionError as denied:
+            try:
+                fd = _regular_fd(path, os.O_RDONLY)
+            except FileNotFoundError:  # DIR itself denied it: say that
+                raise denied from None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.errno != errno.ELOOP:
+            raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
+        raise ConfigError(
+            f"{path} is not the lock file ragscore makes there (a link, a FIFO or a device): remove it"
+        ) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -112,3 +112,65 @@ def test_reports_written_into_one_dir_at_once_lose_no_entry_of_the_record(tmp_pa
     expected = {f"w{w}-{i}.json" for w in range(writers) for i in range(names)}
     assert expected - set(recorded) == set(), "entries lost"
     assert all(recorded[name][0] == _sha256(out / name) for name in expected)
+
+
+#: write_foreign_layout in a process of its own, so that a report that hangs (opening a FIFO) can be stopped.
+WRITE_ONE = """
+import sys
+from pathlib import Path
+from orchestrator.reports.files import write_foreign_layout
+from ragscore_workers.errors import ConfigError
+
+try:
+    write_foreign_layout(Path(sys.argv[1]) / "dev_evaluation.json", '{"v": 1}\\n')
+except ConfigError as exc:
+    print(f"refused: {exc}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def _write_one(out: Path) -> subprocess.CompletedProcess[str]:
+    proc = _python("-c", WRITE_ONE, str(out))
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the report hung")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
+
+
+def test_a_lock_file_that_is_a_link_or_a_fifo_is_neither_followed_nor_opened_for_writing(tmp_path: Path) -> None:
+    """The lock was opened O_RDWR | O_CREAT through whatever stood at DIR/.ragscore-written.lock: a link in a shared
+    DIR made a file wherever it pointed (or opened a device there for writing). Now it is refused, naming it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "elsewhere" / "victim"
+    victim.parent.mkdir()
+    (out / ".ragscore-written.lock").symlink_to(victim)
+    said = _write_one(out)
+    assert not victim.exists(), "a file was made where the link points"
+    assert said.returncode == 2 and ".ragscore-written.lock" in said.stderr, said.stderr
+    assert not (out / NAME).exists()
+    (out / ".ragscore-written.lock").unlink()
+    os.mkfifo(out / ".ragscore-written.lock")
+    said = _write_one(out)
+    assert said.returncode == 2 and ".ragscore-written.lock" in said.stderr, said.stderr
+
+
+def test_a_record_that_is_a_fifo_or_a_link_is_not_read(tmp_path: Path) -> None:
+    """The record was read with read_text through whatever stood at DIR/.ragscore-written.json: a FIFO held the
+    report for ever, and a link had it read a file elsewhere (its names then copied into DIR's record)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / WRITTEN_NAME)
+    said = _write_one(out)
+    assert said.returncode == 0, said.stderr
+    assert (out / NAME).read_text() == '{"v": 1}\n' and list(_recorded(out)) == [NAME]
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"secret-name": ["0" * 64]}))
+    (out / WRITTEN_NAME).unlink()
+    (out / WRITTEN_NAME).symlink_to(other)
+    (out / NAME).unlink()
+    assert _write_one(out).returncode == 0
+    assert list(_recorded(out)) == [NAME], "the linked file's names were copied"
