@@ -46,15 +46,19 @@ def _credentials(url: str) -> str | None:
     return parts[1] if parts else None
 
 
+#: A password in a URL's query (``?password=``, which redis-py uses as the password, ``&ssl_password=``): its value.
+_QUERY_PASSWORD = re.compile(r"(?i)([?&](?:ssl_)?password=)[^&#]*")
+
+
 def redact_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (for messages and logs), read as :func:`_userinfo` reads it,
-    so a password that cuts a parser's netloc short is never shown whole."""
+    so a password that cuts a parser's netloc short is never shown whole; a password in its query too."""
     parts = _userinfo(url)
-    if parts is None:
-        return url
-    scheme, credentials, rest = parts
-    user, colon, _ = credentials.partition(":")
-    return f"{scheme}{user + ':***' if colon else '***'}{rest}"
+    if parts is not None:
+        scheme, credentials, rest = parts
+        user, colon, _ = credentials.partition(":")
+        url = f"{scheme}{user + ':***' if colon else '***'}{rest}"
+    return _QUERY_PASSWORD.sub(r"\1***", url)
 
 
 def check_redis_url(url: str, what: str = "--broker") -> str:

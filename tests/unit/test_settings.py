@@ -111,3 +111,16 @@ def test_the_cli_says_what_is_malformed_and_exits_2(args: list[str], env: dict[s
     )  # fmt: skip
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_password_given_in_the_query_is_redacted_too() -> None:
+    """redis-py takes a ``?password=`` of the URL's query as its password: redact_url showed it, in every message that
+    names the URL (a database Redis refuses, a host that does not resolve, a broker that does not answer)."""
+    from ragscore_workers.settings import redact_url
+
+    assert redact_url("redis://h:6379/0?password=s3cret&db=1") == "redis://h:6379/0?password=***&db=1"
+    assert redact_url("rediss://u:pw@h/0?ssl_cert_reqs=none&ssl_password=k3y") == (
+        "rediss://u:***@h/0?ssl_cert_reqs=none&ssl_password=***"
+    )
+    assert redact_url("unix:///tmp/r.sock?db=2&Password=x%26y") == "unix:///tmp/r.sock?db=2&Password=***"
+    assert redact_url("redis://h:6379/0?db=1") == "redis://h:6379/0?db=1"
