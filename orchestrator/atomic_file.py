@@ -6,8 +6,10 @@ whole one."""
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import TextIO
 
 from ragscore_workers.errors import ConfigError
 
-__all__ = ["atomic_writer", "make_out_dir", "write_text_atomic"]
+__all__ = ["NotRegularFile", "atomic_writer", "make_out_dir", "open_regular", "write_text_atomic"]
 
 #: Names tried for a writer's temporary file before giving up (each a fresh random one).
 TEMP_NAME_ATTEMPTS = 100
@@ -63,6 +65,26 @@ def _create_temp(path: Path) -> tuple[Path, int]:
         except OSError as exc:  # a read-only or missing folder: named as the report, not its random temporary name
             raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
     raise FileExistsError(f"no free temporary name beside {path} after {TEMP_NAME_ATTEMPTS} tries")
+
+
+class NotRegularFile(OSError):
+    """What :func:`open_regular` found at a path: a link (never followed), a FIFO, a device, a folder."""
+
+
+def open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
+    """``os.open(path, flags, mode)`` of a file ragscore keeps in a DIR others may write to (a lock, a record): never
+    through a link (one in a shared DIR would have it make, empty or lock a file elsewhere) and only a regular file
+    (a FIFO is opened without waiting for a writer, then refused): NotRegularFile otherwise, naming ``path``."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegularFile(exc.errno, "a link, not a file", str(path)) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 def write_text_atomic(path: Path, text: str, *, errors: str = "strict") -> None:

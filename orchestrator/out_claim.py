@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ragscore_workers.errors import ConfigError
 
-from .atomic_file import make_out_dir
+from .atomic_file import NotRegularFile, make_out_dir, open_regular
 
 __all__ = ["LOCK_NAME", "claim_out_dir"]
 
@@ -61,9 +61,11 @@ def _lock(out_dir: Path) -> int:
     while True:
         make_out_dir(out_dir)  # again: a refused claimer may have removed the DIR it had created
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = open_regular(path, os.O_RDWR | os.O_CREAT, 0o600)
         except FileNotFoundError:
             continue
+        except NotRegularFile as exc:  # a link is never followed: it would have us empty the file it names
+            raise ConfigError(f"{path} is {exc.strerror}: not the lock file ragscore makes there; remove it") from exc
         except OSError as exc:
             raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
         try:
@@ -77,7 +79,7 @@ def _lock(out_dir: Path) -> int:
                 "another --out"
             ) from None
         try:
-            held, now = os.fstat(fd), os.stat(path)
+            held, now = os.fstat(fd), os.lstat(path)
             same = (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
         except FileNotFoundError:
             same = False

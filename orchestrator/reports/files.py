@@ -4,12 +4,10 @@ report.md and report.html, streaming the items once whatever the formats asked f
 from __future__ import annotations
 
 import csv
-import errno
 import fcntl
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import islice
@@ -19,7 +17,7 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary, Suite
 from ragscore_workers.store import RawItem, RunStore
 
-from ..atomic_file import atomic_writer, make_out_dir, write_text_atomic
+from ..atomic_file import NotRegularFile, atomic_writer, make_out_dir, open_regular, write_text_atomic
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
@@ -113,10 +111,10 @@ WRITTEN_KEPT = 4
 
 def _written(out_dir: Path) -> dict[str, list[str]]:
     """The record of :data:`WRITTEN_NAME`, name -> hashes (empty when there is none or it cannot be read; a link or
-    a FIFO there is not read: :func:`_regular_fd`)."""
+    a FIFO there is not read: :func:`open_regular`)."""
     try:
-        fd = _regular_fd(out_dir / WRITTEN_NAME, os.O_RDONLY)
-    except (OSError, ValueError):
+        fd = open_regular(out_dir / WRITTEN_NAME, os.O_RDONLY)
+    except OSError:
         return {}
     try:
         with open(fd, "rb", closefd=False) as fh:
@@ -131,16 +129,6 @@ def _written(out_dir: Path) -> dict[str, list[str]]:
             for name, hashes in record.items() if isinstance(hashes, str | list)}  # fmt: skip
 
 
-def _regular_fd(path: Path, flags: int) -> int:
-    """``path`` opened with ``flags``, neither through a link (OSError: ELOOP) nor as anything but a regular file
-    (ValueError: a FIFO, which is opened without waiting for a writer, a device, a folder)."""
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ValueError(f"{path} is not a regular file")
-    return fd
-
-
 @contextmanager
 def _record_locked(out_dir: Path) -> Iterator[None]:
     """Hold the lock on ``out_dir``'s record (:data:`WRITTEN_LOCK`, created when missing) for the block. Never
@@ -149,18 +137,16 @@ def _record_locked(out_dir: Path) -> Iterator[None]:
     path = out_dir / WRITTEN_LOCK
     try:
         try:
-            fd = _regular_fd(path, os.O_RDWR | os.O_CREAT)
+            fd = open_regular(path, os.O_RDWR | os.O_CREAT)
         except PermissionError as denied:
             try:
-                fd = _regular_fd(path, os.O_RDONLY)
+                fd = open_regular(path, os.O_RDONLY)
             except FileNotFoundError:  # DIR itself denied it: say that
                 raise denied from None
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, OSError) and exc.errno != errno.ELOOP:
-            raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
-        raise ConfigError(
-            f"{path} is not the lock file ragscore makes there (a link, a FIFO or a device): remove it"
-        ) from exc
+    except NotRegularFile as exc:
+        raise ConfigError(f"{path} is {exc.strerror}: not the lock file ragscore makes there; remove it") from exc
+    except OSError as exc:
+        raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -82,3 +82,21 @@ def test_a_claim_within_a_claim_of_the_same_thread_is_the_same_hold_and_another_
     assert len(refused) == 1 and "is in use by another ragscore process" in str(refused[0])
     with claim_out_dir(out):  # released whole
         pass
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_what_it_points_to_kept(tmp_path: Path) -> None:
+    """The claim opened DIR/.ragscore.lock O_RDWR | O_CREAT through a link, then truncated it and wrote its pid
+    there: a link in a shared --out DIR emptied whatever file of the user's it pointed to (or made one there)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "notes.txt"
+    victim.write_text("the user's own\n")
+    (out / LOCK_NAME).symlink_to(victim)
+    with pytest.raises(ConfigError, match=LOCK_NAME), claim_out_dir(out):
+        pass
+    assert victim.read_text() == "the user's own\n"
+    (out / LOCK_NAME).unlink()
+    (out / LOCK_NAME).symlink_to(tmp_path / "made")
+    with pytest.raises(ConfigError, match=LOCK_NAME), claim_out_dir(out):
+        pass
+    assert not (tmp_path / "made").exists()
