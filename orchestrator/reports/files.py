@@ -8,6 +8,7 @@ import fcntl
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import islice
@@ -107,6 +108,9 @@ WRITTEN_LOCK = ".ragscore-written.lock"
 #: Hashes kept a name: the new file's and the one it replaces are enough for a report killed between writing the
 #: record and the file; a few more cost nothing.
 WRITTEN_KEPT = 4
+#: Seconds a report waits for another to release :data:`WRITTEN_LOCK` (held for milliseconds by a report; longer,
+#: a report hung, or another user who can read the lock file holds it): then refused, naming it.
+WRITTEN_LOCK_WAIT_S = 30.0
 
 
 def _written(out_dir: Path) -> dict[str, list[str]]:
@@ -130,7 +134,7 @@ def _written(out_dir: Path) -> dict[str, list[str]]:
 
 
 @contextmanager
-def _record_locked(out_dir: Path) -> Iterator[None]:
+def _record_locked(out_dir: Path, option: str) -> Iterator[None]:
     """Hold the lock on ``out_dir``'s record (:data:`WRITTEN_LOCK`, created when missing) for the block. Never
     through a link (a shared DIR's link would have it make or open a file elsewhere) nor on a FIFO or device; read
     only where another user made it (``flock`` needs no write access; NFS's emulation does, where it is ours)."""
@@ -148,7 +152,18 @@ def _record_locked(out_dir: Path) -> Iterator[None]:
     except OSError as exc:
         raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + WRITTEN_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConfigError(
+                        f"{path} has been held by another process for {WRITTEN_LOCK_WAIT_S:.0f} s (a report that "
+                        f"hangs?): nothing was written; stop it, or choose another {option}"
+                    ) from None
+                time.sleep(0.05)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -165,7 +180,7 @@ def write_foreign_layout(path: Path, text: str, option: str = "--out or --split"
     if _theirs(_held(path), data, _written(path.parent), path.name):
         raise _refused(path, option)
     make_out_dir(path.parent)
-    with _record_locked(path.parent):
+    with _record_locked(path.parent, option):
         record, held = _written(path.parent), _held(path)
         if _theirs(held, data, record, path.name):  # another report changed them meanwhile
             raise _refused(path, option)

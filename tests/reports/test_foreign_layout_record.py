@@ -174,3 +174,39 @@ def test_a_record_that_is_a_fifo_or_a_link_is_not_read(tmp_path: Path) -> None:
     (out / NAME).unlink()
     assert _write_one(out).returncode == 0
     assert list(_recorded(out)) == [NAME], "the linked file's names were copied"
+
+
+def test_a_lock_held_for_ever_stops_the_report_in_bounded_time_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock was waited for with no bound: a process holding it (a hung report, or any user who can read the
+    lock file, which flock needs no more than) held every report into DIR for ever, silent."""
+    import fcntl
+    import threading
+
+    from orchestrator.reports import files
+
+    monkeypatch.setattr(files, "WRITTEN_LOCK_WAIT_S", 1.0)  # the bound, short for the test
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = os.open(out / files.WRITTEN_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    said: list[BaseException | None] = []
+
+    def report() -> None:
+        try:
+            write_foreign_layout(out / NAME, '{"v": 1}\n')
+            said.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            said.append(exc)
+
+    writer = threading.Thread(target=report, daemon=True)
+    try:
+        writer.start()
+        writer.join(60)
+        assert said, "the report waited on the lock for ever"
+    finally:
+        os.close(holder)  # lets a report that waits finish
+        writer.join(60)
+    assert isinstance(said[0], ConfigError) and files.WRITTEN_LOCK in str(said[0]), said
+    assert not (out / NAME).exists()
