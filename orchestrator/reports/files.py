@@ -4,6 +4,7 @@ report.md and report.html, streaming the items once whatever the formats asked f
 from __future__ import annotations
 
 import csv
+import errno
 import fcntl
 import hashlib
 import json
@@ -133,6 +134,11 @@ def _written(out_dir: Path) -> dict[str, list[str]]:
             for name, hashes in record.items() if isinstance(hashes, str | list)}  # fmt: skip
 
 
+#: flock's answers on a file system without locks (an NFS mount whose lock manager does not answer, some FUSE ones;
+#: EBADF: NFS's emulation of an exclusive lock on a lock file another user made, opened read-only).
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EBADF}
+
+
 @contextmanager
 def _record_locked(out_dir: Path, option: str) -> Iterator[None]:
     """Hold the lock on ``out_dir``'s record (:data:`WRITTEN_LOCK`, created when missing) for the block. Never
@@ -157,7 +163,11 @@ def _record_locked(out_dir: Path, option: str) -> Iterator[None]:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
-            except BlockingIOError:
+            except OSError as exc:
+                if exc.errno in _NO_LOCKS:  # a file system without locks: written unlocked, as before the lock
+                    break
+                if not isinstance(exc, BlockingIOError):
+                    raise ConfigError(f"Cannot lock {path}: {exc.strerror or exc}") from exc
                 if time.monotonic() >= deadline:
                     raise ConfigError(
                         f"{path} has been held by another process for {WRITTEN_LOCK_WAIT_S:.0f} s (a report that "

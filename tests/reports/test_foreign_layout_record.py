@@ -210,3 +210,18 @@ def test_a_lock_held_for_ever_stops_the_report_in_bounded_time_naming_it(
         writer.join(60)
     assert isinstance(said[0], ConfigError) and files.WRITTEN_LOCK in str(said[0]), said
     assert not (out / NAME).exists()
+
+
+def test_a_dir_whose_file_system_has_no_locks_is_still_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flock fails with ENOLCK on an NFS mount whose lock manager does not answer (EOPNOTSUPP, ENOSYS elsewhere):
+    the report, which wrote there before the lock, stopped with a traceback. It writes as it did then, unlocked."""
+    import errno
+    import fcntl
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)  # the kernel's answer on such a mount
+    write_foreign_layout(tmp_path / "out" / NAME, '{"v": 1}\n')
+    assert (tmp_path / "out" / NAME).read_text() == '{"v": 1}\n'
+    assert _recorded(tmp_path / "out")[NAME] == [_sha256(tmp_path / "out" / NAME)]
