@@ -151,7 +151,7 @@ def test_a_wrong_password_fails_at_once(tmp_path: Path) -> None:
         started = time.monotonic()
         with pytest.raises(BrokerError, match="check the password"):
             connect(f"redis://:wrong@127.0.0.1:{server.port}/0")
-        assert time.monotonic() - started < 5, "not retried as if Redis were down"
+        assert time.monotonic() - started < 15, "not retried ~20 s as if Redis were down"
     finally:
         server.stop()
 
@@ -188,7 +188,7 @@ def test_a_database_redis_refuses_fails_at_once_as_bad_input(tmp_path: Path) -> 
         started = time.monotonic()
         with pytest.raises(ConfigError, match="database 99") as refused:
             connect(bad_db)
-        assert time.monotonic() - started < 5, "not retried as if Redis were down"
+        assert time.monotonic() - started < 15, "not retried ~20 s as if Redis were down"
         assert shown in str(refused.value) and PASSWORD not in str(refused.value)
         for command in (["worker", "-Q", "cpu"], ["status"]):
             said = _ragscore(*command, "--broker", bad_db, home=tmp_path / "home")
@@ -236,7 +236,11 @@ def test_a_host_name_that_does_not_resolve_is_named_and_waited_for_as_a_redis_no
     with pytest.raises(BrokerError, match=f"{host}.*does not resolve") as unknown:
         connect(f"redis://:{PASSWORD}@{host}:6379/0")
     assert PASSWORD not in str(unknown.value)
-    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": f"redis://:{PASSWORD}@{host}:6379/0"}
+    env = {
+        **os.environ,
+        "RAGSCORE_HOME": str(tmp_path / "home"),
+        "RAGSCORE_BROKER_URL": f"redis://:{PASSWORD}@{host}:6379/0",
+    }
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu"], stderr=subprocess.PIPE,
                             text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
     try:
