@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
 from .errors import MalformedReplyError, MissingKeyError, ProviderError, RequestTooLargeError, redact
@@ -175,6 +175,14 @@ class Provider(ABC):
     #: Which of our limits ``x-ratelimit-limit-requests`` states (OpenAI's is per minute, Groq's per day);
     #: ``x-ratelimit-limit-tokens`` is tokens per minute for both.
     requests_header_limit: ClassVar[str] = "rpm"
+    #: The endpoint when ``base_url`` is None, and the path the client adds to it for a chat completion.
+    default_base_url: ClassVar[str]
+    completions_path: ClassVar[str] = "/chat/completions"
+    #: Ends of a ``base_url`` path that the client adds itself (a URL copied whole from a curl example), longest
+    #: first: posted to, they double (``/v1/chat/completions/chat/completions``) and every call is a 404.
+    added_tails: ClassVar[tuple[str, ...]] = ("/chat/completions",)
+    #: What ``base_url`` should be, said with a 404.
+    base_url_hint: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -188,6 +196,8 @@ class Provider(ABC):
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.key_env = api_key_env or self.default_key_env
+        if base_url:
+            self._check_base_url(base_url)
         self._api_key = read_secret(self.key_env)
         if self._api_key is None and self._needs_key():
             raise MissingKeyError(self.name, self.key_env, hint=self._missing_key_hint())
@@ -201,6 +211,39 @@ class Provider(ABC):
                 )
             log.warning("the %s judge sends the key in %s over plain http to %s: it is readable on every network "
                         "it crosses (use https)", self.name, self.key_env, host)  # fmt: skip
+
+    def _check_base_url(self, base_url: str) -> None:
+        """ConfigError for a ``base_url`` ending in what the client adds itself, with the one to give instead."""
+        parts = urlsplit(base_url)
+        path = parts.path.rstrip("/")
+        for tail in self.added_tails:
+            if path.lower().endswith(tail):
+                root = urlunsplit(parts._replace(path=path[: -len(tail)]))
+                raise ConfigError(
+                    f"The {self.name} judge's base_url {base_url} ends in {tail}, which the {self.name} client adds "
+                    f"itself (it posts to base_url + {self.completions_path}): give {root}"
+                )
+
+    @property
+    def endpoint(self) -> str:
+        """The URL a chat completion is posted to (shown in errors: a base_url never holds a credential)."""
+        return (self.base_url or self.default_base_url).rstrip("/") + self.completions_path
+
+    def explain(self, status: int | None, message: str = "") -> str:
+        """What an error's message needs besides the provider's words: where the call went when no server
+        answered there or it has no such path (404), and which variable's key a 401 refused (or that none was sent:
+        a server on this machine may need none, unless it asks)."""
+        if status is None:
+            return f" (POST {self.endpoint})"
+        if status == 404:
+            if "model" in message.lower():  # OpenAI's and Groq's model_not_found: the URL was right
+                return f" (POST {self.endpoint})"
+            return f" (POST {self.endpoint}: check base_url, {self.base_url_hint})"
+        if status == 401:
+            if self._api_key is None:
+                return f" (no key was sent: {self.key_env} is unset, and this server asks for one)"
+            return f" (the key in {self.key_env})"
+        return ""
 
     def _needs_key(self) -> bool:
         return self.key_required

@@ -27,6 +27,11 @@ class GroqProvider(Provider):
     name = "groq"
     default_key_env = "GROQ_API_KEY"
     requests_header_limit = "rpd"
+    default_base_url = "https://api.groq.com"
+    completions_path = "/openai/v1/chat/completions"
+    # Groq's OpenAI-compatible URL (https://api.groq.com/openai/v1), as its docs show it for other clients
+    added_tails = ("/openai/v1/chat/completions", "/chat/completions", "/openai/v1")
+    base_url_hint = "Groq's root (https://api.groq.com) or a proxy's: the SDK adds /openai/v1/chat/completions"
 
     def __init__(
         self,
@@ -49,6 +54,11 @@ class GroqProvider(Provider):
         self._client = groq.Groq(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout_s,
                                  http_client=http)  # fmt: skip
 
+    @property
+    def endpoint(self) -> str:
+        # the SDK's base_url: the suite's, else GROQ_BASE_URL, else Groq's
+        return str(self._client.base_url).rstrip("/") + self.completions_path
+
     def complete(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         groq = self._groq
         started = time.monotonic()
@@ -63,11 +73,14 @@ class GroqProvider(Provider):
         except (groq.APITimeoutError, httpx.TimeoutException) as exc:
             raise ProviderError(f"timed out after {self.timeout_s} s", provider=self.name) from exc
         except (groq.APIConnectionError, httpx.HTTPError) as exc:  # the body's reads raise httpx's own errors
-            raise ProviderError(self._redact(f"connection error: {exc}"), provider=self.name) from exc
+            # the SDK's own words are "Connection error."; the httpx error it was raised from says which
+            cause = exc.__cause__ if isinstance(exc, groq.APIConnectionError) and exc.__cause__ else exc
+            said = f"connection error: {type(cause).__name__}: {cause}{self.explain(None)}"
+            raise ProviderError(self._redact(said), provider=self.name) from exc
         except groq.APIStatusError as exc:
             message, code = error_details(exc.response.content)
             raise ProviderError(
-                self._redact(message),
+                self._redact(message.rstrip() + self.explain(exc.status_code, f"{code or ''} {message}")),
                 provider=self.name,
                 status=exc.status_code,
                 headers=dict(exc.response.headers),

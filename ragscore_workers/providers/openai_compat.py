@@ -71,6 +71,8 @@ class OpenAICompatProvider(Provider):
 
     name = "openai"
     default_key_env = "OPENAI_API_KEY"
+    default_base_url = DEFAULT_BASE_URL
+    base_url_hint = "the API root the path is added to (a server's /v1 URL, such as http://localhost:8000/v1)"
 
     def __init__(
         self,
@@ -108,15 +110,16 @@ class OpenAICompatProvider(Provider):
         except httpx.TimeoutException as exc:
             raise ProviderError(f"timed out after {self.timeout_s} s", provider=self.name) from exc
         except httpx.HTTPError as exc:  # connection refused, reset, protocol errors
-            raise ProviderError(self._redact(f"{type(exc).__name__}: {exc}"), provider=self.name) from exc
+            said = f"{type(exc).__name__}: {exc}{self.explain(None)}"
+            raise ProviderError(self._redact(said), provider=self.name) from exc
         headers = dict(response.headers)
         try:
             response.raise_for_status()
         except httpx.HTTPStatusError as exc:
             message, code = error_details(body)
-            raise ProviderError(
-                self._redact(message), provider=self.name, status=response.status_code, headers=headers, code=code
-            ) from exc
+            status = response.status_code
+            said = self._redact(message.rstrip() + self.explain(status, f"{code or ''} {message}"))
+            raise ProviderError(said, provider=self.name, status=status, headers=headers, code=code) from exc
         try:
             data = json.loads(body)
         except ValueError as exc:

@@ -3,6 +3,7 @@ translated into our error tree with the right retry decision."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from ragscore_workers.providers.headers import RateLimitInfo, parse_duration, pa
 from ragscore_workers.providers.openai_compat import OpenAICompatProvider
 
 from ..fakes import FakeProvider, count_tokens
+from ..support import free_port
 from .conftest import SECRET
 
 PARAMS = CompletionParams(temperature=0.0, max_tokens=64)
@@ -86,6 +88,75 @@ def test_a_rejected_key_is_final_and_never_echoed(
     assert wrong not in str(info.value) and "***" in str(info.value)  # the fake echoes the key; we redact it
     assert wrong not in repr(provider) and SECRET not in repr(provider)
     assert fake.stats()["unauthorized"] == 1
+
+
+def test_a_401_names_the_variable_whose_key_it_refused_or_says_that_none_was_sent(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server on this machine needs no key unless it asks: its 401 said "Invalid API Key: " and nothing of the
+    unset OPENAI_API_KEY; a wrong key's 401 did not say which variable held it."""
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ProviderError) as info:
+        _provider("openai", fake).complete([{"role": "user", "content": "hello"}], PARAMS)
+    assert info.value.status == 401
+    assert "(no key was sent: OPENAI_API_KEY is unset, and this server asks for one)" in str(info.value)
+    monkeypatch.setenv("MY_JUDGE_KEY", "gsk-WRONG-KEY-123456789")
+    for kind in ("groq", "openai"):
+        with pytest.raises(ProviderError) as info:
+            _provider(kind, fake, api_key_env="MY_JUDGE_KEY").complete([{"role": "user", "content": "hi"}], PARAMS)
+        assert str(info.value).endswith("Invalid API Key: *** (the key in MY_JUDGE_KEY)"), kind
+
+
+@pytest.mark.parametrize("kind", ["groq", "openai"])
+def test_an_endpoint_with_no_server_or_no_such_path_is_named_in_the_error(kind: str, fake: FakeProvider) -> None:
+    """A wrong port said "Connection error." (Groq) or "Connection refused" with no URL; a base_url without /v1 said
+    404 "unknown path" (or a server's bare "Not Found"), never which URL was posted to nor what base_url should be."""
+    closed = f"http://127.0.0.1:{free_port()}"
+    provider: Provider = (
+        GroqProvider(model="m", base_url=closed)
+        if kind == "groq"
+        else OpenAICompatProvider(model="m", base_url=closed + "/v1")
+    )
+    with pytest.raises(ProviderError) as info:
+        provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+    said = str(info.value)
+    assert info.value.status is None and "ConnectError" in said, said
+    assert said.endswith(f"(POST {provider.endpoint})") and provider.endpoint.startswith(closed), said
+    # a base_url one path segment off: every call is a 404
+    wrong: Provider = (
+        GroqProvider(model="m", base_url=fake.url + "/api")
+        if kind == "groq"
+        else OpenAICompatProvider(model="m", base_url=fake.url)
+    )
+    with pytest.raises(ProviderError) as info:
+        wrong.complete([{"role": "user", "content": "hello"}], PARAMS)
+    said = str(info.value)
+    assert info.value.status == 404 and f"(POST {wrong.endpoint}: check base_url, " in said, said
+    assert ("/v1 URL" if kind == "openai" else "https://api.groq.com") in said
+
+
+@pytest.mark.parametrize(
+    ("kind", "url", "root"),
+    [
+        ("openai", "http://127.0.0.1:8000/v1/chat/completions", "http://127.0.0.1:8000/v1"),
+        ("openai", "https://api.groq.com/openai/v1/chat/completions/", "https://api.groq.com/openai/v1"),
+        ("groq", "https://api.groq.com/openai/v1", "https://api.groq.com"),
+        ("groq", "https://api.groq.com/openai/v1/chat/completions", "https://api.groq.com"),
+        ("groq", "http://proxy.internal:8080/groq/openai/v1/", "http://proxy.internal:8080/groq"),
+    ],
+)
+def test_a_base_url_ending_in_what_the_client_adds_itself_is_refused_with_the_root_to_give(
+    kind: str, url: str, root: str, keys: str
+) -> None:
+    """Groq's docs show https://api.groq.com/openai/v1 for OpenAI clients, and curl examples show the whole
+    .../v1/chat/completions: either as base_url doubled the path, and every call of the run was a 404."""
+    provider = GroqProvider if kind == "groq" else OpenAICompatProvider
+    with pytest.raises(
+        ConfigError, match=f"base_url {re.escape(url)} ends in /.*, which the {kind} client adds"
+    ) as info:
+        provider(model="m", base_url=url)
+    assert str(info.value).endswith(f": give {root}")
+    assert provider(model="m", base_url=root).endpoint.startswith(root.rstrip("/") + "/")
 
 
 def test_missing_keys_fail_with_the_variable_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
