@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from pathlib import Path
@@ -188,10 +189,15 @@ def _check_cost_budgets(resolved: ResolvedSuite) -> None:
     budgeted = [m.name for m, p in resolved.metrics if getattr(p, "max_cost", None) is not None]
     priced = [m.name for m, p in resolved.metrics if model in (getattr(p, "prices", None) or {})]
     if budgeted and not priced:
+        named = sorted({name for _, p in resolved.metrics for name in (getattr(p, "prices", None) or {})})
+        close = difflib.get_close_matches(model, named, n=1, cutoff=0.6)
+        # a price table that names other models (a typo, or the model before the suite's judge changed)
+        others = (f" (the prices given name {', '.join(map(repr, named))}, not the judge's model"
+                  f"{f'; did you mean {model!r} for {close[0]!r}?' if close else ''})") if named else ""  # fmt: skip
         raise ConfigError(
-            f"max_cost (--max-cost) needs a price for the judge model {model!r}: give the judge metrics the param "
-            f"'prices' ({{{model!r}: [input, output] per million tokens}}); without it every call costs 0 and the "
-            "budget never stops anything. --max-tokens caps usage without prices."
+            f"max_cost (--max-cost) needs a price for the judge model {model!r}{others}: give the judge metrics the "
+            f"param 'prices' ({{{model!r}: [input, output] per million tokens}}); without it every call costs 0 and "
+            "the budget never stops anything. --max-tokens caps usage without prices."
         )
 
 

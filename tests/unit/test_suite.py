@@ -156,6 +156,17 @@ def test_a_cost_budget_without_any_price_is_refused() -> None:
     assert load_suite({"metrics": [{"name": "rubric_judge", "params": {"max_tokens_total": 10}}], "judge": judge})
 
 
+def test_a_cost_budget_whose_prices_name_another_model_says_which_they_name() -> None:
+    """A price table with a typo ('gpt-4o-mni') was told to "give the judge metrics the param 'prices'", which it had
+    given: the message did not say that it names another model than the judge's."""
+    judge = {"provider": "openai", "model": "gpt-4o-mini"}
+    params = {"max_cost": 1.0, "prices": {"gpt-4o-mni": [0.15, 0.6]}}
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": [{"name": "rubric_judge", "params": params}], "judge": judge})
+    assert "the judge model 'gpt-4o-mini' (the prices given name 'gpt-4o-mni', not the judge's model; did you mean " \
+        "'gpt-4o-mini' for 'gpt-4o-mni'?): give" in str(info.value)  # fmt: skip
+
+
 @pytest.mark.parametrize("price", [[-0.05, 0.08], [0.05, float("nan")], [float("inf"), 0.08]])
 def test_a_price_must_be_a_finite_number_not_below_0(price: list[float]) -> None:
     """A negative price made the run's cost go down (a max_cost never reached); NaN or infinity failed every judge
