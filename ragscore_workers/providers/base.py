@@ -221,7 +221,8 @@ class Provider(ABC):
                 root = urlunsplit(parts._replace(path=path[: -len(tail)]))
                 raise ConfigError(
                     f"The {self.name} judge's base_url {base_url} ends in {tail}, which the {self.name} client adds "
-                    f"itself (it posts to base_url + {self.completions_path}): give {root}"
+                    f"itself (it posts to base_url + {self.completions_path}): give {root} (as judge.base_url, or in "
+                    "RAGSCORE_JUDGE_BASE_URL, which overrides it: a resume keeps the suite)"
                 )
 
     @property

@@ -155,7 +155,7 @@ def test_a_base_url_ending_in_what_the_client_adds_itself_is_refused_with_the_ro
         ConfigError, match=f"base_url {re.escape(url)} ends in /.*, which the {kind} client adds"
     ) as info:
         provider(model="m", base_url=url)
-    assert str(info.value).endswith(f": give {root}")
+    assert f": give {root} (as judge.base_url, or in RAGSCORE_JUDGE_BASE_URL" in str(info.value)
     assert provider(model="m", base_url=root).endpoint.startswith(root.rstrip("/") + "/")
 
 
