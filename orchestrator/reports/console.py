@@ -162,6 +162,14 @@ def judge_used(judge: dict[str, Any]) -> bool:
     return bool(judge.get("agreement")) or any(v for v in judge.values() if not isinstance(v, dict))
 
 
+def judge_facts(judge: dict[str, Any], suite: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """Which judge a report's judge section is of (provider, model, the suite's rpm and tpm), from the run's suite;
+    none when the judge did nothing."""
+    cfg = (suite or {}).get("judge") or {}
+    used = judge_used(judge)
+    return [(k, cfg[k]) for k in ("provider", "model", "rpm", "tpm") if used and cfg.get(k) is not None]
+
+
 def _unpriced(judge: dict[str, Any]) -> bool:
     """Every call was of a model without a price."""
     unpriced, calls = int(float(judge.get("unpriced_calls") or 0)), int(float(judge.get("calls") or 0))

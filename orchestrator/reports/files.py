@@ -311,7 +311,7 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
         written += _write_json(run, out_dir, in_place)
     if "md" in wanted:
         written.append(out_dir / "report.md")
-        write_text_atomic(written[-1], render_markdown(summary), errors=UNENCODABLE)
+        write_text_atomic(written[-1], render_markdown(summary, run.info), errors=UNENCODABLE)
     if stats is not None:
         written.append(out_dir / "report.html")
         failed = list(islice(run.failed_rows(), MAX_FAILED_ROWS)) if summary.failed_rows else []

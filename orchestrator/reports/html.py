@@ -11,7 +11,7 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
-from .console import error_lines, judge_counters, judge_used, reasons_text, since_resume, unscorable_text
+from .console import error_lines, judge_counters, judge_facts, judge_used, reasons_text, since_resume, unscorable_text
 from .itemstats import ItemStats, WorstItem
 from .markdown import TARGET_COLUMNS, target_rows
 from .templates import CSS, environment
@@ -98,8 +98,7 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
     agreement = judge.pop("agreement", None) or {}
     counters = [(k, fmt(v, 4) if isinstance(v, float) else v) for k, v in judge_counters(judge).items()]
     used = judge_used(summary.judge)
-    cfg = (suite or {}).get("judge") or {}
-    facts = [(k, cfg[k]) for k in ("provider", "model", "rpm", "tpm") if used and cfg.get(k) is not None]
+    facts = judge_facts(summary.judge, suite)
     rows = [
         {"name": name, "n": a.get("n", 0), "kappa": fmt(a.get("kappa")),
          "percent": "-" if a.get("percent") is None else f"{a['percent']:.1f}%"}

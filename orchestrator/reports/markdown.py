@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ragscore_workers.counts import counted
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
@@ -11,6 +12,7 @@ from ..terminal import shown
 from .console import (
     error_lines,
     judge_counters,
+    judge_facts,
     judge_used,
     metric_label,
     reasons_text,
@@ -70,8 +72,9 @@ def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[st
     return [*lines, ""]
 
 
-def render_markdown(summary: RunSummary) -> str:
-    """Markdown with the metric table and one table per breakdown."""
+def render_markdown(summary: RunSummary, info: dict[str, Any] | None = None) -> str:
+    """Markdown with the metric table and one table per breakdown; ``info`` (the store's or run_info.json) names
+    the judge."""
     lines = [
         f"# ragscore run {summary.run_id}",
         "",
@@ -95,7 +98,7 @@ def render_markdown(summary: RunSummary) -> str:
     lines += _breakdown("question_type", summary.by_question_type)
     lines += _breakdown("category", summary.by_category)
     lines += _wins(summary)
-    lines += _judge(summary)
+    lines += _judge(summary, (info or {}).get("suite"))
     lines += _targets(summary)
     lines += _timing(summary)
     return "\n".join(lines) + "\n"
@@ -122,13 +125,17 @@ def _wins_count(wins: float) -> str:
     return f"{wins:.2f}".rstrip("0").rstrip(".")
 
 
-def _judge(summary: RunSummary) -> list[str]:
+def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
     if not judge_used(summary.judge):
         return []
     agreement = summary.judge.get("agreement") or {}
     counters = judge_counters(summary.judge)
-    lines = ["## Judge", "", "| " + " | ".join(map(md_cell, counters)) + " |", "|" + "---|" * len(counters),
-             "| " + " | ".join(map(md_cell, counters.values())) + " |", ""]  # fmt: skip
+    facts = judge_facts(summary.judge, suite)
+    lines = ["## Judge", ""]
+    if facts:  # which judge: a report posted alone (a CI comment) says nothing else of it
+        lines += [" · ".join(f"{k} {md_cell(v)}" for k, v in facts), ""]
+    lines += ["| " + " | ".join(map(md_cell, counters)) + " |", "|" + "---|" * len(counters),
+              "| " + " | ".join(map(md_cell, counters.values())) + " |", ""]  # fmt: skip
     if agreement:
         lines += ["| metric | rated by both | agreement | Cohen's kappa |", "|---|---|---|---|"]
         for name, a in agreement.items():

@@ -187,3 +187,19 @@ def test_a_reply_holding_a_lone_surrogate_is_scored_and_reported(home: Path, key
     rubric = result.items[0].metrics["rubric_judge"]
     assert rubric.score == 0.8 and rubric.details["rationale"] == "fine \ufffd here"
     assert (tmp_path / "out" / "report.html").is_file()
+
+
+def test_report_md_names_the_judge_that_judged(home: Path, keys: str, model: str, tmp_path: Path) -> None:
+    """report.md's judge section had counters and agreement but not which provider and model judged (report.html
+    said it): a report posted alone, as a CI comment, could not tell one judge's scores from another's."""
+    rows = [{"id": "q0", "question": "Q?", "reference": "r", "answer": "a [[rating=4]]"}]
+    with FakeProvider(api_key=keys) as fake:
+        suite = {
+            "name": "judge-named",
+            "metrics": ["answer_accuracy"],
+            "judge": {"provider": "openai", "model": model, "base_url": fake.openai_base_url, "rpm": 60, "tpm": None},
+        }
+        result = evaluate(rows, suite, out=tmp_path / "out")
+    assert result.items[0].metrics["answer_accuracy"].score == 1.0
+    judge_section = (tmp_path / "out" / "report.md").read_text().split("## Judge\n\n", 1)[1]
+    assert judge_section.startswith(f"provider openai · model {model} · rpm 60\n\n| calls |"), judge_section[:200]
