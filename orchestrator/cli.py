@@ -532,7 +532,7 @@ def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     if problem is None:
         return
     if summary.state == "cancelled":
-        problem += "; the reports cover those only"
+        problem += f"; the reports cover those only, and `{resume}` scores the rest"
     elif summary.judge.get("breaker"):
         problem += (f"; the items it did not judge are unscored. Fix the cause, then `{resume}` judges them (a key or "
                     "an outage; a wrong model or base_url is in the suite, which a resume keeps: run again with the "

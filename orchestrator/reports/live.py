@@ -352,6 +352,11 @@ class StatusView:
                 "its submission was cut off (Ctrl-C, a lost broker): the totals count the rows sent before; `ragscore "
                 f"run --resume DIR` (DIR: its --out) or `ragscore resume {run_id} --out DIR` sends the rest",
                 style="yellow"))  # fmt: skip
+        elif self.meta.get("state") == RunState.CANCELLED:  # its queues read 100 %: what it stopped counts as done
+            lines.append(Text(
+                "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): what it stopped is unscored, and "
+                f"`ragscore run --resume DIR` (DIR: its --out) or `ragscore resume {run_id} --out DIR` scores it",
+                style="yellow"))  # fmt: skip
         if self.meta.get("error"):
             lines.append(Text(f"error: {self.meta['error']}", style="red"))
         if self.summary is not None:

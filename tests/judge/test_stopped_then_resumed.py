@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +114,42 @@ def test_a_resume_judges_what_is_left_under_the_rate_limits_it_sets(
     assert fast.returncode == 0, fast.stderr
     assert [i["score"] for i in _items(out)] == [1.0] * 8
     assert fake.stats()["requests"] - before == 2 * (8 - len(scored))  # only the items not scored yet were asked
+
+
+def test_a_run_stopped_by_ctrl_c_is_shown_by_status_and_results_with_the_command_that_finishes_it(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """After a Ctrl-C, `ragscore status DIR` showed the run `cancelled` with every queue at 100 % and ETA 0, and
+    `ragscore results` said "the reports cover those only": neither said that a resume scores what it stopped."""
+    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    with FakeProvider(api_key=keys, latency_s=0.5) as fake:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, fake, model)),
+             "--out", str(out), "--quiet"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not fake.stats().get("requests") and run.poll() is None:
+                time.sleep(0.1)
+            assert run.poll() is None, run.communicate()
+            run.send_signal(signal.SIGINT)
+            _, stderr = run.communicate(timeout=60)
+        finally:
+            run.kill()
+            run.wait(30)
+    assert run.returncode == 130 and f"`ragscore run --resume {out}`" in stderr, stderr
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+
+    status = _cli("status", out, home=home)
+    said = " ".join(status.stdout.split())
+    assert f"run {run_id}: cancelled" in said, said
+    assert f"`ragscore run --resume DIR` (DIR: its --out) or `ragscore resume {run_id} --out DIR` scores it" in said
+
+    results = _cli("results", out, "--out", tmp_path / "res", "--quiet", home=home)
+    said = " ".join(results.stderr.split())
+    assert results.returncode == 1, results.stderr
+    resume = f"ragscore resume {run_id} --out {tmp_path / 'res'}"
+    assert f"the reports cover those only, and `{resume}` scores the rest" in said, said
