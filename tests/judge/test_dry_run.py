@@ -149,6 +149,26 @@ def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, hom
     assert not (tmp_path / "out").exists() and not any(home.iterdir())  # no reports, no embedded Redis
 
 
+def test_the_dry_run_warns_of_a_base_url_that_ends_in_what_the_client_adds(tmp_path: Path, home: Path) -> None:
+    """Groq's https://api.groq.com/openai/v1 as a groq judge's base_url: the dry run counted the calls and said
+    nothing; the run's every call was then a 404 and the breaker stopped it."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(2))
+    (tmp_path / "s.json").write_text(json.dumps(_suite(base_url="https://api.groq.com/openai/v1")))
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "RAGSCORE_HOME": str(home), "GROQ_API_KEY": "k"},
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert (
+        "warning: a run here would stop before scoring: The groq judge's base_url https://api.groq.com/openai/v1 "
+        "ends in /openai/v1, which the groq client adds itself"
+        in said
+        and "give https://api.groq.com " in said
+    ), said
+
+
 def test_dry_run_is_refused_with_resume(tmp_path: Path, home: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "x"}))
     result = subprocess.run(
