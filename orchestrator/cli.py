@@ -928,8 +928,15 @@ def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type:
     if lane is None:
         summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
     elif not run_process_alive(store.r, store.meta(run_id)):
-        # its process is gone, and with it every worker of its lane: its summary is written here
-        summarize_cancelled(store, run_id, on_unserved=said, here=True, on_orphaned=held)
+        # its process is gone, and with it every worker of its lane: its summary is written here. Its queues have no
+        # worker, but none was expected (its 'control' queue was named, which the user never sees): said as a whole
+        def gone(unserved: dict[str, int]) -> None:
+            err.print(f"run {run_id}: its `ragscore run` is gone (interrupted), and the workers it started with it: "
+                      "the summary of what it scored is written here once their last tasks end (a minute at most); "
+                      f"what it did not score counts as stopped, which `ragscore resume {run_id} --out DIR` (or "
+                      "`ragscore run --resume DIR`, DIR: its --out) scores", soft_wrap=True)  # fmt: skip
+
+        summarize_cancelled(store, run_id, on_unserved=gone, here=True, on_orphaned=held)
     # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
 
 

@@ -153,3 +153,5 @@ def test_a_run_stopped_by_ctrl_c_is_shown_by_status_and_results_with_the_command
     assert results.returncode == 1, results.stderr
     resume = f"ragscore resume {run_id} --out {tmp_path / 'res'}"
     assert f"the reports cover those only, and `{resume}` scores the rest" in said, said
+    # its own queues have no worker since its process went: said as that, not as a cluster's queue nobody serves
+    assert "no worker consumes" not in said and f"run {run_id}: its `ragscore run` is gone (interrupted)" in said
