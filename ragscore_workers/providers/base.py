@@ -19,7 +19,14 @@ from typing import ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
-from .errors import MalformedReplyError, MissingKeyError, ProviderError, RequestTooLargeError, redact
+from .errors import (
+    MalformedReplyError,
+    MissingKeyError,
+    ProviderError,
+    RequestTooLargeError,
+    redact,
+    redact_url_passwords,
+)
 from .headers import rate_limit_wait
 
 __all__ = [
@@ -227,8 +234,13 @@ class Provider(ABC):
 
     @property
     def endpoint(self) -> str:
-        """The URL a chat completion is posted to (shown in errors: a base_url never holds a credential)."""
-        return (self.base_url or self.default_base_url).rstrip("/") + self.completions_path
+        """The URL a chat completion is posted to, as errors show it: a URL's password redacted (a suite's base_url
+        may hold none, but the Groq SDK also reads ``GROQ_BASE_URL``, which nothing checks)."""
+        return redact_url_passwords(self._root().rstrip("/") + self.completions_path)
+
+    def _root(self) -> str:
+        """The base URL the client posts to."""
+        return self.base_url or self.default_base_url
 
     def explain(self, status: int | None, message: str = "") -> str:
         """What an error's message needs besides the provider's words: where the call went when no server

@@ -54,10 +54,8 @@ class GroqProvider(Provider):
         self._client = groq.Groq(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout_s,
                                  http_client=http)  # fmt: skip
 
-    @property
-    def endpoint(self) -> str:
-        # the SDK's base_url: the suite's, else GROQ_BASE_URL, else Groq's
-        return str(self._client.base_url).rstrip("/") + self.completions_path
+    def _root(self) -> str:
+        return str(self._client.base_url)  # the SDK's: the suite's, else GROQ_BASE_URL, else Groq's
 
     def complete(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         groq = self._groq

@@ -135,6 +135,18 @@ def test_an_endpoint_with_no_server_or_no_such_path_is_named_in_the_error(kind: 
     assert ("/v1 URL" if kind == "openai" else "https://api.groq.com") in said
 
 
+def test_an_unreachable_groq_base_url_from_the_environment_is_named_without_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK reads GROQ_BASE_URL, which no suite check sees: a password in it was shown in every item's error."""
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-test-key-0123456789")
+    monkeypatch.setenv("GROQ_BASE_URL", f"http://user:s3cret-in-the-url@127.0.0.1:{free_port()}")
+    with pytest.raises(ProviderError) as info:
+        GroqProvider(model="m").complete([{"role": "user", "content": "hello"}], PARAMS)
+    said = str(info.value)
+    assert "s3cret-in-the-url" not in said and "(POST http://user:***@127.0.0.1:" in said, said
+
+
 @pytest.mark.parametrize(
     ("kind", "url", "root"),
     [
