@@ -479,6 +479,16 @@ def _run_batch_validator(name: str, items: list[tuple[PointInput, Any]], ctx: Ru
         return [Outcome.failed_to_run(f"{name} validator error: {type(exc).__name__}: {exc}"[:500])]
 
 
+#: Why a row with ``code`` and no answer is unscorable: a point of it checks the answer's text.
+NO_ANSWER_BUT_CODE = "no answer (only the row's code_test points could run its `code`; another point checks the answer)"
+
+
+def _runs_the_code_only(p: ParsedPoint) -> bool:
+    """A ``code_test`` point without extract steps: on a row with ``code`` it runs that code, never reading the
+    answer, so a row of code and no answer (a code-generation dataset) is scored by such points."""
+    return p.point.type == "code_test" and not p.point.extract
+
+
 @register("checks", Queue.CPU, params=ChecksParams, kind="batch", route=_route)
 def checks(rows: list[Row], params: ChecksParams, ctx: RunContext) -> list[MetricResult]:
     """Weighted share of the evaluation points the answer passes (1.0 with no points).
@@ -491,14 +501,19 @@ def checks(rows: list[Row], params: ChecksParams, ctx: RunContext) -> list[Metri
         raw = _raw_points(row, params)
         if raw is None:
             results[i] = MetricResult.unscorable("no checks")
-        elif row.answer is None:
+        elif row.answer is None and not (row.code and row.code.strip()):
             results[i] = MetricResult.unscorable("no answer")
         else:
             try:
-                prepared.append((row, parse_points(raw)))
-                where.append(i)
+                parsed = parse_points(raw)
             except PointSpecError as exc:
                 results[i] = MetricResult.failed(str(exc))
+                continue
+            if row.answer is None and not all(_runs_the_code_only(p) for p in parsed):
+                results[i] = MetricResult.unscorable(NO_ANSWER_BUT_CODE)
+                continue
+            prepared.append((row, parsed))
+            where.append(i)
     external = _external_outcomes(prepared, ctx)
     for i, (row, parsed), ext in zip(where, prepared, external, strict=True):
         try:

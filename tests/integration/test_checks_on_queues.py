@@ -56,3 +56,26 @@ def test_checks_points_run_on_the_queue_they_need(tmp_path: Path, home: Path) ->
         assert points[key][point]["status"] == "failed" and "extract step 1" in points[key][point]["note"], key
         assert by_id[key].score == 0.5, key
     assert all(not m.details["not_run"] for m in by_id.values())
+
+
+def test_code_test_points_score_a_row_of_code_without_an_answer(tmp_path: Path, home: Path) -> None:
+    # A code-generation dataset gives the program in `code` and no answer text: its code_test points run that
+    # code (they were all unscorable, "no answer"). A point that reads the answer still needs one.
+    run = {"id": "run", "type": "code_test", "params": {"stdin": "2 3\n", "stdout": "5"}}
+    add = "a, b = map(int, input().split())\n"
+    rows = [
+        {"id": "right", "code": add + "print(a + b)\n", "checks": [run]},
+        {"id": "wrong", "code": add + "print(a - b)\n", "checks": [run]},
+        {"id": "reads-answer", "code": add + "print(a + b)\n", "checks": [run, KEYWORD]},
+        {"id": "extracts", "code": add + "print(a + b)\n", "checks": [{**run, "extract": {"regex": "```(.*)```"}}]},
+        {"id": "nothing", "checks": [run]},
+    ]
+    result = evaluate(rows, {"metrics": ["checks"]}, out=tmp_path / "out")
+    by_id = {i.id: i.metrics["checks"] for i in result.items}
+
+    assert by_id["right"].score == 1.0 and by_id["right"].details["points"][0]["figures"]["stdout"] == "5\n"
+    assert by_id["wrong"].score == 0.0 and "stdout differs" in by_id["wrong"].details["points"][0]["note"]
+    for key in ("reads-answer", "extracts"):
+        assert by_id[key].score is None and by_id[key].error is None, key
+        assert by_id[key].details["reason"].startswith("no answer (only the row's code_test points"), key
+    assert by_id["nothing"].score is None and by_id["nothing"].details["reason"] == "no answer"
