@@ -140,11 +140,38 @@ def _normalize(text: str) -> str:
     return "\n".join(line.rstrip() for line in lines).rstrip("\n")
 
 
-def judge(result: ExecResult, params: CodeTestParams) -> tuple[bool, dict[str, Any]]:
-    """Did the run pass? Returns ``(passed, details)``; ``details["failures"]`` says why not."""
+def _stopped_by(result: ExecResult, limits: Limits | None, asked: Mapping[str, float]) -> str:
+    """Why the sandbox stopped the program, with the limit it hit ("timeout" alone did not say after how long, nor
+    that a row's point asking for a longer one ran under the suite's)."""
+    said = f"stopped by the sandbox: {result.stopped_by}"
+    if result.stopped_by == "killed" and result.signal is not None:
+        return f"{said} (signal {result.signal})"
+    if limits is None or result.stopped_by not in ("timeout", "memory", "output_limit"):
+        return said
+    if result.stopped_by == "output_limit":
+        return f"{said} (more than {limits.output_bytes / 2**20:g} MiB of stdout and stderr)"
+    name, unit = ("timeout_s", "s") if result.stopped_by == "timeout" else ("memory_mb", "MiB")
+    limit = f"its {getattr(limits, name):g} {unit} limit"
+    if name in asked:
+        limit += f": the suite's sandbox.{name}, which a row's points may lower, never raise"
+    return f"{said} ({limit})"
+
+
+def judge(
+    result: ExecResult,
+    params: CodeTestParams,
+    limits: Limits | None = None,
+    *,
+    asked: Mapping[str, float] | None = None,
+) -> tuple[bool, dict[str, Any]]:
+    """Did the run pass? Returns ``(passed, details)``; ``details["failures"]`` says why not.
+
+    ``limits``: what the program ran under, named in a failure the sandbox stopped; ``asked``: the limits a row's point
+    asked for above those (``{"timeout_s": 600}``; the program ran under the suite's), said after the limit they
+    name."""
     failures: list[str] = []
     if result.stopped_by is not None:
-        failures.append(f"stopped by the sandbox: {result.stopped_by}")
+        failures.append(_stopped_by(result, limits, asked or {}))
     elif result.exit_code != params.exit_code:
         failures.append(f"exit code {result.exit_code}, expected {params.exit_code}")
     if params.stdout is not None and _normalize(result.stdout) != _normalize(params.stdout):
@@ -195,12 +222,16 @@ def run_code_test(
     if from_data and params.image is not None:
         raise ConfigError("an evaluation point may not choose the container image (only the suite's code_test may)")
     timeout_s, memory_mb = params.timeout_s or config.timeout_s, params.memory_mb or config.memory_mb
+    asked: dict[str, float] = {}
     if from_data:
+        wanted = {"timeout_s": params.timeout_s, "memory_mb": params.memory_mb}
         timeout_s, memory_mb = min(timeout_s, config.timeout_s), min(memory_mb, config.memory_mb)
+        applied = {"timeout_s": timeout_s, "memory_mb": memory_mb}
+        asked = {k: v for k, v in wanted.items() if v is not None and v > applied[k]}
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
     sandbox = get_sandbox(config.backend)
     result = sandbox.run(code, language=params.language, stdin=params.stdin, limits=limits, image=params.image)
-    return judge(result, params)
+    return judge(result, params, limits, asked=asked)
 
 
 @register("code_test", Queue.CODE, params=CodeTestParams, kind="batch")
