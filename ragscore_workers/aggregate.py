@@ -106,11 +106,18 @@ def mean_ci(values: np.ndarray) -> list[float] | None:
     return bootstrap_ci(values)
 
 
+def _item_label(item_id: object, system: object) -> str | None:
+    """How a summary names an item: its id, and its system where it has one (ids are unique per system)."""
+    if item_id is None:
+        return None
+    return f"{item_id} (system {system})" if system is not None else str(item_id)
+
+
 class _Acc:
     """Accumulates one metric output: scored values, errors and unscorable counts, of which stopped (and, for a
     dataset-level output, why items were unscorable)."""
 
-    __slots__ = ("values", "errors", "unscorable", "stopped", "first_error", "reasons")
+    __slots__ = ("values", "errors", "unscorable", "stopped", "first_error", "first_error_item", "reasons")
 
     def __init__(self, reasons: bool = False) -> None:
         self.values = array("d")
@@ -118,13 +125,22 @@ class _Acc:
         self.unscorable = 0
         self.stopped = 0
         self.first_error: str | None = None
+        self.first_error_item: str | None = None
         self.reasons: Counter[str] | None = Counter() if reasons else None
 
-    def add(self, score: float | None, error: str | None, reason: object = None, stopped: bool = False) -> None:
+    def add(
+        self,
+        score: float | None,
+        error: str | None,
+        reason: object = None,
+        stopped: bool = False,
+        item: str | None = None,
+    ) -> None:
         if error is not None:
             self.errors += 1
             if self.first_error is None:
                 self.first_error = error[:FIRST_ERROR_CHARS]
+                self.first_error_item = item
         elif score is None:
             self.unscorable += 1
             self.stopped += stopped
@@ -147,6 +163,7 @@ class _Acc:
             unscorable=self.unscorable,
             stopped=self.stopped,
             first_error=self.first_error,
+            first_error_item=self.first_error_item,
             unscorable_reasons=dict(self.reasons.most_common(SHOWN_REASONS)) if self.reasons else None,
         )
 
@@ -236,12 +253,13 @@ class Aggregator:
         dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
         if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
             dims[-1] = ("question_type", grouped_question_type(dims[-1][1]))
+        label = _item_label(meta.get("id"), meta.get("system"))
         for name, result in metrics.items():
             score, error = result.get("score"), result.get("error")
             any_score = any_score or score is not None
             details = result.get("details") or {}
             stopped = bool(details.get("stopped"))
-            self.metrics[name].add(score, error, details.get("reason"), stopped)
+            self.metrics[name].add(score, error, details.get("reason"), stopped, item=label)
             for dim, value in dims:
                 self._breakdown(dim, value)[name].add(score, error, stopped=stopped)
             if name == COMPARE_METRIC and error is None:

@@ -731,6 +731,8 @@ class MetricSummary(BaseModel):
     stopped: int = 0
     #: The first error message seen for this output (cut to 300 characters), so a summary says why.
     first_error: str | None = None
+    #: The item that gave ``first_error``: its id, with ``(system NAME)`` where it has a system.
+    first_error_item: str | None = None
     #: Why items were unscorable: the most common reasons and how many items gave each (dataset level only).
     unscorable_reasons: dict[str, int] | None = None
 

@@ -63,7 +63,8 @@ def error_lines(summary: RunSummary) -> list[str]:
         if not m.errors:
             continue
         every = " (every item)" if not m.n and not m.unscorable else ""
-        lines.append(f"{name}: {counted(m.errors, 'error')}{every}; first: {m.first_error or '?'}")
+        where = f" (item {m.first_error_item})" if m.first_error_item else ""
+        lines.append(f"{name}: {counted(m.errors, 'error')}{every}; first{where}: {m.first_error or '?'}")
     return lines
 
 

@@ -219,14 +219,35 @@ def test_a_failing_metric_says_why_in_the_table_summary_and_report(tmp_path: Pat
     assert result.returncode == 1, result.stderr  # a metric that scored nothing fails the run (reports written)
     assert "no scores for fail_on_flag: every item that reached them errored" in result.stderr
     said = [line for line in result.stdout.splitlines() if line.startswith("fail_on_flag:")]
-    assert len(said) == 1 and "8 errors (every item); first: ValueError: cannot score row q" in said[0], result.stdout
+    assert len(said) == 1 and "8 errors (every item); first (item q" in said[0], result.stdout
+    assert "): ValueError: cannot score row q" in said[0], result.stdout
     assert "unsupported unit" in said[0]
     assert not any(line.startswith("exact_match:") for line in result.stdout.splitlines())
     summary = json.loads((out / "summary.json").read_text())
     first = summary["metrics"]["fail_on_flag"]["first_error"]
     assert first.startswith("ValueError: cannot score row q") and first.endswith("unsupported unit")
     assert summary["metrics"]["exact_match"]["first_error"] is None
-    assert "- fail_on_flag: 8 errors (every item); first: ValueError" in (out / "report.md").read_text()
+    assert "- fail_on_flag: 8 errors (every item); first (item q" in (out / "report.md").read_text()
+
+
+def test_a_metric_error_names_the_item_that_gave_it(tmp_path: Path, home: Path) -> None:
+    """One row of a code dataset whose point is malformed among rows that score: the console, report.md and
+    summary.json said the first error's message, not which of the items to look at."""
+    run = {"id": "run", "type": "code_test", "params": {"stdout": "3"}}
+    rows = [{"id": f"q{i}", "system": "m1", "code": "print(1 + 2)\n", "checks": [run]} for i in range(3)]
+    rows.insert(1, {"id": "cobol", "system": "m1", "code": "print(3)\n",
+                    "checks": [{**run, "params": {"language": "cobol"}}]})  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    out = tmp_path / "out"
+    result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, {"metrics": ["checks"]})), "--out", str(out),
+                      home=home)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stdout.splitlines() if line.startswith("checks:")]
+    assert len(said) == 1 and said[0].startswith("checks: 1 error; first (item cobol (system m1)): checks[0]"), said
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["metrics"]["checks"]["first_error_item"] == "cobol (system m1)"
+    assert summary["metrics"]["checks"]["n"] == 3 and summary["metrics"]["checks"]["mean"] == 1.0
+    assert "- checks: 1 error; first (item cobol (system m1)): checks\\[0\\]" in (out / "report.md").read_text()
 
 
 def test_a_metric_that_could_score_nothing_says_why_in_the_table_summary_and_report(tmp_path: Path, home: Path) -> None:
