@@ -75,7 +75,10 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
             passed, details = run_code_test(code, params, ctx.suite.sandbox, from_data=inp.row.checks is not None)
         except SoftTimeLimitExceeded:  # the task's time is up: not this point's sandbox failing
             raise
-        except (ConfigError, Exception) as exc:  # the sandbox failed, not the program
+        except ConfigError as exc:  # the point asks for what it may not (an image): its error, not the sandbox's
+            out.append(Outcome.failed_to_run(str(exc)[:500]))
+            continue
+        except Exception as exc:  # the sandbox failed, not the program
             out.append(Outcome.failed_to_run(f"sandbox error: {type(exc).__name__}: {exc}"[:500]))
             continue
         note = "; ".join(details["failures"]) or f"exit {details.get('exit_code')}"

@@ -260,6 +260,7 @@ def test_a_rows_evaluation_points_cannot_raise_the_suites_limits(
     assert points["time"]["figures"]["stopped_by"] == "timeout"
     assert points["time"]["figures"]["duration_s"] < TIMEOUT_S + 2
     assert points["image"]["status"] == "error" and "may not choose the container image" in points["image"]["note"]
+    assert not points["image"]["note"].startswith("sandbox error")  # the row's point is at fault, not the sandbox
     assert points["lower"]["figures"]["stopped_by"] == "timeout" and points["lower"]["figures"]["duration_s"] < 3
 
 
