@@ -180,14 +180,18 @@ def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:
 _SECRET_QUERY = frozenset({"key", "code", "sig", "signature"})
 
 
+def secret_query_param(name: str) -> bool:
+    """Whether a URL's query parameter named so carries a credential (``api_key``, ``token``, ``key``, ``sig``)."""
+    return credential_name(name) or name.lower() in _SECRET_QUERY
+
+
 def no_secret_in_url(url: str | None) -> str | None:
     """A suite's ``url`` / ``base_url`` is kept with the run and shown in messages: one carrying a credential
     (``user:password@``, ``?api_key=``) is refused, unshown, with where the credential goes instead."""
     if url is None:
         return url
     parts = urlsplit(url)
-    named = sorted({n for n, _ in parse_qsl(parts.query, keep_blank_values=True)
-                    if credential_name(n) or n.lower() in _SECRET_QUERY})  # fmt: skip
+    named = sorted({n for n, _ in parse_qsl(parts.query, keep_blank_values=True) if secret_query_param(n)})
     if "@" in parts.netloc or named:
         where = f"query parameter {', '.join(named)}" if named else "user info (user:password@)"
         raise PydanticCustomError(

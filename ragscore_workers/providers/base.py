@@ -25,7 +25,7 @@ from .errors import (
     ProviderError,
     RequestTooLargeError,
     redact,
-    redact_url_passwords,
+    shown_url,
 )
 from .headers import rate_limit_wait
 
@@ -234,9 +234,10 @@ class Provider(ABC):
 
     @property
     def endpoint(self) -> str:
-        """The URL a chat completion is posted to, as errors show it: a URL's password redacted (a suite's base_url
-        may hold none, but the Groq SDK also reads ``GROQ_BASE_URL``, which nothing checks)."""
-        return redact_url_passwords(self._root().rstrip("/") + self.completions_path)
+        """The URL a chat completion is posted to, as errors show it: a URL's password and credential query values
+        redacted (a suite's base_url may hold none, but the Groq SDK also reads ``GROQ_BASE_URL``, which nothing
+        checks)."""
+        return shown_url(self._root().rstrip("/") + self.completions_path)
 
     def _root(self) -> str:
         """The base URL the client posts to."""

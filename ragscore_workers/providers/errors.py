@@ -23,10 +23,10 @@ import re
 import socket
 import traceback
 from collections.abc import Mapping
-from urllib.parse import quote, quote_plus, unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 from ..errors import ConfigError, RagscoreError
-from ..schemas import credential_name
+from ..schemas import credential_name, secret_query_param
 
 __all__ = [
     "JudgeError",
@@ -41,6 +41,7 @@ __all__ = [
     "redact",
     "redact_environment",
     "redact_url_passwords",
+    "shown_url",
     "traceback_text",
     "where_here",
 ]
@@ -87,6 +88,22 @@ def _forms(secret: str) -> list[str]:
 def redact_url_passwords(text: str) -> str:
     """``text`` with the password of every URL it quotes (``postgres://u:pw@h/db``) as ``***``, whatever its length."""
     return _URL_PASSWORD.sub(r"\1***@", text)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message may show it: its password (:func:`redact_url_passwords`) and the values of its query
+    parameters named like a credential (``?api_key=``, ``&token=``: what :func:`no_secret_in_url` refuses in a suite,
+    but a URL from elsewhere, as the Groq SDK's ``GROQ_BASE_URL``, may hold) as ``***``."""
+    head, mark, query = url.partition("?")
+    if mark:
+        fragment = ""
+        if "#" in query:
+            query, fragment = query.split("#", 1)
+            fragment = "#" + fragment
+        fields = [(f.partition("=")[0] + "=***" if secret_query_param(unquote_plus(f.partition("=")[0])) else f)
+                  for f in query.split("&")]  # fmt: skip
+        url = f"{head}?{'&'.join(fields)}{fragment}"
+    return redact_url_passwords(url)
 
 
 def environment_secrets() -> list[str]:

@@ -148,6 +148,22 @@ def test_an_unreachable_groq_base_url_from_the_environment_is_named_without_its_
 
 
 @pytest.mark.parametrize(
+    "query", ["api_key=s3cret-in-the-query", "x=1&token=s3cret-in-the-query", "sig=s3cret-in-the-query"]
+)
+def test_an_unreachable_groq_base_url_from_the_environment_is_named_without_its_query_credential(
+    query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GROQ_BASE_URL may carry a proxy's token as a query parameter (a suite's base_url may not: no_secret_in_url):
+    the '(POST URL)' of a connection error showed it in every item's error."""
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-test-key-0123456789")
+    monkeypatch.setenv("GROQ_BASE_URL", f"http://127.0.0.1:{free_port()}/?{query}")
+    with pytest.raises(ProviderError) as info:
+        GroqProvider(model="m").complete([{"role": "user", "content": "hello"}], PARAMS)
+    said = str(info.value)
+    assert "s3cret-in-the-query" not in said and "(POST http://127.0.0.1:" in said and "=***" in said, said
+
+
+@pytest.mark.parametrize(
     ("kind", "url", "root"),
     [
         ("openai", "http://127.0.0.1:8000/v1/chat/completions", "http://127.0.0.1:8000/v1"),
