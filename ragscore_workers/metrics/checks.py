@@ -512,6 +512,10 @@ def checks(rows: list[Row], params: ChecksParams, ctx: RunContext) -> list[Metri
             if row.answer is None and not all(_runs_the_code_only(p) for p in parsed):
                 results[i] = MetricResult.unscorable(NO_ANSWER_BUT_CODE)
                 continue
+            if row.answer is None and all(p.point.informational for p in parsed):
+                # no scored point runs the code (none at all, or informational ones): 1.0 whatever the code does
+                results[i] = MetricResult.unscorable("no answer")
+                continue
             prepared.append((row, parsed))
             where.append(i)
     external = _external_outcomes(prepared, ctx)

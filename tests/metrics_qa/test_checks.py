@@ -96,6 +96,18 @@ def test_without_points_or_answer_the_row_is_unscorable() -> None:
     assert checks(Row(id="x", checks=[PASS]), ChecksParams()).details["reason"] == "no answer"
 
 
+def test_a_row_of_code_without_an_answer_and_no_points_is_not_scored() -> None:
+    # A row of code and no answer is scored by its code_test points; with none (or only informational ones, never
+    # scored) nothing scores its code, so it stays "no answer": it read 1.0, whatever the code did.
+    for row, params in ((Row(id="x", code="print(1)\n", checks=[]), ChecksParams()),
+                        (Row(id="x", code="print(1)\n"), ChecksParams(points=[])),
+                        (Row(id="x", code="print(1)\n", checks=[{"type": "code_test", "informational": True}]),
+                         ChecksParams())):  # fmt: skip
+        result = checks(row, params)
+        assert result.score is None and result.error is None, result
+        assert result.details["reason"] == "no answer", result.details
+
+
 def test_suite_points_apply_to_rows_without_their_own() -> None:
     params = ChecksParams(points=[FAIL])
     assert checks(Row(id="x", answer=ANSWER), params).score == 0.0
