@@ -259,6 +259,11 @@ class Provider(ABC):
             return f" (the key in {self.key_env})"
         return ""
 
+    def status_message(self, status: int, message: str, code: str | None) -> str:
+        """An error reply's message with what :meth:`explain` adds, redacted; an empty one (a gateway's bare 401)
+        says that there was none."""
+        return self._redact((message.strip() or "no error message") + self.explain(status, f"{code or ''} {message}"))
+
     def _needs_key(self) -> bool:
         return self.key_required
 

@@ -78,7 +78,7 @@ class GroqProvider(Provider):
         except groq.APIStatusError as exc:
             message, code = error_details(exc.response.content)
             raise ProviderError(
-                self._redact(message.rstrip() + self.explain(exc.status_code, f"{code or ''} {message}")),
+                self.status_message(exc.status_code, message, code),
                 provider=self.name,
                 status=exc.status_code,
                 headers=dict(exc.response.headers),

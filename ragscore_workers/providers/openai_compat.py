@@ -118,7 +118,7 @@ class OpenAICompatProvider(Provider):
         except httpx.HTTPStatusError as exc:
             message, code = error_details(body)
             status = response.status_code
-            said = self._redact(message.rstrip() + self.explain(status, f"{code or ''} {message}"))
+            said = self.status_message(status, message, code)
             raise ProviderError(said, provider=self.name, status=status, headers=headers, code=code) from exc
         try:
             data = json.loads(body)

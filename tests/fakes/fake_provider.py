@@ -52,8 +52,9 @@ from .trickle import write_slowly
 __all__ = ["FakeProvider", "count_tokens", "format_duration"]
 
 COMPLETION_PATHS = ("/openai/v1/chat/completions", "/v1/chat/completions")
-FAULT_KINDS = ("400", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect", "groq_429",
-               "too_large_429", "context_length", "413", "498", "trickle", "trickle_500", "huge")  # fmt: skip
+FAULT_KINDS = ("400", "401_empty", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect",
+               "groq_429", "too_large_429", "context_length", "413", "498", "trickle", "trickle_500",
+               "huge")  # fmt: skip
 _MARKER = re.compile(r"\[\[(fault|reply|rating|refuse)=(.*?)\]\]", re.S)
 
 Responder = Callable[[str, int], "str | None"]
@@ -466,6 +467,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "498":  # Groq's flex tier: no capacity right now, retry with backoff
             message = "Flex tier capacity exceeded. This model is currently experiencing high demand."
             self._send(498, _error_body(message, "capacity_exceeded", "capacity_exceeded"))
+        elif kind == "401_empty":  # a proxy's or gateway's refusal with no body at all
+            self._send(401, None, raw=b"")
         elif kind == "400":
             self._send(400, _error_body("Bad request (injected).", "invalid_request_error", "bad_request"))
         elif kind in ("500", "502", "503"):

@@ -108,6 +108,17 @@ def test_a_401_names_the_variable_whose_key_it_refused_or_says_that_none_was_sen
 
 
 @pytest.mark.parametrize("kind", ["groq", "openai"])
+def test_a_401_with_an_empty_body_reads_cleanly(kind: str, fake: FakeProvider) -> None:
+    """A gateway's 401 with no body read "HTTP 401:  (the key in X)": a double space where the message was."""
+    fake.fail_next("401_empty")
+    with pytest.raises(ProviderError) as info:
+        _provider(kind, fake).complete([{"role": "user", "content": "hello"}], PARAMS)
+    key_env = "GROQ_API_KEY" if kind == "groq" else "OPENAI_API_KEY"
+    assert info.value.status == 401
+    assert str(info.value) == f"{kind} HTTP 401: no error message (the key in {key_env})", str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["groq", "openai"])
 def test_an_endpoint_with_no_server_or_no_such_path_is_named_in_the_error(kind: str, fake: FakeProvider) -> None:
     """A wrong port said "Connection error." (Groq) or "Connection refused" with no URL; a base_url without /v1 said
     404 "unknown path" (or a server's bare "Not Found"), never which URL was posted to nor what base_url should be."""
