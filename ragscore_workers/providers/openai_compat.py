@@ -85,7 +85,7 @@ class OpenAICompatProvider(Provider):
         super().__init__(model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         self._client = httpx.Client(
-            base_url=(base_url or DEFAULT_BASE_URL).rstrip("/") + "/",
+            base_url=self._root().rstrip("/") + "/",
             headers=headers,
             timeout=httpx.Timeout(timeout_s),
             limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
@@ -94,18 +94,18 @@ class OpenAICompatProvider(Provider):
     def _needs_key(self) -> bool:
         # OpenAI and other hosted APIs (https) need a key; a server over plain http, on this machine or a private
         # network, usually not.
-        url = self.base_url or DEFAULT_BASE_URL
+        url = self._root()
         return not (url.startswith("http://") or is_private_host(url))
 
     def _missing_key_hint(self) -> str:
-        host = httpx.URL(self.base_url or DEFAULT_BASE_URL).host
+        host = httpx.URL(self._root()).host
         return f" (for {host}; any value if that server needs none)"
 
     def complete(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         payload = {"model": self.model, "messages": [dict(m) for m in messages], **params.request_fields()}
         started = time.monotonic()
         try:
-            with self._client.stream("POST", "chat/completions", json=payload) as response:
+            with self._client.stream("POST", self.completions_path.lstrip("/"), json=payload) as response:
                 body = read_reply(response.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name)
         except httpx.TimeoutException as exc:
             raise ProviderError(f"timed out after {self.timeout_s} s", provider=self.name) from exc
