@@ -204,7 +204,7 @@ class Provider(ABC):
         self.timeout_s = timeout_s
         self.key_env = api_key_env or self.default_key_env
         if base_url:
-            self._check_base_url(base_url)
+            self.check_base_url(base_url)
         self._api_key = read_secret(self.key_env)
         if self._api_key is None and self._needs_key():
             raise MissingKeyError(self.name, self.key_env, hint=self._missing_key_hint())
@@ -219,17 +219,23 @@ class Provider(ABC):
             log.warning("the %s judge sends the key in %s over plain http to %s: it is readable on every network "
                         "it crosses (use https)", self.name, self.key_env, host)  # fmt: skip
 
-    def _check_base_url(self, base_url: str) -> None:
-        """ConfigError for a ``base_url`` ending in what the client adds itself, with the one to give instead."""
+    @classmethod
+    def check_base_url(cls, base_url: str, source: str | None = None) -> None:
+        """ConfigError for a ``base_url`` ending in what the client adds itself, with the one to give instead and
+        where: in ``source`` (the environment variable that held it), else the suite or its override."""
         parts = urlsplit(base_url)
         path = parts.path.rstrip("/")
-        for tail in self.added_tails:
+        where = (
+            f"in {source}, which held it"
+            if source
+            else "as judge.base_url, or in RAGSCORE_JUDGE_BASE_URL, which overrides it: a resume keeps the suite"
+        )
+        for tail in cls.added_tails:
             if path.lower().endswith(tail):
                 root = urlunsplit(parts._replace(path=path[: -len(tail)]))
                 raise ConfigError(
-                    f"The {self.name} judge's base_url {base_url} ends in {tail}, which the {self.name} client adds "
-                    f"itself (it posts to base_url + {self.completions_path}): give {root} (as judge.base_url, or in "
-                    "RAGSCORE_JUDGE_BASE_URL, which overrides it: a resume keeps the suite)"
+                    f"The {cls.name} judge's base_url {base_url} ends in {tail}, which the {cls.name} client adds "
+                    f"itself (it posts to base_url + {cls.completions_path}): give {root} ({where})"
                 )
 
     @property

@@ -73,6 +73,8 @@ def make_provider(
     """The provider for a judge config; one per process and config (connection pools are reused)."""
     cls = _provider_class(config.provider)
     base_url = _base_url(config)
+    if base_url and os.environ.get(BASE_URL_ENV):  # the variable held it: its refusal says so
+        cls.check_base_url(base_url, source=BASE_URL_ENV)
     key_env = api_key_env or cls.default_key_env
     return _cached_provider(config.provider, config.model, base_url, api_key_env, os.environ.get(key_env), timeout_s)
 

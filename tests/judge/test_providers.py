@@ -198,6 +198,22 @@ def test_a_base_url_ending_in_what_the_client_adds_itself_is_refused_with_the_ro
     assert provider(model="m", base_url=root).endpoint.startswith(root.rstrip("/") + "/")
 
 
+@pytest.mark.parametrize("kind", ["groq", "openai"])
+def test_a_base_url_override_ending_in_what_the_client_adds_is_refused_naming_the_variable(
+    kind: str, keys: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RAGSCORE_JUDGE_BASE_URL ending in /chat/completions was refused with "give ROOT (as judge.base_url, or in
+    RAGSCORE_JUDGE_BASE_URL ...)", as if the suite might hold it: the variable did."""
+    from ragscore_workers.providers.factory import BASE_URL_ENV, make_provider
+    from ragscore_workers.schemas import JudgeConfig
+
+    monkeypatch.setenv(BASE_URL_ENV, "http://127.0.0.1:8000/v1/chat/completions")
+    with pytest.raises(ConfigError, match="ends in /chat/completions") as info:
+        make_provider(JudgeConfig(provider=kind, model="m", base_url="http://127.0.0.1:8000/v1"))
+    said = str(info.value)
+    assert f"(in {BASE_URL_ENV}, which held it)" in said and "judge.base_url" not in said, said
+
+
 def test_missing_keys_fail_with_the_variable_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GROQ_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
