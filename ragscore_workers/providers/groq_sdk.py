@@ -67,9 +67,11 @@ class GroqProvider(Provider):
                 **params.request_fields(),  # type: ignore[arg-type]
             ) as raw:
                 headers = dict(raw.headers)
-                body = read_reply(raw.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name)
+                body = read_reply(raw.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name,
+                                  where=self._redact(self.explain(None)))  # fmt: skip
         except (groq.APITimeoutError, httpx.TimeoutException) as exc:
-            raise ProviderError(f"timed out after {self.timeout_s} s", provider=self.name) from exc
+            said = f"timed out after {self.timeout_s} s{self.explain(None)}"
+            raise ProviderError(self._redact(said), provider=self.name) from exc
         except (groq.APIConnectionError, httpx.HTTPError) as exc:  # the body's reads raise httpx's own errors
             # the SDK's own words are "Connection error."; the httpx error it was raised from says which
             cause = exc.__cause__ if isinstance(exc, groq.APIConnectionError) and exc.__cause__ else exc

@@ -25,13 +25,13 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_CONNECTIONS = 128
 
 
-def read_reply(chunks: Iterable[bytes], started: float, *, timeout_s: float, provider: str) -> bytes:
+def read_reply(chunks: Iterable[bytes], started: float, *, timeout_s: float, provider: str, where: str = "") -> bytes:
     """A streamed reply's body (:func:`read_body`): one still arriving after ``timeout_s`` is a transient
-    ProviderError, one over the size cap a MalformedReplyError."""
+    ProviderError (its message ending in ``where``: the endpoint), one over the size cap a MalformedReplyError."""
     try:
         return read_body(chunks, started, timeout_s)
     except ReplyTooSlow as exc:
-        raise ProviderError(str(exc), provider=provider) from exc
+        raise ProviderError(f"{exc}{where}", provider=provider) from exc
     except ReplyTooLarge as exc:
         raise MalformedReplyError(str(exc), provider=provider, status=200) from exc
 
@@ -106,9 +106,11 @@ class OpenAICompatProvider(Provider):
         started = time.monotonic()
         try:
             with self._client.stream("POST", self.completions_path.lstrip("/"), json=payload) as response:
-                body = read_reply(response.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name)
+                body = read_reply(response.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name,
+                                  where=self._redact(self.explain(None)))  # fmt: skip
         except httpx.TimeoutException as exc:
-            raise ProviderError(f"timed out after {self.timeout_s} s", provider=self.name) from exc
+            said = f"timed out after {self.timeout_s} s{self.explain(None)}"
+            raise ProviderError(self._redact(said), provider=self.name) from exc
         except httpx.HTTPError as exc:  # connection refused, reset, protocol errors
             said = f"{type(exc).__name__}: {exc}{self.explain(None)}"
             raise ProviderError(self._redact(said), provider=self.name) from exc

@@ -401,6 +401,18 @@ def test_the_fake_served_from_another_process_answers_and_runs_its_module_once()
 
 
 @pytest.mark.parametrize("kind", ["groq", "openai"])
+@pytest.mark.parametrize("fault", ["timeout", "trickle"])
+def test_a_timeout_names_the_endpoint_as_a_connection_error_does(kind: str, fault: str, fake: FakeProvider) -> None:
+    """A timeout said only "timed out after 1.0 s": not where the call went, as a connection error says."""
+    provider = _provider(kind, fake)  # timeout_s 1
+    fake.hang_s = 3.0
+    fake.fail_next(fault)
+    with pytest.raises(ProviderError, match=r"timed out after 1.0 s") as info:
+        provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+    assert str(info.value).endswith(f"(POST {provider.endpoint})"), str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["groq", "openai"])
 def test_a_reply_that_trickles_in_is_cut_at_the_timeout_and_a_huge_one_refused(kind: str, fake: FakeProvider) -> None:
     """httpx's timeout bounds each read, not the call: a reply sent a byte at a time (each byte well within the
     read timeout) would hold the call, and its budget hold, for as long as the server likes."""
