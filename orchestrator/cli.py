@@ -898,9 +898,16 @@ def cancel_cmd(
     if state == "cancelled":
         again = " (it already was)" if was == "cancelled" else ""
         watched = lane is not None and run_process_alive(store.r, store.meta(run_id))  # its process waits on it
-        then = ("its `ragscore run` writes the reports of what it scored into its --out DIR" if watched
-                else f"`ragscore results {run_id} --out DIR` writes the reports of what it scored")  # fmt: skip
-        err.print(f"run {run_id}: cancelled{again}; the workers skip its queued tasks, then {then}", soft_wrap=True)
+        if watched:
+            then = (
+                "the workers skip its queued tasks, then its `ragscore run` writes the reports of what it scored into "
+                "its --out DIR"
+            )
+        else:
+            then = f"`ragscore results {run_id} --out DIR` writes the reports of what it scored"
+            if lane is None:  # a cluster's workers skip them; an embedded run's went with its process (said next)
+                then = f"the workers skip its queued tasks, then {then}"
+        err.print(f"run {run_id}: cancelled{again}; {then}", soft_wrap=True)
         _summarize_cancelled(store, lane, run_id)
     else:
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")

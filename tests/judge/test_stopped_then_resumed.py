@@ -155,3 +155,47 @@ def test_a_run_stopped_by_ctrl_c_is_shown_by_status_and_results_with_the_command
     assert f"the reports cover those only, and `{resume}` scores the rest" in said, said
     # its own queues have no worker since its process went: said as that, not as a cluster's queue nobody serves
     assert "no worker consumes" not in said and f"run {run_id}: its `ragscore run` is gone (interrupted)" in said
+
+
+def test_cancelling_a_killed_embedded_run_says_one_thing_of_who_writes_its_summary(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """`ragscore cancel` of an embedded run whose `ragscore run` was killed said "the workers skip its queued tasks",
+    then "its `ragscore run` is gone (interrupted), and the workers it started with it": no worker was left."""
+    import psutil
+
+    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    with FakeProvider(api_key=keys, latency_s=1.0) as fake:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, fake, model)),
+             "--out", str(out), "--quiet"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        workers: list[psutil.Process] = []
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not fake.stats().get("requests") and run.poll() is None:
+                time.sleep(0.1)
+            assert run.poll() is None and (out / "run.json").is_file()
+            workers = psutil.Process(run.pid).children()
+            run.send_signal(signal.SIGKILL)  # as a closed laptop or the OOM killer: no Ctrl-C, no cancel
+            run.wait(30)
+            psutil.wait_procs(workers, timeout=30)  # its workers go with it
+            cancel = _cli("cancel", out, home=home)
+        finally:
+            if run.poll() is None:
+                run.kill()
+            for proc in workers:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    said = " ".join(cancel.stderr.split())
+    assert cancel.returncode == 0, cancel.stderr
+    assert f"run {run_id}: cancelled" in said and "its `ragscore run` is gone (interrupted)" in said, said
+    assert "the workers skip its queued tasks" not in said, said
+    results = _cli("results", out, "--out", tmp_path / "res", "--quiet", home=home)
+    assert results.returncode == 1 and (tmp_path / "res" / "summary.json").is_file(), results.stderr
