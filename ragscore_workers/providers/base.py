@@ -7,6 +7,7 @@ counters around it. Keys come from the environment only and never leave the prov
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import logging
@@ -248,6 +249,12 @@ class Provider(ABC):
     def _root(self) -> str:
         """The base URL the client posts to."""
         return self.base_url or self.default_base_url
+
+    @functools.cached_property
+    def posted_to(self) -> str:
+        """`` (POST URL)``, which a failed call's message ends in: worked out once, not on every call's read of its
+        reply (a provider's endpoint never changes)."""
+        return self._redact(self.explain(None))
 
     def explain(self, status: int | None, message: str = "") -> str:
         """What an error's message needs besides the provider's words: where the call went when no server

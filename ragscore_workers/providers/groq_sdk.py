@@ -68,7 +68,7 @@ class GroqProvider(Provider):
             ) as raw:
                 headers = dict(raw.headers)
                 body = read_reply(raw.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name,
-                                  where=self._redact(self.explain(None)))  # fmt: skip
+                                  where=self.posted_to)  # fmt: skip
         except (groq.APITimeoutError, httpx.TimeoutException) as exc:
             said = f"timed out after {self.timeout_s} s{self.explain(None)}"
             raise ProviderError(self._redact(said), provider=self.name) from exc

@@ -107,7 +107,7 @@ class OpenAICompatProvider(Provider):
         try:
             with self._client.stream("POST", self.completions_path.lstrip("/"), json=payload) as response:
                 body = read_reply(response.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name,
-                                  where=self._redact(self.explain(None)))  # fmt: skip
+                                  where=self.posted_to)  # fmt: skip
         except httpx.TimeoutException as exc:
             said = f"timed out after {self.timeout_s} s{self.explain(None)}"
             raise ProviderError(self._redact(said), provider=self.name) from exc
