@@ -107,10 +107,16 @@ def mean_ci(values: np.ndarray) -> list[float] | None:
 
 
 def _item_label(item_id: object, system: object) -> str | None:
-    """How a summary names an item: its id, and its system where it has one (ids are unique per system)."""
+    """How a summary names an item: its id, and its system where it has one (ids are unique per system), each cut
+    to :data:`FIRST_ERROR_CHARS` as the error it names is (an id is the user's text, of any length)."""
     if item_id is None:
         return None
-    return f"{item_id} (system {system})" if system is not None else str(item_id)
+    label = _cut(str(item_id))
+    return f"{label} (system {_cut(str(system))})" if system is not None else label
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= FIRST_ERROR_CHARS else text[: FIRST_ERROR_CHARS - 1] + "…"
 
 
 class _Acc:

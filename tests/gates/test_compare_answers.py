@@ -55,6 +55,16 @@ def test_no_wins_without_two_scored_systems_on_a_question() -> None:
     assert agg.summary("r").wins == {}  # only checks scores compete
 
 
+def test_the_item_a_first_error_names_is_cut_as_the_error_is() -> None:
+    agg = Aggregator()
+    long_id = "q" * 5000
+    agg.add_raw({"id": long_id, "system": "s" * 5000}, {"exact_match": {"error": "boom"}})
+    agg.add_raw({"id": "q2"}, {"exact_match": {"error": "later"}})
+    named = agg.summary("r").metrics["exact_match"].first_error_item
+    assert named is not None and named.startswith("q" * 200) and len(named) < 700, len(named or "")
+    assert " (system sss" in named and named.endswith("…)")
+
+
 POINTS = [
     {"id": "capital", "type": "keyword", "params": {"keywords": ["Paris"]}, "weight": 3},
     {"id": "river", "type": "keyword", "params": {"keywords": ["Seine"]}, "weight": 1},
