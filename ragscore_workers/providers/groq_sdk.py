@@ -8,17 +8,37 @@ provider in tests); the SDK appends ``/openai/v1/chat/completions``.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 
 import httpx
+from pydantic_core import PydanticCustomError
 
+from ..errors import ConfigError
 from ..http_body import BoundedTransport
+from ..schemas import no_secret_in_url
 from .base import DEFAULT_TIMEOUT_S, Completion, CompletionParams, Message, Provider
 from .errors import MalformedReplyError, ProviderError
 from .openai_compat import MAX_CONNECTIONS, error_details, parse_completion, read_reply
 
 __all__ = ["GroqProvider"]
+
+
+#: The variable the Groq SDK reads its base URL from when it is given none (the suite's and
+#: RAGSCORE_JUDGE_BASE_URL come first).
+SDK_BASE_URL_ENV = "GROQ_BASE_URL"
+
+
+def _check_sdk_base_url(url: str) -> None:
+    """ConfigError (the value unshown) for a ``GROQ_BASE_URL`` that carries a credential, as a suite's base_url may
+    not (``user:password@`` goes out as HTTP basic auth in place of the key, and a 401 may echo it), or that ends
+    in the path the SDK adds."""
+    try:
+        no_secret_in_url(url)
+    except PydanticCustomError as exc:
+        raise ConfigError(f"{SDK_BASE_URL_ENV}: {exc.message()}") from None
+    GroqProvider.check_base_url(url, source=SDK_BASE_URL_ENV)
 
 
 class GroqProvider(Provider):
@@ -42,6 +62,8 @@ class GroqProvider(Provider):
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         super().__init__(model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s)
+        if base_url is None and (sdk_url := os.environ.get(SDK_BASE_URL_ENV)):
+            _check_sdk_base_url(sdk_url)
         try:
             import groq
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
@@ -70,8 +92,7 @@ class GroqProvider(Provider):
                 body = read_reply(raw.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name,
                                   where=self.posted_to)  # fmt: skip
         except (groq.APITimeoutError, httpx.TimeoutException) as exc:
-            said = f"timed out after {self.timeout_s} s{self.explain(None)}"
-            raise ProviderError(self._redact(said), provider=self.name) from exc
+            raise ProviderError(f"timed out after {self.timeout_s} s{self.posted_to}", provider=self.name) from exc
         except (groq.APIConnectionError, httpx.HTTPError) as exc:  # the body's reads raise httpx's own errors
             # the SDK's own words are "Connection error."; the httpx error it was raised from says which
             cause = exc.__cause__ if isinstance(exc, groq.APIConnectionError) and exc.__cause__ else exc

@@ -109,8 +109,7 @@ class OpenAICompatProvider(Provider):
                 body = read_reply(response.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name,
                                   where=self.posted_to)  # fmt: skip
         except httpx.TimeoutException as exc:
-            said = f"timed out after {self.timeout_s} s{self.explain(None)}"
-            raise ProviderError(self._redact(said), provider=self.name) from exc
+            raise ProviderError(f"timed out after {self.timeout_s} s{self.posted_to}", provider=self.name) from exc
         except httpx.HTTPError as exc:  # connection refused, reset, protocol errors
             said = f"{type(exc).__name__}: {exc}{self.explain(None)}"
             raise ProviderError(self._redact(said), provider=self.name) from exc
