@@ -116,24 +116,34 @@ def test_a_resume_judges_what_is_left_under_the_rate_limits_it_sets(
     assert fake.stats()["requests"] - before == 2 * (8 - len(scored))  # only the items not scored yet were asked
 
 
+def _judging_run(
+    tmp_path: Path, fake: FakeProvider, model: str, home: Path, out: Path, *, output: int
+) -> subprocess.Popen[str]:
+    """An embedded ``ragscore run`` of ROWS into ``out`` in a process of its own, returned once the fake provider
+    has its first request (or the run ended, or 120 s passed); its stdout and stderr go to ``output``."""
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, fake, model)),
+         "--out", str(out), "--quiet"],
+        cwd=ROOT, env=env, stdout=output, stderr=output, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not fake.stats().get("requests") and run.poll() is None:
+        time.sleep(0.1)
+    return run
+
+
 def test_a_run_stopped_by_ctrl_c_is_shown_by_status_and_results_with_the_command_that_finishes_it(
     tmp_path: Path, home: Path, keys: str, model: str
 ) -> None:
     """After a Ctrl-C, `ragscore status DIR` showed the run `cancelled` with every queue at 100 % and ETA 0, and
     `ragscore results` said "the reports cover those only": neither said that a resume scores what it stopped."""
-    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
-    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
-    env.pop("RAGSCORE_BROKER_URL", None)
+    out = tmp_path / "out"
     with FakeProvider(api_key=keys, latency_s=0.5) as fake:
-        run = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, fake, model)),
-             "--out", str(out), "--quiet"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.PIPE)
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not fake.stats().get("requests") and run.poll() is None:
-                time.sleep(0.1)
             assert run.poll() is None, run.communicate()
             run.send_signal(signal.SIGINT)
             _, stderr = run.communicate(timeout=60)
@@ -164,20 +174,11 @@ def test_cancelling_a_killed_embedded_run_says_one_thing_of_who_writes_its_summa
     then "its `ragscore run` is gone (interrupted), and the workers it started with it": no worker was left."""
     import psutil
 
-    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
-    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
-    env.pop("RAGSCORE_BROKER_URL", None)
+    out = tmp_path / "out"
     with FakeProvider(api_key=keys, latency_s=1.0) as fake:
-        run = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, fake, model)),
-             "--out", str(out), "--quiet"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.DEVNULL)
         workers: list[psutil.Process] = []
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not fake.stats().get("requests") and run.poll() is None:
-                time.sleep(0.1)
             assert run.poll() is None and (out / "run.json").is_file()
             workers = psutil.Process(run.pid).children()
             run.send_signal(signal.SIGKILL)  # as a closed laptop or the OOM killer: no Ctrl-C, no cancel
