@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -140,13 +140,15 @@ class _Acc:
         error: str | None,
         reason: object = None,
         stopped: bool = False,
-        item: str | None = None,
+        item: Mapping[str, Any] | None = None,
     ) -> None:
+        """Count one item's score or error; ``item`` (its meta: id, system) names the first error only, so the label
+        is built once per output, not per item."""
         if error is not None:
             self.errors += 1
             if self.first_error is None:
                 self.first_error = error[:FIRST_ERROR_CHARS]
-                self.first_error_item = item
+                self.first_error_item = _item_label(item.get("id"), item.get("system")) if item else None
         elif score is None:
             self.unscorable += 1
             self.stopped += stopped
@@ -259,13 +261,12 @@ class Aggregator:
         dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
         if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
             dims[-1] = ("question_type", grouped_question_type(dims[-1][1]))
-        label = _item_label(meta.get("id"), meta.get("system"))
         for name, result in metrics.items():
             score, error = result.get("score"), result.get("error")
             any_score = any_score or score is not None
             details = result.get("details") or {}
             stopped = bool(details.get("stopped"))
-            self.metrics[name].add(score, error, details.get("reason"), stopped, item=label)
+            self.metrics[name].add(score, error, details.get("reason"), stopped, item=meta)
             for dim, value in dims:
                 self._breakdown(dim, value)[name].add(score, error, stopped=stopped)
             if name == COMPARE_METRIC and error is None:
