@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_PROCESSES",
     "DEFAULT_TIMEOUT_S",
     "LANGUAGES",
+    "LIMIT_SIGNALS",
     "ExecResult",
     "Language",
     "Limits",
@@ -46,7 +47,12 @@ DEFAULT_OPEN_FILES = 64
 #: Bytes of stdout + stderr kept; a program printing more is stopped (``output_limit``).
 DEFAULT_OUTPUT_BYTES = 1 << 20
 
-StopReason = Literal["timeout", "memory", "killed", "output_limit"]
+#: Why the sandbox stopped a program: ``timeout`` (the wall clock), ``cpu_limit`` (SIGXCPU: a process used up its
+#: RLIMIT_CPU, or the docker backend's cpu ulimit), ``file_limit`` (SIGXFSZ: a file grew past RLIMIT_FSIZE), ``memory``
+#: (see :func:`memory_report`), ``killed`` (another signal) or ``output_limit``.
+StopReason = Literal["timeout", "cpu_limit", "memory", "file_limit", "killed", "output_limit"]
+#: The stop reason of a death by a limit's own signal (24 = SIGXCPU, 25 = SIGXFSZ on Linux), else ``killed``.
+LIMIT_SIGNALS: dict[int, StopReason] = {24: "cpu_limit", 25: "file_limit"}
 
 #: How a program that ran out of memory ends its stderr, as the runtime writes it: Python's uncaught ``MemoryError``
 #: or a subclass (numpy's ``numpy._core._exceptions._ArrayMemoryError: Unable to allocate ...``), ``[Errno 12]``,
@@ -153,13 +159,18 @@ def get_language(name: str) -> Language:
     return LANGUAGES[name]
 
 
+def memory_report(stderr: str) -> str | None:
+    """The last line of ``stderr`` when it is a runtime's report of an allocation failure (``MemoryError``), else
+    None. It is the program's word: an allocation refused under RLIMIT_AS reads so, and so does a program raising
+    ``MemoryError`` itself."""
+    lines = [line.strip() for line in stderr[-2000:].splitlines() if line.strip()]
+    return lines[-1] if lines and _MEMORY_ERRORS.match(lines[-1]) else None
+
+
 def ran_out_of_memory(exit_code: int | None, stderr: str) -> bool:
     """Heuristic for the local backend: a failed program whose last line of stderr is its runtime's report of an
-    allocation failure."""
-    if exit_code in (0, None):
-        return False
-    lines = [line for line in stderr[-2000:].splitlines() if line.strip()]
-    return bool(lines) and bool(_MEMORY_ERRORS.match(lines[-1].strip()))
+    allocation failure (:func:`memory_report`)."""
+    return exit_code not in (0, None) and memory_report(stderr) is not None
 
 
 def decode(data: bytes) -> str:

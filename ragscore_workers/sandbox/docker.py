@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ._base import (
+    LIMIT_SIGNALS,
     ExecResult,
     Limits,
     SandboxError,
@@ -195,11 +196,11 @@ class DockerSandbox:
         if stopped is None and container.attrs.get("State", {}).get("OOMKilled"):
             stopped = "memory"
         elif stopped is None and signal is not None:
-            stopped = "timeout" if signal == 24 else "killed"  # 24 = SIGXCPU, from the cpu ulimit
+            stopped = LIMIT_SIGNALS.get(signal, "killed")  # SIGXCPU, SIGXFSZ: the cpu or fsize ulimit
         elif stopped is None and ran_out_of_memory(exit_code, stderr):
             stopped = "memory"
         return ExecResult(
-            exit_code=None if stopped in ("timeout", "killed", "output_limit") else exit_code,
+            exit_code=None if stopped not in (None, "memory") else exit_code,
             stdout=decode(bytes(kept[0])),
             stderr=stderr,
             duration_s=round(duration, 4),

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._base import (
+    LIMIT_SIGNALS,
     ExecResult,
     Limits,
     SandboxError,
@@ -364,7 +365,7 @@ def _result(
         exit_code = None
     elif exit_code is not None and exit_code > 128 and (exit_code - 128) in _SIGNALS:
         sig = exit_code - 128
-        stopped = "timeout" if sig == signal.SIGXCPU else "killed"
+        stopped = LIMIT_SIGNALS.get(sig, "killed")  # SIGXCPU, SIGXFSZ: the CPU-time or file-size limit
         exit_code = None
     elif ran_out_of_memory(exit_code, stderr):
         stopped = "memory"

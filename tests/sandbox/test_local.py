@@ -449,3 +449,15 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     assert lines["AF_UNIX"] == "ok" and lines["AF_INET"] == lines["AF_INET6"] == "EAFNOSUPPORT"
     assert lines["asyncio"] == "ok"
     assert lines["interfaces"] == "[(1, 'lo')]" and lines["callback"] == "42" and lines["pool"] == "[1, 2]"
+
+
+def test_a_program_stopped_by_its_cpu_time_or_file_size_limit_is_said_so(sandbox: LocalSandbox) -> None:
+    """SIGXCPU (RLIMIT_CPU) read as "timeout", and SIGXFSZ (RLIMIT_FSIZE) as "killed" by signal 25. The program
+    lowers its own CPU limit here (the sandbox's is the timeout times the cores: the wall clock comes first), and
+    restores SIGXFSZ's default action (Python ignores it, so a write past the limit is an OSError, EFBIG)."""
+    cpu = "import resource as r\nr.setrlimit(r.RLIMIT_CPU, (1, r.getrlimit(r.RLIMIT_CPU)[1]))\nwhile True:\n    pass"
+    result = run(sandbox, cpu, limits=Limits(timeout_s=30))
+    assert (result.stopped_by, result.signal, result.exit_code) == ("cpu_limit", 24, None), result
+    big = "import signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\nopen('big', 'wb').write(b'x' * 2 * 2**20)"
+    result = run(sandbox, big, limits=Limits(file_mb=1))
+    assert (result.stopped_by, result.signal, result.exit_code) == ("file_limit", 25, None), result
