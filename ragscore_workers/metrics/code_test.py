@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..errors import ConfigError, MetricError
 from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
+from ..sandbox._base import memory_report
 from ..sandbox.docker import DEFAULT_IMAGE
 from ..schemas import SANDBOX_MEMORY_MB, SANDBOX_TIMEOUT_S, MetricResult, Queue, Row, SandboxConfig
 from ..unicode_text import lone_surrogate_at
@@ -140,21 +141,42 @@ def _normalize(text: str) -> str:
     return "\n".join(line.rstrip() for line in lines).rstrip("\n")
 
 
+def _why_limit(limit: str, name: str, asked: Mapping[str, float]) -> str:
+    """``limit``, and when a row's point asked for more, that it ran under the suite's."""
+    if name in asked:
+        return f"{limit}: the suite's sandbox.{name}, which a row's points may lower, never raise"
+    return limit
+
+
 def _stopped_by(result: ExecResult, limits: Limits | None, asked: Mapping[str, float]) -> str:
     """Why the sandbox stopped the program, with the limit it hit ("timeout" alone did not say after how long, nor
-    that a row's point asking for a longer one ran under the suite's)."""
-    said = f"stopped by the sandbox: {result.stopped_by}"
-    if result.stopped_by == "killed" and result.signal is not None:
+    that a row's point asking for a longer one ran under the suite's).
+
+    ``memory`` is the program's own word when it ended saying so (its last line of stderr, :func:`memory_report`): an
+    allocation refused under RLIMIT_AS reads so, and so does ``raise MemoryError``. That is said as its report, with
+    the limit it ran under, not as the limit hit; only a kill (the docker backend's memory cgroup) hit the limit."""
+    stopped = result.stopped_by
+    said = f"stopped by the sandbox: {stopped}"
+    if stopped == "memory" and result.signal is None and (report := memory_report(result.stderr)) is not None:
+        report = report if len(report) <= 100 else report[:99] + "…"
+        limit = "" if limits is None else "; " + _why_limit(f"memory limit {limits.memory_mb} MiB", "memory_mb", asked)
+        return f'reported out of memory (its stderr ends "{report}"; exit code {result.exit_code}{limit})'
+    if stopped in ("cpu_limit", "file_limit"):
+        what = ("SIGXCPU: a process used up its CPU-time limit" if stopped == "cpu_limit"
+                else "SIGXFSZ: a file grew past its file-size limit")  # fmt: skip
+        if limits is not None:  # "at most": the program may have lowered it itself
+            what += f", at most {limits.cpu_s} s" if stopped == "cpu_limit" else f", at most {limits.file_mb:g} MiB"
+        return f"{said} (signal {result.signal}, {what})" if result.signal is not None else f"{said} ({what})"
+    if stopped == "killed" and result.signal is not None:
         return f"{said} (signal {result.signal})"
-    if limits is None or result.stopped_by not in ("timeout", "memory", "output_limit"):
+    if limits is None or stopped not in ("timeout", "memory", "output_limit"):
         return said
-    if result.stopped_by == "output_limit":
+    if stopped == "output_limit":
         return f"{said} (more than {limits.output_bytes / 2**20:g} MiB of stdout and stderr)"
-    name, unit = ("timeout_s", "s") if result.stopped_by == "timeout" else ("memory_mb", "MiB")
-    limit = f"its {getattr(limits, name):g} {unit} limit"
-    if name in asked:
-        limit += f": the suite's sandbox.{name}, which a row's points may lower, never raise"
-    return f"{said} ({limit})"
+    if stopped == "timeout":
+        return f"{said} ({_why_limit(f'its {limits.timeout_s:g} s limit', 'timeout_s', asked)})"
+    killed = f"killed at its {limits.memory_mb:g} MiB limit" + (f", signal {result.signal}" if result.signal else "")
+    return f"{said} ({_why_limit(killed, 'memory_mb', asked)})"
 
 
 def judge(

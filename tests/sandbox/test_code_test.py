@@ -9,7 +9,7 @@ import pytest
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.code_test import CodeTestParams, extract_code, judge, run_code_test
 from ragscore_workers.metrics.registry import RunContext, get_metric
-from ragscore_workers.sandbox import ExecResult, get_sandbox
+from ragscore_workers.sandbox import ExecResult, Limits, get_sandbox
 from ragscore_workers.schemas import Queue, Row, SandboxConfig, Suite
 
 LOCAL = SandboxConfig(backend="local", timeout_s=5)
@@ -201,3 +201,44 @@ def test_a_checks_code_test_point_reads_the_same_code_as_the_code_test_metric() 
     (checked,) = get_metric("checks").fn([row(id="f", answer=answer, checks=points)], ChecksParams(), ctx)
     assert extract_code(row(answer=answer)) == 'fence = "```"\nprint(45)\n'
     assert checked.score == 1.0 and run_code_test(extract_code(row(answer=answer)) or "", {"stdout": "45"}, LOCAL)[0]
+
+
+def test_a_program_that_reports_running_out_of_memory_is_said_to_have_reported_it() -> None:
+    """The memory verdict comes from the program's last line of stderr: it said "stopped by the sandbox: memory (its
+    256 MiB limit)", for an allocation the limit refused and for a program raising MemoryError itself alike. The
+    limit is named, not claimed as hit."""
+    passed, details = run_code_test("b = bytearray(200 * 2**20)", {"memory_mb": 64}, LOCAL)
+    assert not passed and details["stopped_by"] == "memory"
+    assert details["failures"] == ['reported out of memory (its stderr ends "MemoryError"; exit code 1; memory '
+                                   "limit 64 MiB)"]  # fmt: skip
+    passed, details = run_code_test("raise MemoryError('made up')", {}, LOCAL)
+    assert details["failures"] == ['reported out of memory (its stderr ends "MemoryError: made up"; exit code 1; '
+                                   "memory limit 256 MiB)"]  # fmt: skip
+    # a row's point asking for more than the suite's limit still hears it ran under the suite's
+    passed, details = run_code_test("raise MemoryError", {"memory_mb": 4096}, LOCAL, from_data=True)
+    assert details["failures"] == ['reported out of memory (its stderr ends "MemoryError"; exit code 1; memory '
+                                   "limit 256 MiB: the suite's sandbox.memory_mb, which a row's points may lower, "
+                                   "never raise)"]  # fmt: skip
+
+
+def test_a_kill_at_the_memory_limit_says_the_limit_was_hit() -> None:
+    """The docker backend's memory cgroup kills the program (OOMKilled): there the limit was hit."""
+    killed = executed(exit_code=137, stopped_by="memory", signal=9, backend="docker")
+    failures = judge(killed, CodeTestParams(), Limits(memory_mb=64))[1]["failures"]
+    assert failures == ["stopped by the sandbox: memory (killed at its 64 MiB limit, signal 9)"]
+
+
+def test_the_cpu_time_and_file_size_limits_are_named() -> None:
+    """SIGXCPU read as a timeout and SIGXFSZ as "killed (signal 25)"."""
+    cpu = "import resource as r\nr.setrlimit(r.RLIMIT_CPU, (1, r.getrlimit(r.RLIMIT_CPU)[1]))\nwhile True:\n    pass"
+    passed, details = run_code_test(cpu, {"timeout_s": 30}, LOCAL)
+    assert not passed and details["failures"] == [
+        "stopped by the sandbox: cpu_limit (signal 24, SIGXCPU: a process used up its CPU-time limit, at most "
+        f"{Limits(timeout_s=30).cpu_s} s)"
+    ]
+    big = "import signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\nopen('big', 'wb').write(b'x' * 17 * 2**20)"
+    passed, details = run_code_test(big, {}, LOCAL)
+    assert not passed and details["failures"] == [
+        "stopped by the sandbox: file_limit (signal 25, SIGXFSZ: a file grew past its file-size limit, at most 16 MiB)"
+    ]
+
