@@ -14,7 +14,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import ConfigError, MetricError
 from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
@@ -57,12 +67,39 @@ class CodeTestParams(BaseModel):
     #: Container image (docker backend only; the local backend runs the host's interpreter).
     image: str | None = Field(default=None, json_schema_extra=unset_means(f"{DEFAULT_IMAGE}, on the docker backend"))
     language: str = "python"
+    #: ``timeout_s`` / ``memory_mb`` as given, for those taken as the nearest end of their range (said in a note).
+    _given: dict[str, float] = PrivateAttr(default_factory=dict)
 
     @field_validator("timeout_s", "memory_mb")
     @classmethod
     def _what_the_sandbox_takes(cls, value: float | None, info: ValidationInfo) -> float | None:
         least, most = SANDBOX_TIMEOUT_S if info.field_name == "timeout_s" else SANDBOX_MEMORY_MB
         return None if value is None else min(max(value, least), most)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_what_was_given(cls, data: Any, handler: ModelWrapValidatorHandler[CodeTestParams]) -> CodeTestParams:
+        """Keep a limit taken as its range's nearest end as it was given: a row's point asking for 1000 s ran under
+        600, and nothing said so."""
+        params = handler(data)
+        if isinstance(data, Mapping):
+            for name in ("timeout_s", "memory_mb"):
+                try:
+                    given = float(data[name])
+                except (KeyError, TypeError, ValueError):
+                    continue
+                if given != getattr(params, name):
+                    params._given[name] = given
+        return params
+
+    def range_notes(self) -> dict[str, str]:
+        """``{"timeout_s": "timeout_s 1000 was taken as 600, the most the sandbox takes"}``, each limit taken so."""
+        notes = {}
+        for name, given in self._given.items():
+            taken = getattr(self, name)
+            end = "most" if given > taken else "least"
+            notes[name] = f"{name} {given:g} was taken as {taken:g}, the {end} the sandbox takes"
+        return notes
 
     @field_validator("language")
     @classmethod
@@ -253,7 +290,13 @@ def run_code_test(
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
     sandbox = get_sandbox(config.backend)
     result = sandbox.run(code, language=params.language, stdin=params.stdin, limits=limits, image=params.image)
-    return judge(result, params, limits, asked=asked)
+    passed, details = judge(result, params, limits, asked=asked)
+    # a limit outside the sandbox's range, when the program ran under the end it was taken as (not the suite's lower)
+    ran_under = {"timeout_s": timeout_s, "memory_mb": memory_mb}
+    notes = [note for name, note in params.range_notes().items() if ran_under[name] == getattr(params, name)]
+    if notes:
+        details["notes"] = notes
+    return passed, details
 
 
 @register("code_test", Queue.CODE, params=CodeTestParams, kind="batch")

@@ -242,3 +242,22 @@ def test_the_cpu_time_and_file_size_limits_are_named() -> None:
         "stopped by the sandbox: file_limit (signal 25, SIGXFSZ: a file grew past its file-size limit, at most 16 MiB)"
     ]
 
+
+def test_a_limit_outside_what_the_sandbox_takes_is_taken_as_its_nearest_end_and_said() -> None:
+    """A row's point asking for timeout_s 1000 ran under 600 s (the sandbox's most) and nothing said so."""
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    roomy = SandboxConfig(backend="local", timeout_s=600)
+    passed, details = run_code_test("print(1)", {"timeout_s": 1000, "stdout": "1"}, roomy, from_data=True)
+    assert passed and details["notes"] == ["timeout_s 1000 was taken as 600, the most the sandbox takes"]
+    passed, details = run_code_test("print(1)", {"timeout_s": 0.1, "memory_mb": 8}, LOCAL)
+    assert passed and details["notes"] == [
+        "timeout_s 0.1 was taken as 0.5, the least the sandbox takes",
+        "memory_mb 8 was taken as 32, the least the sandbox takes",
+    ]
+    # below the suite's limit anyway: the suite's limit is what it ran under, as a stop would say
+    assert "notes" not in run_code_test("print(1)", {"timeout_s": 1000}, LOCAL, from_data=True)[1]
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "1", "timeout_s": 1000}}]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=roomy))
+    [result] = get_metric("checks").fn([row(code="print(1)", answer="a", checks=points)], ChecksParams(), ctx)
+    assert result.details["points"][0]["note"] == "exit 0; timeout_s 1000 was taken as 600, the most the sandbox takes"
