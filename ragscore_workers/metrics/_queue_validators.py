@@ -14,10 +14,10 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MetricError
 from ..schemas import Queue
 from ._validators import Outcome, PointInput, validator
-from .code_test import CodeTestParams, extract_code, fenced_code, run_code_test
+from .code_test import CodeTestParams, code_source, extract_code, fenced_code, run_code_test
 from .registry import RunContext
 
 __all__ = ["EmbeddingCheckParams", "code_test_check", "embedding_check"]
@@ -55,10 +55,13 @@ def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: R
     return out
 
 
-def _code(inp: PointInput) -> str | None:
+def _code(inp: PointInput) -> tuple[str | None, str]:
+    """The code a point runs, and how a message names it."""
     if inp.row.code and inp.row.code.strip():
-        return inp.row.code
-    return fenced_code(inp.text) or extract_code(inp.row)
+        return inp.row.code, "the row's code"
+    if (code := fenced_code(inp.text)) is not None:
+        return code, "the first fenced code block of the point's text"
+    return extract_code(inp.row), code_source(inp.row)
 
 
 @validator("code_test", CodeTestParams, queue=Queue.CODE)
@@ -66,16 +69,18 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
     """Runs the row's code (or the point's text's first fenced block) in the sandbox and checks it."""
     out = []
     for inp, params in items:
-        code = _code(inp)
+        code, what = _code(inp)
         if code is None:
             out.append(Outcome(False, "no code: no `code` field and no fenced code block"))
             continue
         try:
             # the row's own points come with the data; the suite's (checks.points) are trusted configuration
-            passed, details = run_code_test(code, params, ctx.suite.sandbox, from_data=inp.row.checks is not None)
+            from_data = inp.row.checks is not None
+            passed, details = run_code_test(code, params, ctx.suite.sandbox, from_data=from_data, what=what)
         except SoftTimeLimitExceeded:  # the task's time is up: not this point's sandbox failing
             raise
-        except ConfigError as exc:  # the point asks for what it may not (an image): its error, not the sandbox's
+        except (ConfigError, MetricError) as exc:  # the point asks for what it may not (an image), or its code cannot
+            # be written as UTF-8 (a lone surrogate): its error, not the sandbox's
             out.append(Outcome.failed_to_run(str(exc)[:500]))
             continue
         except Exception as exc:  # the sandbox failed, not the program

@@ -35,7 +35,16 @@ from ..unicode_text import lone_surrogate_at
 from ._bounded_regex import RegexError, bounded_regex
 from .registry import RunContext, register, unset_means
 
-__all__ = ["DETAIL_CHARS", "CodeTestParams", "code_test", "extract_code", "fenced_code", "judge", "run_code_test"]
+__all__ = [
+    "DETAIL_CHARS",
+    "CodeTestParams",
+    "code_source",
+    "code_test",
+    "extract_code",
+    "fenced_code",
+    "judge",
+    "run_code_test",
+]
 
 #: Characters of stdout (its head) and stderr (its tail) kept in a result's details.
 DETAIL_CHARS = 2000
@@ -147,6 +156,21 @@ def extract_code(row: Row) -> str | None:
     if row.code and row.code.strip():
         return row.code
     return fenced_code(row.answer or "")
+
+
+def code_source(row: Row) -> str:
+    """How a message names the code :func:`extract_code` returns for ``row``."""
+    return "the row's code" if row.code and row.code.strip() else "the first fenced code block of the answer"
+
+
+def _unencodable(code: str, what: str) -> str | None:
+    """``"<what> cannot be encoded as UTF-8: it holds a lone surrogate, U+DC80 (line 2, column 8)"``, or None."""
+    at = next((i for i, char in enumerate(code) if "\ud800" <= char <= "\udfff"), None)
+    if at is None:
+        return None
+    line, column = code.count("\n", 0, at) + 1, at - code.rfind("\n", 0, at)
+    return (f"{what} cannot be encoded as UTF-8: it holds a lone surrogate, U+{ord(code[at]):04X} "
+            f"(line {line}, column {column})")  # fmt: skip
 
 
 def fenced_code(text: str) -> str | None:
@@ -261,17 +285,18 @@ def run_code_test(
     sandbox_config: SandboxConfig | None = None,
     *,
     from_data: bool = False,
+    what: str = "the code",
 ) -> tuple[bool, dict[str, Any]]:
     """Run ``code`` in the configured sandbox and check it: ``(passed, details)``.
 
     ``from_data``: the params come with the data (a row's evaluation points), which the code's author may
     write: they can lower the suite's ``sandbox`` limits but never raise them, nor choose the container image.
     Raises :class:`ConfigError` for bad params, :class:`MetricError` for code that cannot be written as UTF-8 (a
-    lone surrogate) and :class:`SandboxError` when the sandbox itself fails; a failing program is
-    ``(False, details)``.
+    lone surrogate; ``what`` names the code there, as ``"the row's code"``) and :class:`SandboxError` when the
+    sandbox itself fails; a failing program is ``(False, details)``.
     """
-    if (where := lone_surrogate_at(code)) is not None:
-        raise MetricError(f"the code holds a lone surrogate ({where.removeprefix('value: ')}), which UTF-8 cannot hold")
+    if (unencodable := _unencodable(code, what)) is not None:
+        raise MetricError(unencodable)
     if not isinstance(params, CodeTestParams):
         try:
             params = CodeTestParams.model_validate(dict(params))
@@ -309,7 +334,7 @@ def code_test(rows: list[Row], params: CodeTestParams, ctx: RunContext) -> list[
             results.append(MetricResult.unscorable("no code: no `code` field and no fenced code block in the answer"))
             continue
         try:
-            passed, details = run_code_test(code, params, ctx.suite.sandbox)
+            passed, details = run_code_test(code, params, ctx.suite.sandbox, what=code_source(row))
         except (SandboxError, ConfigError, MetricError) as exc:  # not the program failing: this item's error
             results.append(MetricResult.failed(f"{type(exc).__name__}: {exc}"))
             continue

@@ -135,7 +135,9 @@ def test_code_holding_a_lone_surrogate_is_that_items_error_and_its_chunk_is_scor
     ctx = RunContext(run_id="t", suite=Suite(metrics=["code_test"], sandbox=LOCAL))
     results = get_metric("code_test").fn(rows, CodeTestParams(stdout="45"), ctx)
     assert [r.score for r in results] == [1.0, None, 1.0]
-    assert results[1].error == "MetricError: the code holds a lone surrogate (U+DC80), which UTF-8 cannot hold"
+    assert results[1].error == (
+        "MetricError: the row's code cannot be encoded as UTF-8: it holds a lone surrogate, U+DC80 (line 1, column 8)"
+    )
 
 
 def test_a_sandbox_that_cannot_run_is_an_item_error_not_a_score(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,3 +263,24 @@ def test_a_limit_outside_what_the_sandbox_takes_is_taken_as_its_nearest_end_and_
     ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=roomy))
     [result] = get_metric("checks").fn([row(code="print(1)", answer="a", checks=points)], ChecksParams(), ctx)
     assert result.details["points"][0]["note"] == "exit 0; timeout_s 1000 was taken as 600, the most the sandbox takes"
+
+
+def test_a_code_test_point_whose_code_holds_a_lone_surrogate_says_so() -> None:
+    """It read "sandbox error: MetricError: ...": the sandbox was fine, the code cannot be encoded as UTF-8."""
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "1"}}]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=LOCAL))
+    from_code, from_answer = get_metric("checks").fn(
+        [row(id="c", code="x = 1\nprint('\udc80')", answer="a", checks=points),
+         row(id="a", answer="```python\nprint('\ud800')\n```", checks=points)],
+        ChecksParams(), ctx,
+    )  # fmt: skip
+    assert from_code.details["points"][0]["status"] == "error"
+    assert from_code.details["points"][0]["note"] == (
+        "the row's code cannot be encoded as UTF-8: it holds a lone surrogate, U+DC80 (line 2, column 8)"
+    )
+    assert from_answer.details["points"][0]["note"] == (
+        "the first fenced code block of the point's text cannot be encoded as UTF-8: it holds a lone surrogate, U+D800 "
+        "(line 1, column 8)"
+    )
