@@ -77,7 +77,7 @@ class CodeTestParams(BaseModel):
     image: str | None = Field(default=None, json_schema_extra=unset_means(f"{DEFAULT_IMAGE}, on the docker backend"))
     language: str = "python"
     #: ``timeout_s`` / ``memory_mb`` as given, for those taken as the nearest end of their range (said in a note).
-    _given: dict[str, float] = PrivateAttr(default_factory=dict)
+    _given: dict[str, int | float] = PrivateAttr(default_factory=dict)
 
     @field_validator("timeout_s", "memory_mb")
     @classmethod
@@ -93,11 +93,10 @@ class CodeTestParams(BaseModel):
         params = handler(data)
         if isinstance(data, Mapping):
             for name in ("timeout_s", "memory_mb"):
-                try:
-                    given = float(data[name])
-                except (KeyError, TypeError, ValueError):
-                    continue
-                if given != getattr(params, name):
+                # the number as given, never converted: row data keeps big ints (memory_mb 10**400), which float()
+                # cannot take; a number given as text is taken as pydantic takes it, unsaid
+                given = data.get(name)
+                if isinstance(given, (int, float)) and not isinstance(given, bool) and given != getattr(params, name):
                     params._given[name] = given
         return params
 
@@ -107,7 +106,10 @@ class CodeTestParams(BaseModel):
         for name, given in self._given.items():
             taken = getattr(self, name)
             end = "most" if given > taken else "least"
-            notes[name] = f"{name} {given:g} was taken as {taken:g}, the {end} the sandbox takes"
+            notes[name] = (
+                f"{name} {_limit_text(name, given)} was taken as {_limit_text(name, taken)}, the {end} the "
+                "sandbox takes"
+            )
         return notes
 
     @field_validator("language")
@@ -149,6 +151,15 @@ class CodeTestParams(BaseModel):
         if self.stdout is not None and self.stdout_regex is not None:
             raise ValueError("give stdout or stdout_regex, not both")
         return self
+
+
+def _limit_text(name: str, value: float) -> str:
+    """A limit as a note says it: seconds as ``:g`` (``0.5``, ``600``), MiB as a whole number (``1,048,576``); one
+    too long to read (``memory_mb`` 10**400, from row data) by its length."""
+    if name == "timeout_s":
+        return f"{value:g}"
+    text = f"{int(value):,}"
+    return text if len(text) <= 25 else f"(a {len(str(int(value)))}-digit number)"
 
 
 def extract_code(row: Row) -> str | None:

@@ -284,3 +284,23 @@ def test_a_code_test_point_whose_code_holds_a_lone_surrogate_says_so() -> None:
         "the first fenced code block of the point's text cannot be encoded as UTF-8: it holds a lone surrogate, U+D800 "
         "(line 1, column 8)"
     )
+
+
+def test_a_huge_limit_is_taken_as_the_most_the_sandbox_takes_and_said() -> None:
+    """Row data keeps big ints (json.loads): memory_mb 10**400 raised OverflowError (float() of it) out of checks for
+    the whole chunk. It is taken as the most, as it was before, and said; a suite param the same."""
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    huge = SandboxConfig(backend="local", timeout_s=5, memory_mb=1_048_576)
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "1", "memory_mb": 10**400}}]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=huge))
+    [result] = get_metric("checks").fn([row(code="print(1)", answer="a", checks=points)], ChecksParams(), ctx)
+    point = result.details["points"][0]
+    assert point["status"] == "passed" and point["note"].startswith("exit 0; memory_mb ")
+    assert point["note"].endswith(" was taken as 1,048,576, the most the sandbox takes"), point["note"]
+    params = CodeTestParams.model_validate({"stdout": "1", "memory_mb": 10**400})
+    assert params.memory_mb == 1_048_576
+    passed, details = run_code_test("print(1)", params, huge)
+    assert passed and details["notes"] == [point["note"].removeprefix("exit 0; ")]
+    # a number given as text is taken as pydantic takes it, never said as "inf"
+    assert "inf" not in str(CodeTestParams.model_validate({"memory_mb": "1" * 400}).range_notes())
