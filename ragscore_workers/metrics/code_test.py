@@ -154,10 +154,13 @@ class CodeTestParams(BaseModel):
 
 
 def _limit_text(name: str, value: float) -> str:
-    """A limit as a note says it: seconds as ``:g`` (``0.5``, ``600``), MiB as a whole number (``1,048,576``); one
-    too long to read (``memory_mb`` 10**400, from row data) by its length."""
-    if name == "timeout_s":
-        return f"{value:g}"
+    """A limit as a note says it: seconds as ``:g`` (``0.5``, ``600``), MiB as :func:`_mib` does."""
+    return f"{value:g}" if name == "timeout_s" else _mib(value)
+
+
+def _mib(value: float) -> str:
+    """MiB as a whole number (``1,048,576``; ``:g`` read ``1.04858e+06``); one too long to read (``memory_mb``
+    10**400, from row data) by its length."""
     text = f"{int(value):,}"
     return text if len(text) <= 25 else f"(a {len(str(int(value)))}-digit number)"
 
@@ -231,23 +234,31 @@ def _stopped_by(result: ExecResult, limits: Limits | None, asked: Mapping[str, f
     said = f"stopped by the sandbox: {stopped}"
     if stopped == "memory" and result.signal is None and (report := memory_report(result.stderr)) is not None:
         report = report if len(report) <= 100 else report[:99] + "…"
-        limit = "" if limits is None else "; " + _why_limit(f"memory limit {limits.memory_mb} MiB", "memory_mb", asked)
+        limit = (
+            ""
+            if limits is None
+            else "; " + _why_limit(f"memory limit {_mib(limits.memory_mb)} MiB", "memory_mb", asked)
+        )
         return f'reported out of memory (its stderr ends "{report}"; exit code {result.exit_code}{limit})'
     if stopped in ("cpu_limit", "file_limit"):
         what = ("SIGXCPU: a process used up its CPU-time limit" if stopped == "cpu_limit"
                 else "SIGXFSZ: a file grew past its file-size limit")  # fmt: skip
         if limits is not None:  # "at most": the program may have lowered it itself
-            what += f", at most {limits.cpu_s} s" if stopped == "cpu_limit" else f", at most {limits.file_mb:g} MiB"
+            what += f", at most {limits.cpu_s} s" if stopped == "cpu_limit" else f", at most {_mib(limits.file_mb)} MiB"
         return f"{said} (signal {result.signal}, {what})" if result.signal is not None else f"{said} ({what})"
     if stopped == "killed" and result.signal is not None:
         return f"{said} (signal {result.signal})"
     if limits is None or stopped not in ("timeout", "memory", "output_limit"):
         return said
     if stopped == "output_limit":
-        return f"{said} (more than {limits.output_bytes / 2**20:g} MiB of stdout and stderr)"
+        mib, rest = divmod(limits.output_bytes, 2**20)
+        most = f"{_mib(mib)} MiB" if not rest else f"{limits.output_bytes:,} bytes"
+        return f"{said} (more than {most} of stdout and stderr)"
     if stopped == "timeout":
         return f"{said} ({_why_limit(f'its {limits.timeout_s:g} s limit', 'timeout_s', asked)})"
-    killed = f"killed at its {limits.memory_mb:g} MiB limit" + (f", signal {result.signal}" if result.signal else "")
+    killed = f"killed at its {_mib(limits.memory_mb)} MiB limit" + (
+        f", signal {result.signal}" if result.signal else ""
+    )
     return f"{said} ({_why_limit(killed, 'memory_mb', asked)})"
 
 

@@ -304,3 +304,29 @@ def test_a_huge_limit_is_taken_as_the_most_the_sandbox_takes_and_said() -> None:
     assert passed and details["notes"] == [point["note"].removeprefix("exit 0; ")]
     # a number given as text is taken as pydantic takes it, never said as "inf"
     assert "inf" not in str(CodeTestParams.model_validate({"memory_mb": "1" * 400}).range_notes())
+
+
+def test_memory_limits_are_said_as_whole_mib() -> None:
+    """They read "killed at its 2e+06 MiB limit" and "memory_mb 2e+06 was taken as 1.04858e+06"."""
+    params = CodeTestParams.model_validate({"memory_mb": 2_000_000})
+    assert params.range_notes() == {
+        "memory_mb": "memory_mb 2,000,000 was taken as 1,048,576, the most the sandbox takes"
+    }
+    limits = Limits(memory_mb=1_048_576, file_mb=2_000_000, output_bytes=3 * 2**30)
+    killed = executed(exit_code=137, stopped_by="memory", signal=9, backend="docker")
+    assert judge(killed, CodeTestParams(), limits)[1]["failures"] == [
+        "stopped by the sandbox: memory (killed at its 1,048,576 MiB limit, signal 9)"
+    ]
+    reported = executed(exit_code=1, stopped_by="memory", stderr="MemoryError\n")
+    assert judge(reported, CodeTestParams(), limits)[1]["failures"] == [
+        'reported out of memory (its stderr ends "MemoryError"; exit code 1; memory limit 1,048,576 MiB)'
+    ]
+    stopped = executed(exit_code=None, stopped_by="file_limit", signal=25)
+    assert judge(stopped, CodeTestParams(), limits)[1]["failures"] == [
+        "stopped by the sandbox: file_limit (signal 25, SIGXFSZ: a file grew past its file-size limit, at most "
+        "2,000,000 MiB)"
+    ]
+    loud = executed(stopped_by="output_limit")
+    assert judge(loud, CodeTestParams(), limits)[1]["failures"] == [
+        "stopped by the sandbox: output_limit (more than 3,072 MiB of stdout and stderr)"
+    ]
