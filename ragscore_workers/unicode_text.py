@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["hash_bytes", "lone_surrogate_at", "utf8_json", "valid_unicode"]
+__all__ = ["hash_bytes", "lone_surrogate_at", "surrogate_index", "utf8_json", "valid_unicode"]
 
 
 def utf8_json(value: Any, **options: Any) -> str:
@@ -25,14 +25,20 @@ def hash_bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def _first_surrogate(text: str) -> str | None:
+def surrogate_index(text: str) -> int | None:
+    """Where the first lone surrogate of ``text`` sits (an index), or None."""
     if text.isascii():  # most text: no encode needed
         return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        return f"U+{ord(text[exc.start]):04X}"
+        return exc.start
     return None
+
+
+def _first_surrogate(text: str) -> str | None:
+    at = surrogate_index(text)
+    return None if at is None else f"U+{ord(text[at]):04X}"
 
 
 def lone_surrogate_at(value: Any, path: str = "") -> str | None:

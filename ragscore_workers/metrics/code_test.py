@@ -31,7 +31,7 @@ from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
 from ..sandbox._base import memory_report
 from ..sandbox.docker import DEFAULT_IMAGE
 from ..schemas import SANDBOX_MEMORY_MB, SANDBOX_TIMEOUT_S, MetricResult, Queue, Row, SandboxConfig
-from ..unicode_text import lone_surrogate_at
+from ..unicode_text import lone_surrogate_at, surrogate_index
 from ._bounded_regex import RegexError, bounded_regex
 from .registry import RunContext, register, unset_means
 
@@ -179,8 +179,7 @@ def code_source(row: Row) -> str:
 
 def _unencodable(code: str, what: str) -> str | None:
     """``"<what> cannot be encoded as UTF-8: it holds a lone surrogate, U+DC80 (line 2, column 8)"``, or None."""
-    at = next((i for i, char in enumerate(code) if "\ud800" <= char <= "\udfff"), None)
-    if at is None:
+    if (at := surrogate_index(code)) is None:
         return None
     line, column = code.count("\n", 0, at) + 1, at - code.rfind("\n", 0, at)
     return (f"{what} cannot be encoded as UTF-8: it holds a lone surrogate, U+{ord(code[at]):04X} "
