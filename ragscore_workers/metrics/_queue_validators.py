@@ -86,8 +86,7 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
         except Exception as exc:  # the sandbox failed, not the program
             out.append(Outcome.failed_to_run(f"sandbox error: {type(exc).__name__}: {exc}"[:500]))
             continue
-        note = "; ".join([*details["failures"], *details.get("notes", [])] if details["failures"] else
-                         [f"exit {details.get('exit_code')}", *details.get("notes", [])])  # fmt: skip
+        note = "; ".join([*(details["failures"] or [f"exit {details.get('exit_code')}"]), *details.get("notes", [])])
         out.append(Outcome(passed, note, _figures(details)))
     return out
 
