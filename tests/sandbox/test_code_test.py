@@ -231,17 +231,21 @@ def test_a_kill_at_the_memory_limit_says_the_limit_was_hit() -> None:
 
 
 def test_the_cpu_time_and_file_size_limits_are_named() -> None:
-    """SIGXCPU read as a timeout and SIGXFSZ as "killed (signal 25)"."""
-    cpu = "import resource as r\nr.setrlimit(r.RLIMIT_CPU, (1, r.getrlimit(r.RLIMIT_CPU)[1]))\nwhile True:\n    pass"
-    passed, details = run_code_test(cpu, {"timeout_s": 30}, LOCAL)
-    assert not passed and details["failures"] == [
-        "stopped by the sandbox: cpu_limit (signal 24, SIGXCPU: a process used up its CPU-time limit, at most "
-        f"{Limits(timeout_s=30).cpu_s} s)"
+    """SIGXCPU read as a timeout and SIGXFSZ as "killed (signal 25)". The sandbox's side (which signal reads as
+    which stop) is tests/sandbox/test_local.py's; here the wording of the stop."""
+    limits = Limits(timeout_s=30)
+    cpu = judge(executed(exit_code=None, stopped_by="cpu_limit", signal=24), CodeTestParams(), limits)
+    assert cpu == (False, cpu[1]) and cpu[1]["failures"] == [
+        f"stopped by the sandbox: cpu_limit (signal 24, SIGXCPU: a process used up its CPU-time limit, at most "
+        f"{limits.cpu_s} s)"
     ]
-    big = "import signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\nopen('big', 'wb').write(b'x' * 17 * 2**20)"
-    passed, details = run_code_test(big, {}, LOCAL)
-    assert not passed and details["failures"] == [
+    big = judge(executed(exit_code=None, stopped_by="file_limit", signal=25), CodeTestParams(), limits)
+    assert big == (False, big[1]) and big[1]["failures"] == [
         "stopped by the sandbox: file_limit (signal 25, SIGXFSZ: a file grew past its file-size limit, at most 16 MiB)"
+    ]
+    # no limits given: the stop and the signal alone
+    assert judge(executed(exit_code=None, stopped_by="cpu_limit", signal=24), CodeTestParams())[1]["failures"] == [
+        "stopped by the sandbox: cpu_limit (signal 24, SIGXCPU: a process used up its CPU-time limit)"
     ]
 
 
