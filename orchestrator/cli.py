@@ -918,6 +918,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type:
     worker listens, or a worker that is gone holds some, or (an embedded run whose process is gone) none of it is
     queued or held by a live worker any more; its embedded process, while alive, does it itself."""
     from .embedded_redis import run_process_alive
+    from .reports.live import resume_hint
     from .runner import Orphan, summarize_cancelled
 
     def said(unserved: dict[str, int]) -> None:
@@ -940,8 +941,8 @@ def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type:
         def gone(unserved: dict[str, int]) -> None:
             err.print(f"run {run_id}: its `ragscore run` is gone (interrupted), and the workers it started with it: "
                       "the summary of what it scored is written here once their last tasks end (a minute at most); "
-                      f"what it did not score counts as stopped, which `ragscore resume {run_id} --out DIR` (or "
-                      "`ragscore run --resume DIR`, DIR: its --out) scores", soft_wrap=True)  # fmt: skip
+                      f"what it did not score counts as stopped, which {resume_hint(run_id)} scores",
+                      soft_wrap=True)  # fmt: skip
 
         summarize_cancelled(store, run_id, on_unserved=gone, here=True, on_orphaned=held)
     # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary

@@ -28,7 +28,7 @@ from ragscore_workers.store import RunState, RunStore, work_before, work_began
 if TYPE_CHECKING:
     from ..runner import Orphan
 
-__all__ = ["Sample", "StatusView", "fmt_duration", "sample"]
+__all__ = ["Sample", "StatusView", "fmt_duration", "resume_hint", "sample"]
 
 #: Seconds of samples a watched rate is computed over.
 WINDOW_S = 30.0
@@ -78,6 +78,12 @@ def fmt_duration(seconds: float | None) -> str:
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def resume_hint(run_id: str) -> str:
+    """The two commands that finish a stopped run, as messages name them: ``run --resume`` by its reports' DIR, or
+    ``resume`` by its id (the --out DIR is not known where this is said)."""
+    return f"`ragscore run --resume DIR` (DIR: its --out) or `ragscore resume {run_id} --out DIR`"
 
 
 class StatusView:
@@ -344,18 +350,18 @@ class StatusView:
             idle = fmt_duration(self.idle_s(now))
             lines.append(Text(
                 f"no progress for {idle}: if the `ragscore run` that started it was stopped (an embedded "
-                "run's workers stop with it), finish it with `ragscore run --resume DIR` (DIR: its --out) or `ragscore "
-                f"resume {run_id} --out DIR`; on a cluster, see that its workers run",
+                f"run's workers stop with it), finish it with {resume_hint(run_id)}; on a cluster, see that its "
+                "workers run",
                 style="yellow"))  # fmt: skip
         if self.meta.get("state") == RunState.CANCELLED and "n_shards" not in self.meta:  # totals: what was sent
             lines.append(Text(
-                "its submission was cut off (Ctrl-C, a lost broker): the totals count the rows sent before; `ragscore "
-                f"run --resume DIR` (DIR: its --out) or `ragscore resume {run_id} --out DIR` sends the rest",
+                "its submission was cut off (Ctrl-C, a lost broker): the totals count the rows sent before; "
+                f"{resume_hint(run_id)} sends the rest",
                 style="yellow"))  # fmt: skip
         elif self.meta.get("state") == RunState.CANCELLED:  # its queues read 100 %: what it stopped counts as done
             lines.append(Text(
                 "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): what it stopped is unscored, and "
-                f"`ragscore run --resume DIR` (DIR: its --out) or `ragscore resume {run_id} --out DIR` scores it",
+                f"{resume_hint(run_id)} scores it",
                 style="yellow"))  # fmt: skip
         if self.meta.get("error"):
             lines.append(Text(f"error: {self.meta['error']}", style="red"))

@@ -165,6 +165,10 @@ def test_a_run_stopped_by_ctrl_c_is_shown_by_status_and_results_with_the_command
     assert f"the reports cover those only, and `{resume}` scores the rest" in said, said
     # its own queues have no worker since its process went: said as that, not as a cluster's queue nobody serves
     assert "no worker consumes" not in said and f"run {run_id}: its `ragscore run` is gone (interrupted)" in said
+    assert (
+        "what it did not score counts as stopped, which `ragscore run --resume DIR` (DIR: its --out) or "
+        f"`ragscore resume {run_id} --out DIR` scores"
+    ) in said, said  # the hint the status view gives too
 
 
 def test_cancelling_a_killed_embedded_run_says_one_thing_of_who_writes_its_summary(
