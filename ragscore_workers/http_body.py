@@ -38,7 +38,7 @@ def read_body(chunks: Iterable[bytes], started: float, timeout_s: float) -> byte
     for chunk in chunks:
         body += chunk
         if time.monotonic() - started > timeout_s:
-            raise ReplyTooSlow(f"timed out after {timeout_s} s (the reply was still arriving)")
+            raise ReplyTooSlow(f"timed out after {timeout_s} s, the reply still arriving")
         if len(body) > MAX_REPLY_BYTES:
             raise ReplyTooLarge(f"reply over {MAX_REPLY_BYTES >> 20} MiB")
     return bytes(body)

@@ -419,6 +419,8 @@ def test_a_timeout_names_the_endpoint_as_a_connection_error_does(kind: str, faul
     with pytest.raises(ProviderError, match=r"timed out after 1.0 s") as info:
         provider.complete([{"role": "user", "content": "hello"}], PARAMS)
     assert str(info.value).endswith(f"(POST {provider.endpoint})"), str(info.value)
+    if kind == "openai" and fault == "trickle":  # read_reply's own cut: one parenthesis, not two in a row
+        assert str(info.value).endswith(f"timed out after 1.0 s, the reply still arriving (POST {provider.endpoint})")
 
 
 @pytest.mark.parametrize("kind", ["groq", "openai"])
