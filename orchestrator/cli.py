@@ -625,7 +625,7 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
         _how_to_go_on(out, broker)
         raise
     if not quiet:
-        print_summary(summary)
+        print_summary(summary, out=out)  # out/run.json names the run (recorded as it started): `run --resume out`
     if summary.failed_rows:  # rows left out of the scores: a warning, said with --quiet too (as CI runs it)
         err.print(_first_unreadable(out, summary.failed_rows), soft_wrap=True)
     if not quiet:
@@ -813,7 +813,7 @@ def results(
     would write it (a worker killed holding some of the run, or no worker left)."""
     from .reports import print_summary
     from .reports.files import refuse_files_of_others
-    from .runner import write_results
+    from .runner import recorded_run, write_results
 
     ref = run_id
     if out is not None:
@@ -840,8 +840,9 @@ def results(
             raise
         raise ConfigError(f"{exc}. {ref} holds a finished run's results: `ragscore report {ref} --out {out}` "
                           "writes its reports from them, with no store") from exc  # fmt: skip
-    if not quiet:
-        print_summary(summary)
+    if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
+        recorded = recorded_run(out) or {}
+        print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None)
     _exit_if_incomplete(summary, f"ragscore resume {summary.run_id} --out {out}")
 
 

@@ -51,12 +51,17 @@ def test_a_run_the_breaker_stopped_exits_1_and_resume_judges_the_rest(
     assert "judging stopped: circuit breaker open after 2 consecutive failed judge calls" in first.stderr
     assert f"`ragscore run --resume {out}` judges them" in " ".join(first.stderr.split())  # the DIR itself
     assert "stopped: circuit breaker open" in first.stdout  # the judge line under the table
+    assert f"(`ragscore run --resume {out}` goes on)" in " ".join(first.stdout.split())  # its DIR, not "DIR"
     items = _items(out)
     assert items[0]["error"] and all(i["details"].get("stopped") for i in items[1:])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["metrics"]["answer_accuracy"]["n"] == 0 and "circuit breaker" in summary["judge"]["breaker"]
     assert summary["metrics"]["answer_accuracy"]["unscorable"] == summary["metrics"]["answer_accuracy"]["stopped"] == 7
     assert "| 7 (7 stopped) |" in (out / "report.md").read_text()  # told apart from rows lacking a field
+    said = " ".join(_cli("results", out, home=home).stdout.split())
+    assert f"(`ragscore run --resume {out}` goes on)" in said, said  # its run.json names the run
+    said = " ".join(_cli("results", out, "--out", tmp_path / "other", home=home).stdout.split())
+    assert "(`ragscore run --resume DIR` goes on)" in said, said  # no run.json there for a `run --resume` to read
 
     resumed = _cli("run", "--resume", out, home=home)  # the provider is fine again
     assert resumed.returncode == 0, resumed.stderr

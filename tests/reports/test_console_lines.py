@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 from rich.console import Console
 
@@ -42,6 +43,15 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
                                                   "suite's)")  # fmt: skip
     some = judge_line(_summary(judge={"calls": 3, "cache_hits": 2, "cost": 0.5, "unpriced_calls": 1}))
     assert some is not None and "cost 0.5000 (1 call without a price not counted)" in some
+
+
+def test_the_judge_line_names_the_runs_dir_in_the_resume_when_known() -> None:
+    """The line said "`ragscore run --resume DIR` goes on" under the table of a run whose DIR it was given."""
+    stopped = _summary(judge={"calls": 10, "budget": "budget reached: 3100 judge tokens >= max_tokens 3000"})
+    assert judge_line(stopped, Path("runs/a")).endswith("(`ragscore run --resume runs/a` goes on)")  # type: ignore[union-attr]
+    out = io.StringIO()
+    print_summary(stopped, Console(file=out, width=300), out=Path("my runs/it's"))
+    assert """(`ragscore run --resume 'my runs/it'"'"'s'` goes on)""" in out.getvalue()  # as a shell takes it
 
 
 def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
