@@ -7,7 +7,7 @@ import math
 import re
 from enum import Enum
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -183,6 +183,49 @@ _SECRET_QUERY = frozenset({"key", "code", "sig", "signature"})
 def secret_query_param(name: str) -> bool:
     """Whether a URL's query parameter named so carries a credential (``api_key``, ``token``, ``key``, ``sig``)."""
     return credential_name(name) or name.lower() in _SECRET_QUERY
+
+
+#: What ends a field of a URL's query or fragment, and its value.
+_FIELD_END = re.compile(r"[&#]")
+
+
+def query_secret_spans(url: str) -> list[tuple[int, int]]:
+    """Where in ``url`` the value of each field :func:`secret_query_param` names a credential is (``?api_key=``,
+    ``&token=``, ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_query_secrets`.
+
+    A field starts after a ``?``, ``&`` or ``#`` (the fragment's too: ``#access_token=``) and its value runs to the
+    next ``&`` or ``#``: a ``?`` in a value (``?next=/a?token=x``) starts another name, and a name holding one
+    (``?a?-token=``) is read whole and after it, so either way of reading it hides the value. Names are
+    percent-decoded."""
+    spans, begin = [], 0
+    for end in [m.start() for m in _FIELD_END.finditer(url)] + [len(url)]:
+        at, whole = begin, begin > 0  # a field's name starts at a text's start only after a separator
+        while (eq := url.find("=", at, end)) >= 0:
+            words = url[at:eq].split("?")
+            if any(secret_query_param(unquote_plus("?".join(words[k:]))) for k in range(0 if whole else 1, len(words))):
+                spans.append((eq + 1, end))
+                break
+            at, whole = eq + 1, False
+        begin = end + 1
+    return spans
+
+
+def redact_query_secrets(url: str) -> str:
+    """``url`` with the values :func:`query_secret_spans` finds as ``***``, for messages and logs: the one rule of
+    the Redis URLs (``settings.redact_url``) and the judge endpoints (``providers.errors.shown_url``)."""
+    return hide_spans(url, query_secret_spans(url))
+
+
+def hide_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of ``spans`` (``(start, end)`` offsets; overlapping or touching ones as one) as ``***``."""
+    shown, at = [], 0
+    for start, end in sorted(spans):
+        if shown and start <= at:  # overlaps or touches the span before: one ***
+            at = max(at, end)
+            continue
+        shown += [text[at:start], "***"]
+        at = end
+    return "".join([*shown, text[at:]])
 
 
 def no_secret_in_url(url: str | None) -> str | None:

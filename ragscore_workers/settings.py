@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
 from .limits import longest_hard_limit
+from .schemas import redact_query_secrets
 
 __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
 
@@ -46,19 +47,17 @@ def _credentials(url: str) -> str | None:
     return parts[1] if parts else None
 
 
-#: A password in a URL's query (``?password=``, which redis-py uses as the password, ``&ssl_password=``): its value.
-_QUERY_PASSWORD = re.compile(r"(?i)([?&](?:ssl_)?password=)[^&#]*")
-
-
 def redact_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (for messages and logs), read as :func:`_userinfo` reads it,
-    so a password that cuts a parser's netloc short is never shown whole; a password in its query too."""
+    so a password that cuts a parser's netloc short is never shown whole; then the credentials of its query
+    (``?password=``, which redis-py uses as the password, ``&ssl_password=``, and whatever else
+    :func:`~ragscore_workers.schemas.redact_query_secrets` hides, as the judge's endpoints are shown)."""
     parts = _userinfo(url)
     if parts is not None:
         scheme, credentials, rest = parts
         user, colon, _ = credentials.partition(":")
         url = f"{scheme}{user + ':***' if colon else '***'}{rest}"
-    return _QUERY_PASSWORD.sub(r"\1***", url)
+    return redact_query_secrets(url)
 
 
 def check_redis_url(url: str, what: str = "--broker") -> str:

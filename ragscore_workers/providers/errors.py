@@ -23,10 +23,10 @@ import re
 import socket
 import traceback
 from collections.abc import Mapping
-from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 from ..errors import ConfigError, RagscoreError
-from ..schemas import credential_name, secret_query_param
+from ..schemas import credential_name, hide_spans, query_secret_spans
 
 __all__ = [
     "JudgeError",
@@ -63,7 +63,7 @@ _NOT_CREDENTIALS = frozenset({"PWD", "OLDPWD"})
 #: The password runs to the authority's last ``@`` (as ``urlsplit`` reads it): one holding an ``@`` is cut whole.
 #: A scheme starts where no scheme character is before it (``\b`` let every letter after a dot or a dash of a long
 #: token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
-_URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@")
+_URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]+)@")
 
 
 def redact(text: str, *secrets: str | None) -> str:
@@ -91,19 +91,23 @@ def redact_url_passwords(text: str) -> str:
 
 
 def shown_url(url: str) -> str:
-    """``url`` as a message may show it: its password (:func:`redact_url_passwords`) and the values of its query
-    parameters named like a credential (``?api_key=``, ``&token=``: what :func:`no_secret_in_url` refuses in a suite,
-    but a URL from elsewhere, as the Groq SDK's ``GROQ_BASE_URL``, may hold) as ``***``."""
-    head, mark, query = url.partition("?")
-    if mark:
-        fragment = ""
-        if "#" in query:
-            query, fragment = query.split("#", 1)
-            fragment = "#" + fragment
-        fields = [(f.partition("=")[0] + "=***" if secret_query_param(unquote_plus(f.partition("=")[0])) else f)
-                  for f in query.split("&")]  # fmt: skip
-        url = f"{head}?{'&'.join(fields)}{fragment}"
-    return redact_url_passwords(url)
+    """``url`` as a message may show it: the values of its query parameters named like a credential (``?api_key=``,
+    ``&token=``: what :func:`no_secret_in_url` refuses in a suite, but a URL from elsewhere, as the Groq SDK's
+    ``GROQ_BASE_URL``, may hold) as ``***``, by the rule a Redis URL's are (:func:`query_secret_spans`), and its
+    password (:func:`redact_url_passwords`), as ``***`` too.
+
+    The query's rule reads from the first ``?`` or ``#`` (the host stays shown); the password's reads both the URL
+    and the URL with those values hidden, and whatever either rule hides is hidden: a password holding ``&token=x``
+    is hidden whole, as is a credential's value holding a password's ``@``. Not ``settings.redact_url``'s password
+    rule, which reads all before a URL's last ``@`` as its credentials (a Redis password may hold ``/``): the ``@``
+    of a Vertex AI path (``models/claude@20240620:rawPredict``) would hide the host."""
+    query = min((at for at in (url.find("?"), url.find("#")) if at >= 0), default=len(url))
+    values = [(query + start, query + end) for start, end in query_secret_spans(url[query:])]
+    starred = list(url)
+    for start, end in values:  # as long as it was: the offsets hold
+        starred[start:end] = "*" * (end - start)
+    passwords = [m.span(2) for text in (url, "".join(starred)) for m in _URL_PASSWORD.finditer(text)]
+    return hide_spans(url, values + passwords)
 
 
 def environment_secrets() -> list[str]:

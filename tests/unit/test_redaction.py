@@ -38,3 +38,45 @@ def test_a_url_password_holding_an_at_sign_from_the_environment(monkeypatch: pyt
     monkeypatch.setenv("DATABASE_URL", "postgres://u:p@ss1@db/x")
     said = exception_text(ValueError("could not connect postgres://u:p@ss1@db/x"))
     assert "ss1" not in said, said
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://h/v1?api-version=1&api_key=sk-1#top", "https://h/v1?api-version=1&api_key=***#top"),
+        ("redis://h:6379/0?password=s3cret&db=1", "redis://h:6379/0?password=***&db=1"),
+        ("rediss://h/0?ssl_cert_reqs=none&SSL_PASSWORD=k3y", "rediss://h/0?ssl_cert_reqs=none&SSL_PASSWORD=***"),
+        ("https://h/v1?next=/a?token=t0k&x=1", "https://h/v1?next=/a?token=***&x=1"),  # a '?' in a value
+        ("https://h/v1#access_token=t0k&state=s", "https://h/v1#access_token=***&state=s"),  # the fragment's
+        ("https://h/v1?sig=a%26b&Api%5FKey=c", "https://h/v1?sig=***&Api%5FKey=***"),
+    ],
+)
+def test_the_judge_endpoints_and_the_redis_urls_hide_the_same_query_values(url: str, shown: str) -> None:
+    """Two rules redacted a URL's query: a Redis URL's (``redact_url``) only ``?password=`` and ``&ssl_password=``,
+    so a ``?token=`` was shown, and a judge endpoint's (``shown_url``) no credential after a ``?`` inside a value or
+    in the fragment. Both now hide what ``secret_query_param`` names, wherever a field starts."""
+    from ragscore_workers.providers.errors import shown_url
+    from ragscore_workers.settings import redact_url
+
+    assert shown_url(url) == shown
+    assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://u:p&token=t0k@h/v1?a=1", "https://u:***@h/v1?a=1"),  # a password holding a credential's name
+        ("https://h/?a=https://u:p&api_key=k3y@h2/x", "https://h/?a=https://u:***"),  # a value holding a password
+        ("https://h/?r=x://u:pw&token=a/b&c@h2", "https://h/?r=x://u:***@h2"),
+        ("https://h/v1/models/claude@20240620:rawPredict", "https://h/v1/models/claude@20240620:rawPredict"),
+        ("http://user:pw@127.0.0.1:8000/v1?key=k", "http://user:***@127.0.0.1:8000/v1?key=***"),
+    ],
+)
+def test_a_judge_endpoint_hides_what_either_rule_hides(url: str, shown: str) -> None:
+    """``shown_url`` ran the query's rule, then the password's on what was left: each can cut what the other reads
+    (a password holding ``&token=``, a credential's value holding a quoted URL's ``@``), so what either hides of
+    the URL as given, or the password's rule of the URL with those values hidden, is hidden. A path's ``@`` (Vertex
+    AI's model versions) is no password: the host stays shown."""
+    from ragscore_workers.providers.errors import shown_url
+
+    assert shown_url(url) == shown
