@@ -190,22 +190,29 @@ _FIELD_END = re.compile(r"[&#]")
 
 
 def query_secret_spans(url: str) -> list[tuple[int, int]]:
-    """Where in ``url`` the value of each field :func:`secret_query_param` names a credential is (``?api_key=``,
-    ``&token=``, ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_query_secrets`.
+    """Where in ``url`` the value of each field named like a credential is (``?api_key=``, ``&token=``,
+    ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_query_secrets`.
 
-    A field starts after a ``?``, ``&`` or ``#`` (the fragment's too: ``#access_token=``) and its value runs to the
-    next ``&`` or ``#``: a ``?`` in a value (``?next=/a?token=x``) starts another name, and a name holding one
-    (``?a?-token=``) is read whole and after it, so either way of reading it hides the value. Names are
-    percent-decoded."""
+    A field's value runs from its ``=`` to the next ``&`` or ``#``. Its name is the text before the ``=`` (back to
+    the field's start or the ``=`` before it), percent-decoded: whole right after a ``&`` or ``#`` (the fragment's
+    too: ``#access_token=``), else from its first ``?`` (a ``?`` in the path, or in a value: ``?next=/a?token=x``),
+    and no name without one. The value is hidden when the name, each ``?`` in it read as ``-``, is named like a
+    credential (:func:`credential_name`: ``token``, ``a?token``, ``a?x-token``), or when its part after its last
+    ``?`` is ``key``, ``code``, ``sig`` or ``signature``. Each name is read once: linear in the URL's length."""
     spans, begin = [], 0
     for end in [m.start() for m in _FIELD_END.finditer(url)] + [len(url)]:
-        at, whole = begin, begin > 0  # a field's name starts at a text's start only after a separator
+        at = begin
         while (eq := url.find("=", at, end)) >= 0:
-            words = url[at:eq].split("?")
-            if any(secret_query_param(unquote_plus("?".join(words[k:]))) for k in range(0 if whole else 1, len(words))):
+            name = url[at:eq]
+            if at > begin or begin == 0:  # the text starts in the URL's path or in a value: a name after a ?
+                name = name.partition("?")[2] if "?" in name else None
+            if name is not None and (
+                credential_name(unquote_plus(name).replace("?", "-"))
+                or unquote_plus(name.rpartition("?")[2]).lower() in _SECRET_QUERY
+            ):
                 spans.append((eq + 1, end))
                 break
-            at, whole = eq + 1, False
+            at = eq + 1
         begin = end + 1
     return spans
 
