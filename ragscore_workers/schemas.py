@@ -7,7 +7,7 @@ import math
 import re
 from enum import Enum
 from typing import Any, Literal
-from urllib.parse import parse_qsl, unquote_plus, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -183,56 +183,6 @@ _SECRET_QUERY = frozenset({"key", "code", "sig", "signature"})
 def secret_query_param(name: str) -> bool:
     """Whether a URL's query parameter named so carries a credential (``api_key``, ``token``, ``key``, ``sig``)."""
     return credential_name(name) or name.lower() in _SECRET_QUERY
-
-
-#: What ends a field of a URL's query or fragment, and its value.
-_FIELD_END = re.compile(r"[&#]")
-
-
-def query_secret_spans(url: str) -> list[tuple[int, int]]:
-    """Where in ``url`` the value of each field named like a credential is (``?api_key=``, ``&token=``,
-    ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_query_secrets`.
-
-    A field's value runs from its ``=`` to the next ``&`` or ``#``. Its name is the text before the ``=`` (back to
-    the field's start or the ``=`` before it), percent-decoded: whole right after a ``&`` or ``#`` (the fragment's
-    too: ``#access_token=``), else from its first ``?`` (a ``?`` in the path, or in a value: ``?next=/a?token=x``),
-    and no name without one. The value is hidden when the name, each ``?`` in it read as ``-``, is named like a
-    credential (:func:`credential_name`: ``token``, ``a?token``, ``a?x-token``), or when its part after its last
-    ``?`` is ``key``, ``code``, ``sig`` or ``signature``. Each name is read once: linear in the URL's length."""
-    spans, begin = [], 0
-    for end in [m.start() for m in _FIELD_END.finditer(url)] + [len(url)]:
-        at = begin
-        while (eq := url.find("=", at, end)) >= 0:
-            name = url[at:eq]
-            if at > begin or begin == 0:  # the text starts in the URL's path or in a value: a name after a ?
-                name = name.partition("?")[2] if "?" in name else None
-            if name is not None and (
-                credential_name(unquote_plus(name).replace("?", "-"))
-                or unquote_plus(name.rpartition("?")[2]).lower() in _SECRET_QUERY
-            ):
-                spans.append((eq + 1, end))
-                break
-            at = eq + 1
-        begin = end + 1
-    return spans
-
-
-def redact_query_secrets(url: str) -> str:
-    """``url`` with the values :func:`query_secret_spans` finds as ``***``, for messages and logs: the one rule of
-    the Redis URLs (``settings.redact_url``) and the judge endpoints (``providers.errors.shown_url``)."""
-    return hide_spans(url, query_secret_spans(url))
-
-
-def hide_spans(text: str, spans: list[tuple[int, int]]) -> str:
-    """``text`` with each of ``spans`` (``(start, end)`` offsets; overlapping or touching ones as one) as ``***``."""
-    shown, at = [], 0
-    for start, end in sorted(spans):
-        if shown and start <= at:  # overlaps or touches the span before: one ***
-            at = max(at, end)
-            continue
-        shown += [text[at:start], "***"]
-        at = end
-    return "".join([*shown, text[at:]])
 
 
 def no_secret_in_url(url: str | None) -> str | None:

@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
 from .limits import longest_hard_limit
-from .schemas import redact_query_secrets
+from .redaction import redact_query_secrets
 
 __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
 
@@ -51,7 +51,7 @@ def redact_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (for messages and logs), read as :func:`_userinfo` reads it,
     so a password that cuts a parser's netloc short is never shown whole; then the credentials of its query
     (``?password=``, which redis-py uses as the password, ``&ssl_password=``, and whatever else
-    :func:`~ragscore_workers.schemas.redact_query_secrets` hides, as the judge's endpoints are shown)."""
+    :func:`~ragscore_workers.redaction.redact_query_secrets` hides, as the judge's endpoints are shown)."""
     parts = _userinfo(url)
     if parts is not None:
         scheme, credentials, rest = parts

@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 from ..errors import ConfigError, RagscoreError
-from ..schemas import credential_name, hide_spans, query_secret_spans
+from ..redaction import hide_spans, query_secret_spans
+from ..schemas import credential_name
 
 __all__ = [
     "JudgeError",
@@ -106,6 +107,10 @@ def shown_url(url: str) -> str:
     starred = list(url)
     for start, end in values:  # as long as it was: the offsets hold
         starred[start:end] = "*" * (end - start)
+    # The password's rule reads the URL twice. As given, it hides a password whose query-like part the query's rule
+    # hides only in part ("x://u:p&api_key=k3y@h2": k3y@h2 by the query's rule, p&api_key=k3y by this one). With the
+    # query's values starred, it finds a password that a hidden value's "/", "?" or "#" cut short in the first read
+    # ("x://u:pw&token=a/b&c@h2": a/b starred, pw&token=***&c is a password up to its "@").
     passwords = [m.span(2) for text in (url, "".join(starred)) for m in _URL_PASSWORD.finditer(text)]
     return hide_spans(url, values + passwords)
 

@@ -1,0 +1,64 @@
+"""What messages and logs show of a URL's query: the values of its fields named like a credential
+(:func:`~ragscore_workers.schemas.secret_query_param`'s names, read so that a long name costs no more than its
+length) as ``***``. Used by ``settings.redact_url`` (the Redis URLs) and ``providers.errors.shown_url`` (the judge
+endpoints)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote_plus
+
+from .schemas import _SECRET_QUERY, credential_name
+
+__all__ = ["hide_spans", "query_secret_spans", "redact_query_secrets"]
+
+#: What ends a field of a URL's query or fragment, and its value.
+_FIELD_END = re.compile(r"[&#]")
+
+
+def query_secret_spans(url: str) -> list[tuple[int, int]]:
+    """Where in ``url`` the value of each field named like a credential is (``?api_key=``, ``&token=``,
+    ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_query_secrets`.
+
+    A field's value runs from its ``=`` to the next ``&`` or ``#``. Its name is the text before the ``=`` (back to
+    the field's start or the ``=`` before it), percent-decoded: whole right after a ``&`` or ``#`` (the fragment's
+    too: ``#access_token=``), else from its first ``?`` (a ``?`` in the path, or in a value: ``?next=/a?token=x``),
+    and no name without one. The value is hidden when the name, each ``?`` in it read as ``-``, is named like a
+    credential (:func:`credential_name`: ``token``, ``a?token``, ``a?x-token``), or when its part after its last
+    ``?`` is ``key``, ``code``, ``sig`` or ``signature``. Each name is read once: linear in the URL's length."""
+    spans, begin = [], 0
+    for end in [m.start() for m in _FIELD_END.finditer(url)] + [len(url)]:
+        at = begin
+        while (eq := url.find("=", at, end)) >= 0:
+            name = url[at:eq]
+            if at > begin or begin == 0:  # the text starts in the URL's path or in a value: a name after a ?
+                name = name.partition("?")[2] if "?" in name else None
+            if name is not None and (
+                credential_name(unquote_plus(name).replace("?", "-"))
+                or unquote_plus(name.rpartition("?")[2]).lower() in _SECRET_QUERY
+            ):
+                spans.append((eq + 1, end))
+                break
+            at = eq + 1
+        begin = end + 1
+    return spans
+
+
+def redact_query_secrets(url: str) -> str:
+    """``url`` with the values :func:`query_secret_spans` finds as ``***``, read from the URL's start, for messages
+    and logs: the query's rule of the Redis URLs (``settings.redact_url``). The judge endpoints'
+    (``providers.errors.shown_url``) runs :func:`query_secret_spans` only from the URL's first ``?`` or ``#``, so
+    that no name is read in the path."""
+    return hide_spans(url, query_secret_spans(url))
+
+
+def hide_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of ``spans`` (``(start, end)`` offsets; overlapping or touching ones as one) as ``***``."""
+    shown, at = [], 0
+    for start, end in sorted(spans):
+        if shown and start <= at:  # overlaps or touches the span before: one ***
+            at = max(at, end)
+            continue
+        shown += [text[at:start], "***"]
+        at = end
+    return "".join([*shown, text[at:]])
