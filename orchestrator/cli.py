@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import json
 import math
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import make_out_dir, write_text_atomic
-from .terminal import TerminalConsole, shown, write_to_nowhere
+from .terminal import TerminalConsole, resume_command, shown, write_to_nowhere
 
 if TYPE_CHECKING:
     from ragscore_workers.planning import ResolvedSuite
@@ -363,7 +364,7 @@ def run_cmd(
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
                           judge_limits=limits)  # fmt: skip
         _exit_on_outcome(summary, gates, resume_dir, quiet, stored.outputs() if stored is not None else [],
-                         f"ragscore run --resume {resume_dir}")  # fmt: skip
+                         resume_command(resume_dir))  # fmt: skip
         return
     if junit is not None:  # first: whatever happens next, the last run's report there is not this one's
         _check_junit_path(junit)
@@ -392,7 +393,7 @@ def run_cmd(
         from .debug import debug_on_fail as debug
 
         debug(out, dataset, fmt=fmt, fmt_options=options, suite_points=resolved.suite.checks_points)
-    _exit_on_outcome(summary, gates, out, quiet, resolved.outputs(), f"ragscore run --resume {out}")
+    _exit_on_outcome(summary, gates, out, quiet, resolved.outputs(), resume_command(out))
 
 
 def _on_command_line(ctx: typer.Context, param: str) -> bool:
@@ -576,7 +577,7 @@ def resume_cmd(
     gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
     summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits)
     _exit_on_outcome(summary, gates, out, quiet, stored.outputs() if stored is not None else [],
-                     f"ragscore resume {run_id} --out {out}")  # fmt: skip
+                     resume_command(out, run_id))  # fmt: skip
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> None:  # type: ignore[no-untyped-def]
@@ -656,9 +657,9 @@ def _how_to_go_on(out: Path, broker: str | None) -> None:
     run_id = recorded["run_id"]
     if recorded.get("mode") == "cluster" and _state_or_none(broker, run_id) != "cancelled":
         err.print(f"run {run_id} goes on in the cluster: `ragscore status {run_id}`,"
-                  f" then `ragscore results {run_id} --out {out}`", soft_wrap=True)  # fmt: skip
+                  f" then `ragscore results {run_id} --out {shlex.quote(str(out))}`", soft_wrap=True)  # fmt: skip
     else:
-        err.print(f"finish it later (what was scored is kept): `ragscore run --resume {out}`", soft_wrap=True)
+        err.print(f"finish it later (what was scored is kept): `{resume_command(out)}`", soft_wrap=True)
 
 
 def _state_or_none(broker: str | None, run_id: str) -> str | None:
@@ -843,7 +844,7 @@ def results(
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
         print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None)
-    _exit_if_incomplete(summary, f"ragscore resume {summary.run_id} --out {out}")
+    _exit_if_incomplete(summary, resume_command(out, summary.run_id))
 
 
 def _refuse_another_runs_dir(out: Path, run_id: str) -> None:

@@ -67,6 +67,7 @@ from .progress import ProgressView, QuietProgress, note_of, queued_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
+from .terminal import resume_command
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -1165,7 +1166,7 @@ def refuse_an_unfinished_run_in(out_dir: Path) -> str | None:
     if reported != recorded:
         raise ConfigError(
             f"{out_dir} holds run {recorded}, which has not written its reports (interrupted?): finish it with "
-            f"`ragscore run --resume {out_dir}`, or give another --out to start a new run (or delete "
+            f"`{resume_command(out_dir)}`, or give another --out to start a new run (or delete "
             f"{out_dir / 'run.json'}, if that run is gone or not wanted)"
         )
     return str(recorded)

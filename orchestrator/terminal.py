@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Iterable
+from pathlib import Path
 from typing import IO, Any
 
 from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.text import Text
 
-__all__ = ["NOT_A_TERMINAL_WIDTH", "TerminalConsole", "shown", "write_to_nowhere"]
+__all__ = ["NOT_A_TERMINAL_WIDTH", "TerminalConsole", "resume_command", "shown", "write_to_nowhere"]
 
 #: Columns of a console whose output is no terminal (``| less``, a file, a CI log) and that no width or COLUMNS
 #: sized: as wide as a table needs, where rich would wrap it at 80 (names folded a few letters a line).
@@ -83,3 +85,11 @@ class TerminalConsole(Console):
         """Its reader went away: the rest of its output goes nowhere (rich's own exits 1 at once)."""
         self.quiet = True
         write_to_nowhere(self.file)
+
+
+def resume_command(out: str | Path, run_id: str | None = None) -> str:
+    """The command that finishes the run whose reports go to ``out``: ``ragscore run --resume OUT``, or with
+    ``run_id`` ``ragscore resume RUN_ID --out OUT``; ``out`` shell-quoted (a DIR holding a space or a quote), so
+    that every message says the command as a shell runs it."""
+    where = shlex.quote(str(out))
+    return f"ragscore resume {run_id} --out {where}" if run_id else f"ragscore run --resume {where}"

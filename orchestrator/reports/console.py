@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
 from ..estimate import Estimate
-from ..terminal import TerminalConsole
+from ..terminal import TerminalConsole, resume_command
 from .live import fmt_duration
 
 __all__ = [
@@ -148,7 +147,7 @@ def judge_line(summary: RunSummary, out: Path | None = None) -> str | None:
     if stated := [f"{name} {count(f'provider_{name}')}" for name in ("rpm", "tpm", "rpd") if j.get(f"provider_{name}")]:
         parts.append(f"the provider's own limits applied ({', '.join(stated)}: below the suite's)")
     if stopped := j.get("breaker") or j.get("budget"):
-        parts[-1] += f"; stopped: {stopped} (`ragscore run --resume {shlex.quote(str(out)) if out else 'DIR'}` goes on)"
+        parts[-1] += f"; stopped: {stopped} (`{resume_command(out) if out else 'ragscore run --resume DIR'}` goes on)"
     return "judge: " + ", ".join(parts)
 
 
