@@ -115,6 +115,8 @@ CONNECT_RETRY_S = 20.0
 STORE_READ_TIMEOUT_S = 30.0
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
 CONSUMER_CHECK_S = 20.0
+#: The run store's Redis as connect()'s errors name it where it is not the broker's.
+STORE_REDIS = "the run store's Redis (RAGSCORE_STORE_URL)"
 
 log = logging.getLogger(__name__)
 
@@ -131,30 +133,37 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks: ConfigError now;
     # a Redis that does not answer, or whose host name does not resolve (yet), is retried (it may be starting), and
     # said at once, not after the retries.
+    # With the store on a Redis of its own (RAGSCORE_STORE_URL), the broker's is probed too, each named: a broker
+    # that did not answer, or a database it lacks, failed later, less clearly, in Celery's first send.
     deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
-    if problem := probe_redis(store_url):
-        log.warning("cannot reach Redis at %s (%s); retrying for about %.0f s", redact_url(store_url), problem,
-                    CONNECT_RETRY_S)  # fmt: skip
-        if problem := _until_redis_answers(store_url, deadline):
-            raise BrokerError(f"Cannot use Redis at {redact_url(store_url)}: {problem}")
+    apart = store_url != broker_url
+    named = [(store_url, STORE_REDIS), (broker_url, "the broker's Redis")] if apart else [(store_url, "Redis")]
+    for url, what in named:
+        if problem := probe_redis(url, what):
+            log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
+                        CONNECT_RETRY_S)  # fmt: skip
+            if problem := _until_redis_answers(url, deadline, problem, what):
+                raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
     _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
     broker = redis_client(broker_url, STORE_READ_TIMEOUT_S) if store_url != broker_url else None
     store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker)
     try:
         store.r.ping()
     except redis.RedisError as exc:
-        raise BrokerError(f"Cannot use Redis at {redact_url(store_url)}: {exc}") from exc
+        raise BrokerError(f"Cannot use {STORE_REDIS if apart else 'Redis'} at {redact_url(store_url)}: {exc}") from exc
     return store
 
 
-def _until_redis_answers(url: str, deadline: float) -> str | None:
+def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "Redis") -> str | None:
     """Ping ``url`` about once a second until ``deadline`` (``time.monotonic()``): None once it answers, else why
-    it did not (a Redis that accepts and never replies times out each ping, bounded, instead of holding the run)."""
-    problem = None
+    it did not (a Redis that accepts and never replies times out each ping, bounded, instead of holding the run).
+    ``problem``, why the first ping failed, is the answer when the deadline has passed already (an earlier Redis
+    took the retries): never None for a Redis not pinged again."""
     while time.monotonic() < deadline:
         time.sleep(1.0)
-        if (problem := probe_redis(url)) is None:
+        if (again := probe_redis(url, what)) is None:
             return None
+        problem = again
     return problem
 
 

@@ -488,11 +488,12 @@ POOL_MAX_CONNECTIONS = 512
 POOL_TIMEOUT_S = 30.0
 
 
-def probe_redis(url: str) -> str | None:
+def probe_redis(url: str, what: str = "Redis") -> str | None:
     """One ping without retries: None when Redis answers, else why not; BrokerError for a wrong password
     (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals), ConfigError
     for a database the server lacks (never heals either). A host name that does not resolve is a why not, named as
-    such: it may resolve once its Redis is up (a docker compose service's, a Kubernetes pod's name)."""
+    such: it may resolve once its Redis is up (a docker compose service's, a Kubernetes pod's name). ``what`` names
+    the Redis in those errors (``the broker's Redis`` where the run store has one of its own)."""
     from .errors import BrokerError, ConfigError
 
     try:
@@ -503,7 +504,7 @@ def probe_redis(url: str) -> str | None:
         probe.connection_pool.make_connection()  # options redis-py rejects only when it builds a connection
     except (ValueError, TypeError, redis.RedisError) as exc:
         raise ConfigError(
-            f"{redact_url(url)} is not a usable Redis URL: {exc}. For TLS: "
+            f"{redact_url(url)}{'' if what == 'Redis' else f' ({what})'} is not a usable Redis URL: {exc}. For TLS: "
             "rediss://:PASSWORD@HOST:PORT/0?ssl_cert_reqs=required&ssl_ca_certs=/path/ca.pem (ssl_cert_reqs: "
             "required, optional or none)"
         ) from exc
@@ -511,17 +512,17 @@ def probe_redis(url: str) -> str | None:
         probe.ping()
         return None
     except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
-        raise BrokerError(f"Cannot use Redis at {redact_url(url)}: {exc} (check the password in the URL)") from exc
+        raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {exc} (check the password in the URL)") from exc
     except redis.RedisError as exc:
         if "certificate verify failed" in str(exc).lower():  # never heals: not retried as a Redis restarting
             raise BrokerError(
-                f"Cannot use Redis at {redact_url(url)}: its TLS certificate was not accepted ({exc}): "
+                f"Cannot use {what} at {redact_url(url)}: its TLS certificate was not accepted ({exc}): "
                 "ssl_ca_certs must name the CA that signed it, for the host in the URL"
             ) from exc
         if isinstance(exc, redis.ResponseError) and "db index" in str(exc).lower():
             db = probe.connection_pool.connection_kwargs.get("db", 0)  # a unix:// URL's path is its socket
             raise ConfigError(
-                f"Cannot use Redis at {redact_url(url)}: it has no database {db} ({exc}); a Redis has databases 0 "
+                f"Cannot use {what} at {redact_url(url)}: it has no database {db} ({exc}); a Redis has databases 0 "
                 "to 15 unless its 'databases' setting says more"
             ) from exc
         return f"{exc}{_unresolved_hint(url, exc) or _tls_hint(url, exc)}"

@@ -198,6 +198,37 @@ def test_a_database_redis_refuses_fails_at_once_as_bad_input(tmp_path: Path) -> 
         server.stop()
 
 
+def test_a_broker_apart_from_the_store_is_probed_too_and_named_in_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With RAGSCORE_STORE_URL on a Redis of its own, connect() probed only the store's: a broker database Redis
+    refuses, or a broker that does not answer, passed, and failed later, less clearly (in Celery's first send).
+    Both are probed now, each error naming which Redis it is."""
+    from orchestrator import runner
+    from ragscore_workers.settings import get_settings
+
+    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 2.0)  # the retries of a broker that does not answer, short
+    store_server = RedisProcess(tmp_path / "store").start()
+    broker = RedisProcess(tmp_path / "broker", "--requirepass", PASSWORD).start_without_ping()
+    settings = get_settings().model_copy(update={"store_url": store_server.url})
+    try:
+        with pytest.raises(ConfigError, match="database 99") as refused:
+            connect(f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/99", settings)
+        said = str(refused.value)
+        assert said.startswith(f"Cannot use the broker's Redis at redis://:***@127.0.0.1:{broker.port}/99"), said
+        with pytest.raises(BrokerError) as unreachable:
+            connect(f"redis://127.0.0.1:{free_port()}/0", settings)
+        assert str(unreachable.value).startswith("Cannot use the broker's Redis at redis://127.0.0.1:"), unreachable
+        bad_store = settings.model_copy(update={"store_url": f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/98"})
+        with pytest.raises(ConfigError, match="database 98") as store_refused:
+            connect(store_server.url, bad_store)
+        assert str(store_refused.value).startswith("Cannot use the run store's Redis (RAGSCORE_STORE_URL) at ")
+        assert connect(f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/1", settings).state("none") == ""
+    finally:
+        broker.stop()
+        store_server.stop()
+
+
 def test_a_database_redis_refuses_on_a_unix_socket_names_the_database_not_the_socket_path(tmp_path: Path) -> None:
     """The database was read from the URL's path, which of a unix:// URL is the socket's: "it has no database
     tmp/.../redis.sock"."""
