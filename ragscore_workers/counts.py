@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["counted", "listed"]
+__all__ = ["counted", "listed", "named"]
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -15,8 +15,24 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
-def listed(names: Sequence[str], limit: int, *, total: int | None = None, sep: str = ", ") -> str:
+def named(n: int, noun: str, plural: str | None = None) -> str:
+    """``noun`` alone, plural unless ``n`` is 1, for a message that lists the things after it: ``column 'a'``,
+    ``columns 'a', 'b'``."""
+    return noun if n == 1 else plural or noun + "s"
+
+
+def listed(
+    names: Sequence[str], limit: int, *, total: int | None = None, sep: str = ", ", more: str | None = None
+) -> str:
     """The first ``limit`` of ``names`` joined by ``sep``, then `` and N more`` for the rest of ``total`` (default:
-    ``len(names)``; more where ``names`` holds only the first few): ``a, b, c and 1,204 more``."""
-    more = (len(names) if total is None else total) - min(len(names), limit)
-    return sep.join(names[:limit]) + (f" and {more:,} more" if more > 0 else "")
+    ``len(names)``; more where ``names`` holds only the first few): ``a, b, c and 1,204 more``. ``more``, a noun,
+    says what the rest are where a bare "N more" would read as more of the last name's own parts (``id 'q4' on
+    lines 5 and 12 and 2 more duplicate ids``, not "and 2 more" lines). With nothing shown, the count alone:
+    ``3 more`` (``3 ids``)."""
+    shown = sep.join(names[:limit])
+    rest = (len(names) if total is None else total) - min(len(names), limit)
+    if rest <= 0:
+        return shown
+    if not shown:
+        return counted(rest, more) if more else f"{rest:,} more"
+    return f"{shown} and {counted(rest, 'more ' + more) if more else f'{rest:,} more'}"

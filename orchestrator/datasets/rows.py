@@ -309,10 +309,10 @@ def scan_dataset(
         unique = (f"Ids must be unique: target {asked_as!r} answers every row as its system, whatever the row's own "
                   "(re-scoring a target run's answers.jsonl? add --no-target)" if asked_as is not None
                   else "Ids must be unique per system")  # fmt: skip
+        # "and 2 more duplicate ids", not "and 2 more": after "on lines 5 and 12" that read as two more lines
+        shown = listed(scan.duplicates, MAX_DUPLICATES_SHOWN, total=scan.duplicate_count, sep="; ", more="duplicate id")
         raise DatasetError(
-            f"{named.name}: {counted(scan.duplicate_count, 'duplicate id')}: "
-            f"{listed(scan.duplicates, MAX_DUPLICATES_SHOWN, total=scan.duplicate_count, sep='; ')}. "
-            f"{unique}; nothing was submitted."
+            f"{named.name}: {counted(scan.duplicate_count, 'duplicate id')}: {shown}. {unique}; nothing was submitted."
         )
     if scan.rows == 0:
         if not scan.failed:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragscore_workers.counts import counted, listed
+from ragscore_workers.counts import counted, listed, named
 
 
 def test_counted_writes_thousands_separators_and_the_plural_unless_one() -> None:
@@ -18,3 +18,22 @@ def test_listed_names_the_first_few_and_counts_the_rest_with_separators() -> Non
     # names holding only the first few of a total counted elsewhere
     assert listed(["x", "y"], 5, total=2_002, sep="; ") == "x; y and 2,000 more"
     assert listed(["x", "y"], 5, total=2) == "x, y"
+
+
+def test_listed_with_nothing_shown_has_no_leading_space() -> None:
+    """``listed(names, 0)`` said " and 3 more", a leading space and an "and" after nothing."""
+    assert listed(["a", "b", "c"], 0) == "3 more"
+    assert listed([], 5, total=3) == "3 more"
+    assert listed(["a", "b", "c"], 0, more="id") == "3 ids"
+
+
+def test_listed_says_what_the_rest_are_when_told() -> None:
+    """It said "id 'q4' on lines 5 and 12 and 2 more", which read as two more lines: the rest are named."""
+    assert listed(["a", "b", "c"], 2, more="duplicate id") == "a, b and 1 more duplicate id"
+    assert listed(["a", "b", "c", "d"], 2, more="duplicate id") == "a, b and 2 more duplicate ids"
+    assert listed(["a"], 2, more="duplicate id") == "a"
+
+
+def test_named_is_the_noun_alone_plural_unless_one() -> None:
+    assert [named(n, "column") for n in (0, 1, 2)] == ["columns", "column", "columns"]
+    assert named(2, "reply", "replies") == "replies"

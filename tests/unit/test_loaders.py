@@ -309,7 +309,7 @@ def test_scan_rejects_duplicate_ids_with_their_lines(tmp_path: Path) -> None:
         scan_dataset(path, None, lambda e: None)
     path.write_text("".join(json.dumps({"id": f"q{i % 7}"}) + "\n" for i in range(14)))  # 7 ids twice: 5 named
     with pytest.raises(DatasetError, match=r": 7 duplicate ids: id 'q0' on lines 1 and 8; .*id 'q4' on lines 5 and "
-                                           r"12 and 2 more\. Ids must"):  # fmt: skip
+                                           r"12 and 2 more duplicate ids\. Ids must"):  # fmt: skip
         scan_dataset(path, None, lambda e: None)
 
 
