@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ragscore_workers.counts import counted
 from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
@@ -157,8 +158,8 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
     gates = evaluate_gates(summary, _suite_gates(out_dir))
     if missed := [g for g in gates if not g.passed]:
         said = "; ".join(_verdict(g) for g in missed)
-        warnings.warn(f"{len(missed)} of the suite's {len(gates)} gate(s) did not hold: {said} (Evaluation.gates has "
-                      "every verdict)", GateFailedWarning, stacklevel=3)  # fmt: skip
+        warnings.warn(f"{len(missed)} of the suite's {counted(len(gates), 'gate')} did not hold: {said} "
+                      "(Evaluation.gates has every verdict)", GateFailedWarning, stacklevel=3)  # fmt: skip
     return Evaluation(summary=summary, out_dir=out_dir, gates=gates)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["counted", "listed", "named"]
+__all__ = ["counted", "listed", "noun", "noun_names"]
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -15,10 +15,16 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
-def named(n: int, noun: str, plural: str | None = None) -> str:
+def noun(n: int, noun: str, plural: str | None = None) -> str:
     """``noun`` alone, plural unless ``n`` is 1, for a message that lists the things after it: ``column 'a'``,
     ``columns 'a', 'b'``."""
     return noun if n == 1 else plural or noun + "s"
+
+
+def noun_names(noun_: str, names: Sequence[object], plural: str | None = None) -> str:
+    """``noun_`` (plural unless one) and ``names``, each quoted as Python writes it: ``column 'a'``, ``columns 'a',
+    'b'``."""
+    return f"{noun(len(names), noun_, plural)} {', '.join(map(repr, names))}"
 
 
 def listed(

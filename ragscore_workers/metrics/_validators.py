@@ -27,6 +27,7 @@ from typing import Any
 import regex as unicode_regex  # not `regex`: the validator of that name below would hide the module
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..counts import counted
 from ..schemas import Queue, Row
 from ._bounded_regex import BoundedPattern, RegexError, bounded_regex
 from ._text import CITATION_MARKER
@@ -210,7 +211,7 @@ class KeywordParams(_Params):
     def _reachable(self) -> KeywordParams:
         distinct = len(_distinct(self.keywords, str))
         if self.min_count > distinct:
-            raise ValueError(f"min_count {self.min_count} exceeds the {distinct} distinct keyword(s)")
+            raise ValueError(f"min_count {self.min_count} exceeds the {counted(distinct, 'distinct keyword')}")
         return self
 
 
@@ -235,7 +236,7 @@ def keyword(inp: PointInput, params: KeywordParams) -> Outcome:
     passed = len(found) >= min_count
     figures = {"found": ", ".join(found), "missing": ", ".join(missing), "found_count": len(found),
                "keyword_count": len(found) + len(missing), "min_count": min_count}  # fmt: skip
-    note = f"{len(found)} of {len(found) + len(missing)} keyword(s) found, {min_count} needed"
+    note = f"{len(found)} of {counted(len(found) + len(missing), 'keyword')} found, {min_count} needed"
     return Outcome(passed, note + (f"; missing: {figures['missing']}" if missing else ""), figures, evidence)
 
 
@@ -418,7 +419,7 @@ def json_schema(inp: PointInput, params: JsonSchemaParams) -> Outcome:
     check = _schema_validator(json.dumps(params.json_schema, sort_keys=True))
     errors = sorted(check.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     evidence = [f"at {e.json_path}: {e.message}"[:200] for e in errors[:MAX_EVIDENCE]]
-    note = "valid against the schema" if not errors else f"{len(errors)} schema error(s)"
+    note = "valid against the schema" if not errors else counted(len(errors), "schema error")
     return Outcome(not errors, note, {"errors": len(errors)}, evidence)
 
 

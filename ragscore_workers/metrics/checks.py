@@ -32,7 +32,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..counts import counted
+from ..counts import counted, noun_names
 from ..schemas import MetricResult, Queue, Row
 from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
 from ._bounded_regex import BoundedPattern
@@ -249,7 +249,11 @@ def parse_points(raw: list[Any]) -> list[ParsedPoint]:
             raise _problem(index, p.id, PointSpecError("duplicate point id"))
         unknown = [d for d in p.point.depends_on if d not in counts]
         if unknown:
-            raise _problem(index, p.id, PointSpecError(f"depends_on names unknown point(s) {unknown}"))
+            raise _problem(
+                index,
+                p.id,
+                PointSpecError(f"depends_on names unknown {noun_names('point', unknown)}"),
+            )
         if p.id in p.point.depends_on:
             raise _problem(index, p.id, PointSpecError("depends_on names the point itself: it could never run"))
     if cycle := _dependency_cycle(parsed):

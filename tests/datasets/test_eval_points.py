@@ -64,7 +64,7 @@ def test_answers_as_a_list_of_model_answer_objects(tmp_path: Path, read: Read) -
         ({"topic": "t", "evaluation_points": [{"text": "x"}]}, "evaluation_points[0]: no validator type"),
         (
             {"topic": "t", "evaluation_points": [{"type": "length", "params": {"max": 3}, "min": 1}]},
-            "evaluation_points[0]: unknown key(s) ['min'] beside params",
+            "evaluation_points[0]: unknown key 'min' beside params",
         ),
         (
             {"topic": "t", "evaluation_points": [{"type": "length", "text": "a", "description": "b", "max": 1}]},

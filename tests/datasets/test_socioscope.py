@@ -73,7 +73,7 @@ def test_without_transcripts_the_pair_transcript_is_only_a_group(tmp_path: Path,
     [
         ({"question": {"text": "Q", "type": "Essay"}}, "unknown question_type 'Essay'"),
         ({"question": {"text": "Q", "type": "Yes/No"}, "question_type": "Yes/No"}, "question.type and question_type"),
-        ({"question": {"text": "Q", "kind": "x"}}, "question: unknown key(s) ['kind']"),
+        ({"question": {"text": "Q", "kind": "x"}}, "question: unknown key 'kind'"),
         ({"question": {"type": "PickOne"}}, "no question text"),
         ({"question": "Q"}, "no question type"),
         ({"expected": {"seven": 2}}, "expected: expected['seven']: weight must be between 0 and 1, got 2"),
@@ -113,7 +113,7 @@ def test_a_bad_answer_fails_alone(tmp_path: Path, read: Read) -> None:
     assert [(e.line, e.error) for e in errors] == [
         (1, "element 1: answers['unknown'].citations[0]: transcript 'T5' is not in transcripts"),
         (1, "element 1: answers['shape'].citations: expected a list, got str"),
-        (1, "element 1: answers['extra']: unknown key(s) ['score']; give answer and citations"),
+        (1, "element 1: answers['extra']: unknown key 'score'; give answer and citations"),
         (1, "element 1: answers['nothing']: expected a string or {answer, citations}, got int"),
     ]
 

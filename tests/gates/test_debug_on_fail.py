@@ -75,14 +75,14 @@ def test_first_failing_point_runs_under_pdb_in_a_terminal(tmp_path: Path, home: 
     )
     term = Terminal([sys.executable, "-c", code])
     banner = term.expect("(Pdb)")
-    assert "item q2, point 'river'" in banner and "1 of 2 keyword(s) found" in banner
+    assert "item q2, point 'river'" in banner and "1 of 2 keywords found" in banner
     assert "_validators.py(" in banner and ")keyword()" in banner  # stopped on the validator's first line
     term.send("p inp.text")
     assert "'the seine'" in term.expect("(Pdb)")  # extracted and normalised, as the validator sees it
     term.send("p params.min_count, params.keywords")
     assert "(2, ['Seine', 'Loire'])" in term.expect("(Pdb)")
     term.send("c")
-    assert "OUTCOME False 1 of 2 keyword(s) found, 2" in term.expect("needed", timeout=30)
+    assert "OUTCOME False 1 of 2 keywords found, 2" in term.expect("needed", timeout=30)
     assert term.close() == 0
 
 

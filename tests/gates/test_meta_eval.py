@@ -92,7 +92,7 @@ def test_meta_eval_proposes_validates_runs_and_reports_extra_points_apart(
     reasons = [r["reason"] for r in figures["rejected"]]
     assert len(reasons) == 2 and "'code_test' not in" in reasons[0] and "over max_points (2)" in reasons[1]
     assert figures["proposed"] == 4 and figures["kept"] == 2 and figures["passed"] == 1
-    assert extra["status"] == "failed" and extra["note"] == "1 of 2 extra point(s) passed, 2 rejected"
+    assert extra["status"] == "failed" and extra["note"] == "1 of 2 extra points passed, 2 rejected"
     assert a["checks"].score == 1.0  # informational: reported, not scored
 
     retried = _point(b, "meta")

@@ -236,7 +236,7 @@ def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tm
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
     result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 0, result.stderr
-    assert "warning: column(s) 'Answer' (did you mean 'answer'?) are no row field" in result.stdout
+    assert "warning: column 'Answer' (did you mean 'answer'?) is no row field" in result.stdout
 
 
 def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None:

@@ -111,7 +111,10 @@ def test_json_schema_validates_the_answer_or_its_fenced_block() -> None:
     assert point('{"name": "x", "age": 3}', "json_schema", schema=schema)["passed"]
     assert point('Here you go:\n```json\n{"age": 3}\n```\nDone.', "json_schema", schema=schema)["passed"]
     bad = point('{"age": "3"}', "json_schema", schema=schema)
-    assert not bad["passed"] and bad["figures"]["errors"] == 1
+    assert not bad["passed"] and bad["figures"]["errors"] == 1 and bad["note"] == "1 schema error"
+    worse = point('{"age": "3", "name": 4}', "json_schema", schema={**schema, "properties": {**schema["properties"],
+                  "name": {"type": "string"}}})  # fmt: skip
+    assert worse["note"] == "2 schema errors"
     assert bad["evidence"] == ["at $.age: '3' is not of type 'integer'"]
     not_json = point("not json at all", "json_schema", schema=schema)
     assert not not_json["passed"] and not_json["note"].startswith("not valid JSON")
@@ -162,7 +165,10 @@ def test_diff_without_golden_or_reference_fails_the_row() -> None:
     [
         ({"type": "nope"}, "unknown validator type 'nope'; choose one of "),
         ({"type": "keyword", "params": {}}, "keywords: Field required"),
-        ({"type": "keyword", "params": {"keywords": ["a", "A"], "min_count": 2}}, "min_count 2 exceeds the 1"),
+        (
+            {"type": "keyword", "params": {"keywords": ["a", "A"], "min_count": 2}},
+            "min_count 2 exceeds the 1 distinct keyword",
+        ),
         ({"type": "keyword", "params": {"keywords": ["a"], "typo": 1}}, "typo: Extra inputs are not permitted"),
         ({"type": "regex", "params": {"pattern": "(unclosed"}}, "invalid regex '(unclosed'"),
         ({"type": "length", "params": {}}, "give min, max or both"),
@@ -180,7 +186,7 @@ def test_diff_without_golden_or_reference_fails_the_row() -> None:
         ),
         ({"type": "citation", "extract": {"regex": "(a)", "group": 2}}, "has no group 2"),
         ({"type": "citation", "extract": {"json_path": "$..x"}}, "is not like $.a.b[0]"),
-        ({"type": "citation", "depends_on": "ghost"}, "depends_on names unknown point(s) ['ghost']"),
+        ({"type": "citation", "depends_on": "ghost"}, "depends_on names unknown point 'ghost'"),
         ({"type": "citation", "depends_on": "bad"}, "depends_on names the point itself: it could never run"),
         ({"type": "negation", "params": {"keywords": ["", "  "]}}, "every keyword is blank"),  # it always passed
     ],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragscore_workers.counts import counted, listed, named
+from ragscore_workers.counts import counted, listed, noun, noun_names
 
 
 def test_counted_writes_thousands_separators_and_the_plural_unless_one() -> None:
@@ -34,6 +34,12 @@ def test_listed_says_what_the_rest_are_when_told() -> None:
     assert listed(["a"], 2, more="duplicate id") == "a"
 
 
-def test_named_is_the_noun_alone_plural_unless_one() -> None:
-    assert [named(n, "column") for n in (0, 1, 2)] == ["columns", "column", "columns"]
-    assert named(2, "reply", "replies") == "replies"
+def test_noun_is_the_noun_alone_plural_unless_one() -> None:
+    assert [noun(n, "column") for n in (0, 1, 2)] == ["columns", "column", "columns"]
+    assert noun(2, "reply", "replies") == "replies"
+
+
+def test_noun_names_quotes_each_name_after_its_noun() -> None:
+    """Messages said "column(s) 'a'" and "unknown key(s) ['kind']"."""
+    assert noun_names("column", ["a"]) == "column 'a'"
+    assert noun_names("key", ["kind", "score"]) == "keys 'kind', 'score'"

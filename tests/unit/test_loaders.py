@@ -357,7 +357,7 @@ def test_columns_named_like_a_row_field_but_for_case_or_spaces_are_found(tmp_pat
     scan = scan_dataset(path, None, lambda e: None)
     assert scan.near_misses == {"ID": "id", "Question": "question", "Gold Answer": "reference"}
     assert scan.warnings() == [
-        "column(s) 'ID' (did you mean 'id'?), 'Question' (did you mean 'question'?), 'Gold Answer' (did you mean "
+        "columns 'ID' (did you mean 'id'?), 'Question' (did you mean 'question'?), 'Gold Answer' (did you mean "
         "'reference'?) are no row field (names are case-sensitive); metrics ignore them"
     ]
 
@@ -462,7 +462,7 @@ def test_a_csv_column_given_twice_stops_the_dataset(tmp_path: Path) -> None:
     """The second ``answer`` column silently replaced the first in every row."""
     path = tmp_path / "d.csv"
     path.write_text("id,answer,question,answer,,\na,first,q,second,,\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"column\(s\) 'answer' given twice in the header row"):
+    with pytest.raises(DatasetError, match=r"column 'answer' given twice in the header row"):
         list(iter_rows(path))
 
 
