@@ -924,14 +924,15 @@ def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type:
     from .runner import Orphan, summarize_cancelled
 
     def said(unserved: dict[str, int]) -> None:
-        queues = ", ".join(f"{q!r} ({n:,} message(s) waiting)" for q, n in unserved.items())
+        queues = ", ".join(f"{q!r} ({counted(n, 'message')} waiting)" for q, n in unserved.items())
         err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is written "
                   "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
 
     def held(orphans: list[Orphan]) -> None:
         items = sum(o.items for o in orphans)
-        err.print(f"{items:,} item(s) of it ({len(orphans):,} message(s)) are held by a worker that is gone "
-                  "(killed, or its host lost), which Redis hands back only after the visibility timeout: its "
+        are = "is" if items == 1 else "are"
+        err.print(f"{counted(items, 'item')} of it ({counted(len(orphans), 'message')}) {are} held by a worker that "
+                  "is gone (killed, or its host lost), which Redis hands back only after the visibility timeout: its "
                   "summary is written without them, counted as stopped, once its tasks in flight end (a minute "
                   "at most)", soft_wrap=True)  # fmt: skip
 

@@ -713,8 +713,8 @@ def _held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = 
     if len(found.orphans) < found.held:
         return True
     if found.orphans and (said is None or len(found.orphans) not in said):
-        log.warning("run %s: %d message(s) held by workers that are gone (re-delivered only after the visibility "
-                    "timeout)", run_id, len(found.orphans))  # fmt: skip
+        log.warning("run %s: %s held by workers that are gone (re-delivered only after the visibility timeout)",
+                    run_id, counted(len(found.orphans), "message"))  # fmt: skip
         if said is not None:
             said.add(len(found.orphans))
     return False
@@ -744,11 +744,12 @@ def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False) -> str:
     """What to tell the user about a queue nobody serves (an embedded run's workers live with its ``run``)."""
+    verb = "waits" if waiting == 1 else "wait"
+    said = f"{counted(waiting, 'message')} {verb} on queue {queue!r} and no worker consumes it"
     if embedded:
-        return (f"{waiting} message(s) wait on queue {queue!r} and no worker consumes it: an embedded run's workers "
-                "stop with its `ragscore run`; finish it with `ragscore run --resume DIR`")  # fmt: skip
-    return (f"{waiting} message(s) wait on queue {queue!r} and no worker consumes it; start one with "
-            f"`ragscore worker --queues {queue}` (the run goes on once one does)")  # fmt: skip
+        return (f"{said}: an embedded run's workers stop with its `ragscore run`; finish it with "
+                "`ragscore run --resume DIR`")  # fmt: skip
+    return f"{said}; start one with `ragscore worker --queues {queue}` (the run goes on once one does)"
 
 
 def _warn_unserved(store: RunStore, run_id: str, warned: set[str]) -> None:

@@ -141,9 +141,11 @@ class StatusView:
             when = f"at about {at}, in {fmt_duration(back - now)}: the run cannot end before then (ETA ≥)"
         else:
             when = f"from about {at}, which has passed: a live worker of their queue takes them within seconds"
+        held = sum(items.values())
         return (
-            f"{sum(items.values()):,} item(s) of this run ({where}; {len(self.orphans)} message(s)) are held by a "
-            "worker that stopped (killed, or its host lost): Redis hands them to another worker only after the "
+            f"{counted(held, 'item')} of this run ({where}; {counted(len(self.orphans), 'message')}) "
+            f"{'is' if held == 1 else 'are'} held by a worker that stopped (killed, or its host lost): Redis hands "
+            "them to another worker only after the "
             f"visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={self.visibility_s:.0f} s after delivery), {when}; "
             f"`ragscore resume {self._orphans_of} --out DIR` sends that work again sooner: at once when no worker "
             "that runs holds the run's other work, else once that is done (a run at work is followed, not resumed)"

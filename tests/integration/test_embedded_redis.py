@@ -265,7 +265,7 @@ def test_status_says_an_embedded_runs_queue_is_unserved_only_once_its_process_is
         lane = meta.hget(f"ragscore:run:{run_id}:meta", "lane")
         assert lane is not None
         meta.hset(LANES_KEY, lane, process_id(later.pid))
-        assert "wait on queue 'cpu' and no worker consumes it" in status()
+        assert " on queue 'cpu' and no worker consumes it" in status()  # 1 message waits, 2 wait
         # Cancelled, it gets its summary at once: the aggregation sent to its lane waited there for ever.
         cancelled = subprocess.run([*cli, "cancel", run_id], capture_output=True, text=True, cwd=ROOT, env=env,
                                    timeout=120)  # fmt: skip

@@ -21,6 +21,7 @@ import redis
 
 from orchestrator.runner import RESTARTED_STALL_S, Submitted, connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
+from ragscore_workers.counts import counted
 from ragscore_workers.errors import BrokerError
 from ragscore_workers.store import RunStore
 
@@ -368,8 +369,9 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
         assert shown.returncode == 0, shown.stderr
         said = " ".join(shown.stdout.split())
         items = sum(o.items for o in found.orphans)
-        assert f"warning: {items:,} item(s) of this run ({items:,} on cpu; {found.held} message(s)) are held by a " \
-               "worker that stopped" in said, said  # fmt: skip
+        held = f"{counted(items, 'item')} of this run ({items:,} on cpu; {counted(found.held, 'message')}) " \
+               f"{'is' if items == 1 else 'are'} held"  # fmt: skip
+        assert f"warning: {held} by a worker that stopped" in said, said
         assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s" in said and f"`ragscore resume {sub.run_id} --out DIR`" in said
     finally:
         worker.stop()
@@ -607,8 +609,9 @@ def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_r
         back = max(o.delivered_at for o in orphans) + 900  # when Redis hands the last of them back
         assert back - time.time() > 600, "the test's own waits took most of the visibility timeout"
         said = " ".join(shown.stdout.split())
-        assert f"warning: {items:,} item(s) of this run ({items:,} on cpu; {len(orphans)} message(s)) are held by " \
-               "a worker that stopped (killed, or its host lost)" in said, said  # fmt: skip
+        held = f"{counted(items, 'item')} of this run ({items:,} on cpu; {counted(len(orphans), 'message')}) " \
+               f"{'is' if items == 1 else 'are'} held"  # fmt: skip
+        assert f"warning: {held} by a worker that stopped (killed, or its host lost)" in said, said
         at = time.strftime("%H:%M:%S UTC", time.gmtime(back))
         assert f"at about {at}, in " in said and "the run cannot end before then (ETA ≥)" in said, said
         for queue in ("cpu", "all"):  # no ETA sooner than the held work's redelivery (it was the rate's: seconds)

@@ -73,7 +73,7 @@ def test_submit_warns_of_each_queue_of_the_run_no_worker_consumes(tmp_path: Path
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         said = " ".join(done.stderr.split())
-        assert "warning: 1 message(s) wait on queue 'embed' and no worker consumes it" in said, said  # one chunk
+        assert "warning: 1 message waits on queue 'embed' and no worker consumes it" in said, said  # one chunk
         assert "`ragscore worker --queues embed`" in said and "queue 'cpu'" not in said
         cancel(store, run_id)
     finally:

@@ -53,7 +53,7 @@ def test_a_queue_no_worker_serves_has_no_eta_and_neither_has_the_run() -> None:
     view = StatusView(SUITE_META, window_s=30)
     view.add(Sample(1010.0, _progress(100, 10)))
     view.add(Sample(1020.0, _progress(300, 20)))
-    view.set_unserved({"judge": "90 message(s) wait on queue 'judge' and no worker consumes it"})
+    view.set_unserved({"judge": "90 messages wait on queue 'judge' and no worker consumes it"})
     rows = {r["queue"]: r for r in view.rows()}
     assert rows["judge"]["eta"] is None and rows["all"]["eta"] is None
     assert rows["cpu"]["eta"] == pytest.approx(15.0)  # the served queue goes on
@@ -259,8 +259,8 @@ def test_status_command_prints_each_queue_of_a_real_run(cluster: str, tmp_path) 
 def test_a_queue_warning_goes_once_its_work_moves_on_and_when_the_run_ends() -> None:
     view = StatusView(SUITE_META)
     view.add(Sample(1010.0, _progress(100, 0)))
-    view.set_unserved({"judge": "13 message(s) wait on queue 'judge' and no worker consumes it"})
-    assert view.warnings == ["13 message(s) wait on queue 'judge' and no worker consumes it"]
+    view.set_unserved({"judge": "13 messages wait on queue 'judge' and no worker consumes it"})
+    assert view.warnings == ["13 messages wait on queue 'judge' and no worker consumes it"]
     view.add(Sample(1012.0, _progress(200, 0)))  # other queues move: still unserved
     assert len(view.warnings) == 1
     view.add(Sample(1014.0, _progress(200, 3)))  # a judge worker came: the warning goes before the next check
@@ -299,7 +299,7 @@ def test_work_held_by_a_worker_that_stopped_makes_its_queue_and_the_run_end_no_s
     console.print(view.render("run-x"))
     text = " ".join(console.export_text().split())
     assert "≥14m44s" in text and "0m15s" not in text
-    assert "warning: 50 item(s) of this run (50 on cpu; 2 message(s)) are held by a worker that stopped" in text
+    assert "warning: 50 items of this run (50 on cpu; 2 messages) are held by a worker that stopped" in text
     assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s after delivery), at about 00:31:44 UTC, in 14m44s" in text
     # a resume follows a run whose live workers hold some of it (it said "sends that work again now")
     assert "sends that work again sooner: at once when no worker that runs holds the run's other work" in text
