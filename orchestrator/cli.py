@@ -1291,18 +1291,18 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except (ConfigError, DatasetError) as exc:
-        typer.echo(shown(f"error: {exc}"), err=True)
+        typer.echo(shown(f"Error: {exc}"), err=True)
         sys.exit(EXIT_BAD_INPUT)
     except RagscoreError as exc:
-        typer.echo(shown(f"error: {exc}"), err=True)
+        typer.echo(shown(f"Error: {exc}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except (redis.RedisError, OperationalError) as exc:  # lost mid-command (a restart, a fail-over): no traceback
-        typer.echo(shown(f"error: Redis: {type(exc).__name__}: {exc}"), err=True)
+        typer.echo(shown(f"Error: Redis: {type(exc).__name__}: {exc}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except OSError as exc:  # a full disk or an unwritable --out while writing the reports
         target = exc.filename2 or exc.filename  # a report's, not the hidden temporary file it replaces it from
         where = f" ({target})" if target else ""
-        typer.echo(shown(f"error: {exc.strerror or exc}{where}"), err=True)
+        typer.echo(shown(f"Error: {exc.strerror or exc}{where}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
         typer.echo("interrupted", err=True)

@@ -533,7 +533,7 @@ def test_a_report_that_cannot_be_written_says_so_and_how_to_finish(tmp_path: Pat
     (out / "items.csv").mkdir(parents=True)  # items.csv, written whole, cannot replace a directory: IsADirectoryError
     failed = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home)
     assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
-    assert f"error: Is a directory ({out / 'items.csv'})" in failed.stderr
+    assert f"Error: Is a directory ({out / 'items.csv'})" in failed.stderr
     assert f"ragscore run --resume {out}" in failed.stderr
     assert not (out / "items.jsonl").exists()  # written with items.csv: not left without it
     assert sorted(p.name for p in out.iterdir()) == ["items.csv", "run.json"]  # the partial files are removed
@@ -577,7 +577,7 @@ def test_a_damaged_output_dir_is_a_clear_error_for_report_and_compare(
             assert result.returncode == 0, result.stderr  # compare reads no unreadable rows
             continue
         assert result.returncode == 2, result.stderr
-        assert result.stderr.startswith(f"error: {path}"), result.stderr
+        assert result.stderr.startswith(f"Error: {path}"), result.stderr
         assert said in result.stderr and "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
 
 
@@ -597,7 +597,7 @@ def test_an_output_file_cut_inside_a_utf8_character_is_a_clear_error(tmp_path: P
                           env={"COLUMNS": "400"})  # fmt: skip
         assert result.returncode == 2, result.stderr
         cut_line = len(whole.splitlines()) + 1
-        assert result.stderr.startswith(f"error: {path}:{cut_line}: not a"), result.stderr
+        assert result.stderr.startswith(f"Error: {path}:{cut_line}: not a"), result.stderr
         assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
         path.write_bytes(whole)
 

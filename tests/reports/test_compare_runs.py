@@ -443,7 +443,7 @@ def test_comparing_a_run_with_itself_is_refused(before_after: dict[str, Path], t
         result = _cli(str(run), str(second), "--out", str(tmp_path))
         assert result.returncode == 2, result.stderr
         again = "" if second == run else f" (as {second})"
-        assert result.stderr.startswith(f"error: {run} is given twice{again}: compare a run with"), result.stderr
+        assert result.stderr.startswith(f"Error: {run} is given twice{again}: compare a run with"), result.stderr
         assert "Traceback" not in result.stderr
 
 
@@ -460,7 +460,7 @@ def test_comparing_a_run_with_its_own_dir_is_refused(two_runs: dict[str, Any], t
         )  # fmt: skip
         assert result.returncode == 2, result.stderr
         said = " ".join(result.stderr.split())
-        assert said.startswith(f"error: {first} is given twice (as {second}): compare a run with"), result.stderr
+        assert said.startswith(f"Error: {first} is given twice (as {second}): compare a run with"), result.stderr
         assert "Traceback" not in said and not (tmp_path / "cmp" / "compare.md").exists()
     # another run's DIR with that id is compared (A against B)
     result = subprocess.run(

@@ -91,3 +91,11 @@ def test_run_resume_does_not_take_out_silently(tmp_path) -> None:  # type: ignor
     )  # fmt: skip
     said = done.stdout + done.stderr
     assert done.returncode == 2 and "--out" in said and "run.json not found" not in said, said
+
+
+def test_a_usage_error_and_a_bad_input_error_start_alike() -> None:
+    """click says "Error: No such option: ..." for a usage error; ragscore's own errors said "error: ...": two forms
+    for the same kind of line, one exit code (2). Both say "Error:" now."""
+    usage, bad_input = _cli("run", "--no-such-option"), _cli("worker", "-Q", "cpu")
+    assert usage.returncode == 2 and "\nError: No such option: --no-such-option" in usage.stderr, usage.stderr
+    assert bad_input.returncode == 2 and bad_input.stderr.startswith("Error: worker needs a broker"), bad_input.stderr
