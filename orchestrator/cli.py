@@ -228,10 +228,11 @@ def _say(line: str) -> None:
         write_to_nowhere(sys.stdout)
 
 
-def _store(broker: str | None):  # type: ignore[no-untyped-def]
+def _store(broker: str | None, *, sends: bool = False):  # type: ignore[no-untyped-def]
+    """The run store; ``sends``: the command sends work (the broker's Redis is then probed too)."""
     from .runner import connect
 
-    return connect(_broker_url(broker), get_settings())
+    return connect(_broker_url(broker), get_settings(), sends=sends)
 
 
 def _run_store(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
@@ -700,7 +701,7 @@ def submit(
     if not (broker or get_settings().broker_url):
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
     options = _format_options(predictions, corpus, system)
-    store = _store(broker)
+    store = _store(broker, sends=True)
     sub = submit_run(dataset, resolved, store, fmt=fmt, fmt_options=options)
     err.print(
         f"submitted {counted(sub.items, 'item')} ({sub.failed_rows:,} unreadable) in {counted(sub.tasks, 'task')}"

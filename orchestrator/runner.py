@@ -126,18 +126,22 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
-    """Point the Celery app at ``broker_url`` and open the run store there."""
+def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = False) -> RunStore:
+    """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a
+    run, a submit, a resume), so a broker's Redis apart from the store's is probed too; a command that only reads
+    the store (status, results, report) works with the broker down."""
     settings = settings or get_settings()
     store_url = settings.store_url or broker_url
     # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks: ConfigError now;
     # a Redis that does not answer, or whose host name does not resolve (yet), is retried (it may be starting), and
     # said at once, not after the retries.
-    # With the store on a Redis of its own (RAGSCORE_STORE_URL), the broker's is probed too, each named: a broker
-    # that did not answer, or a database it lacks, failed later, less clearly, in Celery's first send.
+    # With work to send and the store on a Redis of its own (RAGSCORE_STORE_URL), the broker's is probed too, each
+    # named: a broker that did not answer, or a database it lacks, failed later, less clearly, in Celery's first send.
     deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
     apart = store_url != broker_url
-    named = [(store_url, STORE_REDIS), (broker_url, "the broker's Redis")] if apart else [(store_url, "Redis")]
+    named = [(store_url, STORE_REDIS if apart else "Redis")]
+    if sends and apart:
+        named.append((broker_url, "the broker's Redis"))
     for url, what in named:
         if problem := probe_redis(url, what):
             log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
@@ -150,7 +154,7 @@ def connect(broker_url: str, settings: Settings | None = None) -> RunStore:
     try:
         store.r.ping()
     except redis.RedisError as exc:
-        raise BrokerError(f"Cannot use {STORE_REDIS if apart else 'Redis'} at {redact_url(store_url)}: {exc}") from exc
+        raise BrokerError(f"Cannot use {named[0][1]} at {redact_url(store_url)}: {exc}") from exc
     return store
 
 
@@ -167,10 +171,11 @@ def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "R
     return problem
 
 
-def connect_lane(url: str, lane: int, settings: Settings) -> RunStore:
+def connect_lane(url: str, lane: int, settings: Settings, *, sends: bool = False) -> RunStore:
     """The store of the embedded server at ``url`` (its database 0, with the result backend) whose broker queues
-    are in database ``lane`` (one process's lane: see :mod:`.embedded_redis`)."""
-    return connect(lane_url(url, lane), settings.model_copy(update={"store_url": url, "result_backend": url}))
+    are in database ``lane`` (one process's lane: see :mod:`.embedded_redis`); ``sends`` as :func:`connect`'s."""
+    settings = settings.model_copy(update={"store_url": url, "result_backend": url})
+    return connect(lane_url(url, lane), settings, sends=sends)
 
 
 def _fire_and_forget(backend: Any) -> None:
@@ -1369,7 +1374,7 @@ def run(
             _refuse_a_lost_run(out_dir, resume_id)
         refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them (a resume's too)
         if broker:
-            store = connect(broker, settings)
+            store = connect(broker, settings, sends=True)
             sub = start(store)
             with _recorded_if_lost(out_dir, sub.run_id):
                 wait(store, sub.run_id, progress, timeout_s=timeout_s)
@@ -1397,7 +1402,7 @@ def run(
             workers[0].start()
 
         try:
-            store = connect_lane(url, embedded.lane or 0, settings)
+            store = connect_lane(url, embedded.lane or 0, settings, sends=True)
             run_ids: list[str] = []
             finished = False
             try:

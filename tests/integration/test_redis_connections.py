@@ -13,6 +13,7 @@ import pytest
 from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, ConfigError
+from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunState, probe_redis
 
 from ..support import RedisProcess, WorkerProcess, free_port, make_rows, write_jsonl
@@ -156,14 +157,14 @@ def test_a_wrong_password_fails_at_once(tmp_path: Path) -> None:
         server.stop()
 
 
-def _ragscore(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """``ragscore ARGS`` in a process of its own, as a user runs it."""
+def _ragscore(*args: str, home: Path, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    """``ragscore ARGS`` in a process of its own, as a user runs it (``env_vars`` added to its environment)."""
     import os
     import sys
 
     from ..support import ROOT
 
-    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    env = {**os.environ, "RAGSCORE_HOME": str(home), **env_vars}
     return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=60)  # fmt: skip
 
@@ -205,7 +206,6 @@ def test_a_broker_apart_from_the_store_is_probed_too_and_named_in_its_error(
     refuses, or a broker that does not answer, passed, and failed later, less clearly (in Celery's first send).
     Both are probed now, each error naming which Redis it is."""
     from orchestrator import runner
-    from ragscore_workers.settings import get_settings
 
     monkeypatch.setattr(runner, "CONNECT_RETRY_S", 2.0)  # the retries of a broker that does not answer, short
     store_server = RedisProcess(tmp_path / "store").start()
@@ -213,19 +213,36 @@ def test_a_broker_apart_from_the_store_is_probed_too_and_named_in_its_error(
     settings = get_settings().model_copy(update={"store_url": store_server.url})
     try:
         with pytest.raises(ConfigError, match="database 99") as refused:
-            connect(f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/99", settings)
+            connect(f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/99", settings, sends=True)
         said = str(refused.value)
         assert said.startswith(f"Cannot use the broker's Redis at redis://:***@127.0.0.1:{broker.port}/99"), said
         with pytest.raises(BrokerError) as unreachable:
-            connect(f"redis://127.0.0.1:{free_port()}/0", settings)
+            connect(f"redis://127.0.0.1:{free_port()}/0", settings, sends=True)
         assert str(unreachable.value).startswith("Cannot use the broker's Redis at redis://127.0.0.1:"), unreachable
         bad_store = settings.model_copy(update={"store_url": f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/98"})
         with pytest.raises(ConfigError, match="database 98") as store_refused:
-            connect(store_server.url, bad_store)
+            connect(store_server.url, bad_store, sends=True)
         assert str(store_refused.value).startswith("Cannot use the run store's Redis (RAGSCORE_STORE_URL) at ")
-        assert connect(f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/1", settings).state("none") == ""
+        assert connect(f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/1", settings, sends=True).state("none") == ""
     finally:
         broker.stop()
+        store_server.stop()
+
+
+def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path: Path) -> None:
+    """connect() probed the broker's Redis for every command: `status` with RAGSCORE_STORE_URL's Redis up and the
+    broker down retried ~20 s and failed (exit 1), though it reads only the store. Only a command that sends work
+    probes the broker."""
+    store_server = RedisProcess(tmp_path / "store").start()
+    dead_broker = f"redis://127.0.0.1:{free_port()}/0"
+    try:
+        started = time.monotonic()
+        said = _ragscore("status", "--broker", dead_broker, home=tmp_path / "home", RAGSCORE_STORE_URL=store_server.url)
+        assert said.returncode == 0, said.stderr
+        assert "no runs" in said.stdout + said.stderr and time.monotonic() - started < 15
+        store = connect(dead_broker, get_settings().model_copy(update={"store_url": store_server.url}))
+        assert store.state("none") == ""
+    finally:
         store_server.stop()
 
 
