@@ -52,6 +52,7 @@ from ragscore_workers.store import (
     probe_redis,
     redact_url,
     redis_client,
+    store_url_for_redis_py,
     target_state_part,
     work_began,
 )
@@ -135,13 +136,15 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks: ConfigError now;
     # a Redis that does not answer, or whose host name does not resolve (yet), is retried (it may be starting), and
     # said at once, not after the retries.
-    # With work to send and the store on a Redis of its own (RAGSCORE_STORE_URL), the broker's is probed too, each
-    # named: a broker that did not answer, or a database it lacks, failed later, less clearly, in Celery's first send.
+    # With work to send and the broker elsewhere than the store (RAGSCORE_STORE_URL, or another database), the
+    # broker is probed too: a broker that did not answer, or a database it lacks, failed later, less clearly, in
+    # Celery's first send. Each Redis is named by its role only where they are two servers (not the embedded one's
+    # database 0 and lane, whose store URL the user never set).
     deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
-    apart = store_url != broker_url
+    apart = _server(store_url) != _server(broker_url)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
-    if sends and apart:
-        named.append((broker_url, "the broker's Redis"))
+    if sends and broker_url != store_url:
+        named.append((broker_url, "the broker's Redis" if apart else "Redis"))
     for url, what in named:
         if problem := probe_redis(url, what):
             log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
@@ -156,6 +159,21 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     except redis.RedisError as exc:
         raise BrokerError(f"Cannot use {named[0][1]} at {redact_url(store_url)}: {exc}") from exc
     return store
+
+
+def _server(url: str) -> tuple[str, ...]:
+    """The Redis server ``url`` names, whatever its database: its socket's path, or its host and port (two URLs
+    of one server are one Redis to the user, whichever is the store's and which the broker's)."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(store_url_for_redis_py(url))
+    if parts.scheme == "unix":
+        return ("unix", unquote(parts.path))
+    try:
+        port = parts.port or 6379
+    except ValueError:  # not a port: probe_redis says so, naming the URL
+        port = 0
+    return ("tcp", (parts.hostname or "localhost").lower(), str(port))
 
 
 def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "Redis") -> str | None:

@@ -246,6 +246,22 @@ def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path
         store_server.stop()
 
 
+def test_an_embedded_lane_that_does_not_answer_names_no_store_url_the_user_never_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded mode puts the store in its server's database 0 and the broker in a lane of the same server:
+    they were told apart by URL, so its errors named "the run store's Redis (RAGSCORE_STORE_URL)", never set."""
+    from orchestrator import runner
+
+    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 1.0)
+    url = f"redis+socket://{tmp_path / 'gone.sock'}"
+    for sends in (False, True):
+        with pytest.raises(BrokerError) as unreachable:
+            runner.connect_lane(url, 3, get_settings(), sends=sends)
+        said = str(unreachable.value)
+        assert said.startswith("Cannot use Redis at ") and "RAGSCORE_STORE_URL" not in said, said
+
+
 def test_a_database_redis_refuses_on_a_unix_socket_names_the_database_not_the_socket_path(tmp_path: Path) -> None:
     """The database was read from the URL's path, which of a unix:// URL is the socket's: "it has no database
     tmp/.../redis.sock"."""
