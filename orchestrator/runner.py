@@ -140,12 +140,12 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # broker is probed too: a broker that did not answer, or a database it lacks, failed later, less clearly, in
     # Celery's first send. Each Redis is named by its role only where they are two servers (not the embedded one's
     # database 0 and lane, whose store URL the user never set).
-    deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
     apart = _server(store_url) != _server(broker_url)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
     if sends and broker_url != store_url:
         named.append((broker_url, "the broker's Redis" if apart else "Redis"))
-    for url, what in named:
+    for url, what in named:  # each Redis its own window: one slow to come up leaves the next its retries
+        deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
         if problem := probe_redis(url, what):
             log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
                         CONNECT_RETRY_S)  # fmt: skip
@@ -179,8 +179,8 @@ def _server(url: str) -> tuple[str, ...]:
 def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "Redis") -> str | None:
     """Ping ``url`` about once a second until ``deadline`` (``time.monotonic()``): None once it answers, else why
     it did not (a Redis that accepts and never replies times out each ping, bounded, instead of holding the run).
-    ``problem``, why the first ping failed, is the answer when the deadline has passed already (an earlier Redis
-    took the retries): never None for a Redis not pinged again."""
+    ``problem``, why the first ping failed, is the answer when the deadline has passed already (that ping took
+    the whole window): never None for a Redis not pinged again."""
     while time.monotonic() < deadline:
         time.sleep(1.0)
         if (again := probe_redis(url, what)) is None:

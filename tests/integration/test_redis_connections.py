@@ -262,6 +262,33 @@ def test_an_embedded_lane_that_does_not_answer_names_no_store_url_the_user_never
         assert said.startswith("Cannot use Redis at ") and "RAGSCORE_STORE_URL" not in said, said
 
 
+def test_a_broker_not_answering_after_a_slow_store_gets_retries_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One deadline served both Redis: a store that took the window left the broker's first failed ping final,
+    though the log had just said it was retried "for about 20 s". Each now has a window of its own."""
+    from orchestrator import runner
+
+    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 1.5)
+    server = RedisProcess(tmp_path / "redis").start()
+    broker_url = server.url.removesuffix("/0") + "/1"
+    fails = {server.url: 2, broker_url: 1}  # the store answers its third ping (~2 s), the broker its second
+
+    def probe(url: str, what: str = "Redis") -> str | None:
+        if fails[url]:
+            fails[url] -= 1
+            return "not yet"
+        return None
+
+    monkeypatch.setattr(runner, "probe_redis", probe)
+    try:
+        settings = get_settings().model_copy(update={"store_url": server.url})
+        assert runner.connect(broker_url, settings, sends=True).state("none") == ""
+        assert fails == {server.url: 0, broker_url: 0}
+    finally:
+        server.stop()
+
+
 def test_a_database_redis_refuses_on_a_unix_socket_names_the_database_not_the_socket_path(tmp_path: Path) -> None:
     """The database was read from the URL's path, which of a unix:// URL is the socket's: "it has no database
     tmp/.../redis.sock"."""
