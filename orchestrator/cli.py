@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
 
+    from .runner import Orphan
+
 __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Score RAG and LLM answers at scale.")
@@ -916,13 +918,25 @@ def cancel_cmd(
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")
 
 
+def held_by_gone_workers(orphans: list[Orphan]) -> str:
+    """What a cancelled run's summary leaves out: the items ``orphans`` (held by workers that are gone) hold."""
+    items = sum(o.items for o in orphans)
+    one = items == 1
+    return (
+        f"{counted(items, 'item')} of it ({counted(len(orphans), 'message')}) {'is' if one else 'are'} held by a "
+        "worker that is gone (killed, or its host lost), which Redis hands back only after the visibility timeout: "
+        f"its summary is written without {'it' if one else 'them'}, counted as stopped, once its tasks in flight end "
+        "(a minute at most)"
+    )
+
+
 def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type: ignore[no-untyped-def]
     """Write the summary of cancelled run ``run_id`` where no worker would: its queued messages wait where no
     worker listens, or a worker that is gone holds some, or (an embedded run whose process is gone) none of it is
     queued or held by a live worker any more; its embedded process, while alive, does it itself."""
     from .embedded_redis import run_process_alive
     from .reports.live import resume_hint
-    from .runner import Orphan, summarize_cancelled
+    from .runner import summarize_cancelled
 
     def said(unserved: dict[str, int]) -> None:
         queues = ", ".join(f"{q!r} ({counted(n, 'message')} waiting)" for q, n in unserved.items())
@@ -930,12 +944,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type:
                   "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
 
     def held(orphans: list[Orphan]) -> None:
-        items = sum(o.items for o in orphans)
-        are = "is" if items == 1 else "are"
-        err.print(f"{counted(items, 'item')} of it ({counted(len(orphans), 'message')}) {are} held by a worker that "
-                  "is gone (killed, or its host lost), which Redis hands back only after the visibility timeout: its "
-                  "summary is written without them, counted as stopped, once its tasks in flight end (a minute "
-                  "at most)", soft_wrap=True)  # fmt: skip
+        err.print(held_by_gone_workers(orphans), soft_wrap=True)
 
     if lane is None:
         summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)

@@ -145,7 +145,8 @@ class DatasetScan:
             cased = any(_normal(col) not in FOREIGN_NAMES for col in self.near_misses)
             one = len(self.near_misses) == 1
             out.append(f"{noun(len(self.near_misses), 'column')} {named} {'is' if one else 'are'} no row field"
-                       f"{' (names are case-sensitive)' if cased else ''}; metrics ignore them")  # fmt: skip
+                       f"{' (names are case-sensitive)' if cased else ''}; metrics ignore "
+                       f"{'it' if one else 'them'}")  # fmt: skip
         return out
 
 

@@ -145,7 +145,7 @@ class StatusView:
         return (
             f"{counted(held, 'item')} of this run ({where}; {counted(len(self.orphans), 'message')}) "
             f"{'is' if held == 1 else 'are'} held by a worker that stopped (killed, or its host lost): Redis hands "
-            "them to another worker only after the "
+            f"{'it' if held == 1 else 'them'} to another worker only after the "
             f"visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={self.visibility_s:.0f} s after delivery), {when}; "
             f"`ragscore resume {self._orphans_of} --out DIR` sends that work again sooner: at once when no worker "
             "that runs holds the run's other work, else once that is done (a run at work is followed, not resumed)"

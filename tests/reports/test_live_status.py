@@ -303,6 +303,14 @@ def test_work_held_by_a_worker_that_stopped_makes_its_queue_and_the_run_end_no_s
     assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s after delivery), at about 00:31:44 UTC, in 14m44s" in text
     # a resume follows a run whose live workers hold some of it (it said "sends that work again now")
     assert "sends that work again sooner: at once when no worker that runs holds the run's other work" in text
+    one = StatusView(SUITE_META, window_s=30)
+    one.add(Sample(1010.0, _progress(100, 10)))
+    one.set_orphans("run-x", [Orphan(1000.0, "cpu", 1)], 900.0)
+    console = Console(record=True, width=400)
+    console.print(one.render("run-x"))
+    text = " ".join(console.export_text().split())
+    assert "1 item of this run (1 on cpu; 1 message) is held by a worker that stopped" in text
+    assert "Redis hands it to another worker only after" in text  # one item: not "them"
     stalled = StatusView(SUITE_META | {"progress_at": "1020"})  # the rest done: nothing moves until then
     stalled.add(Sample(1200.0, _progress(550, 120)))
     stalled.set_orphans("run-x", [Orphan(1000.0, "cpu", 25), Orphan(1004.0, "cpu", 25)], 900.0)

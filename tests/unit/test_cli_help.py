@@ -99,3 +99,14 @@ def test_a_usage_error_and_a_bad_input_error_start_alike() -> None:
     usage, bad_input = _cli("run", "--no-such-option"), _cli("worker", "-Q", "cpu")
     assert usage.returncode == 2 and "\nError: No such option: --no-such-option" in usage.stderr, usage.stderr
     assert bad_input.returncode == 2 and bad_input.stderr.startswith("Error: worker needs a broker"), bad_input.stderr
+
+
+def test_cancel_says_one_held_item_in_the_singular() -> None:
+    """`ragscore cancel` said "1 item of it (1 message) is held ... its summary is written without them"."""
+    from orchestrator.cli import held_by_gone_workers
+    from orchestrator.runner import Orphan
+
+    one = held_by_gone_workers([Orphan(1000.0, "cpu", 1)])
+    assert one.startswith("1 item of it (1 message) is held by a worker that is gone") and "without it," in one
+    two = held_by_gone_workers([Orphan(1000.0, "cpu", 1), Orphan(1001.0, "cpu", 1)])
+    assert two.startswith("2 items of it (2 messages) are held by a worker that is gone") and "without them," in two

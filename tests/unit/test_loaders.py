@@ -377,6 +377,7 @@ def test_query_and_context_columns_are_named_with_the_field_they_hold(tmp_path: 
     path.write_text(json.dumps({"id": "3", "Answer": "Ada", "answer": "Ada"}) + "\n")
     scan = scan_dataset(path, None, lambda e: None)
     assert scan.near_misses == {"Answer": "answer"} and "(names are case-sensitive)" in scan.warnings()[0]
+    assert scan.warnings()[0].endswith("is no row field (names are case-sensitive); metrics ignore it")  # not "them"
     # A null question is none (evaluate() writes a DataFrame's NaN as null): the query beside it is named.
     path.write_text(json.dumps({"id": "4", "question": None, "query": "who wrote it", "answer": "Ada"}) + "\n")
     assert scan_dataset(path, None, lambda e: None).near_misses == {"query": "question"}
