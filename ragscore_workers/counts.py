@@ -9,22 +9,22 @@ from collections.abc import Sequence
 __all__ = ["counted", "listed", "noun", "noun_names"]
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` with thousands separators and ``noun``, plural unless ``n`` is 1 (``plural`` where an added ``s`` is
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` with thousands separators and ``word``, plural unless ``n`` is 1 (``plural`` where an added ``s`` is
     wrong: ``reply``, ``replies``)."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+    return f"{n:,} {noun(n, word, plural)}"
 
 
-def noun(n: int, noun: str, plural: str | None = None) -> str:
-    """``noun`` alone, plural unless ``n`` is 1, for a message that lists the things after it: ``column 'a'``,
+def noun(n: int, word: str, plural: str | None = None) -> str:
+    """``word`` alone, plural unless ``n`` is 1, for a message that lists the things after it: ``column 'a'``,
     ``columns 'a', 'b'``."""
-    return noun if n == 1 else plural or noun + "s"
+    return word if n == 1 else plural or word + "s"
 
 
-def noun_names(noun_: str, names: Sequence[object], plural: str | None = None) -> str:
-    """``noun_`` (plural unless one) and ``names``, each quoted as Python writes it: ``column 'a'``, ``columns 'a',
-    'b'``."""
-    return f"{noun(len(names), noun_, plural)} {', '.join(map(repr, names))}"
+def noun_names(names: Sequence[object], word: str, plural: str | None = None) -> str:
+    """``word`` (plural unless one) and ``names``, each quoted as Python writes it: ``column 'a'``, ``columns 'a',
+    'b'`` (what is counted first, as :func:`counted` and :func:`noun` take it)."""
+    return f"{noun(len(names), word, plural)} {', '.join(map(repr, names))}"
 
 
 def listed(

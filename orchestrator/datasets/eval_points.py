@@ -60,7 +60,7 @@ def map_point(raw: Any, where: str) -> dict[str, Any]:
         raise SeedError(f"{where}: no validator type (give 'type' or 'validator')")
     rest = {k: v for k, v in raw.items() if k not in _KNOWN}
     if rest and "params" in point:
-        raise SeedError(f"{where}: unknown {noun_names('key', sorted(rest))} beside params")
+        raise SeedError(f"{where}: unknown {noun_names(sorted(rest), 'key')} beside params")
     if rest:
         point["params"] = rest
     return point
@@ -129,7 +129,7 @@ def _json_answers(raw: Any) -> Iterator[tuple[str, str] | SeedError]:
                 raise SeedError(f"{where}: expected {{model, answer}}, got {type(item).__name__}")
             unknown = sorted(set(item) - {"model", "system", "answer", "text"})
             if unknown:
-                raise SeedError(f"{where}: unknown {noun_names('key', unknown)}; give model and answer")
+                raise SeedError(f"{where}: unknown {noun_names(unknown, 'key')}; give model and answer")
             model_key, model = pick(item, ("model", "system"), where)
             answer_key, answer = pick(item, ("answer", "text"), where)
             if model_key is None or answer_key is None:

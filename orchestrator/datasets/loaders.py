@@ -344,7 +344,7 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
             raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
         named = [name for name in header if name]
         if twice := sorted({name for name in named if named.count(name) > 1}):
-            raise DatasetError(f"{path}: {noun_names('column', twice)} given twice in the header row; "
+            raise DatasetError(f"{path}: {noun_names(twice, 'column')} given twice in the header row; "
                                "which one holds the field would be a guess: rename or remove one")  # fmt: skip
         while True:
             start = feed.start_row()

@@ -85,7 +85,7 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
         names = [name for name in parquet.schema_arrow.names if name not in _pandas_row_labels(parquet.schema_arrow)]
         if twice := sorted({name for name in names if names.count(name) > 1}):  # a row would keep one of them
-            raise DatasetError(f"{path}: {noun_names('column', twice)} given twice")
+            raise DatasetError(f"{path}: {noun_names(twice, 'column')} given twice")
         number = 0
         for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=names):
             for record, unreadable in _records(batch):

@@ -79,7 +79,7 @@ def _question(qa: dict[str, Any]) -> tuple[str, str, list[str]]:
     if isinstance(body, dict):
         unknown = sorted(set(body) - {"text", "type", "metric"})
         if unknown:
-            raise SeedError(f"question: unknown {noun_names('key', unknown)}; give text, type and metric")
+            raise SeedError(f"question: unknown {noun_names(unknown, 'key')}; give text, type and metric")
         for inner, outer in (("type", type_key), ("metric", "metric" if "metric" in qa else None)):
             if inner in body and outer is not None:
                 raise SeedError(f"question.{inner} and {outer}: give one")
@@ -135,7 +135,7 @@ def _answer(value: Any, where: str) -> tuple[str, Any]:
         raise SeedError(f"{where}: expected a string or {{answer, citations}}, got {type(value).__name__}")
     unknown = sorted(set(value) - {"answer", "text", "citations"})
     if unknown:
-        raise SeedError(f"{where}: unknown {noun_names('key', unknown)}; give answer and citations")
+        raise SeedError(f"{where}: unknown {noun_names(unknown, 'key')}; give answer and citations")
     key, body = pick(value, ("answer", "text"), where)
     if key is None:
         raise SeedError(f"{where}: no answer text")

@@ -131,19 +131,20 @@ def judge_line(summary: RunSummary, out: Path | None = None) -> str | None:
     def count(key: str) -> str:
         return f"{number(key):,}"
 
-    def noun(key: str, singular: str, plural: str | None = None) -> str:
+    def counted_of(key: str, singular: str, plural: str | None = None) -> str:
         return counted(number(key), singular, plural)
 
     if not (j.get("calls") or j.get("cache_hits")):
         return None
-    parts = [noun("calls", "call"), f"{count('cache_hits')} from the cache", noun("retries", "retry", "retries"),
+    parts = [counted_of("calls", "call"), f"{count('cache_hits')} from the cache",
+             counted_of("retries", "retry", "retries"),
              f"{count('rate_limited')} rate-limited (429)",
              f"tokens {count('tokens_in')} in / {count('tokens_out')} out",
              f"cost {_judge_cost(j)}"]  # fmt: skip
     for key, label, plural in (("parse_failures", "unparsable reply", "unparsable replies"),
                                ("failures", "call failed for good", "calls failed for good")):  # fmt: skip
         if j.get(key):
-            parts.append(noun(key, label, plural))
+            parts.append(counted_of(key, label, plural))
     if stated := [f"{name} {count(f'provider_{name}')}" for name in ("rpm", "tpm", "rpd") if j.get(f"provider_{name}")]:
         parts.append(f"the provider's own limits applied ({', '.join(stated)}: below the suite's)")
     if stopped := j.get("breaker") or j.get("budget"):

@@ -252,7 +252,7 @@ def parse_points(raw: list[Any]) -> list[ParsedPoint]:
             raise _problem(
                 index,
                 p.id,
-                PointSpecError(f"depends_on names unknown {noun_names('point', unknown)}"),
+                PointSpecError(f"depends_on names unknown {noun_names(unknown, 'point')}"),
             )
         if p.id in p.point.depends_on:
             raise _problem(index, p.id, PointSpecError("depends_on names the point itself: it could never run"))

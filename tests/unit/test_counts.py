@@ -41,5 +41,5 @@ def test_noun_is_the_noun_alone_plural_unless_one() -> None:
 
 def test_noun_names_quotes_each_name_after_its_noun() -> None:
     """Messages said "column(s) 'a'" and "unknown key(s) ['kind']"."""
-    assert noun_names("column", ["a"]) == "column 'a'"
-    assert noun_names("key", ["kind", "score"]) == "keys 'kind', 'score'"
+    assert noun_names(["a"], "column") == "column 'a'"
+    assert noun_names(["kind", "score"], "key") == "keys 'kind', 'score'"
