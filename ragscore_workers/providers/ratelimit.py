@@ -27,12 +27,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .errors import RateLimitTimeout, RequestTooLargeError
 
-__all__ = ["DEFAULT_MAX_WAIT_S", "DEFAULT_WINDOW_MARGIN", "Grant", "Limit", "RedisLimiter", "limits_per_minute"]
+__all__ = [
+    "DEFAULT_MAX_WAIT_S",
+    "DEFAULT_WINDOW_MARGIN",
+    "WAIT_NOTE_S",
+    "Grant",
+    "Limit",
+    "RedisLimiter",
+    "Wait",
+    "limits_per_minute",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +64,8 @@ _stored_lock = threading.Lock()
 # KEYS[1] = pause key, KEYS[2] = learned limits (hash: limit name -> what the provider last stated), then per
 # limit: log (zset), costs (hash), sum (string)
 # ARGV[1] = now in ms ("" = Redis TIME), ARGV[2] = member, then per limit: period_ms, limit, cost, name
-# Returns {status, wait_ms, now_ms, limit index}: status 1 admitted, 0 wait, -1 never fits.
+# Returns {status, wait_ms, now_ms, limit index, limit}: status 1 admitted, 0 wait (index -1: the shared pause; the
+# limit, the learned one where that applies, of the limit waited on), -1 never fits.
 _ACQUIRE_LUA = """
 local now
 if ARGV[1] == '' then
@@ -65,13 +75,13 @@ else
   now = tonumber(ARGV[1])
 end
 local paused = redis.call('PTTL', KEYS[1])
-if paused > 0 then return {0, paused, now, -1} end
+if paused > 0 then return {0, paused, now, -1, 0} end
 local n = (#KEYS - 2) / 3
-local wait, blocked = 0, -1
+local wait, blocked, blocked_limit = 0, -1, 0
 for i = 0, n - 1 do
   local log, costs, sum = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
   local period, limit, cost = tonumber(ARGV[3 + 4 * i]), tonumber(ARGV[4 + 4 * i]), tonumber(ARGV[5 + 4 * i])
-  if cost > limit then return {-1, 0, now, i} end
+  if cost > limit then return {-1, 0, now, i, limit} end
   local learned = tonumber(redis.call('HGET', KEYS[2], ARGV[6 + 4 * i]) or '')
   if learned and learned < limit and cost <= learned then limit = learned end
   local gone = redis.call('ZRANGEBYSCORE', log, '-inf', now - period)
@@ -96,10 +106,10 @@ for i = 0, n - 1 do
       end
     end
     if w < 1 then w = 1 end
-    if w > wait then wait, blocked = w, i end
+    if w > wait then wait, blocked, blocked_limit = w, i, limit end
   end
 end
-if wait > 0 then return {0, wait, now, blocked} end
+if wait > 0 then return {0, wait, now, blocked, blocked_limit} end
 for i = 0, n - 1 do
   local log, costs, sum = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
   local period, cost = tonumber(ARGV[3 + 4 * i]), ARGV[5 + 4 * i]
@@ -108,7 +118,7 @@ for i = 0, n - 1 do
   redis.call('INCRBY', sum, cost)
   for _, k in ipairs({log, costs, sum}) do redis.call('PEXPIRE', k, period + 60000) end
 end
-return {1, 0, now, -1}
+return {1, 0, now, -1, 0}
 """
 
 # KEYS: per token limit: log, costs, sum. ARGV[1] = member, ARGV[2] = the real cost.
@@ -189,6 +199,10 @@ def limits_per_minute(
     return [Limit(v, period * mult, per, name) for v, mult, per, name in spec if v is not None]  # type: ignore[arg-type]
 
 
+#: Waits at least this long (seconds) are told to :meth:`RedisLimiter.acquire`'s ``on_wait`` (a shorter one is the
+#: limiter pacing calls, nothing a user need be told of; and a call that does not wait costs nothing more).
+WAIT_NOTE_S = 1.0
+
 #: Longest a waiting :meth:`RedisLimiter.acquire` sleeps at a time, and the least time between two calls of its
 #: ``check`` (a ``ragscore cancel`` or an open breaker ends the wait within about this).
 CHECK_EVERY_S = 1.0
@@ -201,6 +215,20 @@ class Grant:
     member: str
     now_ms: int
     tokens: int
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a call waits on at the limiter: ``on`` is ``"pause"`` (the shared pause: ``reason`` says who set it, a
+    429's message or ``provider budget at 0``) or the name of the limit that holds it (``rpm``, ``tpm``, ``rpd``,
+    ``tpd``; ``limit``: its value, the provider's stated one where that is lower); ``until_ms``: when it may go, and
+    ``now_ms``: when that was read, both on Redis's clock."""
+
+    on: str
+    limit: int
+    until_ms: int
+    now_ms: int
+    reason: str = ""
 
 
 class RedisLimiter:
@@ -240,12 +268,17 @@ class RedisLimiter:
 
         ``now_ms`` injects the clock (tests); by default Redis's own ``TIME`` is used.
         """
+        got = self._try(tokens, now_ms)
+        return (got, 0.0) if isinstance(got, Grant) else (None, (got.until_ms - got.now_ms) / 1000)
+
+    def _try(self, tokens: int, now_ms: int | None = None) -> Grant | Wait:
+        """:meth:`try_acquire`: the grant, or what the call waits on (its ``reason`` not read here: :meth:`_told`)."""
         member = uuid.uuid4().hex
         args: list[Any] = ["" if now_ms is None else int(now_ms), member]
         for lim, cost in zip(self.limits, self._costs(tokens), strict=True):
             args += [int(lim.period_s * 1000), lim.limit, cost, lim.name]
         keys = [self.pause_key, self.learned_key, *self._keys]
-        status, wait_ms, now, index = (int(x) for x in self._acquire(keys=keys, args=args))
+        status, wait_ms, now, index, limit = (int(x) for x in self._acquire(keys=keys, args=args))
         if status == -1:
             lim = self.limits[index]
             raise RequestTooLargeError(
@@ -254,24 +287,36 @@ class RedisLimiter:
                 f"judge.{lim.name} or --{lim.name})"
             )
         if status == 1:
-            return Grant(member, now, tokens), 0.0
-        return None, wait_ms / 1000
+            return Grant(member, now, tokens)
+        return Wait("pause" if index < 0 else self.limits[index].name, limit, now + wait_ms, now)
 
-    def acquire(self, tokens: int, check: Callable[[], None] | None = None) -> Grant:
+    def acquire(
+        self, tokens: int, check: Callable[[], None] | None = None, on_wait: Callable[[Wait], None] | None = None
+    ) -> Grant:
         """Wait (sleeping, bounded by ``max_wait_s``) until every limit admits a call of ``tokens``.
 
         ``check`` is called at most every :data:`CHECK_EVERY_S` while the call waits (its run was cancelled, its
         breaker opened): what it raises ends the wait, so a long pause after a 429 holds no stopped run's calls.
         It is called once more when the call is admitted: what it raises then gives the admission back
         (:meth:`release`: the call is not sent, so it holds no request or tokens in the window) and is raised.
+
+        ``on_wait`` is told what the call waits on once a wait of at least :data:`WAIT_NOTE_S` begins, and again
+        when the call still waits after the time it was told (others took the room first): so a progress view can
+        say the run waits on a limit, not that it stalled. A call admitted at once, or after a short wait, tells
+        nothing (no cost but this test). What it raises is logged, never the call's failure.
         """
         started = checked = time.monotonic()
+        told_until = -1  # Redis time (ms) up to which on_wait was told this call waits
         while True:
-            grant, wait = self.try_acquire(tokens)
-            if grant is not None:
+            held = self._try(tokens)
+            if isinstance(held, Grant):
                 if check is not None:
-                    self._checked(grant, check)
-                return grant
+                    self._checked(held, check)
+                return held
+            wait = (held.until_ms - held.now_ms) / 1000
+            if on_wait is not None and wait >= WAIT_NOTE_S and held.now_ms >= told_until:
+                told_until = held.until_ms
+                self._told(held, on_wait)
             waited = time.monotonic() - started
             if waited + wait > self.max_wait_s:
                 raise self._timeout(waited, wait)
@@ -281,6 +326,17 @@ class RedisLimiter:
             if check is not None and time.monotonic() - checked >= CHECK_EVERY_S:
                 check()
                 checked = time.monotonic()
+
+    def _told(self, held: Wait, on_wait: Callable[[Wait], None]) -> None:
+        """``on_wait(held)``, with the pause's reason read (only then: a wait told of); never fails the call."""
+        try:
+            if held.on == "pause":
+                why = self.r.get(self.pause_key)
+                held = replace(held, reason=why.decode(errors="replace") if isinstance(why, bytes) else why or "")
+            on_wait(held)
+        except Exception:  # saying why a call waits is worth less than the call
+            log.warning("could not say that a call to %s waits on its rate limit", self.key.split(":")[0],
+                        exc_info=True)  # fmt: skip
 
     def _checked(self, grant: Grant, check: Callable[[], None]) -> None:
         """``check()`` for an admitted call; if it raises (the call will not be sent), release the grant first."""
