@@ -431,6 +431,31 @@ def work_before(progress: dict[str, int]) -> dict[str, int]:
     return {k[len(_BEFORE) :]: v for k, v in progress.items() if k.startswith(_BEFORE)}
 
 
+#: The shared pause a wait is on was set by a 429 (``judge_wait_pause``), or by headers saying a budget is at 0.
+PAUSED_BY_429, PAUSED_BY_BUDGET = 429, 0
+#: The reason of a shared pause set because the provider's headers said a budget is at 0.
+BUDGET_AT_0 = "provider budget at 0"
+
+
+def _judge_wait(wait: dict[Any, Any], now_ms: int) -> dict[str, int]:
+    """The progress counters of what the run's judge calls wait on at the shared limiter (the ``…:judge:wait`` hash
+    :meth:`RunJudgeState.note_wait` keeps): ``judge_wait_ms``, ms until the next may go, and either
+    ``judge_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value) or ``judge_wait_pause``
+    (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`). ``{}`` for none, or a wait whose time has passed."""
+    field = {(k.decode() if isinstance(k, bytes) else k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
+             for k, v in wait.items()}  # fmt: skip
+    try:
+        left, on, limit = int(field["until"]) - now_ms, field["on"], int(field.get("limit") or 0)
+    except (KeyError, ValueError):
+        return {}
+    if left <= 0 or on not in ("pause", "rpm", "tpm", "rpd", "tpd"):
+        return {}
+    if on == "pause":
+        budget = field.get("reason") == BUDGET_AT_0
+        return {"judge_wait_ms": left, "judge_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
+    return {"judge_wait_ms": left, f"judge_wait_{on}": limit}
+
+
 def _done_now(counters: dict[str, int]) -> dict[str, int]:
     """Progress counters with the ``redo`` ones folded in: ``done`` and ``done:{queue}`` leave out what a resume
     sent again that no worker has written again yet."""
@@ -791,7 +816,8 @@ class RunStore:
         run's current attempt (:meth:`work_began`), also ``work_ms``, the store's clock since then, and
         ``before:{counter}`` of ``done``, ``done:{queue}`` and ``judge_calls``: the counter less it is the attempt's
         work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its
-        work over its own time, on one clock."""
+        work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
+        limiter, ``judge_wait_ms`` and what they wait on (:func:`_judge_wait`): the views say so, not "no progress"."""
         return self.progress_and_clock(run_id)[0]
 
     def progress_and_clock(self, run_id: str) -> tuple[dict[str, int], float]:
@@ -802,8 +828,9 @@ class RunStore:
         pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state"))
         for queue in PROGRESSIVE_QUEUES:
             pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
+        pipe.hgetall(self.key(run_id, "judge:wait"))
         pipe.time()
-        counters, judge_calls, meta_fields, *unwritten, (seconds, micros) = pipe.execute()
+        counters, judge_calls, meta_fields, *unwritten, wait, (seconds, micros) = pipe.execute()
         *began_fields, state = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
         out = {k: v for k, v in _done_now(stored).items() if k != "marked" and not k.startswith("marked:")}
@@ -814,6 +841,8 @@ class RunStore:
                     out[f"done:{queue}"] = out.get(f"done:{queue}", 0) + n
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
+        if wait and state not in RunState.DONE:
+            out.update(_judge_wait(wait, seconds * 1000 + micros // 1000))
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
             out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))

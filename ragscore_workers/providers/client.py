@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
+from ..store import BUDGET_AT_0
 from .base import Completion, CompletionParams, Message, Provider, RetryDecision, estimate_tokens
 from .cache import ReplyCache, cache_key
 from .errors import JudgeStopped, ProviderError, RateLimitTimeout, RequestTooLargeError
@@ -152,7 +153,9 @@ class JudgeClient:
         try:  # ``release``: what reserve() held for this call, given back with its counts however it ends
             # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a call
             # stopped then is not sent, and the limiter takes its request and tokens back out of the shared window.
-            grant = self.limiter.acquire(estimate, check=self._check_stopped)
+            # A wait of a second or more is noted for the run (``ragscore status``, the live progress): waiting on the
+            # limit, not stalled.
+            grant = self.limiter.acquire(estimate, check=self._check_stopped, on_wait=self.state.note_wait)
             completion = self.provider.redacted(self.provider.complete(messages, params))
         except ProviderError as exc:  # from the provider only: the limiter raises none
             self._learn_limits(exc.headers)
@@ -177,7 +180,7 @@ class JudgeClient:
         self.limiter.correct(grant, completion.tokens_in + completion.tokens_out)
         exhausted = self._learn_limits(completion.headers).exhausted_for()
         if exhausted > 0:
-            self.limiter.pause(exhausted, "provider budget at 0")
+            self.limiter.pause(exhausted, BUDGET_AT_0)
         cost = self.price.cost(completion.tokens_in, completion.tokens_out) if self.price else 0.0
         self.state.incr(calls=1, tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cost=cost,
                         usage_estimated=int(estimated), unpriced_calls=int(self.price is None), reset_failures=True,

@@ -26,6 +26,12 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``called_at``              the store's clock (whole seconds) when a call was last counted: ``ragscore status`` reads a
                            judge run whose calls go out as at work, though its items end seldom
 =========================  ===================================================================
+
+Beside it, ``…:judge:wait`` (a hash that expires seconds after the wait it tells of) says what the run's calls wait
+on at the shared limiter, when one waits :data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``,
+``tpm``, ``rpd``, ``tpd``), ``limit``, ``until`` (ms, the store's clock: the soonest any of its waiting calls may
+go) and ``reason`` (of a pause). :meth:`RunStore.progress` reads it (``judge_wait_*``): a run held by its rate
+limit or a provider's 429 pause is said to wait on it, not to make no progress.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Any, NamedTuple
 from ..die_with_parent import parent_gone
 from ..schemas import JUDGE_COUNTERS
 from ..store import RunState, RunStore
+from .ratelimit import Wait
 
 __all__ = [
     "COUNTER_FIELDS",
@@ -72,6 +79,19 @@ ORPHANED_REASON = "the process that started this worker exited"
 
 # KEYS[1] = hash: its ``called_at`` is the store's clock now (one clock for every worker host).
 _CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1])"
+
+# KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl margin ms. Keeps the soonest wait
+# still to come (the next call goes then: another thread may wait longer), else writes this one; the hash expires
+# ttl margin after its ``until``.
+_WAIT_LUA = """
+local old = tonumber(redis.call('HGET', KEYS[1], 'until') or '')
+if old and old > tonumber(ARGV[5]) and old <= tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], 'on', ARGV[1], 'limit', ARGV[2], 'until', ARGV[3], 'reason', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[5]) + tonumber(ARGV[6]))
+return 1
+"""
+#: How long (ms) a wait's hash outlives its ``until`` (the reader ignores a wait whose time has passed).
+WAIT_MARGIN_MS = 2000
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
 _FAILURE_LUA = """
@@ -179,6 +199,8 @@ class RunJudgeState:
         self._reserve = redis.register_script(_RESERVE_LUA)
         self._release = redis.register_script(_RELEASE_LUA)
         self._called_at = redis.register_script(_CALLED_AT_LUA)
+        self._wait = redis.register_script(_WAIT_LUA)
+        self.wait_key = f"{self.key}:wait"
         self._stop_lock = threading.Lock()
         self._stop_read_at = float("-inf")  # monotonic time of the last read: none yet
         self._stopped: str | None = None
@@ -202,6 +224,12 @@ class RunJudgeState:
             pipe.hset(self.key, "consecutive_failures", 0)
         pipe.expire(self.key, self.ttl_s)
         pipe.execute()
+
+    def note_wait(self, wait: Wait) -> None:
+        """A call of the run waits on the shared limiter (:meth:`RedisLimiter.acquire`'s ``on_wait``): kept in
+        ``…:wait`` until shortly after it ends, for the progress views to say so."""
+        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_MARGIN_MS]
+        self._wait(keys=[self.wait_key], args=args)
 
     def note(self, field: str, value: int | str) -> None:
         """Set one field (a fact such as ``provider_rpm`` or ``base_url``, not a counter)."""
