@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from rich.console import Console
@@ -16,24 +18,27 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ragscore_workers.store import work_before
+from ragscore_workers.store import PAUSED_BY_BUDGET, work_before
 
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
-__all__ = ["ProgressView", "make_progress", "note_of", "queued_of"]
+__all__ = ["ProgressView", "judge_wait_note", "make_progress", "note_of", "queued_of"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
-#: Seconds without a unit done or a judge call sent after which the view says so instead of an ETA (a stall, a
-#: 429 pause).
+#: Seconds without a unit done or a judge call sent after which the view says so instead of an ETA (a stall), or
+#: says what the judge calls wait on (the rate limit, a provider's 429 pause: :func:`judge_wait_note`).
 IDLE_NOTE_S = 10.0
+#: How :func:`judge_wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
+_LIMIT_NAMES = {"rpm": "RPM", "tpm": "TPM", "rpd": "requests a day", "tpd": "tokens a day"}
 
 
 class ProgressView(Protocol):
     """Receives the store's progress counters while a run scores (:meth:`RunStore.progress`: ``done``, ``total``,
     ``errors``, ``unscorable``, ``done:{queue}``/``total:{queue}``, ``judge_calls`` once the judge was called, and
-    once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``; a view reads the keys it
-    knows, as later versions may add some). A view may also have ``note(text)``, told what
+    once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``, while its judge calls wait at
+    the rate limiter ``judge_wait_*`` (:func:`judge_wait_note`); a view reads the keys it knows, as later versions may
+    add some). A view may also have ``note(text)``, told what
     happens before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
     ``queued(text)``, told while no worker has begun the run's attempt that other runs' messages wait ahead of it
     (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown instead of an ETA
@@ -59,6 +64,35 @@ def note_of(view: object) -> Callable[[str], None]:
 def queued_of(view: object) -> Callable[[str], None]:
     """The view's ``queued`` (what the run waits behind before its work begins), or a no-op (:func:`_hook`)."""
     return _hook(view, "queued")
+
+
+def _in(seconds: float) -> str:
+    """``4 s``, ``2m05s`` (a wait to come, rounded up: never "in 0 s" while it lasts)."""
+    whole = max(1, math.ceil(seconds))
+    return f"{whole} s" if whole < 120 else f"{whole // 60}m{whole % 60:02d}s"
+
+
+def judge_wait_note(counters: dict[str, int], now: float | None = None) -> str:
+    """What the run's judge calls wait on at the shared rate limiter, from :meth:`RunStore.progress`'s
+    ``judge_wait_*`` counters (``""`` for nothing): ``waiting on the judge rate limit (600 RPM): next call in 4 s``,
+    or, for the pause every worker keeps after a provider's 429, ``paused by the provider's 429 until 10:32:05 UTC:
+    next judge call in 40 s``. ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a
+    pause."""
+    left_ms = counters.get("judge_wait_ms", 0)
+    if left_ms <= 0:
+        return ""
+    left = left_ms / 1000
+    if "judge_wait_pause" in counters:
+        start = datetime.now(timezone.utc) if now is None else datetime.fromtimestamp(now, timezone.utc)
+        until = (start + timedelta(seconds=left)).strftime("%H:%M:%S UTC")
+        who = ("paused: the provider's rate-limit headers say its budget is spent,"
+               if counters["judge_wait_pause"] == PAUSED_BY_BUDGET else "paused by the provider's 429")  # fmt: skip
+        return f"{who} until {until}: next judge call in {_in(left)}"
+    for name, said in _LIMIT_NAMES.items():
+        if f"judge_wait_{name}" in counters:
+            limit = counters[f"judge_wait_{name}"]
+            return f"waiting on the judge rate limit ({limit:,} {said}): next call in {_in(left)}"
+    return ""
 
 
 def _judge_calls(counters: dict[str, int]) -> str:
@@ -136,11 +170,15 @@ class _Rate:
         """The run waits its turn behind other runs' messages: not idle, its idle time counts from the end of that."""
         self.changed = time.monotonic()
 
-    def idle_note(self, done: int, total: int) -> str:
+    def idle_note(self, counters: dict[str, int]) -> str:
         """``no progress for 25 s`` once no unit was done and no judge call sent for IDLE_NOTE_S (the ETA means
-        nothing then)."""
+        nothing then); what the judge calls wait on instead, when they wait at the rate limiter
+        (:func:`judge_wait_note`): a run held by its ``--rpm`` or a provider's 429 is not stuck."""
+        done, total = counters.get("done", 0), counters.get("total", 0)
         idle = time.monotonic() - self.changed
-        return f"no progress for {idle:.0f} s" if idle >= IDLE_NOTE_S and done < total else ""
+        if idle < IDLE_NOTE_S or done >= total:
+            return ""
+        return judge_wait_note(counters) or f"no progress for {idle:.0f} s"
 
 
 class RichProgress:
@@ -177,7 +215,7 @@ class RichProgress:
         rate, eta = self.rate.measure(counters)
         if self.behind:
             self.rate.waiting()
-        note = self.behind or self.rate.idle_note(done, total)
+        note = self.behind or self.rate.idle_note(counters)
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
             eta="-:--:--" if eta is None or note else _clock(eta),
@@ -228,7 +266,7 @@ class PlainProgress:
             self.rate.waiting()
         pct = 100.0 * done / total if total else 0.0
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
-        if note := self.behind or self.rate.idle_note(done, total):
+        if note := self.behind or self.rate.idle_note(counters):
             eta_text = f"? ({note})"
         self._print(
             f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric outputs ({pct:.1f}%) {rate:.1f}/s ETA "

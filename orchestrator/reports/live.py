@@ -25,6 +25,8 @@ from ragscore_workers.counts import counted
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
+from ..progress import judge_wait_note
+
 if TYPE_CHECKING:
     from ..runner import Orphan
 
@@ -347,8 +349,13 @@ class StatusView:
         if self.queued:
             lines.append(Text(f"{self.queued}: its work begins once those are taken (first come, first served)"))
         now = self.samples[-1].t
+        # its judge calls wait at the shared rate limiter (the suite's rpm/tpm, a provider's 429 pause): said, and not
+        # taken for a stall while they do (a 429's retry-after can be minutes)
+        waiting = "" if self.meta.get("state") in RunState.DONE else judge_wait_note(counters, now)
+        if waiting:
+            lines.append(Text(waiting))
         # else the warning above says why, and until when; a run queued behind others is waiting its turn
-        if self.stalled(now) and self._held_back(now) is None and not self.queued:
+        if self.stalled(now) and self._held_back(now) is None and not self.queued and not waiting:
             idle = fmt_duration(self.idle_s(now))
             lines.append(Text(
                 f"no progress for {idle}: if the `ragscore run` that started it was stopped (an embedded "

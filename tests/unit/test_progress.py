@@ -137,12 +137,38 @@ def test_a_judge_run_shows_its_calls_and_is_at_work_while_they_go_out(clock: Clo
         clock.advance(progress.IDLE_NOTE_S + 10)
         view.update({**JUDGE_RUN, "judge_calls": calls}, final=True)
     clock.advance(progress.IDLE_NOTE_S + 10)
-    view.update({**JUDGE_RUN, "judge_calls": 80}, final=True)  # no call either (a 429 pause)
+    view.update({**JUDGE_RUN, "judge_calls": 80}, final=True)  # no call either, and none waits at the limiter
     first, *calling, paused = out.getvalue().splitlines()
     assert first.endswith("unscorable 0 judge calls 0")  # none sent yet: said, as 0
     assert [line.rsplit("judge calls ", 1)[1] for line in calling] == ["40", "80"]
     assert all("no progress" not in line for line in calling)
     assert f"(no progress for {progress.IDLE_NOTE_S + 10:.0f} s)" in paused and paused.endswith("judge calls 80")
+
+
+@pytest.mark.parametrize(
+    ("waiting", "said"),
+    [({"judge_wait_rpm": 600}, "waiting on the judge rate limit (600 RPM): next call in 4 s"),
+     ({"judge_wait_tpm": 100_000}, "waiting on the judge rate limit (100,000 TPM): next call in 4 s"),
+     ({"judge_wait_pause": 429}, "paused by the provider's 429 until "),
+     ({"judge_wait_pause": 0}, "paused: the provider's rate-limit headers say its budget is spent, until ")],
+)  # fmt: skip
+def test_a_judge_run_waiting_at_the_rate_limiter_says_what_it_waits_on_not_no_progress(
+    clock: Clock, waiting: dict[str, int], said: str
+) -> None:
+    """Its calls held by the limiter (a minute's calls admitted at once, then none; a provider's 429 pause) read
+    as 'no progress for 20 s': a run thought stuck. The store's ``judge_wait_*`` counters say what holds them."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update({**JUDGE_RUN, "judge_calls": 60}, final=True)
+    clock.advance(progress.IDLE_NOTE_S + 10)
+    view.update({**JUDGE_RUN, "judge_calls": 60, "judge_wait_ms": 3_200, **waiting}, final=True)
+    line = out.getvalue().splitlines()[-1]
+    assert said in line and "no progress" not in line, line
+    assert line.endswith("next judge call in 4 s) errors 0 unscorable 0 judge calls 60") or "rate limit" in line
+    clock.advance(10)  # the wait over, and still no call: that is said as before
+    view.update({**JUDGE_RUN, "judge_calls": 60}, final=True)
+    assert "(no progress for 30 s)" in out.getvalue().splitlines()[-1]
 
 
 def test_a_run_without_judge_metrics_says_no_judge_calls(clock: Clock) -> None:

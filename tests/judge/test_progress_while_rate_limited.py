@@ -1,0 +1,119 @@
+"""A run whose judge calls wait at the shared rate limiter is said to wait on it, not to make no progress (real Redis,
+a real judge worker process, real HTTP to the fake provider; the limiter itself for what a call that does not wait
+costs). Its live progress said "no progress for N s" and `ragscore status`, after a minute, "no progress ... if the
+`ragscore run` that started it was stopped", while it waited on its own ``rpm`` or a provider's 429: read as stuck."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from orchestrator.progress import PlainProgress
+from orchestrator.runner import cancel, connect, submit, wait
+from orchestrator.suite import load_suite
+from ragscore_workers.providers import Limit, RedisLimiter
+from ragscore_workers.providers.ratelimit import Wait
+from ragscore_workers.store import PAUSED_BY_429, RunState, RunStore
+
+from ..fakes import FakeProvider
+from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+
+ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"} for i in range(2)]
+#: Generous bounds for a slow CI machine: a worker's boot, the first call, the limiter's window (a minute).
+BOOT_S = 180
+RPM_WAIT = "waiting on the judge rate limit (1 RPM): next call in"
+
+
+def _status(run_id: str, url: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", run_id, "--broker", url],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return " ".join(done.stdout.split())
+
+
+def _judging(tmp_path: Path, fake: FakeProvider, model: str, store: RunStore, **judge: object) -> str:
+    config = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None} | judge
+    spec = {"name": "answer_accuracy", "params": {"concurrency": 2, "cache": False}}
+    suite = load_suite({"metrics": [spec], "chunk_size": {"judge": 2}, "judge": config})
+    return submit(write_jsonl(tmp_path / "d.jsonl", ROWS), suite, store).run_id
+
+
+@pytest.mark.integration
+def test_a_run_held_by_its_rpm_says_it_waits_on_the_rate_limit_not_no_progress(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+) -> None:
+    """rpm 1: the first of its 4 judge calls goes at once, the next a minute later. Meanwhile the live progress (once
+    idle for IDLE_NOTE_S) and `ragscore status` say what it waits on, and when its next call goes."""
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
+    try:
+        run_id = _judging(tmp_path, fake, model, store, rpm=1)
+        assert until(lambda: "judge_wait_rpm" in store.progress(run_id), BOOT_S), store.progress(run_id)
+        counters = store.progress(run_id)
+        assert counters["judge_wait_rpm"] == 1 and 0 < counters["judge_wait_ms"] <= 62_000, counters
+        assert RPM_WAIT in _status(run_id, redis_server.url)
+        out, lines = io.StringIO(), []  # (a line printed, whether the counters it was made of had a wait)
+        view = PlainProgress(out)
+        view.start(run_id)
+        deadline = time.monotonic() + BOOT_S
+        while RPM_WAIT not in out.getvalue() and time.monotonic() < deadline:
+            counters, before = store.progress(run_id), len(out.getvalue())
+            view.update(counters)
+            if len(out.getvalue()) > before:
+                lines.append((out.getvalue()[before:], "judge_wait_ms" in counters))
+            time.sleep(0.2)
+        assert RPM_WAIT in out.getvalue(), out.getvalue()
+        said = [line for line, waited in lines if waited]
+        assert said and not [line for line in said if "no progress" in line], out.getvalue()
+        cancel(store, run_id)  # its waiting calls stop within a second or so: no minute's wait for each
+        summary = wait(store, run_id, timeout_s=BOOT_S)
+    finally:
+        worker.stop()
+    assert summary.state == RunState.CANCELLED
+    assert "judge_wait_ms" not in store.progress(run_id)  # an ended run waits on nothing
+
+
+@pytest.mark.integration
+def test_a_run_paused_by_the_providers_429_says_so_and_until_when(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+) -> None:
+    """A 429 with retry-after 120 pauses every worker's calls: `ragscore status` says the provider's 429 paused them,
+    until when, not "no progress"."""
+    fake.injected_retry_after_s = 120
+    fake.fail_next("429", 1000)
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
+    try:
+        run_id = _judging(tmp_path, fake, model, store)
+        assert until(lambda: "judge_wait_pause" in store.progress(run_id), BOOT_S), store.progress(run_id)
+        counters = store.progress(run_id)
+        assert counters["judge_wait_pause"] == PAUSED_BY_429 and 0 < counters["judge_wait_ms"] <= 120_000, counters
+        status = _status(run_id, redis_server.url)
+        assert "paused by the provider's 429 until " in status and "UTC: next judge call in" in status, status
+        assert "no progress" not in status, status
+        cancel(store, run_id)
+        assert wait(store, run_id, timeout_s=BOOT_S).state == RunState.CANCELLED
+    finally:
+        worker.stop()
+
+
+def test_a_call_that_does_not_wait_or_waits_under_a_second_tells_nothing(rclient: redis.Redis) -> None:
+    """``on_wait`` costs a call nothing unless it waits WAIT_NOTE_S or more; one that does is told once, with the
+    limit it waits on and when it may go (Redis's clock)."""
+    told: list[Wait] = []
+    quick = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1, 0.3, "requests", "rpm")])
+    quick.acquire(1, on_wait=told.append)
+    quick.acquire(1, on_wait=told.append)  # waits under 0.3 s
+    assert told == []
+    slow = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1, 2.5, "requests", "rpm")])
+    slow.acquire(1, on_wait=told.append)
+    slow.acquire(1, on_wait=told.append)  # waits about 2.5 s
+    assert len(told) == 1, told
+    assert told[0].on == "rpm" and told[0].limit == 1 and 1000 <= told[0].until_ms - told[0].now_ms <= 2500
