@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_MAX_WAIT_S",
     "DEFAULT_WINDOW_MARGIN",
     "WAIT_NOTE_S",
+    "WAIT_REFRESH_S",
     "Grant",
     "Limit",
     "RedisLimiter",
@@ -202,6 +203,9 @@ def limits_per_minute(
 #: Waits at least this long (seconds) are told to :meth:`RedisLimiter.acquire`'s ``on_wait`` (a shorter one is the
 #: limiter pacing calls, nothing a user need be told of; and a call that does not wait costs nothing more).
 WAIT_NOTE_S = 1.0
+#: A call that waits tells ``on_wait`` again at least this often (seconds) while it waits: what it was told lives a
+#: few seconds only (a worker that died while its calls waited is not said to wait on for minutes).
+WAIT_REFRESH_S = 2.0
 
 #: Longest a waiting :meth:`RedisLimiter.acquire` sleeps at a time, and the least time between two calls of its
 #: ``check`` (a ``ragscore cancel`` or an open breaker ends the wait within about this).
@@ -291,7 +295,7 @@ class RedisLimiter:
         return Wait("pause" if index < 0 else self.limits[index].name, limit, now + wait_ms, now)
 
     def acquire(
-        self, tokens: int, check: Callable[[], None] | None = None, on_wait: Callable[[Wait], None] | None = None
+        self, tokens: int, check: Callable[[], None] | None = None, on_wait: Callable[[Wait], object] | None = None
     ) -> Grant:
         """Wait (sleeping, bounded by ``max_wait_s``) until every limit admits a call of ``tokens``.
 
@@ -300,13 +304,15 @@ class RedisLimiter:
         It is called once more when the call is admitted: what it raises then gives the admission back
         (:meth:`release`: the call is not sent, so it holds no request or tokens in the window) and is raised.
 
-        ``on_wait`` is told what the call waits on once a wait of at least :data:`WAIT_NOTE_S` begins, and again
-        when the call still waits after the time it was told (others took the room first): so a progress view can
-        say the run waits on a limit, not that it stalled. A call admitted at once, or after a short wait, tells
-        nothing (no cost but this test). What it raises is logged, never the call's failure.
+        ``on_wait`` is told what the call waits on once a wait of at least :data:`WAIT_NOTE_S` begins, again every
+        :data:`WAIT_REFRESH_S` while it waits, and again once the time it was told has passed (others took the room
+        first); it may return an ``until`` (ms, Redis's clock) sooner than the call's own, after which it is told again
+        (what it keeps is another call's sooner wait): so a progress view can say the run waits on a limit, not that
+        it stalled. A call admitted at once, or after a short wait, tells nothing (no cost but this test). What it
+        raises is logged, never the call's failure.
         """
         started = checked = time.monotonic()
-        told_until = -1  # Redis time (ms) up to which on_wait was told this call waits
+        told_until, told_at = -1, float("-inf")  # Redis time (ms) up to which on_wait was told; when (monotonic)
         while True:
             held = self._try(tokens)
             if isinstance(held, Grant):
@@ -314,9 +320,10 @@ class RedisLimiter:
                     self._checked(held, check)
                 return held
             wait = (held.until_ms - held.now_ms) / 1000
-            if on_wait is not None and wait >= WAIT_NOTE_S and held.now_ms >= told_until:
-                told_until = held.until_ms
-                self._told(held, on_wait)
+            due = held.now_ms >= told_until or time.monotonic() - told_at >= WAIT_REFRESH_S
+            if on_wait is not None and wait >= WAIT_NOTE_S and due:
+                told_at = time.monotonic()
+                told_until = self._told(held, on_wait)
             waited = time.monotonic() - started
             if waited + wait > self.max_wait_s:
                 raise self._timeout(waited, wait)
@@ -327,16 +334,20 @@ class RedisLimiter:
                 check()
                 checked = time.monotonic()
 
-    def _told(self, held: Wait, on_wait: Callable[[Wait], None]) -> None:
-        """``on_wait(held)``, with the pause's reason read (only then: a wait told of); never fails the call."""
+    def _told(self, held: Wait, on_wait: Callable[[Wait], object]) -> int:
+        """``on_wait(held)``, with the pause's reason read (only then: a wait told of); never fails the call. Returns
+        when (ms, Redis's clock) to tell again at the latest: the call's own ``until``, or the sooner one
+        ``on_wait`` returned."""
         try:
             if held.on == "pause":
                 why = self.r.get(self.pause_key)
                 held = replace(held, reason=why.decode(errors="replace") if isinstance(why, bytes) else why or "")
-            on_wait(held)
+            kept = on_wait(held)
         except Exception:  # saying why a call waits is worth less than the call
             log.warning("could not say that a call to %s waits on its rate limit", self.key.split(":")[0],
                         exc_info=True)  # fmt: skip
+            return held.until_ms
+        return min(kept, held.until_ms) if isinstance(kept, int) and not isinstance(kept, bool) else held.until_ms
 
     def _checked(self, grant: Grant, check: Callable[[], None]) -> None:
         """``check()`` for an admitted call; if it raises (the call will not be sent), release the grant first."""

@@ -27,11 +27,12 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
                            judge run whose calls go out as at work, though its items end seldom
 =========================  ===================================================================
 
-Beside it, ``…:judge:wait`` (a hash that expires seconds after the wait it tells of) says what the run's calls wait
-on at the shared limiter, when one waits :data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``,
-``tpm``, ``rpd``, ``tpd``), ``limit``, ``until`` (ms, the store's clock: the soonest any of its waiting calls may
-go) and ``reason`` (of a pause). :meth:`RunStore.progress` reads it (``judge_wait_*``): a run held by its rate
-limit or a provider's 429 pause is said to wait on it, not to make no progress.
+Beside it, ``…:judge:wait`` (a hash that expires seconds after the last of its waiting calls wrote it: they write
+again while they wait) says what the run's calls wait on at the shared limiter, when one waits
+:data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``, ``tpm``, ``rpd``, ``tpd``), ``limit``, ``until``
+(ms, the store's clock: when the next of its waiting calls may go; a 429's pause before any limit's wait) and
+``reason`` (of a pause). :meth:`RunStore.progress` reads it (``judge_wait_*``): a run held by its rate limit or a
+provider's 429 pause is said to wait on it, not to make no progress.
 """
 
 from __future__ import annotations
@@ -80,18 +81,29 @@ ORPHANED_REASON = "the process that started this worker exited"
 # KEYS[1] = hash: its ``called_at`` is the store's clock now (one clock for every worker host).
 _CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1])"
 
-# KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl margin ms. Keeps the soonest wait
-# still to come (the next call goes then: another thread may wait longer), else writes this one; the hash expires
-# ttl margin after its ``until``.
+# KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl ms. Keeps the wait still to come that
+# the next call of the run goes after: a pause (it holds every call) before a limit's wait, else the soonest; else
+# writes this one. Either way the hash lives ttl more (its waiting calls write again while they wait: once none
+# does, a worker that died among them, it is gone within ttl). Returns the ``until`` it keeps: once that passed, a
+# call that still waits writes again.
 _WAIT_LUA = """
+local now, new = tonumber(ARGV[5]), tonumber(ARGV[3])
 local old = tonumber(redis.call('HGET', KEYS[1], 'until') or '')
-if old and old > tonumber(ARGV[5]) and old <= tonumber(ARGV[3]) then return 0 end
-redis.call('HSET', KEYS[1], 'on', ARGV[1], 'limit', ARGV[2], 'until', ARGV[3], 'reason', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[5]) + tonumber(ARGV[6]))
-return 1
+local keep = false
+if old and old > now then
+  local was_pause, is_pause = redis.call('HGET', KEYS[1], 'on') == 'pause', ARGV[1] == 'pause'
+  keep = (was_pause and not is_pause) or (was_pause == is_pause and old <= new)
+end
+if not keep then
+  redis.call('HSET', KEYS[1], 'on', ARGV[1], 'limit', ARGV[2], 'until', ARGV[3], 'reason', ARGV[4])
+  old = new
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
+return old
 """
-#: How long (ms) a wait's hash outlives its ``until`` (the reader ignores a wait whose time has passed).
-WAIT_MARGIN_MS = 2000
+#: How long (ms) a wait's hash outlives the last write of a call still waiting (they write again every
+#: :data:`~.ratelimit.WAIT_REFRESH_S`); the reader also ignores a wait whose time has passed.
+WAIT_TTL_MS = 5000
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
 _FAILURE_LUA = """
@@ -225,11 +237,13 @@ class RunJudgeState:
         pipe.expire(self.key, self.ttl_s)
         pipe.execute()
 
-    def note_wait(self, wait: Wait) -> None:
+    def note_wait(self, wait: Wait) -> int:
         """A call of the run waits on the shared limiter (:meth:`RedisLimiter.acquire`'s ``on_wait``): kept in
-        ``…:wait`` until shortly after it ends, for the progress views to say so."""
-        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_MARGIN_MS]
-        self._wait(keys=[self.wait_key], args=args)
+        ``…:wait`` for the progress views to say so (a pause before a limit's wait, else the soonest), for
+        :data:`WAIT_TTL_MS` more. Returns the ``until`` (ms, Redis's clock) of the wait kept: the call writes again
+        once that has passed (the run's next call goes then, this one may wait on)."""
+        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS]
+        return int(self._wait(keys=[self.wait_key], args=args))
 
     def note(self, field: str, value: int | str) -> None:
         """Set one field (a fact such as ``provider_rpm`` or ``base_url``, not a counter)."""

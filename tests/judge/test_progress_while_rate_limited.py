@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +20,8 @@ from orchestrator.progress import PlainProgress
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.providers import Limit, RedisLimiter
-from ragscore_workers.providers.ratelimit import Wait
+from ragscore_workers.providers.ratelimit import Grant, Wait
+from ragscore_workers.providers.run_state import WAIT_TTL_MS, RunJudgeState
 from ragscore_workers.store import PAUSED_BY_429, RunState, RunStore
 
 from ..fakes import FakeProvider
@@ -117,3 +119,67 @@ def test_a_call_that_does_not_wait_or_waits_under_a_second_tells_nothing(rclient
     slow.acquire(1, on_wait=told.append)  # waits about 2.5 s
     assert len(told) == 1, told
     assert told[0].on == "rpm" and told[0].limit == 1 and 1000 <= told[0].until_ms - told[0].now_ms <= 2500
+
+
+def _redis_ms(r: redis.Redis) -> int:
+    seconds, micros = r.time()
+    return seconds * 1000 + micros // 1000
+
+
+def _run_waits(r: redis.Redis) -> tuple[RunStore, RunJudgeState, str]:
+    run_id = f"w-{uuid.uuid4().hex[:8]}"
+    return RunStore(r, ttl_s=600), RunJudgeState(r, run_id, ttl_s=600), run_id
+
+
+def test_a_run_still_says_it_waits_after_its_soonest_waiting_call_went(rclient: redis.Redis) -> None:
+    """Two calls wait on a token limit, A 4 s, B 8 s: once A went, B's wait is said (it wrote again once the wait
+    kept for the run had passed), not nothing for the 4 s until B goes."""
+    store, state, run_id = _run_waits(rclient)
+    limiter = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(100, 8.0, "tokens", "tpm")])
+    now = _redis_ms(rclient)
+    assert isinstance(limiter._try(60, now_ms=now - 4000), Grant)  # gone from the window 4 s from now
+    assert isinstance(limiter._try(30, now_ms=now), Grant)  # ... 8 s from now
+    admitted: dict[str, float] = {}
+
+    def call(name: str, tokens: int) -> None:
+        limiter.acquire(tokens, on_wait=state.note_wait)
+        admitted[name] = time.monotonic()
+
+    threads = [threading.Thread(target=call, args=("A", 20)), threading.Thread(target=call, args=("B", 80))]
+    for thread in threads:
+        thread.start()
+    said: list[tuple[float, bool]] = []  # (when, whether the progress said the run waits)
+    while "B" not in admitted:
+        said.append((time.monotonic(), "judge_wait_tpm" in store.progress(run_id)))
+        time.sleep(0.1)
+    for thread in threads:
+        thread.join()
+    assert admitted["B"] - admitted["A"] >= 2.5, admitted  # B waited on after A went
+    after_a = [waits for t, waits in said if admitted["A"] + 2.0 <= t <= admitted["B"] - 0.5]
+    assert after_a and all(after_a), said
+
+
+def test_a_providers_pause_is_said_before_a_limits_wait(rclient: redis.Redis) -> None:
+    """A 429's pause holds every call: said, though another call waits on the rpm that ends sooner (and the pause
+    kept when a call then notes an rpm wait)."""
+    store, state, run_id = _run_waits(rclient)
+    now = _redis_ms(rclient)
+    state.note_wait(Wait("rpm", 60, now + 5_000, now))
+    state.note_wait(Wait("pause", 0, now + 12_000, now, "429 from provider"))
+    assert store.progress(run_id).get("judge_wait_pause") == PAUSED_BY_429, store.progress(run_id)
+    state.note_wait(Wait("rpm", 60, now + 3_000, now))
+    assert store.progress(run_id).get("judge_wait_pause") == PAUSED_BY_429, store.progress(run_id)
+
+
+def test_a_wait_no_call_waits_on_any_more_is_gone_within_seconds(rclient: redis.Redis) -> None:
+    """A 10-minute pause noted by calls of a worker that then died is not said for 10 minutes: what they noted lives
+    seconds; calls that still wait write it again while they do."""
+    _, state, _ = _run_waits(rclient)
+    now = _redis_ms(rclient)
+    state.note_wait(Wait("pause", 0, now + 600_000, now, "429 from provider"))
+    assert 0 < rclient.pttl(state.wait_key) <= WAIT_TTL_MS
+    told: list[Wait] = []
+    limiter = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(10, 60, "requests", "rpm")])
+    limiter.pause(4.5, "429 from provider")
+    limiter.acquire(1, on_wait=told.append)
+    assert len(told) >= 2 and {w.on for w in told} == {"pause"}, told
