@@ -308,8 +308,8 @@ class RedisLimiter:
         :data:`WAIT_REFRESH_S` while it waits, and again once the time it was told has passed (others took the room
         first); it may return an ``until`` (ms, Redis's clock) sooner than the call's own, after which it is told again
         (what it keeps is another call's sooner wait): so a progress view can say the run waits on a limit, not that
-        it stalled. A call admitted at once, or after a short wait, tells nothing (no cost but this test). What it
-        raises is logged, never the call's failure.
+        it stalled. A call admitted at once, or after a short wait, tells nothing (no cost but this test); nor does a
+        wait longer than ``max_wait_s`` (the call fails at once). What it raises is logged, never the call's failure.
         """
         started = checked = time.monotonic()
         told_until, told_at = -1, float("-inf")  # Redis time (ms) up to which on_wait was told; when (monotonic)
@@ -320,13 +320,13 @@ class RedisLimiter:
                     self._checked(held, check)
                 return held
             wait = (held.until_ms - held.now_ms) / 1000
+            waited = time.monotonic() - started
+            if waited + wait > self.max_wait_s:
+                raise self._timeout(waited, wait)
             due = held.now_ms >= told_until or time.monotonic() - told_at >= WAIT_REFRESH_S
             if on_wait is not None and wait >= WAIT_NOTE_S and due:
                 told_at = time.monotonic()
                 told_until = self._told(held, on_wait)
-            waited = time.monotonic() - started
-            if waited + wait > self.max_wait_s:
-                raise self._timeout(waited, wait)
             # A little jitter so that waiters woken by the same expiry do not all retry at once; a long wait is
             # slept in slices, each followed by a new attempt, so that ``check`` runs while it lasts.
             self._sleep(min(wait + random.uniform(0, min(0.05, wait / 4 + 0.005)), CHECK_EVERY_S))

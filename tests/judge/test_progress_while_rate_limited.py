@@ -20,6 +20,7 @@ from orchestrator.progress import PlainProgress
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.providers import Limit, RedisLimiter
+from ragscore_workers.providers.errors import RateLimitTimeout
 from ragscore_workers.providers.ratelimit import Grant, Wait
 from ragscore_workers.providers.run_state import WAIT_TTL_MS, RunJudgeState
 from ragscore_workers.store import PAUSED_BY_429, RunState, RunStore
@@ -183,3 +184,13 @@ def test_a_wait_no_call_waits_on_any_more_is_gone_within_seconds(rclient: redis.
     limiter.pause(4.5, "429 from provider")
     limiter.acquire(1, on_wait=told.append)
     assert len(told) >= 2 and {w.on for w in told} == {"pause"}, told
+
+
+def test_a_wait_over_max_wait_s_is_not_noted(rclient: redis.Redis) -> None:
+    """The call fails at once (RateLimitTimeout): no "next judge call in 25m" said of calls that do not wait."""
+    told: list[Wait] = []
+    limiter = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(10, 60, "requests", "rpm")], max_wait_s=1)
+    limiter.pause(1500, "429 from provider")
+    with pytest.raises(RateLimitTimeout):
+        limiter.acquire(1, on_wait=told.append)
+    assert told == []
