@@ -152,6 +152,26 @@ def test_a_running_run_without_progress_for_a_minute_says_so_and_shows_no_eta() 
     assert "no progress for 5m00s: if the `ragscore run` that started it was stopped" in console.export_text()
 
 
+@pytest.mark.parametrize(
+    ("waiting", "said"),
+    [({"judge_wait_rpm": 30}, "waiting on the judge rate limit (30 RPM): next call in 40 s"),
+     ({"judge_wait_pause": 429}, "paused by the provider's 429 until "),
+     ({"judge_wait_pause": 0}, "paused: the provider's rate-limit headers say its budget is spent, until ")],
+)  # fmt: skip
+def test_a_run_idle_while_its_judge_calls_wait_at_the_rate_limiter_says_so_not_no_progress(
+    waiting: dict[str, int], said: str
+) -> None:
+    """Idle for 5 minutes, past STALLED_S, while its calls wait on its rpm or a provider's 429 pause: said, and not
+    the "no progress ... if the `ragscore run` that started it was stopped" warning."""
+    view = StatusView(SUITE_META | {"progress_at": "1050"})
+    view.add(Sample(1350.0, _progress(100, 5, judge_wait_ms=40_000, **waiting)))
+    assert view.stalled(1350.0)
+    console = Console(record=True, width=250)
+    console.print(view.render("run-x"))
+    text = " ".join(console.export_text().split())
+    assert said in text and "no progress" not in text, text
+
+
 def test_a_judge_run_whose_calls_go_out_while_its_items_end_seldom_makes_progress() -> None:
     """A judge item ends only once its calls have: its run wrote no item for minutes while its calls went out, and
     read as stalled ("no progress for 5m00s", no ETA)."""
