@@ -22,7 +22,7 @@ from ragscore_workers.store import PAUSED_BY_BUDGET, work_before
 
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
-__all__ = ["ProgressView", "judge_wait_note", "make_progress", "note_of", "queued_of"]
+__all__ = ["ProgressView", "fmt_duration", "judge_wait_note", "make_progress", "note_of", "queued_of"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
@@ -66,18 +66,29 @@ def queued_of(view: object) -> Callable[[str], None]:
     return _hook(view, "queued")
 
 
+def fmt_duration(seconds: float | None) -> str:
+    """``1m05s``, ``2h03m``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
 def _in(seconds: float) -> str:
-    """``4 s``, ``2m05s`` (a wait to come, rounded up: never "in 0 s" while it lasts)."""
+    """``4 s``, else :func:`fmt_duration`'s ``2m05s``, ``24h36m`` (a wait to come, rounded up: never "in 0 s" while
+    it lasts)."""
     whole = max(1, math.ceil(seconds))
-    return f"{whole} s" if whole < 120 else f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole} s" if whole < 60 else fmt_duration(whole)
 
 
 def judge_wait_note(counters: dict[str, int], now: float | None = None) -> str:
     """What the run's judge calls wait on at the shared rate limiter, from :meth:`RunStore.progress`'s
-    ``judge_wait_*`` counters (``""`` for nothing): ``waiting on the judge rate limit (600 RPM): next call in 4 s``,
-    or, for the pause every worker keeps after a provider's 429, ``paused by the provider's 429 until 10:32:05 UTC:
-    next judge call in 40 s``. ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a
-    pause."""
+    ``judge_wait_*`` counters (``""`` for nothing): ``waiting on the judge rate limit (600 RPM): next judge call in
+    4 s``, or, for the pause every worker keeps after a provider's 429, ``paused by the provider's 429 until 10:32:05
+    UTC: next judge call in 40 s`` (``paused until 10:32:05 UTC (the provider's rate-limit headers say its budget is
+    spent): next judge call in 40 s`` when headers paused it). ``now`` (epoch seconds, this host's clock; default:
+    the clock now) dates the end of a pause."""
     left_ms = counters.get("judge_wait_ms", 0)
     if left_ms <= 0:
         return ""
@@ -85,13 +96,14 @@ def judge_wait_note(counters: dict[str, int], now: float | None = None) -> str:
     if "judge_wait_pause" in counters:
         start = datetime.now(timezone.utc) if now is None else datetime.fromtimestamp(now, timezone.utc)
         until = (start + timedelta(seconds=left)).strftime("%H:%M:%S UTC")
-        who = ("paused: the provider's rate-limit headers say its budget is spent,"
-               if counters["judge_wait_pause"] == PAUSED_BY_BUDGET else "paused by the provider's 429")  # fmt: skip
-        return f"{who} until {until}: next judge call in {_in(left)}"
+        if counters["judge_wait_pause"] == PAUSED_BY_BUDGET:
+            return (f"paused until {until} (the provider's rate-limit headers say its budget is spent): next judge "
+                    f"call in {_in(left)}")  # fmt: skip
+        return f"paused by the provider's 429 until {until}: next judge call in {_in(left)}"
     for name, said in _LIMIT_NAMES.items():
         if f"judge_wait_{name}" in counters:
             limit = counters[f"judge_wait_{name}"]
-            return f"waiting on the judge rate limit ({limit:,} {said}): next call in {_in(left)}"
+            return f"waiting on the judge rate limit ({limit:,} {said}): next judge call in {_in(left)}"
     return ""
 
 

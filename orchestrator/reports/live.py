@@ -25,7 +25,7 @@ from ragscore_workers.counts import counted
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
-from ..progress import judge_wait_note
+from ..progress import fmt_duration, judge_wait_note
 
 if TYPE_CHECKING:
     from ..runner import Orphan
@@ -71,15 +71,6 @@ def sample(store: RunStore, run_id: str, now: float) -> Sample:
                   stated if isinstance(stated, int) else None,
                   float(called_at) if isinstance(called_at, (int, float)) else None,
                   store_t)  # fmt: skip
-
-
-def fmt_duration(seconds: float | None) -> str:
-    """``1m05s``, ``2h03m``; ``-`` for None."""
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 def resume_hint(run_id: str) -> str:

@@ -31,7 +31,7 @@ from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"} for i in range(2)]
 #: Generous bounds for a slow CI machine: a worker's boot, the first call, the limiter's window (a minute).
 BOOT_S = 180
-RPM_WAIT = "waiting on the judge rate limit (1 RPM): next call in"
+RPM_WAIT = "waiting on the judge rate limit (1 RPM): next judge call in"
 
 
 def _status(run_id: str, url: str) -> str:

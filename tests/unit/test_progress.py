@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+from datetime import datetime, timezone
 
 import pytest
 
@@ -147,10 +148,10 @@ def test_a_judge_run_shows_its_calls_and_is_at_work_while_they_go_out(clock: Clo
 
 @pytest.mark.parametrize(
     ("waiting", "said"),
-    [({"judge_wait_rpm": 600}, "waiting on the judge rate limit (600 RPM): next call in 4 s"),
-     ({"judge_wait_tpm": 100_000}, "waiting on the judge rate limit (100,000 TPM): next call in 4 s"),
+    [({"judge_wait_rpm": 600}, "waiting on the judge rate limit (600 RPM): next judge call in 4 s"),
+     ({"judge_wait_tpm": 100_000}, "waiting on the judge rate limit (100,000 TPM): next judge call in 4 s"),
      ({"judge_wait_pause": 429}, "paused by the provider's 429 until "),
-     ({"judge_wait_pause": 0}, "paused: the provider's rate-limit headers say its budget is spent, until ")],
+     ({"judge_wait_pause": 0}, "paused until ")],
 )  # fmt: skip
 def test_a_judge_run_waiting_at_the_rate_limiter_says_what_it_waits_on_not_no_progress(
     clock: Clock, waiting: dict[str, int], said: str
@@ -345,3 +346,22 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
     rich.stop()
     printed = [line for line in out.getvalue().splitlines() if line.startswith("[ragscore]")]
     assert printed == [f"[ragscore] {QUEUED}"]
+
+
+@pytest.mark.parametrize(
+    ("counters", "said"),
+    [({"judge_wait_ms": 3_200, "judge_wait_rpm": 600},
+      "waiting on the judge rate limit (600 RPM): next judge call in 4 s"),
+     ({"judge_wait_ms": 124_200, "judge_wait_tpm": 1_000},
+      "waiting on the judge rate limit (1,000 TPM): next judge call in 2m05s"),
+     ({"judge_wait_ms": 88_560_000, "judge_wait_rpd": 1_000},
+      "waiting on the judge rate limit (1,000 requests a day): next judge call in 24h36m"),
+     ({"judge_wait_ms": 40_000, "judge_wait_pause": 429},
+      "paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s"),
+     ({"judge_wait_ms": 40_000, "judge_wait_pause": 0},
+      "paused until 10:32:05 UTC (the provider's rate-limit headers say its budget is spent): next judge call in 40 s"),
+     ],
+)  # fmt: skip
+def test_what_the_judge_calls_wait_on_is_said_with_hours_for_a_long_wait(counters: dict[str, int], said: str) -> None:
+    now = datetime(2026, 12, 3, 10, 31, 25, tzinfo=timezone.utc).timestamp()
+    assert progress.judge_wait_note(counters, now) == said
