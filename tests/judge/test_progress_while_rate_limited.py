@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+import orchestrator.progress as progress
 from orchestrator.progress import PlainProgress
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
@@ -27,6 +28,7 @@ from ragscore_workers.store import PAUSED_BY_429, RunState, RunStore
 
 from ..fakes import FakeProvider
 from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from .conftest import judge_suite
 
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"} for i in range(2)]
 #: Generous bounds for a slow CI machine: a worker's boot, the first call, the limiter's window (a minute).
@@ -42,18 +44,19 @@ def _status(run_id: str, url: str) -> str:
 
 
 def _judging(tmp_path: Path, fake: FakeProvider, model: str, store: RunStore, **judge: object) -> str:
-    config = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None} | judge
-    spec = {"name": "answer_accuracy", "params": {"concurrency": 2, "cache": False}}
-    suite = load_suite({"metrics": [spec], "chunk_size": {"judge": 2}, "judge": config})
-    return submit(write_jsonl(tmp_path / "d.jsonl", ROWS), suite, store).run_id
+    suite = judge_suite(
+        [{"name": "answer_accuracy", "params": {"concurrency": 2, "cache": False}}], fake, model, **judge
+    )
+    return submit(write_jsonl(tmp_path / "d.jsonl", ROWS), load_suite(suite), store).run_id
 
 
 @pytest.mark.integration
 def test_a_run_held_by_its_rpm_says_it_waits_on_the_rate_limit_not_no_progress(
-    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """rpm 1: the first of its 4 judge calls goes at once, the next a minute later. Meanwhile the live progress (once
     idle for IDLE_NOTE_S) and `ragscore status` say what it waits on, and when its next call goes."""
+    monkeypatch.setattr(progress, "IDLE_NOTE_S", 1.0)  # the view runs here: no 10 s idle to wait for
     store = connect(redis_server.url)
     worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
     try:
@@ -108,18 +111,27 @@ def test_a_run_paused_by_the_providers_429_says_so_and_until_when(
 
 
 def test_a_call_that_does_not_wait_or_waits_under_a_second_tells_nothing(rclient: redis.Redis) -> None:
-    """``on_wait`` costs a call nothing unless it waits WAIT_NOTE_S or more; one that does is told once, with the
+    """``on_wait`` costs a call nothing unless it waits WAIT_NOTE_S or more; one that does is told at once, with the
     limit it waits on and when it may go (Redis's clock)."""
     told: list[Wait] = []
     quick = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1, 0.3, "requests", "rpm")])
     quick.acquire(1, on_wait=told.append)
     quick.acquire(1, on_wait=told.append)  # waits under 0.3 s
     assert told == []
-    slow = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1, 2.5, "requests", "rpm")])
+
+    class Stop(Exception):
+        pass
+
+    def stop_once_told() -> None:  # ends the minute's wait at its first check (a second): no waiting it out
+        if told:
+            raise Stop
+
+    slow = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1, 60, "requests", "rpm")])
     slow.acquire(1, on_wait=told.append)
-    slow.acquire(1, on_wait=told.append)  # waits about 2.5 s
+    with pytest.raises(Stop):
+        slow.acquire(1, check=stop_once_told, on_wait=told.append)  # waits about a minute
     assert len(told) == 1, told
-    assert told[0].on == "rpm" and told[0].limit == 1 and 1000 <= told[0].until_ms - told[0].now_ms <= 2500
+    assert told[0].on == "rpm" and told[0].limit == 1 and 50_000 <= told[0].until_ms - told[0].now_ms <= 60_000
 
 
 def _redis_ms(r: redis.Redis) -> int:
