@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigError, MetricError
 from ..schemas import Queue
 from ._validators import Outcome, PointInput, validator
-from .code_test import CodeTestParams, code_source, extract_code, fenced_code, run_code_test
+from .code_test import CodeTestParams, code_and_source, fenced_code, run_code_test
 from .registry import RunContext
 
 __all__ = ["EmbeddingCheckParams", "code_test_check", "embedding_check"]
@@ -61,7 +61,7 @@ def _code(inp: PointInput) -> tuple[str | None, str]:
         return inp.row.code, "the row's code"
     if (code := fenced_code(inp.text)) is not None:
         return code, "the first fenced code block of the point's text"
-    return extract_code(inp.row), code_source(inp.row)
+    return code_and_source(inp.row)
 
 
 @validator("code_test", CodeTestParams, queue=Queue.CODE)

@@ -38,7 +38,7 @@ from .registry import RunContext, register, unset_means
 __all__ = [
     "DETAIL_CHARS",
     "CodeTestParams",
-    "code_source",
+    "code_and_source",
     "code_test",
     "extract_code",
     "fenced_code",
@@ -167,14 +167,14 @@ def _mib(value: float) -> str:
 
 def extract_code(row: Row) -> str | None:
     """The row's ``code``, else the body of the answer's first fenced code block, else None."""
+    return code_and_source(row)[0]
+
+
+def code_and_source(row: Row) -> tuple[str | None, str]:
+    """:func:`extract_code`'s code for ``row``, and how a message names it (``the row's code``)."""
     if row.code and row.code.strip():
-        return row.code
-    return fenced_code(row.answer or "")
-
-
-def code_source(row: Row) -> str:
-    """How a message names the code :func:`extract_code` returns for ``row``."""
-    return "the row's code" if row.code and row.code.strip() else "the first fenced code block of the answer"
+        return row.code, "the row's code"
+    return fenced_code(row.answer or ""), "the first fenced code block of the answer"
 
 
 def _unencodable(code: str, what: str) -> str | None:
@@ -350,12 +350,12 @@ def code_test(rows: list[Row], params: CodeTestParams, ctx: RunContext) -> list[
     """1.0 when the code exits with the expected code and prints the expected output, else 0.0."""
     results = []
     for row in rows:
-        code = extract_code(row)
+        code, what = code_and_source(row)
         if code is None:
             results.append(MetricResult.unscorable("no code: no `code` field and no fenced code block in the answer"))
             continue
         try:
-            passed, details = run_code_test(code, params, ctx.suite.sandbox, what=code_source(row))
+            passed, details = run_code_test(code, params, ctx.suite.sandbox, what=what)
         except (SandboxError, ConfigError, MetricError) as exc:  # not the program failing: this item's error
             results.append(MetricResult.failed(f"{type(exc).__name__}: {exc}"))
             continue
