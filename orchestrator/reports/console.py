@@ -148,7 +148,7 @@ def judge_line(summary: RunSummary, out: Path | None = None) -> str | None:
     if stated := [f"{name} {count(f'provider_{name}')}" for name in ("rpm", "tpm", "rpd") if j.get(f"provider_{name}")]:
         parts.append(f"the provider's own limits applied ({', '.join(stated)}: below the suite's)")
     if stopped := j.get("breaker") or j.get("budget"):
-        parts[-1] += f"; stopped: {stopped} (`{resume_command(out) if out else 'ragscore run --resume DIR'}` goes on)"
+        parts[-1] += f"; stopped: {stopped} (`{resume_command(out or 'DIR')}` goes on)"
     return "judge: " + ", ".join(parts)
 
 

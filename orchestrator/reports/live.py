@@ -26,6 +26,7 @@ from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..progress import fmt_duration, judge_wait_note
+from ..terminal import resume_command
 
 if TYPE_CHECKING:
     from ..runner import Orphan
@@ -75,8 +76,9 @@ def sample(store: RunStore, run_id: str, now: float) -> Sample:
 
 def resume_hint(run_id: str) -> str:
     """The two commands that finish a stopped run, as messages name them: ``run --resume`` by its reports' DIR, or
-    ``resume`` by its id (the --out DIR is not known where this is said)."""
-    return f"`ragscore run --resume DIR` (DIR: its --out) or `ragscore resume {run_id} --out DIR`"
+    ``resume`` by its id, as :func:`~orchestrator.terminal.resume_command` writes them, with ``DIR`` for the --out
+    (not known where this is said)."""
+    return f"`{resume_command('DIR')}` (DIR: its --out) or `{resume_command('DIR', run_id)}`"
 
 
 class StatusView:
