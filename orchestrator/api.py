@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ragscore_workers.counts import counted
+from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 
@@ -147,7 +147,7 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
     (returned as it is, but said: quiet by default, a notebook shows warnings). ``rows_given``: the run scored rows
     given in memory (the lines of failed_rows.jsonl are those of their copy)."""
     if summary.failed_rows:
-        rows = "1 row was" if summary.failed_rows == 1 else f"{summary.failed_rows:,} rows were"
+        rows = f"{counted(summary.failed_rows, 'row')} {agree(summary.failed_rows, 'was', 'were')}"
         line = (f"its line in {out_dir / ROWS_FILE}, the copy of {ROWS_GIVEN.name} (line N is row N-1 of them)"
                 if rows_given else "its line")  # fmt: skip
         warnings.warn(f"{rows} unreadable and not scored: each is in {out_dir / 'failed_rows.jsonl'} with {line} "

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ragscore_workers.counts import counted
+from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
@@ -921,12 +921,11 @@ def cancel_cmd(
 def held_by_gone_workers(orphans: list[Orphan]) -> str:
     """What a cancelled run's summary leaves out: the items ``orphans`` (held by workers that are gone) hold."""
     items = sum(o.items for o in orphans)
-    one = items == 1
     return (
-        f"{counted(items, 'item')} of it ({counted(len(orphans), 'message')}) {'is' if one else 'are'} held by a "
+        f"{counted(items, 'item')} of it ({counted(len(orphans), 'message')}) {agree(items, 'is', 'are')} held by a "
         "worker that is gone (killed, or its host lost), which Redis hands back only after the visibility timeout: "
-        f"its summary is written without {'it' if one else 'them'}, counted as stopped, once its tasks in flight end "
-        "(a minute at most)"
+        f"its summary is written without {agree(items, 'it', 'them')}, counted as stopped, once its tasks in flight "
+        "end (a minute at most)"
     )
 
 

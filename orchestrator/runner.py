@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError
 from redis.commands.core import Script
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
-from ragscore_workers.counts import counted
+from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RunLostError, StoreError
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
@@ -767,7 +767,7 @@ def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False) -> str:
     """What to tell the user about a queue nobody serves (an embedded run's workers live with its ``run``)."""
-    verb = "waits" if waiting == 1 else "wait"
+    verb = agree(waiting, "waits", "wait")
     said = f"{counted(waiting, 'message')} {verb} on queue {queue!r} and no worker consumes it"
     if embedded:
         return (f"{said}: an embedded run's workers stop with its `ragscore run`; finish it with "

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["counted", "listed", "noun", "noun_names"]
+__all__ = ["agree", "counted", "listed", "noun", "noun_names"]
+
+
+def agree(n: int, one: str, many: str) -> str:
+    """The verb or pronoun that agrees with ``n`` things: ``one`` for 1, else ``many`` (``is``/``are``,
+    ``it``/``them``, ``waits``/``wait``)."""
+    return one if n == 1 else many
 
 
 def counted(n: int, word: str, plural: str | None = None) -> str:

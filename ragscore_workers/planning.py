@@ -22,6 +22,7 @@ from celery.canvas import Signature
 from pydantic import BaseModel
 
 from .app import QUEUE_LIMITS, app
+from .counts import agree
 from .metrics.registry import MetricDef, resolve
 from .schemas import TARGET_FIELDS, Queue, Row, Suite, TargetConfig
 from .target.template import UnseenRequestFields
@@ -119,8 +120,8 @@ class ResolvedSuite:
             "is it a column named otherwise?"
             for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
         ] + [
-            f"no row has {field!r}, which {', '.join(names)} {'needs' if len(names) == 1 else 'need'}: "
-            f"{'it' if len(names) == 1 else 'they'} will score no item (is it a column named otherwise?)"
+            f"no row has {field!r}, which {', '.join(names)} {agree(len(names), 'needs', 'need')}: "
+            f"{agree(len(names), 'it', 'they')} will score no item (is it a column named otherwise?)"
             for field, names in needed.items()
         ]  # fmt: skip
 

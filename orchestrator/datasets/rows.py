@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ragscore_workers.counts import counted, listed, noun
+from ragscore_workers.counts import agree, counted, listed, noun
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
 from ragscore_workers.settings import get_settings
@@ -143,10 +143,10 @@ class DatasetScan:
         if self.near_misses:
             named = ", ".join(f"{col!r} (did you mean {fld!r}?)" for col, fld in self.near_misses.items())
             cased = any(_normal(col) not in FOREIGN_NAMES for col in self.near_misses)
-            one = len(self.near_misses) == 1
-            out.append(f"{noun(len(self.near_misses), 'column')} {named} {'is' if one else 'are'} no row field"
+            n = len(self.near_misses)
+            out.append(f"{noun(n, 'column')} {named} {agree(n, 'is', 'are')} no row field"
                        f"{' (names are case-sensitive)' if cased else ''}; metrics ignore "
-                       f"{'it' if one else 'them'}")  # fmt: skip
+                       f"{agree(n, 'it', 'them')}")  # fmt: skip
         return out
 
 

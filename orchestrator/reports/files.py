@@ -15,6 +15,7 @@ from contextlib import ExitStack, contextmanager
 from itertools import islice
 from pathlib import Path
 
+from ragscore_workers.counts import agree
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary, Suite
 from ragscore_workers.store import RawItem, RunStore
@@ -96,7 +97,7 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
     if theirs:
         raise ConfigError(
             f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace "
-            f"{'it' if len(theirs) == 1 else 'them'}. Nothing was written; choose another {option} or remove them"
+            f"{agree(len(theirs), 'it', 'them')}. Nothing was written; choose another {option} or remove them"
         )
 
 

@@ -21,7 +21,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ragscore_workers.counts import counted
+from ragscore_workers.counts import agree, counted
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
@@ -139,8 +139,8 @@ class StatusView:
         held = sum(items.values())
         return (
             f"{counted(held, 'item')} of this run ({where}; {counted(len(self.orphans), 'message')}) "
-            f"{'is' if held == 1 else 'are'} held by a worker that stopped (killed, or its host lost): Redis hands "
-            f"{'it' if held == 1 else 'them'} to another worker only after the "
+            f"{agree(held, 'is', 'are')} held by a worker that stopped (killed, or its host lost): Redis hands "
+            f"{agree(held, 'it', 'them')} to another worker only after the "
             f"visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={self.visibility_s:.0f} s after delivery), {when}; "
             f"`ragscore resume {self._orphans_of} --out DIR` sends that work again sooner: at once when no worker "
             "that runs holds the run's other work, else once that is done (a run at work is followed, not resumed)"

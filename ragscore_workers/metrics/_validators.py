@@ -27,7 +27,7 @@ from typing import Any
 import regex as unicode_regex  # not `regex`: the validator of that name below would hide the module
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..counts import counted
+from ..counts import agree, counted
 from ..schemas import Queue, Row
 from ._bounded_regex import BoundedPattern, RegexError, bounded_regex
 from ._text import CITATION_MARKER
@@ -373,12 +373,11 @@ def _additional_properties(validator: Any, allowed: Any, instance: Any, schema: 
     elif not allowed and extras:
         joined = ", ".join(repr(extra) for extra in extras)
         if patterns:
-            verb = "does" if len(extras) == 1 else "do"
-            yield ValidationError(f"{joined} {verb} not match any of the regexes: "
+            yield ValidationError(f"{joined} {agree(len(extras), 'does', 'do')} not match any of the regexes: "
                                   f"{', '.join(repr(p) for p in sorted(patterns))}")  # fmt: skip
         else:
             yield ValidationError(f"Additional properties are not allowed ({joined} "
-                                  f"{'was' if len(extras) == 1 else 'were'} unexpected)")  # fmt: skip
+                                  f"{agree(len(extras), 'was', 'were')} unexpected)")  # fmt: skip
 
 
 @lru_cache(maxsize=256)

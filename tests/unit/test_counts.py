@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragscore_workers.counts import counted, listed, noun, noun_names
+from ragscore_workers.counts import agree, counted, listed, noun, noun_names
 
 
 def test_counted_writes_thousands_separators_and_the_plural_unless_one() -> None:
@@ -43,3 +43,9 @@ def test_noun_names_quotes_each_name_after_its_noun() -> None:
     """Messages said "column(s) 'a'" and "unknown key(s) ['kind']"."""
     assert noun_names(["a"], "column") == "column 'a'"
     assert noun_names(["kind", "score"], "key") == "keys 'kind', 'score'"
+
+
+def test_agree_is_the_singular_word_for_one_and_the_plural_else() -> None:
+    """Verbs and pronouns were chosen by hand beside each count (``'is' if one else 'are'``)."""
+    assert [agree(n, "is", "are") for n in (0, 1, 2, 1200)] == ["are", "is", "are", "are"]
+    assert agree(1, "it", "them") == "it"
