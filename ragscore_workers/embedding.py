@@ -41,6 +41,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ._embedding_cache import MemoryLRU, redis_get, redis_put, text_hash
+from .counts import counted
 from .errors import ConfigError
 from .schemas import EmbeddingConfig
 from .unicode_text import valid_unicode
@@ -276,8 +277,8 @@ def pick_device(device: str) -> str:
     if device.startswith("cuda") and not cuda:
         raise ConfigError(f"Embedding device {device!r} was asked for, but torch sees no CUDA device.")
     if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
-        raise ConfigError(f"Embedding device {device!r} was asked for, but torch sees {torch.cuda.device_count()} "
-                          "CUDA device(s).")  # fmt: skip
+        raise ConfigError(f"Embedding device {device!r} was asked for, but torch sees "
+                          f"{counted(torch.cuda.device_count(), 'CUDA device')}.")  # fmt: skip
     if device == "mps" and not mps:
         raise ConfigError("Embedding device 'mps' was asked for, but torch sees no MPS device.")
     return device

@@ -20,6 +20,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from .counts import noun, noun_names
+
 __all__ = [
     "Citation",
     "Context",
@@ -239,11 +241,11 @@ def _no_secret_in_request(request: dict[str, Any], info: ValidationInfo) -> dict
     if named := _credential_fields(request, query=info.data.get("method") == "GET"):
         raise PydanticCustomError(
             "secret_in_suite",
-            "request field(s) {names}: a credential comes from the environment only, never from a suite file (the "
+            "{names}: a credential comes from the environment only, never from a suite file (the "
             "value is not shown): name its variable in auth_env and send it with auth_in: body (or query), "
             "auth_param: NAME, or as a header (auth_header, auth_scheme), or call a callable target that reads it "
             "from the environment",
-            {"names": ", ".join(named)},
+            {"names": f"{noun(len(named), 'request field')} {', '.join(named)}"},
         )
     return request
 
@@ -652,7 +654,7 @@ class Suite(BaseModel):
         queues = [q.value for q in Queue if q is not Queue.DERIVED]
         unknown = sorted(set(value) - set(queues))
         if unknown:
-            raise ValueError(f"unknown queue(s) {', '.join(map(repr, unknown))}; choose from {', '.join(queues)}")
+            raise ValueError(f"unknown {noun_names(unknown, 'queue')}; choose from {', '.join(queues)}")
         bad = {q: n for q, n in value.items() if n < 1}
         if bad:
             raise ValueError(f"chunk sizes must be >= 1, got {bad}")

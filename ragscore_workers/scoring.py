@@ -38,7 +38,7 @@ def _as_outputs(mdef: MetricDef, params: BaseModel, value: Any, ms: float) -> It
     if isinstance(value, MetricResult):
         value = {mdef.name: value}
     if not isinstance(value, dict) or not all(isinstance(v, MetricResult) for v in value.values()):
-        raise TypeError(f"metric {mdef.name!r} returned {type(value).__name__}, not MetricResult(s)")
+        raise TypeError(f"metric {mdef.name!r} returned {type(value).__name__}, not a MetricResult or a dict of them")
     missing = [n for n in names if n not in value]
     if missing:
         raise TypeError(f"metric {mdef.name!r} did not return outputs {missing}")

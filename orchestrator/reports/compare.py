@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ragscore_workers.aggregate import BOOTSTRAP_SEED, MAX_RESAMPLE_N, bootstrap_ci
+from ragscore_workers.counts import agree
 from ragscore_workers.metrics.registry import higher_is_better
 
 from .source import RunData
@@ -348,14 +349,16 @@ def _mixed(questions: np.ndarray, scores: np.ndarray) -> np.ndarray:
 def unpaired_text(unpaired: list[str], baseline: str) -> str:
     """Says which systems were compared on nothing (no question scored by both with the baseline: ``arms[0]``, or
     ``its namesake in RUN``)."""
-    return (f"{', '.join(unpaired)} share(s) no question scored by both with the baseline {baseline} (questions are "
+    share = agree(len(unpaired), "shares", "share")
+    return (f"{', '.join(unpaired)} {share} no question scored by both with the baseline {baseline} (questions are "
             "paired by id, per system): nothing of theirs is compared; were they run on the same dataset?")  # fmt: skip
 
 
 def alone_text(alone: list[str]) -> str:
     """Says which systems of a comparison by system have no namesake to be compared with: one of the first run that
     no later run holds, or one of a later run that the first does not."""
-    return f"{', '.join(alone)}: no system of the same name in the run(s) it is compared with, so compared with nothing"
+    return (f"{', '.join(alone)}: no system of the same name on the other side of the comparison, so compared with "
+            "nothing")  # fmt: skip
 
 
 def unchecked_text(unchecked: list[str]) -> str:

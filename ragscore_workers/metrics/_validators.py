@@ -27,7 +27,7 @@ from typing import Any
 import regex as unicode_regex  # not `regex`: the validator of that name below would hide the module
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..counts import agree, counted
+from ..counts import agree, counted, noun
 from ..schemas import Queue, Row
 from ._bounded_regex import BoundedPattern, RegexError, bounded_regex
 from ._text import CITATION_MARKER
@@ -258,7 +258,8 @@ def negation(inp: PointInput, params: NegationParams) -> Outcome:
     """None of the forbidden phrases appears."""
     found, _, evidence = _find(inp, params.keywords, params.whole_word)
     figures = {"found": ", ".join(found), "found_count": len(found)}
-    note = f"forbidden phrase(s) present: {figures['found']}" if found else "no forbidden phrase present"
+    phrases = noun(len(found), "forbidden phrase")
+    note = f"{phrases} present: {figures['found']}" if found else "no forbidden phrase present"
     return Outcome(not found, note, figures, evidence)
 
 
@@ -281,11 +282,11 @@ class RegexParams(_Params):
     _compiles = field_validator("pattern")(_valid_pattern)
 
 
-def _count(inp: PointInput, regex: BoundedPattern, min_count: int, what: str) -> Outcome:
+def _count(inp: PointInput, regex: BoundedPattern, min_count: int, what: str, plural: str | None = None) -> Outcome:
     matches = _matches(regex, inp.text)
     evidence = [_snippet(inp.text, m.start(), m.end()) for m in matches[:MAX_EVIDENCE]]
     figures = {"count": len(matches), "distinct": len({m.group(0) for m in matches}), "min_count": min_count}
-    note = f"{len(matches)} {what} found, {min_count} needed"
+    note = f"{counted(len(matches), what, plural)} found, {min_count} needed"
     return Outcome(len(matches) >= min_count, note, figures, evidence)
 
 
@@ -293,7 +294,7 @@ def _count(inp: PointInput, regex: BoundedPattern, min_count: int, what: str) ->
 def regex(inp: PointInput, params: RegexParams) -> Outcome:
     """The pattern matches at least ``min_count`` times."""
     flags = re.DOTALL | (re.IGNORECASE if params.ignore_case else 0) | (re.MULTILINE if params.multiline else 0)
-    return _count(inp, compile_regex(params.pattern, flags), params.min_count, "match(es)")
+    return _count(inp, compile_regex(params.pattern, flags), params.min_count, "match", "matches")
 
 
 class CitationParams(_Params):
@@ -309,7 +310,7 @@ class CitationParams(_Params):
 @validator("citation", CitationParams)
 def citation(inp: PointInput, params: CitationParams) -> Outcome:
     """At least ``min_count`` citation markers."""
-    return _count(inp, compile_regex(params.pattern, re.DOTALL), params.min_count, "citation(s)")
+    return _count(inp, compile_regex(params.pattern, re.DOTALL), params.min_count, "citation")
 
 
 # --------------------------------------------------------------------------- length / json_schema / diff

@@ -186,7 +186,7 @@ class Point(BaseModel):
     def _known(cls, value: list[str]) -> list[str]:
         unknown = [n for n in value if n not in NORMALIZERS]
         if unknown:
-            raise ValueError(f"unknown normalizer(s) {unknown}; choose from {', '.join(NORMALIZERS)}")
+            raise ValueError(f"unknown {noun_names(unknown, 'normalizer')}; choose from {', '.join(NORMALIZERS)}")
         return value
 
     def normalize(self, text: str) -> str:

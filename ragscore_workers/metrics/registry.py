@@ -22,6 +22,7 @@ from typing import Any, Literal
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationError
 
+from ..counts import noun
 from ..errors import ConfigError, UnknownMetricError
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
 from ._params import booleans_read_as_numbers
@@ -285,7 +286,7 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
     names = [spec.name for spec in suite.metrics]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ConfigError(f"Metric(s) listed twice in the suite: {', '.join(dupes)}")
+        raise ConfigError(f"{noun(len(dupes), 'Metric')} listed twice in the suite: {', '.join(dupes)}")
     written = [(mdef, mdef.outputs(p)) for mdef, p in out]
     writers: dict[str, list[str]] = {}
     for mdef, outputs in written:

@@ -71,6 +71,18 @@ def test_regex_is_dotall_and_counts_matches() -> None:
     assert point(ANSWER, "regex", pattern="PARIS", ignore_case=True)["passed"]
 
 
+def test_counting_notes_say_one_match_or_citation_and_more_in_the_plural() -> None:
+    """The notes said "1 match(es) found" and "2 citation(s) found"; the negation "forbidden phrase(s) present"."""
+    assert point(ANSWER, "regex", pattern=r"\d+ million")["note"] == "1 match found, 1 needed"
+    assert point(ANSWER, "regex", pattern=r"\[\d\]")["note"] == "2 matches found, 1 needed"
+    assert point("No sources here.", "citation")["note"] == "0 citations found, 1 needed"
+    assert point(ANSWER, "citation", min_count=3)["note"] == "2 citations found, 3 needed"
+    assert point(ANSWER, "citation", pattern=r"\[1\]")["note"] == "1 citation found, 1 needed"
+    assert point(ANSWER, "negation", keywords=["paris"])["note"] == "forbidden phrase present: paris"
+    both = point(ANSWER, "negation", keywords=["paris", "France"])["note"]
+    assert both == "forbidden phrases present: paris, France"
+
+
 def test_length_in_words() -> None:
     p = point(ANSWER, "length", max=10)
     assert not p["passed"] and p["figures"]["words"] == 13 and p["note"] == "13 words > max 10"
@@ -179,7 +191,8 @@ def test_diff_without_golden_or_reference_fails_the_row() -> None:
         ({"type": "citation", "weight": -1}, "weight: Input should be greater than or equal to 0"),
         ({"type": "citation", "weight": True}, "weight: Input should be a number, not a boolean (true)"),
         ({"type": "citation", "params": {"min_count": True}}, "params.min_count: Input should be a number, not a"),
-        ({"type": "citation", "normalizers": ["shout"]}, "unknown normalizer(s) ['shout']"),
+        ({"type": "citation", "normalizers": ["shout"]}, "unknown normalizer 'shout'; choose from"),
+        ({"type": "citation", "normalizers": ["shout", "x"]}, "unknown normalizers 'shout', 'x'; choose from"),
         (
             {"type": "citation", "extract": [{"regex": "a", "json_path": "$.b"}]},
             "exactly one of 'regex' or 'json_path'",

@@ -288,9 +288,13 @@ def test_a_system_that_shares_no_question_with_the_baseline_is_said(tmp_path: Pa
     c = _run("C", [("x0", sha("Where?"), 1.0), ("x1", sha("Who?"), 0.0)])  # other ids: nothing pairs with A
     result = compare([base, b, c])
     assert result.unpaired == ["C"]
-    said = "C share(s) no question scored by both with the baseline A"
+    said = "C shares no question scored by both with the baseline A"
     assert said in render_compare_markdown(result) and said in render_compare_html(result)
     assert compare([base, b]).unpaired == []
+    d = _run("D", [("y0", sha("Where?"), 1.0)])
+    both = compare([base, b, c, d])
+    assert both.unpaired == ["C", "D"]  # it said "C, D share(s)", and "C share(s)" of one
+    assert "C, D share no question scored by both with the baseline A" in render_compare_markdown(both)
 
 
 def test_errors_left_out_of_the_comparison_are_said_and_so_is_a_metric_that_errored_everywhere() -> None:
@@ -419,7 +423,7 @@ def test_systems_without_a_namesake_are_said_from_the_cli(before_after: dict[str
     result = _cli(str(before_after["before"]), str(partial), "--out", str(tmp_path / "cmp"))
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
-    assert "note: y, z: no system of the same name in the run(s) it is compared with" in said, result.stderr
+    assert "note: y, z: no system of the same name on the other side of the comparison" in said, result.stderr
 
 
 def test_a_bare_system_name_is_a_baseline_for_every_system(before_after: dict[str, Path], tmp_path: Path) -> None:
@@ -528,7 +532,7 @@ def test_more_runs_compare_each_system_with_its_namesake_in_the_first_and_name_t
     assert diffs == {("r1:x", "r2:x"): 1.0, ("r1:x", "r3:x"): 0.5, ("r1:y", "r2:y"): 0.0}
     assert result.means["exact_match"]["z"] == 0.0
     md = render_compare_markdown(result)
-    assert "z: no system of the same name in the run(s) it is compared with, so compared with nothing" in md
+    assert "z: no system of the same name on the other side of the comparison, so compared with nothing" in md
     assert "| exact_match | 0 | 2 | - | - | - | - | 0 | 2 |" in md  # wins of r1:x vs r2:x, the pair's systems only
     partial = compare([first, _systems("r2", {"x": 1.0, "w": 0.0})])  # r1's y has no namesake in r2: said so
     assert partial.alone == ["y", "w"] and "y, w: no system of the same name" in render_compare_markdown(partial)
