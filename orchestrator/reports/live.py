@@ -343,8 +343,8 @@ class StatusView:
             lines.append(Text(f"{self.queued}: its work begins once those are taken (first come, first served)"))
         now = self.samples[-1].t
         # its judge calls wait at the shared rate limiter (the suite's rpm/tpm, a provider's 429 pause): said, and not
-        # taken for a stall while they do (a 429's retry-after can be minutes)
-        waiting = "" if self.meta.get("state") in RunState.DONE else judge_wait_note(counters, now)
+        # taken for a stall while they do (a 429's retry-after can be minutes); an ended run's counters have no wait
+        waiting = judge_wait_note(counters, now)
         if waiting:
             lines.append(Text(waiting))
         # else the warning above says why, and until when; a run queued behind others is waiting its turn

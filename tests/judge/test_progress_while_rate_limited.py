@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 import redis
+from rich.console import Console
 
 import orchestrator.progress as progress
 from orchestrator.progress import PlainProgress
+from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.providers import Limit, RedisLimiter
@@ -206,3 +208,26 @@ def test_a_wait_over_max_wait_s_is_not_noted(rclient: redis.Redis) -> None:
     with pytest.raises(RateLimitTimeout):
         limiter.acquire(1, on_wait=told.append)
     assert told == []
+
+
+def _status_text(store: RunStore, run_id: str) -> str:
+    """What `ragscore status`'s view of the run shows now (its meta, then a sample, as the status loop reads them)."""
+    view = StatusView(store.meta(run_id))
+    view.add(sample(store, run_id, time.time()))
+    console = Console(record=True, width=250)
+    console.print(view.render(run_id))
+    return " ".join(console.export_text().split())
+
+
+@pytest.mark.parametrize("ended", sorted(RunState.DONE))
+def test_an_ended_run_says_no_wait_though_its_calls_noted_one_seconds_ago(rclient: redis.Redis, ended: str) -> None:
+    """A run that ended while its calls waited (a cancel): the wait they noted lives seconds more, and neither the
+    progress counters nor `ragscore status`'s view say it."""
+    store, state, run_id = _run_waits(rclient)
+    store.create_run(run_id, {"state": RunState.RUNNING})
+    now = _redis_ms(rclient)
+    state.note_wait(Wait("rpm", 60, now + 60_000, now))
+    assert "waiting on the judge rate limit (60 RPM)" in _status_text(store, run_id)
+    store.set_meta(run_id, state=ended)
+    assert "judge_wait_ms" not in store.progress(run_id)
+    assert "waiting on the judge rate limit" not in _status_text(store, run_id)
