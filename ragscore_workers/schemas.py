@@ -387,9 +387,9 @@ class EmbeddingConfig(BaseModel):
 _SECRET_NAME = re.compile(r"^(?:\w*api_?key|key|(?:api_|access_|auth_)?token|secret|password)$", re.I)
 #: Model names of OpenAI's reasoning models (``o1``, ``o3-mini``, ``o4-mini``, ``gpt-5``, ``gpt-5-mini``).
 _OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
-#: The judge's rate limits by name, as :class:`JudgeConfig` and the limiter (``Limit.name``, the ``on`` of a wait)
-#: name them, and the progress counters (``judge_wait_{name}``) and the live view after them.
-JUDGE_LIMITS = ("rpm", "tpm", "rpd", "tpd")
+#: The rate limits by name, as :class:`JudgeConfig` (and :class:`TargetConfig`, ``rpm`` only) and the limiter
+#: (``Limit.name``, the ``on`` of a wait) name them, and the wait counters (``judge_wait_{name}``) and the live view.
+RATE_LIMITS = ("rpm", "tpm", "rpd", "tpd")
 
 
 class JudgeConfig(BaseModel):

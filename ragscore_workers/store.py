@@ -48,7 +48,7 @@ from pydantic_core import PydanticSerializationError
 
 from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
-from .schemas import JUDGE_LIMITS, ItemResult, MetricResult, RunSummary, Suite, split_key
+from .schemas import RATE_LIMITS, ItemResult, MetricResult, RunSummary, Suite, split_key
 from .settings import LIVE_RUN_TTL_S, redact_url
 from .unicode_text import utf8_json, valid_unicode
 
@@ -448,7 +448,7 @@ def _judge_wait(wait: dict[Any, Any], now_ms: int) -> dict[str, int]:
         left, on, limit = int(field["until"]) - now_ms, field["on"], int(field.get("limit") or 0)
     except (KeyError, ValueError):
         return {}
-    if left <= 0 or on not in ("pause", *JUDGE_LIMITS):
+    if left <= 0 or on not in ("pause", *RATE_LIMITS):
         return {}
     if on == "pause":
         budget = field.get("reason") == BUDGET_AT_0

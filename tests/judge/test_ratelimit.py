@@ -13,7 +13,7 @@ import redis
 
 from ragscore_workers.providers import Limit, RedisLimiter, RequestTooLargeError, limits_per_minute
 from ragscore_workers.providers.errors import RateLimitTimeout
-from ragscore_workers.schemas import JUDGE_LIMITS, JudgeConfig
+from ragscore_workers.schemas import RATE_LIMITS, JudgeConfig
 from ragscore_workers.store import redis_client
 
 from ..support import RedisProcess
@@ -25,9 +25,9 @@ def _key() -> str:
 
 def test_the_limiter_names_its_limits_as_the_judge_config_does() -> None:
     """The names were spelled out in the limiter, the store's wait counters and the progress note apart."""
-    limits = limits_per_minute(**dict.fromkeys(JUDGE_LIMITS, 7))
-    assert [lim.name for lim in limits] == list(JUDGE_LIMITS)
-    assert set(JUDGE_LIMITS) <= set(JudgeConfig.model_fields)
+    limits = limits_per_minute(**dict.fromkeys(RATE_LIMITS, 7))
+    assert [lim.name for lim in limits] == list(RATE_LIMITS)
+    assert set(RATE_LIMITS) <= set(JudgeConfig.model_fields)
 
 
 def test_window_admits_up_to_the_limit_then_says_how_long_to_wait(rclient: redis.Redis) -> None:
