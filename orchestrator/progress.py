@@ -18,7 +18,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ragscore_workers.schemas import RATE_LIMITS
 from ragscore_workers.store import PAUSED_BY_BUDGET, work_before
 
 from .terminal import TerminalConsole, shown, write_to_nowhere
@@ -31,7 +30,7 @@ PLAIN_INTERVAL_S = 5.0
 #: says what the judge calls wait on (the rate limit, a provider's 429 pause: :func:`judge_wait_note`).
 IDLE_NOTE_S = 10.0
 #: How :func:`judge_wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
-_LIMIT_NAMES = dict(zip(RATE_LIMITS, ("RPM", "TPM", "requests a day", "tokens a day"), strict=True))
+_LIMIT_NAMES = {"rpm": "RPM", "tpm": "TPM", "rpd": "requests a day", "tpd": "tokens a day"}
 
 
 class ProgressView(Protocol):

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..schemas import RATE_LIMITS
 from .errors import RateLimitTimeout, RequestTooLargeError
 
 __all__ = [
@@ -195,10 +194,10 @@ def limits_per_minute(
 ) -> list[Limit]:
     """The usual limits, each window ``margin`` longer than the provider's; ``minute_s`` shortens the
     minute (and the day, 1,440 of them) in tests."""
-    spec = zip(RATE_LIMITS, [(rpm, 1, "requests"), (tpm, 1, "tokens"), (rpd, 1440, "requests"), (tpd, 1440, "tokens")],
-               strict=True)  # fmt: skip
+    spec = {"rpm": (rpm, 1, "requests"), "tpm": (tpm, 1, "tokens"), "rpd": (rpd, 1440, "requests"),
+            "tpd": (tpd, 1440, "tokens")}  # fmt: skip
     period = minute_s * (1 + margin)
-    return [Limit(v, period * mult, per, name) for name, (v, mult, per) in spec if v is not None]  # type: ignore[arg-type]
+    return [Limit(v, period * mult, per, name) for name, (v, mult, per) in spec.items() if v is not None]  # type: ignore[arg-type]
 
 
 #: Waits at least this long (seconds) are told to :meth:`RedisLimiter.acquire`'s ``on_wait`` (a shorter one is the

@@ -24,9 +24,15 @@ def _key() -> str:
 
 
 def test_the_limiter_names_its_limits_as_the_judge_config_does() -> None:
-    """The names were spelled out in the limiter, the store's wait counters and the progress note apart."""
-    limits = limits_per_minute(**dict.fromkeys(RATE_LIMITS, 7))
-    assert [lim.name for lim in limits] == list(RATE_LIMITS)
+    """The names were spelled out in the limiter, the store's wait counters and the progress note apart; each
+    value is named by its own argument, whatever the order of RATE_LIMITS (a name taken from it by position named
+    rpm=1 "tpm" once its order changed)."""
+    limits = limits_per_minute(rpm=1, tpm=2, rpd=3, tpd=4, minute_s=1.0, margin=0.0)
+    assert {lim.name: (lim.limit, lim.per, lim.period_s) for lim in limits} == {
+        "rpm": (1, "requests", 1.0), "tpm": (2, "tokens", 1.0),
+        "rpd": (3, "requests", 1440.0), "tpd": (4, "tokens", 1440.0),
+    }  # fmt: skip
+    assert {lim.name for lim in limits} == set(RATE_LIMITS)
     assert set(RATE_LIMITS) <= set(JudgeConfig.model_fields)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import orchestrator.progress as progress
 from orchestrator.progress import PlainProgress
+from ragscore_workers.schemas import RATE_LIMITS
 
 
 class Clock:
@@ -356,6 +357,8 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
       "waiting on the judge rate limit (1,000 TPM): next judge call in 2m05s"),
      ({"judge_wait_ms": 88_560_000, "judge_wait_rpd": 1_000},
       "waiting on the judge rate limit (1,000 requests a day): next judge call in 24h36m"),
+     ({"judge_wait_ms": 3_200, "judge_wait_tpd": 2_000_000},
+      "waiting on the judge rate limit (2,000,000 tokens a day): next judge call in 4 s"),
      ({"judge_wait_ms": 40_000, "judge_wait_pause": 429},
       "paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s"),
      ({"judge_wait_ms": 40_000, "judge_wait_pause": 0},
@@ -365,3 +368,10 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
 def test_what_the_judge_calls_wait_on_is_said_with_hours_for_a_long_wait(counters: dict[str, int], said: str) -> None:
     now = datetime(2026, 12, 3, 10, 31, 25, tzinfo=timezone.utc).timestamp()
     assert progress.judge_wait_note(counters, now) == said
+
+
+def test_every_rate_limit_the_store_counts_a_wait_on_is_said() -> None:
+    """The store keeps ``judge_wait_{name}`` for each of RATE_LIMITS; a name the note did not know was waited on
+    and never said."""
+    said = {name for name in RATE_LIMITS if progress.judge_wait_note({"judge_wait_ms": 1_000, f"judge_wait_{name}": 5})}
+    assert said == set(RATE_LIMITS)
