@@ -95,9 +95,10 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
     found = [out_dir / name for name in names if os.path.lexists(out_dir / name)]
     theirs = sorted(path.name for path in found if not path.is_dir() and not _ours(path))
     if theirs:
+        them = agree(len(theirs), "it", "them")
         raise ConfigError(
-            f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace "
-            f"{agree(len(theirs), 'it', 'them')}. Nothing was written; choose another {option} or remove them"
+            f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace {them}. "
+            f"Nothing was written; choose another {option} or remove {them}"
         )
 
 

@@ -6,8 +6,11 @@ import csv
 import json
 from pathlib import Path
 
-from orchestrator.reports.files import write_reports
+import pytest
+
+from orchestrator.reports.files import refuse_files_of_others, write_reports
 from orchestrator.reports.source import from_dir
+from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 
@@ -26,3 +29,14 @@ def test_items_csv_keeps_every_digit_of_a_score(tmp_path: Path) -> None:
         cells = [row["m"] for row in csv.DictReader(fh)]
     assert [float(cell) for cell in cells] == scores
     assert cells == [repr(s) for s in scores]
+
+
+def test_the_users_own_items_csv_alone_is_refused_as_one_file(tmp_path: Path) -> None:
+    """One file of the user's was "it" in the message and "them" at its end: "... or remove them"."""
+    (tmp_path / "items.csv").write_text("my,data\n")
+    with pytest.raises(ConfigError) as refused:
+        refuse_files_of_others(tmp_path)
+    assert str(refused.value) == (
+        f"{tmp_path} holds items.csv, which no ragscore run wrote: the reports would replace it. Nothing was "
+        "written; choose another --out or remove it"
+    )
