@@ -132,11 +132,13 @@ class StatusView:
             items[o.queue] = items.get(o.queue, 0) + o.items
         where = ", ".join(f"{n:,} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
         at = time.strftime("%H:%M:%S UTC", time.gmtime(back))
+        held = sum(items.values())
         if back > now:
             when = f"at about {at}, in {fmt_duration(back - now)}: the run cannot end before then (ETA ≥)"
         else:
-            when = f"from about {at}, which has passed: a live worker of their queue takes them within seconds"
-        held = sum(items.values())
+            takes = "live workers of their queues take them" if sum(1 for n in items.values() if n) > 1 else agree(
+                held, "a live worker of its queue takes it", "a live worker of their queue takes them")  # fmt: skip
+            when = f"from about {at}, which has passed: {takes} within seconds"
         return (
             f"{counted(held, 'item')} of this run ({where}; {counted(len(self.orphans), 'message')}) "
             f"{agree(held, 'is', 'are')} held by a worker that stopped (killed, or its host lost): Redis hands "

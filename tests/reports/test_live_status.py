@@ -342,6 +342,21 @@ def test_work_held_by_a_worker_that_stopped_makes_its_queue_and_the_run_end_no_s
     assert {r["queue"]: r for r in stalled.rows()}["cpu"] == {**rows["cpu"], "eta": None, "floor": False}
 
 
+def test_work_held_past_its_redelivery_is_said_to_be_taken_by_its_queues_workers_as_many_as_it_is() -> None:
+    """Once the visibility timeout has passed, one held item read "a live worker of their queue takes them"."""
+    said: dict[str, str] = {}
+    for case, orphans in {"one": [Orphan(1000.0, "cpu", 1)],
+                          "many": [Orphan(1000.0, "cpu", 25), Orphan(1004.0, "cpu", 25)],
+                          "queues": [Orphan(1000.0, "cpu", 25), Orphan(1004.0, "judge", 5)]}.items():  # fmt: skip
+        view = StatusView(SUITE_META, window_s=30)
+        view.add(Sample(2000.0, _progress(100, 10)))  # past 1004 + 900
+        view.set_orphans("run-x", orphans, 900.0)
+        (warning,) = view.warnings
+        said[case] = warning.split("which has passed: ")[1].split(" within seconds;")[0]
+    assert said == {"one": "a live worker of its queue takes it", "many": "a live worker of their queue takes them",
+                    "queues": "live workers of their queues take them"}  # fmt: skip
+
+
 def test_a_resumed_run_queued_behind_other_runs_says_so_not_no_progress_until_its_work_begins() -> None:
     """A resumed run (its last work minutes ago) waiting behind other runs' messages read as stalled: "no progress
     for 5m00s: if the `ragscore run` that started it was stopped ...". It is waiting its turn."""
