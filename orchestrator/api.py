@@ -150,7 +150,8 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
         rows = f"{counted(summary.failed_rows, 'row')} {agree(summary.failed_rows, 'was', 'were')}"
         line = (f"its line in {out_dir / ROWS_FILE}, the copy of {ROWS_GIVEN.name} (line N is row N-1 of them)"
                 if rows_given else "its line")  # fmt: skip
-        warnings.warn(f"{rows} unreadable and not scored: each is in {out_dir / 'failed_rows.jsonl'} with {line} "
+        each = agree(summary.failed_rows, "it is", "each is")
+        warnings.warn(f"{rows} unreadable and not scored: {each} in {out_dir / 'failed_rows.jsonl'} with {line} "
                       "and why", stacklevel=3)  # fmt: skip
     problem = incomplete(summary)
     if problem is not None:

@@ -38,7 +38,7 @@ def test_a_hostile_jsonl_scores_every_valid_row_and_reports_every_bad_one(tmp_pa
     ]
     data = tmp_path / "hostile.jsonl"
     data.write_bytes(b"\n".join(lines) + b"\n")
-    with pytest.warns(UserWarning, match="5 rows were unreadable and not scored"):  # evaluate() says so
+    with pytest.warns(UserWarning, match="5 rows were unreadable and not scored: each is in "):  # evaluate() says so
         result = evaluate(data, SUITE, out=tmp_path / "out")
     assert [i.id for i in result.items] == ["ok", "no-gold", "cites"]
     failed = [json.loads(x) for x in (tmp_path / "out" / "failed_rows.jsonl").read_text().splitlines()]
