@@ -220,7 +220,7 @@ def _status_text(store: RunStore, run_id: str) -> str:
 
 
 @pytest.mark.parametrize("ended", sorted(RunState.DONE))
-def test_an_ended_run_says_no_wait_though_its_calls_noted_one_seconds_ago(rclient: redis.Redis, ended: str) -> None:
+def test_an_ended_run_says_no_wait_though_its_calls_noted_one_just_before(rclient: redis.Redis, ended: str) -> None:
     """A run that ended while its calls waited (a cancel): the wait they noted lives seconds more, and neither the
     progress counters nor `ragscore status`'s view say it."""
     store, state, run_id = _run_waits(rclient)
