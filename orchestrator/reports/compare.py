@@ -350,8 +350,9 @@ def unpaired_text(unpaired: list[str], baseline: str) -> str:
     """Says which systems were compared on nothing (no question scored by both with the baseline: ``arms[0]``, or
     ``its namesake in RUN``)."""
     share = agree(len(unpaired), "shares", "share")
+    nothing = agree(len(unpaired), "nothing of it is compared; was it", "nothing of theirs is compared; were they")
     return (f"{', '.join(unpaired)} {share} no question scored by both with the baseline {baseline} (questions are "
-            "paired by id, per system): nothing of theirs is compared; were they run on the same dataset?")  # fmt: skip
+            f"paired by id, per system): {nothing} run on the same dataset?")  # fmt: skip
 
 
 def alone_text(alone: list[str]) -> str:

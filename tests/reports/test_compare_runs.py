@@ -290,11 +290,13 @@ def test_a_system_that_shares_no_question_with_the_baseline_is_said(tmp_path: Pa
     assert result.unpaired == ["C"]
     said = "C shares no question scored by both with the baseline A"
     assert said in render_compare_markdown(result) and said in render_compare_html(result)
+    assert "nothing of it is compared; was it run on the same dataset?" in render_compare_markdown(result)
     assert compare([base, b]).unpaired == []
     d = _run("D", [("y0", sha("Where?"), 1.0)])
     both = compare([base, b, c, d])
     assert both.unpaired == ["C", "D"]  # it said "C, D share(s)", and "C share(s)" of one
     assert "C, D share no question scored by both with the baseline A" in render_compare_markdown(both)
+    assert "nothing of theirs is compared; were they run on the same dataset?" in render_compare_markdown(both)
 
 
 def test_errors_left_out_of_the_comparison_are_said_and_so_is_a_metric_that_errored_everywhere() -> None:
