@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragscore_workers.counts import agree, counted
-from ragscore_workers.errors import ConfigError, DatasetError, RagscoreError
+from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RagscoreError
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import make_out_dir, write_text_atomic
@@ -723,6 +723,9 @@ def status(
     ] = 2.0,
 ) -> None:
     """Show a run's per-queue progress (done/total, rate, ETA, errors, judge req/min), or list the runs."""
+    import redis
+    from kombu.exceptions import OperationalError
+
     from ragscore_workers.store import RunState
 
     from .embedded_redis import run_process_alive
@@ -750,6 +753,7 @@ def status(
     from .runner import (
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
+        broker_unreachable,
         held_messages,
         queued_ahead,
         queued_message,
@@ -764,25 +768,39 @@ def status(
     console = TerminalConsole()
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
     queued_checked = [-math.inf]  # when the queues ahead of the run were last read
+    cluster_broker = None if embedded else broker or get_settings().broker_url  # apart from the store, maybe
 
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)
         view.add(sample(store, run_id, time.time()))
         ended = view.meta.get("state") in RunState.DONE
         view.summary = store.summary(run_id) if ended and store.summary_is_current(run_id) else None
-        if not ended and time.monotonic() - queued_checked[0] >= QUEUED_CHECK_S:
-            queued_checked[0] = time.monotonic()
-            view.set_queued(queued_message(queued_ahead(store, run_id)))
-        if view.meta.get("state") not in RunState.DONE and time.monotonic() - checked[0] > CONSUMER_CHECK_S:
-            checked[0] = time.monotonic()
-            # an embedded run whose process runs has its own workers (still booting, maybe): none is missing
-            served = lane is not None and run_process_alive(store.r, view.meta)
-            unserved = {} if served else unserved_queues(store, run_id)
-            view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved.items()})
-            # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
-            # queues say how to go on (no worker of its lane would ever take the held messages back)
-            orphans = [] if embedded else held_messages(store, run_id).orphans
-            view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
+        queued_due = not ended and time.monotonic() - queued_checked[0] >= QUEUED_CHECK_S
+        consumers_due = not ended and time.monotonic() - checked[0] > CONSUMER_CHECK_S
+        if ended or not (queued_due or consumers_due):
+            view.broker_note = "" if ended else view.broker_note
+            return view.render(run_id)
+        # the broker's notes are extras: a broker down apart from the store (RAGSCORE_STORE_URL) is said in a line
+        # under the store's progress (its client retried ~20 s, then failed the whole command)
+        view.broker_note = (broker_unreachable(cluster_broker) or "") if cluster_broker else ""
+        if view.broker_note:
+            return view.render(run_id)
+        try:
+            if queued_due:
+                queued_checked[0] = time.monotonic()
+                view.set_queued(queued_message(queued_ahead(store, run_id)))
+            if consumers_due:
+                checked[0] = time.monotonic()
+                # an embedded run whose process runs has its own workers (still booting, maybe): none is missing
+                served = lane is not None and run_process_alive(store.r, view.meta)
+                unserved = {} if served else unserved_queues(store, run_id)
+                view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved.items()})
+                # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
+                # queues say how to go on (no worker of its lane would ever take the held messages back)
+                orphans = [] if embedded else held_messages(store, run_id).orphans
+                view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
+        except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
+            view.broker_note = f"the broker's Redis could not be reached ({exc})"
         return view.render(run_id)
 
     if not watch:
@@ -835,7 +853,7 @@ def results(
         _refuse_another_runs_dir(out, run_id)
         store, lane = _run_store(broker, run_id)
         if _cancelled_without_summary(store, run_id):
-            _summarize_cancelled(store, lane, run_id)
+            _summarize_cancelled(store, lane, run_id, broker)
             _await_summary(store, run_id, RESULTS_WAIT_S)
             store.finished_summary(run_id, current=True)  # still none: says why, and what to do
         summary = write_results(store, run_id, out)
@@ -913,7 +931,7 @@ def cancel_cmd(
             if lane is None:  # a cluster's workers skip them; an embedded run's went with its process (said next)
                 then = f"the workers skip its queued tasks, then {then}"
         err.print(f"run {run_id}: cancelled{again}; {then}", soft_wrap=True)
-        _summarize_cancelled(store, lane, run_id)
+        _summarize_cancelled(store, lane, run_id, broker)
     else:
         err.print(f"run {run_id}: {state} (it had ended; nothing to cancel)")
 
@@ -929,13 +947,15 @@ def held_by_gone_workers(orphans: list[Orphan]) -> str:
     )
 
 
-def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type: ignore[no-untyped-def]
+def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | None) -> None:  # type: ignore[no-untyped-def]
     """Write the summary of cancelled run ``run_id`` where no worker would: its queued messages wait where no
     worker listens, or a worker that is gone holds some, or (an embedded run whose process is gone) none of it is
-    queued or held by a live worker any more; its embedded process, while alive, does it itself."""
+    queued or held by a live worker any more; its embedded process, while alive, does it itself. A cluster's
+    broker (``broker``, else RAGSCORE_BROKER_URL) that does not answer, apart from the store, is BrokerError
+    naming it and saying the run is cancelled all the same."""
     from .embedded_redis import run_process_alive
     from .reports.live import resume_hint
-    from .runner import summarize_cancelled
+    from .runner import reach_broker, summarize_cancelled
 
     def said(unserved: dict[str, int]) -> None:
         queues = ", ".join(f"{q!r} ({counted(n, 'message')} waiting)" for q, n in unserved.items())
@@ -946,6 +966,14 @@ def _summarize_cancelled(store, lane: int | None, run_id: str) -> None:  # type:
         err.print(held_by_gone_workers(orphans), soft_wrap=True)
 
     if lane is None:
+        try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
+            reach_broker(_broker_url(broker))
+        except BrokerError as exc:
+            raise BrokerError(
+                f"{exc}. Run {run_id} is cancelled (the run store says so: its workers skip its tasks), "
+                f"but the summary of what it scored is not written yet: once the broker's Redis answers, "
+                f"`ragscore results {run_id} --out DIR` writes it with the reports"
+            ) from exc
         summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
     elif not run_process_alive(store.r, store.meta(run_id)):
         # its process is gone, and with it every worker of its lane: its summary is written here. Its queues have no

@@ -145,12 +145,7 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     if sends and broker_url != store_url:
         named.append((broker_url, "the broker's Redis" if apart else "Redis"))
     for url, what in named:  # each Redis its own window: one slow to come up leaves the next its retries
-        deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
-        if problem := probe_redis(url, what):
-            log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
-                        CONNECT_RETRY_S)  # fmt: skip
-            if problem := _until_redis_answers(url, deadline, problem, what):
-                raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
+        _reach(url, what)
     _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
     broker = redis_client(broker_url, STORE_READ_TIMEOUT_S) if store_url != broker_url else None
     store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker)
@@ -159,6 +154,46 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     except redis.RedisError as exc:
         raise BrokerError(f"Cannot use {named[0][1]} at {redact_url(store_url)}: {exc}") from exc
     return store
+
+
+def _reach(url: str, what: str) -> None:
+    """Return once the Redis at ``url`` answers, retried for CONNECT_RETRY_S; else BrokerError naming it as ``what``
+    (or probe_redis's errors: a wrong password, a database it lacks)."""
+    deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
+    if problem := probe_redis(url, what):
+        log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
+                    CONNECT_RETRY_S)  # fmt: skip
+        if problem := _until_redis_answers(url, deadline, problem, what):
+            raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
+
+
+def _broker_apart(broker_url: str, settings: Settings | None = None) -> bool:
+    """Whether the broker's Redis at ``broker_url`` is another server than the run store's (RAGSCORE_STORE_URL
+    set apart): the store then answers without it, and a command that needs the broker must ask it itself."""
+    store_url = (settings or get_settings()).store_url or broker_url
+    return _server(store_url) != _server(broker_url)
+
+
+def reach_broker(broker_url: str, settings: Settings | None = None) -> None:
+    """For a command that needs the broker (its queues, its workers) where :func:`connect` did not probe it: return
+    once the broker's Redis answers (retried as connect's are), BrokerError naming it when it does not. Nothing to
+    ask where it is the store's server, which connect reached."""
+    if _broker_apart(broker_url, settings):
+        _reach(broker_url, "the broker's Redis")
+
+
+def broker_unreachable(broker_url: str, settings: Settings | None = None) -> str | None:
+    """Why the broker's Redis at ``broker_url``, apart from the store's, does not answer one ping (named with its
+    redacted URL), or None (it answers, or it is the store's server): for what only adds to a view of the store."""
+    if not _broker_apart(broker_url, settings):
+        return None
+    try:
+        problem = probe_redis(broker_url, "the broker's Redis")
+    except (BrokerError, ConfigError) as exc:  # a wrong password, a database it lacks: said as they are
+        return str(exc)
+    if problem is None:
+        return None
+    return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
 
 
 def _server(url: str) -> tuple[str, ...]:

@@ -103,6 +103,8 @@ class StatusView:
         self.summary: RunSummary | None = None
         #: What the run waited behind at the last look, before its work began (``runner.queued_message``).
         self._queued = ""
+        #: Why the broker's notes (what waits, unserved queues, orphans) are not shown: its Redis did not answer.
+        self.broker_note = ""
 
     def set_orphans(self, run_id: str, orphans: Sequence[Orphan], visibility_s: float) -> None:
         """The run's messages held by workers that are gone (``runner.held_messages``), replacing the last check's:
@@ -341,6 +343,9 @@ class StatusView:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {self.samples[-1].judge_calls} calls"
         lines = [Text(f"warning: {w}", style="yellow") for w in self.warnings]
+        if self.broker_note:
+            lines.append(Text(f"{self.broker_note}: what waits on its queues, and which workers serve them, is not "
+                              "shown", style="yellow"))  # fmt: skip
         if self.queued:
             lines.append(Text(f"{self.queued}: its work begins once those are taken (first come, first served)"))
         now = self.samples[-1].t
