@@ -67,6 +67,7 @@ from .out_claim import claim_out_dir
 from .progress import ProgressView, QuietProgress, note_of, queued_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
+from .reports.live import resume_hint
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .terminal import resume_command
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
@@ -365,7 +366,7 @@ def _said_cut_off(run_id: str, raw: bool = False) -> Iterator[None]:
             raise
         raise BrokerError(
             f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); it stopped "
-            f"part-way: resume it once Redis answers (`ragscore run --resume DIR`, or `ragscore resume {run_id}`)"
+            f"part-way: resume it once Redis answers with {resume_hint(run_id)}"
         ) from exc
 
 
