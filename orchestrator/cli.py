@@ -367,7 +367,7 @@ def run_cmd(
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
                           judge_limits=limits)  # fmt: skip
         _exit_on_outcome(summary, gates, resume_dir, quiet, stored.outputs() if stored is not None else [],
-                         resume_command(resume_dir))  # fmt: skip
+                         resume_command(resume_dir, broker=broker))  # fmt: skip
         return
     if junit is not None:  # first: whatever happens next, the last run's report there is not this one's
         _check_junit_path(junit)
@@ -396,7 +396,7 @@ def run_cmd(
         from .debug import debug_on_fail as debug
 
         debug(out, dataset, fmt=fmt, fmt_options=options, suite_points=resolved.suite.checks_points)
-    _exit_on_outcome(summary, gates, out, quiet, resolved.outputs(), resume_command(out))
+    _exit_on_outcome(summary, gates, out, quiet, resolved.outputs(), resume_command(out, broker=broker))
 
 
 def _on_command_line(ctx: typer.Context, param: str) -> bool:
@@ -580,7 +580,7 @@ def resume_cmd(
     gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
     summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits)
     _exit_on_outcome(summary, gates, out, quiet, stored.outputs() if stored is not None else [],
-                     resume_command(out, run_id))  # fmt: skip
+                     resume_command(out, run_id, broker))  # fmt: skip
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> None:  # type: ignore[no-untyped-def]
@@ -629,7 +629,8 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
         _how_to_go_on(out, broker)
         raise
     if not quiet:
-        print_summary(summary, out=out)  # out/run.json names the run (recorded as it started): `run --resume out`
+        # out/run.json names the run (recorded as it started): `run --resume out`
+        print_summary(summary, out=out, broker=broker)
     if summary.failed_rows:  # rows left out of the scores: a warning, said with --quiet too (as CI runs it)
         err.print(_first_unreadable(out, summary.failed_rows), soft_wrap=True)
     if not quiet:
@@ -662,7 +663,7 @@ def _how_to_go_on(out: Path, broker: str | None) -> None:
         err.print(f"run {run_id} goes on in the cluster: `ragscore status {run_id}`,"
                   f" then `ragscore results {run_id} --out {shlex.quote(str(out))}`", soft_wrap=True)  # fmt: skip
     else:
-        err.print(f"finish it later (what was scored is kept): `{resume_command(out)}`", soft_wrap=True)
+        err.print(f"finish it later (what was scored is kept): `{resume_command(out, broker=broker)}`", soft_wrap=True)
 
 
 def _state_or_none(broker: str | None, run_id: str) -> str | None:
@@ -763,7 +764,7 @@ def status(
 
     run_id = _run_id(run_id)
     store, lane = _run_store(broker, run_id)
-    view = StatusView(store.meta(run_id))
+    view = StatusView(store.meta(run_id), broker=broker)
     embedded = lane is not None
     console = TerminalConsole()
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
@@ -864,8 +865,8 @@ def results(
                           "writes its reports from them, with no store") from exc  # fmt: skip
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
-        print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None)
-    _exit_if_incomplete(summary, resume_command(out, summary.run_id))
+        print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None, broker=broker)
+    _exit_if_incomplete(summary, resume_command(out, summary.run_id, broker))
 
 
 def _refuse_another_runs_dir(out: Path, run_id: str) -> None:

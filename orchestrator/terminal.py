@@ -20,6 +20,8 @@ from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableT
 from rich.segment import Segment
 from rich.text import Text
 
+from ragscore_workers.settings import redact_url
+
 __all__ = ["NOT_A_TERMINAL_WIDTH", "TerminalConsole", "resume_command", "shown", "write_to_nowhere"]
 
 #: Columns of a console whose output is no terminal (``| less``, a file, a CI log) and that no width or COLUMNS
@@ -87,9 +89,17 @@ class TerminalConsole(Console):
         write_to_nowhere(self.file)
 
 
-def resume_command(out: str | Path, run_id: str | None = None) -> str:
+def resume_command(out: str | Path, run_id: str | None = None, broker: str | None = None) -> str:
     """The command that finishes the run whose reports go to ``out``: ``ragscore run --resume OUT``, or with
-    ``run_id`` ``ragscore resume RUN_ID --out OUT``; ``out`` shell-quoted (a DIR holding a space or a quote), so
-    that every message says the command as a shell runs it."""
+    ``run_id`` ``ragscore resume RUN_ID --out OUT``; with the run's ``broker`` (its ``--broker``; None: the
+    environment's RAGSCORE_BROKER_URL, or the embedded Redis, which the command finds again by itself) ``--broker
+    URL``. Its parts are shell-quoted (a DIR holding a space or a quote), so that every message says the command as
+    a shell runs it. A broker's password (and its URL's other secrets) is never shown: ``***`` in its place, and a
+    comment saying to put it back (the command fails at once, saying the password is wrong, if it is not)."""
     where = shlex.quote(str(out))
-    return f"ragscore resume {run_id} --out {where}" if run_id else f"ragscore run --resume {where}"
+    command = f"ragscore resume {run_id} --out {where}" if run_id else f"ragscore run --resume {where}"
+    if broker is None:
+        return command
+    shown = redact_url(broker)
+    hidden = "  # *** is its password: put it back" if shown != broker else ""
+    return f"{command} --broker {shlex.quote(shown)}{hidden}"

@@ -120,9 +120,9 @@ def unscored_lines(summary: RunSummary) -> list[str]:
     ]
 
 
-def judge_line(summary: RunSummary, out: Path | None = None) -> str | None:
+def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None = None) -> str | None:
     """What the judge did, in one line (calls, cache, 429s, tokens, cost; why it stopped, and the resume that goes
-    on: of ``out``, the run's --out DIR, when known), or None without calls."""
+    on: of ``out``, the run's --out DIR, when known, with ``broker``, its --broker), or None without calls."""
     j = summary.judge
 
     def number(key: str) -> int:
@@ -148,7 +148,7 @@ def judge_line(summary: RunSummary, out: Path | None = None) -> str | None:
     if stated := [f"{name} {count(f'provider_{name}')}" for name in ("rpm", "tpm", "rpd") if j.get(f"provider_{name}")]:
         parts.append(f"the provider's own limits applied ({', '.join(stated)}: below the suite's)")
     if stopped := j.get("breaker") or j.get("budget"):
-        parts[-1] += f"; stopped: {stopped} (`{resume_command(out or 'DIR')}` goes on)"
+        parts[-1] += f"; stopped: {stopped} (`{resume_command(out or 'DIR', broker=broker)}` goes on)"
     return "judge: " + ", ".join(parts)
 
 
@@ -201,9 +201,12 @@ def embedding_line(summary: RunSummary) -> str | None:
     return line + (f"; worker processes on {where}" if where else "")
 
 
-def print_summary(summary: RunSummary, console: Console | None = None, *, out: Path | None = None) -> None:
+def print_summary(
+    summary: RunSummary, console: Console | None = None, *, out: Path | None = None, broker: str | None = None
+) -> None:
     """One row per metric output: mean, n, 95% CI, unscorable, errors; ``out``: the run's --out DIR (its run.json
-    names the run), which the resume of a judge that stopped is said with (else ``DIR``)."""
+    names the run), which the resume of a judge that stopped is said with (else ``DIR``), and ``broker``, its
+    --broker."""
     console = console or TerminalConsole()
     table = Table(title=escape(f"ragscore {summary.run_id} · {summary.suite} · {summary.state}"))
     for col in ("metric", "mean", "n", "95% CI", "unscorable", "errors"):
@@ -228,7 +231,7 @@ def print_summary(summary: RunSummary, console: Console | None = None, *, out: P
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     for line in (*unscored_lines(summary), *unfilled_lines(summary)):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    for line in (*target_lines(summary), judge_line(summary, out), embedding_line(summary)):
+    for line in (*target_lines(summary), judge_line(summary, out, broker), embedding_line(summary)):
         if line is not None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")

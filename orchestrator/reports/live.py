@@ -74,18 +74,20 @@ def sample(store: RunStore, run_id: str, now: float) -> Sample:
                   store_t)  # fmt: skip
 
 
-def resume_hint(run_id: str) -> str:
+def resume_hint(run_id: str, broker: str | None = None) -> str:
     """The two commands that finish a stopped run, as messages name them: ``run --resume`` by its reports' DIR, or
     ``resume`` by its id, as :func:`~orchestrator.terminal.resume_command` writes them, with ``DIR`` for the --out
-    (not known where this is said)."""
-    return f"`{resume_command('DIR')}` (DIR: its --out) or `{resume_command('DIR', run_id)}`"
+    (not known where this is said), and the run's ``broker`` (its --broker)."""
+    return f"`{resume_command('DIR', broker=broker)}` (DIR: its --out) or `{resume_command('DIR', run_id, broker)}`"
 
 
 class StatusView:
     """Keeps recent samples of one run and renders them as a table."""
 
-    def __init__(self, meta: dict[str, str], window_s: float = WINDOW_S) -> None:
+    def __init__(self, meta: dict[str, str], window_s: float = WINDOW_S, broker: str | None = None) -> None:
         self.meta = meta
+        #: The --broker the run is watched with: its resume commands name it (:func:`resume_hint`).
+        self.broker = broker
         self.window_s = window_s
         self.samples: deque[Sample] = deque()
         #: ``(time, judge calls)`` of the samples of the last RPM_WINDOW_S seconds.
@@ -146,8 +148,9 @@ class StatusView:
             f"{agree(held, 'is', 'are')} held by a worker that stopped (killed, or its host lost): Redis hands "
             f"{agree(held, 'it', 'them')} to another worker only after the "
             f"visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={self.visibility_s:.0f} s after delivery), {when}; "
-            f"`ragscore resume {self._orphans_of} --out DIR` sends that work again sooner: at once when no worker "
-            "that runs holds the run's other work, else once that is done (a run at work is followed, not resumed)"
+            f"`{resume_command('DIR', self._orphans_of, self.broker)}` sends that work again sooner: at once when no "
+            "worker that runs holds the run's other work, else once that is done (a run at work is followed, not "
+            "resumed)"
         )
 
     def set_queued(self, text: str) -> None:
@@ -359,18 +362,18 @@ class StatusView:
             idle = fmt_duration(self.idle_s(now))
             lines.append(Text(
                 f"no progress for {idle}: if the `ragscore run` that started it was stopped (an embedded "
-                f"run's workers stop with it), finish it with {resume_hint(run_id)}; on a cluster, see that its "
-                "workers run",
+                f"run's workers stop with it), finish it with {resume_hint(run_id, self.broker)}; on a cluster, see "
+                "that its workers run",
                 style="yellow"))  # fmt: skip
         if self.meta.get("state") == RunState.CANCELLED and "n_shards" not in self.meta:  # totals: what was sent
             lines.append(Text(
                 "its submission was cut off (Ctrl-C, a lost broker): the totals count the rows sent before; "
-                f"{resume_hint(run_id)} sends the rest",
+                f"{resume_hint(run_id, self.broker)} sends the rest",
                 style="yellow"))  # fmt: skip
         elif self.meta.get("state") == RunState.CANCELLED:  # its queues read 100 %: what it stopped counts as done
             lines.append(Text(
                 "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): what it stopped is unscored, and "
-                f"{resume_hint(run_id)} scores it",
+                f"{resume_hint(run_id, self.broker)} scores it",
                 style="yellow"))  # fmt: skip
         if self.meta.get("error"):
             lines.append(Text(f"error: {self.meta['error']}", style="red"))

@@ -57,7 +57,7 @@ def test_cancel_marks_the_run_cancelled_then_says_its_summary_waits_for_the_brok
 ) -> None:
     """cancel marked the run, then summarizing it reached the broker unprobed: a ConnectionError after ~20 s. The
     results of the cancelled run, with no summary, did the same."""
-    from orchestrator.cli import cancel_cmd, results
+    from orchestrator.cli import cancel_cmd, results, status
 
     store, broker, run_id = apart
     with pytest.raises(BrokerError) as cancelled:
@@ -71,3 +71,6 @@ def test_cancel_marks_the_run_cancelled_then_says_its_summary_waits_for_the_brok
     said = str(no_summary.value)
     assert said.startswith(f"Cannot use the broker's Redis at {broker}"), said
     assert f"Run {run_id} is cancelled" in said and "summary" in said, said
+    status(run_id, broker=broker)  # a cancelled run's resume names the broker it was watched with
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"`ragscore resume {run_id} --out DIR --broker {broker}` scores it" in said, said

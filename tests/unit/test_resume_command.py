@@ -35,3 +35,30 @@ def test_an_unfinished_run_in_a_dir_holding_a_space_says_its_resume_quoted(tmp_p
     with pytest.raises(ConfigError) as refused:
         refuse_an_unfinished_run_in(out)
     assert f"""`ragscore run --resume '{tmp_path}/it'"'"'s here'`""" in str(refused.value), refused.value
+
+
+def test_the_resume_of_a_run_started_with_broker_names_that_broker() -> None:
+    """A run started with --broker URL was told to resume without it: the copied command resumed against the
+    default (embedded) Redis, where the run is unknown."""
+    from orchestrator.terminal import resume_command
+
+    url = "redis://redis.internal:6379/2"
+    assert resume_command("out", broker=url) == f"ragscore run --resume out --broker {url}"
+    assert resume_command("my out", "run-x", url) == f"ragscore resume run-x --out 'my out' --broker {url}"
+    assert resume_command("out", broker="redis://h/0?x=a b") == "ragscore run --resume out --broker 'redis://h/0?x=a b'"
+    assert resume_command("out", "run-x") == "ragscore resume run-x --out out"  # RAGSCORE_BROKER_URL, or embedded
+
+
+def test_the_resume_of_a_run_whose_broker_has_a_password_never_shows_it() -> None:
+    """The password (in the URL, or a query's ``password=``) is never printed: a placeholder, and a word to put
+    it back."""
+    from orchestrator.terminal import resume_command
+
+    for url, shown in (
+        ("redis://:s3cret@redis.internal:6379/0", "redis://:***@redis.internal:6379/0"),
+        ("rediss://admin:s3cret@h:6380/0?ssl_cert_reqs=required", "rediss://admin:***@h:6380/0?ssl_cert_reqs=required"),
+        ("redis://h:6379/0?password=s3cret", "redis://h:6379/0?password=***"),
+    ):
+        said = resume_command("out", "run-x", url)
+        assert "s3cret" not in said, said
+        assert said == f"ragscore resume run-x --out out --broker '{shown}'  # *** is its password: put it back", said
