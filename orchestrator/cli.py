@@ -971,8 +971,8 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
             reach_broker(_broker_url(broker))
         except BrokerError as exc:
             raise BrokerError(
-                f"{exc}. Run {run_id} is cancelled (the run store says so: its workers skip its tasks), "
-                f"but the summary of what it scored is not written yet: once the broker's Redis answers, "
+                f"{str(exc).rstrip('.')}. Run {run_id} is cancelled (the run store says so: its workers skip its "
+                "tasks), but the summary of what it scored is not written yet: once the broker's Redis answers, "
                 f"`ragscore results {run_id} --out DIR` writes it with the reports"
             ) from exc
         summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
