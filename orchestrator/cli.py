@@ -781,17 +781,23 @@ def status(
         if ended or not (queued_due or consumers_due):
             view.broker_note = "" if ended else view.broker_note
             return view.render(run_id)
+        # a broker that does not answer is asked again at the next check, not at each refresh (a host dropping its
+        # packets takes 5 s a ping)
+        if queued_due:
+            queued_checked[0] = time.monotonic()
+        if consumers_due:
+            checked[0] = time.monotonic()
         # the broker's notes are extras: a broker down apart from the store (RAGSCORE_STORE_URL) is said in a line
-        # under the store's progress (its client retried ~20 s, then failed the whole command)
+        # under the store's progress (its client retried ~20 s, then failed the whole command), in place of the last
+        # check's notes, which are old
         view.broker_note = (broker_unreachable(cluster_broker) or "") if cluster_broker else ""
         if view.broker_note:
+            forget_broker_notes()
             return view.render(run_id)
         try:
             if queued_due:
-                queued_checked[0] = time.monotonic()
                 view.set_queued(queued_message(queued_ahead(store, run_id)))
             if consumers_due:
-                checked[0] = time.monotonic()
                 # an embedded run whose process runs has its own workers (still booting, maybe): none is missing
                 served = lane is not None and run_process_alive(store.r, view.meta)
                 unserved = {} if served else unserved_queues(store, run_id)
@@ -802,7 +808,13 @@ def status(
                 view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
             view.broker_note = f"the broker's Redis could not be reached ({exc})"
+            forget_broker_notes()
         return view.render(run_id)
+
+    def forget_broker_notes() -> None:
+        view.set_queued("")
+        view.set_unserved({})
+        view.set_orphans(run_id, [], view.visibility_s)
 
     if not watch:
         console.print(refresh())

@@ -3,8 +3,11 @@ need the broker say so at once, naming it, and what they could do without it is 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import socket
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -14,7 +17,7 @@ from ragscore_workers.errors import BrokerError
 from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunState, RunStore
 
-from ..support import RedisProcess, make_rows, write_jsonl
+from ..support import RedisProcess, make_rows, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -75,3 +78,82 @@ def test_cancel_marks_the_run_cancelled_then_says_its_summary_waits_for_the_brok
     status(run_id, broker=broker)  # a cancelled run's resume names the broker it was watched with
     said = " ".join(capsys.readouterr().out.split())
     assert f"`ragscore resume {run_id} --out DIR --broker {broker}` scores it" in said, said
+
+
+def _watched(run_id: str, broker: str, capsys: pytest.CaptureFixture[str], step: Callable[[str], bool]) -> str:
+    """What ``status --watch`` (no terminal: one table per refresh) printed: ``step``, given what it printed so far,
+    steps the test on and says when it is done; the run then ends, and the watch with it."""
+    from orchestrator.cli import status
+
+    store = runner.connect(broker, get_settings())
+    watch = threading.Thread(target=status, args=(run_id,), kwargs={"broker": broker, "watch": True, "interval": 0.01})
+    said: list[str] = []
+    watch.start()
+    try:
+        assert until(lambda: said.append(capsys.readouterr().out) or step("".join(said)), 60), "".join(said)
+    finally:
+        store.r.hset(store.key(run_id, "meta"), "state", RunState.CANCELLED)
+        watch.join(60)
+    return "".join(said) + capsys.readouterr().out
+
+
+def test_status_watch_asks_a_broker_that_does_not_answer_at_each_check_not_each_refresh(
+    apart: tuple[RunStore, str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refresh that found the broker down returned before noting its check: every refresh (2 s) pinged it
+    again, 5 s each where its host drops packets. Its pings are counted where it listened."""
+    _, broker, run_id = apart
+    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 3600.0)  # one check in the test: its first refresh's
+    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 3600.0)
+    pings: list[int] = []
+    first: list[int] = []
+
+    def tenth_refresh(said: str) -> bool:
+        tables = said.count(f"run {run_id}: running")
+        if tables and not first:  # the first refresh has pinged (then printed)
+            first.append(len(pings))
+        return tables >= 10
+
+    with socket.create_server(("127.0.0.1", urlsplit(broker).port or 0)) as listening:  # counts pings, closes them
+
+        def take() -> None:
+            while True:
+                try:
+                    conn, _ = listening.accept()
+                except OSError:  # closed: the test is over
+                    return
+                pings.append(1)
+                conn.close()
+
+        threading.Thread(target=take, daemon=True).start()
+        said = _watched(run_id, broker, capsys, tenth_refresh)
+    assert first[0] >= 1 and "could not be reached" in said, said
+    assert len(pings) == first[0], f"{len(pings)} pings in 10 refreshes, {first[0]} in the first"
+
+
+def test_status_watch_with_the_broker_gone_shows_none_of_its_last_notes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A queue no worker consumed, said while the broker answered, stayed under the table (over the line that the
+    broker could not be reached) once it was down: an old note, which the broker no longer said."""
+    store_server = RedisProcess(tmp_path / "store").start()
+    broker = RedisProcess(tmp_path / "broker").start()
+    monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
+    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 0.0)  # each refresh checks
+    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 0.0)
+    try:
+        store = runner.connect(broker.url, get_settings(), sends=True)
+        run_id = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store).run_id
+
+        def broker_gone(said: str) -> bool:
+            if "no worker consumes" in said and broker.proc is not None and broker.proc.poll() is None:
+                broker.stop()
+            return "could not be reached" in said.split("no worker consumes")[-1]
+
+        said = _watched(run_id, broker.url, capsys, broker_gone)
+    finally:
+        broker.stop()
+        store_server.stop()
+    tables = said.split(f"run {run_id}: ")
+    gone = [t for t in tables if "could not be reached" in t]
+    assert gone and not any("no worker consumes" in t for t in gone), said
