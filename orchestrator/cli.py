@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import json
 import math
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, Rags
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import make_out_dir, write_text_atomic
-from .terminal import TerminalConsole, resume_command, shown, write_to_nowhere
+from .terminal import TerminalConsole, results_command, resume_command, shown, write_to_nowhere
 
 if TYPE_CHECKING:
     from ragscore_workers.planning import ResolvedSuite
@@ -661,7 +660,7 @@ def _how_to_go_on(out: Path, broker: str | None) -> None:
     run_id = recorded["run_id"]
     if recorded.get("mode") == "cluster" and _state_or_none(broker, run_id) != "cancelled":
         err.print(f"run {run_id} goes on in the cluster: `ragscore status {run_id}`,"
-                  f" then `ragscore results {run_id} --out {shlex.quote(str(out))}`", soft_wrap=True)  # fmt: skip
+                  f" then `{results_command(run_id, out, broker)}`", soft_wrap=True)  # fmt: skip
     else:
         err.print(f"finish it later (what was scored is kept): `{resume_command(out, broker=broker)}`", soft_wrap=True)
 
@@ -866,7 +865,7 @@ def results(
         _refuse_another_runs_dir(out, run_id)
         store, lane = _run_store(broker, run_id)
         if _cancelled_without_summary(store, run_id):
-            _summarize_cancelled(store, lane, run_id, broker)
+            _summarize_cancelled(store, lane, run_id, broker, out)
             _await_summary(store, run_id, RESULTS_WAIT_S)
             store.finished_summary(run_id, current=True)  # still none: says why, and what to do
         summary = write_results(store, run_id, out)
@@ -940,7 +939,7 @@ def cancel_cmd(
                 "its --out DIR"
             )
         else:
-            then = f"`ragscore results {run_id} --out DIR` writes the reports of what it scored"
+            then = f"`{results_command(run_id, broker=broker)}` writes the reports of what it scored"
             if lane is None:  # a cluster's workers skip them; an embedded run's went with its process (said next)
                 then = f"the workers skip its queued tasks, then {then}"
         err.print(f"run {run_id}: cancelled{again}; {then}", soft_wrap=True)
@@ -960,12 +959,13 @@ def held_by_gone_workers(orphans: list[Orphan]) -> str:
     )
 
 
-def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | None) -> None:  # type: ignore[no-untyped-def]
+def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | None, out: Path | None = None) -> None:  # type: ignore[no-untyped-def]
     """Write the summary of cancelled run ``run_id`` where no worker would: its queued messages wait where no
     worker listens, or a worker that is gone holds some, or (an embedded run whose process is gone) none of it is
     queued or held by a live worker any more; its embedded process, while alive, does it itself. A cluster's
     broker (``broker``, else RAGSCORE_BROKER_URL) that does not answer, apart from the store, is BrokerError
-    naming it and saying the run is cancelled all the same."""
+    naming it and saying the run is cancelled all the same (and the command that writes its reports, into ``out``
+    where it is known)."""
     from .embedded_redis import run_process_alive
     from .reports.live import resume_hint
     from .runner import reach_broker, summarize_cancelled
@@ -985,7 +985,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
             raise BrokerError(
                 f"{str(exc).rstrip('.')}. Run {run_id} is cancelled (the run store says so: its workers skip its "
                 "tasks), but the summary of what it scored is not written yet: once the broker's Redis answers, "
-                f"`ragscore results {run_id} --out DIR` writes it with the reports"
+                f"`{results_command(run_id, out, broker)}` writes it with the reports"
             ) from exc
         summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
     elif not run_process_alive(store.r, store.meta(run_id)):

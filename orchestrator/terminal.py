@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ragscore_workers.settings import redact_url
 
-__all__ = ["NOT_A_TERMINAL_WIDTH", "TerminalConsole", "resume_command", "shown", "write_to_nowhere"]
+__all__ = ["NOT_A_TERMINAL_WIDTH", "TerminalConsole", "results_command", "resume_command", "shown", "write_to_nowhere"]
 
 #: Columns of a console whose output is no terminal (``| less``, a file, a CI log) and that no width or COLUMNS
 #: sized: as wide as a table needs, where rich would wrap it at 80 (names folded a few letters a line).
@@ -98,6 +98,17 @@ def resume_command(out: str | Path, run_id: str | None = None, broker: str | Non
     comment saying to put it back (the command fails at once, saying the password is wrong, if it is not)."""
     where = shlex.quote(str(out))
     command = f"ragscore resume {run_id} --out {where}" if run_id else f"ragscore run --resume {where}"
+    return _with_broker(command, broker)
+
+
+def results_command(run_id: str, out: str | Path | None = None, broker: str | None = None) -> str:
+    """The command that writes the reports of run ``run_id`` into ``out`` (None: ``DIR``, not known where it is
+    said), with the run's ``broker`` as :func:`resume_command` writes it."""
+    return _with_broker(f"ragscore results {run_id} --out {shlex.quote(str(out or 'DIR'))}", broker)
+
+
+def _with_broker(command: str, broker: str | None) -> str:
+    """``command`` against ``broker`` (None: the one it finds by itself), its password never shown."""
     if broker is None:
         return command
     shown = redact_url(broker)

@@ -26,7 +26,7 @@ from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..progress import fmt_duration, judge_wait_note
-from ..terminal import resume_command
+from ..terminal import results_command, resume_command
 
 if TYPE_CHECKING:
     from ..runner import Orphan
@@ -378,11 +378,11 @@ class StatusView:
         if self.meta.get("error"):
             lines.append(Text(f"error: {self.meta['error']}", style="red"))
         if self.summary is not None:
-            lines.append(Text(_summary_line(self.summary, run_id)))
+            lines.append(Text(_summary_line(self.summary, run_id, self.broker)))
         return Group(table, Text(caption), *lines)
 
 
-def _summary_line(summary: RunSummary, run_id: str) -> str:
+def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None) -> str:
     """The summary's counts, which the workers' counters above lack for work a cancel skipped (counted stopped)."""
     metrics = summary.metrics.values()
     unscorable, stopped = sum(m.unscorable for m in metrics), sum(m.stopped for m in metrics)
@@ -390,7 +390,7 @@ def _summary_line(summary: RunSummary, run_id: str) -> str:
     return (
         f"summary: {counted(summary.items, 'item')}, {summary.scored:,} scored; over its metric outputs unscorable "
         f"{unscorable:,} ({stopped:,} stopped), errors {errors:,} (the counts above are the workers' writes; "
-        f"`ragscore results {run_id} --out DIR` writes the reports)"
+        f"`{results_command(run_id, broker=broker)}` writes the reports)"
     )
 
 

@@ -69,12 +69,16 @@ def test_cancel_marks_the_run_cancelled_then_says_its_summary_waits_for_the_brok
     assert store.state(run_id) == RunState.CANCELLED
     assert said.startswith(f"Cannot use the broker's Redis at {broker}"), said
     assert f"Connection refused. Run {run_id} is cancelled" in said, said  # one stop between the two sentences
-    assert f"`ragscore results {run_id} --out DIR`" in said, said
+    # the command it gives names the broker: without it, it asked RAGSCORE_BROKER_URL or the embedded Redis
+    assert f"`ragscore results {run_id} --out DIR --broker {broker}` writes it" in said, said
     with pytest.raises(BrokerError) as no_summary:
         results(run_id, out=tmp_path / "out", broker=broker, quiet=True)
     said = str(no_summary.value)
     assert said.startswith(f"Cannot use the broker's Redis at {broker}"), said
     assert f"Run {run_id} is cancelled" in said and "summary" in said, said
+    assert f"`ragscore results {run_id} --out {tmp_path / 'out'} --broker {broker}` writes it" in said, (
+        said
+    )  # its --out
     status(run_id, broker=broker)  # a cancelled run's resume names the broker it was watched with
     said = " ".join(capsys.readouterr().out.split())
     assert f"`ragscore resume {run_id} --out DIR --broker {broker}` scores it" in said, said

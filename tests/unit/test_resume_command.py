@@ -62,3 +62,16 @@ def test_the_resume_of_a_run_whose_broker_has_a_password_never_shows_it() -> Non
         said = resume_command("out", "run-x", url)
         assert "s3cret" not in said, said
         assert said == f"ragscore resume run-x --out out --broker '{shown}'  # *** is its password: put it back", said
+
+
+def test_the_results_command_names_the_out_and_the_broker_as_the_resume_does() -> None:
+    """cancel and results with the broker down said `ragscore results RUN --out DIR`, without the --broker they were
+    given (the command then asked RAGSCORE_BROKER_URL or the embedded Redis) nor the --out results was given."""
+    from orchestrator.terminal import results_command
+
+    assert results_command("run-x") == "ragscore results run-x --out DIR"
+    assert results_command("run-x", Path("my out"), "redis://h:6379/2") == (
+        "ragscore results run-x --out 'my out' --broker redis://h:6379/2"
+    )
+    said = results_command("run-x", None, "redis://:s3cret@h:6379/0")
+    assert "s3cret" not in said and said.startswith("ragscore results run-x --out DIR --broker 'redis://:***@h"), said
