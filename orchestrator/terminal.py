@@ -95,7 +95,9 @@ def resume_command(out: str | Path, run_id: str | None = None, broker: str | Non
     environment's RAGSCORE_BROKER_URL, or the embedded Redis, which the command finds again by itself) ``--broker
     URL``. Its parts are shell-quoted (a DIR holding a space or a quote), so that every message says the command as
     a shell runs it. A broker's password (and its URL's other secrets) is never shown: ``***`` in its place, and a
-    comment saying to put it back (the command fails at once, saying the password is wrong, if it is not)."""
+    comment saying to put it back (the command fails at once, saying the password is wrong, if it is not); such a
+    URL is set in RAGSCORE_BROKER_URL in front of the command, not given as --broker, which ``ps`` shows every user
+    of the host (the command line warns of it)."""
     where = shlex.quote(str(out))
     command = f"ragscore resume {run_id} --out {where}" if run_id else f"ragscore run --resume {where}"
     return _with_broker(command, broker)
@@ -112,5 +114,6 @@ def _with_broker(command: str, broker: str | None) -> str:
     if broker is None:
         return command
     shown = redact_url(broker)
-    hidden = "  # *** is its password: put it back" if shown != broker else ""
-    return f"{command} --broker {shlex.quote(shown)}{hidden}"
+    if shown == broker:
+        return f"{command} --broker {shlex.quote(broker)}"
+    return f"RAGSCORE_BROKER_URL={shlex.quote(shown)} {command}  # *** is its password: put it back"

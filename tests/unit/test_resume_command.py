@@ -51,7 +51,8 @@ def test_the_resume_of_a_run_started_with_broker_names_that_broker() -> None:
 
 def test_the_resume_of_a_run_whose_broker_has_a_password_never_shows_it() -> None:
     """The password (in the URL, or a query's ``password=``) is never printed: a placeholder, and a word to put
-    it back."""
+    it back. The URL is set in RAGSCORE_BROKER_URL, not given as --broker, where ``ps`` shows it to every user (the
+    command warned of that, of the very command it said)."""
     from orchestrator.terminal import resume_command
 
     for url, shown in (
@@ -61,7 +62,8 @@ def test_the_resume_of_a_run_whose_broker_has_a_password_never_shows_it() -> Non
     ):
         said = resume_command("out", "run-x", url)
         assert "s3cret" not in said, said
-        assert said == f"ragscore resume run-x --out out --broker '{shown}'  # *** is its password: put it back", said
+        want = f"RAGSCORE_BROKER_URL='{shown}' ragscore resume run-x --out out  # *** is its password: put it back"
+        assert said == want, said
 
 
 def test_the_results_command_names_the_out_and_the_broker_as_the_resume_does() -> None:
@@ -74,4 +76,6 @@ def test_the_results_command_names_the_out_and_the_broker_as_the_resume_does() -
         "ragscore results run-x --out 'my out' --broker redis://h:6379/2"
     )
     said = results_command("run-x", None, "redis://:s3cret@h:6379/0")
-    assert "s3cret" not in said and said.startswith("ragscore results run-x --out DIR --broker 'redis://:***@h"), said
+    assert "s3cret" not in said and said.startswith("RAGSCORE_BROKER_URL='redis://:***@h:6379/0' ragscore results"), (
+        said
+    )
