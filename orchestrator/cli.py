@@ -16,7 +16,7 @@ from rich.text import Text
 
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RagscoreError
-from ragscore_workers.settings import check_redis_url, get_settings
+from ragscore_workers.settings import check_redis_url, get_settings, redact_url
 
 from .atomic_file import make_out_dir, write_text_atomic
 from .terminal import TerminalConsole, results_command, resume_command, shown, write_to_nowhere
@@ -753,6 +753,7 @@ def status(
     from .runner import (
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
+        _broker_apart,
         broker_unreachable,
         held_messages,
         queued_ahead,
@@ -806,7 +807,9 @@ def status(
                 orphans = [] if embedded else held_messages(store, run_id).orphans
                 view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
-            view.broker_note = f"the broker's Redis could not be reached ({exc})"
+            if not (cluster_broker and _broker_apart(cluster_broker)):  # the store's Redis: the command fails
+                raise
+            view.broker_note = f"the broker's Redis at {redact_url(cluster_broker)} could not be reached ({exc})"
             forget_broker_notes()
         return view.render(run_id)
 

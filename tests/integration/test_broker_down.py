@@ -161,3 +161,52 @@ def test_status_watch_with_the_broker_gone_shows_none_of_its_last_notes(
     tables = said.split(f"run {run_id}: ")
     gone = [t for t in tables if "could not be reached" in t]
     assert gone and not any("no worker consumes" in t for t in gone), said
+
+
+def test_status_in_a_single_redis_that_drops_the_check_fails_naming_no_broker_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One Redis, store and broker: an error of its check was said as the broker's Redis not reached (which is the
+    store's, not apart), under a table, exit 0; it fails the command, as it did before a broker apart was known.
+    The check's connections are the ones past its maxclients (the store's own were made before)."""
+    from kombu.exceptions import OperationalError
+    from redis import ConnectionError as RedisConnectionError
+
+    from orchestrator.cli import status
+
+    monkeypatch.delenv("RAGSCORE_STORE_URL", raising=False)
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = runner.connect(server.url, get_settings(), sends=True)
+        run_id = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store).run_id
+        clients = int(store.r.info("clients")["connected_clients"])
+        store.r.config_set("maxclients", clients + 2)  # status's connect probe and its store, not the check's
+        with pytest.raises((RedisConnectionError, OperationalError)) as dropped:
+            status(run_id, broker=server.url)
+        assert "max number of clients" in str(dropped.value), dropped.value
+        assert "could not be reached" not in capsys.readouterr().out
+    finally:
+        server.stop()
+
+
+def test_status_with_a_broker_apart_dropping_the_check_names_its_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broker that answered the ping and dropped the check after it was said without its URL."""
+    from orchestrator.cli import status
+
+    store_server = RedisProcess(tmp_path / "store").start()
+    broker = RedisProcess(tmp_path / "broker").start()
+    monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
+    try:
+        store = runner.connect(broker.url, get_settings(), sends=True)
+        run_id = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store).run_id
+        said_by = store.broker
+        assert said_by is not None
+        said_by.config_set("maxclients", int(said_by.info("clients")["connected_clients"]) + 1)  # its ping's, only
+        status(run_id, broker=broker.url)
+        said = " ".join(capsys.readouterr().out.split())
+        assert f"the broker's Redis at {broker.url} could not be reached" in said and "max number of clients" in said
+    finally:
+        broker.stop()
+        store_server.stop()
