@@ -769,7 +769,7 @@ def status(
     console = TerminalConsole()
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
     queued_checked = [-math.inf]  # when the queues ahead of the run were last read
-    cluster_broker = None if embedded else broker or get_settings().broker_url  # apart from the store, maybe
+    cluster_broker = None if embedded else _broker_url(broker, start_embedded=False)  # apart from the store, maybe
 
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)

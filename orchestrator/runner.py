@@ -141,7 +141,7 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # broker is probed too: a broker that did not answer, or a database it lacks, failed later, less clearly, in
     # Celery's first send. Each Redis is named by its role only where they are two servers (not the embedded one's
     # database 0 and lane, whose store URL the user never set).
-    apart = _server(store_url) != _server(broker_url)
+    apart = _broker_apart(broker_url, settings)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
     if sends and broker_url != store_url:
         named.append((broker_url, "the broker's Redis" if apart else "Redis"))
