@@ -984,10 +984,10 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     if lane is None:
         try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
             reach_broker(_broker_url(broker))
-        except BrokerError as exc:
-            raise BrokerError(
+        except (BrokerError, ConfigError) as exc:  # down, a wrong password; a database it lacks, an unusable URL
+            raise type(exc)(
                 f"{str(exc).rstrip('.')}. Run {run_id} is cancelled (the run store says so: its workers skip its "
-                "tasks), but the summary of what it scored is not written yet: once the broker's Redis answers, "
+                "tasks), but the summary of what it scored is not written yet: once the broker's Redis can be used, "
                 f"`{results_command(run_id, out, broker)}` writes it with the reports"
             ) from exc
         summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator import runner
 from orchestrator.suite import load_suite
-from ragscore_workers.errors import BrokerError
+from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunState, RunStore
 
@@ -210,3 +210,21 @@ def test_status_with_a_broker_apart_dropping_the_check_names_its_url(
     finally:
         broker.stop()
         store_server.stop()
+
+
+def test_cancel_with_a_broker_database_that_is_not_there_says_the_run_is_cancelled_all_the_same(
+    apart: tuple[RunStore, str, str], tmp_path: Path
+) -> None:
+    """A database the broker's Redis lacks is a ConfigError, which went past the words on the run (cancelled)."""
+    from orchestrator.cli import cancel_cmd
+
+    store, _, run_id = apart
+    server = RedisProcess(tmp_path / "another broker").start()
+    try:
+        with pytest.raises(ConfigError) as refused:
+            cancel_cmd(run_id, broker=server.url.removesuffix("/0") + "/99")
+    finally:
+        server.stop()
+    said = str(refused.value)
+    assert store.state(run_id) == RunState.CANCELLED
+    assert "has no database 99" in said and f"Run {run_id} is cancelled" in said, said
