@@ -366,7 +366,7 @@ def _said_cut_off(run_id: str, raw: bool = False) -> Iterator[None]:
             raise
         raise BrokerError(
             f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); it stopped "
-            f"part-way: resume it once Redis answers with {resume_hint(run_id)}"
+            f"part-way: once Redis answers, resume it with {resume_hint(run_id)}"
         ) from exc
 
 

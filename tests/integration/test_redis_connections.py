@@ -473,7 +473,7 @@ def test_a_users_resume_cut_off_by_a_hung_broker_says_to_resume_once_it_answers_
         assert time.monotonic() - started < 60
         said = str(failed.value)
         assert said.startswith("Redis did not answer while run hung-resend was being sent ("), said
-        assert said.endswith("it stopped part-way: resume it once Redis answers with `ragscore run --resume DIR` "
+        assert said.endswith("it stopped part-way: once Redis answers, resume it with `ragscore run --resume DIR` "
                              "(DIR: its --out) or `ragscore resume hung-resend --out DIR`"), said  # fmt: skip
         assert isinstance(failed.value.__cause__, runner._Outage.ERRORS)
         assert store.state("hung-resend") == RunState.CANCELLED  # resumable, as a cut-off submission is
