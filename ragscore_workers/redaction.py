@@ -1,16 +1,47 @@
-"""What messages and logs show of a URL's query: the values of its fields named like a credential
-(:func:`~ragscore_workers.schemas.secret_query_param`'s names, read so that a long name costs no more than its
-length) as ``***``. Used by ``settings.redact_url`` (the Redis URLs) and ``providers.errors.shown_url`` (the judge
-endpoints)."""
+"""Which names carry a credential (headers, environment variables, a URL's query fields: what a suite may not write,
+``schemas``) and what messages and logs show of a URL's query: the values of its fields named like a credential
+(:func:`secret_query_param`'s names, read so that a long name costs no more than its length) as ``***``. Used by
+``settings.redact_url`` (the Redis URLs) and ``providers.errors.shown_url`` (the judge endpoints)."""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import unquote_plus
 
-from .schemas import _SECRET_QUERY, credential_name
+__all__ = [
+    "SECRET_QUERY_NAMES",
+    "credential_name",
+    "hide_spans",
+    "query_secret_spans",
+    "redact_query_secrets",
+    "secret_query_param",
+]
 
-__all__ = ["hide_spans", "query_secret_spans", "redact_query_secrets"]
+#: Header names that carry a credential: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``X-Api-Key``,
+#: ``X-RapidAPI-Key``, ``X-Functions-Key``, ``X-Auth-Token``, ``X-Auth-Key``, ``Ocp-Apim-Subscription-Key``,
+#: ``X-Amz-Signature``, ``pwd`` (one of these as a whole part of the name), and ``Key`` or ``X-Auth`` as the whole
+#: name or its end; a key that is no credential (``X-Idempotency-Key``, ``X-Cache-Key``) is not one.
+_SECRET_HEADER = re.compile(
+    r"(?:^|[-_])(?:authorization|cookie|(?:rapid)?api[-_]?key|access[-_]?key|secret[-_]?key|private[-_]?key"
+    r"|subscription[-_]key|functions[-_]key|auth[-_]key|token|secret|password|passwd|pwd|signature|credentials?)"
+    r"(?:$|[-_])|^key$|(?:^|[-_])auth$",
+    re.I,
+)
+
+#: Query parameters that carry a credential besides :func:`credential_name`'s: Google's ``key``, Azure Functions'
+#: ``code``, a signed URL's ``sig`` / ``signature``.
+SECRET_QUERY_NAMES = frozenset({"key", "code", "sig", "signature"})
+
+
+def credential_name(name: str) -> bool:
+    """Whether a header or environment variable named so carries a credential (``X-Api-Key``, ``HF_TOKEN``)."""
+    return bool(_SECRET_HEADER.search(name))
+
+
+def secret_query_param(name: str) -> bool:
+    """Whether a URL's query parameter named so carries a credential (``api_key``, ``token``, ``key``, ``sig``)."""
+    return credential_name(name) or name.lower() in SECRET_QUERY_NAMES
+
 
 #: What ends a field of a URL's query or fragment, and its value.
 _FIELD_END = re.compile(r"[&#]")
@@ -35,7 +66,7 @@ def query_secret_spans(url: str) -> list[tuple[int, int]]:
                 name = name.partition("?")[2] if "?" in name else None
             if name is not None and (
                 credential_name(unquote_plus(name).replace("?", "-"))
-                or unquote_plus(name.rpartition("?")[2]).lower() in _SECRET_QUERY
+                or unquote_plus(name.rpartition("?")[2]).lower() in SECRET_QUERY_NAMES
             ):
                 spans.append((eq + 1, end))
                 break

@@ -21,6 +21,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .counts import noun, noun_names
+from .redaction import SECRET_QUERY_NAMES, credential_name, secret_query_param
 
 __all__ = [
     "Citation",
@@ -146,23 +147,6 @@ def env_var_name(value: str | None) -> str | None:
     return value
 
 
-#: Header names that carry a credential: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``X-Api-Key``,
-#: ``X-RapidAPI-Key``, ``X-Functions-Key``, ``X-Auth-Token``, ``X-Auth-Key``, ``Ocp-Apim-Subscription-Key``,
-#: ``X-Amz-Signature``, ``pwd`` (one of these as a whole part of the name), and ``Key`` or ``X-Auth`` as the whole
-#: name or its end; a key that is no credential (``X-Idempotency-Key``, ``X-Cache-Key``) is not one.
-_SECRET_HEADER = re.compile(
-    r"(?:^|[-_])(?:authorization|cookie|(?:rapid)?api[-_]?key|access[-_]?key|secret[-_]?key|private[-_]?key"
-    r"|subscription[-_]key|functions[-_]key|auth[-_]key|token|secret|password|passwd|pwd|signature|credentials?)"
-    r"(?:$|[-_])|^key$|(?:^|[-_])auth$",
-    re.I,
-)
-
-
-def credential_name(name: str) -> bool:
-    """Whether a header or environment variable named so carries a credential (``X-Api-Key``, ``HF_TOKEN``)."""
-    return bool(_SECRET_HEADER.search(name))
-
-
 def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:
     """A target's plain ``headers`` are configuration, kept with the run (its store, its task messages,
     run_info.json): one that carries a credential is refused, unshown, with the way to send it from the environment."""
@@ -175,16 +159,6 @@ def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:
             {"names": ", ".join(named), "first": named[0]},
         )
     return headers
-
-
-#: Query parameters that carry a credential besides :func:`credential_name`'s: Google's ``key``, Azure Functions'
-#: ``code``, a signed URL's ``sig`` / ``signature``.
-_SECRET_QUERY = frozenset({"key", "code", "sig", "signature"})
-
-
-def secret_query_param(name: str) -> bool:
-    """Whether a URL's query parameter named so carries a credential (``api_key``, ``token``, ``key``, ``sig``)."""
-    return credential_name(name) or name.lower() in _SECRET_QUERY
 
 
 def no_secret_in_url(url: str | None) -> str | None:
@@ -214,7 +188,7 @@ def _credential_fields(request: dict[str, Any], query: bool, path: str = "") -> 
     found = []
     for name, value in request.items():
         where = f"{path}{name}"
-        named = credential_name(str(name)) or (query and str(name).lower() in _SECRET_QUERY)
+        named = credential_name(str(name)) or (query and str(name).lower() in SECRET_QUERY_NAMES)
         if isinstance(value, dict):
             found += _credential_fields(value, query, f"{where}.")
             continue

@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 from ..errors import ConfigError, RagscoreError
-from ..redaction import hide_spans, query_secret_spans
-from ..schemas import credential_name
+from ..redaction import credential_name, hide_spans, query_secret_spans
 
 __all__ = [
     "JudgeError",
