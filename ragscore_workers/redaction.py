@@ -39,35 +39,42 @@ def credential_name(name: str) -> bool:
 
 
 def secret_query_param(name: str) -> bool:
-    """Whether a URL's query parameter named so carries a credential (``api_key``, ``token``, ``key``, ``sig``)."""
-    return credential_name(name) or name.lower() in SECRET_QUERY_NAMES
+    """Whether a URL's query parameter named so (decoded) carries a credential (``api_key``, ``token``, ``key``,
+    ``sig``). The name is read in words split at each character that is no letter, digit, ``-`` or ``_`` (``api key``
+    from ``?api+key=``, ``data[api_key]``, ``a?token``): a credential's name as them joined by ``-``, or its last
+    word one of :data:`SECRET_QUERY_NAMES`."""
+    words = _NOT_A_NAME.split(name)
+    last = next((word for word in reversed(words) if word), "")
+    return credential_name("-".join(words)) or last.lower() in SECRET_QUERY_NAMES
 
 
 #: What ends a field of a URL's query or fragment, and its value.
 _FIELD_END = re.compile(r"[&#]")
+#: What splits a query parameter's name into words (:func:`secret_query_param`).
+_NOT_A_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+#: Where a name starts in text that is no field's start: after a ``?`` or a ``;`` (``?next=/a?token=``, ``?a=1;key=``).
+_NAME_START = re.compile(r"[?;]")
 
 
 def query_secret_spans(url: str) -> list[tuple[int, int]]:
     """Where in ``url`` the value of each field named like a credential is (``?api_key=``, ``&token=``,
     ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_query_secrets`.
 
-    A field's value runs from its ``=`` to the next ``&`` or ``#``. Its name is the text before the ``=`` (back to
-    the field's start or the ``=`` before it), percent-decoded: whole right after a ``&`` or ``#`` (the fragment's
-    too: ``#access_token=``), else from its first ``?`` (a ``?`` in the path, or in a value: ``?next=/a?token=x``),
-    and no name without one. The value is hidden when the name, each ``?`` in it read as ``-``, is named like a
-    credential (:func:`credential_name`: ``token``, ``a?token``, ``a?x-token``), or when its part after its last
-    ``?`` is ``key``, ``code``, ``sig`` or ``signature``. Each name is read once: linear in the URL's length."""
+    A field's value runs from its ``=`` to the next ``&`` or ``#`` (past a ``;``: a value holding one is hidden
+    whole). Its name is the text before the ``=`` (back to the field's start or the ``=`` before it),
+    percent-decoded (``+`` as a space): whole right after a ``&`` or ``#`` (the fragment's too: ``#access_token=``),
+    else from its first ``?`` or ``;`` (a ``?`` in the path, or in a value: ``?next=/a?token=x``, ``?a=1;key=x``),
+    and no name without one. The value is hidden when :func:`secret_query_param` names it (``token``, ``a?token``,
+    ``api key``). Each name is read once: linear in the URL's length."""
     spans, begin = [], 0
     for end in [m.start() for m in _FIELD_END.finditer(url)] + [len(url)]:
         at = begin
         while (eq := url.find("=", at, end)) >= 0:
-            name = url[at:eq]
-            if at > begin or begin == 0:  # the text starts in the URL's path or in a value: a name after a ?
-                name = name.partition("?")[2] if "?" in name else None
-            if name is not None and (
-                credential_name(unquote_plus(name).replace("?", "-"))
-                or unquote_plus(name.rpartition("?")[2]).lower() in SECRET_QUERY_NAMES
-            ):
+            name: str | None = url[at:eq]
+            if at > begin or begin == 0:  # the text starts in the URL's path or in a value: a name after a ? or ;
+                start = _NAME_START.search(name)
+                name = name[start.end() :] if start else None
+            if name is not None and secret_query_param(unquote_plus(name)):
                 spans.append((eq + 1, end))
                 break
             at = eq + 1

@@ -97,3 +97,40 @@ def test_a_long_query_name_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None
     assert shown_url(f"https://h/?{many}token=sk-1&b=2") == f"https://h/?{many}token=***&b=2"
     assert shown_url(f"https://h/?{many}key=k3y") == f"https://h/?{many}key=***"
     assert len(checks) == 4, len(checks)  # one a name: the three long ones and b (120008 before)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://h/v1?a=1;key=SECRET", "https://h/v1?a=1;key=***"),  # a ';' starts a field as a '&' does
+        ("https://h/v1?a=1;api_key=SECRET&b=2", "https://h/v1?a=1;api_key=***&b=2"),
+        ("https://h/v1?a;token=SECRET", "https://h/v1?a;token=***"),
+        ("https://h/v1?api+key=SECRET", "https://h/v1?api+key=***"),  # the decoded name: 'api key'
+        ("https://h/v1?api%20key=SECRET&x=1", "https://h/v1?api%20key=***&x=1"),
+        ("https://h/v1?api%5Fkey=SECRET", "https://h/v1?api%5Fkey=***"),
+        ("https://h/v1?k%65y=SECRET", "https://h/v1?k%65y=***"),
+        ("https://h/v1?token=a;b&x=1", "https://h/v1?token=***&x=1"),  # a value holding ';' is hidden whole
+        ("https://h/v1?a=1;b=2&api-version=3", "https://h/v1?a=1;b=2&api-version=3"),
+    ],
+)
+def test_query_names_after_a_semicolon_and_encoded_names_are_read(url: str, shown: str) -> None:
+    """A field after a ';' (``?a=1;key=``) was read as part of the value before it, and a name was decoded but not
+    read with its '+' (a space) or other punctuation as a separator: ``?api+key=`` is ``api key``, which no rule
+    named. Names are now split at every character that is no letter, digit, '-' or '_'."""
+    from ragscore_workers.providers.errors import shown_url
+    from ragscore_workers.settings import redact_url
+
+    assert shown_url(url) == shown
+    assert redact_url(url) == shown
+
+
+def test_a_suite_url_may_not_hold_an_encoded_credential_name() -> None:
+    """The suite's rule reads the same names: ``?api+key=`` was let through as ``api key``."""
+    from pydantic_core import PydanticCustomError
+
+    from ragscore_workers.schemas import no_secret_in_url
+
+    for url in ("https://h/v1?api+key=x", "https://h/v1?data%5Bapi_key%5D=x", "https://h/v1?x+key=x"):
+        with pytest.raises(PydanticCustomError, match="holds a credential"):
+            no_secret_in_url(url)
+    assert no_secret_in_url("https://h/v1?api-version=1&cache-key=2") == "https://h/v1?api-version=1&cache-key=2"
