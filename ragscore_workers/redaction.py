@@ -90,13 +90,17 @@ def redact_query_secrets(url: str) -> str:
     return hide_spans(url, query_secret_spans(url))
 
 
-def hide_spans(text: str, spans: list[tuple[int, int]]) -> str:
-    """``text`` with each of ``spans`` (``(start, end)`` offsets; overlapping or touching ones as one) as ``***``."""
-    shown, at = [], 0
+def hide_spans(text: str, spans: list[tuple[int, int]], fill: str = "") -> str:
+    """``text`` with each of ``spans`` (``(start, end)`` offsets; overlapping or touching ones as one) as ``***``;
+    with a ``fill`` character, each hidden character as it (the text as long as it was: its offsets hold)."""
+    merged: list[list[int]] = []
     for start, end in sorted(spans):
-        if shown and start <= at:  # overlaps or touches the span before: one ***
-            at = max(at, end)
-            continue
-        shown += [text[at:start], "***"]
+        if merged and start <= merged[-1][1]:  # overlaps or touches the span before: one
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    shown, at = [], 0
+    for start, end in merged:
+        shown += [text[at:start], fill * (end - start) if fill else "***"]
         at = end
     return "".join([*shown, text[at:]])

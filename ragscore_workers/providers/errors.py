@@ -103,14 +103,12 @@ def shown_url(url: str) -> str:
     of a Vertex AI path (``models/claude@20240620:rawPredict``) would hide the host."""
     query = min((at for at in (url.find("?"), url.find("#")) if at >= 0), default=len(url))
     values = [(query + start, query + end) for start, end in query_secret_spans(url[query:])]
-    starred = list(url)
-    for start, end in values:  # as long as it was: the offsets hold
-        starred[start:end] = "*" * (end - start)
+    starred = hide_spans(url, values, fill="*")  # as long as it was: the offsets hold
     # The password's rule reads the URL twice. As given, it hides a password whose query-like part the query's rule
     # hides only in part ("x://u:p&api_key=k3y@h2": k3y@h2 by the query's rule, p&api_key=k3y by this one). With the
     # query's values starred, it finds a password that a hidden value's "/", "?" or "#" cut short in the first read
     # ("x://u:pw&token=a/b&c@h2": a/b starred, pw&token=***&c is a password up to its "@").
-    passwords = [m.span(2) for text in (url, "".join(starred)) for m in _URL_PASSWORD.finditer(text)]
+    passwords = [m.span(2) for text in (url, starred) for m in _URL_PASSWORD.finditer(text)]
     return hide_spans(url, values + passwords)
 
 
