@@ -1,7 +1,7 @@
 """Which names carry a credential (headers, environment variables, a URL's query fields: what a suite may not write,
-``schemas``) and what messages and logs show of a URL's query: the values of its fields named like a credential
-(:func:`secret_query_param`'s names, read so that a long name costs no more than its length) as ``***``. Used by
-``settings.redact_url`` (the Redis URLs) and ``providers.errors.shown_url`` (the judge endpoints)."""
+``schemas``) and what messages and logs show of a URL (:func:`redact_url`, of the Redis URLs and the judge
+endpoints alike): its password and the values of its fields named like a credential (:func:`secret_query_param`'s
+names, read so that a long name costs no more than its length) as ``***``."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from urllib.parse import unquote_plus
 __all__ = [
     "SECRET_QUERY_NAMES",
     "credential_name",
+    "URL_PASSWORD",
     "hide_spans",
     "query_secret_spans",
-    "redact_query_secrets",
+    "redact_url",
     "secret_query_param",
+    "userinfo_span",
 ]
 
 #: Header names that carry a credential: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``X-Api-Key``,
@@ -48,6 +50,15 @@ def secret_query_param(name: str) -> bool:
     return credential_name("-".join(words)) or last.lower() in SECRET_QUERY_NAMES
 
 
+#: A URL's password where text quotes the URL: ``scheme://user:PASSWORD@`` (the user may be empty).
+#: The password runs to the authority's last ``@`` (as ``urlsplit`` reads it): one holding an ``@`` is cut whole.
+#: A scheme starts where no scheme character is before it (``\b`` let every letter after a dot or a dash of a long
+#: token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
+URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]+)@")
+#: A URL's scheme and the slashes before its authority (one: a Redis URL's mistyped ``redis:/HOST``).
+_AUTHORITY_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/{1,2}")
+#: An authority that is a host and a port (``h:6379``, ``[::1]:8000``), no ``user:password`` cut short.
+_HOST_PORT = re.compile(r"(?:\[[^\]]*\]|[A-Za-z0-9._-]+)(?::\d*)?")
 #: What ends a field of a URL's query or fragment, and its value.
 _FIELD_END = re.compile(r"[&#]")
 #: What splits a query parameter's name into words (:func:`secret_query_param`).
@@ -58,7 +69,7 @@ _NAME_START = re.compile(r"[?;]")
 
 def query_secret_spans(url: str) -> list[tuple[int, int]]:
     """Where in ``url`` the value of each field named like a credential is (``?api_key=``, ``&token=``,
-    ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_query_secrets`.
+    ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_url`.
 
     A field's value runs from its ``=`` to the next ``&`` or ``#`` (past a ``;``: a value holding one is hidden
     whole). Its name is the text before the ``=`` (back to the field's start or the ``=`` before it),
@@ -82,14 +93,6 @@ def query_secret_spans(url: str) -> list[tuple[int, int]]:
     return spans
 
 
-def redact_query_secrets(url: str) -> str:
-    """``url`` with the values :func:`query_secret_spans` finds as ``***``, read from the URL's start, for messages
-    and logs: the query's rule of the Redis URLs (``settings.redact_url``). The judge endpoints'
-    (``providers.errors.shown_url``) runs :func:`query_secret_spans` only from the URL's first ``?`` or ``#``, so
-    that no name is read in the path."""
-    return hide_spans(url, query_secret_spans(url))
-
-
 def hide_spans(text: str, spans: list[tuple[int, int]], fill: str = "") -> str:
     """``text`` with each of ``spans`` (``(start, end)`` offsets; overlapping or touching ones as one) as ``***``;
     with a ``fill`` character, each hidden character as it (the text as long as it was: its offsets hold)."""
@@ -104,3 +107,68 @@ def hide_spans(text: str, spans: list[tuple[int, int]], fill: str = "") -> str:
         shown += [text[at:start], fill * (end - start) if fill else "***"]
         at = end
     return "".join([*shown, text[at:]])
+
+
+def userinfo_span(url: str) -> tuple[int, int] | None:
+    """Where ``url``'s userinfo (``user:password``, or a token alone) is: ``(start, end)``, ``end`` at its ``@``;
+    None without one.
+
+    The authority runs from the scheme's ``//`` to the first ``/``, ``?`` or ``#``; an ``@`` in it ends the userinfo
+    (its last one, as urllib and httpx read it: ``https://user@corp:pw@host/``). A password or token holding ``/``,
+    ``?`` or ``#`` (unencoded: the URL is malformed) cuts that authority short, so an ``@`` after a non-empty one
+    (an empty one is a socket path's: ``unix:///tmp/a@b.sock``) is read as the userinfo's too:
+
+    - after an authority that is no host and port (``u:pa`` of ``u:pa/ss@h``, ``:ab`` of ``:ab/cd@h``), the URL's
+      last ``@`` (hiding more of a URL whose path or query holds one too);
+    - after one that is (``u:12`` of ``u:12/34@h``, ``tok`` of ``tok/en@h``), the path's last ``@`` (the URL's,
+      where a ``?`` or ``#`` follows the authority: ``u:12?34@h``) when a host and port (``h``, ``h:80``) follows it
+      up to the next ``/``, ``?`` or ``#``.
+
+    So the ``@`` of Vertex AI's ``https://h/v1/.../models/claude@20240620:rawPredict`` (no host follows it) or of a
+    path's query (``h:6380/0?ssl_ca_certs=/a@b/ca.pem``) is no userinfo's; that of a path such as
+    ``h/models/m@latest`` is read as one, the host hidden: ambiguous, the secret's reading wins."""
+    start = _AUTHORITY_START.match(url)
+    if start is None:
+        return None
+    at = start.end()
+    host_end = _first_of(url, "/?#", at)
+    authority = url[at:host_end]
+    if "@" in authority:
+        return at, at + authority.rfind("@")
+    if not authority:
+        return None
+    if not _HOST_PORT.fullmatch(authority):
+        end = url.rfind("@", host_end)
+    else:
+        no_path = url[host_end : host_end + 1] in ("?", "#")  # u:12?34@h: the password's "?" ends the authority
+        end = url.rfind("@", host_end, None if no_path else _first_of(url, "?#", host_end))
+        if end >= 0 and not _HOST_PORT.fullmatch(url[end + 1 : _first_of(url, "/?#", end)]):
+            end = -1
+    return (at, end) if end >= 0 else None
+
+
+def redact_url(url: str) -> str:
+    """``url`` as messages and logs show it (a Redis URL, a judge endpoint): its password (its userinfo, where it has
+    no ``:``, as a token is passed) as :func:`userinfo_span` reads it, the values of its query's and fragment's fields
+    named like a credential (:func:`query_secret_spans`, read from the first ``?`` or ``#`` after the userinfo, so
+    that no name is read in the path), and the password of a URL quoted in it (:data:`URL_PASSWORD`), as ``***``.
+
+    The quoted URLs' passwords are read in the URL as given (a password holding ``&token=x`` is hidden whole, not in
+    part as a query's value), and in the URL with the query's values starred: a password that a hidden value's
+    ``/``, ``?`` or ``#`` cut short in the first read (``x://u:pw&token=a/b&c@h2``: ``a/b`` starred,
+    ``pw&token=***&c`` is a password up to its ``@``)."""
+    hidden, after = [], 0
+    if userinfo := userinfo_span(url):
+        start, after = userinfo
+        user, colon, _ = url[start:after].partition(":")
+        hidden.append((start + len(user) + 1, after) if colon else userinfo)
+    query = _first_of(url, "?#", after)
+    hidden += [(query + start, query + end) for start, end in query_secret_spans(url[query:])]
+    starred = hide_spans(url, hidden, fill="*")  # as long as it was: the offsets hold
+    hidden += [m.span(2) for text in (url, starred) for m in URL_PASSWORD.finditer(text)]
+    return hide_spans(url, hidden)
+
+
+def _first_of(text: str, characters: str, start: int) -> int:
+    """The offset of the first of ``characters`` in ``text`` from ``start``, or ``len(text)``."""
+    return min((at for c in characters if (at := text.find(c, start)) >= 0), default=len(text))

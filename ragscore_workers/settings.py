@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
 from .limits import longest_hard_limit
-from .redaction import redact_query_secrets
+from .redaction import redact_url, userinfo_span
 
 __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
 
@@ -21,43 +21,6 @@ REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
 
 #: A Redis URL written with one slash after its scheme (``redis:/HOST:6379/0``), a typo of ``redis://``.
 _ONE_SLASH = re.compile(r"(?i)^rediss?:/(?!/)")
-
-
-def _userinfo(url: str) -> tuple[str, str, str] | None:
-    """``(scheme with its slashes, user:password as written, the rest)``, None without credentials. Read from the
-    raw text, not a URL parser: a password holding ``#``, ``/`` or ``?`` (what makes such a URL malformed) cuts a
-    parser's netloc short. Everything between ``://`` (a Redis URL's mistyped ``:/`` too) and the last ``@`` is
-    credentials."""
-    if one := _ONE_SLASH.match(url):
-        scheme, rest = url[: one.end()], url[one.end() :]
-    else:
-        head, sep, rest = url.partition("://")
-        if not sep:
-            return None
-        scheme = head + sep
-    at = rest.rfind("@")
-    if at < 0 or rest.startswith("/"):  # no credentials; a socket path may hold an @
-        return None
-    return scheme, rest[:at], rest[at:]
-
-
-def _credentials(url: str) -> str | None:
-    """The URL's ``user:password`` as written (:func:`_userinfo`), None without one."""
-    parts = _userinfo(url)
-    return parts[1] if parts else None
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for messages and logs), read as :func:`_userinfo` reads it,
-    so a password that cuts a parser's netloc short is never shown whole; then the credentials of its query
-    (``?password=``, which redis-py uses as the password, ``&ssl_password=``, and whatever else
-    :func:`~ragscore_workers.redaction.redact_query_secrets` hides, as the judge's endpoints are shown)."""
-    parts = _userinfo(url)
-    if parts is not None:
-        scheme, credentials, rest = parts
-        user, colon, _ = credentials.partition(":")
-        url = f"{scheme}{user + ':***' if colon else '***'}{rest}"
-    return redact_query_secrets(url)
 
 
 def check_redis_url(url: str, what: str = "--broker") -> str:
@@ -71,7 +34,7 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
         # '/', '#' and '?' each end the host part: the password is cut, and "the port" is text
-        if any(c in (_credentials(url) or "") for c in "/#?"):
+        if (userinfo := userinfo_span(url)) and any(c in url[userinfo[0] : userinfo[1]] for c in "/#?"):
             raise ConfigError(
                 f"{what}: the password in {shown!r} holds '/', '#' or '?', which a URL reads as the end of its host: "
                 "percent-encode them ('/' as %2F, '#' as %23, '?' as %3F)"

@@ -48,8 +48,9 @@ from pydantic_core import PydanticSerializationError
 
 from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
+from .redaction import redact_url
 from .schemas import RATE_LIMITS, ItemResult, MetricResult, RunSummary, Suite, split_key
-from .settings import LIVE_RUN_TTL_S, redact_url
+from .settings import LIVE_RUN_TTL_S
 from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [

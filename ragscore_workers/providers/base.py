@@ -20,13 +20,13 @@ from typing import ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
+from ..redaction import redact_url
 from .errors import (
     MalformedReplyError,
     MissingKeyError,
     ProviderError,
     RequestTooLargeError,
     redact,
-    shown_url,
 )
 from .headers import rate_limit_wait
 
@@ -244,7 +244,7 @@ class Provider(ABC):
         """The URL a chat completion is posted to, as errors show it: a URL's password and credential query values
         redacted (a suite's base_url may hold none, but the Groq SDK also reads ``GROQ_BASE_URL``, which nothing
         checks)."""
-        return shown_url(self._root().rstrip("/") + self.completions_path)
+        return redact_url(self._root().rstrip("/") + self.completions_path)
 
     def _root(self) -> str:
         """The base URL the client posts to."""

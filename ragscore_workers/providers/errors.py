@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 from ..errors import ConfigError, RagscoreError
-from ..redaction import credential_name, hide_spans, query_secret_spans
+from ..redaction import URL_PASSWORD, credential_name
 
 __all__ = [
     "JudgeError",
@@ -41,7 +41,6 @@ __all__ = [
     "redact",
     "redact_environment",
     "redact_url_passwords",
-    "shown_url",
     "traceback_text",
     "where_here",
 ]
@@ -58,12 +57,6 @@ MIN_SECRET_CHARS = 8
 #: Variables whose name reads like a credential's and that hold none: the shell's working directories (``PWD`` ends
 #: as ``DB_PWD`` does), taken out of every path of an error that holds them.
 _NOT_CREDENTIALS = frozenset({"PWD", "OLDPWD"})
-
-#: A URL's password where text quotes the URL: ``scheme://user:PASSWORD@`` (the user may be empty).
-#: The password runs to the authority's last ``@`` (as ``urlsplit`` reads it): one holding an ``@`` is cut whole.
-#: A scheme starts where no scheme character is before it (``\b`` let every letter after a dot or a dash of a long
-#: token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
-_URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]+)@")
 
 
 def redact(text: str, *secrets: str | None) -> str:
@@ -87,29 +80,7 @@ def _forms(secret: str) -> list[str]:
 
 def redact_url_passwords(text: str) -> str:
     """``text`` with the password of every URL it quotes (``postgres://u:pw@h/db``) as ``***``, whatever its length."""
-    return _URL_PASSWORD.sub(r"\1***@", text)
-
-
-def shown_url(url: str) -> str:
-    """``url`` as a message may show it: the values of its query parameters named like a credential (``?api_key=``,
-    ``&token=``: what :func:`no_secret_in_url` refuses in a suite, but a URL from elsewhere, as the Groq SDK's
-    ``GROQ_BASE_URL``, may hold) as ``***``, by the rule a Redis URL's are (:func:`query_secret_spans`), and its
-    password (:func:`redact_url_passwords`), as ``***`` too.
-
-    The query's rule reads from the first ``?`` or ``#`` (the host stays shown); the password's reads both the URL
-    and the URL with those values hidden, and whatever either rule hides is hidden: a password holding ``&token=x``
-    is hidden whole, as is a credential's value holding a password's ``@``. Not ``settings.redact_url``'s password
-    rule, which reads all before a URL's last ``@`` as its credentials (a Redis password may hold ``/``): the ``@``
-    of a Vertex AI path (``models/claude@20240620:rawPredict``) would hide the host."""
-    query = min((at for at in (url.find("?"), url.find("#")) if at >= 0), default=len(url))
-    values = [(query + start, query + end) for start, end in query_secret_spans(url[query:])]
-    starred = hide_spans(url, values, fill="*")  # as long as it was: the offsets hold
-    # The password's rule reads the URL twice. As given, it hides a password whose query-like part the query's rule
-    # hides only in part ("x://u:p&api_key=k3y@h2": k3y@h2 by the query's rule, p&api_key=k3y by this one). With the
-    # query's values starred, it finds a password that a hidden value's "/", "?" or "#" cut short in the first read
-    # ("x://u:pw&token=a/b&c@h2": a/b starred, pw&token=***&c is a password up to its "@").
-    passwords = [m.span(2) for text in (url, starred) for m in _URL_PASSWORD.finditer(text)]
-    return hide_spans(url, values + passwords)
+    return URL_PASSWORD.sub(r"\1***@", text)
 
 
 def environment_secrets() -> list[str]:

@@ -11,9 +11,9 @@ from pydantic_core import PydanticCustomError
 
 from ..errors import ConfigError
 from ..http_body import ATTEMPT_TIMEOUTS
+from ..redaction import redact_url
 from ..schemas import JudgeConfig, no_secret_in_url
 from ..settings import get_settings
-from ..store import redact_url
 from .base import DEFAULT_TIMEOUT_S, Provider, provider_identity
 from .cache import ReplyCache
 from .client import Budget, JudgeClient, Price, RetryPolicy

@@ -527,3 +527,15 @@ def test_a_reply_that_quotes_the_key_is_kept_and_cached_without_it(rclient: redi
         client = _client(rclient, echoing, model)
         assert _ask(client, "rate this") == ("4, asked with Bearer ***", False)
         assert _ask(client, "rate this") == ("4, asked with Bearer ***", True)  # the cache holds it redacted
+
+
+def test_an_overriding_endpoint_with_an_at_sign_in_its_path_is_noted_with_its_host(
+    rclient: redis.Redis, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary notes the endpoint RAGSCORE_JUDGE_BASE_URL put in place of the suite's, its credentials hidden:
+    the '@' of a Vertex AI model version in its path was read as the end of a password, and the note showed
+    ``http://***@20240620:rawPredict``, no host. Only an '@' in the authority ends a userinfo."""
+    vertex = f"{fake.url}/projects/p/locations/l/publishers/anthropic/models/claude-3-5-sonnet@20240620:rawPredict"
+    monkeypatch.setenv("RAGSCORE_JUDGE_BASE_URL", vertex)
+    config = JudgeConfig(provider="openai", model=model, base_url=fake.openai_base_url, rpm=None, tpm=None)
+    assert build_client(rclient, uuid.uuid4().hex[:12], config).state.read()["base_url"] == vertex

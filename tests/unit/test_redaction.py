@@ -55,10 +55,8 @@ def test_the_judge_endpoints_and_the_redis_urls_hide_the_same_query_values(url: 
     """Two rules redacted a URL's query: a Redis URL's (``redact_url``) only ``?password=`` and ``&ssl_password=``,
     so a ``?token=`` was shown, and a judge endpoint's (``shown_url``) no credential after a ``?`` inside a value or
     in the fragment. Both now hide what ``secret_query_param`` names, wherever a field starts."""
-    from ragscore_workers.providers.errors import shown_url
-    from ragscore_workers.settings import redact_url
+    from ragscore_workers.redaction import redact_url
 
-    assert shown_url(url) == shown
     assert redact_url(url) == shown
 
 
@@ -77,9 +75,9 @@ def test_a_judge_endpoint_hides_what_either_rule_hides(url: str, shown: str) -> 
     (a password holding ``&token=``, a credential's value holding a quoted URL's ``@``), so what either hides of
     the URL as given, or the password's rule of the URL with those values hidden, is hidden. A path's ``@`` (Vertex
     AI's model versions) is no password: the host stays shown."""
-    from ragscore_workers.providers.errors import shown_url
+    from ragscore_workers.redaction import redact_url
 
-    assert shown_url(url) == shown
+    assert redact_url(url) == shown
 
 
 def test_a_long_query_name_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,15 +85,15 @@ def test_a_long_query_name_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None
     ``a?`` repeats took 20.9 s in ``shown_url``. Each name is now checked once, as a whole, with its ``?``s read as
     ``-``: the checks are counted, not timed."""
     from ragscore_workers import redaction
-    from ragscore_workers.providers.errors import shown_url
+    from ragscore_workers.redaction import redact_url
 
     checks = []
     check = redaction.credential_name
     monkeypatch.setattr(redaction, "credential_name", lambda text: checks.append(text) or check(text))
     many = "a?" * 20000
-    assert shown_url(f"https://h/?{many}=x") == f"https://h/?{many}=x"
-    assert shown_url(f"https://h/?{many}token=sk-1&b=2") == f"https://h/?{many}token=***&b=2"
-    assert shown_url(f"https://h/?{many}key=k3y") == f"https://h/?{many}key=***"
+    assert redact_url(f"https://h/?{many}=x") == f"https://h/?{many}=x"
+    assert redact_url(f"https://h/?{many}token=sk-1&b=2") == f"https://h/?{many}token=***&b=2"
+    assert redact_url(f"https://h/?{many}key=k3y") == f"https://h/?{many}key=***"
     assert len(checks) == 4, len(checks)  # one a name: the three long ones and b (120008 before)
 
 
@@ -117,10 +115,8 @@ def test_query_names_after_a_semicolon_and_encoded_names_are_read(url: str, show
     """A field after a ';' (``?a=1;key=``) was read as part of the value before it, and a name was decoded but not
     read with its '+' (a space) or other punctuation as a separator: ``?api+key=`` is ``api key``, which no rule
     named. Names are now split at every character that is no letter, digit, '-' or '_'."""
-    from ragscore_workers.providers.errors import shown_url
-    from ragscore_workers.settings import redact_url
+    from ragscore_workers.redaction import redact_url
 
-    assert shown_url(url) == shown
     assert redact_url(url) == shown
 
 
@@ -134,3 +130,39 @@ def test_a_suite_url_may_not_hold_an_encoded_credential_name() -> None:
         with pytest.raises(PydanticCustomError, match="holds a credential"):
             no_secret_in_url(url)
     assert no_secret_in_url("https://h/v1?api-version=1&cache-key=2") == "https://h/v1?api-version=1&cache-key=2"
+
+
+VERTEX = "https://l-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/anthropic/models/claude-3-5-sonnet@20240620:rawPredict"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://u:pa/ss@host/v1", "https://u:***@host/v1"),  # a '/', '?', '#' or ' ' in a password
+        ("https://u:pa?ss@host/v1?key=k", "https://u:***@host/v1?key=***"),
+        ("https://u:pa#ss@host/v1", "https://u:***@host/v1"),
+        ("https://u:pa ss@host/v1", "https://u:***@host/v1"),
+        ("https://u:pa/s@s@host/v1", "https://u:***@host/v1"),
+        ("https://u:12/34@host/v1", "https://u:***@host/v1"),  # a password, though '12' reads as a port
+        ("redis://:ab/cd+ef=@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("https://user@corp:pw@host/", "https://user@corp:***@host/"),  # the last '@' ends the userinfo
+        ("https://ghp_abc123@host/v1", "https://***@host/v1"),  # a token as the whole userinfo
+        ("https://tok/en@host/v1", "https://***@host/v1"),  # a token holding a '/'
+        ("https://u:12?34@host/v1", "https://u:***@host/v1"),
+        ("redis:/u:pw@h:6379/0", "redis:/u:***@h:6379/0"),  # a Redis URL's mistyped 'redis:/'
+        (VERTEX, VERTEX),  # an '@' in the path is no userinfo
+        (
+            "http://127.0.0.1:8000/v1/models/claude@20240620:rawPredict",
+            "http://127.0.0.1:8000/v1/models/claude@20240620:rawPredict",
+        ),
+        ("rediss://h:6380/0?ssl_ca_certs=/etc/a@b/ca.pem", "rediss://h:6380/0?ssl_ca_certs=/etc/a@b/ca.pem"),
+        ("redis+socket:///tmp/a@b/r.sock", "redis+socket:///tmp/a@b/r.sock"),
+    ],
+)
+def test_a_urls_userinfo_is_hidden_by_one_rule(url: str, shown: str) -> None:
+    """The judge endpoints' rule (``shown_url``) showed a password holding '/', '?', '#' or a space, a password after a
+    user holding '@', and a token that is the whole userinfo; the Redis URLs' (``redact_url``) read all before the
+    URL's last '@' as credentials, and so hid the host of a Vertex AI endpoint. One rule now reads both."""
+    from ragscore_workers.redaction import redact_url
+
+    assert redact_url(url) == shown

@@ -116,7 +116,7 @@ def test_the_cli_says_what_is_malformed_and_exits_2(args: list[str], env: dict[s
 def test_a_password_given_in_the_query_is_redacted_too() -> None:
     """redis-py takes a ``?password=`` of the URL's query as its password: redact_url showed it, in every message that
     names the URL (a database Redis refuses, a host that does not resolve, a broker that does not answer)."""
-    from ragscore_workers.settings import redact_url
+    from ragscore_workers.redaction import redact_url
 
     assert redact_url("redis://h:6379/0?password=s3cret&db=1") == "redis://h:6379/0?password=***&db=1"
     assert redact_url("rediss://u:pw@h/0?ssl_cert_reqs=none&ssl_password=k3y") == (
