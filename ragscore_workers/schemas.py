@@ -7,7 +7,7 @@ import math
 import re
 from enum import Enum
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -167,7 +167,8 @@ def no_secret_in_url(url: str | None) -> str | None:
     if url is None:
         return url
     parts = urlsplit(url)
-    named = sorted({n for n, _ in parse_qsl(parts.query, keep_blank_values=True) if secret_query_param(n)})
+    names = {unquote_plus(field.partition("=")[0]) for field in re.split(r"[&;]", parts.query)}  # ?a=1;key= too
+    named = sorted(name for name in names if secret_query_param(name))
     if "@" in parts.netloc or named:
         where = f"query parameter {', '.join(named)}" if named else "user info (user:password@)"
         raise PydanticCustomError(

@@ -121,12 +121,18 @@ def test_query_names_after_a_semicolon_and_encoded_names_are_read(url: str, show
 
 
 def test_a_suite_url_may_not_hold_an_encoded_credential_name() -> None:
-    """The suite's rule reads the same names: ``?api+key=`` was let through as ``api key``."""
+    """The suite's rule reads the same names: ``?api+key=`` was let through as ``api key``, and a field after a ``;``
+    (``?a=1;key=x``) as part of the value before it."""
     from pydantic_core import PydanticCustomError
 
     from ragscore_workers.schemas import no_secret_in_url
 
-    for url in ("https://h/v1?api+key=x", "https://h/v1?data%5Bapi_key%5D=x", "https://h/v1?x+key=x"):
+    for url in (
+        "https://h/v1?api+key=x",
+        "https://h/v1?data%5Bapi_key%5D=x",
+        "https://h/v1?x+key=x",
+        "https://h/v1?a=1;key=x",
+    ):
         with pytest.raises(PydanticCustomError, match="holds a credential"):
             no_secret_in_url(url)
     assert no_secret_in_url("https://h/v1?api-version=1&cache-key=2") == "https://h/v1?api-version=1&cache-key=2"
