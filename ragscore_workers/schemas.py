@@ -21,7 +21,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .counts import noun, noun_names
-from .redaction import SECRET_QUERY_NAMES, credential_name, secret_query_param
+from .redaction import SECRET_QUERY_NAMES, credential_name, secret_query_param, userinfo_span
 
 __all__ = [
     "Citation",
@@ -169,7 +169,7 @@ def no_secret_in_url(url: str | None) -> str | None:
     parts = urlsplit(url)
     names = {unquote_plus(field.partition("=")[0]) for field in re.split(r"[&;]", parts.query)}  # ?a=1;key= too
     named = sorted(name for name in names if secret_query_param(name))
-    if "@" in parts.netloc or named:
+    if userinfo_span(url) is not None or named:  # read as messages read it: u:pa/ss@h cuts urlsplit's netloc short
         where = f"query parameter {', '.join(named)}" if named else "user info (user:password@)"
         raise PydanticCustomError(
             "secret_in_suite",

@@ -138,6 +138,19 @@ def test_a_suite_url_may_not_hold_an_encoded_credential_name() -> None:
     assert no_secret_in_url("https://h/v1?api-version=1&cache-key=2") == "https://h/v1?api-version=1&cache-key=2"
 
 
+def test_a_suite_url_may_not_hold_a_password_that_cuts_its_authority_short() -> None:
+    """The suite's rule read the userinfo as urlsplit does: ``https://u:pa/ss@h/v1`` has netloc ``u:pa``, no '@', and
+    was let through. It now reads it as messages do (``userinfo_span``); a Vertex AI path's '@' is still no userinfo."""
+    from pydantic_core import PydanticCustomError
+
+    from ragscore_workers.schemas import no_secret_in_url
+
+    for url in ("https://u:pa/ss@h/v1", "https://u:pa?ss@h/v1", "https://tok/en@h/v1"):
+        with pytest.raises(PydanticCustomError, match=r"user info \(user:password@\)"):
+            no_secret_in_url(url)
+    assert no_secret_in_url(VERTEX) == VERTEX
+
+
 VERTEX = "https://l-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/anthropic/models/claude-3-5-sonnet@20240620:rawPredict"
 
 
