@@ -9,6 +9,7 @@ import re
 from urllib.parse import unquote_plus
 
 __all__ = [
+    "REDIS_SCHEMES",
     "SECRET_QUERY_NAMES",
     "credential_name",
     "URL_PASSWORD",
@@ -56,9 +57,13 @@ def secret_query_param(name: str) -> bool:
 #: token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
 URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]+)@")
 #: A URL's scheme and the slashes before its authority (one: a Redis URL's mistyped ``redis:/HOST``).
-_AUTHORITY_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/{1,2}")
-#: An authority that is a host and a port (``h:6379``, ``[::1]:8000``), no ``user:password`` cut short.
-_HOST_PORT = re.compile(r"(?:\[[^\]]*\]|[A-Za-z0-9._-]+)(?::\d*)?")
+_AUTHORITY_START = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/{1,2}")
+#: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
+#: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
+_HOST_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)(?::\d*)?")
+#: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket): a Redis
+#: URL's path is only a database number (:func:`userinfo_span`).
+REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
 #: What ends a field of a URL's query or fragment, and its value.
 _FIELD_END = re.compile(r"[&#]")
 #: What splits a query parameter's name into words (:func:`secret_query_param`).
@@ -114,19 +119,16 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
     None without one.
 
     The authority runs from the scheme's ``//`` to the first ``/``, ``?`` or ``#``; an ``@`` in it ends the userinfo
-    (its last one, as urllib and httpx read it: ``https://user@corp:pw@host/``). A password or token holding ``/``,
-    ``?`` or ``#`` (unencoded: the URL is malformed) cuts that authority short, so an ``@`` after a non-empty one
-    (an empty one is a socket path's: ``unix:///tmp/a@b.sock``) is read as the userinfo's too:
+    (its last one, as urllib and httpx read it: ``https://user@corp:pw@host/``). Without one:
 
-    - after an authority that is no host and port (``u:pa`` of ``u:pa/ss@h``, ``:ab`` of ``:ab/cd@h``), the URL's
-      last ``@`` (hiding more of a URL whose path or query holds one too);
-    - after one that is (``u:12`` of ``u:12/34@h``, ``tok`` of ``tok/en@h``), the path's last ``@`` (the URL's,
-      where a ``?`` or ``#`` follows the authority: ``u:12?34@h``) when a host and port (``h``, ``h:80``) follows it
-      up to the next ``/``, ``?`` or ``#``.
-
-    So the ``@`` of Vertex AI's ``https://h/v1/.../models/claude@20240620:rawPredict`` (no host follows it) or of a
-    path's query (``h:6380/0?ssl_ca_certs=/a@b/ca.pem``) is no userinfo's; that of a path such as
-    ``h/models/m@latest`` is read as one, the host hidden: ambiguous, the secret's reading wins."""
+    - an authority that is a host and a port as httpx reads it (``h``, ``h:8080``, ``[::1]:8000``) has no userinfo:
+      the ``@`` of a path or query after it (``models/m@latest``, Vertex AI's ``claude@20240620:rawPredict``, an
+      email) is none, and ``https://u:12/34@h`` goes to host ``u``, port 12, with no password;
+    - but in a Redis URL (whose path is only a database number) an ``@`` in the path, or in a query right after the
+      authority (``redis://u:12/34@h:6379/0``, ``redis://u:12?34@h``), followed by a host and a port,
+      ends a password cut short (a socket path's empty authority has none: ``unix:///tmp/a@b.sock``);
+    - an authority that is none (``u:pa`` of ``https://u:pa/ss@h``, whose port httpx refuses; ``:12``: no host) is a
+      password cut short, up to the URL's last ``@`` (hiding more of a URL that cannot be sent anyway)."""
     start = _AUTHORITY_START.match(url)
     if start is None:
         return None
@@ -139,6 +141,8 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
         return None
     if not _HOST_PORT.fullmatch(authority):
         end = url.rfind("@", host_end)
+    elif start.group(1).lower() not in REDIS_SCHEMES:
+        return None
     else:
         no_path = url[host_end : host_end + 1] in ("?", "#")  # u:12?34@h: the password's "?" ends the authority
         end = url.rfind("@", host_end, None if no_path else _first_of(url, "?#", host_end))

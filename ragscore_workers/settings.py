@@ -11,13 +11,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
 from .limits import longest_hard_limit
-from .redaction import redact_url, userinfo_span
+from .redaction import REDIS_SCHEMES, redact_url, userinfo_span
 
 __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
-
-#: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket).
-REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
-
 
 #: A Redis URL written with one slash after its scheme (``redis:/HOST:6379/0``), a typo of ``redis://``.
 _ONE_SLASH = re.compile(r"(?i)^rediss?:/(?!/)")

@@ -145,10 +145,11 @@ def test_a_suite_url_may_not_hold_a_password_that_cuts_its_authority_short() -> 
 
     from ragscore_workers.schemas import no_secret_in_url
 
-    for url in ("https://u:pa/ss@h/v1", "https://u:pa?ss@h/v1", "https://tok/en@h/v1"):
+    for url in ("https://u:pa/ss@h/v1", "https://u:pa?ss@h/v1", "https://:12/34@h/v1"):
         with pytest.raises(PydanticCustomError, match=r"user info \(user:password@\)"):
             no_secret_in_url(url)
-    assert no_secret_in_url(VERTEX) == VERTEX
+    for url in (VERTEX, "https://tok/en@h/v1", "https://u:12/34@h/v1", "https://u:12?34@h/v1"):  # host tok, u:12
+        assert no_secret_in_url(url) == url
 
 
 VERTEX = "https://l-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/anthropic/models/claude-3-5-sonnet@20240620:rawPredict"
@@ -162,12 +163,14 @@ VERTEX = "https://l-aiplatform.googleapis.com/v1/projects/p/locations/l/publishe
         ("https://u:pa#ss@host/v1", "https://u:***@host/v1"),
         ("https://u:pa ss@host/v1", "https://u:***@host/v1"),
         ("https://u:pa/s@s@host/v1", "https://u:***@host/v1"),
-        ("https://u:12/34@host/v1", "https://u:***@host/v1"),  # a password, though '12' reads as a port
+        ("https://u:12/34@host/v1", "https://u:12/34@host/v1"),  # host u, port 12: httpx sends no password
         ("redis://:ab/cd+ef=@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
         ("https://user@corp:pw@host/", "https://user@corp:***@host/"),  # the last '@' ends the userinfo
         ("https://ghp_abc123@host/v1", "https://***@host/v1"),  # a token as the whole userinfo
-        ("https://tok/en@host/v1", "https://***@host/v1"),  # a token holding a '/'
-        ("https://u:12?34@host/v1", "https://u:***@host/v1"),
+        ("https://tok/en@host/v1", "https://tok/en@host/v1"),  # host tok: no userinfo
+        ("https://u:12?34@host/v1", "https://u:12?34@host/v1"),
+        ("https://:12/34@host/v1", "https://:***@host/v1"),  # no host: httpx refuses it, the password is hidden
+        ("redis://u:12/34@h:6379/0", "redis://u:***@h:6379/0"),  # a Redis path is a db number: '@' ends a password
         ("redis:/u:pw@h:6379/0", "redis:/u:***@h:6379/0"),  # a Redis URL's mistyped 'redis:/'
         (VERTEX, VERTEX),  # an '@' in the path is no userinfo
         (
@@ -185,3 +188,30 @@ def test_a_urls_userinfo_is_hidden_by_one_rule(url: str, shown: str) -> None:
     from ragscore_workers.redaction import redact_url
 
     assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://h/models/m@latest",
+        "https://h/v1/models/gemini-1.0-pro@001",
+        "https://h/v1/projects/p/models/gemini-1.0-pro@001/chat/completions",
+        "https://api.example.com/users/alice@example.com/profile",
+        "https://h?e=a@b.com",
+        "https://bücher.de/users/a@b.com",
+        "https://h%41.com/m@latest",
+        "https://h:8080/m@latest",
+        "http://[::1]:8000/m@latest",
+        "https://u:12/34@h/v1/models/claude@20240620:rawPredict",
+    ],
+)
+def test_an_at_sign_after_a_host_is_no_userinfo(url: str) -> None:
+    """An authority that is a host and a port as httpx reads it (``h``, ``h:8080``, ``[::1]:8000``, ``bücher.de``,
+    ``h%41.com``) has no userinfo: an '@' in the path or query after it (``m@latest``, an email) was read as the end
+    of a password cut short, the host hidden (``https://h:***@latest``) and the suite's url refused. httpx sends
+    these to the host shown, with no password."""
+    from ragscore_workers.redaction import redact_url
+    from ragscore_workers.schemas import no_secret_in_url
+
+    assert redact_url(url) == url
+    assert no_secret_in_url(url) == url
