@@ -56,8 +56,9 @@ def secret_query_param(name: str) -> bool:
 #: A scheme starts where no scheme character is before it (``\b`` let every letter after a dot or a dash of a long
 #: token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
 URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]+)@")
-#: A URL's scheme and the slashes before its authority (one: a Redis URL's mistyped ``redis:/HOST``).
-_AUTHORITY_START = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/{1,2}")
+#: A URL's scheme and the slashes before its authority (one: a Redis URL's mistyped ``redis:/HOST``), or the two
+#: slashes of a URL without a scheme (``//u:pw@h/v1``: urlsplit reads an authority there).
+_AUTHORITY_START = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/{1,2}|//")
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
 _HOST_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)(?::\d*)?")
@@ -118,8 +119,9 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
     """Where ``url``'s userinfo (``user:password``, or a token alone) is: ``(start, end)``, ``end`` at its ``@``;
     None without one.
 
-    The authority runs from the scheme's ``//`` to the first ``/``, ``?`` or ``#``; an ``@`` in it ends the userinfo
-    (its last one, as urllib and httpx read it: ``https://user@corp:pw@host/``). Without one:
+    The authority runs from the scheme's ``//`` (or a URL's leading ``//`` without a scheme) to the first ``/``,
+    ``?`` or ``#``; an ``@`` in it ends the userinfo (its last one, as urllib and httpx read it:
+    ``https://user@corp:pw@host/``). Without one:
 
     - an authority that is a host and a port as httpx reads it (``h``, ``h:8080``, ``[::1]:8000``) has no userinfo:
       the ``@`` of a path or query after it (``models/m@latest``, Vertex AI's ``claude@20240620:rawPredict``, an
@@ -141,7 +143,7 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
         return None
     if not _HOST_PORT.fullmatch(authority):
         end = url.rfind("@", host_end)
-    elif start.group(1).lower() not in REDIS_SCHEMES:
+    elif (start.group(1) or "").lower() not in REDIS_SCHEMES:
         return None
     else:
         no_path = url[host_end : host_end + 1] in ("?", "#")  # u:12?34@h: the password's "?" ends the authority

@@ -169,7 +169,9 @@ def no_secret_in_url(url: str | None) -> str | None:
     parts = urlsplit(url)
     names = {unquote_plus(field.partition("=")[0]) for field in re.split(r"[&;]", parts.query)}  # ?a=1;key= too
     named = sorted(name for name in names if secret_query_param(name))
-    if userinfo_span(url) is not None or named:  # read as messages read it: u:pa/ss@h cuts urlsplit's netloc short
+    # urlsplit's netloc (which skips leading whitespace and tabs: " https://u:pw@h"), and the userinfo as messages
+    # read it (a password holding a "/", "?" or "#" cuts urlsplit's netloc short: https://u:pa/ss@h)
+    if "@" in parts.netloc or userinfo_span(url.strip()) is not None or named:
         where = f"query parameter {', '.join(named)}" if named else "user info (user:password@)"
         raise PydanticCustomError(
             "secret_in_suite",

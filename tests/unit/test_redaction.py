@@ -152,6 +152,28 @@ def test_a_suite_url_may_not_hold_a_password_that_cuts_its_authority_short() -> 
         assert no_secret_in_url(url) == url
 
 
+@pytest.mark.parametrize(
+    "url", [" https://u:pw@h/v1", "\thttps://u:pw@h/v1", "ht\ttps://u:pw@h/v1", "//u:pw@h/v1", "//u:pa/ss@h/v1"]
+)
+def test_a_suite_url_may_not_hold_a_password_after_whitespace_or_without_a_scheme(url: str) -> None:
+    """urlsplit strips a URL's leading whitespace and its tabs and reads ``//u:pw@h`` as an authority;
+    ``userinfo_span`` read a scheme at the URL's first character only: these were let through, though refused
+    before it was the suite's rule."""
+    from pydantic_core import PydanticCustomError
+
+    from ragscore_workers.schemas import no_secret_in_url
+
+    with pytest.raises(PydanticCustomError, match=r"user info \(user:password@\)"):
+        no_secret_in_url(url)
+
+
+def test_a_url_without_a_scheme_has_its_password_hidden() -> None:
+    from ragscore_workers.redaction import redact_url
+
+    assert redact_url("//u:pw@h/v1") == "//u:***@h/v1"
+    assert redact_url("//tok@h/v1?key=k") == "//***@h/v1?key=***"
+
+
 VERTEX = "https://l-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/anthropic/models/claude-3-5-sonnet@20240620:rawPredict"
 
 
