@@ -14,6 +14,7 @@ __all__ = [
     "credential_name",
     "URL_PASSWORD",
     "hide_spans",
+    "query_secret_names",
     "query_secret_spans",
     "redact_url",
     "secret_query_param",
@@ -75,7 +76,27 @@ _NAME_START = re.compile(r"[?;]")
 
 def query_secret_spans(url: str) -> list[tuple[int, int]]:
     """Where in ``url`` the value of each field named like a credential is (``?api_key=``, ``&token=``,
-    ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_url`.
+    ``?password=``, ``&ssl_password=``): ``(start, end)`` offsets, for :func:`redact_url`; read as
+    :func:`_secret_fields` reads them."""
+    return [(start, end) for _, start, end in _secret_fields(url)]
+
+
+def query_secret_names(url: str) -> list[str]:
+    """The names (decoded, sorted, each once) of ``url``'s query's and fragment's fields named like a credential, as
+    :func:`redact_url` reads them (from the first ``?`` or ``#`` after the userinfo, :func:`_secret_fields`): what a
+    suite's url may not hold (``schemas.no_secret_in_url``), and what messages would hide."""
+    return sorted({name for name, _, _ in _secret_fields(url[_query_start(url) :])})
+
+
+def _query_start(url: str) -> int:
+    """The offset of ``url``'s first ``?`` or ``#`` after its userinfo (:func:`userinfo_span`), or its length."""
+    userinfo = userinfo_span(url)
+    return _first_of(url, "?#", userinfo[1] if userinfo else 0)
+
+
+def _secret_fields(url: str) -> list[tuple[str, int, int]]:
+    """The fields of ``url`` named like a credential: ``(name, start, end)``, the name decoded, ``start`` and ``end``
+    the offsets of the value.
 
     A field's value runs from its ``=`` to the next ``&`` or ``#`` (past a ``;``: a value holding one is hidden
     whole). Its name is the text before the ``=`` (back to the field's start or the ``=`` before it),
@@ -83,7 +104,7 @@ def query_secret_spans(url: str) -> list[tuple[int, int]]:
     else from its first ``?`` or ``;`` (a ``?`` in the path, or in a value: ``?next=/a?token=x``, ``?a=1;key=x``),
     and no name without one. The value is hidden when :func:`secret_query_param` names it (``token``, ``a?token``,
     ``api key``). Each name is read once: linear in the URL's length."""
-    spans, begin = [], 0
+    fields, begin = [], 0
     for end in [m.start() for m in _FIELD_END.finditer(url)] + [len(url)]:
         at = begin
         while (eq := url.find("=", at, end)) >= 0:
@@ -91,12 +112,12 @@ def query_secret_spans(url: str) -> list[tuple[int, int]]:
             if at > begin or begin == 0:  # the text starts in the URL's path or in a value: a name after a ? or ;
                 start = _NAME_START.search(name)
                 name = name[start.end() :] if start else None
-            if name is not None and secret_query_param(unquote_plus(name)):
-                spans.append((eq + 1, end))
+            if name is not None and secret_query_param(decoded := unquote_plus(name)):
+                fields.append((decoded, eq + 1, end))
                 break
             at = eq + 1
         begin = end + 1
-    return spans
+    return fields
 
 
 def hide_spans(text: str, spans: list[tuple[int, int]], fill: str = "") -> str:
@@ -163,12 +184,12 @@ def redact_url(url: str) -> str:
     part as a query's value), and in the URL with the query's values starred: a password that a hidden value's
     ``/``, ``?`` or ``#`` cut short in the first read (``x://u:pw&token=a/b&c@h2``: ``a/b`` starred,
     ``pw&token=***&c`` is a password up to its ``@``)."""
-    hidden, after = [], 0
+    hidden = []
     if userinfo := userinfo_span(url):
-        start, after = userinfo
-        user, colon, _ = url[start:after].partition(":")
-        hidden.append((start + len(user) + 1, after) if colon else userinfo)
-    query = _first_of(url, "?#", after)
+        start, end = userinfo
+        user, colon, _ = url[start:end].partition(":")
+        hidden.append((start + len(user) + 1, end) if colon else userinfo)
+    query = _query_start(url)
     hidden += [(query + start, query + end) for start, end in query_secret_spans(url[query:])]
     starred = hide_spans(url, hidden, fill="*")  # as long as it was: the offsets hold
     hidden += [m.span(2) for text in (url, starred) for m in URL_PASSWORD.finditer(text)]

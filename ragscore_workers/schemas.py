@@ -7,7 +7,7 @@ import math
 import re
 from enum import Enum
 from typing import Any, Literal
-from urllib.parse import parse_qsl, unquote_plus, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -21,7 +21,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .counts import noun, noun_names
-from .redaction import SECRET_QUERY_NAMES, credential_name, secret_query_param, userinfo_span
+from .redaction import SECRET_QUERY_NAMES, credential_name, query_secret_names, userinfo_span
 
 __all__ = [
     "Citation",
@@ -161,18 +161,24 @@ def _no_secret_headers(headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
+#: What urlsplit takes out of a URL wherever it is (and an HTTP client may too).
+_TABS_AND_NEWLINES = re.compile(r"[\t\r\n]")
+
+
 def no_secret_in_url(url: str | None) -> str | None:
     """A suite's ``url`` / ``base_url`` is kept with the run and shown in messages: one carrying a credential
     (``user:password@``, ``?api_key=``) is refused, unshown, with where the credential goes instead."""
     if url is None:
         return url
-    parts = urlsplit(url)
-    names = {unquote_plus(field.partition("=")[0]) for field in re.split(r"[&;]", parts.query)}  # ?a=1;key= too
-    named = sorted(name for name in names if secret_query_param(name))
-    # urlsplit's netloc (which skips leading whitespace and tabs: " https://u:pw@h"), and the userinfo as messages
-    # read it (a password holding a "/", "?" or "#" cuts urlsplit's netloc short: https://u:pa/ss@h)
-    if "@" in parts.netloc or userinfo_span(url.strip()) is not None or named:
-        where = f"query parameter {', '.join(named)}" if named else "user info (user:password@)"
+    # urlsplit's netloc, and the userinfo as messages read it (a password holding a "/", "?" or "#" cuts urlsplit's
+    # netloc short: https://u:pa/ss@h), in the url as given and as urlsplit reads it (" https://u:pw@h", "ht\tps:")
+    plain = _TABS_AND_NEWLINES.sub("", url.strip())
+    userinfo = "@" in urlsplit(url).netloc or userinfo_span(plain) is not None
+    # the fields messages hide (?next=/a?token=, #access_token=, ?a=1;key=)
+    named = sorted({*query_secret_names(url), *query_secret_names(plain)})
+    if userinfo or named:
+        # a password cut short may read as a query's name (u:pa?S3CRET@h/v1?key=): a url with one names none
+        where = "user info (user:password@)" if userinfo else f"query parameter {', '.join(named)}"
         raise PydanticCustomError(
             "secret_in_suite",
             "the url holds a credential ({where}): a url is kept with the run and shown in messages, so a credential "

@@ -174,6 +174,41 @@ def test_a_url_without_a_scheme_has_its_password_hidden() -> None:
     assert redact_url("//tok@h/v1?key=k") == "//***@h/v1?key=***"
 
 
+@pytest.mark.parametrize(
+    ("url", "names"),
+    [
+        ("https://h/v1?next=/a?token=S3CRET", "token"),  # a '?' in a value
+        ("https://h/v1#access_token=S3CRET", "access_token"),  # the fragment's
+        ("https://h/v1?a=1&b=x?key=S3CRET", "key"),
+        ("https://h/v1?api_ke\ty=S3CRET", "api_key"),  # urlsplit takes a tab out, as it was read before
+    ],
+)
+def test_a_suite_url_may_not_hold_a_credential_that_messages_hide(url: str, names: str) -> None:
+    """The suite's rule read the query as urlsplit splits it, messages (``redact_url``) read a name after a '?' in a
+    value and the fragment's fields too: these were let through, then hidden in every message. One reader now."""
+    from pydantic_core import PydanticCustomError
+
+    from ragscore_workers.schemas import no_secret_in_url
+
+    with pytest.raises(PydanticCustomError, match=rf"holds a credential \(query parameter {names}\)"):
+        no_secret_in_url(url)
+
+
+def test_a_refused_url_shows_no_part_of_its_password() -> None:
+    """The query was read from urlsplit's first '?', inside a password cut short by one: the refusal named
+    ``S3CRETTAIL@h/v1?key`` as a query parameter. The query is read after the userinfo, and a url with one is refused
+    for its user info, naming no query parameter."""
+    from pydantic_core import PydanticCustomError
+
+    from ragscore_workers.schemas import no_secret_in_url
+
+    for url in ("https://u:pa?S3CRETTAIL@h/v1?key=k", " https://u:pa?S3CRETTAIL@h/v1?key=k"):
+        with pytest.raises(PydanticCustomError) as raised:
+            no_secret_in_url(url)
+        assert "S3CRET" not in str(raised.value), raised.value
+        assert "(user info (user:password@))" in str(raised.value), raised.value
+
+
 VERTEX = "https://l-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/anthropic/models/claude-3-5-sonnet@20240620:rawPredict"
 
 
