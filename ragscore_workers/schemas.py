@@ -21,7 +21,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .counts import noun, noun_names
-from .redaction import SECRET_QUERY_NAMES, credential_name, query_secret_names, userinfo_span
+from .redaction import credential_name, query_secret_names, secret_query_param, userinfo_span
 
 __all__ = [
     "Citation",
@@ -193,11 +193,12 @@ def no_secret_in_url(url: str | None) -> str | None:
 def _credential_fields(request: dict[str, Any], query: bool, path: str = "") -> list[str]:
     """Fields of a target's ``request`` (nested too) named like a credential whose value is written in the suite,
     not a ``{field}`` of the row: ``"api_key": "sk-..."``, not ``"session_token": "{metadata.session}"``; in a
-    ``query`` (a GET's), also the names :func:`no_secret_in_url` refuses (``key``, ``code``, ``sig``)."""
+    ``query`` (a GET's), named as a url's query's field :func:`no_secret_in_url` refuses is (``key``, ``code``,
+    ``sig``, ``data[api_key]``, ``api key``: :func:`~ragscore_workers.redaction.secret_query_param`)."""
     found = []
     for name, value in request.items():
         where = f"{path}{name}"
-        named = credential_name(str(name)) or (query and str(name).lower() in SECRET_QUERY_NAMES)
+        named = secret_query_param(str(name)) if query else credential_name(str(name))
         if isinstance(value, dict):
             found += _credential_fields(value, query, f"{where}.")
             continue
