@@ -148,7 +148,8 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
       the ``@`` of a path or query after it (``models/m@latest``, Vertex AI's ``claude@20240620:rawPredict``, an
       email) is none, and ``https://u:12/34@h`` goes to host ``u``, port 12, with no password;
     - but in a Redis URL (whose path is only a database number) an ``@`` in the path, or in a query right after the
-      authority (``redis://u:12/34@h:6379/0``, ``redis://u:12?34@h``), followed by a host and a port,
+      authority before any ``=`` (``redis://u:12/34@h:6379/0``, ``redis://u:12?34@h``; not the value's of
+      ``rediss://h:6380?ssl_ca_certs=/a@b/ca.pem``), followed by a host and a port,
       ends a password cut short (a socket path's empty authority has none: ``unix:///tmp/a@b.sock``);
     - an authority that is none (``u:pa`` of ``https://u:pa/ss@h``, whose port httpx refuses; ``:12``: no host) is a
       password cut short, up to the URL's last ``@`` (hiding more of a URL that cannot be sent anyway)."""
@@ -170,6 +171,8 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
         no_path = url[host_end : host_end + 1] in ("?", "#")  # u:12?34@h: the password's "?" ends the authority
         end = url.rfind("@", host_end, None if no_path else _first_of(url, "?#", host_end))
         if end >= 0 and not _HOST_PORT.fullmatch(url[end + 1 : _first_of(url, "/?#", end)]):
+            end = -1
+        elif "=" in url[host_end:end]:  # h:6380?ssl_ca_certs=/a@b/ca.pem: a query's value, no password
             end = -1
     return (at, end) if end >= 0 else None
 

@@ -236,6 +236,8 @@ VERTEX = "https://l-aiplatform.googleapis.com/v1/projects/p/locations/l/publishe
         ),
         ("rediss://h:6380/0?ssl_ca_certs=/etc/a@b/ca.pem", "rediss://h:6380/0?ssl_ca_certs=/etc/a@b/ca.pem"),
         ("redis+socket:///tmp/a@b/r.sock", "redis+socket:///tmp/a@b/r.sock"),
+        ("rediss://h:6380?ssl_ca_certs=/etc/a@b/ca.pem", "rediss://h:6380?ssl_ca_certs=/etc/a@b/ca.pem"),  # a value's
+        ("redis://u:12?34@h:6379/0", "redis://u:***@h:6379/0"),
     ],
 )
 def test_a_urls_userinfo_is_hidden_by_one_rule(url: str, shown: str) -> None:
