@@ -11,8 +11,8 @@ from urllib.parse import unquote_plus
 __all__ = [
     "REDIS_SCHEMES",
     "SECRET_QUERY_NAMES",
-    "credential_name",
     "URL_PASSWORD",
+    "credential_name",
     "hide_spans",
     "query_secret_names",
     "query_secret_spans",
@@ -120,7 +120,7 @@ def _secret_fields(url: str) -> list[tuple[str, int, int]]:
     return fields
 
 
-def hide_spans(text: str, spans: list[tuple[int, int]], fill: str = "") -> str:
+def hide_spans(text: str, spans: list[tuple[int, int]], fill: str | None = None) -> str:
     """``text`` with each of ``spans`` (``(start, end)`` offsets; overlapping or touching ones as one) as ``***``;
     with a ``fill`` character, each hidden character as it (the text as long as it was: its offsets hold)."""
     merged: list[list[int]] = []
@@ -131,7 +131,7 @@ def hide_spans(text: str, spans: list[tuple[int, int]], fill: str = "") -> str:
             merged.append([start, end])
     shown, at = [], 0
     for start, end in merged:
-        shown += [text[at:start], fill * (end - start) if fill else "***"]
+        shown += [text[at:start], "***" if fill is None else fill * (end - start)]
         at = end
     return "".join([*shown, text[at:]])
 

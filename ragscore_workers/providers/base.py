@@ -242,8 +242,9 @@ class Provider(ABC):
     @property
     def endpoint(self) -> str:
         """The URL a chat completion is posted to, as errors show it: a URL's password and credential query values
-        redacted (a suite's base_url may hold none, but the Groq SDK also reads ``GROQ_BASE_URL``, which nothing
-        checks)."""
+        redacted. A suite's base_url, ``RAGSCORE_JUDGE_BASE_URL`` and the Groq SDK's ``GROQ_BASE_URL``
+        (``groq_sdk._check_sdk_base_url``) may hold none (``schemas.no_secret_in_url``); the redaction is kept for a
+        provider built with a base_url from elsewhere."""
         return redact_url(self._root().rstrip("/") + self.completions_path)
 
     def _root(self) -> str:
