@@ -58,8 +58,9 @@ def secret_query_param(name: str) -> bool:
 #: token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
 URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]+)@")
 #: A URL's scheme and the slashes before its authority (one: a Redis URL's mistyped ``redis:/HOST``), or the two
-#: slashes of a URL without a scheme (``//u:pw@h/v1``: urlsplit reads an authority there).
-_AUTHORITY_START = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/{1,2}|//")
+#: slashes of a URL without a scheme (``//u:pw@h/v1``: urlsplit reads an authority there); after any whitespace or
+#: control characters (urlsplit strips them), quotes (docker's ``--env-file`` keeps them) or a ``<``.
+_AUTHORITY_START = re.compile(r"[\x00-\x20\"'<]*(?:([A-Za-z][A-Za-z0-9+.-]*):/{1,2}|//)")
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
 _HOST_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)(?::\d*)?")

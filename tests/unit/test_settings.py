@@ -124,3 +124,24 @@ def test_a_password_given_in_the_query_is_redacted_too() -> None:
     )
     assert redact_url("unix:///tmp/r.sock?db=2&Password=x%26y") == "unix:///tmp/r.sock?db=2&Password=***"
     assert redact_url("redis://h:6379/0?db=1") == "redis://h:6379/0?db=1"
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        (" redis://u:12/34@h:6379/0", "12/34"),
+        ("\tredis://u:12/34@h:6379/0", "12/34"),
+        ('"redis://default:ab/cd@h:6379/0"', "ab/cd"),  # docker --env-file keeps the quotes
+        ("'redis://default:ab?cd@h:6379/0'", "ab?cd"),
+        ("<redis://u:ab#cd@h:6379/0>", "ab#cd"),
+    ],
+)
+def test_a_password_after_whitespace_or_a_quote_is_hidden(
+    monkeypatch: pytest.MonkeyPatch, url: str, secret: str
+) -> None:
+    """``userinfo_span`` read a scheme at the URL's first character only: a password holding '/', '?' or '#' of a
+    URL with a space, a tab, a quote or a '<' before it was shown in full."""
+    monkeypatch.setenv("RAGSCORE_BROKER_URL", url)
+    with pytest.raises(ConfigError) as info:
+        get_settings()
+    assert secret not in str(info.value) and ":***@h:6379" in str(info.value)
