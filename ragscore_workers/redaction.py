@@ -173,7 +173,7 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
         end = url.rfind("@", host_end, None if no_path else _first_of(url, "?#", host_end))
         if end >= 0 and not _HOST_PORT.fullmatch(url[end + 1 : _first_of(url, "/?#", end)]):
             end = -1
-        elif "=" in url[host_end:end]:  # h:6380?ssl_ca_certs=/a@b/ca.pem: a query's value, no password
+        elif no_path and "=" in url[host_end:end]:  # h:6380?ssl_ca_certs=/a@b/ca.pem: a query's value, no password
             end = -1
     return (at, end) if end >= 0 else None
 

@@ -145,3 +145,12 @@ def test_a_password_after_whitespace_or_a_quote_is_hidden(
     with pytest.raises(ConfigError) as info:
         get_settings()
     assert secret not in str(info.value) and ":***@h:6379" in str(info.value)
+
+
+def test_a_password_holding_a_slash_then_an_equals_sign_is_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An '=' after the host was read as a query's value holding the '@' (``?ssl_ca_certs=/a@b/ca.pem``) also where
+    the '@' is in the path: a base64 password's ``12/Ab+c=`` was shown."""
+    monkeypatch.setenv("RAGSCORE_BROKER_URL", "redis://default:12/Ab+c=@h:6379/0")
+    with pytest.raises(ConfigError) as info:
+        get_settings()
+    assert "Ab+c" not in str(info.value) and "redis://default:***@h:6379/0" in str(info.value)
