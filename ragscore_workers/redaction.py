@@ -45,11 +45,12 @@ def credential_name(name: str) -> bool:
 def secret_query_param(name: str) -> bool:
     """Whether a URL's query parameter named so (decoded) carries a credential (``api_key``, ``token``, ``key``,
     ``sig``). The name is read in words split at each character that is no letter, digit, ``-`` or ``_`` (``api key``
-    from ``?api+key=``, ``data[api_key]``, ``a?token``): a credential's name as them joined by ``-``, or its last
-    word one of :data:`SECRET_QUERY_NAMES`."""
+    from ``?api+key=``, ``data[api_key]``, ``a?token``): a credential's name as them joined by ``-``; or its text
+    after its last ``?`` or ``;`` (``a?key``), stripped, one of :data:`SECRET_QUERY_NAMES` (not a longer name's last
+    word: ``filter[key]``, ``lang.code``, ``country code`` hold none)."""
     words = _NOT_A_NAME.split(name)
-    last = next((word for word in reversed(words) if word), "")
-    return credential_name("-".join(words)) or last.lower() in SECRET_QUERY_NAMES
+    bare = _NAME_START.split(name)[-1].strip().lower()
+    return credential_name("-".join(words)) or bare in SECRET_QUERY_NAMES
 
 
 #: A URL's password where text quotes the URL: ``scheme://user:PASSWORD@`` (the user may be empty).

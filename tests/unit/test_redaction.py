@@ -135,12 +135,32 @@ def test_a_suite_url_may_not_hold_an_encoded_credential_name() -> None:
     for url in (
         "https://h/v1?api+key=x",
         "https://h/v1?data%5Bapi_key%5D=x",
-        "https://h/v1?x+key=x",
         "https://h/v1?a=1;key=x",
     ):
         with pytest.raises(PydanticCustomError, match="holds a credential"):
             no_secret_in_url(url)
     assert no_secret_in_url("https://h/v1?api-version=1&cache-key=2") == "https://h/v1?api-version=1&cache-key=2"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://h/search?filter[key]=status",
+        "https://h/v1?page[size]=1&filter[code]=x",
+        "https://h/v1?lang.code=en",
+        "https://h/v1?sort.key=date",
+        "https://h/v1?country+code=US",
+    ],
+)
+def test_a_suite_url_may_hold_a_name_that_only_ends_in_key_or_code(url: str) -> None:
+    """``key``, ``code`` (:data:`SECRET_QUERY_NAMES`) were read as the last word of any name: ``filter[key]``,
+    ``lang.code``, ``country code`` (JSON:API filters, a language's code) were refused though they hold no
+    credential. A bare name is now read after the name's last '?' or ';' only (``?a=1&b=x?key=`` still)."""
+    from ragscore_workers.redaction import redact_url
+    from ragscore_workers.schemas import no_secret_in_url
+
+    assert no_secret_in_url(url) == url
+    assert redact_url(url) == url
 
 
 def test_a_suite_url_may_not_hold_a_password_that_cuts_its_authority_short() -> None:

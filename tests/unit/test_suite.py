@@ -116,7 +116,7 @@ def test_a_target_request_field_carrying_a_credential_is_refused_unshown() -> No
     assert loaded.suite.target is not None and loaded.suite.target.request == plain
 
 
-@pytest.mark.parametrize("name", ["data[api_key]", "x.key", "api key"])
+@pytest.mark.parametrize("name", ["data[api_key]", "data[token]", "api key"])
 def test_a_get_targets_request_field_is_read_as_its_urls_query_is(name: str) -> None:
     """A GET's request becomes its url's query: a field's name was read whole, so ``data[api_key]`` or ``api key``
     was sent as the very query parameter that a url may not hold. It is read as a url's query's name is."""
@@ -124,6 +124,15 @@ def test_a_get_targets_request_field_is_read_as_its_urls_query_is(name: str) -> 
     with pytest.raises(ConfigError, match="a credential comes from the environment") as info:
         load_suite({"metrics": ["exact_match"], "target": target})
     assert "REALSECRET987" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["lang.code", "filter[key]", "sort.key", "country code"])
+def test_a_get_targets_request_field_may_end_in_key_or_code(name: str) -> None:
+    """``key`` and ``code`` were read as the last word of any name: a GET's ``lang.code`` or ``filter[key]`` field,
+    no credential, was refused. Only the bare name (or one after a '?' or ';') is read as one."""
+    target = {"url": "https://rag.example/ask", "method": "GET", "request": {"q": "{question}", name: "en"}}
+    loaded = load_suite({"metrics": ["exact_match"], "target": target})
+    assert loaded.suite.target is not None and loaded.suite.target.request == {"q": "{question}", name: "en"}
 
 
 def test_a_suite_changed_after_loading_is_checked_again() -> None:
