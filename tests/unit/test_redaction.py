@@ -3,8 +3,6 @@ secret; a URL's password is cut whole, at the authority's last ``@``."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from ragscore_workers.providers.errors import exception_text, redact_url_passwords
@@ -82,24 +80,24 @@ def test_a_judge_endpoint_hides_what_either_rule_hides(url: str, shown: str) -> 
     assert redact_url(url) == shown
 
 
+@pytest.mark.timeout(60)
 def test_a_long_query_name_is_read_in_linear_time() -> None:
     """Names were split on their ``?``s, and each suffix decoded and checked: a 40 kB name of ``a?`` repeats took
     20.9 s to show (quadratic: 400 kB would take over half an hour). Each name is read once, its words joined
-    (``secret_query_param``): 400 kB, in messages and in the suite's check, takes well under a second."""
+    (``secret_query_param``): 400 kB, in messages and in the suite's check, takes well under a second. No time is
+    measured: the 60 s timeout is a hang guard, far above a linear read and far below a quadratic one of 400 kB."""
     from pydantic_core import PydanticCustomError
 
     from ragscore_workers.redaction import redact_url
     from ragscore_workers.schemas import no_secret_in_url
 
     many = "a?" * 200_000
-    started = time.perf_counter()
     assert redact_url(f"https://h/?{many}=x") == f"https://h/?{many}=x"
     assert redact_url(f"https://h/?{many}token=sk-1&b=2") == f"https://h/?{many}token=***&b=2"
     assert redact_url(f"https://h/?{many}key=k3y") == f"https://h/?{many}key=***"
     assert no_secret_in_url(f"https://h/?{many}=x") == f"https://h/?{many}=x"
     with pytest.raises(PydanticCustomError, match="holds a credential"):
         no_secret_in_url(f"https://h/?{many}token=sk-1")
-    assert time.perf_counter() - started < 10
 
 
 @pytest.mark.parametrize(
