@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import RateLimitTimeout, RequestTooLargeError
@@ -65,8 +65,8 @@ _stored_lock = threading.Lock()
 # KEYS[1] = pause key, KEYS[2] = learned limits (hash: limit name -> what the provider last stated), then per
 # limit: log (zset), costs (hash), sum (string)
 # ARGV[1] = now in ms ("" = Redis TIME), ARGV[2] = member, then per limit: period_ms, limit, cost, name
-# Returns {status, wait_ms, now_ms, limit index, limit}: status 1 admitted, 0 wait (index -1: the shared pause; the
-# limit, the learned one where that applies, of the limit waited on), -1 never fits.
+# Returns {status, wait_ms, now_ms, limit index, limit, reason}: status 1 admitted, 0 wait (index -1: the shared pause,
+# whose reason comes with it; the limit, the learned one where that applies, of the limit waited on), -1 never fits.
 _ACQUIRE_LUA = """
 local now
 if ARGV[1] == '' then
@@ -76,7 +76,7 @@ else
   now = tonumber(ARGV[1])
 end
 local paused = redis.call('PTTL', KEYS[1])
-if paused > 0 then return {0, paused, now, -1, 0} end
+if paused > 0 then return {0, paused, now, -1, 0, redis.call('GET', KEYS[1]) or ''} end
 local n = (#KEYS - 2) / 3
 local wait, blocked, blocked_limit = 0, -1, 0
 for i = 0, n - 1 do
@@ -276,13 +276,15 @@ class RedisLimiter:
         return (got, 0.0) if isinstance(got, Grant) else (None, (got.until_ms - got.now_ms) / 1000)
 
     def _try(self, tokens: int, now_ms: int | None = None) -> Grant | Wait:
-        """:meth:`try_acquire`: the grant, or what the call waits on (its ``reason`` not read here: :meth:`_told`)."""
+        """:meth:`try_acquire`: the grant, or what the call waits on (a pause's ``reason`` read in the same round
+        trip)."""
         member = uuid.uuid4().hex
         args: list[Any] = ["" if now_ms is None else int(now_ms), member]
         for lim, cost in zip(self.limits, self._costs(tokens), strict=True):
             args += [int(lim.period_s * 1000), lim.limit, cost, lim.name]
         keys = [self.pause_key, self.learned_key, *self._keys]
-        status, wait_ms, now, index, limit = (int(x) for x in self._acquire(keys=keys, args=args))
+        status, wait_ms, now, index, limit, *reason = self._acquire(keys=keys, args=args)
+        status, wait_ms, now, index, limit = int(status), int(wait_ms), int(now), int(index), int(limit)
         if status == -1:
             lim = self.limits[index]
             raise RequestTooLargeError(
@@ -292,7 +294,11 @@ class RedisLimiter:
             )
         if status == 1:
             return Grant(member, now, tokens)
-        return Wait("pause" if index < 0 else self.limits[index].name, limit, now + wait_ms, now)
+        if index < 0:
+            why = reason[0] if reason else ""
+            why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
+            return Wait("pause", limit, now + wait_ms, now, why)
+        return Wait(self.limits[index].name, limit, now + wait_ms, now)
 
     def acquire(
         self, tokens: int, check: Callable[[], None] | None = None, on_wait: Callable[[Wait], object] | None = None
@@ -335,13 +341,9 @@ class RedisLimiter:
                 checked = time.monotonic()
 
     def _told(self, held: Wait, on_wait: Callable[[Wait], object]) -> int:
-        """``on_wait(held)``, with the pause's reason read (only then: a wait told of); never fails the call. Returns
-        when (ms, Redis's clock) to tell again at the latest: the call's own ``until``, or the sooner one
-        ``on_wait`` returned."""
+        """``on_wait(held)``; never fails the call. Returns when (ms, Redis's clock) to tell again at the latest: the
+        call's own ``until``, or the sooner one ``on_wait`` returned."""
         try:
-            if held.on == "pause":
-                why = self.r.get(self.pause_key)
-                held = replace(held, reason=why.decode(errors="replace") if isinstance(why, bytes) else why or "")
             kept = on_wait(held)
         except Exception:  # saying why a call waits is worth less than the call
             log.warning("could not say that a call to %s waits on its rate limit", self.key.split(":")[0],

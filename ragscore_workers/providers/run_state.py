@@ -45,13 +45,14 @@ from typing import Any, NamedTuple
 from ..die_with_parent import parent_gone
 from ..schemas import JUDGE_COUNTERS
 from ..store import RunState, RunStore
-from .ratelimit import Wait
+from .ratelimit import WAIT_REFRESH_S, Wait
 
 __all__ = [
     "COUNTER_FIELDS",
     "HOLD_MARGIN_S",
     "HOLD_S",
     "INTERNAL_FIELDS",
+    "NOTE_EVERY_S",
     "STOP_READ_EVERY_S",
     "Hold",
     "RunJudgeState",
@@ -84,8 +85,8 @@ _CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1]
 # KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl ms. Keeps the wait still to come that
 # the next call of the run goes after: a pause (it holds every call) before a limit's wait, else the soonest; else
 # writes this one. Either way the hash lives ttl more (its waiting calls write again while they wait: once none
-# does, a worker that died among them, it is gone within ttl). Returns the ``until`` it keeps: once that passed, a
-# call that still waits writes again.
+# does, a worker that died among them, it is gone within ttl). Returns the ``until`` and ``on`` it keeps: once that
+# passed, a call that still waits writes again.
 _WAIT_LUA = """
 local now, new = tonumber(ARGV[5]), tonumber(ARGV[3])
 local old = tonumber(redis.call('HGET', KEYS[1], 'until') or '')
@@ -99,11 +100,30 @@ if not keep then
   old = new
 end
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
-return old
+return {old, redis.call('HGET', KEYS[1], 'on')}
 """
-#: How long (ms) a wait's hash outlives the last write of a call still waiting (they write again every
-#: :data:`~.ratelimit.WAIT_REFRESH_S`); the reader also ignores a wait whose time has passed.
+#: How long (ms) a wait's hash outlives the last write of a call still waiting (each process whose calls wait writes
+#: again every :data:`NOTE_EVERY_S` to :data:`~.ratelimit.WAIT_REFRESH_S` and a second); the reader also ignores a wait
+#: whose time has passed.
 WAIT_TTL_MS = 5000
+#: Least time (seconds) between two writes of a run's wait note by one process, unless the new wait matters more (a
+#: pause over a limit's wait, a sooner wait) or the one kept has passed: its many waiting calls (each tells every
+#: :data:`~.ratelimit.WAIT_REFRESH_S`) write about once per refresh between them, not once each. Under the refresh,
+#: so that a single waiting call writes at each of its own: the note does not lapse while a call waits.
+NOTE_EVERY_S = 0.75 * WAIT_REFRESH_S
+
+# wait key -> (on, until ms: the wait its note keeps, as this process last wrote or read it; monotonic time of that
+# write). Per process, not per state object: a judge worker builds one per batch, and its threads wait together.
+_noted: dict[str, tuple[str, int, float]] = {}
+_noted_lock = threading.Lock()
+
+
+def _matters_more(on: str, until_ms: int, kept_on: str, kept_until_ms: int) -> bool:
+    """A wait is said before the one kept: a pause (it holds every call) before a limit's wait, else the sooner."""
+    if (on == "pause") != (kept_on == "pause"):
+        return on == "pause"
+    return until_ms < kept_until_ms
+
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
 _FAILURE_LUA = """
@@ -240,10 +260,25 @@ class RunJudgeState:
     def note_wait(self, wait: Wait) -> int:
         """A call of the run waits on the shared limiter (:meth:`RedisLimiter.acquire`'s ``on_wait``): kept in
         ``…:wait`` for the progress views to say so (a pause before a limit's wait, else the soonest), for
-        :data:`WAIT_TTL_MS` more. Returns the ``until`` (ms, Redis's clock) of the wait kept: the call writes again
-        once that has passed (the run's next call goes then, this one may wait on)."""
+        :data:`WAIT_TTL_MS` more. Written by this process at most every :data:`NOTE_EVERY_S` unless this wait matters
+        more than the one kept or that one has passed (thread-safe). Returns the ``until`` (ms, Redis's clock) of the
+        wait kept: the call tells again once that has passed (the run's next call goes then, this one may wait on)."""
+        now = time.monotonic()
+        with _noted_lock:
+            kept = _noted.get(self.wait_key)
+            if kept is not None and now - kept[2] < NOTE_EVERY_S and wait.now_ms < kept[1]:
+                if not _matters_more(wait.on, wait.until_ms, kept[0], kept[1]):
+                    return kept[1]  # written lately by this process, and this wait would change nothing
+            for key in [k for k, (_, _, at) in _noted.items() if now - at > WAIT_TTL_MS / 1000]:
+                del _noted[key]
+            _noted[self.wait_key] = (wait.on, wait.until_ms, now)  # the other threads skip while it is written
         args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS]
-        return int(self._wait(keys=[self.wait_key], args=args))
+        until, on = self._wait(keys=[self.wait_key], args=args)
+        on = on.decode() if isinstance(on, bytes) else str(on)
+        with _noted_lock:
+            if _noted.get(self.wait_key, ("", 0, 0.0))[2] == now:  # no later write by another thread since
+                _noted[self.wait_key] = (on, int(until), now)
+        return int(until)
 
     def note(self, field: str, value: int | str) -> None:
         """Set one field (a fact such as ``provider_rpm`` or ``base_url``, not a counter)."""

@@ -231,3 +231,52 @@ def test_an_ended_run_says_no_wait_though_its_calls_noted_one_just_before(rclien
     store.set_meta(run_id, state=ended)
     assert "judge_wait_ms" not in store.progress(run_id)
     assert "waiting on the judge rate limit" not in _status_text(store, run_id)
+
+
+def _monitor(r: redis.Redis, seen: list[str], stop: threading.Event) -> threading.Thread:
+    """Every command a client sends the server (MONITOR; not those a script runs), as text, into ``seen`` until
+    ``stop``."""
+
+    def watch() -> None:
+        with r.monitor() as monitor:
+            ready.set()
+            while not stop.is_set():
+                command = monitor.next_command()
+                if command["client_type"] != "lua":
+                    seen.append(str(command["command"]))
+
+    ready = threading.Event()
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    return thread
+
+
+def test_many_calls_waiting_in_one_process_write_the_runs_note_about_once_a_refresh(rclient: redis.Redis) -> None:
+    """16 threads of a worker wait out a 6 s pause after a 429: the run's note is written about once per
+    WAIT_REFRESH_S by the process, not by each waiting call each time (16 calls wrote 2 round trips each per 2 s: the
+    note and a GET of the pause's reason); and it is said all along."""
+    store, state, run_id = _run_waits(rclient)
+    limiter = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1000, 60, "requests", "rpm")])
+    seen: list[str] = []
+    stop = threading.Event()
+    watcher = _monitor(rclient, seen, stop)
+    limiter.pause(6.0, "429 from provider")
+    threads = [threading.Thread(target=limiter.acquire, args=(1,), kwargs={"on_wait": state.note_wait})
+               for _ in range(16)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    said: list[bool] = []
+    time.sleep(1.0)  # the first notes
+    while rclient.pttl(limiter.pause_key) > 500:
+        said.append("judge_wait_pause" in store.progress(run_id))
+        time.sleep(0.1)
+    for thread in threads:
+        thread.join()
+    stop.set()
+    rclient.ping()  # one more command: the monitor sees it and ends
+    watcher.join(30)
+    notes = [c for c in seen if c.startswith("EVALSHA") and state.wait_key in c]
+    reasons = [c for c in seen if c.startswith("GET") and limiter.pause_key in c]
+    assert said and all(said), said
+    assert 2 <= len(notes) <= 8 and not reasons, (len(notes), len(reasons))
