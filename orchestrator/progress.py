@@ -22,23 +22,23 @@ from ragscore_workers.store import PAUSED_BY_BUDGET, work_before
 
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
-__all__ = ["ProgressView", "fmt_duration", "judge_wait_note", "make_progress", "note_of", "queued_of"]
+__all__ = ["ProgressView", "fmt_duration", "make_progress", "note_of", "queued_of", "wait_note"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
 #: Seconds without a unit done or a judge call sent after which the view says so instead of an ETA (a stall), or
-#: says what the judge calls wait on (the rate limit, a provider's 429 pause: :func:`judge_wait_note`).
+#: says what the judge or target calls wait on (the rate limit, a provider's 429 pause: :func:`wait_note`).
 IDLE_NOTE_S = 10.0
-#: How :func:`judge_wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
+#: How :func:`wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
 _LIMIT_NAMES = {"rpm": "RPM", "tpm": "TPM", "rpd": "requests a day", "tpd": "tokens a day"}
 
 
 class ProgressView(Protocol):
     """Receives the store's progress counters while a run scores (:meth:`RunStore.progress`: ``done``, ``total``,
     ``errors``, ``unscorable``, ``done:{queue}``/``total:{queue}``, ``judge_calls`` once the judge was called, and
-    once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``, while its judge calls wait at
-    the rate limiter ``judge_wait_*`` (:func:`judge_wait_note`); a view reads the keys it knows, as later versions may
-    add some). A view may also have ``note(text)``, told what
+    once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``, while its judge (target) calls
+    wait at the rate limiter ``judge_wait_*`` (``target_wait_*``: :func:`wait_note`); a view reads the keys it knows,
+    as later versions may add some). A view may also have ``note(text)``, told what
     happens before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
     ``queued(text)``, told while no worker has begun the run's attempt that other runs' messages wait ahead of it
     (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown instead of an ETA
@@ -82,28 +82,40 @@ def _in(seconds: float) -> str:
     return f"{whole} s" if whole < 60 else fmt_duration(whole)
 
 
-def judge_wait_note(counters: dict[str, int], now: float | None = None) -> str:
-    """What the run's judge calls wait on at the shared rate limiter, from :meth:`RunStore.progress`'s
-    ``judge_wait_*`` counters (``""`` for nothing): ``waiting on the judge rate limit (600 RPM): next judge call in
-    4 s``, or, for the pause every worker keeps after a provider's 429, ``paused by the provider's 429 until 10:32:05
-    UTC: next judge call in 40 s`` (``paused until 10:32:05 UTC (the provider's rate-limit headers say its budget is
-    spent): next judge call in 40 s`` when headers paused it). ``now`` (epoch seconds, this host's clock; default:
-    the clock now) dates the end of a pause."""
-    left_ms = counters.get("judge_wait_ms", 0)
+#: How :func:`wait_note` says each stage's wait (the ``{stage}_wait_*`` counters, judge first): its rate limit, who
+#: paused it after a 429, and its calls.
+_STAGES = {"judge": ("the judge rate limit", "the provider's", "judge"),
+           "target": ("the target's rate limit", "the target's", "target")}  # fmt: skip
+
+
+def wait_note(counters: dict[str, int], now: float | None = None) -> str:
+    """What the run's judge and target calls wait on at the shared rate limiter, from :meth:`RunStore.progress`'s
+    ``judge_wait_*`` and ``target_wait_*`` counters (``""`` for nothing; both joined by ``; ``): ``waiting on the judge
+    rate limit (600 RPM): next judge call in 4 s``, ``waiting on the target's rate limit (60 RPM): next target call in
+    4 s``, or, for the pause every worker keeps after a 429, ``paused by the provider's 429 until 10:32:05 UTC: next
+    judge call in 40 s`` (``paused until 10:32:05 UTC (the provider's rate-limit headers say its budget is spent):
+    next judge call in 40 s`` when headers paused it). ``now`` (epoch seconds, this host's clock; default: the clock
+    now) dates the end of a pause."""
+    return "; ".join(note for stage in _STAGES if (note := _stage_wait_note(stage, counters, now)))
+
+
+def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) -> str:
+    """:func:`wait_note` of one stage's calls."""
+    limit_of, whose, calls = _STAGES[stage]
+    left_ms = counters.get(f"{stage}_wait_ms", 0)
     if left_ms <= 0:
         return ""
     left = left_ms / 1000
-    if "judge_wait_pause" in counters:
+    next_call = f"next {calls} call in {_in(left)}"
+    if f"{stage}_wait_pause" in counters:
         start = datetime.now(timezone.utc) if now is None else datetime.fromtimestamp(now, timezone.utc)
         until = (start + timedelta(seconds=left)).strftime("%H:%M:%S UTC")
-        if counters["judge_wait_pause"] == PAUSED_BY_BUDGET:
-            return (f"paused until {until} (the provider's rate-limit headers say its budget is spent): next judge "
-                    f"call in {_in(left)}")  # fmt: skip
-        return f"paused by the provider's 429 until {until}: next judge call in {_in(left)}"
+        if counters[f"{stage}_wait_pause"] == PAUSED_BY_BUDGET:
+            return f"paused until {until} ({whose} rate-limit headers say its budget is spent): {next_call}"
+        return f"paused by {whose} 429 until {until}: {next_call}"
     for name, said in _LIMIT_NAMES.items():
-        if f"judge_wait_{name}" in counters:
-            limit = counters[f"judge_wait_{name}"]
-            return f"waiting on the judge rate limit ({limit:,} {said}): next judge call in {_in(left)}"
+        if f"{stage}_wait_{name}" in counters:
+            return f"waiting on {limit_of} ({counters[f'{stage}_wait_{name}']:,} {said}): {next_call}"
     return ""
 
 
@@ -185,12 +197,12 @@ class _Rate:
     def idle_note(self, counters: dict[str, int]) -> str:
         """``no progress for 25 s`` once no unit was done and no judge call sent for IDLE_NOTE_S (the ETA means
         nothing then); what the judge calls wait on instead, when they wait at the rate limiter
-        (:func:`judge_wait_note`): a run held by its ``--rpm`` or a provider's 429 is not stuck."""
+        (:func:`wait_note`): a run held by its ``--rpm`` or a provider's 429 is not stuck."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         idle = time.monotonic() - self.changed
         if idle < IDLE_NOTE_S or done >= total:
             return ""
-        return judge_wait_note(counters) or f"no progress for {idle:.0f} s"
+        return wait_note(counters) or f"no progress for {idle:.0f} s"
 
 
 class RichProgress:

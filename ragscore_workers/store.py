@@ -59,6 +59,7 @@ __all__ = [
     "RedoLookup",
     "RunState",
     "RunStore",
+    "WAIT_PARTS",
     "WorkBegan",
     "probe_redis",
     "redact_url",
@@ -438,11 +439,18 @@ PAUSED_BY_429, PAUSED_BY_BUDGET = 429, 0
 BUDGET_AT_0 = "provider budget at 0"
 
 
-def _judge_wait(wait: dict[Any, Any], now_ms: int) -> dict[str, int]:
-    """The progress counters of what the run's judge calls wait on at the shared limiter (the ``…:judge:wait`` hash
-    :meth:`RunJudgeState.note_wait` keeps): ``judge_wait_ms``, ms until the next may go, and either
-    ``judge_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value) or ``judge_wait_pause``
-    (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`). ``{}`` for none, or a wait whose time has passed."""
+#: Where each stage's calls note what they wait on at the shared limiter (:meth:`RunJudgeState.note_wait`), by
+#: stage: the run-store part of its note. The targets' is one for all of a run's targets (``targets:``, apart from
+#: each target's own ``target:{system}``).
+WAIT_PARTS = {"judge": "judge:wait", "target": "targets:wait"}
+
+
+def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int) -> dict[str, int]:
+    """The progress counters of what the run's ``stage`` calls (``judge``, ``target``: :data:`WAIT_PARTS`) wait on at
+    the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
+    go, and either ``{stage}_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value) or
+    ``{stage}_wait_pause`` (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`). ``{}`` for none, or a wait whose time
+    has passed."""
     field = {(k.decode() if isinstance(k, bytes) else k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
              for k, v in wait.items()}  # fmt: skip
     try:
@@ -453,8 +461,8 @@ def _judge_wait(wait: dict[Any, Any], now_ms: int) -> dict[str, int]:
         return {}
     if on == "pause":
         budget = field.get("reason") == BUDGET_AT_0
-        return {"judge_wait_ms": left, "judge_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
-    return {"judge_wait_ms": left, f"judge_wait_{on}": limit}
+        return {f"{stage}_wait_ms": left, f"{stage}_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
+    return {f"{stage}_wait_ms": left, f"{stage}_wait_{on}": limit}
 
 
 def _done_now(counters: dict[str, int]) -> dict[str, int]:
@@ -818,7 +826,8 @@ class RunStore:
         ``before:{counter}`` of ``done``, ``done:{queue}`` and ``judge_calls``: the counter less it is the attempt's
         work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
-        limiter, ``judge_wait_ms`` and what they wait on (:func:`_judge_wait`): the views say so, not "no progress"."""
+        limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
+        (:func:`_stage_wait`): the views say so, not "no progress"."""
         return self.progress_and_clock(run_id)[0]
 
     def progress_and_clock(self, run_id: str) -> tuple[dict[str, int], float]:
@@ -829,9 +838,11 @@ class RunStore:
         pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state"))
         for queue in PROGRESSIVE_QUEUES:
             pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
-        pipe.hgetall(self.key(run_id, "judge:wait"))
+        for part in WAIT_PARTS.values():
+            pipe.hgetall(self.key(run_id, part))
         pipe.time()
-        counters, judge_calls, meta_fields, *unwritten, wait, (seconds, micros) = pipe.execute()
+        counters, judge_calls, meta_fields, *unwritten, (seconds, micros) = pipe.execute()
+        unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
         *began_fields, state = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
         out = {k: v for k, v in _done_now(stored).items() if k != "marked" and not k.startswith("marked:")}
@@ -842,8 +853,10 @@ class RunStore:
                     out[f"done:{queue}"] = out.get(f"done:{queue}", 0) + n
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
-        if wait and state not in RunState.DONE:
-            out.update(_judge_wait(wait, seconds * 1000 + micros // 1000))
+        if state not in RunState.DONE:
+            for stage, wait in zip(WAIT_PARTS, waits, strict=True):
+                if wait:
+                    out.update(_stage_wait(stage, wait, seconds * 1000 + micros // 1000))
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
             out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))

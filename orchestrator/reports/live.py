@@ -25,7 +25,7 @@ from ragscore_workers.counts import agree, counted
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
-from ..progress import fmt_duration, judge_wait_note
+from ..progress import fmt_duration, wait_note
 from ..terminal import results_command, resume_command
 
 if TYPE_CHECKING:
@@ -352,9 +352,9 @@ class StatusView:
         if self.queued:
             lines.append(Text(f"{self.queued}: its work begins once those are taken (first come, first served)"))
         now = self.samples[-1].t
-        # its judge calls wait at the shared rate limiter (the suite's rpm/tpm, a provider's 429 pause): said, and not
-        # taken for a stall while they do (a 429's retry-after can be minutes); an ended run's counters have no wait
-        waiting = judge_wait_note(counters, now)
+        # its judge or target calls wait at the shared rate limiter (rpm/tpm, a 429's pause): said, and not taken for a
+        # stall while they do (a 429's retry-after can be minutes); an ended run's counters have no wait
+        waiting = wait_note(counters, now)
         if waiting:
             lines.append(Text(waiting))
         # else the warning above says why, and until when; a run queued behind others is waiting its turn

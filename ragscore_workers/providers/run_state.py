@@ -27,12 +27,13 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
                            judge run whose calls go out as at work, though its items end seldom
 =========================  ===================================================================
 
-Beside it, ``…:judge:wait`` (a hash that expires seconds after the last of its waiting calls wrote it: they write
-again while they wait) says what the run's calls wait on at the shared limiter, when one waits
+Beside it, ``…:judge:wait`` (``…:targets:wait`` for the target stage, one for all its targets:
+:data:`~ragscore_workers.store.WAIT_PARTS`; a hash that expires seconds after the last of its waiting calls wrote it:
+they write again while they wait) says what the run's calls wait on at the shared limiter, when one waits
 :data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``, ``tpm``, ``rpd``, ``tpd``), ``limit``, ``until``
 (ms, the store's clock: when the next of its waiting calls may go; a 429's pause before any limit's wait) and
-``reason`` (of a pause). :meth:`RunStore.progress` reads it (``judge_wait_*``): a run held by its rate limit or a
-provider's 429 pause is said to wait on it, not to make no progress.
+``reason`` (of a pause). :meth:`RunStore.progress` reads it (``judge_wait_*``, ``target_wait_*``): a run held by its
+rate limit or a provider's 429 pause is said to wait on it, not to make no progress.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any, NamedTuple
 
 from ..die_with_parent import parent_gone
 from ..schemas import JUDGE_COUNTERS
-from ..store import RunState, RunStore
+from ..store import WAIT_PARTS, RunState, RunStore
 from .ratelimit import WAIT_REFRESH_S, Wait
 
 __all__ = [
@@ -218,7 +219,7 @@ class RunJudgeState:
 
     def __init__(
         self, redis: Any, run_id: str, *, ttl_s: int, part: str = "judge", what: str = "judge calls",
-        hold_s: float = HOLD_S,
+        hold_s: float = HOLD_S, stage: str = "judge",
     ) -> None:  # fmt: skip
         self.r = redis
         self.key = RunStore.key(run_id, part)
@@ -232,7 +233,7 @@ class RunJudgeState:
         self._release = redis.register_script(_RELEASE_LUA)
         self._called_at = redis.register_script(_CALLED_AT_LUA)
         self._wait = redis.register_script(_WAIT_LUA)
-        self.wait_key = f"{self.key}:wait"
+        self.wait_key = RunStore.key(run_id, WAIT_PARTS[stage])  # the stage's note, one for all its targets
         self._stop_lock = threading.Lock()
         self._stop_read_at = float("-inf")  # monotonic time of the last read: none yet
         self._stopped: str | None = None

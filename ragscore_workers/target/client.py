@@ -6,7 +6,8 @@
     breaker open? -> TargetStopped
     limiter.acquire()                 (requests per minute shared by the cluster when rpm is set; paused after a
                                        429; a cancel or an open breaker ends the wait -> TargetStopped; one seen
-                                       on admission gives the admission back: a question not sent holds no slot)
+                                       on admission gives the admission back: a question not sent holds no slot;
+                                       a wait of a second or more is noted for the progress views)
     endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, 429 -> shared
                                        pause; at most ``attempts`` tries)
     count, cache the reply
@@ -129,7 +130,7 @@ class TargetClient:
         try:
             # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a
             # question stopped then is not sent, and the limiter takes its slot back out of the shared window.
-            self.limiter.acquire(0, check=self._check_stopped)
+            self.limiter.acquire(0, check=self._check_stopped, on_wait=self.state.note_wait)
         except RateLimitTimeout as exc:
             raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
         try:
@@ -195,5 +196,5 @@ def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute
     limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
                            max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
     state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, part=target_state_part(config.name),
-                          what=f"calls to target {config.name}")  # fmt: skip
+                          what=f"calls to target {config.name}", stage="target")  # fmt: skip
     return TargetClient(config, endpoint, redis, state, limiter)

@@ -363,15 +363,23 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
       "paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s"),
      ({"judge_wait_ms": 40_000, "judge_wait_pause": 0},
       "paused until 10:32:05 UTC (the provider's rate-limit headers say its budget is spent): next judge call in 40 s"),
+     ({"target_wait_ms": 3_200, "target_wait_rpm": 60},
+      "waiting on the target's rate limit (60 RPM): next target call in 4 s"),
+     ({"target_wait_ms": 40_000, "target_wait_pause": 429},
+      "paused by the target's 429 until 10:32:05 UTC: next target call in 40 s"),
+     ({"judge_wait_ms": 3_200, "judge_wait_rpm": 600, "target_wait_ms": 40_000, "target_wait_pause": 429},
+      "waiting on the judge rate limit (600 RPM): next judge call in 4 s; "
+      "paused by the target's 429 until 10:32:05 UTC: next target call in 40 s"),
      ],
 )  # fmt: skip
-def test_what_the_judge_calls_wait_on_is_said_with_hours_for_a_long_wait(counters: dict[str, int], said: str) -> None:
+def test_what_calls_wait_on_is_said_with_hours_for_a_long_wait(counters: dict[str, int], said: str) -> None:
     now = datetime(2026, 12, 3, 10, 31, 25, tzinfo=timezone.utc).timestamp()
-    assert progress.judge_wait_note(counters, now) == said
+    assert progress.wait_note(counters, now) == said
 
 
 def test_every_rate_limit_the_store_counts_a_wait_on_is_said() -> None:
-    """The store keeps ``judge_wait_{name}`` for each of RATE_LIMITS; a name the note did not know was waited on
-    and never said."""
-    said = {name for name in RATE_LIMITS if progress.judge_wait_note({"judge_wait_ms": 1_000, f"judge_wait_{name}": 5})}
-    assert said == set(RATE_LIMITS)
+    """The store keeps ``{stage}_wait_{name}`` (judge, target) for each of RATE_LIMITS; a name the note did not
+    know was waited on and never said."""
+    for stage in ("judge", "target"):
+        counters = {name: {f"{stage}_wait_ms": 1_000, f"{stage}_wait_{name}": 5} for name in RATE_LIMITS}
+        assert {name for name, waits in counters.items() if progress.wait_note(waits)} == set(RATE_LIMITS), stage

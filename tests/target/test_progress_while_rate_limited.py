@@ -1,0 +1,71 @@
+"""A run whose target calls wait at the shared rate limiter is said to wait on it, not to make no progress (real Redis,
+a real target worker process, real HTTP to the fake RAG server). Its progress said "no progress for N s" while every
+question waited on the target's ``rpm`` or on the pause after the target's 429."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.runner import cancel, connect, submit, wait
+from orchestrator.suite import load_suite
+from ragscore_workers.store import PAUSED_BY_429, RunState
+
+from ..fakes import FakeRag
+from ..fakes.fake_rag import questions
+from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "rag-secret-token-0123456789"
+#: Generous bounds for a slow CI machine: a worker's boot, the first call.
+BOOT_S = 180
+
+
+def _status(run_id: str, url: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", run_id, "--broker", url],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return " ".join(done.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("system", "rpm", "on", "said"),
+    [("exact", 1, ("target_wait_rpm", 1), "waiting on the target's rate limit (1 RPM): next target call in "),
+     ("limited", None, ("target_wait_pause", PAUSED_BY_429), "paused by the target's 429 until ")],
+)  # fmt: skip
+def test_a_run_held_by_its_targets_rate_limit_says_so_not_no_progress(
+    tmp_path: Path, redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch, system: str, rpm: int | None,
+    on: tuple[str, int], said: str,
+) -> None:  # fmt: skip
+    """rpm 1: the first of 4 questions is asked at once, the next a minute later; the ``limited`` system's first reply
+    is a 429 with retry-after 120, which pauses every call. Meanwhile the progress and `ragscore status` say so."""
+    monkeypatch.setenv("FAKE_RAG_TOKEN", TOKEN)
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "target", tmp_path / "home").start()
+    try:
+        with FakeRag(token=TOKEN, retry_after_s=120) as rag:
+            target = {
+                "system": system,
+                "url": rag.url(system),
+                "request": {"question": "{question}"},
+                "auth_env": "FAKE_RAG_TOKEN",
+                "response": {"answer": "answer"},
+                "rpm": rpm,
+                "concurrency": 2,
+            }
+            suite = {"name": "target-wait", "metrics": ["exact_match"], "targets": [target]}  # fmt: skip
+            run_id = submit(write_jsonl(tmp_path / "q.jsonl", questions(4)), load_suite(suite), store).run_id
+            assert until(lambda: on[0] in store.progress(run_id), BOOT_S), store.progress(run_id)
+            counters = store.progress(run_id)
+            assert counters[on[0]] == on[1] and 0 < counters["target_wait_ms"] <= 121_000, counters
+            status = _status(run_id, redis_server.url)
+            assert said in status and "no progress" not in status, status
+            cancel(store, run_id)  # its waiting calls stop within a second or so
+            assert wait(store, run_id, timeout_s=BOOT_S).state == RunState.CANCELLED
+    finally:
+        worker.stop()
+    assert "target_wait_ms" not in store.progress(run_id)  # an ended run waits on nothing
