@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,6 +17,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
 
 from ragscore_workers.store import PAUSED_BY_BUDGET, work_before
 
@@ -205,22 +206,32 @@ class _Rate:
         return wait_note(counters) or f"no progress for {idle:.0f} s"
 
 
+class _NotedProgress(Progress):
+    """A rich ``Progress`` that shows each task's ``note`` field whole on a line of its own under its bar, wrapped on
+    a narrow terminal: as the bar's last column, a long note (a wait on two stages' limits) was cut, and squeezed the
+    other columns."""
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield from super().get_renderables()
+        for task in self.tasks:
+            if task.fields.get("note"):
+                yield Text(task.fields["note"])
+
+
 class RichProgress:
-    """A rich progress bar: done/total work units, rate, ETA, errors, unscorable and judge calls."""
+    """A rich progress bar: done/total work units, rate, ETA, errors, unscorable and judge calls; its note (what the
+    run waits on, a stall) under it."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or TerminalConsole(stderr=True)
-        self.bar = Progress(
+        self.bar = _NotedProgress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]:>8.1f}/s"),
             TimeElapsedColumn(),
             TextColumn("ETA {task.fields[eta]}"),
-            TextColumn(
-                "errors {task.fields[errors]} unscorable {task.fields[unscorable]}{task.fields[judge]} "
-                "{task.fields[note]}"
-            ),
+            TextColumn("errors {task.fields[errors]} unscorable {task.fields[unscorable]}{task.fields[judge]}"),
             console=self.console,
             transient=False,
         )
@@ -251,8 +262,8 @@ class RichProgress:
         self.bar.stop()
 
     def queued(self, text: str) -> None:
-        """Shown in the bar; printed whole once a wait begins (the bar's last column is cut on a narrow terminal,
-        the queue's name first). Its count changes every few seconds: not printed again for that."""
+        """Shown under the bar; printed once too when a wait begins (kept in the terminal's scrollback). Its count
+        changes every few seconds: not printed again for that."""
         if text and not self.behind:
             self.note(text)
         self.behind = text

@@ -383,3 +383,26 @@ def test_every_rate_limit_the_store_counts_a_wait_on_is_said() -> None:
     for stage in ("judge", "target"):
         counters = {name: {f"{stage}_wait_ms": 1_000, f"{stage}_wait_{name}": 5} for name in RATE_LIMITS}
         assert {name for name, waits in counters.items() if progress.wait_note(waits)} == set(RATE_LIMITS), stage
+
+
+def test_the_rich_bar_shows_a_long_wait_note_whole_on_a_narrow_terminal(clock: Clock) -> None:
+    """The note was the bar's last column: on an 80-column terminal "paused by the provider's 429 until ...: next
+    judge call in 40 s" was cut to "paused by the provid…" (and squeezed the other columns to "ru… … E…"). It has a
+    line of its own under the bar, wrapped, never cut."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    view = RichProgress(Console(file=io.StringIO(), width=80, force_terminal=False))
+    view.start("r1")
+    view.update({**JUDGE_RUN, "judge_calls": 60})
+    clock.advance(progress.IDLE_NOTE_S + 10)
+    waits = {"judge_wait_ms": 40_000, "judge_wait_pause": 429, "target_wait_ms": 3_200, "target_wait_rpm": 60}
+    view.update({**JUDGE_RUN, "judge_calls": 60, **waits})
+    shown = Console(record=True, width=80)
+    shown.print(view.bar.get_renderable())
+    view.stop()
+    text = " ".join(shown.export_text().split())
+    note = view.bar.tasks[0].fields["note"]
+    assert note.endswith("next target call in 4 s") and note in text, text
+    assert "run r1" in text and "errors 0 unscorable 0" in text, text
