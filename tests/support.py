@@ -31,6 +31,20 @@ def until(check: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
+def status_saying(run_id: str, url: str, said: str, timeout: float) -> str:
+    """``ragscore status RUN --broker URL``'s text (whitespace folded), read again until it contains ``said`` or
+    ``timeout`` seconds passed: the last read (a status says what a run waits on once it did no work for a while)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", run_id, "--broker", url],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        text = " ".join(done.stdout.split())
+        if said in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.5)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

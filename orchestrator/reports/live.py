@@ -25,7 +25,7 @@ from ragscore_workers.counts import agree, counted
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
-from ..progress import fmt_duration, wait_note
+from ..progress import IDLE_NOTE_S, fmt_duration, wait_note
 from ..terminal import results_command, resume_command
 
 if TYPE_CHECKING:
@@ -222,6 +222,16 @@ class StatusView:
         """Rows are still being sent: the totals still grow (no ETA from them; shown as floors)."""
         return self.meta.get("state") == RunState.SUBMITTING
 
+    def _waiting(self, counters: dict[str, int], now: float) -> str:
+        """What the run's calls wait on at the shared rate limiter (:func:`wait_note`), once it did no work for
+        :data:`~orchestrator.progress.IDLE_NOTE_S` (or none yet), as the progress bar: a run at work, whose calls a
+        busy limiter holds a second or two, had the line come and go from one refresh to the next (an ended run's
+        counters have no wait: :meth:`RunStore.progress`)."""
+        idle = self.idle_s(now)
+        if idle is not None and idle < IDLE_NOTE_S:
+            return ""
+        return wait_note(counters, now)
+
     def stalled(self, now: float) -> bool:
         """No work done (no item written, no judge call sent) for ``STALLED_S`` on a run that has not ended."""
         idle = self.idle_s(now)
@@ -353,8 +363,8 @@ class StatusView:
             lines.append(Text(f"{self.queued}: its work begins once those are taken (first come, first served)"))
         now = self.samples[-1].t
         # its judge or target calls wait at the shared rate limiter (rpm/tpm, a 429's pause): said, and not taken for a
-        # stall while they do (a 429's retry-after can be minutes); an ended run's counters have no wait
-        waiting = wait_note(counters, now)
+        # stall while they do (a 429's retry-after can be minutes)
+        waiting = self._waiting(counters, now)
         if waiting:
             lines.append(Text(waiting))
         # else the warning above says why, and until when; a run queued behind others is waiting its turn

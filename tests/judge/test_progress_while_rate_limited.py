@@ -6,8 +6,6 @@ costs). Its live progress said "no progress for N s" and `ragscore status`, afte
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -29,20 +27,13 @@ from ragscore_workers.providers.run_state import WAIT_TTL_MS, RunJudgeState
 from ragscore_workers.store import PAUSED_BY_429, RunState, RunStore
 
 from ..fakes import FakeProvider
-from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import RedisProcess, WorkerProcess, status_saying, until, write_jsonl
 from .conftest import judge_suite
 
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"} for i in range(2)]
 #: Generous bounds for a slow CI machine: a worker's boot, the first call, the limiter's window (a minute).
 BOOT_S = 180
 RPM_WAIT = "waiting on the judge rate limit (1 RPM): next judge call in"
-
-
-def _status(run_id: str, url: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", run_id, "--broker", url],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return " ".join(done.stdout.split())
 
 
 def _judging(tmp_path: Path, fake: FakeProvider, model: str, store: RunStore, **judge: object) -> str:
@@ -66,7 +57,8 @@ def test_a_run_held_by_its_rpm_says_it_waits_on_the_rate_limit_not_no_progress(
         assert until(lambda: "judge_wait_rpm" in store.progress(run_id), BOOT_S), store.progress(run_id)
         counters = store.progress(run_id)
         assert counters["judge_wait_rpm"] == 1 and 0 < counters["judge_wait_ms"] <= 62_000, counters
-        assert RPM_WAIT in _status(run_id, redis_server.url)
+        status = status_saying(run_id, redis_server.url, RPM_WAIT, BOOT_S)
+        assert RPM_WAIT in status and "no progress" not in status, status
         out, lines = io.StringIO(), []  # (a line printed, whether the counters it was made of had a wait)
         view = PlainProgress(out)
         view.start(run_id)
@@ -103,7 +95,7 @@ def test_a_run_paused_by_the_providers_429_says_so_and_until_when(
         assert until(lambda: "judge_wait_pause" in store.progress(run_id), BOOT_S), store.progress(run_id)
         counters = store.progress(run_id)
         assert counters["judge_wait_pause"] == PAUSED_BY_429 and 0 < counters["judge_wait_ms"] <= 120_000, counters
-        status = _status(run_id, redis_server.url)
+        status = status_saying(run_id, redis_server.url, "paused by the provider's 429 until ", BOOT_S)
         assert "paused by the provider's 429 until " in status and "UTC: next judge call in" in status, status
         assert "no progress" not in status, status
         cancel(store, run_id)

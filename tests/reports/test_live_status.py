@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from orchestrator import evaluate
+from orchestrator.progress import IDLE_NOTE_S
 from orchestrator.reports.live import Sample, StatusView
 from orchestrator.runner import Orphan
 
@@ -170,6 +171,19 @@ def test_a_run_idle_while_its_judge_calls_wait_at_the_rate_limiter_says_so_not_n
     console.print(view.render("run-x"))
     text = " ".join(console.export_text().split())
     assert said in text and "no progress" not in text, text
+
+
+def test_a_run_at_work_whose_calls_wait_a_few_seconds_shows_no_wait_line_one_idle_does() -> None:
+    """`status --watch` showed the wait line whenever a call waited a second or more: at a busy limiter it came and
+    went from one refresh to the next. It shows once the run did no work for IDLE_NOTE_S, as the progress bar."""
+    said = "waiting on the judge rate limit (30 RPM): next judge call in 3 s"
+    for idle, shown in [(2.0, False), (IDLE_NOTE_S + 5, True)]:
+        view = StatusView(SUITE_META | {"progress_at": "1100"})
+        view.add(Sample(1100.0 + idle, _progress(100, 5, judge_wait_ms=3_000, judge_wait_rpm=30)))
+        console = Console(record=True, width=250)
+        console.print(view.render("run-x"))
+        text = " ".join(console.export_text().split())
+        assert (said in text) == shown, (idle, text)
 
 
 def test_a_judge_run_whose_calls_go_out_while_its_items_end_seldom_makes_progress() -> None:

@@ -4,8 +4,6 @@ question waited on the target's ``rpm`` or on the pause after the target's 429."
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,20 +14,13 @@ from ragscore_workers.store import PAUSED_BY_429, RunState
 
 from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
-from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import RedisProcess, WorkerProcess, status_saying, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
 TOKEN = "rag-secret-token-0123456789"
 #: Generous bounds for a slow CI machine: a worker's boot, the first call.
 BOOT_S = 180
-
-
-def _status(run_id: str, url: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", run_id, "--broker", url],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return " ".join(done.stdout.split())
 
 
 @pytest.mark.parametrize(
@@ -62,7 +53,7 @@ def test_a_run_held_by_its_targets_rate_limit_says_so_not_no_progress(
             assert until(lambda: on[0] in store.progress(run_id), BOOT_S), store.progress(run_id)
             counters = store.progress(run_id)
             assert counters[on[0]] == on[1] and 0 < counters["target_wait_ms"] <= 121_000, counters
-            status = _status(run_id, redis_server.url)
+            status = status_saying(run_id, redis_server.url, said, BOOT_S)
             assert said in status and "no progress" not in status, status
             cancel(store, run_id)  # its waiting calls stop within a second or so
             assert wait(store, run_id, timeout_s=BOOT_S).state == RunState.CANCELLED
