@@ -53,8 +53,8 @@ __all__ = [
     "HOLD_MARGIN_S",
     "HOLD_S",
     "INTERNAL_FIELDS",
-    "NOTE_EVERY_S",
     "STOP_READ_EVERY_S",
+    "WAIT_WRITE_EVERY_S",
     "Hold",
     "RunJudgeState",
     "holds_key",
@@ -104,14 +104,14 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
 return {old, redis.call('HGET', KEYS[1], 'on')}
 """
 #: How long (ms) a wait's hash outlives the last write of a call still waiting (each process whose calls wait writes
-#: again every :data:`NOTE_EVERY_S` to :data:`~.ratelimit.WAIT_REFRESH_S` and a second); the reader also ignores a wait
-#: whose time has passed.
+#: again every :data:`WAIT_WRITE_EVERY_S` to :data:`~.ratelimit.WAIT_REFRESH_S` and a second); the reader also ignores
+#: a wait whose time has passed.
 WAIT_TTL_MS = 5000
 #: Least time (seconds) between two writes of a run's wait note by one process, unless the new wait matters more (a
 #: pause over a limit's wait, a sooner wait) or the one kept has passed: its many waiting calls (each tells every
 #: :data:`~.ratelimit.WAIT_REFRESH_S`) write about once per refresh between them, not once each. Under the refresh,
 #: so that a single waiting call writes at each of its own: the note does not lapse while a call waits.
-NOTE_EVERY_S = 0.75 * WAIT_REFRESH_S
+WAIT_WRITE_EVERY_S = 0.75 * WAIT_REFRESH_S
 
 # wait key -> (on, until ms: the wait its note keeps, as this process last wrote or read it; monotonic time of that
 # write). Per process, not per state object: a judge worker builds one per batch, and its threads wait together.
@@ -261,13 +261,14 @@ class RunJudgeState:
     def note_wait(self, wait: Wait) -> int:
         """A call of the run waits on the shared limiter (:meth:`RedisLimiter.acquire`'s ``on_wait``): kept in
         ``…:wait`` for the progress views to say so (a pause before a limit's wait, else the soonest), for
-        :data:`WAIT_TTL_MS` more. Written by this process at most every :data:`NOTE_EVERY_S` unless this wait matters
-        more than the one kept or that one has passed (thread-safe). Returns the ``until`` (ms, Redis's clock) of the
-        wait kept: the call tells again once that has passed (the run's next call goes then, this one may wait on)."""
+        :data:`WAIT_TTL_MS` more. Written by this process at most every :data:`WAIT_WRITE_EVERY_S` unless this wait
+        matters more than the one kept or that one has passed (thread-safe). Returns the ``until`` (ms, Redis's clock)
+        of the wait kept: the call tells again once that has passed (the run's next call goes then, this one may wait
+        on)."""
         now = time.monotonic()
         with _noted_lock:
             kept = _noted.get(self.wait_key)
-            if kept is not None and now - kept[2] < NOTE_EVERY_S and wait.now_ms < kept[1]:
+            if kept is not None and now - kept[2] < WAIT_WRITE_EVERY_S and wait.now_ms < kept[1]:
                 if not _matters_more(wait.on, wait.until_ms, kept[0], kept[1]):
                     return kept[1]  # written lately by this process, and this wait would change nothing
             for key in [k for k, (_, _, at) in _noted.items() if now - at > WAIT_TTL_MS / 1000]:
