@@ -20,7 +20,7 @@ from orchestrator.progress import PlainProgress
 from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
-from ragscore_workers.providers import Limit, RedisLimiter
+from ragscore_workers.providers import Limit, RedisLimiter, run_state
 from ragscore_workers.providers.errors import RateLimitTimeout
 from ragscore_workers.providers.ratelimit import Grant, Wait
 from ragscore_workers.providers.run_state import WAIT_TTL_MS, RunJudgeState
@@ -166,9 +166,11 @@ def test_a_run_still_says_it_waits_after_its_soonest_waiting_call_went(rclient: 
     assert after_a and all(after_a), said
 
 
-def test_a_providers_pause_is_said_before_a_limits_wait(rclient: redis.Redis) -> None:
+def test_a_providers_pause_is_said_before_a_limits_wait(rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 429's pause holds every call: said, though another call waits on the rpm that ends sooner (and the pause
-    kept when a call then notes an rpm wait)."""
+    kept when a call then notes an rpm wait: each note written, so that the store's script, not this process's memory
+    of what it wrote, keeps it)."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 0.0)
     store, state, run_id = _run_waits(rclient)
     now = _redis_ms(rclient)
     state.note_wait(Wait("rpm", 60, now + 5_000, now))
