@@ -24,7 +24,7 @@ from ragscore_workers.providers import Limit, RedisLimiter, run_state
 from ragscore_workers.providers.errors import RateLimitTimeout
 from ragscore_workers.providers.ratelimit import Grant, Wait
 from ragscore_workers.providers.run_state import WAIT_TTL_MS, RunJudgeState
-from ragscore_workers.store import PAUSED_BY_429, RunState, RunStore
+from ragscore_workers.store import BUDGET_AT_0, PAUSED_BY_429, PAUSED_BY_BUDGET, RunState, RunStore
 
 from ..fakes import FakeProvider
 from ..support import RedisProcess, WorkerProcess, status_saying, until, write_jsonl
@@ -178,6 +178,32 @@ def test_a_providers_pause_is_said_before_a_limits_wait(rclient: redis.Redis, mo
     assert store.progress(run_id).get("judge_wait_pause") == PAUSED_BY_429, store.progress(run_id)
     state.note_wait(Wait("rpm", 60, now + 3_000, now))
     assert store.progress(run_id).get("judge_wait_pause") == PAUSED_BY_429, store.progress(run_id)
+
+
+def test_a_pause_the_providers_headers_set_is_said_so_by_the_calls_it_holds(rclient: redis.Redis) -> None:
+    """The pause's reason comes back with the acquire script's answer: a pause set because the headers said the budget
+    is at 0 is said so ("rate-limit headers say its budget is spent"), not as a 429's."""
+    store, state, run_id = _run_waits(rclient)
+    limiter = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1000, 60, "requests", "rpm")])
+    limiter.pause(60.0, BUDGET_AT_0)
+    done = threading.Event()
+
+    def check() -> None:  # ends the wait once the test read the progress
+        if done.is_set():
+            raise RuntimeError("stop waiting")
+
+    def call() -> None:
+        with pytest.raises(RuntimeError):
+            limiter.acquire(1, check=check, on_wait=state.note_wait)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    try:
+        assert until(lambda: "judge_wait_pause" in store.progress(run_id), 50), store.progress(run_id)
+        assert store.progress(run_id)["judge_wait_pause"] == PAUSED_BY_BUDGET, store.progress(run_id)
+    finally:
+        done.set()
+        thread.join()
 
 
 def test_a_wait_no_call_waits_on_any_more_is_gone_within_seconds(rclient: redis.Redis) -> None:
