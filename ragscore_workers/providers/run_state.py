@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 
 from ..die_with_parent import parent_gone
 from ..schemas import JUDGE_COUNTERS
-from ..store import WAIT_PARTS, RunState, RunStore
+from ..store import WAIT_PARTS, RunState, RunStore, target_state_part
 from .ratelimit import WAIT_REFRESH_S, Wait
 
 __all__ = [
@@ -218,22 +218,24 @@ class RunJudgeState:
     """Counters, breaker and budget checks of one run."""
 
     def __init__(
-        self, redis: Any, run_id: str, *, ttl_s: int, part: str = "judge", what: str = "judge calls",
-        hold_s: float = HOLD_S, stage: str = "judge",
-    ) -> None:  # fmt: skip
+        self, redis: Any, run_id: str, *, ttl_s: int, hold_s: float = HOLD_S, target: str | None = None
+    ) -> None:
+        """The run's judge state, or with ``target`` (a system's name) that target's: its counters and breaker
+        under :func:`~ragscore_workers.store.target_state_part`, its waits noted as the target stage's."""
         self.r = redis
-        self.key = RunStore.key(run_id, part)
+        self.target = target
+        self.key = RunStore.key(run_id, "judge" if target is None else target_state_part(target))
         self.meta_key = RunStore.key(run_id, "meta")
         self.holds_key = holds_key(self.key)
         self.ttl_s = ttl_s
-        self.what = what
+        self.what = "judge calls" if target is None else f"calls to target {target}"
         self.hold_s = hold_s
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)
         self._release = redis.register_script(_RELEASE_LUA)
         self._called_at = redis.register_script(_CALLED_AT_LUA)
         self._wait = redis.register_script(_WAIT_LUA)
-        self.wait_key = RunStore.key(run_id, WAIT_PARTS[stage])  # the stage's note, one for all its targets
+        self.wait_key = RunStore.key(run_id, WAIT_PARTS["judge" if target is None else "target"])  # one for all targets
         self._stop_lock = threading.Lock()
         self._stop_read_at = float("-inf")  # monotonic time of the last read: none yet
         self._stopped: str | None = None

@@ -37,7 +37,6 @@ from ..providers.ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_m
 from ..providers.run_state import RunJudgeState
 from ..schemas import TargetConfig
 from ..settings import get_settings
-from ..store import target_state_part
 from ..unicode_text import hash_bytes, utf8_json
 from .endpoints import Endpoint, make_endpoint
 from .errors import TargetError, TargetStopped, TargetWaitTooLong
@@ -195,6 +194,5 @@ def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute
     scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
     limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
                            max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
-    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, part=target_state_part(config.name),
-                          what=f"calls to target {config.name}", stage="target")  # fmt: skip
+    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, target=config.name)
     return TargetClient(config, endpoint, redis, state, limiter)
