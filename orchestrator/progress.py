@@ -92,11 +92,11 @@ _STAGES = {"judge": ("the judge rate limit", "the provider's", "judge"),
 def wait_note(counters: dict[str, int], now: float | None = None) -> str:
     """What the run's judge and target calls wait on at the shared rate limiter, from :meth:`RunStore.progress`'s
     ``judge_wait_*`` and ``target_wait_*`` counters (``""`` for nothing; both joined by ``; ``): ``waiting on the judge
-    rate limit (600 RPM): next judge call in 4 s``, ``waiting on the target's rate limit (60 RPM): next target call in
-    4 s``, or, for the pause every worker keeps after a 429, ``paused by the provider's 429 until 10:32:05 UTC: next
-    judge call in 40 s`` (``paused until 10:32:05 UTC (the provider's rate-limit headers say its budget is spent):
-    next judge call in 40 s`` when headers paused it). ``now`` (epoch seconds, this host's clock; default: the clock
-    now) dates the end of a pause."""
+    rate limit (600 RPM): next judge call in 4 s``, ``waiting on target rag-v1's rate limit (60 RPM): next target call
+    in 4 s`` (the target ``target_wait_of:{system}`` names; "the target's" without), or, for the pause every worker
+    keeps after a 429, ``paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s`` (``paused until
+    10:32:05 UTC (the provider's rate-limit headers say its budget is spent): next judge call in 40 s`` when headers
+    paused it). ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a pause."""
     return "; ".join(note for stage in _STAGES if (note := _stage_wait_note(stage, counters, now)))
 
 
@@ -106,6 +106,10 @@ def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) ->
     left_ms = counters.get(f"{stage}_wait_ms", 0)
     if left_ms <= 0:
         return ""
+    of = f"{stage}_wait_of:"
+    system = next((key[len(of) :] for key in counters if key.startswith(of)), None)
+    if system is not None:  # the target whose calls wait, named (a run may have several)
+        limit_of, whose = f"target {system}'s rate limit", f"target {system}'s"
     left = left_ms / 1000
     next_call = f"next {calls} call in {_in(left)}"
     if f"{stage}_wait_pause" in counters:

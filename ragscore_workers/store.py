@@ -449,8 +449,8 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int) -> dict[str, int]
     """The progress counters of what the run's ``stage`` calls (``judge``, ``target``: :data:`WAIT_PARTS`) wait on at
     the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
     go, and either ``{stage}_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value) or
-    ``{stage}_wait_pause`` (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`). ``{}`` for none, or a wait whose time
-    has passed."""
+    ``{stage}_wait_pause`` (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`), and ``{stage}_wait_of:{system}`` (1)
+    naming the target whose calls wait. ``{}`` for none, or a wait whose time has passed."""
     field = {(k.decode() if isinstance(k, bytes) else k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
              for k, v in wait.items()}  # fmt: skip
     try:
@@ -459,10 +459,11 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int) -> dict[str, int]
         return {}
     if left <= 0 or on not in ("pause", *RATE_LIMITS):
         return {}
+    out = {f"{stage}_wait_ms": left, **({f"{stage}_wait_of:{field['who']}": 1} if field.get("who") else {})}
     if on == "pause":
         budget = field.get("reason") == BUDGET_AT_0
-        return {f"{stage}_wait_ms": left, f"{stage}_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
-    return {f"{stage}_wait_ms": left, f"{stage}_wait_{on}": limit}
+        return {**out, f"{stage}_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
+    return {**out, f"{stage}_wait_{on}": limit}
 
 
 def _done_now(counters: dict[str, int]) -> dict[str, int]:

@@ -31,9 +31,10 @@ Beside it, ``…:judge:wait`` (``…:targets:wait`` for the target stage, one fo
 :data:`~ragscore_workers.store.WAIT_PARTS`; a hash that expires seconds after the last of its waiting calls wrote it:
 they write again while they wait) says what the run's calls wait on at the shared limiter, when one waits
 :data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``, ``tpm``, ``rpd``, ``tpd``), ``limit``, ``until``
-(ms, the store's clock: when the next of its waiting calls may go; a 429's pause before any limit's wait) and
-``reason`` (of a pause). :meth:`RunStore.progress` reads it (``judge_wait_*``, ``target_wait_*``): a run held by its
-rate limit or a provider's 429 pause is said to wait on it, not to make no progress.
+(ms, the store's clock: when the next of its waiting calls may go; a 429's pause before a limit's wait of the same
+target), ``reason`` (of a pause) and ``who`` (the target whose calls wait; ``""`` for the judge's).
+:meth:`RunStore.progress` reads it (``judge_wait_*``, ``target_wait_*``): a run held by its rate limit or a provider's
+429 pause is said to wait on it, not to make no progress.
 """
 
 from __future__ import annotations
@@ -83,25 +84,27 @@ ORPHANED_REASON = "the process that started this worker exited"
 # KEYS[1] = hash: its ``called_at`` is the store's clock now (one clock for every worker host).
 _CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1])"
 
-# KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl ms. Keeps the wait still to come that
-# the next call of the run goes after: a pause (it holds every call) before a limit's wait, else the soonest; else
-# writes this one. Either way the hash lives ttl more (its waiting calls write again while they wait: once none
-# does, a worker that died among them, it is gone within ttl). Returns the ``until`` and ``on`` it keeps: once that
-# passed, a call that still waits writes again.
+# KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl ms, who (the target whose calls wait,
+# "" for the judge's). Keeps the wait still to come that the next call of the run goes after: of the same limiter
+# (``who``), a pause (it holds all its calls) before a limit's wait, else the soonest (another target's pause holds none
+# of this one's calls); else writes this one. Either way the hash lives ttl more (its waiting calls write again while
+# they wait: once none does, a worker that died among them, it is gone within ttl). Returns the ``until``, ``on`` and
+# ``who`` it keeps: once that passed, a call that still waits writes again.
 _WAIT_LUA = """
 local now, new = tonumber(ARGV[5]), tonumber(ARGV[3])
 local old = tonumber(redis.call('HGET', KEYS[1], 'until') or '')
 local keep = false
 if old and old > now then
   local was_pause, is_pause = redis.call('HGET', KEYS[1], 'on') == 'pause', ARGV[1] == 'pause'
+  if redis.call('HGET', KEYS[1], 'who') ~= ARGV[7] then was_pause, is_pause = false, false end
   keep = (was_pause and not is_pause) or (was_pause == is_pause and old <= new)
 end
 if not keep then
-  redis.call('HSET', KEYS[1], 'on', ARGV[1], 'limit', ARGV[2], 'until', ARGV[3], 'reason', ARGV[4])
+  redis.call('HSET', KEYS[1], 'on', ARGV[1], 'limit', ARGV[2], 'until', ARGV[3], 'reason', ARGV[4], 'who', ARGV[7])
   old = new
 end
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
-return {old, redis.call('HGET', KEYS[1], 'on')}
+return {old, redis.call('HGET', KEYS[1], 'on'), redis.call('HGET', KEYS[1], 'who') or ''}
 """
 #: How long (ms) a wait's hash outlives the last write of a call still waiting (each process whose calls wait writes
 #: again every :data:`WAIT_WRITE_EVERY_S` to :data:`~.ratelimit.WAIT_REFRESH_S` and a second); the reader also ignores
@@ -113,15 +116,17 @@ WAIT_TTL_MS = 5000
 #: so that a single waiting call writes at each of its own: the note does not lapse while a call waits.
 WAIT_WRITE_EVERY_S = 0.75 * WAIT_REFRESH_S
 
-# wait key -> (on, until ms: the wait its note keeps, as this process last wrote or read it; monotonic time of that
+# wait key -> (on, until ms, who: the wait its note keeps, as this process last wrote or read it; monotonic time of that
 # write). Per process, not per state object: a judge worker builds one per batch, and its threads wait together.
-_noted: dict[str, tuple[str, int, float]] = {}
+_noted: dict[str, tuple[str, int, str, float]] = {}
 _noted_lock = threading.Lock()
 
 
-def _matters_more(on: str, until_ms: int, kept_on: str, kept_until_ms: int) -> bool:
-    """A wait is said before the one kept: a pause (it holds every call) before a limit's wait, else the sooner."""
-    if (on == "pause") != (kept_on == "pause"):
+def _matters_more(wait: tuple[str, int, str], kept: tuple[str, int, str]) -> bool:
+    """A wait ``(on, until ms, who)`` is said before the one kept: of the same limiter (``who``), a pause (it holds
+    every call) before a limit's wait, else the sooner."""
+    (on, until_ms, who), (kept_on, kept_until_ms, kept_who) = wait, kept
+    if who == kept_who and (on == "pause") != (kept_on == "pause"):
         return on == "pause"
     return until_ms < kept_until_ms
 
@@ -262,26 +267,27 @@ class RunJudgeState:
 
     def note_wait(self, wait: Wait) -> int:
         """A call of the run waits on the shared limiter (:meth:`RedisLimiter.acquire`'s ``on_wait``): kept in
-        ``…:wait`` for the progress views to say so (a pause before a limit's wait, else the soonest), for
-        :data:`WAIT_TTL_MS` more. Written by this process at most every :data:`WAIT_WRITE_EVERY_S` unless this wait
+        ``…:wait`` for the progress views to say so (of one target, a pause before a limit's wait; else the soonest),
+        for :data:`WAIT_TTL_MS` more. Written by this process at most every :data:`WAIT_WRITE_EVERY_S` unless this wait
         matters more than the one kept or that one has passed (thread-safe). Returns the ``until`` (ms, Redis's clock)
         of the wait kept: the call tells again once that has passed (the run's next call goes then, this one may wait
         on)."""
-        now = time.monotonic()
+        now, who = time.monotonic(), self.target or ""
         with _noted_lock:
             kept = _noted.get(self.wait_key)
-            if kept is not None and now - kept[2] < WAIT_WRITE_EVERY_S and wait.now_ms < kept[1]:
-                if not _matters_more(wait.on, wait.until_ms, kept[0], kept[1]):
+            if kept is not None and now - kept[3] < WAIT_WRITE_EVERY_S and wait.now_ms < kept[1]:
+                if not _matters_more((wait.on, wait.until_ms, who), kept[:3]):
                     return kept[1]  # written lately by this process, and this wait would change nothing
-            for key in [k for k, (_, _, at) in _noted.items() if now - at > WAIT_TTL_MS / 1000]:
+            for key in [k for k, (*_, at) in _noted.items() if now - at > WAIT_TTL_MS / 1000]:
                 del _noted[key]
-            _noted[self.wait_key] = (wait.on, wait.until_ms, now)  # the other threads skip while it is written
-        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS]
-        until, on = self._wait(keys=[self.wait_key], args=args)
-        on = on.decode() if isinstance(on, bytes) else str(on)
+            _noted[self.wait_key] = (wait.on, wait.until_ms, who, now)  # the other threads skip while it is written
+        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, who]
+        until, on, kept_who = (
+            v.decode() if isinstance(v, bytes) else v for v in self._wait(keys=[self.wait_key], args=args)
+        )
         with _noted_lock:
-            if _noted.get(self.wait_key, ("", 0, 0.0))[2] == now:  # no later write by another thread since
-                _noted[self.wait_key] = (on, int(until), now)
+            if _noted.get(self.wait_key, ("", 0, "", 0.0))[3] == now:  # no later write by another thread since
+                _noted[self.wait_key] = (str(on), int(until), str(kept_who), now)
         return int(until)
 
     def note(self, field: str, value: int | str) -> None:

@@ -4,12 +4,16 @@ question waited on the target's ``rpm`` or on the pause after the target's 429."
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
+import orchestrator.progress as progress
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
+from ragscore_workers.providers.ratelimit import Wait
+from ragscore_workers.providers.run_state import RunJudgeState
 from ragscore_workers.store import PAUSED_BY_429, RunState
 
 from ..fakes import FakeRag
@@ -25,8 +29,8 @@ BOOT_S = 180
 
 @pytest.mark.parametrize(
     ("system", "rpm", "on", "said"),
-    [("exact", 1, ("target_wait_rpm", 1), "waiting on the target's rate limit (1 RPM): next target call in "),
-     ("limited", None, ("target_wait_pause", PAUSED_BY_429), "paused by the target's 429 until ")],
+    [("exact", 1, ("target_wait_rpm", 1), "waiting on target exact's rate limit (1 RPM): next target call in "),
+     ("limited", None, ("target_wait_pause", PAUSED_BY_429), "paused by target limited's 429 until ")],
 )  # fmt: skip
 def test_a_run_held_by_its_targets_rate_limit_says_so_not_no_progress(
     tmp_path: Path, redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch, system: str, rpm: int | None,
@@ -60,3 +64,20 @@ def test_a_run_held_by_its_targets_rate_limit_says_so_not_no_progress(
     finally:
         worker.stop()
     assert "target_wait_ms" not in store.progress(run_id)  # an ended run waits on nothing
+
+
+def test_with_two_targets_one_targets_pause_hides_not_the_others_sooner_call(redis_server: RedisProcess) -> None:
+    """Target A's 429 pause (100 s) holds A's calls only: target B's call that waits 3 s on its own rpm is the run's
+    next target call, and the note names the target it waits on. Both wrote one note, and the pause replaced B's
+    sooner wait ("next target call in 1m40s"), naming neither."""
+    store = connect(redis_server.url)
+    run_id = f"w-{uuid.uuid4().hex[:8]}"
+    a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name) for name in ("rag-a", "rag-b"))
+    seconds, micros = store.r.time()
+    now = seconds * 1000 + micros // 1000
+    b.note_wait(Wait("rpm", 60, now + 3_000, now))
+    a.note_wait(Wait("pause", 0, now + 100_000, now, "429 from rag-a"))
+    counters = store.progress(run_id)
+    assert 0 < counters.get("target_wait_ms", 0) <= 3_000 and counters.get("target_wait_rpm") == 60, counters
+    said = progress.wait_note(counters)
+    assert said.startswith("waiting on target rag-b's rate limit (60 RPM): next target call in "), said

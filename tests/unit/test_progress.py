@@ -367,6 +367,11 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
       "waiting on the target's rate limit (60 RPM): next target call in 4 s"),
      ({"target_wait_ms": 40_000, "target_wait_pause": 429},
       "paused by the target's 429 until 10:32:05 UTC: next target call in 40 s"),
+     ({"target_wait_ms": 3_200, "target_wait_rpm": 60, "target_wait_of:rag-v1": 1},
+      "waiting on target rag-v1's rate limit (60 RPM): next target call in 4 s"),
+     ({"target_wait_ms": 40_000, "target_wait_pause": 0, "target_wait_of:rag-v1": 1},
+      "paused until 10:32:05 UTC (target rag-v1's rate-limit headers say its budget is spent): "
+      "next target call in 40 s"),
      ({"judge_wait_ms": 3_200, "judge_wait_rpm": 600, "target_wait_ms": 40_000, "target_wait_pause": 429},
       "waiting on the judge rate limit (600 RPM): next judge call in 4 s; "
       "paused by the target's 429 until 10:32:05 UTC: next target call in 40 s"),
