@@ -282,9 +282,14 @@ class RunJudgeState:
                 del _noted[key]
             _noted[self.wait_key] = (wait.on, wait.until_ms, who, now)  # the other threads skip while it is written
         args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, who]
-        until, on, kept_who = (
-            v.decode() if isinstance(v, bytes) else v for v in self._wait(keys=[self.wait_key], args=args)
-        )
+        try:
+            answer = self._wait(keys=[self.wait_key], args=args)
+        except BaseException:
+            with _noted_lock:  # not written: the next waiting call writes it (unless another thread wrote since)
+                if _noted.get(self.wait_key, ("", 0, "", 0.0))[3] == now:
+                    del _noted[self.wait_key]
+            raise
+        until, on, kept_who = (v.decode() if isinstance(v, bytes) else v for v in answer)
         with _noted_lock:
             if _noted.get(self.wait_key, ("", 0, "", 0.0))[3] == now:  # no later write by another thread since
                 _noted[self.wait_key] = (str(on), int(until), str(kept_who), now)

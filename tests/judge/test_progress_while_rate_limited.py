@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from rich.console import Console
 
 import orchestrator.progress as progress
@@ -204,6 +206,21 @@ def test_a_pause_the_providers_headers_set_is_said_so_by_the_calls_it_holds(rcli
     finally:
         done.set()
         thread.join()
+
+
+def test_a_note_whose_write_failed_is_written_by_the_next_waiting_call(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write of the note that failed (its Redis did not answer) is not taken for written: the next call of the
+    process that waits alike writes it (it skipped the write as made lately, and the progress said no wait)."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 600.0)  # however long the failed write took: "lately"
+    store, state, run_id = _run_waits(rclient)
+    lost = RunJudgeState(redis.Redis(port=1, retry=Retry(NoBackoff(), 0)), run_id, ttl_s=600)  # no Redis there
+    now = _redis_ms(rclient)
+    with pytest.raises(redis.ConnectionError):
+        lost.note_wait(Wait("rpm", 60, now + 30_000, now))
+    state.note_wait(Wait("rpm", 60, now + 30_000, now))
+    assert store.progress(run_id).get("judge_wait_rpm") == 60, store.progress(run_id)
 
 
 def test_a_wait_no_call_waits_on_any_more_is_gone_within_seconds(rclient: redis.Redis) -> None:
