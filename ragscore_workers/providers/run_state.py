@@ -39,6 +39,7 @@ target), ``reason`` (of a pause) and ``who`` (the target whose calls wait; ``""`
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -106,9 +107,10 @@ end
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
 return {old, redis.call('HGET', KEYS[1], 'on'), redis.call('HGET', KEYS[1], 'who') or ''}
 """
-#: How long (ms) a wait's hash outlives the last write of a call still waiting (each process whose calls wait writes
-#: again every :data:`WAIT_WRITE_EVERY_S` to :data:`~.ratelimit.WAIT_REFRESH_S` and a second); the reader also ignores
-#: a wait whose time has passed.
+#: How long (ms) a wait's hash outlives the last write of a call still waiting. A process whose calls wait writes again
+#: within about 3 s: a call that skipped the write tells again once :data:`WAIT_WRITE_EVERY_S` (1.5 s) passed, the call
+#: that wrote after :data:`~.ratelimit.WAIT_REFRESH_S` (2 s), each at its next attempt (within
+#: :data:`~.ratelimit.CHECK_EVERY_S`, 1 s, more). The reader also ignores a wait whose time has passed.
 WAIT_TTL_MS = 5000
 #: Least time (seconds) between two writes of a run's wait note by one process, unless the new wait matters more (a
 #: pause over a limit's wait, a sooner wait) or the one kept has passed: its many waiting calls (each tells every
@@ -277,7 +279,9 @@ class RunJudgeState:
             kept = _noted.get(self.wait_key)
             if kept is not None and now - kept[3] < WAIT_WRITE_EVERY_S and wait.now_ms < kept[1]:
                 if not _matters_more((wait.on, wait.until_ms, who), kept[:3]):
-                    return kept[1]  # written lately by this process, and this wait would change nothing
+                    # written lately by this process, and this wait would change nothing: tell again once it is kept
+                    # no more, or the process may write again (the note lives WAIT_TTL_MS past the last write)
+                    return min(kept[1], wait.now_ms + math.ceil((WAIT_WRITE_EVERY_S - (now - kept[3])) * 1000))
             for key in [k for k, (*_, at) in _noted.items() if now - at > WAIT_TTL_MS / 1000]:
                 del _noted[key]
             _noted[self.wait_key] = (wait.on, wait.until_ms, who, now)  # the other threads skip while it is written

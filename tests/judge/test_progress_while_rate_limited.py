@@ -223,6 +223,20 @@ def test_a_note_whose_write_failed_is_written_by_the_next_waiting_call(
     assert store.progress(run_id).get("judge_wait_rpm") == 60, store.progress(run_id)
 
 
+def test_a_call_whose_note_another_wrote_lately_tells_again_once_the_processs_write_window_closes(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that skipped the write (another call of the process wrote lately) is to tell again once the process may
+    write again, not once the kept wait ends (an hour's pause): else the note's few seconds of life could lapse between
+    the process's writes."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 600.0)
+    _, state, _ = _run_waits(rclient)
+    now = _redis_ms(rclient)
+    pause = Wait("pause", 0, now + 3_600_000, now, "429 from provider")
+    assert state.note_wait(pause) == now + 3_600_000  # written
+    assert now < state.note_wait(pause) <= now + 600_000  # skipped: tell again within the window
+
+
 def test_a_wait_no_call_waits_on_any_more_is_gone_within_seconds(rclient: redis.Redis) -> None:
     """A 10-minute pause noted by calls of a worker that then died is not said for 10 minutes: what they noted lives
     seconds; calls that still wait write it again while they do."""
