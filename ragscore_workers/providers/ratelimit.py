@@ -328,7 +328,7 @@ class RedisLimiter:
             wait = (held.until_ms - held.now_ms) / 1000
             waited = time.monotonic() - started
             if waited + wait > self.max_wait_s:
-                raise self._timeout(waited, wait)
+                raise self._timeout(waited, held)
             due = held.now_ms >= told_until or time.monotonic() - told_at >= WAIT_REFRESH_S
             if on_wait is not None and wait >= WAIT_NOTE_S and due:
                 told_at = time.monotonic()
@@ -363,14 +363,14 @@ class RedisLimiter:
                             exc_info=True)  # fmt: skip
             raise
 
-    def _timeout(self, waited: float, wait: float) -> RateLimitTimeout:
-        """The error of a call the limit would hold over ``max_wait_s``, saying what paused every worker."""
-        paused_by = self.r.get(self.pause_key)  # what asked every worker to wait (a 429's message)
-        why = f"; paused by {paused_by.decode(errors='replace') if isinstance(paused_by, bytes) else paused_by}"
+    def _timeout(self, waited: float, held: Wait) -> RateLimitTimeout:
+        """The error of a call the limit would hold over ``max_wait_s`` (``held``: what it waits on), saying what
+        paused every worker (the pause's reason came with the acquire's answer: a 429's message)."""
+        why = f"; paused by {held.reason}" if held.on == "pause" and held.reason else ""
         return RateLimitTimeout(
             f"the shared rate limit of {self.key.split(':')[0]} would hold this call over "
-            f"max_wait_s={self.max_wait_s:g} s (waited {waited:.1f} s, {wait:.1f} s more needed"
-            f"{why if paused_by else ''})",
+            f"max_wait_s={self.max_wait_s:g} s (waited {waited:.1f} s, {(held.until_ms - held.now_ms) / 1000:.1f} s "
+            f"more needed{why})",
             provider=self.key.split(":")[0],
         )
 
