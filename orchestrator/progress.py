@@ -27,8 +27,9 @@ __all__ = ["ProgressView", "fmt_duration", "make_progress", "note_of", "queued_o
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
-#: Seconds without a unit done or a judge call sent after which the view says so instead of an ETA (a stall), or
-#: says what the judge or target calls wait on (the rate limit, a provider's 429 pause: :func:`wait_note`).
+#: Seconds without a unit done or a judge call sent after which the view gives no ETA and says so (a stall), or says
+#: what the judge or target calls wait on (the rate limit, a provider's 429 pause: :func:`wait_note`): the rich bar on
+#: a line of its own under the bar, a plain line after ``ETA ?``.
 IDLE_NOTE_S = 10.0
 #: How :func:`wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
 _LIMIT_NAMES = {"rpm": "RPM", "tpm": "TPM", "rpd": "requests a day", "tpd": "tokens a day"}
@@ -42,8 +43,9 @@ class ProgressView(Protocol):
     as later versions may add some). A view may also have ``note(text)``, told what
     happens before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
     ``queued(text)``, told while no worker has begun the run's attempt that other runs' messages wait ahead of it
-    (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown instead of an ETA
-    or an idle note: a run queued behind another run is waiting its turn, not stalled."""
+    (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown as the idle note
+    would be, in its place (no ETA; the rich bar's note line under the bar): a run queued behind another run is
+    waiting its turn, not stalled."""
 
     def start(self, run_id: str) -> None: ...
     def update(self, counters: dict[str, int], final: bool = False) -> None: ...
