@@ -19,7 +19,7 @@ from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, Rags
 from ragscore_workers.settings import check_redis_url, get_settings, redact_url
 
 from .atomic_file import make_out_dir, write_text_atomic
-from .terminal import TerminalConsole, results_command, resume_command, shown, write_to_nowhere
+from .terminal import TerminalConsole, backticked, results_command, resume_command, shown, write_to_nowhere
 
 if TYPE_CHECKING:
     from ragscore_workers.planning import ResolvedSuite
@@ -535,15 +535,15 @@ def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     if problem is None:
         return
     if summary.state == "cancelled":
-        problem += f"; the reports cover those only, and `{resume}` scores the rest"
+        problem += f"; the reports cover those only, and {backticked(resume)} scores the rest"
     elif summary.judge.get("breaker"):
-        problem += (f"; the items it did not judge are unscored. Fix the cause, then `{resume}` judges them (a key or "
-                    "an outage; a wrong model or base_url is in the suite, which a resume keeps: run again with the "
-                    "suite fixed)")  # fmt: skip
+        problem += (f"; the items it did not judge are unscored. Fix the cause, then {backticked(resume)} judges them "
+                    "(a key or an outage; a wrong model or base_url is in the suite, which a resume keeps: run again "
+                    "with the suite fixed)")  # fmt: skip
     elif stopped_targets(summary):
-        problem += (f"; the questions it did not answer are unscored. Fix the system, then `{resume}` asks them "
-                    "again (a wrong url or response path is in the suite, which a resume keeps: run again with the "
-                    "suite fixed)")  # fmt: skip
+        problem += (f"; the questions it did not answer are unscored. Fix the system, then {backticked(resume)} asks "
+                    "them again (a wrong url or response path is in the suite, which a resume keeps: run again with "
+                    "the suite fixed)")  # fmt: skip
     err.print(problem, soft_wrap=True)
     raise typer.Exit(EXIT_RUN_ERROR)
 
@@ -660,9 +660,10 @@ def _how_to_go_on(out: Path, broker: str | None) -> None:
     run_id = recorded["run_id"]
     if recorded.get("mode") == "cluster" and _state_or_none(broker, run_id) != "cancelled":
         err.print(f"run {run_id} goes on in the cluster: `ragscore status {run_id}`,"
-                  f" then `{results_command(run_id, out, broker)}`", soft_wrap=True)  # fmt: skip
+                  f" then {backticked(results_command(run_id, out, broker))}", soft_wrap=True)  # fmt: skip
     else:
-        err.print(f"finish it later (what was scored is kept): `{resume_command(out, broker=broker)}`", soft_wrap=True)
+        err.print(f"finish it later (what was scored is kept): {backticked(resume_command(out, broker=broker))}",
+                  soft_wrap=True)  # fmt: skip
 
 
 def _state_or_none(broker: str | None, run_id: str) -> str | None:
@@ -942,7 +943,7 @@ def cancel_cmd(
                 "its --out DIR"
             )
         else:
-            then = f"`{results_command(run_id, broker=broker)}` writes the reports of what it scored"
+            then = f"{backticked(results_command(run_id, broker=broker))} writes the reports of what it scored"
             if lane is None:  # a cluster's workers skip them; an embedded run's went with its process (said next)
                 then = f"the workers skip its queued tasks, then {then}"
         err.print(f"run {run_id}: cancelled{again}; {then}", soft_wrap=True)
@@ -988,7 +989,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
             raise type(exc)(
                 f"{str(exc).rstrip('.')}. Run {run_id} is cancelled (the run store says so: its workers skip its "
                 "tasks), but the summary of what it scored is not written yet: once the broker's Redis can be used, "
-                f"`{results_command(run_id, out, broker)}` writes it with the reports"
+                f"{backticked(results_command(run_id, out, broker))} writes it with the reports"
             ) from exc
         summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
     elif not run_process_alive(store.r, store.meta(run_id)):

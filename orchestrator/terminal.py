@@ -22,7 +22,15 @@ from rich.text import Text
 
 from ragscore_workers.settings import redact_url
 
-__all__ = ["NOT_A_TERMINAL_WIDTH", "TerminalConsole", "results_command", "resume_command", "shown", "write_to_nowhere"]
+__all__ = [
+    "NOT_A_TERMINAL_WIDTH",
+    "TerminalConsole",
+    "backticked",
+    "results_command",
+    "resume_command",
+    "shown",
+    "write_to_nowhere",
+]
 
 #: Columns of a console whose output is no terminal (``| less``, a file, a CI log) and that no width or COLUMNS
 #: sized: as wide as a table needs, where rich would wrap it at 80 (names folded a few letters a line).
@@ -95,9 +103,10 @@ def resume_command(out: str | Path, run_id: str | None = None, broker: str | Non
     environment's RAGSCORE_BROKER_URL, or the embedded Redis, which the command finds again by itself) ``--broker
     URL``. Its parts are shell-quoted (a DIR holding a space or a quote), so that every message says the command as
     a shell runs it. A broker's password (and its URL's other secrets) is never shown: ``***`` in its place, and a
-    comment saying to put it back (the command fails at once, saying the password is wrong, if it is not); such a
-    URL is set in RAGSCORE_BROKER_URL in front of the command, not given as --broker, which ``ps`` shows every user
-    of the host (the command line warns of it)."""
+    word in the message, by :func:`backticked`, to put it back (the command fails at once, saying the password is
+    wrong, if it is not); such a URL is set in RAGSCORE_BROKER_URL in front of the command, not given as --broker,
+    which ``ps`` shows every user of the host (the command line warns of it). No comment in the command says so: an
+    interactive zsh (macOS's shell) takes ``#`` as a word, and ``***`` as a glob that matches nothing."""
     where = shlex.quote(str(out))
     command = f"ragscore resume {run_id} --out {where}" if run_id else f"ragscore run --resume {where}"
     return _with_broker(command, broker)
@@ -116,4 +125,16 @@ def _with_broker(command: str, broker: str | None) -> str:
     shown = redact_url(broker)
     if shown == broker:
         return f"{command} --broker {shlex.quote(broker)}"
-    return f"RAGSCORE_BROKER_URL={shlex.quote(shown)} {command}  # *** is its password: put it back"
+    return f"{_HIDDEN_BROKER}={shlex.quote(shown)} {command}"
+
+
+#: What a command starts with whose broker's password is hidden (:func:`_with_broker`).
+_HIDDEN_BROKER = "RAGSCORE_BROKER_URL"
+
+
+def backticked(command: str) -> str:
+    """``command`` as a message says it: in backticks, and where its broker's password is hidden (``***``), a word
+    after them to put it back."""
+    if command.startswith(f"{_HIDDEN_BROKER}="):
+        return f"`{command}` (put its password back for `***`)"
+    return f"`{command}`"

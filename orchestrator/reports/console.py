@@ -15,7 +15,7 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
 from ..estimate import Estimate
-from ..terminal import TerminalConsole, resume_command
+from ..terminal import TerminalConsole, backticked, resume_command
 from .live import fmt_duration
 
 __all__ = [
@@ -148,7 +148,7 @@ def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None 
     if stated := [f"{name} {count(f'provider_{name}')}" for name in ("rpm", "tpm", "rpd") if j.get(f"provider_{name}")]:
         parts.append(f"the provider's own limits applied ({', '.join(stated)}: below the suite's)")
     if stopped := j.get("breaker") or j.get("budget"):
-        parts[-1] += f"; stopped: {stopped} (`{resume_command(out or 'DIR', broker=broker)}` goes on)"
+        parts[-1] += f"; stopped: {stopped} ({backticked(resume_command(out or 'DIR', broker=broker))} goes on)"
     return "judge: " + ", ".join(parts)
 
 

@@ -26,7 +26,7 @@ from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..progress import IDLE_NOTE_S, fmt_duration, wait_note
-from ..terminal import results_command, resume_command
+from ..terminal import backticked, results_command, resume_command
 
 if TYPE_CHECKING:
     from ..runner import Orphan
@@ -78,7 +78,8 @@ def resume_hint(run_id: str, broker: str | None = None) -> str:
     """The two commands that finish a stopped run, as messages name them: ``run --resume`` by its reports' DIR, or
     ``resume`` by its id, as :func:`~orchestrator.terminal.resume_command` writes them, with ``DIR`` for the --out
     (not known where this is said), and the run's ``broker`` (its --broker)."""
-    return f"`{resume_command('DIR', broker=broker)}` (DIR: its --out) or `{resume_command('DIR', run_id, broker)}`"
+    by_id = backticked(resume_command("DIR", run_id, broker))
+    return f"`{resume_command('DIR', broker=broker)}` (DIR: its --out) or {by_id}"
 
 
 class StatusView:
@@ -148,9 +149,9 @@ class StatusView:
             f"{agree(held, 'is', 'are')} held by a worker that stopped (killed, or its host lost): Redis hands "
             f"{agree(held, 'it', 'them')} to another worker only after the "
             f"visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={self.visibility_s:.0f} s after delivery), {when}; "
-            f"`{resume_command('DIR', self._orphans_of, self.broker)}` sends that work again sooner: at once when no "
-            "worker that runs holds the run's other work, else once that is done (a run at work is followed, not "
-            "resumed)"
+            f"{backticked(resume_command('DIR', self._orphans_of, self.broker))} sends that work again sooner: at once "
+            "when no worker that runs holds the run's other work, else once that is done (a run at work is followed, "
+            "not resumed)"
         )
 
     def set_queued(self, text: str) -> None:
@@ -400,7 +401,7 @@ def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None) -
     return (
         f"summary: {counted(summary.items, 'item')}, {summary.scored:,} scored; over its metric outputs unscorable "
         f"{unscorable:,} ({stopped:,} stopped), errors {errors:,} (the counts above are the workers' writes; "
-        f"`{results_command(run_id, broker=broker)}` writes the reports)"
+        f"{backticked(results_command(run_id, broker=broker))} writes the reports)"
     )
 
 

@@ -62,8 +62,23 @@ def test_the_resume_of_a_run_whose_broker_has_a_password_never_shows_it() -> Non
     ):
         said = resume_command("out", "run-x", url)
         assert "s3cret" not in said, said
-        want = f"RAGSCORE_BROKER_URL='{shown}' ragscore resume run-x --out out  # *** is its password: put it back"
-        assert said == want, said
+        assert said == f"RAGSCORE_BROKER_URL='{shown}' ragscore resume run-x --out out", said
+
+
+def test_a_hidden_password_is_told_outside_the_command_that_zsh_pastes() -> None:
+    """The command ended in ``  # *** is its password: put it back``: an interactive zsh (macOS's shell) has no
+    comments, so ``#`` went to ragscore as a word and ``***`` globbed (``zsh: no matches found: ***``). The word
+    to put the password back is the message's, after the command's closing backtick."""
+    from orchestrator.reports.live import resume_hint
+    from orchestrator.terminal import backticked, results_command, resume_command
+
+    hidden = resume_command("out", "run-x", "redis://:s3cret@h:6379/0")
+    assert "#" not in hidden, hidden
+    assert backticked(hidden) == f"`{hidden}` (put its password back for `***`)"
+    assert backticked(resume_command("out", "run-x", "redis://h:6379/0")).endswith("--broker redis://h:6379/0`")
+    assert "#" not in results_command("run-x", "out", "redis://:s3cret@h:6379/0")
+    hint = resume_hint("run-x", "redis://:s3cret@h:6379/0")
+    assert hint.endswith("ragscore resume run-x --out DIR` (put its password back for `***`)") and "#" not in hint, hint
 
 
 def test_the_results_command_names_the_out_and_the_broker_as_the_resume_does() -> None:
