@@ -267,6 +267,7 @@ def submit(
     on_validated: Callable[[list[str]], None] | None = None,
     say: Callable[[str], None] | None = None,
     named: Named | None = None,
+    broker: str | None = None,
 ) -> Submitted:
     """Validate the dataset, then stream it into chords. Nothing is sent if validation fails.
 
@@ -274,6 +275,8 @@ def submit(
     the rows need (the embedded mode starts those workers there, so they boot while rows are submitted).
     ``say`` is told how far reading and sending are, every NOTE_EVERY_S (minutes for a million rows).
     ``named``: how its errors and notes name the dataset and its rows (its path and lines when None).
+    ``broker``: the --broker it is sent with (None: RAGSCORE_BROKER_URL, or the embedded Redis), which the resume
+    commands of a submission cut off by Redis name (:func:`_said_cut_off`).
     """
     named = named or Named.of(dataset)
     run_id = run_id or new_run_id()
@@ -334,7 +337,8 @@ def submit(
             **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
         },
     )
-    with _said_cut_off(run_id), _cancelled_on_failure(store, run_id):  # cancelled on the raw error, then said
+    # cancelled on the raw error, then said
+    with _said_cut_off(run_id, broker=broker), _cancelled_on_failure(store, run_id):
         store.add_failed_rows(run_id, bad)
         if on_validated is not None:
             on_validated(queues)
@@ -355,10 +359,11 @@ def submit(
 
 
 @contextmanager
-def _said_cut_off(run_id: str, raw: bool = False) -> Iterator[None]:
+def _said_cut_off(run_id: str, raw: bool = False, broker: str | None = None) -> Iterator[None]:
     """A send, or a store write, of run ``run_id`` that Redis did not answer (hung, partitioned, gone) raises
-    BrokerError saying how to go on (a submission's and a user's resume alike); ``raw``: the error as it is (a stall
-    recovery's: wait() catches it and sends again once Redis answers)."""
+    BrokerError saying how to go on (a submission's and a user's resume alike), against its ``broker`` (its
+    --broker); ``raw``: the error as it is (a stall recovery's: wait() catches it and sends again once Redis
+    answers)."""
     try:
         yield
     except _Outage.ERRORS as exc:
@@ -366,7 +371,7 @@ def _said_cut_off(run_id: str, raw: bool = False) -> Iterator[None]:
             raise
         raise BrokerError(
             f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); it stopped "
-            f"part-way: once Redis answers, resume it with {resume_hint(run_id)}"
+            f"part-way: once Redis answers, resume it with {resume_hint(run_id, broker)}"
         ) from exc
 
 
@@ -477,6 +482,7 @@ def resume(
     judge_params: dict[str, Any] | None = None,
     judge_limits: dict[str, int] | None = None,
     say: Callable[[str], None] | None = None,
+    broker: str | None = None,
 ) -> Submitted:
     """Re-submit only what the store lacks (missing, failed or stopped outputs) of an existing run.
 
@@ -487,7 +493,7 @@ def resume(
     for it and ``judge_limits`` (``rpm``, ``tpm``, ``rpd``, ``tpd``) replace its judge's rate limits, both kept
     with the run (every worker judges what is left with them). ``recovery`` (wait() re-submitting a stalled run)
     keeps the clock and the breakers. ``say`` is told how far the check and the look-up are, every NOTE_EVERY_S
-    (minutes for a million rows).
+    (minutes for a million rows). ``broker``: the --broker it is sent with, as :func:`submit`'s.
     """
     meta = store.meta(run_id)
     resolved = load_suite(Suite.model_validate_json(meta["suite"]))
@@ -523,7 +529,7 @@ def resume(
     lost = (before if before in RunState.DONE else RunState.RUNNING) if recovery else None
     # Cut off by a Redis that does not answer: said as a submission's is (resume it once Redis answers), but for a
     # stall recovery, whose raw error wait() catches.
-    with _said_cut_off(run_id, raw=recovery), _cancelled_on_failure(store, run_id, ended, lost):
+    with _said_cut_off(run_id, raw=recovery, broker=broker), _cancelled_on_failure(store, run_id, ended, lost):
         if on_validated is not None:
             on_validated(json.loads(meta.get("queues", "[]")))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
@@ -1366,6 +1372,7 @@ def run(
     private Redis and local workers for just the queues the suite needs are started and stopped here.
     """
     settings = settings or get_settings()
+    given_broker = broker  # the --broker the commands it says name (None: RAGSCORE_BROKER_URL finds it again)
     broker = broker or settings.broker_url
     if resume_id is not None and job is None:  # DIR/run.json keeps the job as it started (its gates): a 2nd resume too
         job = (recorded_run(out_dir) or {}).get("job")
@@ -1406,11 +1413,11 @@ def run(
                 return following
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
-                          judge_limits=judge_limits, say=say)  # fmt: skip
+                          judge_limits=judge_limits, say=say, broker=given_broker)  # fmt: skip
         assert dataset is not None and resolved is not None
         return submit(
             dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,
-            on_validated=validated, say=say, named=named,
+            on_validated=validated, say=say, named=named, broker=given_broker,
         )  # fmt: skip
 
     def finish(store: RunStore, run_id: str) -> RunSummary:

@@ -451,7 +451,9 @@ def test_a_users_resume_cut_off_by_a_hung_broker_says_to_resume_once_it_answers_
 ) -> None:
     """`ragscore resume` (or `run --resume`) that met a hung broker while re-sending ended with "error: Redis:
     OperationalError: ..." and no word on how to go on, where a submission says the run stopped part-way and to
-    resume it once Redis answers. A stall recovery (wait()'s) still gets the raw error: wait() retries on it."""
+    resume it once Redis answers; the commands it says name the run's --broker (they left it out: the one hint the
+    user sees, pasted, resumed against RAGSCORE_BROKER_URL or the embedded Redis). A stall recovery (wait()'s)
+    still gets the raw error: wait() retries on it."""
     import signal
 
     from orchestrator import runner
@@ -466,15 +468,27 @@ def test_a_users_resume_cut_off_by_a_hung_broker_says_to_resume_once_it_answers_
         store = connect(broker.url, settings)
         submit(data, load_suite(SUITE), store, run_id="hung-resend")  # no worker: left to resume
         assert broker.proc is not None
-        broker.proc.send_signal(signal.SIGSTOP)  # accepts connections, never answers
+
+        class HangsTheBrokerAsItSends:  # a progress view: told (note) what the resume does before it sends
+            def start(self, run_id: str) -> None: ...
+            def update(self, counters: dict[str, int], final: bool = False) -> None: ...
+            def stop(self) -> None: ...
+
+            def note(self, text: str) -> None:
+                if text.startswith("checking the run's dataset is unchanged"):
+                    assert broker.proc is not None
+                    broker.proc.send_signal(signal.SIGSTOP)  # accepts connections, never answers
+
         started = time.monotonic()
         with pytest.raises(BrokerError) as failed:
-            runner.resume(store, "hung-resend")
+            runner.run(None, None, tmp_path / "out", broker=broker.url, settings=settings, resume_id="hung-resend",
+                       progress=HangsTheBrokerAsItSends())  # fmt: skip
         assert time.monotonic() - started < 60
         said = str(failed.value)
         assert said.startswith("Redis did not answer while run hung-resend was being sent ("), said
-        assert said.endswith("it stopped part-way: once Redis answers, resume it with `ragscore run --resume DIR` "
-                             "(DIR: its --out) or `ragscore resume hung-resend --out DIR`"), said  # fmt: skip
+        assert said.endswith("it stopped part-way: once Redis answers, resume it with `ragscore run --resume DIR "
+                             f"--broker {broker.url}` (DIR: its --out) or `ragscore resume hung-resend --out DIR "
+                             f"--broker {broker.url}`"), said  # fmt: skip
         assert isinstance(failed.value.__cause__, runner._Outage.ERRORS)
         assert store.state("hung-resend") == RunState.CANCELLED  # resumable, as a cut-off submission is
         with pytest.raises(runner._Outage.ERRORS):  # not BrokerError: wait() would not retry on it
