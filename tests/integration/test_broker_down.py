@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -98,7 +99,40 @@ def _watched(run_id: str, broker: str, capsys: pytest.CaptureFixture[str], step:
     finally:
         store.r.hset(store.key(run_id, "meta"), "state", RunState.CANCELLED)
         watch.join(60)
+    assert not watch.is_alive(), "status --watch went on after its run ended"
     return "".join(said) + capsys.readouterr().out
+
+
+@contextmanager
+def _listening(broker: str, hold: bool = False) -> Iterator[list[socket.socket]]:
+    """A listener on the port of ``broker`` (stopped), in its place: the connections it accepted (each closed at
+    once, or with ``hold`` held open, never answered: a host that does not answer). It is shut down on leaving, which
+    wakes its accept() (a close alone does not, on Linux: the thread and the port outlived the test), and its thread
+    joined."""
+    accepted: list[socket.socket] = []
+    listening = socket.create_server(("127.0.0.1", urlsplit(broker).port or 0))
+
+    def take() -> None:
+        while True:
+            try:
+                conn, _ = listening.accept()
+            except OSError:  # shut down: the test is over
+                return
+            accepted.append(conn)
+            if not hold:
+                conn.close()
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    try:
+        yield accepted
+    finally:
+        listening.shutdown(socket.SHUT_RDWR)
+        listening.close()
+        taker.join(10)
+        for conn in accepted:
+            conn.close()
+    assert not taker.is_alive(), "the listener's accept() outlived it"
 
 
 def test_status_watch_asks_a_broker_that_does_not_answer_at_each_check_not_each_refresh(
@@ -109,7 +143,6 @@ def test_status_watch_asks_a_broker_that_does_not_answer_at_each_check_not_each_
     _, broker, run_id = apart
     monkeypatch.setattr(runner, "QUEUED_CHECK_S", 3600.0)  # one check in the test: its first refresh's
     monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 3600.0)
-    pings: list[int] = []
     first: list[int] = []
 
     def tenth_refresh(said: str) -> bool:
@@ -118,18 +151,7 @@ def test_status_watch_asks_a_broker_that_does_not_answer_at_each_check_not_each_
             first.append(len(pings))
         return tables >= 10
 
-    with socket.create_server(("127.0.0.1", urlsplit(broker).port or 0)) as listening:  # counts pings, closes them
-
-        def take() -> None:
-            while True:
-                try:
-                    conn, _ = listening.accept()
-                except OSError:  # closed: the test is over
-                    return
-                pings.append(1)
-                conn.close()
-
-        threading.Thread(target=take, daemon=True).start()
+    with _listening(broker) as pings:  # counts pings, closes them
         said = _watched(run_id, broker, capsys, tenth_refresh)
     assert first[0] >= 1 and "could not be reached" in said, said
     assert len(pings) == first[0], f"{len(pings)} pings in 10 refreshes, {first[0]} in the first"
