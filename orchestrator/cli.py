@@ -782,17 +782,16 @@ def status(
         if ended or not (queued_due or consumers_due):
             view.broker_note = "" if ended else view.broker_note
             return view.render(run_id)
-        # a broker that does not answer is asked again at the next check, not at each refresh (a host dropping its
-        # packets takes 5 s a ping)
-        if queued_due:
-            queued_checked[0] = time.monotonic()
-        if consumers_due:
-            checked[0] = time.monotonic()
+        # a broker that does not answer is asked again at the next check, not at each refresh
+        stamp(queued_due, consumers_due)
         # the broker's notes are extras: a broker down apart from the store (RAGSCORE_STORE_URL) is said in a line
         # under the store's progress (its client retried ~20 s, then failed the whole command), in place of the last
         # check's notes, which are old
         view.broker_note = (broker_unreachable(cluster_broker) or "") if cluster_broker else ""
         if view.broker_note:
+            # timed from the ping's end: a host that does not answer takes its whole timeout (5 s), longer than a
+            # check's interval, which would have the next refresh ping it again
+            stamp(queued_due, consumers_due)
             forget_broker_notes()
             return view.render(run_id)
         try:
@@ -813,6 +812,13 @@ def status(
             view.broker_note = f"the broker's Redis at {redact_url(cluster_broker)} could not be reached ({exc})"
             forget_broker_notes()
         return view.render(run_id)
+
+    def stamp(queued: bool, consumers: bool) -> None:
+        """The checks done now: the next ones are due an interval from now."""
+        if queued:
+            queued_checked[0] = time.monotonic()
+        if consumers:
+            checked[0] = time.monotonic()
 
     def forget_broker_notes() -> None:
         view.set_queued("")

@@ -157,6 +157,32 @@ def test_status_watch_asks_a_broker_that_does_not_answer_at_each_check_not_each_
     assert len(pings) == first[0], f"{len(pings)} pings in 10 refreshes, {first[0]} in the first"
 
 
+def test_status_watch_asks_a_broker_whose_host_does_not_answer_at_its_next_check_after_the_ping(
+    apart: tuple[RunStore, str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host that does not answer takes the ping's whole timeout (5 s), longer than the checks' intervals (5 s,
+    20 s): the checks were timed from before the ping, so the next refresh was due again and pinged (connections
+    at 0, 7.1, 14.1 s). Timed from after it, the refreshes of the next interval show the run without a ping."""
+    _, broker, run_id = apart
+    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 1.0)  # shorter than the ping that waits 5 s
+    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 1.0)
+    first: list[int] = []  # connections once the first table was printed (its refresh pinged)
+    between: list[int] = []  # tables printed before the first refresh's next ping
+
+    def next_ping(said: str) -> bool:
+        tables = said.count(f"run {run_id}: running")
+        if tables and not first:
+            first.append(len(held))
+        if first and len(held) > first[0] and not between:
+            between.append(tables)
+        return bool(between)
+
+    with _listening(broker, hold=True) as held:  # accepts, never answers
+        said = _watched(run_id, broker, capsys, next_ping)
+    assert "could not be reached" in said, said
+    assert between[0] > 2, f"the refresh after the first pinged again: {between[0]} tables before the second ping"
+
+
 def test_status_watch_with_the_broker_gone_shows_none_of_its_last_notes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
