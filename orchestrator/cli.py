@@ -16,7 +16,7 @@ from rich.text import Text
 
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RagscoreError
-from ragscore_workers.settings import check_redis_url, get_settings, redact_url
+from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import make_out_dir, write_text_atomic
 from .terminal import TerminalConsole, backticked, results_command, resume_command, shown, write_to_nowhere
@@ -755,6 +755,7 @@ def status(
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
         _broker_apart,
+        broker_not_reached,
         broker_unreachable,
         held_messages,
         queued_ahead,
@@ -809,7 +810,7 @@ def status(
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
             if not (cluster_broker and _broker_apart(cluster_broker)):  # the store's Redis: the command fails
                 raise
-            view.broker_note = f"the broker's Redis at {redact_url(cluster_broker)} could not be reached ({exc})"
+            view.broker_note = broker_not_reached(cluster_broker, exc)
             forget_broker_notes()
         return view.render(run_id)
 

@@ -194,6 +194,12 @@ def broker_unreachable(broker_url: str, settings: Settings | None = None) -> str
         return str(exc)
     if problem is None:
         return None
+    return broker_not_reached(broker_url, problem)
+
+
+def broker_not_reached(broker_url: str, problem: object) -> str:
+    """That the broker's Redis at ``broker_url`` (its password hidden) could not be reached, and why (``problem``:
+    its error, or what the ping said)."""
     return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
 
 
