@@ -19,7 +19,15 @@ from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, Rags
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import make_out_dir, write_text_atomic
-from .terminal import TerminalConsole, backticked, results_command, resume_command, shown, write_to_nowhere
+from .terminal import (
+    TerminalConsole,
+    backticked,
+    results_command,
+    resume_command,
+    shown,
+    status_command,
+    write_to_nowhere,
+)
 
 if TYPE_CHECKING:
     from ragscore_workers.planning import ResolvedSuite
@@ -659,7 +667,7 @@ def _how_to_go_on(out: Path, broker: str | None) -> None:
         return  # interrupted before anything was submitted
     run_id = recorded["run_id"]
     if recorded.get("mode") == "cluster" and _state_or_none(broker, run_id) != "cancelled":
-        err.print(f"run {run_id} goes on in the cluster: `ragscore status {run_id}`,"
+        err.print(f"run {run_id} goes on in the cluster: `{status_command(run_id, broker)}`,"
                   f" then {backticked(results_command(run_id, out, broker))}", soft_wrap=True)  # fmt: skip
     else:
         err.print(f"finish it later (what was scored is kept): {backticked(resume_command(out, broker=broker))}",

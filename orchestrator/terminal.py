@@ -29,6 +29,7 @@ __all__ = [
     "results_command",
     "resume_command",
     "shown",
+    "status_command",
     "write_to_nowhere",
 ]
 
@@ -116,6 +117,12 @@ def results_command(run_id: str, out: str | Path | None = None, broker: str | No
     """The command that writes the reports of run ``run_id`` into ``out`` (None: ``DIR``, not known where it is
     said), with the run's ``broker`` as :func:`resume_command` writes it."""
     return _with_broker(f"ragscore results {run_id} --out {shlex.quote(str(out or 'DIR'))}", broker)
+
+
+def status_command(run_id: str, broker: str | None = None, watch: bool = False) -> str:
+    """The command that shows run ``run_id`` (``watch``: as it goes on), with the run's ``broker`` as
+    :func:`resume_command` writes it."""
+    return _with_broker(f"ragscore status {run_id}{' --watch' if watch else ''}", broker)
 
 
 def _with_broker(command: str, broker: str | None) -> str:

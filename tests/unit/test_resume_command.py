@@ -94,3 +94,24 @@ def test_the_results_command_names_the_out_and_the_broker_as_the_resume_does() -
     assert "s3cret" not in said and said.startswith("RAGSCORE_BROKER_URL='redis://:***@h:6379/0' ragscore results"), (
         said
     )
+
+
+def test_ctrl_c_of_a_cluster_run_says_its_status_and_results_with_its_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run {id} goes on in the cluster: `ragscore status {id}`, then ...`: the status half left out the --broker the
+    run was sent with (it then asked RAGSCORE_BROKER_URL or the embedded Redis, where the run is unknown)."""
+    from orchestrator import runner
+    from orchestrator.cli import _how_to_go_on
+
+    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 0.5)  # its state is not read: no Redis there
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"run_id": "run-x", "mode": "cluster"}), encoding="utf-8")
+    broker = "redis://127.0.0.1:1/2"
+    _how_to_go_on(out, broker)
+    said = " ".join(capsys.readouterr().err.split())
+    assert (
+        f"`ragscore status run-x --broker {broker}`, then `ragscore results run-x --out {out} --broker {broker}`"
+        in (said)
+    ), said
