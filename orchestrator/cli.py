@@ -866,7 +866,7 @@ def results(
     would write it (a worker killed holding some of the run, or no worker left)."""
     from .reports import print_summary
     from .reports.files import refuse_files_of_others
-    from .runner import recorded_run, write_results
+    from .runner import recorded_run, summary_commands, write_results
 
     ref = run_id
     if out is not None:
@@ -886,8 +886,9 @@ def results(
         if _cancelled_without_summary(store, run_id):
             _summarize_cancelled(store, lane, run_id, broker, out)
             _await_summary(store, run_id, RESULTS_WAIT_S)
-            store.finished_summary(run_id, current=True)  # still none: says why, and what to do
-        summary = write_results(store, run_id, out)
+            # still none: says why, and what to do
+            store.finished_summary(run_id, current=True, **summary_commands(run_id, out, broker))
+        summary = write_results(store, run_id, out, broker)
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
         if not (Path(ref) / "summary.json").is_file():
             raise

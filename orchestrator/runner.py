@@ -69,7 +69,7 @@ from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
-from .terminal import resume_command
+from .terminal import backticked, resume_command, status_command
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -1193,11 +1193,21 @@ def _settled_orphans(store: RunStore, run_id: str) -> list[Orphan]:
     return found.orphans
 
 
-def write_results(store: RunStore, run_id: str, out_dir: Path) -> RunSummary:
-    """Write the reports of a finished run into ``out_dir``."""
-    summary = store.finished_summary(run_id)
+def write_results(store: RunStore, run_id: str, out_dir: Path, broker: str | None = None) -> RunSummary:
+    """Write the reports of a finished run into ``out_dir``; one not finished is an error whose commands name
+    ``out_dir`` and the run's ``broker`` (its --broker)."""
+    summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
     write_outputs(store, run_id, out_dir, summary)
     return summary
+
+
+def summary_commands(run_id: str, out_dir: Path, broker: str | None) -> dict[str, str]:
+    """The commands that watch run ``run_id`` and finish it into ``out_dir``, with its ``broker``, as
+    :meth:`RunStore.finished_summary` says them where the run has no summary."""
+    return {
+        "status": backticked(status_command(run_id, broker, watch=True)),
+        "resume": backticked(resume_command(out_dir, run_id, broker)),
+    }
 
 
 def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:

@@ -85,6 +85,22 @@ def test_cancel_marks_the_run_cancelled_then_says_its_summary_waits_for_the_brok
     assert f"`ragscore resume {run_id} --out DIR --broker {broker}` scores it" in said, said
 
 
+def test_results_of_a_run_still_running_says_to_follow_it_with_its_broker(
+    apart: tuple[RunStore, str, str], tmp_path: Path
+) -> None:
+    """`Run X is still running: follow it with `ragscore status X --watch``, without the --broker results was given:
+    pasted, it asked RAGSCORE_BROKER_URL or the embedded Redis, where the run is unknown."""
+    from orchestrator.cli import results
+    from ragscore_workers.errors import StoreError
+
+    _, broker, run_id = apart
+    with pytest.raises(StoreError) as running:
+        results(run_id, out=tmp_path / "out", broker=broker, quiet=True)
+    assert str(running.value) == (
+        f"Run {run_id} is still running: follow it with `ragscore status {run_id} --watch --broker {broker}`"
+    )
+
+
 def _watched(run_id: str, broker: str, capsys: pytest.CaptureFixture[str], step: Callable[[str], bool]) -> str:
     """What ``status --watch`` (no terminal: one table per refresh) printed: ``step``, given what it printed so far,
     steps the test on and says when it is done; the run then ends, and the watch with it."""
