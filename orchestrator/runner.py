@@ -69,7 +69,7 @@ from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
-from .terminal import backticked, resume_command, status_command
+from .terminal import backticked, results_command, resume_command, status_command
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -839,6 +839,8 @@ def wait(
     stall_s: float | None = None,
     consumer_check_s: float = CONSUMER_CHECK_S,
     revive: Callable[[], object] | None = None,
+    out_dir: Path | None = None,
+    broker: str | None = None,
 ) -> RunSummary:
     """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying), and returns
     something truthy when it restarted a dead local worker. ``revive`` (the embedded mode: restart its own
@@ -859,7 +861,8 @@ def wait(
     logs, once per queue, each queue of the run that no worker consumes (a cluster without, say, a
     ``target`` worker), with the command that starts one. Until a worker takes a task of the run's current attempt,
     a view with ``queued`` is told every QUEUED_CHECK_S how many of other runs' messages wait ahead of it
-    (:func:`queued_ahead`; the queues are not read for a view without one).
+    (:func:`queued_ahead`; the queues are not read for a view without one). ``out_dir`` and ``broker`` (its
+    --broker): named by the commands an outage it gives up on says.
     """
     progress = progress or QuietProgress()
     progress.start(run_id)
@@ -869,7 +872,7 @@ def wait(
     last_consumer_check, warned = 0.0, set[str]()
     restarted = False  # a local worker died and was restarted since the last recovery
     orphans_said: set[int] = set()  # counts of messages held by gone workers, already logged
-    outage = _Outage(run_id, revive)
+    outage = _Outage(run_id, revive, out_dir, broker)
     aggregating_said = False
     recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
     queued, queued_checked = queued_of(progress), -math.inf  # other runs' messages ahead, and when last read
@@ -971,8 +974,12 @@ class _Outage:
     #: and kombu's (Celery sending a task or asking the workers), as an aggregation tells them.
     ERRORS: tuple[type[Exception], ...] = REDIS_OUTAGE
 
-    def __init__(self, run_id: str, revive: Callable[[], object] | None) -> None:
+    def __init__(
+        self, run_id: str, revive: Callable[[], object] | None, out_dir: Path | None = None, broker: str | None = None
+    ) -> None:
         self.run_id, self.revive = run_id, revive
+        #: Where the run's reports go (None: not known) and its --broker, which the commands it says name.
+        self.out_dir, self.broker = out_dir, broker
         #: When Redis stopped answering (``time.monotonic()``; None: it answers).
         self.since: float | None = None
 
@@ -991,7 +998,8 @@ class _Outage:
         if now - self.since > REDIS_OUTAGE_S:
             raise BrokerError(
                 f"Redis did not answer for {REDIS_OUTAGE_S:.0f} s ({exc}); a cluster run goes on without "
-                f"this process: `ragscore status {self.run_id}`, then `ragscore results {self.run_id}`"
+                f"this process: `{status_command(self.run_id, self.broker)}`, then "
+                f"{backticked(results_command(self.run_id, self.out_dir, self.broker))}"
             ) from exc
         time.sleep(1.0)
 
@@ -1454,7 +1462,7 @@ def run(
             store = connect(broker, settings, sends=True)
             sub = start(store)
             with _recorded_if_lost(out_dir, sub.run_id):
-                wait(store, sub.run_id, progress, timeout_s=timeout_s)
+                wait(store, sub.run_id, progress, timeout_s=timeout_s, out_dir=out_dir, broker=given_broker)
             return finish(store, sub.run_id)
         checked: set[str] = set()  # queues whose local resources were checked already
         if resolved is not None:  # before anything is recorded: what every row needs (routed rows' queues: later)

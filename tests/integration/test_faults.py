@@ -781,6 +781,34 @@ def test_a_wait_that_gives_up_on_a_hung_redis_reads_nothing_more_from_it(
     assert took < 2 * 4.0 + 1.0 + 2.5, f"{took:.1f} s: a third read timeout after the outage ended the wait"
 
 
+def test_a_wait_that_gives_up_on_a_hung_redis_says_status_and_results_with_the_out_and_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "a cluster run goes on without this process: `ragscore status RUN`, then `ragscore results RUN`": without
+    the --broker (pasted, they asked RAGSCORE_BROKER_URL or the embedded Redis) and without --out, which results
+    of a run id refuses to go without."""
+    from orchestrator import runner
+
+    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(runner, "REDIS_OUTAGE_S", 0.0)  # given up at the first retry that fails too
+    server = RedisProcess(tmp_path / "redis").start()
+    out = tmp_path / "my out"
+    try:
+        store, run_id = _finished_run(tmp_path, server)
+        stopper = _StopRedisOnce(server, after=0, for_s=60.0)
+        with pytest.raises(BrokerError) as gave_up:
+            wait(store, run_id, progress=stopper, timeout_s=120, out_dir=out, broker=server.url)
+    finally:
+        if server.proc is not None:
+            server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+    said = str(gave_up.value)
+    assert said.endswith(
+        f"`ragscore status {run_id} --broker {server.url}`, then `ragscore results {run_id} --out '{out}' --broker "
+        f"{server.url}`"
+    ), said
+
+
 class _StopRedisWhen(threading.Thread):
     """Watches the store (its own client, every ~1 ms) until ``seen(client)``, then SIGSTOPs the redis-server at that
     moment; SIGCONTs it ``for_s`` later."""
