@@ -32,7 +32,8 @@ Beside it, ``…:judge:wait`` (``…:targets:wait`` for the target stage, one fo
 they write again while they wait) says what the run's calls wait on at the shared limiter, when one waits
 :data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``, ``tpm``, ``rpd``, ``tpd``), ``limit``, ``until``
 (ms, the store's clock: when the next of its waiting calls may go; a 429's pause before a limit's wait of the same
-target), ``reason`` (of a pause) and ``who`` (the target whose calls wait; ``""`` for the judge's).
+target), ``reason`` (of a pause) and ``who`` (the target whose calls wait, by its ``system`` name; ``""`` for the
+judge's, or a run's only target, unnamed).
 :meth:`RunStore.progress` reads it (``judge_wait_*``, ``target_wait_*``): a run held by its rate limit or a provider's
 429 pause is said to wait on it, not to make no progress.
 """
@@ -225,12 +226,22 @@ class RunJudgeState:
     """Counters, breaker and budget checks of one run."""
 
     def __init__(
-        self, redis: Any, run_id: str, *, ttl_s: int, hold_s: float = HOLD_S, target: str | None = None
+        self,
+        redis: Any,
+        run_id: str,
+        *,
+        ttl_s: int,
+        hold_s: float = HOLD_S,
+        target: str | None = None,
+        who: str = "",
     ) -> None:
         """The run's judge state, or with ``target`` (a system's name) that target's: its counters and breaker
-        under :func:`~ragscore_workers.store.target_state_part`, its waits noted as the target stage's."""
+        under :func:`~ragscore_workers.store.target_state_part`, its waits noted as the target stage's. ``who`` names
+        the target in its wait notes (its ``system``): ``""`` for the judge's, or a run's only target, unnamed (the
+        progress says "the target's rate limit", not "target target's")."""
         self.r = redis
         self.target = target
+        self.who = who
         self.key = RunStore.key(run_id, "judge" if target is None else target_state_part(target))
         self.meta_key = RunStore.key(run_id, "meta")
         self.holds_key = holds_key(self.key)
@@ -274,7 +285,7 @@ class RunJudgeState:
         matters more than the one kept or that one has passed (thread-safe). Returns the ``until`` (ms, Redis's clock)
         of the wait kept: the call tells again once that has passed (the run's next call goes then, this one may wait
         on)."""
-        now, who = time.monotonic(), self.target or ""
+        now, who = time.monotonic(), self.who
         with _noted_lock:
             kept = _noted.get(self.wait_key)
             if kept is not None and now - kept[3] < WAIT_WRITE_EVERY_S and wait.now_ms < kept[1]:

@@ -28,31 +28,34 @@ BOOT_S = 180
 
 
 @pytest.mark.parametrize(
-    ("system", "rpm", "on", "said"),
-    [("exact", 1, ("target_wait_rpm", 1), "waiting on target exact's rate limit (1 RPM): next target call in "),
-     ("limited", None, ("target_wait_pause", PAUSED_BY_429), "paused by target limited's 429 until ")],
+    ("system", "path", "rpm", "on", "said"),
+    [("exact", "exact", 1, ("target_wait_rpm", 1),
+      "waiting on target exact's rate limit (1 RPM): next target call in "),
+     ("limited", "limited", None, ("target_wait_pause", PAUSED_BY_429), "paused by target limited's 429 until "),
+     (None, "exact", 1, ("target_wait_rpm", 1), "waiting on the target's rate limit (1 RPM): next target call in ")],
 )  # fmt: skip
 def test_a_run_held_by_its_targets_rate_limit_says_so_not_no_progress(
-    tmp_path: Path, redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch, system: str, rpm: int | None,
-    on: tuple[str, int], said: str,
+    tmp_path: Path, redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch, system: str | None, path: str,
+    rpm: int | None, on: tuple[str, int], said: str,
 ) -> None:  # fmt: skip
     """rpm 1: the first of 4 questions is asked at once, the next a minute later; the ``limited`` system's first reply
-    is a 429 with retry-after 120, which pauses every call. Meanwhile the progress and `ragscore status` say so."""
+    is a 429 with retry-after 120, which pauses every call. Meanwhile the progress and `ragscore status` say so, naming
+    the target when it has a ``system`` name (a suite's only target, unnamed, is "the target", not "target target")."""
     monkeypatch.setenv("FAKE_RAG_TOKEN", TOKEN)
     store = connect(redis_server.url)
     worker = WorkerProcess(redis_server.url, "target", tmp_path / "home").start()
     try:
         with FakeRag(token=TOKEN, retry_after_s=120) as rag:
             target = {
-                "system": system,
-                "url": rag.url(system),
+                "url": rag.url(path),
                 "request": {"question": "{question}"},
                 "auth_env": "FAKE_RAG_TOKEN",
                 "response": {"answer": "answer"},
                 "rpm": rpm,
                 "concurrency": 2,
             }
-            suite = {"name": "target-wait", "metrics": ["exact_match"], "targets": [target]}  # fmt: skip
+            targets = {"targets": [{"system": system, **target}]} if system is not None else {"target": target}
+            suite = {"name": "target-wait", "metrics": ["exact_match"], **targets}
             run_id = submit(write_jsonl(tmp_path / "q.jsonl", questions(4)), load_suite(suite), store).run_id
             assert until(lambda: on[0] in store.progress(run_id), BOOT_S), store.progress(run_id)
             counters = store.progress(run_id)
@@ -72,7 +75,7 @@ def test_with_two_targets_one_targets_pause_hides_not_the_others_sooner_call(red
     sooner wait ("next target call in 1m40s"), naming neither."""
     store = connect(redis_server.url)
     run_id = f"w-{uuid.uuid4().hex[:8]}"
-    a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name) for name in ("rag-a", "rag-b"))
+    a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name, who=name) for name in ("rag-a", "rag-b"))
     seconds, micros = store.r.time()
     now = seconds * 1000 + micros // 1000
     b.note_wait(Wait("rpm", 60, now + 3_000, now))
