@@ -12,6 +12,7 @@ import pytest
 import orchestrator.progress as progress
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
+from ragscore_workers.providers import run_state
 from ragscore_workers.providers.ratelimit import Wait
 from ragscore_workers.providers.run_state import RunJudgeState
 from ragscore_workers.store import PAUSED_BY_429, RunState
@@ -69,10 +70,17 @@ def test_a_run_held_by_its_targets_rate_limit_says_so_not_no_progress(
     assert "target_wait_ms" not in store.progress(run_id)  # an ended run waits on nothing
 
 
-def test_with_two_targets_one_targets_pause_hides_not_the_others_sooner_call(redis_server: RedisProcess) -> None:
+@pytest.mark.parametrize("write_every_s", [0.0, None], ids=["each-note-written", "process-throttle"])
+def test_with_two_targets_one_targets_pause_hides_not_the_others_sooner_call(
+    redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch, write_every_s: float | None
+) -> None:
     """Target A's 429 pause (100 s) holds A's calls only: target B's call that waits 3 s on its own rpm is the run's
     next target call, and the note names the target it waits on. Both wrote one note, and the pause replaced B's
-    sooner wait ("next target call in 1m40s"), naming neither."""
+    sooner wait ("next target call in 1m40s"), naming neither. Each note written (no throttle), the store's script
+    keeps B's wait (a pause is said first of its own target only); with the process's throttle, A's note is not
+    written: it matters no more than the one kept."""
+    if write_every_s is not None:
+        monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", write_every_s)
     store = connect(redis_server.url)
     run_id = f"w-{uuid.uuid4().hex[:8]}"
     a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name, who=name) for name in ("rag-a", "rag-b"))
