@@ -16,6 +16,7 @@ from rich.text import Text
 
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RagscoreError
+from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import make_out_dir, write_text_atomic
@@ -1080,7 +1081,7 @@ def _check_broker_for_workers(url: str) -> bool:
     """Whether the broker answers. A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and
     so does a database Redis refuses (ConfigError, exit 2: the URL is wrong); an unreachable broker, or one whose
     host name does not resolve (yet), only warns, since workers may start before their Redis and keep retrying."""
-    from ragscore_workers.store import probe_redis, redact_url
+    from ragscore_workers.store import probe_redis
 
     problem = probe_redis(url)
     if problem:

@@ -42,6 +42,7 @@ from ragscore_workers.planning import (
     target_keys,
 )
 from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key
+from ragscore_workers.redaction import redact_url
 from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
@@ -50,7 +51,6 @@ from ragscore_workers.store import (
     RunState,
     RunStore,
     probe_redis,
-    redact_url,
     redis_client,
     store_url_for_redis_py,
     target_state_part,

@@ -20,7 +20,7 @@ from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableT
 from rich.segment import Segment
 from rich.text import Text
 
-from ragscore_workers.settings import redact_url
+from ragscore_workers.redaction import redact_url
 
 __all__ = [
     "NOT_A_TERMINAL_WIDTH",

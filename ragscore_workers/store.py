@@ -62,7 +62,6 @@ __all__ = [
     "WAIT_PARTS",
     "WorkBegan",
     "probe_redis",
-    "redact_url",
     "redis_client",
     "store_url_for_redis_py",
     "superseded",
