@@ -11,13 +11,14 @@ from urllib.parse import unquote_plus
 __all__ = [
     "REDIS_SCHEMES",
     "SECRET_QUERY_NAMES",
-    "URL_PASSWORD",
+    "URL_START",
     "credential_name",
     "hide_spans",
     "query_secret_names",
     "query_secret_spans",
     "redact_url",
     "secret_query_param",
+    "url_password_spans",
     "userinfo_span",
 ]
 
@@ -53,15 +54,22 @@ def secret_query_param(name: str) -> bool:
     return credential_name("-".join(words)) or bare in SECRET_QUERY_NAMES
 
 
-#: A URL's password where text quotes the URL: ``scheme://user:PASSWORD@`` (the user may be empty).
-#: The password runs to the authority's last ``@`` (as ``urlsplit`` reads it): one holding an ``@`` is cut whole.
-#: A scheme starts where no scheme character is before it (``\b`` let every letter after a dot or a dash of a long
-#: token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
-URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]+)@")
+#: Where text quotes a URL's authority: a ``://`` after the scheme's characters (group 1: none, or ones no scheme
+#: starts with, as ``://u:pw@h`` and ``9://`` are still read), tabs and newlines in it (urlsplit strips them:
+#: ``redis:\t//u:pw@h``). A match starts where no scheme character is before it (``\b`` let every letter after a dot
+#: or a dash of a long token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
+URL_START = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*):[\t\r\n]*/[\t\r\n]*/")
 #: A URL's scheme and the slashes before its authority (one: a Redis URL's mistyped ``redis:/HOST``), or the two
-#: slashes of a URL without a scheme (``//u:pw@h/v1``: urlsplit reads an authority there); after any whitespace or
-#: control characters (urlsplit strips them), quotes (docker's ``--env-file`` keeps them) or a ``<``.
-_AUTHORITY_START = re.compile(r"[\x00-\x20\"'<]*(?:([A-Za-z][A-Za-z0-9+.-]*):/{1,2}|//)")
+#: slashes of a URL without a scheme (``//u:pw@h/v1``, ``://u:pw@h/v1``: urlsplit reads an authority there), tabs and
+#: newlines among them; after any whitespace or control characters (urlsplit strips them), quotes (docker's
+#: ``--env-file`` keeps them) or a ``<``.
+_AUTHORITY_START = re.compile(
+    r"[\x00-\x20\"'<]*(?:([A-Za-z][A-Za-z0-9+.-]*):[\t\r\n]*/(?:[\t\r\n]*/)?|:?[\t\r\n]*/[\t\r\n]*/)"
+)
+#: A Redis URL's database number after its host, up to its end, query or fragment (:func:`userinfo_span`).
+_DB_PATH = re.compile(r"/\d+(?:[?#]|$)")
+#: Whitespace, which ends a URL quoted in text (:func:`url_password_spans`).
+_SPACE = re.compile(r"\s")
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
 _HOST_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)(?::\d*)?")
@@ -150,9 +158,10 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
       the ``@`` of a path or query after it (``models/m@latest``, Vertex AI's ``claude@20240620:rawPredict``, an
       email) is none, and ``https://u:12/34@h`` goes to host ``u``, port 12, with no password;
     - but in a Redis URL (whose path is only a database number) an ``@`` in the path, or in a query right after the
-      authority before any ``=`` (``redis://u:12/34@h:6379/0``, ``redis://u:12?34@h``; not the value's of
-      ``rediss://h:6380?ssl_ca_certs=/a@b/ca.pem``), followed by a host and a port,
-      ends a password cut short (a socket path's empty authority has none: ``unix:///tmp/a@b.sock``);
+      authority before any ``=`` or followed by a database number (``redis://u:12/34@h:6379/0``,
+      ``redis://u:12?34@h``, ``redis://u:12?a=34@h:6379/0``; not the value's of
+      ``rediss://h:6380?ssl_ca_certs=/a@b/ca.pem``), followed by a host and a port, ends a password cut short (a
+      socket path's empty authority has none: ``unix:///tmp/a@b.sock``);
     - an authority that is none (``u:pa`` of ``https://u:pa/ss@h``, whose port httpx refuses; ``:12``: no host) is a
       password cut short, up to the URL's last ``@`` (hiding more of a URL that cannot be sent anyway)."""
     start = _AUTHORITY_START.match(url)
@@ -174,8 +183,8 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
         end = url.rfind("@", host_end, None if no_path else _first_of(url, "?#", host_end))
         if end >= 0 and not _HOST_PORT.fullmatch(url[end + 1 : _first_of(url, "/?#", end)]):
             end = -1
-        elif no_path and "=" in url[host_end:end]:  # h:6380?ssl_ca_certs=/a@b/ca.pem: a query's value, no password
-            end = -1
+        elif no_path and "=" in url[host_end:end] and not _DB_PATH.match(url, _first_of(url, "/?#", end)):
+            end = -1  # h:6380?ssl_ca_certs=/a@b/ca.pem: a query's value, no password; u:12?a=34@h:6379/0: one
     return (at, end) if end >= 0 else None
 
 
@@ -183,7 +192,8 @@ def redact_url(url: str) -> str:
     """``url`` as messages and logs show it (a Redis URL, a judge endpoint): its password (its userinfo, where it has
     no ``:``, as a token is passed) as :func:`userinfo_span` reads it, the values of its query's and fragment's fields
     named like a credential (:func:`query_secret_spans`, read from the first ``?`` or ``#`` after the userinfo, so
-    that no name is read in the path), and the password of a URL quoted in it (:data:`URL_PASSWORD`), as ``***``.
+    that no name is read in the path), and the password of a URL quoted in it (:func:`url_password_spans`), as
+    ``***``.
 
     The quoted URLs' passwords are read in the URL as given (a password holding ``&token=x`` is hidden whole, not in
     part as a query's value), and in the URL with the query's values starred: a password that a hidden value's
@@ -191,14 +201,41 @@ def redact_url(url: str) -> str:
     ``pw&token=***&c`` is a password up to its ``@``)."""
     hidden = []
     if userinfo := userinfo_span(url):
-        start, end = userinfo
-        user, colon, _ = url[start:end].partition(":")
-        hidden.append((start + len(user) + 1, end) if colon else userinfo)
+        hidden.append(_password_span(url, userinfo))
     query = _query_start(url)
     hidden += [(query + start, query + end) for start, end in query_secret_spans(url[query:])]
     starred = hide_spans(url, hidden, fill="*")  # as long as it was: the offsets hold
-    hidden += [m.span(2) for text in (url, starred) for m in URL_PASSWORD.finditer(text)]
+    hidden += [span for text in (url, starred) for span in url_password_spans(text)]
     return hide_spans(url, hidden)
+
+
+def url_password_spans(text: str) -> list[tuple[int, int]]:
+    """Where the password of each URL quoted in ``text`` (an error, a log line, a URL's query) is: ``(start, end)``
+    offsets, as :func:`userinfo_span` reads each URL (:func:`_password_span`: ``user@corp:PASSWORD@``,
+    ``:PASSWORD@`` of a Redis URL, ``pa/ss`` of ``https://u:pa/ss@h``, a ``TOKEN@``, an empty password too).
+
+    A quoted URL starts at each :data:`URL_START` and runs to the next whitespace or the next URL's start (a URL in
+    another's query: ``?next=https://u2:pw2@h2/``), so that each character is read for one URL only: linear in the
+    text's length. A password holding whitespace, or a ``://``, is cut there (hidden in part, up to its ``@`` only
+    where one is before the cut); :func:`redact_url` reads a whole URL's own password past them."""
+    spans, starts = [], list(URL_START.finditer(text))
+    for i, found in enumerate(starts):
+        bound = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        space = _SPACE.search(text, found.end(), bound)
+        begin = found.start() if found.group(1)[:1].isalpha() else found.end(1)  # ://u:pw@h, 9://u:pw@h: no scheme
+        url = text[begin : space.start() if space else bound]
+        if userinfo := userinfo_span(url):
+            start, end = _password_span(url, userinfo)
+            spans.append((begin + start, begin + end))
+    return spans
+
+
+def _password_span(url: str, userinfo: tuple[int, int]) -> tuple[int, int]:
+    """Where the password of ``url``'s ``userinfo`` (:func:`userinfo_span`) is: after its first ``:`` (``u:@h``'s
+    empty one too: shown as ``u:***@h``), or the whole userinfo without one (a token)."""
+    start, end = userinfo
+    user, colon, _ = url[start:end].partition(":")
+    return (start + len(user) + 1, end) if colon else userinfo
 
 
 def _first_of(text: str, characters: str, start: int) -> int:

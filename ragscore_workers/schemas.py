@@ -21,7 +21,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .counts import noun, noun_names
-from .redaction import credential_name, query_secret_names, secret_query_param, userinfo_span
+from .redaction import credential_name, query_secret_names, secret_query_param, url_password_spans, userinfo_span
 
 __all__ = [
     "Citation",
@@ -176,9 +176,16 @@ def no_secret_in_url(url: str | None) -> str | None:
     userinfo = "@" in urlsplit(url).netloc or userinfo_span(plain) is not None
     # the fields messages hide (?next=/a?token=, #access_token=, ?a=1;key=)
     named = sorted({*query_secret_names(url), *query_secret_names(plain)})
-    if userinfo or named:
+    # the password of a url quoted in it, as messages hide it (?next=https://u:pw@h2/)
+    quoted = bool(url_password_spans(url) or url_password_spans(plain))
+    if userinfo or named or quoted:
         # a password cut short may read as a query's name (u:pa?S3CRET@h/v1?key=): a url with one names none
-        where = "user info (user:password@)" if userinfo else f"query parameter {', '.join(named)}"
+        if userinfo:
+            where = "user info (user:password@)"
+        elif named:
+            where = f"query parameter {', '.join(named)}"
+        else:
+            where = "user info (user:password@) of a url quoted in it"
         raise PydanticCustomError(
             "secret_in_suite",
             "the url holds a credential ({where}): a url is kept with the run and shown in messages, so a credential "

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 from ..errors import ConfigError, RagscoreError
-from ..redaction import URL_PASSWORD, credential_name
+from ..redaction import credential_name, hide_spans, url_password_spans
 
 __all__ = [
     "JudgeError",
@@ -79,8 +79,9 @@ def _forms(secret: str) -> list[str]:
 
 
 def redact_url_passwords(text: str) -> str:
-    """``text`` with the password of every URL it quotes (``postgres://u:pw@h/db``) as ``***``, whatever its length."""
-    return URL_PASSWORD.sub(r"\1***@", text)
+    """``text`` with the password of every URL it quotes (``postgres://u:pw@h/db``, a token of ``https://TOKEN@h``) as
+    ``***``, whatever its length (:func:`~ragscore_workers.redaction.url_password_spans`)."""
+    return hide_spans(text, url_password_spans(text))
 
 
 def environment_secrets() -> list[str]:
