@@ -39,19 +39,20 @@ SECRET_QUERY_NAMES = frozenset({"key", "code", "sig", "signature"})
 
 
 def credential_name(name: str) -> bool:
-    """Whether a header or environment variable named so carries a credential (``X-Api-Key``, ``HF_TOKEN``)."""
-    return bool(_SECRET_HEADER.search(name))
+    """Whether a header, an environment variable, a request body's field or a URL's query parameter named so carries
+    a credential (``X-Api-Key``, ``HF_TOKEN``, ``auth.token``). The name is read in words split at each character
+    that is no letter, digit, ``-`` or ``_`` (``api key`` from ``?api+key=``, ``data[api_key]``, ``a?token``): a
+    credential's name as them joined by ``-``."""
+    return bool(_SECRET_HEADER.search("-".join(_NOT_A_NAME.split(name))))
 
 
 def secret_query_param(name: str) -> bool:
     """Whether a URL's query parameter named so (decoded) carries a credential (``api_key``, ``token``, ``key``,
-    ``sig``). The name is read in words split at each character that is no letter, digit, ``-`` or ``_`` (``api key``
-    from ``?api+key=``, ``data[api_key]``, ``a?token``): a credential's name as them joined by ``-``; or its text
-    after its last ``?`` or ``;`` (``a?key``), stripped, one of :data:`SECRET_QUERY_NAMES` (not a longer name's last
-    word: ``filter[key]``, ``lang.code``, ``country code`` hold none)."""
-    words = _NOT_A_NAME.split(name)
+    ``sig``): a credential's name (:func:`credential_name`); or its text after its last ``?`` or ``;`` (``a?key``),
+    stripped, one of :data:`SECRET_QUERY_NAMES` (not a longer name's last word: ``filter[key]``, ``lang.code``,
+    ``country code`` hold none)."""
     bare = _NAME_START.split(name)[-1].strip().lower()
-    return credential_name("-".join(words)) or bare in SECRET_QUERY_NAMES
+    return credential_name(name) or bare in SECRET_QUERY_NAMES
 
 
 #: Where text quotes a URL's authority: a ``://`` after the scheme's characters (group 1: none, or ones no scheme
@@ -78,7 +79,7 @@ _HOST_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)(?::\d*)?")
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
 #: What ends a field of a URL's query or fragment, and its value.
 _FIELD_END = re.compile(r"[&#]")
-#: What splits a query parameter's name into words (:func:`secret_query_param`).
+#: What splits a credential's name into words (:func:`credential_name`).
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 #: Where a name starts in text that is no field's start: after a ``?`` or a ``;`` (``?next=/a?token=``, ``?a=1;key=``).
 _NAME_START = re.compile(r"[?;]")

@@ -199,9 +199,10 @@ def no_secret_in_url(url: str | None) -> str | None:
 
 def _credential_fields(request: dict[str, Any], query: bool, path: str = "") -> list[str]:
     """Fields of a target's ``request`` (nested too) named like a credential whose value is written in the suite,
-    not a ``{field}`` of the row: ``"api_key": "sk-..."``, not ``"session_token": "{metadata.session}"``; in a
-    ``query`` (a GET's), named as a url's query's field :func:`no_secret_in_url` refuses is (``key``, ``code``,
-    ``sig``, ``data[api_key]``, ``api key``: :func:`~ragscore_workers.redaction.secret_query_param`)."""
+    not a ``{field}`` of the row: ``"api_key": "sk-..."``, not ``"session_token": "{metadata.session}"``. A name is
+    read in words as a url's query's is (``auth.token``, ``api key``: :func:`credential_name`); in a ``query`` (a
+    GET's), a bare ``key``, ``code`` or ``sig`` too, as :func:`no_secret_in_url` refuses it
+    (:func:`secret_query_param`)."""
     found = []
     for name, value in request.items():
         where = f"{path}{name}"

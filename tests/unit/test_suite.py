@@ -544,3 +544,13 @@ def test_boolean_params_and_booleans_inside_free_form_params_stay_accepted() -> 
     schema = {"type": "object", "additionalProperties": False}
     points = [{"type": "json_schema", "params": {"schema": schema}}]
     load_suite({"metrics": [{"name": "checks", "params": {"points": points}}]})
+
+
+@pytest.mark.parametrize("name", ["auth.token", "api key", "client.api_key", "data[password]"])
+def test_a_request_body_field_is_read_in_words_as_a_query_field_is(name: str) -> None:
+    """A POST body's field name was matched whole (``credential_name``), a GET's word by word: ``auth.token`` or
+    ``api key`` written in a body was let through, and kept with the run. Both now read a name in words."""
+    target = {"url": "https://rag.example/ask", "request": {"q": "{question}", name: "REALSECRET987"}}
+    with pytest.raises(ConfigError, match="a credential comes from the environment") as info:
+        load_suite({"metrics": ["exact_match"], "target": target})
+    assert "REALSECRET987" not in str(info.value)
