@@ -233,10 +233,11 @@ def url_password_spans(text: str) -> list[tuple[int, int]]:
 
 def _password_span(url: str, userinfo: tuple[int, int]) -> tuple[int, int]:
     """Where the password of ``url``'s ``userinfo`` (:func:`userinfo_span`) is: after its first ``:`` (``u:@h``'s
-    empty one too: shown as ``u:***@h``), or the whole userinfo without one (a token)."""
+    empty one too: shown as ``u:***@h``), or the whole userinfo without one (a token) or with a "user" holding a
+    ``/``, ``?`` or ``#`` (a Redis password cut short: ``redis://u?token=SECRET:12@h:6379/0`` has no user)."""
     start, end = userinfo
     user, colon, _ = url[start:end].partition(":")
-    return (start + len(user) + 1, end) if colon else userinfo
+    return (start + len(user) + 1, end) if colon and _first_of(user, "/?#", 0) == len(user) else userinfo
 
 
 def _first_of(text: str, characters: str, start: int) -> int:

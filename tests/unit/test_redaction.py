@@ -361,3 +361,23 @@ def test_urls_in_free_text_are_read_in_linear_time() -> None:
         assert redact_url_passwords(text) == text
         assert redact_url(text) == text
     assert redact_url_passwords("x://u:p@" * 50_000) == "x://u:***@" * 50_000
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://u?token=SECRET:12@h:6379/0",
+        "redis://u#token=SECRET:12@h:6379/0",
+        "redis://u/SECRET:12@h:6379/0",
+        "redis://u?a=SECRET:12?b=3@h:6379/0",
+    ],
+)
+def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str) -> None:
+    """A Redis URL's password cut short (its ``?``, ``/`` or ``#`` ending the authority) may hold a ``:`` of its own:
+    since a ``?a=`` before a database number reads as a password, ``u?token=SECRET`` before that ``:`` was shown
+    as the user (``redis://u?token=SECRET:***@h``), where 9f2862b hid it as the query's ``token``. A user holding
+    a ``/``, ``?`` or ``#`` is no user: the whole userinfo is hidden, in a URL and in free text."""
+    from ragscore_workers.redaction import redact_url
+
+    assert redact_url(url) == "redis://***@h:6379/0"
+    assert redact_url_passwords(f"connect {url} failed") == "connect redis://***@h:6379/0 failed"
