@@ -217,8 +217,9 @@ def url_password_spans(text: str) -> list[tuple[int, int]]:
 
     A quoted URL starts at each :data:`URL_START` and runs to the next whitespace or the next URL's start (a URL in
     another's query: ``?next=https://u2:pw2@h2/``), so that each character is read for one URL only: linear in the
-    text's length. A password holding whitespace, or a ``://``, is cut there (hidden in part, up to its ``@`` only
-    where one is before the cut); :func:`redact_url` reads a whole URL's own password past them."""
+    text's length. A password holding whitespace, or a ``://``, is cut there: hidden only up to an ``@`` before the
+    cut, if any (``https://u:p w@h/`` is shown whole, ``https://u:pw://x@h`` hides ``x``); :func:`redact_url` reads a
+    whole URL's own password past them."""
     spans, starts = [], list(URL_START.finditer(text))
     for i, found in enumerate(starts):
         bound = starts[i + 1].start() if i + 1 < len(starts) else len(text)
