@@ -69,7 +69,7 @@ _AUTHORITY_START = re.compile(
 )
 #: A Redis URL's database number after its host, up to its end, query or fragment (:func:`userinfo_span`).
 _DB_PATH = re.compile(r"/\d+(?:[?#]|$)")
-#: Whitespace, which ends a URL quoted in text (:func:`url_password_spans`).
+#: Whitespace, which ends a URL quoted in text but in its password (:func:`url_password_spans`).
 _SPACE = re.compile(r"\s")
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
@@ -215,21 +215,33 @@ def url_password_spans(text: str) -> list[tuple[int, int]]:
     offsets, as :func:`userinfo_span` reads each URL (:func:`_password_span`: ``user@corp:PASSWORD@``,
     ``:PASSWORD@`` of a Redis URL, ``pa/ss`` of ``https://u:pa/ss@h``, a ``TOKEN@``, an empty password too).
 
-    A quoted URL starts at each :data:`URL_START` and runs to the next whitespace or the next URL's start (a URL in
-    another's query: ``?next=https://u2:pw2@h2/``), so that each character is read for one URL only: linear in the
-    text's length. A password holding whitespace, or a ``://``, is cut there: hidden only up to an ``@`` before the
-    cut, if any (``https://u:p w@h/`` is shown whole, ``https://u:pw://x@h`` hides ``x``); :func:`redact_url` reads a
-    whole URL's own password past them."""
+    A quoted URL starts at each :data:`URL_START` and runs to the next URL's start (a URL in another's query:
+    ``?next=https://u2:pw2@h2/``), so that each character is read for one URL only: linear in the text's length; and
+    to the next whitespace, but for a password holding it (:func:`_spaced_userinfo`: ``https://u:p w@h/``). A
+    password holding a ``://`` is cut there (``https://u:pw://x@h`` hides ``x``); :func:`redact_url` reads a whole
+    URL's own password past it."""
     spans, starts = [], list(URL_START.finditer(text))
     for i, found in enumerate(starts):
         bound = starts[i + 1].start() if i + 1 < len(starts) else len(text)
         space = _SPACE.search(text, found.end(), bound)
         begin = found.start() if found.group(1)[:1].isalpha() else found.end(1)  # ://u:pw@h, 9://u:pw@h: no scheme
-        url = text[begin : space.start() if space else bound]
-        if userinfo := userinfo_span(url):
+        url = text[begin:bound]
+        cut = space.start() - begin if space else len(url)
+        if userinfo := userinfo_span(url[:cut]) or (_spaced_userinfo(url, cut) if space else None):
             start, end = _password_span(url, userinfo)
             spans.append((begin + start, begin + end))
     return spans
+
+
+def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
+    """The userinfo of ``url`` (:func:`userinfo_span`) holding the whitespace at ``cut``, where the authority before
+    it is no host and port (``u:p`` of ``https://u:p w@h/``: a password holding a space) and the one past it holds an
+    ``@`` before any ``/``, ``?`` or ``#``; None where the whitespace ends a URL (``https://h:8080 and a@b``,
+    ``https://h:port/v1 or a@b``)."""
+    userinfo = userinfo_span(url)
+    if userinfo is None or not userinfo[0] < cut < userinfo[1] or userinfo[1] > _first_of(url, "/?#", userinfo[0]):
+        return None
+    return None if _HOST_PORT.fullmatch(url, userinfo[0], cut) else userinfo
 
 
 def _password_span(url: str, userinfo: tuple[int, int]) -> tuple[int, int]:

@@ -357,7 +357,8 @@ def test_urls_in_free_text_are_read_in_linear_time() -> None:
     measured: the 60 s timeout is a hang guard, far above a linear read and far below a quadratic one."""
     from ragscore_workers.redaction import redact_url
 
-    for text in ("x://u:p/" * 50_000, "a." * 200_000, "://" * 130_000, "a://" * 100_000, "x://" + "a:" * 200_000):
+    texts = ("x://u:p/" * 50_000, "a." * 200_000, "://" * 130_000, "a://" * 100_000, "x://" + "a:" * 200_000)
+    for text in (*texts, "x://u:p w " * 40_000, "x://u:p " + "a " * 200_000):
         assert redact_url_passwords(text) == text
         assert redact_url(text) == text
     assert redact_url_passwords("x://u:p@" * 50_000) == "x://u:***@" * 50_000
@@ -381,3 +382,22 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str) -> No
 
     assert redact_url(url) == "redis://***@h:6379/0"
     assert redact_url_passwords(f"connect {url} failed") == "connect redis://***@h:6379/0 failed"
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("Invalid URL 'https://u:p w@h/v1': no", "Invalid URL 'https://u:***@h/v1': no"),
+        ("connect redis://:my pass word@h:6379/0 failed", "connect redis://:***@h:6379/0 failed"),
+        ("connect https://u:p\tw@h/v1 failed", "connect https://u:***@h/v1 failed"),
+        ("see https://h and mail a@b.com", "see https://h and mail a@b.com"),  # a host: whitespace ends the URL
+        ("see https://h:8080 and mail a@b.com", "see https://h:8080 and mail a@b.com"),
+        ("see https://h:port/v1 or mail a@b.com", "see https://h:port/v1 or mail a@b.com"),  # a '/' before the '@'
+    ],
+)
+def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, redacted: str) -> None:
+    """Whitespace ended a URL quoted in free text, so a password holding a space or a tab (``https://u:p w@h``, a URL
+    urlsplit and redis-py read with password ``p w``) was shown whole. Where the authority before the whitespace is
+    no host and port (``u:p``) and one past it holds an ``@`` before any ``/``, ``?`` or ``#``, the password runs to
+    that ``@``; a URL whose host ends at the whitespace (``https://h and a@b``) is left as it is."""
+    assert redact_url_passwords(text) == redacted
