@@ -23,10 +23,11 @@ from .atomic_file import make_out_dir, write_text_atomic
 from .terminal import (
     TerminalConsole,
     backticked,
+    follow_commands,
     results_command,
     resume_command,
     shown,
-    status_command,
+    summary_commands,
     write_to_nowhere,
 )
 
@@ -668,8 +669,7 @@ def _how_to_go_on(out: Path, broker: str | None) -> None:
         return  # interrupted before anything was submitted
     run_id = recorded["run_id"]
     if recorded.get("mode") == "cluster" and _state_or_none(broker, run_id) != "cancelled":
-        err.print(f"run {run_id} goes on in the cluster: `{status_command(run_id, broker)}`,"
-                  f" then {backticked(results_command(run_id, out, broker))}", soft_wrap=True)  # fmt: skip
+        err.print(f"run {run_id} goes on in the cluster: {follow_commands(run_id, out, broker)}", soft_wrap=True)
     else:
         err.print(f"finish it later (what was scored is kept): {backticked(resume_command(out, broker=broker))}",
                   soft_wrap=True)  # fmt: skip
@@ -867,7 +867,7 @@ def results(
     would write it (a worker killed holding some of the run, or no worker left)."""
     from .reports import print_summary
     from .reports.files import refuse_files_of_others
-    from .runner import recorded_run, summary_commands, write_results
+    from .runner import recorded_run, write_results
 
     ref = run_id
     if out is not None:
@@ -1225,7 +1225,7 @@ def report_cmd(
     from .reports import FORMATS, open_run, write_reports
     from .reports.files import refuse_files_of_others, write_foreign_layout
 
-    data = open_run(run, lambda: _store(broker))
+    data = open_run(run, lambda: _store(broker), broker)
     out_dir = out or data.directory or Path("ragscore-out")
     if fmt == "nlp-project":
         from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, left_out, split_of
@@ -1290,7 +1290,7 @@ def compare_cmd(
             stores.append(_store(broker))
         return stores[0]
 
-    data = [open_run(ref, store) for ref in runs]
+    data = [open_run(ref, store, broker) for ref in runs]
     make_out_dir(out)  # before the work: --out naming a file is said at once
     refuse_files_of_others(out, names=COMPARE_NAMES)  # the user's own compare.md, as `report --out` refuses it
     try:

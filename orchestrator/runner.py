@@ -69,7 +69,7 @@ from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
-from .terminal import backticked, results_command, resume_command, status_command
+from .terminal import backticked, follow_commands, resume_command, summary_commands
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -998,8 +998,7 @@ class _Outage:
         if now - self.since > REDIS_OUTAGE_S:
             raise BrokerError(
                 f"Redis did not answer for {REDIS_OUTAGE_S:.0f} s ({exc}); a cluster run goes on without "
-                f"this process: `{status_command(self.run_id, self.broker)}`, then "
-                f"{backticked(results_command(self.run_id, self.out_dir, self.broker))}"
+                f"this process: {follow_commands(self.run_id, self.out_dir, self.broker)}"
             ) from exc
         time.sleep(1.0)
 
@@ -1209,15 +1208,6 @@ def write_results(store: RunStore, run_id: str, out_dir: Path, broker: str | Non
     return summary
 
 
-def summary_commands(run_id: str, out_dir: Path, broker: str | None) -> dict[str, str]:
-    """The commands that watch run ``run_id`` and finish it into ``out_dir``, with its ``broker``, as
-    :meth:`RunStore.finished_summary` says them where the run has no summary."""
-    return {
-        "status": backticked(status_command(run_id, broker, watch=True)),
-        "resume": backticked(resume_command(out_dir, run_id, broker)),
-    }
-
-
 def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
     """Embedded runs, before any worker starts: what the local workers would fail on for every item is an
     error now (exit 2): a judge API key or a target's token this environment (which they inherit) lacks, an
@@ -1248,9 +1238,10 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
             pick_device(resolved.suite.embedding.device)
 
 
-def refuse_an_unfinished_run_in(out_dir: Path) -> str | None:
+def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None) -> str | None:
     """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
-    that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id."""
+    that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id. The
+    resume it says names ``broker`` (this command's --broker) where that run went to a cluster too."""
     record = recorded_run(out_dir) or {}
     recorded = record.get("run_id")
     if recorded is None:
@@ -1265,7 +1256,8 @@ def refuse_an_unfinished_run_in(out_dir: Path) -> str | None:
     if reported != recorded:
         raise ConfigError(
             f"{out_dir} holds run {recorded}, which has not written its reports (interrupted?): finish it with "
-            f"`{resume_command(out_dir)}`, or give another --out to start a new run (or delete "
+            f"{backticked(resume_command(out_dir, broker=broker if record.get('mode') == 'cluster' else None))}, "
+            "or give another --out to start a new run (or delete "
             f"{out_dir / 'run.json'}, if that run is gone or not wanted)"
         )
     return str(recorded)
@@ -1446,13 +1438,13 @@ def run(
 
     def finish(store: RunStore, run_id: str) -> RunSummary:
         say(f"writing the reports to {out_dir}/")
-        return write_results(store, run_id, out_dir)
+        return write_results(store, run_id, out_dir, given_broker)
 
     # DIR is this process's from before its checks to its reports: a run started at the same instant into it
     # would pass the checks too (DIR/run.json names a run only once it validated)
     with stop_signals_as_interrupt(), claim_out_dir(out_dir):
         if resume_id is None:
-            replaced = refuse_an_unfinished_run_in(out_dir)
+            replaced = refuse_an_unfinished_run_in(out_dir, given_broker)
             if dataset is not None:
                 _refuse_to_overwrite(dataset, out_dir)
         else:

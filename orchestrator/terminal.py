@@ -26,10 +26,12 @@ __all__ = [
     "NOT_A_TERMINAL_WIDTH",
     "TerminalConsole",
     "backticked",
+    "follow_commands",
     "results_command",
     "resume_command",
     "shown",
     "status_command",
+    "summary_commands",
     "write_to_nowhere",
 ]
 
@@ -125,6 +127,22 @@ def status_command(run_id: str, broker: str | None = None, watch: bool = False) 
     return _with_broker(f"ragscore status {run_id}{' --watch' if watch else ''}", broker)
 
 
+def follow_commands(run_id: str, out: str | Path | None = None, broker: str | None = None) -> str:
+    """What a message says to follow a cluster run that goes on without this process and then write its reports
+    into ``out``: its :func:`status_command` and :func:`results_command`, :func:`backticked`."""
+    return backticked(status_command(run_id, broker), results_command(run_id, out, broker), joined=", then ")
+
+
+def summary_commands(run_id: str, out: str | Path | None, broker: str | None) -> dict[str, str]:
+    """The commands that watch run ``run_id`` and finish it into ``out`` (None: ``DIR``, not known where it is
+    said), with its ``broker``, as :meth:`~ragscore_workers.store.RunStore.finished_summary` says them where the run
+    has no summary (its own say neither, the workers knowing no command line)."""
+    return {
+        "status": backticked(status_command(run_id, broker, watch=True)),
+        "resume": backticked(resume_command(out or "DIR", run_id, broker)),
+    }
+
+
 def _with_broker(command: str, broker: str | None) -> str:
     """``command`` against ``broker`` (None: the one it finds by itself), its password never shown."""
     if broker is None:
@@ -139,9 +157,11 @@ def _with_broker(command: str, broker: str | None) -> str:
 _HIDDEN_BROKER = "RAGSCORE_BROKER_URL"
 
 
-def backticked(command: str) -> str:
-    """``command`` as a message says it: in backticks, and where its broker's password is hidden (``***``), a word
-    after them to put it back."""
-    if command.startswith(f"{_HIDDEN_BROKER}="):
-        return f"`{command}` (put its password back for `***`)"
-    return f"`{command}`"
+def backticked(*commands: str, joined: str = " or ") -> str:
+    """``commands`` as a message says them: each in backticks, ``joined`` between them, and where a broker's password
+    is hidden (``***``) in one of them, a word after them all to put it back (said once: the commands of one message
+    name the same broker)."""
+    said = joined.join(f"`{command}`" for command in commands)
+    if any(command.startswith(f"{_HIDDEN_BROKER}=") for command in commands):
+        return f"{said} (put its password back for `***`)"
+    return said

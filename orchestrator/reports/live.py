@@ -78,8 +78,8 @@ def resume_hint(run_id: str, broker: str | None = None) -> str:
     """The two commands that finish a stopped run, as messages name them: ``run --resume`` by its reports' DIR, or
     ``resume`` by its id, as :func:`~orchestrator.terminal.resume_command` writes them, with ``DIR`` for the --out
     (not known where this is said), and the run's ``broker`` (its --broker)."""
-    by_id = backticked(resume_command("DIR", run_id, broker))
-    return f"`{resume_command('DIR', broker=broker)}` (DIR: its --out) or {by_id}"
+    return backticked(resume_command("DIR", broker=broker), resume_command("DIR", run_id, broker),
+                      joined=" (DIR: its --out) or ")  # fmt: skip
 
 
 class StatusView:

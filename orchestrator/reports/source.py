@@ -20,6 +20,8 @@ from ragscore_workers.schemas import RunSummary, item_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
 
+from ..terminal import summary_commands
+
 __all__ = ["RUN_INFO", "RunData", "from_dir", "from_store", "is_path", "iter_items_file", "open_run", "store_info"]
 
 #: File of an output directory with the run's facts (suite, dataset, format), written with the reports.
@@ -106,10 +108,10 @@ def store_info(store: RunStore, run_id: str) -> dict[str, Any]:
     return info
 
 
-def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None) -> RunData:
+def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None, broker: str | None = None) -> RunData:
     """A finished run of the store (a cancelled one's items hold what the cancel skipped as stopped, as its
-    summary counts them)."""
-    summary = summary or store.finished_summary(run_id)
+    summary counts them); one not finished is an error whose commands name its ``broker`` (the --broker given)."""
+    summary = summary or store.finished_summary(run_id, **summary_commands(run_id, None, broker))
     skipped = cancel_skipped(summary.metrics) if summary.state == RunState.CANCELLED else {}
     return RunData(
         summary=summary,
@@ -145,8 +147,9 @@ def is_path(ref: str) -> bool:
     return "/" in ref or bool(Path(ref).suffix) or Path(ref).exists()
 
 
-def open_run(ref: str, store: Callable[[], RunStore]) -> RunData:
-    """``ref`` is an output directory, else a run id looked up in ``store()``."""
+def open_run(ref: str, store: Callable[[], RunStore], broker: str | None = None) -> RunData:
+    """``ref`` is an output directory, else a run id looked up in ``store()``, the store of ``broker`` (the
+    --broker given: the commands an unfinished run's error says name it)."""
     path = Path(ref)
     if path.is_dir():
         return from_dir(path)
@@ -155,4 +158,4 @@ def open_run(ref: str, store: Callable[[], RunStore]) -> RunData:
     runs = store()
     if not runs.exists(ref):
         raise ConfigError(f"{ref}: no such output directory, and no run with that id in the store")
-    return from_store(runs, ref)
+    return from_store(runs, ref, broker=broker)

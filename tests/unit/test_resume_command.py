@@ -115,3 +115,103 @@ def test_ctrl_c_of_a_cluster_run_says_its_status_and_results_with_its_broker(
         f"`ragscore status run-x --broker {broker}`, then `ragscore results run-x --out {out} --broker {broker}`"
         in (said)
     ), said
+
+
+SECRET_BROKER = "redis://:s3cret@redis.internal:6379/0"
+HIDDEN = "RAGSCORE_BROKER_URL='redis://:***@redis.internal:6379/0'"
+PUT_BACK = "(put its password back for `***`)"
+
+
+def test_several_commands_backticked_say_the_password_word_once_after_them() -> None:
+    """The commands of one message name one broker: the word to put its password back is said once, after the last
+    command (a hand-written backtick said none for its command)."""
+    from orchestrator.terminal import backticked, results_command, status_command
+
+    status, results = status_command("run-x", SECRET_BROKER), results_command("run-x", "out", SECRET_BROKER)
+    assert backticked(status, results, joined=", then ") == f"`{status}`, then `{results}` {PUT_BACK}"
+    assert backticked(status_command("run-x"), results_command("run-x")) == (
+        "`ragscore status run-x` or `ragscore results run-x --out DIR`"
+    )
+
+
+def test_ctrl_c_of_a_cluster_run_with_a_passworded_broker_hides_it_in_both_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator import runner
+    from orchestrator.cli import _how_to_go_on
+
+    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 0.5)  # its state is not read: no Redis there
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"run_id": "run-x", "mode": "cluster"}), encoding="utf-8")
+    _how_to_go_on(out, "redis://:s3cret@127.0.0.1:1/2")
+    said = " ".join(capsys.readouterr().err.split())
+    hidden = "RAGSCORE_BROKER_URL='redis://:***@127.0.0.1:1/2'"
+    assert "s3cret" not in said, said
+    assert (
+        f"goes on in the cluster: `{hidden} ragscore status run-x`, then `{hidden} ragscore results run-x --out {out}`"
+        f" {PUT_BACK}" in said
+    ), said
+
+
+def test_a_wait_giving_up_on_redis_says_both_commands_of_a_passworded_broker(tmp_path: Path) -> None:
+    import time
+
+    from orchestrator.runner import _Outage
+    from ragscore_workers.errors import BrokerError
+
+    outage = _Outage("run-x", None, tmp_path, SECRET_BROKER)
+    outage.since = time.monotonic() - 3600  # lost for long: it gives up at once
+    with pytest.raises(BrokerError) as gave_up:
+        outage.lost(ConnectionError("gone"))
+    said = str(gave_up.value)
+    assert "s3cret" not in said, said
+    assert said.endswith(
+        f"`{HIDDEN} ragscore status run-x`, then `{HIDDEN} ragscore results run-x --out {tmp_path}` {PUT_BACK}"
+    ), said
+
+
+def test_the_resume_hint_of_a_passworded_broker_hides_it_in_both_commands() -> None:
+    from orchestrator.reports.live import resume_hint
+
+    assert resume_hint("run-x", SECRET_BROKER) == (
+        f"`{HIDDEN} ragscore run --resume DIR` (DIR: its --out) or `{HIDDEN} ragscore resume run-x --out DIR` "
+        f"{PUT_BACK}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "resume"),
+    [
+        ("cluster", f"`{HIDDEN} ragscore run --resume {{out}}` {PUT_BACK}"),
+        ("embedded", "`ragscore run --resume {out}`"),
+    ],
+)
+def test_an_unfinished_run_in_the_dir_says_its_resume_with_the_broker_of_a_cluster_run(
+    tmp_path: Path, mode: str, resume: str
+) -> None:
+    """A new cluster run into the DIR of an unfinished one said `ragscore run --resume DIR` without the --broker it
+    was given (the resume then asked RAGSCORE_BROKER_URL or the embedded Redis, where that run is unknown). An
+    embedded run's resume names none: given --broker, it would go to the cluster."""
+    from orchestrator.runner import refuse_an_unfinished_run_in
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"run_id": "run-x", "mode": mode}), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        refuse_an_unfinished_run_in(out, SECRET_BROKER)
+    said = str(refused.value)
+    assert "s3cret" not in said and f"finish it with {resume.format(out=out)}, or give" in said, said
+
+
+def test_a_report_of_an_unfinished_run_names_the_broker_it_was_read_with(store: object) -> None:
+    """`ragscore report RUN --broker URL` of a run not finished said `ragscore status RUN --watch` and `ragscore
+    resume RUN`, the store's own words, without the --broker (nor the --out a resume needs)."""
+    from orchestrator.reports import open_run
+    from ragscore_workers.errors import StoreError
+
+    broker = "redis://redis.internal:6379/2"
+    store.create_run("run-open", {"state": "running"})  # type: ignore[attr-defined]
+    with pytest.raises(StoreError) as refused:
+        open_run("run-open", lambda: store, broker)  # type: ignore[arg-type, return-value]
+    assert f"follow it with `ragscore status run-open --watch --broker {broker}`" in str(refused.value), refused.value
