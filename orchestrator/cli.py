@@ -766,6 +766,7 @@ def status(
         _broker_apart,
         broker_not_reached,
         broker_unreachable,
+        checking_broker,
         held_messages,
         queued_ahead,
         queued_message,
@@ -781,6 +782,9 @@ def status(
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
     queued_checked = [-math.inf]  # when the queues ahead of the run were last read
     cluster_broker = None if embedded else _broker_url(broker, start_embedded=False)  # apart from the store, maybe
+    apart = cluster_broker is not None and _broker_apart(cluster_broker)
+    # apart, the broker is asked by a client that says it gone at once (one with the store's Redis fails the command)
+    checks = checking_broker(store, cluster_broker) if cluster_broker is not None and apart else store
 
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)
@@ -797,7 +801,7 @@ def status(
         # the broker's notes are extras: a broker down apart from the store (RAGSCORE_STORE_URL) is said in a line
         # under the store's progress (its client retried ~20 s, then failed the whole command), in place of the last
         # check's notes, which are old
-        view.broker_note = (broker_unreachable(cluster_broker) or "") if cluster_broker else ""
+        view.broker_note = (broker_unreachable(cluster_broker) or "") if cluster_broker and apart else ""
         if view.broker_note:
             # timed from the ping's end: a host that does not answer takes its whole timeout (5 s), longer than a
             # check's interval, which would have the next refresh ping it again
@@ -806,20 +810,21 @@ def status(
             return view.render(run_id)
         try:
             if queued_due:
-                view.set_queued(queued_message(queued_ahead(store, run_id)))
+                view.set_queued(queued_message(queued_ahead(checks, run_id)))
             if consumers_due:
                 # an embedded run whose process runs has its own workers (still booting, maybe): none is missing
                 served = lane is not None and run_process_alive(store.r, view.meta)
-                unserved = {} if served else unserved_queues(store, run_id)
+                unserved = {} if served else unserved_queues(checks, run_id)
                 view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved.items()})
                 # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
                 # queues say how to go on (no worker of its lane would ever take the held messages back)
-                orphans = [] if embedded else held_messages(store, run_id).orphans
+                orphans = [] if embedded else held_messages(checks, run_id).orphans
                 view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
-            if not (cluster_broker and _broker_apart(cluster_broker)):  # the store's Redis: the command fails
+            if not (cluster_broker and apart):  # the store's Redis: the command fails (cluster_broker: for mypy)
                 raise
             view.broker_note = broker_not_reached(cluster_broker, exc)
+            stamp(queued_due, consumers_due)  # timed from the failure's end, as a failed ping is
             forget_broker_notes()
         return view.render(run_id)
 

@@ -115,6 +115,8 @@ CONNECT_RETRY_S = 20.0
 #: included: a hung Redis, or one behind a network partition, is then an outage wait() says and bounds, or a failed
 #: send, not a read blocked for ever (the longest of ragscore's commands takes far less).
 STORE_READ_TIMEOUT_S = 30.0
+#: Seconds a status check waits for one reply of a broker apart from the store (:func:`checking_broker`).
+BROKER_CHECK_S = 5.0
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
 CONSUMER_CHECK_S = 20.0
 #: The run store's Redis as connect()'s errors name it where it is not the broker's.
@@ -195,6 +197,14 @@ def broker_unreachable(broker_url: str, settings: Settings | None = None) -> str
     if problem is None:
         return None
     return broker_not_reached(broker_url, problem)
+
+
+def checking_broker(store: RunStore, broker_url: str) -> RunStore:
+    """``store`` whose client of the broker's Redis at ``broker_url`` (apart from the store's) tries each command
+    once and waits BROKER_CHECK_S for a reply: for status's checks (what waits on the queues, who serves them), which
+    a broker gone after their ping held ~20 s a read in the retries of the store's own client (made to ride out a
+    blip in a send); a watch showed nothing new for as long, then the line that the broker could not be reached."""
+    return RunStore(store.r, store.final_ttl_s, broker=redis_client(broker_url, BROKER_CHECK_S, retries=0))
 
 
 def broker_not_reached(broker_url: str, problem: object) -> str:

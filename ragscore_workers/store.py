@@ -520,6 +520,8 @@ def store_url_for_redis_py(url: str) -> str:
 #: too small. The pool blocks (up to POOL_TIMEOUT_S) instead of failing when all are in use.
 POOL_MAX_CONNECTIONS = 512
 POOL_TIMEOUT_S = 30.0
+#: Retries of a command whose connection was lost (backing off 0.2 s to 5 s: about 20 s in all).
+CLIENT_RETRIES = 8
 
 
 def probe_redis(url: str, what: str = "Redis") -> str | None:
@@ -602,8 +604,9 @@ def _tls_hint(url: str, exc: redis.RedisError) -> str:
     return ""
 
 
-def redis_client(url: str, read_timeout_s: float | None = None) -> redis.Redis:
-    """A redis-py client for a broker-style URL: a blocking pool, lost connections retried. ``read_timeout_s``:
+def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int = CLIENT_RETRIES) -> redis.Redis:
+    """A redis-py client for a broker-style URL: a blocking pool, lost connections retried ``retries`` times (0: each
+    command tried once, for a check that says a Redis gone rather than wait ~20 s for it). ``read_timeout_s``:
     a reply (or a connection) that takes longer raises ``redis.TimeoutError``, not retried (the caller already
     waited; a Redis that accepts and never answers, hung or behind a partition, held the orchestrator for ever).
     None keeps redis-py's own timeouts, retried (workers: a chunk waits out a slow Redis rather than fail)."""
@@ -620,7 +623,7 @@ def redis_client(url: str, read_timeout_s: float | None = None) -> redis.Redis:
         max_connections=POOL_MAX_CONNECTIONS,
         timeout=POOL_TIMEOUT_S,
         decode_responses=True,
-        retry=Retry(ExponentialBackoff(cap=5.0, base=0.1), retries=8, supported_errors=retried),
+        retry=Retry(ExponentialBackoff(cap=5.0, base=0.1), retries=retries, supported_errors=retried),
         retry_on_error=list(retried),
         health_check_interval=30,
         **timeouts,

@@ -11,7 +11,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import redis
 
 from orchestrator import runner
 from orchestrator.suite import load_suite
@@ -214,14 +213,10 @@ def test_status_watch_with_the_broker_gone_shows_none_of_its_last_notes(
         store = runner.connect(broker.url, get_settings(), sends=True)
         run_id = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store).run_id
 
-        refused: list[bool] = []
-
         def broker_gone(said: str) -> bool:
-            # new connections refused (maxclients): a stop could land inside a check, whose kombu reconnects for
-            # longer than the test waits
-            if "no worker consumes" in said and not refused:
-                redis.Redis.from_url(broker.url).config_set("maxclients", 1)
-                refused.append(True)
+            # stopped: a stop inside a check is said once its read fails (tried once), not after ~20 s of retries
+            if "no worker consumes" in said and broker.proc is not None and broker.proc.poll() is None:
+                broker.stop()
             return "could not be reached" in said.split("no worker consumes")[-1]
 
         said = _watched(run_id, broker.url, capsys, broker_gone)
@@ -298,3 +293,96 @@ def test_cancel_with_a_broker_database_that_is_not_there_says_the_run_is_cancell
     said = str(refused.value)
     assert store.state(run_id) == RunState.CANCELLED
     assert "has no database 99" in said and f"Run {run_id} is cancelled" in said, said
+
+
+@contextmanager
+def _gone_after_its_ping(broker: str, hold: bool = False) -> Iterator[list[str]]:
+    """A Redis on the port of ``broker`` (stopped) that answers a ping (and redis-py's handshake), and drops a
+    connection at any other command (with ``hold``: never answers it): a broker that went down, or hung, right after
+    the ping of a check, inside it. Yields the commands it was sent (``PING``, or the other command's name)."""
+    said: list[str] = []
+    listening = socket.create_server(("127.0.0.1", urlsplit(broker).port or 0))
+    held: list[socket.socket] = []
+
+    def serve(conn: socket.socket) -> None:
+        stream = conn.makefile("rb")
+        try:
+            while line := stream.readline():
+                words = [stream.read(int(stream.readline()[1:]) + 2)[:-2] for _ in range(int(line[1:]))]
+                name = words[0].decode().upper()
+                if name in ("CLIENT", "HELLO"):  # a new connection's handshake (HELLO: RESP3's, its version back)
+                    conn.sendall(b"+OK\r\n" if name == "CLIENT" else b"%1\r\n+proto\r\n:" + words[1] + b"\r\n")
+                    continue
+                said.append(name)
+                if name != "PING":
+                    break
+                conn.sendall(b"+PONG\r\n")
+        except (OSError, ValueError):
+            pass
+        if hold:
+            held.append(conn)
+        else:
+            conn.close()
+
+    def take() -> None:
+        while True:
+            try:
+                conn, _ = listening.accept()
+            except OSError:  # shut down: the test is over
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    try:
+        yield said
+    finally:
+        listening.shutdown(socket.SHUT_RDWR)
+        listening.close()
+        taker.join(10)
+        for conn in held:
+            conn.close()
+
+
+def test_status_watch_with_the_broker_gone_inside_a_check_says_so_after_one_try(
+    apart: tuple[RunStore, str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The broker answered the check's ping, then was gone: each read of the check was retried by the store's broker
+    client (redis-py, 8 times over ~20 s, made to ride out a blip in a send) before the watch said the broker could
+    not be reached; a check that met kombu's reconnects held it longer. The check's reads are tried once."""
+    _, broker, run_id = apart
+    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 3600.0)  # one check in the test: its first refresh's
+    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 3600.0)
+
+    with _gone_after_its_ping(broker) as sent:
+        said = _watched(run_id, broker, capsys, lambda said: "could not be reached" in said)
+    assert f"the broker's Redis at {broker} could not be reached" in " ".join(said.split()), said
+    reads = [command for command in sent if command != "PING"]
+    assert sent[0] == "PING" and len(reads) == 1, f"the check's read was tried {len(reads)} times: {sent}"
+
+
+def test_status_watch_asks_a_broker_hung_inside_a_check_again_at_its_next_check_after_the_failure(
+    apart: tuple[RunStore, str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broker that answered the ping and hung in the check's read: the read's timeout is longer than the checks'
+    intervals, which were timed from before the check (a failed ping's from after it), so the refresh after a failed
+    check checked again, a ping and a read that hung each refresh. Timed from the failure, tables come between."""
+    _, broker, run_id = apart
+    monkeypatch.setattr(runner, "BROKER_CHECK_S", 3.0)  # a read's timeout, longer than the checks' intervals
+    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 2.0)
+    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 2.0)
+    first: list[tuple[int, int]] = []  # (pings, tables) once the first failed check was printed
+    between: list[int] = []  # tables printed from then to the next ping
+
+    def next_ping(said: str) -> bool:
+        tables = said.count(f"run {run_id}: running")
+        if "could not be reached" in said and not first:
+            first.append((sent.count("PING"), tables))
+        if first and sent.count("PING") > first[0][0] and not between:
+            between.append(tables - first[0][1])
+        return bool(between)
+
+    with _gone_after_its_ping(broker, hold=True) as sent:
+        said = _watched(run_id, broker, capsys, next_ping)
+    assert "could not be reached" in said, said
+    assert between[0] > 2, f"the refresh after the failed check checked again: {between[0]} tables before it"
