@@ -167,7 +167,12 @@ def _reach(url: str, what: str) -> None:
         log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
                     CONNECT_RETRY_S)  # fmt: skip
         if problem := _until_redis_answers(url, deadline, problem, what):
-            raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
+            raise cannot_use(url, what, problem)
+
+
+def cannot_use(url: str, what: str, problem: str) -> BrokerError:
+    """The error of a Redis (``what``, at ``url``: its password hidden) that did not answer, and why."""
+    return BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
 
 
 def _broker_apart(broker_url: str, settings: Settings | None = None) -> bool:
@@ -179,10 +184,12 @@ def _broker_apart(broker_url: str, settings: Settings | None = None) -> bool:
 
 def reach_broker(broker_url: str, settings: Settings | None = None) -> None:
     """For a command that needs the broker (its queues, its workers) where :func:`connect` did not probe it: return
-    once the broker's Redis answers (retried as connect's are), BrokerError naming it when it does not. Nothing to
-    ask where it is the store's server, which connect reached."""
-    if _broker_apart(broker_url, settings):
-        _reach(broker_url, "the broker's Redis")
+    when the broker's Redis answers one ping, BrokerError naming it when it does not (or probe_redis's errors). Not
+    retried: the command (cancel, results of a cancelled run) only asks whether it can use the broker, and said so
+    after connect's ~20 s of retries. Nothing to ask where it is the store's server, which connect reached."""
+    what = "the broker's Redis"
+    if _broker_apart(broker_url, settings) and (problem := probe_redis(broker_url, what)):
+        raise cannot_use(broker_url, what, problem)
 
 
 def broker_unreachable(broker_url: str, settings: Settings | None = None) -> str | None:

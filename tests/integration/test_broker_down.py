@@ -386,3 +386,34 @@ def test_status_watch_asks_a_broker_hung_inside_a_check_again_at_its_next_check_
         said = _watched(run_id, broker, capsys, next_ping)
     assert "could not be reached" in said, said
     assert between[0] > 2, f"the refresh after the failed check checked again: {between[0]} tables before it"
+
+
+@pytest.mark.parametrize("command", ["cancel", "results"])
+def test_cancel_and_results_with_the_broker_down_ask_it_once(
+    apart: tuple[RunStore, str, str],
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only to know whether the broker can be used (to write a cancelled run's summary), cancel and results pinged
+    it about once a second for connect's whole retry window (~20 s) before they failed. One probe says it; its
+    connections are counted where the broker listened, against one probe_redis's."""
+    from orchestrator.cli import cancel_cmd, results
+    from ragscore_workers.store import probe_redis
+
+    store, broker, run_id = apart
+    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 3.0)  # a window of pings, each refused at once
+    if command == "results":
+        store.set_state(run_id, RunState.CANCELLED)  # cancelled without a summary: results writes it
+    with _listening(broker) as probed:  # counts connections, closes them
+        probe_redis(broker)
+        one_probe = len(probed)
+        with pytest.raises(BrokerError) as failed:
+            if command == "cancel":
+                cancel_cmd(run_id, broker=broker)
+            else:
+                results(run_id, out=tmp_path / "out", broker=broker, quiet=True)
+        asked = len(probed) - one_probe
+    said = str(failed.value)
+    assert said.startswith(f"Cannot use the broker's Redis at {broker}") and f"Run {run_id} is cancelled" in said, said
+    assert asked == one_probe, f"{asked} connections to the broker, {one_probe} in one probe"
