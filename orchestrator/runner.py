@@ -210,7 +210,11 @@ def checking_broker(store: RunStore, broker_url: str) -> RunStore:
     """``store`` whose client of the broker's Redis at ``broker_url`` (apart from the store's) tries each command
     once and waits BROKER_CHECK_S for a reply: for status's checks (what waits on the queues, who serves them), which
     a broker gone after their ping held ~20 s a read in the retries of the store's own client (made to ride out a
-    blip in a send); a watch showed nothing new for as long, then the line that the broker could not be reached."""
+    blip in a send); a watch showed nothing new for as long, then the line that the broker could not be reached.
+    The Celery app's broker connections (the checks' inspect of the workers) wait as long for a reply (and a connect),
+    not connect's STORE_READ_TIMEOUT_S: a broker hung inside an inspect held it that long, twice. Only for a command
+    that sends nothing (status): a send would fail on a slow broker."""
+    configure(broker_url, get_settings().result_backend, send_timeout_s=BROKER_CHECK_S)
     return RunStore(store.r, store.final_ttl_s, broker=redis_client(broker_url, BROKER_CHECK_S, retries=0))
 
 

@@ -101,9 +101,12 @@ def test_results_of_a_run_still_running_says_to_follow_it_with_its_broker(
     )
 
 
-def _watched(run_id: str, broker: str, capsys: pytest.CaptureFixture[str], step: Callable[[str], bool]) -> str:
+def _watched(
+    run_id: str, broker: str, capsys: pytest.CaptureFixture[str], step: Callable[[str], bool], within: float = 60
+) -> str:
     """What ``status --watch`` (no terminal: one table per refresh) printed: ``step``, given what it printed so far,
-    steps the test on and says when it is done; the run then ends, and the watch with it."""
+    steps the test on and says when it is done (failing after ``within`` s); the run then ends, and the watch with
+    it."""
     from orchestrator.cli import status
 
     store = runner.connect(broker, get_settings())
@@ -111,7 +114,7 @@ def _watched(run_id: str, broker: str, capsys: pytest.CaptureFixture[str], step:
     said: list[str] = []
     watch.start()
     try:
-        assert until(lambda: said.append(capsys.readouterr().out) or step("".join(said)), 60), "".join(said)
+        assert until(lambda: said.append(capsys.readouterr().out) or step("".join(said)), within), "".join(said)
     finally:
         store.r.hset(store.key(run_id, "meta"), "state", RunState.CANCELLED)
         watch.join(60)
@@ -226,6 +229,35 @@ def test_status_watch_with_the_broker_gone_shows_none_of_its_last_notes(
     tables = said.split(f"run {run_id}: ")
     gone = [t for t in tables if "could not be reached" in t]
     assert gone and not any("no worker consumes" in t for t in gone), said
+
+
+def test_status_watch_with_the_broker_hung_inside_the_workers_check_says_so_within_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The broker answered the check's ping and reads, then hung in its workers' check (Celery's inspect: the
+    broker's writes paused, a Redis stopped mid-failover): kombu waited the store's read timeout (30 s) twice, with
+    nothing new shown. The inspect's connection is bounded as the check's reads are (BROKER_CHECK_S a reply): the
+    watch says the broker could not be reached well before the test gives up (its failure: the watch said nothing)."""
+    import redis
+
+    store_server = RedisProcess(tmp_path / "store").start()
+    broker = RedisProcess(tmp_path / "broker").start()
+    monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
+    monkeypatch.setattr(runner, "BROKER_CHECK_S", 1.0)
+    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 3600.0)  # one check: the first refresh's
+    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 3600.0)
+    paused = redis.Redis.from_url(broker.url)
+    try:
+        store = runner.connect(broker.url, get_settings(), sends=True)
+        run_id = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store).run_id
+        store.work_began(run_id, 0)  # as a worker's first task stamps it: no queued check (a script, a write)
+        paused.client_pause(600_000, all=False)  # its writes (the inspect's publish) hang; its reads answer
+        said = _watched(run_id, broker.url, capsys, lambda said: "could not be reached" in said, within=20)
+    finally:
+        paused.client_unpause()
+        broker.stop()
+        store_server.stop()
+    assert f"the broker's Redis at {broker.url} could not be reached" in " ".join(said.split()), said
 
 
 def test_status_in_a_single_redis_that_drops_the_check_fails_naming_no_broker_apart(
