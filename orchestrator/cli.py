@@ -991,7 +991,10 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     queued or held by a live worker any more; its embedded process, while alive, does it itself. A cluster's
     broker (``broker``, else RAGSCORE_BROKER_URL) that does not answer, apart from the store, is BrokerError
     naming it and saying the run is cancelled all the same (and the command that writes its reports, into ``out``
-    where it is known)."""
+    where it is known); so is a Redis lost after that probe (a restart), while the summary was written."""
+    import redis
+    from kombu.exceptions import OperationalError
+
     from .embedded_redis import run_process_alive
     from .reports.live import resume_hint
     from .runner import reach_broker, summarize_cancelled
@@ -1005,15 +1008,18 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
         err.print(held_by_gone_workers(orphans), soft_wrap=True)
 
     if lane is None:
+        not_yet = (
+            f"Run {run_id} is cancelled (the run store says so: its workers skip its tasks), but the summary of what "
+            "it scored is not written yet: once the broker's Redis can be used, "
+            f"{backticked(results_command(run_id, out, broker))} writes it with the reports"
+        )
         try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
             reach_broker(_broker_url(broker))
+            summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
         except (BrokerError, ConfigError) as exc:  # down, a wrong password; a database it lacks, an unusable URL
-            raise type(exc)(
-                f"{str(exc).rstrip('.')}. Run {run_id} is cancelled (the run store says so: its workers skip its "
-                "tasks), but the summary of what it scored is not written yet: once the broker's Redis can be used, "
-                f"{backticked(results_command(run_id, out, broker))} writes it with the reports"
-            ) from exc
-        summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
+            raise type(exc)(f"{str(exc).rstrip('.')}. {not_yet}") from exc
+        except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # lost since (a restart)
+            raise BrokerError(f"Redis was lost ({type(exc).__name__}: {str(exc).rstrip('.')}). {not_yet}") from exc
     elif not run_process_alive(store.r, store.meta(run_id)):
         # its process is gone, and with it every worker of its lane: its summary is written here. Its queues have no
         # worker, but none was expected (its 'control' queue was named, which the user never sees): said as a whole

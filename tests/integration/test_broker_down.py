@@ -449,3 +449,20 @@ def test_cancel_and_results_with_the_broker_down_ask_it_once(
     said = str(failed.value)
     assert said.startswith(f"Cannot use the broker's Redis at {broker}") and f"Run {run_id} is cancelled" in said, said
     assert asked == one_probe, f"{asked} connections to the broker, {one_probe} in one probe"
+
+
+def test_cancel_with_the_broker_lost_after_its_probe_says_the_run_is_cancelled_and_how_to_finish(
+    apart: tuple[RunStore, str, str],
+) -> None:
+    """The broker answered cancel's probe, then was lost (a restart) while the summary was written: redis-py's
+    ConnectionError ended the command ("Error: Redis: ConnectionError: ..."), the run cancelled without a word that
+    its summary was not written, nor of the command that writes it. Said as a broker down at the probe is."""
+    from orchestrator.cli import cancel_cmd
+
+    store, broker, run_id = apart
+    with _gone_after_its_ping(broker), pytest.raises(BrokerError) as lost:
+        cancel_cmd(run_id, broker=broker)
+    said = str(lost.value)
+    assert store.state(run_id) == RunState.CANCELLED
+    assert f"Run {run_id} is cancelled" in said and "not written yet" in said, said
+    assert f"`ragscore results {run_id} --out DIR --broker {broker}` writes it" in said, said
