@@ -69,7 +69,7 @@ from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
-from .terminal import backticked, follow_commands, resume_command, summary_commands
+from .terminal import backticked, follow_commands, results_command, resume_command, summary_commands
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -1427,9 +1427,9 @@ def run(
             if on_validated is not None:  # first: what it refuses (exit 2) leaves DIR as it was, run.json too
                 on_validated(queues)
             if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
-                log.warning("%s holds the reports of run %s: this run replaces them (`ragscore results %s --out "
-                            "OTHER_DIR` writes them again while the store keeps that run)", out_dir, replaced,
-                            replaced)  # fmt: skip
+                log.warning("%s holds the reports of run %s: this run replaces them (%s writes them again while the "
+                            "store keeps that run)", out_dir, replaced,
+                            backticked(results_command(replaced, "OTHER_DIR", given_broker)))  # fmt: skip
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=job)
 

@@ -491,3 +491,19 @@ def test_the_control_queue_is_not_scanned_for_a_queued_run(tmp_path: Path) -> No
         assert scripts_run() - before == 1  # cpu's scan alone
     finally:
         server.stop()
+
+
+def test_a_cluster_run_into_the_dir_of_a_finished_one_says_its_results_command_with_the_broker(
+    cluster: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The warning that a run replaces the reports of the finished run in its DIR said `ragscore results RUN --out
+    OTHER_DIR` by hand, without the --broker the run was given: pasted, it asked RAGSCORE_BROKER_URL or the embedded
+    Redis, where that run is unknown."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(6))
+    resolved = load_suite({"metrics": ["exact_match"]})
+    first = run(data, resolved, tmp_path / "o", broker=cluster).run_id
+    with caplog.at_level("WARNING", logger="orchestrator.runner"):
+        run(data, resolved, tmp_path / "o", broker=cluster)
+    assert f"(`ragscore results {first} --out OTHER_DIR --broker {cluster}` writes them again" in caplog.text, (
+        caplog.text
+    )
