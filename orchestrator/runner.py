@@ -69,7 +69,14 @@ from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
-from .terminal import backticked, follow_commands, results_command, resume_command, summary_commands
+from .terminal import (
+    backticked,
+    cancel_command,
+    follow_commands,
+    results_command,
+    resume_command,
+    summary_commands,
+)
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -1302,19 +1309,23 @@ def recorded_run(out_dir: Path) -> dict[str, Any] | None:
     return recorded if isinstance(recorded, dict) else None
 
 
-def _follow_instead(store: RunStore, run_id: str, changes: dict[str, Any] | None) -> Submitted | None:
+def _follow_instead(
+    store: RunStore, run_id: str, changes: dict[str, Any] | None, broker: str | None = None
+) -> Submitted | None:
     """A cluster run still at work (a worker that runs holds some of it) is followed, not resumed: a resume would
     send again what those workers are scoring, and pay for its judge calls twice. What workers that are gone hold
     is sent again by the following itself (:func:`wait`), once nothing else of the run is in flight. None: resume.
 
-    ConfigError when the resume was to change the run's judge budget or limits (they apply to what a resume sends)."""
+    ConfigError when the resume was to change the run's judge budget or limits (they apply to what a resume sends);
+    the cancel it says names ``broker`` (the --broker given)."""
     meta = store.meta(run_id)
     if meta.get("state") not in (RunState.RUNNING, RunState.AGGREGATING) or not _held_by_live_workers(store, run_id):
         return None
     if changes:
         raise ConfigError(
             f"Run {run_id} is still running: workers hold some of it. --max-cost, --max-tokens, --rpm, --tpm, --rpd "
-            f"and --tpd apply to what a resume sends: `ragscore cancel {run_id}`, then resume it with them"
+            f"and --tpd apply to what a resume sends: {backticked(cancel_command(run_id, broker))}, then resume it "
+            "with them"
         )
     log.warning("run %s is still running (workers hold some of it): following it, nothing sent again (a resume now "
                 "would score the work in flight twice); what workers that are gone hold is sent again once nothing "
@@ -1334,8 +1345,8 @@ def _refuse_a_live_embedded_run(store: RunStore, run_id: str) -> None:
     pid = meta.get("lane_process", "").partition(":")[0].partition("@")[0] or "?"
     raise ConfigError(
         f"Run {run_id} is still running in process {pid} on {socket.gethostname()} (its `ragscore run` or "
-        f"evaluate(), which writes its reports): wait for it, or stop it (`ragscore cancel {run_id}`, or Ctrl-C "
-        "there) and resume it once that process has exited; nothing was sent"
+        f"evaluate(), which writes its reports): wait for it, or stop it ({backticked(cancel_command(run_id))}, or "
+        "Ctrl-C there) and resume it once that process has exited; nothing was sent"
     )
 
 
@@ -1445,7 +1456,8 @@ def run(
                 )
             if not broker:
                 _refuse_a_live_embedded_run(store, resume_id)
-            if broker and (following := _follow_instead(store, resume_id, judge_params or judge_limits)):
+            changes = judge_params or judge_limits
+            if broker and (following := _follow_instead(store, resume_id, changes, given_broker)):
                 validated([])  # DIR/run.json names the run, as a resume's does
                 return following
             say("checking the run's dataset is unchanged, then sending what is missing")

@@ -26,6 +26,7 @@ __all__ = [
     "NOT_A_TERMINAL_WIDTH",
     "TerminalConsole",
     "backticked",
+    "cancel_command",
     "follow_commands",
     "results_command",
     "resume_command",
@@ -125,6 +126,12 @@ def status_command(run_id: str, broker: str | None = None, watch: bool = False) 
     """The command that shows run ``run_id`` (``watch``: as it goes on), with the run's ``broker`` as
     :func:`resume_command` writes it."""
     return _with_broker(f"ragscore status {run_id}{' --watch' if watch else ''}", broker)
+
+
+def cancel_command(run: str | Path, broker: str | None = None) -> str:
+    """The command that cancels ``run`` (its id, or its --out DIR), with the run's ``broker`` as
+    :func:`resume_command` writes it."""
+    return _with_broker(f"ragscore cancel {shlex.quote(str(run))}", broker)
 
 
 def follow_commands(run_id: str, out: str | Path | None = None, broker: str | None = None) -> str:

@@ -35,8 +35,10 @@ def test_a_resume_of_a_run_still_at_work_follows_it_and_pays_for_no_call_twice(
     try:
         sub = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), suite, store)
         assert until(lambda: fake.stats().get("requests", 0) > 0, 300), "no judge call was made"
-        with pytest.raises(ConfigError, match=f"Run {sub.run_id} is still running: workers hold some of it"):
+        with pytest.raises(ConfigError, match=f"Run {sub.run_id} is still running: workers hold some of it") as busy:
             run(None, None, tmp_path / "out", broker=redis_server.url, resume_id=sub.run_id, judge_limits={"rpm": 99})
+        # the cancel it says names the run's broker: without it, it asked RAGSCORE_BROKER_URL or the embedded Redis
+        assert f"`ragscore cancel {sub.run_id} --broker {redis_server.url}`, then resume" in str(busy.value)
         with caplog.at_level(logging.WARNING, logger="orchestrator.runner"):
             summary = run(None, None, tmp_path / "out", broker=redis_server.url, resume_id=sub.run_id, timeout_s=300)
     finally:
