@@ -18,6 +18,7 @@ from pathlib import Path
 from ragscore_workers.errors import ConfigError
 
 from .atomic_file import NotRegularFile, make_out_dir, open_regular
+from .terminal import backticked, cancel_command
 
 __all__ = ["LOCK_NAME", "claim_out_dir"]
 
@@ -75,8 +76,8 @@ def _lock(out_dir: Path) -> int:
             os.close(fd)
             raise ConfigError(
                 f"{out_dir} is in use by another ragscore process ({holder}) running a run into it: wait for it to "
-                f"write its reports, or stop it (Ctrl-C there, or `ragscore cancel {out_dir}`); a new run may take "
-                "another --out"
+                f"write its reports, or stop it (Ctrl-C there, or {backticked(cancel_command(out_dir))}); a new run "
+                "may take another --out"
             ) from None
         try:
             held, now = os.fstat(fd), os.lstat(path)

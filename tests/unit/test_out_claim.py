@@ -100,3 +100,18 @@ def test_a_lock_file_that_is_a_link_is_refused_and_what_it_points_to_kept(tmp_pa
     with pytest.raises(ConfigError, match=LOCK_NAME), claim_out_dir(out):
         pass
     assert not (tmp_path / "made").exists()
+
+
+def test_the_cancel_a_held_dir_says_is_quoted_for_the_shell(tmp_path: Path) -> None:
+    """`ragscore cancel DIR` was written unquoted: a DIR with a space, pasted, cancelled a run named by its first
+    half. It is quoted as every other command a message says (terminal.cancel_command)."""
+    out = tmp_path / "my out"
+    holder = _holder(out)
+    try:
+        with pytest.raises(ConfigError) as refused:
+            with claim_out_dir(out):
+                pass
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+    assert f"(Ctrl-C there, or `ragscore cancel '{out}'`)" in str(refused.value), refused.value
