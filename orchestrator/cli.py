@@ -1060,6 +1060,7 @@ def worker(
     from .workers import POOL_DEFAULTS, LocalWorkers, stop_signals_as_interrupt
 
     settings = get_settings()
+    settings.check_visibility_timeout()
     url = broker or settings.broker_url
     if not url:
         raise ConfigError("worker needs a broker: pass --broker or set RAGSCORE_BROKER_URL")

@@ -140,8 +140,10 @@ def new_run_id() -> str:
 def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = False) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a
     run, a submit, a resume), so a broker's Redis apart from the store's is probed too; a command that only reads
-    the store (status, results, report) works with the broker down."""
+    the store (status, results, report) works with the broker down, and whatever the visibility timeout."""
     settings = settings or get_settings()
+    if sends:
+        settings.check_visibility_timeout()
     store_url = settings.store_url or broker_url
     # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks: ConfigError now;
     # a Redis that does not answer, or whose host name does not resolve (yet), is retried (it may be starting), and

@@ -81,11 +81,15 @@ except ConfigError as exc:  # importing must not fail: the command that reads th
 
 @celeryd_init.connect
 def _refuse_to_start_unconfigured(**_: object) -> None:
-    """A ``celery worker`` (every compose service and k8s Deployment runs one) whose settings are malformed or
-    that names no broker stops at once, saying why: Celery would otherwise fall back to ``amqp://localhost``
-    without ragscore's settings and retry it forever."""
+    """A ``celery worker`` (every compose service and k8s Deployment runs one) whose settings are malformed, whose
+    visibility timeout a task could outlive, or that names no broker stops at once, saying why: Celery would otherwise
+    fall back to ``amqp://localhost`` without ragscore's settings and retry it forever."""
     if _settings_error is not None:
         raise SystemExit(f"ragscore worker: {_settings_error}")
+    try:
+        get_settings().check_visibility_timeout()
+    except ConfigError as exc:
+        raise SystemExit(f"ragscore worker: {exc}") from None
     if not (app.conf.broker_url or os.environ.get("CELERY_BROKER_URL")):
         raise SystemExit("ragscore worker: no broker: set RAGSCORE_BROKER_URL (redis://HOST:6379/0)")
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
@@ -93,18 +93,19 @@ class Settings(BaseSettings):
         """``~/x`` (as env files and systemd units write it) is the user's ``x``, never a ``~`` directory here."""
         return home.expanduser()
 
-    @field_validator("visibility_timeout_s")
-    @classmethod
-    def _above_every_hard_limit(cls, seconds: int, info: ValidationInfo) -> int:
-        """A visibility timeout a task can outlive re-delivers it while it still runs, over and over (16 deliveries
-        of a rate-limited judge's chunks at 5 s), until its items are failed as if their process had died."""
+    def check_visibility_timeout(self) -> None:
+        """ConfigError when the visibility timeout is not above every hard time limit (and no test allowed it): a task
+        that outlives it is re-delivered while it still runs, over and over (16 deliveries of a rate-limited judge's
+        chunks at 5 s), until its items are failed as if their process had died. Only the processes that send tasks
+        (run, resume, submit) and the workers check it: a command that only reads a run (status, results, cancel,
+        compare) works on a cluster whose operators chose a short timeout."""
         longest = longest_hard_limit()
-        if seconds <= longest and not info.data.get("allow_short_visibility_timeout"):
-            raise ValueError(
-                f"must be above the longest hard time limit of a task, {longest} s (default 900): a task still running "
-                "when it passes is delivered again, and its items end failed as if their worker had died"
+        if self.visibility_timeout_s <= longest and not self.allow_short_visibility_timeout:
+            raise ConfigError(
+                f"Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='{self.visibility_timeout_s}': must be above the longest "
+                f"hard time limit of a task, {longest} s (default 900): a task still running when it passes is "
+                "delivered again, and its items end failed as if their worker had died"
             )
-        return seconds
 
     @field_validator("broker_url", "result_backend", "store_url")
     @classmethod

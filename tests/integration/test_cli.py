@@ -489,6 +489,8 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
     [
         ({"RAGSCORE_BROKER_URL": "redis://127.0.0.1:{port}/0", "RAGSCORE_VISIBILITY_TIMEOUT_S": "15m"},
          "Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='15m'"),
+        ({"RAGSCORE_BROKER_URL": "redis://127.0.0.1:{port}/0", "RAGSCORE_VISIBILITY_TIMEOUT_S": "400"},
+         "Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='400': must be above"),
         ({"RAGSCORE_BROKER_URL": "redis://:ab/cd+ef=@127.0.0.1:{port}/0"}, "Bad setting: RAGSCORE_BROKER_URL"),
         ({}, "no broker: set RAGSCORE_BROKER_URL"),
     ],

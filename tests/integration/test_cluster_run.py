@@ -90,6 +90,37 @@ def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_
     assert run_id in listing.stdout
 
 
+def test_a_visibility_timeout_below_a_hard_limit_refuses_sending_work_not_reading_a_run(
+    cluster: str, tmp_path: Path
+) -> None:
+    """RAGSCORE_VISIBILITY_TIMEOUT_S=400 (a cpu-only cluster's operators' choice) refused every command, `status` and
+    `results` too: only what sends tasks (run, resume, submit) must, a task outliving it being delivered again."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(20, seed=3))
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    from orchestrator.runner import wait
+
+    run_id, other = (
+        _cli("submit", str(data), "--suite", str(suite), "--broker", cluster).stdout.strip().splitlines()[-1]
+        for _ in range(2)
+    )
+    for each in (run_id, other):
+        wait(connect(cluster), each, timeout_s=120)
+    short = {**os.environ, "RAGSCORE_VISIBILITY_TIMEOUT_S": "400"}
+    res = str(tmp_path / "res")
+    for args in (["status", run_id], ["status"], ["results", run_id, "--out", res], ["cancel", run_id],
+                 ["compare", run_id, other, "--out", str(tmp_path / "cmp")]):  # fmt: skip
+        read = _cli(*args, "--broker", cluster, env=short)
+        assert read.returncode == 0 and "Bad setting" not in read.stderr, (args, read.stderr[-2000:])
+    said = (
+        "Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='400': must be above the longest hard time limit of a task, 840 s"
+    )
+    for args in (["submit", str(data), "--suite", str(suite)], ["resume", run_id, "--out", res],
+                 ["run", str(data), "--suite", str(suite), "--out", str(tmp_path / "new")]):  # fmt: skip
+        sent = _cli(*args, "--broker", cluster, env=short)
+        assert sent.returncode == 2 and said in " ".join(sent.stderr.split()), (args, sent.stderr[-2000:])
+
+
 def test_submit_applies_the_judge_budget_rate_limits_and_suite_options_run_has(tmp_path: Path) -> None:
     """`ragscore submit` had none of `ragscore run`'s --max-cost/--max-tokens, --rpm/--tpm/--rpd/--tpd, --chunk-size,
     --no-cache or --no-target: a submitted run could not be given a judge budget or the provider tier's limits.
