@@ -16,7 +16,7 @@ from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary,
 
 from ..estimate import Estimate
 from ..terminal import TerminalConsole, backticked, resume_command
-from .live import fmt_duration
+from .live import fmt_duration, scored_text
 
 __all__ = [
     "LOWER_IS_BETTER_MARK",
@@ -236,7 +236,7 @@ def print_summary(
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")
     console.print(
-        f"{counted(summary.items, 'item')}, {summary.scored:,} scored, {unreadable_rows(summary)}"
+        f"{counted(summary.items, 'item')}, {scored_text(summary)}, {unreadable_rows(summary)}"
         + (f", {wall:.1f} s{since_resume(summary)}" if wall is not None else "")
     )
 

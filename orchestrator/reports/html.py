@@ -13,6 +13,7 @@ from ragscore_workers.schemas import MetricSummary, RunSummary
 from . import plots
 from .console import error_lines, judge_counters, judge_facts, judge_used, reasons_text, since_resume, unscorable_text
 from .itemstats import ItemStats, WorstItem
+from .live import scored_text
 from .markdown import TARGET_COLUMNS, target_rows
 from .templates import CSS, environment
 
@@ -201,6 +202,7 @@ def render_html(
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "wall": f"{wall:.1f} s{since_resume(summary)}" if isinstance(wall, (int, float)) else None,
         "sections": sections,
+        "scored": scored_text(summary),
         "metric_rows": metric_rows(summary.metrics),
         "error_lines": error_lines(summary),
         "distributions": _distributions(summary, stats),

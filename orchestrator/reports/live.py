@@ -21,7 +21,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ragscore_workers.counts import agree, counted
+from ragscore_workers.counts import agree, counted, listed
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
@@ -31,7 +31,7 @@ from ..terminal import backticked, results_command, resume_command
 if TYPE_CHECKING:
     from ..runner import Orphan
 
-__all__ = ["Sample", "StatusView", "fmt_duration", "resume_hint", "sample"]
+__all__ = ["Sample", "StatusView", "fmt_duration", "resume_hint", "sample", "scored_text"]
 
 #: Seconds of samples a watched rate is computed over.
 WINDOW_S = 30.0
@@ -393,13 +393,27 @@ class StatusView:
         return Group(table, Text(caption), *lines)
 
 
+#: Outputs the count of scored items names as scoring none, at most.
+SCORED_NONE_SHOWN = 5
+
+
+def scored_text(summary: RunSummary) -> str:
+    """``8 scored``: the items at least one metric output scored (summary.json's ``scored``); where some output scored
+    none of them (a judge whose every reply was unscorable, beside exact_match), which: "8 scored" alone read as if
+    every metric had scored all 8."""
+    none = [name for name, m in summary.metrics.items() if not m.n]
+    if not summary.scored or not none:
+        return f"{summary.scored:,} scored"
+    return f"{summary.scored:,} scored (by at least one output; none by {listed(none, SCORED_NONE_SHOWN)})"
+
+
 def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None) -> str:
     """The summary's counts, which the workers' counters above lack for work a cancel skipped (counted stopped)."""
     metrics = summary.metrics.values()
     unscorable, stopped = sum(m.unscorable for m in metrics), sum(m.stopped for m in metrics)
     errors = sum(m.errors for m in metrics)
     return (
-        f"summary: {counted(summary.items, 'item')}, {summary.scored:,} scored; over its metric outputs unscorable "
+        f"summary: {counted(summary.items, 'item')}, {scored_text(summary)}; over its metric outputs unscorable "
         f"{unscorable:,} ({stopped:,} stopped), errors {errors:,} (the counts above are the workers' writes; "
         f"{backticked(results_command(run_id, broker=broker))} writes the reports)"
     )

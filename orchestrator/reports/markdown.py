@@ -21,6 +21,7 @@ from .console import (
     unreadable_rows,
     unscorable_text,
 )
+from .live import scored_text
 
 __all__ = ["md_cell", "render_markdown"]
 
@@ -79,7 +80,7 @@ def render_markdown(summary: RunSummary, info: dict[str, Any] | None = None) -> 
         f"# ragscore run {summary.run_id}",
         "",
         f"Suite {md_cell(summary.suite)} · state **{summary.state}** · {counted(summary.items, 'item')}, "
-        f"{summary.scored:,} scored, {unreadable_rows(summary)}",
+        f"{md_cell(scored_text(summary))}, {unreadable_rows(summary)}",
         "",
         "| metric | mean | n | 95% CI | unscorable | errors |",
         "|---|---|---|---|---|---|",

@@ -60,7 +60,7 @@ REPORT = """{% extends "base" %}
 {% block body %}
 <h1>ragscore report: {{ s.suite or "run" }}</h1>
 <p class="facts"><span>run <b>{{ s.run_id }}</b></span><span>state <b>{{ s.state }}</b></span>
-<span>{{ s.items|counted("item") }}</span><span>{{ "{:,}".format(s.scored) }} scored</span>
+<span>{{ s.items|counted("item") }}</span><span>{{ scored }}</span>
 <span>{{ s.failed_rows|counted("unreadable row") }}</span>
 {% if wall %}<span>{{ wall }}</span>{% endif %}</p>
 <nav>{% for id, title in sections %}<a href="#{{ id }}">{{ title }}</a>{% endfor %}</nav>

@@ -168,3 +168,29 @@ def test_counts_of_one_on_the_console_read_in_the_singular() -> None:
     out = io.StringIO()
     print_summary(one, Console(file=out, width=200))
     assert out.getvalue().rstrip().endswith("1 item, 1 scored, 1 unreadable row")
+
+
+def test_the_count_of_scored_items_names_the_outputs_that_scored_none() -> None:
+    """ "8 items, 8 scored" under a run whose judge scored nothing (every reply unscorable): an item counts as scored
+    when any output scored it (here exact_match), so the line says which outputs scored none."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+    from orchestrator.reports.live import scored_text
+    from orchestrator.reports.markdown import render_markdown
+    from ragscore_workers.schemas import MetricSummary
+
+    unjudged = _summary(items=8, scored=8, metrics={
+        "exact_match": MetricSummary(mean=0.5, n=8),
+        "answer_accuracy": MetricSummary(mean=None, n=0, unscorable=8, unscorable_reasons={"unparseable reply": 8}),
+        "groundedness": MetricSummary(mean=None, n=0, errors=8, first_error="HTTP 500")})  # fmt: skip
+    said = "8 scored (by at least one output; none by answer_accuracy, groundedness)"
+    assert scored_text(unjudged) == said
+    out = io.StringIO()
+    print_summary(unjudged, Console(file=out, width=300))
+    assert out.getvalue().rstrip().endswith(f"8 items, {said}, 0 unreadable rows")
+    assert f"8 items, {said}, 0 unreadable rows" in render_markdown(unjudged)
+    assert f"<span>{said}</span>" in render_html(unjudged, ItemStats())
+    every = _summary(items=8, scored=8, metrics={"exact_match": MetricSummary(mean=0.5, n=8)})
+    assert scored_text(every) == "8 scored"
+    nothing = _summary(items=8, scored=0, metrics={"answer_accuracy": MetricSummary(mean=None, n=0, unscorable=8)})
+    assert scored_text(nothing) == "0 scored"
