@@ -305,10 +305,10 @@ class StatusView:
         return max(0, last_calls - before.get("judge_calls", 0)) / math.ceil(elapsed / RPM_WINDOW_S)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per queue the run uses, then ``all``. The queues work side by side, so the run ends when its
-        slowest queue does: ``all``'s ETA is the longest of theirs (none when one has none), not its units left
-        over the sum of their rates (a fast cpu queue made a judge queue's hour read as a minute). Work held by a
-        worker that stopped waits for the visibility timeout: a queue holding some (and the run) ends no sooner,
+        """One dict per queue the run uses, then ``all``, their sums. The queues work side by side, so the run ends
+        when its slowest queue does: ``all``'s ETA is the longest of theirs (none when one has none), not its units
+        left over the sum of their rates (a fast cpu queue made a judge queue's hour read as a minute). Work held by
+        a worker that stopped waits for the visibility timeout: a queue holding some (and the run) ends no sooner,
         whatever its rate says; that ETA is a floor (``floor``), never a rate's guess alone."""
         now = self.samples[-1].t
         counters = self.samples[-1].progress
@@ -326,7 +326,9 @@ class StatusView:
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                         "rate": rate, "eta": eta if held is None else max(held, eta or 0.0),
                         "floor": held is not None})  # fmt: skip
-        done, total = counters.get("done", 0), counters.get("total", 0)
+        # the rows' sums: the run's own ``done``/``total`` count derived outputs too, computed at its aggregation, not
+        # by a queue (a run cancelled once its queues were done read 100 % on each and 66.7 % on ``all``)
+        done, total = sum(r["done"] for r in out), sum(r["total"] for r in out)
         etas = [r["eta"] for r in out]
         eta = 0.0 if done >= total else None if None in etas or not etas else max(etas)
         held = None if eta is None else self._held_back(now)  # a held shard callback or aggregation too

@@ -388,3 +388,24 @@ def test_a_resumed_run_queued_behind_other_runs_says_so_not_no_progress_until_it
     console = Console(record=True, width=200)
     console.print(view.render("run-x"))
     assert "queued" not in console.export_text()
+
+
+def test_a_cancelled_runs_all_row_agrees_with_its_queues(store) -> None:  # type: ignore[no-untyped-def]
+    """A run with a derived metric (``combined``), cancelled once its queues were done and before its aggregation
+    computed the derived outputs: every queue read 100 % and ``all`` 66.7 %, its total counting the derived outputs
+    that no row of the table shows (they are computed at aggregation, not by a queue)."""
+    from orchestrator.reports.live import sample
+    from ragscore_workers.schemas import MetricResult
+    from ragscore_workers.store import RunState
+
+    run = "r-cancelled-all"
+    store.create_run(run, {"state": "running", "submitted_at": "1000", "n_shards": "1"})
+    store.add_ids(run, 0, ["a", "b"], {"cpu": 2, "judge": 2, "derived": 2})
+    for queue, output in (("cpu", "evidence_overlap"), ("judge", "rubric_judge")):
+        store.write_results(run, queue, [(k, {"id": k}, {output: MetricResult(score=1.0)}) for k in ("a", "b")])
+    store.set_state(run, RunState.CANCELLED)
+    view = StatusView(store.meta(run))
+    view.add(sample(store, run, time.time()))
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["cpu"]["pct"] == rows["judge"]["pct"] == 100.0
+    assert (rows["all"]["done"], rows["all"]["total"], rows["all"]["pct"]) == (4, 4, 100.0), rows["all"]
