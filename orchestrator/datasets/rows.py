@@ -41,13 +41,13 @@ SHAPE_HINTS = {
 
 
 def _one_line(exc: ValidationError) -> str:
+    """The row's first validation error, then how many more it has (``and 1,199 more errors``)."""
     errors = exc.errors()
     first = errors[0]
     loc = ".".join(str(p) for p in first["loc"]) or "row"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     hint = SHAPE_HINTS.get(first["type"]) if isinstance(first.get("input"), str) else None
     given = f", not text ({hint}, in a CSV cell too)" if hint else ""
-    return f"{loc}: {first['msg']}{given}{more}"
+    return listed([f"{loc}: {first['msg']}{given}"], 1, total=len(errors), more="error")
 
 
 def _oversized(row: Row, limit: int) -> str | None:

@@ -46,6 +46,18 @@ def test_jsonl_bad_lines_are_reported_with_line_numbers_and_the_rest_load(tmp_pa
     assert "Input should be a valid string" in bad[2].error
 
 
+def test_a_row_with_many_bad_fields_names_the_first_and_counts_the_rest_as_counts_are_written(tmp_path: Path) -> None:
+    """1,200 contexts of the wrong shape said "(and 1199 more)": counted without the thousands separator every other
+    count has (counts.listed)."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"id": "a", "contexts": [[1]] * 1200}) + "\n")
+    _, bad = _rows(path)
+    assert bad[0].error.startswith("contexts.0: Input should be a valid dictionary"), bad[0].error
+    assert bad[0].error.endswith(" and 1,199 more errors"), bad[0].error
+    path.write_text(json.dumps({"id": "a", "contexts": [[1]]}) + "\n")
+    assert "more" not in _rows(path)[1][0].error  # one error: nothing more to count
+
+
 def test_numbers_are_text_and_null_is_absent(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text(
