@@ -72,7 +72,7 @@ def _broker_option(url: str) -> str:
     from urllib.parse import urlsplit
 
     if urlsplit(check_redis_url(url)).password:
-        err.print("warning: the password in --broker is visible to every user of this host (ps); set "
+        err.print("Warning: the password in --broker is visible to every user of this host (ps); set "
                   "RAGSCORE_BROKER_URL instead", style="yellow", soft_wrap=True)  # fmt: skip
     return url
 
@@ -613,14 +613,14 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
     if gates is not None and (note := system_note(gates.gates, estimate.systems)):
-        err.print(f"warning: {note}", style="yellow", soft_wrap=True)
+        err.print(f"Warning: {note}", style="yellow", soft_wrap=True)
     if not cluster:  # what an embedded run checks before its workers start (a cluster's live on its workers)
         from .runner import check_local_resources
 
         try:
             check_local_resources(resolved, list(estimate.units))
         except ConfigError as exc:  # the estimate stands; the run would stop at once
-            err.print(f"warning: a run here would stop before scoring: {exc}", style="yellow", soft_wrap=True)
+            err.print(f"Warning: a run here would stop before scoring: {exc}", style="yellow", soft_wrap=True)
 
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:  # type: ignore[no-untyped-def]
@@ -719,7 +719,7 @@ def submit(
         f"submitted {counted(sub.items, 'item')} ({sub.failed_rows:,} unreadable) in {counted(sub.tasks, 'task')}"
     )
     for queue, waiting in unserved_queues(store, sub.run_id).items():  # else it would wait, unsaid, till `status`
-        err.print(f"warning: {unserved_message(queue, waiting)}", style="yellow", markup=False, soft_wrap=True)
+        err.print(f"Warning: {unserved_message(queue, waiting)}", style="yellow", markup=False, soft_wrap=True)
     _say(sub.run_id)
 
 
@@ -1097,7 +1097,7 @@ def _check_broker_for_workers(url: str) -> bool:
 
     problem = probe_redis(url)
     if problem:
-        err.print(f"warning: cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
+        err.print(f"Warning: cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
                   "every 10 s until it answers", style="yellow", soft_wrap=True)  # fmt: skip
     return problem is None
 
@@ -1254,7 +1254,7 @@ def report_cmd(
                 "(see failed_rows.jsonl)"
             )
         for note in notes:
-            err.print(Text.assemble(("note:", "yellow"), f" {note}"))
+            err.print(Text.assemble(("Note:", "yellow"), f" {note}"))
         err.print(f"wrote {path}")
         return
     if fmt not in FORMATS:
@@ -1314,15 +1314,15 @@ def compare_cmd(
     print_comparison(result)
     against = result.baseline_text()
     if result.unpaired:
-        err.print(f"warning: {unpaired_text(result.unpaired, against)}", style="yellow", soft_wrap=True)
+        err.print(f"Warning: {unpaired_text(result.unpaired, against)}", style="yellow", soft_wrap=True)
     if result.mismatched:
-        err.print(f"warning: {mismatch_text(result.mismatched, against)}", style="yellow", soft_wrap=True)
+        err.print(f"Warning: {mismatch_text(result.mismatched, against)}", style="yellow", soft_wrap=True)
     if result.alone and result.by_system is not None:
-        err.print(f"note: {alone_text(result.alone)}", soft_wrap=True)
+        err.print(f"Note: {alone_text(result.alone)}", soft_wrap=True)
     if result.errors:
-        err.print(f"warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
+        err.print(f"Warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
     if result.unchecked:
-        err.print(f"note: {unchecked_text(result.unchecked)}", soft_wrap=True)
+        err.print(f"Note: {unchecked_text(result.unchecked)}", soft_wrap=True)
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
 
 

@@ -324,7 +324,7 @@ def print_estimate(
         console.print(f"  and {estimate.failed_rows - len(estimate.first_failures):,} more (a run lists {listed} in "
                       "failed_rows.jsonl)", markup=False, highlight=False, soft_wrap=True)  # fmt: skip
     for warning in estimate.warnings:
-        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"Warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     units = Table(title="work per queue")
     units.add_column("queue")
     units.add_column("item x metric outputs", justify="right")

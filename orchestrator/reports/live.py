@@ -358,7 +358,7 @@ class StatusView:
             else:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {self.samples[-1].judge_calls} calls"
-        lines = [Text(f"warning: {w}", style="yellow") for w in self.warnings]
+        lines = [Text(f"Warning: {w}", style="yellow") for w in self.warnings]
         if self.broker_note:
             lines.append(Text(f"{self.broker_note}: what waits on its queues, and which workers serve them, is not "
                               "shown", style="yellow"))  # fmt: skip

@@ -371,7 +371,7 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
         items = sum(o.items for o in found.orphans)
         held = f"{counted(items, 'item')} of this run ({items:,} on cpu; {counted(found.held, 'message')}) " \
                f"{'is' if items == 1 else 'are'} held"  # fmt: skip
-        assert f"warning: {held} by a worker that stopped" in said, said
+        assert f"Warning: {held} by a worker that stopped" in said, said
         assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s" in said and f"`ragscore resume {sub.run_id} --out DIR`" in said
     finally:
         worker.stop()
@@ -611,7 +611,7 @@ def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_r
         said = " ".join(shown.stdout.split())
         held = f"{counted(items, 'item')} of this run ({items:,} on cpu; {counted(len(orphans), 'message')}) " \
                f"{'is' if items == 1 else 'are'} held"  # fmt: skip
-        assert f"warning: {held} by a worker that stopped (killed, or its host lost)" in said, said
+        assert f"Warning: {held} by a worker that stopped (killed, or its host lost)" in said, said
         at = time.strftime("%H:%M:%S UTC", time.gmtime(back))
         assert f"at about {at}, in " in said and "the run cannot end before then (ETA ≥)" in said, said
         for queue in ("cpu", "all"):  # no ETA sooner than the held work's redelivery (it was the rate's: seconds)

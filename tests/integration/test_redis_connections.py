@@ -337,7 +337,7 @@ def test_a_host_name_that_does_not_resolve_is_named_and_waited_for_as_a_redis_no
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()
-        assert first.startswith("warning: cannot reach the broker at redis://:***@") and "does not resolve" in first
+        assert first.startswith("Warning: cannot reach the broker at redis://:***@") and "does not resolve" in first
         assert "keep retrying" in first and PASSWORD not in first, first
         second = proc.stderr.readline()
         assert second.startswith("workers started for cpu, waiting for the broker;"), second
@@ -376,7 +376,7 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()
-        assert first.startswith("warning: cannot reach the broker") and "keep retrying" in first
+        assert first.startswith("Warning: cannot reach the broker") and "keep retrying" in first
         second = proc.stderr.readline()  # it said "workers up for cpu", with no broker to be up on
         assert second.startswith("workers started for cpu, waiting for the broker;"), second
     finally:

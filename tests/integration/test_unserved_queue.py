@@ -52,7 +52,7 @@ def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: p
                                text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
         assert shown.returncode == 0, shown.stderr
         assert (
-            "warning:" in shown.stdout and "queue 'embed'" in shown.stdout and "no worker consumes it" in shown.stdout
+            "Warning:" in shown.stdout and "queue 'embed'" in shown.stdout and "no worker consumes it" in shown.stdout
         )
         cancel(store, sub.run_id)
     finally:
@@ -73,7 +73,7 @@ def test_submit_warns_of_each_queue_of_the_run_no_worker_consumes(tmp_path: Path
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         said = " ".join(done.stderr.split())
-        assert "warning: 1 message waits on queue 'embed' and no worker consumes it" in said, said  # one chunk
+        assert "Warning: 1 message waits on queue 'embed' and no worker consumes it" in said, said  # one chunk
         assert "`ragscore worker --queues embed`" in said and "queue 'cpu'" not in said
         cancel(store, run_id)
     finally:

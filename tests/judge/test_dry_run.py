@@ -145,7 +145,7 @@ def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, hom
     total = next(line.split() for line in out.splitlines() if line.split()[:1] == ["total"])
     assert total[1] == "55"  # 11 x 2 + 11 x 2 + 11 calls; and a dry run needs no key
     assert "--max-cost 1e-06 may stop judging part-way" in out
-    assert "warning: a run here would stop before scoring: " in result.stderr and "GROQ_API_KEY" in result.stderr
+    assert "Warning: a run here would stop before scoring: " in result.stderr and "GROQ_API_KEY" in result.stderr
     assert not (tmp_path / "out").exists() and not any(home.iterdir())  # no reports, no embedded Redis
 
 
@@ -162,7 +162,7 @@ def test_the_dry_run_warns_of_a_base_url_that_ends_in_what_the_client_adds(tmp_p
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
     assert (
-        "warning: a run here would stop before scoring: The groq judge's base_url https://api.groq.com/openai/v1 "
+        "Warning: a run here would stop before scoring: The groq judge's base_url https://api.groq.com/openai/v1 "
         "ends in /openai/v1, which the groq client adds itself"
         in said
         and "give https://api.groq.com " in said
@@ -236,7 +236,7 @@ def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tm
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
     result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 0, result.stderr
-    assert "warning: column 'Answer' (did you mean 'answer'?) is no row field" in result.stdout
+    assert "Warning: column 'Answer' (did you mean 'answer'?) is no row field" in result.stdout
 
 
 def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None:
@@ -246,11 +246,11 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["context_relevance", "exact_match"]}))
     result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 0, result.stderr
-    assert "warning: no row has 'contexts', which context_relevance scores as absent" in result.stdout
+    assert "Warning: no row has 'contexts', which context_relevance scores as absent" in result.stdout
     # exact_match leaves rows without an answer or a reference unscorable: with no such row it would score nothing
     said = " ".join(result.stdout.split())
-    assert "warning: no row has 'answer', which exact_match needs: it will score no item" in said
-    assert "warning: no row has 'reference', which exact_match needs" in said and said.count("no row has") == 3
+    assert "Warning: no row has 'answer', which exact_match needs: it will score no item" in said
+    assert "Warning: no row has 'reference', which exact_match needs" in said and said.count("no row has") == 3
     # Rows a target answers get their contexts from it: no such column is expected in the dataset.
     suite = {"metrics": ["context_relevance"], "target": {"url": "http://127.0.0.1:9/ask", "system": "rag"}}
     (tmp_path / "t.json").write_text(json.dumps(suite))
@@ -259,7 +259,7 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     assert "no row has" not in targeted.stdout
     suite["target"]["response"] = {"answer": "answer", "contexts": None}  # this target returns no contexts
     (tmp_path / "t.json").write_text(json.dumps(suite))
-    assert "warning: no row has 'contexts'" in _dry_run(data, tmp_path / "t.json").stdout
+    assert "Warning: no row has 'contexts'" in _dry_run(data, tmp_path / "t.json").stdout
 
 
 def test_the_dry_run_warns_of_a_gate_naming_a_system_the_dataset_lacks(tmp_path: Path) -> None:
@@ -270,7 +270,7 @@ def test_the_dry_run_warns_of_a_gate_naming_a_system_the_dataset_lacks(tmp_path:
     typo = _dry_run(data, tmp_path / "s.json", "--fail-under", "exact_match@bm25=0.5")
     assert typo.returncode == 0, typo.stderr
     said = " ".join(typo.stderr.split())
-    assert ("warning: gates name 'bm25' (did you mean 'bm25-llm'?), which this run has no items of: its systems are "
+    assert ("Warning: gates name 'bm25' (did you mean 'bm25-llm'?), which this run has no items of: its systems are "
             "bm25-llm, dense-llm") in said  # fmt: skip
     right = _dry_run(data, tmp_path / "s.json", "--fail-under", "exact_match@dense-llm=0.5")
     assert right.returncode == 0, right.stderr
@@ -287,7 +287,7 @@ def test_a_field_several_metrics_need_and_no_row_has_is_said_once_before_the_run
     result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stdout.split())
-    assert "warning: no row has 'reference', which exact_match, answer_accuracy need: they will score no item" in said
+    assert "Warning: no row has 'reference', which exact_match, answer_accuracy need: they will score no item" in said
     assert said.count("no row has") == 1  # quality_checks needs only the answer, which every row has
 
 
@@ -300,7 +300,7 @@ def test_recall_warns_when_no_row_has_retrieved_doc_ids(tmp_path: Path) -> None:
     result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stdout.split())
-    assert "warning: no row has 'retrieved_doc_ids', which recall_at_k scores as absent" in said, said
+    assert "Warning: no row has 'retrieved_doc_ids', which recall_at_k scores as absent" in said, said
     rows[0]["retrieved_doc_ids"] = []  # one row that retrieved nothing: the column is read, no warning
     result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
     assert result.returncode == 0 and "no row has" not in result.stdout, result.stdout

@@ -425,7 +425,7 @@ def test_systems_without_a_namesake_are_said_from_the_cli(before_after: dict[str
     result = _cli(str(before_after["before"]), str(partial), "--out", str(tmp_path / "cmp"))
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
-    assert "note: y, z: no system of the same name on the other side of the comparison" in said, result.stderr
+    assert "Note: y, z: no system of the same name on the other side of the comparison" in said, result.stderr
 
 
 def test_a_bare_system_name_is_a_baseline_for_every_system(before_after: dict[str, Path], tmp_path: Path) -> None:

@@ -333,7 +333,7 @@ def test_work_held_by_a_worker_that_stopped_makes_its_queue_and_the_run_end_no_s
     console.print(view.render("run-x"))
     text = " ".join(console.export_text().split())
     assert "≥14m44s" in text and "0m15s" not in text
-    assert "warning: 50 items of this run (50 on cpu; 2 messages) are held by a worker that stopped" in text
+    assert "Warning: 50 items of this run (50 on cpu; 2 messages) are held by a worker that stopped" in text
     assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s after delivery), at about 00:31:44 UTC, in 14m44s" in text
     # a resume follows a run whose live workers hold some of it (it said "sends that work again now")
     assert "sends that work again sooner: at once when no worker that runs holds the run's other work" in text
