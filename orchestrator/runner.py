@@ -1422,6 +1422,7 @@ def run(
     private Redis and local workers for just the queues the suite needs are started and stopped here.
     """
     settings = settings or get_settings()
+    settings.check_visibility_timeout()  # before the out DIR is claimed or an embedded Redis started
     given_broker = broker  # the --broker the commands it says name (None: RAGSCORE_BROKER_URL finds it again)
     broker = broker or settings.broker_url
     if resume_id is not None and job is None:  # DIR/run.json keeps the job as it started (its gates): a 2nd resume too

@@ -484,6 +484,27 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
     assert "s3cret" not in warned.stderr
 
 
+def test_an_embedded_run_with_a_short_visibility_timeout_is_refused_before_anything_starts(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once only the commands that send work checked the visibility timeout, an embedded `ragscore run` (and
+    `evaluate()`) started its private Redis before the check refused it: refused now before anything is started."""
+    from orchestrator import evaluate
+    from ragscore_workers.errors import ConfigError
+
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(2))
+    suite = _suite(tmp_path, {"metrics": ["exact_match"]})
+    said = "Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='400': must be above the longest hard time limit of a task"
+    result = ragscore("run", str(data), "--suite", str(suite), "--out", str(tmp_path / "out"), home=home,
+                      env={"RAGSCORE_VISIBILITY_TIMEOUT_S": "400", "COLUMNS": "250"})  # fmt: skip
+    assert result.returncode == 2 and said in " ".join(result.stderr.split()), result.stderr
+    monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", "400")
+    with pytest.raises(ConfigError, match="RAGSCORE_VISIBILITY_TIMEOUT_S='400': must be above"):
+        evaluate(data, {"metrics": ["exact_match"]}, out=tmp_path / "api")
+    assert not any(home.iterdir()), list(home.rglob("*"))  # no embedded Redis was started
+    assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
+
+
 @pytest.mark.parametrize(
     ("settings", "said"),
     [
