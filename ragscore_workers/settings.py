@@ -93,14 +93,19 @@ class Settings(BaseSettings):
         """``~/x`` (as env files and systemd units write it) is the user's ``x``, never a ``~`` directory here."""
         return home.expanduser()
 
+    @property
+    def short_visibility_timeout(self) -> bool:
+        """A task can outlive the visibility timeout: it is not above the longest hard time limit of a task."""
+        return self.visibility_timeout_s <= longest_hard_limit()
+
     def check_visibility_timeout(self) -> None:
         """ConfigError when the visibility timeout is not above every hard time limit (and no test allowed it): a task
         that outlives it is re-delivered while it still runs, over and over (16 deliveries of a rate-limited judge's
         chunks at 5 s), until its items are failed as if their process had died. Only the processes that send tasks
         (run, resume, submit) and the workers check it: a command that only reads a run (status, results, cancel,
         compare) works on a cluster whose operators chose a short timeout."""
-        longest = longest_hard_limit()
-        if self.visibility_timeout_s <= longest and not self.allow_short_visibility_timeout:
+        if self.short_visibility_timeout and not self.allow_short_visibility_timeout:
+            longest = longest_hard_limit()
             raise ConfigError(
                 f"Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='{self.visibility_timeout_s}': must be above the longest "
                 f"hard time limit of a task, {longest} s (default 900): a task still running when it passes is "

@@ -162,11 +162,12 @@ def _split_unanswered(rows: list[Row], outputs: list[str]) -> tuple[list[Row], l
 def _or_outlived() -> str:
     """The other reason a careful delivery's mark is left behind, where the settings make it possible: the delivery
     still ran when the visibility timeout passed, and was delivered again (a timeout not above every hard limit)."""
-    settings, longest = get_settings(), longest_hard_limit()
-    if settings.visibility_timeout_s > longest:
+    settings = get_settings()
+    if not settings.short_visibility_timeout:
         return ""
     return (f", or ran past the visibility timeout (RAGSCORE_VISIBILITY_TIMEOUT_S={settings.visibility_timeout_s} s, "
-            f"not above the {longest} s hard time limit) and was delivered again while it ran")  # fmt: skip
+            f"not above the {longest_hard_limit()} s hard time limit) and was delivered again while it "
+            "ran")  # fmt: skip
 
 
 def _score_carefully(
