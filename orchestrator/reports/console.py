@@ -237,7 +237,9 @@ def print_summary(
     wall = summary.timing.get("wall_s")
     console.print(
         f"{counted(summary.items, 'item')}, {scored_text(summary)}, {unreadable_rows(summary)}"
-        + (f", {wall:.1f} s{since_resume(summary)}" if wall is not None else "")
+        + (f", {wall:.1f} s{since_resume(summary)}" if wall is not None else ""),
+        markup=False,  # it names outputs (scored_text): a plug-in's ``x[b]`` is no console markup
+        soft_wrap=True,
     )
 
 

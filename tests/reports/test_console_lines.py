@@ -172,25 +172,39 @@ def test_counts_of_one_on_the_console_read_in_the_singular() -> None:
 
 def test_the_count_of_scored_items_names_the_outputs_that_scored_none() -> None:
     """ "8 items, 8 scored" under a run whose judge scored nothing (every reply unscorable): an item counts as scored
-    when any output scored it (here exact_match), so the line says which outputs scored none."""
+    when any output scored it (here exact_match), so the console, report.md, report.html and `status` say which outputs
+    scored none, in the same words."""
     from orchestrator.reports.html import render_html
     from orchestrator.reports.itemstats import ItemStats
-    from orchestrator.reports.live import scored_text
+    from orchestrator.reports.live import Sample, StatusView
     from orchestrator.reports.markdown import render_markdown
     from ragscore_workers.schemas import MetricSummary
 
-    unjudged = _summary(items=8, scored=8, metrics={
+    unjudged = _summary(items=8, scored=8, state="finished", metrics={
         "exact_match": MetricSummary(mean=0.5, n=8),
         "answer_accuracy": MetricSummary(mean=None, n=0, unscorable=8, unscorable_reasons={"unparseable reply": 8}),
         "groundedness": MetricSummary(mean=None, n=0, errors=8, first_error="HTTP 500")})  # fmt: skip
     said = "8 scored (by at least one output; none by answer_accuracy, groundedness)"
-    assert scored_text(unjudged) == said
     out = io.StringIO()
     print_summary(unjudged, Console(file=out, width=300))
-    assert out.getvalue().rstrip().endswith(f"8 items, {said}, 0 unreadable rows")
+    assert out.getvalue().rstrip().endswith(f"8 items, {said}, 0 unreadable rows"), out.getvalue()
     assert f"8 items, {said}, 0 unreadable rows" in render_markdown(unjudged)
     assert f"<span>{said}</span>" in render_html(unjudged, ItemStats())
-    every = _summary(items=8, scored=8, metrics={"exact_match": MetricSummary(mean=0.5, n=8)})
-    assert scored_text(every) == "8 scored"
+    view = StatusView({"state": "finished", "submitted_at": "1000"})
+    view.add(Sample(1050.0, {"done:cpu": 8, "total:cpu": 8, "done": 8, "total": 8}))
+    view.summary = unjudged
+    console = Console(record=True, width=300)
+    console.print(view.render("r1"))
+    assert f"summary: 8 items, {said};" in console.export_text()
+    # every output scored some item, or none scored any: the count alone
+    out = io.StringIO()
+    print_summary(_summary(items=8, scored=8, metrics={"exact_match": MetricSummary(mean=0.5, n=8)}), Console(file=out))
+    assert out.getvalue().rstrip().endswith("8 items, 8 scored, 0 unreadable rows"), out.getvalue()
     nothing = _summary(items=8, scored=0, metrics={"answer_accuracy": MetricSummary(mean=None, n=0, unscorable=8)})
-    assert scored_text(nothing) == "0 scored"
+    assert "8 items, 0 scored, 0 unreadable rows" in render_markdown(nothing)
+    # an output's name is printed as it is, never read as console markup
+    none = MetricSummary(mean=None, n=0, unscorable=2)
+    bracketed = _summary(items=2, scored=2, metrics={"exact_match": MetricSummary(mean=1.0, n=2), "points[bold]": none})
+    out = io.StringIO()
+    print_summary(bracketed, Console(file=out, width=300))
+    assert "2 scored (by at least one output; none by points[bold])" in out.getvalue(), out.getvalue()
