@@ -326,14 +326,16 @@ class StatusView:
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                         "rate": rate, "eta": eta if held is None else max(held, eta or 0.0),
                         "floor": held is not None})  # fmt: skip
-        # the rows' sums: the run's own ``done``/``total`` count derived outputs too, computed at its aggregation, not
-        # by a queue (a run cancelled once its queues were done read 100 % on each and 66.7 % on ``all``)
+        # the rows' sums: the run's own ``done``/``total`` (and their rate) count derived outputs too, computed at its
+        # aggregation, not by a queue (a run cancelled once its queues were done read 100 % on each and 66.7 % on
+        # ``all``; an aggregating one, a rate on ``all`` while none of its queues moved)
         done, total = sum(r["done"] for r in out), sum(r["total"] for r in out)
+        rates = [r["rate"] for r in out if r["rate"] is not None]
         etas = [r["eta"] for r in out]
         eta = 0.0 if done >= total else None if None in etas or not etas else max(etas)
         held = None if eta is None else self._held_back(now)  # a held shard callback or aggregation too
         out.append({"queue": "all", "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
-                    "rate": self.rate("done"), "eta": eta if held is None else max(held, eta),
+                    "rate": sum(rates) if rates else None, "eta": eta if held is None else max(held, eta),
                     "floor": held is not None})  # fmt: skip
         return out
 
@@ -389,7 +391,7 @@ class StatusView:
                 f"{resume_hint(run_id, self.broker)} scores it",
                 style="yellow"))  # fmt: skip
         if self.meta.get("error"):
-            lines.append(Text(f"error: {self.meta['error']}", style="red"))
+            lines.append(Text(f"Error: {self.meta['error']}", style="red"))
         if self.summary is not None:
             lines.append(Text(_summary_line(self.summary, run_id, self.broker)))
         return Group(table, Text(caption), *lines)

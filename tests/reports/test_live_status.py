@@ -268,7 +268,7 @@ def test_the_error_of_a_failed_run_is_shown() -> None:
     view.add(Sample(1050.0, _progress(600, 120)))
     console = Console(record=True, width=120)
     console.print(view.render("run-x"))
-    assert "error: aggregate: KeyError: 'suite'" in console.export_text()
+    assert "Error: aggregate: KeyError: 'suite'" in console.export_text()
     view = StatusView(SUITE_META)
     view.add(Sample(1050.0, _progress(600, 120)))
     console.print(view.render("run-y"))
@@ -409,3 +409,15 @@ def test_a_cancelled_runs_all_row_agrees_with_its_queues(store) -> None:  # type
     rows = {r["queue"]: r for r in view.rows()}
     assert rows["cpu"]["pct"] == rows["judge"]["pct"] == 100.0
     assert (rows["all"]["done"], rows["all"]["total"], rows["all"]["pct"]) == (4, 4, 100.0), rows["all"]
+
+
+def test_the_all_row_of_an_aggregating_run_is_its_queues_sums_rate_too() -> None:
+    """Its derived outputs, written as the aggregation computes them, are no queue's: ``all`` read 100 % and a rate
+    of 5/s while its only queue, done, read 0/s."""
+    view = StatusView(SUITE_META | {"state": "aggregating"}, window_s=30)
+    for t, derived in ((1010.0, 0), (1020.0, 50)):
+        view.add(Sample(t, {"done:cpu": 100, "total:cpu": 100, "done:derived": derived, "total:derived": 100,
+                            "done": 100 + derived, "total": 200}))  # fmt: skip
+    rows = {r["queue"]: r for r in view.rows()}
+    assert "derived" not in rows and rows["cpu"]["rate"] == 0.0
+    assert (rows["all"]["done"], rows["all"]["total"], rows["all"]["rate"]) == (100, 100, 0.0), rows["all"]
