@@ -74,6 +74,10 @@ _SPACE = re.compile(r"\s")
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
 _HOST_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)(?::\d*)?")
+#: A host and the start of a port, whatever follows it: text quoting a URL without a path goes on past its port
+#: (``https://h:8080.``, ``'https://h:8080'``, ``redis://localhost:6379:``, ``https://h:8080&x=1``), where a password
+#: holding whitespace would not start with a digit (:func:`_spaced_userinfo`).
+_HOST_AND_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+):\d")
 #: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket): a Redis
 #: URL's path is only a database number (:func:`userinfo_span`).
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
@@ -235,13 +239,15 @@ def url_password_spans(text: str) -> list[tuple[int, int]]:
 
 def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     """The userinfo of ``url`` (:func:`userinfo_span`) holding the whitespace at ``cut``, where the authority before
-    it is no host and port (``u:p`` of ``https://u:p w@h/``: a password holding a space) and the one past it holds an
-    ``@`` before any ``/``, ``?`` or ``#``; None where the whitespace ends a URL (``https://h:8080 and a@b``,
-    ``https://h:port/v1 or a@b``)."""
+    it is no host, nor a host and a port followed by any text (``u:p`` of ``https://u:p w@h/``: a password holding a
+    space), and the one past it holds an ``@`` before any ``/``, ``?`` or ``#``; None where the whitespace ends a URL
+    (``https://h:8080 and a@b``, ``https://h:8080. Mail a@b``, ``https://h:port/v1 or a@b``)."""
     userinfo = userinfo_span(url)
     if userinfo is None or not userinfo[0] < cut < userinfo[1] or userinfo[1] > _first_of(url, "/?#", userinfo[0]):
         return None
-    return None if _HOST_PORT.fullmatch(url, userinfo[0], cut) else userinfo
+    if _HOST_PORT.fullmatch(url, userinfo[0], cut) or _HOST_AND_PORT.match(url, userinfo[0], cut):
+        return None
+    return userinfo
 
 
 def _password_span(url: str, userinfo: tuple[int, int]) -> tuple[int, int]:

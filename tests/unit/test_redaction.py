@@ -401,3 +401,39 @@ def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, red
     no host and port (``u:p``) and one past it holds an ``@`` before any ``/``, ``?`` or ``#``, the password runs to
     that ``@``; a URL whose host ends at the whitespace (``https://h and a@b``) is left as it is."""
     assert redact_url_passwords(text) == redacted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Could not connect to https://h:8080. Contact admin@corp.com",
+        "Error connecting to redis://localhost:6379: Connection refused. Contact ops@corp.com",
+        "Client error '404 Not Found' for url 'https://h:8080'\nFor more information, mail a@b.com",
+        "Failed (https://api.example.com:443) see support@example.com",
+        "APIConnectionError: Connection error. base_url=https://h:8000; user=bob@corp",
+        "connect http://[::1]:8000, retry; mail a@b.com",
+        "see https://h:8080\u2026 by a@b.com",
+        "url=https://h:8080&x=1 then mail a@b.com",
+        "see [docs](https://h:8080) by a@b.com",
+    ],
+)
+def test_a_host_and_port_end_a_url_in_free_text_whatever_follows_the_port(text: str) -> None:
+    """An error that quotes a URL without a path (``https://h:8080.``, ``'https://h:8080'``,
+    ``redis://localhost:6379:``) and an ``@`` later on (an email) is ordinary text: the punctuation after the port
+    made the authority before the whitespace read as no host and port, so everything from the port to the email's
+    ``@`` was hidden as a password holding whitespace (``https://h:***@corp.com``). A host and a port, whatever text
+    follows its digits, ends the URL."""
+    assert redact_url_passwords(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("connect https://u:p. w@h/v1 failed", "connect https://u:***@h/v1 failed"),
+        ("connect redis://:pa) ss@h:6379/0 failed", "connect redis://:***@h:6379/0 failed"),
+    ],
+)
+def test_a_password_holding_punctuation_then_whitespace_is_still_hidden(text: str, redacted: str) -> None:
+    """What is before the whitespace reads as a host and a port only where a digit follows the ':' (``h:8080.``):
+    ``u:p.`` and ``:pa)`` are passwords holding whitespace, hidden to their ``@``."""
+    assert redact_url_passwords(text) == redacted
