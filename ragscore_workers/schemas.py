@@ -41,6 +41,7 @@ __all__ = [
     "Suite",
     "TargetConfig",
     "TargetResponseMap",
+    "target_name",
 ]
 
 
@@ -247,6 +248,12 @@ def _system_name(value: str | None) -> str | None:
     if value is not None and KEY_SEPARATOR in value:
         raise PydanticCustomError("system_separator", f"a system name may not contain {KEY_SEPARATOR!r}")
     return value
+
+
+def target_name(system: str | None) -> str:
+    """A target's name in counters, messages and the run store: its ``system``, else ``target`` (unnamed, a suite's
+    only target)."""
+    return system or "target"
 
 
 def split_key(key: str) -> tuple[str | None, str]:
@@ -547,8 +554,8 @@ class TargetConfig(BaseModel):
 
     @property
     def name(self) -> str:
-        """The name in counters, messages and the run store: ``system``, else ``target``."""
-        return self.system or "target"
+        """The name in counters, messages and the run store: :func:`target_name`."""
+        return target_name(self.system)
 
     @property
     def identity(self) -> str:

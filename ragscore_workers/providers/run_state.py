@@ -47,7 +47,7 @@ import uuid
 from typing import Any, NamedTuple
 
 from ..die_with_parent import parent_gone
-from ..schemas import JUDGE_COUNTERS
+from ..schemas import JUDGE_COUNTERS, target_name
 from ..store import WAIT_PARTS, RunState, RunStore, target_state_part
 from .ratelimit import WAIT_REFRESH_S, Wait
 
@@ -233,20 +233,20 @@ class RunJudgeState:
         ttl_s: int,
         hold_s: float = HOLD_S,
         target: str | None = None,
-        who: str = "",
     ) -> None:
-        """The run's judge state, or with ``target`` (a system's name) that target's: its counters and breaker
-        under :func:`~ragscore_workers.store.target_state_part`, its waits noted as the target stage's. ``who`` names
-        the target in its wait notes (its ``system``): ``""`` for the judge's, or a run's only target, unnamed (the
-        progress says "the target's rate limit", not "target target's")."""
+        """The run's judge state, or with ``target`` (a target's ``system``; ``""`` for a run's only target, unnamed)
+        that target's: its counters and breaker under :func:`~ragscore_workers.store.target_state_part` of its name
+        (:func:`~ragscore_workers.schemas.target_name`), its waits noted as the target stage's and naming it by
+        its ``system`` (``""`` for the judge's and the unnamed target's: the progress says "the target's rate limit",
+        not "target target's")."""
+        name = None if target is None else target_name(target)
         self.r = redis
-        self.target = target
-        self.who = who
-        self.key = RunStore.key(run_id, "judge" if target is None else target_state_part(target))
+        self.who = target or ""
+        self.key = RunStore.key(run_id, "judge" if name is None else target_state_part(name))
         self.meta_key = RunStore.key(run_id, "meta")
         self.holds_key = holds_key(self.key)
         self.ttl_s = ttl_s
-        self.what = "judge calls" if target is None else f"calls to target {target}"
+        self.what = "judge calls" if name is None else f"calls to target {name}"
         self.hold_s = hold_s
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)

@@ -194,5 +194,5 @@ def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute
     scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
     limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
                            max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
-    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, target=config.name, who=config.system or "")
+    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, target=config.system or "")
     return TargetClient(config, endpoint, redis, state, limiter)

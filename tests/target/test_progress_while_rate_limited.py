@@ -83,7 +83,7 @@ def test_with_two_targets_one_targets_pause_hides_not_the_others_sooner_call(
         monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", write_every_s)
     store = connect(redis_server.url)
     run_id = f"w-{uuid.uuid4().hex[:8]}"
-    a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name, who=name) for name in ("rag-a", "rag-b"))
+    a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name) for name in ("rag-a", "rag-b"))
     seconds, micros = store.r.time()
     now = seconds * 1000 + micros // 1000
     b.note_wait(Wait("rpm", 60, now + 3_000, now))
