@@ -90,8 +90,9 @@ _CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1]
 # "" for the judge's). Keeps the wait still to come that the next call of the run goes after: of the same limiter
 # (``who``), a pause (it holds all its calls) before a limit's wait, else the soonest (another target's pause holds none
 # of this one's calls); else writes this one. Either way the hash lives ttl more (its waiting calls write again while
-# they wait: once none does, a worker that died among them, it is gone within ttl). Returns the ``until``, ``on`` and
-# ``who`` it keeps: once that passed, a call that still waits writes again.
+# they wait: once none does, a worker that died among them, it is gone within ttl). Returns the ``until`` it keeps: once
+# that passed, a call that still waits writes again. The one rule of which wait is said: a process's throttle
+# (:data:`WAIT_WRITE_EVERY_S`) only spares writes of waits alike.
 _WAIT_LUA = """
 local now, new = tonumber(ARGV[5]), tonumber(ARGV[3])
 local old = tonumber(redis.call('HGET', KEYS[1], 'until') or '')
@@ -106,32 +107,26 @@ if not keep then
   old = new
 end
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
-return {old, redis.call('HGET', KEYS[1], 'on'), redis.call('HGET', KEYS[1], 'who') or ''}
+return old
 """
 #: How long (ms) a wait's hash outlives the last write of a call still waiting. A process whose calls wait writes again
 #: within about 3 s: a call that skipped the write tells again once :data:`WAIT_WRITE_EVERY_S` (1.5 s) passed, the call
 #: that wrote after :data:`~.ratelimit.WAIT_REFRESH_S` (2 s), each at its next attempt (within
 #: :data:`~.ratelimit.CHECK_EVERY_S`, 1 s, more). The reader also ignores a wait whose time has passed.
 WAIT_TTL_MS = 5000
-#: Least time (seconds) between two writes of a run's wait note by one process, unless the new wait matters more (a
-#: pause over a limit's wait, a sooner wait) or the one kept has passed: its many waiting calls (each tells every
+#: Least time (seconds) between two writes of a run's wait note by one process for waits alike (the same ``on``, of the
+#: same ``who``), unless the wait kept at the last has passed: its many waiting calls (each tells every
 #: :data:`~.ratelimit.WAIT_REFRESH_S`) write about once per refresh between them, not once each. Under the refresh,
-#: so that a single waiting call writes at each of its own: the note does not lapse while a call waits.
+#: so that a single waiting call writes at each of its own: the note does not lapse while a call waits. A wait of
+#: another kind or target is written at once: which of two waits the note says is the store script's rule alone
+#: (``_WAIT_LUA``), not this process's.
 WAIT_WRITE_EVERY_S = 0.75 * WAIT_REFRESH_S
 
-# wait key -> (on, until ms, who: the wait its note keeps, as this process last wrote or read it; monotonic time of that
-# write). Per process, not per state object: a judge worker builds one per batch, and its threads wait together.
-_noted: dict[str, tuple[str, int, str, float]] = {}
+# (wait key, on, who: a kind of wait) -> (until ms of the wait the note kept when this process last wrote one alike;
+# monotonic time of that write). Per process, not per state object: a judge worker builds one per batch, and its
+# threads wait together.
+_noted: dict[tuple[str, str, str], tuple[int, float]] = {}
 _noted_lock = threading.Lock()
-
-
-def _matters_more(wait: tuple[str, int, str], kept: tuple[str, int, str]) -> bool:
-    """A wait ``(on, until ms, who)`` is said before the one kept: of the same limiter (``who``), a pause (it holds
-    every call) before a limit's wait, else the sooner."""
-    (on, until_ms, who), (kept_on, kept_until_ms, kept_who) = wait, kept
-    if who == kept_who and (on == "pause") != (kept_on == "pause"):
-        return on == "pause"
-    return until_ms < kept_until_ms
 
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
@@ -280,35 +275,33 @@ class RunJudgeState:
 
     def note_wait(self, wait: Wait) -> int:
         """A call of the run waits on the shared limiter (:meth:`RedisLimiter.acquire`'s ``on_wait``): kept in
-        ``…:wait`` for the progress views to say so (of one target, a pause before a limit's wait; else the soonest),
-        for :data:`WAIT_TTL_MS` more. Written by this process at most every :data:`WAIT_WRITE_EVERY_S` unless this wait
-        matters more than the one kept or that one has passed (thread-safe). Returns the ``until`` (ms, Redis's clock)
-        of the wait kept: the call tells again once that has passed (the run's next call goes then, this one may wait
-        on)."""
-        now, who = time.monotonic(), self.who
+        ``…:wait`` for the progress views to say so (``_WAIT_LUA`` keeps the wait said: of one target, a pause before
+        a limit's wait; else the soonest), for :data:`WAIT_TTL_MS` more. Written by this process, for waits alike,
+        at most every :data:`WAIT_WRITE_EVERY_S` unless the wait kept then has passed (thread-safe). Returns the
+        ``until`` (ms, Redis's clock) of the wait kept: the call tells again once that has passed (the run's next call
+        goes then, this one may wait on)."""
+        now, alike = time.monotonic(), (self.wait_key, wait.on, self.who)
         with _noted_lock:
-            kept = _noted.get(self.wait_key)
-            if kept is not None and now - kept[3] < WAIT_WRITE_EVERY_S and wait.now_ms < kept[1]:
-                if not _matters_more((wait.on, wait.until_ms, who), kept[:3]):
-                    # written lately by this process, and this wait would change nothing: tell again once it is kept
-                    # no more, or the process may write again (the note lives WAIT_TTL_MS past the last write)
-                    return min(kept[1], wait.now_ms + math.ceil((WAIT_WRITE_EVERY_S - (now - kept[3])) * 1000))
-            for key in [k for k, (*_, at) in _noted.items() if now - at > WAIT_TTL_MS / 1000]:
+            kept_until, written_at = _noted.get(alike, (0, float("-inf")))
+            if now - written_at < WAIT_WRITE_EVERY_S and wait.now_ms < kept_until:
+                # written lately by this process: tell again once the wait kept then has passed, or the process may
+                # write again (the note lives WAIT_TTL_MS past the last write)
+                return min(kept_until, wait.now_ms + math.ceil((WAIT_WRITE_EVERY_S - (now - written_at)) * 1000))
+            for key in [k for k, (_, at) in _noted.items() if now - at > WAIT_TTL_MS / 1000]:
                 del _noted[key]
-            _noted[self.wait_key] = (wait.on, wait.until_ms, who, now)  # the other threads skip while it is written
-        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, who]
+            _noted[alike] = (wait.until_ms, now)  # the other threads skip while it is written
+        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, self.who]
         try:
-            answer = self._wait(keys=[self.wait_key], args=args)
+            until = int(self._wait(keys=[self.wait_key], args=args))
         except BaseException:
             with _noted_lock:  # not written: the next waiting call writes it (unless another thread wrote since)
-                if _noted.get(self.wait_key, ("", 0, "", 0.0))[3] == now:
-                    del _noted[self.wait_key]
+                if _noted.get(alike, (0, 0.0))[1] == now:
+                    del _noted[alike]
             raise
-        until, on, kept_who = (v.decode() if isinstance(v, bytes) else v for v in answer)
         with _noted_lock:
-            if _noted.get(self.wait_key, ("", 0, "", 0.0))[3] == now:  # no later write by another thread since
-                _noted[self.wait_key] = (str(on), int(until), str(kept_who), now)
-        return int(until)
+            if _noted.get(alike, (0, 0.0))[1] == now:  # no later write by another thread since
+                _noted[alike] = (until, now)
+        return until
 
     def note(self, field: str, value: int | str) -> None:
         """Set one field (a fact such as ``provider_rpm`` or ``base_url``, not a counter)."""
