@@ -27,9 +27,9 @@ __all__ = ["ProgressView", "fmt_duration", "make_progress", "note_of", "queued_o
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
-#: Seconds without a unit done or a judge call sent after which the view gives no ETA and says so (a stall), or says
-#: what the judge or target calls wait on (the rate limit, a provider's 429 pause: :func:`wait_note`): the rich bar on
-#: a line of its own under the bar, a plain line after ``ETA ?``.
+#: Seconds without a unit done or a judge or target call sent after which the view gives no ETA and says so (a stall),
+#: or says what the judge or target calls wait on (the rate limit, a provider's 429 pause: :func:`wait_note`): the rich
+#: bar on a line of its own under the bar, a plain line after ``ETA ?``.
 IDLE_NOTE_S = 10.0
 #: How :func:`wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
 _LIMIT_NAMES = {"rpm": "RPM", "tpm": "TPM", "rpd": "requests a day", "tpd": "tokens a day"}
@@ -142,8 +142,8 @@ def _clock(seconds: float) -> str:
 class _Rate:
     """Units per second and ETA of the run's current attempt. The queues work side by side, so the ETA is the
     slowest queue's (its units left over its own rate): the run's units left over the summed rate made a fast cpu
-    queue's pace read as the judge queue's. Work is seen when a unit is done or a judge call is sent: a long judge
-    item is at work while its calls go out, not stalled.
+    queue's pace read as the judge queue's. Work is seen when a unit is done or a judge or target call is sent: a long
+    judge item is at work while its calls go out, a chunk of questions while its target is asked, not stalled.
 
     The rate counts from when a worker first took one of the attempt's tasks, on the store's clock
     (``work_ms``, and ``before:{counter}`` what was done before: :meth:`RunStore.progress`). A run queued behind
@@ -158,8 +158,8 @@ class _Rate:
     def __init__(self) -> None:
         self.started = self.changed = time.monotonic()
         self.base: dict[str, int] | None = None
-        self.last: tuple[int, int] = (-1, -1)
-        #: ``work_ms`` when work was last seen (a unit done, a judge call sent); None before the stamp.
+        self.last: tuple[int, int, int] = (-1, -1, -1)
+        #: ``work_ms`` when work was last seen (a unit done, a judge or target call sent); None before the stamp.
         self.changed_work_s: float | None = None
         #: Whether counters with the stamp were seen: its absence then is an attempt (a stall's recovery) not begun.
         self.stamped = False
@@ -169,7 +169,7 @@ class _Rate:
         now = time.monotonic()
         if self.base is None:
             self.base = {k: v for k, v in counters.items() if k == "done" or k.startswith("done:")}
-        seen = (done, counters.get("judge_calls", 0))
+        seen = (done, counters.get("judge_calls", 0), counters.get("target_calls", 0))
         work_s = counters["work_ms"] / 1000 if "work_ms" in counters else None
         if seen != self.last:
             self.last, self.changed, self.changed_work_s = seen, now, work_s
@@ -202,8 +202,8 @@ class _Rate:
         self.changed = time.monotonic()
 
     def idle_note(self, counters: dict[str, int]) -> str:
-        """``no progress for 25 s`` once no unit was done and no judge call sent for IDLE_NOTE_S (the ETA means
-        nothing then); what the judge calls wait on instead, when they wait at the rate limiter
+        """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S (the ETA
+        means nothing then); what the judge calls wait on instead, when they wait at the rate limiter
         (:func:`wait_note`): a run held by its ``--rpm`` or a provider's 429 is not stuck."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         idle = time.monotonic() - self.changed

@@ -6,11 +6,13 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 
 =================  ======  ==========================================================================
 ``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done;
+                          ``target_called_at``: a target call was last counted;
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
                           the counters then in ``work_began_before``)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``; ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again, not
-                          written again yet; ``marked``, ``marked:{queue}``: all the resume marked, written again or not
+                          written again yet; ``marked``, ``marked:{queue}``: all the resume marked, written again or
+                          not; ``target_calls``: requests sent to the run's targets
 ``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
                           ``{answers key}|{item key}`` -> target: failed answers a resume asks again)
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
@@ -822,9 +824,10 @@ class RunStore:
 
     def progress(self, run_id: str) -> dict[str, int]:
         """The ``progress`` counters, with ``judge_calls`` (the ``judge`` counters' ``calls``: requests sent to the
-        judge) once the run sent one; one round trip. ``done`` leaves out what a resume sent again and no worker
-        has written again yet, and while the run has not ended holds, in ``done`` and ``done:{queue}``, the outputs
-        a chunk in flight has scored and not written yet (:meth:`mark_scored`). Once a worker took a task of the
+        judge) once the run sent one, and ``target_calls`` (to its targets) once it sent one; one round trip.
+        ``done`` leaves out what a resume sent again and no worker has written again yet, and while the run has not
+        ended holds, in ``done`` and ``done:{queue}``, the outputs a chunk in flight has scored and not written yet
+        (:meth:`mark_scored`). Once a worker took a task of the
         run's current attempt (:meth:`work_began`), also ``work_ms``, the store's clock since then, and
         ``before:{counter}`` of ``done``, ``done:{queue}`` and ``judge_calls``: the counter less it is the attempt's
         work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its

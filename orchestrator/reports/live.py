@@ -203,13 +203,12 @@ class StatusView:
             return None
 
     def _worked_at(self) -> float | None:
-        """When work was last done: an item written (``progress_at``) or a judge call sent, whichever is later. A
-        judge item ends only once its calls have: a long judge run whose calls went out read as stalled."""
-        if not self.samples:
-            return self._meta_time("progress_at")
-        last = self.samples[-1]
-        times = [self._meta_time("progress_at"), last.judge_called_at]  # both on the store's clock
-        return max((last.local(t) for t in times if t is not None), default=None)
+        """When work was last done: an item written (``progress_at``), a judge or a target call sent
+        (``target_called_at``), whichever is later. A judge item ends only once its calls have, a target's chunk once
+        its questions are answered: a long judge run whose calls went out read as stalled, and a run asking its
+        target."""
+        worked = self._worked_at_store()
+        return self.samples[-1].local(worked) if self.samples and worked is not None else worked
 
     def idle_s(self, now: float) -> float | None:
         """Seconds since work was last done on a run that has not ended (None: ended, or nothing done yet)."""
@@ -234,7 +233,7 @@ class StatusView:
         return wait_note(counters, now)
 
     def stalled(self, now: float) -> bool:
-        """No work done (no item written, no judge call sent) for ``STALLED_S`` on a run that has not ended."""
+        """No work done (no item written, no judge or target call sent) for ``STALLED_S`` on a run not ended."""
         idle = self.idle_s(now)
         return idle is not None and idle >= STALLED_S
 
@@ -274,7 +273,8 @@ class StatusView:
 
     def _worked_at_store(self) -> float | None:
         """:meth:`_worked_at` on the store's clock (as it is stored)."""
-        times = [self._meta_time("progress_at"), self.samples[-1].judge_called_at]
+        times = [self._meta_time("progress_at"), self._meta_time("target_called_at")]
+        times += [self.samples[-1].judge_called_at] if self.samples else []
         return max((t for t in times if t is not None), default=None)
 
     def rate(self, key: str) -> float | None:

@@ -24,7 +24,9 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
                            ``provider_rpd``), which the workers use instead
 ``base_url``               the endpoint the workers called, when ``RAGSCORE_JUDGE_BASE_URL`` overrode the suite's
 ``called_at``              the store's clock (whole seconds) when a call was last counted: ``ragscore status`` reads a
-                           judge run whose calls go out as at work, though its items end seldom
+                           judge run whose calls go out as at work, though its items end seldom (a target's
+                           calls stamp the run's meta ``target_called_at`` instead, and add to its ``progress``
+                           ``target_calls``: read as work too, for all its targets at once)
 =========================  ===================================================================
 
 Beside it, ``…:judge:wait`` (``…:targets:wait`` for the target stage, one for all its targets:
@@ -83,8 +85,8 @@ CANCELLED_REASON = "run cancelled"
 #: Why a call did not start in a worker of an embedded run whose process is gone (``die_with_parent``).
 ORPHANED_REASON = "the process that started this worker exited"
 
-# KEYS[1] = hash: its ``called_at`` is the store's clock now (one clock for every worker host).
-_CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1])"
+# KEYS[1] = hash, ARGV[1] = field: the store's clock now, whole seconds (one clock for every worker host).
+_CALLED_AT_LUA = "redis.call('HSET', KEYS[1], ARGV[1], redis.call('TIME')[1])"
 
 # KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl ms, who (the target whose calls wait,
 # "" for the judge's). Keeps the wait still to come that the next call of the run goes after: of the same limiter
@@ -242,6 +244,10 @@ class RunJudgeState:
         self.holds_key = holds_key(self.key)
         self.ttl_s = ttl_s
         self.what = "judge calls" if name is None else f"calls to target {name}"
+        # where a counted call is stamped: the judge's in its hash (``called_at``); a target's in the run's meta
+        # (``target_called_at``), its count in ``progress`` (``target_calls``): one read for all the run's targets
+        self._stamp = (self.key, "called_at") if name is None else (self.meta_key, "target_called_at")
+        self.progress_key = None if name is None else RunStore.key(run_id, "progress")
         self.hold_s = hold_s
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)
@@ -257,13 +263,17 @@ class RunJudgeState:
         self, *, cost: float = 0.0, reset_failures: bool = False, release: Hold | None = None, **counts: int
     ) -> None:
         """Add to counters (one round trip); ``reset_failures`` marks a success for the breaker; ``release``
-        gives back what :meth:`reserve` held for the call. Counted ``calls`` stamp ``called_at``."""
+        gives back what :meth:`reserve` held for the call. Counted ``calls`` stamp ``called_at`` (a target's: the
+        run's ``target_called_at``, and add to its ``target_calls``: the progress views read them as work)."""
         pipe = self.r.pipeline(transaction=False)
         for name, value in counts.items():
             if value:
                 pipe.hincrby(self.key, name, value)
         if counts.get("calls"):
-            self._called_at(keys=[self.key], client=pipe)
+            key, field = self._stamp
+            self._called_at(keys=[key], args=[field], client=pipe)
+            if self.progress_key is not None:
+                pipe.hincrby(self.progress_key, "target_calls", counts["calls"])
         if cost:
             pipe.hincrbyfloat(self.key, "cost", cost)
         if release is not None:

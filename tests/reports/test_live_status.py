@@ -421,3 +421,22 @@ def test_the_all_row_of_an_aggregating_run_is_its_queues_sums_rate_too() -> None
     rows = {r["queue"]: r for r in view.rows()}
     assert "derived" not in rows and rows["cpu"]["rate"] == 0.0
     assert (rows["all"]["done"], rows["all"]["total"], rows["all"]["rate"]) == (100, 100, 0.0), rows["all"]
+
+
+def test_a_target_call_counted_in_the_store_is_read_as_work_done(store) -> None:  # type: ignore[no-untyped-def]
+    """A run busy asking its target (the system under test) writes no item until a chunk's answers are in: its calls
+    are its work, as a judge's are. Without them, `ragscore status` said "no progress for 16m40s" of a run whose
+    target calls went out."""
+    from orchestrator.reports.live import sample
+    from ragscore_workers.providers import RunJudgeState
+
+    store.create_run("r-asks", {"state": "running", "submitted_at": "1000", "progress_at": "1000"})
+    RunJudgeState(store.r, "r-asks", ttl_s=600, target="rag-a").incr(calls=1)
+    now = time.time()
+    view = StatusView(store.meta("r-asks"))
+    view.add(sample(store, "r-asks", now))
+    idle = view.idle_s(now)
+    assert idle is not None and idle < IDLE_NOTE_S and not view.stalled(now), idle
+    console = Console(record=True, width=250)
+    console.print(view.render("r-asks"))
+    assert "no progress" not in console.export_text(), console.export_text()

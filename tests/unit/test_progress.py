@@ -411,3 +411,23 @@ def test_the_rich_bar_shows_a_long_wait_note_whole_on_a_narrow_terminal(clock: C
     note = view.bar.tasks[0].fields["note"]
     assert note.endswith("next target call in 4 s") and note in text, text
     assert "run r1" in text and "errors 0 unscorable 0" in text, text
+
+
+def test_the_bar_is_at_work_while_the_runs_target_calls_go_out(clock: Clock, store) -> None:  # type: ignore[no-untyped-def]
+    """Target calls counted in the store (``target_calls`` of :meth:`RunStore.progress`) are work: the bar of a run
+    asking its target, no answer written yet, said "no progress for 20 s"."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+    from ragscore_workers.providers import RunJudgeState
+
+    store.create_run("r-bar", {"state": "running"})
+    store.r.hset(store.key("r-bar", "progress"), mapping={"done": 0, "total": 10, "done:target": 0, "total:target": 10})
+    view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+    view.start("r-bar")
+    view.update(store.progress("r-bar"))
+    clock.advance(progress.IDLE_NOTE_S + 10)
+    RunJudgeState(store.r, "r-bar", ttl_s=600, target="").incr(calls=1)
+    view.update(store.progress("r-bar"))
+    assert view.bar.tasks[0].fields["note"] == ""
+    view.stop()
