@@ -235,6 +235,17 @@ class Wait:
     reason: str = ""
 
 
+def _slice_s(held: Wait, told_until: int) -> float:
+    """How long a waiting call sleeps before its next attempt: until its wait ends, or sooner until the run's wait
+    ``on_wait`` said it keeps (another call's, ``told_until``) passes, so that the call tells its own at once (the
+    note, its time passed, said no wait until the call's next attempt). A little jitter so that waiters woken by the
+    same expiry do not all retry at once; a long wait is slept in slices, each followed by a new attempt, so that
+    ``check`` runs while it lasts."""
+    until = told_until if held.now_ms < told_until < held.until_ms else held.until_ms
+    left = (until - held.now_ms) / 1000
+    return min(left + random.uniform(0, min(0.05, left / 4 + 0.005)), CHECK_EVERY_S)
+
+
 class RedisLimiter:
     """Acquire before each provider call; correct the token cost after; pause everyone after a 429."""
 
@@ -312,10 +323,11 @@ class RedisLimiter:
 
         ``on_wait`` is told what the call waits on once a wait of at least :data:`WAIT_NOTE_S` begins, again every
         :data:`WAIT_REFRESH_S` while it waits, and again once the time it was told has passed (others took the room
-        first); it may return an ``until`` (ms, Redis's clock) sooner than the call's own, after which it is told again
-        (what it keeps is another call's sooner wait): so a progress view can say the run waits on a limit, not that
-        it stalled. A call admitted at once, or after a short wait, tells nothing (no cost but this test); nor does a
-        wait longer than ``max_wait_s`` (the call fails at once). What it raises is logged, never the call's failure.
+        first); it may return an ``until`` (ms, Redis's clock) sooner than the call's own, at which the call tries
+        again and tells it again (what it keeps is another call's sooner wait): so a progress view can say the run
+        waits on a limit, not that it stalled. A call admitted at once, or after a short wait, tells nothing (no cost
+        but this test); nor does a wait longer than ``max_wait_s`` (the call fails at once). What it raises is logged,
+        never the call's failure.
         """
         started = checked = time.monotonic()
         told_until, told_at = -1, float("-inf")  # Redis time (ms) up to which on_wait was told; when (monotonic)
@@ -333,9 +345,7 @@ class RedisLimiter:
             if on_wait is not None and wait >= WAIT_NOTE_S and due:
                 told_at = time.monotonic()
                 told_until = self._told(held, on_wait)
-            # A little jitter so that waiters woken by the same expiry do not all retry at once; a long wait is
-            # slept in slices, each followed by a new attempt, so that ``check`` runs while it lasts.
-            self._sleep(min(wait + random.uniform(0, min(0.05, wait / 4 + 0.005)), CHECK_EVERY_S))
+            self._sleep(_slice_s(held, told_until))
             if check is not None and time.monotonic() - checked >= CHECK_EVERY_S:
                 check()
                 checked = time.monotonic()

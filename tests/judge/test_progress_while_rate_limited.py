@@ -135,6 +135,28 @@ def _redis_ms(r: redis.Redis) -> int:
     return seconds * 1000 + micros // 1000
 
 
+def test_a_call_told_of_a_sooner_wait_kept_tries_again_once_that_wait_passed(rclient: redis.Redis) -> None:
+    """A waiting call told that the run's note keeps another call's sooner wait (0.3 s) sleeps until that wait
+    passed, then tries again and tells its own: it slept its whole second's slice, and the note, its time passed, said
+    no wait for up to a second."""
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        time.sleep(seconds)
+
+    limiter = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1, 3.0, "requests", "rpm")], sleep=sleep)
+    limiter.acquire(1)
+    told: list[Wait] = []
+
+    def on_wait(wait: Wait) -> int:
+        told.append(wait)
+        return wait.now_ms + 300  # the wait kept: another call's, that goes in 0.3 s
+
+    limiter.acquire(1, on_wait=on_wait)
+    assert len(told) >= 2 and slept and slept[0] <= 0.3 + 0.05, (slept, told)  # 0.3 s and the jitter, not 1 s
+
+
 def _run_waits(r: redis.Redis) -> tuple[RunStore, RunJudgeState, str]:
     run_id = f"w-{uuid.uuid4().hex[:8]}"
     return RunStore(r, ttl_s=600), RunJudgeState(r, run_id, ttl_s=600), run_id
