@@ -42,7 +42,6 @@ judge's, or a run's only target, unnamed).
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import uuid
@@ -112,9 +111,11 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
 return old
 """
 #: How long (ms) a wait's hash outlives the last write of a call still waiting. A process whose calls wait writes again
-#: within about 3 s: a call that skipped the write tells again once :data:`WAIT_WRITE_EVERY_S` (1.5 s) passed, the call
-#: that wrote after :data:`~.ratelimit.WAIT_REFRESH_S` (2 s), each at its next attempt (within
-#: :data:`~.ratelimit.CHECK_EVERY_S`, 1 s, more). The reader also ignores a wait whose time has passed.
+#: within about 3 s: each call tells again :data:`~.ratelimit.WAIT_REFRESH_S` (2 s) after it told, at its next attempt
+#: (within :data:`~.ratelimit.CHECK_EVERY_S`, 1 s, more), and the process writes at the first tell once
+#: :data:`WAIT_WRITE_EVERY_S` (1.5 s) passed; at once when the wait kept passed (its calls told of it wake then). Up to
+#: about 4.5 s only where the call that wrote stopped waiting before the wait kept passed (its run cancelled). The
+#: reader also ignores a wait whose time has passed.
 WAIT_TTL_MS = 5000
 #: Least time (seconds) between two writes of a run's wait note by one process for waits alike (the same ``on``, of the
 #: same ``who``), unless the wait kept at the last has passed: its many waiting calls (each tells every
@@ -124,10 +125,11 @@ WAIT_TTL_MS = 5000
 #: (``_WAIT_LUA``), not this process's.
 WAIT_WRITE_EVERY_S = 0.75 * WAIT_REFRESH_S
 
-# (wait key, on, who: a kind of wait) -> (until ms of the wait the note kept when this process last wrote one alike;
-# monotonic time of that write). Per process, not per state object: a judge worker builds one per batch, and its
-# threads wait together.
-_noted: dict[tuple[str, str, str], tuple[int, float]] = {}
+# Per process, not per state object: a judge worker builds one per batch, and its threads wait together.
+# (wait key, on, who: a kind of wait) -> monotonic time this process last wrote a wait alike.
+_written: dict[tuple[str, str, str], float] = {}
+# wait key -> (until ms of the wait the note kept at this process's last write, of any kind; monotonic time of it).
+_kept: dict[str, tuple[int, float]] = {}
 _noted_lock = threading.Lock()
 
 
@@ -287,30 +289,34 @@ class RunJudgeState:
         """A call of the run waits on the shared limiter (:meth:`RedisLimiter.acquire`'s ``on_wait``): kept in
         ``…:wait`` for the progress views to say so (``_WAIT_LUA`` keeps the wait said: of one target, a pause before
         a limit's wait; else the soonest), for :data:`WAIT_TTL_MS` more. Written by this process, for waits alike,
-        at most every :data:`WAIT_WRITE_EVERY_S` unless the wait kept then has passed (thread-safe). Returns the
-        ``until`` (ms, Redis's clock) of the wait kept: the call tells again once that has passed (the run's next call
-        goes then, this one may wait on)."""
+        at most every :data:`WAIT_WRITE_EVERY_S` unless the wait the note kept at its last write (of any kind) has
+        passed (thread-safe). Returns the ``until`` (ms, Redis's clock) of the wait kept: the call tells again once
+        that has passed (the run's next call goes then, this one may wait on)."""
         now, alike = time.monotonic(), (self.wait_key, wait.on, self.who)
         with _noted_lock:
-            kept_until, written_at = _noted.get(alike, (0, float("-inf")))
+            kept_until = _kept.get(self.wait_key, (0, 0.0))[0]
+            written_at = _written.get(alike, float("-inf"))
             if now - written_at < WAIT_WRITE_EVERY_S and wait.now_ms < kept_until:
-                # written lately by this process: tell again once the wait kept then has passed, or the process may
-                # write again (the note lives WAIT_TTL_MS past the last write)
-                return min(kept_until, wait.now_ms + math.ceil((WAIT_WRITE_EVERY_S - (now - written_at)) * 1000))
-            for key in [k for k, (_, at) in _noted.items() if now - at > WAIT_TTL_MS / 1000]:
-                del _noted[key]
-            _noted[alike] = (wait.until_ms, now)  # the other threads skip while it is written
+                # written lately: the call tells again once the wait kept passed (the limiter wakes it then), or at
+                # its own refresh, when the process may write again. Not at the write window's end: the limiter woke
+                # every call skipped in the window as it closed, together, an attempt more each per window.
+                return kept_until
+            for key in [k for k, at in _written.items() if now - at > WAIT_TTL_MS / 1000]:
+                del _written[key]
+            for part in [k for k, (_, at) in _kept.items() if now - at > WAIT_TTL_MS / 1000]:
+                del _kept[part]
+            _written[alike] = now  # the other threads skip while it is written
         args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, self.who]
         try:
             until = int(self._wait(keys=[self.wait_key], args=args))
         except BaseException:
             with _noted_lock:  # not written: the next waiting call writes it (unless another thread wrote since)
-                if _noted.get(alike, (0, 0.0))[1] == now:
-                    del _noted[alike]
+                if _written.get(alike) == now:
+                    del _written[alike]
             raise
         with _noted_lock:
-            if _noted.get(alike, (0, 0.0))[1] == now:  # no later write by another thread since
-                _noted[alike] = (until, now)
+            if _kept.get(self.wait_key, (0, float("-inf")))[1] <= now:  # no later write by another thread since
+                _kept[self.wait_key] = (until, now)
         return until
 
     def note(self, field: str, value: int | str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,8 +78,8 @@ def test_with_two_targets_one_targets_pause_hides_not_the_others_sooner_call(
     """Target A's 429 pause (100 s) holds A's calls only: target B's call that waits 3 s on its own rpm is the run's
     next target call, and the note names the target it waits on. Both wrote one note, and the pause replaced B's
     sooner wait ("next target call in 1m40s"), naming neither. Each note written (no throttle), the store's script
-    keeps B's wait (a pause is said first of its own target only); with the process's throttle, A's note is not
-    written: it matters no more than the one kept."""
+    keeps B's wait (a pause is said first of its own target only); with the process's throttle too (a wait of another
+    kind or target is written at once, and the script keeps B's)."""
     if write_every_s is not None:
         monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", write_every_s)
     store = connect(redis_server.url)
@@ -92,3 +93,28 @@ def test_with_two_targets_one_targets_pause_hides_not_the_others_sooner_call(
     assert 0 < counters.get("target_wait_ms", 0) <= 3_000 and counters.get("target_wait_rpm") == 60, counters
     said = progress.wait_note(counters)
     assert said.startswith("waiting on target rag-b's rate limit (60 RPM): next target call in "), said
+
+
+def test_a_targets_pause_is_written_again_at_once_when_the_others_sooner_wait_kept_passed(
+    redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process, two targets: A's pause noted, then B's sooner wait (0.3 s) kept in its place. Once B's passed,
+    A's next waiting call writes its pause at once, though the process wrote one lately: the process kept, per kind of
+    wait, the ``until`` of its own last write (A's pause, 100 s), so it skipped the write and the note said no wait
+    until its write window closed."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 600.0)  # however long the test takes: "lately"
+    store = connect(redis_server.url)
+    run_id = f"w-{uuid.uuid4().hex[:8]}"
+    a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name) for name in ("rag-a", "rag-b"))
+    now = _redis_ms(store.r)
+    a.note_wait(Wait("pause", 0, now + 100_000, now, "429 from rag-a"))
+    assert b.note_wait(Wait("rpm", 60, now + 300, now)) == now + 300  # sooner, of another target: kept
+    assert until(lambda: _redis_ms(store.r) > now + 300, 30)
+    later = _redis_ms(store.r)
+    a.note_wait(Wait("pause", 0, now + 100_000, later, "429 from rag-a"))
+    assert store.progress(run_id).get("target_wait_pause") == PAUSED_BY_429, store.progress(run_id)
+
+
+def _redis_ms(r: Any) -> int:
+    seconds, micros = r.time()
+    return seconds * 1000 + micros // 1000
