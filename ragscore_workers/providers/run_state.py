@@ -84,8 +84,18 @@ CANCELLED_REASON = "run cancelled"
 #: Why a call did not start in a worker of an embedded run whose process is gone (``die_with_parent``).
 ORPHANED_REASON = "the process that started this worker exited"
 
-# KEYS[1] = hash, ARGV[1] = field: the store's clock now, whole seconds (one clock for every worker host).
-_CALLED_AT_LUA = "redis.call('HSET', KEYS[1], ARGV[1], redis.call('TIME')[1])"
+# KEYS[1] = hash: its ``called_at`` is the store's clock now (one clock for every worker host).
+_CALLED_AT_LUA = "redis.call('HSET', KEYS[1], 'called_at', redis.call('TIME')[1])"
+
+# KEYS[1] = the run's meta, KEYS[2] = its progress; ARGV[1] = target calls sent. Stamps the meta's
+# ``target_called_at`` (the store's clock, whole seconds) and counts ``target_calls``, unless the run's keys are gone
+# (they expired): a straggler's count made them again without a TTL, a run found forever (as ``progress_at``).
+_TARGET_CALLED_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'target_called_at', redis.call('TIME')[1])
+  redis.call('HINCRBY', KEYS[2], 'target_calls', ARGV[1])
+end
+"""
 
 # KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl ms, who (the target whose calls wait,
 # "" for the judge's). Keeps the wait still to come that the next call of the run goes after: of the same limiter
@@ -246,15 +256,14 @@ class RunJudgeState:
         self.holds_key = holds_key(self.key)
         self.ttl_s = ttl_s
         self.what = "judge calls" if name is None else f"calls to target {name}"
-        # where a counted call is stamped: the judge's in its hash (``called_at``); a target's in the run's meta
-        # (``target_called_at``), its count in ``progress`` (``target_calls``): one read for all the run's targets
-        self._stamp = (self.key, "called_at") if name is None else (self.meta_key, "target_called_at")
+        # a target's counted calls stamp the run's meta and progress (one read for all its targets): None, the judge's
         self.progress_key = None if name is None else RunStore.key(run_id, "progress")
         self.hold_s = hold_s
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)
         self._release = redis.register_script(_RELEASE_LUA)
         self._called_at = redis.register_script(_CALLED_AT_LUA)
+        self._target_called = redis.register_script(_TARGET_CALLED_LUA)
         self._wait = redis.register_script(_WAIT_LUA)
         self.wait_key = RunStore.key(run_id, WAIT_PARTS["judge" if target is None else "target"])  # one for all targets
         self._stop_lock = threading.Lock()
@@ -271,11 +280,10 @@ class RunJudgeState:
         for name, value in counts.items():
             if value:
                 pipe.hincrby(self.key, name, value)
-        if counts.get("calls"):
-            key, field = self._stamp
-            self._called_at(keys=[key], args=[field], client=pipe)
-            if self.progress_key is not None:
-                pipe.hincrby(self.progress_key, "target_calls", counts["calls"])
+        if counts.get("calls") and self.progress_key is None:
+            self._called_at(keys=[self.key], client=pipe)
+        elif counts.get("calls"):
+            self._target_called(keys=[self.meta_key, self.progress_key], args=[counts["calls"]], client=pipe)
         if cost:
             pipe.hincrbyfloat(self.key, "cost", cost)
         if release is not None:

@@ -440,3 +440,13 @@ def test_a_target_call_counted_in_the_store_is_read_as_work_done(store) -> None:
     console = Console(record=True, width=250)
     console.print(view.render("r-asks"))
     assert "no progress" not in console.export_text(), console.export_text()
+
+
+def test_a_target_call_counted_after_its_run_expired_writes_no_run_back(store) -> None:  # type: ignore[no-untyped-def]
+    """A target call counted once the run's keys are gone (a straggler of a run whose short RAGSCORE_RUN_TTL_S ran
+    out) stamps nothing: its ``target_called_at`` and ``target_calls`` made a meta and a progress hash without a TTL,
+    a run that `ragscore status` found, forever."""
+    from ragscore_workers.providers import RunJudgeState
+
+    RunJudgeState(store.r, "r-gone", ttl_s=600, target="rag-a").incr(calls=1)
+    assert not store.exists("r-gone") and not store.r.exists(store.key("r-gone", "progress"))
