@@ -18,6 +18,7 @@ from typing import Any
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
+from ragscore_workers.settings import get_settings
 
 from .atomic_file import make_out_dir
 from .datasets import Named
@@ -85,6 +86,7 @@ def evaluate(
     the call fails before a run was recorded there).
     """
     resolved = load_suite(suite)
+    get_settings().check_visibility_timeout()  # as run() does, before out is claimed and the rows written there
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="ragscore-"))
     rows_copy: Path | None = None
     try:

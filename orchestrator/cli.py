@@ -341,6 +341,8 @@ def run_cmd(
     """
     from .gates import GatePlan
 
+    if not dry_run:  # a run or a resume sends work: refused before its --junit, the embedded Redis or DIR is touched
+        get_settings().check_visibility_timeout()
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     if resume_dir is not None:
         if dry_run:
@@ -581,6 +583,7 @@ def resume_cmd(
     from .gates import GatePlan
     from .suite import judge_budget
 
+    get_settings().check_visibility_timeout()  # it sends work: refused before the embedded Redis is started
     budget = judge_budget(max_cost=max_cost, max_tokens=max_tokens)
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     ref, run_id = run_id, _run_id(run_id)

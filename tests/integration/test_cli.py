@@ -505,6 +505,42 @@ def test_an_embedded_run_with_a_short_visibility_timeout_is_refused_before_anyth
     assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
 
 
+def test_a_resume_or_an_evaluate_with_a_short_visibility_timeout_touches_nothing_before_it_is_refused(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded `ragscore resume DIR` (and `run --resume DIR`) started the embedded Redis to read the run's suite
+    before run() refused the timeout; `run --junit FILE` removed the last run's report there first; `evaluate()`
+    claimed its out= first (one held by another run was refused as in use, not for the setting)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from orchestrator import evaluate
+    from orchestrator.out_claim import claim_out_dir
+    from ragscore_workers.errors import ConfigError
+
+    short = {"RAGSCORE_VISIBILITY_TIMEOUT_S": "400", "COLUMNS": "250"}
+    said = "Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='400': must be above the longest hard time limit of a task"
+    (home / "redis").mkdir()  # embedded runs were made here: a resume would start their Redis from its data
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "run.json").write_text(json.dumps({"run_id": "r-1", "mode": "embedded"}))
+    junit = tmp_path / "last.xml"
+    junit.write_text("<testsuites/>")
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(2))
+    suite = _suite(tmp_path, {"metrics": ["exact_match"]})
+    for args in (["resume", str(done)], ["run", "--resume", str(done)],
+                 ["run", str(data), "--suite", str(suite), "--out", str(tmp_path / "out"), "--junit", str(junit),
+                  "--fail-under", "exact_match=0.5"]):  # fmt: skip
+        refused = ragscore(*args, home=home, env=short)
+        assert refused.returncode == 2 and said in " ".join(refused.stderr.split()), (args, refused.stderr)
+        assert not any((home / "redis").iterdir()), (args, list(home.rglob("*")))  # no embedded Redis was started
+    assert junit.read_text() == "<testsuites/>"
+    monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", "400")
+    held = tmp_path / "held"
+    with claim_out_dir(held), ThreadPoolExecutor(1) as pool:  # another run's (a thread here: a claim of its own)
+        with pytest.raises(ConfigError, match="RAGSCORE_VISIBILITY_TIMEOUT_S='400': must be above"):
+            pool.submit(evaluate, make_rows(2), {"metrics": ["exact_match"]}, out=held).result()
+
+
 @pytest.mark.parametrize(
     ("settings", "said"),
     [
