@@ -617,6 +617,10 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
     if gates is not None and (note := system_note(gates.gates, estimate.systems)):
         err.print(f"Warning: {note}", style="yellow", soft_wrap=True)
+    try:  # the run itself is refused before anything starts, here or on a cluster
+        get_settings().check_visibility_timeout()
+    except ConfigError as exc:
+        err.print(f"Warning: the run would be refused: {exc}", style="yellow", soft_wrap=True)
     if not cluster:  # what an embedded run checks before its workers start (a cluster's live on its workers)
         from .runner import check_local_resources
 

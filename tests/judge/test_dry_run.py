@@ -169,6 +169,22 @@ def test_the_dry_run_warns_of_a_base_url_that_ends_in_what_the_client_adds(tmp_p
     ), said
 
 
+def test_the_dry_run_warns_of_a_visibility_timeout_the_run_would_be_refused_for(tmp_path: Path, home: Path) -> None:
+    """Once only what sends work checked RAGSCORE_VISIBILITY_TIMEOUT_S, `--dry-run` (which validates) counted and
+    said nothing of a timeout the run it was checking would be refused for."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(2))
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_VISIBILITY_TIMEOUT_S": "400"}
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0 and "Dry run: nothing was submitted" in result.stdout, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "Warning: the run would be refused: Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='400': must be above" in said
+    assert not any(home.iterdir())
+
+
 def test_dry_run_is_refused_with_resume(tmp_path: Path, home: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "x"}))
     result = subprocess.run(
