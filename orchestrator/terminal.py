@@ -28,6 +28,7 @@ __all__ = [
     "backticked",
     "cancel_command",
     "follow_commands",
+    "password_note",
     "results_command",
     "resume_command",
     "shown",
@@ -144,10 +145,9 @@ def summary_commands(run_id: str, out: str | Path | None, broker: str | None) ->
     """The commands that watch run ``run_id`` and finish it into ``out`` (None: ``DIR``, not known where it is
     said), with its ``broker``, as :meth:`~ragscore_workers.store.RunStore.finished_summary` says them where the run
     has no summary (its own say neither, the workers knowing no command line)."""
-    return {
-        "status": backticked(status_command(run_id, broker, watch=True)),
-        "resume": backticked(resume_command(out or "DIR", run_id, broker)),
-    }
+    status, resume = status_command(run_id, broker, watch=True), resume_command(out or "DIR", run_id, broker)
+    # a message may name both (a cancelled run's): the word to put a hidden password back follows them, said once
+    return {"status": f"`{status}`", "resume": f"`{resume}`", "note": password_note(status, resume)}
 
 
 def _with_broker(command: str, broker: str | None) -> str:
@@ -168,7 +168,10 @@ def backticked(*commands: str, joined: str = " or ") -> str:
     """``commands`` as a message says them: each in backticks, ``joined`` between them, and where a broker's password
     is hidden (``***``) in one of them, a word after them all to put it back (said once: the commands of one message
     name the same broker)."""
-    said = joined.join(f"`{command}`" for command in commands)
-    if any(command.startswith(f"{_HIDDEN_BROKER}=") for command in commands):
-        return f"{said} (put its password back for `***`)"
-    return said
+    return joined.join(f"`{command}`" for command in commands) + password_note(*commands)
+
+
+def password_note(*commands: str) -> str:
+    """The word a message says after ``commands`` where a broker's password is hidden (``***``) in one of them, to put
+    it back; else nothing."""
+    return " (put its password back for `***`)" if any(c.startswith(f"{_HIDDEN_BROKER}=") for c in commands) else ""

@@ -1101,12 +1101,19 @@ class RunStore:
         return int(written if written is not None else current or 0) == wanted  # older runs: their only summary
 
     def finished_summary(
-        self, run_id: str, current: bool = False, *, status: str | None = None, resume: str | None = None
+        self,
+        run_id: str,
+        current: bool = False,
+        *,
+        status: str | None = None,
+        resume: str | None = None,
+        note: str = "",
     ) -> RunSummary:
         """The summary of a run that ended (with ``current``, only one of its current generation, not of before a
         resume); else an error saying why there is none and what to do: ``status`` and ``resume``, the commands
         that watch the run and finish it as a message says them (the orchestrator's name its --broker and --out;
-        by default ``ragscore status RUN --watch`` and ``ragscore resume RUN``)."""
+        by default ``ragscore status RUN --watch`` and ``ragscore resume RUN``), and ``note``, what the error says
+        once after them (the word to put back a password they hide)."""
         status = status or f"`ragscore status {run_id} --watch`"
         resume = resume or f"`ragscore resume {run_id}`"
         summary = self.summary(run_id) if not current or self.summary_is_current(run_id) else None
@@ -1117,12 +1124,12 @@ class RunStore:
         if state == RunState.CANCELLED and not meta.get("error"):
             raise StoreError(f"Run {run_id} was cancelled; the summary of what it scored is written once the workers "
                              f"have skipped its queued tasks: try again shortly ({status}), or {resume} to score the "
-                             "rest")  # fmt: skip
+                             f"rest{note}")  # fmt: skip
         if state in RunState.DONE:
             why = f": {meta['error']}" if meta.get("error") else ""
-            raise StoreError(f"Run {run_id} is {state} with no summary{why}; {resume} scores what is missing and "
-                             "writes it")  # fmt: skip
-        raise StoreError(f"Run {run_id} is still {state}: follow it with {status}")
+            raise StoreError(f"Run {run_id} is {state} with no summary{why}; {resume}{note} scores what is "
+                             "missing and writes it")  # fmt: skip
+        raise StoreError(f"Run {run_id} is still {state}: follow it with {status}{note}")
 
     def counters(self, run_id: str, part: str) -> dict[str, Any]:
         """A counters hash of the run (``judge``, ``embed``) with numbers parsed; text values kept."""

@@ -215,3 +215,20 @@ def test_a_report_of_an_unfinished_run_names_the_broker_it_was_read_with(store: 
     with pytest.raises(StoreError) as refused:
         open_run("run-open", lambda: store, broker)  # type: ignore[arg-type, return-value]
     assert f"follow it with `ragscore status run-open --watch --broker {broker}`" in str(refused.value), refused.value
+
+
+@pytest.mark.parametrize("state", ["cancelled", "running", "failed"])
+def test_a_report_of_an_unfinished_run_of_a_passworded_broker_says_to_put_the_password_back_once(
+    store: object, state: str
+) -> None:
+    """A cancelled run without its summary names two commands (its status, then its resume): each said its own
+    "(put its password back for `***`)", twice in one message. Said once, after both, as backticked says it after
+    several commands; a message naming one command says it once too."""
+    from orchestrator.reports import open_run
+    from ragscore_workers.errors import StoreError
+
+    store.create_run("run-open", {"state": state})  # type: ignore[attr-defined]
+    with pytest.raises(StoreError) as refused:
+        open_run("run-open", lambda: store, SECRET_BROKER)  # type: ignore[arg-type, return-value]
+    said = str(refused.value)
+    assert "s3cret" not in said and said.count("(put its password back for `***`)") == 1, said
