@@ -224,7 +224,14 @@ def checking_broker(store: RunStore, broker_url: str) -> RunStore:
     not connect's STORE_READ_TIMEOUT_S: a broker hung inside an inspect held it that long, twice. Only for a command
     that sends nothing (status): a send would fail on a slow broker."""
     configure(broker_url, get_settings().result_backend, send_timeout_s=BROKER_CHECK_S)
-    return RunStore(store.r, store.final_ttl_s, broker=redis_client(broker_url, BROKER_CHECK_S, retries=0))
+    return broker_tried_once(store, broker_url, BROKER_CHECK_S)
+
+
+def broker_tried_once(store: RunStore, broker_url: str, read_timeout_s: float = STORE_READ_TIMEOUT_S) -> RunStore:
+    """``store`` whose client of the broker's Redis at ``broker_url`` (apart from the store's) tries each command
+    once, waiting ``read_timeout_s`` for a reply: for a command that just probed the broker (:func:`reach_broker`)
+    and says it lost at its first failed read, not after the ~20 s of retries of the store's own client."""
+    return RunStore(store.r, store.final_ttl_s, broker=redis_client(broker_url, read_timeout_s, retries=0))
 
 
 def broker_not_reached(broker_url: str, problem: object) -> str:
