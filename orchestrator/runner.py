@@ -75,6 +75,7 @@ from .terminal import (
     follow_commands,
     results_command,
     resume_command,
+    status_command,
     summary_commands,
 )
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
@@ -1460,9 +1461,9 @@ def run(
                 again = (f"delete {out_dir / 'run.json'} and run it again" if recorded is not None
                          and recorded.get("run_id") == resume_id else "run it again")  # fmt: skip
                 raise ConfigError(
-                    f"{NO_SUCH_RUN.format(run_id=resume_id)}. `ragscore status` lists the runs this broker has; sent "
-                    f"to another broker: give that --broker. Lost or expired: it cannot be resumed; {again} with the "
-                    "same DATASET and --suite"
+                    f"{NO_SUCH_RUN.format(run_id=resume_id)}. {backticked(status_command(None, given_broker))} lists "
+                    f"the runs this broker has; sent to another broker: give that --broker. Lost or expired: it cannot "
+                    f"be resumed; {again} with the same DATASET and --suite"
                 )
             if not broker:
                 _refuse_a_live_embedded_run(store, resume_id)

@@ -123,10 +123,10 @@ def results_command(run_id: str, out: str | Path | None = None, broker: str | No
     return _with_broker(f"ragscore results {run_id} --out {shlex.quote(str(out or 'DIR'))}", broker)
 
 
-def status_command(run_id: str, broker: str | None = None, watch: bool = False) -> str:
-    """The command that shows run ``run_id`` (``watch``: as it goes on), with the run's ``broker`` as
-    :func:`resume_command` writes it."""
-    return _with_broker(f"ragscore status {run_id}{' --watch' if watch else ''}", broker)
+def status_command(run_id: str | None, broker: str | None = None, watch: bool = False) -> str:
+    """The command that shows run ``run_id`` (``watch``: as it goes on; None: that lists the broker's runs), with
+    the run's ``broker`` as :func:`resume_command` writes it."""
+    return _with_broker(f"ragscore status{f' {run_id}' if run_id else ''}{' --watch' if watch else ''}", broker)
 
 
 def cancel_command(run: str | Path, broker: str | None = None) -> str:

@@ -323,7 +323,8 @@ def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp
                                "--broker", server.url], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=60)  # fmt: skip
         said = " ".join(typo.stderr.split())  # no run.json to delete (its default --out was never written)
-        assert typo.returncode == 2 and "`ragscore status` lists the runs this broker has" in said, said
+        listed = f"`ragscore status --broker {server.url}` lists the runs this broker has"
+        assert typo.returncode == 2 and listed in said, said
         assert "run.json" not in said and "it cannot be resumed; run it again with the same DATASET" in said, said
         again = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
         try:  # no worker serves it: it is submitted (a new run named in run.json), then waits

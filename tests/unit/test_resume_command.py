@@ -232,3 +232,16 @@ def test_a_report_of_an_unfinished_run_of_a_passworded_broker_says_to_put_the_pa
         open_run("run-open", lambda: store, SECRET_BROKER)  # type: ignore[arg-type, return-value]
     said = str(refused.value)
     assert "s3cret" not in said and said.count("(put its password back for `***`)") == 1, said
+
+
+def test_the_resume_of_a_run_the_broker_lacks_says_the_status_listing_its_runs_with_that_broker(
+    redis_server: object, tmp_path: Path
+) -> None:
+    """`ragscore resume RUN --broker URL` of a run the broker does not have said "`ragscore status` lists the runs
+    this broker has", without the --broker: pasted, it listed RAGSCORE_BROKER_URL's runs, or the embedded Redis's."""
+    from orchestrator.cli import resume_cmd
+
+    url = redis_server.url  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError) as refused:
+        resume_cmd("20260101-000000-abcdee", out=tmp_path / "out", broker=url, quiet=True)
+    assert f"`ragscore status --broker {url}` lists the runs this broker has" in str(refused.value), refused.value
