@@ -194,6 +194,5 @@ def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute
     scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
     limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
                            max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
-    # "" for a suite's only target, unnamed: None (config.system's) would build the judge's state
-    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, target=config.system or "")
+    state = RunJudgeState.for_target(redis, run_id, config.system, ttl_s=get_settings().live_ttl_s)
     return TargetClient(config, endpoint, redis, state, limiter)

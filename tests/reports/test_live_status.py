@@ -431,7 +431,7 @@ def test_a_target_call_counted_in_the_store_is_read_as_work_done(store) -> None:
     from ragscore_workers.providers import RunJudgeState
 
     store.create_run("r-asks", {"state": "running", "submitted_at": "1000", "progress_at": "1000"})
-    RunJudgeState(store.r, "r-asks", ttl_s=600, target="rag-a").incr(calls=1)
+    RunJudgeState.for_target(store.r, "r-asks", "rag-a", ttl_s=600).incr(calls=1)
     now = time.time()
     view = StatusView(store.meta("r-asks"))
     view.add(sample(store, "r-asks", now))
@@ -448,5 +448,21 @@ def test_a_target_call_counted_after_its_run_expired_writes_no_run_back(store) -
     a run that `ragscore status` found, forever."""
     from ragscore_workers.providers import RunJudgeState
 
-    RunJudgeState(store.r, "r-gone", ttl_s=600, target="rag-a").incr(calls=1)
+    RunJudgeState.for_target(store.r, "r-gone", "rag-a", ttl_s=600).incr(calls=1)
     assert not store.exists("r-gone") and not store.r.exists(store.key("r-gone", "progress"))
+
+
+def test_an_unnamed_targets_state_built_from_its_system_counts_its_calls_not_the_judges(store) -> None:  # type: ignore[no-untyped-def]
+    """A suite's only target has no ``system`` (None): its state, built from it as it is, counts its calls as the
+    target's and notes its waits as the target stage's, not the judge's (``target=None`` built the judge's state)."""
+    from ragscore_workers.providers import RunJudgeState
+    from ragscore_workers.schemas import TargetConfig
+
+    config = TargetConfig.model_validate({"url": "http://127.0.0.1:9/ask"})
+    assert config.system is None
+    store.create_run("r-only", {"state": "running"})
+    state = RunJudgeState.for_target(store.r, "r-only", config.system, ttl_s=600)
+    state.incr(calls=1)
+    assert store.progress("r-only").get("target_calls") == 1
+    assert RunJudgeState(store.r, "r-only", ttl_s=600).read()["calls"] == 0
+    assert state.wait_key == store.key("r-only", "targets:wait") and state.who == ""

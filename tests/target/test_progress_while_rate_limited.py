@@ -84,7 +84,7 @@ def test_with_two_targets_one_targets_pause_hides_not_the_others_sooner_call(
         monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", write_every_s)
     store = connect(redis_server.url)
     run_id = f"w-{uuid.uuid4().hex[:8]}"
-    a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name) for name in ("rag-a", "rag-b"))
+    a, b = (RunJudgeState.for_target(store.r, run_id, name, ttl_s=600) for name in ("rag-a", "rag-b"))
     seconds, micros = store.r.time()
     now = seconds * 1000 + micros // 1000
     b.note_wait(Wait("rpm", 60, now + 3_000, now))
@@ -105,7 +105,7 @@ def test_a_targets_pause_is_written_again_at_once_when_the_others_sooner_wait_ke
     monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 600.0)  # however long the test takes: "lately"
     store = connect(redis_server.url)
     run_id = f"w-{uuid.uuid4().hex[:8]}"
-    a, b = (RunJudgeState(store.r, run_id, ttl_s=600, target=name) for name in ("rag-a", "rag-b"))
+    a, b = (RunJudgeState.for_target(store.r, run_id, name, ttl_s=600) for name in ("rag-a", "rag-b"))
     now = _redis_ms(store.r)
     a.note_wait(Wait("pause", 0, now + 100_000, now, "429 from rag-a"))
     assert b.note_wait(Wait("rpm", 60, now + 300, now)) == now + 300  # sooner, of another target: kept

@@ -427,7 +427,7 @@ def test_the_bar_is_at_work_while_the_runs_target_calls_go_out(clock: Clock, sto
     view.start("r-bar")
     view.update(store.progress("r-bar"))
     clock.advance(progress.IDLE_NOTE_S + 10)
-    RunJudgeState(store.r, "r-bar", ttl_s=600, target="").incr(calls=1)
+    RunJudgeState.for_target(store.r, "r-bar", None, ttl_s=600).incr(calls=1)
     view.update(store.progress("r-bar"))
     assert view.bar.tasks[0].fields["note"] == ""
     view.stop()
