@@ -317,7 +317,9 @@ class RunJudgeState:
                 del _written[key]
             for part in [k for k, (_, at) in _kept.items() if now - at > WAIT_TTL_MS / 1000]:
                 del _kept[part]
-            _written[alike] = now  # the other threads skip while it is written
+            # the other threads skip while it is written, told this wait until the store's answer replaces it (else
+            # every call of the process that told in that time wrote too)
+            _written[alike], _kept[self.wait_key] = now, (wait.until_ms, now)
         args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, self.who]
         try:
             until = int(self._wait(keys=[self.wait_key], args=args))

@@ -362,3 +362,34 @@ def test_many_calls_waiting_in_one_process_write_the_runs_note_about_once_a_refr
     reasons = [c for c in seen if c.startswith("GET") and limiter.pause_key in c]
     assert said and all(said), said
     assert 2 <= len(notes) <= 8 and not reasons, (len(notes), len(reasons))
+
+
+class _SlowScripts(redis.Redis):
+    """A client whose first script call waits for ``go``: a write of the note still on its way to Redis. ``callers``:
+    the threads that ran a script."""
+
+    def __init__(self, like: redis.Redis) -> None:
+        super().__init__(connection_pool=like.connection_pool)
+        self.started, self.go, self.callers = threading.Event(), threading.Event(), set[int]()
+
+    def evalsha(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+        self.callers.add(threading.get_ident())
+        if not self.started.is_set():
+            self.started.set()
+            assert self.go.wait(30)
+        return super().evalsha(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_call_that_tells_while_another_of_the_process_writes_a_wait_alike_writes_none(rclient: redis.Redis) -> None:
+    """The calls of a process that tell while one of them writes the run's note (its write on its way) skip theirs:
+    they wrote too, each, every time several woke together (as a window's slot frees), twice the writes."""
+    slow = _SlowScripts(rclient)
+    state = RunJudgeState(slow, f"w-{uuid.uuid4().hex[:8]}", ttl_s=600)
+    now = _redis_ms(rclient)
+    first = threading.Thread(target=state.note_wait, args=(Wait("rpm", 60, now + 30_000, now),))
+    first.start()
+    assert slow.started.wait(30)
+    told = state.note_wait(Wait("rpm", 60, now + 30_100, now + 50))
+    slow.go.set()
+    first.join(30)
+    assert threading.get_ident() not in slow.callers and told == now + 30_000, told
