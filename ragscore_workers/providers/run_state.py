@@ -128,15 +128,17 @@ return old
 #: reader also ignores a wait whose time has passed.
 WAIT_TTL_MS = 5000
 #: Least time (seconds) between two writes of a run's wait note by one process for waits alike (the same ``on``, of the
-#: same ``who``), unless the wait kept at the last has passed: its many waiting calls (each tells every
-#: :data:`~.ratelimit.WAIT_REFRESH_S`) write about once per refresh between them, not once each. Under the refresh,
+#: same ``who``), unless the wait kept at the last has passed or one of another kind replaced it: its many waiting
+#: calls (each tells every :data:`~.ratelimit.WAIT_REFRESH_S`) write about once per refresh between them, not once
+#: each. Under the refresh,
 #: so that a single waiting call writes at each of its own: the note does not lapse while a call waits. A wait of
 #: another kind or target is written at once: which of two waits the note says is the store script's rule alone
 #: (``_WAIT_LUA``), not this process's.
 WAIT_WRITE_EVERY_S = 0.75 * WAIT_REFRESH_S
 
 # Per process, not per state object: a judge worker builds one per batch, and its threads wait together.
-# (wait key, on, who: a kind of wait) -> monotonic time this process last wrote a wait alike.
+# (wait key, on, who: a kind of wait) -> monotonic time this process last wrote a wait alike, while the note may keep it
+# (forgotten once a wait of another kind replaced it: a new wait alike is written at once).
 _written: dict[tuple[str, str, str], float] = {}
 # wait key -> (until ms of the wait the note kept at this process's last write, of any kind; monotonic time of it).
 _kept: dict[str, tuple[int, float]] = {}
@@ -331,6 +333,9 @@ class RunJudgeState:
         with _noted_lock:
             if _kept.get(self.wait_key, (0, float("-inf")))[1] <= now:  # no later write by another thread since
                 _kept[self.wait_key] = (until, now)
+            if until == wait.until_ms:  # the note says this wait now: waits of other kinds written lately are not
+                for other in [k for k in _written if k[0] == self.wait_key and k != alike]:  # in it, write them again
+                    del _written[other]
         return until
 
     def note(self, field: str, value: int | str) -> None:

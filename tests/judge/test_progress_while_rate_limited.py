@@ -393,3 +393,20 @@ def test_a_call_that_tells_while_another_of_the_process_writes_a_wait_alike_writ
     slow.go.set()
     first.join(30)
     assert threading.get_ident() not in slow.callers and told == now + 30_000, told
+
+
+def test_a_new_pause_is_written_at_once_though_the_process_wrote_a_pause_lately_that_a_limits_wait_replaced(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A short pause noted, passed, a limit's wait noted in its place, then a new 429's pause: written at once, not
+    skipped as 'a pause written lately' while the note says the limit's wait (the 429 hidden up to a refresh)."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 600.0)  # however long the test takes: "lately"
+    store, state, run_id = _run_waits(rclient)
+    now = _redis_ms(rclient)
+    state.note_wait(Wait("pause", 0, now + 200, now, "429 from provider"))
+    time.sleep(0.3)
+    now = _redis_ms(rclient)
+    state.note_wait(Wait("rpm", 60, now + 30_000, now))
+    assert store.progress(run_id).get("judge_wait_rpm") == 60, store.progress(run_id)
+    state.note_wait(Wait("pause", 0, now + 10_000, now, "429 again"))
+    assert "judge_wait_pause" in store.progress(run_id), store.progress(run_id)
