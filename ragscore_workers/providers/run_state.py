@@ -329,6 +329,8 @@ class RunJudgeState:
             with _noted_lock:  # not written: the next waiting call writes it (unless another thread wrote since)
                 if _written.get(alike) == now:
                     del _written[alike]
+                if _kept.get(self.wait_key, (0, 0.0))[1] == now:
+                    del _kept[self.wait_key]
             raise
         with _noted_lock:
             if _kept.get(self.wait_key, (0, float("-inf")))[1] <= now:  # no later write by another thread since

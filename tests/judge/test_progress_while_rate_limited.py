@@ -410,3 +410,21 @@ def test_a_new_pause_is_written_at_once_though_the_process_wrote_a_pause_lately_
     assert store.progress(run_id).get("judge_wait_rpm") == 60, store.progress(run_id)
     state.note_wait(Wait("pause", 0, now + 10_000, now, "429 again"))
     assert "judge_wait_pause" in store.progress(run_id), store.progress(run_id)
+
+
+def test_a_note_whose_write_failed_keeps_no_other_kind_of_wait_from_being_written(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that failed is not taken for the wait the note keeps: a new pause of the process, a pause written
+    lately, is written, not skipped as kept until the failed write's wait passes (the note said no wait)."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 600.0)  # however long the test takes: "lately"
+    store, state, run_id = _run_waits(rclient)
+    lost = RunJudgeState(redis.Redis(port=1, retry=Retry(NoBackoff(), 0)), run_id, ttl_s=600)  # no Redis there
+    now = _redis_ms(rclient)
+    state.note_wait(Wait("pause", 0, now + 200, now, "429 from provider"))
+    time.sleep(0.3)
+    now = _redis_ms(rclient)
+    with pytest.raises(redis.ConnectionError):
+        lost.note_wait(Wait("rpm", 60, now + 30_000, now))
+    state.note_wait(Wait("pause", 0, now + 10_000, now, "429 again"))
+    assert "judge_wait_pause" in store.progress(run_id), store.progress(run_id)
