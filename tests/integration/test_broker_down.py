@@ -123,11 +123,11 @@ def _watched(
 
 
 @contextmanager
-def _listening(broker: str, hold: bool = False) -> Iterator[list[socket.socket]]:
-    """A listener on the port of ``broker`` (stopped), in its place: the connections it accepted (each closed at
-    once, or with ``hold`` held open, never answered: a host that does not answer). It is shut down on leaving, which
-    wakes its accept() (a close alone does not, on Linux: the thread and the port outlived the test), and its thread
-    joined."""
+def _in_place_of(broker: str, on_accept: Callable[[socket.socket], None]) -> Iterator[list[socket.socket]]:
+    """A listener on the port of ``broker`` (stopped), in its place, handing each connection it accepts to
+    ``on_accept``: the connections it accepted, each closed on leaving (if ``on_accept`` did not). It is shut down
+    then, which wakes its accept() (a close alone does not, on Linux: the thread and the port outlived the test), and
+    its thread joined."""
     accepted: list[socket.socket] = []
     listening = socket.create_server(("127.0.0.1", urlsplit(broker).port or 0))
 
@@ -138,8 +138,7 @@ def _listening(broker: str, hold: bool = False) -> Iterator[list[socket.socket]]
             except OSError:  # shut down: the test is over
                 return
             accepted.append(conn)
-            if not hold:
-                conn.close()
+            on_accept(conn)
 
     taker = threading.Thread(target=take, daemon=True)
     taker.start()
@@ -152,6 +151,14 @@ def _listening(broker: str, hold: bool = False) -> Iterator[list[socket.socket]]
         for conn in accepted:
             conn.close()
     assert not taker.is_alive(), "the listener's accept() outlived it"
+
+
+@contextmanager
+def _listening(broker: str, hold: bool = False) -> Iterator[list[socket.socket]]:
+    """:func:`_in_place_of` ``broker``: the connections it accepted (each closed at once, or with ``hold`` held open,
+    never answered: a host that does not answer)."""
+    with _in_place_of(broker, lambda conn: None if hold else conn.close()) as accepted:
+        yield accepted
 
 
 def test_status_watch_asks_a_broker_that_does_not_answer_at_each_check_not_each_refresh(
@@ -333,8 +340,6 @@ def _gone_after_its_ping(broker: str, hold: bool = False) -> Iterator[list[str]]
     connection at any other command (with ``hold``: never answers it): a broker that went down, or hung, right after
     the ping of a check, inside it. Yields the commands it was sent (``PING``, or the other command's name)."""
     said: list[str] = []
-    listening = socket.create_server(("127.0.0.1", urlsplit(broker).port or 0))
-    held: list[socket.socket] = []
 
     def serve(conn: socket.socket) -> None:
         stream = conn.makefile("rb")
@@ -351,29 +356,14 @@ def _gone_after_its_ping(broker: str, hold: bool = False) -> Iterator[list[str]]
                 conn.sendall(b"+PONG\r\n")
         except (OSError, ValueError):
             pass
-        if hold:
-            held.append(conn)
-        else:
+        if not hold:  # else held open until the listener is gone
             conn.close()
 
-    def take() -> None:
-        while True:
-            try:
-                conn, _ = listening.accept()
-            except OSError:  # shut down: the test is over
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+    def serve_apart(conn: socket.socket) -> None:
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
-    taker = threading.Thread(target=take, daemon=True)
-    taker.start()
-    try:
+    with _in_place_of(broker, serve_apart):
         yield said
-    finally:
-        listening.shutdown(socket.SHUT_RDWR)
-        listening.close()
-        taker.join(10)
-        for conn in held:
-            conn.close()
 
 
 def test_status_watch_with_the_broker_gone_inside_a_check_says_so_after_one_try(
