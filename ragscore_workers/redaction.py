@@ -71,13 +71,15 @@ _AUTHORITY_START = re.compile(
 _DB_PATH = re.compile(r"/\d+(?:[?#]|$)")
 #: Whitespace, which ends a URL quoted in text but in its password (:func:`url_password_spans`).
 _SPACE = re.compile(r"\s")
+#: A host as httpx reads it: a bracketed IP literal (``[::1]``) or a name (``h``, ``bücher.de``, ``h%41.com``).
+_HOST = r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)"
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
-_HOST_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)(?::\d*)?")
+_HOST_PORT = re.compile(_HOST + r"(?::\d*)?")
 #: A host and the start of a port, whatever follows it: text quoting a URL without a path goes on past its port
 #: (``https://h:8080.``, ``'https://h:8080'``, ``redis://localhost:6379:``, ``https://h:8080&x=1``), where a password
 #: holding whitespace would not start with a digit (:func:`_spaced_userinfo`).
-_HOST_AND_PORT = re.compile(r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+):\d")
+_HOST_AND_PORT = re.compile(_HOST + r":\d")
 #: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket): a Redis
 #: URL's path is only a database number (:func:`userinfo_span`).
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
