@@ -10,8 +10,9 @@ A value matches when its comparison form (or that of one of its WordNet synonyms
 weight; none for a one-character or numeric value) occurs as whole words inside one answer item; a value of
 stopwords only must be a whole item, unless it is option ``A`` or ``I`` written as a label (``(A)``, ``A) Paris``,
 "The answer is A.", "I'd go with A", "I'd say A", "A and C", ``a) Paris`` outside an ``a) b)`` enumeration,
-``A: Paris`` outside a Q/A transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`);
-the label forms are ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
+``A: Paris`` outside a Q/A transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`;
+not asked about, "A?", nor after a negation, "I would not choose A": :func:`_picks`); the label forms are
+ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
 "B) Lyon", "Answer: B") are read for the given one only (:func:`_unrestated`). Missing inputs are unscorable;
 an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..schemas import MetricResult, Queue, Row
 from ._numbers import is_number
 from ._typed_values import (
+    NEGATORS,
     NO,
     STOPWORDS,
     YES,
@@ -100,11 +102,11 @@ def _found(term: str, items: list[str]) -> bool:
 class _Label:
     """Where an option label that is also a stopword (``A``, ``I``) stands written as a label in an answer item:
 
-    * ``always``: ``(A)`` / ``[A]`` anywhere, any case; upper case only, ``A)`` / ``A.`` at the item's start, and
-      ``A`` after a cue (:data:`_CUE`: ``answer is``, ``option``, ``go with``, ``I'd say``, ``vote``, …) when no
-      word follows it but ``is`` (the article in "Answer: A city" and the pronoun in "Answer: I think B" are
-      followed by one), and ``A`` among upper-case letters joined by ``and`` / ``&`` at the item's start or after
-      a cue, followed as a cued ``A`` is ("A and C", "Answer: C & A"; not "A and B are wrong");
+    * ``always``: ``(A)`` / ``[A]`` anywhere but before ``?``, any case; upper case only, ``A)`` / ``A.`` at the
+      item's start, and ``A`` after a cue (:data:`_CUE`: ``answer is``, ``option``, ``go with``, ``I'd say``,
+      ``vote``, …) when no word follows it but ``is`` (the article in "Answer: A city" and the pronoun in "Answer:
+      I think B" are followed by one), and ``A`` among upper-case letters joined by ``and`` / ``&`` at the item's
+      start or after a cue, followed as a cued ``A`` is ("A and C", "Answer: C & A"; not "A and B are wrong");
     * ``colon``: ``A:`` at the item's start, unless the answer is a Q/A transcript (a ``Q:`` item, or ``A:``
       starting two items), where it is a speaker label, stripped by :func:`_turns` before these patterns look;
     * ``lower``: ``a)`` / ``a.`` at the item's start (not an ``a.`` / ``i.`` that starts an abbreviation, a
@@ -143,15 +145,16 @@ _CUE = (
     r"|(?:go|goes|going|gone|went)\s+(?:with|for)|I(?:['’]d|['’]ll|\s+would|\s+will)?\s+say)(?:\s+(?:is|are))?)"
     r"(?:\s*:\s*|\s+)"
 )
-#: What may follow a bare label: the end of the item, punctuation, a spaced dash or ``is``, no other word.
-_ENDS = r"(?=\s*(?:$|[,;:)!?\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
+#: What may follow a bare label: the end of the item, punctuation but ``?``, a spaced dash or ``is``, no other word.
+#: A label before ``?`` is asked about, not picked ("Would I say A? No. The answer is B").
+_ENDS = r"(?=\s*(?:$|[,;:)!\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
 #: An upper-case option letter (Q aside), alone, and the ``and`` / ``&`` that joins two in a multi-answer reply.
 _LETTER = rf"{_BOLD}[A-PR-Z]{_BOLD}(?![\w'’])"  # no Q: "Q&A", "Q and A" name a FAQ
 _JOIN = r"(?:\s+(?i:and)\s+|\s*&\s*)"
 
 
 def _label(label: str) -> _Label:
-    bracketed = rf"(?i:\({label}\)|\[{label}\])"
+    bracketed = rf"(?i:\({label}\)|\[{label}\])(?!\s*\?)"
     first = rf"^\s*{_BOLD}{label}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$){_NOT_INITIALS})"
     alone = rf"{_BOLD}{label}(?![\w'’]){_BOLD}"
     cued = rf"{_CUE}{alone}{_ENDS}"
@@ -210,6 +213,18 @@ def _turns(raw: list[str]) -> tuple[list[str], bool]:
     return [item[s[1] :] if s and s[0] == "A" else item for item, s in zip(raw, speakers, strict=True)], True
 
 
+def _negated(before: str) -> bool:
+    """Whether the text before a label or its cue ends with a :data:`NEGATORS` word: "I would not choose A",
+    "I don't pick A", "not (A)" pick nothing."""
+    words = terms(before).split()
+    return bool(words) and words[-1] in NEGATORS
+
+
+def _picks(pattern: re.Pattern[str], item: str) -> bool:
+    """Whether the label pattern matches in the item where no negation comes right before it (:func:`_negated`)."""
+    return any(not _negated(item[: found.start()]) for found in pattern.finditer(item))
+
+
 def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
     """Whether a stopword option label is written as a label in one of the answer's items as written (a
     transcript's with their speaker labels stripped: :func:`_turns`)."""
@@ -218,7 +233,7 @@ def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
         return False
     enumerates = sum(len(_LOWER_MARK.findall(_ABBREVIATION.sub(" ", item))) for item in raw) > 1
     return any(
-        label.always.search(item)
+        _picks(label.always, item)
         or (not transcript and label.colon.search(item))
         or (not enumerates and label.lower.search(item))
         for item in raw

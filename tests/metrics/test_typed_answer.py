@@ -385,6 +385,16 @@ def _picked(answer: str) -> list[str]:
         ("Most people vote A, but the answer is B", ["B"]),  # another's vote is no pick
         ("The wrong answers are A and C; B is right.", ["B", "C"]),  # no A; "b", "c" are whole words, as before
         ("The incorrect option is A, so B", ["B"]),  # another's saying is no pick: "say" is a cue after "I" only
+        # a label asked about ("A?") or after a negation ("not", "never", "don't") is no pick
+        ("Would I say A? No. The answer is C", ["C"]),
+        ("B and A? No: C.", ["B", "C"]),  # no A; "b" is a whole word, as before
+        ("The answer is A?", []),
+        ("Would I say (A)? No, (C).", ["C"]),
+        ("I would not choose A", []),
+        ("I don't pick A; C", ["C"]),
+        ("I'd never go with A", []),
+        ("Not option A, but C", ["C"]),
+        ("The answer is not (A)", []),
         # upper-case option letters joined by "and" / "&" at an item's start or after a cue: a multi-answer reply
         ("A and C", ["A", "C"]),
         ("C and A.", ["A", "C"]),
