@@ -422,7 +422,9 @@ def _picked(answer: str) -> list[str]:
         ("A. Paris\nB. Lyon\nC. Nice\nAnswer: A and C", ["A", "C"]),
         ("A) Paris\nB) Lyon\nB", ["B"]),
         ("A) Paris\n\nB) Lyon\n\nAnswer: B", ["B"]),
-        ("A) Paris\nB) Lyon", ["A", "B"]),  # no pick elsewhere: the labelled lines are the answer, as before
+        # the options restated and nothing else: no choice among them (was ["A", "B"], each option scored 1.0)
+        ("A) Paris\nB) Lyon", []),
+        ("A) Paris\n\nB) Lyon\nC) Nice\n", []),
         ("A) Paris\nB) Lyon\nBoth are French cities", ["A", "B"]),
         ("A) Paris\nC) Nice\nAnswer: C", ["A", "C"]),  # not A, B, … in order: no restatement, as before
         ("B) Lyon\nC) Nice\nAnswer: C", ["B", "C"]),
@@ -436,6 +438,13 @@ def test_a_multi_answer_reply_scores_each_option_it_joins() -> None:
     assert _score("PickMany", ["A", "C"], "A and C").score == 1.0
     assert _score("PickMany", ["A", "C"], "A) Paris\nB) Lyon\nC) Nice\nAnswer: A and C").score == 1.0
     assert _score("PickMany", {"A": 0.5, "B": 0.5}, "A) Paris\nB) Lyon\nAnswer: B").score == 0.5
+
+
+def test_options_restated_with_nothing_else_match_no_value_by_label_or_text() -> None:
+    answer = "A) Paris\nB) Lyon"
+    assert _score("PickOne", {"A": 1.0, "B": 0.0}, answer).score == 0.0
+    assert _score("PickOne", {"Paris": 1.0, "Lyon": 0.0}, answer, synonyms=False).score == 0.0
+    assert _score("PickMany", ["A", "B"], answer).score == 0.0
 
 
 def test_a_restated_option_that_is_picked_still_matches_by_its_text() -> None:
