@@ -38,6 +38,11 @@ from ragscore_workers.schemas import Row
         ("U.S.", "US", 1.0),
         ("C++", "c++", 1.0),
         ("-5 degrees", "\u22125 degrees", 1.0),  # a Unicode minus is a minus
+        # numbers compare as written, as in SQuAD (which reads "3.0" as "30"): not by value
+        ("3.0", "3", 0.0),
+        ("007", "7", 0.0),
+        ("1e3", "1000", 0.0),
+        ("3.0", "3.0", 1.0),
         # every Unicode punctuation mark goes, as in MLQA's multilingual evaluation (not only ASCII's)
         ("東京。", "東京", 1.0),
         ("「東京」", "東京", 1.0),
