@@ -191,15 +191,15 @@ def _unrestated(answer: str) -> str:
     labels ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``) and another line is a final answer
     among them and nothing else (:func:`_answered`: "Answer: B"), the restated lines of the options not given are
     dropped ("B) Lyon" stays, so an expected ``Lyon`` matches as ``B`` does); when the answer is those lines and
-    nothing else, none is given: nothing is left ("A) Paris\nB) Lyon" picks neither); otherwise the answer as it
-    is."""
+    nothing else (lines with no word aside), none is given: nothing is left ("A) Paris\nB) Lyon" picks neither);
+    otherwise the answer as it is."""
     lines = answer.splitlines()
     marks = [_OPTION_LINE.match(next(iter(raw_items(line)), "")) for line in lines]
     letters = "".join(m.group(1) or m.group(2) for m in marks if m)
     if len(letters) < 2 or letters != string.ascii_uppercase[: len(letters)]:
         return answer
-    if all(m or not line.strip() for line, m in zip(lines, marks, strict=True)):
-        return ""  # the options restated, no choice among them
+    if all(m or not terms(line) for line, m in zip(lines, marks, strict=True)):
+        return ""  # the options restated, no choice among them (a blank line, a code fence or a rule says nothing)
     given = set().union(*(_answered(line) for line, m in zip(lines, marks, strict=True) if not m))
     if not given or not given <= set(letters):
         return answer

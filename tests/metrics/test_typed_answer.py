@@ -425,6 +425,8 @@ def _picked(answer: str) -> list[str]:
         # the options restated and nothing else: no choice among them (was ["A", "B"], each option scored 1.0)
         ("A) Paris\nB) Lyon", []),
         ("A) Paris\n\nB) Lyon\nC) Nice\n", []),
+        ("```\nA) Paris\nB) Lyon\n```", []),  # lines with no word (a code fence, a rule) say nothing either
+        ("A) Paris\nB) Lyon\n---", []),
         ("A) Paris\nB) Lyon\nBoth are French cities", ["A", "B"]),
         ("A) Paris\nC) Nice\nAnswer: C", ["A", "C"]),  # not A, B, … in order: no restatement, as before
         ("B) Lyon\nC) Nice\nAnswer: C", ["B", "C"]),
