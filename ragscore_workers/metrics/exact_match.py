@@ -25,10 +25,10 @@ def _as_written(text: str) -> str:
 def exact_match(row: Row, params: NoParams) -> MetricResult:
     """1.0 when the normalised answer equals the normalised reference, else 0.0.
 
-    Numbers compare as written, never by value: ``"3.0"`` is not ``"3"`` and ``"007"`` is not ``"7"``. That is
-    SQuAD's exact match, whose normalisation this follows (it reads ``"3.0"`` as ``"30"``, not ``"3"``): an exact
-    match asks for the reference's form, and a score that changes with it would not be comparable with SQuAD-style
-    results. ``typed_answer`` compares numbers by value (``5.0`` is ``5``).
+    Numbers compare as written, never by value: ``"3.0"`` is not ``"3"`` and ``"007"`` is not ``"7"``, as in
+    SQuAD's exact match, whose ``normalize_answer`` this extends (SQuAD reads ``"3.0"`` as ``"30"``, never ``"3"``):
+    an exact match asks for the reference's form, and a score that read numbers by value would not be comparable
+    with SQuAD-style results. ``typed_answer`` compares numbers by value (``5.0`` is ``5``).
 
     A miss keeps the two normalised texts in its details (so a report's worst items show what was compared);
     a hit keeps none.
