@@ -218,16 +218,25 @@ def _turns(raw: list[str]) -> tuple[list[str], bool]:
     return [item[s[1] :] if s and s[0] == "A" else item for item, s in zip(raw, speakers, strict=True)], True
 
 
-def _negated(before: str) -> bool:
-    """Whether the text before a label or its cue ends with a :data:`NEGATORS` word: "I would not choose A",
-    "I don't pick A", "not (A)" pick nothing."""
-    words = terms(before).split()
+#: How far before a label or its cue :func:`_negated` looks: any :data:`NEGATORS` word and the spaces or Markdown
+#: after it fit, and an item with many labels is read in linear time, not quadratic.
+_NEGATION_REACH = 40
+
+
+def _negated(item: str, at: int) -> bool:
+    """Whether the item's text before position ``at`` (a label or its cue) ends with a :data:`NEGATORS` word:
+    "I would not choose A", "I don't pick A", "not (A)" pick nothing; punctuation ends a negation ("Maybe not.
+    Answer: A" picks A)."""
+    before = item[max(0, at - _NEGATION_REACH) : at].rstrip(" \t*_")
+    if not before[-1:].isalnum():
+        return False
+    words = terms(before.rsplit(maxsplit=1)[-1]).split()
     return bool(words) and words[-1] in NEGATORS
 
 
 def _picks(pattern: re.Pattern[str], item: str) -> bool:
     """Whether the label pattern matches in the item where no negation comes right before it (:func:`_negated`)."""
-    return any(not _negated(item[: found.start()]) for found in pattern.finditer(item))
+    return any(not _negated(item, found.start()) for found in pattern.finditer(item))
 
 
 def _labelled(term: str, raw: list[str], transcript: bool) -> bool:

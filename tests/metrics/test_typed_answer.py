@@ -395,6 +395,9 @@ def _picked(answer: str) -> list[str]:
         ("I'd never go with A", []),
         ("Not option A, but C", ["C"]),
         ("The answer is not (A)", []),
+        ("The answer is **not** (A)", []),
+        ("Is the first one right? Maybe not. Answer: A", ["A"]),  # a negation ends at punctuation
+        ("Would I drop it? Certainly not! (A)", ["A"]),
         # upper-case option letters joined by "and" / "&" at an item's start or after a cue: a multi-answer reply
         ("A and C", ["A", "C"]),
         ("C and A.", ["A", "C"]),
