@@ -236,22 +236,12 @@ def holds_key(state_key: str) -> str:
 class RunJudgeState:
     """Counters, breaker and budget checks of one run."""
 
-    def __init__(self, redis: Any, run_id: str, *, ttl_s: int, hold_s: float = HOLD_S) -> None:
-        """The run's judge state (a target's is :meth:`for_target`'s)."""
-        self._build(redis, run_id, ttl_s=ttl_s, hold_s=hold_s, target=None)
-
-    @classmethod
-    def for_target(cls, redis: Any, run_id: str, system: str | None, *, ttl_s: int) -> RunJudgeState:
-        """The state of the run's target ``system`` (its :attr:`~ragscore_workers.schemas.TargetConfig.system`:
-        ``None`` or ``""`` for a suite's only target, unnamed; never the judge's)."""
-        state = cls.__new__(cls)
-        state._build(redis, run_id, ttl_s=ttl_s, hold_s=HOLD_S, target=system or "")
-        return state
-
-    def _build(self, redis: Any, run_id: str, *, ttl_s: int, hold_s: float, target: str | None) -> None:
-        """The judge's state (``target`` None), or target ``target``'s (``""``: the unnamed one): its counters and
-        breaker under :func:`~ragscore_workers.store.target_state_part` of its name
-        (:func:`~ragscore_workers.schemas.target_name`), its waits noted as the target stage's and naming it by
+    def __init__(
+        self, redis: Any, run_id: str, *, ttl_s: int, hold_s: float = HOLD_S, target: str | None = None
+    ) -> None:
+        """The judge's state (``target`` None), or target ``target``'s (``""``: the unnamed one; build it with
+        :meth:`for_target`): its counters and breaker under :func:`~ragscore_workers.store.target_state_part` of its
+        name (:func:`~ragscore_workers.schemas.target_name`), its waits noted as the target stage's and naming it by
         its ``system`` (``""`` for the judge's and the unnamed target's: the progress says "the target's rate limit",
         not "target target's")."""
         name = None if target is None else target_name(target)
@@ -275,6 +265,12 @@ class RunJudgeState:
         self._stop_lock = threading.Lock()
         self._stop_read_at = float("-inf")  # monotonic time of the last read: none yet
         self._stopped: str | None = None
+
+    @classmethod
+    def for_target(cls, redis: Any, run_id: str, system: str | None, *, ttl_s: int) -> RunJudgeState:
+        """The state of the run's target ``system`` (its :attr:`~ragscore_workers.schemas.TargetConfig.system`:
+        ``None`` or ``""`` for a suite's only target, unnamed; never the judge's)."""
+        return cls(redis, run_id, ttl_s=ttl_s, target=system or "")
 
     def incr(
         self, *, cost: float = 0.0, reset_failures: bool = False, release: Hold | None = None, **counts: int
