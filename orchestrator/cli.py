@@ -770,7 +770,7 @@ def status(
     from .runner import (
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
-        _broker_apart,
+        broker_apart,
         broker_not_reached,
         broker_unreachable,
         checking_broker,
@@ -789,7 +789,7 @@ def status(
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
     queued_checked = [-math.inf]  # when the queues ahead of the run were last read
     cluster_broker = None if embedded else _broker_url(broker, start_embedded=False)  # apart from the store, maybe
-    apart = cluster_broker is not None and _broker_apart(cluster_broker)
+    apart = cluster_broker is not None and broker_apart(cluster_broker)
     # apart, the broker is asked by a client that says it gone at once (one with the store's Redis fails the command)
     checks = checking_broker(store, cluster_broker) if cluster_broker is not None and apart else store
 
@@ -1004,7 +1004,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
 
     from .embedded_redis import run_process_alive
     from .reports.live import resume_hint
-    from .runner import _broker_apart, broker_tried_once, reach_broker, summarize_cancelled
+    from .runner import broker_apart, broker_tried_once, reach_broker, summarize_cancelled
 
     def said(unserved: dict[str, int]) -> None:
         queues = ", ".join(f"{q!r} ({counted(n, 'message')} waiting)" for q, n in unserved.items())
@@ -1022,7 +1022,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
         )
         try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
             reach_broker(url := _broker_url(broker))
-            summarized = broker_tried_once(store, url) if _broker_apart(url) else store  # nor read, once probed
+            summarized = broker_tried_once(store, url) if broker_apart(url) else store  # nor read, once probed
             summarize_cancelled(summarized, run_id, on_unserved=said, on_orphaned=held)
         except (BrokerError, ConfigError) as exc:  # down, a wrong password; a database it lacks, an unusable URL
             raise type(exc)(f"{str(exc).rstrip('.')}. {not_yet}") from exc

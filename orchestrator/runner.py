@@ -86,6 +86,7 @@ __all__ = [
     "Orphan",
     "Submitted",
     "aggregate_run",
+    "broker_apart",
     "cancel",
     "check_local_resources",
     "connect",
@@ -153,7 +154,7 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # broker is probed too: a broker that did not answer, or a database it lacks, failed later, less clearly, in
     # Celery's first send. Each Redis is named by its role only where they are two servers (not the embedded one's
     # database 0 and lane, whose store URL the user never set).
-    apart = _broker_apart(broker_url, settings)
+    apart = broker_apart(broker_url, settings)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
     if sends and broker_url != store_url:
         named.append((broker_url, "the broker's Redis" if apart else "Redis"))
@@ -185,7 +186,7 @@ def cannot_use(url: str, what: str, problem: str) -> BrokerError:
     return BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
 
 
-def _broker_apart(broker_url: str, settings: Settings | None = None) -> bool:
+def broker_apart(broker_url: str, settings: Settings | None = None) -> bool:
     """Whether the broker's Redis at ``broker_url`` is another server than the run store's (RAGSCORE_STORE_URL
     set apart): the store then answers without it, and a command that needs the broker must ask it itself."""
     store_url = (settings or get_settings()).store_url or broker_url
@@ -198,15 +199,14 @@ def reach_broker(broker_url: str, settings: Settings | None = None) -> None:
     retried: the command (cancel, results of a cancelled run) only asks whether it can use the broker, and said so
     after connect's ~20 s of retries. Nothing to ask where it is the store's server, which connect reached."""
     what = "the broker's Redis"
-    if _broker_apart(broker_url, settings) and (problem := probe_redis(broker_url, what)):
+    if broker_apart(broker_url, settings) and (problem := probe_redis(broker_url, what)):
         raise cannot_use(broker_url, what, problem)
 
 
-def broker_unreachable(broker_url: str, settings: Settings | None = None) -> str | None:
-    """Why the broker's Redis at ``broker_url``, apart from the store's, does not answer one ping (named with its
-    redacted URL), or None (it answers, or it is the store's server): for what only adds to a view of the store."""
-    if not _broker_apart(broker_url, settings):
-        return None
+def broker_unreachable(broker_url: str) -> str | None:
+    """Why the broker's Redis at ``broker_url``, apart from the store's (:func:`broker_apart`, which the caller
+    asked), does not answer one ping (named with its redacted URL), or None (it answers): for what only adds to a
+    view of the store."""
     try:
         problem = probe_redis(broker_url, "the broker's Redis")
     except (BrokerError, ConfigError) as exc:  # a wrong password, a database it lacks: said as they are
