@@ -20,6 +20,7 @@ from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableT
 from rich.segment import Segment
 from rich.text import Text
 
+from ragscore_workers.commands import HIDDEN_BROKER, backticked, password_note
 from ragscore_workers.redaction import redact_url
 
 __all__ = [
@@ -143,11 +144,12 @@ def follow_commands(run_id: str, out: str | Path | None = None, broker: str | No
 
 def summary_commands(run_id: str, out: str | Path | None, broker: str | None) -> dict[str, str]:
     """The commands that watch run ``run_id`` and finish it into ``out`` (None: ``DIR``, not known where it is
-    said), with its ``broker``, as :meth:`~ragscore_workers.store.RunStore.finished_summary` says them where the run
-    has no summary (its own say neither, the workers knowing no command line)."""
-    status, resume = status_command(run_id, broker, watch=True), resume_command(out or "DIR", run_id, broker)
-    # a message may name both (a cancelled run's): the word to put a hidden password back follows them, said once
-    return {"status": f"`{status}`", "resume": f"`{resume}`", "note": password_note(status, resume)}
+    said), with its ``broker``, for :meth:`~ragscore_workers.store.RunStore.finished_summary` to say where the run
+    has no summary (its own name neither, the workers knowing no command line)."""
+    return {
+        "status": status_command(run_id, broker, watch=True),
+        "resume": resume_command(out or "DIR", run_id, broker),
+    }
 
 
 def _with_broker(command: str, broker: str | None) -> str:
@@ -157,21 +159,4 @@ def _with_broker(command: str, broker: str | None) -> str:
     shown = redact_url(broker)
     if shown == broker:
         return f"{command} --broker {shlex.quote(broker)}"
-    return f"{_HIDDEN_BROKER}={shlex.quote(shown)} {command}"
-
-
-#: What a command starts with whose broker's password is hidden (:func:`_with_broker`).
-_HIDDEN_BROKER = "RAGSCORE_BROKER_URL"
-
-
-def backticked(*commands: str, joined: str = " or ") -> str:
-    """``commands`` as a message says them: each in backticks, ``joined`` between them, and where a broker's password
-    is hidden (``***``) in one of them, a word after them all to put it back (said once: the commands of one message
-    name the same broker)."""
-    return joined.join(f"`{command}`" for command in commands) + password_note(*commands)
-
-
-def password_note(*commands: str) -> str:
-    """The word a message says after ``commands`` where a broker's password is hidden (``***``) in one of them, to put
-    it back; else nothing."""
-    return " (put its password back for `***`)" if any(c.startswith(f"{_HIDDEN_BROKER}=") for c in commands) else ""
+    return f"{HIDDEN_BROKER}={shlex.quote(shown)} {command}"

@@ -48,6 +48,7 @@ from urllib.parse import parse_qsl, urlsplit
 import redis
 from pydantic_core import PydanticSerializationError
 
+from .commands import in_backticks, password_note
 from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
@@ -1107,20 +1108,20 @@ class RunStore:
         *,
         status: str | None = None,
         resume: str | None = None,
-        note: str = "",
     ) -> RunSummary:
         """The summary of a run that ended (with ``current``, only one of its current generation, not of before a
         resume); else an error saying why there is none and what to do: ``status`` and ``resume``, the commands
-        that watch the run and finish it as a message says them (the orchestrator's name its --broker and --out;
-        by default ``ragscore status RUN --watch`` and ``ragscore resume RUN``), and ``note``, what the error says
-        once after them (the word to put back a password they hide)."""
-        status = status or f"`ragscore status {run_id} --watch`"
-        resume = resume or f"`ragscore resume {run_id}`"
+        that watch the run and finish it (the orchestrator's name its --broker and --out; by default ``ragscore
+        status RUN --watch`` and ``ragscore resume RUN``), said as :mod:`~ragscore_workers.commands` says commands."""
+        status, resume = status or f"ragscore status {run_id} --watch", resume or f"ragscore resume {run_id}"
+        note = password_note(status, resume)
+        status, resume = in_backticks(status), in_backticks(resume)
         summary = self.summary(run_id) if not current or self.summary_is_current(run_id) else None
         if summary is not None:
             return summary
         meta = self.meta(run_id)  # ConfigError for an unknown run
         state = meta.get("state", "?")
+        # a message may name both (a cancelled run's): the word to put a hidden password back follows them, said once
         if state == RunState.CANCELLED and not meta.get("error"):
             raise StoreError(f"Run {run_id} was cancelled; the summary of what it scored is written once the workers "
                              f"have skipped its queued tasks: try again shortly ({status}), or {resume} to score the "
