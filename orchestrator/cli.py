@@ -23,7 +23,9 @@ from .atomic_file import make_out_dir, write_text_atomic
 from .terminal import (
     TerminalConsole,
     backticked,
+    cancel_command,
     follow_commands,
+    report_command,
     results_command,
     resume_command,
     shown,
@@ -764,8 +766,9 @@ def status(
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         if interrupted:
-            err.print(f"{interrupted} interrupted: the `ragscore run` of each is gone; finish one with `ragscore run "
-                      "--resume DIR`, or drop it with `ragscore cancel RUN_ID`")  # fmt: skip
+            finish, drop = backticked(resume_command("DIR")), backticked(cancel_command("RUN_ID"))
+            err.print(f"{interrupted} interrupted: the `ragscore run` of each is gone; finish one with {finish}, or "
+                      f"drop it with {drop}")  # fmt: skip
         return
     from .runner import (
         CONSUMER_CHECK_S,
@@ -905,7 +908,7 @@ def results(
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
         if not (Path(ref) / "summary.json").is_file():
             raise
-        raise ConfigError(f"{exc}. {ref} holds a finished run's results: `ragscore report {ref} --out {out}` "
+        raise ConfigError(f"{exc}. {ref} holds a finished run's results: {backticked(report_command(ref, out))} "
                           "writes its reports from them, with no store") from exc  # fmt: skip
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}

@@ -77,6 +77,7 @@ from .terminal import (
     resume_command,
     status_command,
     summary_commands,
+    worker_command,
 )
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
@@ -856,9 +857,9 @@ def unserved_message(queue: str, waiting: int, embedded: bool = False) -> str:
     verb = agree(waiting, "waits", "wait")
     said = f"{counted(waiting, 'message')} {verb} on queue {queue!r} and no worker consumes it"
     if embedded:
-        return (f"{said}: an embedded run's workers stop with its `ragscore run`; finish it with "
-                "`ragscore run --resume DIR`")  # fmt: skip
-    return f"{said}; start one with `ragscore worker --queues {queue}` (the run goes on once one does)"
+        finish = backticked(resume_command("DIR"))
+        return f"{said}: an embedded run's workers stop with its `ragscore run`; finish it with {finish}"
+    return f"{said}; start one with {backticked(worker_command(queue))} (the run goes on once one does)"
 
 
 def _warn_unserved(store: RunStore, run_id: str, warned: set[str]) -> None:

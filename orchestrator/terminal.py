@@ -30,11 +30,13 @@ __all__ = [
     "cancel_command",
     "follow_commands",
     "password_note",
+    "report_command",
     "results_command",
     "resume_command",
     "shown",
     "status_command",
     "summary_commands",
+    "worker_command",
     "write_to_nowhere",
 ]
 
@@ -134,6 +136,17 @@ def cancel_command(run: str | Path, broker: str | None = None) -> str:
     """The command that cancels ``run`` (its id, or its --out DIR), with the run's ``broker`` as
     :func:`resume_command` writes it."""
     return _with_broker(f"ragscore cancel {shlex.quote(str(run))}", broker)
+
+
+def report_command(ref: str | Path, out: str | Path) -> str:
+    """The command that writes the reports of the run ``ref`` (its id, or a DIR holding its summary.json) into
+    ``out``, from that DIR alone where no store has the run."""
+    return f"ragscore report {shlex.quote(str(ref))} --out {shlex.quote(str(out))}"
+
+
+def worker_command(queues: str) -> str:
+    """The command that starts a worker consuming ``queues`` (comma-separated) of the broker it finds itself."""
+    return f"ragscore worker --queues {shlex.quote(queues)}"
 
 
 def follow_commands(run_id: str, out: str | Path | None = None, broker: str | None = None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -330,6 +331,24 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
                        str(tmp_path / "o"), home=home)  # fmt: skip
     assert missing.returncode == 2 and "replaces them" not in missing.stderr  # a bad dataset replaces nothing
     assert _our_processes(home) == [], "the private Redis is shut down again"
+
+
+def test_the_report_command_said_for_a_copied_run_dir_with_a_space_in_its_path_runs_as_copied(
+    tmp_path: Path, home: Path
+) -> None:
+    """`ragscore results DIR --out OUT` of a DIR no store has said `ragscore report DIR --out OUT` with its paths as
+    they were: one with a space, pasted, was two words, and the command failed."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(2))
+    run_dir, out = tmp_path / "my run", tmp_path / "its reports"
+    first = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(run_dir), home=home)
+    assert first.returncode == 0, first.stderr
+    elsewhere = ragscore("results", str(run_dir), "--out", str(out), home=tmp_path / "other-home")
+    said = " ".join(elsewhere.stderr.split())
+    assert elsewhere.returncode == 2 and "writes its reports from them, with no store" in said, elsewhere.stderr
+    command = said.split("`ragscore report ", 1)[1].split("`", 1)[0]
+    assert shlex.split(f"ragscore report {command}") == ["ragscore", "report", str(run_dir), "--out", str(out)], said
+    copied = ragscore(*shlex.split(f"report {command}"), home=tmp_path / "other-home")
+    assert copied.returncode == 0 and any(out.iterdir()), copied.stderr
 
 
 def test_embedded_redis_is_reused_by_a_concurrent_run_and_shut_down_by_the_last(tmp_path: Path, home: Path) -> None:

@@ -134,6 +134,18 @@ def test_several_commands_backticked_say_the_password_word_once_after_them() -> 
     )
 
 
+def test_the_report_and_worker_commands_split_back_into_their_words() -> None:
+    """`ragscore report DIR --out OUT` and `ragscore worker --queues Q` were written by hand, their words raw."""
+    import shlex
+
+    from orchestrator.terminal import report_command, worker_command
+
+    assert shlex.split(report_command("my runs/a", "its reports")) == [
+        "ragscore", "report", "my runs/a", "--out", "its reports"
+    ]  # fmt: skip
+    assert shlex.split(worker_command("embed,judge")) == ["ragscore", "worker", "--queues", "embed,judge"]
+
+
 def test_ctrl_c_of_a_cluster_run_with_a_passworded_broker_hides_it_in_both_commands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
