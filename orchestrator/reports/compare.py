@@ -31,6 +31,7 @@ from ragscore_workers.aggregate import BOOTSTRAP_SEED, MAX_RESAMPLE_N, bootstrap
 from ragscore_workers.counts import agree
 from ragscore_workers.metrics.registry import higher_is_better
 
+from ..terminal import backticked, resume_command
 from .source import RunData
 
 __all__ = [
@@ -374,7 +375,7 @@ def errors_text(errors: dict[str, dict[str, int]]) -> str:
         f"{name}: {', '.join(f'{count:,} of {arm}' for arm, count in per.items())}" for name, per in errors.items()
     ]
     return (f"items whose score is an error are left out of the comparison ({'; '.join(parts)}): a system's errors "
-            "can hide where it is worse; `ragscore run --resume DIR` scores them again")  # fmt: skip
+            f"can hide where it is worse; {backticked(resume_command('DIR'))} scores them again")  # fmt: skip
 
 
 def mismatch_text(mismatched: dict[str, tuple[int, list[str]]], baseline: str) -> str:
