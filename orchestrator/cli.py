@@ -1007,7 +1007,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
 
     from .embedded_redis import run_process_alive
     from .reports.live import resume_hint
-    from .runner import broker_apart, broker_tried_once, reach_broker, summarize_cancelled
+    from .runner import broker_tried_once, reach_broker, summarize_cancelled
 
     def said(unserved: dict[str, int]) -> None:
         queues = ", ".join(f"{q!r} ({counted(n, 'message')} waiting)" for q, n in unserved.items())
@@ -1024,8 +1024,8 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
             f"{backticked(results_command(run_id, out, broker))} writes it with the reports"
         )
         try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
-            reach_broker(url := _broker_url(broker))
-            summarized = broker_tried_once(store, url) if broker_apart(url) else store  # nor read, once probed
+            apart = reach_broker(url := _broker_url(broker))
+            summarized = broker_tried_once(store, url) if apart else store  # nor read, once probed
             summarize_cancelled(summarized, run_id, on_unserved=said, on_orphaned=held)
         except (BrokerError, ConfigError) as exc:  # down, a wrong password; a database it lacks, an unusable URL
             raise type(exc)(f"{str(exc).rstrip('.')}. {not_yet}") from exc

@@ -194,14 +194,17 @@ def broker_apart(broker_url: str, settings: Settings | None = None) -> bool:
     return _server(store_url) != _server(broker_url)
 
 
-def reach_broker(broker_url: str, settings: Settings | None = None) -> None:
+def reach_broker(broker_url: str, settings: Settings | None = None) -> bool:
     """For a command that needs the broker (its queues, its workers) where :func:`connect` did not probe it: return
     when the broker's Redis answers one ping, BrokerError naming it when it does not (or probe_redis's errors). Not
     retried: the command (cancel, results of a cancelled run) only asks whether it can use the broker, and said so
-    after connect's ~20 s of retries. Nothing to ask where it is the store's server, which connect reached."""
+    after connect's ~20 s of retries. Nothing to ask where it is the store's server, which connect reached. Returns
+    whether it is apart from the store's (:func:`broker_apart`), for the caller not to ask again."""
     what = "the broker's Redis"
-    if broker_apart(broker_url, settings) and (problem := probe_redis(broker_url, what)):
+    apart = broker_apart(broker_url, settings)
+    if apart and (problem := probe_redis(broker_url, what)):
         raise cannot_use(broker_url, what, problem)
+    return apart
 
 
 def broker_unreachable(broker_url: str) -> str | None:
