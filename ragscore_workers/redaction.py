@@ -67,8 +67,9 @@ URL_START = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*):[\t\r\n]*/[\t\r\n]
 _AUTHORITY_START = re.compile(
     r"[\x00-\x20\"'<]*(?:([A-Za-z][A-Za-z0-9+.-]*):[\t\r\n]*/(?:[\t\r\n]*/)?|:?[\t\r\n]*/[\t\r\n]*/)"
 )
-#: A Redis URL's database number after its host, up to its end, query or fragment (:func:`userinfo_span`).
-_DB_PATH = re.compile(r"/\d+(?:[?#]|$)")
+#: What a Redis URL may have after its host: a database number or none, up to its end, query or fragment
+#: (:func:`userinfo_span`).
+_DB_PATH = re.compile(r"(?:/\d+)?(?:[?#]|$)")
 #: Whitespace, which ends a URL quoted in text but in its password (:func:`url_password_spans`).
 _SPACE = re.compile(r"\s")
 #: A host as httpx reads it: a bracketed IP literal (``[::1]``) or a name (``h``, ``bücher.de``, ``h%41.com``).
@@ -165,10 +166,10 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
       the ``@`` of a path or query after it (``models/m@latest``, Vertex AI's ``claude@20240620:rawPredict``, an
       email) is none, and ``https://u:12/34@h`` goes to host ``u``, port 12, with no password;
     - but in a Redis URL (whose path is only a database number) an ``@`` in the path, or in a query right after the
-      authority before any ``=`` or followed by a database number (``redis://u:12/34@h:6379/0``,
-      ``redis://u:12?34@h``, ``redis://u:12?a=34@h:6379/0``; not the value's of
-      ``rediss://h:6380?ssl_ca_certs=/a@b/ca.pem``), followed by a host and a port, ends a password cut short (a
-      socket path's empty authority has none: ``unix:///tmp/a@b.sock``);
+      authority before any ``=`` or followed by a database number or none (``redis://u:12/34@h:6379/0``,
+      ``redis://u:12?34@h``, ``redis://u:12?a=34@h:6379/0``, ``redis://u:12?a=34@h``; not the value's of
+      ``rediss://h:6380?ssl_ca_certs=/a@b/ca.pem``, a path after it), followed by a host and a port, ends a password
+      cut short (a socket path's empty authority has none: ``unix:///tmp/a@b.sock``);
     - an authority that is none (``u:pa`` of ``https://u:pa/ss@h``, whose port httpx refuses; ``:12``: no host) is a
       password cut short, up to the URL's last ``@`` (hiding more of a URL that cannot be sent anyway)."""
     start = _AUTHORITY_START.match(url)
@@ -191,7 +192,7 @@ def userinfo_span(url: str) -> tuple[int, int] | None:
         if end >= 0 and not _HOST_PORT.fullmatch(url[end + 1 : _first_of(url, "/?#", end)]):
             end = -1
         elif no_path and "=" in url[host_end:end] and not _DB_PATH.match(url, _first_of(url, "/?#", end)):
-            end = -1  # h:6380?ssl_ca_certs=/a@b/ca.pem: a query's value, no password; u:12?a=34@h:6379/0: one
+            end = -1  # h:6380?ssl_ca_certs=/a@b/ca.pem: a query's value, no password; u:12?a=34@h, @h:6379/0: one
     return (at, end) if end >= 0 else None
 
 

@@ -26,15 +26,16 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
     parts, shown = urlsplit(url), redact_url(url)
     if parts.scheme not in REDIS_SCHEMES:
         raise ConfigError(f"{what} must be a Redis URL (redis://HOST:PORT/DB, rediss://... for TLS), got {shown!r}")
+    # '/', '#' and '?' each end the host part: the password is cut, and "the port" is text or the password's start
+    # (redis://u:12?a=34@h goes to host u, port 12)
+    if (userinfo := userinfo_span(url)) and any(c in url[userinfo[0] : userinfo[1]] for c in "/#?"):
+        raise ConfigError(
+            f"{what}: the password in {shown!r} holds '/', '#' or '?', which a URL reads as the end of its host: "
+            "percent-encode them ('/' as %2F, '#' as %23, '?' as %3F; an '@' in a query's value as %40)"
+        )
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
-        # '/', '#' and '?' each end the host part: the password is cut, and "the port" is text
-        if (userinfo := userinfo_span(url)) and any(c in url[userinfo[0] : userinfo[1]] for c in "/#?"):
-            raise ConfigError(
-                f"{what}: the password in {shown!r} holds '/', '#' or '?', which a URL reads as the end of its host: "
-                "percent-encode them ('/' as %2F, '#' as %23, '?' as %3F)"
-            ) from None
         raise ConfigError(f"{what}: the port of {shown!r} is not a number") from None
     db = parts.path.strip("/")
     if _ONE_SLASH.match(url) and db and not db.isdigit():  # redis:/HOST:6379/0

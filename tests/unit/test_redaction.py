@@ -261,6 +261,8 @@ VERTEX = "https://l-aiplatform.googleapis.com/v1/projects/p/locations/l/publishe
         ("redis+socket:///tmp/a@b/r.sock", "redis+socket:///tmp/a@b/r.sock"),
         ("rediss://h:6380?ssl_ca_certs=/etc/a@b/ca.pem", "rediss://h:6380?ssl_ca_certs=/etc/a@b/ca.pem"),  # a value's
         ("redis://u:12?34@h:6379/0", "redis://u:***@h:6379/0"),
+        ("redis://u:12?a=34@h", "redis://u:***@h"),  # an '=' and no database: a password still (redis-py: port 12)
+        ("redis://u:12?a=34@h:6379?db=1", "redis://u:***@h:6379?db=1"),
     ],
 )
 def test_a_urls_userinfo_is_hidden_by_one_rule(url: str, shown: str) -> None:
@@ -311,6 +313,7 @@ def test_an_at_sign_after_a_host_is_no_userinfo(url: str) -> None:
         ("connect redis:/\n/u:pw@h:6379/0", "connect redis:/\n/u:***@h:6379/0"),
         ("bad url ://u:pw@h/v1", "bad url ://u:***@h/v1"),  # no scheme
         ("connect redis://u:12?a=34@h:6379/0 failed", "connect redis://u:***@h:6379/0 failed"),
+        ("connect redis://u:12?a=34@h failed", "connect redis://u:***@h failed"),
         ("connect https://u:@h/v1", "connect https://u:***@h/v1"),  # an empty password: as redact_url shows it
         ("see https://h/models/m@latest and a@b.com", "see https://h/models/m@latest and a@b.com"),
         ("see https://h:8080/m@latest", "see https://h:8080/m@latest"),

@@ -44,6 +44,10 @@ def test_redis_urls_pass(url: str) -> None:
         # openssl rand -base64 passwords: the '/' cut the host, and the error was "the port ... is not a number"
         ("redis://:ab/cd+ef=@127.0.0.1:6379/0", r"the password in 'redis://:\*\*\*@127.0.0.1:6379/0' holds '/'"),
         ("rediss://user:p#w@h:6380/0", "percent-encode them"),
+        # redis-py reads host u, port 12, and no password: '?' ended the host
+        ("redis://u:12?a=34@h", r"the password in 'redis://u:\*\*\*@h' holds '/', '#' or '\?'.*'\?' as %3F"),
+        ("redis://u:12?a=34@h:6379", r"the password in 'redis://u:\*\*\*@h:6379' holds"),
+        ("redis://h:6379?client_name=me@h2", "an '@' in a query's value as %40"),  # read as redis://u:12?a=34@h is
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
