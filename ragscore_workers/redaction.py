@@ -79,7 +79,7 @@ _HOST = r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)"
 _HOST_PORT = re.compile(_HOST + r"(?::\d*)?")
 #: A host and the start of a port, whatever follows it: text quoting a URL without a path goes on past its port
 #: (``https://h:8080.``, ``'https://h:8080'``, ``redis://localhost:6379:``, ``https://h:8080&x=1``), where a password
-#: holding whitespace would not start with a digit (:func:`_spaced_userinfo`).
+#: holding whitespace would not start with a digit but for one word after its digits (:func:`_spaced_userinfo`).
 _HOST_AND_PORT = re.compile(_HOST + r":\d")
 #: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket): a Redis
 #: URL's path is only a database number (:func:`userinfo_span`).
@@ -243,12 +243,17 @@ def url_password_spans(text: str) -> list[tuple[int, int]]:
 def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     """The userinfo of ``url`` (:func:`userinfo_span`) holding the whitespace at ``cut``, where the authority before
     it is no host, nor a host and a port followed by any text (``u:p`` of ``https://u:p w@h/``: a password holding a
-    space), and the one past it holds an ``@`` before any ``/``, ``?`` or ``#``; None where the whitespace ends a URL
-    (``https://h:8080 and a@b``, ``https://h:8080. Mail a@b``, ``https://h:port/v1 or a@b``)."""
+    space), or is a host and a port's digits followed by one word up to the ``@`` (``u:12 34@h``: a password starting
+    with digits; ``https://h:8080 admin@corp`` is hidden too), and the one past it holds an ``@`` before any ``/``,
+    ``?`` or ``#``; None where the whitespace ends a URL (``https://h:8080 and a@b``, ``https://h:8080. Mail a@b``,
+    ``https://h:port/v1 or a@b``)."""
     userinfo = userinfo_span(url)
     if userinfo is None or not userinfo[0] < cut < userinfo[1] or userinfo[1] > _first_of(url, "/?#", userinfo[0]):
         return None
-    if _HOST_PORT.fullmatch(url, userinfo[0], cut) or _HOST_AND_PORT.match(url, userinfo[0], cut):
+    port = _HOST_AND_PORT.match(url, userinfo[0], cut)
+    if port and _HOST_PORT.fullmatch(url, userinfo[0], cut) and len(url[cut : userinfo[1]].split()) == 1:
+        return userinfo
+    if _HOST_PORT.fullmatch(url, userinfo[0], cut) or port:
         return None
     return userinfo
 

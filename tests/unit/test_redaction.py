@@ -393,6 +393,7 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str) -> No
         ("Invalid URL 'https://u:p w@h/v1': no", "Invalid URL 'https://u:***@h/v1': no"),
         ("connect redis://:my pass word@h:6379/0 failed", "connect redis://:***@h:6379/0 failed"),
         ("connect https://u:p\tw@h/v1 failed", "connect https://u:***@h/v1 failed"),
+        ("connect redis://u:12 34@h/0 failed", "connect redis://u:***@h/0 failed"),  # digits, then one word
         ("see https://h and mail a@b.com", "see https://h and mail a@b.com"),  # a host: whitespace ends the URL
         ("see https://h:8080 and mail a@b.com", "see https://h:8080 and mail a@b.com"),
         ("see https://h:port/v1 or mail a@b.com", "see https://h:port/v1 or mail a@b.com"),  # a '/' before the '@'
@@ -401,8 +402,9 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str) -> No
 def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, redacted: str) -> None:
     """Whitespace ended a URL quoted in free text, so a password holding a space or a tab (``https://u:p w@h``, a URL
     urlsplit and redis-py read with password ``p w``) was shown whole. Where the authority before the whitespace is
-    no host and port (``u:p``) and one past it holds an ``@`` before any ``/``, ``?`` or ``#``, the password runs to
-    that ``@``; a URL whose host ends at the whitespace (``https://h and a@b``) is left as it is."""
+    no host and port (``u:p``), or a port's digits then one word up to the ``@`` (``u:12 34@h``, shown before), and
+    one past it holds an ``@`` before any ``/``, ``?`` or ``#``, the password runs to that ``@``; a URL whose host ends
+    at the whitespace (``https://h and a@b``, ``https://h:8080 and a@b``) is left as it is."""
     assert redact_url_passwords(text) == redacted
 
 
