@@ -420,6 +420,7 @@ def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, red
         "see https://h:8080\u2026 by a@b.com",
         "url=https://h:8080&x=1 then mail a@b.com",
         "see [docs](https://h:8080) by a@b.com",
+        "http://localhost:{port} is down, ask a@b",  # a template's placeholder for the port
     ],
 )
 def test_a_host_and_port_end_a_url_in_free_text_whatever_follows_the_port(text: str) -> None:
