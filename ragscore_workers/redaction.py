@@ -11,7 +11,6 @@ from urllib.parse import unquote_plus
 __all__ = [
     "REDIS_SCHEMES",
     "SECRET_QUERY_NAMES",
-    "URL_START",
     "credential_name",
     "hide_spans",
     "query_secret_names",
@@ -59,7 +58,7 @@ def secret_query_param(name: str) -> bool:
 #: starts with, as ``://u:pw@h`` and ``9://`` are still read), tabs and newlines in it (urlsplit strips them:
 #: ``redis:\t//u:pw@h``). A match starts where no scheme character is before it (``\b`` let every letter after a dot
 #: or a dash of a long token start one: quadratic, 2.5 s for 100 kB of ``a.a.a.``).
-URL_START = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*):[\t\r\n]*/[\t\r\n]*/")
+_URL_START = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*):[\t\r\n]*/[\t\r\n]*/")
 #: A URL's scheme and the slashes before its authority (one: a Redis URL's mistyped ``redis:/HOST``), or the two
 #: slashes of a URL without a scheme (``//u:pw@h/v1``, ``://u:pw@h/v1``: urlsplit reads an authority there), tabs and
 #: newlines among them; after any whitespace or control characters (urlsplit strips them), quotes (docker's
@@ -224,12 +223,12 @@ def url_password_spans(text: str) -> list[tuple[int, int]]:
     offsets, as :func:`userinfo_span` reads each URL (:func:`_password_span`: ``user@corp:PASSWORD@``,
     ``:PASSWORD@`` of a Redis URL, ``pa/ss`` of ``https://u:pa/ss@h``, a ``TOKEN@``, an empty password too).
 
-    A quoted URL starts at each :data:`URL_START` and runs to the next URL's start (a URL in another's query:
+    A quoted URL starts at each :data:`_URL_START` and runs to the next URL's start (a URL in another's query:
     ``?next=https://u2:pw2@h2/``), so that each character is read for one URL only: linear in the text's length; and
     to the next whitespace, but for a password holding it (:func:`_spaced_userinfo`: ``https://u:p w@h/``). A
     password holding a ``://`` is cut there (``https://u:pw://x@h`` hides ``x``); :func:`redact_url` reads a whole
     URL's own password past it."""
-    spans, starts = [], list(URL_START.finditer(text))
+    spans, starts = [], list(_URL_START.finditer(text))
     for i, found in enumerate(starts):
         bound = starts[i + 1].start() if i + 1 < len(starts) else len(text)
         space = _SPACE.search(text, found.end(), bound)
