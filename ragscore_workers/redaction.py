@@ -201,7 +201,8 @@ def redact_url(url: str) -> str:
     """``url`` as messages and logs show it (a Redis URL, a judge endpoint): its password (its userinfo, where it has
     no ``:``, as a token is passed) as :func:`userinfo_span` reads it, the values of its query's and fragment's fields
     named like a credential (:func:`query_secret_spans`, read from the first ``?`` or ``#`` after the userinfo, so
-    that no name is read in the path), and the password of a URL quoted in it (:func:`url_password_spans`), as
+    that no name is read in the path, and from the URL's first, where urlsplit and redis-py read a password's ``?``:
+    ``redis://h:6379?password=ab@cd``), and the password of a URL quoted in it (:func:`url_password_spans`), as
     ``***``.
 
     The quoted URLs' passwords are read in the URL as given (a password holding ``&token=x`` is hidden whole, not in
@@ -211,8 +212,10 @@ def redact_url(url: str) -> str:
     hidden = []
     if userinfo := userinfo_span(url):
         hidden.append(_password_span(url, userinfo))
-    query = _query_start(url)
-    hidden += [(query + start, query + end) for start, end in query_secret_spans(url[query:])]
+    # a userinfo holding a '?' or '#' reads as a query's start too (redis://h:6379?password=ab@cd: redis-py's
+    # password 'ab@cd'): the values named like a credential of either reading are hidden
+    for query in {_query_start(url), _first_of(url, "?#", 0)}:
+        hidden += [(query + start, query + end) for start, end in query_secret_spans(url[query:])]
     starred = hide_spans(url, hidden, fill="*")  # as long as it was: the offsets hold
     hidden += [span for text in (url, starred) for span in url_password_spans(text)]
     return hide_spans(url, hidden)

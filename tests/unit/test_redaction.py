@@ -368,22 +368,42 @@ def test_urls_in_free_text_are_read_in_linear_time() -> None:
 
 
 @pytest.mark.parametrize(
-    "url",
+    ("url", "shown"),
     [
-        "redis://u?token=SECRET:12@h:6379/0",
-        "redis://u#token=SECRET:12@h:6379/0",
-        "redis://u/SECRET:12@h:6379/0",
-        "redis://u?a=SECRET:12?b=3@h:6379/0",
+        ("redis://h:6379?password=ab@cd", "redis://h:***"),  # redis-py: host h, password 'ab@cd'
+        ("rediss://h:6380?ssl_password=p@ss&db=1", "rediss://h:***&db=1"),
+        ("redis://h?password=ab@cd", "redis://***"),
+        ("redis://h:6379?password=ab@cd:6379/0", "redis://h:***"),
+        ("redis://h:6379/0?password=ab@cd", "redis://h:6379/0?password=***"),  # a path: one reading only
     ],
 )
-def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str) -> None:
+def test_a_query_value_holding_an_at_sign_is_hidden_as_a_query_reads_it(url: str, shown: str) -> None:
+    """A Redis URL's query right after its host, whose value holds an ``@`` followed by a host, reads as a password
+    holding ``?`` too (``redis://u:12?a=34@h``): hiding only that password showed what redis-py reads as the rest of
+    the query's ``password`` (``redis://h:***@cd``). What either reading hides is hidden."""
+    from ragscore_workers.redaction import redact_url
+
+    assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        # redis-py reads host u and a query whose token is 'SECRET:12@h:6379/0': hidden as that too
+        ("redis://u?token=SECRET:12@h:6379/0", "redis://***"),
+        ("redis://u#token=SECRET:12@h:6379/0", "redis://***"),
+        ("redis://u/SECRET:12@h:6379/0", "redis://***@h:6379/0"),
+        ("redis://u?a=SECRET:12?b=3@h:6379/0", "redis://***@h:6379/0"),
+    ],
+)
+def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str, shown: str) -> None:
     """A Redis URL's password cut short (its ``?``, ``/`` or ``#`` ending the authority) may hold a ``:`` of its own:
     since a ``?a=`` before a database number reads as a password, ``u?token=SECRET`` before that ``:`` was shown
     as the user (``redis://u?token=SECRET:***@h``), where 9f2862b hid it as the query's ``token``. A user holding
     a ``/``, ``?`` or ``#`` is no user: the whole userinfo is hidden, in a URL and in free text."""
     from ragscore_workers.redaction import redact_url
 
-    assert redact_url(url) == "redis://***@h:6379/0"
+    assert redact_url(url) == shown
     assert redact_url_passwords(f"connect {url} failed") == "connect redis://***@h:6379/0 failed"
 
 
