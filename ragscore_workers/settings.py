@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,6 +19,30 @@ __all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
 _ONE_SLASH = re.compile(r"(?i)^rediss?:/(?!/)")
 
 
+#: Options redis-py reads from a Redis URL's query as text, which may hold an ``@`` (``?client_name=me@h2``).
+_REDIS_TEXT_OPTIONS = frozenset(
+    {
+        "client_name",
+        "lib_name",
+        "username",
+        "password",
+        "ssl_password",
+        "ssl_ca_certs",
+        "ssl_ca_path",
+        "ssl_certfile",
+        "ssl_keyfile",
+    }
+)
+
+
+def _redis_py_query(parts: SplitResult) -> bool:
+    """Whether ``parts`` is a URL without a path or fragment whose query's fields holding an ``@`` are each an option
+    redis-py takes as text (``redis://h:6379?client_name=me@h2``): what redis-py reads, where the ``@`` would end a
+    password holding ``?`` (``redis://u:12?a=34@h``: an option ``a`` that redis-py refuses)."""
+    fields = parse_qsl(parts.query, keep_blank_values=True)
+    return not parts.path and not parts.fragment and all(n in _REDIS_TEXT_OPTIONS for n, v in fields if "@" in v)
+
+
 def check_redis_url(url: str, what: str = "--broker") -> str:
     """``url`` when it is a Redis URL ragscore can use (scheme, host or socket path, a numeric db); else a
     ConfigError saying what was wrong (instead of a traceback from deep inside Celery or redis-py), the
@@ -27,8 +51,9 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
     if parts.scheme not in REDIS_SCHEMES:
         raise ConfigError(f"{what} must be a Redis URL (redis://HOST:PORT/DB, rediss://... for TLS), got {shown!r}")
     # '/', '#' and '?' each end the host part: the password is cut, and "the port" is text or the password's start
-    # (redis://u:12?a=34@h goes to host u, port 12)
-    if (userinfo := userinfo_span(url)) and any(c in url[userinfo[0] : userinfo[1]] for c in "/#?"):
+    # (redis://u:12?a=34@h goes to host u, port 12), but for a query redis-py reads (redis://h?client_name=me@h2)
+    userinfo = userinfo_span(url)
+    if userinfo and any(c in url[userinfo[0] : userinfo[1]] for c in "/#?") and not _redis_py_query(parts):
         raise ConfigError(
             f"{what}: the password in {shown!r} holds '/', '#' or '?', which a URL reads as the end of its host: "
             "percent-encode them ('/' as %2F, '#' as %23, '?' as %3F; an '@' in a query's value as %40)"
