@@ -76,12 +76,12 @@ _HOST = r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)"
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
 _HOST_PORT = re.compile(_HOST + r"(?::\d*)?")
-#: A host and the start of a port, whatever follows it, or a template's placeholder for the port (``{port}``) up to the
-#: whitespace: text quoting a URL without a path goes on past its port (``https://h:8080.``, ``'https://h:8080'``,
+#: A host and the start of a port, whatever follows it, or a template's placeholder for the port (``{port}``, ``{}``) up
+#: to the whitespace: text quoting a URL without a path goes on past its port (``https://h:8080.``, ``'https://h:8080'``,
 #: ``redis://localhost:6379:``, ``https://h:8080&x=1``, ``http://localhost:{port} is down``), where a password holding
-#: whitespace would not start with a digit but for one word after its digits, nor be a ``{name}`` before it
+#: whitespace would not start with a digit but for one word after its digits, nor be a ``{name}`` or ``{}`` before it
 #: (:func:`_spaced_userinfo`, which reads it up to the whitespace).
-_HOST_AND_PORT = re.compile(_HOST + r":(?:\d|\{\w+\}$)")
+_HOST_AND_PORT = re.compile(_HOST + r":(?:\d|\{\w*\}$)")
 #: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket): a Redis
 #: URL's path is only a database number (:func:`userinfo_span`).
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")

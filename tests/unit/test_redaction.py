@@ -441,6 +441,7 @@ def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, red
         "url=https://h:8080&x=1 then mail a@b.com",
         "see [docs](https://h:8080) by a@b.com",
         "http://localhost:{port} is down, ask a@b",  # a template's placeholder for the port
+        "http://localhost:{} is down, ask a@b",  # str.format's positional one
     ],
 )
 def test_a_host_and_port_end_a_url_in_free_text_whatever_follows_the_port(text: str) -> None:
