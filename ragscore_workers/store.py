@@ -468,6 +468,22 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int) -> dict[str, int]
     return {**out, f"{stage}_wait_{on}": limit}
 
 
+#: The ``progress`` counters' part of no queue: derived outputs (``combined``), computed at the run's aggregation.
+_DERIVED = "derived"
+
+
+def _queue_work(counters: dict[str, int]) -> dict[str, int]:
+    """Progress counters whose ``done``, ``total`` (and ``before:done``) are the queues' work units: the derived
+    outputs' (``done:derived``, ``total:derived``) are left out, as no queue works on them. Every view (the bar, the
+    run list, ``status RUN``'s ``all`` row, the sum of its queues' rows) shows one count: the bar and the run list
+    read 12/12 where ``all`` read 9/9, and 4/6 against 4/4 while the run aggregated."""
+    out = dict(counters)
+    for field in ("done", "total", f"{_BEFORE}done"):
+        if field in out:
+            out[field] -= out.get(f"{field}:{_DERIVED}", 0)
+    return out
+
+
 def _done_now(counters: dict[str, int]) -> dict[str, int]:
     """Progress counters with the ``redo`` ones folded in: ``done`` and ``done:{queue}`` leave out what a resume
     sent again that no worker has written again yet."""
@@ -868,7 +884,7 @@ class RunStore:
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
             out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))
             out.update({f"{_BEFORE}{k}": v for k, v in began.before(stored).items()})
-        return out, seconds + micros / 1e6
+        return _queue_work(out), seconds + micros / 1e6
 
     # ---------------------------------------------------------------- results
     def write_results(
@@ -1172,23 +1188,28 @@ class RunStore:
         pipe = self.r.pipeline(transaction=False)
         for run_id in run_ids:
             pipe.hmget(self.key(run_id, "meta"), ["state", "submitted_at", "created_at", "dataset"])
-            pipe.hmget(self.key(run_id, "progress"), ["done", "total", "redo"])
+            pipe.hmget(self.key(run_id, "progress"), _OVERVIEW_COUNTERS)
             for queue in PROGRESSIVE_QUEUES:
                 pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         replies = iter(pipe.execute())
         out = []
         for run_id in run_ids:
             state, submitted, created, dataset = next(replies)
-            done, total, redo = next(replies)
+            stored = {k: int(v) for k, v in zip(_OVERVIEW_COUNTERS, next(replies), strict=True) if v is not None}
+            counters = _queue_work(_done_now(stored))  # as progress(): a resume's redo is not done, derived no work
             unwritten = sum(next(replies) for _ in PROGRESSIVE_QUEUES)
             at = submitted or created
-            done = int(done or 0) - max(0, int(redo or 0))  # as progress(): what a resume sent again is not done
+            done = counters.get("done", 0)
             if state not in RunState.DONE:  # as progress(): scored by a chunk in flight, not written yet
                 done += unwritten
-            out.append({"run_id": run_id, "state": state or "?", "done": done, "total": int(total or 0),
+            out.append({"run_id": run_id, "state": state or "?", "done": done, "total": counters.get("total", 0),
                         "submitted_at": float(at) if at else None,
                         "dataset": (dataset or "").rsplit("/", 1)[-1]})  # fmt: skip
         return out
+
+
+#: The ``progress`` counters :meth:`RunStore.overview` reads of each run (:func:`_done_now`, :func:`_queue_work`).
+_OVERVIEW_COUNTERS = [f"{c}{q}" for c in ("done", "total", "redo") for q in ("", f":{_DERIVED}")]
 
 
 @dataclass(frozen=True)

@@ -326,9 +326,8 @@ class StatusView:
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                         "rate": rate, "eta": eta if held is None else max(held, eta or 0.0),
                         "floor": held is not None})  # fmt: skip
-        # the rows' sums: the run's own ``done``/``total`` (and their rate) count derived outputs too, computed at its
-        # aggregation, not by a queue (a run cancelled once its queues were done read 100 % on each and 66.7 % on
-        # ``all``; an aggregating one, a rate on ``all`` while none of its queues moved)
+        # the rows' sums, the run's own ``done``/``total`` (:meth:`RunStore.progress`: no derived outputs, computed at
+        # its aggregation by no queue), for a view given counters of its own too
         done, total = sum(r["done"] for r in out), sum(r["total"] for r in out)
         rates = [r["rate"] for r in out if r["rate"] is not None]
         etas = [r["eta"] for r in out]

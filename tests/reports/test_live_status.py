@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -15,8 +17,10 @@ from orchestrator import evaluate
 from orchestrator.progress import IDLE_NOTE_S
 from orchestrator.reports.live import Sample, StatusView
 from orchestrator.runner import Orphan
+from ragscore_workers.store import RunStore, redis_client
 
-from ..support import ROOT, make_rows
+from ..fakes import FakeProvider
+from ..support import ROOT, WorkerProcess, make_rows
 
 SUITE_META = {"suite": json.dumps({"judge": {"rpm": 30}}), "state": "running", "submitted_at": "1000.0"}
 
@@ -409,6 +413,8 @@ def test_a_cancelled_runs_all_row_agrees_with_its_queues(store) -> None:  # type
     rows = {r["queue"]: r for r in view.rows()}
     assert rows["cpu"]["pct"] == rows["judge"]["pct"] == 100.0
     assert (rows["all"]["done"], rows["all"]["total"], rows["all"]["pct"]) == (4, 4, 100.0), rows["all"]
+    bar, (listed,) = store.progress(run), store.overview([run])  # `ragscore run`'s bar, the run list
+    assert (bar["done"], bar["total"]) == (listed["done"], listed["total"]) == (4, 4), (bar, listed)
 
 
 def test_the_all_row_of_an_aggregating_run_is_its_queues_sums_rate_too() -> None:
@@ -466,3 +472,38 @@ def test_an_unnamed_targets_state_built_from_its_system_counts_its_calls_not_the
     assert store.progress("r-only").get("target_calls") == 1
     assert RunJudgeState(store.r, "r-only", ttl_s=600).read()["calls"] == 0
     assert state.wait_key == store.key("r-only", "targets:wait") and state.who == ""
+
+
+@pytest.mark.integration
+def test_a_derived_metrics_run_counts_the_same_work_in_the_run_list_the_bar_and_its_all_row(  # type: ignore[no-untyped-def]
+    cluster: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``combined`` is computed at the run's aggregation, by no queue: the run list and ``ragscore run``'s bar
+    counted its outputs (12/12 units) where ``status RUN``'s ``all`` row, its queues' sum, read 9/9."""
+    data = ROOT / "tests" / "data" / "nlp-project"
+    options = {"predictions": data / "output" / "dev_extension3_output.json", "corpus": data / "data" / "corpus",
+               "system": "rag_extension3"}  # fmt: skip
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-ONE-COUNT-TEST")
+    with FakeProvider(api_key="gsk-ONE-COUNT-TEST") as fake, tempfile.TemporaryDirectory(dir="/tmp") as home:
+        judge = WorkerProcess(cluster, "judge", Path(home), concurrency=1).start()
+        try:
+            suite = {"metrics": ["evidence_overlap", "rubric_judge", "combined"],
+                     "judge": {"base_url": fake.url, "model": "fake", "rpm": None, "tpm": None}}  # fmt: skip
+            questions = data / "data" / "NLP Project Data" / "dev_final_jsonl.txt"
+            result = evaluate(questions, suite, broker=cluster, out=tmp_path / "out", fmt_options=options)
+        finally:
+            judge.stop()
+    run_id = result.summary.run_id
+    assert result.summary.metrics["combined"].n + result.summary.metrics["combined"].unscorable == 3
+    env = {**os.environ, "RAGSCORE_BROKER_URL": cluster, "COLUMNS": "200"}
+    cli = [sys.executable, "-m", "orchestrator.cli", "status"]
+    runs = subprocess.run(cli, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    table = subprocess.run([*cli, run_id], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert runs.returncode == table.returncode == 0, runs.stderr + table.stderr
+    listed = next(line for line in runs.stdout.splitlines() if line.startswith(run_id)).split("\t")[2]
+    all_row = next(line for line in table.stdout.splitlines() if line.strip("│ ").startswith("all"))
+    done, total = (int(cell) for cell in all_row.strip("│ ").split("│")[1:3])
+    assert (done, total) == (9, 9), all_row  # rubric_judge(_raw) and evidence_overlap of 3 items
+    assert listed == f"{done}/{total}", runs.stdout
+    bar = RunStore(redis_client(cluster), ttl_s=3600).progress(run_id)  # what `ragscore run`'s bar shows
+    assert (bar["done"], bar["total"]) == (done, total), bar
