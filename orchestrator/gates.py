@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ragscore_workers.counts import listed
+from ragscore_workers.counts import counted_of, listed
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
@@ -239,7 +239,7 @@ def incomplete(summary: RunSummary) -> str | None:
     cancel, the judge's or a target's circuit breaker, a metric output whose every item errored, pooled or in one
     system's items), or None."""
     if summary.state == "cancelled":
-        said = f"run {summary.run_id} was cancelled: {summary.scored:,} of {summary.items:,} items scored"
+        said = f"run {summary.run_id} was cancelled: {counted_of(summary.scored, summary.items, 'item')} scored"
         stopped = [f"{name} ({m.stopped:,} items)" for name, m in sorted(summary.metrics.items()) if m.stopped]
         return said + (f"; stopped before scoring: {listed(stopped, 5)}" if stopped else "")
     if summary.judge.get("breaker"):

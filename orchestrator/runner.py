@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError
 from redis.commands.core import Script
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
-from ragscore_workers.counts import agree, counted
+from ragscore_workers.counts import agree, counted, counted_of
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RunLostError, StoreError
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
@@ -398,7 +398,7 @@ def submit(
                                    "is cancelled: start a new run once the file is complete")  # fmt: skip
             n_tasks += _submit_shard(store, run_id, index, rows, resolved)
             n_shards += 1
-            ticker.count(lambda n: f"sent {min(n * shard_rows, scan.rows):,} of {scan.rows:,} rows")
+            ticker.count(lambda n: f"sent {counted_of(min(n * shard_rows, scan.rows), scan.rows, 'row')}")
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
@@ -593,8 +593,8 @@ def resume(
         ticker.say(f"looking up what the store lacks, shard by shard ({total:,} rows)")
         for index, (rows, complete, looked_up) in enumerate(stream):
             sent = n_tasks
-            ticker.count(lambda n, sent=sent: f"{min(n * stored_shard_rows, total):,} of {total:,} rows looked up; "
-                                              f"{counted(sent, 'task')} sent for what they lack")  # fmt: skip
+            ticker.count(lambda n, sent=sent: f"{counted_of(min(n * stored_shard_rows, total), total, 'row')} looked "
+                                              f"up; {counted(sent, 'task')} sent for what they lack")  # fmt: skip
             if complete is not None:  # every output of the shard is stored: its rows were not even validated
                 store.mark_shard_done(run_id, index, generation)
                 n_shards += 1

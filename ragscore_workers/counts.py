@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["agree", "counted", "listed", "noun", "noun_names"]
+__all__ = ["agree", "and_more", "counted", "counted_of", "listed", "noun", "noun_names"]
 
 
 def agree(n: int, one: str, many: str) -> str:
@@ -19,6 +19,18 @@ def counted(n: int, word: str, plural: str | None = None) -> str:
     """``n`` with thousands separators and ``word``, plural unless ``n`` is 1 (``plural`` where an added ``s`` is
     wrong: ``reply``, ``replies``)."""
     return f"{n:,} {noun(n, word, plural)}"
+
+
+def counted_of(n: int, total: int, word: str, plural: str | None = None) -> str:
+    """``n`` of ``total`` things, with thousands separators, the noun agreeing with ``total``: ``8 of 10 items``,
+    ``1 of 1 item``, ``0 of 1,200 rows`` (what a message says was done of a whole: ``... items scored``)."""
+    return f"{n:,} of {counted(total, word, plural)}"
+
+
+def and_more(n: int, more: str | None = None) -> str:
+    """``and 1,204 more``; with ``more``, a noun, what the rest are: ``and 2 more points`` (:func:`listed`'s end, and
+    a message's ``(and 1 more point)`` after the first of several)."""
+    return f"and {counted(n, 'more ' + more) if more else f'{n:,} more'}"
 
 
 def noun(n: int, word: str, plural: str | None = None) -> str:
@@ -47,4 +59,4 @@ def listed(
         return shown
     if not shown:
         return counted(rest, more) if more else f"{rest:,} more"
-    return f"{shown} and {counted(rest, 'more ' + more) if more else f'{rest:,} more'}"
+    return f"{shown} {and_more(rest, more)}"

@@ -27,7 +27,7 @@ from typing import Any
 import regex as unicode_regex  # not `regex`: the validator of that name below would hide the module
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..counts import agree, counted, noun
+from ..counts import agree, counted, counted_of, noun
 from ..schemas import Queue, Row
 from ._bounded_regex import BoundedPattern, RegexError, bounded_regex
 from ._text import CITATION_MARKER
@@ -236,7 +236,7 @@ def keyword(inp: PointInput, params: KeywordParams) -> Outcome:
     passed = len(found) >= min_count
     figures = {"found": ", ".join(found), "missing": ", ".join(missing), "found_count": len(found),
                "keyword_count": len(found) + len(missing), "min_count": min_count}  # fmt: skip
-    note = f"{len(found)} of {counted(len(found) + len(missing), 'keyword')} found, {min_count} needed"
+    note = f"{counted_of(len(found), len(found) + len(missing), 'keyword')} found, {min_count} needed"
     return Outcome(passed, note + (f"; missing: {figures['missing']}" if missing else ""), figures, evidence)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..counts import counted, noun_names
+from ..counts import and_more, noun_names
 from ..schemas import MetricResult, Queue, Row
 from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
 from ._bounded_regex import BoundedPattern
@@ -414,7 +414,7 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
     }
     errored = [r for r in scored if r["status"] == "error"]
     if errored:
-        more = f" (and {counted(len(errored) - 1, 'more point')})" if len(errored) > 1 else ""
+        more = f" ({and_more(len(errored) - 1, 'point')})" if len(errored) > 1 else ""
         details["errors"] = [r["id"] for r in errored]
         return MetricResult(score=None, error=f"point {errored[0]['id']}: {errored[0]['note']}{more}", details=details)
     return MetricResult(score=_ratio(scored), passed=all(r["passed"] for r in scored), details=details)

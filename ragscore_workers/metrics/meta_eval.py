@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..counts import counted
+from ..counts import counted_of
 from ..schemas import Queue, Row
 from ._validators import VALIDATORS, Outcome, PointInput, PointSpecError, parse_json_text, validator
 from .judge_metrics import Job, JudgeParams, Verdict, run_jobs
@@ -129,7 +129,7 @@ def _outcome(verdict: Verdict, inp: PointInput, params: MetaEvalParams) -> Outco
     share = passed / len(results) if results else 1.0
     figures = {"extra_points": results, "rejected": rejected, "proposed": len(verdict.value), "kept": len(kept),
                "passed": passed, "calls": verdict.calls, "cached": verdict.from_cache}  # fmt: skip
-    note = f"{passed} of {counted(len(kept), 'extra point')} passed" + (
+    note = f"{counted_of(passed, len(kept), 'extra point')} passed" + (
         f", {len(rejected)} rejected" if rejected else ""
     )
     evidence = [f"{r['id']} {r['status']}: {r['text']}" for r in results][:5]

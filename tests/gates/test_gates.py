@@ -352,3 +352,11 @@ def test_print_gates_not_on_a_terminal_widens_past_a_narrow_columns(
     print_gates([GateResult(metric=name, kind="mean", threshold=0.75, actual=0.7123, passed=False, n=50)])
     err = capsys.readouterr().err
     assert f"{name}=0.75" in err and "…" not in err, err
+
+
+def test_a_cancelled_run_of_one_item_says_its_count_as_one_item() -> None:
+    """It said "0 of 1 items scored": the count is written by :func:`counted_of`, as every "N of M" count."""
+    from orchestrator.gates import incomplete
+
+    said = incomplete(RunSummary(run_id="r1", state="cancelled", items=1, scored=0))
+    assert said == "run r1 was cancelled: 0 of 1 item scored", said

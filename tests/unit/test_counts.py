@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragscore_workers.counts import agree, counted, listed, noun, noun_names
+from ragscore_workers.counts import agree, and_more, counted, counted_of, listed, noun, noun_names
 
 
 def test_counted_writes_thousands_separators_and_the_plural_unless_one() -> None:
@@ -49,3 +49,16 @@ def test_agree_is_the_singular_word_for_one_and_the_plural_else() -> None:
     """Verbs and pronouns were chosen by hand beside each count (``'is' if one else 'are'``)."""
     assert [agree(n, "is", "are") for n in (0, 1, 2, 1200)] == ["are", "is", "are", "are"]
     assert agree(1, "it", "them") == "it"
+
+
+def test_counted_of_is_a_part_of_a_whole_whose_noun_agrees_with_the_whole() -> None:
+    """Messages wrote "N of M items" by hand: "0 of 1 items scored", "sent 1200 of 5000 rows"."""
+    assert counted_of(0, 1, "item") == "0 of 1 item"
+    assert counted_of(1_200, 5_000, "row") == "1,200 of 5,000 rows"
+    assert counted_of(1, 2, "extra point") == "1 of 2 extra points"
+
+
+def test_and_more_ends_a_list_as_listed_does() -> None:
+    """``(and N more point)`` was built beside :func:`listed`'s own "and N more"."""
+    assert and_more(1, "point") == "and 1 more point" and and_more(2, "point") == "and 2 more points"
+    assert and_more(1_204) == "and 1,204 more" == listed([str(i) for i in range(1_205)], 1)[len("0 ") :]
