@@ -9,7 +9,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           ``target_called_at``: a target call was last counted;
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
                           the counters then in ``work_began_before``)
-``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``; ``redo``,
+``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``
+                          (``errors:derived``, ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again, not
                           written again yet; ``marked``, ``marked:{queue}``: all the resume marked, written again or
                           not; ``target_calls``: requests sent to the run's targets
@@ -163,6 +164,10 @@ if (done > 0 or any_redone) and redis.call('EXISTS', KEYS[2]) == 1 then
 end
 if errs ~= 0 then redis.call('HINCRBY', p, 'errors', errs) end
 if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable', nulls) end
+if queue == 'derived' then  -- no queue's work: the views leave them out (RunStore.progress)
+  if errs ~= 0 then redis.call('HINCRBY', p, 'errors:derived', errs) end
+  if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable:derived', nulls) end
+end
 redis.call('EXPIRE', p, ttl)
 return done
 """
@@ -473,14 +478,16 @@ _DERIVED = "derived"
 
 
 def _queue_work(counters: dict[str, int]) -> dict[str, int]:
-    """Progress counters whose ``done``, ``total`` (and ``before:done``) are the queues' work units: the derived
-    outputs' (``done:derived``, ``total:derived``) are left out, as no queue works on them. Every view (the bar, the
-    run list, ``status RUN``'s ``all`` row, the sum of its queues' rows) shows one count: the bar and the run list
-    read 12/12 where ``all`` read 9/9, and 4/6 against 4/4 while the run aggregated."""
-    out = dict(counters)
-    for field in ("done", "total", f"{_BEFORE}done"):
+    """Progress counters whose ``done``, ``total`` (and ``before:done``), ``errors`` and ``unscorable`` are the
+    queues' work units: the derived outputs' (``done:derived``, ``total:derived``, ...) are left out, and their own
+    counters dropped, as no queue works on them. Every view (the bar, the run list, ``status RUN``'s ``all`` row, the
+    sum of its queues' rows, and the errors and unscorable beside them) shows one count: the bar and the run list read
+    12/12 where ``all`` read 9/9, and 4/6 against 4/4 while the run aggregated; and the bar, taking ``derived`` for a
+    queue with units left and no pace, gave a run with a derived metric no ETA."""
+    out = {k: v for k, v in counters.items() if not k.endswith(f":{_DERIVED}")}
+    for field in ("done", "total", f"{_BEFORE}done", "errors", "unscorable"):
         if field in out:
-            out[field] -= out.get(f"{field}:{_DERIVED}", 0)
+            out[field] -= counters.get(f"{field}:{_DERIVED}", 0)
     return out
 
 

@@ -17,6 +17,7 @@ from orchestrator import evaluate
 from orchestrator.progress import IDLE_NOTE_S
 from orchestrator.reports.live import Sample, StatusView
 from orchestrator.runner import Orphan
+from ragscore_workers.schemas import MetricResult
 from ragscore_workers.store import RunStore, redis_client
 
 from ..fakes import FakeProvider
@@ -507,3 +508,46 @@ def test_a_derived_metrics_run_counts_the_same_work_in_the_run_list_the_bar_and_
     assert listed == f"{done}/{total}", runs.stdout
     bar = RunStore(redis_client(cluster), ttl_s=3600).progress(run_id)  # what `ragscore run`'s bar shows
     assert (bar["done"], bar["total"]) == (done, total), bar
+
+
+def test_a_derived_metrics_run_at_work_has_an_eta_on_the_bar(store) -> None:  # type: ignore[no-untyped-def]
+    """Its derived outputs (``combined``), counted as a queue with units left and none done until the aggregation,
+    held the bar's ETA at ``?`` the whole run: the slowest queue's ETA was that of a queue no worker serves."""
+    import io
+
+    from orchestrator.progress import PlainProgress
+
+    run = "r-derived-eta"
+    store.create_run(run, {"state": "running", "submitted_at": "1000", "n_shards": "1"})
+    store.add_ids(run, 0, ["a", "b"], {"cpu": 2, "derived": 2})
+    out = io.StringIO()
+    bar = PlainProgress(out)
+    bar.start(run)
+    bar.update(store.progress(run), final=True)
+    store.write_results(run, "cpu", [("a", {"id": "a"}, {"evidence_overlap": MetricResult(score=1.0)})])
+    bar.update(store.progress(run), final=True)
+    line = out.getvalue().splitlines()[-1]
+    assert "1/2 item×metric outputs" in line and "ETA ?" not in line, line
+
+
+def test_the_caption_counts_the_errors_and_unscorable_of_the_queues_work_alone(store) -> None:  # type: ignore[no-untyped-def]
+    """The derived outputs (``combined``), computed at the aggregation by no queue, are not counted in the errors
+    and unscorable either: the caption (and the bar) said ``errors 2 · unscorable 1`` over rows that read 4/4 of
+    which one output errored and none was unscorable."""
+    from orchestrator.reports.live import sample
+
+    run = "r-derived-caption"
+    store.create_run(run, {"state": "aggregating", "submitted_at": "1000", "n_shards": "1"})
+    store.add_ids(run, 0, ["a", "b"], {"cpu": 2, "judge": 2, "derived": 2})
+    store.write_results(run, "cpu", [(k, {"id": k}, {"evidence_overlap": MetricResult(score=1.0)}) for k in "ab"])
+    store.write_results(run, "judge", [("a", {"id": "a"}, {"rubric_judge": MetricResult(score=None, error="429")}),
+                                       ("b", {"id": "b"}, {"rubric_judge": MetricResult(score=0.5)})])  # fmt: skip
+    store.write_results(run, "derived", [("a", {"id": "a"}, {"combined": MetricResult(score=None, error="no judge")}),
+                                         ("b", {"id": "b"}, {"combined": MetricResult(score=None)})])  # fmt: skip
+    counters = store.progress(run)
+    assert (counters["done"], counters["total"], counters["errors"], counters.get("unscorable", 0)) == (4, 4, 1, 0)
+    view = StatusView(store.meta(run))
+    view.add(sample(store, run, time.time()))
+    console = Console(width=200, record=True)
+    console.print(view.render(run))
+    assert "errors 1 · unscorable 0" in console.export_text(), console.export_text()
