@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ragscore_workers.counts import counted_of, listed
+from ragscore_workers.counts import counted, counted_of, listed
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
@@ -317,7 +317,7 @@ def baseline_note(summary: RunSummary, baseline: RunSummary, outputs: Sequence[s
     if summary.items != baseline.items or systems != base_systems:
 
         def runs(s: RunSummary, names: list[str]) -> str:
-            return f"{s.items:,} item{'s' * (s.items != 1)}" + (f" of {', '.join(names)}" if names else "")
+            return counted(s.items, "item") + (f" of {', '.join(names)}" if names else "")
 
         said.append(f"the baseline {baseline.run_id} holds {runs(baseline, base_systems)}, this run "
                     f"{runs(summary, systems)}: its means are over other questions")  # fmt: skip
