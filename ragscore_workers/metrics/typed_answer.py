@@ -13,8 +13,8 @@ stopwords only must be a whole item, unless it is option ``A`` or ``I`` written 
 ``A: Paris`` outside a Q/A transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`;
 not asked about, "A?", nor after a negation, "I would not choose A": :func:`_picks`); the label forms are
 ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
-"B) Lyon", "Answer: B") are read for the given one only, and options restated with nothing else for none
-(:func:`_unrestated`). Missing inputs are unscorable;
+"B) Lyon", "Answer: B") are read for the given one only; two or more options restated with nothing else are
+no choice for a One type and each a pick for a Many type (:func:`_unrestated`). Missing inputs are unscorable;
 an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
@@ -186,20 +186,22 @@ def _answered(line: str) -> set[str]:
     return set(re.findall(r"[A-Z]", found.group(1))) if found else set()
 
 
-def _unrestated(answer: str) -> str:
+def _unrestated(answer: str, many: bool) -> str:
     """The answer without the options it restates beside its final answer: when two or more lines start with the
     labels ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``) and another line is a final answer
     among them and nothing else (:func:`_answered`: "Answer: B"), the restated lines of the options not given are
-    dropped ("B) Lyon" stays, so an expected ``Lyon`` matches as ``B`` does); when the answer is those lines and
-    nothing else (lines with no word aside), none is given: nothing is left ("A) Paris\nB) Lyon" picks neither);
-    otherwise the answer as it is."""
+    dropped ("B) Lyon" stays, so an expected ``Lyon`` matches as ``B`` does). When the answer is those lines and
+    nothing else (lines with no word aside), a one-answer question (``many`` false) is given none of them: nothing
+    is left ("A) Paris\nB) Lyon" picks neither); a many-answer question is given each of them, the answer as it is
+    (the metric cannot know how many options there were). Otherwise the answer as it is."""
     lines = answer.splitlines()
     marks = [_OPTION_LINE.match(next(iter(raw_items(line)), "")) for line in lines]
     letters = "".join(m.group(1) or m.group(2) for m in marks if m)
     if len(letters) < 2 or letters != string.ascii_uppercase[: len(letters)]:
         return answer
     if all(m or not terms(line) for line, m in zip(lines, marks, strict=True)):
-        return ""  # the options restated, no choice among them (a blank line, a code fence or a rule says nothing)
+        # two or more options and no word else (a blank line, a code fence or a rule says nothing): no choice of one
+        return answer if many else ""
     given = set().union(*(_answered(line) for line, m in zip(lines, marks, strict=True) if not m))
     if not given or not given <= set(letters):
         return answer
@@ -255,7 +257,7 @@ def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
 
 
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:
-    raw, transcript = _turns(raw_items(_unrestated(answer)))
+    raw, transcript = _turns(raw_items(_unrestated(answer, many)))
     items = answer_items(raw)
     matched: dict[int, str] = {}
     for term, (i, via) in _owners(values, use_synonyms).items():

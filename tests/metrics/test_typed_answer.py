@@ -425,7 +425,7 @@ def _picked(answer: str) -> list[str]:
         ("A. Paris\nB. Lyon\nC. Nice\nAnswer: A and C", ["A", "C"]),
         ("A) Paris\nB) Lyon\nB", ["B"]),
         ("A) Paris\n\nB) Lyon\n\nAnswer: B", ["B"]),
-        # the options restated and nothing else: no choice among them (was ["A", "B"], each option scored 1.0)
+        # the options restated and nothing else: no choice of one (PickOne here; a Many type reads each line as a pick)
         ("A) Paris\nB) Lyon", []),
         ("A) Paris\n\nB) Lyon\nC) Nice\n", []),
         ("```\nA) Paris\nB) Lyon\n```", []),  # lines with no word (a code fence, a rule) say nothing either
@@ -445,11 +445,22 @@ def test_a_multi_answer_reply_scores_each_option_it_joins() -> None:
     assert _score("PickMany", {"A": 0.5, "B": 0.5}, "A) Paris\nB) Lyon\nAnswer: B").score == 0.5
 
 
-def test_options_restated_with_nothing_else_match_no_value_by_label_or_text() -> None:
-    answer = "A) Paris\nB) Lyon"
-    assert _score("PickOne", {"A": 1.0, "B": 0.0}, answer).score == 0.0
-    assert _score("PickOne", {"Paris": 1.0, "Lyon": 0.0}, answer, synonyms=False).score == 0.0
-    assert _score("PickMany", ["A", "B"], answer).score == 0.0
+@pytest.mark.parametrize("qtype", ["PickOne", "ListOne"])
+@pytest.mark.parametrize("answer", ["A) Paris\nB) Lyon", "A. Paris\nB. Lyon", "```\nA) Paris\nB) Lyon\n```"])
+def test_a_one_answer_reply_listing_options_with_nothing_else_chooses_none(qtype: str, answer: str) -> None:
+    """Two or more options and nothing else is no choice of one: no value matches, by label or by text."""
+    assert _score(qtype, {"A": 1.0, "B": 0.0}, answer).score == 0.0
+    assert _score(qtype, {"Paris": 1.0, "Lyon": 0.0}, answer, synonyms=False).score == 0.0
+
+
+@pytest.mark.parametrize("qtype", ["PickMany", "ListMany"])
+@pytest.mark.parametrize("answer", ["A) Paris\nB) Lyon", "A. Paris\nB. Lyon", "```\nA) Paris\nB) Lyon\n```"])
+def test_a_many_answer_reply_listing_options_picks_each_line(qtype: str, answer: str) -> None:
+    """For a many-answer question the lines are the picks (the metric cannot know how many options there were):
+    "A) Paris", "B) Lyon" picks A and B, by label and by text (0.0 when the one-answer rule applied to all types)."""
+    assert _score(qtype, ["A", "B"], answer).score == 1.0
+    assert _score(qtype, {"Paris": 0.5, "Lyon": 0.5}, answer, synonyms=False).score == 1.0
+    assert _score(qtype, {"A": 0.5, "C": 0.5}, answer).score == 0.5
 
 
 def test_a_restated_option_that_is_picked_still_matches_by_its_text() -> None:
