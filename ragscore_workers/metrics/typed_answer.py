@@ -186,26 +186,47 @@ def _answered(line: str) -> set[str]:
     return set(re.findall(r"[A-Z]", found.group(1))) if found else set()
 
 
+def _restated(line: str) -> list[str | None]:
+    """For each item of the line (:func:`raw_items`), the option it restates: the letter of the last item so far
+    that starts with a label (``A) Paris``, ``(B) Lyon``, ``C. Nice``), so the words after an option are its own
+    ("A) Paris, the capital; B) Lyon" is A, A, B); all None when the line does not start with one."""
+    items = raw_items(line)
+    if not items or not _OPTION_LINE.match(items[0]):
+        return [None] * len(items)
+    owners: list[str | None] = []
+    for item in items:
+        found = _OPTION_LINE.match(item)
+        owners.append((found.group(1) or found.group(2)) if found else owners[-1])
+    return owners
+
+
 def _unrestated(answer: str, many: bool) -> str:
-    """The answer without the options it restates beside its final answer: when two or more lines start with the
-    labels ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``) and another line is a final answer
-    among them and nothing else (:func:`_answered`: "Answer: B"), the restated lines of the options not given are
-    dropped ("B) Lyon" stays, so an expected ``Lyon`` matches as ``B`` does). When the answer is those lines and
-    nothing else (lines with no word aside), a one-answer question (``many`` false) is given none of them: nothing
-    is left ("A) Paris\nB) Lyon" picks neither); a many-answer question is given each of them, the answer as it is
-    (the metric cannot know how many options there were). Otherwise the answer as it is."""
+    """The answer without the options it restates beside its final answer: when two or more options are restated
+    by lines that start with the labels ``A``, ``B``, … in order (``A) Paris``, ``(B) Lyon``, ``C. Nice``, or on
+    one line, "A) Paris; B) Lyon": :func:`_restated`) and another line is a final answer among them and nothing
+    else (:func:`_answered`: "Answer: B"), the restated options not given are dropped ("B) Lyon" stays, so an
+    expected ``Lyon`` matches as ``B`` does). When the answer is those lines and nothing else (lines with no word
+    aside), a one-answer question (``many`` false) is given none of them: nothing is left ("A) Paris\nB) Lyon"
+    picks neither); a many-answer question is given each of them, the answer as it is (the metric cannot know how
+    many options there were). Otherwise the answer as it is."""
     lines = answer.splitlines()
-    marks = [_OPTION_LINE.match(next(iter(raw_items(line)), "")) for line in lines]
-    letters = "".join(m.group(1) or m.group(2) for m in marks if m)
+    owners = [_restated(line) for line in lines]
+    letters = "".join(o for line in owners for j, o in enumerate(line) if o and (j == 0 or o != line[j - 1]))
     if len(letters) < 2 or letters != string.ascii_uppercase[: len(letters)]:
         return answer
-    if all(m or not terms(line) for line, m in zip(lines, marks, strict=True)):
+    restating = [bool(o and o[0]) for o in owners]
+    if all(r or not terms(line) for line, r in zip(lines, restating, strict=True)):
         # two or more options and no word else (a blank line, a code fence or a rule says nothing): no choice of one
         return answer if many else ""
-    given = set().union(*(_answered(line) for line, m in zip(lines, marks, strict=True) if not m))
+    given = set().union(*(_answered(line) for line, r in zip(lines, restating, strict=True) if not r))
     if not given or not given <= set(letters):
         return answer
-    kept = [line for line, m in zip(lines, marks, strict=True) if not m or (m.group(1) or m.group(2)) in given]
+    kept: list[str] = []
+    for line, line_owners, restates in zip(lines, owners, restating, strict=True):
+        if not restates:
+            kept.append(line)
+        else:  # the items of the options given ("B) Lyon, a city"), not those of the others
+            kept += [item for item, o in zip(raw_items(line), line_owners, strict=True) if o in given]
     return "\n".join(kept)
 
 

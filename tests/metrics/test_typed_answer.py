@@ -433,6 +433,12 @@ def _picked(answer: str) -> list[str]:
         ("A) Paris\nB) Lyon\nBoth are French cities", ["A", "B"]),
         ("A) Paris\nC) Nice\nAnswer: C", ["A", "C"]),  # not A, B, … in order: no restatement, as before
         ("B) Lyon\nC) Nice\nAnswer: C", ["B", "C"]),
+        # options restated on one line, apart by "," or ";": each is an option's own item (all 1.0 before)
+        ("A) Paris; B) Lyon; C) Nice\nAnswer: C", ["C"]),
+        ("A) Paris, B) Lyon\nAnswer: A", ["A"]),
+        ("A) Paris; B) Lyon", []),
+        ("A) Paris, the capital; B) Lyon, a city\nAnswer: B", ["B"]),  # the words after an option are its own
+        ("A) Paris, the capital\nB) Lyon\nAnswer: B", ["B"]),
     ],
 )
 def test_natural_phrasings_pick_the_option_they_name(answer: str, options: list[str]) -> None:
@@ -446,7 +452,9 @@ def test_a_multi_answer_reply_scores_each_option_it_joins() -> None:
 
 
 @pytest.mark.parametrize("qtype", ["PickOne", "ListOne"])
-@pytest.mark.parametrize("answer", ["A) Paris\nB) Lyon", "A. Paris\nB. Lyon", "```\nA) Paris\nB) Lyon\n```"])
+@pytest.mark.parametrize(
+    "answer", ["A) Paris\nB) Lyon", "A. Paris\nB. Lyon", "```\nA) Paris\nB) Lyon\n```", "A) Paris; B) Lyon"]
+)
 def test_a_one_answer_reply_listing_options_with_nothing_else_chooses_none(qtype: str, answer: str) -> None:
     """Two or more options and nothing else is no choice of one: no value matches, by label or by text."""
     assert _score(qtype, {"A": 1.0, "B": 0.0}, answer).score == 0.0
@@ -454,7 +462,9 @@ def test_a_one_answer_reply_listing_options_with_nothing_else_chooses_none(qtype
 
 
 @pytest.mark.parametrize("qtype", ["PickMany", "ListMany"])
-@pytest.mark.parametrize("answer", ["A) Paris\nB) Lyon", "A. Paris\nB. Lyon", "```\nA) Paris\nB) Lyon\n```"])
+@pytest.mark.parametrize(
+    "answer", ["A) Paris\nB) Lyon", "A. Paris\nB. Lyon", "```\nA) Paris\nB) Lyon\n```", "A) Paris; B) Lyon"]
+)
 def test_a_many_answer_reply_listing_options_picks_each_line(qtype: str, answer: str) -> None:
     """For a many-answer question the lines are the picks (the metric cannot know how many options there were):
     "A) Paris", "B) Lyon" picks A and B, by label and by text (0.0 when the one-answer rule applied to all types)."""
