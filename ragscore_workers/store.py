@@ -483,12 +483,21 @@ def _queue_work(counters: dict[str, int]) -> dict[str, int]:
     counters dropped, as no queue works on them. Every view (the bar, the run list, ``status RUN``'s ``all`` row, the
     sum of its queues' rows, and the errors and unscorable beside them) shows one count: the bar and the run list read
     12/12 where ``all`` read 9/9, and 4/6 against 4/4 while the run aggregated; and the bar, taking ``derived`` for a
-    queue with units left and no pace, gave a run with a derived metric no ETA."""
-    out = {k: v for k, v in counters.items() if not k.endswith(f":{_DERIVED}")}
-    for field in ("done", "total", f"{_BEFORE}done", "errors", "unscorable"):
+    queue with units left and no pace, gave a run with a derived metric no ETA. Only those counters are dropped: a
+    target named ``derived`` keeps its ``target_wait_of:derived``. ``errors:derived`` and ``unscorable:derived`` came
+    later: a run stored before them, resumed after (or a worker before them in the cluster), rewrites a derived error
+    that counter never held; below 0 it is read as 0 (the derived errors stay counted, as they were), and a count
+    is never below 0."""
+    out = {k: v for k, v in counters.items() if k not in _DERIVED_COUNTERS}
+    for field in _LESS_DERIVED:
         if field in out:
-            out[field] -= counters.get(f"{field}:{_DERIVED}", 0)
+            out[field] = max(0, out[field] - max(0, counters.get(f"{field}:{_DERIVED}", 0)))
     return out
+
+
+#: The counters :func:`_queue_work` takes the derived outputs' off, and those it drops (the derived outputs' own).
+_LESS_DERIVED = ("done", "total", f"{_BEFORE}done", "errors", "unscorable")
+_DERIVED_COUNTERS = frozenset(f"{c}:{_DERIVED}" for c in (*_LESS_DERIVED, "redo", "marked"))
 
 
 def _done_now(counters: dict[str, int]) -> dict[str, int]:

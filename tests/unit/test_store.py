@@ -386,3 +386,33 @@ def test_a_judge_chunk_marks_its_rows_only_once_it_has_run_a_while(store: RunSto
     time.sleep(MARK_ROWS_AFTER_S)
     scored(Row(id="b"), ["m"])
     assert store.r.hlen(store.key(run, "unwritten:judge")) == 1 and store.progress(run)["done"] == 1
+
+
+def test_a_derived_error_rewritten_in_a_run_counted_before_errors_derived_reads_neither_stale_nor_negative(
+    store: RunStore,
+) -> None:
+    """A run stored before ``errors:derived`` (its derived errors in ``errors`` alone) and resumed after: the
+    aggregation's rewrite of a derived error as a score took one off ``errors:derived`` (-1), and the views added the
+    error gone back (``errors 1`` over nothing that errs). A worker of the version before in the same cluster (a
+    rolling upgrade) takes a derived error off ``errors`` alone: the views read ``errors -1``."""
+    run = "t-derived-old"
+    store.create_run(run, {"state": "aggregating"})
+    store.add_ids(run, 0, ["a"], {"cpu": 1, "derived": 1})
+    _write(store, run, "a", m=MetricResult(score=1.0))
+    store.write_results(run, "derived", [("a", {"id": "a"}, {"combined": MetricResult.failed("no judge")})])
+    store.r.hdel(store.key(run, "progress"), "errors:derived")  # as the write script before it counted
+    store.write_results(run, "derived", [("a", {"id": "a"}, {"combined": MetricResult(score=0.5)})])
+    assert store.progress(run)["errors"] == 0, store.r.hgetall(store.key(run, "progress"))
+    store.write_results(run, "derived", [("a", {"id": "a"}, {"combined": MetricResult.failed("no judge")})])
+    store.r.hincrby(store.key(run, "progress"), "errors", -1)  # a worker before it rewrites it as a score
+    assert store.progress(run)["errors"] == 0, store.r.hgetall(store.key(run, "progress"))
+
+
+def test_a_target_named_derived_is_named_by_what_its_calls_wait_on(store: RunStore) -> None:
+    """The derived outputs' counters (``done:derived``, ...) are left out of the views; every key ending in
+    ``:derived`` was, so the note of a target named ``derived`` whose calls wait (``target_wait_of:derived``) too."""
+    run = "t-derived-target"
+    store.create_run(run, {"state": "running"})
+    until = int(time.time() * 1000) + 60_000
+    store.r.hset(store.key(run, "targets:wait"), mapping={"until": until, "on": "rpm", "limit": 60, "who": "derived"})
+    assert store.progress(run).get("target_wait_of:derived") == 1, store.progress(run)
