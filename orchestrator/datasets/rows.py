@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ragscore_workers.counts import agree, counted, listed, noun
+from ragscore_workers.counts import agree, and_more, counted, listed, noun
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
 from ragscore_workers.settings import get_settings
@@ -321,7 +321,7 @@ def scan_dataset(
             raise DatasetError(f"{named.name}: no rows to score; nothing was submitted.")
         reasons = "\n".join(f"  {named.at(e.line)}: {e.error}" for e in scan.first_failures)
         hidden = scan.failed - len(scan.first_failures)
-        more = f"\n  and {hidden:,} more" if hidden else ""  # one a line: not listed()'s "a, b and 2 more"
+        more = f"\n  {and_more(hidden)}" if hidden else ""  # one a line: not listed()'s "a, b and 2 more"
         raise DatasetError(
             f"{named.name}: no rows to score ({counted(scan.failed, 'row')} could not be read); nothing was "
             "submitted.\n"

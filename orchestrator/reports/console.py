@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ragscore_workers.counts import counted
+from ragscore_workers.counts import and_more, counted
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
@@ -323,7 +323,7 @@ def print_estimate(
         listed = (
             "them all" if estimate.failed_rows <= MAX_FAILED_ROWS_STORED else f"the first {MAX_FAILED_ROWS_STORED:,}"
         )
-        console.print(f"  and {estimate.failed_rows - len(estimate.first_failures):,} more (a run lists {listed} in "
+        console.print(f"  {and_more(estimate.failed_rows - len(estimate.first_failures))} (a run lists {listed} in "
                       "failed_rows.jsonl)", markup=False, highlight=False, soft_wrap=True)  # fmt: skip
     for warning in estimate.warnings:
         console.print(f"Warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
