@@ -860,9 +860,9 @@ class RunStore:
         judge) once the run sent one, and ``target_calls`` (to its targets) once it sent one; one round trip.
         ``done`` leaves out what a resume sent again and no worker has written again yet, and while the run has not
         ended holds, in ``done`` and ``done:{queue}``, the outputs a chunk in flight has scored and not written yet
-        (:meth:`mark_scored`). ``done`` and ``total`` are the queues' work units, without the derived outputs
-        (:func:`_queue_work`), as the run list (:meth:`overview`) counts them. Once a worker took a task of the
-        run's current attempt (:meth:`work_began`), also ``work_ms``, the store's clock since then, and
+        (:meth:`mark_scored`). ``done``, ``total``, ``errors`` and ``unscorable`` are the queues' work units, without
+        the derived outputs (:func:`_queue_work`), as the run list (:meth:`overview`) counts them. Once a worker took
+        a task of the run's current attempt (:meth:`work_began`), also ``work_ms``, the store's clock since then, and
         ``before:{counter}`` of ``done``, ``done:{queue}`` and ``judge_calls``: the counter less it is the attempt's
         work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
