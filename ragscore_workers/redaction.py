@@ -71,6 +71,9 @@ _AUTHORITY_START = re.compile(
 _DB_PATH = re.compile(r"(?:/\d+)?(?:[?#]|$)")
 #: Whitespace, which ends a URL quoted in text but in its password (:func:`url_password_spans`).
 _SPACE = re.compile(r"\s")
+#: A line break (those ``str.splitlines`` splits at), which a password a log shows does not hold
+#: (:func:`_spaced_userinfo`).
+_LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 #: A host as httpx reads it: a bracketed IP literal (``[::1]``) or a name (``h``, ``bücher.de``, ``h%41.com``).
 _HOST = r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)"
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
@@ -247,15 +250,17 @@ def url_password_spans(text: str) -> list[tuple[int, int]]:
 def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     """The userinfo of ``url`` (:func:`userinfo_span`) holding the whitespace at ``cut``, where the authority before
     it is no host, nor a host and a port followed by any text (``u:p`` of ``https://u:p w@h/``: a password holding a
-    space), or is a host and a port's digits followed by one word up to the ``@`` (``u:12 34@h``: a password starting
-    with digits; ``https://h:8080 admin@corp`` is hidden too), and the one past it holds an ``@`` before any ``/``,
-    ``?`` or ``#``; None where the whitespace ends a URL (``https://h:8080 and a@b``, ``https://h:8080. Mail a@b``,
-    ``https://h:port/v1 or a@b``)."""
+    space), or is a host and a port's digits followed by one word up to the ``@`` with no line break before it
+    (``u:12 34@h``: a password starting with digits; ``https://h:8080 admin@corp`` is hidden too, a log line ending
+    in ``redis://h:6379`` and the next one starting with ``celery@w1`` not), and the one past it holds an ``@`` before
+    any ``/``, ``?`` or ``#``; None where the whitespace ends a URL (``https://h:8080 and a@b``,
+    ``https://h:8080. Mail a@b``, ``https://h:port/v1 or a@b``)."""
     userinfo = userinfo_span(url)
     if userinfo is None or not userinfo[0] < cut < userinfo[1] or userinfo[1] > _first_of(url, "/?#", userinfo[0]):
         return None
     port = _HOST_AND_PORT.match(url, userinfo[0], cut)
-    if port and _HOST_PORT.fullmatch(url, userinfo[0], cut) and len(url[cut : userinfo[1]].split()) == 1:
+    word = url[cut : userinfo[1]]
+    if port and _HOST_PORT.fullmatch(url, userinfo[0], cut) and len(word.split()) == 1 and not _LINE_BREAK.search(word):
         return userinfo
     if _HOST_PORT.fullmatch(url, userinfo[0], cut) or port:
         return None

@@ -431,6 +431,23 @@ def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, red
 @pytest.mark.parametrize(
     "text",
     [
+        "broker redis://h:6379\ncelery@w1 ready",  # a log line and the next one
+        "broker redis://h:6379\r\ncelery@w1 ready",
+        "broker redis://h:6379\u2028celery@w1 ready",
+        "broker redis://h:6379 \n celery@w1 ready",
+    ],
+)
+def test_a_port_then_one_word_on_the_next_line_is_no_password(text: str) -> None:
+    """The rule that reads a port's digits then one word up to an ``@`` as a password holding whitespace
+    (``redis://u:12 34@h/0``) counted a line break as a space: a log line ending in a URL and the next one starting
+    with a worker's name (``celery@w1``) were hidden as ``redis://h:***@w1``. A password does not span lines of a
+    log: a line break between the digits and the word ends the URL."""
+    assert redact_url_passwords(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "Could not connect to https://h:8080. Contact admin@corp.com",
         "Error connecting to redis://localhost:6379: Connection refused. Contact ops@corp.com",
         "Client error '404 Not Found' for url 'https://h:8080'\nFor more information, mail a@b.com",
