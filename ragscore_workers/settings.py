@@ -27,6 +27,7 @@ _REDIS_TEXT_OPTIONS = frozenset(
         "username",
         "password",
         "ssl_password",
+        "ssl_ciphers",  # OpenSSL's security level: DEFAULT:@SECLEVEL=0
         "ssl_ca_certs",
         "ssl_ca_path",
         "ssl_certfile",

@@ -61,6 +61,8 @@ def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
         ("redis://h:6379?client_name=me@h2", "client_name", "me@h2"),
         ("redis://h:6379?password=ab@cd", "password", "ab@cd"),
         ("rediss://h:6380?ssl_ca_certs=a@b.pem&db=1", "ssl_ca_certs", "a@b.pem"),
+        # OpenSSL's cipher strings set a security level after an '@'
+        ("rediss://h:6380?ssl_cert_reqs=none&ssl_ciphers=DEFAULT:@SECLEVEL=0", "ssl_ciphers", "DEFAULT:@SECLEVEL=0"),
     ],
 )
 def test_a_query_value_holding_an_at_sign_that_redis_py_reads_passes(url: str, option: str, value: str) -> None:
@@ -73,6 +75,19 @@ def test_a_query_value_holding_an_at_sign_that_redis_py_reads_passes(url: str, o
     assert check_redis_url(url) == url
     assert parse_url(url)["host"] == "h"
     assert parse_url(url)[option] == value
+
+
+def test_the_redis_text_options_are_options_redis_py_takes_as_text() -> None:
+    """Each query option let hold an '@' is one redis-py passes on as text to a connection that takes it: a name
+    redis-py renamed or dropped would make such a URL pass here and fail at connect."""
+    import inspect
+
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS, AbstractConnection, Connection, SSLConnection
+
+    from ragscore_workers.settings import _REDIS_TEXT_OPTIONS
+
+    taken = {p for c in (AbstractConnection, Connection, SSLConnection) for p in inspect.signature(c).parameters}
+    assert _REDIS_TEXT_OPTIONS <= taken - set(URL_QUERY_ARGUMENT_PARSERS)
 
 
 def test_a_malformed_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
