@@ -39,9 +39,11 @@ _REDIS_TEXT_OPTIONS = frozenset(
 def _redis_py_query(parts: SplitResult) -> bool:
     """Whether ``parts`` is a URL without a path or fragment whose query's fields holding an ``@`` are each an option
     redis-py takes as text (``redis://h:6379?client_name=me@h2``): what redis-py reads, where the ``@`` would end a
-    password holding ``?`` (``redis://u:12?a=34@h``: an option ``a`` that redis-py refuses)."""
+    password holding ``?`` (``redis://u:12?a=34@h``: an option ``a`` that redis-py refuses; ``redis://u:12?34@h``: a
+    field ``34@h`` without a value, which redis-py drops, connecting to host u, port 12)."""
     fields = parse_qsl(parts.query, keep_blank_values=True)
-    return not parts.path and not parts.fragment and all(n in _REDIS_TEXT_OPTIONS for n, v in fields if "@" in v)
+    text = all(name in _REDIS_TEXT_OPTIONS for name, value in fields if "@" in name + value)
+    return not parts.path and not parts.fragment and text
 
 
 def check_redis_url(url: str, what: str = "--broker") -> str:

@@ -48,6 +48,10 @@ def test_redis_urls_pass(url: str) -> None:
         ("redis://u:12?a=34@h", r"the password in 'redis://u:\*\*\*@h' holds '/', '#' or '\?'.*'\?' as %3F"),
         ("redis://u:12?a=34@h:6379", r"the password in 'redis://u:\*\*\*@h:6379' holds"),
         ("redis://u:12?client_name=x&a=34@h", r"the password in 'redis://u:\*\*\*@h' holds"),  # an 'a' redis-py refuses
+        # a password holding '?' with no '=' after it: redis-py drops the field '34@h' and connects to u:12
+        ("redis://u:12?34@h:6379/0", r"the password in 'redis://u:\*\*\*@h:6379/0' holds"),
+        ("redis://u:12?34@h", r"the password in 'redis://u:\*\*\*@h' holds"),
+        ("redis://u:12?client_name=x&34@h", r"the password in 'redis://u:\*\*\*@h' holds"),
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
