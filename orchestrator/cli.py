@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RagscoreError
 from ragscore_workers.redaction import redact_url
@@ -22,7 +23,6 @@ from ragscore_workers.settings import check_redis_url, get_settings
 from .atomic_file import make_out_dir, write_text_atomic
 from .terminal import (
     TerminalConsole,
-    backticked,
     cancel_command,
     follow_commands,
     report_command,

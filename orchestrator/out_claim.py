@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ragscore_workers.commands import backticked
 from ragscore_workers.errors import ConfigError
 
 from .atomic_file import NotRegularFile, make_out_dir, open_regular
-from .terminal import backticked, cancel_command
+from .terminal import cancel_command
 
 __all__ = ["LOCK_NAME", "claim_out_dir"]
 

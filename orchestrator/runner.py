@@ -29,6 +29,7 @@ from pydantic_core import PydanticSerializationError
 from redis.commands.core import Script
 
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
+from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted, counted_of
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RunLostError, StoreError
 from ragscore_workers.planning import (
@@ -70,7 +71,6 @@ from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .terminal import (
-    backticked,
     cancel_command,
     follow_commands,
     results_command,

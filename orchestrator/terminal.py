@@ -20,16 +20,14 @@ from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableT
 from rich.segment import Segment
 from rich.text import Text
 
-from ragscore_workers.commands import HIDDEN_BROKER, backticked, password_note
+from ragscore_workers.commands import HIDDEN_BROKER, backticked
 from ragscore_workers.redaction import redact_url
 
 __all__ = [
     "NOT_A_TERMINAL_WIDTH",
     "TerminalConsole",
-    "backticked",
     "cancel_command",
     "follow_commands",
-    "password_note",
     "report_command",
     "results_command",
     "resume_command",

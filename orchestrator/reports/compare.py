@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 
 from ragscore_workers.aggregate import BOOTSTRAP_SEED, MAX_RESAMPLE_N, bootstrap_ci
+from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree
 from ragscore_workers.metrics.registry import higher_is_better
 
-from ..terminal import backticked, resume_command
+from ..terminal import resume_command
 from .source import RunData
 
 __all__ = [

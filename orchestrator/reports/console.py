@@ -10,12 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ragscore_workers.commands import backticked
 from ragscore_workers.counts import and_more, counted
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
 from ..estimate import Estimate
-from ..terminal import TerminalConsole, backticked, resume_command
+from ..terminal import TerminalConsole, resume_command
 from .live import fmt_duration, scored_text
 
 __all__ = [

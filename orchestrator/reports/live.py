@@ -21,12 +21,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted, listed
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..progress import IDLE_NOTE_S, fmt_duration, wait_note
-from ..terminal import backticked, results_command, resume_command
+from ..terminal import results_command, resume_command
 
 if TYPE_CHECKING:
     from ..runner import Orphan

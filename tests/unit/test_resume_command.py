@@ -70,7 +70,8 @@ def test_a_hidden_password_is_told_outside_the_command_that_zsh_pastes() -> None
     comments, so ``#`` went to ragscore as a word and ``***`` globbed (``zsh: no matches found: ***``). The word
     to put the password back is the message's, after the command's closing backtick."""
     from orchestrator.reports.live import resume_hint
-    from orchestrator.terminal import backticked, results_command, resume_command
+    from orchestrator.terminal import results_command, resume_command
+    from ragscore_workers.commands import backticked
 
     hidden = resume_command("out", "run-x", "redis://:s3cret@h:6379/0")
     assert "#" not in hidden, hidden
@@ -125,7 +126,8 @@ PUT_BACK = "(put its password back for `***`)"
 def test_several_commands_backticked_say_the_password_word_once_after_them() -> None:
     """The commands of one message name one broker: the word to put its password back is said once, after the last
     command (a hand-written backtick said none for its command)."""
-    from orchestrator.terminal import backticked, results_command, status_command
+    from orchestrator.terminal import results_command, status_command
+    from ragscore_workers.commands import backticked
 
     status, results = status_command("run-x", SECRET_BROKER), results_command("run-x", "out", SECRET_BROKER)
     assert backticked(status, results, joined=", then ") == f"`{status}`, then `{results}` {PUT_BACK}"
@@ -257,3 +259,18 @@ def test_the_resume_of_a_run_the_broker_lacks_says_the_status_listing_its_runs_w
     with pytest.raises(ConfigError) as refused:
         resume_cmd("20260101-000000-abcdee", out=tmp_path / "out", broker=url, quiet=True)
     assert f"`ragscore status --broker {url}` lists the runs this broker has" in str(refused.value), refused.value
+
+
+def test_terminals_public_names_are_defined_there_and_the_backticks_have_one_home() -> None:
+    """terminal listed backticked and password_note, ragscore_workers.commands' own, in its __all__: one function,
+    two import paths (password_note not even used in terminal)."""
+    import inspect
+
+    from orchestrator import terminal
+    from ragscore_workers import commands
+
+    for name in terminal.__all__:
+        value = getattr(terminal, name)
+        if inspect.isfunction(value) or inspect.isclass(value):
+            assert value.__module__ == terminal.__name__, f"terminal.__all__ lists {name} of {value.__module__}"
+    assert not set(terminal.__all__) & set(commands.__all__)
