@@ -908,8 +908,10 @@ def results(
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
         if not (Path(ref) / "summary.json").is_file():
             raise
+        # `ragscore report` writes one format a call (html by default), where a run writes them all
         raise ConfigError(f"{exc}. {ref} holds a finished run's results: {backticked(report_command(ref, out))} "
-                          "writes its reports from them, with no store") from exc  # fmt: skip
+                          "writes its HTML report from them, with no store, and with --format md, csv or json each "
+                          "of its other reports") from exc  # fmt: skip
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
         print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None, broker=broker)

@@ -344,11 +344,16 @@ def test_the_report_command_said_for_a_copied_run_dir_with_a_space_in_its_path_r
     assert first.returncode == 0, first.stderr
     elsewhere = ragscore("results", str(run_dir), "--out", str(out), home=tmp_path / "other-home")
     said = " ".join(elsewhere.stderr.split())
-    assert elsewhere.returncode == 2 and "writes its reports from them, with no store" in said, elsewhere.stderr
+    one = "writes its HTML report from them, with no store, and with --format md, csv or json each of its other reports"
+    assert elsewhere.returncode == 2 and one in said, elsewhere.stderr
     command = said.split("`ragscore report ", 1)[1].split("`", 1)[0]
     assert shlex.split(f"ragscore report {command}") == ["ragscore", "report", str(run_dir), "--out", str(out)], said
     copied = ragscore(*shlex.split(f"report {command}"), home=tmp_path / "other-home")
-    assert copied.returncode == 0 and any(out.iterdir()), copied.stderr
+    assert copied.returncode == 0 and sorted(p.name for p in out.iterdir()) == ["report.html"], copied.stderr
+    # "writes its reports" it said, of a command that writes one (a run writes report.md, items.csv, summary.json too)
+    for fmt, written in [("md", "report.md"), ("csv", "items.csv"), ("json", "summary.json")]:
+        other = ragscore(*shlex.split(f"report {command} --format {fmt}"), home=tmp_path / "other-home")
+        assert other.returncode == 0 and (out / written).is_file(), other.stderr
 
 
 def test_embedded_redis_is_reused_by_a_concurrent_run_and_shut_down_by_the_last(tmp_path: Path, home: Path) -> None:
