@@ -895,9 +895,9 @@ def results(
                 "run's DIR, its reports go there"
             )
         out = Path(ref)
+    run_id = _run_id(ref)
+    _refuse_another_runs_dir(out, run_id)  # not said with `ragscore report A --out B`, which would write there too
     try:
-        run_id = _run_id(ref)
-        _refuse_another_runs_dir(out, run_id)
         store, lane = _run_store(broker, run_id)
         if _cancelled_without_summary(store, run_id):
             _summarize_cancelled(store, lane, run_id, broker, out)

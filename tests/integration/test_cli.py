@@ -356,6 +356,26 @@ def test_the_report_command_said_for_a_copied_run_dir_with_a_space_in_its_path_r
         assert other.returncode == 0 and (out / written).is_file(), other.stderr
 
 
+def test_results_of_a_copied_run_dir_into_another_runs_dir_says_no_report_command_that_would_write_there(
+    tmp_path: Path, home: Path
+) -> None:
+    """`ragscore results A --out B`, B another run's DIR and no store holding run A: refused ("B holds run ..."), and
+    the message went on with `ragscore report A --out B`, which wrote run A's report.html over run B's, beside the
+    run.json and summary.json of B."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(2))
+    a, b = tmp_path / "a", tmp_path / "b"
+    for run_dir in (a, b):
+        done = ragscore(
+            "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(run_dir), home=home
+        )
+        assert done.returncode == 0, done.stderr
+    b_id = json.loads((b / "run.json").read_text())["run_id"]
+    refused = ragscore("results", str(a), "--out", str(b), home=tmp_path / "other-home")
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and f"{b} holds run {b_id}" in said, refused.stderr
+    assert "ragscore report" not in said, said
+
+
 def test_embedded_redis_is_reused_by_a_concurrent_run_and_shut_down_by_the_last(tmp_path: Path, home: Path) -> None:
     from orchestrator.embedded_redis import EmbeddedRedis
 
