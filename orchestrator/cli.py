@@ -899,12 +899,6 @@ def results(
     _refuse_another_runs_dir(out, run_id)  # not said with `ragscore report A --out B`, which would write there too
     try:
         store, lane = _run_store(broker, run_id)
-        if _cancelled_without_summary(store, run_id):
-            _summarize_cancelled(store, lane, run_id, broker, out)
-            _await_summary(store, run_id, RESULTS_WAIT_S)
-            # still none: says why, and what to do
-            store.finished_summary(run_id, current=True, **summary_commands(run_id, out, broker))
-        summary = write_results(store, run_id, out, broker)
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
         if not (Path(ref) / "summary.json").is_file():
             raise
@@ -912,6 +906,12 @@ def results(
         raise ConfigError(f"{exc}. {ref} holds a finished run's results: {backticked(report_command(ref, out))} "
                           "writes its HTML report from them, with no store, and with --format md, csv or json each "
                           "of its other reports") from exc  # fmt: skip
+    if _cancelled_without_summary(store, run_id):
+        _summarize_cancelled(store, lane, run_id, broker, out)
+        _await_summary(store, run_id, RESULTS_WAIT_S)
+        # still none: says why, and what to do
+        store.finished_summary(run_id, current=True, **summary_commands(run_id, out, broker))
+    summary = write_results(store, run_id, out, broker)
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
         print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None, broker=broker)

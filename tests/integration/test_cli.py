@@ -303,7 +303,7 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     # The DIR copied to a machine whose store never had the run: `report` is the command that reads it alone
     elsewhere = ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "x"), home=tmp_path / "other-home")
     assert elsewhere.returncode == 2 and "no embedded runs yet" in elsewhere.stderr, elsewhere.stderr
-    assert f"`ragscore report {tmp_path / 'o'} --out {tmp_path / 'x'}` writes its reports" in elsewhere.stderr
+    assert f"`ragscore report {tmp_path / 'o'} --out {tmp_path / 'x'}` writes its HTML report" in elsewhere.stderr
     rerun = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(tmp_path / "o"),
                      home=home)  # fmt: skip
     assert rerun.returncode == 0 and f"holds the reports of run {run_id}: this run replaces them" in rerun.stderr
@@ -356,12 +356,13 @@ def test_the_report_command_said_for_a_copied_run_dir_with_a_space_in_its_path_r
         assert other.returncode == 0 and (out / written).is_file(), other.stderr
 
 
-def test_results_of_a_copied_run_dir_into_another_runs_dir_says_no_report_command_that_would_write_there(
+def test_results_of_a_run_dir_says_the_report_command_only_where_no_store_has_the_run(
     tmp_path: Path, home: Path
 ) -> None:
-    """`ragscore results A --out B`, B another run's DIR and no store holding run A: refused ("B holds run ..."), and
-    the message went on with `ragscore report A --out B`, which wrote run A's report.html over run B's, beside the
-    run.json and summary.json of B."""
+    """`ragscore results A --out B` said `ragscore report A --out B` ("with no store") after any error of A's DIR
+    holding a summary.json: B another run's DIR (refused: "B holds run ..."), where that command writes run A's
+    reports over run B's beside B's run.json; B a file the reports cannot be written to, where the store has run A
+    and the command fails the same way."""
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(2))
     a, b = tmp_path / "a", tmp_path / "b"
     for run_dir in (a, b):
@@ -373,6 +374,11 @@ def test_results_of_a_copied_run_dir_into_another_runs_dir_says_no_report_comman
     refused = ragscore("results", str(a), "--out", str(b), home=tmp_path / "other-home")
     said = " ".join(refused.stderr.split())
     assert refused.returncode == 2 and f"{b} holds run {b_id}" in said, refused.stderr
+    assert "ragscore report" not in said, said
+    (tmp_path / "a-file").write_text("x")
+    unwritable = ragscore("results", str(a), "--out", str(tmp_path / "a-file"), home=home)
+    said = " ".join(unwritable.stderr.split())
+    assert unwritable.returncode == 2 and f"Cannot write the reports to {tmp_path / 'a-file'}" in said, said
     assert "ragscore report" not in said, said
 
 
