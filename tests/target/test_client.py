@@ -170,9 +170,11 @@ def test_the_shared_limiter_keeps_every_window_within_rpm(store: RunStore, rag: 
         list(pool.map(lambda n: clients[n % 2].ask(_ask(n)), range(8)))
     times = sorted(r["t"] for r in rag.requests)
     assert len(times) == 8
+    # arrivals, not grants: a loaded machine can hold a granted call ~0.1 s before it is sent, so a window is read
+    # 0.1 s short of a second (a limiter that let 4 through in one window sends them within a few ms)
     for i, start in enumerate(times):
-        assert sum(1 for t in times[i:] if t - start < 1.0) <= 3, times
-    assert times[-1] - times[0] >= 2.0  # 8 calls at 3 a second need at least two full windows
+        assert sum(1 for t in times[i:] if t - start < 0.9) <= 3, times
+    assert times[-1] - times[0] >= 1.8  # 8 calls at 3 a second need at least two full windows
 
 
 def test_a_wait_over_the_bound_fails_the_question_without_retrying(store: RunStore, rag: FakeRag) -> None:
