@@ -1248,7 +1248,7 @@ def report_cmd(
 ) -> None:
     """Write one report of a finished run: report.html, report.md, items.csv, summary.json or nlp-project."""
     from .reports import FORMATS, open_run, write_reports
-    from .reports.files import refuse_files_of_others, write_foreign_layout
+    from .reports.files import refuse_files_of_others, write_recorded
 
     data = open_run(run, lambda: _store(broker), broker)
     out_dir = out or data.directory or Path("ragscore-out")
@@ -1258,7 +1258,7 @@ def report_cmd(
         evaluation = evaluation_json(data.items(), gold_doc_ids(data.info), name)
         split = split or split_of(data.info)
         path, text = out_dir / f"{split}_evaluation.json", json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n"
-        write_foreign_layout(path, text)  # never over the user's own file of that name (the framework's)
+        write_recorded(path, text)  # never over the user's own file of that name (the framework's)
         _say(shown(console_summary(evaluation, split)))
         notes = left_out(data.summary.metrics)
         if unread := data.summary.failed_rows:  # the framework counts out of every question; these are not in any

@@ -14,14 +14,13 @@ a negation no chosen sentence passes) is ``unlocalized``.
 Every sentence keeps its provenance: system, sentence index in that answer, the points it carries and
 their total weight. The output is a dataset file (JSONL: ``id``, ``question``, ``reference``,
 ``metadata.consensus``) the next run can use as ``reference``. Answers are held in memory, one per
-(question, system), while the file is built.
+(question, system), while the file is built, and its rows until it is written whole.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,8 +34,8 @@ from ragscore_workers.metrics.checks import ParsedPoint, evaluate_points, parse_
 from ragscore_workers.schemas import Row, Suite
 from ragscore_workers.store import RunStore
 
-from .atomic_file import atomic_writer
 from .datasets import iter_rows
+from .reports.files import write_recorded
 from .reports.source import RUN_INFO, store_info
 from .suite import load_suite
 
@@ -45,7 +44,6 @@ __all__ = [
     "consensus_for",
     "consensus_rows",
     "load_outcomes",
-    "refuse_a_file_of_others",
     "run_source",
     "split_sentences",
     "write_consensus",
@@ -252,49 +250,12 @@ def _dir_info(run_dir: Path, store: Callable[[], RunStore]) -> dict[str, Any]:
     return store_info(store(), json.loads(run_json.read_text(encoding="utf-8"))["run_id"])
 
 
-#: Bytes of an existing ``--out`` file's first line read to tell whether consensus wrote it.
-_HEAD_LIMIT = 1 << 24
-
-
-def refuse_a_file_of_others(out: Path, option: str = "--out") -> None:
-    """ConfigError (exit 2) when ``out`` is a file that consensus did not write: a user's file, another run's
-    summary.json, the run's own dataset. What consensus wrote earlier (its first line a row with
-    ``metadata.consensus``, or an empty file: no row at all) is replaced, as a report is."""
-    if not os.path.lexists(out) or out.is_dir():  # a directory: the write fails, and says so
-        return
-    try:
-        with out.open("rb") as fh:
-            head = fh.readline(_HEAD_LIMIT)
-    except OSError:
-        head = b"?"  # unreadable: not known to be ours
-    if not head or _a_consensus_row(head):  # an empty file only: consensus writes no blank line
-        return
-    raise ConfigError(
-        f"{out} exists and consensus did not write it: it would be replaced. Nothing was written; choose another "
-        f"{option} or remove it"
-    )
-
-
-def _a_consensus_row(line: bytes) -> bool:
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return False
-    meta = row.get("metadata") if isinstance(row, dict) else None
-    return "id" in row and isinstance(meta, dict) and isinstance(meta.get("consensus"), dict)
-
-
 def write_consensus(out: Path, source: RunSource) -> tuple[int, int]:
     """Write the consensus dataset (JSONL) to ``out``; returns (questions, questions with a reference). A file
-    there that consensus did not write is refused (:func:`refuse_a_file_of_others`)."""
-    refuse_a_file_of_others(out)
+    there is replaced only when ragscore wrote it and it was not edited since, or it holds this output already
+    (:func:`write_recorded`): a user's file, another run's summary.json, an edited consensus file are refused."""
     outcomes = load_outcomes(source.items)
     rows = (r for _, r in iter_rows(source.dataset, source.fmt, source.fmt_options) if isinstance(r, Row))
-    questions = with_reference = 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(out) as fh:
-        for row in consensus_rows(rows, outcomes, source.suite_points):
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            questions += 1
-            with_reference += "reference" in row
-    return questions, with_reference
+    built = list(consensus_rows(rows, outcomes, source.suite_points))
+    write_recorded(out, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in built), "--out")
+    return len(built), sum("reference" in row for row in built)

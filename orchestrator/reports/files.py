@@ -32,7 +32,7 @@ __all__ = [
     "FORMATS",
     "OUTPUT_NAMES",
     "refuse_files_of_others",
-    "write_foreign_layout",
+    "write_recorded",
     "write_outputs",
     "write_reports",
 ]
@@ -102,8 +102,9 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
         )
 
 
-#: In a DIR ragscore wrote a file of a foreign layout to (``{split}_evaluation.json``): name -> the sha256 of what it
-#: wrote there, newest first, and of what it wrote before (an older ragscore wrote one hash, not a list).
+#: In a DIR ragscore wrote a file no head tells from a user's to (``{split}_evaluation.json``, ``consensus --out``):
+#: name -> the sha256 of what it wrote there, newest first, and of what it wrote before (an older ragscore wrote one
+#: hash, not a list).
 WRITTEN_NAME = ".ragscore-written.json"
 #: Held (``flock``) around reading, merging and writing :data:`WRITTEN_NAME`, so reports into one DIR at once keep
 #: every entry; a file of its own, as the record is replaced, not written in place.
@@ -181,12 +182,13 @@ def _record_locked(out_dir: Path, option: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def write_foreign_layout(path: Path, text: str, option: str = "--out or --split") -> None:
-    """Write ``text`` to ``path``, a file in another tool's layout (``{split}_evaluation.json``, the framework's), so
-    no head tells ragscore's from the user's: a file there is replaced only when it is one ragscore wrote there
-    (its sha256 in :data:`WRITTEN_NAME`) or holds ``text`` already; any other is refused (ConfigError, exit 2),
-    nothing written. The new file's hash is recorded (beside the one it replaces) before the file is written, under
-    a lock: a report killed between the two, or another writing into DIR at once, leaves a file that is recorded."""
+def write_recorded(path: Path, text: str, option: str = "--out or --split") -> None:
+    """Write ``text`` to ``path``, a file no head tells from a user's (another tool's layout: the framework's
+    ``{split}_evaluation.json``; a dataset: ``consensus --out``): a file there is replaced only when ragscore wrote
+    it there and it was not edited since (its sha256 in :data:`WRITTEN_NAME`) or it holds ``text`` already; any
+    other is refused (ConfigError, exit 2), nothing written. The new file's hash is recorded (beside the one it
+    replaces) before the file is written, under a lock: a report killed between the two, or another writing into
+    DIR at once, leaves a file that is recorded."""
     data = text.encode()
     # checked before DIR or its lock file is made too: a refused report writes nothing
     if _theirs(_held(path), data, _written(path.parent), path.name):
@@ -210,9 +212,9 @@ def _theirs(held: bytes | None, data: bytes, record: dict[str, list[str]], name:
 
 def _refused(path: Path, option: str) -> ConfigError:
     return ConfigError(
-        f"{path.parent} holds {path.name}, which ragscore has no record of writing (the framework's own, one "
-        f"edited since, or an older ragscore's): the report would replace it. Nothing was written; choose "
-        f"another {option}, or remove it"
+        f"{path.parent} holds {path.name}, which ragscore has no record of writing (another tool's or yours, one "
+        f"edited since, or an older ragscore's, which kept no record): it would be replaced. Nothing was written; "
+        f"choose another {option}, or remove it"
     )
 
 

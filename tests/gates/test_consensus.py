@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.consensus import consensus_for, load_outcomes, refuse_a_file_of_others, split_sentences
+from orchestrator.consensus import consensus_for, load_outcomes, split_sentences
 from orchestrator.datasets import iter_rows
+from orchestrator.reports.files import WRITTEN_LOCK, WRITTEN_NAME
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import RunContext, resolve
 from ragscore_workers.schemas import Row, Suite
@@ -133,7 +134,8 @@ def test_consensus_of_a_run_dir_whose_run_left_the_store_reads_its_run_info(tmp_
 @pytest.mark.integration
 def test_consensus_out_refuses_a_file_it_did_not_write(tmp_path: Path, home: Path) -> None:
     """``consensus --out FILE`` replaced whatever FILE was (a user's file, a run's summary.json, the run's own
-    dataset) and exited 0: refused (exit 2, nothing written). What consensus wrote before is rewritten."""
+    dataset) and exited 0: refused (exit 2, nothing written), an empty file too. What consensus wrote before is
+    rewritten."""
     data = write_jsonl(tmp_path / "answers.jsonl", _rows())
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps({"metrics": ["checks"]}))
@@ -146,16 +148,61 @@ def test_consensus_out_refuses_a_file_it_did_not_write(tmp_path: Path, home: Pat
         refused = ragscore("consensus", run, "--out", theirs, home=home)
         said = " ".join(refused.stderr.split())
         assert refused.returncode == 2, refused.stderr
-        assert f"{theirs} exists and consensus did not write it" in said and "Traceback" not in said, said
-        assert theirs.read_bytes() == before
+        assert f"{theirs.parent} holds {theirs.name}, which ragscore has no record of writing" in said, said
+        assert "Traceback" not in said and theirs.read_bytes() == before
     assert ragscore("report", run, "--format", "md", home=home).returncode == 0  # its summary.json is whole
+    assert not (run / WRITTEN_NAME).exists() and not (run / WRITTEN_LOCK).exists()  # refused: nothing written
     golden, empty = tmp_path / "golden.jsonl", tmp_path / "empty.jsonl"
     empty.write_text("")
-    for out in (golden, golden, empty):  # a new file, consensus's own file again, an empty file
+    for out in (golden, golden):  # a new file, consensus's own file again
         wrote = ragscore("consensus", run, "--out", out, home=home)
         assert wrote.returncode == 0, wrote.stderr
     assert json.loads(golden.read_text().splitlines()[0])["metadata"]["consensus"]["sentences"] == EXPECTED_SENTENCES
-    assert empty.read_bytes() == golden.read_bytes()
+    assert ragscore("consensus", run, "--out", empty, home=home).returncode == 2  # not ragscore's, if empty
+    assert empty.read_bytes() == b""
+
+
+@pytest.mark.integration
+def test_consensus_out_refuses_its_own_file_once_edited_and_replaces_it_unedited(tmp_path: Path, home: Path) -> None:
+    """An --out file whose first line was consensus's was replaced whatever the user did to the rest: an edited
+    consensus file was lost. Now only a file whose sha256 ragscore recorded when writing it (or one holding the
+    very bytes about to be written: an older ragscore's, which recorded none) is replaced."""
+    data = write_jsonl(tmp_path / "answers.jsonl", _rows())
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"metrics": ["checks"]}))
+    run = tmp_path / "run"
+    assert ragscore("run", data, "--suite", suite, "--out", run, "-q", home=home).returncode == 0
+    q1_only = write_jsonl(tmp_path / "q1.jsonl", _rows()[:3])  # the same run, one question: another output
+    golden = tmp_path / "golden.jsonl"
+
+    def consensus(out: Path, *more: str | Path) -> tuple[int, str]:
+        res = ragscore("consensus", run, "--out", out, *more, home=home)
+        return res.returncode, " ".join(res.stderr.split())
+
+    for _ in range(2):  # a new file, then a second run over its own output
+        assert consensus(golden) == (0, f"2 questions, 1 with a consensus reference, written to {golden}")
+    full = golden.read_bytes()
+    assert consensus(golden, "--dataset", q1_only, "--suite", suite)[0] == 0  # unedited: replaced
+    assert golden.read_text().count("\n") == 1
+    assert consensus(golden)[0] == 0 and golden.read_bytes() == full
+
+    lines = golden.read_text().splitlines(keepends=True)
+    edited = lines[0] + lines[1].replace('"q2"', '"q2-mine"') + "my notes\n"  # its first line as consensus wrote it
+    golden.write_text(edited)
+    code, said = consensus(golden)
+    assert code == 2, said
+    assert f"{tmp_path} holds golden.jsonl, which ragscore has no record of writing" in said, said
+    assert "Nothing was written; choose another --out, or remove it" in said and "Traceback" not in said, said
+    assert golden.read_text() == edited
+
+    older = tmp_path / "older"  # what an older ragscore wrote there: no record of it
+    older.mkdir()
+    (older / "same.jsonl").write_bytes(full)
+    (older / "other.jsonl").write_bytes(full.splitlines(keepends=True)[0])
+    assert consensus(older / "same.jsonl")[0] == 0 and (older / "same.jsonl").read_bytes() == full
+    code, said = consensus(older / "other.jsonl")
+    assert code == 2 and "an older ragscore's" in said, said
+    assert (older / "other.jsonl").read_bytes() == full.splitlines(keepends=True)[0]
 
 
 def test_points_an_empty_text_passes_add_no_sentence_of_their_own() -> None:
@@ -188,16 +235,3 @@ def test_a_point_an_empty_text_passes_that_no_chosen_sentence_carries_is_unlocal
     result = consensus_for({r["system"]: Row.model_validate(r) for r in rows}, outcomes)
     assert (result["reference"], result["sentences"]) == (None, [])
     assert (result["covered"], result["uncovered"], result["unlocalized"]) == ([], ["tokyo"], ["no_london"])
-
-
-@pytest.mark.parametrize("body", ["\n# My notes\nkeep me\n", '\n{"id": "q1", "question": "x"}\n', "\r\n{}\n"])
-def test_consensus_out_refuses_a_file_that_starts_with_a_blank_line(tmp_path: Path, body: str) -> None:
-    """Only an empty file counts as consensus's own zero-row output: a user's file whose first line is blank was
-    taken as consensus's and replaced."""
-    out = tmp_path / "mine.jsonl"
-    out.write_text(body)
-    with pytest.raises(ConfigError, match="consensus did not write it"):
-        refuse_a_file_of_others(out)
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
-    refuse_a_file_of_others(empty)  # consensus's output of no question

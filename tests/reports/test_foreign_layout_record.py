@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.reports.files import WRITTEN_NAME, write_foreign_layout
+from orchestrator.reports.files import WRITTEN_NAME, write_recorded
 from ragscore_workers.errors import ConfigError
 
 from ..support import ROOT
@@ -25,7 +25,7 @@ NAME = "dev_evaluation.json"
 KILLED_AT_SECOND_REPLACE = """
 import os, signal, sys
 from pathlib import Path
-from orchestrator.reports.files import write_foreign_layout
+from orchestrator.reports.files import write_recorded
 
 out, text = Path(sys.argv[1]), sys.argv[2]
 replaced = []
@@ -37,20 +37,20 @@ def hook(event, args):
             os.kill(os.getpid(), signal.SIGKILL)
 
 sys.addaudithook(hook)
-write_foreign_layout(out / "dev_evaluation.json", text)
+write_recorded(out / "dev_evaluation.json", text)
 """
 
 #: Writes names ``{tag}-{i}.json`` once a file ``go`` stands in DIR (all writers start together).
 WRITER = """
 import sys, time
 from pathlib import Path
-from orchestrator.reports.files import write_foreign_layout
+from orchestrator.reports.files import write_recorded
 
 out, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 while not (out / "go").exists():
     time.sleep(0.001)
 for i in range(n):
-    write_foreign_layout(out / f"{tag}-{i}.json", f'{{"writer": "{tag}", "i": {i}}}\\n')
+    write_recorded(out / f"{tag}-{i}.json", f'{{"writer": "{tag}", "i": {i}}}\\n')
 """
 
 
@@ -74,16 +74,16 @@ def test_a_report_killed_between_the_file_and_the_record_leaves_a_file_the_next_
     record of it, and every later report refused to replace it. Now the record names the new file's hash (and
     keeps the previous one) before the file is written: whichever of them stands is recorded as ragscore's."""
     out = tmp_path / "out"
-    write_foreign_layout(out / NAME, '{"v": 1}\n')
+    write_recorded(out / NAME, '{"v": 1}\n')
     killed = _python("-c", KILLED_AT_SECOND_REPLACE, str(out), '{"v": 2}\n')
     _, err = killed.communicate(timeout=120)
     assert killed.returncode == -9, err
     assert _sha256(out / NAME) in _recorded(out)[NAME], "the file that stands is recorded as ragscore's"
-    write_foreign_layout(out / NAME, '{"v": 3}\n')  # not refused
+    write_recorded(out / NAME, '{"v": 3}\n')  # not refused
     assert (out / NAME).read_text() == '{"v": 3}\n' and _recorded(out)[NAME][0] == _sha256(out / NAME)
     (out / NAME).write_text('{"v": "edited"}\n')  # the user's edit is still theirs
     with pytest.raises(ConfigError, match="which ragscore has no record of writing"):
-        write_foreign_layout(out / NAME, '{"v": 4}\n')
+        write_recorded(out / NAME, '{"v": 4}\n')
 
 
 def test_a_record_of_an_older_ragscore_one_hash_a_name_is_read(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_a_record_of_an_older_ragscore_one_hash_a_name_is_read(tmp_path: Path) -
     out.mkdir()
     (out / NAME).write_text('{"old": 1}\n')
     (out / WRITTEN_NAME).write_text(json.dumps({NAME: _sha256(out / NAME)}))
-    write_foreign_layout(out / NAME, '{"new": 1}\n')
+    write_recorded(out / NAME, '{"new": 1}\n')
     assert (out / NAME).read_text() == '{"new": 1}\n'
     assert _recorded(out)[NAME][0] == _sha256(out / NAME)
 
@@ -114,15 +114,15 @@ def test_reports_written_into_one_dir_at_once_lose_no_entry_of_the_record(tmp_pa
     assert all(recorded[name][0] == _sha256(out / name) for name in expected)
 
 
-#: write_foreign_layout in a process of its own, so that a report that hangs (opening a FIFO) can be stopped.
+#: write_recorded in a process of its own, so that a report that hangs (opening a FIFO) can be stopped.
 WRITE_ONE = """
 import sys
 from pathlib import Path
-from orchestrator.reports.files import write_foreign_layout
+from orchestrator.reports.files import write_recorded
 from ragscore_workers.errors import ConfigError
 
 try:
-    write_foreign_layout(Path(sys.argv[1]) / "dev_evaluation.json", '{"v": 1}\\n')
+    write_recorded(Path(sys.argv[1]) / "dev_evaluation.json", '{"v": 1}\\n')
 except ConfigError as exc:
     print(f"refused: {exc}", file=sys.stderr)
     sys.exit(2)
@@ -195,7 +195,7 @@ def test_a_lock_held_for_ever_stops_the_report_in_bounded_time_naming_it(
 
     def report() -> None:
         try:
-            write_foreign_layout(out / NAME, '{"v": 1}\n')
+            write_recorded(out / NAME, '{"v": 1}\n')
             said.append(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             said.append(exc)
@@ -222,6 +222,6 @@ def test_a_dir_whose_file_system_has_no_locks_is_still_written(tmp_path: Path, m
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
     monkeypatch.setattr(fcntl, "flock", no_locks)  # the kernel's answer on such a mount
-    write_foreign_layout(tmp_path / "out" / NAME, '{"v": 1}\n')
+    write_recorded(tmp_path / "out" / NAME, '{"v": 1}\n')
     assert (tmp_path / "out" / NAME).read_text() == '{"v": 1}\n'
     assert _recorded(tmp_path / "out")[NAME] == [_sha256(tmp_path / "out" / NAME)]
