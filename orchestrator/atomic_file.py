@@ -23,13 +23,13 @@ __all__ = ["NotRegularFile", "atomic_writer", "make_out_dir", "open_regular", "w
 TEMP_NAME_ATTEMPTS = 100
 
 
-def make_out_dir(path: Path) -> Path:
-    """``path``, created with its parents when missing; ConfigError (exit 2) naming it when it cannot be: a file
-    of that name, a parent that is a file, no permission."""
+def make_out_dir(path: Path, what: str = "the reports") -> Path:
+    """``path``, created with its parents when missing; ConfigError (exit 2) naming it, and ``what`` was to be
+    written there, when it cannot be: a file of that name, a parent that is a file, no permission."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"Cannot write the reports to {path}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"Cannot write {what} to {path}: {exc.strerror or exc}") from exc
     return path
 
 

@@ -14,7 +14,8 @@ a negation no chosen sentence passes) is ``unlocalized``.
 Every sentence keeps its provenance: system, sentence index in that answer, the points it carries and
 their total weight. The output is a dataset file (JSONL: ``id``, ``question``, ``reference``,
 ``metadata.consensus``) the next run can use as ``reference``. Answers are held in memory, one per
-(question, system), while the file is built, and its rows until it is written whole.
+(question, system), while the file is built, and its text until it is written whole (its sha256 decides
+whether a file there may be replaced): no more than the answers it is built from.
 """
 
 from __future__ import annotations
@@ -256,6 +257,14 @@ def write_consensus(out: Path, source: RunSource) -> tuple[int, int]:
     (:func:`write_recorded`): a user's file, another run's summary.json, an edited consensus file are refused."""
     outcomes = load_outcomes(source.items)
     rows = (r for _, r in iter_rows(source.dataset, source.fmt, source.fmt_options) if isinstance(r, Row))
-    built = list(consensus_rows(rows, outcomes, source.suite_points))
-    write_recorded(out, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in built), "--out")
-    return len(built), sum("reference" in row for row in built)
+    questions = with_reference = 0
+
+    def lines() -> Iterator[str]:  # counted as built: the text is held whole (its hash decides), not the rows
+        nonlocal questions, with_reference
+        for row in consensus_rows(rows, outcomes, source.suite_points):
+            questions += 1
+            with_reference += "reference" in row
+            yield json.dumps(row, ensure_ascii=False) + "\n"
+
+    write_recorded(out, "".join(lines()), "--out", "the consensus dataset")
+    return questions, with_reference

@@ -143,7 +143,7 @@ _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.
 
 
 @contextmanager
-def _record_locked(out_dir: Path, option: str) -> Iterator[None]:
+def _record_locked(out_dir: Path, option: str, what: str = "the reports") -> Iterator[None]:
     """Hold the lock on ``out_dir``'s record (:data:`WRITTEN_LOCK`, created when missing) for the block. Never
     through a link (a shared DIR's link would have it make or open a file elsewhere) nor on a FIFO or device; read
     only where another user made it (``flock`` needs no write access; NFS's emulation does, where it is ours)."""
@@ -159,7 +159,7 @@ def _record_locked(out_dir: Path, option: str) -> Iterator[None]:
     except NotRegularFile as exc:
         raise ConfigError(f"{path} is {exc.strerror}: not the lock file ragscore makes there; remove it") from exc
     except OSError as exc:
-        raise ConfigError(f"Cannot write the reports to {out_dir}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"Cannot write {what} to {out_dir}: {exc.strerror or exc}") from exc
     try:
         deadline = time.monotonic() + WRITTEN_LOCK_WAIT_S
         while True:
@@ -182,19 +182,22 @@ def _record_locked(out_dir: Path, option: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def write_recorded(path: Path, text: str, option: str = "--out or --split") -> None:
+def write_recorded(path: Path, text: str, option: str = "--out or --split", what: str = "the reports") -> None:
     """Write ``text`` to ``path``, a file no head tells from a user's (another tool's layout: the framework's
     ``{split}_evaluation.json``; a dataset: ``consensus --out``): a file there is replaced only when ragscore wrote
     it there and it was not edited since (its sha256 in :data:`WRITTEN_NAME`) or it holds ``text`` already; any
     other is refused (ConfigError, exit 2), nothing written. The new file's hash is recorded (beside the one it
     replaces) before the file is written, under a lock: a report killed between the two, or another writing into
-    DIR at once, leaves a file that is recorded."""
+    DIR at once, leaves a file that is recorded. A folder at ``path`` is refused before anything is recorded;
+    ``what`` names the file in the error when DIR cannot be made or locked."""
     data = text.encode()
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a file: nothing was written; choose another {option}")
     # checked before DIR or its lock file is made too: a refused report writes nothing
     if _theirs(_held(path), data, _written(path.parent), path.name):
         raise _refused(path, option)
-    make_out_dir(path.parent)
-    with _record_locked(path.parent, option):
+    make_out_dir(path.parent, what)
+    with _record_locked(path.parent, option, what):
         record, held = _written(path.parent), _held(path)
         if _theirs(held, data, record, path.name):  # another report changed them meanwhile
             raise _refused(path, option)

@@ -205,6 +205,26 @@ def test_consensus_out_refuses_its_own_file_once_edited_and_replaces_it_unedited
     assert (older / "other.jsonl").read_bytes() == full.splitlines(keepends=True)[0]
 
 
+@pytest.mark.integration
+def test_consensus_out_a_folder_or_under_a_file_is_refused_naming_the_dataset(tmp_path: Path, home: Path) -> None:
+    """``--out`` a folder recorded the file's hash under the folder's name in the parent's record, then failed
+    (a stray entry); ``--out`` under a file said "Cannot write the reports", which consensus does not write."""
+    data = write_jsonl(tmp_path / "answers.jsonl", _rows())
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"metrics": ["checks"]}))
+    run = tmp_path / "run"
+    assert ragscore("run", data, "--suite", suite, "--out", run, "-q", home=home).returncode == 0
+    folder = tmp_path / "out" / "golden.jsonl"
+    folder.mkdir(parents=True)
+    refused = ragscore("consensus", run, "--out", folder, home=home)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and f"{folder} is a folder, not a file: nothing was written" in said, said
+    assert "Traceback" not in said and list(folder.parent.iterdir()) == [folder]  # no record, no lock
+    refused = ragscore("consensus", run, "--out", data / "golden.jsonl", home=home)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and f"Cannot write the consensus dataset to {data}" in said, said
+
+
 def test_points_an_empty_text_passes_add_no_sentence_of_their_own() -> None:
     """A heavy negation (or a length maximum) passes on any filler sentence: it must not put the best answer's
     first sentence into the reference, only be credited to a sentence chosen for its content."""
