@@ -15,7 +15,7 @@ Every sentence keeps its provenance: system, sentence index in that answer, the 
 their total weight. The output is a dataset file (JSONL: ``id``, ``question``, ``reference``,
 ``metadata.consensus``) the next run can use as ``reference``. Answers are held in memory, one per
 (question, system), while the file is built, and its text until it is written whole (its sha256 decides
-whether a file there may be replaced): no more than the answers it is built from.
+whether a file there may be replaced): about the size of the answers it is built from.
 """
 
 from __future__ import annotations

@@ -214,8 +214,9 @@ def _theirs(held: bytes | None, data: bytes, record: dict[str, list[str]], name:
 
 
 def _refused(path: Path, option: str) -> ConfigError:
+    folder = path.parent if path.parent.parts else "the current folder"  # a bare name (consensus --out FILE): not "."
     return ConfigError(
-        f"{path.parent} holds {path.name}, which ragscore has no record of writing (another tool's or yours, one "
+        f"{folder} holds {path.name}, which ragscore has no record of writing (another tool's or yours, one "
         f"edited since, or an older ragscore's, which kept no record): it would be replaced. Nothing was written; "
         f"choose another {option}, or remove it"
     )

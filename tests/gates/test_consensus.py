@@ -194,6 +194,9 @@ def test_consensus_out_refuses_its_own_file_once_edited_and_replaces_it_unedited
     assert f"{tmp_path} holds golden.jsonl, which ragscore has no record of writing" in said, said
     assert "Nothing was written; choose another --out, or remove it" in said and "Traceback" not in said, said
     assert golden.read_text() == edited
+    said = " ".join(ragscore("consensus", run, "--out", golden.name, home=home, cwd=tmp_path).stderr.split())
+    assert "the current folder holds golden.jsonl, which" in said, said  # a bare name: not ". holds"
+    assert golden.read_text() == edited
 
     older = tmp_path / "older"  # what an older ragscore wrote there: no record of it
     older.mkdir()
