@@ -279,23 +279,15 @@ def _namesakes(runs: Sequence[RunData], scores: _Scores) -> dict[int, int]:
 
 
 def _same_runs(runs: Sequence[RunData]) -> None:
-    """Refuses a run given twice (``compare X X``, ``compare X ./X``, ``compare ID DIR`` where DIR's summary.json
-    names run ID): it compared the run with itself. Two DIRs of one run (a copy, maybe edited) are two runs."""
-    dirs: dict[Path, str] = {}  # a DIR given, resolved -> as given
-    ids: dict[str, str] = {}  # a run of the store given -> its id
-    dir_ids: dict[str, str] = {}  # the run a DIR given holds -> the first such DIR as given
+    """Refuses a source given twice (``compare X X``, ``compare X ./X``, a run id twice): it compared the run with
+    itself. Two sources of one run (its id and its --out DIR, or a DIR and a copy, maybe edited) are compared."""
+    seen: dict[object, str] = {}  # a DIR given, resolved, or a run id of the store -> as given first
     for run in runs:
-        if run.directory is not None:
-            path, run_id = run.directory.resolve(), run.summary.run_id
-            first = dirs.get(path) or ids.get(run_id)
-            dirs.setdefault(path, run.origin)
-            dir_ids.setdefault(run_id, run.origin)
-        else:
-            first = ids.get(run.origin) or dir_ids.get(run.origin)
-            ids.setdefault(run.origin, run.origin)
-        if first is not None:
+        key = run.directory.resolve() if run.directory is not None else run.origin
+        if (first := seen.get(key)) is not None:
             again = f" (as {run.origin})" if run.origin != first else ""
             raise ValueError(f"{first} is given twice{again}: compare a run with another run")
+        seen[key] = run.origin
 
 
 def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:

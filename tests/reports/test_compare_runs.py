@@ -453,28 +453,33 @@ def test_comparing_a_run_with_itself_is_refused(before_after: dict[str, Path], t
         assert "Traceback" not in result.stderr
 
 
-def test_comparing_a_run_with_its_own_dir_is_refused(two_runs: dict[str, Any], tmp_path: Path) -> None:
-    """``compare ID DIR``, the run named once by its id and once by its --out DIR (its summary.json names the id),
-    compared the run with itself without a word, where ``compare X X`` is refused."""
+def test_a_run_and_a_copy_of_it_compare_by_id_as_by_dir(two_runs: dict[str, Any], tmp_path: Path) -> None:
+    """``compare ID DIR-copy`` was refused as the run given twice (DIR-copy's summary.json names run ID) where
+    ``compare DIR DIR-copy`` compared: one rule for both, only one source given twice (``compare ID ID``, as
+    ``compare X X``) is refused. A run against its id, its DIR or a copy of it is compared: no difference."""
+    import shutil
+
     run = two_runs["A"]
-    run_id, out_dir = run.summary.run_id, str(run.out_dir)
+    run_id, out_dir, copy = run.summary.run_id, str(run.out_dir), str(tmp_path / "A-copy")
+    shutil.copytree(out_dir, copy)
     env = {**os.environ, "RAGSCORE_BROKER_URL": two_runs["broker"], "COLUMNS": "300"}
-    for first, second in ((run_id, out_dir), (out_dir, run_id)):
-        result = subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", "compare", first, second, "--out", str(tmp_path / "cmp")],
+
+    def compared(*refs: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "compare", *refs, "--out", str(tmp_path / "cmp")],
             capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
         )  # fmt: skip
-        assert result.returncode == 2, result.stderr
-        said = " ".join(result.stderr.split())
-        assert said.startswith(f"Error: {first} is given twice (as {second}): compare a run with"), result.stderr
-        assert "Traceback" not in said and not (tmp_path / "cmp" / "compare.md").exists()
-    # another run's DIR with that id is compared (A against B)
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "compare", run_id, str(two_runs["B"].out_dir), "--out",
-         str(tmp_path / "cmp")],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+
+    for refs in ((out_dir, copy), (run_id, copy), (copy, run_id), (run_id, out_dir), (out_dir, run_id)):
+        result = compared(*refs)
+        assert result.returncode == 0, (refs, result.stderr)
+        (row,) = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["exact_match"]]
+        assert row[1:3] == [f"{N:,}", "+0.000"], (refs, result.stdout)
+    result = compared(run_id, run_id)
+    assert result.returncode == 2, result.stderr
+    said = " ".join(result.stderr.split())
+    assert said.startswith(f"Error: {run_id} is given twice: compare a run with"), result.stderr
+    assert "Traceback" not in said
 
 
 def test_a_piped_comparison_of_long_names_is_not_wrapped_at_80_columns(
