@@ -245,9 +245,15 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
     return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
 
 
+#: Host names of this machine's loopback: one server to :func:`_server` on one port, whichever is written (no DNS
+#: look-up, which could hang, for any other name).
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
 def _server(url: str) -> tuple[str, ...]:
     """The Redis server ``url`` names, whatever its database: its socket's path, or its host and port (two URLs
-    of one server are one Redis to the user, whichever is the store's and which the broker's)."""
+    of one server are one Redis to the user, whichever is the store's and which the broker's; ``localhost``,
+    ``127.0.0.1`` and ``[::1]`` are one host)."""
     from urllib.parse import unquote, urlsplit
 
     parts = urlsplit(store_url_for_redis_py(url))
@@ -257,7 +263,8 @@ def _server(url: str) -> tuple[str, ...]:
         port = parts.port or 6379
     except ValueError:  # not a port: probe_redis says so, naming the URL
         port = 0
-    return ("tcp", (parts.hostname or "localhost").lower(), str(port))
+    host = (parts.hostname or "localhost").lower()
+    return ("tcp", "localhost" if host in _LOOPBACK_HOSTS else host, str(port))
 
 
 def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "Redis") -> str | None:
