@@ -64,6 +64,7 @@ from .atomic_file import make_out_dir, write_text_atomic
 from .datasets import Named, RowError, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
+from .loopback import LOOPBACK_HOSTS
 from .out_claim import claim_out_dir
 from .progress import ProgressView, QuietProgress, note_of, queued_of
 from .reports import write_outputs
@@ -245,11 +246,6 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
     return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
 
 
-#: Host names of this machine's loopback: one server to :func:`_server` on one port, whichever is written (no DNS
-#: look-up, which could hang, for any other name).
-_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
 def _server(url: str) -> tuple[str, ...]:
     """The Redis server ``url`` names, whatever its database: its socket's path, or its host and port (two URLs
     of one server are one Redis to the user, whichever is the store's and which the broker's; ``localhost``,
@@ -264,7 +260,7 @@ def _server(url: str) -> tuple[str, ...]:
     except ValueError:  # not a port: probe_redis says so, naming the URL
         port = 0
     host = (parts.hostname or "localhost").lower()
-    return ("tcp", "localhost" if host in _LOOPBACK_HOSTS else host, str(port))
+    return ("tcp", "localhost" if host in LOOPBACK_HOSTS else host, str(port))
 
 
 def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "Redis") -> str | None:

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from ragscore_workers.errors import ConfigError
 
+from ..loopback import LOOPBACK_HOSTS
+
 __all__ = ["AUTH_ENV", "DEFAULT_MAX_TASKS", "flower_argv", "flower_env"]
 
 AUTH_ENV = "FLOWER_BASIC_AUTH"
@@ -50,7 +52,7 @@ def flower_argv(port: int, address: str, max_tasks: int, no_auth: bool, extra: S
     """``python -m celery -A ragscore_workers.app flower ...``; the broker URL and the credentials travel in
     the environment (``RAGSCORE_BROKER_URL``, ``FLOWER_BASIC_AUTH``), never on the command line. ``extra``:
     further Flower options, passed on as written (``--persistent=True``)."""
-    if no_auth and address not in ("127.0.0.1", "localhost", "::1"):
+    if no_auth and address not in LOOPBACK_HOSTS:
         raise ConfigError("--no-auth serves on 127.0.0.1 only; drop --address or set FLOWER_BASIC_AUTH")
     for arg in extra:
         name = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
