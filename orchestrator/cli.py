@@ -1304,7 +1304,15 @@ def compare_cmd(
 ) -> None:
     """Compare systems on their shared questions: means, paired differences with 95% CI and p, wins."""
     from .reports import open_run
-    from .reports.compare import alone_text, compare, errors_text, mismatch_text, unchecked_text, unpaired_text
+    from .reports.compare import (
+        alone_text,
+        compare,
+        errors_text,
+        mismatch_text,
+        one_run_text,
+        unchecked_text,
+        unpaired_text,
+    )
     from .reports.compare_view import print_comparison, render_compare_html, render_compare_markdown
     from .reports.files import COMPARE_NAMES, refuse_files_of_others
 
@@ -1336,6 +1344,8 @@ def compare_cmd(
         err.print(f"Warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
     if result.unchecked:
         err.print(f"Note: {unchecked_text(result.unchecked)}", soft_wrap=True)
+    if one_run := one_run_text(data):
+        err.print(f"Note: {one_run}", soft_wrap=True)
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
 
 

@@ -290,6 +290,16 @@ def _same_runs(runs: Sequence[RunData]) -> None:
         seen[key] = run.origin
 
 
+def one_run_text(runs: Sequence[RunData]) -> str | None:
+    """That sources given hold one run (its id and its --out DIR, a DIR and a copy of it), compared with itself: no
+    difference unless one was edited; None where each source is its own run."""
+    by_id: dict[str, list[str]] = {}
+    for run in (run for run in runs if run.summary.run_id):
+        by_id.setdefault(run.summary.run_id, []).append(run.origin)
+    said = [f"{' and '.join(origins)} hold one run ({run_id})" for run_id, origins in by_id.items() if len(origins) > 1]
+    return "; ".join(said) + ": it is compared with itself, no difference unless one was edited" if said else None
+
+
 def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
     """Read every run once: ``(scores, arm labels, metric outputs in first-seen order)``."""
     scores = _Scores()

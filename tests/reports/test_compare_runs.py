@@ -456,7 +456,8 @@ def test_comparing_a_run_with_itself_is_refused(before_after: dict[str, Path], t
 def test_a_run_and_a_copy_of_it_compare_by_id_as_by_dir(two_runs: dict[str, Any], tmp_path: Path) -> None:
     """``compare ID DIR-copy`` was refused as the run given twice (DIR-copy's summary.json names run ID) where
     ``compare DIR DIR-copy`` compared: one rule for both, only one source given twice (``compare ID ID``, as
-    ``compare X X``) is refused. A run against its id, its DIR or a copy of it is compared: no difference."""
+    ``compare X X``) is refused. A run against its id, its DIR or a copy of it is compared (no difference), with a
+    note that the two hold one run."""
     import shutil
 
     run = two_runs["A"]
@@ -475,6 +476,10 @@ def test_a_run_and_a_copy_of_it_compare_by_id_as_by_dir(two_runs: dict[str, Any]
         assert result.returncode == 0, (refs, result.stderr)
         (row,) = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["exact_match"]]
         assert row[1:3] == [f"{N:,}", "+0.000"], (refs, result.stdout)
+        said = " ".join(result.stderr.split())  # said, for one compared with itself is almost surely a slip
+        assert f"Note: {refs[0]} and {refs[1]} hold one run ({run_id}): it is compared with itself" in said, said
+    result = compared(run_id, str(two_runs["B"].out_dir))  # another run: no such note
+    assert result.returncode == 0 and "hold one run" not in result.stderr, result.stderr
     result = compared(run_id, run_id)
     assert result.returncode == 2, result.stderr
     said = " ".join(result.stderr.split())
