@@ -17,6 +17,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.table import Column
 from rich.text import Text
 
 from ragscore_workers.store import PAUSED_BY_BUDGET, work_before
@@ -126,10 +127,11 @@ def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) ->
     return ""
 
 
-def _judge_calls(counters: dict[str, int]) -> str:
-    """`` judge calls 1,234`` for a run with judge metrics (its items end seldom: its calls show it at work), else
-    ``""``."""
-    return f" judge calls {counters.get('judge_calls', 0):,}" if "total:judge" in counters else ""
+def _tallies(counters: dict[str, int]) -> str:
+    """``errors 3 unscorable 12``, then `` judge calls 1,234`` for a run with judge metrics (its items end seldom: its
+    calls show it at work)."""
+    judge = f" judge calls {counters.get('judge_calls', 0):,}" if "total:judge" in counters else ""
+    return f"errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}{judge}"
 
 
 def _clock(seconds: float) -> str:
@@ -213,31 +215,35 @@ class _Rate:
 
 
 class _NotedProgress(Progress):
-    """A rich ``Progress`` that shows each task's ``note`` field whole on a line of its own under its bar, wrapped on
-    a narrow terminal: as the bar's last column, a long note (a wait on two stages' limits) was cut, and squeezed the
-    other columns."""
+    """A rich ``Progress`` that shows each task's ``tallies`` and ``note`` fields whole, each on a line of its own
+    under its bar, wrapped on a narrow terminal: as the bar's last columns, a long note (a wait on two stages' limits)
+    was cut, and the tallies (``judge calls N``) squeezed the bar's own columns (counts, rate, ETA) at 80 columns."""
 
     def get_renderables(self) -> Iterable[RenderableType]:
         yield from super().get_renderables()
         for task in self.tasks:
-            if task.fields.get("note"):
-                yield Text(task.fields["note"])
+            yield from (Text(task.fields[name]) for name in ("tallies", "note") if task.fields.get(name))
+
+
+def _whole() -> Column:
+    """A column of the bar rich never wraps nor cuts while the bar itself can narrow: rich shrinks the widest
+    column it may wrap first, which cut the run's name, counts and ETA to "run 2026…  1000/100…" at 80 columns."""
+    return Column(no_wrap=True)
 
 
 class RichProgress:
-    """A rich progress bar: done/total work units, rate, ETA, errors, unscorable and judge calls; its note (what the
-    run waits on, a stall) under it."""
+    """A rich progress bar: done/total work units, rate, ETA; under it errors, unscorable and judge calls, and its
+    note (what the run waits on, a stall)."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or TerminalConsole(stderr=True)
         self.bar = _NotedProgress(
-            TextColumn("[bold]{task.description}"),
+            TextColumn("[bold]{task.description}", table_column=_whole()),
             BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>8.1f}/s"),
-            TimeElapsedColumn(),
-            TextColumn("ETA {task.fields[eta]}"),
-            TextColumn("errors {task.fields[errors]} unscorable {task.fields[unscorable]}{task.fields[judge]}"),
+            MofNCompleteColumn(table_column=_whole()),
+            TextColumn("{task.fields[rate]:>8.1f}/s", table_column=_whole()),
+            TimeElapsedColumn(table_column=_whole()),
+            TextColumn("ETA {task.fields[eta]}", table_column=_whole()),
             console=self.console,
             transient=False,
         )
@@ -248,8 +254,8 @@ class RichProgress:
     def start(self, run_id: str) -> None:
         self.rate, self.behind = _Rate(), ""
         self.bar.start()
-        self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, eta="-:--:--", errors=0, unscorable=0,
-                                      judge="", note="")  # fmt: skip
+        self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, eta="-:--:--", tallies="",
+                                      note="")  # fmt: skip
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         done, total = counters.get("done", 0), counters.get("total", 0)
@@ -260,8 +266,7 @@ class RichProgress:
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
             eta="-:--:--" if eta is None or note else _clock(eta),
-            errors=counters.get("errors", 0), unscorable=counters.get("unscorable", 0), judge=_judge_calls(counters),
-            note=note,
+            tallies=_tallies(counters), note=note,
         )  # fmt: skip
 
     def stop(self) -> None:
@@ -311,8 +316,7 @@ class PlainProgress:
             eta_text = f"? ({note})"
         self._print(
             f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric outputs ({pct:.1f}%) {rate:.1f}/s ETA "
-            f"{eta_text} errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}"
-            f"{_judge_calls(counters)}"
+            f"{eta_text} {_tallies(counters)}"
         )
 
     def stop(self) -> None:

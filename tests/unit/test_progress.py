@@ -192,7 +192,7 @@ def test_the_rich_bar_shows_the_judge_calls_and_no_idle_note_while_they_go_out(c
     clock.advance(progress.IDLE_NOTE_S + 10)
     view.update({**JUDGE_RUN, "judge_calls": 1234})
     fields = view.bar.tasks[0].fields
-    assert fields["judge"] == " judge calls 1,234" and fields["note"] == ""
+    assert fields["tallies"] == "errors 0 unscorable 0 judge calls 1,234" and fields["note"] == ""
     view.stop()
 
 
@@ -431,3 +431,29 @@ def test_the_bar_is_at_work_while_the_runs_target_calls_go_out(clock: Clock, sto
     view.update(store.progress("r-bar"))
     assert view.bar.tasks[0].fields["note"] == ""
     view.stop()
+
+
+def test_the_rich_bar_keeps_its_counts_and_eta_whole_at_80_columns_with_judge_calls(clock: Clock) -> None:
+    """The tallies (errors, unscorable, ``judge calls N``) were the bar's last column: at 80 columns they squeezed
+    the bar's own to "run 20261204-001500-3f…    100… ETA 0:01…", the counts gone and the ETA cut. They have a line
+    of their own under the bar, and the bar narrows before its run name, counts, rate and ETA do (on a line of their
+    own, the counts still read "1000/100…")."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    view = RichProgress(Console(file=io.StringIO(), width=80, force_terminal=False))
+    view.start("20261204-001500-3fa9c2")
+    run = {"done": 0, "total": 10_000, "done:judge": 0, "total:judge": 10_000, "errors": 3, "unscorable": 12}
+    view.update({**run, "judge_calls": 0})
+    clock.advance(10.0)
+    view.update({**run, "done": 1_000, "done:judge": 1_000, "judge_calls": 12_345})
+    shown = Console(record=True, width=80)
+    shown.print(view.bar.get_renderable())
+    view.stop()
+    text = shown.export_text()
+    assert "…" not in text, text
+    bar = text.splitlines()[0]  # 9,000 left at 100/s
+    assert "run 20261204-001500-3fa9c2" in bar and " 1000/10000 " in bar and "100.0/s" in bar, text
+    assert bar.endswith("ETA 0:01:30"), text
+    assert "errors 3 unscorable 12 judge calls 12,345" in text, text
