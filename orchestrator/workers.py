@@ -27,6 +27,7 @@ __all__ = [
     "LocalWorkers",
     "PoolSpec",
     "exit_reason",
+    "oom_kills",
     "prune_logs",
     "raise_if_stop_signalled",
     "stop_signals_as_interrupt",
@@ -41,6 +42,10 @@ RESTART_WINDOW_S = 60.0
 #: Worker logs (``worker-QUEUE-PID.log``, one set per run's process) older than this are removed when workers start,
 #: so a home that served a notebook's thousand evaluate() calls does not keep a thousand sets.
 LOG_KEEP_S = 14 * 24 * 3600
+#: Which cgroups this process is in, and where the cgroup file systems are mounted: :func:`oom_kills` reads the
+#: kernel's count of OOM kills there (a worker's cgroup is its starter's).
+PROC_CGROUP = Path("/proc/self/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ class LocalWorkers:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
         self._restarts: dict[str, list[float]] = {}
+        #: :func:`oom_kills` when each queue's worker was started: a kill by the kernel's OOM killer since adds one.
+        self._oom_kills: dict[str, int | None] = {}
 
     def start(self) -> None:
         prune_logs(self.log_dir)
@@ -139,6 +146,7 @@ class LocalWorkers:
         env.setdefault("PYTHONUNBUFFERED", "1")
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
         self.logs[queue] = log_path
+        self._oom_kills[queue] = oom_kills()
         with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
             # its own process group (stopped as one); SIGTERM when this process dies (no orphans after kill -9)
             self.procs[queue] = subprocess.Popen(
@@ -160,20 +168,27 @@ class LocalWorkers:
         now = time.monotonic()
         restarted = []
         for queue, code in self.dead().items():
+            how = exit_reason(code, self._oom_killed(queue))
             recent = [t for t in self._restarts.get(queue, []) if now - t < RESTART_WINDOW_S]
             if len(recent) >= MAX_RESTARTS:
                 raise BrokerError(
                     f"The {queue} worker died {len(recent)} times in {RESTART_WINDOW_S:.0f} s (last: it "
-                    f"{exit_reason(code)}); its log {self.logs.get(queue)} ends:\n{self.log_tail(queue)}"
+                    f"{how}); its log {self.logs.get(queue)} ends:\n{self.log_tail(queue)}"
                 )
             self._restarts[queue] = [*recent, now]
             log.warning(
                 "the %s worker %s; restarted it (%d of %d restarts allowed in %.0f s); its log: %s",
-                queue, exit_reason(code), len(recent) + 1, MAX_RESTARTS, RESTART_WINDOW_S, self.logs.get(queue),
+                queue, how, len(recent) + 1, MAX_RESTARTS, RESTART_WINDOW_S, self.logs.get(queue),
             )  # fmt: skip
             self._spawn(queue)
             restarted.append(queue)
         return restarted
+
+    def _oom_killed(self, queue: str) -> bool | None:
+        """Whether the kernel's OOM killer killed a process of this cgroup since the queue's worker started (it, if it
+        died of SIGKILL); None where the count cannot be read."""
+        before, now = self._oom_kills.get(queue), oom_kills()
+        return None if before is None or now is None else now > before
 
     def dead(self) -> dict[str, int]:
         """Queues whose worker exited, with its exit code."""
@@ -231,15 +246,46 @@ class LocalWorkers:
         self.stop()
 
 
-def exit_reason(code: int) -> str:
-    """How a process ended, for people: ``exited with code 1``, ``was killed by SIGKILL (out of memory?)``."""
+#: Why a process got SIGKILL, by whether the kernel's OOM killer killed one of its cgroup meanwhile (None: unknown).
+_SIGKILL_BY = {True: "out of memory: the kernel's OOM killer", False: "by hand or another program, not the kernel's "
+               "OOM killer", None: "out of memory, or by hand"}  # fmt: skip
+
+
+def exit_reason(code: int, oom_killed: bool | None = None) -> str:
+    """How a process ended, for people: ``exited with code 1``, ``was killed by SIGKILL (out of memory, or by
+    hand)``; ``oom_killed`` (:meth:`LocalWorkers._oom_killed`) says which of the two a SIGKILL was."""
     if code >= 0:
         return f"exited with code {code}"
     try:
         name = signal.Signals(-code).name
     except ValueError:
         name = f"signal {-code}"
-    return f"was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
+    return f"was killed by {name}" + (f" ({_SIGKILL_BY[oom_killed]})" if -code == signal.SIGKILL else "")
+
+
+def oom_kills() -> int | None:
+    """How many processes of this process's memory cgroup the kernel's OOM killer killed (``oom_kill`` of cgroup v2's
+    ``memory.events``, v1's ``memory.oom_control``); None where neither can be read (no cgroups, as on macOS; the
+    root cgroup, which has no such file)."""
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:  # ``0::/PATH`` (v2), ``4:memory:/PATH`` (v1)
+        _, controllers, path = line.split(":", 2)
+        if not controllers:
+            events = CGROUP_ROOT / path.lstrip("/") / "memory.events"
+        elif "memory" in controllers.split(","):
+            events = CGROUP_ROOT / "memory" / path.lstrip("/") / "memory.oom_control"
+        else:
+            continue
+        try:
+            counts = dict(field.split() for field in events.read_text().splitlines())
+        except (OSError, ValueError):
+            continue
+        if "oom_kill" in counts:
+            return int(counts["oom_kill"])
+    return None
 
 
 def _signal(pid: int, sig: int) -> None:
