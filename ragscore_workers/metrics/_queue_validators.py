@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigError, MetricError
 from ..schemas import Queue
 from ._validators import Outcome, PointInput, validator
-from .code_test import CodeTestParams, code_and_source, fenced_code, run_code_test
+from .code_test import CodeTestParams, code_and_source, fenced_code, row_code, run_code_test
 from .registry import RunContext
 
 __all__ = ["EmbeddingCheckParams", "code_test_check", "embedding_check"]
@@ -56,10 +56,9 @@ def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: R
 
 
 def _code(inp: PointInput) -> tuple[str | None, str]:
-    """The code a point runs, and how a message names it."""
-    if inp.row.code and inp.row.code.strip():
-        return inp.row.code, "the row's code"
-    if (code := fenced_code(inp.text)) is not None:
+    """The code a point runs, and how a message names it: the row's code, else the point's text's first fenced code
+    block, else the answer's (:func:`code_and_source`)."""
+    if row_code(inp.row) is None and (code := fenced_code(inp.text)) is not None:
         return code, "the first fenced code block of the point's text"
     return code_and_source(inp.row)
 

@@ -49,6 +49,7 @@ from ._validators import (
     get_validator,
     parse_json_text,
 )
+from .code_test import row_code
 from .registry import RunContext, register, unset_means
 
 __all__ = ["NORMALIZERS", "ChecksParams", "Point", "checks", "evaluate_points", "parse_points"]
@@ -505,7 +506,7 @@ def checks(rows: list[Row], params: ChecksParams, ctx: RunContext) -> list[Metri
         raw = _raw_points(row, params)
         if raw is None:
             results[i] = MetricResult.unscorable("no checks")
-        elif row.answer is None and not (row.code and row.code.strip()):
+        elif row.answer is None and row_code(row) is None:
             results[i] = MetricResult.unscorable("no answer")
         else:
             try:

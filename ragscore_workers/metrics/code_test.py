@@ -43,6 +43,7 @@ __all__ = [
     "extract_code",
     "fenced_code",
     "judge",
+    "row_code",
     "run_code_test",
 ]
 
@@ -170,10 +171,15 @@ def extract_code(row: Row) -> str | None:
     return code_and_source(row)[0]
 
 
+def row_code(row: Row) -> str | None:
+    """The row's ``code``, or None where it has none or a blank one (a fenced code block is taken instead)."""
+    return row.code if row.code and row.code.strip() else None
+
+
 def code_and_source(row: Row) -> tuple[str | None, str]:
     """:func:`extract_code`'s code for ``row``, and how a message names it (``the row's code``)."""
-    if row.code and row.code.strip():
-        return row.code, "the row's code"
+    if (code := row_code(row)) is not None:
+        return code, "the row's code"
     return fenced_code(row.answer or ""), "the first fenced code block of the answer"
 
 

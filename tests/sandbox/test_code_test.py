@@ -334,3 +334,19 @@ def test_memory_limits_are_said_as_whole_mib() -> None:
     assert judge(loud, CodeTestParams(), limits)[1]["failures"] == [
         "stopped by the sandbox: output_limit (more than 3,072 MiB of stdout and stderr)"
     ]
+
+
+def test_a_code_test_point_of_a_row_with_blank_code_runs_the_points_text() -> None:
+    """A blank ``code`` field is no code (:func:`row_code`, as the code_test metric reads it): the point runs its
+    text's first fenced block; a row's code that is not blank runs before it."""
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "1"}}]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=LOCAL))
+    blank, given = get_metric("checks").fn(
+        [row(id="b", code=" \n", answer="```python\nprint(1)\n```", checks=points),
+         row(id="g", code="print(2)", answer="```python\nprint(1)\n```", checks=points)],
+        ChecksParams(), ctx,
+    )  # fmt: skip
+    assert blank.details["points"][0]["status"] == "passed", blank.details
+    assert given.details["points"][0]["status"] == "failed", given.details
