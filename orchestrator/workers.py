@@ -247,8 +247,11 @@ class LocalWorkers:
 
 
 #: Why a process got SIGKILL, by whether the kernel's OOM killer killed one of its cgroup meanwhile (None: unknown).
-_SIGKILL_BY = {True: "out of memory: the kernel's OOM killer", False: "by hand or another program, not the kernel's "
-               "OOM killer", None: "out of memory, or by hand"}  # fmt: skip
+_SIGKILL_BY = {
+    True: "out of memory: the kernel's OOM killer killed a process of its cgroup since it started",
+    False: "by hand or another program, not the kernel's OOM killer",
+    None: "out of memory, or by hand",
+}
 
 
 def exit_reason(code: int, oom_killed: bool | None = None) -> str:

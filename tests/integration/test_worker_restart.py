@@ -57,7 +57,10 @@ def test_a_killed_worker_is_restarted_with_a_warning_until_it_keeps_dying(
         _kill(workers, "cpu")
         workers.restart_dead()
         warning = caplog.records[-1].getMessage()
-        assert warning.startswith("the cpu worker was killed by SIGKILL (out of memory: the kernel's OOM killer); ")
+        assert warning.startswith(
+            "the cpu worker was killed by SIGKILL (out of memory: the kernel's OOM killer killed a process of its "
+            "cgroup since it started); "
+        ), warning
         monkeypatch.setattr(workers_module, "PROC_CGROUP", tmp_path / "none")  # no cgroups (macOS): not known
         _kill(workers, "cpu")
         workers.restart_dead()
@@ -92,3 +95,10 @@ def test_oom_kills_reads_the_count_of_cgroup_v1_or_v2(tmp_path: Path, monkeypatc
     assert oom_kills() is None
     (tmp_path / "proc-cgroup").unlink()
     assert oom_kills() is None
+
+
+def test_oom_kills_reads_this_hosts_own_cgroup_files() -> None:
+    """The real ``/proc/self/cgroup`` and ``/sys/fs/cgroup`` (no test files): a count or None, never an error; on a
+    Linux host whose memory cgroup has the file, the kernel's own count."""
+    kills = oom_kills()
+    assert kills is None or (isinstance(kills, int) and kills >= 0), kills
