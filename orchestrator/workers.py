@@ -275,6 +275,8 @@ def oom_kills() -> int | None:
     except OSError:
         return None
     for line in lines:  # ``0::/PATH`` (v2), ``4:memory:/PATH`` (v1)
+        if line.count(":") < 2:  # not a cgroup line: never let it stop a worker's start
+            continue
         _, controllers, path = line.split(":", 2)
         if not controllers:
             events = CGROUP_ROOT / path.lstrip("/") / "memory.events"
@@ -286,7 +288,7 @@ def oom_kills() -> int | None:
             counts = dict(field.split() for field in events.read_text().splitlines())
         except (OSError, ValueError):
             continue
-        if "oom_kill" in counts:
+        if counts.get("oom_kill", "").isdigit():
             return int(counts["oom_kill"])
     return None
 

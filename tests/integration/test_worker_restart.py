@@ -93,6 +93,10 @@ def test_oom_kills_reads_the_count_of_cgroup_v1_or_v2(tmp_path: Path, monkeypatc
     assert oom_kills() == 4
     (tmp_path / "proc-cgroup").write_text("0::/\n")
     assert oom_kills() is None
+    (tmp_path / "proc-cgroup").write_text("garbage\n4:memory:/docker/abc\n")  # a line not a cgroup's: skipped
+    assert oom_kills() == 4
+    v1.write_text("oom_kill many\n")  # a count not a number: unknown, never an error at a worker's start
+    assert oom_kills() is None
     (tmp_path / "proc-cgroup").unlink()
     assert oom_kills() is None
 
