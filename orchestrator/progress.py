@@ -96,7 +96,8 @@ def wait_note(counters: dict[str, int], now: float | None = None) -> str:
     """What the run's judge and target calls wait on at the shared rate limiter, from :meth:`RunStore.progress`'s
     ``judge_wait_*`` and ``target_wait_*`` counters (``""`` for nothing; both joined by ``; ``): ``waiting on the judge
     rate limit (600 RPM): next judge call in 4 s``, ``waiting on target rag-v1's rate limit (60 RPM): next target call
-    in 4 s`` (the target ``target_wait_of:{system}`` names; "the target's" without), or, for the pause every worker
+    in 4 s`` (the target ``target_wait_of:{system}`` names; "the target's" without; ``judge_wait_of:{limiter}``: ``the
+    judge rate limit of groq/llama-3.1-8b-instant with the key in JUDGE_KEY_B``), or, for the pause every worker
     keeps after a 429, ``paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s`` (``paused until
     10:32:05 UTC (the provider's rate-limit headers say its budget is spent): next judge call in 40 s`` when headers
     paused it). ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a pause."""
@@ -109,18 +110,21 @@ def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) ->
     left_ms = counters.get(f"{stage}_wait_ms", 0)
     if left_ms <= 0:
         return ""
-    of = f"{stage}_wait_of:"
-    system = next((key[len(of) :] for key in counters if key.startswith(of)), None)
-    if system is not None:  # the target whose calls wait, named (a run may have several)
-        limit_of, whose = f"target {system}'s rate limit", f"target {system}'s"
+    of, of_limiter = f"{stage}_wait_of:", ""
+    who = next((key[len(of) :] for key in counters if key.startswith(of)), None)
+    if who is not None and stage == "judge":  # the judge limiter whose calls wait, named (the run has several)
+        limit_of, of_limiter = f"{limit_of} of {who}", f" for {who}"
+    elif who is not None:  # the target whose calls wait, named (a run may have several)
+        limit_of, whose = f"target {who}'s rate limit", f"target {who}'s"
     left = left_ms / 1000
     next_call = f"next {calls} call in {_in(left)}"
     if f"{stage}_wait_pause" in counters:
         start = datetime.now(timezone.utc) if now is None else datetime.fromtimestamp(now, timezone.utc)
         until = (start + timedelta(seconds=left)).strftime("%H:%M:%S UTC")
         if counters[f"{stage}_wait_pause"] == PAUSED_BY_BUDGET:
-            return f"paused until {until} ({whose} rate-limit headers say its budget is spent): {next_call}"
-        return f"paused by {whose} 429 until {until}: {next_call}"
+            said = f"{whose} rate-limit headers{of_limiter} say its budget is spent"
+            return f"paused until {until} ({said}): {next_call}"
+        return f"paused by {whose} 429{of_limiter} until {until}: {next_call}"
     for name, said in _LIMIT_NAMES.items():
         if f"{stage}_wait_{name}" in counters:
             return f"waiting on {limit_of} ({counters[f'{stage}_wait_{name}']:,} {said}): {next_call}"

@@ -63,6 +63,7 @@ __all__ = [
     "RedoLookup",
     "RunState",
     "RunStore",
+    "JUDGE_LIMITERS_PART",
     "WAIT_PARTS",
     "WorkBegan",
     "probe_redis",
@@ -450,14 +451,19 @@ BUDGET_AT_0 = "provider budget at 0"
 #: stage: the run-store part of its note. The targets' is one for all of a run's targets (``targets:``, apart from
 #: each target's own ``target:{system}``).
 WAIT_PARTS = {"judge": "judge:wait", "target": "targets:wait"}
+#: The run-store part naming the judge limiters the run's judge clients use (:meth:`RunJudgeState.note_limiter`: a hash,
+#: limiter key -> the name its waits give). A run with more than one (judge metrics whose ``api_key_env`` differ) says
+#: which waits; one with one says "the judge rate limit", as ever.
+JUDGE_LIMITERS_PART = "judge:limiters"
 
 
-def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int) -> dict[str, int]:
+def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = True) -> dict[str, int]:
     """The progress counters of what the run's ``stage`` calls (``judge``, ``target``: :data:`WAIT_PARTS`) wait on at
     the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
     go, and either ``{stage}_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value) or
-    ``{stage}_wait_pause`` (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`), and ``{stage}_wait_of:{system}`` (1)
-    naming the target whose calls wait. ``{}`` for none, or a wait whose time has passed."""
+    ``{stage}_wait_pause`` (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`), and ``{stage}_wait_of:{who}`` (1)
+    naming the target, or (``named``: the run has several) the judge limiter, whose calls wait. ``{}`` for none, or a
+    wait whose time has passed."""
     field = {(k.decode() if isinstance(k, bytes) else k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
              for k, v in wait.items()}  # fmt: skip
     try:
@@ -466,7 +472,8 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int) -> dict[str, int]
         return {}
     if left <= 0 or on not in ("pause", *RATE_LIMITS):
         return {}
-    out = {f"{stage}_wait_ms": left, **({f"{stage}_wait_of:{field['who']}": 1} if field.get("who") else {})}
+    who = field.get("who") if named else None
+    out = {f"{stage}_wait_ms": left, **({f"{stage}_wait_of:{who}": 1} if who else {})}
     if on == "pause":
         budget = field.get("reason") == BUDGET_AT_0
         return {**out, f"{stage}_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
@@ -880,8 +887,9 @@ class RunStore:
             pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         for part in WAIT_PARTS.values():
             pipe.hgetall(self.key(run_id, part))
+        pipe.hlen(self.key(run_id, JUDGE_LIMITERS_PART))
         pipe.time()
-        counters, judge_calls, meta_fields, *unwritten, (seconds, micros) = pipe.execute()
+        counters, judge_calls, meta_fields, *unwritten, limiters, (seconds, micros) = pipe.execute()
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
         *began_fields, state = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
@@ -896,7 +904,8 @@ class RunStore:
         if state not in RunState.DONE:
             for stage, wait in zip(WAIT_PARTS, waits, strict=True):
                 if wait:
-                    out.update(_stage_wait(stage, wait, seconds * 1000 + micros // 1000))
+                    named = stage != "judge" or limiters > 1  # one judge limiter: "the judge rate limit"
+                    out.update(_stage_wait(stage, wait, seconds * 1000 + micros // 1000, named=named))
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
             out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))

@@ -20,7 +20,7 @@ from .client import Budget, JudgeClient, Price, RetryPolicy
 from .ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_minute
 from .run_state import HOLD_MARGIN_S, RunJudgeState
 
-__all__ = ["BASE_URL_ENV", "PROVIDERS", "build_client", "judge_identity", "make_provider"]
+__all__ = ["BASE_URL_ENV", "PROVIDERS", "build_client", "judge_identity", "limiter_name", "make_provider"]
 
 #: Environment variable that overrides ``judge.base_url`` (DESIGN.md §7).
 BASE_URL_ENV = "RAGSCORE_JUDGE_BASE_URL"
@@ -79,6 +79,13 @@ def make_provider(
     return _cached_provider(config.provider, config.model, base_url, api_key_env, os.environ.get(key_env), timeout_s)
 
 
+def limiter_name(provider: Provider) -> str:
+    """How a run's progress names the judge limiter of ``provider`` when the run has several (judge metrics whose
+    ``api_key_env`` differ; the model is the suite's): ``groq/llama-3.1-8b-instant with the key in JUDGE_KEY_B``.
+    The variable's name only, never the key or a hash of it."""
+    return f"{provider.name}/{provider.model} with the key in {provider.key_env}"
+
+
 def build_client(
     redis: Any,
     run_id: str,
@@ -101,7 +108,8 @@ def build_client(
     limiter = RedisLimiter(redis, provider.limiter_key(), limits, max_wait_s=max_wait_s)
     price = (prices or {}).get(config.model)
     hold_s = max_wait_s + ATTEMPT_TIMEOUTS * timeout_s + HOLD_MARGIN_S  # the longest attempt: a hold outlives it
-    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, hold_s=hold_s)
+    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, hold_s=hold_s, limiter=limiter_name(provider))
+    state.note_limiter(limiter.key)
     overridden = _base_url(config)
     if overridden != config.base_url:  # the summary says which endpoint really judged (the suite names another)
         state.note("base_url", redact_url(overridden or ""))

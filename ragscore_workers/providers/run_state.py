@@ -35,7 +35,7 @@ they write again while they wait) says what the run's calls wait on at the share
 :data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``, ``tpm``, ``rpd``, ``tpd``), ``limit``, ``until``
 (ms, the store's clock: when the next of its waiting calls may go; a 429's pause before a limit's wait of the same
 target), ``reason`` (of a pause) and ``who`` (the target whose calls wait, by its ``system`` name; ``""`` for the
-judge's, or a run's only target, unnamed).
+judge's, or a run's only target, unnamed; the judge's name their limiter: :meth:`RunJudgeState.note_limiter`).
 :meth:`RunStore.progress` reads it (``judge_wait_*``, ``target_wait_*``): a run held by its rate limit or a provider's
 429 pause is said to wait on it, not to make no progress.
 """
@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 
 from ..die_with_parent import parent_gone
 from ..schemas import JUDGE_COUNTERS, target_name
-from ..store import WAIT_PARTS, RunState, RunStore, target_state_part
+from ..store import JUDGE_LIMITERS_PART, WAIT_PARTS, RunState, RunStore, target_state_part
 from .ratelimit import WAIT_REFRESH_S, Wait
 
 __all__ = [
@@ -237,18 +237,27 @@ class RunJudgeState:
     """Counters, breaker and budget checks of one run."""
 
     def __init__(
-        self, redis: Any, run_id: str, *, ttl_s: int, hold_s: float = HOLD_S, target: str | None = None
+        self,
+        redis: Any,
+        run_id: str,
+        *,
+        ttl_s: int,
+        hold_s: float = HOLD_S,
+        target: str | None = None,
+        limiter: str = "",
     ) -> None:
         """The judge's state (``target`` None), or target ``target``'s (``""``: the unnamed one; build it with
         :meth:`for_target`): its counters and breaker under :func:`~ragscore_workers.store.target_state_part` of its
         name (:func:`~ragscore_workers.schemas.target_name`), its waits noted as the target stage's and naming it by
-        its ``system`` (``""`` for the judge's and the unnamed target's: the progress says "the target's rate limit",
-        not "target target's")."""
+        its ``system`` (``""`` for the unnamed target's: the progress says "the target's rate limit", not "target
+        target's"). The judge's waits name its ``limiter`` (:meth:`note_limiter`; the progress says it only where the
+        run has several)."""
         name = None if target is None else target_name(target)
         self.r = redis
-        self.who = target or ""
+        self.who = limiter if target is None else target
         self.key = RunStore.key(run_id, "judge" if name is None else target_state_part(name))
         self.meta_key = RunStore.key(run_id, "meta")
+        self.limiters_key = RunStore.key(run_id, JUDGE_LIMITERS_PART)
         self.holds_key = holds_key(self.key)
         self.ttl_s = ttl_s
         self.what = "judge calls" if name is None else f"calls to target {name}"
@@ -335,6 +344,15 @@ class RunJudgeState:
                 for other in [k for k in _written if k[0] == self.wait_key and k != alike]:  # in it, write them again
                     del _written[other]
         return until
+
+    def note_limiter(self, limiter_key: str) -> None:
+        """The judge's calls go through the limiter ``limiter_key`` (its :meth:`Provider.limiter_key`), whose waits
+        this state names by its ``limiter``: kept in ``…:judge:limiters`` (limiter key -> that name), so that a run
+        whose judge calls go through more than one says which waits (the name never holds the key, nor its hash)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hset(self.limiters_key, limiter_key, self.who)
+        pipe.expire(self.limiters_key, self.ttl_s)
+        pipe.execute()
 
     def note(self, field: str, value: int | str) -> None:
         """Set one field (a fact such as ``provider_rpm`` or ``base_url``, not a counter)."""

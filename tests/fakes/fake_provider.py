@@ -132,6 +132,9 @@ class FakeProvider:
         self.rpm, self.tpm, self.period_s = rpm, tpm, period_s
         self.latency_s, self.hang_s = latency_s, hang_s
         self.api_key = api_key
+        #: Requests with this key (``Bearer``) are answered an injected 429 (``injected_retry_after_s``), as by an
+        #: account over its limit; those with another key are answered as usual.
+        self.rate_limited_key: str | None = None
         self.responder = responder
         self.retry_after, self.retry_after_ms = retry_after, retry_after_ms
         #: Whether replies carry ``x-ratelimit-*`` headers (vLLM, Ollama and most local servers send none).
@@ -405,6 +408,11 @@ class _Handler(BaseHTTPRequestHandler):
                 message = f"Invalid API Key: {given.removeprefix('Bearer ')}"
                 self._send(401, _error_body(message, "invalid_request_error", "invalid_api_key"))
                 return
+        if fake.rate_limited_key is not None and self.headers.get("Authorization") == f"Bearer {fake.rate_limited_key}":
+            with fake._lock:
+                fake.counts["requests"] += 1
+            self._fault(fake, "429")
+            return
         try:
             body = json.loads(raw)
         except json.JSONDecodeError:

@@ -106,6 +106,35 @@ def test_a_run_paused_by_the_providers_429_says_so_and_until_when(
         worker.stop()
 
 
+@pytest.mark.integration
+def test_a_run_with_two_judge_limiters_names_the_one_whose_calls_wait(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two judge metrics, each with its own key (``api_key_env``): two limiters. The provider answers one key's calls
+    429 (retry-after 120), the other's as usual: the progress and `ragscore status` name the limiter that waits (its
+    model and the key's variable, never the key), not "the provider's 429" of the whole judge."""
+    other = "gsk-TEST-OTHER-KEY-1a2b3c4d5e"
+    monkeypatch.setenv("JUDGE_KEY_B", other)
+    fake.api_key, fake.rate_limited_key, fake.injected_retry_after_s = None, other, 120
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
+    try:
+        params = {"concurrency": 2, "cache": False}
+        metrics = [{"name": "answer_accuracy", "params": params},
+                   {"name": "rubric_judge", "params": {**params, "api_key_env": "JUDGE_KEY_B"}}]  # fmt: skip
+        suite = load_suite(judge_suite(metrics, fake, model))
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), suite, store).run_id
+        named = f"groq/{model} with the key in JUDGE_KEY_B"
+        assert until(lambda: f"judge_wait_of:{named}" in store.progress(run_id), BOOT_S), store.progress(run_id)
+        said = f"paused by the provider's 429 for {named} until "
+        status = status_saying(run_id, redis_server.url, said, BOOT_S)
+        assert said in status and "UTC: next judge call in" in status and other not in status, status
+        cancel(store, run_id)
+        assert wait(store, run_id, timeout_s=BOOT_S).state == RunState.CANCELLED
+    finally:
+        worker.stop()
+
+
 def test_a_call_that_does_not_wait_or_waits_under_a_second_tells_nothing(rclient: redis.Redis) -> None:
     """``on_wait`` costs a call nothing unless it waits WAIT_NOTE_S or more; one that does is told at once, with the
     limit it waits on and when it may go (Redis's clock)."""
