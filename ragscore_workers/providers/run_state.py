@@ -34,8 +34,8 @@ Beside it, ``…:judge:wait`` (``…:targets:wait`` for the target stage, one fo
 they write again while they wait) says what the run's calls wait on at the shared limiter, when one waits
 :data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``, ``tpm``, ``rpd``, ``tpd``), ``limit``, ``until``
 (ms, the store's clock: when the next of its waiting calls may go; a 429's pause before a limit's wait of the same
-target), ``reason`` (of a pause) and ``who`` (the target whose calls wait, by its ``system`` name; ``""`` for the
-judge's, or a run's only target, unnamed; the judge's name their limiter: :meth:`RunJudgeState.note_limiter`).
+target or judge limiter), ``reason`` (of a pause) and ``who`` (the target whose calls wait, by its ``system`` name,
+``""`` for a run's only target, unnamed; for the judge's, their limiter's name: :meth:`RunJudgeState.note_limiter`).
 :meth:`RunStore.progress` reads it (``judge_wait_*``, ``target_wait_*``): a run held by its rate limit or a provider's
 429 pause is said to wait on it, not to make no progress.
 """
@@ -97,13 +97,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 """
 
-# KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl ms, who (the target whose calls wait,
-# "" for the judge's). Keeps the wait still to come that the next call of the run goes after: of the same limiter
-# (``who``), a pause (it holds all its calls) before a limit's wait, else the soonest (another target's pause holds none
-# of this one's calls); else writes this one. Either way the hash lives ttl more (its waiting calls write again while
-# they wait: once none does, a worker that died among them, it is gone within ttl). Returns the ``until`` it keeps: once
-# that passed, a call that still waits writes again. The one rule of which wait is said: a process's throttle
-# (:data:`WAIT_WRITE_EVERY_S`) only spares writes of waits alike.
+# KEYS[1] = the run's wait hash; ARGV = on, limit, until ms, reason, now ms, ttl ms, who (the target whose calls wait;
+# the judge limiter's name for the judge's). Keeps the wait still to come that the next call of the run goes after: of
+# the same limiter (``who``), a pause (it holds all its calls) before a limit's wait, else the soonest (another
+# target's or judge limiter's pause holds none of this one's calls); else writes this one. Either way the hash lives
+# ttl more (its waiting calls write again while they wait: once none does, a worker that died among them, it is gone
+# within ttl). Returns the ``until`` it keeps: once that passed, a call that still waits writes again. The one rule of
+# which wait is said: a process's throttle (:data:`WAIT_WRITE_EVERY_S`) only spares writes of waits alike.
 _WAIT_LUA = """
 local now, new = tonumber(ARGV[5]), tonumber(ARGV[3])
 local old = tonumber(redis.call('HGET', KEYS[1], 'until') or '')
