@@ -452,8 +452,8 @@ BUDGET_AT_0 = "provider budget at 0"
 #: each target's own ``target:{system}``).
 WAIT_PARTS = {"judge": "judge:wait", "target": "targets:wait"}
 #: The run-store part naming the judge limiters the run's judge clients use (:meth:`RunJudgeState.note_limiter`: a hash,
-#: limiter key -> the name its waits give). A run with more than one (judge metrics whose ``api_key_env`` differ) says
-#: which waits; one with one says "the judge rate limit", as ever.
+#: limiter key -> the name its waits give; one of the run's own keys, kept as long). A run with more than one name
+#: (judge metrics whose ``api_key_env`` differ) says which waits; one with one says "the judge rate limit", as ever.
 JUDGE_LIMITERS_PART = "judge:limiters"
 
 
@@ -725,9 +725,10 @@ class RunStore:
         pipe.execute()
 
     def _run_parts(self, run_id: str) -> list[str]:
-        """The run's own keys (not its items): meta, counters, shard id lists, answers, done sets."""
+        """The run's own keys (not its items): meta, counters, shard id lists, answers, done sets, judge limiters."""
         n_shards, generation = self.n_shards(run_id), self.generation(run_id)
         parts = ["meta", "progress", "failed_rows", "summary", "judge", "embed", "deliveries", "scoring", "redo"]
+        parts.append(JUDGE_LIMITERS_PART)
         parts += [f"unwritten:{queue}" for queue in PROGRESSIVE_QUEUES]
         parts += [f"shards_done:{g}" for g in range(generation + 1)]
         parts += [f"{kind}:{shard}" for shard in range(n_shards) for kind in ("ids", "answers")]
@@ -887,7 +888,7 @@ class RunStore:
             pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         for part in WAIT_PARTS.values():
             pipe.hgetall(self.key(run_id, part))
-        pipe.hlen(self.key(run_id, JUDGE_LIMITERS_PART))
+        pipe.hvals(self.key(run_id, JUDGE_LIMITERS_PART))
         pipe.time()
         counters, judge_calls, meta_fields, *unwritten, limiters, (seconds, micros) = pipe.execute()
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
@@ -904,7 +905,9 @@ class RunStore:
         if state not in RunState.DONE:
             for stage, wait in zip(WAIT_PARTS, waits, strict=True):
                 if wait:
-                    named = stage != "judge" or limiters > 1  # one judge limiter: "the judge rate limit"
+                    # One judge limiter says "the judge rate limit". Counted by name: a key rotated mid-run (or
+                    # between attempts) left its old limiter behind, under the same name.
+                    named = stage != "judge" or len(set(limiters)) > 1
                     out.update(_stage_wait(stage, wait, seconds * 1000 + micros // 1000, named=named))
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock

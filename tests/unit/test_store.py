@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ragscore_workers.providers.run_state import RunJudgeState
 from ragscore_workers.schemas import MetricResult, Row
 from ragscore_workers.store import RUNS_INDEX, RunStore, redis_client, work_began
 
@@ -416,3 +417,36 @@ def test_a_target_named_derived_is_named_by_what_its_calls_wait_on(store: RunSto
     until = int(time.time() * 1000) + 60_000
     store.r.hset(store.key(run, "targets:wait"), mapping={"until": until, "on": "rpm", "limit": 60, "who": "derived"})
     assert store.progress(run).get("target_wait_of:derived") == 1, store.progress(run)
+
+
+def _judge_waits(store: RunStore, run: str, *names_by_limiter: tuple[str, str]) -> None:
+    """The run's judge clients use these (limiter key, name) limiters; the last one's calls wait on a 429's pause."""
+    for limiter_key, name in names_by_limiter:
+        RunJudgeState(store.r, run, ttl_s=store.ttl_s, limiter=name).note_limiter(limiter_key)
+    until = int(time.time() * 1000) + 60_000
+    store.r.hset(store.key(run, "judge:wait"), mapping={"until": until, "on": "pause", "who": names_by_limiter[-1][1]})
+
+
+def test_a_judge_limiter_left_by_a_rotated_key_does_not_name_the_runs_one(store: RunStore) -> None:
+    """A key rotated mid-run (or between attempts) gives the same variable's calls a new limiter, and the old one
+    stays noted: still one judge limiter by name, so the note says "the judge rate limit" as in any one-limiter run.
+    Two names (two variables) name the one that waits."""
+    run = "t-judge-limiters"
+    store.create_run(run, {"state": "running"})
+    name, other = "groq/m with the key in GROQ_API_KEY", "groq/m with the key in JUDGE_KEY_B"
+    _judge_waits(store, run, ("groq:m:old", name), ("groq:m:new", name))
+    assert not [k for k in store.progress(run) if k.startswith("judge_wait_of:")], store.progress(run)
+    _judge_waits(store, run, ("groq:m:b", other))
+    assert store.progress(run).get(f"judge_wait_of:{other}") == 1, store.progress(run)
+
+
+def test_touch_and_settle_keep_the_judge_limiters_as_long_as_the_run(store: RunStore) -> None:
+    """The judge limiters are one of the run's own keys: a run whose clients were built once, longer ago than the live
+    TTL, still names them; a finished run's go with the rest of it."""
+    run = "t-judge-limiters-ttl"
+    store.create_run(run, {"state": "running"})
+    RunJudgeState(store.r, run, ttl_s=5, limiter="groq/m with the key in GROQ_API_KEY").note_limiter("groq:m:k")
+    store.touch(run)
+    assert store.r.ttl(store.key(run, "judge:limiters")) > 5
+    store.settle(run, 7)
+    assert 0 < store.r.ttl(store.key(run, "judge:limiters")) <= 7
