@@ -372,6 +372,14 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
      ({"target_wait_ms": 40_000, "target_wait_pause": 0, "target_wait_of:rag-v1": 1},
       "paused until 10:32:05 UTC (target rag-v1's rate-limit headers say its budget is spent): "
       "next target call in 40 s"),
+     ({"judge_wait_ms": 3_200, "judge_wait_rpm": 30, "judge_wait_of:groq/ns:m with the key in JUDGE_KEY_B": 1},
+      "waiting on the judge rate limit of groq/ns:m with the key in JUDGE_KEY_B (30 RPM): next judge call in 4 s"),
+     ({"judge_wait_ms": 40_000, "judge_wait_pause": 429, "judge_wait_of:groq/m with the key in JUDGE_KEY_B": 1},
+      "paused by the provider's 429 for groq/m with the key in JUDGE_KEY_B until 10:32:05 UTC: "
+      "next judge call in 40 s"),
+     ({"judge_wait_ms": 40_000, "judge_wait_pause": 0, "judge_wait_of:groq/m with the key in JUDGE_KEY_B": 1},
+      "paused until 10:32:05 UTC (the provider's rate-limit headers for groq/m with the key in JUDGE_KEY_B say its "
+      "budget is spent): next judge call in 40 s"),
      ({"judge_wait_ms": 3_200, "judge_wait_rpm": 600, "target_wait_ms": 40_000, "target_wait_pause": 429},
       "waiting on the judge rate limit (600 RPM): next judge call in 4 s; "
       "paused by the target's 429 until 10:32:05 UTC: next target call in 40 s"),
