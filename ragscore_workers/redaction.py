@@ -259,12 +259,11 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     if userinfo is None or not userinfo[0] < cut < userinfo[1] or userinfo[1] > _first_of(url, "/?#", userinfo[0]):
         return None
     port = _HOST_AND_PORT.match(url, userinfo[0], cut)
+    host_port = _HOST_PORT.fullmatch(url, userinfo[0], cut)
     word = url[cut : userinfo[1]]
-    if port and _HOST_PORT.fullmatch(url, userinfo[0], cut) and len(word.split()) == 1 and not _LINE_BREAK.search(word):
+    if port and host_port and len(word.split()) == 1 and not _LINE_BREAK.search(word):
         return userinfo
-    if _HOST_PORT.fullmatch(url, userinfo[0], cut) or port:
-        return None
-    return userinfo
+    return None if host_port or port else userinfo
 
 
 def _password_span(url: str, userinfo: tuple[int, int]) -> tuple[int, int]:
