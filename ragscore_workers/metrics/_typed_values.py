@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -171,11 +172,11 @@ NEGATORS = frozenset(
 LETTERS = frozenset({"y", "n"})
 
 
-def polarity(words: list[str]) -> tuple[bool | None, list[int]]:
-    """The first yes/no word decides (a :data:`NEGATORS` word right before it flips it: ``isn't true`` is no; ``y`` /
-    ``n`` only when they are all the words); returns it and the positions used."""
+def polarity(words: list[str], asked: Collection[int] = ()) -> tuple[bool | None, list[int]]:
+    """The first yes/no word not ``asked`` about (positions) decides (a :data:`NEGATORS` word right before it flips
+    it: ``isn't true`` is no; ``y`` / ``n`` only when they are all the words); returns it and the positions used."""
     for i, word in enumerate(words):
-        if word in LETTERS and len(words) > 1:
+        if (word in LETTERS and len(words) > 1) or i in asked:
             continue
         if word in YES or word in NO:
             negated = i > 0 and words[i - 1] in NEGATORS

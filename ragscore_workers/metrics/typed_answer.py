@@ -1,6 +1,7 @@
 """``typed_answer`` (Socioscope): score an answer by its ``question_type`` against weighted ``expected`` values.
 
-* Yes/No: 1.0 when the answer's yes/no (its first yes/no word) is the expected one, else 0.0.
+* Yes/No: 1.0 when the answer's yes/no (its first yes/no word not asked about, "yes?": :func:`_said`) is the
+  expected one, else 0.0.
 * ListOne / PickOne: the largest weight among the matched expected values (0.0 when none matches).
 * ListMany / PickMany: the sum of the matched values' weights, each value counted once, capped at 1.0.
 * Yes/No with Rationale: 0.0 when the yes/no is wrong or missing, else
@@ -149,13 +150,16 @@ _CUE = (
 #: What may follow a bare label: the end of the item, punctuation but ``?``, a spaced dash or ``is``, no other word.
 #: A label before ``?`` is asked about, not picked ("Would I say A? No. The answer is B").
 _ENDS = r"(?=\s*(?:$|[,;:)!\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
+#: What follows a word or label that is asked about, not said: ``?``, spaces before it allowed (a label's ``_ENDS``
+#: leaves it out; a yes/no word before it is no answer: :func:`_said`).
+_ASKED = r"\s*\?"
 #: An upper-case option letter (Q aside), alone, and the ``and`` / ``&`` that joins two in a multi-answer reply.
 _LETTER = rf"{_BOLD}[A-PR-Z]{_BOLD}(?![\w'’])"  # no Q: "Q&A", "Q and A" name a FAQ
 _JOIN = r"(?:\s+(?i:and)\s+|\s*&\s*)"
 
 
 def _label(label: str) -> _Label:
-    bracketed = rf"(?i:\({label}\)|\[{label}\])(?!\s*\?)"
+    bracketed = rf"(?i:\({label}\)|\[{label}\])(?!{_ASKED})"
     first = rf"^\s*{_BOLD}{label}{_BOLD}(?:\)|\.{_BOLD}(?=\s|$){_NOT_INITIALS})"
     alone = rf"{_BOLD}{label}(?![\w'’]){_BOLD}"
     cued = rf"{_CUE}{alone}{_ENDS}"
@@ -314,9 +318,31 @@ def rationale_support(rationale: set[str], reference: str | None, min_words: int
     return min(1.0, len(rationale) / min_words), "length"
 
 
+#: A word right before ``?`` (:data:`_ASKED`), read from its start only (linear in the answer).
+_ASKED_WORD = re.compile(rf"(?<![\w'’])[\w'’]+(?={_ASKED})")
+
+
+def _said(answer: str) -> tuple[list[str], set[int]]:
+    """The answer's words (:func:`terms`) and the positions of the yes/no words asked about, as a label before ``?``
+    is: the word right before ``?`` and those joined to it by ``or`` / ``and`` ("Would I say yes? No", "Yes or no?
+    No"). The answer is cut after each such word only, so its other words are read as a whole."""
+    words: list[str] = []
+    asked: set[int] = set()
+    start = 0
+    for found in _ASKED_WORD.finditer(answer):
+        if terms(found.group()) not in YES | NO:
+            continue
+        words += terms(answer[start : found.end()]).split()
+        start, j = found.end(), len(words) - 1
+        while j >= 0 and words[j] in YES | NO:
+            asked.add(j)
+            j = j - 2 if j >= 2 and words[j - 1] in ("or", "and") else -1
+    return words + terms(answer[start:]).split(), asked
+
+
 def _yes_no(expected: bool, row: Row, answer: str, params: TypedAnswerParams, rationale: bool) -> MetricResult:
-    words = terms(answer).split()
-    said, used = polarity(words)
+    words, asked = _said(answer)
+    said, used = polarity(words, asked)
     answered = None if said is None else ("yes" if said else "no")
     details: dict[str, Any] = {"expected": "yes" if expected else "no", "answered": answered}
     if said != expected:

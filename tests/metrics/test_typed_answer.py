@@ -39,6 +39,17 @@ def _score(
         ("no", "N/A", 0.0),  # a letter is a yes/no only as the whole answer
         ("yes", "It is on the Y chromosome", 0.0),
         ("yes", "N/A. Yes, it is.", 1.0),  # the first yes/no word, past the letter
+        # a yes/no word asked about (right before "?", or joined to one by "or" / "and") is not said
+        ("no", "Would I say yes? No, it is not.", 1.0),
+        ("yes", "Would I say yes? No, it is not.", 0.0),
+        ("yes", "Is it no? Yes.", 1.0),
+        ("no", "Is that correct? No.", 1.0),
+        ("no", "Yes or no? No.", 1.0),
+        ("yes", "Is it true ? Yes", 1.0),
+        ("yes", "Is it true?", 0.0),  # asked and not answered: no yes/no
+        ("yes", "Is it not true? Yes.", 1.0),  # the negation of the asked word flips nothing after it
+        ("no", "No, it is not.", 1.0),
+        ("yes", "Yes. Why? Because it is.", 1.0),
     ],
 )
 def test_yes_no(expected: Any, answer: str, score: float) -> None:
