@@ -15,8 +15,9 @@ stopwords only must be a whole item, unless it is option ``A`` or ``I`` written 
 not asked about, "A?", nor after a negation, "I would not choose A": :func:`_picks`); the label forms are
 ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
 "B) Lyon", "Answer: B") are read for the given one only; two or more options restated with nothing else are
-no choice for a One type and each a pick for a Many type (:func:`_unrestated`). Missing inputs are unscorable;
-an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
+no choice for a One type and each a pick for a Many type (:func:`_unrestated`). In a One type's answer a
+retraction ("No, wait: C") followed by a choice drops the choices before it (:func:`_retraction`). Missing inputs
+are unscorable; an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
 
@@ -281,19 +282,54 @@ def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
     )
 
 
-def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:
-    raw, transcript = _turns(raw_items(_unrestated(answer, many)))
+#: A retraction marker: "wait" and punctuation ("No, wait:", "Hmm, wait..."), "actually" and punctuation,
+#: "correction:", "I mean". What comes after the last one may replace the choices before it (:func:`_retraction`).
+_RETRACTION = re.compile(r"(?i:\b(?:wait|actually|correction)\s*[,:;.!—–-]|\bI\s+mean\b)")
+#: An upper-case option letter standing alone with no word after it ("it's C.", "(B)"; not "B is wrong"), not ``A``
+#: / ``I`` (the article, the pronoun: their label forms count, :func:`_labelled`) nor ``Q``.
+_OPTION_LETTER = re.compile(r"(?<![\w'’])[B-HJ-PR-Z][*_]{0,2}(?=\s*(?:$|[.!,;:)\]]))")
+
+
+def _matched(values: list[ExpectedValue], answer: str, use_synonyms: bool) -> dict[int, str]:
+    """The values the answer matches, index -> how (``value`` or ``synonym:<lemma>``)."""
+    raw, transcript = _turns(raw_items(answer))
     items = answer_items(raw)
     matched: dict[int, str] = {}
     for term, (i, via) in _owners(values, use_synonyms).items():
         if i not in matched and (_found(term, items) or _labelled(term, raw, transcript)):
             matched[i] = via
+    return matched
+
+
+def _retraction(values: list[ExpectedValue], answer: str, use_synonyms: bool) -> tuple[str, dict[int, str]] | None:
+    """For a one-answer question: the last retraction marker (:data:`_RETRACTION`) and the values the answer
+    matches after it, when what follows it states a choice (a value matched, an option letter named: "A. No, wait:
+    C."); None otherwise ("A. Actually, that is right." keeps ``A``)."""
+    last = None
+    for found in _RETRACTION.finditer(answer):
+        last = found
+    if last is None:
+        return None
+    rest = answer[last.end() :]
+    matched = _matched(values, rest, use_synonyms)
+    raw, transcript = _turns(raw_items(rest))
+    if matched or _OPTION_LETTER.search(rest) or any(_labelled(term, raw, transcript) for term in _LABELS):
+        return last.group(), matched
+    return None
+
+
+def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:
+    read = _unrestated(answer, many)
+    retraction = None if many else _retraction(values, read, use_synonyms)
+    marker, matched = retraction or (None, _matched(values, read, use_synonyms))
     weights = [values[i].weight for i in matched]
     score = min(1.0, sum(weights)) if many else max(weights, default=0.0)
     details: dict[str, Any] = {
         "matched": [{"value": values[i].text, "weight": values[i].weight, "by": via} for i, via in matched.items()],
         "unmatched": [v.text for i, v in enumerate(values) if i not in matched],
     }
+    if marker:
+        details["retraction"] = marker
     return MetricResult(score=score, passed=score >= 1.0, details=details)
 
 

@@ -409,7 +409,22 @@ def _picked(answer: str) -> list[str]:
         ("The answer is **not** (A)", []),
         ("Is the first one right? Maybe not. Answer: A", ["A"]),  # a negation ends at punctuation
         ("Would I drop it? Certainly not! (A)", ["A"]),
-        # upper-case option letters joined by "and" / "&" at an item's start or after a cue: a multi-answer reply
+        # a retraction ("wait" and punctuation, "actually,", "correction:", "I mean") followed by a choice: the
+        # choices stated before it are dropped (a one-answer question)
+        ("My answer: A. No, wait: C.", ["C"]),
+        ("C. No, wait: A.", ["A"]),
+        ("B. Actually, C.", ["C"]),
+        ("The answer is A. Correction: the answer is B.", ["B"]),
+        ("A, I mean D", ["D"]),
+        ("I'd go with A. Wait, no: (B).", ["B"]),
+        ("A. Hmm, wait... it's E", ["E"]),
+        # no choice after it, or no retraction: the answer as a whole, as before
+        ("A. Actually, that is right.", ["A"]),
+        ("A. I mean it.", ["A"]),
+        ("Wait for it: the answer is A", ["A"]),
+        ("I actually pick A", ["A"]),
+        ("A. Wait, B is wrong, so A.", ["A", "B"]),  # a letter named in passing is no new choice
+        ("No answer is A", ["A"]),  # "No, answer is A" with its comma dropped: no negation of A
         ("A and C", ["A", "C"]),
         ("C and A.", ["A", "C"]),
         ("B, C and A", ["A", "B", "C"]),
@@ -454,6 +469,15 @@ def _picked(answer: str) -> list[str]:
 )
 def test_natural_phrasings_pick_the_option_they_name(answer: str, options: list[str]) -> None:
     assert _picked(answer) == options
+
+
+def test_a_retraction_keeps_the_choice_after_it_for_a_one_answer_question_only() -> None:
+    options = {"Paris": 1.0, "Lyon": 0.5}
+    later = _score("ListOne", options, "Paris. No, wait: Lyon.", synonyms=False)
+    assert later.score == 0.5 and later.details["retraction"] == "wait:"
+    assert later.details["unmatched"] == ["Paris"]
+    assert _score("ListOne", options, "Paris. Actually, it is the capital.", synonyms=False).score == 1.0
+    assert _score("PickMany", ["A", "C"], "A. No, wait: C.").score == 1.0  # a Many type reads both, as before
 
 
 def test_a_multi_answer_reply_scores_each_option_it_joins() -> None:
