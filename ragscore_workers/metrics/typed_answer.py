@@ -330,6 +330,8 @@ def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: 
     }
     if marker:
         details["retraction"] = marker
+    if answer and not read:  # a scored 0.0, not unscorable: the answer is there, it chooses none
+        details["reason"] = "options restated with nothing else: no choice of one"
     return MetricResult(score=score, passed=score >= 1.0, details=details)
 
 

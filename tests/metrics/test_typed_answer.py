@@ -491,8 +491,10 @@ def test_a_multi_answer_reply_scores_each_option_it_joins() -> None:
     "answer", ["A) Paris\nB) Lyon", "A. Paris\nB. Lyon", "```\nA) Paris\nB) Lyon\n```", "A) Paris; B) Lyon"]
 )
 def test_a_one_answer_reply_listing_options_with_nothing_else_chooses_none(qtype: str, answer: str) -> None:
-    """Two or more options and nothing else is no choice of one: no value matches, by label or by text."""
-    assert _score(qtype, {"A": 1.0, "B": 0.0}, answer).score == 0.0
+    """Two or more options and nothing else is no choice of one: no value matches, by label or by text; the details
+    say why."""
+    result = _score(qtype, {"A": 1.0, "B": 0.0}, answer)
+    assert result.score == 0.0 and result.details["reason"] == "options restated with nothing else: no choice of one"
     assert _score(qtype, {"Paris": 1.0, "Lyon": 0.0}, answer, synonyms=False).score == 0.0
 
 
@@ -503,7 +505,8 @@ def test_a_one_answer_reply_listing_options_with_nothing_else_chooses_none(qtype
 def test_a_many_answer_reply_listing_options_picks_each_line(qtype: str, answer: str) -> None:
     """For a many-answer question the lines are the picks (the metric cannot know how many options there were):
     "A) Paris", "B) Lyon" picks A and B, by label and by text (0.0 when the one-answer rule applied to all types)."""
-    assert _score(qtype, ["A", "B"], answer).score == 1.0
+    result = _score(qtype, ["A", "B"], answer)
+    assert result.score == 1.0 and "reason" not in result.details
     assert _score(qtype, {"Paris": 0.5, "Lyon": 0.5}, answer, synonyms=False).score == 1.0
     assert _score(qtype, {"A": 0.5, "C": 0.5}, answer).score == 0.5
 
