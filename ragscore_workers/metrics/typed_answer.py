@@ -285,9 +285,25 @@ def _labelled(term: str, raw: list[str], transcript: bool) -> bool:
 #: A retraction marker: "wait" and punctuation ("No, wait:", "Hmm, wait..."), "actually" and punctuation,
 #: "correction:", "I mean". What comes after the last one may replace the choices before it (:func:`_retraction`).
 _RETRACTION = re.compile(r"(?i:\b(?:wait|actually|correction)\s*[,:;.!—–-]|\bI\s+mean\b)")
-#: An upper-case option letter standing alone with no word after it ("it's C.", "(B)"; not "B is wrong"), not ``A``
-#: / ``I`` (the article, the pronoun: their label forms count, :func:`_labelled`) nor ``Q``.
-_OPTION_LETTER = re.compile(r"(?<![\w'’])[B-HJ-PR-Z][*_]{0,2}(?=\s*(?:$|[.!,;:)\]]))")
+#: What may open the first sentence after a retraction marker, before the choice it states: punctuation, a "no"
+#: and punctuation ("Wait, no: (B)"; "Actually, no answer is C" states none), "it's" / "it is", "the answer is" /
+#: "answer:" and "make that" ("Hmm, wait... it's E").
+_RETRACTION_LEAD = re.compile(
+    r"^[\s,:;.!…—–-]*(?i:no\s*[,:;.!…—–-]+\s*)?"
+    r"(?i:(?:it['’]?s|it\s+is|(?:the\s+)?(?:correct\s+|final\s+)?answer\s*(?:is\b|:)|make\s+(?:it|that))\s*)?"
+)
+#: The end of the first sentence after a retraction marker: ``.`` / ``!`` / ``?`` before a space or the end, or a
+#: line break ("U.S." and "D.2" go on).
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+def _restates_choice(head: str, owners: dict[str, tuple[int, str]]) -> bool:
+    """Whether the first sentence after a retraction marker, its lead words aside (:data:`_RETRACTION_LEAD`), is a
+    choice and nothing else: option letters as a final answer line writes them (:func:`_answered`: "C.", "(B)",
+    "**E**") or a value's whole text ("Lyon."); not a sentence that names one in passing ("the U.S. one", "not C",
+    "it is better than C", "Lyon is second")."""
+    said = terms(head)
+    return bool(_answered(head)) or (bool(said) and said in owners)
 
 
 def _matched(values: list[ExpectedValue], answer: str, use_synonyms: bool) -> dict[int, str]:
@@ -303,19 +319,20 @@ def _matched(values: list[ExpectedValue], answer: str, use_synonyms: bool) -> di
 
 def _retraction(values: list[ExpectedValue], answer: str, use_synonyms: bool) -> tuple[str, dict[int, str]] | None:
     """For a one-answer question: the last retraction marker (:data:`_RETRACTION`) and the values the answer
-    matches after it, when what follows it states a choice (a value matched, an option letter named: "A. No, wait:
-    C."); None otherwise ("A. Actually, that is right." keeps ``A``)."""
+    matches after it, when the first sentence after it is a choice and nothing else (:func:`_restates_choice`: "A.
+    No, wait: C."); None otherwise ("A. Actually, that is right." and "A. Wait, the U.S. one" keep ``A``)."""
     last = None
     for found in _RETRACTION.finditer(answer):
         last = found
     if last is None:
         return None
     rest = answer[last.end() :]
-    matched = _matched(values, rest, use_synonyms)
-    raw, transcript = _turns(raw_items(rest))
-    if matched or _OPTION_LETTER.search(rest) or any(_labelled(term, raw, transcript) for term in _LABELS):
-        return last.group(), matched
-    return None
+    lead = _RETRACTION_LEAD.match(rest)
+    start = lead.end() if lead else 0
+    end = _SENTENCE_END.search(rest, start)
+    if not _restates_choice(rest[start : end.end() if end else len(rest)], _owners(values, use_synonyms)):
+        return None
+    return last.group(), _matched(values, rest, use_synonyms)
 
 
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:

@@ -424,6 +424,17 @@ def _picked(answer: str) -> list[str]:
         ("Wait for it: the answer is A", ["A"]),
         ("I actually pick A", ["A"]),
         ("A. Wait, B is wrong, so A.", ["A", "B"]),  # a letter named in passing is no new choice
+        # the first sentence after the marker must be a choice and nothing else: letters of an abbreviation, a
+        # letter in a sentence, a sentence-final "actually" are no retraction
+        ("A. Wait, the U.S. one", ["A"]),
+        ("A. Actually, it's in the U.K.", ["A"]),
+        ("A. Actually, section D.2 says so.", ["A", "D"]),
+        ("A. Actually, it is better than C.", ["A", "C"]),
+        ("The answer is A, actually. It's not B.", ["A", "B"]),
+        ("The answer is A. Wait, let me check option C.", ["A", "C"]),
+        ("A\nI mean it's definitely not C.", ["A", "C"]),
+        ("Actually, A.", ["A"]),  # a marker before the one choice: that choice
+        ("A is right. C. Actually, no, A.", ["A"]),
         ("No answer is A", ["A"]),  # "No, answer is A" with its comma dropped: no negation of A
         ("A and C", ["A", "C"]),
         ("C and A.", ["A", "C"]),
@@ -477,6 +488,9 @@ def test_a_retraction_keeps_the_choice_after_it_for_a_one_answer_question_only()
     assert later.score == 0.5 and later.details["retraction"] == "wait:"
     assert later.details["unmatched"] == ["Paris"]
     assert _score("ListOne", options, "Paris. Actually, it is the capital.", synonyms=False).score == 1.0
+    for named in ("Paris. Actually, it is the capital, not Lyon.", "Paris, actually. Lyon is second."):
+        assert _score("ListOne", options, named, synonyms=False).score == 1.0  # Lyon named in passing
+    assert _score("ListOne", options, "Lyon. Correction: the answer is Paris.", synonyms=False).score == 1.0
     assert _score("PickMany", ["A", "C"], "A. No, wait: C.").score == 1.0  # a Many type reads both, as before
 
 
