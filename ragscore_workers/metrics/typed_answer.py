@@ -16,8 +16,9 @@ not asked about, "A?", nor after a negation, "I would not choose A": :func:`_pic
 ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
 "B) Lyon", "Answer: B") are read for the given one only; two or more options restated with nothing else are
 no choice for a One type and each a pick for a Many type (:func:`_unrestated`). In a One type's answer a
-retraction ("No, wait: C") followed by a choice drops the choices before it (:func:`_retraction`). Missing inputs
-are unscorable; an ``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
+retraction whose next sentence is a choice and nothing else ("No, wait: C.") drops the choices before it
+(:func:`_retraction`). Missing inputs are unscorable; an ``expected`` or ``question_type`` outside the grammar
+is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
 
