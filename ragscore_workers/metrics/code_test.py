@@ -1,7 +1,8 @@
 """``code_test``: run the row's code in a sandbox and check its exit code and stdout.
 
 The code is the row's ``code`` field, else the first fenced code block of the answer; a row with neither
-is unscorable. Limits come from the suite's ``sandbox`` section, overridden by ``timeout_s`` and
+is unscorable. A ``test`` param (Python asserts, HumanEval's ``check``) runs after the code in the same program.
+Limits come from the suite's ``sandbox`` section, overridden by ``timeout_s`` and
 ``memory_mb``. It is a batch metric because only batch metrics see the suite (``ctx.suite.sandbox``);
 the rows of a chunk run one after another, and workers run chunks in parallel.
 
@@ -28,7 +29,7 @@ from pydantic import (
 
 from ..errors import ConfigError, MetricError
 from ..sandbox import LANGUAGES, ExecResult, Limits, SandboxError, get_sandbox
-from ..sandbox._base import memory_report
+from ..sandbox._base import last_line, memory_report
 from ..sandbox.docker import DEFAULT_IMAGE
 from ..schemas import SANDBOX_MEMORY_MB, SANDBOX_TIMEOUT_S, MetricResult, Queue, Row, SandboxConfig
 from ..unicode_text import lone_surrogate_at, surrogate_index
@@ -77,6 +78,9 @@ class CodeTestParams(BaseModel):
     #: Container image (docker backend only; the local backend runs the host's interpreter).
     image: str | None = Field(default=None, json_schema_extra=unset_means(f"{DEFAULT_IMAGE}, on the docker backend"))
     language: str = "python"
+    #: Python source run after the code, in the same program (the code, a newline, then the test): asserts, or
+    #: HumanEval's ``def check(candidate): ...`` and ``check(add)``. A failed assert fails the program.
+    test: str | None = Field(default=None, json_schema_extra=unset_means("no test"))
     #: ``timeout_s`` / ``memory_mb`` as given, for those taken as the nearest end of their range (said in a note).
     _given: dict[str, int | float] = PrivateAttr(default_factory=dict)
 
@@ -120,7 +124,7 @@ class CodeTestParams(BaseModel):
             raise ValueError(f"unsupported language {value!r}; choose from {', '.join(sorted(LANGUAGES))}")
         return value
 
-    @field_validator("stdout", "stdout_regex", "stdin")
+    @field_validator("stdout", "stdout_regex", "stdin", "test")
     @classmethod
     def _utf8_text(cls, value: str | None) -> str | None:
         if value is not None and (where := lone_surrogate_at(value)) is not None:
@@ -152,6 +156,16 @@ class CodeTestParams(BaseModel):
         if self.stdout is not None and self.stdout_regex is not None:
             raise ValueError("give stdout or stdout_regex, not both")
         return self
+
+    @model_validator(mode="after")
+    def _test_in_python(self) -> CodeTestParams:
+        if self.test is not None and self.language != "python":
+            raise ValueError(f"test is Python source: only for language python, not {self.language!r}")
+        return self
+
+    def program(self, code: str) -> str:
+        """What runs: ``code``, then (after a newline) the ``test``, whose lines are numbered after the code's."""
+        return code if self.test is None else f"{code}\n{self.test}"
 
 
 def _limit_text(name: str, value: float) -> str:
@@ -221,6 +235,11 @@ def _normalize(text: str) -> str:
     return "\n".join(line.rstrip() for line in lines).rstrip("\n")
 
 
+def _short(line: str) -> str:
+    """A line of the program's stderr as a failure quotes it: its first 100 characters."""
+    return line if len(line) <= 100 else line[:99] + "…"
+
+
 def _why_limit(limit: str, name: str, asked: Mapping[str, float]) -> str:
     """``limit``, and when a row's point asked for more, that it ran under the suite's."""
     if name in asked:
@@ -238,7 +257,7 @@ def _stopped_by(result: ExecResult, limits: Limits | None, asked: Mapping[str, f
     stopped = result.stopped_by
     said = f"stopped by the sandbox: {stopped}"
     if stopped == "memory" and result.signal is None and (report := memory_report(result.stderr)) is not None:
-        report = report if len(report) <= 100 else report[:99] + "…"
+        report = _short(report)
         limit = (
             ""
             if limits is None
@@ -283,7 +302,10 @@ def judge(
     if result.stopped_by is not None:
         failures.append(_stopped_by(result, limits, asked or {}))
     elif result.exit_code != params.exit_code:
-        failures.append(f"exit code {result.exit_code}, expected {params.exit_code}")
+        failure = f"exit code {result.exit_code}, expected {params.exit_code}"
+        if params.test is not None and (last := last_line(result.stderr)) is not None:
+            failure += f' (its stderr ends "{_short(last)}")'
+        failures.append(failure)
     if params.stdout is not None and _normalize(result.stdout) != _normalize(params.stdout):
         failures.append("stdout differs from the expected output")
     if params.stdout_regex is not None:
@@ -329,6 +351,7 @@ def run_code_test(
             params = CodeTestParams.model_validate(dict(params))
         except ValidationError as exc:
             raise ConfigError(f"Bad code_test params: {exc.errors()[0]['msg']}") from exc
+    program = params.program(code)
     config = sandbox_config or SandboxConfig()
     if from_data and params.image is not None:
         raise ConfigError("an evaluation point may not choose the container image (only the suite's code_test may)")
@@ -341,7 +364,7 @@ def run_code_test(
         asked = {k: v for k, v in wanted.items() if v is not None and v > applied[k]}
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
     sandbox = get_sandbox(config.backend)
-    result = sandbox.run(code, language=params.language, stdin=params.stdin, limits=limits, image=params.image)
+    result = sandbox.run(program, language=params.language, stdin=params.stdin, limits=limits, image=params.image)
     passed, details = judge(result, params, limits, asked=asked)
     # a limit outside the sandbox's range, when the program ran under the end it was taken as (not the suite's lower)
     ran_under = {"timeout_s": timeout_s, "memory_mb": memory_mb}

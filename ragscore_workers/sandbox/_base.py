@@ -159,12 +159,18 @@ def get_language(name: str) -> Language:
     return LANGUAGES[name]
 
 
+def last_line(stderr: str) -> str | None:
+    """The last line of ``stderr`` that is not blank, stripped (a runtime's report of why it failed), or None."""
+    lines = [line.strip() for line in stderr[-2000:].splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
 def memory_report(stderr: str) -> str | None:
     """The last line of ``stderr`` when it is a runtime's report of an allocation failure (``MemoryError``), else
     None. It is the program's word: an allocation refused under RLIMIT_AS reads so, and so does a program raising
     ``MemoryError`` itself."""
-    lines = [line.strip() for line in stderr[-2000:].splitlines() if line.strip()]
-    return lines[-1] if lines and _MEMORY_ERRORS.match(lines[-1]) else None
+    line = last_line(stderr)
+    return line if line is not None and _MEMORY_ERRORS.match(line) else None
 
 
 def ran_out_of_memory(exit_code: int | None, stderr: str) -> bool:

@@ -109,3 +109,27 @@ def test_a_program_the_sandbox_stopped_fails_naming_the_limit_it_hit(tmp_path: P
     ]
     assert by_id["killed"]["code_test"].details["failures"] == ["stopped by the sandbox: killed (signal 9)"]
     assert all(m["code_test"].score == 0.0 for m in by_id.values())
+
+
+def test_a_code_test_runs_each_rows_asserts_after_its_code(tmp_path: Path, home: Path) -> None:
+    # A HumanEval / MBPP row tests a function with asserts, not stdin and stdout: the `test` param runs after the
+    # code, as the suite's code_test param and as a row's own code_test point.
+    check = "def check(candidate):\n    assert candidate([1, 3, 2]) == 3\n\ncheck(biggest)"
+    point = {"id": "asserts", "type": "code_test", "params": {"test": "assert biggest([1, 5]) == 5"}}
+    rows = [
+        {"id": "right", "code": "def biggest(xs):\n    return max(xs)\n", "checks": [point]},
+        {"id": "wrong", "code": "def biggest(xs):\n    return xs[0]\n", "checks": [point]},
+    ]
+    suite = {"metrics": ["checks", {"name": "code_test", "params": {"test": check}}], "sandbox": {"backend": "local"}}
+    result = evaluate(rows, suite, out=tmp_path / "out")
+    by_id = {i.id: i.metrics for i in result.items}
+
+    assert by_id["right"]["code_test"].score == 1.0 and by_id["right"]["checks"].score == 1.0
+    assert by_id["wrong"]["code_test"].score == 0.0 and by_id["wrong"]["checks"].score == 0.0
+    assert by_id["wrong"]["code_test"].details["failures"] == [
+        'exit code 1, expected 0 (its stderr ends "AssertionError")'
+    ]
+    assert by_id["wrong"]["checks"].details["points"][0]["note"] == (
+        'exit code 1, expected 0 (its stderr ends "AssertionError")'
+    )
+    assert "line 5, in check" in by_id["wrong"]["code_test"].details["stderr"]

@@ -350,3 +350,49 @@ def test_a_code_test_point_of_a_row_with_blank_code_runs_the_points_text() -> No
     )  # fmt: skip
     assert blank.details["points"][0]["status"] == "passed", blank.details
     assert given.details["points"][0]["status"] == "failed", given.details
+
+
+ADD = "def add(a, b):\n    return a + b\n"
+HUMANEVAL_TEST = (
+    "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n\ncheck(add)"
+)
+
+
+@pytest.mark.parametrize("test", ["assert add(2, 3) == 5", HUMANEVAL_TEST])
+def test_the_test_param_runs_after_the_code_and_a_failing_assert_names_its_error(test: str) -> None:
+    passed, details = run_code_test(ADD, {"test": test}, LOCAL)
+    assert (passed, details["failures"]) == (True, [])
+    passed, details = run_code_test(ADD.replace("+", "-"), {"test": test}, LOCAL)
+    assert not passed
+    assert details["failures"] == ['exit code 1, expected 0 (its stderr ends "AssertionError")']
+
+
+def test_a_tests_traceback_numbers_its_lines_after_the_codes() -> None:
+    """The program is the code, a newline, then the test: the code's lines keep their numbers."""
+    test = "assert add(1, 1) == 2\nassert add(2, 2) == 5, 'two and two'"
+    passed, details = run_code_test(ADD, {"test": test}, LOCAL)
+    assert details["failures"] == ['exit code 1, expected 0 (its stderr ends "AssertionError: two and two")']
+    assert "line 5, in <module>" in details["stderr"]  # 2 lines of code, a blank line, the test's 2nd line
+
+
+def test_a_long_last_line_of_stderr_is_cut_in_the_failure() -> None:
+    passed, details = run_code_test(ADD, {"test": f"assert add(1, 1) == 3, {'x' * 300!r}"}, LOCAL)
+    [failure] = details["failures"]
+    assert failure == f'exit code 1, expected 0 (its stderr ends "AssertionError: {"x" * 83}…")'
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"test": "assert f('\udc80')"}, r"test: .*lone surrogate \(U\+DC80\)"),
+        ({"test": "assert True", "language": "ruby"}, "test is Python source: only for language python, not 'ruby'"),
+    ],
+)
+def test_a_bad_test_param_fails_before_anything_runs(
+    params: dict, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragscore_workers.sandbox import LANGUAGES, Language
+
+    monkeypatch.setitem(LANGUAGES, "ruby", Language("main.rb", ("ruby", "main.rb")))
+    with pytest.raises(ConfigError, match=message):
+        get_metric("code_test").parse_params(params)
