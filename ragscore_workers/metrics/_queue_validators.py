@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigError, MetricError
 from ..schemas import Queue
 from ._validators import Outcome, PointInput, validator
-from .code_test import CodeTestParams, code_and_source, fenced_code, row_code, run_code_test
+from .code_test import CodeTestParams, code_and_source, code_column_hint, fenced_code, row_code, run_code_test
 from .registry import RunContext
 
 __all__ = ["EmbeddingCheckParams", "code_test_check", "embedding_check"]
@@ -70,7 +70,7 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
     for inp, params in items:
         code, what = _code(inp)
         if code is None:
-            out.append(Outcome(False, "no code: no `code` field and no fenced code block"))
+            out.append(Outcome(False, "no code: no `code` field and no fenced code block" + code_column_hint(inp.row)))
             continue
         try:
             # the row's own points come with the data; the suite's (checks.points) are trusted configuration

@@ -37,9 +37,11 @@ from ._bounded_regex import RegexError, bounded_regex
 from .registry import RunContext, register, unset_means
 
 __all__ = [
+    "CODE_COLUMNS",
     "DETAIL_CHARS",
     "CodeTestParams",
     "code_and_source",
+    "code_column_hint",
     "code_test",
     "extract_code",
     "fenced_code",
@@ -47,6 +49,10 @@ __all__ = [
     "row_code",
     "run_code_test",
 ]
+
+#: Columns of code-generation datasets (HumanEval, MBPP, model outputs) that hold code no metric reads: a row without
+#: code that gives one is told to give it as ``code``.
+CODE_COLUMNS = ("completion", "solution", "generated_code", "canonical_solution")
 
 #: Characters of stdout (its head) and stderr (its tail) kept in a result's details.
 DETAIL_CHARS = 2000
@@ -195,6 +201,17 @@ def code_and_source(row: Row) -> tuple[str | None, str]:
     if (code := row_code(row)) is not None:
         return code, "the row's code"
     return fenced_code(row.answer or ""), "the first fenced code block of the answer"
+
+
+def code_column_hint(row: Row) -> str:
+    """For a row without code: ``" (the row's `completion` field is not read: ...)"``, naming the first of
+    :data:`CODE_COLUMNS` the row gives as text (kept as an extra column), else ``""``."""
+    extra = row.model_extra or {}
+    for name in CODE_COLUMNS:
+        if isinstance(extra.get(name), str) and extra[name].strip():
+            return (f" (the row's `{name}` field is not read: give the program as `code`, renaming the column in "
+                    "the dataset)")  # fmt: skip
+    return ""
 
 
 def _unencodable(code: str, what: str) -> str | None:
@@ -381,7 +398,8 @@ def code_test(rows: list[Row], params: CodeTestParams, ctx: RunContext) -> list[
     for row in rows:
         code, what = code_and_source(row)
         if code is None:
-            results.append(MetricResult.unscorable("no code: no `code` field and no fenced code block in the answer"))
+            reason = "no code: no `code` field and no fenced code block in the answer" + code_column_hint(row)
+            results.append(MetricResult.unscorable(reason))
             continue
         try:
             passed, details = run_code_test(code, params, ctx.suite.sandbox, what=what)

@@ -396,3 +396,27 @@ def test_a_bad_test_param_fails_before_anything_runs(
     monkeypatch.setitem(LANGUAGES, "ruby", Language("main.rb", ("ruby", "main.rb")))
     with pytest.raises(ConfigError, match=message):
         get_metric("code_test").parse_params(params)
+
+
+@pytest.mark.parametrize("field", ["completion", "solution", "generated_code", "canonical_solution"])
+def test_a_row_without_code_names_the_field_that_holds_it(field: str) -> None:
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["code_test"], sandbox=LOCAL))
+    [result] = get_metric("code_test").fn([row(**{field: "print(45)"})], CodeTestParams(stdout="45"), ctx)
+    assert result.details["reason"] == (
+        f"no code: no `code` field and no fenced code block in the answer (the row's `{field}` field is not read: "
+        "give the program as `code`, renaming the column in the dataset)"
+    )
+
+
+def test_a_code_test_point_of_a_row_without_code_names_the_field_that_holds_it() -> None:
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    points = [{"id": "run", "type": "code_test", "params": {"test": "assert f() == 1"}}]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=LOCAL))
+    [result] = get_metric("checks").fn(
+        [row(answer="f returns 1", completion="def f():\n    return 1\n", checks=points)], ChecksParams(), ctx
+    )
+    assert result.details["points"][0]["note"] == (
+        "no code: no `code` field and no fenced code block (the row's `completion` field is not read: give the "
+        "program as `code`, renaming the column in the dataset)"
+    )
