@@ -12,6 +12,7 @@ the rows of a chunk run one after another, and workers run chunks in parallel.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -85,7 +86,8 @@ class CodeTestParams(BaseModel):
     image: str | None = Field(default=None, json_schema_extra=unset_means(f"{DEFAULT_IMAGE}, on the docker backend"))
     language: str = "python"
     #: Python source run after the code, in the same program (the code, a newline, then the test): asserts, or
-    #: HumanEval's ``def check(candidate): ...`` and ``check(add)``. A failed assert fails the program.
+    #: HumanEval's ``def check(candidate): ...`` and ``check(add)``. A failed assert fails the program, and so does
+    #: one exiting with 0 before the test's end (code calling ``sys.exit()``: see :func:`_test_marker`).
     test: str | None = Field(default=None, json_schema_extra=unset_means("no test"))
     #: ``timeout_s`` / ``memory_mb`` as given, for those taken as the nearest end of their range (said in a note).
     _given: dict[str, int | float] = PrivateAttr(default_factory=dict)
@@ -169,9 +171,14 @@ class CodeTestParams(BaseModel):
             raise ValueError(f"test is Python source: only for language python, not {self.language!r}")
         return self
 
-    def program(self, code: str) -> str:
-        """What runs: ``code``, then (after a newline) the ``test``, whose lines are numbered after the code's."""
-        return code if self.test is None else f"{code}\n{self.test}"
+    def program(self, code: str) -> tuple[str, str | None]:
+        """What runs, and what it writes to stderr (fd 2) after its ``test`` ran to its end (:func:`_test_marker`),
+        or None without a test. The program is ``code``, then (after a newline) the ``test``, whose lines are numbered
+        after the code's, then the line writing the marker."""
+        if self.test is None:
+            return code, None
+        marker = _test_marker()
+        return f"{code}\n{self.test}\n__import__('os').write(2, {marker.encode()!r})\n", marker
 
 
 def _limit_text(name: str, value: float) -> str:
@@ -252,6 +259,13 @@ def _normalize(text: str) -> str:
     return "\n".join(line.rstrip() for line in lines).rstrip("\n")
 
 
+def _test_marker() -> str:
+    """What a program writes to its stderr (fd 2) after its ``test`` ran to its end, fresh for each run: the code,
+    which runs first, cannot know it unless it reads its own ``main.py`` (a program written to pass can; one that
+    exits by accident cannot pass as tested)."""
+    return f"\nragscore: the test ran to its end {secrets.token_hex(16)}\n"
+
+
 def _short(line: str) -> str:
     """A line of the program's stderr as a failure quotes it: its first 100 characters."""
     return line if len(line) <= 100 else line[:99] + "…"
@@ -309,20 +323,26 @@ def judge(
     limits: Limits | None = None,
     *,
     asked: Mapping[str, float] | None = None,
+    marker: str | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Did the run pass? Returns ``(passed, details)``; ``details["failures"]`` says why not.
 
     ``limits``: what the program ran under, named in a failure the sandbox stopped; ``asked``: the limits a row's point
     asked for above those (``{"timeout_s": 600}``; the program ran under the suite's), said after the limit they
-    name."""
+    name; ``marker``: what the program (:meth:`CodeTestParams.program`) writes to stderr after its test, required
+    when it exits with 0 (code that exited first passed untested) and taken out of the stderr kept."""
     failures: list[str] = []
+    head, found, tail = result.stderr.rpartition(marker) if marker else ("", "", result.stderr)
+    stderr = head + tail
     if result.stopped_by is not None:
         failures.append(_stopped_by(result, limits, asked or {}))
     elif result.exit_code != params.exit_code:
         failure = f"exit code {result.exit_code}, expected {params.exit_code}"
-        if params.test is not None and (last := last_line(result.stderr)) is not None:
+        if params.test is not None and (last := last_line(stderr)) is not None:
             failure += f' (its stderr ends "{_short(last)}")'
         failures.append(failure)
+    elif marker and not found and result.exit_code == 0:
+        failures.append("the test did not run to its end: the program exited first (exit code 0)")
     if params.stdout is not None and _normalize(result.stdout) != _normalize(params.stdout):
         failures.append("stdout differs from the expected output")
     if params.stdout_regex is not None:
@@ -337,8 +357,8 @@ def judge(
         "signal": result.signal,
         "duration_s": result.duration_s,
         "stdout": result.stdout[:DETAIL_CHARS],
-        "stderr": result.stderr[-DETAIL_CHARS:],
-        "output_truncated": result.truncated or len(result.stdout) > DETAIL_CHARS or len(result.stderr) > DETAIL_CHARS,
+        "stderr": stderr[-DETAIL_CHARS:],
+        "output_truncated": result.truncated or len(result.stdout) > DETAIL_CHARS or len(stderr) > DETAIL_CHARS,
         "backend": result.backend,
         "failures": failures,
     }
@@ -368,7 +388,7 @@ def run_code_test(
             params = CodeTestParams.model_validate(dict(params))
         except ValidationError as exc:
             raise ConfigError(f"Bad code_test params: {exc.errors()[0]['msg']}") from exc
-    program = params.program(code)
+    program, marker = params.program(code)
     config = sandbox_config or SandboxConfig()
     if from_data and params.image is not None:
         raise ConfigError("an evaluation point may not choose the container image (only the suite's code_test may)")
@@ -382,7 +402,7 @@ def run_code_test(
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
     sandbox = get_sandbox(config.backend)
     result = sandbox.run(program, language=params.language, stdin=params.stdin, limits=limits, image=params.image)
-    passed, details = judge(result, params, limits, asked=asked)
+    passed, details = judge(result, params, limits, asked=asked, marker=marker)
     # a limit outside the sandbox's range, when the program ran under the end it was taken as (not the suite's lower)
     ran_under = {"timeout_s": timeout_s, "memory_mb": memory_mb}
     notes = [note for name, note in params.range_notes().items() if ran_under[name] == getattr(params, name)]

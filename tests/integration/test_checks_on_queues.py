@@ -119,6 +119,8 @@ def test_a_code_test_runs_each_rows_asserts_after_its_code(tmp_path: Path, home:
     rows = [
         {"id": "right", "code": "def biggest(xs):\n    return max(xs)\n", "checks": [point]},
         {"id": "wrong", "code": "def biggest(xs):\n    return xs[0]\n", "checks": [point]},
+        # generated code ending in its own sys.exit(): the test never runs, and the row must not pass untested
+        {"id": "exits", "code": "import sys\ndef biggest(xs):\n    return xs[0]\nsys.exit(0)\n", "checks": [point]},
     ]
     suite = {"metrics": ["checks", {"name": "code_test", "params": {"test": check}}], "sandbox": {"backend": "local"}}
     result = evaluate(rows, suite, out=tmp_path / "out")
@@ -133,3 +135,7 @@ def test_a_code_test_runs_each_rows_asserts_after_its_code(tmp_path: Path, home:
         'exit code 1, expected 0 (its stderr ends "AssertionError")'
     )
     assert "line 5, in check" in by_id["wrong"]["code_test"].details["stderr"]
+    untested = "the test did not run to its end: the program exited first (exit code 0)"
+    assert by_id["exits"]["code_test"].details["failures"] == [untested]
+    assert by_id["exits"]["checks"].details["points"][0]["note"] == untested
+    assert by_id["exits"]["code_test"].score == 0.0 and by_id["exits"]["checks"].score == 0.0

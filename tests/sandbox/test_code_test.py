@@ -420,3 +420,30 @@ def test_a_code_test_point_of_a_row_without_code_names_the_field_that_holds_it()
         "no code: no `code` field and no fenced code block (the row's `completion` field is not read: give the "
         "program as `code`, renaming the column in the dataset)"
     )
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import sys\n\ndef add(a, b):\n    return a - b\n\nsys.exit(0)\n",
+        "def add(a, b):\n    return a - b\n\nexit()\n",
+        "import os\n\ndef add(a, b):\n    return a - b\n\nos._exit(0)\n",
+        "import sys\n\ndef add(a, b):\n    return a - b\n\ndef main():\n    return 0\n\nif __name__ == '__main__':\n"
+        "    sys.exit(main())\n",
+        # the function exits when the test calls it
+        "import sys\n\ndef add(a, b):\n    if a < 0:\n        sys.exit()\n    return a + b\n",
+    ],
+)
+def test_code_that_exits_before_its_test_ends_fails_as_untested(code: str) -> None:
+    passed, details = run_code_test(code, {"test": HUMANEVAL_TEST}, LOCAL)
+    assert (passed, details["exit_code"]) == (False, 0)
+    assert details["failures"] == ["the test did not run to its end: the program exited first (exit code 0)"]
+
+
+def test_a_test_that_ran_to_its_end_leaves_the_programs_stderr_as_it_wrote_it() -> None:
+    code = ADD + "import sys\nsys.stderr.write('from the code, no newline')\n"
+    passed, details = run_code_test(code, {"test": "assert add(2, 3) == 5\nprint('checked', file=sys.stderr)"}, LOCAL)
+    assert (passed, details["failures"]) == (True, [])
+    assert details["stderr"] == "from the code, no newlinechecked\n"
+    passed, details = run_code_test(ADD, {"test": "assert add(2, 3) == 5"}, LOCAL)
+    assert (passed, details["stderr"], details["output_truncated"]) == (True, "", False)
