@@ -139,6 +139,14 @@ class CodeTestParams(BaseModel):
             raise ValueError(f"holds a lone surrogate ({where.removeprefix('value: ')}), which UTF-8 cannot hold")
         return value
 
+    @field_validator("test")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        """A blank test (an MBPP row's empty ``test_list``) would pass any code that runs, untested."""
+        if value is not None and not value.strip():
+            raise ValueError("test is blank: give the Python source to run after the code, or no test")
+        return value
+
     @field_validator("exit_code")
     @classmethod
     def _reachable_exit_code(cls, value: int) -> int:

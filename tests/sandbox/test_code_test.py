@@ -386,6 +386,8 @@ def test_a_long_last_line_of_stderr_is_cut_in_the_failure() -> None:
     [
         ({"test": "assert f('\udc80')"}, r"test: .*lone surrogate \(U\+DC80\)"),
         ({"test": "assert True", "language": "ruby"}, "test is Python source: only for language python, not 'ruby'"),
+        # an MBPP row with an empty test_list: a blank test would pass any code that runs, untested
+        ({"test": " \n"}, "test: Value error, test is blank: give the Python source to run after the code, or no test"),
     ],
 )
 def test_a_bad_test_param_fails_before_anything_runs(
