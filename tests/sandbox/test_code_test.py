@@ -449,3 +449,5 @@ def test_a_test_that_ran_to_its_end_leaves_the_programs_stderr_as_it_wrote_it() 
     assert details["stderr"] == "from the code, no newlinechecked\n"
     passed, details = run_code_test(ADD, {"test": "assert add(2, 3) == 5"}, LOCAL)
     assert (passed, details["stderr"], details["output_truncated"]) == (True, "", False)
+    passed, details = run_code_test(ADD, {"test": "assert add(2, 3) == 5", "exit_code": 3}, LOCAL)
+    assert details["failures"] == ["exit code 0, expected 3"]  # no quote of the line the test's end wrote
