@@ -9,15 +9,16 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
-    TextColumn,
+    Task,
+    TaskProgressColumn,
     TimeElapsedColumn,
 )
-from rich.table import Column
+from rich.table import Column, Table
 from rich.text import Text
 
 from ragscore_workers.store import PAUSED_BY_BUDGET, work_before
@@ -218,39 +219,91 @@ class _Rate:
         return wait_note(counters) or f"no progress for {idle:.0f} s"
 
 
+#: The bar's width at most, and at least: narrower, it is left out (the percent beside it says as much).
+BAR_WIDTH, BAR_MIN_WIDTH = 40, 10
+#: The run's name is cut to fit a narrow terminal down to this many columns (``run 2026…``), then left out.
+NAME_MIN_WIDTH = 9
+#: The bar line's parts, the widest layout first (:func:`_bar_line`): on a narrower terminal the tallies go under the
+#: bar, then the bar, the time elapsed and the rate are left out, the run's name is cut, then left out, then the ETA:
+#: the count done/total and the percent stay to the last. ``bar`` and ``cut name`` take the columns left, each from
+#: its least (:data:`_LEAST`).
+_LAYOUTS = (
+    ("name", "bar", "count", "percent", "rate", "elapsed", "eta", "tallies"),
+    ("name", "bar", "count", "percent", "rate", "elapsed", "eta"),
+    ("name", "count", "percent", "rate", "elapsed", "eta"),
+    ("name", "count", "percent", "rate", "eta"),
+    ("cut name", "count", "percent", "eta"),
+    ("count", "percent", "eta"),
+    ("count", "percent"),
+)
+_LEAST = {"bar": BAR_MIN_WIDTH, "cut name": NAME_MIN_WIDTH}
+
+
+def _bar_parts(task: Task) -> dict[str, Text]:
+    """Each text part of ``task``'s bar line, by its name in :data:`_LAYOUTS` (empty for one it has not: a percent
+    before the total is known, tallies before the first counters)."""
+    name = Text(task.description, style="bold")
+    return {
+        "name": name, "cut name": name, "count": MofNCompleteColumn().render(task),
+        "percent": TaskProgressColumn().render(task), "rate": Text(f"{task.fields['rate']:>8.1f}/s"),
+        "elapsed": TimeElapsedColumn().render(task), "eta": Text(f"ETA {task.fields['eta']}"),
+        "tallies": Text(task.fields["tallies"]),
+    }  # fmt: skip
+
+
+def _bar_line(task: Task, width: int) -> tuple[Table, bool]:
+    """``task``'s bar line in the widest of :data:`_LAYOUTS` that fits ``width`` columns (the narrowest when none
+    does), and whether its tallies are on it."""
+    texts = _bar_parts(task)
+    for layout in _LAYOUTS:
+        shown = [part for part in layout if part == "bar" or texts[part].cell_len]
+        room = width - sum(texts[part].cell_len for part in shown if part not in _LEAST) - (len(shown) - 1)
+        if room >= sum(_LEAST.get(part, 0) for part in shown):
+            break
+    cells: list[RenderableType] = []
+    for part in shown:
+        if part == "bar":
+            cells.append(BarColumn(bar_width=min(room, BAR_WIDTH)).render(task))
+        elif part == "cut name":
+            cells.append(texts[part].copy())
+            cells[-1].truncate(room, overflow="ellipsis")
+        else:
+            cells.append(texts[part])
+    line = Table.grid(*(Column(no_wrap=True) for _ in cells), padding=(0, 1))
+    line.add_row(*cells)
+    return line, "tallies" in shown
+
+
+class _TaskLines:
+    """A task's bar line fitted to the width it is drawn in (:func:`_bar_line`), then, each on a line of its own,
+    wrapped, never cut, its tallies where they did not fit on it and its note."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        line, with_tallies = _bar_line(self.task, options.max_width)
+        yield line
+        under = ("note",) if with_tallies else ("tallies", "note")
+        yield from (Text(self.task.fields[name]) for name in under if self.task.fields.get(name))
+
+
 class _NotedProgress(Progress):
-    """A rich ``Progress`` that shows each task's ``tallies`` and ``note`` fields whole, each on a line of its own
-    under its bar, wrapped on a narrow terminal: as the bar's last columns, a long note (a wait on two stages' limits)
-    was cut, and the tallies (``judge calls N``) squeezed the bar's own columns (counts, rate, ETA) at 80 columns."""
+    """A rich ``Progress`` whose tasks each show as :class:`_TaskLines` (rich's columns are not used): its table of
+    columns cut them all below 73 columns (the counts read "100…" at 40), and a long note (a wait on two stages'
+    limits) as its last column was cut."""
 
     def get_renderables(self) -> Iterable[RenderableType]:
-        yield from super().get_renderables()
-        for task in self.tasks:
-            yield from (Text(task.fields[name]) for name in ("tallies", "note") if task.fields.get(name))
-
-
-def _whole() -> Column:
-    """A column of the bar rich never wraps nor cuts while the bar itself can narrow: rich shrinks the widest
-    column it may wrap first, which cut the run's name, counts and ETA to "run 2026…  1000/100…" at 80 columns."""
-    return Column(no_wrap=True)
+        yield from (_TaskLines(task) for task in self.tasks if task.visible)
 
 
 class RichProgress:
-    """A rich progress bar: done/total work units, rate, ETA; under it errors, unscorable and judge calls, and its
-    note (what the run waits on, a stall)."""
+    """A rich progress bar: done/total work units and their percent, rate, ETA, then errors, unscorable and judge calls
+    (under it where they do not fit beside it), and under it its note (what the run waits on, a stall)."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or TerminalConsole(stderr=True)
-        self.bar = _NotedProgress(
-            TextColumn("[bold]{task.description}", table_column=_whole()),
-            BarColumn(),
-            MofNCompleteColumn(table_column=_whole()),
-            TextColumn("{task.fields[rate]:>8.1f}/s", table_column=_whole()),
-            TimeElapsedColumn(table_column=_whole()),
-            TextColumn("ETA {task.fields[eta]}", table_column=_whole()),
-            console=self.console,
-            transient=False,
-        )
+        self.bar = _NotedProgress(console=self.console, transient=False)
         self.task = None
         self.rate = _Rate()
         self.behind = ""

@@ -441,27 +441,55 @@ def test_the_bar_is_at_work_while_the_runs_target_calls_go_out(clock: Clock, sto
     view.stop()
 
 
-def test_the_rich_bar_keeps_its_counts_and_eta_whole_at_80_columns_with_judge_calls(clock: Clock) -> None:
-    """The tallies (errors, unscorable, ``judge calls N``) were the bar's last column: at 80 columns they squeezed
-    the bar's own to "run 20261204-001500-3f…    100… ETA 0:01…", the counts gone and the ETA cut. They have a line
-    of their own under the bar, and the bar narrows before its run name, counts, rate and ETA do (on a line of their
-    own, the counts still read "1000/100…")."""
+def _judge_bar(width: int, clock: Clock) -> str:
+    """The rich bar of a judge run 1,000 units of 10,000 in at 100/s (3 errors, 12 unscorable, 12,345 judge calls),
+    drawn by a real console ``width`` columns wide."""
     from rich.console import Console
 
     from orchestrator.progress import RichProgress
 
-    view = RichProgress(Console(file=io.StringIO(), width=80, force_terminal=False))
+    view = RichProgress(Console(file=io.StringIO(), width=width, force_terminal=False))
     view.start("20261204-001500-3fa9c2")
     run = {"done": 0, "total": 10_000, "done:judge": 0, "total:judge": 10_000, "errors": 3, "unscorable": 12}
     view.update({**run, "judge_calls": 0})
     clock.advance(10.0)
     view.update({**run, "done": 1_000, "done:judge": 1_000, "judge_calls": 12_345})
-    shown = Console(record=True, width=80)
+    shown = Console(record=True, width=width)
     shown.print(view.bar.get_renderable())
     view.stop()
-    text = shown.export_text()
+    return shown.export_text()
+
+
+def test_the_rich_bar_keeps_its_counts_and_eta_whole_at_80_columns_with_judge_calls(clock: Clock) -> None:
+    """The tallies (errors, unscorable, ``judge calls N``) were the bar's last column: at 80 columns they squeezed
+    the bar's own to "run 20261204-001500-3f…    100… ETA 0:01…", the counts gone and the ETA cut. They have a line
+    of their own under the bar when they do not fit beside it, and the bar is left out before its run name, counts,
+    rate and ETA are cut (on a line of their own, the counts still read "1000/100…")."""
+    text = _judge_bar(80, clock)
     assert "…" not in text, text
     bar = text.splitlines()[0]  # 9,000 left at 100/s
-    assert "run 20261204-001500-3fa9c2" in bar and " 1000/10000 " in bar and "100.0/s" in bar, text
+    assert "run 20261204-001500-3fa9c2" in bar and " 1000/10000  10% " in bar and "100.0/s" in bar, text
     assert bar.endswith("ETA 0:01:30"), text
     assert "errors 3 unscorable 12 judge calls 12,345" in text, text
+
+
+@pytest.mark.parametrize(("width", "name"), [(60, "run 20261204-001500-3fa9c2 "), (40, "run 202612… ")])
+def test_the_rich_bar_keeps_its_counts_and_percent_whole_on_a_narrow_terminal(
+    width: int, name: str, clock: Clock
+) -> None:
+    """Below 73 columns rich cut every column of the bar: "run 20261204-001500…  100…    … … ETA 0…" at 40, the
+    count done/total and the percent (none shown) gone. The bar, the time elapsed and the rate are left out first,
+    then the run's name is cut: the count, the percent and the ETA stay whole."""
+    text = _judge_bar(width, clock)
+    bar = text.splitlines()[0]
+    assert bar == f"{name} 1000/10000  10% ETA 0:01:30", text
+    assert " ".join(text.splitlines()[1:]).split() == "errors 3 unscorable 12 judge calls 12,345".split(), text
+
+
+def test_the_rich_bar_keeps_its_tallies_on_its_line_when_they_fit(clock: Clock) -> None:
+    """The tallies had a line of their own under the bar even on a terminal wide enough for both on one."""
+    text = _judge_bar(200, clock)
+    assert text.splitlines() == [text.splitlines()[0]], text
+    bar = text.splitlines()[0].rstrip()
+    assert bar.startswith("run 20261204-001500-3fa9c2 ━") and " 1000/10000  10%    100.0/s " in bar, text
+    assert bar.endswith(" ETA 0:01:30 errors 3 unscorable 12 judge calls 12,345"), text
