@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ragscore_workers.counts import counted, counted_of, listed
+from ragscore_workers.counts import agree, counted, counted_of, listed
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
@@ -371,11 +371,17 @@ def _scored(r: GateResult) -> str:
     return f"{r.n:,} of {r.n + r.unscored:,}" if r.unscored else f"{r.n:,}"
 
 
+def _verdict(results: Sequence[GateResult]) -> str:
+    """``1 of 4 gates failed``, ``all 4 gates hold``, ``1 gate holds``."""
+    n, n_failed = len(results), sum(not r.passed for r in results)
+    if n_failed:
+        return f"{counted_of(n_failed, n, 'gate')} failed"
+    return f"{'all ' if n > 1 else ''}{counted(n, 'gate')} {agree(n, 'holds', 'hold')}"
+
+
 def gate_table(results: Sequence[GateResult], only_failed: bool = False) -> Table:
     """Failed gates first: gate, on, threshold, actual, by (actual - threshold), result."""
-    n_failed = sum(not r.passed for r in results)
-    title = f"gates: {n_failed} of {len(results)} failed" if n_failed else f"gates: all {len(results)} hold"
-    table = Table(title=title)
+    table = Table(title=_verdict(results))
     for col in ("gate", "on", "threshold", "actual", "by", "scored", "result"):
         table.add_column(col, justify="left" if col in ("gate", "on", "result") else "right")
     for r in sorted(results, key=lambda r: r.passed):
@@ -399,7 +405,7 @@ def print_gates(results: Sequence[GateResult], console: Console | None = None, o
     ``only_failed`` (``--quiet``): just the failed gates, or one line when every gate holds.
     """
     if only_failed and not failed(results):
-        (console or TerminalConsole(stderr=True)).print(f"gates: all {len(results)} hold")
+        (console or TerminalConsole(stderr=True)).print(_verdict(results))
         return
     table = gate_table(results, only_failed)
     if console is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from ragscore_workers.counts import counted
+from ragscore_workers.counts import counted, counted_of
 
 from ..terminal import shown
 
@@ -80,14 +80,14 @@ score 0 or 1), else a seeded percentile bootstrap; none for a single score.</p>
 {% for b in breakdowns %}
 <h2 id="by-{{ b.dim }}">By {{ b.dim }}</h2>
 {% if b.empty %}<p class="muted">No item has a <code>{{ b.dim }}</code>.</p>{% else %}
-{% if b.hidden %}<p class="muted">{{ b.shown }} of {{ b.total }} {{ b.dim }} values drawn; the table and
+{% if b.hidden %}<p class="muted">{{ b.shown|counted_of(b.total, b.dim ~ " value") }} drawn; the table and
 summary.json have the rest.</p>{% endif %}
 <div class="grid">{% for p in b.plots %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}
 </figure>{% endfor %}</div>
 <details><summary>table</summary><table><tr><th class="l">{{ b.dim }}</th>{% for m in b.metrics %}<th>{{ m }}</th>
 {% endfor %}</tr>{% for row in b.rows %}<tr><td class="l">{{ row.key }}</td>{% for c in row.cells %}<td>{{ c }}</td>
-{% endfor %}</tr>{% endfor %}</table>{% if b.total > b.rows|length %}<p class="muted">The first {{ b.rows|length }}
-of {{ b.total }} {{ b.dim }} values; the rest are in summary.json.</p>{% endif %}</details>
+{% endfor %}</tr>{% endfor %}</table>{% if b.total > b.rows|length %}<p class="muted">The first
+{{ b.rows|length|counted_of(b.total, b.dim ~ " value") }}; the rest are in summary.json.</p>{% endif %}</details>
 {% endif %}{% endfor %}
 
 {% if targets %}<h2 id="targets">Targets</h2>
@@ -213,11 +213,12 @@ def _shown(value: object) -> object:
 
 @cache
 def environment():  # type: ignore[no-untyped-def]
-    """The Jinja2 environment with both templates (autoescape on, control characters shown, a ``counted`` filter:
-    ``{{ n|counted("item") }}``), built once."""
+    """The Jinja2 environment with both templates (autoescape on, control characters shown, ``counted`` and
+    ``counted_of`` filters: ``{{ n|counted("item") }}``, ``{{ n|counted_of(total, "item") }}``), built once."""
     import jinja2
 
     loader = jinja2.DictLoader({"base": _BASE, "macros": _METRIC_TABLE, "report": REPORT, "compare": COMPARE})
     env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown)
     env.filters["counted"] = counted
+    env.filters["counted_of"] = counted_of
     return env

@@ -55,7 +55,7 @@ def test_the_workflow_command_passes_its_gates_on_the_quickstart(tmp_path: Path,
     argv[argv.index("--junit") + 1] = str(tmp_path / "junit.xml")
     res = ragscore(*argv, home=home)
     assert res.returncode == 0, res.stderr
-    assert "gates: all 2 hold" in res.stderr
+    assert "all 2 gates hold" in res.stderr
     gates = next(s for s in ET.parse(tmp_path / "junit.xml").getroot() if s.get("name") == "ragscore.gates")
     assert gates.get("tests") == "2" and gates.get("failures") == "0"
 
@@ -71,7 +71,7 @@ def test_the_gate_table_in_a_ci_log_keeps_every_gate_name_whole(tmp_path: Path, 
     assert res.returncode == 0, res.stderr
     gates = [a for a in argv if "=" in a and not a.startswith("-")]
     assert gates and all(f" {gate} " in res.stderr for gate in gates), res.stderr
-    assert "…" not in res.stderr.split("gates: all")[-1], res.stderr
+    assert "…" not in res.stderr.split("gates hold")[-1], res.stderr
 
 
 @pytest.mark.integration

@@ -53,7 +53,7 @@ def test_gates_that_hold_exit_0_and_missed_gates_exit_3_with_table_and_junit(tmp
         home=home,
     )  # fmt: skip
     assert held.returncode == 0, held.stderr
-    assert "gates: all 4 hold" in held.stderr
+    assert "all 4 gates hold" in held.stderr
     assert "on its own" not in held.stderr  # bm25-llm has a recall_at_5 gate of its own, which holds
 
     # Two gates just over the run's values, one under: exit 3, the table says which and by how much.
@@ -66,7 +66,7 @@ def test_gates_that_hold_exit_0_and_missed_gates_exit_3_with_table_and_junit(tmp
         "--fail-under", f"recall_at_5@bm25-llm={r5['mean'] - 0.01}", home=home,
     )  # fmt: skip
     assert missed.returncode == 3, missed.stderr
-    assert "gates: 3 of 4 failed" in missed.stderr
+    assert "3 of 4 gates failed" in missed.stderr
     system_line = _gate_line(missed.stderr, f"recall_at_5@bm25-llm={r5['mean'] - 0.01:g}")
     assert "FAIL" in system_line and f"{bm25_r5:.3f}" in system_line
     em_line = _gate_line(missed.stderr, str(parse_gate(em_gate)))
@@ -111,14 +111,14 @@ def test_regression_against_a_baseline_exit_3_and_0_within_tolerance(tmp_path: P
     assert "FAIL" in line and f"{-drop:+.3f}" in line and f"baseline {base['exact_match']['mean']:.3f}" in line
     for metric in ("recall_at_1", "recall_at_5", "mrr"):
         assert "pass" in _gate_line(worse.stderr, f"{metric}:regression")
-    assert "gates: 1 of 4 failed" in worse.stderr
+    assert "1 of 4 gates failed" in worse.stderr
 
     tolerated = ragscore(
         "run", data, "--suite", SUITE, "--out", tmp_path / "tolerated", "-q", "--fail-on-regression", base_dir,
         "--regression-tolerance", f"{drop + 0.001:.4f}", home=home,
     )  # fmt: skip
     assert tolerated.returncode == 0, tolerated.stderr
-    assert "gates: all 4 hold" in tolerated.stderr
+    assert "all 4 gates hold" in tolerated.stderr
     assert "means are over other questions" not in " ".join(worse.stderr.split())  # the same rows as the baseline
 
     # A subset of the baseline's rows, answers unchanged: any gap is the sample's, and the run says so
@@ -186,20 +186,20 @@ def test_a_resumed_run_is_held_to_its_suites_gates_and_takes_gate_options(tmp_pa
     said = " ".join(resumed.stderr.split())
     assert resumed.returncode == 3, resumed.stderr  # the suite's gate still misses
     assert f"held to the gates it was started with: --fail-under recall_at_5=0.1 --junit {junit}" in said, said
-    assert "gates: 1 of 2 failed" in said and "exact_match=0.99" in said, said
+    assert "1 of 2 gates failed" in said and "exact_match=0.99" in said, said
     cases = {case.get("name") for case in ET.parse(junit).getroot().iter("testcase")}
     assert {"exact_match=0.99", "recall_at_5=0.1"} <= cases, cases
     other = tmp_path / "other.xml"  # a --junit alone is a report's path, no gate: the recorded gates still hold
     moved = ragscore("run", "--resume", out, "--junit", other, "-q", home=home)
     said = " ".join(moved.stderr.split())
-    assert moved.returncode == 3 and "gates: 1 of 2 failed" in said, said
+    assert moved.returncode == 3 and "1 of 2 gates failed" in said, said
     assert f"held to the gates it was started with: --fail-under recall_at_5=0.1 --junit {other}" in said, said
     assert "recall_at_5=0.1" in {case.get("name") for case in ET.parse(other).getroot().iter("testcase")}
     replaced = ragscore("run", "--resume", out, "--fail-under", "mrr=0.1", "-q", home=home)  # options replace them
-    assert replaced.returncode == 3 and "gates: 1 of 2 failed" in replaced.stderr, replaced.stderr
+    assert replaced.returncode == 3 and "1 of 2 gates failed" in replaced.stderr, replaced.stderr
     assert "held to the gates" not in replaced.stderr and "recall_at_5=0.1" not in replaced.stderr, replaced.stderr
     again = ragscore("resume", out, "-q", home=home)  # the cluster's command: the suite's gates too
-    assert again.returncode == 3 and "gates: 1 of 1 failed" in again.stderr, again.stderr
+    assert again.returncode == 3 and "1 of 1 gate failed" in again.stderr, again.stderr
 
 
 def test_a_run_error_with_gates_exits_1_not_3(tmp_path: Path, home: Path) -> None:
@@ -307,7 +307,7 @@ def test_a_reader_that_leaves_early_does_not_cut_the_run_short(tmp_path: Path, h
     assert junit.is_file() and 'name="exact_match=0.99"' in junit.read_text()
     assert len((out / "items.jsonl").read_text().splitlines()) == 50
     if not both:
-        assert "gates: 1 of 1 failed" in stderr and "Traceback" not in stderr
+        assert "1 of 1 gate failed" in stderr and "Traceback" not in stderr
 
 
 def test_a_junit_path_that_is_a_directory_is_refused_before_the_run(tmp_path: Path, home: Path) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from orchestrator.gates import (
     GatePlan,
@@ -14,6 +16,7 @@ from orchestrator.gates import (
     failed,
     load_baseline,
     parse_gate,
+    print_gates,
     render_gates,
     thresholds_by_metric,
 )
@@ -236,10 +239,26 @@ def test_thresholds_by_metric_is_the_strictest_gate() -> None:
 def test_table_lists_failed_gates_first_with_by_how_much() -> None:
     summary = _summary({"exact_match": [1.0, 0.0, 1.0, 1.0]})
     text = render_gates(evaluate_gates(summary, [parse_gate("exact_match=0.5"), parse_gate("exact_match=0.9")]))
-    assert "gates: 1 of 2 failed" in text
+    assert "1 of 2 gates failed" in text
     lines = [line for line in text.splitlines() if "exact_match=" in line]
     assert "exact_match=0.9" in lines[0] and "FAIL" in lines[0] and "-0.150" in lines[0]
     assert "exact_match=0.5" in lines[1] and "pass" in lines[1] and "+0.250" in lines[1]
+
+
+def test_the_gates_title_counts_them_with_their_noun() -> None:
+    """The title said "gates: all 1 hold" of a single gate, and "gates: 1 of 1 failed" (no noun after the counts)."""
+    summary = _summary({"exact_match": [1.0, 0.0, 1.0, 1.0]})
+
+    def title(*gates: str) -> str:
+        return render_gates(evaluate_gates(summary, [parse_gate(gate) for gate in gates])).splitlines()[0].strip()
+
+    assert title("exact_match=0.5") == "1 gate holds"
+    assert title("exact_match=0.5", "exact_match=0.6") == "all 2 gates hold"
+    assert title("exact_match=0.9") == "1 of 1 gate failed"
+    assert title("exact_match=0.5", "exact_match=0.9") == "1 of 2 gates failed"
+    quiet = io.StringIO()
+    print_gates(evaluate_gates(summary, [parse_gate("exact_match=0.5")]), Console(file=quiet), only_failed=True)
+    assert quiet.getvalue() == "1 gate holds\n"
 
 
 def test_plan_refuses_bad_combinations_before_any_run(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_assert_scores_passes_returns_the_evaluation_then_fails_with_the_gate_ta
         gates = [f"mrr={mrr + 0.05}", {"metric": "exact_match", "min": 0.0}]
         assert_scores(rows, SUITE, gates, baseline=result.out_dir, out=tmp_path / "b")
     message = str(info.value)
-    assert "gates: 1 of 6 failed" in message  # two given, one regression gate per output (4)
+    assert "1 of 6 gates failed" in message  # two given, one regression gate per output (4)
     (line,) = [line for line in message.splitlines() if "mrr=" in line]
     assert "FAIL" in line and "-0.050" in line
     assert "reports in" in message and "exact_match=0" in message and "exact_match:regression" in message
@@ -75,7 +75,7 @@ def test_assert_scores_fails_a_run_the_cli_would_exit_1_for_even_when_its_gates_
     assert not said, [str(w.message) for w in said]  # raised, not also warned of (evaluate() warns)
     message = str(info.value)
     assert "no scores for fail_on_flag" in message and "cannot score row q" in message, message
-    assert "gates: all 1 hold" in message  # the gate table is still there
+    assert "1 gate holds" in message  # the gate table is still there
 
 
 def test_assert_scores_refuses_a_tolerance_that_is_no_tolerance_before_running(tmp_path: Path, home: Path) -> None:

@@ -57,15 +57,18 @@ def test_the_html_summary_table_gives_the_first_error_on_its_errors_cell_escaped
 
 
 def test_an_html_breakdown_table_cut_short_says_where_the_rest_is() -> None:
+    """It said "of 1250 group values" (the count's thousands not separated, as everywhere else)."""
     from orchestrator.reports.html import MAX_TABLE_ROWS, render_html
     from orchestrator.reports.itemstats import ItemStats
+    from orchestrator.reports.plots import MAX_BARS
 
     m = MetricSummary(mean=0.5, n=1)
-    many = {f"g{i}": {"exact_match": m} for i in range(MAX_TABLE_ROWS + 50)}
-    html = render_html(RunSummary(run_id="r", items=250, scored=250, metrics={"exact_match": m}, by_group=many),
+    many = {f"g{i}": {"exact_match": m} for i in range(1_250)}
+    html = render_html(RunSummary(run_id="r", items=1_250, scored=1_250, metrics={"exact_match": m}, by_group=many),
                        ItemStats())  # fmt: skip
     assert f"g{MAX_TABLE_ROWS - 1}<" in html and f"g{MAX_TABLE_ROWS}<" not in html
-    assert f"The first {MAX_TABLE_ROWS}\nof {MAX_TABLE_ROWS + 50} group values; the rest are in summary.json." in html
+    assert f"The first\n{MAX_TABLE_ROWS} of 1,250 group values; the rest are in summary.json." in html
+    assert f"{MAX_BARS} of 1,250 group values drawn; the table and\nsummary.json have the rest." in html
     few = render_html(RunSummary(run_id="r", items=3, scored=3, metrics={"exact_match": m},
                                  by_group={"a": {"exact_match": m}}), ItemStats())  # fmt: skip
     assert "in summary.json" not in few
