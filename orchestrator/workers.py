@@ -185,8 +185,9 @@ class LocalWorkers:
         return restarted
 
     def _oom_killed(self, queue: str) -> bool | None:
-        """Whether the kernel's OOM killer killed a process of this cgroup since the queue's worker started (it, if it
-        died of SIGKILL); None where the count cannot be read."""
+        """Whether the cgroup's count of OOM kills (:func:`oom_kills`) grew since the queue's worker started; None where
+        it cannot be read. The count is the cgroup's, not the worker's: a kill of another process of the cgroup (another
+        queue's worker, this process's other children, anything else it holds) reads the same as the worker's own."""
         before, now = self._oom_kills.get(queue), oom_kills()
         return None if before is None or now is None else now > before
 

@@ -58,21 +58,21 @@ from .settings import LIVE_RUN_TTL_S
 from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
+    "JUDGE_LIMITERS_PART",
     "PROGRESSIVE_QUEUES",
+    "WAIT_PARTS",
     "RawItem",
     "RedoLookup",
     "RunState",
     "RunStore",
-    "JUDGE_LIMITERS_PART",
-    "WAIT_PARTS",
     "WorkBegan",
     "probe_redis",
     "redis_client",
     "store_url_for_redis_py",
     "superseded",
     "target_state_part",
-    "work_began",
     "work_before",
+    "work_began",
 ]
 
 PREFIX = "ragscore:run:"
@@ -485,16 +485,13 @@ _DERIVED = "derived"
 
 
 def _queue_work(counters: dict[str, int]) -> dict[str, int]:
-    """Progress counters whose ``done``, ``total`` (and ``before:done``), ``errors`` and ``unscorable`` are the
-    queues' work units: the derived outputs' (``done:derived``, ``total:derived``, ...) are left out, and their own
-    counters dropped, as no queue works on them. Every view (the bar, the run list, ``status RUN``'s ``all`` row, the
-    sum of its queues' rows, and the errors and unscorable beside them) shows one count: the bar and the run list read
-    12/12 where ``all`` read 9/9, and 4/6 against 4/4 while the run aggregated; and the bar, taking ``derived`` for a
-    queue with units left and no pace, gave a run with a derived metric no ETA. Only those counters are dropped: a
-    target named ``derived`` keeps its ``target_wait_of:derived``. ``errors:derived`` and ``unscorable:derived`` came
-    later: a run stored before them, resumed after (or a worker before them in the cluster), rewrites a derived error
-    that counter never held; below 0 it is read as 0 (the derived errors stay counted, as they were), and a count
-    is never below 0."""
+    """Progress counters as the queues' work: ``done``, ``total``, ``before:done``, ``errors`` and ``unscorable`` less
+    the derived outputs' share (``{counter}:derived``), and the derived outputs' own counters (those, ``redo:derived``
+    and ``marked:derived``) dropped, as no queue works on them: every view (the bar and its ETA, the run list,
+    ``status RUN``'s ``all`` row and the sum of its queues' rows, the errors and unscorable beside them) counts the same
+    units. Only those counters are dropped (a target named ``derived`` keeps its ``target_wait_of:derived``). A derived
+    share below 0 takes nothing off (a run stored before ``errors:derived`` and ``unscorable:derived`` existed, resumed
+    after, takes a rewritten derived error off a counter that never held it), and no count goes below 0."""
     out = {k: v for k, v in counters.items() if k not in _DERIVED_COUNTERS}
     for field in _LESS_DERIVED:
         if field in out:
