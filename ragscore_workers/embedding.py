@@ -48,10 +48,10 @@ from .unicode_text import valid_unicode
 
 __all__ = [
     "DEFAULT_MODEL",
+    "STAT_NAMES",
     "Encoder",
     "ModelNotFoundError",
     "ModelSource",
-    "STAT_NAMES",
     "Vectors",
     "clear_memory_cache",
     "cosine",

@@ -30,8 +30,8 @@ from .target.template import UnseenRequestFields
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_SHARD_ROWS",
-    "TARGET_SHARD_ROWS",
     "QUEUE_ORDER",
+    "TARGET_SHARD_ROWS",
     "ResolvedSuite",
     "Shard",
     "answered_row",

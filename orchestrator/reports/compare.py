@@ -42,11 +42,11 @@ __all__ = [
     "collect",
     "compare",
     "mismatch_text",
-    "unchecked_text",
-    "unpaired_text",
     "paired_ci",
     "permutation_p",
     "point_table",
+    "unchecked_text",
+    "unpaired_text",
     "wins",
 ]
 

@@ -32,8 +32,8 @@ __all__ = [
     "FORMATS",
     "OUTPUT_NAMES",
     "refuse_files_of_others",
-    "write_recorded",
     "write_outputs",
+    "write_recorded",
     "write_reports",
 ]
 

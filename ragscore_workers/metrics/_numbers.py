@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from ._text import tokens
 
-__all__ = ["canonical_numbers", "canonical_digits", "is_number"]
+__all__ = ["canonical_digits", "canonical_numbers", "is_number"]
 
 #: Longest run of number words tried at once (longer runs are cut into several numbers).
 MAX_RUN = 12

@@ -30,11 +30,11 @@ from ._params import booleans_read_as_numbers
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "NoParams",
+    "UNSET",
     "MetricDef",
+    "NoParams",
     "PlannedCall",
     "RunContext",
-    "UNSET",
     "all_metrics",
     "get_metric",
     "higher_is_better",

@@ -37,9 +37,9 @@ __all__ = [
     "Message",
     "Provider",
     "RetryDecision",
-    "provider_identity",
     "estimate_tokens",
     "is_private_host",
+    "provider_identity",
     "read_secret",
 ]
 
