@@ -493,3 +493,27 @@ def test_the_rich_bar_keeps_its_tallies_on_its_line_when_they_fit(clock: Clock) 
     bar = text.splitlines()[0].rstrip()
     assert bar.startswith("run 20261204-001500-3fa9c2 ━") and " 1000/10000  10%    100.0/s " in bar, text
     assert bar.endswith(" ETA 0:01:30 errors 3 unscorable 12 judge calls 12,345"), text
+
+
+def test_the_rich_bar_fits_each_width_it_is_drawn_in_down_to_one_column(clock: Clock) -> None:
+    """A terminal resized while the bar shows: each drawing fits the console's width then (the bar's line is laid
+    out as it is drawn, not when the bar was made), down to 10 and 1 columns, where its lines are cut, never wider
+    than the terminal, and back."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+    view.start("20261204-001500-3fa9c2")
+    view.update({"done": 1_000, "total": 10_000, "errors": 3, "unscorable": 12})
+    drawn = []
+    for width in (200, 40, 10, 1, 200):
+        shown = Console(record=True, width=width, file=io.StringIO())
+        shown.print(view.bar.get_renderable())
+        drawn.append(shown.export_text().splitlines())
+        assert all(len(line.rstrip()) <= width for line in drawn[-1]), (width, drawn[-1])
+    view.stop()
+    wide, forty, ten, _, wide_again = drawn
+    assert len(wide) == 1 and wide[0].rstrip().endswith(" errors 3 unscorable 12") and wide_again == wide, drawn
+    assert forty[0] == "run 202612…  1000/10000  10% ETA -:--:--", drawn
+    assert ten[0] == " 1000/…  …", drawn
