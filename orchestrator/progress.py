@@ -230,6 +230,7 @@ NAME_MIN_WIDTH = 9
 _LAYOUTS = (
     ("name", "bar", "count", "percent", "rate", "elapsed", "eta", "tallies"),
     ("name", "bar", "count", "percent", "rate", "elapsed", "eta"),
+    ("name", "bar", "count", "percent", "rate", "eta"),
     ("name", "count", "percent", "rate", "elapsed", "eta"),
     ("name", "count", "percent", "rate", "eta"),
     ("cut name", "count", "percent", "eta"),

@@ -464,11 +464,13 @@ def test_the_rich_bar_keeps_its_counts_and_eta_whole_at_80_columns_with_judge_ca
     """The tallies (errors, unscorable, ``judge calls N``) were the bar's last column: at 80 columns they squeezed
     the bar's own to "run 20261204-001500-3f…    100… ETA 0:01…", the counts gone and the ETA cut. They have a line
     of their own under the bar when they do not fit beside it, and the bar is left out before its run name, counts,
-    rate and ETA are cut (on a line of their own, the counts still read "1000/100…")."""
+    rate and ETA are cut (on a line of their own, the counts still read "1000/100…"). The time elapsed is left out
+    before the bar graphic: at 80 columns, the commonest terminal, the bar still shows."""
     text = _judge_bar(80, clock)
     assert "…" not in text, text
     bar = text.splitlines()[0]  # 9,000 left at 100/s
-    assert "run 20261204-001500-3fa9c2" in bar and " 1000/10000  10% " in bar and "100.0/s" in bar, text
+    assert bar.startswith("run 20261204-001500-3fa9c2 ━"), text
+    assert " 1000/10000  10% " in bar and "100.0/s" in bar and "0:00:" not in bar, text
     assert bar.endswith("ETA 0:01:30"), text
     assert "errors 3 unscorable 12 judge calls 12,345" in text, text
 
