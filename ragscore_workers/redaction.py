@@ -79,12 +79,18 @@ _HOST = r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)"
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
 _HOST_PORT = re.compile(_HOST + r"(?::\d*)?")
-#: A host and the start of a port, whatever follows it, or a template's placeholder for the port (``{port}``, ``{}``) up
-#: to the whitespace: text quoting a URL without a path goes on past its port (``https://h:8080.``, ``'https://h:8080'``,
-#: ``redis://localhost:6379:``, ``https://h:8080&x=1``, ``http://localhost:{port} is down``), where a password holding
-#: whitespace would not start with a digit but for one word after its digits, nor be a ``{name}`` or ``{}`` before it
-#: (:func:`_spaced_userinfo`, which reads it up to the whitespace).
-_HOST_AND_PORT = re.compile(_HOST + r":(?:\d|\{\w*\}$)")
+#: A host and a port's digits followed by punctuation up to the whitespace, or a template's placeholder for the port
+#: (``{port}``, ``{}``): text quoting a URL without a path goes on past its port (``https://h:8080.``,
+#: ``'https://h:8080'``, ``redis://localhost:6379:``, ``https://h:8080&x=1``, ``http://localhost:{port} is down``),
+#: where a password holding whitespace would not have those before it (:func:`_spaced_userinfo`).
+_PORT_THEN_TEXT = re.compile(_HOST + r":(?:\d+[^\w\s]|\{\w*\}$)")
+#: A host and a port's digits, or none (``h:8080``, ``u:12``, ``u:``): before whitespace, a URL's end or a password's
+#: start (``u:12 34@h``, ``u: pw@h``, :func:`_spaced_userinfo`).
+_HOST_AND_DIGITS = re.compile(_HOST + r":\d*")
+#: An e-mail address's domain after its ``@``: dotted names ending in a top-level one of letters, then punctuation
+#: only (``corp.com``, ``corp.com).``) up to whitespace or the text's end; not a port, path or query (``corp.com:6379``,
+#: ``corp.com/0``).
+_EMAIL_DOMAIN = re.compile(r"(?:[\w-]+\.)+[^\W\d_]{2,}[^\w\s/?#@]*(?!\S)")
 #: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket): a Redis
 #: URL's path is only a database number (:func:`userinfo_span`).
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
@@ -248,22 +254,34 @@ def url_password_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
-    """The userinfo of ``url`` (:func:`userinfo_span`) holding the whitespace at ``cut``, where the authority before
-    it is no host, nor a host and a port followed by any text (``u:p`` of ``https://u:p w@h/``: a password holding a
-    space), or is a host and a port's digits followed by one word up to the ``@`` with no line break before it
-    (``u:12 34@h``: a password starting with digits; ``https://h:8080 admin@corp`` is hidden too, a log line ending
-    in ``redis://h:6379`` and the next one starting with ``celery@w1`` not), and the one past it holds an ``@`` before
-    any ``/``, ``?`` or ``#``; None where the whitespace ends a URL (``https://h:8080 and a@b``,
-    ``https://h:8080. Mail a@b``, ``https://h:port/v1 or a@b``)."""
+    """The userinfo of ``url`` (:func:`userinfo_span`) holding the whitespace at ``cut``, where the one past it holds
+    an ``@`` before any ``/``, ``?`` or ``#`` and what is before the whitespace is:
+
+    - no host, nor a host and a port (``u:p`` of ``https://u:p w@h/``, ``u:1a.`` of ``redis://u:1a. b@h``): a
+      password holding whitespace;
+    - a host and a port's digits or none (``u:12 34 56@h``, ``u: pw@h``): a password starting with them, unless a
+      line break is before the ``@`` (a log line ending in ``redis://h:6379``, the next one starting with
+      ``celery@w1``) or the ``@`` is an e-mail address's (:func:`_is_email`: ``https://h:8080 admin@corp.com``,
+      ``https://h:8080 and mail a@b.com``).
+
+    None where the whitespace ends a URL: after a host (``https://h and a@b``), after a port followed by punctuation
+    or a template's placeholder (:data:`_PORT_THEN_TEXT`: ``https://h:8080. Mail a@b``), or with a ``/`` before the
+    ``@`` (``https://h:port/v1 or a@b``)."""
     userinfo = userinfo_span(url)
     if userinfo is None or not userinfo[0] < cut < userinfo[1] or userinfo[1] > _first_of(url, "/?#", userinfo[0]):
         return None
-    port = _HOST_AND_PORT.match(url, userinfo[0], cut)
-    host_port = _HOST_PORT.fullmatch(url, userinfo[0], cut)
-    word = url[cut : userinfo[1]]
-    if port and host_port and len(word.split()) == 1 and not _LINE_BREAK.search(word):
-        return userinfo
-    return None if host_port or port else userinfo
+    start, end = userinfo
+    if _PORT_THEN_TEXT.match(url, start, cut):
+        return None
+    if _HOST_AND_DIGITS.fullmatch(url, start, cut):
+        return None if _LINE_BREAK.search(url, cut, end) or _is_email(url, end) else userinfo
+    return None if _HOST_PORT.fullmatch(url, start, cut) else userinfo
+
+
+def _is_email(text: str, at: int) -> bool:
+    """Whether the ``@`` at ``at`` in ``text`` is an e-mail address's: a word right before it, and a domain after it
+    (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor ``34@db.corp.com:6379``)."""
+    return at > 0 and not text[at - 1].isspace() and bool(_EMAIL_DOMAIN.match(text, at + 1))
 
 
 def _password_span(url: str, userinfo: tuple[int, int]) -> tuple[int, int]:

@@ -414,17 +414,27 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str, shown
         ("connect redis://:my pass word@h:6379/0 failed", "connect redis://:***@h:6379/0 failed"),
         ("connect https://u:p\tw@h/v1 failed", "connect https://u:***@h/v1 failed"),
         ("connect redis://u:12 34@h/0 failed", "connect redis://u:***@h/0 failed"),  # digits, then one word
+        ("connect redis://u:12 34 56@h failed", "connect redis://u:***@h failed"),  # digits, then two words
+        ("connect redis://u:12 ab cd@h:6379/0 failed", "connect redis://u:***@h:6379/0 failed"),
+        ("connect redis://u:1a. b@h failed", "connect redis://u:***@h failed"),  # digits then letters: no port
+        ("connect redis://u: pw word@h failed", "connect redis://u:***@h failed"),  # an empty port: no port
+        ("connect redis://u:12 34@db.corp.com:6379/0", "connect redis://u:***@db.corp.com:6379/0"),  # a port: a URL
+        ("see https://h:8080 and ask a@b", "see https://h:***@b"),  # no e-mail's domain: hidden (when in doubt)
         ("see https://h and mail a@b.com", "see https://h and mail a@b.com"),  # a host: whitespace ends the URL
         ("see https://h:8080 and mail a@b.com", "see https://h:8080 and mail a@b.com"),
         ("see https://h:port/v1 or mail a@b.com", "see https://h:port/v1 or mail a@b.com"),  # a '/' before the '@'
+        ("see https://h:8080 admin@corp.com", "see https://h:8080 admin@corp.com"),  # a port, then an e-mail address
+        ("see https://h:8080 or mail (admin@corp.com).", "see https://h:8080 or mail (admin@corp.com)."),
     ],
 )
 def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, redacted: str) -> None:
     """Whitespace ended a URL quoted in free text, so a password holding a space or a tab (``https://u:p w@h``, a URL
     urlsplit and redis-py read with password ``p w``) was shown whole. Where the authority before the whitespace is
-    no host and port (``u:p``), or a port's digits then one word up to the ``@`` (``u:12 34@h``, shown before), and
-    one past it holds an ``@`` before any ``/``, ``?`` or ``#``, the password runs to that ``@``; a URL whose host ends
-    at the whitespace (``https://h and a@b``, ``https://h:8080 and a@b``) is left as it is."""
+    no host and port (``u:p``, ``u:1a.``), or a port's digits then any words up to the ``@`` (``u:12 34@h``,
+    ``u:12 34 56@h``: shown while only one word was read), and one past it holds an ``@`` before any ``/``, ``?`` or
+    ``#``, the password runs to that ``@``; a URL whose host ends at the whitespace (``https://h and a@b``) or whose
+    port is followed by an e-mail address (``https://h:8080 admin@corp.com``: hidden while one word was read as a
+    password's) is left as it is."""
     assert redact_url_passwords(text) == redacted
 
 
@@ -435,6 +445,7 @@ def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, red
         "broker redis://h:6379\r\ncelery@w1 ready",
         "broker redis://h:6379\u2028celery@w1 ready",
         "broker redis://h:6379 \n celery@w1 ready",
+        "broker redis://u:12 34\n56@h ready",
     ],
 )
 def test_a_port_then_one_word_on_the_next_line_is_no_password(text: str) -> None:
