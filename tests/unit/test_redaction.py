@@ -470,6 +470,7 @@ def test_a_port_then_one_word_on_the_next_line_is_no_password(text: str) -> None
         "see [docs](https://h:8080) by a@b.com",
         "http://localhost:{port} is down, ask a@b",  # a template's placeholder for the port
         "http://localhost:{} is down, ask a@b",  # str.format's positional one
+        "http://localhost:${PORT} is down, ask a@b",  # a shell's or a compose file's
     ],
 )
 def test_a_host_and_port_end_a_url_in_free_text_whatever_follows_the_port(text: str) -> None:
@@ -477,7 +478,8 @@ def test_a_host_and_port_end_a_url_in_free_text_whatever_follows_the_port(text: 
     ``redis://localhost:6379:``) and an ``@`` later on (an email) is ordinary text: the punctuation after the port
     made the authority before the whitespace read as no host and port, so everything from the port to the email's
     ``@`` was hidden as a password holding whitespace (``https://h:***@corp.com``). A host and a port, whatever text
-    follows its digits, ends the URL."""
+    follows its digits, ends the URL, as a template's placeholder for the port does (a shell's ``${PORT}`` was read as
+    a password's start: ``http://localhost:***@b``)."""
     assert redact_url_passwords(text) == text
 
 
