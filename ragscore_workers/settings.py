@@ -46,6 +46,22 @@ def _redis_py_query(parts: SplitResult) -> bool:
     return not parts.path and not parts.fragment and text
 
 
+def _cut_short(parts: SplitResult, shown: str) -> str:
+    """Why the Redis URL ``parts`` (``shown`` as messages show it), whose ``@`` ends a password holding ``/``, ``#``
+    or ``?``, is refused: where that ``@`` is in a query option's value or name (``?foo=a@b``: a field with an ``=``),
+    that redis-py does not take it as text (an unknown option, or a number's: percent-encoding the ``@`` would not
+    make redis-py read it), else a password holding those (``redis://:ab/cd@h``, ``redis://u:12?34@h``)."""
+    host_end, encode = "which a URL reads as the end of its host", "('/' as %2F, '#' as %23, '?' as %3F)"
+    if any("=" in field and "@" in field for field in parts.query.split("&")):
+        options = ", ".join(sorted(_REDIS_TEXT_OPTIONS))
+        return (
+            f"the '@' in {shown!r} is in a query option that redis-py does not take as text (only {options} may hold "
+            f"one), so it reads as the end of a password holding '?', {host_end}: percent-encode a password's '/', "
+            f"'#' and '?' {encode}"
+        )
+    return f"the password in {shown!r} holds '/', '#' or '?', {host_end}: percent-encode them {encode}"
+
+
 def check_redis_url(url: str, what: str = "--broker") -> str:
     """``url`` when it is a Redis URL ragscore can use (scheme, host or socket path, a numeric db); else a
     ConfigError saying what was wrong (instead of a traceback from deep inside Celery or redis-py), the
@@ -57,10 +73,7 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
     # (redis://u:12?a=34@h goes to host u, port 12), but for a query redis-py reads (redis://h?client_name=me@h2)
     userinfo = userinfo_span(url)
     if userinfo and any(c in url[userinfo[0] : userinfo[1]] for c in "/#?") and not _redis_py_query(parts):
-        raise ConfigError(
-            f"{what}: the password in {shown!r} holds '/', '#' or '?', which a URL reads as the end of its host: "
-            "percent-encode them ('/' as %2F, '#' as %23, '?' as %3F; an '@' in a query's value as %40)"
-        )
+        raise ConfigError(f"{what}: {_cut_short(parts, shown)}")
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
