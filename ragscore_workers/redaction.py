@@ -261,8 +261,8 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
       password holding whitespace;
     - a host and a port's digits or none (``u:12 34 56@h``, ``u: pw@h``): a password starting with them, unless a
       line break is before the ``@`` (a log line ending in ``redis://h:6379``, the next one starting with
-      ``celery@w1``) or the ``@`` is an e-mail address's (:func:`_is_email`: ``https://h:8080 admin@corp.com``,
-      ``https://h:8080 and mail a@b.com``).
+      ``celery@w1``) or each ``@`` up to it is an e-mail address's (:func:`_emails_only`:
+      ``https://h:8080 admin@corp.com``, ``https://h:8080 and mail a@b.com``; not ``redis://u:12 34@h, mail a@b.com``).
 
     None where the whitespace ends a URL: after a host (``https://h and a@b``), after a port followed by punctuation
     or a template's placeholder (:data:`_PORT_THEN_TEXT`: ``https://h:8080. Mail a@b``), or with a ``/`` before the
@@ -274,14 +274,15 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     if _PORT_THEN_TEXT.match(url, start, cut):
         return None
     if _HOST_AND_DIGITS.fullmatch(url, start, cut):
-        return None if _LINE_BREAK.search(url, cut, end) or _is_email(url, end) else userinfo
+        return None if _LINE_BREAK.search(url, cut, end) or _emails_only(url, cut, end) else userinfo
     return None if _HOST_PORT.fullmatch(url, start, cut) else userinfo
 
 
-def _is_email(text: str, at: int) -> bool:
-    """Whether the ``@`` at ``at`` in ``text`` is an e-mail address's: a word right before it, and a domain after it
-    (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor ``34@db.corp.com:6379``)."""
-    return at > 0 and not text[at - 1].isspace() and bool(_EMAIL_DOMAIN.match(text, at + 1))
+def _emails_only(text: str, start: int, end: int) -> bool:
+    """Whether each ``@`` of ``text`` from ``start`` to ``end`` (an ``@``) is an e-mail address's: a word right before
+    it, and a domain after it (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor ``34@db.corp.com:6379``)."""
+    ats = [at for at in range(start, end + 1) if text[at] == "@"]
+    return all(not text[at - 1].isspace() and _EMAIL_DOMAIN.match(text, at + 1) for at in ats)
 
 
 def _password_span(url: str, userinfo: tuple[int, int]) -> tuple[int, int]:

@@ -420,6 +420,9 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str, shown
         ("connect redis://u: pw word@h failed", "connect redis://u:***@h failed"),  # an empty port: no port
         ("connect redis://u:12 34@db.corp.com:6379/0", "connect redis://u:***@db.corp.com:6379/0"),  # a port: a URL
         ("see https://h:8080 and ask a@b", "see https://h:***@b"),  # no e-mail's domain: hidden (when in doubt)
+        ("connect redis://u:12 34@h; mail a@b.com", "connect redis://u:***@b.com"),  # '34@h' is no e-mail address
+        ("see https://h:8080 or mail a@b.com, b@c", "see https://h:***@c"),
+        ("see https://h:8080 or mail a@b.com, b@c.org", "see https://h:8080 or mail a@b.com, b@c.org"),
         ("see https://h and mail a@b.com", "see https://h and mail a@b.com"),  # a host: whitespace ends the URL
         ("see https://h:8080 and mail a@b.com", "see https://h:8080 and mail a@b.com"),
         ("see https://h:port/v1 or mail a@b.com", "see https://h:port/v1 or mail a@b.com"),  # a '/' before the '@'
