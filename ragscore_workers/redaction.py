@@ -79,14 +79,20 @@ _HOST = r"(?:\[[^\]/?#@]*\]|[^\s:/?#@\[\]]+)"
 #: An authority that is a host and a port as httpx reads it (``h:6379``, ``[::1]:8000``, ``bücher.de``,
 #: ``h%41.com``), no ``user:password`` cut short (``u:pa``: "Invalid port"; ``:12``: no host).
 _HOST_PORT = re.compile(_HOST + r"(?::\d*)?")
+#: A port's digits: five ASCII ones at most (65535 is the highest port); more, or others (``u:123456``, ``u:\u0661``),
+#: are a password's (:func:`_spaced_userinfo`).
+_PORT = r"[0-9]{1,5}"
 #: A host and a port's digits followed by punctuation up to the whitespace, or a template's placeholder for the port
 #: (``{port}``, ``{}``, a shell's ``${PORT}``): text quoting a URL without a path goes on past its port (``https://h:8080.``,
 #: ``'https://h:8080'``, ``redis://localhost:6379:``, ``https://h:8080&x=1``, ``http://localhost:{port} is down``),
 #: where a password holding whitespace would not have those before it (:func:`_spaced_userinfo`).
-_PORT_THEN_TEXT = re.compile(_HOST + r":(?:\d+[^\w\s]|\$?\{\w*\}$)")
+_PORT_THEN_TEXT = re.compile(_HOST + r":(?:" + _PORT + r"[^\w\s]|\$?\{\w*\}$)")
 #: A host and a port's digits, or none (``h:8080``, ``u:12``, ``u:``): before whitespace, a URL's end or a password's
 #: start (``u:12 34@h``, ``u: pw@h``, :func:`_spaced_userinfo`).
-_HOST_AND_DIGITS = re.compile(_HOST + r":\d*")
+_HOST_AND_DIGITS = re.compile(_HOST + r":(?:" + _PORT + r")?")
+#: A host alone (``h``, ``tok``): before whitespace, a URL's end or a token's or a user's start (``https://tok en@h``,
+#: :func:`_spaced_userinfo`).
+_HOST_ALONE = re.compile(_HOST)
 #: An e-mail address's domain after its ``@``: dotted names ending in a top-level one of letters, then punctuation
 #: only (``corp.com``, ``corp.com).``) up to whitespace or the text's end; not a port, path or query (``corp.com:6379``,
 #: ``corp.com/0``).
@@ -257,8 +263,8 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     """The userinfo of ``url`` (:func:`userinfo_span`) holding the whitespace at ``cut``, where the one past it holds
     an ``@`` before any ``/``, ``?`` or ``#`` and what is before the whitespace is:
 
-    - no host, nor a host and a port (``u:p`` of ``https://u:p w@h/``, ``u:1a.`` of ``redis://u:1a. b@h``): a
-      password holding whitespace;
+    - no host, nor a host and a port (``u:p`` of ``https://u:p w@h/``, ``u:1a.`` of ``redis://u:1a. b@h``,
+      ``u:123456``: a port has five digits at most, :data:`_PORT`): a password holding whitespace;
     - a host and a port's digits or none (``u:12 34 56@h``, ``u: pw@h``): a password starting with them, unless a
       line break is before the ``@`` (a log line ending in ``redis://h:6379``, the next one starting with
       ``celery@w1``) or each ``@`` up to it is an e-mail address's (:func:`_emails_only`:
@@ -275,7 +281,7 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
         return None
     if _HOST_AND_DIGITS.fullmatch(url, start, cut):
         return None if _LINE_BREAK.search(url, cut, end) or _emails_only(url, cut, end) else userinfo
-    return None if _HOST_PORT.fullmatch(url, start, cut) else userinfo
+    return None if _HOST_ALONE.fullmatch(url, start, cut) else userinfo
 
 
 def _emails_only(text: str, start: int, end: int) -> bool:

@@ -423,7 +423,11 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str, shown
         ("connect redis://u:12 34@h; mail a@b.com", "connect redis://u:***@b.com"),  # '34@h' is no e-mail address
         ("see https://h:8080 or mail a@b.com, b@c", "see https://h:***@c"),
         ("see https://h:8080 or mail a@b.com, b@c.org", "see https://h:8080 or mail a@b.com, b@c.org"),
-        ("see https://h and mail a@b.com", "see https://h and mail a@b.com"),  # a host: whitespace ends the URL
+        ("connect redis://u:123456 x@a.bc", "connect redis://u:***@a.bc"),  # six digits: no port
+        ("connect redis://u:123456. x@h", "connect redis://u:***@h"),
+        ("connect redis://u:\u0661\u0662 x@a.bc", "connect redis://u:***@a.bc"),  # no ASCII digits: no port
+        ("connect redis://u:12\u3000a@b.cc@d.ee", "connect redis://u:***@d.ee"),  # 'b.cc@' is no e-mail's end
+        ("see https://h and mail a@b.com", "see https://h and mail a@b.com"),
         ("see https://h:8080 and mail a@b.com", "see https://h:8080 and mail a@b.com"),
         ("see https://h:port/v1 or mail a@b.com", "see https://h:port/v1 or mail a@b.com"),  # a '/' before the '@'
         ("see https://h:8080 admin@corp.com", "see https://h:8080 admin@corp.com"),  # a port, then an e-mail address
