@@ -265,23 +265,27 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
 
     - no host, nor a host and a port (``u:p`` of ``https://u:p w@h/``, ``u:1a.`` of ``redis://u:1a. b@h``,
       ``u:123456``: a port has five digits at most, :data:`_PORT`): a password holding whitespace;
-    - a host and a port's digits or none (``u:12 34 56@h``, ``u: pw@h``): a password starting with them, unless a
-      line break is before the ``@`` (a log line ending in ``redis://h:6379``, the next one starting with
+    - a host and a port's digits or none (``u:12 34 56@h``, ``u: pw@h``), or a host alone followed by one word up to
+      the ``@`` (``https://tok en@h``, ``https://u ser:pw@h``): a password (a token, a user) starting with them,
+      unless a line break is before the ``@`` (a log line ending in ``redis://h:6379``, the next one starting with
       ``celery@w1``) or each ``@`` up to it is an e-mail address's (:func:`_emails_only`:
       ``https://h:8080 admin@corp.com``, ``https://h:8080 and mail a@b.com``; not ``redis://u:12 34@h, mail a@b.com``).
 
-    None where the whitespace ends a URL: after a host (``https://h and a@b``), after a port followed by punctuation
-    or a template's placeholder (:data:`_PORT_THEN_TEXT`: ``https://h:8080. Mail a@b``), or with a ``/`` before the
-    ``@`` (``https://h:port/v1 or a@b``)."""
+    None where the whitespace ends a URL: after a host followed by more words or none (``https://h and a@b``,
+    ``https://h @bob``), after a port followed by punctuation or a template's placeholder (:data:`_PORT_THEN_TEXT`:
+    ``https://h:8080. Mail a@b``), or with a ``/`` before the ``@`` (``https://h:port/v1 or a@b``)."""
     userinfo = userinfo_span(url)
     if userinfo is None or not userinfo[0] < cut < userinfo[1] or userinfo[1] > _first_of(url, "/?#", userinfo[0]):
         return None
     start, end = userinfo
     if _PORT_THEN_TEXT.match(url, start, cut):
         return None
-    if _HOST_AND_DIGITS.fullmatch(url, start, cut):
-        return None if _LINE_BREAK.search(url, cut, end) or _emails_only(url, cut, end) else userinfo
-    return None if _HOST_ALONE.fullmatch(url, start, cut) else userinfo
+    if not _HOST_AND_DIGITS.fullmatch(url, start, cut):
+        if not _HOST_ALONE.fullmatch(url, start, cut):
+            return userinfo
+        if len(url[cut:end].split()) != 1:  # a host, then words or an '@' (https://h and ask a@b, https://h @bob)
+            return None
+    return None if _LINE_BREAK.search(url, cut, end) or _emails_only(url, cut, end) else userinfo
 
 
 def _emails_only(text: str, start: int, end: int) -> bool:

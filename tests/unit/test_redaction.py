@@ -423,10 +423,15 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str, shown
         ("connect redis://u:12 34@h; mail a@b.com", "connect redis://u:***@b.com"),  # '34@h' is no e-mail address
         ("see https://h:8080 or mail a@b.com, b@c", "see https://h:***@c"),
         ("see https://h:8080 or mail a@b.com, b@c.org", "see https://h:8080 or mail a@b.com, b@c.org"),
+        ("connect https://tok en@h/v1 failed", "connect https://***@h/v1 failed"),  # a host, then one word
+        ("connect https://u ser:pw@h/v1 failed", "connect https://u ser:***@h/v1 failed"),  # a user holding a space
         ("connect redis://u:123456 x@a.bc", "connect redis://u:***@a.bc"),  # six digits: no port
         ("connect redis://u:123456. x@h", "connect redis://u:***@h"),
         ("connect redis://u:\u0661\u0662 x@a.bc", "connect redis://u:***@a.bc"),  # no ASCII digits: no port
         ("connect redis://u:12\u3000a@b.cc@d.ee", "connect redis://u:***@d.ee"),  # 'b.cc@' is no e-mail's end
+        ("see https://h.com admin@corp.com", "see https://h.com admin@corp.com"),  # a host, then an e-mail address
+        ("see https://h and ask a@b", "see https://h and ask a@b"),  # a host, then words: whitespace ends the URL
+        ("see https://h @bob", "see https://h @bob"),
         ("see https://h and mail a@b.com", "see https://h and mail a@b.com"),
         ("see https://h:8080 and mail a@b.com", "see https://h:8080 and mail a@b.com"),
         ("see https://h:port/v1 or mail a@b.com", "see https://h:port/v1 or mail a@b.com"),  # a '/' before the '@'
@@ -439,9 +444,10 @@ def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, red
     urlsplit and redis-py read with password ``p w``) was shown whole. Where the authority before the whitespace is
     no host and port (``u:p``, ``u:1a.``), or a port's digits then any words up to the ``@`` (``u:12 34@h``,
     ``u:12 34 56@h``: shown while only one word was read), and one past it holds an ``@`` before any ``/``, ``?`` or
-    ``#``, the password runs to that ``@``; a URL whose host ends at the whitespace (``https://h and a@b``) or whose
-    port is followed by an e-mail address (``https://h:8080 admin@corp.com``: hidden while one word was read as a
-    password's) is left as it is."""
+    ``#``, the password runs to that ``@``, as a token's or a user's does after a host alone and one word
+    (``https://tok en@h``, ``https://u ser:pw@h``: shown while a host ended the URL); a URL whose host ends at the
+    whitespace (``https://h and a@b``) or whose port is followed by an e-mail address (``https://h:8080
+    admin@corp.com``: hidden while one word was read as a password's) is left as it is."""
     assert redact_url_passwords(text) == redacted
 
 
