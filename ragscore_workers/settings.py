@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import SplitResult, parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote_plus, urlsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -46,13 +46,17 @@ def _redis_py_query(parts: SplitResult) -> bool:
     return not parts.path and not parts.fragment and text
 
 
-def _cut_short(parts: SplitResult, shown: str) -> str:
-    """Why the Redis URL ``parts`` (``shown`` as messages show it), whose ``@`` ends a password holding ``/``, ``#``
-    or ``?``, is refused: where that ``@`` is in a query option's value or name (``?foo=a@b``: a field with an ``=``),
-    that redis-py does not take it as text (an unknown option, or a number's: percent-encoding the ``@`` would not
-    make redis-py read it), else a password holding those (``redis://:ab/cd@h``, ``redis://u:12?34@h``)."""
+def _cut_short(url: str, userinfo: tuple[int, int], shown: str) -> str:
+    """Why the Redis URL ``url`` (``shown`` as messages show it), whose ``userinfo`` (:func:`userinfo_span`) ends a
+    password holding ``/``, ``#`` or ``?``, is refused: where that password's first of them is the query's ``?`` and
+    its ``@`` is in the value of a query option that redis-py does not take as text (``?foo=a@b``, ``?db=1@b``:
+    percent-encoding the ``@`` would not make redis-py read it), that; else a password holding those
+    (``redis://:ab/cd@h``, ``redis://u:12?34@h``, ``redis://u:12?client_name=a@b&34@h``: a field without a value)."""
+    start, end = userinfo
     host_end, encode = "which a URL reads as the end of its host", "('/' as %2F, '#' as %23, '?' as %3F)"
-    if any("=" in field and "@" in field for field in parts.query.split("&")):
+    cut = min(at for c in "/#?" if (at := url.find(c, start, end)) >= 0)
+    name, equals, _ = url[max(url.rfind("&", cut, end), cut) + 1 : end].partition("=")
+    if url[cut] == "?" and equals and unquote_plus(name) not in _REDIS_TEXT_OPTIONS:
         options = ", ".join(sorted(_REDIS_TEXT_OPTIONS))
         return (
             f"the '@' in {shown!r} is in a query option that redis-py does not take as text (only {options} may hold "
@@ -73,7 +77,7 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
     # (redis://u:12?a=34@h goes to host u, port 12), but for a query redis-py reads (redis://h?client_name=me@h2)
     userinfo = userinfo_span(url)
     if userinfo and any(c in url[userinfo[0] : userinfo[1]] for c in "/#?") and not _redis_py_query(parts):
-        raise ConfigError(f"{what}: {_cut_short(parts, shown)}")
+        raise ConfigError(f"{what}: {_cut_short(url, userinfo, shown)}")
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:

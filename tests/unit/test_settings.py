@@ -57,6 +57,10 @@ def test_redis_urls_pass(url: str) -> None:
         ("redis://u:12?34@h:6379/0", r"the password in 'redis://u:\*\*\*@h:6379/0' holds"),
         ("redis://u:12?34@h", r"the password in 'redis://u:\*\*\*@h' holds"),
         ("redis://u:12?client_name=x&34@h", r"the password in 'redis://u:\*\*\*@h' holds.*%3F\)$"),
+        # the '@' that ends the password is none of a query option's, whatever another option holds
+        ("redis://u:12?client_name=a@b&34@h", r"the password in 'redis://u:\*\*\*@h' holds"),
+        ("redis://u:pa/ss@h:6379/0?client_name=me@x", r"the password in 'redis://u:\*\*\*@x' holds '/'"),
+        ("redis://:ab/cd@h:6379/0?foo=x@y", r"the password in 'redis://:\*\*\*@y' holds '/'"),
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
