@@ -97,6 +97,8 @@ _HOST_ALONE = re.compile(_HOST)
 #: only (``corp.com``, ``corp.com).``) up to whitespace or the text's end; not a port, path or query (``corp.com:6379``,
 #: ``corp.com/0``).
 _EMAIL_DOMAIN = re.compile(r"(?:[\w-]+\.)+[^\W\d_]{2,}[^\w\s/?#@]*(?!\S)")
+#: A word of text: what whitespace bounds (:func:`_emails_only`).
+_WORD = re.compile(r"\S+")
 #: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket): a Redis
 #: URL's path is only a database number (:func:`userinfo_span`).
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
@@ -289,10 +291,17 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
 
 
 def _emails_only(text: str, start: int, end: int) -> bool:
-    """Whether each ``@`` of ``text`` from ``start`` to ``end`` (an ``@``) is an e-mail address's: a word right before
-    it, and a domain after it (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor ``34@db.corp.com:6379``)."""
-    ats = [at for at in range(start, end + 1) if text[at] == "@"]
-    return all(not text[at - 1].isspace() and _EMAIL_DOMAIN.match(text, at + 1) for at in ats)
+    """Whether each word of ``text`` from ``start`` to ``end`` (an ``@``) that holds an ``@`` is an e-mail address: a
+    local part before its first ``@`` with no ``:`` (``admin@``; not ``ab:cd@``, a ``user:password``'s end, nor a
+    bare ``@``), and a domain after it (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor
+    ``34@db.corp.com:6379``). Each word is read once: linear in the text's length."""
+    for word in _WORD.finditer(text, start, end + 1):
+        at = text.find("@", word.start(), word.end())
+        if at < 0:
+            continue
+        if at == word.start() or ":" in text[word.start() : at] or not _EMAIL_DOMAIN.match(text, at + 1):
+            return False
+    return True
 
 
 def _password_span(url: str, userinfo: tuple[int, int]) -> tuple[int, int]:
