@@ -99,6 +99,8 @@ _HOST_ALONE = re.compile(_HOST)
 _EMAIL_DOMAIN = re.compile(r"(?:[\w-]+\.)+[^\W\d_]{2,}[^\w\s/?#@]*(?!\S)")
 #: A word of text: what whitespace bounds (:func:`_emails_only`).
 _WORD = re.compile(r"\S+")
+#: A letter, a digit or ``_``: what an e-mail address's local part ends in (:func:`_emails_only`).
+_WORD_END = re.compile(r"\w")
 #: URL schemes a broker, result backend or run store may have (Redis over TCP, TLS, or a unix socket): a Redis
 #: URL's path is only a database number (:func:`userinfo_span`).
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix")
@@ -292,14 +294,15 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
 
 def _emails_only(text: str, start: int, end: int) -> bool:
     """Whether each word of ``text`` from ``start`` to ``end`` (an ``@``) that holds an ``@`` is an e-mail address: a
-    local part before its first ``@`` with no ``:`` (``admin@``; not ``ab:cd@``, a ``user:password``'s end, nor a
-    bare ``@``), and a domain after it (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor
-    ``34@db.corp.com:6379``). Each word is read once: linear in the text's length."""
+    local part before its first ``@`` ending in a letter, a digit or ``_``, with no ``:`` (``admin@``, ``(admin@``;
+    not ``ab:cd@``, a ``user:password``'s end, ``ab!@``, nor a bare ``@``), and a domain after it
+    (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor ``34@db.corp.com:6379``). Each word is read once:
+    linear in the text's length."""
     for word in _WORD.finditer(text, start, end + 1):
         at = text.find("@", word.start(), word.end())
         if at < 0:
             continue
-        if at == word.start() or ":" in text[word.start() : at] or not _EMAIL_DOMAIN.match(text, at + 1):
+        if not _WORD_END.match(text, at - 1) or ":" in text[word.start() : at] or not _EMAIL_DOMAIN.match(text, at + 1):
             return False
     return True
 

@@ -427,6 +427,8 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str, shown
         ("connect https://u ser:pw@h/v1 failed", "connect https://u ser:***@h/v1 failed"),  # a user holding a space
         ("connect https://u ser:pw@corp.com", "connect https://u ser:***@corp.com"),  # 'ser:pw' is no e-mail's
         ("connect redis://u:12 ab:cd@a.bc", "connect redis://u:***@a.bc"),
+        ("connect redis://u:12 ab-!@a.bc", "connect redis://u:***@a.bc"),  # no letter or digit before the '@'
+        ("connect redis://u: ,{$@a.bc", "connect redis://u:***@a.bc"),
         ("connect redis://u:123456 x@a.bc", "connect redis://u:***@a.bc"),  # six digits: no port
         ("connect redis://u:123456. x@h", "connect redis://u:***@h"),
         ("connect redis://u:\u0661\u0662 x@a.bc", "connect redis://u:***@a.bc"),  # no ASCII digits: no port
