@@ -272,8 +272,10 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     - a host and a port's digits or none (``u:12 34 56@h``, ``u: pw@h``), or a host alone followed by one word up to
       the ``@`` (``https://tok en@h``, ``https://u ser:pw@h``): a password (a token, a user) starting with them,
       unless a line break is before the ``@`` (a log line ending in ``redis://h:6379``, the next one starting with
-      ``celery@w1``) or each ``@`` up to it is an e-mail address's (:func:`_emails_only`:
-      ``https://h:8080 admin@corp.com``, ``https://h:8080 and mail a@b.com``; not ``redis://u:12 34@h, mail a@b.com``).
+      ``celery@w1``) or two words or more come before it and each ``@`` up to it is an e-mail address's
+      (:func:`_emails_only`: ``https://h:8080 and mail a@b.com``; not ``redis://u:12 34@h, mail a@b.com``, nor one
+      word after a port, ``redis://u:2024 Summer@redis.example.com``, which hides ``https://h:8080 admin@corp.com``
+      too), or after a host alone its one word is an e-mail address's (``https://h.com admin@corp.com``).
 
     None where the whitespace ends a URL: after a host followed by more words or none (``https://h and a@b``,
     ``https://h @bob``), after a port followed by punctuation or a template's placeholder (:data:`_PORT_THEN_TEXT`:
@@ -284,12 +286,18 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     start, end = userinfo
     if _PORT_THEN_TEXT.match(url, start, cut):
         return None
-    if not _HOST_AND_DIGITS.fullmatch(url, start, cut):
+    words = len(url[cut:end].split())
+    host_alone = not _HOST_AND_DIGITS.fullmatch(url, start, cut)
+    if host_alone:
         if not _HOST_ALONE.fullmatch(url, start, cut):
             return userinfo
-        if len(url[cut:end].split()) != 1:  # a host, then words or an '@' (https://h and ask a@b, https://h @bob)
+        if words != 1:  # a host, then words or an '@' (https://h and ask a@b, https://h @bob)
             return None
-    return None if _LINE_BREAK.search(url, cut, end) or _emails_only(url, cut, end) else userinfo
+    if _LINE_BREAK.search(url, cut, end):
+        return None
+    # after a port, one word up to the '@' is a password's end even where it reads as an e-mail address's local part
+    # (redis://u:2024 Summer@redis.example.com): a port then an address (https://h:8080 admin@corp.com) is hidden
+    return None if (host_alone or words > 1) and _emails_only(url, cut, end) else userinfo
 
 
 def _emails_only(text: str, start: int, end: int) -> bool:

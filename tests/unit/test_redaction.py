@@ -439,7 +439,10 @@ def test_a_redis_user_cut_short_by_its_own_query_is_hidden_whole(url: str, shown
         ("see https://h and mail a@b.com", "see https://h and mail a@b.com"),
         ("see https://h:8080 and mail a@b.com", "see https://h:8080 and mail a@b.com"),
         ("see https://h:port/v1 or mail a@b.com", "see https://h:port/v1 or mail a@b.com"),  # a '/' before the '@'
-        ("see https://h:8080 admin@corp.com", "see https://h:8080 admin@corp.com"),  # a port, then an e-mail address
+        ("see https://h:8080 admin@corp.com", "see https://h:***@corp.com"),  # one word: read as a password's end
+        ("connect redis://u:2024 Summer@redis.example.com", "connect redis://u:***@redis.example.com"),
+        ("connect redis://u:12 34@db.corp.com", "connect redis://u:***@db.corp.com"),
+        ("connect redis://u: x@a.bc", "connect redis://u:***@a.bc"),
         ("see https://h:8080 or mail (admin@corp.com).", "see https://h:8080 or mail (admin@corp.com)."),
     ],
 )
@@ -450,8 +453,10 @@ def test_a_url_password_holding_whitespace_in_free_text_is_hidden(text: str, red
     ``u:12 34 56@h``: shown while only one word was read), and one past it holds an ``@`` before any ``/``, ``?`` or
     ``#``, the password runs to that ``@``, as a token's or a user's does after a host alone and one word
     (``https://tok en@h``, ``https://u ser:pw@h``: shown while a host ended the URL); a URL whose host ends at the
-    whitespace (``https://h and a@b``) or whose port is followed by an e-mail address (``https://h:8080
-    admin@corp.com``: hidden while one word was read as a password's) is left as it is."""
+    whitespace (``https://h and a@b``) or whose port is followed by words and an e-mail address (``https://h:8080
+    and mail a@b.com``) is left as it is. One word up to the ``@`` is a password's end even where it and the host read
+    as an e-mail address (``redis://u:2024 Summer@redis.example.com``), so ``https://h:8080 admin@corp.com`` is
+    hidden: a password shown is worse than a sentence hidden."""
     assert redact_url_passwords(text) == redacted
 
 
