@@ -16,9 +16,9 @@ not asked about, "A?", nor after a negation, "I would not choose A": :func:`_pic
 ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
 "B) Lyon", "Answer: B") are read for the given one only; two or more options restated with nothing else are
 no choice for a One type and each a pick for a Many type (:func:`_unrestated`). In a One type's answer a
-retraction whose next sentence is a choice and nothing else ("No, wait: C.") drops the choices before it
-(:func:`_retraction`). Missing inputs are unscorable; an ``expected`` or ``question_type`` outside the grammar
-is a per-row error saying why.
+retraction whose next sentence is a choice and nothing else ("No, wait: C.") drops the choices before it, unless
+one of them is named again after that sentence (:func:`_retraction`). Missing inputs are unscorable; an
+``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
 
@@ -302,8 +302,10 @@ def _restates_choice(head: str, owners: dict[str, tuple[int, str]]) -> bool:
     """Whether the first sentence after a retraction marker, its lead words aside (:data:`_RETRACTION_LEAD`), is a
     choice and nothing else: option letters as a final answer line writes them (:func:`_answered`: "C.", "(B)",
     "**E**") or a value's whole text ("Lyon."); not a sentence that names one in passing ("the U.S. one", "not C",
-    "it is better than C", "Lyon is second")."""
+    "it is better than C", "Lyon is second"), nor one asked about ("Lyon?", as a label before ``?`` is)."""
     said = terms(head)
+    if head.rstrip().endswith("?"):
+        return False
     return bool(_answered(head)) or (bool(said) and said in owners)
 
 
@@ -318,10 +320,18 @@ def _matched(values: list[ExpectedValue], answer: str, use_synonyms: bool) -> di
     return matched
 
 
+def _named(value: ExpectedValue, text: str) -> bool:
+    """Whether the text writes the value as given, a whole word, case kept ("A is correct" names ``A``, "a city"
+    does not)."""
+    return re.search(rf"(?<![\w'’]){re.escape(value.text.strip())}(?![\w'’])", text) is not None
+
+
 def _retraction(values: list[ExpectedValue], answer: str, use_synonyms: bool) -> tuple[str, dict[int, str]] | None:
     """For a one-answer question: the last retraction marker (:data:`_RETRACTION`) and the values the answer
-    matches after it, when the first sentence after it is a choice and nothing else (:func:`_restates_choice`: "A.
-    No, wait: C."); None otherwise ("A. Actually, that is right." and "A. Wait, the U.S. one" keep ``A``)."""
+    matches from the choice after it on (its lead words aside, :data:`_RETRACTION_LEAD`), when the first sentence
+    after it is a choice and nothing else (:func:`_restates_choice`: "A. No, wait: C.") and no choice it drops is
+    named again after that sentence ("A. Wait, B. No, A is correct."); None otherwise ("A. Actually, that is
+    right." and "A. Wait, the U.S. one" keep ``A``)."""
     last = None
     for found in _RETRACTION.finditer(answer):
         last = found
@@ -331,9 +341,17 @@ def _retraction(values: list[ExpectedValue], answer: str, use_synonyms: bool) ->
     lead = _RETRACTION_LEAD.match(rest)
     start = lead.end() if lead else 0
     end = _SENTENCE_END.search(rest, start)
-    if not _restates_choice(rest[start : end.end() if end else len(rest)], _owners(values, use_synonyms)):
+    stop = end.end() if end else len(rest)
+    if not _restates_choice(rest[start:stop], _owners(values, use_synonyms)):
         return None
-    return last.group(), _matched(values, rest, use_synonyms)
+    chosen = _matched(values, rest[start:], use_synonyms)
+    dropped = _matched(values, answer[: last.start()], use_synonyms).keys() - chosen.keys()
+    after = rest[stop:]
+    if dropped and (
+        dropped & _matched(values, after, use_synonyms).keys() or any(_named(values[i], after) for i in dropped)
+    ):
+        return None
+    return last.group(), chosen
 
 
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:

@@ -435,6 +435,13 @@ def _picked(answer: str) -> list[str]:
         ("A\nI mean it's definitely not C.", ["A", "C"]),
         ("Actually, A.", ["A"]),  # a marker before the one choice: that choice
         ("A is right. C. Actually, no, A.", ["A"]),
+        ("A. Actually, it's A.", ["A"]),  # the choice read from its letter on, past the lead "it's"
+        ("C. Wait, no: A.", ["A"]),
+        # a choice dropped by the retraction but named again after the choice that follows it: the answer read
+        # as a whole, as before (the model went back to it: "No, A is correct"; or it names it in passing)
+        ("The answer is A.\n\nWait, B. No, A is correct.", ["A", "B"]),
+        ("I. Wait, II. No, I think I is right.", ["I"]),
+        ("A. No, wait: C. C is the only port.", ["C"]),  # C is no dropped choice
         ("No answer is A", ["A"]),  # "No, answer is A" with its comma dropped: no negation of A
         ("A and C", ["A", "C"]),
         ("C and A.", ["A", "C"]),
@@ -491,6 +498,8 @@ def test_a_retraction_keeps_the_choice_after_it_for_a_one_answer_question_only()
     for named in ("Paris. Actually, it is the capital, not Lyon.", "Paris, actually. Lyon is second."):
         assert _score("ListOne", options, named, synonyms=False).score == 1.0  # Lyon named in passing
     assert _score("ListOne", options, "Lyon. Correction: the answer is Paris.", synonyms=False).score == 1.0
+    asked = _score("ListOne", options, "Paris. Wait, Lyon? No.", synonyms=False)  # a value asked about: no choice
+    assert asked.score == 1.0 and "retraction" not in asked.details
     assert _score("PickMany", ["A", "C"], "A. No, wait: C.").score == 1.0  # a Many type reads both, as before
 
 
