@@ -152,9 +152,10 @@ _CUE = (
 #: What may follow a bare label: the end of the item, punctuation but ``?``, a spaced dash or ``is``, no other word.
 #: A label before ``?`` is asked about, not picked ("Would I say A? No. The answer is B").
 _ENDS = r"(?=\s*(?:$|[,;:)!\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
-#: What follows a word or label that is asked about, not said: ``?``, spaces before it allowed (a label's ``_ENDS``
-#: leaves it out; a yes/no word before it is no answer: :func:`_said`).
-_ASKED = r"\s*\?"
+#: What follows a word or label that is asked about, not said: ``?``, spaces and a closing Markdown mark or double quote
+#: before it allowed ("**yes**?", '"yes"?'; a label's ``_ENDS`` leaves it out; a yes/no word before it is no answer:
+#: :func:`_said`).
+_ASKED = r"[*_\"”]*\s*\?"
 #: An upper-case option letter (Q aside), alone, and the ``and`` / ``&`` that joins two in a multi-answer reply.
 _LETTER = rf"{_BOLD}[A-PR-Z]{_BOLD}(?![\w'’])"  # no Q: "Q&A", "Q and A" name a FAQ
 _JOIN = r"(?:\s+(?i:and)\s+|\s*&\s*)"

@@ -48,6 +48,9 @@ def _score(
         ("yes", "Is it true ? Yes", 1.0),
         ("yes", "Is it true?", 0.0),  # asked and not answered: no yes/no
         ("yes", "Is it not true? Yes.", 1.0),  # the negation of the asked word flips nothing after it
+        ("no", "Is it **true**? **No**.", 1.0),  # Markdown or a double quote may close the word before "?"
+        ("no", 'Would I answer "yes"? No.', 1.0),
+        ("no", "Would I answer “yes”? No.", 1.0),
         ("no", "No, it is not.", 1.0),
         ("yes", "Yes. Why? Because it is.", 1.0),
     ],
