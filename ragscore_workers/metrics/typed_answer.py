@@ -409,7 +409,7 @@ def _said(answer: str) -> tuple[list[str], set[int]]:
             continue
         words += terms(answer[start : found.end()]).split()
         start, j = found.end(), len(words) - 1
-        while j >= 0 and words[j] in YES | NO:
+        while j >= 0 and words[j] in YES | NO and j not in asked:  # a word asked already: its chain walked (linear)
             asked.add(j)
             j = j - 2 if j >= 2 and words[j - 1] in ("or", "and") else -1
     return words + terms(answer[start:]).split(), asked

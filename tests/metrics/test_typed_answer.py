@@ -570,3 +570,12 @@ def test_q_and_a_is_not_option_a_joined_to_option_q(answer: str) -> None:
     """ "Q&A" (a FAQ's name) at an item's start reads as the letters Q and A joined, a multi-answer reply: option A
     matched (0.0 before 3931729)."""
     assert _score("PickOne", "A", answer).score == 0.0
+
+
+@pytest.mark.timeout(60)
+def test_a_long_chain_of_asked_yes_no_words_is_read_in_linear_time() -> None:
+    """Each asked yes/no word walked back over the whole ``or`` chain before it: 160 kB of "yes or yes? or yes?"
+    took 54 s (quadratic). A walk stops at a word already asked about. No time is measured: the 60 s timeout is a
+    hang guard, far above a linear read of 400 kB and far below a quadratic one."""
+    many = "yes" + " or yes?" * 50_000
+    assert _score("Yes/No", "no", f"{many} No.").score == 1.0
