@@ -400,7 +400,8 @@ _ASKED_WORD = re.compile(rf"(?<![\w'’])[\w'’]+(?={_ASKED})")
 def _said(answer: str) -> tuple[list[str], set[int]]:
     """The answer's words (:func:`terms`) and the positions of the yes/no words asked about, as a label before ``?``
     is: the word right before ``?`` and those joined to it by ``or`` / ``and`` ("Would I say yes? No", "Yes or no?
-    No"). The answer is cut after each such word only, so its other words are read as a whole."""
+    No"). The answer is cut after each such word only, so its other words are read as a whole. A yes/no word that is
+    the whole answer is said, ``?`` or not ("Yes?" is yes, as a whole-answer "A?" picks ``A``)."""
     words: list[str] = []
     asked: set[int] = set()
     start = 0
@@ -412,7 +413,8 @@ def _said(answer: str) -> tuple[list[str], set[int]]:
         while j >= 0 and words[j] in YES | NO and j not in asked:  # a word asked already: its chain walked (linear)
             asked.add(j)
             j = j - 2 if j >= 2 and words[j - 1] in ("or", "and") else -1
-    return words + terms(answer[start:]).split(), asked
+    words += terms(answer[start:]).split()
+    return words, asked if len(words) > 1 else set()
 
 
 def _yes_no(expected: bool, row: Row, answer: str, params: TypedAnswerParams, rationale: bool) -> MetricResult:

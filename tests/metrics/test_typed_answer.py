@@ -47,6 +47,8 @@ def _score(
         ("no", "Yes or no? No.", 1.0),
         ("yes", "Is it true ? Yes", 1.0),
         ("yes", "Is it true?", 0.0),  # asked and not answered: no yes/no
+        ("yes", "Yes?", 1.0),  # the whole answer: said, as a whole-answer "A?" picks A
+        ("no", "**No**?", 1.0),
         ("yes", "Is it not true? Yes.", 1.0),  # the negation of the asked word flips nothing after it
         ("no", "Is it **true**? **No**.", 1.0),  # Markdown or a double quote may close the word before "?"
         ("no", 'Would I answer "yes"? No.', 1.0),
