@@ -45,6 +45,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..die_with_parent import parent_gone
@@ -127,22 +128,77 @@ return old
 #: about 4.5 s only where the call that wrote stopped waiting before the wait kept passed (its run cancelled). The
 #: reader also ignores a wait whose time has passed.
 WAIT_TTL_MS = 5000
-#: Least time (seconds) between two writes of a run's wait note by one process for waits alike (the same ``on``, of the
-#: same ``who``), unless the wait kept at the last has passed or one of another kind replaced it: its many waiting
-#: calls (each tells every :data:`~.ratelimit.WAIT_REFRESH_S`) write about once per refresh between them, not once
-#: each. Under the refresh,
-#: so that a single waiting call writes at each of its own: the note does not lapse while a call waits. A wait of
-#: another kind or target is written at once: which of two waits the note says is the store script's rule alone
-#: (``_WAIT_LUA``), not this process's.
+#: Least time (seconds) between two writes of a run's wait note by one process for waits alike, unless
+#: :class:`_Note`'s rule writes one at once: its many waiting calls (each tells every
+#: :data:`~.ratelimit.WAIT_REFRESH_S`) write about once per refresh between them, not once each. Under the refresh, so
+#: that a single waiting call writes at each of its own: the note does not lapse while a call waits.
 WAIT_WRITE_EVERY_S = 0.75 * WAIT_REFRESH_S
 
+
+@dataclass
+class _Written:
+    """A wait this process last wrote into a run's note, of its kind: its ``until`` (ms, Redis's clock) and when
+    (monotonic seconds)."""
+
+    until_ms: int
+    at: float
+
+
+@dataclass
+class _Note:
+    """What one process knows of a run's wait note (``…:wait``) from its own writes: ``written``, per kind of wait
+    (its ``on`` and ``who``: the limit or pause, and the target or judge limiter), the last one written; ``kept_until``,
+    the ``until`` of the wait the note kept at the last write of any kind (the store's answer; the wait on its way until
+    that answer comes, so the process's other calls do not write it too), ``kept_at`` when that write began.
+
+    The rule: a waiting call writes its wait when no wait alike was written within :data:`WAIT_WRITE_EVERY_S` (a kind
+    or limiter the process has not written lately), when its wait ends sooner than the one alike written, when that
+    one or the note's kept one has passed, or else once :data:`WAIT_WRITE_EVERY_S` since the wait alike was written;
+    never more. Which wait the note says is the store script's rule alone (``_WAIT_LUA``): a write this rule spares is
+    one the script would not keep, as far as the process's own writes tell (a wait alike, no sooner, while the wait
+    that replaced or refused it is still to come); only the note's expiry is renewed less often."""
+
+    kept_until: int = 0
+    kept_at: float = float("-inf")
+    written: dict[tuple[str, str], _Written] = field(default_factory=dict)
+
+    def due(self, kind: tuple[str, str], wait: Wait, now: float) -> bool:
+        """Whether ``wait`` of ``kind``, told at monotonic time ``now``, is written (the rule above)."""
+        last = self.written.get(kind)
+        return (
+            last is None
+            or wait.until_ms < last.until_ms
+            or wait.now_ms >= min(last.until_ms, self.kept_until)
+            or now - last.at >= WAIT_WRITE_EVERY_S
+        )
+
+    def writing(self, kind: tuple[str, str], wait: Wait, now: float) -> None:
+        """``wait`` is on its way to the store: taken for written, and for the wait the note keeps."""
+        self.written[kind] = _Written(wait.until_ms, now)
+        self.kept_until, self.kept_at = wait.until_ms, now
+
+    def kept(self, until_ms: int, at: float) -> None:
+        """The store's answer to the write begun at ``at``: the note keeps ``until_ms`` (unless a later write began)."""
+        if self.kept_at <= at:
+            self.kept_until = until_ms
+
+    def lost(self, kind: tuple[str, str], at: float) -> None:
+        """The write begun at ``at`` failed: neither written nor kept (the next waiting call writes), unless a later
+        write began."""
+        if (last := self.written.get(kind)) is not None and last.at == at:
+            del self.written[kind]
+        if self.kept_at == at:
+            self.kept_until, self.kept_at = 0, float("-inf")
+
+    def forget_older(self, now: float) -> None:
+        """Drops the waits written :data:`WAIT_WRITE_EVERY_S` ago or more (the rule writes their kind at once)."""
+        for kind in [k for k, last in self.written.items() if now - last.at >= WAIT_WRITE_EVERY_S]:
+            del self.written[kind]
+
+
 # Per process, not per state object: a judge worker builds one per batch, and its threads wait together.
-# (wait key, on, who: a kind of wait) -> monotonic time this process last wrote a wait alike, while the note may keep it
-# (forgotten once a wait of another kind replaced it: a new wait alike is written at once).
-_written: dict[tuple[str, str, str], float] = {}
-# wait key -> (until ms of the wait the note kept at this process's last write, of any kind; monotonic time of it).
-_kept: dict[str, tuple[int, float]] = {}
-_noted_lock = threading.Lock()
+_notes: dict[str, _Note] = {}  # wait key -> what this process wrote there lately
+_notes_lock = threading.Lock()
 
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
@@ -307,42 +363,32 @@ class RunJudgeState:
     def note_wait(self, wait: Wait) -> int:
         """A call of the run waits on the shared limiter (:meth:`RedisLimiter.acquire`'s ``on_wait``): kept in
         ``…:wait`` for the progress views to say so (``_WAIT_LUA`` keeps the wait said: of one target, a pause before
-        a limit's wait; else the soonest), for :data:`WAIT_TTL_MS` more. Written by this process, for waits alike,
-        at most every :data:`WAIT_WRITE_EVERY_S` unless the wait the note kept at its last write (of any kind) has
-        passed (thread-safe). Returns the ``until`` (ms, Redis's clock) of the wait kept: the call tells again once
-        that has passed (the run's next call goes then, this one may wait on)."""
-        now, alike = time.monotonic(), (self.wait_key, wait.on, self.who)
-        with _noted_lock:
-            kept_until = _kept.get(self.wait_key, (0, 0.0))[0]
-            written_at = _written.get(alike, float("-inf"))
-            if now - written_at < WAIT_WRITE_EVERY_S and wait.now_ms < kept_until:
-                # written lately: the call tells again once the wait kept passed (the limiter wakes it then), or at
-                # its own refresh, when the process may write again. Not at the write window's end: the limiter woke
-                # every call skipped in the window as it closed, together, an attempt more each per window.
-                return kept_until
-            for key in [k for k, at in _written.items() if now - at > WAIT_TTL_MS / 1000]:
-                del _written[key]
-            for part in [k for k, (_, at) in _kept.items() if now - at > WAIT_TTL_MS / 1000]:
-                del _kept[part]
-            # the other threads skip while it is written, told this wait until the store's answer replaces it (else
-            # every call of the process that told in that time wrote too)
-            _written[alike], _kept[self.wait_key] = now, (wait.until_ms, now)
+        a limit's wait; else the soonest), for :data:`WAIT_TTL_MS` more. Written by this process when :class:`_Note`'s
+        rule says so (thread-safe). Returns the ``until`` (ms, Redis's clock) of the wait kept: the call tells again
+        once that has passed (the run's next call goes then, this one may wait on)."""
+        now, kind = time.monotonic(), (wait.on, self.who)
+        with _notes_lock:
+            note = _notes.get(self.wait_key) or _Note()
+            if not note.due(kind, wait, now):
+                # the call tells again once the wait kept passed (the limiter wakes it then), or at its own refresh,
+                # when the process may write again. Not at the write window's end: the limiter woke every call
+                # skipped in the window as it closed, together, an attempt more each per window.
+                return note.kept_until
+            for key, other in list(_notes.items()):  # what the rule no longer reads
+                other.forget_older(now)
+                if not other.written:
+                    del _notes[key]
+            note.writing(kind, wait, now)
+            _notes[self.wait_key] = note
         args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, self.who]
         try:
             until = int(self._wait(keys=[self.wait_key], args=args))
         except BaseException:
-            with _noted_lock:  # not written: the next waiting call writes it (unless another thread wrote since)
-                if _written.get(alike) == now:
-                    del _written[alike]
-                if _kept.get(self.wait_key, (0, 0.0))[1] == now:
-                    del _kept[self.wait_key]
+            with _notes_lock:  # not written: the next waiting call writes it (unless another thread wrote since)
+                note.lost(kind, now)
             raise
-        with _noted_lock:
-            if _kept.get(self.wait_key, (0, float("-inf")))[1] <= now:  # no later write by another thread since
-                _kept[self.wait_key] = (until, now)
-            if until == wait.until_ms:  # the note says this wait now: waits of other kinds written lately are not
-                for other in [k for k in _written if k[0] == self.wait_key and k != alike]:  # in it, write them again
-                    del _written[other]
+        with _notes_lock:
+            note.kept(until, now)
         return until
 
     def note_limiter(self, limiter_key: str) -> None:

@@ -457,3 +457,41 @@ def test_a_note_whose_write_failed_keeps_no_other_kind_of_wait_from_being_writte
         lost.note_wait(Wait("rpm", 60, now + 30_000, now))
     state.note_wait(Wait("pause", 0, now + 10_000, now, "429 again"))
     assert "judge_wait_pause" in store.progress(run_id), store.progress(run_id)
+
+
+@pytest.mark.parametrize(("on", "limit", "reason"), [("tpm", 100, ""), ("pause", 0, "429 from provider")])
+def test_a_wait_alike_that_ends_sooner_than_the_one_written_lately_is_written_at_once(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch, on: str, limit: int, reason: str
+) -> None:
+    """A call that waits 8 s noted, then one that waits 4 s on the same kind (a smaller call under the token limit):
+    written at once, not skipped as a wait alike written lately (the note said the run's next call goes in 8 s, up to
+    a write window, though it went in 4). A later one alike is still skipped."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 600.0)  # however long the test takes: "lately"
+    store, state, run_id = _run_waits(rclient)
+    now = _redis_ms(rclient)
+    assert state.note_wait(Wait(on, limit, now + 8_000, now, reason)) == now + 8_000
+    assert state.note_wait(Wait(on, limit, now + 4_000, now, reason)) == now + 4_000
+    assert 0 < store.progress(run_id).get("judge_wait_ms", 0) <= 4_000, store.progress(run_id)
+    assert state.note_wait(Wait(on, limit, now + 6_000, now, reason)) == now + 4_000  # later: skipped
+
+
+def test_a_new_pause_told_while_the_process_writes_a_limits_wait_is_written_at_once(rclient: redis.Redis) -> None:
+    """A short pause noted and passed; a call's rpm wait on its way to Redis when a new 429's pause is told: the pause
+    is written at once, not skipped as 'a pause written lately' while the process took the rpm wait for kept (the note
+    said the rpm wait until the pause's next refresh, 2 s)."""
+    slow = _SlowScripts(rclient)
+    store, state, run_id = _run_waits(rclient)
+    writing = RunJudgeState(slow, run_id, ttl_s=600)
+    now = _redis_ms(rclient)
+    state.note_wait(Wait("pause", 0, now + 200, now, "429 from provider"))
+    assert until(lambda: _redis_ms(rclient) > now + 200, 30)
+    now = _redis_ms(rclient)
+    first = threading.Thread(target=writing.note_wait, args=(Wait("rpm", 60, now + 30_000, now),))
+    first.start()
+    try:
+        assert slow.started.wait(30)
+        told = state.note_wait(Wait("pause", 0, now + 10_000, now, "429 again"))
+    finally:
+        slow.go.set()
+        first.join(30)
+    assert told == now + 10_000 and "judge_wait_pause" in store.progress(run_id), (told, store.progress(run_id))
