@@ -133,6 +133,10 @@ WAIT_TTL_MS = 5000
 #: :data:`~.ratelimit.WAIT_REFRESH_S`) write about once per refresh between them, not once each. Under the refresh, so
 #: that a single waiting call writes at each of its own: the note does not lapse while a call waits.
 WAIT_WRITE_EVERY_S = 0.75 * WAIT_REFRESH_S
+#: How much sooner (ms) a wait must end than the one alike this process wrote lately to be written at once. Not 1: the
+#: same pause read by two calls may end 1 ms apart (the limiter adds its PTTL to Redis's ``TIME``, each cut to whole
+#: ms), and each read 1 ms sooner was written. Far under the whole seconds the progress says.
+WAIT_SOONER_MS = 100
 
 
 @dataclass
@@ -152,11 +156,12 @@ class _Note:
     that answer comes, so the process's other calls do not write it too), ``kept_at`` when that write began.
 
     The rule: a waiting call writes its wait when no wait alike was written within :data:`WAIT_WRITE_EVERY_S` (a kind
-    or limiter the process has not written lately), when its wait ends sooner than the one alike written, when that
-    one or the note's kept one has passed, or else once :data:`WAIT_WRITE_EVERY_S` since the wait alike was written;
-    never more. Which wait the note says is the store script's rule alone (``_WAIT_LUA``): a write this rule spares is
-    one the script would not keep, as far as the process's own writes tell (a wait alike, no sooner, while the wait
-    that replaced or refused it is still to come); only the note's expiry is renewed less often."""
+    or limiter the process has not written lately), when its wait ends :data:`WAIT_SOONER_MS` or more sooner than the
+    one alike written, when that one or the note's kept one has passed, or else once :data:`WAIT_WRITE_EVERY_S` since
+    the wait alike was written; never more. Which wait the note says is the store script's rule alone (``_WAIT_LUA``):
+    a write this rule spares is one the script would not keep, as far as the process's own writes tell (a wait alike,
+    no sooner, while the wait that replaced or refused it is still to come), or would keep only to say a time under
+    :data:`WAIT_SOONER_MS` sooner; only the note's expiry is renewed less often."""
 
     kept_until: int = 0
     kept_at: float = float("-inf")
@@ -167,7 +172,7 @@ class _Note:
         last = self.written.get(kind)
         return (
             last is None
-            or wait.until_ms < last.until_ms
+            or wait.until_ms <= last.until_ms - WAIT_SOONER_MS
             or wait.now_ms >= min(last.until_ms, self.kept_until)
             or now - last.at >= WAIT_WRITE_EVERY_S
         )

@@ -25,7 +25,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.providers import Limit, RedisLimiter, run_state
 from ragscore_workers.providers.errors import RateLimitTimeout
 from ragscore_workers.providers.ratelimit import WAIT_REFRESH_S, Grant, Wait
-from ragscore_workers.providers.run_state import WAIT_TTL_MS, WAIT_WRITE_EVERY_S, RunJudgeState
+from ragscore_workers.providers.run_state import WAIT_SOONER_MS, WAIT_TTL_MS, WAIT_WRITE_EVERY_S, RunJudgeState
 from ragscore_workers.store import BUDGET_AT_0, PAUSED_BY_429, PAUSED_BY_BUDGET, RunState, RunStore
 
 from ..fakes import FakeProvider
@@ -473,6 +473,23 @@ def test_a_wait_alike_that_ends_sooner_than_the_one_written_lately_is_written_at
     assert state.note_wait(Wait(on, limit, now + 4_000, now, reason)) == now + 4_000
     assert 0 < store.progress(run_id).get("judge_wait_ms", 0) <= 4_000, store.progress(run_id)
     assert state.note_wait(Wait(on, limit, now + 6_000, now, reason)) == now + 4_000  # later: skipped
+
+
+def test_a_wait_alike_a_millisecond_sooner_than_the_one_written_lately_is_not_written(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two calls held by the same pause may read it ending 1 ms apart (the limiter adds the pause's PTTL to Redis's
+    TIME, each cut to whole ms): the second is the same wait, not a sooner one, and is skipped as written lately (each
+    such read was written at once: up to twice the writes per window). A wait alike WAIT_SOONER_MS sooner is written."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 600.0)  # however long the test takes: "lately"
+    _, state, _ = _run_waits(rclient)
+    now = _redis_ms(rclient)
+    assert state.note_wait(Wait("pause", 0, now + 10_001, now, "429 from provider")) == now + 10_001
+    assert state.note_wait(Wait("pause", 0, now + 10_000, now, "429 from provider")) == now + 10_001  # skipped
+    assert rclient.hget(state.wait_key, "until") == str(now + 10_001)
+    sooner = now + 10_001 - WAIT_SOONER_MS
+    assert state.note_wait(Wait("pause", 0, sooner, now, "429 from provider")) == sooner  # written
+    assert rclient.hget(state.wait_key, "until") == str(sooner)
 
 
 def test_a_new_pause_told_while_the_process_writes_a_limits_wait_is_written_at_once(rclient: redis.Redis) -> None:
