@@ -512,3 +512,15 @@ def test_a_new_pause_told_while_the_process_writes_a_limits_wait_is_written_at_o
         slow.go.set()
         first.join(30)
     assert told == now + 10_000 and "judge_wait_pause" in store.progress(run_id), (told, store.progress(run_id))
+
+
+def test_a_process_keeps_no_memory_of_the_notes_of_runs_it_no_longer_writes(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived worker writes the notes of many runs: what it remembers of a note written WAIT_WRITE_EVERY_S ago
+    or more (which its rule no longer reads) is dropped at its next write, whatever run that is for."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 0.0)  # every earlier write is old enough
+    now = _redis_ms(rclient)
+    for _ in range(20):
+        _run_waits(rclient)[1].note_wait(Wait("rpm", 60, now + 30_000, now))
+    assert len(run_state._notes) == 1, run_state._notes
