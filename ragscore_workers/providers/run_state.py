@@ -134,8 +134,8 @@ WAIT_TTL_MS = 5000
 #: that a single waiting call writes at each of its own: the note does not lapse while a call waits.
 WAIT_WRITE_EVERY_S = 0.75 * WAIT_REFRESH_S
 #: How much sooner (ms) a wait must end than the one alike this process wrote lately to be written at once. Not 1: the
-#: same pause read by two calls may end 1 ms apart (the limiter adds its PTTL to Redis's ``TIME``, each cut to whole
-#: ms), and each read 1 ms sooner was written. Far under the whole seconds the progress says.
+#: same pause read by two calls may end 1 ms apart (the limiter adds its PTTL to Redis's ``TIME``: two readings of the
+#: clock, each cut to whole ms), and each read 1 ms sooner was written. Far under the whole seconds the progress says.
 WAIT_SOONER_MS = 100
 
 
