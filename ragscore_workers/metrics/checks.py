@@ -49,7 +49,7 @@ from ._validators import (
     get_validator,
     parse_json_text,
 )
-from .code_test import row_code
+from .code_test import code_column_hint, row_code
 from .registry import RunContext, register, unset_means
 
 __all__ = ["NORMALIZERS", "ChecksParams", "Point", "checks", "evaluate_points", "parse_points"]
@@ -507,7 +507,7 @@ def checks(rows: list[Row], params: ChecksParams, ctx: RunContext) -> list[Metri
         if raw is None:
             results[i] = MetricResult.unscorable("no checks")
         elif row.answer is None and row_code(row) is None:
-            results[i] = MetricResult.unscorable("no answer")
+            results[i] = MetricResult.unscorable("no answer" + code_column_hint(row))
         else:
             try:
                 parsed = parse_points(raw)
