@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import (
@@ -186,7 +187,8 @@ class CodeTestParams(BaseModel):
         if self.test is None:
             return code, None
         marker = _test_marker()
-        return f"{code}\n{self.test}\n__import__('os').write(2, {marker.encode()!r})\n", marker
+        # an import statement, not __import__(): a name the code defines at module level would be called instead
+        return f"{code}\n{self.test}\nimport os as _ragscore_os; _ragscore_os.write(2, {marker.encode()!r})\n", marker
 
 
 def _limit_text(name: str, value: float) -> str:
@@ -274,6 +276,15 @@ def _test_marker() -> str:
     return f"\nragscore: the test ran to its end {secrets.token_hex(16)}\n"
 
 
+def _without_cut_marker(stderr: str, marker: str) -> str:
+    """``stderr`` without the start of ``marker`` it ends with (2 characters or more: one is a bare newline), as the
+    output cap cut it."""
+    for size in range(len(marker) - 1, 1, -1):
+        if stderr.endswith(marker[:size]):
+            return stderr[:-size]
+    return stderr
+
+
 def _short(line: str) -> str:
     """A line of the program's stderr as a failure quotes it: its first 100 characters."""
     return line if len(line) <= 100 else line[:99] + "…"
@@ -342,6 +353,8 @@ def judge(
     failures: list[str] = []
     head, found, tail = result.stderr.rpartition(marker) if marker else ("", "", result.stderr)
     stderr = head + tail
+    if marker and not found and result.truncated:  # the output cap cut the line: what it left of it ends stderr
+        stderr = _without_cut_marker(stderr, marker)
     if result.stopped_by is not None:
         failures.append(_stopped_by(result, limits, asked or {}))
     elif result.exit_code != params.exit_code:
@@ -408,8 +421,10 @@ def run_code_test(
         applied = {"timeout_s": timeout_s, "memory_mb": memory_mb}
         asked = {k: v for k, v in wanted.items() if v is not None and v > applied[k]}
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
+    # the line the test's end writes is ragscore's: the program's own output may still fill the cap
+    run_under = limits if marker is None else replace(limits, output_bytes=limits.output_bytes + len(marker))
     sandbox = get_sandbox(config.backend)
-    result = sandbox.run(program, language=params.language, stdin=params.stdin, limits=limits, image=params.image)
+    result = sandbox.run(program, language=params.language, stdin=params.stdin, limits=run_under, image=params.image)
     passed, details = judge(result, params, limits, asked=asked, marker=marker)
     # a limit outside the sandbox's range, when the program ran under the end it was taken as (not the suite's lower)
     ran_under = {"timeout_s": timeout_s, "memory_mb": memory_mb}

@@ -451,3 +451,37 @@ def test_a_test_that_ran_to_its_end_leaves_the_programs_stderr_as_it_wrote_it() 
     assert (passed, details["stderr"], details["output_truncated"]) == (True, "", False)
     passed, details = run_code_test(ADD, {"test": "assert add(2, 3) == 5", "exit_code": 3}, LOCAL)
     assert details["failures"] == ["exit code 0, expected 3"]  # no quote of the line the test's end wrote
+
+
+def test_the_line_the_tests_end_writes_takes_none_of_the_programs_output_cap() -> None:
+    """A program may print up to the cap (1 MiB) and pass: the line its test's end writes is ragscore's, not its own.
+    One printing past the cap is stopped, and what the cap left of that line is not in its stderr."""
+    fills = ADD + "import sys\nsys.stdout.write('x' * (2**20 - 10))\n"
+    passed, details = run_code_test(fills, {"test": "assert add(2, 3) == 5"}, LOCAL)
+    assert (passed, details["failures"], details["stopped_by"]) == (True, [], None)
+    past = ADD + "import sys\nsys.stdout.write('x' * (2**20 + 20))\n"
+    passed, details = run_code_test(past, {"test": "assert add(2, 3) == 5"}, LOCAL)
+    assert details["failures"] == ["stopped by the sandbox: output_limit (more than 1 MiB of stdout and stderr)"]
+    assert (passed, details["stderr"], details["output_truncated"]) == (False, "", True)
+
+
+def test_code_that_defines_its_own_import_hook_name_passes_its_test() -> None:
+    """The line written after the test imports os as a statement does: a module-level ``__import__`` of the code's is
+    no builtin, and calling it failed a correct program."""
+    code = "def __import__(*args, **kwargs):\n    raise ImportError('not here')\n\n" + ADD
+    passed, details = run_code_test(code, {"test": "assert add(2, 3) == 5"}, LOCAL)
+    assert (passed, details["failures"]) == (True, [])
+
+
+def test_a_humaneval_row_with_no_answer_nor_code_names_the_field_that_holds_it_in_checks() -> None:
+    """A HumanEval row as its dataset gives it (its ``completion``, no ``answer``): checks read it as "no answer",
+    and the reason never named the column to give as ``code``."""
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    points = [{"id": "run", "type": "code_test", "params": {"test": "assert f() == 1"}}]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=LOCAL))
+    [result] = get_metric("checks").fn([row(completion="def f():\n    return 1\n", checks=points)], ChecksParams(), ctx)
+    assert result.details["reason"] == (
+        "no answer (the row's `completion` field is not read: give the program as `code`, renaming the column in "
+        "the dataset)"
+    )
