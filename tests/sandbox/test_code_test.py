@@ -434,6 +434,8 @@ def test_a_code_test_point_of_a_row_without_code_names_the_field_that_holds_it()
         "    sys.exit(main())\n",
         # the function exits when the test calls it
         "import sys\n\ndef add(a, b):\n    if a < 0:\n        sys.exit()\n    return a + b\n",
+        # fd 2 pointed elsewhere: the line the test's end writes goes there (the docs say so)
+        ADD + "import os\nos.dup2(os.open(os.devnull, os.O_WRONLY), 2)\n",
     ],
 )
 def test_code_that_exits_before_its_test_ends_fails_as_untested(code: str) -> None:
@@ -485,3 +487,11 @@ def test_a_humaneval_row_with_no_answer_nor_code_names_the_field_that_holds_it_i
         "no answer (the row's `completion` field is not read: give the program as `code`, renaming the column in "
         "the dataset)"
     )
+
+
+@pytest.mark.parametrize("silenced", ["sys.stderr = io.StringIO()", "sys.stderr.close()"])
+def test_code_that_silences_sys_stderr_passes_its_test(silenced: str) -> None:
+    """The line the test's end writes goes to file descriptor 2, which Python's ``sys.stderr`` only wraps."""
+    code = f"import io, sys\n{silenced}\n" + ADD
+    passed, details = run_code_test(code, {"test": "assert add(2, 3) == 5"}, LOCAL)
+    assert (passed, details["failures"]) == (True, [])
