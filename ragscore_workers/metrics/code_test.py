@@ -11,6 +11,7 @@ the rows of a chunk run one after another, and workers run chunks in parallel.
 
 from __future__ import annotations
 
+import ast
 import re
 import secrets
 from collections.abc import Mapping
@@ -148,6 +149,22 @@ class CodeTestParams(BaseModel):
             raise ValueError("test is blank: give the Python source to run after the code, or no test")
         return value
 
+    @field_validator("test")
+    @classmethod
+    def _runs_something(cls, value: str | None) -> str | None:
+        """A test that only defines (HumanEval's ``test`` column without its ``check(<entry_point>)`` call) would
+        pass any code that runs, untested, as a blank one would."""
+        if value is None or (defined := _only_defines(value)) is None:
+            return value
+        if not defined:
+            raise ValueError(
+                "test runs nothing: it holds no assert and no call (only imports, assignments or comments)"
+            )
+        raise ValueError(
+            f"test runs nothing: it only defines {', '.join(defined)}; call what it defines (HumanEval's test is "
+            "followed by check(<its entry_point>))"
+        )
+
     @field_validator("exit_code")
     @classmethod
     def _reachable_exit_code(cls, value: int) -> int:
@@ -189,6 +206,36 @@ class CodeTestParams(BaseModel):
         marker = _test_marker()
         # an import statement, not __import__(): a name the code defines at module level would be called instead
         return f"{code}\n{self.test}\nimport os as _ragscore_os; _ragscore_os.write(2, {marker.encode()!r})\n", marker
+
+
+#: Top-level statements that run none of a test: definitions, imports, ``pass`` and bare constants (a docstring).
+_DEFINING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Pass)
+#: Tests longer than this are not parsed for :func:`_only_defines` (the worker parses data the row's author wrote).
+_PARSED_CHARS = 200_000
+
+
+def _only_defines(test: str) -> list[str] | None:
+    """The names ``test`` defines when none of its top-level statements runs anything (definitions, imports,
+    assignments calling nothing, as HumanEval's ``METADATA = {...}``), else None. A test that does not parse here
+    (newer syntax than the worker's Python, or too long to parse) is None: it is run, never refused."""
+    if len(test) > _PARSED_CHARS:
+        return None
+    try:
+        body = ast.parse(test).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    names: list[str] = []
+    for node in body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            if node.value is not None and any(isinstance(n, (ast.Call, ast.Await)) for n in ast.walk(node.value)):
+                return None
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        elif not isinstance(node, _DEFINING):
+            return None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+    return names
 
 
 def _limit_text(name: str, value: float) -> str:

@@ -388,6 +388,20 @@ def test_a_long_last_line_of_stderr_is_cut_in_the_failure() -> None:
         ({"test": "assert True", "language": "ruby"}, "test is Python source: only for language python, not 'ruby'"),
         # an MBPP row with an empty test_list: a blank test would pass any code that runs, untested
         ({"test": " \n"}, "test: Value error, test is blank: give the Python source to run after the code, or no test"),
+        # HumanEval's test column as its dataset gives it, without check(<entry_point>): it defines check, calls nothing
+        (
+            {
+                "test": HUMANEVAL_TEST.removesuffix("check(add)").replace(
+                    "def check", "METADATA = {'a': 1}\n\ndef check"
+                )
+            },
+            r"test runs nothing: it only defines check; call what it defines \(HumanEval's test is followed by "
+            r"check\(<its entry_point>\)\)",
+        ),
+        (
+            {"test": "# asserts to come\nimport math"},
+            r"test runs nothing: it holds no assert and no call \(only imports, assignments or comments\)",
+        ),
     ],
 )
 def test_a_bad_test_param_fails_before_anything_runs(
