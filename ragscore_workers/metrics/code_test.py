@@ -208,34 +208,43 @@ class CodeTestParams(BaseModel):
         return f"{code}\n{self.test}\nimport os as _ragscore_os; _ragscore_os.write(2, {marker.encode()!r})\n", marker
 
 
-#: Top-level statements that run none of a test: definitions, imports, ``pass`` and bare constants (a docstring).
-_DEFINING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Pass)
 #: Tests longer than this are not parsed for :func:`_only_defines` (the worker parses data the row's author wrote).
 _PARSED_CHARS = 200_000
 
 
 def _only_defines(test: str) -> list[str] | None:
-    """The names ``test`` defines when none of its top-level statements runs anything (definitions, imports,
-    assignments calling nothing, as HumanEval's ``METADATA = {...}``), else None. A test that does not parse here
-    (newer syntax than the worker's Python, or too long to parse) is None: it is run, never refused."""
+    """The names ``test`` defines when it runs nothing as it runs: its top-level statements (and its classes' bodies,
+    which run at once) are definitions without decorators, imports, ``pass``, bare constants (a docstring) and
+    assignments, with no call in what they evaluate (a default value, a base class, HumanEval's ``METADATA = {...}``),
+    else None. A test that does not parse here (newer syntax than the worker's Python, or too long to parse) is None:
+    it is run, never refused."""
     if len(test) > _PARSED_CHARS:
         return None
     try:
         body = ast.parse(test).body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    names: list[str] = []
-    for node in body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            if node.value is not None and any(isinstance(n, (ast.Call, ast.Await)) for n in ast.walk(node.value)):
-                return None
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue
-        elif not isinstance(node, _DEFINING):
-            return None
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        evaluated: list[ast.AST] = []
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
-    return names
+            if node.decorator_list:  # a decorator may call what it decorates
+                return None
+            if isinstance(node, ast.ClassDef):
+                evaluated += [*node.bases, *node.keywords]
+                todo += node.body
+            else:
+                evaluated += [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            evaluated.append(node)
+        elif not isinstance(node, (ast.Import, ast.ImportFrom, ast.Pass)) and not (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        ):
+            return None
+        if any(isinstance(n, (ast.Call, ast.Await)) for part in evaluated for n in ast.walk(part)):
+            return None
+    return [node.name for node in body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
 def _limit_text(name: str, value: float) -> str:

@@ -509,3 +509,19 @@ def test_code_that_silences_sys_stderr_passes_its_test(silenced: str) -> None:
     code = f"import io, sys\n{silenced}\n" + ADD
     passed, details = run_code_test(code, {"test": "assert add(2, 3) == 5"}, LOCAL)
     assert (passed, details["failures"]) == (True, [])
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "class Checks:\n    assert add(2, 3) == 5\n",  # a class's body runs as it is defined
+        "def check(candidate=add):\n    assert candidate(2, 3) == 5\n\ncheck()",
+        "import functools\n\n@functools.cache\ndef five():\n    return add(2, 3)\n\nassert five() == 5",
+        "checked = add(2, 3) == 5 or exit(1)",  # an assignment that calls
+    ],
+)
+def test_a_test_that_runs_something_as_it_runs_is_taken(test: str) -> None:
+    passed, details = run_code_test(ADD, {"test": test}, LOCAL)
+    assert (passed, details["failures"]) == (True, [])
+    passed, details = run_code_test(ADD.replace("+", "-"), {"test": test}, LOCAL)
+    assert not passed
