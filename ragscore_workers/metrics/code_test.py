@@ -405,7 +405,8 @@ def judge(
     ``limits``: what the program ran under, named in a failure the sandbox stopped; ``asked``: the limits a row's point
     asked for above those (``{"timeout_s": 600}``; the program ran under the suite's), said after the limit they
     name; ``marker``: what the program (:meth:`CodeTestParams.program`) writes to stderr after its test, required
-    when it exits with 0 (code that exited first passed untested) and taken out of the stderr kept."""
+    when it exits with 0 (code that exited first passed untested) and taken out of the stderr kept, as is what the
+    output cap left of it."""
     failures: list[str] = []
     head, found, tail = result.stderr.rpartition(marker) if marker else ("", "", result.stderr)
     stderr = head + tail
