@@ -728,7 +728,8 @@ def submit(
         f"submitted {counted(sub.items, 'item')} ({sub.failed_rows:,} unreadable) in {counted(sub.tasks, 'task')}"
     )
     for queue, waiting in unserved_queues(store, sub.run_id).items():  # else it would wait, unsaid, till `status`
-        err.print(f"Warning: {unserved_message(queue, waiting)}", style="yellow", markup=False, soft_wrap=True)
+        said = unserved_message(queue, waiting, broker=broker)
+        err.print(f"Warning: {said}", style="yellow", markup=False, soft_wrap=True)
     _say(sub.run_id)
 
 
@@ -825,7 +826,7 @@ def status(
                 # an embedded run whose process runs has its own workers (still booting, maybe): none is missing
                 served = lane is not None and run_process_alive(store.r, view.meta)
                 unserved = {} if served else unserved_queues(checks, run_id)
-                view.set_unserved({q: unserved_message(q, n, embedded) for q, n in unserved.items()})
+                view.set_unserved({q: unserved_message(q, n, embedded, broker) for q, n in unserved.items()})
                 # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
                 # queues say how to go on (no worker of its lane would ever take the held messages back)
                 orphans = [] if embedded else held_messages(checks, run_id).orphans

@@ -858,21 +858,23 @@ def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str
     return {queue: waiting[queue] for queue in _unserved([q for q in waiting if q not in skip])}
 
 
-def unserved_message(queue: str, waiting: int, embedded: bool = False) -> str:
-    """What to tell the user about a queue nobody serves (an embedded run's workers live with its ``run``)."""
+def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:
+    """What to tell the user about a queue nobody serves (an embedded run's workers live with its ``run``); the
+    worker it says to start consumes ``broker`` (the --broker given; None: the one a worker finds by itself)."""
     verb = agree(waiting, "waits", "wait")
     said = f"{counted(waiting, 'message')} {verb} on queue {queue!r} and no worker consumes it"
     if embedded:
         finish = backticked(resume_command("DIR"))
         return f"{said}: an embedded run's workers stop with its `ragscore run`; finish it with {finish}"
-    return f"{said}; start one with {backticked(worker_command(queue))} (the run goes on once one does)"
+    return f"{said}; start one with {backticked(worker_command(queue, broker))} (the run goes on once one does)"
 
 
-def _warn_unserved(store: RunStore, run_id: str, warned: set[str]) -> None:
-    """Log once per queue that the run's messages wait where no worker listens (else the run waits forever)."""
+def _warn_unserved(store: RunStore, run_id: str, warned: set[str], broker: str | None = None) -> None:
+    """Log once per queue that the run's messages wait where no worker listens (else the run waits forever), with
+    the command that starts a worker of ``broker`` (the --broker given)."""
     for queue, waiting in unserved_queues(store, run_id, warned).items():
         warned.add(queue)
-        log.warning("run %s: %s", run_id, unserved_message(queue, waiting))
+        log.warning("run %s: %s", run_id, unserved_message(queue, waiting, broker=broker))
 
 
 def wait(
@@ -907,7 +909,8 @@ def wait(
     ``target`` worker), with the command that starts one. Until a worker takes a task of the run's current attempt,
     a view with ``queued`` is told every QUEUED_CHECK_S how many of other runs' messages wait ahead of it
     (:func:`queued_ahead`; the queues are not read for a view without one). ``out_dir`` and ``broker`` (its
-    --broker): named by the commands an outage it gives up on says.
+    --broker): named by the commands an outage it gives up on says (``broker`` by the command that starts a worker
+    of a queue nobody serves too).
     """
     progress = progress or QuietProgress()
     progress.start(run_id)
@@ -966,7 +969,7 @@ def wait(
                     now = time.monotonic()
                     if now - last_change > consumer_check_s and now - last_consumer_check > consumer_check_s:
                         last_consumer_check = now
-                        _warn_unserved(store, run_id, warned)
+                        _warn_unserved(store, run_id, warned, broker)
                     limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
                     if state == RunState.CANCELLED:  # nothing but skipping was left: idle, only its summary is missing
                         limit = min(limit, CANCELLED_STALL_S)

@@ -142,9 +142,10 @@ def report_command(ref: str | Path, out: str | Path) -> str:
     return f"ragscore report {shlex.quote(str(ref))} --out {shlex.quote(str(out))}"
 
 
-def worker_command(queues: str) -> str:
-    """The command that starts a worker consuming ``queues`` (comma-separated) of the broker it finds itself."""
-    return f"ragscore worker --queues {shlex.quote(queues)}"
+def worker_command(queues: str, broker: str | None = None) -> str:
+    """The command that starts a worker consuming ``queues`` (comma-separated) of ``broker`` (the --broker given;
+    None: the one it finds by itself), written as :func:`resume_command` writes it."""
+    return _with_broker(f"ragscore worker --queues {shlex.quote(queues)}", broker)
 
 
 def follow_commands(run_id: str, out: str | Path | None = None, broker: str | None = None) -> str:

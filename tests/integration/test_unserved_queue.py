@@ -21,11 +21,16 @@ from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, write_jsonl
 pytestmark = pytest.mark.integration
 
 
-def _cpu_only(tmp_path: Path) -> tuple[RedisProcess, WorkerProcess, RunStore]:
-    """A Redis and one cpu worker that answers pings: nothing consumes the other queues."""
-    server = RedisProcess(tmp_path / "redis").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
-    store = connect(server.url)
+def _cpu_only(tmp_path: Path, password: str | None = None) -> tuple[RedisProcess, WorkerProcess, RunStore]:
+    """A Redis (asking ``password``, if any) and one cpu worker that answers pings: nothing consumes the other
+    queues."""
+    if password is None:
+        server = RedisProcess(tmp_path / "redis").start()
+    else:
+        server = RedisProcess(tmp_path / "redis", "--requirepass", password).start_without_ping()
+    url = _url(server, password)
+    worker = WorkerProcess(url, "cpu", tmp_path / "home", concurrency=1).start()
+    store = connect(url)
     deadline = time.monotonic() + 60
     while not app.control.ping(timeout=1.0):
         if time.monotonic() > deadline:
@@ -55,6 +60,49 @@ def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: p
             "Warning:" in shown.stdout and "queue 'embed'" in shown.stdout and "no worker consumes it" in shown.stdout
         )
         cancel(store, sub.run_id)
+    finally:
+        worker.stop()
+        server.stop()
+
+
+def _url(server: RedisProcess, password: str | None) -> str:
+    """The URL of ``server`` with ``password`` (if any) in it."""
+    return server.url if password is None else server.url.replace("redis://", f"redis://:{password}@")
+
+
+def test_the_worker_command_said_for_an_unserved_queue_names_the_broker_given_its_password_hidden(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`ragscore submit --broker URL`, `ragscore status --broker URL` and a cluster run's wait said to start
+    `ragscore worker --queues embed` without the broker: copied, it started a worker of another Redis (the
+    embedded one), which served nothing. The broker is in it, its password hidden (and a word to put it back)."""
+    server, worker, store = _cpu_only(tmp_path, "s3cret")
+    url = _url(server, "s3cret")
+    start = (f"`RAGSCORE_BROKER_URL='redis://:***@127.0.0.1:{server.port}/0' ragscore worker --queues embed` (put "
+             "its password back for `***`)")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "RAGSCORE_BROKER_URL"}
+    env |= {"RAGSCORE_HOME": str(tmp_path / "cli-home"), "COLUMNS": "250"}
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(20, seed=2))
+        suite = tmp_path / "s.json"
+        suite.write_text('{"metrics": ["exact_match", "answer_relevance"]}')
+        cli = [sys.executable, "-m", "orchestrator.cli"]
+        done = subprocess.run([*cli, "submit", str(data), "--suite", str(suite), "--broker", url], capture_output=True,
+                              text=True, cwd=ROOT, env=env, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        run_id = done.stdout.strip()
+        said = " ".join(done.stderr.split())
+        assert f"Warning: 1 message waits on queue 'embed' and no worker consumes it; start one with {start}" in said
+        shown = subprocess.run([*cli, "status", run_id, "--broker", url], capture_output=True, text=True, cwd=ROOT,
+                               env=env, timeout=60)  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        assert start in " ".join(shown.stdout.split()), shown.stdout
+        with caplog.at_level(logging.WARNING, logger="orchestrator.runner"), pytest.raises(TimeoutError):
+            wait(store, run_id, timeout_s=8, consumer_check_s=2, broker=url)
+        logged = [r.getMessage() for r in caplog.records if "no worker consumes it" in r.getMessage()]
+        assert len(logged) == 1 and start in logged[0], logged
+        assert not [text for text in [done.stderr, shown.stdout, shown.stderr, *logged] if "s3cret" in text]
+        cancel(store, run_id)
     finally:
         worker.stop()
         server.stop()

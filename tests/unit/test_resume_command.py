@@ -146,6 +146,9 @@ def test_the_report_and_worker_commands_split_back_into_their_words() -> None:
         "ragscore", "report", "my runs/a", "--out", "its reports"
     ]  # fmt: skip
     assert shlex.split(worker_command("embed,judge")) == ["ragscore", "worker", "--queues", "embed,judge"]
+    assert shlex.split(worker_command("cpu", "redis://h:6379/0")) == [
+        "ragscore", "worker", "--queues", "cpu", "--broker", "redis://h:6379/0"
+    ]  # fmt: skip
 
 
 def test_ctrl_c_of_a_cluster_run_with_a_passworded_broker_hides_it_in_both_commands(
