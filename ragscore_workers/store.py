@@ -1148,14 +1148,13 @@ class RunStore:
         run_id: str,
         current: bool = False,
         *,
-        status: str | None = None,
-        resume: str | None = None,
+        status: str,
+        resume: str,
     ) -> RunSummary:
         """The summary of a run that ended (with ``current``, only one of its current generation, not of before a
         resume); else an error saying why there is none and what to do: ``status`` and ``resume``, the commands
-        that watch the run and finish it (the orchestrator's name its --broker and --out; by default ``ragscore
-        status RUN --watch`` and ``ragscore resume RUN``), said as :mod:`~ragscore_workers.commands` says commands."""
-        status, resume = status or f"ragscore status {run_id} --watch", resume or f"ragscore resume {run_id}"
+        that watch the run and finish it (the orchestrator's, naming its --broker and --out: the workers know no
+        command line), said as :mod:`~ragscore_workers.commands` says commands."""
         note = password_note(status, resume)
         status, resume = in_backticks(status), in_backticks(resume)
         summary = self.summary(run_id) if not current or self.summary_is_current(run_id) else None

@@ -21,6 +21,7 @@ import redis
 
 from orchestrator.runner import RESTARTED_STALL_S, Submitted, connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
+from orchestrator.terminal import summary_commands
 from ragscore_workers.counts import counted
 from ragscore_workers.errors import BrokerError
 from ragscore_workers.store import RunStore
@@ -974,7 +975,7 @@ def test_a_workers_aggregation_cut_off_by_a_redis_restart_aggregates_again_once_
         server.start()  # same port, same data
         assert until(lambda: store.state(sub.run_id) in ("finished", "failed"), 120), store.state(sub.run_id)
         assert store.state(sub.run_id) == "finished", store.meta(sub.run_id).get("error")
-        summary = store.finished_summary(sub.run_id)
+        summary = store.finished_summary(sub.run_id, **summary_commands(sub.run_id, None, None))
         em = summary.metrics["exact_match"]
         assert summary.items == 3000 and em.errors == 0 and em.n + em.unscorable == 3000
         assert store.progress(sub.run_id)["done"] == 3000 * 4, "every output scored"

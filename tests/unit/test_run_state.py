@@ -119,21 +119,27 @@ def test_work_and_summaries_of_a_superseded_generation_are_skipped(worker_store:
 
 
 def test_asking_for_the_summary_of_a_run_without_one_says_why_and_what_to_do(worker_store: RunStore) -> None:
+    from orchestrator.terminal import summary_commands
     from ragscore_workers.errors import ConfigError
 
+    def finished_summary(run_id: str) -> None:
+        """The summary, asked as the orchestrator asks for it (its commands naming no --out or --broker)."""
+        worker_store.finished_summary(run_id, **summary_commands(run_id, None, None))
+
     with pytest.raises(ConfigError, match="No run 'nope' in the store .*restarted without persistence"):
-        worker_store.finished_summary("nope")
+        finished_summary("nope")
     _half_scored(worker_store, "r-running")
     with pytest.raises(StoreError, match=r"still running: follow it with `ragscore status r-running --watch`"):
-        worker_store.finished_summary("r-running")
+        finished_summary("r-running")
     _half_scored(worker_store, "r-failed")
     worker_store.set_state("r-failed", RunState.FAILED, error="aggregate: KeyError: 'x'")
-    with pytest.raises(StoreError, match=r"failed with no summary: aggregate: KeyError: 'x'; `ragscore resume r-f"):
-        worker_store.finished_summary("r-failed")
+    said = r"failed with no summary: aggregate: KeyError: 'x'; `ragscore resume r-failed --out DIR` scores"
+    with pytest.raises(StoreError, match=said):
+        finished_summary("r-failed")
     _half_scored(worker_store, "r-cancelled")
     worker_store.set_state("r-cancelled", RunState.CANCELLED)
     with pytest.raises(StoreError, match=r"was cancelled; the summary of what it scored is written once the workers"):
-        worker_store.finished_summary("r-cancelled")
+        finished_summary("r-cancelled")
 
 
 def test_a_cancel_counts_what_it_skipped_as_stopped_in_derived_metrics_and_items_too(worker_store: RunStore) -> None:
