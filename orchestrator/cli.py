@@ -774,7 +774,6 @@ def status(
     from .runner import (
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
-        broker_apart,
         broker_not_reached,
         broker_unreachable,
         checking_broker,
@@ -792,10 +791,10 @@ def status(
     console = TerminalConsole()
     checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
     queued_checked = [-math.inf]  # when the queues ahead of the run were last read
-    cluster_broker = None if embedded else _broker_url(broker, start_embedded=False)  # apart from the store, maybe
-    apart = cluster_broker is not None and broker_apart(cluster_broker)
+    # a cluster's broker on another server than the store (RAGSCORE_STORE_URL set apart), else None
+    apart_broker = _broker_url(broker) if store.broker_apart and not embedded else None
     # apart, the broker is asked by a client that says it gone at once (one with the store's Redis fails the command)
-    checks = checking_broker(store, cluster_broker) if cluster_broker is not None and apart else store
+    checks = checking_broker(store, apart_broker) if apart_broker else store
 
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)
@@ -812,7 +811,7 @@ def status(
         # the broker's notes are extras: a broker down apart from the store (RAGSCORE_STORE_URL) is said in a line
         # under the store's progress (its client retried ~20 s, then failed the whole command), in place of the last
         # check's notes, which are old
-        view.broker_note = (broker_unreachable(cluster_broker) or "") if cluster_broker and apart else ""
+        view.broker_note = (broker_unreachable(apart_broker) or "") if apart_broker else ""
         if view.broker_note:
             # timed from the ping's end: a host that does not answer takes its whole timeout (5 s), longer than a
             # check's interval, which would have the next refresh ping it again
@@ -832,9 +831,9 @@ def status(
                 orphans = [] if embedded else held_messages(checks, run_id).orphans
                 view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
-            if not (cluster_broker and apart):  # the store's Redis: the command fails (cluster_broker: for mypy)
+            if not apart_broker:  # the store's Redis: the command fails
                 raise
-            view.broker_note = broker_not_reached(cluster_broker, exc)
+            view.broker_note = broker_not_reached(apart_broker, exc)
             stamp(queued_due, consumers_due)  # timed from the failure's end, as a failed ping is
             forget_broker_notes()
         return view.render(run_id)
@@ -1027,9 +1026,10 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
             f"{backticked(results_command(run_id, out, broker))} writes it with the reports"
         )
         try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
-            apart = reach_broker(url := _broker_url(broker))
-            summarized = broker_tried_once(store, url) if apart else store  # nor read, once probed
-            summarize_cancelled(summarized, run_id, on_unserved=said, on_orphaned=held)
+            if store.broker_apart:  # else connect reached its server
+                reach_broker(url := _broker_url(broker))
+                store = broker_tried_once(store, url)  # nor read, once probed
+            summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
         except (BrokerError, ConfigError) as exc:  # down, a wrong password; a database it lacks, an unusable URL
             raise type(exc)(f"{str(exc).rstrip('.')}. {not_yet}") from exc
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # lost since (a restart)

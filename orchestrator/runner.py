@@ -164,7 +164,8 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
         _reach(url, what)
     _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
     broker = redis_client(broker_url, STORE_READ_TIMEOUT_S) if store_url != broker_url else None
-    store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker)
+    store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker,
+                     broker_apart=apart)  # fmt: skip
     try:
         store.r.ping()
     except redis.RedisError as exc:
@@ -195,23 +196,21 @@ def broker_apart(broker_url: str, settings: Settings | None = None) -> bool:
     return _server(store_url) != _server(broker_url)
 
 
-def reach_broker(broker_url: str, settings: Settings | None = None) -> bool:
-    """For a command that needs the broker (its queues, its workers) where :func:`connect` did not probe it: return
-    when the broker's Redis answers one ping, BrokerError naming it when it does not (or probe_redis's errors). Not
+def reach_broker(broker_url: str) -> None:
+    """For a command that needs the broker (its queues, its workers) where :func:`connect` did not probe it, the
+    broker being apart from the store (:attr:`RunStore.broker_apart`; else connect reached its server): return when
+    the broker's Redis answers one ping, BrokerError naming it when it does not (or probe_redis's errors). Not
     retried: the command (cancel, results of a cancelled run) only asks whether it can use the broker, and said so
-    after connect's ~20 s of retries. Nothing to ask where it is the store's server, which connect reached. Returns
-    whether it is apart from the store's (:func:`broker_apart`), for the caller not to ask again."""
+    after connect's ~20 s of retries."""
     what = "the broker's Redis"
-    apart = broker_apart(broker_url, settings)
-    if apart and (problem := probe_redis(broker_url, what)):
+    if problem := probe_redis(broker_url, what):
         raise cannot_use(broker_url, what, problem)
-    return apart
 
 
 def broker_unreachable(broker_url: str) -> str | None:
-    """Why the broker's Redis at ``broker_url``, apart from the store's (:func:`broker_apart`, which the caller
-    asked), does not answer one ping (named with its redacted URL), or None (it answers): for what only adds to a
-    view of the store."""
+    """Why the broker's Redis at ``broker_url``, apart from the store's (:attr:`RunStore.broker_apart`), does not
+    answer one ping (named with its redacted URL), or None (it answers): for what only adds to a view of the
+    store."""
     try:
         problem = probe_redis(broker_url, "the broker's Redis")
     except (BrokerError, ConfigError) as exc:  # a wrong password, a database it lacks: said as they are
@@ -237,7 +236,8 @@ def broker_tried_once(store: RunStore, broker_url: str, read_timeout_s: float = 
     """``store`` whose client of the broker's Redis at ``broker_url`` (apart from the store's) tries each command
     once, waiting ``read_timeout_s`` for a reply: for a command that just probed the broker (:func:`reach_broker`)
     and says it lost at its first failed read, not after the ~20 s of retries of the store's own client."""
-    return RunStore(store.r, store.final_ttl_s, broker=redis_client(broker_url, read_timeout_s, retries=0))
+    broker = redis_client(broker_url, read_timeout_s, retries=0)
+    return RunStore(store.r, store.final_ttl_s, broker=broker, broker_apart=store.broker_apart)
 
 
 def broker_not_reached(broker_url: str, problem: object) -> str:

@@ -683,11 +683,17 @@ def _status(result: MetricResult) -> str:
 class RunStore:
     """Typed access to one Redis database holding any number of runs."""
 
-    def __init__(self, client: redis.Redis, ttl_s: int, broker: redis.Redis | None = None) -> None:
+    def __init__(
+        self, client: redis.Redis, ttl_s: int, broker: redis.Redis | None = None, *, broker_apart: bool = False
+    ) -> None:
         self.r = client
         #: The Redis database of the broker's queues (kombu's lists and ``unacked`` hash): the store's own unless
         #: the broker is another one (an embedded process's lane, or RAGSCORE_STORE_URL set apart on a cluster).
         self.broker = broker if broker is not None else client
+        #: Whether ``broker`` is on another Redis server than the store (RAGSCORE_STORE_URL set apart on a cluster):
+        #: the store then answers without it, and a command that needs the broker asks it itself. The orchestrator's
+        #: connect() says so; a worker never asks.
+        self.broker_apart = broker_apart
         #: Seconds a finished run's keys are kept (from its summary on).
         self.final_ttl_s = ttl_s
         #: Seconds every write of a running run keeps its key (at least ``LIVE_RUN_TTL_S``).
