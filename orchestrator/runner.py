@@ -158,12 +158,13 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # database 0 and lane, whose store URL the user never set).
     apart = broker_apart(broker_url, settings)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
-    if sends and broker_url != store_url:
+    one = _database(broker_url) == _database(store_url)  # one database, however each URL writes it
+    if sends and not one:
         named.append((broker_url, "the broker's Redis" if apart else "Redis"))
     for url, what in named:  # each Redis its own window: one slow to come up leaves the next its retries
         _reach(url, what)
     _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
-    broker = redis_client(broker_url, STORE_READ_TIMEOUT_S) if store_url != broker_url else None
+    broker = None if one else redis_client(broker_url, STORE_READ_TIMEOUT_S)
     store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker,
                      broker_apart=apart)  # fmt: skip
     try:
@@ -247,9 +248,9 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
 
 
 def _server(url: str) -> tuple[str, ...]:
-    """The Redis server ``url`` names, whatever its database: its socket's path, or its host and port (two URLs
-    of one server are one Redis to the user, whichever is the store's and which the broker's; ``localhost``,
-    ``127.0.0.1`` and ``[::1]`` are one host)."""
+    """The Redis server ``url`` names, whatever its database: its socket's path, or its scheme, host and port (two
+    URLs of one server are one Redis to the user, whichever is the store's and which the broker's; ``localhost``,
+    ``127.0.0.1`` and ``[::1]`` are one host, 6379 the port of a URL without one)."""
     from urllib.parse import unquote, urlsplit
 
     parts = urlsplit(store_url_for_redis_py(url))
@@ -260,7 +261,19 @@ def _server(url: str) -> tuple[str, ...]:
     except ValueError:  # not a port: probe_redis says so, naming the URL
         port = 0
     host = (parts.hostname or "localhost").lower()
-    return ("tcp", "localhost" if host in LOOPBACK_HOSTS else host, str(port))
+    return (parts.scheme.lower(), "localhost" if host in LOOPBACK_HOSTS else host, str(port))
+
+
+def _database(url: str) -> tuple[str, ...]:
+    """The Redis database ``url`` addresses: its :func:`_server` and its number, as redis-py reads it (``/N`` or
+    ``?db=N``; 0 where it names none), so that ``redis://localhost:6379`` and ``redis://127.0.0.1:6379/0`` are one."""
+    from redis.connection import parse_url
+
+    try:
+        db = int(parse_url(store_url_for_redis_py(url)).get("db", 0))
+    except ValueError:  # not a URL redis-py reads: probe_redis says so, naming it
+        return ("unreadable", url)
+    return (*_server(url), str(db))
 
 
 def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "Redis") -> str | None:

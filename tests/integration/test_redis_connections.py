@@ -249,6 +249,34 @@ def test_localhost_and_127_0_0_1_on_one_port_are_one_redis_in_status_errors(tmp_
         server.stop()
 
 
+def test_urls_of_one_database_written_two_ways_are_one_database_and_another_database_is_its_own(
+    tmp_path: Path,
+) -> None:
+    """connect() compared the broker's and the store's URLs as text: ``redis://localhost:P`` and
+    ``redis://127.0.0.1:P/0`` (no database: 0) were two databases, read through two clients, the broker's probed
+    again. What they address is compared now; another database of the same server is still its own (its queues read
+    there, a database the server lacks refused), though not a Redis apart (one server: named "Redis")."""
+    import redis
+
+    server = RedisProcess(tmp_path / "redis").start()
+    store_url = f"redis://127.0.0.1:{server.port}/0"
+    settings = get_settings().model_copy(update={"store_url": store_url})
+    try:
+        for broker in (f"redis://localhost:{server.port}", f"redis://[::1]:{server.port}/0",
+                       f"redis://127.0.0.1:{server.port}?db=0", f"redis://LOCALHOST:{server.port}/0"):  # fmt: skip
+            store = connect(broker, settings, sends=True)
+            assert store.broker is store.r and not store.broker_apart, broker
+        redis.Redis(port=server.port, db=1).rpush("cpu", "waiting")  # a message on the broker's database only
+        other = connect(f"redis://localhost:{server.port}/1", settings, sends=True)
+        assert other.broker is not other.r and not other.broker_apart
+        assert (other.broker.llen("cpu"), other.r.llen("cpu")) == (1, 0)
+        with pytest.raises(ConfigError, match="database 99") as refused:
+            connect(f"redis://localhost:{server.port}/99", settings, sends=True)
+        assert str(refused.value).startswith(f"Cannot use Redis at redis://localhost:{server.port}/99"), refused
+    finally:
+        server.stop()
+
+
 def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path: Path) -> None:
     """connect() probed the broker's Redis for every command: `status` with RAGSCORE_STORE_URL's Redis up and the
     broker down retried ~20 s and failed (exit 1), though it reads only the store. Only a command that sends work
