@@ -158,7 +158,7 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # database 0 and lane, whose store URL the user never set).
     apart = broker_apart(broker_url, settings)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
-    one = _database(broker_url) == _database(store_url)  # one database, however each URL writes it
+    one = _database(broker_url) == _database(store_url)  # one database and user, however each URL writes them
     if sends and not one:
         named.append((broker_url, "the broker's Redis" if apart else "Redis"))
     for url, what in named:  # each Redis its own window: one slow to come up leaves the next its retries
@@ -265,15 +265,21 @@ def _server(url: str) -> tuple[str, ...]:
 
 
 def _database(url: str) -> tuple[str, ...]:
-    """The Redis database ``url`` addresses: its :func:`_server` and its number, as redis-py reads it (``/N`` or
-    ``?db=N``; 0 where it names none), so that ``redis://localhost:6379`` and ``redis://127.0.0.1:6379/0`` are one."""
+    """The Redis database ``url`` addresses and whom as: its :func:`_server`, its number, its user and its password
+    (a digest: never said), as redis-py reads them (``/N`` or ``?db=N``, 0 where it names none; a user named or not,
+    ``default``), so that ``redis://localhost:6379`` and ``redis://127.0.0.1:6379/0`` are one, and one database
+    used with two users' credentials (ACL users) is two: one client, the store's, read the broker's queues as the
+    store's user, which may not read them, and the broker's password was not probed."""
     from redis.connection import parse_url
 
     try:
-        db = int(parse_url(store_url_for_redis_py(url)).get("db", 0))
+        parsed = parse_url(store_url_for_redis_py(url))
+        db = int(parsed.get("db", 0))
     except ValueError:  # not a URL redis-py reads: probe_redis says so, naming it
         return ("unreadable", url)
-    return (*_server(url), str(db))
+    password = parsed.get("password")
+    secret = hashlib.sha256(password.encode()).hexdigest() if password is not None else ""
+    return (*_server(url), str(db), parsed.get("username") or "default", secret)
 
 
 def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "Redis") -> str | None:

@@ -277,6 +277,33 @@ def test_urls_of_one_database_written_two_ways_are_one_database_and_another_data
         server.stop()
 
 
+def test_urls_of_one_database_with_two_users_credentials_are_two_clients_each_probed(tmp_path: Path) -> None:
+    """Two URLs of one database with another user's credentials (Redis ACL users) were one database to connect(): the
+    broker's password was never probed (a wrong one failed later, in Celery's first send) and the store's client,
+    logged in as the store's user, read the broker's queues, which that user may not read (status, cancel failed).
+    The user and the password are part of what makes two URLs one."""
+    import redis
+
+    users = ["default off", "broker on >broker-pw ~* &* +@all", "store on >store-pw ~ragscore:* &* +@all"]
+    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    settings = get_settings().model_copy(update={"store_url": f"redis://store:store-pw@{base}"})
+    try:
+        store = connect(f"redis://broker:broker-pw@{base}", settings, sends=True)
+        assert store.broker is not store.r and not store.broker_apart  # one server, two users
+        assert (store.broker.acl_whoami(), store.r.acl_whoami()) == ("broker", "store")
+        assert store.broker.llen("embed") == 0  # the store's user may not read the broker's queues
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            store.r.llen("embed")
+        with pytest.raises(BrokerError, match=f"at redis://broker:\\*\\*\\*@{base}") as refused:
+            connect(f"redis://broker:wrong-pw@{base}", settings, sends=True)
+        assert "wrong-pw" not in str(refused.value)
+        same = connect(f"redis://store:store-pw@localhost:{server.port}", settings, sends=True)
+        assert same.broker is same.r  # one user of one database, written two ways
+    finally:
+        server.stop()
+
+
 def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path: Path) -> None:
     """connect() probed the broker's Redis for every command: `status` with RAGSCORE_STORE_URL's Redis up and the
     broker down retried ~20 s and failed (exit 1), though it reads only the store. Only a command that sends work
