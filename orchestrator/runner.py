@@ -267,7 +267,8 @@ def _server(url: str) -> tuple[str, ...]:
 def _database(url: str) -> tuple[str, ...]:
     """The Redis database ``url`` addresses and whom as: its :func:`_server`, its number, its user and its password
     (a digest: never said), as redis-py reads them (``/N`` or ``?db=N``, 0 where it names none; a user named or not,
-    ``default``), so that ``redis://localhost:6379`` and ``redis://127.0.0.1:6379/0`` are one, and one database
+    ``default``; the broker's client, kombu, reads the same database: check_redis_url refuses a URL they read as
+    two), so that ``redis://localhost:6379`` and ``redis://127.0.0.1:6379/0`` are one, and one database
     used with two users' credentials (ACL users) is two: one client, the store's, read the broker's queues as the
     store's user, which may not read them, and the broker's password was not probed."""
     from redis.connection import parse_url

@@ -87,7 +87,28 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
         raise ConfigError(f"{what}: {shown!r} has no host: a Redis URL starts with two slashes (redis://HOST:PORT/DB)")
     if parts.scheme in ("redis", "rediss") and db and not db.isdigit():
         raise ConfigError(f"{what}: the database of {shown!r} must be a number (redis://HOST:PORT/0)")
+    _check_one_database(parts, shown, what)
     return url
+
+
+def _check_one_database(parts: SplitResult, shown: str, what: str) -> None:
+    """ConfigError where the URL (``parts``, ``shown`` redacted) names its database so that the broker's client
+    (kombu, Celery's) and the run store's (redis-py) would read two: ``redis://h/1?db=4`` (redis-py reads 4, kombu
+    fails the send), ``redis+socket:///s?db=4`` (redis-py reads 4, kombu database 0: the queues were read where
+    Celery never put them). A ``unix://`` URL, which only redis-py reads, names its database as ``?db=N``."""
+    if not any(name == "db" for name, _ in parse_qsl(parts.query, keep_blank_values=True)):
+        return
+    if parts.scheme in ("redis+socket", "socket"):
+        raise ConfigError(
+            f"{what}: {shown!r} names its database as ?db=, which Celery's broker does not read (it uses database 0): "
+            "name it as ?virtual_host=N"
+        )
+    if parts.scheme in ("redis", "rediss") and parts.path.strip("/"):
+        raise ConfigError(
+            f"{what}: {shown!r} names its database twice, in its path and as ?db=, which Redis clients read "
+            "differently (the run store's the ?db=, Celery's broker refuses it): name it once, in its path "
+            "(redis://HOST:PORT/N)"
+        )
 
 
 #: Seconds a finished run's keys stay in Redis before they expire (7 days).

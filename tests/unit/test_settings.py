@@ -61,6 +61,11 @@ def test_redis_urls_pass(url: str) -> None:
         ("redis://u:12?client_name=a@b&34@h", r"the password in 'redis://u:\*\*\*@h' holds"),
         ("redis://u:pa/ss@h:6379/0?client_name=me@x", r"the password in 'redis://u:\*\*\*@x' holds '/'"),
         ("redis://:ab/cd@h:6379/0?foo=x@y", r"the password in 'redis://:\*\*\*@y' holds '/'"),
+        # redis-py (the run store) reads database 4, kombu (the broker) fails its send: which one was meant?
+        ("redis://:pw@h:6379/1?db=4", r"'redis://:\*\*\*@h:6379/1\?db=4' names its database twice"),
+        ("rediss://h:6380/1?ssl_cert_reqs=required&db=1", "names its database twice"),
+        # redis-py reads database 4, kombu database 0: the broker's queues were read where Celery never put them
+        ("redis+socket:///tmp/r.sock?db=4", r"does not read \(it uses database 0\): name it as \?virtual_host=N"),
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
