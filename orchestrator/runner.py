@@ -88,7 +88,6 @@ __all__ = [
     "Orphan",
     "Submitted",
     "aggregate_run",
-    "broker_apart",
     "cancel",
     "check_local_resources",
     "connect",
@@ -156,7 +155,7 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # broker is probed too: a broker that did not answer, or a database it lacks, failed later, less clearly, in
     # Celery's first send. Each Redis is named by its role only where they are two servers (not the embedded one's
     # database 0 and lane, whose store URL the user never set).
-    apart = broker_apart(broker_url, settings)
+    apart = _broker_apart(broker_url, settings)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
     one = _database(broker_url) == _database(store_url)  # one database and user, however each URL writes them
     if sends and not one:
@@ -190,10 +189,11 @@ def cannot_use(url: str, what: str, problem: str) -> BrokerError:
     return BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
 
 
-def broker_apart(broker_url: str, settings: Settings | None = None) -> bool:
+def _broker_apart(broker_url: str, settings: Settings) -> bool:
     """Whether the broker's Redis at ``broker_url`` is another server than the run store's (RAGSCORE_STORE_URL
-    set apart): the store then answers without it, and a command that needs the broker must ask it itself."""
-    store_url = (settings or get_settings()).store_url or broker_url
+    set apart): the store then answers without it, and a command that needs the broker must ask it itself. Worked
+    out once, by :func:`connect`, which keeps it as :attr:`RunStore.broker_apart`."""
+    store_url = settings.store_url or broker_url
     return _server(store_url) != _server(broker_url)
 
 
