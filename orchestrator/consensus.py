@@ -14,8 +14,9 @@ a negation no chosen sentence passes) is ``unlocalized``.
 Every sentence keeps its provenance: system, sentence index in that answer, the points it carries and
 their total weight. The output is a dataset file (JSONL: ``id``, ``question``, ``reference``,
 ``metadata.consensus``) the next run can use as ``reference``. Answers are held in memory, one per
-(question, system), while the file is built, and its text until it is written whole (its sha256 decides
-whether a file there may be replaced): about the size of the answers it is built from.
+(question, system), while the file is built, and its text until it is written whole (its sha256 is recorded before
+the file is written): about the size of the answers it is built from. A file there that ragscore has no record of
+writing is refused at the first line that differs from it: the rest is never built.
 """
 
 from __future__ import annotations
@@ -255,16 +256,16 @@ def write_consensus(out: Path, source: RunSource) -> tuple[int, int]:
     """Write the consensus dataset (JSONL) to ``out``; returns (questions, questions with a reference). A file
     there is replaced only when ragscore wrote it and it was not edited since, or it holds this output already
     (:func:`write_recorded`): a user's file, another run's summary.json, an edited consensus file are refused."""
-    outcomes = load_outcomes(source.items)
-    rows = (r for _, r in iter_rows(source.dataset, source.fmt, source.fmt_options) if isinstance(r, Row))
     questions = with_reference = 0
 
-    def lines() -> Iterator[str]:  # counted as built: the text is held whole (its hash decides), not the rows
+    def lines() -> Iterator[str]:  # read and built as write_recorded takes them: a refusal stops them
         nonlocal questions, with_reference
+        outcomes = load_outcomes(source.items)
+        rows = (r for _, r in iter_rows(source.dataset, source.fmt, source.fmt_options) if isinstance(r, Row))
         for row in consensus_rows(rows, outcomes, source.suite_points):
             questions += 1
             with_reference += "reference" in row
             yield json.dumps(row, ensure_ascii=False) + "\n"
 
-    write_recorded(out, "".join(lines()), "--out", "the consensus dataset")
+    write_recorded(out, lines(), "--out", "the consensus dataset")
     return questions, with_reference

@@ -9,11 +9,13 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import islice
 from pathlib import Path
+from typing import BinaryIO
 
 from ragscore_workers.counts import agree
 from ragscore_workers.errors import ConfigError
@@ -182,35 +184,63 @@ def _record_locked(out_dir: Path, option: str, what: str = "the reports") -> Ite
         os.close(fd)  # releases the lock
 
 
-def write_recorded(path: Path, text: str, option: str = "--out or --split", what: str = "the reports") -> None:
+def write_recorded(
+    path: Path, text: str | Iterable[str], option: str = "--out or --split", what: str = "the reports"
+) -> None:
     """Write ``text`` to ``path``, a file no head tells from a user's (another tool's layout: the framework's
     ``{split}_evaluation.json``; a dataset: ``consensus --out``): a file there is replaced only when ragscore wrote
     it there and it was not edited since (its sha256 in :data:`WRITTEN_NAME`) or it holds ``text`` already; any
-    other is refused (ConfigError, exit 2), nothing written. The new file's hash is recorded (beside the one it
+    other is refused (ConfigError, exit 2), nothing written. ``text`` may come in parts, built as they are taken:
+    a file there that cannot be read as one (a FIFO) is refused before any is built, another's at the first part
+    that differs from it: the rest is never built. The new file's hash is recorded (beside the one it
     replaces) before the file is written, under a lock: a report killed between the two, or another writing into
     DIR at once, leaves a file that is recorded. A folder at ``path`` is refused before anything is recorded;
     ``what`` names the file in the error when DIR cannot be made or locked."""
-    data = text.encode()
     if path.is_dir():
         raise ConfigError(f"{path} is a folder, not a file: nothing was written; choose another {option}")
     # checked before DIR or its lock file is made too: a refused report writes nothing
-    if _theirs(_held(path), data, _written(path.parent), path.name):
-        raise _refused(path, option)
+    text = _unless_theirs(path, [text] if isinstance(text, str) else text, option)
+    data = text.encode()
     make_out_dir(path.parent, what)
     with _record_locked(path.parent, option, what):
         record, held = _written(path.parent), _held(path)
         if _theirs(held, data, record, path.name):  # another report changed them meanwhile
             raise _refused(path, option)
-        hashes = [_sha256(data), *([_sha256(held)] if held else []), *record.get(path.name, [])]
+        hashes = [_sha256(data), *([held] if held else []), *record.get(path.name, [])]
         record[path.name] = list(dict.fromkeys(hashes))[:WRITTEN_KEPT]
         write_text_atomic(path.parent / WRITTEN_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
         write_text_atomic(path, text)
 
 
-def _theirs(held: bytes | None, data: bytes, record: dict[str, list[str]], name: str) -> bool:
+def _unless_theirs(path: Path, parts: Iterable[str], option: str) -> str:
+    """``parts`` joined; refused (:func:`_refused`) as soon as they cannot be what a file at ``path`` that ragscore
+    has no record of writing holds: before any is built where it cannot be read as a file, at the first part
+    that differs from its bytes else (a file of an older ragscore, which kept no record, holding them is not)."""
+    held = _held(path)
+    if held is None or held in _written(path.parent).get(path.name, []):
+        return "".join(parts)
+    try:
+        fh = _open_held(path)
+    except OSError:  # a FIFO, a device, a link to one or to nothing, a file that cannot be read
+        raise _refused(path, option) from None
+    if fh is None:  # removed meanwhile
+        return "".join(parts)
+    built: list[str] = []
+    with fh:
+        for part in parts:
+            data = part.encode()
+            if fh.read(len(data)) != data:
+                raise _refused(path, option)
+            built.append(part)
+        if fh.read(1):
+            raise _refused(path, option)
+    return "".join(built)
+
+
+def _theirs(held: str | None, data: bytes, record: dict[str, list[str]], name: str) -> bool:
     """Whether what stands at DIR/``name`` (``held``, :func:`_held`) is a file ragscore has no ``record`` of writing
     there that does not hold ``data`` already."""
-    return held is not None and held != data and _sha256(held) not in record.get(name, [])
+    return held is not None and held != _sha256(data) and held not in record.get(name, [])
 
 
 def _refused(path: Path, option: str) -> ConfigError:
@@ -222,16 +252,36 @@ def _refused(path: Path, option: str) -> ConfigError:
     )
 
 
-def _held(path: Path) -> bytes | None:
-    """A regular file's bytes; None where nothing stands that a report replaces (no file; a folder, or DIR itself
-    a file: the write says what is wrong); ``b""`` for anything else (a FIFO, a device, a link to one, a file that
-    cannot be read): not known to be ours, and not read."""
+def _open_held(path: Path) -> BinaryIO | None:
+    """The regular file at ``path`` (a link followed), open for reading; None where nothing stands that a report
+    replaces (no file; a folder, or DIR itself a file: the write says what is wrong); OSError for anything else (a
+    FIFO, a device, a link to one or to nothing, a file that cannot be read): not known to be ours, and not read."""
     try:
-        if path.is_file():
-            return path.read_bytes()
-        return None if path.is_dir() or not (path.is_symlink() or path.exists()) else b""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        if path.is_symlink():
+            raise NotRegularFile(errno.ENOENT, "a link to nothing", str(path)) from None
+        return None
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return open(fd, "rb")  # noqa: SIM115 - the caller closes it
+    os.close(fd)
+    if stat.S_ISDIR(mode):
+        return None
+    raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+
+
+def _held(path: Path) -> str | None:
+    """The sha256 of the regular file at ``path``, read in chunks (not held); None where nothing stands that a report
+    replaces; ``""``, which is no file's hash, for anything else (:func:`_open_held`)."""
+    try:
+        fh = _open_held(path)
+        if fh is None:
+            return None
+        with fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError:
-        return b""
+        return ""
 
 
 def _sha256(data: bytes) -> str:

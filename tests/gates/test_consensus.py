@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import tempfile
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
-from orchestrator.consensus import consensus_for, load_outcomes, split_sentences
+from orchestrator.consensus import consensus_for, load_outcomes, run_source, split_sentences, write_consensus
 from orchestrator.datasets import iter_rows
 from orchestrator.reports.files import WRITTEN_LOCK, WRITTEN_NAME
 from ragscore_workers.errors import ConfigError
@@ -206,6 +211,59 @@ def test_consensus_out_refuses_its_own_file_once_edited_and_replaces_it_unedited
     code, said = consensus(older / "other.jsonl")
     assert code == 2 and "an older ragscore's" in said, said
     assert (older / "other.jsonl").read_bytes() == full.splitlines(keepends=True)[0]
+
+
+def _calls(write: Callable[[], object]) -> Counter[str]:
+    """How many times ``write`` called load_outcomes and consensus_for (one a question built), and that it refused."""
+    watched = {load_outcomes.__code__: "load_outcomes", consensus_for.__code__: "consensus_for"}
+    calls: Counter[str] = Counter()
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code in watched:
+            calls[watched[frame.f_code]] += 1
+
+    sys.setprofile(profile)
+    try:
+        with pytest.raises(ConfigError, match="which ragscore has no record of writing"):
+            write()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.integration
+def test_consensus_out_is_refused_before_the_rest_is_built(tmp_path: Path, home: Path) -> None:
+    """write_consensus built the whole output (text the size of the answers) before it could refuse FILE. Now a
+    FILE that cannot be read as one (a FIFO) is refused before the run's items are read, and a file of another's,
+    or one edited, at the first line that differs from it: the questions after it are never built."""
+    rows = [r | {"id": f"q{i}"} for i in range(1, 6) for r in _rows()[:3]]  # five questions
+    data = write_jsonl(tmp_path / "answers.jsonl", rows)
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"metrics": ["checks"]}))
+    run = tmp_path / "run"
+    assert ragscore("run", data, "--suite", suite, "--out", run, "-q", home=home).returncode == 0
+    golden = tmp_path / "golden.jsonl"
+    assert ragscore("consensus", run, "--out", golden, home=home).returncode == 0
+    lines = golden.read_text().splitlines(keepends=True)
+    record = (tmp_path / WRITTEN_NAME).read_bytes()
+    assert len(lines) == 5
+
+    def consensus(out: Path) -> Callable[[], object]:
+        return lambda: write_consensus(out, run_source(run, store=lambda: pytest.fail("the store was asked")))
+
+    golden.write_text("".join(lines[:2]) + lines[2].replace('"q3"', '"q3-mine"') + "".join(lines[3:]))
+    assert _calls(consensus(golden)) == {"load_outcomes": 1, "consensus_for": 3}  # q1, q2 as written; q3 differs
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"mine": 1}\n')
+    assert _calls(consensus(mine)) == {"load_outcomes": 1, "consensus_for": 1}
+    shorter = tmp_path / "shorter.jsonl"  # the output's first lines, the rest cut: refused once past its end
+    shorter.write_text("".join(lines[:2]))
+    assert _calls(consensus(shorter)) == {"load_outcomes": 1, "consensus_for": 3}
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert _calls(consensus(fifo)) == {}  # no item read
+    assert golden.read_text().count("q3-mine") == 1 and mine.read_text() == '{"mine": 1}\n'
+    assert (tmp_path / WRITTEN_NAME).read_bytes() == record  # refused: nothing recorded
 
 
 @pytest.mark.integration
