@@ -17,7 +17,7 @@ from typing import TextIO
 
 from ragscore_workers.errors import ConfigError
 
-__all__ = ["NotRegularFile", "atomic_writer", "make_out_dir", "open_regular", "write_text_atomic"]
+__all__ = ["NotRegularFile", "atomic_writer", "link_target", "make_out_dir", "open_regular", "write_text_atomic"]
 
 #: Names tried for a writer's temporary file before giving up (each a fresh random one).
 TEMP_NAME_ATTEMPTS = 100
@@ -31,6 +31,20 @@ def make_out_dir(path: Path, what: str = "the reports") -> Path:
     except OSError as exc:
         raise ConfigError(f"Cannot write {what} to {path}: {exc.strerror or exc}") from exc
     return path
+
+
+def link_target(path: Path, option: str) -> Path:
+    """The file a path the user named as one to write (``consensus --out FILE``, ``--junit FILE``) stands for: where
+    it is a link, the file the link names (written there, as a shell's ``>`` writes, and the link kept: replacing
+    ``path`` would replace the link with a file and leave its target as it was); else ``path``. Only for a path the
+    user named: a link standing in a DIR they named (``--out DIR``) is never followed (a report replaces it); links
+    that lead round in a loop are refused (ConfigError), naming ``option``."""
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:  # a loop: RuntimeError before Python 3.13, OSError (ELOOP) since
+        raise ConfigError(f"{option} {path} is a link in a loop of links, to no file: nothing was written") from exc
 
 
 @contextmanager

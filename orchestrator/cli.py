@@ -20,7 +20,7 @@ from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, Rags
 from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import check_redis_url, get_settings
 
-from .atomic_file import make_out_dir, write_text_atomic
+from .atomic_file import link_target, make_out_dir, write_text_atomic
 from .terminal import (
     TerminalConsole,
     cancel_command,
@@ -507,7 +507,8 @@ def _stored_suite(broker: str | None, run_id: str):  # type: ignore[no-untyped-d
 
 def _check_junit_path(junit: Path) -> None:
     """Said now, not once the run is done: a --junit path that cannot be written. The last run's report there is
-    removed, whatever happens next (it is not this one's)."""
+    removed, whatever happens next (it is not this one's); where --junit is a link, its target (the link kept)."""
+    junit = link_target(junit, "--junit")
     if junit.is_dir():
         raise ConfigError(f"--junit {junit} is a directory; give the path of the XML file to write")
     try:

@@ -36,6 +36,7 @@ from ragscore_workers.metrics.checks import ParsedPoint, evaluate_points, parse_
 from ragscore_workers.schemas import Row, Suite
 from ragscore_workers.store import RunStore
 
+from .atomic_file import link_target
 from .datasets import iter_rows
 from .reports.files import write_recorded
 from .reports.source import RUN_INFO, store_info
@@ -255,7 +256,8 @@ def _dir_info(run_dir: Path, store: Callable[[], RunStore]) -> dict[str, Any]:
 def write_consensus(out: Path, source: RunSource) -> tuple[int, int]:
     """Write the consensus dataset (JSONL) to ``out``; returns (questions, questions with a reference). A file
     there is replaced only when ragscore wrote it and it was not edited since, or it holds this output already
-    (:func:`write_recorded`): a user's file, another run's summary.json, an edited consensus file are refused."""
+    (:func:`write_recorded`): a user's file, another run's summary.json, an edited consensus file are refused. A
+    link at ``out`` is written through: its target is the file written, and checked (:func:`link_target`)."""
     questions = with_reference = 0
 
     def lines() -> Iterator[str]:  # read and built as write_recorded takes them: a refusal stops them
@@ -267,5 +269,5 @@ def write_consensus(out: Path, source: RunSource) -> tuple[int, int]:
             with_reference += "reference" in row
             yield json.dumps(row, ensure_ascii=False) + "\n"
 
-    write_recorded(out, lines(), "--out", "the consensus dataset")
+    write_recorded(link_target(out, "--out"), lines(), "--out", "the consensus dataset")
     return questions, with_reference

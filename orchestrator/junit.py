@@ -33,7 +33,7 @@ from xml.sax.saxutils import escape, quoteattr
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import item_key
 
-from .atomic_file import atomic_writer
+from .atomic_file import atomic_writer, link_target
 from .gates import GateResult, apart, holds, thresholds_by_metric
 
 __all__ = ["DETAIL_CHARS", "classify", "write_junit"]
@@ -115,6 +115,7 @@ def write_junit(
 
     ``run_error``: why the run is no result to pass whatever its gates (``ragscore run`` exits 1): an ``<error>``
     case ``ragscore.gates`` / ``run``, so the CI's test report does not read all green for a failed job."""
+    path = link_target(path, "--junit")  # a link named: its target is written, the link kept
     bars: dict[str | None, dict[str, float]] = {}  # per system: the gated outputs and their bars
     gate_counts: Counter[str] = Counter()
     gate_cases = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -321,3 +322,27 @@ def test_a_junit_path_that_is_a_directory_is_refused_before_the_run(tmp_path: Pa
                    "--junit", junit, home=home)  # fmt: skip
     assert res.returncode == 2 and f"--junit {junit} cannot be written" in res.stderr, res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_junit_path_that_is_a_link_writes_its_target_and_keeps_the_link(tmp_path: Path, home: Path) -> None:
+    """``--junit LINK`` removed the link before the run and wrote a regular file in its place: the CI's report
+    path, a link to where its test reports are collected, got none. The link's target is written; a loop of
+    links is refused before the run."""
+    row = {"id": "q1", "question": "Q?", "answer": "Paris", "reference": "Paris"}
+    data = write_jsonl(tmp_path / "one.jsonl", [row])
+    target = tmp_path / "reports" / "junit.xml"
+    target.parent.mkdir()
+    target.write_text("<testsuites/>\n")  # the last run's report, not this one's
+    link = tmp_path / "junit.xml"
+    link.symlink_to(target)
+    res = ragscore("run", data, "--suite", SUITE, "--out", tmp_path / "out", "-q",
+                   "--fail-under", "exact_match=0.5", "--junit", link, home=home)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert 'name="exact_match=0.5"' in target.read_text()
+    loop = tmp_path / "loop.xml"
+    loop.symlink_to(loop)
+    res = ragscore("run", data, "--suite", SUITE, "--out", tmp_path / "out2", "--fail-under", "exact_match=0.5",
+                   "--junit", loop, home=home)  # fmt: skip
+    assert res.returncode == 2 and f"--junit {loop} is a link in a loop of links" in res.stderr, res.stderr
+    assert not (tmp_path / "out2").exists()

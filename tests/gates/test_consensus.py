@@ -267,6 +267,56 @@ def test_consensus_out_is_refused_before_the_rest_is_built(tmp_path: Path, home:
 
 
 @pytest.mark.integration
+def test_consensus_out_a_link_writes_its_target_under_the_same_checks_and_keeps_the_link(
+    tmp_path: Path, home: Path
+) -> None:
+    """``consensus --out LINK`` replaced the link with a regular file and left its target as it was (a
+    ``golden.jsonl`` kept as a link to ``datasets/golden-v3.jsonl`` lost its link, the dataset never updated). The
+    link names its target: that file is written (the record beside it), as a shell's ``>`` writes it, and refused
+    as any file there is (edited, another's); a loop of links is refused."""
+    data = write_jsonl(tmp_path / "answers.jsonl", _rows())
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"metrics": ["checks"]}))
+    run = tmp_path / "run"
+    assert ragscore("run", data, "--suite", suite, "--out", run, "-q", home=home).returncode == 0
+
+    def consensus(out: Path) -> tuple[int, str]:
+        res = ragscore("consensus", run, "--out", out, home=home)
+        return res.returncode, " ".join(res.stderr.split())
+
+    target = tmp_path / "datasets" / "golden-v3.jsonl"
+    assert consensus(target)[0] == 0
+    link = tmp_path / "golden.jsonl"
+    link.symlink_to(Path("datasets") / "golden-v3.jsonl")
+    for _ in range(2):
+        assert consensus(link) == (0, f"2 questions, 1 with a consensus reference, written to {link}")
+        assert link.is_symlink() and os.readlink(link) == "datasets/golden-v3.jsonl"
+    assert json.loads(target.read_text().splitlines()[0])["metadata"]["consensus"]["sentences"] == EXPECTED_SENTENCES
+    dangling = tmp_path / "next.jsonl"  # its target not there yet: made, as the link names it
+    dangling.symlink_to(target.parent / "golden-v4.jsonl")
+    assert consensus(dangling)[0] == 0 and dangling.is_symlink()
+    assert (target.parent / "golden-v4.jsonl").read_bytes() == target.read_bytes()
+    assert list(json.loads((target.parent / WRITTEN_NAME).read_text())) == ["golden-v3.jsonl", "golden-v4.jsonl"]
+    assert not (tmp_path / WRITTEN_NAME).exists()  # the record is beside the file written
+
+    target.write_text(target.read_text() + "my notes\n")  # edited through the link: refused, as the file itself is
+    code, said = consensus(link)
+    assert code == 2 and f"{target.parent} holds golden-v3.jsonl, which ragscore has no record of writing" in said
+    assert target.read_text().endswith("my notes\n") and link.is_symlink()
+    mine = tmp_path / "mine.jsonl"  # a link to the user's dataset: refused, the dataset as it was
+    mine.symlink_to(data)
+    before = data.read_bytes()
+    assert consensus(mine)[0] == 2 and data.read_bytes() == before and mine.is_symlink()
+
+    loop = tmp_path / "loop.jsonl"
+    loop.symlink_to(tmp_path / "loop2.jsonl")
+    (tmp_path / "loop2.jsonl").symlink_to(loop)
+    code, said = consensus(loop)
+    assert code == 2 and f"--out {loop} is a link in a loop of links, to no file: nothing was written" in said, said
+    assert "Traceback" not in said
+
+
+@pytest.mark.integration
 def test_consensus_out_a_folder_or_under_a_file_is_refused_naming_the_dataset(tmp_path: Path, home: Path) -> None:
     """``--out`` a folder recorded the file's hash under the folder's name in the parent's record, then failed
     (a stray entry); ``--out`` under a file said "Cannot write the reports", which consensus does not write."""

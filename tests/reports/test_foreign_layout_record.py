@@ -225,3 +225,23 @@ def test_a_dir_whose_file_system_has_no_locks_is_still_written(tmp_path: Path, m
     write_recorded(tmp_path / "out" / NAME, '{"v": 1}\n')
     assert (tmp_path / "out" / NAME).read_text() == '{"v": 1}\n'
     assert _recorded(tmp_path / "out")[NAME] == [_sha256(tmp_path / "out" / NAME)]
+
+
+def test_a_link_standing_in_dir_is_never_written_through(tmp_path: Path) -> None:
+    """A link in DIR is no path the user named (another may have put it there, pointing anywhere): its target, outside
+    DIR, is never written (``consensus --out LINK``, a path named, writes its target). A link to a file of another's
+    is refused; one to a file holding these very bytes is replaced by the file, its target left as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"theirs": 1}\n')
+    (out / NAME).symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match="which ragscore has no record of writing"):
+        write_recorded(out / NAME, '{"v": 1}\n')
+    assert elsewhere.read_text() == '{"theirs": 1}\n' and (out / NAME).is_symlink()
+    elsewhere.write_text('{"v": 1}\n')
+    before = elsewhere.stat()
+    write_recorded(out / NAME, '{"v": 1}\n')
+    assert not (out / NAME).is_symlink() and (out / NAME).read_text() == '{"v": 1}\n'
+    after = elsewhere.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), "the link's target was written"
