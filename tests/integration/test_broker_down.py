@@ -459,3 +459,33 @@ def test_cancel_with_the_broker_lost_after_its_probe_says_the_run_is_cancelled_a
     assert f"`ragscore results {run_id} --out DIR --broker {broker}` writes it" in said, said
     reads = [command for command in sent if command != "PING"]
     assert len(reads) == 1, f"the summary's first read was tried {len(reads)} times: {sent}"
+
+
+def test_a_broker_on_the_ipv6_loopback_at_the_store_port_is_another_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """127.0.0.1:P and [::1]:P were one server by their names: a broker listening on [::1] at the store's port,
+    apart from the store's Redis on 127.0.0.1, was never asked apart, so with it down `status` failed (its client's
+    retries, then redis-py's error) instead of showing the run's progress and saying the broker could not be reached.
+    Two addresses are two servers; only ``localhost``, which names either, is one with both."""
+    from orchestrator.cli import status
+
+    store_server = RedisProcess(tmp_path / "store").start()
+    broker = RedisProcess(tmp_path / "broker", "--bind", "::1")
+    broker.port = store_server.port  # one port, two addresses: two servers
+    broker.start_without_ping()
+    broker_url = f"redis://[::1]:{broker.port}/0"
+    monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
+    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 1.0)
+    try:
+        store = runner.connect(broker_url, get_settings(), sends=True)
+        run_id = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store).run_id
+        assert store.r.info("server")["run_id"] != store.broker.info("server")["run_id"]  # type: ignore[union-attr]
+        broker.stop()
+        status(run_id, broker=broker_url)
+        said = " ".join(capsys.readouterr().out.split())
+        assert f"run {run_id}: running" in said, said
+        assert f"the broker's Redis at {broker_url} could not be reached" in said, said
+    finally:
+        broker.stop()
+        store_server.stop()

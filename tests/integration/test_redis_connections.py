@@ -230,15 +230,16 @@ def test_a_broker_apart_from_the_store_is_probed_too_and_named_in_its_error(
 
 
 def test_localhost_and_127_0_0_1_on_one_port_are_one_redis_in_status_errors(tmp_path: Path) -> None:
-    """RAGSCORE_STORE_URL at 127.0.0.1 and --broker at localhost (or [::1]) on the same port were told apart as two
-    servers: the error of the one Redis named "the run store's Redis (RAGSCORE_STORE_URL)", as if the broker were
-    another. Loopback names on one port are one server; another port is another."""
+    """RAGSCORE_STORE_URL at 127.0.0.1 and --broker at localhost on the same port were told apart as two servers:
+    the error of the one Redis named "the run store's Redis (RAGSCORE_STORE_URL)", as if the broker were another.
+    localhost on the port is one server with 127.0.0.1; [::1] is another address (this server listens on 127.0.0.1
+    only), another port another server."""
     server = RedisProcess(tmp_path / "redis").start()
     store_url = f"redis://127.0.0.1:{server.port}/99"  # a database it lacks: said at once, no retries
     apart = "the run store's Redis (RAGSCORE_STORE_URL)"
     try:
         for broker, named in ((f"redis://localhost:{server.port}/99", "Redis"),
-                              (f"redis://[::1]:{server.port}/99", "Redis"),
+                              (f"redis://[::1]:{server.port}/99", apart),
                               (f"redis://127.0.0.1:{free_port()}/99", apart)):  # fmt: skip
             said = _ragscore("status", "--broker", broker, home=tmp_path / "home", RAGSCORE_STORE_URL=store_url)
             assert said.returncode == 2, said.stderr
