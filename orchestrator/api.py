@@ -20,7 +20,7 @@ from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 from ragscore_workers.settings import get_settings
 
-from .atomic_file import make_out_dir
+from .atomic_file import atomic_writer, make_out_dir
 from .datasets import Named
 from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
@@ -199,10 +199,12 @@ def _rows_file(out_dir: Path) -> Path:
 
 
 def _write_rows(dataset: Any, path: Path) -> Path:
-    """Write the rows of ``dataset`` to ``path`` as JSON lines; TypeError naming the row of a value JSON cannot hold."""
+    """Write the rows of ``dataset`` to ``path`` as JSON lines; TypeError naming the row of a value JSON cannot hold.
+    Written as every file in out= is (:func:`atomic_writer`): a link standing there is replaced, never written
+    through (another's, in a shared folder, would have the rows written where it points)."""
     make_out_dir(path.parent)  # out= names a file, or a place this user cannot write: as run() says it
     written = 0
-    with path.open("w", encoding="utf-8") as fh:
+    with atomic_writer(path) as fh:
         for i, row in enumerate(_records(dataset)):
             try:  # ASCII escapes: a lone surrogate (half an emoji) cannot be written as UTF-8 but can as \udXXX
                 text = _json_row(row)

@@ -380,3 +380,26 @@ def test_out_holding_files_of_the_callers_with_report_names_is_refused_before_th
         with pytest.raises(ConfigError, match=r"items\.csv, summary\.json.*choose another out= or remove them"):
             evaluate(dataset, {"metrics": ["exact_match"]}, out=other)
         assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+
+
+def test_a_link_standing_in_out_as_the_copy_of_the_rows_is_replaced_never_written_through(
+    tmp_path: Path, home: Path
+) -> None:
+    """The copy of the rows was opened with ``open("w")``, which follows a link: one standing in out= as
+    ``evaluate-rows.jsonl`` (put there by another user of a shared folder) had the rows written to its target,
+    outside out=, made where it named nothing yet. The copy is written beside it and replaces the link, as every
+    other file ragscore writes in DIR; what the link names is left as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    nowhere = tmp_path / "elsewhere" / "made.jsonl"
+    nowhere.parent.mkdir()
+    (out / "evaluate-rows.jsonl").symlink_to(nowhere)  # a link to nothing yet: no file there to refuse
+    assert evaluate(make_rows(3), {"metrics": ["exact_match"]}, out=out).summary.items == 3
+    assert not nowhere.exists() and not (out / "evaluate-rows.jsonl").is_symlink()
+    assert len((out / "evaluate-rows.jsonl").read_text().splitlines()) == 3
+    theirs = tmp_path / "elsewhere" / "theirs.jsonl"  # a finished run's copy, replaced by a link to a file
+    theirs.write_text("their notes\n")
+    (out / "evaluate-rows.jsonl").unlink()
+    (out / "evaluate-rows.jsonl").symlink_to(theirs)
+    assert evaluate(make_rows(2, seed=1), {"metrics": ["exact_match"]}, out=out).summary.items == 2
+    assert theirs.read_text() == "their notes\n" and not (out / "evaluate-rows.jsonl").is_symlink()
