@@ -157,7 +157,7 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # database 0 and lane, whose store URL the user never set).
     apart = _broker_apart(broker_url, settings)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
-    one = _database(broker_url) == _database(store_url)  # one database and user, however each URL writes them
+    one = not apart and _database(broker_url) == _database(store_url)  # one database and user, however written
     if sends and not one:
         named.append((broker_url, "the broker's Redis" if apart else "Redis"))
     for url, what in named:  # each Redis its own window: one slow to come up leaves the next its retries
@@ -192,9 +192,10 @@ def cannot_use(url: str, what: str, problem: str) -> BrokerError:
 def _broker_apart(broker_url: str, settings: Settings) -> bool:
     """Whether the broker's Redis at ``broker_url`` is another server than the run store's (RAGSCORE_STORE_URL
     set apart): the store then answers without it, and a command that needs the broker must ask it itself. Worked
-    out once, by :func:`connect`, which keeps it as :attr:`RunStore.broker_apart`."""
+    out once, by :func:`connect`, which keeps it as :attr:`RunStore.broker_apart`. ``localhost`` is one server with
+    ``127.0.0.1`` and ``[::1]`` on its port, but those two are two (:func:`_two_loopback_addresses`)."""
     store_url = settings.store_url or broker_url
-    return _server(store_url) != _server(broker_url)
+    return _server(store_url) != _server(broker_url) or _two_loopback_addresses(store_url, broker_url)
 
 
 def reach_broker(broker_url: str) -> None:
@@ -245,6 +246,15 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
     """That the broker's Redis at ``broker_url`` (its password hidden) could not be reached, and why (``problem``:
     its error, or what the ping said)."""
     return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
+
+
+def _two_loopback_addresses(url: str, other: str) -> bool:
+    """Whether one URL names ``127.0.0.1`` and the other ``[::1]``, which :func:`_server` takes as one host: they
+    are two addresses, where two servers may listen on one port (a broker bound to ``::1`` beside a store on
+    ``127.0.0.1``). ``localhost`` names either (no DNS look-up): one server with both."""
+    from urllib.parse import urlsplit
+
+    return {urlsplit(store_url_for_redis_py(u)).hostname for u in (url, other)} == {"127.0.0.1", "::1"}
 
 
 def _server(url: str) -> tuple[str, ...]:
