@@ -278,8 +278,11 @@ def _held(path: Path) -> str | None:
         fh = _open_held(path)
         if fh is None:
             return None
-        with fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+        with fh:  # hashlib.file_digest is Python 3.11+
+            digest = hashlib.sha256()
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+            return digest.hexdigest()
     except OSError:
         return ""
 
