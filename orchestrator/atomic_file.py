@@ -41,10 +41,14 @@ def link_target(path: Path, option: str) -> Path:
     that lead round in a loop are refused (ConfigError), naming ``option``."""
     if not path.is_symlink():
         return path
+    loop = ConfigError(f"{option} {path} is a link in a loop of links, to no file: nothing was written")
     try:
-        return path.resolve()
-    except (RuntimeError, OSError) as exc:  # a loop: RuntimeError before Python 3.13, OSError (ELOOP) since
-        raise ConfigError(f"{option} {path} is a link in a loop of links, to no file: nothing was written") from exc
+        target = path.resolve()
+    except (RuntimeError, OSError) as exc:  # a loop, before Python 3.13
+        raise loop from exc
+    if target.is_symlink():  # a loop, since Python 3.13: given back as far as it was resolved, still a link
+        raise loop
+    return target
 
 
 @contextmanager

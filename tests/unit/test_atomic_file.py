@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.atomic_file import atomic_writer, write_text_atomic
+from orchestrator.atomic_file import atomic_writer, link_target, write_text_atomic
+from ragscore_workers.errors import ConfigError
 
 
 def test_a_failed_write_keeps_the_old_file_and_removes_the_partial_one(tmp_path: Path) -> None:
@@ -65,3 +66,19 @@ def test_a_temporary_file_that_cannot_be_created_is_named_as_the_report(tmp_path
         write_text_atomic(target, "x\n")
     assert caught.value.filename == str(target)
     assert ".partial" not in str(caught.value)
+
+
+def test_a_link_named_stands_for_its_last_target_and_a_loop_of_links_is_refused(tmp_path: Path) -> None:
+    """Python 3.13's ``Path.resolve()`` gives a loop of links back as the link, no error: it was taken as the file
+    to write, and refused as a file of another's ("holds loop.jsonl, which ragscore has no record of writing")."""
+    final = tmp_path / "datasets" / "golden.jsonl"  # not there yet: made where the links lead
+    (tmp_path / "middle.jsonl").symlink_to(final)
+    (tmp_path / "named.jsonl").symlink_to("middle.jsonl")
+    assert link_target(tmp_path / "named.jsonl", "--out") == final
+    assert link_target(tmp_path / "plain.jsonl", "--out") == tmp_path / "plain.jsonl"
+    (tmp_path / "self.jsonl").symlink_to("self.jsonl")
+    (tmp_path / "loop.jsonl").symlink_to("loop2.jsonl")
+    (tmp_path / "loop2.jsonl").symlink_to("loop.jsonl")
+    for loop in (tmp_path / "self.jsonl", tmp_path / "loop.jsonl"):
+        with pytest.raises(ConfigError, match=f"--out {loop} is a link in a loop of links, to no file"):
+            link_target(loop, "--out")
