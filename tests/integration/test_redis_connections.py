@@ -263,8 +263,11 @@ def test_urls_of_one_database_written_two_ways_are_one_database_and_another_data
     store_url = f"redis://127.0.0.1:{server.port}/0"
     settings = get_settings().model_copy(update={"store_url": store_url})
     try:
-        for broker in (f"redis://localhost:{server.port}", f"redis://127.0.0.1:{server.port}?db=0",
-                       f"redis://LOCALHOST:{server.port}/0"):  # fmt: skip ([::1] is another address: apart)
+        for broker in (
+            f"redis://localhost:{server.port}",
+            f"redis://127.0.0.1:{server.port}?db=0",
+            f"redis://LOCALHOST:{server.port}/0",
+        ):  # fmt: skip ([::1] is another address: apart)
             store = connect(broker, settings, sends=True)
             assert store.broker is store.r and not store.broker_apart, broker
         redis.Redis(port=server.port, db=1).rpush("cpu", "waiting")  # a message on the broker's database only
