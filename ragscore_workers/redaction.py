@@ -83,10 +83,11 @@ _HOST_PORT = re.compile(_HOST + r"(?::\d*)?")
 #: are a password's (:func:`_spaced_userinfo`).
 _PORT = r"[0-9]{1,5}"
 #: A host and a port's digits followed by punctuation up to the whitespace, or a template's placeholder for the port
-#: (``{port}``, ``{}``, a shell's ``${PORT}``): text quoting a URL without a path goes on past its port (``https://h:8080.``,
+#: (``{port}``, ``{}``): text quoting a URL without a path goes on past its port (``https://h:8080.``,
 #: ``'https://h:8080'``, ``redis://localhost:6379:``, ``https://h:8080&x=1``, ``http://localhost:{port} is down``),
-#: where a password holding whitespace would not have those before it (:func:`_spaced_userinfo`).
-_PORT_THEN_TEXT = re.compile(_HOST + r":(?:" + _PORT + r"[^\w\s]|\$?\{\w*\}$)")
+#: where a password holding whitespace would not have those before it (:func:`_spaced_userinfo`). Not a shell's
+#: ``${PORT}``: a password starting with ``$`` then whitespace was always hidden (``redis://u:${x} y@h``).
+_PORT_THEN_TEXT = re.compile(_HOST + r":(?:" + _PORT + r"[^\w\s]|\{\w*\}$)")
 #: A host and a port's digits, or none (``h:8080``, ``u:12``, ``u:``): before whitespace, a URL's end or a password's
 #: start (``u:12 34@h``, ``u: pw@h``, :func:`_spaced_userinfo`).
 _HOST_AND_DIGITS = re.compile(_HOST + r":(?:" + _PORT + r")?")

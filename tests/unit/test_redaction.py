@@ -492,7 +492,6 @@ def test_a_port_then_one_word_on_the_next_line_is_no_password(text: str) -> None
         "see [docs](https://h:8080) by a@b.com",
         "http://localhost:{port} is down, ask a@b",  # a template's placeholder for the port
         "http://localhost:{} is down, ask a@b",  # str.format's positional one
-        "http://localhost:${PORT} is down, ask a@b",  # a shell's or a compose file's
     ],
 )
 def test_a_host_and_port_end_a_url_in_free_text_whatever_follows_the_port(text: str) -> None:
@@ -500,8 +499,7 @@ def test_a_host_and_port_end_a_url_in_free_text_whatever_follows_the_port(text: 
     ``redis://localhost:6379:``) and an ``@`` later on (an email) is ordinary text: the punctuation after the port
     made the authority before the whitespace read as no host and port, so everything from the port to the email's
     ``@`` was hidden as a password holding whitespace (``https://h:***@corp.com``). A host and a port, whatever text
-    follows its digits, ends the URL, as a template's placeholder for the port does (a shell's ``${PORT}`` was read as
-    a password's start: ``http://localhost:***@b``)."""
+    follows its digits, ends the URL, as a template's placeholder for the port does."""
     assert redact_url_passwords(text) == text
 
 
@@ -510,9 +508,14 @@ def test_a_host_and_port_end_a_url_in_free_text_whatever_follows_the_port(text: 
     [
         ("connect https://u:p. w@h/v1 failed", "connect https://u:***@h/v1 failed"),
         ("connect redis://:pa) ss@h:6379/0 failed", "connect redis://:***@h:6379/0 failed"),
+        ("connect redis://u:${x} y@h:6379/0 failed", "connect redis://u:***@h:6379/0 failed"),
+        ("connect redis://u:${}\u3000pw@h failed", "connect redis://u:***@h failed"),
+        ("http://localhost:${PORT} is down, ask a@b", "http://localhost:***@b"),
     ],
 )
 def test_a_password_holding_punctuation_then_whitespace_is_still_hidden(text: str, redacted: str) -> None:
     """What is before the whitespace reads as a host and a port only where a digit follows the ':' (``h:8080.``):
-    ``u:p.`` and ``:pa)`` are passwords holding whitespace, hidden to their ``@``."""
+    ``u:p.`` and ``:pa)`` are passwords holding whitespace, hidden to their ``@``, as is one starting with a shell's
+    ``${x}`` (read as a port's placeholder it was shown: ``redis://u:${x} y@h``); a shell's
+    ``${PORT}`` after a host, then text up to an ``@``, is hidden with it."""
     assert redact_url_passwords(text) == redacted
