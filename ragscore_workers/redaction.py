@@ -98,6 +98,14 @@ _HOST_ALONE = re.compile(_HOST)
 #: only (``corp.com``, ``corp.com).``) up to whitespace or the text's end; not a port, path or query (``corp.com:6379``,
 #: ``corp.com/0``).
 _EMAIL_DOMAIN = re.compile(r"(?:[\w-]+\.)+[^\W\d_]{2,}[^\w\s/?#@]*(?!\S)")
+#: A model's or a package's version after its ``@``: digits, then punctuation only up to whitespace or the text's end
+#: (Vertex AI's ``claude-3@20240620``, ``gemini@001``), no host a service has (:func:`_emails_only`).
+_VERSION = re.compile(r"\d+[^\w\s/?#@:]*(?!\S)")
+#: A worker's or a node's name after its ``@`` (Celery's ``celery@w1``): a host without port or path, then
+#: punctuation only up to whitespace or the text's end (:func:`_emails_only`, after a clause's end).
+_NODE_NAME = re.compile(r"[\w-]+(?:\.[\w-]+)*[^\w\s/?#@:]*(?!\S)")
+#: A clause's end: a word ending in ``,`` or ``;`` (``ready,``), as a sentence has (:func:`_emails_only`).
+_CLAUSE_END = re.compile(r"[,;]")
 #: A word of text: what whitespace bounds (:func:`_emails_only`).
 _WORD = re.compile(r"\S+")
 #: A letter, a digit or ``_``: what an e-mail address's local part ends in (:func:`_emails_only`).
@@ -273,8 +281,9 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
     - a host and a port's digits or none (``u:12 34 56@h``, ``u: pw@h``), or a host alone followed by one word up to
       the ``@`` (``https://tok en@h``, ``https://u ser:pw@h``): a password (a token, a user) starting with them,
       unless a line break is before the ``@`` (a log line ending in ``redis://h:6379``, the next one starting with
-      ``celery@w1``) or two words or more come before it and each ``@`` up to it is an e-mail address's
-      (:func:`_emails_only`: ``https://h:8080 and mail a@b.com``; not ``redis://u:12 34@h, mail a@b.com``, nor one
+      ``celery@w1``) or two words or more come before it and each ``@`` up to it is an e-mail address's, a
+      version's or, after a clause's end, a worker's (:func:`_emails_only`: ``https://h:8080 and mail a@b.com``,
+      ``returned 404 for claude-3@20240620``, ``ready, celery@w1 up``; not ``redis://u:12 34@h, mail a@b.com``, nor one
       word after a port, ``redis://u:2024 Summer@redis.example.com``, which hides ``https://h:8080 admin@corp.com``
       too), or after a host alone its one word is an e-mail address's (``https://h.com admin@corp.com``).
 
@@ -302,16 +311,24 @@ def _spaced_userinfo(url: str, cut: int) -> tuple[int, int] | None:
 
 
 def _emails_only(text: str, start: int, end: int) -> bool:
-    """Whether each word of ``text`` from ``start`` to ``end`` (an ``@``) that holds an ``@`` is an e-mail address: a
-    local part before its first ``@`` ending in a letter, a digit or ``_``, with no ``:`` (``admin@``, ``(admin@``;
-    not ``ab:cd@``, a ``user:password``'s end, ``ab!@``, nor a bare ``@``), and a domain after it
-    (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor ``34@db.corp.com:6379``). Each word is read once:
-    linear in the text's length."""
+    """Whether each word of ``text`` from ``start`` to ``end`` (an ``@``) that holds an ``@`` is an e-mail address or
+    a name and a version: a local part before its first ``@`` ending in a letter, a digit or ``_``, with no ``:``
+    (``admin@``, ``(admin@``; not ``ab:cd@``, a ``user:password``'s end, ``ab!@``, nor a bare ``@``), and after it a
+    domain (:data:`_EMAIL_DOMAIN`: ``admin@corp.com``, not ``34@h`` nor ``34@db.corp.com:6379``), a version
+    (:data:`_VERSION`: ``claude-3@20240620``), or, after a word ending a clause (``ready,``), a node's name
+    (:data:`_NODE_NAME`: ``ready, celery@w1 up``; not ``34@h:6379``). Each word is read once: linear in the text's
+    length."""
+    clause = False
     for word in _WORD.finditer(text, start, end + 1):
         at = text.find("@", word.start(), word.end())
         if at < 0:
+            clause = clause or bool(_CLAUSE_END.match(text, word.end() - 1))
             continue
-        if not _WORD_END.match(text, at - 1) or ":" in text[word.start() : at] or not _EMAIL_DOMAIN.match(text, at + 1):
+        if not _WORD_END.match(text, at - 1) or ":" in text[word.start() : at]:
+            return False
+        if not (_EMAIL_DOMAIN.match(text, at + 1) or _VERSION.match(text, at + 1)) and not (
+            clause and _NODE_NAME.match(text, at + 1)
+        ):
             return False
     return True
 

@@ -519,3 +519,36 @@ def test_a_password_holding_punctuation_then_whitespace_is_still_hidden(text: st
     ``${x}`` (read as a port's placeholder it was shown: ``redis://u:${x} y@h``); a shell's
     ``${PORT}`` after a host, then text up to an ``@``, is hidden with it."""
     assert redact_url_passwords(text) == redacted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "http://localhost:8000 returned 404 for claude-3@20240620",  # Vertex AI's model and version
+        "https://h:443 model gemini@001, retry",
+        "redis://h:6379 ready, celery@w1 up",  # a clause's end, then Celery's worker name
+        "redis://h:6379 ready; celery@w1 up",
+    ],
+)
+def test_a_port_then_a_sentence_naming_a_version_or_a_worker_is_shown(text: str) -> None:
+    """A port's digits then two words or more up to an ``@`` read as a password holding whitespace unless each ``@``
+    was an e-mail address's, so an error naming a model's version (``claude-3@20240620``) or, after a clause's end, a
+    worker (``ready, celery@w1``) was hidden from the port on (``http://localhost:***@20240620``). They are shown;
+    no password the rule before this one hid is (it showed any two words or more after a port)."""
+    assert redact_url_passwords(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("http://localhost:8000 claude-3@20240620", "http://localhost:***@20240620"),  # one word: a password's end
+        ("redis://u:12 34@h ready, celery@w1", "redis://u:***@w1"),  # 34@h is no e-mail address, version nor clause
+        ("redis://h:6379 ready, celery@w1:6379 up", "redis://h:***@w1:6379 up"),  # a port: a Redis host's
+        ("redis://u:12 34 56@h", "redis://u:***@h"),
+    ],
+)
+def test_a_port_then_words_up_to_a_host_stays_hidden(text: str, redacted: str) -> None:
+    """What reads as a version or a worker's name after an ``@`` is read so only after two words or more (one word
+    after a port is a password's end, as it always was), and a worker's name only after a clause's end and without a
+    port (``celery@w1:6379`` is a Redis host)."""
+    assert redact_url_passwords(text) == redacted
