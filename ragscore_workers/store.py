@@ -561,6 +561,11 @@ POOL_MAX_CONNECTIONS = 512
 POOL_TIMEOUT_S = 30.0
 #: Retries of a command whose connection was lost (backing off 0.2 s to 5 s: about 20 s in all).
 CLIENT_RETRIES = 8
+#: Seconds a worker waits for one reply of Redis before it takes the connection for lost and retries it
+#: (``CLIENT_RETRIES`` times): well above a slow Redis's pauses (a fork for a BGSAVE of a big dataset), so a hang is
+#: waited out (up to ~45 min), and a connection that never answers (a partition or fail-over dropped it) is opened
+#: again. redis-py's own default (5 s since redis-py 8) failed a chunk after ~65 s of a hung Redis.
+WORKER_READ_TIMEOUT_S = 300.0
 
 
 def probe_redis(url: str, what: str = "Redis") -> str | None:
@@ -648,12 +653,13 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
     command tried once, for a check that says a Redis gone rather than wait ~20 s for it). ``read_timeout_s``:
     a reply (or a connection) that takes longer raises ``redis.TimeoutError``, not retried (the caller already
     waited; a Redis that accepts and never answers, hung or behind a partition, held the orchestrator for ever).
-    None keeps redis-py's own timeouts, retried (workers: a chunk waits out a slow Redis rather than fail)."""
+    None: :data:`WORKER_READ_TIMEOUT_S`, retried as a lost connection (workers: a chunk waits out a slow Redis
+    rather than fail)."""
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
     retried: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, TimeoutError)
-    timeouts: dict[str, Any] = {}
+    timeouts: dict[str, Any] = {"socket_timeout": WORKER_READ_TIMEOUT_S}  # connects: redis-py's own timeout
     if read_timeout_s is not None:  # Retry's own default retries timeouts too: 8 more waits of read_timeout_s
         retried = (redis.ConnectionError,)
         timeouts = {"socket_timeout": read_timeout_s, "socket_connect_timeout": read_timeout_s}

@@ -1099,3 +1099,37 @@ def test_an_aggregation_whose_lease_lapsed_while_a_copy_wrote_the_summary_does_n
         assert store.r.exists(lease) == 0, "the lease is released"
     finally:
         server.stop()
+
+
+def test_a_workers_chunk_waits_out_a_redis_hung_for_over_a_minute_and_writes_its_items(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers' Redis client kept redis-py's own timeouts: 5 s a reply since redis-py 8, retried 8 times. A Redis hung
+    for over a minute (SIGSTOP here: connections open, nothing answers) made a chunk's call raise TimeoutError: the
+    task failed, its shard's chord never ended, and a detached run stayed running. Now a worker waits
+    WORKER_READ_TIMEOUT_S (minutes) per reply, and the chunk, run as the worker's task runs it, ends once Redis
+    answers, its items written."""
+    from ragscore_workers import tasks
+
+    server = RedisProcess(tmp_path / "redis").start()
+    monkeypatch.setenv("RAGSCORE_STORE_URL", server.url)
+    tasks.get_store.cache_clear()  # the worker's own store client, on this Redis
+    assert server.proc is not None
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(25, seed=7)), load_suite(SUITE), store)
+        rows = [{k: v for k, v in r.items() if k != "group"} for r in make_rows(25, seed=7)]
+        suite_json = store.meta(sub.run_id)["suite"]
+        tasks.get_store().r.ping()  # its connection is open before Redis hangs, as a worker's is mid-run
+        server.proc.send_signal(signal.SIGSTOP)
+        timer = threading.Timer(80.0, server.proc.send_signal, (signal.SIGCONT,))  # past redis-py's ~65 s
+        timer.daemon = True  # a test that ends first sends SIGCONT itself
+        timer.start()
+        scored = tasks.score_chunk("cpu", sub.run_id, suite_json, ["exact_match", "recall_at_k"], rows)
+        timer.join()
+        assert scored["new"] == 25 * 4, scored  # exact_match; recall_at_k: recall_at_1, recall_at_5, mrr
+        assert store.progress(sub.run_id)["done"] == 25 * 4
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        tasks.get_store.cache_clear()
+        server.stop()
