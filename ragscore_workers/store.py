@@ -648,8 +648,9 @@ def _tls_hint(url: str, exc: redis.RedisError) -> str:
     return ""
 
 
-def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int = CLIENT_RETRIES) -> redis.Redis:
-    """A redis-py client for a broker-style URL: a blocking pool, lost connections retried ``retries`` times (0: each
+def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int | None = None) -> redis.Redis:
+    """A redis-py client for a broker-style URL: a blocking pool, lost connections retried ``retries`` times
+    (default :data:`CLIENT_RETRIES`; 0: each
     command tried once, for a check that says a Redis gone rather than wait ~20 s for it). ``read_timeout_s``:
     a reply (or a connection) that takes longer raises ``redis.TimeoutError``, not retried (the caller already
     waited; a Redis that accepts and never answers, hung or behind a partition, held the orchestrator for ever).
@@ -668,7 +669,11 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
         max_connections=POOL_MAX_CONNECTIONS,
         timeout=POOL_TIMEOUT_S,
         decode_responses=True,
-        retry=Retry(ExponentialBackoff(cap=5.0, base=0.1), retries=retries, supported_errors=retried),
+        retry=Retry(
+            ExponentialBackoff(cap=5.0, base=0.1),
+            retries=CLIENT_RETRIES if retries is None else retries,
+            supported_errors=retried,
+        ),
         retry_on_error=list(retried),
         health_check_interval=30,
         **timeouts,

@@ -1101,16 +1101,19 @@ def test_an_aggregation_whose_lease_lapsed_while_a_copy_wrote_the_summary_does_n
         server.stop()
 
 
-def test_a_workers_chunk_waits_out_a_redis_hung_for_over_a_minute_and_writes_its_items(
+def test_a_workers_chunk_waits_out_a_redis_hung_past_redis_pys_own_timeout_and_writes_its_items(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Workers' Redis client kept redis-py's own timeouts: 5 s a reply since redis-py 8, retried 8 times. A Redis hung
-    for over a minute (SIGSTOP here: connections open, nothing answers) made a chunk's call raise TimeoutError: the
-    task failed, its shard's chord never ended, and a detached run stayed running. Now a worker waits
-    WORKER_READ_TIMEOUT_S (minutes) per reply, and the chunk, run as the worker's task runs it, ends once Redis
-    answers, its items written."""
+    """Workers' Redis client kept redis-py's own timeouts: 5 s a reply since redis-py 8, retried CLIENT_RETRIES
+    times (~65 s with 8). A Redis hung longer (SIGSTOP here: connections open, nothing answers) made a chunk's call
+    raise TimeoutError: the task failed, its shard's chord never ended, and a detached run stayed running. Now a
+    worker waits WORKER_READ_TIMEOUT_S (minutes) per reply, and the chunk, run as the worker's task runs it, ends once
+    Redis answers, its items written. One retry here (5 s + 0.2 s + 5 s with redis-py's timeout), so the hang is 15 s,
+    not over a minute."""
+    from ragscore_workers import store as store_module
     from ragscore_workers import tasks
 
+    monkeypatch.setattr(store_module, "CLIENT_RETRIES", 1)
     server = RedisProcess(tmp_path / "redis").start()
     monkeypatch.setenv("RAGSCORE_STORE_URL", server.url)
     tasks.get_store.cache_clear()  # the worker's own store client, on this Redis
@@ -1122,7 +1125,7 @@ def test_a_workers_chunk_waits_out_a_redis_hung_for_over_a_minute_and_writes_its
         suite_json = store.meta(sub.run_id)["suite"]
         tasks.get_store().r.ping()  # its connection is open before Redis hangs, as a worker's is mid-run
         server.proc.send_signal(signal.SIGSTOP)
-        timer = threading.Timer(80.0, server.proc.send_signal, (signal.SIGCONT,))  # past redis-py's ~65 s
+        timer = threading.Timer(15.0, server.proc.send_signal, (signal.SIGCONT,))  # past redis-py's ~10 s here
         timer.daemon = True  # a test that ends first sends SIGCONT itself
         timer.start()
         scored = tasks.score_chunk("cpu", sub.run_id, suite_json, ["exact_match", "recall_at_k"], rows)
