@@ -562,10 +562,12 @@ POOL_TIMEOUT_S = 30.0
 #: Retries of a command whose connection was lost (backing off 0.2 s to 5 s: about 20 s in all).
 CLIENT_RETRIES = 8
 #: Seconds a worker waits for one reply of Redis before it takes the connection for lost and retries it
-#: (``CLIENT_RETRIES`` times): well above a slow Redis's pauses (a fork for a BGSAVE of a big dataset), so a hang is
-#: waited out (up to ~45 min), and a connection that never answers (a partition or fail-over dropped it) is opened
-#: again. redis-py's own default (5 s since redis-py 8) failed a chunk after ~65 s of a hung Redis.
-WORKER_READ_TIMEOUT_S = 300.0
+#: (``CLIENT_RETRIES`` times: about 9.5 min in all with the backoff): well above a slow Redis's pauses (a fork for a
+#: BGSAVE of a big dataset), so a hang is waited out, and a connection that never answers (a partition or fail-over
+#: dropped it) is opened again after a minute. The whole wait stays below the visibility timeout (900 s by default):
+#: a judge chunk, which no time limit bounds (thread pool), waiting longer would be delivered again while it still
+#: waits. redis-py's own default (5 s since redis-py 8) failed a chunk after ~65 s of a hung Redis.
+WORKER_READ_TIMEOUT_S = 60.0
 
 
 def probe_redis(url: str, what: str = "Redis") -> str | None:
