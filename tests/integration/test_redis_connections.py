@@ -267,7 +267,7 @@ def test_urls_of_one_database_written_two_ways_are_one_database_and_another_data
             f"redis://localhost:{server.port}",
             f"redis://127.0.0.1:{server.port}?db=0",
             f"redis://LOCALHOST:{server.port}/0",
-        ):  # fmt: skip ([::1] is another address: apart)
+        ):  # not [::1]: another address, apart
             store = connect(broker, settings, sends=True)
             assert store.broker is store.r and not store.broker_apart, broker
         redis.Redis(port=server.port, db=1).rpush("cpu", "waiting")  # a message on the broker's database only
