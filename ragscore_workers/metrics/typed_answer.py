@@ -1,6 +1,6 @@
 """``typed_answer`` (Socioscope): score an answer by its ``question_type`` against weighted ``expected`` values.
 
-* Yes/No: 1.0 when the answer's yes/no (its first yes/no word not asked about, "yes?": :func:`_said`) is the
+* Yes/No: 1.0 when the answer's yes/no (its first yes/no word not asked about, "yes?", "Yes/no?": :func:`_said`) is the
   expected one, else 0.0.
 * ListOne / PickOne: the largest weight among the matched expected values (0.0 when none matches).
 * ListMany / PickMany: the sum of the matched values' weights, each value counted once, capped at 1.0.
@@ -13,12 +13,13 @@ stopwords only must be a whole item, unless it is option ``A`` or ``I`` written 
 "The answer is A.", "I'd go with A", "I'd say A", "A and C", ``a) Paris`` outside an ``a) b)`` enumeration,
 ``A: Paris`` outside a Q/A transcript, whose ``A:`` speaker label is stripped: :class:`_Label`, :func:`_turns`;
 not asked about, "A?", nor after a negation, "I would not choose A": :func:`_picks`); the label forms are
-ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris",
-"B) Lyon", "Answer: B") are read for the given one only; two or more options restated with nothing else are
-no choice for a One type and each a pick for a Many type (:func:`_unrestated`). In a One type's answer a
-retraction whose next sentence is a choice and nothing else ("No, wait: C.") drops the choices before it, unless
-one of them is named again after that sentence (:func:`_retraction`). Missing inputs are unscorable; an
-``expected`` or ``question_type`` outside the grammar is a per-row error saying why.
+ragscore's addition to the whole-item rule. Options restated beside the pick ("A) Paris", "B) Lyon", "Answer: B")
+are read for the given one only; two or more options restated with nothing else are no choice for a One type,
+unless a retraction to a choice is in them, and each a pick for a Many type (:func:`_unrestated`; labels on one
+line written differently restate none: "A. Hmm, (B) seems right."). In a One type's answer a retraction whose next
+sentence is a choice and nothing else ("No, wait: C.") drops the choices before it, unless one of them is named
+again after that sentence (:func:`_retraction`). Missing inputs are unscorable; an ``expected`` or
+``question_type`` outside the grammar is a per-row error saying why.
 Grammar: docs/metrics/deterministic.md.
 """
 
@@ -152,10 +153,10 @@ _CUE = (
 #: What may follow a bare label: the end of the item, punctuation but ``?``, a spaced dash or ``is``, no other word.
 #: A label before ``?`` is asked about, not picked ("Would I say A? No. The answer is B").
 _ENDS = r"(?=\s*(?:$|[,;:)!\]]|\.(?!\w))|\s+(?:[-–—]|is\b))"
-#: What follows a word or label that is asked about, not said: ``?``, spaces and a closing Markdown mark or double quote
-#: before it allowed ("**yes**?", '"yes"?'; a label's ``_ENDS`` leaves it out; a yes/no word before it is no answer:
-#: :func:`_said`).
-_ASKED = r"[*_\"”]*\s*\?"
+#: What follows a word or label that is asked about, not said: ``?``, spaces, an ellipsis and a closing Markdown mark
+#: or double quote before it allowed ("**yes**?", '"yes"?', "yes...?"; a label's ``_ENDS`` leaves it out; a yes/no
+#: word before it is no answer: :func:`_said`).
+_ASKED = r"[*_\"”.…]*\s*\?"
 #: An upper-case option letter (Q aside), alone, and the ``and`` / ``&`` that joins two in a multi-answer reply.
 _LETTER = rf"{_BOLD}[A-PR-Z]{_BOLD}(?![\w'’])"  # no Q: "Q&A", "Q and A" name a FAQ
 _JOIN = r"(?:\s+(?i:and)\s+|\s*&\s*)"
@@ -177,8 +178,9 @@ def _label(label: str) -> _Label:
 
 #: Stopword option labels (``a``, ``i``: "a" is an article, "I" a pronoun), comparison form -> :class:`_Label`.
 _LABELS = {w: _label(w.upper()) for w in sorted(STOPWORDS) if len(w) == 1}
-#: A line restating an option: ``A) Paris``, ``(B) Lyon``, ``C. Nice`` (after a bullet); group 1 or 2 the letter.
-_OPTION_LINE = re.compile(rf"^\s*{_BOLD}(?:\(([A-Z])\)|([A-Z])(?:\)|\.(?=\s)))")
+#: A line restating an option: ``A) Paris``, ``(B) Lyon``, ``C. Nice`` (after a bullet); group ``letter`` or
+#: ``bracketed`` the letter, group ``mark`` the ``)`` or ``.`` after a letter not bracketed.
+_OPTION_LINE = re.compile(rf"^\s*{_BOLD}(?:\((?P<bracketed>[A-Z])\)|(?P<letter>[A-Z])(?P<mark>\)|\.(?=\s)))")
 #: A line that is a final answer and nothing else: "Answer: B", "The answer is (B).", "**B**", "Answers: A and C".
 _ANSWER_LINE = re.compile(
     rf"^\s*(?:{_BOLD}(?i:(?:the\s+)?(?:final\s+|correct\s+)?answers?(?:\s+(?:is|are))?){_BOLD}\s*[:\-–—]?\s*)?"
@@ -196,14 +198,17 @@ def _answered(line: str) -> set[str]:
 def _restated(line: str) -> list[str | None]:
     """For each item of the line (:func:`raw_items`), the option it restates: the letter of the last item so far
     that starts with a label (``A) Paris``, ``(B) Lyon``, ``C. Nice``), so the words after an option are its own
-    ("A) Paris, the capital; B) Lyon" is A, A, B); all None when the line does not start with one."""
+    ("A) Paris, the capital; B) Lyon" is A, A, B); all None when the line does not start with one, or when its
+    labels are not written alike, as a list writes them ("A. Actually, (B)." and "A. Hmm, (B) seems right." restate
+    no options: the ``(B)`` is a choice)."""
     items = raw_items(line)
-    if not items or not _OPTION_LINE.match(items[0]):
+    labels = [_OPTION_LINE.match(item) for item in items]
+    styles = {found.group("mark") or "()" for found in labels if found}
+    if not labels or not labels[0] or len(styles) > 1:
         return [None] * len(items)
     owners: list[str | None] = []
-    for item in items:
-        found = _OPTION_LINE.match(item)
-        owners.append((found.group(1) or found.group(2)) if found else owners[-1])
+    for found in labels:
+        owners.append((found.group("bracketed") or found.group("letter")) if found else owners[-1])
     return owners
 
 
@@ -357,7 +362,8 @@ def _retraction(values: list[ExpectedValue], answer: str, use_synonyms: bool) ->
 
 def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: bool) -> MetricResult:
     read = _unrestated(answer, many)
-    retraction = None if many else _retraction(values, read, use_synonyms)
+    # a retraction to a choice in what reads as options restated with nothing else ("(A). Actually, (B).") is a choice
+    retraction = None if many else _retraction(values, read or answer, use_synonyms)
     marker, matched = retraction or (None, _matched(values, read, use_synonyms))
     weights = [values[i].weight for i in matched]
     score = min(1.0, sum(weights)) if many else max(weights, default=0.0)
@@ -367,7 +373,7 @@ def _choice(values: list[ExpectedValue], answer: str, many: bool, use_synonyms: 
     }
     if marker:
         details["retraction"] = marker
-    if answer and not read:  # a scored 0.0, not unscorable: the answer is there, it chooses none
+    if answer and not read and not marker:  # a scored 0.0, not unscorable: the answer is there, it chooses none
         details["reason"] = "options restated with nothing else: no choice of one"
     return MetricResult(score=score, passed=score >= 1.0, details=details)
 
@@ -395,13 +401,17 @@ def rationale_support(rationale: set[str], reference: str | None, min_words: int
 
 #: A word right before ``?`` (:data:`_ASKED`), read from its start only (linear in the answer).
 _ASKED_WORD = re.compile(rf"(?<![\w'’])[\w'’]+(?={_ASKED})")
+#: A ``/`` between two words ("yes/no", "yes / no"), which :func:`_said` reads as ``or``.
+_SLASH = re.compile(r"(?<=[\w'’])\s*/\s*(?=[\w'’])")
 
 
 def _said(answer: str) -> tuple[list[str], set[int]]:
     """The answer's words (:func:`terms`) and the positions of the yes/no words asked about, as a label before ``?``
     is: the word right before ``?`` and those joined to it by ``or`` / ``and`` ("Would I say yes? No", "Yes or no?
-    No"). The answer is cut after each such word only, so its other words are read as a whole. A yes/no word that is
-    the whole answer is said, ``?`` or not ("Yes?" is yes, as a whole-answer "A?" picks ``A``)."""
+    No"; a ``/`` joins as ``or`` does: "Yes/no? No"). The answer is cut after each such word only, so its other words
+    are read as a whole. A yes/no word that is the whole answer is said, ``?`` or not ("Yes?" is yes, as a
+    whole-answer "A?" picks ``A``)."""
+    answer = _SLASH.sub(" or ", answer)
     words: list[str] = []
     asked: set[int] = set()
     start = 0

@@ -45,6 +45,10 @@ def _score(
         ("yes", "Is it no? Yes.", 1.0),
         ("no", "Is that correct? No.", 1.0),
         ("no", "Yes or no? No.", 1.0),
+        ("no", "Yes/no? No.", 1.0),  # a "/" joins as "or" does
+        ("no", "Yes / no? No.", 1.0),
+        ("no", "Would I say yes...? No.", 1.0),  # an ellipsis may stand before "?"
+        ("no", "Would I say yes…? No.", 1.0),
         ("yes", "Is it true ? Yes", 1.0),
         ("yes", "Is it true?", 0.0),  # asked and not answered: no yes/no
         ("yes", "Yes?", 1.0),  # the whole answer: said, as a whole-answer "A?" picks A
@@ -406,6 +410,7 @@ def _picked(answer: str) -> list[str]:
         ("B and A? No: C.", ["B", "C"]),  # no A; "b" is a whole word, as before
         ("The answer is A?", []),
         ("Would I say (A)? No, (C).", ["C"]),
+        ("Would I say (A)...? No, (C).", ["C"]),  # an ellipsis may stand before "?", as for a yes/no word
         ("I would not choose A", []),
         ("I don't pick A; C", ["C"]),
         ("I'd never go with A", []),
@@ -442,6 +447,11 @@ def _picked(answer: str) -> list[str]:
         ("A is right. C. Actually, no, A.", ["A"]),
         ("A. Actually, it's A.", ["A"]),  # the choice read from its letter on, past the lead "it's"
         ("C. Wait, no: A.", ["A"]),
+        ("A. Actually, (B).", ["B"]),  # a bracketed label too ("A." and "(B)" restate no options: not alike)
+        # a retraction to a choice, its labels written alike, is no list of options either
+        ("(A). Actually, (B).", ["B"]),
+        ("A. Actually, B. Lyon.", ["B"]),
+        ("A. Actually,\n(B).", ["B"]),
         # a choice dropped by the retraction but named again after the choice that follows it: the answer read
         # as a whole, as before (the model went back to it: "No, A is correct"; or it names it in passing)
         ("The answer is A.\n\nWait, B. No, A is correct.", ["A", "B"]),
@@ -486,6 +496,9 @@ def _picked(answer: str) -> list[str]:
         ("A) Paris; B) Lyon; C) Nice\nAnswer: C", ["C"]),
         ("A) Paris, B) Lyon\nAnswer: A", ["A"]),
         ("A) Paris; B) Lyon", []),
+        # labels written differently on one line are no list of options: "(B) seems right" is a choice, as before
+        ("A. Hmm, (B) seems right.", ["A", "B"]),
+        ("A. No, (B).", ["A", "B"]),
         ("A) Paris, the capital; B) Lyon, a city\nAnswer: B", ["B"]),  # the words after an option are its own
         ("A) Paris, the capital\nB) Lyon\nAnswer: B", ["B"]),
     ],
@@ -506,6 +519,10 @@ def test_a_retraction_keeps_the_choice_after_it_for_a_one_answer_question_only()
     asked = _score("ListOne", options, "Paris. Wait, Lyon? No.", synonyms=False)  # a value asked about: no choice
     assert asked.score == 1.0 and "retraction" not in asked.details
     assert _score("PickMany", ["A", "C"], "A. No, wait: C.").score == 1.0  # a Many type reads both, as before
+    bracketed = _score("PickOne", "B", "(A). Actually, (B).")  # no options restated: a retraction to (B)
+    assert (
+        bracketed.score == 1.0 and bracketed.details["retraction"] == "Actually," and "reason" not in bracketed.details
+    )
 
 
 def test_a_multi_answer_reply_scores_each_option_it_joins() -> None:
@@ -575,9 +592,91 @@ def test_q_and_a_is_not_option_a_joined_to_option_q(answer: str) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_long_chain_of_asked_yes_no_words_is_read_in_linear_time() -> None:
+@pytest.mark.parametrize("join", [" or yes?", "/yes?", " / yes...?"])
+def test_a_long_chain_of_asked_yes_no_words_is_read_in_linear_time(join: str) -> None:
     """Each asked yes/no word walked back over the whole ``or`` chain before it: 160 kB of "yes or yes? or yes?"
-    took 54 s (quadratic). A walk stops at a word already asked about. No time is measured: the 60 s timeout is a
-    hang guard, far above a linear read of 400 kB and far below a quadratic one."""
-    many = "yes" + " or yes?" * 50_000
+    took 54 s (quadratic). A walk stops at a word already asked about; a ``/`` joins as ``or`` does and an ellipsis
+    may stand before ``?``. No time is measured: the 60 s timeout is a hang guard, far above a linear read of 400 kB
+    and far below a quadratic one."""
+    many = "yes" + join * (400_000 // len(join))
     assert _score("Yes/No", "no", f"{many} No.").score == 1.0
+
+
+#: Ordinary answers, each with the options it picks for a PickOne and a PickMany question (``A``, ``B``, ``C``, ``I``
+#: alone as ``expected``): pinned before "A. Actually, (B)." was read as a choice and "Yes/no? No." as no, unchanged.
+ORDINARY_PICKS = [
+    ("B", ["B"], ["B"]),
+    ("The answer is B.", ["B"], ["B"]),
+    ("Answer: (B)", ["B"], ["B"]),
+    ("**B**", ["B"], ["B"]),
+    ("B) Lyon", ["B"], ["B"]),
+    ("(B) Lyon", ["B"], ["B"]),
+    ("B. Lyon", ["B"], ["B"]),
+    ("I'd go with B.", ["B"], ["B"]),
+    ("A) Paris\nB) Lyon\nAnswer: B", ["B"], ["B"]),
+    ("A) Paris; B) Lyon", [], ["A", "B"]),
+    ("A. Paris\nB. Lyon", [], ["A", "B"]),
+    ("(A) Paris\n(B) Lyon", [], ["A", "B"]),
+    ("A. Paris, B. Lyon", [], ["A", "B"]),
+    ("(A) Paris; (B) Lyon\nAnswer: B", ["B"], ["B"]),
+    ("A. Actually, B.", ["B"], ["A", "B"]),
+    ("B, since Lyon is larger.", ["B"], ["B"]),
+    ("Option B (Lyon).", ["B"], ["B"]),
+    ("A, B", ["A", "B"], ["A", "B"]),
+    ("(A), (B)", [], ["A", "B"]),
+    ("A) Paris\n(B) Lyon", [], ["A", "B"]),
+    ("A. Paris\n(B) Lyon\nAnswer: B", ["B"], ["B"]),
+    ("B. Actually, it is B.", ["B"], ["B"]),
+    ("(B). Lyon is right.", ["B"], ["B"]),
+    ("I think (B), Lyon.", ["B"], ["B"]),
+    ("Lyon (B)", ["B"], ["B"]),
+    ("(A) or (B)? (B).", ["A", "B"], ["A", "B"]),
+    ("A) Paris, the capital; B) Lyon", [], ["A", "B"]),
+    ("Not A; B", ["B"], ["B"]),
+    ("B is right: Lyon.", ["B"], ["B"]),
+    ("My answer: A. No, wait: C.", ["C"], ["A", "C"]),
+    ("C) Nice", ["C"], ["C"]),
+    ("(C) Nice, since it is on the coast.", ["C"], ["C"]),
+    ("A) Paris\nB) Lyon\nC) Nice\nThe answer is (C).", ["C"], ["C"]),
+    ("Would I say (A)? No, (C).", ["C"], ["C"]),
+]
+
+
+@pytest.mark.parametrize(("answer", "one", "many"), ORDINARY_PICKS)
+def test_ordinary_answers_pick_as_before(answer: str, one: list[str], many: list[str]) -> None:
+    many_picks = [x for x in [*OPTIONS, "I"] if _score("PickMany", {x: 0.25}, answer).score == 0.25]
+    assert (_picked(answer), many_picks) == (one, many)
+
+
+#: Ordinary Yes/No answers and the polarity each says (``answered``) and its Yes/No with Rationale score when yes is
+#: expected (no reference, three content words for full support): pinned before a ``/`` and an ellipsis joined an
+#: asked yes/no word, unchanged.
+ORDINARY_YES_NO = [
+    ("Yes.", "yes", 0.5),
+    ("No.", "no", 0.0),
+    ("Yes or no? No.", "no", 0.0),
+    ("Is it true? Yes.", "yes", 0.5),
+    ("N/A", None, 0.0),
+    ("Yes/No", "yes", 0.5),
+    ("yes/no: no", "yes", 0.5),
+    ("Yes, and/or no.", "yes", 0.5),
+    ("I would say yes... no.", "yes", 0.6666666666666666),
+    ("Maybe... yes?", None, 0.0),
+    ("Is it 50/50? No.", "no", 0.0),
+    ("Yes. Why? Because.", "yes", 0.5),
+    ("No... yes?", "no", 0.0),
+    ("Well...? Yes.", "yes", 0.6666666666666666),
+    ("w/o doubt, yes", "yes", 1.0),
+    ("Would I say yes? No.", "no", 0.0),
+    ("Is TCP/IP used? Yes.", "yes", 1.0),
+    ("Yes, 24/7.", "yes", 0.8333333333333333),
+    ("No. Is it true...? No.", "no", 0.0),
+    ("Yes... definitely.", "yes", 0.6666666666666666),
+    ("No!? Really? Yes.", "no", 0.0),
+]
+
+
+@pytest.mark.parametrize(("answer", "answered", "rationale"), ORDINARY_YES_NO)
+def test_ordinary_yes_no_answers_say_as_before(answer: str, answered: str | None, rationale: float) -> None:
+    assert _score("Yes/No", "yes", answer).details["answered"] == answered
+    assert _score("Yes/No with Rationale", "yes", answer).score == pytest.approx(rationale)
