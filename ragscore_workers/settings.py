@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from urllib.parse import SplitResult, parse_qsl, unquote_plus, urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
@@ -33,6 +33,12 @@ _REDIS_TEXT_OPTIONS = frozenset(
         "ssl_certfile",
         "ssl_keyfile",
     }
+)
+
+#: Query options kombu (Celery's broker client) takes from a ``redis://`` or ``rediss://`` URL, besides its ``ssl_*``
+#: ones: it passes each other one to its Connection as a keyword it refuses (``?db=4``: a TypeError at every send).
+_KOMBU_QUERY_OPTIONS = frozenset(
+    {"connect_timeout", "credential_provider", "heartbeat", "insist", "login_method", "ssl"}
 )
 
 
@@ -66,10 +72,10 @@ def _cut_short(url: str, userinfo: tuple[int, int], shown: str) -> str:
     return f"the password in {shown!r} holds '/', '#' or '?', {host_end}: percent-encode them {encode}"
 
 
-def check_redis_url(url: str, what: str = "--broker") -> str:
-    """``url`` when it is a Redis URL ragscore can use (scheme, host or socket path, a numeric db); else a
-    ConfigError saying what was wrong (instead of a traceback from deep inside Celery or redis-py), the
-    password never shown."""
+def check_redis_url(url: str, what: str = "--broker", *, broker: bool = True) -> str:
+    """``url`` when it is a Redis URL ragscore can use (scheme, host or socket path, a numeric db; ``broker``: a
+    query Celery's broker client takes); else a ConfigError saying what was wrong (instead of a traceback from deep
+    inside Celery or redis-py), the password never shown."""
     parts, shown = urlsplit(url), redact_url(url)
     if parts.scheme not in REDIS_SCHEMES:
         raise ConfigError(f"{what} must be a Redis URL (redis://HOST:PORT/DB, rediss://... for TLS), got {shown!r}")
@@ -88,6 +94,8 @@ def check_redis_url(url: str, what: str = "--broker") -> str:
     if parts.scheme in ("redis", "rediss") and db and not db.isdigit():
         raise ConfigError(f"{what}: the database of {shown!r} must be a number (redis://HOST:PORT/0)")
     _check_one_database(parts, shown, what)
+    if broker:
+        _check_broker_query(parts, shown, what)
     return url
 
 
@@ -108,6 +116,27 @@ def _check_one_database(parts: SplitResult, shown: str, what: str) -> None:
             f"{what}: {shown!r} names its database twice, in its path and as ?db=, which Redis clients read "
             "differently (the run store's the ?db=, Celery's broker refuses it): name it once, in its path "
             "(redis://HOST:PORT/N)"
+        )
+
+
+def _check_broker_query(parts: SplitResult, shown: str, what: str) -> None:
+    """ConfigError where the broker's URL (``parts``, ``shown`` redacted) has a query option kombu does not take:
+    Celery's sends, its workers and Flower fail with a TypeError traceback (``redis://h:6379?db=4``, where redis-py,
+    the run store's and the result backend's client, reads database 4). kombu hands a ``redis+socket://`` URL's
+    query to redis-py."""
+    if parts.scheme not in ("redis", "rediss"):
+        return
+    names = [n for n, _ in parse_qsl(parts.query) if n not in _KOMBU_QUERY_OPTIONS and not n.startswith("ssl_")]
+    if "db" in names:
+        raise ConfigError(
+            f"{what}: {shown!r} names its database as ?db=, which Celery's broker client (kombu) refuses: "
+            "name it in its path (redis://HOST:PORT/N)"
+        )
+    if names:
+        raise ConfigError(
+            f"{what}: Celery's broker client (kombu) refuses the query option {names[0]!r} of {shown!r}: "
+            "leave it out of the broker's URL (RAGSCORE_STORE_URL and RAGSCORE_RESULT_BACKEND, read by redis-py, "
+            "may take it)"
         )
 
 
@@ -181,10 +210,12 @@ class Settings(BaseSettings):
 
     @field_validator("broker_url", "result_backend", "store_url")
     @classmethod
-    def _redis_url(cls, url: str | None) -> str | None:
+    def _redis_url(cls, url: str | None, info: ValidationInfo) -> str | None:
+        """A usable Redis URL; the broker's query one kombu takes too (the result backend's and the store's, only
+        redis-py reads)."""
         if url:
             try:
-                check_redis_url(url, "the URL")
+                check_redis_url(url, "the URL", broker=info.field_name == "broker_url")
             except ConfigError as exc:
                 raise ValueError(str(exc)) from None
         return url or None

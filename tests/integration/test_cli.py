@@ -18,7 +18,7 @@ import pytest
 
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, make_rows, users_files, write_jsonl
+from ..support import ROOT, RedisProcess, make_rows, users_files, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -532,6 +532,24 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
     warned = ragscore("status", "--broker", f"redis://:s3cret@127.0.0.1:{port}/0", home=home, env={"COLUMNS": "250"})
     assert "the password in --broker is visible to every user of this host (ps)" in warned.stderr
     assert "s3cret" not in warned.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["submit", "examples/quickstart/data.jsonl", "--suite", "examples/quickstart/suite.yaml"], ["worker", "-Q", "cpu"],
+     ["flower", "--no-auth"]],
+)  # fmt: skip
+def test_a_broker_url_naming_its_database_as_db_is_refused_saying_to_name_it_in_its_path(
+    home: Path, redis_server: RedisProcess, command: list[str]
+) -> None:
+    """kombu, Celery's broker client, takes ``?db=4`` as a keyword it refuses: submit (after writing its run), a
+    worker and Flower each died with a TypeError traceback on a Redis that answers."""
+    url = f"redis://:s3cret@127.0.0.1:{redis_server.port}?db=4"
+    result = ragscore(*command, "--broker", url, home=home, env={"COLUMNS": "250"}, timeout=120)
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "names its database as ?db=, which Celery's broker client (kombu) refuses: name it in its path" in said
+    assert "s3cret" not in result.stderr
 
 
 def test_an_embedded_run_with_a_short_visibility_timeout_is_refused_before_anything_starts(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,10 @@ from ..support import ROOT
 
 #: What the refusal of an '@' in a query option that redis-py does not take as text says (settings.check_redis_url).
 _OPTION = r"a query option that redis-py does not take as text \(only client_name, lib_name, .*\)"
+#: What the refusal of a broker's query option that kombu, Celery's broker client, does not take says.
+_KOMBU = r"Celery's broker client \(kombu\) refuses"
+#: Where the refusal of a broker's ?db= says to name the database.
+_PATH = r"name it in its path \(redis://HOST:PORT/N\)"
 
 
 @pytest.mark.parametrize(
@@ -66,6 +71,12 @@ def test_redis_urls_pass(url: str) -> None:
         ("rediss://h:6380/1?ssl_cert_reqs=required&db=1", "names its database twice"),
         # redis-py reads database 4, kombu database 0: the broker's queues were read where Celery never put them
         ("redis+socket:///tmp/r.sock?db=4", r"does not read \(it uses database 0\): name it as \?virtual_host=N"),
+        # redis-py reads database 4, kombu fails every send, a worker's start and Flower's with a TypeError
+        ("redis://:pw@h:6379?db=4", rf"'redis://:\*\*\*@h:6379\?db=4' names its database as \?db=, which {_KOMBU}"),
+        ("rediss://h:6380?ssl_cert_reqs=required&db=1", rf"names its database as \?db=, which {_KOMBU}: {_PATH}"),
+        ("redis://h:6379?client_name=w1", rf"{_KOMBU} the query option 'client_name' of 'redis://h:6379\?client"),
+        ("redis://h:6379/0?password=s3cret", r"option 'password' of 'redis://h:6379/0\?password=\*\*\*'"),
+        ("redis://h:6379?virtual_host=2", "refuses the query option 'virtual_host'"),  # kombu: two values
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
@@ -93,9 +104,40 @@ def test_a_query_value_holding_an_at_sign_that_redis_py_reads_passes(url: str, o
     reads, and passes (its password is still hidden in messages as either reading's)."""
     from redis.connection import parse_url
 
-    assert check_redis_url(url) == url
+    assert check_redis_url(url, "the URL", broker=False) == url  # the run store's: kombu refuses most of them
     assert parse_url(url)["host"] == "h"
     assert parse_url(url)[option] == value
+
+
+@pytest.mark.parametrize("variable", ["RAGSCORE_STORE_URL", "RAGSCORE_RESULT_BACKEND"])
+def test_a_database_named_as_db_passes_where_redis_py_reads_the_url_only(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """The run store's client (redis-py) and the result backend's (Celery's, over redis-py) read ``?db=4`` as database
+    4: refused only as the broker's URL, which kombu reads too."""
+    url = "redis://127.0.0.1:6379?db=4&client_name=w1"
+    monkeypatch.setenv(variable, url)
+    assert getattr(get_settings(), variable.removeprefix("RAGSCORE_").lower()) == url
+    monkeypatch.setenv("RAGSCORE_BROKER_URL", url)
+    with pytest.raises(
+        ConfigError, match=rf"RAGSCORE_BROKER_URL='{re.escape(url)}': the URL: .* as \?db=, which {_KOMBU}"
+    ):
+        get_settings()
+
+
+def test_the_kombu_query_options_are_those_kombu_takes_from_a_url() -> None:
+    """Each query option let into a broker's URL is one kombu's Connection takes as a keyword and does not set from
+    the URL's other parts (``?virtual_host=2``: two values): a name kombu renamed or dropped would pass here and fail
+    every send."""
+    import inspect
+
+    from kombu import Connection
+    from kombu.utils.url import parse_url
+
+    from ragscore_workers.settings import _KOMBU_QUERY_OPTIONS
+
+    taken = set(inspect.signature(Connection._init_params).parameters) - {"self"}
+    assert _KOMBU_QUERY_OPTIONS == taken - set(parse_url("redis://h:6379/0"))
 
 
 def test_the_redis_text_options_are_options_redis_py_takes_as_text() -> None:
@@ -158,6 +200,7 @@ def test_a_visibility_timeout_not_above_every_hard_time_limit_is_refused(monkeyp
         (["status", "--broker", "redis://localhost:6391/0x"], {}, "the database of"),
         (["status"], {"RAGSCORE_MAX_FIELD_CHARS": "abc"}, "RAGSCORE_MAX_FIELD_CHARS='abc'"),
         (["worker", "-Q", "cpu"], {"RAGSCORE_BROKER_URL": "localhost:1"}, "RAGSCORE_BROKER_URL='localhost:1'"),
+        (["worker", "-Q", "cpu"], {"RAGSCORE_BROKER_URL": "redis://localhost:1?db=4"}, "?db=4' names its database as"),
         (["run", "x.jsonl", "--suite", "/tmp"], {}, "is not a file"),
         (["status", "--interval", "abc"], {}, "Invalid value for '--interval'"),
         (["worker", "-Q", "cpu", "-c", "0"], {}, "greater than or equal to 1"),
