@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from .app import QUEUE_LIMITS, app
 from .counts import agree
+from .metrics.code_test import CodeTestParams
 from .metrics.registry import MetricDef, resolve
 from .schemas import TARGET_FIELDS, Queue, Row, Suite, TargetConfig
 from .target.template import UnseenRequestFields
@@ -124,6 +125,20 @@ class ResolvedSuite:
             f"{agree(len(names), 'it', 'they')} will score no item (is it a column named otherwise?)"
             for field, names in needed.items()
         ]  # fmt: skip
+
+    def pre_run_warnings(self, fields_seen: set[str]) -> list[str]:
+        """What is probably wrong with the suite for this dataset (said before a run and by ``--dry-run``): the
+        absent fields (:meth:`absent_field_warnings`), code_test with nothing to check but the exit code, and
+        rows' ``checks`` no metric scores."""
+        out = self.absent_field_warnings(fields_seen)
+        names = {m.name for m, _ in self.metrics}
+        for _, params in self.metrics:
+            if isinstance(params, CodeTestParams) and not (params.stdout or params.stdout_regex or params.test):
+                out.append("code_test has no stdout, stdout_regex or test: only the exit code counts (code that runs "
+                           "passes)")  # fmt: skip
+        if "checks" in fields_seen and "checks" not in names:
+            out.append("rows carry checks, but the suite has no checks metric: they are not scored")
+        return out
 
     def metrics_todo(self, missing: dict[str, set[str]]) -> dict[str, set[str]]:
         """Item key -> the metrics to run again, from item key -> the outputs the store lacks."""

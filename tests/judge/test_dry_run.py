@@ -320,3 +320,24 @@ def test_recall_warns_when_no_row_has_retrieved_doc_ids(tmp_path: Path) -> None:
     rows[0]["retrieved_doc_ids"] = []  # one row that retrieved nothing: the column is read, no warning
     result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
     assert result.returncode == 0 and "no row has" not in result.stdout, result.stdout
+
+
+def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_passes(tmp_path: Path) -> None:
+    """HumanEval rows with their tests in ``checks`` and a suite of ``code_test`` alone: ``return x - y`` scored 1.0
+    (only the exit code counted; the checks were not scored) and nothing said so before the run."""
+    rows = [{"id": "add", "code": "def add(x, y):\n    return x - y\n",
+             "checks": [{"type": "code_test", "params": {"test": "assert add(1, 2) == 3"}}]}]  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["code_test"]}))
+    result = _dry_run(data, tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert ("Warning: code_test has no stdout, stdout_regex or test: only the exit code counts (code that runs "
+            "passes)") in said  # fmt: skip
+    assert "Warning: rows carry checks, but the suite has no checks metric: they are not scored" in said
+    (tmp_path / "t.json").write_text(
+        json.dumps({"metrics": ["checks", {"name": "code_test", "params": {"stdout": "3"}}]})
+    )
+    tested = _dry_run(data, tmp_path / "t.json")
+    assert tested.returncode == 0, tested.stderr
+    assert "code_test has no" not in tested.stdout and "rows carry checks" not in tested.stdout
