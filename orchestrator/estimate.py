@@ -230,7 +230,7 @@ def estimate_run(
     if targets:
         units["target"] = scan.rows * len(targets)
     estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.first_failures
-    estimate.warnings = [*scan.warnings(), *resolved.pre_run_warnings(scan.fields_seen)]
+    estimate.warnings = [*scan.warnings(), *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)]
     estimate.items = scan.rows * max(1, len(targets))
     estimate.units = {q: units[q] for q in QUEUE_ORDER if units.get(q)}
     estimate.cache_checked = judge.redis is not None and bool(judge.metrics)

@@ -397,7 +397,7 @@ def submit(
         store.drop_failed_rows(run_id)
         raise
     ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
-    for warning in [*scan.warnings(), *resolved.pre_run_warnings(scan.fields_seen)]:
+    for warning in [*scan.warnings(), *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)]:
         log.warning("%s: %s", named.name, warning)
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from .app import QUEUE_LIMITS, app
 from .counts import agree
-from .metrics.code_test import CodeTestParams
+from .metrics.code_test import CodeTestParams, code_column_note
 from .metrics.registry import MetricDef, resolve
 from .schemas import TARGET_FIELDS, Queue, Row, Suite, TargetConfig
 from .target.template import UnseenRequestFields
@@ -126,16 +126,20 @@ class ResolvedSuite:
             for field, names in needed.items()
         ]  # fmt: skip
 
-    def pre_run_warnings(self, fields_seen: set[str]) -> list[str]:
+    def pre_run_warnings(self, fields_seen: set[str], columns_seen: set[str]) -> list[str]:
         """What is probably wrong with the suite for this dataset (said before a run and by ``--dry-run``): the
-        absent fields (:meth:`absent_field_warnings`), code_test with nothing to check but the exit code, and
-        rows' ``checks`` no metric scores."""
+        absent fields (:meth:`absent_field_warnings`), code_test with nothing to check but the exit code or no code
+        to run, and rows' ``checks`` no metric scores. ``columns_seen``: the dataset's columns that are no row field
+        (a hint names one that holds code)."""
         out = self.absent_field_warnings(fields_seen)
         names = {m.name for m, _ in self.metrics}
         for _, params in self.metrics:
             if isinstance(params, CodeTestParams) and not (params.stdout or params.stdout_regex or params.test):
                 out.append("code_test has no stdout, stdout_regex or test: only the exit code counts (code that runs "
                            "passes)")  # fmt: skip
+        if "code_test" in names and not self.targets and not fields_seen & {"code", "answer"}:
+            out.append("no row has 'code' or 'answer', which code_test needs: it will score no item"
+                       + code_column_note(columns_seen))  # fmt: skip
         if "checks" in fields_seen and "checks" not in names:
             out.append("rows carry checks, but the suite has no checks metric: they are not scored")
         return out

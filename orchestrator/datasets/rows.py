@@ -133,6 +133,9 @@ class DatasetScan:
     #: Row fields some row gives a value (a null is none, as when absent; ``id`` always): only ``id`` means no
     #: metric will find anything to score.
     fields_seen: set[str] = field(default_factory=set)
+    #: Columns that are no row field, given text by some row (the first MAX_COLUMNS_SEEN): named in hints such
+    #: as code_test's (``completion``: give it as ``code``).
+    columns_seen: set[str] = field(default_factory=set)
 
     def warnings(self) -> list[str]:
         """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``)."""
@@ -178,6 +181,8 @@ SHOWN_FAILURES = 5
 ROW_FIELDS = frozenset(Row.model_fields)
 #: Columns that look like a row field named in the warning.
 MAX_NEAR_MISSES = 10
+#: Columns that are no row field kept by the scan (DatasetScan.columns_seen).
+MAX_COLUMNS_SEEN = 100
 
 
 def _normal(name: str) -> str:
@@ -239,6 +244,13 @@ def _note_near_misses(row: Row, found: dict[str, str]) -> None:
             found[name] = target
 
 
+def _note_columns(row: Row, seen: set[str]) -> None:
+    """Record the row's extra columns that hold text, up to MAX_COLUMNS_SEEN."""
+    for name, value in (row.model_extra or {}).items():
+        if len(seen) < MAX_COLUMNS_SEEN and isinstance(value, str) and value.strip():
+            seen.add(name)
+
+
 def _key_hash(key: str) -> int:
     """A stable signed 64-bit hash of an item key."""
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
@@ -298,6 +310,7 @@ def scan_dataset(
         scan.fields_seen |= {f for f in row.model_fields_set & ROW_FIELDS if _given(row, f)}
         if row.model_extra:
             _note_near_misses(row, scan.near_misses)
+            _note_columns(row, scan.columns_seen)
         if on_row is not None:
             on_row(row)
         hashes.append(_key_hash(_scan_key(row, asked_as)))

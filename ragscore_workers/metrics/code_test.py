@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -45,6 +45,7 @@ __all__ = [
     "CodeTestParams",
     "code_and_source",
     "code_column_hint",
+    "code_column_note",
     "code_test",
     "extract_code",
     "fenced_code",
@@ -280,8 +281,14 @@ def code_column_hint(row: Row) -> str:
     """For a row without code: ``" (the row's `completion` field is not read: ...)"``, naming the first of
     :data:`CODE_COLUMNS` the row gives as text (kept as an extra column), else ``""``."""
     extra = row.model_extra or {}
+    return code_column_note({name for name, value in extra.items() if isinstance(value, str) and value.strip()})
+
+
+def code_column_note(columns: Collection[str]) -> str:
+    """``" (the row's `completion` field is not read: ...)"`` for the first of :data:`CODE_COLUMNS` among
+    ``columns``, else ``""``: said of a row after the run, and of the dataset's columns before it."""
     for name in CODE_COLUMNS:
-        if isinstance(extra.get(name), str) and extra[name].strip():
+        if name in columns:
             return (f" (the row's `{name}` field is not read: give the program as `code`, renaming the column in "
                     "the dataset)")  # fmt: skip
     return ""
