@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from ..counts import noun
 from ..errors import ConfigError, UnknownMetricError
@@ -156,17 +157,31 @@ class MetricDef:
         too: pydantic's lax mode reads ``true`` as 1). A name the model lacks is refused
         as by ``extra="forbid"`` unless the model says what to do with extras: a plug-in's plain ``BaseModel`` ignored a
         typo."""
-        problems = [f"{key}: Extra inputs are not permitted" for key in _unknown_params(self.params_model, params)]
+        problems = [self._unknown_param(str(key)) for key in _unknown_params(self.params_model, params)]
         try:
             parsed = self.params_model.model_validate(params)
             problems += booleans_read_as_numbers(params, parsed)
         except ValidationError as exc:
-            problems += [f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()]
+            problems += [self._problem(e) for e in exc.errors()]
         except Exception as exc:  # a plug-in's validator raising TypeError, which pydantic does not wrap
             problems.append(f"params: {type(exc).__name__}: {exc}")
         if problems:
             raise ConfigError(f"Bad params for metric {self.name!r}: {'; '.join(problems)}")
         return parsed
+
+    def _problem(self, error: ErrorDetails) -> str:
+        """One of pydantic's errors as ``field: message``; an unknown param's with :meth:`_unknown_param`'s hint."""
+        if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
+            return self._unknown_param(str(error["loc"][0]))
+        return f"{'.'.join(str(p) for p in error['loc']) or 'params'}: {error['msg']}"
+
+    def _unknown_param(self, key: str) -> str:
+        """``kk: Extra inputs are not permitted (did you mean 'k'? its params: k)``."""
+        names = sorted(_param_names(self.params_model))
+        close = close_names(key, names)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        known = f"its params: {', '.join(names)}" if names else "it takes no params"
+        return f"{key}: Extra inputs are not permitted ({hint}{known})"
 
     def outputs(self, params: BaseModel) -> list[str]:
         """The output names this metric writes with these params (ConfigError when a plug-in's ``outputs`` fails)."""
@@ -188,6 +203,13 @@ def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]
     validators = model.__pydantic_decorators__.model_validators.values()
     if config.get("extra") is not None or any(v.info.mode in ("before", "wrap") for v in validators):
         return []
+    names = _param_names(model)
+    return [str(key) for key in params if key not in names]
+
+
+def _param_names(model: type[BaseModel]) -> set[str]:
+    """The keys ``model`` reads params from (see :func:`_unknown_params`)."""
+    config = model.model_config
     by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
     by_alias = config.get("validate_by_alias", True) is not False
     names: set[str] = set()
@@ -201,7 +223,12 @@ def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]
                     names.add(choice)
                 elif isinstance(choice, AliasPath) and isinstance(choice.path[0], str):  # its first key is a param
                     names.add(choice.path[0])
-    return [str(key) for key in params if key not in names]
+    return names
+
+
+def close_names(name: str, known: Iterable[str]) -> list[str]:
+    """The names of ``known`` most like ``name`` (a typo's "did you mean"), best first."""
+    return difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
 
 
 _REGISTRY: dict[str, MetricDef] = {}
@@ -267,7 +294,7 @@ def get_metric(name: str) -> MetricDef:
     known = all_metrics()
     if name not in known:
         owners = [metric for metric, mdef in sorted(known.items()) if name in _default_outputs(mdef)]
-        raise UnknownMetricError(name, difflib.get_close_matches(name, known, n=3, cutoff=0.6), sorted(known), owners)
+        raise UnknownMetricError(name, close_names(name, known), sorted(known), owners)
     return known[name]
 
 

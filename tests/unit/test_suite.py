@@ -313,15 +313,19 @@ def test_a_typo_in_a_plugins_params_is_refused_though_its_model_is_a_plain_base_
 ) -> None:
     """pydantic ignores unknown keys by default: ``max_word: 4`` ran with the default 100, without a word."""
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.plain_params")
-    with pytest.raises(ConfigError, match="'plain_short_answer': max_word: Extra inputs are not permitted$"):
+    with pytest.raises(
+        ConfigError, match="'plain_short_answer': max_word: Extra inputs are not permitted \\(did you mean 'max_words'"
+    ):
         load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_word": 4}}]})
-    with pytest.raises(ConfigError, match="max_word: Extra inputs are not permitted; max_words: Input should be"):
+    with pytest.raises(ConfigError, match="max_word: Extra inputs .*; max_words: Input should be"):
         load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_word": 4, "max_words": "x"}}]})
     (resolved,) = load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_words": 4}}]}).metrics
     assert resolved[1].max_words == 4  # type: ignore[attr-defined]
     # A field with an alias is read by its alias only: its name, which pydantic ignores, is refused as unknown.
     aliased = "plain_aliased_short_answer"
-    with pytest.raises(ConfigError, match=f"'{aliased}': max_words: Extra inputs are not permitted$"):
+    with pytest.raises(
+        ConfigError, match=f"'{aliased}': max_words: Extra inputs are not permitted \\(did you mean 'maxWords'"
+    ):
         load_suite({"metrics": [{"name": aliased, "params": {"max_words": 4}}]})
     (resolved,) = load_suite({"metrics": [{"name": aliased, "params": {"maxWords": 4}}]}).metrics
     assert resolved[1].max_words == 4  # type: ignore[attr-defined]
@@ -366,8 +370,20 @@ def test_a_plugin_param_read_through_an_alias_path_is_no_unknown_param(monkeypat
     name = "plain_path_short_answer"
     (resolved,) = load_suite({"metrics": [{"name": name, "params": {"limits": {"words": 4}}}]}).metrics
     assert resolved[1].max_words == 4  # type: ignore[attr-defined]
-    with pytest.raises(ConfigError, match=f"'{name}': limit: Extra inputs are not permitted$"):
+    with pytest.raises(ConfigError, match=f"'{name}': limit: Extra inputs are not permitted \\(did you mean 'limits'"):
         load_suite({"metrics": [{"name": name, "params": {"limit": {"words": 4}}}]})
+
+
+def test_a_params_typo_is_told_the_param_it_is_like_and_the_metrics_params() -> None:
+    """``{name: recall_at_k, params: {kk: [1]}}`` was told only ``kk: Extra inputs are not permitted``."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": [{"name": "recall_at_k", "params": {"kk": [1]}}]})
+    assert str(info.value) == ("Bad params for metric 'recall_at_k': kk: Extra inputs are not permitted (did you "
+                               "mean 'k'? its params: k)")  # fmt: skip
+    with pytest.raises(
+        ConfigError, match=r"'exact_match': zzz: Extra inputs are not permitted \(it takes no params\)$"
+    ):
+        load_suite({"metrics": [{"name": "exact_match", "params": {"zzz": 1}}]})
 
 
 def test_a_plugin_model_that_reads_keys_itself_or_ignores_extras_on_purpose_is_taken_at_its_word(
