@@ -134,7 +134,7 @@ class ResolvedSuite:
         out = self.absent_field_warnings(fields_seen)
         names = {m.name for m, _ in self.metrics}
         for _, params in self.metrics:
-            if isinstance(params, CodeTestParams) and not (params.stdout or params.stdout_regex or params.test):
+            if isinstance(params, CodeTestParams) and params.stdout is params.stdout_regex is params.test is None:
                 out.append("code_test has no stdout, stdout_regex or test: only the exit code counts (code that runs "
                            "passes)")  # fmt: skip
         if "code_test" in names and not self.targets and not fields_seen & {"code", "answer"}:

@@ -341,6 +341,10 @@ def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_pas
     tested = _dry_run(data, tmp_path / "t.json")
     assert tested.returncode == 0, tested.stderr
     assert "code_test has no" not in tested.stdout and "rows carry checks" not in tested.stdout
+    # an empty expected output is a check too (a program that must print nothing)
+    (tmp_path / "e.json").write_text(json.dumps({"metrics": [{"name": "code_test", "params": {"stdout": ""}}]}))
+    silent = _dry_run(data, tmp_path / "e.json")
+    assert silent.returncode == 0 and "code_test has no" not in silent.stdout, silent.stdout
 
 
 def test_raw_humaneval_rows_are_told_to_give_the_completion_as_code_before_the_run(tmp_path: Path) -> None:
