@@ -350,6 +350,8 @@ class PlainProgress:
         self.last = 0.0
         self.run_id = ""
         self.said: tuple[int, ...] = ()
+        #: The last progress line printed: the run's final update does not print the same again.
+        self.line = ""
         self.behind = ""
 
     def start(self, run_id: str) -> None:
@@ -372,10 +374,14 @@ class PlainProgress:
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
         if note := self.behind or self.rate.idle_note(counters):
             eta_text = f"? ({note})"
-        self._print(
+        line = (
             f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric outputs ({pct:.1f}%) {rate:.1f}/s ETA "
             f"{eta_text} {_tallies(counters)}"
         )
+        if final and line == self.line:  # the last poll's line said it all: not printed twice in a row
+            return
+        self.line = line
+        self._print(line)
 
     def stop(self) -> None:
         return None

@@ -85,9 +85,33 @@ def test_while_the_summary_is_aggregated_the_rate_holds_and_the_line_is_not_repe
         view.update({"done": 100, "total": 100})
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and "100/100 item×metric outputs (100.0%)" in lines[1]
-    view.update({"done": 100, "total": 100}, final=True)  # the run's last line is always said
-    last = out.getvalue().splitlines()[-1]
-    assert _rate(last) == _rate(lines[1]) == 10.0  # over the scoring's 10 s, not the 70 s since the start
+    view.update({"done": 100, "total": 100}, final=True)  # the same line as the last: not said again
+    assert out.getvalue().splitlines() == lines  # the rate held (10/s), else the final line had differed
+    assert _rate(lines[1]) == 10.0  # over the scoring's 10 s, not the 70 s since the start
+
+
+def test_the_final_line_is_printed_once_after_a_last_poll_that_said_it() -> None:
+    """``ragscore run ... 2>log`` showed ``40/40 item×metric outputs (100.0%) ... ETA 0s`` twice in a row: the last
+    poll printed it, then the run's final update printed the same line again."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update({"done": 40, "total": 40, "work_ms": 4000})
+    view.update({"done": 40, "total": 40, "work_ms": 4000}, final=True)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and "40/40 item×metric outputs (100.0%) 10.0/s ETA 0s" in lines[0], lines
+
+
+def test_the_final_line_is_printed_when_it_says_something_new(clock: Clock) -> None:
+    """Within the plain view's interval a poll prints nothing: the final update still says where the run ended."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update({"done": 0, "total": 40})
+    clock.advance(1.0)
+    view.update({"done": 40, "total": 40}, final=True)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "40/40 item×metric outputs (100.0%)" in lines[1], lines
 
 
 def test_the_eta_is_the_slowest_queues_not_the_units_left_over_the_summed_rate(clock: Clock) -> None:
@@ -249,10 +273,10 @@ def test_a_run_queued_behind_other_runs_says_so_and_its_idle_time_counts_from_th
     for view in (plain, rich):
         view.start("r1")
         view.queued(QUEUED)
-        view.update({"done": 0, "total": 100}, final=True)
+        view.update({"done": 0, "total": 100})
     clock.advance(progress.IDLE_NOTE_S + 15)
     for view in (plain, rich):
-        view.update({"done": 0, "total": 100}, final=True)
+        view.update({"done": 0, "total": 100})  # past the plain view's interval: printed again
     assert rich.bar.tasks[0].fields["note"] == QUEUED and rich.bar.tasks[0].fields["eta"] == "-:--:--"
     clock.advance(2.0)
     for view in (plain, rich):
