@@ -1248,7 +1248,9 @@ def report_cmd(
     ] = None,
     name: Annotated[str, typer.Option("--name", help="nlp-project: the key of items without a system")] = "ragscore",
 ) -> None:
-    """Write one report of a finished run: report.html, report.md, items.csv, summary.json or nlp-project."""
+    """Write one report of a finished run: report.html (html), report.md (md), items.csv (csv), summary.json,
+    items.jsonl, failed_rows.jsonl and run_info.json (json; into the run's own DIR only summary.json) or
+    {split}_evaluation.json (nlp-project)."""
     from .reports import FORMATS, open_run, write_reports
     from .reports.files import refuse_files_of_others, write_recorded
 

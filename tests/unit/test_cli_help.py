@@ -110,3 +110,10 @@ def test_cancel_says_one_held_item_in_the_singular() -> None:
     assert one.startswith("1 item of it (1 message) is held by a worker that is gone") and "without it," in one
     two = held_by_gone_workers([Orphan(1000.0, "cpu", 1), Orphan(1001.0, "cpu", 1)])
     assert two.startswith("2 items of it (2 messages) are held by a worker that is gone") and "without them," in two
+
+
+def test_report_help_names_every_file_the_json_format_writes() -> None:
+    """``report --help`` said ``--format json`` wrote "summary.json": it writes items.jsonl, failed_rows.jsonl and
+    run_info.json beside it."""
+    said = _said(_cli("report", "--help"))
+    assert "summary.json, items.jsonl, failed_rows.jsonl and run_info.json (json" in said, said
