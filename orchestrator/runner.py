@@ -396,9 +396,10 @@ def submit(
     except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
         store.drop_failed_rows(run_id)
         raise
-    ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
+    # said before the rows are sent
     for warning in [*scan.warnings(), *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)]:
         log.warning("%s: %s", named.name, warning)
+    ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
     store.create_run(

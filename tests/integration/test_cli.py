@@ -774,3 +774,20 @@ def test_run_and_results_refuse_an_out_dir_holding_files_of_the_users_with_repor
     again = ragscore("run", str(data), "--suite", str(suite), "--out", str(reports), "-q", home=home)
     assert again.returncode == 0, again.stderr
     assert _our_processes(home) == [], "the private Redis is shut down again"
+
+
+def test_a_runs_column_warnings_come_before_its_rows_are_sent_and_its_last_line_once(
+    tmp_path: Path, home: Path
+) -> None:
+    """The near-miss column warnings (README: "before the run") came after ``11 rows to score ...; sending them to
+    the queues``, and ``2>log`` showed the last progress line twice in a row."""
+    data = tmp_path / "d.csv"
+    data.write_text("id,Answer,reference\n" + "".join(f"q{i},Paris,Paris\n" for i in range(11)), encoding="utf-8")
+    result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, {"metrics": ["exact_match"]})), "--out",
+                      str(tmp_path / "o"), home=home, env={"COLUMNS": "250"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    warned = next(i for i, line in enumerate(lines) if "column 'Answer' (did you mean 'answer'?)" in line)
+    sending = next(i for i, line in enumerate(lines) if "11 rows to score (0 unreadable); sending them" in line)
+    assert warned < sending, result.stderr
+    assert sum("11/11 item×metric outputs (100.0%)" in line for line in lines) == 1, result.stderr
