@@ -971,7 +971,14 @@ def test_a_workers_aggregation_cut_off_by_a_redis_restart_aggregates_again_once_
             assert time.monotonic() < deadline, "no aggregation took its lease"
             time.sleep(0.001)
         server.stop()  # SIGTERM: Redis writes its AOF and exits, mid-aggregation
-        time.sleep(25.0)  # longer than the worker's client retries
+
+        def worker_said(text: str) -> bool:
+            return any(text in p.read_text(errors="replace") for p in (tmp_path / "home").rglob("*.log"))
+
+        # down until the worker's client retries (~21 s) gave up and its aggregation says it waits: a fixed sleep
+        # raced them (an aggregation that paused between two calls started its retries later, and rode the outage out)
+        cut_off = f"aggregate of run {sub.run_id} cut off: Redis did not answer"
+        assert until(lambda: worker_said(cut_off), 180), "the aggregation was not cut off by the outage"
         server.start()  # same port, same data
         assert until(lambda: store.state(sub.run_id) in ("finished", "failed"), 120), store.state(sub.run_id)
         assert store.state(sub.run_id) == "finished", store.meta(sub.run_id).get("error")
@@ -980,8 +987,7 @@ def test_a_workers_aggregation_cut_off_by_a_redis_restart_aggregates_again_once_
         assert summary.items == 3000 and em.errors == 0 and em.n + em.unscorable == 3000
         assert store.progress(sub.run_id)["done"] == 3000 * 4, "every output scored"
         assert until(lambda: not store.r.exists(lease), 30), "the lease is released (once the run's keys are settled)"
-        said = " ".join(p.read_text(errors="replace") for p in (tmp_path / "home").rglob("*.log"))
-        assert "Redis answers again; aggregating it again" in said, "the worker's own aggregation, tried again"
+        assert worker_said("Redis answers again; aggregating it again"), "the worker's own aggregation, tried again"
     finally:
         worker.stop()
         server.stop()
