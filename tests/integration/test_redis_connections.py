@@ -16,7 +16,7 @@ from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunState, probe_redis
 
-from ..support import RedisProcess, WorkerProcess, free_port, make_rows, write_jsonl
+from ..support import RedisProcess, WorkerProcess, free_port, make_rows, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -97,22 +97,28 @@ def test_a_redis_restart_mid_run_with_aof_finishes_the_run(tmp_path: Path, monke
         server.stop()
 
 
-def test_the_orchestrator_waits_through_a_redis_outage_longer_than_its_client_retries(tmp_path: Path) -> None:
+def test_the_orchestrator_waits_through_a_redis_outage_longer_than_its_client_retries(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     server = RedisProcess(tmp_path / "redis", "--appendonly", "yes").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
     try:
         store = connect(server.url)
         sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(300)), load_suite(SUITE), store)
         result: dict = {}
-        thread = threading.Thread(target=lambda: result.update(s=wait(store, sub.run_id, timeout_s=120)))
+        thread = threading.Thread(target=lambda: result.update(s=wait(store, sub.run_id, timeout_s=600)), daemon=True)
         thread.start()
         time.sleep(1.0)
         server.stop()  # Redis goes away while the orchestrator waits (no worker yet: nothing is done), for
-        time.sleep(25.0)  # longer than the store client's own retries (~16 s)
-        assert thread.is_alive(), "wait() gave up at once"
+        # longer than the store client's own retries (~21 s from the poll's first failed call): until wait() says it
+        # lost Redis, which it does only once they gave up (a fixed sleep raced them), and a poll or more after that
+        lost = f"run {sub.run_id}: lost Redis"
+        assert until(lambda: any(lost in r.getMessage() for r in caplog.records), 180), "wait() never lost Redis"
+        thread.join(5.0)
+        assert thread.is_alive(), "wait() gave up once its client's retries did"
         server.start()
         worker.start()
-        thread.join(150)
+        thread.join(600)
         assert not thread.is_alive() and result["s"].items == 300
         assert store.progress(sub.run_id)["done"] == 300 * 4
     finally:
