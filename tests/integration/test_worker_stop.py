@@ -59,6 +59,11 @@ def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
     return running
 
 
+def _celery_said(tmp_path: Path, text: str) -> bool:
+    """Whether a Celery worker of ``_start``'s ``ragscore worker`` wrote ``text`` to its log."""
+    return any(text in p.read_text(errors="replace") for p in (tmp_path / "home" / "logs").glob("worker-*.log"))
+
+
 def _start(tmp_path: Path, seconds: float) -> tuple[RedisProcess, WorkerProcess, RunStore, str]:
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "code", tmp_path / "home", concurrency=1).start()
@@ -94,7 +99,9 @@ def test_a_second_sigterm_kills_at_once(tmp_path: Path) -> None:
         assert worker.proc is not None
         below = _tree(worker.proc.pid)
         worker.proc.send_signal(signal.SIGTERM)
-        time.sleep(1.0)  # warm stop under way: the 600 s task would hold it up to --stop-timeout
+        # warm stop under way (the 600 s task would hold it up to --stop-timeout): its Celery worker says so once the
+        # supervisor asked it, so this second SIGTERM is not taken for the first (a fixed sleep raced a loaded box)
+        assert until(lambda: _celery_said(tmp_path, "Warm shutdown"), 60), "the first SIGTERM stopped nothing"
         assert worker.proc.poll() is None, "a warm stop does not end a running task"
         worker.proc.send_signal(signal.SIGTERM)
         assert worker.proc.wait(timeout=30) == 0
