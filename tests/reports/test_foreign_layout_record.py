@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from orchestrator.reports.files import WRITTEN_NAME, write_recorded
 from ragscore_workers.errors import ConfigError
 
-from ..support import ROOT
+from ..support import ROOT, until
 
 NAME = "dev_evaluation.json"
 
@@ -47,6 +46,7 @@ from pathlib import Path
 from orchestrator.reports.files import write_recorded
 
 out, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+(out.parent / f"{tag}.ready").touch()  # imported: it waits for the others
 while not (out / "go").exists():
     time.sleep(0.001)
 for i in range(n):
@@ -103,7 +103,9 @@ def test_reports_written_into_one_dir_at_once_lose_no_entry_of_the_record(tmp_pa
     out.mkdir()
     writers, names = 6, 15
     procs = [_python("-c", WRITER, str(out), f"w{w}", str(names)) for w in range(writers)]
-    time.sleep(1.0)  # their imports
+    # all imported before any writes (a fixed sleep for their imports left the later ones to write alone when loaded)
+    ready = [tmp_path / f"w{w}.ready" for w in range(writers)]
+    assert until(lambda: all(r.exists() for r in ready), 300), "a writer never started"
     (out / "go").touch()
     for proc in procs:
         _, err = proc.communicate(timeout=300)
