@@ -18,7 +18,7 @@ import pytest
 
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, make_rows, users_files, write_jsonl
+from ..support import ROOT, RedisProcess, make_rows, until, users_files, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -414,17 +414,24 @@ def _start_run(tmp_path: Path, home: Path, rows: int, *extra: str, **popen: Any)
     )  # fmt: skip
 
 
-def _until_workers_run(home: Path, timeout_s: float = 60) -> None:
+def _until_workers_run(home: Path, timeout_s: float = 120) -> None:
     """Wait until the run's Celery workers have started."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not any("celery" in " ".join(p.cmdline()) for p in _our_processes(home)):
-        time.sleep(0.2)
+
+    def running() -> bool:
+        return any("celery" in " ".join(p.cmdline()) for p in _our_processes(home))
+
+    assert until(running, timeout_s), "the run's workers never started"
+
+
+def _until_recorded(out: Path, timeout_s: float = 120) -> None:
+    """Wait until ``out/run.json`` names the run (a stop before it leaves nothing to resume, and says no resume)."""
+    assert until(lambda: (out / "run.json").exists(), timeout_s), "the run was never recorded in its --out DIR"
 
 
 def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
     proc = _start_run(tmp_path, home, 30000)
     _until_workers_run(home)
-    time.sleep(1.0)
+    _until_recorded(tmp_path / "o")  # not a fixed sleep: the resume hint needs it
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
@@ -463,7 +470,7 @@ def test_a_closed_terminal_sighup_interrupts_an_embedded_run_as_ctrl_c_does(tmp_
     proc = _start_run(tmp_path, home, 30000, "--quiet")
     try:
         _until_workers_run(home)
-        time.sleep(1.0)
+        _until_recorded(out)  # not a fixed sleep: the resume hint needs it
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGHUP)
         _, stderr = proc.communicate(timeout=60)
