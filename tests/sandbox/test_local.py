@@ -193,7 +193,7 @@ def test_on_the_host_every_sandbox_process_is_an_unprivileged_uid(sandbox: Local
     thread = threading.Thread(target=run, args=(sandbox, "import time\ntime.sleep(2)"))
     thread.start()
     try:
-        deadline, seen = time.monotonic() + 5, []
+        deadline, seen = time.monotonic() + 60, []  # it stops once the program is seen (its start may be slow)
         while time.monotonic() < deadline:
             # bwrap is a child of a slot helper of this process
             helpers = slot_helpers(me)
