@@ -105,7 +105,7 @@ def test_a_second_sigterm_kills_at_once(tmp_path: Path) -> None:
         assert worker.proc.poll() is None, "a warm stop does not end a running task"
         worker.proc.send_signal(signal.SIGTERM)
         assert worker.proc.wait(timeout=30) == 0
-        assert until(lambda: not _alive(below), 10), f"left running: {_alive(below)}"
+        assert until(lambda: not _alive(below), 30), f"left running: {_alive(below)}"
         assert not store.progress(run_id).get("done"), "the task cannot have finished"
     finally:
         worker.stop()
