@@ -111,7 +111,7 @@ def test_a_request_larger_than_the_token_limit_fails_at_once(rclient: redis.Redi
     started = time.monotonic()
     with pytest.raises(RequestTooLargeError, match="501 tokens.*tpm allows 500"):
         limiter.acquire(501)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10.0  # not a wait for the window (60 s): a loaded box's Redis call has room
 
 
 def test_a_pause_holds_every_limiter_on_the_key_and_never_shortens(rclient: redis.Redis) -> None:
@@ -131,14 +131,14 @@ def _url(client: redis.Redis) -> str:
 
 
 def test_waiting_is_bounded(rclient: redis.Redis) -> None:
-    limiter = RedisLimiter(rclient, _key(), [Limit(1, 30.0, "requests", "rpm")], max_wait_s=5.0)
+    limiter = RedisLimiter(rclient, _key(), [Limit(1, 60.0, "requests", "rpm")], max_wait_s=20.0)
     limiter.acquire(1)
     started = time.monotonic()
-    with pytest.raises(RateLimitTimeout, match="max_wait_s=5 s"):
+    with pytest.raises(RateLimitTimeout, match="max_wait_s=20 s"):
         limiter.acquire(1)
-    # it knew the wait was 30 s and did not sleep at all (sleeping up to max_wait_s first takes 5 s; one Redis call,
-    # all it needs, may take a loaded machine a while: a bound of max_wait_s itself left it no room)
-    assert time.monotonic() - started < 2.5
+    # it knew the wait was 60 s and did not sleep at all (sleeping up to max_wait_s first takes 20 s; one Redis call,
+    # all it needs, may take a loaded machine a while: half of max_wait_s leaves it 10 s)
+    assert time.monotonic() - started < 10.0
 
 
 # ------------------------------------------------------------------------------ several processes x threads
