@@ -231,8 +231,8 @@ class FakeRag:
                 elif system == "mislabelled":  # UTF-8, as JSON is, under a Java servlet's default label
                     self._reply(200, answer_locally("exact", request) | {"answer": "Caf\u00e9 \u2615"},
                                 {"charset": "utf-8", "label": "iso-8859-1"})  # fmt: skip
-                elif system == "trickle":  # a whole, valid reply sent a byte at a time over 4 s
-                    self._reply(200, answer_locally("exact", request), slowly_s=4.0)
+                elif system == "trickle":  # a whole, valid reply sent a byte at a time over 30 s
+                    self._reply(200, answer_locally("exact", request), slowly_s=30.0)
                 else:
                     self._reply(200, answer_locally("exact" if system == "flaky" else system, request))
 

@@ -89,7 +89,7 @@ def test_a_reply_that_trickles_in_is_cut_at_the_timeout(store: RunStore, rag: Fa
     started = time.monotonic()
     with pytest.raises(TargetError, match=r"trickle: timed out after 1 s \(the target's timeout_s\)"):
         client.ask(_ask(4))
-    assert time.monotonic() - started < 3.0  # the whole reply takes 4 s
+    assert time.monotonic() - started < 8.0  # the whole reply takes 30 s; a cut 1 s in has room on a loaded box
     assert client.state.read()["failures"] == 1
 
 
