@@ -61,7 +61,7 @@ from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
 from .atomic_file import make_out_dir, write_text_atomic
-from .datasets import Named, RowError, detect_format, iter_records, iter_rows, scan_dataset
+from .datasets import Named, RowError, dataset_fingerprint, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
 from .loopback import LOOPBACK_HOSTS
@@ -504,27 +504,6 @@ def _file_state(path: Path) -> tuple[int, int]:
     """(size, modification time): what tells a dataset file changed while it was read."""
     stat = path.stat()
     return stat.st_size, stat.st_mtime_ns
-
-
-def dataset_fingerprint(dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None) -> str | None:
-    """A digest of the dataset file's bytes and of what decides how they read (format, the field limit, this
-    version): equal at a resume, the rows are the ones submitted, so the resume need not read and validate the
-    whole dataset an extra time to check it. None where the rows come from more than one file (format options
-    naming other files, a directory)."""
-    if fmt_options or not dataset.is_file():
-        return None
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        ours = version("ragscore")
-    except PackageNotFoundError:
-        ours = "?"
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(json.dumps([fmt or "", get_settings().max_field_chars, ours]).encode())
-    with dataset.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def shard_digest(rows: list[Row]) -> str:

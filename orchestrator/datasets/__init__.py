@@ -1,6 +1,16 @@
 """Reading datasets: format loaders and row validation."""
 
 from .loaders import FORMATS, RowError, detect_format, iter_records
-from .rows import DatasetScan, Named, iter_rows, scan_dataset
+from .rows import DatasetScan, Named, dataset_fingerprint, iter_rows, scan_dataset
 
-__all__ = ["FORMATS", "DatasetScan", "Named", "RowError", "detect_format", "iter_records", "iter_rows", "scan_dataset"]
+__all__ = [
+    "FORMATS",
+    "DatasetScan",
+    "Named",
+    "RowError",
+    "dataset_fingerprint",
+    "detect_format",
+    "iter_records",
+    "iter_rows",
+    "scan_dataset",
+]

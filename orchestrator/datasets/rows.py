@@ -117,6 +117,27 @@ def iter_rows(
         yield line, record if isinstance(record, RowError) else validate_record(line, record, max_chars)
 
 
+def dataset_fingerprint(dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None) -> str | None:
+    """A digest of the dataset file's bytes and of what decides how they read (format, the field limit, this
+    version): equal at a resume, the rows are the ones submitted, so the resume need not read and validate the
+    whole dataset an extra time to check it. None where the rows come from more than one file (format options
+    naming other files, a directory)."""
+    if fmt_options or not dataset.is_file():
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("ragscore")
+    except PackageNotFoundError:
+        ours = "?"
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(json.dumps([fmt or "", get_settings().max_field_chars, ours]).encode())
+    with dataset.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 @dataclass
 class DatasetScan:
     """What the pre-submit pass learned: counts, and per-field presence for planning."""
