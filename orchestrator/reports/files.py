@@ -27,6 +27,7 @@ from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
 from .source import RUN_INFO, RunData, from_store
+from .texts import read_texts
 
 __all__ = [
     "ANSWERS",
@@ -341,7 +342,7 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
     make_out_dir(out_dir)
     summary = run.summary
     in_place = run.directory is not None and run.directory.resolve() == out_dir.resolve()
-    stats = ItemStats() if "html" in wanted else None
+    stats = ItemStats() if wanted & {"html", "md"} else None
     written: list[Path] = []
     with ExitStack() as stack:
         jf = cw = None
@@ -370,13 +371,16 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
                 jf.write("\n".join(lines) + "\n")
     if "json" in wanted:
         written += _write_json(run, out_dir, in_place)
+    if stats is not None:  # the worst items' texts and the first unreadable rows: read once for both reports
+        texts = read_texts(run.info, stats.all_worst())
+        failed = list(islice(run.failed_rows(), MAX_FAILED_ROWS)) if summary.failed_rows else []
     if "md" in wanted:
         written.append(out_dir / "report.md")
-        write_text_atomic(written[-1], render_markdown(summary, run.info), errors=UNENCODABLE)
-    if stats is not None:
+        text = render_markdown(summary, run.info, stats, texts, failed)
+        write_text_atomic(written[-1], text, errors=UNENCODABLE)
+    if "html" in wanted:
         written.append(out_dir / "report.html")
-        failed = list(islice(run.failed_rows(), MAX_FAILED_ROWS)) if summary.failed_rows else []
-        write_text_atomic(written[-1], render_html(summary, stats, run.info, failed), errors=UNENCODABLE)
+        write_text_atomic(written[-1], render_html(summary, stats, run.info, failed, texts), errors=UNENCODABLE)
     return written
 
 

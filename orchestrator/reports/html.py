@@ -16,6 +16,7 @@ from .itemstats import ItemStats, WorstItem
 from .live import scored_text
 from .markdown import TARGET_COLUMNS, target_rows
 from .templates import CSS, environment
+from .texts import MAX_PREVIEW_CHARS, ItemTexts
 
 __all__ = ["fmt", "render_html", "version"]
 
@@ -124,23 +125,19 @@ def _embedding(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, A
     return {"used": bool(summary.embedding), "counters": list(summary.embedding.items()), "facts": facts}
 
 
-def _worst_row(item: WorstItem) -> dict[str, Any]:
+def _worst_row(item: WorstItem, texts: ItemTexts) -> dict[str, Any]:
     others = ", ".join(f"{k} {fmt(v)}" for k, v in item.others.items())
+    question, answer = texts.of(item.key)
     return {"id": item.id, "system": item.system, "group": item.group, "score": fmt(item.score), "others": others,
-            "details": item.details, "errors": item.errors}  # fmt: skip
+            "question": question, "answer": answer, "details": item.details, "errors": item.errors}  # fmt: skip
 
 
-def _worst(summary: RunSummary, stats: ItemStats) -> list[dict[str, Any]]:
-    """Per output, its worst items; items that have the output's best observed score are not "worst"."""
-    out = []
-    for name in summary.metrics:
-        counts, items = stats.values.get(name), stats.worst(name)
-        if counts is None or not items:
-            continue
-        best = max(counts.counts) if higher_is_better(name) else min(counts.counts)
-        shown = [_worst_row(w) for w in items if counts.key(w.score) != best]
-        out.append({"name": name, "items": shown, "best": fmt(float(best))})
-    return out
+def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[dict[str, Any]]:
+    """Per output, its worst items with what they asked and answered."""
+    return [
+        {"name": name, "items": [_worst_row(w, texts) for w in items], "best": fmt(best)}
+        for name, items, best in stats.shown_worst(summary.metrics)
+    ]
 
 
 def _when(ts: Any) -> str:
@@ -178,8 +175,11 @@ def render_html(
     stats: ItemStats,
     info: dict[str, Any] | None = None,
     failed_rows: list[dict[str, Any]] | None = None,
+    texts: ItemTexts | None = None,
 ) -> str:
-    """The whole page; ``stats`` come from one pass over the items, ``info`` from the store or run_info.json."""
+    """The whole page; ``stats`` come from one pass over the items, ``info`` from the store or run_info.json,
+    ``texts`` (the worst items' questions and answers) from the run's dataset."""
+    texts = texts or ItemTexts()
     info = info or {}
     suite = info.get("suite")
     # group, system and question_type always have a section (saying so when no item has one).
@@ -212,7 +212,9 @@ def render_html(
         "target_columns": TARGET_COLUMNS,
         "targets": target_rows(summary),
         "worst_k": stats.worst_k,
-        "worst": _worst(summary, stats),
+        "worst": _worst(summary, stats, texts),
+        "texts_note": texts.note,
+        "preview_chars": MAX_PREVIEW_CHARS,
         "errors": stats.error_examples,
         "failed_rows": (failed_rows or [])[:MAX_FAILED_ROWS],
         "facts": _facts(summary, info),

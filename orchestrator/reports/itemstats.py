@@ -102,6 +102,9 @@ class WorstItem:
 
     output: str
     score: float
+    #: The item's key (``system::id``) and the fingerprint of its question (None where it had none).
+    key: str
+    question_sha: str | None
     id: str
     system: str | None
     group: str | None
@@ -190,6 +193,8 @@ class ItemStats:
         return WorstItem(
             output=name,
             score=float(result["score"]),
+            key=item.key,
+            question_sha=item.meta.get("question_sha"),
             id=str(item.meta.get("id", item.key)),
             system=item.meta.get("system"),
             group=item.meta.get("group"),
@@ -199,7 +204,27 @@ class ItemStats:
             errors=item.errors,
         )
 
+    def all_worst(self) -> list[WorstItem]:
+        """The worst items of every output, each item once (the first output's snapshot of it)."""
+        seen: dict[str, WorstItem] = {}
+        for worst in self._worst.values():
+            for item in worst.items():
+                seen.setdefault(item.key, item)
+        return list(seen.values())
+
     def worst(self, name: str) -> list[WorstItem]:
         """The worst items of one output, worst first."""
         worst = self._worst.get(name)
         return worst.items() if worst else []
+
+    def shown_worst(self, outputs: Iterable[str]) -> list[tuple[str, list[WorstItem], float]]:
+        """Per output of ``outputs`` that scored some item: ``(output, its worst items, its best observed
+        score)``; items that have the best score are not "worst" and are left out."""
+        out = []
+        for name in outputs:
+            counts, items = self.values.get(name), self.worst(name)
+            if counts is None or not items:
+                continue
+            best = max(counts.counts) if higher_is_better(name) else min(counts.counts)
+            out.append((name, [w for w in items if counts.key(w.score) != best], float(best)))
+        return out

@@ -21,7 +21,9 @@ from .console import (
     unreadable_rows,
     unscorable_text,
 )
+from .itemstats import ItemStats, WorstItem
 from .live import scored_text
+from .texts import MAX_PREVIEW_CHARS, ItemTexts
 
 __all__ = ["md_cell", "render_markdown"]
 
@@ -73,9 +75,16 @@ def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[st
     return [*lines, ""]
 
 
-def render_markdown(summary: RunSummary, info: dict[str, Any] | None = None) -> str:
+def render_markdown(
+    summary: RunSummary,
+    info: dict[str, Any] | None = None,
+    stats: ItemStats | None = None,
+    texts: ItemTexts | None = None,
+    failed_rows: list[dict[str, Any]] | None = None,
+) -> str:
     """Markdown with the metric table and one table per breakdown; ``info`` (the store's or run_info.json) names
-    the judge."""
+    the judge; ``stats`` (one pass over the items) give the worst items, with ``texts`` (their questions and
+    answers); ``failed_rows`` are the first unreadable rows."""
     lines = [
         f"# ragscore run {summary.run_id}",
         "",
@@ -101,6 +110,8 @@ def render_markdown(summary: RunSummary, info: dict[str, Any] | None = None) -> 
     lines += _wins(summary)
     lines += _judge(summary, (info or {}).get("suite"))
     lines += _targets(summary)
+    lines += _worst(summary, stats, texts or ItemTexts()) if stats is not None else []
+    lines += _failed_rows(summary, failed_rows or [])
     lines += _timing(summary)
     return "\n".join(lines) + "\n"
 
@@ -167,6 +178,45 @@ def _targets(summary: RunSummary) -> list[str]:
     lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in target_rows(summary)]
     if unfilled := unfilled_lines(summary):
         lines += ["", *(f"- {md_cell(line)}" for line in unfilled)]
+    return [*lines, ""]
+
+
+def _worst_line(rank: int, item: WorstItem, texts: ItemTexts) -> str:
+    question, answer = texts.of(item.key)
+    others = ", ".join(f"{k} {_score(v)}" for k, v in item.others.items())
+    cells = [str(rank), item.id, item.system or "", _score(item.score), question or "-", answer or "-", others]
+    return "| " + " | ".join(map(md_cell, cells)) + " |"
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]:
+    """Per output, its worst items (as report.html lists them) with what they asked and answered."""
+    lines = ["## Worst items", "", f"The {counted(stats.worst_k, 'lowest-scored item')} per metric (highest where "
+             f"lower is better), with the question and answer cut to {MAX_PREVIEW_CHARS} characters.", ""]  # fmt: skip
+    if texts.note:
+        lines += [f"Questions and answers: {md_cell(texts.note)}.", ""]
+    for name, items, best in stats.shown_worst(summary.metrics):
+        lines += [f"### {md_cell(name)}", ""]
+        if not items:
+            lines += [f"Every scored item has the best score ({_score(best)}).", ""]
+            continue
+        lines += ["| # | id | system | score | question | answer | other scores |", "|---|---|---|---|---|---|---|"]
+        lines += [_worst_line(rank, item, texts) for rank, item in enumerate(items, start=1)]
+        lines.append("")
+    return lines
+
+
+def _failed_rows(summary: RunSummary, failed_rows: list[dict[str, Any]]) -> list[str]:
+    """The first unreadable rows (line and why), and how many more failed_rows.jsonl holds."""
+    if not failed_rows:
+        return []
+    lines = ["## Unreadable rows", "", "| line | error |", "|---|---|"]
+    lines += [f"| {md_cell(r.get('line', '-'))} | {md_cell(r.get('error', ''))} |" for r in failed_rows]
+    if summary.failed_rows > len(failed_rows):
+        lines += ["", f"… {summary.failed_rows - len(failed_rows):,} more in failed_rows.jsonl."]
     return [*lines, ""]
 
 

@@ -35,7 +35,8 @@ class RunData:
     summary: RunSummary
     items: Callable[[], Iterator[RawItem]]
     failed_rows: Callable[[], Iterator[dict[str, Any]]]
-    #: ``{"suite": {...}, "dataset": path, "format": ..., "format_options": {...}}`` (empty when unknown).
+    #: ``{"suite": {...}, "dataset": path, "format": ..., "format_options": {...}, "dataset_fingerprint": ...}``
+    #: (empty when unknown; the fingerprint only where the run recorded one).
     info: dict[str, Any] = field(default_factory=dict)
     #: Where it came from: a run id or a directory.
     origin: str = ""
@@ -102,7 +103,7 @@ def store_info(store: RunStore, run_id: str) -> dict[str, Any]:
     for key in ("suite", "format_options", "queues"):
         if meta.get(key):
             info[key] = json.loads(meta[key])
-    for key in ("dataset", "format"):
+    for key in ("dataset", "format", "dataset_fingerprint"):
         if meta.get(key):
             info[key] = meta[key]
     return info

@@ -207,3 +207,12 @@ def test_counts_of_one_read_in_the_singular_in_report_md_and_report_html() -> No
     assert "<span>1 item</span>" in html and "<span>1 unreadable row</span>" in html
     many = render_markdown(RunSummary(run_id="r", items=2, scored=2, failed_rows=2, metrics={"exact_match": m}))
     assert "· 2 items, 2 scored, 2 unreadable rows\n" in many
+
+
+def test_report_md_lists_the_first_unreadable_rows_escaped_and_says_how_many_more() -> None:
+    summary = RunSummary(run_id="r", items=1, scored=1, failed_rows=25, metrics={"ok": MetricSummary(mean=1.0, n=1)})
+    failed = [{"line": n, "error": f"invalid JSON near <img src=x> | {n}"} for n in range(2, 22)]
+    text = render_markdown(summary, failed_rows=failed)
+    section = text.split("## Unreadable rows\n\n", 1)[1].split("\n## ", 1)[0]
+    assert "| 2 | invalid JSON near \\<img src=x\\> \\| 2 |" in section
+    assert section.count("invalid JSON") == 20 and "… 5 more in failed_rows.jsonl." in section

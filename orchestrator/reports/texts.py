@@ -1,0 +1,112 @@
+"""What the few items a report shows (its worst items) asked and answered, read back from the run's dataset.
+
+Items keep no text (a million of them would double the store and items.jsonl): their question and answer are
+read again from the dataset the run recorded, in one streaming pass through the run's own loader that keeps
+only the wanted rows and stops once it has them all. A dataset gone, changed since the run (its recorded
+fingerprint, else the item's ``question_sha``) or unreadable is said in place of the texts: never a wrong text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragscore_workers.errors import RagscoreError
+from ragscore_workers.schemas import Row, question_fingerprint
+
+from ..datasets import dataset_fingerprint, iter_rows
+from .itemstats import WorstItem
+
+__all__ = ["MAX_PREVIEW_CHARS", "ItemTexts", "preview", "read_texts"]
+
+#: Characters of a question or answer a report shows (the rest is cut, with an ellipsis).
+MAX_PREVIEW_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ItemTexts:
+    """Per item key, ``(question, answer)`` previews (None where the row has none); ``note`` says why some or
+    all items have none (the dataset is gone, changed, unreadable)."""
+
+    texts: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    note: str | None = None
+
+    def of(self, key: str) -> tuple[str | None, str | None]:
+        """The previews of one item, ``(None, None)`` when not read."""
+        return self.texts.get(key, (None, None))
+
+
+def preview(text: str | None, limit: int = MAX_PREVIEW_CHARS) -> str | None:
+    """``text`` on one line, cut to ``limit`` characters (the last one an ellipsis) when longer."""
+    if text is None:
+        return None
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _unchanged_note(dataset: Path, info: Mapping[str, Any]) -> str | None:
+    """Why the texts of ``dataset`` cannot be shown (gone, changed since the run), else None."""
+    if not dataset.exists():
+        return f"the run's dataset {dataset} is gone: questions and answers are not available"
+    recorded = info.get("dataset_fingerprint")
+    fmt, options = info.get("format") or None, info.get("format_options") or {}
+    if recorded and recorded != dataset_fingerprint(dataset, fmt, options):
+        return (
+            f"the run's dataset {dataset} changed since the run (or is read by another ragscore version): "
+            "questions and answers are not shown"
+        )
+    return None
+
+
+def read_texts(info: Mapping[str, Any], items: Iterable[WorstItem]) -> ItemTexts:
+    """The previews of ``items`` from the dataset named in ``info`` (the run's facts), in one pass that stops
+    when every wanted row was read. An item whose row's question is not the one it was scored on is left out,
+    and the note says so. A run that asked targets scored their answers, not the dataset's: none is shown."""
+    wanted: dict[str, list[WorstItem]] = {}
+    for item in {item.key: item for item in items}.values():  # each item once, however many outputs it is worst in
+        wanted.setdefault(item.id, []).append(item)
+    if not wanted:
+        return ItemTexts()
+    if not info.get("dataset"):
+        return ItemTexts(note="the run's dataset is not recorded: questions and answers are not available")
+    dataset = Path(str(info["dataset"]))
+    if note := _unchanged_note(dataset, info):
+        return ItemTexts(note=note)
+    try:
+        return _scan(dataset, info, wanted, with_answers=not _asked_targets(info))
+    except (RagscoreError, OSError) as exc:
+        return ItemTexts(note=f"the run's dataset {dataset} could not be read again ({exc}): questions and "
+                              "answers are not available")  # fmt: skip
+
+
+def _asked_targets(info: Mapping[str, Any]) -> bool:
+    """Whether the run's suite asked systems under test for the answers it scored."""
+    suite = info.get("suite") or {}
+    return bool(suite.get("target") or suite.get("targets"))
+
+
+def _scan(dataset: Path, info: Mapping[str, Any], wanted: dict[str, list[WorstItem]], with_answers: bool) -> ItemTexts:
+    """One pass over the dataset's rows for the ``wanted`` ids (a target's item matches its row of no system)."""
+    texts: dict[str, tuple[str | None, str | None]] = {}
+    changed = 0
+    left = sum(len(w) for w in wanted.values())
+    rows = iter_rows(dataset, info.get("format") or None, info.get("format_options") or {})
+    for _, row in rows:
+        if not isinstance(row, Row) or row.id not in wanted:
+            continue
+        for item in wanted[row.id]:
+            if item.key in texts or row.system not in (None, item.system):
+                continue
+            left -= 1
+            if item.question_sha is not None and item.question_sha != question_fingerprint(row.question):
+                changed += 1
+                texts[item.key] = (None, None)
+                continue
+            texts[item.key] = (preview(row.question), preview(row.answer) if with_answers else None)
+        if left == 0:
+            break
+    notes = [f"{changed} of these items' questions changed in {dataset} since the run: not shown"] if changed else []
+    notes += [f"{left} of these items are no longer in {dataset}: not shown"] if left else []
+    return ItemTexts({k: v for k, v in texts.items() if v != (None, None)}, "; ".join(notes) or None)

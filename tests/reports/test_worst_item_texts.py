@@ -1,0 +1,96 @@
+"""The worst items of report.html and report.md show what was asked and answered, read back from the run's
+dataset (one pass, only the few worst rows); a dataset changed or gone since the run is said, never shown."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator import evaluate
+from orchestrator.reports import from_dir, write_reports
+
+from ..fakes.fake_rag import answer_locally
+
+pytestmark = pytest.mark.integration
+
+LONG = "Why " + "very " * 60 + "long?"  # over the 200 characters a preview keeps
+
+
+@pytest.fixture(scope="module")
+def run_dir() -> Iterator[Path]:
+    """One embedded run of exact_match over a file with one wrong answer, a long question, markup, a bad line."""
+    with tempfile.TemporaryDirectory(prefix="rsw-", dir="/tmp") as tmp, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGSCORE_HOME", str(Path(tmp) / "h"))
+        mp.delenv("RAGSCORE_BROKER_URL", raising=False)
+        rows = [
+            {"id": "good", "question": "What is 2+2?", "answer": "4", "reference": "4"},
+            {"id": "bad", "question": "Capital of <b>France</b>?", "answer": "Lyon <i>", "reference": "Paris"},
+            {"id": "long", "question": LONG, "answer": "no", "reference": "yes"},
+        ]
+        dataset = Path(tmp) / "data.jsonl"
+        lines = [json.dumps(r) for r in rows]
+        dataset.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n", encoding="utf-8")
+        with pytest.warns(UserWarning, match="1 row was unreadable"):
+            result = evaluate(dataset, {"name": "texts", "metrics": ["exact_match"]}, out=Path(tmp) / "out")
+        yield result.out_dir
+
+
+def _worst_md(text: str) -> str:
+    return text.split("## Worst items")[1].split("\n## ")[0]
+
+
+def test_worst_items_show_the_question_and_answer_escaped_and_cut(run_dir: Path) -> None:
+    html = (run_dir / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
+    assert "Capital of &lt;b&gt;France&lt;/b&gt;?" in html and "Lyon &lt;i&gt;" in html
+    assert "What is 2+2?" not in html  # the item with the best score is not among the worst
+    assert LONG not in html and LONG[:199] + "…" in html
+    md = _worst_md((run_dir / "report.md").read_text(encoding="utf-8"))
+    row = next(line for line in md.splitlines() if line.startswith("| 1 |"))
+    assert "Capital of \\<b\\>France\\</b\\>?" in row and "Lyon \\<i\\>" in row and "0.000" in row
+    assert LONG[:199] + "…" in md
+
+
+def test_report_md_lists_the_unreadable_rows_with_their_line(run_dir: Path) -> None:
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    section = md.split("## Unreadable rows")[1]
+    assert "| 2 |" in section and "JSON" in section
+
+
+def test_a_dataset_changed_or_gone_since_the_run_is_said_not_shown(run_dir: Path, tmp_path: Path) -> None:
+    dataset = run_dir.parent / "data.jsonl"
+    original = dataset.read_text(encoding="utf-8")
+    try:
+        dataset.write_text(original.replace("Lyon <i>", "Marseille"), encoding="utf-8")
+        write_reports(from_dir(run_dir), tmp_path / "changed", ["md", "html"])
+        dataset.unlink()
+        write_reports(from_dir(run_dir), tmp_path / "gone", ["md", "html"])
+    finally:
+        dataset.write_text(original, encoding="utf-8")
+    for case, said in (("changed", "changed since the run"), ("gone", "is gone")):
+        md = (tmp_path / case / "report.md").read_text(encoding="utf-8")
+        html = (tmp_path / case / "report.html").read_text(encoding="utf-8")
+        for text in (_worst_md(md), html.split('id="worst"')[1]):
+            assert said in text, case
+            assert "Marseille" not in text and "Lyon" not in text and "Capital" not in text, case
+
+
+def test_a_run_that_asked_a_target_shows_the_question_but_not_the_datasets_answer(tmp_path: Path) -> None:
+    target = {"system": "library", "callable": "tests.fakes.fake_rag:callable_target",
+              "request": {"question": "{question}"}}  # fmt: skip
+    right = "What does record d2 say? (question 2)"  # the target answers it as its reference says: not worst
+    reference = answer_locally("exact", {"question": right})["answer"]
+    rows = [{"id": "t1", "question": "What does record d1 say? (question 1)", "answer": "STALE dataset answer",
+             "reference": "nothing the target says"},
+            {"id": "t2", "question": right, "reference": reference}]  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
+        mp.delenv("RAGSCORE_BROKER_URL", raising=False)
+        result = evaluate(rows, {"metrics": ["exact_match"], "target": target}, out=tmp_path / "out")
+    for name in ("report.md", "report.html"):
+        text = (result.out_dir / name).read_text(encoding="utf-8")
+        assert "What does record d1 say? (question 1)" in text, name
+        assert "STALE" not in text, name
