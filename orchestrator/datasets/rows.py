@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -109,12 +109,27 @@ def validate_record(line: int, record: dict[str, Any], max_chars: int | None = N
 
 
 def iter_rows(
-    path: Path, fmt: str | None = None, options: dict[str, Any] | None = None
+    path: Path, fmt: str | None = None, options: dict[str, Any] | None = None, ids: Container[str] | None = None
 ) -> Iterator[tuple[int, Row | RowError]]:
-    """Stream validated rows (or errors) with their line numbers."""
+    """Stream validated rows (or errors) with their line numbers; with ``ids``, only the records whose id is one
+    of them are validated and yielded (the id checked first, which costs little beside validating a row)."""
     max_chars = get_settings().max_field_chars
     for line, record in iter_records(path, fmt, options):
-        yield line, record if isinstance(record, RowError) else validate_record(line, record, max_chars)
+        if isinstance(record, RowError):
+            yield line, record
+        elif ids is None or not _other_id(line, record, ids):
+            yield line, validate_record(line, record, max_chars)
+
+
+def _other_id(line: int, record: dict[str, Any], ids: Container[str]) -> bool:
+    """Whether ``record``'s id is surely none of ``ids`` (an id given as text or an integer, or none:
+    ``row-<line>``); any other id is left to validation to read."""
+    raw = record.get("id")
+    if raw in (None, ""):
+        return f"row-{line}" not in ids
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return str(raw) not in ids
+    return isinstance(raw, str) and raw not in ids
 
 
 def dataset_fingerprint(dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None) -> str | None:

@@ -92,7 +92,7 @@ def _scan(dataset: Path, info: Mapping[str, Any], wanted: dict[str, list[WorstIt
     texts: dict[str, tuple[str | None, str | None]] = {}
     changed = 0
     left = sum(len(w) for w in wanted.values())
-    rows = iter_rows(dataset, info.get("format") or None, info.get("format_options") or {})
+    rows = iter_rows(dataset, info.get("format") or None, info.get("format_options") or {}, ids=wanted)
     for _, row in rows:
         if not isinstance(row, Row) or row.id not in wanted:
             continue

@@ -560,3 +560,17 @@ def test_a_gzipped_csv_file_read_as_jsonl_is_not_told_to_be_named_csv(tmp_path: 
     path.write_bytes(gzip.compress(b"id,question,answer\nq1,Q?,A\n"))
     first = next(r for _, r in iter_rows(path, "jsonl"))
     assert isinstance(first, RowError) and first.error.endswith("read it with --format csv"), first.error
+
+
+def test_iter_rows_with_ids_yields_the_same_rows_of_those_ids_as_without(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    records = [{"id": "a", "question": "qa"}, {"id": 7, "question": "q7"}, {"question": "no id"},
+               {"id": 1.5, "question": "float id"}, {"id": "b", "question": "qb"}, {"id": True}]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n{bad\n", encoding="utf-8")
+    ids = {"a", "7", "row-3", "1.5"}
+    everything = [(line, row) for line, row in iter_rows(path) if isinstance(row, RowError) or row.id in ids]
+    assert [(line, row) for line, row in iter_rows(path, ids=ids) if isinstance(row, RowError) or row.id in ids] == (
+        everything
+    )
+    assert [row.id for _, row in everything if isinstance(row, Row)] == ["a", "7", "row-3", "1.5"]
+    assert not any(isinstance(row, Row) and row.id == "b" for _, row in iter_rows(path, ids=ids))
