@@ -2,8 +2,9 @@
 
 Items keep no text (a million of them would double the store and items.jsonl): their question and answer are
 read again from the dataset the run recorded, in one streaming pass through the run's own loader that keeps
-only the wanted rows and stops once it has them all. A dataset gone, changed since the run (its recorded
-fingerprint, else the item's ``question_sha``) or unreadable is said in place of the texts: never a wrong text.
+only the wanted rows and stops once it has them all. A dataset gone or unreadable is said in place of the texts;
+one changed since the run (its recorded fingerprint, which a newer ragscore version changes too) shows no answer
+and only the questions that are still the ones scored (the item's ``question_sha``): never a wrong text.
 """
 
 from __future__ import annotations
@@ -46,18 +47,11 @@ def preview(text: str | None, limit: int = MAX_PREVIEW_CHARS) -> str | None:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _unchanged_note(dataset: Path, info: Mapping[str, Any]) -> str | None:
-    """Why the texts of ``dataset`` cannot be shown (gone, changed since the run), else None."""
-    if not dataset.exists():
-        return f"the run's dataset {dataset} is gone: questions and answers are not available"
+def _changed(dataset: Path, info: Mapping[str, Any]) -> bool:
+    """Whether ``dataset``'s bytes (or the version reading them) are not those the run recorded."""
     recorded = info.get("dataset_fingerprint")
     fmt, options = info.get("format") or None, info.get("format_options") or {}
-    if recorded and recorded != dataset_fingerprint(dataset, fmt, options):
-        return (
-            f"the run's dataset {dataset} changed since the run (or is read by another ragscore version): "
-            "questions and answers are not shown"
-        )
-    return None
+    return bool(recorded) and recorded != dataset_fingerprint(dataset, fmt, options)
 
 
 def read_texts(info: Mapping[str, Any], items: Iterable[WorstItem]) -> ItemTexts:
@@ -72,10 +66,15 @@ def read_texts(info: Mapping[str, Any], items: Iterable[WorstItem]) -> ItemTexts
     if not info.get("dataset"):
         return ItemTexts(note="the run's dataset is not recorded: questions and answers are not available")
     dataset = Path(str(info["dataset"]))
-    if note := _unchanged_note(dataset, info):
-        return ItemTexts(note=note)
+    if not dataset.exists():
+        return ItemTexts(note=f"the run's dataset {dataset} is gone: questions and answers are not available")
     try:
-        return _scan(dataset, info, wanted, with_answers=not _asked_targets(info))
+        if not _changed(dataset, info):
+            return _scan(dataset, info, wanted, with_answers=not _asked_targets(info))
+        texts = _scan(dataset, info, wanted, with_answers=False, strict=True)
+        note = (f"the run's dataset {dataset} changed since the run (or the run was made by another ragscore "
+                "version): answers are not shown, questions only where they are the ones scored")  # fmt: skip
+        return ItemTexts(texts.texts, "; ".join(filter(None, [note, texts.note])))
     except (RagscoreError, OSError) as exc:
         return ItemTexts(note=f"the run's dataset {dataset} could not be read again ({exc}): questions and "
                               "answers are not available")  # fmt: skip
@@ -87,8 +86,11 @@ def _asked_targets(info: Mapping[str, Any]) -> bool:
     return bool(suite.get("target") or suite.get("targets"))
 
 
-def _scan(dataset: Path, info: Mapping[str, Any], wanted: dict[str, list[WorstItem]], with_answers: bool) -> ItemTexts:
-    """One pass over the dataset's rows for the ``wanted`` ids (a target's item matches its row of no system)."""
+def _scan(
+    dataset: Path, info: Mapping[str, Any], wanted: dict[str, list[WorstItem]], with_answers: bool, strict: bool = False
+) -> ItemTexts:
+    """One pass over the dataset's rows for the ``wanted`` ids (a target's item matches its row of no system);
+    ``strict``: an item that recorded no ``question_sha`` (no question) shows none of its row's either."""
     texts: dict[str, tuple[str | None, str | None]] = {}
     changed = 0
     left = sum(len(w) for w in wanted.values())
@@ -100,7 +102,7 @@ def _scan(dataset: Path, info: Mapping[str, Any], wanted: dict[str, list[WorstIt
             if item.key in texts or row.system not in (None, item.system):
                 continue
             left -= 1
-            if item.question_sha is not None and item.question_sha != question_fingerprint(row.question):
+            if (strict or item.question_sha is not None) and item.question_sha != question_fingerprint(row.question):
                 changed += 1
                 texts[item.key] = (None, None)
                 continue

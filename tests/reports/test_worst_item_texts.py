@@ -75,7 +75,26 @@ def test_a_dataset_changed_or_gone_since_the_run_is_said_not_shown(run_dir: Path
         html = (tmp_path / case / "report.html").read_text(encoding="utf-8")
         for text in (_worst_md(md), html.split('id="worst"')[1]):
             assert said in text, case
-            assert "Marseille" not in text and "Lyon" not in text and "Capital" not in text, case
+            assert "Marseille" not in text and "Lyon" not in text, case
+            assert ("Capital" in text) == (case == "changed"), case  # the question is still the one scored
+
+
+def test_a_run_made_by_another_version_shows_its_questions_but_no_answer(run_dir: Path, tmp_path: Path) -> None:
+    """The fingerprint digests the ragscore version too: after an upgrade the bytes may be the same, yet every
+    report said "changed" and showed nothing; the questions are checked one by one by their question_sha."""
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in ("items.jsonl", "summary.json", "failed_rows.jsonl"):
+        (copy / name).write_bytes((run_dir / name).read_bytes())
+    info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
+    assert info["dataset_fingerprint"]
+    (copy / "run_info.json").write_text(json.dumps(info | {"dataset_fingerprint": "0" * 32}), encoding="utf-8")
+    write_reports(from_dir(copy), tmp_path / "out", ["md", "html"])
+    md = _worst_md((tmp_path / "out" / "report.md").read_text(encoding="utf-8"))
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
+    assert "Capital of \\<b\\>France\\</b\\>?" in md and "Capital of &lt;b&gt;France&lt;/b&gt;?" in html
+    for text in (md, html):
+        assert "answers are not shown" in text and "Lyon" not in text
 
 
 def test_a_run_that_asked_a_target_shows_the_question_but_not_the_datasets_answer(tmp_path: Path) -> None:
