@@ -1,12 +1,14 @@
 """Writing a finished run's reports, against the floor of reading its items once.
 
-    python -m bench.reports [--n 100000] [--reps 3]
+    python -m bench.reports [--n 100000] [--reps 3] [--dataset]
 
 Input: an output directory of ``n`` generated items as ``ragscore run`` writes them for the bench.scale suite
 (exact_match, mrr, recall_at_1, recall_at_5 with their details; groups a/b/c; 1 % of the items with an
 exact_match error) and its summary, aggregated from those items. Reports: ``write_reports`` of that directory
 into another one, every format (items.jsonl, items.csv, summary.json, failed_rows.jsonl, report.md,
-report.html), as ``ragscore results DIR --out OTHER`` does. Baseline (the floor every report writer pays): read
+report.html), as ``ragscore results DIR --out OTHER`` does; with ``--dataset``, the directory's run_info.json
+names a JSONL dataset of the same ids, from which the reports read the worst items' questions and answers back.
+Baseline (the floor every report writer pays): read
 items.jsonl and ``json.loads`` each line, nothing else. Measured alternately, ``reps`` times each.
 Ratio = median report time ÷ median floor time.
 """
@@ -21,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from orchestrator.datasets import dataset_fingerprint
 from orchestrator.reports import from_dir, write_reports
 from ragscore_workers.aggregate import Aggregator
 from ragscore_workers.schemas import question_fingerprint
@@ -77,6 +80,24 @@ def make_run(directory: Path, n: int, seed: int = 0) -> Path:
     return directory
 
 
+def add_dataset(directory: Path, n: int) -> Path:
+    """A JSONL dataset of the run's ``n`` ids (their questions as the items' question_sha name them), recorded
+    with its fingerprint in the directory's run_info.json, as a run records it."""
+    dataset = directory / "data.jsonl"
+    with dataset.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            row = {"id": f"q{i}", "question": f"What is item {i}?", "answer": "paris is the answer " * 5,
+                   "reference": "paris", "contexts": ["some context text " * 20]}  # fmt: skip
+            fh.write(json.dumps(row) + "\n")
+    info = {
+        "dataset": str(dataset),
+        "format": "jsonl",
+        "dataset_fingerprint": dataset_fingerprint(dataset, "jsonl", {}),
+    }
+    (directory / "run_info.json").write_text(json.dumps(info), encoding="utf-8")
+    return dataset
+
+
 def floor_s(items: Path) -> float:
     """Seconds to read items.jsonl and parse every line."""
     start = time.perf_counter()
@@ -97,11 +118,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--dataset", action="store_true", help="read the worst items' texts back from a dataset")
     args = parser.parse_args()
     floors: list[float] = []
     reports: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-reports-", dir="/tmp") as tmp:
         source = make_run(Path(tmp) / "run", args.n)
+        if args.dataset:
+            add_dataset(source, args.n)
         floor_s(source / "items.jsonl")  # warm the page cache and the imports
         for rep in range(args.reps):
             floors.append(floor_s(source / "items.jsonl"))
@@ -116,6 +140,7 @@ def main() -> None:
     result = {
         "benchmark": "reports",
         "items": args.n,
+        "dataset": args.dataset,
         "items_jsonl_mib": round(mib, 1),
         "floor_s": round(floor, 3),
         "reports_s": round(report, 3),
