@@ -21,6 +21,7 @@ from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import link_target, make_out_dir, write_text_atomic
+from .help_format import HelpTyper
 from .terminal import (
     TerminalConsole,
     cancel_command,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Score RAG and LLM answers at scale.")
+app = HelpTyper(add_completion=False, no_args_is_help=True, help="Score RAG and LLM answers at scale.")
 #: Messages carry user text (paths, names, provider errors): never read as Rich markup (``[/x]`` would crash), its
 #: control characters shown, not obeyed (:mod:`.terminal`).
 err = TerminalConsole(stderr=True, markup=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -117,3 +118,49 @@ def test_report_help_names_every_file_the_json_format_writes() -> None:
     run_info.json beside it."""
     said = _said(_cli("report", "--help"))
     assert "summary.json, items.jsonl, failed_rows.jsonl and run_info.json (json" in said, said
+
+
+def test_flags_show_in_help_as_taking_no_value() -> None:
+    """Rich help showed every flag with a type, ``--quiet -q <bool>``, ``--help <bool>``: as if it took a value,
+    while ``--quiet true`` is refused."""
+    for command in (("run", "--help"), ("--help",)):
+        helped = _cli(*command)
+        assert helped.returncode == 0, helped.stderr
+        assert "<bool>" not in helped.stdout and "--help" in helped.stdout, helped.stdout
+
+
+def _ragged(lines: list[str], width: int = 0) -> list[str]:
+    """Lines a greedy wrap would not have ended there: the next line's first word fits after them (within
+    ``width``, else the widest line of the block)."""
+    width = width or max((len(line.rstrip()) for line in lines), default=0)
+    return [
+        f"{line.rstrip()!r} / {after.split()[0]!r}" for line, after in zip(lines, lines[1:], strict=False)
+        if line.strip() and after.strip() and len(line.rstrip()) + 1 + len(after.split()[0]) <= width
+    ]  # fmt: skip
+
+
+def _help_at_80(*args: str) -> list[str]:
+    env = {**os.environ, "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_help_paragraphs_reflow_at_80_columns() -> None:
+    """A docstring's hard line breaks (at ~115 columns in the source) were kept in ``--help``: at 80 columns a line
+    ended after one word (``--stop-timeout); a``) and the list of commands wrapped raggedly."""
+    worker = _help_at_80("worker", "--help")
+    prose = worker[: next(i for i, line in enumerate(worker) if line.startswith("╭"))]
+    assert _ragged(prose) == [], "\n".join(worker)
+    top = _help_at_80("--help")
+    start = next(i for i, line in enumerate(top) if "Commands" in line)
+    rows = [line[1:-1] for line in top[start + 1 :] if line.startswith("│")]
+    column = re.match(r" \S+\s+", rows[0]).end()  # type: ignore[union-attr]  # where the help column starts
+    cells: list[list[str]] = []
+    for row in rows:  # a command's help: its name's row and the rows under it
+        if row[:column].strip():
+            cells.append([])
+        cells[-1].append(row[column:])
+    width = max(len(row[column:].rstrip()) for row in rows)
+    assert [line for cell in cells for line in _ragged(cell, width)] == [], "\n".join(top)

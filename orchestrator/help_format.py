@@ -1,0 +1,67 @@
+"""How ``ragscore --help`` reads: flags shown without a value, docstrings reflowed to the terminal's width.
+
+typer's rich help prints every option's type, ``--quiet <bool>`` too, as if a flag took a value (``--quiet true``
+is then refused); and it keeps a docstring's hard line breaks past its first paragraph and in the list of
+commands, which wrap raggedly in a terminal narrower than the source. :class:`HelpTyper` gives every command and
+the group a class that fixes both.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import typer
+from typer import _click
+from typer.core import TyperCommand, TyperGroup, TyperOption
+
+__all__ = ["HelpTyper", "reflowed"]
+
+
+def reflowed(text: str | None) -> str | None:
+    """``text`` with the line breaks inside each paragraph (blank-line separated) turned into spaces, so that help
+    wraps to the terminal; a paragraph that starts with click's ``\\b`` keeps its lines."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs)
+
+
+def _show_flags_as_flags(params: list[_click.Parameter]) -> None:
+    """A flag's type is shown as nothing (an empty metavar): it takes no value."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+
+
+class HelpCommand(TyperCommand):
+    """A command whose help shows flags as flags and reflows its docstring."""
+
+    def __init__(self, name: str | None, *, help: str | None = None, **kwargs: Any) -> None:  # noqa: A002
+        super().__init__(name, help=reflowed(help), **kwargs)
+
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        _show_flags_as_flags(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
+class HelpGroup(TyperGroup):
+    """The command group, whose ``--help`` is a flag too."""
+
+    def __init__(self, *, help: str | None = None, **kwargs: Any) -> None:  # noqa: A002
+        super().__init__(help=reflowed(help), **kwargs)
+
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        _show_flags_as_flags(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
+class HelpTyper(typer.Typer):
+    """A Typer app whose group is a :class:`HelpGroup` and whose commands are :class:`HelpCommand` unless a command
+    names its own class."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=HelpGroup, **kwargs)
+
+    def command(self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
+        return super().command(name, cls=cls or HelpCommand, **kwargs)
