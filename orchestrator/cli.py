@@ -284,9 +284,12 @@ def run_cmd(
     ctx: typer.Context,
     dataset: Annotated[
         Optional[Path],
-        typer.Argument(help=DATASET_HELP),
+        typer.Argument(metavar="DATASET", help=f"{DATASET_HELP}. Required unless --resume"),
     ] = None,  # noqa: UP045
-    suite: Annotated[Optional[Path], typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")] = None,  # noqa: UP045
+    suite: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--suite", "-s", help="Suite file (YAML or JSON); required unless --resume"),
+    ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the reports")] = Path("ragscore-out"),
     broker: BrokerOpt = None,
     fmt: FormatOpt = None,
@@ -338,7 +341,8 @@ def run_cmd(
         ),
     ] = False,  # fmt: skip
 ) -> None:
-    """Score a dataset end to end and write the reports (embedded unless a broker is set).
+    """Score DATASET with the metrics of --suite end to end and write the reports (embedded unless a broker is set);
+    or, with --resume DIR alone, finish the run whose reports go to DIR.
 
     With gates, exits 3 when one does not hold (after printing which, and by how much).
     """

@@ -129,6 +129,17 @@ def test_flags_show_in_help_as_taking_no_value() -> None:
         assert "<bool>" not in helped.stdout and "--help" in helped.stdout, helped.stdout
 
 
+def test_run_help_says_dataset_and_suite_are_required_unless_resume() -> None:
+    """``run --help`` showed DATASET as optional and --suite as not required; a run without them is refused unless
+    it is a --resume."""
+    said, refused = _said(_cli("run", "--help")), _cli("run", "--quiet")
+    assert refused.returncode == 2 and "run needs a DATASET and --suite (or --resume DIR)" in _said(refused)
+    dataset, options = said.split("Arguments", 1)[1].split("--suite", 1)
+    suite = options.split("--out", 1)[0]
+    assert "Required unless --resume" in dataset, said
+    assert "required unless --resume" in suite, said
+
+
 def _ragged(lines: list[str], width: int = 0) -> list[str]:
     """Lines a greedy wrap would not have ended there: the next line's first word fits after them (within
     ``width``, else the widest line of the block)."""
