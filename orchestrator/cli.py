@@ -23,6 +23,7 @@ from ragscore_workers.settings import check_redis_url, get_settings
 from .atomic_file import link_target, make_out_dir, write_text_atomic
 from .help_format import HelpTyper
 from .terminal import (
+    PIPED_PROSE_WIDTH,
     TerminalConsole,
     cancel_command,
     follow_commands,
@@ -1163,24 +1164,30 @@ def consensus_cmd(
 
 @app.command("metrics")
 def list_metrics(
-    name: Annotated[Optional[str], typer.Argument(help="One metric: show its params")] = None,  # noqa: UP045
+    name: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Argument(help="One metric: show the row fields it reads and its params"),
+    ] = None,
 ) -> None:
     """List the registered metrics with their queue and outputs (the names gates and reports use), or one
-    metric's params."""
+    metric's row fields and params."""
     from rich.markup import escape
 
     from ragscore_workers.metrics.registry import all_metrics, get_metric
 
     if name is not None:
         mdef = get_metric(name)  # ConfigError with "did you mean" for an unknown name
-        err.print(f"{name} (queue: {mdef.queue_label}): {mdef.description}")
+        out = TerminalConsole(markup=False, piped_width=PIPED_PROSE_WIDTH)
+        out.print(f"{name} (queue: {mdef.queue_label}): {mdef.description}")
+        for line in _row_fields(mdef):
+            out.print(line)
         table = Table()
         table.add_column("param", no_wrap=True)
         table.add_column("type", overflow="fold")
         table.add_column("default", overflow="fold")
         for field, info in mdef.params_model.model_fields.items():
             table.add_row(info.alias or field, Text(_type_name(info.annotation)), Text(_default_text(info)))
-        TerminalConsole().print(table if mdef.params_model.model_fields else "no params")
+        out.print(table if mdef.params_model.model_fields else "no params")
         return
     table = Table()
     table.add_column("metric", no_wrap=True)  # the names a suite is written with: never cut
@@ -1193,6 +1200,20 @@ def list_metrics(
             outputs = "(depends on params)"
         table.add_row(metric_name, mdef.queue_label, escape(outputs), escape(mdef.description))
     TerminalConsole().print(table)
+
+
+def _row_fields(mdef: Any) -> list[str]:
+    """What a metric reads, as its registration declares it: the row fields it ``needs`` and those it
+    ``scores_without``; a derived metric the outputs (``inputs``) of the suite's other metrics."""
+    lines = []
+    if mdef.needs:
+        lines.append(f"row fields it needs: {', '.join(mdef.needs)} (a row lacking one is not scored)")
+    if mdef.scores_without:
+        lines.append(f"row fields it scores without: {', '.join(mdef.scores_without)} (a row lacking one is scored "
+                     "as having none)")  # fmt: skip
+    if mdef.inputs:
+        lines.append(f"no row field: it reads the outputs {', '.join(mdef.inputs)} of the same suite's metrics")
+    return lines or ["row fields it needs: none declared by the metric (see its docs)"]
 
 
 def _default_text(info: Any) -> str:

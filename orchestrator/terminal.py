@@ -25,6 +25,7 @@ from ragscore_workers.redaction import redact_url
 
 __all__ = [
     "NOT_A_TERMINAL_WIDTH",
+    "PIPED_PROSE_WIDTH",
     "TerminalConsole",
     "cancel_command",
     "follow_commands",
@@ -41,6 +42,9 @@ __all__ = [
 #: Columns of a console whose output is no terminal (``| less``, a file, a CI log) and that no width or COLUMNS
 #: sized: as wide as a table needs, where rich would wrap it at 80 (names folded a few letters a line).
 NOT_A_TERMINAL_WIDTH = 1000
+#: Columns of a console of prose a reader pages through (``ragscore metrics NAME | less``) whose output is no terminal
+#: and that no width or COLUMNS sized: lines a reader follows, not rows a script greps.
+PIPED_PROSE_WIDTH = 100
 
 #: C0 control characters but tab and newline, DEL, the C1 controls (U+0080-U+009F; U+009B is a CSI too), and the
 #: bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069), which reorder how the rest of a line reads.
@@ -72,15 +76,19 @@ class TerminalConsole(Console):
     is as wide as the escapes), any other text as it is rendered; its own styles and cursor moves (control
     segments) are untouched.
 
-    Its output no terminal, and no ``width`` or ``COLUMNS`` given, it is :data:`NOT_A_TERMINAL_WIDTH` wide: a
-    table piped or in a CI log keeps a row a line; a terminal keeps its own width. Asked as it prints (a console
-    made at import prints to whatever ``sys.stdout`` is then)."""
+    Its output no terminal, and no ``width`` or ``COLUMNS`` given, it is ``piped_width`` wide
+    (:data:`NOT_A_TERMINAL_WIDTH` unless given): a table piped or in a CI log keeps a row a line; a terminal keeps
+    its own width. Asked as it prints (a console made at import prints to whatever ``sys.stdout`` is then)."""
+
+    def __init__(self, *args: Any, piped_width: int = NOT_A_TERMINAL_WIDTH, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.piped_width = piped_width
 
     @property
     def size(self) -> ConsoleDimensions:
         size = super().size
         if self._width is None and not self.is_terminal:
-            return ConsoleDimensions(NOT_A_TERMINAL_WIDTH, size.height)
+            return ConsoleDimensions(self.piped_width, size.height)
         return size
 
     @size.setter

@@ -67,3 +67,38 @@ def test_a_piped_listing_is_not_wrapped_at_80_columns(tmp_path) -> None:  # type
     assert set(rows) == set(descriptions), result.stdout
     for name, text in descriptions.items():
         assert text in " ".join(rows[name].split()), (name, result.stdout)
+
+
+def _piped_metric(name: str, tmp_path) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    """``ragscore metrics NAME`` with stdout no terminal and no COLUMNS (``| less``, a CI log)."""
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path)}
+    env.pop("COLUMNS", None)
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", "metrics", name], cwd=ROOT, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_one_metric_says_on_stdout_which_row_fields_it_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``ragscore metrics NAME`` printed its description to stderr (it is the command's output) and did not say
+    which row fields the metric needs, though the registry declares them (``needs``, ``scores_without``)."""
+    said = {
+        "exact_match": ["row fields it needs: answer, reference (a row lacking one is not scored)"],
+        "answer_hallucination": ["row fields it needs: answer (", "row fields it scores without: contexts ("],
+        "combined": ["it reads the outputs rubric_judge, evidence_overlap of the same suite's metrics"],
+    }
+    for name, lines in said.items():
+        done = _piped_metric(name, tmp_path)
+        assert done.returncode == 0 and done.stderr == "", (name, done.stderr)
+        assert done.stdout.startswith(f"{name} (queue: "), done.stdout
+        for line in lines:
+            assert line in " ".join(done.stdout.split()), (name, line, done.stdout)
+
+
+def test_one_metric_piped_wraps_at_100_columns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Piped, ``ragscore metrics quality_checks`` wrote a 284-column line (its fallback_phrases' default), and a
+    judge's 141: prose and a params table a reader pages through, wrapped at 100 columns when no terminal or COLUMNS
+    says the width."""
+    for name in ("quality_checks", "groundedness"):
+        done = _piped_metric(name, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "max_tokens" in done.stdout or "fallback_phrases" in done.stdout, done.stdout
+        assert max(len(line) for line in done.stdout.splitlines()) <= 100, done.stdout
