@@ -123,14 +123,27 @@ def traceback_text(exc: BaseException, *secrets: str | None) -> str:
     return redact_environment("".join(traceback.format_exception(exc)), *secrets)
 
 
-def where_here() -> str:
-    """This process's host, and the Celery worker node whose task it runs (``judge-1a2b3c4d@host``) when it runs
-    one: which of a cluster's workers an item's error came from."""
+def _worker_node() -> str | None:
+    """The Celery worker node whose task this process runs (``judge-1a2b3c4d@host``); None outside a task."""
     from celery import current_task
 
-    node = getattr(current_task.request, "hostname", None) if current_task else None
+    return getattr(current_task.request, "hostname", None) if current_task else None
+
+
+def where_here() -> str:
+    """This process's host, and the Celery worker node whose task it runs when it runs one: which of a cluster's
+    workers an item's error came from."""
+    node = _worker_node()
     host = socket.gethostname()
     return f"host {host} (worker {node})" if node else f"host {host}"
+
+
+#: How a suite picks another judge (``judge.provider``: see docs/judge.md), said when a key is missing.
+CHOOSE_PROVIDER = (
+    "To judge with another provider, set the suite's judge.provider: groq (key in GROQ_API_KEY) or openai "
+    "(key in OPENAI_API_KEY; with judge.base_url, any OpenAI-compatible server, and one on this machine or a "
+    "private network needs no key); see docs/judge.md."
+)
 
 
 class MissingKeyError(ConfigError):
@@ -139,8 +152,11 @@ class MissingKeyError(ConfigError):
     def __init__(self, provider: str, env_var: str, *, hint: str = "") -> None:
         self.provider = provider
         self.env_var = env_var
+        # A worker's error names the host and node lacking it; the process a user started needs no naming.
+        where = f"on {where_here()}" if _worker_node() else "for the ragscore process"
         super().__init__(
-            f"The {provider} judge needs an API key: set the environment variable {env_var}{hint} on {where_here()}."
+            f"The {provider} judge needs an API key: set the environment variable {env_var}{hint} {where} "
+            f"(keys are read from the environment only, never from a suite). {CHOOSE_PROVIDER}"
         )
 
 

@@ -246,6 +246,21 @@ def test_missing_keys_fail_with_the_variable_to_set(monkeypatch: pytest.MonkeyPa
         assert OpenAICompatProvider(model="m", base_url=url).limiter_key().startswith("openai:m:"), url
 
 
+def test_a_missing_key_outside_a_worker_says_what_to_set_and_how_to_choose_another_provider(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process a user started (an embedded run checks the key before submitting) is not named by its host
+    (``on host vm`` read oddly on a laptop); the message names both providers' variables and the setting that
+    picks one. A worker's error still names its host and node (tests/judge/test_worker_without_key.py)."""
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+    with pytest.raises(MissingKeyError) as info:
+        GroqProvider(model="m")
+    said = str(info.value)
+    assert "set the environment variable GROQ_API_KEY for the ragscore process" in said, said
+    assert " on host " not in said, said
+    assert "judge.provider" in said and "OPENAI_API_KEY" in said and "docs/judge.md" in said, said
+
+
 def test_the_providers_own_key_is_never_sent_in_clear_text_across_a_public_network(
     keys: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
