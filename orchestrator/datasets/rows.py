@@ -89,22 +89,23 @@ def validate_record(line: int, record: dict[str, Any], max_chars: int | None = N
     Text fields are bounded (``RAGSCORE_MAX_FIELD_CHARS``): a 10 MB answer is a reported row, never a
     worker running out of memory or a message too large for the broker.
     """
+    raw = record  # a bad row is reported as read, without the id given here
     if record.get("id") in (None, ""):
         record = {**record, "id": f"row-{line}"}
     # In a field that names the item a lone surrogate is refused with the row; elsewhere (answers, contexts,
     # metadata) it is kept: results and reports write it as its ``\\udfff`` escape.
     if (where := lone_surrogate_at({k: record[k] for k in ITEM_META_FIELDS if k in record})) is not None:
         reason = f"{where}: a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair) is not text"
-        return RowError(line, reason, _excerpt(record, ascii_only=True))
+        return RowError(line, reason, _excerpt(raw, ascii_only=True))
     if _nested_deeper(record, MAX_NESTING):
-        return RowError(line, f"lists and objects nested more than {MAX_NESTING} levels deep", _excerpt(record))
+        return RowError(line, f"lists and objects nested more than {MAX_NESTING} levels deep", _excerpt(raw))
     try:
         row = Row.model_validate(record)
     except ValidationError as exc:
-        return RowError(line, _one_line(exc), _excerpt(record))
+        return RowError(line, _one_line(exc), _excerpt(raw))
     too_big = _oversized(row, max_chars if max_chars is not None else get_settings().max_field_chars)
     if too_big:
-        return RowError(line, too_big, _excerpt(record))
+        return RowError(line, too_big, _excerpt(raw))
     return row
 
 

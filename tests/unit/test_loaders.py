@@ -46,6 +46,15 @@ def test_jsonl_bad_lines_are_reported_with_line_numbers_and_the_rest_load(tmp_pa
     assert "Input should be a valid string" in bad[2].error
 
 
+def test_a_bad_row_without_an_id_is_kept_raw_as_read_without_the_generated_id(tmp_path: Path) -> None:
+    """``failed_rows.jsonl``'s ``raw`` is the row as the file holds it: the ``row-<line>`` id a good row gets was
+    added to it, so a user searching the file for that text found nothing."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"answer": {"text": 5}}\n{"id": "", "answer": [6]}\n')
+    _, bad = _rows(path)
+    assert [e.raw for e in bad] == ['{"answer": {"text": 5}}', '{"id": "", "answer": [6]}']
+
+
 def test_a_row_with_many_bad_fields_names_the_first_and_counts_the_rest_as_counts_are_written(tmp_path: Path) -> None:
     """1,200 contexts of the wrong shape said "(and 1199 more)": counted without the thousands separator every other
     count has (counts.listed)."""
