@@ -740,6 +740,10 @@ def submit(
     _say(sub.run_id)
 
 
+#: The first line of ``ragscore status``'s run list: its tab-separated columns.
+RUN_LIST_HEADER = "run id\tstate\tdone/total\tsubmitted (UTC)\tdataset"
+
+
 @app.command()
 def status(
     run_id: Annotated[Optional[str], typer.Argument(help="Run id or --out DIR (omit to list runs)")] = None,  # noqa: UP045
@@ -763,6 +767,8 @@ def status(
         embedded = not (broker or get_settings().broker_url)
         runs = sorted(store.overview(store.list_runs()), key=lambda r: (r["submitted_at"] or 0.0, r["run_id"]))
         interrupted = 0
+        if runs:
+            _say(RUN_LIST_HEADER)
         for r in runs:
             at = r["submitted_at"]
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) if at is not None else "-"

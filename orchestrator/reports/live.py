@@ -27,7 +27,7 @@ from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..progress import IDLE_NOTE_S, fmt_duration, wait_note
-from ..terminal import results_command, resume_command
+from ..terminal import results_command, resume_command, shown
 
 if TYPE_CHECKING:
     from ..runner import Orphan
@@ -393,7 +393,7 @@ class StatusView:
         if self.meta.get("error"):
             lines.append(Text(f"Error: {self.meta['error']}", style="red"))
         if self.summary is not None:
-            lines.append(Text(_summary_line(self.summary, run_id, self.broker)))
+            lines.append(Text(_summary_line(self.summary, run_id, self.broker, self.meta.get("reports_dir"))))
         return Group(table, Text(caption), *lines)
 
 
@@ -411,15 +411,18 @@ def scored_text(summary: RunSummary) -> str:
     return f"{summary.scored:,} scored (by at least one output; none by {listed(none, SCORED_NONE_SHOWN)})"
 
 
-def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None) -> str:
-    """The summary's counts, which the workers' counters above lack for work a cancel skipped (counted stopped)."""
+def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None, reports_dir: str | None = None) -> str:
+    """The summary's counts, which the workers' counters above lack for work a cancel skipped (counted stopped);
+    where the reports were last written (``reports_dir``), else the command that writes them."""
     metrics = summary.metrics.values()
     unscorable, stopped = sum(m.unscorable for m in metrics), sum(m.stopped for m in metrics)
     errors = sum(m.errors for m in metrics)
+    reports = (f"its reports were written to {shown(reports_dir)}" if reports_dir
+               else f"{backticked(results_command(run_id, broker=broker))} writes the reports")  # fmt: skip
     return (
         f"summary: {counted(summary.items, 'item')}, {scored_text(summary)}; over its metric outputs unscorable "
         f"{unscorable:,} ({stopped:,} stopped), errors {errors:,} (the counts above are the workers' writes; "
-        f"{backticked(results_command(run_id, broker=broker))} writes the reports)"
+        f"{reports})"
     )
 
 

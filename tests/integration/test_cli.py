@@ -279,8 +279,10 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     listed = ragscore("status", home=home)
     assert listed.returncode == 0, listed.stderr
     run_id = json.loads((tmp_path / "o" / "run.json").read_text())["run_id"]
-    # id, state, done/total work units (6 rows x 4 outputs), when it was submitted (UTC), the dataset's name
-    (line,) = listed.stdout.splitlines()
+    # a header, then: id, state, done/total work units (6 rows x 4 outputs), when it was submitted (UTC), the
+    # dataset's name
+    header, line = listed.stdout.splitlines()
+    assert header == "run id\tstate\tdone/total\tsubmitted (UTC)\tdataset", header
     listed_id, state, units, when, name = line.split("\t")
     assert (listed_id, state, units, name) == (run_id, "finished", "24/24", "d.jsonl"), line
     submitted = json.loads((tmp_path / "o" / "summary.json").read_text())["timing"]["submitted_at"]
@@ -293,8 +295,11 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "md" / "report.md").exists()
     # The run's --out DIR names it too ("No run 'o' in the store" before)
-    by_dir = ragscore("status", str(tmp_path / "o"), home=home)
+    by_dir = ragscore("status", str(tmp_path / "o"), home=home, env={"COLUMNS": "300"})
     assert by_dir.returncode == 0 and "errors 0" in by_dir.stdout, by_dir.stderr
+    # its reports are written: status says where (the last to write them), not the `results` command that writes them
+    said = by_dir.stdout
+    assert f"its reports were written to {tmp_path / 'again'})" in said and "--out DIR" not in said, said
     assert "exact_match" in again.stdout  # the summary table
     quiet = ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "again2"), "-q", home=home)
     assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout

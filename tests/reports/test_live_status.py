@@ -132,6 +132,19 @@ def test_an_ended_runs_status_gives_its_summarys_counts() -> None:
     )  # fmt: skip
 
 
+def test_an_ended_runs_status_says_where_its_reports_were_written_not_how_to_write_them() -> None:
+    """A run written with --out still read "`ragscore results run-x --out DIR` writes the reports"."""
+    from ragscore_workers.schemas import RunSummary
+
+    view = StatusView(SUITE_META | {"state": "finished", "reports_dir": "/data/evals/o"})
+    view.add(Sample(1050.0, _progress(100, 5)))
+    view.summary = RunSummary(run_id="run-x", items=20, scored=20, state="finished", metrics={})
+    console = Console(record=True, width=300)
+    console.print(view.render("run-x"))
+    said = console.export_text()
+    assert "its reports were written to /data/evals/o)" in said and "ragscore results" not in said, said
+
+
 def test_a_finished_run_has_no_eta() -> None:
     view = StatusView(SUITE_META | {"state": "finished"})
     view.add(Sample(1050.0, _progress(600, 120)))
