@@ -83,7 +83,9 @@ def _answer_issues(answer: str, question: str | None, params: QualityParams) -> 
 
 @register("quality_checks", Queue.CPU, params=QualityParams, needs=("answer",))
 def quality_checks(row: Row, params: QualityParams) -> MetricResult:
-    """1.0 when the answer shows none of the heuristic issues, else 0.0; the issues are listed."""
+    """1.0 when the answer shows none of the heuristic issues, else 0.0; the issues are listed. By default an answer
+    needs a [1]-style citation marker (else the issue no_citation): set the param citation_pattern to "" to drop that
+    check."""
     if row.answer is None:
         return MetricResult.unscorable("no answer")
     issues = []

@@ -255,7 +255,7 @@ def register(
         known = _REGISTRY.get(name)
         if known is not None and _where(known.fn) != _where(fn):  # the same function again is a reload
             raise ConfigError(f"metric {name!r} is registered twice: by {_where(known.fn)} and by {_where(fn)}")
-        doc = (fn.__doc__ or "").strip().splitlines()
+        summary = (fn.__doc__ or "").strip().split("\n\n")[0]  # the docstring's first paragraph
         _REGISTRY[name] = MetricDef(
             name=name,
             queue=queue,
@@ -263,7 +263,7 @@ def register(
             params_model=params,
             kind=kind,
             outputs_fn=outputs,
-            description=doc[0] if doc else "",
+            description=" ".join(summary.split()),
             inputs=tuple(inputs),
             route=route,
             plan_calls=plan_calls,

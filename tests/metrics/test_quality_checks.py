@@ -24,6 +24,12 @@ def test_clean_answer_scores_one() -> None:
     assert result.details["mean_retrieval_score"] == 0.8
 
 
+def test_an_empty_citation_pattern_drops_the_citation_check_as_the_docs_say() -> None:
+    """docs/metrics/deterministic.md and the description tell a plain RAG set to set ``citation_pattern: ""``."""
+    assert _run({"citation_pattern": ""}, answer="Heavy rain.").details["issues"] == []
+    assert _run({"citation_pattern": ""}, answer="I don't know.").details["issues"] == ["fallback_phrase"]
+
+
 @pytest.mark.parametrize(
     ("fields", "issues"),
     [

@@ -102,3 +102,12 @@ def test_one_metric_piped_wraps_at_100_columns(tmp_path) -> None:  # type: ignor
         assert done.returncode == 0, done.stderr
         assert "max_tokens" in done.stdout or "fallback_phrases" in done.stdout, done.stdout
         assert max(len(line) for line in done.stdout.splitlines()) <= 100, done.stdout
+
+
+def test_quality_checks_says_it_needs_a_citation_marker_and_how_to_drop_that_check() -> None:
+    """A plain RAG set scored 0 on every row (``no_citation``) while ``ragscore metrics`` said only "heuristic
+    issues": the description is the docstring's whole first paragraph, which says so and names the param."""
+    from ragscore_workers.metrics.registry import get_metric
+
+    said = get_metric("quality_checks").description
+    assert "[1]-style citation marker" in said and 'set the param citation_pattern to "" to drop that check' in said
