@@ -117,8 +117,8 @@ class ResolvedSuite:
                 if field not in fields_seen:
                     needed.setdefault(field, []).append(m.name)
         return [
-            f"no row has {field!r}, which {m.name} scores as absent (as the seed does: a score, not unscorable): "
-            "is it a column named otherwise?"
+            f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
+            "comes from): is it a column named otherwise?"
             for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
         ] + [
             f"no row has {field!r}, which {', '.join(names)} {agree(len(names), 'needs', 'need')}: "

@@ -150,7 +150,7 @@ def left_out(metric_names: Iterable[str]) -> list[str]:
     notes = []
     if "evidence_overlap" in names - placed:
         notes.append(
-            "evidence_overlap is written only inside llm_judge, beside rubric_judge (the seed's layout); "
+            "evidence_overlap is written only inside llm_judge, beside rubric_judge (the NLP project's layout); "
             "this run has no rubric_judge"
         )
     others = sorted(names - placed - {"evidence_overlap"})

@@ -343,7 +343,8 @@ def context_sufficiency(rows: list[Row], params: SufficiencyParams, ctx: RunCont
 
 @register("answer_relevance", Queue.EMBED, kind="batch", needs=("answer", "reference"))
 def answer_relevance(rows: list[Row], params: NoParams, ctx: RunContext) -> list[MetricResult]:
-    """Cosine of the answer with the reference (the seed's definition; equals answer_correctness)."""
+    """Cosine of the answer with the reference, as Auto-Analyst defines it (equals answer_correctness); not Ragas's
+    answer_relevancy, which rates the answer against the question."""
     vectors = chunk_vectors(rows, ctx)
     return [score_answer_similarity(row, vectors) for row in rows]
 

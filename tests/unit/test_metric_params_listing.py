@@ -111,3 +111,12 @@ def test_quality_checks_says_it_needs_a_citation_marker_and_how_to_drop_that_che
 
     said = get_metric("quality_checks").description
     assert "[1]-style citation marker" in said and 'set the param citation_pattern to "" to drop that check' in said
+
+
+def test_no_description_speaks_of_the_seed() -> None:
+    """answer_relevance read "(the seed's definition ...)": the project's word for the frameworks its metrics come
+    from, which a user cannot know. A description names the framework."""
+    from ragscore_workers.metrics.registry import all_metrics
+
+    assert [name for name, m in all_metrics().items() if "seed" in m.description.lower()] == []
+    assert "as Auto-Analyst defines it" in all_metrics()["answer_relevance"].description
