@@ -1263,7 +1263,7 @@ def write_results(store: RunStore, run_id: str, out_dir: Path, broker: str | Non
     ``out_dir`` and the run's ``broker`` (its --broker)."""
     summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
     write_outputs(store, run_id, out_dir, summary)
-    store.set_meta(run_id, reports_dir=str(out_dir.resolve()))  # `ragscore status` says where they are
+    store.note_reports_dir(run_id, str(out_dir.resolve()))  # `ragscore status` says where they are
     return summary
 
 

@@ -8,7 +8,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done;
                           ``target_called_at``: a target call was last counted;
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
-                          the counters then in ``work_began_before``)
+                          the counters then in ``work_began_before``); ``reports_dir``: where the reports were
+                          last written
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``
                           (``errors:derived``, ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again, not
@@ -246,6 +247,13 @@ end
 return new
 """
 
+
+# KEYS[1] = a hash; ARGV = field, value, ...: written only while the hash exists, its TTL kept (HSET keeps it).
+_HSET_IF_EXISTS_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], unpack(ARGV))
+end
+"""
 
 # KEYS[1] = a shard's id list; ARGV[1] = the item key prefix, ARGV[2] = ttl: every item of the shard expires
 # then (one round trip per shard instead of one command per item).
@@ -723,6 +731,7 @@ class RunStore:
         self._take_lease = client.register_script(_TAKE_LEASE_LUA)
         self._renew_lease = client.register_script(_RENEW_LEASE_LUA)
         self._release_lease = client.register_script(_RELEASE_LEASE_LUA)
+        self._hset_if_exists = client.register_script(_HSET_IF_EXISTS_LUA)
 
     # ---------------------------------------------------------------- keys
     @staticmethod
@@ -797,6 +806,11 @@ class RunStore:
             pipe.hset(self.key(run_id, "meta"), mapping=mapping)
             pipe.expire(self.key(run_id, "meta"), self.ttl_s)
             pipe.execute()
+
+    def note_reports_dir(self, run_id: str, out_dir: str) -> None:
+        """Record where the run's reports were last written (meta ``reports_dir``, said by ``ragscore status``),
+        keeping the meta's TTL: a finished run's meta must not outlive its items."""
+        self._hset_if_exists(keys=[self.key(run_id, "meta")], args=["reports_dir", out_dir])
 
     def set_state(self, run_id: str, state: str, **fields: str) -> str:
         """Atomically set the state (and ``fields``) unless the run is already finished, failed or cancelled;

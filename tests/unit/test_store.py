@@ -452,3 +452,15 @@ def test_touch_and_settle_keep_the_judge_limiters_as_long_as_the_run(store: RunS
     assert store.r.ttl(store.key(run, "judge:limiters")) > 5
     store.settle(run, 7)
     assert 0 < store.r.ttl(store.key(run, "judge:limiters")) <= 7
+
+
+def test_noting_where_the_reports_are_keeps_a_finished_runs_ttl_and_revives_no_run(store: RunStore) -> None:
+    """``reports_dir`` is written after the summary settled the run: the meta keeps the finished run's TTL (the
+    live one would outlive its items), and a run gone from the store gets no meta of its own back."""
+    run = "t-reports-dir"
+    store.create_run(run, {"state": "finished"})
+    store.settle(run, 7)
+    store.note_reports_dir(run, "/data/o")
+    assert store.meta(run)["reports_dir"] == "/data/o" and 0 < store.r.ttl(store.key(run, "meta")) <= 7
+    store.note_reports_dir("t-reports-dir-gone", "/data/o")
+    assert not store.r.exists(store.key("t-reports-dir-gone", "meta"))
