@@ -17,7 +17,7 @@ from kombu import Queue as KombuQueue
 from .errors import ConfigError
 from .limits import CONTROL_QUEUE, QUEUE_LIMITS
 from .schemas import Queue
-from .settings import get_settings
+from .settings import get_settings, without_kombu_options
 
 __all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
 
@@ -39,7 +39,7 @@ def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object
     }
     return {
         "broker_url": broker_url,
-        "result_backend": backend_url or broker_url,
+        "result_backend": backend_url or (broker_url and without_kombu_options(broker_url)),
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
@@ -108,7 +108,6 @@ def configure(broker_url: str, backend_url: str | None = None, *, send_timeout_s
     same process (a notebook calling ``evaluate`` on a cluster, then embedded) must drop them, or tasks
     would still go to the first broker.
     """
-    backend_url = backend_url or broker_url
     config = _config(broker_url, backend_url)
     if send_timeout_s is not None:
         bounds = {"socket_timeout": send_timeout_s, "socket_connect_timeout": send_timeout_s}

@@ -13,7 +13,7 @@ from .errors import ConfigError
 from .limits import longest_hard_limit
 from .redaction import REDIS_SCHEMES, redact_url, userinfo_span
 
-__all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings"]
+__all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings", "without_kombu_options"]
 
 #: A Redis URL written with one slash after its scheme (``redis:/HOST:6379/0``), a typo of ``redis://``.
 _ONE_SLASH = re.compile(r"(?i)^rediss?:/(?!/)")
@@ -40,6 +40,22 @@ _REDIS_TEXT_OPTIONS = frozenset(
 _KOMBU_QUERY_OPTIONS = frozenset(
     {"connect_timeout", "credential_provider", "heartbeat", "insist", "login_method", "ssl"}
 )
+
+#: Those of :data:`_KOMBU_QUERY_OPTIONS` that kombu alone reads: redis-py (the run store's client, and the result
+#: backend's under Celery) refuses each at its first connection (an unexpected keyword), so they are left out of the
+#: URL it gets (:func:`without_kombu_options`).
+_KOMBU_ONLY_OPTIONS = frozenset({"connect_timeout", "heartbeat", "insist", "login_method"})
+
+
+def without_kombu_options(url: str) -> str:
+    """``url`` without the query options kombu alone reads (``?heartbeat=30``, ``?connect_timeout=5``): the URL
+    redis-py gets where the broker's URL is also the run store's or the result backend's. Other options, and the
+    rest of the URL, stay as written."""
+    head, mark, query = url.partition("?")
+    if not mark:
+        return url
+    kept = [f for f in query.split("&") if unquote_plus(f.partition("=")[0]) not in _KOMBU_ONLY_OPTIONS]
+    return head + ("?" + "&".join(kept) if kept else "")
 
 
 def _redis_py_query(parts: SplitResult) -> bool:
@@ -127,6 +143,11 @@ def _check_broker_query(parts: SplitResult, shown: str, what: str) -> None:
     if parts.scheme not in ("redis", "rediss"):
         return
     names = [n for n, _ in parse_qsl(parts.query) if n not in _KOMBU_QUERY_OPTIONS and not n.startswith("ssl_")]
+    if "connect_timeout" in (n for n, _ in parse_qsl(parts.query)):
+        raise ConfigError(
+            f"{what}: {shown!r} has the query option 'connect_timeout', which Celery's broker client (kombu) reads as "
+            "text and fails its first connection with (a TypeError): leave it out (ragscore bounds each connect itself)"
+        )
     if "db" in names:
         raise ConfigError(
             f"{what}: {shown!r} names its database as ?db=, which Celery's broker client (kombu) refuses: "

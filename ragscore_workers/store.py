@@ -55,7 +55,7 @@ from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
 from .schemas import RATE_LIMITS, ItemResult, MetricResult, RunSummary, Suite, split_key
-from .settings import LIVE_RUN_TTL_S
+from .settings import LIVE_RUN_TTL_S, without_kombu_options
 from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
@@ -555,7 +555,9 @@ def as_stored(result: MetricResult) -> dict[str, Any]:
 
 def store_url_for_redis_py(url: str) -> str:
     """Translate Celery's ``redis+socket://`` / ``socket://`` URLs to redis-py's ``unix://`` (kombu's
-    ``?virtual_host=N`` database to redis-py's ``?db=N``)."""
+    ``?virtual_host=N`` database to redis-py's ``?db=N``), leaving out the query options kombu alone reads
+    (:func:`without_kombu_options`)."""
+    url = without_kombu_options(url)
     for prefix in ("redis+socket://", "socket://"):
         if url.startswith(prefix):
             return "unix://" + url[len(prefix) :].replace("?virtual_host=", "?db=")

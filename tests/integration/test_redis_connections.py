@@ -583,3 +583,36 @@ def test_a_users_resume_cut_off_by_a_hung_broker_says_to_resume_once_it_answers_
             broker.proc.send_signal(signal.SIGCONT)
         broker.stop()
         store_server.stop()
+
+
+@pytest.mark.parametrize("query", ["heartbeat=30", "heartbeat=30&insist=1&login_method=x"])
+def test_a_broker_url_with_options_kombu_alone_reads_opens_the_run_store(tmp_path: Path, query: str) -> None:
+    """``?heartbeat=30`` passes check_redis_url (kombu, the broker's client, takes it), and the run store's client,
+    redis-py, refused it at its first connection (TypeError: an unexpected keyword 'heartbeat'): options that are
+    kombu's alone are left out of the URL redis-py reads, so connect opens the store and the result backend works."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        url = f"{server.url}?{query}"
+        assert probe_redis(url) is None
+        store = connect(url, get_settings(), sends=True)
+        assert store.r.ping()
+        from ragscore_workers.app import app
+
+        app.backend.client.set("ragscore-test-key", "1")
+    finally:
+        server.stop()
+
+
+def test_a_run_with_a_broker_url_holding_kombu_only_options_finishes_on_a_real_worker(tmp_path: Path) -> None:
+    """A worker and a run on ``redis://...?heartbeat=30&insist=1``: the worker's store, the orchestrator's and
+    the chord's result backend (all redis-py) refused the URL at their first connection."""
+    server = RedisProcess(tmp_path / "redis").start()
+    url = f"{server.url}?heartbeat=30&insist=1"
+    worker = WorkerProcess(url, "cpu", tmp_path / "home", concurrency=1).start()
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(60, seed=3))
+        summary = run(data, load_suite(SUITE), tmp_path / "out", broker=url, timeout_s=120)
+        assert summary.state == RunState.FINISHED and summary.items == 60
+    finally:
+        worker.stop()
+        server.stop()

@@ -77,6 +77,8 @@ def test_redis_urls_pass(url: str) -> None:
         ("redis://h:6379?client_name=w1", rf"{_KOMBU} the query option 'client_name' of 'redis://h:6379\?client"),
         ("redis://h:6379/0?password=s3cret", r"option 'password' of 'redis://h:6379/0\?password=\*\*\*'"),
         ("redis://h:6379?virtual_host=2", "refuses the query option 'virtual_host'"),  # kombu: two values
+        # kombu takes it as a keyword, then adds the text '5' to a float at its first connection (a TypeError)
+        ("redis://h:6379/0?heartbeat=30&connect_timeout=5", "the query option 'connect_timeout', which Celery's"),
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
