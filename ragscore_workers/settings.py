@@ -50,9 +50,10 @@ _KOMBU_ONLY_OPTIONS = frozenset({"connect_timeout", "heartbeat", "insist", "logi
 def without_kombu_options(url: str) -> str:
     """``url`` without the query options kombu alone reads (``?heartbeat=30``, ``?connect_timeout=5``): the URL
     redis-py gets where the broker's URL is also the run store's or the result backend's. Other options, and the
-    rest of the URL, stay as written."""
+    rest of the URL, stay as written. A ``redis+socket://`` URL's query kombu hands to redis-py: it is kept whole
+    (check_redis_url refuses those options there)."""
     head, mark, query = url.partition("?")
-    if not mark:
+    if not mark or urlsplit(url).scheme not in ("redis", "rediss"):
         return url
     kept = [f for f in query.split("&") if unquote_plus(f.partition("=")[0]) not in _KOMBU_ONLY_OPTIONS]
     return head + ("?" + "&".join(kept) if kept else "")
@@ -140,14 +141,13 @@ def _check_broker_query(parts: SplitResult, shown: str, what: str) -> None:
     Celery's sends, its workers and Flower fail with a TypeError traceback (``redis://h:6379?db=4``, where redis-py,
     the run store's and the result backend's client, reads database 4). kombu hands a ``redis+socket://`` URL's
     query to redis-py."""
+    if parts.scheme in ("redis+socket", "socket"):
+        _check_kombu_only_options(parts, shown, what, {n for n, _ in parse_qsl(parts.query)} & _KOMBU_ONLY_OPTIONS)
+        return
     if parts.scheme not in ("redis", "rediss"):
         return
+    _check_kombu_only_options(parts, shown, what, {"connect_timeout"} & {n for n, _ in parse_qsl(parts.query)})
     names = [n for n, _ in parse_qsl(parts.query) if n not in _KOMBU_QUERY_OPTIONS and not n.startswith("ssl_")]
-    if "connect_timeout" in (n for n, _ in parse_qsl(parts.query)):
-        raise ConfigError(
-            f"{what}: {shown!r} has the query option 'connect_timeout', which Celery's broker client (kombu) reads as "
-            "text and fails its first connection with (a TypeError): leave it out (ragscore bounds each connect itself)"
-        )
     if "db" in names:
         raise ConfigError(
             f"{what}: {shown!r} names its database as ?db=, which Celery's broker client (kombu) refuses: "
@@ -158,6 +158,18 @@ def _check_broker_query(parts: SplitResult, shown: str, what: str) -> None:
             f"{what}: Celery's broker client (kombu) refuses the query option {names[0]!r} of {shown!r}: "
             "leave it out of the broker's URL (RAGSCORE_STORE_URL and RAGSCORE_RESULT_BACKEND, read by redis-py, "
             "may take it)"
+        )
+
+
+def _check_kombu_only_options(parts: SplitResult, shown: str, what: str, refused: set[str]) -> None:
+    """ConfigError naming the first of ``refused``, options of the broker's URL (``parts``, ``shown`` redacted) that
+    kombu fails its first connection with: ``?connect_timeout=`` (read as text, then added to a float: a TypeError),
+    and in a ``redis+socket://`` URL, whose query kombu hands to redis-py, each of :data:`_KOMBU_ONLY_OPTIONS` (an
+    unexpected keyword)."""
+    if refused:
+        raise ConfigError(
+            f"{what}: {shown!r} has the query option {min(refused)!r}, which Celery's broker client (kombu) fails "
+            "its first connection with (a TypeError): leave it out (ragscore bounds each connect itself)"
         )
 
 

@@ -79,6 +79,10 @@ def test_redis_urls_pass(url: str) -> None:
         ("redis://h:6379?virtual_host=2", "refuses the query option 'virtual_host'"),  # kombu: two values
         # kombu takes it as a keyword, then adds the text '5' to a float at its first connection (a TypeError)
         ("redis://h:6379/0?heartbeat=30&connect_timeout=5", "the query option 'connect_timeout', which Celery's"),
+        # kombu hands a socket URL's query to redis-py, which refuses its own options at the first send
+        ("redis+socket:///tmp/r.sock?heartbeat=30", r"'redis\+socket:///tmp/r.sock\?heartbeat=30' has the query opti"),
+        ("socket:///tmp/r.sock?virtual_host=1&insist=1", "has the query option 'insist', which Celery's broker client"),
+        ("redis+socket://:pw@/tmp/r.sock?login_method=x", r"'redis\+socket://:\*\*\*@/tmp/r.sock\?login_method=x' has"),
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
