@@ -34,8 +34,8 @@ __all__ = ["Evaluation", "GateFailedWarning", "IncompleteRunWarning", "evaluate"
 
 
 class IncompleteRunWarning(UserWarning):
-    """A run ``ragscore run`` exits 1 for (a metric output whose every item errored, a judge or target breaker, a
-    cancel), returned as it is by :func:`evaluate`."""
+    """A run ``ragscore run`` exits 1 for (a metric output whose every item errored, or that scored no item at all,
+    every one unscorable; a judge or target breaker; a cancel), returned as it is by :func:`evaluate`."""
 
 
 class GateFailedWarning(UserWarning):
@@ -79,8 +79,8 @@ def evaluate(
 ) -> Evaluation:
     """Score a dataset (a file, an iterable of row dicts, or a pandas DataFrame) with a suite; embedded unless
     ``broker``. Rows that cannot be read are reported in ``failed_rows.jsonl`` and with a warning, and so is a run
-    ``ragscore run`` exits 1 for (a metric output whose every item errored, pooled or in one system's items, a
-    judge or target breaker, a cancel).
+    ``ragscore run`` exits 1 for (a metric output whose every item errored, pooled or in one system's items, or
+    that scored no item of the whole run, every one unscorable; a judge or target breaker; a cancel).
 
     Reports are written to ``out`` (a temporary directory when omitted, kept so files can be read, and removed when
     the call fails before a run was recorded there).

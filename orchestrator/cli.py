@@ -49,7 +49,7 @@ app = HelpTyper(add_completion=False, no_args_is_help=True, help="Score RAG and 
 err = TerminalConsole(stderr=True, markup=False)
 
 #: Exit codes: 0 success; 1 the run failed, the judge's circuit breaker stopped judging, or a metric output scored
-#: nothing because its items errored;
+#: nothing (its items errored, or every item of the run was unscorable: ``gates.incomplete``);
 #: 2 bad input stopped it before anything was submitted; 3 the run finished but a gate (--fail-under, suite
 #: gates, --fail-on-regression) did not hold.
 EXIT_RUN_ERROR = 1
@@ -547,8 +547,9 @@ def _run_id(ref: str) -> str:
 def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     """Exit 1 when the judge's or a target's circuit breaker stopped the run asking it, or a metric output has
     errors and not one score, pooled or in one system's items: the run produced nothing for it (a wrong key, a
-    sandbox that cannot start, a provider or a system under test that is down). None may pass as a success in CI;
-    the reports are written and ``resume`` (the command that finishes this run) goes on after the cause is fixed.
+    sandbox that cannot start, a provider or a system under test that is down); or no score of the whole run, every
+    item unscorable (rows without a field it needs: misnamed columns, the wrong --format). None may pass as a success
+    in CI; the reports are written and ``resume`` (the command that finishes this run) goes on after the cause is fixed.
     A run cancelled with ``ragscore cancel`` exits 1 too: its reports cover only what was scored before."""
     from .gates import incomplete, stopped_targets
 

@@ -237,7 +237,7 @@ def evaluate_gates(
 def incomplete(summary: RunSummary) -> str | None:
     """Why a finished run is no result to pass, whatever its gates (the cases ``ragscore run`` exits 1 for: a
     cancel, the judge's or a target's circuit breaker, a metric output whose every item errored, pooled or in one
-    system's items), or None."""
+    system's items, or that scored no item of the whole run, every one unscorable), or None."""
     if summary.state == "cancelled":
         said = f"run {summary.run_id} was cancelled: {counted_of(summary.scored, summary.items, 'item')} scored"
         stopped = [f"{name} ({m.stopped:,} items)" for name, m in sorted(summary.metrics.items()) if m.stopped]
@@ -253,7 +253,24 @@ def incomplete(summary: RunSummary) -> str | None:
             of = f" of system {system}" if system is not None else ""
             return (f"no scores for {', '.join(empty)}{of}: every item that reached them errored "
                     f"(first error, {name}: {first.first_error or '?'})")  # fmt: skip
-    return None
+    return _unscored(summary)
+
+
+def _unscored(summary: RunSummary) -> str | None:
+    """The metric outputs that scored no item of the whole run because every item was unscorable (a column named
+    for another tool, the wrong --format), with the first one's count and most common reason, or None. Over the
+    whole run only: a metric meant for one system's rows (contexts of a retrieval system beside a no-retrieval
+    baseline) scores the others. Not for items a judge budget stopped: a budget is the user's own stop."""
+    empty = {name: m for name, m in summary.metrics.items() if m.unscorable and not (m.n or m.errors or m.stopped)}
+    if not empty:
+        return None
+    name, first = next(iter(empty.items()))
+    reason = next(iter(first.unscorable_reasons or {}), "?")
+    items = counted(first.unscorable, "item")
+    return (f"no scores for {', '.join(empty)}: every item was unscorable ({name}: {items}, "
+            f"most often: {reason}); give the rows the fields it needs (misnamed columns, the wrong --format: "
+            "--dry-run names a column named like a field; items.jsonl says why for each item), or drop it from the "
+            "suite")  # fmt: skip
 
 
 def stopped_targets(summary: RunSummary) -> dict[str, str]:

@@ -8,8 +8,8 @@
 It runs the suite on the dataset (embedded unless a broker is given: a private Redis and local workers),
 then checks the suite's ``gates:`` plus the ones given here, and raises ``AssertionError`` carrying the
 gate table when one does not hold, or when the run is one ``ragscore run`` exits 1 for (a metric output whose
-every item errored, a judge or target breaker, a cancel). Gates are checked against the suite's outputs before
-the run starts.
+every item errored or that scored no item, a judge or target breaker, a cancel). Gates are checked against the
+suite's outputs before the run starts.
 """
 
 from __future__ import annotations

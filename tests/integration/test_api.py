@@ -221,6 +221,15 @@ def test_a_metric_whose_every_item_errored_is_said_in_a_warning(
     assert result.summary.metrics["exact_match"].mean == 1.0  # returned as it is
 
 
+def test_a_metric_whose_every_item_was_unscorable_is_said_in_a_warning(tmp_path: Path, home: Path) -> None:
+    """`ragscore run` exits 1 for it, as for a metric whose items errored; evaluate() said nothing."""
+    rows = [{"id": f"q{i}", "answer": "x", "gold_answr": "x"} for i in range(3)]
+    with pytest.warns(IncompleteRunWarning, match=r"no scores for exact_match: every item was unscorable "
+                                                  r"\(exact_match: 3 items, most often: no reference\)"):  # fmt: skip
+        result = evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+    assert result.summary.metrics["exact_match"].unscorable == 3  # returned as it is
+
+
 def test_a_call_that_fails_before_a_run_leaves_no_temporary_dir(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -252,14 +252,23 @@ def test_a_metric_error_names_the_item_that_gave_it(tmp_path: Path, home: Path) 
 
 
 def test_a_metric_that_could_score_nothing_says_why_in_the_table_summary_and_report(tmp_path: Path, home: Path) -> None:
-    """Rows without the field a metric needs (a dataset from another tool): "0 scored", exit 0, and only
-    items.jsonl said why."""
-    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"q{i}", "answer": "x", "gold": "x"} for i in range(6)])
-    suite = _suite(tmp_path, {"metrics": ["exact_match"]})
+    """Rows without the field a metric needs (a dataset from another tool): "0 scored", exit 0 (a CI job went
+    green, with -q too), and only items.jsonl said why. Now exit 1, the reports written, the metric, its items and
+    the reason said; a metric that scored some items (verbatim: one row has citations) is no run error."""
+    rows = [{"id": f"q{i}", "answer": "x", "gold": "x", "contexts": ["x y"]} for i in range(6)]
+    rows[0]["citations"] = [{"source_index": 0, "quote": "x y"}]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    suite = _suite(tmp_path, {"metrics": ["exact_match", "verbatim"]})
     out = tmp_path / "out"
     result = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home, env={"COLUMNS": "200"})
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "no scores for exact_match: every item was unscorable (exact_match: 6 items, most often: no reference)" \
+        in said, said  # fmt: skip
+    assert "give the rows the fields it needs" in said and "verbatim" not in said
     assert "exact_match: no item could be scored, 6 unscorable (no reference ×6)" in result.stdout
+    quiet = ragscore("run", str(data), "--suite", str(suite), "--out", str(tmp_path / "q"), "-q", home=home)
+    assert quiet.returncode == 1 and "no scores for exact_match" in quiet.stderr, quiet.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["metrics"]["exact_match"]["unscorable_reasons"] == {"no reference": 6}
     assert "- exact_match: no reference ×6" in (out / "report.md").read_text()
@@ -797,7 +806,7 @@ def test_a_runs_column_warnings_come_before_its_rows_are_sent_and_its_last_line_
     data.write_text("id,Answer,reference\n" + "".join(f"q{i},Paris,Paris\n" for i in range(11)), encoding="utf-8")
     result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, {"metrics": ["exact_match"]})), "--out",
                       str(tmp_path / "o"), home=home, env={"COLUMNS": "250"})  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # exact_match scored no item (no row has 'answer'): a run error
     lines = result.stderr.splitlines()
     warned = next(i for i, line in enumerate(lines) if "column 'Answer' (did you mean 'answer'?)" in line)
     sending = next(i for i, line in enumerate(lines) if "11 rows to score (0 unreadable); sending them" in line)
