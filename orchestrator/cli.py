@@ -608,7 +608,8 @@ def resume_cmd(
 def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> None:  # type: ignore[no-untyped-def]
     """Count what the run would do (``--dry-run``); cached judge replies are looked up in the run store when
     one is reachable (the cluster's, or the embedded one started from its data file). Gates naming a system the
-    dataset lacks are warned of."""
+    dataset lacks are warned of. Exits as the run would stop for what is known in advance: 2 where it would be
+    refused or stop before scoring, else 1 where a metric would score no item (no row has a field it needs)."""
     from .embedded_redis import EmbeddedRedis
     from .estimate import estimate_run
     from .gates import system_note
@@ -625,12 +626,15 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
+    code = EXIT_RUN_ERROR if estimate.scoreless else 0  # no row has a field they need: a run scores nothing of them
     if gates is not None and (note := system_note(gates.gates, estimate.systems)):
         err.print(f"Warning: {note}", style="yellow", soft_wrap=True)
+        code = EXIT_BAD_INPUT
     try:  # the run itself is refused before anything starts, here or on a cluster
         get_settings().check_visibility_timeout()
     except ConfigError as exc:
         err.print(f"Warning: the run would be refused: {exc}", style="yellow", soft_wrap=True)
+        code = EXIT_BAD_INPUT
     if not cluster:  # what an embedded run checks before its workers start (a cluster's live on its workers)
         from .runner import check_local_resources
 
@@ -638,6 +642,15 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
             check_local_resources(resolved, list(estimate.units))
         except ConfigError as exc:  # the estimate stands; the run would stop at once
             err.print(f"Warning: a run here would stop before scoring: {exc}", style="yellow", soft_wrap=True)
+            code = EXIT_BAD_INPUT
+    if code:
+        why = (
+            "it would be refused or stop before scoring"
+            if code == EXIT_BAD_INPUT
+            else "it would score no item of " + ", ".join(estimate.scoreless)
+        )
+        err.print(f"--dry-run exits {code}, as the run would: {why} (said above)", soft_wrap=True)
+        raise typer.Exit(code)
 
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:  # type: ignore[no-untyped-def]

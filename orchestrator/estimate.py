@@ -94,6 +94,8 @@ class Estimate:
     cache_checked: bool = False
     #: What is probably wrong with the dataset (``DatasetScan.warnings``), as a run would warn.
     warnings: list[str] = field(default_factory=list)
+    #: The metrics that will score no item (no row has a field they need): a run exits 1 for them.
+    scoreless: list[str] = field(default_factory=list)
 
     def judge_total(self) -> CallTally:
         total = CallTally()
@@ -231,6 +233,7 @@ def estimate_run(
         units["target"] = scan.rows * len(targets)
     estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.first_failures
     estimate.warnings = [*scan.warnings(), *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)]
+    estimate.scoreless = resolved.scoreless(scan.fields_seen) if scan.rows else []
     estimate.items = scan.rows * max(1, len(targets))
     estimate.units = {q: units[q] for q in QUEUE_ORDER if units.get(q)}
     estimate.cache_checked = judge.redis is not None and bool(judge.metrics)

@@ -109,13 +109,7 @@ class ResolvedSuite:
         otherwise score every row as if retrieval had found nothing. And one per field some metrics need
         (``MetricDef.needs``) that no row has: they would score nothing. A field the suite's targets fill (their
         ``response`` map names it) is no dataset column."""
-        filled = {f for t in self.targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
-        fields_seen = fields_seen | filled
-        needed: dict[str, list[str]] = {}
-        for m, _ in self.metrics:
-            for field in m.needs:
-                if field not in fields_seen:
-                    needed.setdefault(field, []).append(m.name)
+        fields_seen = self._with_filled(fields_seen)
         return [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             "comes from): is it a column named otherwise?"
@@ -123,8 +117,27 @@ class ResolvedSuite:
         ] + [
             f"no row has {field!r}, which {', '.join(names)} {agree(len(names), 'needs', 'need')}: "
             f"{agree(len(names), 'it', 'they')} will score no item (is it a column named otherwise?)"
-            for field, names in needed.items()
+            for field, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
+
+    def scoreless(self, fields_seen: set[str]) -> list[str]:
+        """The metrics that will score no item because no row has a field they need (every item unscorable: the
+        run exits 1, see ``gates.incomplete``)."""
+        absent = self._absent_needs(self._with_filled(fields_seen))
+        return [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
+
+    def _with_filled(self, fields_seen: set[str]) -> set[str]:
+        """The fields seen and those the suite's targets fill (their ``response`` map names it)."""
+        return fields_seen | {f for t in self.targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
+
+    def _absent_needs(self, fields_seen: set[str]) -> dict[str, list[str]]:
+        """Field no row has -> the metrics that need it (``MetricDef.needs``)."""
+        needed: dict[str, list[str]] = {}
+        for m, _ in self.metrics:
+            for field in m.needs:
+                if field not in fields_seen:
+                    needed.setdefault(field, []).append(m.name)
+        return needed
 
     def pre_run_warnings(self, fields_seen: set[str], columns_seen: set[str]) -> list[str]:
         """What is probably wrong with the suite for this dataset (said before a run and by ``--dry-run``): the

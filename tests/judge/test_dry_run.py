@@ -98,7 +98,7 @@ def test_a_call_larger_than_a_token_limit_is_found_before_the_run(tmp_path: Path
          "--dry-run", "--tpm", "100"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr  # no key: the run would stop before scoring
     said = " ".join(result.stdout.split())
     assert f"judge.tpm 100 is below what the largest judge call needs (about {est.judge_total().largest:,}" in said
     assert "time: at least" not in said  # no least time for calls that can never be sent
@@ -137,7 +137,8 @@ def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, hom
          "--dry-run", "--max-cost", "0.000001", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr  # the run exits 2 without the key: so does its dry run (it was 0)
+    assert "--dry-run exits 2, as the run would: it would be refused or stop before scoring" in result.stderr
     out = result.stdout
     assert "Dry run: nothing was submitted" in out and "13 readable rows, 7 unreadable" in out
     assert "line 14: invalid JSON" in out and "line 18: invalid JSON" in out and "line 19:" not in out
@@ -159,7 +160,7 @@ def test_the_dry_run_warns_of_a_base_url_that_ends_in_what_the_client_adds(tmp_p
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "RAGSCORE_HOME": str(home), "GROQ_API_KEY": "k"},
         timeout=120,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr  # as the run's (it was 0)
     said = " ".join(result.stderr.split())
     assert (
         "Warning: a run here would stop before scoring: The groq judge's base_url https://api.groq.com/openai/v1 "
@@ -179,7 +180,7 @@ def test_the_dry_run_warns_of_a_visibility_timeout_the_run_would_be_refused_for(
         [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
     )  # fmt: skip
-    assert result.returncode == 0 and "Dry run: nothing was submitted" in result.stdout, result.stderr
+    assert result.returncode == 2 and "Dry run: nothing was submitted" in result.stdout, result.stderr  # it was 0
     said = " ".join(result.stderr.split())
     assert "Warning: the run would be refused: Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='400': must be above" in said
     assert not any(home.iterdir())
@@ -251,7 +252,7 @@ def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tm
     data.write_text("id,Answer,reference\nq1,Paris,Paris\nq2,Rome,Oslo\n", encoding="utf-8")
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
     result = _dry_run(data, tmp_path / "s.json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # no row has 'answer': exact_match would score no item
     assert "Warning: column 'Answer' (did you mean 'answer'?) is no row field" in result.stdout
 
 
@@ -261,7 +262,8 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q1", "question": "Q?", "context": ["Paris is big."]}])
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["context_relevance", "exact_match"]}))
     result = _dry_run(data, tmp_path / "s.json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # the run exits 1 for exact_match, which scores no item (it was 0)
+    assert "--dry-run exits 1, as the run would: it would score no item of exact_match" in result.stderr
     assert "Warning: no row has 'contexts', which context_relevance scores as absent" in result.stdout
     # exact_match leaves rows without an answer or a reference unscorable: with no such row it would score nothing
     said = " ".join(result.stdout.split())
@@ -284,7 +286,7 @@ def test_the_dry_run_warns_of_a_gate_naming_a_system_the_dataset_lacks(tmp_path:
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
     typo = _dry_run(data, tmp_path / "s.json", "--fail-under", "exact_match@bm25=0.5")
-    assert typo.returncode == 0, typo.stderr
+    assert typo.returncode == 2, typo.stderr  # the run is refused for it (exit 2); the dry run exited 0
     said = " ".join(typo.stderr.split())
     assert ("Warning: gates name 'bm25' (did you mean 'bm25-llm'?), which this run has no items of: its systems are "
             "bm25-llm, dense-llm") in said  # fmt: skip
@@ -301,7 +303,7 @@ def test_a_field_several_metrics_need_and_no_row_has_is_said_once_before_the_run
              "judge": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}}  # fmt: skip
     (tmp_path / "s.json").write_text(json.dumps(suite))
     result = _dry_run(data, tmp_path / "s.json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr  # no judge key: refused before it would score nothing (exit 1)
     said = " ".join(result.stdout.split())
     assert "Warning: no row has 'reference', which exact_match, answer_accuracy need: they will score no item" in said
     assert said.count("no row has") == 1  # quality_checks needs only the answer, which every row has
