@@ -238,6 +238,7 @@ class Aggregator:
     def __init__(self) -> None:
         self.items = 0
         self.scored = 0
+        self.scored_all = 0
         self.metrics: defaultdict[str, _Acc] = defaultdict(lambda: _Acc(reasons=True))
         #: Per dual-judge metric output: agreement of its two judges (from ``details["ratings"]``).
         self.agreement: defaultdict[str, Agreement] = defaultdict(Agreement)
@@ -257,13 +258,14 @@ class Aggregator:
     def add_raw(self, meta: dict[str, Any], metrics: dict[str, dict[str, Any]]) -> None:
         """Add one item given as plain dicts (the store's fast path)."""
         self.items += 1
-        any_score = False
+        any_score, all_scored = False, bool(metrics)
         dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
         if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
             dims[-1] = ("question_type", grouped_question_type(dims[-1][1]))
         for name, result in metrics.items():
             score, error = result.get("score"), result.get("error")
             any_score = any_score or score is not None
+            all_scored = all_scored and score is not None
             details = result.get("details") or {}
             stopped = bool(details.get("stopped"))
             self.metrics[name].add(score, error, details.get("reason"), stopped, item=meta)
@@ -281,6 +283,7 @@ class Aggregator:
                     elif isinstance(cat_score, (int, float)) or cat_score is None:
                         self._breakdown("category", str(category))[name].add(cat_score, None)
         self.scored += any_score
+        self.scored_all += all_scored
 
     def _breakdown(self, dim: str, value: str) -> defaultdict[str, _Acc]:
         """The accumulators of one value of a breakdown; past MAX_BREAKDOWN_VALUES, those of OTHER_VALUES."""
@@ -297,6 +300,7 @@ class Aggregator:
             run_id=run_id,
             items=self.items,
             scored=self.scored,
+            scored_all=self.scored_all,
             metrics={name: acc.summary() for name, acc in self.metrics.items()},
             by_group=dump(self.by["group"]),
             by_system=dump(self.by["system"]),

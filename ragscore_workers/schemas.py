@@ -752,7 +752,10 @@ class RunSummary(BaseModel):
     suite: str = ""
     state: str = "finished"
     items: int
+    #: Items at least one metric output scored.
     scored: int
+    #: Of those, the items every metric output scored (None in a summary written before it was counted).
+    scored_all: int | None = None
     failed_rows: int = 0
     metrics: dict[str, MetricSummary] = Field(default_factory=dict)
     by_group: dict[str, dict[str, MetricSummary]] = Field(default_factory=dict)

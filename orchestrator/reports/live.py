@@ -403,12 +403,14 @@ SCORED_NONE_SHOWN = 5
 
 def scored_text(summary: RunSummary) -> str:
     """``8 scored``: the items at least one metric output scored (summary.json's ``scored``); where some output scored
-    none of them (a judge whose every reply was unscorable, beside exact_match), which: "8 scored" alone read as if
-    every metric had scored all 8."""
+    none of them (a judge whose every reply was unscorable, beside exact_match), which, else how many every output
+    scored (``scored_all``): "8 scored" alone read as if every metric had scored all 8."""
     none = [name for name, m in summary.metrics.items() if not m.n]
-    if not summary.scored or not none:
-        return f"{summary.scored:,} scored"
-    return f"{summary.scored:,} scored (by at least one output; none by {listed(none, SCORED_NONE_SHOWN)})"
+    if summary.scored and none:
+        return f"{summary.scored:,} scored (by at least one output; none by {listed(none, SCORED_NONE_SHOWN)})"
+    if summary.scored_all is not None and summary.scored_all < summary.scored:
+        return f"{summary.scored:,} scored (by at least one output; {summary.scored_all:,} by every one)"
+    return f"{summary.scored:,} scored"
 
 
 def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None, reports_dir: str | None = None) -> str:

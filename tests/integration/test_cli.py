@@ -275,6 +275,24 @@ def test_a_metric_that_could_score_nothing_says_why_in_the_table_summary_and_rep
     assert 'title="no reference ×6"' in (out / "report.html").read_text()
 
 
+def test_the_final_line_says_how_many_items_every_output_scored(tmp_path: Path, home: Path) -> None:
+    """One item of 11 without a gold doc id, unscorable for recall_at_1, recall_at_5 and mrr of the 4 outputs: the
+    last line said "11 items, 11 scored", as if every output had scored every item."""
+    rows = [{"id": f"q{i}", "answer": "x", "reference": "x", "retrieved_doc_ids": ["d1", "d2"], "gold_doc_id": "d1"}
+            for i in range(11)]  # fmt: skip
+    del rows[4]["gold_doc_id"]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    suite = _suite(tmp_path, {"metrics": ["exact_match", "recall_at_k"]})
+    out = tmp_path / "out"
+    result = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home, env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    said = "11 items, 11 scored (by at least one output; 10 by every one), 0 unreadable rows"
+    assert said in result.stdout, result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["scored"], summary["scored_all"]) == (11, 10)
+    assert said in (out / "report.md").read_text()
+
+
 def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path, home: Path) -> None:
     """status/results/report start the private Redis from its data file (it is down between runs) and shut
     it down again."""
