@@ -247,7 +247,8 @@ def test_a_metric_whose_every_item_errored_exits_1_with_the_reports_written(
 
 def test_a_ci_low_gate_on_one_scored_item_fails_and_junit_says_why(tmp_path: Path, home: Path) -> None:
     """One scored item has a mean but no interval: the JUnit failure must not claim there was no scored item."""
-    row = {"id": "q1", "question": "Q?", "answer": "Paris", "reference": "Paris"}
+    row = {"id": "q1", "question": "Q?", "answer": "Paris", "reference": "Paris", "retrieved_doc_ids": ["d1"],
+           "gold_doc_id": "d1"}  # fmt: skip  # every quickstart output scores it: none is a run error (exit 1)
     data = write_jsonl(tmp_path / "one.jsonl", [row])
     junit = tmp_path / "junit.xml"
     res = ragscore("run", data, "--suite", SUITE, "--out", tmp_path / "out", "-q",
@@ -328,7 +329,8 @@ def test_a_junit_path_that_is_a_link_writes_its_target_and_keeps_the_link(tmp_pa
     """``--junit LINK`` removed the link before the run and wrote a regular file in its place: the CI's report
     path, a link to where its test reports are collected, got none. The link's target is written; a loop of
     links is refused before the run."""
-    row = {"id": "q1", "question": "Q?", "answer": "Paris", "reference": "Paris"}
+    row = {"id": "q1", "question": "Q?", "answer": "Paris", "reference": "Paris", "retrieved_doc_ids": ["d1"],
+           "gold_doc_id": "d1"}  # fmt: skip  # every quickstart output scores it: none is a run error (exit 1)
     data = write_jsonl(tmp_path / "one.jsonl", [row])
     target = tmp_path / "reports" / "junit.xml"
     target.parent.mkdir()
