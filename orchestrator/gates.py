@@ -268,9 +268,8 @@ def _unscored(summary: RunSummary) -> str | None:
     reason = next(iter(first.unscorable_reasons or {}), "?")
     items = counted(first.unscorable, "item")
     return (f"no scores for {', '.join(empty)}: every item was unscorable ({name}: {items}, "
-            f"most often: {reason}); give the rows the fields it needs (misnamed columns, the wrong --format: "
-            "--dry-run names a column named like a field; items.jsonl says why for each item), or drop it from the "
-            "suite")  # fmt: skip
+            f"most often: {reason}; items.jsonl says why for each): fix the cause (rows without a field it needs: "
+            "misnamed columns, the wrong --format, which --dry-run names) or drop it from the suite")  # fmt: skip
 
 
 def stopped_targets(summary: RunSummary) -> dict[str, str]:

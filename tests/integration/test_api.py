@@ -225,7 +225,7 @@ def test_a_metric_whose_every_item_was_unscorable_is_said_in_a_warning(tmp_path:
     """`ragscore run` exits 1 for it, as for a metric whose items errored; evaluate() said nothing."""
     rows = [{"id": f"q{i}", "answer": "x", "gold_answr": "x"} for i in range(3)]
     with pytest.warns(IncompleteRunWarning, match=r"no scores for exact_match: every item was unscorable "
-                                                  r"\(exact_match: 3 items, most often: no reference\)"):  # fmt: skip
+                                                  r"\(exact_match: 3 items, most often: no reference; "):  # fmt: skip
         result = evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
     assert result.summary.metrics["exact_match"].unscorable == 3  # returned as it is
 

@@ -263,9 +263,9 @@ def test_a_metric_that_could_score_nothing_says_why_in_the_table_summary_and_rep
     result = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), home=home, env={"COLUMNS": "200"})
     assert result.returncode == 1, result.stderr
     said = " ".join(result.stderr.split())
-    assert "no scores for exact_match: every item was unscorable (exact_match: 6 items, most often: no reference)" \
+    assert "no scores for exact_match: every item was unscorable (exact_match: 6 items, most often: no reference; " \
         in said, said  # fmt: skip
-    assert "give the rows the fields it needs" in said and "verbatim" not in said
+    assert "fix the cause (rows without a field it needs: misnamed columns" in said and "verbatim" not in said
     assert "exact_match: no item could be scored, 6 unscorable (no reference ×6)" in result.stdout
     quiet = ragscore("run", str(data), "--suite", str(suite), "--out", str(tmp_path / "q"), "-q", home=home)
     assert quiet.returncode == 1 and "no scores for exact_match" in quiet.stderr, quiet.stderr
