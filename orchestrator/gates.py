@@ -265,11 +265,11 @@ def _unscored(summary: RunSummary) -> str | None:
     if not empty:
         return None
     name, first = next(iter(empty.items()))
-    reason = next(iter(first.unscorable_reasons or {}), "?")
-    items = counted(first.unscorable, "item")
-    return (f"no scores for {', '.join(empty)}: every item was unscorable ({name}: {items}, "
-            f"most often: {reason}; items.jsonl says why for each): fix the cause (rows without a field it needs: "
-            "misnamed columns, the wrong --format, which --dry-run names) or drop it from the suite")  # fmt: skip
+    reason = next(iter(first.unscorable_reasons or {}), None)
+    items = counted(first.unscorable, "item") + (f", most often: {reason}" if reason else "")
+    return (f"no scores for {', '.join(empty)}: every item was unscorable ({name}: {items}; items.jsonl says why "
+            "for each): fix the cause (e.g. rows without a field it needs: misnamed columns, the wrong --format, "
+            "which --dry-run names) or drop it from the suite")  # fmt: skip
 
 
 def stopped_targets(summary: RunSummary) -> dict[str, str]:

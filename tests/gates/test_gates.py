@@ -379,3 +379,18 @@ def test_a_cancelled_run_of_one_item_says_its_count_as_one_item() -> None:
 
     said = incomplete(RunSummary(run_id="r1", state="cancelled", items=1, scored=0))
     assert said == "run r1 was cancelled: 0 of 1 item scored", said
+
+
+def test_a_metric_unscorable_everywhere_names_its_reason_and_says_no_question_mark_without_one() -> None:
+    """A metric output that scored no item is a run error naming its most common reason; a summary that kept no
+    reason (one written before reasons were counted) said "most often: ?"."""
+    from orchestrator.gates import incomplete
+
+    summary = _summary({"exact_match": [None, None, None], "recall_at_1": [1.0, None, 0.0]})
+    said = incomplete(summary) or ""
+    assert said.startswith("no scores for exact_match: every item was unscorable (exact_match: 3 items, most often: "
+                           "no input; items.jsonl says why for each)"), said  # fmt: skip
+    summary.metrics["exact_match"].unscorable_reasons = None
+    said = incomplete(summary) or ""
+    assert said.startswith("no scores for exact_match: every item was unscorable (exact_match: 3 items; "), said
+    assert "?" not in said, said

@@ -265,7 +265,7 @@ def test_a_metric_that_could_score_nothing_says_why_in_the_table_summary_and_rep
     said = " ".join(result.stderr.split())
     assert "no scores for exact_match: every item was unscorable (exact_match: 6 items, most often: no reference; " \
         in said, said  # fmt: skip
-    assert "fix the cause (rows without a field it needs: misnamed columns" in said and "verbatim" not in said
+    assert "fix the cause (e.g. rows without a field it needs: misnamed columns" in said and "verbatim" not in said
     assert "exact_match: no item could be scored, 6 unscorable (no reference ×6)" in result.stdout
     quiet = ragscore("run", str(data), "--suite", str(suite), "--out", str(tmp_path / "q"), "-q", home=home)
     assert quiet.returncode == 1 and "no scores for exact_match" in quiet.stderr, quiet.stderr

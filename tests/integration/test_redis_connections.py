@@ -608,8 +608,9 @@ def test_a_run_with_a_broker_url_holding_kombu_only_options_finishes_on_a_real_w
     the chord's result backend (all redis-py) refused the URL at their first connection."""
     server = RedisProcess(tmp_path / "redis").start()
     url = f"{server.url}?heartbeat=30&insist=1"
-    worker = WorkerProcess(url, "cpu", tmp_path / "home", concurrency=1).start()
+    worker = WorkerProcess(url, "cpu", tmp_path / "home", concurrency=1)
     try:
+        worker.start()
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(60, seed=3))
         summary = run(data, load_suite(SUITE), tmp_path / "out", broker=url, timeout_s=120)
         assert summary.state == RunState.FINISHED and summary.items == 60
