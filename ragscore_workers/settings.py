@@ -141,13 +141,14 @@ def _check_broker_query(parts: SplitResult, shown: str, what: str) -> None:
     Celery's sends, its workers and Flower fail with a TypeError traceback (``redis://h:6379?db=4``, where redis-py,
     the run store's and the result backend's client, reads database 4). kombu hands a ``redis+socket://`` URL's
     query to redis-py."""
+    given = [n for n, _ in parse_qsl(parts.query)]
     if parts.scheme in ("redis+socket", "socket"):
-        _check_kombu_only_options(parts, shown, what, {n for n, _ in parse_qsl(parts.query)} & _KOMBU_ONLY_OPTIONS)
+        _check_kombu_only_options(shown, what, _KOMBU_ONLY_OPTIONS.intersection(given))
         return
     if parts.scheme not in ("redis", "rediss"):
         return
-    _check_kombu_only_options(parts, shown, what, {"connect_timeout"} & {n for n, _ in parse_qsl(parts.query)})
-    names = [n for n, _ in parse_qsl(parts.query) if n not in _KOMBU_QUERY_OPTIONS and not n.startswith("ssl_")]
+    _check_kombu_only_options(shown, what, {"connect_timeout"}.intersection(given))
+    names = [n for n in given if n not in _KOMBU_QUERY_OPTIONS and not n.startswith("ssl_")]
     if "db" in names:
         raise ConfigError(
             f"{what}: {shown!r} names its database as ?db=, which Celery's broker client (kombu) refuses: "
@@ -161,8 +162,8 @@ def _check_broker_query(parts: SplitResult, shown: str, what: str) -> None:
         )
 
 
-def _check_kombu_only_options(parts: SplitResult, shown: str, what: str, refused: set[str]) -> None:
-    """ConfigError naming the first of ``refused``, options of the broker's URL (``parts``, ``shown`` redacted) that
+def _check_kombu_only_options(shown: str, what: str, refused: set[str]) -> None:
+    """ConfigError naming the first of ``refused``, options of the broker's URL (``shown``, redacted) that
     kombu fails its first connection with: ``?connect_timeout=`` (read as text, then added to a float: a TypeError),
     and in a ``redis+socket://`` URL, whose query kombu hands to redis-py, each of :data:`_KOMBU_ONLY_OPTIONS` (an
     unexpected keyword)."""
