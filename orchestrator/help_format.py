@@ -34,26 +34,26 @@ def _show_flags_as_flags(params: list[_click.Parameter]) -> None:
             param.metavar = ""
 
 
-class HelpCommand(TyperCommand):
+class _FlagsAsFlags:
+    """Mixed into a click command or group: its help shows its flags (``--help`` too) as flags."""
+
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        _show_flags_as_flags(self.get_params(ctx))  # type: ignore[attr-defined]
+        super().format_help(ctx, formatter)  # type: ignore[misc]
+
+
+class HelpCommand(_FlagsAsFlags, TyperCommand):
     """A command whose help shows flags as flags and reflows its docstring."""
 
     def __init__(self, name: str | None, *, help: str | None = None, **kwargs: Any) -> None:  # noqa: A002
         super().__init__(name, help=reflowed(help), **kwargs)
 
-    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
-        _show_flags_as_flags(self.get_params(ctx))
-        super().format_help(ctx, formatter)
 
-
-class HelpGroup(TyperGroup):
-    """The command group, whose ``--help`` is a flag too."""
+class HelpGroup(_FlagsAsFlags, TyperGroup):
+    """The command group, whose ``--help`` is a flag too, its help reflowed."""
 
     def __init__(self, *, help: str | None = None, **kwargs: Any) -> None:  # noqa: A002
         super().__init__(help=reflowed(help), **kwargs)
-
-    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
-        _show_flags_as_flags(self.get_params(ctx))
-        super().format_help(ctx, formatter)
 
 
 class HelpTyper(typer.Typer):
