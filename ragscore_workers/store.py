@@ -1014,6 +1014,20 @@ class RunStore:
         values = self.r.hmget(self.key(run_id, f"answers:{shard}"), keys)
         return {k: json.loads(v) for k, v in zip(keys, values, strict=True) if v is not None}
 
+    def answers_of(self, run_id: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored answers of a few ``keys`` of any shard (a report's worst items), in one round trip: an HMGET
+        of them per shard, not the run's answers (keys without one are left out)."""
+        wanted = list(keys)
+        if not wanted:
+            return {}
+        pipe = self.r.pipeline(transaction=False)
+        for shard in range(self.n_shards(run_id)):
+            pipe.hmget(self.key(run_id, f"answers:{shard}"), wanted)
+        found: dict[str, dict[str, Any]] = {}
+        for values in pipe.execute():
+            found |= {k: json.loads(v) for k, v in zip(wanted, values, strict=True) if v is not None}
+        return found
+
     def iter_answers(self, run_id: str, batch: int = 500) -> Iterator[dict[str, Any]]:
         """Every stored answer of the run, in input order (the answered rows ``answers.jsonl`` holds)."""
         for shard in range(self.n_shards(run_id)):

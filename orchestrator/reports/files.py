@@ -26,7 +26,7 @@ from ..atomic_file import NotRegularFile, atomic_writer, make_out_dir, open_regu
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
-from .source import RUN_INFO, RunData, from_store
+from .source import ANSWERS, RUN_INFO, RunData, from_store
 from .texts import read_texts
 
 __all__ = [
@@ -39,9 +39,6 @@ __all__ = [
     "write_recorded",
     "write_reports",
 ]
-
-#: The answered rows of a run that asked targets.
-ANSWERS = "answers.jsonl"
 
 #: A lone surrogate that reached a report (rows holding one are refused, provider text is cleaned) is written
 #: as its ``\\udfff`` escape, which JSON reads back as the same string, instead of failing the whole report.
@@ -372,7 +369,7 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
     if "json" in wanted:
         written += _write_json(run, out_dir, in_place)
     if stats is not None:  # the worst items' texts and the first unreadable rows: read once for both reports
-        texts = read_texts(run.info, stats.all_worst())
+        texts = read_texts(run.info, stats.all_worst(), run.answers)
         failed = list(islice(run.failed_rows(), MAX_FAILED_ROWS)) if summary.failed_rows else []
     if "md" in wanted:
         written.append(out_dir / "report.md")
@@ -403,17 +400,19 @@ def _write_json(run: RunData, out_dir: Path, in_place: bool) -> list[Path]:
 def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSummary) -> list[Path]:
     """Stream the run's items from the store into every report of ``out_dir``; returns the files written.
 
-    A run that asked targets also gets ``answers.jsonl``: every answered row (a dataset: re-score it with
-    ``ragscore run answers.jsonl --suite S --no-target``); a question a target could not answer keeps its
-    row without an answer and says why in ``metadata.target_error``.
+    A run that asked targets also gets ``answers.jsonl`` (written first, so that it is there whatever happens to
+    the reports): every answered row (a dataset: re-score it with ``ragscore run answers.jsonl --suite S
+    --no-target``); a question a target could not answer keeps its row without an answer and says why in
+    ``metadata.target_error``.
     """
-    written = write_reports(from_store(store, run_id, summary), out_dir)
+    answers = []
     if Suite.model_validate_json(store.meta(run_id)["suite"]).all_targets:
-        written.append(out_dir / ANSWERS)
-        with atomic_writer(written[-1], errors=UNENCODABLE) as af:
+        make_out_dir(out_dir)
+        answers.append(out_dir / ANSWERS)
+        with atomic_writer(answers[0], errors=UNENCODABLE) as af:
             for answer in store.iter_answers(run_id):
                 row = answer["row"]
                 if "error" in answer:
                     row = row | {"metadata": {**row.get("metadata", {}), "target_error": answer["error"]}}
                 af.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return written
+    return write_reports(from_store(store, run_id, summary), out_dir) + answers

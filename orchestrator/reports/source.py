@@ -9,23 +9,40 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import redis
 from pydantic import ValidationError
 
-from ragscore_workers.errors import ConfigError
+from ragscore_workers.errors import ConfigError, StoreError
 from ragscore_workers.fastjson import loads_line
-from ragscore_workers.schemas import RunSummary, item_key
+from ragscore_workers.schemas import Row, RunSummary, item_key, split_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
 
+from ..datasets import iter_rows
 from ..terminal import summary_commands
+from .texts import TargetAnswers
 
-__all__ = ["RUN_INFO", "RunData", "from_dir", "from_store", "is_path", "iter_items_file", "open_run", "store_info"]
+__all__ = [
+    "ANSWERS",
+    "RUN_INFO",
+    "RunData",
+    "from_dir",
+    "from_store",
+    "is_path",
+    "iter_items_file",
+    "open_run",
+    "store_answers",
+    "store_info",
+]
 
 #: File of an output directory with the run's facts (suite, dataset, format), written with the reports.
 RUN_INFO = "run_info.json"
+#: File of an output directory with the answered rows of a run that asked targets.
+ANSWERS = "answers.jsonl"
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,8 @@ class RunData:
     origin: str = ""
     #: The output directory it was read from (None for the store).
     directory: Path | None = None
+    #: The answers its targets gave, read for the few items asked (None where none can be kept: a list of items).
+    answers: TargetAnswers | None = None
 
 
 def iter_items_file(path: Path) -> Iterator[RawItem]:
@@ -109,6 +128,31 @@ def store_info(store: RunStore, run_id: str) -> dict[str, Any]:
     return info
 
 
+def store_answers(store: RunStore, run_id: str) -> TargetAnswers:
+    """The answers the run's targets gave, from the store: StoreError where it does not answer."""
+
+    def answers(keys: set[str]) -> dict[str, str | None]:
+        try:
+            stored = store.answers_of(run_id, keys)
+        except redis.RedisError as exc:
+            raise StoreError(f"the run store did not answer: {exc}") from exc
+        return {key: answer["row"].get("answer") for key, answer in stored.items()}
+
+    return answers
+
+
+def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:
+    """The answers of ``keys`` in a run's answers.jsonl, in one pass that stops once it has them all."""
+    found: dict[str, str | None] = {}
+    for _, row in iter_rows(path, "jsonl", ids={split_key(key)[1] for key in keys}):
+        key = item_key(row.system, row.id) if isinstance(row, Row) else None
+        if key in keys:
+            found[key] = row.answer
+            if len(found) == len(keys):
+                break
+    return found
+
+
 def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None, broker: str | None = None) -> RunData:
     """A finished run of the store (a cancelled one's items hold what the cancel skipped as stopped, as its
     summary counts them); one not finished is an error whose commands name its ``broker`` (the --broker given)."""
@@ -120,6 +164,7 @@ def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None, 
         failed_rows=lambda: store.failed_rows(run_id),
         info=store_info(store, run_id),
         origin=run_id,
+        answers=store_answers(store, run_id),
     )
 
 
@@ -139,6 +184,7 @@ def from_dir(directory: Path) -> RunData:
         info=info,
         origin=str(directory),
         directory=directory,
+        answers=partial(_file_answers, directory / ANSWERS),
     )
 
 

@@ -4,12 +4,14 @@ Items keep no text (a million of them would double the store and items.jsonl): t
 read again from the dataset the run recorded, in one streaming pass through the run's own loader that keeps
 only the wanted rows and stops once it has them all. A dataset gone or unreadable is said in place of the texts;
 one changed since the run (its recorded fingerprint, which a newer ragscore version changes too) shows no answer
-and only the questions that are still the ones scored (the item's ``question_sha``): never a wrong text.
+and only the questions that are still the ones scored (the item's ``question_sha``): never a wrong text. A run that
+asked targets scored their answers: those are read from the answers it kept (the store, or its answers.jsonl), for
+these items alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,11 @@ from ragscore_workers.schemas import Row, question_fingerprint
 from ..datasets import dataset_fingerprint, iter_rows
 from .itemstats import WorstItem
 
-__all__ = ["MAX_PREVIEW_CHARS", "ItemTexts", "preview", "read_texts"]
+__all__ = ["MAX_PREVIEW_CHARS", "ItemTexts", "TargetAnswers", "preview", "read_texts"]
+
+#: The answers the targets of a run gave, for the item keys asked (a key without a stored answer left out; None for
+#: a question its target did not answer); RagscoreError or OSError when they cannot be read.
+TargetAnswers = Callable[[set[str]], dict[str, str | None]]
 
 #: Characters of a question or answer a report shows (the rest is cut, with an ellipsis).
 MAX_PREVIEW_CHARS = 200
@@ -54,30 +60,61 @@ def _changed(dataset: Path, info: Mapping[str, Any]) -> bool:
     return bool(recorded) and recorded != dataset_fingerprint(dataset, fmt, options)
 
 
-def read_texts(info: Mapping[str, Any], items: Iterable[WorstItem]) -> ItemTexts:
-    """The previews of ``items`` from the dataset named in ``info`` (the run's facts), in one pass that stops
-    when every wanted row was read. An item whose row's question is not the one it was scored on is left out,
-    and the note says so. A run that asked targets scored their answers, not the dataset's: none is shown."""
+def read_texts(
+    info: Mapping[str, Any], items: Iterable[WorstItem], target_answers: TargetAnswers | None = None
+) -> ItemTexts:
+    """The previews of ``items``: questions (and answers) from the dataset named in ``info`` (the run's facts), in one
+    pass that stops when every wanted row was read; an item whose row's question is not the one it was scored on is
+    left out, and the note says so. A run that asked targets scored their answers, not the dataset's: its answers
+    are the targets' (``target_answers``, read for these items alone)."""
+    worst = list({item.key: item for item in items}.values())  # each once, however many outputs it is worst in
+    if not _asked_targets(info):
+        return _dataset_texts(info, worst, with_answers=True)
+    return _with_target_answers(_dataset_texts(info, worst, with_answers=False), [w.key for w in worst], target_answers)
+
+
+def _dataset_texts(info: Mapping[str, Any], items: list[WorstItem], with_answers: bool) -> ItemTexts:
+    """:func:`read_texts` from the run's dataset alone; its answers too ``with_answers`` (not where targets gave
+    them)."""
+    what = "questions and answers" if with_answers else "questions"
     wanted: dict[str, list[WorstItem]] = {}
-    for item in {item.key: item for item in items}.values():  # each item once, however many outputs it is worst in
+    for item in items:
         wanted.setdefault(item.id, []).append(item)
     if not wanted:
         return ItemTexts()
     if not info.get("dataset"):
-        return ItemTexts(note="the run's dataset is not recorded: questions and answers are not available")
+        return ItemTexts(note=f"the run's dataset is not recorded: {what} are not available")
     dataset = Path(str(info["dataset"]))
     if not dataset.exists():
-        return ItemTexts(note=f"the run's dataset {dataset} is gone: questions and answers are not available")
+        return ItemTexts(note=f"the run's dataset {dataset} is gone: {what} are not available")
     try:
         if not _changed(dataset, info):
-            return _scan(dataset, info, wanted, with_answers=not _asked_targets(info))
+            return _scan(dataset, info, wanted, with_answers=with_answers)
         texts = _scan(dataset, info, wanted, with_answers=False, strict=True)
+        shown = "answers are not shown, questions" if with_answers else "questions are shown"
         note = (f"the run's dataset {dataset} changed since the run (or the run was made by another ragscore "
-                "version): answers are not shown, questions only where they are the ones scored")  # fmt: skip
+                f"version): {shown} only where they are the ones scored")  # fmt: skip
         return ItemTexts(texts.texts, "; ".join(filter(None, [note, texts.note])))
     except (RagscoreError, OSError) as exc:
-        return ItemTexts(note=f"the run's dataset {dataset} could not be read again ({exc}): questions and "
-                              "answers are not available")  # fmt: skip
+        return ItemTexts(note=f"the run's dataset {dataset} could not be read again ({exc}): {what} are not available")
+
+
+def _with_target_answers(texts: ItemTexts, keys: list[str], target_answers: TargetAnswers | None) -> ItemTexts:
+    """``texts`` (questions) with each item's answer the one its target gave; where they cannot be read, the note
+    says so and no answer is shown (a report is still written)."""
+    if not keys:
+        return texts
+    given: dict[str, str | None] = {}
+    if target_answers is None:
+        problem: str | None = "the targets' answers are not kept with this run: answers are not shown"
+    else:
+        try:
+            given, problem = target_answers(set(keys)), None
+        except (RagscoreError, OSError) as exc:
+            problem = f"the targets' answers could not be read ({exc}): answers are not shown"
+    merged = {key: (texts.of(key)[0], preview(given.get(key))) for key in keys}
+    note = "; ".join(filter(None, [texts.note, problem])) or None
+    return ItemTexts({k: v for k, v in merged.items() if v != (None, None)}, note)
 
 
 def _asked_targets(info: Mapping[str, Any]) -> bool:

@@ -1,0 +1,80 @@
+"""The worst items of a target run's reports show the answer the target gave (what was scored), read from the run
+store (``report RUN_ID``, ``run``) or the run's answers.jsonl (``report DIR``, with ``--out`` elsewhere too); never
+the dataset's own answer. A store lost while they are read is said, and the report still written."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator import evaluate
+from orchestrator.reports import from_dir, write_reports
+from orchestrator.reports.source import store_answers
+from orchestrator.reports.texts import preview
+from ragscore_workers.store import RunStore, redis_client
+
+from ..fakes import FakeRag
+from ..fakes.fake_rag import answer_locally, questions
+from ..support import RedisProcess
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "rag-secret-token-0123456789"
+N = 4
+
+
+def _worst(path: Path) -> str:
+    """The worst-items section of a report.md or report.html."""
+    text = path.read_text(encoding="utf-8")
+    return text.split('id="worst"')[1] if path.suffix == ".html" else text.split("## Worst items")[1].split("\n## ")[0]
+
+
+def _report(*args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", *args], capture_output=True, text=True,
+                          env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_reports_show_the_answer_the_target_gave_not_the_datasets(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FAKE_RAG_TOKEN", TOKEN)
+    rows = [row | {"answer": f"STALE dataset answer {i}"} for i, row in enumerate(questions(N))]
+    with FakeRag(token=TOKEN) as rag:
+        target = {
+            "system": "sloppy",
+            "url": rag.url("sloppy"),
+            "request": {"question": "{question}"},
+            "auth_env": "FAKE_RAG_TOKEN",
+            "response": {"answer": "answer", "contexts": "contexts[*].text", "citations": "citations"},
+        }
+        result = evaluate(rows, {"metrics": ["verbatim"], "target": target}, out=tmp_path / "out")
+    # sloppy paraphrases its even-numbered questions' second quote (verbatim 0.5): q0 and q2 are the worst items
+    given = preview(answer_locally("sloppy", {"question": rows[0]["question"]})["answer"])
+    assert given is not None and "Roughly speaking" in given
+    run_id = result.summary.run_id
+    _report(str(tmp_path / "out"), "--format", "md", "--out", str(tmp_path / "other"))  # answers.jsonl of the DIR
+    _report(run_id, "--format", "html", "--out", str(tmp_path / "store"))  # the run store
+    for path in (tmp_path / "out" / "report.md", tmp_path / "out" / "report.html", tmp_path / "other" / "report.md",
+                 tmp_path / "store" / "report.html"):  # fmt: skip
+        worst = _worst(path)
+        assert rows[0]["question"] in worst, path
+        assert (given if path.suffix == ".md" else given.replace("'", "&#39;")) in worst, path
+        assert "STALE" not in worst and "not available" not in worst, path
+
+    # The store lost while the answers are read: said, the answers "-", the report written all the same
+    redis = RedisProcess(tmp_path / "gone").start()
+    redis.stop()
+    gone = RunStore(redis_client(redis.url, read_timeout_s=5, retries=0), ttl_s=3600)
+    run = dataclasses.replace(from_dir(tmp_path / "out"), answers=store_answers(gone, run_id))
+    write_reports(run, tmp_path / "lost", ["md"])
+    worst = _worst(tmp_path / "lost" / "report.md")
+    assert "the targets' answers could not be read" in worst and "Roughly speaking" not in worst
+    line = next(x for x in worst.splitlines() if x.startswith("| 1 |"))
+    assert rows[0]["question"] in line or rows[2]["question"] in line
+    assert line.split(" | ")[5] == "-", line
