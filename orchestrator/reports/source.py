@@ -16,7 +16,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from ragscore_workers.errors import ConfigError, StoreError
+from ragscore_workers.errors import ConfigError, DatasetError, StoreError
 from ragscore_workers.fastjson import loads_line
 from ragscore_workers.schemas import Row, RunSummary, item_key, split_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
@@ -142,7 +142,10 @@ def store_answers(store: RunStore, run_id: str) -> TargetAnswers:
 
 
 def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:
-    """The answers of ``keys`` in a run's answers.jsonl, in one pass that stops once it has them all."""
+    """The answers of ``keys`` in a run's answers.jsonl, in one pass that stops once it has them all; DatasetError
+    naming the file where it is gone (it is read as a dataset, whose error would call it one)."""
+    if not path.is_file():
+        raise DatasetError(f"{path} is gone: keep it with the run's other files")
     found: dict[str, str | None] = {}
     for _, row in iter_rows(path, "jsonl", ids={split_key(key)[1] for key in keys}):
         key = item_key(row.system, row.id) if isinstance(row, Row) else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,4 +78,13 @@ def test_reports_show_the_answer_the_target_gave_not_the_datasets(
     assert "the targets' answers could not be read" in worst and "Roughly speaking" not in worst
     line = next(x for x in worst.splitlines() if x.startswith("| 1 |"))
     assert rows[0]["question"] in line or rows[2]["question"] in line
+    assert line.split(" | ")[5] == "-", line
+
+    # A DIR without its answers.jsonl: said, naming the file, the answers "-", the report written all the same
+    shutil.copytree(tmp_path / "out", tmp_path / "bare")
+    (tmp_path / "bare" / "answers.jsonl").unlink()
+    _report(str(tmp_path / "bare"), "--format", "md", "--out", str(tmp_path / "bare-report"))
+    worst = _worst(tmp_path / "bare-report" / "report.md")
+    assert f"{tmp_path / 'bare' / 'answers.jsonl'} is gone" in worst and "Roughly speaking" not in worst, worst
+    line = next(x for x in worst.splitlines() if x.startswith("| 1 |"))
     assert line.split(" | ")[5] == "-", line
