@@ -13,7 +13,7 @@ from .errors import ConfigError
 from .limits import longest_hard_limit
 from .redaction import REDIS_SCHEMES, redact_url, userinfo_span
 
-__all__ = ["REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings", "without_kombu_options"]
+__all__ = ["CERT_REQS", "REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings", "without_kombu_options"]
 
 #: A Redis URL written with one slash after its scheme (``redis:/HOST:6379/0``), a typo of ``redis://``.
 _ONE_SLASH = re.compile(r"(?i)^rediss?:/(?!/)")
@@ -45,6 +45,33 @@ _KOMBU_QUERY_OPTIONS = frozenset(
 #: backend's under Celery) refuses each at its first connection (an unexpected keyword), so they are left out of the
 #: URL it gets (:func:`without_kombu_options`).
 _KOMBU_ONLY_OPTIONS = frozenset({"connect_timeout", "heartbeat", "insist", "login_method"})
+
+
+#: TLS options of a ``rediss://`` URL that every client of it reads alike: kombu (the broker's) passes each on to
+#: redis-py's TLS connection, Celery's result backend and redis-py read them from the URL, all as text but
+#: ``ssl_check_hostname`` and ``ssl_cert_reqs`` (:func:`_check_tls_options` checks their values). Others are read as
+#: text where a number or a list is meant (``ssl_min_version``), or as on where written off (``ssl_validate_ocsp``).
+_TLS_OPTIONS = frozenset(
+    {
+        "ssl_ca_certs",
+        "ssl_ca_data",
+        "ssl_ca_path",
+        "ssl_cert_reqs",
+        "ssl_certfile",
+        "ssl_check_hostname",
+        "ssl_ciphers",
+        "ssl_keyfile",
+        "ssl_password",
+    }
+)
+
+#: ``ssl_cert_reqs`` as redis-py spells it, by kombu's and Celery's spelling, which redis-py refuses.
+CERT_REQS = {"CERT_REQUIRED": "required", "CERT_OPTIONAL": "optional", "CERT_NONE": "none"}
+
+#: What a URL that asks for TLS otherwise than by its scheme is told.
+_TLS_BY_SCHEME = (
+    "a URL asks for TLS by its scheme: rediss://HOST:PORT/N?ssl_cert_reqs=required&ssl_ca_certs=/path/ca.pem"
+)
 
 
 def without_kombu_options(url: str) -> str:
@@ -111,6 +138,8 @@ def check_redis_url(url: str, what: str = "--broker", *, broker: bool = True) ->
     if parts.scheme in ("redis", "rediss") and db and not db.isdigit():
         raise ConfigError(f"{what}: the database of {shown!r} must be a number (redis://HOST:PORT/0)")
     _check_one_database(parts, shown, what)
+    _check_credential_provider(parts, shown, what)
+    _check_tls_options(parts, shown, what)
     if broker:
         _check_broker_query(parts, shown, what)
     return url
@@ -133,6 +162,54 @@ def _check_one_database(parts: SplitResult, shown: str, what: str) -> None:
             f"{what}: {shown!r} names its database twice, in its path and as ?db=, which Redis clients read "
             "differently (the run store's the ?db=, Celery's broker refuses it): name it once, in its path "
             "(redis://HOST:PORT/N)"
+        )
+
+
+def _check_credential_provider(parts: SplitResult, shown: str, what: str) -> None:
+    """ConfigError where the URL (``parts``, ``shown`` redacted) has ``?credential_provider=``: kombu and Celery's
+    result backend import the class it names and build one without arguments, redis-py (the run store's client)
+    keeps its name as text and fails its first connection with it."""
+    if any(name == "credential_provider" for name, _ in parse_qsl(parts.query, keep_blank_values=True)):
+        raise ConfigError(
+            f"{what}: {shown!r} has the query option 'credential_provider', which the Redis clients ragscore uses "
+            "read differently (kombu and Celery's result backend import the class it names, the run store's redis-py "
+            "takes its name for one): give the user and password in the URL, redis://USER:PASSWORD@HOST:PORT/N "
+            "(percent-encode a password's '/', '#', '?' and '@'), in RAGSCORE_BROKER_URL rather than --broker"
+        )
+
+
+def _check_tls_options(parts: SplitResult, shown: str, what: str) -> None:
+    """ConfigError where the URL's (``parts``, ``shown`` redacted) TLS options are not read alike by its clients:
+    ``?ssl=`` (kombu fails on it, redis-py refuses it), an ``ssl_*`` option of a URL that is not ``rediss://``
+    (kombu speaks TLS, redis-py and Celery's result backend refuse it), one not in :data:`_TLS_OPTIONS`, and values
+    of ``ssl_cert_reqs`` or ``ssl_check_hostname`` that one of them refuses or reads otherwise."""
+    fields = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name == "ssl" for name, _ in fields):
+        raise ConfigError(f"{what}: {shown!r} has the query option 'ssl': {_TLS_BY_SCHEME}")
+    tls = [(name, value) for name, value in fields if name.startswith("ssl_")]
+    if tls and parts.scheme != "rediss":
+        raise ConfigError(f"{what}: {shown!r} has the TLS option {tls[0][0]!r}: {_TLS_BY_SCHEME}")
+    for name, value in tls:
+        _check_tls_option(name, value, shown, what)
+
+
+def _check_tls_option(name: str, value: str, shown: str, what: str) -> None:
+    """ConfigError where the TLS option ``name`` of the URL ``shown`` (redacted) is not one of :data:`_TLS_OPTIONS`,
+    or has a value its clients do not read alike."""
+    if name not in _TLS_OPTIONS:
+        raise ConfigError(
+            f"{what}: {shown!r} has the TLS option {name!r}, which the Redis clients ragscore uses do not all read "
+            f"(or not alike): leave it out; the TLS options a URL takes are ({', '.join(sorted(_TLS_OPTIONS))})"
+        )
+    if name == "ssl_cert_reqs" and value not in {*CERT_REQS, *CERT_REQS.values()}:
+        raise ConfigError(
+            f"{what}: {shown!r} has ssl_cert_reqs={value!r}: write required, optional or none (or kombu's "
+            f"{', '.join(CERT_REQS)})"
+        )
+    if name == "ssl_check_hostname" and value.lower() not in ("true", "false"):
+        raise ConfigError(
+            f"{what}: {shown!r} has ssl_check_hostname={value!r}, which Redis clients read differently "
+            "(kombu reads only 'false' as off, redis-py '0', 'no' and others too): write true or false"
         )
 
 

@@ -561,8 +561,10 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
         (["worker", "--queues", "cpu,cpux", "--broker", f"redis://127.0.0.1:{port}/0"], "unknown 'cpux'; choose from"),
         (["worker", "--queues", " , ", "--broker", f"redis://127.0.0.1:{port}/0"], "none; choose from cpu"),
         (["status", "--broker", f"rediss://:pw@127.0.0.1:{port}/0"], "a rediss:// URL needs ssl_cert_reqs. For TLS:"),
-        (["worker", "-Q", "cpu", "--broker", f"rediss://:pw@127.0.0.1:{port}/0?ssl_cert_reqs=CERT_REQUIRED"],
-         "Invalid SSL Certificate Requirements Flag"),
+        (["worker", "-Q", "cpu", "--broker", f"rediss://:pw@127.0.0.1:{port}/0?ssl_cert_reqs=CERT_REQUIRE"],
+         "has ssl_cert_reqs='CERT_REQUIRE': write required, optional or none"),
+        (["worker", "-Q", "cpu", "--broker", f"redis://:pw@127.0.0.1:{port}/0?ssl=true"],
+         "has the query option 'ssl': a URL asks for TLS by its scheme: rediss://"),
     ]:  # fmt: skip
         result = ragscore(*args, home=home, env={"COLUMNS": "250"})
         assert result.returncode == 2, (args, result.stderr)

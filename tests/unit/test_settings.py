@@ -20,6 +20,15 @@ _OPTION = r"a query option that redis-py does not take as text \(only client_nam
 _KOMBU = r"Celery's broker client \(kombu\) refuses"
 #: Where the refusal of a broker's ?db= says to name the database.
 _PATH = r"name it in its path \(redis://HOST:PORT/N\)"
+#: What the refusal of ?credential_provider= says to do instead.
+_CREDENTIALS = r"which the Redis clients ragscore uses read differently.*redis://USER:PASSWORD@HOST:PORT/N"
+#: What the refusal of ?ssl= and of TLS options in a URL whose scheme is not rediss:// says.
+_TLS = r"a URL asks for TLS by its scheme: rediss://HOST:PORT/N\?ssl_cert_reqs=required&ssl_ca_certs=/path/ca.pem"
+#: The TLS options accepted, as the refusal of another lists them.
+_SSL = r"\(ssl_ca_certs, ssl_ca_data, ssl_ca_path, ssl_cert_reqs, ssl_certfile, ssl_check_hostname, ssl_ciphers, "
+_SSL += r"ssl_keyfile, ssl_password\)"
+#: The values of ssl_cert_reqs accepted, as the refusal of another lists them.
+_CERT_REQS = r"required, optional or none \(or kombu's CERT_REQUIRED, CERT_OPTIONAL, CERT_NONE\)"
 
 
 @pytest.mark.parametrize(
@@ -33,6 +42,8 @@ _PATH = r"name it in its path \(redis://HOST:PORT/N\)"
         "redis://:ab%2Fcd+ef=@h:6379/0",  # a base64 password, its '/' percent-encoded
         "redis+socket:///tmp/a@b/r.sock?virtual_host=1",
         "rediss://h:6380/0?ssl_cert_reqs=required&ssl_ca_certs=/etc/a@b/ca.pem",  # an '@' in the query: no password
+        "rediss://h:6380/0?ssl_cert_reqs=CERT_REQUIRED&ssl_check_hostname=false",  # kombu's and Celery's spelling
+        "rediss://h:6380/0?ssl_cert_reqs=none&ssl_certfile=c.pem&ssl_keyfile=k.pem&ssl_password=x&ssl_ciphers=HIGH",
     ],
 )
 def test_redis_urls_pass(url: str) -> None:
@@ -83,6 +94,30 @@ def test_redis_urls_pass(url: str) -> None:
         ("redis+socket:///tmp/r.sock?heartbeat=30", r"'redis\+socket:///tmp/r.sock\?heartbeat=30' has the query opti"),
         ("socket:///tmp/r.sock?virtual_host=1&insist=1", "has the query option 'insist', which Celery's broker client"),
         ("redis+socket://:pw@/tmp/r.sock?login_method=x", r"'redis\+socket://:\*\*\*@/tmp/r.sock\?login_method=x' has"),
+        # kombu imports and builds the class it names, redis-py (the run store's client) gets its name as text
+        ("redis://h:6379/0?credential_provider=m.P", rf"'credential_provider', {_CREDENTIALS}"),
+        # kombu fails on ?ssl= (a ValueError or TypeError), redis-py refuses it as an unexpected keyword
+        ("redis://:pw@h:6379/0?ssl=true", rf"'redis://:\*\*\*@h:6379/0\?ssl=true' has the query option 'ssl': {_TLS}"),
+        ("rediss://h:6380/0?ssl=true&ssl_cert_reqs=required", rf"the query option 'ssl': {_TLS}"),
+        # kombu speaks TLS on it, redis-py and Celery's result backend refuse it
+        ("redis://h:6379/0?ssl_cert_reqs=required", rf"has the TLS option 'ssl_cert_reqs': {_TLS}"),
+        ("unix:///s?ssl_ca_certs=ca.pem", rf"has the TLS option 'ssl_ca_certs': {_TLS}"),
+        # every client passed it on to redis-py's connection, which refused it at the first send (a TypeError)
+        (
+            "rediss://:pw@h:6380/0?ssl_cert_reqs=none&ssl_foo=1",
+            r"'rediss://:\*\*\*@h:6380/0\?ssl_cert_reqs=none&ssl_foo=1'",
+        ),
+        ("rediss://h:6380/0?ssl_cert_reqs=none&ssl_foo=1", rf"the TLS option 'ssl_foo', which .*{_SSL}$"),
+        # read as text by kombu (on by any value) and by redis-py (on), both as the flags they are not
+        ("rediss://h:6380/0?ssl_cert_reqs=none&ssl_validate_ocsp=false", "the TLS option 'ssl_validate_ocsp'"),
+        ("rediss://h:6380/0?ssl_min_version=3", "the TLS option 'ssl_min_version'"),
+        # kombu fails with a KeyError, redis-py with its own wording
+        ("rediss://h:6380/0?ssl_cert_reqs=Required", rf"ssl_cert_reqs='Required'.*{_CERT_REQS}"),
+        # kombu reads only 'false' as false, redis-py '0', 'no', 'n', 'f' too: one checked the host's name
+        (
+            "rediss://h:6380/0?ssl_cert_reqs=required&ssl_check_hostname=0",
+            r"ssl_check_hostname='0'.*: write true or false$",
+        ),
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
@@ -144,6 +179,37 @@ def test_the_kombu_query_options_are_those_kombu_takes_from_a_url() -> None:
 
     taken = set(inspect.signature(Connection._init_params).parameters) - {"self"}
     assert _KOMBU_QUERY_OPTIONS == taken - set(parse_url("redis://h:6379/0"))
+
+
+@pytest.mark.parametrize("variable", ["RAGSCORE_STORE_URL", "RAGSCORE_RESULT_BACKEND"])
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [("credential_provider=m.P", "'credential_provider'"), ("ssl_foo=1", "'ssl_foo'"), ("ssl=1", "'ssl'")],
+)
+def test_options_no_client_reads_alike_are_refused_where_redis_py_reads_the_url_only(
+    monkeypatch: pytest.MonkeyPatch, variable: str, query: str, message: str
+) -> None:
+    """The run store's client (redis-py) and the result backend's (Celery's) read those options too: each one
+    failed them at its first connection, or (``?credential_provider=``) Celery's imported the class and redis-py
+    took its name for one."""
+    monkeypatch.setenv(variable, f"rediss://:s3cret@h:6380/0?ssl_cert_reqs=required&{query}")
+    with pytest.raises(ConfigError, match=rf"{variable}='rediss://:\*\*\*@h:6380/0\?.*{message}") as info:
+        get_settings()
+    assert "s3cret" not in str(info.value)
+
+
+def test_the_tls_options_are_those_redis_py_takes_from_a_url_as_kombu_passes_them() -> None:
+    """Each TLS option let into a URL is one redis-py's TLS connection takes, and reads from a URL as kombu passes it
+    on (text, but ssl_check_hostname and ssl_cert_reqs, which ragscore checks): a name redis-py renamed or dropped
+    would pass here and fail at connect."""
+    import inspect
+
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS, SSLConnection
+
+    from ragscore_workers.settings import _TLS_OPTIONS
+
+    assert _TLS_OPTIONS <= set(inspect.signature(SSLConnection).parameters)
+    assert _TLS_OPTIONS & set(URL_QUERY_ARGUMENT_PARSERS) == {"ssl_check_hostname"}
 
 
 def test_the_redis_text_options_are_options_redis_py_takes_as_text() -> None:
