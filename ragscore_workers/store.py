@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -55,7 +56,7 @@ from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
 from .schemas import RATE_LIMITS, ItemResult, MetricResult, RunSummary, Suite, split_key
-from .settings import LIVE_RUN_TTL_S, without_kombu_options
+from .settings import CERT_REQS, LIVE_RUN_TTL_S, without_kombu_options
 from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
@@ -553,11 +554,16 @@ def as_stored(result: MetricResult) -> dict[str, Any]:
     return json.loads(_stored_result(result)[1:])
 
 
+#: A URL's ``ssl_cert_reqs`` spelt as kombu and Celery's result backend also read it, which redis-py refuses.
+_CERT_REQS_FIELD = re.compile(rf"([?&]ssl_cert_reqs=)({'|'.join(CERT_REQS)})(?=&|#|$)")
+
+
 def store_url_for_redis_py(url: str) -> str:
     """Translate Celery's ``redis+socket://`` / ``socket://`` URLs to redis-py's ``unix://`` (kombu's
     ``?virtual_host=N`` database to redis-py's ``?db=N``), leaving out the query options kombu alone reads
-    (:func:`without_kombu_options`)."""
-    url = without_kombu_options(url)
+    (:func:`without_kombu_options`), and kombu's spelling of ``ssl_cert_reqs`` (``CERT_REQUIRED``) as redis-py's
+    (``required``)."""
+    url = _CERT_REQS_FIELD.sub(lambda m: m[1] + CERT_REQS[m[2]], without_kombu_options(url))
     for prefix in ("redis+socket://", "socket://"):
         if url.startswith(prefix):
             return "unix://" + url[len(prefix) :].replace("?virtual_host=", "?db=")

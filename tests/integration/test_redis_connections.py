@@ -42,6 +42,9 @@ def _certificates(tmp: Path) -> dict[str, Path]:
 
 
 def test_password_and_tls_broker_urls_work_and_the_password_is_never_written(tmp_path: Path) -> None:
+    """``ssl_cert_reqs=CERT_REQUIRED`` (kombu's and Celery's spelling) works for the broker, the result backend and
+    the run store alike: redis-py, the run store's client, refused it once ("Invalid SSL Certificate Requirements
+    Flag")."""
     certs = _certificates(tmp_path)
     tls_port = free_port()
     server = RedisProcess(
@@ -50,7 +53,7 @@ def test_password_and_tls_broker_urls_work_and_the_password_is_never_written(tmp
         "--requirepass", PASSWORD,
     )  # fmt: skip
     server.start_without_ping()
-    url = f"rediss://:{PASSWORD}@127.0.0.1:{tls_port}/0?ssl_cert_reqs=required&ssl_ca_certs={certs['ca']}"
+    url = f"rediss://:{PASSWORD}@127.0.0.1:{tls_port}/0?ssl_cert_reqs=CERT_REQUIRED&ssl_ca_certs={certs['ca']}"
     worker = WorkerProcess(url, "cpu", tmp_path / "home", concurrency=1).start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(300, seed=2))

@@ -212,6 +212,22 @@ def test_the_tls_options_are_those_redis_py_takes_from_a_url_as_kombu_passes_the
     assert _TLS_OPTIONS & set(URL_QUERY_ARGUMENT_PARSERS) == {"ssl_check_hostname"}
 
 
+@pytest.mark.parametrize("spelling", ["CERT_REQUIRED", "CERT_NONE"])
+def test_kombus_spelling_of_ssl_cert_reqs_is_what_redis_py_reads(spelling: str) -> None:
+    """``ssl_cert_reqs=CERT_REQUIRED``, the spelling of Celery's docs, which kombu and Celery's result backend read,
+    passed the URL's check, then redis-py (the run store's client) refused it at its first connection: it gets
+    ``required``."""
+    import ssl
+
+    import redis
+
+    from ragscore_workers.store import store_url_for_redis_py
+
+    url = f"rediss://h:6380/0?ssl_ca_certs=/a/ca.pem&ssl_cert_reqs={spelling}&client_name=w"
+    pool = redis.ConnectionPool.from_url(store_url_for_redis_py(check_redis_url(url, broker=False)))
+    assert pool.make_connection().cert_reqs == getattr(ssl, spelling)  # builds the connection, does not connect
+
+
 def test_the_redis_text_options_are_options_redis_py_takes_as_text() -> None:
     """Each query option let hold an '@' is one redis-py passes on as text to a connection that takes it: a name
     redis-py renamed or dropped would make such a URL pass here and fail at connect."""
