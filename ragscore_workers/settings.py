@@ -138,6 +138,7 @@ def check_redis_url(url: str, what: str = "--broker", *, broker: bool = True) ->
     if parts.scheme in ("redis", "rediss") and db and not db.isdigit():
         raise ConfigError(f"{what}: the database of {shown!r} must be a number (redis://HOST:PORT/0)")
     _check_one_database(parts, shown, what)
+    _check_repeated_options(parts, shown, what)
     _check_credential_provider(parts, shown, what)
     _check_tls_options(parts, shown, what)
     if broker:
@@ -162,6 +163,18 @@ def _check_one_database(parts: SplitResult, shown: str, what: str) -> None:
             f"{what}: {shown!r} names its database twice, in its path and as ?db=, which Redis clients read "
             "differently (the run store's the ?db=, Celery's broker refuses it): name it once, in its path "
             "(redis://HOST:PORT/N)"
+        )
+
+
+def _check_repeated_options(parts: SplitResult, shown: str, what: str) -> None:
+    """ConfigError where the URL (``parts``, ``shown`` redacted) gives a query option twice: kombu (the broker's
+    client) and Celery's result backend read the last, redis-py (the run store's) the first, so
+    ``?ssl_cert_reqs=none&ssl_cert_reqs=required`` checked the broker's certificate and not the run store's."""
+    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    if repeated := next((name for name in names if names.count(name) > 1), None):
+        raise ConfigError(
+            f"{what}: {shown!r} gives the query option {repeated!r} twice, which Redis clients read differently "
+            "(Celery's the last, the run store's redis-py the first): give it once"
         )
 
 

@@ -118,6 +118,14 @@ def test_redis_urls_pass(url: str) -> None:
             "rediss://h:6380/0?ssl_cert_reqs=required&ssl_check_hostname=0",
             r"ssl_check_hostname='0'.*: write true or false$",
         ),
+        # kombu reads the last, redis-py (the run store's client) the first: the broker checked the certificate, the
+        # run store did not
+        (
+            "rediss://:pw@h:6380/0?ssl_cert_reqs=none&ssl_cert_reqs=required",
+            r"'rediss://:\*\*\*@h:6380/0\?ssl_cert_reqs=none&ssl_cert_reqs=required' gives the query option "
+            r"'ssl_cert_reqs' twice, .*: give it once$",
+        ),
+        ("redis://h:6379/0?client_name=a&client_name=b", "gives the query option 'client_name' twice"),
     ],
 )
 def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
