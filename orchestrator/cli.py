@@ -21,7 +21,7 @@ from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import link_target, make_out_dir, write_text_atomic
-from .help_format import HelpTyper
+from .help_format import HelpCommand, HelpTyper
 from .terminal import (
     PIPED_PROSE_WIDTH,
     TerminalConsole,
@@ -280,7 +280,13 @@ RESUME_TAKES = {
 }  # fmt: skip
 
 
-@app.command("run")
+class _RunCommand(HelpCommand):
+    """``run``: DATASET and --suite are required unless --resume DIR is given."""
+
+    usage_args = "(DATASET --suite FILE | --resume DIR)"
+
+
+@app.command("run", cls=_RunCommand)
 def run_cmd(
     ctx: typer.Context,
     dataset: Annotated[

@@ -9,7 +9,7 @@ the group a class that fixes both.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, ClassVar
 
 import typer
 from typer import _click
@@ -45,8 +45,17 @@ class _FlagsAsFlags:
 class HelpCommand(_FlagsAsFlags, TyperCommand):
     """A command whose help shows flags as flags and reflows its docstring."""
 
+    #: The usage line's arguments after ``[OPTIONS]`` where click's (``[DATASET]``) would not be true: a subclass
+    #: sets them (``(DATASET --suite FILE | --resume DIR)``); None: click's.
+    usage_args: ClassVar[str | None] = None
+
     def __init__(self, name: str | None, *, help: str | None = None, **kwargs: Any) -> None:  # noqa: A002
         super().__init__(name, help=reflowed(help), **kwargs)
+
+    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
+        if self.usage_args is None:
+            return super().collect_usage_pieces(ctx)
+        return [self.options_metavar or "", self.usage_args]
 
 
 class HelpGroup(_FlagsAsFlags, TyperGroup):

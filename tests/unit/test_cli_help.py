@@ -175,3 +175,14 @@ def test_help_paragraphs_reflow_at_80_columns() -> None:
         cells[-1].append(row[column:])
     width = max(len(row[column:].rstrip()) for row in rows)
     assert [line for cell in cells for line in _ragged(cell, width)] == [], "\n".join(top)
+
+
+def test_run_usage_line_says_dataset_and_suite_or_resume() -> None:
+    """``run --help``'s usage line read ``run [OPTIONS] [DATASET]``: DATASET optional, while a run without it (and
+    without --resume) is refused. It names the two ways to call run."""
+    helped = _cli("run", "--help")
+    assert helped.returncode == 0, helped.stderr
+    lines = [line.strip() for line in helped.stdout.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Usage:"))
+    usage = " ".join(lines[start : lines.index("", start)])  # click wraps it at 80 columns
+    assert usage.split(" run ", 1)[1].split() == "[OPTIONS] (DATASET --suite FILE | --resume DIR)".split(), usage
