@@ -286,7 +286,7 @@ class _RunCommand(HelpCommand):
     usage_args = "(DATASET --suite FILE | --resume DIR)"
 
 
-@app.command("run", cls=_RunCommand)
+@app.command("run", cls=_RunCommand, short_help="Score a dataset with a suite's metrics and write the reports")
 def run_cmd(
     ctx: typer.Context,
     dataset: Annotated[
@@ -576,7 +576,7 @@ def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     raise typer.Exit(EXIT_RUN_ERROR)
 
 
-@app.command("resume")
+@app.command("resume", short_help="Finish a run: score only what the store lacks")
 def resume_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     out: Annotated[
@@ -719,7 +719,7 @@ def _state_or_none(broker: str | None, run_id: str) -> str | None:
         return None
 
 
-@app.command()
+@app.command(short_help="Submit a run to a cluster and print its id")
 def submit(
     dataset: Annotated[Path, typer.Argument(help=DATASET_HELP)],
     suite: Annotated[Path, typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")],
@@ -764,7 +764,7 @@ def submit(
 RUN_LIST_HEADER = "run id\tstate\tdone/total\tsubmitted (UTC)\tdataset"
 
 
-@app.command()
+@app.command(short_help="Show a run's progress per queue, or list the runs")
 def status(
     run_id: Annotated[Optional[str], typer.Argument(help="Run id or --out DIR (omit to list runs)")] = None,  # noqa: UP045
     broker: BrokerOpt = None,
@@ -900,7 +900,7 @@ def status(
             live.update(refresh(), refresh=True)
 
 
-@app.command()
+@app.command(short_help="Write the reports of a finished run")
 def results(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     out: Annotated[
@@ -987,7 +987,7 @@ def _await_summary(store, run_id: str, limit_s: float) -> None:  # type: ignore[
         time.sleep(0.5)
 
 
-@app.command("cancel")
+@app.command("cancel", short_help="Cancel a run; its summary covers what was scored")
 def cancel_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     broker: BrokerOpt = None,
@@ -1080,7 +1080,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
 
 
-@app.command()
+@app.command(short_help="Start Celery workers for these queues and supervise them")
 def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code,target")],
     broker: WorkerBrokerOpt = None,
@@ -1149,7 +1149,7 @@ def _check_broker_for_workers(url: str) -> bool:
     return problem is None
 
 
-@app.command("consensus")
+@app.command("consensus", short_help="Candidate golden answers from a checks run's answers")
 def consensus_cmd(
     run: Annotated[str, typer.Argument(help="The --out DIR of a run (or a run id in the store)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Dataset file to write (JSONL)")],
@@ -1188,7 +1188,7 @@ def consensus_cmd(
     err.print(f"{questions} questions, {with_reference} with a consensus reference, written to {out}")
 
 
-@app.command("metrics")
+@app.command("metrics", short_help="List the metrics, or one metric's row fields and params")
 def list_metrics(
     name: Annotated[
         Optional[str],  # noqa: UP045
@@ -1285,7 +1285,7 @@ def _type_name(annotation: object) -> str:
 ReportFormatOpt = Annotated[str, typer.Option("--format", "-f", help="html, md, csv, json or nlp-project")]
 
 
-@app.command("report")
+@app.command("report", short_help="Write one report of a finished run, in one format")
 def report_cmd(
     run: Annotated[str, typer.Argument(help="Run id (in the store) or an output DIR (summary.json + items.jsonl)")],
     fmt: ReportFormatOpt = "html",
@@ -1335,7 +1335,7 @@ def report_cmd(
         err.print(f"wrote {path}")
 
 
-@app.command("compare")
+@app.command("compare", short_help="Compare systems on their shared questions")
 def compare_cmd(
     runs: Annotated[
         list[str],
@@ -1405,7 +1405,11 @@ def compare_cmd(
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
 
 
-@app.command("flower", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(
+    "flower",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    short_help="Start Flower, the Celery web monitor, for ragscore",
+)
 def flower_cmd(
     ctx: typer.Context,
     broker: FlowerBrokerOpt = None,

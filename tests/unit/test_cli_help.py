@@ -186,3 +186,15 @@ def test_run_usage_line_says_dataset_and_suite_or_resume() -> None:
     start = next(i for i, line in enumerate(lines) if line.startswith("Usage:"))
     usage = " ".join(lines[start : lines.index("", start)])  # click wraps it at 80 columns
     assert usage.split(" run ", 1)[1].split() == "[OPTIONS] (DATASET --suite FILE | --resume DIR)".split(), usage
+
+
+def test_the_list_of_commands_gives_each_one_line_and_its_help_the_whole_text() -> None:
+    """``ragscore --help`` showed each command's whole first paragraph: ``resume`` and ``results`` ran to five lines
+    of the list. Each has a one-line summary there (at 80 columns); ``CMD --help`` still says it all."""
+    top = _help_at_80("--help")
+    start = next(i for i, line in enumerate(top) if "Commands" in line)
+    rows = [line[1:-1] for line in top[start + 1 :] if line.startswith("│")]
+    names = [row.split()[0] for row in rows if row[:2] == " " + row.strip()[0]]  # a row that starts a command
+    assert len(names) == len(rows) and "resume" in names and "results" in names, "\n".join(top)
+    said = " ".join(" ".join(_help_at_80("resume", "--help")).replace("│", " ").split())
+    assert "--max-cost / --max-tokens raise the run's judge budget" in said, said
