@@ -1229,11 +1229,14 @@ def list_metrics(
 
 
 def _row_fields(mdef: Any) -> list[str]:
-    """What a metric reads, as its registration declares it: the row fields it ``needs`` and those it
-    ``scores_without``; a derived metric the outputs (``inputs``) of the suite's other metrics."""
+    """What a metric reads, as its registration declares it: the row fields it ``needs`` (or ``needs_one_of``) and
+    those it ``scores_without``; a derived metric the outputs (``inputs``) of the suite's other metrics."""
     lines = []
     if mdef.needs:
         lines.append(f"row fields it needs: {', '.join(mdef.needs)} (a row lacking one is not scored)")
+    if mdef.needs_one_of:
+        lines.append(f"row fields it needs one of: {', '.join(mdef.needs_one_of)} (a row with none of them is not "
+                     "scored)")  # fmt: skip
     if mdef.scores_without:
         lines.append(f"row fields it scores without: {', '.join(mdef.scores_without)} (a row lacking one is scored "
                      "as having none)")  # fmt: skip

@@ -103,26 +103,28 @@ class ResolvedSuite:
         """A tracker of the fields the targets' requests read, for the dataset scan (empty without targets)."""
         return UnseenRequestFields({t.name: t.request for t in self.targets})
 
-    def absent_field_warnings(self, fields_seen: set[str]) -> list[str]:
+    def absent_field_warnings(self, fields_seen: set[str], columns_seen: set[str]) -> list[str]:
         """A warning per metric that scores rows lacking a field (rather than leaving them unscorable) when no
         row of the dataset has that field: a column named otherwise (``context``, ``retrieved_docs``) would
-        otherwise score every row as if retrieval had found nothing. And one per field some metrics need
-        (``MetricDef.needs``) that no row has: they would score nothing. A field the suite's targets fill (their
-        ``response`` map names it) is no dataset column."""
+        otherwise score every row as if retrieval had found nothing. And one per requirement of some metrics
+        (``MetricDef.requirements``: a field they need, or a group of which they need one) that no row meets: they
+        would score nothing. A field the suite's targets fill (their ``response`` map names it) is no dataset column.
+        ``columns_seen``: the dataset's columns that are no row field (a hint names one that holds code)."""
         fields_seen = self._with_filled(fields_seen)
         return [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             "comes from): is it a column named otherwise?"
             for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
         ] + [
-            f"no row has {field!r}, which {', '.join(names)} {agree(len(names), 'needs', 'need')}: "
-            f"{agree(len(names), 'it', 'they')} will score no item (is it a column named otherwise?)"
-            for field, names in self._absent_needs(fields_seen).items()
+            f"no row has {' or '.join(repr(f) for f in fields)}, which {', '.join(names)} "
+            f"{agree(len(names), 'needs', 'need')}: {agree(len(names), 'it', 'they')} will score no item"
+            + _otherwise_named(fields, columns_seen)
+            for fields, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
 
     def scoreless(self, fields_seen: set[str]) -> list[str]:
-        """The metrics that will score no item because no row has a field they need (every item unscorable: the
-        run exits 1, see ``gates.incomplete``)."""
+        """The metrics that will score no item because no row meets a requirement of theirs (every item unscorable:
+        the run exits 1, see ``gates.incomplete``)."""
         absent = self._absent_needs(self._with_filled(fields_seen))
         return [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
 
@@ -130,29 +132,25 @@ class ResolvedSuite:
         """The fields seen and those the suite's targets fill (their ``response`` map names it)."""
         return fields_seen | {f for t in self.targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
 
-    def _absent_needs(self, fields_seen: set[str]) -> dict[str, list[str]]:
-        """Field no row has -> the metrics that need it (``MetricDef.needs``)."""
-        needed: dict[str, list[str]] = {}
+    def _absent_needs(self, fields_seen: set[str]) -> dict[tuple[str, ...], list[str]]:
+        """Requirement no row meets (``MetricDef.requirements``: none of its fields seen) -> the metrics with it."""
+        needed: dict[tuple[str, ...], list[str]] = {}
         for m, _ in self.metrics:
-            for field in m.needs:
-                if field not in fields_seen:
-                    needed.setdefault(field, []).append(m.name)
+            for fields in m.requirements:
+                if not fields_seen.intersection(fields):
+                    needed.setdefault(fields, []).append(m.name)
         return needed
 
     def pre_run_warnings(self, fields_seen: set[str], columns_seen: set[str]) -> list[str]:
         """What is probably wrong with the suite for this dataset (said before a run and by ``--dry-run``): the
-        absent fields (:meth:`absent_field_warnings`), code_test with nothing to check but the exit code or no code
-        to run, and rows' ``checks`` no metric scores. ``columns_seen``: the dataset's columns that are no row field
-        (a hint names one that holds code)."""
-        out = self.absent_field_warnings(fields_seen)
+        absent fields (:meth:`absent_field_warnings`), code_test with nothing to check but the exit code, and rows'
+        ``checks`` no metric scores. ``columns_seen``: the dataset's columns that are no row field."""
+        out = self.absent_field_warnings(fields_seen, columns_seen)
         names = {m.name for m, _ in self.metrics}
         for _, params in self.metrics:
             if isinstance(params, CodeTestParams) and params.stdout is params.stdout_regex is params.test is None:
                 out.append("code_test has no stdout, stdout_regex or test: only the exit code counts (code that runs "
                            "passes)")  # fmt: skip
-        if "code_test" in names and not self.targets and not fields_seen & {"code", "answer"}:
-            out.append("no row has 'code' or 'answer', which code_test needs: it will score no item"
-                       + code_column_note(columns_seen))  # fmt: skip
         if "checks" in fields_seen and "checks" not in names:
             out.append("rows carry checks, but the suite has no checks metric: they are not scored")
         return out
@@ -161,6 +159,13 @@ class ResolvedSuite:
         """Item key -> the metrics to run again, from item key -> the outputs the store lacks."""
         outputs = self.scoring_outputs()
         return {key: {m for m, outs in outputs.items() if lacks & set(outs)} for key, lacks in missing.items()}
+
+
+def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str]) -> str:
+    """How an absent requirement's warning ends: the dataset's column that holds code where ``code`` is wanted
+    (:func:`code_column_note`), else the question whether a column is named otherwise."""
+    note = code_column_note(columns_seen) if "code" in fields else ""
+    return note or " (is it a column named otherwise?)"
 
 
 def resolve_suite(suite: Suite) -> ResolvedSuite:

@@ -494,7 +494,7 @@ def _runs_the_code_only(p: ParsedPoint) -> bool:
     return p.point.type == "code_test" and not p.point.extract
 
 
-@register("checks", Queue.CPU, params=ChecksParams, kind="batch", route=_route)
+@register("checks", Queue.CPU, params=ChecksParams, kind="batch", route=_route, needs_one_of=("code", "answer"))
 def checks(rows: list[Row], params: ChecksParams, ctx: RunContext) -> list[MetricResult]:
     """Weighted share of the evaluation points the answer passes (1.0 with no points).
 

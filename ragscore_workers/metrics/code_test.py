@@ -498,9 +498,10 @@ def run_code_test(
     return passed, details
 
 
-@register("code_test", Queue.CODE, params=CodeTestParams, kind="batch")
+@register("code_test", Queue.CODE, params=CodeTestParams, kind="batch", needs_one_of=("code", "answer"))
 def code_test(rows: list[Row], params: CodeTestParams, ctx: RunContext) -> list[MetricResult]:
-    """1.0 when the code exits with the expected code and prints the expected output, else 0.0."""
+    """1.0 when the code (the row's ``code``, else the answer's first fenced code block) exits with the expected
+    code and prints the expected output, else 0.0."""
     results = []
     for row in rows:
         code, what = code_and_source(row)

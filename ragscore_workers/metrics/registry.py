@@ -137,6 +137,15 @@ class MetricDef:
     #: Row fields without which the metric cannot score a row (it is unscorable, ``no reference``): a dataset in
     #: which no row has one is warned of before the run, and by ``--dry-run``.
     needs: tuple[str, ...] = ()
+    #: Row fields of which the metric needs one (code_test: ``code``, else a fenced code block in ``answer``): a row
+    #: with none of them is unscorable, and a dataset in which no row has any is warned of as for ``needs``.
+    needs_one_of: tuple[str, ...] = ()
+
+    @property
+    def requirements(self) -> tuple[tuple[str, ...], ...]:
+        """What a row must have to be scored: each field of ``needs`` alone, and ``needs_one_of`` as one group (a
+        row has a group when it has one of its fields)."""
+        return tuple((field,) for field in self.needs) + ((self.needs_one_of,) if self.needs_one_of else ())
 
     def queue_for(self, row: Row, params: BaseModel) -> Queue:
         """The queue that scores this metric for this row."""
@@ -248,6 +257,7 @@ def register(
     plan_calls: CallPlanner | None = None,
     scores_without: Sequence[str] = (),
     needs: Sequence[str] = (),
+    needs_one_of: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` as metric ``name`` on ``queue``."""
 
@@ -269,6 +279,7 @@ def register(
             plan_calls=plan_calls,
             scores_without=tuple(scores_without),
             needs=tuple(needs),
+            needs_one_of=tuple(needs_one_of),
         )
         return fn
 

@@ -351,13 +351,14 @@ def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_pas
 
 def test_raw_humaneval_rows_are_told_to_give_the_completion_as_code_before_the_run(tmp_path: Path) -> None:
     """Rows of ``prompt``, ``completion``, ``test``, ``entry_point`` were told only that no row has a field
-    besides its id; the hint code_test gives each row after the run is given before it."""
+    besides its id; the hint code_test gives each row after the run is given before it. The dry run exits 1, as the
+    run would: code_test would score no item."""
     rows = [{"task_id": "add", "prompt": "def add(x, y):\n", "completion": "    return x + y\n",
              "test": "def check(c):\n    assert c(1, 2) == 3\n", "entry_point": "add"}]  # fmt: skip
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["code_test"]}))
     result = _dry_run(data, tmp_path / "s.json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1 and "it would score no item of code_test" in result.stderr, result.stderr
     said = " ".join(result.stdout.split())
     assert (
         "Warning: no row has 'code' or 'answer', which code_test needs: it will score no item (the row's "

@@ -120,3 +120,15 @@ def test_no_description_speaks_of_the_seed() -> None:
 
     assert [name for name, m in all_metrics().items() if "seed" in m.description.lower()] == []
     assert "as Auto-Analyst defines it" in all_metrics()["answer_relevance"].description
+
+
+def test_code_test_and_checks_say_they_need_code_or_an_answer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``ragscore metrics code_test`` and ``checks`` said "row fields it needs: none declared", while a row with
+    neither ``code`` nor an ``answer`` (code_test: a fenced code block in it) is unscorable."""
+    for name in ("code_test", "checks"):
+        done = _piped_metric(name, tmp_path)
+        said = " ".join(done.stdout.split())
+        assert done.returncode == 0, done.stderr
+        assert "row fields it needs one of: code, answer (a row with none of them is not scored)" in said, said
+        assert "none declared" not in said, said
+    assert "the answer's first fenced code block" in " ".join(_piped_metric("code_test", tmp_path).stdout.split())
