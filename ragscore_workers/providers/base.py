@@ -208,7 +208,7 @@ class Provider(ABC):
             self.check_base_url(base_url)
         self._api_key = read_secret(self.key_env)
         if self._api_key is None and self._needs_key():
-            raise MissingKeyError(self.name, self.key_env, hint=self._missing_key_hint())
+            raise MissingKeyError(self.name, self.key_env, hint=self._missing_key_hint(), named=api_key_env is not None)
         if self._api_key and base_url and urlsplit(base_url).scheme == "http" and not is_private_host(base_url):
             host = urlsplit(base_url).hostname
             if api_key_env is None:  # the provider's usual variable: most likely a key for the provider itself

@@ -146,17 +146,31 @@ CHOOSE_PROVIDER = (
 )
 
 
+def _choose_provider(named_env: str | None = None) -> str:
+    """:data:`CHOOSE_PROVIDER`; where the judge metrics' ``api_key_env`` names the key's variable (``named_env``),
+    that variable in place of the providers' usual ones: either provider reads its key from it."""
+    if named_env is None:
+        return CHOOSE_PROVIDER
+    return (
+        "To judge with another provider, set the suite's judge.provider: groq or openai (with judge.base_url, any "
+        "OpenAI-compatible server, and one on this machine or a private network needs no key); either reads its key "
+        f"from {named_env} (the judge metrics' api_key_env); see docs/judge.md."
+    )
+
+
 class MissingKeyError(ConfigError):
     """The API key of a provider is not set in the environment (of the host and worker it names)."""
 
-    def __init__(self, provider: str, env_var: str, *, hint: str = "") -> None:
+    def __init__(self, provider: str, env_var: str, *, hint: str = "", named: bool = False) -> None:
+        """``named``: ``env_var`` is the one the judge metrics' ``api_key_env`` names, not the provider's usual."""
         self.provider = provider
         self.env_var = env_var
         # A worker's error names the host and node lacking it; the process a user started needs no naming.
         where = f"on {where_here()}" if _worker_node() else "for the ragscore process"
         super().__init__(
             f"The {provider} judge needs an API key: set the environment variable {env_var}{hint} {where} "
-            f"(keys are read from the environment only, never from a suite). {CHOOSE_PROVIDER}"
+            f"(keys are read from the environment only, never from a suite). "
+            f"{_choose_provider(env_var if named else None)}"
         )
 
 

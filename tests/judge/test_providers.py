@@ -459,3 +459,16 @@ def test_a_reply_that_trickles_in_is_cut_at_the_timeout_and_a_huge_one_refused(k
     with pytest.raises(ProviderError, match="reply over 16 MiB"):  # malformed (openai) or cut (groq transport)
         provider.complete([{"role": "user", "content": "hello"}], PARAMS)
     assert provider.complete([{"role": "user", "content": "[[rating=3]]"}], PARAMS).text == "3"  # still works
+
+
+def test_a_missing_key_named_by_api_key_env_is_the_one_the_hint_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OpenAI-compatible gateway's key named by the metrics' ``api_key_env`` (``GW_KEY``) was asked for, then the
+    hint on choosing a provider said the key was in OPENAI_API_KEY or GROQ_API_KEY: read from GW_KEY whichever."""
+    monkeypatch.delenv("GW_KEY", raising=False)
+    for provider in (OpenAICompatProvider, GroqProvider):
+        with pytest.raises(MissingKeyError) as info:
+            provider(model="m", base_url="https://gw.example.com/v1", api_key_env="GW_KEY")
+        said = str(info.value)
+        assert "set the environment variable GW_KEY" in said and "judge.provider" in said, said
+        assert "OPENAI_API_KEY" not in said and "GROQ_API_KEY" not in said, said
+        assert "reads its key from GW_KEY (the judge metrics' api_key_env)" in said, said
