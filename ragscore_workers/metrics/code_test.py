@@ -500,7 +500,7 @@ def run_code_test(
 
 @register("code_test", Queue.CODE, params=CodeTestParams, kind="batch", needs_one_of=("code", "answer"))
 def code_test(rows: list[Row], params: CodeTestParams, ctx: RunContext) -> list[MetricResult]:
-    """1.0 when the code (the row's ``code``, else the answer's first fenced code block) exits with the expected
+    """1.0 when the code (the row's code field, else the answer's first fenced code block) exits with the expected
     code and prints the expected output, else 0.0."""
     results = []
     for row in rows:

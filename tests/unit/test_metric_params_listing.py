@@ -132,3 +132,11 @@ def test_code_test_and_checks_say_they_need_code_or_an_answer(tmp_path) -> None:
         assert "row fields it needs one of: code, answer (a row with none of them is not scored)" in said, said
         assert "none declared" not in said, said
     assert "the answer's first fenced code block" in " ".join(_piped_metric("code_test", tmp_path).stdout.split())
+
+
+def test_no_description_shows_rest_markup() -> None:
+    """code_test's description read "the row's ``code``": a docstring's reST markup, shown as is by ``ragscore
+    metrics``. A description is plain text."""
+    from ragscore_workers.metrics.registry import all_metrics
+
+    assert [name for name, m in all_metrics().items() if "``" in m.description] == []
