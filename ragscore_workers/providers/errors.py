@@ -138,23 +138,16 @@ def where_here() -> str:
     return f"host {host} (worker {node})" if node else f"host {host}"
 
 
-#: How a suite picks another judge (``judge.provider``: see docs/judge.md), said when a key is missing.
-CHOOSE_PROVIDER = (
-    "To judge with another provider, set the suite's judge.provider: groq (key in GROQ_API_KEY) or openai "
-    "(key in OPENAI_API_KEY; with judge.base_url, any OpenAI-compatible server, and one on this machine or a "
-    "private network needs no key); see docs/judge.md."
-)
-
-
 def _choose_provider(named_env: str | None = None) -> str:
-    """:data:`CHOOSE_PROVIDER`; where the judge metrics' ``api_key_env`` names the key's variable (``named_env``),
-    that variable in place of the providers' usual ones: either provider reads its key from it."""
-    if named_env is None:
-        return CHOOSE_PROVIDER
+    """How a suite picks another judge (``judge.provider``: see docs/judge.md), said when a key is missing: each
+    provider with its usual key variable, or, where the judge metrics' ``api_key_env`` names one (``named_env``),
+    that variable, which either provider reads."""
+    groq, openai = ("", "") if named_env else (" (key in GROQ_API_KEY)", "key in OPENAI_API_KEY; ")
+    named = f"; either reads its key from {named_env} (the judge metrics' api_key_env)" if named_env else ""
     return (
-        "To judge with another provider, set the suite's judge.provider: groq or openai (with judge.base_url, any "
-        "OpenAI-compatible server, and one on this machine or a private network needs no key); either reads its key "
-        f"from {named_env} (the judge metrics' api_key_env); see docs/judge.md."
+        f"To judge with another provider, set the suite's judge.provider: groq{groq} or openai ({openai}with "
+        "judge.base_url, any OpenAI-compatible server, and one on this machine or a private network needs no key)"
+        f"{named}; see docs/judge.md."
     )
 
 
