@@ -250,15 +250,15 @@ def _store(broker: str | None, *, sends: bool = False):  # type: ignore[no-untyp
     return connect(_broker_url(broker), get_settings(), sends=sends)
 
 
-def _run_store(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
+def _run_store(broker: str | None, run_id: str, *, queues: bool = False):  # type: ignore[no-untyped-def]
     """``(store, lane)``: the store, with the broker where run ``run_id``'s queues are, and for an embedded run its
     lane (its process's database: its waiting and held messages and its workers are seen there; None on a
-    cluster). An unknown run raises."""
+    cluster). An unknown run raises. ``queues``: the command reads the run's queues (see :func:`.runner.connect`)."""
     from .runner import connect, connect_lane
 
     settings = get_settings()
     url = _broker_url(broker)
-    store = connect(url, settings)
+    store = connect(url, settings, queues=queues)
     if broker or settings.broker_url:
         store.meta(run_id)  # raises a clear error for an unknown run
         return store, None
@@ -818,7 +818,7 @@ def status(
     )
 
     run_id = _run_id(run_id)
-    store, lane = _run_store(broker, run_id)
+    store, lane = _run_store(broker, run_id, queues=True)
     view = StatusView(store.meta(run_id), broker=broker)
     embedded = lane is not None
     console = TerminalConsole()
@@ -997,7 +997,8 @@ def cancel_cmd(
     from .runner import cancel
 
     run_id = _run_id(run_id)
-    store, lane = _run_store(broker, run_id)  # an unknown run raises a clear error
+    # an unknown run raises a clear error; a broker URL whose password or database is wrong, before the cancel
+    store, lane = _run_store(broker, run_id, queues=True)
     was = store.state(run_id)
     cancel(store, run_id)
     state = store.state(run_id)
@@ -1034,7 +1035,8 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     """Write the summary of cancelled run ``run_id`` where no worker would: its queued messages wait where no
     worker listens, or a worker that is gone holds some, or (an embedded run whose process is gone) none of it is
     queued or held by a live worker any more; its embedded process, while alive, does it itself. A cluster's
-    broker (``broker``, else RAGSCORE_BROKER_URL) that does not answer, apart from the store, is BrokerError
+    broker (``broker``, else RAGSCORE_BROKER_URL) that does not answer, apart from the store (or, on its server,
+    refuses its password or lacks its database: a cancel's connect said so before it cancelled), is BrokerError
     naming it and saying the run is cancelled all the same (and the command that writes its reports, into ``out``
     where it is known); so is a Redis lost after that probe (a restart), while the summary was written."""
     import redis
@@ -1059,7 +1061,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
             f"{backticked(results_command(run_id, out, broker))} writes it with the reports"
         )
         try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
-            if store.broker_apart:  # else connect reached its server
+            if store.broker is not store.r:  # another server, or another database or user than the store's
                 reach_broker(url := _broker_url(broker))
                 store = broker_tried_once(store, url)  # nor read, once probed
             summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)

@@ -140,10 +140,16 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = False) -> RunStore:
+def connect(
+    broker_url: str, settings: Settings | None = None, *, sends: bool = False, queues: bool = False
+) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a
     run, a submit, a resume), so a broker's Redis apart from the store's is probed too; a command that only reads
-    the store (status, results, report) works with the broker down, and whatever the visibility timeout."""
+    the store (status, results, report) works with the broker down, and whatever the visibility timeout.
+    ``queues``: the caller reads the broker's queues (status RUN, cancel), so a broker on the store's server in
+    another database or as another user is probed too: its server answers as the store's does, so what fails is
+    its password or its database, said now; a broker on another server is left to the command, which works with
+    it down."""
     settings = settings or get_settings()
     if sends:
         settings.check_visibility_timeout()
@@ -153,12 +159,14 @@ def connect(broker_url: str, settings: Settings | None = None, *, sends: bool = 
     # said at once, not after the retries.
     # With work to send and the broker elsewhere than the store (RAGSCORE_STORE_URL, or another database), the
     # broker is probed too: a broker that did not answer, or a database it lacks, failed later, less clearly, in
-    # Celery's first send. Each Redis is named by its role only where they are two servers (not the embedded one's
-    # database 0 and lane, whose store URL the user never set).
+    # Celery's first send. So is one on the store's server in another database or as another user for a command
+    # that reads its queues: its client retried a wrong password ~20 s, then failed with redis-py's raw error.
+    # Each Redis is named by its role only where they are two servers (not the embedded one's database 0 and lane,
+    # whose store URL the user never set).
     apart = _broker_apart(broker_url, settings)
     named = [(store_url, STORE_REDIS if apart else "Redis")]
     one = not apart and _database(broker_url) == _database(store_url)  # one database and user, however written
-    if sends and not one:
+    if not one and (sends or (queues and not apart)):
         named.append((broker_url, "the broker's Redis" if apart else "Redis"))
     for url, what in named:  # each Redis its own window: one slow to come up leaves the next its retries
         _reach(url, what)
@@ -199,11 +207,12 @@ def _broker_apart(broker_url: str, settings: Settings) -> bool:
 
 
 def reach_broker(broker_url: str) -> None:
-    """For a command that needs the broker (its queues, its workers) where :func:`connect` did not probe it, the
-    broker being apart from the store (:attr:`RunStore.broker_apart`; else connect reached its server): return when
-    the broker's Redis answers one ping, BrokerError naming it when it does not (or probe_redis's errors). Not
-    retried: the command (cancel, results of a cancelled run) only asks whether it can use the broker, and said so
-    after connect's ~20 s of retries."""
+    """For a command that needs the broker (its queues, its workers) where :func:`connect` may not have probed it,
+    the broker being another Redis than the store's (another server: :attr:`RunStore.broker_apart`; or another
+    database or user of the store's server: a wrong password, a database it lacks): return when the broker's Redis
+    answers one ping, BrokerError naming it when it does not (or probe_redis's errors). Not retried: the command
+    (cancel, results of a cancelled run) only asks whether it can use the broker, and said so after connect's ~20 s
+    of retries."""
     what = "the broker's Redis"
     if problem := probe_redis(broker_url, what):
         raise cannot_use(broker_url, what, problem)
@@ -235,7 +244,7 @@ def checking_broker(store: RunStore, broker_url: str) -> RunStore:
 
 
 def broker_tried_once(store: RunStore, broker_url: str, read_timeout_s: float = STORE_READ_TIMEOUT_S) -> RunStore:
-    """``store`` whose client of the broker's Redis at ``broker_url`` (apart from the store's) tries each command
+    """``store`` whose client of the broker's Redis at ``broker_url`` (not the store's client) tries each command
     once, waiting ``read_timeout_s`` for a reply: for a command that just probed the broker (:func:`reach_broker`)
     and says it lost at its first failed read, not after the ~20 s of retries of the store's own client."""
     broker = redis_client(broker_url, read_timeout_s, retries=0)

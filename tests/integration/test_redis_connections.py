@@ -317,6 +317,47 @@ def test_urls_of_one_database_with_two_users_credentials_are_two_clients_each_pr
         server.stop()
 
 
+@pytest.mark.parametrize(
+    ("password", "db", "refused", "exit_code"),
+    [("wrong-pw", 0, "(check the password in the URL)", 1), ("broker-pw", 99, "has no database 99", 2)],
+    ids=["another-acl-user-wrong-password", "another-database-it-lacks"],
+)
+def test_status_cancel_and_results_probe_a_broker_on_the_store_server_as_another_user_or_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password: str, db: int, refused: str, exit_code: int
+) -> None:
+    """A broker on the run store's server, as another ACL user or in another database, was probed only by commands
+    that send work: `status RUN` and `cancel RUN` (and `results` of a cancelled run) read its queues through a client
+    that retried a wrong password ~20 s, then failed with redis-py's raw AuthenticationError (a database the server
+    lacks: its raw ResponseError). Each says run's clear error now, the password hidden; cancel before cancelling."""
+    from orchestrator.runner import cancel
+
+    users = ["default off", "broker on >broker-pw ~* &* +@all", "store on >store-pw ~ragscore:* &* +@all"]
+    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    base = f"127.0.0.1:{server.port}"
+    store_url = f"redis://store:store-pw@{base}/0"
+    monkeypatch.setenv("RAGSCORE_STORE_URL", store_url)
+    bad, shown = f"redis://broker:{password}@{base}/{db}", f"redis://broker:***@{base}/{db}"
+    home, env = tmp_path / "home", {"RAGSCORE_STORE_URL": store_url, "RAGSCORE_BROKER_URL": bad}
+    try:
+        store = connect(f"redis://broker:broker-pw@{base}/0", get_settings(), sends=True)
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id
+        for command in (["status", run_id], ["cancel", run_id]):
+            said = _ragscore(*command, home=home, **env)
+            text = " ".join(said.stderr.split())
+            assert said.returncode == exit_code, (command, text)
+            assert text.startswith(f"Error: Cannot use Redis at {shown}: ") and refused in text, (command, text)
+            assert "-pw" not in text, text
+        assert store.state(run_id) == RunState.RUNNING  # refused before it cancelled
+        cancel(store, run_id)  # cancelled with the right broker; its summary not written yet
+        said = _ragscore("results", run_id, "--out", str(tmp_path / "out"), home=home, **env)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == exit_code, text
+        assert text.startswith(f"Error: Cannot use the broker's Redis at {shown}: ") and refused in text, text
+        assert f"Run {run_id} is cancelled" in text and "-pw" not in text, text
+    finally:
+        server.stop()
+
+
 def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path: Path) -> None:
     """connect() probed the broker's Redis for every command: `status` with RAGSCORE_STORE_URL's Redis up and the
     broker down retried ~20 s and failed (exit 1), though it reads only the store. Only a command that sends work
