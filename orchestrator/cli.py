@@ -7,6 +7,7 @@ import json
 import math
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -1130,11 +1131,12 @@ def worker(
             err.print(f"workers {state}; logs in {settings.home / 'logs'}")
             workers.supervise()
         except KeyboardInterrupt:
-            err.print(
-                f"stopping: running tasks finish first (up to {stop_timeout:.0f} s); Ctrl-C again to stop at once"
-            )
+            with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it
+                err.print(
+                    f"stopping: running tasks finish first (up to {stop_timeout:.0f} s); Ctrl-C again to stop at once"
+                )
         finally:
-            workers.stop(timeout=stop_timeout)
+            workers.stop(timeout=stop_timeout, signals_seen=1)  # a second signal, whenever it came, kills at once
         err.print("workers stopped")
 
 

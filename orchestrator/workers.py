@@ -30,6 +30,7 @@ __all__ = [
     "oom_kills",
     "prune_logs",
     "raise_if_stop_signalled",
+    "stop_signals",
     "stop_signals_as_interrupt",
     "worker_command",
 ]
@@ -201,27 +202,30 @@ class LocalWorkers:
             return ""
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
-    def stop(self, timeout: float = 15.0, *, warm: bool = True) -> None:
+    def stop(self, timeout: float = 15.0, *, warm: bool = True, signals_seen: int | None = None) -> None:
         """Stop every worker; whatever is left after ``timeout`` is killed with its children.
 
         ``warm``: SIGTERM to each Celery main process only, which stops taking messages, lets running tasks
         finish and ends its pool processes cleanly (``worker_process_shutdown`` runs). Otherwise (abort: a
         cancelled run) the whole process group gets SIGTERM, so pool processes end at once and their tasks
-        go back to the queue. A KeyboardInterrupt while waiting (a second Ctrl-C) kills at once.
+        go back to the queue. A KeyboardInterrupt while waiting (a second Ctrl-C) kills at once, and so does one
+        come before (more than ``signals_seen`` stop signals, :func:`stop_signals`): ``ragscore worker`` passes 1, the
+        signal that stopped it, so a second one is honoured whenever it came (one while it said "stopping" was lost).
         """
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                if warm:
-                    _signal(proc.pid, signal.SIGTERM)
-                else:
-                    _signal_group(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
         try:
             for proc in self.procs.values():
-                try:
-                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
+                if proc.poll() is None:
+                    if warm:
+                        _signal(proc.pid, signal.SIGTERM)
+                    else:
+                        _signal_group(proc.pid, signal.SIGTERM)
+            if signals_seen is None or stop_signals() <= signals_seen:
+                deadline = time.monotonic() + timeout
+                for proc in self.procs.values():
+                    try:
+                        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
         except KeyboardInterrupt:
             pass
         finally:
@@ -308,9 +312,10 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-#: Set by a stop signal while ``stop_signals_as_interrupt`` is active; read by ``raise_if_stop_signalled``. A plain
-#: flag: a handler must take no lock (an Event's ``set()`` does; a second signal inside it hung the process).
-_stop_signalled = [False]
+#: The stop signals that came while ``stop_signals_as_interrupt`` is active; read by ``raise_if_stop_signalled`` and
+#: ``stop_signals``. A plain list: a handler must take no lock (an Event's ``set()`` does; a second signal inside it
+#: hung the process), and ``append`` is one step (a count's ``+= 1`` could lose a signal that came inside it).
+_stop_signalled: list[int] = []
 
 
 @contextmanager
@@ -323,10 +328,10 @@ def stop_signals_as_interrupt() -> Iterator[None]:
     """
 
     def handler(signum: int, frame: object) -> None:
-        _stop_signalled[0] = True
+        _stop_signalled.append(signum)
         raise KeyboardInterrupt
 
-    _stop_signalled[0] = False
+    _stop_signalled.clear()
     signals = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not a host's own (e.g. a notebook's)
         signals.append(signal.SIGINT)
@@ -343,10 +348,15 @@ def stop_signals_as_interrupt() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-        _stop_signalled[0] = False
+        _stop_signalled.clear()
 
 
 def raise_if_stop_signalled() -> None:
     """Raise KeyboardInterrupt if a stop signal came whose own KeyboardInterrupt Python dropped."""
-    if _stop_signalled[0]:
+    if _stop_signalled:
         raise KeyboardInterrupt
+
+
+def stop_signals() -> int:
+    """How many stop signals came since ``stop_signals_as_interrupt`` began."""
+    return len(_stop_signalled)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -110,6 +111,57 @@ def test_a_second_sigterm_kills_at_once(tmp_path: Path) -> None:
     finally:
         worker.stop()
         server.stop()
+
+
+def _fill(fd: int) -> None:
+    """Fill the pipe whose write end is ``fd``, so the next write to it blocks until someone reads."""
+    os.set_blocking(fd, False)  # the description is shared with the child: blocking again before it writes
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    finally:
+        os.set_blocking(fd, True)
+
+
+def _drain(fd: int) -> None:
+    """Read the pipe whose read end is ``fd`` until every writer closed it."""
+    while os.read(fd, 65536):
+        pass
+
+
+def _blocked_writing_to_a_pipe(pid: int) -> bool:
+    return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()  # pipe_write, anon_pipe_write (newer kernels)
+
+
+def test_a_second_sigterm_while_it_says_stopping_kills_at_once(tmp_path: Path) -> None:
+    """A second SIGTERM that came while ``ragscore worker`` printed "stopping: ..." (its stderr a full pipe here: a
+    slow terminal, a log collector) was lost: a full warm stop followed, waiting for the running task."""
+    server = RedisProcess(tmp_path / "redis").start()
+    read_end, write_end = os.pipe()
+    worker = WorkerProcess(server.url, "code", tmp_path / "home", concurrency=1)
+    worker.proc = subprocess.Popen(worker.args, env=worker.env, cwd=ROOT, start_new_session=True, stderr=write_end)
+    try:
+        store = connect(server.url)
+        code = "import time; time.sleep(600); print('done')"
+        run_id = submit(write_jsonl(tmp_path / "rows.jsonl", [{"id": "slow", "code": code}]), _suite(), store).run_id
+        assert until(_task_running, 60), "the code task never started"
+        below = _tree(worker.proc.pid)
+        _fill(write_end)
+        assert not _blocked_writing_to_a_pipe(worker.proc.pid)
+        worker.proc.send_signal(signal.SIGTERM)
+        assert until(lambda: _blocked_writing_to_a_pipe(worker.proc.pid), 60), "it never said it was stopping"
+        worker.proc.send_signal(signal.SIGTERM)  # it is inside the print
+        threading.Thread(target=_drain, args=(read_end,), daemon=True).start()  # its prints go on
+        assert worker.proc.wait(timeout=60) == 0  # a warm stop waits up to --stop-timeout (minutes): the 600 s task
+        assert until(lambda: not _alive(below), 30), f"left running: {_alive(below)}"
+        assert not store.progress(run_id).get("done"), "the task cannot have finished"
+    finally:
+        os.close(write_end)
+        worker.stop()
+        server.stop()
+        os.close(read_end)
 
 
 def _python(tmp_path: Path, script: str) -> subprocess.Popen[str]:
