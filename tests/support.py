@@ -52,11 +52,13 @@ def free_port() -> int:
 
 
 class RedisProcess:
-    """A real redis-server on a free loopback port, with its data in ``data_dir``."""
+    """A real redis-server on a free loopback port, with its data in ``data_dir``; ``tls``: also a TLS port
+    (``tls_port``), the ``--tls-*`` file options being the caller's."""
 
-    def __init__(self, data_dir: Path, *extra: str) -> None:
+    def __init__(self, data_dir: Path, *extra: str, tls: bool = False) -> None:
         self.data_dir = data_dir
         self.port = free_port()
+        self.tls_port = free_port() if tls else None
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = False
@@ -65,15 +67,19 @@ class RedisProcess:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def _ports(self) -> list[str]:
+        return ["--port", str(self.port), *(["--tls-port", str(self.tls_port)] if self.tls_port else [])]
+
     def start_without_ping(self) -> RedisProcess:
         """Start it and wait until it listens (also servers a plain client cannot ping: TLS-only, password). Its
-        first start takes another free port when the one named was taken meanwhile (free_port only names one)."""
+        first start takes other free ports when one named was taken meanwhile (free_port only names one), for
+        each port it binds (``--port``, ``--tls-port``)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = self.data_dir / "redis-server.log"
         for _ in range(3):
             if not self.started:
                 log.unlink(missing_ok=True)  # what this start says, not an earlier one
-            args = [find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
+            args = [find_redis_server(), *self._ports(), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
                     "--save", "", "--appendonly", "no", "--logfile", str(log), *self.extra]  # fmt: skip
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if not until(self._listening_or_gone, 60):
@@ -85,6 +91,7 @@ class RedisProcess:
             if self.started or "Address already in use" not in said:
                 raise RuntimeError(f"redis-server exited at once: {args}\n{said[-2000:]}")
             self.port = free_port()
+            self.tls_port = self.tls_port and free_port()
         raise RuntimeError(f"redis-server found no free port: {args}")
 
     def _listening_or_gone(self) -> bool:

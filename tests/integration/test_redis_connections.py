@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import threading
 import time
@@ -46,14 +47,12 @@ def test_password_and_tls_broker_urls_work_and_the_password_is_never_written(tmp
     the run store alike: redis-py, the run store's client, refused it once ("Invalid SSL Certificate Requirements
     Flag")."""
     certs = _certificates(tmp_path)
-    tls_port = free_port()
     server = RedisProcess(
-        tmp_path / "redis", "--port", "0", "--tls-port", str(tls_port), "--tls-cert-file", str(certs["crt"]),
-        "--tls-key-file", str(certs["key"]), "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no",
-        "--requirepass", PASSWORD,
+        tmp_path / "redis", "--port", "0", "--tls-cert-file", str(certs["crt"]), "--tls-key-file", str(certs["key"]),
+        "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no", "--requirepass", PASSWORD, tls=True,
     )  # fmt: skip
     server.start_without_ping()
-    url = f"rediss://:{PASSWORD}@127.0.0.1:{tls_port}/0?ssl_cert_reqs=CERT_REQUIRED&ssl_ca_certs={certs['ca']}"
+    url = f"rediss://:{PASSWORD}@127.0.0.1:{server.tls_port}/0?ssl_cert_reqs=CERT_REQUIRED&ssl_ca_certs={certs['ca']}"
     worker = WorkerProcess(url, "cpu", tmp_path / "home", concurrency=1).start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(300, seed=2))
@@ -70,6 +69,27 @@ def test_password_and_tls_broker_urls_work_and_the_password_is_never_written(tmp
     finally:
         worker.stop()
         server.stop()
+
+
+def test_the_tests_tls_redis_takes_other_ports_when_its_tls_port_was_taken(tmp_path: Path) -> None:
+    """The TLS tests' Redis retried a port taken between free_port() and its bind only for --port: one taken
+    --tls-port failed the test (another test's server took it on a loaded box)."""
+    certs = _certificates(tmp_path)
+    server = RedisProcess(
+        tmp_path / "redis", "--tls-cert-file", str(certs["crt"]), "--tls-key-file", str(certs["key"]),
+        "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no", tls=True,
+    )  # fmt: skip
+    taken = server.tls_port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken))
+        holder.listen()
+        try:
+            server.start_without_ping()
+            assert server.tls_port != taken
+            tls = f"rediss://127.0.0.1:{server.tls_port}/0?ssl_cert_reqs=required&ssl_ca_certs={certs['ca']}"
+            assert probe_redis(tls) is None
+        finally:
+            server.stop()
 
 
 def test_a_redis_restart_mid_run_with_aof_finishes_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,19 +155,18 @@ def test_tls_mistakes_are_named_by_what_to_change(tmp_path: Path) -> None:
     certs = _certificates(tmp_path)
     (tmp_path / "other").mkdir()
     other_ca = _certificates(tmp_path / "other")["ca"]  # a CA that did not sign the server's certificate
-    tls_port = free_port()
     server = RedisProcess(
-        tmp_path / "redis", "--tls-port", str(tls_port), "--tls-cert-file", str(certs["crt"]),
-        "--tls-key-file", str(certs["key"]), "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no",
+        tmp_path / "redis", "--tls-cert-file", str(certs["crt"]), "--tls-key-file", str(certs["key"]),
+        "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no", tls=True,
     ).start_without_ping()  # fmt: skip
-    tls = f"rediss://127.0.0.1:{tls_port}/0?ssl_cert_reqs=required&ssl_ca_certs="
+    tls = f"rediss://127.0.0.1:{server.tls_port}/0?ssl_cert_reqs=required&ssl_ca_certs="
     try:
         with pytest.raises(ConfigError, match="ssl_ca_certs=/no/such/ca.pem names no file on"):
             probe_redis(tls + "/no/such/ca.pem")
         with pytest.raises(BrokerError, match="its TLS certificate was not accepted .*ssl_ca_certs must name the CA"):
             probe_redis(tls + str(other_ca))
         assert probe_redis(tls + str(certs["ca"])) is None
-        plain_to_tls = probe_redis(f"redis://127.0.0.1:{tls_port}/0")
+        plain_to_tls = probe_redis(f"redis://127.0.0.1:{server.tls_port}/0")
         assert plain_to_tls and "its URL is rediss://" in plain_to_tls
         tls_to_plain = probe_redis(f"rediss://127.0.0.1:{server.port}/0?ssl_cert_reqs=none")
         assert tls_to_plain and "its URL is redis://, not rediss://" in tls_to_plain
