@@ -50,19 +50,32 @@ def _until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
         time.sleep(0.5)
 
 
-@pytest.fixture(scope="module")
-def flower(cluster: str) -> Iterator[str]:
-    port = free_port()
+def _start_flower(cluster: str) -> tuple[subprocess.Popen[str], str]:
+    """``ragscore flower`` up and answering its healthcheck, and its base URL; on another free port when the one
+    named was taken between free_port() and Flower's bind (free_port only names one)."""
     env = {**os.environ, "FLOWER_BASIC_AUTH": AUTH, "FLOWER_MAX_TASKS": "54321"}
     env.pop("RAGSCORE_BROKER_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", cluster, "--port", str(port),
-         "--task_runtime_metric_buckets=0.5,7,30"],  # any other Flower option is passed on
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", cluster, "--port", str(port),
+             "--task_runtime_metric_buckets=0.5,7,30"],  # any other Flower option is passed on
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        _until(lambda p=proc, b=base: p.poll() is not None or _get(b + "/healthcheck", auth=None) == (200, "OK"))
+        if proc.poll() is None:
+            return proc, base
+        said = proc.stdout.read() if proc.stdout else ""
+        if "Address already in use" not in said:
+            raise AssertionError(f"ragscore flower exited with {proc.returncode}:\n{said[-3000:]}")
+    raise AssertionError("ragscore flower found no free port")
+
+
+@pytest.fixture(scope="module")
+def flower(cluster: str) -> Iterator[str]:
+    proc, base = _start_flower(cluster)
     try:
-        _until(lambda: _get(base + "/healthcheck", auth=None) == (200, "OK"))
         # FLOWER_MAX_TASKS is honoured (Flower reads its command line after the environment: not overridden)
         assert "--max_tasks=54321" in psutil.Process(proc.pid).cmdline()
         assert "--task_runtime_metric_buckets=0.5,7,30" in psutil.Process(proc.pid).cmdline()
