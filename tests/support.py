@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _tcp_ports(args: list[str]) -> set[int]:
+    """The TCP ports a ``redis-server`` with these arguments binds: its last ``--port`` and ``--tls-port`` (as for
+    redis-server, a later one wins: a caller's ``--port 0`` binds none)."""
+    named = dict(zip(args, args[1:], strict=False))  # each argument to the next: a repeated option's last value
+    return {port for option in ("--port", "--tls-port") if (port := int(named.get(option, "0")))}
+
+
 class RedisProcess:
     """A real redis-server on a free loopback port, with its data in ``data_dir``; ``tls``: also a TLS port
     (``tls_port``), the ``--tls-*`` file options being the caller's."""
@@ -82,7 +90,7 @@ class RedisProcess:
             args = [find_redis_server(), *self._ports(), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
                     "--save", "", "--appendonly", "no", "--logfile", str(log), *self.extra]  # fmt: skip
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if not until(self._listening_or_gone, 60):
+            if not until(partial(self._listening_or_gone, _tcp_ports(args)), 60):
                 raise RuntimeError(f"redis-server did not listen within 60 s: {args}")
             if self.proc.poll() is None:
                 self.started = True
@@ -94,15 +102,19 @@ class RedisProcess:
             self.tls_port = self.tls_port and free_port()
         raise RuntimeError(f"redis-server found no free port: {args}")
 
-    def _listening_or_gone(self) -> bool:
-        """It listens on a TCP port (it is up, though a client may not ping it), or it has exited."""
+    def _listening_or_gone(self, ports: set[int]) -> bool:
+        """It listens on every TCP port in ``ports`` (it is up, though a client may not ping it), or it has exited.
+        Every port, not any: redis-server binds them one at a time and exits when a later one is taken, listening on
+        the earlier ones meanwhile (seen as up, a start kept a taken --tls-port on a loaded box)."""
         assert self.proc is not None
         if self.proc.poll() is not None:
             return True
         try:
-            return any(c.status == psutil.CONN_LISTEN for c in psutil.Process(self.proc.pid).net_connections("tcp"))
+            connections = psutil.Process(self.proc.pid).net_connections("tcp")
         except psutil.NoSuchProcess:
             return True
+        listening = {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN}
+        return bool(listening) and ports <= listening
 
     def start(self) -> RedisProcess:
         self.start_without_ping()
