@@ -59,23 +59,25 @@ def test_the_soft_time_limit_asks_no_judge_the_batch_had_not_asked_yet(
     and its verdict thrown away (the rows get the time limit's error), each row was counted done in the run's progress
     as it ended, and a queue longer than the 60 s to the hard limit had the process killed: the chunk acked as failed,
     not redelivered, its marks left counting rows never written until a stall recovery resumed the run."""
-    import time
-
     from ..unit.test_time_limit import soft_time_limit_in
 
     fake.latency_s = 0.5
     suite = judge_suite([{"name": "answer_accuracy", "params": {"concurrency": 1, "cache": False}}], fake, model)
     rows = [Row.model_validate({"id": f"q{i}", "question": "Q?", "reference": "r", "answer": "a [[rating=4]]"})
             for i in range(6)]  # fmt: skip
-    told: list[float] = []
-    ctx = RunContext(
-        run_id="t-pool-limit", suite=suite, redis=rclient, scored=lambda r, o: told.append(time.monotonic())
-    )
+    told: list[str] = []
+    ctx = RunContext(run_id="t-pool-limit", suite=suite, redis=rclient, scored=lambda r, o: told.append(r.id))
     metrics = [parse_spec(MetricSpec.model_validate(spec)) for spec in suite.metrics]
-    start = time.monotonic()
-    with pytest.raises(SoftTimeLimitExceeded), soft_time_limit_in(1.0):
+    at_limit: dict[str, int] = {}  # what was asked and told the moment the limit was raised, whenever that was
+
+    def note_the_limit() -> None:
+        at_limit.update(asked=fake.stats().get("requests", 0), told=len(told))
+
+    with pytest.raises(SoftTimeLimitExceeded), soft_time_limit_in(1.0, note_the_limit):
         score_rows(rows, metrics, ctx)
-    elapsed = time.monotonic() - start
-    assert fake.stats().get("requests", 0) <= 3, fake.stats()  # ~2 asked by then, at most the one in flight more
-    assert elapsed < 3.0, elapsed  # not the 6 s of the 12 calls
-    assert not [t for t in told if t - start > 2.0]  # no row said scored long after the limit
+    # Counted from the limit's moment, not from the clock: a loaded machine raises it later, asks fewer before it.
+    # After it, only the call in flight (one at a time) may end: it may not have reached the fake yet, and it may
+    # be its row's last judge. The pool left to run its queued jobs asked all 12, and told every row as it ended.
+    assert at_limit and at_limit["asked"] < 12, at_limit
+    assert fake.stats().get("requests", 0) <= at_limit["asked"] + 1, (at_limit, fake.stats())
+    assert len(told) <= at_limit["told"] + 1, (at_limit, told)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -49,10 +49,12 @@ def test_a_chunk_out_of_time_keeps_the_items_it_scored_and_fails_the_rest(
 
 
 @contextmanager
-def soft_time_limit_in(seconds: float) -> Iterator[None]:
-    """Celery's soft time limit, raised in this (the main) thread after ``seconds``, as a prefork pool raises it."""
+def soft_time_limit_in(seconds: float, on_limit: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Celery's soft time limit, raised in this (the main) thread after ``seconds``, as a prefork pool raises it;
+    ``on_limit`` runs (in the main thread) the moment it is raised: what a test reads of the limit's moment."""
 
     def raise_time_limit(*_: Any) -> None:
+        on_limit()
         raise SoftTimeLimitExceeded()
 
     old = signal.signal(signal.SIGUSR1, raise_time_limit)
