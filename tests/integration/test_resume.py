@@ -143,27 +143,32 @@ def test_a_resume_that_fails_leaves_the_run_as_it_was(tmp_path: Path, cluster: s
     assert store.state(sub.run_id) == RunState.FINISHED
 
 
-def _expired_keys(store: RunStore) -> Callable[[], set[str]]:
-    """Subscribes to the store's expired-key events (from now on); the returned call reads the keys expired so far."""
+def _expired_keys(store: RunStore) -> Callable[[str], bool]:
+    """Subscribes to the store's expired-key events (from now on); the returned call says whether ``key`` has
+    expired, waiting for its event (Redis sends it as it removes the key, before it answers the read that found
+    it gone): a key deleted, not expired, waits the 30 s out and is not."""
     store.r.config_set("notify-keyspace-events", "Ex")
     pubsub = store.r.pubsub()
     pubsub.subscribe(f"__keyevent@{store.r.connection_pool.connection_kwargs.get('db', 0)}__:expired")
     seen: set[str] = set()
 
-    def read() -> set[str]:
-        while (message := pubsub.get_message(timeout=0.5)) is not None:
-            if message["type"] == "message":
+    def expired(key: str) -> bool:
+        deadline = time.monotonic() + 30
+        while key not in seen and time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=1.0)
+            if message is not None and message["type"] == "message":
                 data = message["data"]
                 seen.add(data.decode() if isinstance(data, bytes) else data)
-        return seen
+        return key in seen
 
-    return read
+    return expired
 
 
-def _expires_within(store: RunStore, key: str, seconds: int, expired: Callable[[], set[str]]) -> bool:
-    """Whether ``key`` has a TTL of at most ``seconds``, or has expired (not been deleted) already."""
-    ttl = store.r.ttl(key)
-    return 0 < ttl <= seconds or (ttl == -2 and key in expired())
+def _expires_within(store: RunStore, key: str, seconds: int, expired: Callable[[str], bool]) -> bool:
+    """Whether ``key`` has a TTL of at most ``seconds``, or has expired (not been deleted) already. In ms: ``TTL``
+    rounds, and says 0 for a key with under half a second left."""
+    ttl_ms = store.r.pttl(key)
+    return 0 <= ttl_ms <= seconds * 1000 or (ttl_ms == -2 and expired(key))
 
 
 def test_a_run_that_lasts_longer_than_the_ttl_keeps_its_meta_and_ids(
