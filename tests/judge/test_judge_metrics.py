@@ -195,8 +195,10 @@ def test_half_an_emoji_in_a_row_is_judged_and_its_reply_cached(
 def test_openai_compatible_endpoint_and_many_calls_in_flight(rclient: redis.Redis, keys: str, model: str) -> None:
     """Concurrency 8: the 16 calls go in two rounds of 8 at once. The fake holds each reply until 8 calls are in
     flight together (or 60 s have passed, then answers at once): the rounds are seen, not inferred from a wall-clock
-    bound that a loaded machine breaks. One call at a time, or a pool smaller than asked, never fills a round; a pool
-    that ignores the setting has all 16 in flight."""
+    bound that a loaded machine breaks. One call at a time, or a pool smaller than asked, never fills a round. The
+    upper bound is weaker: a pool larger than asked fails ``max_in_flight == 8`` only when a 9th call reaches the fake
+    before a round is answered (with 16 threads it did not here: each round is answered the moment its 8th call is in).
+    """
     rounds = threading.Barrier(8, timeout=60)
 
     def responder(prompt: str, nth: int) -> None:
