@@ -6,11 +6,13 @@ import difflib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
+from ragscore_workers.counts import close_names
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
@@ -30,9 +32,19 @@ def _read(path: Path) -> Any:
         raise ConfigError(f"Suite {path} is not a file (give a suite's .yaml or .json)")
     text = path.read_text(encoding="utf-8")
     try:
-        return json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        return json.loads(text) if path.suffix.lower() == ".json" else _yaml(text, path)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: cannot parse the suite: {exc}") from exc
+
+
+def _yaml(text: str, path: Path) -> Any:
+    """``yaml.safe_load`` of the text, its errors naming the file (not ``<unicode string>``), the line shown."""
+    loader = yaml.SafeLoader(text)
+    loader.name = str(path)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def _non_finite(value: Any, where: str = "") -> str | None:
@@ -45,6 +57,36 @@ def _non_finite(value: Any, where: str = "") -> str | None:
         if (found := _non_finite(item, f"{where}.{key}" if where else str(key))) is not None:
             return found
     return None
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One of pydantic's errors as ``where: message``; an unknown key with the known ones most like it
+    (``judge.rmp: Extra inputs are not permitted (did you mean 'rpm'?)``)."""
+    where = ".".join(str(p) for p in error["loc"]) or "suite"
+    if error["type"] == "extra_forbidden" and (model := _model_at(Suite, error["loc"][:-1])) is not None:
+        if close := close_names(str(error["loc"][-1]), model.model_fields):
+            return f"{where}: {error['msg']} (did you mean {' or '.join(repr(c) for c in close)}?)"
+    return f"{where}: {error['msg']}"
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model of the suite's section at ``loc`` (``("targets", 0, "request")``), or None for a plain value."""
+    for step in loc:
+        if isinstance(step, int):  # an entry of a list: the list's field named the model already
+            continue
+        field = model.model_fields.get(step)
+        found = _model_in(field.annotation) if field is not None else None
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds (``TargetConfig`` of ``list[TargetConfig]`` or ``TargetConfig | None``), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for arg in get_args(annotation) if (m := _model_in(arg)) is not None), None)
 
 
 def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
@@ -62,7 +104,7 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'suite'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(_problem(e) for e in exc.errors())
         # from None: pydantic's own text shows each refused value (input_value=...), a credential among them, in
         # every traceback of this error (evaluate() in a notebook or a script); the problems are all said here.
         raise ConfigError(f"Invalid suite: {problems}") from None

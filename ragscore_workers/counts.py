@@ -1,12 +1,13 @@
 """A count and its noun as messages and reports write it: ``1 item``, ``1,200 items``; a list cut short: ``a, b and
-3 more``. Here, not in the orchestrator, so that worker messages (which never import the orchestrator) say counts
-the same way."""
+3 more``; a typo's "did you mean" names. Here, not in the orchestrator, so that worker messages (which never import
+the orchestrator) say them the same way."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 
-__all__ = ["agree", "and_more", "counted", "counted_of", "listed", "noun", "noun_names"]
+__all__ = ["agree", "and_more", "close_names", "counted", "counted_of", "listed", "noun", "noun_names"]
 
 
 def agree(n: int, one: str, many: str) -> str:
@@ -60,3 +61,8 @@ def listed(
     if not shown:
         return counted(rest, more) if more else f"{rest:,} more"
     return f"{shown} {and_more(rest, more)}"
+
+
+def close_names(name: str, known: Iterable[str]) -> list[str]:
+    """The names of ``known`` most like ``name`` (a typo's "did you mean"), best first."""
+    return difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)

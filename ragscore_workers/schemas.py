@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from .counts import noun, noun_names
+from .counts import close_names, noun, noun_names
 from .redaction import credential_name, query_secret_names, secret_query_param, url_password_spans, userinfo_span
 
 __all__ = [
@@ -360,6 +360,12 @@ class MetricSpec(BaseModel):
         if isinstance(value, str):
             return {"name": value}
         if isinstance(value, dict) and (flat := sorted(set(value) - {"name", "params"})):
+            if typos := {key: close[0] for key in flat if (close := close_names(key, ["name", "params"]))}:
+                said = ", ".join(f"{key} (did you mean {word!r}?)" for key, word in typos.items())  # param: {k: [1]}
+                raise PydanticCustomError(
+                    "misspelt_key", "{said}: a metric is written {example}",
+                    {"said": said, "example": "{name: ..., params: {...}}"},
+                )  # fmt: skip
             if "name" not in value and len(value) == 1:  # {recall_at_k: {k: [1, 5]}}: the metric as the key
                 example = f"{{name: {flat[0]}, params: {{...}}}}"
             else:

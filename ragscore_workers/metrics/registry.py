@@ -13,9 +13,8 @@ A function returns one ``MetricResult`` (output named like the metric) or a dict
 
 from __future__ import annotations
 
-import difflib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
-from ..counts import noun
+from ..counts import close_names, noun
 from ..errors import ConfigError, UnknownMetricError
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
 from ._params import booleans_read_as_numbers
@@ -233,11 +232,6 @@ def _param_names(model: type[BaseModel]) -> set[str]:
                 elif isinstance(choice, AliasPath) and isinstance(choice.path[0], str):  # its first key is a param
                     names.add(choice.path[0])
     return names
-
-
-def close_names(name: str, known: Iterable[str]) -> list[str]:
-    """The names of ``known`` most like ``name`` (a typo's "did you mean"), best first."""
-    return difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
 
 
 _REGISTRY: dict[str, MetricDef] = {}

@@ -45,6 +45,18 @@ def test_an_outputs_name_given_as_a_metric_names_the_metric_that_makes_it(name: 
         ({"metrics": [{"name": "recall_at_k", "k": [1]}]}, r"k: a metric is written \{name: recall_at_k, params: \{k"),
         ({"metrics": [{"recall_at_k": {"k": [1]}}]}, r"recall_at_k: a metric is written \{name: recall_at_k, params"),
         ({"metrics": ["exact_match"], "judge": {"api_key": "gsk_x"}}, "api_key: keys come from the environment only"),
+        # A misspelt key names the one it looks like, in every section (it said only "Extra inputs are not permitted").
+        (
+            {"metrics": [{"name": "recall_at_k", "param": {"k": [1]}}]},
+            r"param \(did you mean 'params'\?\): a metric is",
+        ),
+        ({"metric": ["exact_match"]}, r"metric: Extra inputs are not permitted \(did you mean 'metrics'\?\)"),
+        ({"metrics": ["exact_match"], "chunk_sise": {"cpu": 5}}, r"chunk_sise: Extra .* \(did you mean 'chunk_size'\?"),
+        ({"metrics": ["exact_match"], "judge": {"rmp": 60}}, r"judge\.rmp: Extra .* \(did you mean 'rpm' or 'rpd'\?\)"),
+        (
+            {"metrics": ["exact_match"], "targets": [{"system": "a", "url": "https://rag.example", "reqest": {}}]},
+            r"targets\.0\.reqest: Extra inputs are not permitted \(did you mean 'request'\?\)",
+        ),
     ],
 )
 def test_bad_suites_raise_config_error(suite: object, message: str) -> None:
@@ -156,8 +168,9 @@ def test_suite_files_yaml_and_json(tmp_path: Path) -> None:
         load_suite(tmp_path / "nope.yaml")
     broken = tmp_path / "b.yaml"
     broken.write_text("metrics: [exact_match\n")
-    with pytest.raises(ConfigError, match="cannot parse the suite"):
+    with pytest.raises(ConfigError, match="cannot parse the suite") as info:
         load_suite(broken)
+    assert f'in "{broken}", line 2' in str(info.value) and "<unicode string>" not in str(info.value)
 
 
 def test_a_yaml_gate_written_with_an_unquoted_on_key_reads_as_on(tmp_path: Path) -> None:
