@@ -93,7 +93,9 @@ def wilson_ci(successes: int, n: int) -> list[float] | None:
     p, z2 = successes / n, Z95 * Z95
     center = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return [max(0.0, center - half), min(1.0, center + half)]
+    # exact at the ends: none passed is a lower bound of 0, all passed an upper bound of 1 (not 6.9e-18 from rounding)
+    low = 0.0 if successes == 0 else max(0.0, center - half)
+    return [low, 1.0 if successes == n else min(1.0, center + half)]
 
 
 def mean_ci(values: np.ndarray) -> list[float] | None:

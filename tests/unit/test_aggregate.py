@@ -107,6 +107,8 @@ def test_pass_fail_outputs_get_the_wilson_interval_which_stays_honest_at_small_n
     # Reference values (Wilson 1927; e.g. statsmodels proportion_confint(method="wilson")).
     assert wilson_ci(3, 3) == pytest.approx([0.43850, 1.0], abs=1e-5)
     assert wilson_ci(0, 10) == pytest.approx([0.0, 0.27753], abs=1e-5)
+    # the bounds at the ends are exact: summary.json said a lower bound of 6.938893903907228e-18 for 0 of 49
+    assert all(wilson_ci(0, n)[0] == 0.0 and wilson_ci(n, n)[1] == 1.0 for n in range(1, 2000))  # type: ignore[index]
     assert wilson_ci(600, 1000) == pytest.approx([0.56931, 0.62993], abs=1e-5)
     assert wilson_ci(0, 0) is None
     three_right = summarize("run", [ItemResult(id=str(i), metrics={"exact_match": MetricResult(score=1.0)})
