@@ -364,7 +364,7 @@ class MetricSpec(BaseModel):
                 said = ", ".join(f"{key} (did you mean {word!r}?)" for key, word in typos.items())  # param: {k: [1]}
                 raise PydanticCustomError(
                     "misspelt_key", "{said}: a metric is written {example}",
-                    {"said": said, "example": "{name: ..., params: {...}}"},
+                    {"said": said, "example": f"{{name: {value.get('name', '...')}, params: {{...}}}}"},
                 )  # fmt: skip
             if "name" not in value and len(value) == 1:  # {recall_at_k: {k: [1, 5]}}: the metric as the key
                 example = f"{{name: {flat[0]}, params: {{...}}}}"

@@ -48,7 +48,7 @@ def test_an_outputs_name_given_as_a_metric_names_the_metric_that_makes_it(name: 
         # A misspelt key names the one it looks like, in every section (it said only "Extra inputs are not permitted").
         (
             {"metrics": [{"name": "recall_at_k", "param": {"k": [1]}}]},
-            r"param \(did you mean 'params'\?\): a metric is",
+            r"param \(did you mean 'params'\?\): a metric is written \{name: recall_at_k, params: \{\.\.\.\}\}",
         ),
         ({"metric": ["exact_match"]}, r"metric: Extra inputs are not permitted \(did you mean 'metrics'\?\)"),
         ({"metrics": ["exact_match"], "chunk_sise": {"cpu": 5}}, r"chunk_sise: Extra .* \(did you mean 'chunk_size'\?"),
