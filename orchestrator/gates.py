@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ragscore_workers.counts import agree, counted, counted_of, listed
+from ragscore_workers.counts import agree, close_names, counted, counted_of, listed
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
@@ -150,7 +150,7 @@ def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
     """ConfigError (with "did you mean") for a gate on a metric output the suite does not produce."""
     for gate in gates:
         if gate.metric not in outputs:
-            close = difflib.get_close_matches(gate.metric, outputs, n=3, cutoff=0.6)
+            close = close_names(gate.metric, outputs)
             hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
             raise ConfigError(
                 f"Gate {str(gate)!r} names {gate.metric!r}, which the suite does not produce.{hint} "
