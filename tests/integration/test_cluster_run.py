@@ -301,6 +301,11 @@ def _status_rate(store: RunStore, run_id: str) -> float | None:
     return row["rate"]
 
 
+def _worked_at(store: RunStore, run_id: str) -> float:
+    """When the run's work was last done: its ``progress_at`` (the store's clock, whole seconds cut down)."""
+    return float(store.meta(run_id)["progress_at"])
+
+
 def _slow_rows(n: int) -> list[dict[str, object]]:
     """Rows of ``slow_exact`` at 50 ms each: one worker process does at most 20 a second."""
     return [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 50}} for i in range(n)]
@@ -336,7 +341,11 @@ def test_a_run_queued_behind_another_runs_messages_has_its_status_rate_from_when
     for run_id, items in ((first, 160), (second, 60)):
         assert wait(store, run_id, timeout_s=180).items == items
     pace = 1000 / 50  # at most: the worker sleeps 50 ms an item
-    assert 0.5 * pace < _status_rate(store, second) <= pace, _status_rate(store, second)
+    # Its work began once the worker had done the first run's (one process, first come first served), and ended
+    # within the second after its own last work: 60 units in no longer than that. Counted from its submission, its
+    # rate took in the first run's work too (160 units ahead of its 60): well under this, however loaded the machine.
+    at_most_s = _worked_at(store, second) + 1.0 - _worked_at(store, first)
+    assert 60 / at_most_s < _status_rate(store, second) <= pace, (_status_rate(store, second), at_most_s)
 
 
 def test_a_resumed_runs_status_rate_is_its_own_attempts_work_over_its_own_time(
@@ -353,10 +362,14 @@ def test_a_resumed_runs_status_rate_is_its_own_attempts_work_over_its_own_time(
     cancel(store, run_id)
     assert wait(store, run_id, timeout_s=60).state == RunState.CANCELLED
     time.sleep(8.0)  # not at work
+    left = 100 - store.progress(run_id).get("done", 0)  # the resumed attempt's units
     resume(store, run_id)
     assert wait(store, run_id, timeout_s=120).state == RunState.FINISHED
     pace = 1000 / 50
-    assert 0.5 * pace < _status_rate(store, run_id) <= pace, _status_rate(store, run_id)
+    # The attempt's work began after the resume and ended within the second after its last work: its units in no
+    # longer than that. Counted since the first submission, the pause included, its rate was well under this.
+    at_most_s = _worked_at(store, run_id) + 1.0 - float(store.meta(run_id)["resumed_at"])
+    assert left / at_most_s < _status_rate(store, run_id) <= pace, (_status_rate(store, run_id), left, at_most_s)
 
 
 def test_a_run_queued_behind_another_runs_messages_has_its_live_rate_from_when_its_work_began(
@@ -375,11 +388,16 @@ def test_a_run_queued_behind_another_runs_messages_has_its_live_rate_from_when_i
     second = submit(write_jsonl(tmp_path / "second.jsonl", _slow_rows(60)), suite, store).run_id
     out = io.StringIO()
     assert wait(store, second, timeout_s=180, progress=PlainProgress(out)).items == 60
+    followed_s = time.time()  # the last line's rate counts to a poll before this
     assert wait(store, first, timeout_s=60).items == 160
     match = re.search(r" ([\d.]+)/s ETA ", out.getvalue().splitlines()[-1])
     assert match, out.getvalue()
     pace = 1000 / 50  # at most: the worker sleeps 50 ms an item
-    assert 0.5 * pace < float(match.group(1)) <= pace, out.getvalue()
+    # Its work began once the worker had done the first run's (one process, first come first served): 60 units in no
+    # longer than from then to the end of the following. From the start of the following, the first run's work too.
+    at_most_s = followed_s - _worked_at(store, first)
+    least = float(f"{60 / at_most_s:.1f}")  # as the line shows a rate: one decimal
+    assert least <= float(match.group(1)) <= pace, (at_most_s, out.getvalue())
 
 
 def test_a_run_queued_behind_another_runs_messages_says_so_until_its_work_begins(
