@@ -28,6 +28,7 @@ import redis
 from pydantic_core import PydanticSerializationError
 from redis.commands.core import Script
 
+from ragscore_workers.acl import BROKER, STORE, Role
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted, counted_of
@@ -163,13 +164,15 @@ def connect(
     # that reads its queues: its client retried a wrong password ~20 s, then failed with redis-py's raw error.
     # Each Redis is named by its role only where they are two servers (not the embedded one's database 0 and lane,
     # whose store URL the user never set).
+    # Each user is checked for what it does (acl.lacking): the store's for the store, the broker's for the queues.
     apart = _broker_apart(broker_url, settings)
-    named = [(store_url, STORE_REDIS if apart else "Redis")]
     one = not apart and _database(broker_url) == _database(store_url)  # one database and user, however written
-    if not one and (sends or (queues and not apart)):
-        named.append((broker_url, "the broker's Redis" if apart else "Redis"))
-    for url, what in named:  # each Redis its own window: one slow to come up leaves the next its retries
-        _reach(url, what)
+    queued = sends or (queues and not apart)  # what reads a broker apart probes it itself (reach_broker)
+    named = [(store_url, STORE_REDIS if apart else "Redis", (BROKER, STORE) if one and queued else (STORE,))]
+    if not one and queued:
+        named.append((broker_url, "the broker's Redis" if apart else "Redis", (BROKER,)))
+    for url, what, roles in named:  # each Redis its own window: one slow to come up leaves the next its retries
+        _reach(url, what, roles)
     _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
     broker = None if one else redis_client(broker_url, STORE_READ_TIMEOUT_S)
     store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker,
@@ -181,14 +184,14 @@ def connect(
     return store
 
 
-def _reach(url: str, what: str) -> None:
+def _reach(url: str, what: str, roles: tuple[Role, ...]) -> None:
     """Return once the Redis at ``url`` answers, retried for CONNECT_RETRY_S; else BrokerError naming it as ``what``
-    (or probe_redis's errors: a wrong password, a database it lacks)."""
+    (or probe_redis's errors: a wrong password, a database it lacks, a user that may not do the work of ``roles``)."""
     deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
-    if problem := probe_redis(url, what):
+    if problem := probe_redis(url, what, roles):
         log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
                     CONNECT_RETRY_S)  # fmt: skip
-        if problem := _until_redis_answers(url, deadline, problem, what):
+        if problem := _until_redis_answers(url, deadline, problem, what, roles):
             raise cannot_use(url, what, problem)
 
 
@@ -214,7 +217,7 @@ def reach_broker(broker_url: str) -> None:
     (cancel, results of a cancelled run) only asks whether it can use the broker, and said so after connect's ~20 s
     of retries."""
     what = "the broker's Redis"
-    if problem := probe_redis(broker_url, what):
+    if problem := probe_redis(broker_url, what, (BROKER,)):
         raise cannot_use(broker_url, what, problem)
 
 
@@ -223,7 +226,7 @@ def broker_unreachable(broker_url: str) -> str | None:
     answer one ping (named with its redacted URL), or None (it answers): for what only adds to a view of the
     store."""
     try:
-        problem = probe_redis(broker_url, "the broker's Redis")
+        problem = probe_redis(broker_url, "the broker's Redis", (BROKER,))
     except (BrokerError, ConfigError) as exc:  # a wrong password, a database it lacks: said as they are
         return str(exc)
     if problem is None:
@@ -302,14 +305,16 @@ def _database(url: str) -> tuple[str, ...]:
     return (*_server(url), str(db), parsed.get("username") or "default", secret)
 
 
-def _until_redis_answers(url: str, deadline: float, problem: str, what: str = "Redis") -> str | None:
+def _until_redis_answers(
+    url: str, deadline: float, problem: str, what: str = "Redis", roles: tuple[Role, ...] = ()
+) -> str | None:
     """Ping ``url`` about once a second until ``deadline`` (``time.monotonic()``): None once it answers, else why
     it did not (a Redis that accepts and never replies times out each ping, bounded, instead of holding the run).
     ``problem``, why the first ping failed, is the answer when the deadline has passed already (that ping took
     the whole window): never None for a Redis not pinged again."""
     while time.monotonic() < deadline:
         time.sleep(1.0)
-        if (again := probe_redis(url, what)) is None:
+        if (again := probe_redis(url, what, roles)) is None:
             return None
         problem = again
     return problem

@@ -51,6 +51,7 @@ from urllib.parse import parse_qsl, urlsplit
 import redis
 from pydantic_core import PydanticSerializationError
 
+from .acl import Role, lacking
 from .commands import in_backticks, password_note
 from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
@@ -586,12 +587,14 @@ CLIENT_RETRIES = 8
 WORKER_READ_TIMEOUT_S = 60.0
 
 
-def probe_redis(url: str, what: str = "Redis") -> str | None:
+def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> str | None:
     """One ping without retries: None when Redis answers, else why not; BrokerError for a wrong password
     (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals), ConfigError
-    for a database the server lacks (never heals either). A host name that does not resolve is a why not, named as
-    such: it may resolve once its Redis is up (a docker compose service's, a Kubernetes pod's name). ``what`` names
-    the Redis in those errors (``the broker's Redis`` where the run store has one of its own)."""
+    for a database the server lacks (never heals either), and for an ACL user that may not do the work of ``roles``
+    (:func:`.acl.lacking`: the broker's, the run store's), which failed late with redis-py's raw NoPermissionError.
+    A host name that does not resolve is a why not, named as such: it may resolve once its Redis is up (a docker
+    compose service's, a Kubernetes pod's name). ``what`` names the Redis in those errors (``the broker's Redis``
+    where the run store has one of its own)."""
     from .errors import BrokerError, ConfigError
 
     try:
@@ -608,6 +611,8 @@ def probe_redis(url: str, what: str = "Redis") -> str | None:
         ) from exc
     try:
         probe.ping()
+        if roles and (refused := lacking(probe, roles)):
+            raise ConfigError(f"Cannot use {what} at {redact_url(url)}: {refused}")
         return None
     except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
         raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {exc} (check the password in the URL)") from exc

@@ -330,7 +330,7 @@ def test_urls_of_one_database_with_two_users_credentials_are_two_clients_each_pr
         with pytest.raises(BrokerError, match=f"at redis://broker:\\*\\*\\*@{base}") as refused:
             connect(f"redis://broker:wrong-pw@{base}", settings, sends=True)
         assert "wrong-pw" not in str(refused.value)
-        same = connect(f"redis://store:store-pw@localhost:{server.port}", settings, sends=True)
+        same = connect(f"redis://store:store-pw@localhost:{server.port}", settings)  # as broker it may not queue
         assert same.broker is same.r  # one user of one database, written two ways
     finally:
         server.stop()
@@ -373,6 +373,45 @@ def test_status_cancel_and_results_probe_a_broker_on_the_store_server_as_another
         assert said.returncode == exit_code, text
         assert text.startswith(f"Error: Cannot use the broker's Redis at {shown}: ") and refused in text, text
         assert f"Run {run_id} is cancelled" in text and "-pw" not in text, text
+    finally:
+        server.stop()
+
+
+def test_users_without_permission_on_ragscores_keys_are_refused_at_once_naming_what_they_lack(tmp_path: Path) -> None:
+    """An ACL user with the right password and no permission on ragscore's keys (``~other:*``) passed the probe:
+    `status RUN` then failed with redis-py's raw NoPermissionError (``LLEN cpu ... no permissions``), and a run
+    failed late. The broker's user and the store's are each refused at once (ConfigError, exit 2), saying which
+    user, what it may not run and the ACL rule it needs, the password hidden; nothing is queued or written."""
+    import redis
+
+    users = ["default off", "good on >good-pw ~* &* +@all", "broker on >broker-pw ~other:* &* +@all",
+             "store on >store-pw ~other:* &* +@all"]  # fmt: skip
+    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, broker, store_user = (f"redis://{u}:{u}-pw@{base}" for u in ("good", "broker", "store"))
+    home = tmp_path / "home"
+    try:
+        store = connect(good, get_settings(), sends=True)
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id
+        queued = store.r.llen("cpu")
+        broker_said = "its ACL user 'broker' may not run LPUSH cpu, BRPOP cpu, LLEN cpu"
+        for command in (["status", run_id], ["cancel", run_id]):
+            said = _ragscore(*command, home=home, RAGSCORE_BROKER_URL=broker, RAGSCORE_STORE_URL=good)
+            text = " ".join(said.stderr.split())
+            assert said.returncode == 2, (command, text)
+            assert text.startswith(f"Error: Cannot use Redis at redis://broker:***@{base}: {broker_said}"), text
+            assert "no permissions" in text and "ACL SETUSER broker ~* &* +@all" in text and "-pw" not in text, text
+        with pytest.raises(ConfigError, match=broker_said):
+            connect(broker, get_settings(), sends=True)  # its store the broker's user too
+        said = _ragscore("status", run_id, home=home, RAGSCORE_BROKER_URL=good, RAGSCORE_STORE_URL=store_user)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2, text
+        assert text.startswith(
+            f"Error: Cannot use Redis at redis://store:***@{base}: its ACL user 'store' may not run HSET ragscore:run:"
+        ), text
+        assert "ACL SETUSER store ~ragscore:* &* +@all" in text and "-pw" not in text, text
+        assert store.state(run_id) == RunState.RUNNING and store.r.llen("cpu") == queued  # refused before cancelling
+        assert redis.Redis.from_url(good).keys("*acl-probe*") == []  # the probe's commands were discarded, never run
     finally:
         server.stop()
 
@@ -422,7 +461,7 @@ def test_a_broker_not_answering_after_a_slow_store_gets_retries_of_its_own(
     broker_url = server.url.removesuffix("/0") + "/1"
     fails = {server.url: 2, broker_url: 1}  # the store answers its third ping (~2 s), the broker its second
 
-    def probe(url: str, what: str = "Redis") -> str | None:
+    def probe(url: str, what: str = "Redis", roles: tuple[object, ...] = ()) -> str | None:
         if fails[url]:
             fails[url] -= 1
             return "not yet"
