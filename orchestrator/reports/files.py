@@ -4,6 +4,7 @@ report.md and report.html, streaming the items once whatever the formats asked f
 from __future__ import annotations
 
 import csv
+import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -19,7 +20,7 @@ from typing import BinaryIO
 
 from ragscore_workers.counts import agree
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary, Suite
+from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary
 from ragscore_workers.store import RawItem, RunStore
 
 from ..atomic_file import NotRegularFile, atomic_writer, make_out_dir, open_regular, write_text_atomic
@@ -394,7 +395,18 @@ def _write_json(run: RunData, out_dir: Path, in_place: bool) -> list[Path]:
             write_text_atomic(
                 written[-1], json.dumps(run.info, indent=2, ensure_ascii=False) + "\n", errors=UNENCODABLE
             )
+        if run.answer_rows is not None:  # reports read from out_dir show the answers the targets gave
+            written.append(_write_answers(run.answer_rows(), out_dir))
     return written
+
+
+def _write_answers(rows: Iterable[dict[str, object]], out_dir: Path) -> Path:
+    """``out_dir``'s answers.jsonl, of ``rows`` (:attr:`RunData.answer_rows`)."""
+    path = out_dir / ANSWERS
+    with atomic_writer(path, errors=UNENCODABLE) as af:
+        for row in rows:
+            af.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
 
 
 def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSummary) -> list[Path]:
@@ -405,14 +417,9 @@ def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSumma
     --no-target``); a question a target could not answer keeps its row without an answer and says why in
     ``metadata.target_error``.
     """
-    answers = []
-    if Suite.model_validate_json(store.meta(run_id)["suite"]).all_targets:
-        make_out_dir(out_dir)
-        answers.append(out_dir / ANSWERS)
-        with atomic_writer(answers[0], errors=UNENCODABLE) as af:
-            for answer in store.iter_answers(run_id):
-                row = answer["row"]
-                if "error" in answer:
-                    row = row | {"metadata": {**row.get("metadata", {}), "target_error": answer["error"]}}
-                af.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return write_reports(from_store(store, run_id, summary), out_dir) + answers
+    run = from_store(store, run_id, summary)
+    if run.answer_rows is None:
+        return write_reports(run, out_dir)
+    make_out_dir(out_dir)
+    answers = _write_answers(run.answer_rows(), out_dir)
+    return [*write_reports(dataclasses.replace(run, answer_rows=None), out_dir), answers]

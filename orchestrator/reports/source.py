@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ragscore_workers.errors import ConfigError, DatasetError, StoreError
 from ragscore_workers.fastjson import loads_line
-from ragscore_workers.schemas import Row, RunSummary, item_key, split_key
+from ragscore_workers.schemas import Row, RunSummary, Suite, item_key, split_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
 
@@ -35,6 +35,7 @@ __all__ = [
     "is_path",
     "iter_items_file",
     "open_run",
+    "store_answer_rows",
     "store_answers",
     "store_info",
 ]
@@ -61,6 +62,9 @@ class RunData:
     directory: Path | None = None
     #: The answers its targets gave, read for the few items asked (None where none can be kept: a list of items).
     answers: TargetAnswers | None = None
+    #: Every answered row of a run that asked targets, as its answers.jsonl holds them (None for any other run, or
+    #: a DIR whose answers.jsonl is gone): what a json report writes beside its items, so that its DIR is complete.
+    answer_rows: Callable[[], Iterator[dict[str, Any]]] | None = None
 
 
 def iter_items_file(path: Path) -> Iterator[RawItem]:
@@ -141,6 +145,16 @@ def store_answers(store: RunStore, run_id: str) -> TargetAnswers:
     return answers
 
 
+def store_answer_rows(store: RunStore, run_id: str) -> Iterator[dict[str, Any]]:
+    """Every answered row of the run, as answers.jsonl holds it: a question a target could not answer keeps its row
+    without an answer and says why in ``metadata.target_error``."""
+    for answer in store.iter_answers(run_id):
+        row = answer["row"]
+        if "error" in answer:
+            row = row | {"metadata": {**row.get("metadata", {}), "target_error": answer["error"]}}
+        yield row
+
+
 def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:
     """The answers of ``keys`` in a run's answers.jsonl, in one pass that stops once it has them all; DatasetError
     naming the file where it is gone (it is read as a dataset, whose error would call it one)."""
@@ -161,14 +175,21 @@ def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None, 
     summary counts them); one not finished is an error whose commands name its ``broker`` (the --broker given)."""
     summary = summary or store.finished_summary(run_id, **summary_commands(run_id, None, broker))
     skipped = cancel_skipped(summary.metrics) if summary.state == RunState.CANCELLED else {}
+    info = store_info(store, run_id)
     return RunData(
         summary=summary,
         items=lambda: with_skipped(store.iter_raw_items(run_id), skipped),
         failed_rows=lambda: store.failed_rows(run_id),
-        info=store_info(store, run_id),
+        info=info,
         origin=run_id,
         answers=store_answers(store, run_id),
+        answer_rows=partial(store_answer_rows, store, run_id) if _asked_targets(info) else None,
     )
+
+
+def _asked_targets(info: dict[str, Any]) -> bool:
+    """Whether the run whose facts are ``info`` (:func:`store_info`) asked targets for its answers."""
+    return "suite" in info and Suite.model_validate(info["suite"]).all_targets
 
 
 def from_dir(directory: Path) -> RunData:
@@ -188,6 +209,7 @@ def from_dir(directory: Path) -> RunData:
         origin=str(directory),
         directory=directory,
         answers=partial(_file_answers, directory / ANSWERS),
+        answer_rows=partial(_iter_jsonl, directory / ANSWERS) if (directory / ANSWERS).is_file() else None,
     )
 
 

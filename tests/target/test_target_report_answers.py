@@ -1,6 +1,7 @@
 """The worst items of a target run's reports show the answer the target gave (what was scored), read from the run
-store (``report RUN_ID``, ``run``) or the run's answers.jsonl (``report DIR``, with ``--out`` elsewhere too); never
-the dataset's own answer. A store lost while they are read is said, and the report still written."""
+store (``report RUN_ID``, ``run``) or the run's answers.jsonl (``report DIR``, with ``--out`` elsewhere too, and
+``report DIR2`` of a ``--format json --out DIR2``, which copies it); never the dataset's own answer. A store lost
+while they are read is said, and the report still written."""
 
 from __future__ import annotations
 
@@ -67,6 +68,14 @@ def test_reports_show_the_answer_the_target_gave_not_the_datasets(
         assert rows[0]["question"] in worst, path
         assert (given if path.suffix == ".md" else given.replace("'", "&#39;")) in worst, path
         assert "STALE" not in worst and "not available" not in worst, path
+
+    # A json report elsewhere is an output DIR of its own: its answers.jsonl is the run's, from a DIR or the store
+    _report(str(tmp_path / "out"), "--format", "json", "--out", str(tmp_path / "copy"))
+    _report(run_id, "--format", "json", "--out", str(tmp_path / "from-store"))
+    for copy in (tmp_path / "copy", tmp_path / "from-store"):
+        assert (copy / "answers.jsonl").read_bytes() == (tmp_path / "out" / "answers.jsonl").read_bytes(), copy
+        _report(str(copy), "--format", "md")
+        assert given in _worst(copy / "report.md") and "is gone" not in _worst(copy / "report.md"), copy
 
     # The store lost while the answers are read: said, the answers "-", the report written all the same
     redis = RedisProcess(tmp_path / "gone").start()
