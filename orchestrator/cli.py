@@ -1119,7 +1119,7 @@ def worker(
     if not names or unknown:
         raise ConfigError(f"--queues {queues!r}: {'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'none'}"
                           f"; choose from {', '.join(POOL_DEFAULTS)}")  # fmt: skip
-    answered = _check_broker_for_workers(url)
+    answered = _check_broker_for_workers(url, names)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None)
@@ -1140,13 +1140,15 @@ def worker(
         err.print("workers stopped")
 
 
-def _check_broker_for_workers(url: str) -> bool:
+def _check_broker_for_workers(url: str, queues: list[str]) -> bool:
     """Whether the broker answers. A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and
-    so does a database Redis refuses (ConfigError, exit 2: the URL is wrong); an unreachable broker, or one whose
-    host name does not resolve (yet), only warns, since workers may start before their Redis and keep retrying."""
+    so does a database Redis refuses, or an ACL user that may not use ``queues`` (ConfigError, exit 2: the URL or
+    the user is wrong); an unreachable broker, or one whose host name does not resolve (yet), only warns, since
+    workers may start before their Redis and keep retrying."""
+    from ragscore_workers.acl import broker_role
     from ragscore_workers.store import probe_redis
 
-    problem = probe_redis(url)
+    problem = probe_redis(url, roles=(broker_role(queues),))
     if problem:
         err.print(f"Warning: cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
                   "every 10 s until it answers", style="yellow", soft_wrap=True)  # fmt: skip

@@ -28,7 +28,7 @@ import redis
 from pydantic_core import PydanticSerializationError
 from redis.commands.core import Script
 
-from ragscore_workers.acl import BROKER, STORE, Role
+from ragscore_workers.acl import BROKER, BROKER_READS, STORE, STORE_READS, Role
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted, counted_of
@@ -164,13 +164,17 @@ def connect(
     # that reads its queues: its client retried a wrong password ~20 s, then failed with redis-py's raw error.
     # Each Redis is named by its role only where they are two servers (not the embedded one's database 0 and lane,
     # whose store URL the user never set).
-    # Each user is checked for what it does (acl.lacking): the store's for the store, the broker's for the queues.
+    # Each user is checked for what it does (acl.lacking): the store's for the store, the broker's for the queues;
+    # what only reads (status, report) for reading alone, so a user that may only read works there.
     apart = _broker_apart(broker_url, settings)
     one = not apart and _database(broker_url) == _database(store_url)  # one database and user, however written
     queued = sends or (queues and not apart)  # what reads a broker apart probes it itself (reach_broker)
-    named = [(store_url, STORE_REDIS if apart else "Redis", (BROKER, STORE) if one and queued else (STORE,))]
+    broker_role, store_role = (BROKER, STORE) if sends else (BROKER_READS, STORE_READS)
+    named = [
+        (store_url, STORE_REDIS if apart else "Redis", (broker_role, store_role) if one and queued else (store_role,))
+    ]
     if not one and queued:
-        named.append((broker_url, "the broker's Redis" if apart else "Redis", (BROKER,)))
+        named.append((broker_url, "the broker's Redis" if apart else "Redis", (broker_role,)))
     for url, what, roles in named:  # each Redis its own window: one slow to come up leaves the next its retries
         _reach(url, what, roles)
     _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
@@ -226,7 +230,7 @@ def broker_unreachable(broker_url: str) -> str | None:
     answer one ping (named with its redacted URL), or None (it answers): for what only adds to a view of the
     store."""
     try:
-        problem = probe_redis(broker_url, "the broker's Redis", (BROKER,))
+        problem = probe_redis(broker_url, "the broker's Redis", (BROKER_READS,))
     except (BrokerError, ConfigError) as exc:  # a wrong password, a database it lacks: said as they are
         return str(exc)
     if problem is None:

@@ -1,12 +1,16 @@
 """What ragscore's Redis users must be allowed (Redis ACL users), and what one lacks of it.
 
-A role (the broker's, the run store's) lists a command of each kind ragscore runs on each key and channel it
-uses. :func:`lacking` queues them inside ``MULTI`` and discards them: nothing runs, and Redis (6 and later) checks
-a command's ACL permissions when it is queued, so one it refuses says ``NOPERM`` at once. A user with the right
-password and no permission on ragscore's keys failed late, with redis-py's raw ``NoPermissionError``."""
+A role (the broker's, the run store's, each in full or for reading alone) lists a command of each kind ragscore
+runs on each key and channel it uses. :func:`lacking` queues them inside ``MULTI`` and discards them: nothing runs,
+and Redis (6 and later) checks a command's ACL permissions when it is queued, so one it refuses says ``NOPERM`` at
+once. A user with the right password and no permission on ragscore's keys failed late, with redis-py's raw
+``NoPermissionError``. Only ``NOPERM`` refuses a user: a server that will not queue a command for another reason (a
+renamed command, another arity on a Redis-compatible server), or will not open ``MULTI`` for this user (one that may
+only read), cannot tell, and the user is left to the command, as before the check."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import redis
@@ -14,7 +18,7 @@ import redis
 from .limits import CONTROL_QUEUE
 from .schemas import Queue
 
-__all__ = ["BROKER", "STORE", "Role", "lacking"]
+__all__ = ["BROKER", "BROKER_READS", "STORE", "STORE_READS", "Role", "broker_role", "lacking"]
 
 #: A key no run has: the commands name it, and are discarded before they run.
 _PROBE = "acl-probe"
@@ -30,27 +34,48 @@ class Role:
     rule: str
 
 
+def broker_role(queues: Iterable[str]) -> Role:
+    """The broker's user for ``queues`` (and the control queue): kombu's lists, bindings, unacked messages and
+    broadcast channel (pidbox), and Celery's results where the result backend is the broker's Redis (its default)."""
+    return Role(
+        name="broker",
+        commands=(
+            *(c for q in dict.fromkeys([*queues, CONTROL_QUEUE]) for c in _queue_commands(q)),
+            ("SADD", f"_kombu.binding.{CONTROL_QUEUE}", _PROBE),
+            ("HSET", "unacked", _PROBE, "1"),
+            ("ZADD", "unacked_index", "0", _PROBE),
+            ("SET", "unacked_mutex", _PROBE, "NX"),
+            ("SET", f"celery-task-meta-{_PROBE}", "1"),
+            ("PUBLISH", "/{db}.celery.pidbox", _PROBE),
+        ),
+        rule="ACL SETUSER {user} ~* &* +@all",
+    )
+
+
 def _queue_commands(queue: str) -> tuple[tuple[str, ...], ...]:
     """What kombu (send, receive) and status (depth, what is ahead of a run) run on one queue's list."""
-    return (("LPUSH", queue, _PROBE), ("BRPOP", queue, "1"), ("LLEN", queue), ("LRANGE", queue, "0", "0"))
+    return (("LPUSH", queue, _PROBE), ("BRPOP", queue, "1"), *_queue_reads(queue))
 
 
-_QUEUES = (*(q.value for q in Queue if q is not Queue.DERIVED), CONTROL_QUEUE)
+def _queue_reads(queue: str) -> tuple[tuple[str, ...], ...]:
+    """What status reads of one queue's list (its depth, what is ahead of a run)."""
+    return (("LLEN", queue), ("LRANGE", queue, "0", "0"))
 
-#: The broker's user: kombu's queues, bindings, unacked messages and broadcast channel (pidbox), and Celery's
-#: results where the result backend is the broker's Redis (its default).
-BROKER = Role(
+
+_QUEUES = [q.value for q in Queue if q is not Queue.DERIVED]
+
+#: The broker's user of a command that sends work: every queue's.
+BROKER = broker_role(_QUEUES)
+
+#: The broker's user of a command that only reads its queues (status): their lists and kombu's unacked messages.
+BROKER_READS = Role(
     name="broker",
     commands=(
-        *(c for q in _QUEUES for c in _queue_commands(q)),
-        ("SADD", f"_kombu.binding.{CONTROL_QUEUE}", _PROBE),
-        ("HSET", "unacked", _PROBE, "1"),
-        ("ZADD", "unacked_index", "0", _PROBE),
-        ("SET", "unacked_mutex", _PROBE, "NX"),
-        ("SET", f"celery-task-meta-{_PROBE}", "1"),
-        ("PUBLISH", "/{db}.celery.pidbox", _PROBE),
+        *(c for q in [*_QUEUES, CONTROL_QUEUE] for c in _queue_reads(q)),
+        ("HGET", "unacked", _PROBE),
+        ("ZSCORE", "unacked_index", _PROBE),
     ),
-    rule="ACL SETUSER {user} ~* &* +@all",
+    rule=BROKER.rule,
 )
 
 #: The run store's user: its keys (``ragscore:``: runs, caches, rate limits), Lua scripts over them, and scans.
@@ -66,10 +91,19 @@ STORE = Role(
     rule="ACL SETUSER {user} ~ragscore:* &* +@all",
 )
 
+#: The run store's user of a command that only reads it (status, report): a user that may only read works there.
+STORE_READS = Role(
+    name="run store",
+    commands=(("HGET", f"ragscore:run:{_PROBE}:meta", "state"), ("SCAN", "0", "MATCH", "ragscore:run:*:meta")),
+    rule=STORE.rule,
+)
+
 
 def lacking(client: redis.Redis, roles: tuple[Role, ...]) -> str:
     """Why ``client``'s user may not do the work of ``roles`` (the commands it may not run, Redis's first refusal,
-    the ACL rule it needs), or "" where it may. Each command is queued inside MULTI, then discarded: none runs."""
+    the ACL rule it needs), or "" where it may, or where the server cannot tell. It pings too (its errors raised as
+    ``client.ping()``'s), in the send that opens MULTI: one round trip more than a ping. The commands are queued
+    inside MULTI, then discarded: none runs; a connection left inside MULTI (an error on the way) is closed."""
     db = client.connection_pool.connection_kwargs.get("db", 0)
     commands = [(role, tuple(a.format(db=db) for a in c)) for role in roles for c in role.commands]
     conn = client.connection_pool.get_connection()
@@ -94,24 +128,36 @@ _LISTED = 6
 def _queued_and_discarded(
     conn: redis.connection.AbstractConnection, commands: list[tuple[Role, tuple[str, ...]]]
 ) -> list[tuple[Role, tuple[str, ...], str]]:
-    """The ``commands`` (each with its role) that Redis refuses to queue on ``conn`` inside MULTI, and why."""
-    conn.send_command("MULTI")
+    """The ``commands`` (each with its role) that Redis refuses to queue on ``conn`` inside MULTI for want of
+    permission (NOPERM), and why; none where MULTI does not open (the commands are then never sent: they would
+    run). PING goes first, in MULTI's send: its error is raised."""
+    clean = False  # conn outside MULTI with no reply left unread: it may go back to its pool
     try:
-        conn.read_response()
-    except redis.ResponseError as exc:  # never send the commands, which would then run
-        return [(commands[0][0], ("MULTI",), str(exc))]
-    conn.send_packed_command(conn.pack_commands([c for _, c in commands] + [("DISCARD",)]))
-    refused = []
-    for role, command in [*commands, (commands[0][0], ("DISCARD",))]:
-        try:
-            conn.read_response()
-        except redis.ResponseError as exc:
-            refused.append((role, command, str(exc)))
-    if refused and refused[-1][1] == ("DISCARD",):  # still inside MULTI: never reused
-        conn.disconnect()
-    return refused
+        conn.send_packed_command(conn.pack_commands([("PING",), ("MULTI",)]))
+        pong, multi = _reply(conn), _reply(conn)
+        if isinstance(pong, redis.ResponseError):
+            raise pong
+        if isinstance(multi, redis.ResponseError):
+            clean = True
+            return []
+        conn.send_packed_command(conn.pack_commands([c for _, c in commands] + [("DISCARD",)]))
+        replies = [_reply(conn) for _ in commands]
+        clean = not isinstance(_reply(conn), redis.ResponseError)
+        return [(role, c, str(r)) for (role, c), r in zip(commands, replies, strict=True)
+                if isinstance(r, redis.exceptions.NoPermissionError)]  # fmt: skip
+    finally:
+        if not clean:
+            conn.disconnect()
+
+
+def _reply(conn: redis.connection.AbstractConnection) -> object:
+    """``conn``'s next reply, an error reply returned rather than raised (the replies after it are read too)."""
+    try:
+        return conn.read_response()
+    except redis.ResponseError as exc:
+        return exc
 
 
 def _shown(command: tuple[str, ...]) -> str:
     """A refused command as an error names it: its name and its key or channel."""
-    return command[0] if command[0] in ("EVAL", "SCAN", "MULTI", "DISCARD") else " ".join(command[:2])
+    return command[0] if command[0] in ("EVAL", "SCAN") else " ".join(command[:2])

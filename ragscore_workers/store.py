@@ -610,8 +610,9 @@ def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> 
             "required, optional or none)"
         ) from exc
     try:
-        probe.ping()
-        if roles and (refused := lacking(probe, roles)):
+        if not roles:
+            probe.ping()
+        elif refused := lacking(probe, roles):  # it pings too, in one round trip more
             raise ConfigError(f"Cannot use {what} at {redact_url(url)}: {refused}")
         return None
     except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
