@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import redis
 
 from .limits import CONTROL_QUEUE
-from .schemas import Queue
 
 __all__ = ["BROKER", "BROKER_READS", "STORE", "STORE_READS", "Role", "broker_role", "lacking"]
 
@@ -35,8 +34,9 @@ class Role:
 
 
 def broker_role(queues: Iterable[str]) -> Role:
-    """The broker's user for ``queues`` (and the control queue): kombu's lists, bindings, unacked messages and
-    broadcast channel (pidbox), and Celery's results where the result backend is the broker's Redis (its default)."""
+    """The broker's user for ``queues`` (and the control queue, which every run's aggregation uses): kombu's lists,
+    bindings, unacked messages and broadcast channel (pidbox). Celery's results are not asked for: they may be in
+    another Redis (RAGSCORE_RESULT_BACKEND)."""
     return Role(
         name="broker",
         commands=(
@@ -45,7 +45,6 @@ def broker_role(queues: Iterable[str]) -> Role:
             ("HSET", "unacked", _PROBE, "1"),
             ("ZADD", "unacked_index", "0", _PROBE),
             ("SET", "unacked_mutex", _PROBE, "NX"),
-            ("SET", f"celery-task-meta-{_PROBE}", "1"),
             ("PUBLISH", "/{db}.celery.pidbox", _PROBE),
         ),
         rule="ACL SETUSER {user} ~* &* +@all",
@@ -62,16 +61,17 @@ def _queue_reads(queue: str) -> tuple[tuple[str, ...], ...]:
     return (("LLEN", queue), ("LRANGE", queue, "0", "0"))
 
 
-_QUEUES = [q.value for q in Queue if q is not Queue.DERIVED]
+#: The broker's user of a command that sends work (run, submit, resume): what every run needs of it, whatever its
+#: metrics' queues (a user limited to the queues its cluster serves is not refused for the others; one that lacks a
+#: queue its run needs fails on it later, as before this check); `ragscore worker` checks its own queues too.
+BROKER = broker_role(())
 
-#: The broker's user of a command that sends work: every queue's.
-BROKER = broker_role(_QUEUES)
-
-#: The broker's user of a command that only reads its queues (status): their lists and kombu's unacked messages.
+#: The broker's user of a command that only reads its queues (status, cancel): the control queue's list and kombu's
+#: unacked messages.
 BROKER_READS = Role(
     name="broker",
     commands=(
-        *(c for q in [*_QUEUES, CONTROL_QUEUE] for c in _queue_reads(q)),
+        *_queue_reads(CONTROL_QUEUE),
         ("HGET", "unacked", _PROBE),
         ("ZSCORE", "unacked_index", _PROBE),
     ),

@@ -18,13 +18,13 @@ from pydantic import ValidationError
 
 from ragscore_workers.errors import ConfigError, DatasetError, StoreError
 from ragscore_workers.fastjson import loads_line
-from ragscore_workers.schemas import Row, RunSummary, Suite, item_key, split_key
+from ragscore_workers.schemas import Row, RunSummary, item_key, split_key
 from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
 
 from ..datasets import iter_rows
 from ..terminal import summary_commands
-from .texts import TargetAnswers
+from .texts import TargetAnswers, asked_targets
 
 __all__ = [
     "ANSWERS",
@@ -183,13 +183,8 @@ def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None, 
         info=info,
         origin=run_id,
         answers=store_answers(store, run_id),
-        answer_rows=partial(store_answer_rows, store, run_id) if _asked_targets(info) else None,
+        answer_rows=partial(store_answer_rows, store, run_id) if asked_targets(info) else None,
     )
-
-
-def _asked_targets(info: dict[str, Any]) -> bool:
-    """Whether the run whose facts are ``info`` (:func:`store_info`) asked targets for its answers."""
-    return "suite" in info and Suite.model_validate(info["suite"]).all_targets
 
 
 def from_dir(directory: Path) -> RunData:

@@ -22,7 +22,7 @@ from ragscore_workers.schemas import Row, question_fingerprint
 from ..datasets import dataset_fingerprint, iter_rows
 from .itemstats import WorstItem
 
-__all__ = ["MAX_PREVIEW_CHARS", "ItemTexts", "TargetAnswers", "preview", "read_texts"]
+__all__ = ["MAX_PREVIEW_CHARS", "ItemTexts", "TargetAnswers", "asked_targets", "preview", "read_texts"]
 
 #: The answers the targets of a run gave, for the item keys asked (a key without a stored answer left out; None for
 #: a question its target did not answer); RagscoreError or OSError when they cannot be read.
@@ -68,7 +68,7 @@ def read_texts(
     left out, and the note says so. A run that asked targets scored their answers, not the dataset's: its answers
     are the targets' (``target_answers``, read for these items alone)."""
     worst = list({item.key: item for item in items}.values())  # each once, however many outputs it is worst in
-    if not _asked_targets(info):
+    if not asked_targets(info):
         return _dataset_texts(info, worst, with_answers=True)
     return _with_target_answers(_dataset_texts(info, worst, with_answers=False), [w.key for w in worst], target_answers)
 
@@ -117,7 +117,7 @@ def _with_target_answers(texts: ItemTexts, keys: list[str], target_answers: Targ
     return ItemTexts({k: v for k, v in merged.items() if v != (None, None)}, note)
 
 
-def _asked_targets(info: Mapping[str, Any]) -> bool:
+def asked_targets(info: Mapping[str, Any]) -> bool:
     """Whether the run's suite asked systems under test for the answers it scored."""
     suite = info.get("suite") or {}
     return bool(suite.get("target") or suite.get("targets"))

@@ -394,14 +394,14 @@ def test_users_without_permission_on_ragscores_keys_are_refused_at_once_naming_w
         store = connect(good, get_settings(), sends=True)
         run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id
         queued = store.r.llen("cpu")
-        broker_said = "its ACL user 'broker' may not run LLEN cpu, LRANGE cpu, LLEN embed"  # status, cancel read
+        broker_said = "its ACL user 'broker' may not run LLEN control, LRANGE control, HGET unacked"  # status, cancel
         for command in (["status", run_id], ["cancel", run_id]):
             said = _ragscore(*command, home=home, RAGSCORE_BROKER_URL=broker, RAGSCORE_STORE_URL=good)
             text = " ".join(said.stderr.split())
             assert said.returncode == 2, (command, text)
             assert text.startswith(f"Error: Cannot use Redis at redis://broker:***@{base}: {broker_said}"), text
             assert "no permissions" in text and "ACL SETUSER broker ~* &* +@all" in text and "-pw" not in text, text
-        with pytest.raises(ConfigError, match="its ACL user 'broker' may not run LPUSH cpu, BRPOP cpu, LLEN cpu"):
+        with pytest.raises(ConfigError, match="its ACL user .broker. may not run LPUSH control, BRPOP control"):
             connect(broker, get_settings(), sends=True)  # its store the broker's user too
         said = _ragscore("status", run_id, home=home, RAGSCORE_BROKER_URL=good, RAGSCORE_STORE_URL=store_user)
         text = " ".join(said.stderr.split())
@@ -421,26 +421,32 @@ def test_users_that_may_only_read_still_run_status_and_report_and_a_worker_is_ch
 ) -> None:
     """The permission probe queued a writing command of each kind inside MULTI for every command: a run store user
     and a broker user that may only read (``+@read``, which has no MULTI) were refused by `status RUN` and `report
-    RUN`, which only read and worked with them before the probe. `ragscore worker` only pinged its broker: a user
-    with no permission on its queues started workers that failed on every poll. It is refused at once now (exit 2)."""
+    RUN`, which only read and worked with them before the probe; a user that may open MULTI and not write
+    (``-@write``) tells the probe's reading roles from its writing ones. `ragscore worker` only pinged its broker: a
+    user with no permission on its queues started workers that failed on every poll. It is refused at once now."""
     import os
     import sys
 
     from ..support import ROOT
 
     users = ["default off", "good on >good-pw ~* &* +@all", "reader on >reader-pw ~* &* +@read +time +ping",
-             "other on >other-pw ~other:* &* +@all"]  # fmt: skip
+             "nowrite on >nowrite-pw ~* &* +@all -@write", "other on >other-pw ~other:* &* +@all"]  # fmt: skip
     server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
-    good, reader, other = (f"redis://{u}:{u}-pw@127.0.0.1:{server.port}/0" for u in ("good", "reader", "other"))
+    good, reader, nowrite, other = (f"redis://{u}:{u}-pw@127.0.0.1:{server.port}/0"
+                                    for u in ("good", "reader", "nowrite", "other"))  # fmt: skip
     home = tmp_path / "home"
     worker = WorkerProcess(good, "cpu", home, concurrency=1).start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
         run_id = run(data, load_suite(SUITE), tmp_path / "out", broker=good, timeout_s=120).run_id
-        for command in (["status", run_id], ["report", run_id, "--format", "md", "--out", str(tmp_path / "md")]):
-            said = _ragscore(*command, home=home, RAGSCORE_BROKER_URL=reader, RAGSCORE_STORE_URL=reader)
-            assert said.returncode == 0, (command, said.stderr)
-        assert (tmp_path / "md" / "report.md").is_file()
+        for user in (reader, nowrite):
+            out = tmp_path / "md" / user.split(":")[1].lstrip("/")
+            for command in (["status", run_id], ["report", run_id, "--format", "md", "--out", str(out)]):
+                said = _ragscore(*command, home=home, RAGSCORE_BROKER_URL=user, RAGSCORE_STORE_URL=user)
+                assert said.returncode == 0, (user, command, said.stderr)
+            assert (out / "report.md").is_file()
+        with pytest.raises(ConfigError, match="its ACL user 'nowrite' may not run LPUSH control"):
+            connect(nowrite, get_settings(), sends=True)  # the writing roles refuse it
         refused = subprocess.run([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--broker", other],
                                  capture_output=True, text=True, cwd=ROOT, timeout=60,
                                  env={**os.environ, "RAGSCORE_HOME": str(home)})  # fmt: skip
@@ -455,7 +461,8 @@ def test_users_that_may_only_read_still_run_status_and_report_and_a_worker_is_ch
 def test_the_permission_probe_refuses_only_what_redis_refuses_for_want_of_permission(tmp_path: Path) -> None:
     """A command the server would not queue for another reason (EVAL renamed away; another arity on a
     Redis-compatible server) refused every user, naming an "unknown command" as a permission it lacked; and a
-    worker's user was checked for every queue, not its own. Only NOPERM refuses; the probe leaves no MULTI open
+    worker's user was checked for every queue, not its own, as a run's was (a user limited to the queues its
+    cluster serves ran them before the probe). Only NOPERM refuses; the probe leaves no MULTI open
     on the client's connections, whatever it found."""
     import redis
 
@@ -468,8 +475,9 @@ def test_the_permission_probe_refuses_only_what_redis_refuses_for_want_of_permis
     try:
         assert probe_redis(server.url, roles=(BROKER, STORE)) is None  # EVAL unknown: not a permission it lacks
         assert probe_redis(cpu, roles=(broker_role(["cpu"]),)) is None
+        assert probe_redis(cpu, roles=(BROKER,)) is None  # a run's send: not every queue's
         with pytest.raises(ConfigError, match="its ACL user 'cpu' may not run LPUSH embed"):
-            probe_redis(cpu, roles=(BROKER,))
+            probe_redis(cpu, roles=(broker_role(["embed"]),))
         client = redis.Redis.from_url(cpu)
         for _ in range(2):  # refused, then a pooled connection reused: each command runs, none is QUEUED
             assert lacking(client, (STORE,)).startswith("its ACL user 'cpu' may not run HSET ragscore:run:")
