@@ -395,6 +395,10 @@ _OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
 #: The rate limits by name, as :class:`JudgeConfig` (and :class:`TargetConfig`, ``rpm`` only) and the limiter
 #: (``Limit.name``, the ``on`` of a wait) name them, and the wait counters (``judge_wait_{name}``) and the live view.
 RATE_LIMITS = ("rpm", "tpm", "rpd", "tpd")
+#: How a minute's requests are spread: ``burst`` sends them as they come (an exact window per minute), ``even`` also
+#: holds them to ceil(rpm / 60) per second, for providers that enforce a minute limit per second (OpenAI: limits "may
+#: be quantized").
+Pace = Literal["burst", "even"]
 
 
 class JudgeConfig(BaseModel):
@@ -417,6 +421,8 @@ class JudgeConfig(BaseModel):
     #: Requests and tokens per day (Groq's free tier limits both).
     rpd: int | None = Field(default=None, gt=0)
     tpd: int | None = Field(default=None, gt=0)
+    #: ``even``: at most ceil(rpm / 60) requests per second too (:data:`Pace`); tokens are not paced.
+    pace: Pace = "burst"
 
     @model_validator(mode="before")
     @classmethod
@@ -507,6 +513,8 @@ class TargetConfig(BaseModel):
     response: TargetResponseMap = Field(default_factory=TargetResponseMap)
     #: Requests per minute, shared by every target worker of the cluster (None: no limit).
     rpm: int | None = Field(default=None, gt=0)
+    #: ``even``: at most ceil(rpm / 60) requests per second too (:data:`Pace`).
+    pace: Pace = "burst"
     #: Calls in flight per target task.
     concurrency: int = Field(default=8, gt=0, le=256)
     timeout_s: float = Field(default=60.0, gt=0)

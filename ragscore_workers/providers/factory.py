@@ -104,7 +104,7 @@ def build_client(
     if redis is None:
         raise ConfigError("Judge metrics need Redis (the run store) for the shared rate limit, cache and counters")
     provider = make_provider(config, api_key_env=api_key_env, timeout_s=timeout_s)
-    limits = limits_per_minute(config.rpm, config.tpm, config.rpd, config.tpd, minute_s=minute_s)
+    limits = limits_per_minute(config.rpm, config.tpm, config.rpd, config.tpd, pace=config.pace, minute_s=minute_s)
     limiter = RedisLimiter(redis, provider.limiter_key(), limits, max_wait_s=max_wait_s)
     price = (prices or {}).get(config.model)
     hold_s = max_wait_s + ATTEMPT_TIMEOUTS * timeout_s + HOLD_MARGIN_S  # the longest attempt: a hold outlives it

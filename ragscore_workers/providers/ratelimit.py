@@ -17,11 +17,17 @@ budget is at 0) sets a shared pause key that every acquire honours (:meth:`pause
 headers state is kept for every worker (:meth:`learn`, a day after it was last stated) and applies where it
 is lower than ours (a suite that overstates its tier); it never raises one. A single call whose cost exceeds
 a limit can never be admitted: it fails at once with :class:`RequestTooLargeError`.
+
+Pace (:func:`limits_per_minute`): ``burst`` admits a minute's requests as they come, so a run's first minute goes out
+at once and its admissions leave the window, and free room, in the same clumps a minute later. ``even`` adds a limit
+of ceil(rpm / 60) requests per second (``rps``, on the same scripts), for providers that enforce their minute limit
+per second. Tokens are never paced: a per-second token cap below one call's cost would refuse the call.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -30,11 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..schemas import Pace
 from .errors import RateLimitTimeout, RequestTooLargeError
 
 __all__ = [
     "DEFAULT_MAX_WAIT_S",
     "DEFAULT_WINDOW_MARGIN",
+    "PACE_LIMIT",
     "WAIT_NOTE_S",
     "WAIT_REFRESH_S",
     "Grant",
@@ -54,6 +62,8 @@ LEARNED_TTL_S = 86_400.0
 #: between our admission and the provider's arrival time does not push a window over its limit.
 DEFAULT_WINDOW_MARGIN = 0.02
 PREFIX = "ragscore:rl:"
+#: The name of the per-second request limit ``pace: even`` adds (not a suite key: it follows from ``rpm``).
+PACE_LIMIT = "rps"
 #: Seconds within which a process does not store the same stated limit again.
 RESTATE_S = 60.0
 
@@ -189,15 +199,22 @@ def limits_per_minute(
     rpd: int | None = None,
     tpd: int | None = None,
     *,
+    pace: Pace = "burst",
     minute_s: float = 60.0,
     margin: float = DEFAULT_WINDOW_MARGIN,
 ) -> list[Limit]:
     """The usual limits, each window ``margin`` longer than the provider's; ``minute_s`` shortens the
-    minute (and the day, 1,440 of them) in tests."""
+    minute (and the day, 1,440 of them; the second, a 60th) in tests. ``pace="even"`` with an ``rpm`` adds
+    :data:`PACE_LIMIT`: ceil(rpm / 60) requests per 60th of the minute window, so that the steady rate is the same."""
     spec = {"rpm": (rpm, 1, "requests"), "tpm": (tpm, 1, "tokens"), "rpd": (rpd, 1440, "requests"),
             "tpd": (tpd, 1440, "tokens")}  # fmt: skip
+    if pace not in ("burst", "even"):
+        raise ValueError(f"pace must be 'burst' or 'even', got {pace!r}")
     period = minute_s * (1 + margin)
-    return [Limit(v, period * mult, per, name) for name, (v, mult, per) in spec.items() if v is not None]  # type: ignore[arg-type]
+    limits = [Limit(v, period * mult, per, name) for name, (v, mult, per) in spec.items() if v is not None]  # type: ignore[arg-type]
+    if pace == "even" and rpm is not None:
+        limits.append(Limit(math.ceil(rpm / 60), period / 60, "requests", PACE_LIMIT))
+    return limits
 
 
 #: Waits at least this long (seconds) are told to :meth:`RedisLimiter.acquire`'s ``on_wait`` (a shorter one is the
@@ -326,7 +343,8 @@ class RedisLimiter:
         first); it may return an ``until`` (ms, Redis's clock) sooner than the call's own, at which the call tries
         again and tells it again (what it keeps is another call's sooner wait): so a progress view can say the run
         waits on a limit, not that it stalled. A call admitted at once, or after a short wait, tells nothing (no cost
-        but this test); nor does a wait longer than ``max_wait_s`` (the call fails at once). What it raises is logged,
+        but this test); nor does a wait on :data:`PACE_LIMIT` (pacing, at most about a second), nor a wait longer
+        than ``max_wait_s`` (the call fails at once). What it raises is logged,
         never the call's failure.
         """
         started = checked = time.monotonic()
@@ -342,7 +360,7 @@ class RedisLimiter:
             if waited + wait > self.max_wait_s:
                 raise self._timeout(waited, held)
             due = held.now_ms >= told_until or time.monotonic() - told_at >= WAIT_REFRESH_S
-            if on_wait is not None and wait >= WAIT_NOTE_S and due:
+            if on_wait is not None and wait >= WAIT_NOTE_S and due and held.on != PACE_LIMIT:
                 told_at = time.monotonic()
                 told_until = self._told(held, on_wait)
             self._sleep(_slice_s(held, told_until))

@@ -192,7 +192,7 @@ def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute
     # Without rpm too: a 429's retry-after pauses every worker's calls to the target, bounded by max_wait_s and
     # ended by a cancel (a bare sleep of retry-after: 100000 hung the run, deaf to `ragscore cancel`).
     scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
-    limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, minute_s=minute_s),
+    limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, pace=config.pace, minute_s=minute_s),
                            max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
     state = RunJudgeState.for_target(redis, run_id, config.system, ttl_s=get_settings().live_ttl_s)
     return TargetClient(config, endpoint, redis, state, limiter)

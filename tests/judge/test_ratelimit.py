@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import random
 import threading
@@ -13,6 +14,7 @@ import redis
 
 from ragscore_workers.providers import Limit, RedisLimiter, RequestTooLargeError, limits_per_minute
 from ragscore_workers.providers.errors import RateLimitTimeout
+from ragscore_workers.providers.ratelimit import PACE_LIMIT
 from ragscore_workers.schemas import RATE_LIMITS, JudgeConfig
 from ragscore_workers.store import redis_client
 
@@ -34,6 +36,20 @@ def test_the_limiter_names_its_limits_as_the_judge_config_does() -> None:
     }  # fmt: skip
     assert {lim.name for lim in limits} == set(RATE_LIMITS)
     assert set(RATE_LIMITS) <= set(JudgeConfig.model_fields)
+
+
+@pytest.mark.parametrize(("rpm", "per_second"), [(1, 1), (60, 1), (61, 2), (600, 10)])
+def test_an_even_pace_adds_rpm_over_60_a_second_and_nothing_else(rpm: int, per_second: int) -> None:
+    """``pace: even`` adds ceil(rpm / 60) requests per 60th of the minute window (the same steady rate); tokens are not
+    paced, and without an rpm there is nothing to pace."""
+    burst = limits_per_minute(rpm=rpm, tpm=1000, minute_s=60.0)
+    even = limits_per_minute(rpm=rpm, tpm=1000, pace="even", minute_s=60.0)
+    paced = even.pop()
+    assert even == burst and (paced.limit, paced.per, paced.name) == (per_second, "requests", PACE_LIMIT)
+    assert paced.period_s == pytest.approx(1.02)
+    assert limits_per_minute(tpm=1000, pace="even") == limits_per_minute(tpm=1000)
+    with pytest.raises(ValueError, match="pace must be 'burst' or 'even', got 'steady'"):
+        limits_per_minute(rpm=rpm, pace="steady")  # type: ignore[arg-type]
 
 
 def test_window_admits_up_to_the_limit_then_says_how_long_to_wait(rclient: redis.Redis) -> None:
@@ -176,6 +192,22 @@ def _hammer(url: str, key: str, limits: list[Limit], ready: mp.Barrier, out: mp.
     out.put(admitted)
 
 
+def _admissions(url: str, limits: list[Limit], procs: int) -> list[tuple[int, int]]:
+    """(Redis time in ms, tokens) of every call admitted by ``procs`` processes of :func:`_hammer` on one key."""
+    key = _key()
+    spawn = mp.get_context("spawn")
+    out: mp.Queue = spawn.Queue()
+    ready = spawn.Barrier(procs)
+    started = [spawn.Process(target=_hammer, args=(url, key, limits, ready, out, s)) for s in range(procs)]
+    for p in started:
+        p.start()
+    admitted = [entry for _ in started for entry in out.get(timeout=60)]
+    for p in started:
+        p.join(10)
+        assert p.exitcode == 0
+    return admitted
+
+
 def _max_in_any_window(admitted: list[tuple[int, int]], period_ms: int) -> tuple[int, int]:
     """Largest request count and token sum over every window [t, t + period) starting at an admission."""
     admitted = sorted(admitted)
@@ -201,17 +233,7 @@ def test_limiter_never_exceeds_its_limit_in_any_window_across_processes(
     redis_server: RedisProcess, rpm: int | None, tpm: int | None
 ) -> None:
     limits = limits_per_minute(rpm=rpm, tpm=tpm, minute_s=PERIOD_S)
-    key = _key()
-    spawn = mp.get_context("spawn")
-    out: mp.Queue = spawn.Queue()
-    ready = spawn.Barrier(PROCS)
-    procs = [spawn.Process(target=_hammer, args=(redis_server.url, key, limits, ready, out, s)) for s in range(PROCS)]
-    for p in procs:
-        p.start()
-    admitted = [entry for _ in procs for entry in out.get(timeout=60)]
-    for p in procs:
-        p.join(10)
-        assert p.exitcode == 0
+    admitted = _admissions(redis_server.url, limits, PROCS)
     most_requests, most_tokens = _max_in_any_window(admitted, int(PERIOD_S * 1000))
     windows = RUN_S / PERIOD_S
     if rpm is not None:
@@ -228,3 +250,19 @@ def test_limiter_never_exceeds_its_limit_in_any_window_across_processes(
         f"{len(admitted)} admissions, max {most_requests} requests / {most_tokens} tokens per window, {used:.0%} used"
     )
     assert used >= 0.8, f"only {used:.0%} of the limit used ({len(admitted)} admissions)"
+
+
+@pytest.mark.parametrize("rpm", [120, 150])
+def test_an_even_pace_never_admits_more_than_rpm_over_60_in_any_second_across_processes(
+    redis_server: RedisProcess, rpm: int
+) -> None:
+    """At ``pace: even`` the minute's requests are not admitted at once (a burst a provider that enforces its minute
+    limit per second refuses): in any second (Redis's clock, one for all), at most ceil(rpm / 60), however many
+    processes and threads ask; and that many go every 1.02 s, not fewer."""
+    admitted = _admissions(redis_server.url, limits_per_minute(rpm=rpm, pace="even"), 2)
+    per_second = math.ceil(rpm / 60)
+    most_requests, _ = _max_in_any_window(admitted, 1000)
+    assert most_requests <= per_second, f"{most_requests} admitted within a second, more than {per_second}"
+    first = min(t for t, _ in admitted)
+    in_run = [t for t, _ in admitted if t < first + RUN_S * 1000]
+    assert len(in_run) >= 2 * per_second, f"only {len(in_run)} admitted in {RUN_S:g} s"  # 0, 1.02 and 2.04 s

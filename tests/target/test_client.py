@@ -177,6 +177,18 @@ def test_the_shared_limiter_keeps_every_window_within_rpm(store: RunStore, rag: 
     assert times[-1] - times[0] >= 1.8  # 8 calls at 3 a second need at least two full windows
 
 
+def test_an_even_pace_holds_a_targets_calls_to_rpm_over_60_a_second(store: RunStore, rag: FakeRag) -> None:
+    """``pace: even`` on a target: rpm 120 lets 2 calls a second through, not the whole minute's at once."""
+    clients = [_client(store, rag, "exact", rpm=120, pace="even", cache=False) for _ in range(2)]
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda n: clients[n % 2].ask(_ask(n)), range(6)))
+    times = sorted(r["t"] for r in rag.requests)
+    assert len(times) == 6
+    for i, start in enumerate(times):  # arrivals, read 0.1 s short of a second (as above)
+        assert sum(1 for t in times[i:] if t - start < 0.9) <= 2, times
+    assert times[-1] - times[0] >= 1.8  # 6 calls at 2 a second need at least two full seconds after the first two
+
+
 def test_a_wait_over_the_bound_fails_the_question_without_retrying(store: RunStore, rag: FakeRag) -> None:
     from ragscore_workers.providers.ratelimit import RedisLimiter, limits_per_minute
     from ragscore_workers.target import TargetClient
