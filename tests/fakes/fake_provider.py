@@ -30,6 +30,10 @@ as OpenAI documents ("unsuccessful requests contribute to your per-minute limit,
 resending a request won't work", platform rate-limits guide), a rejected request takes a request slot of
 the window too (no tokens). Every reply carries (unless ``limit_headers`` is False) Groq-style
 ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` headers (resets like ``2m59.56s``).
+``quantize`` also enforces the request limit per second (a 60th of ``period_s``): at most ceil(rpm / 60) requests in
+any second, as OpenAI documents its limits "may be quantized" (60,000 requests/minute enforced as 1,000 per second);
+a request over it gets the same 429, ``retry-after`` and headers (the minute's) as one over the minute, and is
+counted as ``rate_limited`` and ``quantized``.
 Tokens are counted as ``ceil(chars / 4)`` per message plus 4 (:func:`count_tokens`).
 """
 
@@ -124,6 +128,7 @@ class FakeProvider:
         limit_headers: bool = True,
         injected_retry_after_s: int = 1,
         count_rejected: bool = False,
+        quantize: bool = False,
         usage: bool = True,
         reasoning_tokens: int | None = None,
         host: str = "127.0.0.1",
@@ -142,10 +147,13 @@ class FakeProvider:
         #: ``retry-after`` of an injected 429 (whole seconds).
         self.injected_retry_after_s = injected_retry_after_s
         self.count_rejected = count_rejected
+        #: Requests per 60th of ``period_s`` (``quantize``), else None.
+        self.per_second = math.ceil(rpm / 60) if quantize and rpm is not None else None
         self.usage, self.reasoning_tokens = usage, reasoning_tokens
         self._addr = (host, port)
         self._lock = threading.Lock()
         self._window = _Window(period_s)
+        self._second = _Window(period_s / 60)
         self._queued_faults: deque[str] = deque()
         self._seen: Counter[str] = Counter()
         self._answered: Counter[str] = Counter()
@@ -201,6 +209,7 @@ class FakeProvider:
             self.in_flight = 0
             self.max_in_flight = 0
             self._window = _Window(self.period_s)
+            self._second = _Window(self.period_s / 60)
             self._queued_faults.clear()
             self._seen.clear()
             self._answered.clear()
@@ -214,7 +223,8 @@ class FakeProvider:
 
     def stats(self) -> dict[str, Any]:
         """Counters: ``requests`` (all completion requests), ``ok``, ``rate_limited``, ``fault:<kind>``,
-        ``unauthorized``, ``tokens_in``, ``tokens_out``, and ``max_in_flight``."""
+        ``unauthorized``, ``tokens_in``, ``tokens_out``, ``quantized`` (429s of the per-second limit alone), and
+        ``max_in_flight``."""
         with self._lock:
             return {**self.counts, "max_in_flight": self.max_in_flight}
 
@@ -278,14 +288,20 @@ class FakeProvider:
         with self._lock:
             now = time.monotonic()
             self._window.trim(now)
+            self._second.trim(now)
             wait = self._window.wait_for(now, self.rpm, self.tpm, tokens_in + tokens_out)
-            if wait > 0:
+            quantized = self._second.wait_for(now, self.per_second, None, 0)
+            if wait > 0 or quantized > 0:
                 self.counts["rate_limited"] += 1
+                if wait <= 0:
+                    self.counts["quantized"] += 1
                 self.log.append({"t": now, "status": 429, "tokens": 0})
                 if self.count_rejected:
                     self._window.entries.append((now, 0))
-                return "429", (wait, self._limit_headers(now))
+                    self._second.entries.append((now, 0))
+                return "429", (max(wait, quantized), self._limit_headers(now))
             self._window.entries.append((now, tokens_in + tokens_out))
+            self._second.entries.append((now, 0))
             self._answered[key] += 1
             self.counts["ok"] += 1
             self.counts["tokens_in"] += tokens_in
@@ -512,9 +528,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--api-key")
     parser.add_argument("--count-rejected", action="store_true", help="429'd requests take a window slot too")
     parser.add_argument("--no-retry-after", action="store_true", help="429s carry no retry-after header")
+    parser.add_argument("--quantize", action="store_true", help="also at most ceil(rpm / 60) requests per second")
     args = parser.parse_args(argv)
     fake = FakeProvider(rpm=args.rpm, tpm=args.tpm, period_s=args.period, latency_s=args.latency,
-                        api_key=args.api_key, count_rejected=args.count_rejected,
+                        api_key=args.api_key, count_rejected=args.count_rejected, quantize=args.quantize,
                         retry_after=not args.no_retry_after, port=args.port).start()  # fmt: skip
     print(fake.url, flush=True)
     try:

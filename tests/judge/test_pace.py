@@ -1,0 +1,53 @@
+"""``judge.pace`` end to end: ``evaluate`` in embedded mode (private Redis, a real judge worker) against the fake
+provider enforcing its minute limit per second (``quantize``, as OpenAI documents its limits may be)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import evaluate
+from orchestrator.api import IncompleteRunWarning
+
+from ..fakes import FakeProvider
+
+pytestmark = pytest.mark.integration
+
+#: 300 a minute, enforced as 5 a second by the fake; 50 items x 2 judges of answer_accuracy: 100 calls.
+RPM, ITEMS = 300, 50
+
+
+def _rows() -> list[dict[str, Any]]:
+    return [{"id": f"q{i}", "question": f"Question {i}?", "reference": f"reference {i}",
+             "answer": f"answer {i} [[rating={4 if i % 2 else 2}]]"} for i in range(ITEMS)]  # fmt: skip
+
+
+def _run(pace: str, keys: str, model: str, out: Path) -> tuple[dict[str, float | None], dict[str, Any]]:
+    """Scores by item id, and the fake's counters, of one run at ``pace`` against a fresh quantizing fake."""
+    with FakeProvider(api_key=keys, rpm=RPM, quantize=True) as fake:
+        suite = {"name": f"pace-{pace}", "metrics": ["answer_accuracy"],
+                 "judge": {"provider": "openai", "model": f"{model}-{pace}", "base_url": fake.openai_base_url,
+                           "rpm": RPM, "tpm": None, "pace": pace}}  # fmt: skip
+        result = evaluate(_rows(), suite, out=out)
+        stats = fake.stats()
+    return {item.id: item.metrics["answer_accuracy"].score for item in result.items}, stats
+
+
+def test_an_even_pace_sends_a_quantized_providers_minute_without_429s_where_a_burst_earns_them(
+    home: Path, keys: str, model: str, tmp_path: Path
+) -> None:
+    """At ``pace: burst`` the first minute's calls all go at once, over the 5 a second the provider allows: 429s,
+    each pausing every worker, and calls that fail for good (the run's breaker may stop it). At ``pace: even`` the
+    same items are all scored, with (almost) no 429."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IncompleteRunWarning)  # a breaker opened by the 429s, or not
+        _, burst = _run("burst", keys, model, tmp_path / "burst")
+    assert burst.get("quantized", 0) > 0, burst  # refused by the per-second limit, never by the minute's
+
+    scores, even = _run("even", keys, model, tmp_path / "even")
+    assert scores == {f"q{i}": 1.0 if i % 2 else 0.5 for i in range(ITEMS)}
+    assert even["ok"] == 2 * ITEMS
+    assert even.get("rate_limited", 0) <= even["requests"] // 100, even  # at most 1% (a loaded box's network jitter)
