@@ -287,7 +287,7 @@ class _RunCommand(HelpCommand):
     usage_args = "(DATASET --suite FILE | --resume DIR)"
 
 
-@app.command("run", cls=_RunCommand, short_help="Score a dataset with a suite's metrics and write the reports")
+@app.command("run", cls=_RunCommand)
 def run_cmd(
     ctx: typer.Context,
     dataset: Annotated[
@@ -349,8 +349,10 @@ def run_cmd(
         ),
     ] = False,  # fmt: skip
 ) -> None:
-    """Score DATASET with the metrics of --suite end to end and write the reports (embedded unless a broker is set);
-    or, with --resume DIR alone, finish the run whose reports go to DIR.
+    """Score a dataset with a suite's metrics and write the reports
+
+    DATASET is scored with the metrics of --suite end to end (embedded unless a broker is set); with --resume DIR
+    alone, the run whose reports go to DIR is finished.
 
     With gates, exits 3 when one does not hold (after printing which, and by how much).
     """
@@ -577,7 +579,7 @@ def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     raise typer.Exit(EXIT_RUN_ERROR)
 
 
-@app.command("resume", short_help="Finish a run: score only what the store lacks")
+@app.command("resume")
 def resume_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     out: Annotated[
@@ -593,8 +595,10 @@ def resume_cmd(
     rpd: RpdOpt = None,
     tpd: TpdOpt = None,
 ) -> None:
-    """Finish a run: schedule only what the store lacks (missing, failed, stopped by a cancel, or by the judge's
-    breaker or budget), follow it, write the reports. --max-cost / --max-tokens raise the run's judge budget;
+    """Finish a run: score only what the store lacks
+
+    What it lacks (missing, failed, stopped by a cancel, or by the judge's breaker or budget) is scheduled and
+    followed, then the reports are written. --max-cost / --max-tokens raise the run's judge budget;
     --rpm / --tpm / --rpd / --tpd set its judge rate limits from now on. Exits 3 when a gate of its suite does not
     hold."""
     from .gates import GatePlan
@@ -720,7 +724,7 @@ def _state_or_none(broker: str | None, run_id: str) -> str | None:
         return None
 
 
-@app.command(short_help="Submit a run to a cluster and print its id")
+@app.command()
 def submit(
     dataset: Annotated[Path, typer.Argument(help=DATASET_HELP)],
     suite: Annotated[Path, typer.Option("--suite", "-s", help="Suite file (YAML or JSON)")],
@@ -739,8 +743,10 @@ def submit(
     rpd: RpdOpt = None,
     tpd: TpdOpt = None,
 ) -> None:
-    """Submit a run to a cluster and print its id at once (with a warning per queue of the run no worker serves).
-    The suite's options are those of `ragscore run`'s, applied the same way."""
+    """Submit a run to a cluster and print its id
+
+    The id is printed at once, with a warning per queue of the run no worker serves. The suite's options are those
+    of `ragscore run`'s, applied the same way."""
     from .runner import submit as submit_run
     from .runner import unserved_message, unserved_queues
 
@@ -765,7 +771,7 @@ def submit(
 RUN_LIST_HEADER = "run id\tstate\tdone/total\tsubmitted (UTC)\tdataset"
 
 
-@app.command(short_help="Show a run's progress per queue, or list the runs")
+@app.command()
 def status(
     run_id: Annotated[Optional[str], typer.Argument(help="Run id or --out DIR (omit to list runs)")] = None,  # noqa: UP045
     broker: BrokerOpt = None,
@@ -774,7 +780,9 @@ def status(
         float, typer.Option("--interval", min=0.2, help="Seconds between refreshes with --watch")
     ] = 2.0,
 ) -> None:
-    """Show a run's per-queue progress (done/total, rate, ETA, errors, judge req/min), or list the runs."""
+    """Show a run's progress per queue, or list the runs
+
+    Per queue: done/total, rate, ETA, errors, judge req/min."""
     import redis
     from kombu.exceptions import OperationalError
 
@@ -901,7 +909,7 @@ def status(
             live.update(refresh(), refresh=True)
 
 
-@app.command(short_help="Write the reports of a finished run")
+@app.command()
 def results(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     out: Annotated[
@@ -911,9 +919,11 @@ def results(
     broker: BrokerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table (what makes it exit 1 is still said)")] = False,
 ) -> None:
-    """Write the reports of a finished run (exit codes as `ragscore run`: 1 for a cancelled run or a metric with
-    no score). A cancelled run's summary is waited for (2 minutes at most), and written here when nothing else
-    would write it (a worker killed holding some of the run, or no worker left)."""
+    """Write the reports of a finished run
+
+    Exit codes as `ragscore run`: 1 for a cancelled run or a metric with no score. A cancelled run's summary is
+    waited for (2 minutes at most), and written here when nothing else would write it (a worker killed holding some
+    of the run, or no worker left)."""
     from .reports import print_summary
     from .reports.files import refuse_files_of_others
     from .runner import recorded_run, write_results
@@ -988,12 +998,14 @@ def _await_summary(store, run_id: str, limit_s: float) -> None:  # type: ignore[
         time.sleep(0.5)
 
 
-@app.command("cancel", short_help="Cancel a run; its summary covers what was scored")
+@app.command("cancel")
 def cancel_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     broker: BrokerOpt = None,
 ) -> None:
-    """Cancel a run: workers skip its remaining tasks; its summary covers what was scored."""
+    """Cancel a run; its summary covers what was scored
+
+    Workers skip its remaining tasks."""
     from .embedded_redis import run_process_alive
     from .runner import cancel
 
@@ -1083,7 +1095,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
 
 
-@app.command(short_help="Start Celery workers for these queues and supervise them")
+@app.command()
 def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code,target")],
     broker: WorkerBrokerOpt = None,
@@ -1100,7 +1112,9 @@ def worker(
         ),
     ] = None,
 ) -> None:
-    """Start Celery workers for these queues (each with its pool defaults) and supervise them.
+    """Start Celery workers for these queues and supervise them
+
+    Each worker runs with its queue's pool defaults.
 
     SIGTERM or Ctrl-C stops them warmly: no new tasks, running ones finish (up to --stop-timeout); a
     second one kills them at once (their tasks go back to the queue after the visibility timeout).
@@ -1155,7 +1169,7 @@ def _check_broker_for_workers(url: str, queues: list[str]) -> bool:
     return problem is None
 
 
-@app.command("consensus", short_help="Candidate golden answers from a checks run's answers")
+@app.command("consensus")
 def consensus_cmd(
     run: Annotated[str, typer.Argument(help="The --out DIR of a run (or a run id in the store)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Dataset file to write (JSONL)")],
@@ -1175,8 +1189,10 @@ def consensus_cmd(
     ] = None,
     broker: BrokerOpt = None,
 ) -> None:
-    """Candidate golden answers from the sentences of the answers that passed the heaviest points (a run scored
-    with checks, several systems answering each question)."""
+    """Candidate golden answers from a checks run's answers
+
+    They are made of the sentences of the answers that passed the heaviest points (a run scored with checks,
+    several systems answering each question)."""
     from contextlib import ExitStack
 
     from .consensus import run_source, write_consensus
@@ -1194,15 +1210,16 @@ def consensus_cmd(
     err.print(f"{questions} questions, {with_reference} with a consensus reference, written to {out}")
 
 
-@app.command("metrics", short_help="List the metrics, or one metric's row fields and params")
+@app.command("metrics")
 def list_metrics(
     name: Annotated[
         Optional[str],  # noqa: UP045
         typer.Argument(help="One metric: show the row fields it reads and its params"),
     ] = None,
 ) -> None:
-    """List the registered metrics with their queue and outputs (the names gates and reports use), or one
-    metric's row fields and params."""
+    """List the metrics, or one metric's row fields and params
+
+    Each registered metric with its queue and outputs (the names gates and reports use)."""
     from rich.markup import escape
 
     from ragscore_workers.metrics.registry import all_metrics, get_metric
@@ -1294,7 +1311,7 @@ def _type_name(annotation: object) -> str:
 ReportFormatOpt = Annotated[str, typer.Option("--format", "-f", help="html, md, csv, json or nlp-project")]
 
 
-@app.command("report", short_help="Write one report of a finished run, in one format")
+@app.command("report")
 def report_cmd(
     run: Annotated[str, typer.Argument(help="Run id (in the store) or an output DIR (summary.json + items.jsonl)")],
     fmt: ReportFormatOpt = "html",
@@ -1309,7 +1326,9 @@ def report_cmd(
     ] = None,
     name: Annotated[str, typer.Option("--name", help="nlp-project: the key of items without a system")] = "ragscore",
 ) -> None:
-    """Write one report of a finished run: report.html (html), report.md (md), items.csv (csv), summary.json,
+    """Write one report of a finished run, in one format
+
+    It writes report.html (html), report.md (md), items.csv (csv), summary.json,
     items.jsonl, failed_rows.jsonl and run_info.json (json; into the run's own DIR only summary.json) or
     {split}_evaluation.json (nlp-project)."""
     from .reports import FORMATS, open_run, write_reports
@@ -1344,7 +1363,7 @@ def report_cmd(
         err.print(f"wrote {path}")
 
 
-@app.command("compare", short_help="Compare systems on their shared questions")
+@app.command("compare")
 def compare_cmd(
     runs: Annotated[
         list[str],
@@ -1367,7 +1386,9 @@ def compare_cmd(
     ] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="Seed of bootstrap and permutations")] = None,  # noqa: UP045
 ) -> None:
-    """Compare systems on their shared questions: means, paired differences with 95% CI and p, wins."""
+    """Compare systems on their shared questions
+
+    Means, paired differences with 95% CI and p, wins."""
     from .reports import open_run
     from .reports.compare import (
         alone_text,
@@ -1414,11 +1435,7 @@ def compare_cmd(
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
 
 
-@app.command(
-    "flower",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    short_help="Start Flower, the Celery web monitor, for ragscore",
-)
+@app.command("flower", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def flower_cmd(
     ctx: typer.Context,
     broker: FlowerBrokerOpt = None,
@@ -1430,7 +1447,9 @@ def flower_cmd(
     ] = None,
     no_auth: Annotated[bool, typer.Option("--no-auth", help="No basic auth (127.0.0.1 only)")] = False,
 ) -> None:
-    """Start Flower for the ragscore Celery app; basic auth from FLOWER_BASIC_AUTH=user:password.
+    """Start Flower, the Celery web monitor, for ragscore
+
+    Basic auth from FLOWER_BASIC_AUTH=user:password.
 
     Any other Flower option is passed on as written: --persistent=True --db=flower.db,
     --task_runtime_metric_buckets=1,5,30 ..."""

@@ -1,9 +1,11 @@
 """How ``ragscore --help`` reads: flags shown without a value, docstrings reflowed to the terminal's width.
 
 typer's rich help prints every option's type, ``--quiet <bool>`` too, as if a flag took a value (``--quiet true``
-is then refused); and it keeps a docstring's hard line breaks past its first paragraph and in the list of
-commands, which wrap raggedly in a terminal narrower than the source. :class:`HelpTyper` gives every command and
-the group a class that fixes both.
+is then refused); it keeps a docstring's hard line breaks past its first paragraph and in the list of commands,
+which wrap raggedly in a terminal narrower than the source; and its usage line shows a required argument as
+``{run_id}``, like a format placeholder left unfilled. :class:`HelpTyper` gives every command and the group a class
+that fixes all three. A command's line in the list of commands is its docstring's first line (a paragraph of its
+own): one text, not a ``short_help`` beside the docstring that could drift from it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from typing import Any, ClassVar
 
 import typer
 from typer import _click
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-__all__ = ["HelpTyper", "reflowed"]
+__all__ = ["HelpTyper", "reflowed", "summary"]
 
 
 def reflowed(text: str | None) -> str | None:
@@ -25,6 +27,19 @@ def reflowed(text: str | None) -> str | None:
         return text
     paragraphs = inspect.cleandoc(text).split("\n\n")
     return "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs)
+
+
+def summary(text: str | None) -> str | None:
+    """A command's line in the list of commands: the first paragraph of its docstring, a line of its own."""
+    return reflowed(text).split("\n\n", 1)[0] if text else None
+
+
+def _usage_name(param: TyperArgument) -> str:
+    """An argument in the usage line as click writes it: ``RUN_ID`` required, ``[RUN_ID]`` optional, ``RUNS...``
+    for several (typer writes ``{run_id}``)."""
+    name = param.metavar or (param.name or "").upper()
+    name = name if param.required else f"[{name}]"
+    return name + ("..." if param.nargs != 1 else "")
 
 
 def _show_flags_as_flags(params: list[_click.Parameter]) -> None:
@@ -43,19 +58,24 @@ class _FlagsAsFlags:
 
 
 class HelpCommand(_FlagsAsFlags, TyperCommand):
-    """A command whose help shows flags as flags and reflows its docstring."""
+    """A command whose help shows flags as flags, its arguments as click does, and reflows its docstring, whose
+    first line is its summary in the list of commands."""
 
     #: The usage line's arguments after ``[OPTIONS]`` where click's (``[DATASET]``) would not be true: a subclass
     #: sets them (``(DATASET --suite FILE | --resume DIR)``); None: click's.
     usage_args: ClassVar[str | None] = None
 
     def __init__(self, name: str | None, *, help: str | None = None, **kwargs: Any) -> None:  # noqa: A002
+        kwargs["short_help"] = summary(help)  # typer passes None: HelpTyper.command takes none
         super().__init__(name, help=reflowed(help), **kwargs)
 
     def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
-        if self.usage_args is None:
-            return super().collect_usage_pieces(ctx)
-        return [self.options_metavar or "", self.usage_args]
+        if self.usage_args is not None:
+            return [self.options_metavar or "", self.usage_args]
+        pieces = [self.options_metavar or ""]
+        for param in self.get_params(ctx):
+            pieces += [_usage_name(param)] if isinstance(param, TyperArgument) else param.get_usage_pieces(ctx)
+        return pieces
 
 
 class HelpGroup(_FlagsAsFlags, TyperGroup):
@@ -73,4 +93,6 @@ class HelpTyper(typer.Typer):
         super().__init__(cls=HelpGroup, **kwargs)
 
     def command(self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
+        if "short_help" in kwargs:
+            raise TypeError("a command's summary is its docstring's first line, not a short_help beside it")
         return super().command(name, cls=cls or HelpCommand, **kwargs)

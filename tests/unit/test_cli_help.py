@@ -198,3 +198,44 @@ def test_the_list_of_commands_gives_each_one_line_and_its_help_the_whole_text() 
     assert len(names) == len(rows) and "resume" in names and "results" in names, "\n".join(top)
     said = " ".join(" ".join(_help_at_80("resume", "--help")).replace("│", " ").split())
     assert "--max-cost / --max-tokens raise the run's judge budget" in said, said
+
+
+def _commands() -> dict[str, object]:
+    import typer.main
+
+    from orchestrator.cli import app
+
+    return typer.main.get_command(app).commands  # type: ignore[attr-defined,no-any-return]
+
+
+def test_each_commands_line_in_the_list_is_its_docstrings_whole_first_line() -> None:
+    """Each command's line in ``ragscore --help`` was a short_help written beside its docstring (two texts that
+    could drift), and click cuts a long one with "..." (completions). The docstring's first line is the line now."""
+    import inspect
+
+    top = _cli("--help")
+    assert top.returncode == 0, top.stderr
+    rows = [line.strip("│ ") for line in top.stdout.split("Commands", 1)[1].splitlines() if line.startswith("│")]
+    listed = dict(row.split(maxsplit=1) for row in rows)
+    commands = _commands()
+    assert set(listed) == set(commands), listed
+    for name, command in commands.items():
+        first = inspect.getdoc(command.callback).split("\n\n", 1)[0]  # type: ignore[attr-defined]
+        assert "\n" not in first, (name, "the docstring's first paragraph is one line", first)
+        assert listed[name] == first == command.get_short_help_str(), (name, listed[name], first)  # type: ignore[attr-defined]
+        assert not listed[name].endswith("..."), listed[name]
+
+
+def test_usage_lines_name_arguments_as_click_does() -> None:
+    """``resume --help`` read ``resume [OPTIONS] {run_id}``, like a format placeholder left unfilled (typer's way
+    for a required argument): it reads ``RUN_ID`` now, ``[RUN_ID]`` where optional, ``RUNS...`` for several."""
+    from typer import _click
+
+    usages = {name: command.get_usage(_click.Context(command, info_name=name)) for name, command in _commands().items()}  # type: ignore[attr-defined]
+    assert usages["resume"] == "Usage: resume [OPTIONS] RUN_ID", usages
+    assert usages["status"] == "Usage: status [OPTIONS] [RUN_ID]", usages
+    assert usages["compare"] == "Usage: compare [OPTIONS] RUNS...", usages
+    assert usages["report"] == "Usage: report [OPTIONS] RUN", usages
+    assert [usage for usage in usages.values() if "{" in usage] == [], usages
+    said = _cli("resume", "--help")  # as a user reads it
+    assert said.returncode == 0 and " resume [OPTIONS] RUN_ID" in said.stdout, said.stdout
