@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from ragscore_workers.counts import close_names
+from ragscore_workers.counts import close_names, place
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
@@ -33,8 +33,18 @@ def _read(path: Path) -> Any:
     text = path.read_text(encoding="utf-8")
     try:
         return json.loads(text) if path.suffix.lower() == ".json" else _yaml(text, path)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+                          f"{_trailing_comma(exc)}") from exc  # fmt: skip
+    except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: cannot parse the suite: {exc}") from exc
+
+
+def _trailing_comma(exc: json.JSONDecodeError) -> str:
+    """The hint for the usual slip, a comma before ``]`` or ``}`` (which JSON refuses); else nothing."""
+    if exc.doc[exc.pos : exc.pos + 1] in ("]", "}") and exc.doc[: exc.pos].rstrip().endswith(","):
+        return " (a comma before a closing bracket: JSON takes no comma before ] or })"
+    return ""
 
 
 def _yaml(text: str, path: Path) -> Any:
@@ -47,22 +57,23 @@ def _yaml(text: str, path: Path) -> Any:
         loader.dispose()
 
 
-def _non_finite(value: Any, where: str = "") -> str | None:
-    """Where the suite holds an infinite or NaN number (``sandbox.timeout_s``), or None: YAML's ``.inf`` and JSON's
-    ``1e309`` passed every ``gt=0`` and became ``null`` in the run store, which then could not read the suite."""
+def _non_finite(value: Any, loc: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    """Where the suite holds an infinite or NaN number (``("sandbox", "timeout_s")``), or None: YAML's ``.inf`` and
+    JSON's ``1e309`` passed every ``gt=0`` and became ``null`` in the run store, which then could not read the suite."""
     if isinstance(value, float) and not math.isfinite(value):
-        return where or "suite"
+        return loc
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
-        if (found := _non_finite(item, f"{where}.{key}" if where else str(key))) is not None:
+        if (found := _non_finite(item, (*loc, key))) is not None:
             return found
     return None
 
 
-def _problem(error: ErrorDetails) -> str:
-    """One of pydantic's errors as ``where: message``; an unknown key with the known ones most like it
-    (``judge.rmp: Extra inputs are not permitted (did you mean 'rpm'?)``)."""
-    where = ".".join(str(p) for p in error["loc"]) or "suite"
+def _problem(error: ErrorDetails, data: Any) -> str:
+    """One of pydantic's errors as ``where: message``, where in ``data`` (the suite as written) as users count
+    (``metrics item 1 (exact_match)``); an unknown key with the known ones most like it (``judge.rmp: Extra inputs
+    are not permitted (did you mean 'rpm'?)``)."""
+    where = place(error["loc"], data) or "suite"
     if error["type"] == "extra_forbidden" and (model := _model_at(Suite, error["loc"][:-1])) is not None:
         if close := close_names(str(error["loc"][-1]), model.model_fields):
             return f"{where}: {error['msg']} (did you mean {' or '.join(repr(c) for c in close)}?)"
@@ -98,13 +109,14 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
     if not isinstance(data, dict):
         raise ConfigError("A suite must be a mapping with a 'metrics' list")
     # warnings=False: a section model_copy(update=...) set as a dict (with_judge_limits) is dumped as it is, unwarned
-    if (where := _non_finite(source.model_dump(warnings=False) if isinstance(source, Suite) else data)) is not None:
-        raise ConfigError(f"Invalid suite: {where}: a number must be finite (not .inf or NaN): the run keeps its suite "
-                          "as JSON, which cannot hold it")  # fmt: skip
+    written = source.model_dump(warnings=False) if isinstance(source, Suite) else data
+    if (where := _non_finite(written)) is not None:
+        raise ConfigError(f"Invalid suite: {place(where, written) or 'suite'}: a number must be finite (not .inf or "
+                          "NaN): the run keeps its suite as JSON, which cannot hold it")  # fmt: skip
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(_problem(e) for e in exc.errors())
+        problems = "; ".join(_problem(e, data) for e in exc.errors())
         # from None: pydantic's own text shows each refused value (input_value=...), a credential among them, in
         # every traceback of this error (evaluate() in a notebook or a script); the problems are all said here.
         raise ConfigError(f"Invalid suite: {problems}") from None

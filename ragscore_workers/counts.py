@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-__all__ = ["agree", "and_more", "close_names", "counted", "counted_of", "listed", "noun", "noun_names"]
+__all__ = ["agree", "and_more", "close_names", "counted", "counted_of", "listed", "noun", "noun_names", "place"]
 
 
 def agree(n: int, one: str, many: str) -> str:
@@ -66,3 +67,41 @@ def listed(
 def close_names(name: str, known: Iterable[str]) -> list[str]:
     """The names of ``known`` most like ``name`` (a typo's "did you mean"), best first."""
     return difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+
+
+#: The keys that name an entry of a suite's list: a metric, a target's system, a gate's metric.
+_NAMING_KEYS = ("name", "system", "metric")
+
+
+def place(loc: Sequence[Any], data: Any = None) -> str:
+    """A place in a suite (pydantic's ``loc``) as users count list items, from 1: ``metrics item 2 (mrr).params.k
+    item 1``, not ``metrics.1.params.k.0``. An item is named as ``data`` (what the place is in, as written) names
+    it: by its name, system or metric, or a metric by its bare name; never by another value (it may be a secret)."""
+    said, key = "", None
+    for step in loc:
+        if isinstance(step, int) and not isinstance(step, bool):
+            name = _item_name(data, step, bare=key == "metrics")
+            said += f" item {step + 1}" + (f" ({name})" if name else "")
+        else:
+            said += f".{step}" if said else str(step)
+        key, data = step, _at(data, step)
+    return said.strip()
+
+
+def _at(data: Any, step: Any) -> Any:
+    """``data[step]``, or None where ``data`` has no such entry."""
+    if isinstance(data, dict):
+        return data.get(step)
+    if isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data):
+        return data[step]
+    return None
+
+
+def _item_name(data: Any, index: int, *, bare: bool) -> str | None:
+    """The name of entry ``index`` of the list ``data`` (a bare string too where ``bare``), or None."""
+    item = _at(data, index) if isinstance(data, list) else None
+    if isinstance(item, dict):
+        item = next((item[k] for k in _NAMING_KEYS if isinstance(item.get(k), str)), None)
+    elif not bare:
+        return None
+    return item if isinstance(item, str) else None

@@ -41,6 +41,9 @@ class UnknownMetricError(ConfigError):
         if owners:  # an output's name (``mrr``, ``recall_at_5``), which gates and reports use
             hint = (f" {name!r} is an output of {' and '.join(repr(o) for o in owners)}: list that metric (gates and "
                     f"reports use its outputs' names).{hint}")  # fmt: skip
+        if " - " in name:  # metrics: [- exact_match, then "  - mrr" one column deeper]: YAML reads one name
+            hint += (" A name with ' - ' in it looks like a list item indented deeper than the one above it: YAML "
+                     "reads the two as one name; start every item of the list in the same column.")  # fmt: skip
         super().__init__(f"Unknown metric {name!r}.{hint} Known metrics: {', '.join(known)}.")
 
 

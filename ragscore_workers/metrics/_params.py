@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..counts import place
+
 __all__ = ["booleans_read_as_numbers"]
 
 
@@ -17,7 +19,7 @@ def booleans_read_as_numbers(raw: Any, parsed: BaseModel) -> list[str]:
         held = {**parsed.model_dump(warnings=False), **parsed.model_dump(by_alias=True, warnings=False)}
     except Exception:  # a plug-in's field that cannot be dumped: nothing to compare against
         return []
-    return [f"{'.'.join(map(str, loc))}: Input should be a number, not a boolean ({str(value).lower()})"
+    return [f"{place(loc, raw)}: Input should be a number, not a boolean ({str(value).lower()})"
             for loc, value in _numbers_from_booleans(raw, held, ())]  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..counts import and_more, noun_names
+from ..counts import and_more, noun_names, place
 from ..schemas import MetricResult, Queue, Row
 from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
 from ._bounded_regex import BoundedPattern
@@ -212,7 +212,7 @@ class ParsedPoint:
 
 def _problem(index: int, point_id: str | None, exc: Exception, where: tuple[str, ...] = ()) -> PointSpecError:
     if isinstance(exc, ValidationError):
-        msg = "; ".join(f"{'.'.join([*where, *map(str, e['loc'])]) or 'point'}: {e['msg']}" for e in exc.errors())
+        msg = "; ".join(f"{place((*where, *e['loc'])) or 'point'}: {e['msg']}" for e in exc.errors())
     else:
         msg = str(exc)
     return PointSpecError(f"checks[{index}]" + (f" ({point_id!r})" if point_id else "") + f": {msg}")

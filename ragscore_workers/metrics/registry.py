@@ -22,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
-from ..counts import close_names, noun
+from ..counts import close_names, noun, place
 from ..errors import ConfigError, UnknownMetricError
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
 from ._params import booleans_read_as_numbers
@@ -170,18 +170,19 @@ class MetricDef:
             parsed = self.params_model.model_validate(params)
             problems += booleans_read_as_numbers(params, parsed)
         except ValidationError as exc:
-            problems += [self._problem(e) for e in exc.errors()]
+            problems += [self._problem(e, params) for e in exc.errors()]
         except Exception as exc:  # a plug-in's validator raising TypeError, which pydantic does not wrap
             problems.append(f"params: {type(exc).__name__}: {exc}")
         if problems:
             raise ConfigError(f"Bad params for metric {self.name!r}: {'; '.join(problems)}")
         return parsed
 
-    def _problem(self, error: ErrorDetails) -> str:
-        """One of pydantic's errors as ``field: message``; an unknown param's with :meth:`_unknown_param`'s hint."""
+    def _problem(self, error: ErrorDetails, params: dict[str, Any]) -> str:
+        """One of pydantic's errors as ``field: message`` (``k item 2: ...``, counted from 1); an unknown param's
+        with :meth:`_unknown_param`'s hint."""
         if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
             return self._unknown_param(str(error["loc"][0]))
-        return f"{'.'.join(str(p) for p in error['loc']) or 'params'}: {error['msg']}"
+        return f"{place(error['loc'], params) or 'params'}: {error['msg']}"
 
     def _unknown_param(self, key: str) -> str:
         """``kk: Extra inputs are not permitted (did you mean 'k'? its params: k)``."""

@@ -98,9 +98,9 @@ def test_suite_gates_section_takes_text_and_mappings_and_is_validated() -> None:
         GateSpec(metric="exact_match", min=0.4, on="ci_low"),
     ]
     assert load_suite({"metrics": ["exact_match"]}).suite.gates == []
-    with pytest.raises(ConfigError, match=r"gates\.0"):
+    with pytest.raises(ConfigError, match=r"gates item 1: "):
         load_suite({"metrics": ["exact_match"], "gates": ["exact_match"]})
-    with pytest.raises(ConfigError, match="gates.0.threshold: Extra inputs"):
+    with pytest.raises(ConfigError, match=r"gates item 1 \(exact_match\)\.threshold: Extra inputs"):
         load_suite({"metrics": ["exact_match"], "gates": [{"metric": "exact_match", "threshold": 1}]})
 
 

@@ -55,7 +55,7 @@ def test_an_outputs_name_given_as_a_metric_names_the_metric_that_makes_it(name: 
         ({"metrics": ["exact_match"], "judge": {"rmp": 60}}, r"judge\.rmp: Extra .* \(did you mean 'rpm' or 'rpd'\?\)"),
         (
             {"metrics": ["exact_match"], "targets": [{"system": "a", "url": "https://rag.example", "reqest": {}}]},
-            r"targets\.0\.reqest: Extra inputs are not permitted \(did you mean 'request'\?\)",
+            r"targets item 1 \(a\)\.reqest: Extra inputs are not permitted \(did you mean 'request'\?\)",
         ),
     ],
 )
@@ -449,7 +449,7 @@ def test_a_budget_given_to_one_judge_metric_caps_every_judge_metric_and_two_valu
     [
         ({"sandbox": {"timeout_s": float("inf")}}, "sandbox.timeout_s: a number must be finite"),
         ({"metrics": ["checks", {"name": "recall_at_k", "params": {"k": [1, float("nan")]}}]},
-         "metrics.1.params.k.1: a number must be finite"),
+         "metrics item 2 (recall_at_k).params.k item 2: a number must be finite"),
         ({"sandbox": {"memory_mb": 16}}, "sandbox.memory_mb: Input should be greater than or equal to 32"),
         ({"sandbox": {"memory_mb": 2**45}}, "sandbox.memory_mb: Input should be less than or equal to 1048576"),
         ({"sandbox": {"timeout_s": 0.001}}, "sandbox.timeout_s: Input should be greater than or equal to 0.5"),
@@ -529,7 +529,7 @@ def test_judge_limits_in_place_of_the_suites_warn_of_nothing() -> None:
         ("typed_answer", {"min_rationale_words": True}, "min_rationale_words: Input should be a number"),
         ("answer_hallucination", {"threshold": False}, "threshold: Input should be a number, not a boolean (false)"),
         ("quality_checks", {"retrieval_threshold": True}, "retrieval_threshold: Input should be a number"),
-        ("recall_at_k", {"k": [1, True]}, "k.1: Input should be a valid integer"),  # StrictInt said so already
+        ("recall_at_k", {"k": [1, True]}, "k item 2: Input should be a valid integer"),  # StrictInt said so already
     ],
 )
 def test_a_number_param_given_a_boolean_is_refused_naming_the_metric_and_param(
@@ -549,7 +549,10 @@ def test_a_number_param_given_a_boolean_is_refused_naming_the_metric_and_param(
         ({"sandbox": {"timeout_s": True}}, "sandbox.timeout_s: Input should be a number, not a boolean (true)"),
         ({"embedding": {"batch_size": True}}, "embedding.batch_size: Input should be a number"),
         ({"chunk_size": {"cpu": True}}, "chunk_size.cpu: Input should be a number"),
-        ({"gates": [{"metric": "exact_match", "min": True}]}, "gates.0.min: Input should be a number"),
+        (
+            {"gates": [{"metric": "exact_match", "min": True}]},
+            "gates item 1 (exact_match).min: Input should be a number",
+        ),
         ({"target": {"url": "http://x/ask", "timeout_s": True}}, "target.timeout_s: Input should be a number"),
     ],
 )
@@ -583,3 +586,44 @@ def test_a_request_body_field_is_read_in_words_as_a_query_field_is(name: str) ->
     with pytest.raises(ConfigError, match="a credential comes from the environment") as info:
         load_suite({"metrics": ["exact_match"], "target": target})
     assert "REALSECRET987" not in str(info.value)
+
+
+def test_suite_errors_count_list_items_from_1_and_name_them() -> None:
+    """Suite errors said ``metrics.0`` (pydantic's count from 0), which users read as no metric of theirs: an item
+    is said as users count it, with its name where it has one."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": [5, {"name": "recall_at_k", "parms": {}}],
+                    "targets": [{"system": "a", "url": "https://rag.example", "reqest": {}}]})  # fmt: skip
+    said = str(info.value)
+    assert "metrics item 1: Input should be a valid dictionary" in said, said
+    assert "metrics item 2 (recall_at_k): parms (did you mean 'params'?)" in said, said
+    assert "targets item 1 (a).reqest: Extra inputs" in said and ".0" not in said, said
+
+
+def test_a_mis_indented_metric_list_item_is_said_to_look_like_one(tmp_path: Path) -> None:
+    """``- exact_match`` then ``- mrr`` indented deeper is one metric to YAML, "exact_match - mrr": the unknown
+    metric error said only "did you mean 'exact_match'"."""
+    path = tmp_path / "suite.yaml"
+    path.write_text("metrics:\n  - exact_match\n    - recall_at_k\n")
+    with pytest.raises(UnknownMetricError, match="Unknown metric 'exact_match - recall_at_k'") as info:
+        load_suite(path)
+    assert "looks like a list item indented deeper than the one above it" in str(info.value), info.value
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"metrics": ["exact_match", "mrr",]}', "not valid JSON at line 1 column 35: Expecting value (a comma "),
+        ('{\n  "metrics": ["exact_match"],\n}', "not valid JSON at line 3 column 1: Expecting property name"),
+        ('{"metrics": ["exact_match"]', "not valid JSON at line 1 column 28: Expecting ',' delimiter"),
+    ],
+)
+def test_a_json_suite_that_does_not_parse_names_the_file_line_and_column(tmp_path: Path, text: str, said: str) -> None:
+    """A trailing comma read "cannot parse the suite: Expecting value: line 1 column 35 (char 34)": it says the
+    file is not valid JSON, where, and that JSON takes no comma before a closing bracket."""
+    path = tmp_path / "suite.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    assert str(info.value).startswith(f"{path}: {said}"), info.value
+    assert ("takes no comma before" in str(info.value)) == text.endswith((",]}", ",\n}")), info.value
