@@ -305,10 +305,11 @@ def get_metric(name: str) -> MetricDef:
 
 
 def _default_outputs(mdef: MetricDef) -> list[str]:
-    """The outputs of a metric under its default params (none where its params have no defaults)."""
+    """The outputs of a metric under its default params (none where its params have no defaults, or where a
+    plug-in's ``outputs`` fails for them: an unknown name is said as unknown, not as that plug-in's problem)."""
     try:
         return mdef.outputs(mdef.params_model())
-    except ValueError:  # pydantic's ValidationError: a param without a default
+    except (ValueError, ConfigError):  # pydantic's ValidationError: a param without a default; outputs that fail
         return []
 
 

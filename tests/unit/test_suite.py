@@ -627,3 +627,11 @@ def test_a_json_suite_that_does_not_parse_names_the_file_line_and_column(tmp_pat
         load_suite(path)
     assert str(info.value).startswith(f"{path}: {said}"), info.value
     assert ("takes no comma before" in str(info.value)) == text.endswith((",]}", ",\n}")), info.value
+
+
+def test_an_unknown_metric_is_said_so_beside_a_plugin_whose_outputs_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a plug-in whose ``outputs`` raises under its default params installed, any unknown metric name said
+    "Bad params for metric 'careless_cutoffs': its outputs cannot be named", a metric the suite did not list."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.careless")
+    with pytest.raises(UnknownMetricError, match="Unknown metric 'exact_mach'. Did you mean 'exact_match'"):
+        load_suite({"metrics": ["exact_mach"]})
