@@ -244,22 +244,24 @@ def _say(line: str) -> None:
         write_to_nowhere(sys.stdout)
 
 
-def _store(broker: str | None, *, sends: bool = False):  # type: ignore[no-untyped-def]
-    """The run store; ``sends``: the command sends work (the broker's Redis is then probed too)."""
+def _store(broker: str | None, *, sends: bool = False, writes: bool = False):  # type: ignore[no-untyped-def]
+    """The run store; ``sends``: the command sends work (the broker's Redis is then probed too); ``writes``: it
+    writes the store (its user is checked for writing, not only reading)."""
     from .runner import connect
 
-    return connect(_broker_url(broker), get_settings(), sends=sends)
+    return connect(_broker_url(broker), get_settings(), sends=sends, writes=writes)
 
 
-def _run_store(broker: str | None, run_id: str, *, queues: bool = False):  # type: ignore[no-untyped-def]
+def _run_store(broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False):  # type: ignore[no-untyped-def]
     """``(store, lane)``: the store, with the broker where run ``run_id``'s queues are, and for an embedded run its
     lane (its process's database: its waiting and held messages and its workers are seen there; None on a
-    cluster). An unknown run raises. ``queues``: the command reads the run's queues (see :func:`.runner.connect`)."""
+    cluster). An unknown run raises. ``queues``: the command reads the run's queues; ``writes``: it writes the
+    store, and may send to the control queue (see :func:`.runner.connect`)."""
     from .runner import connect, connect_lane
 
     settings = get_settings()
     url = _broker_url(broker)
-    store = connect(url, settings, queues=queues)
+    store = connect(url, settings, queues=queues, writes=writes)
     if broker or settings.broker_url:
         store.meta(run_id)  # raises a clear error for an unknown run
         return store, None
@@ -792,7 +794,7 @@ def status(
     from .reports.live import StatusView, sample
 
     if run_id is None:  # one line per run, oldest first: id, state, done/total units, submitted (UTC), dataset
-        store = _store(broker)
+        store = _store(broker, writes=True)  # it keeps the runs' index: adds runs an old store had, drops expired ones
         embedded = not (broker or get_settings().broker_url)
         runs = sorted(store.overview(store.list_runs()), key=lambda r: (r["submitted_at"] or 0.0, r["run_id"]))
         interrupted = 0
@@ -941,8 +943,8 @@ def results(
         out = Path(ref)
     run_id = _run_id(ref)
     _refuse_another_runs_dir(out, run_id)  # not said with `ragscore report A --out B`, which would write there too
-    try:
-        store, lane = _run_store(broker, run_id)
+    try:  # it writes the store: where the reports are, a cancelled run's summary
+        store, lane = _run_store(broker, run_id, writes=True)
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
         if not (Path(ref) / "summary.json").is_file():
             raise
@@ -1011,7 +1013,7 @@ def cancel_cmd(
 
     run_id = _run_id(run_id)
     # an unknown run raises a clear error; a broker URL whose password or database is wrong, before the cancel
-    store, lane = _run_store(broker, run_id, queues=True)
+    store, lane = _run_store(broker, run_id, queues=True, writes=True)
     was = store.state(run_id)
     cancel(store, run_id)
     state = store.state(run_id)

@@ -142,15 +142,21 @@ def new_run_id() -> str:
 
 
 def connect(
-    broker_url: str, settings: Settings | None = None, *, sends: bool = False, queues: bool = False
+    broker_url: str,
+    settings: Settings | None = None,
+    *,
+    sends: bool = False,
+    queues: bool = False,
+    writes: bool = False,
 ) -> RunStore:
-    """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a
-    run, a submit, a resume), so a broker's Redis apart from the store's is probed too; a command that only reads
-    the store (status, results, report) works with the broker down, and whatever the visibility timeout.
-    ``queues``: the caller reads the broker's queues (status RUN, cancel), so a broker on the store's server in
-    another database or as another user is probed too: its server answers as the store's does, so what fails is
-    its password or its database, said now; a broker on another server is left to the command, which works with
-    it down."""
+    """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a run,
+    a submit, a resume), so a broker's Redis apart from the store's is probed too; a command that sends nothing
+    (status, results, report) works with the broker down, and whatever the visibility timeout. ``queues``: the
+    caller reads the broker's queues (status RUN, cancel), so a broker on the store's server in another database or
+    as another user is probed too: its server answers as the store's does, so what fails is its password or its
+    database, said now; a broker on another server is left to the command, which works with it down. ``writes``: the
+    caller writes the store (the run list, results, cancel; one that sends does too), and where it reads the queues
+    may send to the control queue (cancel), so its users are checked for the writing roles, not the reading ones."""
     settings = settings or get_settings()
     if sends:
         settings.check_visibility_timeout()
@@ -165,11 +171,11 @@ def connect(
     # Each Redis is named by its role only where they are two servers (not the embedded one's database 0 and lane,
     # whose store URL the user never set).
     # Each user is checked for what it does (acl.lacking): the store's for the store, the broker's for the queues;
-    # what only reads (status, report) for reading alone, so a user that may only read works there.
+    # what only reads (status RUN, report) for reading alone, so a user that may only read works there.
     apart = _broker_apart(broker_url, settings)
     one = not apart and _database(broker_url) == _database(store_url)  # one database and user, however written
     queued = sends or (queues and not apart)  # what reads a broker apart probes it itself (reach_broker)
-    broker_role, store_role = (BROKER, STORE) if sends else (BROKER_READS, STORE_READS)
+    broker_role, store_role = (BROKER, STORE) if sends or writes else (BROKER_READS, STORE_READS)
     named = [
         (store_url, STORE_REDIS if apart else "Redis", (broker_role, store_role) if one and queued else (store_role,))
     ]

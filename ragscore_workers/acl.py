@@ -5,8 +5,9 @@ runs on each key and channel it uses. :func:`lacking` queues them inside ``MULTI
 and Redis (6 and later) checks a command's ACL permissions when it is queued, so one it refuses says ``NOPERM`` at
 once. A user with the right password and no permission on ragscore's keys failed late, with redis-py's raw
 ``NoPermissionError``. Only ``NOPERM`` refuses a user: a server that will not queue a command for another reason (a
-renamed command, another arity on a Redis-compatible server), or will not open ``MULTI`` for this user (one that may
-only read), cannot tell, and the user is left to the command, as before the check."""
+renamed command, another arity on a Redis-compatible server) cannot tell, and the user is left to the command, as
+before the check. A user that may not open ``MULTI`` (one that may only read) is refused by a role that writes
+(ragscore's writes and kombu's use ``MULTI``), and left to the command by a reading one."""
 
 from __future__ import annotations
 
@@ -26,11 +27,13 @@ _PROBE = "acl-probe"
 @dataclass(frozen=True, kw_only=True)
 class Role:
     """What one Redis user does for ragscore: ``commands`` (a command of each kind, on each key or channel) and
-    ``rule``, the ACL rule that allows them (``{user}`` is the user's name)."""
+    ``rule``, the ACL rule that allows them (``{user}`` is the user's name); ``writes``: it writes too, in ``MULTI``
+    transactions among others, so a user that may not open ``MULTI`` may not do its work."""
 
     name: str
     commands: tuple[tuple[str, ...], ...]
     rule: str
+    writes: bool = False
 
 
 def broker_role(queues: Iterable[str]) -> Role:
@@ -48,6 +51,7 @@ def broker_role(queues: Iterable[str]) -> Role:
             ("PUBLISH", "/{db}.celery.pidbox", _PROBE),
         ),
         rule="ACL SETUSER {user} ~* &* +@all",
+        writes=True,
     )
 
 
@@ -61,12 +65,13 @@ def _queue_reads(queue: str) -> tuple[tuple[str, ...], ...]:
     return (("LLEN", queue), ("LRANGE", queue, "0", "0"))
 
 
-#: The broker's user of a command that sends work (run, submit, resume): what every run needs of it, whatever its
-#: metrics' queues (a user limited to the queues its cluster serves is not refused for the others; one that lacks a
-#: queue its run needs fails on it later, as before this check); `ragscore worker` checks its own queues too.
+#: The broker's user of a command that may send work to the control queue (cancel: a cancelled run's aggregation):
+#: what every run needs of it, whatever its metrics' queues (a user limited to the queues its cluster serves is not
+#: refused for the others; one that lacks a queue its run needs fails on it later, as before this check); run,
+#: submit and resume check it too, `ragscore worker` its own queues (:func:`broker_role`).
 BROKER = broker_role(())
 
-#: The broker's user of a command that only reads its queues (status, cancel): the control queue's list and kombu's
+#: The broker's user of a command that only reads its queues (status RUN): the control queue's list and kombu's
 #: unacked messages.
 BROKER_READS = Role(
     name="broker",
@@ -78,7 +83,9 @@ BROKER_READS = Role(
     rule=BROKER.rule,
 )
 
-#: The run store's user: its keys (``ragscore:``: runs, caches, rate limits), Lua scripts over them, and scans.
+#: The run store's user of a command that writes it (run, submit, resume, cancel, results, and the run list of
+#: status, which keeps the runs' index): its keys (``ragscore:``: runs, caches, rate limits), Lua scripts over them,
+#: and scans.
 STORE = Role(
     name="run store",
     commands=(
@@ -89,9 +96,10 @@ STORE = Role(
         ("SCAN", "0", "MATCH", "ragscore:run:*:meta"),
     ),
     rule="ACL SETUSER {user} ~ragscore:* &* +@all",
+    writes=True,
 )
 
-#: The run store's user of a command that only reads it (status, report): a user that may only read works there.
+#: The run store's user of a command that only reads it (status RUN, report): a user that may only read works there.
 STORE_READS = Role(
     name="run store",
     commands=(("HGET", f"ragscore:run:{_PROBE}:meta", "state"), ("SCAN", "0", "MATCH", "ragscore:run:*:meta")),
@@ -129,8 +137,9 @@ def _queued_and_discarded(
     conn: redis.connection.AbstractConnection, commands: list[tuple[Role, tuple[str, ...]]]
 ) -> list[tuple[Role, tuple[str, ...], str]]:
     """The ``commands`` (each with its role) that Redis refuses to queue on ``conn`` inside MULTI for want of
-    permission (NOPERM), and why; none where MULTI does not open (the commands are then never sent: they would
-    run). PING goes first, in MULTI's send: its error is raised."""
+    permission (NOPERM), and why. Where MULTI does not open the commands are never sent (they would run): MULTI
+    itself is the refused command where Redis refused it for want of permission and a role writes, else there is
+    none. PING goes first, in MULTI's send: its error is raised."""
     clean = False  # conn outside MULTI with no reply left unread: it may go back to its pool
     try:
         conn.send_packed_command(conn.pack_commands([("PING",), ("MULTI",)]))
@@ -139,7 +148,7 @@ def _queued_and_discarded(
             raise pong
         if isinstance(multi, redis.ResponseError):
             clean = True
-            return []
+            return _multi_refused(commands, multi)
         conn.send_packed_command(conn.pack_commands([c for _, c in commands] + [("DISCARD",)]))
         replies = [_reply(conn) for _ in commands]
         clean = not isinstance(_reply(conn), redis.ResponseError)
@@ -148,6 +157,17 @@ def _queued_and_discarded(
     finally:
         if not clean:
             conn.disconnect()
+
+
+def _multi_refused(
+    commands: list[tuple[Role, tuple[str, ...]]], error: redis.ResponseError
+) -> list[tuple[Role, tuple[str, ...], str]]:
+    """MULTI as the refused command of the first role of ``commands`` that writes, where Redis refused MULTI for
+    want of permission (``error``); none where no role writes (a user that may only read does the reading roles'
+    work) or MULTI failed otherwise."""
+    if not isinstance(error, redis.exceptions.NoPermissionError):
+        return []
+    return [(role, ("MULTI",), str(error)) for role in dict.fromkeys(r for r, _ in commands) if role.writes][:1]
 
 
 def _reply(conn: redis.connection.AbstractConnection) -> object:

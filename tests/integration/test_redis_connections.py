@@ -394,12 +394,13 @@ def test_users_without_permission_on_ragscores_keys_are_refused_at_once_naming_w
         store = connect(good, get_settings(), sends=True)
         run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id
         queued = store.r.llen("cpu")
-        broker_said = "its ACL user 'broker' may not run LLEN control, LRANGE control, HGET unacked"  # status, cancel
-        for command in (["status", run_id], ["cancel", run_id]):
+        broker_said = {"status": "LLEN control, LRANGE control, HGET unacked", "cancel": "LPUSH control, BRPOP control"}
+        for command in (["status", run_id], ["cancel", run_id]):  # status reads the queues; cancel may send there
             said = _ragscore(*command, home=home, RAGSCORE_BROKER_URL=broker, RAGSCORE_STORE_URL=good)
             text = " ".join(said.stderr.split())
             assert said.returncode == 2, (command, text)
-            assert text.startswith(f"Error: Cannot use Redis at redis://broker:***@{base}: {broker_said}"), text
+            said_first = f"Error: Cannot use Redis at redis://broker:***@{base}: its ACL user 'broker' may not run "
+            assert text.startswith(said_first + broker_said[command[0]]), text
             assert "no permissions" in text and "ACL SETUSER broker ~* &* +@all" in text and "-pw" not in text, text
         with pytest.raises(ConfigError, match="its ACL user .broker. may not run LPUSH control, BRPOP control"):
             connect(broker, get_settings(), sends=True)  # its store the broker's user too
@@ -483,6 +484,36 @@ def test_the_permission_probe_refuses_only_what_redis_refuses_for_want_of_permis
             assert lacking(client, (STORE,)).startswith("its ACL user 'cpu' may not run HSET ragscore:run:")
             assert client.lpush("cpu", "x") == 1 and client.lpop("cpu") == b"x"
         client.close()
+    finally:
+        server.stop()
+
+
+def test_commands_that_write_the_store_refuse_a_user_that_may_only_read_at_once(tmp_path: Path) -> None:
+    """`status` (the run list keeps the runs' index: ZADD), `results` (EVALSHA: where the reports are) and `cancel`
+    (which writes the run's state, and may send its aggregation) were checked for reading alone: a user that may
+    only read passed, then failed with redis-py's raw NoPermissionError. Each refuses it at once now (exit 2),
+    naming the user, what it may not run (MULTI, for one that may not open it) and the rule, the password hidden."""
+    users = ["default off", "good on >good-pw ~* &* +@all", "reader on >reader-pw ~* &* +@read +time +ping",
+             "nowrite on >nowrite-pw ~* &* +@all -@write"]  # fmt: skip
+    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    home = tmp_path / "home"
+    try:
+        store = connect(f"redis://good:good-pw@{base}", get_settings(), sends=True)
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id
+        writes = {"status": "HSET ragscore:run:", "results": "HSET ragscore:run:", "cancel": "LPUSH control"}
+        for name in ("reader", "nowrite"):
+            user = f"redis://{name}:{name}-pw@{base}"
+            for command in (["status"], ["results", run_id, "--out", str(tmp_path / name)], ["cancel", run_id]):
+                said = _ragscore(*command, home=home, RAGSCORE_BROKER_URL=user, RAGSCORE_STORE_URL=user)
+                text = " ".join(said.stderr.split())
+                lacked = "MULTI" if name == "reader" else writes[command[0]]  # the reader may not open a MULTI
+                assert said.returncode == 2, (name, command, text)
+                assert text.startswith(f"Error: Cannot use Redis at redis://{name}:***@{base}: its ACL user '{name}' "
+                                       f"may not run {lacked}"), (name, command, text)  # fmt: skip
+                assert "no permissions" in text and f"ACL SETUSER {name} " in text, text
+                assert f"{name}-pw" not in text, text
+        assert store.state(run_id) == RunState.RUNNING  # refused before it cancelled
     finally:
         server.stop()
 
