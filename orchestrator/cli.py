@@ -749,8 +749,8 @@ def submit(
 
     The id is printed at once, with a warning per queue of the run no worker serves. The suite's options are those
     of `ragscore run`'s, applied the same way."""
+    from .runner import check_queues, unserved_message, unserved_queues
     from .runner import submit as submit_run
-    from .runner import unserved_message, unserved_queues
 
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
@@ -759,6 +759,7 @@ def submit(
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
     options = _format_options(predictions, corpus, system)
     store = _store(broker, sends=True)
+    check_queues(store, _broker_url(broker), resolved.queues)
     sub = submit_run(dataset, resolved, store, fmt=fmt, fmt_options=options)
     err.print(
         f"submitted {counted(sub.items, 'item')} ({sub.failed_rows:,} unreadable) in {counted(sub.tasks, 'task')}"

@@ -18,7 +18,7 @@ import secrets
 import socket
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +28,7 @@ import redis
 from pydantic_core import PydanticSerializationError
 from redis.commands.core import Script
 
-from ragscore_workers.acl import BROKER, BROKER_READS, STORE, STORE_READS, Role
+from ragscore_workers.acl import BROKER, BROKER_READS, STORE, STORE_READS, Role, broker_role
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted, counted_of
@@ -150,13 +150,14 @@ def connect(
     writes: bool = False,
 ) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a run,
-    a submit, a resume), so a broker's Redis apart from the store's is probed too; a command that sends nothing
-    (status, results, report) works with the broker down, and whatever the visibility timeout. ``queues``: the
-    caller reads the broker's queues (status RUN, cancel), so a broker on the store's server in another database or
-    as another user is probed too: its server answers as the store's does, so what fails is its password or its
-    database, said now; a broker on another server is left to the command, which works with it down. ``writes``: the
-    caller writes the store (the run list, results, cancel; one that sends does too), and where it reads the queues
-    may send to the control queue (cancel), so its users are checked for the writing roles, not the reading ones."""
+    a submit, a resume), so a broker's Redis apart from the store's is probed too (the queues of its run's suite by
+    :func:`check_queues`); a command that sends nothing (status, results, report) works with the broker down, and
+    whatever the visibility timeout. ``queues``: the caller reads the broker's queues (status RUN, cancel), so a
+    broker on the store's server in another database or as another user is probed too: its server answers as the
+    store's does, so what fails is its password or its database, said now; a broker on another server is left to the
+    command, which works with it down. ``writes``: the caller writes the store (the run list, results, cancel; one
+    that sends does too), and where it reads the queues may send to the control queue (cancel), so its users are
+    checked for the writing roles, not the reading ones."""
     settings = settings or get_settings()
     if sends:
         settings.check_visibility_timeout()
@@ -203,6 +204,16 @@ def _reach(url: str, what: str, roles: tuple[Role, ...]) -> None:
                     CONNECT_RETRY_S)  # fmt: skip
         if problem := _until_redis_answers(url, deadline, problem, what, roles):
             raise cannot_use(url, what, problem)
+
+
+def check_queues(store: RunStore, broker_url: str, queues: Iterable[str]) -> None:
+    """Before a run's work is sent to ``queues`` (its suite's) on the broker at ``broker_url``: ConfigError at once
+    (exit 2) where the broker's user may not use one of them (a user limited to other queues failed late, on the
+    first send there), naming the user, the commands and the ACL rule; BrokerError where the broker stopped
+    answering since ``store`` was connected."""
+    what = "the broker's Redis" if store.broker_apart else "Redis"
+    if problem := probe_redis(broker_url, what, (broker_role(queues),)):
+        raise cannot_use(broker_url, what, problem)
 
 
 def cannot_use(url: str, what: str, problem: str) -> BrokerError:
@@ -1516,10 +1527,15 @@ def run(
             if broker and (following := _follow_instead(store, resume_id, changes, given_broker)):
                 validated([])  # DIR/run.json names the run, as a resume's does
                 return following
+            if broker:  # an embedded run's user is ragscore's own
+                stored = load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"]))
+                check_queues(store, broker, stored.queues)
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
                           judge_limits=judge_limits, say=say, broker=given_broker)  # fmt: skip
         assert dataset is not None and resolved is not None
+        if broker:
+            check_queues(store, broker, resolved.queues)
         return submit(
             dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,
             on_validated=validated, say=say, named=named, broker=given_broker,

@@ -67,8 +67,8 @@ def _queue_reads(queue: str) -> tuple[tuple[str, ...], ...]:
 
 #: The broker's user of a command that may send work to the control queue (cancel: a cancelled run's aggregation):
 #: what every run needs of it, whatever its metrics' queues (a user limited to the queues its cluster serves is not
-#: refused for the others; one that lacks a queue its run needs fails on it later, as before this check); run,
-#: submit and resume check it too, `ragscore worker` its own queues (:func:`broker_role`).
+#: refused for the others). run, submit and resume check the queues of their run's suite too, `ragscore worker` its
+#: own (:func:`broker_role`).
 BROKER = broker_role(())
 
 #: The broker's user of a command that only reads its queues (status RUN): the control queue's list and kombu's

@@ -518,6 +518,51 @@ def test_commands_that_write_the_store_refuse_a_user_that_may_only_read_at_once(
         server.stop()
 
 
+def test_a_runs_broker_user_is_checked_for_the_queues_of_its_suite_before_anything_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker user limited to the queues its cluster serves (here cpu) passed the check of what every run needs,
+    then a run, a submit or a resume whose suite needs another queue (embed) failed late, on its first send there,
+    with redis-py's raw NoPermissionError. Each is refused at once now (exit 2), naming the queue, before anything of
+    the run is sent or recorded; a run needing only its queues still goes."""
+    import re
+
+    from orchestrator.runner import cancel, check_queues
+
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             "cpu on >cpu-pw ~cpu ~control ~_kombu.* ~unacked* ~celery-* &* +@all"]  # fmt: skip
+    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, cpu = f"redis://good:good-pw@{base}", f"redis://cpu:cpu-pw@{base}"
+    embed = {"metrics": ["exact_match", "answer_correctness"], "chunk_size": {"cpu": 25}}
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+    refused = f"Cannot use Redis at redis://cpu:***@{base}: its ACL user 'cpu' may not run LPUSH embed"
+    monkeypatch.setenv("RAGSCORE_STORE_URL", good)
+    env = {"RAGSCORE_STORE_URL": good, "RAGSCORE_BROKER_URL": cpu}
+    home, suite = tmp_path / "home", tmp_path / "suite.json"
+    suite.write_text(json.dumps(embed))
+    try:
+        store = connect(good, get_settings(), sends=True)
+        with pytest.raises(ConfigError, match=re.escape(refused)):
+            run(data, load_suite(embed), tmp_path / "out", broker=cpu, timeout_s=60)
+        said = _ragscore("submit", str(data), "--suite", str(suite), home=home, **env)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2 and text.startswith(f"Error: {refused}"), text
+        assert "cpu-pw" not in text, text
+        assert store.list_runs() == [] and store.r.keys("embed") == [] and store.r.llen("cpu") == 0  # nothing sent
+        store = connect(good, get_settings(), sends=True)  # the Celery app's broker again, not the refused run's
+        run_id = submit(data, load_suite(embed), store).run_id  # sent as the good user, then cancelled
+        cancel(store, run_id)
+        waiting = store.r.llen("embed")
+        said = _ragscore("resume", run_id, "--out", str(tmp_path / "resumed"), home=home, **env)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2 and f"Error: {refused}" in text, text
+        assert store.state(run_id) == RunState.CANCELLED and store.r.llen("embed") == waiting  # nothing sent again
+        check_queues(connect(cpu, get_settings(), sends=True), cpu, ["cpu"])  # its own queues: it goes
+    finally:
+        server.stop()
+
+
 def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path: Path) -> None:
     """connect() probed the broker's Redis for every command: `status` with RAGSCORE_STORE_URL's Redis up and the
     broker down retried ~20 s and failed (exit 1), though it reads only the store. Only a command that sends work
