@@ -34,6 +34,7 @@ from redis.retry import Retry
 
 from ragscore_workers.app import CONTROL_QUEUE, SCORING_QUEUES
 from ragscore_workers.errors import BrokerError
+from ragscore_workers.limits import PRIORITY_SEP
 from ragscore_workers.schemas import Queue
 
 __all__ = ["EmbeddedRedis", "find_redis_server", "lane_in_use", "lane_url", "process_id", "run_process_alive"]
@@ -51,10 +52,8 @@ LANES = 16
 _PROC_STAT = Path("/proc/self/stat").exists()
 #: Redis set of the processes beyond LANES that share lane 0 (:func:`process_id`): lane 0 is not free while one runs.
 LANE_SHARERS_KEY = "ragscore:embedded:lane0-sharers"
-#: The broker's queues (kombu's lists; a queue with message priorities has one list per priority, its name and
-#: PRIORITY_SEP then the priority).
+#: The broker's queues (kombu's lists, and a list per priority: :data:`~ragscore_workers.limits.PRIORITY_SEP`).
 QUEUE_NAMES = (*(q.value for q in SCORING_QUEUES), Queue.TARGET.value, CONTROL_QUEUE)
-PRIORITY_SEP = "\x06\x16"
 #: Seconds a server may read its data back before the wait is said (a small store loads in a blink; each
 #: evaluate() in a notebook would warn).
 LOADING_SAID_AFTER_S = 1.0

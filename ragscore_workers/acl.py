@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import redis
 
-from .limits import CONTROL_QUEUE
+from .limits import CONTROL_QUEUE, PRIORITY_SEP
 
 __all__ = ["BROKER", "BROKER_READS", "STORE", "STORE_READS", "Role", "broker_role", "lacking"]
 
@@ -56,8 +56,10 @@ def broker_role(queues: Iterable[str]) -> Role:
 
 
 def _queue_commands(queue: str) -> tuple[tuple[str, ...], ...]:
-    """What kombu (send, receive) and status (depth, what is ahead of a run) run on one queue's list."""
-    return (("LPUSH", queue, _PROBE), ("BRPOP", queue, "1"), *_queue_reads(queue))
+    """What kombu (send, receive, its size) and status (depth, what is ahead of a run) run on one queue's lists: its
+    own and its priority lists (a user allowed ``~cpu`` alone failed on ``cpu\\x06\\x163``)."""
+    priority = f"{queue}{PRIORITY_SEP}9"
+    return (("LPUSH", queue, _PROBE), ("BRPOP", queue, "1"), ("LLEN", priority), *_queue_reads(queue))
 
 
 def _queue_reads(queue: str) -> tuple[tuple[str, ...], ...]:
@@ -180,4 +182,5 @@ def _reply(conn: redis.connection.AbstractConnection) -> object:
 
 def _shown(command: tuple[str, ...]) -> str:
     """A refused command as an error names it: its name and its key or channel."""
-    return command[0] if command[0] in ("EVAL", "SCAN") else " ".join(command[:2])
+    shown = command[0] if command[0] in ("EVAL", "SCAN") else " ".join(command[:2])
+    return shown.encode("unicode_escape").decode()  # a priority list's separator as redis-cli shows it

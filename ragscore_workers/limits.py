@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from .schemas import Queue
 
-__all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "longest_hard_limit"]
+__all__ = ["CONTROL_QUEUE", "PRIORITY_SEP", "QUEUE_LIMITS", "longest_hard_limit"]
 
 #: Queue of the bookkeeping tasks (shard completion, aggregation); every worker consumes it.
 CONTROL_QUEUE = "control"
+#: kombu's priority lists: a queue with message priorities has one Redis list per priority, named the queue, this,
+#: then the priority (``cpu\x06\x163``, ...; its priority 0 is the queue's own list).
+PRIORITY_SEP = "\x06\x16"
 
 #: (soft, hard) time limit in seconds of one task per queue. A chunk that hits the soft limit records a
 #: time-limit error for its items (``resume`` retries them) instead of failing the chord. Every hard

@@ -464,16 +464,20 @@ def test_the_permission_probe_refuses_only_what_redis_refuses_for_want_of_permis
     Redis-compatible server) refused every user, naming an "unknown command" as a permission it lacked; and a
     worker's user was checked for every queue, not its own, as a run's was (a user limited to the queues its
     cluster serves ran them before the probe). Only NOPERM refuses; the probe leaves no MULTI open
-    on the client's connections, whatever it found."""
+    on the client's connections, whatever it found. A user allowed a queue's own list (``~cpu``) and not kombu's
+    priority lists (``cpu\\x06\\x163``) passed, then failed on them: it is refused."""
     import redis
 
     from ragscore_workers.acl import BROKER, STORE, broker_role, lacking
 
-    users = ["default on nopass ~* &* +@all", "cpu on >cpu-pw ~cpu ~control ~_kombu.* ~unacked* ~celery-* &* +@all"]
+    users = ["default on nopass ~* &* +@all", "cpu on >cpu-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* &* +@all",
+             "exact on >exact-pw ~cpu ~control ~_kombu.* ~unacked* ~celery-* &* +@all"]  # fmt: skip
     server = RedisProcess(tmp_path / "redis", "--rename-command", "EVAL", "",
                           *(a for u in users for a in ("--user", *u.split()))).start_without_ping()  # fmt: skip
     cpu = f"redis://cpu:cpu-pw@127.0.0.1:{server.port}/0"
     try:
+        with pytest.raises(ConfigError, match=r"its ACL user 'exact' may not run LLEN cpu\\x06\\x169, "):
+            probe_redis(f"redis://exact:exact-pw@127.0.0.1:{server.port}/0", roles=(broker_role(["cpu"]),))
         assert probe_redis(server.url, roles=(BROKER, STORE)) is None  # EVAL unknown: not a permission it lacks
         assert probe_redis(cpu, roles=(broker_role(["cpu"]),)) is None
         assert probe_redis(cpu, roles=(BROKER,)) is None  # a run's send: not every queue's
@@ -530,7 +534,7 @@ def test_a_runs_broker_user_is_checked_for_the_queues_of_its_suite_before_anythi
     from orchestrator.runner import cancel, check_queues
 
     users = ["default off", "good on >good-pw ~* &* +@all",
-             "cpu on >cpu-pw ~cpu ~control ~_kombu.* ~unacked* ~celery-* &* +@all"]  # fmt: skip
+             "cpu on >cpu-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* &* +@all"]  # fmt: skip
     server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
     base = f"127.0.0.1:{server.port}/0"
     good, cpu = f"redis://good:good-pw@{base}", f"redis://cpu:cpu-pw@{base}"
