@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import threading
+from urllib.parse import urlsplit
 
 from celery import Celery
 from celery.signals import celeryd_init, worker_init, worker_process_shutdown
 from kombu import Exchange
 from kombu import Queue as KombuQueue
+from kombu.utils.url import parse_url
 
 from .errors import ConfigError
 from .limits import CONTROL_QUEUE, QUEUE_LIMITS
@@ -28,6 +30,16 @@ SCORING_QUEUES: tuple[Queue, ...] = (Queue.CPU, Queue.EMBED, Queue.JUDGE, Queue.
 RESULT_EXPIRES_S = 7 * 24 * 3600
 
 
+def _broker_tls(broker_url: str | None) -> dict[str, object] | None:
+    """A ``rediss://`` broker URL's TLS options as kombu reads them (``ssl_cert_reqs`` an ``ssl`` constant), as
+    Celery's ``broker_use_ssl``: kombu takes them from the URL itself, Flower's broker page and queue lengths
+    (``/broker``, ``/api/queues/length``) only from this setting (without it, they checked the server's certificate
+    against the system's CAs, not the URL's ``ssl_ca_certs``, and failed). None for any other URL."""
+    if not broker_url or urlsplit(broker_url).scheme != "rediss":
+        return None
+    return parse_url(broker_url).get("ssl")
+
+
 def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object]:
     visibility = get_settings().visibility_timeout_s
     transport = {
@@ -39,6 +51,7 @@ def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object
     }
     return {
         "broker_url": broker_url,
+        "broker_use_ssl": _broker_tls(broker_url),
         "result_backend": backend_url or (broker_url and without_kombu_options(broker_url)),
         "task_serializer": "json",
         "result_serializer": "json",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import SplitResult, parse_qsl, unquote_plus, urlsplit
+from urllib.parse import SplitResult, unquote_plus, urlsplit
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -13,7 +14,18 @@ from .errors import ConfigError
 from .limits import longest_hard_limit
 from .redaction import REDIS_SCHEMES, redact_url, userinfo_span
 
-__all__ = ["CERT_REQS", "REDIS_SCHEMES", "Settings", "check_redis_url", "get_settings", "without_kombu_options"]
+__all__ = [
+    "CERT_REQS",
+    "NO_CERT_REQS",
+    "REDIS_SCHEMES",
+    "TLS_EXAMPLE",
+    "Settings",
+    "check_redis_url",
+    "for_redis_py",
+    "get_settings",
+    "query_options",
+    "without_kombu_options",
+]
 
 #: A Redis URL written with one slash after its scheme (``redis:/HOST:6379/0``), a typo of ``redis://``.
 _ONE_SLASH = re.compile(r"(?i)^rediss?:/(?!/)")
@@ -68,22 +80,62 @@ _TLS_OPTIONS = frozenset(
 #: ``ssl_cert_reqs`` as redis-py spells it, by kombu's and Celery's spelling, which redis-py refuses.
 CERT_REQS = {"CERT_REQUIRED": "required", "CERT_OPTIONAL": "optional", "CERT_NONE": "none"}
 
+#: A ``rediss://`` URL as ragscore takes it, for messages.
+TLS_EXAMPLE = (
+    "rediss://:PASSWORD@HOST:PORT/0?ssl_cert_reqs=required&ssl_ca_certs=/path/ca.pem (ssl_cert_reqs: required, "
+    "optional or none)"
+)
+#: Why a ``rediss://`` URL without ``ssl_cert_reqs`` is refused: Celery's result backend refuses it (a traceback),
+#: kombu (the broker's client) would not check the server's certificate, redis-py would.
+NO_CERT_REQS = "a rediss:// URL needs ssl_cert_reqs"
+
 #: What a URL that asks for TLS otherwise than by its scheme is told.
 _TLS_BY_SCHEME = (
     "a URL asks for TLS by its scheme: rediss://HOST:PORT/N?ssl_cert_reqs=required&ssl_ca_certs=/path/ca.pem"
 )
 
 
+def _query_fields(query: str) -> list[tuple[str, str, str]]:
+    """A URL query's fields as written, each with its name and value percent-decoded once, as kombu (Celery's broker
+    client) reads them (``ssl_cert_reqs=CERT%5FREQUIRED`` is ``CERT_REQUIRED``): the one parse of a query that every
+    check of a Redis URL and every rewrite of it reads. Blank values are kept (``?a=``, ``?a``)."""
+    return [(field, unquote_plus(name), unquote_plus(value))
+            for field in query.split("&") if field for name, _, value in [field.partition("=")]]  # fmt: skip
+
+
+def query_options(query: str) -> list[tuple[str, str]]:
+    """The options of a URL's ``query``, names and values decoded (:func:`_query_fields`), in order, repeats kept."""
+    return [(name, value) for _, name, value in _query_fields(query)]
+
+
+def _rewrite_query(url: str, field: Callable[[str, str, str], str | None]) -> str:
+    """``url`` with each query field replaced by ``field(as written, name, value)`` (decoded: :func:`_query_fields`),
+    left out where that is None; the rest of the URL as written. Only a ``redis://`` or ``rediss://`` URL's query:
+    a ``redis+socket://`` URL's kombu hands to redis-py as it is (check_redis_url refuses what it would not read)."""
+    head, mark, rest = url.partition("?")
+    if not mark or urlsplit(url).scheme not in ("redis", "rediss"):
+        return url
+    query, hash_mark, fragment = rest.partition("#")
+    kept = [new for written, name, value in _query_fields(query) if (new := field(written, name, value)) is not None]
+    return head + ("?" + "&".join(kept) if kept else "") + hash_mark + fragment
+
+
 def without_kombu_options(url: str) -> str:
     """``url`` without the query options kombu alone reads (``?heartbeat=30``, ``?connect_timeout=5``): the URL
     redis-py gets where the broker's URL is also the run store's or the result backend's. Other options, and the
-    rest of the URL, stay as written. A ``redis+socket://`` URL's query kombu hands to redis-py: it is kept whole
-    (check_redis_url refuses those options there)."""
-    head, mark, query = url.partition("?")
-    if not mark or urlsplit(url).scheme not in ("redis", "rediss"):
-        return url
-    kept = [f for f in query.split("&") if unquote_plus(f.partition("=")[0]) not in _KOMBU_ONLY_OPTIONS]
-    return head + ("?" + "&".join(kept) if kept else "")
+    rest of the URL, stay as written."""
+    return _rewrite_query(url, lambda written, name, _: None if name in _KOMBU_ONLY_OPTIONS else written)
+
+
+def for_redis_py(url: str) -> str:
+    """``url`` as redis-py (the run store's client) reads what kombu and Celery read of it: without the options kombu
+    alone reads (:func:`without_kombu_options`), and its ``ssl_cert_reqs`` in redis-py's spelling (kombu's and
+    Celery's ``CERT_REQUIRED``, written as such or percent-encoded, as ``required``, which they read too)."""
+
+    def spelt(written: str, name: str, value: str) -> str:
+        return f"{name}={CERT_REQS[value]}" if name == "ssl_cert_reqs" and value in CERT_REQS else written
+
+    return _rewrite_query(without_kombu_options(url), spelt)
 
 
 def _redis_py_query(parts: SplitResult) -> bool:
@@ -91,7 +143,7 @@ def _redis_py_query(parts: SplitResult) -> bool:
     redis-py takes as text (``redis://h:6379?client_name=me@h2``): what redis-py reads, where the ``@`` would end a
     password holding ``?`` (``redis://u:12?a=34@h``: an option ``a`` that redis-py refuses; ``redis://u:12?34@h``: a
     field ``34@h`` without a value, which redis-py drops, connecting to host u, port 12)."""
-    fields = parse_qsl(parts.query, keep_blank_values=True)
+    fields = query_options(parts.query)
     text = all(name in _REDIS_TEXT_OPTIONS for name, value in fields if "@" in name + value)
     return not parts.path and not parts.fragment and text
 
@@ -151,7 +203,7 @@ def _check_one_database(parts: SplitResult, shown: str, what: str) -> None:
     (kombu, Celery's) and the run store's (redis-py) would read two: ``redis://h/1?db=4`` (redis-py reads 4, kombu
     fails the send), ``redis+socket:///s?db=4`` (redis-py reads 4, kombu database 0: the queues were read where
     Celery never put them). A ``unix://`` URL, which only redis-py reads, names its database as ``?db=N``."""
-    if not any(name == "db" for name, _ in parse_qsl(parts.query, keep_blank_values=True)):
+    if not any(name == "db" for name, _ in query_options(parts.query)):
         return
     if parts.scheme in ("redis+socket", "socket"):
         raise ConfigError(
@@ -170,7 +222,7 @@ def _check_repeated_options(parts: SplitResult, shown: str, what: str) -> None:
     """ConfigError where the URL (``parts``, ``shown`` redacted) gives a query option twice: kombu (the broker's
     client) and Celery's result backend read the last, redis-py (the run store's) the first, so
     ``?ssl_cert_reqs=none&ssl_cert_reqs=required`` checked the broker's certificate and not the run store's."""
-    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    names = [name for name, _ in query_options(parts.query)]
     if repeated := next((name for name in names if names.count(name) > 1), None):
         raise ConfigError(
             f"{what}: {shown!r} gives the query option {repeated!r} twice, which Redis clients read differently "
@@ -182,7 +234,7 @@ def _check_credential_provider(parts: SplitResult, shown: str, what: str) -> Non
     """ConfigError where the URL (``parts``, ``shown`` redacted) has ``?credential_provider=``: kombu and Celery's
     result backend import the class it names and build one without arguments, redis-py (the run store's client)
     keeps its name as text and fails its first connection with it."""
-    if any(name == "credential_provider" for name, _ in parse_qsl(parts.query, keep_blank_values=True)):
+    if any(name == "credential_provider" for name, _ in query_options(parts.query)):
         raise ConfigError(
             f"{what}: {shown!r} has the query option 'credential_provider', which the Redis clients ragscore uses "
             "read differently (kombu and Celery's result backend import the class it names, the run store's redis-py "
@@ -195,8 +247,9 @@ def _check_tls_options(parts: SplitResult, shown: str, what: str) -> None:
     """ConfigError where the URL's (``parts``, ``shown`` redacted) TLS options are not read alike by its clients:
     ``?ssl=`` (kombu fails on it, redis-py refuses it), an ``ssl_*`` option of a URL that is not ``rediss://``
     (kombu speaks TLS, redis-py and Celery's result backend refuse it), one not in :data:`_TLS_OPTIONS`, and values
-    of ``ssl_cert_reqs`` or ``ssl_check_hostname`` that one of them refuses or reads otherwise."""
-    fields = parse_qsl(parts.query, keep_blank_values=True)
+    of ``ssl_cert_reqs`` or ``ssl_check_hostname`` that one of them refuses or reads otherwise; and a ``rediss://``
+    URL without ``ssl_cert_reqs`` (:data:`NO_CERT_REQS`)."""
+    fields = query_options(parts.query)
     if any(name == "ssl" for name, _ in fields):
         raise ConfigError(f"{what}: {shown!r} has the query option 'ssl': {_TLS_BY_SCHEME}")
     tls = [(name, value) for name, value in fields if name.startswith("ssl_")]
@@ -204,6 +257,11 @@ def _check_tls_options(parts: SplitResult, shown: str, what: str) -> None:
         raise ConfigError(f"{what}: {shown!r} has the TLS option {tls[0][0]!r}: {_TLS_BY_SCHEME}")
     for name, value in tls:
         _check_tls_option(name, value, shown, what)
+    if parts.scheme == "rediss" and not any(name == "ssl_cert_reqs" for name, _ in tls):
+        raise ConfigError(
+            f"{what}: {shown!r}: {NO_CERT_REQS}. For TLS: {TLS_EXAMPLE}; without it Celery's broker client would not "
+            "check the server's certificate, and its result backend refuses the URL"
+        )
 
 
 def _check_tls_option(name: str, value: str, shown: str, what: str) -> None:
@@ -231,7 +289,7 @@ def _check_broker_query(parts: SplitResult, shown: str, what: str) -> None:
     Celery's sends, its workers and Flower fail with a TypeError traceback (``redis://h:6379?db=4``, where redis-py,
     the run store's and the result backend's client, reads database 4). kombu hands a ``redis+socket://`` URL's
     query to redis-py."""
-    given = [n for n, _ in parse_qsl(parts.query)]
+    given = [n for n, v in query_options(parts.query) if v]  # as kombu reads them: blank ones dropped
     if parts.scheme in ("redis+socket", "socket"):
         _check_kombu_only_options(shown, what, _KOMBU_ONLY_OPTIONS.intersection(given))
         return

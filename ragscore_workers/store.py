@@ -40,13 +40,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import redis
 from pydantic_core import PydanticSerializationError
@@ -57,7 +56,7 @@ from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
 from .schemas import RATE_LIMITS, ItemResult, MetricResult, RunSummary, Suite, split_key
-from .settings import CERT_REQS, LIVE_RUN_TTL_S, without_kombu_options
+from .settings import LIVE_RUN_TTL_S, NO_CERT_REQS, TLS_EXAMPLE, for_redis_py, query_options
 from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
@@ -555,16 +554,12 @@ def as_stored(result: MetricResult) -> dict[str, Any]:
     return json.loads(_stored_result(result)[1:])
 
 
-#: A URL's ``ssl_cert_reqs`` spelt as kombu and Celery's result backend also read it, which redis-py refuses.
-_CERT_REQS_FIELD = re.compile(rf"([?&]ssl_cert_reqs=)({'|'.join(CERT_REQS)})(?=&|#|$)")
-
-
 def store_url_for_redis_py(url: str) -> str:
     """Translate Celery's ``redis+socket://`` / ``socket://`` URLs to redis-py's ``unix://`` (kombu's
     ``?virtual_host=N`` database to redis-py's ``?db=N``), leaving out the query options kombu alone reads
     (:func:`without_kombu_options`), and kombu's spelling of ``ssl_cert_reqs`` (``CERT_REQUIRED``) as redis-py's
-    (``required``)."""
-    url = _CERT_REQS_FIELD.sub(lambda m: m[1] + CERT_REQS[m[2]], without_kombu_options(url))
+    (``required``): :func:`for_redis_py`."""
+    url = for_redis_py(url)
     for prefix in ("redis+socket://", "socket://"):
         if url.startswith(prefix):
             return "unix://" + url[len(prefix) :].replace("?virtual_host=", "?db=")
@@ -598,16 +593,16 @@ def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> 
     from .errors import BrokerError, ConfigError
 
     try:
-        if url.startswith("rediss://") and "ssl_cert_reqs=" not in url:  # Celery refuses it with a traceback
-            raise ValueError("a rediss:// URL needs ssl_cert_reqs")
+        # a URL given in code (evaluate's broker=): check_redis_url refuses it where a setting or --broker has it
+        if url.startswith("rediss://") and not any(n == "ssl_cert_reqs" for n, _ in query_options(urlsplit(url).query)):
+            raise ValueError(NO_CERT_REQS)
         _check_tls_files(url)
         probe = redis.Redis.from_url(store_url_for_redis_py(url), socket_connect_timeout=5, socket_timeout=5)
         probe.connection_pool.make_connection()  # options redis-py rejects only when it builds a connection
     except (ValueError, TypeError, redis.RedisError) as exc:
         raise ConfigError(
             f"{redact_url(url)}{'' if what == 'Redis' else f' ({what})'} is not a usable Redis URL: {exc}. For TLS: "
-            "rediss://:PASSWORD@HOST:PORT/0?ssl_cert_reqs=required&ssl_ca_certs=/path/ca.pem (ssl_cert_reqs: "
-            "required, optional or none)"
+            f"{TLS_EXAMPLE}"
         ) from exc
     try:
         if not roles:
@@ -656,7 +651,7 @@ _TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_ca_path")
 
 def _check_tls_files(url: str) -> None:
     """ValueError naming a TLS file the URL names and this host lacks (redis-py says only "No such file")."""
-    for name, value in parse_qsl(urlsplit(url).query):
+    for name, value in query_options(urlsplit(url).query):
         if name in _TLS_FILES and not os.path.exists(value):
             raise ValueError(f"{name}={value} names no file on {socket.gethostname()}")
 

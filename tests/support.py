@@ -158,6 +158,23 @@ class WorkerProcess:
                 self.proc.wait(10)
 
 
+def tls_certificates(tmp: Path) -> dict[str, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1, made with openssl."""
+    ca_key, ca_crt, key, csr, crt = (tmp / n for n in ("ca.key", "ca.crt", "server.key", "server.csr", "server.crt"))
+    ext = tmp / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    for cmd in (
+        ["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", ca_key, "-out", ca_crt,
+         "-days", "1", "-subj", "/CN=ragscore-test-ca"],
+        ["openssl", "req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", key, "-out", csr,
+         "-subj", "/CN=127.0.0.1"],
+        ["openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
+         "-days", "1", "-extfile", ext],
+    ):  # fmt: skip
+        subprocess.run([str(c) for c in cmd], check=True, capture_output=True)
+    return {"ca": ca_crt, "key": key, "crt": crt}
+
+
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
     with path.open("w", encoding="utf-8") as fh:
         for row in rows:

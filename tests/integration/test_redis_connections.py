@@ -17,7 +17,7 @@ from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunState, probe_redis
 
-from ..support import RedisProcess, WorkerProcess, free_port, make_rows, until, write_jsonl
+from ..support import RedisProcess, WorkerProcess, free_port, make_rows, tls_certificates, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -25,34 +25,19 @@ SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 
 PASSWORD = "s3cret-Redis-pw"
 
 
-def _certificates(tmp: Path) -> dict[str, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1, made with openssl."""
-    ca_key, ca_crt, key, csr, crt = (tmp / n for n in ("ca.key", "ca.crt", "server.key", "server.csr", "server.crt"))
-    ext = tmp / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1\n")
-    for cmd in (
-        ["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", ca_key, "-out", ca_crt,
-         "-days", "1", "-subj", "/CN=ragscore-test-ca"],
-        ["openssl", "req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", key, "-out", csr,
-         "-subj", "/CN=127.0.0.1"],
-        ["openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
-         "-days", "1", "-extfile", ext],
-    ):  # fmt: skip
-        subprocess.run([str(c) for c in cmd], check=True, capture_output=True)
-    return {"ca": ca_crt, "key": key, "crt": crt}
-
-
 def test_password_and_tls_broker_urls_work_and_the_password_is_never_written(tmp_path: Path) -> None:
     """``ssl_cert_reqs=CERT_REQUIRED`` (kombu's and Celery's spelling) works for the broker, the result backend and
     the run store alike: redis-py, the run store's client, refused it once ("Invalid SSL Certificate Requirements
-    Flag")."""
-    certs = _certificates(tmp_path)
+    Flag"), and percent-encoded (``CERT%5FREQUIRED``) later still."""
+    certs = tls_certificates(tmp_path)
     server = RedisProcess(
         tmp_path / "redis", "--port", "0", "--tls-cert-file", str(certs["crt"]), "--tls-key-file", str(certs["key"]),
         "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no", "--requirepass", PASSWORD, tls=True,
     )  # fmt: skip
     server.start_without_ping()
     url = f"rediss://:{PASSWORD}@127.0.0.1:{server.tls_port}/0?ssl_cert_reqs=CERT_REQUIRED&ssl_ca_certs={certs['ca']}"
+    # percent-encoded, it passed the URL's check (which decodes it) and redis-py got it as written, refused
+    assert probe_redis(url.replace("CERT_REQUIRED", "CERT%5FREQUIRED")) is None
     worker = WorkerProcess(url, "cpu", tmp_path / "home", concurrency=1).start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(300, seed=2))
@@ -74,7 +59,7 @@ def test_password_and_tls_broker_urls_work_and_the_password_is_never_written(tmp
 def test_the_tests_tls_redis_takes_other_ports_when_its_tls_port_was_taken(tmp_path: Path) -> None:
     """The TLS tests' Redis retried a port taken between free_port() and its bind only for --port: one taken
     --tls-port failed the test (another test's server took it on a loaded box)."""
-    certs = _certificates(tmp_path)
+    certs = tls_certificates(tmp_path)
     server = RedisProcess(
         tmp_path / "redis", "--tls-cert-file", str(certs["crt"]), "--tls-key-file", str(certs["key"]),
         "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no", tls=True,
@@ -152,9 +137,9 @@ def test_the_orchestrator_waits_through_a_redis_outage_longer_than_its_client_re
 def test_tls_mistakes_are_named_by_what_to_change(tmp_path: Path) -> None:
     """A CA file missing here, a certificate not signed by the CA given, and TLS on one side only said "No such
     file or directory", "Timeout connecting" or "Connection reset", after 20 s or more of retries."""
-    certs = _certificates(tmp_path)
+    certs = tls_certificates(tmp_path)
     (tmp_path / "other").mkdir()
-    other_ca = _certificates(tmp_path / "other")["ca"]  # a CA that did not sign the server's certificate
+    other_ca = tls_certificates(tmp_path / "other")["ca"]  # a CA that did not sign the server's certificate
     server = RedisProcess(
         tmp_path / "redis", "--tls-cert-file", str(certs["crt"]), "--tls-key-file", str(certs["key"]),
         "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no", tls=True,

@@ -11,14 +11,16 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+import redis
 
 from orchestrator import evaluate
 
-from ..support import ROOT, free_port, make_rows
+from ..support import ROOT, RedisProcess, free_port, make_rows, tls_certificates
 
 pytestmark = pytest.mark.integration
 
@@ -84,12 +86,17 @@ def flower(cluster: str) -> Iterator[str]:
         _until(lambda: "flower_worker_online{" in _get(base + "/metrics", auth=None)[1])
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Stop a ``ragscore flower`` (killed when it does not stop at once)."""
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def test_flower_shows_workers_tasks_and_metrics_of_a_run(flower: str, cluster: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -160,3 +167,27 @@ def test_flower_refuses_to_start_without_credentials(cluster: str) -> None:
     )  # fmt: skip
     assert passed_on.returncode == 2, passed_on.stderr  # as a Flower option it would override ours: refused
     assert "--address is not passed to Flower: use ragscore flower --address" in passed_on.stderr
+
+
+def test_flower_on_a_tls_broker_reads_its_queues_with_the_urls_tls_options(tmp_path: Path) -> None:
+    """Flower reads the queues' lengths (``/api/queues/length``, its broker page) with a Redis client of its own,
+    which takes TLS options only from Celery's ``broker_use_ssl``: on a ``rediss://`` broker it checked the server's
+    certificate against the system's CAs, not the URL's ``ssl_ca_certs``, and answered 500."""
+    certs = tls_certificates(tmp_path)
+    server = RedisProcess(
+        tmp_path / "redis", "--port", "0", "--tls-cert-file", str(certs["crt"]), "--tls-key-file", str(certs["key"]),
+        "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no", "--requirepass", "s3cret-tls", tls=True,
+    )  # fmt: skip
+    server.start_without_ping()
+    url = f"rediss://:s3cret-tls@127.0.0.1:{server.tls_port}/0?ssl_cert_reqs=required&ssl_ca_certs={certs['ca']}"
+    proc = None
+    try:
+        redis.Redis.from_url(url).lpush("cpu", "{}")  # one message waiting in the cpu queue
+        proc, base = _start_flower(url)
+        status, body = _get(base + "/api/queues/length")
+        assert status == 200, body[-2000:]
+        assert {"name": "cpu", "messages": 1} in json.loads(body)["active_queues"], body
+    finally:
+        if proc is not None:
+            _stop(proc)
+        server.stop()

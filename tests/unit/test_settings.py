@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from urllib.parse import unquote
 
 import pytest
 
@@ -35,7 +36,8 @@ _CERT_REQS = r"required, optional or none \(or kombu's CERT_REQUIRED, CERT_OPTIO
     "url",
     [
         "redis://localhost:6379/0",
-        "rediss://:pw@h:6380/2",
+        "rediss://:pw@h:6380/2?ssl_cert_reqs=required",
+        "rediss://h:6380/0?ssl_cert_reqs=CERT%5FREQUIRED",  # percent-encoded: kombu and redis-py decode it
         "redis://h",
         "redis+socket:///tmp/r.sock",
         "unix:///s",
@@ -113,6 +115,14 @@ def test_redis_urls_pass(url: str) -> None:
         ("rediss://h:6380/0?ssl_min_version=3", "the TLS option 'ssl_min_version'"),
         # kombu fails with a KeyError, redis-py with its own wording
         ("rediss://h:6380/0?ssl_cert_reqs=Required", rf"ssl_cert_reqs='Required'.*{_CERT_REQS}"),
+        ("rediss://h:6380/0?ssl_cert_reqs=CERT%5FREQUIRE", rf"ssl_cert_reqs='CERT_REQUIRE'.*{_CERT_REQS}"),
+        # kombu speaks TLS without checking the server's certificate, Celery's result backend refuses it (a
+        # traceback), redis-py checks it: refused by the connection probe only, after the settings were taken
+        (
+            "rediss://:pw@h:6380/2",
+            r"'rediss://:\*\*\*@h:6380/2': a rediss:// URL needs ssl_cert_reqs\. For TLS: rediss://:PASSWORD@HOST",
+        ),
+        ("rediss://h:6380/0?ssl_ca_certs=/a/ca.pem&ssl_check_hostname=true", "a rediss:// URL needs ssl_cert_reqs"),
         # kombu reads only 'false' as false, redis-py '0', 'no', 'n', 'f' too: one checked the host's name
         (
             "rediss://h:6380/0?ssl_cert_reqs=required&ssl_check_hostname=0",
@@ -141,7 +151,7 @@ def test_malformed_redis_urls_are_named(url: str, message: str) -> None:
     [
         ("redis://h:6379?client_name=me@h2", "client_name", "me@h2"),
         ("redis://h:6379?password=ab@cd", "password", "ab@cd"),
-        ("rediss://h:6380?ssl_ca_certs=a@b.pem&db=1", "ssl_ca_certs", "a@b.pem"),
+        ("rediss://h:6380?ssl_ca_certs=a@b.pem&db=1&ssl_cert_reqs=required", "ssl_ca_certs", "a@b.pem"),
         # OpenSSL's cipher strings set a security level after an '@'
         ("rediss://h:6380?ssl_cert_reqs=none&ssl_ciphers=DEFAULT:@SECLEVEL=0", "ssl_ciphers", "DEFAULT:@SECLEVEL=0"),
     ],
@@ -220,11 +230,11 @@ def test_the_tls_options_are_those_redis_py_takes_from_a_url_as_kombu_passes_the
     assert _TLS_OPTIONS & set(URL_QUERY_ARGUMENT_PARSERS) == {"ssl_check_hostname"}
 
 
-@pytest.mark.parametrize("spelling", ["CERT_REQUIRED", "CERT_NONE"])
+@pytest.mark.parametrize("spelling", ["CERT_REQUIRED", "CERT_NONE", "CERT%5FREQUIRED", "CERT_NO%4EE"])
 def test_kombus_spelling_of_ssl_cert_reqs_is_what_redis_py_reads(spelling: str) -> None:
     """``ssl_cert_reqs=CERT_REQUIRED``, the spelling of Celery's docs, which kombu and Celery's result backend read,
     passed the URL's check, then redis-py (the run store's client) refused it at its first connection: it gets
-    ``required``."""
+    ``required``. Percent-encoded (``CERT%5FREQUIRED``), which the check decoded and the rewrite did not, too."""
     import ssl
 
     import redis
@@ -233,7 +243,7 @@ def test_kombus_spelling_of_ssl_cert_reqs_is_what_redis_py_reads(spelling: str) 
 
     url = f"rediss://h:6380/0?ssl_ca_certs=/a/ca.pem&ssl_cert_reqs={spelling}&client_name=w"
     pool = redis.ConnectionPool.from_url(store_url_for_redis_py(check_redis_url(url, broker=False)))
-    assert pool.make_connection().cert_reqs == getattr(ssl, spelling)  # builds the connection, does not connect
+    assert pool.make_connection().cert_reqs == getattr(ssl, unquote(spelling))  # builds it, does not connect
 
 
 def test_the_redis_text_options_are_options_redis_py_takes_as_text() -> None:
