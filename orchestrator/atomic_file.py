@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,15 @@ from typing import TextIO
 
 from ragscore_workers.errors import ConfigError
 
-__all__ = ["NotRegularFile", "atomic_writer", "link_target", "make_out_dir", "open_regular", "write_text_atomic"]
+__all__ = [
+    "NotRegularFile",
+    "atomic_writer",
+    "copy_atomic",
+    "link_target",
+    "make_out_dir",
+    "open_regular",
+    "write_text_atomic",
+]
 
 #: Names tried for a writer's temporary file before giving up (each a fresh random one).
 TEMP_NAME_ATTEMPTS = 100
@@ -64,6 +73,18 @@ def atomic_writer(path: Path, *, errors: str = "strict", newline: str | None = N
             raise
         with fh:
             yield fh
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def copy_atomic(source: Path, path: Path) -> None:
+    """``source``'s bytes as ``path``, as they are (never read as lines), atomically (see ``atomic_writer``)."""
+    tmp, fd = _create_temp(path)
+    try:
+        with open(fd, "wb") as out, source.open("rb") as src:
+            shutil.copyfileobj(src, out)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -4,7 +4,6 @@ report.md and report.html, streaming the items once whatever the formats asked f
 from __future__ import annotations
 
 import csv
-import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -23,7 +22,7 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary
 from ragscore_workers.store import RawItem, RunStore
 
-from ..atomic_file import NotRegularFile, atomic_writer, make_out_dir, open_regular, write_text_atomic
+from ..atomic_file import NotRegularFile, atomic_writer, copy_atomic, make_out_dir, open_regular, write_text_atomic
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
@@ -331,7 +330,7 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
     """Write the asked formats into ``out_dir``; returns the files written.
 
     When ``out_dir`` is the directory the run was read from, its items.jsonl and failed_rows.jsonl (the
-    source) are left as they are.
+    source) are left as they are; elsewhere json writes the run's answers.jsonl first (:func:`_write_answers`).
     """
     wanted = set(formats)
     unknown = wanted - set(FORMATS)
@@ -342,6 +341,8 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
     in_place = run.directory is not None and run.directory.resolve() == out_dir.resolve()
     stats = ItemStats() if wanted & {"html", "md"} else None
     written: list[Path] = []
+    if "json" in wanted and not in_place:  # first: a report that fails later leaves OTHER's summary.json as it was
+        written += _write_answers(run, out_dir)
     with ExitStack() as stack:
         jf = cw = None
         if "json" in wanted and not in_place:
@@ -395,18 +396,26 @@ def _write_json(run: RunData, out_dir: Path, in_place: bool) -> list[Path]:
             write_text_atomic(
                 written[-1], json.dumps(run.info, indent=2, ensure_ascii=False) + "\n", errors=UNENCODABLE
             )
-        if run.answer_rows is not None:  # reports read from out_dir show the answers the targets gave
-            written.append(_write_answers(run.answer_rows(), out_dir))
     return written
 
 
-def _write_answers(rows: Iterable[dict[str, object]], out_dir: Path) -> Path:
-    """``out_dir``'s answers.jsonl, of ``rows`` (:attr:`RunData.answer_rows`)."""
+def _write_answers(run: RunData, out_dir: Path) -> list[Path]:
+    """``out_dir``'s answers.jsonl, which reports read from it show the answers the targets gave of: the run's DIR's
+    copied byte for byte (:attr:`RunData.answers_file`), or the store's rows (:attr:`RunData.answer_rows`). A run
+    with none leaves none there: another run's is removed with its other files (:func:`refuse_files_of_others`
+    refused a DIR whose files no run wrote)."""
     path = out_dir / ANSWERS
-    with atomic_writer(path, errors=UNENCODABLE) as af:
-        for row in rows:
-            af.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return path
+    if run.answers_file is not None:
+        copy_atomic(run.answers_file, path)
+    elif run.answer_rows is not None:
+        with atomic_writer(path, errors=UNENCODABLE) as af:
+            for row in run.answer_rows():
+                af.write(json.dumps(row, ensure_ascii=False) + "\n")
+    else:
+        if os.path.lexists(path) and not path.is_dir():
+            path.unlink()
+        return []
+    return [path]
 
 
 def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSummary) -> list[Path]:
@@ -417,9 +426,4 @@ def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSumma
     --no-target``); a question a target could not answer keeps its row without an answer and says why in
     ``metadata.target_error``.
     """
-    run = from_store(store, run_id, summary)
-    if run.answer_rows is None:
-        return write_reports(run, out_dir)
-    make_out_dir(out_dir)
-    answers = _write_answers(run.answer_rows(), out_dir)
-    return [*write_reports(dataclasses.replace(run, answer_rows=None), out_dir), answers]
+    return write_reports(from_store(store, run_id, summary), out_dir)

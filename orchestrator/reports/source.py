@@ -62,9 +62,12 @@ class RunData:
     directory: Path | None = None
     #: The answers its targets gave, read for the few items asked (None where none can be kept: a list of items).
     answers: TargetAnswers | None = None
-    #: Every answered row of a run that asked targets, as its answers.jsonl holds them (None for any other run, or
-    #: a DIR whose answers.jsonl is gone): what a json report writes beside its items, so that its DIR is complete.
+    #: Every answered row of a store's run that asked targets, as its answers.jsonl holds them (None for any other
+    #: run): what a json report writes beside its items, so that its DIR is complete.
     answer_rows: Callable[[], Iterator[dict[str, Any]]] | None = None
+    #: The answers.jsonl of the DIR it was read from (None where it has none): a json report elsewhere copies it
+    #: byte for byte, as :attr:`answer_rows` for a run of the store.
+    answers_file: Path | None = None
 
 
 def iter_items_file(path: Path) -> Iterator[RawItem]:
@@ -204,7 +207,7 @@ def from_dir(directory: Path) -> RunData:
         origin=str(directory),
         directory=directory,
         answers=partial(_file_answers, directory / ANSWERS),
-        answer_rows=partial(_iter_jsonl, directory / ANSWERS) if (directory / ANSWERS).is_file() else None,
+        answers_file=directory / ANSWERS if (directory / ANSWERS).is_file() else None,
     )
 
 

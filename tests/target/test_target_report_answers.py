@@ -1,7 +1,7 @@
 """The worst items of a target run's reports show the answer the target gave (what was scored), read from the run
 store (``report RUN_ID``, ``run``) or the run's answers.jsonl (``report DIR``, with ``--out`` elsewhere too, and
-``report DIR2`` of a ``--format json --out DIR2``, which copies it); never the dataset's own answer. A store lost
-while they are read is said, and the report still written."""
+``report DIR2`` of a ``--format json --out DIR2``, which copies it as it is); never the dataset's own answer. A
+store lost while they are read is said, and the report still written."""
 
 from __future__ import annotations
 
@@ -76,6 +76,21 @@ def test_reports_show_the_answer_the_target_gave_not_the_datasets(
         assert (copy / "answers.jsonl").read_bytes() == (tmp_path / "out" / "answers.jsonl").read_bytes(), copy
         _report(str(copy), "--format", "md")
         assert given in _worst(copy / "report.md") and "is gone" not in _worst(copy / "report.md"), copy
+
+    # A DIR's answers.jsonl is copied as it is, a line no reader takes too: it stopped the report once, after
+    # OTHER's summary.json was written
+    shutil.copytree(tmp_path / "out", tmp_path / "odd")
+    with (tmp_path / "odd" / "answers.jsonl").open("ab") as fh:
+        fh.write(b'{"id": "cut short\n')
+    _report(str(tmp_path / "odd"), "--format", "json", "--out", str(tmp_path / "odd-copy"))
+    assert (tmp_path / "odd-copy" / "answers.jsonl").read_bytes() == (tmp_path / "odd" / "answers.jsonl").read_bytes()
+
+    # A run without targets reported into an OTHER that holds another run's answers.jsonl leaves none there: its
+    # reports would show that run's answers
+    evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "plain")
+    _report(str(tmp_path / "plain"), "--format", "json", "--out", str(tmp_path / "copy"))
+    assert not (tmp_path / "copy" / "answers.jsonl").exists()
+    assert (tmp_path / "copy" / "items.jsonl").read_bytes() == (tmp_path / "plain" / "items.jsonl").read_bytes()
 
     # The store lost while the answers are read: said, the answers "-", the report written all the same
     redis = RedisProcess(tmp_path / "gone").start()
