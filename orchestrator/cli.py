@@ -795,7 +795,7 @@ def status(
     from .reports.live import StatusView, sample
 
     if run_id is None:  # one line per run, oldest first: id, state, done/total units, submitted (UTC), dataset
-        store = _store(broker, writes=True)  # it keeps the runs' index: adds runs an old store had, drops expired ones
+        store = _store(broker)  # a user that may only read lists the runs (one that writes keeps their index)
         embedded = not (broker or get_settings().broker_url)
         runs = sorted(store.overview(store.list_runs()), key=lambda r: (r["submitted_at"] or 0.0, r["run_id"]))
         interrupted = 0

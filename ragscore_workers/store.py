@@ -38,6 +38,7 @@ rewrites the same fields and counts only fields that were not there before (one 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -710,6 +711,12 @@ def _status(result: MetricResult) -> str:
     return "o"
 
 
+def _index_kept() -> contextlib.AbstractContextManager[None]:
+    """Around an upkeep of the runs' index (:meth:`RunStore.list_runs`): a store user that may only read (status's
+    run list) leaves it as it is."""
+    return contextlib.suppress(redis.exceptions.NoPermissionError)
+
+
 class RunStore:
     """Typed access to one Redis database holding any number of runs."""
 
@@ -1244,23 +1251,30 @@ class RunStore:
 
     def list_runs(self) -> list[str]:
         """Run ids present in the store (for ``status`` without an id), from :data:`RUNS_INDEX`; runs whose keys
-        expired are dropped from it. A store written before the index existed is scanned once to build it."""
+        expired are dropped from it. A store written before the index existed is scanned once to build it. The index
+        is kept only by a user that may write: one that may only read lists the same runs, and leaves it as it is."""
+        scanned: dict[str, float] = {}
         if not self.r.exists(RUNS_INDEX_BUILT):
             metas = list(self.r.scan_iter(match=f"{PREFIX}*:meta", count=1000))
             pipe = self.r.pipeline(transaction=False)
             for key in metas:
                 pipe.hget(key, "created_at")
             if metas:
-                created = zip(metas, pipe.execute(), strict=True)
-                self.r.zadd(RUNS_INDEX, {k[len(PREFIX) : -len(":meta")]: float(at or 0) for k, at in created}, nx=True)
-            self.r.set(RUNS_INDEX_BUILT, "1")
-        indexed = self.r.zrange(RUNS_INDEX, 0, -1)
+                scanned = {
+                    k[len(PREFIX) : -len(":meta")]: float(at or 0) for k, at in zip(metas, pipe.execute(), strict=True)
+                }
+            with _index_kept():
+                if scanned:
+                    self.r.zadd(RUNS_INDEX, scanned, nx=True)
+                self.r.set(RUNS_INDEX_BUILT, "1")
+        indexed = list(dict.fromkeys([*self.r.zrange(RUNS_INDEX, 0, -1), *scanned]))
         pipe = self.r.pipeline(transaction=False)
         for run_id in indexed:
             pipe.exists(self.key(run_id, "meta"))
         present = dict(zip(indexed, pipe.execute(), strict=True))
         if gone := [run_id for run_id, here in present.items() if not here]:
-            self.r.zrem(RUNS_INDEX, *gone)
+            with _index_kept():
+                self.r.zrem(RUNS_INDEX, *gone)
         return sorted(run_id for run_id, here in present.items() if here)
 
     def overview(self, run_ids: list[str]) -> list[dict[str, Any]]:

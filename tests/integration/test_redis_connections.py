@@ -478,10 +478,11 @@ def test_the_permission_probe_refuses_only_what_redis_refuses_for_want_of_permis
 
 
 def test_commands_that_write_the_store_refuse_a_user_that_may_only_read_at_once(tmp_path: Path) -> None:
-    """`status` (the run list keeps the runs' index: ZADD), `results` (EVALSHA: where the reports are) and `cancel`
-    (which writes the run's state, and may send its aggregation) were checked for reading alone: a user that may
-    only read passed, then failed with redis-py's raw NoPermissionError. Each refuses it at once now (exit 2),
-    naming the user, what it may not run (MULTI, for one that may not open it) and the rule, the password hidden."""
+    """`results` (EVALSHA: where the reports are) and `cancel` (which writes the run's state, and may send its
+    aggregation) were checked for reading alone: a user that may only read passed, then failed with redis-py's raw
+    NoPermissionError. Each refuses it at once now (exit 2), naming the user, what it may not run (MULTI, for one
+    that may not open it) and the rule, the password hidden. `status` lists the runs for such a user (it failed on
+    the runs' index, ZADD, which only a user that may write keeps, then was refused for it)."""
     users = ["default off", "good on >good-pw ~* &* +@all", "reader on >reader-pw ~* &* +@read +time +ping",
              "nowrite on >nowrite-pw ~* &* +@all -@write"]  # fmt: skip
     server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
@@ -490,10 +491,12 @@ def test_commands_that_write_the_store_refuse_a_user_that_may_only_read_at_once(
     try:
         store = connect(f"redis://good:good-pw@{base}", get_settings(), sends=True)
         run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id
-        writes = {"status": "HSET ragscore:run:", "results": "HSET ragscore:run:", "cancel": "LPUSH control"}
+        writes = {"results": "HSET ragscore:run:", "cancel": "LPUSH control"}
         for name in ("reader", "nowrite"):
             user = f"redis://{name}:{name}-pw@{base}"
-            for command in (["status"], ["results", run_id, "--out", str(tmp_path / name)], ["cancel", run_id]):
+            listed = _ragscore("status", home=home, RAGSCORE_BROKER_URL=user, RAGSCORE_STORE_URL=user)
+            assert listed.returncode == 0 and run_id in listed.stdout, (name, listed.stderr)  # the index left as is
+            for command in (["results", run_id, "--out", str(tmp_path / name)], ["cancel", run_id]):
                 said = _ragscore(*command, home=home, RAGSCORE_BROKER_URL=user, RAGSCORE_STORE_URL=user)
                 text = " ".join(said.stderr.split())
                 lacked = "MULTI" if name == "reader" else writes[command[0]]  # the reader may not open a MULTI
