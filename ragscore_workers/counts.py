@@ -79,7 +79,8 @@ def place(loc: Sequence[Any], data: Any = None) -> str:
     it: by its name, system or metric, or a metric by its bare name; never by another value (it may be a secret)."""
     said, key = "", None
     for step in loc:
-        if isinstance(step, int) and not isinstance(step, bool):
+        # an int in a mapping (YAML's ``1: x``) is its key, said as written
+        if isinstance(step, int) and not isinstance(step, bool) and not isinstance(data, dict):
             name = _item_name(data, step, bare=key == "metrics")
             said += f" item {step + 1}" + (f" ({name})" if name else "")
         else:

@@ -600,6 +600,13 @@ def test_suite_errors_count_list_items_from_1_and_name_them() -> None:
     assert "targets item 1 (a).reqest: Extra inputs" in said and ".0" not in said, said
 
 
+def test_a_mappings_number_key_is_said_as_the_key_not_as_a_list_item() -> None:
+    """A mapping's key written as a number (YAML's ``1: x``) was said as a list item counted from 1 (``judge item
+    2``), a place the suite does not have: it is said as written."""
+    with pytest.raises(ConfigError, match=r"Invalid suite: judge\.1: Keys should be strings"):
+        load_suite({"metrics": ["exact_match"], "judge": {1: "x"}})
+
+
 def test_a_mis_indented_metric_list_item_is_said_to_look_like_one(tmp_path: Path) -> None:
     """``- exact_match`` then ``- mrr`` indented deeper is one metric to YAML, "exact_match - mrr": the unknown
     metric error said only "did you mean 'exact_match'"."""
