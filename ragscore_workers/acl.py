@@ -85,9 +85,9 @@ BROKER_READS = Role(
     rule=BROKER.rule,
 )
 
-#: The run store's user of a command that writes it (run, submit, resume, cancel, results, and the run list of
-#: status, which keeps the runs' index): its keys (``ragscore:``: runs, caches, rate limits), Lua scripts over them,
-#: and scans.
+#: The run store's user of a command that writes it (run, submit, resume, cancel, results; the run list of status
+#: keeps the runs' index only where its user may write): its keys (``ragscore:``: runs, caches, rate limits), Lua
+#: scripts over them, and scans.
 STORE = Role(
     name="run store",
     commands=(
