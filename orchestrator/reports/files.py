@@ -204,10 +204,15 @@ def write_recorded(
         record, held = _written(path.parent), _held(path)
         if _theirs(held, data, record, path.name):  # another report changed them meanwhile
             raise _refused(path, option)
-        hashes = [_sha256(data), *([held] if held else []), *record.get(path.name, [])]
-        record[path.name] = list(dict.fromkeys(hashes))[:WRITTEN_KEPT]
-        write_text_atomic(path.parent / WRITTEN_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        _remember(path.parent, path.name, [_sha256(data), *([held] if held else [])])
         write_text_atomic(path, text)
+
+
+def _remember(out_dir: Path, name: str, hashes: list[str]) -> None:
+    """Add ``hashes`` (newest first) to ``name``'s in :data:`WRITTEN_NAME`; under :func:`_record_locked`."""
+    record = _written(out_dir)
+    record[name] = list(dict.fromkeys([*hashes, *record.get(name, [])]))[:WRITTEN_KEPT]
+    write_text_atomic(out_dir / WRITTEN_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def _unless_theirs(path: Path, parts: Iterable[str], option: str) -> str:
@@ -403,7 +408,8 @@ def _write_answers(run: RunData, out_dir: Path) -> list[Path]:
     """``out_dir``'s answers.jsonl, which reports read from it show the answers the targets gave of: the run's DIR's
     copied byte for byte (:attr:`RunData.answers_file`), or the store's rows (:attr:`RunData.answer_rows`). A run
     with none leaves none there: another run's is removed with its other files (:func:`refuse_files_of_others`
-    refused a DIR whose files no run wrote)."""
+    refused a DIR whose files no run wrote), where a report wrote it (its sha256 in :data:`WRITTEN_NAME`): a user's
+    own file of that name in a run's DIR is left as it is."""
     path = out_dir / ANSWERS
     if run.answers_file is not None:
         copy_atomic(run.answers_file, path)
@@ -413,8 +419,12 @@ def _write_answers(run: RunData, out_dir: Path) -> list[Path]:
                 af.write(json.dumps(row, ensure_ascii=False) + "\n")
     else:
         if os.path.lexists(path) and not path.is_dir():
-            path.unlink()
+            with _record_locked(out_dir, "--out"):
+                if _held(path) in _written(out_dir).get(ANSWERS, []):
+                    path.unlink()
         return []
+    with _record_locked(out_dir, "--out"):
+        _remember(out_dir, ANSWERS, [digest] if (digest := _held(path)) else [])
     return [path]
 
 

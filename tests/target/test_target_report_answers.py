@@ -91,6 +91,11 @@ def test_reports_show_the_answer_the_target_gave_not_the_datasets(
     _report(str(tmp_path / "plain"), "--format", "json", "--out", str(tmp_path / "copy"))
     assert not (tmp_path / "copy" / "answers.jsonl").exists()
     assert (tmp_path / "copy" / "items.jsonl").read_bytes() == (tmp_path / "plain" / "items.jsonl").read_bytes()
+    # ... but a user's own answers.jsonl in a run's DIR (no report wrote it there) is left as it is
+    shutil.copytree(tmp_path / "plain", tmp_path / "mine")
+    (tmp_path / "mine" / "answers.jsonl").write_text('{"id": "q0", "answer": "my own"}\n', encoding="utf-8")
+    _report(str(tmp_path / "plain"), "--format", "json", "--out", str(tmp_path / "mine"))
+    assert (tmp_path / "mine" / "answers.jsonl").read_text(encoding="utf-8") == '{"id": "q0", "answer": "my own"}\n'
 
     # The store lost while the answers are read: said, the answers "-", the report written all the same
     redis = RedisProcess(tmp_path / "gone").start()
