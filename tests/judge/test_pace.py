@@ -50,4 +50,6 @@ def test_an_even_pace_sends_a_quantized_providers_minute_without_429s_where_a_bu
     scores, even = _run("even", keys, model, tmp_path / "even")
     assert scores == {f"q{i}": 1.0 if i % 2 else 0.5 for i in range(ITEMS)}
     assert even["ok"] == 2 * ITEMS
-    assert even.get("rate_limited", 0) <= even["requests"] // 100, even  # at most 1% (a loaded box's network jitter)
+    # a few at most: a call held back over 50 ms more than the next second's (a CI container's CPU throttled for a
+    # 100 ms period) earns one; a burst earns one for most of its calls (about 190 of 220)
+    assert even.get("rate_limited", 0) <= even["requests"] // 20, even
