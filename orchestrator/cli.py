@@ -511,13 +511,11 @@ def _exit_on_outcome(summary: RunSummary, gates, out: Path, quiet: bool, outputs
 def _stored_suite(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
     """The suite run ``run_id`` was submitted with, resolved; None when the store does not have the run (the
     resume then says why)."""
-    from ragscore_workers.schemas import Suite
-
-    from .suite import load_suite
+    from .runner import stored_suite
 
     try:
         store, _ = _run_store(broker, run_id)
-        return load_suite(Suite.model_validate_json(store.meta(run_id)["suite"]))
+        return stored_suite(store, run_id)
     except (ConfigError, KeyError):
         return None
 

@@ -568,6 +568,16 @@ def _submit_shard(
     return shard.tasks
 
 
+def stored_suite(store: RunStore, run_id: str) -> ResolvedSuite:
+    """The suite run ``run_id`` was submitted with, resolved (ConfigError where the store does not have the run)."""
+    return _resolved(store.meta(run_id))
+
+
+def _resolved(meta: dict[str, str]) -> ResolvedSuite:
+    """The suite a run's ``meta`` holds, resolved."""
+    return load_suite(Suite.model_validate_json(meta["suite"]))
+
+
 def resume(
     store: RunStore,
     run_id: str,
@@ -592,7 +602,7 @@ def resume(
     (minutes for a million rows). ``broker``: the --broker it is sent with, as :func:`submit`'s.
     """
     meta = store.meta(run_id)
-    resolved = load_suite(Suite.model_validate_json(meta["suite"]))
+    resolved = _resolved(meta)
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
@@ -1528,8 +1538,7 @@ def run(
                 validated([])  # DIR/run.json names the run, as a resume's does
                 return following
             if broker:  # an embedded run's user is ragscore's own
-                stored = load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"]))
-                check_queues(store, broker, stored.queues)
+                check_queues(store, broker, stored_suite(store, resume_id).queues)
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
                           judge_limits=judge_limits, say=say, broker=given_broker)  # fmt: skip
@@ -1578,7 +1587,7 @@ def run(
             if resolved is not None:  # only the queues routed rows added
                 check_local_resources(resolved, [q for q in queues if q not in checked])
             elif resume_id is not None:  # the run's own suite, from the store
-                check_local_resources(load_suite(Suite.model_validate_json(store.meta(resume_id)["suite"])), queues)
+                check_local_resources(stored_suite(store, resume_id), queues)
             workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=concurrency,
                                         env=lane_env, stop_with_parent=True))  # fmt: skip
             workers[0].start()
