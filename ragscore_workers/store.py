@@ -14,7 +14,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           (``errors:derived``, ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again, not
                           written again yet; ``marked``, ``marked:{queue}``: all the resume marked, written again or
-                          not; ``target_calls``: requests sent to the run's targets
+                          not; ``stopped:{queue}``: outputs stored stopped (a cancel, a judge's breaker or
+                          budget); ``target_calls``: requests sent to the run's targets
 ``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
                           ``{answers key}|{item key}`` -> target: failed answers a resume asks again)
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
@@ -108,17 +109,19 @@ class RunState:
 # KEYS: progress, meta (its ``progress_at``: the store's clock, in whole seconds, when work was last done), redo
 # (the outputs a resume sent again: ``{item key}|{output}`` -> queue).
 # ARGV: ttl, queue, n_items, then per item: key, n_fields, then per field: name, value.
-# Every metric value starts with its status character: o = scored, n = unscorable, e = error; fields
+# Every metric value starts with its status character: o = scored, n = unscorable, s = stopped, e = error; fields
 # starting with "_" (item metadata) are not counted. A rewrite counts nothing new, but an item whose error
-# became a score (or the reverse) moves the error/unscorable counters. Rewriting an output a resume marked as sent
-# again (:meth:`RunStore.mark_redo`) takes its mark and one off ``redo:{queue}``: each mark is taken once. KEYS[4]
-# (a queue of :data:`PROGRESSIVE_QUEUES`): its ``unwritten`` marks, each written output's taken in the same script.
+# became a score (or the reverse) moves the error/unscorable counters. ``stopped:{queue}`` counts the outputs stored
+# stopped, marked to send again or not (:meth:`RunStore.progress`'s ``worked:{queue}``). Rewriting an output a
+# resume marked as sent again (:meth:`RunStore.mark_redo`) takes its mark and one off ``redo:{queue}``: each mark is
+# taken once. KEYS[4] (a queue of :data:`PROGRESSIVE_QUEUES`): its ``unwritten`` marks, each written output's taken
+# in the same script.
 _WRITE_LUA = """
 local ttl = tonumber(ARGV[1])
 local unwritten = KEYS[4]
 local queue = ARGV[2]
 local i = 4
-local done, errs, nulls = 0, 0, 0
+local done, errs, nulls, stops = 0, 0, 0, 0
 local redone, any_redone = {}, false
 for _ = 1, tonumber(ARGV[3]) do
   local key = ARGV[i]
@@ -131,6 +134,8 @@ for _ = 1, tonumber(ARGV[3]) do
       if unwritten then redis.call('HDEL', unwritten, key .. '|' .. name) end
       local status = string.sub(value, 1, 1)
       local old = redis.call('HGET', key, name)
+      if status == 's' then stops = stops + 1 end
+      if old and string.sub(old, 1, 1) == 's' then stops = stops - 1 end
       if not old then
         done = done + 1
         if status == 'e' then errs = errs + 1 elseif status == 'n' or status == 's' then nulls = nulls + 1 end
@@ -166,6 +171,7 @@ end
 if (done > 0 or any_redone) and redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HSET', KEYS[2], 'progress_at', redis.call('TIME')[1])
 end
+if stops ~= 0 then redis.call('HINCRBY', p, 'stopped:' .. queue, stops) end
 if errs ~= 0 then redis.call('HINCRBY', p, 'errors', errs) end
 if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable', nulls) end
 if queue == 'derived' then  -- no queue's work: the views leave them out (RunStore.progress)
@@ -511,7 +517,16 @@ def _queue_work(counters: dict[str, int]) -> dict[str, int]:
 
 #: The counters :func:`_queue_work` takes the derived outputs' off, and those it drops (the derived outputs' own).
 _LESS_DERIVED = ("done", "total", f"{_BEFORE}done", "errors", "unscorable")
-_DERIVED_COUNTERS = frozenset(f"{c}:{_DERIVED}" for c in (*_LESS_DERIVED, "redo", "marked"))
+_DERIVED_COUNTERS = frozenset(f"{c}:{_DERIVED}" for c in (*_LESS_DERIVED, "redo", "marked", "stopped"))
+
+
+def _worked(counters: dict[str, int]) -> dict[str, int]:
+    """``worked:{queue}``: the outputs of each queue stored scored, unscorable or as an error, not stopped (by a
+    cancel, a judge's breaker or budget), from the counters as stored (each output counted done once, whatever a
+    resume marked to send again since)."""
+    queues = [k.split(":", 1)[1] for k in counters if k.startswith("done:")]
+    return {f"worked:{q}": max(0, counters[f"done:{q}"] - counters.get(f"stopped:{q}", 0)) for q in queues
+            if q != _DERIVED}  # fmt: skip
 
 
 def _done_now(counters: dict[str, int]) -> dict[str, int]:
@@ -921,7 +936,8 @@ class RunStore:
         work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
         limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
-        (:func:`_stage_wait`): the views say so, not "no progress"."""
+        (:func:`_stage_wait`): the views say so, not "no progress". A cancelled run's hold ``worked:{queue}`` too
+        (:func:`_worked`): its view sets it against what was stopped."""
         return self.progress_and_clock(run_id)[0]
 
     def progress_and_clock(self, run_id: str) -> tuple[dict[str, int], float]:
@@ -940,7 +956,9 @@ class RunStore:
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
         *began_fields, state = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
-        out = {k: v for k, v in _done_now(stored).items() if k != "marked" and not k.startswith("marked:")}
+        out = {k: v for k, v in _done_now(stored).items() if k.split(":", 1)[0] not in ("marked", "stopped")}
+        if state == RunState.CANCELLED:  # what its workers did, apart from what the cancel stopped
+            out.update(_worked(stored))
         if state not in RunState.DONE:  # an ended run's marks are of chunks that died unwritten (a cancel): not done
             for queue, n in zip(PROGRESSIVE_QUEUES, unwritten, strict=True):
                 if n:  # scored by a chunk in flight, not written yet: done, though not yet in the counters

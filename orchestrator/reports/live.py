@@ -41,6 +41,9 @@ STALLED_S = 60.0
 #: Seconds judge requests are counted over: the window of the ``rpm`` limit they are shown against.
 RPM_WINDOW_S = 60.0
 QUEUES = ("target", "cpu", "embed", "judge", "code")
+#: The table's columns; a cancelled run's: what its workers did (``scored``) beside what was stopped, with no ETA.
+COLUMNS = ("queue", "done", "total", "%", "rate/s", "ETA")
+CANCELLED_COLUMNS = ("queue", "scored", "stopped", "total", "%", "rate/s")
 
 
 @dataclass(frozen=True)
@@ -310,15 +313,19 @@ class StatusView:
         when its slowest queue does: ``all``'s ETA is the longest of theirs (none when one has none), not its units
         left over the sum of their rates (a fast cpu queue made a judge queue's hour read as a minute). Work held by
         a worker that stopped waits for the visibility timeout: a queue holding some (and the run) ends no sooner,
-        whatever its rate says; that ETA is a floor (``floor``), never a rate's guess alone."""
+        whatever its rate says; that ETA is a floor (``floor``), never a rate's guess alone. A cancelled run's
+        ``done`` is what its workers did (``worked:{queue}``: :meth:`RunStore.progress`), ``stopped`` the rest of its
+        total (stored stopped, or skipped unwritten); ``stopped`` is None for any other run."""
         now = self.samples[-1].t
         counters = self.samples[-1].progress
         finished = self.meta.get("state") in RunState.DONE
+        cancelled = self.meta.get("state") == RunState.CANCELLED
         stalled = self.stalled(now)
         unserved = self._still_unserved()
         out = []
         for queue in [q for q in QUEUES if f"total:{q}" in counters]:
             done, total = counters.get(f"done:{queue}", 0), counters.get(f"total:{queue}", 0)
+            done = counters.get(f"worked:{queue}", 0) if cancelled else done  # the outputs stored stopped left out
             rate = self.rate(f"done:{queue}")
             left = max(total - done, 0)
             idle = finished or stalled or self.submitting or queue in unserved or not rate
@@ -326,7 +333,7 @@ class StatusView:
             held = None if queue in unserved or not left else self._held_back(now, queue)
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                         "rate": rate, "eta": eta if held is None else max(held, eta or 0.0),
-                        "floor": held is not None})  # fmt: skip
+                        "floor": held is not None, "stopped": left if cancelled else None})  # fmt: skip
         # the rows' sums, the run's own ``done``/``total`` (:meth:`RunStore.progress`: no derived outputs, computed at
         # its aggregation by no queue), for a view given counters of its own too
         done, total = sum(r["done"] for r in out), sum(r["total"] for r in out)
@@ -336,20 +343,26 @@ class StatusView:
         held = None if eta is None else self._held_back(now)  # a held shard callback or aggregation too
         out.append({"queue": "all", "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                     "rate": sum(rates) if rates else None, "eta": eta if held is None else max(held, eta),
-                    "floor": held is not None})  # fmt: skip
+                    "floor": held is not None, "stopped": max(total - done, 0) if cancelled else None})  # fmt: skip
         return out
 
     def render(self, run_id: str) -> Group:
         """The per-queue table and one line of run-wide counters."""
         counters = self.samples[-1].progress
+        cancelled = self.meta.get("state") == RunState.CANCELLED
         table = Table(title=f"run {run_id}: {self.meta.get('state', '?')}")
-        for col in ("queue", "done", "total", "%", "rate/s", "ETA"):
+        # a cancelled run's queues: what its workers did beside what the cancel stopped (no ETA: it ended)
+        columns = CANCELLED_COLUMNS if cancelled else COLUMNS
+        for col in columns:
             table.add_column(col, justify="left" if col == "queue" else "right")
         for r in self.rows():
             rate = "-" if r["rate"] is None else f"{r['rate']:.1f}"
             total = f"{r['total']}+" if self.submitting else str(r["total"])
             eta = ("≥" if r["floor"] else "") + fmt_duration(r["eta"])
-            table.add_row(r["queue"], str(r["done"]), total, f"{r['pct']:.1f}", rate, eta)
+            if cancelled:
+                table.add_row(r["queue"], str(r["done"]), str(r["stopped"]), total, f"{r['pct']:.1f}", rate)
+            else:
+                table.add_row(r["queue"], str(r["done"]), total, f"{r['pct']:.1f}", rate, eta)
         caption = f"errors {counters.get('errors', 0)} · unscorable {counters.get('unscorable', 0)}"
         if "total:judge" in counters:
             rpm = self.judge_rpm()
@@ -385,10 +398,11 @@ class StatusView:
                 "its submission was cut off (Ctrl-C, a lost broker): the totals count the rows sent before; "
                 f"{resume_hint(run_id, self.broker)} sends the rest",
                 style="yellow"))  # fmt: skip
-        elif self.meta.get("state") == RunState.CANCELLED:  # its queues read 100 %: what it stopped counts as done
+        elif self.meta.get("state") == RunState.CANCELLED:
             lines.append(Text(
-                "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): what it stopped is unscored, and "
-                f"{resume_hint(run_id, self.broker)} scores it",
+                "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): `scored` is what its workers did "
+                "(errors and unscorable included), `stopped` what the cancel (or a judge's breaker or budget) stopped, "
+                f"unscored; {resume_hint(run_id, self.broker)} scores it",
                 style="yellow"))  # fmt: skip
         if self.meta.get("error"):
             lines.append(Text(f"Error: {self.meta['error']}", style="red"))

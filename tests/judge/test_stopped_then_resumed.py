@@ -209,3 +209,45 @@ def test_cancelling_a_killed_embedded_run_says_one_thing_of_who_writes_its_summa
     assert "the workers skip its queued tasks" not in said, said
     results = _cli("results", out, "--out", tmp_path / "res", "--quiet", home=home)
     assert results.returncode == 1 and (tmp_path / "res" / "summary.json").is_file(), results.stderr
+
+
+def _table_rows(text: str) -> dict[str, list[str]]:
+    """The cells of each row of a status table rich drew (``│ judge │ 3 │ 5 │ …``), by its first cell."""
+    lines = [line.replace("┃", "│").strip() for line in text.splitlines()]  # the header's rule is heavier
+    rows = [[cell.strip() for cell in line.strip("│").split("│")] for line in lines if line.startswith("│")]
+    return {cells[0]: cells[1:] for cells in rows}
+
+
+def test_a_cancelled_runs_status_tells_what_was_scored_from_what_the_cancel_stopped(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """After a Ctrl-C, `ragscore status` read "judge 8 8 100.0": the outputs the cancel stopped were counted done, as
+    if every item had been judged. Its queues now read scored and stopped, as the summary counts them."""
+    out = tmp_path / "out"
+    with FakeProvider(api_key=keys, latency_s=0.5) as fake:
+        run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.DEVNULL)
+        try:
+            assert run.poll() is None
+            run.send_signal(signal.SIGINT)
+            run.wait(60)
+        finally:
+            run.kill()
+            run.wait(30)
+    assert run.returncode == 130
+    results = _cli("results", out, "--out", tmp_path / "res", "--quiet", home=home)
+    assert results.returncode == 1, results.stderr
+    accuracy = json.loads((tmp_path / "res" / "summary.json").read_text())["metrics"]["answer_accuracy"]
+    stopped = accuracy["stopped"]
+    assert 0 < stopped <= len(ROWS), accuracy  # a Ctrl-C at its first judge call stops most of it
+
+    status = _cli("status", out, home=home)
+    assert status.returncode == 0, status.stderr
+    rows = _table_rows(status.stdout)
+    assert rows["queue"][:4] == ["scored", "stopped", "total", "%"], status.stdout
+    scored = len(ROWS) - stopped
+    assert rows["judge"][:4] == [str(scored), str(stopped), str(len(ROWS)), f"{100 * scored / len(ROWS):.1f}"], (
+        status.stdout
+    )
+    assert rows["all"][:3] == [str(scored), str(stopped), str(len(ROWS))], status.stdout
+    said = " ".join(status.stdout.split())
+    assert "`stopped` what the cancel (or a judge's breaker or budget) stopped, unscored" in said, said

@@ -464,3 +464,35 @@ def test_noting_where_the_reports_are_keeps_a_finished_runs_ttl_and_revives_no_r
     assert store.meta(run)["reports_dir"] == "/data/o" and 0 < store.r.ttl(store.key(run, "meta")) <= 7
     store.note_reports_dir("t-reports-dir-gone", "/data/o")
     assert not store.r.exists(store.key("t-reports-dir-gone", "meta"))
+
+
+def test_a_cancelled_runs_worked_units_leave_out_what_was_stopped_written_or_skipped(store: RunStore) -> None:
+    """A cancel stops a chunk in flight (its rest written stopped) and skips the chunks queued (nothing written): the
+    view of the cancelled run counted the stopped outputs done ("judge 8/8 100 %"). ``worked:{queue}`` is what its
+    workers scored (unscorable and errors too); a resume's marks and rewrites keep it right."""
+    from orchestrator.reports.live import StatusView, sample
+    from ragscore_workers.store import RunState
+
+    run, stop = "t-cancel-worked", MetricResult.stopped("run cancelled")
+    store.create_run(run, {"state": "running", "submitted_at": "1000", "n_shards": "1"})
+    store.add_ids(run, 0, [f"k{i}" for i in range(6)], {"cpu": 6})
+    _write(store, run, "k0", m=MetricResult(score=1.0))
+    _write(store, run, "k1", m=MetricResult.failed("boom"))
+    _write(store, run, "k2", m=stop)
+    _write(store, run, "k3", m=stop)  # k4, k5: a chunk the cancel skipped
+    _write(store, run, "k3", m=stop)  # a redelivery: counted once
+    store.set_state(run, RunState.CANCELLED)
+    view = StatusView(store.meta(run))
+    view.add(sample(store, run, time.time()))
+    cpu = next(row for row in view.rows() if row["queue"] == "cpu")
+    assert (cpu["done"], cpu["stopped"], cpu["total"], cpu["pct"]) == (2, 4, 6, pytest.approx(100 * 2 / 6)), cpu
+    assert store.progress(run)["done:cpu"] == 4 and "stopped:cpu" not in store.progress(run)  # the bar's units
+
+    store.reset_redo(run)  # resumed: k1 and k2 sent again; k2 scored, then the run cancelled again
+    assert store.mark_redo(run, [("k1", "m", "cpu"), ("k2", "m", "cpu")]) == 2
+    assert store.progress(run)["worked:cpu"] == 2  # a mark alone changes nothing stored
+    _write(store, run, "k2", m=MetricResult(score=1.0))
+    _write(store, run, "k3", m=MetricResult.unscorable("no reference"))  # a stopped output scored unscorable
+    assert store.progress(run)["worked:cpu"] == 4
+    _write(store, run, "k0", m=stop)  # and the reverse (a rewrite stopped by a breaker)
+    assert store.progress(run)["worked:cpu"] == 3
