@@ -87,3 +87,23 @@ def test_a_benchmark_synopsis_gives_its_defaults(name: str, synopsis: str, monke
         default = defaults[flag]
         shown = " ".join(map(str, default)) if isinstance(default, list) else str(default)
         assert " ".join(values) == shown, f"bench.{name}: the docs say [{option}], its default is {shown}"
+
+
+def _readme_exit_codes() -> dict[int, str]:
+    """The rows of the README's "Exit codes" table: code -> meaning."""
+    section = (ROOT / "README.md").read_text().split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r"^\| (\d+) \| (.+) \|$", section, re.M)}
+
+
+def test_the_readmes_exit_codes_are_the_ones_the_cli_exits_with() -> None:
+    """The table lists each code :mod:`orchestrator.cli` exits with (its ``EXIT_*``, and 0), no other; an unknown
+    option is bad input (click's usage error exits 2, as the table says)."""
+    import click
+
+    from orchestrator import cli
+
+    codes = {0} | {value for name, value in vars(cli).items() if name.startswith("EXIT_")}
+    documented = _readme_exit_codes()
+    assert set(documented) == codes, documented
+    assert click.UsageError("x").exit_code == cli.EXIT_BAD_INPUT and "unknown metric or option" in documented[2]
+    assert "Ctrl-C" in documented[cli.EXIT_INTERRUPTED] and "gate" in documented[cli.EXIT_GATE_FAILED]
