@@ -401,6 +401,18 @@ RATE_LIMITS = ("rpm", "tpm", "rpd", "tpd")
 Pace = Literal["burst", "even"]
 
 
+def _paced_rpm(pace: Pace, info: ValidationInfo) -> Pace:
+    """``pace: even`` with ``rpm: null`` paced nothing, silently (ceil(rpm / 60) of no rpm): refused, with the fix.
+    An ``rpm`` refused itself is not in ``info.data``: its own error says the problem."""
+    if pace == "even" and "rpm" in info.data and info.data["rpm"] is None:
+        raise PydanticCustomError(
+            "pace_without_rpm",
+            "even holds requests to ceil(rpm / 60) a second, and rpm is not set: set rpm (the requests a minute "
+            "allowed) or leave pace at burst",
+        )
+    return pace
+
+
 class JudgeConfig(BaseModel):
     """Which LLM judges, and its limits. Keys come from the environment only."""
 
@@ -423,6 +435,7 @@ class JudgeConfig(BaseModel):
     tpd: int | None = Field(default=None, gt=0)
     #: ``even``: at most ceil(rpm / 60) requests per second too (:data:`Pace`); tokens are not paced.
     pace: Pace = "burst"
+    _pace = field_validator("pace")(_paced_rpm)
 
     @model_validator(mode="before")
     @classmethod
@@ -515,6 +528,7 @@ class TargetConfig(BaseModel):
     rpm: int | None = Field(default=None, gt=0)
     #: ``even``: at most ceil(rpm / 60) requests per second too (:data:`Pace`).
     pace: Pace = "burst"
+    _pace = field_validator("pace")(_paced_rpm)
     #: Calls in flight per target task.
     concurrency: int = Field(default=8, gt=0, le=256)
     timeout_s: float = Field(default=60.0, gt=0)

@@ -642,3 +642,30 @@ def test_an_unknown_metric_is_said_so_beside_a_plugin_whose_outputs_fail(monkeyp
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.careless")
     with pytest.raises(UnknownMetricError, match="Unknown metric 'exact_mach'. Did you mean 'exact_match'"):
         load_suite({"metrics": ["exact_mach"]})
+
+
+@pytest.mark.parametrize(
+    ("section", "where"),
+    [
+        ("judge: {rpm: null, pace: even}", "judge.pace"),
+        ("target: {url: 'http://rag/ask', pace: even}", "target.pace"),
+        ("targets: [{system: a, url: 'http://rag/ask', rpm: 60}, {system: b, url: 'http://rag/ask', pace: even}]",
+         r"targets item 2 \(b\).pace"),
+    ],
+)  # fmt: skip
+def test_an_even_pace_without_rpm_is_refused_naming_its_place_and_the_fix(
+    tmp_path: Path, section: str, where: str
+) -> None:
+    """``pace: even`` holds calls to ceil(rpm / 60) a second: with no ``rpm`` (the judge's ``rpm: null``, a target's
+    default) it paced nothing and said nothing. Refused when the suite is read, the place and the fix said."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(f"metrics: [exact_match]\n{section}\n")
+    with pytest.raises(ConfigError, match=f"Invalid suite: {where}: even holds requests to ceil.rpm / 60. a second, "
+                                          "and rpm is not set: set rpm"):  # fmt: skip
+        load_suite(path)
+
+
+def test_an_even_pace_with_rpm_is_accepted() -> None:
+    resolved = load_suite({"metrics": ["exact_match"], "judge": {"rpm": 90, "pace": "even"},
+                           "target": {"url": "http://rag/ask", "rpm": 60, "pace": "even"}})  # fmt: skip
+    assert (resolved.suite.judge.pace, resolved.suite.all_targets[0].pace) == ("even", "even")
