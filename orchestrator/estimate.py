@@ -27,6 +27,7 @@ from ragscore_workers.metrics.registry import MetricDef, PlannedCall
 from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
 from ragscore_workers.providers.factory import judge_identity
+from ragscore_workers.providers.ratelimit import paced_per_second
 from ragscore_workers.schemas import Row, Suite, TargetConfig
 
 from .datasets import RowError, scan_dataset
@@ -107,7 +108,8 @@ class Estimate:
         """Per judge limit of the suite that the calls not cached reach: the least minutes they need under it.
 
         A provider's window lets ``limit`` through per period, so N requests end no sooner than
-        ``floor((N - 1) / limit)`` periods after the first (tokens: the same with the token guess)."""
+        ``floor((N - 1) / limit)`` periods after the first (tokens: the same with the token guess). ``pace: even``
+        adds ``pace``: the same for its requests a second (a minute's calls are not sent at once)."""
         total = self.judge_total()
         tokens = total.tokens_in + total.tokens_out_max
         judge = suite.judge
@@ -120,6 +122,8 @@ class Estimate:
         ):
             if limit and amount > limit:
                 out[name] = float((amount - 1) // limit * period_min)
+        if judge.pace == "even" and judge.rpm and total.paid > (per_second := paced_per_second(judge.rpm)):
+            out["pace"] = (total.paid - 1) // per_second / 60  # seconds, in minutes
         return out
 
     def too_large(self, suite: Suite) -> list[tuple[str, int]]:

@@ -13,6 +13,7 @@ from rich.table import Table
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import and_more, counted
 from ragscore_workers.metrics.registry import higher_is_better
+from ragscore_workers.providers.ratelimit import paced_per_second
 from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
 
 from ..estimate import Estimate
@@ -168,11 +169,13 @@ def judge_used(judge: dict[str, Any]) -> bool:
 
 
 def judge_facts(judge: dict[str, Any], suite: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    """Which judge a report's judge section is of (provider, model, the suite's rpm and tpm), from the run's suite;
-    none when the judge did nothing."""
+    """Which judge a report's judge section is of (provider, model, the suite's rpm and tpm, pace even), from the
+    run's suite; none when the judge did nothing."""
     cfg = (suite or {}).get("judge") or {}
-    used = judge_used(judge)
-    return [(k, cfg[k]) for k in ("provider", "model", "rpm", "tpm") if used and cfg.get(k) is not None]
+    if not judge_used(judge):
+        return []
+    facts = [(k, cfg[k]) for k in ("provider", "model", "rpm", "tpm") if cfg.get(k) is not None]
+    return facts + ([("pace", "even")] if cfg.get("pace") == "even" else [])  # burst, the default, goes unsaid
 
 
 def _unpriced(judge: dict[str, Any]) -> bool:
@@ -370,7 +373,7 @@ def print_estimate(
     minutes = {} if too_large else estimate.judge_minutes(suite)  # no least time for calls that cannot be sent
     if minutes:
         binding = max(minutes, key=lambda k: minutes[k])
-        limits = ", ".join(f"judge.{k} {getattr(suite.judge, k):,}: {fmt_duration(m * 60)}" for k, m in minutes.items())
+        limits = ", ".join(f"{_judge_limit(suite, k)}: {fmt_duration(m * 60)}" for k, m in minutes.items())
         console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the suite's "
                       f"limits ({limits}), however many workers", soft_wrap=True)  # fmt: skip
     priced = sum(t.cost for t in estimate.judge.values() if t.cost is not None)
@@ -380,3 +383,11 @@ def print_estimate(
     if max_tokens is not None and total.tokens_in + total.tokens_out_max > max_tokens:
         console.print(f"--max-tokens {max_tokens:,} may stop judging part-way: the calls may use up to "
                       f"{total.tokens_in + total.tokens_out_max:,} tokens", style="yellow", soft_wrap=True)  # fmt: skip
+
+
+def _judge_limit(suite: Suite, name: str) -> str:
+    """A judge limit of :meth:`Estimate.judge_minutes` as the suite writes it: ``judge.rpm 600``, ``judge.pace even
+    at 10 a second``."""
+    if name == "pace":
+        return f"judge.pace {suite.judge.pace} at {paced_per_second(suite.judge.rpm or 1):,} a second"
+    return f"judge.{name} {getattr(suite.judge, name):,}"

@@ -50,6 +50,7 @@ __all__ = [
     "RedisLimiter",
     "Wait",
     "limits_per_minute",
+    "paced_per_second",
 ]
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,11 @@ class Limit:
             raise ValueError(f"period of {self.name} must be > 0, got {self.period_s}")
 
 
+def paced_per_second(rpm: int) -> int:
+    """The requests a second ``pace: even`` lets through at ``rpm``: ceil(rpm / 60), at least 1."""
+    return math.ceil(rpm / 60)
+
+
 def limits_per_minute(
     rpm: int | None = None,
     tpm: int | None = None,
@@ -217,7 +223,7 @@ def limits_per_minute(
     period = minute_s * (1 + margin)
     limits = [Limit(v, period * mult, per, name) for name, (v, mult, per) in spec.items() if v is not None]  # type: ignore[arg-type]
     if pace == "even" and rpm is not None:
-        limits.append(Limit(math.ceil(rpm / 60), minute_s / 60 * (1 + PACE_MARGIN), "requests", PACE_LIMIT))
+        limits.append(Limit(paced_per_second(rpm), minute_s / 60 * (1 + PACE_MARGIN), "requests", PACE_LIMIT))
     return limits
 
 

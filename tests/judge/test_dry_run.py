@@ -104,6 +104,23 @@ def test_a_call_larger_than_a_token_limit_is_found_before_the_run(tmp_path: Path
     assert "time: at least" not in said  # no least time for calls that can never be sent
 
 
+def test_an_even_pace_is_a_limit_of_the_least_time_the_dry_run_gives(tmp_path: Path, home: Path) -> None:
+    """At ``pace: even`` a minute's calls are not sent at once: 255 calls at rpm 600 take at least 25 s (10 a second),
+    where the dry run said nothing of the time (they fit in the minute) nor of the pace."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(50))
+    assert estimate_run(data, load_suite(_suite(rpm=600))).judge_minutes(load_suite(_suite(rpm=600)).suite) == {}
+    (tmp_path / "s.json").write_text(json.dumps(_suite(rpm=600, pace="even")))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "GROQ_API_KEY": "", "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr  # no key: the run would stop before scoring
+    said = " ".join(result.stdout.split())
+    assert ("time: at least 0m25s for the judge calls under the suite's limits (judge.pace even at 10 a second: "
+            "0m25s), however many workers") in said, said  # fmt: skip
+
+
 def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path, store: RunStore) -> None:
     rows = [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"{i}."} for i in range(20)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)

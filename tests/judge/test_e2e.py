@@ -189,17 +189,20 @@ def test_a_reply_holding_a_lone_surrogate_is_scored_and_reported(home: Path, key
     assert (tmp_path / "out" / "report.html").is_file()
 
 
-def test_report_md_names_the_judge_that_judged(home: Path, keys: str, model: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("pace", "said"), [("burst", ""), ("even", " · pace even")])
+def test_report_md_names_the_judge_that_judged(
+    home: Path, keys: str, model: str, tmp_path: Path, pace: str, said: str
+) -> None:
     """report.md's judge section had counters and agreement but not which provider and model judged (report.html
-    said it): a report posted alone, as a CI comment, could not tell one judge's scores from another's."""
+    said it): a report posted alone, as a CI comment, could not tell one judge's scores from another's. A judge held
+    to ``pace: even`` says so (its run is slower than its rpm alone says); ``burst``, the default, goes unsaid."""
     rows = [{"id": "q0", "question": "Q?", "reference": "r", "answer": "a [[rating=4]]"}]
     with FakeProvider(api_key=keys) as fake:
-        suite = {
-            "name": "judge-named",
-            "metrics": ["answer_accuracy"],
-            "judge": {"provider": "openai", "model": model, "base_url": fake.openai_base_url, "rpm": 60, "tpm": None},
-        }
+        judge = {"provider": "openai", "model": model, "base_url": fake.openai_base_url, "rpm": 60, "tpm": None}
+        suite = {"name": "judge-named", "metrics": ["answer_accuracy"], "judge": judge | {"pace": pace}}
         result = evaluate(rows, suite, out=tmp_path / "out")
     assert result.items[0].metrics["answer_accuracy"].score == 1.0
     judge_section = (tmp_path / "out" / "report.md").read_text().split("## Judge\n\n", 1)[1]
-    assert judge_section.startswith(f"provider openai · model {model} · rpm 60\n\n| calls |"), judge_section[:200]
+    expected = f"provider openai · model {model} · rpm 60{said}\n\n| calls |"
+    assert judge_section.startswith(expected), judge_section[:200]
+    assert ("pace <b>even</b>" in (tmp_path / "out" / "report.html").read_text()) == (pace == "even")
