@@ -21,7 +21,8 @@ a limit can never be admitted: it fails at once with :class:`RequestTooLargeErro
 Pace (:func:`limits_per_minute`): ``burst`` admits a minute's requests as they come, so a run's first minute goes out
 at once and its admissions leave the window, and free room, in the same clumps a minute later. ``even`` adds a limit
 of ceil(rpm / 60) requests per second (``rps``, on the same scripts), for providers that enforce their minute limit
-per second. Tokens are never paced: a per-second token cap below one call's cost would refuse the call.
+per second; an ``rpm`` the provider states below ours lowers it too (ceil(stated / 60): :attr:`Limit.follows`).
+Tokens are never paced: a per-second token cap below one call's cost would refuse the call.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ _stored_lock = threading.Lock()
 
 # KEYS[1] = pause key, KEYS[2] = learned limits (hash: limit name -> what the provider last stated), then per
 # limit: log (zset), costs (hash), sum (string)
-# ARGV[1] = now in ms ("" = Redis TIME), ARGV[2] = member, then per limit: period_ms, limit, cost, name
+# ARGV[1] = now in ms ("" = Redis TIME), ARGV[2] = member, then per limit: period_ms, limit, cost, the learned limit it
+# follows (its own name, or rpm for rps) and the share of it it takes (1, or 60: ceil(learned / share))
 # Returns {status, wait_ms, now_ms, limit index, limit, reason}: status 1 admitted, 0 wait (index -1: the shared pause,
 # whose reason comes with it; the limit, the learned one where that applies, of the limit waited on), -1 never fits.
 _ACQUIRE_LUA = """
@@ -96,9 +98,10 @@ local n = (#KEYS - 2) / 3
 local wait, blocked, blocked_limit = 0, -1, 0
 for i = 0, n - 1 do
   local log, costs, sum = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
-  local period, limit, cost = tonumber(ARGV[3 + 4 * i]), tonumber(ARGV[4 + 4 * i]), tonumber(ARGV[5 + 4 * i])
+  local period, limit, cost = tonumber(ARGV[3 + 5 * i]), tonumber(ARGV[4 + 5 * i]), tonumber(ARGV[5 + 5 * i])
   if cost > limit then return {-1, 0, now, i, limit} end
-  local learned = tonumber(redis.call('HGET', KEYS[2], ARGV[6 + 4 * i]) or '')
+  local learned = tonumber(redis.call('HGET', KEYS[2], ARGV[6 + 5 * i]) or '')
+  if learned then learned = math.ceil(learned / tonumber(ARGV[7 + 5 * i])) end
   if learned and learned < limit and cost <= learned then limit = learned end
   local gone = redis.call('ZRANGEBYSCORE', log, '-inf', now - period)
   if #gone > 0 then
@@ -128,7 +131,7 @@ end
 if wait > 0 then return {0, wait, now, blocked, blocked_limit} end
 for i = 0, n - 1 do
   local log, costs, sum = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
-  local period, cost = tonumber(ARGV[3 + 4 * i]), ARGV[5 + 4 * i]
+  local period, cost = tonumber(ARGV[3 + 5 * i]), ARGV[5 + 5 * i]
   redis.call('ZADD', log, now, ARGV[2])
   redis.call('HSET', costs, ARGV[2], cost)
   redis.call('INCRBY', sum, cost)
@@ -190,6 +193,9 @@ class Limit:
     period_s: float
     per: Literal["requests", "tokens"]
     name: str
+    #: The limit the provider states that lowers this one (:meth:`RedisLimiter.learn`), and the share of it this one
+    #: takes (ceil(stated / share)): None, its own name, whole; :data:`PACE_LIMIT`, ``("rpm", 60)``.
+    follows: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
         if self.limit < 1:
@@ -223,7 +229,8 @@ def limits_per_minute(
     period = minute_s * (1 + margin)
     limits = [Limit(v, period * mult, per, name) for name, (v, mult, per) in spec.items() if v is not None]  # type: ignore[arg-type]
     if pace == "even" and rpm is not None:
-        limits.append(Limit(paced_per_second(rpm), minute_s / 60 * (1 + PACE_MARGIN), "requests", PACE_LIMIT))
+        second = minute_s / 60 * (1 + PACE_MARGIN)
+        limits.append(Limit(paced_per_second(rpm), second, "requests", PACE_LIMIT, follows=("rpm", 60)))
     return limits
 
 
@@ -319,7 +326,7 @@ class RedisLimiter:
         member = uuid.uuid4().hex
         args: list[Any] = ["" if now_ms is None else int(now_ms), member]
         for lim, cost in zip(self.limits, self._costs(tokens), strict=True):
-            args += [int(lim.period_s * 1000), lim.limit, cost, lim.name]
+            args += [int(lim.period_s * 1000), lim.limit, cost, *(lim.follows or (lim.name, 1))]
         keys = [self.pause_key, self.learned_key, *self._keys]
         status, wait_ms, now, index, limit, *reason = self._acquire(keys=keys, args=args)
         status, wait_ms, now, index, limit = int(status), int(wait_ms), int(now), int(index), int(limit)
@@ -432,8 +439,9 @@ class RedisLimiter:
 
     def learn(self, name: str, limit: int | None) -> bool:
         """The provider states limit ``name`` (``rpm``, ``tpm``, ``rpd``, ``tpd``) is ``limit``: every limiter on
-        this key applies it where it is below its own, until :data:`LEARNED_TTL_S` after it was last stated (a
-        raised tier shows at the next statement). True when it is below ours, so that it applies."""
+        this key applies it where it is below its own (and its share to a limit that :attr:`Limit.follows` it),
+        until :data:`LEARNED_TTL_S` after it was last stated (a raised tier shows at the next statement). True when
+        it is below ours, so that it applies."""
         ours = next((lim.limit for lim in self.limits if lim.name == name), None)
         if limit is None or limit < 1 or ours is None:
             return False

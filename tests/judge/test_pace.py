@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator import evaluate
 from orchestrator.api import IncompleteRunWarning
+from ragscore_workers.providers.ratelimit import paced_per_second
 
 from ..fakes import FakeProvider
 
@@ -20,18 +21,21 @@ pytestmark = pytest.mark.integration
 RPM, ITEMS = 300, 50
 
 
-def _rows() -> list[dict[str, Any]]:
+def _rows(items: int = ITEMS) -> list[dict[str, Any]]:
     return [{"id": f"q{i}", "question": f"Question {i}?", "reference": f"reference {i}",
-             "answer": f"answer {i} [[rating={4 if i % 2 else 2}]]"} for i in range(ITEMS)]  # fmt: skip
+             "answer": f"answer {i} [[rating={4 if i % 2 else 2}]]"} for i in range(items)]  # fmt: skip
 
 
-def _run(pace: str, keys: str, model: str, out: Path) -> tuple[dict[str, float | None], dict[str, Any]]:
-    """Scores by item id, and the fake's counters, of one run at ``pace`` against a fresh quantizing fake."""
-    with FakeProvider(api_key=keys, rpm=RPM, quantize=True) as fake:
+def _run(
+    pace: str, keys: str, model: str, out: Path, *, stated: int = RPM, items: int = ITEMS
+) -> tuple[dict[str, float | None], dict[str, Any]]:
+    """Scores by item id, and the fake's counters, of one run of ``items`` at ``pace`` and the suite's rpm
+    :data:`RPM` against a fresh fake quantizing its own rpm, ``stated`` (its ``x-ratelimit-limit-requests``)."""
+    with FakeProvider(api_key=keys, rpm=stated, quantize=True) as fake:
         suite = {"name": f"pace-{pace}", "metrics": ["answer_accuracy"],
                  "judge": {"provider": "openai", "model": f"{model}-{pace}", "base_url": fake.openai_base_url,
                            "rpm": RPM, "tpm": None, "pace": pace}}  # fmt: skip
-        result = evaluate(_rows(), suite, out=out)
+        result = evaluate(_rows(items), suite, out=out)
         stats = fake.stats()
     return {item.id: item.metrics["answer_accuracy"].score for item in result.items}, stats
 
@@ -53,3 +57,16 @@ def test_an_even_pace_sends_a_quantized_providers_minute_without_429s_where_a_bu
     # a few at most: a call held back over 50 ms more than the next second's (a CI container's CPU throttled for a
     # 100 ms period) earns one; a burst earns one for most of its calls (about 190 of 220)
     assert even.get("rate_limited", 0) <= even["requests"] // 20, even
+
+
+def test_an_even_pace_follows_an_rpm_the_provider_states_below_the_suites(
+    home: Path, keys: str, model: str, tmp_path: Path
+) -> None:
+    """The provider states 120 a minute (and allows 2 a second) where the suite says 300 (5 a second): the minute's
+    window learned 120, but the pace still let 5 a second go, 3 of them 429s every second. The pace follows the
+    stated rpm too: 429s only in the first second, before any reply stated the limit (at most 5), and a few of
+    jitter (as above)."""
+    scores, even = _run("even", keys, model, tmp_path / "even", stated=120, items=20)
+    assert even.get("rate_limited", 0) <= paced_per_second(RPM) + even["requests"] // 20, even
+    assert scores == {f"q{i}": 1.0 if i % 2 else 0.5 for i in range(20)}
+    assert even["ok"] == 40

@@ -122,6 +122,24 @@ def test_a_limit_the_provider_states_lower_replaces_ours_for_every_limiter(rclie
     assert one.try_acquire(30, now_ms=t0 + 40_001)[0] is None  # 50 tokens per window now, not 1,000
 
 
+def test_an_rpm_the_provider_states_lower_lowers_the_even_pace_too(rclient: redis.Redis) -> None:
+    """The pace followed the suite's rpm (10 a second at 600) after the provider stated 120 a minute: the minute's
+    window held 120, but each second's let 10 go where such a provider allows 2. It follows the stated rpm too,
+    rounded up as the suite's is (121: 3 a second)."""
+    key = _key()
+    limits = limits_per_minute(rpm=600, pace="even")
+    limiter = RedisLimiter(rclient, key, limits)
+    assert limiter.learn("rpm", 120) and limiter.learned_below() == {"rpm": 120}  # no "rps" of its own to say
+    t0 = 5_000_000
+    assert all(limiter.try_acquire(0, now_ms=t0 + i)[0] is not None for i in range(2))
+    grant, wait = limiter.try_acquire(0, now_ms=t0 + 2)
+    assert grant is None and wait == pytest.approx(1.048)  # the second's window (1.05 s) from the first admission
+    assert RedisLimiter(rclient, key, limits).learn("rpm", 121)  # a new statement: 3 a second for every limiter
+    t1 = t0 + 10_000
+    assert all(limiter.try_acquire(0, now_ms=t1 + i)[0] is not None for i in range(3))
+    assert limiter.try_acquire(0, now_ms=t1 + 3)[0] is None
+
+
 def test_a_request_larger_than_the_token_limit_fails_at_once(rclient: redis.Redis) -> None:
     limiter = RedisLimiter(rclient, _key(), limits_per_minute(rpm=10, tpm=500), max_wait_s=600)
     started = time.monotonic()
