@@ -3,9 +3,10 @@
 typer's rich help prints every option's type, ``--quiet <bool>`` too, as if a flag took a value (``--quiet true``
 is then refused); it keeps a docstring's hard line breaks past its first paragraph and in the list of commands,
 which wrap raggedly in a terminal narrower than the source; and its usage line shows a required argument as
-``{run_id}``, like a format placeholder left unfilled. :class:`HelpTyper` gives every command and the group a class
-that fixes all three. A command's line in the list of commands is its docstring's first line (a paragraph of its
-own): one text, not a ``short_help`` beside the docstring that could drift from it.
+``{run_id}``, like a format placeholder left unfilled, and its table of arguments ``run_id``. :class:`HelpTyper`
+gives every command and the group a class that fixes them all. A command's line in the list of commands is its
+docstring's first line (a paragraph of its own): one text, not a ``short_help`` beside the docstring that could
+drift from it.
 """
 
 from __future__ import annotations
@@ -34,10 +35,16 @@ def summary(text: str | None) -> str | None:
     return reflowed(text).split("\n\n", 1)[0] if text else None
 
 
+def _metavar(param: TyperArgument) -> str:
+    """An argument as click names it, in help's table of arguments and its usage line: ``RUN_ID``, ``RUNS...`` for
+    several (typer writes ``run_id`` in the table); the one a command gives it where it gives one."""
+    return param.metavar or (param.name or "").upper() + ("..." if param.nargs != 1 else "")
+
+
 def _usage_name(param: TyperArgument) -> str:
     """An argument in the usage line as click writes it: ``RUN_ID`` required, ``[RUN_ID]`` optional, ``RUNS...``
     for several (typer writes ``{run_id}``)."""
-    name = param.metavar or (param.name or "").upper()
+    name = _metavar(param).removesuffix("...")
     name = name if param.required else f"[{name}]"
     return name + ("..." if param.nargs != 1 else "")
 
@@ -58,7 +65,7 @@ class _FlagsAsFlags:
 
 
 class HelpCommand(_FlagsAsFlags, TyperCommand):
-    """A command whose help shows flags as flags, its arguments as click does, and reflows its docstring, whose
+    """A command whose help shows flags as flags, its arguments as click names them, and reflows its docstring, whose
     first line is its summary in the list of commands."""
 
     #: The usage line's arguments after ``[OPTIONS]`` where click's (``[DATASET]``) would not be true: a subclass
@@ -68,6 +75,9 @@ class HelpCommand(_FlagsAsFlags, TyperCommand):
     def __init__(self, name: str | None, *, help: str | None = None, **kwargs: Any) -> None:  # noqa: A002
         kwargs["short_help"] = summary(help)  # typer passes None: HelpTyper.command takes none
         super().__init__(name, help=reflowed(help), **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument):
+                param.metavar = _metavar(param)  # the table of arguments names it as the usage line does
 
     def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
         if self.usage_args is not None:

@@ -239,3 +239,28 @@ def test_usage_lines_name_arguments_as_click_does() -> None:
     assert [usage for usage in usages.values() if "{" in usage] == [], usages
     said = _cli("resume", "--help")  # as a user reads it
     assert said.returncode == 0 and " resume [OPTIONS] RUN_ID" in said.stdout, said.stdout
+
+
+def test_help_tables_name_arguments_as_the_usage_line_does() -> None:
+    """``resume --help``'s usage line read ``RUN_ID`` while its table of arguments read ``run_id``: every command's
+    table names each argument as click's usage line does (``RUN_ID``, ``RUNS...``), and so does a missing one's
+    error."""
+    from typer.core import TyperArgument
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    runner, seen = CliRunner(), 0
+    for name, command in _commands().items():
+        arguments = [p for p in command.params if isinstance(p, TyperArgument)]  # type: ignore[attr-defined]
+        if not arguments:
+            continue
+        helped = runner.invoke(app, [name, "--help"], env={"COLUMNS": "300"})
+        assert helped.exit_code == 0, helped.output
+        table = helped.output.split("─ Arguments ─", 1)[1].split("╰", 1)[0]
+        names = [row.strip("│ ").removeprefix("*").split()[0] for row in table.splitlines()[1:] if row.strip()]
+        assert names == [(p.name or "").upper() + ("..." if p.nargs != 1 else "") for p in arguments], (name, table)
+        seen += 1
+    assert seen >= 5, seen  # run, resume, status, compare, report, ...
+    missing = runner.invoke(app, ["resume"], env={"COLUMNS": "300"})
+    assert missing.exit_code == 2 and "Missing argument 'RUN_ID'" in missing.output, missing.output
