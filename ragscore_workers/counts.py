@@ -69,14 +69,14 @@ def close_names(name: str, known: Iterable[str]) -> list[str]:
     return difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
 
 
-#: The keys that name an entry of a suite's list: a metric, a target's system, a gate's metric.
-_NAMING_KEYS = ("name", "system", "metric")
+#: The keys that name an entry of a suite's list: a metric, a target's system, a gate's metric, a point's id.
+_NAMING_KEYS = ("name", "system", "metric", "id")
 
 
 def place(loc: Sequence[Any], data: Any = None) -> str:
     """A place in a suite (pydantic's ``loc``) as users count list items, from 1: ``metrics item 2 (mrr).params.k
     item 1``, not ``metrics.1.params.k.0``. An item is named as ``data`` (what the place is in, as written) names
-    it: by its name, system or metric, or a metric by its bare name; never by another value (it may be a secret)."""
+    it: by its name, system, metric or id, or a metric by its bare name; never by another value (it may be a secret)."""
     said, key = "", None
     for step in loc:
         # an int in a mapping (YAML's ``1: x``) is its key, said as written

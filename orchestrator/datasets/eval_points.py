@@ -40,6 +40,8 @@ _KNOWN = set(_SAME).union(*_ALIASES.values())
 _QUESTION = ("question", "prompt")
 _REFERENCE = ("reference", "reference_answer", "golden_answer")
 _TOPIC_KEYS = {"topic", "evaluation_points", "answers", *_QUESTION, *_REFERENCE}
+#: The topic's list of points, as its errors name it (``evaluation_points item 2 (x)``).
+_LIST = "evaluation_points"
 
 
 def map_point(raw: Any, where: str) -> dict[str, Any]:
@@ -69,15 +71,17 @@ def map_point(raw: Any, where: str) -> dict[str, Any]:
 def _points(raw: Any) -> list[dict[str, Any]]:
     """The topic's points mapped and validated as the ``checks`` metric will read them."""
     from ragscore_workers.metrics._validators import PointSpecError
-    from ragscore_workers.metrics.checks import parse_points
+    from ragscore_workers.metrics.checks import parse_points, point_place
 
     if not isinstance(raw, list):
         raise SeedError(f"evaluation_points: expected a list, got {type(raw).__name__}")
-    points = [map_point(p, f"evaluation_points[{i}]") for i, p in enumerate(raw)]
+    points = [
+        map_point(p, point_place(i, p.get("id") if isinstance(p, dict) else None, _LIST)) for i, p in enumerate(raw)
+    ]
     try:
-        parse_points(points)
+        parse_points(points, _LIST)
     except PointSpecError as exc:
-        raise SeedError(str(exc).replace("checks[", "evaluation_points[", 1)) from None
+        raise SeedError(str(exc)) from None
     return points
 
 

@@ -52,7 +52,7 @@ from ._validators import (
 from .code_test import code_column_hint, row_code
 from .registry import RunContext, register, unset_means
 
-__all__ = ["NORMALIZERS", "ChecksParams", "Point", "checks", "evaluate_points", "parse_points"]
+__all__ = ["NORMALIZERS", "ChecksParams", "Point", "checks", "evaluate_points", "parse_points", "point_place"]
 
 log = logging.getLogger(__name__)
 
@@ -210,12 +210,20 @@ class ParsedPoint:
         return self.validator.queue if self.validator else PLANNED[self.point.type]
 
 
-def _problem(index: int, point_id: str | None, exc: Exception, where: tuple[str, ...] = ()) -> PointSpecError:
+def _problem(
+    index: int, point_id: str | None, exc: Exception, where: tuple[str, ...] = (), key: str = "checks"
+) -> PointSpecError:
     if isinstance(exc, ValidationError):
         msg = "; ".join(f"{place((*where, *e['loc'])) or 'point'}: {e['msg']}" for e in exc.errors())
     else:
         msg = str(exc)
-    return PointSpecError(f"checks[{index}]" + (f" ({point_id!r})" if point_id else "") + f": {msg}")
+    return PointSpecError(f"{point_place(index, point_id, key)}: {msg}")
+
+
+def point_place(index: int, point_id: Any, key: str = "checks") -> str:
+    """Where point ``index`` is, as a suite's places are said (:func:`place`), counted from 1 and named by its id (a
+    number too): ``checks item 3 (p3)``; ``key`` names the list (``evaluation_points`` of a points file)."""
+    return place((key, index), {key: [{}] * index + [{"id": _as_id(point_id)}]})
 
 
 def _no_booleans_as_numbers(raw: dict[str, Any], parsed: BaseModel, prefix: str = "") -> None:
@@ -224,9 +232,9 @@ def _no_booleans_as_numbers(raw: dict[str, Any], parsed: BaseModel, prefix: str 
         raise PointSpecError("; ".join(prefix + p for p in problems))
 
 
-def parse_points(raw: list[Any]) -> list[ParsedPoint]:
+def parse_points(raw: list[Any], key: str = "checks") -> list[ParsedPoint]:
     """Validate every point (ids unique, dependencies known, params valid; not every scored point weighing 0);
-    PointSpecError names the bad one."""
+    PointSpecError names the bad one, in the list ``key`` (:func:`point_place`)."""
     parsed: list[ParsedPoint] = []
     for index, item in enumerate(raw):
         point_id = item.get("id") if isinstance(item, dict) else None
@@ -236,34 +244,37 @@ def parse_points(raw: list[Any]) -> list[ParsedPoint]:
             if isinstance(item, dict):
                 _no_booleans_as_numbers({k: v for k, v in item.items() if k != "params"}, point)
         except (ValidationError, PointSpecError) as exc:
-            raise _problem(index, point_id, exc) from exc
+            raise _problem(index, point_id, exc, key=key) from exc
         try:
             params = found.params_model.model_validate(point.params) if found else None
             if params is not None:
                 _no_booleans_as_numbers(point.params, params, "params.")
         except (ValidationError, PointSpecError) as exc:
-            raise _problem(index, point_id, exc, ("params",)) from exc
+            raise _problem(index, point_id, exc, ("params",), key) from exc
         parsed.append(ParsedPoint(point.id or f"p{index + 1}", point, found, params))
     counts = Counter(p.id for p in parsed)
     for index, p in enumerate(parsed):
         if counts[p.id] > 1:
-            raise _problem(index, p.id, PointSpecError("duplicate point id"))
+            raise _problem(index, p.id, PointSpecError("duplicate point id"), key=key)
         unknown = [d for d in p.point.depends_on if d not in counts]
         if unknown:
             raise _problem(
                 index,
                 p.id,
                 PointSpecError(f"depends_on names unknown {noun_names(unknown, 'point')}"),
+                key=key,
             )
         if p.id in p.point.depends_on:
-            raise _problem(index, p.id, PointSpecError("depends_on names the point itself: it could never run"))
+            raise _problem(
+                index, p.id, PointSpecError("depends_on names the point itself: it could never run"), key=key
+            )
     if cycle := _dependency_cycle(parsed):
         index = next(i for i, p in enumerate(parsed) if p.id == cycle[0])
         raise _problem(index, cycle[0], PointSpecError(
-            f"depends_on forms a cycle, {' -> '.join(cycle)}: these points could never run"))  # fmt: skip
+            f"depends_on forms a cycle, {' -> '.join(cycle)}: these points could never run"), key=key)  # fmt: skip
     weights = [p.point.weight for p in parsed if not p.point.informational]
     if weights and not any(weights):
-        raise PointSpecError("checks: every scored point has weight 0, so the score would be 1.0 whatever the answer; "
+        raise PointSpecError(f"{key}: every scored point has weight 0, so the score would be 1.0 whatever the answer; "
                              "give one a weight above 0 (or make the points informational)")  # fmt: skip
     return parsed
 

@@ -55,20 +55,23 @@ def test_answers_as_a_list_of_model_answer_objects(tmp_path: Path, read: Read) -
 @pytest.mark.parametrize(
     ("element", "message"),
     [
-        ({"topic": "t", "evaluation_points": [{"type": "nope"}]}, "evaluation_points[0]: unknown validator type"),
+        ({"topic": "t", "evaluation_points": [{"type": "nope"}]}, "evaluation_points item 1: unknown validator type"),
         (
             {"topic": "t", "evaluation_points": [KEYWORD, {"id": "x", "type": "keyword", "keywords": []}]},
-            "evaluation_points[1] ('x'): params.keywords: List should have at least 1 item",
+            "evaluation_points item 2 (x): params.keywords: List should have at least 1 item",
         ),
-        ({"topic": "t", "evaluation_points": ["Mentions chlorophyll"]}, "evaluation_points[0]: a bare string is not"),
-        ({"topic": "t", "evaluation_points": [{"text": "x"}]}, "evaluation_points[0]: no validator type"),
+        (
+            {"topic": "t", "evaluation_points": ["Mentions chlorophyll"]},
+            "evaluation_points item 1: a bare string is not",
+        ),
+        ({"topic": "t", "evaluation_points": [{"text": "x"}]}, "evaluation_points item 1: no validator type"),
         (
             {"topic": "t", "evaluation_points": [{"type": "length", "params": {"max": 3}, "min": 1}]},
-            "evaluation_points[0]: unknown key 'min' beside params",
+            "evaluation_points item 1: unknown key 'min' beside params",
         ),
         (
             {"topic": "t", "evaluation_points": [{"type": "length", "text": "a", "description": "b", "max": 1}]},
-            "evaluation_points[0]: give one of text, description, not several",
+            "evaluation_points item 1: give one of text, description, not several",
         ),
         ({"topic": "t", "evaluation_points": {"type": "length"}}, "evaluation_points: expected a list, got dict"),
         ({"evaluation_points": []}, "no 'topic'"),
@@ -137,7 +140,8 @@ def test_directory_reads_points_files_then_topic_model_answer_files(tmp_path: Pa
     assert rows[1].checks == rows[0].checks and rows[1].metadata["answer_file"] == "WEB CACHE_mistral.txt"
     # answer files are numbered by their position among the directory's sorted *.txt files
     assert [e.line for e in errors] == [3, 2, 3, 4, 5, 6]
-    assert errors[0].error.startswith("a_points.json element 3: evaluation_points[0]: unknown validator type 'nope'")
+    said = "a_points.json element 3: evaluation_points item 1: unknown validator type 'nope'"
+    assert errors[0].error.startswith(said), errors[0].error
     topics = "(topics: 'Web Cache', 'web')"
     assert [e.error for e in errors[1:]] == [
         "broken_gpt4.txt: its topic 'broken' could not be read (a_points.json element 3)",

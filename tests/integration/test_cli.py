@@ -244,11 +244,11 @@ def test_a_metric_error_names_the_item_that_gave_it(tmp_path: Path, home: Path) 
                       home=home)  # fmt: skip
     assert result.returncode == 0, result.stderr
     said = [line for line in result.stdout.splitlines() if line.startswith("checks:")]
-    assert len(said) == 1 and said[0].startswith("checks: 1 error; first (item cobol (system m1)): checks[0]"), said
+    assert len(said) == 1 and said[0].startswith("checks: 1 error; first (item cobol (system m1)): checks item 1"), said
     summary = json.loads((out / "summary.json").read_text())
     assert summary["metrics"]["checks"]["first_error_item"] == "cobol (system m1)"
     assert summary["metrics"]["checks"]["n"] == 3 and summary["metrics"]["checks"]["mean"] == 1.0
-    assert "- checks: 1 error; first (item cobol (system m1)): checks\\[0\\]" in (out / "report.md").read_text()
+    assert "- checks: 1 error; first (item cobol (system m1)): checks item 1 (run)" in (out / "report.md").read_text()
 
 
 def test_a_metric_that_could_score_nothing_says_why_in_the_table_summary_and_report(tmp_path: Path, home: Path) -> None:

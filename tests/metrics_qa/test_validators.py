@@ -169,7 +169,7 @@ def test_diff_of_long_texts_that_cannot_reach_the_threshold_fails_on_the_upper_b
 def test_diff_without_golden_or_reference_fails_the_row() -> None:
     row = Row(id="x", answer="a", checks=[{"id": "d", "type": "diff", "params": {}}])
     result = checks(row, ChecksParams())
-    assert result.score is None and result.error == "checks[0] ('d'): diff needs params.golden or a row reference"
+    assert result.score is None and result.error == "checks item 1 (d): diff needs params.golden or a row reference"
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_malformed_points_fail_the_row_with_a_message_naming_the_point(spec: dic
     row = Row(id="x", answer="a", checks=[{"type": "citation"}, {"id": "bad", **spec}])
     result = checks(row, ChecksParams())
     assert result.score is None and result.error is not None
-    assert result.error.startswith("checks[1] ('bad'): ") and message in result.error
+    assert result.error.startswith("checks item 2 (bad): ") and message in result.error
 
 
 def test_a_cycle_of_dependencies_fails_the_row_and_is_refused_in_suite_points() -> None:
@@ -221,12 +221,12 @@ def test_a_cycle_of_dependencies_fails_the_row_and_is_refused_in_suite_points() 
     two = [{"id": "ok", **cite}, {"id": "a", **cite, "depends_on": "b"}, {"id": "b", **cite, "depends_on": "a"}]
     result = checks(Row(id="x", answer="a [1]", checks=two), ChecksParams())
     assert result.score is None and result.error == (
-        "checks[1] ('a'): depends_on forms a cycle, a -> b -> a: these points could never run"
+        "checks item 2 (a): depends_on forms a cycle, a -> b -> a: these points could never run"
     )
     three = [{"id": "a", **cite, "depends_on": ["ok"]}, {"id": "ok", **cite, "depends_on": ["c"]},
              {"id": "b", **cite, "depends_on": "a"}, {"id": "c", **cite, "depends_on": ["b"]}]  # fmt: skip
     assert checks(Row(id="x", answer="a [1]", checks=three), ChecksParams()).error == (
-        "checks[0] ('a'): depends_on forms a cycle, a -> ok -> c -> b -> a: these points could never run"
+        "checks item 1 (a): depends_on forms a cycle, a -> ok -> c -> b -> a: these points could never run"
     )
     with pytest.raises(ConfigError, match=r"depends_on forms a cycle, a -> b -> a"):
         get_metric("checks").parse_params({"points": two})
@@ -242,7 +242,7 @@ def test_unknown_types_list_every_validator_including_the_planned_ones() -> None
 
 def test_duplicate_point_ids_are_rejected() -> None:
     result = checks(Row(id="x", answer="a", checks=[{"id": "a", "type": "citation"}] * 2), ChecksParams())
-    assert result.error == "checks[0] ('a'): duplicate point id"
+    assert result.error == "checks item 1 (a): duplicate point id"
 
 
 def test_suite_level_points_are_validated_when_the_suite_loads() -> None:

@@ -600,6 +600,22 @@ def test_suite_errors_count_list_items_from_1_and_name_them() -> None:
     assert "targets item 1 (a).reqest: Extra inputs" in said and ".0" not in said, said
 
 
+def test_a_checks_points_errors_count_points_from_1_and_name_them_by_id() -> None:
+    """A bad point of the ``checks`` metric's ``points`` was said ``checks[1] ('x')``, counted from 0 beside every
+    other suite error counted from 1: it is said as they are, ``checks item 2 (x)``, a numeric id too."""
+    keyword = {"type": "keyword", "params": {"keywords": ["a"]}}
+    with pytest.raises(ConfigError) as info:
+        load_suite(
+            {"metrics": [{"name": "checks", "params": {"points": [keyword, {**keyword, "id": 7, "weight": -1}]}}]}
+        )
+    assert "checks item 2 (7): weight: Input should be greater than or equal to 0" in str(info.value), info.value
+    with pytest.raises(ConfigError) as info:
+        load_suite(
+            {"metrics": [{"name": "checks", "params": {"points": [{**keyword, "id": "x"}, {**keyword, "id": "x"}]}}]}
+        )
+    assert str(info.value).endswith("checks item 1 (x): duplicate point id"), info.value
+
+
 def test_a_mappings_number_key_is_said_as_the_key_not_as_a_list_item() -> None:
     """A mapping's key written as a number (YAML's ``1: x``) was said as a list item counted from 1 (``judge item
     2``), a place the suite does not have: it is said as written."""
