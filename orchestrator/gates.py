@@ -20,7 +20,6 @@ Unscorable items never count as 0 here either; they are simply not in the mean.
 
 from __future__ import annotations
 
-import difflib
 import io
 import json
 import math
@@ -35,7 +34,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ragscore_workers.counts import agree, close_names, counted, counted_of, listed
+from ragscore_workers.counts import agree, close_names, counted, counted_of, did_you_mean, listed
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
@@ -151,7 +150,7 @@ def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
     for gate in gates:
         if gate.metric not in outputs:
             close = close_names(gate.metric, outputs)
-            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            hint = f" {did_you_mean(close, sentence=True)}" if close else ""
             raise ConfigError(
                 f"Gate {str(gate)!r} names {gate.metric!r}, which the suite does not produce.{hint} "
                 f"The suite's outputs: {', '.join(outputs)}."
@@ -318,8 +317,8 @@ def system_note(gates: Iterable[GateSpec | GateResult], present: Collection[str]
     said = []
     for name in unknown:
         close = [s for s in systems if s.casefold() == name.casefold()]
-        close = close or difflib.get_close_matches(name, systems, n=2, cutoff=0.6)
-        said.append(repr(name) + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
+        close = close or close_names(name, systems)
+        said.append(repr(name) + (f" ({did_you_mean(close)})" if close else ""))
     have = f"its systems are {', '.join(systems)}" if systems else "its rows name no system"
     return f"gates name {'; '.join(said)}, which this run has no items of: {have}"
 

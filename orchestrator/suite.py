@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 from pathlib import Path
@@ -12,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from ragscore_workers.counts import close_names, place
+from ragscore_workers.counts import close_names, did_you_mean, place
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
@@ -76,7 +75,7 @@ def _problem(error: ErrorDetails, data: Any) -> str:
     where = place(error["loc"], data) or "suite"
     if error["type"] == "extra_forbidden" and (model := _model_at(Suite, error["loc"][:-1])) is not None:
         if close := close_names(str(error["loc"][-1]), model.model_fields):
-            return f"{where}: {error['msg']} (did you mean {' or '.join(repr(c) for c in close)}?)"
+            return f"{where}: {error['msg']} ({did_you_mean(close)})"
     return f"{where}: {error['msg']}"
 
 
@@ -244,7 +243,7 @@ def _check_cost_budgets(resolved: ResolvedSuite) -> None:
     priced = [m.name for m, p in resolved.metrics if model in (getattr(p, "prices", None) or {})]
     if budgeted and not priced:
         named = sorted({name for _, p in resolved.metrics for name in (getattr(p, "prices", None) or {})})
-        close = difflib.get_close_matches(model, named, n=1, cutoff=0.6)
+        close = close_names(model, named)[:1]
         # a price table that names other models (a typo, or the model before the suite's judge changed)
         others = (f" (the prices given name {', '.join(map(repr, named))}, not the judge's model"
                   f"{f'; did you mean {model!r} for {close[0]!r}?' if close else ''})") if named else ""  # fmt: skip

@@ -8,7 +8,10 @@ import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["agree", "and_more", "close_names", "counted", "counted_of", "listed", "noun", "noun_names", "place"]
+__all__ = [
+    "agree", "and_more", "close_names", "counted", "counted_of", "did_you_mean", "listed", "noun", "noun_names",
+    "place",
+]  # fmt: skip
 
 
 def agree(n: int, one: str, many: str) -> str:
@@ -67,6 +70,14 @@ def listed(
 def close_names(name: str, known: Iterable[str]) -> list[str]:
     """The names of ``known`` most like ``name`` (a typo's "did you mean"), best first."""
     return difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+
+
+def did_you_mean(names: Sequence[str], *, sentence: bool = False) -> str:
+    """A typo's hint, each name quoted as Python writes it: ``did you mean 'rpm' or 'rpd'?`` (``Did ...`` as a
+    ``sentence`` of its own); nothing without ``names``."""
+    if not names:
+        return ""
+    return f"{'D' if sentence else 'd'}id you mean {' or '.join(map(repr, names))}?"
 
 
 #: The keys that name an entry of a suite's list: a metric, a target's system, a gate's metric, a point's id.

@@ -12,6 +12,8 @@ RagscoreError
 
 from __future__ import annotations
 
+from .counts import did_you_mean
+
 __all__ = [
     "BrokerError",
     "ConfigError",
@@ -37,7 +39,7 @@ class UnknownMetricError(ConfigError):
     def __init__(self, name: str, suggestions: list[str], known: list[str], owners: list[str] | None = None) -> None:
         self.name = name
         self.suggestions = suggestions
-        hint = f" Did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        hint = f" {did_you_mean(suggestions, sentence=True)}" if suggestions else ""
         if owners:  # an output's name (``mrr``, ``recall_at_5``), which gates and reports use
             hint = (f" {name!r} is an output of {' and '.join(repr(o) for o in owners)}: list that metric (gates and "
                     f"reports use its outputs' names).{hint}")  # fmt: skip

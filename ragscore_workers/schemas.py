@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from .counts import close_names, noun, noun_names
+from .counts import close_names, did_you_mean, noun, noun_names
 from .redaction import credential_name, query_secret_names, secret_query_param, url_password_spans, userinfo_span
 
 __all__ = [
@@ -361,7 +361,7 @@ class MetricSpec(BaseModel):
             return {"name": value}
         if isinstance(value, dict) and (flat := sorted(set(value) - {"name", "params"})):
             if typos := {key: close[0] for key in flat if (close := close_names(key, ["name", "params"]))}:
-                said = ", ".join(f"{key} (did you mean {word!r}?)" for key, word in typos.items())  # param: {k: [1]}
+                said = ", ".join(f"{key} ({did_you_mean([word])})" for key, word in typos.items())  # param: {k: [1]}
                 raise PydanticCustomError(
                     "misspelt_key", "{said}: a metric is written {example}",
                     {"said": said, "example": f"{{name: {value.get('name', '...')}, params: {{...}}}}"},

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ragscore_workers.counts import agree, and_more, counted, listed, noun
+from ragscore_workers.counts import agree, and_more, counted, did_you_mean, listed, noun
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
 from ragscore_workers.settings import get_settings
@@ -181,7 +181,7 @@ class DatasetScan:
             out.append("no row has a field besides its id, so no metric will find anything to score (the wrong "
                        "--format, or columns that are no row field?)")  # fmt: skip
         if self.near_misses:
-            named = ", ".join(f"{col!r} (did you mean {fld!r}?)" for col, fld in self.near_misses.items())
+            named = ", ".join(f"{col!r} ({did_you_mean([fld])})" for col, fld in self.near_misses.items())
             cased = any(_normal(col) not in FOREIGN_NAMES for col in self.near_misses)
             n = len(self.near_misses)
             out.append(f"{noun(n, 'column')} {named} {agree(n, 'is', 'are')} no row field"

@@ -22,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
-from ..counts import close_names, noun, place
+from ..counts import close_names, did_you_mean, noun, place
 from ..errors import ConfigError, UnknownMetricError
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
 from ._params import booleans_read_as_numbers
@@ -188,7 +188,7 @@ class MetricDef:
         """``kk: Extra inputs are not permitted (did you mean 'k'? its params: k)``."""
         names = sorted(_param_names(self.params_model))
         close = close_names(key, names)
-        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        hint = f"{did_you_mean(close)} " if close else ""
         known = f"its params: {', '.join(names)}" if names else "it takes no params"
         return f"{key}: Extra inputs are not permitted ({hint}{known})"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragscore_workers.counts import agree, and_more, counted, counted_of, listed, noun, noun_names
+from ragscore_workers.counts import agree, and_more, counted, counted_of, did_you_mean, listed, noun, noun_names
 
 
 def test_counted_writes_thousands_separators_and_the_plural_unless_one() -> None:
@@ -62,3 +62,10 @@ def test_and_more_ends_a_list_as_listed_does() -> None:
     """``(and N more point)`` was built beside :func:`listed`'s own "and N more"."""
     assert and_more(1, "point") == "and 1 more point" and and_more(2, "point") == "and 2 more points"
     assert and_more(1_204) == "and 1,204 more" == listed([str(i) for i in range(1_205)], 1)[len("0 ") :]
+
+
+def test_did_you_mean_quotes_each_name_as_every_typo_hint_does() -> None:
+    """Each typo's "did you mean" (an unknown metric, a suite key, a gate, a column) was built where it was said."""
+    assert did_you_mean(["rpm", "rpd"]) == "did you mean 'rpm' or 'rpd'?"
+    assert did_you_mean(["exact_match"], sentence=True) == "Did you mean 'exact_match'?"
+    assert did_you_mean([]) == "" == did_you_mean([], sentence=True)
