@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Iterator
 from enum import Enum
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -390,6 +391,8 @@ class EmbeddingConfig(BaseModel):
 
 #: Names of judge fields that would hold a secret (not ``max_tokens``: a whole name, or one ending in api_key).
 _SECRET_NAME = re.compile(r"^(?:\w*api_?key|key|(?:api_|access_|auth_)?token|secret|password)$", re.I)
+#: The secrets' names a misspelt judge key is held against (``api_kye``), where it is like no field of the judge.
+_SECRET_NAMES = ("api_key", "token", "secret", "password")
 #: Model names of OpenAI's reasoning models (``o1``, ``o3-mini``, ``o4-mini``, ``gpt-5``, ``gpt-5-mini``).
 _OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
 #: The rate limits by name, as :class:`JudgeConfig` (and :class:`TargetConfig`, ``rpm`` only) and the limiter
@@ -441,7 +444,7 @@ class JudgeConfig(BaseModel):
     @classmethod
     def _no_secrets(cls, value: Any) -> Any:
         """A key written into the suite (``api_key: gsk_...``): refused, never shown, with where keys go."""
-        if isinstance(value, dict) and (named := sorted(k for k in value if _SECRET_NAME.match(str(k)))):
+        if isinstance(value, dict) and (named := sorted(cls._secret_keys(value))):
             raise PydanticCustomError(
                 "secret_in_suite",
                 "{keys}: keys come from the environment only (GROQ_API_KEY, OPENAI_API_KEY, or the variable a "
@@ -449,6 +452,17 @@ class JudgeConfig(BaseModel):
                 {"keys": ", ".join(named)},
             )
         return value
+
+    @classmethod
+    def _secret_keys(cls, value: dict[Any, Any]) -> Iterator[str]:
+        """The keys of ``value`` that would hold a secret, as said: named as one (``api_key``), or misspelt and like
+        no field (``api_kye (did you mean 'api_key'?)``: pydantic's unknown key has no such name to offer)."""
+        for key in map(str, value):
+            if _SECRET_NAME.match(key):
+                yield key
+            elif key not in cls.model_fields and not close_names(key, cls.model_fields):
+                if close := close_names(key, _SECRET_NAMES):
+                    yield f"{key} ({did_you_mean(close)})"
 
     @property
     def is_reasoning(self) -> bool:

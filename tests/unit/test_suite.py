@@ -600,6 +600,22 @@ def test_suite_errors_count_list_items_from_1_and_name_them() -> None:
     assert "targets item 1 (a).reqest: Extra inputs" in said and ".0" not in said, said
 
 
+@pytest.mark.parametrize("key", ["api_kye", "apikye", "pasword"])
+def test_a_misspelt_secret_judge_key_is_refused_unshown_with_the_name_it_looks_like(key: str) -> None:
+    """``judge: {api_kye: gsk_...}`` was said ``judge.api_kye: Extra inputs are not permitted``, no "did you mean"
+    (api_key is no field: keys are refused): it is refused as a key is, the value unshown, naming the key it looks
+    like. A typo of a field still names the field (``tokens``: max_tokens)."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": ["exact_match"], "judge": {key: "gsk_REALSECRET987"}})
+    said = str(info.value)
+    assert re.search(
+        rf"judge: {key} \(did you mean '(api_key|password)'\?\): keys come from the environment only", said
+    )
+    assert "REALSECRET987" not in said and "the value is not shown" in said, said
+    with pytest.raises(ConfigError, match=r"judge\.tokens: Extra inputs are not permitted \(did you mean 'max_tokens'"):
+        load_suite({"metrics": ["exact_match"], "judge": {"tokens": 5}})
+
+
 def test_a_checks_points_errors_count_points_from_1_and_name_them_by_id() -> None:
     """A bad point of the ``checks`` metric's ``points`` was said ``checks[1] ('x')``, counted from 0 beside every
     other suite error counted from 1: it is said as they are, ``checks item 2 (x)``, a numeric id too."""
