@@ -67,9 +67,10 @@ def listed(
     return f"{shown} {and_more(rest, more)}"
 
 
-def close_names(name: str, known: Iterable[str]) -> list[str]:
-    """The names of ``known`` most like ``name`` (a typo's "did you mean"), best first."""
-    return difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+def close_names(name: str, known: Iterable[str], *, cutoff: float = 0.6) -> list[str]:
+    """The names of ``known`` most like ``name`` (a typo's "did you mean"), best first; ``cutoff``: how like
+    (difflib's ratio, 0 to 1)."""
+    return difflib.get_close_matches(name, list(known), n=3, cutoff=cutoff)
 
 
 def did_you_mean(names: Sequence[str], *, sentence: bool = False) -> str:

@@ -393,6 +393,9 @@ class EmbeddingConfig(BaseModel):
 _SECRET_NAME = re.compile(r"^(?:\w*api_?key|key|(?:api_|access_|auth_)?token|secret|password)$", re.I)
 #: The secrets' names a misspelt judge key is held against (``api_kye``), where it is like no field of the judge.
 _SECRET_NAMES = ("api_key", "token", "secret", "password")
+#: How like one of :data:`_SECRET_NAMES` such a key must be: closer than a field's typo (0.6), as the names are short
+#: and common words come that close (``seed``, ``user``: secret; ``top_k``: token; ``api_base``: api_key).
+_SECRET_LIKENESS = 0.75
 #: Model names of OpenAI's reasoning models (``o1``, ``o3-mini``, ``o4-mini``, ``gpt-5``, ``gpt-5-mini``).
 _OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
 #: The rate limits by name, as :class:`JudgeConfig` (and :class:`TargetConfig`, ``rpm`` only) and the limiter
@@ -461,7 +464,7 @@ class JudgeConfig(BaseModel):
             if _SECRET_NAME.match(key):
                 yield key
             elif key not in cls.model_fields and not close_names(key, cls.model_fields):
-                if close := close_names(key, _SECRET_NAMES):
+                if close := close_names(key, _SECRET_NAMES, cutoff=_SECRET_LIKENESS):
                     yield f"{key} ({did_you_mean(close)})"
 
     @property

@@ -616,6 +616,17 @@ def test_a_misspelt_secret_judge_key_is_refused_unshown_with_the_name_it_looks_l
         load_suite({"metrics": ["exact_match"], "judge": {"tokens": 5}})
 
 
+@pytest.mark.parametrize("key", ["seed", "user", "top_k", "api_base", "tokenizer"])
+def test_a_judge_key_only_loosely_like_a_secrets_name_is_an_unknown_key_not_a_key(key: str) -> None:
+    """``seed``, ``user``, ``top_k``, ``api_base`` are common words a secret's short names (secret, token, api_key)
+    are as like as a field's typo is (difflib's 0.6): they were said ``seed (did you mean 'secret'?): keys come from
+    the environment only``. They are unknown keys, said as pydantic says them, as before."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": ["exact_match"], "judge": {key: "x"}})
+    said = str(info.value)
+    assert f"judge.{key}: Extra inputs are not permitted" in said and "environment" not in said, said
+
+
 def test_a_checks_points_errors_count_points_from_1_and_name_them_by_id() -> None:
     """A bad point of the ``checks`` metric's ``points`` was said ``checks[1] ('x')``, counted from 0 beside every
     other suite error counted from 1: it is said as they are, ``checks item 2 (x)``, a numeric id too."""
