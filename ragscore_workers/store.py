@@ -57,7 +57,7 @@ from .commands import in_backticks, password_note
 from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
-from .schemas import RATE_LIMITS, ItemResult, MetricResult, RunSummary, Suite, split_key
+from .schemas import RATE_LIMITS, ItemResult, MetricResult, Queue, RunSummary, Suite, split_key
 from .settings import LIVE_RUN_TTL_S, NO_CERT_REQS, TLS_EXAMPLE, for_redis_py, query_options
 from .unicode_text import utf8_json, valid_unicode
 
@@ -1297,7 +1297,7 @@ class RunStore:
 
     def overview(self, run_ids: list[str]) -> list[dict[str, Any]]:
         """Per run (one round trip for all): ``run_id``, ``state``, ``done`` / ``total`` work units (as
-        :meth:`progress` counts them), ``submitted_at``
+        :meth:`progress` counts them; a cancelled run's ``done``, its ``worked:{queue}`` summed), ``submitted_at``
         (epoch seconds, None when not recorded) and ``dataset`` (its file name)."""
         pipe = self.r.pipeline(transaction=False)
         for run_id in run_ids:
@@ -1316,14 +1316,19 @@ class RunStore:
             done = counters.get("done", 0)
             if state not in RunState.DONE:  # as progress(): scored by a chunk in flight, not written yet
                 done += unwritten
+            elif state == RunState.CANCELLED:  # as its status's ``all`` row: what its workers did, not what was stopped
+                done = sum(_worked(stored).values())
             out.append({"run_id": run_id, "state": state or "?", "done": done, "total": counters.get("total", 0),
                         "submitted_at": float(at) if at else None,
                         "dataset": (dataset or "").rsplit("/", 1)[-1]})  # fmt: skip
         return out
 
 
-#: The ``progress`` counters :meth:`RunStore.overview` reads of each run (:func:`_done_now`, :func:`_queue_work`).
-_OVERVIEW_COUNTERS = [f"{c}{q}" for c in ("done", "total", "redo") for q in ("", f":{_DERIVED}")]
+#: The ``progress`` counters :meth:`RunStore.overview` reads of each run (:func:`_done_now`, :func:`_queue_work`; a
+#: cancelled run's :func:`_worked`).
+_OVERVIEW_COUNTERS = [f"{c}{q}" for c in ("done", "total", "redo") for q in ("", f":{_DERIVED}")] + [
+    f"{c}:{q.value}" for c in ("done", "stopped") for q in Queue if q.value != _DERIVED
+]
 
 
 @dataclass(frozen=True)

@@ -487,12 +487,13 @@ def test_a_cancelled_runs_worked_units_leave_out_what_was_stopped_written_or_ski
     cpu = next(row for row in view.rows() if row["queue"] == "cpu")
     assert (cpu["done"], cpu["stopped"], cpu["total"], cpu["pct"]) == (2, 4, 6, pytest.approx(100 * 2 / 6)), cpu
     assert store.progress(run)["done:cpu"] == 4 and "stopped:cpu" not in store.progress(run)  # the bar's units
+    assert store.overview([run])[0]["done"] == 2  # the run list counts it as the status's ``all`` row does, not 4
 
     store.reset_redo(run)  # resumed: k1 and k2 sent again; k2 scored, then the run cancelled again
     assert store.mark_redo(run, [("k1", "m", "cpu"), ("k2", "m", "cpu")]) == 2
     assert store.progress(run)["worked:cpu"] == 2  # a mark alone changes nothing stored
     _write(store, run, "k2", m=MetricResult(score=1.0))
     _write(store, run, "k3", m=MetricResult.unscorable("no reference"))  # a stopped output scored unscorable
-    assert store.progress(run)["worked:cpu"] == 4
+    assert store.progress(run)["worked:cpu"] == 4 and store.overview([run])[0]["done"] == 4
     _write(store, run, "k0", m=stop)  # and the reverse (a rewrite stopped by a breaker)
     assert store.progress(run)["worked:cpu"] == 3
