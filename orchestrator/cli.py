@@ -186,16 +186,15 @@ def _new_run_suite(
     """The suite of a new run (``run``, ``submit``) with the command line's options applied, the same for both:
     ``--chunk-size``, ``--no-target``, ``--no-cache``, ``--max-cost`` / ``--max-tokens`` and the judge rate limits
     ``limits`` (:func:`_judge_limits` of ``--rpm`` / ``--tpm`` / ``--rpd`` / ``--tpd``). ConfigError on a bad one."""
-    from .suite import judge_budget, load_suite, with_judge_limits, with_judge_params
+    from .suite import judge_budget, load_suite, with_judge_params
 
-    resolved = load_suite(suite)
+    resolved = load_suite(suite, judge_limits=limits)
     chunks = _parse_chunks(chunk_size)
     if chunks:
         merged = {**resolved.suite.chunk_size, **chunks}
         resolved = load_suite(resolved.suite.model_copy(update={"chunk_size": merged}))
     resolved = _without(resolved, no_target=no_target, no_cache=no_cache)
-    resolved = with_judge_params(resolved, **judge_budget(max_cost=max_cost, max_tokens=max_tokens))
-    return with_judge_limits(resolved, **limits)
+    return with_judge_params(resolved, **judge_budget(max_cost=max_cost, max_tokens=max_tokens))
 
 
 def _parse_chunks(values: list[str] | None) -> dict[str, int]:

@@ -15,7 +15,7 @@ from ragscore_workers.counts import close_names, did_you_mean, place
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
-from ragscore_workers.schemas import Suite
+from ragscore_workers.schemas import Queue, Suite
 from ragscore_workers.target.jsonpath import parse_path
 
 __all__ = [
@@ -99,14 +99,20 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return next((m for arg in get_args(annotation) if (m := _model_in(arg)) is not None), None)
 
 
-def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
-    """Load and resolve a suite from a file, a dict or a Suite; ConfigError on any problem."""
+def load_suite(
+    source: str | Path | dict[str, Any] | Suite, judge_limits: dict[str, int] | None = None
+) -> ResolvedSuite:
+    """Load and resolve a suite from a file, a dict or a Suite; ConfigError on any problem. ``judge_limits``
+    (``--rpm`` ...) replace the judge's own before it is validated, so a check across them (``pace: even`` needs an
+    ``rpm``) sees the limits the run will have."""
     if isinstance(source, Suite):
         data: Any = dict(source)  # validated again: a Suite changed by model_copy(update=...) skipped that
     else:
         data = _read(Path(source)) if isinstance(source, (str, Path)) else source
     if not isinstance(data, dict):
         raise ConfigError("A suite must be a mapping with a 'metrics' list")
+    if judge_limits:
+        data = {**data, "judge": _section(data.get("judge")) | judge_limits}  # validated below (a limit < 1 refused)
     # warnings=False: a section model_copy(update=...) set as a dict (with_judge_limits) is dumped as it is, unwarned
     written = source.model_dump(warnings=False) if isinstance(source, Suite) else data
     if (where := _non_finite(written)) is not None:
@@ -123,6 +129,8 @@ def load_suite(source: str | Path | dict[str, Any] | Suite) -> ResolvedSuite:
     if booleans := booleans_read_as_numbers(data, suite):
         raise ConfigError(f"Invalid suite: {'; '.join(booleans)}")
     resolved = resolve_suite(suite)
+    if judge_limits and not any(m.queue == Queue.JUDGE for m, _ in resolved.metrics):
+        raise ConfigError("--rpm, --tpm, --rpd and --tpd limit the judge; the suite has no judge metrics")
     _check_targets(suite)
     if (shared := _share_prices(resolved) or _share_budgets(resolved)) is not None:
         return shared
@@ -143,8 +151,6 @@ def judge_budget(*, max_cost: float | None, max_tokens: int | None) -> dict[str,
 def with_judge_params(resolved: ResolvedSuite, **params: Any) -> ResolvedSuite:
     """The suite with ``params`` (``cache``, ``max_cost``, ``max_tokens_total``) set on every judge-queue metric
     (``--no-cache``, ``--max-cost``, ``--max-tokens``); unchanged when ``params`` is empty."""
-    from ragscore_workers.schemas import Queue
-
     if not params:
         return resolved
     judged = {m.name for m, _ in resolved.metrics if m.queue == Queue.JUDGE}
@@ -160,21 +166,20 @@ def with_judge_params(resolved: ResolvedSuite, **params: Any) -> ResolvedSuite:
 def with_judge_limits(resolved: ResolvedSuite, **limits: int) -> ResolvedSuite:
     """The suite with the judge's rate limits ``limits`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: ``--rpm`` ...) in
     place of its own; unchanged when ``limits`` is empty. ConfigError when no metric judges."""
-    from ragscore_workers.schemas import Queue
+    return load_suite(resolved.suite, judge_limits=limits) if limits else resolved
 
-    if not limits:
-        return resolved
-    if not any(m.queue == Queue.JUDGE for m, _ in resolved.metrics):
-        raise ConfigError("--rpm, --tpm, --rpd and --tpd limit the judge; the suite has no judge metrics")
-    judge = resolved.suite.judge.model_dump() | limits  # validated again (a limit below 1 is refused)
-    return load_suite(resolved.suite.model_copy(update={"judge": judge}))
+
+def _section(section: Any) -> dict[str, Any]:
+    """A suite section as a mapping: a model's fields, a mapping as written, ``{}`` for none (a section that is
+    neither is left to validation's error, as written)."""
+    if isinstance(section, BaseModel):
+        return section.model_dump()
+    return dict(section) if isinstance(section, dict) else {}
 
 
 def without_caches(resolved: ResolvedSuite) -> ResolvedSuite:
     """``--no-cache``: the suite with every cache it uses turned off: judge replies, target replies and the Redis
     cache of embedding vectors. ConfigError when it uses none of them."""
-    from ragscore_workers.schemas import Queue
-
     suite = resolved.suite
     update: dict[str, Any] = {}
     if suite.target is not None:

@@ -121,6 +121,25 @@ def test_an_even_pace_is_a_limit_of_the_least_time_the_dry_run_gives(tmp_path: P
             "0m25s), however many workers") in said, said  # fmt: skip
 
 
+def test_an_even_pace_may_take_its_rpm_from_the_command_line(tmp_path: Path, home: Path) -> None:
+    """A suite that leaves ``rpm`` to each command (``rpm: null, pace: even``) run with ``--rpm 600`` paces at 10 a
+    second: the pace's check sees the limits the run will have, not the file's alone (it was refused: "set rpm")."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(50))
+    (tmp_path / "s.json").write_text(json.dumps(_suite(rpm=None, pace="even")))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "GROQ_API_KEY": "", "COLUMNS": "200"}
+
+    def dry_run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = ["run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run", *args]
+        return subprocess.run([sys.executable, "-m", "orchestrator.cli", *command],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)  # fmt: skip
+
+    result = dry_run("--rpm", "600")
+    assert result.returncode == 2, result.stderr  # no key: the run would stop before scoring
+    assert "judge.pace even at 10 a second: 0m25s" in " ".join(result.stdout.split()), result.stderr
+    refused = dry_run()  # no --rpm: nothing to pace by
+    assert refused.returncode == 2 and "judge.pace: even holds requests to ceil(rpm / 60) a second" in refused.stderr
+
+
 def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path, store: RunStore) -> None:
     rows = [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"{i}."} for i in range(20)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
