@@ -110,11 +110,16 @@ def validate_record(line: int, record: dict[str, Any], max_chars: int | None = N
 
 
 def iter_rows(
-    path: Path, fmt: str | None = None, options: dict[str, Any] | None = None, ids: Container[str] | None = None
+    path: Path,
+    fmt: str | None = None,
+    options: dict[str, Any] | None = None,
+    ids: Container[str] | None = None,
+    max_chars: int | None = None,
 ) -> Iterator[tuple[int, Row | RowError]]:
     """Stream validated rows (or errors) with their line numbers; with ``ids``, only the records whose id is one
-    of them are validated and yielded (the id checked first, which costs little beside validating a row)."""
-    max_chars = get_settings().max_field_chars
+    of them are validated and yielded (the id checked first, which costs little beside validating a row). Text
+    fields are bounded by ``max_chars`` (RAGSCORE_MAX_FIELD_CHARS when None)."""
+    max_chars = max_chars if max_chars is not None else get_settings().max_field_chars
     for line, record in iter_records(path, fmt, options):
         if isinstance(record, RowError):
             yield line, record

@@ -7,6 +7,7 @@ unreadable rows, and the run's facts (suite, dataset, format) when they are know
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -164,7 +165,8 @@ def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:
     if not path.is_file():
         raise DatasetError(f"{path} is gone: keep it with the run's other files")
     found: dict[str, str | None] = {}
-    for _, row in iter_rows(path, "jsonl", ids={split_key(key)[1] for key in keys}):
+    # no field limit: a target's answer is bounded by its reply's size, and the store's shows whole too
+    for _, row in iter_rows(path, "jsonl", ids={split_key(key)[1] for key in keys}, max_chars=sys.maxsize):
         key = item_key(row.system, row.id) if isinstance(row, Row) else None
         if key in keys:
             found[key] = row.answer

@@ -106,6 +106,19 @@ def callable_target(request: dict[str, Any]) -> dict[str, Any]:
     return answer_locally("exact", request)
 
 
+#: Characters of :func:`callable_long_answer`'s long answer: past RAGSCORE_MAX_FIELD_CHARS' default (1,000,000).
+LONG_ANSWER_CHARS = 1_200_000
+
+
+def callable_long_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """``tests.fakes.fake_rag:callable_long_answer``: question 0 gets an answer of :data:`LONG_ANSWER_CHARS`
+    characters (a target's reply has no field limit), every other its document's first sentence (the reference)."""
+    question = str(request.get("question", ""))
+    if _question_number(question) == 0:
+        return {"answer": ("A long answer. " * LONG_ANSWER_CHARS)[:LONG_ANSWER_CHARS]}
+    return {"answer": next(CORPUS[d][0] for d in CORPUS if f"record {d} " in question)}
+
+
 def callable_with_extras(request: dict[str, Any]) -> dict[str, Any]:
     """``tests.fakes.fake_rag:callable_with_extras``: an answer with half an emoji, and fields JSON cannot hold that
     no response path reads (a library returning its own objects)."""

@@ -17,11 +17,11 @@ import pytest
 from orchestrator import evaluate
 from orchestrator.reports import from_dir, write_reports
 from orchestrator.reports.source import store_answers
-from orchestrator.reports.texts import preview
+from orchestrator.reports.texts import MAX_PREVIEW_CHARS, preview
 from ragscore_workers.store import RunStore, redis_client
 
 from ..fakes import FakeRag
-from ..fakes.fake_rag import answer_locally, questions
+from ..fakes.fake_rag import answer_locally, callable_long_answer, questions
 from ..support import RedisProcess
 
 pytestmark = pytest.mark.integration
@@ -117,3 +117,19 @@ def test_reports_show_the_answer_the_target_gave_not_the_datasets(
     assert f"{tmp_path / 'bare' / 'answers.jsonl'} is gone" in worst and "Roughly speaking" not in worst, worst
     line = next(x for x in worst.splitlines() if x.startswith("| 1 |"))
     assert line.split(" | ")[5] == "-", line
+
+
+def test_an_answer_past_the_field_limit_shows_from_the_store_and_from_the_dir(home: Path, tmp_path: Path) -> None:
+    # A target's answer is bounded by its reply's size, not by RAGSCORE_MAX_FIELD_CHARS: report DIR read it back
+    # through the dataset loader, which refused its row, and showed "-" where report RUN_ID showed it
+    target = {"system": "wordy", "callable": "tests.fakes.fake_rag:callable_long_answer",
+              "request": {"question": "{question}"}}  # fmt: skip
+    result = evaluate(questions(N), {"metrics": ["exact_match"], "target": target}, out=tmp_path / "out")
+    long = preview(callable_long_answer({"question": questions(1)[0]["question"]})["answer"])
+    assert long is not None and long.endswith("…") and len(long) == MAX_PREVIEW_CHARS
+    _report(result.summary.run_id, "--format", "md", "--out", str(tmp_path / "store"))
+    _report(str(tmp_path / "out"), "--format", "md", "--out", str(tmp_path / "dir"))
+    for path in (tmp_path / "store" / "report.md", tmp_path / "dir" / "report.md"):
+        line = next(x for x in _worst(path).splitlines() if x.startswith("| 1 |"))
+        assert "q0" in line and long in line, (path, line[:500])
+        assert "not in" not in _worst(path) and "could not be read" not in _worst(path), path
