@@ -146,7 +146,7 @@ def store_answers(store: RunStore, run_id: str) -> TargetAnswers:
             raise StoreError(f"the run store did not answer: {exc}") from exc
         return {key: answer["row"].get("answer") for key, answer in stored.items()}
 
-    return answers
+    return TargetAnswers(answers, "the run store")
 
 
 def store_answer_rows(store: RunStore, run_id: str) -> Iterator[dict[str, Any]]:
@@ -201,6 +201,7 @@ def from_dir(directory: Path) -> RunData:
     summary = _read(summary_path, RunSummary.model_validate_json)
     info_path = directory / RUN_INFO
     info = _read(info_path, json.loads) if info_path.is_file() else {}
+    answers = directory / ANSWERS
     return RunData(
         summary=summary,
         items=lambda: iter_items_file(items_path),
@@ -208,8 +209,8 @@ def from_dir(directory: Path) -> RunData:
         info=info,
         origin=str(directory),
         directory=directory,
-        answers=partial(_file_answers, directory / ANSWERS),
-        answers_file=directory / ANSWERS if (directory / ANSWERS).is_file() else None,
+        answers=TargetAnswers(partial(_file_answers, answers), str(answers)),
+        answers_file=answers if answers.is_file() else None,
     )
 
 

@@ -24,12 +24,19 @@ from .itemstats import WorstItem
 
 __all__ = ["MAX_PREVIEW_CHARS", "ItemTexts", "TargetAnswers", "asked_targets", "preview", "read_texts"]
 
-#: The answers the targets of a run gave, for the item keys asked (a key without a stored answer left out; None for
-#: a question its target did not answer); RagscoreError or OSError when they cannot be read.
-TargetAnswers = Callable[[set[str]], dict[str, str | None]]
-
 #: Characters of a question or answer a report shows (the rest is cut, with an ellipsis).
 MAX_PREVIEW_CHARS = 200
+
+
+@dataclass(frozen=True)
+class TargetAnswers:
+    """Where the answers the targets of a run gave are kept, and how to read them for the item keys asked."""
+
+    #: Keys -> answers (a key without a kept answer left out; None for a question its target did not answer);
+    #: RagscoreError or OSError when they cannot be read.
+    read: Callable[[set[str]], dict[str, str | None]]
+    #: Where they are kept, as a note names it (``the run store``, ``DIR/answers.jsonl``).
+    where: str
 
 
 @dataclass(frozen=True)
@@ -100,8 +107,8 @@ def _dataset_texts(info: Mapping[str, Any], items: list[WorstItem], with_answers
 
 
 def _with_target_answers(texts: ItemTexts, keys: list[str], target_answers: TargetAnswers | None) -> ItemTexts:
-    """``texts`` (questions) with each item's answer the one its target gave; where they cannot be read, the note
-    says so and no answer is shown (a report is still written)."""
+    """``texts`` (questions) with each item's answer the one its target gave; where they cannot be read, or lack an
+    item's, the note says so and no answer is shown (a report is still written)."""
     if not keys:
         return texts
     given: dict[str, str | None] = {}
@@ -109,12 +116,20 @@ def _with_target_answers(texts: ItemTexts, keys: list[str], target_answers: Targ
         problem: str | None = "the targets' answers are not kept with this run: answers are not shown"
     else:
         try:
-            given, problem = target_answers(set(keys)), None
+            given = target_answers.read(set(keys))
         except (RagscoreError, OSError) as exc:
             problem = f"the targets' answers could not be read ({exc}): answers are not shown"
+        else:
+            problem = _missing_note(len(set(keys) - given.keys()), target_answers.where)
     merged = {key: (texts.of(key)[0], preview(given.get(key))) for key in keys}
     note = "; ".join(filter(None, [texts.note, problem])) or None
     return ItemTexts({k: v for k, v in merged.items() if v != (None, None)}, note)
+
+
+def _missing_note(missing: int, where: str) -> str | None:
+    """Why ``missing`` items show no answer though their run's answers were read (the store lost them, the file
+    lacks their rows)."""
+    return f"{missing} of these items' answers are not in {where}: not shown" if missing else None
 
 
 def asked_targets(info: Mapping[str, Any]) -> bool:

@@ -118,6 +118,18 @@ def test_reports_show_the_answer_the_target_gave_not_the_datasets(
     line = next(x for x in worst.splitlines() if x.startswith("| 1 |"))
     assert line.split(" | ")[5] == "-", line
 
+    # A DIR whose answers.jsonl lacks the worst items' rows (cut short by a copy): said, naming the file, not a bare "-"
+    shutil.copytree(tmp_path / "out", tmp_path / "cut")
+    kept = [x for x in (tmp_path / "cut" / "answers.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+            if '"id": "q0"' not in x and '"id": "q2"' not in x]  # fmt: skip
+    assert len(kept) == N - 2
+    (tmp_path / "cut" / "answers.jsonl").write_text("".join(kept), encoding="utf-8")
+    _report(str(tmp_path / "cut"), "--format", "md", "--out", str(tmp_path / "cut-report"))
+    worst = _worst(tmp_path / "cut-report" / "report.md")
+    assert f"2 of these items' answers are not in {tmp_path / 'cut' / 'answers.jsonl'}: not shown" in worst, worst
+    line = next(x for x in worst.splitlines() if x.startswith("| 1 |"))
+    assert line.split(" | ")[5] == "-", line
+
 
 def test_an_answer_past_the_field_limit_shows_from_the_store_and_from_the_dir(home: Path, tmp_path: Path) -> None:
     # A target's answer is bounded by its reply's size, not by RAGSCORE_MAX_FIELD_CHARS: report DIR read it back
