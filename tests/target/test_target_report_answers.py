@@ -6,6 +6,7 @@ store lost while they are read is said, and the report still written."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -145,3 +146,16 @@ def test_an_answer_past_the_field_limit_shows_from_the_store_and_from_the_dir(ho
         line = next(x for x in _worst(path).splitlines() if x.startswith("| 1 |"))
         assert "q0" in line and long in line, (path, line[:500])
         assert "not in" not in _worst(path) and "could not be read" not in _worst(path), path
+
+
+def test_answers_are_written_before_the_reports(home: Path, tmp_path: Path) -> None:
+    # A report that fails (here items.jsonl cannot replace the folder standing at its name) leaves answers.jsonl,
+    # written first: the answers the target gave are never lost with the reports, and can be re-scored
+    (tmp_path / "out" / "items.jsonl").mkdir(parents=True)
+    target = {"system": "library", "callable": "tests.fakes.fake_rag:callable_target",
+              "request": {"question": "{question}"}, "response": {"contexts": "contexts[*].text"}}  # fmt: skip
+    with pytest.raises(IsADirectoryError):
+        evaluate(questions(N), {"metrics": ["verbatim"], "target": target}, out=tmp_path / "out")
+    answers = (tmp_path / "out" / "answers.jsonl").read_text(encoding="utf-8").splitlines()
+    assert sorted(json.loads(line)["id"] for line in answers) == [f"q{i}" for i in range(N)]
+    assert not (tmp_path / "out" / "summary.json").exists()
