@@ -66,8 +66,8 @@ class RunData:
     #: Every answered row of a store's run that asked targets, as its answers.jsonl holds them (None for any other
     #: run): what a json report writes beside its items, so that its DIR is complete.
     answer_rows: Callable[[], Iterator[dict[str, Any]]] | None = None
-    #: The answers.jsonl of the DIR it was read from (None where it has none): a json report elsewhere copies it
-    #: byte for byte, as :attr:`answer_rows` for a run of the store.
+    #: The answers.jsonl of the DIR it was read from (None where it has none, or the run asked no target: not its
+    #: own): a json report elsewhere copies it byte for byte, as :attr:`answer_rows` for a run of the store.
     answers_file: Path | None = None
 
 
@@ -210,7 +210,8 @@ def from_dir(directory: Path) -> RunData:
         origin=str(directory),
         directory=directory,
         answers=TargetAnswers(partial(_file_answers, answers), str(answers)),
-        answers_file=answers if answers.is_file() else None,
+        # a run without targets has none of its own: one there is another's (yours, an older ragscore's unrecorded)
+        answers_file=answers if asked_targets(info) and answers.is_file() else None,
     )
 
 

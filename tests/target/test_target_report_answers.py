@@ -97,6 +97,11 @@ def test_reports_show_the_answer_the_target_gave_not_the_datasets(
     (tmp_path / "mine" / "answers.jsonl").write_text('{"id": "q0", "answer": "my own"}\n', encoding="utf-8")
     _report(str(tmp_path / "plain"), "--format", "json", "--out", str(tmp_path / "mine"))
     assert (tmp_path / "mine" / "answers.jsonl").read_text(encoding="utf-8") == '{"id": "q0", "answer": "my own"}\n'
+    # ... and, not being that run's (nor one an older ragscore's target run left there, which kept no record), is not
+    # copied with its files: its reports never read it, and a copy would pass it on as a report's own
+    _report(str(tmp_path / "mine"), "--format", "json", "--out", str(tmp_path / "mine-copy"))
+    assert (tmp_path / "mine-copy" / "summary.json").is_file()
+    assert not (tmp_path / "mine-copy" / "answers.jsonl").exists()
 
     # The store lost while the answers are read: said, the answers "-", the report written all the same
     redis = RedisProcess(tmp_path / "gone").start()
