@@ -201,7 +201,7 @@ def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]
     for name, items, best in stats.shown_worst(summary.metrics):
         lines += [f"### {md_cell(name)}", ""]
         if not items:
-            lines += [f"Every scored item has the best score ({_score(best)}).", ""]
+            lines += [f"Every scored item has the same score ({_score(best)}).", ""]
             continue
         lines += ["| # | id | system | score | question | answer | other scores |", "|---|---|---|---|---|---|---|"]
         lines += [_worst_line(rank, item, texts) for rank, item in enumerate(items, start=1)]

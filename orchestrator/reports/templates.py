@@ -126,7 +126,7 @@ what was asked and answered (cut to {{ preview_chars }} characters) and the metr
 {% if texts_note %}<p class="muted">Questions and answers: {{ texts_note }}.</p>{% endif %}
 {% for w in worst %}
 <h3>{{ w.name }}</h3>
-{% if not w["items"] %}<p class="muted">Every scored item has the best score ({{ w.best }}).</p>{% else %}
+{% if not w["items"] %}<p class="muted">Every scored item has the same score ({{ w.best }}).</p>{% else %}
 <table><tr><th>#</th><th class="l">id</th><th class="l">system</th><th class="l">group</th><th>score</th>
 <th class="l">question</th><th class="l">answer</th><th class="l">other scores</th><th class="l">details</th></tr>
 {% for it in w["items"] %}<tr><td>{{ loop.index }}</td><td class="l">{{ it.id }}</td>

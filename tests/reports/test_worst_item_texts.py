@@ -113,3 +113,17 @@ def test_a_run_that_asked_a_target_shows_the_question_but_not_the_datasets_answe
         text = (result.out_dir / name).read_text(encoding="utf-8")
         assert "What does record d1 say? (question 1)" in text, name
         assert "STALE" not in text, name
+
+
+def test_a_metric_every_item_scored_alike_is_said_to_have_one_score_not_the_best(tmp_path: Path) -> None:
+    """Every answer wrong: exact_match's 0.000 is the worst score there is, never called "the best"."""
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "answer": "no", "reference": "yes"} for i in range(3)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
+        mp.delenv("RAGSCORE_BROKER_URL", raising=False)
+        result = evaluate(rows, {"name": "alike", "metrics": ["exact_match"]}, out=tmp_path / "out")
+    md = _worst_md((result.out_dir / "report.md").read_text(encoding="utf-8"))
+    html = (result.out_dir / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
+    for text in (md, html):
+        assert "Every scored item has the same score (0.000)" in text
+        assert "best score" not in text
