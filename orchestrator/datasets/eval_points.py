@@ -17,6 +17,7 @@ the JSON files come first (line = the topic's element number in its file), then 
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from ragscore_workers.counts import noun_names
 from ragscore_workers.errors import DatasetError
 
 from ._seed import SeedError, identifier, pick, read_json, row_error, text
-from .loaders import MAX_LINE_BYTES, Record, RowError
+from .loaders import BINARY_KINDS, CONVERT_HINT, MAX_LINE_BYTES, Record, RowError
 
 __all__ = ["eval_points_records", "looks_like_eval_points", "map_point", "match_answer_file"]
 
@@ -199,12 +200,19 @@ def _answer_file(
         raise SeedError(f"topic {name!r} already has an answer by {model!r} ({given[name, model]})")
     if file.stat().st_size > MAX_LINE_BYTES:
         raise SeedError(f"larger than {MAX_LINE_BYTES:,} bytes")
+    data = file.read_bytes()
     try:
-        answer = file.read_bytes().decode("utf-8")
+        answer = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")  # Notepad's byte-order mark is no text
     except UnicodeDecodeError as exc:
-        raise SeedError(f"invalid UTF-8 at byte {exc.start}") from None
+        raise SeedError(_not_utf8(data, exc)) from None
     given[name, model] = file.name
     return topics[name].row(model, answer, answer_file=file.name)
+
+
+def _not_utf8(data: bytes, exc: UnicodeDecodeError) -> str:
+    """Why an answer file is no UTF-8 text (UTF-16, as PowerShell's > writes, or another encoding), and the fix."""
+    kind = next((kind for magic, kind in BINARY_KINDS.items() if data.startswith(magic)), None)
+    return kind or f"invalid UTF-8 at byte {exc.start} ({CONVERT_HINT})"
 
 
 def eval_points_records(path: Path) -> Iterator[tuple[int, Record | RowError]]:

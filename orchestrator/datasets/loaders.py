@@ -38,6 +38,8 @@ JSON_FIELDS = frozenset(
     }
 )  # fmt: skip
 #: What a file that is not UTF-8 probably is, and what to do.
+#: How to make UTF-8 of a text file that is not (not Excel's CSV hint: NOT_UTF8_HINT).
+CONVERT_HINT = "the file is not UTF-8: convert it, e.g. iconv -f cp1252 -t utf-8"
 NOT_UTF8_HINT = ("the file is not UTF-8: Excel's plain 'CSV' on Windows writes cp1252; save as 'CSV UTF-8', or "
                  "convert it: iconv -f cp1252 -t utf-8")  # fmt: skip
 #: Characters of a bad row kept in ``failed_rows.jsonl``.
@@ -114,8 +116,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
                 excerpt = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                hint = "the file is not UTF-8: convert it, e.g. iconv -f cp1252 -t utf-8"  # not Excel's CSV hint
-                yield line_no, RowError(line_no, f"invalid UTF-8 at byte {exc.start} ({hint})", excerpt)
+                yield line_no, RowError(line_no, f"invalid UTF-8 at byte {exc.start} ({CONVERT_HINT})", excerpt)
                 continue
             try:
                 value = loads_json(text)

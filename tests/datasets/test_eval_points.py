@@ -147,8 +147,23 @@ def test_directory_reads_points_files_then_topic_model_answer_files(tmp_path: Pa
         "broken_gpt4.txt: its topic 'broken' could not be read (a_points.json element 3)",
         f"unknown_gpt4.txt: no topic matches; answer files are named <topic>_<model>.txt {topics}",
         f"web_.txt: no topic matches; answer files are named <topic>_<model>.txt {topics}",
-        "web_bad.txt: invalid UTF-8 at byte 0",
+        "web_bad.txt: UTF-16 text (Windows PowerShell's > writes it), not UTF-8: iconv -f utf-16 -t utf-8",
         "web_cache_gpt4.txt: topic 'Web Cache' already has an answer by 'gpt4' (a_points.json element 2)",
+    ]
+
+
+def test_answer_files_a_windows_editor_wrote_are_read_or_said_how_to_convert(tmp_path: Path, read: Read) -> None:
+    """Notepad's UTF-8 byte-order mark is no part of the answer; PowerShell's UTF-16 and a cp1252 file say how to
+    make UTF-8 of them."""
+    write_json(tmp_path / "points.json", {"topic": "web", "evaluation_points": [KEYWORD]})
+    (tmp_path / "web_notepad.txt").write_bytes("\ufeffcaché".encode())
+    (tmp_path / "web_powershell.txt").write_bytes("caché".encode("utf-16"))
+    (tmp_path / "web_excel.txt").write_bytes("caché".encode("cp1252"))
+    rows, errors = read(tmp_path, "eval-points")
+    assert [(r.system, r.answer) for r in rows] == [("notepad", "caché")]
+    assert [e.error for e in errors] == [
+        "web_excel.txt: invalid UTF-8 at byte 4 (the file is not UTF-8: convert it, e.g. iconv -f cp1252 -t utf-8)",
+        "web_powershell.txt: UTF-16 text (Windows PowerShell's > writes it), not UTF-8: iconv -f utf-16 -t utf-8",
     ]
 
 
