@@ -959,6 +959,7 @@ def results(
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
         print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None, broker=broker)
+        err.print(f"Reports written to {out}/")
     _exit_if_incomplete(summary, resume_command(out, summary.run_id, broker))
 
 

@@ -328,6 +328,7 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     said = by_dir.stdout
     assert f"its reports were written to {tmp_path / 'again'})" in said and "--out DIR" not in said, said
     assert "exact_match" in again.stdout  # the summary table
+    assert f"Reports written to {tmp_path / 'again'}/" in again.stderr  # where they went, as `run` says
     quiet = ragscore("results", str(tmp_path / "o"), "--out", str(tmp_path / "again2"), "-q", home=home)
     assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout
     assert (tmp_path / "again2" / "summary.json").is_file()
@@ -344,7 +345,8 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     clash = ragscore("results", run_id, "--out", str(tmp_path / "o"), home=home)
     assert clash.returncode == 2 and f"holds run {new_id} (its run.json or summary.json names it)" in clash.stderr
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["run_id"] == new_id
-    assert ragscore("results", str(tmp_path / "o"), home=home).returncode == 0  # a DIR alone: its reports go there
+    in_dir = ragscore("results", str(tmp_path / "o"), home=home)  # a DIR alone: its reports go there
+    assert in_dir.returncode == 0 and f"Reports written to {tmp_path / 'o'}/" in in_dir.stderr, in_dir.stderr
     no_out = ragscore("results", run_id, home=home)
     assert no_out.returncode == 2 and "--out DIR is needed with a run id" in no_out.stderr
     # A path that is no run's DIR is said so (it was looked up as a run id: "No run ... in the store"); an --out
