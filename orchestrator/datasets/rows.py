@@ -20,7 +20,7 @@ from ragscore_workers.schemas import ITEM_META_FIELDS, Row
 from ragscore_workers.settings import get_settings
 from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
-from .loaders import RAW_EXCERPT_CHARS, RowError, iter_records
+from .loaders import RAW_EXCERPT_CHARS, RowError, detect_format, iter_records
 
 __all__ = ["DatasetScan", "Named", "iter_rows", "scan_dataset", "validate_record"]
 
@@ -178,10 +178,17 @@ class DatasetScan:
     #: Columns that are no row field, given text by some row (the first MAX_COLUMNS_SEEN): named in hints such
     #: as code_test's (``completion``: give it as ``code``).
     columns_seen: set[str] = field(default_factory=set)
+    #: An nlp-project questions file read without its predictions, so no row has an answer (its own ``answer`` is
+    #: the gold one, read as ``reference``).
+    questions_alone: bool = False
 
     def warnings(self) -> list[str]:
         """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``)."""
         out = []
+        if self.questions_alone:
+            out.append("the nlp-project questions file was read without --predictions: its 'answer' is the gold "
+                       "answer (read as reference), so no row has a system's answer: give the system's predictions "
+                       "JSON with --predictions (or a suite target that asks the system)")  # fmt: skip
         if self.rows and self.fields_seen <= {"id"}:
             out.append("no row has a field besides its id, so no metric will find anything to score (the wrong "
                        "--format, or columns that are no row field?)")  # fmt: skip
@@ -321,6 +328,15 @@ def _find_duplicates(
             first_seen[key] = line
 
 
+def _questions_alone(path: Path, fmt: str | None, options: dict[str, Any] | None) -> bool:
+    """Whether ``path`` is read as an nlp-project questions file without --predictions."""
+    if options and options.get("predictions"):
+        return False
+    if fmt is None and path.is_file() and path.suffix.lower() not in (".json", ".gz"):  # detecting JSON parses it
+        fmt = detect_format(path, options)
+    return fmt == "nlp-project"
+
+
 def scan_dataset(
     path: Path,
     fmt: str | None,
@@ -371,6 +387,7 @@ def scan_dataset(
         raise DatasetError(
             f"{named.name}: {counted(scan.duplicate_count, 'duplicate id')}: {shown}. {unique}; nothing was submitted."
         )
+    scan.questions_alone = "answer" not in scan.fields_seen and _questions_alone(path, fmt, options)
     if scan.rows == 0:
         if not scan.failed:
             raise DatasetError(f"{named.name}: no rows to score; nothing was submitted.")

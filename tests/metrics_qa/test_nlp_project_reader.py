@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.datasets import scan_dataset
 from orchestrator.datasets.loaders import RowError
 from orchestrator.datasets.nlp_project import iter_nlp_project, looks_like_nlp_project, nlp_project_records
 from ragscore_workers.errors import DatasetError
@@ -133,3 +134,12 @@ def test_predictions_given_with_a_file_that_is_no_questions_file_is_refused_sayi
         iter_records(plain, None, {"predictions": preds})
     with pytest.raises(DatasetError, match=r"--predictions .*plain.jsonl: not valid JSON"):  # the data as predictions
         list(nlp_project_records(questions, plain))
+
+
+def test_questions_read_without_predictions_are_said_to_have_no_answers(files: tuple[Path, Path, Path]) -> None:
+    """The questions file has an ``answer`` (the gold one, read as reference): without --predictions, "no row has
+    'answer' (is it a column named otherwise?)" alone sent the user looking at a column that is there."""
+    questions, preds, corpus = files
+    alone = scan_dataset(questions, None, lambda _: None, {"corpus": corpus}).warnings()
+    assert any("read without --predictions" in w and "gold answer" in w for w in alone), alone
+    assert scan_dataset(questions, None, lambda _: None, {"predictions": preds}).warnings() == []
