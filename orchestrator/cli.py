@@ -1226,8 +1226,9 @@ def list_metrics(
     from ragscore_workers.metrics.registry import all_metrics, get_metric
 
     if name is not None:
-        mdef = get_metric(name)  # ConfigError with "did you mean" for an unknown name
         out = TerminalConsole(markup=False, piped_width=PIPED_PROSE_WIDTH)
+        name = _metric_of(name, out)
+        mdef = get_metric(name)
         out.print(f"{name} (queue: {mdef.queue_label}): {mdef.description}")
         for line in _row_fields(mdef):
             out.print(line)
@@ -1250,6 +1251,23 @@ def list_metrics(
             outputs = "(depends on params)"
         table.add_row(metric_name, mdef.queue_label, escape(outputs), escape(mdef.description))
     TerminalConsole().print(table)
+
+
+def _metric_of(name: str, out: TerminalConsole) -> str:
+    """The metric ``ragscore metrics NAME`` shows: NAME, or the one metric giving an output so named (``mrr``: said
+    first); else the UnknownMetricError with "did you mean"."""
+    from ragscore_workers.errors import UnknownMetricError
+    from ragscore_workers.metrics.registry import get_metric
+
+    try:
+        get_metric(name)
+    except UnknownMetricError as exc:
+        if len(exc.owners) != 1:
+            raise
+        owner = exc.owners[0]
+        out.print(f"{name!r} is an output of {owner} (a suite lists {owner}):")
+        return owner
+    return name
 
 
 def _row_fields(mdef: Any) -> list[str]:

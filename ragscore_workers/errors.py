@@ -39,6 +39,7 @@ class UnknownMetricError(ConfigError):
     def __init__(self, name: str, suggestions: list[str], known: list[str], owners: list[str] | None = None) -> None:
         self.name = name
         self.suggestions = suggestions
+        self.owners = owners or []  # the metrics that give an output of this name
         hint = f" {did_you_mean(suggestions, sentence=True)}" if suggestions else ""
         if owners:  # an output's name (``mrr``, ``recall_at_5``), which gates and reports use
             hint = (f" {name!r} is an output of {' and '.join(repr(o) for o in owners)}: list that metric (gates and "

@@ -143,3 +143,14 @@ def test_no_description_shows_rest_markup() -> None:
     built_in = {name: m for name, m in all_metrics().items() if m.fn.__module__.startswith("ragscore_workers.")}
     assert "code_test" in built_in and "exact_match" in built_in
     assert [name for name, m in built_in.items() if "``" in m.description] == []
+
+
+def test_an_output_name_shows_the_metric_that_gives_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``ragscore metrics mrr`` (a name of the summary table) was "Unknown metric 'mrr'", exit 2: it now shows
+    recall_at_k, saying mrr is one of its outputs. A name no metric gives is still refused."""
+    done = _piped_metric("mrr", tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = "'mrr' is an output of recall_at_k (a suite lists recall_at_k):\nrecall_at_k (queue: "
+    assert done.stdout.startswith(said), done.stdout
+    assert "gold_doc_id" in done.stdout
+    assert _piped_metric("mrrr", tmp_path).returncode == 2
