@@ -145,7 +145,7 @@ def _choose_provider(named_env: str | None = None) -> str:
     groq, openai = ("", "") if named_env else (" (key in GROQ_API_KEY)", "key in OPENAI_API_KEY; ")
     named = f"; either reads its key from {named_env} (the judge metrics' api_key_env)" if named_env else ""
     return (
-        f"To judge with another provider, set the suite's judge.provider: groq{groq} or openai ({openai}with "
+        f"The suite's judge.provider chooses the judge: groq{groq} or openai ({openai}with "
         "judge.base_url, any OpenAI-compatible server, and one on this machine or a private network needs no key)"
         f"{named}; see docs/judge.md."
     )

@@ -70,7 +70,9 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         # It said "Invalid suite: chunk_size: ... unknown queue(s) 'gpu'" of a suite file that was fine.
         ("chunk_unknown_queue", "--chunk-size: unknown queue 'gpu' (known: target, cpu, embed, judge, code)"),
         ("out_is_a_file", "is a file; reports go to a directory"),
+        # "To judge with another provider, set the suite's judge.provider: groq" was said of a groq judge
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
+        ("no_judge_key", "The suite's judge.provider chooses the judge: groq (key in GROQ_API_KEY) or openai"),
         ("hosted_base_url_no_key", "set the environment variable OPENAI_API_KEY (for api.groq.com; any value"),
         ("key_with_a_newline_inside", "The value of GROQ_API_KEY cannot be a key or token"),
         ("missing_corpus_dir", "evidence_overlap: corpus_dir /no/such/corpus is not a directory"),
