@@ -76,6 +76,8 @@ def _problem(error: ErrorDetails, data: Any) -> str:
     if error["type"] == "extra_forbidden" and (model := _model_at(Suite, error["loc"][:-1])) is not None:
         if close := close_names(str(error["loc"][-1]), model.model_fields):
             return f"{where}: {error['msg']} ({did_you_mean(close)})"
+    if error["loc"] == ("metrics",) and error["type"] == "list_type" and isinstance(error["input"], str):
+        return f"{where}: {error['msg']} (metrics: [{error['input']}])"  # YAML's `metrics: exact_match`
     return f"{where}: {error['msg']}"
 
 

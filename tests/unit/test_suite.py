@@ -33,6 +33,8 @@ def test_an_outputs_name_given_as_a_metric_names_the_metric_that_makes_it(name: 
         ({"metrics": [{"name": "recall_at_k", "params": {"kk": 1}}]}, "kk: Extra inputs are not permitted"),
         ({"metrics": [{"name": "exact_match", "params": {"x": 1}}]}, "exact_match.*x: Extra inputs"),
         ({"metrics": []}, "metrics: List should have at least 1 item"),
+        # `metrics: exact_match` in YAML: "Input should be a valid list" alone did not say how to write one
+        ({"metrics": "exact_match"}, re.escape("metrics: Input should be a valid list (metrics: [exact_match])")),
         ({"metrics": ["exact_match", "exact_match"]}, "^Metric listed twice in the suite: exact_match$"),
         ({"metrics": ["verbatim", "exact_match"] * 2}, "Metrics listed twice in the suite: exact_match, verbatim"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpu": 0}}, "chunk sizes must be >= 1"),
