@@ -236,7 +236,10 @@ def estimate_run(
     if targets:
         units["target"] = scan.rows * len(targets)
     estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.first_failures
-    estimate.warnings = [*scan.warnings(), *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)]
+    estimate.warnings = [
+        *scan.warnings(resolved.filled_fields()),
+        *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen),
+    ]
     estimate.scoreless = resolved.scoreless(scan.fields_seen) if scan.rows else []
     estimate.items = scan.rows * max(1, len(targets))
     estimate.units = {q: units[q] for q in QUEUE_ORDER if units.get(q)}

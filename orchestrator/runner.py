@@ -432,7 +432,8 @@ def submit(
         store.drop_failed_rows(run_id)
         raise
     # said before the rows are sent
-    for warning in [*scan.warnings(), *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)]:
+    warned = [*scan.warnings(resolved.filled_fields()), *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)]
+    for warning in warned:
         log.warning("%s: %s", named.name, warning)
     ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
     queues = [q for q in QUEUE_ORDER if q in needed]

@@ -129,8 +129,12 @@ class ResolvedSuite:
         return [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
 
     def _with_filled(self, fields_seen: set[str]) -> set[str]:
-        """The fields seen and those the suite's targets fill (their ``response`` map names it)."""
-        return fields_seen | {f for t in self.targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
+        """The fields seen and those the suite's targets fill."""
+        return fields_seen | self.filled_fields()
+
+    def filled_fields(self) -> set[str]:
+        """The row fields the suite's targets fill (their ``response`` map names it): no dataset column."""
+        return {f for t in self.targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
 
     def _absent_needs(self, fields_seen: set[str]) -> dict[tuple[str, ...], list[str]]:
         """Requirement no row meets (``MetricDef.requirements``: none of its fields seen) -> the metrics with it."""

@@ -182,10 +182,11 @@ class DatasetScan:
     #: the gold one, read as ``reference``).
     questions_alone: bool = False
 
-    def warnings(self) -> list[str]:
-        """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``)."""
+    def warnings(self, filled: Container[str] = frozenset()) -> list[str]:
+        """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``).
+        ``filled``: the row fields the suite's targets fill (a target's ``answer`` is a system's answer)."""
         out = []
-        if self.questions_alone:
+        if self.questions_alone and "answer" not in filled:
             out.append("the nlp-project questions file was read without --predictions: its 'answer' is the gold "
                        "answer (read as reference), so no row has a system's answer: give the system's predictions "
                        "JSON with --predictions (or a suite target that asks the system)")  # fmt: skip

@@ -11,6 +11,8 @@ import pytest
 from orchestrator.datasets import scan_dataset
 from orchestrator.datasets.loaders import RowError
 from orchestrator.datasets.nlp_project import iter_nlp_project, looks_like_nlp_project, nlp_project_records
+from orchestrator.estimate import estimate_run
+from orchestrator.suite import load_suite
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row
 
@@ -143,3 +145,14 @@ def test_questions_read_without_predictions_are_said_to_have_no_answers(files: t
     alone = scan_dataset(questions, None, lambda _: None, {"corpus": corpus}).warnings()
     assert any("read without --predictions" in w and "gold answer" in w for w in alone), alone
     assert scan_dataset(questions, None, lambda _: None, {"predictions": preds}).warnings() == []
+
+
+def test_questions_a_target_answers_are_not_said_to_lack_predictions(files: tuple[Path, Path, Path]) -> None:
+    """A suite target asks the system each question: its answers are the system's, so no --predictions is needed
+    (the warning said to give them, or a target, of a run that had one)."""
+    questions, _, corpus = files
+    target = load_suite({"metrics": ["exact_match"], "targets": [{"system": "t", "url": "http://127.0.0.1:9/ask"}]})
+    asked = estimate_run(questions, target, fmt_options={"corpus": corpus}).warnings
+    assert not [w for w in asked if "--predictions" in w], asked
+    alone = estimate_run(questions, load_suite({"metrics": ["exact_match"]}), fmt_options={"corpus": corpus}).warnings
+    assert any("read without --predictions" in w for w in alone), alone
