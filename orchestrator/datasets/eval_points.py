@@ -28,7 +28,7 @@ from ragscore_workers.counts import noun_names
 from ragscore_workers.errors import DatasetError
 
 from ._seed import SeedError, identifier, pick, read_json, row_error, text
-from .loaders import BINARY_KINDS, CONVERT_HINT, MAX_LINE_BYTES, Record, RowError
+from .loaders import CONVERT_HINT, MAX_LINE_BYTES, Record, RowError, binary_kind
 
 __all__ = ["eval_points_records", "looks_like_eval_points", "map_point", "match_answer_file"]
 
@@ -211,8 +211,7 @@ def _answer_file(
 
 def _not_utf8(data: bytes, exc: UnicodeDecodeError) -> str:
     """Why an answer file is no UTF-8 text (UTF-16, as PowerShell's > writes, or another encoding), and the fix."""
-    kind = next((kind for magic, kind in BINARY_KINDS.items() if data.startswith(magic)), None)
-    return kind or f"invalid UTF-8 at byte {exc.start} ({CONVERT_HINT})"
+    return binary_kind(data) or f"invalid UTF-8 at byte {exc.start} ({CONVERT_HINT})"
 
 
 def eval_points_records(path: Path) -> Iterator[tuple[int, Record | RowError]]:

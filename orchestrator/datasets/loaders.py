@@ -37,9 +37,9 @@ JSON_FIELDS = frozenset(
         "gold_evidence_sentences", "sentences", "rubric", "checks", "metadata", "expected",
     }
 )  # fmt: skip
-#: What a file that is not UTF-8 probably is, and what to do.
 #: How to make UTF-8 of a text file that is not (not Excel's CSV hint: NOT_UTF8_HINT).
 CONVERT_HINT = "the file is not UTF-8: convert it, e.g. iconv -f cp1252 -t utf-8"
+#: What a file that is not UTF-8 probably is, and what to do.
 NOT_UTF8_HINT = ("the file is not UTF-8: Excel's plain 'CSV' on Windows writes cp1252; save as 'CSV UTF-8', or "
                  "convert it: iconv -f cp1252 -t utf-8")  # fmt: skip
 #: Characters of a bad row kept in ``failed_rows.jsonl``.
@@ -491,14 +491,18 @@ def _is_parquet(path: Path) -> bool:
         return head == PARQUET_MAGIC and size >= 8 and fh.read(4) == PARQUET_MAGIC
 
 
+def binary_kind(head: bytes) -> str | None:
+    """What a file opening with ``head`` is and how to make text of it (BINARY_KINDS), or None."""
+    return next((kind for magic, kind in BINARY_KINDS.items() if head.startswith(magic)), None)
+
+
 def _refuse_binary(path: Path) -> None:
     """DatasetError for an archive or UTF-16 file, which every row of would be reported as invalid UTF-8."""
     if path.is_file():
         with path.open("rb") as fh:
             head = fh.read(4)
-        for magic, kind in BINARY_KINDS.items():
-            if head.startswith(magic):
-                raise DatasetError(f"{path}: {kind}")
+        if kind := binary_kind(head):
+            raise DatasetError(f"{path}: {kind}")
 
 
 def _refuse_mismatch(path: Path, fmt: str) -> None:
