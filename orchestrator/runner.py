@@ -28,7 +28,7 @@ import redis
 from pydantic_core import PydanticSerializationError
 from redis.commands.core import Script
 
-from ragscore_workers.acl import BROKER, BROKER_READS, STORE, STORE_READS, Role, broker_role
+from ragscore_workers.acl import BACKEND, BROKER, BROKER_READS, STORE, STORE_READS, Role, broker_role
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted, counted_of
@@ -132,6 +132,8 @@ BROKER_CHECK_S = 5.0
 CONSUMER_CHECK_S = 20.0
 #: The run store's Redis as connect()'s errors name it where it is not the broker's.
 STORE_REDIS = "the run store's Redis (RAGSCORE_STORE_URL)"
+#: Celery's result backend as connect()'s errors name it where it is not the broker's.
+BACKEND_REDIS = "the result backend's Redis (RAGSCORE_RESULT_BACKEND)"
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +159,8 @@ def connect(
     store's does, so what fails is its password or its database, said now; a broker on another server is left to the
     command, which works with it down. ``writes``: the caller writes the store (the run list, results, cancel; one
     that sends does too), and where it reads the queues may send to the control queue (cancel), so its users are
-    checked for the writing roles, not the reading ones."""
+    checked for the writing roles, not the reading ones; one that sends checks the result backend's user too where
+    RAGSCORE_RESULT_BACKEND is not the broker's database and user (:data:`.acl.BACKEND`)."""
     settings = settings or get_settings()
     if sends:
         settings.check_visibility_timeout()
@@ -182,6 +185,8 @@ def connect(
     ]
     if not one and queued:
         named.append((broker_url, "the broker's Redis" if apart else "Redis", (broker_role,)))
+    if sends and (backend := _backend_apart(broker_url, settings)):  # its user sets a chord's counters as it is sent
+        named.append((backend, BACKEND_REDIS, (BACKEND,)))
     for url, what, roles in named:  # each Redis its own window: one slow to come up leaves the next its retries
         _reach(url, what, roles)
     _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
@@ -219,6 +224,14 @@ def check_queues(store: RunStore, broker_url: str, queues: Iterable[str]) -> Non
 def cannot_use(url: str, what: str, problem: str) -> BrokerError:
     """The error of a Redis (``what``, at ``url``: its password hidden) that did not answer, and why."""
     return BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
+
+
+def _backend_apart(broker_url: str, settings: Settings) -> str | None:
+    """RAGSCORE_RESULT_BACKEND's URL where it is another database or user than the broker's at ``broker_url`` (whose
+    user a sending command checks as the broker's), else None: a user that may not write Celery's chord counters
+    there let a run start, then failed its first send with redis-py's raw NoPermissionError."""
+    backend = settings.result_backend
+    return backend if backend and _database(backend) != _database(broker_url) else None
 
 
 def _broker_apart(broker_url: str, settings: Settings) -> bool:

@@ -18,7 +18,7 @@ import redis
 
 from .limits import CONTROL_QUEUE, PRIORITY_SEP
 
-__all__ = ["BROKER", "BROKER_READS", "STORE", "STORE_READS", "Role", "broker_role", "lacking"]
+__all__ = ["BACKEND", "BROKER", "BROKER_READS", "STORE", "STORE_READS", "Role", "broker_role", "lacking"]
 
 #: A key no run has: the commands name it, and are discarded before they run.
 _PROBE = "acl-probe"
@@ -39,7 +39,7 @@ class Role:
 def broker_role(queues: Iterable[str]) -> Role:
     """The broker's user for ``queues`` (and the control queue, which every run's aggregation uses): kombu's lists,
     bindings, unacked messages and broadcast channel (pidbox). Celery's results are not asked for: they may be in
-    another Redis (RAGSCORE_RESULT_BACKEND)."""
+    another Redis (RAGSCORE_RESULT_BACKEND, checked as :data:`BACKEND`)."""
     return Role(
         name="broker",
         commands=(
@@ -106,6 +106,23 @@ STORE_READS = Role(
     name="run store",
     commands=(("HGET", f"ragscore:run:{_PROBE}:meta", "state"), ("SCAN", "0", "MATCH", "ragscore:run:*:meta")),
     rule=STORE.rule,
+)
+
+
+#: Celery's result backend's user where RAGSCORE_RESULT_BACKEND is not the broker's: the chord counters a run's send
+#: sets (``celery-taskset-meta-``: DEL, SET), and the task results (SETEX, PUBLISH on their channel) and chord joins
+#: (a Lua script) its workers write (``celery-task-meta-``).
+BACKEND = Role(
+    name="result backend",
+    commands=(
+        ("DEL", f"celery-taskset-meta-{_PROBE}.c"),
+        ("SET", f"celery-taskset-meta-{_PROBE}.s", "1", "EX", "1"),
+        ("SETEX", f"celery-task-meta-{_PROBE}", "1", "x"),
+        ("PUBLISH", f"celery-task-meta-{_PROBE}", "x"),
+        ("EVAL", "return 1", "1", f"celery-taskset-meta-{_PROBE}.j"),
+    ),
+    rule="ACL SETUSER {user} ~celery-* &* +@all",
+    writes=True,
 )
 
 

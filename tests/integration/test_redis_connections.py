@@ -555,6 +555,44 @@ def test_a_runs_broker_user_is_checked_for_the_queues_of_its_suite_before_anythi
         server.stop()
 
 
+def test_a_result_backend_user_apart_from_the_brokers_is_checked_before_anything_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RAGSCORE_RESULT_BACKEND's user (another user and database than the broker's) was never checked: one that may
+    not write Celery's chord counters and results let a run start and fail on its first shard's send with redis-py's
+    raw NoPermissionError (DEL celery-taskset-meta-...). run and submit now refuse it at once (exit 2), naming the
+    user, the commands and the rule, before anything is recorded; a backend user with its keys goes."""
+    import re
+
+    users = ["default off", "good on >good-pw ~* &* +@all", "results on >results-pw ~other:* &* +@all",
+             "celery on >celery-pw ~celery-* &* +@all"]  # fmt: skip
+    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    base = f"127.0.0.1:{server.port}"
+    good, results = f"redis://good:good-pw@{base}/0", f"redis://results:results-pw@{base}/1"
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+    refused = (f"Cannot use the result backend's Redis (RAGSCORE_RESULT_BACKEND) at redis://results:***@{base}/1: its "
+               "ACL user 'results' may not run DEL celery-taskset-meta-acl-probe.c, ")  # fmt: skip
+    monkeypatch.setenv("RAGSCORE_RESULT_BACKEND", results)
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    try:
+        with pytest.raises(ConfigError, match=re.escape(refused)):
+            run(data, load_suite(SUITE), tmp_path / "out", broker=good, timeout_s=60)
+        said = _ragscore("submit", str(data), "--suite", str(suite), home=tmp_path / "home", RAGSCORE_BROKER_URL=good,
+                         RAGSCORE_RESULT_BACKEND=results)  # fmt: skip
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2 and text.startswith(f"Error: {refused}"), text
+        assert "ACL SETUSER results ~celery-* &* +@all" in text and "results-pw" not in text, text
+        monkeypatch.delenv("RAGSCORE_RESULT_BACKEND")
+        store = connect(good, get_settings(), sends=True)
+        assert store.list_runs() == [] and store.r.llen("cpu") == 0  # nothing recorded or sent
+        monkeypatch.setenv("RAGSCORE_RESULT_BACKEND", f"redis://celery:celery-pw@{base}/1")
+        store = connect(good, get_settings(), sends=True)  # a backend user with Celery's keys goes
+        assert submit(data, load_suite(SUITE), store).items == 5
+    finally:
+        server.stop()
+
+
 def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path: Path) -> None:
     """connect() probed the broker's Redis for every command: `status` with RAGSCORE_STORE_URL's Redis up and the
     broker down retried ~20 s and failed (exit 1), though it reads only the store. Only a command that sends work
