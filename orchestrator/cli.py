@@ -394,7 +394,7 @@ def run_cmd(
             tolerance=tolerance, junit=junit,
         )  # fmt: skip
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
-                          judge_limits=limits)  # fmt: skip
+                          judge_limits=limits, stored=stored)  # fmt: skip
         _exit_on_outcome(summary, gates, resume_dir, quiet, stored.outputs() if stored is not None else [],
                          resume_command(resume_dir, broker=broker))  # fmt: skip
         return
@@ -508,8 +508,8 @@ def _exit_on_outcome(summary: RunSummary, gates, out: Path, quiet: bool, outputs
 
 
 def _stored_suite(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
-    """The suite run ``run_id`` was submitted with, resolved; None when the store does not have the run (the
-    resume then says why)."""
+    """The suite run ``run_id`` was submitted with, resolved (read once: the resume is given it); None when the store
+    does not have the run (the resume then says why)."""
     from .runner import stored_suite
 
     try:
@@ -610,7 +610,9 @@ def resume_cmd(
     out = out or (Path(ref) if run_id != ref else Path("ragscore-out"))
     stored = _stored_suite(broker, run_id)  # its suite's gates hold for the resumed run
     gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
-    summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits)
+    summary = _finish(
+        None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits, stored=stored
+    )
     _exit_on_outcome(summary, gates, out, quiet, stored.outputs() if stored is not None else [],
                      resume_command(out, run_id, broker))  # fmt: skip
 

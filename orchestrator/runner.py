@@ -603,6 +603,7 @@ def resume(
     judge_limits: dict[str, int] | None = None,
     say: Callable[[str], None] | None = None,
     broker: str | None = None,
+    stored: ResolvedSuite | None = None,
 ) -> Submitted:
     """Re-submit only what the store lacks (missing, failed or stopped outputs) of an existing run.
 
@@ -613,10 +614,11 @@ def resume(
     for it and ``judge_limits`` (``rpm``, ``tpm``, ``rpd``, ``tpd``) replace its judge's rate limits, both kept
     with the run (every worker judges what is left with them). ``recovery`` (wait() re-submitting a stalled run)
     keeps the clock and the breakers. ``say`` is told how far the check and the look-up are, every NOTE_EVERY_S
-    (minutes for a million rows). ``broker``: the --broker it is sent with, as :func:`submit`'s.
+    (minutes for a million rows). ``broker``: the --broker it is sent with, as :func:`submit`'s. ``stored``: the run's
+    suite as the caller read it (:func:`stored_suite`), read from the store here where None.
     """
     meta = store.meta(run_id)
-    resolved = _resolved(meta)
+    resolved = stored or _resolved(meta)
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
@@ -1501,10 +1503,12 @@ def run(
     judge_limits: dict[str, int] | None = None,
     job: dict[str, Any] | None = None,
     named: Named | None = None,
+    stored: ResolvedSuite | None = None,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
     new run's) is kept in ``DIR/run.json`` for its resume; ``named``: how a new run's errors name the dataset and its
-    rows (:func:`submit`).
+    rows (:func:`submit`); ``stored``: run ``resume_id``'s suite where the caller read it already (read here, once,
+    where None).
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
     private Redis and local workers for just the queues the suite needs are started and stopped here.
@@ -1517,10 +1521,12 @@ def run(
         job = (recorded_run(out_dir) or {}).get("job")
     replaced = None
     lane: int | None = None  # an embedded run's lane (set once its server is acquired)
+    resumed = stored  # the suite of run resume_id, read once from the store
     registration = ""  # and its registration there (EmbeddedRedis.member: held while this call runs the run)
     say = note_of(progress)
 
     def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
+        nonlocal resumed
         run_id = resume_id or new_run_id()
 
         def validated(queues: list[str]) -> None:
@@ -1551,11 +1557,12 @@ def run(
             if broker and (following := _follow_instead(store, resume_id, changes, given_broker)):
                 validated([])  # DIR/run.json names the run, as a resume's does
                 return following
+            resumed = resumed or stored_suite(store, resume_id)
             if broker:  # an embedded run's user is ragscore's own
-                check_queues(store, broker, stored_suite(store, resume_id).queues)
+                check_queues(store, broker, resumed.queues)
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
-                          judge_limits=judge_limits, say=say, broker=given_broker)  # fmt: skip
+                          judge_limits=judge_limits, say=say, broker=given_broker, stored=resumed)  # fmt: skip
         assert dataset is not None and resolved is not None
         if broker:
             check_queues(store, broker, resolved.queues)
@@ -1600,8 +1607,8 @@ def run(
         def start_workers(queues: list[str]) -> None:
             if resolved is not None:  # only the queues routed rows added
                 check_local_resources(resolved, [q for q in queues if q not in checked])
-            elif resume_id is not None:  # the run's own suite, from the store
-                check_local_resources(stored_suite(store, resume_id), queues)
+            elif resumed is not None:  # the run's own suite, read from the store by start()
+                check_local_resources(resumed, queues)
             workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=concurrency,
                                         env=lane_env, stop_with_parent=True))  # fmt: skip
             workers[0].start()
