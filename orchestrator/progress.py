@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
-from ragscore_workers.store import PAUSED_BY_BUDGET, work_before
+from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
 
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
@@ -41,9 +41,10 @@ class ProgressView(Protocol):
     """Receives the store's progress counters while a run scores (:meth:`RunStore.progress`: ``done``, ``total``,
     ``errors``, ``unscorable``, ``done:{queue}``/``total:{queue}``, ``judge_calls`` once the judge was called, and
     once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``, while its judge (target) calls
-    wait at the rate limiter ``judge_wait_*`` (``target_wait_*``: :func:`wait_note`); a view reads the keys it knows,
-    as later versions may add some). A view may also have ``note(text)``, told what
-    happens before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
+    wait at the rate limiter ``judge_wait_*`` (``target_wait_*``: :func:`wait_note`), a cancelled run's
+    ``worked:{queue}`` (what its workers did: :func:`scored_of`; its ``unscorable`` counts no stopped output); a view
+    reads the keys it knows, as later versions may add some). A view may also have ``note(text)``, told what happens
+    before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
     ``queued(text)``, told while no worker has begun the run's attempt that other runs' messages wait ahead of it
     (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown as the idle note
     would be, in its place (no ETA; the rich bar's note line under the bar): a run queued behind another run is
@@ -132,11 +133,22 @@ def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) ->
     return ""
 
 
+def _units(counters: dict[str, int]) -> tuple[int, int, int | None]:
+    """The units a view counts done, the run's total, and a cancelled run's units stopped (None for any other run):
+    its done is what its workers did (:func:`scored_of`), the rest stopped, as ``ragscore status`` counts them."""
+    total, scored = counters.get("total", 0), scored_of(counters)
+    if scored is None:
+        return counters.get("done", 0), total, None
+    return scored, total, max(total - scored, 0)
+
+
 def _tallies(counters: dict[str, int]) -> str:
     """``errors 3 unscorable 12``, then `` judge calls 1,234`` for a run with judge metrics (its items end seldom: its
-    calls show it at work)."""
+    calls show it at work); a cancelled run's begin with its units stopped (``stopped 7 errors 0 ...``)."""
     judge = f" judge calls {counters.get('judge_calls', 0):,}" if "total:judge" in counters else ""
-    return f"errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}{judge}"
+    stopped = _units(counters)[2]
+    cut = "" if stopped is None else f"stopped {stopped:,} "
+    return f"{cut}errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}{judge}"
 
 
 def _clock(seconds: float) -> str:
@@ -316,14 +328,14 @@ class RichProgress:
                                       note="")  # fmt: skip
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
-        done, total = counters.get("done", 0), counters.get("total", 0)
+        done, total, stopped = _units(counters)
         rate, eta = self.rate.measure(counters)
         if self.behind:
             self.rate.waiting()
         note = self.behind or self.rate.idle_note(counters)
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
-            eta="-:--:--" if eta is None or note else _clock(eta),
+            eta="-:--:--" if eta is None or note or stopped is not None else _clock(eta),
             tallies=_tallies(counters), note=note,
         )  # fmt: skip
 
@@ -362,9 +374,10 @@ class PlainProgress:
         now = time.monotonic()
         if not final and now - self.last < PLAIN_INTERVAL_S:
             return
-        done, total = counters.get("done", 0), counters.get("total", 0)
+        done, total, stopped = _units(counters)
         said = (done, total, counters.get("errors", 0), counters.get("unscorable", 0), counters.get("judge_calls", 0))
-        if not final and said == self.said and 0 < total <= done:  # all scored, aggregating: said once is enough
+        ended = 0 < total <= done or stopped is not None  # all scored, or cancelled: aggregating
+        if not final and said == self.said and ended:  # said once is enough
             return
         self.last, self.said = now, said
         rate, eta = self.rate.measure(counters)
@@ -374,9 +387,11 @@ class PlainProgress:
         eta_text = f"{eta:.0f}s" if eta is not None else "?"
         if note := self.behind or self.rate.idle_note(counters):
             eta_text = f"? ({note})"
+        # a cancelled run's: what its workers scored, with nothing left to come (no ETA)
+        outputs, ahead = ("outputs", f" ETA {eta_text}") if stopped is None else ("outputs scored", "")
         line = (
-            f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric outputs ({pct:.1f}%) {rate:.1f}/s ETA "
-            f"{eta_text} {_tallies(counters)}"
+            f"[ragscore] {self.run_id}: {done:,}/{total:,} item×metric {outputs} ({pct:.1f}%) {rate:.1f}/s{ahead} "
+            f"{_tallies(counters)}"
         )
         if final and line == self.line:  # the last poll's line said it all: not printed twice in a row
             return

@@ -72,6 +72,7 @@ __all__ = [
     "WorkBegan",
     "probe_redis",
     "redis_client",
+    "scored_of",
     "store_url_for_redis_py",
     "superseded",
     "target_state_part",
@@ -523,10 +524,24 @@ _DERIVED_COUNTERS = frozenset(f"{c}:{_DERIVED}" for c in (*_LESS_DERIVED, "redo"
 def _worked(counters: dict[str, int]) -> dict[str, int]:
     """``worked:{queue}``: the outputs of each queue stored scored, unscorable or as an error, not stopped (by a
     cancel, a judge's breaker or budget), from the counters as stored (each output counted done once, whatever a
-    resume marked to send again since)."""
-    queues = [k.split(":", 1)[1] for k in counters if k.startswith("done:")]
-    return {f"worked:{q}": max(0, counters[f"done:{q}"] - counters.get(f"stopped:{q}", 0)) for q in queues
+    resume marked to send again since); 0 for a queue with none written."""
+    queues = dict.fromkeys(k.split(":", 1)[1] for k in counters if k.startswith(("done:", "total:")))
+    return {f"worked:{q}": max(0, counters.get(f"done:{q}", 0) - counters.get(f"stopped:{q}", 0)) for q in queues
             if q != _DERIVED}  # fmt: skip
+
+
+def _cancelled_counts(counters: dict[str, int]) -> dict[str, int]:
+    """A cancelled run's :func:`_worked`, and its ``unscorable`` less the outputs stored stopped (counted stopped
+    beside what it skipped unwritten, never unscorable), from the counters as stored."""
+    stopped = sum(v for k, v in counters.items() if k.startswith("stopped:") and k != f"stopped:{_DERIVED}")
+    return {**_worked(counters), "unscorable": max(0, counters.get("unscorable", 0) - stopped)}
+
+
+def scored_of(progress: dict[str, int]) -> int | None:
+    """A cancelled run's outputs its workers did (scored, unscorable or errors: :meth:`RunStore.progress`'s
+    ``worked:{queue}`` summed; the rest of its total was stopped), None for any other run's ``progress``."""
+    worked = [v for k, v in progress.items() if k.startswith("worked:")]
+    return sum(worked) if worked else None
 
 
 def _done_now(counters: dict[str, int]) -> dict[str, int]:
@@ -937,7 +952,8 @@ class RunStore:
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
         limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
         (:func:`_stage_wait`): the views say so, not "no progress". A cancelled run's hold ``worked:{queue}`` too
-        (:func:`_worked`): its view sets it against what was stopped."""
+        (:func:`_worked`; :func:`scored_of` sums them): its views set it against what was stopped, and its
+        ``unscorable`` leaves out the outputs stored stopped (:func:`_cancelled_counts`)."""
         return self.progress_and_clock(run_id)[0]
 
     def progress_and_clock(self, run_id: str) -> tuple[dict[str, int], float]:
@@ -958,7 +974,7 @@ class RunStore:
         stored = {k: int(v) for k, v in counters.items()}
         out = {k: v for k, v in _done_now(stored).items() if k.split(":", 1)[0] not in ("marked", "stopped")}
         if state == RunState.CANCELLED:  # what its workers did, apart from what the cancel stopped
-            out.update(_worked(stored))
+            out.update(_cancelled_counts(stored))
         if state not in RunState.DONE:  # an ended run's marks are of chunks that died unwritten (a cancel): not done
             for queue, n in zip(PROGRESSIVE_QUEUES, unwritten, strict=True):
                 if n:  # scored by a chunk in flight, not written yet: done, though not yet in the counters

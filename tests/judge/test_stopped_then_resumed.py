@@ -122,16 +122,17 @@ def test_a_resume_judges_what_is_left_under_the_rate_limits_it_sets(
 
 
 def _judging_run(
-    tmp_path: Path, fake: FakeProvider, model: str, home: Path, out: Path, *, output: int
+    tmp_path: Path, fake: FakeProvider, model: str, home: Path, out: Path, *, output: int, quiet: bool = True
 ) -> subprocess.Popen[str]:
     """An embedded ``ragscore run`` of ROWS into ``out`` in a process of its own, returned once the fake provider
-    has its first request (or the run ended, or 120 s passed); its stdout and stderr go to ``output``."""
+    has its first request (or the run ended, or 120 s passed); its stdout and stderr go to ``output`` (its progress
+    lines too, without ``quiet``)."""
     data = write_jsonl(tmp_path / "d.jsonl", ROWS)
     env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
     env.pop("RAGSCORE_BROKER_URL", None)
     run = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, fake, model)),
-         "--out", str(out), "--quiet"],
+         "--out", str(out), *(["--quiet"] if quiet else [])],
         cwd=ROOT, env=env, stdout=output, stderr=output, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -251,3 +252,33 @@ def test_a_cancelled_runs_status_tells_what_was_scored_from_what_the_cancel_stop
     assert rows["all"][:3] == [str(scored), str(stopped), str(len(ROWS))], status.stdout
     said = " ".join(status.stdout.split())
     assert "`stopped` what the cancel (or a judge's breaker or budget) stopped, unscored" in said, said
+
+
+def test_a_run_cancelled_from_another_shell_ends_its_progress_on_what_was_scored_not_what_was_stopped(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """`ragscore cancel` while its `ragscore run` judged: the run's last progress line read "8/8 item×metric outputs
+    (100.0%)" (the chunk the cancel cut short wrote its rest stopped, counted done), and the status's caption counted
+    those unscorable. Both now count them stopped, as the status's table does."""
+    out = tmp_path / "out"
+    with FakeProvider(api_key=keys, latency_s=0.5) as fake:
+        run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.PIPE, quiet=False)
+        try:
+            assert run.poll() is None, run.communicate()
+            cancel = _cli("cancel", out, home=home)
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            run.kill()
+            run.wait(30)
+    assert cancel.returncode == 0, cancel.stderr
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    stopped = json.loads((out / "summary.json").read_text())["metrics"]["answer_accuracy"]["stopped"]
+    assert 0 < stopped <= len(ROWS), stderr
+    scored = len(ROWS) - stopped
+    last = [line for line in stderr.splitlines() if line.startswith(f"[ragscore] {run_id}: ")][-1]
+    assert f": {scored}/{len(ROWS)} item×metric outputs scored ({100 * scored / len(ROWS):.1f}%) " in last, stderr
+    assert f" stopped {stopped} errors 0 unscorable 0 " in last and "ETA" not in last, last
+
+    status = _cli("status", out, home=home)
+    assert _table_rows(status.stdout)["judge"][:3] == [str(scored), str(stopped), str(len(ROWS))], status.stdout
+    assert "errors 0 · unscorable 0" in status.stdout, status.stdout  # the stopped outputs are not unscorable

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import time
 from pathlib import Path
 
@@ -470,6 +471,9 @@ def test_a_cancelled_runs_worked_units_leave_out_what_was_stopped_written_or_ski
     """A cancel stops a chunk in flight (its rest written stopped) and skips the chunks queued (nothing written): the
     view of the cancelled run counted the stopped outputs done ("judge 8/8 100 %"). ``worked:{queue}`` is what its
     workers scored (unscorable and errors too); a resume's marks and rewrites keep it right."""
+    from rich.console import Console
+
+    from orchestrator.progress import PlainProgress, RichProgress
     from orchestrator.reports.live import StatusView, sample
     from ragscore_workers.store import RunState
 
@@ -488,6 +492,18 @@ def test_a_cancelled_runs_worked_units_leave_out_what_was_stopped_written_or_ski
     assert (cpu["done"], cpu["stopped"], cpu["total"], cpu["pct"]) == (2, 4, 6, pytest.approx(100 * 2 / 6)), cpu
     assert store.progress(run)["done:cpu"] == 4 and "stopped:cpu" not in store.progress(run)  # the bar's units
     assert store.overview([run])[0]["done"] == 2  # the run list counts it as the status's ``all`` row does, not 4
+    assert store.progress(run)["unscorable"] == 0  # k2, k3 are stopped, not unscorable (they read 2)
+    bar = io.StringIO()  # the run's own progress line counts them as the status's row does, not "4/6 (66.7%)"
+    PlainProgress(bar).update(store.progress(run), final=True)
+    assert ": 2/6 item×metric outputs scored (33.3%) " in bar.getvalue(), bar.getvalue()
+    assert " stopped 4 errors 1 unscorable 0" in bar.getvalue() and "ETA" not in bar.getvalue(), bar.getvalue()
+    rich = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))  # and its bar on a terminal
+    rich.start(run)
+    rich.update(store.progress(run), final=True)
+    rich.stop()
+    task = rich.bar.tasks[0]
+    assert (task.completed, task.total, task.fields["eta"]) == (2, 6, "-:--:--"), task
+    assert task.fields["tallies"].startswith("stopped 4 errors 1 unscorable 0"), task.fields
 
     store.reset_redo(run)  # resumed: k1 and k2 sent again; k2 scored, then the run cancelled again
     assert store.mark_redo(run, [("k1", "m", "cpu"), ("k2", "m", "cpu")]) == 2
