@@ -114,7 +114,7 @@ def load_suite(
     if not isinstance(data, dict):
         raise ConfigError("A suite must be a mapping with a 'metrics' list")
     if judge_limits:
-        data = {**data, "judge": _section(data.get("judge")) | judge_limits}  # validated below (a limit < 1 refused)
+        data = _with_limits(data, judge_limits)  # validated below (a limit < 1 refused)
     # warnings=False: a section model_copy(update=...) set as a dict (with_judge_limits) is dumped as it is, unwarned
     written = source.model_dump(warnings=False) if isinstance(source, Suite) else data
     if (where := _non_finite(written)) is not None:
@@ -171,12 +171,18 @@ def with_judge_limits(resolved: ResolvedSuite, **limits: int) -> ResolvedSuite:
     return load_suite(resolved.suite, judge_limits=limits) if limits else resolved
 
 
-def _section(section: Any) -> dict[str, Any]:
-    """A suite section as a mapping: a model's fields, a mapping as written, ``{}`` for none (a section that is
-    neither is left to validation's error, as written)."""
+def _with_limits(data: dict[str, Any], limits: dict[str, int]) -> dict[str, Any]:
+    """The suite ``data`` with the judge section's rate limits ``limits`` in place of its own (a model's fields or a
+    mapping as written, none for none). A section that is neither (``judge: openai``) is left as written, for
+    validation to refuse: replaced by ``limits`` it would judge with the default provider, unsaid."""
+    section = data.get("judge")
     if isinstance(section, BaseModel):
-        return section.model_dump()
-    return dict(section) if isinstance(section, dict) else {}
+        section = section.model_dump()
+    elif section is None:
+        section = {}
+    elif not isinstance(section, dict):
+        return data
+    return {**data, "judge": section | limits}
 
 
 def without_caches(resolved: ResolvedSuite) -> ResolvedSuite:

@@ -524,6 +524,16 @@ def test_judge_limits_in_place_of_the_suites_warn_of_nothing() -> None:
         with_judge_limits(resolved, rpm=0)
 
 
+@pytest.mark.parametrize("judge", ["openai", ["openai"]])
+def test_a_judge_section_that_is_no_mapping_is_refused_with_judge_limits_too(judge: object) -> None:
+    """``judge: openai`` (the provider's name where the section goes) is refused; with ``--rpm`` it was replaced by
+    ``{rpm: 600}`` unsaid, and the run judged with the default provider."""
+    suite = {"metrics": ["groundedness"], "judge": judge}
+    for limits in (None, {"rpm": 600}):
+        with pytest.raises(ConfigError, match="judge: Input should be a valid dictionary"):
+            load_suite(suite, judge_limits=limits)
+
+
 @pytest.mark.parametrize(
     ("metric", "params", "said"),
     [
