@@ -25,7 +25,7 @@ from ragscore_workers.store import RawItem, RunState, RunStore
 
 from ..datasets import iter_rows
 from ..terminal import summary_commands
-from .texts import TargetAnswers, asked_targets
+from .texts import TargetAnswers, asked_targets, preview
 
 __all__ = [
     "ANSWERS",
@@ -144,7 +144,7 @@ def store_answers(store: RunStore, run_id: str) -> TargetAnswers:
             stored = store.answers_of(run_id, keys)
         except redis.RedisError as exc:
             raise StoreError(f"the run store did not answer: {exc}") from exc
-        return {key: answer["row"].get("answer") for key, answer in stored.items()}
+        return {key: preview(answer["row"].get("answer")) for key, answer in stored.items()}
 
     return TargetAnswers(answers, "the run store")
 
@@ -160,8 +160,8 @@ def store_answer_rows(store: RunStore, run_id: str) -> Iterator[dict[str, Any]]:
 
 
 def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:
-    """The answers of ``keys`` in a run's answers.jsonl, in one pass that stops once it has them all; DatasetError
-    naming the file where it is gone (it is read as a dataset, whose error would call it one)."""
+    """The answers of ``keys`` in a run's answers.jsonl (their previews), in one pass that stops once it has them all;
+    DatasetError naming the file where it is gone (it is read as a dataset, whose error would call it one)."""
     if not path.is_file():
         raise DatasetError(f"{path} is gone: keep it with the run's other files")
     found: dict[str, str | None] = {}
@@ -169,7 +169,7 @@ def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:
     for _, row in iter_rows(path, "jsonl", ids={split_key(key)[1] for key in keys}, max_chars=sys.maxsize):
         key = item_key(row.system, row.id) if isinstance(row, Row) else None
         if key in keys:
-            found[key] = row.answer
+            found[key] = preview(row.answer)  # the rest let go: the worst items' answers may each be long
             if len(found) == len(keys):
                 break
     return found

@@ -32,7 +32,8 @@ MAX_PREVIEW_CHARS = 200
 class TargetAnswers:
     """Where the answers the targets of a run gave are kept, and how to read them for the item keys asked."""
 
-    #: Keys -> answers (a key without a kept answer left out; None for a question its target did not answer);
+    #: Keys -> the answers' :func:`preview` (a key without a kept answer left out; None for a question its target
+    #: did not answer): all a report shows, so that a long answer is not held whole (a target's has no field limit);
     #: RagscoreError or OSError when they cannot be read.
     read: Callable[[set[str]], dict[str, str | None]]
     #: Where they are kept, as a note names it (``the run store``, ``DIR/answers.jsonl``).
@@ -121,7 +122,7 @@ def _with_target_answers(texts: ItemTexts, keys: list[str], target_answers: Targ
             problem = f"the targets' answers could not be read ({exc}): answers are not shown"
         else:
             problem = _missing_note(len(set(keys) - given.keys()), target_answers.where)
-    merged = {key: (texts.of(key)[0], preview(given.get(key))) for key in keys}
+    merged = {key: (texts.of(key)[0], given.get(key)) for key in keys}
     note = "; ".join(filter(None, [texts.note, problem])) or None
     return ItemTexts({k: v for k, v in merged.items() if v != (None, None)}, note)
 

@@ -19,6 +19,7 @@ from orchestrator import evaluate
 from orchestrator.reports import from_dir, write_reports
 from orchestrator.reports.source import store_answers
 from orchestrator.reports.texts import MAX_PREVIEW_CHARS, preview
+from ragscore_workers.schemas import item_key
 from ragscore_workers.store import RunStore, redis_client
 
 from ..fakes import FakeRag
@@ -151,6 +152,9 @@ def test_an_answer_past_the_field_limit_shows_from_the_store_and_from_the_dir(ho
         line = next(x for x in _worst(path).splitlines() if x.startswith("| 1 |"))
         assert "q0" in line and long in line, (path, line[:500])
         assert "not in" not in _worst(path) and "could not be read" not in _worst(path), path
+    # Read back for these items alone, each as the preview shown: the worst items' answers, long, are not held whole
+    keys = {item_key("wordy", f"q{i}") for i in range(N)}
+    assert from_dir(tmp_path / "out").answers.read(keys)[item_key("wordy", "q0")] == long
 
 
 def test_answers_are_written_before_the_reports(home: Path, tmp_path: Path) -> None:
