@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -407,16 +407,21 @@ RATE_LIMITS = ("rpm", "tpm", "rpd", "tpd")
 Pace = Literal["burst", "even"]
 
 
-def _paced_rpm(pace: Pace, info: ValidationInfo) -> Pace:
-    """``pace: even`` with ``rpm: null`` paced nothing, silently (ceil(rpm / 60) of no rpm): refused, with the fix.
-    An ``rpm`` refused itself is not in ``info.data``: its own error says the problem."""
-    if pace == "even" and "rpm" in info.data and info.data["rpm"] is None:
-        raise PydanticCustomError(
-            "pace_without_rpm",
-            "even holds requests to ceil(rpm / 60) a second, and rpm is not set: set rpm (the requests a minute "
-            "allowed) or leave pace at burst",
-        )
-    return pace
+def _paced_rpm(also: str = "") -> Callable[[Pace, ValidationInfo], Pace]:
+    """The check of ``pace``: ``even`` with ``rpm: null`` paced nothing, silently (ceil(rpm / 60) of no rpm), so it
+    is refused with the fix (``also``: another way to set the rpm). An ``rpm`` refused itself is not in
+    ``info.data``: its own error says the problem."""
+
+    def check(pace: Pace, info: ValidationInfo) -> Pace:
+        if pace == "even" and "rpm" in info.data and info.data["rpm"] is None:
+            raise PydanticCustomError(
+                "pace_without_rpm",
+                f"even holds requests to ceil(rpm / 60) a second, and rpm is not set: set rpm{also} (the requests a "
+                "minute allowed) or leave pace at burst",
+            )
+        return pace
+
+    return check
 
 
 class JudgeConfig(BaseModel):
@@ -441,7 +446,7 @@ class JudgeConfig(BaseModel):
     tpd: int | None = Field(default=None, gt=0)
     #: ``even``: at most ceil(rpm / 60) requests per second too (:data:`Pace`); tokens are not paced.
     pace: Pace = "burst"
-    _pace = field_validator("pace")(_paced_rpm)
+    _pace = field_validator("pace")(_paced_rpm(" (or run with --rpm)"))
 
     @model_validator(mode="before")
     @classmethod
@@ -545,7 +550,7 @@ class TargetConfig(BaseModel):
     rpm: int | None = Field(default=None, gt=0)
     #: ``even``: at most ceil(rpm / 60) requests per second too (:data:`Pace`).
     pace: Pace = "burst"
-    _pace = field_validator("pace")(_paced_rpm)
+    _pace = field_validator("pace")(_paced_rpm())
     #: Calls in flight per target task.
     concurrency: int = Field(default=8, gt=0, le=256)
     timeout_s: float = Field(default=60.0, gt=0)
