@@ -374,7 +374,7 @@ def print_estimate(
     if minutes:
         binding = max(minutes, key=lambda k: minutes[k])
         limits = ", ".join(f"{_judge_limit(suite, k)}: {fmt_duration(m * 60)}" for k, m in minutes.items())
-        console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the suite's "
+        console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the run's "
                       f"limits ({limits}), however many workers", soft_wrap=True)  # fmt: skip
     priced = sum(t.cost for t in estimate.judge.values() if t.cost is not None)
     if max_cost is not None and priced > max_cost:

@@ -117,7 +117,7 @@ def test_an_even_pace_is_a_limit_of_the_least_time_the_dry_run_gives(tmp_path: P
     )  # fmt: skip
     assert result.returncode == 2, result.stderr  # no key: the run would stop before scoring
     said = " ".join(result.stdout.split())
-    assert ("time: at least 0m25s for the judge calls under the suite's limits (judge.pace even at 10 a second: "
+    assert ("time: at least 0m25s for the judge calls under the run's limits (judge.pace even at 10 a second: "
             "0m25s), however many workers") in said, said  # fmt: skip
 
 
@@ -135,7 +135,9 @@ def test_an_even_pace_may_take_its_rpm_from_the_command_line(tmp_path: Path, hom
 
     result = dry_run("--rpm", "600")
     assert result.returncode == 2, result.stderr  # no key: the run would stop before scoring
-    assert "judge.pace even at 10 a second: 0m25s" in " ".join(result.stdout.split()), result.stderr
+    # the limits are the run's (the rpm is --rpm's), not the suite's (it said "under the suite's limits")
+    said = " ".join(result.stdout.split())
+    assert "under the run's limits (judge.pace even at 10 a second: 0m25s)" in said, result.stderr
     refused = dry_run()  # no --rpm: nothing to pace by
     assert refused.returncode == 2 and "judge.pace: even holds requests to ceil(rpm / 60) a second" in refused.stderr
 
