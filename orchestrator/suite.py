@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from ragscore_workers.counts import close_names, did_you_mean, place
-from ragscore_workers.errors import ConfigError
+from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import Queue, Suite
@@ -22,6 +23,8 @@ __all__ = [
     "QUEUE_ORDER", "ResolvedSuite", "judge_budget", "load_suite", "with_judge_limits", "with_judge_params",
     "without_caches",
 ]  # fmt: skip
+
+T = TypeVar("T")
 
 
 def _read(path: Path) -> Any:
@@ -106,7 +109,10 @@ def load_suite(
 ) -> ResolvedSuite:
     """Load and resolve a suite from a file, a dict or a Suite; ConfigError on any problem. ``judge_limits``
     (``--rpm`` ...) replace the judge's own before it is validated, so a check across them (``pace: even`` needs an
-    ``rpm``) sees the limits the run will have."""
+    ``rpm``) sees the limits the run will have. The problems of one stage are said together (a lone one as it is, an
+    unknown metric an UnknownMetricError; several a SuiteProblems, one a line): the schema's (every section's), then
+    the metrics' and the targets' (each metric's, then those across them), then the budgets' and the gates'. A stage
+    that fails stops there: the next needs what it checks (the metrics are resolved from a valid suite)."""
     if isinstance(source, Suite):
         data: Any = dict(source)  # validated again: a Suite changed by model_copy(update=...) skipped that
     else:
@@ -127,21 +133,44 @@ def load_suite(
         # from None: pydantic's own text shows each refused value (input_value=...), a credential among them, in
         # every traceback of this error (evaluate() in a notebook or a script); the problems are all said here.
         raise ConfigError(f"Invalid suite: {problems}") from None
-    # a boolean read as a number (judge rpm: true ran at 1 request a minute); metric params are checked as resolved
-    if booleans := booleans_read_as_numbers(data, suite):
-        raise ConfigError(f"Invalid suite: {'; '.join(booleans)}")
-    resolved = resolve_suite(suite)
-    if judge_limits and not any(m.queue == Queue.JUDGE for m, _ in resolved.metrics):
-        raise ConfigError("--rpm, --tpm, --rpd and --tpd limit the judge; the suite has no judge metrics")
-    _check_targets(suite)
+    resolved = _resolved(suite, data, judge_limits)
     if (shared := _share_prices(resolved) or _share_budgets(resolved)) is not None:
         return shared
-    _check_cost_budgets(resolved)
+    problems: list[Problem] = []
+    _checked(problems, _check_cost_budgets, resolved)
     if suite.gates:
         from .gates import check_gate_names
 
-        check_gate_names(suite.gates, resolved.outputs())
+        _checked(problems, check_gate_names, suite.gates, resolved.outputs())
+    raise_problems(problems)
     return resolved
+
+
+def _resolved(suite: Suite, data: dict[str, Any], judge_limits: dict[str, int] | None) -> ResolvedSuite:
+    """The suite's metrics resolved; its booleans read as numbers, its metrics' problems, ``--rpm`` ... without a
+    judge metric and its targets' response paths said together (:func:`raise_problems`)."""
+    problems: list[Problem] = []
+    # a boolean read as a number (judge rpm: true ran at 1 request a minute); metric params are checked as resolved
+    if booleans := booleans_read_as_numbers(data, suite):
+        problems.append(("", ConfigError(f"Invalid suite: {'; '.join(booleans)}")))
+    resolved = _checked(problems, resolve_suite, suite)
+    if resolved is not None and judge_limits and not any(m.queue == Queue.JUDGE for m, _ in resolved.metrics):
+        problems.append(
+            ("", ConfigError("--rpm, --tpm, --rpd and --tpd limit the judge; the suite has no judge metrics"))
+        )
+    problems += _target_problems(suite)
+    raise_problems(problems)
+    assert resolved is not None  # no problem: resolve_suite returned
+    return resolved
+
+
+def _checked(problems: list[Problem], check: Callable[..., T], *args: Any) -> T | None:
+    """``check(*args)``, its ConfigError added to ``problems`` (then None) so that the others are said with it."""
+    try:
+        return check(*args)
+    except ConfigError as exc:
+        problems.append(("", exc))
+        return None
 
 
 def judge_budget(*, max_cost: float | None, max_tokens: int | None) -> dict[str, Any]:
@@ -267,12 +296,16 @@ def _check_cost_budgets(resolved: ResolvedSuite) -> None:
         )
 
 
-def _check_targets(suite: Suite) -> None:
-    """Every response path of every target parses (a typo fails before anything is sent)."""
+def _target_problems(suite: Suite) -> list[Problem]:
+    """A problem for every response path of every target that does not parse (a typo fails before anything is sent)."""
+    problems: list[Problem] = []
     for target in suite.all_targets:
         for field, path in target.response.model_dump().items():
             if path is not None:
                 try:
                     parse_path(path)
                 except ValueError as exc:
-                    raise ConfigError(f"Invalid suite: target {target.system or ''} response.{field}: {exc}") from exc
+                    problems.append(
+                        ("", ConfigError(f"Invalid suite: target {target.system or ''} response.{field}: {exc}"))
+                    )
+    return problems

@@ -2,7 +2,8 @@
 
 RagscoreError
 ├── ConfigError            bad suite, unknown metric, bad params, bad settings
-│   └── UnknownMetricError carries the name and close matches
+│   ├── UnknownMetricError carries the name and close matches
+│   └── SuiteProblems      several of a suite's problems at once, each one a ConfigError
 ├── DatasetError           the dataset cannot be used at all (missing, empty, duplicate ids)
 ├── StoreError             the run store (Redis) failed or holds no such run
 ├── BrokerError            the embedded Redis or the local workers could not be started
@@ -11,6 +12,8 @@ RagscoreError
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from .counts import did_you_mean
 
@@ -21,7 +24,9 @@ __all__ = [
     "MetricError",
     "RagscoreError",
     "StoreError",
+    "SuiteProblems",
     "UnknownMetricError",
+    "raise_problems",
 ]
 
 
@@ -48,6 +53,39 @@ class UnknownMetricError(ConfigError):
             hint += (" A name with ' - ' in it looks like a list item indented deeper than the one above it: YAML "
                      "reads the two as one name; start every item of the list in the same column.")  # fmt: skip
         super().__init__(f"Unknown metric {name!r}.{hint} Known metrics: {', '.join(known)}.")
+
+
+#: A suite's problem: where it is (``metrics item 3 (rubric_judge)``, or "" where the error says it), and the error.
+Problem = tuple[str, ConfigError]
+
+
+class SuiteProblems(ConfigError):
+    """Several problems of one suite, said at once, one a line: the user fixes them all in one go, not one a run."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  {where}: {_said(error)}" if where else f"  {_said(error)}" for where, error in problems)
+        super().__init__(f"Invalid suite: {len(self.problems)} problems:\n{lines}")
+
+    @property
+    def errors(self) -> list[ConfigError]:
+        """Each problem's own error (an :class:`UnknownMetricError` among them, with its name and close matches)."""
+        return [error for _, error in self.problems]
+
+
+def _said(error: ConfigError) -> str:
+    """An error's message as a line of :class:`SuiteProblems` (which says "Invalid suite" once for all)."""
+    return str(error).removeprefix("Invalid suite: ")
+
+
+def raise_problems(problems: Sequence[Problem]) -> None:
+    """Raise nothing for no problems, a lone one as it is (its type and message unchanged), several as one
+    :class:`SuiteProblems` (those of a SuiteProblems among them each on its own line)."""
+    flat = [p for where, e in problems for p in (e.problems if isinstance(e, SuiteProblems) else [(where, e)])]
+    if len(flat) == 1:
+        raise flat[0][1]
+    if flat:
+        raise SuiteProblems(flat)
 
 
 class DatasetError(RagscoreError):

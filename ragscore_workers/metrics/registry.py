@@ -23,7 +23,7 @@ from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationE
 from pydantic_core import ErrorDetails
 
 from ..counts import close_names, did_you_mean, noun, place
-from ..errors import ConfigError, UnknownMetricError
+from ..errors import ConfigError, Problem, UnknownMetricError, raise_problems
 from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
 from ._params import booleans_read_as_numbers
 
@@ -314,30 +314,53 @@ def _default_outputs(mdef: MetricDef) -> list[str]:
 
 
 def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
-    """Check every metric of a suite exists and its params are valid; return them parsed."""
-    resolved = [(get_metric(spec.name), spec) for spec in suite.metrics]
-    out = [(mdef, mdef.parse_params(spec.params)) for mdef, spec in resolved]
+    """Check every metric of a suite exists and its params are valid; return them parsed. Every metric's problem is
+    said at once (:func:`~ragscore_workers.errors.raise_problems`: a lone one as it is), then the checks across the
+    metrics (outputs written twice, a derived metric's inputs), which need them all."""
     names = [spec.name for spec in suite.metrics]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"{noun(len(dupes), 'Metric')} listed twice in the suite: {', '.join(dupes)}")
-    written = [(mdef, mdef.outputs(p)) for mdef, p in out]
+    problems: list[Problem] = []
+    written: list[tuple[MetricDef, BaseModel, list[str]]] = []
+    for index, spec in enumerate(suite.metrics):
+        try:
+            mdef = get_metric(spec.name)
+            params = mdef.parse_params(spec.params)
+            written.append((mdef, params, mdef.outputs(params)))
+        except ConfigError as exc:
+            problems.append((place(("metrics", index), {"metrics": names}), exc))
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        problems.append(
+            ("", ConfigError(f"{noun(len(dupes), 'Metric')} listed twice in the suite: {', '.join(dupes)}"))
+        )
+    raise_problems(problems)
+    raise_problems(_across_metrics([(mdef, outputs) for mdef, _, outputs in written]))
+    return [(mdef, params) for mdef, params, _ in written]
+
+
+def _across_metrics(written: list[tuple[MetricDef, list[str]]]) -> list[Problem]:
+    """The problems of a suite's metrics taken together (each metric and its outputs): an output two metrics write, a
+    derived metric whose inputs no metric writes, a suite of derived metrics alone."""
+    problems: list[Problem] = []
     writers: dict[str, list[str]] = {}
     for mdef, outputs in written:
         for output in outputs:
             writers.setdefault(output, []).append(mdef.name)
     if clashes := {o: names for o, names in writers.items() if len(names) > 1}:
         said = "; ".join(f"{o!r} by {' and '.join(names)}" for o, names in sorted(clashes.items()))
-        raise ConfigError(f"Two metrics of the suite write the same output ({said}): one would overwrite the other's "
-                          "scores; drop one, or rename the plug-in metric")  # fmt: skip
+        clash = (f"Two metrics of the suite write the same output ({said}): one would overwrite the other's scores; "
+                 "drop one, or rename the plug-in metric")  # fmt: skip
+        problems.append(("", ConfigError(clash)))
     produced = {o for mdef, outputs in written if mdef.kind != "derived" for o in outputs}
-    for mdef, _ in out:
+    for mdef, _ in written:
         missing = [i for i in mdef.inputs if i not in produced]
         if mdef.kind == "derived" and missing:
-            raise ConfigError(f"Derived metric {mdef.name!r} needs {', '.join(missing)} in the same suite.")
-    if all(mdef.kind == "derived" for mdef, _ in out):
-        raise ConfigError("The suite has only derived metrics; add the metrics they are computed from.")
-    return out
+            problems.append(
+                ("", ConfigError(f"Derived metric {mdef.name!r} needs {', '.join(missing)} in the same suite."))
+            )
+    if not problems and all(mdef.kind == "derived" for mdef, _ in written):  # said by a derived metric's inputs first
+        problems.append(
+            ("", ConfigError("The suite has only derived metrics; add the metrics they are computed from."))
+        )
+    return problems
 
 
 def parse_spec(spec: MetricSpec) -> tuple[MetricDef, BaseModel]:

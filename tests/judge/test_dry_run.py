@@ -285,6 +285,21 @@ def _dry_run(data: Path, suite: Path, *args: str) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
+def test_the_dry_run_names_every_metric_problem_of_the_suite_at_once(tmp_path: Path) -> None:
+    """A suite with an unknown metric and another metric's bad param said only the first: the user fixed them one run
+    at a time. Both are said, one a line, each named by its place in the suite."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(2))
+    suite = {"metrics": ["exact_mach", {"name": "rubric_judge", "params": {"max_tokens": "many"}}]}
+    (tmp_path / "s.json").write_text(json.dumps(suite))
+    result = _dry_run(data, tmp_path / "s.json")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Error: Invalid suite: 2 problems:", result.stderr
+    assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'. Did you mean 'exact_match'")
+    assert lines[2] == ("  metrics item 2 (rubric_judge): Bad params for metric 'rubric_judge': max_tokens: Input "
+                        "should be a valid integer, unable to parse string as an integer")  # fmt: skip
+
+
 def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tmp_path: Path) -> None:
     data = tmp_path / "d.csv"
     data.write_text("id,Answer,reference\nq1,Paris,Paris\nq2,Rome,Oslo\n", encoding="utf-8")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.suite import load_suite
-from ragscore_workers.errors import ConfigError, UnknownMetricError
+from ragscore_workers.errors import ConfigError, SuiteProblems, UnknownMetricError
 
 
 def test_unknown_metric_suggests_close_names() -> None:
@@ -16,6 +16,41 @@ def test_unknown_metric_suggests_close_names() -> None:
         load_suite({"metrics": ["exact_mach"]})
     assert info.value.suggestions == ["exact_match"]
     assert "Known metrics:" in str(info.value) and "recall_at_k" in str(info.value)
+
+
+def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
+    """An unknown metric and another's bad param: only the first was said, so the user fixed them one run at a time.
+    Several are one SuiteProblems (a ConfigError), one a line, each named by its place; a lone one is raised as it
+    is (see the test above: an UnknownMetricError, its message unchanged)."""
+    suite = {
+        "metrics": ["exact_mach", {"name": "recall_at_k", "params": {"k": [0]}}, "exact_match", "exact_match"],
+        "targets": [{"system": "a", "url": "https://rag.example", "response": {"answer": "$[["}}],
+    }
+    with pytest.raises(SuiteProblems) as info:
+        load_suite(suite)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "Invalid suite: 4 problems:"
+    assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'. Did you mean 'exact_match'")
+    assert lines[2].startswith("  metrics item 2 (recall_at_k): Bad params for metric 'recall_at_k': k")
+    assert "every k must be >= 1" in lines[2]
+    assert lines[3] == "  Metric listed twice in the suite: exact_match"
+    assert lines[4].startswith("  target a response.answer: not a JSON path: '$[['")  # "Invalid suite" said once
+    assert isinstance(info.value, ConfigError) and len(lines) == 5
+    assert [type(e) for e in info.value.errors] == [UnknownMetricError, ConfigError, ConfigError, ConfigError]
+    # a check across the metrics (after each metric's) is said with the targets' problems too
+    suite["metrics"] = ["combined", "exact_match"]
+    with pytest.raises(SuiteProblems, match="(?m)^  Derived metric 'combined' needs .*\n  target a response.answer"):
+        load_suite(suite)
+
+
+def test_a_worker_lacking_several_plug_in_metrics_says_to_load_them() -> None:
+    """Two metrics a worker does not know are one SuiteProblems: the worker still says its plug-ins are not loaded
+    (not the orchestrator's "Unknown metric ... did you mean", which would point at a built-in)."""
+    from ragscore_workers.schemas import Suite
+    from ragscore_workers.tasks import _resolve_suite_here
+
+    with pytest.raises(ConfigError, match=r"^worker .* has no metric 'plugin_a' \(RAGSCORE_PLUGINS here: "):
+        _resolve_suite_here(Suite.model_validate({"metrics": ["plugin_a", "plugin_b"]}))
 
 
 @pytest.mark.parametrize(("name", "owner"), [("mrr", "recall_at_k"), ("recall_at_5", "recall_at_k"),
