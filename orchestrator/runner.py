@@ -180,12 +180,17 @@ def connect(
     one = not apart and _database(broker_url) == _database(store_url)  # one database and user, however written
     queued = sends or (queues and not apart)  # what reads a broker apart probes it itself (reach_broker)
     broker_role, store_role = (BROKER, STORE) if sends or writes else (BROKER_READS, STORE_READS)
+    # a result backend apart from the broker's: its user sets a chord's counters as it is sent; in the store's
+    # database and user (the embedded mode's), in the store's probe
+    backend = _backend_apart(broker_url, settings) if sends else None
+    in_store = backend is not None and _database(backend) == _database(store_url)
+    store_roles = (store_role, BACKEND) if in_store else (store_role,)
     named = [
-        (store_url, STORE_REDIS if apart else "Redis", (broker_role, store_role) if one and queued else (store_role,))
+        (store_url, STORE_REDIS if apart else "Redis", (broker_role, *store_roles) if one and queued else store_roles)
     ]
     if not one and queued:
         named.append((broker_url, "the broker's Redis" if apart else "Redis", (broker_role,)))
-    if sends and (backend := _backend_apart(broker_url, settings)):  # its user sets a chord's counters as it is sent
+    if backend and not in_store:
         named.append((backend, BACKEND_REDIS, (BACKEND,)))
     for url, what, roles in named:  # each Redis its own window: one slow to come up leaves the next its retries
         _reach(url, what, roles)

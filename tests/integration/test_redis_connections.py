@@ -593,6 +593,33 @@ def test_a_result_backend_user_apart_from_the_brokers_is_checked_before_anything
         server.stop()
 
 
+def test_a_result_backend_in_the_stores_database_is_checked_in_the_stores_probe(tmp_path: Path) -> None:
+    """The result backend's user was probed on a connection of its own wherever it was not the broker's: an embedded
+    run (its store and backend in database 0, its broker in a lane) paid a third probe of a database and user the
+    store's probe had just checked. A backend that is the store's database and user is checked in the store's probe:
+    one probe (one MULTI) for each database and user, and a store user without Celery's keys is refused there."""
+    import redis
+
+    from orchestrator.runner import connect_lane
+
+    users = ["default on nopass ~* &* +@all", "good on >good-pw ~* &* +@all", "store on >store-pw ~ragscore:* &* +@all"]
+    sock = tmp_path / "redis.sock"
+    acl = (a for u in users for a in ("--user", *u.split()))
+    server = RedisProcess(tmp_path / "redis", "--unixsocket", str(sock), *acl).start()
+    base = f"127.0.0.1:{server.port}"
+    try:
+        admin = redis.Redis.from_url(server.url)
+        admin.config_resetstat()
+        connect_lane(f"redis+socket://{sock}", 3, get_settings(), sends=True)  # as the embedded mode's
+        assert admin.info("commandstats")["cmdstat_multi"]["calls"] == 2  # the store's database 0, then lane 3
+        store = f"redis://store:store-pw@{base}/1"
+        settings = get_settings().model_copy(update={"store_url": store, "result_backend": store})
+        with pytest.raises(ConfigError, match="may not run DEL celery-taskset-meta-acl-probe.c, .*~celery-"):
+            connect(f"redis://good:good-pw@{base}/0", settings, sends=True)
+    finally:
+        server.stop()
+
+
 def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path: Path) -> None:
     """connect() probed the broker's Redis for every command: `status` with RAGSCORE_STORE_URL's Redis up and the
     broker down retried ~20 s and failed (exit 1), though it reads only the store. Only a command that sends work
