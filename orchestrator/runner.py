@@ -680,13 +680,13 @@ def resume(
                 items += complete
                 continue
             keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
-            stored = store.shard_keys(run_id, index)
-            if cut_off and not stored:
+            recorded_keys = store.shard_keys(run_id, index)
+            if cut_off and not recorded_keys:
                 n_tasks += _submit_shard(store, run_id, index, rows, resolved, generation)
                 n_shards += 1
                 items += len(keys)
                 continue
-            if keys != stored:
+            if keys != recorded_keys:
                 raise DatasetError(
                     f"Run {run_id}: {dataset} changed since it was submitted (shard {index}); start a new run"
                 )
