@@ -39,6 +39,7 @@ from .terminal import (
 if TYPE_CHECKING:
     from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
+    from ragscore_workers.settings import Settings
 
     from .runner import Orphan
 
@@ -1137,6 +1138,7 @@ def worker(
         raise ConfigError(f"--queues {queues!r}: {'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'none'}"
                           f"; choose from {', '.join(POOL_DEFAULTS)}")  # fmt: skip
     answered = _check_broker_for_workers(url, names)
+    _check_backend_for_workers(url, settings)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None)
@@ -1170,6 +1172,21 @@ def _check_broker_for_workers(url: str, queues: list[str]) -> bool:
         err.print(f"Warning: cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
                   "every 10 s until it answers", style="yellow", soft_wrap=True)  # fmt: skip
     return problem is None
+
+
+def _check_backend_for_workers(url: str, settings: Settings) -> None:
+    """Where RAGSCORE_RESULT_BACKEND is another database or user than the broker's at ``url``, its user is checked
+    for the workers' results and chord counters (:data:`.acl.BACKEND`): one that may not write them stops ``ragscore
+    worker`` at once (ConfigError, exit 2), as a wrong password does (exit 1), where its workers started and failed
+    to store every task's result; a backend that does not answer only warns, as the broker does."""
+    from ragscore_workers.acl import BACKEND
+    from ragscore_workers.store import probe_redis
+
+    from .runner import BACKEND_REDIS, backend_apart
+
+    if (backend := backend_apart(url, settings)) and (problem := probe_redis(backend, BACKEND_REDIS, (BACKEND,))):
+        err.print(f"Warning: cannot reach {BACKEND_REDIS} at {redact_url(backend)} ({problem}); the workers store "
+                  "their tasks' results there", style="yellow", soft_wrap=True)  # fmt: skip
 
 
 @app.command("consensus")

@@ -182,7 +182,7 @@ def connect(
     broker_role, store_role = (BROKER, STORE) if sends or writes else (BROKER_READS, STORE_READS)
     # a result backend apart from the broker's: its user sets a chord's counters as it is sent; in the store's
     # database and user (the embedded mode's), in the store's probe
-    backend = _backend_apart(broker_url, settings) if sends else None
+    backend = backend_apart(broker_url, settings) if sends else None
     in_store = backend is not None and _database(backend) == _database(store_url)
     store_roles = (store_role, BACKEND) if in_store else (store_role,)
     named = [
@@ -231,10 +231,11 @@ def cannot_use(url: str, what: str, problem: str) -> BrokerError:
     return BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
 
 
-def _backend_apart(broker_url: str, settings: Settings) -> str | None:
+def backend_apart(broker_url: str, settings: Settings) -> str | None:
     """RAGSCORE_RESULT_BACKEND's URL where it is another database or user than the broker's at ``broker_url`` (whose
     user a sending command checks as the broker's), else None: a user that may not write Celery's chord counters
-    there let a run start, then failed its first send with redis-py's raw NoPermissionError."""
+    there let a run start, then failed its first send with redis-py's raw NoPermissionError; a worker's failed to
+    store every task's result."""
     backend = settings.result_backend
     return backend if backend and _database(backend) != _database(broker_url) else None
 

@@ -593,6 +593,39 @@ def test_a_result_backend_user_apart_from_the_brokers_is_checked_before_anything
         server.stop()
 
 
+def test_a_workers_result_backend_user_apart_from_the_brokers_is_checked_as_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragscore worker` checked its broker's user alone: with RAGSCORE_RESULT_BACKEND another user that may not
+    write Celery's results and chord counters, its workers started and failed to store every task's result. It is
+    refused at once now (exit 2, naming the user, the commands and the rule, its password hidden); workers whose
+    backend user has Celery's keys finish a run."""
+    users = ["default off", "good on >good-pw ~* &* +@all", "results on >results-pw ~other:* &* +@all",
+             "celery on >celery-pw ~celery-* &* +@all"]  # fmt: skip
+    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    base = f"127.0.0.1:{server.port}"
+    good, home = f"redis://good:good-pw@{base}/0", tmp_path / "home"
+    worker = None
+    try:
+        said = _ragscore("worker", "-Q", "cpu", home=home, RAGSCORE_BROKER_URL=good,
+                         RAGSCORE_RESULT_BACKEND=f"redis://results:results-pw@{base}/1")  # fmt: skip
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2, text
+        assert text.startswith(f"Error: Cannot use the result backend's Redis (RAGSCORE_RESULT_BACKEND) at "
+                               f"redis://results:***@{base}/1: its ACL user 'results' may not run DEL "
+                               "celery-taskset-meta-acl-probe.c"), text  # fmt: skip
+        assert "ACL SETUSER results ~celery-* &* +@all" in text and "results-pw" not in text, text
+        monkeypatch.setenv("RAGSCORE_RESULT_BACKEND", f"redis://celery:celery-pw@{base}/1")
+        worker = WorkerProcess(good, "cpu", home, concurrency=1).start()  # its environment: this one's
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+        summary = run(data, load_suite(SUITE), tmp_path / "out", broker=good, timeout_s=120)
+        assert summary.state == RunState.FINISHED and summary.items == 5, summary
+    finally:
+        if worker is not None:
+            worker.stop()
+        server.stop()
+
+
 def test_a_result_backend_in_the_stores_database_is_checked_in_the_stores_probe(tmp_path: Path) -> None:
     """The result backend's user was probed on a connection of its own wherever it was not the broker's: an embedded
     run (its store and backend in database 0, its broker in a lane) paid a third probe of a database and user the
