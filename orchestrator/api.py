@@ -93,10 +93,10 @@ def evaluate(
         with claim_out_dir(out_dir):  # from before the rows are written there: another call's run may read them
             refuse_files_of_others(out_dir, "out=")  # the caller's own summary.json, items.csv: before any is written
             named = None
+            refuse_an_unfinished_run_in(out_dir, broker, python=True)  # before rows are written over its dataset
             if isinstance(dataset, (str, Path)):
                 path = Path(dataset)
             else:
-                refuse_an_unfinished_run_in(out_dir)  # before its rows are written over: it could not be resumed
                 rows_copy = _rows_file(out_dir)
                 path, fmt, named = _write_rows(dataset, rows_copy), "jsonl", ROWS_GIVEN
             summary = run(
@@ -110,7 +110,7 @@ def evaluate(
             rows_copy.unlink(missing_ok=True)  # the copy would be taken for the caller's file by the next call
         if out_dir.exists() and isinstance(exc, KeyboardInterrupt):  # where the run is and how to finish it
             try:
-                refuse_an_unfinished_run_in(out_dir)
+                refuse_an_unfinished_run_in(out_dir, broker, python=True)
             except ConfigError as unfinished:
                 if hasattr(exc, "add_note"):  # Python 3.11+
                     exc.add_note(str(unfinished))

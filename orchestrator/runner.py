@@ -1364,10 +1364,11 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
             pick_device(resolved.suite.embedding.device)
 
 
-def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None) -> str | None:
+def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, python: bool = False) -> str | None:
     """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
     that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id. The
-    resume it says names ``broker`` (this command's --broker) where that run went to a cluster too."""
+    resume it says names ``broker`` (this command's --broker) where that run went to a cluster too; ``python``: the
+    caller is :func:`orchestrator.evaluate`, so ``resume()`` and ``out=`` are said before the shell's command."""
     record = recorded_run(out_dir) or {}
     recorded = record.get("run_id")
     if recorded is None:
@@ -1380,11 +1381,17 @@ def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None) -> str
     except (OSError, ValueError, AttributeError):
         reported = None
     if reported != recorded:
+        cluster = record.get("mode") == "cluster"
+        command = backticked(resume_command(out_dir, broker=broker if cluster else None))
+        if python:  # a notebook's RAGSCORE_PLUGINS, set in os.environ, reaches no shell: resume() first
+            call = f"resume({str(out_dir)!r}{', broker=BROKER' if cluster else ''})"
+            how, out_option = f"`{call}` (from orchestrator; {command} in a shell)", "out="
+        else:
+            how, out_option = command, "--out"
         raise ConfigError(
-            f"{out_dir} holds run {recorded}, which has not written its reports (interrupted?): finish it with "
-            f"{backticked(resume_command(out_dir, broker=broker if record.get('mode') == 'cluster' else None))}, "
-            "or give another --out to start a new run (or delete "
-            f"{out_dir / 'run.json'}, if that run is gone or not wanted)"
+            f"{out_dir} holds run {recorded}, which has not written its reports (interrupted?): finish it with {how}, "
+            f"or give another {out_option} to start a new run (or delete {out_dir / 'run.json'}, if that run is gone "
+            "or not wanted)"
         )
     return str(recorded)
 

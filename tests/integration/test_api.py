@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -132,9 +133,17 @@ def test_rows_into_the_dir_of_an_interrupted_run_leave_its_dataset_alone(tmp_pat
     evaluate(make_rows(5), {"metrics": ["exact_match"]}, out=out)
     (out / "summary.json").unlink()  # as a run interrupted before its reports: run.json names it, no summary
     before = (out / "evaluate-rows.jsonl").read_bytes()
-    with pytest.raises(ConfigError, match="has not written its reports"):
+    # Said as the Python API's (resume(), out=), not as the command line's alone (`ragscore run --resume`, --out):
+    # a notebook's RAGSCORE_PLUGINS, set in os.environ, reaches no shell. So for a file as for rows.
+    said = (
+        re.escape(f"has not written its reports (interrupted?): finish it with `resume({str(out)!r})`")
+        + ".* give another out="
+    )
+    with pytest.raises(ConfigError, match=said):
         evaluate(make_rows(5, seed=1), {"metrics": ["exact_match"]}, out=out)
     assert (out / "evaluate-rows.jsonl").read_bytes() == before
+    with pytest.raises(ConfigError, match=said):
+        evaluate(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), {"metrics": ["exact_match"]}, out=out)
 
 
 def test_rows_given_in_memory_never_overwrite_a_file_of_the_callers_in_out(tmp_path: Path, home: Path) -> None:
@@ -282,7 +291,10 @@ def test_an_interrupted_call_stops_everything_and_says_where_to_resume_its_run(
     (out,) = tmp_path.iterdir()
     # A note on the exception; Python 3.10 (requires-python >= 3.10) has no add_note: a warning there.
     said = info.value.__notes__ if sys.version_info >= (3, 11) else [str(w.message) for w in warned]
-    assert f"finish it with `ragscore run --resume {out}`" in "".join(said)
+    assert (
+        f"finish it with `resume({str(out)!r})` (from orchestrator; `ragscore run --resume {out}` in a shell)"
+        in "".join(said)
+    )
     assert set(psutil.Process().children(recursive=True)) - before == set()  # the local workers are gone
     assert not (home / "redis" / "redis.sock").exists()  # and the private redis-server
     env = {**os.environ, "RAGSCORE_HOME": str(home)}
