@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from ragscore_workers.counts import noun_names
+from ragscore_workers.counts import close_names, did_you_mean, noun_names
 from ragscore_workers.errors import DatasetError
 
 __all__ = ["ALL_FORMATS", "FORMATS", "SEED_FORMATS", "RowError", "detect_format", "iter_records", "loads_json"]
@@ -557,6 +557,18 @@ def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
     raise DatasetError(f"{path}: cannot tell the format from {named!r}; pass --format ({', '.join(ALL_FORMATS)})")
 
 
+def _refuse_options(fmt: str, options: dict[str, Any] | None, accepted: frozenset[str]) -> None:
+    """DatasetError for reader options ``fmt`` does not take (a typo of evaluate()'s fmt_options too): each one, the
+    option it is like, and those the format takes."""
+    unknown = sorted(set(options or {}) - accepted)
+    if not unknown:
+        return
+    like = did_you_mean([n for name in unknown for n in close_names(name, accepted)])
+    takes = ", ".join(sorted(accepted)) or "none"
+    hint = f"{like} it takes {takes}" if like else f"it takes {takes}"
+    raise DatasetError(f"{', '.join(unknown)}: not an option of --format {fmt} ({hint})")
+
+
 def iter_records(
     path: Path, fmt: str | None = None, options: dict[str, Any] | None = None
 ) -> Iterator[tuple[int, Record | RowError]]:
@@ -574,13 +586,10 @@ def iter_records(
     _refuse_mismatch(path, fmt)
     if fmt in SEED_FORMATS:
         module, function, accepted = SEED_FORMATS[fmt]
-        unknown = sorted(set(options or {}) - accepted)
-        if unknown:
-            raise DatasetError(f"{', '.join(unknown)}: not an option of --format {fmt}")
+        _refuse_options(fmt, options, accepted)
         reader = getattr(importlib.import_module(f".{module}", __package__), function)
         return reader(path, **(options or {}))
     if fmt not in FORMATS:
         raise DatasetError(f"Unknown dataset format {fmt!r}; choose one of {', '.join(ALL_FORMATS)}")
-    if options:
-        raise DatasetError(f"{', '.join(sorted(options))}: not an option of --format {fmt}")
+    _refuse_options(fmt, options, frozenset())
     return _whole(path, FORMATS[fmt](path)) if _gzipped(path) else FORMATS[fmt](path)

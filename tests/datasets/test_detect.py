@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +66,17 @@ def test_options_belong_to_their_formats(tmp_path: Path, read: Read) -> None:
         read(path, "json", system="s")
     with pytest.raises(DatasetError, match="system: not an option of --format socioscope"):
         read(path, "socioscope", system="s")
+
+
+def test_a_misspelt_option_says_the_one_meant_and_those_its_format_takes(tmp_path: Path, read: Read) -> None:
+    """evaluate(fmt_options={"prediction": ...}) said only 'prediction: not an option of --format nlp-project'."""
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"question": "q", "answer": "a"}\n', encoding="utf-8")
+    said = (
+        "prediction: not an option of --format nlp-project (did you mean 'predictions'? it takes corpus, predictions, "
+    )
+    said += "system)"
+    with pytest.raises(DatasetError, match=re.escape(said)):
+        read(questions, "nlp-project", prediction=str(tmp_path / "p.json"))
+    with pytest.raises(DatasetError, match=re.escape("system: not an option of --format json (it takes none)")):
+        read(write_json(tmp_path / "aa.json", [AA]), "json", system="s")
