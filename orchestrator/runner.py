@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -1334,11 +1335,30 @@ def write_results(store: RunStore, run_id: str, out_dir: Path, broker: str | Non
     return summary
 
 
+def _refuse_metrics_only_here(resolved: ResolvedSuite) -> None:
+    """ConfigError for a metric this process registered that the local workers will not: a module it imported
+    itself (a notebook's ``import``, a cell's own metric in ``__main__``) while nothing makes a worker import it (no
+    RAGSCORE_PLUGINS, no ragscore.metrics entry point). Every item and the aggregation would fail on it."""
+    if get_settings().plugins.strip() or entry_points(group="ragscore.metrics"):
+        return  # they may import it: what they do is known only there
+    for metric, _ in resolved.metrics:
+        module = metric.fn.__module__
+        if module.startswith("ragscore_workers.metrics."):
+            continue
+        fix = ("put it in a module, then set os.environ['RAGSCORE_PLUGINS'] = 'MODULE' before the call"
+               if module == "__main__" else f"os.environ['RAGSCORE_PLUGINS'] = {module!r} before the call")  # fmt: skip
+        raise ConfigError(
+            f"{metric.name}: registered by {module}, which this process imported but the local workers will not: "
+            f"RAGSCORE_PLUGINS is unset ({fix}); nothing was submitted"
+        )
+
+
 def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
     """Embedded runs, before any worker starts: what the local workers would fail on for every item is an
     error now (exit 2): a judge API key or a target's token this environment (which they inherit) lacks, an
     embedding model that is not there, a ``corpus_dir`` that is not a directory. Not for a cluster, whose keys,
     models and files live on its workers."""
+    _refuse_metrics_only_here(resolved)
     for metric, params in resolved.scoring:
         corpus = getattr(params, "corpus_dir", None)
         if metric.queue.value in queues and corpus and not Path(corpus).is_dir():

@@ -231,6 +231,24 @@ def test_a_metric_whose_every_item_errored_is_said_in_a_warning(
     assert result.summary.metrics["exact_match"].mean == 1.0  # returned as it is
 
 
+def test_a_plugin_imported_only_in_the_calling_process_is_refused_before_the_run(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook that imported its plug-in without RAGSCORE_PLUGINS (README says to set it) started the run, whose
+    workers failed it: StoreError 'Run ... failed: aggregate: ConfigError: worker ... has no metric', then resume."""
+    import tests.plugins.failing  # noqa: F401  (as a notebook's cell imports it)
+
+    monkeypatch.delenv("RAGSCORE_PLUGINS", raising=False)
+    out = tmp_path / "out"
+    said = "fail_on_flag: registered by tests.plugins.failing, which this process imported but the local workers will "
+    said += "not: RAGSCORE_PLUGINS is unset (os.environ['RAGSCORE_PLUGINS'] = 'tests.plugins.failing' before the call)"
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        evaluate(make_rows(3), {"metrics": ["exact_match", "fail_on_flag"]}, out=out)
+    assert not (out / "run.json").exists()  # refused before a run was recorded: nothing to resume
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing")
+    assert evaluate(make_rows(3), {"metrics": ["fail_on_flag"]}, out=out).summary.metrics["fail_on_flag"].mean == 1.0
+
+
 def test_a_metric_whose_every_item_was_unscorable_is_said_in_a_warning(tmp_path: Path, home: Path) -> None:
     """`ragscore run` exits 1 for it, as for a metric whose items errored; evaluate() said nothing."""
     rows = [{"id": f"q{i}", "answer": "x", "gold_answr": "x"} for i in range(3)]
