@@ -1137,7 +1137,7 @@ def worker(
     if not names or unknown:
         raise ConfigError(f"--queues {queues!r}: {'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'none'}"
                           f"; choose from {', '.join(POOL_DEFAULTS)}")  # fmt: skip
-    answered = _check_broker_for_workers(url, names)
+    answered = _check_broker_for_workers(url, names, settings)
     _check_backend_for_workers(url, settings)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
@@ -1159,15 +1159,18 @@ def worker(
         err.print("workers stopped")
 
 
-def _check_broker_for_workers(url: str, queues: list[str]) -> bool:
+def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -> bool:
     """Whether the broker answers. A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and
-    so does a database Redis refuses, or an ACL user that may not use ``queues`` (ConfigError, exit 2: the URL or
-    the user is wrong); an unreachable broker, or one whose host name does not resolve (yet), only warns, since
-    workers may start before their Redis and keep retrying."""
+    so does a database Redis refuses, or an ACL user that may not use ``queues``, nor Celery's results where they
+    are kept with the broker (ConfigError, exit 2: the URL or the user is wrong); an unreachable broker, or one
+    whose host name does not resolve (yet), only warns, since workers may start before their Redis and keep
+    retrying."""
     from ragscore_workers.acl import broker_role
     from ragscore_workers.store import probe_redis
 
-    problem = probe_redis(url, roles=(broker_role(queues),))
+    from .runner import broker_roles
+
+    problem = probe_redis(url, roles=broker_roles(url, settings, broker_role(queues)))
     if problem:
         err.print(f"Warning: cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
                   "every 10 s until it answers", style="yellow", soft_wrap=True)  # fmt: skip

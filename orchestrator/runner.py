@@ -160,8 +160,9 @@ def connect(
     store's does, so what fails is its password or its database, said now; a broker on another server is left to the
     command, which works with it down. ``writes``: the caller writes the store (the run list, results, cancel; one
     that sends does too), and where it reads the queues may send to the control queue (cancel), so its users are
-    checked for the writing roles, not the reading ones; one that sends checks the result backend's user too where
-    RAGSCORE_RESULT_BACKEND is not the broker's database and user (:data:`.acl.BACKEND`)."""
+    checked for the writing roles, not the reading ones; one that sends checks the result backend's user too
+    (:data:`.acl.BACKEND`): the broker's where RAGSCORE_RESULT_BACKEND is unset or the broker's database and user,
+    else its own (:func:`broker_roles`)."""
     settings = settings or get_settings()
     if sends:
         settings.check_visibility_timeout()
@@ -186,11 +187,12 @@ def connect(
     backend = backend_apart(broker_url, settings) if sends else None
     in_store = backend is not None and _database(backend) == _database(store_url)
     store_roles = (store_role, BACKEND) if in_store else (store_role,)
+    brokers = broker_roles(broker_url, settings, broker_role) if sends else (broker_role,)
     named = [
-        (store_url, STORE_REDIS if apart else "Redis", (broker_role, *store_roles) if one and queued else store_roles)
+        (store_url, STORE_REDIS if apart else "Redis", (*brokers, *store_roles) if one and queued else store_roles)
     ]
     if not one and queued:
-        named.append((broker_url, "the broker's Redis" if apart else "Redis", (broker_role,)))
+        named.append((broker_url, "the broker's Redis" if apart else "Redis", brokers))
     if backend and not in_store:
         named.append((backend, BACKEND_REDIS, (BACKEND,)))
     for url, what, roles in named:  # each Redis its own window: one slow to come up leaves the next its retries
@@ -239,6 +241,14 @@ def backend_apart(broker_url: str, settings: Settings) -> str | None:
     store every task's result."""
     backend = settings.result_backend
     return backend if backend and _database(backend) != _database(broker_url) else None
+
+
+def broker_roles(broker_url: str, settings: Settings, role: Role) -> tuple[Role, ...]:
+    """What the broker's user at ``broker_url`` is checked for by a command that sends work or serves it: ``role``,
+    and Celery's chord counters and results (:data:`.acl.BACKEND`) where they are kept with the broker
+    (RAGSCORE_RESULT_BACKEND unset or the broker's database and user), in the same probe: a user limited to
+    ragscore's queues passed, then a run died at its first chord with redis-py's raw NoPermissionError."""
+    return (role,) if backend_apart(broker_url, settings) else (role, BACKEND)
 
 
 def _broker_apart(broker_url: str, settings: Settings) -> bool:

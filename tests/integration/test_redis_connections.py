@@ -626,6 +626,56 @@ def test_a_workers_result_backend_user_apart_from_the_brokers_is_checked_as_it_s
         server.stop()
 
 
+def test_a_broker_user_keeping_celerys_results_is_checked_for_them_before_anything_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With RAGSCORE_RESULT_BACKEND unset (or the broker's URL), Celery's chord counters and results are kept in the
+    broker's database as its user, and its probe did not ask for them: a user limited to ragscore's queues passed,
+    then a run died at its first chord with redis-py's raw NoPermissionError (DEL celery-taskset-meta-...). run,
+    submit, resume and `ragscore worker` refuse it at once now (exit 2), naming ``~celery-*``, before anything is
+    sent or recorded, in the broker's own probe or the store's where they are one user."""
+    import re
+
+    from orchestrator.runner import cancel
+
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             "queues on >queues-pw ~cpu* ~control* ~_kombu.* ~unacked* ~ragscore:* &* +@all"]  # fmt: skip
+    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, queues = f"redis://good:good-pw@{base}", f"redis://queues:queues-pw@{base}"
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+    refused = (f"Cannot use Redis at redis://queues:***@{base}: its ACL user 'queues' may not run DEL "
+               "celery-taskset-meta-acl-probe.c, ")  # fmt: skip
+    rule = "ACL SETUSER queues ~celery-* &* +@all"
+    home, suite = tmp_path / "home", tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    monkeypatch.setenv("RAGSCORE_STORE_URL", good)
+    try:
+        with pytest.raises(ConfigError, match=re.escape(refused) + ".*" + re.escape(rule)):
+            run(data, load_suite(SUITE), tmp_path / "out", broker=queues, timeout_s=60)  # the broker's own probe
+        monkeypatch.delenv("RAGSCORE_STORE_URL")  # the store's user the broker's: one probe
+        for env in ({}, {"RAGSCORE_RESULT_BACKEND": queues}):  # the backend unset, or named as the broker
+            said = _ragscore("submit", str(data), "--suite", str(suite), home=home, RAGSCORE_BROKER_URL=queues, **env)
+            text = " ".join(said.stderr.split())
+            assert said.returncode == 2 and text.startswith(f"Error: {refused}"), (env, text)
+            assert rule in text and "queues-pw" not in text, text
+        store = connect(good, get_settings(), sends=True)
+        assert store.list_runs() == [] and store.r.llen("cpu") == 0  # nothing recorded or sent
+        run_id = submit(data, load_suite(SUITE), store).run_id  # sent as the good user, then cancelled
+        cancel(store, run_id)
+        waiting = store.r.llen("cpu")
+        said = _ragscore("resume", run_id, "--out", str(tmp_path / "resumed"), home=home, RAGSCORE_BROKER_URL=queues,
+                         RAGSCORE_STORE_URL=good)  # fmt: skip
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2 and f"Error: {refused}" in text and rule in text, text
+        assert store.state(run_id) == RunState.CANCELLED and store.r.llen("cpu") == waiting  # nothing sent again
+        said = _ragscore("worker", "-Q", "cpu", home=home, RAGSCORE_BROKER_URL=queues)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2 and text.startswith(f"Error: {refused}") and rule in text, text
+    finally:
+        server.stop()
+
+
 def test_a_result_backend_in_the_stores_database_is_checked_in_the_stores_probe(tmp_path: Path) -> None:
     """The result backend's user was probed on a connection of its own wherever it was not the broker's: an embedded
     run (its store and backend in database 0, its broker in a lane) paid a third probe of a database and user the
