@@ -39,7 +39,8 @@ class Role:
 def broker_role(queues: Iterable[str]) -> Role:
     """The broker's user for ``queues`` (and the control queue, which every run's aggregation uses): kombu's lists,
     bindings, unacked messages and broadcast channel (pidbox). Celery's results are not asked for: they may be in
-    another Redis (RAGSCORE_RESULT_BACKEND, checked as :data:`BACKEND`)."""
+    another Redis (RAGSCORE_RESULT_BACKEND); a command that sends or serves work checks :data:`BACKEND` too, with
+    the broker's user where they are kept with it (``orchestrator.runner.broker_roles``)."""
     return Role(
         name="broker",
         commands=(
@@ -109,7 +110,7 @@ STORE_READS = Role(
 )
 
 
-#: Celery's result backend's user where RAGSCORE_RESULT_BACKEND is not the broker's: the chord counters a run's send
+#: Celery's result backend's user (the broker's where RAGSCORE_RESULT_BACKEND is unset): the chord counters a run's send
 #: sets (``celery-taskset-meta-``: DEL, SET), and the task results (SETEX, PUBLISH on their channel) and chord joins
 #: (a Lua script) its workers write (``celery-task-meta-``).
 BACKEND = Role(
