@@ -4,6 +4,7 @@ RagscoreError
 ├── ConfigError            bad suite, unknown metric, bad params, bad settings
 │   ├── UnknownMetricError carries the name and close matches
 │   └── SuiteProblems      several of a suite's problems at once, each one a ConfigError
+│       └── UnknownMetrics an unknown metric among them (an UnknownMetricError too)
 ├── DatasetError           the dataset cannot be used at all (missing, empty, duplicate ids)
 ├── StoreError             the run store (Redis) failed or holds no such run
 ├── BrokerError            the embedded Redis or the local workers could not be started
@@ -26,6 +27,7 @@ __all__ = [
     "StoreError",
     "SuiteProblems",
     "UnknownMetricError",
+    "UnknownMetrics",
     "raise_problems",
 ]
 
@@ -65,12 +67,24 @@ class SuiteProblems(ConfigError):
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems = list(problems)
         lines = "\n".join(f"  {where}: {_said(error)}" if where else f"  {_said(error)}" for where, error in problems)
-        super().__init__(f"Invalid suite: {len(self.problems)} problems:\n{lines}")
+        # ConfigError's, not super()'s: an UnknownMetrics's next class is UnknownMetricError, built otherwise
+        ConfigError.__init__(self, f"Invalid suite: {len(self.problems)} problems:\n{lines}")
 
     @property
     def errors(self) -> list[ConfigError]:
         """Each problem's own error (an :class:`UnknownMetricError` among them, with its name and close matches)."""
         return [error for _, error in self.problems]
+
+
+class UnknownMetrics(SuiteProblems, UnknownMetricError):
+    """Several problems of a suite, an unknown metric among them: caught as either, so ``except UnknownMetricError``
+    (around evaluate(), or a worker's plug-in hint) catches it as it did when an unknown metric was said alone. Its
+    ``name``, ``suggestions`` and ``owners`` are the first unknown metric's."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        super().__init__(problems)
+        first = next(e for e in self.errors if isinstance(e, UnknownMetricError))
+        self.name, self.suggestions, self.owners = first.name, first.suggestions, first.owners
 
 
 def _said(error: ConfigError) -> str:
@@ -80,12 +94,14 @@ def _said(error: ConfigError) -> str:
 
 def raise_problems(problems: Sequence[Problem]) -> None:
     """Raise nothing for no problems, a lone one as it is (its type and message unchanged), several as one
-    :class:`SuiteProblems` (those of a SuiteProblems among them each on its own line)."""
+    :class:`SuiteProblems` (those of a SuiteProblems among them each on its own line; an :class:`UnknownMetrics`
+    where a metric is unknown)."""
     flat = [p for where, e in problems for p in (e.problems if isinstance(e, SuiteProblems) else [(where, e)])]
     if len(flat) == 1:
         raise flat[0][1]
     if flat:
-        raise SuiteProblems(flat)
+        unknown = any(isinstance(e, UnknownMetricError) for _, e in flat)
+        raise (UnknownMetrics if unknown else SuiteProblems)(flat)
 
 
 class DatasetError(RagscoreError):

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from .aggregate import Aggregator
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
-from .errors import ConfigError, SuiteProblems, UnknownMetricError
+from .errors import ConfigError, UnknownMetricError
 from .limits import longest_hard_limit
 from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import ResolvedSuite, plan_shard, resolve_suite
@@ -79,16 +79,12 @@ def _not_here(exc: UnknownMetricError) -> ConfigError:
 
 
 def _resolve_suite_here(suite: Suite) -> ResolvedSuite:
-    """:func:`resolve_suite` on a worker (a metric unknown here, alone or among other problems: :func:`_not_here`)."""
+    """:func:`resolve_suite` on a worker (a metric unknown here, alone or among other problems, an
+    :class:`~.errors.UnknownMetrics` naming the first: :func:`_not_here`)."""
     try:
         return resolve_suite(suite)
     except UnknownMetricError as exc:
         raise _not_here(exc) from exc
-    except SuiteProblems as exc:  # several: the first metric unknown here says what to do of them all
-        unknown = next((e for e in exc.errors if isinstance(e, UnknownMetricError)), None)
-        if unknown is None:
-            raise
-        raise _not_here(unknown) from exc
 
 
 @lru_cache(maxsize=64)

@@ -43,6 +43,21 @@ def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
         load_suite(suite)
 
 
+def test_an_unknown_metric_among_other_problems_is_still_an_unknown_metric_error() -> None:
+    """Code written when an unknown metric was said alone (``except UnknownMetricError`` around evaluate()) still
+    catches it when the suite has other problems too: the SuiteProblems is an UnknownMetricError, with the first
+    unknown metric's name and close matches."""
+    suite = {"metrics": ["exact_mach", {"name": "recall_at_k", "params": {"k": [0]}}, "rubric_jugde"]}
+    with pytest.raises(UnknownMetricError) as info:
+        load_suite(suite)
+    assert isinstance(info.value, SuiteProblems) and len(info.value.errors) == 3, info.value
+    assert (info.value.name, info.value.suggestions) == ("exact_mach", ["exact_match"])
+    assert str(info.value).splitlines()[0] == "Invalid suite: 3 problems:"
+    with pytest.raises(SuiteProblems) as other:  # no unknown metric among them: not an UnknownMetricError
+        load_suite({"metrics": [{"name": "recall_at_k", "params": {"k": [0]}}, "exact_match", "exact_match"]})
+    assert not isinstance(other.value, UnknownMetricError), other.value
+
+
 def test_a_worker_lacking_several_plug_in_metrics_says_to_load_them() -> None:
     """Two metrics a worker does not know are one SuiteProblems: the worker still says its plug-ins are not loaded
     (not the orchestrator's "Unknown metric ... did you mean", which would point at a built-in)."""
