@@ -165,11 +165,12 @@ def _resolved(suite: Suite, data: dict[str, Any], judge_limits: dict[str, int] |
 
 
 def _checked(problems: list[Problem], check: Callable[..., T], *args: Any) -> T | None:
-    """``check(*args)``, its ConfigError added to ``problems`` (then None) so that the others are said with it."""
+    """``check(*args)``, its ConfigError added to ``problems`` (then None) so that the others are said with it (a lone
+    one named by its place, :attr:`ConfigError.where`)."""
     try:
         return check(*args)
     except ConfigError as exc:
-        problems.append(("", exc))
+        problems.append((exc.where, exc))
         return None
 
 

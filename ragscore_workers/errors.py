@@ -39,6 +39,10 @@ class RagscoreError(Exception):
 class ConfigError(RagscoreError):
     """The suite or settings are invalid; raised before anything is submitted."""
 
+    #: Where in the suite (``metrics item 3 (rubric_judge)``) a lone problem :func:`raise_problems` raised is: not in
+    #: its message (unchanged), but said where a later stage's :class:`SuiteProblems` says it among others.
+    where: str = ""
+
 
 class UnknownMetricError(ConfigError):
     """A suite names a metric the registry does not know."""
@@ -98,7 +102,9 @@ def raise_problems(problems: Sequence[Problem]) -> None:
     where a metric is unknown)."""
     flat = [p for where, e in problems for p in (e.problems if isinstance(e, SuiteProblems) else [(where, e)])]
     if len(flat) == 1:
-        raise flat[0][1]
+        where, error = flat[0]
+        error.where = where or error.where
+        raise error
     if flat:
         unknown = any(isinstance(e, UnknownMetricError) for _, e in flat)
         raise (UnknownMetrics if unknown else SuiteProblems)(flat)

@@ -43,6 +43,22 @@ def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
         load_suite(suite)
 
 
+def test_a_lone_metric_problem_said_with_a_targets_is_named_by_its_place() -> None:
+    """One metric's problem is raised as it is by the metrics' check; said with a target's problem it lost its place
+    ("  Unknown metric 'exact_mach' ..." where the README promises "metrics item 1 (exact_mach): ...")."""
+    suite = {
+        "metrics": ["exact_mach"],
+        "targets": [{"system": "a", "url": "https://rag.example", "response": {"answer": "$[["}}],
+    }
+    with pytest.raises(SuiteProblems) as info:
+        load_suite(suite)
+    lines = str(info.value).splitlines()
+    assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'."), info.value
+    with pytest.raises(UnknownMetricError) as alone:  # alone: its message as before, no place
+        load_suite({"metrics": ["exact_mach"]})
+    assert str(alone.value).startswith("Unknown metric 'exact_mach'. Did you mean 'exact_match'?"), alone.value
+
+
 def test_an_unknown_metric_among_other_problems_is_still_an_unknown_metric_error() -> None:
     """Code written when an unknown metric was said alone (``except UnknownMetricError`` around evaluate()) still
     catches it when the suite has other problems too: the SuiteProblems is an UnknownMetricError, with the first
