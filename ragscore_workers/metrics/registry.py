@@ -326,7 +326,9 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
             params = mdef.parse_params(spec.params)
             written.append((mdef, params, mdef.outputs(params)))
         except ConfigError as exc:
-            problems.append((place(("metrics", index), {"metrics": names}), exc))
+            # an unknown name listed again is said unknown once (and listed twice, below)
+            if not (isinstance(exc, UnknownMetricError) and spec.name in names[:index]):
+                problems.append((place(("metrics", index), {"metrics": names}), exc))
     if dupes := sorted({n for n in names if names.count(n) > 1}):
         problems.append(
             ("", ConfigError(f"{noun(len(dupes), 'Metric')} listed twice in the suite: {', '.join(dupes)}"))

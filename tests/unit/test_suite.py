@@ -59,6 +59,17 @@ def test_a_lone_metric_problem_said_with_a_targets_is_named_by_its_place() -> No
     assert str(alone.value).startswith("Unknown metric 'exact_mach'. Did you mean 'exact_match'?"), alone.value
 
 
+def test_an_unknown_metric_listed_twice_is_said_unknown_once() -> None:
+    """``[exact_mach, exact_mach]`` said the same "Unknown metric ... Known metrics: <all of them>" for each item, then
+    that it was listed twice: the unknown name is said once, the duplicate once."""
+    with pytest.raises(SuiteProblems) as info:
+        load_suite({"metrics": ["exact_mach", "exact_mach"]})
+    lines = str(info.value).splitlines()
+    assert lines[0] == "Invalid suite: 2 problems:" and len(lines) == 3, info.value
+    assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'."), info.value
+    assert lines[2] == "  Metric listed twice in the suite: exact_mach", info.value
+
+
 def test_an_unknown_metric_among_other_problems_is_still_an_unknown_metric_error() -> None:
     """Code written when an unknown metric was said alone (``except UnknownMetricError`` around evaluate()) still
     catches it when the suite has other problems too: the SuiteProblems is an UnknownMetricError, with the first
