@@ -136,6 +136,9 @@ class FakeProvider:
     ) -> None:
         self.rpm, self.tpm, self.period_s = rpm, tpm, period_s
         self.latency_s, self.hang_s = latency_s, hang_s
+        #: While set to an Event, every request waits for it (at most 120 s) before it is answered: a test holds a
+        #: call in flight while it acts (``ragscore cancel``), then sets it, instead of racing a latency.
+        self.hold: threading.Event | None = None
         self.api_key = api_key
         #: Requests with this key (``Bearer``) are answered an injected 429 (``injected_retry_after_s``), as by an
         #: account over its limit; those with another key are answered as usual.
@@ -435,6 +438,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error_body("request body is not JSON", "invalid_request_error", "bad_json"))
             return
         action, data = fake._decide(body)
+        if fake.hold is not None:
+            fake.hold.wait(120)
         if fake.latency_s:
             time.sleep(fake.latency_s)
         if action == "ok":

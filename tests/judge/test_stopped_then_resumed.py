@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -261,11 +262,13 @@ def test_a_run_cancelled_from_another_shell_ends_its_progress_on_what_was_scored
     (100.0%)" (the chunk the cancel cut short wrote its rest stopped, counted done), and the status's caption counted
     those unscorable. Both now count them stopped, as the status's table does."""
     out = tmp_path / "out"
-    with FakeProvider(api_key=keys, latency_s=0.5) as fake:
+    with FakeProvider(api_key=keys) as fake:
+        fake.hold = threading.Event()  # the first judge call waits for the cancel: no race with the run's end
         run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.PIPE, quiet=False)
         try:
             assert run.poll() is None, run.communicate()
             cancel = _cli("cancel", out, home=home)
+            fake.hold.set()
             _, stderr = run.communicate(timeout=120)
         finally:
             run.kill()
