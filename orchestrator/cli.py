@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import agree, counted
+from ragscore_workers.counts import agree, close_names, counted, did_you_mean
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RagscoreError
 from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import check_redis_url, get_settings
@@ -37,6 +37,8 @@ from .terminal import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
     from ragscore_workers.settings import Settings
@@ -1135,7 +1137,8 @@ def worker(
     names = list(dict.fromkeys(q.strip() for q in queues.split(",") if q.strip()))  # one worker per queue
     unknown = [q for q in names if q not in POOL_DEFAULTS]
     if not names or unknown:
-        raise ConfigError(f"--queues {queues!r}: {'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'none'}"
+        said = ", ".join(_unknown_queue(q, POOL_DEFAULTS, CONTROL_QUEUE) for q in unknown)
+        raise ConfigError(f"--queues {queues!r}: {'unknown ' + said if unknown else 'none'}"
                           f"; choose from {', '.join(POOL_DEFAULTS)}")  # fmt: skip
     answered = _check_broker_for_workers(url, names, settings)
     _check_backend_for_workers(url, settings)
@@ -1157,6 +1160,15 @@ def worker(
         finally:
             workers.stop(timeout=stop_timeout, signals_seen=1)  # a second signal, whenever it came, kills at once
         err.print("workers stopped")
+
+
+def _unknown_queue(name: str, known: Iterable[str], control: str) -> str:
+    """An unknown ``--queues`` name, quoted, with what it may have meant: a typo's queue, or the control queue
+    that every worker serves already."""
+    if name == control:
+        return f"{name!r} (every worker serves the {control} queue already)"
+    hint = did_you_mean(close_names(name, known))
+    return f"{name!r} ({hint})" if hint else repr(name)
 
 
 def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -> bool:

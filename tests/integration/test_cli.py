@@ -562,8 +562,12 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
 
     port = free_port()  # nothing listens: every check here must answer before connecting
     for args, said in [
-        (["worker", "--queues", "cpu,cpux", "--broker", f"redis://127.0.0.1:{port}/0"], "unknown 'cpux'; choose from"),
+        (["worker", "--queues", "cpu,cpux", "--broker", f"redis://127.0.0.1:{port}/0"],
+         "unknown 'cpux' (did you mean 'cpu'?); choose from"),
         (["worker", "--queues", " , ", "--broker", f"redis://127.0.0.1:{port}/0"], "none; choose from cpu"),
+        (["worker", "-Q", "redis", "--broker", f"redis://127.0.0.1:{port}/0"], "unknown 'redis'; choose from cpu"),
+        (["worker", "-Q", "cpu,control", "--broker", f"redis://127.0.0.1:{port}/0"],
+         "unknown 'control' (every worker serves the control queue already)"),
         (["status", "--broker", f"rediss://:pw@127.0.0.1:{port}/0"], "a rediss:// URL needs ssl_cert_reqs. For TLS:"),
         (["worker", "-Q", "cpu", "--broker", f"rediss://:pw@127.0.0.1:{port}/0?ssl_cert_reqs=CERT_REQUIRE"],
          "has ssl_cert_reqs='CERT_REQUIRE': write required, optional or none"),
