@@ -1508,7 +1508,7 @@ def flower_cmd(
     --task_runtime_metric_buckets=1,5,30 ..."""
     import os
 
-    from .reports.flower import DEFAULT_MAX_TASKS, exec_flower, flower_argv, flower_env
+    from .reports.flower import DEFAULT_MAX_TASKS, exec_flower, flower_argv, flower_env, flower_location
 
     if max_tasks is None:
         from_env = os.environ.get("FLOWER_MAX_TASKS", "")
@@ -1517,7 +1517,7 @@ def flower_cmd(
         max_tasks = int(from_env or DEFAULT_MAX_TASKS)
     env = flower_env(os.environ, _broker_url(broker, start_embedded=False), no_auth)
     argv = flower_argv(port, address, max_tasks, no_auth, extra=ctx.args)
-    err.print(f"Flower on http://{address}:{port} (max {max_tasks} tasks kept)")
+    err.print(f"Flower on {flower_location(port, address, ctx.args)} (max {max_tasks} tasks kept)", soft_wrap=True)
     exec_flower(argv, env)
 
 

@@ -16,7 +16,7 @@ from ragscore_workers.errors import ConfigError
 
 from ..loopback import LOOPBACK_HOSTS
 
-__all__ = ["AUTH_ENV", "DEFAULT_MAX_TASKS", "flower_argv", "flower_env"]
+__all__ = ["AUTH_ENV", "DEFAULT_MAX_TASKS", "flower_argv", "flower_env", "flower_location"]
 
 AUTH_ENV = "FLOWER_BASIC_AUTH"
 #: Tasks Flower keeps in memory (its own default is 100,000); older ones are dropped from its task list.
@@ -55,7 +55,7 @@ def flower_argv(port: int, address: str, max_tasks: int, no_auth: bool, extra: S
     if no_auth and address not in LOOPBACK_HOSTS:
         raise ConfigError("--no-auth serves on 127.0.0.1 only; drop --address or set FLOWER_BASIC_AUTH")
     for arg in extra:
-        name = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
+        name = _option(arg)[0]
         if not arg.startswith("--"):
             raise ConfigError(f"unexpected argument {arg!r}: Flower options are written --name=value")
         if name in _SECRET_OPTIONS:
@@ -64,6 +64,23 @@ def flower_argv(port: int, address: str, max_tasks: int, no_auth: bool, extra: S
         sys.executable, "-m", "celery", "-A", "ragscore_workers.app", "flower",
         f"--port={port}", f"--address={address}", f"--max_tasks={max_tasks}", *extra,
     ]  # fmt: skip
+
+
+def flower_location(port: int, address: str, extra: Sequence[str] = ()) -> str:
+    """Where Flower serves, as the options passed on to it move it: ``http://127.0.0.1:5555``, ``https://...``
+    with ``--certfile``, under ``--url_prefix``, or on a ``--unix_socket`` in place of the address and port."""
+    options = dict(_option(arg) for arg in extra)
+    prefix = options.get("url_prefix", "").strip("/")
+    if socket := options.get("unix_socket"):
+        return f"unix socket {socket}" + (f", under /{prefix}" if prefix else "")
+    scheme = "https" if options.get("certfile") else "http"
+    return f"{scheme}://{address}:{port}" + (f"/{prefix}" if prefix else "")
+
+
+def _option(arg: str) -> tuple[str, str]:
+    """A Flower option's name, as Flower reads it (``url_prefix`` from ``--url-prefix``), and its value."""
+    name, _, value = arg.lstrip("-").partition("=")
+    return name.replace("-", "_"), value
 
 
 def exec_flower(argv: list[str], env: dict[str, str]) -> None:

@@ -169,6 +169,25 @@ def test_flower_refuses_to_start_without_credentials(cluster: str) -> None:
     assert "--address is not passed to Flower: use ragscore flower --address" in passed_on.stderr
 
 
+def test_flower_says_where_it_serves_when_its_options_move_it(redis_server: RedisProcess, tmp_path: Path) -> None:
+    """--unix_socket and --url_prefix, passed on to Flower, were said 'Flower on http://127.0.0.1:5555', where
+    nothing listens."""
+    sock = tmp_path / "flower.sock"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", redis_server.url, f"--unix_socket={sock}",
+         "--url_prefix=flower"],
+        cwd=ROOT, env={**os.environ, "FLOWER_BASIC_AUTH": AUTH, "COLUMNS": "250"}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        said = proc.stdout.readline() if proc.stdout else ""
+        _until(lambda: sock.exists() or proc.poll() is not None)
+        assert sock.exists(), proc.returncode
+    finally:
+        _stop(proc)
+    assert said.strip() == f"Flower on unix socket {sock}, under /flower (max 100000 tasks kept)"
+
+
 def test_flower_on_a_tls_broker_reads_its_queues_with_the_urls_tls_options(tmp_path: Path) -> None:
     """Flower reads the queues' lengths (``/api/queues/length``, its broker page) with a Redis client of its own,
     which takes TLS options only from Celery's ``broker_use_ssl``: on a ``rediss://`` broker it checked the server's
