@@ -613,6 +613,16 @@ CLIENT_RETRIES = 8
 WORKER_READ_TIMEOUT_S = 60.0
 
 
+def _auth_refused(url: str, exc: Exception) -> str:
+    """Why Redis refused the login: a password the URL lacks (Redis's own words name its HELLO command), else the
+    one it gives (Redis's words)."""
+    parts = urlsplit(url)
+    if parts.password is None and not any(n == "password" for n, _ in query_options(parts.query)):
+        return ("Redis asks for a password and the URL gives none: write it in the URL (redis://:PASSWORD@host:6379/0, "
+                "or redis://USER:PASSWORD@... for an ACL user)")  # fmt: skip
+    return f"{exc} (check the password in the URL)"
+
+
 def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> str | None:
     """One ping without retries: None when Redis answers, else why not; BrokerError for a wrong password
     (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals), ConfigError
@@ -642,7 +652,7 @@ def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> 
             raise ConfigError(f"Cannot use {what} at {redact_url(url)}: {refused}")
         return None
     except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
-        raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {exc} (check the password in the URL)") from exc
+        raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {_auth_refused(url, exc)}") from exc
     except redis.RedisError as exc:
         if "certificate verify failed" in str(exc).lower():  # never heals: not retried as a Redis restarting
             raise BrokerError(

@@ -841,6 +841,14 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
         )  # fmt: skip
         assert wrong.returncode == 1 and "check the password in the URL" in wrong.stderr
         assert ":wrong@" not in wrong.stderr  # the password itself is not shown
+        none = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--broker",
+             f"redis://127.0.0.1:{server.port}/0"],
+            capture_output=True, text=True, cwd=ROOT, env={**env, "COLUMNS": "250"}, timeout=60,
+        )  # fmt: skip
+        said = " ".join(none.stderr.split())  # was Redis's own 'HELLO must be called with the client already ...'
+        assert none.returncode == 1 and "HELLO" not in said, said
+        assert "Redis asks for a password and the URL gives none: write it in the URL (redis://:PASSWORD@" in said
     finally:
         server.stop()
     proc = subprocess.Popen(
