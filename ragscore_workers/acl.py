@@ -114,7 +114,7 @@ STORE_READS = Role(
 #: sets (``celery-taskset-meta-``: DEL, SET), and the task results (SETEX, PUBLISH on their channel) and chord joins
 #: (a Lua script) its workers write (``celery-task-meta-``).
 BACKEND = Role(
-    name="result backend",
+    name="result backend (Celery's chord counters and task results)",
     commands=(
         ("DEL", f"celery-taskset-meta-{_PROBE}.c"),
         ("SET", f"celery-taskset-meta-{_PROBE}.s", "1", "EX", "1"),

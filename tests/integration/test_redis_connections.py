@@ -646,7 +646,8 @@ def test_a_broker_user_keeping_celerys_results_is_checked_for_them_before_anythi
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
     refused = (f"Cannot use Redis at redis://queues:***@{base}: its ACL user 'queues' may not run DEL "
                "celery-taskset-meta-acl-probe.c, ")  # fmt: skip
-    rule = "ACL SETUSER queues ~celery-* &* +@all"
+    rule = "the result backend (Celery's chord counters and task results) needs its keys and channels, e.g. "
+    rule += "ACL SETUSER queues ~celery-* &* +@all"  # what it is, the backend being no setting of the user's
     home, suite = tmp_path / "home", tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
     monkeypatch.setenv("RAGSCORE_STORE_URL", good)
