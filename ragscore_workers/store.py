@@ -613,11 +613,11 @@ CLIENT_RETRIES = 8
 WORKER_READ_TIMEOUT_S = 60.0
 
 
-def _auth_refused(url: str, exc: Exception) -> str:
-    """Why Redis refused the login: a password the URL lacks (Redis's own words name its HELLO command), else the
-    one it gives (Redis's words)."""
-    parts = urlsplit(url)
-    if parts.password is None and not any(n == "password" for n, _ in query_options(parts.query)):
+def _auth_refused(password: str | None, exc: Exception) -> str:
+    """Why Redis refused the login: no ``password`` as redis-py reads it from the URL (none, or an empty one such as
+    ``redis://:@host``, which redis-py does not send; Redis's own words name its HELLO command), else a wrong one
+    (Redis's words)."""
+    if not password:
         return ("Redis asks for a password and the URL gives none: write it in the URL (redis://:PASSWORD@host:6379/0, "
                 "or redis://USER:PASSWORD@... for an ACL user)")  # fmt: skip
     return f"{exc} (check the password in the URL)"
@@ -652,7 +652,8 @@ def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> 
             raise ConfigError(f"Cannot use {what} at {redact_url(url)}: {refused}")
         return None
     except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
-        raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {_auth_refused(url, exc)}") from exc
+        why = _auth_refused(probe.connection_pool.connection_kwargs.get("password"), exc)
+        raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {why}") from exc
     except redis.RedisError as exc:
         if "certificate verify failed" in str(exc).lower():  # never heals: not retried as a Redis restarting
             raise BrokerError(

@@ -852,6 +852,9 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
         said = " ".join(none.stderr.split())  # was Redis's own 'HELLO must be called with the client already ...'
         assert none.returncode == 1 and "HELLO" not in said, said
         assert "Redis asks for a password and the URL gives none: write it in the URL (redis://:PASSWORD@" in said
+        for empty in (f"redis://:@127.0.0.1:{server.port}/0", f"redis://127.0.0.1:{server.port}/0?password="):
+            with pytest.raises(BrokerError, match="Redis asks for a password and the URL gives none"):
+                probe_redis(empty)  # redis-py sends no empty password: Redis's HELLO words were shown
     finally:
         server.stop()
     proc = subprocess.Popen(
