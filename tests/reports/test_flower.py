@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -169,10 +173,24 @@ def test_flower_refuses_to_start_without_credentials(cluster: str) -> None:
     assert "--address is not passed to Flower: use ragscore flower --address" in passed_on.stderr
 
 
-def test_flower_says_where_it_serves_when_its_options_move_it(redis_server: RedisProcess, tmp_path: Path) -> None:
+def _get_unix(sock: Path, path: str) -> tuple[int, str]:
+    """A GET of ``path`` from an HTTP server on the unix socket ``sock``."""
+    conn = http.client.HTTPConnection("localhost", timeout=10)
+    conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.sock.connect(str(sock))
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    finally:
+        conn.close()
+
+
+def test_flower_says_where_it_serves_when_its_options_move_it(redis_server: RedisProcess) -> None:
     """--unix_socket and --url_prefix, passed on to Flower, were said 'Flower on http://127.0.0.1:5555', where
     nothing listens."""
-    sock = tmp_path / "flower.sock"
+    short = Path(tempfile.mkdtemp(prefix="rf", dir="/tmp"))  # a socket path is at most ~100 bytes: not in tmp_path
+    sock = short / "flower.sock"
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "flower", "--broker", redis_server.url, f"--unix_socket={sock}",
          "--url_prefix=flower"],
@@ -181,10 +199,11 @@ def test_flower_says_where_it_serves_when_its_options_move_it(redis_server: Redi
     )  # fmt: skip
     try:
         said = proc.stdout.readline() if proc.stdout else ""
-        _until(lambda: sock.exists() or proc.poll() is not None)
-        assert sock.exists(), proc.returncode
+        _until(lambda: proc.poll() is not None or _get_unix(sock, "/flower/healthcheck") == (200, "OK"))
+        assert proc.poll() is None, proc.returncode  # it serves there
     finally:
         _stop(proc)
+        shutil.rmtree(short, ignore_errors=True)
     assert said.strip() == f"Flower on unix socket {sock}, under /flower (max 100000 tasks kept)"
 
 
