@@ -713,10 +713,9 @@ def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path
     store_server = RedisProcess(tmp_path / "store").start()
     dead_broker = f"redis://127.0.0.1:{free_port()}/0"
     try:
-        started = time.monotonic()
         said = _ragscore("status", "--broker", dead_broker, home=tmp_path / "home", RAGSCORE_STORE_URL=store_server.url)
-        assert said.returncode == 0, said.stderr
-        assert "no runs" in said.stdout + said.stderr and time.monotonic() - started < 15
+        assert said.returncode == 0, said.stderr  # a probe of the dead broker fails it (exit 1), however long it takes
+        assert "no runs" in said.stdout + said.stderr
         store = connect(dead_broker, get_settings().model_copy(update={"store_url": store_server.url}))
         assert store.state("none") == ""
     finally:
