@@ -170,6 +170,11 @@ def test_a_wrong_password_fails_at_once(tmp_path: Path) -> None:
         server.stop()
 
 
+def _acl_redis(tmp_path: Path, users: list[str], *args: str) -> RedisProcess:
+    """A redis-server (not started) with these ACL users (``"name on >pw ~keys &* +@all"``, one string each)."""
+    return RedisProcess(tmp_path / "redis", *args, *(a for u in users for a in ("--user", *u.split())))
+
+
 def _ragscore(*args: str, home: Path, **env_vars: str) -> subprocess.CompletedProcess[str]:
     """``ragscore ARGS`` in a process of its own, as a user runs it (``env_vars`` added to its environment)."""
     import os
@@ -302,7 +307,7 @@ def test_urls_of_one_database_with_two_users_credentials_are_two_clients_each_pr
     import redis
 
     users = ["default off", "broker on >broker-pw ~* &* +@all", "store on >store-pw ~ragscore:* &* +@all"]
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}/0"
     settings = get_settings().model_copy(update={"store_url": f"redis://store:store-pw@{base}"})
     try:
@@ -336,7 +341,7 @@ def test_status_cancel_and_results_probe_a_broker_on_the_store_server_as_another
     from orchestrator.runner import cancel
 
     users = ["default off", "broker on >broker-pw ~* &* +@all", "store on >store-pw ~ragscore:* &* +@all"]
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}"
     store_url = f"redis://store:store-pw@{base}/0"
     monkeypatch.setenv("RAGSCORE_STORE_URL", store_url)
@@ -371,7 +376,7 @@ def test_users_without_permission_on_ragscores_keys_are_refused_at_once_naming_w
 
     users = ["default off", "good on >good-pw ~* &* +@all", "broker on >broker-pw ~other:* &* +@all",
              "store on >store-pw ~other:* &* +@all"]  # fmt: skip
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}/0"
     good, broker, store_user = (f"redis://{u}:{u}-pw@{base}" for u in ("good", "broker", "store"))
     home = tmp_path / "home"
@@ -417,7 +422,7 @@ def test_users_that_may_only_read_still_run_status_and_report_and_a_worker_is_ch
 
     users = ["default off", "good on >good-pw ~* &* +@all", "reader on >reader-pw ~* &* +@read +time +ping",
              "nowrite on >nowrite-pw ~* &* +@all -@write", "other on >other-pw ~other:* &* +@all"]  # fmt: skip
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     good, reader, nowrite, other = (f"redis://{u}:{u}-pw@127.0.0.1:{server.port}/0"
                                     for u in ("good", "reader", "nowrite", "other"))  # fmt: skip
     home = tmp_path / "home"
@@ -457,8 +462,7 @@ def test_the_permission_probe_refuses_only_what_redis_refuses_for_want_of_permis
 
     users = ["default on nopass ~* &* +@all", "cpu on >cpu-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* &* +@all",
              "exact on >exact-pw ~cpu ~control ~_kombu.* ~unacked* ~celery-* &* +@all"]  # fmt: skip
-    server = RedisProcess(tmp_path / "redis", "--rename-command", "EVAL", "",
-                          *(a for u in users for a in ("--user", *u.split()))).start_without_ping()  # fmt: skip
+    server = _acl_redis(tmp_path, users, "--rename-command", "EVAL", "").start_without_ping()
     cpu = f"redis://cpu:cpu-pw@127.0.0.1:{server.port}/0"
     try:
         with pytest.raises(ConfigError, match=r"its ACL user 'exact' may not run LLEN cpu\\x06\\x169, "):
@@ -485,7 +489,7 @@ def test_commands_that_write_the_store_refuse_a_user_that_may_only_read_at_once(
     the runs' index, ZADD, which only a user that may write keeps, then was refused for it)."""
     users = ["default off", "good on >good-pw ~* &* +@all", "reader on >reader-pw ~* &* +@read +time +ping",
              "nowrite on >nowrite-pw ~* &* +@all -@write"]  # fmt: skip
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}/0"
     home = tmp_path / "home"
     try:
@@ -523,7 +527,7 @@ def test_a_runs_broker_user_is_checked_for_the_queues_of_its_suite_before_anythi
 
     users = ["default off", "good on >good-pw ~* &* +@all",
              "cpu on >cpu-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* &* +@all"]  # fmt: skip
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}/0"
     good, cpu = f"redis://good:good-pw@{base}", f"redis://cpu:cpu-pw@{base}"
     embed = {"metrics": ["exact_match", "answer_correctness"], "chunk_size": {"cpu": 25}}
@@ -566,7 +570,7 @@ def test_a_result_backend_user_apart_from_the_brokers_is_checked_before_anything
 
     users = ["default off", "good on >good-pw ~* &* +@all", "results on >results-pw ~other:* &* +@all",
              "celery on >celery-pw ~celery-* &* +@all"]  # fmt: skip
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}"
     good, results = f"redis://good:good-pw@{base}/0", f"redis://results:results-pw@{base}/1"
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
@@ -602,7 +606,7 @@ def test_a_workers_result_backend_user_apart_from_the_brokers_is_checked_as_it_s
     backend user has Celery's keys finish a run."""
     users = ["default off", "good on >good-pw ~* &* +@all", "results on >results-pw ~other:* &* +@all",
              "celery on >celery-pw ~celery-* &* +@all"]  # fmt: skip
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}"
     good, home = f"redis://good:good-pw@{base}/0", tmp_path / "home"
     worker = None
@@ -640,7 +644,7 @@ def test_a_broker_user_keeping_celerys_results_is_checked_for_them_before_anythi
 
     users = ["default off", "good on >good-pw ~* &* +@all",
              "queues on >queues-pw ~cpu* ~control* ~_kombu.* ~unacked* ~ragscore:* &* +@all"]  # fmt: skip
-    server = RedisProcess(tmp_path / "redis", *(a for u in users for a in ("--user", *u.split()))).start_without_ping()
+    server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}/0"
     good, queues = f"redis://good:good-pw@{base}", f"redis://queues:queues-pw@{base}"
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
@@ -690,8 +694,7 @@ def test_a_result_backend_in_the_stores_database_is_checked_in_the_stores_probe(
 
     users = ["default on nopass ~* &* +@all", "good on >good-pw ~* &* +@all", "store on >store-pw ~ragscore:* &* +@all"]
     sock = tmp_path / "redis.sock"
-    acl = (a for u in users for a in ("--user", *u.split()))
-    server = RedisProcess(tmp_path / "redis", "--unixsocket", str(sock), *acl).start()
+    server = _acl_redis(tmp_path, users, "--unixsocket", str(sock)).start()
     base = f"127.0.0.1:{server.port}"
     try:
         admin = redis.Redis.from_url(server.url)
@@ -856,8 +859,11 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
                 probe_redis(empty)  # redis-py sends no empty password: Redis's HELLO words were shown
     finally:
         server.stop()
+    held = socket.socket()  # bound, never listening: refuses every connection, and no other server can take its
+    held.bind(("127.0.0.1", 0))  # port meanwhile (one that answered nothing held the worker's Celery in a read)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--broker", f"redis://127.0.0.1:{free_port()}/0"],
+        [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu",
+         "--broker", f"redis://127.0.0.1:{held.getsockname()[1]}/0"],
         stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True,
     )  # fmt: skip
     try:
@@ -873,6 +879,8 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise
+        finally:
+            held.close()
 
 
 def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_send_works(
