@@ -39,6 +39,7 @@ from .terminal import (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from ragscore_workers.metrics.registry import MetricDef
     from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
     from ragscore_workers.settings import Settings
@@ -1257,13 +1258,12 @@ def list_metrics(
     Each registered metric with its queue and outputs (the names gates and reports use)."""
     from rich.markup import escape
 
-    from ragscore_workers.metrics.registry import all_metrics, get_metric
+    from ragscore_workers.metrics.registry import all_metrics
 
     if name is not None:
         out = TerminalConsole(markup=False, piped_width=PIPED_PROSE_WIDTH)
-        name = _metric_of(name, out)
-        mdef = get_metric(name)
-        out.print(f"{name} (queue: {mdef.queue_label}): {mdef.description}")
+        mdef = _metric_of(name, out)
+        out.print(f"{mdef.name} (queue: {mdef.queue_label}): {mdef.description}")
         for line in _row_fields(mdef):
             out.print(line)
         table = Table()
@@ -1287,21 +1287,20 @@ def list_metrics(
     TerminalConsole().print(table)
 
 
-def _metric_of(name: str, out: TerminalConsole) -> str:
-    """The metric ``ragscore metrics NAME`` shows: NAME, or the one metric giving an output so named (``mrr``: said
+def _metric_of(name: str, out: TerminalConsole) -> MetricDef:
+    """The metric ``ragscore metrics NAME`` shows: NAME's, or the one metric giving an output so named (``mrr``: said
     first); else the UnknownMetricError with "did you mean"."""
     from ragscore_workers.errors import UnknownMetricError
     from ragscore_workers.metrics.registry import get_metric
 
     try:
-        get_metric(name)
+        return get_metric(name)
     except UnknownMetricError as exc:
         if len(exc.owners) != 1:
             raise
         owner = exc.owners[0]
         out.print(f"{name!r} is an output of {owner} (a suite lists {owner}):")
-        return owner
-    return name
+        return get_metric(owner)
 
 
 def _row_fields(mdef: Any) -> list[str]:

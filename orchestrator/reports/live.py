@@ -398,7 +398,7 @@ class StatusView:
                 "its submission was cut off (Ctrl-C, a lost broker): the totals count the rows sent before; "
                 f"{resume_hint(run_id, self.broker)} sends the rest",
                 style="yellow"))  # fmt: skip
-        elif self.meta.get("state") == RunState.CANCELLED:
+        elif cancelled:
             lines.append(Text(
                 "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): `scored` is what its workers did "
                 "(errors and unscorable included), `stopped` what the cancel (or a judge's breaker or budget) stopped, "
