@@ -43,6 +43,12 @@ class ConfigError(RagscoreError):
     #: its message (unchanged), but said where a later stage's :class:`SuiteProblems` says it among others.
     where: str = ""
 
+    def __init__(self, message: str, *, placed: str = "") -> None:
+        super().__init__(message)
+        #: The message as said after its place in a :class:`SuiteProblems`, where the message names that place itself
+        #: (``Bad params: k: ...`` after ``metrics item 2 (recall_at_k)``); "" for the message as it is.
+        self.placed = placed
+
 
 class UnknownMetricError(ConfigError):
     """A suite names a metric the registry does not know."""
@@ -51,6 +57,7 @@ class UnknownMetricError(ConfigError):
         self.name = name
         self.suggestions = suggestions
         self.owners = owners or []  # the metrics that give an output of this name
+        self.known = known
         hint = f" {did_you_mean(suggestions, sentence=True)}" if suggestions else ""
         if owners:  # an output's name (``mrr``, ``recall_at_5``), which gates and reports use
             hint = (f" {name!r} is an output of {' and '.join(repr(o) for o in owners)}: list that metric (gates and "
@@ -58,7 +65,9 @@ class UnknownMetricError(ConfigError):
         if " - " in name:  # metrics: [- exact_match, then "  - mrr" one column deeper]: YAML reads one name
             hint += (" A name with ' - ' in it looks like a list item indented deeper than the one above it: YAML "
                      "reads the two as one name; start every item of the list in the same column.")  # fmt: skip
-        super().__init__(f"Unknown metric {name!r}.{hint} Known metrics: {', '.join(known)}.")
+        #: Said without the known metrics: :class:`SuiteProblems` lists them once, however many names are unknown.
+        self.unlisted = f"Unknown metric {name!r}.{hint}"
+        super().__init__(f"{self.unlisted} Known metrics: {', '.join(known)}.")
 
 
 #: A suite's problem: where it is (``metrics item 3 (rubric_judge)``, or "" where the error says it), and the error.
@@ -70,7 +79,7 @@ class SuiteProblems(ConfigError):
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems = list(problems)
-        lines = "\n".join(f"  {where}: {_said(error)}" if where else f"  {_said(error)}" for where, error in problems)
+        lines = "\n".join(f"  {where}: {said}" if where else f"  {said}" for where, said in _said(self.problems))
         # ConfigError's, not super()'s: an UnknownMetrics's next class is UnknownMetricError, built otherwise
         ConfigError.__init__(self, f"Invalid suite: {len(self.problems)} problems:\n{lines}")
 
@@ -91,9 +100,18 @@ class UnknownMetrics(SuiteProblems, UnknownMetricError):
         self.name, self.suggestions, self.owners = first.name, first.suggestions, first.owners
 
 
-def _said(error: ConfigError) -> str:
-    """An error's message as a line of :class:`SuiteProblems` (which says "Invalid suite" once for all)."""
-    return str(error).removeprefix("Invalid suite: ")
+def _said(problems: list[Problem]) -> list[tuple[str, str]]:
+    """Each problem's place and message as a line of :class:`SuiteProblems` says them: "Invalid suite" said once for
+    all, a placed error's :attr:`~ConfigError.placed` after its place (which its message names again), and the known
+    metrics listed by the first unknown metric only (not by each, the same list again)."""
+    said: list[tuple[str, str]] = []
+    listed = False
+    for where, error in problems:
+        text = error.placed if where and error.placed else str(error).removeprefix("Invalid suite: ")
+        if isinstance(error, UnknownMetricError):
+            text, listed = (error.unlisted if listed else text), True
+        said.append((where, text))
+    return said
 
 
 def raise_problems(problems: Sequence[Problem]) -> None:

@@ -443,7 +443,7 @@ class ChecksParams(BaseModel):
     @classmethod
     def _valid(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
         if value is not None:
-            parse_points(value)
+            parse_points(value, key="points")
         return value
 
 

@@ -174,15 +174,23 @@ class MetricDef:
         except Exception as exc:  # a plug-in's validator raising TypeError, which pydantic does not wrap
             problems.append(f"params: {type(exc).__name__}: {exc}")
         if problems:
-            raise ConfigError(f"Bad params for metric {self.name!r}: {'; '.join(problems)}")
+            raise self._bad_params("; ".join(problems))
         return parsed
+
+    def _bad_params(self, problem: str) -> ConfigError:
+        """``Bad params for metric 'recall_at_k': k: ...``; said after its place (``metrics item 2 (recall_at_k)``),
+        which names the metric, ``Bad params: k: ...``."""
+        return ConfigError(f"Bad params for metric {self.name!r}: {problem}", placed=f"Bad params: {problem}")
 
     def _problem(self, error: ErrorDetails, params: dict[str, Any]) -> str:
         """One of pydantic's errors as ``field: message`` (``k item 2: ...``, counted from 1); an unknown param's
         with :meth:`_unknown_param`'s hint."""
         if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
             return self._unknown_param(str(error["loc"][0]))
-        return f"{place(error['loc'], params) or 'params'}: {error['msg']}"
+        where = place(error["loc"], params) or "params"
+        message = error["msg"].removeprefix("Value error, ")  # pydantic's word for a validator's ValueError
+        # a message that says its place itself, more closely (``points item 1 (a): type: ...``), is not placed again
+        return message if message.startswith(f"{where} ") else f"{where}: {message}"
 
     def _unknown_param(self, key: str) -> str:
         """``kk: Extra inputs are not permitted (did you mean 'k'? its params: k)``."""
@@ -199,8 +207,7 @@ class MetricDef:
         try:
             return self.outputs_fn(params)
         except Exception as exc:
-            raise ConfigError(f"Bad params for metric {self.name!r}: its outputs cannot be named for them "
-                              f"({type(exc).__name__}: {exc})") from None  # fmt: skip
+            raise self._bad_params(f"its outputs cannot be named for them ({type(exc).__name__}: {exc})") from None
 
 
 def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]:

@@ -296,8 +296,8 @@ def test_the_dry_run_names_every_metric_problem_of_the_suite_at_once(tmp_path: P
     lines = result.stderr.splitlines()
     assert lines[0] == "Error: Invalid suite: 2 problems:", result.stderr
     assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'. Did you mean 'exact_match'")
-    assert lines[2] == ("  metrics item 2 (rubric_judge): Bad params for metric 'rubric_judge': max_tokens: Input "
-                        "should be a valid integer, unable to parse string as an integer")  # fmt: skip
+    assert lines[2] == ("  metrics item 2 (rubric_judge): Bad params: max_tokens: Input should be a valid integer, "
+                        "unable to parse string as an integer")  # fmt: skip
 
 
 def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tmp_path: Path) -> None:

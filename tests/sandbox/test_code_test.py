@@ -387,7 +387,7 @@ def test_a_long_last_line_of_stderr_is_cut_in_the_failure() -> None:
         ({"test": "assert f('\udc80')"}, r"test: .*lone surrogate \(U\+DC80\)"),
         ({"test": "assert True", "language": "ruby"}, "test is Python source: only for language python, not 'ruby'"),
         # an MBPP row with an empty test_list: a blank test would pass any code that runs, untested
-        ({"test": " \n"}, "test: Value error, test is blank: give the Python source to run after the code, or no test"),
+        ({"test": " \n"}, "'code_test': test is blank: give the Python source to run after the code, or no test"),
         # HumanEval's test column as its dataset gives it, without check(<entry_point>): it defines check, calls nothing
         (
             {

@@ -31,7 +31,7 @@ def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
     lines = str(info.value).splitlines()
     assert lines[0] == "Invalid suite: 4 problems:"
     assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'. Did you mean 'exact_match'")
-    assert lines[2].startswith("  metrics item 2 (recall_at_k): Bad params for metric 'recall_at_k': k")
+    assert lines[2].startswith("  metrics item 2 (recall_at_k): Bad params: k: every k must be >= 1")
     assert "every k must be >= 1" in lines[2]
     assert lines[3] == "  Metric listed twice in the suite: exact_match"
     assert lines[4].startswith("  target a response.answer: not a JSON path: '$[['")  # "Invalid suite" said once
@@ -724,12 +724,12 @@ def test_a_checks_points_errors_count_points_from_1_and_name_them_by_id() -> Non
         load_suite(
             {"metrics": [{"name": "checks", "params": {"points": [keyword, {**keyword, "id": 7, "weight": -1}]}}]}
         )
-    assert "checks item 2 (7): weight: Input should be greater than or equal to 0" in str(info.value), info.value
+    assert "points item 2 (7): weight: Input should be greater than or equal to 0" in str(info.value), info.value
     with pytest.raises(ConfigError) as info:
         load_suite(
             {"metrics": [{"name": "checks", "params": {"points": [{**keyword, "id": "x"}, {**keyword, "id": "x"}]}}]}
         )
-    assert str(info.value).endswith("checks item 1 (x): duplicate point id"), info.value
+    assert str(info.value).endswith("points item 1 (x): duplicate point id"), info.value
 
 
 def test_a_mappings_number_key_is_said_as_the_key_not_as_a_list_item() -> None:
@@ -802,3 +802,35 @@ def test_an_even_pace_with_rpm_is_accepted() -> None:
     resolved = load_suite({"metrics": ["exact_match"], "judge": {"rpm": 90, "pace": "even"},
                            "target": {"url": "http://rag/ask", "rpm": 60, "pace": "even"}})  # fmt: skip
     assert (resolved.suite.judge.pace, resolved.suite.all_targets[0].pace) == ("even", "even")
+
+
+def test_several_unknown_metrics_list_the_known_metrics_once() -> None:
+    """Each unknown metric's line listed every known metric again (two unknown names: the same 19 names twice): the
+    first lists them, the others say only their own close names."""
+    with pytest.raises(UnknownMetricError) as info:
+        load_suite({"metrics": ["exact_mach", "recal_at_k", "rubric_jugde"]})
+    lines = str(info.value).splitlines()
+    assert str(info.value).count("Known metrics:") == 1 and lines[1].endswith("typed_answer, verbatim."), info.value
+    assert lines[2] == "  metrics item 2 (recal_at_k): Unknown metric 'recal_at_k'. Did you mean 'recall_at_k'?"
+    assert lines[3] == "  metrics item 3 (rubric_jugde): Unknown metric 'rubric_jugde'. Did you mean 'rubric_judge'?"
+
+
+def test_a_metrics_bad_params_said_at_its_place_name_the_metric_once() -> None:
+    """``metrics item 2 (recall_at_k): Bad params for metric 'recall_at_k': k: ...`` named the metric twice: after
+    its place the line says ``Bad params: k: ...``; alone, the error names the metric as before."""
+    bad = {"name": "recall_at_k", "params": {"k": [0]}}
+    with pytest.raises(SuiteProblems) as info:
+        load_suite({"metrics": ["exact_match", bad, "exact_match"]})
+    assert str(info.value).splitlines()[1].startswith("  metrics item 2 (recall_at_k): Bad params: k: every k"), info
+    with pytest.raises(ConfigError, match=r"^Bad params for metric 'recall_at_k': k: every k"):
+        load_suite({"metrics": [bad]})
+
+
+def test_a_bad_point_of_checks_points_is_said_at_its_place_without_pydantics_value_error() -> None:
+    """A bad point of ``checks``' ``points`` read ``points: Value error, checks item 1 (a): type: ...``: pydantic's
+    "Value error," and the place said twice, once as the wrong list. It reads ``points item 1 (a): type: ...``."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": [{"name": "checks", "params": {"points": [{"id": "a", "kind": "keyword"}]}}]})
+    said = str(info.value)
+    assert said.startswith("Bad params for metric 'checks': points item 1 (a): type: Field required; kind: "), said
+    assert "Value error" not in said and "checks item" not in said, said
