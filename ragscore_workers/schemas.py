@@ -15,11 +15,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .counts import close_names, did_you_mean, noun, noun_names
 from .redaction import credential_name, query_secret_names, secret_query_param, url_password_spans, userinfo_span
@@ -448,29 +450,42 @@ class JudgeConfig(BaseModel):
     pace: Pace = "burst"
     _pace = field_validator("pace")(_paced_rpm(" (or run with --rpm)"))
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _no_secrets(cls, value: Any) -> Any:
-        """A key written into the suite (``api_key: gsk_...``): refused, never shown, with where keys go."""
-        if isinstance(value, dict) and (named := sorted(cls._secret_keys(value))):
-            raise PydanticCustomError(
-                "secret_in_suite",
-                "{keys}: keys come from the environment only (GROQ_API_KEY, OPENAI_API_KEY, or the variable a "
-                "judge metric's api_key_env names), never from a suite file (the value is not shown)",
-                {"keys": ", ".join(named)},
-            )
-        return value
+    def _no_secrets(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """A key written into the suite (``api_key: gsk_...``): refused, never shown, with where keys go, and said
+        with the section's other problems (a typo beside it was hidden until the key was gone)."""
+        secrets = dict(cls._secret_keys(value)) if isinstance(value, dict) else {}
+        if not secrets:
+            return handler(value)
+        refused = PydanticCustomError(
+            "secret_in_suite",
+            "{keys}: keys come from the environment only (GROQ_API_KEY, OPENAI_API_KEY, or the variable a judge "
+            "metric's api_key_env names), never from a suite file (the value is not shown)",
+            {"keys": ", ".join(sorted(secrets.values()))},
+        )
+        errors: list[InitErrorDetails] = [{"type": refused, "loc": (), "input": sorted(secrets.values())}]
+        try:
+            handler({k: v for k, v in value.items() if k not in secrets})
+        except ValidationError as exc:
+            errors += [{"type": PydanticCustomError(e["type"], e["msg"]), "loc": e["loc"], "input": e["input"]}
+                       for e in exc.errors()]  # fmt: skip
+        raise ValidationError.from_exception_data(cls.__name__, errors)
 
     @classmethod
-    def _secret_keys(cls, value: dict[Any, Any]) -> Iterator[str]:
-        """The keys of ``value`` that would hold a secret, as said: named as one (``api_key``), or misspelt and like
-        no field (``api_kye (did you mean 'api_key'?)``: pydantic's unknown key has no such name to offer)."""
-        for key in map(str, value):
-            if _SECRET_NAME.match(key):
-                yield key
-            elif key not in cls.model_fields and not close_names(key, cls.model_fields):
-                if close := close_names(key, _SECRET_NAMES, cutoff=_SECRET_LIKENESS):
-                    yield f"{key} ({did_you_mean(close)})"
+    def _secret_keys(cls, value: dict[Any, Any]) -> Iterator[tuple[Any, str]]:
+        """The keys of ``value`` that would hold a secret, and each as said: named as one (``api_key``), or misspelt
+        and like no field (``api_kye (did you mean 'api_key'?)``: pydantic's unknown key has no such name to offer),
+        in any case (``API_KYE``). A misspelt key under 5 characters (``tken``), which one letter takes far from
+        what was meant, is one only where its value looks like a key (``gsk_...``)."""
+        for key, item in value.items():
+            name = str(key).lower()
+            if _SECRET_NAME.match(name):
+                yield key, str(key)
+            elif name not in cls.model_fields and not close_names(name, cls.model_fields):
+                close = close_names(name, _SECRET_NAMES, cutoff=_SECRET_LIKENESS)
+                if close and (len(name) >= 5 or (isinstance(item, str) and _looks_like_a_secret(item))):
+                    yield key, f"{key} ({did_you_mean(close)})"
 
     @property
     def is_reasoning(self) -> bool:

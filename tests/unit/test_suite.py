@@ -834,3 +834,33 @@ def test_a_bad_point_of_checks_points_is_said_at_its_place_without_pydantics_val
     said = str(info.value)
     assert said.startswith("Bad params for metric 'checks': points item 1 (a): type: Field required; kind: "), said
     assert "Value error" not in said and "checks item" not in said, said
+
+
+def test_a_secret_judge_key_is_refused_with_the_judge_sections_other_problems() -> None:
+    """``api_kye`` refused as a key hid the judge section's other typos (``modle``) until it was gone: one run said
+    one problem. Both are said, the value still unshown."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": ["exact_match"], "judge": {"api_kye": "gsk_REALSECRET987", "modle": "m", "rpm": 0}})
+    said = str(info.value)
+    assert "judge: api_kye (did you mean 'api_key'?): keys come from the environment only" in said, said
+    assert "judge.modle: Extra inputs are not permitted (did you mean 'model'?)" in said, said
+    assert "judge.rpm: Input should be greater than 0" in said and "REALSECRET987" not in said, said
+
+
+def test_a_misspelt_secret_judge_key_in_upper_case_is_told_the_name_it_looks_like() -> None:
+    """``API_KYE`` was an unknown key with no hint, where ``api_kye`` was refused as the api_key it looks like."""
+    with pytest.raises(ConfigError, match=r"judge: API_KYE \(did you mean 'api_key'\?\): keys come from the env"):
+        load_suite({"metrics": ["exact_match"], "judge": {"API_KYE": "x"}})
+
+
+def test_a_short_key_like_a_secrets_name_is_a_key_only_where_its_value_looks_like_one() -> None:
+    """``tken: 5`` was refused as a secret (one letter from ``token``), the user told keys come from the environment:
+    a key under 5 characters is refused as one only where its value looks like a key (``gsk_...``)."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": ["exact_match"], "judge": {"tken": 5}})
+    assert "judge.tken: Extra inputs are not permitted" in str(info.value) and "environment" not in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": ["exact_match"], "judge": {"tken": "gsk_REALSECRET987"}})
+    said = str(info.value)
+    assert "judge: tken (did you mean 'token'?): keys come from the environment" in said, said
+    assert "REALSECRET987" not in said, said
