@@ -35,7 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragscore_workers.counts import agree, close_names, counted, counted_of, did_you_mean, listed
-from ragscore_workers.errors import ConfigError
+from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
@@ -146,22 +146,30 @@ def parse_gates(texts: Iterable[str]) -> list[GateSpec]:
 
 
 def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
-    """ConfigError (with "did you mean") for a gate on a metric output the suite does not produce."""
+    """ConfigError (with "did you mean") for a gate on a metric output the suite does not produce, or one that could
+    decide nothing; every gate's at once (:func:`raise_problems`), the suite's outputs listed once."""
+    problems: list[Problem] = []
+    unlisted = True  # the suite's outputs: said by the first gate that names none of them
     for gate in gates:
-        if gate.metric not in outputs:
-            close = close_names(gate.metric, outputs)
-            hint = f" {did_you_mean(close, sentence=True)}" if close else ""
-            raise ConfigError(
-                f"Gate {str(gate)!r} names {gate.metric!r}, which the suite does not produce.{hint} "
-                f"The suite's outputs: {', '.join(outputs)}."
-            )
-        if gate.min < 0:
-            raise ConfigError(f"Gate {str(gate)!r}: {gate.metric} scores are never below 0, so it decides nothing")
-        if gate.min > 1 and not gate.metric.endswith(RAW_SUFFIX):
-            raise ConfigError(
-                f"Gate {str(gate)!r}: {gate.metric} scores are in [0, 1], so it could never hold"
-                f" (a percentage? {gate.metric}={gate.min / 100:g})"
-            )
+        if (problem := _gate_problem(gate, outputs)) is not None:
+            if gate.metric not in outputs and unlisted:
+                problem, unlisted = f"{problem} The suite's outputs: {', '.join(outputs)}.", False
+            problems.append(("", ConfigError(problem)))
+    raise_problems(problems)
+
+
+def _gate_problem(gate: GateSpec, outputs: Sequence[str]) -> str | None:
+    """Why ``gate`` cannot be checked against a run writing ``outputs``, or None."""
+    if gate.metric not in outputs:
+        close = close_names(gate.metric, outputs)
+        hint = f" {did_you_mean(close, sentence=True)}" if close else ""
+        return f"Gate {str(gate)!r} names {gate.metric!r}, which the suite does not produce.{hint}"
+    if gate.min < 0:
+        return f"Gate {str(gate)!r}: {gate.metric} scores are never below 0, so it decides nothing"
+    if gate.min > 1 and not gate.metric.endswith(RAW_SUFFIX):
+        return (f"Gate {str(gate)!r}: {gate.metric} scores are in [0, 1], so it could never hold"
+                f" (a percentage? {gate.metric}={gate.min / 100:g})")  # fmt: skip
+    return None
 
 
 def check_tolerance(tolerance: float, name: str = "tolerance") -> None:

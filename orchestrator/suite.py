@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -18,6 +18,10 @@ from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import Queue, Suite
 from ragscore_workers.target.jsonpath import parse_path
+
+if TYPE_CHECKING:
+    from ragscore_workers.metrics.judge_metrics import JudgeParams
+    from ragscore_workers.metrics.registry import MetricDef
 
 __all__ = [
     "QUEUE_ORDER", "ResolvedSuite", "judge_budget", "load_suite", "with_judge_limits", "with_judge_params",
@@ -134,16 +138,8 @@ def load_suite(
         # every traceback of this error (evaluate() in a notebook or a script); the problems are all said here.
         raise ConfigError(f"Invalid suite: {problems}") from None
     resolved = _resolved(suite, data, judge_limits)
-    if (shared := _share_prices(resolved) or _share_budgets(resolved)) is not None:
-        return shared
-    problems: list[Problem] = []
-    _checked(problems, _check_cost_budgets, resolved)
-    if suite.gates:
-        from .gates import check_gate_names
-
-        _checked(problems, check_gate_names, suite.gates, resolved.outputs())
-    raise_problems(problems)
-    return resolved
+    shared = _share_prices(resolved) or _share_budgets(resolved)
+    return resolved if shared is None else shared
 
 
 def _resolved(suite: Suite, data: dict[str, Any], judge_limits: dict[str, int] | None) -> ResolvedSuite:
@@ -159,9 +155,23 @@ def _resolved(suite: Suite, data: dict[str, Any], judge_limits: dict[str, int] |
             ("", ConfigError("--rpm, --tpm, --rpd and --tpd limit the judge; the suite has no judge metrics"))
         )
     problems += _target_problems(suite)
+    if resolved is not None:
+        problems += _resolved_problems(resolved)
     raise_problems(problems)
     assert resolved is not None  # no problem: resolve_suite returned
     return resolved
+
+
+def _resolved_problems(resolved: ResolvedSuite) -> list[Problem]:
+    """The problems of resolved metrics with the suite: a model given two prices, a budget two values, ``max_cost``
+    without a price, gates on outputs the suite does not write."""
+    problems = _price_problems(resolved) + _budget_problems(resolved)
+    _checked(problems, _check_cost_budgets, resolved)
+    if resolved.suite.gates:
+        from .gates import check_gate_names
+
+        _checked(problems, check_gate_names, resolved.suite.gates, resolved.outputs())
+    return problems
 
 
 def _checked(problems: list[Problem], check: Callable[..., T], *args: Any) -> T | None:
@@ -233,20 +243,32 @@ def without_caches(resolved: ResolvedSuite) -> ResolvedSuite:
     return with_judge_params(resolved, cache=False) if judged else resolved
 
 
-def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:
-    """A price is the provider's, not a metric's: the suite with every judge metric given every price any of
-    them names (so ``max_cost`` counts every call, whichever metric makes it); None when nothing changes.
-    ConfigError when two metrics price one model differently."""
+def _judged(resolved: ResolvedSuite) -> list[tuple[MetricDef, JudgeParams]]:
+    """The suite's judge metrics and their params."""
     from ragscore_workers.metrics.judge_metrics import JudgeParams
 
-    judged = [(m, p) for m, p in resolved.metrics if isinstance(p, JudgeParams)]
-    merged: dict[str, tuple[float, ...]] = {}
-    for mdef, params in judged:
+    return [(m, p) for m, p in resolved.metrics if isinstance(p, JudgeParams)]
+
+
+def _price_problems(resolved: ResolvedSuite) -> list[Problem]:
+    """A problem for every model that two judge metrics price differently (a price is the provider's)."""
+    problems: list[Problem] = []
+    first: dict[str, tuple[tuple[float, ...], str]] = {}
+    for mdef, params in _judged(resolved):
         for model, price in params.prices.items():
-            if model in merged and merged[model] != tuple(price):
-                raise ConfigError(f"Invalid suite: judge metrics give model {model!r} two prices, "
-                                  f"{list(merged[model])} and {list(price)} ({mdef.name})")  # fmt: skip
-            merged[model] = tuple(price)
+            said, by = first.setdefault(model, (tuple(price), mdef.name))
+            if said != tuple(price):
+                problems.append(("", ConfigError(f"Invalid suite: judge metrics give model {model!r} two prices, "
+                                                 f"{list(said)} ({by}) and {list(price)} ({mdef.name})")))  # fmt: skip
+    return problems
+
+
+def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:
+    """A price is the provider's, not a metric's: the suite with every judge metric given every price any of
+    them names (so ``max_cost`` counts every call, whichever metric makes it); None when nothing changes. Two
+    prices of one model are refused before (:func:`_price_problems`)."""
+    judged = _judged(resolved)
+    merged = {model: tuple(price) for _, params in judged for model, price in params.prices.items()}
     lacking = {m.name for m, p in judged if {k: tuple(v) for k, v in p.prices.items()} != merged}
     if not merged or not lacking:
         return None
@@ -258,23 +280,33 @@ def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:
     return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
 
 
+#: The judge params that are the run's budgets, counted over every judge call.
+_BUDGETS = ("max_cost", "max_tokens_total")
+
+
+def _budget_problems(resolved: ResolvedSuite) -> list[Problem]:
+    """A problem for every budget two judge metrics give different values."""
+    problems: list[Problem] = []
+    for name in _BUDGETS:
+        given = {(m.name, getattr(p, name)) for m, p in _judged(resolved) if getattr(p, name) is not None}
+        if len({value for _, value in given}) > 1:
+            said = ", ".join(f"{value:g} ({metric})" for metric, value in sorted(given))
+            problems.append(("", ConfigError(f"Invalid suite: judge metrics give {name} different values, {said}: a "
+                                             "budget is the run's, counted over every judge call; give one value (or "
+                                             "--max-cost / --max-tokens)")))  # fmt: skip
+    return problems
+
+
 def _share_budgets(resolved: ResolvedSuite) -> ResolvedSuite | None:
     """A budget (``max_cost``, ``max_tokens_total``) is the run's, counted over every judge call: the suite with a
     budget one judge metric gives set on all of them (else the others would judge on past it); None when nothing
-    changes. ConfigError when two metrics give one budget different values."""
-    from ragscore_workers.metrics.judge_metrics import JudgeParams
-
-    judged = [(m, p) for m, p in resolved.metrics if isinstance(p, JudgeParams)]
+    changes. Two values of one budget are refused before (:func:`_budget_problems`)."""
+    judged = _judged(resolved)
     shared: dict[str, Any] = {}
-    for name in ("max_cost", "max_tokens_total"):
-        given = {(m.name, getattr(p, name)) for m, p in judged if getattr(p, name) is not None}
-        if len({value for _, value in given}) > 1:
-            said = ", ".join(f"{value:g} ({metric})" for metric, value in sorted(given))
-            raise ConfigError(f"Invalid suite: judge metrics give {name} different values, {said}: a budget is "
-                              "the run's, counted over every judge call; give one value (or --max-cost / "
-                              "--max-tokens)")  # fmt: skip
+    for name in _BUDGETS:
+        given = [getattr(p, name) for _, p in judged if getattr(p, name) is not None]
         if given and len(given) < len(judged):
-            shared[name] = next(iter(given))[1]
+            shared[name] = given[0]
     return with_judge_params(resolved, **shared) if shared else None
 
 

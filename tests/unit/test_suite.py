@@ -864,3 +864,37 @@ def test_a_short_key_like_a_secrets_name_is_a_key_only_where_its_value_looks_lik
     said = str(info.value)
     assert "judge: tken (did you mean 'token'?): keys come from the environment" in said, said
     assert "REALSECRET987" not in said, said
+
+
+def test_prices_budgets_and_gates_are_said_with_the_suites_other_problems() -> None:
+    """Two prices of one model stopped the check at the first: two budgets, every bad gate and a target's bad
+    response path were said one run at a time. One load says them all, the suite's outputs listed once."""
+    judge = {"provider": "openai", "model": "m", "base_url": "http://localhost:1/v1"}
+    suite = {
+        "metrics": [
+            {"name": "answer_accuracy", "params": {"prices": {"m": [1, 2]}, "max_cost": 1}},
+            {"name": "groundedness", "params": {"prices": {"m": [1, 3]}, "max_cost": 2}},
+            "exact_match",
+        ],
+        "judge": judge,
+        "gates": [
+            {"metric": "exact_mach", "min": 0.5},
+            {"metric": "mrr", "min": 0.5},
+            {"metric": "exact_match", "min": 80},
+        ],
+        "targets": [{"system": "a", "url": "https://rag.example", "response": {"answer": "$[["}}],
+    }
+    with pytest.raises(SuiteProblems) as info:
+        load_suite(suite)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "Invalid suite: 6 problems:", info.value
+    assert lines[1].startswith("  target a response.answer: not a JSON path"), info.value
+    assert (
+        lines[2]
+        == "  judge metrics give model 'm' two prices, [1.0, 2.0] (answer_accuracy) and [1.0, 3.0] (groundedness)"
+    )
+    assert lines[3].startswith("  judge metrics give max_cost different values, 1 (answer_accuracy), 2 (groundedness)")
+    assert lines[4].startswith("  Gate 'exact_mach=0.5' names 'exact_mach', which the suite does not produce. Did ")
+    assert lines[4].endswith("The suite's outputs: answer_accuracy, groundedness, exact_match."), info.value
+    assert lines[5] == "  Gate 'mrr=0.5' names 'mrr', which the suite does not produce.", info.value
+    assert lines[6].startswith("  Gate 'exact_match=80': exact_match scores are in [0, 1]"), info.value
