@@ -40,7 +40,7 @@ from ._judge_text import (
 from .registry import CallPlanner, PlannedCall, RunContext, register, unset_means
 
 if TYPE_CHECKING:
-    from ..providers import CompletionParams, JudgeClient
+    from ..providers import Completion, CompletionParams, JudgeClient
 
 #: Characters of the joined contexts a judge sees (as Ragas: 4,192 for relevance, 8,192 for groundedness).
 RELEVANCE_CONTEXT_CHARS = 4192
@@ -182,6 +182,13 @@ class Job:
         both use them: a lone surrogate (half an emoji in a row) as U+FFFD, which the SDKs can encode."""
         return [{"role": "user", "content": valid_unicode(self.prompt)}]
 
+    def final(self, completion: Completion) -> bool:
+        """A reply worth caching: one that reads (a value), a refusal, or one cut at the cap while still thinking
+        (each would come again alike). Any other is asked again on a later run, not served from the cache."""
+        if completion.refusal or self.parse(completion.text) is not None:
+            return True
+        return completion.finish_reason == "length" and not answer_part(completion.text).strip()
+
     def planned(self, max_tokens: int) -> PlannedCall:
         """This job's first call, for ``--dry-run``."""
         return PlannedCall(self.messages, max_tokens, self.version)
@@ -195,7 +202,9 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
     verdict = Verdict()
     for attempt in range(job.attempts):
         try:
-            completion, cached = client.complete(messages, params, template_version=job.version, attempt=attempt)
+            completion, cached = client.complete(
+                messages, params, template_version=job.version, attempt=attempt, final=job.final
+            )
         except JudgeStopped as exc:
             verdict.stopped = str(exc)
             break

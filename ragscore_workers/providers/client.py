@@ -9,7 +9,7 @@
                                                 gives the admission back: a call not sent holds no window)
     provider.complete(...)                     (tenacity: transient -> exponential backoff + jitter,
                                                 429 -> shared pause; at most ``attempts`` tries)
-    correct the token cost, count, cache the reply
+    correct the token cost, count, cache the reply (only one the caller could read: ``final``)
 
 A call that still fails counts towards the run's circuit breaker; ``breaker_failures`` failures in a
 row stop judging for the whole run.
@@ -111,12 +111,19 @@ class JudgeClient:
 
     # ------------------------------------------------------------------ public
     def complete(
-        self, messages: Sequence[Message], params: CompletionParams, *, template_version: str, attempt: int = 0
+        self,
+        messages: Sequence[Message],
+        params: CompletionParams,
+        *,
+        template_version: str,
+        attempt: int = 0,
+        final: Callable[[Completion], bool] = lambda _: True,
     ) -> tuple[Completion, bool]:
-        """The reply to ``messages`` and whether it came from the cache; raises JudgeError subclasses."""
+        """The reply to ``messages`` and whether it came from the cache; raises JudgeError subclasses. Only a reply
+        ``final`` accepts (one the caller could read) is cached, or served from the cache: another is asked again."""
         key = cache_key(self.provider.identity, messages, params, template_version, attempt)
         cached = self.cache.get(key)
-        if cached is not None:
+        if cached is not None and final(cached):
             self.state.incr(cache_hits=1)
             return cached, True
         retrying = Retrying(
@@ -138,7 +145,8 @@ class JudgeClient:
             log.warning("judge call to %s failed for good: %s%s", self.provider.name, exc,
                         " (circuit breaker opened)" if opened else "")  # fmt: skip
             raise
-        if completion.text.strip() or completion.refusal:  # an empty reply may be a server's glitch: not kept 90 days
+        # An empty reply may be a server's glitch, and one the caller could not read may read next time: not kept.
+        if (completion.text.strip() or completion.refusal) and final(completion):
             self.cache.put(key, completion)
         return completion, False
 

@@ -176,17 +176,34 @@ def test_re_running_is_served_from_the_cache(rclient: redis.Redis, fake: FakePro
     assert fake.stats()["requests"] == 20
 
 
+def test_a_reply_without_a_rating_is_not_served_from_the_cache_on_a_re_run(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    spec = {"name": "answer_accuracy", "params": {"rating_attempts": 1}}
+    rows = [{"id": "a", "question": "When?", "answer": "In 1879 [[reply=Hmm, hard to say||4]]", "reference": "1879"}]
+    suite = judge_suite([spec], fake, model)
+    (first,) = score(suite, rows, rclient, "run-a-" + model)
+    assert first["answer_accuracy"].score is None and fake.stats()["requests"] == 2
+    (second,) = score(suite, rows, rclient, "run-b-" + model)  # both judges asked again: now they rate
+    assert second["answer_accuracy"].score == 1.0 and not second["answer_accuracy"].details["cached"]
+    state = RunJudgeState(rclient, "run-b-" + model, ttl_s=60).read()
+    assert state["calls"] == 2 and state["cache_hits"] == 0 and state["parse_failures"] == 0
+    (third,) = score(suite, rows, rclient, "run-c-" + model)  # the ratings are kept
+    assert third["answer_accuracy"].score == 1.0 and third["answer_accuracy"].details["cached"]
+    assert fake.stats()["requests"] == 4
+
+
 def test_half_an_emoji_in_a_row_is_judged_and_its_reply_cached(
     rclient: redis.Redis, fake: FakeProvider, model: str
 ) -> None:
     """A lone surrogate in the answer failed every judge metric of the row with UnicodeEncodeError (hashing its
     cache key), and --dry-run crashed on it."""
-    rows = [{"id": "half", "question": "When?", "answer": "In 1879 \ud83d [[rating=4]]", "reference": "1879",
+    rows = [{"id": "half", "question": "When?", "answer": "In 1879 \ud83d [[rating=2]]", "reference": "1879",
              "contexts": ["It was 1879 \udfff."]}]  # fmt: skip
     suite = judge_suite(["answer_accuracy", "groundedness"], fake, model)
     first = score(suite, rows, rclient, "run-half-a-" + model)
-    assert first[0]["answer_accuracy"].score == 1.0 and first[0]["answer_accuracy"].error is None
-    assert first[0]["groundedness"].error is None
+    assert first[0]["answer_accuracy"].score == 0.5 and first[0]["answer_accuracy"].error is None
+    assert first[0]["groundedness"].score == 1.0  # a rating both scales read: a reply without one is asked again
     calls = fake.stats()["requests"]
     again = score(suite, rows, rclient, "run-half-b-" + model)
     assert fake.stats()["requests"] == calls and again[0]["answer_accuracy"].details["cached"]
