@@ -185,8 +185,11 @@ def _unpriced(judge: dict[str, Any]) -> bool:
 
 
 def _judge_cost(judge: dict[str, Any]) -> str:
-    """The judge's cost, or why there is none: calls of a model without a price are not free."""
+    """The judge's cost, or why there is none: calls of a model without a price are not free, and a run the cache
+    answered paid nothing whatever the price (said, so that its 0 does not read as a price its first run lacked)."""
     unpriced = int(float(judge.get("unpriced_calls") or 0))
+    if not int(float(judge.get("calls") or 0)) and int(float(judge.get("cache_hits") or 0)):
+        return "0 (every reply from the cache: nothing paid)"
     if _unpriced(judge):
         return "- (no price for the judge model: the judge metrics' param 'prices')"
     cost = _cost(float(judge.get("cost") or 0))

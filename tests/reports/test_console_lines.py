@@ -43,6 +43,9 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
                                                   "suite's)")  # fmt: skip
     some = judge_line(_summary(judge={"calls": 3, "cache_hits": 2, "cost": 0.5, "unpriced_calls": 1}))
     assert some is not None and "cost 0.5000 (1 call without a price not counted)" in some
+    # A re-run answered by the cache read a bare "cost 0" where its first run read "cost - (no price ...)".
+    rerun = judge_line(_summary(judge={"calls": 0, "cache_hits": 30, "cost": 0.0}))
+    assert rerun is not None and rerun.endswith("cost 0 (every reply from the cache: nothing paid)")
 
 
 def test_the_judge_line_names_the_runs_dir_in_the_resume_when_known() -> None:
@@ -131,7 +134,7 @@ def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_
              if line.split()[:1] in (["answer_accuracy"], ["groundedness"], ["total"])}  # fmt: skip
     assert costs == {"answer_accuracy": "0", "groundedness": "-", "total": "-"}
     cached = _summary(judge={"calls": 0, "cache_hits": 6, "cost": 0.0, "unpriced_calls": 0})
-    assert "cost 0," in (judge_line(cached) or "") + ","
+    assert "cost 0 (every reply from the cache: nothing paid)" in (judge_line(cached) or "")
     assert "| 0 | 6 | 0 | 0 |" in render_markdown(cached)  # calls, cache_hits, cost, unpriced_calls
     assert "<td>0</td><td>6</td><td>0</td><td>0</td>" in render_html(cached, ItemStats())
 
