@@ -568,7 +568,9 @@ def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     problem = incomplete(summary)
     if problem is None:
         return
-    if summary.state == "cancelled":
+    if summary.state == "cancelled" and not summary.scored:
+        problem += f"; the reports hold no scores: {backticked(resume)} scores the run"
+    elif summary.state == "cancelled":
         problem += f"; the reports cover those only, and {backticked(resume)} scores the rest"
     elif summary.judge.get("breaker"):
         problem += (f"; the items it did not judge are unscored. Fix the cause, then {backticked(resume)} judges them "
@@ -1032,8 +1034,8 @@ def cancel_cmd(
             )
         else:
             then = f"{backticked(results_command(run_id, broker=broker))} writes the reports of what it scored"
-            if lane is None:  # a cluster's workers skip them; an embedded run's went with its process (said next)
-                then = f"the workers skip its queued tasks, then {then}"
+            if lane is None:  # its workers skip them, or none listens (said next); an embedded run's went with it
+                then = f"its queued tasks are not scored, then {then}"
         err.print(f"run {run_id}: cancelled{again}; {then}", soft_wrap=True)
         _summarize_cancelled(store, lane, run_id, broker)
     else:
@@ -1068,8 +1070,8 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
 
     def said(unserved: dict[str, int]) -> None:
         queues = ", ".join(f"{q!r} ({counted(n, 'message')} waiting)" for q, n in unserved.items())
-        err.print(f"no worker consumes {queues}, so nothing would skip its tasks there: its summary is written "
-                  "without them once its tasks in flight end (a minute at most)", soft_wrap=True)  # fmt: skip
+        err.print(f"no worker consumes {queues}: its summary is written without them once its tasks in flight end "
+                  "(a minute at most)", soft_wrap=True)  # fmt: skip
 
     def held(orphans: list[Orphan]) -> None:
         err.print(held_by_gone_workers(orphans), soft_wrap=True)

@@ -246,7 +246,10 @@ def incomplete(summary: RunSummary) -> str | None:
     cancel, the judge's or a target's circuit breaker, a metric output whose every item errored, pooled or in one
     system's items, or that scored no item of the whole run, every one unscorable), or None."""
     if summary.state == "cancelled":
-        said = f"run {summary.run_id} was cancelled: {counted_of(summary.scored, summary.items, 'item')} scored"
+        said = (f"run {summary.run_id} was cancelled: {counted_of(summary.scored, summary.items, 'item')} scored"
+                if summary.scored else
+                f"run {summary.run_id} was cancelled before any item was scored ({counted(summary.items, 'item')} "
+                "unscored)")  # fmt: skip
         stopped = [f"{name} ({m.stopped:,} items)" for name, m in sorted(summary.metrics.items()) if m.stopped]
         return said + (f"; stopped before scoring: {listed(stopped, 5)}" if stopped else "")
     if summary.judge.get("breaker"):

@@ -377,8 +377,11 @@ def test_a_cancelled_run_of_one_item_says_its_count_as_one_item() -> None:
     """It said "0 of 1 items scored": the count is written by :func:`counted_of`, as every "N of M" count."""
     from orchestrator.gates import incomplete
 
+    said = incomplete(RunSummary(run_id="r1", state="cancelled", items=2, scored=1))
+    assert said == "run r1 was cancelled: 1 of 2 items scored", said
+    # Nothing scored read "0 of 1 item scored ... the reports cover those only": said plainly.
     said = incomplete(RunSummary(run_id="r1", state="cancelled", items=1, scored=0))
-    assert said == "run r1 was cancelled: 0 of 1 item scored", said
+    assert said == "run r1 was cancelled before any item was scored (1 item unscored)", said
 
 
 def test_a_metric_unscorable_everywhere_names_its_reason_and_says_no_question_mark_without_one() -> None:

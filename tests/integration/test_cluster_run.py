@@ -183,7 +183,7 @@ def test_cancel_through_the_cli_of_a_run_no_worker_serves_writes_its_summary_the
         cancelled = _cli("cancel", run_id, "--broker", broker)
         assert cancelled.returncode == 0, cancelled.stderr
         said = " ".join(cancelled.stderr.split())
-        assert f"run {run_id}: cancelled; the workers skip its queued tasks, then `ragscore results {run_id} --out" in (
+        assert f"run {run_id}: cancelled; its queued tasks are not scored, then `ragscore results {run_id} --out" in (
             said
         )
         assert "no worker consumes 'cpu'" in said, said
@@ -191,7 +191,9 @@ def test_cancel_through_the_cli_of_a_run_no_worker_serves_writes_its_summary_the
         assert store.summary_is_current(run_id), "cancel returned with no summary written"
         res = _cli("results", run_id, "--out", str(tmp_path / "res"), "--broker", broker)
         assert res.returncode == 1, res.stderr  # not a pass: nothing of it was scored
-        assert f"run {run_id} was cancelled: 0 of 200 items scored" in " ".join(res.stderr.split())
+        told = " ".join(res.stderr.split())  # it said "0 of 200 items scored ... the reports cover those only"
+        assert f"run {run_id} was cancelled before any item was scored (200 items unscored)" in told, told
+        assert f"the reports hold no scores: `ragscore resume {run_id}" in told and "cover those only" not in told
         written = json.loads((tmp_path / "res" / "summary.json").read_text())
         assert written["state"] == "cancelled"
         items = [json.loads(line) for line in (tmp_path / "res" / "items.jsonl").read_text().splitlines()]
@@ -213,7 +215,8 @@ def test_cancel_through_the_cli_of_a_run_no_worker_serves_writes_its_summary_the
         again = store.summary(run_id)
         assert again is not None and again.state == "cancelled" and again.scored == 0
         again_cancel = _cli("cancel", run_id, "--broker", broker)
-        assert f"run {run_id}: cancelled (it already was); the workers" in again_cancel.stderr  # still says so
+        still = f"run {run_id}: cancelled (it already was); its queued tasks are not scored"
+        assert still in again_cancel.stderr  # still says so
     finally:
         server.stop()
 
