@@ -1152,7 +1152,8 @@ def worker(
         try:
             workers.start()
             listed = ", ".join(names)
-            state = f"up for {listed}" if answered else f"started for {listed}, waiting for the broker"
+            on = f"the broker {redact_url(url)}"
+            state = f"up for {listed} on {on}" if answered else f"started for {listed}, waiting for {on}"
             err.print(f"workers {state}; logs in {settings.home / 'logs'}")
             workers.supervise()
         except KeyboardInterrupt:

@@ -583,6 +583,34 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
     assert "s3cret" not in warned.stderr
 
 
+def test_ragscore_worker_says_which_broker_its_workers_are_up_on_its_password_hidden(
+    tmp_path: Path, home: Path
+) -> None:
+    """It said "workers up for cpu" alone: on a host that reaches several Redis servers, up on which was not said."""
+    server = RedisProcess(tmp_path / "redis", "--requirepass", "s3cret-pw").start_without_ping()
+    env = {
+        **os.environ,
+        "RAGSCORE_HOME": str(home),
+        "RAGSCORE_BROKER_URL": f"redis://:s3cret-pw@127.0.0.1:{server.port}/0",
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu"], stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()  # the first line, once its workers started (or its error, then EOF)
+        assert said.startswith(f"workers up for cpu on the broker redis://:***@127.0.0.1:{server.port}/0;"), said
+        assert "s3cret-pw" not in said
+    finally:
+        proc.terminate()
+        try:  # on a loaded machine its Celery processes may still be booting: they stop once up
+            proc.wait(180)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            server.stop()
+
+
 @pytest.mark.parametrize(
     "command",
     [["submit", "examples/quickstart/data.jsonl", "--suite", "examples/quickstart/suite.yaml"], ["worker", "-Q", "cpu"],

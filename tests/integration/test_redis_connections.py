@@ -819,7 +819,8 @@ def test_a_host_name_that_does_not_resolve_is_named_and_waited_for_as_a_redis_no
         assert first.startswith("Warning: cannot reach the broker at redis://:***@") and "does not resolve" in first
         assert "keep retrying" in first and PASSWORD not in first, first
         second = proc.stderr.readline()
-        assert second.startswith("workers started for cpu, waiting for the broker;"), second
+        assert second.startswith(f"workers started for cpu, waiting for the broker redis://:***@{host}:6379/0;"), second
+        assert PASSWORD not in second
     finally:
         proc.terminate()
         try:
@@ -861,9 +862,10 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
         server.stop()
     held = socket.socket()  # bound, never listening: refuses every connection, and no other server can take its
     held.bind(("127.0.0.1", 0))  # port meanwhile (one that answered nothing held the worker's Celery in a read)
+    port = held.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu",
-         "--broker", f"redis://127.0.0.1:{held.getsockname()[1]}/0"],
+         "--broker", f"redis://127.0.0.1:{port}/0"],
         stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True,
     )  # fmt: skip
     try:
@@ -871,7 +873,7 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
         first = proc.stderr.readline()
         assert first.startswith("Warning: cannot reach the broker") and "keep retrying" in first
         second = proc.stderr.readline()  # it said "workers up for cpu", with no broker to be up on
-        assert second.startswith("workers started for cpu, waiting for the broker;"), second
+        assert second.startswith(f"workers started for cpu, waiting for the broker redis://127.0.0.1:{port}/0;"), second
     finally:
         proc.terminate()
         try:  # on a loaded machine its Celery processes may still be booting: they stop once up
