@@ -392,7 +392,7 @@ def run_cmd(
             fail_under, baseline_dir, tolerance, junit = _recorded_gates(resume_dir, junit)
         if junit is not None:
             _check_junit_path(junit)
-        stored = _stored_suite(broker, run_id)  # its suite's gates hold for the resumed run as for the new one
+        stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run as for the new one
         gates = None if stored is None else GatePlan.build(
             stored.suite.gates, stored.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
             tolerance=tolerance, junit=junit,
@@ -511,14 +511,14 @@ def _exit_on_outcome(summary: RunSummary, gates, out: Path, quiet: bool, outputs
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _stored_suite(broker: str | None, run_id: str):  # type: ignore[no-untyped-def]
-    """The suite run ``run_id`` was submitted with, resolved (read once: the resume is given it); None when the store
-    does not have the run (the resume then says why)."""
+def _stored_suite(broker: str | None, run_id: str, limits: dict[str, int]):  # type: ignore[no-untyped-def]
+    """The suite run ``run_id`` was submitted with, resolved with the resume's judge ``limits`` (read once: the
+    resume is given it); None when the store does not have the run (the resume then says why)."""
     from .runner import stored_suite
 
     try:
         store, _ = _run_store(broker, run_id)
-        return stored_suite(store, run_id)
+        return stored_suite(store, run_id, limits)
     except (ConfigError, KeyError):
         return None
 
@@ -614,7 +614,7 @@ def resume_cmd(
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     ref, run_id = run_id, _run_id(run_id)
     out = out or (Path(ref) if run_id != ref else Path("ragscore-out"))
-    stored = _stored_suite(broker, run_id)  # its suite's gates hold for the resumed run
+    stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run
     gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
     summary = _finish(
         None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits, stored=stored

@@ -46,7 +46,7 @@ from ragscore_workers.planning import (
 )
 from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key
 from ragscore_workers.redaction import redact_url
-from ragscore_workers.schemas import Queue, Row, RunSummary, Suite
+from ragscore_workers.schemas import Queue, Row, RunSummary
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
     NO_SUCH_RUN,
@@ -599,14 +599,17 @@ def _submit_shard(
     return shard.tasks
 
 
-def stored_suite(store: RunStore, run_id: str) -> ResolvedSuite:
-    """The suite run ``run_id`` was submitted with, resolved (ConfigError where the store does not have the run)."""
-    return _resolved(store.meta(run_id))
+def stored_suite(store: RunStore, run_id: str, judge_limits: dict[str, int] | None = None) -> ResolvedSuite:
+    """The suite run ``run_id`` was submitted with, resolved (ConfigError where the store does not have the run), with
+    the resume's ``judge_limits`` (:func:`_resolved`)."""
+    return _resolved(store.meta(run_id), judge_limits)
 
 
-def _resolved(meta: dict[str, str]) -> ResolvedSuite:
-    """The suite a run's ``meta`` holds, resolved."""
-    return load_suite(Suite.model_validate_json(meta["suite"]))
+def _resolved(meta: dict[str, str], judge_limits: dict[str, int] | None = None) -> ResolvedSuite:
+    """The suite a run's ``meta`` holds, resolved with ``judge_limits`` (``--rpm`` ...) in place of its judge's own
+    before it is validated, as ``run`` loads its suite: older code stored ``pace: even`` with ``rpm: null``, which a
+    resume's ``--rpm`` makes valid."""
+    return load_suite(json.loads(meta["suite"]), judge_limits=judge_limits)
 
 
 def resume(
@@ -635,7 +638,7 @@ def resume(
     suite as the caller read it (:func:`stored_suite`), read from the store here where None.
     """
     meta = store.meta(run_id)
-    resolved = stored or _resolved(meta)
+    resolved = stored or _resolved(meta, judge_limits)
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
@@ -1600,7 +1603,7 @@ def run(
             if broker and (following := _follow_instead(store, resume_id, changes, given_broker)):
                 validated([])  # DIR/run.json names the run, as a resume's does
                 return following
-            resumed = resumed or stored_suite(store, resume_id)
+            resumed = resumed or stored_suite(store, resume_id, judge_limits)
             if broker:  # an embedded run's user is ragscore's own
                 check_queues(store, broker, resumed.queues)
             say("checking the run's dataset is unchanged, then sending what is missing")

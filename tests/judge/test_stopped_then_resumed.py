@@ -285,3 +285,34 @@ def test_a_run_cancelled_from_another_shell_ends_its_progress_on_what_was_scored
     status = _cli("status", out, home=home)
     assert _table_rows(status.stdout)["judge"][:3] == [str(scored), str(stopped), str(len(ROWS))], status.stdout
     assert "errors 0 · unscorable 0" in status.stdout, status.stdout  # the stopped outputs are not unscorable
+
+
+def test_a_run_stored_with_an_even_pace_and_no_rpm_resumes_with_the_rpm_the_resume_gives(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str
+) -> None:
+    """Older code stored a suite of ``pace: even`` and ``rpm: null`` (it paced nothing): `ragscore resume RUN --rpm N`
+    was refused ("set rpm"), as the stored suite was validated before --rpm was applied. It now runs at N."""
+    from orchestrator.embedded_redis import EmbeddedRedis
+    from ragscore_workers.store import RunStore
+
+    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
+    suite = json.loads(_suite(tmp_path, fake, model).read_text())
+    suite["judge"] |= {"rpm": 1000, "pace": "even"}
+    (tmp_path / "suite.json").write_text(json.dumps(suite))
+    fake.fail_next("500", 2)  # the breaker opens: the rest is stopped, for the resume to judge
+    assert _cli("run", data, "--suite", tmp_path / "suite.json", "--out", out, home=home).returncode == 1
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    embedded = EmbeddedRedis(home)
+    embedded.acquire()
+    try:  # the suite as the older code stored it
+        store = RunStore(embedded.client, ttl_s=3600)
+        stored = json.loads(store.meta(run_id)["suite"])
+        stored["judge"]["rpm"] = None
+        store.set_meta(run_id, suite=json.dumps(stored))
+    finally:
+        embedded.release()
+
+    resumed = _cli("resume", run_id, "--out", out, "--rpm", "1000", home=home)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [i["score"] for i in _items(out)] == [1.0] * 8
+    assert json.loads((out / "run_info.json").read_text())["suite"]["judge"]["rpm"] == 1000, resumed.stdout
