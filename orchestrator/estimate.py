@@ -28,7 +28,7 @@ from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
 from ragscore_workers.providers.factory import judge_identity
 from ragscore_workers.providers.ratelimit import paced_per_second
-from ragscore_workers.schemas import Row, Suite, TargetConfig
+from ragscore_workers.schemas import Pace, Row, Suite, TargetConfig
 
 from .datasets import RowError, scan_dataset
 from .suite import QUEUE_ORDER, ResolvedSuite
@@ -113,18 +113,24 @@ class Estimate:
         total = self.judge_total()
         tokens = total.tokens_in + total.tokens_out_max
         judge = suite.judge
-        out: dict[str, float] = {}
-        for name, amount, limit, period_min in (
-            ("rpm", total.paid, judge.rpm, 1),
-            ("tpm", tokens, judge.tpm, 1),
-            ("rpd", total.paid, judge.rpd, 24 * 60),
-            ("tpd", tokens, judge.tpd, 24 * 60),
-        ):
-            if limit and amount > limit:
-                out[name] = float((amount - 1) // limit * period_min)
-        if judge.pace == "even" and judge.rpm and total.paid > (per_second := paced_per_second(judge.rpm)):
-            out["pace"] = (total.paid - 1) // per_second / 60  # seconds, in minutes
-        return out
+        out = {
+            name: minutes
+            for name, amount, limit, period_min in (
+                ("rpm", total.paid, judge.rpm, 1),
+                ("tpm", tokens, judge.tpm, 1),
+                ("rpd", total.paid, judge.rpd, 24 * 60),
+                ("tpd", tokens, judge.tpd, 24 * 60),
+            )
+            if (minutes := _window_minutes(amount, limit, period_min)) is not None
+        }
+        return out | _pace_minutes(total.paid, judge.rpm, judge.pace)
+
+    def target_minutes(self, target: TargetConfig) -> dict[str, float]:
+        """Per limit of ``target`` (``rpm``, ``pace``) that its calls reach: the least minutes they need under it, as
+        :meth:`judge_minutes` gives the judge's."""
+        calls = self.target_calls.get(target.name, 0)
+        window = _window_minutes(calls, target.rpm, 1)
+        return ({} if window is None else {"rpm": window}) | _pace_minutes(calls, target.rpm, target.pace)
 
     def too_large(self, suite: Suite) -> list[tuple[str, int]]:
         """The suite's token limits (``tpm``, ``tpd``) that the largest call not cached exceeds: the limiter can
@@ -132,6 +138,20 @@ class Estimate:
         largest = self.judge_total().largest
         return [(name, limit) for name, limit in (("tpm", suite.judge.tpm), ("tpd", suite.judge.tpd))
                 if limit and largest > limit]  # fmt: skip
+
+
+def _window_minutes(amount: int, limit: int | None, period_min: int) -> float | None:
+    """The least minutes ``amount`` needs under ``limit`` a period of ``period_min`` minutes (``floor((N - 1) / limit)``
+    periods after the first); None where there is no limit or one period holds it all."""
+    return float((amount - 1) // limit * period_min) if limit and amount > limit else None
+
+
+def _pace_minutes(requests: int, rpm: int | None, pace: Pace) -> dict[str, float]:
+    """``{"pace": minutes}``: the least time ``requests`` need at ``pace: even`` (ceil(rpm / 60) a second); empty
+    where the pace is ``burst``, there is no ``rpm``, or one second holds them all."""
+    if pace == "even" and rpm and requests > (per_second := paced_per_second(rpm)):
+        return {"pace": (requests - 1) // per_second / 60}  # seconds, in minutes
+    return {}
 
 
 def _as_answered(row: Row, target: TargetConfig) -> Row:

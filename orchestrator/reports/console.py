@@ -14,7 +14,15 @@ from ragscore_workers.commands import backticked
 from ragscore_workers.counts import and_more, counted
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.providers.ratelimit import paced_per_second
-from ragscore_workers.schemas import UNFILLED_PREFIX, MetricSummary, RunSummary, Suite
+from ragscore_workers.schemas import (
+    UNFILLED_PREFIX,
+    JudgeConfig,
+    MetricSummary,
+    RunSummary,
+    Suite,
+    TargetConfig,
+    target_name,
+)
 
 from ..estimate import Estimate
 from ..terminal import TerminalConsole, resume_command
@@ -176,6 +184,20 @@ def judge_facts(judge: dict[str, Any], suite: dict[str, Any] | None) -> list[tup
         return []
     facts = [(k, cfg[k]) for k in ("provider", "model", "rpm", "tpm") if cfg.get(k) is not None]
     return facts + ([("pace", "even")] if cfg.get("pace") == "even" else [])  # burst, the default, goes unsaid
+
+
+def target_facts(suite: dict[str, Any] | None) -> list[list[tuple[str, Any]]]:
+    """Per target of the run's suite that has limits, its ``system`` and those limits (``rpm``, ``pace`` even) as a
+    report's targets section shows them, as :func:`judge_facts` the judge's."""
+    suite = suite or {}
+    configs = suite.get("targets") or ([suite["target"]] if suite.get("target") else [])
+    return [[("system", target_name(c.get("system"))), *limits] for c in configs if (limits := _target_limits_of(c))]
+
+
+def _target_limits_of(config: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A target's limits as its suite section writes them: ``rpm``, and ``pace`` when even (burst goes unsaid)."""
+    rpm = [("rpm", config["rpm"])] if config.get("rpm") is not None else []
+    return rpm + ([("pace", "even")] if config.get("pace") == "even" else [])
 
 
 def _unpriced(judge: dict[str, Any]) -> bool:
@@ -340,9 +362,10 @@ def print_estimate(
     for queue, n in estimate.units.items():
         units.add_row(queue, f"{n:,}")
     console.print(units)
+    targets = {target.name: target for target in suite.all_targets}
     for system, calls in estimate.target_calls.items():
         said = f"target {system}: {counted(calls, 'call')} (one per question; retries not counted)"
-        console.print(said, markup=False)
+        console.print(said + _target_limits(estimate, targets[system]), markup=False, soft_wrap=True)
     if not estimate.judge:
         return
     cached = ("cached", "to pay") if estimate.cache_checked else ()
@@ -391,6 +414,26 @@ def print_estimate(
 def _judge_limit(suite: Suite, name: str) -> str:
     """A judge limit of :meth:`Estimate.judge_minutes` as the suite writes it: ``judge.rpm 600``, ``judge.pace even
     at 10 a second``."""
+    return f"judge.{_limit(suite.judge, name)}"
+
+
+def _limit(config: JudgeConfig | TargetConfig, name: str) -> str:
+    """A rate limit of a judge or a target as its suite section writes it: ``rpm 600``, ``pace even at 10 a second``."""
     if name == "pace":
-        return f"judge.pace {suite.judge.pace} at {paced_per_second(suite.judge.rpm or 1):,} a second"
-    return f"judge.{name} {getattr(suite.judge, name):,}"
+        return f"pace {config.pace} at {paced_per_second(config.rpm or 1):,} a second"
+    return f"{name} {getattr(config, name):,}"
+
+
+def _target_limits(estimate: Estimate, target: TargetConfig) -> str:
+    """What a dry run's target line adds of the target's limits (``rpm``, ``pace: even``): the least time its calls
+    need under those they reach, as the judge's time line says it, and the ones they do not reach; none unset."""
+    names = ["rpm"] * bool(target.rpm) + ["pace"] * (target.pace == "even")
+    if not names:
+        return ""
+    minutes = estimate.target_minutes(target)
+    limits = ", ".join(
+        _limit(target, k) + (f": {fmt_duration(minutes[k] * 60)}" if k in minutes else "") for k in names
+    )
+    if not minutes:
+        return f"; under its limits ({limits})"
+    return f"; time: at least {fmt_duration(max(minutes.values()) * 60)} for them under its limits ({limits})"

@@ -11,7 +11,16 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
-from .console import error_lines, judge_counters, judge_facts, judge_used, reasons_text, since_resume, unscorable_text
+from .console import (
+    error_lines,
+    judge_counters,
+    judge_facts,
+    judge_used,
+    reasons_text,
+    since_resume,
+    target_facts,
+    unscorable_text,
+)
 from .itemstats import ItemStats, WorstItem
 from .live import scored_text
 from .markdown import TARGET_COLUMNS, target_rows
@@ -211,6 +220,7 @@ def render_html(
         "embedding": embedding,
         "target_columns": TARGET_COLUMNS,
         "targets": target_rows(summary),
+        "target_facts": target_facts(suite),
         "worst_k": stats.worst_k,
         "worst": _worst(summary, stats, texts),
         "texts_note": texts.note,

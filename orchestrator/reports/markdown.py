@@ -17,6 +17,7 @@ from .console import (
     metric_label,
     reasons_text,
     since_resume,
+    target_facts,
     unfilled_lines,
     unreadable_rows,
     unscorable_text,
@@ -109,7 +110,7 @@ def render_markdown(
     lines += _breakdown("category", summary.by_category)
     lines += _wins(summary)
     lines += _judge(summary, (info or {}).get("suite"))
-    lines += _targets(summary)
+    lines += _targets(summary, (info or {}).get("suite"))
     lines += _worst(summary, stats, texts or ItemTexts()) if stats is not None else []
     lines += _failed_rows(summary, failed_rows or [])
     lines += _timing(summary)
@@ -170,11 +171,14 @@ def target_rows(summary: RunSummary) -> list[list[str]]:
     ]
 
 
-def _targets(summary: RunSummary) -> list[str]:
+def _targets(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
     if not summary.target:
         return []
     header = "| system | " + " | ".join(TARGET_COLUMNS) + " |"
-    lines = ["## Targets", "", header, "|---" * (len(TARGET_COLUMNS) + 1) + "|"]
+    lines = ["## Targets", ""]
+    for facts in target_facts(suite):  # a target's limits, as the judge section says the judge's
+        lines += [" · ".join(f"{k} {md_cell(v)}" for k, v in facts), ""]
+    lines += [header, "|---" * (len(TARGET_COLUMNS) + 1) + "|"]
     lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in target_rows(summary)]
     if unfilled := unfilled_lines(summary):
         lines += ["", *(f"- {md_cell(line)}" for line in unfilled)]

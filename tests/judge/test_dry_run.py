@@ -164,6 +164,26 @@ def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path:
 
 
 @pytest.mark.integration
+def test_the_dry_run_gives_each_targets_limits_and_the_least_time_they_allow(tmp_path: Path) -> None:
+    """A target's ``rpm`` and ``pace`` went unsaid by the dry run, where the judge's give the least time its calls
+    need: 130 calls at rpm 60 take at least 2 min, at ``pace: even`` at 1 a second 2m09s; a limit they do not reach
+    is given without a time, and a target without limits is said as it was."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(130))
+    targets = [{"system": "slow", "url": "http://127.0.0.1:9/ask", "rpm": 60, "pace": "even"},
+               {"system": "roomy", "url": "http://127.0.0.1:9/ask", "rpm": 600},
+               {"system": "free", "url": "http://127.0.0.1:9/ask"}]  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"], "targets": targets}))
+    result = _dry_run(data, tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert ("target slow: 133 calls (one per question; retries not counted); time: at least 2m12s for them under its "
+            "limits (rpm 60: 2m00s, pace even at 1 a second: 2m12s)") in said, said  # fmt: skip
+    assert "target roomy: 133 calls (one per question; retries not counted); under its limits (rpm 600)" in said
+    assert "target free: 133 calls (one per question; retries not counted) judge" in said or said.endswith(
+        "target free: 133 calls (one per question; retries not counted)"
+    ), said
+
+
 def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, home: Path) -> None:
     lines = [json.dumps(r) for r in _rows(10)] + ['{"id": "broken", '] * 7  # 5 are listed, then "and 2 more"
     data = tmp_path / "d.jsonl"

@@ -216,3 +216,25 @@ def test_report_md_lists_the_first_unreadable_rows_escaped_and_says_how_many_mor
     section = text.split("## Unreadable rows\n\n", 1)[1].split("\n## ", 1)[0]
     assert "| 2 | invalid JSON near \\<img src=x\\> \\| 2 |" in section
     assert section.count("invalid JSON") == 20 and "… 5 more in failed_rows.jsonl." in section
+
+
+def test_report_md_and_report_html_give_each_targets_limits_as_the_judges() -> None:
+    """A target's ``rpm`` and ``pace: even`` were in no report, where the judge's are: each target with limits gets
+    a line of them over the targets table (``system rag-v1 · rpm 60 · pace even``); one without says none."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    targets = [{"system": "rag<v1>", "url": "http://h/ask", "rpm": 60, "pace": "even"},
+               {"system": "plain", "url": "http://h/ask", "pace": "burst"}]  # fmt: skip
+    summary = RunSummary(run_id="r", items=2, scored=2, target={"rag<v1>": {"calls": 1}, "plain": {"calls": 1}})
+    info = {"suite": {"metrics": ["verbatim"], "targets": targets}}
+    report = render_markdown(summary, info)
+    assert "## Targets\n\nsystem rag\\<v1\\> · rpm 60 · pace even\n\n| system |" in report, report
+    assert "system plain" not in report
+    html = render_html(summary, ItemStats(), info)
+    said = "<span>system <b>rag&lt;v1&gt;</b></span>\n<span>rpm <b>60</b></span>\n<span>pace <b>even</b></span>"
+    assert said in html and "system <b>plain</b>" not in html
+    lone = {"suite": {"metrics": ["verbatim"], "target": {"url": "http://h/ask", "rpm": 30}}}
+    assert "system target · rpm 30" in render_markdown(
+        RunSummary(run_id="r", items=1, scored=1, target={"target": {"calls": 1}}), lone
+    )

@@ -205,6 +205,13 @@ def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path
     assert all(scores[("limited", f"q{i}")] == 1.0 for i in range(N)), "every 429 was waited out and retried"
     target = result.summary.target["limited"]
     assert target["rate_limited"] >= 1 and limited_calls == N + target["rate_limited"]
+    # the target's limit is said with its counters, as the judge's with the judge's; the callable has none to say
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Targets\n\nsystem limited · rpm 600\n\n| system |" in report, report
+    assert (
+        '<p class="facts"><span>system <b>limited</b></span>\n<span>rpm <b>600</b></span>\n</p>'
+        in (tmp_path / "out" / "report.html").read_text()
+    )
 
 
 def _run_while_down(rag: FakeRag, out: Path) -> Any:
