@@ -223,10 +223,11 @@ class _Rate:
     def idle_note(self, counters: dict[str, int]) -> str:
         """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S (the ETA
         means nothing then); what the judge calls wait on instead, when they wait at the rate limiter
-        (:func:`wait_note`): a run held by its ``--rpm`` or a provider's 429 is not stuck."""
+        (:func:`wait_note`): a run held by its ``--rpm`` or a provider's 429 is not stuck. None for a cancelled run:
+        nothing is left to come but its summary (its skipped chunks may stay unwritten), which is no stall."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         idle = time.monotonic() - self.changed
-        if idle < IDLE_NOTE_S or done >= total:
+        if idle < IDLE_NOTE_S or done >= total or scored_of(counters) is not None:
             return ""
         return wait_note(counters) or f"no progress for {idle:.0f} s"
 

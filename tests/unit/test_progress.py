@@ -220,6 +220,31 @@ def test_the_rich_bar_shows_the_judge_calls_and_no_idle_note_while_they_go_out(c
     view.stop()
 
 
+def test_a_cancelled_run_awaiting_its_summary_is_not_said_to_make_no_progress(clock: Clock) -> None:
+    """A cancelled run (``worked:*``: :meth:`RunStore.progress`) whose skipped chunks stay unwritten has nothing left to
+    come but its summary: the bar said "no progress for 20 s" under it, as of a stalled run."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    cancelled = {**JUDGE_RUN, "done": 30, "done:judge": 30, "worked:judge": 30}
+    view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+    view.start("r1")
+    view.update(cancelled)
+    clock.advance(progress.IDLE_NOTE_S + 10)
+    view.update(cancelled)
+    fields = view.bar.tasks[0].fields
+    assert fields["note"] == "" and fields["tallies"].startswith("stopped 70 "), fields
+    view.stop()
+    view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))  # a run not cancelled still is
+    view.start("r2")
+    view.update({**JUDGE_RUN, "done": 30, "done:judge": 30})
+    clock.advance(progress.IDLE_NOTE_S + 10)
+    view.update({**JUDGE_RUN, "done": 30, "done:judge": 30})
+    assert view.bar.tasks[0].fields["note"] == f"no progress for {progress.IDLE_NOTE_S + 10:.0f} s"
+    view.stop()
+
+
 def test_the_rate_counts_from_when_a_worker_took_the_attempts_first_task_on_the_stores_clock(clock: Clock) -> None:
     """Counters from the store once a worker took a task of the run's attempt (``work_ms``: the store's clock since
     then; ``before:*``: what was done before it). Counted from the start of the following, a run that waited a minute
