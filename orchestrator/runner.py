@@ -19,7 +19,7 @@ import socket
 import time
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -979,6 +979,7 @@ def wait(
     revive: Callable[[], object] | None = None,
     out_dir: Path | None = None,
     broker: str | None = None,
+    cancel_on_error: bool = False,
 ) -> RunSummary:
     """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying), and returns
     something truthy when it restarted a dead local worker. ``revive`` (the embedded mode: restart its own
@@ -1001,7 +1002,9 @@ def wait(
     a view with ``queued`` is told every QUEUED_CHECK_S how many of other runs' messages wait ahead of it
     (:func:`queued_ahead`; the queues are not read for a view without one). ``out_dir`` and ``broker`` (its
     --broker): named by the commands an outage it gives up on says (``broker`` by the command that starts a worker
-    of a queue nobody serves too).
+    of a queue nobody serves too). ``cancel_on_error`` (an embedded run, whose workers stop with it): a wait ended by
+    an error or a Ctrl-C marks the run cancelled before its last progress line, which then counts what the cancel
+    stopped, as ``ragscore status`` does.
     """
     progress = progress or QuietProgress()
     progress.start(run_id)
@@ -1095,6 +1098,11 @@ def wait(
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"Run {run_id} did not finish within {timeout_s} s")
             time.sleep(POLL_S)
+    except BaseException:
+        if cancel_on_error and outage.since is None:  # lost: its caller says so (and tries the cancel again)
+            with suppress(redis.RedisError):
+                cancel(store, run_id)
+        raise
     finally:
         try:
             counters = {} if outage.since is not None else store.progress(run_id)  # lost: not 30 s more
@@ -1677,6 +1685,7 @@ def run(
                         timeout_s=timeout_s,
                         consumer_check_s=math.inf,
                         revive=lambda: embedded.acquire(lane=True),  # its server died: start it again from its AOF
+                        cancel_on_error=True,
                     )
                 summary = finish(store, sub.run_id)
                 finished = True

@@ -255,6 +255,34 @@ def test_a_cancelled_runs_status_tells_what_was_scored_from_what_the_cancel_stop
     assert "`stopped` what the cancel (or a judge's breaker or budget) stopped, unscored" in said, said
 
 
+def test_a_run_stopped_by_ctrl_c_ends_its_progress_on_what_status_then_shows(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """After a Ctrl-C the run's last progress line read "0/8 item×metric outputs (0.0%) ... errors 0", without the
+    `stopped 8` that `ragscore status` showed: it was read before the run was marked cancelled. It now reads as the
+    status's counts (the judge call in flight is held until the run ended: no race with the cancel)."""
+    out = tmp_path / "out"
+    with FakeProvider(api_key=keys) as fake:
+        fake.hold = threading.Event()  # the first judge call waits: the Ctrl-C comes while it is in flight
+        run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.PIPE, quiet=False)
+        try:
+            assert run.poll() is None, run.communicate()
+            run.send_signal(signal.SIGINT)
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            fake.hold.set()
+            run.kill()
+            run.wait(30)
+    assert run.returncode == 130, stderr
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    status = _cli("status", out, home=home)
+    scored, stopped, total = _table_rows(status.stdout)["judge"][:3]
+    assert int(stopped) > 0, status.stdout
+    last = [line for line in stderr.splitlines() if line.startswith(f"[ragscore] {run_id}: ")][-1]
+    assert f": {scored}/{total} item×metric outputs scored (" in last, (last, status.stdout)
+    assert f" stopped {stopped} errors 0 unscorable 0 " in last and "ETA" not in last, (last, status.stdout)
+
+
 def test_a_run_cancelled_from_another_shell_ends_its_progress_on_what_was_scored_not_what_was_stopped(
     tmp_path: Path, home: Path, keys: str, model: str
 ) -> None:
