@@ -147,7 +147,8 @@ def parse_gates(texts: Iterable[str]) -> list[GateSpec]:
 
 def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
     """ConfigError (with "did you mean") for a gate on a metric output the suite does not produce, or one that could
-    decide nothing; every gate's at once (:func:`raise_problems`), the suite's outputs listed once."""
+    decide nothing; every gate's at once (:func:`raise_problems`: ``Invalid gates: 2 problems:``, each a line of the
+    suite's problems where :func:`~orchestrator.suite.load_suite` checks its gates), the suite's outputs listed once."""
     problems: list[Problem] = []
     unlisted = True  # the suite's outputs: said by the first gate that names none of them
     for gate in gates:
@@ -155,7 +156,7 @@ def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
             if gate.metric not in outputs and unlisted:
                 problem, unlisted = f"{problem} The suite's outputs: {', '.join(outputs)}.", False
             problems.append(("", ConfigError(problem)))
-    raise_problems(problems)
+    raise_problems(problems, subject="gates")
 
 
 def _gate_problem(gate: GateSpec, outputs: Sequence[str]) -> str | None:

@@ -77,11 +77,12 @@ Problem = tuple[str, ConfigError]
 class SuiteProblems(ConfigError):
     """Several problems of one suite, said at once, one a line: the user fixes them all in one go, not one a run."""
 
-    def __init__(self, problems: Sequence[Problem]) -> None:
+    def __init__(self, problems: Sequence[Problem], *, subject: str = "suite") -> None:
+        """``subject``: what the problems are of, as said (``Invalid gates: ...``: gates given on the command line)."""
         self.problems = list(problems)
         lines = "\n".join(f"  {where}: {said}" if where else f"  {said}" for where, said in _said(self.problems))
         # ConfigError's, not super()'s: an UnknownMetrics's next class is UnknownMetricError, built otherwise
-        ConfigError.__init__(self, f"Invalid suite: {len(self.problems)} problems:\n{lines}")
+        ConfigError.__init__(self, f"Invalid {subject}: {len(self.problems)} problems:\n{lines}")
 
     @property
     def errors(self) -> list[ConfigError]:
@@ -114,10 +115,10 @@ def _said(problems: list[Problem]) -> list[tuple[str, str]]:
     return said
 
 
-def raise_problems(problems: Sequence[Problem]) -> None:
+def raise_problems(problems: Sequence[Problem], *, subject: str = "suite") -> None:
     """Raise nothing for no problems, a lone one as it is (its type and message unchanged), several as one
-    :class:`SuiteProblems` (those of a SuiteProblems among them each on its own line; an :class:`UnknownMetrics`
-    where a metric is unknown)."""
+    :class:`SuiteProblems` of ``subject`` (those of a SuiteProblems among them each on its own line; an
+    :class:`UnknownMetrics` where a metric is unknown)."""
     flat = [p for where, e in problems for p in (e.problems if isinstance(e, SuiteProblems) else [(where, e)])]
     if len(flat) == 1:
         where, error = flat[0]
@@ -125,7 +126,7 @@ def raise_problems(problems: Sequence[Problem]) -> None:
         raise error
     if flat:
         unknown = any(isinstance(e, UnknownMetricError) for _, e in flat)
-        raise (UnknownMetrics if unknown else SuiteProblems)(flat)
+        raise UnknownMetrics(flat) if unknown else SuiteProblems(flat, subject=subject)
 
 
 class DatasetError(RagscoreError):

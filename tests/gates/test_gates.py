@@ -114,6 +114,16 @@ def test_gate_on_unknown_output_suggests_the_close_one() -> None:
     check_gate_names([parse_gate("mrr:ci_low=0.1")], OUTPUTS)
 
 
+def test_every_bad_gate_of_the_command_line_is_said_as_the_gates_not_the_suites() -> None:
+    """Gates given on the command line (``--fail-under``, assert_scores' ``gates``) are said together, headed as the
+    gates' problems: "Invalid suite" named a suite that had none."""
+    with pytest.raises(ConfigError) as info:
+        check_gate_names([parse_gate("recall_at5=0.5"), parse_gate("mrr=80")], OUTPUTS)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "Invalid gates: 2 problems:", info.value
+    assert lines[1].startswith("  Gate 'recall_at5=0.5' names 'recall_at5'") and lines[2].startswith("  Gate 'mrr=80'")
+
+
 def test_a_threshold_above_1_is_refused_except_on_raw_scales() -> None:
     with pytest.raises(ConfigError, match=r"mrr scores are in \[0, 1\].*a percentage\? mrr=0\.8"):
         check_gate_names([parse_gate("mrr=80")], OUTPUTS)
