@@ -398,6 +398,10 @@ _SECRET_NAMES = ("api_key", "token", "secret", "password")
 #: How like one of :data:`_SECRET_NAMES` such a key must be: closer than a field's typo (0.6), as the names are short
 #: and common words come that close (``seed``, ``user``: secret; ``top_k``: token; ``api_base``: api_key).
 _SECRET_LIKENESS = 0.75
+#: A misspelt key shorter than this (the shortest of :data:`_SECRET_NAMES`, ``token``) is a secret only where its value
+#: looks like a key: one letter off a short name still reaches :data:`_SECRET_LIKENESS`, and so do words (``ton``,
+#: ``ken``, ``sect``) and typos of no secret (``tken: 5``).
+_SHORT_SECRET_KEY = 5
 #: Model names of OpenAI's reasoning models (``o1``, ``o3-mini``, ``o4-mini``, ``gpt-5``, ``gpt-5-mini``).
 _OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
 #: The rate limits by name, as :class:`JudgeConfig` (and :class:`TargetConfig`, ``rpm`` only) and the limiter
@@ -476,15 +480,15 @@ class JudgeConfig(BaseModel):
     def _secret_keys(cls, value: dict[Any, Any]) -> Iterator[tuple[Any, str]]:
         """The keys of ``value`` that would hold a secret, and each as said: named as one (``api_key``), or misspelt
         and like no field (``api_kye (did you mean 'api_key'?)``: pydantic's unknown key has no such name to offer),
-        in any case (``API_KYE``). A misspelt key under 5 characters (``tken``), which one letter takes far from
-        what was meant, is one only where its value looks like a key (``gsk_...``)."""
+        in any case (``API_KYE``), where its value is a string (``secure: true`` is no key); one under
+        :data:`_SHORT_SECRET_KEY` characters (``tken``) only where its value looks like a key (``gsk_...``)."""
         for key, item in value.items():
             name = str(key).lower()
             if _SECRET_NAME.match(name):
                 yield key, str(key)
             elif name not in cls.model_fields and not close_names(name, cls.model_fields):
                 close = close_names(name, _SECRET_NAMES, cutoff=_SECRET_LIKENESS)
-                if close and (len(name) >= 5 or (isinstance(item, str) and _looks_like_a_secret(item))):
+                if close and isinstance(item, str) and (len(name) >= _SHORT_SECRET_KEY or _looks_like_a_secret(item)):
                     yield key, f"{key} ({did_you_mean(close)})"
 
     @property

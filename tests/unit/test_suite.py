@@ -866,6 +866,16 @@ def test_a_short_key_like_a_secrets_name_is_a_key_only_where_its_value_looks_lik
     assert "REALSECRET987" not in said, said
 
 
+def test_a_key_like_a_secrets_name_whose_value_is_no_string_is_an_unknown_key() -> None:
+    """``secure: true`` was refused as a secret (``did you mean 'secret'?``), the user told keys come from the
+    environment: a key is a string, so a misspelt name's number or boolean is an unknown key, at any length."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": ["exact_match"], "judge": {"secure": True, "tokne": 500}})
+    said = str(info.value)
+    assert "judge.secure: Extra inputs are not permitted" in said and "judge.tokne: Extra inputs" in said, said
+    assert "environment" not in said, said
+
+
 def test_prices_budgets_and_gates_are_said_with_the_suites_other_problems() -> None:
     """Two prices of one model stopped the check at the first: two budgets, every bad gate and a target's bad
     response path were said one run at a time. One load says them all, the suite's outputs listed once."""
