@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ragscore_workers.counts import agree, counted
-from ragscore_workers.errors import ConfigError, DatasetError
+from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning
 from ragscore_workers.schemas import ItemResult, RunSummary, Suite
 from ragscore_workers.settings import get_settings
 
 from .atomic_file import atomic_writer, make_out_dir
+from .caller import PYTHON
 from .datasets import Named
 from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
@@ -30,7 +31,7 @@ from .reports.files import refuse_files_of_others
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 
-__all__ = ["Evaluation", "GateFailedWarning", "IncompleteRunWarning", "evaluate", "resume"]
+__all__ = ["DatasetWarning", "Evaluation", "GateFailedWarning", "IncompleteRunWarning", "evaluate", "resume"]
 
 
 class IncompleteRunWarning(UserWarning):
@@ -93,7 +94,7 @@ def evaluate(
         with claim_out_dir(out_dir):  # from before the rows are written there: another call's run may read them
             refuse_files_of_others(out_dir, "out=")  # the caller's own summary.json, items.csv: before any is written
             named = None
-            refuse_an_unfinished_run_in(out_dir, broker, python=True)  # before rows are written over its dataset
+            refuse_an_unfinished_run_in(out_dir, broker, caller=PYTHON)  # before rows are written over its dataset
             if isinstance(dataset, (str, Path)):
                 path = Path(dataset)
             else:
@@ -101,7 +102,7 @@ def evaluate(
                 path, fmt, named = _write_rows(dataset, rows_copy), "jsonl", ROWS_GIVEN
             summary = run(
                 path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
-                progress=progress or make_progress(quiet), named=named,
+                progress=progress or make_progress(quiet), named=named, caller=PYTHON,
             )  # fmt: skip
     except BaseException as exc:
         if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
@@ -110,7 +111,7 @@ def evaluate(
             rows_copy.unlink(missing_ok=True)  # the copy would be taken for the caller's file by the next call
         if out_dir.exists() and isinstance(exc, KeyboardInterrupt):  # where the run is and how to finish it
             try:
-                refuse_an_unfinished_run_in(out_dir, broker, python=True)
+                refuse_an_unfinished_run_in(out_dir, broker, caller=PYTHON)
             except ConfigError as unfinished:
                 if hasattr(exc, "add_note"):  # Python 3.11+
                     exc.add_note(str(unfinished))
@@ -140,22 +141,22 @@ def resume(
                           "run")  # fmt: skip
     summary = run(None, None, out_dir, broker=broker, resume_id=str(recorded["run_id"]),
                   judge_params=judge_budget(max_cost=max_cost, max_tokens=max_tokens),
-                  progress=progress or make_progress(quiet))  # fmt: skip
+                  progress=progress or make_progress(quiet), caller=PYTHON)  # fmt: skip
     return _evaluation(summary, out_dir, rows_given=(out_dir / ROWS_FILE).exists())
 
 
 def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) -> Evaluation:
     """The run's Evaluation, after a warning for its unreadable rows and one for what ``ragscore run`` exits 1 for
     (returned as it is, but said: quiet by default, a notebook shows warnings). ``rows_given``: the run scored rows
-    given in memory (the lines of failed_rows.jsonl are those of their copy)."""
+    given in memory (failed_rows.jsonl has each one's index in them, and its line in their copy)."""
     if summary.failed_rows:
         rows = f"{counted(summary.failed_rows, 'row')} {agree(summary.failed_rows, 'was', 'were')}"
-        line = (f"its line in {out_dir / ROWS_FILE}, the copy of {ROWS_GIVEN.name} (line N is row N-1 of them)"
+        line = (f"its index in {ROWS_GIVEN.name} (from 0; its line, from 1, is that of their copy, {ROWS_FILE})"
                 if rows_given else "its line")  # fmt: skip
         each = agree(summary.failed_rows, "it is", "each is")
         warnings.warn(f"{rows} unreadable and not scored: {each} in {out_dir / 'failed_rows.jsonl'} with {line} "
                       "and why", stacklevel=3)  # fmt: skip
-    problem = incomplete(summary)
+    problem = incomplete(summary, PYTHON)
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=3)
     gates = evaluate_gates(summary, _suite_gates(out_dir))

@@ -39,6 +39,7 @@ from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
+from .caller import CLI, Caller
 from .terminal import NOT_A_TERMINAL_WIDTH, TerminalConsole
 
 __all__ = [
@@ -242,10 +243,11 @@ def evaluate_gates(
     return results
 
 
-def incomplete(summary: RunSummary) -> str | None:
+def incomplete(summary: RunSummary, caller: Caller = CLI) -> str | None:
     """Why a finished run is no result to pass, whatever its gates (the cases ``ragscore run`` exits 1 for: a
     cancel, the judge's or a target's circuit breaker, a metric output whose every item errored, pooled or in one
-    system's items, or that scored no item of the whole run, every one unscorable), or None."""
+    system's items, or that scored no item of the whole run, every one unscorable), or None. ``caller``: whose
+    options it names."""
     if summary.state == "cancelled":
         said = (f"run {summary.run_id} was cancelled: {counted_of(summary.scored, summary.items, 'item')} scored"
                 if summary.scored else
@@ -264,10 +266,10 @@ def incomplete(summary: RunSummary) -> str | None:
             of = f" of system {system}" if system is not None else ""
             return (f"no scores for {', '.join(empty)}{of}: every item that reached them errored "
                     f"(first error, {name}: {first.first_error or '?'})")  # fmt: skip
-    return _unscored(summary)
+    return _unscored(summary, caller)
 
 
-def _unscored(summary: RunSummary) -> str | None:
+def _unscored(summary: RunSummary, caller: Caller) -> str | None:
     """The metric outputs that scored no item of the whole run because every item was unscorable (a column named
     for another tool, the wrong --format), with the first one's count and most common reason, or None. Over the
     whole run only: a metric meant for one system's rows (contexts of a retrieval system beside a no-retrieval
@@ -278,9 +280,10 @@ def _unscored(summary: RunSummary) -> str | None:
     name, first = next(iter(empty.items()))
     reason = next(iter(first.unscorable_reasons or {}), None)
     items = counted(first.unscorable, "item") + (f", most often: {reason}" if reason else "")
+    dry_run = "`ragscore run DATASET --suite SUITE --dry-run` in a shell" if caller.python else "--dry-run"
     return (f"no scores for {', '.join(empty)}: every item was unscorable ({name}: {items}; items.jsonl says why "
-            "for each): fix the cause (e.g. rows without a field it needs: misnamed columns, the wrong --format, "
-            "which --dry-run names) or drop it from the suite")  # fmt: skip
+            f"for each): fix the cause (e.g. rows without a field it needs: misnamed columns, the wrong "
+            f"{caller.option('format')}, which {dry_run} names) or drop it from the suite")  # fmt: skip
 
 
 def stopped_targets(summary: RunSummary) -> dict[str, str]:

@@ -33,7 +33,7 @@ from ragscore_workers.acl import BACKEND, BROKER, BROKER_READS, STORE, STORE_REA
 from ragscore_workers.app import CONTROL_QUEUE, app, configure
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted, counted_of
-from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RunLostError, StoreError
+from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, ReportError, RunLostError, StoreError
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
     TARGET_SHARD_ROWS,
@@ -63,6 +63,7 @@ from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
 from .atomic_file import make_out_dir, write_text_atomic
+from .caller import CLI, Caller
 from .datasets import Named, RowError, dataset_fingerprint, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
@@ -414,6 +415,7 @@ def submit(
     say: Callable[[str], None] | None = None,
     named: Named | None = None,
     broker: str | None = None,
+    caller: Caller = CLI,
 ) -> Submitted:
     """Validate the dataset, then stream it into chords. Nothing is sent if validation fails.
 
@@ -422,7 +424,8 @@ def submit(
     ``say`` is told how far reading and sending are, every NOTE_EVERY_S (minutes for a million rows).
     ``named``: how its errors and notes name the dataset and its rows (its path and lines when None).
     ``broker``: the --broker it is sent with (None: RAGSCORE_BROKER_URL, or the embedded Redis), which the resume
-    commands of a submission cut off by Redis name (:func:`_said_cut_off`).
+    commands of a submission cut off by Redis name (:func:`_said_cut_off`). ``caller``: who is warned of what is
+    probably wrong with the dataset, and how.
     """
     named = named or Named.of(dataset)
     run_id = run_id or new_run_id()
@@ -433,7 +436,7 @@ def submit(
         shard_rows = min(shard_rows, TARGET_SHARD_ROWS)
 
     def on_error(err: RowError) -> None:
-        bad.append(err.to_json())
+        bad.append(named.failed_row(err))
         if len(bad) >= 1000:
             store.add_failed_rows(run_id, bad)
             bad.clear()
@@ -462,9 +465,9 @@ def submit(
         store.drop_failed_rows(run_id)
         raise
     # said before the rows are sent
-    warned = [*scan.warnings(resolved.filled_fields()), *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)]
-    for warning in warned:
-        log.warning("%s: %s", named.name, warning)
+    suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)
+    for warning in [*scan.warnings(resolved.filled_fields(), caller), *suited]:
+        caller.warn(f"{named.name}: {warning}")
     ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
@@ -1347,13 +1350,31 @@ def _settled_orphans(store: RunStore, run_id: str) -> list[Orphan]:
     return found.orphans
 
 
-def write_results(store: RunStore, run_id: str, out_dir: Path, broker: str | None = None) -> RunSummary:
+def write_results(
+    store: RunStore, run_id: str, out_dir: Path, broker: str | None = None, *, caller: Caller = CLI
+) -> RunSummary:
     """Write the reports of a finished run into ``out_dir``; one not finished is an error whose commands name
-    ``out_dir`` and the run's ``broker`` (its --broker)."""
+    ``out_dir`` and the run's ``broker`` (its --broker). ReportError when a report cannot be written, naming it (not
+    the hidden file it is written to first) and how ``caller`` finishes the run once it can."""
     summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
-    write_outputs(store, run_id, out_dir, summary)
+    try:
+        write_outputs(store, run_id, out_dir, summary)
+    except OSError as exc:  # a full disk, a folder where a report goes: os.replace names the temporary file first
+        target = exc.filename2 or exc.filename
+        raise ReportError(
+            f"{exc.strerror or exc}{f' ({target})' if target else ''}: the reports of run {run_id} were not written "
+            f"(what was scored is kept); {_rewrite(run_id, out_dir, broker, caller)} writes them once it can"
+        ) from exc
     store.note_reports_dir(run_id, str(out_dir.resolve()))  # `ragscore status` says where they are
     return summary
+
+
+def _rewrite(run_id: str, out_dir: Path, broker: str | None, caller: Caller) -> str:
+    """How ``caller`` writes the reports of run ``run_id`` into ``out_dir`` again: the resume of the run that
+    ``DIR/run.json`` names, else ``ragscore results``."""
+    if (recorded_run(out_dir) or {}).get("run_id") == run_id:
+        return caller.resume(out_dir, broker)
+    return backticked(results_command(run_id, out_dir, broker))
 
 
 def _refuse_metrics_only_here(resolved: ResolvedSuite) -> None:
@@ -1405,44 +1426,39 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
             pick_device(resolved.suite.embedding.device)
 
 
-def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, python: bool = False) -> str | None:
+def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, caller: Caller = CLI) -> str | None:
     """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
-    that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id. The
-    resume it says names ``broker`` (this command's --broker) where that run went to a cluster too; ``python``: the
-    caller is :func:`orchestrator.evaluate`, so ``resume()`` and ``out=`` are said before the shell's command."""
+    that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id (None:
+    no run, or one its Redis lost). The resume it says names ``broker`` (this command's --broker) where that run went
+    to a cluster too, as ``caller`` finishes a run and gives another out."""
     record = recorded_run(out_dir) or {}
     recorded = record.get("run_id")
     if recorded is None:
         return None
-    if record.get("lost"):  # nothing left to resume: the directory is free
-        log.warning("%s named run %s, which its Redis lost: this run takes its place", out_dir, recorded)
+    if record.get("lost"):  # nothing left to resume: the directory is free (said by run() once the run goes ahead)
         return None
     try:
         reported = json.loads((out_dir / "summary.json").read_text(encoding="utf-8")).get("run_id")
     except (OSError, ValueError, AttributeError):
         reported = None
     if reported != recorded:
-        cluster = record.get("mode") == "cluster"
-        command = backticked(resume_command(out_dir, broker=broker if cluster else None))
-        if python:  # a notebook's RAGSCORE_PLUGINS, set in os.environ, reaches no shell: resume() first
-            call = f"resume({str(out_dir)!r}{', broker=BROKER' if cluster else ''})"
-            how, out_option = f"`{call}` (from orchestrator; {command} in a shell)", "out="
-        else:
-            how, out_option = command, "--out"
+        how = caller.resume(out_dir, broker if record.get("mode") == "cluster" else None)
         raise ConfigError(
             f"{out_dir} holds run {recorded}, which has not written its reports (interrupted?): finish it with {how}, "
-            f"or give another {out_option} to start a new run (or delete {out_dir / 'run.json'}, if that run is gone "
-            "or not wanted)"
+            f"or give another {caller.option('out')} to start a new run (or delete {out_dir / 'run.json'}, if that run "
+            "is gone or not wanted)"
         )
     return str(recorded)
 
 
-def _refuse_to_overwrite(dataset: Path, out_dir: Path) -> None:
+def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
     """ConfigError when a report would be written over the dataset (``data/items.csv --out data``)."""
     if dataset.name in OUTPUT_NAMES and dataset.resolve().parent == out_dir.resolve():
+        out = caller.option("out")
+        given = f"{out}{str(out_dir)!r}" if caller.python else f"{out} {out_dir}"
         raise ConfigError(
-            f"--out {out_dir} would overwrite the dataset {dataset} with the run's own {dataset.name}: give "
-            "another --out, or rename the dataset"
+            f"{given} would overwrite the dataset {dataset} with the run's own {dataset.name}: give another {out}, or "
+            "rename the dataset"
         )
 
 
@@ -1558,11 +1574,12 @@ def run(
     job: dict[str, Any] | None = None,
     named: Named | None = None,
     stored: ResolvedSuite | None = None,
+    caller: Caller = CLI,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
     new run's) is kept in ``DIR/run.json`` for its resume; ``named``: how a new run's errors name the dataset and its
     rows (:func:`submit`); ``stored``: run ``resume_id``'s suite where the caller read it already (read here, once,
-    where None).
+    where None); ``caller``: who is warned, and whose options and resume its messages name.
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
     private Redis and local workers for just the queues the suite needs are started and stopped here.
@@ -1573,7 +1590,7 @@ def run(
     broker = broker or settings.broker_url
     if resume_id is not None and job is None:  # DIR/run.json keeps the job as it started (its gates): a 2nd resume too
         job = (recorded_run(out_dir) or {}).get("job")
-    replaced = None
+    replaced = lost = None  # the run whose reports out_dir holds; the one its Redis lost there
     lane: int | None = None  # an embedded run's lane (set once its server is acquired)
     resumed = stored  # the suite of run resume_id, read once from the store
     registration = ""  # and its registration there (EmbeddedRedis.member: held while this call runs the run)
@@ -1589,9 +1606,12 @@ def run(
             if on_validated is not None:  # first: what it refuses (exit 2) leaves DIR as it was, run.json too
                 on_validated(queues)
             if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
-                log.warning("%s holds the reports of run %s: this run replaces them (%s writes them again while the "
-                            "store keeps that run)", out_dir, replaced,
-                            backticked(results_command(replaced, "OTHER_DIR", given_broker)))  # fmt: skip
+                again = backticked(results_command(replaced, "OTHER_DIR", given_broker))
+                log.warning("%s holds the reports of run %s: this run replaces them (%s%s writes them again while the "
+                            "store keeps that run)", out_dir, replaced, again,
+                            " in a shell" if caller.python else "")  # fmt: skip
+            elif lost is not None:
+                log.warning("%s named run %s, which its Redis lost: this run takes its place", out_dir, lost)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=job)
 
@@ -1622,20 +1642,22 @@ def run(
             check_queues(store, broker, resolved.queues)
         return submit(
             dataset, resolved, store, fmt=fmt, fmt_options=fmt_options, run_id=run_id, shard_rows=shard_rows,
-            on_validated=validated, say=say, named=named, broker=given_broker,
+            on_validated=validated, say=say, named=named, broker=given_broker, caller=caller,
         )  # fmt: skip
 
     def finish(store: RunStore, run_id: str) -> RunSummary:
         say(f"writing the reports to {out_dir}/")
-        return write_results(store, run_id, out_dir, given_broker)
+        return write_results(store, run_id, out_dir, given_broker, caller=caller)
 
     # DIR is this process's from before its checks to its reports: a run started at the same instant into it
     # would pass the checks too (DIR/run.json names a run only once it validated)
     with stop_signals_as_interrupt(), claim_out_dir(out_dir):
         if resume_id is None:
-            replaced = refuse_an_unfinished_run_in(out_dir, given_broker)
+            record = recorded_run(out_dir) or {}
+            lost = record.get("run_id") if record.get("lost") else None
+            replaced = refuse_an_unfinished_run_in(out_dir, given_broker, caller=caller)
             if dataset is not None:
-                _refuse_to_overwrite(dataset, out_dir)
+                _refuse_to_overwrite(dataset, out_dir, caller)
         else:
             _refuse_a_lost_run(out_dir, resume_id)
         refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them (a resume's too)

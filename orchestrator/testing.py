@@ -25,6 +25,7 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import GateSpec, RunSummary, Suite
 
 from .api import Evaluation, IncompleteRunWarning, evaluate
+from .caller import PYTHON
 from .gates import (
     GatePlan,
     check_gate_names,
@@ -87,7 +88,7 @@ def assert_scores(
     verdicts = evaluate_gates(result.summary, specs, base, tolerance)
     notes = GatePlan(specs, base, tolerance, None).notes(result.summary, verdicts, outputs)
     table = render_gates(verdicts) + "".join(f"\n{note}" for note in notes)
-    problem = incomplete(result.summary)
+    problem = incomplete(result.summary, PYTHON)
     if problem is not None:  # what `ragscore run` exits 1 for: no gate may pass it
         raise AssertionError(
             f"ragscore run {result.summary.run_id} is incomplete (reports in {result.out_dir}): {problem}\n" + table

@@ -8,8 +8,12 @@ RagscoreError
 ├── DatasetError           the dataset cannot be used at all (missing, empty, duplicate ids)
 ├── StoreError             the run store (Redis) failed or holds no such run
 ├── BrokerError            the embedded Redis or the local workers could not be started
+├── ReportError            a finished run's reports could not be written (a full disk, a folder in the way)
 └── MetricError            a metric could not score one item (recorded per item, never raised
                            into Celery)
+
+DatasetWarning (a UserWarning) what is probably wrong with a dataset or suite that still runs (a column
+                           missing, a metric with nothing to check), warned of by the Python API before its run
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ __all__ = [
     "BrokerError",
     "ConfigError",
     "DatasetError",
+    "DatasetWarning",
     "MetricError",
     "RagscoreError",
+    "ReportError",
     "StoreError",
     "SuiteProblems",
     "UnknownMetricError",
@@ -144,6 +150,17 @@ class RunLostError(StoreError):
 
 class BrokerError(RagscoreError):
     """The embedded Redis server or the local worker processes could not be started."""
+
+
+class DatasetWarning(UserWarning):
+    """What is probably wrong with a dataset or suite that still runs (a field a metric needs absent from every row,
+    code_test with nothing to check): said before the run, by the Python API as this warning (the command line
+    prints it)."""
+
+
+class ReportError(RagscoreError):
+    """A finished run's reports could not be written (a full disk, a folder where a report goes); the message names
+    the report, not the hidden temporary file it is written to first. What was scored stays in the store."""
 
 
 class MetricError(RagscoreError):

@@ -20,6 +20,7 @@ from ragscore_workers.schemas import ITEM_META_FIELDS, Row
 from ragscore_workers.settings import get_settings
 from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
+from ..caller import CLI, Caller
 from .loaders import RAW_EXCERPT_CHARS, RowError, detect_format, iter_records
 
 __all__ = ["DatasetScan", "Named", "iter_rows", "scan_dataset", "validate_record"]
@@ -182,17 +183,19 @@ class DatasetScan:
     #: the gold one, read as ``reference``).
     questions_alone: bool = False
 
-    def warnings(self, filled: Container[str] = frozenset()) -> list[str]:
+    def warnings(self, filled: Container[str] = frozenset(), caller: Caller = CLI) -> list[str]:
         """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``).
-        ``filled``: the row fields the suite's targets fill (a target's ``answer`` is a system's answer)."""
+        ``filled``: the row fields the suite's targets fill (a target's ``answer`` is a system's answer); ``caller``:
+        whose options are named."""
         out = []
+        predictions = caller.option("predictions")
         if self.questions_alone and "answer" not in filled:
-            out.append("the nlp-project questions file was read without --predictions: its 'answer' is the gold "
+            out.append(f"the nlp-project questions file was read without {predictions}: its 'answer' is the gold "
                        "answer (read as reference), so no row has a system's answer: give the system's predictions "
-                       "JSON with --predictions (or a suite target that asks the system)")  # fmt: skip
+                       f"JSON with {predictions} (or a suite target that asks the system)")  # fmt: skip
         if self.rows and self.fields_seen <= {"id"}:
             out.append("no row has a field besides its id, so no metric will find anything to score (the wrong "
-                       "--format, or columns that are no row field?)")  # fmt: skip
+                       f"{caller.option('format')}, or columns that are no row field?)")  # fmt: skip
         if self.near_misses:
             named = ", ".join(f"{col!r} ({did_you_mean([fld])})" for col, fld in self.near_misses.items())
             cased = any(_normal(col) not in FOREIGN_NAMES for col in self.near_misses)
@@ -219,6 +222,10 @@ class Named:
     def at(self, line: int) -> str:
         """``line 3``, or ``row 2`` of the rows given."""
         return f"row {line - 1}" if self.as_rows else f"line {line}"
+
+    def failed_row(self, err: RowError) -> dict[str, Any]:
+        """``err`` as ``failed_rows.jsonl`` keeps it: its line (from 1), and for rows given also its ``index``."""
+        return err.to_json() | ({"index": err.line - 1} if self.as_rows else {})
 
     def both(self, first: int, second: int) -> str:
         """``on lines 2 and 9``, or ``in rows 1 and 8`` of the rows given."""

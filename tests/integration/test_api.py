@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator import evaluate
 from orchestrator.api import IncompleteRunWarning
-from ragscore_workers.errors import ConfigError, DatasetError
+from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning, ReportError
 
 from ..support import make_rows, users_files, write_jsonl
 
@@ -353,7 +353,8 @@ def test_rows_refused_or_unreadable_are_said_as_the_rows_given_by_index_not_as_l
     tmp_path: Path, home: Path
 ) -> None:
     """A duplicate id was said as "OUT/evaluate-rows.jsonl: ... on lines 1 and 2", a file the caller never wrote and
-    lines where they gave rows (line N is row N-1)."""
+    lines where they gave rows (line N is row N-1); failed_rows.jsonl had only that line, where README and docs say a
+    line (from 1) of the dataset: rows given also have their "index"."""
     rows = make_rows(3)
     with pytest.raises(DatasetError) as info:
         evaluate([*rows, rows[1]], {"metrics": ["exact_match"]}, out=tmp_path / "dup")
@@ -369,10 +370,11 @@ def test_rows_refused_or_unreadable_are_said_as_the_rows_given_by_index_not_as_l
     with pytest.warns(UserWarning, match="1 row was unreadable") as caught:
         evaluate([{"id": "a", "answer": "x"}, {"id": "b", "answer": True}], {"metrics": ["exact_match"]}, out=out)
     (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
-    assert f"with its line in {out / 'evaluate-rows.jsonl'}, the copy of the rows given to evaluate() (line N is row " \
-           "N-1 of them) and why" in warned  # fmt: skip
+    assert "with its index in the rows given to evaluate() (from 0; its line, from 1, is that of their copy, " \
+           "evaluate-rows.jsonl) and why" in warned  # fmt: skip
     (failed,) = [json.loads(line) for line in (out / "failed_rows.jsonl").read_text().splitlines()]
-    assert failed["line"] == 2 and failed["raw"].startswith('{"id": "b"')  # line 2 of the copy: row 1 given
+    assert failed["index"] == 1 and failed["raw"].startswith('{"id": "b"')  # row 1 given (README: "index", from 0)
+    assert failed["line"] == 2  # line 2 of the copy
 
 
 def test_rows_refused_leave_no_copy_to_block_the_next_call_into_the_same_out(tmp_path: Path, home: Path) -> None:
@@ -443,3 +445,66 @@ def test_a_link_standing_in_out_as_the_copy_of_the_rows_is_replaced_never_writte
     (out / "evaluate-rows.jsonl").symlink_to(theirs)
     assert evaluate(make_rows(2, seed=1), {"metrics": ["exact_match"]}, out=out).summary.items == 2
     assert theirs.read_text() == "their notes\n" and not (out / "evaluate-rows.jsonl").is_symlink()
+
+
+def test_a_report_that_cannot_be_written_is_a_ragscore_error_naming_the_report(tmp_path: Path, home: Path) -> None:
+    """evaluate() raised the bare IsADirectoryError of os.replace, naming the hidden ``.items.csv.XXXX.partial`` it
+    writes a report to first, a file the caller never sees."""
+    out = tmp_path / "out"
+    (out / "items.csv").mkdir(parents=True)  # items.csv cannot replace a directory
+    with pytest.raises(ReportError) as info:
+        evaluate(make_rows(4), {"metrics": ["exact_match"]}, out=out)
+    said = str(info.value)
+    assert f"Is a directory ({out / 'items.csv'})" in said and ".partial" not in said, said
+    assert f"resume({str(out)!r})" in said, said
+
+
+def test_what_is_probably_wrong_before_the_run_is_a_dataset_warning_a_notebook_can_filter(
+    tmp_path: Path, home: Path
+) -> None:
+    """A field every row lacks was only logged (stderr in a notebook, past any warnings filter), where the run's
+    other warnings (IncompleteRunWarning) are Python warnings."""
+    import warnings
+
+    rows = [{"id": f"q{i}", "answer": "x"} for i in range(3)]  # no reference: exact_match scores no item
+    with pytest.warns(DatasetWarning, match=r"the rows given to evaluate\(\): no row has 'reference'") as caught:
+        evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out")
+    (warned,) = [w for w in caught if w.category is DatasetWarning]
+    assert warned.filename == __file__  # shown at the caller's line, not inside ragscore
+    with pytest.warns(
+        DatasetWarning, match=r"no row has a field besides its id, .*\(the wrong fmt=, or columns"
+    ) as caught:
+        evaluate([{"id": "a", "Reply": "x"}], {"metrics": ["exact_match"]}, out=tmp_path / "ids")  # not --format
+    (incomplete,) = [str(w.message) for w in caught if w.category is IncompleteRunWarning]
+    assert "the wrong fmt=, which `ragscore run DATASET --suite SUITE --dry-run` in a shell names" in incomplete
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DatasetWarning)
+        with pytest.raises(DatasetWarning, match="no row has 'reference'"):
+            evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "strict")
+
+
+def test_refusals_name_the_parameters_of_evaluate_not_the_command_lines_options(tmp_path: Path, home: Path) -> None:
+    """Said as `--out OUT would overwrite the dataset ...: give another --out`, options a notebook has not."""
+    out = evaluate(make_rows(3), {"metrics": ["exact_match"]}, out=tmp_path / "out").out_dir
+    with pytest.raises(ConfigError) as info:  # the earlier run's items.jsonl, scored as a dataset into its own out
+        evaluate(out / "items.jsonl", {"metrics": ["exact_match"]}, out=out)
+    said = str(info.value)
+    assert said.startswith(f"out={str(out)!r} would overwrite the dataset") and "another out=" in said, said
+    assert "--out" not in said, said
+
+
+def test_a_run_its_redis_lost_is_said_to_be_replaced_once(
+    tmp_path: Path, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The note "OUT named run X, which its Redis lost: this run takes its place" was logged twice: by evaluate()'s
+    own check of out= and again by the run's."""
+    import logging
+
+    out = tmp_path / "out"
+    out.mkdir()
+    lost = {"run_id": "20260101-000000-abcdef", "mode": "embedded", "lost": "its Redis lost it while it ran"}
+    (out / "run.json").write_text(json.dumps(lost))
+    with caplog.at_level(logging.WARNING):
+        evaluate(make_rows(3), {"metrics": ["exact_match"]}, out=out)
+    said = [r.getMessage() for r in caplog.records if "this run takes its place" in r.getMessage()]
+    assert said == [f"{out} named run {lost['run_id']}, which its Redis lost: this run takes its place"], said

@@ -19,6 +19,7 @@ from orchestrator import evaluate
 from orchestrator.reports import from_dir, write_reports
 from orchestrator.reports.source import store_answers
 from orchestrator.reports.texts import MAX_PREVIEW_CHARS, preview
+from ragscore_workers.errors import ReportError
 from ragscore_workers.schemas import item_key
 from ragscore_workers.store import RunStore, redis_client
 
@@ -163,7 +164,7 @@ def test_answers_are_written_before_the_reports(home: Path, tmp_path: Path) -> N
     (tmp_path / "out" / "items.jsonl").mkdir(parents=True)
     target = {"system": "library", "callable": "tests.fakes.fake_rag:callable_target",
               "request": {"question": "{question}"}, "response": {"contexts": "contexts[*].text"}}  # fmt: skip
-    with pytest.raises(IsADirectoryError):
+    with pytest.raises(ReportError, match="Is a directory"):
         evaluate(questions(N), {"metrics": ["verbatim"], "target": target}, out=tmp_path / "out")
     answers = (tmp_path / "out" / "answers.jsonl").read_text(encoding="utf-8").splitlines()
     assert sorted(json.loads(line)["id"] for line in answers) == [f"q{i}" for i in range(N)]
