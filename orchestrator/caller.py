@@ -32,6 +32,10 @@ class Caller:
         """How this caller gives option ``name`` (the command line's, ``out``): ``--out`` or ``out=``."""
         return _PYTHON_OPTIONS.get(name, f"{name}=") if self.python else f"--{name}"
 
+    def given(self, name: str, value: object) -> str:
+        """Option ``name`` given ``value``: ``--out DIR`` or ``out='DIR'``."""
+        return f"{self.option(name)}{str(value)!r}" if self.python else f"{self.option(name)} {value}"
+
     def resume(self, out_dir: Path, broker: str | None = None) -> str:
         """How this caller finishes the run whose reports go to ``out_dir``: the shell's command, or ``resume()``
         first (a notebook's RAGSCORE_PLUGINS, set in os.environ, reaches no shell). ``broker``: the run's cluster."""

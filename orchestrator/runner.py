@@ -446,7 +446,7 @@ def submit(
     }
     needed: set[str] = {"target"} if resolved.targets else set()
     validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
-    recorded_format = fmt or (detect_format(dataset, fmt_options) if validated_as is not None else None)
+    recorded_format = fmt or (detect_format(dataset, fmt_options, caller) if validated_as is not None else None)
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
     request_fields = resolved.request_fields()
@@ -477,7 +477,7 @@ def submit(
             "state": RunState.SUBMITTING,
             "suite": resolved.suite.model_dump_json(),
             "dataset": str(dataset.resolve()),
-            "format": recorded_format or detect_format(dataset, fmt_options),  # the detected one is recorded too
+            "format": recorded_format or detect_format(dataset, fmt_options, caller),  # the detected one is recorded too
             "format_options": json.dumps(fmt_options),
             "items": items,
             "failed_rows": scan.failed,
@@ -1454,11 +1454,9 @@ def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, cal
 def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
     """ConfigError when a report would be written over the dataset (``data/items.csv --out data``)."""
     if dataset.name in OUTPUT_NAMES and dataset.resolve().parent == out_dir.resolve():
-        out = caller.option("out")
-        given = f"{out}{str(out_dir)!r}" if caller.python else f"{out} {out_dir}"
         raise ConfigError(
-            f"{given} would overwrite the dataset {dataset} with the run's own {dataset.name}: give another {out}, or "
-            "rename the dataset"
+            f"{caller.given('out', out_dir)} would overwrite the dataset {dataset} with the run's own {dataset.name}: "
+            f"give another {caller.option('out')}, or rename the dataset"
         )
 
 

@@ -28,6 +28,8 @@ from typing import Any, BinaryIO, TextIO
 from ragscore_workers.counts import close_names, did_you_mean, noun_names
 from ragscore_workers.errors import DatasetError
 
+from ..caller import CLI, Caller
+
 __all__ = ["ALL_FORMATS", "FORMATS", "SEED_FORMATS", "RowError", "detect_format", "iter_records", "loads_json"]
 
 #: Row fields whose CSV cells hold JSON (lists or objects).
@@ -525,19 +527,21 @@ def _whole(path: Path, records: Iterator[tuple[int, Record | RowError]]) -> Iter
                            "complete?") from exc  # fmt: skip
 
 
-def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
+def detect_format(path: Path, options: dict[str, Any] | None = None, caller: Caller = CLI) -> str:
     """Format from the path: a directory is eval-points; ``.jsonl``/``.ndjson``, ``.csv`` and ``.parquet`` by
     extension (under a ``.gz`` one, the one before it); a ``.json`` file is eval-points, socioscope or auto-analyst
     when its content says so (see docs/datasets.md), else json; a Parquet file by its content; nlp-project when
-    predictions are given or the file looks like the NLP project's questions."""
+    predictions are given or the file looks like the NLP project's questions. ``caller``: whose options its errors
+    name."""
     suffix, gzipped = _suffix(path), path.suffix.lower() == ".gz"
     if options and options.get("predictions"):  # an option of nlp-project only
         from .nlp_project import looks_like_nlp_project
 
         if path.is_dir() or (not gzipped and not looks_like_nlp_project(path)):  # gzip: its reader says so
-            raise DatasetError(f"--predictions is an option of --format nlp-project, whose questions file has a JSON "
-                               f"object with doc_id, question and evidence_sentences per line; {path} does not: drop "
-                               "--predictions, or pass --format nlp-project to read it so anyway")  # fmt: skip
+            predictions, nlp_project = caller.option("predictions"), caller.given("format", "nlp-project")
+            raise DatasetError(f"{predictions} is an option of {nlp_project}, whose questions file has a JSON object "
+                               f"with doc_id, question and evidence_sentences per line; {path} does not: drop "
+                               f"{predictions}, or pass {nlp_project} to read it so anyway")  # fmt: skip
         return "nlp-project"
     if path.is_dir():
         return DIRECTORY_FORMAT
@@ -554,7 +558,9 @@ def detect_format(path: Path, options: dict[str, Any] | None = None) -> str:
     if looks_like_nlp_project(path):
         return "nlp-project"
     named = f"{suffix}.gz" if gzipped else suffix  # data.gz: '.gz', not ''
-    raise DatasetError(f"{path}: cannot tell the format from {named!r}; pass --format ({', '.join(ALL_FORMATS)})")
+    raise DatasetError(
+        f"{path}: cannot tell the format from {named!r}; pass {caller.option('format')} ({', '.join(ALL_FORMATS)})"
+    )
 
 
 def _refuse_options(fmt: str, options: dict[str, Any] | None, accepted: frozenset[str]) -> None:

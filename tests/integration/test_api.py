@@ -491,6 +491,16 @@ def test_refusals_name_the_parameters_of_evaluate_not_the_command_lines_options(
     said = str(info.value)
     assert said.startswith(f"out={str(out)!r} would overwrite the dataset") and "another out=" in said, said
     assert "--out" not in said, said
+    text = tmp_path / "d.txt"
+    text.write_text(json.dumps(make_rows(1)[0]) + "\n")
+    with pytest.raises(DatasetError, match=r"cannot tell the format from '\.txt'; pass fmt= \(jsonl, "):
+        evaluate(text, {"metrics": ["exact_match"]}, out=tmp_path / "txt")
+    with pytest.raises(DatasetError) as info:
+        evaluate(write_jsonl(tmp_path / "d.jsonl", make_rows(2)), {"metrics": ["exact_match"]},
+                 fmt_options={"predictions": str(text)}, out=tmp_path / "pred")  # fmt: skip
+    said = str(info.value)
+    assert said.startswith("fmt_options={'predictions': ...} is an option of fmt='nlp-project', whose "), said
+    assert "--" not in said, said
 
 
 def test_a_run_its_redis_lost_is_said_to_be_replaced_once(
