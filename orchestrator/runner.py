@@ -477,7 +477,7 @@ def submit(
             "state": RunState.SUBMITTING,
             "suite": resolved.suite.model_dump_json(),
             "dataset": str(dataset.resolve()),
-            "format": recorded_format or detect_format(dataset, fmt_options, caller),  # the detected one is recorded too
+            "format": recorded_format or detect_format(dataset, fmt_options, caller),
             "format_options": json.dumps(fmt_options),
             "items": items,
             "failed_rows": scan.failed,
