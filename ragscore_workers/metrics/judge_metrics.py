@@ -183,8 +183,9 @@ class Job:
         return [{"role": "user", "content": valid_unicode(self.prompt)}]
 
     def final(self, completion: Completion) -> bool:
-        """A reply worth caching: one that reads (a value), a refusal, or one cut at the cap while still thinking
-        (each would come again alike). Any other is asked again on a later run, not served from the cache."""
+        """A last attempt's reply worth caching: one that reads (a value), a refusal, or one cut at the cap while
+        still thinking (each would come again alike). Any other left its item unscored: asked again on a later run,
+        not served from the cache. (An earlier attempt's reply is always kept: a rating may follow it.)"""
         if completion.refusal or self.parse(completion.text) is not None:
             return True
         return completion.finish_reason == "length" and not answer_part(completion.text).strip()
@@ -201,9 +202,10 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
     messages = job.messages
     verdict = Verdict()
     for attempt in range(job.attempts):
+        last = attempt == job.attempts - 1  # a re-run replays the sequence; only a last reply left unread is re-asked
         try:
             completion, cached = client.complete(
-                messages, params, template_version=job.version, attempt=attempt, final=job.final
+                messages, params, template_version=job.version, attempt=attempt, final=job.final if last else None
             )
         except JudgeStopped as exc:
             verdict.stopped = str(exc)

@@ -3,8 +3,8 @@
 Key: sha256 of the provider identity (name, endpoint, model), the messages, temperature, max_tokens, the
 template version and the attempt number (the n-th sample of one prompt, so re-asking after a reply
 without a rating replays the same sequence). Nothing else: timeouts, retries and limits do not change a
-reply. Only successful replies are stored; errors never are, nor a reply its metric could not read (the client's
-``final``: it is asked again on a later run). Values are JSON.
+reply. Only successful replies are stored; errors never are, nor a reply the client's ``final`` refuses (the last
+attempt's reply its metric could not read: it is asked again on a later run). Values are JSON.
 """
 
 from __future__ import annotations

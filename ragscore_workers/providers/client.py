@@ -117,13 +117,14 @@ class JudgeClient:
         *,
         template_version: str,
         attempt: int = 0,
-        final: Callable[[Completion], bool] = lambda _: True,
+        final: Callable[[Completion], bool] | None = None,
     ) -> tuple[Completion, bool]:
-        """The reply to ``messages`` and whether it came from the cache; raises JudgeError subclasses. Only a reply
-        ``final`` accepts (one the caller could read) is cached, or served from the cache: another is asked again."""
+        """The reply to ``messages`` and whether it came from the cache; raises JudgeError subclasses. Given ``final``,
+        only a reply it accepts (one the caller could read) is cached, or served from the cache: another is asked
+        again."""
         key = cache_key(self.provider.identity, messages, params, template_version, attempt)
         cached = self.cache.get(key)
-        if cached is not None and final(cached):
+        if cached is not None and (final is None or final(cached)):
             self.state.incr(cache_hits=1)
             return cached, True
         retrying = Retrying(
@@ -146,7 +147,7 @@ class JudgeClient:
                         " (circuit breaker opened)" if opened else "")  # fmt: skip
             raise
         # An empty reply may be a server's glitch, and one the caller could not read may read next time: not kept.
-        if (completion.text.strip() or completion.refusal) and final(completion):
+        if (completion.text.strip() or completion.refusal) and (final is None or final(completion)):
             self.cache.put(key, completion)
         return completion, False
 

@@ -193,6 +193,24 @@ def test_a_reply_without_a_rating_is_not_served_from_the_cache_on_a_re_run(
     assert fake.stats()["requests"] == 4
 
 
+def test_a_re_run_replays_the_replies_without_a_rating_that_a_rating_followed_and_pays_nothing(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    """Not caching any reply without a rating re-asked its first attempts on every re-run (paid each time, forever
+    where a judge at temperature 0 repeats them), and the re-run's score came from another sequence than the first's.
+    """
+    rows = [{"id": "a", "question": "Capital?", "contexts": ["Paris [[reply=Hmm, hard to say||10||2]]"]}]
+    suite = judge_suite(["context_relevance_judge"], fake, model)
+    (first,) = score(suite, rows, rclient, "run-a-" + model)
+    assert first["context_relevance_judge"].details["calls"] == [3, 3] and fake.stats()["requests"] == 6
+    (second,) = score(suite, rows, rclient, "run-b-" + model)
+    assert fake.stats()["requests"] == 6, "a re-run paid again for replies the first run had paid"
+    assert second["context_relevance_judge"].details["calls"] == [3, 3]
+    assert second["context_relevance_judge"].score == 1.0 and second["context_relevance_judge"].details["cached"]
+    state = RunJudgeState(rclient, "run-b-" + model, ttl_s=60).read()
+    assert state["calls"] == 0 and state["cache_hits"] == 6 and state["parse_failures"] == 4
+
+
 def test_half_an_emoji_in_a_row_is_judged_and_its_reply_cached(
     rclient: redis.Redis, fake: FakeProvider, model: str
 ) -> None:
