@@ -163,11 +163,10 @@ def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path:
     assert looked_up.cache_checked and looked_up.judge["answer_accuracy"].calls == 2
 
 
-@pytest.mark.integration
 def test_the_dry_run_gives_each_targets_limits_and_the_least_time_they_allow(tmp_path: Path) -> None:
     """A target's ``rpm`` and ``pace`` went unsaid by the dry run, where the judge's give the least time its calls
-    need: 130 calls at rpm 60 take at least 2 min, at ``pace: even`` at 1 a second 2m09s; a limit they do not reach
-    is given without a time, and a target without limits is said as it was."""
+    need: 133 calls (130 rows and 3 odd ones) at rpm 60 take at least 2 min, at ``pace: even`` at 1 a second 2m12s; a
+    limit they do not reach is given without a time, and a target without limits is said as it was."""
     data = write_jsonl(tmp_path / "d.jsonl", _rows(130))
     targets = [{"system": "slow", "url": "http://127.0.0.1:9/ask", "rpm": 60, "pace": "even"},
                {"system": "roomy", "url": "http://127.0.0.1:9/ask", "rpm": 600},
@@ -184,6 +183,7 @@ def test_the_dry_run_gives_each_targets_limits_and_the_least_time_they_allow(tmp
     ), said
 
 
+@pytest.mark.integration
 def test_dry_run_command_reports_bad_rows_and_starts_nothing(tmp_path: Path, home: Path) -> None:
     lines = [json.dumps(r) for r in _rows(10)] + ['{"id": "broken", '] * 7  # 5 are listed, then "and 2 more"
     data = tmp_path / "d.jsonl"
