@@ -94,7 +94,7 @@ summary.json have the rest.</p>{% endif %}
 <p class="muted">The systems under test asked before scoring: their calls, cache hits, retries, 429s, questions
 that failed for good, and why the circuit breaker opened (if it did).</p>
 {% for facts in target_facts %}<p class="facts">{% for k, v in facts %}<span>{{ k }} <b>{{ v }}</b></span>
-{% endfor %}</p>{% endfor %}
+{%- endfor %}</p>{% endfor %}
 <table><tr><th class="l">system</th>{% for c in target_columns %}<th>{{ c }}</th>{% endfor %}</tr>
 {% for row in targets %}<tr><td class="l">{{ row[0] }}</td>{% for v in row[1:] %}<td>{{ v }}</td>{% endfor %}
 </tr>{% endfor %}</table>

@@ -220,7 +220,8 @@ def test_report_md_lists_the_first_unreadable_rows_escaped_and_says_how_many_mor
 
 def test_report_md_and_report_html_give_each_targets_limits_as_the_judges() -> None:
     """A target's ``rpm`` and ``pace: even`` were in no report, where the judge's are: each target with limits gets
-    a line of them over the targets table (``system rag-v1 · rpm 60 · pace even``); one without says none."""
+    a line of them over the targets table (``system rag-v1 · rpm 60 · pace even``), its spans run together in the html
+    as the judge's (no space between them beside their margin); one without says none."""
     from orchestrator.reports.html import render_html
     from orchestrator.reports.itemstats import ItemStats
 
@@ -232,7 +233,7 @@ def test_report_md_and_report_html_give_each_targets_limits_as_the_judges() -> N
     assert "## Targets\n\nsystem rag\\<v1\\> · rpm 60 · pace even\n\n| system |" in report, report
     assert "system plain" not in report
     html = render_html(summary, ItemStats(), info)
-    said = "<span>system <b>rag&lt;v1&gt;</b></span>\n<span>rpm <b>60</b></span>\n<span>pace <b>even</b></span>"
+    said = "<span>system <b>rag&lt;v1&gt;</b></span><span>rpm <b>60</b></span><span>pace <b>even</b></span></p>"
     assert said in html and "system <b>plain</b>" not in html
     lone = {"suite": {"metrics": ["verbatim"], "target": {"url": "http://h/ask", "rpm": 30}}}
     assert "system target · rpm 30" in render_markdown(

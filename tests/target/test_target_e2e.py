@@ -209,7 +209,7 @@ def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Targets\n\nsystem limited · rpm 600\n\n| system |" in report, report
     assert (
-        '<p class="facts"><span>system <b>limited</b></span>\n<span>rpm <b>600</b></span>\n</p>'
+        '<p class="facts"><span>system <b>limited</b></span><span>rpm <b>600</b></span></p>'
         in (tmp_path / "out" / "report.html").read_text()
     )
 
