@@ -461,13 +461,13 @@ def submit(
                             named=named)  # fmt: skip
         if scan.rows and (unseen := request_fields.error()):
             raise ConfigError(f"{named.name}: {unseen}; nothing was submitted")
+        # said before the rows are sent (a warnings filter may make one an error: a refusal too)
+        suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)
+        for warning in [*scan.warnings(resolved.filled_fields(), caller), *suited]:
+            caller.warn(f"{named.name}: {warning}")
     except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
         store.drop_failed_rows(run_id)
         raise
-    # said before the rows are sent
-    suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)
-    for warning in [*scan.warnings(resolved.filled_fields(), caller), *suited]:
-        caller.warn(f"{named.name}: {warning}")
     ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target

@@ -11,6 +11,7 @@ import pytest
 from orchestrator import evaluate
 from orchestrator.api import IncompleteRunWarning
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning, ReportError
+from ragscore_workers.store import RunStore
 
 from ..support import make_rows, users_files, write_jsonl
 
@@ -518,3 +519,23 @@ def test_a_run_its_redis_lost_is_said_to_be_replaced_once(
         evaluate(make_rows(3), {"metrics": ["exact_match"]}, out=out)
     said = [r.getMessage() for r in caplog.records if "this run takes its place" in r.getMessage()]
     assert said == [f"{out} named run {lost['run_id']}, which its Redis lost: this run takes its place"], said
+
+
+def test_a_dataset_warning_made_an_error_leaves_no_unreadable_rows_in_the_store(
+    tmp_path: Path, store: RunStore
+) -> None:
+    """A notebook's ``simplefilter("error", DatasetWarning)`` refuses the run before it exists, as a bad dataset
+    does; the first 1,000 unreadable rows, stored as they were read, were kept under the id of that run."""
+    import warnings
+
+    from orchestrator.caller import PYTHON
+    from orchestrator.runner import submit
+    from orchestrator.suite import load_suite
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("{\n" * 1000 + json.dumps({"id": "a", "answer": "x"}) + "\n")  # no reference: a DatasetWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DatasetWarning)
+        with pytest.raises(DatasetWarning, match="no row has 'reference'"):
+            submit(data, load_suite({"metrics": ["exact_match"]}), store, run_id="refused-run", caller=PYTHON)
+    assert list(store.failed_rows("refused-run")) == []
