@@ -25,6 +25,7 @@ __all__ = [
     "link_target",
     "make_out_dir",
     "open_regular",
+    "said_os_error",
     "write_text_atomic",
 ]
 
@@ -124,6 +125,13 @@ def open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
         os.close(fd)
         raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
     return fd
+
+
+def said_os_error(exc: OSError) -> str:
+    """``Is a directory (DIR/items.csv)``: ``exc`` as said to the user, naming the report (``os.replace``'s target),
+    not the hidden temporary file it was written to first."""
+    target = exc.filename2 or exc.filename
+    return f"{exc.strerror or exc}{f' ({target})' if target else ''}"
 
 
 def write_text_atomic(path: Path, text: str, *, errors: str = "strict") -> None:

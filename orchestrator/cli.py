@@ -21,7 +21,7 @@ from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, Rags
 from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import check_redis_url, get_settings
 
-from .atomic_file import link_target, make_out_dir, write_text_atomic
+from .atomic_file import link_target, make_out_dir, said_os_error, write_text_atomic
 from .help_format import HelpCommand, HelpTyper
 from .terminal import (
     PIPED_PROSE_WIDTH,
@@ -1549,9 +1549,7 @@ def main() -> None:
         typer.echo(shown(f"Error: Redis: {type(exc).__name__}: {exc}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except OSError as exc:  # a full disk or an unwritable --out while writing the reports
-        target = exc.filename2 or exc.filename  # a report's, not the hidden temporary file it replaces it from
-        where = f" ({target})" if target else ""
-        typer.echo(shown(f"Error: {exc.strerror or exc}{where}"), err=True)
+        typer.echo(shown(f"Error: {said_os_error(exc)}"), err=True)
         sys.exit(EXIT_RUN_ERROR)
     except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
         typer.echo("interrupted", err=True)

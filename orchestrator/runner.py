@@ -62,7 +62,7 @@ from ragscore_workers.store import (
 from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
-from .atomic_file import make_out_dir, write_text_atomic
+from .atomic_file import make_out_dir, said_os_error, write_text_atomic
 from .caller import CLI, Caller
 from .datasets import Named, RowError, dataset_fingerprint, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
@@ -1360,9 +1360,8 @@ def write_results(
     try:
         write_outputs(store, run_id, out_dir, summary)
     except OSError as exc:  # a full disk, a folder where a report goes: os.replace names the temporary file first
-        target = exc.filename2 or exc.filename
         raise ReportError(
-            f"{exc.strerror or exc}{f' ({target})' if target else ''}: the reports of run {run_id} were not written "
+            f"{said_os_error(exc)}: the reports of run {run_id} were not written "
             f"(what was scored is kept); {_rewrite(run_id, out_dir, broker, caller)} writes them once it can"
         ) from exc
     store.note_reports_dir(run_id, str(out_dir.resolve()))  # `ragscore status` says where they are
