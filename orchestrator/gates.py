@@ -339,18 +339,20 @@ def system_note(gates: Iterable[GateSpec | GateResult], present: Collection[str]
 
 
 def baseline_note(summary: RunSummary, baseline: RunSummary, outputs: Sequence[str]) -> str | None:
-    """Why a regression gate may compare unlike runs: a baseline over other items or systems (its means are over
-    other questions: a subset of the same answers reads as a regression), or outputs it has no mean for (they
-    get no regression gate); None when they match."""
+    """Why a regression gate may compare unlike runs: a baseline of other systems (its means are of other systems)
+    or over other items (over other questions: a subset of the same answers reads as a regression), or outputs it
+    has no mean for (they get no regression gate); None when they match."""
     said = []
     systems, base_systems = sorted(summary.by_system), sorted(baseline.by_system)
-    if summary.items != baseline.items or systems != base_systems:
+    unlike = [*(["of other systems"] if systems != base_systems else []),
+              *(["over other questions"] if summary.items != baseline.items else [])]  # fmt: skip
+    if unlike:
 
         def runs(s: RunSummary, names: list[str]) -> str:
             return counted(s.items, "item") + (f" of {', '.join(names)}" if names else "")
 
         said.append(f"the baseline {baseline.run_id} holds {runs(baseline, base_systems)}, this run "
-                    f"{runs(summary, systems)}: its means are over other questions")  # fmt: skip
+                    f"{runs(summary, systems)}: its means are {', '.join(unlike)}")  # fmt: skip
     measured = _measured(baseline, outputs)
     unmeasured = [o for o in outputs if o not in measured]
     if unmeasured:

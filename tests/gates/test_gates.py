@@ -344,6 +344,23 @@ def test_a_baseline_output_without_a_mean_is_said_to_get_no_regression_gate() ->
     )
 
 
+def test_a_baseline_of_another_system_on_the_same_questions_is_not_said_to_be_over_other_questions() -> None:
+    """``run dense.jsonl --fail-on-regression runs/bm25`` (the same 3,000 questions, answered by the other system)
+    was told "its means are over other questions": the questions are the same, the system is not."""
+    from orchestrator.gates import baseline_note
+
+    def of(system: str, scores: list[float]) -> RunSummary:
+        items = [ItemResult(id=f"q{i}", system=system, metrics={"mrr": MetricResult(score=s)})
+                 for i, s in enumerate(scores)]  # fmt: skip
+        return summarize(system, items)
+
+    note = baseline_note(of("dense", [1.0, 0.5]), of("bm25", [0.5, 0.5]), ["mrr"]) or ""
+    assert "the baseline bm25 holds 2 items of bm25, this run 2 items of dense: its means are of other systems" in note
+    assert "other questions" not in note
+    fewer = baseline_note(of("dense", [1.0]), of("bm25", [0.5, 0.5]), ["mrr"]) or ""
+    assert fewer.endswith("its means are of other systems, over other questions"), fewer
+
+
 def test_gate_systems_are_read_from_targets_and_from_the_rows_a_target_without_a_system_keeps(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A target with no ``system`` leaves each row's own system on its items: a gate on a row's system was refused
     as absent (the systems taken were the target's name, ``target``)."""
