@@ -150,6 +150,13 @@ def render_compare_markdown(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _legend(c: Comparison) -> str:
+    """What the console's columns are: which system minus which, the interval's and p's methods, whose wins."""
+    arm, base = (c.arms[1], c.arms[0]) if len(c.arms) == 2 else ("system", c.baseline_text())
+    return (f"diff: {arm} − {base} on the n questions both scored; 95% CI: paired bootstrap; p: two-sided "
+            f"sign-flip permutation; W/T/L: questions where {arm} is better / equal / worse")  # fmt: skip
+
+
 #: Columns a name (metric, system) should keep before W/T/L is written on three lines to make room.
 NAME_ROOM = 20
 
@@ -160,13 +167,13 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     from rich.markup import escape
 
     console = console or TerminalConsole()
-    table = Table(title=escape(_title(c)), box=box.SIMPLE_HEAD)
+    table = Table(title=escape(_title(c)), box=box.SIMPLE_HEAD, caption=escape(_legend(c)), caption_justify="left")
     one_arm = len(c.arms) == 2  # the title names the one system compared: no column repeats it
     wtl = [f"{d.wins:,}/{d.ties:,}/{d.losses:,}" for d in c.differences]
     rows = [[_named(d.metric, " ↓"), escape(_system(c, d)), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), w]
             for d, w in zip(c.differences, wtl, strict=True)]  # fmt: skip
     if any(not higher_is_better(d.metric) for d in c.differences):
-        table.caption = "↓ lower is better: a win is a lower score"
+        table.caption = f"{table.caption}\n↓ lower is better: a win is a lower score"
     columns = ["metric", "system", "n", "diff", "95% CI", "p", "W/T/L"]
     if one_arm:
         columns, rows = [columns[0], *columns[2:]], [[r[0], *r[2:]] for r in rows]
