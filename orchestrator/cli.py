@@ -1453,6 +1453,7 @@ def compare_cmd(
         one_run_text,
         unchecked_text,
         unpaired_text,
+        unscored_text,
     )
     from .reports.compare_view import print_comparison, render_compare_html, render_compare_markdown
     from .reports.files import COMPARE_NAMES, refuse_files_of_others
@@ -1483,6 +1484,8 @@ def compare_cmd(
         err.print(f"Note: {alone_text(result.alone)}", soft_wrap=True)
     if result.errors:
         err.print(f"Warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
+    if result.unscored:
+        err.print(f"Note: {unscored_text(result.unscored)}", soft_wrap=True)
     if result.unchecked:
         err.print(f"Note: {unchecked_text(result.unchecked)}", soft_wrap=True)
     if one_run := one_run_text(data):

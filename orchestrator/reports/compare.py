@@ -47,6 +47,7 @@ __all__ = [
     "point_table",
     "unchecked_text",
     "unpaired_text",
+    "unscored_text",
     "wins",
 ]
 
@@ -166,6 +167,9 @@ class Comparison:
     by_system: str | None = None
     #: Compared by system: systems with no namesake in the first run (shown, compared with nothing).
     alone: list[str] = field(default_factory=list)
+    #: Per output some system scored: the compared systems that scored no item of it, nor had one error (another
+    #: suite): their rows read ``n=0``.
+    unscored: dict[str, list[str]] = field(default_factory=dict)
 
     def baseline_text(self) -> str:
         """What the others are compared with: ``arms[0]``, or each system's namesake in the first run."""
@@ -372,6 +376,25 @@ def unchecked_text(unchecked: list[str]) -> str:
             "items carried `question_sha`), so questions are paired by id unchecked")  # fmt: skip
 
 
+def _unscored(
+    counts: dict[str, dict[str, int]], errors: dict[str, dict[str, int]], arms: list[str]
+) -> dict[str, list[str]]:
+    """Per output some of ``arms`` scored: those that scored no item of it and had no error on it (a run of another
+    suite; errors are said by :func:`errors_text`)."""
+    said = {name: [arm for arm in arms if not per[arm] and arm not in errors.get(name, {})]
+            for name, per in counts.items() if any(per[arm] for arm in arms)}  # fmt: skip
+    return {name: missing for name, missing in said.items() if missing}
+
+
+def unscored_text(unscored: dict[str, list[str]]) -> str:
+    """Says which outputs some compared systems scored no item of: their rows of it read ``n=0``."""
+    by_arms: dict[tuple[str, ...], list[str]] = {}
+    for name, arms in unscored.items():
+        by_arms.setdefault(tuple(arms), []).append(name)
+    parts = [f"{', '.join(arms)} scored no item of {', '.join(names)}" for arms, names in by_arms.items()]
+    return f"{'; '.join(parts)} (those rows read n=0: were the runs scored with one suite?)"
+
+
 def errors_text(errors: dict[str, dict[str, int]]) -> str:
     """Says which outputs had errors, in which systems: those items are left out of the comparison."""
     parts = [
@@ -461,9 +484,11 @@ def compare(
     errors = {name: {arms[i]: n for i, col in enumerate(order) if (n := scores.errors[col, name])} for name in outputs}
     errors = {name: per for name, per in errors.items() if per}
     unpaired = [arms[i] for _, i in pairs if not any(d.n for d in differences if d.arm == arms[i])]
+    unscored = _unscored(counts, errors, [arms[i] for i in sorted(compared)])
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
                             unchecked=unchecked, unpaired=unpaired, errors=errors,
-                            bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone)  # fmt: skip
+                            bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone,
+                            unscored=unscored)  # fmt: skip
     if not any(d.n for d in differences):
         scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
         if not any(set(scored[arms[b]]) & set(scored[arms[i]]) for b, i in pairs):

@@ -11,7 +11,16 @@ from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
 from ..terminal import TerminalConsole
 from . import plots
-from .compare import Comparison, Difference, alone_text, errors_text, mismatch_text, unchecked_text, unpaired_text
+from .compare import (
+    Comparison,
+    Difference,
+    alone_text,
+    errors_text,
+    mismatch_text,
+    unchecked_text,
+    unpaired_text,
+    unscored_text,
+)
 from .console import LOWER_IS_BETTER_MARK
 from .html import fmt, version
 from .markdown import md_cell
@@ -72,6 +81,7 @@ def _mismatch(c: Comparison) -> str:
     parts = [unpaired_text(c.unpaired, c.baseline_text())] if c.unpaired else []
     parts += [mismatch_text(c.mismatched, c.baseline_text())] if c.mismatched else []
     parts += [errors_text(c.errors)] if c.errors else []
+    parts += [unscored_text(c.unscored)] if c.unscored else []
     parts += [alone_text(c.alone)] if c.alone and c.by_system is not None else []
     return ". ".join(parts + ([unchecked_text(c.unchecked)] if c.unchecked else []))
 

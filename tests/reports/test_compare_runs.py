@@ -293,6 +293,21 @@ def test_the_means_side_by_side_say_how_many_items_each_is_over(two_runs: dict[s
     assert f"<td>{means['A']:.3f} (n=100)</td><td>{means['B']:.3f} (n=60)</td>" in html
 
 
+def test_an_output_one_run_did_not_score_is_said_not_left_as_rows_of_zeros(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """Runs scored with different suites (a cheap suite on every row, embeddings on a sample) compared with their
+    shared outputs, and each output one run lacks was a row of n=0 and 0/0/0 with no word of why."""
+    only_em = evaluate(_rows("B"), {"metrics": ["exact_match"]}, broker=two_runs["broker"], out=tmp_path / "B")
+    result = compare([from_dir(two_runs["A"].out_dir), from_dir(only_em.out_dir)])
+    assert result.unscored == {"checks": ["B"]}
+    said = "B scored no item of checks (those rows read n=0: were the runs scored with one suite?)"
+    assert said in render_compare_markdown(result)
+    cli = _cli(str(two_runs["A"].out_dir), str(only_em.out_dir), "--out", str(tmp_path / "cmp"))
+    assert cli.returncode == 0, cli.stderr
+    assert said in " ".join(cli.stderr.split())
+
+
 def test_runs_of_the_same_questions_with_no_metric_in_common_are_said_so(
     two_runs: dict[str, Any], tmp_path: Path
 ) -> None:
