@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,9 @@ def print_summary(
         console.print(f"The means above pool the items of all {len(summary.by_system):,} systems{also}; per system:",
                       soft_wrap=True)  # fmt: skip
         console.print(_systems_table(summary))
+        where = shlex.quote(str(out)) if out is not None else summary.run_id
+        console.print(f"paired differences with their 95% CI and p: ragscore compare {where} --baseline SYSTEM",
+                      markup=False, highlight=False, soft_wrap=True)  # fmt: skip
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     for line in (*unscored_lines(summary), *unfilled_lines(summary)):

@@ -113,6 +113,24 @@ def test_a_run_of_several_systems_prints_each_system_s_means_under_the_pooled_ta
     assert said in out.getvalue()
 
 
+def test_the_per_system_table_says_how_to_compare_the_systems() -> None:
+    """The per-system means have no interval: which difference is noise was said nowhere on the console, nor that
+    ``ragscore compare`` pairs the systems on their questions."""
+
+    def m(mean: float, n: int) -> dict[str, object]:
+        return {"mean": mean, "n": n}
+
+    two = _summary(metrics={"mrr": m(0.29, 6000)},
+                   by_system={"bm25": {"mrr": m(0.258, 3000)}, "dense": {"mrr": m(0.324, 3000)}})  # fmt: skip
+    out = io.StringIO()
+    print_summary(two, Console(file=out, width=300), out=Path("runs/my eval"))
+    said = "paired differences with their 95% CI and p: ragscore compare 'runs/my eval' --baseline SYSTEM"
+    assert said in " ".join(out.getvalue().split())
+    by_id = io.StringIO()
+    print_summary(two, Console(file=by_id, width=300))
+    assert f"ragscore compare {two.run_id} --baseline SYSTEM" in by_id.getvalue()
+
+
 def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
     """--dry-run wrote ``0.0000`` for a metric whose calls were all cached and ``-`` for one without a price, and the
     run's reports ``0.0000`` for a run the cache answered: a free-looking number of decimals beside a dash. A cost
