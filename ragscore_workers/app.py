@@ -20,6 +20,7 @@ from .errors import ConfigError
 from .limits import CONTROL_QUEUE, QUEUE_LIMITS
 from .schemas import Queue
 from .settings import get_settings, without_kombu_options
+from .store import WORKER_READ_TIMEOUT_S
 
 __all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
 
@@ -40,7 +41,15 @@ def _broker_tls(broker_url: str | None) -> dict[str, object] | None:
     return parse_url(broker_url).get("ssl")
 
 
-def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object]:
+def _config(
+    broker_url: str | None, backend_url: str | None, socket_timeout_s: float = WORKER_READ_TIMEOUT_S
+) -> dict[str, object]:
+    """The app's settings for these URLs. ``socket_timeout_s`` bounds each reply of the broker and of the result
+    backend, and each connect to them (a worker's: :data:`~.store.WORKER_READ_TIMEOUT_S`, as its run store's reads):
+    one that accepts and never answers (hung, behind a partition) fails the read, and Celery reconnects, seeing a
+    stop between its tries, where it was held in the read for ever (SIGTERM waited out the whole ``--stop-timeout``).
+    Only a reply awaited is timed: kombu reads an idle worker's BRPOP (which Redis answers within ``brpop_timeout``,
+    1 s) and its pub/sub connection (remote control) once they are readable."""
     visibility = get_settings().visibility_timeout_s
     transport = {
         "visibility_timeout": visibility,
@@ -48,6 +57,8 @@ def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object
         "unacked_restore_interval": max(1, min(10, visibility // 2)),
         "unacked_restore_throttle": 1,
         "socket_keepalive": True,
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": socket_timeout_s,
     }
     return {
         "broker_url": broker_url,
@@ -73,6 +84,8 @@ def _config(broker_url: str | None, backend_url: str | None) -> dict[str, object
         "broker_transport_options": transport,
         "result_backend_transport_options": {"retry_policy": {"timeout": 5.0}},
         "result_expires": RESULT_EXPIRES_S,
+        "redis_socket_timeout": socket_timeout_s,
+        "redis_socket_connect_timeout": socket_timeout_s,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,
         "worker_send_task_events": True,
@@ -107,25 +120,22 @@ def _refuse_to_start_unconfigured(**_: object) -> None:
         raise SystemExit("ragscore worker: no broker: set RAGSCORE_BROKER_URL (redis://HOST:6379/0)")
 
 
-def configure(broker_url: str, backend_url: str | None = None, *, send_timeout_s: float | None = None) -> Celery:
+def configure(
+    broker_url: str, backend_url: str | None = None, *, send_timeout_s: float = WORKER_READ_TIMEOUT_S
+) -> Celery:
     """Point the app at a broker (the orchestrator does this before it submits).
 
     ``send_timeout_s`` bounds each reply of the broker (kombu's ``socket_timeout``) and of the result backend (Celery's
-    ``redis_socket_timeout``: sending a chord writes its size there), and each connect to them: a Redis that accepts
-    and never answers (hung, behind a partition) fails a send (kombu's OperationalError after Celery's publish retries,
-    or redis' TimeoutError after the backend's) instead of holding it for ever. Only a reply awaited is timed: an idle
-    connection never times out. For the sending process only: workers keep kombu's defaults (the orchestrator's BRPOP,
-    ``inspect``'s replies, is read once the socket is readable and waits at most ``brpop_timeout``, 1 s, on the server).
+    ``redis_socket_timeout``: sending a chord writes its size there), and each connect to them, as a worker's are
+    (:func:`_config`): a Redis that accepts and never answers fails a send (kombu's OperationalError after Celery's
+    publish retries, or redis' TimeoutError after the backend's) instead of holding it for ever. The orchestrator's
+    BRPOP (``inspect``'s replies) is read once the socket is readable and waits at most ``brpop_timeout``, 1 s.
 
     Celery caches its producer pool and result backend on first use; moving to another broker in the
     same process (a notebook calling ``evaluate`` on a cluster, then embedded) must drop them, or tasks
     would still go to the first broker.
     """
-    config = _config(broker_url, backend_url)
-    if send_timeout_s is not None:
-        bounds = {"socket_timeout": send_timeout_s, "socket_connect_timeout": send_timeout_s}
-        config["broker_transport_options"] = {**config["broker_transport_options"], **bounds}  # type: ignore[dict-item]
-        config |= {"redis_socket_timeout": send_timeout_s, "redis_socket_connect_timeout": send_timeout_s}
+    config = _config(broker_url, backend_url, send_timeout_s)
     bounded = ("broker_url", "result_backend", "broker_transport_options", "redis_socket_timeout",
                "redis_socket_connect_timeout")  # fmt: skip
     if all(app.conf.get(key) == config.get(key, app.conf.get(key)) for key in bounded):

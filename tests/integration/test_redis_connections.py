@@ -1029,3 +1029,89 @@ def test_a_run_with_a_broker_url_holding_kombu_only_options_finishes_on_a_real_w
     finally:
         worker.stop()
         server.stop()
+
+
+class _SilentServer:
+    """A TCP server on a loopback port that accepts every connection and never answers (a hung Redis, or one behind
+    a partition): the connections it took, kept open until :meth:`close`."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.accepted.append(self.sock.accept()[0])
+            except OSError:  # closed
+                return
+
+    def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() of the thread
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_a_worker_whose_broker_accepts_and_never_answers_stops_promptly_on_sigterm(tmp_path: Path) -> None:
+    """The workers' Celery had no socket timeout: one whose broker took the connection and never answered was held
+    in a socket read, and SIGTERM waited the whole --stop-timeout (870 s for cpu) before killing it. Its reads now
+    time out (``WORKER_READ_TIMEOUT_S``, as its run store's), it retries, and sees the stop between tries."""
+    import os
+    import signal
+    import sys
+
+    from ..support import ROOT
+
+    server = _SilentServer()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--broker",
+         f"redis://127.0.0.1:{server.port}/0"],
+        stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "RAGSCORE_HOME": str(tmp_path / "home")},
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("Warning: cannot reach the broker")  # its probe timed out
+        assert proc.stderr.readline().startswith("workers started for cpu, waiting for the broker;")
+        probed = len(server.accepted)
+        assert until(lambda: len(server.accepted) > probed, 180), "the Celery worker never connected"
+        proc.terminate()
+        try:
+            proc.wait(180)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail("the worker still waited on its silent broker 180 s after SIGTERM")
+        assert "workers stopped" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        server.close()
+
+
+def test_an_idle_worker_past_its_socket_timeout_answers_remote_control_and_runs_tasks(tmp_path: Path) -> None:
+    """The workers' socket timeout does not break an idle worker: its BRPOP asks Redis to answer within 1 s and its
+    pub/sub connection (remote control: ``inspect``, which checks a run's queues are served) is read only once
+    readable. After idling past the timeout it answers remote control, runs a run, and never lost its connection."""
+    from ragscore_workers.app import app
+    from ragscore_workers.store import WORKER_READ_TIMEOUT_S
+
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    try:
+        worker.start()
+        connect(server.url)
+        assert until(lambda: bool(app.control.ping(timeout=1.0)), 120), "the worker never answered a ping"
+        time.sleep(WORKER_READ_TIMEOUT_S + 10)  # idle, nothing sent: each of its reads waits past the timeout
+        assert until(lambda: bool(app.control.inspect(timeout=1.0).active_queues()), 60), "no remote control"
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(30))
+        summary = run(data, load_suite(SUITE), tmp_path / "out", broker=server.url, timeout_s=120)
+        assert summary.state == RunState.FINISHED and summary.items == 30
+        logs = " ".join(p.read_text(errors="replace") for p in (tmp_path / "home" / "logs").glob("worker-*.log"))
+        assert "Connection to broker lost" not in logs and "Timeout reading" not in logs, logs
+    finally:
+        worker.stop()
+        server.stop()
