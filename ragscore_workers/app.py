@@ -20,15 +20,20 @@ from .errors import ConfigError
 from .limits import CONTROL_QUEUE, QUEUE_LIMITS
 from .schemas import Queue
 from .settings import get_settings, without_kombu_options
-from .store import WORKER_READ_TIMEOUT_S
 
-__all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
+__all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "WORKER_SOCKET_TIMEOUT_S", "app", "configure"]
 
 #: Queues that score items, in the order a run prints them.
 SCORING_QUEUES: tuple[Queue, ...] = (Queue.CPU, Queue.EMBED, Queue.JUDGE, Queue.CODE)
 
 #: Celery task results expire after this; above the longest run we expect (7 days).
 RESULT_EXPIRES_S = 7 * 24 * 3600
+#: Seconds a worker waits for each reply of (and connect to) its broker and result backend: Celery's own default for
+#: the backend's replies (``redis_socket_timeout``), now the broker's too. A broker that accepts and never answers
+#: (hung, behind a partition) fails the read, and Celery reconnects, seeing a stop between its tries, where it was held
+#: in the read for ever (SIGTERM waited out the whole ``--stop-timeout``). Above :data:`~.store.WORKER_READ_TIMEOUT_S`:
+#: at 60 s, a hang of 75 s made the consumer reconnect mid-run, and the message it held waited for a stall recovery.
+WORKER_SOCKET_TIMEOUT_S = 120.0
 
 
 def _broker_tls(broker_url: str | None) -> dict[str, object] | None:
@@ -42,14 +47,11 @@ def _broker_tls(broker_url: str | None) -> dict[str, object] | None:
 
 
 def _config(
-    broker_url: str | None, backend_url: str | None, socket_timeout_s: float = WORKER_READ_TIMEOUT_S
+    broker_url: str | None, backend_url: str | None, socket_timeout_s: float = WORKER_SOCKET_TIMEOUT_S
 ) -> dict[str, object]:
-    """The app's settings for these URLs. ``socket_timeout_s`` bounds each reply of the broker and of the result
-    backend, and each connect to them (a worker's: :data:`~.store.WORKER_READ_TIMEOUT_S`, as its run store's reads):
-    one that accepts and never answers (hung, behind a partition) fails the read, and Celery reconnects, seeing a
-    stop between its tries, where it was held in the read for ever (SIGTERM waited out the whole ``--stop-timeout``).
-    Only a reply awaited is timed: kombu reads an idle worker's BRPOP (which Redis answers within ``brpop_timeout``,
-    1 s) and its pub/sub connection (remote control) once they are readable."""
+    """The app's settings for these URLs, each reply of (and connect to) the broker and the result backend bounded by
+    ``socket_timeout_s``. Only a reply awaited is timed: kombu reads an idle worker's BRPOP (which Redis answers
+    within ``brpop_timeout``, 1 s) and its pub/sub connection (remote control) once they are readable."""
     visibility = get_settings().visibility_timeout_s
     transport = {
         "visibility_timeout": visibility,
@@ -120,16 +122,15 @@ def _refuse_to_start_unconfigured(**_: object) -> None:
         raise SystemExit("ragscore worker: no broker: set RAGSCORE_BROKER_URL (redis://HOST:6379/0)")
 
 
-def configure(
-    broker_url: str, backend_url: str | None = None, *, send_timeout_s: float = WORKER_READ_TIMEOUT_S
-) -> Celery:
+def configure(broker_url: str, backend_url: str | None = None, *, send_timeout_s: float) -> Celery:
     """Point the app at a broker (the orchestrator does this before it submits).
 
     ``send_timeout_s`` bounds each reply of the broker (kombu's ``socket_timeout``) and of the result backend (Celery's
-    ``redis_socket_timeout``: sending a chord writes its size there), and each connect to them, as a worker's are
-    (:func:`_config`): a Redis that accepts and never answers fails a send (kombu's OperationalError after Celery's
-    publish retries, or redis' TimeoutError after the backend's) instead of holding it for ever. The orchestrator's
-    BRPOP (``inspect``'s replies) is read once the socket is readable and waits at most ``brpop_timeout``, 1 s.
+    ``redis_socket_timeout``: sending a chord writes its size there), and each connect to them (a worker's are bounded
+    too: :func:`_config`): a Redis that accepts and never answers fails a send (kombu's OperationalError after
+    Celery's publish retries, or redis' TimeoutError after the backend's) instead of holding it for ever. The
+    orchestrator's BRPOP (``inspect``'s replies) is read once the socket is readable and waits at most
+    ``brpop_timeout``, 1 s.
 
     Celery caches its producer pool and result backend on first use; moving to another broker in the
     same process (a notebook calling ``evaluate`` on a cluster, then embedded) must drop them, or tasks
