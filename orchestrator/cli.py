@@ -280,7 +280,7 @@ RESUME_TAKES = {
     "(raise its judge budget)": ("--max-cost", "--max-tokens"),
     "(set its judge rate limits)": ("--rpm", "--tpm", "--rpd", "--tpd"),
     "(its gates, in place of those it was started with)": (
-        "--fail-under", "--fail-on-regression", "--regression-tolerance", "--junit"
+        "--fail-under", "--fail-on-regression", "--regression-tolerance", "--junit", "--junit-items"
     ),
     "": ("--broker", "--quiet"),
 }  # fmt: skip
@@ -341,8 +341,16 @@ def run_cmd(
     ] = None,
     junit: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--junit", help="Write JUnit XML: a case per gate and per item x gated metric"),
+        typer.Option("--junit", help="Write JUnit XML: a case per gate (its counts agree with the exit code)"),
     ] = None,
+    junit_items: Annotated[
+        bool,
+        typer.Option(
+            "--junit-items",
+            help="Add to --junit a case per item x gated metric, failed below the gate's "
+            "bar (CI reporters count these failures also when every gate holds)",
+        ),
+    ] = False,
     debug_on_fail: Annotated[
         bool,
         typer.Option("--debug-on-fail", help="Embedded, on a terminal: re-run the first failing point under pdb"),
@@ -389,13 +397,13 @@ def run_cmd(
         budget = judge_budget(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = _run_id(str(resume_dir))
         if not (fail_under or baseline_dir or tolerance is not None):  # the gates the run was started with
-            fail_under, baseline_dir, tolerance, junit = _recorded_gates(resume_dir, junit)
+            fail_under, baseline_dir, tolerance, junit, junit_items = _recorded_gates(resume_dir, junit, junit_items)
         if junit is not None:
             _check_junit_path(junit)
         stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run as for the new one
         gates = None if stored is None else GatePlan.build(
             stored.suite.gates, stored.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
-            tolerance=tolerance, junit=junit,
+            tolerance=tolerance, junit=junit, junit_items=junit_items,
         )  # fmt: skip
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
                           judge_limits=limits, stored=stored)  # fmt: skip
@@ -414,7 +422,7 @@ def run_cmd(
                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
     gates = GatePlan.build(
         resolved.suite.gates, resolved.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
-        tolerance=tolerance, junit=junit,
+        tolerance=tolerance, junit=junit, junit_items=junit_items,
     )  # fmt: skip
     options = _format_options(predictions, corpus, system)
     if gates is not None and not dry_run:  # --dry-run warns of it, with its counts
@@ -424,7 +432,7 @@ def run_cmd(
                  max_tokens=max_tokens)  # fmt: skip
         return
     summary = _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options,
-                      job=_gates_job(fail_under, baseline_dir, tolerance, junit))  # fmt: skip
+                      job=_gates_job(fail_under, baseline_dir, tolerance, junit, junit_items))  # fmt: skip
     if debug_on_fail:
         from .debug import debug_on_fail as debug
 
@@ -439,37 +447,44 @@ def _on_command_line(ctx: typer.Context, param: str) -> bool:
 
 
 def _gates_job(
-    fail_under: list[str] | None, baseline_dir: Path | None, tolerance: float | None, junit: Path | None
+    fail_under: list[str] | None,
+    baseline_dir: Path | None,
+    tolerance: float | None,
+    junit: Path | None,
+    junit_items: bool = False,
 ) -> dict[str, object] | None:
     """The command line's gates, kept in DIR/run.json: a CI job's `run --resume DIR` is held to them as the run
     it finishes was (None: none given)."""
     gates = {"fail_under": list(fail_under or []), "regression_tolerance": tolerance,
              "fail_on_regression": str(baseline_dir.resolve()) if baseline_dir else None,
-             "junit": str(junit.resolve()) if junit else None}  # fmt: skip
+             "junit": str(junit.resolve()) if junit else None, "junit_items": junit_items or None}  # fmt: skip
     return {"gates": gates} if any(v not in (None, []) for v in gates.values()) else None
 
 
-def _recorded_gates(out: Path, junit_given: Path | None) -> tuple[list[str], Path | None, float | None, Path | None]:
+def _recorded_gates(
+    out: Path, junit_given: Path | None, items_given: bool = False
+) -> tuple[list[str], Path | None, float | None, Path | None, bool]:
     """The command-line gates DIR/run.json kept for the run in ``out`` (``--fail-under``, ``--fail-on-regression``,
-    ``--regression-tolerance``, ``--junit``), said when there are some; ``junit_given`` (a resume's own ``--junit``, a
-    report's path, no gate) replaces the recorded ``--junit`` only."""
+    ``--regression-tolerance``, ``--junit``, ``--junit-items``), said when there are some; ``junit_given`` (a resume's
+    own ``--junit``, a report's path, no gate) replaces the recorded ``--junit`` only, ``items_given`` (its
+    ``--junit-items``) adds the item cases."""
     from .runner import recorded_run
 
     job = (recorded_run(out) or {}).get("job") or {}
     gates = job.get("gates") if isinstance(job, dict) else None
     if not isinstance(gates, dict):
-        return [], None, None, junit_given
+        return [], None, None, junit_given, items_given
     fail_under = [str(g) for g in gates.get("fail_under") or []]
     baseline, junit = gates.get("fail_on_regression"), junit_given or gates.get("junit")
-    tolerance = gates.get("regression_tolerance")
+    tolerance, items = gates.get("regression_tolerance"), items_given or bool(gates.get("junit_items"))
     given = [*(f"--fail-under {g}" for g in fail_under), *([f"--fail-on-regression {baseline}"] if baseline else []),
              *([f"--regression-tolerance {tolerance}"] if tolerance is not None else []),
-             *([f"--junit {junit}"] if junit else [])]  # fmt: skip
+             *([f"--junit {junit}"] if junit else []), *(["--junit-items"] if items else [])]  # fmt: skip
     if given:
         err.print(f"the resumed run is held to the gates it was started with: {' '.join(given)} (give gate options "
                   "to replace them)", soft_wrap=True)  # fmt: skip
     return (fail_under, Path(baseline) if baseline else None, float(tolerance) if tolerance is not None else None,
-            Path(junit) if junit else None)  # fmt: skip
+            Path(junit) if junit else None, items)  # fmt: skip
 
 
 def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options: dict[str, object]) -> None:  # type: ignore[no-untyped-def]

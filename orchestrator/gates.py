@@ -473,6 +473,7 @@ class GatePlan:
     baseline: RunSummary | None = None
     tolerance: float = 0.0
     junit: Path | None = None
+    junit_items: bool = False
 
     @classmethod
     def build(
@@ -484,13 +485,16 @@ class GatePlan:
         baseline_dir: Path | None = None,
         tolerance: float | None = None,
         junit: Path | None = None,
+        junit_items: bool = False,
     ) -> GatePlan | None:
         """Suite gates + ``--fail-under`` + ``--fail-on-regression``; None when there is no gate at all.
 
         ConfigError for a malformed gate, a gate on an output the suite does not produce, a baseline that
-        is missing or shares no output, a negative tolerance, a tolerance without a baseline, or ``--junit``
-        with no gate to report on.
+        is missing or shares no output, a negative tolerance, a tolerance without a baseline, ``--junit``
+        with no gate to report on, or ``--junit-items`` without ``--junit``.
         """
+        if junit_items and junit is None:
+            raise ConfigError("--junit-items adds a case per item to the JUnit file: give --junit FILE too")
         gates = [*suite_gates, *parse_gates(fail_under)]
         check_gate_names(gates, outputs)
         if tolerance is not None and baseline_dir is None:
@@ -504,7 +508,7 @@ class GatePlan:
             if junit is not None:
                 raise ConfigError("--junit reports on gates: add --fail-under, suite gates or --fail-on-regression")
             return None
-        return cls(gates, baseline, tolerance or 0.0, junit)
+        return cls(gates, baseline, tolerance or 0.0, junit, junit_items)
 
     def notes(self, summary: RunSummary, results: Sequence[GateResult], outputs: Sequence[str]) -> list[str]:
         """What the gate table alone does not say: a gate naming a system the run lacks, a system missing a gate
@@ -522,5 +526,5 @@ class GatePlan:
             from .junit import write_junit
 
             write_junit(self.junit, out_dir / "items.jsonl", results, f"ragscore {summary.suite} {summary.run_id}",
-                        run_error=incomplete(summary))  # fmt: skip
+                        run_error=incomplete(summary), items=self.junit_items)  # fmt: skip
         return results

@@ -1,18 +1,18 @@
-"""JUnit XML of a gated run, so CI systems list what failed.
+"""JUnit XML of a gated run, so CI systems list what failed; its counts agree with the exit code.
 
-The file holds two test suites:
+The file holds the test suite ``ragscore.gates``: one test case per gate (``exact_match=0.8``,
+``mrr:ci_low=0.5``, ``recall_at_5:regression``), failed when the gate did not hold; this is what decides the exit
+code. A run that exits 1 whatever its gates (see ``gates.incomplete``) adds an ``<error>`` case ``run``.
 
-* ``ragscore.gates``: one test case per gate (``exact_match=0.8``, ``mrr:ci_low=0.5``,
-  ``recall_at_5:regression``), failed when the gate did not hold; this is what decides the exit code.
-  A run that exits 1 whatever its gates (see ``gates.incomplete``) adds an ``<error>`` case ``run``.
-* ``ragscore.items``: one test case per item x gated metric output (classname ``ragscore.<metric>``, name
-  the item key, ``system::id`` when several systems answered). The per-item bar is the metric's strictest
-  gate threshold among the gates on every item and those on the item's system (``METRIC@SYSTEM=VALUE``); an
-  output gated only for other systems gets no case for the item. An item scoring below it (above it, where
-  lower is better) is a ``<failure>``; an item whose metric raised is an ``<error>``; an unscorable item (it
-  lacks what the metric needs) or one the metric did not score is ``<skipped>``: unscorable is never counted
-  as 0, in the gates or here. A failing item does not by itself fail the build: the gates (means and bounds)
-  do.
+Asked for (``--junit-items``), a second suite ``ragscore.items``: one test case per item x gated metric output
+(classname ``ragscore.<metric>``, name the item key, ``system::id`` when several systems answered). The per-item
+bar is the metric's strictest gate threshold among the gates on every item and those on the item's system
+(``METRIC@SYSTEM=VALUE``); an output gated only for other systems gets no case for the item. An item scoring below
+it (above it, where lower is better) is a ``<failure>``; an item whose metric raised is an ``<error>``; an
+unscorable item (it lacks what the metric needs) or one the metric did not score is ``<skipped>``: unscorable is
+never counted as 0, in the gates or here. CI test reporters count every ``<failure>`` in the file whatever its
+suite (GitLab reads the classname, not the suite), so these item failures show on a job whose gates (means and
+bounds) hold and that exits 0: that is why they are not written by default.
 
 Items are streamed from ``items.jsonl`` (one pass; the item cases go through a temporary file so the
 suite's counts can lead), so the file can be written for runs of any size.
@@ -27,7 +27,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 from xml.sax.saxutils import escape, quoteattr
 
 from ragscore_workers.metrics.registry import higher_is_better
@@ -108,15 +108,43 @@ def _suite_open(name: str, counts: Counter[str]) -> str:
     )
 
 
+def _item_cases(tmp: TextIO, items_path: Path, gates: Sequence[GateResult]) -> Counter[str]:
+    """Write one case per item x gated metric output of ``items_path`` to ``tmp``; returns their counts."""
+    bars: dict[str | None, dict[str, float]] = {}  # per system: the gated outputs and their bars
+    counts: Counter[str] = Counter()
+    with items_path.open(encoding="utf-8") as items:
+        for line in items:
+            item = json.loads(line)
+            key = _item_key(item)
+            system = item.get("system")
+            if system not in bars:
+                bars[system] = thresholds_by_metric(gates, system)
+            for metric, threshold in bars[system].items():
+                result = item.get("metrics", {}).get(metric)
+                status, message = classify(result, threshold, not higher_is_better(metric))
+                counts[status] += 1
+                body = ""
+                if result is not None and status in ("failure", "error"):
+                    body = json.dumps(result.get("details") or {}, ensure_ascii=False)[:DETAIL_CHARS]
+                seconds = (result or {}).get("ms", 0.0) / 1000
+                tmp.write(_case(f"ragscore.{metric}", key, seconds, status, message, body))
+    return counts
+
+
 def write_junit(
-    path: Path, items_path: Path, gates: Sequence[GateResult], run_name: str = "ragscore", run_error: str | None = None
+    path: Path,
+    items_path: Path,
+    gates: Sequence[GateResult],
+    run_name: str = "ragscore",
+    run_error: str | None = None,
+    items: bool = False,
 ) -> Counter[str]:
-    """Write the JUnit file for these gate results and the run's ``items.jsonl``; returns the item counts.
+    """Write the JUnit file for these gate results (and, with ``items``, the run's ``items.jsonl``); returns the
+    item counts (empty without ``items``).
 
     ``run_error``: why the run is no result to pass whatever its gates (``ragscore run`` exits 1): an ``<error>``
     case ``ragscore.gates`` / ``run``, so the CI's test report does not read all green for a failed job."""
     path = link_target(path, "--junit")  # a link named: its target is written, the link kept
-    bars: dict[str | None, dict[str, float]] = {}  # per system: the gated outputs and their bars
     gate_counts: Counter[str] = Counter()
     gate_cases = []
     if run_error is not None:
@@ -130,22 +158,9 @@ def write_junit(
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".junit-", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as tmp, items_path.open(encoding="utf-8") as items:
-            for line in items:
-                item = json.loads(line)
-                key = _item_key(item)
-                system = item.get("system")
-                if system not in bars:
-                    bars[system] = thresholds_by_metric(gates, system)
-                for metric, threshold in bars[system].items():
-                    result = item.get("metrics", {}).get(metric)
-                    status, message = classify(result, threshold, not higher_is_better(metric))
-                    counts[status] += 1
-                    body = ""
-                    if result is not None and status in ("failure", "error"):
-                        body = json.dumps(result.get("details") or {}, ensure_ascii=False)[:DETAIL_CHARS]
-                    seconds = (result or {}).get("ms", 0.0) / 1000
-                    tmp.write(_case(f"ragscore.{metric}", key, seconds, status, message, body))
+        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
+            if items:
+                counts = _item_cases(tmp, items_path, gates)
         with atomic_writer(path) as out, open(tmp_name, encoding="utf-8") as tmp:
             total = gate_counts + counts
             out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
@@ -156,10 +171,12 @@ def write_junit(
             out.write(_suite_open("ragscore.gates", gate_counts))
             out.writelines(gate_cases)
             out.write("</testsuite>\n")
-            out.write(_suite_open("ragscore.items", counts))
-            for chunk in iter(lambda: tmp.read(1 << 16), ""):
-                out.write(chunk)
-            out.write("</testsuite>\n</testsuites>\n")
+            if items:
+                out.write(_suite_open("ragscore.items", counts))
+                for chunk in iter(lambda: tmp.read(1 << 16), ""):
+                    out.write(chunk)
+                out.write("</testsuite>\n")
+            out.write("</testsuites>\n")
     finally:
         os.unlink(tmp_name)
     return counts

@@ -48,21 +48,27 @@ def test_gates_that_hold_exit_0_and_missed_gates_exit_3_with_table_and_junit(tmp
     }
     suite_path = tmp_path / "gated.yaml"
     suite_path.write_text(yaml.safe_dump(suite))
+    held_junit = tmp_path / "held.xml"
     held = ragscore(
-        "run", DATA, "--suite", suite_path, "--out", tmp_path / "held",
+        "run", DATA, "--suite", suite_path, "--out", tmp_path / "held", "--junit", held_junit,
         "--fail-under", f"recall_at_5={r5['mean'] - 0.01}", "--fail-under", f"recall_at_5@bm25-llm={bm25_r5 - 0.01}",
         home=home,
     )  # fmt: skip
     assert held.returncode == 0, held.stderr
     assert "all 4 gates hold" in held.stderr
     assert "on its own" not in held.stderr  # bm25-llm has a recall_at_5 gate of its own, which holds
+    # exit 0, so no failure in the JUnit file: items below a holding gate's bar (an exact_match of 0) were failures
+    assert 0.0 in [i["metrics"]["exact_match"]["score"] for i in _items(tmp_path / "held")]
+    root = ET.parse(held_junit).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "0", "0"), ET.tostring(root)[:300]
+    assert [s.get("name") for s in root] == ["ragscore.gates"]
 
     # Two gates just over the run's values, one under: exit 3, the table says which and by how much.
     junit = tmp_path / "reports" / "junit.xml"
     em_gate = f"exact_match={em['mean'] + 0.01}"
     low_gate = f"mrr:ci_low={mrr['ci95'][0] + 0.02}"
     missed = ragscore(
-        "run", DATA, "--suite", SUITE, "--out", tmp_path / "missed", "-q", "--junit", junit,
+        "run", DATA, "--suite", SUITE, "--out", tmp_path / "missed", "-q", "--junit", junit, "--junit-items",
         "--fail-under", em_gate, "--fail-under", low_gate, "--fail-under", f"recall_at_5={r5['mean'] - 0.01}",
         "--fail-under", f"recall_at_5@bm25-llm={r5['mean'] - 0.01}", home=home,
     )  # fmt: skip
@@ -139,6 +145,10 @@ BAD = [
     (["--fail-on-regression", "{tmp}/nowhere"], "summary.json not found"),
     (["--fail-under", "mrr=0.5", "--regression-tolerance", "0.1"], "needs --fail-on-regression"),
     (["--junit", "{tmp}/j.xml"], "--junit reports on gates"),
+    (
+        ["--junit-items", "--fail-under", "exact_match=0.5"],
+        "--junit-items adds a case per item to the JUnit file: give --junit FILE too",
+    ),
     (["--junit", "{tmp}/j.xml", "--fail-under", "exact_mach=0.5"], "Did you mean 'exact_match'"),
     (["--fail-under", "exact_match=-0.5"], "never below 0, so it decides nothing"),
     (["--fail-on-regression", "{tmp}/nowhere", "--regression-tolerance", "nan"], "must be a finite number >= 0"),
@@ -178,7 +188,7 @@ def test_a_resumed_run_is_held_to_its_suites_gates_and_takes_gate_options(tmp_pa
     gated, out, junit = tmp_path / "gated.yaml", tmp_path / "out", tmp_path / "junit.xml"
     gated.write_text(yaml.safe_dump(suite))
     first = ragscore("run", DATA, "--suite", gated, "--out", out, "--fail-under", "recall_at_5=0.1", "--junit", junit,
-                     "-q", home=home)  # fmt: skip
+                     "--junit-items", "-q", home=home)  # fmt: skip
     assert first.returncode == 3, first.stderr
     junit.unlink()
     typo = ragscore("run", "--resume", out, "--fail-under", "exact_mach=0.1", "-q", home=home)
@@ -186,10 +196,10 @@ def test_a_resumed_run_is_held_to_its_suites_gates_and_takes_gate_options(tmp_pa
     resumed = ragscore("run", "--resume", out, "-q", home=home)  # a CI job's retry: the same gates as its first try
     said = " ".join(resumed.stderr.split())
     assert resumed.returncode == 3, resumed.stderr  # the suite's gate still misses
-    assert f"held to the gates it was started with: --fail-under recall_at_5=0.1 --junit {junit}" in said, said
+    assert f"held to the gates it was started with: --fail-under recall_at_5=0.1 --junit {junit} --junit-items" in said
     assert "1 of 2 gates failed" in said and "exact_match=0.99" in said, said
     cases = {case.get("name") for case in ET.parse(junit).getroot().iter("testcase")}
-    assert {"exact_match=0.99", "recall_at_5=0.1"} <= cases, cases
+    assert {"exact_match=0.99", "recall_at_5=0.1", "bm25-llm::q001"} <= cases, cases  # --junit-items kept too
     other = tmp_path / "other.xml"  # a --junit alone is a report's path, no gate: the recorded gates still hold
     moved = ragscore("run", "--resume", out, "--junit", other, "-q", home=home)
     said = " ".join(moved.stderr.split())

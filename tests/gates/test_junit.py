@@ -1,4 +1,4 @@
-"""The JUnit file: one case per gate and per item x gated metric, read back with xml.etree."""
+"""The JUnit file: one case per gate, and asked for, per item x gated metric; read back with xml.etree."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_junit_has_a_case_per_gate_and_per_item_and_gated_metric(tmp_path: Path)
     gates = evaluate_gates(
         summary, [parse_gate("exact_match=0.5"), parse_gate("mrr=0.4"), parse_gate("mrr:ci_low=0.3")]
     )
-    counts = write_junit(tmp_path / "out" / "junit.xml", items, gates, "ragscore demo r1")
+    counts = write_junit(tmp_path / "out" / "junit.xml", items, gates, "ragscore demo r1", items=True)
 
     root = ET.parse(tmp_path / "out" / "junit.xml").getroot()
     assert root.tag == "testsuites" and root.get("name") == "ragscore demo r1"
@@ -81,12 +81,28 @@ def test_junit_has_a_case_per_gate_and_per_item_and_gated_metric(tmp_path: Path)
     assert list(tmp_path.joinpath("out").iterdir()) == [tmp_path / "out" / "junit.xml"]  # no temp file left
 
 
+def test_without_items_the_file_holds_the_gates_alone_and_fails_only_where_a_gate_does(tmp_path: Path) -> None:
+    """Item cases below a holding gate's bar were failures: a CI reporter showed them on a job that exits 0."""
+    items = _write_items(tmp_path / "items.jsonl")
+    gates = evaluate_gates(summarize("r1", ITEMS), [parse_gate("exact_match=0.3"), parse_gate("mrr=0.9")])
+    assert [g.passed for g in gates] == [True, False]  # b::q1 scores exact_match 0, b::q2 mrr 0.2: below both bars
+    counts = write_junit(tmp_path / "junit.xml", items, gates)
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    assert [s.get("name") for s in root] == ["ragscore.gates"] and not counts
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "1", "0")
+    assert {name: _status(case) for (_, name), case in _cases(root, "ragscore.gates").items()} == {
+        "exact_match=0.3": "passed",
+        "mrr=0.9": "failure",
+    }
+    assert set(tmp_path.iterdir()) == {items, tmp_path / "junit.xml"}  # no temp file left
+
+
 def test_a_gate_on_one_system_sets_the_bar_of_that_systems_items_only(tmp_path: Path) -> None:
     items = _write_items(tmp_path / "items.jsonl")
     gates = evaluate_gates(
         summarize("r1", ITEMS), [parse_gate("mrr@b=0.6"), parse_gate("mrr=0.1"), parse_gate("exact_match@a=0.5")]
     )
-    write_junit(tmp_path / "junit.xml", items, gates)
+    write_junit(tmp_path / "junit.xml", items, gates, items=True)
     cases = _cases(ET.parse(tmp_path / "junit.xml").getroot(), "ragscore.items")
     # mrr: b's items take b's bar (0.6), a's the pooled one (0.1); exact_match is gated for a's items alone.
     assert {key: _status(case) for key, case in cases.items()} == {
@@ -120,7 +136,7 @@ def test_a_failure_message_tells_a_value_just_below_the_bar_apart_from_it(tmp_pa
     items = [ItemResult(id=f"q{i}", system=None, metrics={"exact_match": MetricResult(score=s)})
              for i, s in enumerate([0.79996, 0.79996])]  # fmt: skip
     gates = evaluate_gates(summarize("run", items), [parse_gate("exact_match=0.8")])
-    write_junit(tmp_path / "junit.xml", _write_items(tmp_path / "items.jsonl"), gates)
+    write_junit(tmp_path / "junit.xml", _write_items(tmp_path / "items.jsonl"), gates, items=True)
     (message,) = [f.get("message") for f in ET.parse(tmp_path / "junit.xml").iter("failure") if "0.79996" in
                   (f.get("message") or "")]  # fmt: skip
     assert "0.79996 < 0.8" in message, message

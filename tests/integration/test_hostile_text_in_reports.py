@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -37,11 +38,13 @@ def test_formulas_markup_and_surrogates_in_the_data_stay_text(tmp_path: Path, ho
     suite = _suite(tmp_path, {"name": f"nightly {MARKUP} `eval`", "metrics": ["exact_match"]})
     out = tmp_path / "out"
 
-    result = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), "--fail-under",
-                      "exact_match=0.99", "--junit", str(tmp_path / "junit.xml"), home=home)  # fmt: skip
+    result = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), "--fail-under", "exact_match=0.99",
+                      "--junit", str(tmp_path / "junit.xml"), "--junit-items", home=home)  # fmt: skip
 
     assert result.returncode == 3, result.stderr  # the gate failed; nothing crashed before the gates
     assert "Traceback" not in result.stderr and (tmp_path / "junit.xml").is_file()
+    names = {c.get("name") for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}  # valid, escaped
+    assert f"sys[v2]::{FORMULA}" in names and f"{MARKUP}::md" in names, names
     assert f"nightly {MARKUP}" in result.stdout + result.stderr  # printed as written, not read as markup
     failed = [json.loads(x) for x in (out / "failed_rows.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [f["line"] for f in failed] == [2] and "group: U+DFFF" in failed[0]["error"]
