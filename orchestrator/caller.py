@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +19,10 @@ __all__ = ["CLI", "PYTHON", "Caller"]
 
 log = logging.getLogger(__name__)
 
-#: How each caller spells the options a message may name (key: the command line's option, without ``--``).
-_PYTHON_OPTIONS = {"out": "out=", "format": "fmt=", "predictions": "fmt_options={'predictions': ...}"}
+#: Python's names of the command line's options (key: the command line's, without ``--``) where they differ.
+_PYTHON_NAMES = {"format": "fmt"}
+#: The reader options of a format (``--predictions``), which Python gives in ``fmt_options``.
+_READER_OPTIONS = ("predictions", "corpus", "system")
 
 
 @dataclass(frozen=True)
@@ -29,12 +32,23 @@ class Caller:
     python: bool
 
     def option(self, name: str) -> str:
-        """How this caller gives option ``name`` (the command line's, ``out``): ``--out`` or ``out=``."""
-        return _PYTHON_OPTIONS.get(name, f"{name}=") if self.python else f"--{name}"
+        """How this caller gives option ``name`` (the command line's, ``out``): ``--out`` or ``out=``
+        (``fmt_options={'predictions': ...}`` for a reader option)."""
+        if not self.python:
+            return f"--{name}"
+        return f"fmt_options={{{name!r}: ...}}" if name in _READER_OPTIONS else f"{_PYTHON_NAMES.get(name, name)}="
 
     def given(self, name: str, value: object) -> str:
-        """Option ``name`` given ``value``: ``--out DIR`` or ``out='DIR'``."""
-        return f"{self.option(name)}{str(value)!r}" if self.python else f"{self.option(name)} {value}"
+        """Option ``name`` given ``value``: ``--out DIR`` or ``out='DIR'`` (``fmt_options={'predictions': 'P'}``)."""
+        if not self.python:
+            return f"--{name} {value}"
+        shown = repr(str(value))
+        return f"fmt_options={{{name!r}: {shown}}}" if name in _READER_OPTIONS else f"{self.option(name)}{shown}"
+
+    def reader_options(self, names: Iterable[str]) -> str:
+        """Reader options ``names`` as the caller gave them: ``system`` (the command line's ``--system``), or
+        ``fmt_options['system']``."""
+        return ", ".join(f"fmt_options[{name!r}]" if self.python else name for name in names)
 
     def resume(self, out_dir: Path, broker: str | None = None) -> str:
         """How this caller finishes the run whose reports go to ``out_dir``: the shell's command, or ``resume()``

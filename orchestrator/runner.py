@@ -425,7 +425,7 @@ def submit(
     ``named``: how its errors and notes name the dataset and its rows (its path and lines when None).
     ``broker``: the --broker it is sent with (None: RAGSCORE_BROKER_URL, or the embedded Redis), which the resume
     commands of a submission cut off by Redis name (:func:`_said_cut_off`). ``caller``: who is warned of what is
-    probably wrong with the dataset, and how.
+    probably wrong with the dataset, and how, and whose options the dataset's errors name.
     """
     named = named or Named.of(dataset)
     run_id = run_id or new_run_id()
@@ -458,7 +458,7 @@ def submit(
 
     try:
         scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as,
-                            named=named)  # fmt: skip
+                            named=named, caller=caller)  # fmt: skip
         if scan.rows and (unseen := request_fields.error()):
             raise ConfigError(f"{named.name}: {unseen}; nothing was submitted")
         # said before the rows are sent (a warnings filter may make one an error: a refusal too)
@@ -493,7 +493,7 @@ def submit(
         store.add_failed_rows(run_id, bad)
         if on_validated is not None:
             on_validated(queues)
-        valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
+        valid = (row for _, row in iter_rows(dataset, fmt, fmt_options, caller=caller) if isinstance(row, Row))
         n_tasks = n_shards = 0
         for index, rows in enumerate(shards(valid, shard_rows)):
             if _file_state(dataset) != validated_as:  # rows added now would skip the duplicate check

@@ -102,7 +102,8 @@ def _open_bytes(path: Path) -> BinaryIO:
     return gzip.open(path, "rb") if _gzipped(path) else path.open("rb")  # type: ignore[return-value]
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+def _iter_jsonl(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
+    """JSONL rows; ``caller``: whose options the hints of a file in another format name."""
     seen = False  # a non-blank line was read
     with _open_bytes(path) as fh:
         for line_no, raw in _lines(fh):
@@ -126,11 +127,13 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 hint = ""
                 if first and text.strip() in ("[", "{"):  # a JSON document spread over lines: every line errs
                     rows = "'.[]'" if text.strip() == "[" else "."
-                    hint = (f"; a pretty-printed JSON document is not JSONL: read it with --format json (or name it "
-                            f".json), or write one object per line: jq -c {rows} {path.name}")  # fmt: skip
+                    hint = (f"; a pretty-printed JSON document is not JSONL: read it with "
+                            f"{caller.given('format', 'json')} (or name it .json), or write one object per line: "
+                            f"jq -c {rows} {path.name}")  # fmt: skip
                 elif first and (names := _header_names(text)):  # CSV read as JSONL: every line errs
                     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-                    hint = f"; its first line reads as a CSV header row ({shown}): read it with --format csv"
+                    hint = (f"; its first line reads as a CSV header row ({shown}): read it with "
+                            f"{caller.given('format', 'csv')}")  # fmt: skip
                     hint += "" if _suffix(path) == ".csv" else " (or name it .csv)"
                 yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno}){hint}", text)
                 continue
@@ -315,10 +318,11 @@ def _text_of(line: str) -> str:
     return line.rstrip("\r\n").encode("utf-8", "replace").decode()
 
 
-def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
     """CSV rows. A cell may be as long as a JSONL line (the csv module's own limit is 128 KiB). A quote that is
     never closed swallows the lines after it in the csv module, so a row that spans several lines with an
-    unbalanced quote, or one the csv module gives up on, is reported and reading restarts on its next line."""
+    unbalanced quote, or one the csv module gives up on, is reported and reading restarts on its next line.
+    ``caller``: whose options the error of a JSONL file names."""
     csv.field_size_limit(MAX_LINE_BYTES)
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
     with io.TextIOWrapper(_open_bytes(path), encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
@@ -327,8 +331,8 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
             first = fh.readline()
         if _json_object(first):  # every "row" would be JSON fragments under JSON fragments' names
             named = "" if _suffix(path) in (".jsonl", ".ndjson") else " (or name it .jsonl)"
-            raise DatasetError(f"{path}: its first line is a JSON object: JSONL, not CSV? read it with --format "
-                               f"jsonl{named}")  # fmt: skip
+            raise DatasetError(f"{path}: its first line is a JSON object: JSONL, not CSV? read it with "
+                               f"{caller.given('format', 'jsonl')}{named}")  # fmt: skip
         delimiter = _delimiter(first)
         fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
         feed = _LineFeed(fh, delimiter)
@@ -372,7 +376,8 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Record | RowError]]:
             reader = csv.reader(feed, delimiter=delimiter)
 
 
-def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
+    """A JSON list of rows or object keyed by id; ``caller``: whose options the error of a JSONL file names."""
     repeated: list[str] = []  # the keys the last object read (the outermost, read last) repeats
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -390,8 +395,8 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
                 hint = (": JSON values one after another (pretty-printed objects?): give one list of rows, or one "
                         f"object per line as JSONL: jq -c . {path.name} > {path.stem}.jsonl")  # fmt: skip
             else:
-                hint = (f": one JSON object per line is JSONL, read as such with --format jsonl (or name it "
-                        f"{path.stem}.jsonl)")  # fmt: skip
+                hint = (f": one JSON object per line is JSONL, read as such with {caller.given('format', 'jsonl')} "
+                        f"(or name it {path.stem}.jsonl)")  # fmt: skip
         raise DatasetError(f"{path}: not valid JSON ({exc}){hint}") from exc
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc}; {NOT_UTF8_HINT})") from exc
@@ -424,7 +429,8 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Record | RowError]]:
         yield pos, RowError(pos, error, json.dumps(value)[:RAW_EXCERPT_CHARS])
 
 
-def _iter_parquet(path: Path) -> Iterator[tuple[int, Record | RowError]]:
+def _iter_parquet(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
+    """Parquet rows (``caller``: as the other formats' readers take it; no error of Parquet's names an option)."""
     from .parquet import iter_parquet
 
     return iter_parquet(path)
@@ -507,14 +513,17 @@ def _refuse_binary(path: Path) -> None:
             raise DatasetError(f"{path}: {kind}")
 
 
-def _refuse_mismatch(path: Path, fmt: str) -> None:
-    """DatasetError for a Parquet or gzip-compressed file given to a format that cannot read it."""
+def _refuse_mismatch(path: Path, fmt: str, caller: Caller) -> None:
+    """DatasetError for a Parquet or gzip-compressed file given to a format that cannot read it, naming ``caller``'s
+    options."""
     if fmt != "parquet" and _is_parquet(path):
-        raise DatasetError(f"{path}: a Parquet file: read it with --format parquet (or name it .parquet)")
+        raise DatasetError(f"{path}: a Parquet file: read it with {caller.given('format', 'parquet')} (or name it "
+                           ".parquet)")  # fmt: skip
     if fmt == "parquet" and _gzipped(path):
         raise DatasetError(f"{path}: gzip-compressed, not Parquet (Parquet compresses inside the file)")
     if fmt not in GZIP_FORMATS and fmt != "parquet" and _gzipped(path):
-        raise DatasetError(f"{path}: gzip-compressed, which --format {fmt} does not read: decompress it first "
+        raise DatasetError(f"{path}: gzip-compressed, which {caller.given('format', fmt)} does not read: decompress "
+                           "it first "
                            "(gunzip -k FILE)")  # fmt: skip
 
 
@@ -563,39 +572,42 @@ def detect_format(path: Path, options: dict[str, Any] | None = None, caller: Cal
     )
 
 
-def _refuse_options(fmt: str, options: dict[str, Any] | None, accepted: frozenset[str]) -> None:
+def _refuse_options(fmt: str, options: dict[str, Any] | None, accepted: frozenset[str], caller: Caller) -> None:
     """DatasetError for reader options ``fmt`` does not take (a typo of evaluate()'s fmt_options too): each one, the
-    option it is like, and those the format takes."""
+    option it is like, and those the format takes, as ``caller`` names them."""
     unknown = sorted(set(options or {}) - accepted)
     if not unknown:
         return
     like = did_you_mean([n for name in unknown for n in close_names(name, accepted)])
     takes = ", ".join(sorted(accepted)) or "none"
     hint = f"{like} it takes {takes}" if like else f"it takes {takes}"
-    raise DatasetError(f"{', '.join(unknown)}: not an option of --format {fmt} ({hint})")
+    raise DatasetError(f"{caller.reader_options(unknown)}: not an option of {caller.given('format', fmt)} ({hint})")
 
 
 def iter_records(
-    path: Path, fmt: str | None = None, options: dict[str, Any] | None = None
+    path: Path, fmt: str | None = None, options: dict[str, Any] | None = None, caller: Caller = CLI
 ) -> Iterator[tuple[int, Record | RowError]]:
     """Stream ``(line, record | RowError)`` from a dataset file (or, for eval-points, a directory).
 
     ``options`` are reader options of a seed format (nlp-project: ``predictions``, ``corpus``, ``system``;
-    auto-analyst: ``system``).
+    auto-analyst: ``system``). ``caller``: whose options (``--format`` or ``fmt=``) its errors and hints name.
     """
     if not path.exists():
         raise DatasetError(f"Dataset not found: {path}")
     if path.is_dir() and fmt not in (None, DIRECTORY_FORMAT):
-        raise DatasetError(f"{path} is a directory; give a file (only --format {DIRECTORY_FORMAT} reads a directory)")
+        raise DatasetError(f"{path} is a directory; give a file (only {caller.given('format', DIRECTORY_FORMAT)} reads "
+                           "a directory)")  # fmt: skip
     _refuse_binary(path)
-    fmt = fmt or detect_format(path, options)
-    _refuse_mismatch(path, fmt)
+    fmt = fmt or detect_format(path, options, caller)
+    _refuse_mismatch(path, fmt, caller)
     if fmt in SEED_FORMATS:
         module, function, accepted = SEED_FORMATS[fmt]
-        _refuse_options(fmt, options, accepted)
+        _refuse_options(fmt, options, accepted, caller)
         reader = getattr(importlib.import_module(f".{module}", __package__), function)
-        return reader(path, **(options or {}))
+        spoken = {"caller": caller} if fmt == "nlp-project" else {}  # the one seed reader whose errors name options
+        return reader(path, **(options or {}), **spoken)
     if fmt not in FORMATS:
         raise DatasetError(f"Unknown dataset format {fmt!r}; choose one of {', '.join(ALL_FORMATS)}")
-    _refuse_options(fmt, options, frozenset())
-    return _whole(path, FORMATS[fmt](path)) if _gzipped(path) else FORMATS[fmt](path)
+    _refuse_options(fmt, options, frozenset(), caller)
+    records = FORMATS[fmt](path, caller)
+    return _whole(path, records) if _gzipped(path) else records

@@ -27,6 +27,7 @@ from ragscore_workers.counts import counted, listed
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.metrics._corpus import corpus_sentences
 
+from ..caller import CLI, Caller
 from .loaders import RAW_EXCERPT_CHARS, Record, RowError, iter_records, loads_json
 
 __all__ = ["GOLD_PREFIX", "iter_nlp_project", "looks_like_nlp_project", "nlp_project_records"]
@@ -40,16 +41,17 @@ _QUESTION_FIELDS = {"doc_id", "question", "evidence_sentences"}
 MAX_NAMED = 3
 
 
-def _load_predictions(path: Path) -> dict[int, tuple[str, Any]]:
-    """``{position: (key, prediction)}``; positions are 1-based like the question lines."""
+def _load_predictions(path: Path, caller: Caller) -> dict[int, tuple[str, Any]]:
+    """``{position: (key, prediction)}``; positions are 1-based like the question lines. Errors name the file as
+    ``caller`` gave it."""
     if not path.is_file():
         raise DatasetError(f"Predictions file not found: {path}")
     try:
         data = loads_json(path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"--predictions {path}: not valid JSON ({exc})") from exc
+        raise DatasetError(f"{caller.given('predictions', path)}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
-        raise DatasetError(f"--predictions {path}: expected an object keyed q001, q002, …")
+        raise DatasetError(f"{caller.given('predictions', path)}: expected an object keyed q001, q002, …")
     numbered = [_KEY.match(k) for k in data]
     if all(numbered):
         by_pos = {int(m.group(1)): (k, v) for m, (k, v) in zip(numbered, data.items(), strict=True) if m}
@@ -103,14 +105,20 @@ def _row(pos: int, question: Record, pred: tuple[str, Any] | None, corpus: Path 
 
 
 def nlp_project_records(
-    questions: Path, predictions: Path | None = None, corpus: Path | None = None, *, system: str | None = None
+    questions: Path,
+    predictions: Path | None = None,
+    corpus: Path | None = None,
+    *,
+    system: str | None = None,
+    caller: Caller = CLI,
 ) -> Iterator[tuple[int, Record | RowError]]:
-    """Stream ``(line, row dict | RowError)`` like the other loaders; line = the question's line."""
-    preds = _load_predictions(Path(predictions)) if predictions is not None else None
+    """Stream ``(line, row dict | RowError)`` like the other loaders; line = the question's line. ``caller``: whose
+    options its errors name."""
+    preds = _load_predictions(Path(predictions), caller) if predictions is not None else None
     if corpus is not None and not Path(corpus).is_dir():
         raise DatasetError(f"Corpus directory not found: {corpus}")
     pos = 0
-    for line, record in iter_records(Path(questions), "jsonl"):
+    for line, record in iter_records(Path(questions), "jsonl", caller=caller):
         pos += 1
         if isinstance(record, RowError):
             yield line, record

@@ -116,12 +116,14 @@ def iter_rows(
     options: dict[str, Any] | None = None,
     ids: Container[str] | None = None,
     max_chars: int | None = None,
+    caller: Caller = CLI,
 ) -> Iterator[tuple[int, Row | RowError]]:
     """Stream validated rows (or errors) with their line numbers; with ``ids``, only the records whose id is one
     of them are validated and yielded (the id checked first, which costs little beside validating a row). Text
-    fields are bounded by ``max_chars`` (RAGSCORE_MAX_FIELD_CHARS when None)."""
+    fields are bounded by ``max_chars`` (RAGSCORE_MAX_FIELD_CHARS when None). ``caller``: whose options the
+    reader's errors name."""
     max_chars = max_chars if max_chars is not None else get_settings().max_field_chars
-    for line, record in iter_records(path, fmt, options):
+    for line, record in iter_records(path, fmt, options, caller):
         if isinstance(record, RowError):
             yield line, record
         elif ids is None or not _other_id(line, record, ids):
@@ -320,11 +322,11 @@ def _scan_key(row: Row, asked_as: str | None) -> str:
 
 def _find_duplicates(
     path: Path, fmt: str | None, options: dict[str, Any] | None, repeated: set[int], scan: DatasetScan,
-    asked_as: str | None, named: Named,
+    asked_as: str | None, named: Named, caller: Caller,
 ) -> None:  # fmt: skip
     """Second pass (only when hashes repeat): the real duplicate keys and the lines they repeat on."""
     first_seen: dict[str, int] = {}
-    for line, row in iter_rows(path, fmt, options):
+    for line, row in iter_rows(path, fmt, options, caller=caller):
         if isinstance(row, RowError) or _key_hash(key := _scan_key(row, asked_as)) not in repeated:
             continue
         if key in first_seen:  # a real duplicate, not a hash collision
@@ -336,12 +338,12 @@ def _find_duplicates(
             first_seen[key] = line
 
 
-def _questions_alone(path: Path, fmt: str | None, options: dict[str, Any] | None) -> bool:
+def _questions_alone(path: Path, fmt: str | None, options: dict[str, Any] | None, caller: Caller) -> bool:
     """Whether ``path`` is read as an nlp-project questions file without --predictions."""
     if options and options.get("predictions"):
         return False
     if fmt is None and path.is_file() and path.suffix.lower() not in (".json", ".gz"):  # detecting JSON parses it
-        fmt = detect_format(path, options)
+        fmt = detect_format(path, options, caller)
     return fmt == "nlp-project"
 
 
@@ -353,10 +355,12 @@ def scan_dataset(
     on_row: Callable[[Row], None] | None = None,
     asked_as: str | None = None,
     named: Named | None = None,
+    caller: Caller = CLI,
 ) -> DatasetScan:
     """Read the whole dataset once without keeping it: count rows, report bad ones, find duplicate ids (per system;
     across the rows' systems when ``asked_as``, the system a target answers every row as, makes them one).
-    Errors name the dataset and its rows as ``named`` says (its path and lines when None).
+    Errors name the dataset and its rows as ``named`` says (its path and lines when None), and the options of
+    ``caller``.
 
     Raises DatasetError (before anything is submitted) for duplicate ids or when no row is valid.
     Memory: one 8-byte hash per row in a flat array (8 MB per million rows), not the rows; lines of
@@ -365,7 +369,7 @@ def scan_dataset(
     named = named or Named.of(path)
     scan = DatasetScan()
     hashes = array("q")  # 8 bytes per row: the only state that grows with the dataset
-    for _, row in iter_rows(path, fmt, options):
+    for _, row in iter_rows(path, fmt, options, caller=caller):
         if isinstance(row, RowError):
             scan.failed += 1
             if len(scan.first_failures) < SHOWN_FAILURES:
@@ -385,7 +389,7 @@ def scan_dataset(
         repeated = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
         del ordered, hashes
         if repeated:
-            _find_duplicates(path, fmt, options, repeated, scan, asked_as, named)
+            _find_duplicates(path, fmt, options, repeated, scan, asked_as, named, caller)
     if scan.duplicate_count:
         unique = (f"Ids must be unique: target {asked_as!r} answers every row as its system, whatever the row's own "
                   "(re-scoring a target run's answers.jsonl? add --no-target)" if asked_as is not None
@@ -395,7 +399,7 @@ def scan_dataset(
         raise DatasetError(
             f"{named.name}: {counted(scan.duplicate_count, 'duplicate id')}: {shown}. {unique}; nothing was submitted."
         )
-    scan.questions_alone = "answer" not in scan.fields_seen and _questions_alone(path, fmt, options)
+    scan.questions_alone = "answer" not in scan.fields_seen and _questions_alone(path, fmt, options, caller)
     if scan.rows == 0:
         if not scan.failed:
             raise DatasetError(f"{named.name}: no rows to score; nothing was submitted.")

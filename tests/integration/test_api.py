@@ -504,6 +504,36 @@ def test_refusals_name_the_parameters_of_evaluate_not_the_command_lines_options(
     assert "--" not in said, said
 
 
+def test_a_dataset_file_in_another_format_is_said_with_the_parameters_of_evaluate(tmp_path: Path, home: Path) -> None:
+    """The readers said `read it with --format csv`, `x: not an option of --format jsonl` and `--predictions PATH: not
+    valid JSON` to evaluate(), whose caller has no such options: fmt= and fmt_options= there."""
+    suite = {"metrics": ["exact_match"]}
+    rows = make_rows(2)
+    as_csv = tmp_path / "csv.jsonl"  # a CSV file named .jsonl: every line's error hints at its format
+    as_csv.write_text("id,question,answer\n" + "".join(f"{r['id']},q,a\n" for r in rows))
+    as_jsonl = tmp_path / "jsonl.csv"
+    as_jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = tmp_path / "lines.json"
+    lines.write_text(as_jsonl.read_text())
+    cases = [
+        (as_csv, {}, "its first line reads as a CSV header row (id, question, answer): read it with fmt='csv'"),
+        (as_jsonl, {}, "JSONL, not CSV? read it with fmt='jsonl' (or name it .jsonl)"),
+        (lines, {}, "one JSON object per line is JSONL, read as such with fmt='jsonl' (or name it lines.jsonl)"),
+        (tmp_path, {"fmt": "csv"}, "give a file (only fmt='eval-points' reads a directory)"),
+        (as_jsonl, {"fmt": "jsonl", "fmt_options": {"sytem": "a"}},
+         "fmt_options['sytem']: not an option of fmt='jsonl' (it takes none)"),
+        (as_jsonl, {"fmt": "nlp-project", "fmt_options": {"predictions": str(as_csv)}},
+         f"fmt_options={{'predictions': {str(as_csv)!r}}}: not valid JSON"),
+    ]  # fmt: skip
+    said = []
+    for n, (dataset, options, _) in enumerate(cases):
+        with pytest.raises(DatasetError) as info:
+            evaluate(dataset, suite, out=tmp_path / f"out{n}", **options)
+        said.append(str(info.value))
+    wrong = [text for text, (*_, expected) in zip(said, cases, strict=True) if expected not in text or "--" in text]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_a_run_its_redis_lost_is_said_to_be_replaced_once(
     tmp_path: Path, home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
