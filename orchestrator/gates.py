@@ -23,10 +23,10 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -53,9 +53,11 @@ __all__ = [
     "evaluate_gates",
     "failed",
     "gate_table",
+    "given_gate",
     "holds",
     "incomplete",
     "load_baseline",
+    "named_by_place",
     "parse_gate",
     "parse_gates",
     "pooled_note",
@@ -146,30 +148,47 @@ def parse_gates(texts: Iterable[str]) -> list[GateSpec]:
     return [parse_gate(t) for t in texts]
 
 
-def check_gate_names(gates: Iterable[GateSpec], outputs: Sequence[str]) -> None:
+#: A gate and how its errors name it: as the user wrote it (``Gate 'mrr=0.9'``) or by its place in the suite.
+NamedGate = tuple[str, GateSpec]
+
+
+def named_by_place(gates: Sequence[GateSpec]) -> list[NamedGate]:
+    """A suite's gates, each named by its place there (``gates item 1 (mrr)``): one written as a mapping has no text
+    of its own to quote."""
+    return [(f"gates item {n} ({gate.metric})", gate) for n, gate in enumerate(gates, start=1)]
+
+
+def given_gate(written: str | Mapping[str, Any] | GateSpec, gate: GateSpec) -> NamedGate:
+    """``gate`` named as ``written`` (a ``--fail-under`` text, or a gate given to assert_scores()):
+    ``Gate 'mrr=0.9'``, ``Gate {'metric': 'mrr', 'min': 0.9}``."""
+    return f"Gate {str(written) if isinstance(written, GateSpec) else written!r}", gate
+
+
+def check_gate_names(gates: Iterable[NamedGate], outputs: Sequence[str]) -> None:
     """ConfigError (with "did you mean") for a gate on a metric output the suite does not produce, or one that could
     decide nothing; every gate's at once (:func:`raise_problems`: ``Invalid gates: 2 problems:``, each a line of the
-    suite's problems where :func:`~orchestrator.suite.load_suite` checks its gates), the suite's outputs listed once."""
+    suite's problems where :func:`~orchestrator.suite.load_suite` checks its gates), each named as ``gates`` name it
+    (:func:`named_by_place`, :func:`given_gate`), the suite's outputs listed once."""
     problems: list[Problem] = []
     unlisted = True  # the suite's outputs: said by the first gate that names none of them
-    for gate in gates:
-        if (problem := _gate_problem(gate, outputs)) is not None:
+    for named, gate in gates:
+        if (problem := _gate_problem(named, gate, outputs)) is not None:
             if gate.metric not in outputs and unlisted:
                 problem, unlisted = f"{problem} The suite's outputs: {', '.join(outputs)}.", False
             problems.append(("", ConfigError(problem)))
     raise_problems(problems, subject="gates")
 
 
-def _gate_problem(gate: GateSpec, outputs: Sequence[str]) -> str | None:
-    """Why ``gate`` cannot be checked against a run writing ``outputs``, or None."""
+def _gate_problem(named: str, gate: GateSpec, outputs: Sequence[str]) -> str | None:
+    """Why ``gate`` (said as ``named``) cannot be checked against a run writing ``outputs``, or None."""
     if gate.metric not in outputs:
         close = close_names(gate.metric, outputs)
         hint = f" {did_you_mean(close, sentence=True)}" if close else ""
-        return f"Gate {str(gate)!r} names {gate.metric!r}, which the suite does not produce.{hint}"
+        return f"{named} names {gate.metric!r}, which the suite does not produce.{hint}"
     if gate.min < 0:
-        return f"Gate {str(gate)!r}: {gate.metric} scores are never below 0, so it decides nothing"
+        return f"{named}: {gate.metric} scores are never below 0, so it decides nothing"
     if gate.min > 1 and not gate.metric.endswith(RAW_SUFFIX):
-        return (f"Gate {str(gate)!r}: {gate.metric} scores are in [0, 1], so it could never hold"
+        return (f"{named}: {gate.metric} scores are in [0, 1], so it could never hold"
                 f" (a percentage? {gate.metric}={gate.min / 100:g})")  # fmt: skip
     return None
 
@@ -495,8 +514,9 @@ class GatePlan:
         """
         if junit_items and junit is None:
             raise ConfigError("--junit-items adds a case per item to the JUnit file: give --junit FILE too")
-        gates = [*suite_gates, *parse_gates(fail_under)]
-        check_gate_names(gates, outputs)
+        given = [given_gate(text, parse_gate(text)) for text in fail_under]
+        check_gate_names([*named_by_place(suite_gates), *given], outputs)
+        gates = [*suite_gates, *(gate for _, gate in given)]
         if tolerance is not None and baseline_dir is None:
             raise ConfigError("--regression-tolerance needs --fail-on-regression BASELINE_DIR")
         if tolerance is not None:

@@ -168,9 +168,9 @@ def _resolved_problems(resolved: ResolvedSuite) -> list[Problem]:
     problems = _price_problems(resolved) + _budget_problems(resolved)
     _checked(problems, _check_cost_budgets, resolved)
     if resolved.suite.gates:
-        from .gates import check_gate_names
+        from .gates import check_gate_names, named_by_place
 
-        _checked(problems, check_gate_names, resolved.suite.gates, resolved.outputs())
+        _checked(problems, check_gate_names, named_by_place(resolved.suite.gates), resolved.outputs())
     return problems
 
 

@@ -32,8 +32,10 @@ from .gates import (
     check_tolerance,
     evaluate_gates,
     failed,
+    given_gate,
     incomplete,
     load_baseline,
+    named_by_place,
     regression_metrics,
     render_gates,
 )
@@ -71,9 +73,10 @@ def assert_scores(
     resolved = load_suite(suite)
     if isinstance(gates, (str, Mapping, GateSpec)):  # one gate given bare: a string is not a list of gates
         gates = [gates]
-    specs = [*resolved.suite.gates, *(_gate(g) for g in gates)]
+    named = [*named_by_place(resolved.suite.gates), *(given_gate(g, _gate(g)) for g in gates)]
+    specs = [gate for _, gate in named]
     outputs = resolved.outputs()
-    check_gate_names(specs, outputs)
+    check_gate_names(named, outputs)
     base = load_baseline(Path(baseline)) if isinstance(baseline, (str, Path)) else baseline
     if base is not None:
         regression_metrics(base, outputs)

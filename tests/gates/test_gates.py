@@ -14,6 +14,7 @@ from orchestrator.gates import (
     check_gate_names,
     evaluate_gates,
     failed,
+    given_gate,
     load_baseline,
     parse_gate,
     print_gates,
@@ -104,21 +105,41 @@ def test_suite_gates_section_takes_text_and_mappings_and_is_validated() -> None:
         load_suite({"metrics": ["exact_match"], "gates": [{"metric": "exact_match", "threshold": 1}]})
 
 
+def _written(*texts: str) -> list[tuple[str, GateSpec]]:
+    """Gates given as text (``--fail-under``), named as written."""
+    return [given_gate(text, parse_gate(text)) for text in texts]
+
+
+def test_a_suite_gate_is_named_by_its_place_in_the_suite_not_by_a_text_nobody_wrote() -> None:
+    """A gate written as a mapping was said as ``Gate 'mrr=0.9'``, a string its user never wrote (and cannot grep
+    for); a --fail-under gate is said as its text."""
+    suite = {"metrics": ["exact_match"], "gates": ["exact_match=0.5", {"metric": "mrr", "min": 0.9}]}
+    with pytest.raises(ConfigError) as info:
+        load_suite(suite)
+    said = str(info.value)
+    assert said.startswith("gates item 2 (mrr) names 'mrr', which the suite does not produce."), said
+    with pytest.raises(ConfigError) as info:
+        GatePlan.build([GateSpec(metric="exact_match", min=80)], ["exact_match"], fail_under=["mrr=0.9"])
+    lines = str(info.value).splitlines()
+    assert lines[1].startswith("  gates item 1 (exact_match): exact_match scores are in [0, 1]"), info.value
+    assert lines[2].startswith("  Gate 'mrr=0.9' names 'mrr'"), info.value
+
+
 def test_gate_on_unknown_output_suggests_the_close_one() -> None:
     with pytest.raises(
         ConfigError, match=r"Did you mean 'recall_at_5'.*\? The suite's outputs: exact_match, recall_at_1"
     ):
-        check_gate_names([parse_gate("recall_at5=0.5")], OUTPUTS)
+        check_gate_names(_written("recall_at5=0.5"), OUTPUTS)
     with pytest.raises(ConfigError, match=r"does not produce\. The suite's outputs"):
-        check_gate_names([parse_gate("zzz=0.5")], OUTPUTS)
-    check_gate_names([parse_gate("mrr:ci_low=0.1")], OUTPUTS)
+        check_gate_names(_written("zzz=0.5"), OUTPUTS)
+    check_gate_names(_written("mrr:ci_low=0.1"), OUTPUTS)
 
 
 def test_every_bad_gate_of_the_command_line_is_said_as_the_gates_not_the_suites() -> None:
     """Gates given on the command line (``--fail-under``, assert_scores' ``gates``) are said together, headed as the
     gates' problems: "Invalid suite" named a suite that had none."""
     with pytest.raises(ConfigError) as info:
-        check_gate_names([parse_gate("recall_at5=0.5"), parse_gate("mrr=80")], OUTPUTS)
+        check_gate_names(_written("recall_at5=0.5", "mrr=80"), OUTPUTS)
     lines = str(info.value).splitlines()
     assert lines[0] == "Invalid gates: 2 problems:", info.value
     assert lines[1].startswith("  Gate 'recall_at5=0.5' names 'recall_at5'") and lines[2].startswith("  Gate 'mrr=80'")
@@ -126,8 +147,8 @@ def test_every_bad_gate_of_the_command_line_is_said_as_the_gates_not_the_suites(
 
 def test_a_threshold_above_1_is_refused_except_on_raw_scales() -> None:
     with pytest.raises(ConfigError, match=r"mrr scores are in \[0, 1\].*a percentage\? mrr=0\.8"):
-        check_gate_names([parse_gate("mrr=80")], OUTPUTS)
-    check_gate_names([parse_gate("rubric_judge_raw=3.5")], ["rubric_judge", "rubric_judge_raw"])  # 1-5
+        check_gate_names(_written("mrr=80"), OUTPUTS)
+    check_gate_names(_written("rubric_judge_raw=3.5"), ["rubric_judge", "rubric_judge_raw"])  # 1-5
 
 
 def test_mean_gates_hold_at_the_threshold_and_report_the_margin() -> None:

@@ -60,6 +60,16 @@ def test_assert_scores_refuses_bad_gates_before_running(home: Path) -> None:
     assert not (home / "redis").exists()  # nothing was started
 
 
+def test_a_gate_given_to_assert_scores_is_named_as_written(home: Path) -> None:
+    """A gate given as a dict was said as ``Gate 'exact_mtch=0.5'``, a text the caller never wrote."""
+    with pytest.raises(ConfigError) as info:
+        assert_scores(_rows(), SUITE, [{"metric": "exact_mtch", "min": 0.5}, "mrr=80"])
+    lines = str(info.value).splitlines()
+    assert lines[1].startswith("  Gate {'metric': 'exact_mtch', 'min': 0.5} names 'exact_mtch'"), info.value
+    assert lines[2].startswith("  Gate 'mrr=80': mrr scores are in [0, 1]"), info.value
+    assert not (home / "redis").exists()  # nothing was started
+
+
 def test_assert_scores_fails_a_run_the_cli_would_exit_1_for_even_when_its_gates_hold(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

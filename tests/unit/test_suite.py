@@ -904,7 +904,7 @@ def test_prices_budgets_and_gates_are_said_with_the_suites_other_problems() -> N
         == "  judge metrics give model 'm' two prices, [1.0, 2.0] (answer_accuracy) and [1.0, 3.0] (groundedness)"
     )
     assert lines[3].startswith("  judge metrics give max_cost different values, 1 (answer_accuracy), 2 (groundedness)")
-    assert lines[4].startswith("  Gate 'exact_mach=0.5' names 'exact_mach', which the suite does not produce. Did ")
+    assert lines[4].startswith("  gates item 1 (exact_mach) names 'exact_mach', which the suite does not produce. Did ")
     assert lines[4].endswith("The suite's outputs: answer_accuracy, groundedness, exact_match."), info.value
-    assert lines[5] == "  Gate 'mrr=0.5' names 'mrr', which the suite does not produce.", info.value
-    assert lines[6].startswith("  Gate 'exact_match=80': exact_match scores are in [0, 1]"), info.value
+    assert lines[5] == "  gates item 2 (mrr) names 'mrr', which the suite does not produce.", info.value
+    assert lines[6].startswith("  gates item 3 (exact_match): exact_match scores are in [0, 1]"), info.value
