@@ -1499,8 +1499,8 @@ def compare_cmd(
         err.print(f"Note: {alone_text(result.alone)}", soft_wrap=True)
     if result.errors:
         err.print(f"Warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
-    if result.unscored:
-        err.print(f"Note: {unscored_text(result.unscored)}", soft_wrap=True)
+    if result.unscored or result.unscorable:
+        err.print(f"Note: {unscored_text(result.unscored, result.unscorable)}", soft_wrap=True)
     if result.unchecked:
         err.print(f"Note: {unchecked_text(result.unchecked)}", soft_wrap=True)
     if one_run := one_run_text(data):

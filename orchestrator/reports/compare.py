@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -167,9 +167,12 @@ class Comparison:
     by_system: str | None = None
     #: Compared by system: systems with no namesake in the first run (shown, compared with nothing).
     alone: list[str] = field(default_factory=list)
-    #: Per output some system scored: the compared systems that scored no item of it, nor had one error (another
-    #: suite): their rows read ``n=0``.
+    #: Per output some system scored: the compared systems none of whose items has it (another suite): their rows
+    #: read ``n=0``.
     unscored: dict[str, list[str]] = field(default_factory=dict)
+    #: Per output some system scored: the compared systems whose items of it were all unscorable (no error): their
+    #: rows read ``n=0``.
+    unscorable: dict[str, list[str]] = field(default_factory=dict)
 
     def baseline_text(self) -> str:
         """What the others are compared with: ``arms[0]``, or each system's namesake in the first run."""
@@ -187,6 +190,8 @@ class _Scores:
         self.questions: dict[int, array] = {}
         #: (arm, output) -> items whose output has an error (left out as if unscored)
         self.errors: Counter[tuple[int, str]] = Counter()
+        #: (arm, output) -> items whose output is unscorable (no score, no error)
+        self.unscorable: Counter[tuple[int, str]] = Counter()
 
     def set_question(self, arm: int, qid: str, sha: str) -> None:
         """Note the question an arm's item ``qid`` asked (scored or not); a value that is no fingerprint (an
@@ -317,6 +322,8 @@ def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
                     scores.errors[arm, name] += 1
                 elif result.get("score") is not None:
                     scores.set(arm, str(item.meta["id"]), name, float(result["score"]))
+                else:
+                    scores.unscorable[arm, name] += 1
             if isinstance(sha := item.meta.get("question_sha"), str):
                 scores.set_question(arm, str(item.meta["id"]), sha)
     return scores, _labels(runs, scores.arms), list(outputs)
@@ -377,22 +384,24 @@ def unchecked_text(unchecked: list[str]) -> str:
 
 
 def _unscored(
-    counts: dict[str, dict[str, int]], errors: dict[str, dict[str, int]], arms: list[str]
+    counts: dict[str, dict[str, int]], arms: list[str], why: Callable[[str, str], bool]
 ) -> dict[str, list[str]]:
-    """Per output some of ``arms`` scored: those that scored no item of it and had no error on it (a run of another
-    suite; errors are said by :func:`errors_text`)."""
-    said = {name: [arm for arm in arms if not per[arm] and arm not in errors.get(name, {})]
+    """Per output some of ``arms`` scored: those that scored no item of it, for which ``why(output, arm)``."""
+    said = {name: [arm for arm in arms if not per[arm] and why(name, arm)]
             for name, per in counts.items() if any(per[arm] for arm in arms)}  # fmt: skip
     return {name: missing for name, missing in said.items() if missing}
 
 
-def unscored_text(unscored: dict[str, list[str]]) -> str:
-    """Says which outputs some compared systems scored no item of: their rows of it read ``n=0``."""
-    by_arms: dict[tuple[str, ...], list[str]] = {}
-    for name, arms in unscored.items():
-        by_arms.setdefault(tuple(arms), []).append(name)
-    parts = [f"{', '.join(arms)} scored no item of {', '.join(names)}" for arms, names in by_arms.items()]
-    return f"{'; '.join(parts)} (those rows read n=0: were the runs scored with one suite?)"
+def unscored_text(unscored: dict[str, list[str]], unscorable: dict[str, list[str]]) -> str:
+    """Says which outputs some compared systems scored no item of, and why: their rows of it read ``n=0``."""
+    parts = []
+    for per, why in ((unscored, "its run's suite has no such metric"),
+                     (unscorable, "every item of it unscorable: its run's summary says why")):  # fmt: skip
+        by_arms: dict[tuple[str, ...], list[str]] = {}
+        for name, arms in per.items():
+            by_arms.setdefault(tuple(arms), []).append(name)
+        parts += [f"{', '.join(arms)} scored no item of {', '.join(names)} ({why})" for arms, names in by_arms.items()]
+    return f"{'; '.join(parts)}: those rows read n=0"
 
 
 def errors_text(errors: dict[str, dict[str, int]]) -> str:
@@ -484,11 +493,20 @@ def compare(
     errors = {name: {arms[i]: n for i, col in enumerate(order) if (n := scores.errors[col, name])} for name in outputs}
     errors = {name: per for name, per in errors.items() if per}
     unpaired = [arms[i] for _, i in pairs if not any(d.n for d in differences if d.arm == arms[i])]
-    unscored = _unscored(counts, errors, [arms[i] for i in sorted(compared)])
+    column = dict(zip(arms, order, strict=True))
+    kept = [arms[i] for i in sorted(compared)]
+
+    def unscorable_only(name: str, arm: str) -> bool:  # errors are errors_text's
+        return not scores.errors[column[arm], name] and scores.unscorable[column[arm], name] > 0
+
+    def absent(name: str, arm: str) -> bool:
+        return not scores.errors[column[arm], name] and not scores.unscorable[column[arm], name]
+
+    unscored, unscorable = _unscored(counts, kept, absent), _unscored(counts, kept, unscorable_only)
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
                             unchecked=unchecked, unpaired=unpaired, errors=errors,
                             bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone,
-                            unscored=unscored)  # fmt: skip
+                            unscored=unscored, unscorable=unscorable)  # fmt: skip
     if not any(d.n for d in differences):
         scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
         if not any(set(scored[arms[b]]) & set(scored[arms[i]]) for b, i in pairs):

@@ -81,7 +81,7 @@ def _mismatch(c: Comparison) -> str:
     parts = [unpaired_text(c.unpaired, c.baseline_text())] if c.unpaired else []
     parts += [mismatch_text(c.mismatched, c.baseline_text())] if c.mismatched else []
     parts += [errors_text(c.errors)] if c.errors else []
-    parts += [unscored_text(c.unscored)] if c.unscored else []
+    parts += [unscored_text(c.unscored, c.unscorable)] if c.unscored or c.unscorable else []
     parts += [alone_text(c.alone)] if c.alone and c.by_system is not None else []
     return ". ".join(parts + ([unchecked_text(c.unchecked)] if c.unchecked else []))
 

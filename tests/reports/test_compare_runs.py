@@ -301,11 +301,24 @@ def test_an_output_one_run_did_not_score_is_said_not_left_as_rows_of_zeros(
     only_em = evaluate(_rows("B"), {"metrics": ["exact_match"]}, broker=two_runs["broker"], out=tmp_path / "B")
     result = compare([from_dir(two_runs["A"].out_dir), from_dir(only_em.out_dir)])
     assert result.unscored == {"checks": ["B"]}
-    said = "B scored no item of checks (those rows read n=0: were the runs scored with one suite?)"
+    said = "B scored no item of checks (its run's suite has no such metric): those rows read n=0"
     assert said in render_compare_markdown(result)
     cli = _cli(str(two_runs["A"].out_dir), str(only_em.out_dir), "--out", str(tmp_path / "cmp"))
     assert cli.returncode == 0, cli.stderr
     assert said in " ".join(cli.stderr.split())
+
+
+def test_an_output_a_system_could_score_on_no_item_is_not_said_to_be_of_another_suite(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """One run of two systems, B's rows without ``reference``: B's exact_match rows read n=0, and the note asked
+    "were the runs scored with one suite?" of a single run. Its items were unscorable: that is said instead."""
+    no_reference = [{k: v for k, v in row.items() if k != "reference"} for row in _rows("B")]
+    run = evaluate(_rows("A") + no_reference, SUITE, broker=two_runs["broker"], out=tmp_path / "AB")
+    result = compare([from_dir(run.out_dir)], baseline="A")
+    assert result.unscored == {} and result.unscorable == {"exact_match": ["B"]}
+    said = "B scored no item of exact_match (every item of it unscorable: its run's summary says why)"
+    assert said in render_compare_markdown(result) and "suite" not in render_compare_markdown(result)
 
 
 def test_runs_of_the_same_questions_with_no_metric_in_common_are_said_so(
