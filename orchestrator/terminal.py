@@ -28,6 +28,7 @@ __all__ = [
     "PIPED_PROSE_WIDTH",
     "TerminalConsole",
     "cancel_command",
+    "compare_command",
     "follow_commands",
     "report_command",
     "results_command",
@@ -130,6 +131,14 @@ def results_command(run_id: str, out: str | Path | None = None, broker: str | No
     """The command that writes the reports of run ``run_id`` into ``out`` (None: ``DIR``, not known where it is
     said), with the run's ``broker`` as :func:`resume_command` writes it."""
     return _with_broker(f"ragscore results {run_id} --out {shlex.quote(str(out or 'DIR'))}", broker)
+
+
+def compare_command(out: str | Path | None, run_id: str, broker: str | None = None) -> str:
+    """The command that pairs the systems of a run with their 95% CI and p: of ``out``, its --out DIR, where known,
+    else of ``run_id`` on the run's ``broker`` (as :func:`resume_command` writes it)."""
+    if out is not None:
+        return f"ragscore compare {shlex.quote(str(out))} --baseline SYSTEM"
+    return _with_broker(f"ragscore compare {run_id} --baseline SYSTEM", broker)
 
 
 def status_command(run_id: str | None, broker: str | None = None, watch: bool = False) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from ragscore_workers.schemas import (
 )
 
 from ..estimate import Estimate
-from ..terminal import TerminalConsole, resume_command
+from ..terminal import TerminalConsole, compare_command, resume_command
 from .live import fmt_duration, scored_text
 
 __all__ = [
@@ -257,9 +256,9 @@ def print_summary(
         console.print(f"The means above pool the items of all {len(summary.by_system):,} systems{also}; per system:",
                       soft_wrap=True)  # fmt: skip
         console.print(_systems_table(summary))
-        where = shlex.quote(str(out)) if out is not None else summary.run_id
-        console.print(f"paired differences with their 95% CI and p: ragscore compare {where} --baseline SYSTEM",
-                      markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+        compare = backticked(compare_command(out, summary.run_id, broker))
+        console.print(f"paired differences with their 95% CI and p: {compare}", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     for line in (*unscored_lines(summary), *unfilled_lines(summary)):
