@@ -161,10 +161,11 @@ def render_compare_markdown(c: Comparison) -> str:
 
 
 def _legend(c: Comparison) -> str:
-    """What the console's columns are: which system minus which, the interval's and p's methods, whose wins."""
+    """What the console's columns are: which system minus which, the interval's method, what p is, whose wins."""
     arm, base = (c.arms[1], c.arms[0]) if len(c.arms) == 2 else ("system", c.baseline_text())
-    return (f"diff: {arm} − {base} on the n questions both scored; 95% CI: paired bootstrap; p: two-sided "
-            f"sign-flip permutation; W/T/L: questions where {arm} is better / equal / worse")  # fmt: skip
+    return (f"diff: mean of {arm} − {base} per question, over the n questions both scored; 95% CI: paired "
+            "bootstrap; p: how likely a diff at least this large, either way, is with no real difference "
+            f"(sign-flip permutation); W/T/L: questions where {arm} is better / equal / worse")  # fmt: skip
 
 
 #: Columns a name (metric, system) should keep before W/T/L is written on three lines to make room.

@@ -125,7 +125,8 @@ def test_at_scale_the_console_table_keeps_room_for_the_names() -> None:
 
 def test_the_console_table_says_what_diff_p_and_w_t_l_are(two_runs: dict[str, Any]) -> None:
     """The console printed diff, p and W/T/L with no word of which system minus which, or whose wins: only
-    compare.md said it. Its caption says so, with the systems' names, or "system" and the baseline for several."""
+    compare.md said it. Its caption says so, with the systems' names, or "system" and the baseline for several, and
+    what p is (not only its method)."""
     import io
 
     from rich.console import Console
@@ -137,14 +138,16 @@ def test_the_console_table_says_what_diff_p_and_w_t_l_are(two_runs: dict[str, An
     out = io.StringIO()
     print_comparison(result, Console(file=out, width=200))
     text = " ".join(out.getvalue().split())
-    assert "diff: B − A on the n questions both scored" in text, text
-    assert "p: two-sided sign-flip permutation" in text and "W/T/L: questions where B is better / equal / worse" in text
+    assert "diff: mean of B − A per question, over the n questions both scored" in text, text
+    said = "p: how likely a diff at least this large, either way, is with no real difference (sign-flip permutation)"
+    assert said in text
+    assert "W/T/L: questions where B is better / equal / worse" in text
     three = Comparison(arms=["a", "b", "c"], metrics=[], means={}, counts={}, wins=[],
                        differences=[Difference("mrr", "b", 3, 0.5, 0.6, 0.1, [0.0, 0.2], 0.5, 1, 1, 1)])  # fmt: skip
     out = io.StringIO()
     print_comparison(three, Console(file=out, width=200))
     text = " ".join(out.getvalue().split())
-    assert "diff: system − a on the n questions both scored" in text, text
+    assert "diff: mean of system − a per question" in text, text
 
 
 def test_one_run_with_two_systems_compares_them_the_same_way(two_runs: dict[str, Any]) -> None:
