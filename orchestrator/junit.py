@@ -21,7 +21,6 @@ suite's counts can lead), so the file can be written for runs of any size.
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
 from collections import Counter
@@ -154,29 +153,40 @@ def write_junit(
         status, message = _gate_case(g)
         gate_counts[status] += 1
         gate_cases.append(_case("ragscore.gates", g.label, 0.0, status, message))
-    counts: Counter[str] = Counter()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".junit-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
-            if items:
-                counts = _item_cases(tmp, items_path, gates)
-        with atomic_writer(path) as out, open(tmp_name, encoding="utf-8") as tmp:
-            total = gate_counts + counts
-            out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
-            out.write(
-                f'<testsuites name={_attr(run_name)} tests="{sum(total.values())}" failures="{total["failure"]}" '
-                f'errors="{total["error"]}" skipped="{total["skipped"]}">\n'
-            )
-            out.write(_suite_open("ragscore.gates", gate_counts))
-            out.writelines(gate_cases)
-            out.write("</testsuite>\n")
-            if items:
-                out.write(_suite_open("ragscore.items", counts))
-                for chunk in iter(lambda: tmp.read(1 << 16), ""):
-                    out.write(chunk)
-                out.write("</testsuite>\n")
-            out.write("</testsuites>\n")
-    finally:
-        os.unlink(tmp_name)
+    if not items:
+        _write_file(path, run_name, gate_counts, gate_cases)
+        return Counter()
+    # the item cases are spooled (an anonymous file beside the report, gone once closed) so their counts can lead
+    with tempfile.TemporaryFile("w+", encoding="utf-8", prefix=".junit-", dir=path.parent) as spool:
+        counts = _item_cases(spool, items_path, gates)
+        spool.seek(0)
+        _write_file(path, run_name, gate_counts, gate_cases, (counts, spool))
     return counts
+
+
+def _write_file(
+    path: Path,
+    run_name: str,
+    gate_counts: Counter[str],
+    gate_cases: Sequence[str],
+    item_suite: tuple[Counter[str], TextIO] | None = None,
+) -> None:
+    """The JUnit file itself, written atomically: the gates' suite and, given, the items' (its counts, its cases)."""
+    item_counts, item_cases = item_suite or (Counter(), None)
+    total = gate_counts + item_counts
+    with atomic_writer(path) as out:
+        out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+        out.write(
+            f'<testsuites name={_attr(run_name)} tests="{sum(total.values())}" failures="{total["failure"]}" '
+            f'errors="{total["error"]}" skipped="{total["skipped"]}">\n'
+        )
+        out.write(_suite_open("ragscore.gates", gate_counts))
+        out.writelines(gate_cases)
+        out.write("</testsuite>\n")
+        if item_cases is not None:
+            out.write(_suite_open("ragscore.items", item_counts))
+            for chunk in iter(lambda: item_cases.read(1 << 16), ""):
+                out.write(chunk)
+            out.write("</testsuite>\n")
+        out.write("</testsuites>\n")
