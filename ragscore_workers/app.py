@@ -21,19 +21,13 @@ from .limits import CONTROL_QUEUE, QUEUE_LIMITS
 from .schemas import Queue
 from .settings import get_settings, without_kombu_options
 
-__all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "WORKER_SOCKET_TIMEOUT_S", "app", "configure"]
+__all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
 
 #: Queues that score items, in the order a run prints them.
 SCORING_QUEUES: tuple[Queue, ...] = (Queue.CPU, Queue.EMBED, Queue.JUDGE, Queue.CODE)
 
 #: Celery task results expire after this; above the longest run we expect (7 days).
 RESULT_EXPIRES_S = 7 * 24 * 3600
-#: Seconds a worker waits for each reply of (and connect to) its broker and result backend: Celery's own default for
-#: the backend's replies (``redis_socket_timeout``), now the broker's too. A broker that accepts and never answers
-#: (hung, behind a partition) fails the read, and Celery reconnects, seeing a stop between its tries, where it was held
-#: in the read for ever (SIGTERM waited out the whole ``--stop-timeout``). Above :data:`~.store.WORKER_READ_TIMEOUT_S`:
-#: at 60 s, a hang of 75 s made the consumer reconnect mid-run, and the message it held waited for a stall recovery.
-WORKER_SOCKET_TIMEOUT_S = 120.0
 
 
 def _broker_tls(broker_url: str | None) -> dict[str, object] | None:
@@ -47,12 +41,16 @@ def _broker_tls(broker_url: str | None) -> dict[str, object] | None:
 
 
 def _config(
-    broker_url: str | None, backend_url: str | None, socket_timeout_s: float = WORKER_SOCKET_TIMEOUT_S
+    broker_url: str | None, backend_url: str | None, socket_timeout_s: float | None = None
 ) -> dict[str, object]:
     """The app's settings for these URLs, each reply of (and connect to) the broker and the result backend bounded by
-    ``socket_timeout_s``. Only a reply awaited is timed: kombu reads an idle worker's BRPOP (which Redis answers
-    within ``brpop_timeout``, 1 s) and its pub/sub connection (remote control) once they are readable."""
-    visibility = get_settings().visibility_timeout_s
+    ``socket_timeout_s`` (None: a worker's, ``RAGSCORE_WORKER_SOCKET_TIMEOUT_S``). Only a reply awaited is timed:
+    kombu reads an idle worker's BRPOP (which Redis answers within ``brpop_timeout``, 1 s) and its pub/sub connection
+    (remote control) once they are readable."""
+    settings = get_settings()
+    visibility = settings.visibility_timeout_s
+    if socket_timeout_s is None:
+        socket_timeout_s = settings.worker_socket_timeout_s
     transport = {
         "visibility_timeout": visibility,
         # Sweep for messages of vanished workers every few seconds (kombu's default is ~100 s).

@@ -327,6 +327,16 @@ DEFAULT_RUN_TTL_S = 7 * 24 * 3600
 #: Seconds a running run's keys are kept at least, whatever RAGSCORE_RUN_TTL_S says: a run longer than a short
 #: TTL must not lose the items it scored first. Its summary sets RAGSCORE_RUN_TTL_S on every key.
 LIVE_RUN_TTL_S = 7 * 24 * 3600
+#: Seconds a worker waits for each reply of (and connect to) its broker and result backend, by default: Celery's
+#: own default for the backend's replies (``redis_socket_timeout``), now the broker's too. A broker that accepts and
+#: never answers (hung, behind a partition) fails the read, and Celery reconnects, seeing a stop between its tries,
+#: where it was held in the read for ever (SIGTERM waited out the whole ``--stop-timeout``). Above the store's
+#: ``WORKER_READ_TIMEOUT_S``: at 60 s, a hang of 75 s made the consumer reconnect mid-run, and the message it held
+#: waited for a stall recovery.
+DEFAULT_WORKER_SOCKET_TIMEOUT_S = 120.0
+#: The shortest worker socket timeout taken: well above kombu's ``brpop_timeout`` (1 s), within which Redis answers an
+#: idle worker's BRPOP, so that a Redis slow for a moment is not taken for lost.
+MIN_WORKER_SOCKET_TIMEOUT_S = 5.0
 
 
 class Settings(BaseSettings):
@@ -364,6 +374,9 @@ class Settings(BaseSettings):
     #: Comma-separated modules with extra metrics, imported by the orchestrator and every worker (for
     #: metrics that are not packaged under the ``ragscore.metrics`` entry point).
     plugins: str = ""
+    #: Seconds a worker's Celery waits for each reply of (and connect to) its broker and result backend before it
+    #: takes the connection for lost and opens it again (:data:`DEFAULT_WORKER_SOCKET_TIMEOUT_S`).
+    worker_socket_timeout_s: float = Field(default=DEFAULT_WORKER_SOCKET_TIMEOUT_S, ge=MIN_WORKER_SOCKET_TIMEOUT_S)
 
     @field_validator("home")
     @classmethod

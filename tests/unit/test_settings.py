@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -364,3 +365,24 @@ def test_a_password_holding_a_slash_then_an_equals_sign_is_hidden(monkeypatch: p
     with pytest.raises(ConfigError) as info:
         get_settings()
     assert "Ab+c" not in str(info.value) and "redis://default:***@h:6379/0" in str(info.value)
+
+
+def test_the_workers_socket_timeout_is_read_from_the_environment_and_one_too_short_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RAGSCORE_WORKER_SOCKET_TIMEOUT_S bounds each reply of a worker's broker and result backend (default 120 s); one
+    near kombu's BRPOP timeout (1 s) would take an idle, healthy Redis for lost, so below 5 s is refused, named."""
+    from ragscore_workers.app import _config
+
+    def bounds(config: dict[str, Any]) -> set[object]:
+        transport = config["broker_transport_options"]
+        names = ("redis_socket_timeout", "redis_socket_connect_timeout")
+        return {config[n] for n in names} | {transport[n] for n in ("socket_timeout", "socket_connect_timeout")}
+
+    assert bounds(_config("redis://h:6379/0", None)) == {120.0}
+    monkeypatch.setenv("RAGSCORE_WORKER_SOCKET_TIMEOUT_S", "7")
+    assert bounds(_config("redis://h:6379/0", None)) == {7.0}
+    assert _config("redis://h:6379/0", None, 3.0)["redis_socket_timeout"] == 3.0  # the sending side's own
+    monkeypatch.setenv("RAGSCORE_WORKER_SOCKET_TIMEOUT_S", "1")
+    with pytest.raises(ConfigError, match="RAGSCORE_WORKER_SOCKET_TIMEOUT_S='1': Input should be greater than or equal to 5"):
+        get_settings()
