@@ -1055,10 +1055,14 @@ class _SilentServer:
             conn.close()
 
 
+#: A worker's socket timeout in the tests below (RAGSCORE_WORKER_SOCKET_TIMEOUT_S, default 120 s): its shortest.
+SHORT_SOCKET_TIMEOUT = {"RAGSCORE_WORKER_SOCKET_TIMEOUT_S": "5"}
+
+
 def test_a_worker_whose_broker_accepts_and_never_answers_stops_promptly_on_sigterm(tmp_path: Path) -> None:
     """The workers' Celery had no socket timeout: one whose broker took the connection and never answered was held
     in a socket read, and SIGTERM waited the whole --stop-timeout (870 s for cpu) before killing it. Its reads now
-    time out (``WORKER_SOCKET_TIMEOUT_S``, 120 s), it retries, and sees the stop between tries."""
+    time out (RAGSCORE_WORKER_SOCKET_TIMEOUT_S, here 5 s), it retries, and sees the stop between tries."""
     import os
     import signal
     import sys
@@ -1069,8 +1073,8 @@ def test_a_worker_whose_broker_accepts_and_never_answers_stops_promptly_on_sigte
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--broker",
          f"redis://127.0.0.1:{server.port}/0"],
-        stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "RAGSCORE_HOME": str(tmp_path / "home")},
-        start_new_session=True,
+        stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True,
+        env={**os.environ, **SHORT_SOCKET_TIMEOUT, "RAGSCORE_HOME": str(tmp_path / "home")},
     )  # fmt: skip
     try:
         assert proc.stderr is not None
@@ -1080,10 +1084,10 @@ def test_a_worker_whose_broker_accepts_and_never_answers_stops_promptly_on_sigte
         assert until(lambda: len(server.accepted) > probed, 180), "the Celery worker never connected"
         proc.terminate()
         try:
-            proc.wait(400)  # its --stop-timeout: 870 s
+            proc.wait(180)  # a generous deadline: its --stop-timeout is 870 s
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail("the worker still waited on its silent broker 400 s after SIGTERM")
+            pytest.fail("the worker still waited on its silent broker 180 s after SIGTERM")
         assert "workers stopped" in proc.stderr.read()
     finally:
         if proc.poll() is None:
@@ -1095,16 +1099,18 @@ def test_a_worker_whose_broker_accepts_and_never_answers_stops_promptly_on_sigte
 def test_an_idle_worker_past_its_socket_timeout_answers_remote_control_and_runs_tasks(tmp_path: Path) -> None:
     """The workers' socket timeout does not break an idle worker: its BRPOP asks Redis to answer within 1 s and its
     pub/sub connection (remote control: ``inspect``, which checks a run's queues are served) is read only once
-    readable. After idling past the timeout it answers remote control, runs a run, and never lost its connection."""
-    from ragscore_workers.app import WORKER_SOCKET_TIMEOUT_S, app
+    readable. After idling past the timeout (5 s here) it answers remote control, runs a run, and never lost its
+    connection."""
+    from ragscore_workers.app import app
 
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    worker.env |= SHORT_SOCKET_TIMEOUT
     try:
         worker.start()
         connect(server.url)
         assert until(lambda: bool(app.control.ping(timeout=1.0)), 120), "the worker never answered a ping"
-        time.sleep(WORKER_SOCKET_TIMEOUT_S + 10)  # idle, nothing sent: each of its reads waits past the timeout
+        time.sleep(3 * float(SHORT_SOCKET_TIMEOUT["RAGSCORE_WORKER_SOCKET_TIMEOUT_S"]))  # idle past it, nothing sent
         assert until(lambda: bool(app.control.inspect(timeout=1.0).active_queues()), 60), "no remote control"
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(30))
         summary = run(data, load_suite(SUITE), tmp_path / "out", broker=server.url, timeout_s=120)
