@@ -384,5 +384,5 @@ def test_the_workers_socket_timeout_is_read_from_the_environment_and_one_too_sho
     assert bounds(_config("redis://h:6379/0", None)) == {7.0}
     assert _config("redis://h:6379/0", None, 3.0)["redis_socket_timeout"] == 3.0  # the sending side's own
     monkeypatch.setenv("RAGSCORE_WORKER_SOCKET_TIMEOUT_S", "1")
-    with pytest.raises(ConfigError, match="RAGSCORE_WORKER_SOCKET_TIMEOUT_S='1': Input should be greater than or equal to 5"):
+    with pytest.raises(ConfigError, match="_SOCKET_TIMEOUT_S='1': Input should be greater than or equal to 5"):
         get_settings()
