@@ -24,6 +24,7 @@ from typing import Any
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row
 
+from ..caller import CLI, Caller
 from ._seed import SeedError, identifier, number, pick, read_json, row_error, text
 from .loaders import Record, RowError
 
@@ -86,7 +87,7 @@ def _contexts(item: dict[str, Any]) -> list[Record]:
     return contexts
 
 
-def _row(item: Any, system: str | None) -> Record:
+def _row(item: Any, system: str | None, caller: Caller) -> Record:
     if not isinstance(item, dict):
         raise SeedError(f"expected an object, got {type(item).__name__}")
     for key in ("question", "answer"):
@@ -104,7 +105,7 @@ def _row(item: Any, system: str | None) -> Record:
             row[key] = identifier(item[key], key)
     if system is not None:
         if row.get("system", system) != system:
-            raise SeedError(f"system {row['system']!r} differs from the --system {system!r}")
+            raise SeedError(f"system {row['system']!r} differs from {caller.given('system', system)}")
         row["system"] = system
     row |= {k: v for k, v in item.items() if k in _PASSED_ON}
     metadata = {k: v for k, v in item.items() if k not in _ROW_KEYS and k not in _PASSED_ON and k != "metadata"}
@@ -115,14 +116,17 @@ def _row(item: Any, system: str | None) -> Record:
     return row
 
 
-def auto_analyst_records(path: Path, *, system: str | None = None) -> Iterator[tuple[int, Record | RowError]]:
-    """Stream ``(element number, row | RowError)``; ``system`` names the pipeline that answered."""
+def auto_analyst_records(
+    path: Path, *, system: str | None = None, caller: Caller = CLI
+) -> Iterator[tuple[int, Record | RowError]]:
+    """Stream ``(element number, row | RowError)``; ``system`` names the pipeline that answered, as ``caller`` gave
+    it (``--system``, ``fmt_options={'system': ...}``)."""
     data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list of {{question, reference_answer, answer, contexts}}")
     for pos, item in enumerate(data, start=1):
         try:
-            yield pos, _row(item, system)
+            yield pos, _row(item, system, caller)
         except SeedError as exc:
             yield pos, row_error(pos, f"element {pos}: {exc}", item)
 

@@ -446,6 +446,8 @@ SEED_FORMATS: dict[str, tuple[str, str, frozenset[str]]] = {
     "auto-analyst": ("auto_analyst", "auto_analyst_records", frozenset({"system"})),
     "socioscope": ("socioscope", "socioscope_records", frozenset()),
 }
+#: The seed formats whose readers' errors name their options (``--predictions``, ``--system``): they take a Caller.
+_SPEAKING_SEED_FORMATS = ("nlp-project", "auto-analyst")
 #: Every ``--format`` name: the generic formats and the seed frameworks' own layouts.
 ALL_FORMATS = [*FORMATS, *SEED_FORMATS]
 #: The one format that reads a directory (evaluation points files and ``topic_model.txt`` answers).
@@ -604,7 +606,7 @@ def iter_records(
         module, function, accepted = SEED_FORMATS[fmt]
         _refuse_options(fmt, options, accepted, caller)
         reader = getattr(importlib.import_module(f".{module}", __package__), function)
-        spoken = {"caller": caller} if fmt == "nlp-project" else {}  # the one seed reader whose errors name options
+        spoken = {"caller": caller} if fmt in _SPEAKING_SEED_FORMATS else {}
         return reader(path, **(options or {}), **spoken)
     if fmt not in FORMATS:
         raise DatasetError(f"Unknown dataset format {fmt!r}; choose one of {', '.join(ALL_FORMATS)}")

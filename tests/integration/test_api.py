@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from orchestrator import evaluate
@@ -505,8 +508,9 @@ def test_refusals_name_the_parameters_of_evaluate_not_the_command_lines_options(
 
 
 def test_a_dataset_file_in_another_format_is_said_with_the_parameters_of_evaluate(tmp_path: Path, home: Path) -> None:
-    """The readers said `read it with --format csv`, `x: not an option of --format jsonl` and `--predictions PATH: not
-    valid JSON` to evaluate(), whose caller has no such options: fmt= and fmt_options= there."""
+    """The readers said `read it with --format csv`, `x: not an option of --format jsonl`, `--predictions PATH: not
+    valid JSON` and `differs from the --system 'b'` to evaluate(), whose caller has no such options: fmt= and
+    fmt_options= there."""
     suite = {"metrics": ["exact_match"]}
     rows = make_rows(2)
     as_csv = tmp_path / "csv.jsonl"  # a CSV file named .jsonl: every line's error hints at its format
@@ -515,6 +519,12 @@ def test_a_dataset_file_in_another_format_is_said_with_the_parameters_of_evaluat
     as_jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     lines = tmp_path / "lines.json"
     lines.write_text(as_jsonl.read_text())
+    as_parquet = tmp_path / "parquet.csv"
+    pq.write_table(pa.table({"id": ["a"], "answer": ["x"]}), as_parquet)
+    gzipped = tmp_path / "rows.json.gz"
+    gzipped.write_bytes(gzip.compress(b"[]"))
+    other_system = tmp_path / "auto_analyst.json"
+    other_system.write_text(json.dumps([{"question": "q", "answer": "a", "contexts": ["c"], "system": "a"}]))
     cases = [
         (as_csv, {}, "its first line reads as a CSV header row (id, question, answer): read it with fmt='csv'"),
         (as_jsonl, {}, "JSONL, not CSV? read it with fmt='jsonl' (or name it .jsonl)"),
@@ -524,6 +534,10 @@ def test_a_dataset_file_in_another_format_is_said_with_the_parameters_of_evaluat
          "fmt_options['sytem']: not an option of fmt='jsonl' (it takes none)"),
         (as_jsonl, {"fmt": "nlp-project", "fmt_options": {"predictions": str(as_csv)}},
          f"fmt_options={{'predictions': {str(as_csv)!r}}}: not valid JSON"),
+        (as_parquet, {}, "a Parquet file: read it with fmt='parquet' (or name it .parquet)"),
+        (gzipped, {"fmt": "auto-analyst"}, "gzip-compressed, which fmt='auto-analyst' does not read"),
+        (other_system, {"fmt": "auto-analyst", "fmt_options": {"system": "b"}},
+         "element 1: system 'a' differs from fmt_options={'system': 'b'}"),
     ]  # fmt: skip
     said = []
     for n, (dataset, options, _) in enumerate(cases):
