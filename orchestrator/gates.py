@@ -59,7 +59,6 @@ __all__ = [
     "load_baseline",
     "named_by_place",
     "parse_gate",
-    "parse_gates",
     "pooled_note",
     "print_gates",
     "regression_metrics",
@@ -141,11 +140,6 @@ def parse_gate(text: str) -> GateSpec:
         return GateSpec.model_validate(text)
     except ValidationError as exc:
         raise ConfigError(f"--fail-under {text!r}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from exc
-
-
-def parse_gates(texts: Iterable[str]) -> list[GateSpec]:
-    """Every ``--fail-under`` value parsed."""
-    return [parse_gate(t) for t in texts]
 
 
 #: A gate and how its errors name it: as the user wrote it (``Gate 'mrr=0.9'``) or by its place in the suite.
