@@ -50,6 +50,11 @@ class Caller:
         ``fmt_options['system']``."""
         return ", ".join(f"fmt_options[{name!r}]" if self.python else name for name in names)
 
+    def no_target(self) -> str:
+        """How this caller scores the rows as given, not asking the suite's targets: ``add --no-target``, or a suite
+        without them (evaluate() has no such option)."""
+        return "give evaluate() the suite without its targets" if self.python else "add --no-target"
+
     def resume(self, out_dir: Path, broker: str | None = None) -> str:
         """How this caller finishes the run whose reports go to ``out_dir``: the shell's command, or ``resume()``
         first (a notebook's RAGSCORE_PLUGINS, set in os.environ, reaches no shell). ``broker``: the run's cluster."""

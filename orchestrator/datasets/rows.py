@@ -392,7 +392,7 @@ def scan_dataset(
             _find_duplicates(path, fmt, options, repeated, scan, asked_as, named, caller)
     if scan.duplicate_count:
         unique = (f"Ids must be unique: target {asked_as!r} answers every row as its system, whatever the row's own "
-                  "(re-scoring a target run's answers.jsonl? add --no-target)" if asked_as is not None
+                  f"(re-scoring a target run's answers.jsonl? {caller.no_target()})" if asked_as is not None
                   else "Ids must be unique per system")  # fmt: skip
         # "and 2 more duplicate ids", not "and 2 more": after "on lines 5 and 12" that read as two more lines
         shown = listed(scan.duplicates, MAX_DUPLICATES_SHOWN, total=scan.duplicate_count, sep="; ", more="duplicate id")

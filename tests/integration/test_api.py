@@ -548,6 +548,20 @@ def test_a_dataset_file_in_another_format_is_said_with_the_parameters_of_evaluat
     assert not wrong, "\n".join(wrong)
 
 
+def test_ids_a_target_would_repeat_are_refused_with_the_way_evaluate_scores_rows_as_given(
+    tmp_path: Path, home: Path
+) -> None:
+    """Rows of two systems sharing an id, given to a suite whose target answers every row as its system, were
+    refused with "add --no-target", an option evaluate() has not."""
+    rows = [{"id": "q0", "question": "Why?", "answer": "a", "system": system} for system in ("A", "B")]
+    suite = {"metrics": ["exact_match"], "target": {"system": "rag", "url": "http://127.0.0.1:9/ask"}}
+    with pytest.raises(
+        DatasetError, match=r"answers\.jsonl\? give evaluate\(\) the suite without its targets\)"
+    ) as info:
+        evaluate(rows, suite, out=tmp_path / "out")
+    assert "--" not in str(info.value), info.value
+
+
 def test_a_run_its_redis_lost_is_said_to_be_replaced_once(
     tmp_path: Path, home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
