@@ -25,7 +25,7 @@ from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
 
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
-__all__ = ["ProgressView", "fmt_duration", "make_progress", "note_of", "queued_of", "wait_note"]
+__all__ = ["ProgressView", "fmt_duration", "loading", "make_progress", "note_of", "queued_of", "wait_note"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
@@ -33,6 +33,10 @@ PLAIN_INTERVAL_S = 5.0
 #: or says what the judge or target calls wait on (the rate limit, a provider's 429 pause: :func:`wait_note`): the rich
 #: bar on a line of its own under the bar, a plain line after ``ETA ?``.
 IDLE_NOTE_S = 10.0
+#: Seconds a model's load is said (:func:`load_note`) and not taken for a stall (by the views' "no progress", by
+#: ``ragscore run``'s stall recovery): a large model pulled onto a cold GPU host takes minutes; a load still going
+#: after this is reported as a stall would be.
+LOAD_NOTED_S = 900.0
 #: How :func:`wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
 _LIMIT_NAMES = {"rpm": "RPM", "tpm": "TPM", "rpd": "requests a day", "tpd": "tokens a day"}
 
@@ -102,8 +106,33 @@ def wait_note(counters: dict[str, int], now: float | None = None) -> str:
     judge rate limit of groq/llama-3.1-8b-instant with the key in JUDGE_KEY_B``), or, for the pause every worker
     keeps after a 429, ``paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s`` (``paused until
     10:32:05 UTC (the provider's rate-limit headers say its budget is spent): next judge call in 40 s`` when headers
-    paused it). ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a pause."""
-    return "; ".join(note for stage in _STAGES if (note := _stage_wait_note(stage, counters, now)))
+    paused it). ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a pause. A worker
+    loading its model for the run is said too: :func:`load_note`."""
+    notes = [_stage_wait_note(stage, counters, now) for stage in _STAGES]
+    return "; ".join(note for note in (*notes, load_note(counters)) if note)
+
+
+def _loads(counters: dict[str, int]) -> dict[str, int]:
+    """The loads of :meth:`RunStore.progress`'s ``load_ms:{queue}`` under :data:`LOAD_NOTED_S`: queue -> ms."""
+    return {key[len("load_ms:") :]: ms for key, ms in counters.items()
+            if key.startswith("load_ms:") and ms < LOAD_NOTED_S * 1000}  # fmt: skip
+
+
+def loading(counters: dict[str, int]) -> bool:
+    """Whether a worker loads a model for the run, for less than :data:`LOAD_NOTED_S` so far: no stall."""
+    return bool(_loads(counters))
+
+
+def load_note(counters: dict[str, int]) -> str:
+    """``embed: loading all-MiniLM-L6-v2 on cpu (12 s)`` for each queue a worker loads a model for (``""`` for none,
+    or a load going on for :data:`LOAD_NOTED_S` or more: a stall's "no progress" says that one)."""
+    notes = []
+    for queue, ms in _loads(counters).items():
+        of = f"load_of:{queue}:"
+        what = next((key[len(of) :] for key in counters if key.startswith(of)), "its model")
+        took = f"{ms / 1000:.0f} s" if ms < 60_000 else fmt_duration(ms / 1000)
+        notes.append(f"{queue}: loading {what} ({took})")
+    return "; ".join(notes)
 
 
 def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) -> str:
@@ -224,10 +253,16 @@ class _Rate:
         """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S (the ETA
         means nothing then); what the judge calls wait on instead, when they wait at the rate limiter
         (:func:`wait_note`): a run held by its ``--rpm`` or a provider's 429 is not stuck. None for a cancelled run:
-        nothing is left to come but its summary (its skipped chunks may stay unwritten), which is no stall."""
+        nothing is left to come but its summary (its skipped chunks may stay unwritten), which is no stall. A worker
+        loading its model for the run (:func:`load_note`) is said at once, and that time is not idle."""
         done, total = counters.get("done", 0), counters.get("total", 0)
+        if done >= total or scored_of(counters) is not None:
+            return ""
+        if loading(counters):
+            self.changed = time.monotonic()
+            return wait_note(counters)
         idle = time.monotonic() - self.changed
-        if idle < IDLE_NOTE_S or done >= total or scored_of(counters) is not None:
+        if idle < IDLE_NOTE_S:
             return ""
         return wait_note(counters) or f"no progress for {idle:.0f} s"
 

@@ -69,7 +69,7 @@ from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
 from .loopback import LOOPBACK_HOSTS
 from .out_claim import claim_out_dir
-from .progress import ProgressView, QuietProgress, note_of, queued_of
+from .progress import ProgressView, QuietProgress, loading, note_of, queued_of
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
@@ -1060,7 +1060,8 @@ def wait(
                     if state == RunState.FAILED or error:  # a cancelled run whose summary failed stays cancelled
                         raise StoreError(f"Run {run_id} ({state}) failed: {error or 'no summary was written'}")
                     # Cancelled: the skipped tasks drain, then aggregate writes the partial summary.
-                if counters.get("done", 0) != last_done or state == RunState.SUBMITTING:
+                # a worker loading its model (up to LOAD_NOTED_S) is at work, not stalled
+                if counters.get("done", 0) != last_done or state == RunState.SUBMITTING or loading(counters):
                     last_done, last_change, idle_checks = counters.get("done", 0), time.monotonic(), 0
                 else:
                     now = time.monotonic()

@@ -32,7 +32,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -50,6 +51,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "STAT_NAMES",
     "Encoder",
+    "Loading",
     "ModelNotFoundError",
     "ModelSource",
     "Vectors",
@@ -286,6 +288,10 @@ def pick_device(device: str) -> str:
 
 # --------------------------------------------------------------------------- the per-process model
 
+#: ``loading(model, device)``: a context manager around one load of ``model`` on ``device``
+#: (:func:`ragscore_workers.model_loading.noting_loads`).
+Loading = Callable[[str, str], AbstractContextManager[None]]
+
 
 @dataclass
 class Encoder:
@@ -328,12 +334,20 @@ class Encoder:
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 
 
-def _load(config: EmbeddingConfig) -> Encoder:
+def _load(config: EmbeddingConfig, loading: Loading | None) -> Encoder:
+    """Load the suite's model; ``loading(model, device)`` (a context manager) is told while it loads, from when the
+    device is known (:mod:`ragscore_workers.model_loading`: the run's progress says so)."""
     started = time.perf_counter()
+    device = pick_device(config.device)
+    with nullcontext() if loading is None else loading(config.model, device):
+        return _loaded(config, device, started)
+
+
+def _loaded(config: EmbeddingConfig, device: str, started: float) -> Encoder:
+    """:func:`_load`'s model, on ``device``, its load timed from ``started`` (``time.perf_counter``)."""
     source = resolve_model(config.model)
     if source.origin != "hub":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    device = pick_device(config.device)
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(source.path, device=device, local_files_only=source.origin != "hub")
@@ -362,9 +376,10 @@ class _ProcessModel:
 _PROCESS = _ProcessModel()
 
 
-def get_encoder(config: EmbeddingConfig) -> Encoder:
+def get_encoder(config: EmbeddingConfig, loading: Loading | None = None) -> Encoder:
     """This process's model, loaded on first use; a suite naming another model replaces it (one at a time), and
-    so does a model folder whose files changed since it was loaded (saved again, fine-tuned in place)."""
+    so does a model folder whose files changed since it was loaded (saved again, fine-tuned in place). ``loading``
+    is told of a load (:func:`_load`)."""
     local = _local_folder(config.model)
     key = (config.model, config.device, config.fp16, None if local is None else _folder_fingerprint(local))
     with _PROCESS.lock:
@@ -375,7 +390,7 @@ def get_encoder(config: EmbeddingConfig) -> Encoder:
             raise failure[2]
         _PROCESS.encoder = None  # free the old model before loading the next
         try:
-            encoder = _load(config)
+            encoder = _load(config, loading)
         except Exception as exc:
             _PROCESS.failure = (key, time.monotonic(), exc)
             raise
@@ -430,15 +445,15 @@ class Vectors:
         return np.stack([self[t] for t in texts])
 
 
-def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None) -> Vectors:
+def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None, loading: Loading | None = None) -> Vectors:
     """Embed ``texts``: each distinct text at most once, cached vectors reused, the rest in one batched call.
 
     ``redis`` is a client of the run store (``RunContext.redis``); with ``config.cache`` it holds vectors
-    across processes and runs.
+    across processes and runs. ``loading`` is told of a load of the model (:func:`get_encoder`).
     """
     if not texts:  # nothing to embed: do not load a model for it
         return Vectors({}, 0, dict.fromkeys(STAT_NAMES, 0))
-    encoder = get_encoder(config)
+    encoder = get_encoder(config, loading)
     distinct: dict[str, str] = {}
     for text in texts:
         distinct.setdefault(text_hash(text), text)

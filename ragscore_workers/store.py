@@ -29,6 +29,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
 ``unwritten:{q}``  hash    ``{item key}|{output}`` -> 1: outputs of queue ``q`` (judge) a chunk in flight has scored
                           and not written yet; :meth:`RunStore.progress` counts them done, the chunk's write takes them
+``loading``        hash    ``{host}:{pid}`` -> the model a worker loads for the run (:func:`loading_value`), while it
+                          does (:mod:`ragscore_workers.model_loading`)
 =================  ======  ==========================================================================
 
 Besides the run's keys, ``ragscore:runs`` (a sorted set of run ids by creation time) lists the runs for ``status``.
@@ -63,6 +65,7 @@ from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
     "JUDGE_LIMITERS_PART",
+    "LOADING_PART",
     "PROGRESSIVE_QUEUES",
     "WAIT_PARTS",
     "RawItem",
@@ -70,6 +73,7 @@ __all__ = [
     "RunState",
     "RunStore",
     "WorkBegan",
+    "loading_value",
     "probe_redis",
     "redis_client",
     "scored_of",
@@ -495,6 +499,35 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = 
         budget = field.get("reason") == BUDGET_AT_0
         return {**out, f"{stage}_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
     return {**out, f"{stage}_wait_{on}": limit}
+
+
+#: The run-store part where workers note the models they load for the run (:mod:`ragscore_workers.model_loading`): a
+#: hash, worker -> :func:`loading_value`.
+LOADING_PART = "loading"
+
+
+def loading_value(queue: str, model: str, device: str, since_ms: int, until_ms: int) -> str:
+    """A field of the :data:`LOADING_PART` hash: the queue, model and device of a load, when it began and until when
+    the note holds (ms, the store's clock), tab-separated (a model folder's name may hold any other character)."""
+    return "\t".join((queue, model.replace("\t", " "), device, str(since_ms), str(until_ms)))
+
+
+def _loads(values: Iterable[str], now_ms: int) -> dict[str, int]:
+    """The progress counters of the models the run's workers load (the :data:`LOADING_PART` hash's values):
+    ``load_ms:{queue}``, ms since the longest of the queue's loads began, and ``load_of:{queue}:{model} on {device}``
+    (1) naming it. A note whose time passed (its worker died mid-load) or that cannot be read is left out."""
+    out: dict[str, int] = {}
+    for value in values:
+        try:
+            queue, model, device, since, until = value.split("\t")
+            since_ms, until_ms = int(since), int(until)
+        except ValueError:
+            continue
+        if until_ms <= now_ms or now_ms - since_ms <= out.get(f"load_ms:{queue}", -1):
+            continue
+        out = {k: v for k, v in out.items() if not k.startswith(f"load_of:{queue}:")}
+        out |= {f"load_ms:{queue}": max(0, now_ms - since_ms), f"load_of:{queue}:{model} on {device}": 1}
+    return out
 
 
 #: The ``progress`` counters' part of no queue: derived outputs (``combined``), computed at the run's aggregation.
@@ -962,7 +995,8 @@ class RunStore:
         work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
         limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
-        (:func:`_stage_wait`): the views say so, not "no progress". A cancelled run's hold ``worked:{queue}`` too
+        (:func:`_stage_wait`), and ``load_ms:{queue}`` while a worker loads a model for it (:func:`_loads`): the views
+        say so, not "no progress". A cancelled run's hold ``worked:{queue}`` too
         (:func:`_worked`; :func:`scored_of` sums them): its views set it against what was stopped, and its
         ``unscorable`` leaves out the outputs stored stopped (:func:`_cancelled_counts`)."""
         return self.progress_and_clock(run_id)[0]
@@ -978,8 +1012,9 @@ class RunStore:
         for part in WAIT_PARTS.values():
             pipe.hgetall(self.key(run_id, part))
         pipe.hvals(self.key(run_id, JUDGE_LIMITERS_PART))
+        pipe.hvals(self.key(run_id, LOADING_PART))
         pipe.time()
-        counters, judge_calls, meta_fields, *unwritten, limiters, (seconds, micros) = pipe.execute()
+        counters, judge_calls, meta_fields, *unwritten, limiters, loading, (seconds, micros) = pipe.execute()
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
         *began_fields, state = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
@@ -1000,6 +1035,7 @@ class RunStore:
                     # between attempts) left its old limiter behind, under the same name.
                     named = stage != "judge" or len(set(limiters)) > 1
                     out.update(_stage_wait(stage, wait, seconds * 1000 + micros // 1000, named=named))
+            out.update(_loads(loading, seconds * 1000 + micros // 1000))
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock
             out["work_ms"] = max(0, round((seconds + micros / 1e6 - began.at) * 1000))

@@ -36,12 +36,13 @@ class EmbeddingCheckParams(BaseModel):
 def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: RunContext) -> list[Outcome]:
     """Passes when cos(text, target) >= threshold; the similarity is in the figures."""
     from ..embedding import cosine, embed
+    from ..model_loading import noting_loads
     from .embedding_metrics import record_embed_stats
 
     targets = [p.target if p.target is not None else inp.row.reference for inp, p in items]
     todo = [i for i, t in enumerate(targets) if t is not None and t.strip()]  # a blank reference is no target
     texts, wanted = [items[i][0].text for i in todo], [targets[i] for i in todo]
-    vectors = embed([*texts, *wanted], ctx.suite.embedding, ctx.redis)
+    vectors = embed([*texts, *wanted], ctx.suite.embedding, ctx.redis, noting_loads(ctx.redis, ctx.run_id, Queue.EMBED))
     if todo:  # the run's embed counters (summary.embedding) count these encodes and this process's device too
         record_embed_stats(ctx, vectors.stats)
     sims = [cosine(vectors[a], vectors[b]) for a, b in zip(texts, wanted, strict=True)]

@@ -39,6 +39,7 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..embedding import STAT_NAMES, Encoder, Vectors, cosine, cosine_matrix, embed, get_encoder, process_info
+from ..model_loading import noting_loads
 from ..schemas import MetricResult, Queue, Row
 from ..settings import get_settings
 from ..store import RunStore
@@ -243,8 +244,9 @@ def chunk_vectors(rows: list[Row], ctx: RunContext) -> Vectors:
         vectors: Vectors = last[2]
         record_embed_stats(ctx, dict.fromkeys(STAT_NAMES, 0) | {"memory_hits": vectors.stats["distinct"]})
         return vectors
-    encoder = get_encoder(ctx.suite.embedding) if any(row.contexts for row in rows) else None
-    vectors = embed(texts_needed(rows, names, encoder), ctx.suite.embedding, ctx.redis)
+    loading = noting_loads(ctx.redis, ctx.run_id, Queue.EMBED)  # the run's progress says the model loads
+    encoder = get_encoder(ctx.suite.embedding, loading) if any(row.contexts for row in rows) else None
+    vectors = embed(texts_needed(rows, names, encoder), ctx.suite.embedding, ctx.redis, loading)
     _LAST_CHUNK.value = (rows, key, vectors)
     record_embed_stats(ctx, vectors.stats)
     return vectors

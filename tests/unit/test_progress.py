@@ -568,3 +568,28 @@ def test_the_rich_bar_fits_each_width_it_is_drawn_in_down_to_one_column(clock: C
     assert len(wide) == 1 and wide[0].rstrip().endswith(" errors 3 unscorable 12") and wide_again == wide, drawn
     assert forty[0] == "run 202612…  1000/10000  10% ETA -:--:--", drawn
     assert ten[0] == " 1000/…  …", drawn
+
+
+LOADING = {"load_ms:embed": 12_300, "load_of:embed:all-MiniLM-L6-v2 on cpu": 1}
+
+
+def test_a_worker_loading_its_model_is_said_and_its_time_is_no_stall_up_to_a_bound(clock: Clock) -> None:
+    """A model's load (20 s on a CPU, minutes on a cold GPU host) read as 'no progress for 15 s'; one that never ends
+    must still be reported as a stall once it outlasts LOAD_NOTED_S."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update({"done": 0, "total": 100}, final=True)
+    clock.advance(progress.IDLE_NOTE_S + 5)
+    view.update({"done": 0, "total": 100, **LOADING}, final=True)
+    line = out.getvalue().splitlines()[-1]
+    assert "ETA ? (embed: loading all-MiniLM-L6-v2 on cpu (12 s))" in line and "no progress" not in line, line
+    clock.advance(3)  # the load just ended: its time was at work, not idle
+    view.update({"done": 0, "total": 100}, final=True)
+    assert "ETA ?" in out.getvalue().splitlines()[-1] and "no progress" not in out.getvalue().splitlines()[-1]
+    too_long = {**LOADING, "load_ms:embed": round(progress.LOAD_NOTED_S * 1000) + 1}
+    assert not progress.loading(too_long) and progress.load_note(too_long) == ""
+    clock.advance(progress.IDLE_NOTE_S)
+    view.update({"done": 0, "total": 100, **too_long}, final=True)
+    assert f"(no progress for {progress.IDLE_NOTE_S + 3:.0f} s)" in out.getvalue().splitlines()[-1]
+    assert progress.load_note({**LOADING, "load_ms:embed": 75_000}) == "embed: loading all-MiniLM-L6-v2 on cpu (1m15s)"

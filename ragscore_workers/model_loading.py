@@ -1,0 +1,88 @@
+"""A worker says, in the run store, that it loads a model for a run (``ragscore status``, the live progress: ``embed:
+loading all-MiniLM-L6-v2 on cpu (12 s)``, not "no progress"), cheaply and never for ever.
+
+The note is one field of the run's ``loading`` hash per worker process (``{host}:{pid}``), whose value says the
+queue, model and device, when the load began and until when the note holds (both on the store's clock, ms). A beat
+every ``LOAD_BEAT_S`` pushes that end ``LOAD_TTL_S`` on while the load lasts; the field goes when it ends, however it
+ends. A worker killed mid-load leaves a field whose end passes within ``LOAD_TTL_S``: the readers
+(:func:`ragscore_workers.store.RunStore.progress`) drop it, and the key's own TTL takes it away.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+
+from .embedding import Loading
+from .store import LOADING_PART, RunStore, loading_value
+
+__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "model_loading", "noting_loads"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds a note of a load holds without a beat (a worker killed mid-load leaves it this long at most).
+LOAD_TTL_S = 30.0
+#: Seconds between two beats of a load under way.
+LOAD_BEAT_S = 10.0
+
+
+def _store_ms(client: Any) -> int:
+    """The store's clock (Redis ``TIME``), ms: the readers date the note on it."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+@contextmanager
+def model_loading(client: Any, run_id: str, queue: str, model: str, device: str) -> Iterator[None]:
+    """Note, for ``run_id``, that this process loads ``model`` on ``device`` to serve ``queue`` while the block runs
+    (beats from a thread). A Redis error costs only the note: never the load."""
+    key, field = RunStore.key(run_id, LOADING_PART), f"{socket.gethostname()}:{os.getpid()}"
+    stop = threading.Event()
+
+    def note(since_ms: int) -> None:
+        until_ms = _store_ms(client) + round(LOAD_TTL_S * 1000)
+        pipe = client.pipeline(transaction=False)
+        pipe.hset(key, field, loading_value(queue, model, device, since_ms, until_ms))
+        pipe.pexpire(key, round(LOAD_TTL_S * 1000))
+        pipe.execute()
+
+    def beat(since_ms: int) -> None:
+        while not stop.wait(LOAD_BEAT_S):
+            try:
+                note(since_ms)
+            except redis.RedisError as exc:
+                log.debug("could not note the load of %s for run %s: %s", model, run_id, exc)
+
+    try:
+        since_ms = _store_ms(client)
+        note(since_ms)
+    except redis.RedisError as exc:
+        log.warning("could not note the load of %s for run %s: %s", model, run_id, exc)
+        yield
+        return
+    beating = threading.Thread(target=beat, args=(since_ms,), name="model-load-beat", daemon=True)
+    beating.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beating.join()
+        try:
+            client.hdel(key, field)
+        except redis.RedisError as exc:  # the note's end passes within LOAD_TTL_S all the same
+            log.debug("could not clear the load note of run %s: %s", run_id, exc)
+
+
+def noting_loads(client: Any, run_id: str, queue: str) -> Loading | None:
+    """The ``loading`` hook :func:`~ragscore_workers.embedding.embed` takes, noting loads for ``run_id`` (None without
+    a store: nobody to tell)."""
+    if client is None:
+        return None
+    return lambda model, device: model_loading(client, run_id, queue, model, device)

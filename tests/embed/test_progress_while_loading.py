@@ -1,0 +1,103 @@
+"""A run whose embed worker loads its model says so, not "no progress" (a real embed worker process loading the real
+all-MiniLM-L6-v2, real Redis): the load (20 s on a CPU, minutes on a cold GPU host) read as a hang. The note a worker
+leaves expires when it is killed mid-load (a real SIGKILL)."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import orchestrator.progress as progress
+from orchestrator.progress import PlainProgress
+from orchestrator.reports.live import StatusView, sample
+from orchestrator.runner import connect, submit, wait
+from orchestrator.suite import load_suite
+from ragscore_workers.store import RunState, RunStore
+
+from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+
+#: Generous bounds for a slow CI machine: a worker's boot and its first task.
+BOOT_S = 300
+LOADING = "embed: loading all-MiniLM-L6-v2 on cpu ("
+ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "answer": f"answer {i}", "reference": f"reference {i}"} for i in range(3)]
+
+
+def _status_text(store: RunStore, run_id: str) -> str:
+    """What `ragscore status`'s view of the run shows now (its meta, then a sample, as the status loop reads them)."""
+    view = StatusView(store.meta(run_id))
+    view.add(sample(store, run_id, time.time()))
+    console = Console(record=True, width=250)
+    console.print(view.render(run_id))
+    return " ".join(console.export_text().split())
+
+
+@pytest.mark.integration
+def test_a_run_whose_embed_worker_loads_its_model_says_so_before_its_first_item_is_scored(
+    tmp_path: Path, redis_server: RedisProcess, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(progress, "PLAIN_INTERVAL_S", 0.0)  # a plain line at every poll: none missed
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "embed", home, concurrency=1).start()
+    out = io.StringIO()
+    view = PlainProgress(out)
+    said: dict[str, str] = {}
+
+    def load_said() -> bool:
+        counters, status = store.progress(run_id), _status_text(store, run_id)
+        view.update(counters)
+        line = out.getvalue().splitlines()[-1] if out.getvalue() else ""
+        for name, text in (("status", status), ("line", line)):
+            if LOADING in text and counters.get("done", 0) == 0:  # said before its first item is scored
+                said.setdefault(name, text)
+        return len(said) == 2
+
+    try:
+        suite = {"name": "loading", "metrics": ["answer_correctness"], "embedding": {"device": "cpu", "cache": False}}
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), load_suite(suite), store).run_id
+        view.start(run_id)
+        assert until(load_said, BOOT_S), (said, out.getvalue(), _status_text(store, run_id))
+        assert "no progress" not in said["status"] and "no progress" not in said["line"], said
+        summary = wait(store, run_id, timeout_s=BOOT_S)
+    finally:
+        worker.stop()
+    assert summary.state == RunState.FINISHED and summary.metrics["answer_correctness"].errors == 0
+    assert not [key for key in store.progress(run_id) if key.startswith("load")]  # the load's note went with it
+
+
+#: A process that notes a load of run argv[2] on the store argv[1] (its note's TTL 2 s, a beat each 0.2 s), says
+#: "loading" and never ends it.
+_LOADER = """
+import sys, time
+from ragscore_workers import model_loading
+from ragscore_workers.store import redis_client
+model_loading.LOAD_TTL_S, model_loading.LOAD_BEAT_S = 2.0, 0.2
+with model_loading.model_loading(redis_client(sys.argv[1]), sys.argv[2], "embed", "big-model", "cuda:0"):
+    print("loading", flush=True)
+    time.sleep(3600)
+"""
+
+
+def test_the_note_of_a_worker_killed_mid_load_expires(redis_server: RedisProcess) -> None:
+    """Its beats keep the note past its TTL while it loads; killed (no `finally` runs), the note goes within its TTL:
+    "loading" is not said for ever."""
+    store, run_id = connect(redis_server.url), f"r{uuid.uuid4().hex[:8]}"
+    loader = subprocess.Popen([sys.executable, "-c", _LOADER, redis_server.url, run_id], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert loader.stdout is not None and loader.stdout.readline() == "loading\n"
+        assert store.progress(run_id).get("load_of:embed:big-model on cuda:0") == 1
+        # beaten on past three of its TTLs: still said
+        assert until(lambda: store.progress(run_id).get("load_ms:embed", 0) > 6_000, 120), store.progress(run_id)
+    finally:
+        os.kill(loader.pid, signal.SIGKILL)
+        loader.wait(30)
+    assert until(lambda: "load_ms:embed" not in store.progress(run_id), 60), store.progress(run_id)
