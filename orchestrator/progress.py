@@ -45,7 +45,8 @@ class ProgressView(Protocol):
     """Receives the store's progress counters while a run scores (:meth:`RunStore.progress`: ``done``, ``total``,
     ``errors``, ``unscorable``, ``done:{queue}``/``total:{queue}``, ``judge_calls`` once the judge was called, and
     once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``, while its judge (target) calls
-    wait at the rate limiter ``judge_wait_*`` (``target_wait_*``: :func:`wait_note`), a cancelled run's
+    wait at the rate limiter ``judge_wait_*`` (``target_wait_*``: :func:`wait_note`), while a worker loads its model
+    for the run ``load_ms:{queue}`` and ``load_of:{queue}:{model} on {device}`` (:func:`load_note`), a cancelled run's
     ``worked:{queue}`` (what its workers did: :func:`scored_of`; its ``unscorable`` counts no stopped output); a view
     reads the keys it knows, as later versions may add some). A view may also have ``note(text)``, told what happens
     before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
