@@ -133,12 +133,13 @@ def results_command(run_id: str, out: str | Path | None = None, broker: str | No
     return _with_broker(f"ragscore results {run_id} --out {shlex.quote(str(out or 'DIR'))}", broker)
 
 
-def compare_command(out: str | Path | None, run_id: str, broker: str | None = None) -> str:
-    """The command that pairs the systems of a run with their 95% CI and p: of ``out``, its --out DIR, where known,
-    else of ``run_id`` on the run's ``broker`` (as :func:`resume_command` writes it)."""
+def compare_command(out: str | Path | None, run_id: str, baseline: str, broker: str | None = None) -> str:
+    """The command that pairs the systems of a run with their 95% CI and p against system ``baseline``: of ``out``,
+    its --out DIR, where known, else of ``run_id`` on the run's ``broker`` (as :func:`resume_command` writes it)."""
+    against = f"--baseline {shlex.quote(baseline)}"
     if out is not None:
-        return f"ragscore compare {shlex.quote(str(out))} --baseline SYSTEM"
-    return _with_broker(f"ragscore compare {run_id} --baseline SYSTEM", broker)
+        return f"ragscore compare {shlex.quote(str(out))} {against}"
+    return _with_broker(f"ragscore compare {run_id} {against}", broker)
 
 
 def status_command(run_id: str | None, broker: str | None = None, watch: bool = False) -> str:

@@ -256,7 +256,7 @@ def print_summary(
         console.print(f"The means above pool the items of all {len(summary.by_system):,} systems{also}; per system:",
                       soft_wrap=True)  # fmt: skip
         console.print(_systems_table(summary))
-        compare = backticked(compare_command(out, summary.run_id, broker))
+        compare = backticked(compare_command(out, summary.run_id, next(iter(summary.by_system)), broker))
         console.print(f"paired differences with their 95% CI and p: {compare}", markup=False, highlight=False,
                       soft_wrap=True)  # fmt: skip
     for line in error_lines(summary):

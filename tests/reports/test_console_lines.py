@@ -124,17 +124,22 @@ def test_the_per_system_table_says_how_to_compare_the_systems() -> None:
                    by_system={"bm25": {"mrr": m(0.258, 3000)}, "dense": {"mrr": m(0.324, 3000)}})  # fmt: skip
     out = io.StringIO()
     print_summary(two, Console(file=out, width=300), out=Path("runs/my eval"))
-    said = "paired differences with their 95% CI and p: `ragscore compare 'runs/my eval' --baseline SYSTEM`"
+    said = "paired differences with their 95% CI and p: `ragscore compare 'runs/my eval' --baseline bm25`"
     assert said in " ".join(out.getvalue().split())
     by_id = io.StringIO()
     print_summary(two, Console(file=by_id, width=300))
-    assert f"ragscore compare {two.run_id} --baseline SYSTEM" in by_id.getvalue()
+    assert f"ragscore compare {two.run_id} --baseline bm25" in by_id.getvalue()  # pasted as it is: the first system
     other = io.StringIO()  # the run's id is found on its broker: said with it, its password hidden
     print_summary(two, Console(file=other, width=300), broker="redis://:s3cret@cache.local:6380/2")
     said = " ".join(other.getvalue().split())
     hidden = "RAGSCORE_BROKER_URL='redis://:***@cache.local:6380/2'"
-    assert f"`{hidden} ragscore compare {two.run_id} --baseline SYSTEM`" in said, said
+    assert f"`{hidden} ragscore compare {two.run_id} --baseline bm25`" in said, said
     assert "(put its password back for `***`)" in said and "s3cret" not in said
+    spaced = _summary(metrics={"mrr": m(0.29, 6000)},
+                      by_system={"my rag": {"mrr": m(0.258, 3000)}, "dense": {"mrr": m(0.324, 3000)}})  # fmt: skip
+    quoted = io.StringIO()
+    print_summary(spaced, Console(file=quoted, width=300))
+    assert f"ragscore compare {spaced.run_id} --baseline 'my rag'`" in quoted.getvalue()  # quoted for the shell
 
 
 def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
