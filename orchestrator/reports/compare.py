@@ -148,6 +148,8 @@ class Comparison:
     means: dict[str, dict[str, float | None]]
     counts: dict[str, dict[str, int]]
     differences: list[Difference]
+    #: Per output: ``metric``, ``wins`` per system, ``ties``, ``questions``; compared by system, one per output and
+    #: pair, with its ``pair`` (the baseline, the system).
     wins: list[dict[str, Any]]
     points: list[dict[str, Any]] = field(default_factory=list)
     seed: int = BOOTSTRAP_SEED
@@ -484,7 +486,7 @@ def compare(
             for b, i in pairs:
                 per_arm, ties, asked = wins(x[:, [b, i]], higher_is_better(name))
                 win_rows.append({"metric": name, "wins": {arms[b]: per_arm[0], arms[i]: per_arm[1]}, "ties": ties,
-                                 "questions": asked})  # fmt: skip
+                                 "questions": asked, "pair": (arms[b], arms[i])})  # fmt: skip
             continue
         x[mixed, :] = np.nan
         per_arm, ties, asked = wins(x, higher_is_better(name))

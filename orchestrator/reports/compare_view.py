@@ -70,6 +70,20 @@ def _diff_rows(c: Comparison) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
+def _wins_table(c: Comparison) -> tuple[str, list[str], list[list[str]]]:
+    """The wins' heading, columns and rows: a column per system, or compared by system a row per output and pair
+    that names it (``before:x → after:x``), its baseline's wins then its system's."""
+    if c.by_system is None:
+        columns = ["metric", *c.arms, "ties", "questions"]
+        rows = [[w["metric"], *(str(w["wins"][a]) for a in c.arms), str(w["ties"]), str(w["questions"])]
+                for w in c.wins]  # fmt: skip
+        return "Wins per system", columns, rows
+    columns = ["metric", "pair", "baseline wins", "system wins", "ties", "questions"]
+    rows = [[w["metric"], f"{w['pair'][0]} → {w['pair'][1]}", *(str(w["wins"][a]) for a in w["pair"]),
+             str(w["ties"]), str(w["questions"])] for w in c.wins]  # fmt: skip
+    return "Wins per pair", columns, rows
+
+
 def _means(c: Comparison) -> dict[str, dict[str, str]]:
     """Per output and system: its mean and how many items it is over (``0.833 (n=24)``); systems' means are each
     over their own scored items, so unlike counts are seen (one run scored fewer questions, or had errors)."""
@@ -101,7 +115,7 @@ def render_compare_html(c: Comparison) -> str:
     context = {
         "c": c, "css": CSS, "version": version(), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "means": _means(c),
-        "diffs": _diff_rows(c), "plots": figures, "wins": c.wins, "points": c.points,
+        "diffs": _diff_rows(c), "plots": figures, "wins": _wins_table(c), "points": c.points,
         "lower_better": LOWER_IS_BETTER, "mismatch": _mismatch(c), "against": _against(c),
     }  # fmt: skip
     return environment().get_template("compare").render(**context)
@@ -144,11 +158,9 @@ def render_compare_markdown(c: Comparison) -> str:
             f"| {md_cell(_named(d.metric))} | {md_cell(_system(c, d))} | {d.n} | {fmt(d.base_mean)} | "
             f"{fmt(d.arm_mean)} | {_diff(d)} | {_ci(d)} | {_p(d.p)} | {d.wins} | {d.ties} | {d.losses} |"
         )
-    lines += ["", "## Wins per system", "", "| metric | " + " | ".join(map(md_cell, arms)) + " | ties | questions |",
-              "|---|" + "---|" * (len(arms) + 2)]  # fmt: skip
-    for w in c.wins:
-        cells = " | ".join(str(w["wins"].get(a, "-")) for a in arms)  # by system: a pair's two systems only
-        lines.append(f"| {md_cell(w['metric'])} | {cells} | {w['ties']} | {w['questions']} |")
+    heading, columns, rows = _wins_table(c)
+    lines += ["", f"## {heading}", "", "| " + " | ".join(map(md_cell, columns)) + " |", "|---" * len(columns) + "|"]
+    lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in rows]
     if c.points:
         lines += ["", "## Evaluation points per question", "", "✓ passed, ✗ failed, – skipped, ! error, · not run", ""]
         for q in c.points:

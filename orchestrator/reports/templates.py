@@ -185,11 +185,11 @@ mean difference, its 95% paired-bootstrap interval, and a two-sided sign-flip pe
 <td>{{ d.p }}</td><td>{{ d.wins }}</td><td>{{ d.ties }}</td><td>{{ d.losses }}</td></tr>{% endfor %}</table>
 <div class="grid">{% for p in plots %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}</figure>
 {% endfor %}</div>
-<h2 id="wins">Wins per system</h2>
+{% set heading, columns, rows = wins %}<h2 id="wins">{{ heading }}</h2>
 <p class="muted">Per question and metric, the system with the best score wins; equal best scores are a tie.</p>
-<table><tr><th class="l">metric</th>{% for a in c.arms %}<th>{{ a }}</th>{% endfor %}<th>ties</th><th>questions</th>
-</tr>{% for w in wins %}<tr><td class="l">{{ w.metric }}</td>{% for a in c.arms %}<td>{{ w.wins.get(a, "-") }}</td>
-{% endfor %}<td>{{ w.ties }}</td><td>{{ w.questions }}</td></tr>{% endfor %}</table>
+<table><tr>{% for col in columns %}<th{% if loop.index <= 2 %} class="l"{% endif %}>{{ col }}</th>{% endfor %}</tr>
+{% for row in rows %}<tr>{% for cell in row %}<td{% if loop.index <= 2 %} class="l"{% endif %}>{{ cell }}</td>
+{% endfor %}</tr>{% endfor %}</table>
 {% if points %}
 <h2 id="points">Evaluation points per question</h2>
 <p class="muted">{{ points|length|counted("question") }}, those where the systems' <code>checks</code> scores differ

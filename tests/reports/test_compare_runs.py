@@ -467,6 +467,12 @@ def test_two_runs_of_several_systems_compare_each_system_with_its_namesake(
     assert "after:y (vs before:x)" not in md and "after:x (vs before:y)" not in md
     html = (tmp_path / "compare.html").read_text(encoding="utf-8")
     assert "each system against its namesake in before" in html and "after:x − before:x" in html
+    # the wins name their pair: a row per metric and pair, not a column per system with "-" in the others
+    wins = md.split("## Wins per pair")[1].split("\n## ")[0]
+    assert "| metric | pair | baseline wins | system wins | ties | questions |" in wins
+    assert f"| exact_match | before:x → after:x | {LOSSES} | {GAINS} | {N - GAINS - LOSSES} | {N} |" in wins
+    assert f"| exact_match | before:y → after:y | 0 | 0 | {N} | {N} |" in wins and "| - |" not in wins
+    assert '<td class="l">before:x → after:x</td>' in html
 
 
 def test_systems_without_a_namesake_are_said_from_the_cli(before_after: dict[str, Path], tmp_path: Path) -> None:
@@ -600,7 +606,7 @@ def test_more_runs_compare_each_system_with_its_namesake_in_the_first_and_name_t
     assert result.means["exact_match"]["z"] == 0.0
     md = render_compare_markdown(result)
     assert "z: no system of the same name on the other side of the comparison, so compared with nothing" in md
-    assert "| exact_match | 0 | 2 | - | - | - | - | 0 | 2 |" in md  # wins of r1:x vs r2:x, the pair's systems only
+    assert "| exact_match | r1:x → r2:x | 0 | 2 | 0 | 2 |" in md  # wins of r1:x vs r2:x: a row naming its pair
     partial = compare([first, _systems("r2", {"x": 1.0, "w": 0.0})])  # r1's y has no namesake in r2: said so
     assert partial.alone == ["y", "w"] and "y, w: no system of the same name" in render_compare_markdown(partial)
     unnamed = compare([_systems("r1", {"x": 0.0, None: 1.0}), _systems("r2", {None: 0.5})])  # items without system
