@@ -56,7 +56,7 @@ err = TerminalConsole(stderr=True, markup=False)
 #: Exit codes: 0 success; 1 the run failed, the judge's circuit breaker stopped judging, or a metric output scored
 #: nothing (its items errored, or every item of the run was unscorable: ``gates.incomplete``);
 #: 2 bad input stopped it before anything was submitted; 3 the run finished but a gate (--fail-under, suite
-#: gates, --fail-on-regression) did not hold.
+#: gates, --fail-on-regression; compare's --fail-on-worse) did not hold.
 EXIT_RUN_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_GATE_FAILED = 3
@@ -1455,10 +1455,27 @@ def compare_cmd(
         ),
     ] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="Seed of bootstrap and permutations")] = None,  # noqa: UP045
+    fail_on_worse: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-worse",
+            help="Gate (exit 3): no system significantly worse than its baseline on any output (95% CI of the "
+            "paired difference wholly on the worse side and p < 0.05); outputs of under 6 pairs fail",
+        ),
+    ] = False,
+    worse_margin: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            "--worse-margin",
+            min=0.0,
+            help="With --fail-on-worse: a non-inferiority margin X: fail unless the 95% CI shows each system at "
+            "most X worse (its worse end above -X)",
+        ),
+    ] = None,
 ) -> None:
     """Compare systems on their shared questions
 
-    Means, paired differences with 95% CI and p, wins."""
+    Means, paired differences with 95% CI and p, wins; --fail-on-worse: a CI gate on them."""
     from .reports import open_run
     from .reports.compare import (
         alone_text,
@@ -1469,10 +1486,13 @@ def compare_cmd(
         unchecked_text,
         unpaired_text,
         unscored_text,
+        worse_failures,
     )
-    from .reports.compare_view import print_comparison, render_compare_html, render_compare_markdown
+    from .reports.compare_view import print_comparison, print_worse, render_compare_html, render_compare_markdown
     from .reports.files import COMPARE_NAMES, refuse_files_of_others
 
+    if worse_margin is not None and not fail_on_worse:
+        raise ConfigError("--worse-margin is the margin of --fail-on-worse: give both")
     stores: list = []
 
     def store():  # type: ignore[no-untyped-def]
@@ -1506,6 +1526,11 @@ def compare_cmd(
     if one_run := one_run_text(data):
         err.print(f"Note: {one_run}", soft_wrap=True)
     err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
+    if fail_on_worse:
+        failures = worse_failures(result, worse_margin)
+        print_worse(result, failures, worse_margin)
+        if failures:
+            raise typer.Exit(EXIT_GATE_FAILED)
 
 
 @app.command("flower", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -29,13 +29,15 @@ import numpy as np
 
 from ragscore_workers.aggregate import BOOTSTRAP_SEED, MAX_RESAMPLE_N, bootstrap_ci
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import agree
+from ragscore_workers.counts import agree, counted
 from ragscore_workers.metrics.registry import higher_is_better
 
 from ..terminal import resume_command
 from .source import RunData
 
 __all__ = [
+    "MIN_PAIRS",
+    "SIGNIFICANT_P",
     "Comparison",
     "Difference",
     "alone_text",
@@ -45,10 +47,13 @@ __all__ = [
     "paired_ci",
     "permutation_p",
     "point_table",
+    "significance",
     "unchecked_text",
     "unpaired_text",
     "unscored_text",
     "wins",
+    "worse_end",
+    "worse_failures",
 ]
 
 #: Random sign flips of the permutation test.
@@ -60,6 +65,12 @@ MAX_MISMATCH_IDS = 5
 #: Questions shown in the side-by-side table of evaluation points.
 MAX_POINT_QUESTIONS = 50
 _LEVELS_MAX = 64
+#: A difference is significant only when its permutation p is below this too: with a few questions all moving the
+#: same way, the bootstrap interval is a point that excludes 0 while p says it could be chance (3 of 3 up: p = 0.25).
+SIGNIFICANT_P = 0.05
+#: Fewest pairs whose two-sided sign-flip p can fall below ``SIGNIFICANT_P`` (its least is 2 / 2^n: 1/32 at 6):
+#: with fewer, no difference is significant, so ``--fail-on-worse`` fails them rather than pass them unseen.
+MIN_PAIRS = 6
 
 
 def paired_ci(diffs: Sequence[float] | np.ndarray, seed: int = BOOTSTRAP_SEED) -> list[float] | None:
@@ -233,6 +244,39 @@ class _Scores:
             if name == output:
                 out[: len(values), arm] = np.frombuffer(values, dtype=float)
         return out
+
+
+def significance(d: Difference) -> int:
+    """1 when the system is significantly better than its baseline, -1 worse, 0 neither: the 95% interval excludes 0
+    and p < ``SIGNIFICANT_P``, in the metric's direction."""
+    if d.ci95 is None or d.ci95[0] <= 0.0 <= d.ci95[1] or d.p is None or d.p >= SIGNIFICANT_P:
+        return 0
+    return 1 if (d.ci95[0] > 0) == higher_is_better(d.metric) else -1
+
+
+def worse_end(d: Difference) -> float | None:
+    """The end of the 95% interval on the system's worse side, as a gain (negative: worse by that much)."""
+    if d.ci95 is None:
+        return None
+    return d.ci95[0] if higher_is_better(d.metric) else -d.ci95[1]
+
+
+def worse_failures(c: Comparison, margin: float | None = None) -> list[tuple[Difference, str]]:
+    """``--fail-on-worse``: each difference that fails it, with why. Without ``margin``, a system fails an output
+    on which it is significantly worse than its baseline (:func:`significance`); with a non-inferiority ``margin``
+    X, one whose interval's worse end is below -X (not shown to be at most X worse). Fewer than ``MIN_PAIRS``
+    pairs fail: nothing could be told from them."""
+    failures = []
+    for d in c.differences:
+        end = worse_end(d)
+        if d.n < MIN_PAIRS or end is None:
+            failures.append((d, f"too few pairs: {counted(d.n, 'shared question')} scored by both (at least "
+                                f"{MIN_PAIRS} to tell a difference)"))  # fmt: skip
+        elif margin is None and significance(d) < 0:
+            failures.append((d, "significantly worse (the 95% CI excludes 0 and p < 0.05)"))
+        elif margin is not None and end < -margin - 1e-9:
+            failures.append((d, f"may be more than {margin:g} worse (the 95% CI's worse end is below -{margin:g})"))
+    return failures
 
 
 def _labels(runs: Sequence[RunData], arms: dict[tuple[int, str | None], int]) -> list[str]:

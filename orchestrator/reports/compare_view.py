@@ -7,6 +7,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from ragscore_workers.counts import counted, counted_of
 from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
 from ..terminal import TerminalConsole
@@ -17,16 +18,18 @@ from .compare import (
     alone_text,
     errors_text,
     mismatch_text,
+    significance,
     unchecked_text,
     unpaired_text,
     unscored_text,
+    worse_end,
 )
 from .console import LOWER_IS_BETTER_MARK
 from .html import fmt, version
 from .markdown import md_cell
 from .templates import CSS, environment
 
-__all__ = ["print_comparison", "render_compare_html", "render_compare_markdown"]
+__all__ = ["print_comparison", "print_worse", "render_compare_html", "render_compare_markdown"]
 
 
 def _p(value: float | None) -> str:
@@ -43,17 +46,9 @@ def _diff(d: Difference) -> str:
     return "-" if d.diff is None else f"{d.diff:+.3f}"
 
 
-#: A difference is coloured only when its permutation p is below this too: with a few questions all moving the same
-#: way, the bootstrap interval is a point that excludes 0 while p says it could be chance (3 of 3 up: p = 0.25).
-SIGNIFICANT_P = 0.05
-
-
 def _css(d: Difference) -> str:
-    """good/bad when the interval excludes 0 and p < 0.05, in the metric's direction."""
-    if d.ci95 is None or d.ci95[0] <= 0.0 <= d.ci95[1] or d.p is None or d.p >= SIGNIFICANT_P:
-        return ""
-    better = (d.ci95[0] > 0) == higher_is_better(d.metric)
-    return "good" if better else "bad"
+    """good/bad when the difference is significant (:func:`~.compare.significance`), in the metric's direction."""
+    return {1: "good", -1: "bad", 0: ""}[significance(d)]
 
 
 def _system(c: Comparison, d: Difference) -> str:
@@ -218,4 +213,33 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
             table.add_column(col, justify="right", no_wrap=True, min_width=width(i))
     for row in rows:
         table.add_row(*row)
+    console.print(table)
+
+
+def print_worse(
+    c: Comparison, failures: list[tuple[Difference, str]], margin: float | None, console: Console | None = None
+) -> None:
+    """``--fail-on-worse``'s verdict (to stderr by default, as the run's gates): a table of the differences that fail
+    it (metric, system, n, diff, 95% CI, p, the CI's worse end, why), or one line when none does."""
+    from rich.markup import escape
+
+    console = console or TerminalConsole(stderr=True)
+    gate = "--fail-on-worse" + (f" --worse-margin {margin:g}" if margin is not None else "")
+    total = len(c.differences)
+    if not failures:
+        than = f"more than {margin:g} worse" if margin is not None else "significantly worse"
+        every = f"{'all ' if total > 1 else ''}{counted(total, 'difference')}"
+        console.print(escape(f"{gate} holds on {every}: no system is {than} than "
+                             f"{c.baseline_text()}"), highlight=False, soft_wrap=True)  # fmt: skip
+        return
+    from rich import box
+
+    table = Table(title=escape(f"{gate}: {counted_of(len(failures), total, 'difference')} failed"),
+                  box=box.SIMPLE_HEAD)  # fmt: skip
+    for col in ("metric", "system", "n", "diff", "95% CI", "p", "worse end", "why"):
+        table.add_column(col, justify="right" if col in ("n", "diff", "95% CI", "p", "worse end") else "left")
+    for d, why in failures:
+        end = worse_end(d)
+        table.add_row(escape(_named(d.metric, " ↓")), escape(_system(c, d)), f"{d.n:,}", _diff(d), _ci(d), _p(d.p),
+                      "-" if end is None else f"{end:+.3f}", escape(why))  # fmt: skip
     console.print(table)

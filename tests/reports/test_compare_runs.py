@@ -475,6 +475,70 @@ def test_two_runs_of_several_systems_compare_each_system_with_its_namesake(
     assert '<td class="l">before:x → after:x</td>' in html
 
 
+def test_fail_on_worse_fails_a_system_significantly_worse_than_its_baseline(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """A CI job could gate only on pooled means (``run --fail-on-regression``), not on the paired interval that
+    ``compare`` prints: B is better than A by 0.15 on exact_match, so A against B fails, B against A holds."""
+    a, b = str(two_runs["A"].out_dir), str(two_runs["B"].out_dir)
+    better = _cli(a, b, "--fail-on-worse", "--out", str(tmp_path / "ab"))
+    assert better.returncode == 0, better.stderr
+    assert "--fail-on-worse holds on all 2 differences: no system is significantly worse than A" in " ".join(
+        better.stderr.split()
+    )
+    worse = _cli(b, a, "--fail-on-worse", "--out", str(tmp_path / "ba"))
+    assert worse.returncode == 3, worse.stderr
+    said = " ".join(worse.stderr.split())
+    assert "differences failed" in said and (tmp_path / "ba" / "compare.md").is_file()  # the reports are written
+    (row,) = [line.split() for line in worse.stderr.splitlines() if line.split()[:1] == ["exact_match"]]
+    assert row[1:4] == ["A", f"{N:,}", "-0.150"] and "significantly worse" in " ".join(row), worse.stderr
+
+
+def test_worse_margin_is_a_non_inferiority_margin_on_the_worse_end_of_the_ci(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """A is 0.15 worse than B: within a margin of 0.5 on its interval's worse end, not within one of 0.1."""
+    a, b = str(two_runs["A"].out_dir), str(two_runs["B"].out_dir)
+    wide = _cli(b, a, "--fail-on-worse", "--worse-margin", "0.5", "--out", str(tmp_path / "wide"))
+    assert wide.returncode == 0, wide.stderr
+    assert "no system is more than 0.5 worse than B" in " ".join(wide.stderr.split())
+    narrow = _cli(b, a, "--fail-on-worse", "--worse-margin", "0.1", "--out", str(tmp_path / "narrow"))
+    assert narrow.returncode == 3, narrow.stderr
+    (row,) = [line for line in narrow.stderr.splitlines() if line.split()[:1] == ["exact_match"]]
+    assert "may be more than 0.1 worse (the 95% CI's worse end is below -0.1)" in " ".join(narrow.stderr.split())
+    assert float(row.split()[7]) < -0.1  # the worse end of the CI, past -0.1
+    alone = _cli(b, a, "--worse-margin", "0.1", "--out", str(tmp_path / "alone"))
+    assert alone.returncode == 2 and "--worse-margin is the margin of --fail-on-worse" in alone.stderr
+
+
+def test_fail_on_worse_fails_outputs_of_too_few_pairs_rather_than_pass_them(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """With 4 shared questions no difference can have p < 0.05: the gate could never fail, so it says so and
+    fails."""
+    few = evaluate(_rows("B")[:4], SUITE, broker=two_runs["broker"], out=tmp_path / "few")
+    result = _cli(str(two_runs["A"].out_dir), str(few.out_dir), "--fail-on-worse", "--out", str(tmp_path / "cmp"))
+    assert result.returncode == 3, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "2 of 2 differences failed" in said and said.count("too few pairs: 4 shared questions") == 2, said
+
+
+def test_fail_on_worse_reads_a_metric_where_lower_is_better_the_other_way() -> None:
+    """A system that hallucinates more is the worse one, though its difference is positive."""
+    from orchestrator.reports.compare import worse_failures
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def run(system: str, score: float) -> Any:
+        return _run(system, [(f"q{i}", sha(f"Q{i}?"), score) for i in range(10)], metric="answer_hallucination")
+
+    ((d, why),) = worse_failures(compare([run("A", 0.0), run("B", 1.0)]))  # B hallucinates on every question
+    assert (d.arm, d.diff) == ("B", 1.0) and why.startswith("significantly worse")
+    assert worse_failures(compare([run("B", 1.0), run("A", 0.0)])) == []
+    assert worse_failures(compare([run("A", 0.0), run("B", 1.0)]), margin=1.5) == []  # at most 1 worse: within
+    ((d, why),) = worse_failures(compare([run("A", 0.0), run("B", 1.0)]), margin=0.5)
+    assert why.startswith("may be more than 0.5 worse")
+
+
 def test_systems_without_a_namesake_are_said_from_the_cli(before_after: dict[str, Path], tmp_path: Path) -> None:
     """{x, y} against {x, z}: the note on y and z (compared with nothing) ended the command in a TypeError."""
     import shutil
