@@ -63,6 +63,14 @@ def test_the_workflow_command_passes_its_gates_on_the_quickstart(tmp_path: Path,
     # gates' bars (an exact_match of 0) as failures of a green job
     assert (root.get("failures"), root.get("errors")) == ("0", "0"), ET.tostring(root)[:300]
     assert [s.get("name") for s in root] == ["ragscore.gates"]
+    # the next step gates the quickstart's two systems on their paired differences, from the run's --out DIR
+    (compare,) = [shlex.split(s["run"])[1:] for s in _steps() if "ragscore compare" in s.get("run", "")]
+    assert compare[1] == "out/quickstart" and "--fail-on-worse" in compare
+    compare[1], compare[compare.index("--out") + 1] = str(tmp_path / "out"), str(tmp_path / "out" / "compare")
+    res = ragscore(*compare, home=home)
+    assert res.returncode == 0, res.stderr
+    assert "--fail-on-worse holds on all 4 differences: no system is significantly worse than bm25-llm" in res.stderr
+    assert (tmp_path / "out" / "compare" / "compare.md").is_file()
 
 
 @pytest.mark.integration
