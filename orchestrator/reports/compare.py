@@ -255,10 +255,11 @@ def significance(d: Difference) -> int:
 
 
 def worse_end(d: Difference) -> float | None:
-    """The end of the 95% interval on the system's worse side, as a gain (negative: worse by that much)."""
+    """The end of the 95% interval on the system's worse side: its lower end, or its upper one where lower is
+    better."""
     if d.ci95 is None:
         return None
-    return d.ci95[0] if higher_is_better(d.metric) else -d.ci95[1]
+    return d.ci95[0] if higher_is_better(d.metric) else d.ci95[1]
 
 
 def worse_failures(c: Comparison, margin: float | None = None) -> list[tuple[Difference, str]]:
@@ -274,8 +275,9 @@ def worse_failures(c: Comparison, margin: float | None = None) -> list[tuple[Dif
                                 f"{MIN_PAIRS} to tell a difference)"))  # fmt: skip
         elif margin is None and significance(d) < 0:
             failures.append((d, "significantly worse (the 95% CI excludes 0 and p < 0.05)"))
-        elif margin is not None and end < -margin - 1e-9:
-            failures.append((d, f"may be more than {margin:g} worse (the 95% CI's worse end is below -{margin:g})"))
+        elif margin is not None and (end if higher_is_better(d.metric) else -end) < -margin - 1e-9:
+            past = f"below -{margin:g}" if higher_is_better(d.metric) else f"above +{margin:g}"
+            failures.append((d, f"may be more than {margin:g} worse (the 95% CI's worse end is {past})"))
     return failures
 
 
