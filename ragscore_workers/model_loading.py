@@ -60,11 +60,14 @@ def model_loading(client: Any, run_id: str, queue: str, model: str, device: str)
             except redis.RedisError as exc:
                 log.debug("could not note the load of %s for run %s: %s", model, run_id, exc)
 
+    since_ms: int | None = None
     try:
         since_ms = _store_ms(client)
         note(since_ms)
     except redis.RedisError as exc:
         log.warning("could not note the load of %s for run %s: %s", model, run_id, exc)
+        since_ms = None
+    if since_ms is None:  # loaded outside the handler: an error of the load is its own, not chained to Redis's
         yield
         return
     beating = threading.Thread(target=beat, args=(since_ms,), name="model-load-beat", daemon=True)

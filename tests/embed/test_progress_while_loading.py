@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import redis
 from rich.console import Console
 
 import orchestrator.progress as progress
@@ -21,6 +23,7 @@ from orchestrator.progress import PlainProgress
 from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
+from ragscore_workers import model_loading
 from ragscore_workers.store import RunState, RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
@@ -101,3 +104,16 @@ def test_the_note_of_a_worker_killed_mid_load_expires(redis_server: RedisProcess
         os.kill(loader.pid, signal.SIGKILL)
         loader.wait(30)
     assert until(lambda: "load_ms:embed" not in store.progress(run_id), 60), store.progress(run_id)
+
+
+def test_a_load_that_fails_while_redis_is_down_raises_its_own_error_not_one_chained_to_redis() -> None:
+    """The note is lost with Redis, never the load; and the load's own error is what is said: it was raised inside
+    the handler of Redis's (`During handling of the above exception ... ConnectionError`), read as Redis's fault."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    client = redis.Redis(port=port, socket_connect_timeout=1)
+    with pytest.raises(ValueError, match="no such model") as raised:
+        with model_loading.model_loading(client, "r1", "embed", "big-model", "cpu"):
+            raise ValueError("no such model")
+    assert raised.value.__context__ is None, repr(raised.value.__context__)
