@@ -119,6 +119,11 @@ def _loads(counters: dict[str, int]) -> dict[str, int]:
             if key.startswith("load_ms:") and ms < LOAD_NOTED_S * 1000}  # fmt: skip
 
 
+def _load_s(counters: dict[str, int]) -> float:
+    """Seconds the longest of the run's model loads has lasted (``load_ms:{queue}``, bound or not), 0 for none."""
+    return max((ms for key, ms in counters.items() if key.startswith("load_ms:")), default=0) / 1000
+
+
 def loading(counters: dict[str, int]) -> bool:
     """Whether a worker loads a model for the run, for less than :data:`LOAD_NOTED_S` so far: no stall."""
     return bool(_loads(counters))
@@ -262,7 +267,8 @@ class _Rate:
         if loading(counters):
             self.changed = time.monotonic()
             return wait_note(counters)
-        idle = time.monotonic() - self.changed
+        # a load past LOAD_NOTED_S: no unit was done all the while it loaded, not just since it passed the bound
+        idle = max(time.monotonic() - self.changed, _load_s(counters))
         if idle < IDLE_NOTE_S:
             return ""
         return wait_note(counters) or f"no progress for {idle:.0f} s"
