@@ -30,7 +30,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``unwritten:{q}``  hash    ``{item key}|{output}`` -> 1: outputs of queue ``q`` (judge) a chunk in flight has scored
                           and not written yet; :meth:`RunStore.progress` counts them done, the chunk's write takes them
 ``loading``        hash    ``{host}:{pid}`` -> the model a worker loads for the run (:func:`loading_value`), while it
-                          does (:mod:`ragscore_workers.model_loading`)
+                          does (:mod:`ragscore_workers.model_loading`); unlike the others, it expires ``LOAD_TTL_S``
+                          (30 s) after its last beat and is not one of the keys the summary settles
 =================  ======  ==========================================================================
 
 Besides the run's keys, ``ragscore:runs`` (a sorted set of run ids by creation time) lists the runs for ``status``.

@@ -155,9 +155,10 @@ def test_embed_encodes_each_distinct_text_once_in_one_call(reference_encode: Cal
 def test_the_model_is_loaded_once_per_process() -> None:
     first = get_encoder(EmbeddingConfig())
     loads = process_info()["loads"]
+    told: list[tuple[str, str]] = []  # a cached model tells no loading hook: a chunk writes no note to the store
     for _ in range(3):
-        assert get_encoder(EmbeddingConfig(batch_size=7, cache=False)) is first
-    assert process_info()["loads"] == loads >= 1
+        assert get_encoder(EmbeddingConfig(batch_size=7, cache=False), lambda *load: told.append(load)) is first
+    assert process_info()["loads"] == loads >= 1 and told == []
 
 
 def test_redis_cache_holds_float32_bytes_and_serves_a_cold_process(store: RunStore, redis_server: RedisProcess) -> None:
