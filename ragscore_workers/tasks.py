@@ -14,7 +14,7 @@ import time
 import uuid
 from collections import Counter
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
@@ -324,14 +324,46 @@ def _score_delivery(
         return {"items": len(rows), "new": store.write_results(run_id, queue, items)}
 
 
+#: Times a chunk whose own Redis calls failed is sent again (a Redis hung past the client's whole wait, or the chunk's
+#: soft time limit hit in its write or bookkeeping), the first after ``CHUNK_RETRY_PAUSE_S``, each pause twice the
+#: last. A chunk that raised would leave its shard's chord unfinished, and a detached run ``running`` for ever; its
+#: items' writes are idempotent (an output written again is not counted again), so sending it again is safe.
+CHUNK_RETRIES = 3
+CHUNK_RETRY_PAUSE_S = 30.0
+
+
+def _retry_chunk(task: Any, queue: str, run_id: str, exc: Exception) -> NoReturn:
+    """Send the chunk of ``task`` again after ``exc`` (a Redis outage, or its soft time limit hit outside its
+    metrics); once it was sent :data:`CHUNK_RETRIES` times, mark the run failed saying why (if Redis lets it) and
+    raise ``exc``."""
+    tries = task.request.retries
+    why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if tries < CHUNK_RETRIES:
+        pause = CHUNK_RETRY_PAUSE_S * 2**tries
+        log.warning("run %s: a chunk on %s could not use Redis (%s); sending it again in %.0f s (retry %d of %d)",
+                    run_id, queue, why, pause, tries + 1, CHUNK_RETRIES)  # fmt: skip
+        raise task.retry(exc=exc, countdown=pause)
+    error = (f"a chunk on {queue} could not write its items: Redis did not answer ({why}), {CHUNK_RETRIES + 1} "
+             "tries; `ragscore resume` scores them again")  # fmt: skip
+    log.error("run %s: %s", run_id, error)
+    try:
+        get_store().set_state(run_id, RunState.FAILED, error=error[:2000])
+    except REDIS_OUTAGE as again:
+        log.error("run %s: could not mark it failed either (%s)", run_id, again)
+    raise exc
+
+
 def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
     soft, hard = QUEUE_LIMITS[queue]
 
-    @app.task(name=f"ragscore.score.{queue}", soft_time_limit=soft, time_limit=hard)
+    @app.task(name=f"ragscore.score.{queue}", bind=True, soft_time_limit=soft, time_limit=hard)
     def _task(  # type: ignore[no-untyped-def]
-        run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
+        self, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
     ) -> dict:
-        return score_chunk(queue, run_id, suite_json, metric_names, rows, generation=generation)
+        try:
+            return score_chunk(queue, run_id, suite_json, metric_names, rows, generation=generation)
+        except (*REDIS_OUTAGE, SoftTimeLimitExceeded) as exc:  # not a metric's: those are caught as item errors
+            _retry_chunk(self, queue, run_id, exc)
 
     _task.__doc__ = f"Score a chunk of rows on the {queue} queue."
     return _task

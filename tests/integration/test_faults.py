@@ -1146,3 +1146,90 @@ def test_a_workers_chunk_waits_out_a_redis_hung_past_redis_pys_own_timeout_and_w
         server.proc.send_signal(signal.SIGCONT)
         tasks.get_store.cache_clear()
         server.stop()
+
+
+class _OnLog(logging.Handler):
+    """Runs ``then`` once, when a record saying ``words`` is logged (a step of the code under test, not a timer)."""
+
+    def __init__(self, words: str, then: Callable[[], object]) -> None:
+        super().__init__(logging.WARNING)
+        self.words, self.then, self.seen = words, then, 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.words in record.getMessage():
+            self.seen += 1
+            if self.seen == 1:
+                self.then()
+
+
+@contextmanager
+def _chunk_on_paused_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[RunStore, str, list]]:
+    """A submitted run, its Redis pausing every write (CLIENT PAUSE WRITE: connections open, writes never answered),
+    and the worker's store client on it waiting 1 s a reply, not retried: its chunk's first write raises
+    TimeoutError, as a hang past the whole wait (~9.5 min) does. Yields the store, the run and the chunk's args."""
+    from ragscore_workers import store as store_module
+    from ragscore_workers import tasks
+
+    monkeypatch.setattr(store_module, "CLIENT_RETRIES", 0)
+    monkeypatch.setattr(store_module, "WORKER_READ_TIMEOUT_S", 1.0)
+    server = RedisProcess(tmp_path / "redis").start()
+    monkeypatch.setenv("RAGSCORE_STORE_URL", server.url)
+    tasks.get_store.cache_clear()
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(25, seed=7)), load_suite(SUITE), store)
+        rows = [{k: v for k, v in r.items() if k != "group"} for r in make_rows(25, seed=7)]
+        args = [sub.run_id, store.meta(sub.run_id)["suite"], ["exact_match", "recall_at_k"], rows]
+        store.r.client_pause(600_000, all=False)
+        yield store, sub.run_id, args
+    finally:
+        store.r.client_unpause()
+        tasks.get_store.cache_clear()
+        server.stop()
+
+
+def test_a_chunk_whose_redis_write_fails_is_sent_again_and_its_items_are_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk whose own write failed on Redis (a hang past the worker's whole wait) raised: Celery failed its
+    shard's chord, the aggregation never ran, and a detached run stayed running until a resume. Now the chunk task
+    sends itself again (run eagerly here: the retry runs at once); Redis answers again once the first try says so,
+    and the second try writes every item, each counted once."""
+    from ragscore_workers import tasks
+
+    with _chunk_on_paused_writes(tmp_path, monkeypatch) as (store, run_id, args):
+        unpause = _OnLog("sending it again", store.r.client_unpause)
+        logging.getLogger(tasks.__name__).addHandler(unpause)
+        try:
+            result = tasks.score_task["cpu"].apply(args=args)
+        finally:
+            logging.getLogger(tasks.__name__).removeHandler(unpause)
+        assert result.successful(), result.traceback
+        assert unpause.seen == 1, "one retry"
+        assert store.progress(run_id)["done"] == 25 * 4  # exact_match; recall_at_1, recall_at_5, mrr
+        assert tasks.score_task["cpu"].apply(args=args).get()["new"] == 0  # sent again: nothing counted twice
+        assert store.progress(run_id)["done"] == 25 * 4
+
+
+def test_a_chunk_that_cannot_write_after_its_retries_marks_the_run_failed_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its retries the chunk gives up: the run is failed with the error `ragscore status` shows, not left
+    running (its chord unfinished) for ever. Redis answers again once the chunk says it gives up."""
+    from ragscore_workers import tasks
+
+    monkeypatch.setattr(tasks, "CHUNK_RETRIES", 1)
+    with _chunk_on_paused_writes(tmp_path, monkeypatch) as (store, run_id, args):
+        unpause = _OnLog("scores them again", store.r.client_unpause)
+        logging.getLogger(tasks.__name__).addHandler(unpause)
+        try:
+            result = tasks.score_task["cpu"].apply(args=args)
+        finally:
+            logging.getLogger(tasks.__name__).removeHandler(unpause)
+        assert result.failed()
+        meta = store.meta(run_id)
+        assert meta["state"] == "failed", meta
+        assert meta["error"].startswith(
+            "a chunk on cpu could not write its items: Redis did not answer "
+            "(TimeoutError: Timeout reading from socket), 2 tries"
+        ), meta["error"]
