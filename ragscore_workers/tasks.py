@@ -332,19 +332,26 @@ CHUNK_RETRIES = 3
 CHUNK_RETRY_PAUSE_S = 30.0
 
 
+def _chunk_failure(queue: str, exc: Exception) -> str:
+    """What stopped a chunk's own Redis calls: its soft time limit, or Redis not answering."""
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return f"its time limit ({QUEUE_LIMITS[queue][0]} s) passed while Redis did not answer"
+    return f"Redis did not answer ({type(exc).__name__}: {exc})"
+
+
 def _retry_chunk(task: Any, queue: str, run_id: str, exc: Exception) -> NoReturn:
     """Send the chunk of ``task`` again after ``exc`` (a Redis outage, or its soft time limit hit outside its
     metrics); once it was sent :data:`CHUNK_RETRIES` times, mark the run failed saying why (if Redis lets it) and
     raise ``exc``."""
     tries = task.request.retries
-    why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    why = _chunk_failure(queue, exc)
     if tries < CHUNK_RETRIES:
         pause = CHUNK_RETRY_PAUSE_S * 2**tries
         log.warning("run %s: a chunk on %s could not use Redis (%s); sending it again in %.0f s (retry %d of %d)",
                     run_id, queue, why, pause, tries + 1, CHUNK_RETRIES)  # fmt: skip
         raise task.retry(exc=exc, countdown=pause)
-    error = (f"a chunk on {queue} could not write its items: Redis did not answer ({why}), {CHUNK_RETRIES + 1} "
-             "tries; `ragscore resume` scores them again")  # fmt: skip
+    error = (f"a chunk on {queue} could not write its items: {why}, {CHUNK_RETRIES + 1} tries; ragscore resume "
+             "scores them again")  # fmt: skip
     log.error("run %s: %s", run_id, error)
     try:
         get_store().set_state(run_id, RunState.FAILED, error=error[:2000])
