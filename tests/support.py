@@ -16,8 +16,11 @@ from typing import Any
 
 import psutil
 import redis
+from rich.console import Console
 
 from orchestrator.embedded_redis import find_redis_server
+from orchestrator.reports.live import StatusView, sample
+from ragscore_workers.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -227,3 +230,12 @@ def scores_by_id(items_path: Path) -> dict[str, dict[str, float | None]]:
             item = json.loads(line)
             out[item["id"]] = {name: m["score"] for name, m in item["metrics"].items()}
     return out
+
+
+def status_text(store: RunStore, run_id: str) -> str:
+    """What `ragscore status`'s view of the run shows now (its meta, then a sample, as the status loop reads them)."""
+    view = StatusView(store.meta(run_id))
+    view.add(sample(store, run_id, time.time()))
+    console = Console(record=True, width=250)
+    console.print(view.render(run_id))
+    return " ".join(console.export_text().split())

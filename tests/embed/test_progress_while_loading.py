@@ -10,37 +10,25 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 import redis
-from rich.console import Console
 
 import orchestrator.progress as progress
 from orchestrator.progress import PlainProgress
-from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers import model_loading
-from ragscore_workers.store import RunState, RunStore
+from ragscore_workers.store import RunState
 
-from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, status_text, until, write_jsonl
 
 #: Generous bounds for a slow CI machine: a worker's boot and its first task.
 BOOT_S = 300
 LOADING = "embed: loading all-MiniLM-L6-v2 on cpu ("
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "answer": f"answer {i}", "reference": f"reference {i}"} for i in range(3)]
-
-
-def _status_text(store: RunStore, run_id: str) -> str:
-    """What `ragscore status`'s view of the run shows now (its meta, then a sample, as the status loop reads them)."""
-    view = StatusView(store.meta(run_id))
-    view.add(sample(store, run_id, time.time()))
-    console = Console(record=True, width=250)
-    console.print(view.render(run_id))
-    return " ".join(console.export_text().split())
 
 
 @pytest.mark.integration
@@ -55,7 +43,7 @@ def test_a_run_whose_embed_worker_loads_its_model_says_so_before_its_first_item_
     said: dict[str, str] = {}
 
     def load_said() -> bool:
-        counters, status = store.progress(run_id), _status_text(store, run_id)
+        counters, status = store.progress(run_id), status_text(store, run_id)
         view.update(counters)
         line = out.getvalue().splitlines()[-1] if out.getvalue() else ""
         for name, text in (("status", status), ("line", line)):
@@ -67,7 +55,7 @@ def test_a_run_whose_embed_worker_loads_its_model_says_so_before_its_first_item_
         suite = {"name": "loading", "metrics": ["answer_correctness"], "embedding": {"device": "cpu", "cache": False}}
         run_id = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), load_suite(suite), store).run_id
         view.start(run_id)
-        assert until(load_said, BOOT_S), (said, out.getvalue(), _status_text(store, run_id))
+        assert until(load_said, BOOT_S), (said, out.getvalue(), status_text(store, run_id))
         assert "no progress" not in said["status"] and "no progress" not in said["line"], said
         summary = wait(store, run_id, timeout_s=BOOT_S)
     finally:

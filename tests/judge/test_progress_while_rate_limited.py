@@ -15,11 +15,9 @@ import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from rich.console import Console
 
 import orchestrator.progress as progress
 from orchestrator.progress import PlainProgress
-from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.providers import Limit, RedisLimiter, run_state
@@ -29,7 +27,7 @@ from ragscore_workers.providers.run_state import WAIT_SOONER_MS, WAIT_TTL_MS, WA
 from ragscore_workers.store import BUDGET_AT_0, PAUSED_BY_429, PAUSED_BY_BUDGET, RunState, RunStore
 
 from ..fakes import FakeProvider
-from ..support import RedisProcess, WorkerProcess, status_saying, until, write_jsonl
+from ..support import RedisProcess, WorkerProcess, status_saying, status_text, until, write_jsonl
 from .conftest import judge_suite
 
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"} for i in range(2)]
@@ -326,15 +324,6 @@ def test_a_wait_over_max_wait_s_is_not_noted(rclient: redis.Redis) -> None:
     assert told == []
 
 
-def _status_text(store: RunStore, run_id: str) -> str:
-    """What `ragscore status`'s view of the run shows now (its meta, then a sample, as the status loop reads them)."""
-    view = StatusView(store.meta(run_id))
-    view.add(sample(store, run_id, time.time()))
-    console = Console(record=True, width=250)
-    console.print(view.render(run_id))
-    return " ".join(console.export_text().split())
-
-
 @pytest.mark.parametrize("ended", sorted(RunState.DONE))
 def test_an_ended_run_says_no_wait_though_its_calls_noted_one_just_before(rclient: redis.Redis, ended: str) -> None:
     """A run that ended while its calls waited (a cancel): the wait they noted lives seconds more, and neither the
@@ -343,10 +332,10 @@ def test_an_ended_run_says_no_wait_though_its_calls_noted_one_just_before(rclien
     store.create_run(run_id, {"state": RunState.RUNNING})
     now = _redis_ms(rclient)
     state.note_wait(Wait("rpm", 60, now + 60_000, now))
-    assert "waiting on the judge rate limit (60 RPM)" in _status_text(store, run_id)
+    assert "waiting on the judge rate limit (60 RPM)" in status_text(store, run_id)
     store.set_meta(run_id, state=ended)
     assert "judge_wait_ms" not in store.progress(run_id)
-    assert "waiting on the judge rate limit" not in _status_text(store, run_id)
+    assert "waiting on the judge rate limit" not in status_text(store, run_id)
 
 
 def _monitor(r: redis.Redis, seen: list[str], until: str) -> threading.Thread:
