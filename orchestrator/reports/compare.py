@@ -270,7 +270,10 @@ def worse_failures(c: Comparison, margin: float | None = None) -> list[tuple[Dif
     failures = []
     for d in c.differences:
         end = worse_end(d)
-        if d.n < MIN_PAIRS or end is None:
+        if none := [arm for arm in (d.base, d.arm) if not c.counts[d.metric][arm]]:
+            failures.append((d, f"not compared: {' and '.join(none)} scored no item of {d.metric} "
+                                f"({_none_scored_why(c, d.metric, none)})"))  # fmt: skip
+        elif d.n < MIN_PAIRS or end is None:
             failures.append((d, f"too few pairs: {counted(d.n, 'shared question')} scored by both (at least "
                                 f"{MIN_PAIRS} to tell a difference)"))  # fmt: skip
         elif margin is None and significance(d) < 0:
@@ -279,6 +282,15 @@ def worse_failures(c: Comparison, margin: float | None = None) -> list[tuple[Dif
             past = f"below -{margin:g}" if higher_is_better(d.metric) else f"above +{margin:g}"
             failures.append((d, f"may be more than {margin:g} worse (the 95% CI's worse end is {past})"))
     return failures
+
+
+def _none_scored_why(c: Comparison, metric: str, arms: list[str]) -> str:
+    """Why ``arms`` scored no item of ``metric``, as :func:`unscored_text` and :func:`errors_text` say it."""
+    if all(arm in c.unscored.get(metric, ()) for arm in arms):
+        return "its run's suite has no such metric: score both with the same suite to gate on it"
+    if all(arm in c.unscorable.get(metric, ()) for arm in arms):
+        return "every item of it unscorable: its run's summary says why"
+    return "its items errored or were unscorable: see the notes above"
 
 
 def _labels(runs: Sequence[RunData], arms: dict[tuple[int, str | None], int]) -> list[str]:

@@ -523,6 +523,20 @@ def test_fail_on_worse_fails_outputs_of_too_few_pairs_rather_than_pass_them(
     assert "2 of 2 differences failed" in said and said.count("too few pairs: 4 shared questions") == 2, said
 
 
+def test_fail_on_worse_says_an_output_one_run_has_no_metric_for_rather_than_too_few_pairs(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """Runs of different suites: B's suite lacks checks. Its row failed as 'too few pairs: 0 shared questions', as if
+    the runs shared few questions, though they share all 100: the reason now says which run lacks it and why."""
+    other = evaluate(_rows("B"), {"metrics": ["exact_match"]}, broker=two_runs["broker"], out=tmp_path / "E")
+    result = _cli(str(two_runs["A"].out_dir), str(other.out_dir), "--fail-on-worse", "--out", str(tmp_path / "cmp"))
+    assert result.returncode == 3, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "1 of 2 differences failed" in said and "too few pairs" not in said, said
+    why = "its run's suite has no such metric: score both with the same suite to gate on it"
+    assert f"not compared: B scored no item of checks ({why})" in said, said
+
+
 def test_fail_on_worse_reads_a_metric_where_lower_is_better_the_other_way() -> None:
     """A system that hallucinates more is the worse one, though its difference is positive."""
     from orchestrator.reports.compare import worse_failures
