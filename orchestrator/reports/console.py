@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ragscore_workers.aggregate import OTHER_VALUES
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import and_more, counted
 from ragscore_workers.metrics.registry import higher_is_better
@@ -256,7 +257,8 @@ def print_summary(
         console.print(f"The means above pool the items of all {len(summary.by_system):,} systems{also}; per system:",
                       soft_wrap=True)  # fmt: skip
         console.print(_systems_table(summary))
-        compare = backticked(compare_command(out, summary.run_id, next(iter(summary.by_system)), broker))
+        first = next(s for s in summary.by_system if s != OTHER_VALUES)  # the pool past 1,000 sorts first
+        compare = backticked(compare_command(out, summary.run_id, first, broker))
         console.print(f"paired differences with their 95% CI and p: {compare}", markup=False, highlight=False,
                       soft_wrap=True)  # fmt: skip
     for line in error_lines(summary):

@@ -140,6 +140,13 @@ def test_the_per_system_table_says_how_to_compare_the_systems() -> None:
     quoted = io.StringIO()
     print_summary(spaced, Console(file=quoted, width=300))
     assert f"ragscore compare {spaced.run_id} --baseline 'my rag'`" in quoted.getvalue()  # quoted for the shell
+    from ragscore_workers.aggregate import OTHER_VALUES
+
+    many = _summary(metrics={"mrr": m(0.29, 6000)},
+                    by_system={OTHER_VALUES: {"mrr": m(0.2, 10)}, "bm25": {"mrr": m(0.258, 3000)}})  # fmt: skip
+    past = io.StringIO()  # past 1,000 systems the rest pool under a name that sorts first: no system to compare
+    print_summary(many, Console(file=past, width=300))
+    assert f"ragscore compare {many.run_id} --baseline bm25`" in past.getvalue(), past.getvalue()
 
 
 def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
