@@ -348,6 +348,17 @@ def _without_cut_marker(stderr: str, marker: str) -> str:
     return stderr
 
 
+#: The errors a program gets reaching for the network the sandbox lacks: a TCP or UDP socket under ``local``
+#: (EAFNOSUPPORT), a host name anywhere (the resolver's -2, -3, -5), an address under docker's ``network_mode: none``.
+_NO_NETWORK = re.compile(r"\[Errno (?:97|101|-2|-3|-5)\]")
+
+
+def _quoted_stderr(last: str) -> str:
+    """The failure's quote of the last line of stderr, saying when it reads as the sandbox's missing network."""
+    note = "; the sandbox has no network" if _NO_NETWORK.search(last) else ""
+    return f' (its stderr ends "{_short(last)}"{note})'
+
+
 def _short(line: str) -> str:
     """A line of the program's stderr as a failure quotes it: its first 100 characters."""
     return line if len(line) <= 100 else line[:99] + "…"
@@ -424,7 +435,7 @@ def judge(
     elif result.exit_code != params.exit_code:
         failure = f"exit code {result.exit_code}, expected {params.exit_code}"
         if params.test is not None and (last := last_line(stderr)) is not None:
-            failure += f' (its stderr ends "{_short(last)}")'
+            failure += _quoted_stderr(last)
         failures.append(failure)
     elif marker and not found and result.exit_code == 0:
         failures.append("the test did not run to its end: the program exited first (exit code 0)")

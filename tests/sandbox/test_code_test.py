@@ -525,3 +525,31 @@ def test_a_test_that_runs_something_as_it_runs_is_taken(test: str) -> None:
     assert (passed, details["failures"]) == (True, [])
     passed, details = run_code_test(ADD.replace("+", "-"), {"test": test}, LOCAL)
     assert not passed
+
+
+@pytest.mark.parametrize(
+    ("code", "last"),
+    [
+        (
+            "def fetch():\n    import socket\n    return socket.create_connection(('1.1.1.1', 80), timeout=3)\n",
+            "OSError: [Errno 97] Address family not supported by protocol",
+        ),
+        (
+            "def fetch():\n    import urllib.request\n    return urllib.request.urlopen('http://example.com')\n",
+            "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+        ),
+    ],
+)
+def test_code_that_fails_reaching_the_network_is_told_the_sandbox_has_none(code: str, last: str) -> None:
+    """The socket errors the sandbox's missing network raises read like a bug of the code or of ragscore: said."""
+    passed, details = run_code_test(code, {"test": "assert fetch()"}, LOCAL)
+    assert not passed
+    assert details["failures"] == [f'exit code 1, expected 0 (its stderr ends "{last}"; the sandbox has no network)']
+
+
+def test_an_os_error_other_than_the_networks_is_quoted_without_a_network_note() -> None:
+    code = "def fetch():\n    raise OSError(2, 'No such file or directory')\n"
+    passed, details = run_code_test(code, {"test": "assert fetch()"}, LOCAL)
+    assert details["failures"] == [
+        'exit code 1, expected 0 (its stderr ends "FileNotFoundError: [Errno 2] No such file or directory")'
+    ]
