@@ -25,7 +25,7 @@ from .itemstats import ItemStats, WorstItem
 from .live import scored_text
 from .markdown import TARGET_COLUMNS, target_rows
 from .templates import CSS, environment
-from .texts import MAX_PREVIEW_CHARS, ItemTexts
+from .texts import MAX_PREVIEW_CHARS, ItemTexts, preview
 
 __all__ = ["fmt", "render_html", "version"]
 
@@ -138,7 +138,8 @@ def _worst_row(item: WorstItem, texts: ItemTexts) -> dict[str, Any]:
     others = ", ".join(f"{k} {fmt(v)}" for k, v in item.others.items())
     question, answer = texts.of(item.key)
     return {"id": item.id, "system": item.system, "group": item.group, "score": fmt(item.score), "others": others,
-            "question": question, "answer": answer, "details": item.details, "errors": item.errors}  # fmt: skip
+            "question": question, "answer": answer, "why": preview(item.why), "details": item.details,
+            "errors": item.errors}  # fmt: skip
 
 
 def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[dict[str, Any]]:

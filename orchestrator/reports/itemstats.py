@@ -110,8 +110,23 @@ class WorstItem:
     group: str | None
     passed: bool | None
     details: str
+    #: Why it failed, where its metric says so in a line (:func:`_failure_reasons`); empty otherwise.
+    why: str = ""
     others: dict[str, float | None] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+
+
+def _failure_reasons(details: dict[str, Any]) -> str:
+    """Why an item failed, from its metric's ``details``: ``code_test``'s ``failures``, else each failed (or skipped)
+    ``checks`` point as ``id: note``; empty for a metric that says neither."""
+    if failures := details.get("failures"):
+        return "; ".join(map(str, failures))
+    points = details.get("points") or []
+    return "; ".join(
+        f"{p.get('id')}: {p['note']}"
+        for p in points
+        if isinstance(p, dict) and p.get("status") in ("failed", "skipped") and p.get("note")
+    )
 
 
 def _details_text(details: Any) -> str:
@@ -200,6 +215,7 @@ class ItemStats:
             group=item.meta.get("group"),
             passed=result.get("passed"),
             details=_details_text(result.get("details") or {}),
+            why=_failure_reasons(result.get("details") or {}),
             others={k: v for k, v in scores.items() if k != name},
             errors=item.errors,
         )

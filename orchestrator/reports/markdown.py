@@ -24,7 +24,7 @@ from .console import (
 )
 from .itemstats import ItemStats, WorstItem
 from .live import scored_text
-from .texts import MAX_PREVIEW_CHARS, ItemTexts
+from .texts import MAX_PREVIEW_CHARS, ItemTexts, preview
 
 __all__ = ["md_cell", "render_markdown"]
 
@@ -188,7 +188,8 @@ def _targets(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
 def _worst_line(rank: int, item: WorstItem, texts: ItemTexts) -> str:
     question, answer = texts.of(item.key)
     others = ", ".join(f"{k} {_score(v)}" for k, v in item.others.items())
-    cells = [str(rank), item.id, item.system or "", _score(item.score), question or "-", answer or "-", others]
+    why = preview(item.why) or "-"
+    cells = [str(rank), item.id, item.system or "", _score(item.score), question or "-", answer or "-", why, others]
     return "| " + " | ".join(map(md_cell, cells)) + " |"
 
 
@@ -199,7 +200,8 @@ def _score(value: float | None) -> str:
 def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]:
     """Per output, its worst items (as report.html lists them) with what they asked and answered."""
     lines = ["## Worst items", "", f"The {counted(stats.worst_k, 'lowest-scored item')} per metric (highest where "
-             f"lower is better), with the question and answer cut to {MAX_PREVIEW_CHARS} characters.", ""]  # fmt: skip
+             "lower is better), with the question, the answer and why it failed, each cut to "
+             f"{MAX_PREVIEW_CHARS} characters.", ""]  # fmt: skip
     if texts.note:
         lines += [f"Questions and answers: {md_cell(texts.note)}.", ""]
     for name, items, best in stats.shown_worst(summary.metrics):
@@ -207,7 +209,7 @@ def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]
         if not items:
             lines += [f"Every scored item has the same score ({_score(best)}).", ""]
             continue
-        lines += ["| # | id | system | score | question | answer | other scores |", "|---|---|---|---|---|---|---|"]
+        lines += ["| # | id | system | score | question | answer | why | other scores |", "|---" * 8 + "|"]
         lines += [_worst_line(rank, item, texts) for rank, item in enumerate(items, start=1)]
         lines.append("")
     return lines

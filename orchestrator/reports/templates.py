@@ -124,17 +124,19 @@ came from the cache).</p>{% endif %}
 
 <h2 id="worst">Worst items</h2>
 <p class="muted">The {{ worst_k|counted("lowest-scored item") }} per metric (highest where lower is better), with
-what was asked and answered (cut to {{ preview_chars }} characters) and the metric's details.</p>
+what was asked and answered and why it failed (cut to {{ preview_chars }} characters) and the metric's details.</p>
 {% if texts_note %}<p class="muted">Questions and answers: {{ texts_note }}.</p>{% endif %}
 {% for w in worst %}
 <h3>{{ w.name }}</h3>
 {% if not w["items"] %}<p class="muted">Every scored item has the same score ({{ w.best }}).</p>{% else %}
 <table><tr><th>#</th><th class="l">id</th><th class="l">system</th><th class="l">group</th><th>score</th>
-<th class="l">question</th><th class="l">answer</th><th class="l">other scores</th><th class="l">details</th></tr>
+<th class="l">question</th><th class="l">answer</th><th class="l">why</th><th class="l">other scores</th>
+<th class="l">details</th></tr>
 {% for it in w["items"] %}<tr><td>{{ loop.index }}</td><td class="l">{{ it.id }}</td>
 <td class="l">{{ it.system or "" }}</td>
 <td class="l">{{ it.group or "" }}</td><td class="bad">{{ it.score }}</td>
-<td class="l">{{ it.question or "-" }}</td><td class="l">{{ it.answer or "-" }}</td><td class="l">{{ it.others }}</td>
+<td class="l">{{ it.question or "-" }}</td><td class="l">{{ it.answer or "-" }}</td>
+<td class="l">{{ it.why or "-" }}</td><td class="l">{{ it.others }}</td>
 <td class="l"><details><summary>details</summary><pre>{{ it.details }}</pre>
 {% if it.errors %}<pre class="bad">{{ it.errors|join("\n") }}</pre>{% endif %}</details></td></tr>{% endfor %}
 </table>{% endif %}

@@ -127,3 +127,28 @@ def test_a_metric_every_item_scored_alike_is_said_to_have_one_score_not_the_best
     for text in (md, html):
         assert "Every scored item has the same score (0.000)" in text
         assert "best score" not in text
+
+
+def test_worst_items_say_why_a_code_test_and_a_checks_point_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing program's reason (the assert, the timeout, the missing network) is in the report, not only in
+    items.jsonl: a code-generation row has no answer to show, so its score alone said nothing."""
+    monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
+    monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
+    test = {"test": "assert add(2, 3) == 5"}
+    rows = [
+        {"id": "right", "code": "def add(a, b):\n    return a + b\n"},
+        {"id": "wrong", "code": "def add(a, b):\n    return a - b\n",
+         "checks": [{"id": "asserts", "type": "code_test", "params": test}]},
+    ]  # fmt: skip
+    rows[0]["checks"] = rows[1]["checks"]
+    suite = {"name": "why", "metrics": ["checks", {"name": "code_test", "params": test}]}
+    out = evaluate(rows, suite, out=tmp_path / "out").out_dir
+    why = 'exit code 1, expected 0 (its stderr ends "AssertionError")'
+    md = _worst_md((out / "report.md").read_text(encoding="utf-8"))
+    assert "| why |" in md
+    lines = [line for line in md.splitlines() if line.startswith("| 1 | wrong |")]
+    assert len(lines) == 2 and f"| {why} |" in lines[1] and f"| asserts: {why} |" in lines[0]
+    html = (out / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
+    assert f"asserts: {why}".replace('"', "&#34;") in html
