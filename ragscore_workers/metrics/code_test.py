@@ -353,9 +353,15 @@ def _without_cut_marker(stderr: str, marker: str) -> str:
 _NO_NETWORK = re.compile(r"\[Errno (?:97|101|-2|-3|-5)\]")
 
 
-def _quoted_stderr(last: str) -> str:
-    """The failure's quote of the last line of stderr, saying when it reads as the sandbox's missing network."""
-    note = "; the sandbox has no network" if _NO_NETWORK.search(last) else ""
+def _quoted_stderr(last: str, limits: Limits | None) -> str:
+    """The failure's quote of the last line of stderr, saying when it reads as the sandbox's missing network or its
+    file-size limit (EFBIG: Python ignores SIGXFSZ, so the write fails instead)."""
+    note = ""
+    if _NO_NETWORK.search(last):
+        note = "; the sandbox has no network"
+    elif "[Errno 27]" in last:
+        most = "" if limits is None else f", at most {_mib(limits.file_mb)} MiB"
+        note = f"; a file grew past the sandbox's file-size limit{most}"
     return f' (its stderr ends "{_short(last)}"{note})'
 
 
@@ -435,7 +441,7 @@ def judge(
     elif result.exit_code != params.exit_code:
         failure = f"exit code {result.exit_code}, expected {params.exit_code}"
         if params.test is not None and (last := last_line(stderr)) is not None:
-            failure += _quoted_stderr(last)
+            failure += _quoted_stderr(last, limits)
         failures.append(failure)
     elif marker and not found and result.exit_code == 0:
         failures.append("the test did not run to its end: the program exited first (exit code 0)")

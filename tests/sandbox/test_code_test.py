@@ -553,3 +553,14 @@ def test_an_os_error_other_than_the_networks_is_quoted_without_a_network_note() 
     assert details["failures"] == [
         'exit code 1, expected 0 (its stderr ends "FileNotFoundError: [Errno 2] No such file or directory")'
     ]
+
+
+def test_code_that_writes_past_the_file_size_limit_is_told_the_limit() -> None:
+    """Python ignores SIGXFSZ: the write fails with EFBIG, which read as the code's own error."""
+    code = "def fill():\n    with open('big', 'wb') as f:\n        f.write(b'0' * (20 * 2**20))\n    return 1\n"
+    passed, details = run_code_test(code, {"test": "assert fill() == 1"}, LOCAL)
+    assert not passed
+    assert details["failures"] == [
+        'exit code 1, expected 0 (its stderr ends "OSError: [Errno 27] File too large"; a file grew past the '
+        "sandbox's file-size limit, at most 16 MiB)"
+    ]
