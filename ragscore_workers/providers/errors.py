@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Mapping
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
+from ..counts import close_names
 from ..errors import ConfigError, RagscoreError
 from ..redaction import credential_name, hide_spans, url_password_spans
 
@@ -151,6 +152,16 @@ def _choose_provider(named_env: str | None = None) -> str:
     )
 
 
+def _like_named_variables(env_var: str) -> str:
+    """The variables set (not blank) in this environment whose names are like ``env_var``'s, said as a misspelt
+    key's likely place (``GROQ_APIKEY``, ``groq_api_key``): names only, never a value; nothing when none is."""
+    names = {name.upper(): name for name, value in os.environ.items() if value.strip() and name != env_var}
+    like = [names[upper] for upper in close_names(env_var.upper(), names, cutoff=0.8)]
+    if not like:
+        return ""
+    return f" ({' and '.join(like)} {'is' if len(like) == 1 else 'are'} set, which ragscore does not read)"
+
+
 class MissingKeyError(ConfigError):
     """The API key of a provider is not set in the environment (of the host and worker it names)."""
 
@@ -160,8 +171,9 @@ class MissingKeyError(ConfigError):
         self.env_var = env_var
         # A worker's error names the host and node lacking it; the process a user started needs no naming.
         where = f"on {where_here()}" if _worker_node() else "for the ragscore process"
+        near = _like_named_variables(env_var)
         super().__init__(
-            f"The {provider} judge needs an API key: set the environment variable {env_var}{hint} {where} "
+            f"The {provider} judge needs an API key: set the environment variable {env_var}{near}{hint} {where} "
             f"(keys are read from the environment only, never from a suite). "
             f"{_choose_provider(env_var if named else None)}"
         )

@@ -261,6 +261,26 @@ def test_a_missing_key_outside_a_worker_says_what_to_set_and_how_to_choose_anoth
     assert "judge.provider" in said and "OPENAI_API_KEY" in said and "docs/judge.md" in said, said
 
 
+def test_a_missing_key_names_a_like_named_variable_that_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key exported under a misspelt name (``GROQ_APIKEY``, ``groq_api_key``) read as no key at all: the message
+    names the like-named variables that are set, never their values, and not an unlike one."""
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+    monkeypatch.setenv("GROQ_APIKEY", SECRET)
+    monkeypatch.setenv("groq_api_key", SECRET)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    with pytest.raises(MissingKeyError) as info:
+        GroqProvider(model="m")
+    said = str(info.value)
+    assert "set the environment variable GROQ_API_KEY (" in said and "which ragscore does not read" in said, said
+    assert "GROQ_APIKEY" in said and "groq_api_key" in said and SECRET not in said, said
+    assert "OPENAI_API_KEY is set" not in said, said
+    monkeypatch.delenv("GROQ_APIKEY")
+    monkeypatch.delenv("groq_api_key")
+    with pytest.raises(MissingKeyError) as info:
+        GroqProvider(model="m")
+    assert "does not read" not in str(info.value), str(info.value)
+
+
 def test_the_providers_own_key_is_never_sent_in_clear_text_across_a_public_network(
     keys: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
