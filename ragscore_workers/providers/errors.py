@@ -159,7 +159,7 @@ def _like_named_variables(env_var: str) -> str:
     like = [names[upper] for upper in close_names(env_var.upper(), names, cutoff=0.8)]
     if not like:
         return ""
-    return f" ({' and '.join(like)} {'is' if len(like) == 1 else 'are'} set, which ragscore does not read)"
+    return f" ({' and '.join(like)} {'is' if len(like) == 1 else 'are'} set, not {env_var})"
 
 
 class MissingKeyError(ConfigError):
