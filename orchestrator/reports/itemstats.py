@@ -117,15 +117,16 @@ class WorstItem:
 
 
 def _failure_reasons(details: dict[str, Any]) -> str:
-    """Why an item failed, from its metric's ``details``: ``code_test``'s ``failures``, else each failed (or skipped)
-    ``checks`` point as ``id: note``; empty for a metric that says neither."""
+    """Why an item failed, from its metric's ``details``: ``code_test``'s ``failures``, else each ``checks`` point
+    its score counts as failed (``failed``: scored, failed or skipped; an informational one moves no score) as
+    ``id: note``; empty for a metric that says neither."""
     if failures := details.get("failures"):
         return "; ".join(map(str, failures))
-    points = details.get("points") or []
+    failed = set(details.get("failed") or [])
     return "; ".join(
-        f"{p.get('id')}: {p['note']}"
-        for p in points
-        if isinstance(p, dict) and p.get("status") in ("failed", "skipped") and p.get("note")
+        f"{p['id']}: {p['note']}"
+        for p in details.get("points") or []
+        if isinstance(p, dict) and p.get("id") in failed and p.get("note")
     )
 
 

@@ -152,3 +152,27 @@ def test_worst_items_say_why_a_code_test_and_a_checks_point_failed(
     assert len(lines) == 2 and f"| {why} |" in lines[1] and f"| asserts: {why} |" in lines[0]
     html = (out / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
     assert f"asserts: {why}".replace('"', "&#34;") in html
+
+
+def test_worst_items_why_names_only_the_points_that_count_and_shows_the_programs_words_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An informational point moves no score: it is not why the item failed. The quote of the program's stderr is the
+    untrusted code's own text: markup and terminal controls in it stay text in report.md and report.html."""
+    monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
+    monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
+    checks = [{"id": "asserts", "type": "code_test", "params": {"test": "assert add(2, 3) == 5"}},
+              {"id": "tone", "type": "regex", "params": {"pattern": "please"}, "informational": True}]  # fmt: skip
+    hostile = 'raise SystemExit("<img src=x onerror=alert(1)>|\\x1b[2J")\n'
+    rows = [
+        {"id": "right", "answer": "please", "code": "def add(a, b):\n    return a + b\n", "checks": checks},
+        {"id": "wrong", "answer": "no", "code": hostile, "checks": checks},
+    ]
+    out = evaluate(rows, {"name": "why", "metrics": ["checks"]}, out=tmp_path / "out").out_dir
+    md = _worst_md((out / "report.md").read_text(encoding="utf-8"))
+    [line] = [line for line in md.splitlines() if line.startswith("| 1 | wrong |")]
+    assert "asserts: exit code 1, expected 0" in line and "tone" not in line
+    assert "\x1b" not in md and r"\<img src=x onerror=alert(1)\>\|\x1b\[2J" in line
+    html = (out / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
+    assert "\x1b" not in html and "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;|\\x1b[2J" in html
+    assert "tone:" not in html
