@@ -564,3 +564,19 @@ def test_code_that_writes_past_the_file_size_limit_is_told_the_limit() -> None:
         'exit code 1, expected 0 (its stderr ends "OSError: [Errno 27] File too large"; a file grew past the '
         "sandbox's file-size limit, at most 16 MiB)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("last", "note"),
+    [
+        ("OSError: [Errno 101] Network is unreachable", "; the sandbox has no network"),  # docker's network_mode: none
+        ("socket.gaierror: [Errno -2] Name or service not known", "; the sandbox has no network"),
+        ("ConnectionRefusedError: [Errno 111] Connection refused", ""),  # docker's loopback: nothing listens there
+        ("AssertionError: [Errno 1010] is not an errno", ""),
+    ],
+)
+def test_an_unreachable_network_under_docker_is_said_and_a_refused_loopback_is_not(last: str, note: str) -> None:
+    """Under docker a program reads ENETUNREACH (not EAFNOSUPPORT as under local): judged from its stderr alone."""
+    stderr = f"Traceback (most recent call last):\n  ...\n{last}\n"
+    details = judge(executed(exit_code=1, stderr=stderr, backend="docker"), CodeTestParams(test="assert f()"))[1]
+    assert details["failures"] == [f'exit code 1, expected 0 (its stderr ends "{last}"{note})']
