@@ -124,7 +124,8 @@ came from the cache).</p>{% endif %}
 
 <h2 id="worst">Worst items</h2>
 <p class="muted">The {{ worst_k|counted("lowest-scored item") }} per metric (highest where lower is better), with
-what was asked and answered and why it failed (cut to {{ preview_chars }} characters) and the metric's details.</p>
+what was asked, what was answered and why it failed (each cut to {{ preview_chars }} characters), and the metric's
+details.</p>
 {% if texts_note %}<p class="muted">Questions and answers: {{ texts_note }}.</p>{% endif %}
 {% for w in worst %}
 <h3>{{ w.name }}</h3>
