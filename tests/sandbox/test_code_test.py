@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -532,11 +533,12 @@ def test_a_test_that_runs_something_as_it_runs_is_taken(test: str) -> None:
     [
         (
             "def fetch():\n    import socket\n    return socket.create_connection(('1.1.1.1', 80), timeout=3)\n",
-            "OSError: [Errno 97] Address family not supported by protocol",
+            re.escape("OSError: [Errno 97] Address family not supported by protocol"),
         ),
         (
             "def fetch():\n    import urllib.request\n    return urllib.request.urlopen('http://example.com')\n",
-            "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+            # the resolver's errno differs between hosts (-3 here; -2 or -5 elsewhere)
+            r"urllib\.error\.URLError: <urlopen error \[Errno -[235]\] [^\"]+>",
         ),
     ],
 )
@@ -544,7 +546,9 @@ def test_code_that_fails_reaching_the_network_is_told_the_sandbox_has_none(code:
     """The socket errors the sandbox's missing network raises read like a bug of the code or of ragscore: said."""
     passed, details = run_code_test(code, {"test": "assert fetch()"}, LOCAL)
     assert not passed
-    assert details["failures"] == [f'exit code 1, expected 0 (its stderr ends "{last}"; the sandbox has no network)']
+    [failure] = details["failures"]
+    said = f'exit code 1, expected 0 \\(its stderr ends "{last}"; the sandbox has no network\\)'
+    assert re.fullmatch(said, failure), failure
 
 
 def test_an_os_error_other_than_the_networks_is_quoted_without_a_network_note() -> None:
