@@ -152,11 +152,20 @@ def _choose_provider(named_env: str | None = None) -> str:
     )
 
 
+def _name_shape(name: str) -> str:
+    """A variable's name without case, separators or the word API: ``groq-apikey`` and ``GROQ_KEY`` are
+    ``GROQ_API_KEY``'s ``GROQKEY``."""
+    return re.sub(r"[^A-Z0-9]|API", "", name.upper())
+
+
 def _like_named_variables(env_var: str) -> str:
     """The variables set (not blank) in this environment whose names are like ``env_var``'s, said as a misspelt
-    key's likely place (``GROQ_APIKEY``, ``groq_api_key``): names only, never a value; nothing when none is."""
-    names = {name.upper(): name for name, value in os.environ.items() if value.strip() and name != env_var}
-    like = [names[upper] for upper in close_names(env_var.upper(), names, cutoff=0.8)]
+    key's likely place (``GROQ_APIKEY``, ``groq_api_key``, ``GROK_API_KEY``): names only, never a value; nothing
+    when none is. Likeness is of :func:`_name_shape`, strict enough to leave out another tool's key
+    (``NGROK_API_KEY``) and the provider's other settings (``OPENAI_API_BASE``, ``OPENAI_API_TYPE``)."""
+    shape = _name_shape(env_var)
+    set_names = sorted(name for name, value in os.environ.items() if value.strip() and name != env_var)
+    like = [name for name in set_names if close_names(shape, [_name_shape(name)], cutoff=0.85)]
     if not like:
         return ""
     return f" ({' and '.join(like)} {'is' if len(like) == 1 else 'are'} set, not {env_var})"

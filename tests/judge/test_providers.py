@@ -281,6 +281,27 @@ def test_a_missing_key_names_a_like_named_variable_that_is_set(monkeypatch: pyte
     assert "set, not" not in str(info.value), str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("provider", "unlike"),
+    [
+        (GroqProvider, ("NGROK_API_KEY", "GROQ_API_BASE")),
+        (OpenAICompatProvider, ("OPENAI_API_BASE", "OPENAI_API_TYPE")),
+    ],
+)
+def test_a_missing_key_names_no_other_tools_or_settings_variable(
+    provider: type[Provider], unlike: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another tool's key (ngrok's) or the provider's other settings (a base URL, an API type) are no misspelt key:
+    naming them as set, not the key, sent the user to the wrong variable."""
+    for name in ("GROQ_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name in unlike:
+        monkeypatch.setenv(name, SECRET)
+    with pytest.raises(MissingKeyError) as info:
+        provider(model="m")
+    assert "set, not" not in str(info.value), str(info.value)
+
+
 def test_the_providers_own_key_is_never_sent_in_clear_text_across_a_public_network(
     keys: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
