@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Mapping
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
-from ..counts import close_names
+from ..counts import agree, close_names, listed
 from ..errors import ConfigError, RagscoreError
 from ..redaction import credential_name, hide_spans, url_password_spans
 
@@ -168,7 +168,7 @@ def _like_named_variables(env_var: str) -> str:
     like = [name for name in set_names if close_names(shape, [_name_shape(name)], cutoff=0.85)]
     if not like:
         return ""
-    return f" ({' and '.join(like)} {'is' if len(like) == 1 else 'are'} set, not {env_var})"
+    return f"{listed(like, 3)} {agree(len(like), 'is', 'are')} set, but the judge reads only {env_var}. "
 
 
 class MissingKeyError(ConfigError):
@@ -182,8 +182,8 @@ class MissingKeyError(ConfigError):
         where = f"on {where_here()}" if _worker_node() else "for the ragscore process"
         near = _like_named_variables(env_var)
         super().__init__(
-            f"The {provider} judge needs an API key: set the environment variable {env_var}{near}{hint} {where} "
-            f"(keys are read from the environment only, never from a suite). "
+            f"The {provider} judge needs an API key: set the environment variable {env_var}{hint} {where} "
+            f"(keys are read from the environment only, never from a suite). {near}"
             f"{_choose_provider(env_var if named else None)}"
         )
 

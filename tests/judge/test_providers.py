@@ -271,14 +271,19 @@ def test_a_missing_key_names_a_like_named_variable_that_is_set(monkeypatch: pyte
     with pytest.raises(MissingKeyError) as info:
         GroqProvider(model="m")
     said = str(info.value)
-    assert "set the environment variable GROQ_API_KEY (" in said and "are set, not GROQ_API_KEY)" in said, said
+    assert "suite). GROQ_APIKEY, groq_api_key are set, but the judge reads only GROQ_API_KEY. The suite" in said, said
     assert "GROQ_APIKEY" in said and "groq_api_key" in said and SECRET not in said, said
     assert "OPENAI_API_KEY is set" not in said, said
     monkeypatch.delenv("GROQ_APIKEY")
     monkeypatch.delenv("groq_api_key")
+    monkeypatch.setenv("GROQ_API_KEY", SECRET)
+    with pytest.raises(MissingKeyError) as info:
+        GroqProvider(model="m", api_key_env="GROQ_KEY")
+    assert "GROQ_API_KEY is set, but the judge reads only GROQ_KEY." in str(info.value), str(info.value)
+    monkeypatch.delenv("GROQ_API_KEY")
     with pytest.raises(MissingKeyError) as info:
         GroqProvider(model="m")
-    assert "set, not" not in str(info.value), str(info.value)
+    assert "set, but" not in str(info.value), str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -299,7 +304,7 @@ def test_a_missing_key_names_no_other_tools_or_settings_variable(
         monkeypatch.setenv(name, SECRET)
     with pytest.raises(MissingKeyError) as info:
         provider(model="m")
-    assert "set, not" not in str(info.value), str(info.value)
+    assert "set, but" not in str(info.value), str(info.value)
 
 
 def test_the_providers_own_key_is_never_sent_in_clear_text_across_a_public_network(
