@@ -1198,6 +1198,17 @@ class RunStore:
         if keys:
             self.r.hdel(self.key(run_id, "deliveries"), *(f"{queue}:{key}" for key in keys))
 
+    def forget_deliveries(self, run_id: str, queue: str, keys: list[str]) -> None:
+        """Forget the deliveries of items, and the careful marks on them, of a chunk whose last try ended (its Redis
+        calls failed, its process did not die) but could not say so: its retry is not taken for a delivery after a
+        death, and no item for the one its process died on."""
+        if keys:
+            fields = [f"{queue}:{key}" for key in keys]
+            pipe = self.r.pipeline(transaction=False)
+            pipe.hdel(self.key(run_id, "deliveries"), *fields)
+            pipe.hdel(self.key(run_id, "scoring"), *fields)
+            pipe.execute()
+
     def mark_scoring(self, run_id: str, queue: str, key: str, on: bool) -> None:
         """Careful mode: mark the item being scored (a mark left behind names the item its process died on)."""
         name = self.key(run_id, "scoring")

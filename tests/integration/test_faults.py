@@ -1233,3 +1233,33 @@ def test_a_chunk_that_cannot_write_after_its_retries_marks_the_run_failed_saying
             "a chunk on cpu could not write its items: Redis did not answer "
             "(TimeoutError: Timeout reading from socket), 2 tries"
         ), meta["error"]
+
+
+def test_a_retried_chunk_is_not_taken_for_one_whose_process_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk whose Redis calls failed cannot forget its items' deliveries, nor a careful try's mark on the item it
+    was scoring (left here as a careful try whose end Redis lost leaves them): its retry scored carefully and failed
+    that item as the one its process died on. The retry forgets them: every item is scored, no mark is left."""
+    from ragscore_workers import tasks
+    from ragscore_workers.schemas import item_key
+
+    with _chunk_on_paused_writes(tmp_path, monkeypatch) as (store, run_id, args):
+        keys = [item_key(r.get("system"), str(r["id"])) for r in args[3]]
+
+        def answer_with_a_mark_left() -> None:
+            store.r.client_unpause()
+            store.start_delivery(run_id, "cpu", keys)
+            store.mark_scoring(run_id, "cpu", keys[0], True)
+
+        unpause = _OnLog("sending it again", answer_with_a_mark_left)
+        logging.getLogger(tasks.__name__).addHandler(unpause)
+        try:
+            result = tasks.score_task["cpu"].apply(args=args)
+        finally:
+            logging.getLogger(tasks.__name__).removeHandler(unpause)
+        assert result.successful(), result.traceback
+        errors = [f for fields in store.item_fields(run_id, keys) for f in fields.values() if "died" in f]
+        assert not errors, errors
+        assert store.progress(run_id)["done"] == 25 * 4
+        assert not store.marked_scoring(run_id, "cpu", keys)
