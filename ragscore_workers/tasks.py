@@ -358,10 +358,7 @@ def _retry_chunk(task: Any, queue: str, run_id: str, exc: Exception) -> NoReturn
     error = (f"a chunk on {queue} could not write its items: {why}, {CHUNK_RETRIES + 1} tries; ragscore resume "
              "scores them again")  # fmt: skip
     log.error("run %s: %s", run_id, error)
-    try:
-        get_store().set_state(run_id, RunState.FAILED, error=error[:2000])
-    except REDIS_OUTAGE as again:
-        log.error("run %s: could not mark it failed either (%s)", run_id, again)
+    _fail_run(get_store(), run_id, error)
     raise exc
 
 
@@ -545,10 +542,15 @@ def _redis_back(store: RunStore, deadline: float) -> bool:
 def _fail_aggregation(store: RunStore, run_id: str, exc: Exception) -> None:
     """Mark the run failed by ``exc`` (a run left unmarked stays aggregating for ever), if Redis lets it."""
     log.error("aggregate failed for run %s: %s: %s", run_id, type(exc).__name__, exc, exc_info=exc)
+    _fail_run(store, run_id, f"aggregate: {type(exc).__name__}: {exc}")
+
+
+def _fail_run(store: RunStore, run_id: str, error: str) -> None:
+    """Mark the run failed with ``error`` (what ``ragscore status`` shows), if Redis lets it: else log it."""
     try:
-        store.set_state(run_id, RunState.FAILED, error=f"aggregate: {type(exc).__name__}: {exc}")
+        store.set_state(run_id, RunState.FAILED, error=error[:2000])
     except REDIS_OUTAGE as again:
-        log.error("aggregate of run %s: could not mark it failed either (%s)", run_id, again)
+        log.error("run %s: could not mark it failed either (%s)", run_id, again)
 
 
 #: What a Redis that is down, restarting or hung raises (redis-py's errors, and kombu's): an aggregation it cuts off
