@@ -1211,14 +1211,15 @@ def test_a_chunk_whose_redis_write_fails_is_sent_again_and_its_items_are_counted
         assert store.progress(run_id)["done"] == 25 * 4
 
 
+@pytest.mark.parametrize("retries", [1, 4])  # 4: above Celery's own bound of a task's retries (max_retries=3)
 def test_a_chunk_that_cannot_write_after_its_retries_marks_the_run_failed_saying_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retries: int
 ) -> None:
     """Past its retries the chunk gives up: the run is failed with the error `ragscore status` shows, not left
     running (its chord unfinished) for ever. Redis answers again once the chunk says it gives up."""
     from ragscore_workers import tasks
 
-    monkeypatch.setattr(tasks, "CHUNK_RETRIES", 1)
+    monkeypatch.setattr(tasks, "CHUNK_RETRIES", retries)
     with _chunk_on_paused_writes(tmp_path, monkeypatch) as (store, run_id, args):
         unpause = _OnLog("scores them again", store.r.client_unpause)
         logging.getLogger(tasks.__name__).addHandler(unpause)
@@ -1231,7 +1232,7 @@ def test_a_chunk_that_cannot_write_after_its_retries_marks_the_run_failed_saying
         assert meta["state"] == "failed", meta
         assert meta["error"].startswith(
             "a chunk on cpu could not write its items: Redis did not answer "
-            "(TimeoutError: Timeout reading from socket), 2 tries"
+            f"(TimeoutError: Timeout reading from socket), {retries + 1} tries"
         ), meta["error"]
 
 
