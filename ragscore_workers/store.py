@@ -1198,15 +1198,18 @@ class RunStore:
         if keys:
             self.r.hdel(self.key(run_id, "deliveries"), *(f"{queue}:{key}" for key in keys))
 
-    def forget_deliveries(self, run_id: str, queue: str, keys: list[str]) -> None:
+    def forget_deliveries(self, run_id: str, queue: str, keys: list[str], retry: str) -> None:
         """Forget the deliveries of items, and the careful marks on them, of a chunk whose last try ended (its Redis
         calls failed, its process did not die) but could not say so: its retry is not taken for a delivery after a
-        death, and no item for the one its process died on."""
-        if keys:
+        death, and no item for the one its process died on. Once per ``retry`` (its task's id and retry number): the
+        same retry delivered again, its process having died, counts that death."""
+        name = self.key(run_id, "deliveries")
+        if keys and self.r.hsetnx(name, f"retry:{retry}", 1):
             fields = [f"{queue}:{key}" for key in keys]
             pipe = self.r.pipeline(transaction=False)
-            pipe.hdel(self.key(run_id, "deliveries"), *fields)
+            pipe.hdel(name, *fields)
             pipe.hdel(self.key(run_id, "scoring"), *fields)
+            pipe.expire(name, self.ttl_s)
             pipe.execute()
 
     def mark_scoring(self, run_id: str, queue: str, key: str, on: bool) -> None:

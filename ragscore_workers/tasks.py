@@ -244,14 +244,14 @@ def score_chunk(
     metric_names: list[str],
     rows: list[dict],
     generation: int = 0,
-    retried: bool = False,
+    retry: str | None = None,
 ) -> dict:
     """Score a chunk of rows with the named metrics and write every item's results to the store.
 
     Deliveries are counted per item and queue, not per task: a process killed at its hard time limit is acked
     as failed, and a stalled run's recovery sends the items again in new tasks, often cut into other chunks.
-    ``retried``: the chunk sent itself again after its Redis calls failed (:func:`_retry_chunk`), so its earlier
-    try's deliveries and careful marks, which it could not clear, are not a death's.
+    ``retry``: the chunk sent itself again after its Redis calls failed (:func:`_retry_chunk`), this its task's id and
+    retry number: its earlier try's deliveries and careful marks, which it could not clear, are not a death's.
     """
     store = get_store()
     if skipped := _skip_reason(store, run_id, generation):
@@ -260,8 +260,8 @@ def score_chunk(
         return {"items": len(rows), "new": 0, "skipped": skipped}
     _keep_alive(store, run_id)
     keys = [item_key(r.get("system"), str(r.get("id"))) for r in rows]
-    if retried:
-        store.forget_deliveries(run_id, queue, keys)
+    if retry:
+        store.forget_deliveries(run_id, queue, keys, retry)
     attempt = store.start_delivery(run_id, queue, keys)
     try:
         scored = _score_delivery(store, queue, run_id, suite_json, metric_names, rows, attempt)
@@ -371,9 +371,8 @@ def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
         self, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
     ) -> dict:
         try:
-            return score_chunk(
-                queue, run_id, suite_json, metric_names, rows, generation=generation, retried=self.request.retries > 0
-            )
+            retry = f"{self.request.id}:{self.request.retries}" if self.request.retries else None
+            return score_chunk(queue, run_id, suite_json, metric_names, rows, generation=generation, retry=retry)
         except (*REDIS_OUTAGE, SoftTimeLimitExceeded) as exc:  # not a metric's: those are caught as item errors
             _retry_chunk(self, queue, run_id, exc)
 

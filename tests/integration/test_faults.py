@@ -1264,3 +1264,29 @@ def test_a_retried_chunk_is_not_taken_for_one_whose_process_died(
         assert not errors, errors
         assert store.progress(run_id)["done"] == 25 * 4
         assert not store.marked_scoring(run_id, "cpu", keys)
+
+
+def test_a_retry_delivered_again_after_its_process_died_still_counts_that_death(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retried chunk forgets its earlier try's deliveries once: the same retry delivered again after its process
+    died (a kill -9: task_reject_on_worker_lost sends it again as it was) is scored carefully and fails the item its
+    process died on, where forgetting them on every delivery would let that item kill a process for ever."""
+    from ragscore_workers import tasks
+    from ragscore_workers.schemas import item_key
+
+    with _chunk_on_paused_writes(tmp_path, monkeypatch) as (store, run_id, args):
+        store.r.client_unpause()
+        keys = [item_key(r.get("system"), str(r["id"])) for r in args[3]]
+        # what the retry's first two deliveries left: the first forgot the try before and died scoring the chunk,
+        # the second (careful) died on the first item
+        store.forget_deliveries(run_id, "cpu", keys, "t1:1")
+        store.start_delivery(run_id, "cpu", keys)
+        store.start_delivery(run_id, "cpu", keys)
+        store.mark_scoring(run_id, "cpu", keys[0], True)
+        result = tasks.score_task["cpu"].apply(args=args, task_id="t1", retries=1)
+        assert result.successful(), result.traceback
+        first, *rest = store.item_fields(run_id, keys)
+        outputs = [f for name, f in first.items() if name != "_meta"]
+        assert outputs and all("worker process died while scoring this item" in f for f in outputs), first
+        assert not [f for fields in rest for f in fields.values() if "died" in f]
