@@ -14,8 +14,10 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           (``errors:derived``, ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again, not
                           written again yet; ``marked``, ``marked:{queue}``: all the resume marked, written again or
-                          not; ``stopped:{queue}``: outputs stored stopped (a cancel, a judge's breaker or
-                          budget); ``target_calls``: requests sent to the run's targets
+                          not; ``redo_errors``, ``redo_unscorable`` (``:derived`` too): of ``redo``, those stored
+                          as errors, as stopped (out of ``errors``, ``unscorable`` until written again);
+                          ``stopped:{queue}``: outputs stored stopped (a cancel, a judge's breaker or budget);
+                          ``target_calls``: requests sent to the run's targets
 ``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
                           ``{answers key}|{item key}`` -> target: failed answers a resume asks again)
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
@@ -119,16 +121,16 @@ class RunState:
 # starting with "_" (item metadata) are not counted. A rewrite counts nothing new, but an item whose error
 # became a score (or the reverse) moves the error/unscorable counters. ``stopped:{queue}`` counts the outputs stored
 # stopped, marked to send again or not (:meth:`RunStore.progress`'s ``worked:{queue}``). Rewriting an output a
-# resume marked as sent again (:meth:`RunStore.mark_redo`) takes its mark and one off ``redo:{queue}``: each mark is
-# taken once. KEYS[4] (a queue of :data:`PROGRESSIVE_QUEUES`): its ``unwritten`` marks, each written output's taken
-# in the same script.
+# resume marked as sent again (:meth:`RunStore.mark_redo`) takes its mark and one off ``redo:{queue}`` (and its old
+# status's ``redo_errors``/``redo_unscorable``, :data:`_MARK_REDO_LUA`): each mark is taken once. KEYS[4] (a queue
+# of :data:`PROGRESSIVE_QUEUES`): its ``unwritten`` marks, each written output's taken in the same script.
 _WRITE_LUA = """
 local ttl = tonumber(ARGV[1])
 local unwritten = KEYS[4]
 local queue = ARGV[2]
 local i = 4
 local done, errs, nulls, stops = 0, 0, 0, 0
-local redone, any_redone = {}, false
+local redone, any_redone, redo_tallies = {}, false, {}
 for _ = 1, tonumber(ARGV[3]) do
   local key = ARGV[i]
   local nf = tonumber(ARGV[i + 1])
@@ -153,6 +155,11 @@ for _ = 1, tonumber(ARGV[3]) do
             redis.call('HDEL', KEYS[3], key .. '|' .. name)
             redone[marked] = (redone[marked] or 0) + 1
             any_redone = true
+            local tally = (was == 'e') and 'redo_errors' or 'redo_unscorable'
+            redo_tallies[tally] = (redo_tallies[tally] or 0) + 1
+            if marked == 'derived' then
+              redo_tallies[tally .. ':derived'] = (redo_tallies[tally .. ':derived'] or 0) + 1
+            end
           end
         end
         if was ~= status then
@@ -169,6 +176,9 @@ local p = KEYS[1]
 for marked_queue, n in pairs(redone) do  -- outputs a resume sent again, written again: done, not counted twice
   redis.call('HINCRBY', p, 'redo:' .. marked_queue, -n)
   redis.call('HINCRBY', p, 'redo', -n)
+end
+for tally, n in pairs(redo_tallies) do  -- their old status leaves the resume's tallies of it (_MARK_REDO_LUA)
+  redis.call('HINCRBY', p, tally, -n)
 end
 if done ~= 0 then
   redis.call('HINCRBY', p, 'done', done)
@@ -304,7 +314,10 @@ return out
 # KEYS[1] = progress, KEYS[2] = redo marks; ARGV[1] = ttl, then per output: item hash key, output, queue. An output
 # still stored as an error or stopped is marked (once) and counted in ``redo:{queue}`` and ``marked:{queue}`` (the
 # resume's marks, whenever made: :func:`work_began`); one written again since the
-# look-up (by a task of an earlier generation) is not: its rewrite has nothing left to take.
+# look-up (by a task of an earlier generation) is not: its rewrite has nothing left to take. Its old status counts in
+# ``redo_errors`` (an error) or ``redo_unscorable`` (stopped), and ``{that}:derived`` for a derived output, until its
+# rewrite takes the mark (_WRITE_LUA): :func:`_done_now` takes them off ``errors`` and ``unscorable``, so a resume's
+# tallies count only what is current.
 _MARK_REDO_LUA = """
 local n = 0
 for i = 2, #ARGV, 3 do
@@ -314,6 +327,9 @@ for i = 2, #ARGV, 3 do
   if (status == 'e' or status == 's') and redis.call('HSET', KEYS[2], mark, ARGV[i + 2]) == 1 then
     redis.call('HINCRBY', KEYS[1], 'redo:' .. ARGV[i + 2], 1)
     redis.call('HINCRBY', KEYS[1], 'marked:' .. ARGV[i + 2], 1)
+    local tally = (status == 'e') and 'redo_errors' or 'redo_unscorable'
+    redis.call('HINCRBY', KEYS[1], tally, 1)
+    if ARGV[i + 2] == 'derived' then redis.call('HINCRBY', KEYS[1], tally .. ':derived', 1) end
     n = n + 1
   end
 end
@@ -578,13 +594,22 @@ def scored_of(progress: dict[str, int]) -> int | None:
     return sum(worked) if worked else None
 
 
-def _done_now(counters: dict[str, int]) -> dict[str, int]:
+#: ``progress`` counters of a resume's marks (:data:`_MARK_REDO_LUA`) -> the counter each is taken off.
+_REDO_FOLDS = {"redo": "done", "redo_errors": "errors", "redo_unscorable": "unscorable"}
+
+
+def _done_now(counters: dict[str, int], *, live: bool = True) -> dict[str, int]:
     """Progress counters with the ``redo`` ones folded in: ``done`` and ``done:{queue}`` leave out what a resume
-    sent again that no worker has written again yet."""
+    sent again that no worker has written again yet, and while the run is ``live`` ``errors`` and ``unscorable`` (and
+    their ``:derived``) leave out its old status: a resume's tallies count only what is current. An ended run's marks
+    left are of outputs it never wrote again (a cancel): their old status stands, as its summary counts it."""
     out = dict(counters)
-    for field in [f for f in out if f == "redo" or f.startswith("redo:")]:
-        done = "done" + field[len("redo") :]
-        out[done] = out.get(done, 0) - max(0, out.pop(field))
+    for field in [f for f in out if f.split(":", 1)[0] in _REDO_FOLDS]:
+        head = field.split(":", 1)[0]
+        n = max(0, out.pop(field))
+        if live or head == "redo":
+            target = _REDO_FOLDS[head] + field[len(head) :]
+            out[target] = out.get(target, 0) - n
     return out
 
 
@@ -954,7 +979,7 @@ class RunStore:
     def reset_redo(self, run_id: str) -> None:
         """A resume starts its own marks of what it sends again (:meth:`mark_redo`), and its own count of them."""
         key = self.key(run_id, "progress")
-        stale = [f for f in self.r.hkeys(key) if f.split(":", 1)[0] in ("redo", "marked")]
+        stale = [f for f in self.r.hkeys(key) if f.split(":", 1)[0] in (*_REDO_FOLDS, "marked")]
         pipe = self.r.pipeline()
         pipe.delete(self.key(run_id, "redo"))
         # marks of chunks that died unwritten would count as done what the resume sends again; a chunk still at work
@@ -1019,7 +1044,11 @@ class RunStore:
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
         *began_fields, state = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
-        out = {k: v for k, v in _done_now(stored).items() if k.split(":", 1)[0] not in ("marked", "stopped")}
+        out = {
+            k: v
+            for k, v in _done_now(stored, live=state not in RunState.DONE).items()
+            if k.split(":", 1)[0] not in ("marked", "stopped")
+        }
         if state == RunState.CANCELLED:  # what its workers did, apart from what the cancel stopped
             out.update(_cancelled_counts(stored))
         if state not in RunState.DONE:  # an ended run's marks are of chunks that died unwritten (a cancel): not done

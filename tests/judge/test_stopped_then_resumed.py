@@ -344,3 +344,35 @@ def test_a_run_stored_with_an_even_pace_and_no_rpm_resumes_with_the_rpm_the_resu
     assert resumed.returncode == 0, resumed.stderr
     assert [i["score"] for i in _items(out)] == [1.0] * 8
     assert json.loads((out / "run_info.json").read_text())["suite"]["judge"]["rpm"] == 1000, resumed.stdout
+
+
+def test_a_resume_read_mid_run_counts_what_it_redoes_neither_unscorable_nor_errors(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str
+) -> None:
+    """A run the breaker stopped (1 error, 7 stopped), resumed: while the resume judged them again, its bar and
+    `ragscore status` read `errors 1 unscorable 7` (their old status), then 0 once they were written again. A resume's
+    tallies count only what is current; its summary is as before."""
+    data, out = write_jsonl(tmp_path / "d.jsonl", ROWS), tmp_path / "out"
+    fake.fail_next("500", 2)  # the first item's two judges fail: the breaker opens, the rest is stopped
+    assert _cli("run", data, "--suite", _suite(tmp_path, fake, model), "--out", out, home=home).returncode == 1
+    assert "errors 1 · unscorable 7" in _cli("status", out, home=home).stdout  # stored so: the ended run says it
+
+    fake.hold, before = threading.Event(), fake.stats()["requests"]  # the resume's first judge call waits
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    command = [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out), "--quiet"]
+    resume = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and fake.stats()["requests"] == before and resume.poll() is None:
+            time.sleep(0.1)
+        assert resume.poll() is None, resume.communicate()
+        status = _cli("status", out, home=home)  # mid-run: every output stored is being judged again
+        assert "running" in status.stdout and "errors 0 · unscorable 0" in status.stdout, status.stdout
+    finally:
+        fake.hold.set()
+    _, stderr = resume.communicate(timeout=240)
+    assert resume.returncode == 0, stderr
+    summary = json.loads((out / "summary.json").read_text())["metrics"]["answer_accuracy"]
+    assert (summary["n"], summary["unscorable"], summary["stopped"]) == (8, 0, 0), summary
+    assert "errors 0 · unscorable 0" in _cli("status", out, home=home).stdout

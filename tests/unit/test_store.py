@@ -513,3 +513,41 @@ def test_a_cancelled_runs_worked_units_leave_out_what_was_stopped_written_or_ski
     assert store.progress(run)["worked:cpu"] == 4 and store.overview([run])[0]["done"] == 4
     _write(store, run, "k0", m=stop)  # and the reverse (a rewrite stopped by a breaker)
     assert store.progress(run)["worked:cpu"] == 3
+
+
+def test_a_resumes_tallies_leave_out_the_old_status_of_what_it_sends_again(store: RunStore) -> None:
+    """A resume of a run whose judge outputs were stopped read ``errors 0 unscorable 40`` on its bar until they were
+    written again (then 0): a marked output's old status now leaves the tallies when it is marked, and the rewrite
+    counts its new one, once under a redelivery; a second resume marks afresh, and a cancel's ended run counts what
+    stands stored, as its summary does."""
+    from ragscore_workers.store import RunState
+
+    run, stop, boom = "t-redo-tallies", MetricResult.stopped("interrupted"), MetricResult.failed("boom")
+    store.create_run(run, {"state": "running", "n_shards": "1"})
+    store.add_ids(run, 0, [f"k{i}" for i in range(4)], {"judge": 4, "derived": 4})
+    for key, result in (("k0", MetricResult(score=1.0)), ("k1", stop), ("k2", stop), ("k3", boom)):
+        store.write_results(run, "judge", [(key, {"id": key}, {"m": result})])
+    store.write_results(run, "derived", [("k3", {"id": "k3"}, {"combined": boom})])
+
+    def tallies() -> tuple[int, int, int]:
+        progress = store.progress(run)
+        return progress["done"], progress.get("errors", 0), progress.get("unscorable", 0)
+
+    assert tallies() == (4, 1, 2)
+    store.reset_redo(run)  # the resume sends k1..k3 again
+    marked = [(k, "m", "judge") for k in ("k1", "k2", "k3")] + [("k3", "combined", "derived")]
+    assert store.mark_redo(run, marked) == 4
+    assert tallies() == (1, 0, 0)  # read mid-run: nothing stale (it read errors 1 unscorable 2)
+    store.write_results(run, "judge", [("k1", {"id": "k1"}, {"m": MetricResult.unscorable("no reference")})])
+    store.write_results(run, "judge", [("k1", {"id": "k1"}, {"m": MetricResult.unscorable("no reference")})])
+    assert tallies() == (2, 0, 1)  # its new status, once under a redelivery
+    store.write_results(run, "judge", [("k3", {"id": "k3"}, {"m": boom})])
+    assert tallies() == (3, 1, 1)
+    store.reset_redo(run)  # a second resume: k2 and k3 again
+    assert store.mark_redo(run, [(k, "m", "judge") for k in ("k2", "k3")] + [("k3", "combined", "derived")]) == 3
+    assert tallies() == (2, 0, 1)
+    store.write_results(run, "judge", [("k2", {"id": "k2"}, {"m": stop})])  # a cancel stops it again
+    assert tallies() == (3, 0, 2)
+    store.set_state(run, RunState.CANCELLED)  # k3 never written again: its error stands, as the summary says
+    progress = store.progress(run)
+    assert (progress["errors"], progress["unscorable"], progress["worked:judge"]) == (1, 1, 3), progress
