@@ -25,6 +25,20 @@ from ragscore_workers.store import RunStore
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: Runs ``argv[1:]`` (in place: same process) with SIGINT at its default. A child of a shell's background job
+#: inherits SIGINT ignored (bash sets SIG_IGN there, and Python keeps an ignored SIGINT ignored), so a test's Ctrl-C
+#: would never reach it as a KeyboardInterrupt.
+_SIGINT_DEFAULT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
+def interruptible(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(args, **popen)`` for a child a test sends SIGINT (Ctrl-C) to: it gets it whatever the
+    test's own SIGINT disposition (an exec wrapper, not ``preexec_fn``: safe beside the tests' threads)."""
+    return subprocess.Popen([sys.executable, "-c", _SIGINT_DEFAULT, *args], **popen)
+
+
 def until(check: Callable[[], bool], timeout: float) -> bool:
     """True once ``check()`` holds, False if it still does not after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

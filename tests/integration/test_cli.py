@@ -18,7 +18,7 @@ import pytest
 
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, make_rows, until, users_files, write_jsonl
+from ..support import ROOT, RedisProcess, interruptible, make_rows, until, users_files, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -443,7 +443,7 @@ def _start_run(tmp_path: Path, home: Path, rows: int, *extra: str, **popen: Any)
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(rows))
     env = {**os.environ, "RAGSCORE_HOME": str(home)}
     env.pop("RAGSCORE_BROKER_URL", None)
-    return subprocess.Popen(
+    return interruptible(
         [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
          "--out", str(tmp_path / "o"), "--chunk-size", "cpu=10", *extra],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen,

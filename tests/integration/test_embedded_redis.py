@@ -19,7 +19,7 @@ import pytest
 from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
 from ragscore_workers.errors import BrokerError
 
-from ..support import ROOT, until, write_jsonl
+from ..support import ROOT, interruptible, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -444,7 +444,7 @@ def _interrupted_run(home: Path, tmp_path: Path, path: str, ready: Path | None, 
     suite.write_text(json.dumps({"metrics": ["exact_match"]}))
     env = {**os.environ, "RAGSCORE_HOME": str(home), "PATH": path}
     env.pop("RAGSCORE_BROKER_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite),
+    proc = interruptible([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite),
                              "--out", str(tmp_path / "out"), "-q"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ..fakes import FakeProvider
-from ..support import ROOT, write_jsonl
+from ..support import ROOT, interruptible, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -131,7 +131,7 @@ def _judging_run(
     data = write_jsonl(tmp_path / "d.jsonl", ROWS)
     env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
     env.pop("RAGSCORE_BROKER_URL", None)
-    run = subprocess.Popen(
+    run = interruptible(
         [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, fake, model)),
          "--out", str(out), *(["--quiet"] if quiet else [])],
         cwd=ROOT, env=env, stdout=output, stderr=output, text=True,
