@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -1162,6 +1163,18 @@ class _OnLog(logging.Handler):
                 self.then()
 
 
+def _run_chunk_until_log(args: list, words: str, then: Callable[[], object]) -> tuple[Any, _OnLog]:
+    """Runs the cpu chunk task eagerly with ``then`` called when its log says ``words``: the result and the hook."""
+    from ragscore_workers import tasks
+
+    hook = _OnLog(words, then)
+    logging.getLogger(tasks.__name__).addHandler(hook)
+    try:
+        return tasks.score_task["cpu"].apply(args=args), hook
+    finally:
+        logging.getLogger(tasks.__name__).removeHandler(hook)
+
+
 @contextmanager
 def _chunk_on_paused_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[RunStore, str, list]]:
     """A submitted run, its Redis pausing every write (CLIENT PAUSE WRITE: connections open, writes never answered),
@@ -1198,12 +1211,7 @@ def test_a_chunk_whose_redis_write_fails_is_sent_again_and_its_items_are_counted
     from ragscore_workers import tasks
 
     with _chunk_on_paused_writes(tmp_path, monkeypatch) as (store, run_id, args):
-        unpause = _OnLog("sending it again", store.r.client_unpause)
-        logging.getLogger(tasks.__name__).addHandler(unpause)
-        try:
-            result = tasks.score_task["cpu"].apply(args=args)
-        finally:
-            logging.getLogger(tasks.__name__).removeHandler(unpause)
+        result, unpause = _run_chunk_until_log(args, "sending it again", store.r.client_unpause)
         assert result.successful(), result.traceback
         assert unpause.seen == 1, "one retry"
         assert store.progress(run_id)["done"] == 25 * 4  # exact_match; recall_at_1, recall_at_5, mrr
@@ -1221,12 +1229,7 @@ def test_a_chunk_that_cannot_write_after_its_retries_marks_the_run_failed_saying
 
     monkeypatch.setattr(tasks, "CHUNK_RETRIES", retries)
     with _chunk_on_paused_writes(tmp_path, monkeypatch) as (store, run_id, args):
-        unpause = _OnLog("scores them again", store.r.client_unpause)
-        logging.getLogger(tasks.__name__).addHandler(unpause)
-        try:
-            result = tasks.score_task["cpu"].apply(args=args)
-        finally:
-            logging.getLogger(tasks.__name__).removeHandler(unpause)
+        result, _ = _run_chunk_until_log(args, "scores them again", store.r.client_unpause)
         assert result.failed()
         meta = store.meta(run_id)
         assert meta["state"] == "failed", meta
@@ -1242,7 +1245,6 @@ def test_a_retried_chunk_is_not_taken_for_one_whose_process_died(
     """A chunk whose Redis calls failed cannot forget its items' deliveries, nor a careful try's mark on the item it
     was scoring (left here as a careful try whose end Redis lost leaves them): its retry scored carefully and failed
     that item as the one its process died on. The retry forgets them: every item is scored, no mark is left."""
-    from ragscore_workers import tasks
     from ragscore_workers.schemas import item_key
 
     with _chunk_on_paused_writes(tmp_path, monkeypatch) as (store, run_id, args):
@@ -1253,12 +1255,7 @@ def test_a_retried_chunk_is_not_taken_for_one_whose_process_died(
             store.start_delivery(run_id, "cpu", keys)
             store.mark_scoring(run_id, "cpu", keys[0], True)
 
-        unpause = _OnLog("sending it again", answer_with_a_mark_left)
-        logging.getLogger(tasks.__name__).addHandler(unpause)
-        try:
-            result = tasks.score_task["cpu"].apply(args=args)
-        finally:
-            logging.getLogger(tasks.__name__).removeHandler(unpause)
+        result, _ = _run_chunk_until_log(args, "sending it again", answer_with_a_mark_left)
         assert result.successful(), result.traceback
         errors = [f for fields in store.item_fields(run_id, keys) for f in fields.values() if "died" in f]
         assert not errors, errors
