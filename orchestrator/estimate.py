@@ -15,6 +15,7 @@ field the target fills, so calls are exact but prompt tokens leave out the targe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from ragscore_workers.schemas import Pace, Row, Suite, TargetConfig
 from .datasets import RowError, scan_dataset
 from .suite import QUEUE_ORDER, ResolvedSuite
 
-__all__ = ["CallTally", "Estimate", "estimate_run"]
+__all__ = ["CallTally", "Estimate", "estimate_run", "judge_floor_s", "least_seconds"]
 
 #: Rows planned together (judge prompts are built a batch at a time, then dropped).
 BATCH_ROWS = 256
@@ -152,6 +153,28 @@ def _pace_minutes(requests: int, rpm: int | None, pace: Pace) -> dict[str, float
     if pace == "even" and rpm and requests > (per_second := paced_per_second(rpm)):
         return {"pace": (requests - 1) // per_second / 60}  # seconds, in minutes
     return {}
+
+
+def least_seconds(requests: int, rpm: int | None, pace: Pace = "burst") -> float:
+    """The least seconds ``requests`` calls need under ``rpm`` (and ``pace``), as the dry run reckons a limit's least
+    time (:func:`_window_minutes`, :func:`_pace_minutes`); 0 where the limit holds them all at once."""
+    minutes = [_window_minutes(requests, rpm, 1) or 0.0, *_pace_minutes(requests, rpm, pace).values()]
+    return 60 * max(minutes)
+
+
+def judge_floor_s(counters: dict[str, int]) -> float:
+    """The least seconds a live run's judge calls still to make need under the judge's ``rpm`` in force, from
+    :meth:`RunStore.progress`'s counters (``judge_rpm``, ``judge_pace_even``, ``judge_calls``, ``done:judge``,
+    ``total:judge``): its ETA is never sooner. The calls left are the judge units left at the calls a done unit took
+    so far (cached replies and rule-scored rows take none), but no more than the units not done less the calls sent
+    beyond one a done unit (the calls of units in flight: a unit takes one at least); 0 before a judge unit is done."""
+    done, total = counters.get("done:judge", 0), counters.get("total:judge", 0)
+    calls = counters.get("judge_calls", 0)
+    if not done or done >= total:
+        return 0.0
+    left = min(total - calls, (total - done) * calls / done)
+    pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
+    return least_seconds(math.ceil(left), counters.get("judge_rpm"), pace) if left > 0 else 0.0
 
 
 def _as_answered(row: Row, target: TargetConfig) -> Row:

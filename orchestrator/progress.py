@@ -23,6 +23,7 @@ from rich.text import Text
 
 from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
 
+from .estimate import judge_floor_s
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
 __all__ = ["ProgressView", "fmt_duration", "loading", "make_progress", "note_of", "queued_of", "wait_note"]
@@ -249,7 +250,8 @@ class _Rate:
         paces = [(left, pace) for left, pace in paces if left > 0]
         if any(pace <= 0 for _, pace in paces):  # a queue with work left and none done yet: no ETA to give
             return rate, None
-        return rate, max((left / pace for left, pace in paces), default=0.0)
+        # never sooner than the judge's rpm lets its calls left go (a first burst's pace is not the run's)
+        return rate, max([left / pace for left, pace in paces] + [judge_floor_s(counters)])
 
     def waiting(self) -> None:
         """The run waits its turn behind other runs' messages: not idle, its idle time counts from the end of that."""

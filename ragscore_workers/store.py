@@ -495,6 +495,16 @@ WAIT_PARTS = {"judge": "judge:wait", "target": "targets:wait"}
 JUDGE_LIMITERS_PART = "judge:limiters"
 
 
+def _judge_limit(suite: str | None, provider_rpm: str | None) -> dict[str, int]:
+    """``judge_rpm``, the judge's requests-a-minute limit in force (the suite's, or a lower one the provider's headers
+    stated), and ``judge_pace_even`` (1) where the suite paces its calls evenly; empty where there is no limit."""
+    judge = loads(suite).get("judge", {}) if suite else {}
+    limits = [int(n) for n in (judge.get("rpm"), provider_rpm) if n is not None and str(n).isdigit() and int(n) > 0]
+    if not limits:
+        return {}
+    return {"judge_rpm": min(limits)} | ({"judge_pace_even": 1} if judge.get("pace") == "even" else {})
+
+
 def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = True) -> dict[str, int]:
     """The progress counters of what the run's ``stage`` calls (``judge``, ``target``: :data:`WAIT_PARTS`) wait on at
     the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
@@ -1031,8 +1041,8 @@ class RunStore:
         """:meth:`progress`, and the store's clock (Redis ``TIME``, seconds) it was read at: ``work_ms`` runs to it."""
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
-        pipe.hget(self.key(run_id, "judge"), "calls")
-        pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state"))
+        pipe.hmget(self.key(run_id, "judge"), ("calls", "provider_rpm"))
+        pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state", "suite"))
         for queue in PROGRESSIVE_QUEUES:
             pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         for part in WAIT_PARTS.values():
@@ -1040,9 +1050,10 @@ class RunStore:
         pipe.hvals(self.key(run_id, JUDGE_LIMITERS_PART))
         pipe.hvals(self.key(run_id, LOADING_PART))
         pipe.time()
-        counters, judge_calls, meta_fields, *unwritten, limiters, loading, (seconds, micros) = pipe.execute()
+        counters, judge, meta_fields, *unwritten, limiters, loading, (seconds, micros) = pipe.execute()
+        judge_calls, provider_rpm = judge
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
-        *began_fields, state = meta_fields
+        *began_fields, state, suite = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
         out = {
             k: v
@@ -1059,6 +1070,7 @@ class RunStore:
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
         if state not in RunState.DONE:
+            out.update(_judge_limit(suite, provider_rpm))
             for stage, wait in zip(WAIT_PARTS, waits, strict=True):
                 if wait:
                     # One judge limiter says "the judge rate limit". Counted by name: a key rotated mid-run (or

@@ -26,6 +26,7 @@ from ragscore_workers.counts import agree, counted, listed
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
+from ..estimate import judge_floor_s
 from ..progress import IDLE_NOTE_S, fmt_duration, loading, wait_note
 from ..terminal import results_command, resume_command, shown
 
@@ -330,10 +331,13 @@ class StatusView:
             left = max(total - done, 0)
             idle = finished or stalled or self.submitting or queue in unserved or not rate
             eta = 0.0 if not left else None if idle else left / rate
+            # never sooner than the judge's rpm lets its calls left go: then a floor (the rate's guess said sooner)
+            limited = bool(eta) and queue == "judge" and judge_floor_s(counters) > eta
+            eta = max(eta, judge_floor_s(counters)) if limited else eta
             held = None if queue in unserved or not left else self._held_back(now, queue)
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                         "rate": rate, "eta": eta if held is None else max(held, eta or 0.0),
-                        "floor": held is not None, "stopped": left if cancelled else None})  # fmt: skip
+                        "floor": held is not None or limited, "stopped": left if cancelled else None})  # fmt: skip
         # the rows' sums, the run's own ``done``/``total`` (:meth:`RunStore.progress`: no derived outputs, computed at
         # its aggregation by no queue), for a view given counters of its own too
         done, total = sum(r["done"] for r in out), sum(r["total"] for r in out)
@@ -341,9 +345,10 @@ class StatusView:
         etas = [r["eta"] for r in out]
         eta = 0.0 if done >= total else None if None in etas or not etas else max(etas)
         held = None if eta is None else self._held_back(now)  # a held shard callback or aggregation too
+        floor = held is not None or any(r["floor"] and r["eta"] == eta for r in out)
         out.append({"queue": "all", "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                     "rate": sum(rates) if rates else None, "eta": eta if held is None else max(held, eta),
-                    "floor": held is not None, "stopped": max(total - done, 0) if cancelled else None})  # fmt: skip
+                    "floor": floor, "stopped": max(total - done, 0) if cancelled else None})  # fmt: skip
         return out
 
     def render(self, run_id: str) -> Group:

@@ -6,6 +6,7 @@ costs). Its live progress said "no progress for N s" and `ragscore status`, afte
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 import uuid
@@ -18,6 +19,7 @@ from redis.retry import Retry
 
 import orchestrator.progress as progress
 from orchestrator.progress import PlainProgress
+from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.providers import Limit, RedisLimiter, run_state
@@ -522,3 +524,38 @@ def test_a_process_keeps_no_memory_of_the_notes_of_runs_it_no_longer_writes(
     for _ in range(20):
         _run_waits(rclient)[1].note_wait(Wait("rpm", 60, now + 30_000, now))
     assert len(run_state._notes) == 1, run_state._notes
+
+
+@pytest.mark.integration
+def test_the_eta_of_a_run_held_by_its_rpm_is_never_sooner_than_the_rpm_lets_its_calls_left_go(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+) -> None:
+    """rpm 10, 60 items of judge calls: once an item is done, the store's progress carries the judge's rpm in force,
+    and the bar's and `ragscore status`'s ETA are no sooner than the calls left (a unit not done takes one at least:
+    60 less those sent) need at 10 a minute, the dry run's least time (the views' floor: tests/test_progress.py)."""
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
+    rows = [{**ROWS[0], "id": f"q{i}"} for i in range(60)]
+    metrics = [{"name": "answer_accuracy", "params": {"concurrency": 1, "cache": False}}]
+    suite = judge_suite(metrics, fake, model, rpm=10)
+    try:
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(suite), store).run_id
+        assert until(lambda: store.progress(run_id).get("done:judge", 0) >= 1, BOOT_S), store.progress(run_id)
+        counters = store.progress(run_id)
+        calls = counters["judge_calls"]
+        assert counters["total:judge"] == 60 and calls <= 50 and counters["judge_rpm"] == 10, counters
+        least_s = 60 * ((60 - calls - 1) // 10)  # the dry run's least time of the calls left
+        out = io.StringIO()
+        view = PlainProgress(out)
+        view.start(run_id)
+        view.update(counters, final=True)
+        eta = re.search(r"ETA (\d+)s", out.getvalue())
+        assert eta and int(eta[1]) >= least_s, out.getvalue()
+        status = StatusView(store.meta(run_id))
+        status.add(sample(store, run_id, time.time()))
+        judge_row = next(r for r in status.rows() if r["queue"] == "judge")
+        assert judge_row["eta"] is not None and judge_row["eta"] >= least_s, judge_row
+        cancel(store, run_id)
+        assert wait(store, run_id, timeout_s=BOOT_S).state == RunState.CANCELLED
+    finally:
+        worker.stop()

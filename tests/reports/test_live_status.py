@@ -564,3 +564,14 @@ def test_the_caption_counts_the_errors_and_unscorable_of_the_queues_work_alone(s
     console = Console(width=200, record=True)
     console.print(view.render(run))
     assert "errors 1 · unscorable 0" in console.export_text(), console.export_text()
+
+
+def test_the_judge_eta_is_a_floor_where_the_rpm_allows_no_sooner() -> None:
+    """10 judge units in 10 s read ETA 110 s for the 110 left; at the judge's rpm 30 the 110 calls they take at least
+    (120 less the 10 sent) end no sooner than 3 minutes: shown ``≥3m00s``, for the queue and the run."""
+    view = StatusView(SUITE_META, window_s=30)
+    view.add(Sample(1010.0, _progress(600, 0, judge_rpm=30)))
+    view.add(Sample(1020.0, _progress(600, 10, judge_rpm=30, judge_calls=10), judge_calls=10))
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["judge"]["eta"] == 180.0 and rows["judge"]["floor"], rows["judge"]
+    assert rows["all"]["eta"] == 180.0 and rows["all"]["floor"], rows["all"]

@@ -594,3 +594,34 @@ def test_a_worker_loading_its_model_is_said_and_its_time_is_no_stall_up_to_a_bou
     # its whole time loading is said (not the few seconds since it passed the bound): no unit was done all along
     assert f"(no progress for {progress.LOAD_NOTED_S:.0f} s)" in out.getvalue().splitlines()[-1]
     assert progress.load_note({**LOADING, "load_ms:embed": 75_000}) == "embed: loading all-MiniLM-L6-v2 on cpu (1m15s)"
+
+
+def test_the_eta_is_never_sooner_than_the_judges_rpm_lets_its_calls_left_go(clock: Clock) -> None:
+    """``--rpm 120``: the limiter's first burst did 13 of 400 judge units in 1.5 s (8.7/s): ETA 45 s by that rate. The
+    387 units left take 387 calls at least (400 less the 13 sent), 120 a minute: the ETA is no sooner than 3 minutes,
+    the dry run's least time; at pace even (2 a second) the same calls need 193 s."""
+    counters = {"done": 13, "total": 400, "done:judge": 13, "total:judge": 400, "judge_calls": 13,
+                "work_ms": 1500, "before:done": 0, "before:done:judge": 0, "judge_rpm": 120}  # fmt: skip
+    for extra, least in (({}, 180), ({"judge_pace_even": 1}, 193)):
+        out = io.StringIO()
+        view = PlainProgress(out)
+        view.start("r1")
+        view.update(counters | extra, final=True)
+        assert f"ETA {least}s " in out.getvalue(), out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("counters", "least_s"),
+    [
+        ({"done:judge": 13, "total:judge": 100, "judge_calls": 13, "judge_rpm": 120}, 0.0),  # 87 calls: one minute
+        ({"done:judge": 13, "total:judge": 400, "judge_calls": 13, "judge_rpm": 120}, 180.0),  # 387 calls: 4 minutes
+        ({"done:judge": 10, "total:judge": 400, "judge_calls": 0, "judge_rpm": 120}, 0.0),  # all cached: no calls
+        ({"done:judge": 10, "total:judge": 400, "judge_calls": 200, "judge_rpm": 60}, 180.0),  # 200 left, not 7,800
+        ({"done:judge": 0, "total:judge": 400, "judge_calls": 200, "judge_rpm": 60}, 0.0),  # none done: no ratio yet
+        ({"done:judge": 10, "total:judge": 400, "judge_calls": 10}, 0.0),  # no rpm: no floor
+    ],
+)
+def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: dict[str, int], least_s: float) -> None:
+    from orchestrator.estimate import judge_floor_s
+
+    assert judge_floor_s(counters) == least_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 from pathlib import Path
 
@@ -80,6 +81,16 @@ def test_progress_counts_the_judge_calls_of_a_run_that_sent_one(store: RunStore)
     judge.incr(calls=3, retries=1)
     judge.incr(calls=1, rate_limited=1)  # a 429 is a call sent
     assert store.progress(run) == {"total": 2, "total:judge": 2, "judge_calls": 4}
+
+
+def test_progress_gives_the_judges_rpm_in_force_the_suites_or_a_lower_one_the_provider_stated(store: RunStore) -> None:
+    """The views' ETA floor (:func:`orchestrator.estimate.judge_floor_s`) reads the judge's rpm in force."""
+    run = "t-judge-rpm"
+    store.add_ids(run, 0, ["a"], {"judge": 1})
+    store.create_run(run, {"suite": json.dumps({"judge": {"rpm": 120, "pace": "even"}})})
+    assert store.progress(run) == {"total": 1, "total:judge": 1, "judge_rpm": 120, "judge_pace_even": 1}
+    RunJudgeState(store.r, run, ttl_s=60).note("provider_rpm", 45)
+    assert store.progress(run)["judge_rpm"] == 45
 
 
 def test_finalize_is_claimed_exactly_once_after_every_shard(store: RunStore) -> None:
