@@ -332,8 +332,9 @@ class StatusView:
             idle = finished or stalled or self.submitting or queue in unserved or not rate
             eta = 0.0 if not left else None if idle else left / rate
             # never sooner than the judge's rpm lets its calls left go: then a floor (the rate's guess said sooner)
-            limited = bool(eta) and queue == "judge" and judge_floor_s(counters) > eta
-            eta = max(eta, judge_floor_s(counters)) if limited else eta
+            least = judge_floor_s(counters) if eta and queue == "judge" else 0.0
+            limited = least > (eta or 0.0)
+            eta = least if limited else eta
             held = None if queue in unserved or not left else self._held_back(now, queue)
             out.append({"queue": queue, "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
                         "rate": rate, "eta": eta if held is None else max(held, eta or 0.0),
