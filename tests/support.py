@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -253,3 +254,15 @@ def status_text(store: RunStore, run_id: str) -> str:
     console = Console(record=True, width=250)
     console.print(view.render(run_id))
     return " ".join(console.export_text().split())
+
+
+def stop_worker_command(proc: subprocess.Popen[str], timeout: float = 180) -> None:
+    """Stops a ``ragscore worker`` started in its own session: SIGTERM, then its exit awaited (on a loaded machine
+    its Celery processes may still be booting: they stop once up); past ``timeout`` its group is killed and the
+    TimeoutExpired raised."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise

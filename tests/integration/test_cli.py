@@ -18,7 +18,7 @@ import pytest
 
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, interruptible, make_rows, until, users_files, write_jsonl
+from ..support import ROOT, RedisProcess, interruptible, make_rows, stop_worker_command, until, users_files, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -601,12 +601,8 @@ def test_ragscore_worker_says_which_broker_its_workers_are_up_on_its_password_hi
         assert said.startswith(f"workers up for cpu on the broker redis://:***@127.0.0.1:{server.port}/0;"), said
         assert "s3cret-pw" not in said
     finally:
-        proc.terminate()
-        try:  # on a loaded machine its Celery processes may still be booting: they stop once up
-            proc.wait(180)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
+        try:
+            stop_worker_command(proc)
         finally:
             server.stop()
 

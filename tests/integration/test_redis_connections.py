@@ -17,7 +17,16 @@ from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunState, probe_redis
 
-from ..support import RedisProcess, WorkerProcess, free_port, make_rows, tls_certificates, until, write_jsonl
+from ..support import (
+    RedisProcess,
+    WorkerProcess,
+    free_port,
+    make_rows,
+    stop_worker_command,
+    tls_certificates,
+    until,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -832,7 +841,6 @@ def test_a_host_name_that_does_not_resolve_is_named_and_waited_for_as_a_redis_no
 
 def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unreachable_broker(tmp_path: Path) -> None:
     import os
-    import signal
     import sys
 
     from ..support import ROOT
@@ -875,12 +883,8 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
         second = proc.stderr.readline()  # it said "workers up for cpu", with no broker to be up on
         assert second.startswith(f"workers started for cpu, waiting for the broker redis://127.0.0.1:{port}/0;"), second
     finally:
-        proc.terminate()
-        try:  # on a loaded machine its Celery processes may still be booting: they stop once up
-            proc.wait(180)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
+        try:
+            stop_worker_command(proc)
         finally:
             held.close()
 
