@@ -1471,6 +1471,15 @@ class RawItem:
     def errors(self) -> list[str]:
         return [f"{name}: {m['error']}" for name, m in self.metrics.items() if m.get("error")]
 
+    @property
+    def unscorable(self) -> list[str]:
+        """``output: reason`` of each output that has neither a score nor an error (its ``details.reason``)."""
+        return [
+            f"{name}: {(m.get('details') or {}).get('reason') or 'no reason given'}"
+            for name, m in self.metrics.items()
+            if m.get("score") is None and not m.get("error")
+        ]
+
     def to_json_line(self, errors: list[str] | None = None) -> str:
         """One ``items.jsonl`` line (DESIGN.md §4); ``errors``: :attr:`errors` when the caller has them already."""
         meta = self.meta

@@ -59,10 +59,17 @@ WRITE_BATCH = 1000
 FORMATS = ("html", "md", "csv", "json")
 
 
+#: Decimals of a score in items.csv: float noise (``0.1 + 0.2`` is ``0.30000000000000004``) is gone, and a mean of
+#: the rounded scores is within 5e-7 of the summary's; items.jsonl keeps every digit.
+CSV_DECIMALS = 6
+
+
 def _fmt(value: float | None) -> str:
-    """A score as Python's shortest repr (``0.3333333333333333``), which reads back as the same float: a spreadsheet
-    summing items.csv gets the numbers items.jsonl holds (6 significant digits did not)."""
-    return "" if value is None else repr(float(value))
+    """A score to :data:`CSV_DECIMALS` decimals, trailing zeros dropped (``0.3``, ``0.333333``, ``1``)."""
+    if value is None:
+        return ""
+    text = f"{float(value):.{CSV_DECIMALS}f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text  # -1e-9 rounds to 0, not -0
 
 
 #: A text cell opening with one of these is a formula to Excel, LibreOffice and Google Sheets.
@@ -79,7 +86,7 @@ def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
     return (
         [csv_text(item.meta.get(name) or "") for name in ITEM_META_FIELDS]
         + [_fmt(item.metrics[o].get("score")) if o in item.metrics else "" for o in outputs]
-        + [csv_text("; ".join(errors)) if errors else ""]
+        + [csv_text("; ".join(why)) if why else "" for why in (errors, item.unscorable)]
     )
 
 
@@ -356,7 +363,7 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
         if "csv" in wanted:
             written.append(out_dir / "items.csv")
             cw = csv.writer(stack.enter_context(atomic_writer(written[-1], errors=UNENCODABLE, newline="")))
-            cw.writerow([*ITEM_META_FIELDS, *summary.metrics, "errors"])
+            cw.writerow([*ITEM_META_FIELDS, *summary.metrics, "errors", "unscorable"])
         if jf is not None or cw is not None or stats is not None:
             outputs = list(summary.metrics)
             lines: list[str] = []  # items.jsonl lines, written WRITE_BATCH at a time (text: no work for the GC)
