@@ -61,6 +61,16 @@ def preview(text: str | None, limit: int = MAX_PREVIEW_CHARS) -> str | None:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def code_preview(code: str | None) -> str | None:
+    """The first non-blank line of ``code``, cut as :func:`preview` cuts, with `` …`` where more lines follow: a code
+    row's (``code``, no answer) in an answer's place."""
+    lines = [line for line in (code or "").splitlines() if line.strip()]
+    if not lines:
+        return None
+    first = preview(lines[0]) or ""
+    return first if len(lines) == 1 or first.endswith("…") else f"{first} …"
+
+
 def _changed(dataset: Path, info: Mapping[str, Any]) -> bool:
     """Whether ``dataset``'s bytes (or the version reading them) are not those the run recorded."""
     recorded = info.get("dataset_fingerprint")
@@ -159,7 +169,8 @@ def _scan(
                 changed += 1
                 texts[item.key] = (None, None)
                 continue
-            texts[item.key] = (preview(row.question), preview(row.answer) if with_answers else None)
+            answer = preview(row.answer) if row.answer is not None else code_preview(row.code)
+            texts[item.key] = (preview(row.question), answer if with_answers else None)
         if left == 0:
             break
     notes = [f"{changed} of these items' questions changed in {dataset} since the run: not shown"] if changed else []

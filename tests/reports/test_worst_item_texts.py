@@ -133,7 +133,8 @@ def test_worst_items_say_why_a_code_test_and_a_checks_point_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failing program's reason (the assert, the timeout, the missing network) is in the report, not only in
-    items.jsonl: a code-generation row has no answer to show, so its score alone said nothing."""
+    items.jsonl: a code-generation row has no answer to show, so its score alone said nothing. Its answer cell, which
+    read ``-``, shows the first line of the code that was scored, as a question is shown."""
     monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
     monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
     test = {"test": "assert add(2, 3) == 5"}
@@ -150,8 +151,9 @@ def test_worst_items_say_why_a_code_test_and_a_checks_point_failed(
     assert "| why |" in md
     lines = [line for line in md.splitlines() if line.startswith("| 1 | wrong |")]
     assert len(lines) == 2 and f"| {why} |" in lines[1] and f"| asserts: {why} |" in lines[0]
+    assert all("| - | def add(a, b): … |" in line for line in lines)  # no question; the code's first line
     html = (out / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
-    assert f"asserts: {why}".replace('"', "&#34;") in html
+    assert f"asserts: {why}".replace('"', "&#34;") in html and "def add(a, b): …" in html
 
 
 def test_worst_items_why_names_only_the_points_that_count_and_shows_the_programs_words_as_text(
