@@ -59,17 +59,10 @@ WRITE_BATCH = 1000
 FORMATS = ("html", "md", "csv", "json")
 
 
-#: Decimals of a score in items.csv: float noise (``0.1 + 0.2`` is ``0.30000000000000004``) is gone, and a mean of
-#: the rounded scores is within 5e-7 of the summary's; items.jsonl keeps every digit.
-CSV_DECIMALS = 6
-
-
 def _fmt(value: float | None) -> str:
-    """A score to :data:`CSV_DECIMALS` decimals, trailing zeros dropped (``0.3``, ``0.333333``, ``1``)."""
-    if value is None:
-        return ""
-    text = f"{float(value):.{CSV_DECIMALS}f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text  # -1e-9 rounds to 0, not -0
+    """A score as Python's shortest repr (``0.3333333333333333``), which reads back as the same float: a spreadsheet
+    summing items.csv gets the numbers items.jsonl holds (6 significant digits did not)."""
+    return "" if value is None else repr(float(value))
 
 
 #: A text cell opening with one of these is a formula to Excel, LibreOffice and Google Sheets.

@@ -1,4 +1,4 @@
-"""items.csv: one row per item, its scores rounded to 6 decimals, and why a cell is empty."""
+"""items.csv: one row per item, its scores as items.jsonl holds them, and why a cell is empty."""
 
 from __future__ import annotations
 
@@ -12,20 +12,36 @@ from orchestrator import evaluate
 from orchestrator.reports.files import refuse_files_of_others, write_reports
 from orchestrator.reports.source import from_dir
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.schemas import ITEM_META_FIELDS
+from ragscore_workers.schemas import ITEM_META_FIELDS, MetricSummary, RunSummary
 
 
-def test_items_csv_rounds_scores_and_says_why_a_cell_is_empty(cluster: str, tmp_path: Path) -> None:
-    """A real run: scores were written at full float precision (``0.30000000000000004``, 17 digits), and an item
-    whose output could not be scored showed an empty cell with no why (items.jsonl's ``details.reason``). Scores are
-    rounded to 6 decimals now, and the ``unscorable`` column, after ``errors``, names each such output and its reason;
-    ``ragscore report DIR --format csv`` (the same writer, reading the DIR) writes the same file."""
+def test_items_csv_keeps_every_digit_of_a_score(tmp_path: Path) -> None:
+    """Scores were written to 6 significant digits (``0.333333``, ``0.123457``): a user summing or comparing them
+    in a spreadsheet got other numbers than items.jsonl's. Now Python's shortest repr, which reads back the same."""
+    scores = [1 / 3, 0.1234567890123, 2 / 3 * 1e-7, 1.0, 0.0]
+    run = tmp_path / "run"
+    run.mkdir()
+    summary = RunSummary(run_id="r", items=len(scores), scored=len(scores), metrics={"m": MetricSummary(mean=0.4, n=5)})
+    (run / "summary.json").write_text(summary.model_dump_json())
+    items = [{"id": f"q{i}", "metrics": {"m": {"score": s}}, "errors": []} for i, s in enumerate(scores)]
+    (run / "items.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    write_reports(from_dir(run), tmp_path / "out", ["csv"])
+    with (tmp_path / "out" / "items.csv").open(newline="") as fh:
+        cells = [row["m"] for row in csv.DictReader(fh)]
+    assert [float(cell) for cell in cells] == scores
+    assert cells == [repr(s) for s in scores]
+
+
+def test_items_csv_says_why_a_score_cell_is_empty(cluster: str, tmp_path: Path) -> None:
+    """A real run: an item whose output could not be scored showed an empty cell with no why (items.jsonl's
+    ``details.reason``). The ``unscorable`` column, after ``errors``, names each such output and its reason; scores
+    stay as items.jsonl holds them (``0.30000000000000004``); ``ragscore report DIR --format csv`` (the same writer,
+    reading the DIR) writes the same file."""
     tenths = [{"id": f"p{w}", "type": "keyword", "params": {"keywords": [word]}, "weight": w / 10}
               for w, word in ((1, "paris"), (2, "paris"), (7, "berlin"))]  # fmt: skip
     weightless = [{"id": "w0", "type": "keyword", "params": {"keywords": ["paris"]}, "weight": 0}]
     rows = [
         {"id": "noise", "answer": "paris", "reference": "paris", "checks": tenths},  # checks: (0.1 + 0.2) / 1.0
-        {"id": "third", "answer": "paris", "reference": "rome", "checks": [tenths[0], tenths[2] | {"weight": 0.2}]},
         {"id": "no-ref", "answer": "paris", "checks": weightless},  # exact_match unscorable, checks an error
     ]
     run = evaluate(rows, {"metrics": ["exact_match", "checks"]}, broker=cluster, out=tmp_path / "run")
@@ -33,11 +49,10 @@ def test_items_csv_rounds_scores_and_says_why_a_cell_is_empty(cluster: str, tmp_
         header, *table = list(csv.reader(fh))
     assert header == [*ITEM_META_FIELDS, "checks", "exact_match", "errors", "unscorable"]  # as summary.json's
     cells = {row[0]: dict(zip(header, row, strict=True)) for row in table}
-    assert (cells["noise"]["checks"], cells["noise"]["exact_match"]) == ("0.3", "1")
-    assert (cells["third"]["checks"], cells["third"]["exact_match"]) == ("0.333333", "0")
-    assert cells["noise"]["unscorable"] == cells["noise"]["errors"] == ""
     items = {i["id"]: i for i in map(json.loads, (run.out_dir / "items.jsonl").read_text().splitlines())}
-    assert items["noise"]["metrics"]["checks"]["score"] == 0.1 + 0.2  # items.jsonl keeps every digit
+    assert items["noise"]["metrics"]["checks"]["score"] == 0.1 + 0.2
+    assert (cells["noise"]["checks"], cells["noise"]["exact_match"]) == (repr(0.1 + 0.2), "1.0")  # every digit
+    assert cells["noise"]["unscorable"] == cells["noise"]["errors"] == ""
     empty = cells["no-ref"]
     assert empty["exact_match"] == empty["checks"] == ""
     assert empty["unscorable"] == "exact_match: no reference"
