@@ -30,7 +30,7 @@ from typing import Any, Literal, TextIO
 from xml.sax.saxutils import escape, quoteattr
 
 from ragscore_workers.metrics.registry import higher_is_better
-from ragscore_workers.schemas import item_key
+from ragscore_workers.schemas import item_key, unscorable_reason
 
 from .atomic_file import atomic_writer, link_target
 from .gates import GateResult, apart, holds, thresholds_by_metric
@@ -61,8 +61,7 @@ def classify(result: Mapping[str, Any] | None, threshold: float, lower_better: b
         return "error", str(result["error"])
     score = result.get("score")
     if score is None:
-        reason = (result.get("details") or {}).get("reason", "no reason given")
-        return "skipped", f"unscorable: {reason}"
+        return "skipped", f"unscorable: {unscorable_reason(result)}"
     shown, bound = apart(score, threshold)
     if lower_better:
         if not holds(score, threshold, lower_better=True):

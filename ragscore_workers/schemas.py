@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from enum import Enum
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -125,6 +125,16 @@ def item_key(system: str | None, id: str) -> str:
     if system is not None:
         return f"{system}{KEY_SEPARATOR}{id}"
     return f"{KEY_SEPARATOR}{id}" if KEY_SEPARATOR in id else id
+
+
+#: What :func:`unscorable_reason` says of an unscorable result whose metric gave no ``details.reason``.
+NO_REASON = "no reason given"
+
+
+def unscorable_reason(result: Mapping[str, Any]) -> str:
+    """Why a stored result (``{score, details, error, ...}``) that has no score was unscorable: its
+    ``details.reason``, else :data:`NO_REASON` (items.csv's ``unscorable`` column, the JUnit item cases)."""
+    return str((result.get("details") or {}).get("reason") or NO_REASON)
 
 
 _ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -62,7 +62,7 @@ from .commands import in_backticks, password_note
 from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
-from .schemas import RATE_LIMITS, ItemResult, MetricResult, Queue, RunSummary, Suite, split_key
+from .schemas import RATE_LIMITS, ItemResult, MetricResult, Queue, RunSummary, Suite, split_key, unscorable_reason
 from .settings import LIVE_RUN_TTL_S, NO_CERT_REQS, TLS_EXAMPLE, for_redis_py, query_options
 from .unicode_text import utf8_json, valid_unicode
 
@@ -1475,7 +1475,7 @@ class RawItem:
     def unscorable(self) -> list[str]:
         """``output: reason`` of each output that has neither a score nor an error (its ``details.reason``)."""
         return [
-            f"{name}: {(m.get('details') or {}).get('reason') or 'no reason given'}"
+            f"{name}: {unscorable_reason(m)}"
             for name, m in self.metrics.items()
             if m.get("score") is None and not m.get("error")
         ]

@@ -121,6 +121,8 @@ def test_classify_orders_error_before_unscorable_and_threshold() -> None:
     assert classify(None, 0.5) == ("skipped", "not scored by this metric")
     assert classify({"score": None, "error": "x"}, 0.5) == ("error", "x")
     assert classify({"score": None, "details": {}}, 0.5) == ("skipped", "unscorable: no reason given")
+    # a null reason read "unscorable: None"; items.csv's unscorable column says it as this does (one function)
+    assert classify({"score": None, "details": {"reason": None}}, 0.5) == ("skipped", "unscorable: no reason given")
     assert classify({"score": 0.5}, 0.5)[0] == "passed"
     assert classify({"score": 0.49}, 0.5)[0] == "failure"
     # where lower is better (answer_hallucination) an item above the bar fails
