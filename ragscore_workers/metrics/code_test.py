@@ -353,16 +353,44 @@ def _without_cut_marker(stderr: str, marker: str) -> str:
 _NO_NETWORK = re.compile(r"\[Errno (?:97|101|-2|-3|-5)\]")
 
 
-def _quoted_stderr(last: str, limits: Limits | None) -> str:
-    """The failure's quote of the last line of stderr, saying when it reads as the sandbox's missing network or its
-    file-size limit (EFBIG: Python ignores SIGXFSZ, so the write fails instead)."""
+#: What a traceback's last frame calls when a new process was refused: ``os.fork()``, subprocess's ``_fork_exec``,
+#: ``os.posix_spawn``, multiprocessing's ``os.fork()``.
+_STARTS_A_PROCESS = re.compile(r"fork|spawn")
+
+
+def _quoted_stderr(last: str, stderr: str, limits: Limits | None) -> str:
+    """The failure's quote of the last line of stderr, saying when it reads as the sandbox's missing network, its
+    file-size limit (EFBIG: Python ignores SIGXFSZ, so the write fails instead) or its process limit."""
     note = ""
     if _NO_NETWORK.search(last):
         note = "; the sandbox has no network"
     elif "[Errno 27]" in last:
         most = "" if limits is None else f", at most {_mib(limits.file_mb)} MiB"
         note = f"; a file grew past the sandbox's file-size limit{most}"
+    elif _refused_a_process(stderr):
+        note = f"; it hit the sandbox's process limit{_processes(limits)}"
+    elif last.startswith("RuntimeError: can't start new thread"):  # its stack may not fit the address space either
+        memory = "" if limits is None else f" ({_mib(limits.memory_mb)} MiB)"
+        note = f"; a thread is refused past the sandbox's process limit{_processes(limits)} or its memory limit{memory}"
     return f' (its stderr ends "{_short(last)}"{note})'
+
+
+def _processes(limits: Limits | None) -> str:
+    """``" (16 processes and threads at once)"``: the process limit as a note says it, or ``""`` unknown."""
+    return "" if limits is None else f" ({limits.processes} processes and threads at once)"
+
+
+def _refused_a_process(stderr: str) -> bool:
+    """Did the process limit (RLIMIT_NPROC, docker's pids limit) refuse the program a process: does the tail of its
+    stderr hold a traceback ending in EAGAIN (``BlockingIOError: [Errno 11]``) from a fork or spawn its last frame
+    calls (a non-blocking socket's EAGAIN is no process refused)? Any traceback of the tail, not only the last line:
+    a fork bomb's processes write theirs at once, and the sandbox ends when its first process does."""
+    lines = [line for line in stderr[-2000:].splitlines() if line.strip()]
+    return any(
+        line.startswith("BlockingIOError: [Errno 11]")
+        and any(_STARTS_A_PROCESS.search(frame) for frame in lines[max(0, at - 3) : at])
+        for at, line in enumerate(lines)
+    )
 
 
 def _short(line: str) -> str:
@@ -440,8 +468,8 @@ def judge(
         failures.append(_stopped_by(result, limits, asked or {}))
     elif result.exit_code != params.exit_code:
         failure = f"exit code {result.exit_code}, expected {params.exit_code}"
-        if params.test is not None and (last := last_line(stderr)) is not None:
-            failure += _quoted_stderr(last, limits)
+        if (last := last_line(stderr)) is not None:
+            failure += _quoted_stderr(last, stderr, limits)
         failures.append(failure)
     elif marker and not found and result.exit_code == 0:
         failures.append("the test did not run to its end: the program exited first (exit code 0)")

@@ -182,7 +182,10 @@ def test_a_failing_code_test_point_says_why() -> None:
         ChecksParams(), ctx,
     )  # fmt: skip
     assert wrong.details["points"][0]["note"] == "stdout differs from the expected output"
-    assert crash.details["points"][0]["note"] == "exit code 1, expected 0; stdout differs from the expected output"
+    assert crash.details["points"][0]["note"] == (
+        'exit code 1, expected 0 (its stderr ends "ZeroDivisionError: division by zero"); stdout differs from the '
+        "expected output"
+    )
     assert wrong.score == crash.score == 0.0
 
 
@@ -584,3 +587,70 @@ def test_an_unreachable_network_under_docker_is_said_and_a_refused_loopback_is_n
     stderr = f"Traceback (most recent call last):\n  ...\n{last}\n"
     details = judge(executed(exit_code=1, stderr=stderr, backend="docker"), CodeTestParams(test="assert f()"))[1]
     assert details["failures"] == [f'exit code 1, expected 0 (its stderr ends "{last}"{note})']
+
+
+PROCESS_LIMIT = "it hit the sandbox's process limit (16 processes and threads at once)"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # the children sleep: the parent's fork is refused while they live, and it ends the sandbox
+        "import os, time\nfor _ in range(40):\n    if os.fork() == 0:\n        time.sleep(60)\n",
+        "import subprocess\nchildren = [subprocess.Popen(['sleep', '60']) for _ in range(40)]\n",
+        "import multiprocessing, time\nfor _ in range(40):\n"
+        "    multiprocessing.Process(target=time.sleep, args=(60,), daemon=True).start()\n",
+    ],
+)
+def test_code_that_starts_more_processes_than_the_limit_is_told_the_limit(code: str) -> None:
+    """A fork refused at RLIMIT_NPROC raises EAGAIN, a BlockingIOError that read as the code's own error."""
+    passed, details = run_code_test(code, {"test": "assert True"}, LOCAL)
+    assert not passed
+    assert details["failures"] == [
+        f'exit code 1, expected 0 (its stderr ends "BlockingIOError: [Errno 11] Resource temporarily unavailable"; '
+        f"{PROCESS_LIMIT})"
+    ]
+
+
+def test_a_fork_bomb_is_told_the_process_limit_whichever_process_wrote_last() -> None:
+    """Every process of a fork bomb writes its traceback at once: the last line may be any of theirs."""
+    passed, details = run_code_test("import os\nwhile True:\n    os.fork()\n", {"test": "assert True"}, LOCAL)
+    [failure] = details["failures"]
+    assert not passed and failure.startswith("exit code 1, expected 0") and failure.endswith(f"; {PROCESS_LIMIT})")
+
+
+def test_code_refused_a_thread_is_told_the_process_and_memory_limits() -> None:
+    """Threads count as processes, and each needs its stack in the address space: either limit refuses one."""
+    code = (
+        "import threading, time\nfor _ in range(40):\n"
+        "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    )
+    passed, details = run_code_test(code, {"test": "assert True"}, LOCAL)
+    assert not passed
+    assert details["failures"] == [
+        'exit code 1, expected 0 (its stderr ends "RuntimeError: can\'t start new thread"; a thread is refused past '
+        "the sandbox's process limit (16 processes and threads at once) or its memory limit (256 MiB))"
+    ]
+
+
+def test_a_non_blocking_sockets_eagain_is_not_said_to_be_the_process_limit() -> None:
+    stderr = (
+        'Traceback (most recent call last):\n  File "/sandbox/main.py", line 4, in <module>\n    server.accept()\n'
+        "BlockingIOError: [Errno 11] Resource temporarily unavailable\n"
+    )
+    details = judge(executed(exit_code=1, stderr=stderr), CodeTestParams(), Limits())[1]
+    assert details["failures"] == [
+        'exit code 1, expected 0 (its stderr ends "BlockingIOError: [Errno 11] Resource temporarily unavailable")'
+    ]
+
+
+def test_code_without_a_test_that_crashes_quotes_its_stderr() -> None:
+    """The traceback's last line says why, as it does for code with a test."""
+    code = "def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))\n"
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["code_test"], sandbox=LOCAL))
+    [result] = get_metric("code_test").fn([row(code=code)], CodeTestParams(stdout="0"), ctx)
+    assert result.score == 0.0
+    assert result.details["failures"] == [
+        'exit code 1, expected 0 (its stderr ends "ZeroDivisionError: division by zero")',
+        "stdout differs from the expected output",
+    ]
