@@ -117,11 +117,12 @@ class WorstItem:
 
 
 def _failure_reasons(details: dict[str, Any]) -> str:
-    """Why an item failed, from its metric's ``details``: ``code_test``'s ``failures``, else each ``checks`` point
-    its score counts as failed (``failed``: scored, failed or skipped; an informational one moves no score) as
-    ``id: note``; empty for a metric that says neither."""
+    """Why an item failed, from its metric's ``details``: ``code_test``'s ``failures`` then its ``notes`` (a limit
+    taken as its range's end, as a ``code_test`` point's note ends), else each ``checks`` point its score counts as
+    failed (``failed``: scored, failed or skipped; an informational one moves no score) as ``id: note``; empty for a
+    metric that says neither."""
     if failures := details.get("failures"):
-        return "; ".join(map(str, failures))
+        return "; ".join(map(str, [*failures, *(details.get("notes") or [])]))
     failed = set(details.get("failed") or [])
     return "; ".join(
         f"{p['id']}: {p['note']}"

@@ -156,6 +156,26 @@ def test_worst_items_say_why_a_code_test_and_a_checks_point_failed(
     assert f"asserts: {why}".replace('"', "&#34;") in html and "def add(a, b): …" in html
 
 
+def test_worst_items_why_of_a_code_test_ends_with_its_notes_as_a_checks_points_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A limit taken as its range's end is in code_test's ``notes``: the why said only its failures."""
+    monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
+    monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
+    rows = [{"id": "right", "code": "def add(a, b):\n    return a + b\n"},
+            {"id": "wrong", "code": "def add(a, b):\n    return a - b\n"}]  # fmt: skip
+    params = {"test": "assert add(2, 3) == 5", "timeout_s": 1000}
+    out = evaluate(rows, {"name": "notes", "metrics": [{"name": "code_test", "params": params}]}, out=tmp_path / "o")
+    why = (
+        'exit code 1, expected 0 (its stderr ends "AssertionError"); timeout_s 1000 was taken as 600, the most the '
+        "sandbox takes"
+    )
+    [line] = [
+        line for line in _worst_md((out.out_dir / "report.md").read_text("utf-8")).splitlines() if "wrong" in line
+    ]
+    assert f"| {why} |" in line
+
+
 def test_worst_items_why_names_only_the_points_that_count_and_shows_the_programs_words_as_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
