@@ -353,9 +353,10 @@ def _without_cut_marker(stderr: str, marker: str) -> str:
 _NO_NETWORK = re.compile(r"\[Errno (?:97|101|-2|-3|-5)\]")
 
 
-#: What a traceback's last frame calls when a new process was refused: ``os.fork()``, subprocess's ``_fork_exec``,
-#: ``os.posix_spawn``, multiprocessing's ``os.fork()``.
-_STARTS_A_PROCESS = re.compile(r"fork|spawn")
+#: A call that starts a process, as a traceback's last frame shows it when the process was refused: ``os.fork()``
+#: (multiprocessing's too), subprocess's ``_fork_exec(``, ``os.posix_spawn(``, ``os.forkpty()``. Only the call: a
+#: function, file or log line that names forks is no process refused.
+_STARTS_A_PROCESS = re.compile(r"\b_?(?:fork|forkpty|fork_exec|posix_spawnp?)\(")
 
 
 def _quoted_stderr(last: str, stderr: str, limits: Limits | None) -> str:
@@ -387,10 +388,20 @@ def _refused_a_process(stderr: str) -> bool:
     a fork bomb's processes write theirs at once, and the sandbox ends when its first process does."""
     lines = [line for line in stderr[-2000:].splitlines() if line.strip()]
     return any(
-        line.startswith("BlockingIOError: [Errno 11]")
-        and any(_STARTS_A_PROCESS.search(frame) for frame in lines[max(0, at - 3) : at])
+        line.startswith("BlockingIOError: [Errno 11]") and _STARTS_A_PROCESS.search(_last_frame_source(lines[:at]))
         for at, line in enumerate(lines)
     )
+
+
+def _last_frame_source(lines: list[str]) -> str:
+    """The source a traceback's last frame shows, where ``lines`` end in one: its indented lines (with their carets)
+    after its ``File "...", line N`` line, not the ``File`` line (its function's name) nor an unindented line above."""
+    source: list[str] = []
+    for line in reversed(lines):
+        if not line.startswith(" ") or line.lstrip().startswith('File "'):
+            break
+        source.append(line)
+    return "\n".join(source)
 
 
 def _short(line: str) -> str:

@@ -654,3 +654,24 @@ def test_code_without_a_test_that_crashes_quotes_its_stderr() -> None:
         'exit code 1, expected 0 (its stderr ends "ZeroDivisionError: division by zero")',
         "stdout differs from the expected output",
     ]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # a function named for spawning: its name is in the traceback, above the socket's call
+        "import socket\ndef spawn_reader():\n    a, b = socket.socketpair()\n    a.setblocking(False)\n    a.recv(1)\n"
+        "spawn_reader()\n",
+        # the program's own log of forks, then the socket's EAGAIN as a line of its own
+        "import socket, sys\na, b = socket.socketpair()\na.setblocking(False)\n"
+        "print('forked 3 workers', file=sys.stderr)\ntry:\n    a.recv(1)\n"
+        "except OSError as exc:\n    sys.exit(f'{type(exc).__name__}: {exc}')\n",
+    ],
+)
+def test_a_programs_own_words_of_forks_beside_a_sockets_eagain_are_not_said_to_be_the_process_limit(code: str) -> None:
+    """Only a refused fork or spawn call, the last frame's source line, reads as the process limit."""
+    passed, details = run_code_test(code, {"test": "assert True"}, LOCAL)
+    assert not passed
+    assert details["failures"] == [
+        'exit code 1, expected 0 (its stderr ends "BlockingIOError: [Errno 11] Resource temporarily unavailable")'
+    ]
