@@ -264,7 +264,7 @@ class Provider(ABC):
         if status is None:
             return f" (POST {self.endpoint})"
         if status == 404:
-            if "model" in message.lower():  # OpenAI's and Groq's model_not_found: the URL was right
+            if _names_a_model(message):  # OpenAI's and Groq's model_not_found: the URL was right
                 return f" (POST {self.endpoint})"
             return f" (POST {self.endpoint}: check base_url, {self.base_url_hint})"
         if status == 401:
@@ -303,6 +303,17 @@ class Provider(ABC):
             return RetryDecision.no()
         return RetryDecision.for_status(exc.status, exc.headers, str(exc))
 
+    def run_stopper(self, exc: BaseException) -> str | None:
+        """Why every call of the run would fail as ``exc`` did, when its reply says so: the provider serves no model
+        by the suite's name (OpenAI's and Groq's 404 ``model_not_found``: a typo, a retired model). Judging stops at
+        this first failure, with the setting to change, not after the breaker's count of them."""
+        if not isinstance(exc, ProviderError) or exc.status != 404 or not _names_a_model(f"{exc.code or ''} {exc}"):
+            return None
+        return (
+            f"the {self.name} judge has no model {self.model} ({exc}): set the suite's judge.model to a model "
+            f"{self.name} serves (every judge call would fail the same way)"
+        )
+
     @staticmethod
     def request_specific(exc: BaseException) -> bool:
         """Whether the failure belongs to this one request (too long for the model, 413, over a token limit by
@@ -340,3 +351,9 @@ class Provider(ABC):
             return completion
         refusal = self._redact(completion.refusal) if completion.refusal else completion.refusal
         return replace(completion, text=self._redact(completion.text), refusal=refusal)
+
+
+def _names_a_model(said: str) -> bool:
+    """Whether a 404's code and message are about the model (OpenAI's and Groq's ``model_not_found``, "The model
+    `x` does not exist"), not the path: the URL was right."""
+    return "model" in said.lower()

@@ -12,7 +12,7 @@
     correct the token cost, count, cache the reply (only one the caller could read: ``final``)
 
 A call that still fails counts towards the run's circuit breaker; ``breaker_failures`` failures in a
-row stop judging for the whole run.
+row stop judging for the whole run, and one that every call would repeat (a model the provider lacks) stops it at once.
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ class JudgeClient:
                 self.state.incr(failures=1)  # still a call failed for good
                 log.warning("judge call to %s failed for this item: %s", self.provider.name, exc)
                 raise
-            opened = self.state.record_failure(self.retry.breaker_failures, str(exc)[:200])
+            stopper = self.provider.run_stopper(exc)
+            opened = self.state.record_failure(self.retry.breaker_failures, str(exc)[:200], reason=stopper)
             log.warning("judge call to %s failed for good: %s%s", self.provider.name, exc,
                         " (circuit breaker opened)" if opened else "")  # fmt: skip
             raise

@@ -412,10 +412,12 @@ class RunJudgeState:
         pipe.expire(self.key, self.ttl_s)
         pipe.execute()
 
-    def record_failure(self, threshold: int, last_error: str) -> bool:
-        """Count a call that failed for good; open the breaker at ``threshold`` in a row. True if opened now."""
-        reason = f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last_error})"
-        opened = bool(self._failure(keys=[self.key], args=[threshold, reason[:500], self.ttl_s]))
+    def record_failure(self, threshold: int, last_error: str, *, reason: str | None = None) -> bool:
+        """Count a call that failed for good; open the breaker at ``threshold`` in a row, or at once for ``reason``
+        (why every call would fail so: a model the provider lacks). True if opened now."""
+        at = threshold if reason is None else 1
+        reason = reason or f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last_error})"
+        opened = bool(self._failure(keys=[self.key], args=[at, reason[:500], self.ttl_s]))
         with self._stop_lock:  # the next stop_reason reads again: the breaker this failure opened stops the next call
             self._stop_read_at = float("-inf")
         return opened

@@ -16,6 +16,10 @@ Replies are driven by the prompt (every message's content, joined), so tests kno
 * else ``0``;
 * ``[[refuse=TEXT]]``: the model refuses (``content: null``, ``refusal: TEXT``, as OpenAI's structured refusals).
 
+Models: ``models`` is the set the server knows (None, the default: any name); a request naming another is
+answered 404 ``model_not_found`` with Groq's and OpenAI's body ("The model `NAME` does not exist or you do not have
+access to it."), counted as ``unknown_model``.
+
 Provider profiles: ``usage=False`` leaves ``usage`` out of replies (LocalAI, some gateways); ``reasoning_tokens=N``
 plays a reasoning model (OpenAI o-series, gpt-5): it refuses ``max_tokens`` and any ``temperature`` but 1 with
 OpenAI's 400 bodies, and spends N tokens of the reply cap thinking before it answers (a cap too small for both:
@@ -47,7 +51,7 @@ import re
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -131,6 +135,7 @@ class FakeProvider:
         quantize: bool = False,
         usage: bool = True,
         reasoning_tokens: int | None = None,
+        models: Collection[str] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -153,6 +158,8 @@ class FakeProvider:
         #: Requests per 60th of ``period_s`` (``quantize``), else None.
         self.per_second = math.ceil(rpm / 60) if quantize and rpm is not None else None
         self.usage, self.reasoning_tokens = usage, reasoning_tokens
+        #: The model names requests may give (None: any).
+        self.models = frozenset(models) if models is not None else None
         self._addr = (host, port)
         self._lock = threading.Lock()
         self._window = _Window(period_s)
@@ -226,8 +233,8 @@ class FakeProvider:
 
     def stats(self) -> dict[str, Any]:
         """Counters: ``requests`` (all completion requests), ``ok``, ``rate_limited``, ``fault:<kind>``,
-        ``unauthorized``, ``tokens_in``, ``tokens_out``, ``quantized`` (429s of the per-second limit alone), and
-        ``max_in_flight``."""
+        ``unauthorized``, ``unknown_model``, ``tokens_in``, ``tokens_out``, ``quantized`` (429s of the per-second limit
+        alone), and ``max_in_flight``."""
         with self._lock:
             return {**self.counts, "max_in_flight": self.max_in_flight}
 
@@ -437,6 +444,9 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._send(400, _error_body("request body is not JSON", "invalid_request_error", "bad_json"))
             return
+        if fake.models is not None and body.get("model") not in fake.models:
+            self._unknown_model(fake, str(body.get("model")))
+            return
         action, data = fake._decide(body)
         if fake.hold is not None:
             fake.hold.wait(120)
@@ -458,6 +468,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(429, _error_body(message, "requests", "rate_limit_exceeded"), headers)
         else:
             self._fault(fake, data)
+
+    def _unknown_model(self, fake: FakeProvider, model: str) -> None:
+        """Groq's and OpenAI's answer to a model name they do not serve (a typo, one retired)."""
+        with fake._lock:
+            fake.counts["requests"] += 1
+            fake.counts["unknown_model"] += 1
+        message = f"The model `{model}` does not exist or you do not have access to it."
+        self._send(404, _error_body(message, "invalid_request_error", "model_not_found"))
 
     def _fault(self, fake: FakeProvider, kind: str) -> None:
         with fake._lock:
