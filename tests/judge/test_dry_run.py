@@ -440,3 +440,42 @@ def test_raw_humaneval_rows_are_told_to_give_the_completion_as_code_before_the_r
     rows[0]["code"] = rows[0].pop("completion")  # renamed as told: the warning goes
     result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
     assert result.returncode == 0 and "no row has 'code'" not in result.stdout, result.stdout
+
+
+@pytest.mark.integration
+def test_a_run_whose_judge_replies_are_all_cached_says_what_the_missing_key_is_for(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """Every reply cached, the key unset: the dry run exited 2 saying only that the run needs the key. It says now
+    that no call would be made and that any value of the variable lets the run go (its workers build the judge with
+    the key before they read the cache); the run with such a value judges from the cache, calling nobody. Seen
+    failing before: the warning said nothing of the cache."""
+    from orchestrator import evaluate
+
+    from ..fakes import FakeProvider
+
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"}
+            for i in range(3)]  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    with FakeProvider(api_key=keys) as fake:
+        suite = {"metrics": ["answer_accuracy"], "judge": {"model": model, "base_url": fake.url, "rpm": None,
+                                                           "tpm": None}}  # fmt: skip
+        evaluate(rows, suite, out=tmp_path / "first")
+        (tmp_path / "s.json").write_text(json.dumps(suite))
+        sent = fake.stats()["requests"]
+        cli = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json")]
+        env = dict(os.environ, COLUMNS="250", GROQ_API_KEY="")
+        dry = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+        env["GROQ_API_KEY"] = "unused"
+        ran = subprocess.run([*cli, "--out", str(tmp_path / "second")], capture_output=True, text=True, cwd=ROOT,
+                             env=env, timeout=300)  # fmt: skip
+        assert fake.stats()["requests"] == sent == 6  # neither called the provider
+    assert dry.returncode == 2, dry.stderr
+    warning = " ".join(dry.stderr.split())
+    assert "The groq judge needs an API key: set the environment variable GROQ_API_KEY" in warning
+    assert "see docs/judge.md. Every judge reply" in warning
+    assert ("Every judge reply the run needs is cached (6): it would make no judge call, but its workers build the "
+            "judge with the key before they read the cache, so any value of GROQ_API_KEY lets it run "
+            "(GROQ_API_KEY=unused). --dry-run exits 2") in warning  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((tmp_path / "second" / "summary.json").read_text())["judge"]["cache_hits"] == 6
