@@ -163,6 +163,20 @@ def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None 
     return "judge: " + ", ".join(parts)
 
 
+#: Cohen's kappa where it is undefined: both judges gave every item the same one rating (100 % agreement, and
+#: agreement by chance is certain too).
+KAPPA_UNDEFINED = "n/a (every rating the same: chance agreement is 1)"
+
+
+def kappa_text(agreement: dict[str, Any]) -> str:
+    """Cohen's kappa of one dual-judge metric as a report shows it: three decimals, ``-`` with no item rated by both,
+    :data:`KAPPA_UNDEFINED` where items were rated and it has no value."""
+    kappa = agreement.get("kappa")
+    if kappa is not None:
+        return f"{kappa:.3f}"
+    return KAPPA_UNDEFINED if agreement.get("n") else "-"
+
+
 def judge_counters(judge: dict[str, Any]) -> dict[str, Any]:
     """The judge's counters as a report's judge table shows them: ``cost`` is ``-`` when no call had a price (a
     model the price table lacks is not free), else written as the console writes it (``0.3000``, ``<0.0001``)."""

@@ -16,6 +16,7 @@ from .console import (
     judge_counters,
     judge_facts,
     judge_used,
+    kappa_text,
     reasons_text,
     since_resume,
     target_facts,
@@ -111,7 +112,7 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
     used = judge_used(summary.judge)
     facts = judge_facts(summary.judge, suite)
     rows = [
-        {"name": name, "n": a.get("n", 0), "kappa": fmt(a.get("kappa")),
+        {"name": name, "n": a.get("n", 0), "kappa": kappa_text(a),
          "percent": "-" if a.get("percent") is None else f"{a['percent']:.1f}%"}
         for name, a in agreement.items()
     ]  # fmt: skip

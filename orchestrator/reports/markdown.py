@@ -14,6 +14,7 @@ from .console import (
     judge_counters,
     judge_facts,
     judge_used,
+    kappa_text,
     metric_label,
     reasons_text,
     since_resume,
@@ -153,8 +154,7 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
         lines += ["| metric | rated by both | agreement | Cohen's kappa |", "|---|---|---|---|"]
         for name, a in agreement.items():
             pct = "-" if a.get("percent") is None else f"{a['percent']:.1f}%"
-            kappa = "-" if a.get("kappa") is None else f"{a['kappa']:.3f}"
-            lines.append(f"| {md_cell(name)} | {a.get('n', 0)} | {pct} | {kappa} |")
+            lines.append(f"| {md_cell(name)} | {a.get('n', 0)} | {pct} | {kappa_text(a)} |")
         lines.append("")
     return lines
 

@@ -239,3 +239,25 @@ def test_report_md_and_report_html_give_each_targets_limits_as_the_judges() -> N
     assert "system target · rpm 30" in render_markdown(
         RunSummary(run_id="r", items=1, scored=1, target={"target": {"calls": 1}}), lone
     )
+
+
+def test_a_kappa_without_a_value_says_why_in_report_md_and_report_html() -> None:
+    """Both judges gave every item the same one rating: 100 % agreement, and Cohen's kappa is undefined (chance
+    agreement is 1). report.md showed a bare ``-`` beside 100 %, as for a metric no item was rated by both; the
+    reports say why now, and keep ``-`` where no item was rated. Seen failing before the fix."""
+    from orchestrator.reports.console import KAPPA_UNDEFINED
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    agreement = {"answer_accuracy": {"n": 12, "percent": 100.0, "kappa": None},
+                 "groundedness": {"n": 0, "percent": None, "kappa": None},
+                 "context_relevance_judge": {"n": 10, "percent": 70.0, "kappa": 0.4}}  # fmt: skip
+    summary = RunSummary(run_id="r", items=12, scored=12, judge={"calls": 24, "agreement": agreement})
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in render_markdown(summary).splitlines()}
+    assert rows["answer_accuracy"] == f"| answer_accuracy | 12 | 100.0% | {KAPPA_UNDEFINED} |"
+    assert rows["groundedness"] == "| groundedness | 0 | - | - |"
+    assert rows["context_relevance_judge"] == "| context_relevance_judge | 10 | 70.0% | 0.400 |"
+    html = render_html(summary, ItemStats())
+    assert f'<td class="l">answer_accuracy</td><td>12</td><td>100.0%</td>\n<td>{KAPPA_UNDEFINED}</td>' in html
+    assert '<td class="l">groundedness</td><td>0</td><td>-</td>\n<td>-</td>' in html
+    assert KAPPA_UNDEFINED == "n/a (every rating the same: chance agreement is 1)"
