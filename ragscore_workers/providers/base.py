@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import math
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -71,6 +72,8 @@ def is_private_host(url: str) -> bool:
 
 log = logging.getLogger(__name__)
 
+#: OpenAI's and Groq's error code for a model name they do not serve (HTTP 404): a typo, a retired model.
+MODEL_NOT_FOUND = "model_not_found"
 _QUOTA_WORDS = ("insufficient_quota", "exceeded your current quota")
 #: A 429 for one request larger than a per-minute token limit (OpenAI: "Request too large for gpt-4o ... on
 #: tokens per min"): it fails however long it waits.
@@ -264,7 +267,7 @@ class Provider(ABC):
         if status is None:
             return f" (POST {self.endpoint})"
         if status == 404:
-            if _names_a_model(message):  # OpenAI's and Groq's model_not_found: the URL was right
+            if _names_a_model(message):  # OpenAI's and Groq's model_not_found, Ollama's: the URL was right
                 return f" (POST {self.endpoint})"
             return f" (POST {self.endpoint}: check base_url, {self.base_url_hint})"
         if status == 401:
@@ -307,7 +310,7 @@ class Provider(ABC):
         """Why every call of the run would fail as ``exc`` did, when its reply says so: the provider serves no model
         by the suite's name (OpenAI's and Groq's 404 ``model_not_found``: a typo, a retired model). Judging stops at
         this first failure, with the setting to change, not after the breaker's count of them."""
-        if not isinstance(exc, ProviderError) or exc.status != 404 or not _names_a_model(f"{exc.code or ''} {exc}"):
+        if not isinstance(exc, ProviderError) or exc.status != 404 or exc.code != MODEL_NOT_FOUND:
             return None
         return (
             f"the {self.name} judge has no model {self.model} ({exc}): set the suite's judge.model to a model "
@@ -355,5 +358,6 @@ class Provider(ABC):
 
 def _names_a_model(said: str) -> bool:
     """Whether a 404's code and message are about the model (OpenAI's and Groq's ``model_not_found``, "The model
-    `x` does not exist"), not the path: the URL was right."""
-    return "model" in said.lower()
+    `x` does not exist", Ollama's 'model "x" not found'), not the path: the URL was right. The word alone: a path's
+    ``/models/`` (a gateway's "unknown path /models/chat/completions") is no model's name."""
+    return MODEL_NOT_FOUND in said or re.search(r"\bmodel\b", said, re.IGNORECASE) is not None

@@ -146,6 +146,36 @@ def test_an_endpoint_with_no_server_or_no_such_path_is_named_in_the_error(kind: 
     assert ("/v1 URL" if kind == "openai" else "https://api.groq.com") in said
 
 
+@pytest.mark.parametrize("kind", ["groq", "openai"])
+def test_a_404_for_a_wrong_path_is_not_read_as_a_model_the_provider_lacks(kind: str, keys: str) -> None:
+    """Only the provider's code ``model_not_found`` says the judge has no such model: a base_url off by a segment
+    holding ``models`` got 404 "unknown path /models/..." and stopped the run at once telling the user to change
+    judge.model, with no word of base_url. Seen failing before: any 404 saying "model" anywhere was a missing model."""
+    with FakeProvider(api_key=keys, models={"m"}) as fake:
+        wrong: Provider = (
+            GroqProvider(model="m", base_url=fake.url + "/models")
+            if kind == "groq"
+            else OpenAICompatProvider(model="m", base_url=fake.url + "/models")
+        )
+        with pytest.raises(ProviderError) as info:
+            wrong.complete([{"role": "user", "content": "hello"}], PARAMS)
+        assert info.value.status == 404 and "/models/" in str(info.value)
+        assert wrong.run_stopper(info.value) is None
+        assert f"(POST {wrong.endpoint}: check base_url, " in str(info.value), str(info.value)
+        misspelt = (
+            GroqProvider(model="n", base_url=fake.url)
+            if kind == "groq"
+            else OpenAICompatProvider(model="n", base_url=fake.openai_base_url)
+        )
+        with pytest.raises(ProviderError) as info:
+            misspelt.complete([{"role": "user", "content": "hello"}], PARAMS)
+    stopper = misspelt.run_stopper(info.value)
+    assert stopper is not None and stopper.startswith(f"the {kind} judge has no model n ({kind} HTTP 404: The model"), (
+        stopper
+    )
+    assert "check base_url" not in stopper and keys not in stopper
+
+
 @pytest.mark.parametrize(
     "url",
     [
