@@ -267,7 +267,7 @@ class Provider(ABC):
         if status is None:
             return f" (POST {self.endpoint})"
         if status == 404:
-            if _names_a_model(message):  # OpenAI's and Groq's model_not_found, Ollama's: the URL was right
+            if _names_a_model(message):  # OpenAI's and Groq's model_not_found: the URL was right
                 return f" (POST {self.endpoint})"
             return f" (POST {self.endpoint}: check base_url, {self.base_url_hint})"
         if status == 401:
@@ -358,6 +358,6 @@ class Provider(ABC):
 
 def _names_a_model(said: str) -> bool:
     """Whether a 404's code and message are about the model (OpenAI's and Groq's ``model_not_found``, "The model
-    `x` does not exist", Ollama's 'model "x" not found'), not the path: the URL was right. The word alone: a path's
+    `x` does not exist"), not the path: the URL was right. The word alone: a path's
     ``/models/`` (a gateway's "unknown path /models/chat/completions") is no model's name."""
     return MODEL_NOT_FOUND in said or re.search(r"\bmodel\b", said, re.IGNORECASE) is not None
