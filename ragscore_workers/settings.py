@@ -331,9 +331,20 @@ LIVE_RUN_TTL_S = 7 * 24 * 3600
 #: own default for the backend's replies (``redis_socket_timeout``), now the broker's too. A broker that accepts and
 #: never answers (hung, behind a partition) fails the read, and Celery reconnects, seeing a stop between its tries,
 #: where it was held in the read for ever (SIGTERM waited out the whole ``--stop-timeout``). Above the store's
-#: ``WORKER_READ_TIMEOUT_S``: at 60 s, a hang of 75 s made the consumer reconnect mid-run, and the message it held
-#: waited for a stall recovery.
+#: default (:data:`DEFAULT_WORKER_STORE_TIMEOUT_S`): at 60 s, a hang of 75 s made the consumer reconnect mid-run, and
+#: the message it held waited for a stall recovery.
 DEFAULT_WORKER_SOCKET_TIMEOUT_S = 120.0
+#: Seconds a worker waits for one reply of its run store (RAGSCORE_STORE_URL, else the broker's Redis) before it takes
+#: the connection for lost and retries it, by default (``store.CLIENT_RETRIES`` times: about 9.5 min in all with the
+#: backoff): well above a slow Redis's pauses (a fork for a BGSAVE of a big dataset), so a hang is waited out, and a
+#: connection that never answers (a partition or fail-over dropped it) is opened again after a minute. The whole wait
+#: stays below the visibility timeout (900 s by default): a judge chunk, which no time limit bounds (thread pool),
+#: waiting longer would be delivered again while it still waits. redis-py's own default (5 s since redis-py 8) failed
+#: a chunk after ~65 s of a hung Redis.
+DEFAULT_WORKER_STORE_TIMEOUT_S = 60.0
+#: The shortest worker store timeout taken: a healthy Redis answers in milliseconds, and each reply is timed, not a
+#: whole call (a big reply's reads each restart it); below a second a Redis busy for a moment would be taken for lost.
+MIN_WORKER_STORE_TIMEOUT_S = 1.0
 #: The shortest worker socket timeout taken: well above kombu's ``brpop_timeout`` (1 s), within which Redis answers an
 #: idle worker's BRPOP, so that a Redis slow for a moment is not taken for lost.
 MIN_WORKER_SOCKET_TIMEOUT_S = 5.0
@@ -377,6 +388,9 @@ class Settings(BaseSettings):
     #: Seconds a worker's Celery waits for each reply of (and connect to) its broker and result backend before it
     #: takes the connection for lost and opens it again (:data:`DEFAULT_WORKER_SOCKET_TIMEOUT_S`).
     worker_socket_timeout_s: float = Field(default=DEFAULT_WORKER_SOCKET_TIMEOUT_S, ge=MIN_WORKER_SOCKET_TIMEOUT_S)
+    #: Seconds a worker waits for each reply of its run store before it takes the connection for lost and retries
+    #: it (:data:`DEFAULT_WORKER_STORE_TIMEOUT_S`); a chunk whose calls still fail is sent again.
+    worker_store_timeout_s: float = Field(default=DEFAULT_WORKER_STORE_TIMEOUT_S, ge=MIN_WORKER_STORE_TIMEOUT_S)
 
     @field_validator("home")
     @classmethod

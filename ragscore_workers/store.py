@@ -63,7 +63,7 @@ from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
 from .schemas import RATE_LIMITS, ItemResult, MetricResult, Queue, RunSummary, Suite, split_key, unscorable_reason
-from .settings import LIVE_RUN_TTL_S, NO_CERT_REQS, TLS_EXAMPLE, for_redis_py, query_options
+from .settings import LIVE_RUN_TTL_S, NO_CERT_REQS, TLS_EXAMPLE, for_redis_py, get_settings, query_options
 from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
@@ -673,13 +673,6 @@ POOL_MAX_CONNECTIONS = 512
 POOL_TIMEOUT_S = 30.0
 #: Retries of a command whose connection was lost (backing off 0.2 s to 5 s: about 20 s in all).
 CLIENT_RETRIES = 8
-#: Seconds a worker waits for one reply of Redis before it takes the connection for lost and retries it
-#: (``CLIENT_RETRIES`` times: about 9.5 min in all with the backoff): well above a slow Redis's pauses (a fork for a
-#: BGSAVE of a big dataset), so a hang is waited out, and a connection that never answers (a partition or fail-over
-#: dropped it) is opened again after a minute. The whole wait stays below the visibility timeout (900 s by default):
-#: a judge chunk, which no time limit bounds (thread pool), waiting longer would be delivered again while it still
-#: waits. redis-py's own default (5 s since redis-py 8) failed a chunk after ~65 s of a hung Redis.
-WORKER_READ_TIMEOUT_S = 60.0
 
 
 def _auth_refused(password: str | None, exc: Exception) -> str:
@@ -784,13 +777,13 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
     command tried once, for a check that says a Redis gone rather than wait ~20 s for it). ``read_timeout_s``:
     a reply (or a connection) that takes longer raises ``redis.TimeoutError``, not retried (the caller already
     waited; a Redis that accepts and never answers, hung or behind a partition, held the orchestrator for ever).
-    None: :data:`WORKER_READ_TIMEOUT_S`, retried as a lost connection (workers: a chunk waits out a slow Redis
-    rather than fail)."""
+    None: a worker's, ``RAGSCORE_WORKER_STORE_TIMEOUT_S`` (a minute by default), retried as a lost connection
+    (workers: a chunk waits out a slow Redis rather than fail)."""
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
     retried: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, TimeoutError)
-    timeouts: dict[str, Any] = {"socket_timeout": WORKER_READ_TIMEOUT_S}  # connects: redis-py's own timeout
+    timeouts: dict[str, Any] = {"socket_timeout": get_settings().worker_store_timeout_s}  # connects: redis-py's own
     if read_timeout_s is not None:  # Retry's own default retries timeouts too: 8 more waits of read_timeout_s
         retried = (redis.ConnectionError,)
         timeouts = {"socket_timeout": read_timeout_s, "socket_connect_timeout": read_timeout_s}

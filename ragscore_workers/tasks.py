@@ -527,7 +527,8 @@ def _redis_back(store: RunStore, deadline: float) -> bool:
     """Look at Redis, each pause twice the last (1 s up to ``OUTAGE_POLL_MAX_S``), until it answers (True) or
     ``deadline`` (``time.monotonic()``) passes (False). A look at a Redis that is down takes the client's own retries
     too (about 20 s with a worker's client); one at a Redis that accepts connections and never replies waits for it
-    (a worker's reads wait ``WORKER_READ_TIMEOUT_S`` each, retried), as every other call of the worker would."""
+    (a worker's reads wait ``RAGSCORE_WORKER_STORE_TIMEOUT_S`` each, retried), as every other call of the worker
+    would."""
     pause = 1.0
     while time.monotonic() < deadline:
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))

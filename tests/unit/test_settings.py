@@ -386,3 +386,25 @@ def test_the_workers_socket_timeout_is_read_from_the_environment_and_one_too_sho
     monkeypatch.setenv("RAGSCORE_WORKER_SOCKET_TIMEOUT_S", "1")
     with pytest.raises(ConfigError, match="_SOCKET_TIMEOUT_S='1': Input should be greater than or equal to 5"):
         get_settings()
+
+
+def test_the_workers_store_timeout_is_read_from_the_environment_and_one_too_short_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RAGSCORE_WORKER_STORE_TIMEOUT_S bounds each reply of a worker's run store client (default 60 s), retried as a
+    lost connection; the orchestrator's clients keep their own bound. One under 1 s is refused, named."""
+    from ragscore_workers.store import redis_client
+
+    def bound(*args: Any) -> object:
+        return redis_client("redis://h:6379/0", *args).connection_pool.connection_kwargs["socket_timeout"]
+
+    assert bound() == 60.0
+    monkeypatch.setenv("RAGSCORE_WORKER_STORE_TIMEOUT_S", "2.5")
+    assert bound() == 2.5
+    assert bound(7.0) == 7.0  # the sending side's own
+    monkeypatch.setenv("RAGSCORE_WORKER_STORE_TIMEOUT_S", "0.5")
+    with pytest.raises(ConfigError, match="_STORE_TIMEOUT_S='0.5': Input should be greater than or equal to 1"):
+        get_settings()
+    monkeypatch.setenv("RAGSCORE_WORKER_STORE_TIMEOUT_S", "a minute")
+    with pytest.raises(ConfigError, match="RAGSCORE_WORKER_STORE_TIMEOUT_S='a minute': Input should be a valid number"):
+        get_settings()
