@@ -25,6 +25,7 @@ from orchestrator.suite import load_suite
 from orchestrator.terminal import summary_commands
 from ragscore_workers.counts import counted
 from ragscore_workers.errors import BrokerError
+from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, until, write_jsonl
@@ -38,6 +39,11 @@ def _celery_mains(worker: WorkerProcess) -> list[psutil.Process]:
     """The Celery main processes ``ragscore worker`` supervises (one per queue)."""
     assert worker.proc is not None
     return psutil.Process(worker.proc.pid).children()
+
+
+def _worker_said(home: Path, text: str) -> bool:
+    """Whether a log of the ``ragscore worker`` whose RAGSCORE_HOME is ``home`` says ``text``."""
+    return any(text in p.read_text(errors="replace") for p in home.rglob("*.log"))
 
 
 def _run_with_kill(tmp_path: Path, kill: str, visibility_s: int = 4) -> None:
@@ -977,13 +983,10 @@ def test_a_workers_aggregation_cut_off_by_a_redis_restart_aggregates_again_once_
         watcher.execute_command("CLIENT", "PAUSE", "60000", "ALL")
         server.stop()  # SIGTERM: Redis writes its AOF and exits, mid-aggregation
 
-        def worker_said(text: str) -> bool:
-            return any(text in p.read_text(errors="replace") for p in (tmp_path / "home").rglob("*.log"))
-
         # down until the worker's client retries (~21 s) gave up and its aggregation says it waits: a fixed sleep
         # raced them (an aggregation that paused between two calls started its retries later, and rode the outage out)
-        cut_off = f"aggregate of run {sub.run_id} cut off: Redis did not answer"
-        assert until(lambda: worker_said(cut_off), 180), "the aggregation was not cut off by the outage"
+        cut_off, home = f"aggregate of run {sub.run_id} cut off: Redis did not answer", tmp_path / "home"
+        assert until(lambda: _worker_said(home, cut_off), 180), "the aggregation was not cut off by the outage"
         server.start()  # same port, same data
         assert until(lambda: store.state(sub.run_id) in ("finished", "failed"), 120), store.state(sub.run_id)
         assert store.state(sub.run_id) == "finished", store.meta(sub.run_id).get("error")
@@ -992,7 +995,7 @@ def test_a_workers_aggregation_cut_off_by_a_redis_restart_aggregates_again_once_
         assert summary.items == 3000 and em.errors == 0 and em.n + em.unscorable == 3000
         assert store.progress(sub.run_id)["done"] == 3000 * 4, "every output scored"
         assert until(lambda: not store.r.exists(lease), 30), "the lease is released (once the run's keys are settled)"
-        assert worker_said("Redis answers again; aggregating it again"), "the worker's own aggregation, tried again"
+        assert _worker_said(home, "Redis answers again; aggregating it again"), "the worker's own aggregation, again"
     finally:
         worker.stop()
         server.stop()
@@ -1118,9 +1121,9 @@ def test_a_workers_chunk_waits_out_a_redis_hung_past_redis_pys_own_timeout_and_w
     """Workers' Redis client kept redis-py's own timeouts: 5 s a reply since redis-py 8, retried CLIENT_RETRIES
     times (~65 s with 8). A Redis hung longer (SIGSTOP here: connections open, nothing answers) made a chunk's call
     raise TimeoutError: the task failed, its shard's chord never ended, and a detached run stayed running. Now a
-    worker waits WORKER_READ_TIMEOUT_S (minutes) per reply, and the chunk, run as the worker's task runs it, ends once
-    Redis answers, its items written. One retry here (5 s + 0.2 s + 5 s with redis-py's timeout), so the hang is 15 s,
-    not over a minute."""
+    worker waits RAGSCORE_WORKER_STORE_TIMEOUT_S (a minute) per reply, and the chunk, run as the worker's task runs
+    it, ends once Redis answers, its items written. One retry here (5 s + 0.2 s + 5 s with redis-py's timeout), so
+    the hang is 15 s, not over a minute."""
     from ragscore_workers import store as store_module
     from ragscore_workers import tasks
 
@@ -1184,7 +1187,7 @@ def _chunk_on_paused_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     from ragscore_workers import tasks
 
     monkeypatch.setattr(store_module, "CLIENT_RETRIES", 0)
-    monkeypatch.setattr(store_module, "WORKER_READ_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("RAGSCORE_WORKER_STORE_TIMEOUT_S", "1")
     server = RedisProcess(tmp_path / "redis").start()
     monkeypatch.setenv("RAGSCORE_STORE_URL", server.url)
     tasks.get_store.cache_clear()
@@ -1217,6 +1220,42 @@ def test_a_chunk_whose_redis_write_fails_is_sent_again_and_its_items_are_counted
         assert store.progress(run_id)["done"] == 25 * 4  # exact_match; recall_at_1, recall_at_5, mrr
         assert tasks.score_task["cpu"].apply(args=args).get()["new"] == 0  # sent again: nothing counted twice
         assert store.progress(run_id)["done"] == 25 * 4
+
+
+def test_a_real_workers_chunk_whose_store_writes_hang_is_sent_again_and_the_run_finishes_each_item_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunk retry on a real `celery worker`, its store client waiting RAGSCORE_WORKER_STORE_TIMEOUT_S=1 s a
+    reply: its run store (a Redis apart from its broker) pauses every write (CLIENT PAUSE WRITE: connections open,
+    writes never answered) before the worker takes the run's chunk. The chunk's writes time out past its client's
+    retries (~30 s), the worker sends it again, Redis answers once the worker says so, and the retry finishes the run,
+    every item scored once."""
+    store_server = RedisProcess(tmp_path / "store").start()
+    broker = RedisProcess(tmp_path / "broker").start()
+    monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
+    worker = WorkerProcess(broker.url, "cpu", tmp_path / "home", concurrency=1)
+    worker.env["RAGSCORE_WORKER_STORE_TIMEOUT_S"] = "1"
+    paused = redis.Redis(port=store_server.port)
+    try:
+        store = connect(broker.url, get_settings(), sends=True)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(25, seed=7)), load_suite(SUITE), store)
+        paused.client_pause(600_000, all=False)
+        worker.start()
+        sent_again = f"run {sub.run_id}: a chunk on cpu could not use Redis"
+        assert until(lambda: _worker_said(tmp_path / "home", sent_again), 300), "the chunk was not sent again"
+        paused.client_unpause()
+        assert until(lambda: store.state(sub.run_id) in ("finished", "failed"), 300), store.state(sub.run_id)
+        assert store.state(sub.run_id) == "finished", store.meta(sub.run_id).get("error")
+        assert store.progress(sub.run_id)["done"] == 25 * 4, "every output once"
+        summary = store.finished_summary(sub.run_id, **summary_commands(sub.run_id, None, None))
+        em = summary.metrics["exact_match"]
+        assert summary.items == 25 and em.errors == 0 and em.n + em.unscorable == 25
+        assert not _worker_said(tmp_path / "home", "(retry 2 of"), "sent again once"
+    finally:
+        paused.client_unpause()
+        worker.stop()
+        broker.stop()
+        store_server.stop()
 
 
 @pytest.mark.parametrize("retries", [1, 4])  # 4: above Celery's own bound of a task's retries (max_retries=3)
