@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -335,13 +336,18 @@ LIVE_RUN_TTL_S = 7 * 24 * 3600
 #: the message it held waited for a stall recovery.
 DEFAULT_WORKER_SOCKET_TIMEOUT_S = 120.0
 #: Seconds a worker waits for one reply of its run store (RAGSCORE_STORE_URL, else the broker's Redis) before it takes
-#: the connection for lost and retries it, by default (``store.CLIENT_RETRIES`` times: about 9.5 min in all with the
+#: the connection for lost and retries it, by default (:data:`CLIENT_RETRIES` times: about 9.5 min in all with the
 #: backoff): well above a slow Redis's pauses (a fork for a BGSAVE of a big dataset), so a hang is waited out, and a
 #: connection that never answers (a partition or fail-over dropped it) is opened again after a minute. The whole wait
 #: stays below the visibility timeout (900 s by default): a judge chunk, which no time limit bounds (thread pool),
 #: waiting longer would be delivered again while it still waits. redis-py's own default (5 s since redis-py 8) failed
 #: a chunk after ~65 s of a hung Redis.
 DEFAULT_WORKER_STORE_TIMEOUT_S = 60.0
+#: Retries of a store command whose connection was lost (or, a worker's, whose reply did not come), backing off
+#: ``CLIENT_BACKOFF_BASE_S`` doubled each time (0.2 s first) up to ``CLIENT_BACKOFF_CAP_S``: about 21 s in all.
+CLIENT_RETRIES = 8
+CLIENT_BACKOFF_BASE_S = 0.1
+CLIENT_BACKOFF_CAP_S = 5.0
 #: The shortest worker store timeout taken: a healthy Redis answers in milliseconds, and each reply is timed, not a
 #: whole call (a big reply's reads each restart it); below a second a Redis busy for a moment would be taken for lost.
 MIN_WORKER_STORE_TIMEOUT_S = 1.0
@@ -404,9 +410,10 @@ class Settings(BaseSettings):
         return self.visibility_timeout_s <= longest_hard_limit()
 
     def check_visibility_timeout(self) -> None:
-        """ConfigError when the visibility timeout is not above every hard time limit (and no test allowed it): a task
-        that outlives it is re-delivered while it still runs, over and over (16 deliveries of a rate-limited judge's
-        chunks at 5 s), until its items are failed as if their process had died. Only the processes that send tasks
+        """ConfigError when the visibility timeout is not above every hard time limit, or not above a worker's whole
+        wait for its run store (:meth:`_check_worker_store_wait`), and no test allowed it: a task that outlives it is
+        re-delivered while it still runs, over and over (16 deliveries of a rate-limited judge's chunks at 5 s), until
+        its items are failed as if their process had died. Only the processes that send tasks
         (run, resume, submit) and the workers check it: a command that only reads a run (status, results, cancel,
         compare) works on a cluster whose operators chose a short timeout."""
         if self.short_visibility_timeout and not self.allow_short_visibility_timeout:
@@ -415,6 +422,21 @@ class Settings(BaseSettings):
                 f"Bad setting: RAGSCORE_VISIBILITY_TIMEOUT_S='{self.visibility_timeout_s}': must be above the longest "
                 f"hard time limit of a task, {longest} s (default 900): a task still running when it passes is "
                 "delivered again, and its items end failed as if their worker had died"
+            )
+        self._check_worker_store_wait()
+
+    def _check_worker_store_wait(self) -> None:
+        """ConfigError when a worker's store call on a Redis that never answers (:func:`worker_store_wait_s`) could
+        outlive the visibility timeout (and no test allowed a short one): a judge chunk, which no time limit bounds,
+        still waiting when it passes is delivered again."""
+        wait = worker_store_wait_s(self.worker_store_timeout_s)
+        if wait >= self.visibility_timeout_s and not self.allow_short_visibility_timeout:
+            longest = math.ceil((self.visibility_timeout_s - worker_store_wait_s(0.0)) / (CLIENT_RETRIES + 1)) - 1
+            raise ConfigError(
+                f"Bad setting: RAGSCORE_WORKER_STORE_TIMEOUT_S='{self.worker_store_timeout_s:g}': a worker's call to a "
+                f"run store that does not answer would wait {wait:.0f} s ({CLIENT_RETRIES + 1} tries, with backoff), "
+                f"not below RAGSCORE_VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s} s): a chunk still waiting "
+                f"would be delivered again. Set it to at most {longest} s, or raise the visibility timeout"
             )
 
     @field_validator("broker_url", "result_backend", "store_url")
@@ -428,6 +450,14 @@ class Settings(BaseSettings):
             except ConfigError as exc:
                 raise ValueError(str(exc)) from None
         return url or None
+
+
+def worker_store_wait_s(timeout_s: float) -> float:
+    """Longest a worker's store call waits on a Redis that accepts and never answers: :data:`CLIENT_RETRIES` + 1
+    waits of ``timeout_s`` (``RAGSCORE_WORKER_STORE_TIMEOUT_S``), the client's backoff between them (as redis-py's
+    ``ExponentialBackoff`` computes it)."""
+    backoff = sum(min(CLIENT_BACKOFF_CAP_S, CLIENT_BACKOFF_BASE_S * 2**n) for n in range(1, CLIENT_RETRIES + 1))
+    return (CLIENT_RETRIES + 1) * timeout_s + backoff
 
 
 def _shown(value: object) -> object:

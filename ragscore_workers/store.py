@@ -63,7 +63,17 @@ from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
 from .schemas import RATE_LIMITS, ItemResult, MetricResult, Queue, RunSummary, Suite, split_key, unscorable_reason
-from .settings import LIVE_RUN_TTL_S, NO_CERT_REQS, TLS_EXAMPLE, for_redis_py, get_settings, query_options
+from .settings import (
+    CLIENT_BACKOFF_BASE_S,
+    CLIENT_BACKOFF_CAP_S,
+    CLIENT_RETRIES,
+    LIVE_RUN_TTL_S,
+    NO_CERT_REQS,
+    TLS_EXAMPLE,
+    for_redis_py,
+    get_settings,
+    query_options,
+)
 from .unicode_text import utf8_json, valid_unicode
 
 __all__ = [
@@ -671,8 +681,6 @@ def store_url_for_redis_py(url: str) -> str:
 #: too small. The pool blocks (up to POOL_TIMEOUT_S) instead of failing when all are in use.
 POOL_MAX_CONNECTIONS = 512
 POOL_TIMEOUT_S = 30.0
-#: Retries of a command whose connection was lost (backing off 0.2 s to 5 s: about 20 s in all).
-CLIENT_RETRIES = 8
 
 
 def _auth_refused(password: str | None, exc: Exception) -> str:
@@ -793,7 +801,7 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
         timeout=POOL_TIMEOUT_S,
         decode_responses=True,
         retry=Retry(
-            ExponentialBackoff(cap=5.0, base=0.1),
+            ExponentialBackoff(cap=CLIENT_BACKOFF_CAP_S, base=CLIENT_BACKOFF_BASE_S),
             retries=CLIENT_RETRIES if retries is None else retries,
             supported_errors=retried,
         ),

@@ -313,6 +313,7 @@ def test_a_visibility_timeout_not_above_every_hard_time_limit_is_refused(monkeyp
         (["worker", "-Q", "cpu", "-c", "0"], {}, "greater than or equal to 1"),
         (["run", "--bogus"], {}, "No such option: --bogus"),
         (["worker", "-Q", "judge"], {"RAGSCORE_VISIBILITY_TIMEOUT_S": "5"}, "TIMEOUT_S='5': must be above"),
+        (["worker", "-Q", "judge"], {"RAGSCORE_WORKER_STORE_TIMEOUT_S": "120"}, "STORE_TIMEOUT_S='120': a worker's"),
     ],
 )
 def test_the_cli_says_what_is_malformed_and_exits_2(args: list[str], env: dict[str, str], message: str) -> None:
@@ -408,3 +409,25 @@ def test_the_workers_store_timeout_is_read_from_the_environment_and_one_too_shor
     monkeypatch.setenv("RAGSCORE_WORKER_STORE_TIMEOUT_S", "a minute")
     with pytest.raises(ConfigError, match="RAGSCORE_WORKER_STORE_TIMEOUT_S='a minute': Input should be a valid number"):
         get_settings()
+
+
+def test_a_workers_store_wait_past_the_visibility_timeout_is_refused_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker's store call on a Redis that never answers waits 9 tries of RAGSCORE_WORKER_STORE_TIMEOUT_S, ~21 s of
+    backoff between: at 98 s that passed the default 900 s visibility timeout, and a judge chunk still waiting was
+    delivered again. Refused where the workers start (the check every sending process and worker runs); 97 s is
+    taken, and a longer visibility timeout takes more."""
+    from ragscore_workers.settings import worker_store_wait_s
+
+    assert worker_store_wait_s(60.0) == pytest.approx(9 * 60 + 21.2)  # the ~9.5 min docs/settings.md states
+    monkeypatch.setenv("RAGSCORE_WORKER_STORE_TIMEOUT_S", "97")
+    get_settings().check_visibility_timeout()
+    monkeypatch.setenv("RAGSCORE_WORKER_STORE_TIMEOUT_S", "98")
+    with pytest.raises(ConfigError) as info:
+        get_settings().check_visibility_timeout()
+    said = str(info.value)
+    assert "RAGSCORE_WORKER_STORE_TIMEOUT_S='98'" in said and "RAGSCORE_VISIBILITY_TIMEOUT_S (900 s)" in said, said
+    assert "at most 97 s" in said, said
+    monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", "1200")
+    get_settings().check_visibility_timeout()
