@@ -304,9 +304,16 @@ def _bar_parts(task: Task) -> dict[str, Text]:
     return {
         "name": name, "cut name": name, "count": MofNCompleteColumn().render(task),
         "percent": TaskProgressColumn().render(task), "rate": Text(f"{task.fields['rate']:>8.1f}/s"),
-        "elapsed": TimeElapsedColumn().render(task), "eta": Text(f"ETA {task.fields['eta']}"),
+        "elapsed": _elapsed(task), "eta": Text(f"ETA {task.fields['eta']}"),
         "tallies": Text(task.fields["tallies"]),
     }  # fmt: skip
+
+
+def _elapsed(task: Task) -> Text:
+    """The attempt's time at work on the store's clock (``work_ms``: what the rate divides by), else the bar's own time
+    shown: a large dataset's bar starts once its rows are all sent, its workers at work since the first was."""
+    work_s = task.fields.get("work_s")
+    return TimeElapsedColumn().render(task) if work_s is None else Text(_clock(work_s), style="progress.elapsed")
 
 
 def _bar_line(task: Task, width: int) -> tuple[Table, bool]:
@@ -370,7 +377,7 @@ class RichProgress:
         self.rate, self.behind = _Rate(), ""
         self.bar.start()
         self.task = self.bar.add_task(f"run {run_id}", total=None, rate=0.0, eta="-:--:--", tallies="",
-                                      note="")  # fmt: skip
+                                      note="", work_s=None)  # fmt: skip
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         done, total, stopped = _units(counters)
@@ -381,7 +388,7 @@ class RichProgress:
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
             eta="-:--:--" if eta is None or note or stopped is not None else _clock(eta),
-            tallies=_tallies(counters), note=note,
+            tallies=_tallies(counters), note=note, work_s=counters["work_ms"] / 1000 if "work_ms" in counters else None,
         )  # fmt: skip
 
     def stop(self) -> None:

@@ -263,6 +263,23 @@ def test_the_rate_counts_from_when_a_worker_took_the_attempts_first_task_on_the_
     assert _rate(out.getvalue().splitlines()[-1]) == 20.0 and " ETA 5s " in out.getvalue().splitlines()[-1]
 
 
+def test_the_rich_bar_times_the_attempts_work_on_the_stores_clock_not_from_its_own_start(clock: Clock) -> None:
+    """A large dataset's rows are sent while the workers score them: the bar starts once all are sent, half done.
+    Its time elapsed is the attempt's time at work (``work_ms``), which its rate divides by, not 0:00:00 at 52 %."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+    view.start("r1")
+    view.update({"done": 52_000, "total": 100_000, "work_ms": 18_400, "before:done": 0})
+    shown = Console(record=True, width=200)
+    shown.print(view.bar.get_renderable())
+    view.stop()
+    line = shown.export_text()
+    assert "2826.1/s 0:00:18 ETA 0:00:17" in line, line
+
+
 def test_a_resumed_attempt_counts_its_own_units_over_its_own_time(clock: Clock) -> None:
     """A stalled run's recovery (a new attempt, followed by the same process): until a worker takes one of its
     tasks there is no pace (the stall is not the new attempt's time), then the units done before it are not its
