@@ -194,6 +194,11 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
+def _work_s(counters: dict[str, int]) -> float | None:
+    """The attempt's time at work in seconds (``work_ms``, on the store's clock), None before a worker took its task."""
+    return counters["work_ms"] / 1000 if "work_ms" in counters else None
+
+
 class _Rate:
     """Units per second and ETA of the run's current attempt. The queues work side by side, so the ETA is the
     slowest queue's (its units left over its own rate): the run's units left over the summed rate made a fast cpu
@@ -225,7 +230,7 @@ class _Rate:
         if self.base is None:
             self.base = {k: v for k, v in counters.items() if k == "done" or k.startswith("done:")}
         seen = (done, counters.get("judge_calls", 0), counters.get("target_calls", 0))
-        work_s = counters["work_ms"] / 1000 if "work_ms" in counters else None
+        work_s = _work_s(counters)
         if seen != self.last:
             self.last, self.changed, self.changed_work_s = seen, now, work_s
         finished = 0 < total <= done  # every unit done (aggregating): the rate over the scoring, not falling after
@@ -388,7 +393,7 @@ class RichProgress:
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
             eta="-:--:--" if eta is None or note or stopped is not None else _clock(eta),
-            tallies=_tallies(counters), note=note, work_s=counters["work_ms"] / 1000 if "work_ms" in counters else None,
+            tallies=_tallies(counters), note=note, work_s=_work_s(counters),
         )  # fmt: skip
 
     def stop(self) -> None:
