@@ -100,16 +100,21 @@ def _reading_back_slowly(home: Path, rewrite: bool = False) -> EmbeddedRedis:
     key-load-delay, microseconds a key), as a server another run started."""
     first = EmbeddedRedis(home)
     first.acquire()
-    pipe = first.client.pipeline(transaction=False)
-    for i in range(100_000):
-        pipe.set(f"ragscore:test:{i}", "x" * 100)
-    pipe.execute()
-    if rewrite:
-        first.client.bgrewriteaof()
-        assert until(lambda: not first.client.info("persistence")["aof_rewrite_in_progress"], 60)
-        assert until(lambda: not first.client.info("persistence")["aof_rewrite_scheduled"], 60)
-    first.release()  # shut down; its data stays in the append-only file
+    try:
+        pipe = first.client.pipeline(transaction=False)
+        for i in range(100_000):
+            pipe.set(f"ragscore:test:{i}", "x" * 100)
+        pipe.execute()
+        if rewrite:
+            first.client.bgrewriteaof()
+            assert until(lambda: not first.client.info("persistence")["aof_rewrite_in_progress"], 60)
+            assert until(lambda: not first.client.info("persistence")["aof_rewrite_scheduled"], 60)
+    finally:
+        first.release()  # shut down (never left running on a failed assert); its data stays in the append-only file
     assert not _servers(first)
+    if rewrite:  # checked before the slow server starts: a failure here leaves no server running
+        files = list((home / "redis" / "appendonlydir").iterdir())
+        assert any(f.name.endswith(".base.rdb") for f in files), files
     # answering (LOADING) while it reads an RDB every 1 KB read, not every 2 MB: slowed down, it would not answer
     delays = ["--key-load-delay", "30", "--loading-process-events-interval-bytes", "1024"]
     subprocess.run([*first.server_args(), *delays], check=True, timeout=30)
@@ -126,7 +131,6 @@ def test_the_wait_for_a_server_reading_back_says_the_size_of_every_file_it_reads
     _reading_back_slowly(home, rewrite=True)
     monkeypatch.setattr(embedded_redis, "LOADING_SAID_AFTER_S", 0.0)  # said at once: not a race with the load's end
     files = [f for f in (home / "redis" / "appendonlydir").iterdir() if f.is_file()]
-    assert any(f.name.endswith(".base.rdb") for f in files), files
     later = EmbeddedRedis(home)
     try:
         with caplog.at_level("WARNING", logger="orchestrator.embedded_redis"):
