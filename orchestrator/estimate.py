@@ -34,7 +34,15 @@ from ragscore_workers.schemas import Pace, Row, Suite, TargetConfig
 from .datasets import RowError, scan_dataset
 from .suite import QUEUE_ORDER, ResolvedSuite
 
-__all__ = ["CallTally", "Estimate", "estimate_run", "judge_floor_s", "least_seconds"]
+__all__ = [
+    "CallTally",
+    "Estimate",
+    "RunCount",
+    "estimate_run",
+    "judge_calls_planned",
+    "judge_floor_s",
+    "least_seconds",
+]
 
 #: Rows planned together (judge prompts are built a batch at a time, then dropped).
 BATCH_ROWS = 256
@@ -165,14 +173,17 @@ def least_seconds(requests: int, rpm: int | None, pace: Pace = "burst") -> float
 def judge_floor_s(counters: dict[str, int]) -> float:
     """The least seconds a live run's judge calls still to make need under the judge's ``rpm`` in force, from
     :meth:`RunStore.progress`'s counters (``judge_rpm``, ``judge_pace_even``, ``judge_calls``, ``done:judge``,
-    ``total:judge``): its ETA is never sooner. The calls left are the judge units left at the calls a done unit took
-    so far (cached replies and rule-scored rows take none), but no more than the units not done less the calls sent
-    beyond one a done unit (the calls of units in flight: a unit takes one at least); 0 before a judge unit is done."""
+    ``total:judge``, ``judge_calls_planned``): its ETA is never sooner; 0 before a judge unit is done. The calls left
+    are the calls the dry run's count planned for the run at submit (:func:`judge_calls_planned`: a metric may ask two
+    judges an item) less those sent, or where more (or where a run submitted before that count has none), the judge
+    units left at the calls a done unit took so far (cached replies and rule-scored rows take none), but no more than
+    the units not done less the calls sent beyond one a done unit (the calls of units in flight)."""
     done, total = counters.get("done:judge", 0), counters.get("total:judge", 0)
     calls = counters.get("judge_calls", 0)
     if not done or done >= total:
         return 0.0
-    left = min(total - calls, (total - done) * calls / done)
+    measured = min(total - calls, (total - done) * calls / done)
+    left = max(measured, counters.get("judge_calls_planned", 0) - calls)
     pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
     return least_seconds(math.ceil(left), counters.get("judge_rpm"), pace) if left > 0 else 0.0
 
@@ -237,6 +248,44 @@ class _JudgePlanner:
         return [bool(hit) for hit in pipe.execute()]
 
 
+class RunCount:
+    """What a run of ``resolved`` does, counted a row at a time as it is read (the dry run's count, and submit's of
+    the judge calls its run will make: :func:`judge_calls_planned`); ``redis``: look up cached replies."""
+
+    def __init__(self, resolved: ResolvedSuite, redis: Any | None = None) -> None:
+        self.resolved = resolved
+        self.estimate = Estimate()
+        self.judge = _JudgePlanner(resolved, self.estimate, None if resolved.targets else redis)
+        self.per_metric = {m.name: len(m.outputs(p)) for m, p in resolved.metrics}
+        self.units: dict[str, int] = {}
+
+    def see(self, row: Row) -> None:
+        """Count ``row``: its items (one a target), their work units per queue, judge calls and target calls."""
+        estimate, targets = self.estimate, self.resolved.targets
+        for answered in [_as_answered(row, t) for t in targets] or [row]:
+            if answered.system is not None:
+                estimate.systems.add(answered.system)
+            for queue, names in self.resolved.row_queues(answered).items():
+                self.units[queue] = self.units.get(queue, 0) + sum(self.per_metric[n] for n in names)
+            self.judge.add(answered)
+        for target in targets:
+            estimate.target_calls[target.name] = estimate.target_calls.get(target.name, 0) + 1
+
+    def finish(self, rows: int) -> Estimate:
+        """The estimate once all ``rows`` were seen (its judge calls planned, its units per queue)."""
+        self.judge.flush()
+        units = self.units | ({"target": rows * len(self.resolved.targets)} if self.resolved.targets else {})
+        self.estimate.units = {q: units[q] for q in QUEUE_ORDER if units.get(q)}
+        self.estimate.cache_checked = self.judge.redis is not None and bool(self.judge.metrics)
+        return self.estimate
+
+
+def judge_calls_planned(estimate: Estimate) -> int | None:
+    """The judge calls a run sends at least, as the dry run counts them (each judge's first call, cached replies
+    left out); None where the run has no judge calls to plan."""
+    return estimate.judge_total().paid if estimate.judge else None
+
+
 def estimate_run(
     dataset: Path,
     resolved: ResolvedSuite,
@@ -250,41 +299,24 @@ def estimate_run(
 
     Raises DatasetError (as a run does) for duplicate ids or when no row is readable, ConfigError when a target's
     request reads a field no row has."""
-    estimate = Estimate()
-    targets = resolved.targets
-    judge = _JudgePlanner(resolved, estimate, None if targets else redis)
-    per_metric = {m.name: len(m.outputs(p)) for m, p in resolved.metrics}
-    units: dict[str, int] = {}
-
+    run = RunCount(resolved, redis)
     request_fields = resolved.request_fields()
 
     def count(row: Row) -> None:
         request_fields.see(row)
-        for answered in [_as_answered(row, t) for t in targets] or [row]:
-            if answered.system is not None:
-                estimate.systems.add(answered.system)
-            for queue, names in resolved.row_queues(answered).items():
-                units[queue] = units.get(queue, 0) + sum(per_metric[n] for n in names)
-            judge.add(answered)
-        for target in targets:
-            name = target.name
-            estimate.target_calls[name] = estimate.target_calls.get(name, 0) + 1
+        run.see(row)
         if on_row is not None:
             on_row()
 
     scan = scan_dataset(dataset, fmt, lambda _: None, fmt_options, on_row=count, asked_as=resolved.asked_as)
     if scan.rows and (unseen := request_fields.error()):
         raise ConfigError(f"{dataset}: {unseen}")
-    judge.flush()
-    if targets:
-        units["target"] = scan.rows * len(targets)
+    estimate = run.finish(scan.rows)
     estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.first_failures
     estimate.warnings = [
         *scan.warnings(resolved.filled_fields()),
         *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen),
     ]
     estimate.scoreless = resolved.scoreless(scan.fields_seen) if scan.rows else []
-    estimate.items = scan.rows * max(1, len(targets))
-    estimate.units = {q: units[q] for q in QUEUE_ORDER if units.get(q)}
-    estimate.cache_checked = judge.redis is not None and bool(judge.metrics)
+    estimate.items = scan.rows * max(1, len(resolved.targets))
     return estimate

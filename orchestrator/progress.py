@@ -26,7 +26,7 @@ from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
 from .estimate import judge_floor_s
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
-__all__ = ["ProgressView", "fmt_duration", "loading", "make_progress", "note_of", "queued_of", "wait_note"]
+__all__ = ["ProgressView", "at_least", "fmt_duration", "loading", "make_progress", "note_of", "queued_of", "wait_note"]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
@@ -187,6 +187,11 @@ def _tallies(counters: dict[str, int]) -> str:
     return f"{cut}errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}{judge}"
 
 
+def at_least(text: str, floor: bool) -> str:
+    """An ETA's ``text``, marked ``≥`` where it is a floor (the run cannot end sooner, whatever its rate says)."""
+    return f"≥{text}" if floor else text
+
+
 def _clock(seconds: float) -> str:
     """``1:02:03`` (as rich's own time columns)."""
     minutes, secs = divmod(round(seconds), 60)
@@ -224,7 +229,9 @@ class _Rate:
         #: Whether counters with the stamp were seen: its absence then is an attempt (a stall's recovery) not begun.
         self.stamped = False
 
-    def measure(self, counters: dict[str, int]) -> tuple[float, float | None]:
+    def measure(self, counters: dict[str, int]) -> tuple[float, float | None, bool]:
+        """Units per second, the ETA (None: none to give) and whether it is a floor (the judge's rpm allows no
+        sooner: :func:`judge_floor_s`)."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         now = time.monotonic()
         if self.base is None:
@@ -240,7 +247,7 @@ class _Rate:
             at = self.changed_work_s if finished and self.changed_work_s is not None else work_s
             elapsed = max(at, 1e-9)
         elif self.stamped:  # a new attempt (the recovery of a stall) no worker has begun yet
-            return 0.0, None
+            return 0.0, None, False
         else:
             base = self.base
             elapsed = max((self.changed if finished else now) - self.started, 1e-9)
@@ -254,9 +261,10 @@ class _Rate:
             paces = [(total - done, rate)]
         paces = [(left, pace) for left, pace in paces if left > 0]
         if any(pace <= 0 for _, pace in paces):  # a queue with work left and none done yet: no ETA to give
-            return rate, None
+            return rate, None, False
         # never sooner than the judge's rpm lets its calls left go (a first burst's pace is not the run's)
-        return rate, max([left / pace for left, pace in paces] + [judge_floor_s(counters)])
+        guess, least = max((left / pace for left, pace in paces), default=0.0), judge_floor_s(counters)
+        return rate, max(guess, least), least > guess
 
     def waiting(self) -> None:
         """The run waits its turn behind other runs' messages: not idle, its idle time counts from the end of that."""
@@ -386,13 +394,13 @@ class RichProgress:
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         done, total, stopped = _units(counters)
-        rate, eta = self.rate.measure(counters)
+        rate, eta, floor = self.rate.measure(counters)
         if self.behind:
             self.rate.waiting()
         note = self.behind or self.rate.idle_note(counters)
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
-            eta="-:--:--" if eta is None or note or stopped is not None else _clock(eta),
+            eta="-:--:--" if eta is None or note or stopped is not None else at_least(_clock(eta), floor),
             tallies=_tallies(counters), note=note, work_s=_work_s(counters),
         )  # fmt: skip
 
@@ -437,11 +445,11 @@ class PlainProgress:
         if not final and said == self.said and ended:  # said once is enough
             return
         self.last, self.said = now, said
-        rate, eta = self.rate.measure(counters)
+        rate, eta, floor = self.rate.measure(counters)
         if self.behind:
             self.rate.waiting()
         pct = 100.0 * done / total if total else 0.0
-        eta_text = f"{eta:.0f}s" if eta is not None else "?"
+        eta_text = at_least(f"{eta:.0f}s", floor) if eta is not None else "?"
         if note := self.behind or self.rate.idle_note(counters):
             eta_text = f"? ({note})"
         # a cancelled run's: what its workers scored, with nothing left to come (no ETA)

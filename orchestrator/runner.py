@@ -67,6 +67,7 @@ from .caller import CLI, Caller
 from .datasets import Named, RowError, dataset_fingerprint, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
+from .estimate import RunCount, judge_calls_planned
 from .loopback import LOOPBACK_HOSTS
 from .out_claim import claim_out_dir
 from .progress import ProgressView, QuietProgress, loading, note_of, queued_of
@@ -450,10 +451,13 @@ def submit(
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
     request_fields = resolved.request_fields()
+    planning = RunCount(resolved, store.r) if any(m.plan_calls for m, _ in resolved.scoring) else None
 
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))
         request_fields.see(row)
+        if planning is not None:  # the judge calls its run sends, as the dry run counts them: its ETA's floor
+            planning.see(row)
         ticker.count(lambda n: f"reading {Path(named.name).name}: {counted(n, 'row')} so far")
 
     try:
@@ -471,6 +475,7 @@ def submit(
     ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
     queues = [q for q in QUEUE_ORDER if q in needed]
     items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
+    planned = None if planning is None else judge_calls_planned(planning.finish(scan.rows))
     store.create_run(
         run_id,
         {
@@ -486,6 +491,7 @@ def submit(
             "shard_rows": shard_rows,
             "generation": 0,
             **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
+            **({"judge_calls_planned": planned} if planned is not None else {}),
         },
     )
     # cancelled on the raw error, then said

@@ -5,7 +5,9 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 (:meth:`RunStore.settle`), and a resume gives them the live TTL back:
 
 =================  ======  ==========================================================================
-``meta``           hash    state, suite JSON, totals, n_shards, timestamps (``progress_at``: work last done;
+``meta``           hash    state, suite JSON, totals, n_shards, ``judge_calls_planned`` (the judge calls the
+                          dry run counts for the run, kept at submit: its ETA's floor), timestamps
+                          (``progress_at``: work last done;
                           ``target_called_at``: a target call was last counted;
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
                           the counters then in ``work_began_before``); ``reports_dir``: where the reports were
@@ -1033,7 +1035,8 @@ class RunStore:
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
         limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
         (:func:`_stage_wait`), and ``load_ms:{queue}`` while a worker loads a model for it (:func:`_loads`): the views
-        say so, not "no progress". A cancelled run's hold ``worked:{queue}`` too
+        say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``) and ``judge_calls_planned``:
+        the views' ETA floor (``orchestrator.estimate.judge_floor_s``). A cancelled run's hold ``worked:{queue}`` too
         (:func:`_worked`; :func:`scored_of` sums them): its views set it against what was stopped, and its
         ``unscorable`` leaves out the outputs stored stopped (:func:`_cancelled_counts`)."""
         return self.progress_and_clock(run_id)[0]
@@ -1043,7 +1046,7 @@ class RunStore:
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
         pipe.hmget(self.key(run_id, "judge"), ("calls", "provider_rpm"))
-        pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state", "suite"))
+        pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state", "suite", "judge_calls_planned"))
         for queue in PROGRESSIVE_QUEUES:
             pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         for part in WAIT_PARTS.values():
@@ -1054,7 +1057,7 @@ class RunStore:
         counters, judge, meta_fields, *unwritten, limiters, loading, (seconds, micros) = pipe.execute()
         judge_calls, provider_rpm = judge
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
-        *began_fields, state, suite = meta_fields
+        *began_fields, state, suite, planned = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
         out = {
             k: v
@@ -1072,6 +1075,8 @@ class RunStore:
             out["judge_calls"] = int(judge_calls)
         if state not in RunState.DONE:
             out.update(_judge_limit(suite, provider_rpm))
+            if planned is not None:  # the judge calls its run sends at least (orchestrator.estimate.judge_floor_s)
+                out["judge_calls_planned"] = int(planned)
             for stage, wait in zip(WAIT_PARTS, waits, strict=True):
                 if wait:
                     # One judge limiter says "the judge rate limit". Counted by name: a key rotated mid-run (or

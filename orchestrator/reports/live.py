@@ -27,7 +27,7 @@ from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..estimate import judge_floor_s
-from ..progress import IDLE_NOTE_S, fmt_duration, loading, wait_note
+from ..progress import IDLE_NOTE_S, at_least, fmt_duration, loading, wait_note
 from ..terminal import results_command, resume_command, shown
 
 if TYPE_CHECKING:
@@ -364,7 +364,7 @@ class StatusView:
         for r in self.rows():
             rate = "-" if r["rate"] is None else f"{r['rate']:.1f}"
             total = f"{r['total']}+" if self.submitting else str(r["total"])
-            eta = ("≥" if r["floor"] else "") + fmt_duration(r["eta"])
+            eta = at_least(fmt_duration(r["eta"]), r["floor"])
             if cancelled:
                 table.add_row(r["queue"], str(r["done"]), str(r["stopped"]), total, f"{r['pct']:.1f}", rate)
             else:

@@ -575,3 +575,18 @@ def test_the_judge_eta_is_a_floor_where_the_rpm_allows_no_sooner() -> None:
     rows = {r["queue"]: r for r in view.rows()}
     assert rows["judge"]["eta"] == 180.0 and rows["judge"]["floor"], rows["judge"]
     assert rows["all"]["eta"] == 180.0 and rows["all"]["floor"], rows["all"]
+
+
+def test_the_judge_floor_counts_the_calls_the_run_planned_at_submit_where_an_item_asks_two_judges() -> None:
+    """``answer_accuracy`` asks two judges an item: 240 calls for its 120 units (the dry run's count, stored at
+    submit). 10 units done in 10 s, 20 calls sent: the 220 left at rpm 30 take 7 minutes, not the 3 that one call a
+    unit (the 110 units left) gave; the table says ``≥7m00s``."""
+    view = StatusView(SUITE_META, window_s=30)
+    planned = {"judge_rpm": 30, "judge_calls_planned": 240}
+    view.add(Sample(1010.0, _progress(600, 0, **planned)))
+    view.add(Sample(1020.0, _progress(600, 10, judge_calls=20, **planned), judge_calls=20))
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["judge"]["eta"] == 420.0 and rows["judge"]["floor"], rows["judge"]
+    console = Console(width=200, record=True)
+    console.print(view.render("r1"))
+    assert "≥7m00s" in console.export_text(), console.export_text()

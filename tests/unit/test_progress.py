@@ -616,7 +616,8 @@ def test_a_worker_loading_its_model_is_said_and_its_time_is_no_stall_up_to_a_bou
 def test_the_eta_is_never_sooner_than_the_judges_rpm_lets_its_calls_left_go(clock: Clock) -> None:
     """``--rpm 120``: the limiter's first burst did 13 of 400 judge units in 1.5 s (8.7/s): ETA 45 s by that rate. The
     387 units left take 387 calls at least (400 less the 13 sent), 120 a minute: the ETA is no sooner than 3 minutes,
-    the dry run's least time; at pace even (2 a second) the same calls need 193 s."""
+    the dry run's least time; at pace even (2 a second) the same calls need 193 s. That floor is what the line says:
+    marked ``≥``, as ``ragscore status`` marks it."""
     counters = {"done": 13, "total": 400, "done:judge": 13, "total:judge": 400, "judge_calls": 13,
                 "work_ms": 1500, "before:done": 0, "before:done:judge": 0, "judge_rpm": 120}  # fmt: skip
     for extra, least in (({}, 180), ({"judge_pace_even": 1}, 193)):
@@ -624,7 +625,24 @@ def test_the_eta_is_never_sooner_than_the_judges_rpm_lets_its_calls_left_go(cloc
         view = PlainProgress(out)
         view.start("r1")
         view.update(counters | extra, final=True)
-        assert f"ETA {least}s " in out.getvalue(), out.getvalue()
+        assert f"ETA ≥{least}s " in out.getvalue(), out.getvalue()
+
+
+def test_the_rich_bar_marks_an_eta_the_judges_rpm_floors_and_no_other(clock: Clock) -> None:
+    """The bar said the judge floor's ``0:03:00`` as if its rate had: it reads ``≥0:03:00``; an ETA its rate gives
+    (a run without an rpm) is not marked."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    counters = {"done": 13, "total": 400, "done:judge": 13, "total:judge": 400, "judge_calls": 13,
+                "work_ms": 1500, "before:done": 0, "before:done:judge": 0}  # fmt: skip
+    for extra, eta in (({"judge_rpm": 120}, "≥0:03:00"), ({}, "0:00:45")):
+        view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+        view.start("r1")
+        view.update(counters | extra)
+        assert view.bar.tasks[0].fields["eta"] == eta
+        view.stop()
 
 
 @pytest.mark.parametrize(
@@ -636,6 +654,14 @@ def test_the_eta_is_never_sooner_than_the_judges_rpm_lets_its_calls_left_go(cloc
         ({"done:judge": 10, "total:judge": 400, "judge_calls": 200, "judge_rpm": 60}, 180.0),  # 200 left, not 7,800
         ({"done:judge": 0, "total:judge": 400, "judge_calls": 200, "judge_rpm": 60}, 0.0),  # none done: no ratio yet
         ({"done:judge": 10, "total:judge": 400, "judge_calls": 10}, 0.0),  # no rpm: no floor
+        # two judges an item (the dry run's count, stored at submit): 774 of its 800 calls left, 6 minutes, where one
+        # call a unit said 374 (3 minutes)
+        (
+            {"done:judge": 13, "total:judge": 400, "judge_calls": 26, "judge_rpm": 120, "judge_calls_planned": 800},
+            360.0,
+        ),
+        # its planned calls all sent (re-asks beyond them): one call a unit left at least, as before: 360, 2 minutes
+        ({"done:judge": 10, "total:judge": 400, "judge_calls": 40, "judge_rpm": 120, "judge_calls_planned": 40}, 120.0),
     ],
 )
 def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: dict[str, int], least_s: float) -> None:

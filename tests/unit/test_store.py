@@ -97,6 +97,8 @@ def test_progress_gives_the_judges_rpm_in_force_the_suites_or_a_lower_one_the_pr
     assert store.progress(run) == {"total": 1, "total:judge": 1, "judge_rpm": 120, "judge_pace_even": 1}
     RunJudgeState(store.r, run, ttl_s=60).note("provider_rpm", 45)
     assert store.progress(run)["judge_rpm"] == 45
+    store.set_meta(run, judge_calls_planned=2)  # what submit stores: the judge calls the dry run counts for the run
+    assert store.progress(run)["judge_calls_planned"] == 2
 
 
 def test_finalize_is_claimed_exactly_once_after_every_shard(store: RunStore) -> None:
@@ -316,7 +318,7 @@ def test_a_resumes_marks_made_after_its_work_began_do_not_hide_the_attempts_unit
     assert not any(k.startswith("marked") for k in progress)
     work_s = progress["work_ms"] / 1000
     assert 1.0 <= work_s <= elapsed + 0.001, (work_s, elapsed)  # ms rounded
-    rate, eta = _Rate().measure(progress)
+    rate, eta, _ = _Rate().measure(progress)
     assert rate == pytest.approx(52 / work_s) and eta is not None
     view = StatusView(store.meta(run))
     view.add(last := sample(store, run, time.time()))
