@@ -39,9 +39,11 @@ __all__ = [
     "Estimate",
     "RunCount",
     "estimate_run",
+    "eta_floor_s",
     "judge_calls_planned",
     "judge_floor_s",
     "least_seconds",
+    "target_floor_s",
 ]
 
 #: Rows planned together (judge prompts are built a batch at a time, then dropped).
@@ -186,6 +188,29 @@ def judge_floor_s(counters: dict[str, int]) -> float:
     left = max(measured, counters.get("judge_calls_planned", 0) - calls)
     pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
     return least_seconds(math.ceil(left), counters.get("judge_rpm"), pace) if left > 0 else 0.0
+
+
+def target_floor_s(counters: dict[str, int]) -> float:
+    """The least seconds the calls a run's one target still gets need under its ``rpm`` (:meth:`RunStore.progress`'s
+    ``target_rpm``, ``target_pace_even``; none for several targets): its units left less the calls sent for units in
+    flight (one call a question, as the dry run counts them); 0 before a target unit is done."""
+    done, total = counters.get("done:target", 0), counters.get("total:target", 0)
+    if not done or done >= total:
+        return 0.0
+    left = total - max(done, counters.get("target_calls", 0))
+    pace: Pace = "even" if counters.get("target_pace_even") else "burst"
+    return least_seconds(left, counters.get("target_rpm"), pace) if left > 0 else 0.0
+
+
+#: Per queue, the least seconds its rate limit lets its calls left go: its ETA is never sooner.
+QUEUE_FLOORS: dict[str, Callable[[dict[str, int]], float]] = {"judge": judge_floor_s, "target": target_floor_s}
+
+
+def eta_floor_s(counters: dict[str, int], queue: str | None = None) -> float:
+    """The least seconds ``queue``'s calls left need under its rate limit (:data:`QUEUE_FLOORS`; 0 for a queue with
+    none), or with ``queue`` None the run's: the longest of its queues'."""
+    floors = QUEUE_FLOORS if queue is None else {queue: QUEUE_FLOORS[queue]} if queue in QUEUE_FLOORS else {}
+    return max((floor(counters) for floor in floors.values()), default=0.0)
 
 
 def _as_answered(row: Row, target: TargetConfig) -> Row:

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
 
-from .estimate import judge_floor_s
+from .estimate import eta_floor_s
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
 __all__ = ["ProgressView", "at_least", "fmt_duration", "loading", "make_progress", "note_of", "queued_of", "wait_note"]
@@ -231,7 +231,7 @@ class _Rate:
 
     def measure(self, counters: dict[str, int]) -> tuple[float, float | None, bool]:
         """Units per second, the ETA (None: none to give) and whether it is a floor (the judge's rpm allows no
-        sooner: :func:`judge_floor_s`)."""
+        sooner: :func:`eta_floor_s`)."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         now = time.monotonic()
         if self.base is None:
@@ -262,8 +262,8 @@ class _Rate:
         paces = [(left, pace) for left, pace in paces if left > 0]
         if any(pace <= 0 for _, pace in paces):  # a queue with work left and none done yet: no ETA to give
             return rate, None, False
-        # never sooner than the judge's rpm lets its calls left go (a first burst's pace is not the run's)
-        guess, least = max((left / pace for left, pace in paces), default=0.0), judge_floor_s(counters)
+        # never sooner than the judge's (or target's) rpm lets its calls left go (a first burst's pace is not the run's)
+        guess, least = max((left / pace for left, pace in paces), default=0.0), eta_floor_s(counters)
         return rate, max(guess, least), least > guess
 
     def waiting(self) -> None:

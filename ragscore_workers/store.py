@@ -517,6 +517,17 @@ def _judge_limit(suite: str | None, provider_rpm: str | None) -> dict[str, int]:
     return {"judge_rpm": min(limits)} | ({"judge_pace_even": 1} if judge.get("pace") == "even" else {})
 
 
+def _target_limit(suite: str | None) -> dict[str, int]:
+    """``target_rpm`` and ``target_pace_even`` (1: paced evenly) of a run with one target, where it has an ``rpm``;
+    empty for several targets: ``target_calls`` counts the calls to all of them together, not each one's."""
+    loaded = loads(suite) if suite else {}
+    targets = [loaded["target"]] if loaded.get("target") else loaded.get("targets") or []
+    if len(targets) != 1 or not targets[0].get("rpm"):
+        return {}
+    even = {"target_pace_even": 1} if targets[0].get("pace") == "even" else {}
+    return {"target_rpm": int(targets[0]["rpm"])} | even
+
+
 def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = True) -> dict[str, int]:
     """The progress counters of what the run's ``stage`` calls (``judge``, ``target``: :data:`WAIT_PARTS`) wait on at
     the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
@@ -1035,10 +1046,11 @@ class RunStore:
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
         limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
         (:func:`_stage_wait`), and ``load_ms:{queue}`` while a worker loads a model for it (:func:`_loads`): the views
-        say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``) and ``judge_calls_planned``:
-        the views' ETA floor (``orchestrator.estimate.judge_floor_s``). A cancelled run's hold ``worked:{queue}`` too
-        (:func:`_worked`; :func:`scored_of` sums them): its views set it against what was stopped, and its
-        ``unscorable`` leaves out the outputs stored stopped (:func:`_cancelled_counts`)."""
+        say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``), ``judge_calls_planned`` and
+        a lone target's ``target_rpm`` (``target_pace_even``): the views' ETA floor (``orchestrator.estimate``). A
+        cancelled run's hold ``worked:{queue}`` too (:func:`_worked`; :func:`scored_of` sums them): its views set it
+        against what was stopped, and its ``unscorable`` leaves out the outputs stored stopped
+        (:func:`_cancelled_counts`)."""
         return self.progress_and_clock(run_id)[0]
 
     def progress_and_clock(self, run_id: str) -> tuple[dict[str, int], float]:
@@ -1074,7 +1086,7 @@ class RunStore:
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
         if state not in RunState.DONE:
-            out.update(_judge_limit(suite, provider_rpm))
+            out.update(_judge_limit(suite, provider_rpm) | _target_limit(suite))
             if planned is not None:  # the judge calls its run sends at least (orchestrator.estimate.judge_floor_s)
                 out["judge_calls_planned"] = int(planned)
             for stage, wait in zip(WAIT_PARTS, waits, strict=True):

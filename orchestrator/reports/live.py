@@ -26,7 +26,7 @@ from ragscore_workers.counts import agree, counted, listed
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
-from ..estimate import judge_floor_s
+from ..estimate import eta_floor_s
 from ..progress import IDLE_NOTE_S, at_least, fmt_duration, loading, wait_note
 from ..terminal import results_command, resume_command, shown
 
@@ -331,8 +331,8 @@ class StatusView:
             left = max(total - done, 0)
             idle = finished or stalled or self.submitting or queue in unserved or not rate
             eta = 0.0 if not left else None if idle else left / rate
-            # never sooner than the judge's rpm lets its calls left go: then a floor (the rate's guess said sooner)
-            least = judge_floor_s(counters) if eta and queue == "judge" else 0.0
+            # never sooner than its rpm (the judge's, a target's) lets its calls left go: then a floor
+            least = eta_floor_s(counters, queue) if eta else 0.0
             limited = least > (eta or 0.0)
             eta = least if limited else eta
             held = None if queue in unserved or not left else self._held_back(now, queue)

@@ -590,3 +590,14 @@ def test_the_judge_floor_counts_the_calls_the_run_planned_at_submit_where_an_ite
     console = Console(width=200, record=True)
     console.print(view.render("r1"))
     assert "≥7m00s" in console.export_text(), console.export_text()
+
+
+def test_a_lone_targets_rpm_floors_the_target_queues_eta() -> None:
+    """A target at rpm 30 answered 20 of 120 questions in 10 s (2/s: ETA 50 s); the 100 calls left need 3 minutes at
+    30 a minute: ``≥3m00s`` for the queue."""
+    view = StatusView(SUITE_META, window_s=30)
+    counters = {"done:target": 0, "total:target": 120, "done": 0, "total": 120, "target_rpm": 30}
+    view.add(Sample(1010.0, counters))
+    view.add(Sample(1020.0, counters | {"done:target": 20, "done": 20, "target_calls": 20}))
+    rows = {r["queue"]: r for r in view.rows()}
+    assert rows["target"]["eta"] == 180.0 and rows["target"]["floor"], rows["target"]

@@ -668,3 +668,35 @@ def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: 
     from orchestrator.estimate import judge_floor_s
 
     assert judge_floor_s(counters) == least_s
+
+
+@pytest.mark.parametrize(
+    ("counters", "least_s"),
+    [
+        # one target at rpm 60: 100 of 400 questions answered, 110 calls sent (10 in flight): 290 left, 4 minutes
+        ({"done:target": 100, "total:target": 400, "target_calls": 110, "target_rpm": 60}, 240.0),
+        (
+            {"done:target": 100, "total:target": 400, "target_calls": 110, "target_rpm": 60, "target_pace_even": 1},
+            289.0,
+        ),  # fmt: skip
+        ({"done:target": 0, "total:target": 400, "target_calls": 50, "target_rpm": 60}, 0.0),  # none done yet
+        ({"done:target": 100, "total:target": 400, "target_calls": 110}, 0.0),  # several targets (or no rpm): none
+    ],
+)
+def test_a_lone_targets_rpm_floors_its_queues_eta(counters: dict[str, int], least_s: float) -> None:
+    from orchestrator.estimate import eta_floor_s
+
+    assert eta_floor_s(counters, "target") == least_s
+    assert eta_floor_s(counters) == least_s and eta_floor_s(counters, "cpu") == 0.0
+
+
+def test_the_plain_line_marks_an_eta_a_targets_rpm_floors(clock: Clock) -> None:
+    """A target at rpm 60 answered 100 of 400 questions in 10 s (a first burst): 30 s by that rate, but the 290 calls
+    left need 4 minutes at 60 a minute: ``ETA ≥240s``."""
+    counters = {"done": 100, "total": 400, "done:target": 100, "total:target": 400, "target_calls": 110,
+                "work_ms": 10_000, "before:done": 0, "before:done:target": 0, "target_rpm": 60}  # fmt: skip
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update(counters, final=True)
+    assert "ETA ≥240s " in out.getvalue(), out.getvalue()

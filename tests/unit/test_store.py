@@ -101,6 +101,17 @@ def test_progress_gives_the_judges_rpm_in_force_the_suites_or_a_lower_one_the_pr
     assert store.progress(run)["judge_calls_planned"] == 2
 
 
+def test_progress_gives_the_rpm_of_a_lone_target_and_none_of_several(store: RunStore) -> None:
+    """``target_calls`` counts the calls to all of a run's targets together: only a lone target's rpm floors an ETA."""
+    run = "t-target-rpm"
+    store.add_ids(run, 0, ["a"], {"target": 1})
+    one = {"url": "http://127.0.0.1:1/ask", "rpm": 60, "pace": "even"}
+    store.create_run(run, {"suite": json.dumps({"target": one})})
+    assert store.progress(run) == {"total": 1, "total:target": 1, "target_rpm": 60, "target_pace_even": 1}
+    store.set_meta(run, suite=json.dumps({"targets": [one | {"system": "a"}, one | {"system": "b"}]}))
+    assert "target_rpm" not in store.progress(run)
+
+
 def test_finalize_is_claimed_exactly_once_after_every_shard(store: RunStore) -> None:
     run = "t-final"
     store.create_run(run, {"state": "running"})
