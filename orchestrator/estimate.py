@@ -209,8 +209,7 @@ QUEUE_FLOORS: dict[str, Callable[[dict[str, int]], float]] = {"judge": judge_flo
 def eta_floor_s(counters: dict[str, int], queue: str | None = None) -> float:
     """The least seconds ``queue``'s calls left need under its rate limit (:data:`QUEUE_FLOORS`; 0 for a queue with
     none), or with ``queue`` None the run's: the longest of its queues'."""
-    floors = QUEUE_FLOORS if queue is None else {queue: QUEUE_FLOORS[queue]} if queue in QUEUE_FLOORS else {}
-    return max((floor(counters) for floor in floors.values()), default=0.0)
+    return max((floor(counters) for name, floor in QUEUE_FLOORS.items() if queue in (None, name)), default=0.0)
 
 
 def _as_answered(row: Row, target: TargetConfig) -> Row:

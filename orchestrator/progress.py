@@ -230,8 +230,8 @@ class _Rate:
         self.stamped = False
 
     def measure(self, counters: dict[str, int]) -> tuple[float, float | None, bool]:
-        """Units per second, the ETA (None: none to give) and whether it is a floor (the judge's rpm allows no
-        sooner: :func:`eta_floor_s`)."""
+        """Units per second, the ETA (None: none to give) and whether it is a floor (the judge's or a target's rpm
+        allows no sooner: :func:`eta_floor_s`)."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         now = time.monotonic()
         if self.base is None:
