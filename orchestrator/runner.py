@@ -451,12 +451,15 @@ def submit(
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
     request_fields = resolved.request_fields()
-    planning = RunCount(resolved, store.r) if any(m.plan_calls for m, _ in resolved.scoring) else None
+    # the judge calls its run sends, as the dry run counts them: its ETA's floor. None with targets: their answers,
+    # unknown yet, leave no cached judge reply to find, and a re-run's floor would count the calls its cache spares
+    judged = any(m.plan_calls for m, _ in resolved.scoring) and not resolved.targets
+    planning = RunCount(resolved, store.r) if judged else None
 
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))
         request_fields.see(row)
-        if planning is not None:  # the judge calls its run sends, as the dry run counts them: its ETA's floor
+        if planning is not None:
             planning.see(row)
         ticker.count(lambda n: f"reading {Path(named.name).name}: {counted(n, 'row')} so far")
 

@@ -561,3 +561,22 @@ def test_the_eta_of_a_run_held_by_its_rpm_is_never_sooner_than_the_rpm_lets_its_
         assert wait(store, run_id, timeout_s=BOOT_S).state == RunState.CANCELLED
     finally:
         worker.stop()
+
+
+def test_a_run_with_a_target_keeps_no_count_of_judge_calls_its_cached_replies_may_spare(
+    tmp_path: Path, fake: FakeProvider, model: str
+) -> None:
+    """Its answers are its target's, unknown at submit: the count cannot leave out the judge replies a re-run finds
+    cached, so a floor from it could promise a re-run later than it ends. Submit keeps none (its floor: the calls a
+    done unit took). A Redis of its own: its tasks are sent, and no worker of another test may take them."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        suite = judge_suite(["answer_accuracy"], fake, model, rpm=10).model_dump()
+        suite["target"] = {"url": "http://127.0.0.1:9/ask"}
+        rows = [{k: v for k, v in row.items() if k != "answer"} for row in ROWS]
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(suite), store).run_id
+        meta = store.meta(run_id)
+        assert meta["items"] == "2" and "judge_calls_planned" not in meta, meta
+    finally:
+        server.stop()
