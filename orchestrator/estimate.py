@@ -184,20 +184,25 @@ def judge_floor_s(counters: dict[str, int]) -> float:
     calls = counters.get("judge_calls", 0)
     if not done or done >= total:
         return 0.0
-    measured = min(total - calls, (total - done) * calls / done)
-    left = max(measured, counters.get("judge_calls_planned", 0) - calls)
+    left = max(_measured_left(done, total, calls), counters.get("judge_calls_planned", 0) - calls)
     pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
     return least_seconds(math.ceil(left), counters.get("judge_rpm"), pace) if left > 0 else 0.0
 
 
+def _measured_left(done: int, total: int, calls: int) -> float:
+    """The calls ``total - done`` units left make at the calls ``done`` units took so far (a cached reply takes
+    none), but no more than the units left less the calls sent beyond one a done unit (those of units in flight)."""
+    return min(total - calls, (total - done) * calls / done)
+
+
 def target_floor_s(counters: dict[str, int]) -> float:
     """The least seconds the calls a run's one target still gets need under its ``rpm`` (:meth:`RunStore.progress`'s
-    ``target_rpm``, ``target_pace_even``; none for several targets): its units left less the calls sent for units in
-    flight (one call a question, as the dry run counts them); 0 before a target unit is done."""
+    ``target_rpm``, ``target_pace_even``; none for several targets), counted as the judge's are measured
+    (:func:`_measured_left`: an answer its reply cache held took no call); 0 before a target unit is done."""
     done, total = counters.get("done:target", 0), counters.get("total:target", 0)
     if not done or done >= total:
         return 0.0
-    left = total - max(done, counters.get("target_calls", 0))
+    left = math.ceil(_measured_left(done, total, counters.get("target_calls", 0)))
     pace: Pace = "even" if counters.get("target_pace_even") else "burst"
     return least_seconds(left, counters.get("target_rpm"), pace) if left > 0 else 0.0
 

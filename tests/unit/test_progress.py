@@ -681,6 +681,8 @@ def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: 
         ),  # fmt: skip
         ({"done:target": 0, "total:target": 400, "target_calls": 50, "target_rpm": 60}, 0.0),  # none done yet
         ({"done:target": 100, "total:target": 400, "target_calls": 110}, 0.0),  # several targets (or no rpm): none
+        # its answers cached (a re-run): no call sent for the 100 done, none to count on for the 300 left
+        ({"done:target": 100, "total:target": 400, "target_calls": 0, "target_rpm": 60}, 0.0),
     ],
 )
 def test_a_lone_targets_rpm_floors_its_queues_eta(counters: dict[str, int], least_s: float) -> None:
