@@ -228,6 +228,10 @@ def _as_answered(row: Row, target: TargetConfig) -> Row:
     return Row.model_validate(row.model_dump() | update) if update else row
 
 
+#: Which of KEYS exist (1 or 0 each), in one round trip.
+_EXISTING_LUA = "local found = {} for i, key in ipairs(KEYS) do found[i] = redis.call('EXISTS', key) end return found"
+
+
 class _JudgePlanner:
     """Collects rows and turns them into planned calls a batch at a time, per judge metric."""
 
@@ -268,13 +272,16 @@ class _JudgePlanner:
         return CallTally(len(calls), sum(cached), tokens_in, tokens_out, cost, largest)
 
     def _cached(self, calls: list[PlannedCall]) -> list[bool]:
-        pipe = self.redis.pipeline(transaction=False)
-        for call in calls:
-            judge = self.suite.judge
-            params = CompletionParams(temperature=judge.temperature, max_tokens=call.max_tokens,
-                                      reasoning=judge.is_reasoning)  # fmt: skip
-            pipe.exists(cache_key(self.identity, call.messages, params, call.template_version))
-        return [bool(hit) for hit in pipe.execute()]
+        """Whether each call's reply is cached: one script a batch (a command a key took a fifth of submit's time)."""
+        judge = self.suite.judge
+        keys = [
+            cache_key(self.identity, call.messages,
+                      CompletionParams(temperature=judge.temperature, max_tokens=call.max_tokens,
+                                       reasoning=judge.is_reasoning),
+                      call.template_version)
+            for call in calls
+        ]  # fmt: skip
+        return [bool(hit) for hit in self.redis.eval(_EXISTING_LUA, len(keys), *keys)] if keys else []
 
 
 class RunCount:
