@@ -27,7 +27,7 @@ from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress
-from .reports.files import refuse_files_of_others
+from .reports.files import first_failed_row, refuse_files_of_others
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 
@@ -155,7 +155,7 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
                 if rows_given else "its line")  # fmt: skip
         each = agree(summary.failed_rows, "it is", "each is")
         warnings.warn(f"{rows} unreadable and not scored: {each} in {out_dir / 'failed_rows.jsonl'} with {line} "
-                      "and why", stacklevel=3)  # fmt: skip
+                      f"and why{_first_failed(out_dir, rows_given)}", stacklevel=3)  # fmt: skip
     problem = incomplete(summary, PYTHON)
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=3)
@@ -165,6 +165,16 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
         warnings.warn(f"{len(missed)} of the suite's {counted(len(gates), 'gate')} did not hold: {said} "
                       "(Evaluation.gates has every verdict)", GateFailedWarning, stacklevel=3)  # fmt: skip
     return Evaluation(summary=summary, out_dir=out_dir, gates=gates)
+
+
+def _first_failed(out_dir: Path, rows_given: bool) -> str:
+    """``; the first, row 3: answer: ...`` (its index in the rows given, else its line): which row and why, without
+    opening failed_rows.jsonl; nothing when that file cannot be read."""
+    first = first_failed_row(out_dir)
+    if first is None:
+        return ""
+    where = f"row {first['index']}" if rows_given and "index" in first else f"line {first['line']}"
+    return f"; the first, {where}: {first['error']}"
 
 
 def _suite_gates(out_dir: Path) -> list[Any]:

@@ -728,14 +728,11 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
 
 def _first_unreadable(out: Path, count: int) -> str:
     """Where the unreadable rows are, with the first one's line and reason (the table only counts them)."""
-    listed = out / "failed_rows.jsonl"
-    try:
-        with listed.open(encoding="utf-8") as fh:
-            first = json.loads(fh.readline())
-        said = f"; the first, line {first['line']}: {first['error']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        said = ""
-    return f"{counted(count, 'unreadable row')} not scored{said} (each in {listed})"
+    from .reports.files import first_failed_row
+
+    first = first_failed_row(out)
+    said = "" if first is None else f"; the first, line {first['line']}: {first['error']}"
+    return f"{counted(count, 'unreadable row')} not scored{said} (each in {out / 'failed_rows.jsonl'})"
 
 
 def _how_to_go_on(out: Path, broker: str | None) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ragscore_workers.counts import agree
 from ragscore_workers.errors import ConfigError
@@ -34,6 +34,7 @@ __all__ = [
     "COMPARE_NAMES",
     "FORMATS",
     "OUTPUT_NAMES",
+    "first_failed_row",
     "refuse_files_of_others",
     "write_outputs",
     "write_recorded",
@@ -81,6 +82,17 @@ def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
         + [_fmt(item.metrics[o].get("score")) if o in item.metrics else "" for o in outputs]
         + [csv_text("; ".join(why)) if why else "" for why in (errors, item.unscorable)]
     )
+
+
+def first_failed_row(out_dir: Path) -> dict[str, Any] | None:
+    """The first line of ``out_dir``'s failed_rows.jsonl (its ``line``, ``error``, and ``index`` for rows given in
+    memory), for messages that name it; None when the file is missing or unreadable."""
+    try:
+        with (out_dir / "failed_rows.jsonl").open(encoding="utf-8") as fh:
+            first = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return None
+    return first if isinstance(first, dict) and "line" in first and "error" in first else None
 
 
 def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozenset[str] = OUTPUT_NAMES) -> None:

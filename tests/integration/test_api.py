@@ -381,6 +381,21 @@ def test_rows_refused_or_unreadable_are_said_as_the_rows_given_by_index_not_as_l
     assert failed["line"] == 2  # line 2 of the copy
 
 
+def test_the_warning_of_unreadable_rows_names_the_first_one_and_why(tmp_path: Path, home: Path) -> None:
+    """The warning said only how many rows were unreadable and the file listing them: a notebook user had to open
+    failed_rows.jsonl to learn which row and why, where ``ragscore run`` prints the first one's line and reason."""
+    rows = [{"id": "a", "answer": "x", "reference": "x"}, {"id": "b", "contexts": 7}, {"id": "c", "answer": True}]
+    with pytest.warns(UserWarning, match="2 rows were unreadable") as caught:
+        evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "given")
+    (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
+    assert warned.endswith("; the first, row 1: contexts: Input should be a valid list"), warned
+    path = write_jsonl(tmp_path / "rows.jsonl", rows)
+    with pytest.warns(UserWarning, match="2 rows were unreadable") as caught:
+        evaluate(path, {"metrics": ["exact_match"]}, out=tmp_path / "file")
+    (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
+    assert warned.endswith("; the first, line 2: contexts: Input should be a valid list"), warned
+
+
 def test_rows_refused_leave_no_copy_to_block_the_next_call_into_the_same_out(tmp_path: Path, home: Path) -> None:
     """The copy of refused rows (duplicate ids) stayed in out= with no run.json, and the fixed call was refused as
     if it were a file of the caller's."""
