@@ -17,7 +17,7 @@ from typing import Any
 
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning
-from ragscore_workers.schemas import ItemResult, RunSummary, Suite
+from ragscore_workers.schemas import ITEM_META_FIELDS, ItemResult, RunSummary, Suite
 from ragscore_workers.settings import get_settings
 
 from .atomic_file import atomic_writer, make_out_dir
@@ -65,6 +65,25 @@ class Evaluation:
         """Every item's result in input order, read on first use (about 10 KB an item: prefer ``iter_items()``
         for large runs)."""
         return list(self.iter_items())
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame of one row per item, in input order: ``id``, ``system``, ``group``,
+        ``question_type``, a column per metric output (its score; NaN where the item has none: unscorable or
+        errored) and ``errors`` (joined by ``; ``, None without). Details stay in ``items``."""
+        try:
+            import pandas as pd
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(f"Evaluation.to_pandas() needs pandas: pip install pandas ({exc})") from exc
+        outputs = list(self.summary.metrics)
+        columns = [*ITEM_META_FIELDS, *outputs, "errors"]
+        return pd.DataFrame.from_records((_item_record(item, outputs) for item in self.iter_items()), columns=columns)
+
+
+def _item_record(item: ItemResult, outputs: list[str]) -> dict[str, Any]:
+    """One row of :meth:`Evaluation.to_pandas`: the item's fields, its score per output, its errors."""
+    scores = {name: result.score if (result := item.metrics.get(name)) else None for name in outputs}
+    fields = {name: getattr(item, name) for name in ITEM_META_FIELDS}
+    return {**fields, **scores, "errors": "; ".join(item.errors) or None}
 
 
 def evaluate(

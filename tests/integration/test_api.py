@@ -35,6 +35,26 @@ def test_items_are_read_from_the_files_when_asked_for_and_can_be_streamed(tmp_pa
     assert result.summary.metrics["exact_match"].mean == pytest.approx(sum(scored) / len(scored))
 
 
+def test_the_scores_per_item_are_a_dataframe_with_a_column_per_metric_output(tmp_path: Path, home: Path) -> None:
+    """A notebook user's scores per item were ItemResult objects of MetricResult objects (or items.csv, whose ids
+    '007' read back as 7): to_pandas() gives one row per item in input order, its fields as given, a score column
+    per metric output (NaN where an item has none) and its errors."""
+    import pandas as pd
+
+    rows = [{"id": "007", "answer": "x", "reference": "x", "group": "g", "retrieved_doc_ids": ["d"],
+             "gold_doc_id": "d"}, {"id": "b", "answer": "y", "reference": "z"}]  # fmt: skip
+    result = evaluate(rows, {"metrics": ["exact_match", "recall_at_k"]}, out=tmp_path / "out")
+    frame = result.to_pandas()
+    outputs = ["exact_match", "mrr", "recall_at_1", "recall_at_5"]
+    assert list(frame.columns) == ["id", "system", "group", "question_type", *sorted(result.summary.metrics), "errors"]
+    assert sorted(result.summary.metrics) == outputs
+    assert frame["id"].tolist() == ["007", "b"] and frame["group"].iloc[0] == "g" and pd.isna(frame["group"].iloc[1])
+    assert frame["exact_match"].tolist() == [1.0, 0.0] and frame["recall_at_1"].iloc[0] == 1.0
+    assert pd.isna(frame["recall_at_1"].iloc[1])  # unscorable (no gold_doc_id): no score, not 0
+    assert frame["errors"].isna().all()
+    assert frame["exact_match"].mean() == result.summary.metrics["exact_match"].mean
+
+
 def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_warn(
     tmp_path: Path, home: Path
 ) -> None:
