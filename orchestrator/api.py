@@ -28,6 +28,7 @@ from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress
 from .reports.files import first_failed_row, refuse_files_of_others
+from .reports.live import scored_text
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 
@@ -54,6 +55,14 @@ class Evaluation:
     out_dir: Path
     gates: list[GateResult] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        """What a notebook shows for it: the run, its counts, each output's mean and where the files are (the whole
+        summary is ``summary``)."""
+        means = ", ".join(f"{name} {_mean(m.mean)} (n={m.n:,})" for name, m in self.summary.metrics.items())
+        held = f"; {sum(g.passed for g in self.gates)} of {counted(len(self.gates), 'gate')} held" if self.gates else ""
+        counts = f"{counted(self.summary.items, 'item')}, {scored_text(self.summary)}"
+        return f"Evaluation(run {self.summary.run_id!r}: {counts}; {means}{held}; out_dir={str(self.out_dir)!r})"
+
     def iter_items(self) -> Iterator[ItemResult]:
         """Every item's result in input order, one at a time (constant memory, for runs of millions)."""
         with (self.out_dir / "items.jsonl").open(encoding="utf-8") as fh:
@@ -77,6 +86,11 @@ class Evaluation:
         outputs = list(self.summary.metrics)
         columns = [*ITEM_META_FIELDS, *outputs, "errors"]
         return pd.DataFrame.from_records((_item_record(item, outputs) for item in self.iter_items()), columns=columns)
+
+
+def _mean(value: float | None) -> str:
+    """A mean as the summary table shows it (3 decimals), ``no score`` where no item was scored."""
+    return "no score" if value is None else f"{value:.3f}"
 
 
 def _item_record(item: ItemResult, outputs: list[str]) -> dict[str, Any]:

@@ -55,6 +55,21 @@ def test_the_scores_per_item_are_a_dataframe_with_a_column_per_metric_output(tmp
     assert frame["exact_match"].mean() == result.summary.metrics["exact_match"].mean
 
 
+def test_an_evaluation_shown_in_a_notebook_is_a_few_lines_of_means_not_the_whole_summary(
+    tmp_path: Path, home: Path
+) -> None:
+    """A notebook cell ending in ``result`` printed the dataclass repr: the whole RunSummary (every metric's ci95,
+    by_group, timing, judge counters), kilobytes on one line for a suite of a few metrics."""
+    rows = [{**row, "group": f"g{i % 3}"} for i, row in enumerate(make_rows(30))]
+    result = evaluate(rows, {"metrics": ["exact_match", "quality_checks"]}, out=tmp_path / "out")
+    shown = repr(result)
+    em, qc = result.summary.metrics["exact_match"], result.summary.metrics["quality_checks"]
+    assert shown == (
+        f"Evaluation(run {result.summary.run_id!r}: 30 items, 30 scored; exact_match {em.mean:.3f} (n=30), "
+        f"quality_checks {qc.mean:.3f} (n=30); out_dir={str(tmp_path / 'out')!r})"
+    )
+
+
 def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_warn(
     tmp_path: Path, home: Path
 ) -> None:
@@ -438,6 +453,7 @@ def test_the_suites_gates_are_checked_and_a_missed_one_is_warned_of(tmp_path: Pa
     with pytest.warns(GateFailedWarning, match=missed):
         result = evaluate(rows, suite, out=tmp_path / "out")
     assert [g.passed for g in result.gates] == [True, False]
+    assert "; 1 of 2 gates held; out_dir=" in repr(result)  # a notebook's view of it says so too
     with warnings.catch_warnings():
         warnings.simplefilter("error", GateFailedWarning)
         held = evaluate(rows, {**suite, "gates": ["exact_match=0.0"]}, out=tmp_path / "out2")
