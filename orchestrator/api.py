@@ -48,8 +48,8 @@ class GateFailedWarning(UserWarning):
 @dataclass(frozen=True)
 class Evaluation:
     """The summary of a run and where its files are; the per-item results are read from ``items.jsonl`` when
-    asked for (``items``), or streamed (``iter_items()``), so a large run costs no memory until then. ``gates``:
-    the verdicts of the suite's ``gates:``, in order."""
+    asked for (``items``), streamed (``iter_items()``) or tabled (``to_pandas()``), so a large run costs no memory
+    until then. ``gates``: the verdicts of the suite's ``gates:``, in order."""
 
     summary: RunSummary
     out_dir: Path
@@ -78,7 +78,7 @@ class Evaluation:
     def to_pandas(self) -> Any:
         """A pandas DataFrame of one row per item, in input order: ``id``, ``system``, ``group``,
         ``question_type``, a column per metric output (its score; NaN where the item has none: unscorable or
-        errored) and ``errors`` (joined by ``; ``, None without). Details stay in ``items``."""
+        errored) and ``errors`` (joined by ``; ``; missing where none). Details stay in ``items``."""
         try:
             import pandas as pd
         except ModuleNotFoundError as exc:
