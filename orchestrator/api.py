@@ -85,7 +85,8 @@ class Evaluation:
             raise ModuleNotFoundError(f"Evaluation.to_pandas() needs pandas: pip install pandas ({exc})") from exc
         outputs = list(self.summary.metrics)
         columns = [*ITEM_META_FIELDS, *outputs, "errors"]
-        return pd.DataFrame.from_records((_item_record(item, outputs) for item in self.iter_items()), columns=columns)
+        frame = pd.DataFrame.from_records((_item_record(item, outputs) for item in self.iter_items()), columns=columns)
+        return frame.astype(dict.fromkeys(outputs, "float64"))  # a column no item scored: NaN, not None of object
 
 
 def _mean(value: float | None) -> str:

@@ -55,6 +55,17 @@ def test_the_scores_per_item_are_a_dataframe_with_a_column_per_metric_output(tmp
     assert frame["exact_match"].mean() == result.summary.metrics["exact_match"].mean
 
 
+def test_a_metric_output_no_item_scored_is_a_float_column_of_nan_in_the_dataframe(tmp_path: Path, home: Path) -> None:
+    """A score column whose every cell was None (no row had a gold_doc_id) was of dtype object holding None, where
+    the other outputs are float64 with NaN: frame.mean(), plots and comparisons of it failed or differed."""
+    rows = [{"id": "001", "answer": "x", "reference": "x"}, {"id": "002", "answer": "y", "reference": "z"}]
+    with pytest.warns(IncompleteRunWarning, match="no scores for mrr, recall_at_1"), pytest.warns(DatasetWarning):
+        result = evaluate(rows, {"metrics": ["exact_match", "recall_at_k"]}, out=tmp_path / "out")
+    frame = result.to_pandas()
+    assert {str(frame[name].dtype) for name in result.summary.metrics} == {"float64"}
+    assert frame["recall_at_1"].isna().all() and frame["id"].tolist() == ["001", "002"]
+
+
 def test_an_evaluation_shown_in_a_notebook_is_a_few_lines_of_means_not_the_whole_summary(
     tmp_path: Path, home: Path
 ) -> None:
