@@ -82,7 +82,8 @@ class Evaluation:
         try:
             import pandas as pd
         except ModuleNotFoundError as exc:
-            raise ModuleNotFoundError(f"Evaluation.to_pandas() needs pandas: pip install pandas ({exc})") from exc
+            hint = "Evaluation.to_pandas() needs pandas: pip install 'ragscore[pandas]'"
+            raise ModuleNotFoundError(f"{hint} ({exc})") from exc
         outputs = list(self.summary.metrics)
         columns = [*ITEM_META_FIELDS, *outputs, "errors"]
         frame = pd.DataFrame.from_records((_item_record(item, outputs) for item in self.iter_items()), columns=columns)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -53,6 +54,17 @@ def test_the_scores_per_item_are_a_dataframe_with_a_column_per_metric_output(tmp
     assert pd.isna(frame["recall_at_1"].iloc[1])  # unscorable (no gold_doc_id): no score, not 0
     assert frame["errors"].isna().all()
     assert frame["exact_match"].mean() == result.summary.metrics["exact_match"].mean
+
+
+def test_to_pandas_without_pandas_names_the_extra_that_installs_it(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pandas is in no runtime dependency: to_pandas() without it said ``pip install pandas``, where every other
+    optional package is named by its extra (``ragscore[parquet]``), which pins the version ragscore is tested with."""
+    result = evaluate([{"id": "a", "answer": "x", "reference": "x"}], {"metrics": ["exact_match"]}, out=tmp_path)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # an install without pandas: its import fails
+    with pytest.raises(ModuleNotFoundError, match=re.escape("needs pandas: pip install 'ragscore[pandas]'")):
+        result.to_pandas()
 
 
 def test_a_metric_output_no_item_scored_is_a_float_column_of_nan_in_the_dataframe(tmp_path: Path, home: Path) -> None:

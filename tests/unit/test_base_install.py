@@ -16,6 +16,7 @@ EXTRA_MODULES = {
     "groq": ["groq"],
     "docker": ["docker"],
     "pyarrow": ["pyarrow"],
+    "pandas": ["pandas"],
 }
 
 PROBE = """
