@@ -45,6 +45,10 @@ class GateFailedWarning(UserWarning):
     the run with its verdicts in ``Evaluation.gates`` (``orchestrator.testing.assert_scores`` raises instead)."""
 
 
+#: How many metric outputs' means an Evaluation's repr (a notebook's view of it) names; the rest are counted.
+REPR_OUTPUTS = 6
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """The summary of a run and where its files are; the per-item results are read from ``items.jsonl`` when
@@ -58,7 +62,10 @@ class Evaluation:
     def __repr__(self) -> str:
         """What a notebook shows for it: the run, its counts, each output's mean and where the files are (the whole
         summary is ``summary``)."""
-        means = ", ".join(f"{name} {_mean(m.mean)} (n={m.n:,})" for name, m in self.summary.metrics.items())
+        metrics = list(self.summary.metrics.items())
+        shown = [f"{name} {_mean(m.mean)} (n={m.n:,})" for name, m in metrics[:REPR_OUTPUTS]]
+        rest = len(metrics) - len(shown)
+        means = ", ".join([*shown, f"{counted(rest, 'more output')} in .summary.metrics"] if rest else shown)
         held = f"; {sum(g.passed for g in self.gates)} of {counted(len(self.gates), 'gate')} held" if self.gates else ""
         counts = f"{counted(self.summary.items, 'item')}, {scored_text(self.summary)}"
         return f"Evaluation(run {self.summary.run_id!r}: {counts}; {means}{held}; out_dir={str(self.out_dir)!r})"

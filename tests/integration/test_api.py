@@ -93,6 +93,18 @@ def test_an_evaluation_shown_in_a_notebook_is_a_few_lines_of_means_not_the_whole
     )
 
 
+def test_an_evaluation_of_many_metric_outputs_shows_the_first_few_and_counts_the_rest(
+    tmp_path: Path, home: Path
+) -> None:
+    """The repr named every output's mean: a suite of recall_at_k at ten cutoffs showed a line of 12 means, 500
+    characters and more, where a notebook user wants the run at a glance (``summary.metrics`` holds them all)."""
+    suite = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": list(range(1, 11))}}]}
+    result = evaluate(make_rows(4), suite, out=tmp_path / "out")
+    shown = repr(result)
+    assert len(result.summary.metrics) == 12
+    assert shown.count("(n=") == 6 and "(n=4), 6 more outputs in .summary.metrics; out_dir=" in shown, shown
+
+
 def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_warn(
     tmp_path: Path, home: Path
 ) -> None:
