@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 def _read(path: Path) -> Any:
     if not path.exists():
-        raise ConfigError(f"Suite file not found: {path}")
+        raise ConfigError(f"Suite file not found: {path}{_what_a_suite_is(path)}")
     if not path.is_file():
         raise ConfigError(f"Suite {path} is not a file (give a suite's .yaml or .json)")
     text = path.read_text(encoding="utf-8")
@@ -44,6 +44,14 @@ def _read(path: Path) -> Any:
                           f"{_trailing_comma(exc)}") from exc  # fmt: skip
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: cannot parse the suite: {exc}") from exc
+
+
+def _what_a_suite_is(path: Path) -> str:
+    """For a bare name given as the suite (``evaluate(rows, "exact_match")``: a metric's name, most likely), what a
+    suite is; nothing for a file's name."""
+    if path.suffix or path.parent != Path("."):
+        return ""
+    return f" (a suite is a .yaml or .json file, or from Python a dict such as {{'metrics': [{str(path)!r}]}})"
 
 
 def _trailing_comma(exc: json.JSONDecodeError) -> str:

@@ -252,6 +252,21 @@ def test_suite_files_yaml_and_json(tmp_path: Path) -> None:
     assert f'in "{broken}", line 2' in str(info.value) and "<unicode string>" not in str(info.value)
 
 
+def test_a_metric_name_given_as_the_suite_says_what_a_suite_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """evaluate(rows, "exact_match") said only 'Suite file not found: exact_match', with no word that a suite is a
+    file or a dict of a metrics list."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_suite("exact_match")
+    assert str(info.value) == (
+        "Suite file not found: exact_match (a suite is a .yaml or .json file, or from Python a dict such as "
+        "{'metrics': ['exact_match']})"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_suite(tmp_path / "nope.yaml")  # a file's name: nothing more to say
+    assert str(info.value) == f"Suite file not found: {tmp_path / 'nope.yaml'}"
+
+
 def test_a_yaml_gate_written_with_an_unquoted_on_key_reads_as_on(tmp_path: Path) -> None:
     """PyYAML (YAML 1.1) reads ``on:`` as the boolean true; docs/reports.md writes gates that way."""
     path = tmp_path / "suite.yaml"
