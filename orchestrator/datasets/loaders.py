@@ -482,8 +482,14 @@ def _sniff_json(path: Path) -> str:
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 #: Leading bytes of files that are no dataset ragscore reads, and how to make one of them.
+#: How to make a dataset file of a Hugging Face ``datasets`` dataset (its Arrow files and save_to_disk folders).
+HF_EXPORT_HINT = ("export its rows: ds.to_json('rows.jsonl') or ds.to_parquet('rows.parquet') (of a DatasetDict, one "
+                  "split: ds['test'].to_json('rows.jsonl'))")  # fmt: skip
 BINARY_KINDS = {
     b"PK\x03\x04": "a zip archive (an .xlsx workbook?): export the sheet as 'CSV UTF-8', or unzip it",
+    # Arrow's IPC file and stream (Hugging Face datasets' cache and save_to_disk shards are streams).
+    b"ARROW1": f"an Arrow file (a Hugging Face datasets shard?), not a dataset file: {HF_EXPORT_HINT}",
+    b"\xff\xff\xff\xff": f"an Arrow stream (a Hugging Face datasets shard?), not a dataset file: {HF_EXPORT_HINT}",
     # Byte-order marks of UTF-16, which no UTF-8 text opens with: Windows PowerShell's > and Out-File write it.
     b"\xff\xfe": "UTF-16 text (Windows PowerShell's > writes it), not UTF-8: iconv -f utf-16 -t utf-8",
     b"\xfe\xff": "UTF-16 text, not UTF-8: iconv -f utf-16 -t utf-8",
@@ -507,12 +513,23 @@ def binary_kind(head: bytes) -> str | None:
 
 
 def _refuse_binary(path: Path) -> None:
-    """DatasetError for an archive or UTF-16 file, which every row of would be reported as invalid UTF-8."""
+    """DatasetError for an archive, Arrow or UTF-16 file, which every row of would be reported as invalid UTF-8, and
+    for a Hugging Face save_to_disk folder, which would be read as eval-points files (``state.json element 1: no
+    'topic'``)."""
     if path.is_file():
         with path.open("rb") as fh:
-            head = fh.read(4)
+            head = fh.read(8)
         if kind := binary_kind(head):
             raise DatasetError(f"{path}: {kind}")
+    elif _hf_folder(path):
+        raise DatasetError(f"{path}: a Hugging Face datasets folder (save_to_disk), not a dataset file: "
+                           f"{HF_EXPORT_HINT}")  # fmt: skip
+
+
+def _hf_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder ``datasets``' save_to_disk wrote: a Dataset's (``state.json`` beside its Arrow
+    shards) or a DatasetDict's (``dataset_dict.json``)."""
+    return (path / "dataset_dict.json").is_file() or ((path / "state.json").is_file() and any(path.glob("*.arrow")))
 
 
 def _refuse_mismatch(path: Path, fmt: str, caller: Caller) -> None:
@@ -596,10 +613,10 @@ def iter_records(
     """
     if not path.exists():
         raise DatasetError(f"Dataset not found: {path}")
+    _refuse_binary(path)
     if path.is_dir() and fmt not in (None, DIRECTORY_FORMAT):
         raise DatasetError(f"{path} is a directory; give a file (only {caller.given('format', DIRECTORY_FORMAT)} reads "
                            "a directory)")  # fmt: skip
-    _refuse_binary(path)
     fmt = fmt or detect_format(path, options, caller)
     _refuse_mismatch(path, fmt, caller)
     if fmt in SEED_FORMATS:

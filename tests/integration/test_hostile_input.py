@@ -60,10 +60,11 @@ def test_jsonl_loader_never_raises_on_arbitrary_bytes(tmp_path: Path, lines: lis
     path = tmp_path / "fuzz.jsonl"
     path.write_bytes(b"\n".join(lines))
     data = path.read_bytes()
-    refused = (b"\x1f\x8b", b"PK\x03\x04", b"\xff\xfe", b"\xfe\xff")  # gzip (not a whole stream), zip, UTF-16
+    # gzip (not a whole stream), zip, UTF-16, Arrow (file and stream)
+    refused = (b"\x1f\x8b", b"PK\x03\x04", b"\xff\xfe", b"\xfe\xff", b"ARROW1", b"\xff\xff\xff\xff")
     parquet = len(data) >= 8 and data.startswith(b"PAR1") and data.endswith(b"PAR1")  # its magic at both ends
     if data.startswith(refused) or parquet:  # refused whole, saying what
-        with pytest.raises(DatasetError, match="decompress|unzip|Parquet|UTF-16"):
+        with pytest.raises(DatasetError, match="decompress|unzip|Parquet|UTF-16|Arrow"):
             list(iter_rows(path))
         return
     for line, row in iter_rows(path):

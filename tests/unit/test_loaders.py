@@ -286,6 +286,11 @@ def test_aliases_and_context_shapes(tmp_path: Path) -> None:
         ("sheet.csv", b"PK\x03\x04\x14\x00", "a zip archive \\(an .xlsx workbook\\?\\)"),
         # Every line of it was "invalid UTF-8" with the hint for Excel's cp1252.
         ("ps.jsonl", '{"id": "a"}\n'.encode("utf-16"), "UTF-16 text .*not UTF-8: iconv -f utf-16 -t utf-8"),
+        # Hugging Face datasets' shards (Arrow streams, as pyarrow writes them): "cannot tell the format from
+        # '.arrow'", or with --format every line was invalid UTF-8.
+        ("data-00000-of-00001.arrow", b"\xff\xff\xff\xff\x10\x01\x00\x00", "an Arrow stream .*ds.to_json"),
+        ("rows.jsonl", b"\xff\xff\xff\xff\x10\x01\x00\x00", "an Arrow stream .*ds.to_json"),
+        ("table.arrow", b"ARROW1\x00\x00", "an Arrow file .*ds.to_parquet"),
     ],
 )
 def test_unusable_files_raise_dataset_error(
@@ -569,6 +574,27 @@ def test_a_gzipped_csv_file_read_as_jsonl_is_not_told_to_be_named_csv(tmp_path: 
     path.write_bytes(gzip.compress(b"id,question,answer\nq1,Q?,A\n"))
     first = next(r for _, r in iter_rows(path, "jsonl"))
     assert isinstance(first, RowError) and first.error.endswith("read it with --format csv"), first.error
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        ["state.json", "dataset_info.json", "data-00000-of-00001.arrow"],
+        ["dataset_dict.json", "test/state.json", "test/data-00000-of-00001.arrow"],
+    ],
+)
+@pytest.mark.parametrize("fmt", [None, "jsonl", "eval-points"])
+def test_a_hugging_face_save_to_disk_folder_says_how_to_export_it(
+    tmp_path: Path, written: list[str], fmt: str | None
+) -> None:
+    """A Dataset's and a DatasetDict's save_to_disk folder were read as eval-points: every JSON file in it was a
+    topic without 'topic' (``state.json element 1: no 'topic'``), and nothing said what the folder is."""
+    folder = tmp_path / "saved"
+    for name in written:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"\xff\xff\xff\xff" if name.endswith(".arrow") else b"{}")
+    with pytest.raises(DatasetError, match=r"saved: a Hugging Face datasets folder \(save_to_disk\).*ds.to_json"):
+        list(iter_rows(folder, fmt))
 
 
 def test_iter_rows_with_ids_yields_the_same_rows_of_those_ids_as_without(tmp_path: Path) -> None:
