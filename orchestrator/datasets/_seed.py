@@ -51,7 +51,7 @@ def pick(obj: dict[str, Any], names: tuple[str, ...], where: str) -> tuple[str |
 def text(value: Any, where: str, *, empty_ok: bool = False) -> str:
     """A string (blank only when ``empty_ok``); SeedError otherwise."""
     if not isinstance(value, str):
-        raise SeedError(f"{where}: expected a string, got {_kind(value)}")
+        raise SeedError(f"{where}: expected a string, got {kind(value)}")
     if not empty_ok and not value.strip():
         raise SeedError(f"{where}: must not be empty")
     return value
@@ -71,5 +71,6 @@ def number(value: Any, where: str) -> float:
     return float(value)
 
 
-def _kind(value: Any) -> str:
+def kind(value: Any) -> str:
+    """The kind of a JSON value, as errors say what was given: ``null``, ``int``, ``list``, ``dict``."""
     return "null" if value is None else type(value).__name__

@@ -21,6 +21,7 @@ from ragscore_workers.settings import get_settings
 from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
 from ..caller import CLI, Caller
+from ._seed import kind
 from .loaders import RAW_EXCERPT_CHARS, RowError, detect_format, iter_records
 
 __all__ = ["DatasetScan", "Named", "iter_rows", "scan_dataset", "validate_record"]
@@ -41,14 +42,29 @@ SHAPE_HINTS = {
 }
 
 
+#: What a context is, said instead of pydantic's "a valid dictionary or instance of Context" (a class of ours).
+CONTEXT_SHAPE = 'a context is text or an object with "text" (or "page_content", "content")'
+
+
 def _one_line(exc: ValidationError) -> str:
     """The row's first validation error, then how many more it has (``and 1,199 more errors``)."""
     errors = exc.errors()
     first = errors[0]
     loc = ".".join(str(p) for p in first["loc"]) or "row"
-    hint = SHAPE_HINTS.get(first["type"]) if isinstance(first.get("input"), str) else None
-    given = f", not text ({hint}, in a CSV cell too)" if hint else ""
-    return listed([f"{loc}: {first['msg']}{given}"], 1, total=len(errors), more="error")
+    return listed([f"{loc}: {_reason(first)}"], 1, total=len(errors), more="error")
+
+
+def _reason(error: Any) -> str:
+    """pydantic's message of a row's ``error``; where a value of the wrong kind was given, with what was given
+    (``got null``) or, for text, how the list or object wanted is written."""
+    message = CONTEXT_SHAPE if error.get("ctx", {}).get("class_name") == "Context" else error["msg"]
+    if not error["type"].endswith("_type"):
+        return message
+    given = error.get("input")
+    if not isinstance(given, str):
+        return f"{message}, got {kind(given)}"
+    hint = SHAPE_HINTS.get(error["type"])
+    return f"{message}, not text ({hint}, in a CSV cell too)" if hint else message
 
 
 def _oversized(row: Row, limit: int) -> str | None:

@@ -61,7 +61,7 @@ def test_a_row_with_many_bad_fields_names_the_first_and_counts_the_rest_as_count
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps({"id": "a", "contexts": [[1]] * 1200}) + "\n")
     _, bad = _rows(path)
-    assert bad[0].error.startswith("contexts.0: Input should be a valid dictionary"), bad[0].error
+    assert bad[0].error.startswith("contexts.0: a context is text or an object"), bad[0].error
     assert bad[0].error.endswith(" and 1,199 more errors"), bad[0].error
     path.write_text(json.dumps({"id": "a", "contexts": [[1]]}) + "\n")
     assert "more" not in _rows(path)[1][0].error  # one error: nothing more to count
@@ -184,7 +184,27 @@ def test_text_where_a_list_or_an_object_belongs_says_how_one_is_written(tmp_path
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     _, (stringified, number) = _rows(jsonl)
     assert stringified.error == f"retrieved_doc_ids: {lists}"
-    assert number.error == "contexts: Input should be a valid list"  # no text: nothing to say about text
+    assert number.error == "contexts: Input should be a valid list, got int"  # no text: nothing to say about text
+
+
+def test_a_context_of_the_wrong_kind_says_what_a_context_is_and_what_was_given(tmp_path: Path) -> None:
+    """A null, a number or a list among a row's contexts (doc ids in the contexts column, a list of lists) was
+    'contexts.0: Input should be a valid dictionary or instance of Context': a class of ours, and no word of
+    text nor of what the row held; a list where text belongs did not say it was a list."""
+    path = tmp_path / "d.jsonl"
+    rows = [{"id": "a", "contexts": [None, "b"]}, {"id": "b", "contexts": ["a", 17]},
+            {"id": "c", "contexts": [["p1", "p2"]]}, {"id": "d", "answer": ["a1", "a2"]},
+            {"id": "e", "contexts": ["ok"]}]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ok, bad = _rows(path)
+    context = 'a context is text or an object with "text" (or "page_content", "content")'
+    assert [(e.line, e.error) for e in bad] == [
+        (1, f"contexts.0: {context}, got null"),
+        (2, f"contexts.1: {context}, got int"),
+        (3, f"contexts.0: {context}, got list"),
+        (4, "answer: Input should be a valid string, got list"),
+    ]
+    assert [r.id for r in ok] == ["e"]
 
 
 @pytest.mark.parametrize("delimiter", [";", "\t"])
