@@ -124,23 +124,34 @@ def _iter_jsonl(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record 
             try:
                 value = loads_json(text)
             except json.JSONDecodeError as exc:
-                hint = ""
-                if first and text.strip() in ("[", "{"):  # a JSON document spread over lines: every line errs
-                    rows = "'.[]'" if text.strip() == "[" else "."
-                    hint = (f"; a pretty-printed JSON document is not JSONL: read it with "
-                            f"{caller.given('format', 'json')} (or name it .json), or write one object per line: "
-                            f"jq -c {rows} {path.name}")  # fmt: skip
-                elif first and (names := _header_names(text)):  # CSV read as JSONL: every line errs
-                    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-                    hint = (f"; its first line reads as a CSV header row ({shown}): read it with "
-                            f"{caller.given('format', 'csv')}")  # fmt: skip
-                    hint += "" if _suffix(path) == ".csv" else " (or name it .csv)"
+                hint = _jsonl_hint(text, exc, first, not raw.endswith(b"\n"), path, caller)
                 yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno}){hint}", text)
                 continue
             if not isinstance(value, dict):
                 yield line_no, RowError(line_no, f"expected a JSON object, got {type(value).__name__}", text)
                 continue
             yield line_no, value
+
+
+def _jsonl_hint(text: str, exc: json.JSONDecodeError, first: bool, last: bool, path: Path, caller: Caller) -> str:
+    """What a JSONL line that is not JSON probably is (``; ...``), or "": a pretty-printed document or a CSV header
+    (on the first line), an object followed by a comma (rows copied out of a JSON list), or, on a last line without
+    its newline where the parser ran out of text, a file cut short."""
+    stripped = text.strip()
+    if first and stripped in ("[", "{"):  # a JSON document spread over lines: every line errs
+        rows = "'.[]'" if stripped == "[" else "."
+        return (f"; a pretty-printed JSON document is not JSONL: read it with {caller.given('format', 'json')} (or "
+                f"name it .json), or write one object per line: jq -c {rows} {path.name}")  # fmt: skip
+    if first and (names := _header_names(text)):  # CSV read as JSONL: every line errs
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        where = "" if _suffix(path) == ".csv" else " (or name it .csv)"
+        csv_format = caller.given("format", "csv")
+        return f"; its first line reads as a CSV header row ({shown}): read it with {csv_format}{where}"
+    if stripped.endswith(",") and exc.msg == "Extra data" and _json_object(stripped[:-1]):
+        return "; a comma after the object: JSONL rows are one object per line, with nothing between them"
+    if last and (exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")):
+        return "; the file ends inside this row, without its newline: was it cut short (a copy or download stopped)?"
+    return ""
 
 
 #: A column name as a CSV header row gives it, told from a line of JSON or text.
@@ -162,7 +173,7 @@ def _suffix(path: Path) -> str:
 
 
 def _json_object(line: str) -> bool:
-    """Whether ``line`` is a JSON object (JSONL's first line, read as a CSV header row)."""
+    """Whether ``line`` is a JSON object (JSONL's first line read as a CSV header row, a JSONL row before a comma)."""
     if not line.lstrip().startswith("{"):
         return False
     try:

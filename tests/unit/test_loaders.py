@@ -55,6 +55,34 @@ def test_a_bad_row_without_an_id_is_kept_raw_as_read_without_the_generated_id(tm
     assert [e.raw for e in bad] == ['{"answer": {"text": 5}}', '{"id": "", "answer": [6]}']
 
 
+# cut inside a string (the parser names where the string starts), and between values (where the text ends)
+@pytest.mark.parametrize("cut", [len('{"id": "c", "answer": "a lo'), len('{"id": "c", "answer": "a long answer"')])
+def test_a_jsonl_file_cut_short_says_so_on_its_last_row_only(tmp_path: Path, cut: int) -> None:
+    """A download or copy that stopped mid-row was only 'invalid JSON: Unterminated string starting at (column
+    23)', as a typo would be; the same break on a line that has its newline is a typo, said as before."""
+    path = tmp_path / "d.jsonl"
+    rows = [json.dumps({"id": i, "answer": "a long answer"}) for i in "abc"]
+    text = rows[0][:cut] + "\n" + rows[1] + "\n" + rows[2]
+    path.write_text(text[: len(text) - len(rows[2]) + cut], encoding="utf-8")
+    ok, bad = _rows(path)
+    assert [r.id for r in ok] == ["b"] and [e.line for e in bad] == [1, 3]
+    cut_short = "the file ends inside this row, without its newline: was it cut short"
+    assert cut_short not in bad[0].error and cut_short in bad[1].error, bad
+
+
+def test_jsonl_rows_copied_out_of_a_json_list_with_their_commas_say_so(tmp_path: Path) -> None:
+    """Rows pasted out of a JSON list keep the comma after each object: every row was 'Extra data (column 27)'."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"id": "a", "answer": "x"},\n{"id": "b", "answer": "y"}\n{"id": "c"} {"id": "d"}\n')
+    ok, bad = _rows(path)
+    assert [r.id for r in ok] == ["b"]
+    assert [(e.line, e.error) for e in bad] == [
+        (1, "invalid JSON: Extra data (column 27); a comma after the object: JSONL rows are one object per line, "
+            "with nothing between them"),
+        (3, "invalid JSON: Extra data (column 13)"),
+    ]  # fmt: skip
+
+
 def test_a_row_with_many_bad_fields_names_the_first_and_counts_the_rest_as_counts_are_written(tmp_path: Path) -> None:
     """1,200 contexts of the wrong shape said "(and 1199 more)": counted without the thousands separator every other
     count has (counts.listed)."""
