@@ -42,6 +42,8 @@ SHAPE_HINTS = {
 }
 
 
+#: Separators a spreadsheet joins a list's items with in one cell (``p1|p2``, ``d1;d2``), named in the row's error.
+LIST_JOINERS = ("|", ";")
 #: What a context is, said instead of pydantic's "a valid dictionary or instance of Context" (a class of ours).
 CONTEXT_SHAPE = 'a context is text or an object with "text" (or "page_content", "content")'
 
@@ -64,7 +66,11 @@ def _reason(error: Any) -> str:
     if not isinstance(given, str):
         return f"{message}, got {kind(given)}"
     hint = SHAPE_HINTS.get(error["type"])
-    return f"{message}, not text ({hint}, in a CSV cell too)" if hint else message
+    if not hint:
+        return message
+    joiners = LIST_JOINERS if error["type"] == "list_type" else ()
+    joined = next((f", not joined by {sep!r}" for sep in joiners if sep in given), "")
+    return f"{message}, not text ({hint}, in a CSV cell too{joined})"
 
 
 def _oversized(row: Row, limit: int) -> str | None:

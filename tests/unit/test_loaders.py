@@ -204,7 +204,7 @@ def test_text_where_a_list_or_an_object_belongs_says_how_one_is_written(tmp_path
     objects = 'not text (an object is written {"key": "value"}, in a CSV cell too)'
     assert [(e.line, e.error) for e in bad] == [
         (2, f"contexts: {lists}"),
-        (3, f"retrieved_doc_ids: {lists}"),
+        (3, f"retrieved_doc_ids: {lists[:-1]}, not joined by ';')"),
         (4, f"rubric: Input should be a valid dictionary or instance of Rubric, {objects}"),
     ]
     jsonl = tmp_path / "d.jsonl"
@@ -213,6 +213,20 @@ def test_text_where_a_list_or_an_object_belongs_says_how_one_is_written(tmp_path
     _, (stringified, number) = _rows(jsonl)
     assert stringified.error == f"retrieved_doc_ids: {lists}"
     assert number.error == "contexts: Input should be a valid list, got int"  # no text: nothing to say about text
+
+
+def test_a_list_joined_by_a_separator_in_a_cell_says_a_list_is_not_joined(tmp_path: Path) -> None:
+    """Spreadsheets join a list into one cell ('p1|p2', 'd1;d2'): each row said only how a list is written, not
+    that its joined text is not one."""
+    path = tmp_path / "d.csv"
+    path.write_text("id,answer,contexts,retrieved_doc_ids\n1,x,first passage|second passage,\n2,x,,d1;d2\n3,x,,d1\n")
+    _, bad = _rows(path)
+    lists = 'Input should be a valid list, not text (a list is written ["a", "b"], in a CSV cell too'
+    assert [(e.line, e.error) for e in bad] == [
+        (2, f"contexts: {lists}, not joined by '|')"),
+        (3, f"retrieved_doc_ids: {lists}, not joined by ';')"),
+        (4, f"retrieved_doc_ids: {lists})"),
+    ]
 
 
 def test_a_context_of_the_wrong_kind_says_what_a_context_is_and_what_was_given(tmp_path: Path) -> None:
