@@ -14,7 +14,7 @@ from typing import Any
 
 from ragscore_workers.errors import DatasetError
 
-from .loaders import RAW_EXCERPT_CHARS, RowError, loads_json
+from .loaders import RAW_EXCERPT_CHARS, RowError, kind, loads_json
 
 __all__ = ["SeedError", "identifier", "number", "pick", "read_json", "row_error", "text"]
 
@@ -69,8 +69,3 @@ def number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SeedError(f"{where}: expected a finite number, got {json.dumps(value, default=str)[:40]}")
     return float(value)
-
-
-def kind(value: Any) -> str:
-    """The kind of a JSON value, as errors say what was given: ``null``, ``int``, ``list``, ``dict``."""
-    return "null" if value is None else type(value).__name__

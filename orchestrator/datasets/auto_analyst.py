@@ -26,7 +26,7 @@ from ragscore_workers.schemas import Row
 
 from ..caller import CLI, Caller
 from ._seed import SeedError, identifier, number, pick, read_json, row_error, text
-from .loaders import Record, RowError
+from .loaders import Record, RowError, kind
 
 __all__ = ["auto_analyst_records", "looks_like_auto_analyst"]
 
@@ -44,7 +44,7 @@ def _context(raw: Any, where: str) -> Record:
     if isinstance(raw, str):
         return {"text": raw}
     if not isinstance(raw, dict):
-        raise SeedError(f"{where}: expected a string or an object, got {type(raw).__name__}")
+        raise SeedError(f"{where}: expected a string or an object, got {kind(raw)}")
     key, value = pick(raw, _TEXT, where)
     if key is None:
         raise SeedError(f"{where}: no text (give one of {', '.join(_TEXT)})")
@@ -57,7 +57,7 @@ def _context(raw: Any, where: str) -> Record:
         out["id"] = identifier(value, f"{where}.{key}")
     metadata = raw.get("metadata", {})
     if not isinstance(metadata, dict):
-        raise SeedError(f"{where}.metadata: expected an object, got {type(metadata).__name__}")
+        raise SeedError(f"{where}.metadata: expected an object, got {kind(metadata)}")
     extra = {k: v for k, v in raw.items() if k not in {*_TEXT, *_SCORE, *_ID, "metadata"}}
     if metadata or extra:
         out["metadata"] = {**metadata, **extra}
@@ -69,13 +69,13 @@ def _contexts(item: dict[str, Any]) -> list[Record]:
     if raw is None:
         raw = []
     if not isinstance(raw, list):
-        raise SeedError(f"contexts: expected a list, got {type(raw).__name__}")
+        raise SeedError(f"contexts: expected a list, got {kind(raw)}")
     contexts = [_context(c, f"contexts[{i}]") for i, c in enumerate(raw)]
     scores = item.get("retrieval_scores")
     if scores is None:
         return contexts
     if not isinstance(scores, list) or len(scores) != len(contexts):
-        size = len(scores) if isinstance(scores, list) else type(scores).__name__
+        size = len(scores) if isinstance(scores, list) else kind(scores)
         raise SeedError(f"retrieval_scores: expected one score per context ({len(contexts)}), got {size}")
     for i, (context, score) in enumerate(zip(contexts, scores, strict=True)):
         if score is None:
@@ -89,7 +89,7 @@ def _contexts(item: dict[str, Any]) -> list[Record]:
 
 def _row(item: Any, system: str | None, caller: Caller) -> Record:
     if not isinstance(item, dict):
-        raise SeedError(f"expected an object, got {type(item).__name__}")
+        raise SeedError(f"expected an object, got {kind(item)}")
     for key in ("question", "answer"):
         if key not in item:
             raise SeedError(f"no {key!r}")

@@ -28,7 +28,7 @@ from ragscore_workers.counts import noun_names
 from ragscore_workers.errors import DatasetError
 
 from ._seed import SeedError, identifier, pick, read_json, row_error, text
-from .loaders import CONVERT_HINT, MAX_LINE_BYTES, Record, RowError, binary_kind
+from .loaders import CONVERT_HINT, MAX_LINE_BYTES, Record, RowError, binary_kind, kind
 
 __all__ = ["eval_points_records", "looks_like_eval_points", "map_point", "match_answer_file"]
 
@@ -53,7 +53,7 @@ def map_point(raw: Any, where: str) -> dict[str, Any]:
     if isinstance(raw, str):
         raise SeedError(f"{where}: a bare string is not a point; give an object with a validator type")
     if not isinstance(raw, dict):
-        raise SeedError(f"{where}: expected an object, got {type(raw).__name__}")
+        raise SeedError(f"{where}: expected an object, got {kind(raw)}")
     point = {k: raw[k] for k in _SAME if k in raw}
     for target, names in _ALIASES.items():
         name, value = pick(raw, names, where)
@@ -75,7 +75,7 @@ def _points(raw: Any) -> list[dict[str, Any]]:
     from ragscore_workers.metrics.checks import parse_points, point_place
 
     if not isinstance(raw, list):
-        raise SeedError(f"evaluation_points: expected a list, got {type(raw).__name__}")
+        raise SeedError(f"evaluation_points: expected a list, got {kind(raw)}")
     points = [
         map_point(p, point_place(i, p.get("id") if isinstance(p, dict) else None, _LIST)) for i, p in enumerate(raw)
     ]
@@ -100,7 +100,7 @@ class _Topic:
 
 def _topic(element: Any, file: Path, where: str) -> _Topic:
     if not isinstance(element, dict):
-        raise SeedError(f"expected a topic object, got {type(element).__name__}")
+        raise SeedError(f"expected a topic object, got {kind(element)}")
     for key in ("topic", "evaluation_points"):
         if key not in element:
             raise SeedError(f"no {key!r}")
@@ -126,12 +126,12 @@ def _json_answers(raw: Any) -> Iterator[tuple[str, str] | SeedError]:
                 yield exc
         return
     if not isinstance(raw, list):
-        raise SeedError(f"answers: expected an object {{model: answer}} or a list, got {type(raw).__name__}")
+        raise SeedError(f"answers: expected an object {{model: answer}} or a list, got {kind(raw)}")
     for i, item in enumerate(raw):
         where = f"answers[{i}]"
         try:
             if not isinstance(item, dict):
-                raise SeedError(f"{where}: expected {{model, answer}}, got {type(item).__name__}")
+                raise SeedError(f"{where}: expected {{model, answer}}, got {kind(item)}")
             unknown = sorted(set(item) - {"model", "system", "answer", "text"})
             if unknown:
                 raise SeedError(f"{where}: unknown {noun_names(unknown, 'key')}; give model and answer")

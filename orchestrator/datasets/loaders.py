@@ -73,6 +73,11 @@ def loads_json(data: str | bytes, **options: Any) -> Any:
         raise json.JSONDecodeError("nested too deeply", data if isinstance(data, str) else "", 0) from None
 
 
+def kind(value: Any) -> str:
+    """The kind of a JSON value, as errors say what was given: ``null``, ``int``, ``list``, ``dict``."""
+    return "null" if value is None else type(value).__name__
+
+
 def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
     """``(line number, bytes)``; a line longer than MAX_LINE_BYTES is skipped in chunks and given as None."""
     line_no = 0
@@ -128,7 +133,7 @@ def _iter_jsonl(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record 
                 yield line_no, RowError(line_no, f"invalid JSON: {exc.msg} (column {exc.colno}){hint}", text)
                 continue
             if not isinstance(value, dict):
-                yield line_no, RowError(line_no, f"expected a JSON object, got {type(value).__name__}", text)
+                yield line_no, RowError(line_no, f"expected a JSON object, got {kind(value)}", text)
                 continue
             yield line_no, value
 
@@ -433,7 +438,7 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
         if isinstance(value, (dict, RowError)):
             yield pos, value
             continue
-        error = f"element {pos}: expected an object, got {type(value).__name__}"
+        error = f"element {pos}: expected an object, got {kind(value)}"
         if keys and isinstance(value, list):  # {"data": [...]}: the rows are probably that list
             error += (f" (if the rows are the list under {keys[pos - 1]!r}, give ragscore that list: "
                       f"jq '.[{json.dumps(keys[pos - 1])}]' {path.name} > rows.json)")  # fmt: skip

@@ -21,8 +21,7 @@ from ragscore_workers.settings import get_settings
 from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
 from ..caller import CLI, Caller
-from ._seed import kind
-from .loaders import RAW_EXCERPT_CHARS, RowError, detect_format, iter_records
+from .loaders import RAW_EXCERPT_CHARS, RowError, detect_format, iter_records, kind
 
 __all__ = ["DatasetScan", "Named", "iter_rows", "scan_dataset", "validate_record"]
 

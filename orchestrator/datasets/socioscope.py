@@ -27,7 +27,7 @@ from ragscore_workers.errors import DatasetError
 from ragscore_workers.metrics._typed_values import ExpectedError, parse_expected, parse_question_type
 
 from ._seed import SeedError, identifier, pick, read_json, row_error, text
-from .loaders import Record, RowError
+from .loaders import Record, RowError, kind
 
 __all__ = ["METRICS", "looks_like_socioscope", "socioscope_records"]
 
@@ -50,7 +50,7 @@ def _transcripts(raw: Any, path: Path) -> dict[str, str]:
         for i, item in enumerate(raw):
             try:
                 if not isinstance(item, dict):
-                    raise SeedError(f"expected an object, got {type(item).__name__}")
+                    raise SeedError(f"expected an object, got {kind(item)}")
                 id_key, tid = pick(item, ("id", "PROJECT"), "transcript")
                 text_key, body = pick(item, ("text", "TRANSCRIPT"), "transcript")
                 if id_key is None or text_key is None:
@@ -112,7 +112,7 @@ def _answers(qa: dict[str, Any]) -> list[tuple[str, str | None, Any]]:
         if isinstance(raw, dict):
             return [(f"answers[{k!r}]", identifier(k, "answers key"), v) for k, v in raw.items()]
         if not isinstance(raw, list):
-            raise SeedError(f"answers: expected an object {{system: answer}} or a list, got {type(raw).__name__}")
+            raise SeedError(f"answers: expected an object {{system: answer}} or a list, got {kind(raw)}")
         out = []
         for i, item in enumerate(raw):
             key, system = pick(item, ("system", "model"), f"answers[{i}]") if isinstance(item, dict) else (None, None)
@@ -132,7 +132,7 @@ def _answer(value: Any, where: str) -> tuple[str, Any]:
     if isinstance(value, str):
         return value, None
     if not isinstance(value, dict):
-        raise SeedError(f"{where}: expected a string or {{answer, citations}}, got {type(value).__name__}")
+        raise SeedError(f"{where}: expected a string or {{answer, citations}}, got {kind(value)}")
     unknown = sorted(set(value) - {"answer", "text", "citations"})
     if unknown:
         raise SeedError(f"{where}: unknown {noun_names(unknown, 'key')}; give answer and citations")
@@ -146,7 +146,7 @@ def _citations(raw: Any, where: str, default: str | None, transcripts: dict[str,
     """``(transcript id, quote)`` per citation: a quote string (cites the pair's transcript) or
     ``{quote, transcript}``; other keys of a citation (speaker, timestamp, ...) are ignored."""
     if not isinstance(raw, list):
-        raise SeedError(f"{where}: expected a list, got {type(raw).__name__}")
+        raise SeedError(f"{where}: expected a list, got {kind(raw)}")
     out = []
     for i, item in enumerate(raw):
         here = f"{where}[{i}]"
@@ -169,7 +169,7 @@ def _citations(raw: Any, where: str, default: str | None, transcripts: dict[str,
 def _rows(qa: Any, transcripts: dict[str, str]) -> Iterator[Record | SeedError]:
     """The rows of one pair (one per answer, or the error of that answer); SeedError for the whole pair."""
     if not isinstance(qa, dict):
-        raise SeedError(f"expected an object, got {type(qa).__name__}")
+        raise SeedError(f"expected an object, got {kind(qa)}")
     question, qtype, metrics = _question(qa)
     key, expected = pick(qa, _EXPECTED, "qa pair")
     if key is not None:

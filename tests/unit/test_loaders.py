@@ -83,6 +83,15 @@ def test_jsonl_rows_copied_out_of_a_json_list_with_their_commas_say_so(tmp_path:
     ]  # fmt: skip
 
 
+def test_a_null_row_is_said_as_json_says_it(tmp_path: Path) -> None:
+    """A row that is ``null`` (an export writing a missing record) was 'got NoneType', Python's name for it."""
+    jsonl, listed = tmp_path / "d.jsonl", tmp_path / "d.json"
+    jsonl.write_text('{"id": "a"}\nnull\n')
+    listed.write_text('[{"id": "a"}, null]')
+    assert [e.error for e in _rows(jsonl)[1]] == ["expected a JSON object, got null"]
+    assert [e.error for e in _rows(listed)[1]] == ["element 2: expected an object, got null"]
+
+
 def test_a_row_with_many_bad_fields_names_the_first_and_counts_the_rest_as_counts_are_written(tmp_path: Path) -> None:
     """1,200 contexts of the wrong shape said "(and 1199 more)": counted without the thousands separator every other
     count has (counts.listed)."""
