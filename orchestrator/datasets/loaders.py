@@ -49,6 +49,11 @@ RAW_EXCERPT_CHARS = 1000
 #: A JSONL line longer than this is reported and skipped without being held in memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
+#: A CSV cell longer than MAX_LINE_BYTES characters (the csv module's field limit, set to it): its row's error.
+CELL_TOO_LONG = (
+    f"a cell longer than {MAX_LINE_BYTES:,} characters ({MAX_LINE_BYTES >> 20} MiB), the most a cell may hold"
+)
+
 Record = dict[str, Any]
 
 
@@ -376,7 +381,7 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             except StopIteration:
                 return
             except csv.Error as exc:
-                error = f"CSV: {exc}"
+                error = CELL_TOO_LONG if "field larger than field limit" in str(exc) else f"CSV: {exc}"
             else:
                 if not feed.unbalanced():
                     if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows

@@ -506,6 +506,18 @@ def test_a_csv_quote_never_closed_is_one_bad_row_and_every_later_row_is_read(tmp
         assert [(line, r.id) for line, r in found[1:]] == [(n, f"r{n}") for n in range(3, lines + 1)], name
 
 
+def test_a_csv_cell_past_the_limit_is_one_bad_row_saying_so(tmp_path: Path) -> None:
+    """A cell over the 64 MiB a cell may hold was the csv module's 'CSV: field larger than field limit (67108864)',
+    which says nothing of cells nor of the limit as docs/datasets.md gives it."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,answer\na,"' + "w" * (64 * 1024 * 1024 + 1) + '"\nb,ok\n', encoding="utf-8")
+    found = list(iter_rows(path))
+    assert [(line, r.error) for line, r in found if isinstance(r, RowError)] == [
+        (2, "a cell longer than 67,108,864 characters (64 MiB), the most a cell may hold")
+    ]
+    assert [(line, r.id) for line, r in found if not isinstance(r, RowError)] == [(3, "b")]
+
+
 @pytest.mark.parametrize("end", ["\n", ""])
 def test_a_csv_quote_left_open_on_the_last_line_is_a_bad_row_not_a_cell_to_the_end(tmp_path: Path, end: str) -> None:
     """The last row's quote never closed: the csv module ends the cell at the end of the file, so the row was read
