@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, TextIO
 
 from ragscore_workers.counts import close_names, did_you_mean, noun_names
 from ragscore_workers.errors import DatasetError
+from ragscore_workers.schemas import Row
 
 from ..caller import CLI, Caller
 
@@ -421,6 +422,9 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
         raise DatasetError(f"{path}: not valid JSON ({exc}){hint}") from exc
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc}; {NOT_UTF8_HINT})") from exc
+    if isinstance(data, dict) and (orient := _pandas_orient(data)):
+        raise DatasetError(f"{path}: columns, not rows, as pandas' DataFrame.to_json(orient='{orient}') writes them: "
+                           "write a row a line: df.to_json('rows.jsonl', orient='records', lines=True)")  # fmt: skip
     if isinstance(data, dict):
         if repeated:  # json keeps the last row of a repeated key: the others would be lost without a word
             shown = ", ".join(map(repr, repeated[:5]))
@@ -448,6 +452,20 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
             error += (f" (if the rows are the list under {keys[pos - 1]!r}, give ragscore that list: "
                       f"jq '.[{json.dumps(keys[pos - 1])}]' {path.name} > rows.json)")  # fmt: skip
         yield pos, RowError(pos, error, json.dumps(value)[:RAW_EXCERPT_CHARS])
+
+
+def _pandas_orient(data: dict[str, Any]) -> str | None:
+    """The ``orient`` of pandas' ``DataFrame.to_json`` that wrote ``data`` when it holds columns, not rows keyed by
+    id: ``split`` (``{"columns", "index", "data"}``) or ``columns``, the default (``{column: {index: value}}``: a
+    row field among its keys, each an object of the same keys, none a row field); else None."""
+    split = set(data) <= {"columns", "index", "data"}
+    if split and isinstance(data.get("columns"), list) and isinstance(data.get("data"), list):
+        return "split"
+    inner = [set(value) for value in data.values() if isinstance(value, dict)]
+    fields = Row.model_fields.keys()
+    if inner and len(inner) == len(data) and set(data) & fields and all(keys == inner[0] for keys in inner):
+        return "columns" if not inner[0] & fields else None
+    return None
 
 
 def _iter_parquet(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:

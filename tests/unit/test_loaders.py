@@ -289,6 +289,27 @@ def test_a_utf8_byte_order_mark_is_not_data(tmp_path: Path, name: str) -> None:
     assert [(r.id, r.answer) for r in ok] == [("a", "x"), ("b", "y")]
 
 
+@pytest.mark.parametrize(
+    ("written", "orient"),
+    [  # as pandas writes DataFrame({"id": ["a", "b"], "question": ["q1", "q2"], ...}).to_json(path[, orient=])
+        ('{"id":{"0":"a","1":"b"},"question":{"0":"q1","1":"q2"},"contexts":{"0":["c1"],"1":["c2"]}}', "columns"),
+        ('{"columns":["id","question"],"index":[0,1],"data":[["a","q1"],["b","q2"]]}', "split"),
+        ('{"columns":["id","question"],"data":[["a","q1"],["b","q2"]]}', "split"),  # index=False
+    ],
+)
+def test_pandas_column_oriented_json_is_refused_with_how_to_write_rows(
+    tmp_path: Path, written: str, orient: str
+) -> None:
+    """pandas' DataFrame.to_json() writes an object of columns by default: it was read as rows keyed by id, one
+    row a column ('id', 'question') holding no field, so the run scored nothing with only a warning that no row
+    has a field; orient='split' was three bad rows suggesting to give the list under 'columns'."""
+    path = tmp_path / "frame.json"
+    path.write_text(written)
+    with pytest.raises(DatasetError, match=rf"frame.json: .*pandas' DataFrame.to_json\(orient='{orient}'\).*"
+                       r"orient='records', lines=True"):  # fmt: skip
+        list(iter_rows(path))
+
+
 def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     as_list = tmp_path / "l.json"
     as_list.write_text(json.dumps([{"id": "a"}, 3, {"id": "b", "answer": "x"}]))
