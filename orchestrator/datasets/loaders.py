@@ -155,7 +155,7 @@ def _jsonl_hint(text: str, exc: json.JSONDecodeError, first: bool, last: bool, p
                 f"name it .json), or write one object per line: jq -c {rows} {path.name}")  # fmt: skip
     if first and (names := _header_names(text)):  # CSV read as JSONL: every line errs
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-        where = "" if _suffix(path) == ".csv" else " (or name it .csv)"
+        where = "" if _suffix(path) in (".csv", ".tsv") else " (or name it .csv)"
         csv_format = caller.given("format", "csv")
         return f"; its first line reads as a CSV header row ({shown}): read it with {csv_format}{where}"
     if stripped.endswith(",") and exc.msg == "Extra data" and _json_object(stripped[:-1]):
@@ -341,7 +341,8 @@ def _text_of(line: str) -> str:
 
 
 def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
-    """CSV rows. A cell may be as long as a JSONL line (the csv module's own limit is 128 KiB). A quote that is
+    """CSV rows (a ``.tsv`` file's separated by tabs, another's as its header line says). A cell may be as long as a
+    JSONL line (the csv module's own limit is 128 KiB). A quote that is
     never closed swallows the lines after it in the csv module, so a row that spans several lines with an
     unbalanced quote, or one the csv module gives up on, is reported and reading restarts on its next line.
     ``caller``: whose options the error of a JSONL file names."""
@@ -355,7 +356,7 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             named = "" if _suffix(path) in (".jsonl", ".ndjson") else " (or name it .jsonl)"
             raise DatasetError(f"{path}: its first line is a JSON object: JSONL, not CSV? read it with "
                                f"{caller.given('format', 'jsonl')}{named}")  # fmt: skip
-        delimiter = _delimiter(first)
+        delimiter = "\t" if _suffix(path) == ".tsv" else _delimiter(first)
         fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
         feed = _LineFeed(fh, delimiter)
         reader = csv.reader(feed, delimiter=delimiter)
@@ -595,7 +596,7 @@ def _whole(path: Path, records: Iterator[tuple[int, Record | RowError]]) -> Iter
 
 
 def detect_format(path: Path, options: dict[str, Any] | None = None, caller: Caller = CLI) -> str:
-    """Format from the path: a directory is eval-points; ``.jsonl``/``.ndjson``, ``.csv`` and ``.parquet`` by
+    """Format from the path: a directory is eval-points; ``.jsonl``/``.ndjson``, ``.csv``/``.tsv`` and ``.parquet`` by
     extension (under a ``.gz`` one, the one before it); a ``.json`` file is eval-points, socioscope or auto-analyst
     when its content says so (see docs/datasets.md), else json; a Parquet file by its content; nlp-project when
     predictions are given or the file looks like the NLP project's questions. ``caller``: whose options its errors
@@ -614,7 +615,7 @@ def detect_format(path: Path, options: dict[str, Any] | None = None, caller: Cal
         return DIRECTORY_FORMAT
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
-    if suffix == ".csv":
+    if suffix in (".csv", ".tsv"):
         return "csv"
     if suffix in (".parquet", ".pq") or _is_parquet(path):
         return "parquet"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.datasets import detect_format
+from orchestrator.datasets import detect_format, iter_rows
 from orchestrator.datasets.loaders import ALL_FORMATS
 from ragscore_workers.errors import DatasetError
 
@@ -48,6 +48,17 @@ def test_paths_without_content_sniffing(tmp_path: Path) -> None:
     (tmp_path / "q.txt").write_text('{"doc_id": "d", "question": "q", "evidence_sentences": []}\n')
     assert detect_format(tmp_path / "q.txt", {"predictions": "p.json"}) == "nlp-project"
     assert {"eval-points", "auto-analyst", "socioscope", "nlp-project", "json"} <= set(ALL_FORMATS)
+
+
+def test_a_tsv_file_is_read_as_csv_with_tabs(tmp_path: Path) -> None:
+    """pandas' to_csv(sep='\\t') and spreadsheets' 'Tab-separated values' write .tsv: 'cannot tell the format from
+    '.tsv'', though the CSV reader reads tabs."""
+    path = tmp_path / "rows.tsv"
+    # a comma in the header (a column of notes) does not make it comma-separated
+    path.write_text('id\tquestion\tcontexts\tnotes, free\na\tWhy, then?\t["c1", "c2"]\tn\n', encoding="utf-8")
+    assert detect_format(path) == "csv"
+    [(line, row)] = list(iter_rows(path))
+    assert (line, row.id, row.question, [c.text for c in row.contexts]) == (2, "a", "Why, then?", ["c1", "c2"])
 
 
 def test_detected_seed_files_read_like_their_explicit_format(tmp_path: Path, read: Read) -> None:
