@@ -236,6 +236,11 @@ def _not_utf8(text: str) -> bool:
     return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
+#: Quotes a spreadsheet's AutoCorrect types for ", which JSON does not read, and what a cell holding them is told.
+CURLY_QUOTES = "“”‘’"
+CURLY_HINT = "; its quotes are typographic (“ ” ‘ ’, as AutoCorrect types them): JSON's are straight (\")"
+
+
 def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowError:
     text = ",".join(cells)
     if len(cells) > len(header):
@@ -249,7 +254,9 @@ def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowE
         try:
             record[name] = _csv_cell(name, value)
         except json.JSONDecodeError as exc:
-            return RowError(line, f'invalid JSON in column {name!r}: {exc.msg} (a list is written ["a", "b"])', text)
+            curly = CURLY_HINT if any(quote in value for quote in CURLY_QUOTES) else ""
+            error = f'invalid JSON in column {name!r}: {exc.msg} (a list is written ["a", "b"]{curly})'
+            return RowError(line, error, text)
         except ValueError as exc:
             return RowError(line, f"column {name!r}: {exc}", text)
     return record

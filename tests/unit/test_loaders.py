@@ -203,6 +203,20 @@ def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:
     ]
 
 
+def test_a_json_cell_with_typographic_quotes_says_so(tmp_path: Path) -> None:
+    """A list typed into a spreadsheet cell gets curly quotes from AutoCorrect ([“c1”, “c2”]): 'invalid JSON in
+    column 'contexts': Expecting value', which does not say which character is wrong."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,answer,contexts\na,x,"[“c1”, “c2”]"\nb,x,"[‘c1’]"\nc,x,"[c1]"\n', encoding="utf-8")
+    _, bad = _rows(path)
+    curly = "; its quotes are typographic (“ ” ‘ ’, as AutoCorrect types them): JSON's are straight (\")"
+    assert [(e.line, e.error) for e in bad] == [
+        (2, f"""invalid JSON in column 'contexts': Expecting value (a list is written ["a", "b"]{curly})"""),
+        (3, f"""invalid JSON in column 'contexts': Expecting value (a list is written ["a", "b"]{curly})"""),
+        (4, """invalid JSON in column 'contexts': Expecting value (a list is written ["a", "b"])"""),
+    ]
+
+
 def test_text_where_a_list_or_an_object_belongs_says_how_one_is_written(tmp_path: Path) -> None:
     """A CSV cell of plain text in a list column (one context, ids split by ';') or a JSON string holding a list was
     reported as pydantic's bare 'Input should be a valid list', which does not say what to write instead."""
