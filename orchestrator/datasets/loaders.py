@@ -574,9 +574,19 @@ def _refuse_binary(path: Path) -> None:
 
 
 def _hf_folder(path: Path) -> bool:
-    """Whether ``path`` is a folder ``datasets``' save_to_disk wrote: a Dataset's (``state.json`` beside its Arrow
-    shards) or a DatasetDict's (``dataset_dict.json``)."""
-    return (path / "dataset_dict.json").is_file() or ((path / "state.json").is_file() and any(path.glob("*.arrow")))
+    """Whether ``path`` is a folder ``datasets``' save_to_disk wrote: a Dataset's (``state.json`` naming its Arrow
+    shards in ``_data_files``) or a DatasetDict's (``dataset_dict.json`` naming its ``splits``); a file of those
+    names holding anything else is an eval-points topic file."""
+    return _has_key(path / "state.json", "_data_files") or _has_key(path / "dataset_dict.json", "splits")
+
+
+def _has_key(file: Path, key: str) -> bool:
+    """Whether ``file`` is a JSON object with ``key``."""
+    try:
+        data = loads_json(file.read_bytes())
+    except (OSError, ValueError):  # no such file, not JSON (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+        return False
+    return isinstance(data, dict) and key in data
 
 
 def _refuse_mismatch(path: Path, fmt: str, caller: Caller) -> None:

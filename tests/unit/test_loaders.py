@@ -710,9 +710,30 @@ def test_a_hugging_face_save_to_disk_folder_says_how_to_export_it(
     folder = tmp_path / "saved"
     for name in written:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(b"\xff\xff\xff\xff" if name.endswith(".arrow") else b"{}")
+        (folder / name).write_bytes(b"\xff\xff\xff\xff" if name.endswith(".arrow") else HF_FILES[Path(name).name])
     with pytest.raises(DatasetError, match=r"saved: a Hugging Face datasets folder \(save_to_disk\).*ds.to_json"):
         list(iter_rows(folder, fmt))
+
+
+#: What datasets' save_to_disk writes in its JSON files (datasets 2.x and 3.x).
+HF_FILES = {
+    "state.json": b'{"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_fingerprint": "f", "_split": null}',
+    "dataset_info.json": b'{"features": {"question": {"dtype": "string", "_type": "Value"}}}',
+    "dataset_dict.json": b'{"splits": ["test"]}',
+}
+
+
+@pytest.mark.parametrize("name", ["state.json", "dataset_dict.json"])
+def test_an_eval_points_folder_whose_topic_file_has_a_save_to_disk_name_is_read(tmp_path: Path, name: str) -> None:
+    """A save_to_disk folder is told by its files' names and what they hold: an eval-points folder whose topic file
+    is named state.json or dataset_dict.json, beside an .arrow file of its own, is no such folder."""
+    folder = tmp_path / "topics"
+    folder.mkdir()
+    topic = {"topic": "t", "question": "Q?", "answers": {"m": "A"}, "evaluation_points": [{"type": "keyword",
+             "keywords": ["A"]}]}  # fmt: skip
+    (folder / name).write_text(json.dumps(topic), encoding="utf-8")
+    (folder / "cache.arrow").write_bytes(b"\xff\xff\xff\xff")
+    assert [(r.id, r.answer) for _, r in iter_rows(folder)] == [("t", "A")]
 
 
 def test_iter_rows_with_ids_yields_the_same_rows_of_those_ids_as_without(tmp_path: Path) -> None:
