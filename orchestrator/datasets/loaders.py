@@ -348,10 +348,10 @@ def _text_of(line: str) -> str:
 
 
 def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
-    """CSV rows (a ``.tsv`` file's separated by tabs, another's as its header line says). A cell may be as long as a
-    JSONL line (the csv module's own limit is 128 KiB). A quote that is
-    never closed swallows the lines after it in the csv module, so a row that spans several lines with an
-    unbalanced quote, or one the csv module gives up on, is reported and reading restarts on its next line.
+    """CSV rows (a ``.tsv`` file's separated by tabs if its header line has one, another's as its header line
+    says). A cell may be as long as a JSONL line (the csv module's own limit is 128 KiB). A quote that is never closed
+    swallows the lines after it in the csv module, so a row that spans several lines with an unbalanced quote, or one
+    the csv module gives up on, is reported and reading restarts on its next line.
     ``caller``: whose options the error of a JSONL file names."""
     csv.field_size_limit(MAX_LINE_BYTES)
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
@@ -363,7 +363,7 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             named = "" if _suffix(path) in (".jsonl", ".ndjson") else " (or name it .jsonl)"
             raise DatasetError(f"{path}: its first line is a JSON object: JSONL, not CSV? read it with "
                                f"{caller.given('format', 'jsonl')}{named}")  # fmt: skip
-        delimiter = "\t" if _suffix(path) == ".tsv" else _delimiter(first)
+        delimiter = "\t" if _suffix(path) == ".tsv" and "\t" in first else _delimiter(first)
         fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
         feed = _LineFeed(fh, delimiter)
         reader = csv.reader(feed, delimiter=delimiter)

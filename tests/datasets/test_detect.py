@@ -61,6 +61,16 @@ def test_a_tsv_file_is_read_as_csv_with_tabs(tmp_path: Path) -> None:
     assert (line, row.id, row.question, [c.text for c in row.contexts]) == (2, "a", "Why, then?", ["c1", "c2"])
 
 
+@pytest.mark.parametrize("fmt", [None, "csv"])
+def test_a_comma_separated_file_named_tsv_is_still_read_by_its_commas(tmp_path: Path, fmt: str | None) -> None:
+    """A .tsv file whose header has no tab (a CSV saved under the wrong name) is read as its header line says, as
+    --format csv read it before .tsv meant tabs: one column 'id,question' held every row's whole line."""
+    path = tmp_path / "rows.tsv"
+    path.write_text("id,question\na,Why?\n", encoding="utf-8")
+    [(_, row)] = list(iter_rows(path, fmt))
+    assert (row.id, row.question) == ("a", "Why?")
+
+
 def test_detected_seed_files_read_like_their_explicit_format(tmp_path: Path, read: Read) -> None:
     path = write_json(tmp_path / "aa.json", [AA | {"answer": 5}])
     assert [e.error for e in read(path)[1]] == ["element 1: answer: expected a string, got int"]
