@@ -27,7 +27,6 @@ from typing import Any, BinaryIO, TextIO
 
 from ragscore_workers.counts import close_names, did_you_mean, noun_names
 from ragscore_workers.errors import DatasetError
-from ragscore_workers.schemas import Row
 
 from ..caller import CLI, Caller
 
@@ -465,14 +464,18 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
 def _pandas_orient(data: dict[str, Any]) -> str | None:
     """The ``orient`` of pandas' ``DataFrame.to_json`` that wrote ``data`` when it holds columns, not rows keyed by
     id: ``split`` (``{"columns", "index", "data"}``) or ``columns``, the default (``{column: {index: value}}``: a
-    row field among its keys, each an object of the same keys, none a row field); else None."""
+    row field among its keys, each an object of the same keys, none a row field); else None. A row field is named as
+    the near-miss warning reads it: an alias (``ground_truth``) or another case (``Question``) too."""
+    from .rows import _field_like  # rows reads through this module
+
     split = set(data) <= {"columns", "index", "data"}
     if split and isinstance(data.get("columns"), list) and isinstance(data.get("data"), list):
         return "split"
     inner = [set(value) for value in data.values() if isinstance(value, dict)]
-    fields = Row.model_fields.keys()
-    if inner and len(inner) == len(data) and set(data) & fields and all(keys == inner[0] for keys in inner):
-        return "columns" if not inner[0] & fields else None
+    if not inner or len(inner) != len(data) or any(keys != inner[0] for keys in inner):
+        return None
+    if any(map(_field_like, data)) and not any(map(_field_like, inner[0])):
+        return "columns"
     return None
 
 

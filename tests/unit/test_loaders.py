@@ -309,6 +309,9 @@ def test_a_utf8_byte_order_mark_is_not_data(tmp_path: Path, name: str) -> None:
         ('{"id":{"0":"a","1":"b"},"question":{"0":"q1","1":"q2"},"contexts":{"0":["c1"],"1":["c2"]}}', "columns"),
         ('{"columns":["id","question"],"index":[0,1],"data":[["a","q1"],["b","q2"]]}', "split"),
         ('{"columns":["id","question"],"data":[["a","q1"],["b","q2"]]}', "split"),  # index=False
+        # columns named as a field's alias (Ragas' ground_truth) or in another case: rows of no field, all the same
+        ('{"user_input":{"0":"q1","1":"q2"},"ground_truth":{"0":"r1","1":"r2"}}', "columns"),
+        ('{"Question":{"0":"q1","1":"q2"},"Answer":{"0":"a1","1":"a2"}}', "columns"),
     ],
 )
 def test_pandas_column_oriented_json_is_refused_with_how_to_write_rows(
