@@ -376,6 +376,7 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             return
         if feed.unbalanced():
             raise DatasetError(f"{path}: a quote in the header row (line 1) is never closed")
+        header = [name.strip() for name in header]  # "id, question, answer", as people type it; values stay as given
         if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
             raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
         named = [name for name in header if name]

@@ -751,3 +751,17 @@ def test_iter_rows_with_ids_yields_the_same_rows_of_those_ids_as_without(tmp_pat
     )
     assert [row.id for _, row in everything if isinstance(row, Row)] == ["a", "7", "row-3", "1.5"]
     assert not any(isinstance(row, Row) and row.id == "b" for _, row in iter_rows(path, ids=ids))
+
+
+def test_a_csv_header_typed_with_spaces_after_its_commas_names_its_fields(tmp_path: Path) -> None:
+    """``id, question, answer`` (as people type it) was warned about but not read: every field went missing, its
+    columns named ' question' and ' answer'. Header names are read stripped; the values stay as given."""
+    path = tmp_path / "d.csv"
+    path.write_text("id, question, answer\na, What is X?, X is Y\n", encoding="utf-8")
+    ok, bad = _rows(path)
+    assert bad == []
+    assert [(r.id, r.question, r.answer, r.model_extra) for r in ok] == [("a", " What is X?", " X is Y", {})]
+    assert scan_dataset(path, None, lambda _: None).near_misses == {}
+    path.write_text("id, answer ,answer\na,x,y\n", encoding="utf-8")  # given twice once stripped: still refused
+    with pytest.raises(DatasetError, match=r"column 'answer' given twice in the header row"):
+        list(iter_rows(path))
