@@ -159,9 +159,26 @@ def _jsonl_hint(text: str, exc: json.JSONDecodeError, first: bool, last: bool, p
         return f"; its first line reads as a CSV header row ({shown}): read it with {csv_format}{where}"
     if stripped.endswith(",") and exc.msg == "Extra data" and _json_object(stripped[:-1]):
         return "; a comma after the object: JSONL rows are one object per line, with nothing between them"
+    if exc.msg.startswith("Invalid control character"):
+        return _control_character_hint(exc)
     if last and (exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")):
         return "; the file ends inside this row, without its newline: was it cut short (a copy or download stopped)?"
     return ""
+
+
+#: How JSON writes the control characters it has a short escape for (any other is ``\\u00XX``).
+SHORT_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _control_character_hint(exc: json.JSONDecodeError) -> str:
+    """``; a string holds a raw tab (U+0009) ...``: what json's "Invalid control character at" found (a tab pasted
+    into a string) and how JSON writes it."""
+    char = exc.doc[exc.pos : exc.pos + 1]
+    if not char:
+        return ""
+    name = "tab" if char == "\t" else "control character"
+    escape = SHORT_ESCAPES.get(char, f"\\u{ord(char):04x}")
+    return f"; a string holds a raw {name} (U+{ord(char):04X}), which JSON must escape as {escape}"
 
 
 #: A column name as a CSV header row gives it, told from a line of JSON or text.

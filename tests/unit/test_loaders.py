@@ -765,3 +765,21 @@ def test_a_csv_header_typed_with_spaces_after_its_commas_names_its_fields(tmp_pa
     path.write_text("id, answer ,answer\na,x,y\n", encoding="utf-8")  # given twice once stripped: still refused
     with pytest.raises(DatasetError, match=r"column 'answer' given twice in the header row"):
         list(iter_rows(path))
+
+
+@pytest.mark.parametrize(
+    ("char", "named"),
+    [
+        ("\t", r"a raw tab (U+0009), which JSON must escape as \t"),
+        ("\x01", r"a raw control character (U+0001), which JSON must escape as \u0001"),
+    ],
+)
+def test_a_raw_tab_in_a_jsonl_string_says_so_and_the_other_rows_load(tmp_path: Path, char: str, named: str) -> None:
+    """A tab pasted into a JSONL string was only json's 'Invalid control character at' with no hint."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(f'{{"id": "a"}}\n{{"id": "b", "answer": "x{char}y"}}\n{{"id": "c"}}\n', encoding="utf-8")
+    ok, bad = _rows(path)
+    assert [r.id for r in ok] == ["a", "c"]
+    assert [(e.line, e.error) for e in bad] == [
+        (2, f"invalid JSON: Invalid control character at (column 25); a string holds {named}")
+    ]
