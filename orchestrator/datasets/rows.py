@@ -48,11 +48,13 @@ CONTEXT_SHAPE = 'a context is text or an object with "text" (or "page_content", 
 
 
 def _one_line(exc: ValidationError) -> str:
-    """The row's first validation error, then how many more it has (``and 1,199 more errors``)."""
+    """The row's first validation error, then how many more it has (``; and 1,199 more errors``: after a semicolon,
+    not read as part of the first's own end, ``got int``)."""
     errors = exc.errors()
     first = errors[0]
     loc = ".".join(str(p) for p in first["loc"]) or "row"
-    return listed([f"{loc}: {_reason(first)}"], 1, total=len(errors), more="error")
+    more = f"; {and_more(len(errors) - 1, 'error')}" if len(errors) > 1 else ""
+    return f"{loc}: {_reason(first)}{more}"
 
 
 def _reason(error: Any) -> str:

@@ -94,12 +94,14 @@ def test_a_null_row_is_said_as_json_says_it(tmp_path: Path) -> None:
 
 def test_a_row_with_many_bad_fields_names_the_first_and_counts_the_rest_as_counts_are_written(tmp_path: Path) -> None:
     """1,200 contexts of the wrong shape said "(and 1199 more)": counted without the thousands separator every other
-    count has (counts.listed)."""
+    count has (counts.listed); and the count ran into the first error's end ("got int and 1 more error")."""
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps({"id": "a", "contexts": [[1]] * 1200}) + "\n")
     _, bad = _rows(path)
     assert bad[0].error.startswith("contexts.0: a context is text or an object"), bad[0].error
-    assert bad[0].error.endswith(" and 1,199 more errors"), bad[0].error
+    assert bad[0].error.endswith("; and 1,199 more errors"), bad[0].error
+    path.write_text(json.dumps({"id": "a", "contexts": [1, 2]}) + "\n")  # the first error ends "got int"
+    assert _rows(path)[1][0].error.endswith(", got int; and 1 more error")  # not "got int and 1 more error"
     path.write_text(json.dumps({"id": "a", "contexts": [[1]]}) + "\n")
     assert "more" not in _rows(path)[1][0].error  # one error: nothing more to count
 
