@@ -363,6 +363,15 @@ def _text_of(line: str) -> str:
     return line.rstrip("\r\n").encode("utf-8", "replace").decode()
 
 
+def _as_written(written: list[str], twice: list[str]) -> str:
+    """`` (' answer ', 'answer', read without the spaces around them)``: the header's names given twice as written,
+    where its spaces, not its text, make them one; else ""."""
+    shown = [name for name in written if name.strip() in twice]
+    if len(set(shown)) == len(set(twice)):  # written alike: the message's names are the header's
+        return ""
+    return f" ({', '.join(map(repr, shown))}, read without the spaces around them)"
+
+
 def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
     """CSV rows (a ``.tsv`` file's separated by tabs if its header line has one, another's as its header line
     says). A cell may be as long as a JSONL line (the csv module's own limit is 128 KiB). A quote that is never closed
@@ -393,13 +402,14 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             return
         if feed.unbalanced():
             raise DatasetError(f"{path}: a quote in the header row (line 1) is never closed")
-        header = [name.strip() for name in header]  # "id, question, answer", as people type it; values stay as given
+        written, header = header, [name.strip() for name in header]  # "id, question, answer", as people type it
         if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
             raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
         named = [name for name in header if name]
         if twice := sorted({name for name in named if named.count(name) > 1}):
-            raise DatasetError(f"{path}: {noun_names(twice, 'column')} given twice in the header row; "
-                               "which one holds the field would be a guess: rename or remove one")  # fmt: skip
+            raise DatasetError(f"{path}: {noun_names(twice, 'column')} given twice in the header row"
+                               f"{_as_written(written, twice)}; which one holds the field would be a guess: rename "
+                               "or remove one")  # fmt: skip
         while True:
             start = feed.start_row()
             try:
