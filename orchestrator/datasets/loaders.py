@@ -159,8 +159,8 @@ def _jsonl_hint(text: str, exc: json.JSONDecodeError, first: bool, last: bool, p
         return f"; its first line reads as a CSV header row ({shown}): read it with {csv_format}{where}"
     if stripped.endswith(",") and exc.msg == "Extra data" and _json_object(stripped[:-1]):
         return "; a comma after the object: JSONL rows are one object per line, with nothing between them"
-    if exc.msg.startswith("Invalid control character"):
-        return _control_character_hint(exc)
+    if said := _control_character(exc):
+        return f"; {said}"
     if last and (exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")):
         return "; the file ends inside this row, without its newline: was it cut short (a copy or download stopped)?"
     return ""
@@ -168,17 +168,20 @@ def _jsonl_hint(text: str, exc: json.JSONDecodeError, first: bool, last: bool, p
 
 #: How JSON writes the control characters it has a short escape for (any other is ``\\u00XX``).
 SHORT_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+#: The control characters a string holds by mistake, by name: a pasted tab, a line break typed in a spreadsheet cell.
+CONTROL_NAMES = {"\t": "tab", "\n": "line break"}
 
 
-def _control_character_hint(exc: json.JSONDecodeError) -> str:
-    """``; a string holds a raw tab (U+0009) ...``: what json's "Invalid control character at" found (a tab pasted
-    into a string) and how JSON writes it."""
-    char = exc.doc[exc.pos : exc.pos + 1]
+def _control_character(exc: json.JSONDecodeError) -> str:
+    """``a string holds a raw tab (U+0009), which JSON must escape as \\t``: what json's "Invalid control character
+    at" found (a tab pasted into a string) and how JSON writes it; "" for another error (a JSONL line's, a .json
+    file's, a CSV list cell's)."""
+    char = exc.doc[exc.pos : exc.pos + 1] if exc.msg.startswith("Invalid control character") else ""
     if not char:
         return ""
-    name = "tab" if char == "\t" else "control character"
     escape = SHORT_ESCAPES.get(char, f"\\u{ord(char):04x}")
-    return f"; a string holds a raw {name} (U+{ord(char):04X}), which JSON must escape as {escape}"
+    name = CONTROL_NAMES.get(char, "control character")
+    return f"a string holds a raw {name} (U+{ord(char):04X}), which JSON must escape as {escape}"
 
 
 #: A column name as a CSV header row gives it, told from a line of JSON or text.
@@ -271,7 +274,8 @@ def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowE
             record[name] = _csv_cell(name, value)
         except json.JSONDecodeError as exc:
             curly = CURLY_HINT if any(quote in value for quote in CURLY_QUOTES) else ""
-            error = f'invalid JSON in column {name!r}: {exc.msg} (a list is written ["a", "b"]{curly})'
+            reason = _control_character(exc) or exc.msg
+            error = f'invalid JSON in column {name!r}: {reason} (a list is written ["a", "b"]{curly})'
             return RowError(line, error, text)
         except ValueError as exc:
             return RowError(line, f"column {name!r}: {exc}", text)
@@ -446,7 +450,7 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
         with _open_bytes(path) as fh:
             data = loads_json(fh.read(), object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as exc:
-        hint = ""
+        hint = f"; {said}" if (said := _control_character(exc)) else ""
         if exc.msg == "Extra data" and exc.lineno > 1 and exc.colno == 1:  # a second value on a line of its own
             if "\n" in exc.doc[: exc.pos].strip():  # the first value spans lines: pretty-printed, not JSONL
                 hint = (": JSON values one after another (pretty-printed objects?): give one list of rows, or one "

@@ -785,3 +785,23 @@ def test_a_raw_tab_in_a_jsonl_string_says_so_and_the_other_rows_load(tmp_path: P
     assert [(e.line, e.error) for e in bad] == [
         (2, f"invalid JSON: Invalid control character at (column 25); a string holds {named}")
     ]
+
+
+CSV_LINE_BREAK = (
+    "invalid JSON in column 'contexts': a string holds a raw line break (U+000A), which JSON must escape as \\n "
+    '(a list is written ["a", "b"])'
+)
+
+
+def test_a_raw_tab_in_a_json_file_or_a_line_break_in_a_csv_list_cell_says_so(tmp_path: Path) -> None:
+    """The .json whole-file loader and a CSV list cell (Alt+Enter in a spreadsheet) said only json's 'Invalid control
+    character at', as a JSONL line did."""
+    path = tmp_path / "d.json"
+    path.write_text('[{"id": "a", "answer": "x\ty"}]', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"; a string holds a raw tab \(U\+0009\), which JSON must escape as \\t$"):
+        list(iter_rows(path))
+    path = tmp_path / "d.csv"
+    path.write_text('id,contexts\na,"[""one\nline""]"\nb,\n', encoding="utf-8")
+    ok, bad = _rows(path)
+    assert [r.id for r in ok] == ["b"]
+    assert [(e.line, e.error) for e in bad] == [(2, CSV_LINE_BREAK)]
