@@ -212,7 +212,8 @@ def _require_embed_extra() -> None:
     """ConfigError naming the install when this host lacks sentence-transformers (a cheap look, no import)."""
     if importlib.util.find_spec("sentence_transformers") is None:
         raise ConfigError(
-            "Embedding needs the embed extra on this host: pip install torch==2.13.0, then pip install "
+            "Embedding needs the embed extra on this host: pip install torch==2.13.0 (on a CPU host from "
+            "--index-url https://download.pytorch.org/whl/cpu, or pip pulls the multi-GB CUDA build), then pip install "
             "'ragscore[embed]' (a checks row with code_test or meta_eval points as well as embedding points is "
             "scored on the code or judge worker: that worker needs it too)"
         )
