@@ -1158,7 +1158,7 @@ def worker(
     """
     from ragscore_workers.app import CONTROL_QUEUE, QUEUE_LIMITS
 
-    from .workers import POOL_DEFAULTS, LocalWorkers, stop_signals_as_interrupt
+    from .workers import POOL_DEFAULTS, LocalWorkers, host_gaps, stop_signals_as_interrupt
 
     settings = get_settings()
     settings.check_visibility_timeout()
@@ -1175,6 +1175,8 @@ def worker(
     _check_backend_for_workers(url, settings)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
+    for gap in host_gaps(names):
+        err.print(f"Warning: {gap}", style="yellow", soft_wrap=True)
     workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None)
     with stop_signals_as_interrupt():
         try:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,7 @@ __all__ = [
     "LocalWorkers",
     "PoolSpec",
     "exit_reason",
+    "host_gaps",
     "oom_kills",
     "prune_logs",
     "raise_if_stop_signalled",
@@ -87,6 +88,48 @@ def worker_command(queue: str, concurrency: int | None = None, loglevel: str = "
         "-E", "--without-gossip", "--without-mingle",
         "-l", loglevel,
     ]  # fmt: skip
+
+
+def host_gaps(queues: list[str]) -> list[str]:
+    """What this host lacks for the queues its workers will serve, said before they start: a worker that lacks it
+    takes the queue's tasks from every run and errors their items (a judge key, the embed extra, bubblewrap)."""
+    gaps = []
+    if "judge" in queues:
+        from ragscore_workers.providers.groq_sdk import GroqProvider
+        from ragscore_workers.providers.openai_compat import OpenAICompatProvider
+
+        keys = (GroqProvider.default_key_env, OpenAICompatProvider.default_key_env)
+        if not any(os.environ.get(key, "").strip() for key in keys):
+            gaps.append(
+                f"neither {keys[0]} nor {keys[1]} is set on this host, so this judge worker errors every item of a "
+                "groq or openai judge: set the key in its environment (judge hosts only). A suite's judge.api_key_env "
+                "or a keyless judge.base_url on a private network needs neither"
+            )
+    if "embed" in queues:
+        from ragscore_workers.embedding import _require_embed_extra
+
+        gaps += _said_problem(_require_embed_extra)
+    if "code" in queues:
+        from ragscore_workers.sandbox.local import PACKAGES, tool_path
+
+        gaps += [
+            f"{said}; this code worker errors every item of code_test's local sandbox (the suite's sandbox "
+            "backend docker needs no bubblewrap)"
+            for said in _said_problem(lambda: tool_path("bwrap", PACKAGES["bwrap"]))
+        ]
+    return gaps
+
+
+def _said_problem(check: Callable[[], object]) -> list[str]:
+    """The message of the error ``check`` raises on purpose (a ConfigError, SandboxUnavailable), as a list of none
+    or one."""
+    from ragscore_workers.errors import RagscoreError
+
+    try:
+        check()
+    except RagscoreError as exc:
+        return [str(exc)]
+    return []
 
 
 def prune_logs(log_dir: Path, keep_s: float = LOG_KEEP_S) -> int:

@@ -607,6 +607,41 @@ def test_ragscore_worker_says_which_broker_its_workers_are_up_on_its_password_hi
             server.stop()
 
 
+def _worker_lines_until_up(env: dict[str, str], queues: str) -> list[str]:
+    """What ``ragscore worker -Q queues`` says on stderr up to its "workers up" line (or its exit), then stopped."""
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queues, "-c", "1"],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("workers up"):
+                break
+    finally:
+        stop_worker_command(proc)
+    return lines
+
+
+def test_ragscore_worker_warns_of_what_its_host_lacks_for_its_queues(tmp_path: Path, home: Path) -> None:
+    """A judge host without a key, a code host without bubblewrap started quietly, took tasks of every run and
+    errored all their items; a platform engineer learnt of it from a user's report. They are said at startup."""
+    server = RedisProcess(tmp_path / "redis").start()
+    no_tools = tmp_path / "bin"
+    no_tools.mkdir()
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": f"redis://127.0.0.1:{server.port}/0"}
+    bare = {k: v for k, v in env.items() if k not in ("GROQ_API_KEY", "OPENAI_API_KEY")} | {"PATH": str(no_tools)}
+    try:
+        said = "".join(_worker_lines_until_up(bare, "judge,code"))
+        assert "Warning: neither GROQ_API_KEY nor OPENAI_API_KEY is set on this host" in said, said
+        assert "bwrap is not installed" in said and "apt-get install bubblewrap" in said, said
+        assert "workers up for judge, code" in said, said  # a warning: a suite's api_key_env or docker backend works
+        ready = "".join(_worker_lines_until_up(env | {"GROQ_API_KEY": "gsk-test"}, "judge,code"))
+        assert ready.startswith("workers up for judge, code"), ready
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize(
     "command",
     [["submit", "examples/quickstart/data.jsonl", "--suite", "examples/quickstart/suite.yaml"], ["worker", "-Q", "cpu"],
