@@ -39,6 +39,8 @@ from .terminal import (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    import redis
+
     from ragscore_workers.metrics.registry import MetricDef
     from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
@@ -250,10 +252,17 @@ def _say(line: str) -> None:
 
 def _store(broker: str | None, *, sends: bool = False, writes: bool = False):  # type: ignore[no-untyped-def]
     """The run store; ``sends``: the command sends work (the broker's Redis is then probed too); ``writes``: it
-    writes the store (its user is checked for writing, not only reading)."""
+    writes the store (its user is checked for writing, not only reading), and is warned of a Redis that may evict
+    its work."""
     from .runner import connect
 
-    return connect(_broker_url(broker), get_settings(), sends=sends, writes=writes)
+    url = _broker_url(broker)
+    store = connect(url, get_settings(), sends=sends, writes=writes)
+    if sends:
+        _warn_if_evicting(store.r, get_settings().store_url or url)
+        if store.broker is not store.r:
+            _warn_if_evicting(store.broker, url)
+    return store
 
 
 def _run_store(broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False):  # type: ignore[no-untyped-def]
@@ -1173,6 +1182,10 @@ def worker(
                           f"; choose from {', '.join(POOL_DEFAULTS)}")  # fmt: skip
     answered = _check_broker_for_workers(url, names, settings)
     _check_backend_for_workers(url, settings)
+    if answered:
+        from ragscore_workers.store import redis_client
+
+        _warn_if_evicting(redis_client(url, 5.0, retries=0), url)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
@@ -1194,6 +1207,14 @@ def worker(
         finally:
             workers.stop(timeout=stop_timeout, signals_seen=1)  # a second signal, whenever it came, kills at once
         err.print("workers stopped")
+
+
+def _warn_if_evicting(client: redis.Redis, url: str) -> None:
+    """A warning where the Redis at ``url`` (its password hidden) may evict a run's work (:func:`eviction_problem`)."""
+    from ragscore_workers.store import eviction_problem
+
+    if problem := eviction_problem(client):
+        err.print(f"Warning: the Redis at {redact_url(url)}: {problem}", style="yellow", markup=False, soft_wrap=True)
 
 
 def _unknown_queue(name: str, known: Iterable[str], control: str) -> str:

@@ -792,6 +792,22 @@ def _tls_hint(url: str, exc: redis.RedisError) -> str:
     return ""
 
 
+def eviction_problem(client: redis.Redis) -> str | None:
+    """Why the Redis of ``client`` may lose a run's work, or None: a ``maxmemory-policy`` other than ``noeviction``
+    (a managed Redis's default is often ``volatile-lru``) evicts queued tasks and results once it fills, and the run
+    loses them without an error. None too where INFO is refused (an ACL user without it): nothing to tell."""
+    try:
+        policy = client.info("memory").get("maxmemory_policy")
+    except redis.RedisError:
+        return None
+    if policy in (None, "noeviction"):
+        return None
+    return (
+        f"its maxmemory-policy is {policy}, not noeviction: once it fills, it evicts queued tasks and results and "
+        "runs lose them without an error; set maxmemory-policy noeviction (docs/settings.md, Redis memory)"
+    )
+
+
 def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int | None = None) -> redis.Redis:
     """A redis-py client for a broker-style URL: a blocking pool, lost connections retried ``retries`` times
     (default :data:`CLIENT_RETRIES`; 0: each

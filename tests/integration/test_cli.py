@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 import pytest
+import redis
 
 from ragscore_workers.store import RunStore
 
@@ -638,6 +639,27 @@ def test_ragscore_worker_warns_of_what_its_host_lacks_for_its_queues(tmp_path: P
         assert "workers up for judge, code" in said, said  # a warning: a suite's api_key_env or docker backend works
         ready = "".join(_worker_lines_until_up(env | {"GROQ_API_KEY": "gsk-test"}, "judge,code"))
         assert ready.startswith("workers up for judge, code"), ready
+    finally:
+        server.stop()
+
+
+def test_worker_and_submit_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: Path, home: Path) -> None:
+    """A managed Redis's default maxmemory-policy (volatile-lru) evicts queued tasks and results once it fills (a
+    run's keys have TTLs), losing them without an error; docs/settings.md required noeviction, and nothing said so."""
+    server = RedisProcess(tmp_path / "redis", "--maxmemory-policy", "volatile-lru").start()
+    url = f"redis://127.0.0.1:{server.port}/0"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": url}
+    submit = [sys.executable, "-m", "orchestrator.cli", "submit", "examples/quickstart/data.jsonl", "--suite",
+              "examples/quickstart/suite.yaml"]  # fmt: skip
+    warning = f"Warning: the Redis at {url}: its maxmemory-policy is volatile-lru, not noeviction"
+    try:
+        said = "".join(_worker_lines_until_up(env, "cpu"))
+        assert warning in said and "workers up for cpu" in said, said
+        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert sent.returncode == 0 and warning in sent.stderr, sent.stderr
+        redis.Redis(port=server.port).config_set("maxmemory-policy", "noeviction")
+        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert sent.returncode == 0 and "maxmemory-policy" not in sent.stderr, sent.stderr
     finally:
         server.stop()
 
