@@ -643,6 +643,29 @@ def test_ragscore_worker_warns_of_what_its_host_lacks_for_its_queues(tmp_path: P
         server.stop()
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: a pool per core is one process either way")
+def test_ragscore_worker_sizes_its_pool_by_the_cores_it_may_use(tmp_path: Path, home: Path) -> None:
+    """Confined to one core (taskset, a cpuset, systemd's AllowedCPUs), its cpu worker still started a process per
+    core of the whole host, which then fought over that one."""
+    server = RedisProcess(tmp_path / "redis").start()
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": f"redis://127.0.0.1:{server.port}/0"}
+    core = min(os.sched_getaffinity(0))
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu"], stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env=env, start_new_session=True,
+                            preexec_fn=lambda: os.sched_setaffinity(0, {core}))  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()
+        assert said.startswith("workers up for cpu"), said
+        celery = [c.cmdline() for c in psutil.Process(proc.pid).children() if "celery" in c.cmdline()]
+        assert celery and celery[0][celery[0].index("-c") + 1] == "1", celery
+    finally:
+        try:
+            stop_worker_command(proc)
+        finally:
+            server.stop()
+
+
 def test_worker_and_submit_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: Path, home: Path) -> None:
     """A managed Redis's default maxmemory-policy (volatile-lru) evicts queued tasks and results once it fills (a
     run's keys have TTLs), losing them without an error; docs/settings.md required noeviction, and nothing said so."""
