@@ -51,8 +51,11 @@ OTHER_REASONS = "(other reasons)"
 #: items.jsonl, and the aggregating worker's memory grow with the rows).
 MAX_BREAKDOWN_VALUES = 1000
 OTHER_VALUES = f"(beyond the first {MAX_BREAKDOWN_VALUES:,})"
-#: ``first_error`` keeps this many characters of a metric's first error message.
-FIRST_ERROR_CHARS = 300
+#: ``first_error`` keeps this many characters of a metric's first error message, a longer one cut with "…": room for
+#: the longest of ours whole (a missing judge key's, which says how to set it and how to choose another judge).
+FIRST_ERROR_CHARS = 1000
+#: ``first_error_item`` keeps this many characters of the item's id and of its system (the user's text).
+ITEM_LABEL_CHARS = 300
 #: The metric output ``compare_answers`` ranks the systems of a question by.
 COMPARE_METRIC = "checks"
 
@@ -110,15 +113,16 @@ def mean_ci(values: np.ndarray) -> list[float] | None:
 
 def _item_label(item_id: object, system: object) -> str | None:
     """How a summary names an item: its id, and its system where it has one (ids are unique per system), each cut
-    to :data:`FIRST_ERROR_CHARS` as the error it names is (an id is the user's text, of any length)."""
+    to :data:`ITEM_LABEL_CHARS` (an id is the user's text, of any length)."""
     if item_id is None:
         return None
-    label = _cut(str(item_id))
-    return f"{label} (system {_cut(str(system))})" if system is not None else label
+    label = _cut(str(item_id), ITEM_LABEL_CHARS)
+    return f"{label} (system {_cut(str(system), ITEM_LABEL_CHARS)})" if system is not None else label
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= FIRST_ERROR_CHARS else text[: FIRST_ERROR_CHARS - 1] + "…"
+def _cut(text: str, chars: int) -> str:
+    """``text``, or its first ``chars`` characters ending with "…" where it is longer."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 class _Acc:
@@ -149,7 +153,7 @@ class _Acc:
         if error is not None:
             self.errors += 1
             if self.first_error is None:
-                self.first_error = error[:FIRST_ERROR_CHARS]
+                self.first_error = _cut(error, FIRST_ERROR_CHARS)
                 self.first_error_item = _item_label(item.get("id"), item.get("system")) if item else None
         elif score is None:
             self.unscorable += 1

@@ -816,7 +816,8 @@ class MetricSummary(BaseModel):
     #: Of the unscorable, items the run stopped before scoring them (judge circuit breaker or budget, a cancel):
     #: a resume scores them.
     stopped: int = 0
-    #: The first error message seen for this output (cut to 300 characters), so a summary says why.
+    #: The first error message seen for this output (cut to 1,000 characters, ending with "…" where it was cut), so
+    #: a summary says why.
     first_error: str | None = None
     #: The item that gave ``first_error``: its id, with ``(system NAME)`` where it has a system.
     first_error_item: str | None = None

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ragscore_workers.aggregate import FIRST_ERROR_CHARS, bootstrap_ci, mean_ci, summarize, wilson_ci
+from ragscore_workers.providers.errors import MissingKeyError
 from ragscore_workers.schemas import ItemResult, MetricResult
 
 
@@ -48,8 +49,16 @@ def test_the_first_error_of_each_output_is_kept_cut_to_a_line() -> None:
     ]
     s = summarize("run", items)
     assert s.metrics["m"].first_error == "ValueError: first" and s.metrics["m"].errors == 2
-    assert s.metrics["r"].first_error == "x" * FIRST_ERROR_CHARS
+    assert s.metrics["r"].first_error == "x" * (FIRST_ERROR_CHARS - 1) + "…"  # a cut is seen as one
     assert summarize("run", items[:1]).metrics["m"].first_error is None
+
+
+def test_a_missing_judge_keys_first_error_is_kept_whole() -> None:
+    """The missing-key error (how to set the key, how to choose another judge) was cut at 300 characters, mid
+    sentence: the report and a gate's failure said ``(key in OPENAI_API_KEY; )``."""
+    said = str(MissingKeyError("groq", "GROQ_API_KEY"))
+    items = [ItemResult(id="1", metrics={"faithfulness": MetricResult.failed(said)})]
+    assert summarize("run", items).metrics["faithfulness"].first_error == said
 
 
 def test_why_items_were_unscorable_is_counted_most_common_first() -> None:
