@@ -21,6 +21,7 @@ from pathlib import Path
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError
+from ragscore_workers.limits import usable_cpus
 
 __all__ = [
     "POOL_DEFAULTS",
@@ -59,15 +60,7 @@ class PoolSpec:
     prefetch: int = 1
 
 
-def _usable_cpus() -> int:
-    """The cores this process may run on (its affinity: ``taskset``, a cpuset, systemd's ``AllowedCPUs``), not the
-    host's count, which oversubscribed a worker confined to a few cores of a shared host."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1
-
-
-_CPUS = _usable_cpus()
+_CPUS = usable_cpus()
 
 #: Per-queue pool defaults. cpu/code: a process per core. embed: one process holding one model (prefork
 #: with one child: the model loads lazily in the child, so CUDA is never initialised before a fork).

@@ -1,11 +1,14 @@
 """Per-queue task time limits: what the Celery app sets on each task and what the settings check the visibility
-timeout against (kept apart from :mod:`.app` so :mod:`.settings` can read them without importing Celery)."""
+timeout against (kept apart from :mod:`.app` so :mod:`.settings` can read them without importing Celery); and the
+cores a process may use, which pools and the sandbox's CPU limit are sized by."""
 
 from __future__ import annotations
 
+import os
+
 from .schemas import Queue
 
-__all__ = ["CONTROL_QUEUE", "PRIORITY_SEP", "QUEUE_LIMITS", "longest_hard_limit"]
+__all__ = ["CONTROL_QUEUE", "PRIORITY_SEP", "QUEUE_LIMITS", "longest_hard_limit", "usable_cpus"]
 
 #: Queue of the bookkeeping tasks (shard completion, aggregation); every worker consumes it.
 CONTROL_QUEUE = "control"
@@ -31,3 +34,12 @@ QUEUE_LIMITS: dict[str, tuple[int, int]] = {
 def longest_hard_limit() -> int:
     """Seconds of the longest hard time limit of any task: the visibility timeout must be above it."""
     return max(hard for _, hard in QUEUE_LIMITS.values())
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity: ``taskset``, a cpuset, systemd's ``AllowedCPUs``), not the
+    host's count, which oversubscribed a worker confined to a few cores of a shared host; the host's count where
+    there is no affinity to read (macOS)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1

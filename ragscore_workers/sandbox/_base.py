@@ -6,12 +6,12 @@ all raises :class:`SandboxError`.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ..errors import RagscoreError
+from ..limits import usable_cpus
 
 __all__ = [
     "DEFAULT_DISK_MB",
@@ -96,7 +96,7 @@ class Limits:
         ``processes``: they count as processes) could use on every core this worker may use in ``timeout_s``, so the
         wall clock fires first. One core's worth stopped a correct
         multithreaded program before its timeout, said as a timeout."""
-        return int(self.timeout_s * min(len(os.sched_getaffinity(0)), self.processes)) + 1
+        return int(self.timeout_s * min(usable_cpus(), self.processes)) + 1
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import psutil
 import pytest
 import redis
 
+from ragscore_workers.limits import usable_cpus
 from ragscore_workers.store import RunStore
 
 from ..support import ROOT, RedisProcess, interruptible, make_rows, stop_worker_command, until, users_files, write_jsonl
@@ -643,7 +644,8 @@ def test_ragscore_worker_warns_of_what_its_host_lacks_for_its_queues(tmp_path: P
         server.stop()
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: a pool per core is one process either way")
+@pytest.mark.skipif(usable_cpus() < 2 or not hasattr(os, "sched_setaffinity"),
+                    reason="one core, or no affinity (macOS): a worker's pool is a process per host core")  # fmt: skip
 def test_ragscore_worker_sizes_its_pool_by_the_cores_it_may_use(tmp_path: Path, home: Path) -> None:
     """Confined to one core (taskset, a cpuset, systemd's AllowedCPUs), its cpu worker still started a process per
     core of the whole host, which then fought over that one."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from orchestrator.workers import LOG_KEEP_S, LocalWorkers
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_starting_workers_removes_their_logs_older_than_two_weeks_and_nothing_else(tmp_path: Path) -> None:
@@ -35,3 +39,17 @@ def test_worker_logs_are_the_owners_only_whatever_the_umask(tmp_path: Path) -> N
         os.umask(before)
     (log,) = logs.iterdir()
     assert (logs.stat().st_mode & 0o777, log.stat().st_mode & 0o777) == (0o700, 0o600)
+
+
+def test_pools_and_the_sandboxs_cpu_limit_fall_back_to_the_core_count_without_affinity() -> None:
+    """macOS has no os.sched_getaffinity: a cpu worker there, and a code worker's docker sandbox (its CPU-seconds
+    ulimit), counted the cores with it and failed with AttributeError."""
+    script = (
+        "import os; del os.sched_getaffinity\n"
+        "from orchestrator.workers import POOL_DEFAULTS\n"
+        "from ragscore_workers.sandbox import Limits\n"
+        "print(POOL_DEFAULTS['cpu'].concurrency, Limits(timeout_s=10, processes=1).cpu_s)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == [str(os.cpu_count() or 1), "11"], ran.stdout
