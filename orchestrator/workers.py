@@ -103,8 +103,9 @@ def host_gaps(queues: list[str]) -> list[str]:
         if not any(os.environ.get(key, "").strip() for key in keys):
             gaps.append(
                 f"neither {keys[0]} nor {keys[1]} is set on this host, so this judge worker errors every item of a "
-                "groq or openai judge: set the key in its environment (judge hosts only). A suite's judge.api_key_env "
-                "or a keyless judge.base_url on a private network needs neither"
+                "suite whose judge reads one of them: set it in the worker's environment (judge hosts only). It may "
+                "be fine: a suite whose judge metrics name another variable with their api_key_env param, or whose "
+                "judge.base_url is a keyless server on this machine or a private network, needs neither"
             )
     if "embed" in queues:
         from ragscore_workers.embedding import _require_embed_extra

@@ -636,6 +636,7 @@ def test_ragscore_worker_warns_of_what_its_host_lacks_for_its_queues(tmp_path: P
     try:
         said = "".join(_worker_lines_until_up(bare, "judge,code"))
         assert "Warning: neither GROQ_API_KEY nor OPENAI_API_KEY is set on this host" in said, said
+        assert "It may be fine" in said and "their api_key_env param" in said, said  # a metric param, not judge's
         assert "bwrap is not installed" in said and "apt-get install bubblewrap" in said, said
         assert "workers up for judge, code" in said, said  # a warning: a suite's api_key_env or docker backend works
         ready = "".join(_worker_lines_until_up(env | {"GROQ_API_KEY": "gsk-test"}, "judge,code"))
