@@ -1185,7 +1185,8 @@ def worker(
     if answered:
         from ragscore_workers.store import redis_client
 
-        _warn_if_evicting(redis_client(url, 5.0, retries=0), url)
+        with redis_client(url, 5.0, retries=0) as probe:
+            _warn_if_evicting(probe, url)
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):

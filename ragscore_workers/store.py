@@ -795,12 +795,14 @@ def _tls_hint(url: str, exc: redis.RedisError) -> str:
 def eviction_problem(client: redis.Redis) -> str | None:
     """Why the Redis of ``client`` may lose a run's work, or None: a ``maxmemory-policy`` other than ``noeviction``
     (a managed Redis's default is often ``volatile-lru``) evicts queued tasks and results once it fills, and the run
-    loses them without an error. None too where INFO is refused (an ACL user without it): nothing to tell."""
+    loses them without an error. None where it has no memory limit (``maxmemory`` 0: it never evicts), and where
+    INFO is refused (an ACL user without it) or does not answer: nothing to tell."""
     try:
-        policy = client.info("memory").get("maxmemory_policy")
+        memory = client.info("memory")
     except redis.RedisError:
         return None
-    if policy in (None, "noeviction"):
+    policy = memory.get("maxmemory_policy")
+    if policy in (None, "noeviction") or memory.get("maxmemory") == 0:
         return None
     return (
         f"its maxmemory-policy is {policy}, not noeviction: once it fills, it evicts queued tasks and results and "

@@ -672,7 +672,7 @@ def test_ragscore_worker_sizes_its_pool_by_the_cores_it_may_use(tmp_path: Path, 
 def test_worker_and_submit_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: Path, home: Path) -> None:
     """A managed Redis's default maxmemory-policy (volatile-lru) evicts queued tasks and results once it fills (a
     run's keys have TTLs), losing them without an error; docs/settings.md required noeviction, and nothing said so."""
-    server = RedisProcess(tmp_path / "redis", "--maxmemory-policy", "volatile-lru").start()
+    server = RedisProcess(tmp_path / "redis", "--maxmemory-policy", "volatile-lru", "--maxmemory", "1gb").start()
     url = f"redis://127.0.0.1:{server.port}/0"
     env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": url}
     submit = [sys.executable, "-m", "orchestrator.cli", "submit", "examples/quickstart/data.jsonl", "--suite",

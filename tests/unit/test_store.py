@@ -11,7 +11,7 @@ import pytest
 
 from ragscore_workers.providers.run_state import RunJudgeState
 from ragscore_workers.schemas import MetricResult, Row
-from ragscore_workers.store import RUNS_INDEX, RunStore, redis_client, work_began
+from ragscore_workers.store import RUNS_INDEX, RunStore, eviction_problem, redis_client, work_began
 
 from ..support import RedisProcess
 
@@ -581,3 +581,22 @@ def test_a_resumes_tallies_leave_out_the_old_status_of_what_it_sends_again(store
     store.set_state(run, RunState.CANCELLED)  # k3 never written again: its error stands, as the summary says
     progress = store.progress(run)
     assert (progress["errors"], progress["unscorable"], progress["worked:judge"]) == (1, 1, 3), progress
+
+
+def test_only_a_redis_that_can_fill_and_evict_is_said_to_lose_a_runs_work(tmp_path: Path) -> None:
+    """An evicting policy matters only under a memory limit: a Redis without one (maxmemory 0, a self-hosted one's
+    default) never evicts, and was warned of all the same. A user refused INFO is not checked."""
+    server = RedisProcess(tmp_path, "--maxmemory-policy", "volatile-lru").start()
+    try:
+        client = redis_client(server.url, 5.0, retries=0)
+        assert eviction_problem(client) is None  # no maxmemory: nothing is ever evicted
+        client.config_set("maxmemory", "1gb")
+        assert "its maxmemory-policy is volatile-lru, not noeviction" in (eviction_problem(client) or "")
+        client.config_set("maxmemory-policy", "noeviction")
+        assert eviction_problem(client) is None
+        client.config_set("maxmemory-policy", "allkeys-lru")
+        client.acl_setuser("no-info", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"])
+        refused = redis_client(server.url.replace("redis://", "redis://no-info:pw@"), 5.0, retries=0)
+        assert eviction_problem(refused) is None
+    finally:
+        server.stop()
