@@ -6,6 +6,7 @@ supervises them until stopped). Every worker also consumes the ``control`` queue
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import signal
@@ -93,7 +94,8 @@ def worker_command(queue: str, concurrency: int | None = None, loglevel: str = "
 
 def host_gaps(queues: list[str]) -> list[str]:
     """What this host lacks for the queues its workers will serve, said before they start: a worker that lacks it
-    takes the queue's tasks from every run and errors their items (a judge key, the embed extra, bubblewrap)."""
+    takes the queue's tasks from every run and errors their items (a judge key, the judge or embed extra,
+    bubblewrap)."""
     gaps = []
     if "judge" in queues:
         from ragscore_workers.providers.groq_sdk import GroqProvider
@@ -106,6 +108,11 @@ def host_gaps(queues: list[str]) -> list[str]:
                 "suite whose judge reads one of them: set it in the worker's environment (judge hosts only). It may "
                 "be fine: a suite whose judge metrics name another variable with their api_key_env param, or whose "
                 "judge.base_url is a keyless server on this machine or a private network, needs neither"
+            )
+        if importlib.util.find_spec("groq") is None:
+            gaps.append(
+                "the groq SDK is not installed on this host, so this judge worker errors every item of a suite whose "
+                "judge.provider is groq (the default): pip install 'ragscore[judge]' (an openai judge needs no extra)"
             )
     if "embed" in queues:
         from ragscore_workers.embedding import _require_embed_extra

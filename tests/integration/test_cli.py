@@ -641,6 +641,12 @@ def test_ragscore_worker_warns_of_what_its_host_lacks_for_its_queues(tmp_path: P
         assert "workers up for judge, code" in said, said  # a warning: a suite's api_key_env or docker backend works
         ready = "".join(_worker_lines_until_up(env | {"GROQ_API_KEY": "gsk-test"}, "judge,code"))
         assert ready.startswith("workers up for judge, code"), ready
+        no_sdk = tmp_path / "no_sdk"  # a host where `pip install ragscore` left out the judge extra
+        no_sdk.mkdir()
+        (no_sdk / "sitecustomize.py").write_text("import sys\nsys.modules['groq'] = None\n")
+        path = os.pathsep.join(p for p in (str(no_sdk), env.get("PYTHONPATH")) if p)
+        said = "".join(_worker_lines_until_up(env | {"GROQ_API_KEY": "gsk-test", "PYTHONPATH": path}, "judge"))
+        assert "Warning: the groq SDK is not installed" in said and "pip install 'ragscore[judge]'" in said, said
     finally:
         server.stop()
 
