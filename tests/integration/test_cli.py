@@ -456,7 +456,7 @@ def _until_workers_run(home: Path, timeout_s: float = 120) -> None:
     """Wait until the run's Celery workers have started."""
 
     def running() -> bool:
-        return any("celery" in " ".join(p.cmdline()) for p in _our_processes(home))
+        return any("celery" in " ".join(p.info["cmdline"] or []) for p in _our_processes(home))
 
     assert until(running, timeout_s), "the run's workers never started"
 
