@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
@@ -26,7 +27,17 @@ from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
 from .estimate import eta_floor_s
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
-__all__ = ["ProgressView", "at_least", "fmt_duration", "loading", "make_progress", "note_of", "queued_of", "wait_note"]
+__all__ = [
+    "ProgressView",
+    "RecentRate",
+    "at_least",
+    "fmt_duration",
+    "loading",
+    "make_progress",
+    "note_of",
+    "queued_of",
+    "wait_note",
+]
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
@@ -38,6 +49,10 @@ IDLE_NOTE_S = 10.0
 #: ``ragscore run``'s stall recovery): a large model pulled onto a cold GPU host takes minutes; a load still going
 #: after this is reported as a stall would be.
 LOAD_NOTED_S = 900.0
+#: Seconds of samples a recent rate is over (:class:`RecentRate`: the bar, the plain line, ``ragscore status``).
+WINDOW_S = 30.0
+#: Seconds the samples must span before their recent rate is used; the mean since work began until then.
+RECENT_MIN_S = 10.0
 #: How :func:`wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
 _LIMIT_NAMES = {"rpm": "RPM", "tpm": "TPM", "rpd": "requests a day", "tpd": "tokens a day"}
 
@@ -204,6 +219,44 @@ def _work_s(counters: dict[str, int]) -> float | None:
     return counters["work_ms"] / 1000 if "work_ms" in counters else None
 
 
+class RecentRate:
+    """Counters' rates over the samples of the last ``window_s`` seconds (and the last sample at or before its start):
+    a slow start (a model's load, workers slowed while the rows are sent) drags a mean since work began for the whole
+    run (at 100k rows it said 122 s left where 23 s were). The one recent rate of the progress bar, its plain line and
+    ``ragscore status``: their ETA and the rate shown beside it."""
+
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
+        self.samples: deque[tuple[float, dict[str, int]]] = deque()
+
+    def add(self, t: float, counters: dict[str, int]) -> None:
+        """A sample at time ``t`` (seconds, on one clock); one before the last (a new attempt's clock) starts anew."""
+        if self.samples and t < self.samples[-1][0]:
+            self.samples.clear()
+        self.samples.append((t, counters))
+        while len(self.samples) > 2 and t - self.samples[1][0] >= self.window_s:
+            self.samples.popleft()
+
+    def clear(self) -> None:
+        self.samples.clear()
+
+    def rate(self, key: str) -> float | None:
+        """Units per second of counter ``key`` (``done``, ``done:{queue}``) over the window; None (the caller's mean
+        since work began instead) while its samples span less than :data:`RECENT_MIN_S`, or none was done over it with
+        units left (its ``total…``): a chunk's units are written together once it is scored, a long judge chunk's after
+        its calls, and a window between two said no pace."""
+        if not self.samples:
+            return None
+        (first_t, first), (last_t, last) = self.samples[0], self.samples[-1]
+        units, left = (
+            last.get(key, 0) - first.get(key, 0),
+            last.get(key.replace("done", "total", 1), 0) - last.get(key, 0),
+        )
+        if last_t - first_t < RECENT_MIN_S or (units <= 0 and left > 0):
+            return None
+        return max(0, units) / (last_t - first_t)
+
+
 class _Rate:
     """Units per second and ETA of the run's current attempt. The queues work side by side, so the ETA is the
     slowest queue's (its units left over its own rate): the run's units left over the summed rate made a fast cpu
@@ -218,7 +271,11 @@ class _Rate:
     poll comes a chunk's work after its start (counted from the poll before, 100 units read 500/s, not 20/s). Until
     its stamp the attempt has no pace (0/s, no ETA). Counters without the stamp (a store written before it) count
     from the start of the following, what this process saw done (a resumed run's earlier units, already in the
-    first counters it reads, are its baseline)."""
+    first counters it reads, are its baseline).
+
+    Once its samples span :data:`RECENT_MIN_S`, the rate and the ETA are those of the last :data:`WINDOW_S` seconds
+    (:class:`RecentRate`, on the store's clock where the counters have it), not the mean since work began; a run
+    whose units are all done keeps the mean over its scoring."""
 
     def __init__(self) -> None:
         self.started = self.changed = time.monotonic()
@@ -228,6 +285,7 @@ class _Rate:
         self.changed_work_s: float | None = None
         #: Whether counters with the stamp were seen: its absence then is an attempt (a stall's recovery) not begun.
         self.stamped = False
+        self.recent = RecentRate()
 
     def measure(self, counters: dict[str, int]) -> tuple[float, float | None, bool]:
         """Units per second, the ETA (None: none to give) and whether it is a floor (the judge's or a target's rpm
@@ -247,16 +305,22 @@ class _Rate:
             at = self.changed_work_s if finished and self.changed_work_s is not None else work_s
             elapsed = max(at, 1e-9)
         elif self.stamped:  # a new attempt (the recovery of a stall) no worker has begun yet
+            self.recent.clear()
             return 0.0, None, False
         else:
             base = self.base
             elapsed = max((self.changed if finished else now) - self.started, 1e-9)
-        rate = max(0, done - base.get("done", 0)) / elapsed
+        self.recent.add(now if work_s is None else work_s, counters)
+
+        def pace(key: str) -> float:
+            """``key``'s units per second: of the last seconds (:class:`RecentRate`), else since work began."""
+            recent = None if finished else self.recent.rate(key)
+            return max(0, counters.get(key, 0) - base.get(key, 0)) / elapsed if recent is None else recent
+
+        rate = pace("done")
         queues = [key[len("total:") :] for key in counters if key.startswith("total:")]
         if queues:  # each queue's units left and its own pace
-            done_q = {q: counters.get(f"done:{q}", 0) for q in queues}
-            paces = [(counters[f"total:{q}"] - done_q[q], max(0, done_q[q] - base.get(f"done:{q}", 0)) / elapsed)
-                     for q in queues]  # fmt: skip
+            paces = [(counters[f"total:{q}"] - counters.get(f"done:{q}", 0), pace(f"done:{q}")) for q in queues]
         else:
             paces = [(total - done, rate)]
         paces = [(left, pace) for left, pace in paces if left > 0]

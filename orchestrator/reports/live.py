@@ -1,8 +1,9 @@
 """``ragscore status RUN [--watch]``: per-queue progress of a run from the store's counters.
 
 Per queue: done/total work units, rate and ETA; for the run: errors, unscorable, and judge requests per
-minute against the suite's ``rpm`` limit. Rates come from the samples of the last ``WINDOW_S`` seconds
-(``--watch``; judge requests: of the last minute, as the limit counts them), else from the average since its
+minute against the suite's ``rpm`` limit. Rates come from the samples of the last ``WINDOW_S`` seconds once they
+span ``RECENT_MIN_S`` (``--watch``: :class:`~orchestrator.progress.RecentRate`, as the progress bar's; judge requests:
+of the last minute, as the limit counts them), else from the average since its
 current attempt's work began (a worker first took one of its tasks: the store's clock at both ends, less what was
 done before). Time is passed in, never read here, so the arithmetic is tested without sleeping.
 """
@@ -27,7 +28,7 @@ from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..estimate import eta_floor_s
-from ..progress import IDLE_NOTE_S, at_least, fmt_duration, loading, wait_note
+from ..progress import IDLE_NOTE_S, WINDOW_S, RecentRate, at_least, fmt_duration, loading, wait_note
 from ..terminal import results_command, resume_command, shown
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Sample", "StatusView", "fmt_duration", "resume_hint", "sample", "scored_text"]
 
-#: Seconds of samples a watched rate is computed over.
-WINDOW_S = 30.0
 #: Seconds without work done after which a running run is said to make no progress (no ETA then).
 STALLED_S = 60.0
 #: Seconds judge requests are counted over: the window of the ``rpm`` limit they are shown against.
@@ -94,8 +93,9 @@ class StatusView:
         self.meta = meta
         #: The --broker the run is watched with: its resume commands name it (:func:`resume_hint`).
         self.broker = broker
-        self.window_s = window_s
-        self.samples: deque[Sample] = deque()
+        #: The last sample (the counters shown), and the recent rates of the samples (:meth:`rate`).
+        self.samples: deque[Sample] = deque(maxlen=1)
+        self.recent = RecentRate(window_s)
         #: ``(time, judge calls)`` of the samples of the last RPM_WINDOW_S seconds.
         self._calls: deque[tuple[float, int]] = deque()
         #: Whether ``_calls`` covers a whole RPM_WINDOW_S (a sample older than it was dropped).
@@ -194,8 +194,7 @@ class StatusView:
 
     def add(self, s: Sample) -> None:
         self.samples.append(s)
-        while len(self.samples) > 2 and s.t - self.samples[1].t >= self.window_s:
-            self.samples.popleft()
+        self.recent.add(s.t, s.progress)
         self._calls.append((s.t, s.judge_calls))
         while s.t - self._calls[0][0] > RPM_WINDOW_S:
             self._calls.popleft()
@@ -283,11 +282,12 @@ class StatusView:
         return max((t for t in times if t is not None), default=None)
 
     def rate(self, key: str) -> float | None:
-        """Units per second of counter ``key``: over the window, else the current attempt's average."""
+        """Units per second of counter ``key``: over the window (:class:`~orchestrator.progress.RecentRate`), else
+        the current attempt's average."""
         last = self.samples[-1]
-        first = self.samples[0]
-        if last.t - first.t >= 1.0:
-            return max(0, last.progress.get(key, 0) - first.progress.get(key, 0)) / (last.t - first.t)
+        recent = self.recent.rate(key)
+        if recent is not None:
+            return recent
         at_work = self._at_work(last.t)
         if at_work is None:
             return None

@@ -601,3 +601,15 @@ def test_a_lone_targets_rpm_floors_the_target_queues_eta() -> None:
     view.add(Sample(1020.0, counters | {"done:target": 20, "done": 20, "target_calls": 20}))
     rows = {r["queue"]: r for r in view.rows()}
     assert rows["target"]["eta"] == 180.0 and rows["target"]["floor"], rows["target"]
+
+
+def test_a_watched_runs_eta_is_its_recent_rates_not_the_mean_a_slow_start_drags() -> None:
+    """A minute at 1 cpu unit/s (a model's load), then 30 s at 10/s: the last 30 s's pace gives the ETA (the bar's and
+    plain line's too: :class:`~orchestrator.progress.RecentRate`), not the mean since submission."""
+    view = StatusView(SUITE_META, window_s=30)
+    done = 0
+    for second in range(91):
+        view.add(Sample(1000.0 + second, _progress(done, 120)))
+        done += 1 if second < 60 else 10
+    cpu = {r["queue"]: r for r in view.rows()}["cpu"]
+    assert cpu["rate"] == pytest.approx(10.0) and cpu["eta"] == pytest.approx((600 - done + 10) / 10.0)

@@ -702,3 +702,54 @@ def test_the_plain_line_marks_an_eta_a_targets_rpm_floors(clock: Clock) -> None:
     view.start("r1")
     view.update(counters, final=True)
     assert "ETA ≥240s " in out.getvalue(), out.getvalue()
+
+
+def _slow_start_then_fast(update, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+    """Feeds a view a minute's slow start (a model's load, workers slowed while rows are sent: 1 unit/s), then 30 s
+    at 100 units/s, on the store's clock as on this host's: 3,060 of 10,000 done after 90 s at work."""
+    done = 0
+    for second in range(91):
+        update({"done": done, "total": 10_000, "work_ms": second * 1000, "before:done": 0})
+        done += 1 if second < 60 else 100
+        clock.advance(1.0)
+
+
+def test_the_eta_is_the_recent_rates_not_the_mean_a_slow_start_drags(clock: Clock) -> None:
+    """The ETA of a run that started slowly is its last half-minute's pace: 6,940 left at 100/s, 69 s. The mean since
+    work began (3,060 units in 90 s: 34/s) said 204 s (at 100k rows it said 122 s where 23 s were left)."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    _slow_start_then_fast(lambda counters: view.update(counters, final=True), clock)
+    last = out.getvalue().splitlines()[-1]
+    assert _rate(last) == 100.0 and " ETA 69s " in last, last
+
+
+def test_the_rich_bar_shows_the_recent_rate_and_its_eta_after_a_slow_start(clock: Clock) -> None:
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+    view.start("r1")
+    _slow_start_then_fast(view.update, clock)
+    shown = Console(record=True, width=200)
+    shown.print(view.bar.get_renderable())
+    view.stop()
+    line = shown.export_text()
+    assert "100.0/s 0:01:30 ETA 0:01:09" in line, line
+
+
+def test_a_window_between_two_chunks_keeps_the_mean_not_no_eta(clock: Clock) -> None:
+    """A chunk's units are written together once it is scored (a judge chunk's after its calls): 100 units at 40 s
+    and at 80 s of work, then none in the last 30 s while its judge calls go out. That window says no pace: the ETA is
+    the mean's (800 left at 200 per 119 s), not none."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    for second in range(120):
+        done = 100 * min(second // 40, 2)
+        view.update({"done": done, "total": 1000, "judge_calls": second, "work_ms": second * 1000, "before:done": 0},
+                    final=True)  # fmt: skip
+        clock.advance(1.0)
+    assert " ETA 476s " in out.getvalue().splitlines()[-1], out.getvalue().splitlines()[-1]
