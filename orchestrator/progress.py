@@ -8,6 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from typing import Protocol
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
@@ -53,6 +54,8 @@ LOAD_NOTED_S = 900.0
 WINDOW_S = 30.0
 #: Seconds the samples must span before their recent rate is used; the mean since work began until then.
 RECENT_MIN_S = 10.0
+#: Seconds of samples kept for a counter whose window holds fewer than two of its bursts (:class:`RecentRate`).
+RECENT_KEPT_S = 120.0
 #: How :func:`wait_note` names each limit (the suite's ``judge.rpm`` ... or what the provider stated below it).
 _LIMIT_NAMES = {"rpm": "RPM", "tpm": "TPM", "rpd": "requests a day", "tpd": "tokens a day"}
 
@@ -220,10 +223,17 @@ def _work_s(counters: dict[str, int]) -> float | None:
 
 
 class RecentRate:
-    """Counters' rates over the samples of the last ``window_s`` seconds (and the last sample at or before its start):
-    a slow start (a model's load, workers slowed while the rows are sent) drags a mean since work began for the whole
-    run (at 100k rows it said 122 s left where 23 s were). The one recent rate of the progress bar, its plain line and
-    ``ragscore status``: their ETA and the rate shown beside it."""
+    """Counters' rates over their last :data:`WINDOW_S` seconds of samples: a slow start (a model's load, workers slowed
+    while the rows are sent) drags a mean since work began for the whole run (at 100k rows it said 122 s left where 23 s
+    were). The one recent rate of the progress bar, its plain line and ``ragscore status``: their ETA and the rate shown
+    beside it.
+
+    A chunk's units are written together once it is scored (a long judge chunk's after its calls), so a counter moves in
+    bursts: its rate is over whole bursts, the units after its first in the window over the time from that one to its
+    last (a window holding one or two 20 s chunks read half or double their pace by turns). A window holding fewer than
+    two takes the last two of :data:`RECENT_KEPT_S` (a slow queue's chunks). Once the silence since its last burst
+    outlasts the bursts' mean gap, the excess counts too: a queue that slows down reads slower as it waits. Until it
+    has seen two, its rate counts from its first sample kept."""
 
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
@@ -234,27 +244,28 @@ class RecentRate:
         if self.samples and t < self.samples[-1][0]:
             self.samples.clear()
         self.samples.append((t, counters))
-        while len(self.samples) > 2 and t - self.samples[1][0] >= self.window_s:
+        while t - self.samples[0][0] > max(RECENT_KEPT_S, self.window_s):
             self.samples.popleft()
 
     def clear(self) -> None:
         self.samples.clear()
 
-    def rate(self, key: str) -> float | None:
-        """Units per second of counter ``key`` (``done``, ``done:{queue}``) over the window; None (the caller's mean
-        since work began instead) while its samples span less than :data:`RECENT_MIN_S`, or none was done over it with
-        units left (its ``total…``): a chunk's units are written together once it is scored, a long judge chunk's after
-        its calls, and a window between two said no pace."""
-        if not self.samples:
+    def rate(self, key: str, left: int) -> float | None:
+        """Units per second of counter ``key`` (``done``, ``done:{queue}``), ``left`` of its units still to do, over its
+        bursts (the class's doc); None (the caller's mean since work began instead) while the samples span less than
+        :data:`RECENT_MIN_S`, or fewer than two bursts of it were seen with units left (0/s with none: it ended)."""
+        if not self.samples or self.samples[-1][0] - self.samples[0][0] < RECENT_MIN_S:
             return None
-        (first_t, first), (last_t, last) = self.samples[0], self.samples[-1]
-        units, left = (
-            last.get(key, 0) - first.get(key, 0),
-            last.get(key.replace("done", "total", 1), 0) - last.get(key, 0),
-        )
-        if last_t - first_t < RECENT_MIN_S or (units <= 0 and left > 0):
-            return None
-        return max(0, units) / (last_t - first_t)
+        now = self.samples[-1][0]
+        bursts = [(t, c.get(key, 0)) for (_, was), (t, c) in pairwise(self.samples) if c.get(key, 0) > was.get(key, 0)]
+        recent = [burst for burst in bursts if burst[0] >= now - self.window_s]
+        start = [(self.samples[0][0], self.samples[0][1].get(key, 0))]  # where fewer than two bursts were seen
+        used = recent if len(recent) >= 2 else bursts[-2:] if len(bursts) >= 2 else start + bursts
+        if len(used) < 2:
+            return None if left > 0 else 0.0
+        (first_t, first), (last_t, last) = used[0], used[-1]
+        gap = (last_t - first_t) / (len(used) - 1)
+        return (last - first) / (last_t - first_t + max(0.0, now - last_t - gap))
 
 
 class _Rate:
@@ -312,15 +323,16 @@ class _Rate:
             elapsed = max((self.changed if finished else now) - self.started, 1e-9)
         self.recent.add(now if work_s is None else work_s, counters)
 
-        def pace(key: str) -> float:
+        def pace(key: str, left: int) -> float:
             """``key``'s units per second: of the last seconds (:class:`RecentRate`), else since work began."""
-            recent = None if finished else self.recent.rate(key)
+            recent = None if finished else self.recent.rate(key, left)
             return max(0, counters.get(key, 0) - base.get(key, 0)) / elapsed if recent is None else recent
 
-        rate = pace("done")
+        rate = pace("done", total - done)
         queues = [key[len("total:") :] for key in counters if key.startswith("total:")]
         if queues:  # each queue's units left and its own pace
-            paces = [(counters[f"total:{q}"] - counters.get(f"done:{q}", 0), pace(f"done:{q}")) for q in queues]
+            lefts = {q: counters[f"total:{q}"] - counters.get(f"done:{q}", 0) for q in queues}
+            paces = [(lefts[q], pace(f"done:{q}", lefts[q])) for q in queues]
         else:
             paces = [(total - done, rate)]
         paces = [(left, pace) for left, pace in paces if left > 0]

@@ -281,11 +281,11 @@ class StatusView:
         times += [self.samples[-1].judge_called_at] if self.samples else []
         return max((t for t in times if t is not None), default=None)
 
-    def rate(self, key: str) -> float | None:
-        """Units per second of counter ``key``: over the window (:class:`~orchestrator.progress.RecentRate`), else
-        the current attempt's average."""
+    def rate(self, key: str, left: int) -> float | None:
+        """Units per second of counter ``key`` (``left`` of its units still to do): over the window
+        (:class:`~orchestrator.progress.RecentRate`), else the current attempt's average."""
         last = self.samples[-1]
-        recent = self.recent.rate(key)
+        recent = self.recent.rate(key, left)
         if recent is not None:
             return recent
         at_work = self._at_work(last.t)
@@ -327,8 +327,8 @@ class StatusView:
         for queue in [q for q in QUEUES if f"total:{q}" in counters]:
             done, total = counters.get(f"done:{queue}", 0), counters.get(f"total:{queue}", 0)
             done = counters.get(f"worked:{queue}", 0) if cancelled else done  # the outputs stored stopped left out
-            rate = self.rate(f"done:{queue}")
             left = max(total - done, 0)
+            rate = self.rate(f"done:{queue}", left)
             idle = finished or stalled or self.submitting or queue in unserved or not rate
             eta = 0.0 if not left else None if idle else left / rate
             # never sooner than its rpm (the judge's, a target's) lets its calls left go: then a floor

@@ -63,15 +63,15 @@ def test_a_queue_no_worker_serves_has_no_eta_and_neither_has_the_run() -> None:
     rows = {r["queue"]: r for r in view.rows()}
     assert rows["judge"]["eta"] is None and rows["all"]["eta"] is None
     assert rows["cpu"]["eta"] == pytest.approx(15.0)  # the served queue goes on
-    view.add(Sample(1030.0, _progress(400, 25)))  # a judge worker came: its ETA is back
-    assert {r["queue"]: r for r in view.rows()}["all"]["eta"] == pytest.approx(95 / 0.75)
+    view.add(Sample(1030.0, _progress(400, 30)))  # a judge worker came: its ETA is back
+    assert {r["queue"]: r for r in view.rows()}["all"]["eta"] == pytest.approx(90 / 1.0)
 
 
 def test_old_samples_leave_the_window() -> None:
     view = StatusView(SUITE_META, window_s=30)
     for t, done in ((1010.0, 0), (1020.0, 100), (1050.0, 400), (1060.0, 500)):
         view.add(Sample(t, _progress(done, 0)))
-    # the window starts at the last sample at or before t-30 (1020 s): (500 - 100) / 40 s
+    # the bursts of the last 30 s (at 1050 s and 1060 s): (500 - 400) / 10 s
     assert {r["queue"]: r for r in view.rows()}["cpu"]["rate"] == pytest.approx(10.0)
 
 

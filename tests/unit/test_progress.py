@@ -740,10 +740,10 @@ def test_the_rich_bar_shows_the_recent_rate_and_its_eta_after_a_slow_start(clock
     assert "100.0/s 0:01:30 ETA 0:01:09" in line, line
 
 
-def test_a_window_between_two_chunks_keeps_the_mean_not_no_eta(clock: Clock) -> None:
+def test_a_window_between_two_chunks_reads_the_chunks_pace_not_no_eta(clock: Clock) -> None:
     """A chunk's units are written together once it is scored (a judge chunk's after its calls): 100 units at 40 s
-    and at 80 s of work, then none in the last 30 s while its judge calls go out. That window says no pace: the ETA is
-    the mean's (800 left at 200 per 119 s), not none."""
+    and at 80 s of work, then none in the last 30 s while its judge calls go out. That window says no pace of its own:
+    the ETA is that of the last two chunks (800 left at 100 per 40 s), not none, nor the mean's 476 s."""
     out = io.StringIO()
     view = PlainProgress(out)
     view.start("r1")
@@ -752,4 +752,22 @@ def test_a_window_between_two_chunks_keeps_the_mean_not_no_eta(clock: Clock) -> 
         view.update({"done": done, "total": 1000, "judge_calls": second, "work_ms": second * 1000, "before:done": 0},
                     final=True)  # fmt: skip
         clock.advance(1.0)
-    assert " ETA 476s " in out.getvalue().splitlines()[-1], out.getvalue().splitlines()[-1]
+    assert " ETA 320s " in out.getvalue().splitlines()[-1], out.getvalue().splitlines()[-1]
+
+
+def test_the_eta_holds_steady_between_chunks_written_in_bursts(clock: Clock) -> None:
+    """A slow queue's chunk of 100 units every 20 s (its judge calls going out meanwhile): a 30 s window holds one burst
+    or two by turns, and an ETA over it jumped between 1,350 s and 2,700 s every 10 s. Over whole bursts it reads their
+    pace (5/s), whatever the phase."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    etas = []
+    for second in range(200):
+        done = 100 * (second // 20)
+        view.update({"done": done, "total": 10_000, "judge_calls": second, "work_ms": second * 1000, "before:done": 0},
+                    final=True)  # fmt: skip
+        if second >= 100:
+            etas.append(float(out.getvalue().rsplit(" ETA ", 1)[1].split("s ", 1)[0]) * 5 / (10_000 - done))
+        clock.advance(1.0)
+    assert all(eta == pytest.approx(1.0, rel=0.05) for eta in etas), etas
