@@ -238,11 +238,14 @@ class RecentRate:
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
         self.samples: deque[tuple[float, dict[str, int]]] = deque()
+        self.attempt: object = None
 
-    def add(self, t: float, counters: dict[str, int]) -> None:
-        """A sample at time ``t`` (seconds, on one clock); one before the last (a new attempt's clock) starts anew."""
-        if self.samples and t < self.samples[-1][0]:
+    def add(self, t: float, counters: dict[str, int], attempt: object = None) -> None:
+        """A sample at time ``t`` (seconds, on one clock) of the run's attempt ``attempt``: a new attempt (or a time
+        before the last: a new attempt's clock) starts anew, its window never holding the earlier attempt's counts."""
+        if self.samples and (t < self.samples[-1][0] or attempt != self.attempt):
             self.samples.clear()
+        self.attempt = attempt
         self.samples.append((t, counters))
         while t - self.samples[0][0] > max(RECENT_KEPT_S, self.window_s):
             self.samples.popleft()

@@ -194,7 +194,7 @@ class StatusView:
 
     def add(self, s: Sample) -> None:
         self.samples.append(s)
-        self.recent.add(s.t, s.progress)
+        self.recent.add(s.t, s.progress, self.meta.get("generation"))  # a resume's window starts anew
         self._calls.append((s.t, s.judge_calls))
         while s.t - self._calls[0][0] > RPM_WINDOW_S:
             self._calls.popleft()

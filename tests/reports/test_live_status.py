@@ -613,3 +613,17 @@ def test_a_watched_runs_eta_is_its_recent_rates_not_the_mean_a_slow_start_drags(
         done += 1 if second < 60 else 10
     cpu = {r["queue"]: r for r in view.rows()}["cpu"]
     assert cpu["rate"] == pytest.approx(10.0) and cpu["eta"] == pytest.approx((600 - done + 10) / 10.0)
+
+
+def test_a_resumed_runs_window_holds_none_of_its_earlier_attempts_counts() -> None:
+    """An attempt at 10 cpu units/s, then a resume (its generation 1) at 1/s: its rate is the resume's own, not one of a
+    window across both (2.2/s over the last 30 s said 130 s for the 285 units left)."""
+    meta = {**SUITE_META, "generation": "0"}
+    view = StatusView(meta, window_s=30)
+    for t in range(1000, 1031):
+        view.add(Sample(float(t), _progress(10 * (t - 1000), 120)))
+    view.meta = {**meta, "generation": "1"}
+    for t in range(1040, 1056):
+        view.add(Sample(float(t), _progress(300 + t - 1040, 120)))
+    cpu = {r["queue"]: r for r in view.rows()}["cpu"]
+    assert cpu["rate"] == pytest.approx(1.0) and cpu["eta"] == pytest.approx(285.0), cpu
