@@ -64,6 +64,8 @@ EXIT_RUN_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_GATE_FAILED = 3
 EXIT_INTERRUPTED = 130
+#: The levels Celery's ``-l`` takes (``ragscore worker --loglevel``).
+CELERY_LOGLEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 PredictionsOpt = Annotated[
     Optional[Path],  # noqa: UP045
@@ -1141,6 +1143,13 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     # else its process (its `ragscore run`, waiting on it) sees the cancel and writes the summary
 
 
+def _celery_loglevel(value: str) -> str:
+    """``--loglevel`` upper-cased, as Celery's ``-l`` takes it; a level Celery has not is refused, naming its own."""
+    if value.upper() not in CELERY_LOGLEVELS:
+        raise typer.BadParameter(f"{value!r} is no log level; choose from {', '.join(CELERY_LOGLEVELS).lower()}")
+    return value.upper()
+
+
 @app.command()
 def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated: cpu,embed,judge,code,target")],
@@ -1157,10 +1166,20 @@ def worker(
             " (default: the longest hard time limit of these queues, plus 30 s)",
         ),
     ] = None,
+    loglevel: Annotated[
+        str,
+        typer.Option(
+            "--loglevel",
+            "-l",
+            help="Celery's log level for the workers: debug, info, warning, error or critical",
+            callback=_celery_loglevel,
+        ),
+    ] = "warning",
 ) -> None:
     """Start Celery workers for these queues and supervise them
 
-    Each worker runs with its queue's pool defaults.
+    Each worker runs with its queue's pool defaults. Their log lines go to this command's stderr (the journal,
+    the container's log), each prefixed with its queue, and to a file per queue under RAGSCORE_HOME/logs.
 
     SIGTERM or Ctrl-C stops them warmly: no new tasks, running ones finish (up to --stop-timeout); a
     second one kills them at once (their tasks go back to the queue after the visibility timeout).
@@ -1191,7 +1210,8 @@ def worker(
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
         err.print(f"Warning: {gap}", style="yellow", soft_wrap=True)
-    workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None)
+    workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None,
+                           loglevel=loglevel, echo=sys.stderr)  # fmt: skip
     with stop_signals_as_interrupt():
         try:
             workers.start()

@@ -12,17 +12,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TextIO
 
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError
 from ragscore_workers.limits import usable_cpus
+from ragscore_workers.providers.errors import redact_url_passwords
 
 __all__ = [
     "POOL_DEFAULTS",
@@ -165,11 +168,17 @@ class LocalWorkers:
         concurrency: dict[str, int] | None = None,
         env: dict[str, str] | None = None,
         stop_with_parent: bool = False,
+        loglevel: str = "WARNING",
+        echo: TextIO | None = None,
     ) -> None:
         """``stop_with_parent``: the workers of an embedded run, whose run ends with this process: once it is gone
         they start no judge or target call and are killed ``ORPHAN_GRACE_S`` later (``die_with_parent``); without
-        it (``ragscore worker``, serving a cluster's runs) they finish what they hold."""
+        it (``ragscore worker``, serving a cluster's runs) they finish what they hold. ``loglevel``: Celery's ``-l``.
+        ``echo``: where each worker's log lines also go, ``[QUEUE] ``-prefixed, URL passwords hidden (``ragscore
+        worker``'s stderr: the journal, the container's log); None (the embedded mode) writes the log files alone."""
         self.broker_url = broker_url
+        self.loglevel = loglevel
+        self.echo = echo
         self.stop_with_parent = stop_with_parent
         self.queues = queues
         self.log_dir = log_dir
@@ -177,6 +186,7 @@ class LocalWorkers:
         self.env = env or {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
+        self._tees: list[threading.Thread] = []
         self._restarts: dict[str, list[float]] = {}
         #: :func:`oom_kills` when each queue's worker was started: a kill by the kernel's OOM killer since adds one.
         self._oom_kills: dict[str, int | None] = {}
@@ -200,17 +210,28 @@ class LocalWorkers:
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
         self.logs[queue] = log_path
         self._oom_kills[queue] = oom_kills()
-        with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+        log = open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")  # noqa: SIM115
+        try:
             # its own process group (stopped as one); SIGTERM when this process dies (no orphans after kill -9)
-            self.procs[queue] = subprocess.Popen(
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "ragscore_workers.die_with_parent", str(os.getpid()),
-                 *worker_command(queue, self.concurrency.get(queue))],
-                stdout=log,
+                 *worker_command(queue, self.concurrency.get(queue), self.loglevel)],
+                stdout=log if self.echo is None else subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
             )  # fmt: skip
+        except BaseException:
+            log.close()
+            raise
+        self.procs[queue] = proc
+        if self.echo is None or proc.stdout is None:
+            log.close()
+            return
+        tee = threading.Thread(target=_tee, args=(proc.stdout, log, self.echo, f"[{queue}] "), daemon=True)
+        tee.start()
+        self._tees = [*(t for t in self._tees if t.is_alive()), tee]
 
     def restart_dead(self) -> list[str]:
         """Restart workers that exited (killed, crashed); give up on a queue that keeps dying.
@@ -287,6 +308,8 @@ class LocalWorkers:
                     proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
+            for tee in self._tees:  # the workers' last lines (their shutdown) echoed before this process says stopped
+                tee.join(timeout=5)
 
     def supervise(self) -> None:
         """Block, restarting workers that die (``ragscore worker``); raises when one keeps dying."""
@@ -301,6 +324,19 @@ class LocalWorkers:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _tee(source: IO[bytes], log: IO[bytes], echo: TextIO, prefix: str) -> None:
+    """Copy a worker's output, line by line, to its log file and to ``echo`` (with ``prefix``), URL passwords
+    hidden in both, until the worker and its pool processes close it; closes ``source`` and ``log``."""
+    with source, log:
+        for raw in source:
+            line = redact_url_passwords(raw.decode(errors="replace"))
+            log.write(line.encode())
+            log.flush()
+            with suppress(OSError, ValueError):  # stderr closed or gone (a dropped terminal): the file still gets it
+                echo.write(prefix + line)
+                echo.flush()
 
 
 #: Why a process got SIGKILL, by whether the kernel's OOM killer killed one of its cgroup meanwhile (None: unknown).

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -607,6 +610,73 @@ def test_ragscore_worker_says_which_broker_its_workers_are_up_on_its_password_hi
             stop_worker_command(proc)
         finally:
             server.stop()
+
+
+
+def test_ragscore_worker_logs_to_its_stderr_at_the_loglevel_asked_its_broker_password_hidden(
+    tmp_path: Path, home: Path
+) -> None:
+    """Under systemd or Kubernetes the journal (``kubectl logs``) got "workers up" alone: the workers logged only to
+    files under RAGSCORE_HOME/logs, at WARNING, and ``ragscore worker`` had no ``--loglevel``."""
+    server = RedisProcess(tmp_path / "redis", "--requirepass", "s3cret-pw").start_without_ping()
+    url = f"redis://:s3cret-pw@127.0.0.1:{server.port}/0"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": url}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--loglevel", "info"],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    lines: list[str] = []
+    assert proc.stderr is not None
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+    try:
+        said = lambda text: any(text in line for line in lines)  # noqa: E731
+        assert until(lambda: said(" ready.") or proc.poll() is not None, 240), "".join(lines)
+        assert any(line.startswith("[cpu] ") and line.rstrip().endswith(" ready.") for line in lines), "".join(lines)
+        subprocess.run([sys.executable, "-m", "celery", "-A", "ragscore_workers.app", "call", "ragscore.aggregate",
+                        "--args", '["no-such-run"]', "--queue", "control"],
+                       env=env, cwd=ROOT, check=True, capture_output=True, timeout=120)  # fmt: skip
+        assert until(lambda: said("Task ragscore.aggregate[") or proc.poll() is not None, 240), "".join(lines)
+    finally:
+        try:
+            stop_worker_command(proc)
+        finally:
+            server.stop()
+    assert "s3cret-pw" not in "".join(lines)
+    logged = "".join(path.read_text() for path in (home / "logs").glob("worker-cpu-*.log"))
+    assert "Task ragscore.aggregate[" in logged and "s3cret-pw" not in logged  # the files still get it
+
+
+def test_ragscore_worker_whose_stderr_is_never_read_still_runs_tasks(tmp_path: Path, home: Path) -> None:
+    """Its workers' lines were copied to its stderr by a thread that blocked once nobody read it (a supervisor that
+    captured it and stopped reading): the workers then blocked on their own output and ran no task more. Now stderr
+    misses lines (and says how many), the file keeps them all."""
+    server = RedisProcess(tmp_path / "redis").start_without_ping()
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": server.url}
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # one page: full after its first lines
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "-l", "debug"],
+                                stderr=write_end, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    finally:
+        os.close(write_end)
+    tasks = 60  # a traceback each, 3 KB at debug: well past the 64 KiB a worker's own output pipe holds
+    logged = lambda: "".join(path.read_text() for path in (home / "logs").glob("worker-cpu-*.log"))  # noqa: E731
+    said: list[bytes] = []
+    try:
+        assert until(lambda: " ready." in logged() or proc.poll() is not None, 240), logged()
+        send = "from ragscore_workers.app import app\n"
+        send += f"for _ in range({tasks}): app.send_task('ragscore.aggregate', ['no-such-run'], queue='control')"
+        subprocess.run([sys.executable, "-c", send], env=env, cwd=ROOT, check=True, capture_output=True, timeout=120)
+        ran = lambda: logged().count("] raised unexpected: ConfigError(")  # noqa: E731
+        assert until(lambda: ran() >= tasks or proc.poll() is not None, 240), f"{ran()} of {tasks} tasks ran"
+    finally:
+        reader = threading.Thread(target=lambda: said.extend(iter(lambda: os.read(read_end, 65536), b"")), daemon=True)
+        reader.start()  # read at last: it says it stops, and its workers' last lines
+        try:
+            stop_worker_command(proc)
+        finally:
+            server.stop()
+            reader.join(timeout=60)
+            os.close(read_end)
+    assert re.search(rb"\[cpu\] \d+ lines not shown here", b"".join(said)), b"".join(said)[-3000:]
 
 
 def _worker_lines_until_up(env: dict[str, str], queues: str) -> list[str]:
