@@ -16,16 +16,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TextIO
+from typing import TextIO
 
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError
 from ragscore_workers.limits import usable_cpus
-from ragscore_workers.providers.errors import redact_url_passwords
+
+from .worker_echo import Echo, tee
 
 __all__ = [
     "POOL_DEFAULTS",
@@ -178,7 +179,7 @@ class LocalWorkers:
         worker``'s stderr: the journal, the container's log); None (the embedded mode) writes the log files alone."""
         self.broker_url = broker_url
         self.loglevel = loglevel
-        self.echo = echo
+        self.echo = Echo(echo) if echo is not None else None
         self.stop_with_parent = stop_with_parent
         self.queues = queues
         self.log_dir = log_dir
@@ -229,9 +230,9 @@ class LocalWorkers:
         if self.echo is None or proc.stdout is None:
             log.close()
             return
-        tee = threading.Thread(target=_tee, args=(proc.stdout, log, self.echo, f"[{queue}] "), daemon=True)
-        tee.start()
-        self._tees = [*(t for t in self._tees if t.is_alive()), tee]
+        copier = threading.Thread(target=tee, args=(proc.stdout, log, self.echo, f"[{queue}] "), daemon=True)
+        copier.start()
+        self._tees = [*(t for t in self._tees if t.is_alive()), copier]
 
     def restart_dead(self) -> list[str]:
         """Restart workers that exited (killed, crashed); give up on a queue that keeps dying.
@@ -308,8 +309,10 @@ class LocalWorkers:
                     proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
-            for tee in self._tees:  # the workers' last lines (their shutdown) echoed before this process says stopped
-                tee.join(timeout=5)
+            for copier in self._tees:  # the workers' last lines (their shutdown) echoed before it says stopped
+                copier.join(timeout=5)
+            if self.echo is not None:
+                self.echo.close(timeout=5)
 
     def supervise(self) -> None:
         """Block, restarting workers that die (``ragscore worker``); raises when one keeps dying."""
@@ -324,19 +327,6 @@ class LocalWorkers:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _tee(source: IO[bytes], log: IO[bytes], echo: TextIO, prefix: str) -> None:
-    """Copy a worker's output, line by line, to its log file and to ``echo`` (with ``prefix``), URL passwords
-    hidden in both, until the worker and its pool processes close it; closes ``source`` and ``log``."""
-    with source, log:
-        for raw in source:
-            line = redact_url_passwords(raw.decode(errors="replace"))
-            log.write(line.encode())
-            log.flush()
-            with suppress(OSError, ValueError):  # stderr closed or gone (a dropped terminal): the file still gets it
-                echo.write(prefix + line)
-                echo.flush()
 
 
 #: Why a process got SIGKILL, by whether the kernel's OOM killer killed one of its cgroup meanwhile (None: unknown).
