@@ -176,7 +176,8 @@ class LocalWorkers:
         they start no judge or target call and are killed ``ORPHAN_GRACE_S`` later (``die_with_parent``); without
         it (``ragscore worker``, serving a cluster's runs) they finish what they hold. ``loglevel``: Celery's ``-l``.
         ``echo``: where each worker's log lines also go, ``[QUEUE] ``-prefixed, URL passwords hidden (``ragscore
-        worker``'s stderr: the journal, the container's log); None (the embedded mode) writes the log files alone."""
+        worker``'s stderr: the journal, the container's log), never waited on (:mod:`.worker_echo`); None (the
+        embedded mode) writes the log files alone."""
         self.broker_url = broker_url
         self.loglevel = loglevel
         self.echo = Echo(echo) if echo is not None else None
