@@ -612,7 +612,6 @@ def test_ragscore_worker_says_which_broker_its_workers_are_up_on_its_password_hi
             server.stop()
 
 
-
 def test_ragscore_worker_logs_to_its_stderr_at_the_loglevel_asked_its_broker_password_hidden(
     tmp_path: Path, home: Path
 ) -> None:
