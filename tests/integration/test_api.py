@@ -458,12 +458,12 @@ def test_the_warning_of_unreadable_rows_names_the_first_one_and_why(tmp_path: Pa
     with pytest.warns(UserWarning, match="2 rows were unreadable") as caught:
         evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "given")
     (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
-    assert warned.endswith("; the first, row 1: contexts: Input should be a valid list"), warned
+    assert warned.endswith("; the first, row 1: contexts: Input should be a valid list, got int"), warned
     path = write_jsonl(tmp_path / "rows.jsonl", rows)
     with pytest.warns(UserWarning, match="2 rows were unreadable") as caught:
         evaluate(path, {"metrics": ["exact_match"]}, out=tmp_path / "file")
     (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
-    assert warned.endswith("; the first, line 2: contexts: Input should be a valid list"), warned
+    assert warned.endswith("; the first, line 2: contexts: Input should be a valid list, got int"), warned
 
 
 def test_rows_refused_leave_no_copy_to_block_the_next_call_into_the_same_out(tmp_path: Path, home: Path) -> None:
