@@ -42,6 +42,15 @@ def _rate(line: str) -> float:
     return float(match.group(1))
 
 
+def _drawn(view: progress.RichProgress, width: int) -> str:
+    """The progress bar's lines as a terminal ``width`` columns wide shows them."""
+    from rich.console import Console
+
+    shown = Console(record=True, width=width, file=io.StringIO())
+    shown.print(view.bar.get_renderable())
+    return shown.export_text()
+
+
 def test_a_resumed_runs_earlier_units_are_not_counted_as_this_seconds_work(clock: Clock) -> None:
     out = io.StringIO()
     view = PlainProgress(out)
@@ -273,10 +282,8 @@ def test_the_rich_bar_times_the_attempts_work_on_the_stores_clock_not_from_its_o
     view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
     view.start("r1")
     view.update({"done": 52_000, "total": 100_000, "work_ms": 18_400, "before:done": 0})
-    shown = Console(record=True, width=200)
-    shown.print(view.bar.get_renderable())
+    line = _drawn(view, 200)
     view.stop()
-    line = shown.export_text()
     assert "2826.1/s 0:00:18 ETA 0:00:17" in line, line
 
 
@@ -478,10 +485,8 @@ def test_the_rich_bar_shows_a_long_wait_note_whole_on_a_narrow_terminal(clock: C
     clock.advance(progress.IDLE_NOTE_S + 10)
     waits = {"judge_wait_ms": 40_000, "judge_wait_pause": 429, "target_wait_ms": 3_200, "target_wait_rpm": 60}
     view.update({**JUDGE_RUN, "judge_calls": 60, **waits})
-    shown = Console(record=True, width=80)
-    shown.print(view.bar.get_renderable())
+    text = " ".join(_drawn(view, 80).split())
     view.stop()
-    text = " ".join(shown.export_text().split())
     note = view.bar.tasks[0].fields["note"]
     assert note.endswith("next target call in 4 s") and note in text, text
     assert "run r1" in text and "errors 0 unscorable 0" in text, text
@@ -520,10 +525,9 @@ def _judge_bar(width: int, clock: Clock) -> str:
     view.update({**run, "judge_calls": 0})
     clock.advance(10.0)
     view.update({**run, "done": 1_000, "done:judge": 1_000, "judge_calls": 12_345})
-    shown = Console(record=True, width=width)
-    shown.print(view.bar.get_renderable())
+    text = _drawn(view, width)
     view.stop()
-    return shown.export_text()
+    return text
 
 
 def test_the_rich_bar_keeps_its_counts_and_eta_whole_at_80_columns_with_judge_calls(clock: Clock) -> None:
@@ -576,9 +580,7 @@ def test_the_rich_bar_fits_each_width_it_is_drawn_in_down_to_one_column(clock: C
     view.update({"done": 1_000, "total": 10_000, "errors": 3, "unscorable": 12})
     drawn = []
     for width in (200, 40, 10, 1, 200):
-        shown = Console(record=True, width=width, file=io.StringIO())
-        shown.print(view.bar.get_renderable())
-        drawn.append(shown.export_text().splitlines())
+        drawn.append(_drawn(view, width).splitlines())
         assert all(len(line.rstrip()) <= width for line in drawn[-1]), (width, drawn[-1])
     view.stop()
     wide, forty, ten, _, wide_again = drawn
@@ -733,10 +735,8 @@ def test_the_rich_bar_shows_the_recent_rate_and_its_eta_after_a_slow_start(clock
     view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
     view.start("r1")
     _slow_start_then_fast(view.update, clock)
-    shown = Console(record=True, width=200)
-    shown.print(view.bar.get_renderable())
+    line = _drawn(view, 200)
     view.stop()
-    line = shown.export_text()
     assert "100.0/s 0:01:30 ETA 0:01:09" in line, line
 
 
