@@ -662,7 +662,7 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
 
     redis = None
     cluster = broker or get_settings().broker_url
-    if any(m.plan_calls for m, _ in resolved.scoring) and not resolved.targets:
+    if resolved.judge_calls_countable:
         if cluster or EmbeddedRedis(get_settings().home).dir.exists():
             try:
                 redis = _store(broker).r

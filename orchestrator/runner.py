@@ -451,10 +451,9 @@ def submit(
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
     request_fields = resolved.request_fields()
-    # the judge calls its run sends, as the dry run counts them: its ETA's floor. None with targets: their answers,
-    # unknown yet, leave no cached judge reply to find, and a re-run's floor would count the calls its cache spares
-    judged = any(m.plan_calls for m, _ in resolved.scoring) and not resolved.targets
-    planning = RunCount(resolved, store.r) if judged else None
+    # the judge calls its run sends, as the dry run counts them: its ETA's floor (None with targets: a re-run's
+    # floor would count the calls its cache spares)
+    planning = RunCount(resolved, store.r) if resolved.judge_calls_countable else None
 
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))

@@ -72,6 +72,12 @@ class ResolvedSuite:
         return self.suite.all_targets
 
     @property
+    def judge_calls_countable(self) -> bool:
+        """Its judge calls can be counted before the run, the reply cache's included: judge metrics and no targets
+        (targets' answers, unknown until asked, leave no cached judge reply to find)."""
+        return any(m.plan_calls for m, _ in self.scoring) and not self.targets
+
+    @property
     def queues(self) -> list[str]:
         """Queues this suite may need, in a stable order (routed metrics: all theirs)."""
         used = {q.value for m, _ in self.scoring for q in m.possible_queues}
