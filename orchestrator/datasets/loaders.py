@@ -376,6 +376,18 @@ def _as_written(written: list[str], twice: list[str]) -> str:
     return f" ({', '.join(map(repr, shown))}, read without the spaces around them)"
 
 
+def column_names(path: Path, written: list[str], where: str = "") -> list[str]:
+    """A table's column names as read: without the spaces around them (a CSV header typed ``id, question, answer``, a
+    Parquet column ``" answer"``); "" is a column without a name, which is not read. DatasetError for a name given
+    twice (``where``: `` in the header row``), as written where only their spaces told them apart."""
+    names = [name.strip() for name in written]
+    named = [name for name in names if name]
+    if twice := sorted({name for name in named if named.count(name) > 1}):
+        raise DatasetError(f"{path}: {noun_names(twice, 'column')} given twice{where}{_as_written(written, twice)}; "
+                           "which one holds the field would be a guess: rename or remove one")  # fmt: skip
+    return names
+
+
 def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
     """CSV rows (a ``.tsv`` file's separated by tabs if its header line has one, another's as its header line
     says). A cell may be as long as a JSONL line (the csv module's own limit is 128 KiB). A quote that is never closed
@@ -406,14 +418,9 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             return
         if feed.unbalanced():
             raise DatasetError(f"{path}: a quote in the header row (line 1) is never closed")
-        written, header = header, [name.strip() for name in header]  # "id, question, answer", as people type it
         if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
             raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
-        named = [name for name in header if name]
-        if twice := sorted({name for name in named if named.count(name) > 1}):
-            raise DatasetError(f"{path}: {noun_names(twice, 'column')} given twice in the header row"
-                               f"{_as_written(written, twice)}; which one holds the field would be a guess: rename "
-                               "or remove one")  # fmt: skip
+        header = column_names(path, header, " in the header row")
         while True:
             start = feed.start_row()
             try:

@@ -2,8 +2,8 @@
 
 A row's "line" is its position in the file (1-based), as for a JSON list. Values become JSON's: timestamps and
 dates ISO 8601 text, decimals floats, a NaN or infinity null, a map an object (at any depth), binary UTF-8 text (a
-row with other bytes, a map with a key given twice, or a value Python cannot hold, is a reported row). A column
-name given twice is refused, as in a CSV header.
+row with other bytes, a map with a key given twice, or a value Python cannot hold, is a reported row). Column
+names are read as a CSV header's (``loaders.column_names``): without the spaces around them, one given twice refused.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragscore_workers.counts import noun_names
 from ragscore_workers.errors import DatasetError
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ def json_value(value: Any, where: str = "") -> Any:
 def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
     """``(row number, record)``, or a :class:`~orchestrator.datasets.loaders.RowError` for a row whose values are
     no JSON; DatasetError when pyarrow is missing or does not import, or the file is no readable Parquet."""
-    from .loaders import RAW_EXCERPT_CHARS, RowError
+    from .loaders import RAW_EXCERPT_CHARS, RowError, column_names
 
     try:
         import pyarrow as pa
@@ -83,12 +82,11 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
                            "pip install -U 'ragscore[parquet]'")  # fmt: skip
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
-        names = [name for name in parquet.schema_arrow.names if name not in _pandas_row_labels(parquet.schema_arrow)]
-        if twice := sorted({name for name in names if names.count(name) > 1}):  # a row would keep one of them
-            raise DatasetError(f"{path}: {noun_names(twice, 'column')} given twice")
+        written = [name for name in parquet.schema_arrow.names if name not in _pandas_row_labels(parquet.schema_arrow)]
+        names = dict(zip(written, column_names(path, written), strict=True))  # as written -> as read
         number = 0
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=names):
-            for record, unreadable in _records(batch):
+        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[name for name in names if names[name]]):
+            for record, unreadable in _records(batch.rename_columns([names[name] for name in batch.schema.names])):
                 number += 1
                 try:
                     if unreadable:

@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.datasets import RowError, detect_format, iter_rows, scan_dataset
 from ragscore_workers.errors import DatasetError
+from ragscore_workers.schemas import Row
 
 from ..support import ROOT
 
@@ -125,6 +126,20 @@ def test_a_parquet_value_python_cannot_hold_is_that_rows_error_and_a_column_give
     table = pa.Table.from_arrays([pa.array(["a"]), pa.array(["x"]), pa.array(["y"])], ["id", "answer", "answer"])
     pq.write_table(table, twice)
     with pytest.raises(DatasetError, match="twice.parquet: column 'answer' given twice"):
+        list(iter_rows(twice))
+
+
+def test_parquet_column_names_are_read_without_the_spaces_around_them_as_a_csv_headers_are(tmp_path: Path) -> None:
+    """A column named ' answer ' (a frame read from a CSV typed ``id, answer``, then written by ``to_parquet`` or a
+    Hugging Face export) was kept as a field ' answer ', not the answer: no row had one, and nothing was scored.
+    Names alike once stripped are refused, as in a CSV header; a column without a name is not read, as in CSV."""
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": ["a"], " answer ": ["x"], "reference\t": ["x"], " ": ["unnamed"]}), path)
+    assert [row for _, row in iter_rows(path)] == [Row(id="a", answer="x", reference="x")]
+    twice = tmp_path / "twice.parquet"
+    pq.write_table(pa.table({"id": ["a"], "answer": ["x"], "answer ": ["y"]}), twice)
+    with pytest.raises(DatasetError, match=r"twice.parquet: column 'answer' given twice \('answer', 'answer ', read "
+                       r"without the spaces around them\); which one holds the field would be a guess"):  # fmt: skip
         list(iter_rows(twice))
 
 
