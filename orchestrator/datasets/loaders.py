@@ -469,8 +469,8 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc}; {NOT_UTF8_HINT})") from exc
     if isinstance(data, dict) and (orient := _pandas_orient(data)):
-        raise DatasetError(f"{path}: columns, not rows, as pandas' DataFrame.to_json(orient='{orient}') writes them: "
-                           "write a row a line: df.to_json('rows.jsonl', orient='records', lines=True)")  # fmt: skip
+        raise DatasetError(f"{path}: {PANDAS_ORIENTS[orient]}, as pandas' DataFrame.to_json(orient='{orient}') "
+                           f"writes them: {PANDAS_ROWS_HINT}")  # fmt: skip
     if isinstance(data, dict):
         if repeated:  # json keeps the last row of a repeated key: the others would be lost without a word
             shown = ", ".join(map(repr, repeated[:5]))
@@ -500,11 +500,26 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
         yield pos, RowError(pos, error, json.dumps(value)[:RAW_EXCERPT_CHARS])
 
 
+#: What a JSON object written by pandas' ``DataFrame.to_json(orient=...)`` holds, by orient, where it holds no rows
+#: keyed by id.
+PANDAS_ORIENTS = {
+    "columns": "columns, not rows",
+    "split": "columns, not rows",
+    "index": "rows keyed by the frame's row index (0, 1, ...), not by their ids",
+}
+#: How to write a pandas frame's rows as a dataset.
+PANDAS_ROWS_HINT = "write a row a line: df.to_json('rows.jsonl', orient='records', lines=True)"
+#: A key pandas writes for a row of a frame's integer row index (``"0"``, ``"17"``: a filtered frame keeps its labels).
+_ROW_INDEX_KEY = re.compile(r"-?\d+")
+
+
 def _pandas_orient(data: dict[str, Any]) -> str | None:
-    """The ``orient`` of pandas' ``DataFrame.to_json`` that wrote ``data`` when it holds columns, not rows keyed by
-    id: ``split`` (``{"columns", "index", "data"}``) or ``columns``, the default (``{column: {index: value}}``: a
-    row field among its keys, each an object of the same keys, none a row field); else None. A row field is named as
-    the near-miss warning reads it: an alias (``ground_truth``) or another case (``Question``) too."""
+    """The ``orient`` of pandas' ``DataFrame.to_json`` that wrote ``data`` when it holds no rows keyed by id:
+    ``split`` (``{"columns", "index", "data"}``), ``columns``, the default (``{column: {index: value}}``: a row field
+    among its keys, each an object of the same keys, none a row field), or ``index`` (``{index: {column: value}}``:
+    integer keys, each an object of the same keys, with an ``id`` of their own, none its key: each row would err);
+    else None. A row field is named as the near-miss warning reads it: an alias (``ground_truth``) or another case
+    (``Question``) too. A frame without an ``id`` column written ``orient='index'`` is rows keyed by id: its index."""
     from .rows import _field_like  # rows reads through this module
 
     split = set(data) <= {"columns", "index", "data"}
@@ -515,6 +530,10 @@ def _pandas_orient(data: dict[str, Any]) -> str | None:
         return None
     if any(map(_field_like, data)) and not any(map(_field_like, inner[0])):
         return "columns"
+    ids = {key: row.get("id") for key, row in data.items()}
+    given = any(row_id is not None for row_id in ids.values())
+    if given and all(_ROW_INDEX_KEY.fullmatch(key) and str(row_id) != key for key, row_id in ids.items()):
+        return "index"
     return None
 
 

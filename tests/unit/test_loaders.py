@@ -329,6 +329,34 @@ def test_pandas_column_oriented_json_is_refused_with_how_to_write_rows(
         list(iter_rows(path))
 
 
+def test_pandas_index_oriented_json_of_a_frame_with_ids_is_refused_and_one_keyed_by_id_is_read(
+    tmp_path: Path,
+) -> None:
+    """pandas' ``to_json(orient='index')`` keys each row by the frame's row index: a frame with an ``id`` column was
+    read as rows keyed by id, every row a bad row (``key '0': its row's id 'a' differs from its key``) with no word of
+    pandas. A frame whose index is its ids (``set_index('id')``), or has no ids, is rows keyed by id, and read."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": ["a", "b", "c"], "question": ["q1", "q2", None], "answer": ["x", "y", "z"]})
+    path = tmp_path / "frame.json"
+    for written in (frame, frame[frame.id != "a"]):  # a filtered frame keeps its row labels: "1", "2"
+        written.to_json(path, orient="index")
+        with pytest.raises(DatasetError, match=r"frame.json: rows keyed by the frame's row index \(0, 1, \.\.\.\), not "
+                           r"by their ids, as pandas' DataFrame.to_json\(orient='index'\) writes them: write a row a "
+                           r"line: df.to_json\('rows.jsonl', orient='records', lines=True\)$"):  # fmt: skip
+            list(iter_rows(path))
+    frame.set_index("id").to_json(path, orient="index")
+    assert [(r.id, r.question, r.answer) for r in _rows(path)[0]] == [
+        ("a", "q1", "x"),
+        ("b", "q2", "y"),
+        ("c", None, "z"),
+    ]
+    frame.drop(columns="id").to_json(path, orient="index")
+    assert [r.id for r in _rows(path)[0]] == ["0", "1", "2"]
+    path.write_text(json.dumps({"1": {"id": "1", "answer": "x"}, "2": {"id": "3", "answer": "y"}}))  # one typo
+    assert [(e.line, e.error) for e in _rows(path)[1]] == [(2, "key '2': its row's id '3' differs from its key")]
+
+
 def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     as_list = tmp_path / "l.json"
     as_list.write_text(json.dumps([{"id": "a"}, 3, {"id": "b", "answer": "x"}]))
