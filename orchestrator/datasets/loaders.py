@@ -161,9 +161,18 @@ def _jsonl_hint(text: str, exc: json.JSONDecodeError, first: bool, last: bool, p
         return "; a comma after the object: JSONL rows are one object per line, with nothing between them"
     if said := _control_character(exc):
         return f"; {said}"
-    if last and (exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")):
-        return "; the file ends inside this row, without its newline: was it cut short (a copy or download stopped)?"
+    if last and _ran_out(exc):
+        return f"; the file ends inside this row, without its newline: {CUT_SHORT}"
     return ""
+
+
+#: Asked of a file whose JSON the parser ran out of text for.
+CUT_SHORT = "was it cut short (a copy or download stopped)?"
+
+
+def _ran_out(exc: json.JSONDecodeError) -> bool:
+    """Whether the parser ran out of text, as in a file cut short: an unfinished value or string at the end."""
+    return exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string")
 
 
 #: How JSON writes the control characters it has a short escape for (any other is ``\\u00XX``).
@@ -458,6 +467,8 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
             data = loads_json(fh.read(), object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as exc:
         hint = f"; {said}" if (said := _control_character(exc)) else ""
+        if exc.doc.lstrip()[:1] in ("[", "{") and _ran_out(exc):  # not an empty file, nor a nesting too deep
+            hint = f"; the file ends before its JSON does: {CUT_SHORT}"
         if exc.msg == "Extra data" and exc.lineno > 1 and exc.colno == 1:  # a second value on a line of its own
             if "\n" in exc.doc[: exc.pos].strip():  # the first value spans lines: pretty-printed, not JSONL
                 hint = (": JSON values one after another (pretty-printed objects?): give one list of rows, or one "

@@ -70,6 +70,27 @@ def test_a_jsonl_file_cut_short_says_so_on_its_last_row_only(tmp_path: Path, cut
     assert cut_short not in bad[0].error and cut_short in bad[1].error, bad
 
 
+@pytest.mark.parametrize("cut", ["answer", '"a lo', '"a long answer"}', '"a long answer"}, ', "\n"])
+def test_a_json_file_cut_short_says_so_and_one_with_a_typo_does_not(tmp_path: Path, cut: str) -> None:
+    """A ``.json`` list cut short (a download that stopped) said only 'not valid JSON (Unterminated string starting
+    at ...)', as a typo would; the JSONL reader says a last row cut short may be so. An object keyed by id too."""
+    rows = [{"id": i, "answer": "a long answer"} for i in "abc"]
+    whole = json.dumps(rows, indent=1 if cut == "\n" else None)
+    path = tmp_path / "d.json"
+    path.write_text(whole[: whole.rindex(cut) + len(cut)] if cut != "\n" else whole[:-2] + "\n", encoding="utf-8")
+    said = r"the file ends before its JSON does: was it cut short \(a copy or download stopped\)\?$"
+    with pytest.raises(DatasetError, match=rf"d.json: not valid JSON \(.*\); {said}"):
+        list(iter_rows(path))
+    path.write_text(json.dumps({r["id"]: r for r in rows})[:-20], encoding="utf-8")
+    with pytest.raises(DatasetError, match=said):
+        list(iter_rows(path))
+    for typo in (whole.replace('"b"', "b", 1), "", "  \n"):  # a typo, and an empty file, are no file cut short
+        path.write_text(typo, encoding="utf-8")
+        with pytest.raises(DatasetError, match=r"not valid JSON \(.*\)$") as refused:
+            list(iter_rows(path))
+        assert "cut short" not in str(refused.value)
+
+
 def test_jsonl_rows_copied_out_of_a_json_list_with_their_commas_say_so(tmp_path: Path) -> None:
     """Rows pasted out of a JSON list keep the comma after each object: every row was 'Extra data (column 27)'."""
     path = tmp_path / "d.jsonl"
