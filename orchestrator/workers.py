@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ragscore_workers.app import CONTROL_QUEUE
+from ragscore_workers.cgroups import PROC_CGROUP, own_cgroup
 from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError
 from ragscore_workers.limits import usable_cpus
@@ -50,9 +51,8 @@ RESTART_WINDOW_S = 60.0
 #: Worker logs (``worker-QUEUE-PID.log``, one set per run's process) older than this are removed when workers start,
 #: so a home that served a notebook's thousand evaluate() calls does not keep a thousand sets.
 LOG_KEEP_S = 14 * 24 * 3600
-#: Which cgroups this process is in, and where the cgroup file systems are mounted: :func:`oom_kills` reads the
-#: kernel's count of OOM kills there (a worker's cgroup is its starter's).
-PROC_CGROUP = Path("/proc/self/cgroup")
+#: Where the cgroup file systems are mounted: :func:`oom_kills` reads the kernel's count of OOM kills there, in the
+#: cgroup :data:`PROC_CGROUP` names (a worker's cgroup is its starter's).
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -354,20 +354,11 @@ def oom_kills() -> int | None:
     """How many processes of this process's memory cgroup the kernel's OOM killer killed (``oom_kill`` of cgroup v2's
     ``memory.events``, v1's ``memory.oom_control``); None where neither can be read (no cgroups, as on macOS; the
     root cgroup, which has no such file)."""
-    try:
-        lines = PROC_CGROUP.read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:  # ``0::/PATH`` (v2), ``4:memory:/PATH`` (v1)
-        if line.count(":") < 2:  # not a cgroup line: never let it stop a worker's start
+    for controller, name in (("", "memory.events"), ("memory", "memory.oom_control")):  # v2's, v1's
+        path = own_cgroup(controller, PROC_CGROUP)
+        if path is None:
             continue
-        _, controllers, path = line.split(":", 2)
-        if not controllers:
-            events = CGROUP_ROOT / path.lstrip("/") / "memory.events"
-        elif "memory" in controllers.split(","):
-            events = CGROUP_ROOT / "memory" / path.lstrip("/") / "memory.oom_control"
-        else:
-            continue
+        events = CGROUP_ROOT / controller / path / name
         try:
             counts = dict(field.split() for field in events.read_text().splitlines())
         except (OSError, ValueError):

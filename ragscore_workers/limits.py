@@ -5,7 +5,9 @@ cores a process may use, which pools and the sandbox's CPU limit are sized by.""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+from .cgroups import cpu_limit
 from .schemas import Queue
 
 __all__ = ["CONTROL_QUEUE", "PRIORITY_SEP", "QUEUE_LIMITS", "longest_hard_limit", "usable_cpus"]
@@ -36,10 +38,11 @@ def longest_hard_limit() -> int:
     return max(hard for _, hard in QUEUE_LIMITS.values())
 
 
-def usable_cpus() -> int:
-    """The cores this process may run on (its affinity: ``taskset``, a cpuset, systemd's ``AllowedCPUs``), not the
-    host's count, which oversubscribed a worker confined to a few cores of a shared host; the host's count where
-    there is no affinity to read (macOS)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1
+def usable_cpus(root: Path = Path("/")) -> int:
+    """The cores this process may use: those it may run on (its affinity: ``taskset``, a cpuset, systemd's
+    ``AllowedCPUs``; the host's count where there is no affinity to read, macOS), fewer under a cgroup CPU quota
+    (:func:`.cgroups.cpu_limit`: a Kubernetes ``limits.cpu``, ``docker run --cpus``, systemd's ``CPUQuota``). The
+    host's count oversubscribed a worker confined to a few cores of a shared host, and a pod of 2 CPUs on a 64-core
+    node ran 64 processes, throttled. ``root``: where the cgroup files are read (a test's directory)."""
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
+    return max(1, min(cores, cpu_limit(root) or cores))
