@@ -39,8 +39,6 @@ from .terminal import (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    import redis
-
     from ragscore_workers.metrics.registry import MetricDef
     from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
@@ -256,14 +254,12 @@ def _store(broker: str | None, *, sends: bool = False, writes: bool = False):  #
     """The run store; ``sends``: the command sends work (the broker's Redis is then probed too); ``writes``: it
     writes the store (its user is checked for writing, not only reading), and is warned of a Redis that may evict
     its work."""
-    from .runner import connect
+    from .runner import connect, eviction_warnings
 
     url = _broker_url(broker)
     store = connect(url, get_settings(), sends=sends, writes=writes)
     if sends:
-        _warn_if_evicting(store.r, get_settings().store_url or url)
-        if store.broker is not store.r:
-            _warn_if_evicting(store.broker, url)
+        _warn_of_eviction(eviction_warnings(store, url, get_settings()))
     return store
 
 
@@ -1202,10 +1198,10 @@ def worker(
     answered = _check_broker_for_workers(url, names, settings)
     _check_backend_for_workers(url, settings)
     if answered:
-        from ragscore_workers.store import redis_client
+        from ragscore_workers.store import eviction_warning, redis_client
 
         with redis_client(url, 5.0, retries=0) as probe:
-            _warn_if_evicting(probe, url)
+            _warn_of_eviction([eviction_warning(probe, url)])
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
@@ -1230,12 +1226,10 @@ def worker(
         err.print("workers stopped")
 
 
-def _warn_if_evicting(client: redis.Redis, url: str) -> None:
-    """A warning where the Redis at ``url`` (its password hidden) may evict a run's work (:func:`eviction_problem`)."""
-    from ragscore_workers.store import eviction_problem
-
-    if problem := eviction_problem(client):
-        err.print(f"Warning: the Redis at {redact_url(url)}: {problem}", style="yellow", markup=False, soft_wrap=True)
+def _warn_of_eviction(said: Iterable[str | None]) -> None:
+    """Warn of each Redis that may evict a run's work (:func:`.runner.eviction_warnings`; None: one that does not)."""
+    for text in filter(None, said):
+        err.print(f"Warning: {text}", style="yellow", markup=False, soft_wrap=True)
 
 
 def _unknown_queue(name: str, known: Iterable[str], control: str) -> str:

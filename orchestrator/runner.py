@@ -53,6 +53,7 @@ from ragscore_workers.store import (
     RedoLookup,
     RunState,
     RunStore,
+    eviction_warning,
     probe_redis,
     redis_client,
     store_url_for_redis_py,
@@ -95,6 +96,7 @@ __all__ = [
     "cancel",
     "check_local_resources",
     "connect",
+    "eviction_warnings",
     "held_messages",
     "new_run_id",
     "queued_ahead",
@@ -219,6 +221,15 @@ def _reach(url: str, what: str, roles: tuple[Role, ...]) -> None:
                     CONNECT_RETRY_S)  # fmt: skip
         if problem := _until_redis_answers(url, deadline, problem, what, roles):
             raise cannot_use(url, what, problem)
+
+
+def eviction_warnings(store: RunStore, broker_url: str, settings: Settings) -> list[str]:
+    """What may evict the work of a run sent to the broker at ``broker_url`` (:func:`eviction_warning`): the run
+    store's Redis (``RAGSCORE_STORE_URL``'s, else the broker's), and the broker's where it is another one."""
+    named = [(store.r, settings.store_url or broker_url)]
+    if store.broker is not store.r:
+        named.append((store.broker, broker_url))
+    return [said for client, url in named if (said := eviction_warning(client, url))]
 
 
 def check_queues(store: RunStore, broker_url: str, queues: Iterable[str]) -> None:
@@ -1669,6 +1680,8 @@ def run(
         refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them (a resume's too)
         if broker:
             store = connect(broker, settings, sends=True)
+            for said in eviction_warnings(store, broker, settings):  # said before its work is sent there
+                log.warning("%s", said)
             sub = start(store)
             with _recorded_if_lost(out_dir, sub.run_id):
                 wait(store, sub.run_id, progress, timeout_s=timeout_s, out_dir=out_dir, broker=given_broker)

@@ -23,7 +23,17 @@ import redis
 from ragscore_workers.limits import usable_cpus
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, interruptible, make_rows, stop_worker_command, until, users_files, write_jsonl
+from ..support import (
+    ROOT,
+    RedisProcess,
+    WorkerProcess,
+    interruptible,
+    make_rows,
+    stop_worker_command,
+    until,
+    users_files,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -762,6 +772,28 @@ def test_worker_and_submit_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: 
         sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
         assert sent.returncode == 0 and "maxmemory-policy" not in sent.stderr, sent.stderr
     finally:
+        server.stop()
+
+
+def test_run_and_resume_on_a_cluster_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: Path, home: Path) -> None:
+    """`ragscore run --broker` and `ragscore resume` sent a run's work to a Redis that evicts any key once it fills
+    (allkeys-lru) without a word: only `ragscore worker` and `submit` warned of it."""
+    server = RedisProcess(tmp_path / "redis", "--maxmemory-policy", "allkeys-lru", "--maxmemory", "1gb").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "worker-home", concurrency=1).start()
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(3))
+    suite, out = _suite(tmp_path, {"metrics": ["exact_match"]}), tmp_path / "out"
+    warning = f"the Redis at {server.url}: its maxmemory-policy is allkeys-lru, not noeviction"
+    try:
+        ran = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), "--broker", server.url, home=home,
+                       env={"COLUMNS": "250"})  # fmt: skip
+        assert ran.returncode == 0 and warning in ran.stderr, ran.stderr
+        resumed = ragscore("resume", str(out), "--broker", server.url, home=home, env={"COLUMNS": "250"})
+        assert resumed.returncode == 0 and warning in resumed.stderr, resumed.stderr
+        redis.Redis(port=server.port).config_set("maxmemory-policy", "noeviction")
+        resumed = ragscore("run", "--resume", str(out), "--broker", server.url, home=home, env={"COLUMNS": "250"})
+        assert resumed.returncode == 0 and "maxmemory-policy" not in resumed.stderr, resumed.stderr
+    finally:
+        worker.stop()
         server.stop()
 
 
