@@ -225,11 +225,14 @@ def _reach(url: str, what: str, roles: tuple[Role, ...]) -> None:
 
 def eviction_warnings(store: RunStore, broker_url: str, settings: Settings) -> list[str]:
     """What may evict the work of a run sent to the broker at ``broker_url`` (:func:`eviction_warning`): the run
-    store's Redis (``RAGSCORE_STORE_URL``'s, else the broker's), and the broker's where it is another one."""
+    store's Redis (``RAGSCORE_STORE_URL``'s, else the broker's), and the broker's where it is another server
+    (:attr:`RunStore.broker_apart`). Another database of the store's server is the same Redis, its policy the
+    server's: said once, by the first of the two users that may run INFO."""
     named = [(store.r, settings.store_url or broker_url)]
     if store.broker is not store.r:
         named.append((store.broker, broker_url))
-    return [said for client, url in named if (said := eviction_warning(client, url))]
+    said = [warning for client, url in named if (warning := eviction_warning(client, url))]
+    return said if store.broker_apart else said[:1]
 
 
 def check_queues(store: RunStore, broker_url: str, queues: Iterable[str]) -> None:

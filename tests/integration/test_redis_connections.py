@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner import connect, run, submit, wait, write_results
+from orchestrator.runner import connect, eviction_warnings, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, ConfigError
-from ragscore_workers.settings import get_settings
+from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import RunState, probe_redis
 
 from ..support import (
@@ -254,6 +254,37 @@ def test_a_broker_apart_from_the_store_is_probed_too_and_named_in_its_error(
     finally:
         broker.stop()
         store_server.stop()
+
+
+def test_a_redis_that_may_evict_is_warned_of_once_per_server(tmp_path: Path) -> None:
+    """The store and the broker in two databases of one evicting Redis were warned of twice, as if two servers: its
+    maxmemory-policy is the server's. Said once (by the store's user, else the broker's where only it may run INFO);
+    a broker on another server is its own."""
+    import redis
+
+    evicting = ("--maxmemory-policy", "allkeys-lru", "--maxmemory", "1gb")
+    server = RedisProcess(tmp_path / "one", *evicting).start()
+    other = RedisProcess(tmp_path / "other", *evicting).start()
+    store_url, broker_url = f"redis://127.0.0.1:{server.port}/0", f"redis://127.0.0.1:{server.port}/1"
+    settings = get_settings().model_copy(update={"store_url": store_url})
+
+    def warned_of(broker: str, settings: Settings) -> list[str]:
+        """The URLs of the Redis servers a run sent to ``broker`` is warned of."""
+        said = eviction_warnings(connect(broker, settings, sends=True), broker, settings)
+        return [text.split(": its maxmemory-policy is allkeys-lru, not noeviction")[0] for text in said]
+
+    try:
+        assert warned_of(broker_url, settings) == [f"the Redis at {store_url}"]
+        redis.Redis(port=server.port).acl_setuser(
+            "no-info", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"], commands=["+@all", "-info"]
+        )
+        refused = settings.model_copy(update={"store_url": f"redis://no-info:pw@127.0.0.1:{server.port}/0"})
+        assert warned_of(broker_url, refused) == [f"the Redis at {broker_url}"]
+        apart = f"redis://127.0.0.1:{other.port}/0"
+        assert warned_of(apart, settings) == [f"the Redis at {store_url}", f"the Redis at {apart}"]
+    finally:
+        other.stop()
+        server.stop()
 
 
 def test_localhost_and_127_0_0_1_on_one_port_are_one_redis_in_status_errors(tmp_path: Path) -> None:
