@@ -10,6 +10,10 @@
   ``memfd_create`` fail with EPERM: kernel memory that no rlimit counts (an audit held 2 GiB of shm segments,
   ~1 GiB of memfds, 1.9 GB of semaphores and 2 GiB in one message queue under ``memory_mb`` 256).
 * ``io_uring_setup`` fails with EPERM: io_uring's own socket and file operations would bypass this filter.
+* ``add_key``, ``request_key`` and ``keyctl`` fail with EPERM: kernel keyrings are not namespaced and the
+  session keyring is inherited, so a program could read the keys of the worker's session keyring (an audit read
+  one) and link keys of its own into it that outlive the run and reach the next runs; ``request_key`` can also
+  make the host's root run ``/sbin/request-key`` (DNS lookups for the ``dns_resolver`` type).
 * another syscall ABI (i386 or x32 calls on x86_64) fails with ENOSYS: its numbers are not the ones checked.
 
 Everything else is allowed (the namespaces, rlimits and read-only mounts do the rest). The program is classic
@@ -33,10 +37,11 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 #: Syscalls of the x32 ABI carry this bit in their number on x86_64.
 _X32_BIT = 0x40000000
 
-#: machine -> (AUDIT_ARCH, socket, (shmget, memfd_create, io_uring_setup, semget, msgget))
+#: machine -> (AUDIT_ARCH, socket, (shmget, memfd_create, io_uring_setup, semget, msgget, add_key, request_key,
+#: keyctl))
 _ARCHES = {
-    "x86_64": (0xC000003E, 41, (29, 319, 425, 64, 68)),
-    "aarch64": (0xC00000B7, 198, (194, 279, 425, 190, 186)),
+    "x86_64": (0xC000003E, 41, (29, 319, 425, 64, 68, 248, 249, 250)),
+    "aarch64": (0xC00000B7, 198, (194, 279, 425, 190, 186, 217, 218, 219)),
 }
 #: Socket families a program may open (multiprocessing and asyncio need AF_UNIX).
 ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_NETLINK))

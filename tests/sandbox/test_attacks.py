@@ -7,9 +7,12 @@ Each test checks its attack's result item, the host side (files, processes, Redi
 
 from __future__ import annotations
 
+import ctypes
+import platform
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +33,12 @@ TOKEN = uuid.uuid4().hex
 SECRET = f"gsk_{uuid.uuid4().hex}"
 #: A command line no other process has: ``sleep`` with it is how the background attack is found.
 SLEEP_MARKER = f"4{uuid.uuid4().int % 10**6}.25"
+#: The worker's session keyring holds a key of this description, SECRET its payload; the attack plants PLANTED.
+KEY_NAME, PLANTED = f"ragscore-test-{TOKEN}", f"ragscore-planted-{TOKEN}"
+#: machine -> syscall numbers of (add_key, keyctl); KEYCTL_SEARCH, KEYCTL_READ, KEYCTL_INVALIDATE; the session keyring.
+KEY_SYSCALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}
+ADD_KEY, KEYCTL = KEY_SYSCALLS.get(platform.machine(), (-1, -1))
+SEARCH, READ, INVALIDATE, SESSION = 10, 11, 21, -3
 
 _CONNECT = """\
 import socket
@@ -81,6 +90,18 @@ def attacks(home: Path, redis_port: int) -> dict[str, str]:
             "    except OSError as exc:\n"
             "        print('CONTAINED', type(exc).__name__)\n"
         ),
+        "secrets_keyring": (
+            "import ctypes, errno\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "def call(*args):\n"
+            "    n = libc.syscall(*[ctypes.c_long(a) if isinstance(a, int) else a for a in args])\n"
+            "    return n if n >= 0 else errno.errorcode[ctypes.get_errno()]\n"
+            f"key = call({KEYCTL}, {SEARCH}, {SESSION}, b'user', {KEY_NAME.encode()!r}, 0)\n"
+            "buf = ctypes.create_string_buffer(256)\n"
+            f"size = call({KEYCTL}, {READ}, key, buf, 256) if isinstance(key, int) else key\n"
+            "print('READ', buf.raw[:size] if isinstance(size, int) else size)\n"
+            f"print('PLANTED', call({ADD_KEY}, b'user', {PLANTED.encode()!r}, b'x', 1, {SESSION}))\n"
+        ),
         "fork_bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
         "allocate_10gb": "b = bytearray(10 * 2**30)\nprint('ALLOCATED', len(b))\n",
         "infinite_loop": "while True:\n    pass\n",
@@ -114,10 +135,35 @@ class AttackRun:
         return self.results[f"{name}-canary"].passed is True
 
 
+def _keyctl(*args: int | bytes) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.syscall(*[ctypes.c_long(a) if isinstance(a, int) else a for a in args]))
+
+
+@contextmanager
+def session_key(name: str, payload: str) -> Iterator[None]:
+    """A ``user`` key in this process's session keyring (which its workers inherit) while the block runs."""
+    key = _keyctl(ADD_KEY, b"user", name.encode(), payload.encode(), len(payload), SESSION)
+    assert key > 0, f"add_key failed: errno {ctypes.get_errno()}"
+    try:
+        yield
+    finally:
+        _keyctl(KEYCTL, INVALIDATE, key)
+
+
+def in_session_keyring(name: str) -> bool:
+    return _keyctl(KEYCTL, SEARCH, SESSION, b"user", name.encode(), 0) > 0
+
+
 @pytest.fixture(scope="module")
 def attack_run(redis_server: RedisProcess) -> Iterator[AttackRun]:
-    """One embedded run of every attack with its canary; GROQ_API_KEY is in the worker's environment."""
-    with tempfile.TemporaryDirectory(prefix="rsh-", dir="/tmp") as tmp, pytest.MonkeyPatch.context() as mp:
+    """One embedded run of every attack with its canary; GROQ_API_KEY is in the worker's environment and a key
+    in its session keyring."""
+    with (
+        tempfile.TemporaryDirectory(prefix="rsh-", dir="/tmp") as tmp,
+        pytest.MonkeyPatch.context() as mp,
+        session_key(KEY_NAME, SECRET),
+    ):
         home = Path(tmp)
         mp.setenv("RAGSCORE_HOME", str(home))  # as the `home` fixture does, for a module-scoped run
         mp.delenv("RAGSCORE_BROKER_URL", raising=False)
@@ -174,6 +220,17 @@ def test_cannot_read_the_workers_secrets(attack_run: AttackRun, name: str) -> No
     assert result.details["exit_code"] == 0 and seen.strip()
     assert SECRET not in seen and "GROQ_API_KEY" not in seen and "RAGSCORE_" not in seen
     assert attack_run.canary_passed(name)
+
+
+@pytest.mark.skipif(platform.machine() not in KEY_SYSCALLS, reason="syscall numbers known for x86_64 and aarch64")
+def test_cannot_read_or_plant_keys_in_the_workers_session_keyring(attack_run: AttackRun) -> None:
+    """Keyrings are not namespaced and a session keyring is inherited: an audit's program read a key of the
+    worker's session keyring and linked one of its own into it, left on the host after the run."""
+    result = attack_run.attack("secrets_keyring")
+    assert SECRET not in result.details["stdout"] + result.details["stderr"]
+    assert lines(result) == ["READ EPERM", "PLANTED EPERM"]
+    assert not in_session_keyring(PLANTED)
+    assert attack_run.canary_passed("secrets_keyring")
 
 
 def test_cannot_write_into_the_project_checkout(attack_run: AttackRun) -> None:
