@@ -6,9 +6,10 @@
   loopback, yet TCP buffer memory is one pool for the whole host: an audit's 4 processes pinned 1.4 GB of it
   with connections they never read, and past the pool's hard limit every TCP socket of the host stalls (the
   worker's broker connection too).
-* ``shmget`` (System V shared memory), ``semget``, ``msgget`` (semaphore arrays, message queues) and
-  ``memfd_create`` fail with EPERM: kernel memory that no rlimit counts (an audit held 2 GiB of shm segments,
-  ~1 GiB of memfds, 1.9 GB of semaphores and 2 GiB in one message queue under ``memory_mb`` 256).
+* ``shmget`` (System V shared memory), ``semget``, ``msgget`` (semaphore arrays, message queues),
+  ``memfd_create`` and ``memfd_secret`` fail with EPERM: kernel memory that no rlimit counts once unmapped (an
+  audit held 2 GiB of shm segments, ~1 GiB of memfds, 512 MiB of secret memory in one process, 1.9 GB of
+  semaphores and 2 GiB in one message queue under ``memory_mb`` 256).
 * ``io_uring_setup`` fails with EPERM: io_uring's own socket and file operations would bypass this filter.
 * ``add_key``, ``request_key`` and ``keyctl`` fail with EPERM: kernel keyrings are not namespaced and the
   session keyring is inherited, so a program could read the keys of the worker's session keyring (an audit read
@@ -38,10 +39,10 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 _X32_BIT = 0x40000000
 
 #: machine -> (AUDIT_ARCH, socket, (shmget, memfd_create, io_uring_setup, semget, msgget, add_key, request_key,
-#: keyctl))
+#: keyctl, memfd_secret))
 _ARCHES = {
-    "x86_64": (0xC000003E, 41, (29, 319, 425, 64, 68, 248, 249, 250)),
-    "aarch64": (0xC00000B7, 198, (194, 279, 425, 190, 186, 217, 218, 219)),
+    "x86_64": (0xC000003E, 41, (29, 319, 425, 64, 68, 248, 249, 250, 447)),
+    "aarch64": (0xC00000B7, 198, (194, 279, 425, 190, 186, 217, 218, 219, 447)),
 }
 #: Socket families a program may open (multiprocessing and asyncio need AF_UNIX).
 ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_NETLINK))

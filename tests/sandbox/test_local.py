@@ -451,6 +451,33 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     assert lines["interfaces"] == "[(1, 'lo')]" and lines["callback"] == "42" and lines["pool"] == "[1, 2]"
 
 
+def test_secret_memory_cannot_hold_memory_outside_the_memory_limit(sandbox: LocalSandbox) -> None:
+    """memfd_secret's pages stay with its fd once unmapped, as a memfd's do: an audit's program held 512 MiB in one
+    process under memory_mb 256, mapping 4 MiB of a 16 MiB (RLIMIT_FSIZE) fd at a time."""
+    code = (
+        "import ctypes, errno, mmap, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "held, fds = 0, []\n"
+        "try:\n"
+        "    for _ in range(8):\n"
+        "        fd = libc.syscall(ctypes.c_long(447), ctypes.c_long(0))\n"  # memfd_secret on x86_64 and aarch64
+        "        if fd < 0:\n"
+        "            raise OSError(ctypes.get_errno(), 'memfd_secret')\n"
+        "        fds.append(fd)\n"
+        "        os.ftruncate(fd, 16 << 20)\n"
+        "        for offset in range(0, 16 << 20, 4 << 20):\n"
+        "            with mmap.mmap(fd, 4 << 20, offset=offset) as m:\n"
+        "                m[::4096] = b'x' * 1024\n"
+        "            held += 4\n"
+        "    print('held', held)\n"
+        "except OSError as exc:\n"
+        "    print(errno.errorcode[exc.errno], held)\n"
+    )
+    result = run(sandbox, code, limits=Limits(timeout_s=30, memory_mb=64))
+    assert result.ok, result.stderr
+    assert result.stdout == "EPERM 0\n"
+
+
 def test_a_program_stopped_by_its_cpu_time_or_file_size_limit_is_said_so(sandbox: LocalSandbox) -> None:
     """SIGXCPU (RLIMIT_CPU) read as "timeout", and SIGXFSZ (RLIMIT_FSIZE) as "killed" by signal 25. The program
     lowers its own CPU limit here (the sandbox's is the timeout times the cores: the wall clock comes first), and
