@@ -1,11 +1,12 @@
 """A seccomp filter for the local sandbox (``bwrap --seccomp FD``): what namespaces and rlimits leave open.
 
-* ``socket()`` of any family but AF_UNIX and AF_NETLINK (interface lists of the sandbox's own network
-  namespace: ``if_nameindex``) fails with EAFNOSUPPORT. A network namespace does not isolate AF_VSOCK: on a VM
-  a program could reach the hypervisor's vsock services. AF_INET/AF_INET6 reach only the sandbox's own
-  loopback, yet TCP buffer memory is one pool for the whole host: an audit's 4 processes pinned 1.4 GB of it
-  with connections they never read, and past the pool's hard limit every TCP socket of the host stalls (the
-  worker's broker connection too).
+* ``socket()`` and ``socketpair()`` of any family but AF_UNIX and AF_NETLINK (interface lists of the sandbox's
+  own network namespace: ``if_nameindex``) fail with EAFNOSUPPORT (the kernel makes a family's sockets, loading
+  its module, before it asks the family for a pair, and TIPC makes one). A network namespace does not isolate
+  AF_VSOCK: on a VM a program could reach the hypervisor's vsock services. AF_INET/AF_INET6 reach only the
+  sandbox's own loopback, yet TCP buffer memory is one pool for the whole host: an audit's 4 processes pinned
+  1.4 GB of it with connections they never read, and past the pool's hard limit every TCP socket of the host
+  stalls (the worker's broker connection too).
 * ``shmget`` (System V shared memory), ``semget``, ``msgget`` (semaphore arrays, message queues),
   ``memfd_create`` and ``memfd_secret`` fail with EPERM: kernel memory that no rlimit counts once unmapped (an
   audit held 2 GiB of shm segments, ~1 GiB of memfds, 512 MiB of secret memory in one process, 1.9 GB of
@@ -38,11 +39,11 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 #: Syscalls of the x32 ABI carry this bit in their number on x86_64.
 _X32_BIT = 0x40000000
 
-#: machine -> (AUDIT_ARCH, socket, (shmget, memfd_create, io_uring_setup, semget, msgget, add_key, request_key,
-#: keyctl, memfd_secret))
+#: machine -> (AUDIT_ARCH, (socket, socketpair), (shmget, memfd_create, io_uring_setup, semget, msgget, add_key,
+#: request_key, keyctl, memfd_secret))
 _ARCHES = {
-    "x86_64": (0xC000003E, 41, (29, 319, 425, 64, 68, 248, 249, 250, 447)),
-    "aarch64": (0xC00000B7, 198, (194, 279, 425, 190, 186, 217, 218, 219, 447)),
+    "x86_64": (0xC000003E, (41, 53), (29, 319, 425, 64, 68, 248, 249, 250, 447)),
+    "aarch64": (0xC00000B7, (198, 199), (194, 279, 425, 190, 186, 217, 218, 219, 447)),
 }
 #: Socket families a program may open (multiprocessing and asyncio need AF_UNIX).
 ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_NETLINK))
@@ -75,13 +76,13 @@ def sandbox_filter(machine: str | None = None) -> bytes | None:
     found = _ARCHES.get(machine or platform.machine())
     if found is None:
         return None
-    arch, nr_socket, denied = found
+    arch, by_family, denied = found
     program: list[_Insn | str] = [
         (_LD_W_ABS, _ARCH, None, None),
         (_JEQ_K, arch, None, "enosys"),
         (_LD_W_ABS, _NR, None, None),
         (_JGE_K, _X32_BIT, "enosys", None),
-        (_JEQ_K, nr_socket, "family", None),
+        *((_JEQ_K, nr, "family", None) for nr in by_family),
         *((_JEQ_K, nr, "eperm", None) for nr in denied),
         (_RET_K, _ALLOW, None, None),
         "family",

@@ -412,8 +412,8 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     """Audits held 2 GiB of System V shared memory, ~1 GiB of memfds, 1.9 GB of semaphore arrays and 2 GiB in a
     message queue under memory_mb 256 (no rlimit counts them), opened AF_VSOCK sockets to the hypervisor (no
     network namespace isolates vsock) and pinned 1.4 GB of the host's one TCP buffer pool over the sandbox's
-    own loopback. The filter refuses those, io_uring and other socket families; ordinary programs (processes,
-    pools, asyncio) still run."""
+    own loopback. The filter refuses those, io_uring and other socket families, from socketpair() too (TIPC's
+    makes a pair of TIPC sockets, loading its module); ordinary programs (processes, pools, asyncio) still run."""
     code = (
         "import ctypes, errno, multiprocessing, os, socket\n"
         "def tried(f):\n"
@@ -435,6 +435,8 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
         "print('io_uring', ring, errno.errorcode[ctypes.get_errno()])\n"
         "for fam in ('AF_UNIX', 'AF_INET', 'AF_INET6'):\n"
         "    print(fam, tried(lambda: socket.socket(getattr(socket, fam)).close()))\n"
+        "for fam in ('AF_INET', 'AF_VSOCK', 'AF_TIPC'):\n"
+        "    print(f'socketpair-{fam}', tried(lambda: socket.socketpair(getattr(socket, fam))))\n"
         "print('interfaces', socket.if_nameindex())\n"
         "print('callback', ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: x + 1)(41))\n"
         "with multiprocessing.Pool(2) as pool:\n"
@@ -447,6 +449,8 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     assert lines["vsock"] == "EAFNOSUPPORT"
     assert lines["semget"] == lines["msgget"] == "-1 EPERM" and lines["sysctl"] == "EROFS"
     assert lines["AF_UNIX"] == "ok" and lines["AF_INET"] == lines["AF_INET6"] == "EAFNOSUPPORT"
+    # refused before the kernel makes (or loads the module of) the family's sockets, as socket() is
+    assert {lines[f"socketpair-{fam}"] for fam in ("AF_INET", "AF_VSOCK", "AF_TIPC")} == {"EAFNOSUPPORT"}
     assert lines["asyncio"] == "ok"
     assert lines["interfaces"] == "[(1, 'lo')]" and lines["callback"] == "42" and lines["pool"] == "[1, 2]"
 
