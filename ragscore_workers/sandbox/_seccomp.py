@@ -15,6 +15,8 @@
   page keeps all 2 MiB of it once unmapped (an audit's one process pinned 6.3 GiB in 30 s under ``memory_mb`` 256;
   the pipe quota allows 16384 pages a run).
 * ``io_uring_setup`` fails with EPERM: io_uring's own socket and file operations would bypass this filter.
+  ``io_setup`` (Linux AIO) too: its events come from one pool for the whole host (``fs.aio-max-nr``), which an
+  audit's one program held whole, so that no other process of the host could set up AIO while it ran.
 * ``add_key``, ``request_key`` and ``keyctl`` fail with EPERM: kernel keyrings are not namespaced and the
   session keyring is inherited, so a program could read the keys of the worker's session keyring (an audit read
   one) and link keys of its own into it that outlive the run and reach the next runs; ``request_key`` can also
@@ -43,10 +45,10 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 _X32_BIT = 0x40000000
 
 #: machine -> (AUDIT_ARCH, (socket, socketpair), (shmget, memfd_create, io_uring_setup, semget, msgget, add_key,
-#: request_key, keyctl, memfd_secret, vmsplice))
+#: request_key, keyctl, memfd_secret, vmsplice, io_setup))
 _ARCHES = {
-    "x86_64": (0xC000003E, (41, 53), (29, 319, 425, 64, 68, 248, 249, 250, 447, 278)),
-    "aarch64": (0xC00000B7, (198, 199), (194, 279, 425, 190, 186, 217, 218, 219, 447, 75)),
+    "x86_64": (0xC000003E, (41, 53), (29, 319, 425, 64, 68, 248, 249, 250, 447, 278, 206)),
+    "aarch64": (0xC00000B7, (198, 199), (194, 279, 425, 190, 186, 217, 218, 219, 447, 75, 0)),
 }
 #: Socket families a program may open (multiprocessing and asyncio need AF_UNIX).
 ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_NETLINK))

@@ -413,9 +413,10 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     message queue under memory_mb 256 (no rlimit counts them), opened AF_VSOCK sockets to the hypervisor (no
     network namespace isolates vsock) and pinned 1.4 GB of the host's one TCP buffer pool over the sandbox's
     own loopback. The filter refuses those, io_uring and other socket families, from socketpair() too (TIPC's
-    makes a pair of TIPC sockets, loading its module); ordinary programs (processes, pools, asyncio) still run."""
+    makes a pair of TIPC sockets, loading its module), and Linux AIO (one program held the host's whole
+    fs.aio-max-nr); ordinary programs (processes, pools, asyncio) still run."""
     code = (
-        "import ctypes, errno, multiprocessing, os, socket\n"
+        "import ctypes, errno, multiprocessing, os, platform, socket\n"
         "def tried(f):\n"
         "    try:\n"
         "        f()\n"
@@ -433,6 +434,10 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
         "print('vsock', tried(lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)))\n"
         "ring = libc.syscall(425, 8, ctypes.create_string_buffer(120))\n"
         "print('io_uring', ring, errno.errorcode[ctypes.get_errno()])\n"
+        "events = int(open('/proc/sys/fs/aio-max-nr').read())\n"  # the host's whole pool, in one context
+        "io_setup = {'x86_64': 206, 'aarch64': 0}[platform.machine()]\n"
+        "aio = libc.syscall(io_setup, events, ctypes.byref(ctypes.c_ulong(0)))\n"
+        "print('io_setup', aio, errno.errorcode.get(ctypes.get_errno()))\n"
         "for fam in ('AF_UNIX', 'AF_INET', 'AF_INET6'):\n"
         "    print(fam, tried(lambda: socket.socket(getattr(socket, fam)).close()))\n"
         "for fam in ('AF_INET', 'AF_VSOCK', 'AF_TIPC'):\n"
@@ -446,6 +451,7 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     assert result.ok, result.stderr
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     assert lines["shmget"] == "-1 EPERM" and lines["memfd"] == "EPERM" and lines["io_uring"] == "-1 EPERM"
+    assert lines["io_setup"] == "-1 EPERM"
     assert lines["vsock"] == "EAFNOSUPPORT"
     assert lines["semget"] == lines["msgget"] == "-1 EPERM" and lines["sysctl"] == "EROFS"
     assert lines["AF_UNIX"] == "ok" and lines["AF_INET"] == lines["AF_INET6"] == "EAFNOSUPPORT"
