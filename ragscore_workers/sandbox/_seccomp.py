@@ -34,7 +34,7 @@ import platform
 import socket
 import struct
 
-__all__ = ["ALLOWED_FAMILIES", "sandbox_filter"]
+__all__ = ["ALLOWED_FAMILIES", "AUDIT_ARCH", "FAMILY_CHECKED", "REFUSED", "sandbox_filter"]
 
 # BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
@@ -44,11 +44,23 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 #: Syscalls of the x32 ABI carry this bit in their number on x86_64.
 _X32_BIT = 0x40000000
 
-#: machine -> (AUDIT_ARCH, (socket, socketpair), (shmget, memfd_create, io_uring_setup, semget, msgget, add_key,
-#: request_key, keyctl, memfd_secret, vmsplice, io_setup))
-_ARCHES = {
-    "x86_64": (0xC000003E, (41, 53), (29, 319, 425, 64, 68, 248, 249, 250, 447, 278, 206)),
-    "aarch64": (0xC00000B7, (198, 199), (194, 279, 425, 190, 186, 217, 218, 219, 447, 75, 0)),
+#: machine -> its AUDIT_ARCH (linux/audit.h); the syscall numbers below are (x86_64, aarch64), in this order.
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+#: Syscalls whose first argument is a socket family.
+FAMILY_CHECKED = {"socket": (41, 198), "socketpair": (53, 199)}
+#: Syscalls refused with EPERM.
+REFUSED = {
+    "shmget": (29, 194),
+    "semget": (64, 190),
+    "msgget": (68, 186),
+    "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "vmsplice": (278, 75),
+    "io_uring_setup": (425, 425),
+    "io_setup": (206, 0),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "keyctl": (250, 219),
 }
 #: Socket families a program may open (multiprocessing and asyncio need AF_UNIX).
 ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_NETLINK))
@@ -78,17 +90,17 @@ def _assemble(program: list[_Insn | str]) -> bytes:
 
 def sandbox_filter(machine: str | None = None) -> bytes | None:
     """The compiled filter for ``machine`` (default: this host's), or None where it is not built."""
-    found = _ARCHES.get(machine or platform.machine())
-    if found is None:
+    machine = machine or platform.machine()
+    if machine not in AUDIT_ARCH:
         return None
-    arch, by_family, denied = found
+    column = list(AUDIT_ARCH).index(machine)
     program: list[_Insn | str] = [
         (_LD_W_ABS, _ARCH, None, None),
-        (_JEQ_K, arch, None, "enosys"),
+        (_JEQ_K, AUDIT_ARCH[machine], None, "enosys"),
         (_LD_W_ABS, _NR, None, None),
         (_JGE_K, _X32_BIT, "enosys", None),
-        *((_JEQ_K, nr, "family", None) for nr in by_family),
-        *((_JEQ_K, nr, "eperm", None) for nr in denied),
+        *((_JEQ_K, nrs[column], "family", None) for nrs in FAMILY_CHECKED.values()),
+        *((_JEQ_K, nrs[column], "eperm", None) for nrs in REFUSED.values()),
         (_RET_K, _ALLOW, None, None),
         "family",
         (_LD_W_ABS, _ARG0, None, None),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import resource
 import socket
@@ -22,6 +23,7 @@ from ragscore_workers.sandbox import (
     SandboxUnavailable,
     get_sandbox,
 )
+from ragscore_workers.sandbox._seccomp import AUDIT_ARCH, FAMILY_CHECKED, REFUSED
 from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS, SANDBOX_ENV
 
 from ..support import ROOT
@@ -406,6 +408,22 @@ def test_the_sandbox_dies_with_a_killed_worker() -> None:
     while pids_running("sleep", marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pids_running("sleep", marker) == []
+
+
+def test_the_seccomp_filters_syscall_numbers_are_the_kernels_on_each_architecture() -> None:
+    """The filter matches numbers, which differ by architecture: each one is checked against libseccomp's tables
+    (the kernel's), aarch64's too, where a wrong number would refuse a syscall programs need."""
+    found = ctypes.util.find_library("seccomp")
+    assert found, "libseccomp2 is missing"
+    libseccomp = ctypes.CDLL(found)
+    libseccomp.seccomp_arch_resolve_name.argtypes = [ctypes.c_char_p]
+    libseccomp.seccomp_arch_resolve_name.restype = ctypes.c_uint32
+    libseccomp.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
+    for column, (machine, audit_arch) in enumerate(AUDIT_ARCH.items()):
+        assert libseccomp.seccomp_arch_resolve_name(machine.encode()) == audit_arch
+        for name, numbers in (FAMILY_CHECKED | REFUSED).items():
+            number = libseccomp.seccomp_syscall_resolve_name_arch(audit_arch, name.encode())
+            assert number == numbers[column], f"{name} is {number} on {machine}"
 
 
 def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbox: LocalSandbox) -> None:
