@@ -21,6 +21,11 @@
   session keyring is inherited, so a program could read the keys of the worker's session keyring (an audit read
   one) and link keys of its own into it that outlive the run and reach the next runs; ``request_key`` can also
   make the host's root run ``/sbin/request-key`` (DNS lookups for the ``dns_resolver`` type).
+* ``userfaultfd``, ``bpf`` and ``perf_event_open`` fail with EPERM: no program here needs them, and each is kernel
+  attack surface that only host sysctls would limit otherwise, and not by default (``userfaultfd`` with
+  UFFD_USER_MODE_ONLY is open to every user since Linux 5.11, ``kernel.perf_event_paranoid`` 2 lets one watch
+  one's own process, ``kernel.unprivileged_bpf_disabled`` is 0 on some hosts). userfaultfd lets a program stall
+  the kernel in the middle of a copy from its memory, the usual way to win a kernel race.
 * another syscall ABI (i386 or x32 calls on x86_64) fails with ENOSYS: its numbers are not the ones checked.
 
 Everything else is allowed (the namespaces, rlimits and read-only mounts do the rest). The program is classic
@@ -61,6 +66,9 @@ REFUSED = {
     "add_key": (248, 217),
     "request_key": (249, 218),
     "keyctl": (250, 219),
+    "userfaultfd": (323, 282),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
 }
 #: Socket families a program may open (multiprocessing and asyncio need AF_UNIX).
 ALLOWED_FAMILIES = (int(socket.AF_UNIX), int(socket.AF_NETLINK))

@@ -66,8 +66,8 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/alternatives")
 USR_ALIASES = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 #: Seconds to wait for the sandbox to exit after it was killed.
 KILL_WAIT_S = 5.0
-#: The seccomp program every sandbox gets (vsock and other socket families, SysV IPC, memfds, keyrings, vmsplice and
-#: io_uring denied); None on an architecture it is not built for.
+#: The seccomp program every sandbox gets (vsock and other socket families, SysV IPC, memfds, keyrings, vmsplice,
+#: io_uring, userfaultfd, bpf and perf events denied); None on an architecture it is not built for.
 SECCOMP_FILTER = sandbox_filter()
 #: bwrap's own environment (its environ is readable from inside the sandbox: no secrets).
 BWRAP_ENV = {"PATH": "/usr/bin:/bin"}

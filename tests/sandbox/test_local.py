@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import platform
 import resource
 import socket
 import subprocess
@@ -432,9 +433,11 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     network namespace isolates vsock) and pinned 1.4 GB of the host's one TCP buffer pool over the sandbox's
     own loopback. The filter refuses those, io_uring and other socket families, from socketpair() too (TIPC's
     makes a pair of TIPC sockets, loading its module), and Linux AIO (one program held the host's whole
-    fs.aio-max-nr); ordinary programs (processes, pools, asyncio) still run."""
+    fs.aio-max-nr), userfaultfd, bpf and perf_event_open (kernel attack surface only host sysctls would limit);
+    ordinary programs (processes, pools, asyncio) still run."""
+    column = list(AUDIT_ARCH).index(platform.machine())
     code = (
-        "import ctypes, errno, multiprocessing, os, platform, socket\n"
+        "import ctypes, errno, multiprocessing, os, socket\n"
         "def tried(f):\n"
         "    try:\n"
         "        f()\n"
@@ -453,9 +456,14 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
         "ring = libc.syscall(425, 8, ctypes.create_string_buffer(120))\n"
         "print('io_uring', ring, errno.errorcode[ctypes.get_errno()])\n"
         "events = int(open('/proc/sys/fs/aio-max-nr').read())\n"  # the host's whole pool, in one context
-        "io_setup = {'x86_64': 206, 'aarch64': 0}[platform.machine()]\n"
+        f"io_setup = {REFUSED['io_setup'][column]}\n"
         "aio = libc.syscall(io_setup, events, ctypes.byref(ctypes.c_ulong(0)))\n"
         "print('io_setup', aio, errno.errorcode.get(ctypes.get_errno()))\n"
+        # userfaultfd opens for every user (user-mode faults); the kernel answers the others EFAULT (no attr)
+        f"uffd, bpf, perf = {[REFUSED[name][column] for name in ('userfaultfd', 'bpf', 'perf_event_open')]}\n"
+        "print('userfaultfd', libc.syscall(uffd, 1 | os.O_CLOEXEC), errno.errorcode.get(ctypes.get_errno()))\n"
+        "print('bpf', libc.syscall(bpf, 0, None, 8), errno.errorcode.get(ctypes.get_errno()))\n"
+        "print('perf', libc.syscall(perf, None, 0, -1, -1, 0), errno.errorcode.get(ctypes.get_errno()))\n"
         "for fam in ('AF_UNIX', 'AF_INET', 'AF_INET6'):\n"
         "    print(fam, tried(lambda: socket.socket(getattr(socket, fam)).close()))\n"
         "for fam in ('AF_INET', 'AF_VSOCK', 'AF_TIPC'):\n"
@@ -470,6 +478,7 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     assert lines["shmget"] == "-1 EPERM" and lines["memfd"] == "EPERM" and lines["io_uring"] == "-1 EPERM"
     assert lines["io_setup"] == "-1 EPERM"
+    assert lines["userfaultfd"] == lines["bpf"] == lines["perf"] == "-1 EPERM"
     assert lines["vsock"] == "EAFNOSUPPORT"
     assert lines["semget"] == lines["msgget"] == "-1 EPERM" and lines["sysctl"] == "EROFS"
     assert lines["AF_UNIX"] == "ok" and lines["AF_INET"] == lines["AF_INET6"] == "EAFNOSUPPORT"
