@@ -470,6 +470,8 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
         "    print(f'socketpair-{fam}', tried(lambda: socket.socketpair(getattr(socket, fam))))\n"
         "print('interfaces', socket.if_nameindex())\n"
         "print('callback', ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: x + 1)(41))\n"
+        "import hashlib, ssl\n"  # OpenSSL loads its configuration, CA store and digests as usual
+        "print('ssl', ssl.create_default_context().check_hostname, hashlib.sha256(b'').hexdigest()[:4])\n"
         "with multiprocessing.Pool(2) as pool:\n"
         "    print('pool', pool.map(abs, [-1, -2]))\n"
     )
@@ -486,6 +488,7 @@ def test_the_seccomp_filter_denies_what_namespaces_and_rlimits_leave_open(sandbo
     assert {lines[f"socketpair-{fam}"] for fam in ("AF_INET", "AF_VSOCK", "AF_TIPC")} == {"EAFNOSUPPORT"}
     assert lines["asyncio"] == "ok"
     assert lines["interfaces"] == "[(1, 'lo')]" and lines["callback"] == "42" and lines["pool"] == "[1, 2]"
+    assert lines["ssl"] == "True e3b0"
 
 
 def test_secret_memory_cannot_hold_memory_outside_the_memory_limit(sandbox: LocalSandbox) -> None:
