@@ -74,6 +74,16 @@ log = logging.getLogger(__name__)
 
 #: OpenAI's and Groq's error code for a model name they do not serve (HTTP 404): a typo, a retired model.
 MODEL_NOT_FOUND = "model_not_found"
+#: OpenAI's and Groq's error code for a key they refuse (HTTP 401): mistyped, revoked, another provider's. A gateway's
+#: 401 without it (a passing refusal, a proxy's own) is not read as one.
+INVALID_API_KEY = "invalid_api_key"
+#: Error replies that every call of the run would repeat, by (HTTP status, the provider's error code): judging stops
+#: at the first one, with the setting to change. ``{said}`` is the error without what :meth:`Provider.explain` added.
+RUN_STOPPERS = {
+    (404, MODEL_NOT_FOUND): "the {name} judge has no model {model} ({said}): set the suite's judge.model to a model "
+    "{name} serves (every judge call would fail the same way)",
+    (401, INVALID_API_KEY): "the {name} judge's key was refused ({said}): check {key_env}",
+}
 _QUOTA_WORDS = ("insufficient_quota", "exceeded your current quota")
 #: A 429 for one request larger than a per-minute token limit (OpenAI: "Request too large for gpt-4o ... on
 #: tokens per min"): it fails however long it waits.
@@ -307,15 +317,16 @@ class Provider(ABC):
         return RetryDecision.for_status(exc.status, exc.headers, str(exc))
 
     def run_stopper(self, exc: BaseException) -> str | None:
-        """Why every call of the run would fail as ``exc`` did, when its reply says so: the provider serves no model
-        by the suite's name (OpenAI's and Groq's 404 ``model_not_found``: a typo, a retired model). Judging stops at
-        this first failure, with the setting to change, not after the breaker's count of them."""
-        if not isinstance(exc, ProviderError) or exc.status != 404 or exc.code != MODEL_NOT_FOUND:
+        """Why every call of the run would fail as ``exc`` did, when its reply says so (:data:`RUN_STOPPERS`): the
+        provider serves no model by the suite's name, or refuses the key. Judging stops at this first failure, with
+        the setting to change, not after the breaker's count of them."""
+        if not isinstance(exc, ProviderError) or exc.status is None:
             return None
-        return (
-            f"the {self.name} judge has no model {self.model} ({exc}): set the suite's judge.model to a model "
-            f"{self.name} serves (every judge call would fail the same way)"
-        )
+        template = RUN_STOPPERS.get((exc.status, exc.code or ""))
+        if template is None:
+            return None
+        said = str(exc).removesuffix(self._redact(self.explain(exc.status, str(exc))))
+        return template.format(name=self.name, model=self.model, key_env=self.key_env, said=said)
 
     @staticmethod
     def request_specific(exc: BaseException) -> bool:

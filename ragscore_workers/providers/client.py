@@ -12,7 +12,8 @@
     correct the token cost, count, cache the reply (only one the caller could read: ``final``)
 
 A call that still fails counts towards the run's circuit breaker; ``breaker_failures`` failures in a
-row stop judging for the whole run, and one that every call would repeat (a model the provider lacks) stops it at once.
+row stop judging for the whole run, and one that every call would repeat (a model the provider lacks, a refused key)
+stops it at once.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ Replies are driven by the prompt (every message's content, joined), so tests kno
 * else ``0``;
 * ``[[refuse=TEXT]]``: the model refuses (``content: null``, ``refusal: TEXT``, as OpenAI's structured refusals).
 
+Keys: with ``api_key``, a request bearing another key (or none) is answered 401 ``invalid_api_key`` with Groq's body
+("Invalid API Key") on Groq's path and OpenAI's ("Incorrect API key provided: KEY. ...", the key echoed) on the other,
+counted as ``unauthorized``.
+
 Models: ``models`` is the set the server knows (None, the default: any name); a request naming another is
 answered 404 ``model_not_found`` with Groq's and OpenAI's body ("The model `NAME` does not exist or you do not have
 access to it."), counted as ``unknown_model``.
@@ -430,9 +434,7 @@ class _Handler(BaseHTTPRequestHandler):
             if given != f"Bearer {fake.api_key}":
                 with fake._lock:
                     fake.counts["unauthorized"] += 1
-                # Like real providers, the message echoes the key it got: clients must not log it.
-                message = f"Invalid API Key: {given.removeprefix('Bearer ')}"
-                self._send(401, _error_body(message, "invalid_request_error", "invalid_api_key"))
+                self._send(401, _error_body(self._refused_key(given), "invalid_request_error", "invalid_api_key"))
                 return
         if fake.rate_limited_key is not None and self.headers.get("Authorization") == f"Bearer {fake.rate_limited_key}":
             with fake._lock:
@@ -468,6 +470,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(429, _error_body(message, "requests", "rate_limit_exceeded"), headers)
         else:
             self._fault(fake, data)
+
+    def _refused_key(self, given: str) -> str:
+        """Groq's message for a key it refuses (on Groq's path), or OpenAI's, which echoes the key: whole when it is
+        short ("Incorrect API key provided: hello."), so clients must take it out of what they log."""
+        if self.path == COMPLETION_PATHS[0]:
+            return "Invalid API Key"
+        key = given.removeprefix("Bearer ")
+        return f"Incorrect API key provided: {key}. You can find your API key at https://platform.openai.com/account/api-keys."
 
     def _unknown_model(self, fake: FakeProvider, model: str) -> None:
         """Groq's and OpenAI's answer to a model name they do not serve (a typo, one retired)."""

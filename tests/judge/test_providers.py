@@ -85,7 +85,8 @@ def test_a_rejected_key_is_final_and_never_echoed(
     with pytest.raises(ProviderError) as info:
         provider.complete([{"role": "user", "content": "hello"}], PARAMS)
     assert info.value.status == 401 and provider.should_retry(info.value).kind == "no"
-    assert wrong not in str(info.value) and "***" in str(info.value)  # the fake echoes the key; we redact it
+    assert wrong not in str(info.value)
+    assert ("***" in str(info.value)) == (kind == "openai")  # OpenAI's message echoes the key; we redact it
     assert wrong not in repr(provider) and SECRET not in repr(provider)
     assert fake.stats()["unauthorized"] == 1
 
@@ -93,18 +94,24 @@ def test_a_rejected_key_is_final_and_never_echoed(
 def test_a_401_names_the_variable_whose_key_it_refused_or_says_that_none_was_sent(
     fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A server on this machine needs no key unless it asks: its 401 said "Invalid API Key: " and nothing of the
-    unset OPENAI_API_KEY; a wrong key's 401 did not say which variable held it."""
+    """A server on this machine needs no key unless it asks: its 401 said "Incorrect API key provided" and nothing of
+    the unset OPENAI_API_KEY; a wrong key's 401 did not say which variable held it. Groq's and OpenAI's code
+    invalid_api_key stops judging with the variable to check, named once and the key unshown."""
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(ProviderError) as info:
         _provider("openai", fake).complete([{"role": "user", "content": "hello"}], PARAMS)
     assert info.value.status == 401
     assert "(no key was sent: OPENAI_API_KEY is unset, and this server asks for one)" in str(info.value)
     monkeypatch.setenv("MY_JUDGE_KEY", "gsk-WRONG-KEY-123456789")
+    refused = {"groq": "Invalid API Key", "openai": "Incorrect API key provided: ***. You can find your API key at "
+               "https://platform.openai.com/account/api-keys."}  # fmt: skip
     for kind in ("groq", "openai"):
+        provider = _provider(kind, fake, api_key_env="MY_JUDGE_KEY")
         with pytest.raises(ProviderError) as info:
-            _provider(kind, fake, api_key_env="MY_JUDGE_KEY").complete([{"role": "user", "content": "hi"}], PARAMS)
-        assert str(info.value).endswith("Invalid API Key: *** (the key in MY_JUDGE_KEY)"), kind
+            provider.complete([{"role": "user", "content": "hi"}], PARAMS)
+        assert str(info.value) == f"{kind} HTTP 401: {refused[kind]} (the key in MY_JUDGE_KEY)", kind
+        stopper = provider.run_stopper(info.value)
+        assert stopper == f"the {kind} judge's key was refused ({kind} HTTP 401: {refused[kind]}): check MY_JUDGE_KEY"
 
 
 @pytest.mark.parametrize("kind", ["groq", "openai"])
@@ -116,6 +123,7 @@ def test_a_401_with_an_empty_body_reads_cleanly(kind: str, fake: FakeProvider) -
     key_env = "GROQ_API_KEY" if kind == "groq" else "OPENAI_API_KEY"
     assert info.value.status == 401
     assert str(info.value) == f"{kind} HTTP 401: no error message (the key in {key_env})", str(info.value)
+    assert _provider(kind, fake).run_stopper(info.value) is None  # no invalid_api_key: it counts toward the breaker
 
 
 @pytest.mark.parametrize("kind", ["groq", "openai"])
