@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from ragscore_workers.schemas import RunSummary
     from ragscore_workers.settings import Settings
 
-    from .estimate import Estimate
     from .runner import Orphan
 
 __all__ = ["app", "main"]
@@ -677,13 +676,15 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
         err.print(f"Warning: the run would be refused: {exc}", style="yellow", soft_wrap=True)
         code = EXIT_BAD_INPUT
     if not cluster:  # what an embedded run checks before its workers start (a cluster's live on its workers)
+        from .estimate import judge_calls_planned
         from .runner import check_local_resources
 
+        # the calls it counted left to send (the reply cache's spared): none needs no judge key, as in the run
+        left = judge_calls_planned(estimate) if resolved.judge_calls_countable else None
         try:
-            check_local_resources(resolved, list(estimate.units))
+            check_local_resources(resolved, list(estimate.units), left)
         except ConfigError as exc:  # the estimate stands; the run would stop at once
-            said = _with_the_cache(exc, estimate)
-            err.print(f"Warning: a run here would stop before scoring: {said}", style="yellow", soft_wrap=True)
+            err.print(f"Warning: a run here would stop before scoring: {exc}", style="yellow", soft_wrap=True)
             code = EXIT_BAD_INPUT
     if code:
         why = (
@@ -693,20 +694,6 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
         )
         err.print(f"--dry-run exits {code}, as the run would: {why} (said above)", soft_wrap=True)
         raise typer.Exit(code)
-
-
-def _with_the_cache(exc: ConfigError, estimate: Estimate) -> str:
-    """``exc``'s message, and for a missing judge key when every judge reply the run needs is cached, that it would
-    make no call, but an embedded run's workers build the judge with its key before they read the cache, so any value
-    lets it run."""
-    from ragscore_workers.providers import MissingKeyError
-
-    total = estimate.judge_total()
-    if not isinstance(exc, MissingKeyError) or not estimate.cache_checked or total.paid or not total.calls:
-        return str(exc)
-    return (f"{str(exc).rstrip('.')}. Every judge reply the run needs is cached ({total.cached}): it would make no "
-            f"judge call, but its workers build the judge with the key before they read the cache, so any value of "
-            f"{exc.env_var} lets it run ({exc.env_var}=unused).")  # fmt: skip
 
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:  # type: ignore[no-untyped-def]

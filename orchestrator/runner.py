@@ -44,6 +44,7 @@ from ragscore_workers.planning import (
     shards,
     target_keys,
 )
+from ragscore_workers.providers.errors import MissingKeyError
 from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key
 from ragscore_workers.redaction import redact_url
 from ragscore_workers.schemas import Queue, Row, RunSummary
@@ -1417,24 +1418,18 @@ def _refuse_metrics_only_here(resolved: ResolvedSuite) -> None:
         )
 
 
-def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
+def check_local_resources(resolved: ResolvedSuite, queues: list[str], judge_calls_left: int | None = None) -> None:
     """Embedded runs, before any worker starts: what the local workers would fail on for every item is an
     error now (exit 2): a judge API key or a target's token this environment (which they inherit) lacks, an
     embedding model that is not there, a ``corpus_dir`` that is not a directory. Not for a cluster, whose keys,
-    models and files live on its workers."""
+    models and files live on its workers. ``judge_calls_left``: the judge calls the dry run's count says the run sends
+    (:func:`~orchestrator.estimate.judge_calls_planned`; None: not counted); none left needs no judge key. The judge
+    is checked last: a missing key (:class:`MissingKeyError`) says every other resource is there."""
     _refuse_metrics_only_here(resolved)
     for metric, params in resolved.scoring:
         corpus = getattr(params, "corpus_dir", None)
         if metric.queue.value in queues and corpus and not Path(corpus).is_dir():
             raise ConfigError(f"{metric.name}: corpus_dir {corpus} is not a directory (params of the suite)")
-    if Queue.JUDGE.value in queues:
-        try:
-            from ragscore_workers.providers.factory import make_provider
-        except ImportError as exc:  # the judge extra is not installed
-            raise ConfigError(f"Judge metrics need the judge extra: pip install 'ragscore[judge]' ({exc})") from exc
-        envs = {getattr(p, "api_key_env", None) for m, p in resolved.scoring if m.queue is Queue.JUDGE} or {None}
-        for env in envs:  # None: the provider's own variable (``checks`` rows routed to the judge queue)
-            make_provider(resolved.suite.judge, api_key_env=env)
     if Queue.TARGET.value in queues:
         from ragscore_workers.target.endpoints import target_token
 
@@ -1446,6 +1441,23 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str]) -> None:
         resolve_model(resolved.suite.embedding.model)  # ModelNotFoundError (a ConfigError) says what was tried
         if resolved.suite.embedding.device != "auto":  # a named device the local workers would not find
             pick_device(resolved.suite.embedding.device)
+    if Queue.JUDGE.value in queues:
+        _check_judge(resolved, judge_calls_left)
+
+
+def _check_judge(resolved: ResolvedSuite, calls_left: int | None) -> None:
+    """The judge extra, the judge's base_url and, unless the count says no call is left to send, its keys."""
+    try:
+        from ragscore_workers.providers.factory import make_provider
+    except ImportError as exc:  # the judge extra is not installed
+        raise ConfigError(f"Judge metrics need the judge extra: pip install 'ragscore[judge]' ({exc})") from exc
+    # every judge call counted (none by `checks`' meta_eval points, which the count does not plan) and none left
+    counted = all(m.plan_calls for m, _ in resolved.scoring if Queue.JUDGE in m.possible_queues)
+    envs = {getattr(p, "api_key_env", None) for m, p in resolved.scoring if m.queue is Queue.JUDGE} or {None}
+    for env in envs:  # None: the provider's own variable (``checks`` rows routed to the judge queue)
+        provider = make_provider(resolved.suite.judge, api_key_env=env)
+        if not (counted and calls_left == 0):
+            provider.require_key()
 
 
 def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, caller: Caller = CLI) -> str | None:
@@ -1616,7 +1628,7 @@ def run(
     registration = ""  # and its registration there (EmbeddedRedis.member: held while this call runs the run)
     say = note_of(progress)
 
-    def start(store: RunStore, on_validated: Callable[[list[str]], None] | None = None) -> Submitted:
+    def start(store: RunStore, on_validated: Callable[[list[str], int | None], None] | None = None) -> Submitted:
         nonlocal resumed
         run_id = resume_id or new_run_id()
 
@@ -1624,7 +1636,9 @@ def run(
             if lane is not None:  # where its queues are and who runs it, for `status` / `cancel` in another shell
                 store.set_meta(run_id, lane=lane, lane_process=registration)
             if on_validated is not None:  # first: what it refuses (exit 2) leaves DIR as it was, run.json too
-                on_validated(queues)
+                # with the judge calls submit counted it to send (a resume's: not counted)
+                planned = None if resume_id else store.meta(run_id).get("judge_calls_planned")
+                on_validated(queues, None if planned is None else int(planned))
             if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
                 again = backticked(results_command(replaced, "OTHER_DIR", given_broker))
                 log.warning("%s holds the reports of run %s: this run replaces them (%s%s writes them again while the "
@@ -1693,7 +1707,12 @@ def run(
         if resolved is not None:  # before anything is recorded: what every row needs (routed rows' queues: later)
             checked = {m.queue.value for m, _ in resolved.metrics if m.route is None}
             checked |= {Queue.TARGET.value} if resolved.targets else set()
-            check_local_resources(resolved, sorted(checked))
+            try:
+                check_local_resources(resolved, sorted(checked))
+            except MissingKeyError:  # the judge's, checked last: every other resource is there
+                if not resolved.judge_calls_countable:
+                    raise
+                checked.discard(Queue.JUDGE.value)  # again once the rows are counted: none left to send needs no key
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire(lane=True)  # one interrupted in it cleans up itself (a release here would wait on
         # the start lock another process may hold for minutes, swallowing the Ctrl-C)
@@ -1702,9 +1721,9 @@ def run(
         lane, registration = embedded.lane, embedded.member
         workers: list[LocalWorkers] = []
 
-        def start_workers(queues: list[str]) -> None:
-            if resolved is not None:  # only the queues routed rows added
-                check_local_resources(resolved, [q for q in queues if q not in checked])
+        def start_workers(queues: list[str], judge_calls_left: int | None) -> None:
+            if resolved is not None:  # the queues routed rows added (the judge's, when its key awaited the count)
+                check_local_resources(resolved, [q for q in queues if q not in checked], judge_calls_left)
             elif resumed is not None:  # the run's own suite, read from the store by start()
                 check_local_resources(resumed, queues)
             workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=concurrency,

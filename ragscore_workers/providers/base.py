@@ -15,7 +15,7 @@ import math
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -27,6 +27,7 @@ from .errors import (
     MissingKeyError,
     ProviderError,
     RequestTooLargeError,
+    key_holder,
     redact,
 )
 from .headers import rate_limit_wait
@@ -220,8 +221,14 @@ class Provider(ABC):
         if base_url:
             self.check_base_url(base_url)
         self._api_key = read_secret(self.key_env)
+        #: The refusal of a call that needs a key none is set for, raised by :meth:`require_key` at the first call
+        #: that goes to the provider (a run whose replies all come from the cache needs none); where it names is this
+        #: thread's (a worker task's node), not a judge pool thread's.
+        self._missing_key: Callable[[], MissingKeyError] | None = None
         if self._api_key is None and self._needs_key():
-            raise MissingKeyError(self.name, self.key_env, hint=self._missing_key_hint(), named=api_key_env is not None)
+            named, hint = api_key_env is not None, self._missing_key_hint()
+            self._missing_key = functools.partial(MissingKeyError, self.name, self.key_env, hint=hint, named=named,
+                                                  where=key_holder())  # fmt: skip
         if self._api_key and base_url and urlsplit(base_url).scheme == "http" and not is_private_host(base_url):
             host = urlsplit(base_url).hostname
             if api_key_env is None:  # the provider's usual variable: most likely a key for the provider itself
@@ -232,6 +239,12 @@ class Provider(ABC):
                 )
             log.warning("the %s judge sends the key in %s over plain http to %s: it is readable on every network "
                         "it crosses (use https)", self.name, self.key_env, host)  # fmt: skip
+
+    def require_key(self) -> None:
+        """MissingKeyError (naming the variable to set) when calls need a key and none is set: checked before a call
+        is sent, not when the provider is built."""
+        if self._missing_key is not None:
+            raise self._missing_key()
 
     @classmethod
     def check_base_url(cls, base_url: str, source: str | None = None) -> None:

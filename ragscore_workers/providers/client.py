@@ -2,7 +2,8 @@
 
 ``complete`` is what judge metrics call, from many threads at once::
 
-    cache hit? -> reply (no call)
+    cache hit? -> reply (no call, no key needed)
+    no key set? -> MissingKeyError
     breaker open or budget reached? -> JudgeStopped
     limiter.acquire(estimated tokens)          (bounded wait; shared pause after a 429; a cancel or an open
                                                 breaker ends the wait -> JudgeStopped; one seen on admission
@@ -155,6 +156,7 @@ class JudgeClient:
 
     # ------------------------------------------------------------------ one attempt
     def _attempt(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
+        self.provider.require_key()  # a call not in the cache: the key is needed now (MissingKeyError), not before
         prompt = estimate_tokens(messages)
         estimate = prompt + params.max_tokens
         est_cost = self.price.cost(prompt, params.max_tokens) if self.price else 0.0

@@ -39,6 +39,7 @@ __all__ = [
     "RequestTooLargeError",
     "environment_secrets",
     "exception_text",
+    "key_holder",
     "redact",
     "redact_environment",
     "redact_url_passwords",
@@ -171,15 +172,23 @@ def _like_named_variables(env_var: str) -> str:
     return f"{listed(like, 3)} {agree(len(like), 'is', 'are')} set, but the judge reads only {env_var}. "
 
 
+def key_holder() -> str:
+    """Where a missing key is to be set: a worker task's host and node (an operator of many workers finds the one that
+    lacks it), else the ragscore process (the process a user started needs no naming)."""
+    return f"on {where_here()}" if _worker_node() else "for the ragscore process"
+
+
 class MissingKeyError(ConfigError):
     """The API key of a provider is not set in the environment (of the host and worker it names)."""
 
-    def __init__(self, provider: str, env_var: str, *, hint: str = "", named: bool = False) -> None:
-        """``named``: ``env_var`` is the one the judge metrics' ``api_key_env`` names, not the provider's usual."""
+    def __init__(
+        self, provider: str, env_var: str, *, hint: str = "", named: bool = False, where: str | None = None
+    ) -> None:
+        """``named``: ``env_var`` is the one the judge metrics' ``api_key_env`` names, not the provider's usual;
+        ``where``: :func:`key_holder` as it was when the key was found missing (None: now)."""
         self.provider = provider
         self.env_var = env_var
-        # A worker's error names the host and node lacking it; the process a user started needs no naming.
-        where = f"on {where_here()}" if _worker_node() else "for the ragscore process"
+        where = where or key_holder()
         near = _like_named_variables(env_var)
         super().__init__(
             f"The {provider} judge needs an API key: set the environment variable {env_var}{hint} {where} "

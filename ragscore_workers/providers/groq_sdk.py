@@ -73,7 +73,9 @@ class GroqProvider(Provider):
         # bounds a success's, as for the other providers)
         limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
         http = httpx.Client(transport=BoundedTransport(timeout_s, limits=limits), timeout=timeout_s)
-        self._client = groq.Groq(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout_s,
+        # No key: "" (the SDK would read GROQ_API_KEY for None, whichever variable the judge reads); no call is sent
+        # without one (require_key)
+        self._client = groq.Groq(api_key=self._api_key or "", base_url=base_url, max_retries=0, timeout=timeout_s,
                                  http_client=http)  # fmt: skip
 
     def _root(self) -> str:

@@ -376,7 +376,8 @@ def test_a_field_several_metrics_need_and_no_row_has_is_said_once_before_the_run
              "judge": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}}  # fmt: skip
     (tmp_path / "s.json").write_text(json.dumps(suite))
     result = _dry_run(data, tmp_path / "s.json")
-    assert result.returncode == 2, result.stderr  # no judge key: refused before it would score nothing (exit 1)
+    assert result.returncode == 1, result.stderr  # it would score nothing; no judge call to send needs no judge key
+    assert "GROQ_API_KEY" not in result.stderr, result.stderr
     said = " ".join(result.stdout.split())
     assert "Warning: no row has 'reference', which exact_match, answer_accuracy need: they will score no item" in said
     assert said.count("no row has") == 1  # quality_checks needs only the answer, which every row has
@@ -443,13 +444,13 @@ def test_raw_humaneval_rows_are_told_to_give_the_completion_as_code_before_the_r
 
 
 @pytest.mark.integration
-def test_a_run_whose_judge_replies_are_all_cached_says_what_the_missing_key_is_for(
+def test_a_run_whose_judge_replies_are_all_cached_needs_no_key(
     tmp_path: Path, home: Path, keys: str, model: str
 ) -> None:
-    """Every reply cached, the key unset: the dry run exited 2 saying only that the run needs the key. It says now
-    that no call would be made and that any value of the variable lets the run go (its workers build the judge with
-    the key before they read the cache); the run with such a value judges from the cache, calling nobody. Seen
-    failing before: the warning said nothing of the cache."""
+    """Every reply cached, the key unset: the run and its dry run go ahead (exit 0), calling nobody; a row whose reply
+    is not cached needs the key again, and both refuse it as before. Seen failing before: the dry run exited 2 with the
+    missing key, and the run needed some value (GROQ_API_KEY=unused) because its workers built the judge with the key
+    before they read the cache."""
     from orchestrator import evaluate
 
     from ..fakes import FakeProvider
@@ -463,19 +464,24 @@ def test_a_run_whose_judge_replies_are_all_cached_says_what_the_missing_key_is_f
         evaluate(rows, suite, out=tmp_path / "first")
         (tmp_path / "s.json").write_text(json.dumps(suite))
         sent = fake.stats()["requests"]
-        cli = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json")]
-        env = dict(os.environ, COLUMNS="250", GROQ_API_KEY="")
-        dry = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-        env["GROQ_API_KEY"] = "unused"
-        ran = subprocess.run([*cli, "--out", str(tmp_path / "second")], capture_output=True, text=True, cwd=ROOT,
-                             env=env, timeout=300)  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "GROQ_API_KEY"} | {"COLUMNS": "250"}
+
+        def cli(dataset: Path, *args: str) -> subprocess.CompletedProcess[str]:
+            command = ["run", str(dataset), "--suite", str(tmp_path / "s.json"), *args]
+            return subprocess.run([sys.executable, "-m", "orchestrator.cli", *command], capture_output=True, text=True,
+                                  cwd=ROOT, env=env, timeout=300)  # fmt: skip
+
+        dry = cli(data, "--dry-run")
+        ran = cli(data, "--out", str(tmp_path / "second"))
         assert fake.stats()["requests"] == sent == 6  # neither called the provider
-    assert dry.returncode == 2, dry.stderr
-    warning = " ".join(dry.stderr.split())
-    assert "The groq judge needs an API key: set the environment variable GROQ_API_KEY" in warning
-    assert "see docs/judge.md. Every judge reply" in warning
-    assert ("Every judge reply the run needs is cached (6): it would make no judge call, but its workers build the "
-            "judge with the key before they read the cache, so any value of GROQ_API_KEY lets it run "
-            "(GROQ_API_KEY=unused). --dry-run exits 2") in warning  # fmt: skip
+        more = write_jsonl(tmp_path / "more.jsonl", [*rows, {**rows[0], "id": "new", "answer": "new [[rating=2]]"}])
+        dry_more, ran_more = cli(more, "--dry-run"), cli(more, "--out", str(tmp_path / "third"))
+        assert fake.stats()["requests"] == sent
+    assert dry.returncode == 0 and "GROQ_API_KEY" not in dry.stderr, dry.stderr
     assert ran.returncode == 0, ran.stderr
     assert json.loads((tmp_path / "second" / "summary.json").read_text())["judge"]["cache_hits"] == 6
+    for refused in (dry_more, ran_more):  # 2 calls to send: the key is needed, as before
+        assert refused.returncode == 2, refused.stderr
+        said = " ".join(refused.stderr.split())
+        assert "The groq judge needs an API key: set the environment variable GROQ_API_KEY" in said, said
+    assert not (tmp_path / "third" / "summary.json").exists()

@@ -258,6 +258,21 @@ def test_a_missing_key_fails_every_item_with_the_variable_to_set(
     assert result["answer_accuracy"].score is None and "GROQ_API_KEY" in (result["answer_accuracy"].error or "")
 
 
+def test_replies_all_cached_are_judged_without_a_key(
+    rclient: redis.Redis, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge is built with its key at the first call it sends, not before the cache is read: a batch whose replies
+    are all cached needs no key. Seen failing before: every item's error was the missing GROQ_API_KEY."""
+    rows = [{"id": "a", "question": "q?", "answer": "a [[rating=4]]", "reference": "b"}]
+    suite = judge_suite(["answer_accuracy"], fake, model)
+    (first,) = score(suite, rows, rclient)
+    sent = fake.stats()["requests"]
+    monkeypatch.delenv("GROQ_API_KEY")
+    (again,) = score(suite, rows, rclient)
+    assert again["answer_accuracy"].error is None and again["answer_accuracy"].score == first["answer_accuracy"].score
+    assert fake.stats()["requests"] == sent
+
+
 def test_secrets_never_reach_logs_or_results(
     rclient: redis.Redis, model: str, keys: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -265,12 +265,12 @@ def test_missing_keys_fail_with_the_variable_to_set(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("GROQ_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(MissingKeyError, match="GROQ_API_KEY"):
-        GroqProvider(model="m")
+        GroqProvider(model="m").require_key()
     with pytest.raises(MissingKeyError, match="OPENAI_API_KEY"):
-        OpenAICompatProvider(model="m")
+        OpenAICompatProvider(model="m").require_key()
     # A hosted OpenAI-compatible API needs one too, whatever its base_url; the message names the host.
     with pytest.raises(MissingKeyError, match=r"OPENAI_API_KEY \(for api\.groq\.com; any value if that server"):
-        OpenAICompatProvider(model="m", base_url="https://api.groq.com/openai/v1")
+        OpenAICompatProvider(model="m", base_url="https://api.groq.com/openai/v1").require_key()
     # A server on this machine or a private network (vLLM, Ollama, a Kubernetes service) needs no key.
     for url in (
         "http://127.0.0.1:9/v1",
@@ -281,7 +281,9 @@ def test_missing_keys_fail_with_the_variable_to_set(monkeypatch: pytest.MonkeyPa
         "http://host.docker.internal:1234/v1",
         "http://[::1]:8/v1",
     ):
-        assert OpenAICompatProvider(model="m", base_url=url).limiter_key().startswith("openai:m:"), url
+        provider = OpenAICompatProvider(model="m", base_url=url)
+        provider.require_key()  # none needed
+        assert provider.limiter_key().startswith("openai:m:"), url
 
 
 def test_a_missing_key_outside_a_worker_says_what_to_set_and_how_to_choose_another_provider(
@@ -292,7 +294,7 @@ def test_a_missing_key_outside_a_worker_says_what_to_set_and_how_to_choose_anoth
     picks one. A worker's error still names its host and node (tests/judge/test_worker_without_key.py)."""
     monkeypatch.delenv("GROQ_API_KEY", raising=False)
     with pytest.raises(MissingKeyError) as info:
-        GroqProvider(model="m")
+        GroqProvider(model="m").require_key()
     said = str(info.value)
     assert "set the environment variable GROQ_API_KEY for the ragscore process" in said, said
     assert " on host " not in said, said
@@ -307,7 +309,7 @@ def test_a_missing_key_names_a_like_named_variable_that_is_set(monkeypatch: pyte
     monkeypatch.setenv("groq_api_key", SECRET)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     with pytest.raises(MissingKeyError) as info:
-        GroqProvider(model="m")
+        GroqProvider(model="m").require_key()
     said = str(info.value)
     assert "suite). GROQ_APIKEY, groq_api_key are set, but the judge reads only GROQ_API_KEY. The suite" in said, said
     assert "GROQ_APIKEY" in said and "groq_api_key" in said and SECRET not in said, said
@@ -316,11 +318,11 @@ def test_a_missing_key_names_a_like_named_variable_that_is_set(monkeypatch: pyte
     monkeypatch.delenv("groq_api_key")
     monkeypatch.setenv("GROQ_API_KEY", SECRET)
     with pytest.raises(MissingKeyError) as info:
-        GroqProvider(model="m", api_key_env="GROQ_KEY")
+        GroqProvider(model="m", api_key_env="GROQ_KEY").require_key()
     assert "GROQ_API_KEY is set, but the judge reads only GROQ_KEY." in str(info.value), str(info.value)
     monkeypatch.delenv("GROQ_API_KEY")
     with pytest.raises(MissingKeyError) as info:
-        GroqProvider(model="m")
+        GroqProvider(model="m").require_key()
     assert "set, but" not in str(info.value), str(info.value)
 
 
@@ -341,7 +343,7 @@ def test_a_missing_key_names_no_other_tools_or_settings_variable(
     for name in unlike:
         monkeypatch.setenv(name, SECRET)
     with pytest.raises(MissingKeyError) as info:
-        provider(model="m")
+        provider(model="m").require_key()
     assert "set, but" not in str(info.value), str(info.value)
 
 
@@ -551,7 +553,7 @@ def test_a_missing_key_named_by_api_key_env_is_the_one_the_hint_names(monkeypatc
     monkeypatch.delenv("GW_KEY", raising=False)
     for provider in (OpenAICompatProvider, GroqProvider):
         with pytest.raises(MissingKeyError) as info:
-            provider(model="m", base_url="https://gw.example.com/v1", api_key_env="GW_KEY")
+            provider(model="m", base_url="https://gw.example.com/v1", api_key_env="GW_KEY").require_key()
         said = str(info.value)
         assert "set the environment variable GW_KEY" in said and "judge.provider" in said, said
         assert "OPENAI_API_KEY" not in said and "GROQ_API_KEY" not in said, said
