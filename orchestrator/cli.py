@@ -677,10 +677,12 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
         code = EXIT_BAD_INPUT
     if not cluster:  # what an embedded run checks before its workers start (a cluster's live on its workers)
         from .estimate import judge_calls_planned
-        from .runner import check_local_resources
+        from .runner import check_local_resources, judge_cache_may_answer
 
-        # the calls it counted left to send (the reply cache's spared): none needs no judge key, as in the run
-        left = judge_calls_planned(estimate) if resolved.judge_calls_countable else None
+        # the calls it counted left to send (the reply cache's spared): none needs no judge key, as in the run, which
+        # counts them only where the cache holds replies of its judge (else, the key missing, it is refused at once)
+        counts = resolved.judge_calls_countable and redis is not None and judge_cache_may_answer(resolved, redis)
+        left = judge_calls_planned(estimate) if counts else None
         try:
             check_local_resources(resolved, list(estimate.units), left)
         except ConfigError as exc:  # the estimate stands; the run would stop at once

@@ -44,7 +44,9 @@ from ragscore_workers.planning import (
     shards,
     target_keys,
 )
+from ragscore_workers.providers.cache import ReplyCache
 from ragscore_workers.providers.errors import MissingKeyError
+from ragscore_workers.providers.factory import judge_identity
 from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key
 from ragscore_workers.redaction import redact_url
 from ragscore_workers.schemas import Queue, Row, RunSummary
@@ -1423,8 +1425,9 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str], judge_call
     error now (exit 2): a judge API key or a target's token this environment (which they inherit) lacks, an
     embedding model that is not there, a ``corpus_dir`` that is not a directory. Not for a cluster, whose keys,
     models and files live on its workers. ``judge_calls_left``: the judge calls the dry run's count says the run sends
-    (:func:`~orchestrator.estimate.judge_calls_planned`; None: not counted); none left needs no judge key. The judge
-    is checked last: a missing key (:class:`MissingKeyError`) says every other resource is there."""
+    (:func:`~orchestrator.estimate.judge_calls_planned`; None: not counted, or no reply cached to spare any:
+    :func:`judge_cache_may_answer`); none left needs no judge key. The judge is checked last: a missing key
+    (:class:`MissingKeyError`) says every other resource is there."""
     _refuse_metrics_only_here(resolved)
     for metric, params in resolved.scoring:
         corpus = getattr(params, "corpus_dir", None)
@@ -1458,6 +1461,14 @@ def _check_judge(resolved: ResolvedSuite, calls_left: int | None) -> None:
         provider = make_provider(resolved.suite.judge, api_key_env=env)
         if not (counted and calls_left == 0):
             provider.require_key()
+
+
+def judge_cache_may_answer(resolved: ResolvedSuite, redis: Any) -> bool:
+    """Whether a run of ``resolved`` may find a judge reply in the reply cache in ``redis``: some judge metric reads
+    it and it holds replies of the suite's judge. Where not, every judge call is sent, each needing the key: an
+    embedded run without it is refused before its dataset is read to count them (its dry run says so)."""
+    reads = any(getattr(params, "cache", True) for metric, params in resolved.scoring if metric.plan_calls)
+    return ReplyCache(redis, enabled=reads).holds_replies_of(judge_identity(resolved.suite.judge))
 
 
 def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, caller: Caller = CLI) -> str | None:
@@ -1704,14 +1715,16 @@ def run(
                 wait(store, sub.run_id, progress, timeout_s=timeout_s, out_dir=out_dir, broker=given_broker)
             return finish(store, sub.run_id)
         checked: set[str] = set()  # queues whose local resources were checked already
+        key_missing: MissingKeyError | None = None  # the judge's, needless where the reply cache answers every call
         if resolved is not None:  # before anything is recorded: what every row needs (routed rows' queues: later)
             checked = {m.queue.value for m, _ in resolved.metrics if m.route is None}
             checked |= {Queue.TARGET.value} if resolved.targets else set()
             try:
                 check_local_resources(resolved, sorted(checked))
-            except MissingKeyError:  # the judge's, checked last: every other resource is there
+            except MissingKeyError as exc:  # the judge's, checked last: every other resource is there
                 if not resolved.judge_calls_countable:
                     raise
+                key_missing = exc
                 checked.discard(Queue.JUDGE.value)  # again once the rows are counted: none left to send needs no key
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire(lane=True)  # one interrupted in it cleans up itself (a release here would wait on
@@ -1732,6 +1745,8 @@ def run(
 
         try:
             store = connect_lane(url, embedded.lane or 0, settings, sends=True)
+            if key_missing is not None and resolved is not None and not judge_cache_may_answer(resolved, store.r):
+                raise key_missing  # refused before the dataset is read, as it would be once its calls were counted
             run_ids: list[str] = []
             finished = False
             try:

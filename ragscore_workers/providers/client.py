@@ -151,7 +151,7 @@ class JudgeClient:
             raise
         # An empty reply may be a server's glitch, and one the caller could not read may read next time: not kept.
         if (completion.text.strip() or completion.refusal) and (final is None or final(completion)):
-            self.cache.put(key, completion)
+            self.cache.put(key, completion, self.provider.identity)
         return completion, False
 
     # ------------------------------------------------------------------ one attempt

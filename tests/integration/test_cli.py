@@ -88,6 +88,9 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         # "To judge with another provider, set the suite's judge.provider: groq" was said of a groq judge
         ("no_judge_key", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
         ("no_judge_key", "The suite's judge.provider chooses the judge: groq (key in GROQ_API_KEY) or openai"),
+        # no reply of the judge cached: refused before the rows are read to count the calls (their duplicate ids
+        # unseen), not after (a million rows read, then refused)
+        ("no_judge_key_nothing_cached", "The groq judge needs an API key: set the environment variable GROQ_API_KEY"),
         ("hosted_base_url_no_key", "set the environment variable OPENAI_API_KEY (for api.groq.com; any value"),
         ("key_with_a_newline_inside", "The value of GROQ_API_KEY cannot be a key or token"),
         ("missing_corpus_dir", "evidence_overlap: corpus_dir /no/such/corpus is not a directory"),
@@ -109,9 +112,11 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         suite = {"metrics": ["exact_mach"]}
     elif case == "bad_params":
         suite = {"metrics": [{"name": "recall_at_k", "params": {"k": "five"}}]}
-    elif case == "no_judge_key":
+    elif case in ("no_judge_key", "no_judge_key_nothing_cached"):
         monkeypatch.delenv("GROQ_API_KEY", raising=False)
         suite = {"metrics": ["answer_accuracy"]}
+        if case == "no_judge_key_nothing_cached":
+            write_jsonl(data, make_rows(3) + make_rows(1))
     elif case == "hosted_base_url_no_key":
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         suite = {"metrics": ["answer_accuracy"], "judge": {"provider": "openai",

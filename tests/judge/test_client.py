@@ -304,6 +304,20 @@ def test_cache_serves_a_repeated_call_without_calling(rclient: redis.Redis, fake
     assert _ask(client, "[[reply=||C]]") == ("C", False)
 
 
+def test_the_cache_says_which_judges_it_holds_replies_of(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
+    """What lets an embedded run without the judge's key be refused before its dataset is read: no reply of its judge
+    (provider, endpoint, model) cached, every call would be sent. An error is not a reply."""
+    client, other = _client(rclient, fake, model), _client(rclient, fake, f"{model}-other")
+    fake.fail_next("400")
+    with pytest.raises(ProviderError):
+        _ask(client, "refused [[rating=4]]")
+    assert not client.cache.holds_replies_of(client.provider.identity)
+    assert _ask(client, "[[rating=4]]") == ("4", False)
+    assert client.cache.holds_replies_of(client.provider.identity)
+    assert not other.cache.holds_replies_of(other.provider.identity)  # another model's: none
+    assert not _client(rclient, fake, model, cache=False).cache.holds_replies_of(client.provider.identity)
+
+
 def test_budget_stops_new_calls_and_cost_follows_the_price_table(
     rclient: redis.Redis, fake: FakeProvider, model: str
 ) -> None:
