@@ -338,7 +338,9 @@ class Provider(ABC):
         template = RUN_STOPPERS.get((exc.status, exc.code or ""))
         if template is None:
             return None
-        said = str(exc).removesuffix(self._redact(self.explain(exc.status, str(exc))))
+        said = str(exc)
+        if self._api_key is not None:  # without what explain() added, which the stop says (but "no key was sent")
+            said = said.removesuffix(self._redact(self.explain(exc.status, said)))
         return template.format(name=self.name, model=self.model, key_env=self.key_env, said=said)
 
     @staticmethod

@@ -98,10 +98,14 @@ def test_a_401_names_the_variable_whose_key_it_refused_or_says_that_none_was_sen
     the unset OPENAI_API_KEY; a wrong key's 401 did not say which variable held it. Groq's and OpenAI's code
     invalid_api_key stops judging with the variable to check, named once and the key unshown."""
     monkeypatch.delenv("OPENAI_API_KEY")
+    keyless = _provider("openai", fake)
     with pytest.raises(ProviderError) as info:
-        _provider("openai", fake).complete([{"role": "user", "content": "hello"}], PARAMS)
+        keyless.complete([{"role": "user", "content": "hello"}], PARAMS)
     assert info.value.status == 401
-    assert "(no key was sent: OPENAI_API_KEY is unset, and this server asks for one)" in str(info.value)
+    none_sent = "(no key was sent: OPENAI_API_KEY is unset, and this server asks for one)"
+    assert none_sent in str(info.value)
+    stopper = keyless.run_stopper(info.value)  # it said no more than "the key was refused: check OPENAI_API_KEY"
+    assert stopper is not None and f"{none_sent}): check OPENAI_API_KEY" in stopper, stopper
     monkeypatch.setenv("MY_JUDGE_KEY", "gsk-WRONG-KEY-123456789")
     refused = {"groq": "Invalid API Key", "openai": "Incorrect API key provided: ***. You can find your API key at "
                "https://platform.openai.com/account/api-keys."}  # fmt: skip
