@@ -54,3 +54,6 @@ def test_a_refused_key_stops_judging_at_its_first_401(
     assert len(stopped) >= len(rows) - len(rows) // 10 and all(d["stopped"] and d["reason"] == reason for d in stopped)
     written = "".join(p.read_text() for p in (tmp_path / "out").iterdir() if p.is_file())
     assert WRONG not in written and WRONG not in incomplete
+    logged = "".join(p.read_text(errors="replace") for p in (home / "logs").rglob("*") if p.is_file())
+    assert f"judge call to {provider} failed for good: {provider} HTTP 401: {refused}" in logged  # the workers' logs
+    assert WRONG not in logged
