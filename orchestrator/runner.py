@@ -101,6 +101,7 @@ __all__ = [
     "connect",
     "eviction_warnings",
     "held_messages",
+    "judge_cache_may_answer",
     "new_run_id",
     "queued_ahead",
     "queued_message",
