@@ -90,9 +90,10 @@ _QUOTA_WORDS = ("insufficient_quota", "exceeded your current quota")
 #: tokens per min"): it fails however long it waits.
 _TOO_LARGE_WORDS = ("request too large",)
 #: What a provider says of one request that no retry fixes and that says nothing of the next request: a prompt
-#: over the model's context (400 ``context_length_exceeded``, Groq's 413, a 422 saying the input is too long).
+#: over the model's context (400 ``context_length_exceeded``, Groq's 413, a 422 saying the input is too long,
+#: llama.cpp's 400 ``exceed_context_size_error``).
 _REQUEST_SPECIFIC_WORDS = ("context_length_exceeded", "maximum context length", "context window", "too long",
-                           "request too large", "reduce the length")  # fmt: skip
+                           "request too large", "reduce the length", "exceed_context_size")  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

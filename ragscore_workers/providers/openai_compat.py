@@ -58,12 +58,29 @@ def parse_completion(provider: str, data: Any, headers: dict[str, str]) -> Compl
 
 
 def error_details(body: bytes) -> tuple[str, str | None]:
-    """(message, code) of an OpenAI-style error body, or its first characters."""
+    """(message, code) of an error body, or its first characters. Besides OpenAI's ``{"error": {"message", "code",
+    "type"}}``: vLLM's older top-level ``{"object": "error", "message", "type", "code": 400}``, Ollama's native
+    ``{"error": "model \\"x\\" not found, ..."}`` and llama.cpp's numeric ``code`` beside its ``type``
+    (``exceed_context_size_error``). The code is a string code where the body has one, else the error's type."""
     try:
-        error = json.loads(body)["error"]
-        return str(error.get("message", "")), error.get("code") or error.get("type")
+        data = json.loads(body)
+        if "error" not in data and "message" in data:  # vLLM's older errors: the top-level object is the error
+            data = {"error": data}
+        error = data["error"]
+        if isinstance(error, str):  # Ollama's native API: the error is the message itself
+            return error, None
+        return str(error.get("message", "")), _error_code(error)
     except (ValueError, KeyError, TypeError, AttributeError):
         return body[:200].decode(errors="replace"), None
+
+
+def _error_code(error: dict[str, Any]) -> str | None:
+    """An error's string ``code`` (``context_length_exceeded``), else its ``type``: vLLM's and llama.cpp's ``code`` is
+    the HTTP status again (``400``), their ``type`` the kind (``NotFoundError``, ``exceed_context_size_error``)."""
+    for value in (error.get("code"), error.get("type")):
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 class OpenAICompatProvider(Provider):

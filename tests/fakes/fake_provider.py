@@ -27,7 +27,9 @@ access to it."), counted as ``unknown_model``.
 Provider profiles: ``usage=False`` leaves ``usage`` out of replies (LocalAI, some gateways); ``reasoning_tokens=N``
 plays a reasoning model (OpenAI o-series, gpt-5): it refuses ``max_tokens`` and any ``temperature`` but 1 with
 OpenAI's 400 bodies, and spends N tokens of the reply cap thinking before it answers (a cap too small for both:
-empty content, ``finish_reason: length``).
+empty content, ``finish_reason: length``). ``errors`` picks whose error bodies it sends (:data:`ErrorShape`: OpenAI's,
+vLLM's, Ollama's, llama.cpp's), its unknown model answered in that server's words; ``fault=context_size`` is
+llama.cpp's 400 for a prompt past its context.
 
 Limits: ``rpm`` requests and ``tpm`` tokens (prompt + completion, as reported in ``usage``) per sliding
 window of ``period_s`` seconds. A request over either gets 429 with ``retry-after`` (whole seconds, rounded
@@ -56,8 +58,9 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Collection
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 from .trickle import write_slowly
 
@@ -65,11 +68,15 @@ __all__ = ["FakeProvider", "count_tokens", "format_duration"]
 
 COMPLETION_PATHS = ("/openai/v1/chat/completions", "/v1/chat/completions")
 FAULT_KINDS = ("400", "401_empty", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect",
-               "groq_429", "too_large_429", "context_length", "413", "498", "trickle", "trickle_500",
+               "groq_429", "too_large_429", "context_length", "context_size", "413", "498", "trickle", "trickle_500",
                "huge")  # fmt: skip
 _MARKER = re.compile(r"\[\[(fault|reply|rating|refuse)=(.*?)\]\]", re.S)
 
 Responder = Callable[[str, int], "str | None"]
+#: Error bodies as OpenAI and Groq send them (``{"error": {"message", "type", "code"}}``), as vLLM before 0.10 (the
+#: error is the top-level object: ``{"object": "error", "message", "type", "param", "code": 400}``), as Ollama's native
+#: API (``{"error": "MESSAGE"}``), or as llama.cpp's server (``{"error": {"code": 400, "message", "type"}}``).
+ErrorShape = Literal["openai", "vllm", "ollama", "llamacpp"]
 
 
 def count_tokens(text: str) -> int:
@@ -140,6 +147,7 @@ class FakeProvider:
         usage: bool = True,
         reasoning_tokens: int | None = None,
         models: Collection[str] | None = None,
+        errors: ErrorShape = "openai",
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -164,6 +172,8 @@ class FakeProvider:
         self.usage, self.reasoning_tokens = usage, reasoning_tokens
         #: The model names requests may give (None: any).
         self.models = frozenset(models) if models is not None else None
+        #: Whose error bodies it sends (:data:`ErrorShape`).
+        self.errors = errors
         self._addr = (host, port)
         self._lock = threading.Lock()
         self._window = _Window(period_s)
@@ -372,6 +382,19 @@ def _error_body(message: str, type_: str, code: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "code": code}}
 
 
+def _shaped_error(body: Any, status: int, shape: ErrorShape) -> Any:
+    """An OpenAI-style error ``body`` as the ``shape`` server would send it (:data:`ErrorShape`)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if shape == "openai" or not isinstance(error, dict):
+        return body
+    if shape == "ollama":
+        return {"error": error["message"]}
+    if shape == "vllm":
+        kind = HTTPStatus(status).phrase.replace(" ", "") + "Error"  # vLLM's type: BadRequestError, NotFoundError
+        return {"object": "error", "message": error["message"], "type": kind, "param": None, "code": status}
+    return {"error": {"code": status, "message": error["message"], "type": error["type"]}}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ThreadingHTTPServer
@@ -384,6 +407,8 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> None:
+        if status >= 400 and raw is None:
+            body = _shaped_error(body, status, self.fake.errors)
         data = raw if raw is not None else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -484,8 +509,14 @@ class _Handler(BaseHTTPRequestHandler):
         with fake._lock:
             fake.counts["requests"] += 1
             fake.counts["unknown_model"] += 1
-        message = f"The model `{model}` does not exist or you do not have access to it."
-        self._send(404, _error_body(message, "invalid_request_error", "model_not_found"))
+        message, type_ = {
+            "vllm": (f"The model `{model}` does not exist.", "invalid_request_error"),
+            "ollama": (f'model "{model}" not found, try pulling it first', "api_error"),
+        }.get(
+            fake.errors,
+            (f"The model `{model}` does not exist or you do not have access to it.", "invalid_request_error"),
+        )
+        self._send(404, _error_body(message, type_, "model_not_found" if fake.errors == "openai" else ""))
 
     def _fault(self, fake: FakeProvider, kind: str) -> None:
         with fake._lock:
@@ -515,6 +546,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "9120 tokens. Please reduce the length of the messages."
             )
             self._send(400, _error_body(message, "invalid_request_error", "context_length_exceeded"))
+        elif kind == "context_size":  # llama.cpp's llama-server: the prompt is longer than its context (-c)
+            message = ("the request exceeds the available context size. try increasing the context size or enable "
+                       "context shift")  # fmt: skip
+            self._send(400, _error_body(message, "exceed_context_size_error", "exceed_context_size_error"))
         elif kind == "413":  # Groq: the request is larger than the model's limits
             message = (
                 "Request too large for model `llama-3.1-8b-instant` in organization `org_01` on tokens per "

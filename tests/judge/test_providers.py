@@ -562,3 +562,35 @@ def test_a_missing_key_named_by_api_key_env_is_the_one_the_hint_names(monkeypatc
         assert "set the environment variable GW_KEY" in said and "judge.provider" in said, said
         assert "OPENAI_API_KEY" not in said and "GROQ_API_KEY" not in said, said
         assert "reads its key from GW_KEY (the judge metrics' api_key_env)" in said, said
+
+
+#: What each local server says, in its own error shape, for a model it lacks and for a prompt past its context.
+LOCAL_ERRORS = [
+    ("vllm", "unknown_model", 404, "The model `n` does not exist.", "NotFoundError"),
+    ("vllm", "context_length", 400, "This model's maximum context length is 8192 tokens.", "BadRequestError"),
+    ("ollama", "unknown_model", 404, 'model "n" not found, try pulling it first', None),
+    ("llamacpp", "context_size", 400, "the request exceeds the available context size.", "exceed_context_size_error"),
+]
+
+
+@pytest.mark.parametrize(
+    ("shape", "fault", "status", "said", "code"), LOCAL_ERRORS, ids=[f"{r[0]}-{r[1]}" for r in LOCAL_ERRORS]
+)
+def test_a_local_servers_error_body_is_read_as_its_message_and_code(
+    shape: str, fault: str, status: int, said: str, code: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's older errors are the top-level object, Ollama's native ones a bare string, llama.cpp's code the status
+    again: the item's error was the raw JSON cut at 200 characters (``openai HTTP 400: {"object": "error", ...``) and
+    llama.cpp's code the number 400, its kind (``exceed_context_size_error``) lost."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a server on this machine: no key
+    with FakeProvider(models={"m"}, errors=shape, limit_headers=False) as fake:  # type: ignore[arg-type]
+        provider = OpenAICompatProvider(model="n" if fault == "unknown_model" else "m", base_url=fake.openai_base_url)
+        if fault != "unknown_model":
+            fake.fail_next(fault)
+        with pytest.raises(ProviderError) as info:
+            provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+    exc = info.value
+    assert exc.status == status and str(exc).startswith(f"openai HTTP {status}: {said}"), str(exc)
+    assert "{" not in str(exc) and exc.code == code
+    assert provider.should_retry(exc).kind == "no"
+    assert provider.request_specific(exc) is (status == 400)  # a prompt too long fails its item, not the run

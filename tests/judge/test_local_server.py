@@ -1,0 +1,39 @@
+"""Judging with a local OpenAI-compatible server (vLLM, Ollama, llama.cpp) through real workers: no key, no rate-limit
+headers, and that server's own error bodies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator import evaluate
+
+from ..fakes import FakeProvider
+
+pytestmark = pytest.mark.integration
+
+
+def test_rows_past_a_llamacpp_context_fail_alone_and_the_run_goes_on(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp answers a prompt past its context (``-c``) with 400 ``exceed_context_size_error``, "the request
+    exceeds the available context size": those rows' items fail, the others are judged. Seen failing before: it was
+    read as a failure of the server, and three long rows in a row opened the breaker and stopped every later row."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a server on this machine needs none
+    answers = [f"a{i} [[fault=context_size:9]]" if i < 3 else f"a{i} [[rating=4]]" for i in range(6)]
+    rows = [{"id": f"q{i}", "question": f"Question {i}?", "reference": "r", "answer": a} for i, a in enumerate(answers)]
+    with FakeProvider(errors="llamacpp", limit_headers=False) as fake:
+        judge = {"provider": "openai", "model": "qwen2.5", "base_url": fake.openai_base_url, "rpm": None, "tpm": None}
+        # One task, one call at a time: the long rows' calls come first, in a row
+        metric = {"name": "answer_accuracy", "params": {"concurrency": 1, "breaker_failures": 3}}
+        suite = {"name": "llamacpp", "metrics": [metric], "judge": judge, "chunk_size": {"judge": 10}}
+        result = evaluate(rows, suite, out=tmp_path / "out")
+        stats = fake.stats()
+
+    assert "breaker" not in result.summary.judge and result.summary.judge["failures"] == 6
+    outputs = {item.id: item.metrics["answer_accuracy"] for item in result.items}
+    for i in range(3):
+        assert "exceeds the available context size" in (outputs[f"q{i}"].error or ""), outputs[f"q{i}"]
+    assert [outputs[f"q{i}"].score for i in range(3, 6)] == [1.0, 1.0, 1.0]
+    assert stats["fault:context_size"] == 6  # each long row's two judges asked once: not retried
