@@ -462,6 +462,8 @@ class JudgeConfig(BaseModel):
     tpd: int | None = Field(default=None, gt=0)
     #: ``even``: at most ceil(rpm / 60) requests per second too (:data:`Pace`); tokens are not paced.
     pace: Pace = "burst"
+    #: Judge calls in flight at once across every worker (None: no cap): a local server answers a few at a time.
+    max_in_flight: int | None = Field(default=None, gt=0)
     _pace = field_validator("pace")(_paced_rpm(" (or run with --rpm)"))
 
     @model_validator(mode="wrap")

@@ -5,6 +5,7 @@
     cache hit? -> reply (no call, no key needed)
     no key set? -> MissingKeyError
     breaker open or budget reached? -> JudgeStopped
+    a slot of judge.max_in_flight, when set   (every worker's calls in flight, bounded by max_wait_s)
     limiter.acquire(estimated tokens)          (bounded wait; shared pause after a 429; a cancel or an open
                                                 breaker ends the wait -> JudgeStopped; one seen on admission
                                                 gives the admission back: a call not sent holds no window)
@@ -24,6 +25,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
@@ -33,6 +35,7 @@ from .base import Completion, CompletionParams, Message, Provider, RetryDecision
 from .cache import ReplyCache, cache_key
 from .errors import JudgeStopped, ProviderError, RateLimitTimeout, RequestTooLargeError
 from .headers import RateLimitInfo
+from .inflight import InFlightCap
 from .ratelimit import RedisLimiter
 from .run_state import RunJudgeState
 
@@ -97,9 +100,11 @@ class JudgeClient:
         retry: RetryPolicy | None = None,
         budget: Budget | None = None,
         price: Price | None = None,
+        in_flight: InFlightCap | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.provider = provider
+        self.in_flight = in_flight
         self.limiter = limiter
         self.cache = cache
         self.state = state
@@ -168,8 +173,9 @@ class JudgeClient:
             # stopped then is not sent, and the limiter takes its request and tokens back out of the shared window.
             # A wait of a second or more is noted for the run (``ragscore status``, the live progress): waiting on the
             # limit, not stalled.
-            grant = self.limiter.acquire(estimate, check=self._check_stopped, on_wait=self.state.note_wait)
-            completion = self.provider.redacted(self.provider.complete(messages, params))
+            with self.in_flight.slot(self._check_stopped) if self.in_flight else nullcontext():  # judge.max_in_flight
+                grant = self.limiter.acquire(estimate, check=self._check_stopped, on_wait=self.state.note_wait)
+                completion = self.provider.redacted(self.provider.complete(messages, params))
         except ProviderError as exc:  # from the provider only: the limiter raises none
             self._learn_limits(exc.headers)
             decision = self.provider.should_retry(exc)

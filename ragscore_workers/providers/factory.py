@@ -17,6 +17,7 @@ from ..settings import get_settings
 from .base import DEFAULT_TIMEOUT_S, Provider, provider_identity
 from .cache import ReplyCache
 from .client import Budget, JudgeClient, Price, RetryPolicy
+from .inflight import InFlightCap
 from .ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_minute
 from .run_state import HOLD_MARGIN_S, RunJudgeState
 
@@ -86,6 +87,13 @@ def limiter_name(provider: Provider) -> str:
     return f"{provider.name}/{provider.model} with the key in {provider.key_env}"
 
 
+def _in_flight_cap(redis: Any, limiter: RedisLimiter, config: JudgeConfig, lease_s: float) -> InFlightCap | None:
+    """The cap of ``judge.max_in_flight`` on the calls of ``limiter``'s endpoint, model and key; None when unset."""
+    if config.max_in_flight is None:
+        return None
+    return InFlightCap(redis, limiter.key, config.max_in_flight, lease_s=lease_s, max_wait_s=limiter.max_wait_s)
+
+
 def build_client(
     redis: Any,
     run_id: str,
@@ -121,6 +129,7 @@ def build_client(
         retry=retry,
         budget=budget,
         price=Price(*price) if price else None,
+        in_flight=_in_flight_cap(redis, limiter, config, hold_s),
     )
     client.note_learned_limits()
     return client

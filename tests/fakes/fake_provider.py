@@ -29,7 +29,8 @@ plays a reasoning model (OpenAI o-series, gpt-5): it refuses ``max_tokens`` and 
 OpenAI's 400 bodies, and spends N tokens of the reply cap thinking before it answers (a cap too small for both:
 empty content, ``finish_reason: length``). ``errors`` picks whose error bodies it sends (:data:`ErrorShape`: OpenAI's,
 vLLM's, Ollama's, llama.cpp's), its unknown model answered in that server's words; ``fault=context_size`` is
-llama.cpp's 400 for a prompt past its context.
+llama.cpp's 400 for a prompt past its context; ``parallel=N`` answers N requests at a time and queues the others, as
+a local server on one GPU.
 
 Limits: ``rpm`` requests and ``tpm`` tokens (prompt + completion, as reported in ``usage``) per sliding
 window of ``period_s`` seconds. A request over either gets 429 with ``retry-after`` (whole seconds, rounded
@@ -58,9 +59,10 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Collection
+from contextlib import nullcontext
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .trickle import write_slowly
 
@@ -148,6 +150,7 @@ class FakeProvider:
         reasoning_tokens: int | None = None,
         models: Collection[str] | None = None,
         errors: ErrorShape = "openai",
+        parallel: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -174,6 +177,9 @@ class FakeProvider:
         self.models = frozenset(models) if models is not None else None
         #: Whose error bodies it sends (:data:`ErrorShape`).
         self.errors = errors
+        #: Requests answered at once (None: any number), the others queued, as a local server on one GPU does
+        #: (Ollama's OLLAMA_NUM_PARALLEL, llama.cpp's --parallel): a queued request's wait counts in its latency.
+        self.parallel = threading.BoundedSemaphore(parallel) if parallel else None
         self._addr = (host, port)
         self._lock = threading.Lock()
         self._window = _Window(period_s)
@@ -475,6 +481,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._unknown_model(fake, str(body.get("model")))
             return
         action, data = fake._decide(body)
+        with fake.parallel or nullcontext():
+            self._answer(fake, action, data)
+
+    def _answer(self, fake: FakeProvider, action: str, data: Any) -> None:
         if fake.hold is not None:
             fake.hold.wait(120)
         if fake.latency_s:
@@ -597,10 +607,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count-rejected", action="store_true", help="429'd requests take a window slot too")
     parser.add_argument("--no-retry-after", action="store_true", help="429s carry no retry-after header")
     parser.add_argument("--quantize", action="store_true", help="also at most ceil(rpm / 60) requests per second")
+    parser.add_argument("--errors", choices=get_args(ErrorShape), default="openai", help="whose error bodies to send")
+    parser.add_argument("--no-usage", action="store_true", help="replies carry no usage (as some local servers)")
+    parser.add_argument("--no-limit-headers", action="store_true", help="no x-ratelimit-* headers (local servers)")
     args = parser.parse_args(argv)
     fake = FakeProvider(rpm=args.rpm, tpm=args.tpm, period_s=args.period, latency_s=args.latency,
                         api_key=args.api_key, count_rejected=args.count_rejected, quantize=args.quantize,
-                        retry_after=not args.no_retry_after, port=args.port).start()  # fmt: skip
+                        retry_after=not args.no_retry_after, errors=args.errors, usage=not args.no_usage,
+                        limit_headers=not args.no_limit_headers, port=args.port).start()  # fmt: skip
     print(fake.url, flush=True)
     try:
         while True:

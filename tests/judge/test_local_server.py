@@ -37,3 +37,25 @@ def test_rows_past_a_llamacpp_context_fail_alone_and_the_run_goes_on(
         assert "exceeds the available context size" in (outputs[f"q{i}"].error or ""), outputs[f"q{i}"]
     assert [outputs[f"q{i}"].score for i in range(3, 6)] == [1.0, 1.0, 1.0]
     assert stats["fault:context_size"] == 6  # each long row's two judges asked once: not retried
+
+
+def test_max_in_flight_holds_calls_on_our_side_for_a_server_that_answers_one_at_a_time(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server on one GPU answers a request at a time and queues the rest; a queued call's wait counts in its
+    ``timeout_s``. ``judge.max_in_flight: 1`` keeps every worker's calls but one waiting here instead, where no timeout
+    runs. Seen failing without the cap: the two judge tasks' 16 calls queued there at once, and those still queued
+    after 2 s timed out and were retried."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "reference": "r", "answer": f"a{i} [[rating=4]]"} for i in range(12)]
+    with FakeProvider(parallel=1, latency_s=0.2, limit_headers=False, usage=False) as fake:
+        judge = {"provider": "openai", "model": "llama3.1:8b", "base_url": fake.openai_base_url, "rpm": None,
+                 "tpm": None, "max_in_flight": 1}  # fmt: skip
+        metric = {"name": "answer_accuracy", "params": {"timeout_s": 2}}
+        suite = {"name": "one-gpu", "metrics": [metric], "judge": judge, "chunk_size": {"judge": 6}}
+        result = evaluate(rows, suite, out=tmp_path / "out")
+        stats = fake.stats()
+
+    assert [item.metrics["answer_accuracy"].score for item in result.items] == [1.0] * len(rows)
+    assert stats["max_in_flight"] == 1 and stats["requests"] == 2 * len(rows)  # none timed out, none retried
+    assert result.summary.judge["retries"] == 0 and result.summary.judge["usage_estimated"] == 2 * len(rows)

@@ -1,0 +1,87 @@
+"""A cap on the judge calls in flight at once across every worker (``judge.max_in_flight``).
+
+A local server (Ollama, vLLM, llama.cpp on one GPU) has no rate limit: it answers a few requests at a time and queues
+the rest, so 32 judge threads x 8 calls each wait in its queue until their ``timeout_s`` runs out. The cap holds the
+calls that would wait there on our side instead, where no timeout runs. One Redis sorted set per limiter (provider,
+model, endpoint and key): a member per call in flight, scored with when its lease ends (Redis's clock), so the slot of
+a worker killed mid-call frees itself once the longest call could have ended.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .errors import RateLimitTimeout
+from .ratelimit import CHECK_EVERY_S, PREFIX
+
+__all__ = ["InFlightCap"]
+
+#: Seconds between two tries for a slot (plus up to as much again of jitter): calls on a local server take seconds.
+POLL_S = 0.05
+
+# KEYS[1] the set; ARGV: cap, lease (ms), member. Drops the lapsed leases, then takes a slot if one is free.
+_TAKE = """
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+
+class InFlightCap:
+    """At most ``limit`` calls of one limiter in flight at once, however many workers make them."""
+
+    def __init__(
+        self,
+        redis: Any,
+        limiter_key: str,
+        limit: int,
+        *,
+        lease_s: float,
+        max_wait_s: float,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {limit}")
+        self.r = redis
+        self.key = f"{PREFIX}{{{limiter_key}}}:in_flight"  # the limiter's hash tag: the same cluster slot
+        self.limit = limit
+        self.lease_ms = max(1, int(lease_s * 1000))
+        self.max_wait_s = max_wait_s
+        self._sleep = sleep
+        self._take = redis.register_script(_TAKE)
+
+    @contextmanager
+    def slot(self, check: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold one slot while the block runs (the call), waiting for one at most ``max_wait_s``: RateLimitTimeout
+        after that. ``check`` is called about every second while it waits (a cancel, an open breaker): what it
+        raises ends the wait."""
+        member = uuid.uuid4().hex
+        self._wait_for(member, check)
+        try:
+            yield
+        finally:
+            self.r.zrem(self.key, member)
+
+    def _wait_for(self, member: str, check: Callable[[], None] | None) -> None:
+        started = checked = time.monotonic()
+        while not self._take(keys=[self.key], args=[self.limit, self.lease_ms, member]):
+            waited = time.monotonic() - started
+            if waited > self.max_wait_s:
+                raise RateLimitTimeout(
+                    f"judge.max_in_flight's {self.limit} calls in flight held this call over max_wait_s="
+                    f"{self.max_wait_s:g} s: raise the judge metrics' max_wait_s (or max_in_flight, if the server "
+                    "answers more at once)"
+                )
+            self._sleep(POLL_S + random.uniform(0, POLL_S))
+            if check is not None and time.monotonic() - checked >= CHECK_EVERY_S:
+                check()
+                checked = time.monotonic()
