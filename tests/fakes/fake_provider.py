@@ -610,11 +610,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--errors", choices=get_args(ErrorShape), default="openai", help="whose error bodies to send")
     parser.add_argument("--no-usage", action="store_true", help="replies carry no usage (as some local servers)")
     parser.add_argument("--no-limit-headers", action="store_true", help="no x-ratelimit-* headers (local servers)")
+    parser.add_argument("--parallel", type=int, help="answer N requests at a time, queue the rest (one GPU)")
     args = parser.parse_args(argv)
     fake = FakeProvider(rpm=args.rpm, tpm=args.tpm, period_s=args.period, latency_s=args.latency,
                         api_key=args.api_key, count_rejected=args.count_rejected, quantize=args.quantize,
                         retry_after=not args.no_retry_after, errors=args.errors, usage=not args.no_usage,
-                        limit_headers=not args.no_limit_headers, port=args.port).start()  # fmt: skip
+                        limit_headers=not args.no_limit_headers, parallel=args.parallel,
+                        port=args.port).start()  # fmt: skip
     print(fake.url, flush=True)
     try:
         while True:
