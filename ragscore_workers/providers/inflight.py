@@ -24,14 +24,16 @@ __all__ = ["InFlightCap"]
 #: Seconds between two tries for a slot (plus up to as much again of jitter): calls on a local server take seconds.
 POLL_S = 0.05
 
-# KEYS[1] the set; ARGV: cap, lease (ms), member. Drops the lapsed leases, then takes a slot if one is free.
+# KEYS[1] the set; ARGV: cap, lease (ms), member. Drops the lapsed leases, then takes a slot if one is free. The set
+# lives as long as its longest lease: runs whose timeouts differ share it, and a short lease must not drop a long one.
 _TAKE = """
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], last[2])
 return 1
 """
 

@@ -12,8 +12,11 @@ from ragscore_workers.providers import JudgeStopped, RateLimitTimeout
 from ragscore_workers.providers.inflight import InFlightCap
 
 
-def _cap(rclient: redis.Redis, limit: int = 1, lease_s: float = 60.0, max_wait_s: float = 0.3) -> InFlightCap:
-    return InFlightCap(rclient, f"openai:m:{uuid.uuid4().hex[:8]}", limit, lease_s=lease_s, max_wait_s=max_wait_s)
+def _cap(
+    rclient: redis.Redis, limit: int = 1, lease_s: float = 60.0, max_wait_s: float = 0.3, limiter_key: str = ""
+) -> InFlightCap:
+    limiter_key = limiter_key or f"openai:m:{uuid.uuid4().hex[:8]}"
+    return InFlightCap(rclient, limiter_key, limit, lease_s=lease_s, max_wait_s=max_wait_s)
 
 
 def test_a_call_waits_for_a_free_slot_and_gives_up_after_max_wait_s(rclient: redis.Redis) -> None:
@@ -45,3 +48,16 @@ def test_a_stopped_run_ends_the_wait_for_a_slot(rclient: redis.Redis) -> None:
 
     with cap.slot(), pytest.raises(JudgeStopped), cap.slot(stopped):
         pass
+
+
+def test_a_short_lease_does_not_cut_the_life_of_a_longer_one(rclient: redis.Redis) -> None:
+    """Two runs against one server share its set, each with its own lease (``max_wait_s`` and ``timeout_s`` differ):
+    the set must live as long as its longest lease. Seen failing before: each take set the set's life to its own
+    lease, so a run with a short one dropped the other's slots with the set, and more calls than the cap went out."""
+    limiter_key = f"openai:m:{uuid.uuid4().hex[:8]}"
+    long_lease = _cap(rclient, lease_s=600.0, limiter_key=limiter_key)
+    short_lease = _cap(rclient, limit=2, lease_s=0.5, limiter_key=limiter_key)
+    with long_lease.slot():
+        with short_lease.slot():
+            assert rclient.pttl(long_lease.key) > 300_000
+        assert rclient.pttl(long_lease.key) > 300_000 and rclient.zcard(long_lease.key) == 1
