@@ -115,7 +115,10 @@ def build_client(
     limits = limits_per_minute(config.rpm, config.tpm, config.rpd, config.tpd, pace=config.pace, minute_s=minute_s)
     limiter = RedisLimiter(redis, provider.limiter_key(), limits, max_wait_s=max_wait_s)
     price = (prices or {}).get(config.model)
-    hold_s = max_wait_s + ATTEMPT_TIMEOUTS * timeout_s + HOLD_MARGIN_S  # the longest attempt: a hold outlives it
+    attempt_s = max_wait_s + ATTEMPT_TIMEOUTS * timeout_s + HOLD_MARGIN_S  # the limiter's wait, then the HTTP call
+    # The longest attempt: a budget hold outlives it, the wait for a slot of max_in_flight (taken before the limiter's
+    # wait, at most max_wait_s too) included; that slot's lease is what follows it.
+    hold_s = attempt_s + (max_wait_s if config.max_in_flight else 0.0)
     state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, hold_s=hold_s, limiter=limiter_name(provider))
     state.note_limiter(limiter.key)
     overridden = _base_url(config)
@@ -129,7 +132,7 @@ def build_client(
         retry=retry,
         budget=budget,
         price=Price(*price) if price else None,
-        in_flight=_in_flight_cap(redis, limiter, config, hold_s),
+        in_flight=_in_flight_cap(redis, limiter, config, attempt_s),
     )
     client.note_learned_limits()
     return client
