@@ -78,11 +78,17 @@ MODEL_NOT_FOUND = "model_not_found"
 #: OpenAI's and Groq's error code for a key they refuse (HTTP 401): mistyped, revoked, another provider's. A gateway's
 #: 401 without it (a passing refusal, a proxy's own) is not read as one.
 INVALID_API_KEY = "invalid_api_key"
+#: The error type of a 404, read as its code where the server sends no string code: vLLM's ("The model `x` does not
+#: exist.") and Ollama's on its ``/v1`` ('model "x" not found, try pulling it first'). A model the server lacks only
+#: when the message names a model (:meth:`Provider.run_stopper`): not a path the server lacks.
+LOCAL_MODEL_NOT_FOUND = ("NotFoundError", "not_found_error")
+_NO_MODEL = ("the {name} judge has no model {model} ({said}): set the suite's judge.model to a model {name} serves "
+             "(every judge call would fail the same way)")  # fmt: skip
 #: Error replies that every call of the run would repeat, by (HTTP status, the provider's error code): judging stops
 #: at the first one, with the setting to change. ``{said}`` is the error without what :meth:`Provider.explain` added.
 RUN_STOPPERS = {
-    (404, MODEL_NOT_FOUND): "the {name} judge has no model {model} ({said}): set the suite's judge.model to a model "
-    "{name} serves (every judge call would fail the same way)",
+    (404, MODEL_NOT_FOUND): _NO_MODEL,
+    **{(404, code): _NO_MODEL for code in LOCAL_MODEL_NOT_FOUND},
     (401, INVALID_API_KEY): "the {name} judge's key was refused ({said}): check {key_env}",
 }
 _QUOTA_WORDS = ("insufficient_quota", "exceeded your current quota")
@@ -337,7 +343,7 @@ class Provider(ABC):
         if not isinstance(exc, ProviderError) or exc.status is None:
             return None
         template = RUN_STOPPERS.get((exc.status, exc.code or ""))
-        if template is None:
+        if template is None or (exc.code in LOCAL_MODEL_NOT_FOUND and not _names_a_model(str(exc))):
             return None
         said = str(exc)
         if self._api_key is not None:  # without what explain() added, which the stop says (but "no key was sent")

@@ -393,8 +393,9 @@ def _shaped_error(body: Any, status: int, shape: ErrorShape) -> Any:
     error = body.get("error") if isinstance(body, dict) else None
     if shape == "openai" or not isinstance(error, dict):
         return body
-    if shape == "ollama":
-        return {"error": error["message"]}
+    if shape == "ollama":  # its /v1: the type by the status alone, no code
+        kind = {400: "invalid_request_error", 404: "not_found_error"}.get(status, "api_error")
+        return {"error": {"message": error["message"], "type": kind, "param": None, "code": None}}
     if shape == "vllm":
         kind = HTTPStatus(status).phrase.replace(" ", "") + "Error"  # vLLM's type: BadRequestError, NotFoundError
         return {"object": "error", "message": error["message"], "type": kind, "param": None, "code": status}

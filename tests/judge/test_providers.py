@@ -14,7 +14,7 @@ from ragscore_workers.providers.base import DEFAULT_RATE_LIMIT_WAIT_S, Provider,
 from ragscore_workers.providers.errors import redact
 from ragscore_workers.providers.groq_sdk import GroqProvider
 from ragscore_workers.providers.headers import RateLimitInfo, parse_duration, parse_retry_after, rate_limit_wait
-from ragscore_workers.providers.openai_compat import OpenAICompatProvider
+from ragscore_workers.providers.openai_compat import OpenAICompatProvider, error_details
 
 from ..fakes import FakeProvider, count_tokens
 from ..support import free_port
@@ -568,7 +568,7 @@ def test_a_missing_key_named_by_api_key_env_is_the_one_the_hint_names(monkeypatc
 LOCAL_ERRORS = [
     ("vllm", "unknown_model", 404, "The model `n` does not exist.", "NotFoundError"),
     ("vllm", "context_length", 400, "This model's maximum context length is 8192 tokens.", "BadRequestError"),
-    ("ollama", "unknown_model", 404, 'model "n" not found, try pulling it first', None),
+    ("ollama", "unknown_model", 404, 'model "n" not found, try pulling it first', "not_found_error"),
     ("llamacpp", "context_size", 400, "the request exceeds the available context size.", "exceed_context_size_error"),
 ]
 
@@ -594,3 +594,33 @@ def test_a_local_servers_error_body_is_read_as_its_message_and_code(
     assert "{" not in str(exc) and exc.code == code
     assert provider.should_retry(exc).kind == "no"
     assert provider.request_specific(exc) is (status == 400)  # a prompt too long fails its item, not the run
+    # a model the server lacks stops judging at once, with the setting to change (seen failing before: the breaker's
+    # count of them, each row's judges asking again)
+    stopper = provider.run_stopper(exc)
+    if fault == "unknown_model":  # the server posted to said too: no key sent, what explain() added stays
+        assert stopper is not None and stopper.startswith(f"the openai judge has no model n (openai HTTP 404: {said}")
+        assert stopper.endswith("set the suite's judge.model to a model openai serves (every judge call would fail "
+                                "the same way)"), stopper  # fmt: skip
+    else:
+        assert stopper is None
+
+
+def test_ollamas_native_error_body_is_its_message() -> None:
+    """Ollama's own API (not its ``/v1``) answers an error as a bare string."""
+    assert error_details(b'{"error": "model \\"n\\" not found, try pulling it first"}') == (
+        'model "n" not found, try pulling it first',
+        None,
+    )
+
+
+def test_a_local_servers_404_for_a_path_it_lacks_does_not_stop_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's and Ollama's 404 type says "not found", of a model or of anything else: only one naming a model stops
+    judging as a model the server lacks; a wrong path counts toward the breaker and says to check base_url."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for shape in ("vllm", "ollama"):
+        with FakeProvider(models={"m"}, errors=shape, limit_headers=False) as fake:  # type: ignore[arg-type]
+            wrong = OpenAICompatProvider(model="m", base_url=fake.url + "/nowhere")
+            with pytest.raises(ProviderError) as info:
+                wrong.complete([{"role": "user", "content": "hello"}], PARAMS)
+        assert info.value.status == 404 and info.value.code in ("NotFoundError", "not_found_error"), info.value
+        assert "check base_url" in str(info.value) and wrong.run_stopper(info.value) is None
