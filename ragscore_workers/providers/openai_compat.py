@@ -7,6 +7,7 @@ a private network (:func:`is_private_host`).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -128,7 +129,7 @@ class OpenAICompatProvider(Provider):
         except httpx.TimeoutException as exc:
             raise ProviderError(f"timed out after {self.timeout_s} s{self.posted_to}", provider=self.name) from exc
         except httpx.HTTPError as exc:  # connection refused, reset, protocol errors
-            said = f"{type(exc).__name__}: {exc}{self.explain(None)}"
+            said = f"{type(exc).__name__}: {exc}{self.explain(None)}{self._not_running_hint(exc)}"
             raise ProviderError(self._redact(said), provider=self.name) from exc
         headers = dict(response.headers)
         try:
@@ -146,3 +147,15 @@ class OpenAICompatProvider(Provider):
 
     def close(self) -> None:
         self._client.close()
+
+    def _not_running_hint(self, exc: httpx.HTTPError) -> str:
+        """What a connection refused on this machine most likely means: a local server (Ollama, vLLM, llama.cpp) not
+        started, or started on another port; from a container, this machine is the container's own."""
+        host = (httpx.URL(self._root()).host or "").lower()
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not isinstance(exc, httpx.ConnectError) or not loopback:
+            return ""
+        return ": is the server running, on that port? (in a container, localhost is the container itself)"

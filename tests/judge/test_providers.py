@@ -144,7 +144,7 @@ def test_an_endpoint_with_no_server_or_no_such_path_is_named_in_the_error(kind: 
         provider.complete([{"role": "user", "content": "hello"}], PARAMS)
     said = str(info.value)
     assert info.value.status is None and "ConnectError" in said, said
-    assert said.endswith(f"(POST {provider.endpoint})") and provider.endpoint.startswith(closed), said
+    assert f"(POST {provider.endpoint})" in said and provider.endpoint.startswith(closed), said
     # a base_url one path segment off: every call is a 404
     wrong: Provider = (
         GroqProvider(model="m", base_url=fake.url + "/api")
@@ -624,3 +624,20 @@ def test_a_local_servers_404_for_a_path_it_lacks_does_not_stop_the_run(monkeypat
                 wrong.complete([{"role": "user", "content": "hello"}], PARAMS)
         assert info.value.status == 404 and info.value.code in ("NotFoundError", "not_found_error"), info.value
         assert "check base_url" in str(info.value) and wrong.run_stopper(info.value) is None
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
+def test_a_connection_refused_on_this_machine_asks_whether_the_server_runs(
+    host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local server not started (or on another port) refuses the connection: the error asks whether it runs,
+    beside the URL posted to. Seen failing before: ``ConnectError: [Errno 111] Connection refused`` and the URL only."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    port = free_port()
+    provider = OpenAICompatProvider(model="m", base_url=f"http://{host}:{port}/v1")
+    with pytest.raises(ProviderError) as info:
+        provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+    said = str(info.value)
+    assert "ConnectError" in said, said
+    assert f"(POST http://{host}:{port}/v1/chat/completions): is the server running, on that port?" in said, said
+    assert provider.should_retry(info.value).retry  # a server starting up: asked again after a backoff
