@@ -45,13 +45,13 @@ def test_max_in_flight_holds_calls_on_our_side_for_a_server_that_answers_one_at_
     """A server on one GPU answers a request at a time and queues the rest; a queued call's wait counts in its
     ``timeout_s``. ``judge.max_in_flight: 1`` keeps every worker's calls but one waiting here instead, where no timeout
     runs. Seen failing without the cap: the two judge tasks' 16 calls queued there at once, and those still queued
-    after 2 s timed out and were retried."""
+    after 4 s timed out and were retried."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     rows = [{"id": f"q{i}", "question": f"Q{i}?", "reference": "r", "answer": f"a{i} [[rating=4]]"} for i in range(12)]
-    with FakeProvider(parallel=1, latency_s=0.2, limit_headers=False, usage=False) as fake:
+    with FakeProvider(parallel=1, latency_s=0.5, limit_headers=False, usage=False) as fake:
         judge = {"provider": "openai", "model": "llama3.1:8b", "base_url": fake.openai_base_url, "rpm": None,
                  "tpm": None, "max_in_flight": 1}  # fmt: skip
-        metric = {"name": "answer_accuracy", "params": {"timeout_s": 2}}
+        metric = {"name": "answer_accuracy", "params": {"timeout_s": 4}}
         suite = {"name": "one-gpu", "metrics": [metric], "judge": judge, "chunk_size": {"judge": 6}}
         result = evaluate(rows, suite, out=tmp_path / "out")
         stats = fake.stats()
