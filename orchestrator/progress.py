@@ -46,6 +46,9 @@ PLAIN_INTERVAL_S = 5.0
 #: or says what the judge or target calls wait on (the rate limit, a provider's 429 pause: :func:`wait_note`): the rich
 #: bar on a line of its own under the bar, a plain line after ``ETA ?``.
 IDLE_NOTE_S = 10.0
+#: A run whose chunks come in bursts further apart than IDLE_NOTE_S (an embed chunk of 64 questions takes ~30 s on a
+#: busy laptop CPU) is said to make no progress only once it has waited this many times its bursts' mean gap.
+IDLE_GAPS = 2.0
 #: Seconds a model's load is said (:func:`load_note`) and not taken for a stall (by the views' "no progress", by
 #: ``ragscore run``'s stall recovery): a large model pulled onto a cold GPU host takes minutes; a load still going
 #: after this is reported as a stall would be.
@@ -260,7 +263,7 @@ class RecentRate:
         if not self.samples or self.samples[-1][0] - self.samples[0][0] < RECENT_MIN_S:
             return None
         now = self.samples[-1][0]
-        bursts = [(t, c.get(key, 0)) for (_, was), (t, c) in pairwise(self.samples) if c.get(key, 0) > was.get(key, 0)]
+        bursts = self._bursts(key)
         recent = [burst for burst in bursts if burst[0] >= now - self.window_s]
         start = [(self.samples[0][0], self.samples[0][1].get(key, 0))]  # where fewer than two bursts were seen
         used = recent if len(recent) >= 2 else bursts[-2:] if len(bursts) >= 2 else start + bursts
@@ -269,6 +272,15 @@ class RecentRate:
         (first_t, first), (last_t, last) = used[0], used[-1]
         gap = (last_t - first_t) / (len(used) - 1)
         return (last - first) / (last_t - first_t + max(0.0, now - last_t - gap))
+
+    def _bursts(self, key: str) -> list[tuple[float, int]]:
+        """``(time, count)`` of each sample kept where counter ``key`` grew."""
+        return [(t, c.get(key, 0)) for (_, was), (t, c) in pairwise(self.samples) if c.get(key, 0) > was.get(key, 0)]
+
+    def burst_gap(self, key: str = "done") -> float:
+        """Mean seconds between the bursts of counter ``key`` in the samples kept (0.0 with fewer than two)."""
+        bursts = self._bursts(key)
+        return (bursts[-1][0] - bursts[0][0]) / (len(bursts) - 1) if len(bursts) >= 2 else 0.0
 
 
 class _Rate:
@@ -350,11 +362,13 @@ class _Rate:
         self.changed = time.monotonic()
 
     def idle_note(self, counters: dict[str, int]) -> str:
-        """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S (the ETA
-        means nothing then); what the judge calls wait on instead, when they wait at the rate limiter
-        (:func:`wait_note`): a run held by its ``--rpm`` or a provider's 429 is not stuck. None for a cancelled run:
-        nothing is left to come but its summary (its skipped chunks may stay unwritten), which is no stall. A worker
-        loading its model for the run (:func:`load_note`) is said at once, and that time is not idle."""
+        """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S, or for
+        IDLE_GAPS times the mean gap between the run's recent bursts of units when that is longer (a run of slow chunks
+        waits that long between them at its usual pace); the ETA means nothing then. What the judge calls wait on
+        instead, when they wait at the rate limiter (:func:`wait_note`): a run held by its ``--rpm`` or a provider's
+        429 is not stuck. None for a cancelled run: nothing is left to come but its summary (its skipped chunks may stay
+        unwritten), which is no stall. A worker loading its model for the run (:func:`load_note`) is said at once, and
+        that time is not idle."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         if done >= total or scored_of(counters) is not None:
             return ""
@@ -363,7 +377,7 @@ class _Rate:
             return wait_note(counters)
         # a load past LOAD_NOTED_S: no unit was done all the while it loaded, not just since it passed the bound
         idle = max(time.monotonic() - self.changed, _load_s(counters))
-        if idle < IDLE_NOTE_S:
+        if idle < max(IDLE_NOTE_S, IDLE_GAPS * self.recent.burst_gap()):
             return ""
         return wait_note(counters) or f"no progress for {idle:.0f} s"
 

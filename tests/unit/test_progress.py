@@ -80,6 +80,24 @@ def test_no_progress_for_a_while_is_said_instead_of_a_stale_eta(clock: Clock) ->
     assert "no progress" not in done
 
 
+def test_a_run_of_slow_chunks_is_not_said_to_stall_between_them_until_it_waits_twice_their_gap(clock: Clock) -> None:
+    """An embed chunk of 64 questions takes ~30 s on a busy laptop CPU: every wait between two chunks read "no
+    progress for 27 s" and lost the ETA, though the run went at its usual pace."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    for done in (0, 256, 512, 768):  # a chunk's 256 outputs every 30 s
+        view.update({"done": done, "total": 12_000, "work_ms": 1000 + done * 30_000 // 256}, final=True)
+        clock.advance(30.0)
+    clock.advance(-5.0)  # 25 s into the next chunk: its usual pace
+    view.update({"done": 768, "total": 12_000, "work_ms": 1000 + 3 * 30_000 + 25_000}, final=True)
+    between = out.getvalue().splitlines()[-1]
+    assert "no progress" not in between and "ETA ?" not in between, between
+    clock.advance(40.0)  # 65 s since the last chunk: over twice the gap between chunks
+    view.update({"done": 768, "total": 12_000, "work_ms": 1000 + 3 * 30_000 + 65_000}, final=True)
+    assert "ETA ? (no progress for 65 s)" in out.getvalue().splitlines()[-1]
+
+
 def test_while_the_summary_is_aggregated_the_rate_holds_and_the_line_is_not_repeated(clock: Clock) -> None:
     """A million items aggregate for ~45 s after the last is scored: the plain view printed the same 100 % line
     every 5 s with a rate falling towards 0."""
