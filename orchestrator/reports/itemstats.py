@@ -30,6 +30,8 @@ WORST_K = 10
 MAX_ERRORS = 50
 #: Characters of an item's details kept for the report.
 MAX_DETAILS_CHARS = 4000
+#: Characters of each unsupported answer sentence quoted in a why (a why is cut to 200: several sentences show).
+WHY_SENTENCE_CHARS = 60
 
 
 class ValueCounts:
@@ -119,16 +121,36 @@ class WorstItem:
 def _failure_reasons(details: dict[str, Any]) -> str:
     """Why an item failed, from its metric's ``details``: ``code_test``'s ``failures`` then its ``notes`` (a limit
     taken as its range's end, as a ``code_test`` point's note ends), else each ``checks`` point its score counts as
-    failed (``failed``: scored, failed or skipped; an informational one moves no score) as ``id: note``; empty for a
-    metric that says neither."""
+    failed (``failed``: scored, failed or skipped; an informational one moves no score) as ``id: note``, else
+    ``answer_hallucination``'s ``unsupported`` sentences (:func:`_unsupported_reasons`); empty for a metric that says
+    none of these."""
     if failures := details.get("failures"):
         return "; ".join(map(str, [*failures, *(details.get("notes") or [])]))
+    if unsupported := details.get("unsupported"):
+        return _unsupported_reasons(details, unsupported)
     failed = set(details.get("failed") or [])
     return "; ".join(
         f"{p['id']}: {p['note']}"
         for p in details.get("points") or []
         if isinstance(p, dict) and p.get("id") in failed and p.get("note")
     )
+
+
+def _unsupported_reasons(details: dict[str, Any], unsupported: list[Any]) -> str:
+    """``unsupported (best context cosine below 0.4): "He was beautiful, a little…" 0.31; ...``: each sentence
+    ``answer_hallucination`` found no context for, with its best cosine (the ``best_cosines`` under ``threshold``, in
+    the sentences' order), so the report shows which sentence failed and by how much."""
+    threshold = details.get("threshold")
+    best = [c for c in details.get("best_cosines") or [] if isinstance(c, int | float) and c < (threshold or 0)]
+    cosines = [f" {c:.2f}" for c in best] if len(best) == len(unsupported) else [""] * len(unsupported)
+    quoted = [f'"{_cut(str(text), WHY_SENTENCE_CHARS)}"{c}' for text, c in zip(unsupported, cosines, strict=True)]
+    return f"unsupported (best context cosine below {threshold}): " + "; ".join(quoted)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last an ellipsis (``texts.preview``'s cut; that module imports this
+    one)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _details_text(details: Any) -> str:
