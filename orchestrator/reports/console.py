@@ -233,12 +233,17 @@ def _judge_cost(judge: dict[str, Any]) -> str:
     return f"{cost} ({counted(unpriced, 'call')} without a price not counted)" if unpriced else cost
 
 
+def devices_text(devices: dict[str, int]) -> str:
+    """``cpu fp32 ×1, cuda fp16 ×2``: the embed worker processes per device and precision (``summary.embedding``)."""
+    return ", ".join(f"{device} ×{n}" for device, n in devices.items())
+
+
 def embedding_line(summary: RunSummary) -> str | None:
     """What the embed workers did, in one line (texts encoded, cache hits, on which device), or None."""
     e = summary.embedding
     if not e.get("encode_calls") and not e.get("cache_hits"):
         return None
-    where = ", ".join(f"{device} ×{n}" for device, n in (e.get("devices") or {}).items())
+    where = devices_text(e.get("devices") or {})
     line = (f"embedding: {counted(e.get('encoded', 0), 'text')} encoded in "
             f"{counted(e.get('encode_calls', 0), 'batched call')}, "
             f"{e.get('cache_hits', 0):,} from the cache")  # fmt: skip

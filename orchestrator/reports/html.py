@@ -12,6 +12,7 @@ from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
 from .console import (
+    devices_text,
     error_lines,
     judge_counters,
     judge_facts,
@@ -132,7 +133,8 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
 def _embedding(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
     cfg = (suite or {}).get("embedding") or {}
     facts = [(k, cfg[k]) for k in ("model", "device", "batch_size") if cfg.get(k) is not None]
-    return {"used": bool(summary.embedding), "counters": list(summary.embedding.items()), "facts": facts}
+    counters = [(k, devices_text(v) if k == "devices" else v) for k, v in summary.embedding.items()]
+    return {"used": bool(summary.embedding), "counters": counters, "facts": facts}
 
 
 def _worst_row(item: WorstItem, texts: ItemTexts) -> dict[str, Any]:

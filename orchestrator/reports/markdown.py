@@ -10,6 +10,7 @@ from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
 from .console import (
+    embedding_line,
     error_lines,
     judge_counters,
     judge_facts,
@@ -112,10 +113,17 @@ def render_markdown(
     lines += _wins(summary)
     lines += _judge(summary, (info or {}).get("suite"))
     lines += _targets(summary, (info or {}).get("suite"))
+    lines += _embedding(summary)
     lines += _worst(summary, stats, texts or ItemTexts()) if stats is not None else []
     lines += _failed_rows(summary, failed_rows or [])
     lines += _timing(summary)
     return "\n".join(lines) + "\n"
+
+
+def _embedding(summary: RunSummary) -> list[str]:
+    """The line ``ragscore run`` prints under its table: texts encoded, cache hits, devices (none without embedding)."""
+    line = embedding_line(summary)
+    return ["## Embeddings", "", md_cell(line), ""] if line else []
 
 
 def _wins(summary: RunSummary) -> list[str]:

@@ -37,3 +37,19 @@ def test_worst_hallucination_items_name_their_unsupported_sentences_and_best_cos
     assert "| 0.500 |" in line and f"| {why} |" in line, line
     html = (out / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
     assert why.replace('"', "&#34;") in html
+
+
+def test_the_reports_say_what_the_embed_workers_did_as_the_terminal_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """report.md had no word of the embedding work (the terminal's line under the table was lost with the terminal),
+    and report.html showed the devices as a Python dict: ``{'cpu fp32': 1}``."""
+    monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
+    monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
+    rows = [{"id": "a", "answer": "Paris is in France.", "reference": "Paris is the capital of France."}]
+    suite = {"name": "said", "metrics": ["answer_correctness"], "embedding": {"device": "cpu", "cache": False}}
+    out = evaluate(rows, suite, out=tmp_path / "out").out_dir
+    line = "embedding: 2 texts encoded in 1 batched call, 0 from the cache; worker processes on cpu fp32 ×1"
+    assert f"## Embeddings\n\n{line}\n" in (out / "report.md").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8").split('id="embedding"')[1].split("<h2")[0]
+    assert "<td>cpu fp32 ×1</td>" in html and "{" not in html, html
