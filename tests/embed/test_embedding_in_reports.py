@@ -1,6 +1,7 @@
-"""The worst items of an ``answer_hallucination`` run say which answer sentences no context supports, and their best
-cosine (real embed worker, real all-MiniLM-L6-v2): the why column read ``-``, so a reader of report.md could not
-tell a made-up sentence from a copied one diluted by its long context without opening items.jsonl."""
+"""What report.md and report.html say of an embedding run (real embed worker, real all-MiniLM-L6-v2): the worst
+``answer_hallucination`` items name the answer sentences no context supports, with their best cosine (the why column
+read ``-``, so a made-up sentence and a copied one diluted by its long context looked alike without items.jsonl), and
+both reports say what the embed workers did."""
 
 from __future__ import annotations
 
