@@ -47,8 +47,11 @@ PLAIN_INTERVAL_S = 5.0
 #: bar on a line of its own under the bar, a plain line after ``ETA ?``.
 IDLE_NOTE_S = 10.0
 #: A run whose chunks come in bursts further apart than IDLE_NOTE_S (an embed chunk of 64 questions takes ~30 s on a
-#: busy laptop CPU) is said to make no progress only once it has waited this many times its bursts' mean gap.
+#: busy laptop CPU) is said to make no progress only once it has waited this many times its bursts' mean gap ...
 IDLE_GAPS = 2.0
+#: ... and never later than this: a worker that died mid-chunk is said within two minutes however slow its chunks were,
+#: by the time ``ragscore run``'s stall recovery would act (``RAGSCORE_STALL_S``'s default).
+IDLE_NOTE_MAX_S = 120.0
 #: Seconds a model's load is said (:func:`load_note`) and not taken for a stall (by the views' "no progress", by
 #: ``ragscore run``'s stall recovery): a large model pulled onto a cold GPU host takes minutes; a load still going
 #: after this is reported as a stall would be.
@@ -312,6 +315,9 @@ class _Rate:
         #: Whether counters with the stamp were seen: its absence then is an attempt (a stall's recovery) not begun.
         self.stamped = False
         self.recent = RecentRate()
+        #: Seconds of no work after which :meth:`idle_note` says so: set at each burst of units from the bursts before
+        #: (:data:`IDLE_GAPS`), so that a silence does not shorten it as its bursts leave the samples kept.
+        self.idle_after = IDLE_NOTE_S
 
     def measure(self, counters: dict[str, int]) -> tuple[float, float | None, bool]:
         """Units per second, the ETA (None: none to give) and whether it is a floor (the judge's or a target's rpm
@@ -322,7 +328,8 @@ class _Rate:
             self.base = {k: v for k, v in counters.items() if k == "done" or k.startswith("done:")}
         seen = (done, counters.get("judge_calls", 0), counters.get("target_calls", 0))
         work_s = _work_s(counters)
-        if seen != self.last:
+        worked = seen != self.last
+        if worked:
             self.last, self.changed, self.changed_work_s = seen, now, work_s
         finished = 0 < total <= done  # every unit done (aggregating): the rate over the scoring, not falling after
         if work_s is not None:
@@ -332,11 +339,15 @@ class _Rate:
             elapsed = max(at, 1e-9)
         elif self.stamped:  # a new attempt (the recovery of a stall) no worker has begun yet
             self.recent.clear()
+            self.idle_after = IDLE_NOTE_S
             return 0.0, None, False
         else:
             base = self.base
             elapsed = max((self.changed if finished else now) - self.started, 1e-9)
         self.recent.add(now if work_s is None else work_s, counters)
+        if worked:  # work seen at this poll: the wait it ends is the run's pace, not a stall
+            gaps = IDLE_GAPS * self.recent.burst_gap()
+            self.idle_after = min(IDLE_NOTE_MAX_S, max(IDLE_NOTE_S, gaps))
 
         def pace(key: str, left: int) -> float:
             """``key``'s units per second: of the last seconds (:class:`RecentRate`), else since work began."""
@@ -364,11 +375,11 @@ class _Rate:
     def idle_note(self, counters: dict[str, int]) -> str:
         """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S, or for
         IDLE_GAPS times the mean gap between the run's recent bursts of units when that is longer (a run of slow chunks
-        waits that long between them at its usual pace); the ETA means nothing then. What the judge calls wait on
-        instead, when they wait at the rate limiter (:func:`wait_note`): a run held by its ``--rpm`` or a provider's
-        429 is not stuck. None for a cancelled run: nothing is left to come but its summary (its skipped chunks may stay
-        unwritten), which is no stall. A worker loading its model for the run (:func:`load_note`) is said at once, and
-        that time is not idle."""
+        waits that long between them at its usual pace), up to IDLE_NOTE_MAX_S (:attr:`idle_after`); the ETA means
+        nothing then. What the judge calls wait on instead, when they wait at the rate limiter (:func:`wait_note`): a
+        run held by its ``--rpm`` or a provider's 429 is not stuck. None for a cancelled run: nothing is left to come
+        but its summary (its skipped chunks may stay unwritten), which is no stall. A worker loading its model for the
+        run (:func:`load_note`) is said at once, and that time is not idle."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         if done >= total or scored_of(counters) is not None:
             return ""
@@ -377,7 +388,7 @@ class _Rate:
             return wait_note(counters)
         # a load past LOAD_NOTED_S: no unit was done all the while it loaded, not just since it passed the bound
         idle = max(time.monotonic() - self.changed, _load_s(counters))
-        if idle < max(IDLE_NOTE_S, IDLE_GAPS * self.recent.burst_gap()):
+        if idle < self.idle_after:
             return ""
         return wait_note(counters) or f"no progress for {idle:.0f} s"
 

@@ -98,6 +98,28 @@ def test_a_run_of_slow_chunks_is_not_said_to_stall_between_them_until_it_waits_t
     assert "ETA ? (no progress for 65 s)" in out.getvalue().splitlines()[-1]
 
 
+def test_a_worker_that_dies_between_slow_chunks_is_said_within_two_minutes_however_slow_they_were(clock: Clock) -> None:
+    """Chunks 80 s apart: the wait between two is the run's pace, not "no progress" 40 s into it once the chunk before
+    the last left the samples kept; a worker that dies is said at IDLE_NOTE_MAX_S, not at twice the gap (or later)."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+
+    def poll(done: int) -> str:
+        clock.advance(10.0)
+        view.update({"done": done, "total": 12_000, "work_ms": int((clock.now - 1000.0) * 1000)}, final=True)
+        return out.getvalue().splitlines()[-1]
+
+    for chunk in range(1, 6):  # a chunk's 256 outputs every 80 s
+        lines = [poll(256 * chunk - (0 if i == 7 else 256)) for i in range(8)]
+        if chunk > 2:  # once two chunks came: the wait for the next one is the run's pace
+            assert not any("no progress" in line for line in lines), lines
+    waits = [poll(1280) for _ in range(30)]  # its worker died: 300 s of nothing
+    assert not any("no progress" in line for line in waits[:11]), waits[:11]
+    assert f"ETA ? (no progress for {progress.IDLE_NOTE_MAX_S:.0f} s)" in waits[11], waits[11]
+    assert all("ETA ? (no progress for" in line for line in waits[11:]), waits[11:]
+
+
 def test_while_the_summary_is_aggregated_the_rate_holds_and_the_line_is_not_repeated(clock: Clock) -> None:
     """A million items aggregate for ~45 s after the last is scored: the plain view printed the same 100 % line
     every 5 s with a rate falling towards 0."""
