@@ -20,7 +20,7 @@ import numpy as np
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.store import RawItem
 
-__all__ = ["ItemStats", "ValueCounts", "WorstItem"]
+__all__ = ["ItemStats", "ValueCounts", "WorstItem", "one_line"]
 
 #: Distinct values a distribution keeps before it is coarsened.
 MAX_DISTINCT = 2048
@@ -143,14 +143,15 @@ def _unsupported_reasons(details: dict[str, Any], unsupported: list[Any]) -> str
     threshold = details.get("threshold")
     best = [c for c in details.get("best_cosines") or [] if isinstance(c, int | float) and c < (threshold or 0)]
     cosines = [f" {c:.2f}" for c in best] if len(best) == len(unsupported) else [""] * len(unsupported)
-    quoted = [f'"{_cut(str(text), WHY_SENTENCE_CHARS)}"{c}' for text, c in zip(unsupported, cosines, strict=True)]
+    quoted = [f'"{one_line(str(text), WHY_SENTENCE_CHARS)}"{c}' for text, c in zip(unsupported, cosines, strict=True)]
     return f"unsupported (best context cosine below {threshold}): " + "; ".join(quoted)
 
 
-def _cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the last an ellipsis (``texts.preview``'s cut; that module imports this
-    one)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line (its runs of whitespace one space), cut to ``limit`` characters, the last an ellipsis, when
+    longer: a why's quoted sentences, and :func:`orchestrator.reports.texts.preview` (which imports this module)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _details_text(details: Any) -> str:

@@ -20,7 +20,7 @@ from ragscore_workers.errors import RagscoreError
 from ragscore_workers.schemas import Row, question_fingerprint
 
 from ..datasets import dataset_fingerprint, iter_rows
-from .itemstats import WorstItem
+from .itemstats import WorstItem, one_line
 
 __all__ = ["MAX_PREVIEW_CHARS", "ItemTexts", "TargetAnswers", "asked_targets", "preview", "read_texts"]
 
@@ -55,10 +55,7 @@ class ItemTexts:
 
 def preview(text: str | None, limit: int = MAX_PREVIEW_CHARS) -> str | None:
     """``text`` on one line, cut to ``limit`` characters (the last one an ellipsis) when longer."""
-    if text is None:
-        return None
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return None if text is None else one_line(text, limit)
 
 
 def code_preview(code: str | None) -> str | None:

@@ -261,3 +261,27 @@ def test_a_kappa_without_a_value_says_why_in_report_md_and_report_html() -> None
     assert f'<td class="l">answer_accuracy</td><td>12</td><td>100.0%</td>\n<td>{KAPPA_UNDEFINED}</td>' in html
     assert '<td class="l">groundedness</td><td>0</td><td>-</td>\n<td>-</td>' in html
     assert KAPPA_UNDEFINED == "n/a (every rating the same: chance agreement is 1)"
+
+
+def test_a_worst_items_unsupported_sentences_are_quoted_on_one_line_cut_and_escaped_in_both_reports() -> None:
+    """An answer sentence of 5,000 characters (kept cut to 200 in the item's details) spanning line breaks, holding
+    Markdown, HTML and a mention: its quote in the why is one line of WHY_SENTENCE_CHARS, shown as written."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import WHY_SENTENCE_CHARS, ItemStats
+    from ragscore_workers.store import RawItem
+
+    hostile = ("<script>alert(1)</script> | @alice *x*\n\n   " * 125)[:200]
+    details = {"sentences": 3, "threshold": 0.4, "best_cosines": [0.9, -0.12, 0.31], "unsupported": [hostile, "b"]}
+    items = [RawItem(key=f"q{i}", meta={"id": f"q{i}"}, metrics={"answer_hallucination": {"score": s, "details": d}})
+             for i, (s, d) in enumerate([(2 / 3, details), (0.0, {})])]  # fmt: skip
+    stats = ItemStats().add_all(items)
+    quote = " ".join(hostile.split())[: WHY_SENTENCE_CHARS - 1] + "…"
+    assert stats.all_worst()[0].why == f'unsupported (best context cosine below 0.4): "{quote}" -0.12; "b" 0.31'
+    summary = RunSummary(run_id="r", items=2, scored=2, metrics={"answer_hallucination": MetricSummary(mean=0.3, n=2)})
+    [line] = [line for line in render_markdown(summary, stats=stats).splitlines() if line.startswith("| 1 | q0 |")]
+    why = _cells(line)[6]
+    said = 'unsupported (best context cosine below 0.4): "\\<script\\>alert(1)\\</script\\> \0 @<!-- -->alice'
+    assert why.startswith(said), why
+    assert "<script>" not in line and "\n" not in why and why.endswith('…" -0.12; "b" 0.31'), why
+    html = render_html(summary, stats)
+    assert "&#34;&lt;script&gt;alert(1)&lt;/script&gt; | @alice *x* &lt;script&gt;" in html and "<script>" not in html
