@@ -238,6 +238,17 @@ def devices_text(devices: dict[str, int]) -> str:
     return ", ".join(f"{device} ×{n}" for device, n in devices.items())
 
 
+def embedding_facts(suite: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """Which model a report's embeddings section is of (the suite's ``model``, ``device``, ``batch_size``)."""
+    cfg = (suite or {}).get("embedding") or {}
+    return [(k, cfg[k]) for k in ("model", "device", "batch_size") if cfg.get(k) is not None]
+
+
+def embedding_counters(summary: RunSummary) -> dict[str, Any]:
+    """``summary.embedding`` as a report's embeddings table shows it, its devices as text (:func:`devices_text`)."""
+    return {k: devices_text(v) if k == "devices" else v for k, v in summary.embedding.items()}
+
+
 def embedding_line(summary: RunSummary) -> str | None:
     """What the embed workers did, in one line (texts encoded, cache hits, on which device), or None."""
     e = summary.embedding

@@ -12,7 +12,8 @@ from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
 from .console import (
-    devices_text,
+    embedding_counters,
+    embedding_facts,
     error_lines,
     judge_counters,
     judge_facts,
@@ -131,10 +132,8 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _embedding(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
-    cfg = (suite or {}).get("embedding") or {}
-    facts = [(k, cfg[k]) for k in ("model", "device", "batch_size") if cfg.get(k) is not None]
-    counters = [(k, devices_text(v) if k == "devices" else v) for k, v in summary.embedding.items()]
-    return {"used": bool(summary.embedding), "counters": counters, "facts": facts}
+    counters = list(embedding_counters(summary).items())
+    return {"used": bool(summary.embedding), "counters": counters, "facts": embedding_facts(suite)}
 
 
 def _worst_row(item: WorstItem, texts: ItemTexts) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
 from .console import (
-    embedding_line,
+    embedding_counters,
+    embedding_facts,
     error_lines,
     judge_counters,
     judge_facts,
@@ -113,17 +114,25 @@ def render_markdown(
     lines += _wins(summary)
     lines += _judge(summary, (info or {}).get("suite"))
     lines += _targets(summary, (info or {}).get("suite"))
-    lines += _embedding(summary)
+    lines += _embedding(summary, (info or {}).get("suite"))
     lines += _worst(summary, stats, texts or ItemTexts()) if stats is not None else []
     lines += _failed_rows(summary, failed_rows or [])
     lines += _timing(summary)
     return "\n".join(lines) + "\n"
 
 
-def _embedding(summary: RunSummary) -> list[str]:
-    """The line ``ragscore run`` prints under its table: texts encoded, cache hits, devices (none without embedding)."""
-    line = embedding_line(summary)
-    return ["## Embeddings", "", md_cell(line), ""] if line else []
+def _embedding(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
+    """What the embed workers did, as report.html's embeddings section says it: the suite's model, device and batch
+    size, then the counters (texts encoded, batched calls, cache hits, worker processes per device); none without
+    embedding metrics."""
+    if not summary.embedding:
+        return []
+    counters = embedding_counters(summary)
+    lines = ["## Embeddings", ""]
+    if facts := embedding_facts(suite):
+        lines += [" · ".join(f"{k} {md_cell(v)}" for k, v in facts), ""]
+    return [*lines, "| " + " | ".join(map(md_cell, counters)) + " |", "|" + "---|" * len(counters),
+            "| " + " | ".join(map(md_cell, counters.values())) + " |", ""]  # fmt: skip
 
 
 def _wins(summary: RunSummary) -> list[str]:

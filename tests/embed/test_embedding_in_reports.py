@@ -5,6 +5,7 @@ both reports say what the embed workers did."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,17 +41,25 @@ def test_worst_hallucination_items_name_their_unsupported_sentences_and_best_cos
     assert why.replace('"', "&#34;") in html
 
 
-def test_the_reports_say_what_the_embed_workers_did_as_the_terminal_does(
+def test_report_md_and_report_html_say_alike_what_the_embed_workers_did(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """report.md had no word of the embedding work (the terminal's line under the table was lost with the terminal),
-    and report.html showed the devices as a Python dict: ``{'cpu fp32': 1}``."""
+    and report.html showed the devices as a Python dict: ``{'cpu fp32': 1}``. Both say the same: the suite's model
+    settings, then the counters."""
     monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
     monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
     rows = [{"id": "a", "answer": "Paris is in France.", "reference": "Paris is the capital of France."}]
     suite = {"name": "said", "metrics": ["answer_correctness"], "embedding": {"device": "cpu", "cache": False}}
     out = evaluate(rows, suite, out=tmp_path / "out").out_dir
-    line = "embedding: 2 texts encoded in 1 batched call, 0 from the cache; worker processes on cpu fp32 ×1"
-    assert f"## Embeddings\n\n{line}\n" in (out / "report.md").read_text(encoding="utf-8")
+    md = (out / "report.md").read_text(encoding="utf-8").split("## Embeddings\n\n")[1].split("\n\n## ")[0]
+    facts, head, _, values = md.splitlines()[0], *md.split("\n\n")[1].splitlines()
+    names, counts = head.strip("| ").split(" | "), values.strip("| ").split(" | ")
+    said = dict(zip(names, counts, strict=True))
+    assert facts.startswith("model all-MiniLM-L6-v2 · device cpu"), md
+    assert said["devices"] == "cpu fp32 ×1" and said["encoded"] == "2" and said["cache_hits"] == "0", said
     html = (out / "report.html").read_text(encoding="utf-8").split('id="embedding"')[1].split("<h2")[0]
-    assert "<td>cpu fp32 ×1</td>" in html and "{" not in html, html
+    assert "{" not in html, html
+    assert re.findall(r"<th>([^<]*)</th>", html) == names and re.findall(r"<td>([^<]*)</td>", html) == counts, html
+    spans = re.findall(r"<span>(\w+) <b>([^<]*)</b></span>", html)
+    assert spans == [tuple(f.split(" ", 1)) for f in facts.split(" · ")], html
