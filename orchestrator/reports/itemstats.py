@@ -160,15 +160,26 @@ def _details_text(details: Any) -> str:
 
 
 class _Worst:
-    """The ``k`` items with the worst scores of one output (ties: the earliest items are kept)."""
+    """The ``k`` items with the worst scores of one output (ties: the earliest items are kept), and how many items
+    have the worst score (``tied``: more than ``k`` where a 0 is common, so the list is a sample of them)."""
 
-    __slots__ = ("heap", "k", "sign")
+    __slots__ = ("heap", "k", "sign", "tied", "worst")
 
     def __init__(self, k: int, higher_better: bool) -> None:
         self.heap: list[tuple[float, int, WorstItem]] = []
         self.k = k
         # Keys are "badness" (higher = worse); the heap root is the least bad of the kept items.
         self.sign = -1.0 if higher_better else 1.0
+        self.worst = -float("inf")
+        self.tied = 0
+
+    def count(self, score: float) -> None:
+        """Counts every score of the output: the items at the worst one so far."""
+        badness = self.sign * score
+        if badness > self.worst:
+            self.worst, self.tied = badness, 1
+        elif badness == self.worst:
+            self.tied += 1
 
     def wants(self, score: float) -> bool:
         return len(self.heap) < self.k or self.sign * score > self.heap[0][0]
@@ -218,6 +229,7 @@ class ItemStats:
             worst = self._worst.get(name)
             if worst is None:
                 worst = self._worst[name] = _Worst(self.worst_k, higher_is_better(name))
+            worst.count(score)
             if worst.wants(score):
                 if scores is None:
                     scores = {other: m.get("score") for other, m in metrics.items()}
@@ -257,6 +269,11 @@ class ItemStats:
         """The worst items of one output, worst first."""
         worst = self._worst.get(name)
         return worst.items() if worst else []
+
+    def tied_worst(self, name: str) -> int:
+        """How many items of one output have its worst score (0 where it scored none)."""
+        worst = self._worst.get(name)
+        return worst.tied if worst else 0
 
     def shown_worst(self, outputs: Iterable[str]) -> list[tuple[str, list[WorstItem], float]]:
         """Per output of ``outputs`` that scored some item: ``(output, its worst items, its best observed

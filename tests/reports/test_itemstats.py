@@ -91,3 +91,11 @@ def test_memory_stays_bounded_over_many_items(n: int) -> None:
     assert len(stats.values["cont"].counts) <= 2048 and len(stats.values["binary"].counts) == 2
     assert len(stats.worst("cont")) == 10 and len(stats.error_examples) == 5
     assert stats.values["cont"].total == n
+
+
+def test_items_at_the_worst_score_are_counted_however_few_are_kept() -> None:
+    stats = ItemStats(worst_k=2)
+    for i, s in enumerate([0.5, 0.9, 0.2, 0.9, 0.9, 0.1]):
+        stats.add(_item(i, answer_hallucination=s, accuracy=s))
+    assert stats.tied_worst("answer_hallucination") == 3  # lower is better: 0.9 is its worst score
+    assert stats.tied_worst("accuracy") == 1 and stats.tied_worst("absent") == 0
