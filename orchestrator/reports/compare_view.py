@@ -39,11 +39,15 @@ def _p(value: float | None) -> str:
 
 
 def _ci(d: Difference) -> str:
-    return f"[{d.ci95[0]:+.3f}, {d.ci95[1]:+.3f}]" if d.ci95 else "-"
+    return f"[{_signed(d.ci95[0])}, {_signed(d.ci95[1])}]" if d.ci95 else "-"
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}"
 
 
 def _diff(d: Difference) -> str:
-    return "-" if d.diff is None else f"{d.diff:+.3f}"
+    return "-" if d.diff is None else _signed(d.diff)
 
 
 def _css(d: Difference) -> str:
@@ -58,9 +62,9 @@ def _system(c: Comparison, d: Difference) -> str:
 
 def _diff_rows(c: Comparison) -> list[dict[str, object]]:
     return [
-        {"metric": d.metric, "arm": _system(c, d), "n": d.n, "base_mean": fmt(d.base_mean), "arm_mean": fmt(d.arm_mean),
-         "diff": _diff(d), "ci": _ci(d), "p": _p(d.p), "wins": d.wins, "ties": d.ties, "losses": d.losses,
-         "css": _css(d)}
+        {"metric": d.metric, "arm": _system(c, d), "n": f"{d.n:,}", "base_mean": fmt(d.base_mean),
+         "arm_mean": fmt(d.arm_mean), "diff": _diff(d), "ci": _ci(d), "p": _p(d.p), "wins": f"{d.wins:,}",
+         "ties": f"{d.ties:,}", "losses": f"{d.losses:,}", "css": _css(d)}
         for d in c.differences
     ]  # fmt: skip
 
@@ -70,12 +74,12 @@ def _wins_table(c: Comparison) -> tuple[str, list[str], list[list[str]]]:
     that names it (``before:x → after:x``), its baseline's wins then its system's."""
     if c.by_system is None:
         columns = ["metric", *c.arms, "ties", "questions"]
-        rows = [[w["metric"], *(str(w["wins"][a]) for a in c.arms), str(w["ties"]), str(w["questions"])]
+        rows = [[w["metric"], *(f"{w['wins'][a]:,}" for a in c.arms), f"{w['ties']:,}", f"{w['questions']:,}"]
                 for w in c.wins]  # fmt: skip
         return "Wins per system", columns, rows
     columns = ["metric", "pair", "baseline wins", "system wins", "ties", "questions"]
-    rows = [[w["metric"], f"{w['pair'][0]} → {w['pair'][1]}", *(str(w["wins"][a]) for a in w["pair"]),
-             str(w["ties"]), str(w["questions"])] for w in c.wins]  # fmt: skip
+    rows = [[w["metric"], f"{w['pair'][0]} → {w['pair'][1]}", *(f"{w['wins'][a]:,}" for a in w["pair"]),
+             f"{w['ties']:,}", f"{w['questions']:,}"] for w in c.wins]  # fmt: skip
     return "Wins per pair", columns, rows
 
 
@@ -106,7 +110,7 @@ def render_compare_html(c: Comparison) -> str:
         ]
         if bars:
             title = f"{arm} − {base} (mean difference, 95% CI)"
-            figures.append({"title": title, "svg": plots.hbars(bars, title, -1.0, 1.0)})
+            figures.append({"title": title, "svg": plots.hbars(bars, title, -1.0, 1.0, value=_signed)})
     context = {
         "c": c, "css": CSS, "version": version(), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "means": _means(c),
@@ -150,8 +154,8 @@ def render_compare_markdown(c: Comparison) -> str:
               "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for d in c.differences:
         lines.append(
-            f"| {md_cell(_named(d.metric))} | {md_cell(_system(c, d))} | {d.n} | {fmt(d.base_mean)} | "
-            f"{fmt(d.arm_mean)} | {_diff(d)} | {_ci(d)} | {_p(d.p)} | {d.wins} | {d.ties} | {d.losses} |"
+            f"| {md_cell(_named(d.metric))} | {md_cell(_system(c, d))} | {d.n:,} | {fmt(d.base_mean)} | "
+            f"{fmt(d.arm_mean)} | {_diff(d)} | {_ci(d)} | {_p(d.p)} | {d.wins:,} | {d.ties:,} | {d.losses:,} |"
         )
     heading, columns, rows = _wins_table(c)
     lines += ["", f"## {heading}", "", "| " + " | ".join(map(md_cell, columns)) + " |", "|---" * len(columns) + "|"]

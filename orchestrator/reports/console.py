@@ -82,7 +82,7 @@ def error_lines(summary: RunSummary) -> list[str]:
 
 def unscorable_text(m: MetricSummary) -> str:
     """``12`` or ``12 (10 stopped)``: how many items were unscorable, and how many of them the run stopped."""
-    return f"{m.unscorable} ({m.stopped} stopped)" if m.stopped else str(m.unscorable)
+    return f"{m.unscorable:,} ({m.stopped:,} stopped)" if m.stopped else f"{m.unscorable:,}"
 
 
 def unfilled_lines(summary: RunSummary) -> list[str]:
@@ -275,10 +275,10 @@ def print_summary(
         table.add_row(
             escape(metric_label(name)),
             "-" if m.mean is None else f"{m.mean:.3f}",
-            str(m.n),
+            f"{m.n:,}",
             f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else "-",
             unscorable_text(m),
-            str(m.errors),
+            f"{m.errors:,}",
         )
     console.print(table)
     if len(summary.by_system) >= 2:

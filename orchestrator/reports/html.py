@@ -26,7 +26,7 @@ from .console import (
 )
 from .itemstats import ItemStats, WorstItem
 from .live import scored_text
-from .markdown import TARGET_COLUMNS, target_rows
+from .markdown import MEANS_NOTE, TARGET_COLUMNS, target_rows, tied_text
 from .templates import CSS, environment
 from .texts import MAX_PREVIEW_CHARS, ItemTexts, preview
 
@@ -64,7 +64,7 @@ def _ci(m: MetricSummary) -> str:
 
 def metric_rows(metrics: dict[str, MetricSummary]) -> list[dict[str, Any]]:
     return [
-        {"name": name, "mean": fmt(m.mean), "n": m.n, "ci": _ci(m), "unscorable": unscorable_text(m),
+        {"name": name, "mean": fmt(m.mean), "n": f"{m.n:,}", "ci": _ci(m), "unscorable": unscorable_text(m),
          "errors": m.errors, "first_error": m.first_error, "why_unscorable": reasons_text(m.unscorable_reasons),
          "lower_better": not higher_is_better(name)}
         for name, m in metrics.items()
@@ -97,14 +97,19 @@ def _breakdown(dim: str, tree: dict[str, dict[str, MetricSummary]]) -> dict[str,
             if name in per and per[name].mean is not None
         ]
         if bars:
-            plot_list.append({"title": f"{name} by {dim}", "svg": plots.hbars(bars, f"mean {name} per {dim}")})
+            svg = plots.hbars(bars, f"mean {name} per {dim}", value=fmt)
+            plot_list.append({"title": f"{name} by {dim}", "svg": svg})
     rows = [
-        {"key": key, "cells": [f"{fmt(per[m].mean)} (n={per[m].n})" if m in per else "-" for m in metrics]}
+        {"key": key, "cells": [f"{fmt(per[m].mean)} (n={per[m].n:,})" if m in per else "-" for m in metrics]}
         for key, per in islice(tree.items(), MAX_TABLE_ROWS)
     ]
     shown = min(len(tree), plots.MAX_BARS)
     return {"dim": dim, "empty": False, "metrics": metrics, "plots": plot_list, "rows": rows, "total": len(tree),
             "shown": shown, "hidden": len(tree) > shown}  # fmt: skip
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1f}%"
 
 
 def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
@@ -115,7 +120,7 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
     facts = judge_facts(summary.judge, suite)
     rows = [
         {"name": name, "n": a.get("n", 0), "kappa": kappa_text(a),
-         "percent": "-" if a.get("percent") is None else f"{a['percent']:.1f}%"}
+         "percent": "-" if a.get("percent") is None else _percent(a["percent"])}
         for name, a in agreement.items()
     ]  # fmt: skip
     with_n = [(name, a) for name, a in agreement.items() if a.get("n")]
@@ -124,9 +129,10 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
         pct = [plots.Bar(name, a["percent"], n=a["n"]) for name, a in with_n if a.get("percent") is not None]
         kappa = [plots.Bar(name, a["kappa"], n=a["n"]) for name, a in with_n if a.get("kappa") is not None]
         if pct:
-            figures.append({"title": "percent agreement", "svg": plots.hbars(pct, "percent agreement", 0, 100)})
+            svg = plots.hbars(pct, "percent agreement", 0, 100, value=_percent)
+            figures.append({"title": "percent agreement", "svg": svg})
         if kappa:
-            svg = plots.hbars(kappa, "Cohen's kappa", -1.0, 1.0, color=plots.ALT_COLOR)
+            svg = plots.hbars(kappa, "Cohen's kappa", -1.0, 1.0, color=plots.ALT_COLOR, value=fmt)
             figures.append({"title": "Cohen's kappa", "svg": svg})
     return {"used": used, "counters": counters, "agreement": rows, "plots": figures, "facts": facts}
 
@@ -147,7 +153,12 @@ def _worst_row(item: WorstItem, texts: ItemTexts) -> dict[str, Any]:
 def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[dict[str, Any]]:
     """Per output, its worst items with what they asked and answered."""
     return [
-        {"name": name, "items": [_worst_row(w, texts) for w in items], "best": fmt(best)}
+        {
+            "name": name,
+            "items": [_worst_row(w, texts) for w in items],
+            "best": fmt(best),
+            "tied": tied_text(stats, name, items),
+        }
         for name, items, best in stats.shown_worst(summary.metrics)
     ]
 
@@ -216,6 +227,7 @@ def render_html(
         "sections": sections,
         "scored": scored_text(summary),
         "metric_rows": metric_rows(summary.metrics),
+        "means_note": MEANS_NOTE,
         "error_lines": error_lines(summary),
         "distributions": _distributions(summary, stats),
         "breakdowns": breakdowns,

@@ -29,7 +29,14 @@ from .itemstats import ItemStats, WorstItem
 from .live import scored_text
 from .texts import MAX_PREVIEW_CHARS, ItemTexts, preview
 
-__all__ = ["md_cell", "render_markdown"]
+__all__ = ["MEANS_NOTE", "md_cell", "render_markdown", "tied_text"]
+
+#: What the summary table's means and intervals are over, under the table of report.md and report.html alike.
+MEANS_NOTE = (
+    "Means are over scored items only: unscorable items (the row lacks what the metric needs) and errors are counted "
+    "apart, never averaged as 0. 95% CI of the mean: the Wilson score interval for pass/fail outputs (every score 0 "
+    "or 1), else a seeded percentile bootstrap; none for a single score."
+)
 
 
 #: Characters that make Markdown out of text: raw HTML (``<img onerror=…>``), links, code spans, ``*`` and ``_``
@@ -74,7 +81,7 @@ def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[st
         "|---|" + "---|" * len(metrics),
     ]
     for key, per in tree.items():
-        cells = [f"{_mean(per[m])} (n={per[m].n})" if m in per else "-" for m in metrics]
+        cells = [f"{_mean(per[m])} (n={per[m].n:,})" if m in per else "-" for m in metrics]
         lines.append(f"| {md_cell(key)} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -100,8 +107,8 @@ def render_markdown(
     ]
     for name, m in summary.metrics.items():
         named = md_cell(metric_label(name))
-        lines.append(f"| {named} | {_mean(m)} | {m.n} | {_ci(m)} | {unscorable_text(m)} | {m.errors} |")
-    lines.append("")
+        lines.append(f"| {named} | {_mean(m)} | {m.n:,} | {_ci(m)} | {unscorable_text(m)} | {m.errors:,} |")
+    lines += ["", MEANS_NOTE, ""]
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]
     if unscorable := [(name, m) for name, m in summary.metrics.items() if m.unscorable_reasons]:
@@ -214,6 +221,17 @@ def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def tied_text(stats: ItemStats, name: str, items: list[WorstItem]) -> str:
+    """``4,326 of 9,322 scored items (46.4%) have the worst score, 0.000; the 10 listed are the first of them``
+    where more items than the list have it (a 0 is common), so a reader does not take the list for all of them;
+    else ''."""
+    tied, scored = stats.tied_worst(name), stats.values[name].total if name in stats.values else 0
+    if not items or tied <= len(items):
+        return ""
+    return (f"{tied:,} of {counted(scored, 'scored item')} ({tied / scored:.1%}) have the worst score, "
+            f"{_score(items[0].score)}; the {len(items)} listed are the first of them.")  # fmt: skip
+
+
 def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]:
     """Per output, its worst items (as report.html lists them) with what they asked and answered."""
     lines = ["## Worst items", "", f"The {counted(stats.worst_k, 'lowest-scored item')} per metric (highest where "
@@ -226,6 +244,8 @@ def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]
         if not items:
             lines += [f"Every scored item has the same score ({_score(best)}).", ""]
             continue
+        if tied := tied_text(stats, name, items):
+            lines += [tied, ""]
         lines += ["| # | id | system | score | question | answer | why | other scores |", "|---" * 8 + "|"]
         lines += [_worst_line(rank, item, texts) for rank, item in enumerate(items, start=1)]
         lines.append("")

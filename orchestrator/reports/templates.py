@@ -49,7 +49,8 @@ _METRIC_TABLE = """
 {% endif %}</td><td>{{ r.mean }}</td><td>{{ r.n }}</td><td>{{ r.ci }}</td><td
 {%- if r.why_unscorable %} title="{{ r.why_unscorable }}"{% endif %}>{{ r.unscorable }}</td>
 <td{% if r.errors %} class="bad"{% endif %}
-{%- if r.first_error %} title="first: {{ r.first_error }}"{% endif %}>{{ r.errors }}</td></tr>{% endfor %}
+{%- if r.first_error %} title="first: {{ r.first_error }}"{% endif %}>{{ "{:,}".format(r.errors) }}</td></tr>
+{% endfor %}
 </table>
 {% endmacro %}
 """
@@ -69,9 +70,7 @@ REPORT = """{% extends "base" %}
 {{ metric_table(metric_rows) }}
 {% if error_lines %}<ul class="errors">{% for line in error_lines %}<li class="bad">{{ line }}</li>{% endfor %}</ul>
 {% endif %}
-<p class="muted">Means are over scored items only: unscorable items (the row lacks what the metric needs) and errors
-are counted apart, never averaged as 0. 95% CI of the mean: the Wilson score interval for pass/fail outputs (every
-score 0 or 1), else a seeded percentile bootstrap; none for a single score.</p>
+<p class="muted">{{ means_note }}</p>
 
 <h2 id="distributions">Score distributions</h2>
 <div class="grid">{% for p in distributions %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}
@@ -130,6 +129,7 @@ details.</p>
 {% for w in worst %}
 <h3>{{ w.name }}</h3>
 {% if not w["items"] %}<p class="muted">Every scored item has the same score ({{ w.best }}).</p>{% else %}
+{% if w.tied %}<p class="muted">{{ w.tied }}</p>{% endif %}
 <table><tr><th>#</th><th class="l">id</th><th class="l">system</th><th class="l">group</th><th>score</th>
 <th class="l">question</th><th class="l">answer</th><th class="l">why</th><th class="l">other scores</th>
 <th class="l">details</th></tr>

@@ -247,3 +247,11 @@ def test_the_count_of_scored_items_names_the_outputs_that_scored_none() -> None:
     out = io.StringIO()
     print_summary(bracketed, Console(file=out, width=300))
     assert "2 scored (by at least one output; none by points[bold])" in out.getvalue(), out.getvalue()
+
+
+def test_the_summary_table_writes_counts_with_thousands_separators_as_its_footer_does() -> None:
+    metric = {"mean": 0.5, "n": 9322, "ci95": [0.49, 0.51], "errors": 1200, "unscorable": 4678, "stopped": 1500}
+    out = io.StringIO()
+    print_summary(_summary(items=15_200, scored=9322, metrics={"exact_match": metric}), Console(file=out, width=300))
+    row = next(line for line in out.getvalue().splitlines() if "exact_match" in line)
+    assert row.split("│")[3:7] == [" 9,322 ", " [0.490, 0.510] ", " 4,678 (1,500 stopped) ", "  1,200 "]
