@@ -30,6 +30,7 @@ white-space:pre-wrap;word-break:break-word}
 details summary{cursor:pointer;color:#345}.bad{color:#b00020}.good{color:#1b7a33}
 nav a{margin-right:12px}
 h1,h2,h3,p,li,th,td.l,figcaption{overflow-wrap:anywhere}
+.items th{overflow-wrap:normal}.items td.key{min-width:8ch}
 """
 
 _BASE = """<!DOCTYPE html>
@@ -130,12 +131,12 @@ details.</p>
 <h3>{{ w.name }}</h3>
 {% if not w["items"] %}<p class="muted">Every scored item has the same score ({{ w.best }}).</p>{% else %}
 {% if w.tied %}<p class="muted">{{ w.tied }}</p>{% endif %}
-<table><tr><th>#</th><th class="l">id</th><th class="l">system</th><th class="l">group</th><th>score</th>
+<table class="items"><tr><th>#</th><th class="l">id</th><th class="l">system</th><th class="l">group</th><th>score</th>
 <th class="l">question</th><th class="l">answer</th><th class="l">why</th><th class="l">other scores</th>
 <th class="l">details</th></tr>
-{% for it in w["items"] %}<tr><td>{{ loop.index }}</td><td class="l">{{ it.id }}</td>
-<td class="l">{{ it.system or "" }}</td>
-<td class="l">{{ it.group or "" }}</td><td class="bad">{{ it.score }}</td>
+{% for it in w["items"] %}<tr><td>{{ loop.index }}</td><td class="l key">{{ it.id }}</td>
+<td class="l key">{{ it.system or "" }}</td>
+<td class="l key">{{ it.group or "" }}</td><td class="bad">{{ it.score }}</td>
 <td class="l">{{ it.question or "-" }}</td><td class="l">{{ it.answer or "-" }}</td>
 <td class="l">{{ it.why or "-" }}</td><td class="l">{{ it.others }}</td>
 <td class="l"><details><summary>details</summary><pre>{{ it.details }}</pre>

@@ -57,8 +57,17 @@ PROBE = """<script nonce="probe">
   const pre = document.createElement("pre");
   pre.id = "probe";
   const page = document.documentElement, font = getComputedStyle(document.body).fontFamily;
+  const lines = (cell) => {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    return range.getClientRects().length;
+  };
+  // the worst items' headers and ids: [text, lines it takes]
+  const worst = [...document.querySelectorAll("#worst ~ table")].filter((t) => t.rows[0].cells[0].textContent === "#");
+  const split = worst.flatMap((t) => [...t.rows[0].cells, ...[...t.rows].slice(1).map((r) => r.cells[1])])
+    .map((cell) => [cell.textContent.trim(), lines(cell)]);
   pre.textContent = JSON.stringify({plots, height: page.scrollHeight, width: page.scrollWidth, window: innerWidth,
-                                    font});
+                                    font, split});
   document.body.appendChild(pre);
 })();
 </script>"""
@@ -149,3 +158,23 @@ def test_a_long_name_without_spaces_wraps_instead_of_widening_the_page(cluster: 
         assert long in html.read_text(encoding="utf-8")  # shown whole, wrapped
         found = probe(html, tmp_path)
         assert found["width"] <= found["window"], (html.name, found["width"], found["window"])
+
+
+def test_worst_items_of_long_questions_and_answers_keep_their_headers_and_short_ids_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 10,000-row run's worst items, with questions and answers cut at 200 characters, squeezed the other columns
+    to a few characters each: ``system`` read ``sy/st/e/m`` and an id ``trai/n-q00/1-000``, one piece per line."""
+    monkeypatch.setenv("RAGSCORE_HOME", str(tmp_path / "h"))
+    monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
+    words = " ".join(f"word{i}" for i in range(60))
+    rows = [{"id": f"q-{i:04d}", "system": "v1", "group": "cnn", "question": f"Why {words}?", "answer": words,
+             "reference": words if i % 3 else "x"} for i in range(12)]  # fmt: skip
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    run = evaluate(dataset, {"name": "long", "metrics": ["exact_match"]}, out=tmp_path / "run")
+    page = run.out_dir / "report.html"
+    assert "q-0000" in page.read_text(encoding="utf-8").split('id="worst"')[1]
+    cells = probe(page, tmp_path)["split"]
+    assert ["system", 1] in cells and ["q-0000", 1] in cells
+    assert [cell for cell in cells if cell[1] > len(cell[0].split())] == []  # no word broken in two
