@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = [
     "agree", "and_more", "close_names", "counted", "counted_of", "did_you_mean", "listed", "noun", "noun_names",
-    "place",
+    "place", "thousands",
 ]  # fmt: skip
 
 
@@ -20,22 +20,27 @@ def agree(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
+def thousands(n: int) -> str:
+    """A count as every message, report and table writes it: ``1,200`` (machine-read files keep ``1200``)."""
+    return f"{n:,}"
+
+
 def counted(n: int, word: str, plural: str | None = None) -> str:
     """``n`` with thousands separators and ``word``, plural unless ``n`` is 1 (``plural`` where an added ``s`` is
     wrong: ``reply``, ``replies``)."""
-    return f"{n:,} {noun(n, word, plural)}"
+    return f"{thousands(n)} {noun(n, word, plural)}"
 
 
 def counted_of(n: int, total: int, word: str, plural: str | None = None) -> str:
     """``n`` of ``total`` things, with thousands separators, the noun agreeing with ``total``: ``8 of 10 items``,
     ``1 of 1 item``, ``0 of 1,200 rows`` (what a message says was done of a whole: ``... items scored``)."""
-    return f"{n:,} of {counted(total, word, plural)}"
+    return f"{thousands(n)} of {counted(total, word, plural)}"
 
 
 def and_more(n: int, more: str | None = None) -> str:
     """``and 1,204 more``; with ``more``, a noun, what the rest are: ``and 2 more points`` (:func:`listed`'s end, and
     a message's ``(and 1 more point)`` after the first of several)."""
-    return f"and {counted(n, 'more ' + more) if more else f'{n:,} more'}"
+    return f"and {counted(n, 'more ' + more) if more else f'{thousands(n)} more'}"
 
 
 def noun(n: int, word: str, plural: str | None = None) -> str:
@@ -63,7 +68,7 @@ def listed(
     if rest <= 0:
         return shown
     if not shown:
-        return counted(rest, more) if more else f"{rest:,} more"
+        return counted(rest, more) if more else f"{thousands(rest)} more"
     return f"{shown} {and_more(rest, more)}"
 
 

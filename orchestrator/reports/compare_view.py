@@ -7,7 +7,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from ragscore_workers.counts import counted, counted_of
+from ragscore_workers.counts import counted, counted_of, thousands
 from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 
 from ..terminal import TerminalConsole
@@ -62,9 +62,9 @@ def _system(c: Comparison, d: Difference) -> str:
 
 def _diff_rows(c: Comparison) -> list[dict[str, object]]:
     return [
-        {"metric": d.metric, "arm": _system(c, d), "n": f"{d.n:,}", "base_mean": fmt(d.base_mean),
-         "arm_mean": fmt(d.arm_mean), "diff": _diff(d), "ci": _ci(d), "p": _p(d.p), "wins": f"{d.wins:,}",
-         "ties": f"{d.ties:,}", "losses": f"{d.losses:,}", "css": _css(d)}
+        {"metric": d.metric, "arm": _system(c, d), "n": thousands(d.n), "base_mean": fmt(d.base_mean),
+         "arm_mean": fmt(d.arm_mean), "diff": _diff(d), "ci": _ci(d), "p": _p(d.p), "wins": thousands(d.wins),
+         "ties": thousands(d.ties), "losses": thousands(d.losses), "css": _css(d)}
         for d in c.differences
     ]  # fmt: skip
 
@@ -74,12 +74,13 @@ def _wins_table(c: Comparison) -> tuple[str, list[str], list[list[str]]]:
     that names it (``before:x → after:x``), its baseline's wins then its system's."""
     if c.by_system is None:
         columns = ["metric", *c.arms, "ties", "questions"]
-        rows = [[w["metric"], *(f"{w['wins'][a]:,}" for a in c.arms), f"{w['ties']:,}", f"{w['questions']:,}"]
+        rows = [[w["metric"], *(thousands(w["wins"][a]) for a in c.arms), thousands(w["ties"]),
+                 thousands(w["questions"])]
                 for w in c.wins]  # fmt: skip
         return "Wins per system", columns, rows
     columns = ["metric", "pair", "baseline wins", "system wins", "ties", "questions"]
-    rows = [[w["metric"], f"{w['pair'][0]} → {w['pair'][1]}", *(f"{w['wins'][a]:,}" for a in w["pair"]),
-             f"{w['ties']:,}", f"{w['questions']:,}"] for w in c.wins]  # fmt: skip
+    rows = [[w["metric"], f"{w['pair'][0]} → {w['pair'][1]}", *(thousands(w["wins"][a]) for a in w["pair"]),
+             thousands(w["ties"]), thousands(w["questions"])] for w in c.wins]  # fmt: skip
     return "Wins per pair", columns, rows
 
 
@@ -154,8 +155,9 @@ def render_compare_markdown(c: Comparison) -> str:
               "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for d in c.differences:
         lines.append(
-            f"| {md_cell(_named(d.metric))} | {md_cell(_system(c, d))} | {d.n:,} | {fmt(d.base_mean)} | "
-            f"{fmt(d.arm_mean)} | {_diff(d)} | {_ci(d)} | {_p(d.p)} | {d.wins:,} | {d.ties:,} | {d.losses:,} |"
+            f"| {md_cell(_named(d.metric))} | {md_cell(_system(c, d))} | {thousands(d.n)} | {fmt(d.base_mean)} | "
+            f"{fmt(d.arm_mean)} | {_diff(d)} | {_ci(d)} | {_p(d.p)} | {thousands(d.wins)} | {thousands(d.ties)} | "
+            f"{thousands(d.losses)} |"
         )
     heading, columns, rows = _wins_table(c)
     lines += ["", f"## {heading}", "", "| " + " | ".join(map(md_cell, columns)) + " |", "|---" * len(columns) + "|"]

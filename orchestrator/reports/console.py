@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ragscore_workers.aggregate import OTHER_VALUES
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import and_more, counted
+from ragscore_workers.counts import and_more, counted, thousands
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.providers.ratelimit import paced_per_second
 from ragscore_workers.schemas import (
@@ -82,7 +82,7 @@ def error_lines(summary: RunSummary) -> list[str]:
 
 def unscorable_text(m: MetricSummary) -> str:
     """``12`` or ``12 (10 stopped)``: how many items were unscorable, and how many of them the run stopped."""
-    return f"{m.unscorable:,} ({m.stopped:,} stopped)" if m.stopped else f"{m.unscorable:,}"
+    return f"{thousands(m.unscorable)} ({thousands(m.stopped)} stopped)" if m.stopped else thousands(m.unscorable)
 
 
 def unfilled_lines(summary: RunSummary) -> list[str]:
@@ -275,10 +275,10 @@ def print_summary(
         table.add_row(
             escape(metric_label(name)),
             "-" if m.mean is None else f"{m.mean:.3f}",
-            f"{m.n:,}",
+            thousands(m.n),
             f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else "-",
             unscorable_text(m),
-            f"{m.errors:,}",
+            thousands(m.errors),
         )
     console.print(table)
     if len(summary.by_system) >= 2:
@@ -331,7 +331,7 @@ def _systems_table(summary: RunSummary) -> Table:
         cells = [per.get(name) for _, per in systems]
         table.add_row(
             escape(metric_label(name)),
-            *("-" if m is None or m.mean is None else f"{m.mean:.3f} (n={m.n:,})" for m in cells),
+            *("-" if m is None or m.mean is None else f"{m.mean:.3f} (n={thousands(m.n)})" for m in cells),
         )
     return table
 

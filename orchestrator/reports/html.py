@@ -7,6 +7,7 @@ import time
 from itertools import islice
 from typing import Any
 
+from ragscore_workers.counts import thousands
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
@@ -64,7 +65,7 @@ def _ci(m: MetricSummary) -> str:
 
 def metric_rows(metrics: dict[str, MetricSummary]) -> list[dict[str, Any]]:
     return [
-        {"name": name, "mean": fmt(m.mean), "n": f"{m.n:,}", "ci": _ci(m), "unscorable": unscorable_text(m),
+        {"name": name, "mean": fmt(m.mean), "n": thousands(m.n), "ci": _ci(m), "unscorable": unscorable_text(m),
          "errors": m.errors, "first_error": m.first_error, "why_unscorable": reasons_text(m.unscorable_reasons),
          "lower_better": not higher_is_better(name)}
         for name, m in metrics.items()
@@ -100,7 +101,7 @@ def _breakdown(dim: str, tree: dict[str, dict[str, MetricSummary]]) -> dict[str,
             svg = plots.hbars(bars, f"mean {name} per {dim}", value=fmt)
             plot_list.append({"title": f"{name} by {dim}", "svg": svg})
     rows = [
-        {"key": key, "cells": [f"{fmt(per[m].mean)} (n={per[m].n:,})" if m in per else "-" for m in metrics]}
+        {"key": key, "cells": [f"{fmt(per[m].mean)} (n={thousands(per[m].n)})" if m in per else "-" for m in metrics]}
         for key, per in islice(tree.items(), MAX_TABLE_ROWS)
     ]
     shown = min(len(tree), plots.MAX_BARS)

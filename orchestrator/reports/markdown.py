@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ragscore_workers.counts import counted
+from ragscore_workers.counts import counted, counted_of, thousands
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
@@ -81,7 +81,7 @@ def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[st
         "|---|" + "---|" * len(metrics),
     ]
     for key, per in tree.items():
-        cells = [f"{_mean(per[m])} (n={per[m].n:,})" if m in per else "-" for m in metrics]
+        cells = [f"{_mean(per[m])} (n={thousands(per[m].n)})" if m in per else "-" for m in metrics]
         lines.append(f"| {md_cell(key)} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -107,7 +107,9 @@ def render_markdown(
     ]
     for name, m in summary.metrics.items():
         named = md_cell(metric_label(name))
-        lines.append(f"| {named} | {_mean(m)} | {m.n:,} | {_ci(m)} | {unscorable_text(m)} | {m.errors:,} |")
+        lines.append(
+            f"| {named} | {_mean(m)} | {thousands(m.n)} | {_ci(m)} | {unscorable_text(m)} | {thousands(m.errors)} |"
+        )
     lines += ["", MEANS_NOTE, ""]
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]
@@ -148,19 +150,19 @@ def _wins(summary: RunSummary) -> list[str]:
         return []
     w = summary.wins
     lines = [f"## Wins per system ({md_cell(w['metric'])})", "",
-             f"{counted(w['questions'], 'question')} answered by two or more systems, {w['ties']} with a tie for the "
-             "best score.",
+             f"{counted(w['questions'], 'question')} answered by two or more systems, {thousands(w['ties'])} with a "
+             "tie for the best score.",
              "", "| system | compared | wins | outright | tied | win rate |", "|---|---|---|---|---|---|"]  # fmt: skip
     for system, s in w["by_system"].items():
-        lines.append(f"| {md_cell(system)} | {s['compared']} | {_wins_count(s['wins'])} | {s['outright']} | "
-                     f"{s['tied']} | {s['win_rate']:.3f} |")  # fmt: skip
+        lines.append(f"| {md_cell(system)} | {thousands(s['compared'])} | {_wins_count(s['wins'])} | "
+                     f"{thousands(s['outright'])} | {thousands(s['tied'])} | {s['win_rate']:.3f} |")  # fmt: skip
     return [*lines, ""]
 
 
 def _wins_count(wins: float) -> str:
-    """A system's wins in full, to 2 decimals where a tie shared one (``12346.5``, ``0.33``, ``2``): 4 significant
+    """A system's wins in full, to 2 decimals where a tie shared one (``12,346.5``, ``0.33``, ``2``): 4 significant
     digits wrote 12,346.5 wins as ``1.235e+04``."""
-    return f"{wins:.2f}".rstrip("0").rstrip(".")
+    return f"{wins:,.2f}".rstrip("0").rstrip(".")
 
 
 def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
@@ -228,7 +230,7 @@ def tied_text(stats: ItemStats, name: str, items: list[WorstItem]) -> str:
     tied, scored = stats.tied_worst(name), stats.values[name].total if name in stats.values else 0
     if not items or tied <= len(items):
         return ""
-    return (f"{tied:,} of {counted(scored, 'scored item')} ({tied / scored:.1%}) have the worst score, "
+    return (f"{counted_of(tied, scored, 'scored item')} ({tied / scored:.1%}) have the worst score, "
             f"{_score(items[0].score)}; the {len(items)} listed are the first of them.")  # fmt: skip
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from ragscore_workers.counts import thousands
+
 __all__ = ["Bar", "hbars", "histogram"]
 
 COLOR = "#4c78a8"
@@ -196,7 +198,7 @@ def hbars(
         label = short_label(b.label)
         full = f"<title>{escape(b.label)}</title>" if label != b.label else ""
         ci = f" [{value(b.lo)}, {value(b.hi)}]" if b.lo is not None and b.hi is not None else ""
-        n = f" n={b.n:,}" if b.n is not None else ""
+        n = f" n={thousands(b.n)}" if b.n is not None else ""
         body.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{escape(label)}{full}</text>')
         body.append(
             f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(x1 - x0, 0.5):.1f}" height="{row - 6}" fill="{color}">'

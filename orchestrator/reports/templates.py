@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from ragscore_workers.counts import counted, counted_of
+from ragscore_workers.counts import counted, counted_of, thousands
 
 from ..terminal import shown
 
@@ -50,7 +50,7 @@ _METRIC_TABLE = """
 {% endif %}</td><td>{{ r.mean }}</td><td>{{ r.n }}</td><td>{{ r.ci }}</td><td
 {%- if r.why_unscorable %} title="{{ r.why_unscorable }}"{% endif %}>{{ r.unscorable }}</td>
 <td{% if r.errors %} class="bad"{% endif %}
-{%- if r.first_error %} title="first: {{ r.first_error }}"{% endif %}>{{ "{:,}".format(r.errors) }}</td></tr>
+{%- if r.first_error %} title="first: {{ r.first_error }}"{% endif %}>{{ r.errors|thousands }}</td></tr>
 {% endfor %}
 </table>
 {% endmacro %}
@@ -229,4 +229,5 @@ def environment():  # type: ignore[no-untyped-def]
     env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown)
     env.filters["counted"] = counted
     env.filters["counted_of"] = counted_of
+    env.filters["thousands"] = thousands
     return env

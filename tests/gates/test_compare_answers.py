@@ -99,8 +99,8 @@ def test_report_md_writes_wins_in_full_however_many() -> None:
     items += [_item(f"t{i}", s, 1.0) for i in range(3) for s in "ab"]
     items += [_item(f"u{i}", s, 1.0) for i in range(6) for s in "cde"]
     text = render_markdown(summarize("r", items))
-    assert "| a | 12348 | 12346.5 | 12345 | 3 | 1.000 |" in text
-    assert "| b | 12348 | 1.5 | 0 | 3 | 0.000 |" in text
+    assert "| a | 12,348 | 12,346.5 | 12,345 | 3 | 1.000 |" in text
+    assert "| b | 12,348 | 1.5 | 0 | 3 | 0.000 |" in text
     assert "| c | 6 | 2 | 0 | 6 | 0.333 |" in text
 
 

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from ragscore_workers.counts import agree, and_more, counted, counted_of, did_you_mean, listed, noun, noun_names
+from ragscore_workers.counts import (
+    agree,
+    and_more,
+    counted,
+    counted_of,
+    did_you_mean,
+    listed,
+    noun,
+    noun_names,
+    thousands,
+)
 
 
 def test_counted_writes_thousands_separators_and_the_plural_unless_one() -> None:
@@ -69,3 +79,7 @@ def test_did_you_mean_quotes_each_name_as_every_typo_hint_does() -> None:
     assert did_you_mean(["rpm", "rpd"]) == "did you mean 'rpm' or 'rpd'?"
     assert did_you_mean(["exact_match"], sentence=True) == "Did you mean 'exact_match'?"
     assert did_you_mean([]) == "" == did_you_mean([], sentence=True)
+
+
+def test_thousands_writes_a_count_as_counted_does_without_its_noun() -> None:
+    assert [thousands(n) for n in (0, 999, 1000, 1_234_567)] == ["0", "999", "1,000", "1,234,567"]
