@@ -230,8 +230,17 @@ def tied_text(stats: ItemStats, name: str, items: list[WorstItem]) -> str:
     tied, scored = stats.tied_worst(name), stats.values[name].total if name in stats.values else 0
     if not items or tied <= len(items):
         return ""
-    return (f"{counted_of(tied, scored, 'scored item')} ({tied / scored:.1%}) have the worst score, "
+    return (f"{counted_of(tied, scored, 'scored item')} ({_share(tied, scored)}) have the worst score, "
             f"{_score(items[0].score)}; the {len(items)} listed are the first of them.")  # fmt: skip
+
+
+def _share(part: int, whole: int) -> str:
+    """``46.4%``: ``part`` of ``whole`` to one decimal; a part that is neither none nor all is never written
+    ``0.0%`` or ``100.0%`` (11 of 30,000 reads ``<0.1%``, 29,999 of 30,000 ``>99.9%``)."""
+    share = f"{part / whole:.1%}"
+    if share == "0.0%" and part:
+        return "<0.1%"
+    return ">99.9%" if share == "100.0%" and part < whole else share
 
 
 def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]:

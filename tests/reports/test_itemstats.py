@@ -7,6 +7,7 @@ import random
 import pytest
 
 from orchestrator.reports.itemstats import ItemStats, ValueCounts
+from orchestrator.reports.markdown import tied_text
 from ragscore_workers.store import RawItem
 
 
@@ -99,3 +100,17 @@ def test_items_at_the_worst_score_are_counted_however_few_are_kept() -> None:
         stats.add(_item(i, answer_hallucination=s, accuracy=s))
     assert stats.tied_worst("answer_hallucination") == 3  # lower is better: 0.9 is its worst score
     assert stats.tied_worst("accuracy") == 1 and stats.tied_worst("absent") == 0
+
+
+@pytest.mark.parametrize(
+    ("zeros", "share"), [(3, "(<0.1%)"), (15_000, "(50.0%)"), (29_999, "(>99.9%)")], ids=["few", "half", "all_but_one"]
+)
+def test_the_share_at_the_worst_score_never_reads_none_or_all_where_it_is_neither(zeros: int, share: str) -> None:
+    """3 of 30,000 wrote ``(0.0%)``, 29,999 of 30,000 ``(100.0%)``."""
+    stats = ItemStats(worst_k=2)
+    for i in range(30_000):
+        stats.add(_item(i, exact_match=0.0 if i < zeros else 1.0))
+    [(name, items, _)] = stats.shown_worst(["exact_match"])
+    assert tied_text(stats, name, items) == (
+        f"{zeros:,} of 30,000 scored items {share} have the worst score, 0.000; the 2 listed are the first of them."
+    )
