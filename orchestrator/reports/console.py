@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from .live import fmt_duration, scored_text
 
 __all__ = [
     "LOWER_IS_BETTER_MARK",
+    "ci_text",
     "error_lines",
     "metric_label",
     "print_estimate",
@@ -78,6 +80,21 @@ def error_lines(summary: RunSummary) -> list[str]:
         where = f" (item {m.first_error_item})" if m.first_error_item else ""
         lines.append(f"{name}: {counted(m.errors, 'error')}{every}; first{where}: {m.first_error or '?'}")
     return lines
+
+
+def ci_text(ci95: Sequence[float] | None) -> str:
+    """``[0.490, 0.510]``: a 95% CI as every table writes it, to 3 decimals; an end that is not 0 or 1 but would read
+    as one gets the digits that tell it apart: none of 9,686 passing is Wilson's ``[0.000, 0.0004]``, not a certain
+    ``[0.000, 0.000]``."""
+    return f"[{_ci_end(ci95[0])}, {_ci_end(ci95[1])}]" if ci95 else "-"
+
+
+def _ci_end(value: float) -> str:
+    text, digits = f"{value:.3f}", 3
+    while float(text) in (0.0, 1.0) and value not in (0.0, 1.0) and digits < 9:
+        digits += 1
+        text = f"{value:.{digits}f}"
+    return text
 
 
 def unscorable_text(m: MetricSummary) -> str:
@@ -276,7 +293,7 @@ def print_summary(
             escape(metric_label(name)),
             "-" if m.mean is None else f"{m.mean:.3f}",
             thousands(m.n),
-            f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else "-",
+            ci_text(m.ci95),
             unscorable_text(m),
             thousands(m.errors),
         )

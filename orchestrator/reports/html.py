@@ -13,6 +13,7 @@ from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
 from .console import (
+    ci_text,
     embedding_counters,
     embedding_facts,
     error_lines,
@@ -59,13 +60,10 @@ def version() -> str:
         return "dev"
 
 
-def _ci(m: MetricSummary) -> str:
-    return f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else "-"
-
-
 def metric_rows(metrics: dict[str, MetricSummary]) -> list[dict[str, Any]]:
     return [
-        {"name": name, "mean": fmt(m.mean), "n": thousands(m.n), "ci": _ci(m), "unscorable": unscorable_text(m),
+        {"name": name, "mean": fmt(m.mean), "n": thousands(m.n), "ci": ci_text(m.ci95),
+         "unscorable": unscorable_text(m),
          "errors": m.errors, "first_error": m.first_error, "why_unscorable": reasons_text(m.unscorable_reasons),
          "lower_better": not higher_is_better(name)}
         for name, m in metrics.items()

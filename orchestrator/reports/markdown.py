@@ -10,6 +10,7 @@ from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
 from .console import (
+    ci_text,
     embedding_counters,
     embedding_facts,
     error_lines,
@@ -66,10 +67,6 @@ def _mean(m: MetricSummary) -> str:
     return "-" if m.mean is None else f"{m.mean:.3f}"
 
 
-def _ci(m: MetricSummary) -> str:
-    return f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]" if m.ci95 else "-"
-
-
 def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[str]:
     if not tree:
         return []
@@ -107,9 +104,8 @@ def render_markdown(
     ]
     for name, m in summary.metrics.items():
         named = md_cell(metric_label(name))
-        lines.append(
-            f"| {named} | {_mean(m)} | {thousands(m.n)} | {_ci(m)} | {unscorable_text(m)} | {thousands(m.errors)} |"
-        )
+        cells = f"{thousands(m.n)} | {ci_text(m.ci95)} | {unscorable_text(m)} | {thousands(m.errors)}"
+        lines.append(f"| {named} | {_mean(m)} | {cells} |")
     lines += ["", MEANS_NOTE, ""]
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]

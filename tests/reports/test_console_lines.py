@@ -7,7 +7,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.reports.console import embedding_line, judge_line, print_summary, target_lines, unfilled_lines
+from orchestrator.reports.console import (
+    ci_text,
+    embedding_line,
+    judge_line,
+    print_summary,
+    target_lines,
+    unfilled_lines,
+)
+from orchestrator.reports.markdown import render_markdown
+from ragscore_workers.aggregate import wilson_ci
 from ragscore_workers.schemas import RunSummary
 
 
@@ -255,3 +264,23 @@ def test_the_summary_table_writes_counts_with_thousands_separators_as_its_footer
     print_summary(_summary(items=15_200, scored=9322, metrics={"exact_match": metric}), Console(file=out, width=300))
     row = next(line for line in out.getvalue().splitlines() if "exact_match" in line)
     assert row.split("│")[3:7] == [" 9,322 ", " [0.490, 0.510] ", " 4,678 (1,500 stopped) ", "  1,200 "]
+
+
+def test_a_ci_end_that_would_read_as_0_or_1_gets_the_digits_that_tell_it_apart() -> None:
+    """None of 9,686 passing read ``[0.000, 0.000]``, as if certain; Wilson's upper end is 0.0004."""
+    none_passed = {"mean": 0.0, "n": 9686, "ci95": wilson_ci(0, 9686), "errors": 0, "unscorable": 0}
+    all_passed = {"mean": 1.0, "n": 30_000, "ci95": wilson_ci(30_000, 30_000), "errors": 0, "unscorable": 0}
+    summary = _summary(items=39_686, scored=39_686, metrics={"exact_match": none_passed, "answer_correct": all_passed})
+    out = io.StringIO()
+    print_summary(summary, Console(file=out, width=300))
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[4].strip()
+        for line in out.getvalue().splitlines()
+        if "n=" not in line and line.count("│") > 5
+    }
+    assert rows["exact_match"] == "[0.000, 0.0004]" and rows["answer_correct"] == "[0.9999, 1.000]"
+    md = render_markdown(summary)
+    assert "| exact_match | 0.000 | 9,686 | [0.000, 0.0004] |" in md
+    assert (
+        ci_text([0.49, 0.51]) == "[0.490, 0.510]" and ci_text([0.0, 0.0]) == "[0.000, 0.000]" and ci_text(None) == "-"
+    )
