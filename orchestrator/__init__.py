@@ -1,5 +1,18 @@
-"""ragscore's orchestrator: load, plan, submit, follow and report evaluation runs."""
+"""ragscore's orchestrator: load, plan, submit, follow and report evaluation runs.
 
-from .api import Evaluation, evaluate, resume
+Its public names are imported on first use: ``ragscore status`` (:mod:`.cli`) must not pay for the API's imports
+(gates, metrics, providers, numpy, the Celery tasks).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_names
+
+if TYPE_CHECKING:
+    from .api import Evaluation, evaluate, resume
 
 __all__ = ["Evaluation", "evaluate", "resume"]
+
+__getattr__ = lazy_names(__name__, {".api": ("Evaluation", "evaluate", "resume")})

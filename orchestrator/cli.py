@@ -28,6 +28,7 @@ from .terminal import (
     TerminalConsole,
     cancel_command,
     follow_commands,
+    is_path,
     report_command,
     results_command,
     resume_command,
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
     from ragscore_workers.schemas import RunSummary
     from ragscore_workers.settings import Settings
 
-    from .runner import Orphan
+    from .estimate import Estimate
+    from .queues import Orphan
 
 __all__ = ["app", "main"]
 
@@ -253,7 +255,7 @@ def _store(broker: str | None, *, sends: bool = False, writes: bool = False):  #
     """The run store; ``sends``: the command sends work (the broker's Redis is then probed too); ``writes``: it
     writes the store (its user is checked for writing, not only reading), and is warned of a Redis that may evict
     its work."""
-    from .runner import connect, eviction_warnings
+    from .connection import connect, eviction_warnings
 
     url = _broker_url(broker)
     store = connect(url, get_settings(), sends=sends, writes=writes)
@@ -266,8 +268,8 @@ def _run_store(broker: str | None, run_id: str, *, queues: bool = False, writes:
     """``(store, lane)``: the store, with the broker where run ``run_id``'s queues are, and for an embedded run its
     lane (its process's database: its waiting and held messages and its workers are seen there; None on a
     cluster). An unknown run raises. ``queues``: the command reads the run's queues; ``writes``: it writes the
-    store, and may send to the control queue (see :func:`.runner.connect`)."""
-    from .runner import connect, connect_lane
+    store, and may send to the control queue (see :func:`.connection.connect`)."""
+    from .connection import connect, connect_lane
 
     settings = get_settings()
     url = _broker_url(broker)
@@ -562,8 +564,6 @@ def _check_junit_path(junit: Path) -> None:
 def _run_id(ref: str) -> str:
     """A run named by its id, or by its ``--out`` DIR: its run.json names it, else its summary.json (a DIR that
     ``ragscore results`` wrote: a submitted run's only DIR)."""
-    from .reports.source import is_path
-
     for name in ("run.json", "summary.json"):
         path = Path(ref) / name
         if path.is_file():
@@ -778,7 +778,8 @@ def submit(
 
     The id is printed at once, with a warning per queue of the run no worker serves. The suite's options are those
     of `ragscore run`'s, applied the same way."""
-    from .runner import check_queues, unserved_message, unserved_queues
+    from .connection import check_queues
+    from .queues import unserved_message, unserved_queues
     from .runner import submit as submit_run
 
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
@@ -845,12 +846,10 @@ def status(
             err.print(f"{interrupted} interrupted: the `ragscore run` of each is gone; finish one with {finish}, or "
                       f"drop it with {drop}")  # fmt: skip
         return
-    from .runner import (
+    from .connection import broker_not_reached, broker_unreachable, checking_broker
+    from .queues import (
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
-        broker_not_reached,
-        broker_unreachable,
-        checking_broker,
         held_messages,
         queued_ahead,
         queued_message,
@@ -1088,9 +1087,10 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     import redis
     from kombu.exceptions import OperationalError
 
+    from .connection import broker_tried_once, reach_broker
     from .embedded_redis import run_process_alive
     from .reports.live import resume_hint
-    from .runner import broker_tried_once, reach_broker, summarize_cancelled
+    from .runner import summarize_cancelled
 
     def said(unserved: dict[str, int]) -> None:
         queues = ", ".join(f"{q!r} ({counted(n, 'message')} waiting)" for q, n in unserved.items())
@@ -1216,7 +1216,8 @@ def worker(
 
 
 def _warn_of_eviction(said: Iterable[str | None]) -> None:
-    """Warn of each Redis that may evict a run's work (:func:`.runner.eviction_warnings`; None: one that does not)."""
+    """Warn of each Redis that may evict a run's work (:func:`.connection.eviction_warnings`; None: one that does
+    not)."""
     for text in filter(None, said):
         err.print(f"Warning: {text}", style="yellow", markup=False, soft_wrap=True)
 
@@ -1239,7 +1240,7 @@ def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -
     from ragscore_workers.acl import broker_role
     from ragscore_workers.store import probe_redis
 
-    from .runner import broker_roles
+    from .connection import broker_roles
 
     problem = probe_redis(url, roles=broker_roles(url, settings, broker_role(queues)))
     if problem:
@@ -1256,7 +1257,7 @@ def _check_backend_for_workers(url: str, settings: Settings) -> None:
     from ragscore_workers.acl import BACKEND
     from ragscore_workers.store import probe_redis
 
-    from .runner import BACKEND_REDIS, backend_apart
+    from .connection import BACKEND_REDIS, backend_apart
 
     if (backend := backend_apart(url, settings)) and (problem := probe_redis(backend, BACKEND_REDIS, (BACKEND,))):
         err.print(f"Warning: cannot reach {BACKEND_REDIS} at {redact_url(backend)} ({problem}); the workers store "
@@ -1289,9 +1290,9 @@ def consensus_cmd(
     several systems answering each question)."""
     from contextlib import ExitStack
 
+    from .connection import connect
     from .consensus import run_source, write_consensus
     from .embedded_redis import EmbeddedRedis
-    from .runner import connect
 
     settings = get_settings()
     with ExitStack() as stack:  # embedded: (re)start the private Redis from its data only if the store is needed

@@ -15,7 +15,6 @@ field the target fills, so calls are exact but prompt tokens leave out the targe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +27,10 @@ from ragscore_workers.metrics.registry import MetricDef, PlannedCall
 from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
 from ragscore_workers.providers.factory import judge_identity
-from ragscore_workers.providers.ratelimit import paced_per_second
-from ragscore_workers.schemas import Pace, Row, Suite, TargetConfig
+from ragscore_workers.schemas import Row, Suite, TargetConfig
 
 from .datasets import RowError, scan_dataset
+from .floors import pace_minutes, window_minutes
 from .suite import QUEUE_ORDER, ResolvedSuite
 
 __all__ = [
@@ -39,11 +38,7 @@ __all__ = [
     "Estimate",
     "RunCount",
     "estimate_run",
-    "eta_floor_s",
     "judge_calls_planned",
-    "judge_floor_s",
-    "least_seconds",
-    "target_floor_s",
 ]
 
 #: Rows planned together (judge prompts are built a batch at a time, then dropped).
@@ -132,16 +127,16 @@ class Estimate:
                 ("rpd", total.paid, judge.rpd, 24 * 60),
                 ("tpd", tokens, judge.tpd, 24 * 60),
             )
-            if (minutes := _window_minutes(amount, limit, period_min)) is not None
+            if (minutes := window_minutes(amount, limit, period_min)) is not None
         }
-        return out | _pace_minutes(total.paid, judge.rpm, judge.pace)
+        return out | pace_minutes(total.paid, judge.rpm, judge.pace)
 
     def target_minutes(self, target: TargetConfig) -> dict[str, float]:
         """Per limit of ``target`` (``rpm``, ``pace``) that its calls reach: the least minutes they need under it, as
         :meth:`judge_minutes` gives the judge's."""
         calls = self.target_calls.get(target.name, 0)
-        window = _window_minutes(calls, target.rpm, 1)
-        return ({} if window is None else {"rpm": window}) | _pace_minutes(calls, target.rpm, target.pace)
+        window = window_minutes(calls, target.rpm, 1)
+        return ({} if window is None else {"rpm": window}) | pace_minutes(calls, target.rpm, target.pace)
 
     def too_large(self, suite: Suite) -> list[tuple[str, int]]:
         """The suite's token limits (``tpm``, ``tpd``) that the largest call not cached exceeds: the limiter can
@@ -149,72 +144,6 @@ class Estimate:
         largest = self.judge_total().largest
         return [(name, limit) for name, limit in (("tpm", suite.judge.tpm), ("tpd", suite.judge.tpd))
                 if limit and largest > limit]  # fmt: skip
-
-
-def _window_minutes(amount: int, limit: int | None, period_min: int) -> float | None:
-    """The least minutes ``amount`` needs under ``limit`` a period of ``period_min`` minutes (``floor((N - 1) / limit)``
-    periods after the first); None where there is no limit or one period holds it all."""
-    return float((amount - 1) // limit * period_min) if limit and amount > limit else None
-
-
-def _pace_minutes(requests: int, rpm: int | None, pace: Pace) -> dict[str, float]:
-    """``{"pace": minutes}``: the least time ``requests`` need at ``pace: even`` (ceil(rpm / 60) a second); empty
-    where the pace is ``burst``, there is no ``rpm``, or one second holds them all."""
-    if pace == "even" and rpm and requests > (per_second := paced_per_second(rpm)):
-        return {"pace": (requests - 1) // per_second / 60}  # seconds, in minutes
-    return {}
-
-
-def least_seconds(requests: int, rpm: int | None, pace: Pace = "burst") -> float:
-    """The least seconds ``requests`` calls need under ``rpm`` (and ``pace``), as the dry run reckons a limit's least
-    time (:func:`_window_minutes`, :func:`_pace_minutes`); 0 where the limit holds them all at once."""
-    minutes = [_window_minutes(requests, rpm, 1) or 0.0, *_pace_minutes(requests, rpm, pace).values()]
-    return 60 * max(minutes)
-
-
-def judge_floor_s(counters: dict[str, int]) -> float:
-    """The least seconds a live run's judge calls still to make need under the judge's ``rpm`` in force, from
-    :meth:`RunStore.progress`'s counters (``judge_rpm``, ``judge_pace_even``, ``judge_calls``, ``done:judge``,
-    ``total:judge``, ``judge_calls_planned``): its ETA is never sooner; 0 before a judge unit is done. The calls left
-    are the calls the dry run's count planned for the run at submit (:func:`judge_calls_planned`: a metric may ask two
-    judges an item) less those sent, or where more (or where a run submitted before that count has none), the judge
-    units left at the calls a done unit took so far (cached replies and rule-scored rows take none), but no more than
-    the units not done less the calls sent beyond one a done unit (the calls of units in flight)."""
-    done, total = counters.get("done:judge", 0), counters.get("total:judge", 0)
-    calls = counters.get("judge_calls", 0)
-    if not done or done >= total:
-        return 0.0
-    left = max(_measured_left(done, total, calls), counters.get("judge_calls_planned", 0) - calls)
-    pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
-    return least_seconds(math.ceil(left), counters.get("judge_rpm"), pace) if left > 0 else 0.0
-
-
-def _measured_left(done: int, total: int, calls: int) -> float:
-    """The calls ``total - done`` units left make at the calls ``done`` units took so far (a cached reply takes
-    none), but no more than the units left less the calls sent beyond one a done unit (those of units in flight)."""
-    return min(total - calls, (total - done) * calls / done)
-
-
-def target_floor_s(counters: dict[str, int]) -> float:
-    """The least seconds the calls a run's one target still gets need under its ``rpm`` (:meth:`RunStore.progress`'s
-    ``target_rpm``, ``target_pace_even``; none for several targets), counted as the judge's are measured
-    (:func:`_measured_left`: an answer its reply cache held took no call); 0 before a target unit is done."""
-    done, total = counters.get("done:target", 0), counters.get("total:target", 0)
-    if not done or done >= total:
-        return 0.0
-    left = math.ceil(_measured_left(done, total, counters.get("target_calls", 0)))
-    pace: Pace = "even" if counters.get("target_pace_even") else "burst"
-    return least_seconds(left, counters.get("target_rpm"), pace) if left > 0 else 0.0
-
-
-#: Per queue, the least seconds its rate limit lets its calls left go: its ETA is never sooner.
-QUEUE_FLOORS: dict[str, Callable[[dict[str, int]], float]] = {"judge": judge_floor_s, "target": target_floor_s}
-
-
-def eta_floor_s(counters: dict[str, int], queue: str | None = None) -> float:
-    """The least seconds ``queue``'s calls left need under its rate limit (:data:`QUEUE_FLOORS`; 0 for a queue with
-    none), or with ``queue`` None the run's: the longest of its queues'."""
-    return max((floor(counters) for name, floor in QUEUE_FLOORS.items() if queue in (None, name)), default=0.0)
 
 
 def _as_answered(row: Row, target: TargetConfig) -> Row:

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
 
-from .estimate import eta_floor_s
+from .floors import eta_floor_s
 from .terminal import TerminalConsole, shown, write_to_nowhere
 
 __all__ = [

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import itertools
 import json
@@ -17,8 +16,7 @@ import math
 import secrets
 import socket
 import time
-import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -27,12 +25,10 @@ from typing import Any
 
 import redis
 from pydantic_core import PydanticSerializationError
-from redis.commands.core import Script
 
-from ragscore_workers.acl import BACKEND, BROKER, BROKER_READS, STORE, STORE_READS, Role, broker_role
-from ragscore_workers.app import CONTROL_QUEUE, app, configure
+from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import agree, counted, counted_of
+from ragscore_workers.counts import counted, counted_of
 from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, ReportError, RunLostError, StoreError
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
@@ -40,7 +36,6 @@ from ragscore_workers.planning import (
     Shard,
     plan_shard,
     plan_target_shard,
-    rows_carried,
     shards,
     target_keys,
 )
@@ -48,7 +43,6 @@ from ragscore_workers.providers.cache import ReplyCache
 from ragscore_workers.providers.errors import MissingKeyError
 from ragscore_workers.providers.factory import judge_identity
 from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key
-from ragscore_workers.redaction import redact_url
 from ragscore_workers.schemas import Queue, Row, RunSummary
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
@@ -56,25 +50,34 @@ from ragscore_workers.store import (
     RedoLookup,
     RunState,
     RunStore,
-    eviction_warning,
-    probe_redis,
-    redis_client,
-    store_url_for_redis_py,
     target_state_part,
-    work_began,
 )
 from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
 from .atomic_file import make_out_dir, said_os_error, write_text_atomic
 from .caller import CLI, Caller
+from .connection import check_queues, connect, connect_lane, eviction_warnings
 from .datasets import Named, RowError, dataset_fingerprint, detect_format, iter_records, iter_rows, scan_dataset
 from .datasets.rows import validate_record
-from .embedded_redis import EmbeddedRedis, lane_url, run_process_alive
+from .embedded_redis import EmbeddedRedis, run_process_alive
 from .estimate import RunCount, judge_calls_planned
-from .loopback import LOOPBACK_HOSTS
 from .out_claim import claim_out_dir
 from .progress import ProgressView, QuietProgress, loading, note_of, queued_of
+from .queues import (
+    CONSUMER_CHECK_S,
+    QUEUED_CHECK_S,
+    Orphan,
+    broker_idle,
+    held_by_live_workers,
+    queued_ahead,
+    queued_message,
+    queued_messages,
+    settled_orphans,
+    unconsumed_queues,
+    unserved_message,
+    unserved_queues,
+)
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
@@ -83,35 +86,23 @@ from .terminal import (
     cancel_command,
     follow_commands,
     results_command,
-    resume_command,
     status_command,
     summary_commands,
-    worker_command,
 )
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
-    "Ahead",
-    "HeldMessages",
-    "Orphan",
     "Submitted",
     "aggregate_run",
     "cancel",
     "check_local_resources",
-    "connect",
-    "eviction_warnings",
-    "held_messages",
     "judge_cache_may_answer",
     "new_run_id",
-    "queued_ahead",
-    "queued_message",
     "refuse_an_unfinished_run_in",
     "resume",
     "run",
     "submit",
     "summarize_cancelled",
-    "unserved_message",
-    "unserved_queues",
     "wait",
     "write_results",
 ]
@@ -129,20 +120,6 @@ RESTARTED_STALL_S = 10.0
 #: Stall threshold of a cancelled run: with its broker idle (a worker killed after the cancel holding the rest, say),
 #: its summary is all that is missing.
 CANCELLED_STALL_S = 10.0
-#: Seconds connect() retries a Redis that does not answer before it gives up.
-CONNECT_RETRY_S = 20.0
-#: Seconds this process waits for one Redis reply, the broker's and the result backend's to Celery sending a task
-#: included: a hung Redis, or one behind a network partition, is then an outage wait() says and bounds, or a failed
-#: send, not a read blocked for ever (the longest of ragscore's commands takes far less).
-STORE_READ_TIMEOUT_S = 30.0
-#: Seconds a status check waits for one reply of a broker apart from the store (:func:`checking_broker`).
-BROKER_CHECK_S = 5.0
-#: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
-CONSUMER_CHECK_S = 20.0
-#: The run store's Redis as connect()'s errors name it where it is not the broker's.
-STORE_REDIS = "the run store's Redis (RAGSCORE_STORE_URL)"
-#: Celery's result backend as connect()'s errors name it where it is not the broker's.
-BACKEND_REDIS = "the result backend's Redis (RAGSCORE_RESULT_BACKEND)"
 
 log = logging.getLogger(__name__)
 
@@ -150,264 +127,6 @@ log = logging.getLogger(__name__)
 def new_run_id() -> str:
     """Sortable and unique: ``20261121-233001-3fa9c2``."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def connect(
-    broker_url: str,
-    settings: Settings | None = None,
-    *,
-    sends: bool = False,
-    queues: bool = False,
-    writes: bool = False,
-) -> RunStore:
-    """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a run,
-    a submit, a resume), so a broker's Redis apart from the store's is probed too (the queues of its run's suite by
-    :func:`check_queues`); a command that sends nothing (status, results, report) works with the broker down, and
-    whatever the visibility timeout. ``queues``: the caller reads the broker's queues (status RUN, cancel), so a
-    broker on the store's server in another database or as another user is probed too: its server answers as the
-    store's does, so what fails is its password or its database, said now; a broker on another server is left to the
-    command, which works with it down. ``writes``: the caller writes the store (the run list, results, cancel; one
-    that sends does too), and where it reads the queues may send to the control queue (cancel), so its users are
-    checked for the writing roles, not the reading ones; one that sends checks the result backend's user too
-    (:data:`.acl.BACKEND`): the broker's where RAGSCORE_RESULT_BACKEND is unset or the broker's database and user,
-    else its own (:func:`broker_roles`)."""
-    settings = settings or get_settings()
-    if sends:
-        settings.check_visibility_timeout()
-    store_url = settings.store_url or broker_url
-    # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks: ConfigError now;
-    # a Redis that does not answer, or whose host name does not resolve (yet), is retried (it may be starting), and
-    # said at once, not after the retries.
-    # With work to send and the broker elsewhere than the store (RAGSCORE_STORE_URL, or another database), the
-    # broker is probed too: a broker that did not answer, or a database it lacks, failed later, less clearly, in
-    # Celery's first send. So is one on the store's server in another database or as another user for a command
-    # that reads its queues: its client retried a wrong password ~20 s, then failed with redis-py's raw error.
-    # Each Redis is named by its role only where they are two servers (not the embedded one's database 0 and lane,
-    # whose store URL the user never set).
-    # Each user is checked for what it does (acl.lacking): the store's for the store, the broker's for the queues;
-    # what only reads (status RUN, report) for reading alone, so a user that may only read works there.
-    apart = _broker_apart(broker_url, settings)
-    one = not apart and _database(broker_url) == _database(store_url)  # one database and user, however written
-    queued = sends or (queues and not apart)  # what reads a broker apart probes it itself (reach_broker)
-    broker_role, store_role = (BROKER, STORE) if sends or writes else (BROKER_READS, STORE_READS)
-    # a result backend apart from the broker's: its user sets a chord's counters as it is sent; in the store's
-    # database and user (the embedded mode's), in the store's probe
-    backend = backend_apart(broker_url, settings) if sends else None
-    in_store = backend is not None and _database(backend) == _database(store_url)
-    store_roles = (store_role, BACKEND) if in_store else (store_role,)
-    brokers = broker_roles(broker_url, settings, broker_role) if sends else (broker_role,)
-    named = [
-        (store_url, STORE_REDIS if apart else "Redis", (*brokers, *store_roles) if one and queued else store_roles)
-    ]
-    if not one and queued:
-        named.append((broker_url, "the broker's Redis" if apart else "Redis", brokers))
-    if backend and not in_store:
-        named.append((backend, BACKEND_REDIS, (BACKEND,)))
-    for url, what, roles in named:  # each Redis its own window: one slow to come up leaves the next its retries
-        _reach(url, what, roles)
-    _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
-    broker = None if one else redis_client(broker_url, STORE_READ_TIMEOUT_S)
-    store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker,
-                     broker_apart=apart)  # fmt: skip
-    try:
-        store.r.ping()
-    except redis.RedisError as exc:
-        raise BrokerError(f"Cannot use {named[0][1]} at {redact_url(store_url)}: {exc}") from exc
-    return store
-
-
-def _reach(url: str, what: str, roles: tuple[Role, ...]) -> None:
-    """Return once the Redis at ``url`` answers, retried for CONNECT_RETRY_S; else BrokerError naming it as ``what``
-    (or probe_redis's errors: a wrong password, a database it lacks, a user that may not do the work of ``roles``)."""
-    deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
-    if problem := probe_redis(url, what, roles):
-        log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
-                    CONNECT_RETRY_S)  # fmt: skip
-        if problem := _until_redis_answers(url, deadline, problem, what, roles):
-            raise cannot_use(url, what, problem)
-
-
-def eviction_warnings(store: RunStore, broker_url: str, settings: Settings) -> list[str]:
-    """What may evict the work of a run sent to the broker at ``broker_url`` (:func:`eviction_warning`): the run
-    store's Redis (``RAGSCORE_STORE_URL``'s, else the broker's), and the broker's where it is another server
-    (:attr:`RunStore.broker_apart`). Another database of the store's server is the same Redis, its policy the
-    server's: said once, by the first of the two users that may run INFO."""
-    named = [(store.r, settings.store_url or broker_url)]
-    if store.broker is not store.r:
-        named.append((store.broker, broker_url))
-    said = [warning for client, url in named if (warning := eviction_warning(client, url))]
-    return said if store.broker_apart else said[:1]
-
-
-def check_queues(store: RunStore, broker_url: str, queues: Iterable[str]) -> None:
-    """Before a run's work is sent to ``queues`` (its suite's) on the broker at ``broker_url``: ConfigError at once
-    (exit 2) where the broker's user may not use one of them (a user limited to other queues failed late, on the
-    first send there), naming the user, the commands and the ACL rule; BrokerError where the broker stopped
-    answering since ``store`` was connected."""
-    what = "the broker's Redis" if store.broker_apart else "Redis"
-    if problem := probe_redis(broker_url, what, (broker_role(queues),)):
-        raise cannot_use(broker_url, what, problem)
-
-
-def cannot_use(url: str, what: str, problem: str) -> BrokerError:
-    """The error of a Redis (``what``, at ``url``: its password hidden) that did not answer, and why."""
-    return BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
-
-
-def backend_apart(broker_url: str, settings: Settings) -> str | None:
-    """RAGSCORE_RESULT_BACKEND's URL where it is another database or user than the broker's at ``broker_url`` (whose
-    user a sending command checks as the broker's), else None: a user that may not write Celery's chord counters
-    there let a run start, then failed its first send with redis-py's raw NoPermissionError; a worker's failed to
-    store every task's result."""
-    backend = settings.result_backend
-    return backend if backend and _database(backend) != _database(broker_url) else None
-
-
-def broker_roles(broker_url: str, settings: Settings, role: Role) -> tuple[Role, ...]:
-    """What the broker's user at ``broker_url`` is checked for by a command that sends work or serves it: ``role``,
-    and Celery's chord counters and results (:data:`.acl.BACKEND`) where they are kept with the broker
-    (RAGSCORE_RESULT_BACKEND unset or the broker's database and user), in the same probe: a user limited to
-    ragscore's queues passed, then a run died at its first chord with redis-py's raw NoPermissionError."""
-    return (role,) if backend_apart(broker_url, settings) else (role, BACKEND)
-
-
-def _broker_apart(broker_url: str, settings: Settings) -> bool:
-    """Whether the broker's Redis at ``broker_url`` is another server than the run store's (RAGSCORE_STORE_URL
-    set apart): the store then answers without it, and a command that needs the broker must ask it itself. Worked
-    out once, by :func:`connect`, which keeps it as :attr:`RunStore.broker_apart`. ``localhost`` is one server with
-    ``127.0.0.1`` and ``[::1]`` on its port, but those two are two (:func:`_two_loopback_addresses`)."""
-    store_url = settings.store_url or broker_url
-    return _server(store_url) != _server(broker_url) or _two_loopback_addresses(store_url, broker_url)
-
-
-def reach_broker(broker_url: str) -> None:
-    """For a command that needs the broker (its queues, its workers) where :func:`connect` may not have probed it,
-    the broker being another Redis than the store's (another server: :attr:`RunStore.broker_apart`; or another
-    database or user of the store's server: a wrong password, a database it lacks): return when the broker's Redis
-    answers one ping, BrokerError naming it when it does not (or probe_redis's errors). Not retried: the command
-    (cancel, results of a cancelled run) only asks whether it can use the broker, and said so after connect's ~20 s
-    of retries."""
-    what = "the broker's Redis"
-    if problem := probe_redis(broker_url, what, (BROKER,)):
-        raise cannot_use(broker_url, what, problem)
-
-
-def broker_unreachable(broker_url: str) -> str | None:
-    """Why the broker's Redis at ``broker_url``, apart from the store's (:attr:`RunStore.broker_apart`), does not
-    answer one ping (named with its redacted URL), or None (it answers): for what only adds to a view of the
-    store."""
-    try:
-        problem = probe_redis(broker_url, "the broker's Redis", (BROKER_READS,))
-    except (BrokerError, ConfigError) as exc:  # a wrong password, a database it lacks: said as they are
-        return str(exc)
-    if problem is None:
-        return None
-    return broker_not_reached(broker_url, problem)
-
-
-def checking_broker(store: RunStore, broker_url: str) -> RunStore:
-    """``store`` whose client of the broker's Redis at ``broker_url`` (apart from the store's) tries each command
-    once and waits BROKER_CHECK_S for a reply: for status's checks (what waits on the queues, who serves them), which
-    a broker gone after their ping held ~20 s a read in the retries of the store's own client (made to ride out a
-    blip in a send); a watch showed nothing new for as long, then the line that the broker could not be reached.
-    The Celery app's broker connections (the checks' inspect of the workers) wait as long for a reply (and a connect),
-    not connect's STORE_READ_TIMEOUT_S: a broker hung inside an inspect held it that long, twice. Only for a command
-    that sends nothing (status): a send would fail on a slow broker."""
-    configure(broker_url, get_settings().result_backend, send_timeout_s=BROKER_CHECK_S)
-    return broker_tried_once(store, broker_url, BROKER_CHECK_S)
-
-
-def broker_tried_once(store: RunStore, broker_url: str, read_timeout_s: float = STORE_READ_TIMEOUT_S) -> RunStore:
-    """``store`` whose client of the broker's Redis at ``broker_url`` (not the store's client) tries each command
-    once, waiting ``read_timeout_s`` for a reply: for a command that just probed the broker (:func:`reach_broker`)
-    and says it lost at its first failed read, not after the ~20 s of retries of the store's own client."""
-    broker = redis_client(broker_url, read_timeout_s, retries=0)
-    return RunStore(store.r, store.final_ttl_s, broker=broker, broker_apart=store.broker_apart)
-
-
-def broker_not_reached(broker_url: str, problem: object) -> str:
-    """That the broker's Redis at ``broker_url`` (its password hidden) could not be reached, and why (``problem``:
-    its error, or what the ping said)."""
-    return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
-
-
-def _two_loopback_addresses(url: str, other: str) -> bool:
-    """Whether one URL names ``127.0.0.1`` and the other ``[::1]``, which :func:`_server` takes as one host: they
-    are two addresses, where two servers may listen on one port (a broker bound to ``::1`` beside a store on
-    ``127.0.0.1``). ``localhost`` names either (no DNS look-up): one server with both."""
-    from urllib.parse import urlsplit
-
-    return {urlsplit(store_url_for_redis_py(u)).hostname for u in (url, other)} == {"127.0.0.1", "::1"}
-
-
-def _server(url: str) -> tuple[str, ...]:
-    """The Redis server ``url`` names, whatever its database: its socket's path, or its scheme, host and port (two
-    URLs of one server are one Redis to the user, whichever is the store's and which the broker's; ``localhost``,
-    ``127.0.0.1`` and ``[::1]`` are one host, 6379 the port of a URL without one)."""
-    from urllib.parse import unquote, urlsplit
-
-    parts = urlsplit(store_url_for_redis_py(url))
-    if parts.scheme == "unix":
-        return ("unix", unquote(parts.path))
-    try:
-        port = parts.port or 6379
-    except ValueError:  # not a port: probe_redis says so, naming the URL
-        port = 0
-    host = (parts.hostname or "localhost").lower()
-    return (parts.scheme.lower(), "localhost" if host in LOOPBACK_HOSTS else host, str(port))
-
-
-def _database(url: str) -> tuple[str, ...]:
-    """The Redis database ``url`` addresses and whom as: its :func:`_server`, its number, its user and its password
-    (a digest: never said), as redis-py reads them (``/N`` or ``?db=N``, 0 where it names none; a user named or not,
-    ``default``; the broker's client, kombu, reads the same database: check_redis_url refuses a URL they read as
-    two), so that ``redis://localhost:6379`` and ``redis://127.0.0.1:6379/0`` are one, and one database
-    used with two users' credentials (ACL users) is two: one client, the store's, read the broker's queues as the
-    store's user, which may not read them, and the broker's password was not probed."""
-    from redis.connection import parse_url
-
-    try:
-        parsed = parse_url(store_url_for_redis_py(url))
-        db = int(parsed.get("db", 0))
-    except ValueError:  # not a URL redis-py reads: probe_redis says so, naming it
-        return ("unreadable", url)
-    password = parsed.get("password")
-    secret = hashlib.sha256(password.encode()).hexdigest() if password is not None else ""
-    return (*_server(url), str(db), parsed.get("username") or "default", secret)
-
-
-def _until_redis_answers(
-    url: str, deadline: float, problem: str, what: str = "Redis", roles: tuple[Role, ...] = ()
-) -> str | None:
-    """Ping ``url`` about once a second until ``deadline`` (``time.monotonic()``): None once it answers, else why
-    it did not (a Redis that accepts and never replies times out each ping, bounded, instead of holding the run).
-    ``problem``, why the first ping failed, is the answer when the deadline has passed already (that ping took
-    the whole window): never None for a Redis not pinged again."""
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        if (again := probe_redis(url, what, roles)) is None:
-            return None
-        problem = again
-    return problem
-
-
-def connect_lane(url: str, lane: int, settings: Settings, *, sends: bool = False) -> RunStore:
-    """The store of the embedded server at ``url`` (its database 0, with the result backend) whose broker queues
-    are in database ``lane`` (one process's lane: see :mod:`.embedded_redis`); ``sends`` as :func:`connect`'s."""
-    settings = settings.model_copy(update={"store_url": url, "result_backend": url})
-    return connect(lane_url(url, lane), settings, sends=sends)
-
-
-def _fire_and_forget(backend: Any) -> None:
-    """Stop this process's result backend from subscribing to the result of every task it sends.
-
-    The orchestrator follows runs through the store, never through task results; Celery's Redis backend
-    would otherwise subscribe to each chord header's result channel (one subscription per task) and try
-    to unsubscribe, with reconnect retries, when those results are garbage-collected.
-    """
-    backend.on_task_call = lambda producer, task_id: None
-    backend.add_pending_result = lambda result, weak=False, start_drainer=True: result
-    backend.remove_pending_result = lambda result: result
 
 
 @dataclass(frozen=True)
@@ -857,138 +576,6 @@ def _resume_target_shard(
     return shard.tasks
 
 
-def _broker_idle(
-    store: RunStore, run_id: str, said: set[int] | None = None, ignore: Collection[str] = frozenset()
-) -> bool:
-    """No message of any queue the run uses (but ``ignore``) is waiting, and none of the run's is held by a live
-    worker. ``said``: orphan counts already logged (each is logged once)."""
-    waiting = _waiting_queues(store, run_id)
-    return not any(q not in ignore for q in waiting) and not _held_by_live_workers(store, run_id, said)
-
-
-@dataclass(frozen=True)
-class Orphan:
-    """A message of the run held by a worker that is gone: it comes back ``visibility`` s after ``delivered_at``."""
-
-    #: When Redis handed it to that worker (epoch seconds).
-    delivered_at: float
-    #: The queue it was taken from (``control``: a shard's callback or the aggregation).
-    queue: str
-    #: The rows its chunk carries (0 for a bookkeeping task).
-    items: int
-
-
-@dataclass(frozen=True)
-class HeldMessages:
-    """The run's messages delivered to workers and not acknowledged (kombu's ``unacked`` hash)."""
-
-    #: How many are held in all.
-    held: int
-    #: Those no live worker holds: their worker was killed whole (kill -9, a lost host), and they come back only
-    #: when the visibility timeout has passed since their delivery.
-    orphans: list[Orphan]
-    #: Held messages no live worker lists that were delivered less than ``ORPHAN_SETTLED_S`` ago: orphans once
-    #: settled, unless their worker lists them by then.
-    unsettled: int = 0
-
-
-#: Seconds after its delivery before a message no live worker lists is called orphaned (a worker lists what it
-#: received a moment after Redis handed it over).
-ORPHAN_SETTLED_S = 5.0
-
-
-def held_messages(store: RunStore, run_id: str) -> HeldMessages:
-    """The run's held messages, and which are held by workers that are gone.
-
-    A message is the run's only if its headers name the run (a shape we do not know counts as held by a live
-    worker). Live workers are asked (1 s) only when the run has held messages. A message delivered less than
-    ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet)."""
-    held: dict[str, tuple[str, dict[str, Any], str]] = {}  # delivery tag -> (task id, message, queue)
-    for tag, raw in store.broker.hgetall("unacked").items():
-        if run_id not in raw:
-            continue
-        try:
-            message, _exchange, queue = json.loads(raw)
-            held[tag] = (message["headers"]["id"], message, str(queue))
-        except (ValueError, LookupError, TypeError):
-            return HeldMessages(held=len(held) + 1, orphans=[])
-    if not held:
-        return HeldMessages(held=0, orphans=[])
-    inspect = app.control.inspect(timeout=1.0)
-    live = {task["id"] for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()
-            for task in tasks or []}  # fmt: skip
-    pipe = store.broker.pipeline(transaction=False)
-    for tag in held:
-        pipe.zscore("unacked_index", tag)
-    now = time.time()
-    unlisted = [(at, message, queue) for (task_id, message, queue), at in zip(held.values(), pipe.execute(),
-                strict=True) if task_id not in live]  # fmt: skip
-    orphans = [Orphan(at, queue, _rows_of(message)) for at, message, queue in unlisted
-               if at is not None and now - at >= ORPHAN_SETTLED_S]  # fmt: skip
-    return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(orphans))
-
-
-def _rows_of(message: dict[str, Any]) -> int:
-    """The rows a task message carries (0 where its body cannot be read: never a reason to fail a status)."""
-    try:
-        body = message["body"]
-        if message.get("properties", {}).get("body_encoding") == "base64":
-            body = base64.b64decode(body)
-        return rows_carried(message["headers"]["task"], json.loads(body)[0])
-    except (ValueError, LookupError, TypeError):
-        return 0
-
-
-def _held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
-    """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
-
-    Orphaned messages (:func:`held_messages`) do not keep the run from counting as stalled (its work is
-    re-submitted, and the late re-delivery then skips itself as superseded). Other runs' messages do not count.
-    ``said``: orphan counts already logged (each is logged once)."""
-    found = held_messages(store, run_id)
-    if len(found.orphans) < found.held:
-        return True
-    if found.orphans and (said is None or len(found.orphans) not in said):
-        log.warning("run %s: %s held by workers that are gone (re-delivered only after the visibility timeout)",
-                    run_id, counted(len(found.orphans), "message"))  # fmt: skip
-        if said is not None:
-            said.add(len(found.orphans))
-    return False
-
-
-def _waiting_queues(store: RunStore, run_id: str) -> dict[str, int]:
-    """Queues of the run (and the control queue) with messages waiting, and how many."""
-    queues = [*json.loads(store.meta(run_id).get("queues", "[]")), CONTROL_QUEUE]
-    pipe = store.broker.pipeline(transaction=False)
-    for queue in queues:
-        pipe.llen(queue)
-    return {queue: n for queue, n in zip(queues, pipe.execute(), strict=True) if n}
-
-
-def _unserved(queues: list[str], timeout_s: float = 1.0) -> list[str]:
-    """Those of ``queues`` that no live worker consumes (every worker is asked; ``timeout_s`` for the replies)."""
-    replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
-    served = {queue["name"] for worker_queues in replies.values() for queue in worker_queues or []}
-    return [queue for queue in queues if queue not in served]
-
-
-def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
-    """The run's queues (but ``skip``) where messages wait and no live worker listens: queue -> messages."""
-    waiting = _waiting_queues(store, run_id)
-    return {queue: waiting[queue] for queue in _unserved([q for q in waiting if q not in skip])}
-
-
-def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:
-    """What to tell the user about a queue nobody serves (an embedded run's workers live with its ``run``); the
-    worker it says to start consumes ``broker`` (the --broker given; None: the one a worker finds by itself)."""
-    verb = agree(waiting, "waits", "wait")
-    said = f"{counted(waiting, 'message')} {verb} on queue {queue!r} and no worker consumes it"
-    if embedded:
-        finish = backticked(resume_command("DIR"))
-        return f"{said}: an embedded run's workers stop with its `ragscore run`; finish it with {finish}"
-    return f"{said}; start one with {backticked(worker_command(queue, broker))} (the run goes on once one does)"
-
-
 def _warn_unserved(store: RunStore, run_id: str, warned: set[str], broker: str | None = None) -> None:
     """Log once per queue that the run's messages wait where no worker listens (else the run waits forever), with
     the command that starts a worker of ``broker`` (the --broker given)."""
@@ -1098,7 +685,7 @@ def wait(
                     if state == RunState.CANCELLED:  # nothing but skipping was left: idle, only its summary is missing
                         limit = min(limit, CANCELLED_STALL_S)
                     # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
-                    if now - last_change > limit and _broker_idle(store, run_id, orphans_said, ignore=(
+                    if now - last_change > limit and broker_idle(store, run_id, orphans_said, ignore=(
                             unserved_queues(store, run_id) if state == RunState.CANCELLED else ())):  # fmt: skip
                         idle_checks += 1
                         if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
@@ -1213,7 +800,7 @@ def summarize_cancelled(
     if store.state(run_id) != RunState.CANCELLED or store.summary_is_current(run_id):
         return {}
     unserved = unserved_queues(store, run_id)
-    orphans = _settled_orphans(store, run_id)
+    orphans = settled_orphans(store, run_id)
     if not unserved and not orphans:
         if here and _left_to_nobody(store, run_id, settle_s):
             aggregate_run(store, run_id, here=True)
@@ -1223,7 +810,7 @@ def summarize_cancelled(
     if orphans and on_orphaned is not None:
         on_orphaned(orphans)
     deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline and not _broker_idle(store, run_id, ignore=unserved):
+    while time.monotonic() < deadline and not broker_idle(store, run_id, ignore=unserved):
         time.sleep(POLL_S * 5)
     aggregate_run(store, run_id, here=here)
     return unserved
@@ -1234,147 +821,21 @@ def _left_to_nobody(store: RunStore, run_id: str, settle_s: float) -> bool:
     then no chord of it ends, and nothing but this process would write its summary. False when some of it is still
     queued or held at the deadline (whoever holds it, or skips it, ends its chords)."""
     deadline = time.monotonic() + settle_s
-    while _queued_messages(store, run_id) or _held_by_live_workers(store, run_id):
+    while queued_messages(store, run_id) or held_by_live_workers(store, run_id):
         if time.monotonic() >= deadline:
             return False
         time.sleep(POLL_S * 5)
     return True
 
 
-def _queued_messages(store: RunStore, run_id: str, page: int = 1000) -> int:
-    """The run's messages waiting on its queues (and the control queue): those naming it, as :func:`held_messages`
-    tells the run's held ones, not another run's sharing the queues (a later process's, in the lane it took)."""
-    found = 0
-    for queue in _waiting_queues(store, run_id):
-        for start in itertools.count(0, page):
-            raws = store.broker.lrange(queue, start, start + page - 1)
-            found += sum(run_id in raw for raw in raws)
-            if len(raws) < page:
-                break
-    return found
-
-
-#: Messages and bytes read at most from each end of a queue to find where a run's first message waits
-#: (:func:`queued_ahead`): a few tens of milliseconds of Redis, whatever the queue's length (a million messages).
-QUEUED_SCAN_MESSAGES = 10_000
-QUEUED_SCAN_BYTES = 8 << 20
-#: Seconds between two looks at the queues ahead of a run that no worker has begun (:func:`queued_ahead`).
-QUEUED_CHECK_S = 5.0
-
-# kombu's Redis transport LPUSHes a message onto the head of its queue's list and BRPOPs from the tail: the tail
-# is the oldest. From the tail, the messages read before the first that names the run (``run_id in raw``, as
-# :func:`held_messages` tells the run's held ones) are other runs' messages ahead of it. Not found within the
-# bounds, the head is read too: a message of the run there means more than were read are ahead of it.
-# Returns {messages read from the tail, 1: the run's found there | 0: found from the head only | -1: not found}.
-_QUEUED_AHEAD_LUA = """
-local run_id, most, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = redis.call('LLEN', KEYS[1])
-local function scan(from_tail)
-  local read, bytes = 0, 0
-  while read < n and read < most and bytes < budget do
-    local count = math.min(10, n - read, most - read)
-    local page
-    if from_tail then
-      page = redis.call('LRANGE', KEYS[1], -read - count, -read - 1)
-    else
-      page = redis.call('LRANGE', KEYS[1], read, read + count - 1)
-    end
-    if #page == 0 then break end
-    for j = 1, #page do
-      local raw = from_tail and page[#page - j + 1] or page[j]
-      if string.find(raw, run_id, 1, true) then return read, true end
-      read, bytes = read + 1, bytes + #raw
-    end
-  end
-  return read, false
-end
-local read, found = scan(true)
-if found then return {read, 1} end
-if read >= n then return {read, -1} end
-local _, there = scan(false)
-return {read, there and 0 or -1}
-"""
-
-
-#: :data:`_QUEUED_AHEAD_LUA` registered once per broker client (:func:`queued_ahead` runs every QUEUED_CHECK_S).
-_QUEUED_AHEAD_SCRIPTS: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
-
-
-def _queued_ahead_script(broker: redis.Redis) -> Script:
-    """:data:`_QUEUED_AHEAD_LUA` registered with ``broker``, the first time only."""
-    script = _QUEUED_AHEAD_SCRIPTS.get(broker)
-    if script is None:
-        script = _QUEUED_AHEAD_SCRIPTS[broker] = broker.register_script(_QUEUED_AHEAD_LUA)
-    return script
-
-
-@dataclass(frozen=True)
-class Ahead:
-    """Other runs' messages ahead of a run's first message on one queue."""
-
-    #: How many (at least that many, with ``more``).
-    messages: int
-    #: More than were read are ahead (the queue was read only up to QUEUED_SCAN_MESSAGES or QUEUED_SCAN_BYTES).
-    more: bool = False
-
-
-def queued_ahead(
-    store: RunStore, run_id: str, most: int = QUEUED_SCAN_MESSAGES, budget: int = QUEUED_SCAN_BYTES
-) -> dict[str, Ahead]:
-    """While no worker has taken a task of the run's current attempt (no ``work_began`` stamp of its generation):
-    per queue of the run where other runs' messages wait ahead of its first one, how many (not the control queue:
-    the run's aggregation is sent there only once its work is done).
-    The queues are first come, first served: a run submitted after a large one waits for the large one's messages,
-    queued, not stalled. ``{}`` once its work began, and where none of its messages waits behind another run's.
-    Each queue is read from its oldest end, ``most`` messages or ``budget`` bytes at most (from its newest end too
-    when its first message is not found there): :class:`Ahead` ``more`` says there are more than were read. ``{}``
-    from a broker that refuses scripts (the note is an aid, never worth failing the run over)."""
-    if work_began(store.meta(run_id)) is not None:
-        return {}
-    script = _queued_ahead_script(store.broker)
-    found: dict[str, Ahead] = {}
-    for queue in [q for q in _waiting_queues(store, run_id) if q != CONTROL_QUEUE]:  # its own come at its end
-        try:
-            read, where = script(keys=[queue], args=[run_id, most, budget])
-        except redis.ResponseError:  # a broker Redis that refuses scripts (ACLs, a managed service): no note
-            return {}
-        if read and where >= 0:
-            found[queue] = Ahead(int(read), more=where == 0)
-    return found
-
-
-def queued_message(ahead: dict[str, Ahead]) -> str:
-    """``queued: 12,345 messages of other runs ahead on queue cpu (40 on judge)``, the most first; "" for none."""
-    if not ahead:
-        return ""
-    (first, most), *rest = sorted(ahead.items(), key=lambda qa: (-qa[1].messages, qa[0]))
-
-    def count(a: Ahead) -> str:
-        return f"over {a.messages:,}" if a.more else f"{a.messages:,}"
-
-    others = f" ({', '.join(f'{count(a)} on {q}' for q, a in rest)})" if rest else ""
-    noun = "message" if most == Ahead(1) else "messages"
-    return f"queued: {count(most)} {noun} of other runs ahead on queue {first}{others}"
-
-
 def aggregate_run(store: RunStore, run_id: str, here: bool = False) -> None:
     """Write the run's summary of its current generation: sent to the control queue, or in this process with
     ``here`` or when no live worker consumes that queue (sent there, it would wait for one forever). A worker
     busy enough to miss one 1 s ask is asked again for 3 s before it counts as absent."""
-    if here or (_unserved([CONTROL_QUEUE]) and _unserved([CONTROL_QUEUE], timeout_s=3.0)):
+    if here or (unconsumed_queues([CONTROL_QUEUE]) and unconsumed_queues([CONTROL_QUEUE], timeout_s=3.0)):
         aggregate_in(store, run_id, store.generation(run_id), retried=True)  # an outage is said, not a failed run
     else:
         aggregate.delay(run_id, store.generation(run_id))
-
-
-def _settled_orphans(store: RunStore, run_id: str) -> list[Orphan]:
-    """The run's messages held by workers that are gone; a worker killed a moment ago has its messages told apart
-    from those a live worker is about to list once ``ORPHAN_SETTLED_S`` has passed (waited for here)."""
-    found = held_messages(store, run_id)
-    if found.unsettled:
-        time.sleep(ORPHAN_SETTLED_S)
-        found = held_messages(store, run_id)
-    return found.orphans
 
 
 def write_results(
@@ -1525,7 +986,7 @@ def _follow_instead(
     ConfigError when the resume was to change the run's judge budget or limits (they apply to what a resume sends);
     the cancel it says names ``broker`` (the --broker given)."""
     meta = store.meta(run_id)
-    if meta.get("state") not in (RunState.RUNNING, RunState.AGGREGATING) or not _held_by_live_workers(store, run_id):
+    if meta.get("state") not in (RunState.RUNNING, RunState.AGGREGATING) or not held_by_live_workers(store, run_id):
         return None
     if changes:
         raise ConfigError(

@@ -30,6 +30,7 @@ __all__ = [
     "cancel_command",
     "compare_command",
     "follow_commands",
+    "is_path",
     "report_command",
     "results_command",
     "resume_command",
@@ -110,6 +111,12 @@ class TerminalConsole(Console):
         """Its reader went away: the rest of its output goes nowhere (rich's own exits 1 at once)."""
         self.quiet = True
         write_to_nowhere(self.file)
+
+
+def is_path(ref: str) -> bool:
+    """Whether ``ref`` (a run id or a run's DIR, as the commands take them) can only be a path: a run id
+    (``20261202-011000-ab12cd``) has no ``/`` and no suffix."""
+    return "/" in ref or bool(Path(ref).suffix) or Path(ref).exists()
 
 
 def resume_command(out: str | Path, run_id: str | None = None, broker: str | None = None) -> str:

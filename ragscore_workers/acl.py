@@ -40,7 +40,7 @@ def broker_role(queues: Iterable[str]) -> Role:
     """The broker's user for ``queues`` (and the control queue, which every run's aggregation uses): kombu's lists,
     bindings, unacked messages and broadcast channel (pidbox). Celery's results are not asked for: they may be in
     another Redis (RAGSCORE_RESULT_BACKEND); a command that sends or serves work checks :data:`BACKEND` too, with
-    the broker's user where they are kept with it (``orchestrator.runner.broker_roles``)."""
+    the broker's user where they are kept with it (``orchestrator.connection.broker_roles``)."""
     return Role(
         name="broker",
         commands=(

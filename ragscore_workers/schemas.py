@@ -423,6 +423,11 @@ RATE_LIMITS = ("rpm", "tpm", "rpd", "tpd")
 Pace = Literal["burst", "even"]
 
 
+def paced_per_second(rpm: int) -> int:
+    """The requests a second ``pace: even`` lets through at ``rpm``: ceil(rpm / 60), at least 1."""
+    return math.ceil(rpm / 60)
+
+
 def _paced_rpm(also: str = "") -> Callable[[Pace, ValidationInfo], Pace]:
     """The check of ``pace``: ``even`` with ``rpm: null`` paced nothing, silently (ceil(rpm / 60) of no rpm), so it
     is refused with the fix (``also``: another way to set the rpm). An ``rpm`` refused itself is not in

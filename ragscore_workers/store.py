@@ -1112,7 +1112,7 @@ class RunStore:
             out["judge_calls"] = int(judge_calls)
         if state not in RunState.DONE:
             out.update(_judge_limit(suite, provider_rpm) | _target_limit(suite))
-            if planned is not None:  # the judge calls its run sends at least (orchestrator.estimate.judge_floor_s)
+            if planned is not None:  # the judge calls its run sends at least (orchestrator.floors.judge_floor_s)
                 out["judge_calls_planned"] = int(planned)
             for stage, wait in zip(WAIT_PARTS, waits, strict=True):
                 if wait:

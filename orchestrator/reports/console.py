@@ -15,7 +15,6 @@ from ragscore_workers.aggregate import OTHER_VALUES
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import and_more, counted, thousands
 from ragscore_workers.metrics.registry import higher_is_better
-from ragscore_workers.providers.ratelimit import paced_per_second
 from ragscore_workers.schemas import (
     UNFILLED_PREFIX,
     JudgeConfig,
@@ -23,6 +22,7 @@ from ragscore_workers.schemas import (
     RunSummary,
     Suite,
     TargetConfig,
+    paced_per_second,
     target_name,
 )
 

@@ -27,12 +27,12 @@ from ragscore_workers.counts import agree, counted, listed
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
-from ..estimate import eta_floor_s
+from ..floors import eta_floor_s
 from ..progress import IDLE_NOTE_S, WINDOW_S, RecentRate, at_least, fmt_duration, loading, wait_note
 from ..terminal import results_command, resume_command, shown
 
 if TYPE_CHECKING:
-    from ..runner import Orphan
+    from ..queues import Orphan
 
 __all__ = ["Sample", "StatusView", "fmt_duration", "resume_hint", "sample", "scored_text"]
 
@@ -109,13 +109,13 @@ class StatusView:
         self.visibility_s = 0.0
         #: The ended run's current summary, once written: its counts are what ``results`` reports.
         self.summary: RunSummary | None = None
-        #: What the run waited behind at the last look, before its work began (``runner.queued_message``).
+        #: What the run waited behind at the last look, before its work began (``queues.queued_message``).
         self._queued = ""
         #: Why the broker's notes (what waits, unserved queues, orphans) are not shown: its Redis did not answer.
         self.broker_note = ""
 
     def set_orphans(self, run_id: str, orphans: Sequence[Orphan], visibility_s: float) -> None:
-        """The run's messages held by workers that are gone (``runner.held_messages``), replacing the last check's:
+        """The run's messages held by workers that are gone (``queues.held_messages``), replacing the last check's:
         their work waits for the visibility timeout, so the queues they hold, and the run, end no sooner."""
         self.orphans, self._orphans_of, self.visibility_s = orphans, run_id, visibility_s
 

@@ -24,7 +24,7 @@ from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
 
 from ..datasets import iter_rows
-from ..terminal import summary_commands
+from ..terminal import is_path, summary_commands
 from .texts import TargetAnswers, asked_targets, preview
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "RunData",
     "from_dir",
     "from_store",
-    "is_path",
     "iter_items_file",
     "open_run",
     "store_answer_rows",
@@ -213,12 +212,6 @@ def from_dir(directory: Path) -> RunData:
         # a run without targets has none of its own: one there is another's (yours, an older ragscore's unrecorded)
         answers_file=answers if asked_targets(info) and answers.is_file() else None,
     )
-
-
-def is_path(ref: str) -> bool:
-    """Whether ``ref`` (a run id or a run's DIR, as the commands take them) can only be a path: a run id
-    (``20261202-011000-ab12cd``) has no ``/`` and no suffix."""
-    return "/" in ref or bool(Path(ref).suffix) or Path(ref).exists()
 
 
 def open_run(ref: str, store: Callable[[], RunStore], broker: str | None = None) -> RunData:

@@ -28,7 +28,6 @@ Tokens are never paced: a per-second token cap below one call's cost would refus
 from __future__ import annotations
 
 import logging
-import math
 import random
 import threading
 import time
@@ -37,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..schemas import Pace
+from ..schemas import Pace, paced_per_second
 from .errors import RateLimitTimeout, RequestTooLargeError
 
 __all__ = [
@@ -51,7 +50,6 @@ __all__ = [
     "RedisLimiter",
     "Wait",
     "limits_per_minute",
-    "paced_per_second",
 ]
 
 log = logging.getLogger(__name__)
@@ -202,11 +200,6 @@ class Limit:
             raise ValueError(f"limit {self.name} must be >= 1, got {self.limit}")
         if self.period_s <= 0:
             raise ValueError(f"period of {self.name} must be > 0, got {self.period_s}")
-
-
-def paced_per_second(rpm: int) -> int:
-    """The requests a second ``pace: even`` lets through at ``rpm``: ceil(rpm / 60), at least 1."""
-    return math.ceil(rpm / 60)
 
 
 def limits_per_minute(

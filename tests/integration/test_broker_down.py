@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from orchestrator import runner
+from orchestrator import connection, queues, runner
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.settings import get_settings
@@ -32,7 +32,7 @@ def apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Run
     store_server = RedisProcess(tmp_path / "store").start()
     broker = RedisProcess(tmp_path / "broker").start()
     monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 1.0)  # the retries of the broker that does not answer, short
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 1.0)  # the retries of the broker that does not answer, short
     try:
         store = runner.connect(broker.url, get_settings(), sends=True)
         sub = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store)
@@ -167,8 +167,8 @@ def test_status_watch_asks_a_broker_that_does_not_answer_at_each_check_not_each_
     """The refresh that found the broker down returned before noting its check: every refresh (2 s) pinged it
     again, 5 s each where its host drops packets. Its pings are counted where it listened."""
     _, broker, run_id = apart
-    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 3600.0)  # one check in the test: its first refresh's
-    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 3600.0)
+    monkeypatch.setattr(queues, "QUEUED_CHECK_S", 3600.0)  # one check in the test: its first refresh's
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 3600.0)
     first: list[int] = []
 
     def tenth_refresh(said: str) -> bool:
@@ -190,8 +190,8 @@ def test_status_watch_asks_a_broker_whose_host_does_not_answer_at_its_next_check
     20 s): the checks were timed from before the ping, so the next refresh was due again and pinged (connections
     at 0, 7.1, 14.1 s). Timed from after it, the refreshes of the next interval show the run without a ping."""
     _, broker, run_id = apart
-    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 1.0)  # shorter than the ping that waits 5 s
-    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 1.0)
+    monkeypatch.setattr(queues, "QUEUED_CHECK_S", 1.0)  # shorter than the ping that waits 5 s
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 1.0)
     first: list[int] = []  # connections once the first table was printed (its refresh pinged)
     between: list[int] = []  # tables printed before the first refresh's next ping
 
@@ -217,8 +217,8 @@ def test_status_watch_with_the_broker_gone_shows_none_of_its_last_notes(
     store_server = RedisProcess(tmp_path / "store").start()
     broker = RedisProcess(tmp_path / "broker").start()
     monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
-    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 0.0)  # each refresh checks
-    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 0.0)
+    monkeypatch.setattr(queues, "QUEUED_CHECK_S", 0.0)  # each refresh checks
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 0.0)
     try:
         store = runner.connect(broker.url, get_settings(), sends=True)
         run_id = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store).run_id
@@ -250,9 +250,9 @@ def test_status_watch_with_the_broker_hung_inside_the_workers_check_says_so_with
     store_server = RedisProcess(tmp_path / "store").start()
     broker = RedisProcess(tmp_path / "broker").start()
     monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
-    monkeypatch.setattr(runner, "BROKER_CHECK_S", 1.0)
-    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 3600.0)  # one check: the first refresh's
-    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 3600.0)
+    monkeypatch.setattr(connection, "BROKER_CHECK_S", 1.0)
+    monkeypatch.setattr(queues, "QUEUED_CHECK_S", 3600.0)  # one check: the first refresh's
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 3600.0)
     paused = redis.Redis.from_url(broker.url)
     try:
         store = runner.connect(broker.url, get_settings(), sends=True)
@@ -373,8 +373,8 @@ def test_status_watch_with_the_broker_gone_inside_a_check_says_so_after_one_try(
     client (redis-py, 8 times over ~20 s, made to ride out a blip in a send) before the watch said the broker could
     not be reached; a check that met kombu's reconnects held it longer. The check's reads are tried once."""
     _, broker, run_id = apart
-    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 3600.0)  # one check in the test: its first refresh's
-    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 3600.0)
+    monkeypatch.setattr(queues, "QUEUED_CHECK_S", 3600.0)  # one check in the test: its first refresh's
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 3600.0)
 
     with _gone_after_its_ping(broker) as sent:
         said = _watched(run_id, broker, capsys, lambda said: "could not be reached" in said)
@@ -390,9 +390,9 @@ def test_status_watch_asks_a_broker_hung_inside_a_check_again_at_its_next_check_
     intervals, which were timed from before the check (a failed ping's from after it), so the refresh after a failed
     check checked again, a ping and a read that hung each refresh. Timed from the failure, tables come between."""
     _, broker, run_id = apart
-    monkeypatch.setattr(runner, "BROKER_CHECK_S", 3.0)  # a read's timeout, longer than the checks' intervals
-    monkeypatch.setattr(runner, "QUEUED_CHECK_S", 2.0)
-    monkeypatch.setattr(runner, "CONSUMER_CHECK_S", 2.0)
+    monkeypatch.setattr(connection, "BROKER_CHECK_S", 3.0)  # a read's timeout, longer than the checks' intervals
+    monkeypatch.setattr(queues, "QUEUED_CHECK_S", 2.0)
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 2.0)
     first: list[tuple[int, int]] = []  # (pings, tables) once the first failed check was printed
     between: list[int] = []  # tables printed from then to the next ping
 
@@ -424,7 +424,7 @@ def test_cancel_and_results_with_the_broker_down_ask_it_once(
     from ragscore_workers.store import probe_redis
 
     store, broker, run_id = apart
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 3.0)  # a window of pings, each refused at once
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 3.0)  # a window of pings, each refused at once
     if command == "results":
         store.set_state(run_id, RunState.CANCELLED)  # cancelled without a summary: results writes it
     with _listening(broker) as probed:  # counts connections, closes them
@@ -476,7 +476,7 @@ def test_a_broker_on_the_ipv6_loopback_at_the_store_port_is_another_server(
     broker.start_without_ping()
     broker_url = f"redis://[::1]:{broker.port}/0"
     monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 1.0)
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 1.0)
     try:
         store = runner.connect(broker_url, get_settings(), sends=True)
         run_id = runner.submit(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), store).run_id

@@ -462,7 +462,7 @@ def _url(store: RunStore) -> str:
 def test_the_messages_ahead_of_a_queued_run_are_read_within_bounds_from_the_queues_oldest_end(tmp_path: Path) -> None:
     """A queue of a million messages must not be read whole every few seconds: past the bounds, the count is a floor
     ("over N"), given only where the run's messages are found at the queue's newest end."""
-    from orchestrator.runner import Ahead, queued_ahead, queued_message
+    from orchestrator.queues import Ahead, queued_ahead, queued_message
 
     server = RedisProcess(tmp_path / "redis").start()
     try:
@@ -524,7 +524,7 @@ def test_a_wait_whose_view_shows_no_queued_note_does_not_read_the_queues_for_one
 def test_the_control_queue_is_not_scanned_for_a_queued_run(tmp_path: Path) -> None:
     """A run's aggregation goes to the control queue only once its work is done: other runs' messages there are
     never ahead of its work, and scanning them cost a script of up to 8 MiB every 5 s for nothing."""
-    from orchestrator.runner import Ahead, queued_ahead
+    from orchestrator.queues import Ahead, queued_ahead
 
     server = RedisProcess(tmp_path / "redis").start()
     try:

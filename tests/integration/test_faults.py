@@ -353,7 +353,7 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
     import subprocess
     import sys
 
-    from orchestrator.runner import ORPHAN_SETTLED_S, held_messages
+    from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
 
     from ..support import ROOT
 
@@ -442,7 +442,7 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
     """A worker killed whole keeps the messages it held out of every queue until the visibility timeout (900 s
     here): no live worker could skip them, so the cancelled run's chord never ended and `ragscore cancel` left it
     without a summary for 15 minutes (`results` said "try again shortly")."""
-    from orchestrator.runner import held_messages
+    from orchestrator.queues import held_messages
 
     server = RedisProcess(tmp_path / "redis").start()
     doomed, alive = _doomed_and_alive(server, tmp_path)
@@ -476,7 +476,8 @@ def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_su
     messages of the run was killed whole. No live worker could skip those until the visibility timeout (900 s
     here): `ragscore results` said "try again shortly" for 15 minutes. It now writes the summary of what was
     scored, what the dead worker holds counted as stopped."""
-    from orchestrator.runner import cancel, held_messages
+    from orchestrator.queues import held_messages
+    from orchestrator.runner import cancel
 
     server = RedisProcess(tmp_path / "redis").start()
     doomed, alive = _doomed_and_alive(server, tmp_path)
@@ -538,7 +539,7 @@ class _Followed:
     def ends_cancelled(self) -> None:
         """The `run` exits 1 with the cancelled run's reports, what the killed worker still holds counted as
         stopped."""
-        from orchestrator.runner import held_messages
+        from orchestrator.queues import held_messages
 
         assert self.following.wait(300) == 1, self.log.read_text()
         said = " ".join(self.log.read_text().split())
@@ -585,7 +586,7 @@ def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_r
     import subprocess
     import sys
 
-    from orchestrator.runner import held_messages
+    from orchestrator.queues import held_messages
 
     from ..support import ROOT
 
@@ -701,9 +702,9 @@ def test_a_hung_redis_mid_run_is_said_as_an_outage_and_the_run_finishes_when_it_
     """The run's reads had no time bound: a Redis that stopped answering held ``run`` in one read, silent, for as
     long as it hung (a partition: until TCP gave up, hours). Now each read is bounded, wait() says the outage and
     retries within its bound, and the run goes on once Redis answers."""
-    from orchestrator import runner
+    from orchestrator import connection
 
-    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    monkeypatch.setattr(connection, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1).start()
     try:
@@ -744,9 +745,9 @@ def test_a_hung_redis_at_the_summary_read_of_a_finished_run_is_an_outage_and_the
     other read (here the summary's, of a run that had ended: the Redis stops right after the progress is shown)
     failed `ragscore run` after one read timeout, with a run that was done. Now every read of the poll is an
     outage, said and retried, and the wait returns the summary once Redis answers."""
-    from orchestrator import runner
+    from orchestrator import connection
 
-    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    monkeypatch.setattr(connection, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
     server = RedisProcess(tmp_path / "redis").start()
     try:
         store, run_id = _finished_run(tmp_path, server)
@@ -770,10 +771,10 @@ def test_a_wait_that_gives_up_on_a_hung_redis_reads_nothing_more_from_it(
     """Once wait() gave up on a Redis that does not answer, its last look at the progress (for the final line) was
     one more read of that Redis: one more read timeout (30 s) before `ragscore run` said so. Now it is skipped:
     the wait ends after the reads of the outage itself (two, 10 s each, here), not a third."""
-    from orchestrator import runner
+    from orchestrator import connection, runner
 
     read_s = 10.0  # a third read's timeout is what the bound below tells apart: long beside a loaded box's delays
-    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", read_s)
+    monkeypatch.setattr(connection, "STORE_READ_TIMEOUT_S", read_s)
     monkeypatch.setattr(runner, "REDIS_OUTAGE_S", 0.0)  # given up at the first retry that fails too
     server = RedisProcess(tmp_path / "redis").start()
     try:
@@ -797,9 +798,9 @@ def test_a_wait_that_gives_up_on_a_hung_redis_says_status_and_results_with_the_o
     """ "a cluster run goes on without this process: `ragscore status RUN`, then `ragscore results RUN`": without
     the --broker (pasted, they asked RAGSCORE_BROKER_URL or the embedded Redis) and without --out, which results
     of a run id refuses to go without."""
-    from orchestrator import runner
+    from orchestrator import connection, runner
 
-    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(connection, "STORE_READ_TIMEOUT_S", 2.0)
     monkeypatch.setattr(runner, "REDIS_OUTAGE_S", 0.0)  # given up at the first retry that fails too
     server = RedisProcess(tmp_path / "redis").start()
     out = tmp_path / "my out"
@@ -895,9 +896,9 @@ def test_a_stall_recovery_cut_off_by_a_hung_redis_is_sent_again_once_it_answers(
     cancel's, 2 s each) left the run ``submitting``, which wait() takes for progress, so it never recovered the stall
     again and waited for ever; one back in time for it (3 s) made the run cancelled, which nobody asked for. Now
     wait() sends the recovery again, a new generation, once Redis answers, and every item is scored."""
-    from orchestrator import runner
+    from orchestrator import connection
 
-    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    monkeypatch.setattr(connection, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
     try:
@@ -934,10 +935,10 @@ def test_an_aggregation_in_the_waiting_process_cut_off_by_a_hung_redis_is_tried_
     timed out, 2 s) made the run failed ("aggregate: TimeoutError"); one hung past it and the lease's release too
     (7 s) left the lease held, so every later try skipped ("another worker is aggregating") until the run failed,
     stalled. Now an outage is not a failure: wait() retries once Redis answers, its own lease taken over."""
-    from orchestrator import runner
+    from orchestrator import connection, runner
     from orchestrator.runner import cancel
 
-    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    monkeypatch.setattr(connection, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
     monkeypatch.setattr(runner, "CANCELLED_STALL_S", 1.0)
     server = RedisProcess(tmp_path / "redis").start()
     try:
@@ -1008,14 +1009,14 @@ def test_a_workers_aggregation_cut_off_by_a_redis_hung_past_its_bound_marks_the_
     run is marked failed, as before: its message is acked on failure, and a detached run has no wait(); left
     unmarked, such a run stayed "aggregating" for ever. Marked failed, its error says why and `ragscore resume`
     writes its summary."""
-    from orchestrator import runner
+    from orchestrator import connection
     from ragscore_workers import tasks
 
     monkeypatch.setattr(tasks, "REDIS_OUTAGE_S", 0.0)
     server = RedisProcess(tmp_path / "redis").start()
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # a worker's read that times out, soon
+            patch.setattr(connection, "STORE_READ_TIMEOUT_S", 2.0)  # a worker's read that times out, soon
             store = connect(server.url)
         sub = _cancelled(store, tmp_path)
         watcher = _at_aggregation(server, sub.run_id, 3.0)  # back in time for the failure's write

@@ -232,9 +232,9 @@ def test_a_broker_apart_from_the_store_is_probed_too_and_named_in_its_error(
     """With RAGSCORE_STORE_URL on a Redis of its own, connect() probed only the store's: a broker database Redis
     refuses, or a broker that does not answer, passed, and failed later, less clearly (in Celery's first send).
     Both are probed now, each error naming which Redis it is."""
-    from orchestrator import runner
+    from orchestrator import connection
 
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 2.0)  # the retries of a broker that does not answer, short
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 2.0)  # the retries of a broker that does not answer, short
     store_server = RedisProcess(tmp_path / "store").start()
     broker = RedisProcess(tmp_path / "broker", "--requirepass", PASSWORD).start_without_ping()
     settings = get_settings().model_copy(update={"store_url": store_server.url})
@@ -563,7 +563,8 @@ def test_a_runs_broker_user_is_checked_for_the_queues_of_its_suite_before_anythi
     the run is sent or recorded; a run needing only its queues still goes."""
     import re
 
-    from orchestrator.runner import cancel, check_queues
+    from orchestrator.connection import check_queues
+    from orchestrator.runner import cancel
 
     users = ["default off", "good on >good-pw ~* &* +@all",
              "cpu on >cpu-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* &* +@all"]  # fmt: skip
@@ -730,7 +731,7 @@ def test_a_result_backend_in_the_stores_database_is_checked_in_the_stores_probe(
     one probe (one MULTI) for each database and user, and a store user without Celery's keys is refused there."""
     import redis
 
-    from orchestrator.runner import connect_lane
+    from orchestrator.connection import connect_lane
 
     users = ["default on nopass ~* &* +@all", "good on >good-pw ~* &* +@all", "store on >store-pw ~ragscore:* &* +@all"]
     sock = tmp_path / "redis.sock"
@@ -770,9 +771,9 @@ def test_an_embedded_lane_that_does_not_answer_names_no_store_url_the_user_never
 ) -> None:
     """The embedded mode puts the store in its server's database 0 and the broker in a lane of the same server:
     they were told apart by URL, so its errors named "the run store's Redis (RAGSCORE_STORE_URL)", never set."""
-    from orchestrator import runner
+    from orchestrator import connection, runner
 
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 1.0)
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 1.0)
     url = f"redis+socket://{tmp_path / 'gone.sock'}"
     for sends in (False, True):
         with pytest.raises(BrokerError) as unreachable:
@@ -786,9 +787,9 @@ def test_a_broker_not_answering_after_a_slow_store_gets_retries_of_its_own(
 ) -> None:
     """One deadline served both Redis: a store that took the window left the broker's first failed ping final,
     though the log had just said it was retried "for about 20 s". Each now has a window of its own."""
-    from orchestrator import runner
+    from orchestrator import connection
 
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 1.5)
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 1.5)
     server = RedisProcess(tmp_path / "redis").start()
     broker_url = server.url.removesuffix("/0") + "/1"
     fails = {server.url: 2, broker_url: 1}  # the store answers its third ping (~2 s), the broker its second
@@ -799,10 +800,10 @@ def test_a_broker_not_answering_after_a_slow_store_gets_retries_of_its_own(
             return "not yet"
         return None
 
-    monkeypatch.setattr(runner, "probe_redis", probe)
+    monkeypatch.setattr(connection, "probe_redis", probe)
     try:
         settings = get_settings().model_copy(update={"store_url": server.url})
-        assert runner.connect(broker_url, settings, sends=True).state("none") == ""
+        assert connection.connect(broker_url, settings, sends=True).state("none") == ""
         assert fails == {server.url: 0, broker_url: 0}
     finally:
         server.stop()
@@ -835,14 +836,14 @@ def test_a_host_name_that_does_not_resolve_is_named_and_waited_for_as_a_redis_no
     import signal
     import sys
 
-    from orchestrator import runner
+    from orchestrator import connection
 
     from ..support import ROOT
 
     host = "no-such-host.invalid"
     if not _resolver_says_no_such_name(host):
         pytest.skip("this machine's resolver cannot say that a name does not exist")
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 2.0)  # the run's retries, short for the test
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 2.0)  # the run's retries, short for the test
     with pytest.raises(BrokerError, match=f"{host}.*does not resolve") as unknown:
         connect(f"redis://:{PASSWORD}@{host}:6379/0")
     assert PASSWORD not in str(unknown.value)
@@ -931,10 +932,10 @@ def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures import TimeoutError as FutureTimeout
 
-    from orchestrator import runner
+    from orchestrator import connection, runner
     from ragscore_workers.settings import get_settings
 
-    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    monkeypatch.setattr(connection, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
     store_server = RedisProcess(tmp_path / "store").start()
     broker = RedisProcess(tmp_path / "broker").start()
     monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)  # the worker's, started once the broker answers
@@ -988,10 +989,10 @@ def test_a_users_resume_cut_off_by_a_hung_broker_says_to_resume_once_it_answers_
     still gets the raw error: wait() retries on it."""
     import signal
 
-    from orchestrator import runner
+    from orchestrator import connection, runner
     from ragscore_workers.settings import get_settings
 
-    monkeypatch.setattr(runner, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
+    monkeypatch.setattr(connection, "STORE_READ_TIMEOUT_S", 2.0)  # the bound, short for the test
     store_server = RedisProcess(tmp_path / "store").start()
     broker = RedisProcess(tmp_path / "broker").start()
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(60))

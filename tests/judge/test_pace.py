@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator import evaluate
 from orchestrator.api import IncompleteRunWarning
-from ragscore_workers.providers.ratelimit import paced_per_second
+from ragscore_workers.schemas import paced_per_second
 
 from ..fakes import FakeProvider
 

@@ -15,8 +15,8 @@ from rich.console import Console
 
 from orchestrator import evaluate
 from orchestrator.progress import IDLE_NOTE_S
+from orchestrator.queues import Orphan
 from orchestrator.reports.live import Sample, StatusView
-from orchestrator.runner import Orphan
 from ragscore_workers.schemas import MetricResult
 from ragscore_workers.store import RunStore, redis_client
 

@@ -105,7 +105,7 @@ def test_a_usage_error_and_a_bad_input_error_start_alike() -> None:
 def test_cancel_says_one_held_item_in_the_singular() -> None:
     """`ragscore cancel` said "1 item of it (1 message) is held ... its summary is written without them"."""
     from orchestrator.cli import held_by_gone_workers
-    from orchestrator.runner import Orphan
+    from orchestrator.queues import Orphan
 
     one = held_by_gone_workers([Orphan(1000.0, "cpu", 1)])
     assert one.startswith("1 item of it (1 message) is held by a worker that is gone") and "without it," in one

@@ -434,7 +434,7 @@ def test_a_users_view_whose_note_is_no_method_is_not_told_and_does_not_fail_the_
 
 def test_one_message_ahead_is_said_in_the_singular() -> None:
     """A run behind one message of another run read "queued: 1 messages of other runs ahead"."""
-    from orchestrator.runner import Ahead, queued_message
+    from orchestrator.queues import Ahead, queued_message
 
     assert queued_message({"cpu": Ahead(1)}) == "queued: 1 message of other runs ahead on queue cpu"
     assert queued_message({"cpu": Ahead(1), "judge": Ahead(1)}) == (
@@ -708,7 +708,7 @@ def test_the_rich_bar_marks_an_eta_the_judges_rpm_floors_and_no_other(clock: Clo
     ],
 )
 def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: dict[str, int], least_s: float) -> None:
-    from orchestrator.estimate import judge_floor_s
+    from orchestrator.floors import judge_floor_s
 
     assert judge_floor_s(counters) == least_s
 
@@ -729,7 +729,7 @@ def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: 
     ],
 )
 def test_a_lone_targets_rpm_floors_its_queues_eta(counters: dict[str, int], least_s: float) -> None:
-    from orchestrator.estimate import eta_floor_s
+    from orchestrator.floors import eta_floor_s
 
     assert eta_floor_s(counters, "target") == least_s
     assert eta_floor_s(counters) == least_s and eta_floor_s(counters, "cpu") == 0.0

@@ -102,10 +102,10 @@ def test_ctrl_c_of_a_cluster_run_says_its_status_and_results_with_its_broker(
 ) -> None:
     """`run {id} goes on in the cluster: `ragscore status {id}`, then ...`: the status half left out the --broker the
     run was sent with (it then asked RAGSCORE_BROKER_URL or the embedded Redis, where the run is unknown)."""
-    from orchestrator import runner
+    from orchestrator import connection
     from orchestrator.cli import _how_to_go_on
 
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 0.5)  # its state is not read: no Redis there
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 0.5)  # its state is not read: no Redis there
     out = tmp_path / "out"
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"run_id": "run-x", "mode": "cluster"}), encoding="utf-8")
@@ -154,10 +154,10 @@ def test_the_report_and_worker_commands_split_back_into_their_words() -> None:
 def test_ctrl_c_of_a_cluster_run_with_a_passworded_broker_hides_it_in_both_commands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from orchestrator import runner
+    from orchestrator import connection
     from orchestrator.cli import _how_to_go_on
 
-    monkeypatch.setattr(runner, "CONNECT_RETRY_S", 0.5)  # its state is not read: no Redis there
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 0.5)  # its state is not read: no Redis there
     out = tmp_path / "out"
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"run_id": "run-x", "mode": "cluster"}), encoding="utf-8")

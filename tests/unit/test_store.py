@@ -90,7 +90,7 @@ def test_progress_counts_the_judge_calls_of_a_run_that_sent_one(store: RunStore)
 
 
 def test_progress_gives_the_judges_rpm_in_force_the_suites_or_a_lower_one_the_provider_stated(store: RunStore) -> None:
-    """The views' ETA floor (:func:`orchestrator.estimate.judge_floor_s`) reads the judge's rpm in force."""
+    """The views' ETA floor (:func:`orchestrator.floors.judge_floor_s`) reads the judge's rpm in force."""
     run = "t-judge-rpm"
     store.add_ids(run, 0, ["a"], {"judge": 1})
     store.create_run(run, {"suite": json.dumps({"judge": {"rpm": 120, "pace": "even"}})})

@@ -1,0 +1,89 @@
+"""The least time a run's rate-limited calls still need (judge, target): a floor under the ETA that the progress
+views show, and the dry run's least minutes under a limit (:mod:`.estimate`).
+
+Pure functions of the store's counters, kept apart from :mod:`.estimate` (which plans judge prompts with the metrics)
+so that ``ragscore status`` imports no metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ragscore_workers.schemas import Pace, paced_per_second
+
+__all__ = [
+    "QUEUE_FLOORS",
+    "eta_floor_s",
+    "judge_floor_s",
+    "least_seconds",
+    "pace_minutes",
+    "target_floor_s",
+    "window_minutes",
+]
+
+
+def window_minutes(amount: int, limit: int | None, period_min: int) -> float | None:
+    """The least minutes ``amount`` needs under ``limit`` a period of ``period_min`` minutes (``floor((N - 1) / limit)``
+    periods after the first); None where there is no limit or one period holds it all."""
+    return float((amount - 1) // limit * period_min) if limit and amount > limit else None
+
+
+def pace_minutes(requests: int, rpm: int | None, pace: Pace) -> dict[str, float]:
+    """``{"pace": minutes}``: the least time ``requests`` need at ``pace: even`` (ceil(rpm / 60) a second); empty
+    where the pace is ``burst``, there is no ``rpm``, or one second holds them all."""
+    if pace == "even" and rpm and requests > (per_second := paced_per_second(rpm)):
+        return {"pace": (requests - 1) // per_second / 60}  # seconds, in minutes
+    return {}
+
+
+def least_seconds(requests: int, rpm: int | None, pace: Pace = "burst") -> float:
+    """The least seconds ``requests`` calls need under ``rpm`` (and ``pace``), as the dry run reckons a limit's least
+    time (:func:`window_minutes`, :func:`pace_minutes`); 0 where the limit holds them all at once."""
+    minutes = [window_minutes(requests, rpm, 1) or 0.0, *pace_minutes(requests, rpm, pace).values()]
+    return 60 * max(minutes)
+
+
+def judge_floor_s(counters: dict[str, int]) -> float:
+    """The least seconds a live run's judge calls still to make need under the judge's ``rpm`` in force, from
+    :meth:`RunStore.progress`'s counters (``judge_rpm``, ``judge_pace_even``, ``judge_calls``, ``done:judge``,
+    ``total:judge``, ``judge_calls_planned``): its ETA is never sooner; 0 before a judge unit is done. The calls left
+    are the calls the dry run's count planned for the run at submit (:func:`.estimate.judge_calls_planned`: a metric
+    may ask two judges an item) less those sent, or where more (or where a run submitted before that count has none),
+    the judge units left at the calls a done unit took so far (cached replies and rule-scored rows take none), but no
+    more than the units not done less the calls sent beyond one a done unit (the calls of units in flight)."""
+    done, total = counters.get("done:judge", 0), counters.get("total:judge", 0)
+    calls = counters.get("judge_calls", 0)
+    if not done or done >= total:
+        return 0.0
+    left = max(_measured_left(done, total, calls), counters.get("judge_calls_planned", 0) - calls)
+    pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
+    return least_seconds(math.ceil(left), counters.get("judge_rpm"), pace) if left > 0 else 0.0
+
+
+def _measured_left(done: int, total: int, calls: int) -> float:
+    """The calls ``total - done`` units left make at the calls ``done`` units took so far (a cached reply takes
+    none), but no more than the units left less the calls sent beyond one a done unit (those of units in flight)."""
+    return min(total - calls, (total - done) * calls / done)
+
+
+def target_floor_s(counters: dict[str, int]) -> float:
+    """The least seconds the calls a run's one target still gets need under its ``rpm`` (:meth:`RunStore.progress`'s
+    ``target_rpm``, ``target_pace_even``; none for several targets), counted as the judge's are measured
+    (:func:`_measured_left`: an answer its reply cache held took no call); 0 before a target unit is done."""
+    done, total = counters.get("done:target", 0), counters.get("total:target", 0)
+    if not done or done >= total:
+        return 0.0
+    left = math.ceil(_measured_left(done, total, counters.get("target_calls", 0)))
+    pace: Pace = "even" if counters.get("target_pace_even") else "burst"
+    return least_seconds(left, counters.get("target_rpm"), pace) if left > 0 else 0.0
+
+
+#: Per queue, the least seconds its rate limit lets its calls left go: its ETA is never sooner.
+QUEUE_FLOORS: dict[str, Callable[[dict[str, int]], float]] = {"judge": judge_floor_s, "target": target_floor_s}
+
+
+def eta_floor_s(counters: dict[str, int], queue: str | None = None) -> float:
+    """The least seconds ``queue``'s calls left need under its rate limit (:data:`QUEUE_FLOORS`; 0 for a queue with
+    none), or with ``queue`` None the run's: the longest of its queues'."""
+    return max((floor(counters) for name, floor in QUEUE_FLOORS.items() if queue in (None, name)), default=0.0)

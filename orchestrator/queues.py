@@ -1,0 +1,310 @@
+"""What a run's messages do on the broker: which wait and behind what (:func:`queued_ahead`), which queues no worker
+serves (:func:`unserved_queues`), which are held by workers that are gone (:func:`held_messages`).
+
+Kept apart from :mod:`.runner` so that ``ragscore status`` imports neither the Celery tasks nor the metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import logging
+import time
+import weakref
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from ragscore_workers.app import CONTROL_QUEUE, app
+from ragscore_workers.commands import backticked
+from ragscore_workers.counts import agree, counted
+from ragscore_workers.store import RunStore, work_began
+
+from .terminal import resume_command, worker_command
+
+__all__ = [
+    "CONSUMER_CHECK_S",
+    "QUEUED_CHECK_S",
+    "Ahead",
+    "HeldMessages",
+    "Orphan",
+    "broker_idle",
+    "held_by_live_workers",
+    "held_messages",
+    "queued_ahead",
+    "queued_message",
+    "queued_messages",
+    "settled_orphans",
+    "unconsumed_queues",
+    "unserved_message",
+    "unserved_queues",
+]
+
+log = logging.getLogger(__name__)
+
+#: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
+CONSUMER_CHECK_S = 20.0
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A message of the run held by a worker that is gone: it comes back ``visibility`` s after ``delivered_at``."""
+
+    #: When Redis handed it to that worker (epoch seconds).
+    delivered_at: float
+    #: The queue it was taken from (``control``: a shard's callback or the aggregation).
+    queue: str
+    #: The rows its chunk carries (0 for a bookkeeping task).
+    items: int
+
+
+@dataclass(frozen=True)
+class HeldMessages:
+    """The run's messages delivered to workers and not acknowledged (kombu's ``unacked`` hash)."""
+
+    #: How many are held in all.
+    held: int
+    #: Those no live worker holds: their worker was killed whole (kill -9, a lost host), and they come back only
+    #: when the visibility timeout has passed since their delivery.
+    orphans: list[Orphan]
+    #: Held messages no live worker lists that were delivered less than ``ORPHAN_SETTLED_S`` ago: orphans once
+    #: settled, unless their worker lists them by then.
+    unsettled: int = 0
+
+
+#: Seconds after its delivery before a message no live worker lists is called orphaned (a worker lists what it
+#: received a moment after Redis handed it over).
+ORPHAN_SETTLED_S = 5.0
+
+
+def held_messages(store: RunStore, run_id: str) -> HeldMessages:
+    """The run's held messages, and which are held by workers that are gone.
+
+    A message is the run's only if its headers name the run (a shape we do not know counts as held by a live
+    worker). Live workers are asked (1 s) only when the run has held messages. A message delivered less than
+    ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet)."""
+    held: dict[str, tuple[str, dict[str, Any], str]] = {}  # delivery tag -> (task id, message, queue)
+    for tag, raw in store.broker.hgetall("unacked").items():
+        if run_id not in raw:
+            continue
+        try:
+            message, _exchange, queue = json.loads(raw)
+            held[tag] = (message["headers"]["id"], message, str(queue))
+        except (ValueError, LookupError, TypeError):
+            return HeldMessages(held=len(held) + 1, orphans=[])
+    if not held:
+        return HeldMessages(held=0, orphans=[])
+    inspect = app.control.inspect(timeout=1.0)
+    live = {task["id"] for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()
+            for task in tasks or []}  # fmt: skip
+    pipe = store.broker.pipeline(transaction=False)
+    for tag in held:
+        pipe.zscore("unacked_index", tag)
+    now = time.time()
+    unlisted = [(at, message, queue) for (task_id, message, queue), at in zip(held.values(), pipe.execute(),
+                strict=True) if task_id not in live]  # fmt: skip
+    orphans = [Orphan(at, queue, _rows_of(message)) for at, message, queue in unlisted
+               if at is not None and now - at >= ORPHAN_SETTLED_S]  # fmt: skip
+    return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(orphans))
+
+
+def _rows_of(message: dict[str, Any]) -> int:
+    """The rows a task message carries (0 where its body cannot be read: never a reason to fail a status)."""
+    from ragscore_workers.planning import rows_carried  # planning imports the metrics: only for an orphan
+
+    try:
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        return rows_carried(message["headers"]["task"], json.loads(body)[0])
+    except (ValueError, LookupError, TypeError):
+        return 0
+
+
+def held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
+    """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
+
+    Orphaned messages (:func:`held_messages`) do not keep the run from counting as stalled (its work is
+    re-submitted, and the late re-delivery then skips itself as superseded). Other runs' messages do not count.
+    ``said``: orphan counts already logged (each is logged once)."""
+    found = held_messages(store, run_id)
+    if len(found.orphans) < found.held:
+        return True
+    if found.orphans and (said is None or len(found.orphans) not in said):
+        log.warning("run %s: %s held by workers that are gone (re-delivered only after the visibility timeout)",
+                    run_id, counted(len(found.orphans), "message"))  # fmt: skip
+        if said is not None:
+            said.add(len(found.orphans))
+    return False
+
+
+def waiting_queues(store: RunStore, run_id: str) -> dict[str, int]:
+    """Queues of the run (and the control queue) with messages waiting, and how many."""
+    queues = [*json.loads(store.meta(run_id).get("queues", "[]")), CONTROL_QUEUE]
+    pipe = store.broker.pipeline(transaction=False)
+    for queue in queues:
+        pipe.llen(queue)
+    return {queue: n for queue, n in zip(queues, pipe.execute(), strict=True) if n}
+
+
+def unconsumed_queues(queues: list[str], timeout_s: float = 1.0) -> list[str]:
+    """Those of ``queues`` that no live worker consumes (every worker is asked; ``timeout_s`` for the replies)."""
+    replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
+    served = {queue["name"] for worker_queues in replies.values() for queue in worker_queues or []}
+    return [queue for queue in queues if queue not in served]
+
+
+def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
+    """The run's queues (but ``skip``) where messages wait and no live worker listens: queue -> messages."""
+    waiting = waiting_queues(store, run_id)
+    return {queue: waiting[queue] for queue in unconsumed_queues([q for q in waiting if q not in skip])}
+
+
+def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:
+    """What to tell the user about a queue nobody serves (an embedded run's workers live with its ``run``); the
+    worker it says to start consumes ``broker`` (the --broker given; None: the one a worker finds by itself)."""
+    verb = agree(waiting, "waits", "wait")
+    said = f"{counted(waiting, 'message')} {verb} on queue {queue!r} and no worker consumes it"
+    if embedded:
+        finish = backticked(resume_command("DIR"))
+        return f"{said}: an embedded run's workers stop with its `ragscore run`; finish it with {finish}"
+    return f"{said}; start one with {backticked(worker_command(queue, broker))} (the run goes on once one does)"
+
+
+def broker_idle(
+    store: RunStore, run_id: str, said: set[int] | None = None, ignore: Collection[str] = frozenset()
+) -> bool:
+    """No message of any queue the run uses (but ``ignore``) is waiting, and none of the run's is held by a live
+    worker. ``said``: orphan counts already logged (each is logged once)."""
+    waiting = waiting_queues(store, run_id)
+    return not any(q not in ignore for q in waiting) and not held_by_live_workers(store, run_id, said)
+
+
+def queued_messages(store: RunStore, run_id: str, page: int = 1000) -> int:
+    """The run's messages waiting on its queues (and the control queue): those naming it, as :func:`held_messages`
+    tells the run's held ones, not another run's sharing the queues (a later process's, in the lane it took)."""
+    found = 0
+    for queue in waiting_queues(store, run_id):
+        for start in itertools.count(0, page):
+            raws = store.broker.lrange(queue, start, start + page - 1)
+            found += sum(run_id in raw for raw in raws)
+            if len(raws) < page:
+                break
+    return found
+
+
+#: Messages and bytes read at most from each end of a queue to find where a run's first message waits
+#: (:func:`queued_ahead`): a few tens of milliseconds of Redis, whatever the queue's length (a million messages).
+QUEUED_SCAN_MESSAGES = 10_000
+QUEUED_SCAN_BYTES = 8 << 20
+#: Seconds between two looks at the queues ahead of a run that no worker has begun (:func:`queued_ahead`).
+QUEUED_CHECK_S = 5.0
+
+# kombu's Redis transport LPUSHes a message onto the head of its queue's list and BRPOPs from the tail: the tail
+# is the oldest. From the tail, the messages read before the first that names the run (``run_id in raw``, as
+# :func:`held_messages` tells the run's held ones) are other runs' messages ahead of it. Not found within the
+# bounds, the head is read too: a message of the run there means more than were read are ahead of it.
+# Returns {messages read from the tail, 1: the run's found there | 0: found from the head only | -1: not found}.
+_QUEUED_AHEAD_LUA = """
+local run_id, most, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = redis.call('LLEN', KEYS[1])
+local function scan(from_tail)
+  local read, bytes = 0, 0
+  while read < n and read < most and bytes < budget do
+    local count = math.min(10, n - read, most - read)
+    local page
+    if from_tail then
+      page = redis.call('LRANGE', KEYS[1], -read - count, -read - 1)
+    else
+      page = redis.call('LRANGE', KEYS[1], read, read + count - 1)
+    end
+    if #page == 0 then break end
+    for j = 1, #page do
+      local raw = from_tail and page[#page - j + 1] or page[j]
+      if string.find(raw, run_id, 1, true) then return read, true end
+      read, bytes = read + 1, bytes + #raw
+    end
+  end
+  return read, false
+end
+local read, found = scan(true)
+if found then return {read, 1} end
+if read >= n then return {read, -1} end
+local _, there = scan(false)
+return {read, there and 0 or -1}
+"""
+
+
+#: :data:`_QUEUED_AHEAD_LUA` registered once per broker client (:func:`queued_ahead` runs every QUEUED_CHECK_S).
+_QUEUED_AHEAD_SCRIPTS: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
+
+
+def _queued_ahead_script(broker: redis.Redis) -> Script:
+    """:data:`_QUEUED_AHEAD_LUA` registered with ``broker``, the first time only."""
+    script = _QUEUED_AHEAD_SCRIPTS.get(broker)
+    if script is None:
+        script = _QUEUED_AHEAD_SCRIPTS[broker] = broker.register_script(_QUEUED_AHEAD_LUA)
+    return script
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """Other runs' messages ahead of a run's first message on one queue."""
+
+    #: How many (at least that many, with ``more``).
+    messages: int
+    #: More than were read are ahead (the queue was read only up to QUEUED_SCAN_MESSAGES or QUEUED_SCAN_BYTES).
+    more: bool = False
+
+
+def queued_ahead(
+    store: RunStore, run_id: str, most: int = QUEUED_SCAN_MESSAGES, budget: int = QUEUED_SCAN_BYTES
+) -> dict[str, Ahead]:
+    """While no worker has taken a task of the run's current attempt (no ``work_began`` stamp of its generation):
+    per queue of the run where other runs' messages wait ahead of its first one, how many (not the control queue:
+    the run's aggregation is sent there only once its work is done).
+    The queues are first come, first served: a run submitted after a large one waits for the large one's messages,
+    queued, not stalled. ``{}`` once its work began, and where none of its messages waits behind another run's.
+    Each queue is read from its oldest end, ``most`` messages or ``budget`` bytes at most (from its newest end too
+    when its first message is not found there): :class:`Ahead` ``more`` says there are more than were read. ``{}``
+    from a broker that refuses scripts (the note is an aid, never worth failing the run over)."""
+    if work_began(store.meta(run_id)) is not None:
+        return {}
+    script = _queued_ahead_script(store.broker)
+    found: dict[str, Ahead] = {}
+    for queue in [q for q in waiting_queues(store, run_id) if q != CONTROL_QUEUE]:  # its own come at its end
+        try:
+            read, where = script(keys=[queue], args=[run_id, most, budget])
+        except redis.ResponseError:  # a broker Redis that refuses scripts (ACLs, a managed service): no note
+            return {}
+        if read and where >= 0:
+            found[queue] = Ahead(int(read), more=where == 0)
+    return found
+
+
+def queued_message(ahead: dict[str, Ahead]) -> str:
+    """``queued: 12,345 messages of other runs ahead on queue cpu (40 on judge)``, the most first; "" for none."""
+    if not ahead:
+        return ""
+    (first, most), *rest = sorted(ahead.items(), key=lambda qa: (-qa[1].messages, qa[0]))
+
+    def count(a: Ahead) -> str:
+        return f"over {a.messages:,}" if a.more else f"{a.messages:,}"
+
+    others = f" ({', '.join(f'{count(a)} on {q}' for q, a in rest)})" if rest else ""
+    noun = "message" if most == Ahead(1) else "messages"
+    return f"queued: {count(most)} {noun} of other runs ahead on queue {first}{others}"
+
+
+def settled_orphans(store: RunStore, run_id: str) -> list[Orphan]:
+    """The run's messages held by workers that are gone; a worker killed a moment ago has its messages told apart
+    from those a live worker is about to list once ``ORPHAN_SETTLED_S`` has passed (waited for here)."""
+    found = held_messages(store, run_id)
+    if found.unsettled:
+        time.sleep(ORPHAN_SETTLED_S)
+        found = held_messages(store, run_id)
+    return found.orphans
