@@ -2,9 +2,10 @@
 
 ``python -m bench.status [--repeat 7]``: a private redis-server, one submitted run of 5 rows and no worker (its
 message waits unserved, so ``status RUN`` runs every check: the store's progress, the queues ahead, Celery's 1 s ask
-of the workers). Each command is a fresh ``python`` process, as a user's or a polling script's call is:
+of the workers), and a second run whose message was taken off its queue (as a worker that holds it would: nothing
+waits, so no worker is asked). Each command is a fresh ``python`` process, as a user's or a polling script's call is:
 
-* ``status`` (the run list) and ``status RUN``, as the console script runs them;
+* ``status`` (the run list), ``status RUN`` and ``status RUN, none waiting``, as the console script runs them;
 * the same two with ``orchestrator.api`` and ``orchestrator.runner`` imported first (baseline): what every status
   paid while ``orchestrator/__init__`` imported the API (gates, metrics, providers, numpy, the Celery tasks);
 * ``python -c pass``: the interpreter's own start, which no command can go below.
@@ -62,10 +63,17 @@ def main() -> None:
             store = connect(server.url, sends=True)
             path = write_rows(Path(tmp) / "rows.jsonl", qa_rows(5))
             run_id = submit(path, load_suite({"metrics": ["exact_match"]}), store).run_id
-            commands = {"status": ["status"], "status RUN": ["status", run_id]}
+            apart = server.url.removesuffix("/0") + "/1"  # another database: its queues hold its run's alone
+            other = connect(apart, sends=True)
+            taken = submit(path, load_suite({"metrics": ["exact_match"]}), other).run_id
+            other.broker.delete("cpu")  # its message taken, as by a worker that holds it: nothing waits
+            commands = {
+                "status": ["status", "--broker", server.url],
+                "status RUN": ["status", run_id, "--broker", server.url],
+                "status RUN, none waiting": ["status", taken, "--broker", apart],
+            }
             kinds = {"python -c pass": [sys.executable, "-c", "pass"]}
-            for name, command in commands.items():
-                given = [*command, "--broker", server.url]
+            for name, given in commands.items():
                 kinds[name] = [sys.executable, "-c", _COMMAND, "", *given]
                 kinds[f"{name} (baseline)"] = [sys.executable, "-c", _COMMAND, FULL_PACKAGE, *given]
             times: dict[str, list[float]] = {kind: [] for kind in kinds}

@@ -152,7 +152,11 @@ def waiting_queues(store: RunStore, run_id: str) -> dict[str, int]:
 
 
 def unconsumed_queues(queues: list[str], timeout_s: float = 1.0) -> list[str]:
-    """Those of ``queues`` that no live worker consumes (every worker is asked; ``timeout_s`` for the replies)."""
+    """Those of ``queues`` that no live worker consumes (every worker is asked; ``timeout_s`` for the replies, all of
+    it: Celery cannot know how many will reply). No queue to ask about asks nobody: a status of a run none of whose
+    messages waits (every one taken by a worker) no longer waits that second for nothing."""
+    if not queues:
+        return []
     replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
     served = {queue["name"] for worker_queues in replies.values() for queue in worker_queues or []}
     return [queue for queue in queues if queue not in served]
