@@ -55,6 +55,7 @@ from ragscore_workers.store import (
 from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
+from . import queues as queue_checks
 from .atomic_file import make_out_dir, said_os_error, write_text_atomic
 from .caller import CLI, Caller
 from .connection import check_queues, connect, connect_lane, eviction_warnings
@@ -66,7 +67,6 @@ from .out_claim import claim_out_dir
 from .progress import ProgressView, QuietProgress, loading, note_of, queued_of
 from .queues import (
     CONSUMER_CHECK_S,
-    QUEUED_CHECK_S,
     Orphan,
     broker_idle,
     held_by_live_workers,
@@ -615,7 +615,7 @@ def wait(
     progress for ``consumer_check_s`` seconds while messages wait
     logs, once per queue, each queue of the run that no worker consumes (a cluster without, say, a
     ``target`` worker), with the command that starts one. Until a worker takes a task of the run's current attempt,
-    a view with ``queued`` is told every QUEUED_CHECK_S how many of other runs' messages wait ahead of it
+    a view with ``queued`` is told every ``queues.QUEUED_CHECK_S`` how many of other runs' messages wait ahead of it
     (:func:`queued_ahead`; the queues are not read for a view without one). ``out_dir`` and ``broker`` (its
     --broker): named by the commands an outage it gives up on says (``broker`` by the command that starts a worker
     of a queue nobody serves too). ``cancel_on_error`` (an embedded run, whose workers stop with it): a wait ended by
@@ -649,7 +649,7 @@ def wait(
                 if "work_ms" in counters or state in RunState.DONE:  # a worker took a task of this attempt
                     queued_checked = -math.inf
                     queued("")
-                elif shows_queued and time.monotonic() - queued_checked >= QUEUED_CHECK_S:
+                elif shows_queued and time.monotonic() - queued_checked >= queue_checks.QUEUED_CHECK_S:
                     queued_checked = time.monotonic()
                     queued(queued_message(queued_ahead(store, run_id)))
                 if recovering:  # cut off part-way, the run left submitting (or running) with half its work sent
