@@ -15,4 +15,4 @@ if TYPE_CHECKING:
 
 __all__ = ["Evaluation", "evaluate", "resume"]
 
-__getattr__ = lazy_names(__name__, {".api": ("Evaluation", "evaluate", "resume")})
+__getattr__, __dir__ = lazy_names(__name__, {".api": ("Evaluation", "evaluate", "resume")})

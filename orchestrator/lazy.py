@@ -4,18 +4,28 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
 
-def lazy_names(package: str, modules: dict[str, tuple[str, ...]]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: each name of ``modules`` (module relative to the package -> the
-    names it holds) imported from its module when first asked for; any other name is an AttributeError."""
+def lazy_names(
+    package: str, modules: dict[str, tuple[str, ...]]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A module ``__getattr__`` and ``__dir__`` for ``package``: each name of ``modules`` (module relative to the
+    package -> the names it holds) imported from its module when first asked for, then kept in the package (asked
+    again, it is an attribute); any other name is an AttributeError. ``dir(package)`` lists them before their first
+    use, for ``help()`` and a notebook's completion."""
     where = {name: module for module, names in modules.items() for name in names}
 
     def __getattr__(name: str) -> Any:
         if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(where[name], package), name)
+        value = getattr(importlib.import_module(where[name], package), name)
+        setattr(sys.modules[package], name, value)
+        return value
 
-    return __getattr__
+    def __dir__() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *where})
+
+    return __getattr__, __dir__

@@ -29,7 +29,7 @@ __all__ = [
     "write_reports",
 ]
 
-__getattr__ = lazy_names(
+__getattr__, __dir__ = lazy_names(
     __name__,
     {
         ".console": ("print_summary",),

@@ -21,3 +21,21 @@ def test_no_module_keeps_a_copy_of_a_moved_interval(holder: str) -> None:
     for home, names in _MOVED.items():
         assert all(hasattr(importlib.import_module(home), name) for name in names)
         assert [name for name in names if hasattr(module, name)] == [], f"{holder} keeps a copy of {home}'s"
+
+
+@pytest.mark.parametrize(
+    ("package", "name", "home"),
+    [
+        ("orchestrator", "evaluate", "orchestrator.api"),
+        ("orchestrator.reports", "write_outputs", "orchestrator.reports.files"),
+    ],
+)
+def test_a_lazy_public_name_is_listed_and_read_as_its_modules(package: str, name: str, home: str) -> None:
+    """``dir()`` lists it (help(), a notebook's completion), it is the object of its module, and an unknown name
+    is an AttributeError naming the package."""
+    module = importlib.import_module(package)
+    assert name in dir(module) and name in module.__all__
+    assert getattr(module, name) is getattr(importlib.import_module(home), name)
+    assert name in vars(module)  # kept once read: no second look-up
+    with pytest.raises(AttributeError, match=rf"module '{package}' has no attribute 'nothing_such'"):
+        module.nothing_such  # noqa: B018
