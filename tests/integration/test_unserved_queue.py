@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from orchestrator.runner import cancel, connect, submit, wait
 from orchestrator.suite import load_suite
@@ -180,3 +181,24 @@ def test_a_cancelled_run_whose_rest_waits_where_no_worker_listens_still_gets_its
     finally:
         worker.stop()
         server.stop()
+
+
+def test_no_queue_to_ask_about_asks_no_worker(tmp_path: Path) -> None:
+    """Celery's ask of the workers (a broadcast on the broker, then its whole 1 s wait for replies) was sent with no
+    queue to ask about: a status of a run none of whose messages waits paid that second to filter an empty list.
+    The broadcast is counted where it is sent: the broker's PUBLISH."""
+    from orchestrator.queues import unconsumed_queues
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        connect(server.url)  # the Celery app pointed at this broker
+        client = redis.Redis.from_url(server.url)
+        client.config_resetstat()
+        assert unconsumed_queues([]) == []
+        asked_none = "cmdstat_publish" in client.info("commandstats")
+        assert unconsumed_queues(["cpu"]) == ["cpu"]  # no worker: the ask is sent, and counted
+        asked_one = "cmdstat_publish" in client.info("commandstats")
+    finally:
+        server.stop()
+    assert not asked_none
+    assert asked_one
