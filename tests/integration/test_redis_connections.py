@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner import connect, eviction_warnings, run, submit, wait, write_results
+from orchestrator.connection import eviction_warnings
+from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.settings import Settings, get_settings
