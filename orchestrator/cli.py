@@ -862,7 +862,7 @@ def status(
     view = StatusView(store.meta(run_id), broker=broker)
     embedded = lane is not None
     console = TerminalConsole()
-    checked = [0.0]  # when the queues' consumers were last asked for (it takes a second)
+    checked = [-math.inf]  # when the queues' consumers were last asked for (it takes a second): never, so due at once
     queued_checked = [-math.inf]  # when the queues ahead of the run were last read
     # a cluster's broker on another server than the store (RAGSCORE_STORE_URL set apart), else None
     apart_broker = _broker_url(broker) if store.broker_apart and not embedded else None

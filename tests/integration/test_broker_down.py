@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -252,7 +253,9 @@ def test_status_watch_with_the_broker_hung_inside_the_workers_check_says_so_with
     monkeypatch.setenv("RAGSCORE_STORE_URL", store_server.url)
     monkeypatch.setattr(connection, "BROKER_CHECK_S", 1.0)
     monkeypatch.setattr(queues, "QUEUED_CHECK_S", 3600.0)  # one check: the first refresh's
-    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 3600.0)
+    # longer than the clock's time since boot: a first check timed from 0 (not "never") was never due (a machine up
+    # less than an hour, as a fresh CI runner: the watch showed tables and no check)
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", time.monotonic() + 3600.0)
     paused = redis.Redis.from_url(broker.url)
     try:
         store = runner.connect(broker.url, get_settings(), sends=True)
