@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from ragscore_workers.schemas import RunSummary
     from ragscore_workers.settings import Settings
 
-    from .estimate import Estimate
     from .queues import Orphan
 
 __all__ = ["app", "main"]
