@@ -4,6 +4,8 @@ public names load on first use yet read as plain attributes."""
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import pytest
 
@@ -39,3 +41,18 @@ def test_a_lazy_public_name_is_listed_and_read_as_its_modules(package: str, name
     assert name in vars(module)  # kept once read: no second look-up
     with pytest.raises(AttributeError, match=rf"module '{package}' has no attribute 'nothing_such'"):
         module.nothing_such  # noqa: B018
+
+
+def test_a_submodule_reads_as_an_attribute_after_a_bare_import() -> None:
+    """Before the package's names loaded lazily its ``__init__`` imported the API, so ``import orchestrator`` then
+    ``orchestrator.api.IncompleteRunWarning`` (docs/cli.md names the warnings so, for ``warnings.simplefilter``)
+    worked; with lazy names it was an AttributeError until something imported ``orchestrator.api``. A fresh
+    interpreter, so no other test's import hides it."""
+    code = (
+        "import sys, orchestrator\n"
+        "assert 'orchestrator.api' not in sys.modules\n"
+        "print(orchestrator.api.IncompleteRunWarning.__name__, orchestrator.reports.files.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "IncompleteRunWarning orchestrator.reports.files\n"
