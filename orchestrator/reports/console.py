@@ -199,8 +199,15 @@ def judge_counters(judge: dict[str, Any]) -> dict[str, Any]:
     model the price table lacks is not free), else written as the console writes it (``0.3000``, ``<0.0001``)."""
     counters = {k: v for k, v in judge.items() if not isinstance(v, dict)}
     if _unpriced(judge):
-        return counters | {"cost": "-"}
-    return counters | ({"cost": _cost(float(counters["cost"] or 0))} if "cost" in counters else {})
+        counters |= {"cost": "-"}
+    elif "cost" in counters:
+        counters |= {"cost": _cost(float(counters["cost"] or 0))}
+    return {k: table_count(v) for k, v in counters.items()}
+
+
+def table_count(value: Any) -> Any:
+    """A report table's cell: a count with thousands separators (``12,345`` tokens), any other value as it is."""
+    return thousands(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def judge_used(judge: dict[str, Any]) -> bool:
@@ -263,7 +270,7 @@ def embedding_facts(suite: dict[str, Any] | None) -> list[tuple[str, Any]]:
 
 def embedding_counters(summary: RunSummary) -> dict[str, Any]:
     """``summary.embedding`` as a report's embeddings table shows it, its devices as text (:func:`devices_text`)."""
-    return {k: devices_text(v) if k == "devices" else v for k, v in summary.embedding.items()}
+    return {k: devices_text(v) if k == "devices" else table_count(v) for k, v in summary.embedding.items()}
 
 
 def embedding_line(summary: RunSummary) -> str | None:

@@ -118,7 +118,7 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
     used = judge_used(summary.judge)
     facts = judge_facts(summary.judge, suite)
     rows = [
-        {"name": name, "n": a.get("n", 0), "kappa": kappa_text(a),
+        {"name": name, "n": thousands(a.get("n", 0)), "kappa": kappa_text(a),
          "percent": "-" if a.get("percent") is None else _percent(a["percent"])}
         for name, a in agreement.items()
     ]  # fmt: skip

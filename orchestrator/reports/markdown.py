@@ -21,6 +21,7 @@ from .console import (
     metric_label,
     reasons_text,
     since_resume,
+    table_count,
     target_facts,
     unfilled_lines,
     unreadable_rows,
@@ -176,7 +177,7 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
         lines += ["| metric | rated by both | agreement | Cohen's kappa |", "|---|---|---|---|"]
         for name, a in agreement.items():
             pct = "-" if a.get("percent") is None else f"{a['percent']:.1f}%"
-            lines.append(f"| {md_cell(name)} | {a.get('n', 0)} | {pct} | {kappa_text(a)} |")
+            lines.append(f"| {md_cell(name)} | {thousands(a.get('n', 0))} | {pct} | {kappa_text(a)} |")
         lines.append("")
     return lines
 
@@ -188,7 +189,7 @@ TARGET_COLUMNS = (*TARGET_COUNTERS, "breaker")
 def target_rows(summary: RunSummary) -> list[list[str]]:
     """Per target system: its counters in TARGET_COLUMNS order (missing ones as 0, no breaker as "-")."""
     return [
-        [system] + [str(c.get(k, "-" if k == "breaker" else 0)) for k in TARGET_COLUMNS]
+        [system] + [str(table_count(c.get(k, "-" if k == "breaker" else 0))) for k in TARGET_COLUMNS]
         for system, c in summary.target.items()
     ]
 

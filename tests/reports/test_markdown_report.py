@@ -285,3 +285,25 @@ def test_a_worst_items_unsupported_sentences_are_quoted_on_one_line_cut_and_esca
     assert "<script>" not in line and "\n" not in why and why.endswith('…" -0.12; "b" 0.31'), why
     html = render_html(summary, stats)
     assert "&#34;&lt;script&gt;alert(1)&lt;/script&gt; | @alice *x* &lt;script&gt;" in html and "<script>" not in html
+
+
+def test_the_judge_embedding_and_target_tables_write_counts_as_the_summary_tables_do() -> None:
+    """docs/reports.md says every table writes counts with thousands separators; the judge, embeddings, agreement and
+    target tables wrote ``1234567`` tokens beside a summary table's ``9,322`` (found by a read of the merged diff)."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    agreement = {"answer_accuracy": {"n": 12_000, "percent": 90.0, "kappa": 0.5}}
+    summary = RunSummary(
+        run_id="r", items=12_000, scored=12_000,
+        judge={"calls": 24_000, "tokens_in": 1_234_567, "cost": 0.25, "unpriced_calls": 0, "agreement": agreement},
+        embedding={"encoded": 16_640, "memory_hits": 51_472, "devices": {"cpu fp32": 1}},
+        target={"bm25": {"calls": 12_000}},
+    )  # fmt: skip
+    text = render_markdown(summary)
+    html = render_html(summary, ItemStats())
+    for shown in ("24,000", "1,234,567", "16,640", "51,472", "12,000"):
+        assert shown in text and shown in html, shown
+    for raw in ("1234567", "24000", "16640", "51472"):
+        assert raw not in text and raw not in html, raw
+    assert "0.2500" in text  # the cost keeps its own format
