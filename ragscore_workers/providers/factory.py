@@ -87,11 +87,11 @@ def limiter_name(provider: Provider) -> str:
     return f"{provider.name}/{provider.model} with the key in {provider.key_env}"
 
 
-def _in_flight_cap(redis: Any, limiter: RedisLimiter, config: JudgeConfig, lease_s: float) -> InFlightCap | None:
+def _in_flight_cap(redis: Any, limiter: RedisLimiter, config: JudgeConfig) -> InFlightCap | None:
     """The cap of ``judge.max_in_flight`` on the calls of ``limiter``'s endpoint, model and key; None when unset."""
     if config.max_in_flight is None:
         return None
-    return InFlightCap(redis, limiter.key, config.max_in_flight, lease_s=lease_s, max_wait_s=limiter.max_wait_s)
+    return InFlightCap(redis, limiter.key, config.max_in_flight, max_wait_s=limiter.max_wait_s)
 
 
 def build_client(
@@ -117,7 +117,7 @@ def build_client(
     price = (prices or {}).get(config.model)
     attempt_s = max_wait_s + ATTEMPT_TIMEOUTS * timeout_s + HOLD_MARGIN_S  # the limiter's wait, then the HTTP call
     # The longest attempt: a budget hold outlives it, the wait for a slot of max_in_flight (taken before the limiter's
-    # wait, at most max_wait_s too) included; that slot's lease is what follows it.
+    # wait, at most max_wait_s too) included (the slot's own lease is short, renewed while its call runs).
     hold_s = attempt_s + (max_wait_s if config.max_in_flight else 0.0)
     state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, hold_s=hold_s, limiter=limiter_name(provider))
     state.note_limiter(limiter.key)
@@ -132,7 +132,7 @@ def build_client(
         retry=retry,
         budget=budget,
         price=Price(*price) if price else None,
-        in_flight=_in_flight_cap(redis, limiter, config, attempt_s),
+        in_flight=_in_flight_cap(redis, limiter, config),
     )
     client.note_learned_limits()
     return client

@@ -3,13 +3,19 @@
 A local server (Ollama, vLLM, llama.cpp on one GPU) has no rate limit: it answers a few requests at a time and queues
 the rest, so 32 judge threads x 8 calls each wait in its queue until their ``timeout_s`` runs out. The cap holds the
 calls that would wait there on our side instead, where no timeout runs. One Redis sorted set per limiter (provider,
-model, endpoint and key): a member per call in flight, scored with when its lease ends (Redis's clock), so the slot of
-a worker killed mid-call frees itself once the longest call could have ended.
+model, endpoint and key): a member per call in flight, scored with when its lease ends (Redis's clock).
+
+The lease is short (:data:`LEASE_S`) and a thread of the holder renews it while the call runs (every
+:data:`RENEW_EVERY_S`), so the slot of a worker killed mid-call (SIGKILL, out of memory) frees itself within one lease,
+however long a call may take. A thread, not a renewal between attempts: one attempt is an HTTP call of up to five
+``timeout_s`` (a read timeout per chunk), and a lease that must outlast it held a cap of 1 for many minutes.
 """
 
 from __future__ import annotations
 
+import logging
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,7 +25,14 @@ from typing import Any
 from .errors import RateLimitTimeout
 from .ratelimit import CHECK_EVERY_S, PREFIX
 
-__all__ = ["InFlightCap"]
+__all__ = ["LEASE_S", "RENEW_EVERY_S", "InFlightCap"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds a slot's lease lasts from its last renewal: how long a killed worker's slot stays taken, at most.
+LEASE_S = 10.0
+#: Seconds between two renewals of a held slot's lease: a Redis blip of up to three of them does not lose it.
+RENEW_EVERY_S = LEASE_S / 4
 
 #: Seconds between two tries for a slot (plus up to as much again of jitter): calls on a local server take seconds.
 POLL_S = 0.05
@@ -37,6 +50,18 @@ redis.call('PEXPIREAT', KEYS[1], last[2])
 return 1
 """
 
+# KEYS[1] the set; ARGV: lease (ms), member. Extends a held slot's lease (0: it lapsed, or the set expired: not taken
+# again, which could pass the cap), and the set's life to its longest lease.
+_RENEW = """
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZADD', KEYS[1], 'XX', ms + tonumber(ARGV[1]), ARGV[2])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], last[2])
+return 1
+"""
+
 
 class InFlightCap:
     """At most ``limit`` calls of one limiter in flight at once, however many workers make them."""
@@ -47,8 +72,8 @@ class InFlightCap:
         limiter_key: str,
         limit: int,
         *,
-        lease_s: float,
         max_wait_s: float,
+        lease_s: float = LEASE_S,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if limit < 1:
@@ -60,6 +85,7 @@ class InFlightCap:
         self.max_wait_s = max_wait_s
         self._sleep = sleep
         self._take = redis.register_script(_TAKE)
+        self._renew = redis.register_script(_RENEW)
 
     @contextmanager
     def slot(self, check: Callable[[], None] | None = None) -> Iterator[None]:
@@ -68,10 +94,27 @@ class InFlightCap:
         raises ends the wait."""
         member = uuid.uuid4().hex
         self._wait_for(member, check)
+        done = threading.Event()
+        renewer = threading.Thread(target=self._renew_until, args=(member, done), name="in-flight-lease", daemon=True)
+        renewer.start()
         try:
             yield
         finally:
+            done.set()  # a renewal after this finds no member: _RENEW takes no slot back
             self.r.zrem(self.key, member)
+
+    def _renew_until(self, member: str, done: threading.Event) -> None:
+        """Renews ``member``'s lease every :data:`RENEW_EVERY_S` until ``done`` (the call ended); stops once the slot
+        is lost (its lease lapsed: this process stalled past it). A failed renewal is tried again at the next."""
+        every = min(RENEW_EVERY_S, self.lease_ms / 4000)
+        while not done.wait(every):
+            try:
+                if not self._renew(keys=[self.key], args=[self.lease_ms, member]):
+                    if not done.is_set():
+                        log.warning("a judge call's max_in_flight slot lapsed before the call ended: over the cap")
+                    return
+            except Exception as exc:  # Redis away a moment: the lease outlasts a few missed renewals
+                log.warning("could not renew a judge call's max_in_flight slot (tried again in %g s): %s", every, exc)
 
     def _wait_for(self, member: str, check: Callable[[], None] | None) -> None:
         started = checked = time.monotonic()

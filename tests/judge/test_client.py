@@ -28,6 +28,7 @@ from ragscore_workers.providers import (
     build_client,
     estimate_tokens,
 )
+from ragscore_workers.providers.inflight import LEASE_S
 from ragscore_workers.providers.run_state import HOLD_MARGIN_S
 from ragscore_workers.schemas import JudgeConfig
 
@@ -557,12 +558,12 @@ def test_an_overriding_endpoint_with_an_at_sign_in_its_path_is_noted_with_its_ho
 
 def test_a_budget_hold_outlives_the_wait_for_a_slot_of_max_in_flight_too(rclient: redis.Redis) -> None:
     """A call holds its budget estimate, then waits for a slot of ``judge.max_in_flight`` (up to ``max_wait_s``), then
-    for the limiter (as long again), then is sent: its hold must outlive all three, the slot's lease the last two.
+    for the limiter (as long again), then is sent: its hold must outlive all three (the slot's lease is short, renewed).
     Seen failing before: the hold was one attempt's length, and could lapse while a call that waited for both went
     out, its estimate no longer counted against the budget."""
     config = JudgeConfig(provider="openai", model="m", base_url="http://127.0.0.1:9/v1", rpm=None, tpm=None,
                          max_in_flight=2)  # fmt: skip
     client = build_client(rclient, uuid.uuid4().hex[:12], config, timeout_s=1.0, max_wait_s=30.0)
     attempt_s = 30.0 + ATTEMPT_TIMEOUTS * 1.0 + HOLD_MARGIN_S
-    assert client.in_flight is not None and client.in_flight.lease_ms == attempt_s * 1000
+    assert client.in_flight is not None and client.in_flight.lease_ms == LEASE_S * 1000  # short, renewed while it runs
     assert client.state.hold_s == 30.0 + attempt_s

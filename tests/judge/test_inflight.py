@@ -1,15 +1,28 @@
 """The cap on judge calls in flight (``judge.max_in_flight``) on a real Redis: a slot per call, freed when the call
-ends or, for a worker killed mid-call, when its lease lapses; a bounded wait that a stopped run ends."""
+ends or, for a worker killed mid-call, when its short lease lapses (renewed while the call runs); a bounded wait that a
+stopped run ends."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
 import uuid
 
 import pytest
 import redis
 
-from ragscore_workers.providers import JudgeStopped, RateLimitTimeout
-from ragscore_workers.providers.inflight import InFlightCap
+from ragscore_workers.http_body import ATTEMPT_TIMEOUTS
+from ragscore_workers.providers import JudgeStopped, RateLimitTimeout, build_client
+from ragscore_workers.providers.inflight import LEASE_S, InFlightCap
+from ragscore_workers.schemas import JudgeConfig
+
+from ..fakes import FakeProvider
+from ..support import ROOT, RedisProcess, until
 
 
 def _cap(
@@ -32,12 +45,11 @@ def test_a_call_waits_for_a_free_slot_and_gives_up_after_max_wait_s(rclient: red
 
 
 def test_the_slot_of_a_call_that_never_ended_lapses_with_its_lease(rclient: redis.Redis) -> None:
-    """A worker killed mid-call never gives its slot back: with a cap of 1 no call could start again."""
+    """A worker killed mid-call neither gives its slot back nor renews it: with a cap of 1 no call could start again."""
     cap = _cap(rclient, lease_s=0.2, max_wait_s=5.0)
-    held = cap.slot()
-    held.__enter__()  # never left, as by a killed worker
+    assert cap._take(keys=[cap.key], args=[1, cap.lease_ms, "killed"])  # taken as slot() does, then never renewed
     with cap.slot():
-        assert rclient.zcard(cap.key) == 1
+        assert rclient.zrange(cap.key, 0, -1) != ["killed"]
 
 
 def test_a_stopped_run_ends_the_wait_for_a_slot(rclient: redis.Redis) -> None:
@@ -61,3 +73,67 @@ def test_a_short_lease_does_not_cut_the_life_of_a_longer_one(rclient: redis.Redi
         with short_lease.slot():
             assert rclient.pttl(long_lease.key) > 300_000
         assert rclient.pttl(long_lease.key) > 300_000 and rclient.zcard(long_lease.key) == 1
+
+
+def test_a_slot_outlives_its_lease_while_its_call_runs(rclient: redis.Redis) -> None:
+    """The lease is short and renewed while the call runs, however long the call takes."""
+    cap = _cap(rclient, lease_s=0.3)
+    with cap.slot():
+        time.sleep(1.0)  # over three leases: the slot is still held, and a second call still waits
+        with pytest.raises(RateLimitTimeout):
+            with cap.slot():
+                pass
+    assert rclient.zcard(cap.key) == 0
+
+
+#: A judge worker's call, in a process of its own: it takes the only slot and waits on a server that does not answer.
+_HOLDER = """
+import sys
+from ragscore_workers.providers import CompletionParams, build_client
+from ragscore_workers.schemas import JudgeConfig
+import redis
+config = JudgeConfig(provider="openai", model="m", base_url=sys.argv[2], rpm=None, tpm=None, max_in_flight=1)
+client = build_client(redis.Redis.from_url(sys.argv[1]), "holder", config, timeout_s=120.0, max_wait_s=600.0)
+client.complete([{"role": "user", "content": "hold [[rating=4]]"}], CompletionParams(temperature=0.0, max_tokens=8),
+                template_version="t/v1")
+"""
+
+
+@pytest.mark.integration
+def test_the_slot_of_a_killed_worker_frees_within_a_short_lease(
+    redis_server: RedisProcess, rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``max_in_flight: 1``, and the process holding the slot is killed (SIGKILL, out of memory) mid-call: another
+    worker's call gets the slot within about one short lease. Seen failing before: the lease was fixed at what a call
+    could take (``max_wait_s`` + 5 x ``timeout_s`` + 60 s: 1,260 s here), and every other worker waited that long."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeProvider(limit_headers=False) as fake:
+        fake.hold = threading.Event()  # the holder's call stays in flight until it is killed
+        config = JudgeConfig(provider="openai", model="m", base_url=fake.openai_base_url, rpm=None, tpm=None,
+                             max_in_flight=1)  # fmt: skip
+        client = build_client(rclient, uuid.uuid4().hex[:12], config, timeout_s=120.0, max_wait_s=600.0)
+        assert client.in_flight is not None
+        old_lease_s = 600.0 + ATTEMPT_TIMEOUTS * 120.0 + 60.0
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        args = [sys.executable, "-c", textwrap.dedent(_HOLDER), redis_server.url, fake.openai_base_url]
+        holder = subprocess.Popen(args, env=env, cwd=ROOT)
+        try:
+            assert until(lambda: fake.stats().get("requests", 0) == 1, 60), "the holder's call never reached the server"
+            assert rclient.zcard(client.in_flight.key) == 1
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(30)
+            deadline_s = 4 * LEASE_S  # generous, and still far below the old lease
+            assert deadline_s < old_lease_s / 10
+            assert until(lambda: _took(rclient, client.limiter.key), deadline_s), "the killed holder's slot held on"
+        finally:
+            holder.kill()
+            fake.hold.set()
+
+
+def _took(rclient: redis.Redis, limiter_key: str) -> bool:
+    """Whether another worker's call gets the only slot of ``limiter_key`` now (taken and given back at once)."""
+    try:
+        with InFlightCap(rclient, limiter_key, 1, max_wait_s=0.0).slot():
+            return True
+    except RateLimitTimeout:
+        return False
