@@ -150,7 +150,7 @@ class JudgeClient:
                 log.warning("judge call to %s failed for this item: %s", self.provider.name, exc)
                 raise
             stopper = self.provider.run_stopper(exc)
-            opened = self.state.record_failure(self.retry.breaker_failures, str(exc)[:200], reason=stopper)
+            opened = self.state.record_failure(self.retry.breaker_failures, str(exc), reason=stopper)
             log.warning("judge call to %s failed for good: %s%s", self.provider.name, exc,
                         " (circuit breaker opened)" if opened else "")  # fmt: skip
             raise

@@ -77,6 +77,10 @@ HOLD_MARGIN_S = 60.0
 #: waiting at the rate limit asks each second (hundreds of identical reads a second per worker, after a 429).
 STOP_READ_EVERY_S = 1.0
 
+#: Characters of the last error a breaker's reason quotes: its start and its end (where a hint such as "is the
+#: server running?" is), the middle cut out.
+LAST_ERROR_CHARS = 200
+
 #: Numeric fields the run summary reports (``summary.judge``).
 COUNTER_FIELDS = JUDGE_COUNTERS
 
@@ -199,6 +203,14 @@ class _Note:
         """Drops the waits written :data:`WAIT_WRITE_EVERY_S` ago or more (the rule writes their kind at once)."""
         for kind in [k for k, last in self.written.items() if now - last.at >= WAIT_WRITE_EVERY_S]:
             del self.written[kind]
+
+
+def _middle_cut(text: str, chars: int) -> str:
+    """``text``, or its start and its end with "…" between, ``chars`` characters in all, where it is longer."""
+    if len(text) <= chars:
+        return text
+    head = (chars - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (chars - 1 - head) :]}"
 
 
 # Per process, not per state object: a judge worker builds one per batch, and its threads wait together.
@@ -414,9 +426,11 @@ class RunJudgeState:
 
     def record_failure(self, threshold: int, last_error: str, *, reason: str | None = None) -> bool:
         """Count a call that failed for good; open the breaker at ``threshold`` in a row, or at once for ``reason``
-        (why every call would fail so: a model the provider lacks). True if opened now."""
+        (why every call would fail so: a model the provider lacks). The reason quotes ``last_error`` cut in its middle
+        to :data:`LAST_ERROR_CHARS`. True if opened now."""
         at = threshold if reason is None else 1
-        reason = reason or f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last_error})"
+        last = _middle_cut(last_error, LAST_ERROR_CHARS)
+        reason = reason or f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last})"
         opened = bool(self._failure(keys=[self.key], args=[at, reason[:500], self.ttl_s]))
         with self._stop_lock:  # the next stop_reason reads again: the breaker this failure opened stops the next call
             self._stop_read_at = float("-inf")

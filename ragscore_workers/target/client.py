@@ -109,7 +109,7 @@ class TargetClient:
         except TargetStopped:
             raise
         except TargetError as exc:
-            opened = self.state.record_failure(self.config.breaker_failures, str(exc)[:200])
+            opened = self.state.record_failure(self.config.breaker_failures, str(exc))
             log.warning(
                 "target %s failed for good: %s%s", self.endpoint_name, exc, " (breaker opened)" if opened else ""
             )
