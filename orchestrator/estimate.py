@@ -131,6 +131,13 @@ class Estimate:
         }
         return out | pace_minutes(total.paid, judge.rpm, judge.pace)
 
+    def in_flight_rounds(self, suite: Suite) -> int | None:
+        """Under ``judge.max_in_flight``, the calls not cached go out that many at a time, however many workers: the
+        rounds of them one after another (``ceil(calls / max_in_flight)``), each as long as a reply takes (which a dry
+        run cannot know). None without a cap, or where one round holds them all."""
+        cap, paid = suite.judge.max_in_flight, self.judge_total().paid
+        return -(-paid // cap) if cap is not None and paid > cap else None
+
     def target_minutes(self, target: TargetConfig) -> dict[str, float]:
         """Per limit of ``target`` (``rpm``, ``pace``) that its calls reach: the least minutes they need under it, as
         :meth:`judge_minutes` gives the judge's."""

@@ -461,6 +461,10 @@ def print_estimate(
         limits = ", ".join(f"{_judge_limit(suite, k)}: {fmt_duration(m * 60)}" for k, m in minutes.items())
         console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the run's "
                       f"limits ({limits}), however many workers", soft_wrap=True)  # fmt: skip
+    if not too_large and (rounds := estimate.in_flight_rounds(suite)):
+        console.print(f"time: at least {rounds:,} x the seconds one judge reply takes under judge.max_in_flight "
+                      f"{suite.judge.max_in_flight} ({total.paid:,} calls, {suite.judge.max_in_flight} at a time), "
+                      "however many workers", soft_wrap=True)  # fmt: skip
     priced = sum(t.cost for t in estimate.judge.values() if t.cost is not None)
     if max_cost is not None and priced > max_cost:
         console.print(f"--max-cost {max_cost:g} may stop judging part-way: the priced calls may cost up to "

@@ -142,6 +142,22 @@ def test_an_even_pace_may_take_its_rpm_from_the_command_line(tmp_path: Path, hom
     assert refused.returncode == 2 and "judge.pace: even holds requests to ceil(rpm / 60) a second" in refused.stderr
 
 
+def test_the_dry_run_gives_the_least_time_judge_max_in_flight_allows(tmp_path: Path, home: Path) -> None:
+    """A local server under ``max_in_flight: 2``, no rate limits: 255 calls go out 2 at a time, 128 rounds one after
+    another however many workers, each as long as a reply takes. Seen failing before: the dry run said no least time
+    at all (no rpm), where with a 3 s reply those calls take over 6 minutes."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(50))
+    local = {"provider": "openai", "model": "llama3.1:8b", "base_url": "http://localhost:9/v1", "rpm": None,
+             "tpm": None, "max_in_flight": 2}  # fmt: skip
+    suite = load_suite(_suite(**local))
+    assert estimate_run(data, suite).in_flight_rounds(suite.suite) == 128  # ceil(255 / 2)
+    (tmp_path / "s.json").write_text(json.dumps(_suite(**local)))
+    result = _dry_run(data, tmp_path / "s.json")
+    said = " ".join(result.stdout.split())
+    assert ("time: at least 128 x the seconds one judge reply takes under judge.max_in_flight 2 (255 calls, 2 at a "
+            "time), however many workers") in said, (said, result.stderr)  # fmt: skip
+
+
 def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path, store: RunStore) -> None:
     rows = [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"{i}."} for i in range(20)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
