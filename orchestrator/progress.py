@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
+from ragscore_workers.schemas import SLOT_WAIT
 from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
 
 from .floors import eta_floor_s
@@ -187,6 +188,8 @@ def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) ->
             said = f"{whose} rate-limit headers{of_limiter} say its budget is spent"
             return f"paused until {until} ({said}): {next_call}"
         return f"paused by {whose} 429{of_limiter} until {until}: {next_call}"
+    if (cap := counters.get(f"{stage}_wait_{SLOT_WAIT}")) is not None:  # when a slot frees is unknown: no time said
+        return f"{calls} calls wait for a max_in_flight slot{of_limiter} (cap {cap:,})"
     for name, said in _LIMIT_NAMES.items():
         if f"{stage}_wait_{name}" in counters:
             return f"waiting on {limit_of} ({counters[f'{stage}_wait_{name}']:,} {said}): {next_call}"

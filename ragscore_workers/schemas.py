@@ -417,6 +417,9 @@ _OPENAI_REASONING = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.I)
 #: The rate limits by name, as :class:`JudgeConfig` (and :class:`TargetConfig`, ``rpm`` only) and the limiter
 #: (``Limit.name``, the ``on`` of a wait) name them, and the wait counters (``judge_wait_{name}``) and the live view.
 RATE_LIMITS = ("rpm", "tpm", "rpd", "tpd")
+#: The ``on`` of a judge call's wait for a slot of ``judge.max_in_flight`` (its ``limit``: the cap), and its wait
+#: counter's (``judge_wait_slot``).
+SLOT_WAIT = "slot"
 #: How a minute's requests are spread: ``burst`` sends them as they come (an exact window per minute), ``even`` also
 #: holds them to ceil(rpm / 60) per second, for providers that enforce a minute limit per second (OpenAI: limits "may
 #: be quantized").

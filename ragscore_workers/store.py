@@ -64,7 +64,17 @@ from .commands import in_backticks, password_note
 from .errors import ConfigError, StoreError
 from .fastjson import dumps_utf8, loads
 from .redaction import redact_url
-from .schemas import RATE_LIMITS, ItemResult, MetricResult, Queue, RunSummary, Suite, split_key, unscorable_reason
+from .schemas import (
+    RATE_LIMITS,
+    SLOT_WAIT,
+    ItemResult,
+    MetricResult,
+    Queue,
+    RunSummary,
+    Suite,
+    split_key,
+    unscorable_reason,
+)
 from .settings import (
     CLIENT_BACKOFF_BASE_S,
     CLIENT_BACKOFF_CAP_S,
@@ -531,7 +541,8 @@ def _target_limit(suite: str | None) -> dict[str, int]:
 def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = True) -> dict[str, int]:
     """The progress counters of what the run's ``stage`` calls (``judge``, ``target``: :data:`WAIT_PARTS`) wait on at
     the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
-    go, and either ``{stage}_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value) or
+    go, and either ``{stage}_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value; ``slot``: a slot of
+    ``judge.max_in_flight``, the cap) or
     ``{stage}_wait_pause`` (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`), and ``{stage}_wait_of:{who}`` (1)
     naming the target, or (``named``: the run has several) the judge limiter, whose calls wait. ``{}`` for none, or a
     wait whose time has passed."""
@@ -541,7 +552,7 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = 
         left, on, limit = int(field["until"]) - now_ms, field["on"], int(field.get("limit") or 0)
     except (KeyError, ValueError):
         return {}
-    if left <= 0 or on not in ("pause", *RATE_LIMITS):
+    if left <= 0 or on not in ("pause", SLOT_WAIT, *RATE_LIMITS):
         return {}
     who = field.get("who") if named else None
     out = {f"{stage}_wait_ms": left, **({f"{stage}_wait_of:{who}": 1} if who else {})}

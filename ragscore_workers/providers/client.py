@@ -172,8 +172,9 @@ class JudgeClient:
             # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a call
             # stopped then is not sent, and the limiter takes its request and tokens back out of the shared window.
             # A wait of a second or more is noted for the run (``ragscore status``, the live progress): waiting on the
-            # limit, not stalled.
-            with self.in_flight.slot(self._check_stopped) if self.in_flight else nullcontext():  # judge.max_in_flight
+            # limit or for a slot of max_in_flight, not stalled.
+            held = self.in_flight.slot(self._check_stopped, self.state.note_wait) if self.in_flight else nullcontext()
+            with held:  # judge.max_in_flight
                 grant = self.limiter.acquire(estimate, check=self._check_stopped, on_wait=self.state.note_wait)
                 completion = self.provider.redacted(self.provider.complete(messages, params))
         except ProviderError as exc:  # from the provider only: the limiter raises none

@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..schemas import SLOT_WAIT
 from .errors import RateLimitTimeout
-from .ratelimit import CHECK_EVERY_S, PREFIX
+from .ratelimit import CHECK_EVERY_S, PREFIX, WAIT_NOTE_S, WAIT_REFRESH_S, Wait
 
 __all__ = ["LEASE_S", "RENEW_EVERY_S", "InFlightCap"]
 
@@ -33,21 +34,25 @@ log = logging.getLogger(__name__)
 LEASE_S = 10.0
 #: Seconds between two renewals of a held slot's lease: a Redis blip of up to three of them does not lose it.
 RENEW_EVERY_S = LEASE_S / 4
+#: How far ahead (ms) a wait for a slot (:data:`~ragscore_workers.schemas.SLOT_WAIT`) says it ends: when a slot frees
+#: is unknown, and the call tells again every refresh while it waits (one no longer waiting is soon no longer said).
+SLOT_WAIT_AHEAD_MS = int(2 * WAIT_REFRESH_S * 1000)
 
 #: Seconds between two tries for a slot (plus up to as much again of jitter): calls on a local server take seconds.
 POLL_S = 0.05
 
-# KEYS[1] the set; ARGV: cap, lease (ms), member. Drops the lapsed leases, then takes a slot if one is free. The set
+# KEYS[1] the set; ARGV: cap, lease (ms), member. Drops the lapsed leases, then takes a slot if one is free: {1 taken
+# or 0, Redis's clock in ms}. The set
 # lives as long as its longest lease: runs whose timeouts differ share it, and a short lease must not drop a long one.
 _TAKE = """
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return {0, ms} end
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[3])
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[1], last[2])
-return 1
+return {1, ms}
 """
 
 # KEYS[1] the set; ARGV: lease (ms), member. Extends a held slot's lease (0: it lapsed, or the set expired: not taken
@@ -88,12 +93,16 @@ class InFlightCap:
         self._renew = redis.register_script(_RENEW)
 
     @contextmanager
-    def slot(self, check: Callable[[], None] | None = None) -> Iterator[None]:
+    def slot(
+        self, check: Callable[[], None] | None = None, on_wait: Callable[[Wait], object] | None = None
+    ) -> Iterator[None]:
         """Hold one slot while the block runs (the call), waiting for one at most ``max_wait_s``: RateLimitTimeout
         after that. ``check`` is called about every second while it waits (a cancel, an open breaker): what it
-        raises ends the wait."""
+        raises ends the wait. ``on_wait`` is told of a wait of :data:`~.ratelimit.WAIT_NOTE_S` or more, and again
+        every :data:`~.ratelimit.WAIT_REFRESH_S` while it lasts, as the rate limiter tells its own (``on``: ``slot``,
+        ``limit``: the cap)."""
         member = uuid.uuid4().hex
-        self._wait_for(member, check)
+        self._wait_for(member, check, on_wait)
         done = threading.Event()
         renewer = threading.Thread(target=self._renew_until, args=(member, done), name="in-flight-lease", daemon=True)
         renewer.start()
@@ -116,17 +125,33 @@ class InFlightCap:
             except Exception as exc:  # Redis away a moment: the lease outlasts a few missed renewals
                 log.warning("could not renew a judge call's max_in_flight slot (tried again in %g s): %s", every, exc)
 
-    def _wait_for(self, member: str, check: Callable[[], None] | None) -> None:
+    def _wait_for(
+        self, member: str, check: Callable[[], None] | None, on_wait: Callable[[Wait], object] | None
+    ) -> None:
         started = checked = time.monotonic()
-        while not self._take(keys=[self.key], args=[self.limit, self.lease_ms, member]):
-            waited = time.monotonic() - started
-            if waited > self.max_wait_s:
+        told = float("-inf")
+        while True:
+            taken, now_ms = self._take(keys=[self.key], args=[self.limit, self.lease_ms, member])
+            if taken:
+                return
+            now = time.monotonic()
+            if now - started > self.max_wait_s:
                 raise RateLimitTimeout(
                     f"judge.max_in_flight's {self.limit} calls in flight held this call over max_wait_s="
                     f"{self.max_wait_s:g} s: raise the judge metrics' max_wait_s (or max_in_flight, if the server "
                     "answers more at once)"
                 )
+            if on_wait is not None and now - started >= WAIT_NOTE_S and now - told >= WAIT_REFRESH_S:
+                self._tell(on_wait, int(now_ms))
+                told = now
             self._sleep(POLL_S + random.uniform(0, POLL_S))
             if check is not None and time.monotonic() - checked >= CHECK_EVERY_S:
                 check()
                 checked = time.monotonic()
+
+    def _tell(self, on_wait: Callable[[Wait], object], now_ms: int) -> None:
+        """``on_wait`` of a wait for a slot; never fails the call."""
+        try:
+            on_wait(Wait(SLOT_WAIT, self.limit, now_ms + SLOT_WAIT_AHEAD_MS, now_ms))
+        except Exception:  # saying why a call waits is worth less than the call
+            log.warning("could not say that a judge call waits for a max_in_flight slot", exc_info=True)

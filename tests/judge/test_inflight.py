@@ -12,14 +12,17 @@ import textwrap
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
 
+from orchestrator import progress
 from ragscore_workers.http_body import ATTEMPT_TIMEOUTS
-from ragscore_workers.providers import JudgeStopped, RateLimitTimeout, build_client
+from ragscore_workers.providers import CompletionParams, JudgeStopped, RateLimitTimeout, build_client
 from ragscore_workers.providers.inflight import LEASE_S, InFlightCap
 from ragscore_workers.schemas import JudgeConfig
+from ragscore_workers.store import RunStore
 
 from ..fakes import FakeProvider
 from ..support import ROOT, RedisProcess, until
@@ -137,3 +140,26 @@ def _took(rclient: redis.Redis, limiter_key: str) -> bool:
             return True
     except RateLimitTimeout:
         return False
+
+
+def test_a_call_waiting_for_a_slot_is_said_to_wait_for_one(
+    rclient: redis.Redis, store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live progress and ``ragscore status`` read what the run's judge calls wait on: a call held for a slot of
+    ``max_in_flight`` is said to wait for one. Seen failing before: it was said nowhere, and a run whose calls all
+    waited for the slot of a slow local server read as "no progress"."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeProvider(limit_headers=False) as fake:
+        config = JudgeConfig(provider="openai", model="m", base_url=fake.openai_base_url, rpm=None, tpm=None,
+                             max_in_flight=1)  # fmt: skip
+        run_id = uuid.uuid4().hex[:12]
+        client = build_client(rclient, run_id, config, timeout_s=5.0, max_wait_s=60.0)
+        assert client.in_flight is not None
+        params = CompletionParams(temperature=0.0, max_tokens=8)
+        with ThreadPoolExecutor(1) as pool:
+            with client.in_flight.slot():  # another worker's call holds the only slot
+                asked = pool.submit(client.complete, [{"role": "user", "content": "[[rating=4]]"}], params,
+                                    template_version="t/v1")  # fmt: skip
+                said = "judge calls wait for a max_in_flight slot (cap 1)"
+                assert until(lambda: progress.wait_note(store.progress(run_id)) == said, 30), store.progress(run_id)
+            assert asked.result(30)[0].text == "4"  # the slot freed: the call went
