@@ -42,8 +42,8 @@ SLOT_WAIT_AHEAD_MS = int(2 * WAIT_REFRESH_S * 1000)
 POLL_S = 0.05
 
 # KEYS[1] the set; ARGV: cap, lease (ms), member. Drops the lapsed leases, then takes a slot if one is free: {1 taken
-# or 0, Redis's clock in ms}. The set
-# lives as long as its longest lease: runs whose timeouts differ share it, and a short lease must not drop a long one.
+# or 0, Redis's clock in ms}. The set lives as long as its longest lease: runs share it, and one lease must not drop
+# another's slots with the set.
 _TAKE = """
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
