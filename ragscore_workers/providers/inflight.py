@@ -26,7 +26,7 @@ from ..schemas import SLOT_WAIT
 from .errors import RateLimitTimeout
 from .ratelimit import CHECK_EVERY_S, PREFIX, WAIT_NOTE_S, WAIT_REFRESH_S, Wait
 
-__all__ = ["LEASE_S", "RENEW_EVERY_S", "InFlightCap"]
+__all__ = ["LEASE_S", "RENEWER_NAME", "RENEW_EVERY_S", "InFlightCap"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 LEASE_S = 10.0
 #: Seconds between two renewals of a held slot's lease: a Redis blip of up to three of them does not lose it.
 RENEW_EVERY_S = LEASE_S / 4
+#: The name of a held slot's renewing thread (one per call in flight, ended with it).
+RENEWER_NAME = "in-flight-lease"
 #: How far ahead (ms) a wait for a slot (:data:`~ragscore_workers.schemas.SLOT_WAIT`) says it ends: when a slot frees
 #: is unknown, and the call tells again every refresh while it waits (one no longer waiting is soon no longer said).
 SLOT_WAIT_AHEAD_MS = int(2 * WAIT_REFRESH_S * 1000)
@@ -104,9 +106,8 @@ class InFlightCap:
         member = uuid.uuid4().hex
         self._wait_for(member, check, on_wait)
         done = threading.Event()
-        renewer = threading.Thread(target=self._renew_until, args=(member, done), name="in-flight-lease", daemon=True)
-        renewer.start()
-        try:
+        try:  # a renewer that fails to start (no thread left) gives the slot back too
+            threading.Thread(target=self._renew_until, args=(member, done), name=RENEWER_NAME, daemon=True).start()
             yield
         finally:
             done.set()  # a renewal after this finds no member: _RENEW takes no slot back

@@ -4,6 +4,7 @@ stopped run ends."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ import redis
 from orchestrator import progress
 from ragscore_workers.http_body import ATTEMPT_TIMEOUTS
 from ragscore_workers.providers import CompletionParams, JudgeStopped, RateLimitTimeout, build_client
-from ragscore_workers.providers.inflight import LEASE_S, InFlightCap
+from ragscore_workers.providers.inflight import LEASE_S, RENEWER_NAME, InFlightCap
 from ragscore_workers.schemas import JudgeConfig
 from ragscore_workers.store import RunStore
 
@@ -50,7 +51,8 @@ def test_a_call_waits_for_a_free_slot_and_gives_up_after_max_wait_s(rclient: red
 def test_the_slot_of_a_call_that_never_ended_lapses_with_its_lease(rclient: redis.Redis) -> None:
     """A worker killed mid-call neither gives its slot back nor renews it: with a cap of 1 no call could start again."""
     cap = _cap(rclient, lease_s=0.2, max_wait_s=5.0)
-    assert cap._take(keys=[cap.key], args=[1, cap.lease_ms, "killed"])  # taken as slot() does, then never renewed
+    taken, _ = cap._take(keys=[cap.key], args=[1, cap.lease_ms, "killed"])  # taken as slot() does, never renewed
+    assert taken == 1
     with cap.slot():
         assert rclient.zrange(cap.key, 0, -1) != ["killed"]
 
@@ -78,12 +80,19 @@ def test_a_short_lease_does_not_cut_the_life_of_a_longer_one(rclient: redis.Redi
         assert rclient.pttl(long_lease.key) > 300_000 and rclient.zcard(long_lease.key) == 1
 
 
+def _redis_ms(rclient: redis.Redis) -> int:
+    """Redis's clock (ms), the one a slot's lease is scored on."""
+    seconds, micros = rclient.time()
+    return seconds * 1000 + micros // 1000
+
+
 def test_a_slot_outlives_its_lease_while_its_call_runs(rclient: redis.Redis) -> None:
     """The lease is short and renewed while the call runs, however long the call takes."""
-    cap = _cap(rclient, lease_s=0.3)
+    cap = _cap(rclient, lease_s=1.0)  # renewed every 0.25 s
     with cap.slot():
-        time.sleep(1.0)  # over three leases: the slot is still held, and a second call still waits
-        with pytest.raises(RateLimitTimeout):
+        taken_ms = _redis_ms(rclient)
+        assert until(lambda: _redis_ms(rclient) > taken_ms + 3 * cap.lease_ms, 60)
+        with pytest.raises(RateLimitTimeout):  # over three leases: the slot is still held, a second call still waits
             with cap.slot():
                 pass
     assert rclient.zcard(cap.key) == 0
@@ -163,3 +172,43 @@ def test_a_call_waiting_for_a_slot_is_said_to_wait_for_one(
                 said = "judge calls wait for a max_in_flight slot (cap 1)"
                 assert until(lambda: progress.wait_note(store.progress(run_id)) == said, 30), store.progress(run_id)
             assert asked.result(30)[0].text == "4"  # the slot freed: the call went
+
+
+def _renewers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == RENEWER_NAME]
+
+
+def test_many_calls_leave_no_renewing_thread_and_no_slot_behind(
+    rclient: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A slot's renewing thread ends with its call, told to (not left to find its slot gone a renewal later, which it
+    would take for a lapse, "over the cap"): a long run's thousands of calls leave none behind, and no slot."""
+    cap = _cap(rclient, limit=4, lease_s=1.0)  # renewed every 0.25 s, calls of 10 ms
+    before = len(_renewers())
+
+    def call(_: int) -> None:
+        with cap.slot():
+            time.sleep(0.01)
+
+    with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"):
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(call, range(200)))
+        assert until(lambda: len(_renewers()) <= before, 60), len(_renewers())
+    assert rclient.zcard(cap.key) == 0
+    assert "lapsed" not in caplog.text
+
+
+def test_a_slot_whose_renewer_cannot_start_is_given_back(rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process out of threads fails the call that took a slot, and frees the slot at once (not a lease later).
+    Seen failing before: the renewer started before the block that gives the slot back."""
+    cap = _cap(rclient)
+
+    def no_thread(_: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        with cap.slot():
+            pass
+    monkeypatch.undo()
+    assert rclient.zcard(cap.key) == 0
