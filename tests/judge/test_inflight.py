@@ -4,6 +4,7 @@ stopped run ends."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -14,6 +15,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import redis
@@ -23,7 +25,7 @@ from ragscore_workers.http_body import ATTEMPT_TIMEOUTS
 from ragscore_workers.providers import CompletionParams, JudgeStopped, RateLimitTimeout, build_client
 from ragscore_workers.providers.inflight import LEASE_S, RENEWER_NAME, InFlightCap
 from ragscore_workers.schemas import JudgeConfig
-from ragscore_workers.store import RunStore
+from ragscore_workers.store import RunStore, redis_client
 
 from ..fakes import FakeProvider
 from ..support import ROOT, RedisProcess, until
@@ -212,3 +214,78 @@ def test_a_slot_whose_renewer_cannot_start_is_given_back(rclient: redis.Redis, m
             pass
     monkeypatch.undo()
     assert rclient.zcard(cap.key) == 0
+
+
+def test_a_redis_blip_neither_fails_the_call_nor_loses_its_slot(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A renewal that fails (its Redis paused past the client's read timeout) is tried again: the call goes on, and
+    its slot outlives the blip, still held a lease after it began. A Redis of its own: CLIENT PAUSE holds every
+    client of the server. Seen failing without the renewer's ``except``: its thread died at the first failure."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        watcher = redis_client(server.url)
+        cap = InFlightCap(redis_client(server.url, read_timeout_s=0.5, retries=0), "openai:m:blip", 1,
+                          lease_s=8.0, max_wait_s=0.3)  # fmt: skip
+        with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot():
+            paused_ms = _redis_ms(watcher)
+            watcher.client_pause(2500, all=False)  # writes and scripts wait 2.5 s; a renewal times out at 0.5 s
+            assert until(lambda: _redis_ms(watcher) > paused_ms + cap.lease_ms + 1000, 60)  # a lease after the blip
+            with pytest.raises(RateLimitTimeout):  # the slot is still held: another call waits for it
+                with InFlightCap(watcher, "openai:m:blip", 1, max_wait_s=0.0).slot():
+                    pass
+            assert "could not renew a judge call's max_in_flight slot" in caplog.text  # the blip failed a renewal
+        assert watcher.zcard(cap.key) == 0
+    finally:
+        server.stop()
+
+
+#: A call in a process of its own holding the only slot of ``sys.argv[2]`` (a 1 s lease) until its stdin says to end.
+_STALLED = """
+import sys
+from ragscore_workers.providers.inflight import InFlightCap
+from ragscore_workers.store import redis_client
+with InFlightCap(redis_client(sys.argv[1]), sys.argv[2], 1, lease_s=1.0, max_wait_s=0.0).slot():
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+@pytest.mark.integration
+def test_a_stalled_holder_whose_slot_lapsed_gives_back_only_its_own(
+    redis_server: RedisProcess, rclient: redis.Redis, tmp_path: Path
+) -> None:
+    """A holder stalled past its lease (SIGSTOP here; a frozen VM, a swapping host) loses its slot to another call;
+    woken, its renewal finds the slot gone (it says so, and renews nothing), and its release gives back its own slot
+    only, by its token: the other call's slot stays held, the cap kept."""
+    limiter_key = f"openai:m:{uuid.uuid4().hex[:8]}"
+    other = InFlightCap(rclient, limiter_key, 1, max_wait_s=0.0)  # a lease of LEASE_S: renewed, never lapses here
+    said = tmp_path / "stderr.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-c", textwrap.dedent(_STALLED), redis_server.url, limiter_key]
+    with said.open("w") as err, contextlib.ExitStack() as held:
+        holder = subprocess.Popen(args, env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                  text=True)  # fmt: skip
+        try:
+            assert holder.stdout is not None and holder.stdin is not None
+            assert holder.stdout.readline() == "held\n"
+            holder.send_signal(signal.SIGSTOP)
+
+            def taken() -> bool:
+                try:
+                    held.enter_context(other.slot())
+                except RateLimitTimeout:
+                    return False
+                return True
+
+            assert until(taken, 60), "the stalled holder's slot never lapsed"
+            holder.send_signal(signal.SIGCONT)
+            assert until(lambda: "slot lapsed before the call ended" in said.read_text(), 60), said.read_text()
+            holder.stdin.write("end\n")
+            holder.stdin.flush()
+            assert holder.wait(60) == 0, said.read_text()
+            assert rclient.zcard(other.key) == 1  # the other call's slot, still held
+            assert not _took(rclient, limiter_key)
+        finally:
+            holder.kill()
+    assert rclient.zcard(other.key) == 0
