@@ -226,10 +226,11 @@ def test_a_redis_blip_neither_fails_the_call_nor_loses_its_slot(
     try:
         watcher = redis_client(server.url)
         cap = InFlightCap(redis_client(server.url, read_timeout_s=0.5, retries=0), "openai:m:blip", 1,
-                          lease_s=8.0, max_wait_s=0.3)  # fmt: skip
+                          lease_s=12.0, max_wait_s=0.3)  # fmt: skip
         with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot():
             paused_ms = _redis_ms(watcher)
-            watcher.client_pause(2500, all=False)  # writes and scripts wait 2.5 s; a renewal times out at 0.5 s
+            # writes and scripts wait 4 s: the renewal in it (one every 3 s) times out at 0.5 s, the next one goes
+            watcher.client_pause(4000, all=False)
             assert until(lambda: _redis_ms(watcher) > paused_ms + cap.lease_ms + 1000, 60)  # a lease after the blip
             with pytest.raises(RateLimitTimeout):  # the slot is still held: another call waits for it
                 with InFlightCap(watcher, "openai:m:blip", 1, max_wait_s=0.0).slot():
