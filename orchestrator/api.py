@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import decimal
 import json
+import os
 import shutil
 import tempfile
 import uuid
@@ -117,7 +119,7 @@ def evaluate(
     out: str | Path | None = None,
     fmt: str | None = None,
     fmt_options: dict[str, Any] | None = None,
-    quiet: bool = True,
+    quiet: bool = False,
     progress: ProgressView | None = None,
 ) -> Evaluation:
     """Score a dataset (a file, an iterable of row dicts, or a pandas DataFrame) with a suite; embedded unless
@@ -125,8 +127,9 @@ def evaluate(
     ``ragscore run`` exits 1 for (a metric output whose every item errored, pooled or in one system's items, or
     that scored no item of the whole run, every one unscorable; a judge or target breaker; a cancel).
 
-    Reports are written to ``out`` (a temporary directory when omitted, kept so files can be read, and removed when
-    the call fails before a run was recorded there).
+    Progress is shown on stderr (one line updated in place in a notebook) unless ``quiet``. Reports are written to
+    ``out``; when omitted, to a temporary directory that is removed when this Python process exits (at once when the
+    call fails before a run was recorded there; kept when it stopped after, for :func:`resume`).
     """
     resolved = load_suite(suite)
     get_settings().check_visibility_timeout()  # as run() does, before out is claimed and the rows written there
@@ -146,6 +149,8 @@ def evaluate(
                 path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
                 progress=progress or make_progress(quiet), named=named, caller=PYTHON,
             )  # fmt: skip
+        if out is None:  # its run is over: nothing to resume there
+            _TEMPORARY_OUT.append(out_dir)
     except BaseException as exc:
         if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -169,13 +174,13 @@ def resume(
     *,
     max_cost: float | None = None,
     max_tokens: int | None = None,
-    quiet: bool = True,
+    quiet: bool = False,
     progress: ProgressView | None = None,
 ) -> Evaluation:
     """Finish the run whose reports go to ``out`` (its ``run.json`` names it), as ``ragscore run --resume DIR`` does:
     only what the store lacks is scored (missing, failed, or stopped by a breaker, a budget or a cancel), and the
     reports are written again. ``max_cost`` / ``max_tokens`` raise the judge budget that stopped it; the run's
-    dataset and suite are the ones it was submitted with. Warns as :func:`evaluate` does."""
+    dataset and suite are the ones it was submitted with. Shows progress and warns as :func:`evaluate` does."""
     out_dir = Path(out)
     recorded = recorded_run(out_dir)
     if recorded is None or "run_id" not in recorded:
@@ -189,7 +194,7 @@ def resume(
 
 def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) -> Evaluation:
     """The run's Evaluation, after a warning for its unreadable rows and one for what ``ragscore run`` exits 1 for
-    (returned as it is, but said: quiet by default, a notebook shows warnings). ``rows_given``: the run scored rows
+    (returned as it is, but said: a notebook shows warnings, with ``quiet`` too). ``rows_given``: the run scored rows
     given in memory (failed_rows.jsonl has each one's index in them, and its line in their copy)."""
     if summary.failed_rows:
         rows = f"{counted(summary.failed_rows, 'row')} {agree(summary.failed_rows, 'was', 'were')}"
@@ -233,6 +238,28 @@ def _verdict(gate: GateResult) -> str:
     actual, bound = ("no score", f"{gate.threshold:.4g}") if gate.actual is None else apart(gate.actual, gate.threshold)
     side = "above" if gate.lower_better else "below"
     return f"{where} {gate.kind} {actual} {side} {bound}"
+
+
+#: The temporary out directories of this process's finished ``evaluate()`` calls given no ``out=``: removed at exit
+#: (by this process alone: a child forked from it, exiting first, owns none).
+_TEMPORARY_OUT: list[Path] = []
+os.register_at_fork(after_in_child=_TEMPORARY_OUT.clear)
+
+
+def keep_at_exit(out_dir: Path) -> None:
+    """Keep ``out_dir`` when the process exits, though a finished ``evaluate()`` without ``out=`` made it (the
+    reports a failed ``assert_scores`` names)."""
+    if out_dir in _TEMPORARY_OUT:
+        _TEMPORARY_OUT.remove(out_dir)
+
+
+@atexit.register
+def _remove_temporary_out() -> None:
+    """Remove the reports of the finished calls given no ``out=`` (one directory a call, a notebook's many calls),
+    as the process exits: their Evaluations, which read ``items.jsonl`` there, go with it."""
+    for out_dir in _TEMPORARY_OUT:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    _TEMPORARY_OUT.clear()
 
 
 #: Where ``evaluate()`` copies rows given in memory, in ``out`` (the dataset its run, and a resume, read).

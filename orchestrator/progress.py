@@ -43,6 +43,9 @@ __all__ = [
 
 #: Seconds between two plain progress lines when stdout is not a TTY.
 PLAIN_INTERVAL_S = 5.0
+#: Seconds between two rewrites of the notebook's progress line (:class:`InPlaceProgress`): one line, so it may move
+#: as often as a bar does.
+IN_PLACE_INTERVAL_S = 1.0
 #: Seconds without a unit done or a judge or target call sent after which the view gives no ETA and says so (a stall),
 #: or says what the judge or target calls wait on (the rate limit, a provider's 429 pause: :func:`wait_note`): the rich
 #: bar on a line of its own under the bar, a plain line after ``ETA ?``.
@@ -528,6 +531,9 @@ class RichProgress:
 class PlainProgress:
     """One line every ``PLAIN_INTERVAL_S`` seconds (logs, CI)."""
 
+    #: Seconds between two progress lines.
+    interval_s = PLAIN_INTERVAL_S
+
     def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
         self.stream = stream or sys.stderr
         self.rate = _Rate()
@@ -544,7 +550,7 @@ class PlainProgress:
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         now = time.monotonic()
-        if not final and now - self.last < PLAIN_INTERVAL_S:
+        if not final and now - self.last < self.interval_s:
             return
         done, total, stopped = _units(counters)
         said = (done, total, counters.get("errors", 0), counters.get("unscorable", 0), counters.get("judge_calls", 0))
@@ -568,7 +574,7 @@ class PlainProgress:
         if final and line == self.line:  # the last poll's line said it all: not printed twice in a row
             return
         self.line = line
-        self._print(line)
+        self._show(line)
 
     def stop(self) -> None:
         return None
@@ -579,11 +585,45 @@ class PlainProgress:
     def note(self, text: str) -> None:
         self._print(f"[ragscore] {shown(text)}")
 
-    def _print(self, line: str) -> None:
+    def _show(self, line: str) -> None:
+        """Print a progress line (a line of its own here)."""
+        self._print(line)
+
+    def _print(self, line: str, end: str = "\n") -> None:
         try:
-            print(line, file=self.stream, flush=True)
+            print(line, end=end, file=self.stream, flush=True)
         except BrokenPipeError:  # its reader went away: the run goes on, unwatched
             write_to_nowhere(self.stream)
+
+
+class InPlaceProgress(PlainProgress):
+    """The plain progress line rewritten in place (``\\r``) every ``IN_PLACE_INTERVAL_S`` seconds: a notebook's cell
+    output, which shows a bar's terminal codes as text and would pile up a plain line every few seconds. Notes get
+    lines of their own above it; the last progress line stays once the run stops."""
+
+    interval_s = IN_PLACE_INTERVAL_S
+
+    def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(stream)
+        #: Characters of the progress line now shown (0: none is), blanked when a shorter one replaces it.
+        self.width = 0
+
+    def _show(self, line: str) -> None:
+        self._print(f"\r{line.ljust(self.width)}", end="")
+        self.width = len(line)
+
+    def note(self, text: str) -> None:
+        self._end_line()
+        super().note(text)
+
+    def stop(self) -> None:
+        self._end_line()
+
+    def _end_line(self) -> None:
+        """Close the progress line shown, so what is printed next starts a line of its own."""
+        if self.width:
+            self._print("")
+            self.width = 0
 
 
 class QuietProgress:
@@ -603,7 +643,15 @@ class QuietProgress:
 
 
 def make_progress(quiet: bool = False) -> ProgressView:
-    """Rich bar on a TTY, plain lines otherwise, nothing with ``quiet``."""
+    """Rich bar on a TTY, one line updated in place in a notebook (Jupyter), plain lines otherwise, nothing with
+    ``quiet``."""
     if quiet:
         return QuietProgress()
-    return RichProgress() if sys.stderr.isatty() else PlainProgress()
+    if sys.stderr.isatty():
+        return RichProgress()
+    return InPlaceProgress() if in_notebook(sys.stderr) else PlainProgress()
+
+
+def in_notebook(stream: object) -> bool:
+    """Whether ``stream`` is a Jupyter kernel's output (ipykernel's stream, whose ``\\r`` the notebook honours)."""
+    return type(stream).__module__.startswith("ipykernel.")

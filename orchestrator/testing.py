@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import GateSpec, RunSummary, Suite
 
-from .api import Evaluation, IncompleteRunWarning, evaluate
+from .api import Evaluation, IncompleteRunWarning, evaluate, keep_at_exit
 from .caller import PYTHON
 from .gates import (
     GatePlan,
@@ -87,11 +87,13 @@ def assert_scores(
     check_tolerance(tolerance)
     with warnings.catch_warnings():  # an incomplete run is raised below, with the gate table
         warnings.simplefilter("ignore", IncompleteRunWarning)
-        result = evaluate(dataset, resolved.suite, broker, out=out)
+        result = evaluate(dataset, resolved.suite, broker, out=out, quiet=True)  # a test's output: the verdicts
     verdicts = evaluate_gates(result.summary, specs, base, tolerance)
     notes = GatePlan(specs, base, tolerance, None).notes(result.summary, verdicts, outputs)
     table = render_gates(verdicts) + "".join(f"\n{note}" for note in notes)
     problem = incomplete(result.summary, PYTHON)
+    if problem is not None or failed(verdicts):  # the reports its message names outlive the test run
+        keep_at_exit(result.out_dir)
     if problem is not None:  # what `ragscore run` exits 1 for: no gate may pass it
         raise AssertionError(
             f"ragscore run {result.summary.run_id} is incomplete (reports in {result.out_dir}): {problem}\n" + table

@@ -683,3 +683,43 @@ def test_a_dataset_warning_made_an_error_leaves_no_unreadable_rows_in_the_store(
         with pytest.raises(DatasetWarning, match="no row has 'reference'"):
             submit(data, load_suite({"metrics": ["exact_match"]}), store, run_id="refused-run", caller=PYTHON)
     assert list(store.failed_rows("refused-run")) == []
+
+
+NOTEBOOK_CALLS = """
+from orchestrator import evaluate
+from orchestrator.testing import assert_scores
+
+rows = [{"id": "a", "answer": "x", "reference": "x"}, {"id": "b", "answer": "y", "reference": "z"}]
+result = evaluate(rows, {"metrics": ["exact_match"]})
+print(result.out_dir, (result.out_dir / "summary.json").is_file())
+try:
+    assert_scores(rows, {"metrics": ["exact_match"]}, ["exact_match=0.9"])
+except AssertionError as failed:
+    print(str(failed).partition("reports in ")[2].partition(")")[0])
+"""
+
+
+def test_a_call_shows_progress_by_default_and_its_temporary_reports_go_when_the_process_exits(
+    tmp_path: Path, home: Path
+) -> None:
+    """In a notebook evaluate() was silent unless given quiet=False, and each call without out= left a
+    /tmp/ragscore-* behind for good: progress is shown by default, and those folders last as long as the process
+    (its Evaluations read them), except the one a failed assert_scores names."""
+    import os
+    import subprocess
+
+    from ..support import ROOT
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "TMPDIR": str(temp)}
+    done = subprocess.run([sys.executable, "-c", NOTEBOOK_CALLS], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (shown, named) = done.stdout.splitlines()
+    out_dir = Path(shown.removesuffix(" True"))
+    assert shown.endswith(" True") and out_dir.parent == temp, shown  # there while the process ran
+    assert re.search(r"\[ragscore\] \S+: 2/2 item×metric outputs \(100\.0%\)", done.stderr), done.stderr
+    assert "writing the reports to" in done.stderr
+    assert not out_dir.exists()
+    assert [p.name for p in temp.iterdir()] == [Path(named).name] and (Path(named) / "summary.json").is_file()

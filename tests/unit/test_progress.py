@@ -815,3 +815,38 @@ def test_the_eta_holds_steady_between_chunks_written_in_bursts(clock: Clock) -> 
             etas.append(float(out.getvalue().rsplit(" ETA ", 1)[1].split("s ", 1)[0]) * 5 / (10_000 - done))
         clock.advance(1.0)
     assert all(eta == pytest.approx(1.0, rel=0.05) for eta in etas), etas
+
+
+class KernelStream(io.StringIO):
+    """Stands in for ipykernel's ``OutStream``, the ``sys.stderr`` of a Jupyter kernel (ipykernel is not installed)."""
+
+
+KernelStream.__module__ = "ipykernel.iostream"
+
+
+def test_a_notebook_rewrites_one_progress_line_in_place_and_prints_notes_on_lines_of_their_own(clock: Clock) -> None:
+    """evaluate() was silent by default; shown in a notebook (no TTY) it piled up a plain line every 5 s: there the
+    line is rewritten in place each second, a note gets a line of its own and the last line stays once it stops."""
+    out = io.StringIO()
+    view = progress.InPlaceProgress(out)
+    view.start("r1")
+    view.update({"done": 10, "total": 40, "work_ms": 1000})
+    clock.advance(1.0)
+    view.update({"done": 20, "total": 40, "work_ms": 2000})
+    view.note("waiting")
+    clock.advance(1.0)
+    view.update({"done": 40, "total": 40, "work_ms": 4000}, final=True)
+    view.stop()
+    progress_line, note, last, end = out.getvalue().split("\n")
+    _, first, rewritten = progress_line.split("\r")
+    assert "10/40 item×metric outputs (25.0%)" in first and "20/40 item×metric outputs (50.0%)" in rewritten
+    assert len(rewritten) >= len(first)  # a shorter line blanks what the longer one left
+    assert note == "[ragscore] waiting" and last.startswith("\r[ragscore] r1: 40/40") and end == ""
+
+
+def test_progress_in_a_jupyter_kernel_is_the_in_place_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress.sys, "stderr", KernelStream())
+    assert type(progress.make_progress()) is progress.InPlaceProgress
+    monkeypatch.setattr(progress.sys, "stderr", io.StringIO())  # a log, CI
+    assert type(progress.make_progress()) is PlainProgress
+    assert type(progress.make_progress(quiet=True)) is progress.QuietProgress
