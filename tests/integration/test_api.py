@@ -686,12 +686,16 @@ def test_a_dataset_warning_made_an_error_leaves_no_unreadable_rows_in_the_store(
 
 
 NOTEBOOK_CALLS = """
-from orchestrator import evaluate
+import sys
+
+from orchestrator import evaluate, resume
 from orchestrator.testing import assert_scores
 
 rows = [{"id": "a", "answer": "x", "reference": "x"}, {"id": "b", "answer": "y", "reference": "z"}]
 result = evaluate(rows, {"metrics": ["exact_match"]})
 print(result.out_dir, (result.out_dir / "summary.json").is_file())
+print("resume()", file=sys.stderr)
+resume(result.out_dir)
 try:
     assert_scores(rows, {"metrics": ["exact_match"]}, ["exact_match=0.9"])
 except AssertionError as failed:
@@ -721,5 +725,6 @@ def test_a_call_shows_progress_by_default_and_its_temporary_reports_go_when_the_
     assert shown.endswith(" True") and out_dir.parent == temp, shown  # there while the process ran
     assert re.search(r"\[ragscore\] \S+: 2/2 item×metric outputs \(100\.0%\)", done.stderr), done.stderr
     assert "writing the reports to" in done.stderr
+    assert "sending what is missing" in done.stderr.partition("resume()")[2]  # resume() shows its progress too
     assert not out_dir.exists()
     assert [p.name for p in temp.iterdir()] == [Path(named).name] and (Path(named) / "summary.json").is_file()
