@@ -28,7 +28,7 @@ from .datasets import Named
 from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
-from .progress import ProgressView, make_progress
+from .progress import ProgressView, make_progress, note_of
 from .reports.files import first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
@@ -129,7 +129,8 @@ def evaluate(
 
     Progress is shown on stderr (one line updated in place in a notebook) unless ``quiet``. Reports are written to
     ``out``; when omitted, to a temporary directory that is removed when this Python process exits (at once when the
-    call fails before a run was recorded there; kept when it stopped after, for :func:`resume`).
+    call fails before a run was recorded there; kept when it stopped after, for :func:`resume`, and when a warning
+    names it, or items stopped by a budget, a breaker or a cancel are left there for :func:`resume`).
     """
     resolved = load_suite(suite)
     get_settings().check_visibility_timeout()  # as run() does, before out is claimed and the rows written there
@@ -145,12 +146,14 @@ def evaluate(
             else:
                 rows_copy = _rows_file(out_dir)
                 path, fmt, named = _write_rows(dataset, rows_copy), "jsonl", ROWS_GIVEN
+            view = progress or make_progress(quiet)
             summary = run(
                 path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
-                progress=progress or make_progress(quiet), named=named, caller=PYTHON,
+                progress=view, named=named, caller=PYTHON,
             )  # fmt: skip
-        if out is None:  # its run is over: nothing to resume there
+        if out is None and not _left_to_the_caller(summary):  # nothing to open or resume there once the call is over
             _TEMPORARY_OUT.append(out_dir)
+            note_of(view)(f"{out_dir} is temporary: removed when this Python process exits (out= keeps the reports)")
     except BaseException as exc:
         if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -244,6 +247,14 @@ def _verdict(gate: GateResult) -> str:
 #: (by this process alone: a child forked from it, exiting first, owns none).
 _TEMPORARY_OUT: list[Path] = []
 os.register_at_fork(after_in_child=_TEMPORARY_OUT.clear)
+
+
+def _left_to_the_caller(summary: RunSummary) -> bool:
+    """Whether a finished run's temporary out dir outlives the process: a warning names it or a file in it (an
+    incomplete run, unreadable rows), or :func:`resume` has items there to score (stopped by a budget, a breaker or a
+    cancel), as after an interrupted call."""
+    stopped = any(m.stopped for m in summary.metrics.values())
+    return stopped or bool(summary.failed_rows) or incomplete(summary, PYTHON) is not None
 
 
 def keep_at_exit(out_dir: Path) -> None:

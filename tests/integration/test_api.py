@@ -687,6 +687,7 @@ def test_a_dataset_warning_made_an_error_leaves_no_unreadable_rows_in_the_store(
 
 NOTEBOOK_CALLS = """
 import sys
+import warnings
 
 from orchestrator import evaluate, resume
 from orchestrator.testing import assert_scores
@@ -700,6 +701,10 @@ try:
     assert_scores(rows, {"metrics": ["exact_match"]}, ["exact_match=0.9"])
 except AssertionError as failed:
     print(str(failed).partition("reports in ")[2].partition(")")[0])
+with warnings.catch_warnings(record=True) as said:  # no item scorable: the warning names the reports
+    warnings.simplefilter("always")
+    incomplete = evaluate([{"id": "a", "answer": "x"}], {"metrics": ["exact_match"]})
+print(incomplete.out_dir, [w.category.__name__ for w in said])
 """
 
 
@@ -708,7 +713,8 @@ def test_a_call_shows_progress_by_default_and_its_temporary_reports_go_when_the_
 ) -> None:
     """In a notebook evaluate() was silent unless given quiet=False, and each call without out= left a
     /tmp/ragscore-* behind for good: progress is shown by default, and those folders last as long as the process
-    (its Evaluations read them), except the one a failed assert_scores names."""
+    (its Evaluations read them, as a line after the run says), except those a message names: a failed
+    assert_scores', an incomplete run's."""
     import os
     import subprocess
 
@@ -720,11 +726,15 @@ def test_a_call_shows_progress_by_default_and_its_temporary_reports_go_when_the_
     done = subprocess.run([sys.executable, "-c", NOTEBOOK_CALLS], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    (shown, named) = done.stdout.splitlines()
+    (shown, named, kept) = done.stdout.splitlines()
     out_dir = Path(shown.removesuffix(" True"))
     assert shown.endswith(" True") and out_dir.parent == temp, shown  # there while the process ran
     assert re.search(r"\[ragscore\] \S+: 2/2 item×metric outputs \(100\.0%\)", done.stderr), done.stderr
     assert "writing the reports to" in done.stderr
     assert "sending what is missing" in done.stderr.partition("resume()")[2]  # resume() shows its progress too
+    assert f"[ragscore] {out_dir} is temporary: removed when this Python process exits" in done.stderr
+    kept_dir = Path(kept.partition(" ")[0])
+    assert kept.endswith("'IncompleteRunWarning']") and f"{kept_dir} is temporary" not in done.stderr, kept
     assert not out_dir.exists()
-    assert [p.name for p in temp.iterdir()] == [Path(named).name] and (Path(named) / "summary.json").is_file()
+    assert sorted(p.name for p in temp.iterdir()) == sorted([Path(named).name, kept_dir.name])
+    assert (Path(named) / "summary.json").is_file() and (kept_dir / "items.jsonl").is_file()
