@@ -32,6 +32,7 @@ from .live import fmt_duration, scored_text
 
 __all__ = [
     "LOWER_IS_BETTER_MARK",
+    "breakdown_cell",
     "ci_text",
     "error_lines",
     "metric_label",
@@ -87,6 +88,14 @@ def ci_text(ci95: Sequence[float] | None) -> str:
     as one gets the digits that tell it apart: none of 9,686 passing is Wilson's ``[0.000, 0.0004]``, not a certain
     ``[0.000, 0.000]``."""
     return f"[{_ci_end(ci95[0])}, {_ci_end(ci95[1])}]" if ci95 else "-"
+
+
+def breakdown_cell(m: MetricSummary) -> str:
+    """A breakdown table's cell (per group, system, question type, category): the mean, its 95% CI as the summary
+    table writes it, and n (``0.833 [0.712, 0.911] (n=24)``); the CI reads ``n/a`` under two scores."""
+    mean = "-" if m.mean is None else f"{m.mean:.3f}"
+    ci = ci_text(m.ci95) if m.n >= 2 else "n/a"
+    return f"{mean} {ci} (n={thousands(m.n)})"
 
 
 def _ci_end(value: float) -> str:
@@ -355,7 +364,7 @@ def _systems_table(summary: RunSummary) -> Table:
         cells = [per.get(name) for _, per in systems]
         table.add_row(
             escape(metric_label(name)),
-            *("-" if m is None or m.mean is None else f"{m.mean:.3f} (n={thousands(m.n)})" for m in cells),
+            *("-" if m is None or m.mean is None else breakdown_cell(m) for m in cells),
         )
     return table
 

@@ -13,6 +13,7 @@ from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from . import plots
 from .console import (
+    breakdown_cell,
     ci_text,
     embedding_counters,
     embedding_facts,
@@ -99,7 +100,7 @@ def _breakdown(dim: str, tree: dict[str, dict[str, MetricSummary]]) -> dict[str,
             svg = plots.hbars(bars, f"mean {name} per {dim}", value=fmt)
             plot_list.append({"title": f"{name} by {dim}", "svg": svg})
     rows = [
-        {"key": key, "cells": [f"{fmt(per[m].mean)} (n={thousands(per[m].n)})" if m in per else "-" for m in metrics]}
+        {"key": key, "cells": [breakdown_cell(per[m]) if m in per else "-" for m in metrics]}
         for key, per in islice(tree.items(), MAX_TABLE_ROWS)
     ]
     shown = min(len(tree), plots.MAX_BARS)

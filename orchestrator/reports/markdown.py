@@ -10,6 +10,7 @@ from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
 from .console import (
+    breakdown_cell,
     ci_text,
     embedding_counters,
     embedding_facts,
@@ -79,7 +80,7 @@ def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[st
         "|---|" + "---|" * len(metrics),
     ]
     for key, per in tree.items():
-        cells = [f"{_mean(per[m])} (n={thousands(per[m].n)})" if m in per else "-" for m in metrics]
+        cells = [breakdown_cell(per[m]) if m in per else "-" for m in metrics]
         lines.append(f"| {md_cell(key)} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 

@@ -97,18 +97,20 @@ def test_a_line_per_target_says_its_calls_and_the_replies_the_cache_gave() -> No
 def test_a_run_of_several_systems_prints_each_system_s_means_under_the_pooled_table() -> None:
     """The summary table pools every system's items (the quickstart: bm25-llm and hybrid-llm): no one's score."""
 
-    def m(mean: float | None, n: int) -> dict[str, object]:
-        return {"mean": mean, "n": n}
+    def m(mean: float | None, n: int, ci95: list[float] | None = None) -> dict[str, object]:
+        return {"mean": mean, "n": n, "ci95": ci95}
 
     two = _summary(metrics={"exact_match": m(0.796, 49), "mrr": m(0.661, 49)},
-                   by_system={"bm25-llm": {"exact_match": m(0.833, 24), "mrr": m(0.525, 25)},
-                              "hybrid[v2]": {"exact_match": m(0.76, 25)}})  # fmt: skip
+                   by_system={"bm25-llm": {"exact_match": m(0.833, 24, [0.65, 0.95]), "mrr": m(0.525, 25, [0.4, 0.6])},
+                              "hybrid[v2]": {"exact_match": m(0.76, 25, [0.58, 0.92])}})  # fmt: skip
     out = io.StringIO()
     print_summary(two, Console(file=out, width=300))
     lines = [" ".join(line.replace("│", " ").replace("┃", " ").split()) for line in out.getvalue().splitlines()]
     assert "The means above pool the items of all 2 systems; per system:" in lines
     assert "metric bm25-llm hybrid[v2]" in lines  # a name is shown as written, never read as markup
-    assert "exact_match 0.833 (n=24) 0.760 (n=25)" in lines and "mrr 0.525 (n=25) -" in lines
+    # each with its 95% CI, as the summary table writes it
+    assert "exact_match 0.833 [0.650, 0.950] (n=24) 0.760 [0.580, 0.920] (n=25)" in lines
+    assert "mrr 0.525 [0.400, 0.600] (n=25) -" in lines
     one = io.StringIO()
     print_summary(_summary(by_system={"only": {"exact_match": m(1.0, 3)}}), Console(file=one, width=300))
     assert "per system" not in one.getvalue() and "bm25-llm" not in one.getvalue()

@@ -12,7 +12,7 @@ def _cells(line: str) -> list[str]:
 
 
 def test_pipes_and_line_breaks_in_user_names_do_not_break_the_tables() -> None:
-    m = MetricSummary(mean=0.5, n=2)
+    m = MetricSummary(mean=0.5, n=2, ci95=[0.0, 1.0])
     summary = RunSummary(
         run_id="r", items=2, scored=2, metrics={"exact_match": m},
         by_group={"g|x": {"exact_match": m}}, by_system={"sys\nA": {"exact_match": m}},
@@ -20,7 +20,7 @@ def test_pipes_and_line_breaks_in_user_names_do_not_break_the_tables() -> None:
     )  # fmt: skip
     lines = render_markdown(summary).splitlines()
     group = next(line for line in lines if line.startswith("| g|") or line.startswith("| g\\|"))
-    assert _cells(group) == ["g\0x", "0.500 (n=2)"]
+    assert _cells(group) == ["g\0x", "0.500 [0.000, 1.000] (n=2)"]
     assert any(line.startswith("| sys A |") for line in lines), "a line break in a name stays in its row"
     target = next(line for line in lines if line.startswith("| api"))
     assert _cells(target)[0] == "api\0v2" and len(_cells(target)) == 7
@@ -307,3 +307,35 @@ def test_the_judge_embedding_and_target_tables_write_counts_as_the_summary_table
     for raw in ("1234567", "24000", "16640", "51472"):
         assert raw not in text and raw not in html, raw
     assert "0.2500" in text  # the cost keeps its own format
+
+
+def test_breakdown_tables_give_each_mean_its_95_ci_as_the_summary_does_and_n_a_under_two_scores() -> None:
+    """The breakdowns (per group, system, question type, category) showed means with no interval, beside a summary
+    table that has one: a group of 4 and a group of 400 read alike."""
+    import io
+
+    import numpy as np
+    from rich.console import Console
+
+    from orchestrator.reports.console import ci_text, print_summary
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+    from ragscore_workers.aggregate import mean_ci
+
+    scores = np.array([0.2, 0.9, 0.4, 0.7])
+    four = MetricSummary(mean=float(scores.mean()), n=4, ci95=mean_ci(scores))
+    one = MetricSummary(mean=1.0, n=1, ci95=mean_ci(np.array([1.0])))
+    tree = {"many": {"mrr": four}, "solo": {"mrr": one}}
+    summary = RunSummary(run_id="r", items=5, scored=5, metrics={"mrr": four}, by_group=tree, by_system=tree,
+                         by_question_type=tree, by_category=tree)  # fmt: skip
+    with_ci = f"0.550 {ci_text(four.ci95)} (n=4)"
+    assert four.ci95 is not None and ci_text(four.ci95) != "-"
+    md = render_markdown(summary)
+    for dim in ("group", "system", "question_type", "category"):
+        table = md.split(f"## By {dim}\n", 1)[1].split("\n\n", 1)[0]
+        assert f"| many | {with_ci} |" in table and "| solo | 1.000 n/a (n=1) |" in table, table
+    html = render_html(summary, ItemStats())
+    assert html.count(f"<td>{with_ci}</td>") == 4 and html.count("<td>1.000 n/a (n=1)</td>") == 4
+    out = io.StringIO()  # the console's table per system too
+    print_summary(summary, Console(file=out, width=300))
+    assert f"{with_ci} 1.000 n/a (n=1)" in " ".join(out.getvalue().replace("│", " ").split())

@@ -57,11 +57,15 @@ def test_worst_items_say_how_many_items_share_the_worst_score(run_dir: Path) -> 
 def test_report_tables_write_counts_with_thousands_separators(run_dir: Path) -> None:
     md = (run_dir / "report.md").read_text(encoding="utf-8")
     assert re.search(r"^\| exact_match \| 0\.182 \| 2,200 \| \[[0-9., ]+\] \| 0 \| 0 \|$", md, re.M)
-    assert "| a | 0.091 (n=1,100) |" in _section(md, "## By system", "\n## ")
+    assert re.search(
+        r"^\| a \| 0\.091 \[0\.0\d\d, 0\.1\d\d\] \(n=1,100\) \|$", _section(md, "## By system", "\n## "), re.M
+    )
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     summary = _section(html, 'id="summary"', "</table>")
     assert "<td>2,200</td>" in summary and "<td>2200</td>" not in summary
-    assert "0.091 (n=1,100)" in _section(html, 'id="by-system"', "</details>")
+    assert re.search(
+        r"<td>0\.091 \[0\.0\d\d, 0\.1\d\d\] \(n=1,100\)</td>", _section(html, 'id="by-system"', "</details>")
+    )
 
 
 def test_compare_tables_write_counts_with_thousands_separators(run_dir: Path) -> None:
