@@ -1515,7 +1515,8 @@ def compare_cmd(
 ) -> None:
     """Compare systems on their shared questions
 
-    Means, paired differences with 95% CI and p, wins; --fail-on-worse: a CI gate on them."""
+    Means, paired differences with 95% CI, p and a verdict (better, worse, no clear difference), wins;
+    --fail-on-worse: a CI gate on them."""
     from .reports import open_run
     from .reports.compare import (
         alone_text,

@@ -51,6 +51,7 @@ __all__ = [
     "unchecked_text",
     "unpaired_text",
     "unscored_text",
+    "verdict",
     "wins",
     "worse_end",
     "worse_failures",
@@ -148,6 +149,10 @@ class Difference:
     #: The system it is compared with: the baseline, or in a comparison by system its namesake in the first run
     #: (:func:`compare` always names it).
     base: str = ""
+    #: Items of this output only the baseline scored, and only the system: not paired, so not in ``n`` (an id whose
+    #: question differs between the two is counted on both sides).
+    only_base: int = 0
+    only_arm: int = 0
 
 
 @dataclass
@@ -252,6 +257,17 @@ def significance(d: Difference) -> int:
     if d.ci95 is None or d.ci95[0] <= 0.0 <= d.ci95[1] or d.p is None or d.p >= SIGNIFICANT_P:
         return 0
     return 1 if (d.ci95[0] > 0) == higher_is_better(d.metric) else -1
+
+
+def verdict(d: Difference) -> str:
+    """A difference in words, as every compare report writes it: ``better`` or ``worse`` when it is significant
+    (:func:`significance`, in the metric's direction), ``too few pairs`` under ``MIN_PAIRS`` (none could be),
+    else ``no clear difference``; ``-`` with no pair."""
+    if not d.n:
+        return "-"
+    if d.n < MIN_PAIRS:
+        return "too few pairs"
+    return {1: "better", -1: "worse", 0: "no clear difference"}[significance(d)]
 
 
 def worse_end(d: Difference) -> float | None:
@@ -539,6 +555,7 @@ def compare(
                 diff=float(d.mean()) if d.size else None, ci95=paired_ci(d, seed) if d.size else None,
                 p=permutation_p(d, seed=seed) if d.size else None, wins=int((better > 0).sum()),
                 ties=int((better == 0).sum()), losses=int((better < 0).sum()), base=arms[b],
+                only_base=counts[name][arms[b]] - int(d.size), only_arm=counts[name][arms[i]] - int(d.size),
             ))  # fmt: skip
         if by_system is not None:  # wins per pair: a system contests only its namesake
             for b, i in pairs:

@@ -13,6 +13,8 @@ from ragscore_workers.metrics.registry import LOWER_IS_BETTER, higher_is_better
 from ..terminal import TerminalConsole
 from . import plots
 from .compare import (
+    MIN_PAIRS,
+    SIGNIFICANT_P,
     Comparison,
     Difference,
     alone_text,
@@ -22,6 +24,7 @@ from .compare import (
     unchecked_text,
     unpaired_text,
     unscored_text,
+    verdict,
     worse_end,
 )
 from .console import LOWER_IS_BETTER_MARK
@@ -50,6 +53,20 @@ def _diff(d: Difference) -> str:
     return "-" if d.diff is None else _signed(d.diff)
 
 
+def _unpaired(d: Difference) -> str:
+    """Items only the baseline / only the system scored (``3 / 0``): not paired, so not in n."""
+    return f"{thousands(d.only_base)} / {thousands(d.only_arm)}"
+
+
+def _unpaired_counts(c: Comparison) -> str:
+    """The console's line of items one system scored and the other did not (not in n; compare.md and compare.html
+    give them a column), or '' when every scored item is paired."""
+    parts = [f"{d.metric}{'' if len(c.arms) == 2 else f' ({_system(c, d)})'}: {d.only_base:,} of "
+             f"{d.base or c.arms[0]} only, {d.only_arm:,} of {d.arm} only"
+             for d in c.differences if d.only_base or d.only_arm]  # fmt: skip
+    return f"not paired, so not in n (scored by one system only): {'; '.join(parts)}" if parts else ""
+
+
 def _css(d: Difference) -> str:
     """good/bad when the difference is significant (:func:`~.compare.significance`), in the metric's direction."""
     return {1: "good", -1: "bad", 0: ""}[significance(d)]
@@ -64,7 +81,8 @@ def _diff_rows(c: Comparison) -> list[dict[str, object]]:
     return [
         {"metric": d.metric, "arm": _system(c, d), "n": thousands(d.n), "base_mean": fmt(d.base_mean),
          "arm_mean": fmt(d.arm_mean), "diff": _diff(d), "ci": _ci(d), "p": _p(d.p), "wins": thousands(d.wins),
-         "ties": thousands(d.ties), "losses": thousands(d.losses), "css": _css(d)}
+         "ties": thousands(d.ties), "losses": thousands(d.losses), "css": _css(d), "verdict": verdict(d),
+         "unpaired": _unpaired(d)}
         for d in c.differences
     ]  # fmt: skip
 
@@ -117,6 +135,7 @@ def render_compare_html(c: Comparison) -> str:
         "means": _means(c),
         "diffs": _diff_rows(c), "plots": figures, "wins": _wins_table(c), "points": c.points,
         "lower_better": LOWER_IS_BETTER, "mismatch": _mismatch(c), "against": _against(c),
+        "verdict_note": VERDICT_NOTE,
     }  # fmt: skip
     return environment().get_template("compare").render(**context)
 
@@ -151,14 +170,10 @@ def render_compare_markdown(c: Comparison) -> str:
     for m in c.metrics:
         lines.append(f"| {md_cell(_named(m))} | " + " | ".join(means[m][a] for a in arms) + " |")
     lines += ["", f"## Differences{md_cell(_against(c))}", "",
-              "| metric | system | shared | baseline | system mean | difference | 95% CI | p | wins | ties | losses |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for d in c.differences:
-        lines.append(
-            f"| {md_cell(_named(d.metric))} | {md_cell(_system(c, d))} | {thousands(d.n)} | {fmt(d.base_mean)} | "
-            f"{fmt(d.arm_mean)} | {_diff(d)} | {_ci(d)} | {_p(d.p)} | {thousands(d.wins)} | {thousands(d.ties)} | "
-            f"{thousands(d.losses)} |"
-        )
+              "| metric | system | shared | baseline | system mean | difference | 95% CI | p | verdict | wins | ties | "
+              "losses | only one scored (baseline / system) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *(_diff_line(c, d) for d in c.differences),
+              "", VERDICT_NOTE]  # fmt: skip
     heading, columns, rows = _wins_table(c)
     lines += ["", f"## {heading}", "", "| " + " | ".join(map(md_cell, columns)) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in rows]
@@ -173,12 +188,29 @@ def render_compare_markdown(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: What a verdict says, under the differences of compare.md and compare.html; the console's caption says it too.
+VERDICT_NOTE = (
+    "verdict: better or worse (in the metric's direction) when the 95% CI of the difference excludes 0 and "
+    f"p < {SIGNIFICANT_P:g}, else no clear difference; too few pairs under {MIN_PAIRS} shared questions (no p could "
+    f"fall below {SIGNIFICANT_P:g}). Each metric output is judged on its own, with no correction for testing "
+    "several: of 20 outputs with no real difference, about one may read better or worse by chance."
+)
+
+
+def _diff_line(c: Comparison, d: Difference) -> str:
+    """One row of compare.md's differences."""
+    return (f"| {md_cell(_named(d.metric))} | {md_cell(_system(c, d))} | {thousands(d.n)} | {fmt(d.base_mean)} | "
+            f"{fmt(d.arm_mean)} | {_diff(d)} | {_ci(d)} | {_p(d.p)} | {verdict(d)} | {thousands(d.wins)} | "
+            f"{thousands(d.ties)} | {thousands(d.losses)} | {_unpaired(d)} |")  # fmt: skip
+
+
 def _legend(c: Comparison) -> str:
     """What the console's columns are: which system minus which, the interval's method, what p is, whose wins."""
     arm, base = (c.arms[1], c.arms[0]) if len(c.arms) == 2 else ("system", c.baseline_text())
     return (f"diff: mean of {arm} − {base} per question, over the n questions both scored; 95% CI: paired "
             "bootstrap; p: how likely a diff at least this large, either way, is with no real difference "
-            f"(sign-flip permutation); W/T/L: questions where {arm} is better / equal / worse")  # fmt: skip
+            f"(sign-flip permutation); W/T/L: questions where {arm} is better / equal / worse; "
+            f"{VERDICT_NOTE}")  # fmt: skip
 
 
 #: Columns a name (metric, system) should keep before W/T/L is written on three lines to make room.
@@ -194,17 +226,22 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     table = Table(title=escape(_title(c)), box=box.SIMPLE_HEAD, caption=escape(_legend(c)), caption_justify="left")
     one_arm = len(c.arms) == 2  # the title names the one system compared: no column repeats it
     wtl = [f"{d.wins:,}/{d.ties:,}/{d.losses:,}" for d in c.differences]
-    rows = [[_named(d.metric, " ↓"), escape(_system(c, d)), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), w]
+    rows = [[_named(d.metric, " ↓"), escape(_system(c, d)), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), verdict(d), w]
             for d, w in zip(c.differences, wtl, strict=True)]  # fmt: skip
     if any(not higher_is_better(d.metric) for d in c.differences):
         table.caption = f"{table.caption}\n↓ lower is better: a win is a lower score"
-    columns = ["metric", "system", "n", "diff", "95% CI", "p", "W/T/L"]
+    if unpaired := _unpaired_counts(c):
+        table.caption = f"{table.caption}\n{escape(unpaired)}"
+    columns = ["metric", "system", "n", "diff", "95% CI", "p", "verdict", "W/T/L"]
     if one_arm:
         columns, rows = [columns[0], *columns[2:]], [[r[0], *r[2:]] for r in rows]
     names = 2 if not one_arm else 1
+    interval = columns.index("95% CI")
+    said = columns.index("verdict")  # words that wrap, one under the other, in a narrow terminal
 
     def width(i: int) -> int:
-        return max(len(line) for cell in (columns[i], *(r[i] for r in rows)) for line in cell.split("\n"))
+        parts = str.split if i == said else str.splitlines
+        return max(len(part) for cell in (columns[i], *(r[i] for r in rows)) for part in parts(cell))
 
     numbers = sum(width(i) for i in range(names, len(columns))) + 2 * len(columns)
     stacked = [f"{d.wins:,} W\n{d.ties:,} T\n{d.losses:,} L" for d in c.differences]
@@ -212,9 +249,12 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     if numbers + NAME_ROOM * names > console.width and narrower:  # wins, ties and losses one under the other
         for row, cell in zip(rows, stacked, strict=True):
             row[-1] = cell
+            row[interval] = row[interval].replace(" ", "\n ")  # and the interval's two ends
     for i, col in enumerate(columns):
         if i < names:  # names fold in a narrow terminal; numbers are never cut (n 1,000,000 read as 10000…)
             table.add_column(col, justify="left", overflow="fold")
+        elif i == said:
+            table.add_column(col, justify="left", min_width=width(i))
         else:
             table.add_column(col, justify="right", no_wrap=True, min_width=width(i))
     for row in rows:

@@ -183,10 +183,13 @@ mean difference, its 95% paired-bootstrap interval, and a two-sided sign-flip pe
 <h2 id="differences">Differences{{ against }}</h2>
 <table><tr><th class="l">metric</th><th class="l">system</th><th>shared items</th>
 <th>{{ "baseline" if c.by_system is not none else c.arms[0] }} mean</th>
-<th>system mean</th><th>difference</th><th>95% CI</th><th>p</th><th>wins</th><th>ties</th><th>losses</th></tr>
+<th>system mean</th><th>difference</th><th>95% CI</th><th>p</th><th class="l">verdict</th><th>wins</th><th>ties</th>
+<th>losses</th><th>only one scored (baseline / system)</th></tr>
 {% for d in diffs %}<tr><td class="l">{{ d.metric }}</td><td class="l">{{ d.arm }}</td><td>{{ d.n }}</td>
 <td>{{ d.base_mean }}</td><td>{{ d.arm_mean }}</td><td class="{{ d.css }}">{{ d.diff }}</td><td>{{ d.ci }}</td>
-<td>{{ d.p }}</td><td>{{ d.wins }}</td><td>{{ d.ties }}</td><td>{{ d.losses }}</td></tr>{% endfor %}</table>
+<td>{{ d.p }}</td><td class="l {{ d.css }}">{{ d.verdict }}</td><td>{{ d.wins }}</td><td>{{ d.ties }}</td>
+<td>{{ d.losses }}</td><td>{{ d.unpaired }}</td></tr>{% endfor %}</table>
+<p class="muted">{{ verdict_note }}</p>
 <div class="grid">{% for p in plots %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}</figure>
 {% endfor %}</div>
 {% set heading, columns, rows = wins %}<h2 id="wins">{{ heading }}</h2>

@@ -117,7 +117,9 @@ def test_at_scale_the_console_table_keeps_room_for_the_names() -> None:
     assert "…" not in out.getvalue() and "system" not in out.getvalue()
     row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["exact_match"])
     assert [lines[row + k].split()[-2:] for k in range(3)] == [["49,672", "W"], ["101,245", "T"], ["49,083", "L"]]
-    assert any(line.split()[:1] == ["context_relevance"] for line in lines)  # whole, not folded
+    # folded at most once (the verdict column takes room at 80 columns), never a letter a line
+    folds = [line.split()[0] for line in lines[row + 3 :] if line.split()[:1] and line.split()[0] != "diff:"]
+    assert folds[0].startswith("context_rel") and "".join(folds[:2]).startswith("context_relevance"), lines
     wide = io.StringIO()
     print_comparison(result, Console(file=wide, width=160))
     assert "49,672/101,245/49,083" in wide.getvalue()
@@ -649,7 +651,8 @@ def test_a_piped_comparison_of_long_names_is_not_wrapped_at_80_columns(
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["exact_match"]]
     assert [row[1] for row in rows] == [names["B"], names["B2"]], result.stdout
-    assert all(len(row) == 8 and row[2] == f"{N:,}" for row in rows) and "…" not in result.stdout, result.stdout
+    assert all(len(row) == 9 and row[2] == f"{N:,}" and row[7] == "better" for row in rows), result.stdout
+    assert "…" not in result.stdout, result.stdout
 
 
 def _systems(origin: str, scores: dict[str | None, float]) -> Any:

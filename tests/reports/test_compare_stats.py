@@ -114,3 +114,19 @@ def test_the_html_colours_a_difference_only_when_interval_and_p_both_say_it_is_n
     cells = [" ".join(row.split()) for row in render_compare_html(c).split("<tr>") if "+1.000" in row]
     assert len(cells) == 2
     assert 'class="">+1.000' in cells[0] and 'class="good">+1.000' in cells[1]
+
+
+def test_a_verdict_follows_the_interval_not_the_p_or_the_sign_of_the_mean_difference() -> None:
+    """The verdict every compare report writes: better or worse only when the 95% CI excludes 0 (and p < 0.05), in
+    the metric's direction; a difference with p < 0.05 whose interval holds 0 is no clear difference."""
+    from orchestrator.reports.compare import Difference, verdict
+
+    def diff(metric: str, n: int, mean: float, ci95: list[float], p: float) -> Difference:
+        return Difference(metric, "B", n, 0.5, 0.5 + mean, mean, ci95, p, 0, 0, 0)
+
+    assert verdict(diff("exact_match", 100, 0.03, [0.012, 0.048], 0.001)) == "better"
+    assert verdict(diff("exact_match", 100, -0.03, [-0.048, -0.012], 0.001)) == "worse"
+    assert verdict(diff("exact_match", 100, 0.01, [-0.001, 0.02], 0.01)) == "no clear difference"  # p alone: 'better'
+    assert verdict(diff("exact_match", 100, 0.01, [0.001, 0.02], 0.2)) == "no clear difference"
+    assert verdict(diff("answer_hallucination", 100, -0.03, [-0.048, -0.012], 0.001)) == "better"  # lower is better
+    assert verdict(diff("exact_match", 5, 1.0, [1.0, 1.0], 0.0625)) == "too few pairs"
