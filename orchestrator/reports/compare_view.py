@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -213,7 +214,8 @@ def _legend(c: Comparison) -> str:
             f"{VERDICT_NOTE}")  # fmt: skip
 
 
-#: Columns a name (metric, system) should keep before W/T/L is written on three lines to make room.
+#: Columns a name (metric, system) should keep before the table is made narrower to make room (wins, ties and losses
+#: one under the other, the interval's ends too, the verdict a word a line, one space around each column).
 NAME_ROOM = 20
 
 
@@ -236,25 +238,27 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     if one_arm:
         columns, rows = [columns[0], *columns[2:]], [[r[0], *r[2:]] for r in rows]
     names = 2 if not one_arm else 1
-    interval = columns.index("95% CI")
-    said = columns.index("verdict")  # words that wrap, one under the other, in a narrow terminal
+    interval, said = columns.index("95% CI"), columns.index("verdict")
 
-    def width(i: int) -> int:
-        parts = str.split if i == said else str.splitlines
-        return max(len(part) for cell in (columns[i], *(r[i] for r in rows)) for part in parts(cell))
+    def width(i: int, split: Callable[[str], list[str]] = str.splitlines) -> int:
+        return max(len(part) for cell in (columns[i], *(r[i] for r in rows)) for part in split(cell))
 
-    numbers = sum(width(i) for i in range(names, len(columns))) + 2 * len(columns)
+    # what the columns but the names take on one line each: a space each side of a cell, one between two columns
+    numbers = sum(width(i) for i in range(names, len(columns))) + 3 * len(columns) + 1
     stacked = [f"{d.wins:,} W\n{d.ties:,} T\n{d.losses:,} L" for d in c.differences]
     narrower = max(len(line) for cell in stacked for line in cell.split("\n")) < width(len(columns) - 1)
-    if numbers + NAME_ROOM * names > console.width and narrower:  # wins, ties and losses one under the other
+    narrow = numbers + NAME_ROOM * names > console.width and narrower
+    if narrow:  # wins, ties and losses one under the other, the interval's ends too, one space around a column
         for row, cell in zip(rows, stacked, strict=True):
             row[-1] = cell
-            row[interval] = row[interval].replace(" ", "\n ")  # and the interval's two ends
+            row[interval] = row[interval].replace(" ", "\n ")
+        table.pad_edge, table.show_edge, table.collapse_padding = False, False, True
     for i, col in enumerate(columns):
         if i < names:  # names fold in a narrow terminal; numbers are never cut (n 1,000,000 read as 10000…)
             table.add_column(col, justify="left", overflow="fold")
-        elif i == said:
-            table.add_column(col, justify="left", min_width=width(i))
+        elif i == said:  # words wrap, never a word cut; a narrow table gives the names the room instead
+            least = width(i, str.split)
+            table.add_column(col, justify="left", min_width=least, width=least if narrow else None)
         else:
             table.add_column(col, justify="right", no_wrap=True, min_width=width(i))
     for row in rows:
