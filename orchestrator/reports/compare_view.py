@@ -243,22 +243,29 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     def width(i: int, split: Callable[[str], list[str]] = str.splitlines) -> int:
         return max(len(part) for cell in (columns[i], *(r[i] for r in rows)) for part in split(cell))
 
-    # what the columns but the names take on one line each: a space each side of a cell, one between two columns
-    numbers = sum(width(i) for i in range(names, len(columns))) + 3 * len(columns) + 1
+    room = sum(min(width(i), NAME_ROOM) for i in range(names))  # what the names should keep
+    whole = sum(width(i) for i in range(names))  # and what they take on one line
+    verdict_room = width(said)  # the verdict on one line; its words wrap where that would fold a name
+
+    def rest(padding: int) -> int:  # the other columns, ``padding`` around each (rich adds one between two)
+        return sum(width(i) for i in range(names, len(columns)) if i != said) + (padding + 1) * len(columns) - 1
+
     stacked = [f"{d.wins:,} W\n{d.ties:,} T\n{d.losses:,} L" for d in c.differences]
     narrower = max(len(line) for cell in stacked for line in cell.split("\n")) < width(len(columns) - 1)
-    narrow = numbers + NAME_ROOM * names > console.width and narrower
-    if narrow:  # wins, ties and losses one under the other, the interval's ends too, one space around a column
+    if rest(2) + 2 + width(said, str.split) + room > console.width and narrower:
+        # wins, ties and losses one under the other, the interval's ends too, one space between two columns
         for row, cell in zip(rows, stacked, strict=True):
             row[-1] = cell
             row[interval] = row[interval].replace(" ", "\n ")
         table.pad_edge, table.show_edge, table.collapse_padding = False, False, True
+        verdict_room = min(verdict_room, max(width(said, str.split), console.width - rest(1) - whole))
+    else:
+        verdict_room = min(verdict_room, max(width(said, str.split), console.width - rest(2) - 2 - whole))
     for i, col in enumerate(columns):
         if i < names:  # names fold in a narrow terminal; numbers are never cut (n 1,000,000 read as 10000…)
             table.add_column(col, justify="left", overflow="fold")
-        elif i == said:  # words wrap, never a word cut; a narrow table gives the names the room instead
-            least = width(i, str.split)
-            table.add_column(col, justify="left", min_width=least, width=least if narrow else None)
+        elif i == said:  # words wrap, never a word cut, as wide as leaves the names their room
+            table.add_column(col, justify="left", width=verdict_room)
         else:
             table.add_column(col, justify="right", no_wrap=True, min_width=width(i))
     for row in rows:

@@ -127,6 +127,27 @@ def test_at_scale_the_console_table_keeps_room_for_the_names() -> None:
     assert "49,672/101,245/49,083" in wide.getvalue()
 
 
+def test_a_console_table_that_fits_keeps_its_intervals_and_w_t_l_on_one_line() -> None:
+    """Wins, ties and losses (and the interval's ends) go one under the other only where the names would want room:
+    at 60 questions an 80-column terminal holds them on one line, the verdict's words wrapped instead, and a terminal
+    wide enough holds the verdict on one line too."""
+    import io
+
+    from rich.console import Console
+
+    from orchestrator.reports.compare import Comparison, Difference
+    from orchestrator.reports.compare_view import print_comparison
+
+    differences = [Difference(metric, "B", 60, 0.5, 0.51, 0.0123, [-0.0012, 0.0345], 0.2, 4, 50, 6)
+                   for metric in ("exact_match", "recall_at_1")]  # fmt: skip
+    result = Comparison(arms=["A", "B"], metrics=[], means={}, counts={}, differences=differences, wins=[])
+    for width, verdict in ((80, ["no", "clear"]), (100, ["no", "clear", "difference"])):
+        out = io.StringIO()
+        print_comparison(result, Console(file=out, width=width))
+        (row,) = [line.split() for line in out.getvalue().splitlines() if line.split()[:1] == ["exact_match"]]
+        assert row == ["exact_match", "60", "+0.012", "[-0.001,", "+0.035]", "0.2000", *verdict, "4/50/6"], row
+
+
 def test_the_console_table_says_what_diff_p_and_w_t_l_are(two_runs: dict[str, Any]) -> None:
     """The console printed diff, p and W/T/L with no word of which system minus which, or whose wins: only
     compare.md said it. Its caption says so, with the systems' names, or "system" and the baseline for several, and
