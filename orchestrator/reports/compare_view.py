@@ -62,9 +62,12 @@ def _unpaired(d: Difference) -> str:
 def _unpaired_counts(c: Comparison) -> str:
     """The console's line of items one system scored and the other did not (not in n; compare.md and compare.html
     give them a column), or '' when every scored item is paired."""
-    parts = [f"{d.metric}{'' if len(c.arms) == 2 else f' ({_system(c, d)})'}: {d.only_base:,} of "
-             f"{d.base or c.arms[0]} only, {d.only_arm:,} of {d.arm} only"
-             for d in c.differences if d.only_base or d.only_arm]  # fmt: skip
+    said: dict[str, list[str]] = {}  # outputs of the same counts (most often all of them) named once
+    for d in c.differences:
+        if d.only_base or d.only_arm:
+            counts = f"{d.only_base:,} of {d.base or c.arms[0]} only, {d.only_arm:,} of {d.arm} only"
+            said.setdefault(counts, []).append(d.metric)
+    parts = [f"{', '.join(names)}: {counts}" for counts, names in said.items()]
     return f"not paired, so not in n (scored by one system only): {'; '.join(parts)}" if parts else ""
 
 

@@ -89,5 +89,6 @@ def test_the_console_and_compare_html_give_each_metric_the_verdict_compare_md_gi
         cells = html.split(f'<td class="l">{metric}</td><td class="l">B</td><td>{N}</td>', 1)[1].split("</tr>", 1)[0]
         assert f">{said}</td>" in cells and f"<td>{ONLY_A} / {ONLY_B}</td>" in cells
     said = " ".join(compared["console"].split())
-    assert f"not paired, so not in n (scored by one system only): exact_match: {ONLY_A} of A only, {ONLY_B} of B " \
-           "only" in said  # fmt: skip
+    # each output has the same items unpaired: named together, the counts said once
+    assert f"not paired, so not in n (scored by one system only): exact_match, mrr, recall_at_1, recall_at_5: " \
+           f"{ONLY_A} of A only, {ONLY_B} of B only" in said  # fmt: skip
