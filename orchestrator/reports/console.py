@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,13 @@ def ci_text(ci95: Sequence[float] | None) -> str:
     return f"[{_ci_end(ci95[0])}, {_ci_end(ci95[1])}]" if ci95 else "-"
 
 
-def breakdown_cell(m: MetricSummary) -> str:
+def breakdown_cell(m: MetricSummary, stacked: bool = False) -> str:
     """A breakdown table's cell (per group, system, question type, category): the mean, its 95% CI as the summary
-    table writes it, and n (``0.833 [0.712, 0.911] (n=24)``); the CI reads ``n/a`` under two scores."""
+    table writes it, and n (``0.833 [0.712, 0.911] (n=24)``); the CI reads ``n/a`` under two scores. ``stacked``:
+    the CI on a line of its own, under ``0.833 (n=24)`` (a console too narrow for a cell on one line)."""
     mean = "-" if m.mean is None else f"{m.mean:.3f}"
     ci = ci_text(m.ci95) if m.n >= 2 else "n/a"
-    return f"{mean} {ci} (n={thousands(m.n)})"
+    return f"{mean} (n={thousands(m.n)})\n{ci}" if stacked else f"{mean} {ci} (n={thousands(m.n)})"
 
 
 def _ci_end(value: float) -> str:
@@ -319,7 +321,11 @@ def print_summary(
         also = f" and the {counted(loose, 'item')} with no system" if loose else ""
         console.print(f"The means above pool the items of all {len(summary.by_system):,} systems{also}; per system:",
                       soft_wrap=True)  # fmt: skip
-        console.print(_systems_table(summary))
+        table = _systems_table(summary)
+        wide = console.options.update_width(sys.maxsize)  # what the table takes, not what the terminal allows
+        if console.measure(table, options=wide).maximum > console.width:  # each CI under its mean, not cut at a space
+            table = _systems_table(summary, stacked=True)
+        console.print(table)
         first = next(s for s in summary.by_system if s != OTHER_VALUES)  # the pool past 1,000 sorts first
         compare = backticked(compare_command(out, summary.run_id, first, broker))
         console.print(f"paired differences with their 95% CI and p: {compare}", markup=False, highlight=False,
@@ -350,9 +356,9 @@ def since_resume(summary: RunSummary) -> str:
 MAX_CONSOLE_SYSTEMS = 8
 
 
-def _systems_table(summary: RunSummary) -> Table:
-    """Mean (n) per metric output and system: the summary table pools every system's items, which, for a run in
-    which several pipelines answered, is no one's score."""
+def _systems_table(summary: RunSummary, stacked: bool = False) -> Table:
+    """Mean, 95% CI and n per metric output and system (:func:`breakdown_cell`, ``stacked`` as it says): the summary
+    table pools every system's items, which, for a run in which several pipelines answered, is no one's score."""
     systems = list(summary.by_system.items())[:MAX_CONSOLE_SYSTEMS]
     more = len(summary.by_system) - len(systems)
     caption = f"{counted(more, 'more system')} in report.md and summary.json" if more else None
@@ -364,7 +370,7 @@ def _systems_table(summary: RunSummary) -> Table:
         cells = [per.get(name) for _, per in systems]
         table.add_row(
             escape(metric_label(name)),
-            *("-" if m is None or m.mean is None else breakdown_cell(m) for m in cells),
+            *("-" if m is None or m.mean is None else breakdown_cell(m, stacked) for m in cells),
         )
     return table
 

@@ -111,6 +111,14 @@ def test_a_run_of_several_systems_prints_each_system_s_means_under_the_pooled_ta
     # each with its 95% CI, as the summary table writes it
     assert "exact_match 0.833 [0.650, 0.950] (n=24) 0.760 [0.580, 0.920] (n=25)" in lines
     assert "mrr 0.525 [0.400, 0.600] (n=25) -" in lines
+    # a terminal too narrow for a cell on one line: each CI whole, under its mean, not cut at its space
+    cell = {"context_relevance": m(0.833, 24, [0.65, 0.95])}
+    three = _summary(metrics={"context_relevance": m(0.833, 72)}, by_system={s: cell for s in ("a", "b", "c")})
+    out = io.StringIO()
+    print_summary(three, Console(file=out, width=80))
+    lines = [" ".join(line.replace("│", " ").replace("┃", " ").split()) for line in out.getvalue().splitlines()]
+    assert "context_relevance 0.833 (n=24) 0.833 (n=24) 0.833 (n=24)" in lines, lines
+    assert "[0.650, 0.950] [0.650, 0.950] [0.650, 0.950]" in lines, lines
     one = io.StringIO()
     print_summary(_summary(by_system={"only": {"exact_match": m(1.0, 3)}}), Console(file=one, width=300))
     assert "per system" not in one.getvalue() and "bm25-llm" not in one.getvalue()
