@@ -56,9 +56,9 @@ IDLE_GAPS = 2.0
 #: ... and never later than this: a worker that died mid-chunk is said within two minutes however slow its chunks were,
 #: by the time ``ragscore run``'s stall recovery would act (``RAGSCORE_STALL_S``'s default).
 IDLE_NOTE_MAX_S = 120.0
-#: Seconds a model's load is said (:func:`load_note`) and not taken for a stall (by the views' "no progress", by
-#: ``ragscore run``'s stall recovery): a large model pulled onto a cold GPU host takes minutes; a load still going
-#: after this is reported as a stall would be.
+#: Seconds a model's load or a chunk's encoding is said (:func:`load_note`) and not taken for a stall (by the views'
+#: "no progress", by ``ragscore run``'s stall recovery): a large model pulled onto a cold GPU host takes minutes; a load
+#: still going after this is reported as a stall would be.
 LOAD_NOTED_S = 900.0
 #: Seconds of samples a recent rate is over (:class:`RecentRate`: the bar, the plain line, ``ragscore status``).
 WINDOW_S = 30.0
@@ -75,7 +75,7 @@ class ProgressView(Protocol):
     ``errors``, ``unscorable``, ``done:{queue}``/``total:{queue}``, ``judge_calls`` once the judge was called, and
     once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``, while its judge (target) calls
     wait at the rate limiter ``judge_wait_*`` (``target_wait_*``: :func:`wait_note`), while a worker loads its model
-    for the run ``load_ms:{queue}`` and ``load_of:{queue}:{model} on {device}`` (:func:`load_note`), a cancelled run's
+    or encodes for the run ``load_ms:{queue}`` and ``load_of:{queue}:{doing}`` (:func:`load_note`), a cancelled run's
     ``worked:{queue}`` (what its workers did: :func:`scored_of`; its ``unscorable`` counts no stopped output); a view
     reads the keys it knows, as later versions may add some). A view may also have ``note(text)``, told what happens
     before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
@@ -137,7 +137,7 @@ def wait_note(counters: dict[str, int], now: float | None = None) -> str:
     keeps after a 429, ``paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s`` (``paused until
     10:32:05 UTC (the provider's rate-limit headers say its budget is spent): next judge call in 40 s`` when headers
     paused it). ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a pause. A worker
-    loading its model for the run is said too: :func:`load_note`."""
+    loading its model or encoding for the run is said too: :func:`load_note`."""
     notes = [_stage_wait_note(stage, counters, now) for stage in _STAGES]
     return "; ".join(note for note in (*notes, load_note(counters)) if note)
 
@@ -159,14 +159,15 @@ def loading(counters: dict[str, int]) -> bool:
 
 
 def load_note(counters: dict[str, int]) -> str:
-    """``embed: loading all-MiniLM-L6-v2 on cpu (12 s)`` for each queue a worker loads a model for (``""`` for none,
-    or a load going on for :data:`LOAD_NOTED_S` or more: a stall's "no progress" says that one)."""
+    """``embed: loading all-MiniLM-L6-v2 on cpu (12 s)``, ``embed: encoding 1,234 texts (20 s)``: what a worker of each
+    queue does for the run before its units are written (``""`` for none, or a note going on for :data:`LOAD_NOTED_S`
+    or more: a stall's "no progress" says that one)."""
     notes = []
     for queue, ms in _loads(counters).items():
         of = f"load_of:{queue}:"
-        what = next((key[len(of) :] for key in counters if key.startswith(of)), "its model")
+        doing = next((key[len(of) :] for key in counters if key.startswith(of)), "at work")
         took = f"{ms / 1000:.0f} s" if ms < 60_000 else fmt_duration(ms / 1000)
-        notes.append(f"{queue}: loading {what} ({took})")
+        notes.append(f"{queue}: {doing} ({took})")
     return "; ".join(notes)
 
 
@@ -378,20 +379,27 @@ class _Rate:
         """The run waits its turn behind other runs' messages: not idle, its idle time counts from the end of that."""
         self.changed = time.monotonic()
 
+    def _began(self, counters: dict[str, int]) -> bool:
+        """Whether a unit of the attempt was done (``done`` past ``before:done``, or past the first counters seen for a
+        store without the stamp)."""
+        base = work_before(counters) if _work_s(counters) is not None else self.base or {}
+        return counters.get("done", 0) > base.get("done", 0)
+
     def idle_note(self, counters: dict[str, int]) -> str:
         """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S, or for
         IDLE_GAPS times the mean gap between the run's recent bursts of units when that is longer (a run of slow chunks
         waits that long between them at its usual pace), up to IDLE_NOTE_MAX_S (:attr:`idle_after`); the ETA means
         nothing then. What the judge calls wait on instead, when they wait at the rate limiter (:func:`wait_note`): a
         run held by its ``--rpm`` or a provider's 429 is not stuck. None for a cancelled run: nothing is left to come
-        but its summary (its skipped chunks may stay unwritten), which is no stall. A worker loading its model for the
-        run (:func:`load_note`) is said at once, and that time is not idle."""
+        but its summary (its skipped chunks may stay unwritten), which is no stall. A worker loading its model or
+        encoding for the run (:func:`load_note`) is at work, not idle, and is said at once until the attempt's first
+        units are done (its ETA then: an embed worker encodes most of the time, its note would hide the ETA)."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         if done >= total or scored_of(counters) is not None:
             return ""
         if loading(counters):
             self.changed = time.monotonic()
-            return wait_note(counters)
+            return "" if self._began(counters) else wait_note(counters)
         # a load past LOAD_NOTED_S: no unit was done all the while it loaded, not just since it passed the bound
         idle = max(time.monotonic() - self.changed, _load_s(counters))
         if idle < self.idle_after:

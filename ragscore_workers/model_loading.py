@@ -1,10 +1,11 @@
-"""A worker says, in the run store, that it loads a model for a run (``ragscore status``, the live progress: ``embed:
-loading all-MiniLM-L6-v2 on cpu (12 s)``, not "no progress"), cheaply and never for ever.
+"""A worker says, in the run store, what it does for a run before the units it works on are written: it loads a model,
+it encodes a chunk's texts (``ragscore status``, the live progress: ``embed: loading all-MiniLM-L6-v2 on cpu (12 s)``,
+``embed: encoding 1,234 texts (20 s)``, not "no progress"), cheaply and never for ever.
 
-The note is one field of the run's ``loading`` hash per worker process (``{host}:{pid}``), whose value says the
-queue, model and device, when the load began and until when the note holds (both on the store's clock, ms). A beat
-every ``LOAD_BEAT_S`` pushes that end ``LOAD_TTL_S`` on while the load lasts; the field goes when it ends, however it
-ends. A worker killed mid-load leaves a field whose end passes within ``LOAD_TTL_S``: the readers
+The note is one field of the run's ``loading`` hash per worker thread (``{host}:{pid}:{thread}``), whose value says the
+queue and what it does, when that began and until when the note holds (both on the store's clock, ms). A beat every
+``LOAD_BEAT_S`` pushes that end ``LOAD_TTL_S`` on while it lasts; the field goes when it ends, however it ends. A worker
+killed mid-load leaves a field whose end passes within ``LOAD_TTL_S``: the readers
 (:func:`ragscore_workers.store.RunStore.progress`) drop it, and the key's own TTL takes it away.
 """
 
@@ -15,15 +16,15 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import redis
 
-from .embedding import Loading
+from .embedding import Noting
 from .store import LOADING_PART, RunStore, loading_value
 
-__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "model_loading", "noting_loads"]
+__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "model_loading", "noting", "noting_loads"]
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +40,24 @@ def _store_ms(client: Any) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
-@contextmanager
-def model_loading(client: Any, run_id: str, queue: str, model: str, device: str) -> Iterator[None]:
+def model_loading(client: Any, run_id: str, queue: str, model: str, device: str) -> AbstractContextManager[None]:
     """Note, for ``run_id``, that this process loads ``model`` on ``device`` to serve ``queue`` while the block runs
-    (beats from a thread). A Redis error costs only the note: never the load."""
-    key, field = RunStore.key(run_id, LOADING_PART), f"{socket.gethostname()}:{os.getpid()}"
+    (:func:`noting`)."""
+    return noting(client, run_id, queue, f"loading {model} on {device}")
+
+
+@contextmanager
+def noting(client: Any, run_id: str, queue: str, doing: str) -> Iterator[None]:
+    """Note, for ``run_id``, that this thread does ``doing`` (``loading all-MiniLM-L6-v2 on cpu``) to serve ``queue``
+    while the block runs (beats from a thread). A Redis error costs only the note: never the work."""
+    key = RunStore.key(run_id, LOADING_PART)
+    field = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
     stop = threading.Event()
 
     def note(since_ms: int) -> None:
         until_ms = _store_ms(client) + round(LOAD_TTL_S * 1000)
         pipe = client.pipeline(transaction=False)
-        pipe.hset(key, field, loading_value(queue, model, device, since_ms, until_ms))
+        pipe.hset(key, field, loading_value(queue, doing, since_ms, until_ms))
         pipe.pexpire(key, round(LOAD_TTL_S * 1000))
         pipe.execute()
 
@@ -58,19 +66,19 @@ def model_loading(client: Any, run_id: str, queue: str, model: str, device: str)
             try:
                 note(since_ms)
             except redis.RedisError as exc:
-                log.debug("could not note the load of %s for run %s: %s", model, run_id, exc)
+                log.debug("could not note %r for run %s: %s", doing, run_id, exc)
 
     since_ms: int | None = None
     try:
         since_ms = _store_ms(client)
         note(since_ms)
     except redis.RedisError as exc:
-        log.warning("could not note the load of %s for run %s: %s", model, run_id, exc)
+        log.warning("could not note %r for run %s: %s", doing, run_id, exc)
         since_ms = None
-    if since_ms is None:  # loaded outside the handler: an error of the load is its own, not chained to Redis's
+    if since_ms is None:  # done outside the handler: an error of the work is its own, not chained to Redis's
         yield
         return
-    beating = threading.Thread(target=beat, args=(since_ms,), name="model-load-beat", daemon=True)
+    beating = threading.Thread(target=beat, args=(since_ms,), name="worker-note-beat", daemon=True)
     beating.start()
     try:
         yield
@@ -80,12 +88,12 @@ def model_loading(client: Any, run_id: str, queue: str, model: str, device: str)
         try:
             client.hdel(key, field)
         except redis.RedisError as exc:  # the note's end passes within LOAD_TTL_S all the same
-            log.debug("could not clear the load note of run %s: %s", run_id, exc)
+            log.debug("could not clear the note of run %s: %s", run_id, exc)
 
 
-def noting_loads(client: Any, run_id: str, queue: str) -> Loading | None:
-    """The ``loading`` hook :func:`~ragscore_workers.embedding.embed` takes, noting loads for ``run_id`` (None without
-    a store: nobody to tell)."""
+def noting_loads(client: Any, run_id: str, queue: str) -> Noting | None:
+    """The ``noting`` hook :func:`~ragscore_workers.embedding.embed` takes, noting its model's load and its encoding
+    for ``run_id`` (None without a store: nobody to tell)."""
     if client is None:
         return None
-    return lambda model, device: model_loading(client, run_id, queue, model, device)
+    return lambda doing: noting(client, run_id, queue, doing)

@@ -33,8 +33,9 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
 ``unwritten:{q}``  hash    ``{item key}|{output}`` -> 1: outputs of queue ``q`` (judge) a chunk in flight has scored
                           and not written yet; :meth:`RunStore.progress` counts them done, the chunk's write takes them
-``loading``        hash    ``{host}:{pid}`` -> the model a worker loads for the run (:func:`loading_value`), while it
-                          does (:mod:`ragscore_workers.model_loading`); unlike the others, it expires ``LOAD_TTL_S``
+``loading``        hash    ``{host}:{pid}:{thread}`` -> what a worker does for the run before its units are written
+                          (loads a model, encodes a chunk: :func:`loading_value`), while it does
+                          (:mod:`ragscore_workers.model_loading`); unlike the others, it expires ``LOAD_TTL_S``
                           (30 s) after its last beat and is not one of the keys the summary settles
 =================  ======  ==========================================================================
 
@@ -562,32 +563,34 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = 
     return {**out, f"{stage}_wait_{on}": limit}
 
 
-#: The run-store part where workers note the models they load for the run (:mod:`ragscore_workers.model_loading`): a
-#: hash, worker -> :func:`loading_value`.
+#: The run-store part where workers note what they do for the run before its units are written (load a model, encode a
+#: chunk's texts: :mod:`ragscore_workers.model_loading`): a hash, worker -> :func:`loading_value`.
 LOADING_PART = "loading"
 
 
-def loading_value(queue: str, model: str, device: str, since_ms: int, until_ms: int) -> str:
-    """A field of the :data:`LOADING_PART` hash: the queue, model and device of a load, when it began and until when
-    the note holds (ms, the store's clock), tab-separated (a model folder's name may hold any other character)."""
-    return "\t".join((queue, model.replace("\t", " "), device, str(since_ms), str(until_ms)))
+def loading_value(queue: str, doing: str, since_ms: int, until_ms: int) -> str:
+    """A field of the :data:`LOADING_PART` hash: the queue, what its worker does (``loading all-MiniLM-L6-v2 on cpu``,
+    ``encoding 1,234 texts``), when it began and until when the note holds (ms, the store's clock), tab-separated (a
+    model folder's name may hold any other character)."""
+    return "\t".join((queue, doing.replace("\t", " "), str(since_ms), str(until_ms)))
 
 
 def _loads(values: Iterable[str], now_ms: int) -> dict[str, int]:
-    """The progress counters of the models the run's workers load (the :data:`LOADING_PART` hash's values):
-    ``load_ms:{queue}``, ms since the longest of the queue's loads began, and ``load_of:{queue}:{model} on {device}``
-    (1) naming it. A note whose time passed (its worker died mid-load) or that cannot be read is left out."""
+    """The progress counters of what the run's workers do before their units are written (the :data:`LOADING_PART`
+    hash's values): ``load_ms:{queue}``, ms since the longest of the queue's notes began, and
+    ``load_of:{queue}:{doing}`` (1) saying it. A note whose time passed (its worker died) or that cannot be read is
+    left out."""
     out: dict[str, int] = {}
     for value in values:
         try:
-            queue, model, device, since, until = value.split("\t")
+            queue, doing, since, until = value.split("\t")
             since_ms, until_ms = int(since), int(until)
         except ValueError:
             continue
         if until_ms <= now_ms or now_ms - since_ms <= out.get(f"load_ms:{queue}", -1):
             continue
         out = {k: v for k, v in out.items() if not k.startswith(f"load_of:{queue}:")}
-        out |= {f"load_ms:{queue}": max(0, now_ms - since_ms), f"load_of:{queue}:{model} on {device}": 1}
+        out |= {f"load_ms:{queue}": max(0, now_ms - since_ms), f"load_of:{queue}:{doing}": 1}
     return out
 
 
@@ -1081,9 +1084,9 @@ class RunStore:
         work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
         limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
-        (:func:`_stage_wait`), and ``load_ms:{queue}`` while a worker loads a model for it (:func:`_loads`): the views
-        say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``), ``judge_calls_planned`` and
-        a lone target's ``target_rpm`` (``target_pace_even``): the views' ETA floor (``orchestrator.estimate``). A
+        (:func:`_stage_wait`), and ``load_ms:{queue}`` while a worker loads a model or encodes for it (:func:`_loads`):
+        the views say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``), ``judge_calls_planned``
+        and a lone target's ``target_rpm`` (``target_pace_even``): the views' ETA floor (``orchestrator.estimate``). A
         cancelled run's hold ``worked:{queue}`` too (:func:`_worked`; :func:`scored_of` sums them): its views set it
         against what was stopped, and its ``unscorable`` leaves out the outputs stored stopped
         (:func:`_cancelled_counts`)."""

@@ -1,6 +1,7 @@
-"""A run whose embed worker loads its model says so, not "no progress" (a real embed worker process loading the real
-all-MiniLM-L6-v2, real Redis): the load (20 s on a CPU, minutes on a cold GPU host) read as a hang. The note a worker
-leaves expires when it is killed mid-load (a real SIGKILL)."""
+"""A run whose embed worker loads its model, then encodes its first chunk, says so, not "no progress" (a real embed
+worker process loading the real all-MiniLM-L6-v2, real Redis): the load (20 s on a CPU, minutes on a cold GPU host)
+and the first chunk's encoding read as a hang. The note a worker leaves expires when it is killed mid-load (a real
+SIGKILL)."""
 
 from __future__ import annotations
 
@@ -28,11 +29,14 @@ from ..support import ROOT, RedisProcess, WorkerProcess, status_text, until, wri
 #: Generous bounds for a slow CI machine: a worker's boot and its first task.
 BOOT_S = 300
 LOADING = "embed: loading all-MiniLM-L6-v2 on cpu ("
-ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "answer": f"answer {i}", "reference": f"reference {i}"} for i in range(3)]
+#: Enough distinct texts in one chunk that their encoding lasts a few of the test's polls (~1 s on a laptop's 2 cores).
+ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "answer": f"answer {i} of the many answers this run scores",
+         "reference": f"reference {i} that each answer is set against"} for i in range(300)]  # fmt: skip
+ENCODING = f"embed: encoding {2 * len(ROWS)} texts ("
 
 
 @pytest.mark.integration
-def test_a_run_whose_embed_worker_loads_its_model_says_so_before_its_first_item_is_scored(
+def test_a_run_whose_embed_worker_loads_its_model_then_encodes_says_so_before_its_first_item_is_scored(
     tmp_path: Path, redis_server: RedisProcess, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(progress, "PLAIN_INTERVAL_S", 0.0)  # a plain line at every poll: none missed
@@ -42,26 +46,28 @@ def test_a_run_whose_embed_worker_loads_its_model_says_so_before_its_first_item_
     view = PlainProgress(out)
     said: dict[str, str] = {}
 
-    def load_said() -> bool:
+    def both_said() -> bool:
         counters, status = store.progress(run_id), status_text(store, run_id)
         view.update(counters)
         line = out.getvalue().splitlines()[-1] if out.getvalue() else ""
         for name, text in (("status", status), ("line", line)):
-            if LOADING in text and counters.get("done", 0) == 0:  # said before its first item is scored
-                said.setdefault(name, text)
-        return len(said) == 2
+            for doing in (LOADING, ENCODING):
+                if doing in text and counters.get("done", 0) == 0:  # said before its first item is scored
+                    said.setdefault(f"{name} {doing}", text)
+        return len(said) == 4 or counters.get("done", 0) > 0
 
     try:
-        suite = {"name": "loading", "metrics": ["answer_correctness"], "embedding": {"device": "cpu", "cache": False}}
+        suite = {"name": "loading", "metrics": ["answer_correctness"], "chunk_size": {"embed": len(ROWS)},
+                 "embedding": {"device": "cpu", "cache": False}}  # fmt: skip
         run_id = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), load_suite(suite), store).run_id
         view.start(run_id)
-        assert until(load_said, BOOT_S), (said, out.getvalue(), status_text(store, run_id))
-        assert "no progress" not in said["status"] and "no progress" not in said["line"], said
+        assert until(both_said, BOOT_S) and len(said) == 4, (sorted(said), out.getvalue(), status_text(store, run_id))
+        assert not any("no progress" in text for text in said.values()), said
         summary = wait(store, run_id, timeout_s=BOOT_S)
     finally:
         worker.stop()
     assert summary.state == RunState.FINISHED and summary.metrics["answer_correctness"].errors == 0
-    assert not [key for key in store.progress(run_id) if key.startswith("load")]  # the load's note went with it
+    assert not [key for key in store.progress(run_id) if key.startswith("load")]  # the notes went with their work
 
 
 #: A process that notes a load of run argv[2] on the store argv[1] (its note's TTL 2 s, a beat each 0.2 s), says
@@ -85,7 +91,7 @@ def test_the_note_of_a_worker_killed_mid_load_expires(redis_server: RedisProcess
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert loader.stdout is not None and loader.stdout.readline() == "loading\n"
-        assert store.progress(run_id).get("load_of:embed:big-model on cuda:0") == 1
+        assert store.progress(run_id).get("load_of:embed:loading big-model on cuda:0") == 1
         # beaten on past three of its TTLs: still said
         assert until(lambda: store.progress(run_id).get("load_ms:embed", 0) > 6_000, 120), store.progress(run_id)
     finally:

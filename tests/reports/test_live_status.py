@@ -627,3 +627,20 @@ def test_a_resumed_runs_window_holds_none_of_its_earlier_attempts_counts() -> No
         view.add(Sample(float(t), _progress(300 + t - 1040, 120)))
     cpu = {r["queue"]: r for r in view.rows()}["cpu"]
     assert cpu["rate"] == pytest.approx(1.0) and cpu["eta"] == pytest.approx(285.0), cpu
+
+
+def test_a_workers_encoding_is_said_until_the_runs_first_units_then_only_once_it_idles() -> None:
+    """The status said ``embed: encoding 1,234 texts`` at every refresh of a run whose embed worker encodes nearly all
+    the time (a note said at once): only while no unit is done yet, or once no work was seen for IDLE_NOTE_S."""
+    encoding = {"load_ms:embed": 4_000, "load_of:embed:encoding 1,234 texts": 1}
+
+    def said(meta: dict[str, str], now: float) -> str:
+        view = StatusView(SUITE_META | meta)
+        view.add(Sample(now, _progress(0, 0) | encoding))
+        console = Console(record=True, width=200)
+        console.print(view.render("run-x"))
+        return console.export_text()
+
+    assert "embed: encoding 1,234 texts (4 s)" in said({}, 1010.0)  # nothing done yet
+    assert "encoding" not in said({"progress_at": "1008.0"}, 1010.0)  # a unit done 2 s ago: at work, its ETA stands
+    assert "embed: encoding 1,234 texts (4 s)" in said({"progress_at": "1008.0"}, 1008.0 + IDLE_NOTE_S + 1)

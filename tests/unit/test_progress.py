@@ -633,7 +633,7 @@ def test_the_rich_bar_fits_each_width_it_is_drawn_in_down_to_one_column(clock: C
     assert ten[0] == " 1000/…  …", drawn
 
 
-LOADING = {"load_ms:embed": 12_300, "load_of:embed:all-MiniLM-L6-v2 on cpu": 1}
+LOADING = {"load_ms:embed": 12_300, "load_of:embed:loading all-MiniLM-L6-v2 on cpu": 1}
 
 
 def test_a_worker_loading_its_model_is_said_and_its_time_is_no_stall_up_to_a_bound(clock: Clock) -> None:
@@ -657,6 +657,31 @@ def test_a_worker_loading_its_model_is_said_and_its_time_is_no_stall_up_to_a_bou
     # its whole time loading is said (not the few seconds since it passed the bound): no unit was done all along
     assert f"(no progress for {progress.LOAD_NOTED_S:.0f} s)" in out.getvalue().splitlines()[-1]
     assert progress.load_note({**LOADING, "load_ms:embed": 75_000}) == "embed: loading all-MiniLM-L6-v2 on cpu (1m15s)"
+
+
+ENCODING = {"load_ms:embed": 4_000, "load_of:embed:encoding 1,234 texts": 1}
+
+
+def test_a_chunk_encoding_is_said_until_the_attempts_first_units_then_the_eta_is(clock: Clock) -> None:
+    """The first chunk after the model's load is encoded for a minute on a laptop CPU: it read 'no progress for 25 s'.
+    Said instead, until units are done; after them an embed worker encodes nearly all the time, so its note stays
+    off the line (the ETA stays) and its time is still not idle."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    counters = {"done": 0, "total": 1000, "work_ms": 1000, "before:done": 0}
+    view.update(counters, final=True)
+    clock.advance(progress.IDLE_NOTE_S + 15)
+    view.update(counters | {"work_ms": 26_000} | ENCODING, final=True)
+    first = out.getvalue().splitlines()[-1]
+    assert "ETA ? (embed: encoding 1,234 texts (4 s))" in first and "no progress" not in first, first
+    for step in range(1, 4):  # a chunk of 100 every 20 s, each encoded for most of the 20 s before it is written
+        clock.advance(20.0)
+        view.update({**counters, "done": 100 * step, "work_ms": 26_000 + 20_000 * step} | ENCODING, final=True)
+    clock.advance(progress.IDLE_NOTE_MAX_S + 1)  # a long next chunk, still encoding: not a stall, and the ETA shown
+    view.update({**counters, "done": 300, "work_ms": 26_000 + 181_000} | ENCODING, final=True)
+    last = out.getvalue().splitlines()[-1]
+    assert re.search(r" ETA \d+s ", last) and "encoding" not in last and "no progress" not in last, last
 
 
 def test_the_eta_is_never_sooner_than_the_judges_rpm_lets_its_calls_left_go(clock: Clock) -> None:
