@@ -645,23 +645,23 @@ def resume_cmd(
 
 
 def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> None:  # type: ignore[no-untyped-def]
-    """Count what the run would do (``--dry-run``); cached judge replies are looked up in the run store when
-    one is reachable (the cluster's, or the embedded one started from its data file). Gates naming a system the
+    """Count what the run would do (``--dry-run``); cached judge replies and embeddings are looked up in the run store
+    when one is reachable (the cluster's, or the embedded one started from its data file). Gates naming a system the
     dataset lacks are warned of. Exits as the run would stop for what is known in advance: 2 where it would be
     refused or stop before scoring, else 1 where a metric would score no item (no row has a field it needs)."""
     from .embedded_redis import EmbeddedRedis
-    from .estimate import estimate_run
+    from .estimate import estimate_run, looks_up_caches
     from .gates import system_note
     from .reports.console import print_estimate
 
     redis = None
     cluster = broker or get_settings().broker_url
-    if resolved.judge_calls_countable:
+    if looks_up_caches(resolved):
         if cluster or EmbeddedRedis(get_settings().home).dir.exists():
             try:
                 redis = _store(broker).r
             except RagscoreError as exc:
-                err.print(f"reply cache not looked up: {exc}", soft_wrap=True)
+                err.print(f"caches not looked up: {exc}", soft_wrap=True)
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)

@@ -9,6 +9,11 @@ on their replies. From those: the cost at the metric's ``prices``, and the least
 limits allow. Given a Redis (the run store), calls whose reply is already cached are counted apart, as a
 re-run would not pay for them.
 
+For the embedding metrics it counts the distinct texts a run would encode (each context whole: a run encodes a long
+one as windows of about the same words), those already in the embedding cache apart where their cache key is known
+without the model (:func:`ragscore_workers.embedding.known_namespace`), and the time their words take at
+:data:`ASSUMED_ENCODE_WORDS_PER_S`, an assumption, not a measure of this host.
+
 In a suite with targets the answers do not exist yet: judge prompts are built with a placeholder for each
 field the target fills, so calls are exact but prompt tokens leave out the targets' replies.
 """
@@ -22,23 +27,29 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ragscore_workers._embedding_cache import redis_key, text_hash
+from ragscore_workers.embedding import known_namespace
 from ragscore_workers.errors import ConfigError
+from ragscore_workers.metrics.embedding_metrics import EMBEDDING_METRICS, texts_unwindowed
 from ragscore_workers.metrics.registry import MetricDef, PlannedCall
 from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
 from ragscore_workers.providers.factory import judge_identity
-from ragscore_workers.schemas import Row, Suite, TargetConfig
+from ragscore_workers.schemas import EmbeddingConfig, Row, Suite, TargetConfig
 
 from .datasets import RowError, scan_dataset
 from .floors import pace_minutes, window_minutes
 from .suite import QUEUE_ORDER, ResolvedSuite
 
 __all__ = [
+    "ASSUMED_ENCODE_WORDS_PER_S",
     "CallTally",
+    "EmbedTally",
     "Estimate",
     "RunCount",
     "estimate_run",
     "judge_calls_planned",
+    "looks_up_caches",
 ]
 
 #: Rows planned together (judge prompts are built a batch at a time, then dropped).
@@ -48,6 +59,34 @@ PLACEHOLDER = "(filled in by the target)"
 #: What stands in for the contexts a target's reply fills: not the answer's text, which the judges' special cases
 #: (an answer found in its context is grounded without a call) would read as such, and count no call.
 CONTEXT_PLACEHOLDER = "(retrieved by the target)"
+#: Words a second the dry run assumes all-MiniLM-L6-v2 encodes: two laptop CPU cores measured ~400 sentences of 12
+#: words a second and ~50 passages of 120 words (~5,000 and ~6,000 words/s). A GPU is many times faster; a busy or
+#: older CPU slower.
+ASSUMED_ENCODE_WORDS_PER_S = 5_000
+
+
+@dataclass
+class EmbedTally:
+    """The texts the embedding metrics would encode."""
+
+    #: Distinct texts embedded (each context whole).
+    texts: int = 0
+    #: Of those, texts whose vector is in the embedding cache (a run would not encode them).
+    cached: int = 0
+    #: Words of the texts not cached (split on whitespace).
+    words: int = 0
+    #: Whether the cache was looked up (a run store reachable, the suite's cache on, the model's cache key known).
+    cache_checked: bool = False
+
+    @property
+    def to_encode(self) -> int:
+        """Texts a run would encode."""
+        return self.texts - self.cached
+
+    @property
+    def assumed_s(self) -> float:
+        """Seconds their encoding takes at :data:`ASSUMED_ENCODE_WORDS_PER_S` (an assumption)."""
+        return self.words / ASSUMED_ENCODE_WORDS_PER_S
 
 
 @dataclass
@@ -103,6 +142,8 @@ class Estimate:
     warnings: list[str] = field(default_factory=list)
     #: The metrics that will score no item (no row has a field they need): a run exits 1 for them.
     scoreless: list[str] = field(default_factory=list)
+    #: The texts the embedding metrics would encode (None: the suite has none).
+    embed: EmbedTally | None = None
 
     def judge_total(self) -> CallTally:
         total = CallTally()
@@ -220,14 +261,69 @@ class _JudgePlanner:
         return [bool(hit) for hit in self.redis.eval(_EXISTING_LUA, len(keys), *keys)] if keys else []
 
 
+def _short(digest: str) -> int:
+    """A text's sha256 hex digest cut to 60 bits: a small int (a collision among billions of texts is unlikely)."""
+    return int(digest[:15], 16)
+
+
+class _EmbedPlanner:
+    """Collects rows and counts the distinct texts the suite's embedding metrics would encode, a batch at a time. The
+    first 60 bits of the digest of each text seen are kept to count each once (~60 bytes a distinct text: 300 MB for
+    five million)."""
+
+    def __init__(self, resolved: ResolvedSuite | None, estimate: Estimate, redis: Any | None) -> None:
+        """Counts the texts of ``resolved``'s embedding metrics (None: nothing counted)."""
+        config = EmbeddingConfig() if resolved is None else resolved.suite.embedding
+        scoring = [] if resolved is None else resolved.scoring
+        self.names = [m.name for m, _ in scoring if m.name in EMBEDDING_METRICS]
+        self.namespace = known_namespace(config) if self.names and redis is not None and config.cache else None
+        self.redis = redis if self.namespace is not None else None
+        self.pending: list[Row] = []
+        #: Texts a target fills (not known before it answers): not counted.
+        self.seen: set[int] = {_short(text_hash(PLACEHOLDER)), _short(text_hash(CONTEXT_PLACEHOLDER))}
+        self.tally = EmbedTally(cache_checked=self.redis is not None)
+        if self.names:
+            estimate.embed = self.tally
+
+    def add(self, row: Row) -> None:
+        if self.names:
+            self.pending.append(row)
+            if len(self.pending) >= BATCH_ROWS:
+                self.flush()
+
+    def flush(self) -> None:
+        rows, self.pending = self.pending, []
+        new: dict[str, str] = {}
+        for text in texts_unwindowed(rows, self.names):
+            digest = text_hash(text)
+            if _short(digest) not in self.seen:
+                self.seen.add(_short(digest))
+                new[digest] = text
+        cached = self._cached(list(new)) if new else []
+        self.tally.texts += len(new)
+        self.tally.cached += sum(cached)
+        hits = dict(zip(new, cached, strict=True)) if cached else {}
+        self.tally.words += sum(len(text.split()) for digest, text in new.items() if not hits.get(digest))
+
+    def _cached(self, digests: list[str]) -> list[bool]:
+        """Whether each text's vector is in the cache: one script a batch."""
+        if self.redis is None or self.namespace is None:
+            return []
+        keys = [redis_key(self.namespace, digest) for digest in digests]
+        return [bool(hit) for hit in self.redis.eval(_EXISTING_LUA, len(keys), *keys)]
+
+
 class RunCount:
     """What a run of ``resolved`` does, counted a row at a time as it is read (the dry run's count, and submit's of
-    the judge calls its run will make: :func:`judge_calls_planned`); ``redis``: look up cached replies."""
+    the judge calls its run will make: :func:`judge_calls_planned`); ``redis``: look up cached replies; ``texts``:
+    count the texts its embedding metrics encode too (the dry run: submit has no use for them)."""
 
-    def __init__(self, resolved: ResolvedSuite, redis: Any | None = None) -> None:
+    def __init__(self, resolved: ResolvedSuite, redis: Any | None = None, *, texts: bool = True) -> None:
         self.resolved = resolved
         self.estimate = Estimate()
         self.judge = _JudgePlanner(resolved, self.estimate, None if resolved.targets else redis)
+        embedded = resolved if texts else None
+        self.embed = _EmbedPlanner(embedded, self.estimate, None if resolved.targets else redis)
         self.per_metric = {m.name: len(m.outputs(p)) for m, p in resolved.metrics}
         self.units: dict[str, int] = {}
 
@@ -240,16 +336,25 @@ class RunCount:
             for queue, names in self.resolved.row_queues(answered).items():
                 self.units[queue] = self.units.get(queue, 0) + sum(self.per_metric[n] for n in names)
             self.judge.add(answered)
+            self.embed.add(answered)
         for target in targets:
             estimate.target_calls[target.name] = estimate.target_calls.get(target.name, 0) + 1
 
     def finish(self, rows: int) -> Estimate:
         """The estimate once all ``rows`` were seen (its judge calls planned, its units per queue)."""
         self.judge.flush()
+        self.embed.flush()
         units = self.units | ({"target": rows * len(self.resolved.targets)} if self.resolved.targets else {})
         self.estimate.units = {q: units[q] for q in QUEUE_ORDER if units.get(q)}
         self.estimate.cache_checked = self.judge.redis is not None and bool(self.judge.metrics)
         return self.estimate
+
+
+def looks_up_caches(resolved: ResolvedSuite) -> bool:
+    """Whether a dry run of ``resolved`` reads the run store: its judge replies' cache, or the embedding cache of its
+    embedding metrics (no targets: their replies do not exist yet)."""
+    embeds = resolved.suite.embedding.cache and any(m.name in EMBEDDING_METRICS for m, _ in resolved.scoring)
+    return resolved.judge_calls_countable or (embeds and not resolved.targets)
 
 
 def judge_calls_planned(estimate: Estimate) -> int | None:

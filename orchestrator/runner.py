@@ -190,7 +190,7 @@ def submit(
     request_fields = resolved.request_fields()
     # the judge calls its run sends, as the dry run counts them: its ETA's floor (None with targets: a re-run's
     # floor would count the calls its cache spares)
-    planning = RunCount(resolved, store.r) if resolved.judge_calls_countable else None
+    planning = RunCount(resolved, store.r, texts=False) if resolved.judge_calls_countable else None
 
     def on_row(row: Row) -> None:
         needed.update(resolved.row_queues(row))

@@ -60,6 +60,7 @@ __all__ = [
     "cosine_matrix",
     "embed",
     "get_encoder",
+    "known_namespace",
     "pick_device",
     "process_info",
     "resolve_model",
@@ -308,7 +309,7 @@ class Encoder:
     @property
     def key(self) -> str:
         """Cache namespace: what changes the vectors (weights and precision), not where they run."""
-        return f"{self.source.identity}|{self.precision}"
+        return _namespace(self.source.identity, self.precision)
 
     @property
     def max_pieces(self) -> int:
@@ -338,6 +339,22 @@ class Encoder:
 def _noted(noting: Noting | None, doing: str) -> AbstractContextManager[None]:
     """``noting(doing)``, or nothing to note without a hook."""
     return nullcontext() if noting is None else noting(doing)
+
+
+def _namespace(identity: str, precision: str) -> str:
+    """The vector caches' namespace of a model's ``identity`` in ``precision`` (:attr:`Encoder.key`)."""
+    return f"{identity}|{precision}"
+
+
+def known_namespace(config: EmbeddingConfig) -> str | None:
+    """:attr:`Encoder.key` of ``config``'s model where it is known without loading the model, touching the network or
+    reading its weights (a dry run's look at the cache): a packaged model (``all-MiniLM-L6-v2``) in fp32. None for
+    any other: a folder's identity is a digest of its files, fp16 depends on the worker's device."""
+    packaged = _packaged(_hub_id(config.model))
+    if config.fp16 or packaged is None or _local_folder(config.model) is not None:
+        return None
+    hub_id, (_, module_name) = packaged
+    return _namespace(hub_id, "fp32") if _packaged_path(module_name) is not None else None
 
 
 def _load(config: EmbeddingConfig, noting: Noting | None) -> Encoder:

@@ -440,6 +440,8 @@ def print_estimate(
     for system, calls in estimate.target_calls.items():
         said = f"target {system}: {counted(calls, 'call')} (one per question; retries not counted)"
         console.print(said + _target_limits(estimate, targets[system]), markup=False, soft_wrap=True)
+    if estimate.embed is not None:
+        console.print(embed_estimate(estimate, suite), markup=False, highlight=False, soft_wrap=True)
     if not estimate.judge:
         return
     cached = ("cached", "to pay") if estimate.cache_checked else ()
@@ -500,6 +502,31 @@ def _limit(config: JudgeConfig | TargetConfig, name: str) -> str:
     if name == "pace":
         return f"pace {config.pace} at {paced_per_second(config.rpm or 1):,} a second"
     return f"{name} {getattr(config, name):,}"
+
+
+def embed_estimate(estimate: Estimate, suite: Suite) -> str:
+    """The dry run's line of the texts its embedding metrics would encode, and the time it assumes that takes."""
+    from ..estimate import ASSUMED_ENCODE_WORDS_PER_S
+
+    tally = estimate.embed
+    assert tally is not None
+    cached = f", {thousands(tally.cached)} in the embedding cache" if tally.cache_checked else ""
+    line = f"embedding ({suite.embedding.model}): {counted(tally.texts, 'distinct text')}{cached}, "
+    line += f"{thousands(tally.to_encode)} to encode"
+    if tally.to_encode:
+        took = "under a second" if tally.assumed_s < 1 else f"about {fmt_duration(tally.assumed_s)}"
+        line += (f": {took} (an assumption, not a measure: "
+                 f"{thousands(ASSUMED_ENCODE_WORDS_PER_S)} words/s, all-MiniLM-L6-v2 on two laptop CPU cores; a GPU "
+                 "is many times faster), plus the model's load (about 5 s on a laptop CPU)")  # fmt: skip
+    notes = ["each context counted whole (a run encodes a long one as overlapping windows of about the same words)"]
+    if not tally.cache_checked:
+        notes.append(
+            "the embedding cache was not looked up (no run store reachable, the suite's embedding cache off, "
+            "or a model whose cache key needs it loaded: only a packaged model in fp32 is looked up)"
+        )
+    if estimate.target_calls:
+        notes.append("the texts the targets return are not counted (they do not exist yet)")
+    return f"{line}; {'; '.join(notes)}."
 
 
 def _target_limits(estimate: Estimate, target: TargetConfig) -> str:

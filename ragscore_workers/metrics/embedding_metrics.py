@@ -46,6 +46,7 @@ from ..store import RunStore
 from .registry import NoParams, RunContext, register
 
 __all__ = [
+    "EMBEDDING_METRICS",
     "HallucinationParams",
     "SufficiencyParams",
     "answer_sentences",
@@ -53,6 +54,7 @@ __all__ = [
     "context_windows",
     "record_embed_stats",
     "texts_needed",
+    "texts_unwindowed",
 ]
 
 log = logging.getLogger(__name__)
@@ -158,12 +160,13 @@ def _context_cosines(texts: list[str], row: Row, vectors: Vectors) -> np.ndarray
     return np.stack([sims[:, a:b].max(axis=1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)], axis=1)
 
 
-# The texts each metric embeds for a row (nothing when it scores the row without the model).
-def _question_and_contexts(row: Row, encoder: Encoder | None) -> list[str]:
-    return [row.question, *_contexts(row, encoder)] if _missing_question(row) is None and row.contexts else []
+# The texts each metric embeds for a row (nothing when it scores the row without the model); ``contexts(row)``: the
+# texts of its contexts.
+def _question_and_contexts(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
+    return [row.question, *contexts(row)] if _missing_question(row) is None and row.contexts else []
 
 
-def _answer_and_reference(row: Row, encoder: Encoder | None) -> list[str]:
+def _answer_and_reference(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
     if row.answer is None or _missing_reference(row) is not None:
         return []
     return [row.answer, row.reference]  # type: ignore[list-item]
@@ -183,27 +186,40 @@ def _missing_reference(row: Row) -> MetricResult | None:
     return None if row.reference.strip() else MetricResult.unscorable("empty reference")
 
 
-def _sentences_and_contexts(row: Row, encoder: Encoder | None) -> list[str]:
+def _sentences_and_contexts(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
     if not row.answer or not row.contexts:
         return []
     sentences = answer_sentences(row.answer)
-    return [*sentences, *_contexts(row, encoder)] if sentences else []
+    return [*sentences, *contexts(row)] if sentences else []
 
 
-_TEXTS: dict[str, Callable[[Row, Encoder | None], list[str]]] = {
+_TEXTS: dict[str, Callable[[Row, Callable[[Row], list[str]]], list[str]]] = {
     "context_relevance": _question_and_contexts,
     "context_sufficiency": _question_and_contexts,
     "answer_relevance": _answer_and_reference,
     "answer_correctness": _answer_and_reference,
     "answer_hallucination": _sentences_and_contexts,
 }
+#: The metrics whose texts :func:`texts_needed` lists.
+EMBEDDING_METRICS = frozenset(_TEXTS)
 
 
 def texts_needed(rows: Iterable[Row], metric_names: Iterable[str], encoder: Encoder | None) -> list[str]:
     """Every text the named embedding metrics embed for ``rows`` (duplicates included); ``encoder`` cuts long
     contexts into windows (None only when no row has contexts)."""
+    return _texts(rows, metric_names, lambda row: _contexts(row, encoder))
+
+
+def texts_unwindowed(rows: Iterable[Row], metric_names: Iterable[str]) -> list[str]:
+    """:func:`texts_needed` with each context whole, no model loaded (the dry run's count): a context longer than the
+    model reads is encoded as several overlapping windows instead, of about the same words."""
+    return _texts(rows, metric_names, lambda row: [c.text for c in row.contexts])
+
+
+def _texts(rows: Iterable[Row], metric_names: Iterable[str], contexts: Callable[[Row], list[str]]) -> list[str]:
+    """The texts of :func:`texts_needed`, ``contexts(row)`` the texts embedded for a row's contexts."""
     fns = list(dict.fromkeys(_TEXTS[n] for n in metric_names if n in _TEXTS))
-    return [text for row in rows for fn in fns for text in fn(row, encoder)]
+    return [text for row in rows for fn in fns for text in fn(row, contexts)]
 
 
 def record_embed_stats(ctx: RunContext, stats: dict[str, int]) -> None:

@@ -1,0 +1,74 @@
+"""``ragscore run --dry-run`` of embedding metrics: how many distinct texts a run would encode, those the embedding
+cache holds apart (real Redis, vectors cached by the real all-MiniLM-L6-v2), and the time that takes at the documented
+throughput assumption, said as one. It said nothing of the embedding work at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.estimate import ASSUMED_ENCODE_WORDS_PER_S, estimate_run
+from orchestrator.suite import load_suite
+from ragscore_workers.embedding import clear_memory_cache, embed
+from ragscore_workers.schemas import EmbeddingConfig
+from ragscore_workers.store import redis_client
+
+from ..support import ROOT, RedisProcess, write_jsonl
+
+SHARED = "Paris is the capital and the largest city of France."
+ROWS = [{"id": f"q{i}", "question": f"What is fact {i}?", "answer": f"fact {i} is an answer",
+         "reference": f"fact {i} is the reference", "contexts": [SHARED, f"context {i} of its own"]}
+        for i in range(6)]  # fmt: skip
+SUITE = {"name": "embed-dry", "metrics": ["answer_correctness", "context_relevance"], "embedding": {"device": "cpu"}}
+
+
+def _distinct() -> list[str]:
+    """Every distinct text the suite's metrics embed for ROWS (each context whole)."""
+    texts = [t for r in ROWS for t in (r["answer"], r["reference"], r["question"], *r["contexts"])]
+    return list(dict.fromkeys(texts))
+
+
+def test_the_dry_run_counts_the_texts_to_encode_apart_from_those_cached_and_their_assumed_time(
+    tmp_path: Path, redis_server: RedisProcess, home: Path
+) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    client = redis_client(redis_server.url)
+    cached = [r["answer"] for r in ROWS[:3]] + [SHARED]  # a run before encoded these
+    clear_memory_cache()
+    embed(cached, EmbeddingConfig(device="cpu"), client)
+    distinct = _distinct()
+    est = estimate_run(data, load_suite(SUITE), redis=client)
+    assert est.embed is not None and est.embed.cache_checked
+    assert (est.embed.texts, est.embed.cached, est.embed.to_encode) == (len(distinct), 4, len(distinct) - 4)
+    assert est.embed.words == sum(len(t.split()) for t in distinct if t not in cached)
+    assert est.embed.assumed_s == est.embed.words / ASSUMED_ENCODE_WORDS_PER_S
+    uncached = estimate_run(data, load_suite(SUITE))  # no store: nothing looked up, every text to encode
+    assert uncached.embed is not None and not uncached.embed.cache_checked and uncached.embed.to_encode == len(distinct)
+    assert estimate_run(data, load_suite({**SUITE, "metrics": ["exact_match"]})).embed is None
+
+    (tmp_path / "s.json").write_text(json.dumps(SUITE))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run",
+         "--broker", redis_server.url],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    line = (f"embedding (all-MiniLM-L6-v2): {len(distinct)} distinct texts, 4 in the embedding cache, "
+            f"{len(distinct) - 4} to encode: under a second (an assumption, not a measure: 5,000 words/s")  # fmt: skip
+    assert line in said, said
+
+
+def test_the_dry_runs_assumed_encoding_time_is_its_words_over_the_assumed_throughput() -> None:
+    """300,000 words at 5,000 words/s: a minute, said as an assumption, with the model's load on top."""
+    from orchestrator.estimate import EmbedTally, Estimate
+    from orchestrator.reports.console import embed_estimate
+
+    said = embed_estimate(Estimate(embed=EmbedTally(texts=12_000, words=300_000)), load_suite(SUITE).suite)
+    assert said.startswith("embedding (all-MiniLM-L6-v2): 12,000 distinct texts, 12,000 to encode: about 1m00s "
+                           "(an assumption, not a measure: 5,000 words/s"), said  # fmt: skip
+    assert "the embedding cache was not looked up" in said and "plus the model's load" in said, said
