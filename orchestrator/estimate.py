@@ -20,11 +20,12 @@ field the target fills, so calls are exact but prompt tokens leave out the targe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel
 
 from ragscore_workers._embedding_cache import redis_key, text_hash
@@ -262,14 +263,45 @@ class _JudgePlanner:
 
 
 def _short(digest: str) -> int:
-    """A text's sha256 hex digest cut to 60 bits: a small int (a collision among billions of texts is unlikely)."""
-    return int(digest[:15], 16)
+    """A text's sha256 hex digest cut to 64 bits (a collision among millions of texts is unlikely: one in a million at
+    five million texts)."""
+    return int(digest[:16], 16)
+
+
+class _DistinctTexts:
+    """The texts seen so far, by their :func:`_short` digest: ~8 bytes each, in a sorted array (a dry run of five
+    million distinct texts holds ~40 MB, not the ~350 MB of a set of ints), the latest few in a set merged into it
+    once they are :data:`FRESH_MAX`."""
+
+    #: Digests kept in the set before they are merged into the array (~5 MB at most).
+    FRESH_MAX = 1 << 16
+
+    def __init__(self, *texts: str) -> None:
+        """None seen but ``texts``."""
+        self.sorted = np.empty(0, dtype=np.uint64)
+        self.fresh: set[int] = {_short(text_hash(text)) for text in texts}
+
+    def new(self, digests: Iterable[str]) -> list[str]:
+        """Note ``digests`` (texts' sha256): those not seen before, each once, in their order."""
+        shorts: dict[int, str] = {}
+        for digest in digests:
+            if (short := _short(digest)) not in self.fresh:
+                shorts.setdefault(short, digest)
+        keys = np.fromiter(shorts, dtype=np.uint64, count=len(shorts))
+        at = np.minimum(np.searchsorted(self.sorted, keys), max(len(self.sorted) - 1, 0))
+        old = self.sorted[at] == keys if len(self.sorted) else np.zeros(len(keys), dtype=bool)
+        new = [short for short, known in zip(shorts, old.tolist(), strict=True) if not known]
+        self.fresh.update(new)
+        if len(self.fresh) >= self.FRESH_MAX:
+            merged = np.sort(np.fromiter(self.fresh, dtype=np.uint64, count=len(self.fresh)))
+            self.sorted = np.insert(self.sorted, np.searchsorted(self.sorted, merged), merged)
+            self.fresh.clear()
+        return [shorts[short] for short in new]
 
 
 class _EmbedPlanner:
-    """Collects rows and counts the distinct texts the suite's embedding metrics would encode, a batch at a time. The
-    first 60 bits of the digest of each text seen are kept to count each once (~60 bytes a distinct text: 300 MB for
-    five million)."""
+    """Collects rows and counts the distinct texts the suite's embedding metrics would encode, a batch at a time, each
+    once (:class:`_DistinctTexts`)."""
 
     def __init__(self, resolved: ResolvedSuite | None, estimate: Estimate, redis: Any | None) -> None:
         """Counts the texts of ``resolved``'s embedding metrics (None: nothing counted)."""
@@ -280,7 +312,7 @@ class _EmbedPlanner:
         self.redis = redis if self.namespace is not None else None
         self.pending: list[Row] = []
         #: Texts a target fills (not known before it answers): not counted.
-        self.seen: set[int] = {_short(text_hash(PLACEHOLDER)), _short(text_hash(CONTEXT_PLACEHOLDER))}
+        self.seen = _DistinctTexts(PLACEHOLDER, CONTEXT_PLACEHOLDER)
         self.tally = EmbedTally(cache_checked=self.redis is not None)
         if self.names:
             estimate.embed = self.tally
@@ -293,12 +325,8 @@ class _EmbedPlanner:
 
     def flush(self) -> None:
         rows, self.pending = self.pending, []
-        new: dict[str, str] = {}
-        for text in texts_unwindowed(rows, self.names):
-            digest = text_hash(text)
-            if _short(digest) not in self.seen:
-                self.seen.add(_short(digest))
-                new[digest] = text
+        texts = {text_hash(text): text for text in texts_unwindowed(rows, self.names)}
+        new = {digest: texts[digest] for digest in self.seen.new(texts)}
         cached = self._cached(list(new)) if new else []
         self.tally.texts += len(new)
         self.tally.cached += sum(cached)
