@@ -506,6 +506,8 @@ def _limit(config: JudgeConfig | TargetConfig, name: str) -> str:
 
 def embed_estimate(estimate: Estimate, suite: Suite) -> str:
     """The dry run's line of the texts its embedding metrics would encode, and the time it assumes that takes."""
+    from ragscore_workers.embedding import DEFAULT_MODEL
+
     from ..estimate import ASSUMED_ENCODE_WORDS_PER_S
 
     tally = estimate.embed
@@ -524,6 +526,8 @@ def embed_estimate(estimate: Estimate, suite: Suite) -> str:
             "the embedding cache was not looked up (no run store reachable, the suite's embedding cache off, "
             "or a model whose cache key needs it loaded: only a packaged model in fp32 is looked up)"
         )
+    if tally.to_encode and suite.embedding.model.split("/")[-1].lower() != DEFAULT_MODEL.lower():
+        notes.append(f"the assumed words/s are all-MiniLM-L6-v2's: {suite.embedding.model} is slower if it is larger")
     if estimate.target_calls:
         notes.append("the texts the targets return are not counted (they do not exist yet)")
     return f"{line}; {'; '.join(notes)}."

@@ -72,6 +72,10 @@ def test_the_dry_runs_assumed_encoding_time_is_its_words_over_the_assumed_throug
     assert said.startswith("embedding (all-MiniLM-L6-v2): 12,000 distinct texts, 12,000 to encode: about 1m00s "
                            "(an assumption, not a measure: 5,000 words/s"), said  # fmt: skip
     assert "the embedding cache was not looked up" in said and "plus the model's load" in said, said
+    assert "all-MiniLM-L6-v2's" not in said, said
+    larger = load_suite({**SUITE, "embedding": {"model": "BAAI/bge-large-en-v1.5"}}).suite
+    said = embed_estimate(Estimate(embed=EmbedTally(texts=12_000, words=300_000)), larger)
+    assert "the assumed words/s are all-MiniLM-L6-v2's: BAAI/bge-large-en-v1.5 is slower if it is larger" in said, said
 
 
 def test_the_dry_run_counts_distinct_texts_in_a_few_bytes_each() -> None:
