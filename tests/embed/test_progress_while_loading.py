@@ -29,10 +29,11 @@ from ..support import ROOT, RedisProcess, WorkerProcess, status_text, until, wri
 #: Generous bounds for a slow CI machine: a worker's boot and its first task.
 BOOT_S = 300
 LOADING = "embed: loading all-MiniLM-L6-v2 on cpu ("
-#: Enough distinct texts in one chunk that their encoding lasts a few of the test's polls (~1 s on a laptop's 2 cores).
+#: Enough distinct texts in one chunk that their encoding lasts many of the test's polls on a fast CPU too (~3 s on a
+#: laptop's 2 cores, a few tenths of a second on 16).
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "answer": f"answer {i} of the many answers this run scores",
-         "reference": f"reference {i} that each answer is set against"} for i in range(300)]  # fmt: skip
-ENCODING = f"embed: encoding {2 * len(ROWS)} texts ("
+         "reference": f"reference {i} that each answer is set against"} for i in range(1000)]  # fmt: skip
+ENCODING = f"embed: encoding {2 * len(ROWS):,} texts ("
 
 
 @pytest.mark.integration
