@@ -223,10 +223,12 @@ def checking_broker(store: RunStore, broker_url: str) -> RunStore:
     return broker_tried_once(store, broker_url, BROKER_CHECK_S)
 
 
-def broker_tried_once(store: RunStore, broker_url: str, read_timeout_s: float = STORE_READ_TIMEOUT_S) -> RunStore:
+def broker_tried_once(store: RunStore, broker_url: str, read_timeout_s: float | None = None) -> RunStore:
     """``store`` whose client of the broker's Redis at ``broker_url`` (not the store's client) tries each command
-    once, waiting ``read_timeout_s`` for a reply: for a command that just probed the broker (:func:`reach_broker`)
-    and says it lost at its first failed read, not after the ~20 s of retries of the store's own client."""
+    once, waiting ``read_timeout_s`` for a reply (None: :data:`STORE_READ_TIMEOUT_S`, read at each call): for a command
+    that just probed the broker (:func:`reach_broker`) and says it lost at its first failed read, not after the ~20 s
+    of retries of the store's own client."""
+    read_timeout_s = STORE_READ_TIMEOUT_S if read_timeout_s is None else read_timeout_s
     broker = redis_client(broker_url, read_timeout_s, retries=0)
     return RunStore(store.r, store.final_ttl_s, broker=broker, broker_apart=store.broker_apart)
 

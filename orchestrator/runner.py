@@ -66,7 +66,6 @@ from .estimate import RunCount, judge_calls_planned
 from .out_claim import claim_out_dir
 from .progress import ProgressView, QuietProgress, loading, note_of, queued_of
 from .queues import (
-    CONSUMER_CHECK_S,
     Orphan,
     broker_idle,
     held_by_live_workers,
@@ -591,7 +590,7 @@ def wait(
     check: Callable[[], object] | None = None,
     timeout_s: float | None = None,
     stall_s: float | None = None,
-    consumer_check_s: float = CONSUMER_CHECK_S,
+    consumer_check_s: float | None = None,
     revive: Callable[[], object] | None = None,
     out_dir: Path | None = None,
     broker: str | None = None,
@@ -612,7 +611,7 @@ def wait(
     ``REDIS_OUTAGE_S`` each outage). After a restart that ``check`` reports, the threshold is
     ``RESTARTED_STALL_S``: the dead worker's messages will not come back before the visibility timeout; for a
     cancelled run it is ``CANCELLED_STALL_S`` (its summary is aggregated again, never its work re-submitted). No
-    progress for ``consumer_check_s`` seconds while messages wait
+    progress for ``consumer_check_s`` seconds (None: ``queues.CONSUMER_CHECK_S``, read at each call) while messages wait
     logs, once per queue, each queue of the run that no worker consumes (a cluster without, say, a
     ``target`` worker), with the command that starts one. Until a worker takes a task of the run's current attempt,
     a view with ``queued`` is told every ``queues.QUEUED_CHECK_S`` how many of other runs' messages wait ahead of it
@@ -625,6 +624,7 @@ def wait(
     progress = progress or QuietProgress()
     progress.start(run_id)
     stall_s = get_settings().stall_s if stall_s is None else stall_s
+    consumer_check_s = queue_checks.CONSUMER_CHECK_S if consumer_check_s is None else consumer_check_s
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last_done, last_change, recoveries, idle_checks = -1, time.monotonic(), 0, 0
     last_consumer_check, warned = 0.0, set[str]()

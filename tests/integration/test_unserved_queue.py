@@ -41,13 +41,20 @@ def _cpu_only(tmp_path: Path, password: str | None = None) -> tuple[RedisProcess
     return server, worker, store
 
 
-def test_wait_names_each_queue_no_worker_consumes_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_wait_names_each_queue_no_worker_consumes_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wait() reads ``queues.CONSUMER_CHECK_S`` when called (it was bound as its default at import, so setting the
+    module's constant, as the status tests do, changed nothing and this wait never checked within its timeout)."""
+    from orchestrator import queues
+
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 2.0)
     server, worker, store = _cpu_only(tmp_path)
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(20, seed=2))
         sub = submit(data, load_suite({"metrics": ["exact_match", "answer_relevance"]}), store)
         with caplog.at_level(logging.WARNING, logger="orchestrator.runner"), pytest.raises(TimeoutError):
-            wait(store, sub.run_id, timeout_s=12, consumer_check_s=2)
+            wait(store, sub.run_id, timeout_s=12)
         warnings = [r.getMessage() for r in caplog.records if "no worker consumes it" in r.getMessage()]
         assert len(warnings) == 1, warnings  # once, though checked every 2 s
         assert "queue 'embed'" in warnings[0] and "`ragscore worker --queues embed`" in warnings[0]
