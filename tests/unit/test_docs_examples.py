@@ -107,3 +107,19 @@ def test_the_readmes_exit_codes_are_the_ones_the_cli_exits_with() -> None:
     assert set(documented) == codes, documented
     assert click.UsageError("x").exit_code == cli.EXIT_BAD_INPUT and "unknown metric or option" in documented[2]
     assert "Ctrl-C" in documented[cli.EXIT_INTERRUPTED] and "gate" in documented[cli.EXIT_GATE_FAILED]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/cli.md"])
+def test_the_docs_pool_defaults_name_every_queue_and_its_threads(doc: str) -> None:
+    """The sentence giving ``ragscore worker``'s pool defaults names each queue of ``POOL_DEFAULTS`` (the README's
+    left out the target queue), with the thread count of a threads pool."""
+    from orchestrator.workers import POOL_DEFAULTS
+
+    text = " ".join((ROOT / doc).read_text().split())
+    sentence = text.split("with that queue's pool defaults (", 1)[1].split("). ", 1)[0]
+    named = set(re.findall(r"(\w+)(?:/(\w+))?: ", sentence))
+    queues = {queue for pair in named for queue in pair if queue}
+    assert set(POOL_DEFAULTS) <= queues, sentence
+    for queue, spec in POOL_DEFAULTS.items():
+        if spec.pool == "threads":
+            assert f"{queue}: {spec.concurrency} threads" in sentence, queue
