@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ragscore_workers.settings import Settings
 
     from .queues import Orphan
+    from .workers import LocalWorkers
 
 __all__ = ["app", "main"]
 
@@ -1159,18 +1160,30 @@ def worker(
             callback=_celery_loglevel,
         ),
     ] = "warning",
+    name: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--name",
+            "-n",
+            help="Node name of each queue's worker, Celery's -n: %h (host name), %n (its first label), %d (its"
+            " domain), {queue}, {n} (the first number free); refused when a live worker has it"
+            " (default: {queue}-{n}@%h)",
+        ),
+    ] = None,
 ) -> None:
     """Start Celery workers for these queues and supervise them
 
-    Each worker runs with its queue's pool defaults. Their log lines go to this command's stderr (the journal,
-    the container's log), each prefixed with its queue, and to a file per queue under RAGSCORE_HOME/logs.
+    Each worker runs with its queue's pool defaults, under a stable node name (cpu-1@HOST, the first number no live
+    worker has): restarted, it is the same worker to Flower and Prometheus. Their log lines go to this command's
+    stderr (the journal, the container's log), each prefixed with its queue, and to a file per queue under
+    RAGSCORE_HOME/logs.
 
     SIGTERM or Ctrl-C stops them warmly: no new tasks, running ones finish (up to --stop-timeout); a
     second one kills them at once (their tasks go back to the queue after the visibility timeout).
     """
     from ragscore_workers.app import CONTROL_QUEUE, QUEUE_LIMITS
 
-    from .workers import POOL_DEFAULTS, LocalWorkers, host_gaps, stop_signals_as_interrupt
+    from .workers import POOL_DEFAULTS, LocalWorkers, host_gaps, node_names
 
     settings = get_settings()
     settings.check_visibility_timeout()
@@ -1194,15 +1207,38 @@ def worker(
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
         err.print(f"Warning: {gap}", style="yellow", soft_wrap=True)
-    workers = LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None,
-                           loglevel=loglevel, echo=sys.stderr)  # fmt: skip
+    with node_names(names, name, _live_workers(url, settings) if answered else ()) as nodes:
+        _supervise_workers(
+            LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None,
+                         loglevel=loglevel, echo=sys.stderr, names=nodes),
+            answered, stop_timeout, settings,
+        )  # fmt: skip
+
+
+def _live_workers(url: str, settings: Settings) -> set[str]:
+    """The node names of the live workers of the broker at ``url`` (:func:`.workers.live_node_names`)."""
+    from ragscore_workers.app import configure
+
+    from .connection import STORE_READ_TIMEOUT_S
+    from .workers import live_node_names
+
+    configure(url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S)
+    return live_node_names()
+
+
+def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: float, settings: Settings) -> None:
+    """Start ``workers``, say so, and restart any that dies until SIGTERM, SIGHUP or Ctrl-C; then stop them warmly
+    (up to ``stop_timeout``), a second signal killing them at once. ``answered``: whether the broker answered."""
+    from .workers import stop_signals_as_interrupt
+
     with stop_signals_as_interrupt():
         try:
             workers.start()
-            listed = ", ".join(names)
-            on = f"the broker {redact_url(url)}"
+            listed = ", ".join(workers.queues)
+            on = f"the broker {redact_url(workers.broker_url)}"
             state = f"up for {listed} on {on}" if answered else f"started for {listed}, waiting for {on}"
-            err.print(f"workers {state}; logs in {settings.home / 'logs'}")
+            named = ", ".join(workers.names.values())
+            err.print(f"workers {state}; logs in {settings.home / 'logs'}; named {named}", soft_wrap=True)
             workers.supervise()
         except KeyboardInterrupt:
             with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it

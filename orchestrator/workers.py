@@ -1,22 +1,27 @@
 """Local Celery worker processes: one per queue, with that queue's pool defaults.
 
 Used by the embedded mode (started and stopped around a run) and by ``ragscore worker`` (which
-supervises them until stopped). Every worker also consumes the ``control`` queue.
+supervises them until stopped). Every worker also consumes the ``control`` queue. An embedded run's workers have
+private node names; ``ragscore worker``'s have stable ones (:func:`node_names`), so that a worker restarted is the
+same worker to Flower and to Prometheus.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import importlib.util
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -24,7 +29,7 @@ from typing import TextIO
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.cgroups import PROC_CGROUP, own_cgroup
 from ragscore_workers.die_with_parent import PARENT_ENV
-from ragscore_workers.errors import BrokerError
+from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.limits import usable_cpus
 
 from .worker_echo import Echo, tee
@@ -35,6 +40,9 @@ __all__ = [
     "PoolSpec",
     "exit_reason",
     "host_gaps",
+    "live_node_names",
+    "node_name",
+    "node_names",
     "oom_kills",
     "prune_logs",
     "raise_if_stop_signalled",
@@ -51,6 +59,14 @@ RESTART_WINDOW_S = 60.0
 #: Worker logs (``worker-QUEUE-PID.log``, one set per run's process) older than this are removed when workers start,
 #: so a home that served a notebook's thousand evaluate() calls does not keep a thousand sets.
 LOG_KEEP_S = 14 * 24 * 3600
+#: ``ragscore worker``'s node name for each queue's worker (``--name``'s default): ``{queue}`` and ``{n}`` filled in,
+#: ``{n}`` the first number from 1 that no live worker of the cluster, nor one starting on this host, has taken; then
+#: Celery expands ``%h`` (the host name). So a worker restarted gets its old name back.
+DEFAULT_NODE_NAME = "{queue}-{n}@%h"
+#: The most numbers :func:`node_names` tries for one queue's ``{n}``.
+MAX_NODE_NUMBER = 1000
+#: Seconds live workers get to answer the ping that asks for their node names.
+NODE_PING_S = 1.0
 #: Where the cgroup file systems are mounted: :func:`oom_kills` reads the kernel's count of OOM kills there, in the
 #: cgroup :data:`PROC_CGROUP` names (a worker's cgroup is its starter's).
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -79,8 +95,11 @@ POOL_DEFAULTS: dict[str, PoolSpec] = {
 }
 
 
-def worker_command(queue: str, concurrency: int | None = None, loglevel: str = "WARNING") -> list[str]:
-    """argv of one Celery worker serving ``queue`` and the control queue."""
+def worker_command(
+    queue: str, concurrency: int | None = None, loglevel: str = "WARNING", name: str | None = None
+) -> list[str]:
+    """argv of one Celery worker serving ``queue`` and the control queue, named ``name`` (None: a private name of its
+    own, ``QUEUE-RANDOM@HOST``, as an embedded run's workers have)."""
     if queue not in POOL_DEFAULTS:
         raise BrokerError(f"Unknown queue {queue!r}; choose from {', '.join(POOL_DEFAULTS)}")
     spec = POOL_DEFAULTS[queue]
@@ -90,10 +109,76 @@ def worker_command(queue: str, concurrency: int | None = None, loglevel: str = "
         "-P", spec.pool,
         "-c", str(concurrency or spec.concurrency),
         "--prefetch-multiplier", str(spec.prefetch),
-        "-n", f"{queue}-{uuid.uuid4().hex[:8]}@%h",
+        "-n", name or f"{queue}-{uuid.uuid4().hex[:8]}@%h",
         "-E", "--without-gossip", "--without-mingle",
         "-l", loglevel,
     ]  # fmt: skip
+
+
+def node_name(template: str, queue: str, n: int = 1) -> str:
+    """The node name Celery gives a worker started with ``-n template``: ``{queue}`` and ``{n}`` filled in, ``celery@``
+    put before a name without ``@``, then ``%h`` (the host name), ``%n`` (its first label) and ``%d`` (its domain)
+    expanded."""
+    from celery.utils.nodenames import default_nodename, host_format
+
+    return str(host_format(default_nodename(template.replace("{queue}", queue).replace("{n}", str(n)))))
+
+
+def live_node_names(timeout_s: float = NODE_PING_S) -> set[str]:
+    """The node names of the workers that answer a ping on the Celery app's broker within ``timeout_s``."""
+    from ragscore_workers.app import app
+
+    return {name for reply in app.control.ping(timeout=timeout_s) or [] for name in reply}
+
+
+@contextmanager
+def node_names(queues: list[str], template: str | None, live: Collection[str]) -> Iterator[dict[str, str]]:
+    """A node name per queue for ``ragscore worker``'s workers, none of ``live`` (the cluster's live workers), each
+    claimed on this host while the block runs (:func:`_host_claim`), so a ``ragscore worker`` starting beside this one
+    takes other names. ``template`` (``--name``): Celery's ``-n`` with ``{queue}`` and ``{n}`` (:func:`node_name`),
+    refused (ConfigError) when its name is taken and it has no ``{n}`` to try another; None:
+    :data:`DEFAULT_NODE_NAME`."""
+    if template is not None and len(queues) > 1 and "{queue}" not in template:
+        raise ConfigError(f"--name {template!r} would name the workers of {', '.join(queues)} alike: put {{queue}} in "
+                          "it (e.g. '{queue}-a@%h')")  # fmt: skip
+    with ExitStack() as held:
+        yield {queue: _claimed_name(queue, template, live, held) for queue in queues}
+
+
+def _claimed_name(queue: str, template: str | None, live: Collection[str], held: ExitStack) -> str:
+    """The first of ``template``'s names for ``queue`` (``{n}`` from 1) that no live worker has and this host's claim
+    on which ``held`` now keeps."""
+    pattern = template or DEFAULT_NODE_NAME
+    name, who = "", ""
+    for n in range(1, MAX_NODE_NUMBER + 1) if "{n}" in pattern else (1,):
+        name = node_name(pattern, queue, n)
+        if name in live:
+            who = "a live worker of the cluster"
+        elif (claim := _host_claim(name)) is None:
+            who = "a ragscore worker starting on this host"
+        else:
+            held.enter_context(claim)
+            return name
+    raise ConfigError(f"--name {pattern!r}: {name} is taken by {who} (two workers of one name mix up their replies, "
+                      "and Flower's and Prometheus' series): stop it, or give another --name")  # fmt: skip
+
+
+def _host_claim(name: str) -> socket.socket | None:
+    """This process's claim on node name ``name`` on this host, held while the socket returned is open; None where
+    another process holds it. The claim is an abstract Unix socket's address, which one process binds at a time and
+    the kernel frees when the process exits, killed too; where there are none (not Linux), a socket that claims
+    nothing."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if not sys.platform.startswith("linux"):
+        return sock
+    try:
+        sock.bind("\0ragscore-node-" + hashlib.sha256(name.encode()).hexdigest()[:40])
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            return None
+        raise
+    return sock
 
 
 def host_gaps(queues: list[str]) -> list[str]:
@@ -171,13 +256,15 @@ class LocalWorkers:
         stop_with_parent: bool = False,
         loglevel: str = "WARNING",
         echo: TextIO | None = None,
+        names: dict[str, str] | None = None,
     ) -> None:
         """``stop_with_parent``: the workers of an embedded run, whose run ends with this process: once it is gone
         they start no judge or target call and are killed ``ORPHAN_GRACE_S`` later (``die_with_parent``); without
         it (``ragscore worker``, serving a cluster's runs) they finish what they hold. ``loglevel``: Celery's ``-l``.
         ``echo``: where each worker's log lines also go, ``[QUEUE] ``-prefixed, URL passwords hidden (``ragscore
         worker``'s stderr: the journal, the container's log), never waited on (:mod:`.worker_echo`); None (the
-        embedded mode) writes the log files alone."""
+        embedded mode) writes the log files alone. ``names``: each queue's worker's node name (:func:`node_names`);
+        a queue without one: a private name (:func:`worker_command`)."""
         self.broker_url = broker_url
         self.loglevel = loglevel
         self.echo = Echo(echo) if echo is not None else None
@@ -186,6 +273,7 @@ class LocalWorkers:
         self.log_dir = log_dir
         self.concurrency = concurrency or {}
         self.env = env or {}
+        self.names = names or {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
         self._tees: list[threading.Thread] = []
@@ -217,7 +305,7 @@ class LocalWorkers:
             # its own process group (stopped as one); SIGTERM when this process dies (no orphans after kill -9)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ragscore_workers.die_with_parent", str(os.getpid()),
-                 *worker_command(queue, self.concurrency.get(queue), self.loglevel)],
+                 *worker_command(queue, self.concurrency.get(queue), self.loglevel, self.names.get(queue))],
                 stdout=log if self.echo is None else subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

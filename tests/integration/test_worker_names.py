@@ -1,0 +1,88 @@
+"""``ragscore worker``'s node names: stable across restarts (Flower's and Prometheus' per-worker series go on), never
+one a live worker has (two workers of one name mix up their control replies), ``--name`` as Celery's ``-n``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.runner import connect
+from ragscore_workers.app import app
+
+from ..support import ROOT, RedisProcess, stop_worker_command, until
+
+pytestmark = pytest.mark.integration
+
+
+def _worker(url: str, home: Path, *args: str) -> subprocess.Popen[str]:
+    """``ragscore worker -Q cpu -c 1 ARGS`` against ``url``, its stderr piped."""
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": url}
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "-c", "1", *args],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+
+
+def _pinged(names: set[str]) -> bool:
+    """Whether the workers answering a ping are exactly ``names``, each once."""
+    replies = [name for reply in app.control.ping(timeout=1.0) or [] for name in reply]
+    return sorted(replies) == sorted(names)
+
+
+def test_worker_names_are_stable_across_restarts_unique_at_once_and_a_live_name_is_refused(tmp_path: Path) -> None:
+    """Two started at once take cpu-1 and cpu-2 of this host; the one stopped and started again is cpu-1 again (the
+    names were random at each start). ``--name`` of a live worker, and one naming several queues alike, exit 2."""
+    host = socket.gethostname()
+    first, second = f"cpu-1@{host}", f"cpu-2@{host}"
+    server = RedisProcess(tmp_path / "redis").start()
+    connect(server.url)  # the app asks this broker's workers
+    home = tmp_path / "home"
+    procs = [_worker(server.url, home) for _ in range(2)]
+    try:
+        said = [" ".join(proc.stderr.readline().split()) for proc in procs if proc.stderr]
+        assert sorted(line.rpartition("; named ")[2] for line in said) == [first, second], said
+        assert until(lambda: _pinged({first, second}), 120), "the two workers never both answered"
+        holder = next(proc for proc, line in zip(procs, said, strict=True) if line.endswith(first))
+        stop_worker_command(holder)
+        assert until(lambda: _pinged({second}), 60)
+        procs.append(_worker(server.url, home))
+        again = procs[-1].stderr.readline() if procs[-1].stderr else ""
+        assert again.rstrip().endswith(f"; named {first}"), again  # its old name back, not a new one
+        assert until(lambda: _pinged({first, second}), 120)
+
+        env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": server.url}
+        cli = [sys.executable, "-m", "orchestrator.cli", "worker"]
+        taken = subprocess.run([*cli, "-Q", "cpu", "--name", "cpu-2@%h"], capture_output=True, text=True,
+                               cwd=ROOT, env=env, timeout=120)  # fmt: skip
+        assert taken.returncode == 2, taken.stderr
+        assert f"{second} is taken by a live worker of the cluster" in " ".join(taken.stderr.split())
+        alike = subprocess.run([*cli, "-Q", "cpu,judge", "-n", "w@%h"], capture_output=True, text=True, cwd=ROOT,
+                               env=env, timeout=120)  # fmt: skip
+        assert alike.returncode == 2 and "put {queue} in it" in " ".join(alike.stderr.split()), alike.stderr
+    finally:
+        try:
+            for proc in procs:
+                if proc.poll() is None:
+                    stop_worker_command(proc)
+        finally:
+            server.stop()
+
+
+def test_worker_name_given_is_celerys_n_with_its_host_expansions(tmp_path: Path) -> None:
+    """``--name 'grader-{queue}@%n'`` names the cpu worker grader-cpu@HOST (%n: the host name's first label)."""
+    short = socket.gethostname().partition(".")[0]
+    server = RedisProcess(tmp_path / "redis").start()
+    connect(server.url)
+    proc = _worker(server.url, tmp_path / "home", "--name", "grader-{queue}@%n")
+    try:
+        said = proc.stderr.readline() if proc.stderr else ""
+        assert said.rstrip().endswith(f"; named grader-cpu@{short}"), said
+        assert until(lambda: _pinged({f"grader-cpu@{short}"}), 120)
+    finally:
+        try:
+            stop_worker_command(proc)
+        finally:
+            server.stop()
