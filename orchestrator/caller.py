@@ -4,7 +4,6 @@ Python's ``warnings`` (filterable by category in a notebook, as ``IncompleteRunW
 
 from __future__ import annotations
 
-import logging
 import sys
 import warnings
 from collections.abc import Iterable
@@ -13,11 +12,9 @@ from pathlib import Path
 
 from ragscore_workers.errors import DatasetWarning
 
-from .terminal import backticked, resume_command
+from .terminal import backticked, print_warning, resume_command
 
 __all__ = ["CLI", "PYTHON", "Caller"]
-
-log = logging.getLogger(__name__)
 
 #: Python's names of the command line's options (key: the command line's, without ``--``) where they differ.
 _PYTHON_NAMES = {"format": "fmt"}
@@ -64,13 +61,13 @@ class Caller:
         call = f"resume({str(out_dir)!r}{', broker=BROKER' if broker else ''})"
         return f"`{call}` (from orchestrator; {command} in a shell)"
 
-    def warn(self, text: str) -> None:
-        """Say ``text``, what is probably wrong before a run: logged for the command line, a :class:`DatasetWarning`
-        for Python."""
+    def warn(self, text: str, category: type[Warning] = DatasetWarning) -> None:
+        """Say ``text``, what is probably wrong before a run: the command line's ``Warning: TEXT`` on stderr
+        (:func:`.terminal.print_warning`, as its other commands warn), a ``category`` warning for Python."""
         if self.python:
-            warnings.warn(text, DatasetWarning, stacklevel=_callers_level())
+            warnings.warn(text, category, stacklevel=_callers_level())
         else:
-            log.warning("%s", text)
+            print_warning(text)
 
 
 def _callers_level() -> int:

@@ -1252,9 +1252,11 @@ def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: floa
 
 def _warn_of_eviction(said: Iterable[str | None]) -> None:
     """Warn of each Redis that may evict a run's work (:func:`.connection.eviction_warnings`; None: one that does
-    not)."""
+    not), as ``ragscore run`` does (:meth:`.caller.Caller.warn`)."""
+    from .caller import CLI
+
     for text in filter(None, said):
-        err.print(f"Warning: {text}", style="yellow", markup=False, soft_wrap=True)
+        CLI.warn(text)
 
 
 def _unknown_queue(name: str, known: Iterable[str], control: str) -> str:

@@ -1171,7 +1171,7 @@ def run(
         if broker:
             store = connect(broker, settings, sends=True)
             for said in eviction_warnings(store, broker, settings):  # said before its work is sent there
-                log.warning("%s", said)
+                caller.warn(said, RuntimeWarning)
             sub = start(store)
             with _recorded_if_lost(out_dir, sub.run_id):
                 wait(store, sub.run_id, progress, timeout_s=timeout_s, out_dir=out_dir, broker=given_broker)

@@ -31,6 +31,7 @@ __all__ = [
     "compare_command",
     "follow_commands",
     "is_path",
+    "print_warning",
     "report_command",
     "results_command",
     "resume_command",
@@ -197,3 +198,9 @@ def _with_broker(command: str, broker: str | None) -> str:
     if shown == broker:
         return f"{command} --broker {shlex.quote(broker)}"
     return f"{HIDDEN_BROKER}={shlex.quote(shown)} {command}"
+
+
+def print_warning(text: str) -> None:
+    """Say ``text`` on stderr as the command line says each of its warnings: ``Warning: TEXT`` in yellow, never
+    wrapped (a line a script or a test can find whole), never read as rich markup."""
+    TerminalConsole(stderr=True, markup=False).print(f"Warning: {text}", style="yellow", markup=False, soft_wrap=True)
