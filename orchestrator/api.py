@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragscore_workers.counts import agree, counted
-from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning
+from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning, EvictionWarning
 from ragscore_workers.schemas import ITEM_META_FIELDS, ItemResult, RunSummary, Suite
 from ragscore_workers.settings import get_settings
 
@@ -34,7 +34,15 @@ from .reports.live import scored_text
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 
-__all__ = ["DatasetWarning", "Evaluation", "GateFailedWarning", "IncompleteRunWarning", "evaluate", "resume"]
+__all__ = [
+    "DatasetWarning",
+    "Evaluation",
+    "EvictionWarning",
+    "GateFailedWarning",
+    "IncompleteRunWarning",
+    "evaluate",
+    "resume",
+]
 
 
 class IncompleteRunWarning(UserWarning):

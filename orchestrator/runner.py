@@ -29,7 +29,15 @@ from pydantic_core import PydanticSerializationError
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import counted, counted_of
-from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, ReportError, RunLostError, StoreError
+from ragscore_workers.errors import (
+    BrokerError,
+    ConfigError,
+    DatasetError,
+    EvictionWarning,
+    ReportError,
+    RunLostError,
+    StoreError,
+)
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
     TARGET_SHARD_ROWS,
@@ -1171,7 +1179,7 @@ def run(
         if broker:
             store = connect(broker, settings, sends=True)
             for said in eviction_warnings(store, broker, settings):  # said before its work is sent there
-                caller.warn(said, RuntimeWarning)
+                caller.warn(said, EvictionWarning)
             sub = start(store)
             with _recorded_if_lost(out_dir, sub.run_id):
                 wait(store, sub.run_id, progress, timeout_s=timeout_s, out_dir=out_dir, broker=given_broker)

@@ -158,6 +158,13 @@ class DatasetWarning(UserWarning):
     prints it)."""
 
 
+class EvictionWarning(UserWarning):
+    """A cluster's Redis that may evict a run's keys (its ``maxmemory-policy`` under a memory limit is not
+    ``noeviction``): said before the run's work is sent there, by the Python API as this warning (the command line
+    prints it). A category of its own, so that a test suite's ``-W error::RuntimeWarning`` (numpy's) leaves it be and
+    a notebook can filter it alone."""
+
+
 class ReportError(RagscoreError):
     """A finished run's reports could not be written (a full disk, a folder where a report goes); the message names
     the report, not the hidden temporary file it is written to first. What was scored stays in the store."""

@@ -783,8 +783,10 @@ def test_worker_and_submit_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: 
 def test_run_and_resume_on_a_cluster_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: Path, home: Path) -> None:
     """`ragscore run --broker` and `ragscore resume` sent a run's work to a Redis that evicts any key once it fills
     (allkeys-lru) without a word: only `ragscore worker` and `submit` warned of it. They warn as those do (they
-    logged a bare line, where `submit` and `worker` said `Warning: ...`), and evaluate() with a RuntimeWarning."""
+    logged a bare line, where `submit` and `worker` said `Warning: ...`), and evaluate() with an EvictionWarning (not
+    a RuntimeWarning, which a test suite's `-W error::RuntimeWarning` for numpy would make a refusal)."""
     from orchestrator import evaluate
+    from orchestrator.api import EvictionWarning
 
     server = RedisProcess(tmp_path / "redis", "--maxmemory-policy", "allkeys-lru", "--maxmemory", "1gb").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "worker-home", concurrency=1).start()
@@ -792,7 +794,7 @@ def test_run_and_resume_on_a_cluster_warn_of_a_redis_that_may_evict_a_runs_work(
     suite, out = _suite(tmp_path, {"metrics": ["exact_match"]}), tmp_path / "out"
     warning = f"Warning: the Redis at {server.url}: its maxmemory-policy is allkeys-lru, not noeviction"
     try:
-        with pytest.warns(RuntimeWarning, match="its maxmemory-policy is allkeys-lru, not noeviction"):
+        with pytest.warns(EvictionWarning, match="its maxmemory-policy is allkeys-lru, not noeviction"):
             evaluate(data, {"metrics": ["exact_match"]}, server.url, out=tmp_path / "python")
         ran = ragscore("run", str(data), "--suite", str(suite), "--out", str(out), "--broker", server.url, home=home,
                        env={"COLUMNS": "250"})  # fmt: skip
