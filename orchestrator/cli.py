@@ -1207,7 +1207,7 @@ def worker(
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
         err.print(f"Warning: {gap}", style="yellow", soft_wrap=True)
-    with node_names(names, name, _live_workers(url, settings) if answered else ()) as nodes:
+    with node_names(names, name, _live_workers(url, settings) if answered else (), url) as nodes:
         _supervise_workers(
             LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None,
                          loglevel=loglevel, echo=sys.stderr, names=nodes),

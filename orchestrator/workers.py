@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -31,6 +31,7 @@ from ragscore_workers.cgroups import PROC_CGROUP, own_cgroup
 from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.limits import usable_cpus
+from ragscore_workers.redaction import redact_url
 
 from .worker_echo import Echo, tee
 
@@ -60,8 +61,8 @@ RESTART_WINDOW_S = 60.0
 #: so a home that served a notebook's thousand evaluate() calls does not keep a thousand sets.
 LOG_KEEP_S = 14 * 24 * 3600
 #: ``ragscore worker``'s node name for each queue's worker (``--name``'s default): ``{queue}`` and ``{n}`` filled in,
-#: ``{n}`` the first number from 1 that no live worker of the cluster, nor one starting on this host, has taken; then
-#: Celery expands ``%h`` (the host name). So a worker restarted gets its old name back.
+#: ``{n}`` the first number from 1 that no live worker of the cluster, nor another of its ``ragscore worker`` processes
+#: on this host, has taken; then Celery expands ``%h`` (the host name). So a worker restarted gets its old name back.
 DEFAULT_NODE_NAME = "{queue}-{n}@%h"
 #: The most numbers :func:`node_names` tries for one queue's ``{n}``.
 MAX_NODE_NUMBER = 1000
@@ -132,30 +133,33 @@ def live_node_names(timeout_s: float = NODE_PING_S) -> set[str]:
 
 
 @contextmanager
-def node_names(queues: list[str], template: str | None, live: Collection[str]) -> Iterator[dict[str, str]]:
-    """A node name per queue for ``ragscore worker``'s workers, none of ``live`` (the cluster's live workers), each
-    claimed on this host while the block runs (:func:`_host_claim`), so a ``ragscore worker`` starting beside this one
-    takes other names. ``template`` (``--name``): Celery's ``-n`` with ``{queue}`` and ``{n}`` (:func:`node_name`),
-    refused (ConfigError) when its name is taken and it has no ``{n}`` to try another; None:
-    :data:`DEFAULT_NODE_NAME`."""
+def node_names(
+    queues: list[str], template: str | None, live: Collection[str], broker_url: str
+) -> Iterator[dict[str, str]]:
+    """A node name per queue for ``ragscore worker``'s workers of the broker at ``broker_url``, none of ``live`` (its
+    live workers), each claimed on this host for that broker while the block runs (:func:`_host_claim`), so a
+    ``ragscore worker`` of that broker starting beside this one takes other names (one of another broker may have the
+    same: its Flower and Prometheus are others). ``template`` (``--name``): Celery's ``-n`` with ``{queue}`` and
+    ``{n}`` (:func:`node_name`), refused (ConfigError) when its name is taken and it has no ``{n}`` to try another;
+    None: :data:`DEFAULT_NODE_NAME`."""
     if template is not None and len(queues) > 1 and "{queue}" not in template:
         raise ConfigError(f"--name {template!r} would name the workers of {', '.join(queues)} alike: put {{queue}} in "
                           "it (e.g. '{queue}-a@%h')")  # fmt: skip
     with ExitStack() as held:
-        yield {queue: _claimed_name(queue, template, live, held) for queue in queues}
+        yield {queue: _claimed_name(queue, template, live, redact_url(broker_url), held) for queue in queues}
 
 
-def _claimed_name(queue: str, template: str | None, live: Collection[str], held: ExitStack) -> str:
+def _claimed_name(queue: str, template: str | None, live: Collection[str], broker: str, held: ExitStack) -> str:
     """The first of ``template``'s names for ``queue`` (``{n}`` from 1) that no live worker has and this host's claim
-    on which ``held`` now keeps."""
+    on which for ``broker`` (its URL, the password hidden) ``held`` now keeps."""
     pattern = template or DEFAULT_NODE_NAME
     name, who = "", ""
     for n in range(1, MAX_NODE_NUMBER + 1) if "{n}" in pattern else (1,):
         name = node_name(pattern, queue, n)
         if name in live:
             who = "a live worker of the cluster"
-        elif (claim := _host_claim(name)) is None:
-            who = "a ragscore worker starting on this host"
+        elif (claim := _host_claim(broker, name)) is None:
+            who = "a ragscore worker on this host"
         else:
             held.enter_context(claim)
             return name
@@ -163,21 +167,23 @@ def _claimed_name(queue: str, template: str | None, live: Collection[str], held:
                       "and Flower's and Prometheus' series): stop it, or give another --name")  # fmt: skip
 
 
-def _host_claim(name: str) -> socket.socket | None:
-    """This process's claim on node name ``name`` on this host, held while the socket returned is open; None where
-    another process holds it. The claim is an abstract Unix socket's address, which one process binds at a time and
-    the kernel frees when the process exits, killed too; where there are none (not Linux), a socket that claims
-    nothing."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _host_claim(broker: str, name: str) -> AbstractContextManager[object] | None:
+    """This process's claim on node name ``name`` of ``broker``'s workers on this host, held while the context
+    returned is open; None where another process holds it. The claim is an abstract Unix socket's address, which one
+    process binds at a time and the kernel frees when the process exits, killed too. Where there are none (not Linux:
+    macOS) or the socket is refused (a seccomp profile), a claim of nothing: the ping of live workers alone keeps
+    names apart."""
     if not sys.platform.startswith("linux"):
-        return sock
+        return nullcontext()
     try:
-        sock.bind("\0ragscore-node-" + hashlib.sha256(name.encode()).hexdigest()[:40])
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError:
+        return nullcontext()
+    try:
+        sock.bind("\0ragscore-node-" + hashlib.sha256(f"{broker}\n{name}".encode()).hexdigest()[:40])
     except OSError as exc:
         sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            return None
-        raise
+        return None if exc.errno == errno.EADDRINUSE else nullcontext()
     return sock
 
 
