@@ -26,6 +26,17 @@ def _worker(url: str, home: Path, *args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
 
 
+def _named(proc: subprocess.Popen[str]) -> str:
+    """The names ``ragscore worker`` says it gave its workers (``...; named cpu-1@host``), read from its stderr past
+    any line said before (a warning, a worker's log line echoed); all it said where it exited first."""
+    said = []
+    while proc.stderr and (line := proc.stderr.readline()):
+        said.append(line)
+        if "; named " in line:
+            return " ".join(line.split()).rpartition("; named ")[2]
+    return "".join(said)
+
+
 def _pinged(names: set[str]) -> bool:
     """Whether the workers answering a ping are exactly ``names``, each once."""
     replies = [name for reply in app.control.ping(timeout=1.0) or [] for name in reply]
@@ -42,15 +53,15 @@ def test_worker_names_are_stable_across_restarts_unique_at_once_and_a_live_name_
     home = tmp_path / "home"
     procs = [_worker(server.url, home) for _ in range(2)]
     try:
-        said = [" ".join(proc.stderr.readline().split()) for proc in procs if proc.stderr]
-        assert sorted(line.rpartition("; named ")[2] for line in said) == [first, second], said
+        said = [_named(proc) for proc in procs]
+        assert sorted(said) == [first, second], said
         assert until(lambda: _pinged({first, second}), 120), "the two workers never both answered"
-        holder = next(proc for proc, line in zip(procs, said, strict=True) if line.endswith(first))
+        holder = procs[said.index(first)]
         stop_worker_command(holder)
         assert until(lambda: _pinged({second}), 60)
         procs.append(_worker(server.url, home))
-        again = procs[-1].stderr.readline() if procs[-1].stderr else ""
-        assert again.rstrip().endswith(f"; named {first}"), again  # its old name back, not a new one
+        again = _named(procs[-1])
+        assert again == first, again  # its old name back, not a new one
         assert until(lambda: _pinged({first, second}), 120)
 
         env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": server.url}
@@ -58,7 +69,8 @@ def test_worker_names_are_stable_across_restarts_unique_at_once_and_a_live_name_
         taken = subprocess.run([*cli, "-Q", "cpu", "--name", "cpu-2@%h"], capture_output=True, text=True,
                                cwd=ROOT, env=env, timeout=120)  # fmt: skip
         assert taken.returncode == 2, taken.stderr
-        assert f"{second} is taken by a live worker of the cluster" in " ".join(taken.stderr.split())
+        # taken by the live worker; or, where its reply missed the 1 s ping (a busy host), by its claim on this host
+        assert f"{second} is taken by a" in " ".join(taken.stderr.split()), taken.stderr
         alike = subprocess.run([*cli, "-Q", "cpu,judge", "-n", "w@%h"], capture_output=True, text=True, cwd=ROOT,
                                env=env, timeout=120)  # fmt: skip
         assert alike.returncode == 2 and "put {queue} in it" in " ".join(alike.stderr.split()), alike.stderr
@@ -78,8 +90,8 @@ def test_worker_name_given_is_celerys_n_with_its_host_expansions(tmp_path: Path)
     connect(server.url)
     proc = _worker(server.url, tmp_path / "home", "--name", "grader-{queue}@%n")
     try:
-        said = proc.stderr.readline() if proc.stderr else ""
-        assert said.rstrip().endswith(f"; named grader-cpu@{short}"), said
+        said = _named(proc)
+        assert said == f"grader-cpu@{short}", said
         assert until(lambda: _pinged({f"grader-cpu@{short}"}), 120)
     finally:
         try:
