@@ -29,6 +29,7 @@ from .terminal import (
     cancel_command,
     follow_commands,
     is_path,
+    print_warning,
     report_command,
     results_command,
     resume_command,
@@ -85,8 +86,8 @@ def _broker_option(url: str) -> str:
     from urllib.parse import urlsplit
 
     if urlsplit(check_redis_url(url)).password:
-        err.print("Warning: the password in --broker is visible to every user of this host (ps); set "
-                  "RAGSCORE_BROKER_URL instead", style="yellow", soft_wrap=True)  # fmt: skip
+        print_warning("the password in --broker is visible to every user of this host (ps); set "
+                      "RAGSCORE_BROKER_URL instead")  # fmt: skip
     return url
 
 
@@ -668,12 +669,12 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
     code = EXIT_RUN_ERROR if estimate.scoreless else 0  # no row has a field they need: a run scores nothing of them
     if gates is not None and (note := system_note(gates.gates, estimate.systems)):
-        err.print(f"Warning: {note}", style="yellow", soft_wrap=True)
+        print_warning(note)
         code = EXIT_BAD_INPUT
     try:  # the run itself is refused before anything starts, here or on a cluster
         get_settings().check_visibility_timeout()
     except ConfigError as exc:
-        err.print(f"Warning: the run would be refused: {exc}", style="yellow", soft_wrap=True)
+        print_warning(f"the run would be refused: {exc}")
         code = EXIT_BAD_INPUT
     if not cluster:  # what an embedded run checks before its workers start (a cluster's live on its workers)
         from .estimate import judge_calls_planned
@@ -686,7 +687,7 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
         try:
             check_local_resources(resolved, list(estimate.units), left)
         except ConfigError as exc:  # the estimate stands; the run would stop at once
-            err.print(f"Warning: a run here would stop before scoring: {exc}", style="yellow", soft_wrap=True)
+            print_warning(f"a run here would stop before scoring: {exc}")
             code = EXIT_BAD_INPUT
     if code:
         why = (
@@ -796,7 +797,7 @@ def submit(
     )
     for queue, waiting in unserved_queues(store, sub.run_id).items():  # else it would wait, unsaid, till `status`
         said = unserved_message(queue, waiting, broker=broker)
-        err.print(f"Warning: {said}", style="yellow", markup=False, soft_wrap=True)
+        print_warning(said)
     _say(sub.run_id)
 
 
@@ -1206,7 +1207,7 @@ def worker(
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
-        err.print(f"Warning: {gap}", style="yellow", soft_wrap=True)
+        print_warning(gap)
     with node_names(names, name, _live_workers(url, settings) if answered else (), url) as nodes:
         _supervise_workers(
             LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None,
@@ -1252,11 +1253,9 @@ def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: floa
 
 def _warn_of_eviction(said: Iterable[str | None]) -> None:
     """Warn of each Redis that may evict a run's work (:func:`.connection.eviction_warnings`; None: one that does
-    not), as ``ragscore run`` does (:meth:`.caller.Caller.warn`)."""
-    from .caller import CLI
-
+    not), as ``ragscore run`` does (:meth:`.caller.Caller.warn`): :func:`.terminal.print_warning`."""
     for text in filter(None, said):
-        CLI.warn(text)
+        print_warning(text)
 
 
 def _unknown_queue(name: str, known: Iterable[str], control: str) -> str:
@@ -1281,8 +1280,8 @@ def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -
 
     problem = probe_redis(url, roles=broker_roles(url, settings, broker_role(queues)))
     if problem:
-        err.print(f"Warning: cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
-                  "every 10 s until it answers", style="yellow", soft_wrap=True)  # fmt: skip
+        print_warning(f"cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
+                      "every 10 s until it answers")  # fmt: skip
     return problem is None
 
 
@@ -1297,8 +1296,8 @@ def _check_backend_for_workers(url: str, settings: Settings) -> None:
     from .connection import BACKEND_REDIS, backend_apart
 
     if (backend := backend_apart(url, settings)) and (problem := probe_redis(backend, BACKEND_REDIS, (BACKEND,))):
-        err.print(f"Warning: cannot reach {BACKEND_REDIS} at {redact_url(backend)} ({problem}); the workers store "
-                  "their tasks' results there", style="yellow", soft_wrap=True)  # fmt: skip
+        print_warning(f"cannot reach {BACKEND_REDIS} at {redact_url(backend)} ({problem}); the workers store "
+                      "their tasks' results there")  # fmt: skip
 
 
 @app.command("consensus")
@@ -1591,13 +1590,13 @@ def compare_cmd(
     print_comparison(result)
     against = result.baseline_text()
     if result.unpaired:
-        err.print(f"Warning: {unpaired_text(result.unpaired, against)}", style="yellow", soft_wrap=True)
+        print_warning(unpaired_text(result.unpaired, against))
     if result.mismatched:
-        err.print(f"Warning: {mismatch_text(result.mismatched, against)}", style="yellow", soft_wrap=True)
+        print_warning(mismatch_text(result.mismatched, against))
     if result.alone and result.by_system is not None:
         err.print(f"Note: {alone_text(result.alone)}", soft_wrap=True)
     if result.errors:
-        err.print(f"Warning: {errors_text(result.errors)}", style="yellow", soft_wrap=True)
+        print_warning(errors_text(result.errors))
     if result.unscored or result.unscorable:
         err.print(f"Note: {unscored_text(result.unscored, result.unscorable)}", soft_wrap=True)
     if result.unchecked:
