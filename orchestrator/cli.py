@@ -1208,7 +1208,9 @@ def worker(
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
         print_warning(gap)
-    with node_names(names, name, _live_workers(url, settings) if answered else (), url) as nodes:
+    live = _live_workers(url, settings) if answered else None
+    answered = live is not None  # it may have gone down since its check
+    with node_names(names, name, live or (), url) as nodes:
         _supervise_workers(
             LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None,
                          loglevel=loglevel, echo=sys.stderr, names=nodes),
@@ -1216,15 +1218,23 @@ def worker(
         )  # fmt: skip
 
 
-def _live_workers(url: str, settings: Settings) -> set[str]:
-    """The node names of the live workers of the broker at ``url`` (:func:`.workers.live_node_names`)."""
+def _live_workers(url: str, settings: Settings) -> set[str] | None:
+    """The node names of the live workers of the broker at ``url`` (:func:`.workers.live_node_names`); None, with a
+    warning as :func:`_check_broker_for_workers` gives, where the broker went down since it answered that check."""
+    from kombu.exceptions import OperationalError
+
     from ragscore_workers.app import configure
 
     from .connection import STORE_READ_TIMEOUT_S
     from .workers import live_node_names
 
     configure(url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S)
-    return live_node_names()
+    try:
+        return live_node_names()
+    except OperationalError as exc:
+        print_warning(f"cannot reach the broker at {redact_url(url)} to ask its live workers' names ({exc}); the "
+                      "workers are named without them and keep retrying every 10 s until it answers")  # fmt: skip
+        return None
 
 
 def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: float, settings: Settings) -> None:

@@ -98,3 +98,23 @@ def test_worker_name_given_is_celerys_n_with_its_host_expansions(tmp_path: Path)
             stop_worker_command(proc)
         finally:
             server.stop()
+
+
+def test_worker_names_asked_of_a_broker_gone_since_its_check_warn_as_the_check_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The broker answers ``ragscore worker``'s start-up check, then stops before the ping for its live workers' names:
+    a warning as the check's (the workers keep retrying), not kombu's OperationalError traceback."""
+    from orchestrator.cli import _check_broker_for_workers, _live_workers
+    from ragscore_workers.settings import get_settings
+
+    server = RedisProcess(tmp_path / "redis").start()
+    settings = get_settings()
+    try:
+        assert _check_broker_for_workers(server.url, ["cpu"], settings)
+    finally:
+        server.stop()
+    assert _live_workers(server.url, settings) is None
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"Warning: cannot reach the broker at {server.url} to ask its live workers' names" in said, said
+    assert "keep retrying" in said, said
