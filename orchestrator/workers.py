@@ -125,10 +125,12 @@ def node_name(template: str, queue: str, n: int = 1) -> str:
     return str(host_format(default_nodename(template.replace("{queue}", queue).replace("{n}", str(n)))))
 
 
-def live_node_names(timeout_s: float = NODE_PING_S) -> set[str]:
-    """The node names of the workers that answer a ping on the Celery app's broker within ``timeout_s``."""
+def live_node_names(timeout_s: float | None = None) -> set[str]:
+    """The node names of the workers that answer a ping on the Celery app's broker within ``timeout_s`` (None:
+    :data:`NODE_PING_S`, read at each call)."""
     from ragscore_workers.app import app
 
+    timeout_s = NODE_PING_S if timeout_s is None else timeout_s
     return {name for reply in app.control.ping(timeout=timeout_s) or [] for name in reply}
 
 
@@ -236,9 +238,10 @@ def _said_problem(check: Callable[[], object]) -> list[str]:
     return []
 
 
-def prune_logs(log_dir: Path, keep_s: float = LOG_KEEP_S) -> int:
-    """Remove the worker logs in ``log_dir`` not written to for ``keep_s`` seconds; returns how many went."""
-    cutoff, removed = time.time() - keep_s, 0
+def prune_logs(log_dir: Path, keep_s: float | None = None) -> int:
+    """Remove the worker logs in ``log_dir`` not written to for ``keep_s`` seconds (None: :data:`LOG_KEEP_S`, read
+    at each call); returns how many went."""
+    cutoff, removed = time.time() - (LOG_KEEP_S if keep_s is None else keep_s), 0
     for path in log_dir.glob("worker-*.log"):
         try:
             if path.stat().st_mtime < cutoff:

@@ -3,6 +3,10 @@ caller) that sets the module's constant changes what the function does."""
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from ragscore_workers.store import RunStore, redis_client
@@ -18,3 +22,29 @@ def test_broker_tried_once_reads_store_read_timeout_s_when_called(monkeypatch: p
     for given, timeout in ((None, 2.5), (4.0, 4.0)):
         tried = connection.broker_tried_once(store, url, given)
         assert tried.broker.connection_pool.connection_kwargs["socket_timeout"] == timeout
+
+
+def test_prune_logs_reads_log_keep_s_when_called(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It bound LOG_KEEP_S (two weeks) at import: a log an hour old stayed whatever the constant was set to."""
+    from orchestrator import workers
+
+    log = tmp_path / "worker-cpu-101.log"
+    log.write_text("x")
+    an_hour_ago = time.time() - 3600
+    os.utime(log, (an_hour_ago, an_hour_ago))
+    monkeypatch.setattr(workers, "LOG_KEEP_S", 60.0)
+    assert workers.prune_logs(tmp_path) == 1 and not log.exists()
+
+
+def test_live_node_names_reads_node_ping_s_when_called(cluster: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It bound NODE_PING_S at import: set to a nanosecond, in which no worker answers, the ping still waited a second
+    and heard the cluster's workers."""
+    from orchestrator import workers
+    from orchestrator.runner import connect
+
+    from ..support import until
+
+    connect(cluster)  # the app asks this broker's workers
+    assert until(lambda: len(workers.live_node_names(1.0)) == 2, 120), "the cluster's two workers never answered"
+    monkeypatch.setattr(workers, "NODE_PING_S", 1e-9)
+    assert workers.live_node_names() == set()
