@@ -635,7 +635,7 @@ def wait(
     consumer_check_s = queue_checks.CONSUMER_CHECK_S if consumer_check_s is None else consumer_check_s
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last_done, last_change, recoveries, idle_checks = -1, time.monotonic(), 0, 0
-    last_consumer_check, warned = 0.0, set[str]()
+    last_consumer_check, warned = -math.inf, set[str]()  # never: the first check is due once the run stalls
     restarted = False  # a local worker died and was restarted since the last recovery
     orphans_said: set[int] = set()  # counts of messages held by gone workers, already logged
     outage = _Outage(run_id, revive, out_dir, broker)
