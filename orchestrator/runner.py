@@ -72,7 +72,7 @@ from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, run_process_alive
 from .estimate import RunCount, judge_calls_planned
 from .out_claim import claim_out_dir
-from .progress import ProgressView, QuietProgress, loading, note_of, queued_of
+from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, loading, note_of, queued_of
 from .queues import (
     Orphan,
     broker_idle,
@@ -166,7 +166,8 @@ def submit(
 
     ``on_validated(queues)`` runs once validation passed, before the first task is sent, with the queues
     the rows need (the embedded mode starts those workers there, so they boot while rows are submitted).
-    ``say`` is told how far reading and sending are, every NOTE_EVERY_S (minutes for a million rows).
+    ``say`` is told when reading begins, then how far reading and sending are (rows, their rate; the send's ETA) every
+    NOTE_EVERY_S (minutes for a million rows).
     ``named``: how its errors and notes name the dataset and its rows (its path and lines when None).
     ``broker``: the --broker it is sent with (None: RAGSCORE_BROKER_URL, or the embedded Redis), which the resume
     commands of a submission cut off by Redis name (:func:`_said_cut_off`). ``caller``: who is warned of what is
@@ -190,6 +191,7 @@ def submit(
         k: str(Path(v).resolve()) if isinstance(v, Path) else v for k, v in (fmt_options or {}).items() if v is not None
     }
     needed: set[str] = {"target"} if resolved.targets else set()
+    ticker.say(f"reading {Path(named.name).name}")  # said at once, as the plain progress line: then every NOTE_EVERY_S
     validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
     recorded_format = fmt or (detect_format(dataset, fmt_options, caller) if validated_as is not None else None)
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
@@ -204,7 +206,7 @@ def submit(
         request_fields.see(row)
         if planning is not None:
             planning.see(row)
-        ticker.count(lambda n: f"reading {Path(named.name).name}: {counted(n, 'row')} so far")
+        ticker.count(lambda n: f"reading {Path(named.name).name}: {counted(n, 'row')} so far{ticker.pace(n)}")
 
     try:
         scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as,
@@ -253,7 +255,7 @@ def submit(
                                    "is cancelled: start a new run once the file is complete")  # fmt: skip
             n_tasks += _submit_shard(store, run_id, index, rows, resolved)
             n_shards += 1
-            ticker.count(lambda n: f"sent {counted_of(min(n * shard_rows, scan.rows), scan.rows, 'row')}")
+            ticker.count(lambda n: ticker.sent(min(n * shard_rows, scan.rows), scan.rows))
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
@@ -278,15 +280,16 @@ def _said_cut_off(run_id: str, raw: bool = False, broker: str | None = None) -> 
         ) from exc
 
 
-#: Seconds between two notes on reading and sending a dataset.
-NOTE_EVERY_S = 10.0
+#: Seconds between two notes on reading and sending a dataset: the plain progress line's cadence.
+NOTE_EVERY_S = PLAIN_INTERVAL_S
 
 
 class _Ticker:
     """Counts steps and tells ``say`` where they are, at most every NOTE_EVERY_S (nothing without ``say``)."""
 
     def __init__(self, say: Callable[[str], None] | None) -> None:
-        self._say, self.n, self.last = say, 0, time.monotonic()
+        self._say, self.n = say, 0
+        self.began = self.last = time.monotonic()
 
     def count(self, text: Callable[[int], str]) -> None:
         """One more step; ``text(steps so far)`` is said when a note is due (the count goes on: it is a total)."""
@@ -296,10 +299,23 @@ class _Ticker:
             self._say(text(self.n))
 
     def say(self, text: str) -> None:
-        """Say ``text`` now: a new phase, whose counting starts again."""
-        self.n, self.last = 0, time.monotonic()
+        """Say ``text`` now: a new phase, whose counting (and its pace) starts again."""
+        self.n = 0
+        self.began = self.last = time.monotonic()
         if self._say is not None:
             self._say(text)
+
+    def sent(self, done: int, total: int) -> str:
+        """``sent 30,000 of 100,000 rows (6,120 rows/s, ETA 11s)``: the send's note."""
+        return f"sent {counted_of(done, total, 'row')}{self.pace(done, total)}"
+
+    def pace(self, done: int, total: int | None = None) -> str:
+        """`` (9,120 rows/s)`` since the phase began, with ``, ETA 12s`` where ``total`` rows are known."""
+        rate = done / max(time.monotonic() - self.began, 1e-9)
+        if total is None:
+            return f" ({rate:,.0f} rows/s)"
+        eta = f"{(total - done) / rate:.0f}s" if rate > 0 else "?"
+        return f" ({rate:,.0f} rows/s, ETA {eta})"
 
 
 @contextmanager

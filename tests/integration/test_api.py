@@ -198,6 +198,35 @@ def test_reading_sending_and_writing_are_said_as_they_happen(
     assert "item×metric outputs" in said and f"[ragscore] writing the reports to {tmp_path / 'out'}/" in said
 
 
+def test_the_send_is_said_with_its_rate_and_eta_before_the_first_scored_item(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 100,000 rows nothing but one "sending" line was on screen until every row was sent: the reading begins
+    said at once, then the rows read and sent with their rate (and the send's ETA), all before the first progress
+    line of scored items."""
+    import io
+
+    from orchestrator import runner
+    from orchestrator.progress import PlainProgress
+    from orchestrator.suite import load_suite
+
+    monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)  # a note at every step: 3,000 rows in 6 shards, not a million
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(3000))
+    stream = io.StringIO()
+    runner.run(data, load_suite({"metrics": ["exact_match"]}), tmp_path / "out", progress=PlainProgress(stream),
+               shard_rows=500)  # fmt: skip
+    lines = stream.getvalue().splitlines()
+    scored = next(i for i, line in enumerate(lines) if "item×metric outputs" in line)
+    before = [line.removeprefix("[ragscore] ") for line in lines[:scored]]
+    assert before[0] == "reading d.jsonl", before
+    read = [line for line in before if re.fullmatch(r"reading d\.jsonl: [\d,]+ rows? so far \([\d,]+ rows/s\)", line)]
+    assert len(read) == 3000, before[:3]
+    sent = [re.fullmatch(r"sent ([\d,]+) of 3,000 rows \([\d,]+ rows/s, ETA (\d+)s\)", line) for line in before
+            if line.startswith("sent ")]  # fmt: skip
+    assert all(sent) and [m.group(1) for m in sent if m] == ["500", "1,000", "1,500", "2,000", "2,500", "3,000"], before
+    assert sent[-1] and sent[-1].group(2) == "0"  # nothing left to send
+
+
 def test_rows_into_the_dir_of_an_interrupted_run_leave_its_dataset_alone(tmp_path: Path, home: Path) -> None:
     """Re-running a notebook cell after a Ctrl-C (same out=, rows edited) wrote the new rows over the interrupted
     run's dataset.jsonl before refusing the dir, so `ragscore run --resume DIR` then refused the run as changed."""
