@@ -88,6 +88,7 @@ from .queues import (
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, refuse_files_of_others
 from .reports.live import resume_hint
+from .spool import PlannedShard, ShardSpool
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .terminal import (
     cancel_command,
@@ -162,7 +163,10 @@ def submit(
     broker: str | None = None,
     caller: Caller = CLI,
 ) -> Submitted:
-    """Validate the dataset, then stream it into chords. Nothing is sent if validation fails.
+    """Validate the dataset, then send it as chords, a shard at a time. Nothing is sent if validation fails.
+
+    Each row is read and validated once: its shard is planned as it is read and kept in a :class:`ShardSpool` (on
+    disk, compressed) until the whole dataset passed; a dataset that changes while it is read is refused.
 
     ``on_validated(queues)`` runs once validation passed, before the first task is sent, with the queues
     the rows need (the embedded mode starts those workers there, so they boot while rows are submitted).
@@ -196,66 +200,69 @@ def submit(
     recorded_format = fmt or (detect_format(dataset, fmt_options, caller) if validated_as is not None else None)
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
-    request_fields = resolved.request_fields()
-    # the judge calls its run sends, as the dry run counts them: its ETA's floor (None with targets: a re-run's
-    # floor would count the calls its cache spares)
-    planning = RunCount(resolved, store.r, texts=False) if resolved.judge_calls_countable else None
+    spool = ShardSpool(lambda index, rows: _plan_new_shard(run_id, index, rows, resolved), shard_digest, shard_rows)
+    with spool:
+        request_fields = resolved.request_fields()
+        # the judge calls its run sends, as the dry run counts them: its ETA's floor (None with targets: a re-run's
+        # floor would count the calls its cache spares)
+        planning = RunCount(resolved, store.r, texts=False) if resolved.judge_calls_countable else None
 
-    def on_row(row: Row) -> None:
-        needed.update(resolved.row_queues(row))
-        request_fields.see(row)
-        if planning is not None:
-            planning.see(row)
-        ticker.count(lambda n: f"reading {Path(named.name).name}: {counted(n, 'row')} so far{ticker.pace(n)}")
+        def on_row(row: Row) -> None:
+            needed.update(resolved.row_queues(row))
+            request_fields.see(row)
+            if planning is not None:
+                planning.see(row)
+            spool.add(row)  # planned now, sent once every row passed: each row is read and validated once
+            ticker.count(lambda n: f"reading {Path(named.name).name}: {counted(n, 'row')} so far{ticker.pace(n)}")
 
-    try:
-        scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as,
-                            named=named, caller=caller)  # fmt: skip
-        if scan.rows and (unseen := request_fields.error()):
-            raise ConfigError(f"{named.name}: {unseen}; nothing was submitted")
-        # said before the rows are sent (a warnings filter may make one an error: a refusal too)
-        suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)
-        for warning in [*scan.warnings(resolved.filled_fields(), caller), *suited]:
-            caller.warn(f"{named.name}: {warning}")
-    except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
-        store.drop_failed_rows(run_id)
-        raise
-    ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
-    queues = [q for q in QUEUE_ORDER if q in needed]
-    items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
-    planned = None if planning is None else judge_calls_planned(planning.finish(scan.rows))
-    store.create_run(
-        run_id,
-        {
-            "state": RunState.SUBMITTING,
-            "suite": resolved.suite.model_dump_json(),
-            "dataset": str(dataset.resolve()),
-            "format": recorded_format or detect_format(dataset, fmt_options, caller),
-            "format_options": json.dumps(fmt_options),
-            "items": items,
-            "failed_rows": scan.failed,
-            "queues": json.dumps(queues),
-            "submitted_at": started,
-            "shard_rows": shard_rows,
-            "generation": 0,
-            **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
-            **({"judge_calls_planned": planned} if planned is not None else {}),
-        },
-    )
-    # cancelled on the raw error, then said
-    with _said_cut_off(run_id, broker=broker), _cancelled_on_failure(store, run_id):
-        store.add_failed_rows(run_id, bad)
-        if on_validated is not None:
-            on_validated(queues)
-        valid = (row for _, row in iter_rows(dataset, fmt, fmt_options, caller=caller) if isinstance(row, Row))
-        n_tasks = n_shards = 0
-        for index, rows in enumerate(shards(valid, shard_rows)):
-            if _file_state(dataset) != validated_as:  # rows added now would skip the duplicate check
-                raise DatasetError(f"{dataset} changed while it was being submitted (shard {index}); run {run_id} "
-                                   "is cancelled: start a new run once the file is complete")  # fmt: skip
-            n_tasks += _submit_shard(store, run_id, index, rows, resolved)
-            n_shards += 1
-            ticker.count(lambda n: ticker.sent(min(n * shard_rows, scan.rows), scan.rows))
+        try:
+            scan = scan_dataset(dataset, fmt, on_error, fmt_options, on_row=on_row, asked_as=resolved.asked_as,
+                                named=named, caller=caller)  # fmt: skip
+            if _file_state(dataset) != validated_as:  # what was read may be neither the old rows nor the new
+                raise DatasetError(f"{named.name} changed while it was being read; nothing was submitted: start a new "
+                                   "run once the file is complete")  # fmt: skip
+            if scan.rows and (unseen := request_fields.error()):
+                raise ConfigError(f"{named.name}: {unseen}; nothing was submitted")
+            # said before the rows are sent (a warnings filter may make one an error: a refusal too)
+            suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)
+            for warning in [*scan.warnings(resolved.filled_fields(), caller), *suited]:
+                caller.warn(f"{named.name}: {warning}")
+        except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
+            store.drop_failed_rows(run_id)
+            raise
+        ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
+        queues = [q for q in QUEUE_ORDER if q in needed]
+        items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
+        planned = None if planning is None else judge_calls_planned(planning.finish(scan.rows))
+        store.create_run(
+            run_id,
+            {
+                "state": RunState.SUBMITTING,
+                "suite": resolved.suite.model_dump_json(),
+                "dataset": str(dataset.resolve()),
+                "format": recorded_format or detect_format(dataset, fmt_options, caller),
+                "format_options": json.dumps(fmt_options),
+                "items": items,
+                "failed_rows": scan.failed,
+                "queues": json.dumps(queues),
+                "submitted_at": started,
+                "shard_rows": shard_rows,
+                "generation": 0,
+                **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
+                **({"judge_calls_planned": planned} if planned is not None else {}),
+            },
+        )
+        # cancelled on the raw error, then said
+        with _said_cut_off(run_id, broker=broker), _cancelled_on_failure(store, run_id):
+            store.add_failed_rows(run_id, bad)
+            if on_validated is not None:
+                on_validated(queues)
+            n_tasks = n_shards = 0
+            for index, shard in enumerate(spool):
+                _send_shard(store, run_id, index, shard)
+                n_tasks += shard.tasks
+                n_shards += 1
+                ticker.count(lambda n: ticker.sent(min(n * shard_rows, scan.rows), scan.rows))
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
@@ -357,16 +364,28 @@ def shard_digest(rows: list[Row]) -> str:
     return digest.hexdigest()
 
 
-def _submit_shard(
-    store: RunStore, run_id: str, index: int, rows: list[Row], resolved: ResolvedSuite, generation: int = 0
-) -> int:
-    """Record a new shard's item keys and digest and send its chord; returns its number of tasks."""
+def _plan_new_shard(run_id: str, index: int, rows: list[Row], resolved: ResolvedSuite, generation: int = 0) -> Shard:
+    """A new shard's chord: every question scored (or first asked of each target)."""
     plan = plan_target_shard if resolved.targets else plan_shard
     shard: Shard | None = plan(run_id, index, rows, resolved, generation=generation)
     assert shard is not None  # every valid row needs at least one scoring metric (or target call)
-    store.set_meta(run_id, **{f"digest:{index}": shard_digest(rows)})
-    store.add_ids(run_id, index, shard.keys, shard.units)
-    shard.signature.apply_async()
+    return shard
+
+
+def _send_shard(store: RunStore, run_id: str, index: int, planned: PlannedShard) -> None:
+    """Record a new shard's item keys and digest, then send its chord."""
+    store.set_meta(run_id, **{f"digest:{index}": planned.digest})
+    store.add_ids(run_id, index, planned.keys, planned.units)
+    planned.signature.apply_async()
+
+
+def _submit_shard(
+    store: RunStore, run_id: str, index: int, rows: list[Row], resolved: ResolvedSuite, generation: int = 0
+) -> int:
+    """Plan and send a new shard (a resume's that the cut-off submission never reached); returns its tasks."""
+    shard = _plan_new_shard(run_id, index, rows, resolved, generation)
+    _send_shard(store, run_id, index, PlannedShard(shard.keys, shard.units, shard.tasks, shard_digest(rows),
+                                                   shard.signature))  # fmt: skip
     return shard.tasks
 
 

@@ -230,8 +230,9 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         server.stop()
 
 
-def test_rows_added_while_the_dataset_is_submitted_stop_the_submission(tmp_path: Path) -> None:
-    """Rows appended after validation skipped its duplicate check (100 duplicated ids counted twice)."""
+def test_rows_added_once_the_dataset_is_read_are_not_sent(tmp_path: Path) -> None:
+    """Rows appended after validation skipped its duplicate check (100 duplicated ids counted twice): the rows sent
+    are the ones validated, kept from the one read of the dataset, whatever the file holds by then."""
     server = RedisProcess(tmp_path / "redis").start()
     try:
         rows = make_rows(250, seed=4)
@@ -242,10 +243,35 @@ def test_rows_added_while_the_dataset_is_submitted_stop_the_submission(tmp_path:
             with data.open("a", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(r) + "\n" for r in rows[:100])
 
-        with pytest.raises(DatasetError, match="changed while it was being submitted"):
-            submit(data, load_suite(SUITE), store, shard_rows=100, on_validated=append_duplicates)
-        (run_id,) = store.list_runs()
-        assert store.state(run_id) == RunState.CANCELLED
+        sub = submit(data, load_suite(SUITE), store, shard_rows=100, on_validated=append_duplicates)
+        assert (sub.items, sub.shards) == (250, 3)
+        assert sum(len(store.shard_keys(sub.run_id, i)) for i in range(3)) == 250
+        assert store.progress(sub.run_id)["total"] == 250 * 4  # exact_match, mrr, recall_at_1, recall_at_5
+    finally:
+        server.stop()
+
+
+def test_a_dataset_changed_while_it_is_read_is_refused_with_nothing_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows appended while the dataset is read may be half read: the run is refused before it exists."""
+    import orchestrator.runner as runner
+
+    monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)  # said at each row read: the rows are appended then
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        rows = make_rows(250, seed=4)
+        data = write_jsonl(tmp_path / "d.jsonl", rows)
+        store = connect(server.url)
+
+        def append_while_read(note: str) -> None:
+            if ": 10 rows so far" in note:
+                with data.open("a", encoding="utf-8") as fh:
+                    fh.writelines(json.dumps(r | {"id": f"new-{r['id']}"}) + "\n" for r in rows[:100])
+
+        with pytest.raises(DatasetError, match="changed while it was being read; nothing was submitted"):
+            submit(data, load_suite(SUITE), store, shard_rows=100, say=append_while_read)
+        assert store.list_runs() == [] and store.r.llen("cpu") == 0
     finally:
         server.stop()
 

@@ -1,0 +1,107 @@
+"""Shards planned while a dataset is validated, kept on disk until the whole dataset passed its checks.
+
+:func:`~orchestrator.runner.submit` validates every row before it sends any (duplicate ids, a dataset with no valid
+row refuse the run with nothing sent). It used to read and validate the whole dataset a second time to send it; the
+spool keeps each shard as it will be sent instead (its item keys, work units, digest and chord, as JSON, compressed),
+so each row is read and validated once. Memory: one shard's rows, as before; disk: the shards' messages, compressed
+(an unnamed temporary file, gone when the spool closes or the process dies).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from celery import signature
+from celery.canvas import Signature
+
+from ragscore_workers.app import app
+from ragscore_workers.planning import Shard
+from ragscore_workers.schemas import Row
+
+__all__ = ["PlannedShard", "ShardSpool"]
+
+#: gzip level of the spool: the fastest, which still makes task messages of JSON several times smaller.
+COMPRESS_LEVEL = 1
+
+
+@dataclass(frozen=True)
+class PlannedShard:
+    """A shard as :func:`~orchestrator.runner.submit` sends it: what the store records of it, and its chord."""
+
+    keys: list[str]
+    units: dict[str, int]
+    tasks: int
+    digest: str
+    signature: Signature
+
+
+class ShardSpool:
+    """Rows in, whole planned shards out: ``add`` each valid row in dataset order, then iterate the shards.
+
+    ``plan(index, rows)`` plans shard ``index`` of ``rows``; ``digest(rows)`` is what a resume checks them by.
+    """
+
+    def __init__(
+        self,
+        plan: Callable[[int, list[Row]], Shard],
+        digest: Callable[[list[Row]], str],
+        shard_rows: int,
+        directory: Path | None = None,
+    ) -> None:
+        self._plan, self._digest, self._shard_rows = plan, digest, shard_rows
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ragscore-spool-", dir=directory)
+        self._writer: IO[bytes] | None = gzip.GzipFile(fileobj=self._file, mode="wb", compresslevel=COMPRESS_LEVEL)
+        self._rows: list[Row] = []
+        self.shards = 0
+
+    def add(self, row: Row) -> None:
+        """One more valid row; a shard is planned and written once it holds ``shard_rows``."""
+        self._rows.append(row)
+        if len(self._rows) >= self._shard_rows:
+            self._write()
+
+    def __iter__(self) -> Iterator[PlannedShard]:
+        """The shards in order (the last one may hold fewer rows); no row may be added after."""
+        if self._writer is not None:
+            if self._rows:
+                self._write()
+            self._writer.close()
+            self._writer = None
+        self._file.seek(0)
+        with gzip.GzipFile(fileobj=self._file, mode="rb") as reader:
+            for line in reader:
+                yield _planned(json.loads(line))
+
+    def _write(self) -> None:
+        assert self._writer is not None, "rows added after the spool was read"
+        shard = self._plan(self.shards, self._rows)
+        record = {"keys": shard.keys, "units": shard.units, "tasks": shard.tasks, "digest": self._digest(self._rows),
+                  "signature": shard.signature}  # fmt: skip
+        self._writer.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        self._rows = []
+        self.shards += 1
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._file.close()
+
+    def __enter__(self) -> ShardSpool:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _planned(record: dict[str, Any]) -> PlannedShard:
+    """A spooled shard, its chord rebuilt from its JSON (the same messages, sent by the same app)."""
+    return PlannedShard(keys=record["keys"], units=record["units"], tasks=record["tasks"], digest=record["digest"],
+                        signature=signature(record["signature"], app=app))  # fmt: skip
