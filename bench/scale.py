@@ -1,24 +1,34 @@
 """Scale: rows/s and the orchestrator's peak RSS at growing dataset sizes (cpu metrics, 2 worker processes).
 
     python -m bench.scale [--sizes 10000 100000 1000000]
+    python -m bench.scale --send --baseline-tree OTHER_CHECKOUT [--sizes 100000] [--reps 2]
 
 Each size runs ``ragscore run`` (embedded: private redis-server + a cpu worker with 2 processes) as a
 subprocess; a thread samples that process's RSS every 50 ms (the workers and Redis are other
 processes). Also reported: Redis memory used per item after the run. The ratio column is peak RSS at this
 size ÷ peak RSS at the smallest size: flat means ~1.
+
+``--send``: what a user sees before the progress bar. Each size runs ``ragscore run`` with its plain progress
+(stderr is no terminal), from this tree and from ``--baseline-tree`` (another checkout, e.g. ``git worktree add``
+of main) one after the other, ``--reps`` times, timing each line it prints: the first line (time to first output),
+the longest silence before the first line of scored items, and the send (from "sending them to the queues" to that
+line) and the whole submit (``timing.submit_s`` of summary.json), each per 10,000 rows; ratios this tree ÷ baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -84,10 +94,72 @@ def one(n: int, tmp: Path) -> dict[str, float]:
             "redis_bytes_per_item": used / n, "redis_keys": keys}  # fmt: skip
 
 
+def _timed_lines(stream: IO[str], start: float, out: list[tuple[float, str]]) -> None:
+    for line in stream:
+        out.append((time.perf_counter() - start, line.rstrip("\n")))
+
+
+def send_one(n: int, tmp: Path, tree: Path) -> dict[str, float]:
+    """One plain-progress ``ragscore run`` of ``n`` rows with ``tree``'s code: when its lines came (seconds)."""
+    data = tmp / f"rows-{n}.jsonl"
+    if not data.exists():
+        _write_rows_streaming(data, n) if n > 100_000 else write_rows(data, qa_rows(n, seed=n))
+    suite = tmp / "suite.yaml"
+    suite.write_text(SUITE)
+    out = tmp / f"out-{n}-{tree.name}"
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp / "home"), "RAGSCORE_RUN_TTL_S": "3600", "PYTHONPATH": str(tree)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out", str(out)]
+    lines: list[tuple[float, str]] = []
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    reader = threading.Thread(target=_timed_lines, args=(proc.stderr, start, lines), daemon=True)
+    reader.start()
+    if proc.wait() != 0:
+        raise SystemExit(f"ragscore run failed at n={n} with {tree}: {lines[-5:]}")
+    reader.join()
+    scored = next(t for t, line in lines if "item×metric outputs" in line)
+    sending = next(t for t, line in lines if "sending them to the queues" in line)
+    before = [0.0, *(t for t, _ in lines if t <= scored)]
+    per = n / 10_000
+    submit_s = json.loads((out / "summary.json").read_text())["timing"]["submit_s"]
+    return {"first_output_s": lines[0][0], "longest_silence_s": max(b - a for a, b in itertools.pairwise(before)),
+            "send_s_per_10k": (scored - sending) / per, "submit_s_per_10k": submit_s / per}  # fmt: skip
+
+
+def send_main(sizes: list[int], baseline: Path, reps: int) -> None:
+    """``--send``: this tree and ``baseline`` alternately, ``reps`` times a size; medians and their ratios."""
+    ours = Path(__file__).resolve().parent.parent
+    rows, summary = [], {"benchmark": "scale-send", "baseline": str(baseline), "sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="send-", dir="/tmp") as tmp:
+        for n in sizes:
+            runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this tree": []}
+            for _ in range(reps):
+                runs["baseline"].append(send_one(n, Path(tmp), baseline))
+                runs["this tree"].append(send_one(n, Path(tmp), ours))
+            med = {who: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for who, rs in runs.items()}
+            ratio = {k: med["this tree"][k] / med["baseline"][k] for k in med["baseline"]}
+            for who in ("baseline", "this tree"):
+                rows.append([n, who, *(med[who][k] for k in ratio)])
+            rows.append([n, "ratio", *(f"{r:.2f}" for r in ratio.values())])
+            summary["sizes"][str(n)] = {"runs": runs, "median": med, "ratio": ratio}
+    headers = ["rows", "tree", "first output s", "longest silence s", "send s/10k", "submit s/10k"]
+    print_table(headers, rows, summary)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--send", action="store_true", help="time the output before the bar against --baseline-tree")
+    parser.add_argument("--baseline-tree", type=Path, help="another checkout, for --send")
+    parser.add_argument("--reps", type=int, default=2)
     args = parser.parse_args()
+    if args.send:
+        if args.baseline_tree is None:
+            parser.error("--send needs --baseline-tree")
+        send_main(args.sizes, args.baseline_tree.resolve(), args.reps)
+        return
     results = []
     with tempfile.TemporaryDirectory(prefix="rss-", dir="/tmp") as tmp:
         for n in args.sizes:
