@@ -13,6 +13,7 @@ import gzip
 import json
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -56,7 +57,9 @@ class ShardSpool:
         directory: Path | None = None,
     ) -> None:
         self._plan, self._digest, self._shard_rows = plan, digest, shard_rows
-        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ragscore-spool-", dir=directory)
+        self._directory = str(directory) if directory is not None else tempfile.gettempdir()
+        with self._said():
+            self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ragscore-spool-", dir=self._directory)
         self._writer: IO[bytes] | None = gzip.GzipFile(fileobj=self._file, mode="wb", compresslevel=COMPRESS_LEVEL)
         self._rows: list[Row] = []
         self.shards = 0
@@ -65,15 +68,17 @@ class ShardSpool:
         """One more valid row; a shard is planned and written once it holds ``shard_rows``."""
         self._rows.append(row)
         if len(self._rows) >= self._shard_rows:
-            self._write()
+            with self._said():
+                self._write()
 
     def __iter__(self) -> Iterator[PlannedShard]:
         """The shards in order (the last one may hold fewer rows); no row may be added after."""
         if self._writer is not None:
-            if self._rows:
-                self._write()
-            self._writer.close()
-            self._writer = None
+            with self._said():
+                if self._rows:
+                    self._write()
+                self._writer.close()  # its last compressed bytes are written now: a full disk may say so here
+                self._writer = None
         self._file.seek(0)
         with gzip.GzipFile(fileobj=self._file, mode="rb") as reader:
             for line in reader:
@@ -88,11 +93,27 @@ class ShardSpool:
         self._rows = []
         self.shards += 1
 
+    @contextmanager
+    def _said(self) -> Iterator[None]:
+        """An OSError of the spool's unnamed file (a full ``TMPDIR``) said as the spool's, naming its directory: bare,
+        ``No space left on device`` reads as the disk of ``--out``."""
+        try:
+            yield
+        except OSError as exc:
+            raise OSError(exc.errno, f"{exc.strerror or exc}: the dataset's planned shards are kept there (about 1/5 "
+                          "of its size) until it is all read; set TMPDIR to a directory with room, then run again",
+                          self._directory) from exc  # fmt: skip
+
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        self._file.close()
+        """Drop the spool (its file is gone with it), whatever its writer's state (a full disk may refuse its end)."""
+        writer, self._writer = self._writer, None
+        try:
+            if writer is not None:
+                writer.close()
+        except OSError:
+            pass  # what it could not write is dropped with the file
+        finally:
+            self._file.close()
 
     def __enter__(self) -> ShardSpool:
         return self

@@ -1,0 +1,48 @@
+"""The submission's spool of planned shards: an error of its unnamed file names where it is and what to do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+#: A process whose files may not grow past 64 KiB (SIGXFSZ ignored: the write fails with EFBIG instead), as a full
+#: disk would refuse them: its spool of 3,000 rows (~100 KiB compressed) does not fit.
+_FULL = textwrap.dedent(
+    """
+    import resource, signal, sys
+    from pathlib import Path
+
+    from orchestrator.atomic_file import said_os_error
+    from orchestrator.runner import _plan_new_shard, shard_digest
+    from orchestrator.spool import ShardSpool
+    from orchestrator.suite import load_suite
+    from ragscore_workers.schemas import Row
+    from tests.support import make_rows
+
+    resolved = load_suite({"metrics": ["exact_match"]})
+    rows = [Row.model_validate(r) for r in make_rows(3000)]
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    try:
+        with ShardSpool(lambda i, rs: _plan_new_shard("run", i, rs, resolved), shard_digest, 500,
+                        Path(sys.argv[1])) as spool:
+            for row in rows:
+                spool.add(row)
+            list(spool)
+    except OSError as exc:
+        print(said_os_error(exc))
+    else:
+        print("written")
+    """
+)
+
+
+def test_a_spool_that_does_not_fit_names_its_directory_and_tmpdir(tmp_path: Path) -> None:
+    """A full TMPDIR said ``No space left on device`` and nothing more (the spool's file has no name): read as the
+    disk of --out, or the dataset's."""
+    said = subprocess.run([sys.executable, "-c", _FULL, str(tmp_path)], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).parents[2]).stdout.strip()  # fmt: skip
+    assert said.startswith("File too large: the dataset's planned shards are kept there"), said
+    assert "set TMPDIR to a directory with room" in said and said.endswith(f"({tmp_path})"), said
