@@ -46,3 +46,32 @@ def test_a_spool_that_does_not_fit_names_its_directory_and_tmpdir(tmp_path: Path
                           cwd=Path(__file__).parents[2]).stdout.strip()  # fmt: skip
     assert said.startswith("File too large: the dataset's planned shards are kept there"), said
     assert "set TMPDIR to a directory with room" in said and said.endswith(f"({tmp_path})"), said
+
+
+def test_the_spool_gives_back_each_shard_as_planned_in_order() -> None:
+    """What is sent is what the scan planned: the same rows in the same shards (a resume checks them by index and
+    digest), and the same chord, rebuilt from the spool's JSON (the messages celery would have sent)."""
+    import json
+
+    from celery.canvas import Signature, _chord
+
+    from orchestrator.runner import _plan_new_shard, shard_digest
+    from orchestrator.spool import ShardSpool
+    from orchestrator.suite import load_suite
+    from ragscore_workers.schemas import Row
+    from tests.support import make_rows
+
+    resolved = load_suite({"metrics": ["exact_match", "recall_at_k"]})
+    rows = [Row.model_validate(r | {"question": f"{r['question']} é 😀 \udfff"}) for r in make_rows(250)]
+    with ShardSpool(lambda i, rs: _plan_new_shard("run", i, rs, resolved), shard_digest, 100) as spool:
+        for row in rows:
+            spool.add(row)
+        spooled = list(spool)
+    wanted = [rows[0:100], rows[100:200], rows[200:250]]
+    assert [s.keys for s in spooled] == [[r.key for r in shard] for shard in wanted]
+    assert [s.digest for s in spooled] == [shard_digest(shard) for shard in wanted]
+    for index, (shard, planned) in enumerate(zip(wanted, spooled, strict=True)):
+        direct = _plan_new_shard("run", index, shard, resolved)
+        assert (planned.units, planned.tasks) == (direct.units, direct.tasks)
+        assert isinstance(planned.signature, _chord) and all(isinstance(t, Signature) for t in planned.signature.tasks)
+        assert json.dumps(planned.signature, sort_keys=True) == json.dumps(direct.signature, sort_keys=True)
