@@ -227,6 +227,7 @@ def submit(
             suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)
             for warning in [*scan.warnings(resolved.filled_fields(), caller), *suited]:
                 caller.warn(f"{named.name}: {warning}")
+            spool.finish()  # its last shard planned and written: a full TMPDIR refuses the run before it exists
         except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
             store.drop_failed_rows(run_id)
             raise

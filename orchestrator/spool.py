@@ -71,14 +71,20 @@ class ShardSpool:
             with self._said():
                 self._write()
 
+    def finish(self) -> None:
+        """Plan the last shard (it may hold fewer rows) and complete the file; no row may be added after. A full disk
+        says so here at the latest: before the run exists, where the submission calls it."""
+        if self._writer is None:
+            return
+        with self._said():
+            if self._rows:
+                self._write()
+            self._writer.close()  # its last compressed bytes are written now
+            self._writer = None
+
     def __iter__(self) -> Iterator[PlannedShard]:
-        """The shards in order (the last one may hold fewer rows); no row may be added after."""
-        if self._writer is not None:
-            with self._said():
-                if self._rows:
-                    self._write()
-                self._writer.close()  # its last compressed bytes are written now: a full disk may say so here
-                self._writer = None
+        """The shards in order (:meth:`finish` first, where not done)."""
+        self.finish()
         self._file.seek(0)
         with gzip.GzipFile(fileobj=self._file, mode="rb") as reader:
             for line in reader:
