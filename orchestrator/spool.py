@@ -68,19 +68,18 @@ class ShardSpool:
         """One more valid row; a shard is planned and written once it holds ``shard_rows``."""
         self._rows.append(row)
         if len(self._rows) >= self._shard_rows:
-            with self._said():
-                self._write()
+            self._write()
 
     def finish(self) -> None:
         """Plan the last shard (it may hold fewer rows) and complete the file; no row may be added after. A full disk
         says so here at the latest: before the run exists, where the submission calls it."""
         if self._writer is None:
             return
+        if self._rows:
+            self._write()
         with self._said():
-            if self._rows:
-                self._write()
             self._writer.close()  # its last compressed bytes are written now
-            self._writer = None
+        self._writer = None
 
     def __iter__(self) -> Iterator[PlannedShard]:
         """The shards in order (:meth:`finish` first, where not done)."""
@@ -91,11 +90,13 @@ class ShardSpool:
                 yield _planned(json.loads(line))
 
     def _write(self) -> None:
+        """Plan the rows held as the next shard and write it (only its write's error is the spool's to say)."""
         assert self._writer is not None, "rows added after the spool was read"
         shard = self._plan(self.shards, self._rows)
         record = {"keys": shard.keys, "units": shard.units, "tasks": shard.tasks, "digest": self._digest(self._rows),
                   "signature": shard.signature}  # fmt: skip
-        self._writer.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        with self._said():
+            self._writer.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         self._rows = []
         self.shards += 1
 
