@@ -13,7 +13,7 @@ import gzip
 import json
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -112,14 +112,13 @@ class ShardSpool:
                           self._directory) from exc  # fmt: skip
 
     def close(self) -> None:
-        """Drop the spool (its file is gone with it), whatever its writer's state (a full disk may refuse its end)."""
+        """Drop the spool (its file is gone with it), whatever its state: a full disk may refuse the writer's end and
+        the file's buffer, which would hide the error said (the file's descriptor is closed all the same)."""
         writer, self._writer = self._writer, None
-        try:
+        with suppress(OSError):  # what it could not write is dropped with the file
             if writer is not None:
                 writer.close()
-        except OSError:
-            pass  # what it could not write is dropped with the file
-        finally:
+        with suppress(OSError):
             self._file.close()
 
     def __enter__(self) -> ShardSpool:

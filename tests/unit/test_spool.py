@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-#: A process whose files may not grow past 64 KiB (SIGXFSZ ignored: the write fails with EFBIG instead), as a full
+#: A process whose files may not grow past 16 KiB (SIGXFSZ ignored: the write fails with EFBIG instead), as a full
 #: disk would refuse them: its spool of 3,000 rows (~100 KiB compressed) does not fit.
 _FULL = textwrap.dedent(
     """
@@ -24,7 +24,7 @@ _FULL = textwrap.dedent(
     resolved = load_suite({"metrics": ["exact_match"]})
     rows = [Row.model_validate(r) for r in make_rows(3000)]
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
     try:
         with ShardSpool(lambda i, rs: _plan_new_shard("run", i, rs, resolved), shard_digest, 500,
                         Path(sys.argv[1])) as spool:
