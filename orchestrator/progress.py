@@ -539,9 +539,6 @@ class RichProgress:
 class PlainProgress:
     """One line every ``PLAIN_INTERVAL_S`` seconds (logs, CI)."""
 
-    #: Seconds between two progress lines.
-    interval_s = PLAIN_INTERVAL_S
-
     def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
         self.stream = stream or sys.stderr
         self.rate = _Rate()
@@ -558,7 +555,7 @@ class PlainProgress:
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         now = time.monotonic()
-        if not final and now - self.last < self.interval_s:
+        if not final and now - self.last < self.interval_s():
             return
         done, total, stopped = _units(counters)
         said = (done, total, counters.get("errors", 0), counters.get("unscorable", 0), counters.get("judge_calls", 0))
@@ -587,6 +584,10 @@ class PlainProgress:
     def stop(self) -> None:
         return None
 
+    def interval_s(self) -> float:
+        """Seconds between two progress lines (:data:`PLAIN_INTERVAL_S`, read at each update)."""
+        return PLAIN_INTERVAL_S
+
     def queued(self, text: str) -> None:
         self.behind = text
 
@@ -609,12 +610,14 @@ class InPlaceProgress(PlainProgress):
     output, which shows a bar's terminal codes as text and would pile up a plain line every few seconds. Notes get
     lines of their own above it; the last progress line stays once the run stops."""
 
-    interval_s = IN_PLACE_INTERVAL_S
-
     def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(stream)
         #: Characters of the progress line now shown (0: none is), blanked when a shorter one replaces it.
         self.width = 0
+
+    def interval_s(self) -> float:
+        """Seconds between two rewrites of the line (:data:`IN_PLACE_INTERVAL_S`, read at each update)."""
+        return IN_PLACE_INTERVAL_S
 
     def _show(self, line: str) -> None:
         self._print(f"\r{line.ljust(self.width)}", end="")

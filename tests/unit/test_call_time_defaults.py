@@ -48,3 +48,19 @@ def test_live_node_names_reads_node_ping_s_when_called(cluster: str, monkeypatch
     assert until(lambda: len(workers.live_node_names(1.0)) == 2, 120), "the cluster's two workers never answered"
     monkeypatch.setattr(workers, "NODE_PING_S", 1e-9)
     assert workers.live_node_names() == set()
+
+
+def test_the_plain_progress_line_reads_plain_interval_s_when_called(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PlainProgress bound PLAIN_INTERVAL_S as a class attribute at import: set to 0 (as the embed worker's progress
+    test does, so that no short phase falls between two lines), a second update within 5 s still printed nothing."""
+    import io
+
+    from orchestrator import progress
+
+    monkeypatch.setattr(progress, "PLAIN_INTERVAL_S", 0.0)
+    out = io.StringIO()
+    view = progress.PlainProgress(out)
+    view.start("r1")
+    view.update({"done": 1, "total": 10})
+    view.update({"done": 2, "total": 10})
+    assert [line.split(": ", 1)[1].split(" ")[0] for line in out.getvalue().splitlines()] == ["1/10", "2/10"]
