@@ -6,7 +6,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 from typing import Protocol
@@ -158,12 +158,14 @@ def loading(counters: dict[str, int]) -> bool:
     return bool(_loads(counters))
 
 
-def load_note(counters: dict[str, int]) -> str:
+def load_note(counters: dict[str, int], queues: Collection[str] | None = None) -> str:
     """``embed: loading all-MiniLM-L6-v2 on cpu (12 s)``, ``embed: encoding 1,234 texts (20 s)``: what a worker of each
-    queue does for the run before its units are written (``""`` for none, or a note going on for :data:`LOAD_NOTED_S`
-    or more: a stall's "no progress" says that one)."""
+    queue (of ``queues`` only, when given) does for the run before its units are written (``""`` for none, or a note
+    going on for :data:`LOAD_NOTED_S` or more: a stall's "no progress" says that one)."""
     notes = []
     for queue, ms in _loads(counters).items():
+        if queues is not None and queue not in queues:
+            continue
         of = f"load_of:{queue}:"
         doing = next((key[len(of) :] for key in counters if key.startswith(of)), "at work")
         took = f"{ms / 1000:.0f} s" if ms < 60_000 else fmt_duration(ms / 1000)
@@ -379,11 +381,11 @@ class _Rate:
         """The run waits its turn behind other runs' messages: not idle, its idle time counts from the end of that."""
         self.changed = time.monotonic()
 
-    def _began(self, counters: dict[str, int]) -> bool:
+    def _began(self, counters: dict[str, int], key: str = "done") -> bool:
         """Whether a unit of the attempt was done (``done`` past ``before:done``, or past the first counters seen for a
-        store without the stamp)."""
+        store without the stamp); of one queue's for ``key`` ``done:{queue}``."""
         base = work_before(counters) if _work_s(counters) is not None else self.base or {}
-        return counters.get("done", 0) > base.get("done", 0)
+        return counters.get(key, 0) > base.get(key, 0)
 
     def idle_note(self, counters: dict[str, int]) -> str:
         """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S, or for
@@ -392,14 +394,19 @@ class _Rate:
         nothing then. What the judge calls wait on instead, when they wait at the rate limiter (:func:`wait_note`): a
         run held by its ``--rpm`` or a provider's 429 is not stuck. None for a cancelled run: nothing is left to come
         but its summary (its skipped chunks may stay unwritten), which is no stall. A worker loading its model or
-        encoding for the run (:func:`load_note`) is at work, not idle, and is said at once until the attempt's first
-        units are done (its ETA then: an embed worker encodes most of the time, its note would hide the ETA)."""
+        encoding for the run (:func:`load_note`) is at work, not idle, and is said at once until its queue's first
+        units of the attempt are done (its ETA then: an embed worker encodes most of the time, its note would hide
+        the ETA)."""
         done, total = counters.get("done", 0), counters.get("total", 0)
         if done >= total or scored_of(counters) is not None:
             return ""
         if loading(counters):
             self.changed = time.monotonic()
-            return "" if self._began(counters) else wait_note(counters)
+            if not self._began(counters):
+                return wait_note(counters)
+            # the queues of no unit yet (a model still loading while the cpu queue scores): said; the others' ETA shows
+            fresh = [q for q in _loads(counters) if f"total:{q}" in counters and not self._began(counters, f"done:{q}")]
+            return load_note(counters, fresh)
         # a load past LOAD_NOTED_S: no unit was done all the while it loaded, not just since it passed the bound
         idle = max(time.monotonic() - self.changed, _load_s(counters))
         if idle < self.idle_after:

@@ -684,6 +684,25 @@ def test_a_chunk_encoding_is_said_until_the_attempts_first_units_then_the_eta_is
     assert re.search(r" ETA \d+s ", last) and "encoding" not in last and "no progress" not in last, last
 
 
+def test_a_model_still_loading_is_said_after_another_queues_first_units(clock: Clock) -> None:
+    """The encoding rule took the run's first units for every queue's: once the cpu queue's first chunk was done, a
+    model still loading on the embed queue (minutes on a cold GPU host) left the line at ``ETA ?`` with no reason (no
+    ETA while a queue with work left has done none). Said until the embed queue's own first units; then the ETA."""
+    loading_model = {"load_ms:embed": 30_000, "load_of:embed:loading all-MiniLM-L6-v2 on cuda": 1}
+    counters = {"done": 100, "total": 1000, "done:cpu": 100, "total:cpu": 500, "done:embed": 0, "total:embed": 500,
+                "work_ms": 31_000, "before:done": 0, "before:done:cpu": 0, "before:done:embed": 0}  # fmt: skip
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update(counters | loading_model, final=True)
+    line = out.getvalue().splitlines()[-1]
+    assert "ETA ? (embed: loading all-MiniLM-L6-v2 on cuda (30 s))" in line, line
+    clock.advance(20.0)
+    view.update(counters | {"done": 300, "done:cpu": 200, "done:embed": 100, "work_ms": 51_000} | ENCODING, final=True)
+    line = out.getvalue().splitlines()[-1]
+    assert re.search(r" ETA \d+s ", line) and "embed:" not in line, line
+
+
 def test_the_eta_is_never_sooner_than_the_judges_rpm_lets_its_calls_left_go(clock: Clock) -> None:
     """``--rpm 120``: the limiter's first burst did 13 of 400 judge units in 1.5 s (8.7/s): ETA 45 s by that rate. The
     387 units left take 387 calls at least (400 less the 13 sent), 120 a minute: the ETA is no sooner than 3 minutes,
