@@ -173,6 +173,22 @@ def load_note(counters: dict[str, int], queues: Collection[str] | None = None) -
     return "; ".join(notes)
 
 
+def unbegun_load_note(counters: dict[str, int], base: dict[str, int], now: float | None = None) -> str:
+    """:func:`wait_note` for a run at work where a queue with work of its own (``total:{queue}``) has done none of the
+    attempt's (``done:{queue}`` not past ``base``'s) while its worker loads a model or encodes: a model still loading
+    on a cold GPU host while the cpu queue scores; its ETA can say nothing then. ``""`` where every loading queue
+    has begun: its note would hide the ETA (an embed worker encodes nearly all the time)."""
+    fresh = [
+        q
+        for q in _loads(counters)
+        if f"total:{q}" in counters and counters.get(f"done:{q}", 0) <= base.get(f"done:{q}", 0)
+    ]
+    if not fresh:
+        return ""
+    notes = [_stage_wait_note(stage, counters, now) for stage in _STAGES]
+    return "; ".join(note for note in (*notes, load_note(counters, fresh)) if note)
+
+
 def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) -> str:
     """:func:`wait_note` of one stage's calls."""
     limit_of, whose, calls = _STAGES[stage]
@@ -381,11 +397,14 @@ class _Rate:
         """The run waits its turn behind other runs' messages: not idle, its idle time counts from the end of that."""
         self.changed = time.monotonic()
 
-    def _began(self, counters: dict[str, int], key: str = "done") -> bool:
-        """Whether a unit of the attempt was done (``done`` past ``before:done``, or past the first counters seen for a
-        store without the stamp); of one queue's for ``key`` ``done:{queue}``."""
-        base = work_before(counters) if _work_s(counters) is not None else self.base or {}
-        return counters.get(key, 0) > base.get(key, 0)
+    def _base(self, counters: dict[str, int]) -> dict[str, int]:
+        """The counters before the attempt's work: ``before:{counter}``, or the first seen for a store without the
+        stamp."""
+        return work_before(counters) if _work_s(counters) is not None else self.base or {}
+
+    def _began(self, counters: dict[str, int]) -> bool:
+        """Whether a unit of the attempt was done (``done`` past its :meth:`_base`)."""
+        return counters.get("done", 0) > self._base(counters).get("done", 0)
 
     def idle_note(self, counters: dict[str, int]) -> str:
         """``no progress for 25 s`` once no unit was done and no judge or target call sent for IDLE_NOTE_S, or for
@@ -402,11 +421,7 @@ class _Rate:
             return ""
         if loading(counters):
             self.changed = time.monotonic()
-            if not self._began(counters):
-                return wait_note(counters)
-            # the queues of no unit yet (a model still loading while the cpu queue scores): said; the others' ETA shows
-            fresh = [q for q in _loads(counters) if f"total:{q}" in counters and not self._began(counters, f"done:{q}")]
-            return load_note(counters, fresh)
+            return unbegun_load_note(counters, self._base(counters)) if self._began(counters) else wait_note(counters)
         # a load past LOAD_NOTED_S: no unit was done all the while it loaded, not just since it passed the bound
         idle = max(time.monotonic() - self.changed, _load_s(counters))
         if idle < self.idle_after:

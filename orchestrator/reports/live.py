@@ -28,7 +28,7 @@ from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..floors import eta_floor_s
-from ..progress import IDLE_NOTE_S, WINDOW_S, RecentRate, at_least, fmt_duration, wait_note
+from ..progress import IDLE_NOTE_S, WINDOW_S, RecentRate, at_least, fmt_duration, unbegun_load_note, wait_note
 from ..terminal import results_command, resume_command, shown
 
 if TYPE_CHECKING:
@@ -231,10 +231,11 @@ class StatusView:
         :data:`~orchestrator.progress.IDLE_NOTE_S` (or none yet), as the progress bar: a run at work, whose calls a
         busy limiter holds a second or two, had the line come and go from one refresh to the next (an ended run's
         counters have no wait: :meth:`RunStore.progress`). A worker loading its model or encoding for the run is said
-        at once until the run's first units are done, as the progress bar says it."""
+        at once until its queue's first units of the attempt are done (:func:`unbegun_load_note`), as the progress
+        bar says it."""
         idle = self.idle_s(now)
         if idle is not None and idle < IDLE_NOTE_S:
-            return ""
+            return unbegun_load_note(counters, work_before(counters), now)
         return wait_note(counters, now)
 
     def stalled(self, now: float) -> bool:

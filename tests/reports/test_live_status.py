@@ -644,3 +644,22 @@ def test_a_workers_encoding_is_said_until_the_runs_first_units_then_only_once_it
     assert "embed: encoding 1,234 texts (4 s)" in said({}, 1010.0)  # nothing done yet
     assert "encoding" not in said({"progress_at": "1008.0"}, 1010.0)  # a unit done 2 s ago: at work, its ETA stands
     assert "embed: encoding 1,234 texts (4 s)" in said({"progress_at": "1008.0"}, 1008.0 + IDLE_NOTE_S + 1)
+
+
+def test_a_model_still_loading_is_said_while_another_queue_scores() -> None:
+    """Status kept the load note for 10 s without a unit: on a cold GPU host, the cpu queue writing every few seconds,
+    the embed row read no ETA and no reason while its model loaded for minutes. Said at once until the embed queue's
+    own first units, as the progress bar says it; then not (its ETA stands)."""
+    loading_model = {"load_ms:embed": 90_000, "load_of:embed:loading all-MiniLM-L6-v2 on cuda": 1}
+
+    def said(embed_done: int) -> str:
+        view = StatusView(SUITE_META | {"progress_at": "1098.0"})  # a cpu unit done 2 s ago: the run is at work
+        counters = {"done:cpu": 300, "total:cpu": 600, "done:embed": embed_done, "total:embed": 600,
+                    "done": 300 + embed_done, "total": 1200} | loading_model  # fmt: skip
+        view.add(Sample(1100.0, counters))
+        console = Console(record=True, width=250)
+        console.print(view.render("run-x"))
+        return " ".join(console.export_text().split())
+
+    assert "embed: loading all-MiniLM-L6-v2 on cuda (1m30s)" in said(0), said(0)
+    assert "loading" not in said(40), said(40)

@@ -703,6 +703,24 @@ def test_a_model_still_loading_is_said_after_another_queues_first_units(clock: C
     assert re.search(r" ETA \d+s ", line) and "embed:" not in line, line
 
 
+def test_a_resumed_queues_earlier_units_do_not_count_as_its_first_and_a_429_pause_is_said_beside_its_load(
+    clock: Clock,
+) -> None:
+    """A resume's embed queue had 200 units before it (``before:done:embed``): those are not this attempt's, so its
+    model's load is still said while the cpu queue scores; a provider's 429 pause is said beside it (the line has no
+    ETA to keep then)."""
+    loading_model = {"load_ms:embed": 30_000, "load_of:embed:loading all-MiniLM-L6-v2 on cuda": 1}
+    paused = {"judge_wait_ms": 40_000, "judge_wait_pause": 1}
+    counters = {"done": 400, "total": 1000, "done:cpu": 200, "total:cpu": 500, "done:embed": 200, "total:embed": 500,
+                "work_ms": 31_000, "before:done": 300, "before:done:cpu": 100, "before:done:embed": 200}  # fmt: skip
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    view.update(counters | loading_model | paused, final=True)
+    line = out.getvalue().splitlines()[-1]
+    assert "embed: loading all-MiniLM-L6-v2 on cuda (30 s)" in line and "paused by the provider's 429" in line, line
+
+
 def test_the_eta_is_never_sooner_than_the_judges_rpm_lets_its_calls_left_go(clock: Clock) -> None:
     """``--rpm 120``: the limiter's first burst did 13 of 400 judge units in 1.5 s (8.7/s): ETA 45 s by that rate. The
     387 units left take 387 calls at least (400 less the 13 sent), 120 a minute: the ETA is no sooner than 3 minutes,
