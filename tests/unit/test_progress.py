@@ -684,22 +684,28 @@ def test_a_chunk_encoding_is_said_until_the_attempts_first_units_then_the_eta_is
     assert re.search(r" ETA \d+s ", last) and "encoding" not in last and "no progress" not in last, last
 
 
+LOADING_ON_CUDA = {"load_ms:embed": 30_000, "load_of:embed:loading all-MiniLM-L6-v2 on cuda": 1}
+
+
+def _said(view: PlainProgress, out: io.StringIO, counters: dict[str, int]) -> str:
+    """The line ``view`` prints for ``counters`` (a final update: printed whatever the interval)."""
+    view.update(counters, final=True)
+    return out.getvalue().splitlines()[-1]
+
+
 def test_a_model_still_loading_is_said_after_another_queues_first_units(clock: Clock) -> None:
     """The encoding rule took the run's first units for every queue's: once the cpu queue's first chunk was done, a
     model still loading on the embed queue (minutes on a cold GPU host) left the line at ``ETA ?`` with no reason (no
     ETA while a queue with work left has done none). Said until the embed queue's own first units; then the ETA."""
-    loading_model = {"load_ms:embed": 30_000, "load_of:embed:loading all-MiniLM-L6-v2 on cuda": 1}
     counters = {"done": 100, "total": 1000, "done:cpu": 100, "total:cpu": 500, "done:embed": 0, "total:embed": 500,
                 "work_ms": 31_000, "before:done": 0, "before:done:cpu": 0, "before:done:embed": 0}  # fmt: skip
     out = io.StringIO()
     view = PlainProgress(out)
     view.start("r1")
-    view.update(counters | loading_model, final=True)
-    line = out.getvalue().splitlines()[-1]
+    line = _said(view, out, counters | LOADING_ON_CUDA)
     assert "ETA ? (embed: loading all-MiniLM-L6-v2 on cuda (30 s))" in line, line
     clock.advance(20.0)
-    view.update(counters | {"done": 300, "done:cpu": 200, "done:embed": 100, "work_ms": 51_000} | ENCODING, final=True)
-    line = out.getvalue().splitlines()[-1]
+    line = _said(view, out, counters | {"done": 300, "done:cpu": 200, "done:embed": 100, "work_ms": 51_000} | ENCODING)
     assert re.search(r" ETA \d+s ", line) and "embed:" not in line, line
 
 
@@ -709,15 +715,13 @@ def test_a_resumed_queues_earlier_units_do_not_count_as_its_first_and_a_429_paus
     """A resume's embed queue had 200 units before it (``before:done:embed``): those are not this attempt's, so its
     model's load is still said while the cpu queue scores; a provider's 429 pause is said beside it (the line has no
     ETA to keep then)."""
-    loading_model = {"load_ms:embed": 30_000, "load_of:embed:loading all-MiniLM-L6-v2 on cuda": 1}
     paused = {"judge_wait_ms": 40_000, "judge_wait_pause": 1}
     counters = {"done": 400, "total": 1000, "done:cpu": 200, "total:cpu": 500, "done:embed": 200, "total:embed": 500,
                 "work_ms": 31_000, "before:done": 300, "before:done:cpu": 100, "before:done:embed": 200}  # fmt: skip
     out = io.StringIO()
     view = PlainProgress(out)
     view.start("r1")
-    view.update(counters | loading_model | paused, final=True)
-    line = out.getvalue().splitlines()[-1]
+    line = _said(view, out, counters | LOADING_ON_CUDA | paused)
     assert "embed: loading all-MiniLM-L6-v2 on cuda (30 s)" in line and "paused by the provider's 429" in line, line
 
 
