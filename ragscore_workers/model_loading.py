@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -24,7 +24,7 @@ import redis
 from .embedding import Noting
 from .store import LOADING_PART, RunStore, loading_value
 
-__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "model_loading", "noting", "noting_loads"]
+__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "noting", "noting_loads"]
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +38,6 @@ def _store_ms(client: Any) -> int:
     """The store's clock (Redis ``TIME``), ms: the readers date the note on it."""
     seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
-
-
-def model_loading(client: Any, run_id: str, queue: str, model: str, device: str) -> AbstractContextManager[None]:
-    """Note, for ``run_id``, that this process loads ``model`` on ``device`` to serve ``queue`` while the block runs
-    (:func:`noting`)."""
-    return noting(client, run_id, queue, f"loading {model} on {device}")
 
 
 @contextmanager

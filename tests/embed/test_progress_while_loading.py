@@ -78,7 +78,7 @@ import sys, time
 from ragscore_workers import model_loading
 from ragscore_workers.store import redis_client
 model_loading.LOAD_TTL_S, model_loading.LOAD_BEAT_S = 2.0, 0.2
-with model_loading.model_loading(redis_client(sys.argv[1]), sys.argv[2], "embed", "big-model", "cuda:0"):
+with model_loading.noting(redis_client(sys.argv[1]), sys.argv[2], "embed", "loading big-model on cuda:0"):
     print("loading", flush=True)
     time.sleep(3600)
 """
@@ -109,6 +109,6 @@ def test_a_load_that_fails_while_redis_is_down_raises_its_own_error_not_one_chai
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
     client = redis.Redis(port=port, socket_connect_timeout=1)
     with pytest.raises(ValueError, match="no such model") as raised:
-        with model_loading.model_loading(client, "r1", "embed", "big-model", "cpu"):
+        with model_loading.noting(client, "r1", "embed", "loading big-model on cpu"):
             raise ValueError("no such model")
     assert raised.value.__context__ is None, repr(raised.value.__context__)
