@@ -385,8 +385,7 @@ def _submit_shard(
 ) -> int:
     """Plan and send a new shard (a resume's that the cut-off submission never reached); returns its tasks."""
     shard = _plan_new_shard(run_id, index, rows, resolved, generation)
-    _send_shard(store, run_id, index, PlannedShard(shard.keys, shard.units, shard.tasks, shard_digest(rows),
-                                                   shard.signature))  # fmt: skip
+    _send_shard(store, run_id, index, PlannedShard.of(shard, shard_digest(rows)))
     return shard.tasks
 
 

@@ -14,7 +14,7 @@ import json
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -41,6 +41,11 @@ class PlannedShard:
     tasks: int
     digest: str
     signature: Signature
+
+    @classmethod
+    def of(cls, shard: Shard, digest: str) -> PlannedShard:
+        """``shard`` as it is sent, with ``digest`` (what a resume checks its rows by)."""
+        return cls(shard.keys, shard.units, shard.tasks, digest, shard.signature)
 
 
 class ShardSpool:
@@ -92,9 +97,8 @@ class ShardSpool:
     def _write(self) -> None:
         """Plan the rows held as the next shard and write it (only its write's error is the spool's to say)."""
         assert self._writer is not None, "rows added after the spool was read"
-        shard = self._plan(self.shards, self._rows)
-        record = {"keys": shard.keys, "units": shard.units, "tasks": shard.tasks, "digest": self._digest(self._rows),
-                  "signature": shard.signature}  # fmt: skip
+        planned = PlannedShard.of(self._plan(self.shards, self._rows), self._digest(self._rows))
+        record = {field.name: getattr(planned, field.name) for field in fields(planned)}
         with self._said():
             self._writer.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         self._rows = []
@@ -130,5 +134,4 @@ class ShardSpool:
 
 def _planned(record: dict[str, Any]) -> PlannedShard:
     """A spooled shard, its chord rebuilt from its JSON (the same messages, sent by the same app)."""
-    return PlannedShard(keys=record["keys"], units=record["units"], tasks=record["tasks"], digest=record["digest"],
-                        signature=signature(record["signature"], app=app))  # fmt: skip
+    return PlannedShard(**record | {"signature": signature(record["signature"], app=app)})
