@@ -128,7 +128,7 @@ _STAGES = {"judge": ("the judge rate limit", "the provider's", "judge"),
            "target": ("the target's rate limit", "the target's", "target")}  # fmt: skip
 
 
-def wait_note(counters: dict[str, int], now: float | None = None) -> str:
+def wait_note(counters: dict[str, int], now: float | None = None, queues: Collection[str] | None = None) -> str:
     """What the run's judge and target calls wait on at the shared rate limiter, from :meth:`RunStore.progress`'s
     ``judge_wait_*`` and ``target_wait_*`` counters (``""`` for nothing; both joined by ``; ``): ``waiting on the judge
     rate limit (600 RPM): next judge call in 4 s``, ``waiting on target rag-v1's rate limit (60 RPM): next target call
@@ -137,9 +137,9 @@ def wait_note(counters: dict[str, int], now: float | None = None) -> str:
     keeps after a 429, ``paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s`` (``paused until
     10:32:05 UTC (the provider's rate-limit headers say its budget is spent): next judge call in 40 s`` when headers
     paused it). ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a pause. A worker
-    loading its model or encoding for the run is said too: :func:`load_note`."""
+    loading its model or encoding for the run is said too (of ``queues`` only, when given): :func:`load_note`."""
     notes = [_stage_wait_note(stage, counters, now) for stage in _STAGES]
-    return "; ".join(note for note in (*notes, load_note(counters)) if note)
+    return "; ".join(note for note in (*notes, load_note(counters, queues)) if note)
 
 
 def _loads(counters: dict[str, int]) -> dict[str, int]:
@@ -183,10 +183,7 @@ def unbegun_load_note(counters: dict[str, int], base: dict[str, int], now: float
         for q in _loads(counters)
         if f"total:{q}" in counters and counters.get(f"done:{q}", 0) <= base.get(f"done:{q}", 0)
     ]
-    if not fresh:
-        return ""
-    notes = [_stage_wait_note(stage, counters, now) for stage in _STAGES]
-    return "; ".join(note for note in (*notes, load_note(counters, fresh)) if note)
+    return wait_note(counters, now, fresh) if fresh else ""
 
 
 def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) -> str:
