@@ -4,21 +4,59 @@ this command's stderr (the journal, the container's log), URL passwords hidden i
 Neither may stall a worker: a worker blocks once its output pipe is full, so the copier never waits on stderr (a
 supervisor may capture it and stop reading). It hands each line to :class:`Echo`, whose own thread writes stderr;
 past ``ECHO_BACKLOG`` lines waiting, a line is dropped from stderr, and stderr says how many once it moves again. The
-file keeps every line."""
+file keeps every line, up to :data:`LOG_MAX_BYTES`: then it is renamed ``NAME.1`` (the one before it replaced) and
+a new one started, so a worker at ``--loglevel info`` for months keeps two files of a queue, not one that fills the
+disk."""
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from contextlib import suppress
+from pathlib import Path
 from typing import IO, TextIO
 
 from ragscore_workers.providers.errors import redact_url_passwords
 
-__all__ = ["ECHO_BACKLOG", "Echo", "tee"]
+__all__ = ["ECHO_BACKLOG", "LOG_MAX_BYTES", "Echo", "RotatingLog", "open_log", "tee"]
 
 #: Log lines waiting for stderr before further ones are dropped from it (their files keep them).
 ECHO_BACKLOG = 1000
+#: A ``ragscore worker`` log file is rotated (renamed ``NAME.1``) once a line would take it past this size.
+LOG_MAX_BYTES = 64 * 1024 * 1024
+
+
+def open_log(path: Path) -> IO[bytes]:
+    """``path`` opened to append, created the owner's only (its lines hold excerpts of item data and replies)."""
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")  # noqa: SIM115
+
+
+class RotatingLog:
+    """A worker's log file that, once a line would take it past :data:`LOG_MAX_BYTES` (read at each write), is
+    renamed ``PATH.1`` (replacing the one before) and started again; whole lines only, none lost."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open_log(path)
+        self._size = os.fstat(self._file.fileno()).st_size
+
+    def write(self, line: bytes) -> None:
+        """Append ``line`` and flush it, rotating first when it would not fit."""
+        if self._size and self._size + len(line) > LOG_MAX_BYTES:
+            self._rotate()
+        self._file.write(line)
+        self._file.flush()
+        self._size += len(line)
+
+    def _rotate(self) -> None:
+        self._file.close()
+        os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+        self._file = open_log(self.path)
+        self._size = 0
+
+    def close(self) -> None:
+        self._file.close()
 
 
 class Echo:
@@ -55,17 +93,20 @@ class Echo:
                 self.stream.flush()
 
 
-def tee(source: IO[bytes], log: IO[bytes], echo: Echo, prefix: str) -> None:
-    """Copy a worker's output, line by line, to its log file and to ``echo`` (with ``prefix``), URL passwords
-    hidden in both, until the worker and its pool processes close it; closes ``source`` and ``log``. Waits on
-    neither (a full disk loses lines, it stalls no worker)."""
+def tee(source: IO[bytes], log_path: Path, echo: Echo, prefix: str) -> None:
+    """Copy a worker's output, line by line, to its log file at ``log_path`` (a :class:`RotatingLog`) and to
+    ``echo`` (with ``prefix``), URL passwords hidden in both, until the worker and its pool processes close it;
+    closes ``source`` and the file. Waits on neither (a full disk loses lines, it stalls no worker)."""
     dropped = 0
-    with source, log:
-        for raw in source:
-            line = redact_url_passwords(raw.decode(errors="replace"))
-            with suppress(OSError):
-                log.write(line.encode())
-                log.flush()
-            dropped = 0 if echo.offer(prefix, line, dropped) else dropped + 1
+    log = RotatingLog(log_path)
+    try:
+        with source:
+            for raw in source:
+                line = redact_url_passwords(raw.decode(errors="replace"))
+                with suppress(OSError):
+                    log.write(line.encode())
+                dropped = 0 if echo.offer(prefix, line, dropped) else dropped + 1
+    finally:
+        log.close()
     if dropped:  # the worker is gone: waiting a little on stderr stalls nothing
         echo.offer(prefix, None, dropped, wait=5.0)

@@ -33,7 +33,7 @@ from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.limits import usable_cpus
 from ragscore_workers.redaction import redact_url
 
-from .worker_echo import Echo, tee
+from .worker_echo import Echo, open_log, tee
 
 __all__ = [
     "POOL_DEFAULTS",
@@ -57,8 +57,9 @@ log = logging.getLogger(__name__)
 #: A queue's worker may be restarted this many times within RESTART_WINDOW_S before the run gives up.
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
-#: Worker logs (``worker-QUEUE-PID.log``, one set per run's process) older than this are removed when workers start,
-#: so a home that served a notebook's thousand evaluate() calls does not keep a thousand sets.
+#: Worker logs (``worker-QUEUE-PID.log``, one set per run's process, and ``ragscore worker``'s rotated
+#: ``worker-QUEUE-PID.log.1``) older than this are removed when workers start, so a home that served a notebook's
+#: thousand evaluate() calls does not keep a thousand sets.
 LOG_KEEP_S = 14 * 24 * 3600
 #: ``ragscore worker``'s node name for each queue's worker (``--name``'s default): ``{queue}`` and ``{n}`` filled in,
 #: ``{n}`` the first number from 1 that no live worker of the cluster, nor another of its ``ragscore worker`` processes
@@ -242,7 +243,7 @@ def prune_logs(log_dir: Path, keep_s: float | None = None) -> int:
     """Remove the worker logs in ``log_dir`` not written to for ``keep_s`` seconds (None: :data:`LOG_KEEP_S`, read
     at each call); returns how many went."""
     cutoff, removed = time.time() - (LOG_KEEP_S if keep_s is None else keep_s), 0
-    for path in log_dir.glob("worker-*.log"):
+    for path in [*log_dir.glob("worker-*.log"), *log_dir.glob("worker-*.log.1")]:
         try:
             if path.stat().st_mtime < cutoff:
                 path.unlink()
@@ -309,26 +310,26 @@ class LocalWorkers:
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
         self.logs[queue] = log_path
         self._oom_kills[queue] = oom_kills()
-        log = open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")  # noqa: SIM115
+        # the embedded mode's worker writes its file itself; ``ragscore worker``'s copier writes it (rotated)
+        log = open_log(log_path) if self.echo is None else subprocess.PIPE
         try:
             # its own process group (stopped as one); SIGTERM when this process dies (no orphans after kill -9)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ragscore_workers.die_with_parent", str(os.getpid()),
                  *worker_command(queue, self.concurrency.get(queue), self.loglevel, self.names.get(queue))],
-                stdout=log if self.echo is None else subprocess.PIPE,
+                stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
             )  # fmt: skip
-        except BaseException:
-            log.close()
-            raise
+        finally:
+            if not isinstance(log, int):  # not the pipe: the worker holds its own copy of the file
+                log.close()
         self.procs[queue] = proc
         if self.echo is None or proc.stdout is None:
-            log.close()
             return
-        copier = threading.Thread(target=tee, args=(proc.stdout, log, self.echo, f"[{queue}] "), daemon=True)
+        copier = threading.Thread(target=tee, args=(proc.stdout, log_path, self.echo, f"[{queue}] "), daemon=True)
         copier.start()
         self._tees = [*(t for t in self._tees if t.is_alive()), copier]
 

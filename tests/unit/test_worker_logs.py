@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from orchestrator import worker_echo
+from orchestrator.worker_echo import Echo, tee
 from orchestrator.workers import LOG_KEEP_S, LocalWorkers
 from ragscore_workers.cgroups import cpu_limit
 
@@ -18,13 +23,38 @@ def test_starting_workers_removes_their_logs_older_than_two_weeks_and_nothing_el
     logs = tmp_path / "logs"
     logs.mkdir()
     old, recent, other = logs / "worker-cpu-101.log", logs / "worker-judge-202.log", logs / "notes.txt"
-    for path in (old, recent, other):
+    old_rotated = logs / "worker-cpu-101.log.1"  # ``ragscore worker``'s rotated file
+    for path in (old, recent, other, old_rotated):
         path.write_text("x")
     long_ago = time.time() - LOG_KEEP_S - 3600
-    os.utime(old, (long_ago, long_ago))
-    os.utime(other, (long_ago, long_ago))
+    for path in (old, other, old_rotated):
+        os.utime(path, (long_ago, long_ago))
     LocalWorkers("redis://127.0.0.1:1/0", [], logs).start()  # no queue: nothing spawned
     assert sorted(p.name for p in logs.iterdir()) == ["notes.txt", "worker-judge-202.log"]
+
+
+def test_a_ragscore_worker_log_is_rotated_at_its_size_cap_keeping_whole_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At ``--loglevel info`` a worker logs every task: its file grew for as long as it ran (months on a cluster
+    host) until the disk filled. Past LOG_MAX_BYTES it is renamed NAME.1 and started again, no line cut or lost
+    from the newest ones, stderr still given every line."""
+    monkeypatch.setattr(worker_echo, "LOG_MAX_BYTES", 2000)
+    printer = "import sys\nfor i in range(300): print(f'line {i:03d} of a worker log at info level')"
+    child = subprocess.Popen([sys.executable, "-c", printer], stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    log, stderr = tmp_path / "worker-cpu-7.log", io.StringIO()
+    echo = Echo(stderr)
+    tee(child.stdout, log, echo, "[cpu] ")
+    echo.close(timeout=60)
+    assert child.wait(timeout=60) == 0
+    rotated = log.with_name("worker-cpu-7.log.1")
+    kept = rotated.read_text().splitlines() + log.read_text().splitlines()
+    assert 0 < log.stat().st_size <= 2000 and 1000 < rotated.stat().st_size <= 2000
+    assert (log.stat().st_mode & 0o777, rotated.stat().st_mode & 0o777) == (0o600, 0o600)
+    last = [f"line {i:03d} of a worker log at info level" for i in range(300 - len(kept), 300)]
+    assert kept == last  # the newest lines, whole and in order
+    assert len(stderr.getvalue().splitlines()) == 300
 
 
 def test_worker_logs_are_the_owners_only_whatever_the_umask(tmp_path: Path) -> None:
