@@ -269,8 +269,30 @@ CURLY_QUOTES = "“”‘’"
 CURLY_HINT = "; its quotes are typographic (“ ” ‘ ’, as AutoCorrect types them): JSON's are straight (\")"
 
 
-def _csv_record(header: list[str], cells: list[str], line: int) -> Record | RowError:
+#: A CSV separator by name, as an error tells where a quote should go.
+DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
+
+
+def _spaced_quote(header: list[str], cells: list[str], delimiter: str) -> str:
+    """The error of a row holding a quote typed after a space to open a cell (``a, "x, y"``), else "". The csv
+    module (and pandas, and Excel) reads such a quote as text, so its cell ends at the next separator or line
+    end: a cell that opens with spaces and a quote and holds an odd number of quotes was cut there, the quote's
+    partner in a later cell or line. A cell quoted whole after a space (``a, "x"``) stays as typed, quotes and all."""
+    for i, cell in enumerate(cells):
+        if cell[:1] == " " and cell.lstrip(" ")[:1] == '"' and cell.count('"') % 2:
+            column = repr(header[i]) if i < len(header) and header[i] else f"{i + 1}"
+            separator = DELIMITER_NAMES.get(delimiter, repr(delimiter))
+            typed = cell.strip() if len(cell.strip()) <= 40 else f"{cell.strip()[:40]}..."
+            return (f"column {column}: a quote typed after a space ({typed!r}) is text in CSV, not the start of a "
+                    f"quoted cell, so the cell ends at the next {separator} or line end: remove the spaces between "
+                    f"the {separator} and the quote")  # fmt: skip
+    return ""
+
+
+def _csv_record(header: list[str], cells: list[str], line: int, delimiter: str) -> Record | RowError:
     text = ",".join(cells)
+    if error := _spaced_quote(header, cells, delimiter):
+        return RowError(line, error, text)
     if len(cells) > len(header):
         return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", text)
     if _not_utf8(text):
@@ -351,17 +373,21 @@ class _LineFeed:
 def _quote_gone_wrong(text: str, delimiter: str, strays: bool = True) -> bool:
     """The csv module's reading of quotes (default dialect), over the text of one row: True when a quoted cell is
     never closed, or (with ``strays``) is closed by a quote followed by anything but the delimiter, another quote
-    or a line end.
+    or a line end, or spaces before one of them (``"x" , y``: the csv module keeps them in the cell, ``x ``, as it
+    does on a row of one line).
     Only the quotes are visited (``str.find``): a row of long multi-line cells costs no Python step a character."""
     ends = (delimiter, "\r", "\n")
     quoted = False
     at = text.find('"')
     while at != -1:
         if quoted:
-            after = text[at + 1 : at + 2]
-            if after == '"':  # "" is a quote in the cell
+            if text[at + 1 : at + 2] == '"':  # "" is a quote in the cell
                 at = text.find('"', at + 2)
                 continue
+            end = at + 1
+            while text[end : end + 1] == " ":  # spaces typed before the separator
+                end += 1
+            after = text[end : end + 1]
             if strays and after and after not in ends:
                 return True
             quoted = False
@@ -441,7 +467,7 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             else:
                 if not feed.unbalanced():
                     if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
-                        yield start, _csv_record(header, cells, start)
+                        yield start, _csv_record(header, cells, start, delimiter)
                     continue
                 error = (
                     f"unterminated quote: the row runs from line {start} to {feed.line}"

@@ -595,6 +595,54 @@ def test_a_csv_quote_never_closed_is_one_bad_row_and_every_later_row_is_read(tmp
         assert [(line, r.id) for line, r in found[1:]] == [(n, f"r{n}") for n in range(3, lines + 1)], name
 
 
+SPACED_QUOTE = (
+    "column 'question': a quote typed after a space ('\"x') is text in CSV, not the start of a quoted cell, so "
+    "the cell ends at the next {0} or line end: remove the spaces between the {0} and the quote"
+)
+
+
+@pytest.mark.parametrize(("delimiter", "name"), [(",", "comma"), (";", "semicolon")])
+def test_a_csv_quote_typed_after_a_space_is_a_bad_row_saying_to_remove_the_space(
+    tmp_path: Path, delimiter: str, name: str
+) -> None:
+    """``a, "x, y"`` (as people type it) read its quote as text, as the csv module, pandas and Excel do: the row
+    was 'more cells than header columns', or, with fewer, a question ' "x' and a reference ' y"' without a word;
+    over two lines, one row's quoted cell became two rows. Each such row says where its quote goes; others load."""
+    path = tmp_path / "d.csv"
+    d = delimiter
+    path.write_text(
+        f"id{d}question{d}answer\n"
+        f'a{d} "x{d} y"{d}z\n'  # line 2: 'more cells than header columns (4 of 3)' before
+        f'b{d} "x{d} y"\n'  # line 3: as many cells as the header, silently question ' "x' and answer ' y"' before
+        f'c{d} "x\n'  # line 4: a quote meant to open a cell of two lines
+        f"d{d}q{d}ok\n"
+        f'e{d} "quoted whole"{d}ok\n',  # a cell quoted whole after a space stays as typed
+        encoding="utf-8",
+    )
+    found = list(iter_rows(path))
+    errors = [(line, r.error) for line, r in found if isinstance(r, RowError)]
+    assert errors == [(n, SPACED_QUOTE.format(name)) for n in (2, 3, 4)]
+    assert [(line, r.id, r.question) for line, r in found if isinstance(r, Row)] == [
+        (5, "d", "q"),
+        (6, "e", ' "quoted whole"'),
+    ]
+
+
+def test_a_csv_quote_closed_before_spaces_is_closed_in_a_row_of_several_lines(tmp_path: Path) -> None:
+    """``"x" , z``: a quoted cell of two lines, closed and followed by a space before the comma, was 'unterminated
+    quote: the row runs from line 2 to 3', and its second line read again as a row of its own (id 'more" '). The
+    csv module keeps the spaces in the cell (``x ``), as on a row of one line."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,question,answer\na,"x\nmore" , z\nb,"y"  ,w\nc,"p\nq"  \nd,q,ok\n', encoding="utf-8")
+    found = list(iter_rows(path))
+    assert [(line, r.id, r.question, r.answer) for line, r in found] == [
+        (2, "a", "x\nmore ", " z"),
+        (4, "b", "y  ", "w"),
+        (5, "c", "p\nq  ", None),
+        (7, "d", "q", "ok"),
+    ]
+
+
 def test_a_csv_cell_past_the_limit_is_one_bad_row_saying_so(tmp_path: Path) -> None:
     """A cell over the 64 MiB a cell may hold was the csv module's 'CSV: field larger than field limit (67108864)',
     which says nothing of cells nor of the limit as docs/datasets.md gives it."""
