@@ -140,13 +140,16 @@ TpdOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option("--tpd", help="Judge: tokens per day (in place of the suite's judge.tpd)"),
 ]
-DATASET_HELP = "Dataset file (.jsonl, .csv, .json, each may be .gz; .parquet), or a directory for --format eval-points"
+DATASET_HELP = (
+    "Dataset file (.jsonl, .csv, .json, each may be .gz; .parquet), or a directory: eval-points, or a "
+    "Hugging Face datasets save_to_disk folder"
+)
 FormatOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
         "--format",
-        help="jsonl, csv, json (each may be .gz), parquet, nlp-project, eval-points, auto-analyst or socioscope "
-        "(default: detected)",
+        help="jsonl, csv, json (each may be .gz), parquet, hf-disk, nlp-project, eval-points, auto-analyst or "
+        "socioscope (default: detected)",
     ),
 ]
 ChunkSizeOpt = Annotated[Optional[list[str]], typer.Option("--chunk-size", help="QUEUE=N")]  # noqa: UP045

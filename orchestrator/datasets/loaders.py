@@ -581,7 +581,17 @@ def _iter_parquet(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Recor
     return iter_parquet(path)
 
 
-FORMATS = {"jsonl": _iter_jsonl, "csv": _iter_csv, "json": _iter_json, "parquet": _iter_parquet}
+def _iter_hf_disk(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
+    """The rows of a folder Hugging Face datasets' ``save_to_disk`` wrote (``caller``: as the other formats' readers
+    take it; no error of the folder's names an option)."""
+    from .hf_disk import iter_hf_disk
+
+    return iter_hf_disk(path)
+
+
+FORMATS = {
+    "jsonl": _iter_jsonl, "csv": _iter_csv, "json": _iter_json, "parquet": _iter_parquet, "hf-disk": _iter_hf_disk
+}  # fmt: skip
 #: The formats a gzip-compressed file may hold (a reader of its own opens each seed layout's files).
 GZIP_FORMATS = ("jsonl", "csv", "json")
 #: The seed frameworks' own layouts: ``--format`` name -> (module, reader function, reader options).
@@ -595,8 +605,12 @@ SEED_FORMATS: dict[str, tuple[str, str, frozenset[str]]] = {
 _SPEAKING_SEED_FORMATS = ("nlp-project", "auto-analyst")
 #: Every ``--format`` name: the generic formats and the seed frameworks' own layouts.
 ALL_FORMATS = [*FORMATS, *SEED_FORMATS]
-#: The one format that reads a directory (evaluation points files and ``topic_model.txt`` answers).
+#: The format of a directory of evaluation points files and ``topic_model.txt`` answers.
 DIRECTORY_FORMAT = "eval-points"
+#: The format of a folder Hugging Face datasets' ``save_to_disk`` wrote.
+HF_FORMAT = "hf-disk"
+#: The formats that read a directory (eval-points reads a points file too).
+DIRECTORY_FORMATS = (DIRECTORY_FORMAT, HF_FORMAT)
 #: A ``.json`` file up to this size is parsed to tell a seed layout from a plain list of rows.
 DETECT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -627,9 +641,9 @@ def _sniff_json(path: Path) -> str:
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 #: Leading bytes of files that are no dataset ragscore reads, and how to make one of them.
-#: How to make a dataset file of a Hugging Face ``datasets`` dataset (its Arrow files and save_to_disk folders).
-HF_EXPORT_HINT = ("export its rows: ds.to_json('rows.jsonl') or ds.to_parquet('rows.parquet') (of a DatasetDict, one "
-                  "split: ds['test'].to_json('rows.jsonl'))")  # fmt: skip
+#: How to read a Hugging Face ``datasets`` Arrow file: its save_to_disk folder whole, or its rows exported.
+HF_EXPORT_HINT = ("give the folder save_to_disk wrote (all of its shards), or export its rows: "
+                  "ds.to_json('rows.jsonl') or ds.to_parquet('rows.parquet')")  # fmt: skip
 BINARY_KINDS = {
     b"PK\x03\x04": "a zip archive (an .xlsx workbook?): export the sheet as 'CSV UTF-8', or unzip it",
     # Arrow's IPC file and stream (Hugging Face datasets' cache and save_to_disk shards are streams).
@@ -658,33 +672,28 @@ def binary_kind(head: bytes) -> str | None:
 
 
 def _refuse_binary(path: Path) -> None:
-    """DatasetError for an archive, Arrow or UTF-16 file, which every row of would be reported as invalid UTF-8, and
-    for a Hugging Face save_to_disk folder, which would be read as eval-points files (``state.json element 1: no
-    'topic'``)."""
+    """DatasetError for an archive, Arrow or UTF-16 file, which every row of would be reported as invalid UTF-8."""
     if path.is_file():
         with path.open("rb") as fh:
             head = fh.read(8)
         if kind := binary_kind(head):
             raise DatasetError(f"{path}: {kind}")
-    elif _hf_folder(path):
-        raise DatasetError(f"{path}: a Hugging Face datasets folder (save_to_disk), not a dataset file: "
-                           f"{HF_EXPORT_HINT}")  # fmt: skip
 
 
-def _hf_folder(path: Path) -> bool:
-    """Whether ``path`` is a folder ``datasets``' save_to_disk wrote: a Dataset's (``state.json`` naming its Arrow
-    shards in ``_data_files``) or a DatasetDict's (``dataset_dict.json`` naming its ``splits``); a file of those
-    names holding anything else is an eval-points topic file."""
-    return _has_key(path / "state.json", "_data_files") or _has_key(path / "dataset_dict.json", "splits")
+def _refuse_directory(path: Path, fmt: str | None, caller: Caller) -> None:
+    """DatasetError for a directory given to a format that reads files, a file given to the one that reads only
+    directories, and a Hugging Face save_to_disk folder given as eval-points (its JSON files would be topics without
+    a topic)."""
+    from .hf_disk import is_hf_folder
 
-
-def _has_key(file: Path, key: str) -> bool:
-    """Whether ``file`` is a JSON object with ``key``."""
-    try:
-        data = loads_json(file.read_bytes())
-    except (OSError, ValueError):  # no such file, not JSON (JSONDecodeError and UnicodeDecodeError are ValueErrors)
-        return False
-    return isinstance(data, dict) and key in data
+    directory = " or ".join(caller.given("format", name) for name in DIRECTORY_FORMATS)
+    if path.is_dir() and fmt not in (None, *DIRECTORY_FORMATS):
+        raise DatasetError(f"{path} is a directory; give a file (only {directory} reads a directory)")
+    if not path.is_dir() and fmt == HF_FORMAT:
+        raise DatasetError(f"{path} is a file; {caller.given('format', fmt)} reads the folder save_to_disk wrote")
+    if fmt == DIRECTORY_FORMAT and is_hf_folder(path):
+        raise DatasetError(f"{path}: a Hugging Face datasets folder (save_to_disk), not evaluation points: read it "
+                           f"with {caller.given('format', HF_FORMAT)} (or without naming a format)")  # fmt: skip
 
 
 def _refuse_mismatch(path: Path, fmt: str, caller: Caller) -> None:
@@ -727,7 +736,9 @@ def detect_format(path: Path, options: dict[str, Any] | None = None, caller: Cal
                                f"{predictions}, or pass {nlp_project} to read it so anyway")  # fmt: skip
         return "nlp-project"
     if path.is_dir():
-        return DIRECTORY_FORMAT
+        from .hf_disk import is_hf_folder
+
+        return HF_FORMAT if is_hf_folder(path) else DIRECTORY_FORMAT
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
     if suffix in (".csv", ".tsv"):
@@ -769,9 +780,7 @@ def iter_records(
     if not path.exists():
         raise DatasetError(f"Dataset not found: {path}")
     _refuse_binary(path)
-    if path.is_dir() and fmt not in (None, DIRECTORY_FORMAT):
-        raise DatasetError(f"{path} is a directory; give a file (only {caller.given('format', DIRECTORY_FORMAT)} reads "
-                           "a directory)")  # fmt: skip
+    _refuse_directory(path, fmt, caller)
     fmt = fmt or detect_format(path, options, caller)
     _refuse_mismatch(path, fmt, caller)
     if fmt in SEED_FORMATS:

@@ -1,4 +1,5 @@
-"""Parquet datasets, streamed a record batch at a time (pyarrow: ``pip install 'ragscore[parquet]'``).
+"""Parquet datasets, streamed a record batch at a time (pyarrow: ``pip install 'ragscore[parquet]'``); the rows of
+a table's record batches (``table_rows``), which the Hugging Face folders' reader (``hf_disk``) shares.
 
 A row's "line" is its position in the file (1-based), as for a JSON list. Values become JSON's: timestamps and
 dates ISO 8601 text, decimals floats, a NaN or infinity null, a map an object (at any depth), binary UTF-8 text (a
@@ -13,8 +14,9 @@ import decimal
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ragscore_workers.errors import DatasetError
@@ -22,7 +24,7 @@ from ragscore_workers.errors import DatasetError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["iter_parquet", "json_value"]
+__all__ = ["iter_parquet", "json_value", "pyarrow_module", "table_rows"]
 
 #: Rows decoded at a time: the reader holds one batch, whatever the file's size.
 BATCH_ROWS = 2048
@@ -60,14 +62,11 @@ def json_value(value: Any, where: str = "") -> Any:
     return str(value)
 
 
-def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
-    """``(row number, record)``, or a :class:`~orchestrator.datasets.loaders.RowError` for a row whose values are
-    no JSON; DatasetError when pyarrow is missing or does not import, or the file is no readable Parquet."""
-    from .loaders import RAW_EXCERPT_CHARS, RowError, column_names
-
+def pyarrow_module(path: Path, what: str) -> ModuleType:
+    """pyarrow, as the readers need it; DatasetError naming ``path`` and ``what`` it is (``a Parquet file``) when
+    pyarrow is missing or does not import, or is older than PYARROW_MAJOR."""
     try:
         import pyarrow as pa
-        import pyarrow.parquet as pq
     except ImportError as exc:  # missing, or installed and broken (a shared library it links is not there)
         missing = isinstance(exc, ModuleNotFoundError) and exc.name == "pyarrow"
         fix = (
@@ -76,27 +75,52 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
             else f"pyarrow does not import ({type(exc).__name__}: {exc}): "
             "pip install --force-reinstall --no-deps pyarrow"
         )
-        raise DatasetError(f"{path}: a Parquet file; reading it needs pyarrow: {fix}") from exc
+        raise DatasetError(f"{path}: {what}; reading it needs pyarrow: {fix}") from exc
     if int(pa.__version__.split(".")[0]) < PYARROW_MAJOR:  # its to_pylist gives a map as (key, value) pairs
-        raise DatasetError(f"{path}: reading Parquet needs pyarrow>={PYARROW_MAJOR}, this host has {pa.__version__}: "
-                           "pip install -U 'ragscore[parquet]'")  # fmt: skip
+        raise DatasetError(f"{path}: {what}; reading it needs pyarrow>={PYARROW_MAJOR}, this host has "
+                           f"{pa.__version__}: pip install -U 'ragscore[parquet]'")  # fmt: skip
+    return pa
+
+
+def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
+    """``(row number, record)``, or a :class:`~orchestrator.datasets.loaders.RowError` for a row whose values are
+    no JSON; DatasetError when pyarrow is missing or does not import, or the file is no readable Parquet."""
+    pa = pyarrow_module(path, "a Parquet file")
+    import pyarrow.parquet as pq
+
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
-        written = [name for name in parquet.schema_arrow.names if name not in _pandas_row_labels(parquet.schema_arrow)]
-        names = dict(zip(written, column_names(path, written), strict=True))  # as written -> as read
-        number = 0
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[name for name in names if names[name]]):
-            for record, unreadable in _records(batch.rename_columns([names[name] for name in batch.schema.names])):
-                number += 1
-                try:
-                    if unreadable:
-                        raise ValueError(unreadable)
-                    yield number, json_value(record)
-                except ValueError as exc:  # raw: the values that could be read
-                    raw = json.dumps(record, default=repr, ensure_ascii=False)[:RAW_EXCERPT_CHARS]
-                    yield number, RowError(number, str(exc), raw)
+
+        def batches(columns: list[str]) -> Iterator[pa.RecordBatch]:
+            return parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+
+        yield from table_rows(path, parquet.schema_arrow, batches)
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc
+
+
+def table_rows(
+    path: Path, schema: pa.Schema, batches: Callable[[list[str]], Iterable[pa.RecordBatch]], before: int = 0
+) -> Generator[tuple[int, dict[str, Any] | Any], None, int]:
+    """``(row number, record | RowError)`` of a table's record batches (``batches``: those of the columns named, as
+    written), numbered on from ``before``; returns the last number. Column names are read as a CSV header's, and
+    pandas' unnamed row labels are no column."""
+    from .loaders import RAW_EXCERPT_CHARS, RowError, column_names
+
+    written = [name for name in schema.names if name not in _pandas_row_labels(schema)]
+    names = dict(zip(written, column_names(path, written), strict=True))  # as written -> as read
+    number = before
+    for batch in batches([name for name in names if names[name]]):
+        for record, unreadable in _records(batch.rename_columns([names[name] for name in batch.schema.names])):
+            number += 1
+            try:
+                if unreadable:
+                    raise ValueError(unreadable)
+                yield number, json_value(record)
+            except ValueError as exc:  # raw: the values that could be read
+                raw = json.dumps(record, default=repr, ensure_ascii=False)[:RAW_EXCERPT_CHARS]
+                yield number, RowError(number, str(exc), raw)
+    return number
 
 
 def _pandas_row_labels(schema: pa.Schema) -> set[str]:

@@ -796,35 +796,6 @@ def test_a_gzipped_csv_file_read_as_jsonl_is_not_told_to_be_named_csv(tmp_path: 
     assert isinstance(first, RowError) and first.error.endswith("read it with --format csv"), first.error
 
 
-@pytest.mark.parametrize(
-    "written",
-    [
-        ["state.json", "dataset_info.json", "data-00000-of-00001.arrow"],
-        ["dataset_dict.json", "test/state.json", "test/data-00000-of-00001.arrow"],
-    ],
-)
-@pytest.mark.parametrize("fmt", [None, "jsonl", "eval-points"])
-def test_a_hugging_face_save_to_disk_folder_says_how_to_export_it(
-    tmp_path: Path, written: list[str], fmt: str | None
-) -> None:
-    """A Dataset's and a DatasetDict's save_to_disk folder were read as eval-points: every JSON file in it was a
-    topic without 'topic' (``state.json element 1: no 'topic'``), and nothing said what the folder is."""
-    folder = tmp_path / "saved"
-    for name in written:
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(b"\xff\xff\xff\xff" if name.endswith(".arrow") else HF_FILES[Path(name).name])
-    with pytest.raises(DatasetError, match=r"saved: a Hugging Face datasets folder \(save_to_disk\).*ds.to_json"):
-        list(iter_rows(folder, fmt))
-
-
-#: What datasets' save_to_disk writes in its JSON files (datasets 2.x and 3.x).
-HF_FILES = {
-    "state.json": b'{"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_fingerprint": "f", "_split": null}',
-    "dataset_info.json": b'{"features": {"question": {"dtype": "string", "_type": "Value"}}}',
-    "dataset_dict.json": b'{"splits": ["test"]}',
-}
-
-
 @pytest.mark.parametrize("name", ["state.json", "dataset_dict.json"])
 def test_an_eval_points_folder_whose_topic_file_has_a_save_to_disk_name_is_read(tmp_path: Path, name: str) -> None:
     """A save_to_disk folder is told by its files' names and what they hold: an eval-points folder whose topic file

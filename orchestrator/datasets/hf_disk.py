@@ -1,0 +1,93 @@
+"""Hugging Face ``datasets`` folders written by ``Dataset.save_to_disk()``, read with pyarrow (``datasets`` itself is
+not needed), a record batch at a time.
+
+The layout is that of ``Dataset.save_to_disk`` in datasets' ``src/datasets/arrow_dataset.py`` (2.x and 3.x):
+``state.json`` lists the shards in ``_data_files`` (``[{"filename": "data-00000-of-00002.arrow"}, ...]``), contiguous
+parts of the rows in their order, each an Arrow IPC *stream* (``ArrowWriter`` in ``arrow_writer.py`` writes with
+``pa.RecordBatchStreamWriter``), beside ``dataset_info.json`` (the features). ``DatasetDict.save_to_disk`` writes
+``dataset_dict.json`` (``{"splits": ["train", "test"]}``) and such a folder per split: one split is read by giving its
+folder. A row's "line" is its position in the dataset (1-based), its values and column names read as Parquet's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ragscore_workers.errors import DatasetError
+
+from .parquet import pyarrow_module, table_rows
+
+__all__ = ["is_hf_folder", "iter_hf_disk"]
+
+#: The file naming a Dataset folder's shards (``_data_files``), and the one naming a DatasetDict's splits.
+STATE_FILE = "state.json"
+DICT_FILE = "dataset_dict.json"
+
+
+def is_hf_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder save_to_disk wrote: a Dataset's (``state.json`` naming its shards in
+    ``_data_files``) or a DatasetDict's (``dataset_dict.json`` naming its ``splits``); a file of those names holding
+    anything else is an eval-points topic file."""
+    return isinstance(_json_object(path / STATE_FILE).get("_data_files"), list) or isinstance(
+        _json_object(path / DICT_FILE).get("splits"), list
+    )
+
+
+def iter_hf_disk(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
+    """``(row number, record)``, or a :class:`~orchestrator.datasets.loaders.RowError` for a row whose values are
+    no JSON; DatasetError for a DatasetDict's folder (naming its splits), a shard missing or unreadable, a
+    selection saved as an indices file, or pyarrow missing."""
+    shards = _shards(path)
+    pa = pyarrow_module(path, "a Hugging Face datasets folder")
+    number = 0
+    for shard in shards:
+        try:
+            with pa.OSFile(str(shard), "rb") as source, pa.ipc.open_stream(source) as reader:
+                number = yield from table_rows(path, reader.schema, lambda columns: _selected(reader, columns), number)
+        except (pa.ArrowException, OSError) as exc:
+            raise DatasetError(f"{path}: its shard {shard.name} is not a readable Arrow stream ({exc})") from exc
+
+
+def _selected(reader: Any, columns: list[str]) -> Iterator[Any]:
+    """The stream's record batches, of ``columns`` only."""
+    for batch in reader:
+        yield batch.select(columns)
+
+
+def _shards(path: Path) -> list[Path]:
+    """The Dataset folder's shard files in order; DatasetError for a DatasetDict's folder (one split's folder is the
+    dataset: it names them), a shard name that is no file name of the folder or is missing, or an indices file."""
+    if not is_hf_folder(path):
+        raise DatasetError(f"{path}: not a folder Hugging Face datasets' save_to_disk wrote: it has no {STATE_FILE} "
+                           f"naming its shards (_data_files), nor a {DICT_FILE} naming its splits")  # fmt: skip
+    if not isinstance((state := _json_object(path / STATE_FILE)).get("_data_files"), list):
+        splits = ", ".join(str(split) for split in _json_object(path / DICT_FILE).get("splits", []))
+        first = next(iter(_json_object(path / DICT_FILE).get("splits", [])), "SPLIT")
+        raise DatasetError(f"{path}: a Hugging Face DatasetDict folder (save_to_disk) with the splits {splits}: give "
+                           f"one split's folder ({path / str(first)})")  # fmt: skip
+    if state.get("_indices_data_files"):  # datasets 1.x kept a select() or shuffle() as indices over the table
+        raise DatasetError(f"{path}: its rows are a selection kept in an indices file (as datasets 1.x saved them), "
+                           "which is not read: save it again with datasets 2 or later, or export its rows: "
+                           "ds.to_json('rows.jsonl')")  # fmt: skip
+    shards = []
+    for entry in state["_data_files"]:
+        name = entry.get("filename") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise DatasetError(f"{path}: {STATE_FILE} names a shard {name!r} that is no file name of the folder")
+        if not (shard := path / name).is_file():
+            raise DatasetError(f"{path}: the shard {name} that {STATE_FILE} names is missing: is the folder whole?")
+        shards.append(shard)
+    return shards
+
+
+def _json_object(file: Path) -> dict[str, Any]:
+    """``file``'s JSON object; {} when there is no such file or it holds no JSON object."""
+    from .loaders import loads_json
+
+    try:
+        data = loads_json(file.read_bytes())
+    except (OSError, ValueError):  # no such file, not JSON (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,189 @@
+"""A folder Hugging Face datasets' ``save_to_disk`` wrote is read with pyarrow, as the other tables are read.
+
+The folders are written here in save_to_disk's layout (datasets' ``src/datasets/arrow_dataset.py``,
+``Dataset.save_to_disk`` and ``DatasetDict.save_to_disk``, 2.x and 3.x): shards ``data-0000i-of-0000n.arrow``, each an
+Arrow IPC stream (``arrow_writer.py``'s ``ArrowWriter`` writes with ``pa.RecordBatchStreamWriter``) with the
+``huggingface`` schema metadata, ``state.json`` naming them in ``_data_files``, ``dataset_info.json`` with the
+features; a DatasetDict's ``dataset_dict.json`` names its splits, one folder each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from orchestrator.datasets import RowError, detect_format, iter_rows
+from ragscore_workers.errors import DatasetError
+
+from ..support import ROOT
+from .conftest import Read
+
+FEATURES = {
+    "id": {"dtype": "string", "_type": "Value"},
+    "question": {"dtype": "string", "_type": "Value"},
+    " answer ": {"dtype": "binary", "_type": "Value"},
+    "contexts": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
+}
+
+
+def _table(rows: list[dict[str, Any]]) -> pa.Table:
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("question", pa.string()),
+            (" answer ", pa.binary()),
+            ("contexts", pa.list_(pa.string())),
+        ],
+        metadata={"huggingface": json.dumps({"info": {"features": FEATURES}})},
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def save_to_disk(folder: Path, shards: list[list[dict[str, Any]]], split: str | None = "test") -> Path:
+    """``folder`` as ``Dataset.save_to_disk`` writes it: a shard per list of rows, two rows a record batch."""
+    folder.mkdir(parents=True)
+    names = [f"data-{i:05d}-of-{len(shards):05d}.arrow" for i in range(len(shards))]
+    for name, rows in zip(names, shards, strict=True):
+        table = _table(rows)
+        with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=2)
+    state = {
+        "_data_files": [{"filename": name} for name in names],
+        "_fingerprint": "8d0f6e1a2b3c4d5e",
+        "_format_columns": None,
+        "_format_kwargs": {},
+        "_format_type": None,
+        "_output_all_columns": False,
+        "_split": split,
+    }
+    (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+    info = {"citation": "", "description": "", "features": FEATURES, "homepage": "", "license": ""}
+    (folder / "dataset_info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+    return folder
+
+
+def _row(i: int, **fields: Any) -> dict[str, Any]:
+    return {"id": f"q{i}", "question": f"Q{i}?", " answer ": f"A{i}".encode(), "contexts": [f"c{i}"], **fields}
+
+
+def test_a_save_to_disk_folder_is_read_in_order_across_its_shards_with_each_bad_row_at_its_position(
+    tmp_path: Path, read: Read
+) -> None:
+    """It was refused ('not a dataset file: export its rows'), though its rows are a table pyarrow reads: rows are
+    numbered across the shards, its columns named as a CSV header's (' answer ' is the answer), and a row whose
+    value is no text (bytes not UTF-8) or does not validate (a null context) is a bad row at its position."""
+    folder = save_to_disk(
+        tmp_path / "saved",
+        [
+            [_row(1), _row(2), _row(3, **{" answer ": b"\xff"})],
+            [_row(4, contexts=[None]), _row(5)],
+        ],
+    )
+    assert detect_format(folder) == "hf-disk"
+    for fmt in (None, "hf-disk"):
+        ok, bad = read(folder, fmt)
+        assert [(r.id, r.question, r.answer, [c.text for c in r.contexts]) for r in ok] == [
+            ("q1", "Q1?", "A1", ["c1"]),
+            ("q2", "Q2?", "A2", ["c2"]),
+            ("q5", "Q5?", "A5", ["c5"]),
+        ]
+        assert [(e.line, e.error.split(":")[0]) for e in bad] == [(3, "answer"), (4, "contexts.0")]
+        assert "binary that is not UTF-8 text" in bad[0].error
+
+
+def test_a_dataset_dict_folder_names_its_splits_and_one_split_folder_is_read(tmp_path: Path, read: Read) -> None:
+    """A DatasetDict's folder holds a folder per split: which one to score is the user's to say, by giving it."""
+    folder = tmp_path / "dd"
+    save_to_disk(folder / "train", [[_row(1)]], split="train")
+    save_to_disk(folder / "test", [[_row(2), _row(3)]], split="test")
+    (folder / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}), encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"DatasetDict folder \(save_to_disk\) with the splits train, test: give one "
+                       rf"split's folder \({folder / 'train'}\)"):  # fmt: skip
+        list(iter_rows(folder))
+    assert [r.id for r in read(folder / "test")[0]] == ["q2", "q3"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "message"),
+    [
+        (
+            "eval-points",
+            r"a Hugging Face datasets folder \(save_to_disk\), not evaluation points: read it with "
+            r"--format hf-disk",
+        ),
+        ("jsonl", r"is a directory; give a file \(only --format eval-points or --format hf-disk reads a directory\)"),
+    ],
+)
+def test_a_save_to_disk_folder_given_as_another_format_says_which_reads_it(
+    tmp_path: Path, fmt: str, message: str
+) -> None:
+    folder = save_to_disk(tmp_path / "saved", [[_row(1)]])
+    with pytest.raises(DatasetError, match=message):
+        list(iter_rows(folder, fmt))
+
+
+@pytest.mark.parametrize("fmt", [None, "hf-disk"])
+def test_a_file_given_for_a_save_to_disk_folder_says_to_give_the_folder(tmp_path: Path, fmt: str | None) -> None:
+    """One shard of the folder would be a part of its rows; a file given as hf-disk is no such folder."""
+    shard = save_to_disk(tmp_path / "saved", [[_row(1)]]) / "data-00000-of-00001.arrow"
+    with pytest.raises(DatasetError, match=r"an Arrow stream .*: give the folder save_to_disk wrote \(all of its"):
+        list(iter_rows(shard, fmt))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "q1"}\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"is a file; --format hf-disk reads the folder save_to_disk wrote"):
+        list(iter_rows(rows, "hf-disk"))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("missing", r"the shard data-00001-of-00002.arrow that state.json names is missing: is the folder whole\?"),
+        ("outside", r"state.json names a shard '../elsewhere.arrow' that is no file name of the folder"),
+        ("indices", r"its rows are a selection kept in an indices file .* ds.to_json"),
+        ("not arrow", r"its shard data-00001-of-00002.arrow is not a readable Arrow stream"),
+    ],
+)
+def test_a_save_to_disk_folder_that_cannot_be_read_whole_stops_the_dataset(
+    tmp_path: Path, damage: str, message: str
+) -> None:
+    """Reading a part of the rows would score a smaller dataset without a word: a folder not whole is refused."""
+    folder = save_to_disk(tmp_path / "saved", [[_row(1)], [_row(2)]])
+    shard, state = folder / "data-00001-of-00002.arrow", json.loads((folder / "state.json").read_text())
+    if damage == "missing":
+        shard.unlink()
+    elif damage == "not arrow":
+        shard.write_bytes(b'{"id": "q2"}\n')
+    else:
+        if damage == "outside":
+            state["_data_files"][1]["filename"] = "../elsewhere.arrow"
+        else:
+            state["_indices_data_files"] = [{"filename": "indices.arrow"}]
+        (folder / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    with pytest.raises(DatasetError, match=message):
+        [row for _, row in iter_rows(folder) if isinstance(row, RowError)]
+
+
+@pytest.mark.integration
+def test_ragscore_run_scores_a_save_to_disk_folder_as_given(tmp_path: Path, home: Path) -> None:
+    """``ragscore run FOLDER`` as a user types it, embedded (a private redis-server and real workers): the folder is
+    detected, its rows scored, a bad row in failed_rows.jsonl at its position."""
+    folder = save_to_disk(
+        tmp_path / "saved", [[_row(1, id="a")], [_row(2, id="b", **{" answer ": b"\xff"}), _row(3, id="c")]]
+    )
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("metrics: [quality_checks]\n", encoding="utf-8")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(folder), "--suite", str(suite), "--out", str(out), "-q"]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
+    assert sorted(item["id"] for item in items) == ["a", "c"]
+    failed = [json.loads(line) for line in (out / "failed_rows.jsonl").read_text().splitlines()]
+    assert [(f["line"], f["error"].split(":")[0]) for f in failed] == [(2, "answer")]
