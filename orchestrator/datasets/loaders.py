@@ -273,13 +273,20 @@ CURLY_HINT = "; its quotes are typographic (“ ” ‘ ’, as AutoCorrect type
 DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
 
 
-def _spaced_quote(header: list[str], cells: list[str], delimiter: str) -> str:
-    """The error of a row holding a quote typed after a space to open a cell (``a, "x, y"``), else "". The csv
-    module (and pandas, and Excel) reads such a quote as text, so its cell ends at the next separator or line
-    end: a cell that opens with spaces and a quote and holds an odd number of quotes was cut there, the quote's
-    partner in a later cell or line. A cell quoted whole after a space (``a, "x"``) stays as typed, quotes and all."""
+def _spaced_quote(header: list[str], cells: list[str], delimiter: str, lines: list[str]) -> str:
+    """The error of a row (``lines``, as in the file) holding a quote typed after a space to open a cell
+    (``a, "x, y"``), else "". The csv module (and pandas, and Excel) reads such a quote as text, so its cell ends at
+    the next separator or line end: an unquoted cell (in ``lines`` as read) that opens with spaces and a quote and
+    holds an odd number of quotes was cut there, the quote's partner in a later cell or line. A cell quoted whole
+    after a space (``a, "x"``) stays as typed, quotes and all, and so does a quoted cell holding such text
+    (``" ""x"``, as a CSV writer writes the value `` "x``)."""
     for i, cell in enumerate(cells):
-        if cell[:1] == " " and cell.lstrip(" ")[:1] == '"' and cell.count('"') % 2:
+        if (
+            cell[:1] == " "
+            and cell.lstrip(" ")[:1] == '"'
+            and cell.count('"') % 2
+            and _unquoted(cell, i, "".join(lines), delimiter)
+        ):
             column = repr(header[i]) if i < len(header) and header[i] else f"{i + 1}"
             separator = DELIMITER_NAMES.get(delimiter, repr(delimiter))
             typed = cell.strip() if len(cell.strip()) <= 40 else f"{cell.strip()[:40]}..."
@@ -289,9 +296,15 @@ def _spaced_quote(header: list[str], cells: list[str], delimiter: str) -> str:
     return ""
 
 
-def _csv_record(header: list[str], cells: list[str], line: int, delimiter: str) -> Record | RowError:
+def _unquoted(cell: str, i: int, text: str, delimiter: str) -> bool:
+    """Whether cell ``i`` of the row ``text`` is in it as read, not quoted (a quoted cell's text opens with a quote)."""
+    return text.startswith(cell) if i == 0 else delimiter + cell in text
+
+
+def _csv_record(header: list[str], cells: list[str], line: int, delimiter: str, lines: list[str]) -> Record | RowError:
+    """The row of ``cells`` (``lines``: the row's lines in the file), or its RowError."""
     text = ",".join(cells)
-    if error := _spaced_quote(header, cells, delimiter):
+    if error := _spaced_quote(header, cells, delimiter, lines):
         return RowError(line, error, text)
     if len(cells) > len(header):
         return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", text)
@@ -467,7 +480,7 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             else:
                 if not feed.unbalanced():
                     if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
-                        yield start, _csv_record(header, cells, start, delimiter)
+                        yield start, _csv_record(header, cells, start, delimiter, feed.row)
                     continue
                 error = (
                     f"unterminated quote: the row runs from line {start} to {feed.line}"

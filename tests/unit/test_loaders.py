@@ -619,12 +619,15 @@ def test_a_csv_quote_typed_after_a_space_is_a_bad_row_saying_to_remove_the_space
         f'e{d} "quoted whole"{d}ok\n',  # a cell quoted whole after a space stays as typed
         encoding="utf-8",
     )
+    with path.open("a", encoding="utf-8", newline="") as fh:  # as a CSV writer quotes the value ' "x, y'
+        csv.writer(fh, delimiter=d).writerow(["f", f' "x{d} y', "ok"])
     found = list(iter_rows(path))
     errors = [(line, r.error) for line, r in found if isinstance(r, RowError)]
     assert errors == [(n, SPACED_QUOTE.format(name)) for n in (2, 3, 4)]
     assert [(line, r.id, r.question) for line, r in found if isinstance(r, Row)] == [
         (5, "d", "q"),
         (6, "e", ' "quoted whole"'),
+        (7, "f", f' "x{d} y'),
     ]
 
 
