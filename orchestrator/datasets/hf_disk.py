@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragscore_workers.errors import DatasetError
 
 from .parquet import pyarrow_module, table_rows
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["is_hf_folder", "iter_hf_disk"]
 
@@ -50,7 +53,7 @@ def iter_hf_disk(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
             raise DatasetError(f"{path}: its shard {shard.name} is not a readable Arrow stream ({exc})") from exc
 
 
-def _selected(reader: Any, columns: list[str]) -> Iterator[Any]:
+def _selected(reader: pa.RecordBatchStreamReader, columns: list[str]) -> Iterator[pa.RecordBatch]:
     """The stream's record batches, of ``columns`` only."""
     for batch in reader:
         yield batch.select(columns)
@@ -63,10 +66,9 @@ def _shards(path: Path) -> list[Path]:
         raise DatasetError(f"{path}: not a folder Hugging Face datasets' save_to_disk wrote: it has no {STATE_FILE} "
                            f"naming its shards (_data_files), nor a {DICT_FILE} naming its splits")  # fmt: skip
     if not isinstance((state := _json_object(path / STATE_FILE)).get("_data_files"), list):
-        splits = ", ".join(str(split) for split in _json_object(path / DICT_FILE).get("splits", []))
-        first = next(iter(_json_object(path / DICT_FILE).get("splits", [])), "SPLIT")
-        raise DatasetError(f"{path}: a Hugging Face DatasetDict folder (save_to_disk) with the splits {splits}: give "
-                           f"one split's folder ({path / str(first)})")  # fmt: skip
+        splits = [str(split) for split in _json_object(path / DICT_FILE)["splits"]] or ["SPLIT"]
+        raise DatasetError(f"{path}: a Hugging Face DatasetDict folder (save_to_disk) with the splits "
+                           f"{', '.join(splits)}: give one split's folder ({path / splits[0]})")  # fmt: skip
     if state.get("_indices_data_files"):  # datasets 1.x kept a select() or shuffle() as indices over the table
         raise DatasetError(f"{path}: its rows are a selection kept in an indices file (as datasets 1.x saved them), "
                            "which is not read: save it again with datasets 2 or later, or export its rows: "
