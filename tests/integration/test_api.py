@@ -644,7 +644,7 @@ def test_a_dataset_file_in_another_format_is_said_with_the_parameters_of_evaluat
         (as_csv, {}, "its first line reads as a CSV header row (id, question, answer): read it with fmt='csv'"),
         (as_jsonl, {}, "JSONL, not CSV? read it with fmt='jsonl' (or name it .jsonl)"),
         (lines, {}, "one JSON object per line is JSONL, read as such with fmt='jsonl' (or name it lines.jsonl)"),
-        (tmp_path, {"fmt": "csv"}, "give a file (only fmt='eval-points' reads a directory)"),
+        (tmp_path, {"fmt": "csv"}, "give a file (only fmt='eval-points' or fmt='hf-disk' reads a directory)"),
         (as_jsonl, {"fmt": "jsonl", "fmt_options": {"sytem": "a"}},
          "fmt_options['sytem']: not an option of fmt='jsonl' (it takes none)"),
         (as_jsonl, {"fmt": "nlp-project", "fmt_options": {"predictions": str(as_csv)}},
