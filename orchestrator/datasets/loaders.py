@@ -1,6 +1,7 @@
 """Dataset loaders: JSONL and CSV streamed row by row; JSON (a list, or an object keyed by id); each of them
-gzip-compressed too (``rows.jsonl.gz``); Parquet streamed a batch at a time; the seed frameworks' layouts
-(``SEED_FORMATS``, one reader module each, see docs/datasets.md).
+gzip-compressed too (``rows.jsonl.gz``); Parquet and Hugging Face ``save_to_disk`` folders streamed a batch at a
+time (``parquet.py``, ``hf_disk.py``); the seed frameworks' layouts (``SEED_FORMATS``, one reader module each, see
+docs/datasets.md).
 
 Each loader yields ``(line, record_or_error)``: line numbers are 1-based as an editor shows them (for
 JSON files, the element's position in the list or object). A record that cannot be read becomes a
