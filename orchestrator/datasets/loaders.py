@@ -281,13 +281,12 @@ def _spaced_quote(header: list[str], cells: list[str], delimiter: str, lines: li
     holds an odd number of quotes was cut there, the quote's partner in a later cell or line. A cell quoted whole
     after a space (``a, "x"``) stays as typed, quotes and all, and so does a quoted cell holding such text
     (``" ""x"``, as a CSV writer writes the value `` "x``)."""
+    quoted: list[bool] | None = None  # which cells the row's text quotes, found for the first suspect cell only
     for i, cell in enumerate(cells):
-        if (
-            cell[:1] == " "
-            and cell.lstrip(" ")[:1] == '"'
-            and cell.count('"') % 2
-            and _unquoted(cell, i, "".join(lines), delimiter)
-        ):
+        if cell[:1] == " " and cell.lstrip(" ")[:1] == '"' and cell.count('"') % 2:
+            quoted = _quoted_cells("".join(lines), delimiter) if quoted is None else quoted
+            if i < len(quoted) and quoted[i]:
+                continue
             column = repr(header[i]) if i < len(header) and header[i] else f"{i + 1}"
             separator = DELIMITER_NAMES.get(delimiter, repr(delimiter))
             typed = cell.strip() if len(cell.strip()) <= 40 else f"{cell.strip()[:40]}..."
@@ -297,9 +296,26 @@ def _spaced_quote(header: list[str], cells: list[str], delimiter: str, lines: li
     return ""
 
 
-def _unquoted(cell: str, i: int, text: str, delimiter: str) -> bool:
-    """Whether cell ``i`` of the row ``text`` is in it as read, not quoted (a quoted cell's text opens with a quote)."""
-    return text.startswith(cell) if i == 0 else delimiter + cell in text
+def _quoted_cells(text: str, delimiter: str) -> list[bool]:
+    """Whether each cell of the row ``text`` is quoted, as the csv module (default dialect) reads it: a cell is
+    quoted when its first character is a quote; it then runs to its closing quote (``""`` is a quote in it, and a
+    separator or line end is text), and any text after that to the next separator. Only the quotes and separators
+    are visited (``str.find``): a long multi-line cell costs no Python step a character."""
+    quoted: list[bool] = []
+    at = 0
+    while True:
+        quoted.append(text.startswith('"', at))
+        if quoted[-1]:
+            at = text.find('"', at + 1)
+            while at != -1 and text.startswith('"', at + 1):  # "" is a quote in the cell
+                at = text.find('"', at + 2)
+            if at == -1:  # never closed: no cell after it
+                return quoted
+            at += 1
+        at = text.find(delimiter, at)
+        if at == -1:
+            return quoted
+        at += 1
 
 
 def _csv_record(header: list[str], cells: list[str], line: int, delimiter: str, lines: list[str]) -> Record | RowError:

@@ -631,6 +631,30 @@ def test_a_csv_quote_typed_after_a_space_is_a_bad_row_saying_to_remove_the_space
     ]
 
 
+def test_a_csv_quoted_cell_holding_a_comma_space_quote_does_not_make_another_cell_a_spaced_quote(
+    tmp_path: Path,
+) -> None:
+    """Whether a cell opening with a space and a quote was quoted in the file was told by finding ``, "x`` anywhere
+    in the row's text: a quoted cell of several lines whose value ends with a comma, a space and a quote (as
+    csv.writer writes it, the quote doubled and the cell closed: ``, ""`` and ``"``) made the quoted answer after it
+    (the value `` \"\"\"``) a 'quote typed after a space', and a row csv.writer wrote was refused. The row's cells
+    are now told quoted or not as the csv module reads them; an unquoted one is still reported."""
+    path = tmp_path / "d.csv"
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerows([["id", "question", "answer"], ["a", 'he said\nno, "', ' """'], ["b", 'x, "', ' "']])
+    with path.open("a", encoding="utf-8", newline="") as fh:
+        fh.write('c,"he said\nno, """, "x\n')  # the answer's quote typed after a space, in the same row
+    found = list(iter_rows(path))
+    assert [(line, r.id, r.question, r.answer) for line, r in found if isinstance(r, Row)] == [
+        (2, "a", 'he said\nno, "', ' """'),
+        (4, "b", 'x, "', ' "'),
+    ]
+    assert [(line, r.error) for line, r in found if isinstance(r, RowError)] == [
+        (5, SPACED_QUOTE.format("comma").replace("question", "answer"))
+    ]
+
+
 def test_a_csv_quote_closed_before_spaces_is_closed_in_a_row_of_several_lines(tmp_path: Path) -> None:
     """``"x" , z``: a quoted cell of two lines, closed and followed by a space before the comma, was 'unterminated
     quote: the row runs from line 2 to 3', and its second line read again as a row of its own (id 'more" '). The
