@@ -6,7 +6,9 @@ The layout is that of ``Dataset.save_to_disk`` in datasets' ``src/datasets/arrow
 parts of the rows in their order, each an Arrow IPC *stream* (``ArrowWriter`` in ``arrow_writer.py`` writes with
 ``pa.RecordBatchStreamWriter``), beside ``dataset_info.json`` (the features). ``DatasetDict.save_to_disk`` writes
 ``dataset_dict.json`` (``{"splits": ["train", "test"]}``) and such a folder per split: one split is read by giving its
-folder. A row's "line" is its position in the dataset (1-based), its values and column names read as Parquet's.
+folder. A row's "line" is its position in the dataset (1-based), its values and column names read as Parquet's, a
+record batch of a shard at a time (save_to_disk writes 1000 rows a batch), made Python values BATCH_ROWS at most at
+once.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragscore_workers.errors import DatasetError
 
-from .parquet import pyarrow_module, table_rows
+from .parquet import BATCH_ROWS, pyarrow_module, table_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,9 +56,13 @@ def iter_hf_disk(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
 
 
 def _selected(reader: pa.RecordBatchStreamReader, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The stream's record batches, of ``columns`` only."""
+    """The stream's record batches, of ``columns`` only, BATCH_ROWS rows at most each (zero-copy slices): save_to_disk
+    writes 1000 rows a batch, another writer may write a shard as one batch, whose rows would become Python values
+    all at once."""
     for batch in reader:
-        yield batch.select(columns)
+        selected = batch.select(columns)
+        for start in range(0, selected.num_rows, BATCH_ROWS):
+            yield selected.slice(start, BATCH_ROWS)
 
 
 def _shards(path: Path) -> list[Path]:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,38 @@ def test_a_file_given_for_a_save_to_disk_folder_says_to_give_the_folder(tmp_path
     rows.write_text('{"id": "q1"}\n', encoding="utf-8")
     with pytest.raises(DatasetError, match=r"is a file; --format hf-disk reads the folder save_to_disk wrote"):
         list(iter_rows(rows, "hf-disk"))
+
+
+@pytest.mark.parametrize("batch_rows", [1000, None])
+def test_a_save_to_disk_folder_is_read_a_little_at_a_time(tmp_path: Path, batch_rows: int | None) -> None:
+    """save_to_disk writes a shard's rows 1000 to a record batch (datasets' DEFAULT_MAX_BATCH_SIZE): the first row
+    must come after reading about one batch, not the shard (40 MB here, GBs for a real corpus). A shard another
+    writer made of one batch was turned into Python values whole (a dict a row) before its first row: its rows are
+    now made values BATCH_ROWS at a time, as Parquet's are."""
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    n = 40_000
+    answers = [f"{i:08d}" * 125 for i in range(n)]  # 1 KB each
+    table = pa.table({"id": [f"q{i}" for i in range(n)], "question": ["Q?"] * n, "answer": answers})
+    name = "data-00000-of-00001.arrow"
+    with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=batch_rows)
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": name}]}), encoding="utf-8")
+    del table, answers
+    size = (folder / name).stat().st_size
+    before = pa.total_allocated_bytes()
+    tracemalloc.start()
+    try:
+        rows = iter_rows(folder)
+        assert next(rows)[1].id == "q0"  # type: ignore[union-attr]
+        _, made = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert made < size / 4, f"{made / 1e6:.1f} MB made for the first row of a {size / 1e6:.0f} MB shard"
+    if batch_rows:
+        held = pa.total_allocated_bytes() - before
+        assert held < size / 4, f"{held / 1e6:.1f} MB held for the first row of a {size / 1e6:.0f} MB shard"
+    assert sum(1 for _ in rows) == n - 1
 
 
 @pytest.mark.parametrize(
