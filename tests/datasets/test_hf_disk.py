@@ -179,6 +179,7 @@ def test_a_save_to_disk_folder_is_read_a_little_at_a_time(tmp_path: Path, batch_
     [
         ("missing", r"the shard data-00001-of-00002.arrow that state.json names is missing: is the folder whole\?"),
         ("outside", r"state.json names a shard '../elsewhere.arrow' that is no file name of the folder"),
+        ("absolute", r"state.json names a shard '/.*/elsewhere.arrow' that is no file name of the folder"),
         ("indices", r"its rows are a selection kept in an indices file .* ds.to_json"),
         ("not arrow", r"its shard data-00001-of-00002.arrow is not a readable Arrow stream"),
     ],
@@ -194,8 +195,10 @@ def test_a_save_to_disk_folder_that_cannot_be_read_whole_stops_the_dataset(
     elif damage == "not arrow":
         shard.write_bytes(b'{"id": "q2"}\n')
     else:
-        if damage == "outside":
-            state["_data_files"][1]["filename"] = "../elsewhere.arrow"
+        if damage in ("outside", "absolute"):  # a readable shard there: only its name tells it is not the folder's
+            shard.rename(tmp_path / "elsewhere.arrow")
+            name = "../elsewhere.arrow" if damage == "outside" else str(tmp_path / "elsewhere.arrow")
+            state["_data_files"][1]["filename"] = name
         else:
             state["_indices_data_files"] = [{"filename": "indices.arrow"}]
         (folder / "state.json").write_text(json.dumps(state), encoding="utf-8")
