@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import importlib
 import json
 import math
 import re
@@ -62,17 +63,23 @@ def json_value(value: Any, where: str = "") -> Any:
     return str(value)
 
 
-def pyarrow_module(path: Path, what: str) -> ModuleType:
-    """pyarrow, as the readers need it; DatasetError naming ``path`` and ``what`` it is (``a Parquet file``) when
-    pyarrow is missing or does not import, or is older than PYARROW_MAJOR."""
+def pyarrow_module(path: Path, what: str, also: str = "") -> ModuleType:
+    """pyarrow, with its module ``also`` imported (``pyarrow.parquet``), as the readers need it; DatasetError naming
+    ``path`` and ``what`` it is (``a Parquet file``) when pyarrow is missing, it or ``also`` does not import, or it is
+    older than PYARROW_MAJOR."""
+    name = "pyarrow"
     try:
         import pyarrow as pa
+
+        if also:
+            name = also
+            importlib.import_module(also)
     except ImportError as exc:  # missing, or installed and broken (a shared library it links is not there)
         missing = isinstance(exc, ModuleNotFoundError) and exc.name == "pyarrow"
         fix = (
             "pip install 'ragscore[parquet]'"
             if missing
-            else f"pyarrow does not import ({type(exc).__name__}: {exc}): "
+            else f"{name} does not import ({type(exc).__name__}: {exc}): "
             "pip install --force-reinstall --no-deps pyarrow"
         )
         raise DatasetError(f"{path}: {what}; reading it needs pyarrow: {fix}") from exc
@@ -85,8 +92,8 @@ def pyarrow_module(path: Path, what: str) -> ModuleType:
 def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
     """``(row number, record)``, or a :class:`~orchestrator.datasets.loaders.RowError` for a row whose values are
     no JSON; DatasetError when pyarrow is missing or does not import, or the file is no readable Parquet."""
-    pa = pyarrow_module(path, "a Parquet file")
-    import pyarrow.parquet as pq
+    pa = pyarrow_module(path, "a Parquet file", also="pyarrow.parquet")
+    pq = pa.parquet  # imported by pyarrow_module
 
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)

@@ -243,3 +243,19 @@ def test_a_broken_or_missing_pyarrow_is_one_clear_error_naming_why_not_a_traceba
     said = "pyarrow does not import (ImportError: libarrow.so.2000: cannot open shared object file): pip install "
     fix = "pip install --force-reinstall --no-deps pyarrow"  # only pyarrow again, not its dependencies
     assert (said in result.stderr and fix in " ".join(result.stderr.split())) is broken, result.stderr
+
+
+def test_a_pyarrow_without_its_parquet_module_is_one_clear_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pyarrow whose ``pyarrow.parquet`` does not import (conda-forge's ``pyarrow-core`` has none; a missing
+    libparquet) was refused as a broken pyarrow is, until the import moved out of the guarded block (0e63f19): then
+    it was an ImportError traceback. ``None`` in sys.modules makes that import fail as a missing module does."""
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": ["a"], "answer": ["x"]}), path)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.raises(DatasetError) as caught:
+        list(iter_rows(path))
+    said = str(caught.value)
+    assert said.startswith(f"{path}: a Parquet file; reading it needs pyarrow: pyarrow.parquet does not import ("), said
+    assert said.endswith("): pip install --force-reinstall --no-deps pyarrow"), said
