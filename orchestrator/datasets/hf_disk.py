@@ -1,7 +1,8 @@
 """Hugging Face ``datasets`` folders written by ``Dataset.save_to_disk()``, read with pyarrow (``datasets`` itself is
 not needed), a record batch at a time.
 
-The layout is that of ``Dataset.save_to_disk`` in datasets' ``src/datasets/arrow_dataset.py`` (2.x and 3.x):
+The layout is that of ``Dataset.save_to_disk`` in datasets' ``src/datasets/arrow_dataset.py`` (2.x and 3.x;
+folders datasets 5.2 wrote read alike):
 ``state.json`` lists the shards in ``_data_files`` (``[{"filename": "data-00000-of-00002.arrow"}, ...]``), contiguous
 parts of the rows in their order, each an Arrow IPC *stream* (``ArrowWriter`` in ``arrow_writer.py`` writes with
 ``pa.RecordBatchStreamWriter``), beside ``dataset_info.json`` (the features). ``DatasetDict.save_to_disk`` writes
