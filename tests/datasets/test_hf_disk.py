@@ -142,6 +142,18 @@ def test_a_file_given_for_a_save_to_disk_folder_says_to_give_the_folder(tmp_path
         list(iter_rows(rows, "hf-disk"))
 
 
+def test_another_folder_given_as_hf_disk_says_what_it_lacks(tmp_path: Path) -> None:
+    """An eval-points folder (or any other) given as hf-disk names the files a save_to_disk folder has."""
+    (tmp_path / "points").mkdir()
+    (tmp_path / "points" / "state.json").write_text('[{"topic": "t", "evaluation_points": []}]', encoding="utf-8")
+    with pytest.raises(
+        DatasetError,
+        match=r"points: not a folder Hugging Face datasets' save_to_disk wrote: it has "
+        r"no state.json naming its shards \(_data_files\), nor a dataset_dict.json naming its splits",
+    ):
+        list(iter_rows(tmp_path / "points", "hf-disk"))
+
+
 @pytest.mark.parametrize("batch_rows", [1000, None])
 def test_a_save_to_disk_folder_is_read_a_little_at_a_time(tmp_path: Path, batch_rows: int | None) -> None:
     """save_to_disk writes a shard's rows 1000 to a record batch (datasets' DEFAULT_MAX_BATCH_SIZE): the first row
