@@ -213,7 +213,8 @@ def render_html(
     sections = [("summary", "Summary"), ("distributions", "Distributions")]
     sections += [(f"by-{b['dim']}", f"By {b['dim']}") for b in breakdowns]
     sections += [("targets", "Targets")] if summary.target else []
-    sections += [("judge", "Judge"), ("embedding", "Embeddings")]
+    sections += [("judge", "Judge")] if judge["used"] else []
+    sections += [("embedding", "Embeddings")] if embedding["used"] else []
     sections += [("worst", "Worst items")] + ([("errors", "Errors")] if stats.error_examples else [])
     sections += [("failed-rows", "Unreadable rows")] if failed_rows else []
     sections += [("run", "Run facts")]

@@ -100,9 +100,7 @@ that failed for good, and why the circuit breaker opened (if it did).</p>
 </tr>{% endfor %}</table>
 {% endif %}
 
-<h2 id="judge">LLM judge</h2>
-{% if not judge.used %}<p class="muted">No judge calls in this run (the suite has no judge metric, or every reply
-came from the cache).</p>{% endif %}
+{% if judge.used %}<h2 id="judge">LLM judge</h2>
 <p class="facts">{% for k, v in judge.facts %}<span>{{ k }} <b>{{ v }}</b></span>{% endfor %}</p>
 <table><tr>{% for k, v in judge.counters %}<th>{{ k }}</th>{% endfor %}</tr>
 <tr>{% for k, v in judge.counters %}<td>{{ v }}</td>{% endfor %}</tr></table>
@@ -113,14 +111,13 @@ came from the cache).</p>{% endif %}
 <td>{{ a.kappa }}</td></tr>{% endfor %}</table>
 <div class="grid">{% for p in judge.plots %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}
 </figure>{% endfor %}</div>
-{% endif %}
+{% endif %}{% endif %}
 
-<h2 id="embedding">Embeddings</h2>
-{% if embedding.used %}<p class="facts">
-{% for k, v in embedding.facts %}<span>{{ k }} <b>{{ v }}</b></span>{% endfor %}</p>
+{% if embedding.used %}<h2 id="embedding">Embeddings</h2>
+<p class="facts">{% for k, v in embedding.facts %}<span>{{ k }} <b>{{ v }}</b></span>{% endfor %}</p>
 <table><tr>{% for k, v in embedding.counters %}<th>{{ k }}</th>{% endfor %}</tr>
 <tr>{% for k, v in embedding.counters %}<td>{{ v }}</td>{% endfor %}</tr></table>
-{% else %}<p class="muted">No embedding metric in this run.</p>{% endif %}
+{% endif %}
 
 <h2 id="worst">Worst items</h2>
 <p class="muted">The {{ worst_k|counted("lowest-scored item") }} per metric (highest where lower is better), with
