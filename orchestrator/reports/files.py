@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from ragscore_workers.counts import agree
 from ragscore_workers.errors import ConfigError
+from ragscore_workers.fastjson import dumps_utf8
 from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary
 from ragscore_workers.store import RawItem, RunStore
 
@@ -76,11 +77,18 @@ def csv_text(value: str) -> str:
     return "'" + value if value.startswith(FORMULA_START) else value
 
 
+def _csv_entries(entries: list[str]) -> str:
+    """The ``errors`` or ``unscorable`` cell: its ``output: message`` entries as a JSON array, as items.jsonl writes
+    ``errors`` (``["exact_match: no reference"]``; empty without any), so ``json.loads`` splits them back whatever a
+    message holds (a ``; `` join did not). A ``[`` is no formula start: the cell needs no :func:`csv_text`."""
+    return dumps_utf8(entries) if entries else ""
+
+
 def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
     return (
         [csv_text(item.meta.get(name) or "") for name in ITEM_META_FIELDS]
         + [_fmt(item.metrics[o].get("score")) if o in item.metrics else "" for o in outputs]
-        + [csv_text("; ".join(why)) if why else "" for why in (errors, item.unscorable)]
+        + [_csv_entries(errors), _csv_entries(item.unscorable)]
     )
 
 

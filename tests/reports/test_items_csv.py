@@ -55,11 +55,35 @@ def test_items_csv_says_why_a_score_cell_is_empty(cluster: str, tmp_path: Path) 
     assert cells["noise"]["unscorable"] == cells["noise"]["errors"] == ""
     empty = cells["no-ref"]
     assert empty["exact_match"] == empty["checks"] == ""
-    assert empty["unscorable"] == "exact_match: no reference"
+    assert empty["unscorable"] == '["exact_match: no reference"]'  # a JSON array, as items.jsonl's errors
     error = items["no-ref"]["metrics"]["checks"]["error"]
-    assert "," in error and empty["errors"] == f"checks: {error}"  # read back whole: the csv module quoted it
+    assert "," in error and json.loads(empty["errors"]) == [f"checks: {error}"]  # whole: the csv module quoted it
     write_reports(from_dir(run.out_dir), tmp_path / "report", ["csv"])
     assert (tmp_path / "report" / "items.csv").read_bytes() == (run.out_dir / "items.csv").read_bytes()
+
+
+def test_items_csv_entries_split_back_whatever_their_messages_hold(cluster: str, tmp_path: Path) -> None:
+    """A real run: the ``errors`` and ``unscorable`` cells joined an item's entries with ``; ``, which a message holds
+    too (a point id ``a; b, "c"`` in one), so no reader could split them back. Each cell is a JSON array of the
+    entries, as items.jsonl's ``errors``: csv.reader then json.loads gives every entry whole."""
+    odd = 'a; b, "c"'
+    points = [{"id": "p", "type": "keyword", "params": {"keywords": ["x"]}, "depends_on": [odd]}]
+    rows = [
+        {"id": "both", "answer": "x", "checks": points},  # checks an error; exact_match and retrieval unscorable
+        {"id": "fine", "answer": "x", "reference": "x", "retrieved_doc_ids": ["d"], "gold_doc_id": "d",
+         "checks": [points[0] | {"depends_on": []}]},
+    ]  # fmt: skip
+    suite = {"metrics": ["exact_match", "checks", {"name": "recall_at_k", "params": {"k": [1]}}]}
+    run = evaluate(rows, suite, broker=cluster, out=tmp_path / "run")
+    items = {i["id"]: i for i in map(json.loads, (run.out_dir / "items.jsonl").read_text().splitlines())}
+    with (run.out_dir / "items.csv").open(encoding="utf-8", newline="") as fh:
+        cells = {row["id"]: row for row in csv.DictReader(fh)}
+    errors = json.loads(cells["both"]["errors"])
+    assert errors == items["both"]["errors"] and len(errors) == 1
+    assert "; " in errors[0] and "," in errors[0] and '"' in errors[0], errors  # the message holds all three
+    unscorable = json.loads(cells["both"]["unscorable"])
+    assert unscorable == ["exact_match: no reference", "mrr: no gold_doc_id", "recall_at_1: no gold_doc_id"]
+    assert cells["fine"]["errors"] == cells["fine"]["unscorable"] == ""
 
 
 def test_the_users_own_items_csv_alone_is_refused_as_one_file(tmp_path: Path) -> None:
