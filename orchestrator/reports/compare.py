@@ -29,7 +29,7 @@ import numpy as np
 
 from ragscore_workers.aggregate import BOOTSTRAP_SEED, MAX_RESAMPLE_N, bootstrap_ci
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import agree, counted
+from ragscore_workers.counts import agree, counted, thousands
 from ragscore_workers.metrics.registry import higher_is_better
 
 from ..terminal import resume_command
@@ -483,7 +483,8 @@ def unscored_text(unscored: dict[str, list[str]], unscorable: dict[str, list[str
 def errors_text(errors: dict[str, dict[str, int]]) -> str:
     """Says which outputs had errors, in which systems: those items are left out of the comparison."""
     parts = [
-        f"{name}: {', '.join(f'{count:,} of {arm}' for arm, count in per.items())}" for name, per in errors.items()
+        f"{name}: {', '.join(f'{thousands(count)} of {arm}' for arm, count in per.items())}"
+        for name, per in errors.items()
     ]
     return (f"items whose score is an error are left out of the comparison ({'; '.join(parts)}): a system's errors "
             f"can hide where it is worse; {backticked(resume_command('DIR'))} scores them again")  # fmt: skip
@@ -491,7 +492,7 @@ def errors_text(errors: dict[str, dict[str, int]]) -> str:
 
 def mismatch_text(mismatched: dict[str, tuple[int, list[str]]], baseline: str) -> str:
     """Says which ids hold different questions than in the baseline, and what to do."""
-    parts = [f"{count:,} in {arm} (e.g. {', '.join(ids)})" for arm, (count, ids) in mismatched.items()]
+    parts = [f"{thousands(count)} in {arm} (e.g. {', '.join(ids)})" for arm, (count, ids) in mismatched.items()]
     return (
         f"Some ids hold a different question than in {baseline}, so they were left out of the comparison: "
         f"{'; '.join(parts)}. Questions are paired by id: give every row an id of its own (an `id` field) "

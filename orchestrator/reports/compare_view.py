@@ -65,7 +65,7 @@ def _unpaired_counts(c: Comparison) -> str:
     said: dict[str, list[str]] = {}  # outputs of the same counts (most often all of them) named once
     for d in c.differences:
         if d.only_base or d.only_arm:
-            counts = f"{d.only_base:,} of {d.base or c.arms[0]} only, {d.only_arm:,} of {d.arm} only"
+            counts = f"{thousands(d.only_base)} of {d.base or c.arms[0]} only, {thousands(d.only_arm)} of {d.arm} only"
             said.setdefault(counts, []).append(d.metric)
     parts = [f"{', '.join(names)}: {counts}" for counts, names in said.items()]
     return f"not paired, so not in n (scored by one system only): {'; '.join(parts)}" if parts else ""
@@ -109,7 +109,7 @@ def _wins_table(c: Comparison) -> tuple[str, list[str], list[list[str]]]:
 def _means(c: Comparison) -> dict[str, dict[str, str]]:
     """Per output and system: its mean and how many items it is over (``0.833 (n=24)``); systems' means are each
     over their own scored items, so unlike counts are seen (one run scored fewer questions, or had errors)."""
-    return {m: {a: f"{fmt(v)} (n={c.counts[m][a]:,})" for a, v in per.items()} for m, per in c.means.items()}
+    return {m: {a: f"{fmt(v)} (n={thousands(c.counts[m][a])})" for a, v in per.items()} for m, per in c.means.items()}
 
 
 def _mismatch(c: Comparison) -> str:
@@ -230,8 +230,8 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     console = console or TerminalConsole()
     table = Table(title=escape(_title(c)), box=box.SIMPLE_HEAD, caption=escape(_legend(c)), caption_justify="left")
     one_arm = len(c.arms) == 2  # the title names the one system compared: no column repeats it
-    wtl = [f"{d.wins:,}/{d.ties:,}/{d.losses:,}" for d in c.differences]
-    rows = [[_named(d.metric, " ↓"), escape(_system(c, d)), f"{d.n:,}", _diff(d), _ci(d), _p(d.p), verdict(d), w]
+    wtl = [f"{thousands(d.wins)}/{thousands(d.ties)}/{thousands(d.losses)}" for d in c.differences]
+    rows = [[_named(d.metric, " ↓"), escape(_system(c, d)), thousands(d.n), _diff(d), _ci(d), _p(d.p), verdict(d), w]
             for d, w in zip(c.differences, wtl, strict=True)]  # fmt: skip
     if any(not higher_is_better(d.metric) for d in c.differences):
         table.caption = f"{table.caption}\n↓ lower is better: a win is a lower score"
@@ -253,7 +253,7 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     def rest(padding: int) -> int:  # the other columns, ``padding`` around each (rich adds one between two)
         return sum(width(i) for i in range(names, len(columns)) if i != said) + (padding + 1) * len(columns) - 1
 
-    stacked = [f"{d.wins:,} W\n{d.ties:,} T\n{d.losses:,} L" for d in c.differences]
+    stacked = [f"{thousands(d.wins)} W\n{thousands(d.ties)} T\n{thousands(d.losses)} L" for d in c.differences]
     narrower = max(len(line) for cell in stacked for line in cell.split("\n")) < width(len(columns) - 1)
     if rest(2) + 2 + width(said, str.split) + room > console.width and narrower:
         # wins, ties and losses one under the other, the interval's ends too, one space between two columns
@@ -300,6 +300,6 @@ def print_worse(
         table.add_column(col, justify="right" if col in ("n", "diff", "95% CI", "p", "worse end") else "left")
     for d, why in failures:
         end = worse_end(d)
-        table.add_row(escape(_named(d.metric, " ↓")), escape(_system(c, d)), f"{d.n:,}", _diff(d), _ci(d), _p(d.p),
+        table.add_row(escape(_named(d.metric, " ↓")), escape(_system(c, d)), thousands(d.n), _diff(d), _ci(d), _p(d.p),
                       "-" if end is None else f"{end:+.3f}", escape(why))  # fmt: skip
     console.print(table)

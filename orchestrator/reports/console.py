@@ -139,21 +139,22 @@ def target_lines(summary: RunSummary) -> list[str]:
             said.append(counted(retries, "retry", "retries"))
         for key, what in (("rate_limited", "rate-limited (429)"), ("failures", "failed")):
             if counters.get(key):
-                said.append(f"{counters[key]:,} {what}")
+                said.append(f"{thousands(counters[key])} {what}")
         lines.append(f"target {system}: {', '.join(said)}")
     return lines
 
 
 def reasons_text(reasons: dict[str, int] | None) -> str:
     """``no reference ×20; no contexts ×3``: why items were unscorable, most common first."""
-    return "; ".join(f"{reason} ×{count:,}" for reason, count in (reasons or {}).items())
+    return "; ".join(f"{reason} ×{thousands(count)}" for reason, count in (reasons or {}).items())
 
 
 def unscored_lines(summary: RunSummary) -> list[str]:
     """One line per metric output that scored no item only because every item was unscorable (columns named
     for another tool, the wrong --format): a run that says nothing of it looks like a success."""
     return [
-        f"{name}: no item could be scored, {m.unscorable:,} unscorable ({reasons_text(m.unscorable_reasons) or '?'})"
+        f"{name}: no item could be scored, {thousands(m.unscorable)} unscorable "
+        f"({reasons_text(m.unscorable_reasons) or '?'})"
         for name, m in summary.metrics.items()
         if not m.n and not m.errors and m.unscorable
     ]
@@ -168,7 +169,7 @@ def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None 
         return int(float(j.get(key) or 0))
 
     def count(key: str) -> str:
-        return f"{number(key):,}"
+        return thousands(number(key))
 
     def counted_of(key: str, singular: str, plural: str | None = None) -> str:
         return counted(number(key), singular, plural)
@@ -292,7 +293,7 @@ def embedding_line(summary: RunSummary) -> str | None:
     where = devices_text(e.get("devices") or {})
     line = (f"embedding: {counted(e.get('encoded', 0), 'text')} encoded in "
             f"{counted(e.get('encode_calls', 0), 'batched call')}, "
-            f"{e.get('cache_hits', 0):,} from the cache")  # fmt: skip
+            f"{thousands(e.get('cache_hits', 0))} from the cache")  # fmt: skip
     return line + (f"; worker processes on {where}" if where else "")
 
 
@@ -319,8 +320,8 @@ def print_summary(
     if len(summary.by_system) >= 2:
         loose = _items_without_system(summary)
         also = f" and the {counted(loose, 'item')} with no system" if loose else ""
-        console.print(f"The means above pool the items of all {len(summary.by_system):,} systems{also}; per system:",
-                      soft_wrap=True)  # fmt: skip
+        console.print(f"The means above pool the items of all {thousands(len(summary.by_system))} systems{also}; "
+                      "per system:", soft_wrap=True)  # fmt: skip
         table = _systems_table(summary)
         wide = console.options.update_width(sys.maxsize)  # what the table takes, not what the terminal allows
         if console.measure(table, options=wide).maximum > console.width:  # each CI under its mean, not cut at a space
@@ -380,7 +381,7 @@ def unreadable_rows(summary: RunSummary) -> str:
     (the store's cap)."""
     from ragscore_workers.store import MAX_FAILED_ROWS_STORED
 
-    kept = f" (failed_rows.jsonl lists the first {MAX_FAILED_ROWS_STORED:,})"
+    kept = f" (failed_rows.jsonl lists the first {thousands(MAX_FAILED_ROWS_STORED)})"
     return counted(summary.failed_rows, "unreadable row") + (
         kept if summary.failed_rows > MAX_FAILED_ROWS_STORED else ""
     )
@@ -415,7 +416,7 @@ def print_estimate(
     """What ``ragscore run --dry-run`` found: rows, work per queue, and the judge's calls, cost and time."""
     console = console or TerminalConsole()
     console.print("Dry run: nothing was submitted, no worker started, no provider called.")
-    line = f"{counted(estimate.rows, 'readable row')}, {estimate.failed_rows:,} unreadable"
+    line = f"{counted(estimate.rows, 'readable row')}, {thousands(estimate.failed_rows)} unreadable"
     line += f"; {counted(estimate.items, 'item')}" if estimate.items != estimate.rows else ""
     console.print(line, soft_wrap=True)
     for failure in estimate.first_failures:
@@ -424,7 +425,9 @@ def print_estimate(
         from ragscore_workers.store import MAX_FAILED_ROWS_STORED
 
         listed = (
-            "them all" if estimate.failed_rows <= MAX_FAILED_ROWS_STORED else f"the first {MAX_FAILED_ROWS_STORED:,}"
+            "them all"
+            if estimate.failed_rows <= MAX_FAILED_ROWS_STORED
+            else f"the first {thousands(MAX_FAILED_ROWS_STORED)}"
         )
         console.print(f"  {and_more(estimate.failed_rows - len(estimate.first_failures))} (a run lists {listed} in "
                       "failed_rows.jsonl)", markup=False, highlight=False, soft_wrap=True)  # fmt: skip
@@ -434,7 +437,7 @@ def print_estimate(
     units.add_column("queue")
     units.add_column("item x metric outputs", justify="right")
     for queue, n in estimate.units.items():
-        units.add_row(queue, f"{n:,}")
+        units.add_row(queue, thousands(n))
     console.print(units)
     targets = {target.name: target for target in suite.all_targets}
     for system, calls in estimate.target_calls.items():
@@ -447,8 +450,8 @@ def print_estimate(
     cached = ("cached", "to pay") if estimate.cache_checked else ()
     total = estimate.judge_total()
     rows = [
-        (name, f"{t.calls:,}", *((f"{t.cached:,}", f"{t.paid:,}") if cached else ()), f"{t.tokens_in:,}",
-         f"{t.tokens_out_max:,}", _cost(t.cost))
+        (name, thousands(t.calls), *((thousands(t.cached), thousands(t.paid)) if cached else ()),
+         thousands(t.tokens_in), thousands(t.tokens_out_max), _cost(t.cost))
         for name, t in [*estimate.judge.items(), ("total", total)]
     ]  # fmt: skip
     header = ("metric", "calls", *cached, "tokens in", "out ≤", "cost ≤")
@@ -468,10 +471,10 @@ def print_estimate(
     console.print("; ".join(notes) + ".", style="dim", soft_wrap=True)
     too_large = estimate.too_large(suite)
     for name, limit in too_large:
-        console.print(f"judge.{name} {limit:,} is below what the largest judge call needs (about "
-                      f"{total.largest:,} tokens: its prompt and its max_tokens): the rate limiter can never send "
-                      f"such calls, so their items would be errors. Raise judge.{name} (or --{name}) if your account "
-                      "allows more, or lower the metric's max_tokens", style="red", soft_wrap=True)  # fmt: skip
+        console.print(f"judge.{name} {thousands(limit)} is below what the largest judge call needs (about "
+                      f"{thousands(total.largest)} tokens: its prompt and its max_tokens): the rate limiter can never "
+                      f"send such calls, so their items would be errors. Raise judge.{name} (or --{name}) if your "
+                      "account allows more, or lower the metric's max_tokens", style="red", soft_wrap=True)  # fmt: skip
     minutes = {} if too_large else estimate.judge_minutes(suite)  # no least time for calls that cannot be sent
     if minutes:
         binding = max(minutes, key=lambda k: minutes[k])
@@ -479,16 +482,17 @@ def print_estimate(
         console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the run's "
                       f"limits ({limits}), however many workers", soft_wrap=True)  # fmt: skip
     if not too_large and (rounds := estimate.in_flight_rounds(suite)):
-        console.print(f"time: at least {rounds:,} x the seconds one judge reply takes under judge.max_in_flight "
-                      f"{suite.judge.max_in_flight} ({total.paid:,} calls, {suite.judge.max_in_flight} at a time), "
-                      "however many workers", soft_wrap=True)  # fmt: skip
+        console.print(f"time: at least {thousands(rounds)} x the seconds one judge reply takes under "
+                      f"judge.max_in_flight {suite.judge.max_in_flight} ({thousands(total.paid)} calls, "
+                      f"{suite.judge.max_in_flight} at a time), however many workers", soft_wrap=True)  # fmt: skip
     priced = sum(t.cost for t in estimate.judge.values() if t.cost is not None)
     if max_cost is not None and priced > max_cost:
         console.print(f"--max-cost {max_cost:g} may stop judging part-way: the priced calls may cost up to "
                       f"{priced:.4f}; the rest would be unscorable", style="yellow", soft_wrap=True)  # fmt: skip
     if max_tokens is not None and total.tokens_in + total.tokens_out_max > max_tokens:
-        console.print(f"--max-tokens {max_tokens:,} may stop judging part-way: the calls may use up to "
-                      f"{total.tokens_in + total.tokens_out_max:,} tokens", style="yellow", soft_wrap=True)  # fmt: skip
+        console.print(f"--max-tokens {thousands(max_tokens)} may stop judging part-way: the calls may use up to "
+                      f"{thousands(total.tokens_in + total.tokens_out_max)} tokens", style="yellow",
+                      soft_wrap=True)  # fmt: skip
 
 
 def _judge_limit(suite: Suite, name: str) -> str:
@@ -500,8 +504,8 @@ def _judge_limit(suite: Suite, name: str) -> str:
 def _limit(config: JudgeConfig | TargetConfig, name: str) -> str:
     """A rate limit of a judge or a target as its suite section writes it: ``rpm 600``, ``pace even at 10 a second``."""
     if name == "pace":
-        return f"pace {config.pace} at {paced_per_second(config.rpm or 1):,} a second"
-    return f"{name} {getattr(config, name):,}"
+        return f"pace {config.pace} at {thousands(paced_per_second(config.rpm or 1))} a second"
+    return f"{name} {thousands(getattr(config, name))}"
 
 
 def embed_estimate(estimate: Estimate, suite: Suite) -> str:

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import agree, counted, listed
+from ragscore_workers.counts import agree, counted, listed, thousands
 from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
@@ -140,7 +140,7 @@ class StatusView:
         items: dict[str, int] = {}
         for o in self.orphans:
             items[o.queue] = items.get(o.queue, 0) + o.items
-        where = ", ".join(f"{n:,} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
+        where = ", ".join(f"{thousands(n)} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
         at = time.strftime("%H:%M:%S UTC", time.gmtime(back))
         held = sum(items.values())
         if back > now:
@@ -429,10 +429,12 @@ def scored_text(summary: RunSummary) -> str:
     scored (``scored_all``): "8 scored" alone read as if every metric had scored all 8."""
     none = [name for name, m in summary.metrics.items() if not m.n]
     if summary.scored and none:
-        return f"{summary.scored:,} scored (by at least one output; none by {listed(none, SCORED_NONE_SHOWN)})"
+        return f"{thousands(summary.scored)} scored (by at least one output; none by {listed(none, SCORED_NONE_SHOWN)})"
     if summary.scored_all is not None and summary.scored_all < summary.scored:
-        return f"{summary.scored:,} scored (by at least one output; {summary.scored_all:,} by every one)"
-    return f"{summary.scored:,} scored"
+        return (
+            f"{thousands(summary.scored)} scored (by at least one output; {thousands(summary.scored_all)} by every one)"
+        )
+    return f"{thousands(summary.scored)} scored"
 
 
 def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None, reports_dir: str | None = None) -> str:
@@ -445,8 +447,8 @@ def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None, r
                else f"{backticked(results_command(run_id, broker=broker))} writes the reports")  # fmt: skip
     return (
         f"summary: {counted(summary.items, 'item')}, {scored_text(summary)}; over its metric outputs unscorable "
-        f"{unscorable:,} ({stopped:,} stopped), errors {errors:,} (the counts above are the workers' writes; "
-        f"{reports})"
+        f"{thousands(unscorable)} ({thousands(stopped)} stopped), errors {thousands(errors)} (the counts above are "
+        f"the workers' writes; {reports})"
     )
 
 

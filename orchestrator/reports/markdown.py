@@ -268,7 +268,7 @@ def _failed_rows(summary: RunSummary, failed_rows: list[dict[str, Any]]) -> list
     lines = ["## Unreadable rows", "", "| line | error |", "|---|---|"]
     lines += [f"| {md_cell(r.get('line', '-'))} | {md_cell(r.get('error', ''))} |" for r in failed_rows]
     if summary.failed_rows > len(failed_rows):
-        lines += ["", f"… {summary.failed_rows - len(failed_rows):,} more in failed_rows.jsonl."]
+        lines += ["", f"… {thousands(summary.failed_rows - len(failed_rows))} more in failed_rows.jsonl."]
     return [*lines, ""]
 
 

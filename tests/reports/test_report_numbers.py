@@ -92,3 +92,17 @@ def test_plots_label_values_and_counts_as_the_tables_beside_them_write_them(run_
     assert ">0.091 n=1,100</text>" in by_system and ">0.273 n=1,100</text>" in by_system  # not 0.0909 beside 0.273
     differences = _section(render_compare_html(compare([from_dir(run_dir)])), "<svg", "</svg>")
     assert ">+0.182 n=1,100</text>" in differences and "exact_match: +0.182 [+0.1" in differences
+
+
+def test_both_reports_say_how_many_more_unreadable_rows_with_thousands_separators(cluster: str, tmp_path: Path) -> None:
+    """A real run with 1,025 unreadable rows: report.md and report.html list the first 20 and say how many more
+    failed_rows.jsonl holds; report.html wrote that count bare (``… 1005 more``) where report.md and every table
+    write ``1,005``."""
+    bad = [{"id": f"b{i}", "answer": True} for i in range(1_025)]  # not text: unreadable
+    with pytest.warns(UserWarning, match="1,025 rows were unreadable"):
+        run = evaluate([{"id": "a", "answer": "x", "reference": "x"}, *bad], {"metrics": ["exact_match"]},
+                       broker=cluster, out=tmp_path / "run")  # fmt: skip
+    more = "… 1,005 more in failed_rows.jsonl."
+    assert more in _section((run.out_dir / "report.md").read_text(encoding="utf-8"), "## Unreadable rows", "\n## ")
+    html = _section((run.out_dir / "report.html").read_text(encoding="utf-8"), 'id="failed-rows"', "<h2")
+    assert more in " ".join(html.split())  # the template breaks its line anywhere
