@@ -160,10 +160,11 @@ def _details_text(details: Any) -> str:
 
 
 class _Worst:
-    """The ``k`` items with the worst scores of one output (ties: the earliest items are kept), and how many items
-    have the worst score (``tied``: more than ``k`` where a 0 is common, so the list is a sample of them)."""
+    """The ``k`` items with the worst scores of one output (ties: the earliest items are kept), how many items
+    have the worst score (``tied``: more than ``k`` where a 0 is common, so the list is a sample of them), and how many
+    items left out have the least bad kept score, the list's cut-off (``beyond``: 30 items at 0.5 behind 2 zeros)."""
 
-    __slots__ = ("heap", "k", "sign", "tied", "worst")
+    __slots__ = ("beyond", "heap", "k", "sign", "tied", "worst")
 
     def __init__(self, k: int, higher_better: bool) -> None:
         self.heap: list[tuple[float, int, WorstItem]] = []
@@ -172,6 +173,7 @@ class _Worst:
         self.sign = -1.0 if higher_better else 1.0
         self.worst = -float("inf")
         self.tied = 0
+        self.beyond = 0
 
     def count(self, score: float) -> None:
         """Counts every score of the output: the items at the worst one so far."""
@@ -188,8 +190,14 @@ class _Worst:
         entry = (self.sign * score, -seq, item)
         if len(self.heap) < self.k:
             heapq.heappush(self.heap, entry)
-        else:
-            heapq.heapreplace(self.heap, entry)
+            return
+        left = heapq.heapreplace(self.heap, entry)  # the latest item at the cut-off: beyond it, if the cut-off holds
+        self.beyond = self.beyond + 1 if left[0] == self.heap[0][0] else 0
+
+    def leave(self, score: float) -> None:
+        """An item not kept (:meth:`wants` said no): counted in ``beyond`` where it has the cut-off score."""
+        if self.sign * score == self.heap[0][0]:
+            self.beyond += 1
 
     def items(self) -> list[WorstItem]:
         """Worst first; equal scores in input order."""
@@ -234,6 +242,8 @@ class ItemStats:
                 if scores is None:
                     scores = {other: m.get("score") for other, m in metrics.items()}
                 worst.push(score, seq, self._snapshot(item, name, result, scores))
+            else:
+                worst.leave(score)
 
     def add_all(self, items: Iterable[RawItem]) -> ItemStats:
         for item in items:
@@ -274,6 +284,11 @@ class ItemStats:
         """How many items of one output have its worst score (0 where it scored none)."""
         worst = self._worst.get(name)
         return worst.tied if worst else 0
+
+    def beyond_cutoff(self, name: str) -> int:
+        """How many items of one output that its worst items leave out have the last one's score (0 where none)."""
+        worst = self._worst.get(name)
+        return worst.beyond if worst else 0
 
     def shown_worst(self, outputs: Iterable[str]) -> list[tuple[str, list[WorstItem], float]]:
         """Per output of ``outputs`` that scored some item: ``(output, its worst items, its best observed

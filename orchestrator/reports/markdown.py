@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ragscore_workers.counts import counted, counted_of, thousands
+from ragscore_workers.counts import agree, counted, counted_of, thousands
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..terminal import shown
@@ -224,12 +224,19 @@ def _score(value: float | None) -> str:
 def tied_text(stats: ItemStats, name: str, items: list[WorstItem]) -> str:
     """``4,326 of 9,322 scored items (46.4%) have the worst score, 0.000; the 10 listed are the first of them``
     where more items than the list have it (a 0 is common), so a reader does not take the list for all of them;
-    else ''."""
+    where the list ends among items of another score, ``22 more items than listed have 0.500, the last listed score:
+    the list keeps the first of them``; else ''."""
     tied, scored = stats.tied_worst(name), stats.values[name].total if name in stats.values else 0
-    if not items or tied <= len(items):
+    if not items:
         return ""
-    return (f"{counted_of(tied, scored, 'scored item')} ({_share(tied, scored)}) have the worst score, "
-            f"{_score(items[0].score)}; the {len(items)} listed are the first of them.")  # fmt: skip
+    if tied > len(items):
+        return (f"{counted_of(tied, scored, 'scored item')} ({_share(tied, scored)}) have the worst score, "
+                f"{_score(items[0].score)}; the {len(items)} listed are the first of them.")  # fmt: skip
+    beyond = stats.beyond_cutoff(name) if len(items) == stats.worst_k else 0  # else the cut-off is the best score
+    if not beyond:
+        return ""
+    return (f"{counted(beyond, 'more item')} than listed {agree(beyond, 'has', 'have')} {_score(items[-1].score)}, the "
+            "last listed score: the list keeps the first of them.")  # fmt: skip
 
 
 def _share(part: int, whole: int) -> str:

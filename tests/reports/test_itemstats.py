@@ -103,6 +103,23 @@ def test_items_at_the_worst_score_are_counted_however_few_are_kept() -> None:
 
 
 @pytest.mark.parametrize(
+    ("scores", "beyond"),
+    [([0.5, 0.5, 0.5, 0.5], 2), ([0.5, 0.5, 0.5, 0.2, 0.5], 3), ([0.5, 0.5, 0.5, 0.2, 0.1], 0),
+     ([0.5, 0.2, 0.2, 0.5, 0.2], 1), ([0.5, 0.9, 0.2], 0)],
+    ids=["all_tied", "worse_one_in", "cutoff_moves", "cutoff_tie_out", "too_few"],
+)  # fmt: skip
+def test_items_left_out_at_the_lists_cut_off_score_are_counted(scores: list[float], beyond: int) -> None:
+    """The two kept worst items end at a score more items share; those left out are counted exactly as the kept
+    items change (a worse item pushes the latest one at the cut-off out, or moves the cut-off past the rest)."""
+    stats = ItemStats(worst_k=2)
+    for i, s in enumerate(scores):
+        stats.add(_item(i, accuracy=s))
+    assert stats.beyond_cutoff("accuracy") == beyond
+    kept = stats.worst("accuracy")[-1].score
+    assert beyond == sum(s == kept for s in scores) - sum(w.score == kept for w in stats.worst("accuracy"))
+
+
+@pytest.mark.parametrize(
     ("zeros", "share"), [(3, "(<0.1%)"), (15_000, "(50.0%)"), (29_999, "(>99.9%)")], ids=["few", "half", "all_but_one"]
 )
 def test_the_share_at_the_worst_score_never_reads_none_or_all_where_it_is_neither(zeros: int, share: str) -> None:

@@ -106,3 +106,19 @@ def test_both_reports_say_how_many_more_unreadable_rows_with_thousands_separator
     assert more in _section((run.out_dir / "report.md").read_text(encoding="utf-8"), "## Unreadable rows", "\n## ")
     html = _section((run.out_dir / "report.html").read_text(encoding="utf-8"), 'id="failed-rows"', "<h2")
     assert more in " ".join(html.split())  # the template breaks its line anywhere
+
+
+def test_worst_items_say_how_many_more_share_the_last_listed_score(cluster: str, tmp_path: Path) -> None:
+    """A real run of ``checks`` (0, 0.5 or 1 per answer): 2 items at 0, then 30 at 0.5. The 10 worst ended with 8
+    of the 30 and nothing said the other 22 scored the same (only ties at the worst score were said): report.md and
+    report.html say how many more have the last listed score."""
+    points = [{"id": k, "type": "keyword", "params": {"keywords": [k]}} for k in ("alpha", "beta")]
+    answers = ["none"] * 2 + ["alpha"] * 30 + ["alpha beta"] * 5
+    rows = [{"id": f"q{i:02d}", "answer": a} for i, a in enumerate(answers)]
+    run = evaluate(rows, {"metrics": [{"name": "checks", "params": {"points": points}}]}, broker=cluster,
+                   out=tmp_path / "run")  # fmt: skip
+    said = "22 more items than listed have 0.500, the last listed score: the list keeps the first of them."
+    md = _section((run.out_dir / "report.md").read_text(encoding="utf-8"), "## Worst items", "\n## ")
+    assert said in md and "have the worst score" not in md
+    html = _section((run.out_dir / "report.html").read_text(encoding="utf-8"), 'id="worst"', "<h2")
+    assert said in html
