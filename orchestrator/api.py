@@ -95,7 +95,8 @@ class Evaluation:
     def to_pandas(self) -> Any:
         """A pandas DataFrame of one row per item, in input order: ``id``, ``system``, ``group``,
         ``question_type``, a column per metric output (its score; NaN where the item has none: unscorable or
-        errored) and ``errors`` (joined by ``; ``; missing where none). Details stay in ``items``."""
+        errored) and ``errors`` (the item's ``output: message`` entries, a list as items.jsonl and items.csv hold them;
+        missing where none). Details stay in ``items``."""
         try:
             import pandas as pd
         except ModuleNotFoundError as exc:
@@ -116,7 +117,7 @@ def _item_record(item: ItemResult, outputs: list[str]) -> dict[str, Any]:
     """One row of :meth:`Evaluation.to_pandas`: the item's fields, its score per output, its errors."""
     scores = {name: result.score if (result := item.metrics.get(name)) else None for name in outputs}
     fields = {name: getattr(item, name) for name in ITEM_META_FIELDS}
-    return {**fields, **scores, "errors": "; ".join(item.errors) or None}
+    return {**fields, **scores, "errors": item.errors or None}
 
 
 def evaluate(

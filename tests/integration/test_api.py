@@ -56,6 +56,19 @@ def test_the_scores_per_item_are_a_dataframe_with_a_column_per_metric_output(tmp
     assert frame["exact_match"].mean() == result.summary.metrics["exact_match"].mean
 
 
+def test_an_items_errors_are_a_list_in_the_dataframe_as_in_items_jsonl(tmp_path: Path, home: Path) -> None:
+    """to_pandas() joined an item's errors with ``; ``, which a message holds too (a point id ``a; b`` in one), so
+    the entries could not be split back; items.jsonl and items.csv hold them as a list: so does the frame."""
+    points = [{"id": "p", "type": "keyword", "params": {"keywords": ["x"]}, "depends_on": ["a; b"]}]
+    rows = [{"id": "bad", "answer": "x", "checks": points},
+            {"id": "fine", "answer": "x", "checks": [points[0] | {"depends_on": []}]}]  # fmt: skip
+    result = evaluate(rows, {"metrics": ["checks"]}, out=tmp_path / "out")
+    frame = result.to_pandas()
+    errors = frame["errors"].iloc[0]
+    assert errors == result.items[0].errors and len(errors) == 1 and "a; b" in errors[0], errors
+    assert errors[0].startswith("checks: ") and frame["errors"].isna().tolist() == [False, True]
+
+
 def test_to_pandas_without_pandas_names_the_extra_that_installs_it(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
