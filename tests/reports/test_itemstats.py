@@ -119,6 +119,25 @@ def test_items_left_out_at_the_lists_cut_off_score_are_counted(scores: list[floa
     assert beyond == sum(s == kept for s in scores) - sum(w.score == kept for w in stats.worst("accuracy"))
 
 
+@pytest.mark.parametrize("name", ["accuracy", "answer_hallucination"])  # higher, lower is better
+def test_the_count_beyond_the_cut_off_is_exact_for_any_order_of_scores(name: str) -> None:
+    """Against a count over every score, for streams of few distinct scores in random order (ties throughout, a
+    cut-off that moves many times): the kept items are the ``k`` worst, earliest first among ties, and ``beyond`` is
+    every other item at the last kept score, whichever way the output's scores run."""
+    rng = random.Random(7)
+    for _ in range(300):
+        k = rng.randint(1, 5)
+        scores = [rng.choice([0.0, 0.25, 0.5, 0.75, 1.0][: rng.randint(1, 5)]) for _ in range(rng.randint(0, 40))]
+        stats = ItemStats(worst_k=k)
+        for i, s in enumerate(scores):
+            stats.add(_item(i, **{name: s}))
+        worse_first = sorted(range(len(scores)), key=lambda i: (scores[i] if name == "accuracy" else -scores[i], i))
+        kept = worse_first[:k]
+        assert [w.id for w in stats.worst(name)] == [f"q{i}" for i in kept], (k, scores)
+        cut = scores[kept[-1]] if kept else None
+        assert stats.beyond_cutoff(name) == sum(s == cut for s in scores) - sum(scores[i] == cut for i in kept)
+
+
 @pytest.mark.parametrize(
     ("zeros", "share"), [(3, "(<0.1%)"), (15_000, "(50.0%)"), (29_999, "(>99.9%)")], ids=["few", "half", "all_but_one"]
 )
