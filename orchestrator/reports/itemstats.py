@@ -184,7 +184,14 @@ class _Worst:
             self.tied += 1
 
     def wants(self, score: float) -> bool:
-        return len(self.heap) < self.k or self.sign * score > self.heap[0][0]
+        """Whether an item of ``score`` is among the worst so far (:meth:`push` it); one not, at the cut-off score,
+        is counted in ``beyond``."""
+        if len(self.heap) < self.k:
+            return True
+        badness, cut = self.sign * score, self.heap[0][0]
+        if badness == cut:
+            self.beyond += 1
+        return badness > cut
 
     def push(self, score: float, seq: int, item: WorstItem) -> None:
         entry = (self.sign * score, -seq, item)
@@ -193,11 +200,6 @@ class _Worst:
             return
         left = heapq.heapreplace(self.heap, entry)  # the latest item at the cut-off: beyond it, if the cut-off holds
         self.beyond = self.beyond + 1 if left[0] == self.heap[0][0] else 0
-
-    def leave(self, score: float) -> None:
-        """An item not kept (:meth:`wants` said no): counted in ``beyond`` where it has the cut-off score."""
-        if self.sign * score == self.heap[0][0]:
-            self.beyond += 1
 
     def items(self) -> list[WorstItem]:
         """Worst first; equal scores in input order."""
@@ -242,8 +244,6 @@ class ItemStats:
                 if scores is None:
                     scores = {other: m.get("score") for other, m in metrics.items()}
                 worst.push(score, seq, self._snapshot(item, name, result, scores))
-            else:
-                worst.leave(score)
 
     def add_all(self, items: Iterable[RawItem]) -> ItemStats:
         for item in items:
