@@ -139,12 +139,15 @@ def _failure_reasons(details: dict[str, Any]) -> str:
 def _unsupported_reasons(details: dict[str, Any], unsupported: list[Any]) -> str:
     """``unsupported (best context cosine below 0.4): "He was beautiful, a little…" 0.31; ...``: each sentence
     ``answer_hallucination`` found no context for, with its best cosine (the ``best_cosines`` under ``threshold``, in
-    the sentences' order), so the report shows which sentence failed and by how much."""
+    the sentences' order), so the report shows which sentence failed and by how much. A metric that gives no numeric
+    ``threshold`` (a plug-in's) gets the sentences alone: which cosine is whose cannot be told without it."""
     threshold = details.get("threshold")
-    best = [c for c in details.get("best_cosines") or [] if isinstance(c, int | float) and c < (threshold or 0)]
+    if not isinstance(threshold, int | float) or isinstance(threshold, bool):
+        return "unsupported: " + "; ".join(f'"{one_line(str(text), WHY_SENTENCE_CHARS)}"' for text in unsupported)
+    best = [c for c in details.get("best_cosines") or [] if isinstance(c, int | float) and c < threshold]
     cosines = [f" {c:.2f}" for c in best] if len(best) == len(unsupported) else [""] * len(unsupported)
     quoted = [f'"{one_line(str(text), WHY_SENTENCE_CHARS)}"{c}' for text, c in zip(unsupported, cosines, strict=True)]
-    return f"unsupported (best context cosine below {threshold}): " + "; ".join(quoted)
+    return f"unsupported (best context cosine below {threshold:g}): " + "; ".join(quoted)
 
 
 def one_line(text: str, limit: int) -> str:

@@ -287,6 +287,22 @@ def test_a_worst_items_unsupported_sentences_are_quoted_on_one_line_cut_and_esca
     assert "&#34;&lt;script&gt;alert(1)&lt;/script&gt; | @alice *x* &lt;script&gt;" in html and "<script>" not in html
 
 
+def test_unsupported_sentences_of_a_metric_without_a_threshold_are_quoted_without_a_bound() -> None:
+    """A plug-in metric writing ``unsupported`` with no ``threshold`` read ``best context cosine below None`` (and
+    only its negative cosines were taken as the sentences' own)."""
+    from orchestrator.reports.itemstats import ItemStats
+    from ragscore_workers.store import RawItem
+
+    for details, why in [
+        ({"best_cosines": [0.9, -0.1, 0.2], "unsupported": ["a", "b"]}, 'unsupported: "a"; "b"'),
+        ({"threshold": "high", "unsupported": ["a"]}, 'unsupported: "a"'),
+        ({"threshold": 0.25, "best_cosines": [0.9, 0.1], "unsupported": ["a"]},
+         'unsupported (best context cosine below 0.25): "a" 0.10'),
+    ]:  # fmt: skip
+        item = RawItem(key="q", meta={"id": "q"}, metrics={"plug_in": {"score": 0.0, "details": details}})
+        assert ItemStats().add_all([item]).all_worst()[0].why == why
+
+
 def test_the_judge_embedding_and_target_tables_write_counts_as_the_summary_tables_do() -> None:
     """docs/reports.md says every table writes counts with thousands separators; the judge, embeddings, agreement and
     target tables wrote ``1234567`` tokens beside a summary table's ``9,322`` (found by a read of the merged diff)."""
