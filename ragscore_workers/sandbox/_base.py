@@ -36,7 +36,8 @@ __all__ = [
 DEFAULT_TIMEOUT_S = 10.0
 #: Memory in MiB: address space (local backend) or memory cgroup (docker backend).
 DEFAULT_MEMORY_MB = 256
-#: Processes and threads at once; with RLIMIT_AS per process, a run may use up to processes x memory_mb.
+#: The program's processes and threads at once, itself included; with RLIMIT_AS per process, a run may use up to
+#: processes x memory_mb.
 DEFAULT_PROCESSES = 16
 #: Largest file the program may write, in MiB.
 DEFAULT_FILE_MB = 16

@@ -43,7 +43,7 @@ from ._base import (
 from ._seccomp import sandbox_filter
 from .slots import FD_ARG, SlotLease, SlotPool, Spawned
 
-__all__ = ["DEFAULT_UID_BASE", "DEFAULT_UID_SLOTS", "LocalSandbox", "tool_path"]
+__all__ = ["DEFAULT_UID_BASE", "DEFAULT_UID_SLOTS", "OWN_PROCESSES", "LocalSandbox", "tool_path"]
 
 #: First host uid of the sandbox range (root workers only); pick a range no user or container mapping uses.
 DEFAULT_UID_BASE = 2_000_000_000
@@ -55,6 +55,10 @@ DEFAULT_SLOT_DIR = Path("/tmp/ragscore-sandbox-uids")
 INNER_ID = 65534
 #: Where the program runs; a fresh tmpfs per run.
 WORKDIR = "/sandbox"
+#: Processes of a run's uid that are the sandbox's own, not the program's: the slot helper, bwrap and the sandbox's
+#: pid-1. RLIMIT_NPROC counts every process of the uid, so it is ``processes`` + these: the program may have
+#: ``processes`` processes and threads at once, itself included, as ``Limits.processes`` says.
+OWN_PROCESSES = 3
 #: Environment of the program: nothing of the worker's.
 SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                # glibc reserves 64 MiB of address space per thread's malloc arena, which RLIMIT_AS counts: a
@@ -225,7 +229,7 @@ def _rlimits(limits: Limits) -> tuple[tuple[int, int, int], ...]:
     mib = 1 << 20
     same = [
         (resource.RLIMIT_AS, limits.memory_mb * mib),
-        (resource.RLIMIT_NPROC, limits.processes),
+        (resource.RLIMIT_NPROC, limits.processes + OWN_PROCESSES),
         (resource.RLIMIT_FSIZE, limits.file_mb * mib),
         (resource.RLIMIT_NOFILE, limits.open_files),
         (resource.RLIMIT_CORE, 0),

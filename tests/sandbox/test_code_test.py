@@ -612,6 +612,23 @@ def test_code_that_starts_more_processes_than_the_limit_is_told_the_limit(code: 
     ]
 
 
+@pytest.mark.parametrize(("children", "passes"), [(15, True), (16, False)])
+def test_code_may_have_16_processes_at_once_and_a_17th_is_told_the_process_limit(children: int, passes: bool) -> None:
+    """The program and 15 children live at once under the 16 the failure names; a 16th child is refused, said so."""
+    code = (
+        "import os\nr, w = os.pipe()\n"
+        f"for _ in range({children}):\n"
+        "    if os.fork() == 0:\n        os.close(w)\n        os.read(r, 1)\n        os._exit(0)\n"
+    )
+    passed, details = run_code_test(code, {"test": "assert True"}, LOCAL)
+    assert passed == passes
+    expected = (
+        'exit code 1, expected 0 (its stderr ends "BlockingIOError: [Errno 11] Resource temporarily unavailable"; '
+        f"{PROCESS_LIMIT})"
+    )
+    assert details["failures"] == ([] if passes else [expected])
+
+
 def test_a_fork_bomb_is_told_the_process_limit_whichever_process_wrote_last() -> None:
     """Every process of a fork bomb writes its traceback at once: the last line may be any of theirs."""
     passed, details = run_code_test("import os\nwhile True:\n    os.fork()\n", {"test": "assert True"}, LOCAL)

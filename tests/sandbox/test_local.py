@@ -25,7 +25,7 @@ from ragscore_workers.sandbox import (
     get_sandbox,
 )
 from ragscore_workers.sandbox._seccomp import AUDIT_ARCH, FAMILY_CHECKED, REFUSED
-from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS, SANDBOX_ENV
+from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS, OWN_PROCESSES, SANDBOX_ENV
 
 from ..support import ROOT
 from .support import descendants, pids_running, sandbox_uid_pids, slot_helpers, status_fields
@@ -181,7 +181,7 @@ def test_limits_are_hard_so_the_program_cannot_raise_them(sandbox: LocalSandbox)
     assert result.stdout.splitlines() == [
         f"CPU {limits.cpu_s} {limits.cpu_s + 1} refused",  # SIGXCPU at the soft limit, SIGKILL a second later
         f"AS {200 * mib} {200 * mib} refused",
-        "NPROC 12 12 refused",
+        f"NPROC {12 + OWN_PROCESSES} {12 + OWN_PROCESSES} refused",  # the program's 12 + the sandbox's own
         f"FSIZE {3 * mib} {3 * mib} refused",
         "NOFILE 40 40 refused",
         "CORE 0 0 refused",
@@ -213,6 +213,7 @@ def test_on_the_host_every_sandbox_process_is_an_unprivileged_uid(sandbox: Local
     assert names == ["bwrap", "bwrap", "python3"], seen  # bwrap, the namespace's pid-1, the program
     (helper,) = {int(fields["PPid"]) for _, fields in seen if fields["Name"] == "bwrap"} & set(helpers)
     seen.append((helper, status_fields(helper)))
+    assert len(seen) == 1 + OWN_PROCESSES  # the program; the rest are the sandbox's own, which RLIMIT_NPROC allows for
     uids = {fields["Uid"] for _, fields in seen} | {fields["Gid"] for _, fields in seen}
     (ids,) = uids
     first, *rest = ids.split()
@@ -334,6 +335,40 @@ def test_fork_bomb_is_contained_and_spares_a_concurrent_sandbox(sandbox: LocalSa
     assert results["neighbour"].ok and results["neighbour"].stdout == "0\n"
     if os.geteuid() == 0:  # only a root worker switches to the uid range
         assert sandbox_uid_pids() == []
+
+
+#: Starts children (each waits on a pipe, so all live at once) until the program is ``int(stdin)`` processes or a fork
+#: is refused; prints how many processes it had at most, itself included, and the error of a refused fork.
+FORK_UP_TO = (
+    "import os, sys\n"
+    "wanted = int(sys.stdin.read())\n"
+    "r, w = os.pipe()\n"
+    "have, error = 1, ''\n"
+    "while have < wanted:\n"
+    "    try:\n"
+    "        if os.fork() == 0:\n"
+    "            os.close(w)\n"
+    "            os.read(r, 1)\n"
+    "            os._exit(0)\n"
+    "    except OSError as exc:\n"
+    "        error = f'{type(exc).__name__}: {exc}'\n"
+    "        break\n"
+    "    have += 1\n"
+    "print(have, error)\n"
+)
+
+
+@pytest.mark.parametrize("processes", [4, 16])
+def test_the_program_may_have_processes_at_once_itself_included_and_no_more(
+    sandbox: LocalSandbox, processes: int
+) -> None:
+    """``limits.processes`` is the program's: the slot helper, bwrap and its pid-1 (of the same uid, so counted by
+    RLIMIT_NPROC) do not take any of it. Every process stays alive until the last fork, so all count at once."""
+    limits = Limits(timeout_s=10, processes=processes)
+    fits = run(sandbox, FORK_UP_TO, stdin=str(processes), limits=limits)
+    assert (fits.exit_code, fits.stdout) == (0, f"{processes} \n"), fits.stderr
+    refused = run(sandbox, FORK_UP_TO, stdin=str(processes + 1), limits=limits)
+    assert refused.stdout == f"{processes} BlockingIOError: [Errno 11] Resource temporarily unavailable\n"
 
 
 def test_runs_leave_no_zombie_to_eat_the_process_limit(sandbox: LocalSandbox) -> None:
