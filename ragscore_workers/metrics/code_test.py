@@ -359,9 +359,10 @@ _NO_NETWORK = re.compile(r"\[Errno (?:97|101|-2|-3|-5)\]")
 _STARTS_A_PROCESS = re.compile(r"\b_?(?:fork|forkpty|fork_exec|posix_spawnp?)\(")
 
 
-def _quoted_stderr(last: str, stderr: str, limits: Limits | None) -> str:
+def _quoted_stderr(last: str, stderr: str, limits: Limits | None, backend: str) -> str:
     """The failure's quote of the last line of stderr, saying when it reads as the sandbox's missing network, its
-    file-size limit (EFBIG: Python ignores SIGXFSZ, so the write fails instead) or its process limit."""
+    file-size limit (EFBIG: Python ignores SIGXFSZ, so the write fails instead) or its process limit (a refused
+    thread: or, on the ``local`` backend, its address-space limit)."""
     note = ""
     if _NO_NETWORK.search(last):
         note = "; the sandbox has no network"
@@ -370,9 +371,10 @@ def _quoted_stderr(last: str, stderr: str, limits: Limits | None) -> str:
         note = f"; a file grew past the sandbox's file-size limit{most}"
     elif _refused_a_process(stderr):
         note = f"; it hit the sandbox's process limit{_processes(limits)}"
-    elif last.startswith("RuntimeError: can't start new thread"):  # its stack may not fit the address space either
-        memory = "" if limits is None else f" ({_mib(limits.memory_mb)} MiB)"
-        note = f"; a thread is refused past the sandbox's process limit{_processes(limits)} or its memory limit{memory}"
+    elif last.startswith("RuntimeError: can't start new thread"):
+        note = f"; a thread is refused past the sandbox's process limit{_processes(limits)}"
+        if backend == "local":  # its stack may not fit the address space either; docker's memory cgroup refuses none
+            note += " or its memory limit" + ("" if limits is None else f" ({_mib(limits.memory_mb)} MiB)")
     return f' (its stderr ends "{_short(last)}"{note})'
 
 
@@ -480,7 +482,7 @@ def judge(
     elif result.exit_code != params.exit_code:
         failure = f"exit code {result.exit_code}, expected {params.exit_code}"
         if (last := last_line(stderr)) is not None:
-            failure += _quoted_stderr(last, stderr, limits)
+            failure += _quoted_stderr(last, stderr, limits, result.backend)
         failures.append(failure)
     elif marker and not found and result.exit_code == 0:
         failures.append("the test did not run to its end: the program exited first (exit code 0)")

@@ -650,6 +650,17 @@ def test_code_refused_a_thread_is_told_the_process_and_memory_limits() -> None:
     ]
 
 
+def test_a_thread_refused_under_docker_is_told_the_process_limit_alone() -> None:
+    """Docker bounds memory by a cgroup, which refuses no thread's stack (RLIMIT_AS is local's): only the pids limit
+    refuses a thread there. Judged from its stderr alone (no Docker engine here)."""
+    stderr = "Traceback (most recent call last):\n  ...\nRuntimeError: can't start new thread\n"
+    details = judge(executed(exit_code=1, stderr=stderr, backend="docker"), CodeTestParams(), Limits())[1]
+    assert details["failures"] == [
+        'exit code 1, expected 0 (its stderr ends "RuntimeError: can\'t start new thread"; a thread is refused past '
+        "the sandbox's process limit (16 processes and threads at once))"
+    ]
+
+
 def test_a_non_blocking_sockets_eagain_is_not_said_to_be_the_process_limit() -> None:
     stderr = (
         'Traceback (most recent call last):\n  File "/sandbox/main.py", line 4, in <module>\n    server.accept()\n'
