@@ -358,12 +358,13 @@ FORK_UP_TO = (
 )
 
 
-@pytest.mark.parametrize("processes", [4, 16])
+@pytest.mark.parametrize("processes", [1, 4, 16])
 def test_the_program_may_have_processes_at_once_itself_included_and_no_more(
     sandbox: LocalSandbox, processes: int
 ) -> None:
     """``limits.processes`` is the program's: the slot helper, bwrap and its pid-1 (of the same uid, so counted by
-    RLIMIT_NPROC) do not take any of it. Every process stays alive until the last fork, so all count at once."""
+    RLIMIT_NPROC) do not take any of it. Every process stays alive until the last fork, so all count at once. Under 1
+    the program runs alone (it could not start at all while the sandbox's own 3 took the limit)."""
     limits = Limits(timeout_s=10, processes=processes)
     fits = run(sandbox, FORK_UP_TO, stdin=str(processes), limits=limits)
     assert (fits.exit_code, fits.stdout) == (0, f"{processes} \n"), fits.stderr
