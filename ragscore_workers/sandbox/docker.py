@@ -142,6 +142,7 @@ class DockerSandbox:
             "mem_limit": limits.memory_mb * mib,
             "memswap_limit": limits.memory_mb * mib,
             "pids_limit": limits.processes,
+            "init": False,  # an engine's default-init would be one of the pids: the program's own, as local's
             "nano_cpus": 1_000_000_000,
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],

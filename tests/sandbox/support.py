@@ -1,4 +1,4 @@
-"""Host-side checks for the sandbox tests: which processes exist, as read from /proc."""
+"""Host-side checks for the sandbox tests (which processes exist, as read from /proc) and programs they share."""
 
 from __future__ import annotations
 
@@ -8,6 +8,26 @@ from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS
 
 #: In the command line of every slot helper (``python3 -I -S -c <_slot_helper.py's text>``).
 HELPER_MARK = b"The slot helper:"
+
+#: Starts children (each waits on a pipe, so all live at once) until the program is ``int(stdin)`` processes or a fork
+#: is refused; prints how many processes it had at most, itself included, and the error of a refused fork.
+FORK_UP_TO = (
+    "import os, sys\n"
+    "wanted = int(sys.stdin.read())\n"
+    "r, w = os.pipe()\n"
+    "have, error = 1, ''\n"
+    "while have < wanted:\n"
+    "    try:\n"
+    "        if os.fork() == 0:\n"
+    "            os.close(w)\n"
+    "            os.read(r, 1)\n"
+    "            os._exit(0)\n"
+    "    except OSError as exc:\n"
+    "        error = f'{type(exc).__name__}: {exc}'\n"
+    "        break\n"
+    "    have += 1\n"
+    "print(have, error)\n"
+)
 
 
 def _read(path: Path) -> bytes:

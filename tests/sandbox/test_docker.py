@@ -10,6 +10,8 @@ import pytest
 from ragscore_workers.sandbox import Limits, SandboxUnavailable
 from ragscore_workers.sandbox.docker import DEFAULT_IMAGE, LABEL, DockerSandbox
 
+from .support import FORK_UP_TO
+
 
 def test_no_engine_answering_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     socket_path = f"/tmp/no-docker-{uuid.uuid4().hex}.sock"
@@ -65,6 +67,19 @@ def test_docker_limits_stop_memory_time_and_output(docker_sandbox: DockerSandbox
     assert slow.stopped_by == "timeout"
     flood = docker_sandbox.run("while True:\n    print('x' * 1000)", limits=Limits(timeout_s=30, output_bytes=10_000))
     assert flood.stopped_by == "output_limit" and flood.truncated
+
+
+@pytest.mark.parametrize("processes", [1, 8])
+def test_docker_program_may_have_processes_at_once_itself_included_and_no_more(
+    docker_sandbox: DockerSandbox, processes: int
+) -> None:
+    """``pids_limit`` is the program's alone, as under local: the bootstrap execs it, and no engine's default init
+    (docker-init as pid 1) takes one of the pids."""
+    limits = Limits(timeout_s=30, processes=processes)
+    fits = docker_sandbox.run(FORK_UP_TO, stdin=str(processes), limits=limits)
+    assert (fits.exit_code, fits.stdout) == (0, f"{processes} \n"), fits.stderr
+    refused = docker_sandbox.run(FORK_UP_TO, stdin=str(processes + 1), limits=limits)
+    assert refused.stdout == f"{processes} BlockingIOError: [Errno 11] Resource temporarily unavailable\n"
 
 
 def test_docker_removes_its_containers(docker_sandbox: DockerSandbox) -> None:

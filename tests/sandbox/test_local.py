@@ -28,7 +28,7 @@ from ragscore_workers.sandbox._seccomp import AUDIT_ARCH, FAMILY_CHECKED, REFUSE
 from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS, OWN_PROCESSES, SANDBOX_ENV
 
 from ..support import ROOT
-from .support import descendants, pids_running, sandbox_uid_pids, slot_helpers, status_fields
+from .support import FORK_UP_TO, descendants, pids_running, sandbox_uid_pids, slot_helpers, status_fields
 
 FAST = Limits(timeout_s=5)
 #: What the root of a sandbox may contain: /usr (and its merged-/usr aliases), a few /etc files, mounts.
@@ -335,27 +335,6 @@ def test_fork_bomb_is_contained_and_spares_a_concurrent_sandbox(sandbox: LocalSa
     assert results["neighbour"].ok and results["neighbour"].stdout == "0\n"
     if os.geteuid() == 0:  # only a root worker switches to the uid range
         assert sandbox_uid_pids() == []
-
-
-#: Starts children (each waits on a pipe, so all live at once) until the program is ``int(stdin)`` processes or a fork
-#: is refused; prints how many processes it had at most, itself included, and the error of a refused fork.
-FORK_UP_TO = (
-    "import os, sys\n"
-    "wanted = int(sys.stdin.read())\n"
-    "r, w = os.pipe()\n"
-    "have, error = 1, ''\n"
-    "while have < wanted:\n"
-    "    try:\n"
-    "        if os.fork() == 0:\n"
-    "            os.close(w)\n"
-    "            os.read(r, 1)\n"
-    "            os._exit(0)\n"
-    "    except OSError as exc:\n"
-    "        error = f'{type(exc).__name__}: {exc}'\n"
-    "        break\n"
-    "    have += 1\n"
-    "print(have, error)\n"
-)
 
 
 @pytest.mark.parametrize("processes", [1, 4, 16])
