@@ -50,7 +50,7 @@ from ragscore_workers.planning import (
 from ragscore_workers.providers.cache import ReplyCache
 from ragscore_workers.providers.errors import MissingKeyError
 from ragscore_workers.providers.factory import judge_identity
-from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key
+from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key, scoped_breaker_field
 from ragscore_workers.schemas import Queue, Row, RunSummary
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
@@ -594,8 +594,10 @@ def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> Non
     """A resume asks again: close the judge's and each target's circuit breaker and clear the budget note and
     holds (a worker killed mid-call leaves its hold); the counters are kept."""
     for part in ["judge", *(target_state_part(t.name) for t in resolved.targets)]:
-        store.r.hdel(store.key(run_id, part), "breaker", "budget", *INTERNAL_FIELDS)
-        store.r.delete(holds_key(store.key(run_id, part)))
+        key = store.key(run_id, part)
+        scoped = [name for name in store.r.hkeys(key) if scoped_breaker_field(name)]  # each judge limiter's breaker
+        store.r.hdel(key, "breaker", "budget", *INTERNAL_FIELDS, *scoped)
+        store.r.delete(holds_key(key))
 
 
 def _resume_target_shard(

@@ -27,7 +27,7 @@ from .errors import ConfigError, UnknownMetricError
 from .limits import longest_hard_limit
 from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import ResolvedSuite, plan_shard, resolve_suite
-from .providers.run_state import INTERNAL_FIELDS
+from .providers.run_state import INTERNAL_FIELDS, breaker_summary
 from .schemas import (
     ITEM_META_FIELDS,
     JUDGE_COUNTERS,
@@ -42,6 +42,7 @@ from .schemas import (
 from .scoring import cancel_skipped, derive, score_rows, with_skipped
 from .settings import get_settings
 from .store import (
+    JUDGE_LIMITERS_PART,
     PROGRESSIVE_QUEUES,
     RunState,
     RunStore,
@@ -643,9 +644,8 @@ def _aggregate(
             "aggregate_s": round(time.time() - started, 3),
             "wall_s": round(time.time() - since, 3),
         }
-        judge = dict.fromkeys(JUDGE_COUNTERS, 0) | {
-            k: v for k, v in store.counters(run_id, "judge").items() if k not in INTERNAL_FIELDS
-        }
+        limiters = store.r.hgetall(store.key(run_id, JUDGE_LIMITERS_PART))  # which judge each breaker stopped
+        judge = dict.fromkeys(JUDGE_COUNTERS, 0) | breaker_summary(store.counters(run_id, "judge"), limiters)
         judge["agreement"] = {name: a.to_json() for name, a in sorted(agg.agreement.items())}
         targets = {t.name: store.counters(run_id, target_state_part(t.name)) for t in resolved.suite.all_targets}
         summary = agg.summary(

@@ -13,9 +13,9 @@
                                                 429 -> shared pause; at most ``attempts`` tries)
     correct the token cost, count, cache the reply (only one the caller could read: ``final``)
 
-A call that still fails counts towards the run's circuit breaker; ``breaker_failures`` failures in a
-row stop judging for the whole run, and one that every call would repeat (a model the provider lacks, a refused key)
-stops it at once.
+A call that still fails counts towards the run's circuit breaker of its limiter (provider, model, endpoint and key:
+judge metrics reading other keys have their own); ``breaker_failures`` failures in a row stop that judge for the whole
+run, and one that every call would repeat (a model the provider lacks, a refused key) stops it at once.
 """
 
 from __future__ import annotations

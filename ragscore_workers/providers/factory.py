@@ -119,7 +119,9 @@ def build_client(
     # The longest attempt: a budget hold outlives it, the wait for a slot of max_in_flight (taken before the limiter's
     # wait, at most max_wait_s too) included (the slot's own lease is short, renewed while its call runs).
     hold_s = attempt_s + (max_wait_s if config.max_in_flight else 0.0)
-    state = RunJudgeState(redis, run_id, ttl_s=get_settings().live_ttl_s, hold_s=hold_s, limiter=limiter_name(provider))
+    state = RunJudgeState(
+        redis, run_id, ttl_s=get_settings().live_ttl_s, hold_s=hold_s, limiter=limiter_name(provider), scope=limiter.key
+    )  # a breaker per limiter: a key refused stops only the judge metrics that read it
     state.note_limiter(limiter.key)
     overridden = _base_url(config)
     if overridden != config.base_url:  # the summary says which endpoint really judged (the suite names another)

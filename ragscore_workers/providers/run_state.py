@@ -13,8 +13,11 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``parse_failures``         replies without a valid rating / JSON score
 ``usage_estimated``        replies without token usage: their tokens and cost are estimated from the text
 ``failures``               calls that failed for good (after their retries)
-``consecutive_failures``   failures since the last success (the breaker's count)
-``breaker``                why judging stopped, once the breaker is open
+``consecutive_failures``   failures since the last success (the breaker's count); the judge's, per judge limiter:
+                           ``consecutive_failures:{limiter key}``
+``breaker``                why calls stopped, once the breaker is open; the judge's, per judge limiter
+                           (``breaker:{limiter key}``: provider, model and a hash of endpoint and key), so a key the
+                           provider refuses stops only the judge metrics that read it (:func:`judge_breakers`)
 ``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` would be passed
 ``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end; each hold is
                            also in ``…:judge:holds`` (a sorted set by expiry, Redis's clock), so the hold of a
@@ -62,8 +65,11 @@ __all__ = [
     "WAIT_WRITE_EVERY_S",
     "Hold",
     "RunJudgeState",
+    "breaker_summary",
     "holds_key",
+    "judge_breakers",
     "run_judge_key",
+    "scoped_breaker_field",
 ]
 
 #: How long a budgeted call's hold lasts at most, unless the caller says (the judge client: its limiter's
@@ -218,13 +224,14 @@ _notes: dict[str, _Note] = {}  # wait key -> what this process wrote there latel
 _notes_lock = threading.Lock()
 
 
-# KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl. Returns 1 when this call opened it.
+# KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl, ARGV[4] = the breaker's count field, ARGV[5]
+# its reason field (:attr:`RunJudgeState.breaker_field`). Returns 1 when this call opened it.
 _FAILURE_LUA = """
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
-local n = redis.call('HINCRBY', KEYS[1], 'consecutive_failures', 1)
+local n = redis.call('HINCRBY', KEYS[1], ARGV[4], 1)
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 if n >= tonumber(ARGV[1]) then
-  return redis.call('HSETNX', KEYS[1], 'breaker', ARGV[2])
+  return redis.call('HSETNX', KEYS[1], ARGV[5], ARGV[2])
 end
 return 0
 """
@@ -236,7 +243,7 @@ return 0
 # killed) are given back first.
 # KEYS[1] = hash, KEYS[2] = the run's meta (a cancelled run starts no call), KEYS[3] = holds (member
 # 'id|tokens|cost', score = expiry); ARGV = est_tokens, est_cost, max_tokens ('' = none), max_cost ('' = none),
-# ttl, hold_s, hold id.
+# ttl, hold_s, hold id, the breaker's field (:attr:`RunJudgeState.breaker_field`).
 # Returns {'breaker', reason} | {'tokens', used, held} | {'cost', used, held} | {'ok'}.
 _RESERVE_LUA = (
     """
@@ -246,7 +253,7 @@ if redis.call('HGET', KEYS[2], 'state') == '"""
     + """' then return {'breaker', '"""
     + CANCELLED_REASON
     + """'} end
-local breaker = redis.call('HGET', h, 'breaker')
+local breaker = redis.call('HGET', h, ARGV[8])
 if breaker then return {'breaker', breaker} end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) + tonumber(time[2]) / 1000000
@@ -287,6 +294,9 @@ return 0
 """
 #: Fields of the hash that are bookkeeping, not results (left out of the run summary).
 INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at")
+#: The start of a judge limiter's own breaker fields (its reason; its count of failures in a row) in the run's hash.
+BREAKER_PREFIX = "breaker:"
+FAILING_PREFIX = "consecutive_failures:"
 
 
 class Hold(NamedTuple):
@@ -299,6 +309,35 @@ class Hold(NamedTuple):
 
 def run_judge_key(run_id: str) -> str:
     return RunStore.key(run_id, "judge")
+
+
+def scoped_breaker_field(name: str) -> bool:
+    """Whether ``name`` is a field of one judge limiter's breaker (its reason or its count), not a run's counter."""
+    return name.startswith((BREAKER_PREFIX, FAILING_PREFIX))
+
+
+def judge_breakers(fields: dict[str, Any], limiters: dict[str, str]) -> dict[str, str]:
+    """The judges whose breaker opened, by the name of their limiter (``limiters``: limiter key -> name, the run's
+    ``…:judge:limiters``; the key itself for one not named there), each with why: from the run's judge hash
+    ``fields``."""
+    return {
+        limiters.get(name.removeprefix(BREAKER_PREFIX), name.removeprefix(BREAKER_PREFIX)): str(reason)
+        for name, reason in sorted(fields.items())
+        if name.startswith(BREAKER_PREFIX)
+    }
+
+
+def breaker_summary(fields: dict[str, Any], limiters: dict[str, str]) -> dict[str, Any]:
+    """The run's judge hash ``fields`` as its summary says them: bookkeeping left out, and ``breaker`` (when a judge's
+    opened) why judging stopped: the reason as it is in a run with one judge, else each judge's that stopped, by its
+    name (``groq/m with the key in JUDGE_KEY_B: the groq judge's key was refused ...``), ``; `` between them."""
+    out = {k: v for k, v in fields.items() if k not in INTERNAL_FIELDS and not scoped_breaker_field(k)}
+    stopped = judge_breakers(fields, limiters)
+    if len(stopped) == 1 and len(limiters) <= 1:
+        out["breaker"] = next(iter(stopped.values()))
+    elif stopped:
+        out["breaker"] = "; ".join(f"{name}: {reason}" for name, reason in stopped.items())
+    return out
 
 
 def holds_key(state_key: str) -> str:
@@ -318,13 +357,15 @@ class RunJudgeState:
         hold_s: float = HOLD_S,
         target: str | None = None,
         limiter: str = "",
+        scope: str = "",
     ) -> None:
         """The judge's state (``target`` None), or target ``target``'s (``""``: the unnamed one; build it with
         :meth:`for_target`): its counters and breaker under :func:`~ragscore_workers.store.target_state_part` of its
         name (:func:`~ragscore_workers.schemas.target_name`), its waits noted as the target stage's and naming it by
         its ``system`` (``""`` for the unnamed target's: the progress says "the target's rate limit", not "target
         target's"). The judge's waits name its ``limiter`` (:meth:`note_limiter`; the progress says it only where the
-        run has several)."""
+        run has several). ``scope`` (the judge's limiter key) gives the judge a breaker of its own per limiter: a
+        refused key, a model the endpoint lacks or a dead endpoint stops the judge metrics that call it, not others."""
         name = None if target is None else target_name(target)
         self.r = redis
         self.who = limiter if target is None else target
@@ -337,6 +378,8 @@ class RunJudgeState:
         # a target's counted calls stamp the run's meta and progress (one read for all its targets): None, the judge's
         self.progress_key = None if name is None else RunStore.key(run_id, "progress")
         self.hold_s = hold_s
+        self.breaker_field = f"{BREAKER_PREFIX}{scope}" if scope else "breaker"
+        self.failing_field = f"{FAILING_PREFIX}{scope}" if scope else "consecutive_failures"
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)
         self._release = redis.register_script(_RELEASE_LUA)
@@ -373,7 +416,7 @@ class RunJudgeState:
         if release is not None:
             self._release(keys=[self.key, self.holds_key], args=[*release], client=pipe)
         if reset_failures:
-            pipe.hset(self.key, "consecutive_failures", 0)
+            pipe.hset(self.key, self.failing_field, 0)
         pipe.expire(self.key, self.ttl_s)
         pipe.execute()
 
@@ -431,7 +474,8 @@ class RunJudgeState:
         at = threshold if reason is None else 1
         last = _middle_cut(last_error, LAST_ERROR_CHARS)
         reason = reason or f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last})"
-        opened = bool(self._failure(keys=[self.key], args=[at, reason[:500], self.ttl_s]))
+        fields = [self.failing_field, self.breaker_field]
+        opened = bool(self._failure(keys=[self.key], args=[at, reason[:500], self.ttl_s, *fields]))
         with self._stop_lock:  # the next stop_reason reads again: the breaker this failure opened stops the next call
             self._stop_read_at = float("-inf")
         return opened
@@ -449,7 +493,7 @@ class RunJudgeState:
         hold_id = uuid.uuid4().hex
         raw = self._reserve(
             keys=[self.key, self.meta_key, self.holds_key],
-            args=[tokens, repr(cost), *limits, self.ttl_s, repr(self.hold_s), hold_id],
+            args=[tokens, repr(cost), *limits, self.ttl_s, repr(self.hold_s), hold_id, self.breaker_field],
         )
         answer = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
         kind = answer[0]
@@ -488,19 +532,23 @@ class RunJudgeState:
     def _read_stop_reason(self) -> str | None:
         pipe = self.r.pipeline(transaction=False)
         pipe.hget(self.meta_key, "state")
-        pipe.hget(self.key, "breaker")
+        pipe.hget(self.key, self.breaker_field)
         state, breaker = pipe.execute()
         if state == RunState.CANCELLED:
             return CANCELLED_REASON
         return str(breaker) if breaker else None
 
     def read(self) -> dict[str, Any]:
-        """The counters as numbers (missing ones as 0) plus ``breaker`` / ``budget`` when judging stopped (and
-        ``base_url`` when overridden)."""
+        """The counters as numbers (missing ones as 0) plus ``breaker`` (this state's own) / ``budget`` when calls
+        stopped (and ``base_url`` when overridden)."""
         raw = self.r.hgetall(self.key)
         out: dict[str, Any] = {name: 0 for name in COUNTER_FIELDS}
         for name, value in raw.items():
-            if name in ("breaker", "budget", "base_url"):
+            if name == self.breaker_field:
+                out["breaker"] = value
+            elif scoped_breaker_field(name) or name == "breaker":  # another limiter's breaker
+                continue
+            elif name in ("budget", "base_url"):
                 out[name] = value
             elif name in ("cost", "held_cost"):
                 out[name] = float(value)

@@ -140,7 +140,7 @@ def test_a_prompt_too_long_for_the_model_fails_its_item_without_opening_the_brea
     assert _ask(client, "short [[rating=2]]") == ("2", False)
     state = client.state.read()
     assert state["failures"] == 3 and not state.get("breaker")  # failed for good, counted, but not the breaker's
-    assert int(rclient.hget(client.state.key, "consecutive_failures") or 0) == 0
+    assert int(rclient.hget(client.state.key, client.state.failing_field) or 0) == 0
     fake.fail_next("400", 2)  # any other 400 (a wrong parameter) still counts: every item would fail alike
     for i in range(2):
         with pytest.raises(ProviderError):
@@ -376,7 +376,7 @@ def test_a_request_larger_than_tpm_fails_without_a_call(rclient: redis.Redis, fa
         _ask(client, "w" * 1000)
     assert fake.stats().get("requests", 0) == 0
     state = client.state.read()  # a call failed for good (counted), the item's own: not the breaker's
-    assert state["failures"] == 1 and int(rclient.hget(client.state.key, "consecutive_failures") or 0) == 0
+    assert state["failures"] == 1 and int(rclient.hget(client.state.key, client.state.failing_field) or 0) == 0
 
 
 def test_counters_live_in_one_hash_per_run(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
