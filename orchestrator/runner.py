@@ -970,6 +970,19 @@ def _check_judge(resolved: ResolvedSuite, calls_left: int | None) -> None:
             provider.require_key()
 
 
+def judge_left(store: RunStore, run_id: str, resolved: ResolvedSuite) -> int | None:
+    """0 where a resume of run ``run_id`` sends no judge call: its submission was not cut off, it has no target (a
+    target's answer asked again is judged anew), and every judge output is stored, none stopped and no output of the
+    run an error (errors are not counted per queue: any may be a judge's); None where it may send some (its resume
+    needs the judge's key)."""
+    counters = store.progress(run_id)
+    if "n_shards" not in store.meta(run_id) or resolved.targets:
+        return None
+    stored = counters.get(f"done:{Queue.JUDGE.value}", 0) >= counters.get(f"total:{Queue.JUDGE.value}", 0)
+    clean = not counters.get(f"stopped:{Queue.JUDGE.value}", 0) and not counters.get("errors", 0)
+    return 0 if stored and clean else None
+
+
 def judge_cache_may_answer(resolved: ResolvedSuite, redis: Any) -> bool:
     """Whether a run of ``resolved`` may find a judge reply in the reply cache in ``redis``: some judge metric reads
     it and it holds replies of the suite's judge. Where not, every judge call is sent, each needing the key: an
@@ -1154,8 +1167,11 @@ def run(
             if lane is not None:  # where its queues are and who runs it, for `status` / `cancel` in another shell
                 store.set_meta(run_id, lane=lane, lane_process=registration)
             if on_validated is not None:  # first: what it refuses (exit 2) leaves DIR as it was, run.json too
-                # with the judge calls submit counted it to send (a resume's: not counted)
-                planned = None if resume_id else store.meta(run_id).get("judge_calls_planned")
+                # with the judge calls submit counted it to send (a resume's: none where its judge has no item left)
+                if resume_id is None:
+                    planned = store.meta(run_id).get("judge_calls_planned")
+                else:
+                    planned = None if resumed is None else judge_left(store, run_id, resumed)
                 on_validated(queues, None if planned is None else int(planned))
             if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
                 again = backticked(results_command(replaced, "OTHER_DIR", given_broker))
@@ -1244,8 +1260,8 @@ def run(
         def start_workers(queues: list[str], judge_calls_left: int | None) -> None:
             if resolved is not None:  # the queues routed rows added (the judge's, when its key awaited the count)
                 check_local_resources(resolved, [q for q in queues if q not in checked], judge_calls_left)
-            elif resumed is not None:  # the run's own suite, read from the store by start()
-                check_local_resources(resumed, queues)
+            elif resumed is not None:  # the run's own suite, read from the store by start(); no judge left: no key
+                check_local_resources(resumed, queues, judge_calls_left)
             workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=concurrency,
                                         env=lane_env, stop_with_parent=True))  # fmt: skip
             workers[0].start()

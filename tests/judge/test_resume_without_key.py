@@ -1,0 +1,54 @@
+"""A resume with no judge call left to send needs no judge key (embedded, real workers, real HTTP to the fake
+provider): the key is asked for only where the run's judge has items left to score."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator import evaluate, resume
+from ragscore_workers.errors import ConfigError
+
+from ..fakes import FakeProvider
+from .conftest import SECRET
+
+pytestmark = pytest.mark.integration
+
+ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": "r", "answer": f"a{i} [[rating=4]]"} for i in range(6)]
+
+
+def _suite(fake: FakeProvider, model: str) -> dict:
+    judge = {"model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+    return {"name": "judged", "metrics": ["exact_match", "answer_accuracy"], "judge": judge}
+
+
+def test_a_resume_whose_judge_is_done_needs_no_key(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every item judged, then resumed without GROQ_API_KEY: the reports are written again, nothing is sent. Seen
+    failing before: the resume was refused for the missing key ("set the environment variable GROQ_API_KEY")."""
+    out = tmp_path / "out"
+    first = evaluate(ROWS, _suite(fake, model), out=out, quiet=True)
+    assert first.summary.metrics["answer_accuracy"].n == len(ROWS)
+    sent = fake.stats()["requests"]
+    monkeypatch.delenv("GROQ_API_KEY")
+    again = resume(out, quiet=True)
+    assert again.summary.metrics["answer_accuracy"].n == len(ROWS) and fake.stats()["requests"] == sent
+    written = "".join(p.read_text() for p in out.iterdir() if p.is_file())
+    assert SECRET not in written
+
+
+def test_a_resume_with_judge_items_left_still_asks_for_the_key(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge call failed for good (the item's error): resumed without the key, it is refused naming the variable."""
+    out = tmp_path / "out"
+    suite = _suite(fake, model)
+    suite["metrics"][1] = {"name": "answer_accuracy", "params": {"concurrency": 1}}  # one call at a time
+    fake.fail_next("400", 2)  # not retried: both judges of the first item fail, its output an error
+    first = evaluate(ROWS, suite, out=out, quiet=True)
+    assert first.summary.metrics["answer_accuracy"].errors >= 1
+    monkeypatch.delenv("GROQ_API_KEY")
+    with pytest.raises(ConfigError, match="GROQ_API_KEY"):
+        resume(out, quiet=True)
