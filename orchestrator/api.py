@@ -130,6 +130,7 @@ def evaluate(
     fmt_options: dict[str, Any] | None = None,
     quiet: bool = False,
     progress: ProgressView | None = None,
+    judge_threads: int | None = None,
 ) -> Evaluation:
     """Score a dataset (a file, an iterable of row dicts, or a pandas DataFrame) with a suite; embedded unless
     ``broker``. Rows that cannot be read are reported in ``failed_rows.jsonl`` and with a warning, and so is a run
@@ -140,6 +141,8 @@ def evaluate(
     ``out``; when omitted, to a temporary directory that is removed when this Python process exits (at once when the
     call fails before a run was recorded there; kept when it stopped after, for :func:`resume`, and when a warning
     names it, or items stopped by a budget, a breaker or a cancel are left there for :func:`resume`).
+    ``judge_threads``: the threads of the embedded run's local judge worker (default 32; fewer for a slow local
+    server, more for a fast hosted one), as ``ragscore run --judge-threads``.
     """
     resolved = load_suite(suite)
     get_settings().check_visibility_timeout()  # as run() does, before out is claimed and the rows written there
@@ -158,7 +161,7 @@ def evaluate(
             view = progress or make_progress(quiet)
             summary = run(
                 path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
-                progress=view, named=named, caller=PYTHON,
+                progress=view, named=named, caller=PYTHON, judge_threads=judge_threads,
             )  # fmt: skip
         if out is None and not _left_to_the_caller(summary):  # nothing to open or resume there once the call is over
             _TEMPORARY_OUT.append(out_dir)
@@ -188,11 +191,13 @@ def resume(
     max_tokens: int | None = None,
     quiet: bool = False,
     progress: ProgressView | None = None,
+    judge_threads: int | None = None,
 ) -> Evaluation:
     """Finish the run whose reports go to ``out`` (its ``run.json`` names it), as ``ragscore run --resume DIR`` does:
     only what the store lacks is scored (missing, failed, or stopped by a breaker, a budget or a cancel), and the
     reports are written again. ``max_cost`` / ``max_tokens`` raise the judge budget that stopped it; the run's
-    dataset and suite are the ones it was submitted with. Shows progress and warns as :func:`evaluate` does."""
+    dataset and suite are the ones it was submitted with; ``judge_threads`` as :func:`evaluate`'s. Shows progress and
+    warns as :func:`evaluate` does."""
     out_dir = Path(out)
     recorded = recorded_run(out_dir)
     if recorded is None or "run_id" not in recorded:
@@ -200,7 +205,7 @@ def resume(
                           "run")  # fmt: skip
     summary = run(None, None, out_dir, broker=broker, resume_id=str(recorded["run_id"]),
                   judge_params=judge_budget(max_cost=max_cost, max_tokens=max_tokens),
-                  progress=progress or make_progress(quiet), caller=PYTHON)  # fmt: skip
+                  progress=progress or make_progress(quiet), caller=PYTHON, judge_threads=judge_threads)  # fmt: skip
     return _evaluation(summary, out_dir, rows_given=(out_dir / ROWS_FILE).exists())
 
 

@@ -140,6 +140,10 @@ TpdOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option("--tpd", help="Judge: tokens per day (in place of the suite's judge.tpd)"),
 ]
+JudgeThreadsOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--judge-threads", min=1, help="Embedded: threads of the local judge worker (default 32)"),
+]
 DATASET_HELP = (
     "Dataset file (.jsonl, .csv, .json, each may be .gz; .parquet), or a directory: eval-points, or a "
     "Hugging Face datasets save_to_disk folder"
@@ -292,6 +296,7 @@ RESUME_REFUSES = ("DATASET", "--suite", "--chunk-size", "--format", "--predictio
 RESUME_TAKES = {
     "(raise its judge budget)": ("--max-cost", "--max-tokens"),
     "(set its judge rate limits)": ("--rpm", "--tpm", "--rpd", "--tpd"),
+    "(its local judge worker's threads)": ("--judge-threads",),
     "(its gates, in place of those it was started with)": (
         "--fail-under", "--fail-on-regression", "--regression-tolerance", "--junit", "--junit-items"
     ),
@@ -335,6 +340,7 @@ def run_cmd(
     tpm: TpmOpt = None,
     rpd: RpdOpt = None,
     tpd: TpdOpt = None,
+    judge_threads: JudgeThreadsOpt = None,
     quiet: QuietOpt = False,
     fail_under: Annotated[
         Optional[list[str]],  # noqa: UP045
@@ -419,7 +425,7 @@ def run_cmd(
             tolerance=tolerance, junit=junit, junit_items=junit_items,
         )  # fmt: skip
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
-                          judge_limits=limits, stored=stored)  # fmt: skip
+                          judge_limits=limits, stored=stored, judge_threads=judge_threads)  # fmt: skip
         _exit_on_outcome(summary, gates, resume_dir, quiet, stored.outputs() if stored is not None else [],
                          resume_command(resume_dir, broker=broker))  # fmt: skip
         return
@@ -444,7 +450,7 @@ def run_cmd(
         _dry_run(dataset, resolved, broker, gates, fmt=fmt, fmt_options=options, max_cost=max_cost,
                  max_tokens=max_tokens)  # fmt: skip
         return
-    summary = _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options,
+    summary = _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options, judge_threads=judge_threads,
                       job=_gates_job(fail_under, baseline_dir, tolerance, junit, junit_items))  # fmt: skip
     if debug_on_fail:
         from .debug import debug_on_fail as debug

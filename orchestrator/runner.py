@@ -970,6 +970,20 @@ def _check_judge(resolved: ResolvedSuite, calls_left: int | None) -> None:
             provider.require_key()
 
 
+def check_judge_threads(threads: object, broker: str | None, caller: Caller = CLI) -> None:
+    """ConfigError unless ``threads`` (``--judge-threads``, ``judge_threads=``; None: the default) is a whole number of
+    at least 1, for an embedded run (``broker`` None): a cluster's judge workers are started with their own."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(f"{caller.given('judge-threads', threads)}: the local judge worker's threads are a whole "
+                          "number, at least 1")  # fmt: skip
+    if broker:
+        raise ConfigError(f"{caller.option('judge-threads')} sets the threads of an embedded run's local judge worker; "
+                          "a cluster's judge workers are started with theirs (`ragscore worker --queues judge "
+                          "--concurrency N`)")  # fmt: skip
+
+
 def judge_left(store: RunStore, run_id: str, resolved: ResolvedSuite) -> int | None:
     """0 where a resume of run ``run_id`` sends no judge call: its submission was not cut off, it has no target (a
     target's answer asked again is judged anew), and every judge output is stored, none stopped and no output of the
@@ -1129,7 +1143,7 @@ def run(
     progress: ProgressView | None = None,
     settings: Settings | None = None,
     shard_rows: int = DEFAULT_SHARD_ROWS,
-    concurrency: dict[str, int] | None = None,
+    judge_threads: int | None = None,
     timeout_s: float | None = None,
     resume_id: str | None = None,
     judge_params: dict[str, Any] | None = None,
@@ -1142,7 +1156,9 @@ def run(
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
     new run's) is kept in ``DIR/run.json`` for its resume; ``named``: how a new run's errors name the dataset and its
     rows (:func:`submit`); ``stored``: run ``resume_id``'s suite where the caller read it already (read here, once,
-    where None); ``caller``: who is warned, and whose options and resume its messages name.
+    where None); ``caller``: who is warned, and whose options and resume its messages name. ``judge_threads``: the
+    threads of the embedded run's local judge worker (None: :data:`~.workers.POOL_DEFAULTS`'); ConfigError for a
+    cluster's run, whose judge workers have theirs (:func:`check_judge_threads`).
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
     private Redis and local workers for just the queues the suite needs are started and stopped here.
@@ -1151,6 +1167,7 @@ def run(
     settings.check_visibility_timeout()  # before the out DIR is claimed or an embedded Redis started
     given_broker = broker  # the --broker the commands it says name (None: RAGSCORE_BROKER_URL finds it again)
     broker = broker or settings.broker_url
+    check_judge_threads(judge_threads, broker, caller)
     if resume_id is not None and job is None:  # DIR/run.json keeps the job as it started (its gates): a 2nd resume too
         job = (recorded_run(out_dir) or {}).get("job")
     replaced = lost = None  # the run whose reports out_dir holds; the one its Redis lost there
@@ -1262,7 +1279,8 @@ def run(
                 check_local_resources(resolved, [q for q in queues if q not in checked], judge_calls_left)
             elif resumed is not None:  # the run's own suite, read from the store by start(); no judge left: no key
                 check_local_resources(resumed, queues, judge_calls_left)
-            workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=concurrency,
+            threads = None if judge_threads is None else {Queue.JUDGE.value: judge_threads}
+            workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=threads,
                                         env=lane_env, stop_with_parent=True))  # fmt: skip
             workers[0].start()
 

@@ -1,0 +1,82 @@
+"""``judge_threads`` (``ragscore run --judge-threads``): the threads of an embedded run's local judge worker, read from
+the real worker while it judges (Celery's ``inspect stats``), and refused where it cannot apply."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from orchestrator import evaluate
+from ragscore_workers.app import app
+from ragscore_workers.errors import ConfigError
+
+from ..fakes import FakeProvider
+from ..support import ROOT, write_jsonl
+
+pytestmark = pytest.mark.integration
+
+ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": "r", "answer": f"a{i} [[rating=4]]"} for i in range(4)]
+
+
+def _judge_worker_pools() -> dict[str, dict[str, Any]]:
+    """Node name -> pool stats (``inspect stats``) of this process's embedded judge workers, asked on their broker."""
+    brokers = set()
+    for proc in psutil.Process().children(recursive=True):
+        argv = proc.cmdline()
+        if "celery" in argv and "-Q" in argv and argv[argv.index("-Q") + 1].startswith("judge,"):
+            brokers.add(proc.environ()["RAGSCORE_BROKER_URL"])
+    pools = {}
+    for broker in brokers:
+        with app.connection_for_write(broker) as conn:
+            stats = app.control.inspect(timeout=5, connection=conn).stats() or {}
+        pools |= {node: stats[node]["pool"] for node in stats if node.startswith("judge-")}
+    return pools
+
+
+def test_the_local_judge_worker_runs_judge_threads_threads(home: Path, keys: str, tmp_path: Path, model: str) -> None:
+    """judge_threads=3: the judge worker that answers the run reports a pool of 3 threads. Seen failing before:
+    evaluate() took no judge_threads (the worker ran the default 32)."""
+    pools: dict[str, dict[str, Any]] = {}
+
+    def responder(prompt: str, nth: int) -> str | None:
+        if not pools:  # while the run judges: its worker is up
+            pools.update(_judge_worker_pools())
+        return None  # the prompt's [[rating=4]] answers
+
+    with FakeProvider(api_key=keys, responder=responder) as fake:
+        judge = {"model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+        suite = {"name": "threads", "metrics": ["answer_accuracy"], "judge": judge}
+        result = evaluate(ROWS, suite, out=tmp_path / "out", quiet=True, judge_threads=3)
+    assert result.summary.metrics["answer_accuracy"].n == len(ROWS)
+    assert [pool["max-concurrency"] for pool in pools.values()] == [3], pools
+
+
+@pytest.mark.parametrize("threads", [0, -2, 1.5, True, "4"])
+def test_judge_threads_not_a_whole_number_of_at_least_1_is_refused(home: Path, tmp_path: Path, threads: Any) -> None:
+    with pytest.raises(ConfigError, match=r"judge_threads=.*the local judge worker's threads are a whole number"):
+        evaluate(ROWS, {"metrics": ["exact_match"]}, out=tmp_path / "out", quiet=True, judge_threads=threads)
+    assert not (tmp_path / "out" / "run.json").exists()
+
+
+def test_judge_threads_of_a_cluster_run_is_refused(tmp_path: Path, redis_server: Any) -> None:
+    with pytest.raises(ConfigError, match="judge_threads= sets the threads of an embedded run's local judge worker"):
+        evaluate(ROWS, {"metrics": ["exact_match"]}, redis_server.url, out=tmp_path / "out", quiet=True,
+                 judge_threads=2)  # fmt: skip
+
+
+def test_the_command_line_refuses_judge_threads_below_1(tmp_path: Path, home: Path) -> None:
+    """``ragscore run --judge-threads 0`` exits 2 naming the option, before anything runs."""
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    suite = tmp_path / "s.json"
+    suite.write_text('{"metrics": ["exact_match"]}')
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite),
+                           "--judge-threads", "0", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "--judge-threads" in done.stderr, done.stderr
