@@ -988,8 +988,8 @@ def judge_left(store: RunStore, run_id: str, resolved: ResolvedSuite) -> int | N
     """0 where a resume of run ``run_id`` sends no judge call: its submission was not cut off, it has no target (a
     target's answer asked again is judged anew), and every judge output is stored, none stopped and no output of the
     run an error (errors are not counted per queue: any may be a judge's); None where it may send some (its resume
-    needs the judge's key)."""
-    counters = store.progress(run_id)
+    needs the judge's key). From the counters as stored: :meth:`RunStore.progress` leaves ``stopped:{queue}`` out."""
+    counters = store.counters(run_id, "progress")
     if "n_shards" not in store.meta(run_id) or resolved.targets:
         return None
     stored = counters.get(f"done:{Queue.JUDGE.value}", 0) >= counters.get(f"total:{Queue.JUDGE.value}", 0)

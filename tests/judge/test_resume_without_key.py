@@ -52,3 +52,19 @@ def test_a_resume_with_judge_items_left_still_asks_for_the_key(
     monkeypatch.delenv("GROQ_API_KEY")
     with pytest.raises(ConfigError, match="GROQ_API_KEY"):
         resume(out, quiet=True)
+
+
+def test_a_resume_with_judge_items_a_budget_stopped_still_asks_for_the_key(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Items the budget stopped (stored stopped, no error, every output written): resumed with a higher budget
+    without the key, it is refused naming the variable, not sent to workers whose every call would fail. Seen failing
+    before: judge_left read the progress view, which leaves out ``stopped:{queue}``, and found nothing left."""
+    out = tmp_path / "out"
+    suite = _suite(fake, model)
+    suite["metrics"][1] = {"name": "answer_accuracy", "params": {"concurrency": 1, "max_tokens_total": 300}}
+    first = evaluate(ROWS, suite, out=out, quiet=True)
+    assert first.summary.metrics["answer_accuracy"].stopped >= 1 and not first.summary.metrics["answer_accuracy"].errors
+    monkeypatch.delenv("GROQ_API_KEY")
+    with pytest.raises(ConfigError, match="GROQ_API_KEY"):
+        resume(out, quiet=True, max_tokens=10**6)
