@@ -318,22 +318,27 @@ def scoped_breaker_field(name: str) -> bool:
 
 def judge_breakers(fields: dict[str, Any], limiters: dict[str, str]) -> dict[str, str]:
     """The judges whose breaker opened, by the name of their limiter (``limiters``: limiter key -> name, the run's
-    ``…:judge:limiters``; the key itself for one not named there), each with why: from the run's judge hash
-    ``fields``."""
-    return {
-        limiters.get(name.removeprefix(BREAKER_PREFIX), name.removeprefix(BREAKER_PREFIX)): str(reason)
-        for name, reason in sorted(fields.items())
-        if name.startswith(BREAKER_PREFIX)
-    }
+    ``…:judge:limiters``; ``provider/model`` for one not named there, never its key's hash), each with why, from the
+    run's judge hash ``fields``. Limiters of one name (a key rotated mid-run, workers judging at other endpoints)
+    are one judge: their distinct reasons, ``; `` between them."""
+    stopped: dict[str, list[str]] = {}
+    for name, reason in sorted(fields.items()):
+        if name.startswith(BREAKER_PREFIX):
+            scope = name.removeprefix(BREAKER_PREFIX)  # provider:model:hash
+            judge = limiters.get(scope) or scope.rpartition(":")[0].replace(":", "/", 1)
+            if str(reason) not in stopped.setdefault(judge, []):
+                stopped[judge].append(str(reason))
+    return {judge: "; ".join(reasons) for judge, reasons in stopped.items()}
 
 
 def breaker_summary(fields: dict[str, Any], limiters: dict[str, str]) -> dict[str, Any]:
     """The run's judge hash ``fields`` as its summary says them: bookkeeping left out, and ``breaker`` (when a judge's
-    opened) why judging stopped: the reason as it is in a run with one judge, else each judge's that stopped, by its
-    name (``groq/m with the key in JUDGE_KEY_B: the groq judge's key was refused ...``), ``; `` between them."""
+    opened) why judging stopped: the reason as it is in a run with one judge (by name: :func:`judge_breakers`), else
+    each judge's that stopped, by its name (``groq/m with the key in JUDGE_KEY_B: the groq judge's key was refused
+    ...``), ``; `` between them."""
     out = {k: v for k, v in fields.items() if k not in INTERNAL_FIELDS and not scoped_breaker_field(k)}
     stopped = judge_breakers(fields, limiters)
-    if len(stopped) == 1 and len(limiters) <= 1:
+    if len(stopped) == 1 and len(set(limiters.values())) <= 1:
         out["breaker"] = next(iter(stopped.values()))
     elif stopped:
         out["breaker"] = "; ".join(f"{name}: {reason}" for name, reason in stopped.items())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragscore_workers.providers.run_state import RunJudgeState
+from ragscore_workers.providers.run_state import RunJudgeState, breaker_summary
 from ragscore_workers.schemas import MetricResult, Row
 from ragscore_workers.store import RUNS_INDEX, RunStore, eviction_problem, redis_client, work_began
 
@@ -600,3 +600,26 @@ def test_only_a_redis_that_can_fill_and_evict_is_said_to_lose_a_runs_work(tmp_pa
         assert eviction_problem(refused) is None
     finally:
         server.stop()
+
+
+def test_a_judge_breaker_is_named_by_its_limiters_name_never_its_keys_hash(store: RunStore) -> None:
+    """A key rotated mid-run leaves two limiters of one name (as above): both breakers open are one judge's, said as
+    a one-judge run says it. A breaker whose limiter is not noted is named by provider and model, not by its limiter
+    key's hash of the endpoint and key. Seen failing before: the rotated key's reason came as "groq/m with the key in
+    GROQ_API_KEY: ...", and the unnoted one as "groq:m:<hash>: ..."."""
+    run = "t-judge-breakers"
+    store.create_run(run, {"state": "running"})
+    name = "groq/m with the key in GROQ_API_KEY"
+    for limiter_key in ("groq:m:0ld0ld0ld0ld", "groq:m:0e30e30e30e3"):
+        state = RunJudgeState(store.r, run, ttl_s=store.ttl_s, limiter=name, scope=limiter_key)
+        state.note_limiter(limiter_key)
+        state.record_failure(5, "401", reason="the groq judge's key was refused: check GROQ_API_KEY")
+    limiters = store.r.hgetall(store.key(run, "judge:limiters"))
+    summary = breaker_summary(store.counters(run, "judge"), limiters)
+    assert summary["breaker"] == "the groq judge's key was refused: check GROQ_API_KEY", summary
+    RunJudgeState(store.r, run, ttl_s=store.ttl_s, scope="openai:llama3.1:8b:a1b2c3d4e5f6").record_failure(
+        1, "connection refused"
+    )
+    said = breaker_summary(store.counters(run, "judge"), limiters)["breaker"]
+    assert "openai/llama3.1:8b: circuit breaker open after 1 consecutive failed judge calls" in said, said
+    assert f"{name}: the groq judge's key was refused" in said and "a1b2c3" not in said, said
