@@ -631,13 +631,14 @@ def resume_cmd(
     tpm: TpmOpt = None,
     rpd: RpdOpt = None,
     tpd: TpdOpt = None,
+    judge_threads: JudgeThreadsOpt = None,
 ) -> None:
     """Finish a run: score only what the store lacks
 
     What it lacks (missing, failed, stopped by a cancel, or by the judge's breaker or budget) is scheduled and
     followed, then the reports are written. --max-cost / --max-tokens raise the run's judge budget;
-    --rpm / --tpm / --rpd / --tpd set its judge rate limits from now on. Exits 3 when a gate of its suite does not
-    hold."""
+    --rpm / --tpm / --rpd / --tpd set its judge rate limits from now on; --judge-threads its embedded judge worker's
+    threads. Exits 3 when a gate of its suite does not hold."""
     from .gates import GatePlan
     from .suite import judge_budget
 
@@ -648,9 +649,8 @@ def resume_cmd(
     out = out or (Path(ref) if run_id != ref else Path("ragscore-out"))
     stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run
     gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
-    summary = _finish(
-        None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits, stored=stored
-    )
+    summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits,
+                      stored=stored, judge_threads=judge_threads)  # fmt: skip
     _exit_on_outcome(summary, gates, out, quiet, stored.outputs() if stored is not None else [],
                      resume_command(out, run_id, broker))  # fmt: skip
 

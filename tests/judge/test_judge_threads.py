@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,12 @@ def _judge_worker_pools() -> dict[str, dict[str, Any]]:
     """Node name -> pool stats (``inspect stats``) of this process's embedded judge workers, asked on their broker."""
     brokers = set()
     for proc in psutil.Process().children(recursive=True):
-        argv = proc.cmdline()
-        if "celery" in argv and "-Q" in argv and argv[argv.index("-Q") + 1].startswith("judge,"):
-            brokers.add(proc.environ()["RAGSCORE_BROKER_URL"])
+        try:  # a child may end while read (a worker's own helper process)
+            argv = proc.cmdline()
+            if "celery" in argv and "-Q" in argv and argv[argv.index("-Q") + 1].startswith("judge,"):
+                brokers.add(proc.environ()["RAGSCORE_BROKER_URL"])
+        except psutil.Error:
+            continue
     pools = {}
     for broker in brokers:
         with app.connection_for_write(broker) as conn:
@@ -45,7 +49,8 @@ def test_the_local_judge_worker_runs_judge_threads_threads(home: Path, keys: str
     pools: dict[str, dict[str, Any]] = {}
 
     def responder(prompt: str, nth: int) -> str | None:
-        if not pools:  # while the run judges: its worker is up
+        deadline = time.monotonic() + 45  # under the call's timeout_s (60 s): a busy machine's worker answers late
+        while not pools and time.monotonic() < deadline:  # while the run judges: its worker is up
             pools.update(_judge_worker_pools())
         return None  # the prompt's [[rating=4]] answers
 
@@ -80,3 +85,31 @@ def test_the_command_line_refuses_judge_threads_below_1(tmp_path: Path, home: Pa
                            "--judge-threads", "0", "--out", str(tmp_path / "out")], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=120)  # fmt: skip
     assert done.returncode == 2 and "--judge-threads" in done.stderr, done.stderr
+
+
+def test_ragscore_resume_takes_judge_threads(home: Path, keys: str, tmp_path: Path, model: str) -> None:
+    """``ragscore resume DIR --judge-threads 2``, as ``run --resume`` and ``resume()`` take it: the items a budget
+    stopped are judged by a worker of 2 threads. Seen failing before: "No such option: --judge-threads" (exit 2)."""
+    pools: dict[str, dict[str, Any]] = {}
+    armed = False
+
+    def responder(prompt: str, nth: int) -> str | None:
+        deadline = time.monotonic() + 45  # as above
+        while armed and not pools and time.monotonic() < deadline:
+            pools.update(_judge_worker_pools())
+        return None
+
+    out = tmp_path / "out"
+    with FakeProvider(api_key=keys, responder=responder) as fake:
+        judge = {"model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+        metric = {"name": "answer_accuracy", "params": {"concurrency": 1, "max_tokens_total": 300}}
+        first = evaluate(ROWS, {"name": "threads", "metrics": [metric], "judge": judge}, out=out, quiet=True)
+        assert first.summary.metrics["answer_accuracy"].stopped >= 1
+        armed = True
+        env = {**os.environ, "RAGSCORE_HOME": str(home)}
+        env.pop("RAGSCORE_BROKER_URL", None)
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", str(out), "--max-tokens", "1000000",
+                               "--judge-threads", "2", "--quiet"], capture_output=True, text=True, cwd=ROOT, env=env,
+                              timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [pool["max-concurrency"] for pool in pools.values()] == [2], pools
