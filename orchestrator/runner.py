@@ -976,8 +976,9 @@ def check_judge_threads(threads: object, broker: str | None, caller: Caller = CL
     if threads is None:
         return
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ConfigError(f"{caller.given('judge-threads', threads)}: the local judge worker's threads are a whole "
-                          "number, at least 1")  # fmt: skip
+        option = caller.option("judge-threads")  # as given: judge_threads=0, not '0'
+        given = f"{option}{threads!r}" if caller.python else f"{option} {threads}"
+        raise ConfigError(f"{given}: the local judge worker's threads are a whole number, at least 1")
     if broker:
         raise ConfigError(f"{caller.option('judge-threads')} sets the threads of an embedded run's local judge worker; "
                           "a cluster's judge workers are started with theirs (`ragscore worker --queues judge "
