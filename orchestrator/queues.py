@@ -11,13 +11,11 @@ import itertools
 import json
 import logging
 import time
-import weakref
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.commands.core import Script
 
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
@@ -243,18 +241,6 @@ return {read, there and 0 or -1}
 """
 
 
-#: :data:`_QUEUED_AHEAD_LUA` registered once per broker client (:func:`queued_ahead` runs every QUEUED_CHECK_S).
-_QUEUED_AHEAD_SCRIPTS: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
-
-
-def _queued_ahead_script(broker: redis.Redis) -> Script:
-    """:data:`_QUEUED_AHEAD_LUA` registered with ``broker``, the first time only."""
-    script = _QUEUED_AHEAD_SCRIPTS.get(broker)
-    if script is None:
-        script = _QUEUED_AHEAD_SCRIPTS[broker] = broker.register_script(_QUEUED_AHEAD_LUA)
-    return script
-
-
 @dataclass(frozen=True)
 class Ahead:
     """Other runs' messages ahead of a run's first message on one queue."""
@@ -278,7 +264,9 @@ def queued_ahead(
     from a broker that refuses scripts (the note is an aid, never worth failing the run over)."""
     if work_began(store.meta(run_id)) is not None:
         return {}
-    script = _queued_ahead_script(store.broker)
+    # registered at each look (a local SHA1; the server keeps the script): a cache keyed by the client held it, and
+    # with it its connections, for the life of the process (the Script refers to its client: no weak key dies)
+    script = store.broker.register_script(_QUEUED_AHEAD_LUA)
     found: dict[str, Ahead] = {}
     for queue in [q for q in waiting_queues(store, run_id) if q != CONTROL_QUEUE]:  # its own come at its end
         try:

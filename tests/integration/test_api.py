@@ -785,3 +785,28 @@ def test_a_call_shows_progress_by_default_and_its_temporary_reports_go_when_the_
     assert not out_dir.exists()
     assert sorted(p.name for p in temp.iterdir()) == sorted([Path(named).name, kept_dir.name])
     assert (Path(named) / "summary.json").is_file() and (kept_dir / "items.jsonl").is_file()
+
+
+#: Open files a later call may hold beyond an earlier one's: none leak, this allows for a stray socket of the GC's
+#: (the test makes 4 calls more: a file kept per call exceeds it).
+FD_SLACK = 2
+
+
+def test_calls_in_one_process_keep_no_more_files_open_than_the_first_ones(tmp_path: Path, home: Path) -> None:
+    """A notebook's dozens of calls: each kept its run's broker connection open for good (the queued-ahead script,
+    cached per Redis client, held its client), a file descriptor more per call showing progress (~950 an hour into
+    the test suite)."""
+    import gc
+    import io
+    import os
+
+    from orchestrator.progress import PlainProgress
+
+    def open_files_after_a_call(n: int) -> int:
+        evaluate(make_rows(5), {"metrics": ["exact_match"]}, out=tmp_path / f"out{n}",
+                 progress=PlainProgress(io.StringIO()))  # fmt: skip
+        gc.collect()  # what nothing refers to any more is closed: only what is held is counted
+        return len(os.listdir("/proc/self/fd"))
+
+    counts = [open_files_after_a_call(n) for n in range(6)]
+    assert counts[5] - counts[1] <= FD_SLACK, counts
