@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta, timezone
 from itertools import pairwise
-from typing import Protocol
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.progress import (
@@ -627,16 +627,26 @@ class PlainProgress:
 class InPlaceProgress(PlainProgress):
     """The plain progress line rewritten in place (``\\r``) every ``IN_PLACE_INTERVAL_S`` seconds: a notebook's cell
     output, which shows a bar's terminal codes as text and would pile up a plain line every few seconds. Notes get
-    lines of their own above it; the last progress line stays once the run stops."""
+    lines of their own above it; the last progress line stays once the run stops. While the run is followed
+    (``start`` to ``stop``) and its stream is ``sys.stderr``, what else is written there (a warning, a log record of
+    logging's default handler) ends the line first: it starts a line of its own, and the progress line goes on below
+    it (:class:`_LineEnding`)."""
 
     def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(stream)
         #: Characters of the progress line now shown (0: none is), blanked when a shorter one replaces it.
         self.width = 0
+        #: ``sys.stderr`` as it was before :meth:`start` put a :class:`_LineEnding` there (None: it did not).
+        self._stderr: TextIO | None = None
 
     def interval_s(self) -> float:
         """Seconds between two rewrites of the line (:data:`IN_PLACE_INTERVAL_S`, read at each update)."""
         return IN_PLACE_INTERVAL_S
+
+    def start(self, run_id: str) -> None:
+        super().start(run_id)
+        if self._stderr is None and sys.stderr is self.stream:  # warnings and logging's default handler write there
+            self._stderr, sys.stderr = sys.stderr, _LineEnding(self)
 
     def _show(self, line: str) -> None:
         self._print(f"\r{line.ljust(self.width)}", end="")
@@ -648,12 +658,31 @@ class InPlaceProgress(PlainProgress):
 
     def stop(self) -> None:
         self._end_line()
+        if self._stderr is not None:
+            if isinstance(sys.stderr, _LineEnding):  # not one the caller set meanwhile
+                sys.stderr = self._stderr
+            self._stderr = None
 
     def _end_line(self) -> None:
         """Close the progress line shown, so what is printed next starts a line of its own."""
         if self.width:
             self._print("")
             self.width = 0
+
+
+class _LineEnding:
+    """``sys.stderr`` while an :class:`InPlaceProgress` line is shown there: a write (a warning, a log record) ends
+    that line first, so it starts a line of its own; anything else is the stream's."""
+
+    def __init__(self, view: InPlaceProgress) -> None:
+        self._view = view
+
+    def write(self, text: str) -> int:
+        self._view._end_line()
+        return self._view.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._view.stream, name)
 
 
 class QuietProgress:

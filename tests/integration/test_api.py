@@ -810,3 +810,67 @@ def test_calls_in_one_process_keep_no_more_files_open_than_the_first_ones(tmp_pa
 
     counts = [open_files_after_a_call(n) for n in range(6)]
     assert counts[5] - counts[1] <= FD_SLACK, counts
+
+
+WARNED_MID_RUN = """
+import io, json, logging, sys, threading, time, warnings
+
+from orchestrator import evaluate
+from tests.fakes import FakeProvider
+
+
+class KernelStream(io.StringIO):  # a Jupyter kernel's sys.stderr (ipykernel's OutStream; ipykernel is not installed)
+    pass
+
+
+KernelStream.__module__ = "ipykernel.iostream"
+released = threading.Event()
+
+
+def held(prompt, nth):  # the judge's replies wait until the warnings were said: the run is under way meanwhile
+    released.wait(120)
+
+
+def warn_once_the_line_is_shown(stream):
+    while "\\r[ragscore] " not in stream.getvalue():
+        time.sleep(0.05)
+    logging.getLogger("orchestrator.runner").warning("a logged warning")  # logging's default handler: sys.stderr
+    warnings.warn("a warned warning", UserWarning)
+    released.set()
+
+
+warnings.simplefilter("always")
+stream = sys.stderr = KernelStream()
+threading.Thread(target=warn_once_the_line_is_shown, args=(stream,), daemon=True).start()
+with FakeProvider(api_key="gsk-test", responder=held) as fake:
+    suite = {"metrics": ["answer_accuracy"],
+             "judge": {"provider": "groq", "model": "fake-mid-run", "base_url": fake.url, "rpm": None, "tpm": None}}
+    evaluate([{"id": "a", "question": "q?", "answer": "x", "reference": "x"}], suite, out=sys.argv[1])
+print(sys.stderr is stream, file=sys.__stdout__)
+print(json.dumps(stream.getvalue()), file=sys.__stdout__)  # its \\r kept (text mode reads one as a newline)
+"""
+
+
+def test_a_warning_said_mid_run_in_a_notebook_starts_a_line_and_the_progress_line_goes_on_below(
+    tmp_path: Path, home: Path
+) -> None:
+    """In a notebook the progress line is rewritten in place, never ended while the run goes on: a warning (logged,
+    or warnings.warn) printed meanwhile was appended to it, ``[ragscore] r: 0/2 ... ETA ?a logged warning``."""
+    import os
+    import subprocess
+
+    from ..support import ROOT
+
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "GROQ_API_KEY": "gsk-test"}
+    done = subprocess.run([sys.executable, "-c", WARNED_MID_RUN, str(tmp_path / "out")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    restored, said = done.stdout.splitlines()
+    assert restored == "True"  # the kernel's stream is sys.stderr again once the call is over
+    shown = json.loads(said)
+    lines = shown.split("\n")
+    logged = next(i for i, line in enumerate(lines) if "a logged warning" in line)
+    warned = next(i for i, line in enumerate(lines) if "UserWarning: a warned warning" in line)
+    assert lines[logged] == "a logged warning", shown  # a line of its own, not the end of the progress line's
+    assert "[ragscore]" not in lines[warned] and lines[logged - 1].startswith("\r[ragscore] "), shown
+    assert any(line.startswith("\r[ragscore] ") and "1/1" in line for line in lines[warned:]), shown  # below them
