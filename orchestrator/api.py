@@ -140,13 +140,16 @@ def evaluate(
     Progress is shown on stderr (one line updated in place in a notebook) unless ``quiet``. Reports are written to
     ``out``; when omitted, to a temporary directory that is removed when this Python process exits (at once when the
     call fails before a run was recorded there; kept when it stopped after, for :func:`resume`, and when a warning
-    names it, or items stopped by a budget, a breaker or a cancel are left there for :func:`resume`).
+    names it, or items stopped by a budget, a breaker or a cancel are left there for :func:`resume`). Such a directory
+    given as ``out`` to a later call is kept.
     ``judge_threads``: the threads of the embedded run's local judge worker (default 32; fewer for a slow local
     server, more for a fast hosted one), as ``ragscore run --judge-threads``.
     """
     resolved = load_suite(suite)
     get_settings().check_visibility_timeout()  # as run() does, before out is claimed and the rows written there
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="ragscore-"))
+    if out is not None:  # named by the caller: kept, though an earlier call made it as a temporary one
+        keep_at_exit(out_dir)
     rows_copy: Path | None = None
     try:
         with claim_out_dir(out_dir):  # from before the rows are written there: another call's run may read them
@@ -273,9 +276,9 @@ def _left_to_the_caller(summary: RunSummary) -> bool:
 
 def keep_at_exit(out_dir: Path) -> None:
     """Keep ``out_dir`` when the process exits, though a finished ``evaluate()`` without ``out=`` made it (the
-    reports a failed ``assert_scores`` names)."""
-    if out_dir in _TEMPORARY_OUT:
-        _TEMPORARY_OUT.remove(out_dir)
+    reports a failed ``assert_scores`` names, a folder a later call is given as ``out=``, by any path to it)."""
+    named = out_dir.resolve()
+    _TEMPORARY_OUT[:] = [temporary for temporary in _TEMPORARY_OUT if temporary.resolve() != named]
 
 
 @atexit.register

@@ -874,3 +874,37 @@ def test_a_warning_said_mid_run_in_a_notebook_starts_a_line_and_the_progress_lin
     assert lines[logged] == "a logged warning", shown  # a line of its own, not the end of the progress line's
     assert "[ragscore]" not in lines[warned] and lines[logged - 1].startswith("\r[ragscore] "), shown
     assert any(line.startswith("\r[ragscore] ") and "1/1" in line for line in lines[warned:]), shown  # below them
+
+
+TEMPORARY_NAMED_AS_OUT = """
+import os
+import sys
+
+from orchestrator import evaluate
+
+rows = [{"id": "a", "answer": "x", "reference": "x"}]
+first = evaluate(rows, {"metrics": ["exact_match"]}, quiet=True)  # a temporary folder, removed at exit
+os.chdir(first.out_dir.parent)
+again = evaluate(rows, {"metrics": ["exact_match"]}, out=first.out_dir.name, quiet=True)  # named: kept
+print(first.out_dir)
+"""
+
+
+def test_a_temporary_folder_a_later_call_names_as_out_is_kept_when_the_process_exits(
+    tmp_path: Path, home: Path
+) -> None:
+    """A notebook user who wrote the second call's reports into the first call's folder (``out=result.out_dir``)
+    lost them when the kernel exited: the folder was still registered as the first call's temporary one."""
+    import os
+    import subprocess
+
+    from ..support import ROOT
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", TEMPORARY_NAMED_AS_OUT], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out_dir = Path(done.stdout.strip())
+    assert out_dir.parent == temp and (out_dir / "summary.json").is_file(), done.stdout
