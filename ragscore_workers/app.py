@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from celery import Celery
 from celery.signals import celeryd_init, worker_init, worker_process_shutdown
-from kombu import Exchange
+from kombu import Exchange, pools
 from kombu import Queue as KombuQueue
 from kombu.utils.url import parse_url
 
@@ -140,7 +140,8 @@ def configure(broker_url: str, backend_url: str | None = None, *, send_timeout_s
     if all(app.conf.get(key) == config.get(key, app.conf.get(key)) for key in bounded):
         return app
     app.conf.update(config)
-    app._pool = None  # as Celery's own _after_fork does; kombu keeps the old broker's pool for reuse
+    pools.reset()  # kombu keeps each broker's pools for good: the old broker's connections closed, not kept open
+    app._pool = None  # as Celery's own _after_fork does
     app.amqp._producer_pool = None
     app._backend_cache = None
     app._local = threading.local()

@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -788,27 +789,51 @@ def test_a_call_shows_progress_by_default_and_its_temporary_reports_go_when_the_
 
 
 #: Open files a later call may hold beyond an earlier one's: none leak, this allows for a stray socket of the GC's
-#: (the test makes 4 calls more: a file kept per call exceeds it).
+#: (the tests make 4 calls more: a file kept per call exceeds it).
 FD_SLACK = 2
+
+
+def _open_files_after_calls(call: Callable[[int], object], calls: int = 6) -> list[int]:
+    """How many files this process has open after each of ``calls`` calls (``call(n)``), what nothing refers to any
+    more collected: only what is held is counted."""
+    import gc
+    import os
+
+    def after(n: int) -> int:
+        call(n)
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    return [after(n) for n in range(calls)]
 
 
 def test_calls_in_one_process_keep_no_more_files_open_than_the_first_ones(tmp_path: Path, home: Path) -> None:
     """A notebook's dozens of calls: each kept its run's broker connection open for good (the queued-ahead script,
     cached per Redis client, held its client), a file descriptor more per call showing progress (~950 an hour into
     the test suite)."""
-    import gc
     import io
-    import os
 
     from orchestrator.progress import PlainProgress
 
-    def open_files_after_a_call(n: int) -> int:
+    def call(n: int) -> None:
         evaluate(make_rows(5), {"metrics": ["exact_match"]}, out=tmp_path / f"out{n}",
                  progress=PlainProgress(io.StringIO()))  # fmt: skip
-        gc.collect()  # what nothing refers to any more is closed: only what is held is counted
-        return len(os.listdir("/proc/self/fd"))
 
-    counts = [open_files_after_a_call(n) for n in range(6)]
+    counts = _open_files_after_calls(call)
+    assert counts[5] - counts[1] <= FD_SLACK, counts
+
+
+def test_calls_each_on_another_broker_keep_no_more_files_open_than_the_first_ones(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moving the Celery app to another broker (another RAGSCORE_HOME's embedded Redis, a cluster then the embedded
+    mode) left kombu's pools of the one before open for good: 4 files a broker (each test's own RAGSCORE_HOME)."""
+
+    def call(n: int) -> None:
+        monkeypatch.setenv("RAGSCORE_HOME", str(home / f"h{n}"))
+        evaluate(make_rows(5), {"metrics": ["exact_match"]}, out=tmp_path / f"out{n}", quiet=True)
+
+    counts = _open_files_after_calls(call)
     assert counts[5] - counts[1] <= FD_SLACK, counts
 
 
