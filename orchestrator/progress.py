@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
@@ -636,8 +637,11 @@ class InPlaceProgress(PlainProgress):
         super().__init__(stream)
         #: Characters of the progress line now shown (0: none is), blanked when a shorter one replaces it.
         self.width = 0
-        #: ``sys.stderr`` as it was before :meth:`start` put a :class:`_LineEnding` there (None: it did not).
+        #: ``sys.stderr`` as it was before :meth:`start` put :attr:`_wrapper` there (None: it did not).
         self._stderr: TextIO | None = None
+        self._wrapper: _LineEnding | None = None
+        #: Held while the line is written or ended: a warning another thread writes meanwhile waits, then ends it.
+        self._lock = threading.RLock()
 
     def interval_s(self) -> float:
         """Seconds between two rewrites of the line (:data:`IN_PLACE_INTERVAL_S`, read at each update)."""
@@ -646,28 +650,32 @@ class InPlaceProgress(PlainProgress):
     def start(self, run_id: str) -> None:
         super().start(run_id)
         if self._stderr is None and sys.stderr is self.stream:  # warnings and logging's default handler write there
-            self._stderr, sys.stderr = sys.stderr, _LineEnding(self)
+            self._wrapper = _LineEnding(self)
+            self._stderr, sys.stderr = sys.stderr, self._wrapper
 
     def _show(self, line: str) -> None:
-        self._print(f"\r{line.ljust(self.width)}", end="")
-        self.width = len(line)
+        with self._lock:
+            self._print(f"\r{line.ljust(self.width)}", end="")
+            self.width = len(line)
 
     def note(self, text: str) -> None:
-        self._end_line()
-        super().note(text)
+        with self._lock:
+            self._end_line()
+            super().note(text)
 
     def stop(self) -> None:
         self._end_line()
         if self._stderr is not None:
-            if isinstance(sys.stderr, _LineEnding):  # not one the caller set meanwhile
+            if sys.stderr is self._wrapper:  # not one the caller set meanwhile
                 sys.stderr = self._stderr
-            self._stderr = None
+            self._stderr = self._wrapper = None
 
     def _end_line(self) -> None:
         """Close the progress line shown, so what is printed next starts a line of its own."""
-        if self.width:
-            self._print("")
-            self.width = 0
+        with self._lock:
+            if self.width:
+                self._print("")
+                self.width = 0
 
 
 class _LineEnding:
@@ -678,8 +686,9 @@ class _LineEnding:
         self._view = view
 
     def write(self, text: str) -> int:
-        self._view._end_line()
-        return self._view.stream.write(text)
+        with self._view._lock:  # not between the line's write and its width: the line would go unended
+            self._view._end_line()
+            return self._view.stream.write(text)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._view.stream, name)

@@ -916,3 +916,34 @@ def test_progress_in_a_jupyter_kernel_is_the_in_place_line(monkeypatch: pytest.M
     monkeypatch.setattr(progress.sys, "stderr", io.StringIO())  # a log, CI
     assert type(progress.make_progress()) is PlainProgress
     assert type(progress.make_progress(quiet=True)) is progress.QuietProgress
+
+
+def test_a_warning_another_thread_writes_while_the_notebook_line_is_written_starts_a_line_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The in-place line was written, then its width noted: a warning another thread wrote to ``sys.stderr`` in
+    between found no line shown, and was appended to it. The stream below starts that thread while the line is being
+    written (and lets it go on, if it can, before the write returns)."""
+    import sys
+    import threading
+
+    warned = threading.Thread(target=lambda: sys.stderr.write("a warning\n"), daemon=True)
+
+    class KernelStream(io.StringIO):  # a notebook's sys.stderr, the stream the line is written to
+        def write(self, text: str) -> int:
+            written = super().write(text)
+            if text.startswith("\r[ragscore]") and warned.ident is None:
+                warned.start()
+                warned.join(timeout=1)  # it waits on the line's lock: the line goes on without it
+            return written
+
+    stream = KernelStream()
+    monkeypatch.setattr(sys, "stderr", stream)
+    view = progress.InPlaceProgress()
+    view.start("r1")
+    view.update({"done": 1, "total": 2}, final=True)
+    warned.join(timeout=120)
+    view.stop()
+    assert sys.stderr is stream
+    lines = stream.getvalue().split("\n")
+    assert "a warning" in lines and lines[0].startswith("\r[ragscore] r1: 1/2"), lines
