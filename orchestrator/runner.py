@@ -667,7 +667,6 @@ def wait(
     stopped, as ``ragscore status`` does.
     """
     progress = progress or QuietProgress()
-    progress.start(run_id)
     stall_s = get_settings().stall_s if stall_s is None else stall_s
     consumer_check_s = queue_checks.CONSUMER_CHECK_S if consumer_check_s is None else consumer_check_s
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -680,6 +679,7 @@ def wait(
     recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
     queued, queued_checked = queued_of(progress), -math.inf  # other runs' messages ahead, and when last read
     shows_queued = callable(getattr(progress, "queued", None))  # else nobody is told: no reading the queues for it
+    progress.start(run_id)  # its stop() in the finally below (a notebook's sys.stderr given back)
     try:
         while True:
             raise_if_stop_signalled()  # a SIGTERM or Ctrl-C whose KeyboardInterrupt Python dropped
