@@ -664,11 +664,13 @@ class InPlaceProgress(PlainProgress):
             super().note(text)
 
     def stop(self) -> None:
-        self._end_line()
-        if self._stderr is not None:
-            if sys.stderr is self._wrapper:  # not one the caller set meanwhile
-                sys.stderr = self._stderr
-            self._stderr = self._wrapper = None
+        try:
+            self._end_line()
+        finally:  # given back though the stream failed, or a Ctrl-C came meanwhile
+            if self._stderr is not None:
+                if sys.stderr is self._wrapper:  # not one the caller set meanwhile
+                    sys.stderr = self._stderr
+                self._stderr = self._wrapper = None
 
     def _end_line(self) -> None:
         """Close the progress line shown, so what is printed next starts a line of its own."""

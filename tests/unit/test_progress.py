@@ -947,3 +947,20 @@ def test_a_warning_another_thread_writes_while_the_notebook_line_is_written_star
     assert sys.stderr is stream
     lines = stream.getvalue().split("\n")
     assert "a warning" in lines and lines[0].startswith("\r[ragscore] r1: 1/2"), lines
+
+
+def test_a_notebooks_stderr_is_given_back_when_ending_the_line_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-place line ended, then ``sys.stderr`` was given back: a stream that failed at that last write (closed,
+    or a Ctrl-C meanwhile) left the wrapper as the process's ``sys.stderr`` for good."""
+    import sys
+
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    view = progress.InPlaceProgress()
+    view.start("r1")
+    view.update({"done": 1, "total": 2}, final=True)
+    assert sys.stderr is not stream  # wrapped while the run is followed
+    stream.close()
+    with pytest.raises(ValueError, match="closed file"):
+        view.stop()
+    assert sys.stderr is stream
