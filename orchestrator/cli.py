@@ -1206,13 +1206,11 @@ def worker(
         said = ", ".join(_unknown_queue(q, POOL_DEFAULTS, CONTROL_QUEUE) for q in unknown)
         raise ConfigError(f"--queues {queues!r}: {'unknown ' + said if unknown else 'none'}"
                           f"; choose from {', '.join(POOL_DEFAULTS)}")  # fmt: skip
-    answered = _check_broker_for_workers(url, names, settings)
-    _check_backend_for_workers(url, settings)
-    if answered:
-        from ragscore_workers.store import eviction_warning, redis_client
+    from .connection import worker_eviction_warnings
 
-        with redis_client(url, 5.0, retries=0) as probe:
-            _warn_of_eviction([eviction_warning(probe, url)])
+    answered = _check_broker_for_workers(url, names, settings)
+    backend = _check_backend_for_workers(url, settings)
+    _warn_of_eviction(worker_eviction_warnings(url, settings, broker=answered, backend=backend))
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
@@ -1304,11 +1302,12 @@ def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -
     return problem is None
 
 
-def _check_backend_for_workers(url: str, settings: Settings) -> None:
+def _check_backend_for_workers(url: str, settings: Settings) -> bool:
     """Where RAGSCORE_RESULT_BACKEND is another database or user than the broker's at ``url``, its user is checked
     for the workers' results and chord counters (:data:`.acl.BACKEND`): one that may not write them stops ``ragscore
     worker`` at once (ConfigError, exit 2), as a wrong password does (exit 1), where its workers started and failed
-    to store every task's result; a backend that does not answer only warns, as the broker does."""
+    to store every task's result; a backend that does not answer only warns, as the broker does. Whether it answered
+    (False where it did not)."""
     from ragscore_workers.acl import BACKEND
     from ragscore_workers.store import probe_redis
 
@@ -1317,6 +1316,8 @@ def _check_backend_for_workers(url: str, settings: Settings) -> None:
     if (backend := backend_apart(url, settings)) and (problem := probe_redis(backend, BACKEND_REDIS, (BACKEND,))):
         print_warning(f"cannot reach {BACKEND_REDIS} at {redact_url(backend)} ({problem}); the workers store "
                       "their tasks' results there")  # fmt: skip
+        return False
+    return True
 
 
 @app.command("consensus")

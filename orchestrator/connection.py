@@ -40,6 +40,7 @@ __all__ = [
     "connect_lane",
     "eviction_warnings",
     "reach_broker",
+    "worker_eviction_warnings",
 ]
 
 #: Seconds connect() retries a Redis that does not answer before it gives up.
@@ -135,14 +136,42 @@ def _reach(url: str, what: str, roles: tuple[Role, ...]) -> None:
 
 def eviction_warnings(store: RunStore, broker_url: str, settings: Settings) -> list[str]:
     """What may evict the work of a run sent to the broker at ``broker_url`` (:func:`eviction_warning`): the run
-    store's Redis (``RAGSCORE_STORE_URL``'s, else the broker's), and the broker's where it is another server
-    (:attr:`RunStore.broker_apart`). Another database of the store's server is the same Redis, its policy the
-    server's: said once, by the first of the two users that may run INFO."""
+    store's Redis (``RAGSCORE_STORE_URL``'s, else the broker's), the broker's where it is another server
+    (:attr:`RunStore.broker_apart`), and the result backend's (Celery's chord counters, which fire a run's
+    aggregate) where it is another database or user (:func:`backend_apart`). Another database of one server is the
+    same Redis, its policy the server's: said once, by the first of its users that may run INFO."""
     named = [(store.r, settings.store_url or broker_url)]
     if store.broker is not store.r:
         named.append((store.broker, broker_url))
-    said = [warning for client, url in named if (warning := eviction_warning(client, url))]
-    return said if store.broker_apart else said[:1]
+    return _once_per_server(named, backend_apart(broker_url, settings))
+
+
+def worker_eviction_warnings(broker_url: str, settings: Settings, *, broker: bool, backend: bool) -> list[str]:
+    """What may evict the work ``ragscore worker`` serves from the broker at ``broker_url``, as
+    :func:`eviction_warnings` says it: the broker's Redis where it answered (``broker``), and the result backend's
+    where it is apart and answered (``backend``)."""
+    with redis_client(broker_url, BROKER_CHECK_S, retries=0) as probe:
+        return _once_per_server([(probe, broker_url)] if broker else [],
+                                backend_apart(broker_url, settings) if backend else None)  # fmt: skip
+
+
+def _once_per_server(named: list[tuple[redis.Redis, str]], backend: str | None) -> list[str]:
+    """The :func:`eviction_warning` of each Redis server of ``named`` (clients and their URLs), and of the result
+    backend at ``backend`` (None: none apart), each server said once: by the first of its URLs whose user may run
+    INFO (a user refused it is not checked)."""
+    said: dict[str, str] = {}  # each warning, by the URL it was said of
+
+    def unsaid(url: str) -> bool:
+        return all(_servers_apart(url, other) for other in said)
+
+    for client, url in named:
+        if unsaid(url) and (warning := eviction_warning(client, url)):
+            said[url] = warning
+    if backend and unsaid(backend):
+        with redis_client(backend, BROKER_CHECK_S, retries=0) as client:
+            if warning := eviction_warning(client, backend, BACKEND_REDIS):
+                said[backend] = warning
+    return list(said.values())
 
 
 def check_queues(store: RunStore, broker_url: str, queues: Iterable[str]) -> None:
@@ -182,8 +211,13 @@ def _broker_apart(broker_url: str, settings: Settings) -> bool:
     set apart): the store then answers without it, and a command that needs the broker must ask it itself. Worked
     out once, by :func:`connect`, which keeps it as :attr:`RunStore.broker_apart`. ``localhost`` is one server with
     ``127.0.0.1`` and ``[::1]`` on its port, but those two are two (:func:`_two_loopback_addresses`)."""
-    store_url = settings.store_url or broker_url
-    return _server(store_url) != _server(broker_url) or _two_loopback_addresses(store_url, broker_url)
+    return _servers_apart(settings.store_url or broker_url, broker_url)
+
+
+def _servers_apart(url: str, other: str) -> bool:
+    """Whether ``url`` and ``other`` name two Redis servers, whatever their databases and users: ``localhost`` is one
+    server with ``127.0.0.1`` and ``[::1]`` on its port, but those two are two (:func:`_two_loopback_addresses`)."""
+    return _server(url) != _server(other) or _two_loopback_addresses(url, other)
 
 
 def reach_broker(broker_url: str) -> None:

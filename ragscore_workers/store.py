@@ -824,11 +824,11 @@ def eviction_problem(client: redis.Redis) -> str | None:
     )
 
 
-def eviction_warning(client: redis.Redis, url: str) -> str | None:
-    """:func:`eviction_problem` of the Redis of ``client``, said of it by its ``url`` (the password hidden); None where
-    it has none."""
+def eviction_warning(client: redis.Redis, url: str, what: str = "the Redis") -> str | None:
+    """:func:`eviction_problem` of the Redis of ``client``, said of it as ``what`` at its ``url`` (the password
+    hidden); None where it has none."""
     problem = eviction_problem(client)
-    return None if problem is None else f"the Redis at {redact_url(url)}: {problem}"
+    return None if problem is None else f"{what} at {redact_url(url)}: {problem}"
 
 
 def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int | None = None) -> redis.Redis:

@@ -780,6 +780,40 @@ def test_worker_and_submit_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: 
         server.stop()
 
 
+def test_worker_and_submit_warn_of_a_result_backend_that_may_evict_a_runs_chords(tmp_path: Path, home: Path) -> None:
+    """RAGSCORE_RESULT_BACKEND on its own Redis holds Celery's chord counters, which fire a run's aggregate: one that
+    evicts (allkeys-lru) lost them under memory pressure and the run never finished, while `ragscore worker` and
+    `submit` checked only the broker's Redis (and the store's). They warn of it by name; not where it never evicts,
+    nor twice where it is the broker's server in another database."""
+    from orchestrator.connection import BACKEND_REDIS
+
+    evicting = ("--maxmemory-policy", "allkeys-lru", "--maxmemory", "1gb")
+    broker, backend = RedisProcess(tmp_path / "broker").start(), RedisProcess(tmp_path / "backend", *evicting).start()
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": broker.url,
+           "RAGSCORE_RESULT_BACKEND": backend.url}  # fmt: skip
+    submit = [sys.executable, "-m", "orchestrator.cli", "submit", "examples/quickstart/data.jsonl", "--suite",
+              "examples/quickstart/suite.yaml"]  # fmt: skip
+    warning = f"Warning: {BACKEND_REDIS} at {backend.url}: its maxmemory-policy is allkeys-lru, not noeviction"
+    try:
+        said = "".join(_worker_lines_until_up(env, "cpu"))
+        assert warning in said and "workers up for cpu" in said, said
+        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert sent.returncode == 0 and warning in sent.stderr, sent.stderr
+        redis.Redis(port=backend.port).config_set("maxmemory-policy", "noeviction")
+        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert sent.returncode == 0 and "maxmemory-policy" not in sent.stderr, sent.stderr
+        redis.Redis(port=broker.port).config_set("maxmemory-policy", "allkeys-lru")
+        redis.Redis(port=broker.port).config_set("maxmemory", "1gb")
+        beside = env | {"RAGSCORE_RESULT_BACKEND": f"redis://127.0.0.1:{broker.port}/1"}
+        said = "".join(_worker_lines_until_up(beside, "cpu"))
+        assert said.count("its maxmemory-policy is") == 1 and f"the Redis at {broker.url}" in said, said
+        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=beside, timeout=300)
+        assert sent.returncode == 0 and sent.stderr.count("its maxmemory-policy is") == 1, sent.stderr
+    finally:
+        backend.stop()
+        broker.stop()
+
+
 def test_run_and_resume_on_a_cluster_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: Path, home: Path) -> None:
     """`ragscore run --broker` and `ragscore resume` sent a run's work to a Redis that evicts any key once it fills
     (allkeys-lru) without a word: only `ragscore worker` and `submit` warned of it. They warn as those do (they

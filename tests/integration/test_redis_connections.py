@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.connection import eviction_warnings
+from orchestrator.connection import BACKEND_REDIS, eviction_warnings
 from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, ConfigError
@@ -286,6 +286,42 @@ def test_a_redis_that_may_evict_is_warned_of_once_per_server(tmp_path: Path) -> 
     finally:
         other.stop()
         server.stop()
+
+
+def test_a_result_backend_on_its_own_redis_is_checked_for_eviction(tmp_path: Path) -> None:
+    """RAGSCORE_RESULT_BACKEND on another server than the broker and the store holds Celery's chord counters: one
+    that evicts (allkeys-lru) lost them under memory pressure and the run's aggregate never fired, without a word
+    (only the store's and the broker's Redis were checked). It is warned of by name, its password hidden; not where
+    it never evicts or its user may not run INFO; on the broker's server in another database, said once."""
+    import redis
+
+    evicting = ("--maxmemory-policy", "allkeys-lru", "--maxmemory", "1gb")
+    broker = RedisProcess(tmp_path / "broker").start()
+    backend = RedisProcess(tmp_path / "backend", "--requirepass", PASSWORD, *evicting).start_without_ping()
+    backend_url = f"redis://:{PASSWORD}@127.0.0.1:{backend.port}/0"
+
+    def warned_of(broker_url: str, result_backend: str) -> list[str]:
+        settings = get_settings().model_copy(update={"result_backend": result_backend})
+        return eviction_warnings(connect(broker_url, settings, sends=True), broker_url, settings)
+
+    try:
+        said = warned_of(broker.url, backend_url)
+        redacted = f"redis://:***@127.0.0.1:{backend.port}/0"
+        assert [s.split(": its")[0] for s in said] == [f"{BACKEND_REDIS} at {redacted}"], said
+        assert "maxmemory-policy is allkeys-lru, not noeviction" in said[0] and PASSWORD not in said[0], said
+        admin = redis.Redis(port=backend.port, password=PASSWORD)
+        admin.acl_setuser("no-info", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                          commands=["+@all", "-info"])  # fmt: skip
+        assert warned_of(broker.url, f"redis://no-info:pw@127.0.0.1:{backend.port}/0") == []
+        admin.config_set("maxmemory-policy", "noeviction")
+        assert warned_of(broker.url, backend_url) == []
+        redis.Redis(port=broker.port).config_set("maxmemory-policy", "allkeys-lru")
+        redis.Redis(port=broker.port).config_set("maxmemory", "1gb")
+        said = warned_of(broker.url, f"redis://127.0.0.1:{broker.port}/1")  # the broker's server: said once
+        assert [s.split(": its")[0] for s in said] == [f"the Redis at {broker.url}"], said
+    finally:
+        backend.stop()
+        broker.stop()
 
 
 def test_localhost_and_127_0_0_1_on_one_port_are_one_redis_in_status_errors(tmp_path: Path) -> None:
