@@ -838,7 +838,8 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
     a reply (or a connection) that takes longer raises ``redis.TimeoutError``, not retried (the caller already
     waited; a Redis that accepts and never answers, hung or behind a partition, held the orchestrator for ever).
     None: a worker's, ``RAGSCORE_WORKER_STORE_TIMEOUT_S`` (a minute by default), retried as a lost connection
-    (workers: a chunk waits out a slow Redis rather than fail)."""
+    (workers: a chunk waits out a slow Redis rather than fail). The client owns its pool: closed (``with``), its
+    sockets are too, not left to the garbage collector."""
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
@@ -861,7 +862,7 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
         health_check_interval=30,
         **timeouts,
     )
-    return redis.Redis(connection_pool=pool)
+    return redis.Redis.from_pool(pool)
 
 
 def _status(result: MetricResult) -> str:

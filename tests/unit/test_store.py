@@ -13,7 +13,7 @@ from ragscore_workers.providers.run_state import RunJudgeState, breaker_summary
 from ragscore_workers.schemas import MetricResult, Row
 from ragscore_workers.store import RUNS_INDEX, RunStore, eviction_problem, redis_client, work_began
 
-from ..support import RedisProcess
+from ..support import RedisProcess, until
 
 
 def _write(store: RunStore, run: str, key: str, **results: MetricResult) -> int:
@@ -623,3 +623,20 @@ def test_a_judge_breaker_is_named_by_its_limiters_name_never_its_keys_hash(store
     said = breaker_summary(store.counters(run, "judge"), limiters)["breaker"]
     assert "openai/llama3.1:8b: circuit breaker open after 1 consecutive failed judge calls" in said, said
     assert f"{name}: the groq judge's key was refused" in said and "a1b2c3" not in said, said
+
+
+def test_a_redis_client_closed_closes_its_connections(tmp_path: Path) -> None:
+    """A short-lived client (`ragscore worker`'s eviction checks, in its long-lived supervisor) left its socket open
+    after its ``with``: the client did not own its pool, so closing it closed nothing until the garbage collector ran.
+    Closed, its connections are."""
+    server = RedisProcess(tmp_path).start()
+    try:
+        admin = redis_client(server.url, 5.0, retries=0)
+        admin.client_setname("admin")
+        with redis_client(server.url, 5.0, retries=0) as client:
+            client.client_setname("short-lived")
+            assert {c["name"] for c in admin.client_list()} == {"admin", "short-lived"}
+        # the server drops a closed connection on its next loop
+        assert until(lambda: {c["name"] for c in admin.client_list()} == {"admin"}, 60), admin.client_list()
+    finally:
+        server.stop()
