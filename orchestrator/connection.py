@@ -26,6 +26,7 @@ from .embedded_redis import lane_url
 from .loopback import LOOPBACK_HOSTS
 
 __all__ = [
+    "BACKEND_EVICTS",
     "BACKEND_REDIS",
     "STORE_READ_TIMEOUT_S",
     "backend_apart",
@@ -55,6 +56,9 @@ BROKER_CHECK_S = 5.0
 STORE_REDIS = "the run store's Redis (RAGSCORE_STORE_URL)"
 #: Celery's result backend as connect()'s errors name it where it is not the broker's.
 BACKEND_REDIS = "the result backend's Redis (RAGSCORE_RESULT_BACKEND)"
+#: What a result backend's Redis that evicts loses (:func:`.store.eviction_problem`): a chord's counter fires its
+#: run's aggregate.
+BACKEND_EVICTS = "Celery's chord counters, and a run whose counter it evicted never finishes"
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +173,7 @@ def _once_per_server(named: list[tuple[redis.Redis, str]], backend: str | None) 
             said[url] = warning
     if backend and unsaid(backend):
         with redis_client(backend, BROKER_CHECK_S, retries=0) as client:
-            if warning := eviction_warning(client, backend, BACKEND_REDIS):
+            if warning := eviction_warning(client, backend, BACKEND_REDIS, BACKEND_EVICTS):
                 said[backend] = warning
     return list(said.values())
 

@@ -806,11 +806,15 @@ def _tls_hint(url: str, exc: redis.RedisError) -> str:
     return ""
 
 
-def eviction_problem(client: redis.Redis) -> str | None:
+#: What a Redis that evicts loses of a run's work (the broker's, the run store's), as :func:`eviction_problem` says it.
+EVICTS_WORK = "queued tasks and results and runs lose them without an error"
+
+
+def eviction_problem(client: redis.Redis, evicts: str = EVICTS_WORK) -> str | None:
     """Why the Redis of ``client`` may lose a run's work, or None: a ``maxmemory-policy`` other than ``noeviction``
-    (a managed Redis's default is often ``volatile-lru``) evicts queued tasks and results once it fills, and the run
-    loses them without an error. None where it has no memory limit (``maxmemory`` 0: it never evicts), and where
-    INFO is refused (an ACL user without it) or does not answer: nothing to tell."""
+    (a managed Redis's default is often ``volatile-lru``) evicts what it holds once it fills (``evicts``: what, and
+    what the run then loses). None where it has no memory limit (``maxmemory`` 0: it never evicts), and where INFO
+    is refused (an ACL user without it) or does not answer: nothing to tell."""
     try:
         memory = client.info("memory")
     except redis.RedisError:
@@ -819,15 +823,15 @@ def eviction_problem(client: redis.Redis) -> str | None:
     if policy in (None, "noeviction") or memory.get("maxmemory") == 0:
         return None
     return (
-        f"its maxmemory-policy is {policy}, not noeviction: once it fills, it evicts queued tasks and results and "
-        "runs lose them without an error; set maxmemory-policy noeviction (docs/settings.md, Redis memory)"
+        f"its maxmemory-policy is {policy}, not noeviction: once it fills, it evicts {evicts}; set maxmemory-policy "
+        "noeviction (docs/settings.md, Redis memory)"
     )
 
 
-def eviction_warning(client: redis.Redis, url: str, what: str = "the Redis") -> str | None:
-    """:func:`eviction_problem` of the Redis of ``client``, said of it as ``what`` at its ``url`` (the password
-    hidden); None where it has none."""
-    problem = eviction_problem(client)
+def eviction_warning(client: redis.Redis, url: str, what: str = "the Redis", evicts: str = EVICTS_WORK) -> str | None:
+    """:func:`eviction_problem` of the Redis of ``client`` (``evicts``: what it loses), said of it as ``what`` at its
+    ``url`` (the password hidden); None where it has none."""
+    problem = eviction_problem(client, evicts)
     return None if problem is None else f"{what} at {redact_url(url)}: {problem}"
 
 

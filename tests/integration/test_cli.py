@@ -783,9 +783,9 @@ def test_worker_and_submit_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: 
 def test_worker_and_submit_warn_of_a_result_backend_that_may_evict_a_runs_chords(tmp_path: Path, home: Path) -> None:
     """RAGSCORE_RESULT_BACKEND on its own Redis holds Celery's chord counters, which fire a run's aggregate: one that
     evicts (allkeys-lru) lost them under memory pressure and the run never finished, while `ragscore worker` and
-    `submit` checked only the broker's Redis (and the store's). They warn of it by name; not where it never evicts,
-    nor twice where it is the broker's server in another database."""
-    from orchestrator.connection import BACKEND_REDIS
+    `submit` checked only the broker's Redis (and the store's). They warn of it by name, and of what it costs there;
+    not where it never evicts, nor twice where it is the broker's server in another database."""
+    from orchestrator.connection import BACKEND_EVICTS, BACKEND_REDIS
 
     evicting = ("--maxmemory-policy", "allkeys-lru", "--maxmemory", "1gb")
     broker, backend = RedisProcess(tmp_path / "broker").start(), RedisProcess(tmp_path / "backend", *evicting).start()
@@ -793,7 +793,8 @@ def test_worker_and_submit_warn_of_a_result_backend_that_may_evict_a_runs_chords
            "RAGSCORE_RESULT_BACKEND": backend.url}  # fmt: skip
     submit = [sys.executable, "-m", "orchestrator.cli", "submit", "examples/quickstart/data.jsonl", "--suite",
               "examples/quickstart/suite.yaml"]  # fmt: skip
-    warning = f"Warning: {BACKEND_REDIS} at {backend.url}: its maxmemory-policy is allkeys-lru, not noeviction"
+    warning = (f"Warning: {BACKEND_REDIS} at {backend.url}: its maxmemory-policy is allkeys-lru, not noeviction: once "
+               f"it fills, it evicts {BACKEND_EVICTS}")  # fmt: skip
     try:
         said = "".join(_worker_lines_until_up(env, "cpu"))
         assert warning in said and "workers up for cpu" in said, said

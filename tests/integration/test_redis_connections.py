@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.connection import BACKEND_REDIS, eviction_warnings
+from orchestrator.connection import BACKEND_EVICTS, BACKEND_REDIS, eviction_warnings
 from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, ConfigError
@@ -309,6 +309,7 @@ def test_a_result_backend_on_its_own_redis_is_checked_for_eviction(tmp_path: Pat
         redacted = f"redis://:***@127.0.0.1:{backend.port}/0"
         assert [s.split(": its")[0] for s in said] == [f"{BACKEND_REDIS} at {redacted}"], said
         assert "maxmemory-policy is allkeys-lru, not noeviction" in said[0] and PASSWORD not in said[0], said
+        assert f"it evicts {BACKEND_EVICTS}; set maxmemory-policy noeviction" in said[0], said  # what it costs there
         admin = redis.Redis(port=backend.port, password=PASSWORD)
         admin.acl_setuser("no-info", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
                           commands=["+@all", "-info"])  # fmt: skip
