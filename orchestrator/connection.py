@@ -7,6 +7,7 @@ import neither the Celery tasks nor the metrics.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -152,11 +153,16 @@ def eviction_warnings(store: RunStore, broker_url: str, settings: Settings) -> l
 
 def worker_eviction_warnings(broker_url: str, settings: Settings, *, broker: bool, backend: bool) -> list[str]:
     """What may evict the work ``ragscore worker`` serves from the broker at ``broker_url``, as
-    :func:`eviction_warnings` says it: the broker's Redis where it answered (``broker``), and the result backend's
-    where it is apart and answered (``backend``)."""
-    with redis_client(broker_url, BROKER_CHECK_S, retries=0) as probe:
-        return _once_per_server([(probe, broker_url)] if broker else [],
-                                backend_apart(broker_url, settings) if backend else None)  # fmt: skip
+    :func:`eviction_warnings` says it: the run store's Redis where ``RAGSCORE_STORE_URL`` is set (the workers write
+    their results there; on the broker's server, where the broker answered), the broker's where it answered
+    (``broker``), and the result backend's where it is apart and answered (``backend``). Each checked by a client
+    of its own, closed after."""
+    urls = [broker_url] if broker else []
+    if settings.store_url and (broker or _broker_apart(broker_url, settings)):
+        urls.insert(0, settings.store_url)  # first, as eviction_warnings says it
+    with contextlib.ExitStack() as opened:
+        named = [(opened.enter_context(redis_client(url, BROKER_CHECK_S, retries=0)), url) for url in urls]
+        return _once_per_server(named, backend_apart(broker_url, settings) if backend else None)
 
 
 def _once_per_server(named: list[tuple[redis.Redis, str]], backend: str | None) -> list[str]:

@@ -784,7 +784,8 @@ def test_worker_and_submit_warn_of_a_result_backend_that_may_evict_a_runs_chords
     """RAGSCORE_RESULT_BACKEND on its own Redis holds Celery's chord counters, which fire a run's aggregate: one that
     evicts (allkeys-lru) lost them under memory pressure and the run never finished, while `ragscore worker` and
     `submit` checked only the broker's Redis (and the store's). They warn of it by name, and of what it costs there;
-    not where it never evicts, nor twice where it is the broker's server in another database."""
+    not where it never evicts, nor twice where it is the broker's server in another database. `ragscore worker`
+    checks the run store's Redis on its own server too (RAGSCORE_STORE_URL), where its workers write results."""
     from orchestrator.connection import BACKEND_EVICTS, BACKEND_REDIS
 
     evicting = ("--maxmemory-policy", "allkeys-lru", "--maxmemory", "1gb")
@@ -810,6 +811,13 @@ def test_worker_and_submit_warn_of_a_result_backend_that_may_evict_a_runs_chords
         assert said.count("its maxmemory-policy is") == 1 and f"the Redis at {broker.url}" in said, said
         sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=beside, timeout=300)
         assert sent.returncode == 0 and sent.stderr.count("its maxmemory-policy is") == 1, sent.stderr
+        redis.Redis(port=broker.port).config_set("maxmemory-policy", "noeviction")
+        redis.Redis(port=backend.port).config_set("maxmemory-policy", "allkeys-lru")
+        store_apart = {k: v for k, v in env.items() if k != "RAGSCORE_RESULT_BACKEND"} | {
+            "RAGSCORE_STORE_URL": backend.url
+        }  # where the workers write every result: checked by `ragscore worker` too
+        said = "".join(_worker_lines_until_up(store_apart, "cpu"))
+        assert said.count("its maxmemory-policy is") == 1 and f"Warning: the Redis at {backend.url}: " in said, said
     finally:
         backend.stop()
         broker.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.connection import BACKEND_EVICTS, BACKEND_REDIS, eviction_warnings
+from orchestrator.connection import BACKEND_EVICTS, BACKEND_REDIS, eviction_warnings, worker_eviction_warnings
 from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, ConfigError
@@ -322,6 +322,37 @@ def test_a_result_backend_on_its_own_redis_is_checked_for_eviction(tmp_path: Pat
         assert [s.split(": its")[0] for s in said] == [f"the Redis at {broker.url}"], said
     finally:
         backend.stop()
+        broker.stop()
+
+
+def test_ragscore_worker_checks_the_run_stores_redis_for_eviction_and_closes_its_checks(tmp_path: Path) -> None:
+    """`ragscore worker` checked the broker's Redis and the result backend's, not RAGSCORE_STORE_URL's on another
+    server, where its workers write every result: one that evicts lost them without a word. It is warned of, each
+    server once, and the worker's supervisor keeps no connection of its checks open."""
+    import redis
+
+    evicting = ("--maxmemory-policy", "allkeys-lru", "--maxmemory", "1gb")
+    broker, store = RedisProcess(tmp_path / "broker").start(), RedisProcess(tmp_path / "store", *evicting).start()
+    backend = RedisProcess(tmp_path / "backend", *evicting).start()
+    store_url = f"redis://127.0.0.1:{store.port}/0"
+    settings = get_settings().model_copy(update={"store_url": store_url, "result_backend": backend.url})
+    admins = [redis.Redis(port=server.port, client_name="admin") for server in (broker, store, backend)]
+
+    def warned_of(settings: Settings, *, broker_answered: bool = True) -> list[str]:
+        said = worker_eviction_warnings(broker.url, settings, broker=broker_answered, backend=True)
+        return [text.split(": its maxmemory-policy is allkeys-lru")[0] for text in said]
+
+    try:
+        both = [f"the Redis at {store_url}", f"{BACKEND_REDIS} at {backend.url}"]
+        assert warned_of(settings) == both
+        assert warned_of(settings, broker_answered=False) == both  # the store apart: checked all the same
+        beside = settings.model_copy(update={"result_backend": f"redis://127.0.0.1:{store.port}/1"})
+        assert warned_of(beside) == [f"the Redis at {store_url}"]  # the store's server: said once
+        for admin in admins:  # each check's client closed: only the admin's connection left
+            assert until(lambda a=admin: [c["name"] for c in a.client_list()] == ["admin"], 60), admin.client_list()
+    finally:
+        backend.stop()
+        store.stop()
         broker.stop()
 
 
