@@ -6,11 +6,15 @@ The namespace is the model identity and precision (``Encoder.key``): what change
 * Redis: ``ragscore:emb:v1:{sha256(namespace)[:16]}:{sha256(text)}`` -> raw little-endian float32 bytes,
   with a TTL. The run store's client decodes replies to ``str``, so :func:`bytes_client` opens a client
   on the same connection settings that does not. Redis errors are logged and cost only a re-encode.
+* Redis, beside them: ``ragscore:emb:v1:note:{sha256(namespace)[:16]}`` -> a JSON note of the model (its vector length,
+  piece limit and digests of its tokenizer and config files), written by a worker that loaded it, so a worker whose
+  texts are all cached needs not load it (:func:`ragscore_workers.embedding.get_encoder` checks the note first).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -18,11 +22,23 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KEY_PREFIX", "MemoryLRU", "bytes_client", "redis_get", "redis_key", "redis_put", "text_hash"]
+__all__ = [
+    "KEY_PREFIX",
+    "MemoryLRU",
+    "bytes_client",
+    "note_key",
+    "redis_get",
+    "redis_get_note",
+    "redis_key",
+    "redis_put",
+    "redis_put_note",
+    "text_hash",
+]
 
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "ragscore:emb:v1:"
+NOTE_PREFIX = f"{KEY_PREFIX}note:"
 _BYTES_CLIENTS: dict[int, tuple[Any, Any]] = {}
 
 
@@ -79,8 +95,41 @@ def bytes_client(client: Any) -> Any:
     return cached[1]
 
 
+def _short(namespace: str) -> str:
+    return hashlib.sha256(namespace.encode()).hexdigest()[:16]
+
+
 def redis_key(namespace: str, digest: str) -> str:
-    return f"{KEY_PREFIX}{hashlib.sha256(namespace.encode()).hexdigest()[:16]}:{digest}"
+    return f"{KEY_PREFIX}{_short(namespace)}:{digest}"
+
+
+def note_key(namespace: str) -> str:
+    """The key of the note of the model of ``namespace``."""
+    return f"{NOTE_PREFIX}{_short(namespace)}"
+
+
+def redis_get_note(client: Any, namespace: str) -> dict[str, Any] | None:
+    """The note of the model of ``namespace``; None when there is none, or it cannot be read."""
+    import redis
+
+    try:
+        raw = client.get(note_key(namespace))
+        note = json.loads(raw) if raw else None
+    except (redis.RedisError, ValueError) as exc:
+        log.warning("embedding cache note unreadable, loading the model: %s", exc)
+        return None
+    return note if isinstance(note, dict) else None
+
+
+def redis_put_note(client: Any, namespace: str, note: dict[str, Any], ttl_s: int) -> None:
+    """Write the note of the model of ``namespace``, expiring ``ttl_s`` after this write (an error costs only a load
+    of the model next time)."""
+    import redis
+
+    try:
+        client.set(note_key(namespace), json.dumps(note, sort_keys=True), ex=ttl_s)
+    except redis.RedisError as exc:
+        log.warning("embedding cache note not written (scores are unaffected): %s", exc)
 
 
 def redis_get(client: Any, namespace: str, dim: int, digests: list[str]) -> dict[str, np.ndarray]:

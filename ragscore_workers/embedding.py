@@ -20,6 +20,10 @@ Vector cache, two levels, both keyed by (model identity + precision, sha256 of t
 * in the run store's Redis when ``EmbeddingConfig.cache`` is on: ``ragscore:emb:v1:{model}:{sha256}`` ->
   the raw little-endian float32 bytes (``4 * dim`` bytes; no base64, no pickle), expiring after
   ``REDIS_CACHE_TTL_S``. Cache failures (e.g. Redis out of memory) only cost a re-encode.
+
+The model itself is loaded only when a text must be encoded, where the Redis cache holds the note a worker that
+loaded it wrote (vector length, piece limit, digests of its tokenizer and config files): a re-run whose texts are all
+cached reads the note and the model's ``tokenizer.json`` instead (:func:`_noted_model`, :class:`Encoder`).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._embedding_cache import MemoryLRU, redis_get, redis_put, text_hash
+from ._embedding_cache import MemoryLRU, redis_get, redis_get_note, redis_put, redis_put_note, text_hash
 from .counts import counted
 from .errors import ConfigError
 from .schemas import EmbeddingConfig
@@ -297,42 +301,66 @@ Noting = Callable[[str], AbstractContextManager[None]]
 
 @dataclass
 class Encoder:
-    """One loaded SentenceTransformer and what it runs on."""
+    """A SentenceTransformer and what it runs on. The model loads when a text must be encoded (:meth:`loaded`): a
+    worker whose texts are all cached needs only its vector length, piece limit and tokenizer, which the cache's
+    note of the model gives (:func:`_noted_model`)."""
 
-    model: Any
     source: ModelSource
     device: str
     precision: Literal["fp32", "fp16"]
     dim: int
-    load_s: float
+    #: Word pieces of one text the model reads, [CLS] and [SEP] aside: it silently drops the rest.
+    max_pieces: int
+    #: How many pieces the model's tokenizer makes of each text; None: ask the loaded model's (:func:`_model_pieces`).
+    pieces: Callable[[list[str]], list[int]] | None = None
+    #: The loaded SentenceTransformer; None until :meth:`loaded`.
+    model: Any = None
+    load_s: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def key(self) -> str:
         """Cache namespace: what changes the vectors (weights and precision), not where they run."""
         return _namespace(self.source.identity, self.precision)
 
-    @property
-    def max_pieces(self) -> int:
-        """Word pieces of one text the model reads, [CLS] and [SEP] aside: it silently drops the rest."""
-        return int(self.model.max_seq_length) - 2
-
     def text_pieces(self, text: str) -> int:
         """How many pieces the model's own tokenizer makes of ``text`` (no [CLS] or [SEP]; nothing dropped)."""
         return self.word_pieces([text])[0]
 
     def word_pieces(self, words: Sequence[str]) -> list[int]:
-        """How many pieces the model's own tokenizer makes of each word (no [CLS] or [SEP])."""
+        """How many pieces the model's own tokenizer makes of each word (no [CLS] or [SEP]). A lone surrogate is
+        counted as the U+FFFD it is encoded as (the tokenizer refuses it)."""
         if not words:
             return []
-        # Through transformers, not its Rust core: that keeps the truncation the last encode call set on it. A lone
-        # surrogate is counted as the U+FFFD it is encoded as (the tokenizer refuses it).
-        words = [valid_unicode(w) for w in words]
-        ids = self.model.tokenizer(words, add_special_tokens=False, verbose=False)["input_ids"]
-        return [len(piece_ids) for piece_ids in ids]
+        pieces = self.pieces or _model_pieces(self.loaded())
+        return pieces([valid_unicode(w) for w in words])
+
+    def loaded(self, noting: Noting | None = None, redis: Any = None) -> Any:
+        """The model, loaded on first call (``noting`` told while it loads). Its own vector length and piece limit are
+        taken; where they are not those the encoder was opened with (no note, or a wrong one), its note is written
+        to ``redis`` (the run store's client; None: not written)."""
+        with self.lock:
+            if self.model is None:
+                started = time.perf_counter()
+                with _noted(noting, f"loading {self.source.name} on {self.device}"):
+                    model = _load_model(self.source, self.device, self.precision)
+                shape = _model_shape(model)
+                if self.dim and shape != (self.dim, self.max_pieces):
+                    said = (self.dim, self.max_pieces)
+                    log.warning("the embedding cache's note of %s said (vector length, piece limit) %s, the model "
+                                "%s: the model's are used", self.source.name, said, shape)  # fmt: skip
+                if shape != (self.dim, self.max_pieces) and redis is not None:
+                    _write_note(redis, self.key, self.source, model)
+                self.dim, self.max_pieces = shape
+                self.model, self.load_s = model, time.perf_counter() - started
+                _PROCESS.loads += 1
+                log.info("loaded %s (%s) on %s, %s, in %.1f s", self.source.name, self.source.origin, self.device,
+                         self.precision, self.load_s)  # fmt: skip
+            return self.model
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         """One batched call; float32 rows in the order of ``texts``."""
-        out = self.model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+        out = self.loaded().encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 
 
@@ -357,33 +385,125 @@ def known_namespace(config: EmbeddingConfig) -> str | None:
     return _namespace(hub_id, "fp32") if _packaged_path(module_name) is not None else None
 
 
-def _load(config: EmbeddingConfig, noting: Noting | None) -> Encoder:
-    """Load the suite's model; ``noting`` (:data:`Noting`) is told while it loads, from when the device is known
-    (:mod:`ragscore_workers.model_loading`: the run's progress says so)."""
-    started = time.perf_counter()
-    device = pick_device(config.device)
-    with _noted(noting, f"loading {config.model} on {device}"):
-        return _loaded(config, device, started)
+def _precision(config: EmbeddingConfig, device: str) -> Literal["fp32", "fp16"]:
+    """fp16 where the suite asks for it and the device is CUDA, else fp32 (said when fp16 was asked for)."""
+    if config.fp16 and not device.startswith("cuda"):
+        log.warning("embedding fp16 is only used on CUDA; running %s in fp32 on %s", config.model, device)
+    return "fp16" if config.fp16 and device.startswith("cuda") else "fp32"
 
 
-def _loaded(config: EmbeddingConfig, device: str, started: float) -> Encoder:
-    """:func:`_load`'s model, on ``device``, its load timed from ``started`` (``time.perf_counter``)."""
-    source = resolve_model(config.model)
+def _load_model(source: ModelSource, device: str, precision: str) -> Any:
+    """The SentenceTransformer of ``source`` on ``device`` in ``precision``."""
     if source.origin != "hub":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(source.path, device=device, local_files_only=source.origin != "hub")
-    precision: Literal["fp32", "fp16"] = "fp32"
-    if config.fp16 and device.startswith("cuda"):
-        model.half()
-        precision = "fp16"
-    elif config.fp16:
-        log.warning("embedding fp16 is only used on CUDA; running %s in fp32 on %s", config.model, device)
+    return model.half() if precision == "fp16" else model
+
+
+def _model_shape(model: Any) -> tuple[int, int]:
+    """A loaded model's vector length and piece limit (:attr:`Encoder.max_pieces`)."""
     # sentence-transformers >= 5 renamed get_sentence_embedding_dimension.
     dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    encoder = Encoder(model, source, device, precision, int(dim()), time.perf_counter() - started)
-    log.info("loaded %s (%s) on %s, %s, in %.1f s", config.model, source.origin, device, precision, encoder.load_s)
+    return int(dim()), int(model.max_seq_length) - 2
+
+
+def _model_pieces(model: Any) -> Callable[[list[str]], list[int]]:
+    """:attr:`Encoder.pieces` through a loaded model's tokenizer: through transformers, not its Rust core, which keeps
+    the truncation the last encode call set on it."""
+
+    def pieces(texts: list[str]) -> list[int]:
+        return [len(ids) for ids in model.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
+
+    return pieces
+
+
+def _fast_pieces(tokenizer: Any) -> Callable[[list[str]], list[int]]:
+    """:attr:`Encoder.pieces` through a ``tokenizers.Tokenizer`` with neither truncation nor padding."""
+
+    def pieces(texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    return pieces
+
+
+def _tokenizer_digest(tokenizer: Any) -> str:
+    """sha256 of a ``tokenizers.Tokenizer``'s whole definition but its truncation and padding (which the model's
+    encode calls set, and :func:`_fast_tokenizer` turns off): equal digests, equal pieces."""
+    spec = json.loads(tokenizer.to_str())
+    spec.pop("truncation", None)
+    spec.pop("padding", None)
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def _configs_digest(source: ModelSource) -> str:
+    """sha256 of the model's JSON files (configs and tokenizer: where its vector length and piece limit come from)."""
+    digest = hashlib.sha256()
+    for path, st in _model_files(Path(source.path)):
+        if path.suffix == ".json":
+            digest.update(f"{path.relative_to(source.path)}\0{_file_digest(path, st)}\n".encode("utf-8", "replace"))
+    return digest.hexdigest()
+
+
+def _fast_tokenizer(source: ModelSource) -> Any:
+    """The model's ``tokenizer.json`` as a ``tokenizers.Tokenizer`` without truncation or padding (a quarter of a
+    second, where the model takes seconds); None where the model has none."""
+    path = next(
+        (d / "tokenizer.json" for d in _model_dirs(Path(source.path)) if (d / "tokenizer.json").is_file()), None
+    )
+    if path is None:
+        return None
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def _write_note(redis: Any, namespace: str, source: ModelSource, model: Any) -> None:
+    """Note a loaded model in the cache (:func:`_noted_model`); nothing for a model without a fast tokenizer."""
+    backend = getattr(model.tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return
+    dim, max_pieces = _model_shape(model)
+    note = {"dim": dim, "max_pieces": max_pieces, "tokenizer": _tokenizer_digest(backend),
+            "configs": _configs_digest(source)}  # fmt: skip
+    redis_put_note(redis, namespace, note, REDIS_CACHE_TTL_S)
+
+
+def _noted_model(redis: Any, namespace: str, source: ModelSource) -> tuple[int, int, Any] | None:
+    """Vector length, piece limit and fast tokenizer of the model of ``namespace`` as its note in the cache says,
+    without loading it; None where the note is missing or unreadable, or its tokenizer or config files are not
+    those of ``source`` (the model is loaded then)."""
+    note = redis_get_note(redis, namespace)
+    tokenizer = None if note is None else _fast_tokenizer(source)
+    if note is None or tokenizer is None:
+        return None
+    dim, max_pieces = note.get("dim"), note.get("max_pieces")
+    if not all(type(v) is int and v > 0 for v in (dim, max_pieces)):
+        return None
+    if note.get("tokenizer") != _tokenizer_digest(tokenizer) or note.get("configs") != _configs_digest(source):
+        return None
+    return dim, max_pieces, tokenizer
+
+
+def _open(config: EmbeddingConfig, noting: Noting | None, redis: Any) -> Encoder:
+    """The suite's model: as its note in ``redis`` says (loaded later, if a text must be encoded), else loaded now,
+    ``noting`` (:data:`Noting`) told while it loads (:mod:`ragscore_workers.model_loading`: the run's progress says
+    so) and its note written."""
+    device = pick_device(config.device)
+    source = resolve_model(config.model)
+    precision = _precision(config, device)
+    noted = _noted_model(redis, _namespace(source.identity, precision), source) if redis is not None else None
+    if noted is not None:
+        dim, max_pieces, tokenizer = noted
+        log.info("%s on %s, %s: its cache note read, the model loads if a text is not cached", config.model, device,
+                 precision)  # fmt: skip
+        return Encoder(source, device, precision, dim, max_pieces, _fast_pieces(tokenizer))
+    encoder = Encoder(source, device, precision, 0, 0)
+    encoder.loaded(noting, redis)
     return encoder
 
 
@@ -399,10 +519,11 @@ class _ProcessModel:
 _PROCESS = _ProcessModel()
 
 
-def get_encoder(config: EmbeddingConfig, noting: Noting | None = None) -> Encoder:
-    """This process's model, loaded on first use; a suite naming another model replaces it (one at a time), and
-    so does a model folder whose files changed since it was loaded (saved again, fine-tuned in place). ``noting``
-    is told of a load (:func:`_load`)."""
+def get_encoder(config: EmbeddingConfig, noting: Noting | None = None, redis: Any = None) -> Encoder:
+    """This process's model, opened on first use; a suite naming another model replaces it (one at a time), and
+    so does a model folder whose files changed since it was opened (saved again, fine-tuned in place). ``noting``
+    is told of a load (:func:`_open`). With ``redis`` (the run store's client, where ``config.cache`` is on) the
+    model's note in the cache spares loading it until a text must be encoded."""
     local = _local_folder(config.model)
     key = (config.model, config.device, config.fp16, None if local is None else _folder_fingerprint(local))
     with _PROCESS.lock:
@@ -413,12 +534,11 @@ def get_encoder(config: EmbeddingConfig, noting: Noting | None = None) -> Encode
             raise failure[2]
         _PROCESS.encoder = None  # free the old model before loading the next
         try:
-            encoder = _load(config, noting)
+            encoder = _open(config, noting, redis if config.cache else None)
         except Exception as exc:
             _PROCESS.failure = (key, time.monotonic(), exc)
             raise
         _PROCESS.key, _PROCESS.encoder, _PROCESS.failure = key, encoder, None
-        _PROCESS.loads += 1
         return encoder
 
 
@@ -477,34 +597,47 @@ def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None, noti
     """
     if not texts:  # nothing to embed: do not load a model for it
         return Vectors({}, 0, dict.fromkeys(STAT_NAMES, 0))
-    encoder = get_encoder(config, noting)
+    encoder = get_encoder(config, noting, redis)
     distinct: dict[str, str] = {}
     for text in texts:
         distinct.setdefault(text_hash(text), text)
-    found: dict[str, np.ndarray] = {}
-    for digest in distinct:
-        vector = _MEMORY.get((encoder.key, digest))
-        if vector is not None:
-            found[digest] = vector
-    memory_hits = len(found)
-    missing = [d for d in distinct if d not in found]
-    cache_hits: dict[str, np.ndarray] = {}
-    if missing and config.cache and redis is not None:
-        cache_hits = redis_get(redis, encoder.key, encoder.dim, missing)
-    todo = [d for d in missing if d not in cache_hits]
-    for digest, vector in cache_hits.items():
-        _MEMORY.put((encoder.key, digest), vector)
-    encoded, encode_s, calls = _encode_missing(encoder, {d: distinct[d] for d in todo}, config, redis, noting)
-    found |= cache_hits | encoded
+    found, memory_hits, cache_hits = _cached(encoder, list(distinct), config, redis)
+    if len(found) < len(distinct) and encoder.model is None:
+        dim = encoder.dim
+        encoder.loaded(noting, redis if config.cache else None)
+        if encoder.dim != dim:  # the cache's note was wrong: look again with the model's own length
+            found, memory_hits, cache_hits = _cached(encoder, list(distinct), config, redis)
+    todo = {d: text for d, text in distinct.items() if d not in found}
+    encoded, encode_s, calls = _encode_missing(encoder, todo, config, redis, noting)
+    found |= encoded
     stats = {
         "distinct": len(distinct),
         "memory_hits": memory_hits,
-        "cache_hits": len(cache_hits),
+        "cache_hits": cache_hits,
         "encoded": len(encoded),
         "encode_calls": calls,
         "encode_ms": round(encode_s * 1000),
     }
     return Vectors(found, encoder.dim, stats, encoder)
+
+
+def _cached(
+    encoder: Encoder, digests: list[str], config: EmbeddingConfig, redis: Any
+) -> tuple[dict[str, np.ndarray], int, int]:
+    """The vectors of ``digests`` the caches hold (Redis's kept in memory too), with how many came from memory and
+    how many from Redis."""
+    found: dict[str, np.ndarray] = {}
+    for digest in digests:
+        vector = _MEMORY.get((encoder.key, digest))
+        if vector is not None:
+            found[digest] = vector
+    missing = [d for d in digests if d not in found]
+    cache_hits: dict[str, np.ndarray] = {}
+    if missing and config.cache and redis is not None:
+        cache_hits = redis_get(redis, encoder.key, encoder.dim, missing)
+    for digest, vector in cache_hits.items():
+        _MEMORY.put((encoder.key, digest), vector)
+    return found | cache_hits, len(found), len(cache_hits)
 
 
 def _encode_missing(

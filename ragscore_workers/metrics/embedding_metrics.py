@@ -261,7 +261,7 @@ def chunk_vectors(rows: list[Row], ctx: RunContext) -> Vectors:
         record_embed_stats(ctx, dict.fromkeys(STAT_NAMES, 0) | {"memory_hits": vectors.stats["distinct"]})
         return vectors
     noting = noting_loads(ctx.redis, ctx.run_id, Queue.EMBED)  # the run's progress says the model loads, then encodes
-    encoder = get_encoder(ctx.suite.embedding, noting) if any(row.contexts for row in rows) else None
+    encoder = get_encoder(ctx.suite.embedding, noting, ctx.redis) if any(row.contexts for row in rows) else None
     vectors = embed(texts_needed(rows, names, encoder), ctx.suite.embedding, ctx.redis, noting)
     _LAST_CHUNK.value = (rows, key, vectors)
     record_embed_stats(ctx, vectors.stats)

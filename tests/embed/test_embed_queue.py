@@ -87,6 +87,11 @@ def _embed_stats(home: Path, run_id: str) -> dict[str, str]:
         embedded.release()
 
 
+def _loads(stats: dict[str, str]) -> list[int]:
+    """How many times each worker process of a run had loaded the model (its ``loads:`` counters)."""
+    return [int(v) for k, v in stats.items() if k.startswith("loads:")]
+
+
 def _check_against_seed(
     items: list[ItemResult], rows: list[dict[str, Any]], encode: Callable[[str], np.ndarray], suff: float, hall: float
 ) -> dict[str, list[float]]:
@@ -171,6 +176,9 @@ def test_second_run_is_served_from_the_redis_cache_with_identical_scores(
     assert int(cold["encoded"]) > 0 and int(cold["cache_hits"]) == 0
     assert int(warm["encoded"]) == 0 and int(warm["encode_calls"]) == 0
     assert int(warm["cache_hits"]) == int(cold["encoded"])  # a fresh worker: hits come from Redis, not memory
+    # The first run's worker loaded the model and noted it in the cache; the second's, with every text cached,
+    # never loaded it (its tokenizer file cut the contexts as the model's tokenizer does).
+    assert _loads(cold) == [1] and _loads(warm) == [0], (cold, warm)
 
     def scores(items: list[ItemResult]) -> dict[str, dict[str, float | None]]:
         return {i.id: {n: m.score for n, m in i.metrics.items()} for i in items}

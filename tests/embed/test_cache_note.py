@@ -1,0 +1,100 @@
+"""The model's note in the embedding cache: a fresh process whose texts are all cached reads the note instead of loading
+the model; a note missing, or not this model's, or wrong, costs a load of the model, never a wrong vector."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragscore_workers._embedding_cache import note_key
+from ragscore_workers.embedding import known_namespace
+from ragscore_workers.schemas import EmbeddingConfig
+from ragscore_workers.store import RunStore
+
+from ..support import RedisProcess
+
+pytestmark = pytest.mark.integration
+
+#: One fresh process: embed argv[2] (JSON texts) with the default model and the cache on argv[1]'s Redis.
+FRESH_PROCESS = """
+import json, sys
+from ragscore_workers.embedding import embed, process_info
+from ragscore_workers.schemas import EmbeddingConfig
+from ragscore_workers.store import redis_client
+texts = json.loads(sys.argv[2])
+vectors = embed(texts, EmbeddingConfig(), redis_client(sys.argv[1]))
+print(json.dumps({"loads": process_info()["loads"], "stats": vectors.stats, "vectors": vectors.matrix(texts).tolist()}))
+"""
+NOTE = note_key(known_namespace(EmbeddingConfig()) or "")
+
+
+def _fresh(redis_server: RedisProcess, texts: list[str]) -> dict[str, Any]:
+    """What a fresh process embedding ``texts`` did: its model ``loads``, its ``stats`` and its ``vectors``."""
+    args = [sys.executable, "-c", FRESH_PROCESS, redis_server.url, json.dumps(texts)]
+    out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _texts(name: str) -> list[str]:
+    """Texts no other test embeds (the tests' Redis is shared)."""
+    return [f"{name}: sentence number {i} about the weather in Lyon." for i in range(5)]
+
+
+def _filled(store: RunStore, redis_server: RedisProcess, name: str) -> tuple[list[str], dict[str, Any]]:
+    """Texts of their own embedded by a fresh process with no note: it loads the model and notes it."""
+    store.r.delete(NOTE)
+    texts = _texts(name)
+    cold = _fresh(redis_server, texts)
+    assert cold["loads"] == 1 and cold["stats"]["encoded"] == 5 and store.r.exists(NOTE)
+    return texts, cold
+
+
+def test_a_fresh_process_with_every_text_cached_loads_no_model_unless_the_note_is_gone(
+    store: RunStore, redis_server: RedisProcess
+) -> None:
+    texts, cold = _filled(store, redis_server, "note-gone")
+    warm = _fresh(redis_server, texts)
+    assert warm["loads"] == 0 and warm["stats"]["cache_hits"] == 5 and warm["stats"]["encoded"] == 0
+    assert warm["vectors"] == cold["vectors"]
+    store.r.delete(NOTE)
+    unnoted = _fresh(redis_server, texts)  # as before the note: the model loads, and notes itself again
+    assert unnoted["loads"] == 1 and unnoted["stats"]["cache_hits"] == 5 and unnoted["vectors"] == cold["vectors"]
+    assert json.loads(store.r.get(NOTE))["dim"] == 384
+    assert _fresh(redis_server, texts)["loads"] == 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tokenizer": "0" * 64},  # another tokenizer than this model's tokenizer.json
+        {"configs": "0" * 64},  # another model's config files
+        {"dim": "384"},  # not a note a worker writes
+    ],
+    ids=["tokenizer", "configs", "bad-value"],
+)
+def test_a_note_not_of_this_models_files_loads_the_model(
+    store: RunStore, redis_server: RedisProcess, change: dict[str, str], request: pytest.FixtureRequest
+) -> None:
+    texts, cold = _filled(store, redis_server, request.node.name)
+    store.r.set(NOTE, json.dumps(json.loads(store.r.get(NOTE)) | change))
+    got = _fresh(redis_server, texts)
+    assert got["loads"] == 1 and got["stats"]["cache_hits"] == 5 and got["vectors"] == cold["vectors"]
+    assert json.loads(store.r.get(NOTE))["dim"] == 384  # noted again, as the model is
+
+
+def test_a_note_with_another_vector_length_falls_back_to_the_model_and_its_cached_vectors(
+    store: RunStore, redis_server: RedisProcess
+) -> None:
+    """A note of the right files but another length finds no cached vector of that length: the model loads, and its
+    own length finds them."""
+    texts, cold = _filled(store, redis_server, "note-dim")
+    store.r.set(NOTE, json.dumps(json.loads(store.r.get(NOTE)) | {"dim": 512}))
+    got = _fresh(redis_server, texts)
+    assert got["loads"] == 1 and got["stats"]["cache_hits"] == 5 and got["stats"]["encoded"] == 0
+    assert np.asarray(got["vectors"]).shape == (5, 384) and got["vectors"] == cold["vectors"]
+    assert json.loads(store.r.get(NOTE))["dim"] == 384
