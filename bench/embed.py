@@ -11,7 +11,8 @@ between the two says how much to trust it).
 Pipeline: a private redis-server + one embed worker process (the default pool: prefork, one child), the
 model loaded by a warm-up run first; timed from submit to the written summary (validation, publishing,
 scoring the five metrics, aggregation). Ratio = pipeline texts/s ÷ raw texts/s (goal >= 0.90).
-Warm: a fresh worker (empty process cache) scores the same rows again; vectors come from the Redis cache.
+Warm: a fresh worker (empty process cache) scores the same rows again; vectors come from the Redis cache (its warm-up
+run loads the model: bench.embed_cached times a fresh worker that needs not).
 
 Where the pipeline's time goes: ``worker_encode_texts_s`` is the worker's own texts/s inside the model's
 encode calls (the run's ``encode_ms`` counter), ``outside_encode_s`` the rest of the run (Redis, Celery,
@@ -189,8 +190,10 @@ def timed_run(
         sub = submit(path, load_suite(suite), store)
         wait(store, sub.run_id, check=lambda: _fail_if_dead(workers))
         elapsed = time.perf_counter() - start
-    stats = {k: int(v) for k, v in store.r.hgetall(RunStore.key(sub.run_id, "embed")).items()}
-    return elapsed, {k: stats.get(k, 0) for k in COUNTERS} | {"other_cores": load.cores, "own_cpu_s": load.own_s}
+    stats = store.r.hgetall(RunStore.key(sub.run_id, "embed"))  # its device:{worker} fields are words
+    loads = sum(int(v) for k, v in stats.items() if k.startswith("loads:"))  # the model loads its workers made
+    counters = {k: int(stats.get(k, 0)) for k in COUNTERS}
+    return elapsed, counters | {"loads": loads, "other_cores": load.cores, "own_cpu_s": load.own_s}
 
 
 def pipeline(
