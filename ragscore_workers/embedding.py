@@ -462,6 +462,24 @@ def _fast_tokenizer(source: ModelSource) -> Any:
     return tokenizer
 
 
+#: The libraries that make a model of its files (how transformers sets its tokenizer up, how sentence-transformers reads
+#: its piece limit): a note is trusted only by a worker with the versions of the worker that wrote it.
+NOTE_LIBRARIES = ("sentence-transformers", "transformers", "tokenizers")
+
+
+def _library_versions() -> dict[str, str]:
+    """The installed versions of :data:`NOTE_LIBRARIES` (read from their metadata: nothing imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions: dict[str, str] = {}
+    for name in NOTE_LIBRARIES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = ""
+    return versions
+
+
 def _write_note(redis: Any, namespace: str, source: ModelSource, model: Any) -> None:
     """Note a loaded model in the cache (:func:`_noted_model`); nothing for a model without a fast tokenizer."""
     backend = getattr(model.tokenizer, "backend_tokenizer", None)
@@ -469,20 +487,22 @@ def _write_note(redis: Any, namespace: str, source: ModelSource, model: Any) -> 
         return
     dim, max_pieces = _model_shape(model)
     note = {"dim": dim, "max_pieces": max_pieces, "tokenizer": _tokenizer_digest(backend),
-            "configs": _configs_digest(source)}  # fmt: skip
+            "configs": _configs_digest(source), "libraries": _library_versions()}  # fmt: skip
     redis_put_note(redis, namespace, note, REDIS_CACHE_TTL_S)
 
 
 def _noted_model(redis: Any, namespace: str, source: ModelSource) -> tuple[int, int, Any] | None:
     """Vector length, piece limit and fast tokenizer of the model of ``namespace`` as its note in the cache says,
-    without loading it; None where the note is missing or unreadable, or its tokenizer or config files are not
-    those of ``source`` (the model is loaded then)."""
+    without loading it; None where the note is missing or unreadable, written by a worker with other versions of
+    :data:`NOTE_LIBRARIES`, or its tokenizer or config files are not those of ``source`` (the model is loaded then)."""
     note = redis_get_note(redis, namespace)
     tokenizer = None if note is None else _fast_tokenizer(source)
     if note is None or tokenizer is None:
         return None
     dim, max_pieces = note.get("dim"), note.get("max_pieces")
     if not all(type(v) is int and v > 0 for v in (dim, max_pieces)):
+        return None
+    if note.get("libraries") != _library_versions():  # another worker's tokenizer set-up and piece limit may differ
         return None
     if note.get("tokenizer") != _tokenizer_digest(tokenizer) or note.get("configs") != _configs_digest(source):
         return None

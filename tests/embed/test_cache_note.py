@@ -74,11 +74,13 @@ def test_a_fresh_process_with_every_text_cached_loads_no_model_unless_the_note_i
         {"tokenizer": "0" * 64},  # another tokenizer than this model's tokenizer.json
         {"configs": "0" * 64},  # another model's config files
         {"dim": "384"},  # not a note a worker writes
+        # written by a worker with another transformers (which may set the tokenizer up otherwise than the file says)
+        {"libraries": {"sentence-transformers": "0", "transformers": "0", "tokenizers": "0"}},
     ],
-    ids=["tokenizer", "configs", "bad-value"],
+    ids=["tokenizer", "configs", "bad-value", "libraries"],
 )
 def test_a_note_not_of_this_models_files_loads_the_model(
-    store: RunStore, redis_server: RedisProcess, change: dict[str, str], request: pytest.FixtureRequest
+    store: RunStore, redis_server: RedisProcess, change: dict[str, Any], request: pytest.FixtureRequest
 ) -> None:
     texts, cold = _filled(store, redis_server, request.node.name)
     store.r.set(NOTE, json.dumps(json.loads(store.r.get(NOTE)) | change))
