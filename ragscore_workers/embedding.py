@@ -564,6 +564,19 @@ def get_encoder(config: EmbeddingConfig, noting: Noting | None = None, redis: An
         return encoder
 
 
+def _load_model_of(encoder: Encoder, noting: Noting | None, redis: Any) -> None:
+    """Load the model of ``encoder`` opened from its cache note (nothing once loaded). A load that fails is
+    :func:`get_encoder`'s failure: remembered for :data:`LOAD_FAILURE_MEMO_S`, so a chunk's rows do not each retry
+    it (a GPU out of memory)."""
+    try:
+        encoder.loaded(noting, redis)
+    except Exception as exc:
+        with _PROCESS.lock:
+            if _PROCESS.encoder is encoder and _PROCESS.key is not None:
+                _PROCESS.encoder, _PROCESS.failure = None, (_PROCESS.key, time.monotonic(), exc)
+        raise
+
+
 def process_info() -> dict[str, Any]:
     """This process's model: pid, how many loads so far, model, device, precision."""
     enc = _PROCESS.encoder
@@ -623,10 +636,10 @@ def embed(texts: Sequence[str], config: EmbeddingConfig, redis: Any = None, noti
     distinct: dict[str, str] = {}
     for text in texts:
         distinct.setdefault(text_hash(text), text)
+    dim = encoder.dim  # the note's until the model loads (another thread may load it meanwhile)
     found, memory_hits, cache_hits = _cached(encoder, list(distinct), config, redis)
-    if len(found) < len(distinct) and encoder.model is None:
-        dim = encoder.dim
-        encoder.loaded(noting, redis if config.cache else None)
+    if len(found) < len(distinct):
+        _load_model_of(encoder, noting, redis if config.cache else None)
         if encoder.dim != dim:  # the cache's note was wrong: look again with the model's own length
             found, memory_hits, cache_hits = _cached(encoder, list(distinct), config, redis)
     todo = {d: text for d, text in distinct.items() if d not in found}

