@@ -23,7 +23,7 @@ Vector cache, two levels, both keyed by (model identity + precision, sha256 of t
 
 The model itself is loaded only when a text must be encoded, where the Redis cache holds the note a worker that
 loaded it wrote (vector length, piece limit, digests of its tokenizer and config files): a re-run whose texts are all
-cached reads the note and the model's ``tokenizer.json`` instead (:func:`_noted_model`, :class:`Encoder`).
+cached reads the note and the model's ``tokenizer.json`` instead (:mod:`._embedding_note`, :class:`Encoder`).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ._embedding_cache import MemoryLRU, redis_get, redis_get_note, redis_put, redis_put_note, text_hash
+from ._embedding_note import fast_pieces, fast_tokenizer, files_digest, note_of, noted_shape
 from .counts import counted
 from .errors import ConfigError
 from .schemas import EmbeddingConfig
@@ -419,94 +420,33 @@ def _model_pieces(model: Any) -> Callable[[list[str]], list[int]]:
     return pieces
 
 
-def _fast_pieces(tokenizer: Any) -> Callable[[list[str]], list[int]]:
-    """:attr:`Encoder.pieces` through a ``tokenizers.Tokenizer`` with neither truncation nor padding."""
-
-    def pieces(texts: list[str]) -> list[int]:
-        return [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
-
-    return pieces
-
-
-def _tokenizer_digest(tokenizer: Any) -> str:
-    """sha256 of a ``tokenizers.Tokenizer``'s whole definition but its truncation and padding (which the model's
-    encode calls set, and :func:`_fast_tokenizer` turns off): equal digests, equal pieces."""
-    spec = json.loads(tokenizer.to_str())
-    spec.pop("truncation", None)
-    spec.pop("padding", None)
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
-
-
 def _configs_digest(source: ModelSource) -> str:
-    """sha256 of the model's JSON files (configs and tokenizer: where its vector length and piece limit come from)."""
-    digest = hashlib.sha256()
-    for path, st in _model_files(Path(source.path)):
-        if path.suffix == ".json":
-            digest.update(f"{path.relative_to(source.path)}\0{_file_digest(path, st)}\n".encode("utf-8", "replace"))
-    return digest.hexdigest()
-
-
-def _fast_tokenizer(source: ModelSource) -> Any:
-    """The model's ``tokenizer.json`` as a ``tokenizers.Tokenizer`` without truncation or padding (a quarter of a
-    second, where the model takes seconds); None where the model has none."""
-    path = next(
-        (d / "tokenizer.json" for d in _model_dirs(Path(source.path)) if (d / "tokenizer.json").is_file()), None
-    )
-    if path is None:
-        return None
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(path))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
-
-
-#: The libraries that make a model of its files (how transformers sets its tokenizer up, how sentence-transformers reads
-#: its piece limit): a note is trusted only by a worker with the versions of the worker that wrote it.
-NOTE_LIBRARIES = ("sentence-transformers", "transformers", "tokenizers")
-
-
-def _library_versions() -> dict[str, str]:
-    """The installed versions of :data:`NOTE_LIBRARIES` (read from their metadata: nothing imported)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    versions: dict[str, str] = {}
-    for name in NOTE_LIBRARIES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = ""
-    return versions
+    """:func:`._embedding_note.files_digest` of the model's JSON files."""
+    folder = Path(source.path)
+    files = _model_files(folder)
+    return files_digest((str(p.relative_to(folder)), _file_digest(p, st)) for p, st in files if p.suffix == ".json")
 
 
 def _write_note(redis: Any, namespace: str, source: ModelSource, model: Any) -> None:
     """Note a loaded model in the cache (:func:`_noted_model`); nothing for a model without a fast tokenizer."""
     backend = getattr(model.tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        return
-    dim, max_pieces = _model_shape(model)
-    note = {"dim": dim, "max_pieces": max_pieces, "tokenizer": _tokenizer_digest(backend),
-            "configs": _configs_digest(source), "libraries": _library_versions()}  # fmt: skip
-    redis_put_note(redis, namespace, note, REDIS_CACHE_TTL_S)
+    if backend is not None:
+        note = note_of(*_model_shape(model), backend, _configs_digest(source))
+        redis_put_note(redis, namespace, note, REDIS_CACHE_TTL_S)
 
 
 def _noted_model(redis: Any, namespace: str, source: ModelSource) -> tuple[int, int, Any] | None:
     """Vector length, piece limit and fast tokenizer of the model of ``namespace`` as its note in the cache says,
-    without loading it; None where the note is missing or unreadable, written by a worker with other versions of
-    :data:`NOTE_LIBRARIES`, or its tokenizer or config files are not those of ``source`` (the model is loaded then)."""
+    without loading it; None where there is no note, the model has no ``tokenizer.json`` or the note is not of its
+    files (:func:`._embedding_note.noted_shape`): the model is loaded then."""
     note = redis_get_note(redis, namespace)
-    tokenizer = None if note is None else _fast_tokenizer(source)
-    if note is None or tokenizer is None:
+    dirs = _model_dirs(Path(source.path)) if note is not None else []
+    path = next((d / "tokenizer.json" for d in dirs if (d / "tokenizer.json").is_file()), None)
+    if note is None or path is None:
         return None
-    dim, max_pieces = note.get("dim"), note.get("max_pieces")
-    if not all(type(v) is int and v > 0 for v in (dim, max_pieces)):
-        return None
-    if note.get("libraries") != _library_versions():  # another worker's tokenizer set-up and piece limit may differ
-        return None
-    if note.get("tokenizer") != _tokenizer_digest(tokenizer) or note.get("configs") != _configs_digest(source):
-        return None
-    return dim, max_pieces, tokenizer
+    tokenizer = fast_tokenizer(path)
+    shape = noted_shape(note, tokenizer, _configs_digest(source))
+    return None if shape is None else (*shape, tokenizer)
 
 
 def _open(config: EmbeddingConfig, noting: Noting | None, redis: Any) -> Encoder:
@@ -526,7 +466,7 @@ def _open(config: EmbeddingConfig, noting: Noting | None, redis: Any) -> Encoder
     dim, max_pieces, tokenizer = noted
     log.info("%s on %s, %s: its cache note read, the model loads if a text is not cached", config.model, device,
              precision)  # fmt: skip
-    return Encoder(source, device, precision, dim, max_pieces, _fast_pieces(tokenizer))
+    return Encoder(source, device, precision, dim, max_pieces, fast_pieces(tokenizer))
 
 
 @dataclass

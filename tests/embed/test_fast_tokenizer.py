@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from ragscore_workers.embedding import Encoder, _fast_pieces, _fast_tokenizer, _tokenizer_digest, get_encoder
+from ragscore_workers._embedding_note import fast_pieces, fast_tokenizer, tokenizer_digest
+from ragscore_workers.embedding import Encoder, get_encoder
 from ragscore_workers.metrics.embedding_metrics import _cut_windows
 from ragscore_workers.schemas import EmbeddingConfig
 
@@ -67,7 +69,7 @@ def _two_encoders() -> tuple[Encoder, Encoder]:
     model = get_encoder(EmbeddingConfig(device="cpu"))
     model.encode(["a first encode sets the model's truncation and padding"], 8)
     fast = Encoder(model.source, model.device, model.precision, model.dim, model.max_pieces,
-                   _fast_pieces(_fast_tokenizer(model.source)))  # fmt: skip
+                   fast_pieces(fast_tokenizer(Path(model.source.path) / "tokenizer.json")))  # fmt: skip
     return model, fast
 
 
@@ -86,12 +88,12 @@ def test_the_tokenizer_file_alone_cuts_and_flags_every_text_as_the_loaded_model_
 def test_the_notes_tokenizer_digest_is_the_same_for_the_file_and_the_loaded_models_tokenizer() -> None:
     """The digest a worker checks the note by, before it trusts the file's pieces to be the model's."""
     model, _ = _two_encoders()
-    tokenizer = _fast_tokenizer(model.source)
-    assert _tokenizer_digest(tokenizer) == _tokenizer_digest(model.model.tokenizer.backend_tokenizer)
+    tokenizer = fast_tokenizer(Path(model.source.path) / "tokenizer.json")
+    assert tokenizer_digest(tokenizer) == tokenizer_digest(model.model.tokenizer.backend_tokenizer)
     tokenizer.enable_truncation(max_length=128)  # what the model's encode calls set: not part of the definition
-    assert _tokenizer_digest(tokenizer) == _tokenizer_digest(model.model.tokenizer.backend_tokenizer)
+    assert tokenizer_digest(tokenizer) == tokenizer_digest(model.model.tokenizer.backend_tokenizer)
     lowercase = json.loads(tokenizer.to_str())
     lowercase["normalizer"]["lowercase"] = False  # another tokenizer: another digest
     from tokenizers import Tokenizer
 
-    assert _tokenizer_digest(Tokenizer.from_str(json.dumps(lowercase))) != _tokenizer_digest(tokenizer)
+    assert tokenizer_digest(Tokenizer.from_str(json.dumps(lowercase))) != tokenizer_digest(tokenizer)
