@@ -52,6 +52,7 @@ import json
 import os
 import socket
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,7 @@ __all__ = [
     "store_url_for_redis_py",
     "superseded",
     "target_state_part",
+    "with_timeout",
     "work_before",
     "work_began",
 ]
@@ -867,6 +869,32 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
         **timeouts,
     )
     return redis.Redis.from_pool(pool)
+
+
+#: :func:`with_timeout`'s clients, by the pool of the client each waits on less (built once per pool and timeout).
+_TIMED: weakref.WeakKeyDictionary[Any, dict[float, redis.Redis]] = weakref.WeakKeyDictionary()
+#: Connection settings :func:`with_timeout` does not copy: the pool's own helpers (redis-py builds them per pool).
+_POOL_OWN = ("maint_notifications", "orig_")
+
+
+def with_timeout(client: redis.Redis, timeout_s: float) -> redis.Redis:
+    """A client of ``client``'s Redis (its address, TLS, password, database) that waits ``timeout_s`` at most for a
+    connection or a reply and tries each command once (``redis.TimeoutError``, ``redis.ConnectionError``): for what
+    must know in time that Redis did not answer, where a worker's own client waits a minute and retries. One per
+    pool and timeout, kept while ``client``'s pool lives."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    pool = client.connection_pool
+    by_timeout = _TIMED.setdefault(pool, {})
+    if timeout_s not in by_timeout:
+        kwargs = {k: v for k, v in pool.connection_kwargs.items() if not k.startswith(_POOL_OWN)}
+        kwargs |= {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s, "retry": Retry(NoBackoff(), 0),
+                   "retry_on_error": [], "health_check_interval": 0}  # fmt: skip
+        by_timeout[timeout_s] = redis.Redis(
+            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+        )
+    return by_timeout[timeout_s]
 
 
 def _status(result: MetricResult) -> str:

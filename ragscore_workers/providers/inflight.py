@@ -9,6 +9,12 @@ The lease is short (:data:`LEASE_S`) and a thread of the holder renews it while 
 :data:`RENEW_EVERY_S`), so the slot of a worker killed mid-call (SIGKILL, out of memory) frees itself within one lease,
 however long a call may take. A thread, not a renewal between attempts: one attempt is an HTTP call of up to five
 ``timeout_s`` (a read timeout per chunk), and a lease that must outlast it held a cap of 1 for many minutes.
+
+A renewal waits :data:`RENEW_EVERY_S` at most for Redis's reply, on a client of its own (:func:`~..store.with_timeout`):
+the worker's client waits a minute a reply, so a Redis that hung (or a partition) held the renewer past the lease, and
+the holder never knew its slot had lapsed. The holder counts its lease from the last renewal Redis confirmed: once a
+whole lease passed without one, the slot is lost. A call already sent cannot be taken back (its reply is still good):
+it runs on over the cap, its worker logs so at once, and no renewal takes the slot back after.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..schemas import SLOT_WAIT
+from ..store import with_timeout
 from .errors import RateLimitTimeout
 from .ratelimit import CHECK_EVERY_S, PREFIX, WAIT_NOTE_S, WAIT_REFRESH_S, Wait
 
@@ -32,7 +39,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds a slot's lease lasts from its last renewal: how long a killed worker's slot stays taken, at most.
 LEASE_S = 10.0
-#: Seconds between two renewals of a held slot's lease: a Redis blip of up to three of them does not lose it.
+#: Seconds between two renewals of a held slot's lease, and the longest one waits for Redis's reply: a Redis blip of
+#: up to three of them does not lose it.
 RENEW_EVERY_S = LEASE_S / 4
 #: The name of a held slot's renewing thread (one per call in flight, ended with it).
 RENEWER_NAME = "in-flight-lease"
@@ -104,37 +112,52 @@ class InFlightCap:
         every :data:`~.ratelimit.WAIT_REFRESH_S` while it lasts, as the rate limiter tells its own (``on``: ``slot``,
         ``limit``: the cap)."""
         member = uuid.uuid4().hex
-        self._wait_for(member, check, on_wait)
+        taken = self._wait_for(member, check, on_wait)
         done = threading.Event()
         try:  # a renewer that fails to start (no thread left) gives the slot back too
-            threading.Thread(target=self._renew_until, args=(member, done), name=RENEWER_NAME, daemon=True).start()
+            renewer = threading.Thread(target=self._renew_until, args=(member, taken, done), name=RENEWER_NAME,
+                                       daemon=True)  # fmt: skip
+            renewer.start()
             yield
         finally:
             done.set()  # a renewal after this finds no member: _RENEW takes no slot back
             self.r.zrem(self.key, member)
 
-    def _renew_until(self, member: str, done: threading.Event) -> None:
-        """Renews ``member``'s lease every :data:`RENEW_EVERY_S` until ``done`` (the call ended); stops once the slot
-        is lost (its lease lapsed: this process stalled past it). A failed renewal is tried again at the next."""
-        every = min(RENEW_EVERY_S, self.lease_ms / 4000)
-        while not done.wait(every):
+    def _renew_until(self, member: str, renewed: float, done: threading.Event) -> None:
+        """Renews ``member``'s lease every :data:`RENEW_EVERY_S` until ``done`` (the call ended), each renewal waiting
+        that long at most for Redis; ``renewed``: when (``time.monotonic()``) the last confirmed lease began. A failed
+        renewal is tried again at the next; stops once the slot is lost: its lease lapsed (Redis says so: this process
+        stalled past it), or a whole lease passed with no renewal confirmed (Redis hung, or out of reach)."""
+        lease_s = self.lease_ms / 1000
+        every = min(RENEW_EVERY_S, lease_s / 4)
+        client = with_timeout(self.r, every)
+        while not done.wait(max(0.0, min(every, renewed + lease_s - time.monotonic()))):
+            if time.monotonic() - renewed >= lease_s:
+                log.warning("a judge call's max_in_flight slot lapsed before the call ended (Redis confirmed no "
+                            "renewal for %g s): over the cap", lease_s)  # fmt: skip
+                return
+            sent = time.monotonic()  # Redis's lease begins later: one counted from here ends no later than it
             try:
-                if not self._renew(keys=[self.key], args=[self.lease_ms, member]):
+                if not self._renew(keys=[self.key], args=[self.lease_ms, member], client=client):
                     if not done.is_set():
                         log.warning("a judge call's max_in_flight slot lapsed before the call ended: over the cap")
                     return
+                renewed = sent
             except Exception as exc:  # Redis away a moment: the lease outlasts a few missed renewals
                 log.warning("could not renew a judge call's max_in_flight slot (tried again in %g s): %s", every, exc)
 
     def _wait_for(
         self, member: str, check: Callable[[], None] | None, on_wait: Callable[[Wait], object] | None
-    ) -> None:
+    ) -> float:
+        """Takes a slot for ``member``; returns when (``time.monotonic()``) its take was sent: its lease runs from
+        no sooner."""
         started = checked = time.monotonic()
         told = float("-inf")
         while True:
+            sent = time.monotonic()
             taken, now_ms = self._take(keys=[self.key], args=[self.limit, self.lease_ms, member])
             if taken:
-                return
+                return sent
             now = time.monotonic()
             if now - started > self.max_wait_s:
                 raise RateLimitTimeout(

@@ -219,18 +219,18 @@ def test_a_slot_whose_renewer_cannot_start_is_given_back(rclient: redis.Redis, m
 def test_a_redis_blip_neither_fails_the_call_nor_loses_its_slot(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A renewal that fails (its Redis paused past the client's read timeout) is tried again: the call goes on, and
+    """A renewal that fails (its Redis paused past the renewal's own timeout) is tried again: the call goes on, and
     its slot outlives the blip, still held a lease after it began. A Redis of its own: CLIENT PAUSE holds every
     client of the server. Seen failing without the renewer's ``except``: its thread died at the first failure."""
     server = RedisProcess(tmp_path / "redis").start()
     try:
         watcher = redis_client(server.url)
-        cap = InFlightCap(redis_client(server.url, read_timeout_s=0.5, retries=0), "openai:m:blip", 1,
-                          lease_s=12.0, max_wait_s=0.3)  # fmt: skip
+        cap = InFlightCap(redis_client(server.url), "openai:m:blip", 1, lease_s=12.0, max_wait_s=0.3)
         with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot():
             paused_ms = _redis_ms(watcher)
-            # writes and scripts wait 4 s: the renewal in it (one every 3 s) times out at 0.5 s, the next one goes
-            watcher.client_pause(4000, all=False)
+            # writes and scripts wait 7 s: a renewal in it (one every 3 s, each waiting 3 s at most) times out, a
+            # later one goes, within the 12 s lease
+            watcher.client_pause(7000, all=False)
             assert until(lambda: _redis_ms(watcher) > paused_ms + cap.lease_ms + 1000, 60)  # a lease after the blip
             with pytest.raises(RateLimitTimeout):  # the slot is still held: another call waits for it
                 with InFlightCap(watcher, "openai:m:blip", 1, max_wait_s=0.0).slot():
@@ -290,3 +290,27 @@ def test_a_stalled_holder_whose_slot_lapsed_gives_back_only_its_own(
         finally:
             holder.kill()
     assert rclient.zcard(other.key) == 0
+
+
+def test_a_holder_whose_redis_hangs_knows_its_slot_lapsed_within_a_lease(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis hangs (SIGSTOP: it accepts and answers nothing; a partition reads the same) while a call holds a slot on
+    a worker's client, which waits a minute a reply: the renewal waits no longer than its own short timeout, and the
+    holder says its slot lapsed once a lease passed with no renewal confirmed, while Redis still hangs; once Redis is
+    back it renews nothing (another call takes the slot). Seen failing before: the renewer waited on the worker's
+    client, and the lease lapsed unknown to the holder. A Redis of its own: it is stopped."""
+    server = RedisProcess(tmp_path / "redis").start()
+    assert server.proc is not None
+    try:
+        cap = InFlightCap(redis_client(server.url), "openai:m:hang", 1, lease_s=1.0, max_wait_s=0.3)
+        with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot():
+            server.proc.send_signal(signal.SIGSTOP)
+            try:
+                said = until(lambda: "slot lapsed before the call ended (Redis confirmed no renewal" in caplog.text, 20)
+            finally:
+                server.proc.send_signal(signal.SIGCONT)
+            assert said, caplog.text
+            assert _took(redis_client(server.url), "openai:m:hang")  # its lease not renewed once Redis was back
+    finally:
+        server.stop()
