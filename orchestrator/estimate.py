@@ -39,7 +39,7 @@ from ragscore_workers.providers.factory import judge_identity
 from ragscore_workers.schemas import EmbeddingConfig, Row, Suite, TargetConfig
 
 from .datasets import RowError, scan_dataset
-from .floors import pace_minutes, window_minutes
+from .floors import in_flight_rounds, pace_minutes, window_minutes
 from .suite import QUEUE_ORDER, ResolvedSuite
 
 __all__ = [
@@ -174,11 +174,10 @@ class Estimate:
         return out | pace_minutes(total.paid, judge.rpm, judge.pace)
 
     def in_flight_rounds(self, suite: Suite) -> int | None:
-        """Under ``judge.max_in_flight``, the calls not cached go out that many at a time, however many workers: the
-        rounds of them one after another (``ceil(calls / max_in_flight)``), each as long as a reply takes (which a dry
-        run cannot know). None without a cap, or where one round holds them all."""
-        cap, paid = suite.judge.max_in_flight, self.judge_total().paid
-        return -(-paid // cap) if cap is not None and paid > cap else None
+        """Under ``judge.max_in_flight``, the rounds of the calls not cached one after another
+        (:func:`~.floors.in_flight_rounds`), each as long as a reply takes (which a dry run cannot know). None without
+        a cap, or where one round holds them all."""
+        return in_flight_rounds(self.judge_total().paid, suite.judge.max_in_flight)
 
     def target_minutes(self, target: TargetConfig) -> dict[str, float]:
         """Per limit of ``target`` (``rpm``, ``pace``) that its calls reach: the least minutes they need under it, as

@@ -15,6 +15,7 @@ from ragscore_workers.schemas import Pace, paced_per_second
 __all__ = [
     "QUEUE_FLOORS",
     "eta_floor_s",
+    "in_flight_rounds",
     "judge_floor_s",
     "least_seconds",
     "pace_minutes",
@@ -44,6 +45,23 @@ def least_seconds(requests: int, rpm: int | None, pace: Pace = "burst") -> float
     return 60 * max(minutes)
 
 
+def in_flight_rounds(calls: int, cap: int | None, caps: int = 1) -> int | None:
+    """Under ``judge.max_in_flight`` (``cap``), ``calls`` go out that many at a time through each of ``caps`` limiters
+    (one per judge key: judge metrics whose ``api_key_env`` differ), however many workers: the rounds of them one
+    after another (``ceil(calls / (cap x caps))``), each as long as a reply takes. None without a cap, or where one
+    round holds them all."""
+    at_once = cap * caps if cap else 0
+    return -(-calls // at_once) if at_once and calls > at_once else None
+
+
+def _in_flight_s(calls_left: int, counters: dict[str, int]) -> float:
+    """The least seconds ``calls_left`` need under ``judge.max_in_flight`` (:func:`in_flight_rounds`), each round as
+    long as the run's calls took on average (``judge_call_ms`` over ``judge_calls``); 0 without a cap or a call."""
+    calls, call_ms = counters.get("judge_calls", 0), counters.get("judge_call_ms", 0)
+    rounds = in_flight_rounds(calls_left, counters.get("judge_max_in_flight"), counters.get("judge_limiters", 1))
+    return rounds * call_ms / calls / 1000 if rounds and calls and call_ms else 0.0
+
+
 def judge_floor_s(counters: dict[str, int]) -> float:
     """The least seconds a live run's judge calls still to make need under the judge's ``rpm`` in force, from
     :meth:`RunStore.progress`'s counters (``judge_rpm``, ``judge_pace_even``, ``judge_calls``, ``done:judge``,
@@ -51,14 +69,17 @@ def judge_floor_s(counters: dict[str, int]) -> float:
     are the calls the dry run's count planned for the run at submit (:func:`.estimate.judge_calls_planned`: a metric
     may ask two judges an item) less those sent, or where more (or where a run submitted before that count has none),
     the judge units left at the calls a done unit took so far (cached replies and rule-scored rows take none), but no
-    more than the units not done less the calls sent beyond one a done unit (the calls of units in flight)."""
+    more than the units not done less the calls sent beyond one a done unit (the calls of units in flight). Under
+    ``judge.max_in_flight`` also never sooner than those calls go out that many at a time (:func:`_in_flight_s`)."""
     done, total = counters.get("done:judge", 0), counters.get("total:judge", 0)
     calls = counters.get("judge_calls", 0)
     if not done or done >= total:
         return 0.0
-    left = max(_measured_left(done, total, calls), counters.get("judge_calls_planned", 0) - calls)
+    left = math.ceil(max(_measured_left(done, total, calls), counters.get("judge_calls_planned", 0) - calls))
+    if left <= 0:
+        return 0.0
     pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
-    return least_seconds(math.ceil(left), counters.get("judge_rpm"), pace) if left > 0 else 0.0
+    return max(least_seconds(left, counters.get("judge_rpm"), pace), _in_flight_s(left, counters))
 
 
 def _measured_left(done: int, total: int, calls: int) -> float:

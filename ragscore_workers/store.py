@@ -530,6 +530,21 @@ def _judge_limit(suite: str | None, provider_rpm: str | None) -> dict[str, int]:
     return {"judge_rpm": min(limits)} | ({"judge_pace_even": 1} if judge.get("pace") == "even" else {})
 
 
+def _judge_in_flight(suite: str | None, call_ms: str | None, limiters: list[str]) -> dict[str, int]:
+    """``judge_max_in_flight``, the suite's ``judge.max_in_flight``, ``judge_call_ms``, the time the run's judge calls
+    took (summed: :class:`~.providers.run_state.RunJudgeState`'s ``call_ms``) and ``judge_limiters``, the caps the
+    calls go through (one per judge limiter the run's clients named: judge metrics whose ``api_key_env`` differ
+    have a cap each); empty without a cap."""
+    cap = (loads(suite).get("judge") or {}).get("max_in_flight") if suite else None
+    if not isinstance(cap, int) or cap < 1:
+        return {}
+    return {
+        "judge_max_in_flight": cap,
+        "judge_call_ms": int(call_ms or 0),
+        "judge_limiters": max(1, len(set(limiters))),
+    }
+
+
 def _target_limit(suite: str | None) -> dict[str, int]:
     """``target_rpm`` and ``target_pace_even`` (1: paced evenly) of a run with one target, where it has an ``rpm``;
     empty for several targets: ``target_calls`` counts the calls to all of them together, not each one's."""
@@ -1118,8 +1133,10 @@ class RunStore:
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
         limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
         (:func:`_stage_wait`), and ``load_ms:{queue}`` while a worker loads a model or encodes for it (:func:`_loads`):
-        the views say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``), ``judge_calls_planned``
-        and a lone target's ``target_rpm`` (``target_pace_even``): the views' ETA floor (``orchestrator.estimate``). A
+        the views say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``),
+        ``judge_calls_planned``, under ``judge.max_in_flight`` ``judge_max_in_flight``, ``judge_call_ms`` and
+        ``judge_limiters`` (:func:`_judge_in_flight`), and a lone target's ``target_rpm`` (``target_pace_even``): the
+        views' ETA floor (``orchestrator.floors``). A
         cancelled run's hold ``worked:{queue}`` too (:func:`_worked`; :func:`scored_of` sums them): its views set it
         against what was stopped, and its ``unscorable`` leaves out the outputs stored stopped
         (:func:`_cancelled_counts`)."""
@@ -1129,7 +1146,7 @@ class RunStore:
         """:meth:`progress`, and the store's clock (Redis ``TIME``, seconds) it was read at: ``work_ms`` runs to it."""
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
-        pipe.hmget(self.key(run_id, "judge"), ("calls", "provider_rpm"))
+        pipe.hmget(self.key(run_id, "judge"), ("calls", "provider_rpm", "call_ms"))
         pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state", "suite", "judge_calls_planned"))
         for queue in PROGRESSIVE_QUEUES:
             pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
@@ -1139,7 +1156,7 @@ class RunStore:
         pipe.hvals(self.key(run_id, LOADING_PART))
         pipe.time()
         counters, judge, meta_fields, *unwritten, limiters, loading, (seconds, micros) = pipe.execute()
-        judge_calls, provider_rpm = judge
+        judge_calls, provider_rpm, call_ms = judge
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
         *began_fields, state, suite, planned = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
@@ -1158,7 +1175,9 @@ class RunStore:
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
         if state not in RunState.DONE:
-            out.update(_judge_limit(suite, provider_rpm) | _target_limit(suite))
+            out.update(
+                _judge_limit(suite, provider_rpm) | _judge_in_flight(suite, call_ms, limiters) | _target_limit(suite)
+            )
             if planned is not None:  # the judge calls its run sends at least (orchestrator.floors.judge_floor_s)
                 out["judge_calls_planned"] = int(planned)
             for stage, wait in zip(WAIT_PARTS, waits, strict=True):

@@ -78,6 +78,11 @@ _SAID: set[tuple[str, str, int | None]] = set()
 _SAID_LOCK = threading.Lock()
 
 
+def _ms_since(start: float) -> int:
+    """Whole milliseconds since ``start`` (``time.monotonic()``), at least 1: a call sent took some time."""
+    return max(1, round((time.monotonic() - start) * 1000))
+
+
 def _first_time(fact: tuple[str, str, int | None]) -> bool:
     """True the first time this process sees ``fact`` (clients are built per batch: say things once per run)."""
     with _SAID_LOCK:
@@ -176,8 +181,11 @@ class JudgeClient:
             held = self.in_flight.slot(self._check_stopped, self.state.note_wait) if self.in_flight else nullcontext()
             with held:  # judge.max_in_flight
                 grant = self.limiter.acquire(estimate, check=self._check_stopped, on_wait=self.state.note_wait)
+                sent = time.monotonic()
                 completion = self.provider.redacted(self.provider.complete(messages, params))
+                took_ms = _ms_since(sent)
         except ProviderError as exc:  # from the provider only: the limiter raises none
+            took_ms = _ms_since(sent)
             self._learn_limits(exc.headers)
             decision = self.provider.should_retry(exc)
             # A call that got no reply generated no tokens (a 429, a 5xx, a refused connection): give back the
@@ -186,8 +194,9 @@ class JudgeClient:
             if decision.kind == "rate_limit":  # pause everyone for what the provider asked
                 self.limiter.pause(decision.retry_after or 0.0, str(exc)[:300])
             self.state.incr(
-                calls=1, rate_limited=int(exc.status == 429), unpriced_calls=int(self.price is None), release=release
-            )  # quota 429s too; an attempt of an unpriced model is one of its calls
+                calls=1, call_ms=took_ms, rate_limited=int(exc.status == 429),
+                unpriced_calls=int(self.price is None), release=release,
+            )  # quota 429s too; an attempt of an unpriced model is one of its calls  # fmt: skip
             raise
         except BaseException:  # a limiter timeout, a task timeout, an interrupt: the hold must not outlive the call
             self.state.incr(release=release)
@@ -202,9 +211,9 @@ class JudgeClient:
         if exhausted > 0:
             self.limiter.pause(exhausted, BUDGET_AT_0)
         cost = self.price.cost(completion.tokens_in, completion.tokens_out) if self.price else 0.0
-        self.state.incr(calls=1, tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cost=cost,
-                        usage_estimated=int(estimated), unpriced_calls=int(self.price is None), reset_failures=True,
-                        release=release)  # fmt: skip
+        self.state.incr(calls=1, call_ms=took_ms, tokens_in=completion.tokens_in, tokens_out=completion.tokens_out,
+                        cost=cost, usage_estimated=int(estimated), unpriced_calls=int(self.price is None),
+                        reset_failures=True, release=release)  # fmt: skip
         return completion
 
     def _check_stopped(self) -> None:

@@ -5,6 +5,8 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 
 =========================  ===================================================================
 ``calls``                  requests sent to the provider (every attempt, 429s and errors included)
+``call_ms``                their time summed, from send to reply or error (the live ETA's floor under
+                           ``judge.max_in_flight``: the calls left, that many at a time, each as long as one took)
 ``cache_hits``             replies served from the reply cache (no call)
 ``retries``                attempts after the first (transient errors and 429s)
 ``rate_limited``           429 replies received
@@ -293,7 +295,7 @@ end
 return 0
 """
 #: Fields of the hash that are bookkeeping, not results (left out of the run summary).
-INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at")
+INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at", "call_ms")
 #: The start of a judge limiter's own breaker fields (its reason; its count of failures in a row) in the run's hash.
 BREAKER_PREFIX = "breaker:"
 FAILING_PREFIX = "consecutive_failures:"

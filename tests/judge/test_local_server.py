@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import evaluate
+from orchestrator.floors import eta_floor_s
 
 from ..fakes import FakeProvider
 
@@ -59,3 +60,43 @@ def test_max_in_flight_holds_calls_on_our_side_for_a_server_that_answers_one_at_
     assert [item.metrics["answer_accuracy"].score for item in result.items] == [1.0] * len(rows)
     assert stats["max_in_flight"] == 1 and stats["requests"] == 2 * len(rows)  # none timed out, none retried
     assert result.summary.judge["retries"] == 0 and result.summary.judge["usage_estimated"] == 2 * len(rows)
+
+
+class _Recorder:
+    """A progress view keeping every counters it is told."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, int]] = []
+
+    def start(self, run_id: str) -> None:
+        return None
+
+    def update(self, counters: dict[str, int], final: bool = False) -> None:
+        self.seen.append(dict(counters))
+
+    def stop(self) -> None:
+        return None
+
+
+def test_the_live_eta_is_never_sooner_than_max_in_flight_lets_the_calls_left_go(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``judge.max_in_flight: 1`` on a server taking 0.5 s a reply: while judge units are left, the live views' ETA
+    floor is at least the calls left one after another at the time a call took (each 0.5 s or more), as the dry run
+    reckons its rounds (where more than one round is left). Seen failing before: the floor read no cap (0 s), and a
+    first burst's pace said less."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "reference": "r", "answer": f"a{i} [[rating=4]]"} for i in range(8)]
+    recorder = _Recorder()
+    with FakeProvider(parallel=1, latency_s=0.5, limit_headers=False) as fake:
+        judge = {"provider": "openai", "model": "llama3.1:8b", "base_url": fake.openai_base_url, "rpm": None,
+                 "tpm": None, "max_in_flight": 1}  # fmt: skip
+        suite = {"name": "one-gpu", "metrics": ["answer_accuracy"], "judge": judge, "chunk_size": {"judge": 4}}
+        evaluate(rows, suite, out=tmp_path / "out", progress=recorder)
+    calls = 2 * len(rows)  # two judges a row
+    # judge units done and left, more calls left than the one round the cap lets go at once
+    midway = [c for c in recorder.seen
+              if 0 < c.get("done:judge", 0) < c["total:judge"] and c["judge_calls"] < calls - 1]  # fmt: skip
+    assert midway, recorder.seen
+    for counters in midway:
+        assert eta_floor_s(counters) >= 0.5 * (calls - counters["judge_calls"]), counters

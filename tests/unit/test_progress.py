@@ -774,12 +774,64 @@ def test_the_rich_bar_marks_an_eta_the_judges_rpm_floors_and_no_other(clock: Clo
         ),
         # its planned calls all sent (re-asks beyond them): one call a unit left at least, as before: 360, 2 minutes
         ({"done:judge": 10, "total:judge": 400, "judge_calls": 40, "judge_rpm": 120, "judge_calls_planned": 40}, 120.0),
+        # judge.max_in_flight 2, 3 s a call so far: 200 calls left go 2 at a time, 100 replies one after another
+        (
+            {
+                "done:judge": 10,
+                "total:judge": 210,
+                "judge_calls": 10,
+                "judge_call_ms": 30_000,
+                "judge_max_in_flight": 2,
+            },
+            300.0,
+        ),
+        # the same under an rpm of 120 (a minute for 200 calls): the cap's is the longer
+        (
+            {
+                "done:judge": 10,
+                "total:judge": 210,
+                "judge_calls": 10,
+                "judge_call_ms": 30_000,
+                "judge_max_in_flight": 2,
+                "judge_rpm": 120,
+            },
+            300.0,
+        ),
+        # two judge keys (api_key_env), a cap each: 4 at a time
+        (
+            {
+                "done:judge": 10,
+                "total:judge": 210,
+                "judge_calls": 10,
+                "judge_call_ms": 30_000,
+                "judge_max_in_flight": 2,
+                "judge_limiters": 2,
+            },
+            150.0,
+        ),
     ],
 )
 def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: dict[str, int], least_s: float) -> None:
     from orchestrator.floors import judge_floor_s
 
     assert judge_floor_s(counters) == least_s
+
+
+def test_the_rich_bar_gives_no_eta_sooner_than_max_in_flight_lets_the_judge_calls_left_go() -> None:
+    """200 judge calls left, ``judge.max_in_flight: 2``, 3 s a reply: 100 replies one after another, 300 s at least,
+    though the first burst's pace (10 units in 1.5 s) said 30 s. Seen failing before: the bar said ``0:00:30``."""
+    from rich.console import Console
+
+    from orchestrator.progress import RichProgress
+
+    counters = {"done": 10, "total": 210, "done:judge": 10, "total:judge": 210, "judge_calls": 10,
+                "judge_call_ms": 30_000, "judge_max_in_flight": 2, "work_ms": 1500, "before:done": 0,
+                "before:done:judge": 0}  # fmt: skip
+    view = RichProgress(Console(file=io.StringIO(), width=200, force_terminal=False))
+    view.start("r1")
+    view.update(counters)
+    assert view.bar.tasks[0].fields["eta"] == "≥0:05:00"
+    view.stop()
 
 
 @pytest.mark.parametrize(

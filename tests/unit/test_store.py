@@ -101,6 +101,23 @@ def test_progress_gives_the_judges_rpm_in_force_the_suites_or_a_lower_one_the_pr
     assert store.progress(run)["judge_calls_planned"] == 2
 
 
+def test_progress_gives_the_judges_max_in_flight_and_the_time_its_calls_took(store: RunStore) -> None:
+    """The views' ETA floor under ``judge.max_in_flight`` (:func:`orchestrator.floors.judge_floor_s`) reads the cap,
+    the caps (one per judge limiter the run's clients named) and the calls' time; none of them without a cap."""
+    run = "t-judge-in-flight"
+    store.add_ids(run, 0, ["a"], {"judge": 1})
+    store.create_run(run, {"suite": json.dumps({"judge": {"rpm": None, "max_in_flight": 2}})})
+    judge = RunJudgeState(store.r, run, ttl_s=60, limiter="groq/m with the key in A")
+    judge.note_limiter("groq:m:a")
+    judge.incr(calls=2, call_ms=6_000)
+    assert store.progress(run) == {"total": 1, "total:judge": 1, "judge_calls": 2, "judge_max_in_flight": 2,
+                                   "judge_call_ms": 6_000, "judge_limiters": 1}  # fmt: skip
+    RunJudgeState(store.r, run, ttl_s=60, limiter="groq/m with the key in B").note_limiter("groq:m:b")
+    assert store.progress(run)["judge_limiters"] == 2
+    store.set_meta(run, suite=json.dumps({"judge": {"rpm": None}}))
+    assert not {"judge_max_in_flight", "judge_call_ms", "judge_limiters"} & store.progress(run).keys()
+
+
 def test_progress_gives_the_rpm_of_a_lone_target_and_none_of_several(store: RunStore) -> None:
     """``target_calls`` counts the calls to all of a run's targets together: only a lone target's rpm floors an ETA."""
     run = "t-target-rpm"
