@@ -133,6 +133,9 @@ class Estimate:
     units: dict[str, int] = field(default_factory=dict)
     #: Per judge metric, its calls.
     judge: dict[str, CallTally] = field(default_factory=dict)
+    #: Per judge metric, the variable its key is read from (its ``api_key_env``; None: the provider's usual one): the
+    #: workers keep a judge limiter, and a ``judge.max_in_flight`` cap, per key.
+    judge_key_env: dict[str, str | None] = field(default_factory=dict)
     #: Calls per target system (one per question; retries not counted).
     target_calls: dict[str, int] = field(default_factory=dict)
     #: The systems the items name (what ``METRIC@SYSTEM`` gates can read).
@@ -175,9 +178,20 @@ class Estimate:
 
     def in_flight_rounds(self, suite: Suite) -> int | None:
         """Under ``judge.max_in_flight``, the rounds of the calls not cached one after another
-        (:func:`~.floors.in_flight_rounds`), each as long as a reply takes (which a dry run cannot know). None without
-        a cap, or where one round holds them all."""
-        return in_flight_rounds(self.judge_total().paid, suite.judge.max_in_flight)
+        (:func:`~.floors.in_flight_rounds`), each as long as a reply takes (which a dry run cannot know): the most of
+        any cap's, as judge metrics whose ``api_key_env`` differ each have a cap (a variable each: two holding one key
+        share one, which makes more rounds, not fewer). None without a cap, or where one round holds each cap's."""
+        by_key: dict[str | None, int] = {}
+        for name, tally in self.judge.items():
+            key_env = self.judge_key_env.get(name)
+            by_key[key_env] = by_key.get(key_env, 0) + tally.paid
+        rounds = [in_flight_rounds(paid, suite.judge.max_in_flight) or 0 for paid in by_key.values()]
+        return max(rounds, default=0) or None
+
+    def in_flight_caps(self) -> int:
+        """The ``judge.max_in_flight`` caps the calls not cached go through: one per key variable
+        (:attr:`judge_key_env`) with such calls."""
+        return len({self.judge_key_env.get(name) for name, tally in self.judge.items() if tally.paid}) or 1
 
     def target_minutes(self, target: TargetConfig) -> dict[str, float]:
         """Per limit of ``target`` (``rpm``, ``pace``) that its calls reach: the least minutes they need under it, as
@@ -240,6 +254,7 @@ class _JudgePlanner:
             calls = mdef.plan_calls(rows, params, self.suite)
             tally = self.estimate.judge.setdefault(mdef.name, CallTally())
             tally.add(self._tally(calls, params))
+            self.estimate.judge_key_env[mdef.name] = getattr(params, "api_key_env", None)
 
     def _tally(self, calls: list[PlannedCall], params: BaseModel) -> CallTally:
         look_up = self.redis is not None and getattr(params, "cache", True)

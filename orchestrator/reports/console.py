@@ -482,9 +482,12 @@ def print_estimate(
         console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the run's "
                       f"limits ({limits}), however many workers", soft_wrap=True)  # fmt: skip
     if not too_large and (rounds := estimate.in_flight_rounds(suite)):
+        caps = estimate.in_flight_caps()
+        per_key = f" per judge key ({caps} keys: the judge metrics' api_key_env)" if caps > 1 else ""
         console.print(f"time: at least {thousands(rounds)} x the seconds one judge reply takes under "
                       f"judge.max_in_flight {suite.judge.max_in_flight} ({thousands(total.paid)} calls, "
-                      f"{suite.judge.max_in_flight} at a time), however many workers", soft_wrap=True)  # fmt: skip
+                      f"{suite.judge.max_in_flight} at a time{per_key}), however many workers",
+                      soft_wrap=True)  # fmt: skip
     priced = sum(t.cost for t in estimate.judge.values() if t.cost is not None)
     if max_cost is not None and priced > max_cost:
         console.print(f"--max-cost {max_cost:g} may stop judging part-way: the priced calls may cost up to "

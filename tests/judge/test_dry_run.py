@@ -158,6 +158,26 @@ def test_the_dry_run_gives_the_least_time_judge_max_in_flight_allows(tmp_path: P
             "time), however many workers") in said, (said, result.stderr)  # fmt: skip
 
 
+def test_the_dry_run_counts_max_in_flight_rounds_per_judge_key(tmp_path: Path, home: Path) -> None:
+    """Judge metrics whose ``api_key_env`` differ go through a judge limiter each, and a ``max_in_flight`` cap each:
+    answer_accuracy's 102 calls under JUDGE_KEY_B's cap, the other 153 under the usual key's, 2 at a time each: 77
+    rounds (the longer), not 128. Seen failing before: every call was counted against one cap."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(50))
+    local = _suite(provider="openai", model="llama3.1:8b", base_url="http://localhost:9/v1", rpm=None, tpm=None,
+                   max_in_flight=2)  # fmt: skip
+    local["metrics"][1]["params"]["api_key_env"] = "JUDGE_KEY_B"
+    suite = load_suite(local)
+    estimate = estimate_run(data, suite)
+    assert estimate.judge["answer_accuracy"].paid == 102 and estimate.judge_total().paid == 255
+    assert estimate.in_flight_rounds(suite.suite) == 77  # ceil(153 / 2), over ceil(102 / 2)
+    (tmp_path / "s.json").write_text(json.dumps(local))
+    result = _dry_run(data, tmp_path / "s.json")
+    said = " ".join(result.stdout.split())
+    assert ("time: at least 77 x the seconds one judge reply takes under judge.max_in_flight 2 (255 calls, 2 at a time "
+            "per judge key (2 keys: the judge metrics' api_key_env)), however many workers") in said, (
+        said, result.stderr)  # fmt: skip
+
+
 def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path, store: RunStore) -> None:
     rows = [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"{i}."} for i in range(20)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
