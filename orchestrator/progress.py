@@ -209,7 +209,9 @@ def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) ->
             return f"paused until {until} ({said}): {next_call}"
         return f"paused by {whose} 429{of_limiter} until {until}: {next_call}"
     if (cap := counters.get(f"{stage}_wait_{SLOT_WAIT}")) is not None:  # when a slot frees is unknown: no time said
-        return f"{calls} calls wait for a max_in_flight slot{of_limiter} (cap {cap:,})"
+        waiting = counters.get(f"{stage}_wait_{SLOT_WAIT}_calls")
+        count = f"{waiting:,} " if waiting else ""
+        return f"{count}{calls} calls wait for a max_in_flight slot{of_limiter} (cap {cap:,})"
     for name, said in _LIMIT_NAMES.items():
         if f"{stage}_wait_{name}" in counters:
             return f"waiting on {limit_of} ({counters[f'{stage}_wait_{name}']:,} {said}): {next_call}"

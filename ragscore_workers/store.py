@@ -560,7 +560,7 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = 
     """The progress counters of what the run's ``stage`` calls (``judge``, ``target``: :data:`WAIT_PARTS`) wait on at
     the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
     go, and either ``{stage}_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value; ``slot``: a slot of
-    ``judge.max_in_flight``, the cap) or
+    ``judge.max_in_flight``, the cap, with ``{stage}_wait_slot_calls``, the calls waiting for one) or
     ``{stage}_wait_pause`` (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`), and ``{stage}_wait_of:{who}`` (1)
     naming the target, or (``named``: the run has several) the judge limiter, whose calls wait. ``{}`` for none, or a
     wait whose time has passed."""
@@ -577,6 +577,9 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = 
     if on == "pause":
         budget = field.get("reason") == BUDGET_AT_0
         return {**out, f"{stage}_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
+    waiting = field.get("waiting", "")
+    if on == SLOT_WAIT and waiting.isdigit() and int(waiting) > 0:  # the calls waiting for a slot
+        out[f"{stage}_wait_{SLOT_WAIT}_calls"] = int(waiting)
     return {**out, f"{stage}_wait_{on}": limit}
 
 

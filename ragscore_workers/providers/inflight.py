@@ -33,7 +33,7 @@ from ..store import with_timeout
 from .errors import RateLimitTimeout
 from .ratelimit import CHECK_EVERY_S, PREFIX, WAIT_NOTE_S, WAIT_REFRESH_S, Wait
 
-__all__ = ["LEASE_S", "RENEWER_NAME", "RENEW_EVERY_S", "InFlightCap"]
+__all__ = ["LEASE_S", "RENEWER_NAME", "RENEW_EVERY_S", "WAITING_COUNTED_MS", "InFlightCap"]
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +48,33 @@ RENEWER_NAME = "in-flight-lease"
 #: is unknown, and the call tells again every refresh while it waits (one no longer waiting is soon no longer said).
 SLOT_WAIT_AHEAD_MS = int(2 * WAIT_REFRESH_S * 1000)
 
+#: How long (ms) a call waiting for a slot is counted among the waiting after its last try (it tries every
+#: :data:`POLL_S` or so): one that stopped waiting (its wait timed out, its run was cancelled, its worker died) is
+#: counted no longer than that.
+WAITING_COUNTED_MS = 1000
+
 #: Seconds between two tries for a slot (plus up to as much again of jitter): calls on a local server take seconds.
 POLL_S = 0.05
 
-# KEYS[1] the set; ARGV: cap, lease (ms), member. Drops the lapsed leases, then takes a slot if one is free: {1 taken
-# or 0, Redis's clock in ms}. The set lives as long as its longest lease: runs share it, and one lease must not drop
-# another's slots with the set.
+# KEYS[1] the set, KEYS[2] the calls waiting for a slot (a member each, scored with when it is no longer counted
+# unless it tries again); ARGV: cap, lease (ms), member, how long (ms) a waiting call is counted. Drops the lapsed
+# leases, then takes a slot if one is free: {1 taken or 0, Redis's clock in ms, the calls waiting}. The set lives as
+# long as its longest lease: runs share it, and one lease must not drop another's slots with the set.
 _TAKE = """
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return {0, ms} end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[4]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[4]))
+  return {0, ms, redis.call('ZCARD', KEYS[2])}
+end
+redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[3])
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[1], last[2])
-return {1, ms}
+return {1, ms, redis.call('ZCARD', KEYS[2])}
 """
 
 # KEYS[1] the set; ARGV: lease (ms), member. Extends a held slot's lease (0: it lapsed, or the set expired: not taken
@@ -95,6 +107,7 @@ class InFlightCap:
             raise ValueError(f"max_in_flight must be at least 1, not {limit}")
         self.r = redis
         self.key = f"{PREFIX}{{{limiter_key}}}:in_flight"  # the limiter's hash tag: the same cluster slot
+        self.waiting_key = f"{self.key}:waiting"
         self.limit = limit
         self.lease_ms = max(1, int(lease_s * 1000))
         self.max_wait_s = max_wait_s
@@ -155,7 +168,9 @@ class InFlightCap:
         told = float("-inf")
         while True:
             sent = time.monotonic()
-            taken, now_ms = self._take(keys=[self.key], args=[self.limit, self.lease_ms, member])
+            taken, now_ms, waiting = self._take(
+                keys=[self.key, self.waiting_key], args=[self.limit, self.lease_ms, member, WAITING_COUNTED_MS]
+            )
             if taken:
                 return sent
             now = time.monotonic()
@@ -166,16 +181,16 @@ class InFlightCap:
                     "answers more at once)"
                 )
             if on_wait is not None and now - started >= WAIT_NOTE_S and now - told >= WAIT_REFRESH_S:
-                self._tell(on_wait, int(now_ms))
+                self._tell(on_wait, int(now_ms), int(waiting))
                 told = now
             self._sleep(POLL_S + random.uniform(0, POLL_S))
             if check is not None and time.monotonic() - checked >= CHECK_EVERY_S:
                 check()
                 checked = time.monotonic()
 
-    def _tell(self, on_wait: Callable[[Wait], object], now_ms: int) -> None:
-        """``on_wait`` of a wait for a slot; never fails the call."""
+    def _tell(self, on_wait: Callable[[Wait], object], now_ms: int, waiting: int) -> None:
+        """``on_wait`` of a wait for a slot, ``waiting`` calls waiting for one; never fails the call."""
         try:
-            on_wait(Wait(SLOT_WAIT, self.limit, now_ms + SLOT_WAIT_AHEAD_MS, now_ms))
+            on_wait(Wait(SLOT_WAIT, self.limit, now_ms + SLOT_WAIT_AHEAD_MS, now_ms, waiting=waiting))
         except Exception:  # saying why a call waits is worth less than the call
             log.warning("could not say that a judge call waits for a max_in_flight slot", exc_info=True)

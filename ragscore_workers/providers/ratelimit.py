@@ -253,13 +253,15 @@ class Wait:
     """What a call waits on at the limiter: ``on`` is ``"pause"`` (the shared pause: ``reason`` says who set it, a
     429's message or ``provider budget at 0``) or the name of the limit that holds it (``rpm``, ``tpm``, ``rpd``,
     ``tpd``; ``limit``: its value, the provider's stated one where that is lower); ``until_ms``: when it may go, and
-    ``now_ms``: when that was read, both on Redis's clock."""
+    ``now_ms``: when that was read, both on Redis's clock. A wait for a slot of ``judge.max_in_flight`` (``on``:
+    ``slot``, ``limit``: the cap) says how many calls wait for one (``waiting``: every worker's, every run's)."""
 
     on: str
     limit: int
     until_ms: int
     now_ms: int
     reason: str = ""
+    waiting: int = 0
 
 
 def _slice_s(held: Wait, told_until: int) -> float:

@@ -37,7 +37,8 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 Beside it, ``…:judge:wait`` (``…:targets:wait`` for the target stage, one for all its targets:
 :data:`~ragscore_workers.store.WAIT_PARTS`; a hash that expires seconds after the last of its waiting calls wrote it:
 they write again while they wait) says what the run's calls wait on at the shared limiter, when one waits
-:data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``, ``tpm``, ``rpd``, ``tpd``), ``limit``, ``until``
+:data:`~.ratelimit.WAIT_NOTE_S` or more: ``on`` (``pause``, ``rpm``, ``tpm``, ``rpd``, ``tpd``, ``slot``), ``limit``,
+``waiting`` (of a ``slot``: the calls waiting for one of ``judge.max_in_flight``), ``until``
 (ms, the store's clock: when the next of its waiting calls may go; a 429's pause before a limit's wait of the same
 target or judge limiter), ``reason`` (of a pause) and ``who`` (the target whose calls wait, by its ``system`` name,
 ``""`` for a run's only target, unnamed; for the judge's, their limiter's name: :meth:`RunJudgeState.note_limiter`).
@@ -127,8 +128,11 @@ if old and old > now then
   keep = (was_pause and not is_pause) or (was_pause == is_pause and old <= new)
 end
 if not keep then
-  redis.call('HSET', KEYS[1], 'on', ARGV[1], 'limit', ARGV[2], 'until', ARGV[3], 'reason', ARGV[4], 'who', ARGV[7])
+  redis.call('HSET', KEYS[1], 'on', ARGV[1], 'limit', ARGV[2], 'until', ARGV[3], 'reason', ARGV[4], 'who', ARGV[7],
+             'waiting', ARGV[8])
   old = new
+elseif redis.call('HGET', KEYS[1], 'on') == ARGV[1] and redis.call('HGET', KEYS[1], 'who') == ARGV[7] then
+  redis.call('HSET', KEYS[1], 'waiting', ARGV[8])
 end
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
 return old
@@ -447,7 +451,7 @@ class RunJudgeState:
                     del _notes[key]
             note.writing(kind, wait, now)
             _notes[self.wait_key] = note
-        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, self.who]
+        args = [wait.on, wait.limit, wait.until_ms, wait.reason[:300], wait.now_ms, WAIT_TTL_MS, self.who, wait.waiting]
         try:
             until = int(self._wait(keys=[self.wait_key], args=args))
         except BaseException:

@@ -23,7 +23,7 @@ import redis
 from orchestrator import progress
 from ragscore_workers.http_body import ATTEMPT_TIMEOUTS
 from ragscore_workers.providers import CompletionParams, JudgeStopped, RateLimitTimeout, build_client
-from ragscore_workers.providers.inflight import LEASE_S, RENEWER_NAME, InFlightCap
+from ragscore_workers.providers.inflight import LEASE_S, RENEWER_NAME, WAITING_COUNTED_MS, InFlightCap
 from ragscore_workers.schemas import JudgeConfig
 from ragscore_workers.store import RunStore, redis_client
 
@@ -53,7 +53,8 @@ def test_a_call_waits_for_a_free_slot_and_gives_up_after_max_wait_s(rclient: red
 def test_the_slot_of_a_call_that_never_ended_lapses_with_its_lease(rclient: redis.Redis) -> None:
     """A worker killed mid-call neither gives its slot back nor renews it: with a cap of 1 no call could start again."""
     cap = _cap(rclient, lease_s=0.2, max_wait_s=5.0)
-    taken, _ = cap._take(keys=[cap.key], args=[1, cap.lease_ms, "killed"])  # taken as slot() does, never renewed
+    # taken as slot() does, never renewed
+    taken, _, _ = cap._take(keys=[cap.key, cap.waiting_key], args=[1, cap.lease_ms, "killed", WAITING_COUNTED_MS])
     assert taken == 1
     with cap.slot():
         assert rclient.zrange(cap.key, 0, -1) != ["killed"]
@@ -156,9 +157,10 @@ def _took(rclient: redis.Redis, limiter_key: str) -> bool:
 def test_a_call_waiting_for_a_slot_is_said_to_wait_for_one(
     rclient: redis.Redis, store: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The live progress and ``ragscore status`` read what the run's judge calls wait on: a call held for a slot of
-    ``max_in_flight`` is said to wait for one. Seen failing before: it was said nowhere, and a run whose calls all
-    waited for the slot of a slow local server read as "no progress"."""
+    """The live progress and ``ragscore status`` read what the run's judge calls wait on: calls held for a slot of
+    ``max_in_flight`` are said to wait for one, with how many wait. Seen failing before: it was said nowhere, and a
+    run whose calls all waited for the slot of a slow local server read as "no progress"; then said without the
+    count."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FakeProvider(limit_headers=False) as fake:
         config = JudgeConfig(provider="openai", model="m", base_url=fake.openai_base_url, rpm=None, tpm=None,
@@ -167,13 +169,13 @@ def test_a_call_waiting_for_a_slot_is_said_to_wait_for_one(
         client = build_client(rclient, run_id, config, timeout_s=5.0, max_wait_s=60.0)
         assert client.in_flight is not None
         params = CompletionParams(temperature=0.0, max_tokens=8)
-        with ThreadPoolExecutor(1) as pool:
+        with ThreadPoolExecutor(3) as pool:
             with client.in_flight.slot():  # another worker's call holds the only slot
-                asked = pool.submit(client.complete, [{"role": "user", "content": "[[rating=4]]"}], params,
-                                    template_version="t/v1")  # fmt: skip
-                said = "judge calls wait for a max_in_flight slot (cap 1)"
+                asked = [pool.submit(client.complete, [{"role": "user", "content": f"{i} [[rating=4]]"}], params,
+                                     template_version="t/v1") for i in range(3)]  # fmt: skip
+                said = "3 judge calls wait for a max_in_flight slot (cap 1)"
                 assert until(lambda: progress.wait_note(store.progress(run_id)) == said, 30), store.progress(run_id)
-            assert asked.result(30)[0].text == "4"  # the slot freed: the call went
+            assert [call.result(30)[0].text for call in asked] == ["4"] * 3  # the slot freed: the calls went
 
 
 def _renewers() -> list[threading.Thread]:

@@ -495,6 +495,8 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
       "paused until 10:32:05 UTC (the provider's rate-limit headers for groq/m with the key in JUDGE_KEY_B say its "
       "budget is spent): next judge call in 40 s"),
      ({"judge_wait_ms": 4_000, "judge_wait_slot": 2}, "judge calls wait for a max_in_flight slot (cap 2)"),
+     ({"judge_wait_ms": 4_000, "judge_wait_slot": 2, "judge_wait_slot_calls": 1_234},
+      "1,234 judge calls wait for a max_in_flight slot (cap 2)"),
      ({"judge_wait_ms": 4_000, "judge_wait_slot": 1, "judge_wait_of:openai/m with the key in K": 1},
       "judge calls wait for a max_in_flight slot for openai/m with the key in K (cap 1)"),
      ({"judge_wait_ms": 3_200, "judge_wait_rpm": 600, "target_wait_ms": 40_000, "target_wait_pause": 429},
