@@ -12,9 +12,9 @@ however long a call may take. A thread, not a renewal between attempts: one atte
 
 A renewal waits :data:`RENEW_EVERY_S` at most for Redis's reply, on a client of its own (:func:`~..store.with_timeout`):
 the worker's client waits a minute a reply, so a Redis that hung (or a partition) held the renewer past the lease, and
-the holder never knew its slot had lapsed. The holder counts its lease from the last renewal Redis confirmed: once a
-whole lease passed without one, the slot is lost. A call already sent cannot be taken back (its reply is still good):
-it runs on over the cap, its worker logs so at once, and no renewal takes the slot back after.
+the holder never knew its slot had lapsed. The holder counts its lease from the last renewal Redis confirmed: a
+renewal that fails once a whole lease passed without one loses the slot. A call already sent cannot be taken back (its
+reply is still good): it runs on over the cap, its worker logs so at once, and no renewal takes the slot back after.
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ class InFlightCap:
         taken = self._wait_for(member, check, on_wait)
         done = threading.Event()
         try:  # a renewer that fails to start (no thread left) gives the slot back too
-            renewer = threading.Thread(target=self._renew_until, args=(member, taken, done), name=RENEWER_NAME,
-                                       daemon=True)  # fmt: skip
+            renewer = threading.Thread(target=self._renew_until, args=(member, taken, done), name=RENEWER_NAME)
+            renewer.daemon = True
             renewer.start()
             yield
         finally:
@@ -139,25 +139,35 @@ class InFlightCap:
     def _renew_until(self, member: str, renewed: float, done: threading.Event) -> None:
         """Renews ``member``'s lease every :data:`RENEW_EVERY_S` until ``done`` (the call ended), each renewal waiting
         that long at most for Redis; ``renewed``: when (``time.monotonic()``) the last confirmed lease began. A failed
-        renewal is tried again at the next; stops once the slot is lost: its lease lapsed (Redis says so: this process
-        stalled past it), or a whole lease passed with no renewal confirmed (Redis hung, or out of reach)."""
+        renewal is tried again (at the lease's end at the latest); stops once the slot is lost: its lease lapsed and
+        Redis says so (another call took it: this process stalled past it), or a renewal failed once a whole lease
+        passed with none confirmed (Redis hung, or out of reach). A renewal that Redis takes after the lease's end is
+        no loss: its slot was still there, so no call took it meanwhile."""
         lease_s = self.lease_ms / 1000
         every = min(RENEW_EVERY_S, lease_s / 4)
         client = with_timeout(self.r, every)
         while not done.wait(max(0.0, min(every, renewed + lease_s - time.monotonic()))):
-            if time.monotonic() - renewed >= lease_s:
-                log.warning("a judge call's max_in_flight slot lapsed before the call ended (Redis confirmed no "
-                            "renewal for %g s): over the cap", lease_s)  # fmt: skip
-                return
             sent = time.monotonic()  # Redis's lease begins later: one counted from here ends no later than it
+            failed: Exception | None = None
             try:
-                if not self._renew(keys=[self.key], args=[self.lease_ms, member], client=client):
-                    if not done.is_set():
-                        log.warning("a judge call's max_in_flight slot lapsed before the call ended: over the cap")
-                    return
-                renewed = sent
+                held = bool(self._renew(keys=[self.key], args=[self.lease_ms, member], client=client))
             except Exception as exc:  # Redis away a moment: the lease outlasts a few missed renewals
-                log.warning("could not renew a judge call's max_in_flight slot (tried again in %g s): %s", every, exc)
+                held, failed = False, exc
+            if held:
+                renewed = sent
+            elif done.is_set():
+                return
+            elif failed is None:
+                log.warning("a judge call's max_in_flight slot lapsed before the call ended: over the cap")
+                return
+            elif time.monotonic() - renewed >= lease_s:
+                log.warning("a judge call's max_in_flight slot lapsed before the call ended (Redis confirmed no "
+                            "renewal for %g s: %s): over the cap", lease_s, failed)  # fmt: skip
+                return
+            else:
+                log.warning(
+                    "could not renew a judge call's max_in_flight slot (tried again in %g s): %s", every, failed
+                )
 
     def _wait_for(
         self, member: str, check: Callable[[], None] | None, on_wait: Callable[[Wait], object] | None
