@@ -27,7 +27,7 @@ from .errors import ConfigError, UnknownMetricError
 from .limits import longest_hard_limit
 from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import ResolvedSuite, plan_shard, resolve_suite
-from .providers.run_state import INTERNAL_FIELDS, breaker_summary
+from .providers.run_state import UNREPORTED_FIELDS, breaker_summary
 from .schemas import (
     ITEM_META_FIELDS,
     JUDGE_COUNTERS,
@@ -653,7 +653,7 @@ def _aggregate(
             judge=judge,
             embedding=_embedding_summary(store.counters(run_id, "embed")),
             target={
-                name: dict.fromkeys(TARGET_COUNTERS, 0) | {k: v for k, v in c.items() if k not in INTERNAL_FIELDS}
+                name: dict.fromkeys(TARGET_COUNTERS, 0) | {k: v for k, v in c.items() if k not in UNREPORTED_FIELDS}
                 for name, c in targets.items()
             },  # fmt: skip
             suite=resolved.suite.name,

@@ -65,6 +65,7 @@ __all__ = [
     "HOLD_S",
     "INTERNAL_FIELDS",
     "STOP_READ_EVERY_S",
+    "UNREPORTED_FIELDS",
     "WAIT_WRITE_EVERY_S",
     "Hold",
     "RunJudgeState",
@@ -298,8 +299,11 @@ if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
 end
 return 0
 """
-#: Fields of the hash that are bookkeeping, not results (left out of the run summary).
-INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at", "call_ms")
+#: Fields of the hash that are bookkeeping, not results (left out of the run summary), cleared by a resume.
+INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at")
+#: Fields left out of the run summary: :data:`INTERNAL_FIELDS` and ``call_ms``, a counter a resume keeps (as it keeps
+#: ``calls``: the live ETA's floor divides one by the other).
+UNREPORTED_FIELDS = (*INTERNAL_FIELDS, "call_ms")
 #: The start of a judge limiter's own breaker fields (its reason; its count of failures in a row) in the run's hash.
 BREAKER_PREFIX = "breaker:"
 FAILING_PREFIX = "consecutive_failures:"
@@ -342,7 +346,7 @@ def breaker_summary(fields: dict[str, Any], limiters: dict[str, str]) -> dict[st
     opened) why judging stopped: the reason as it is in a run with one judge (by name: :func:`judge_breakers`), else
     each judge's that stopped, by its name (``groq/m with the key in JUDGE_KEY_B: the groq judge's key was refused
     ...``), ``; `` between them."""
-    out = {k: v for k, v in fields.items() if k not in INTERNAL_FIELDS and not scoped_breaker_field(k)}
+    out = {k: v for k, v in fields.items() if k not in UNREPORTED_FIELDS and not scoped_breaker_field(k)}
     stopped = judge_breakers(fields, limiters)
     if len(stopped) == 1 and len(set(limiters.values())) <= 1:
         out["breaker"] = next(iter(stopped.values()))

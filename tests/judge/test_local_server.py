@@ -92,8 +92,9 @@ def test_the_live_eta_is_never_sooner_than_max_in_flight_lets_the_calls_left_go(
         judge = {"provider": "openai", "model": "llama3.1:8b", "base_url": fake.openai_base_url, "rpm": None,
                  "tpm": None, "max_in_flight": 1}  # fmt: skip
         suite = {"name": "one-gpu", "metrics": ["answer_accuracy"], "judge": judge, "chunk_size": {"judge": 4}}
-        evaluate(rows, suite, out=tmp_path / "out", progress=recorder)
+        result = evaluate(rows, suite, out=tmp_path / "out", progress=recorder)
     calls = 2 * len(rows)  # two judges a row
+    assert result.summary.judge["calls"] == calls and "call_ms" not in result.summary.judge  # bookkeeping, no result
     # judge units done and left, more calls left than the one round the cap lets go at once
     midway = [c for c in recorder.seen
               if 0 < c.get("done:judge", 0) < c["total:judge"] and c["judge_calls"] < calls - 1]  # fmt: skip

@@ -118,6 +118,22 @@ def test_progress_gives_the_judges_max_in_flight_and_the_time_its_calls_took(sto
     assert not {"judge_max_in_flight", "judge_call_ms", "judge_limiters"} & store.progress(run).keys()
 
 
+def test_a_resume_keeps_the_time_the_judge_calls_took_with_their_count(store: RunStore) -> None:
+    """A resume clears the judge's bookkeeping but keeps its counters: ``call_ms`` with ``calls``, which the live ETA's
+    floor under ``judge.max_in_flight`` divides it by. Seen failing before: a resume dropped it, and the resumed run's
+    mean call time read near 0 s (no floor) until its new calls outweighed the old."""
+    from orchestrator.runner import reset_breakers
+    from orchestrator.suite import load_suite
+
+    run = "t-resume-call-ms"
+    RunJudgeState(store.r, run, ttl_s=60).incr(calls=2, call_ms=6_000)
+    store.r.hset(store.key(run, "judge"), "consecutive_failures", 2)
+    suite = load_suite({"name": "s", "metrics": ["answer_accuracy"], "judge": {"provider": "openai", "model": "m"}})
+    reset_breakers(store, run, suite)
+    judge = store.counters(run, "judge")
+    assert (judge["calls"], judge["call_ms"]) == (2, 6_000) and "consecutive_failures" not in judge
+
+
 def test_progress_gives_the_rpm_of_a_lone_target_and_none_of_several(store: RunStore) -> None:
     """``target_calls`` counts the calls to all of a run's targets together: only a lone target's rpm floors an ETA."""
     run = "t-target-rpm"
