@@ -51,6 +51,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator
@@ -891,6 +892,7 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
 
 #: :func:`with_timeout`'s clients, by the pool of the client each waits on less (built once per pool and timeout).
 _TIMED: weakref.WeakKeyDictionary[Any, dict[float, redis.Redis]] = weakref.WeakKeyDictionary()
+_TIMED_LOCK = threading.Lock()
 #: Connection settings :func:`with_timeout` does not copy: the pool's own helpers (redis-py builds them per pool).
 _POOL_OWN = ("maint_notifications", "orig_")
 
@@ -904,15 +906,16 @@ def with_timeout(client: redis.Redis, timeout_s: float) -> redis.Redis:
     from redis.retry import Retry
 
     pool = client.connection_pool
-    by_timeout = _TIMED.setdefault(pool, {})
-    if timeout_s not in by_timeout:
-        kwargs = {k: v for k, v in pool.connection_kwargs.items() if not k.startswith(_POOL_OWN)}
-        kwargs |= {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s, "retry": Retry(NoBackoff(), 0),
-                   "retry_on_error": [], "health_check_interval": 0}  # fmt: skip
-        by_timeout[timeout_s] = redis.Redis(
-            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-        )
-    return by_timeout[timeout_s]
+    with _TIMED_LOCK:  # threads of one worker build it once: a second pool would hold connections of its own
+        by_timeout = _TIMED.setdefault(pool, {})
+        if timeout_s not in by_timeout:
+            kwargs = {k: v for k, v in pool.connection_kwargs.items() if not k.startswith(_POOL_OWN)}
+            kwargs |= {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
+                       "retry": Retry(NoBackoff(), 0), "retry_on_error": [], "health_check_interval": 0}  # fmt: skip
+            by_timeout[timeout_s] = redis.Redis(
+                connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+            )
+        return by_timeout[timeout_s]
 
 
 def _status(result: MetricResult) -> str:

@@ -114,6 +114,10 @@ class InFlightCap:
         self._sleep = sleep
         self._take = redis.register_script(_TAKE)
         self._renew = redis.register_script(_RENEW)
+        #: Seconds between two renewals, and the longest one waits for Redis, on a client of its own (built here: one
+        #: that failed in the renewer's thread would end it unseen, and the slot lapse with no renewal).
+        self._renew_every_s = min(RENEW_EVERY_S, lease_s / 4)
+        self._renewing = with_timeout(redis, self._renew_every_s)
 
     @contextmanager
     def slot(
@@ -143,9 +147,7 @@ class InFlightCap:
         Redis says so (another call took it: this process stalled past it), or a renewal failed once a whole lease
         passed with none confirmed (Redis hung, or out of reach). A renewal that Redis takes after the lease's end is
         no loss: its slot was still there, so no call took it meanwhile."""
-        lease_s = self.lease_ms / 1000
-        every = min(RENEW_EVERY_S, lease_s / 4)
-        client = with_timeout(self.r, every)
+        lease_s, every, client = self.lease_ms / 1000, self._renew_every_s, self._renewing
         while not done.wait(max(0.0, min(every, renewed + lease_s - time.monotonic()))):
             sent = time.monotonic()  # Redis's lease begins later: one counted from here ends no later than it
             failed: Exception | None = None
