@@ -230,8 +230,8 @@ def test_a_redis_blip_neither_fails_the_call_nor_loses_its_slot(
         cap = InFlightCap(redis_client(server.url), "openai:m:blip", 1, lease_s=12.0, max_wait_s=0.3)
         with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot():
             paused_ms = _redis_ms(watcher)
-            # writes and scripts wait 7 s: a renewal in it (one every 3 s, each waiting 3 s at most) times out, a
-            # later one goes, within the 12 s lease
+            # writes and scripts wait 7 s: a renewal in it (one every 2.5 s, each waiting 2.5 s at most) times out,
+            # a later one goes, within the 12 s lease
             watcher.client_pause(7000, all=False)
             assert until(lambda: _redis_ms(watcher) > paused_ms + cap.lease_ms + 1000, 60)  # a lease after the blip
             with pytest.raises(RateLimitTimeout):  # the slot is still held: another call waits for it
@@ -316,3 +316,33 @@ def test_a_holder_whose_redis_hangs_knows_its_slot_lapsed_within_a_lease(
             assert _took(redis_client(server.url), "openai:m:hang")  # its lease not renewed once Redis was back
     finally:
         server.stop()
+
+
+def test_a_holder_that_confirmed_no_renewal_for_a_lease_asks_redis_before_it_says_its_slot_lapsed(
+    rclient: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The holder's lease, counted from when it sent its last renewal Redis confirmed, ends no later than Redis's: a
+    holder past it (its process stalled a lease: swapped out, frozen) renews once more, and where Redis still holds
+    its slot (no call took it) keeps it and says nothing. Seen failing before 4e13074: it said its slot lapsed
+    without asking Redis, and renewed no more (another call took it mid-call: over the cap)."""
+    limiter_key = f"openai:m:{uuid.uuid4().hex[:8]}"
+    cap = _cap(rclient, lease_s=LEASE_S, limiter_key=limiter_key)
+    member = uuid.uuid4().hex
+    # taken as slot() does, with half a lease: a renewal moves its end on by half a lease at least
+    taken, _, _ = cap._take(keys=[cap.key, cap.waiting_key], args=[1, cap.lease_ms // 2, member, WAITING_COUNTED_MS])
+    assert taken == 1
+    first = rclient.zscore(cap.key, member)
+    done = threading.Event()
+    # its last renewal confirmed a lease ago, by its own clock: as after a stall
+    renewer = threading.Thread(target=cap._renew_until, args=(member, time.monotonic() - LEASE_S, done), daemon=True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"):
+            renewer.start()
+            assert until(lambda: rclient.zscore(cap.key, member) != first or not renewer.is_alive(), 60)
+            assert rclient.zscore(cap.key, member) != first and renewer.is_alive(), caplog.text  # renewed, renewing
+            assert not _took(rclient, limiter_key)  # still its slot
+    finally:
+        done.set()
+        renewer.join(30)
+        rclient.zrem(cap.key, member)
+    assert "lapsed" not in caplog.text
