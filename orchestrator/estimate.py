@@ -35,7 +35,7 @@ from ragscore_workers.metrics.embedding_metrics import EMBEDDING_METRICS, texts_
 from ragscore_workers.metrics.registry import MetricDef, PlannedCall
 from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
-from ragscore_workers.providers.factory import judge_identity
+from ragscore_workers.providers.factory import judge_identity, judge_key_env
 from ragscore_workers.schemas import EmbeddingConfig, Row, Suite, TargetConfig
 
 from .datasets import RowError, scan_dataset
@@ -133,9 +133,9 @@ class Estimate:
     units: dict[str, int] = field(default_factory=dict)
     #: Per judge metric, its calls.
     judge: dict[str, CallTally] = field(default_factory=dict)
-    #: Per judge metric, the variable its key is read from (its ``api_key_env``; None: the provider's usual one): the
+    #: Per judge metric, the variable its key is read from (its ``api_key_env``, else the provider's usual one): the
     #: workers keep a judge limiter, and a ``judge.max_in_flight`` cap, per key.
-    judge_key_env: dict[str, str | None] = field(default_factory=dict)
+    judge_key_env: dict[str, str] = field(default_factory=dict)
     #: Calls per target system (one per question; retries not counted).
     target_calls: dict[str, int] = field(default_factory=dict)
     #: The systems the items name (what ``METRIC@SYSTEM`` gates can read).
@@ -254,7 +254,8 @@ class _JudgePlanner:
             calls = mdef.plan_calls(rows, params, self.suite)
             tally = self.estimate.judge.setdefault(mdef.name, CallTally())
             tally.add(self._tally(calls, params))
-            self.estimate.judge_key_env[mdef.name] = getattr(params, "api_key_env", None)
+            key_env = judge_key_env(self.suite.judge, getattr(params, "api_key_env", None))
+            self.estimate.judge_key_env[mdef.name] = key_env
 
     def _tally(self, calls: list[PlannedCall], params: BaseModel) -> CallTally:
         look_up = self.redis is not None and getattr(params, "cache", True)

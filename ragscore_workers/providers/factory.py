@@ -21,7 +21,15 @@ from .inflight import InFlightCap
 from .ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_minute
 from .run_state import HOLD_MARGIN_S, RunJudgeState
 
-__all__ = ["BASE_URL_ENV", "PROVIDERS", "build_client", "judge_identity", "limiter_name", "make_provider"]
+__all__ = [
+    "BASE_URL_ENV",
+    "PROVIDERS",
+    "build_client",
+    "judge_identity",
+    "judge_key_env",
+    "limiter_name",
+    "make_provider",
+]
 
 #: Environment variable that overrides ``judge.base_url`` (DESIGN.md §7).
 BASE_URL_ENV = "RAGSCORE_JUDGE_BASE_URL"
@@ -68,16 +76,20 @@ def judge_identity(config: JudgeConfig) -> str:
     return provider_identity(config.provider, _base_url(config), config.model)
 
 
+def judge_key_env(config: JudgeConfig, api_key_env: str | None = None) -> str:
+    """The variable the judge's key is read from: a metric's ``api_key_env``, else the provider's usual one."""
+    return api_key_env or _provider_class(config.provider).default_key_env
+
+
 def make_provider(
     config: JudgeConfig, *, api_key_env: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> Provider:
     """The provider for a judge config; one per process and config (connection pools are reused)."""
-    cls = _provider_class(config.provider)
     base_url = _base_url(config)
     if base_url and os.environ.get(BASE_URL_ENV):  # the variable held it: its refusal says so
-        cls.check_base_url(base_url, source=BASE_URL_ENV)
-    key_env = api_key_env or cls.default_key_env
-    return _cached_provider(config.provider, config.model, base_url, api_key_env, os.environ.get(key_env), timeout_s)
+        _provider_class(config.provider).check_base_url(base_url, source=BASE_URL_ENV)
+    key = os.environ.get(judge_key_env(config, api_key_env))
+    return _cached_provider(config.provider, config.model, base_url, api_key_env, key, timeout_s)
 
 
 def limiter_name(provider: Provider) -> str:

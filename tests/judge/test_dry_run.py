@@ -178,6 +178,19 @@ def test_the_dry_run_counts_max_in_flight_rounds_per_judge_key(tmp_path: Path, h
         said, result.stderr)  # fmt: skip
 
 
+def test_a_metric_naming_the_providers_usual_key_variable_shares_its_max_in_flight_cap(tmp_path: Path) -> None:
+    """``api_key_env: OPENAI_API_KEY`` on an openai judge names the variable the other metrics read their key from:
+    one limiter, one cap, 128 rounds for 255 calls. Seen failing before: the variable's name against none read as two
+    keys, 77 rounds."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(50))
+    local = _suite(provider="openai", model="llama3.1:8b", base_url="http://localhost:9/v1", rpm=None, tpm=None,
+                   max_in_flight=2)  # fmt: skip
+    local["metrics"][1]["params"]["api_key_env"] = "OPENAI_API_KEY"
+    suite = load_suite(local)
+    estimate = estimate_run(data, suite)
+    assert (estimate.in_flight_rounds(suite.suite), estimate.in_flight_caps()) == (128, 1)
+
+
 def test_target_suites_count_calls_per_target_with_placeholder_answers(tmp_path: Path, store: RunStore) -> None:
     rows = [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"{i}."} for i in range(20)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
