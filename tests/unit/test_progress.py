@@ -759,6 +759,10 @@ def test_the_rich_bar_marks_an_eta_the_judges_rpm_floors_and_no_other(clock: Clo
         view.stop()
 
 
+#: 10 of 210 judge units done in 10 calls of 3 s each under judge.max_in_flight 2.
+CAPPED = {"done:judge": 10, "total:judge": 210, "judge_calls": 10, "judge_call_ms": 30_000, "judge_max_in_flight": 2}
+
+
 @pytest.mark.parametrize(
     ("counters", "least_s"),
     [
@@ -777,40 +781,11 @@ def test_the_rich_bar_marks_an_eta_the_judges_rpm_floors_and_no_other(clock: Clo
         # its planned calls all sent (re-asks beyond them): one call a unit left at least, as before: 360, 2 minutes
         ({"done:judge": 10, "total:judge": 400, "judge_calls": 40, "judge_rpm": 120, "judge_calls_planned": 40}, 120.0),
         # judge.max_in_flight 2, 3 s a call so far: 200 calls left go 2 at a time, 100 replies one after another
-        (
-            {
-                "done:judge": 10,
-                "total:judge": 210,
-                "judge_calls": 10,
-                "judge_call_ms": 30_000,
-                "judge_max_in_flight": 2,
-            },
-            300.0,
-        ),
+        (CAPPED, 300.0),
         # the same under an rpm of 120 (a minute for 200 calls): the cap's is the longer
-        (
-            {
-                "done:judge": 10,
-                "total:judge": 210,
-                "judge_calls": 10,
-                "judge_call_ms": 30_000,
-                "judge_max_in_flight": 2,
-                "judge_rpm": 120,
-            },
-            300.0,
-        ),
+        ({**CAPPED, "judge_rpm": 120}, 300.0),
         # two judge keys (api_key_env), a cap each: 4 at a time
-        (
-            {
-                "done:judge": 10,
-                "total:judge": 210,
-                "judge_calls": 10,
-                "judge_call_ms": 30_000,
-                "judge_max_in_flight": 2,
-                "judge_limiters": 2,
-            },
-            150.0,
-        ),
+        ({**CAPPED, "judge_limiters": 2}, 150.0),
     ],
 )
 def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: dict[str, int], least_s: float) -> None:
