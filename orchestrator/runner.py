@@ -67,7 +67,16 @@ from . import queues as queue_checks
 from .atomic_file import make_out_dir, said_os_error, write_text_atomic
 from .caller import CLI, Caller
 from .connection import check_queues, connect, connect_lane, eviction_warnings
-from .datasets import Named, RowError, dataset_fingerprint, detect_format, iter_records, iter_rows, scan_dataset
+from .datasets import (
+    Named,
+    RowError,
+    dataset_files,
+    dataset_fingerprint,
+    detect_format,
+    iter_records,
+    iter_rows,
+    scan_dataset,
+)
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, run_process_alive
 from .estimate import RunCount, judge_calls_planned
@@ -345,10 +354,11 @@ def _cancelled_on_failure(
         raise
 
 
-def _file_state(path: Path) -> tuple[int, int]:
-    """(size, modification time): what tells a dataset file changed while it was read."""
-    stat = path.stat()
-    return stat.st_size, stat.st_mtime_ns
+def _file_state(path: Path) -> tuple[int, int, int]:
+    """(files, size, latest modification time) of the dataset: what tells it changed while it was read. A folder's
+    are its files' (a shard rewritten in place changes neither the folder's size nor its time)."""
+    stats = [path.stat(), *(file.stat() for file in dataset_files(path) if file != path)]
+    return len(stats), sum(stat.st_size for stat in stats), max(stat.st_mtime_ns for stat in stats)
 
 
 def shard_digest(rows: list[Row]) -> str:

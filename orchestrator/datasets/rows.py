@@ -165,11 +165,12 @@ def _other_id(line: int, record: dict[str, Any], ids: Container[str]) -> bool:
 
 
 def dataset_fingerprint(dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None) -> str | None:
-    """A digest of the dataset file's bytes and of what decides how they read (format, the field limit, this
-    version): equal at a resume, the rows are the ones submitted, so the resume need not read and validate the
-    whole dataset an extra time to check it. None where the rows come from more than one file (format options
-    naming other files, a directory)."""
-    if fmt_options or not dataset.is_file():
+    """A digest of the dataset's bytes (a file's, or each file's of a folder dataset with its path in the folder:
+    eval-points, hf-disk) and of what decides how they read (format, the field limit, this version): equal at a
+    resume, the rows are the ones submitted, so the resume need not read and validate the whole dataset an extra
+    time to check it; unequal, a report shows no answer it cannot vouch for. None where format options name other
+    files, or the dataset is neither a file nor a folder."""
+    if fmt_options or not (dataset.is_file() or dataset.is_dir()):
         return None
     from importlib.metadata import PackageNotFoundError, version
 
@@ -179,10 +180,21 @@ def dataset_fingerprint(dataset: Path, fmt: str | None, fmt_options: dict[str, A
         ours = "?"
     digest = hashlib.blake2b(digest_size=16)
     digest.update(json.dumps([fmt or "", get_settings().max_field_chars, ours]).encode())
-    with dataset.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
+    for path in dataset_files(dataset):
+        if path != dataset:  # a folder's file: its place in the folder is part of what it holds
+            digest.update(json.dumps([path.relative_to(dataset).as_posix(), path.stat().st_size]).encode())
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
     return digest.hexdigest()
+
+
+def dataset_files(dataset: Path) -> list[Path]:
+    """The files a dataset's rows are read from: the file itself, or a folder's files (at any depth, in path
+    order; a link to a file counted as that file, as git-annex and DVC store them)."""
+    if not dataset.is_dir():
+        return [dataset]
+    return sorted(path for path in dataset.rglob("*") if path.is_file())
 
 
 @dataclass

@@ -235,3 +235,29 @@ def test_ragscore_run_scores_a_save_to_disk_folder_as_given(tmp_path: Path, home
     assert sorted(item["id"] for item in items) == ["a", "c"]
     failed = [json.loads(line) for line in (out / "failed_rows.jsonl").read_text().splitlines()]
     assert [(f["line"], f["error"].split(":")[0]) for f in failed] == [(2, "answer")]
+
+
+def test_a_save_to_disk_folder_rewritten_in_place_is_told_apart_from_the_one_submitted(tmp_path: Path) -> None:
+    """A folder had no fingerprint: a report showed answers saved since the run beside its old scores (the preview's
+    check of the bytes was skipped), a resume always re-read it whole, and a shard rewritten in place while the run
+    read it (same name, same size) changed neither the folder's size nor its time, so nothing noticed. The folder's
+    files are digested and their state read now."""
+    import time
+
+    from orchestrator.datasets import dataset_fingerprint
+    from orchestrator.runner import _file_state
+
+    folder = save_to_disk(tmp_path / "saved", [[_row(1), _row(2)], [_row(3)]])
+    fingerprint, state = dataset_fingerprint(folder, "hf-disk", None), _file_state(folder)
+    assert fingerprint is not None and dataset_fingerprint(folder, "hf-disk", None) == fingerprint
+    assert _file_state(folder) == state
+    shard = folder / "data-00001-of-00002.arrow"
+    before = shard.stat().st_mtime_ns
+    rewritten = save_to_disk(tmp_path / "again", [[_row(1), _row(2)], [_row(3, question="Q9?")]])
+    shard.write_bytes((rewritten / shard.name).read_bytes())  # another answer of the same size, in place
+    while shard.stat().st_mtime_ns == before:  # a filesystem of coarse times: written again until it moves
+        time.sleep(0.01)
+        shard.write_bytes((rewritten / shard.name).read_bytes())
+    assert shard.stat().st_size == (rewritten / shard.name).stat().st_size
+    assert dataset_fingerprint(folder, "hf-disk", None) != fingerprint
+    assert _file_state(folder) != state
