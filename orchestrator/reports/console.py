@@ -162,7 +162,8 @@ def unscored_lines(summary: RunSummary) -> list[str]:
 
 def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None = None) -> str | None:
     """What the judge did, in one line (calls, cache, 429s, tokens, cost; why it stopped, and the resume that goes
-    on: of ``out``, the run's --out DIR, when known, with ``broker``, its --broker), or None without calls."""
+    on: of ``out``, the run's --out DIR, when known, with ``broker``, its --broker), or None where the judge neither
+    made calls nor stopped."""
     j = summary.judge
 
     def number(key: str) -> int:
@@ -174,7 +175,7 @@ def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None 
     def counted_of(key: str, singular: str, plural: str | None = None) -> str:
         return counted(number(key), singular, plural)
 
-    if not (j.get("calls") or j.get("cache_hits")):
+    if not (j.get("calls") or j.get("cache_hits") or j.get("breaker") or j.get("budget")):
         return None
     parts = [counted_of("calls", "call"), f"{count('cache_hits')} from the cache",
              counted_of("retries", "retry", "retries"),

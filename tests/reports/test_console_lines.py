@@ -39,6 +39,11 @@ def test_the_judge_line_counts_calls_cost_and_says_why_judging_stopped() -> None
     assert judge_line(budget).endswith("; stopped: budget reached: 3100 judge tokens >= max_tokens 3000 "  # type: ignore[union-attr]
                                        "(`ragscore run --resume DIR` goes on)")  # fmt: skip
     assert judge_line(_summary(judge={"calls": 0, "cache_hits": 12})).startswith("judge: 0 calls, 12 from the cache")
+    # A budget too small for the first call stopped every judge item before a call: the terminal said nothing of it.
+    first = judge_line(_summary(judge={"calls": 0, "budget": "budget reached: 0 + 900 judge tokens > max_tokens 500"}))
+    assert first is not None and first.startswith("judge: 0 calls, 0 from the cache"), first
+    assert first.endswith("; stopped: budget reached: 0 + 900 judge tokens > max_tokens 500 (`ragscore run --resume "
+                          "DIR` goes on)"), first  # fmt: skip
     cheap = judge_line(_summary(judge={"calls": 3, "tokens_in": 300, "cost": 0.000021}))  # 300 tokens at $0.07/M
     assert cheap is not None and "cost <0.0001" in cheap  # not a free-looking 0.0000
     # A model the price table lacks read "cost 0.0000", as if free (--dry-run said "no price" for it).
