@@ -89,8 +89,9 @@ def bytes_client(client: Any) -> Any:
     if cached is None or cached[0] is not pool:
         import redis
 
-        kwargs = {**pool.connection_kwargs, "decode_responses": False}
-        raw = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
+        from .store import pool_like
+
+        raw = redis.Redis(connection_pool=pool_like(pool, decode_responses=False))
         cached = _BYTES_CLIENTS[id(pool)] = (pool, raw)
     return cached[1]
 

@@ -102,6 +102,7 @@ __all__ = [
     "RunStore",
     "WorkBegan",
     "loading_value",
+    "pool_like",
     "probe_redis",
     "redis_client",
     "scored_of",
@@ -909,13 +910,19 @@ def with_timeout(client: redis.Redis, timeout_s: float) -> redis.Redis:
     with _TIMED_LOCK:  # threads of one worker build it once: a second pool would hold connections of its own
         by_timeout = _TIMED.setdefault(pool, {})
         if timeout_s not in by_timeout:
-            kwargs = {k: v for k, v in pool.connection_kwargs.items() if not k.startswith(_POOL_OWN)}
-            kwargs |= {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
-                       "retry": Retry(NoBackoff(), 0), "retry_on_error": [], "health_check_interval": 0}  # fmt: skip
             by_timeout[timeout_s] = redis.Redis(
-                connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-            )
+                connection_pool=pool_like(pool, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                          retry=Retry(NoBackoff(), 0), retry_on_error=[], health_check_interval=0)
+            )  # fmt: skip
         return by_timeout[timeout_s]
+
+
+def pool_like(pool: redis.ConnectionPool, **settings: Any) -> redis.ConnectionPool:
+    """A new connection pool of ``pool``'s Redis (its address, TLS, password, database), ``settings`` changed (a
+    timeout, how replies decode), without ``pool``'s own helpers (:data:`_POOL_OWN`): the one way to open a client
+    like another with other settings (:func:`with_timeout`, the embedding cache's bytes client)."""
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if not k.startswith(_POOL_OWN)} | settings
+    return redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
 
 
 def _status(result: MetricResult) -> str:
