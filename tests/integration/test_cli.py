@@ -765,19 +765,28 @@ def test_worker_and_submit_warn_of_a_redis_that_may_evict_a_runs_work(tmp_path: 
     server = RedisProcess(tmp_path / "redis", "--maxmemory-policy", "volatile-lru", "--maxmemory", "1gb").start()
     url = f"redis://127.0.0.1:{server.port}/0"
     env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": url}
-    submit = [sys.executable, "-m", "orchestrator.cli", "submit", "examples/quickstart/data.jsonl", "--suite",
-              "examples/quickstart/suite.yaml"]  # fmt: skip
     warning = f"Warning: the Redis at {url}: its maxmemory-policy is volatile-lru, not noeviction"
     try:
-        said = "".join(_worker_lines_until_up(env, "cpu"))
-        assert warning in said and "workers up for cpu" in said, said
-        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-        assert sent.returncode == 0 and warning in sent.stderr, sent.stderr
-        redis.Redis(port=server.port).config_set("maxmemory-policy", "noeviction")
-        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-        assert sent.returncode == 0 and "maxmemory-policy" not in sent.stderr, sent.stderr
+        _warned_at_worker_and_submit_until_noeviction(env, warning, server.port)
     finally:
         server.stop()
+
+
+#: `ragscore submit` of the quickstart, as the eviction tests run it.
+QUICKSTART_SUBMIT = [sys.executable, "-m", "orchestrator.cli", "submit", "examples/quickstart/data.jsonl", "--suite",
+                     "examples/quickstart/suite.yaml"]  # fmt: skip
+
+
+def _warned_at_worker_and_submit_until_noeviction(env: dict[str, str], warning: str, evicting_port: int) -> None:
+    """``warning`` is said by `ragscore worker` and by `submit` under ``env``; once the Redis on ``evicting_port`` is
+    set to noeviction, `submit` says no eviction warning."""
+    said = "".join(_worker_lines_until_up(env, "cpu"))
+    assert warning in said and "workers up for cpu" in said, said
+    sent = subprocess.run(QUICKSTART_SUBMIT, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert sent.returncode == 0 and warning in sent.stderr, sent.stderr
+    redis.Redis(port=evicting_port).config_set("maxmemory-policy", "noeviction")
+    sent = subprocess.run(QUICKSTART_SUBMIT, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert sent.returncode == 0 and "maxmemory-policy" not in sent.stderr, sent.stderr
 
 
 def test_worker_and_submit_warn_of_a_result_backend_that_may_evict_a_runs_chords(tmp_path: Path, home: Path) -> None:
@@ -792,24 +801,16 @@ def test_worker_and_submit_warn_of_a_result_backend_that_may_evict_a_runs_chords
     broker, backend = RedisProcess(tmp_path / "broker").start(), RedisProcess(tmp_path / "backend", *evicting).start()
     env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": broker.url,
            "RAGSCORE_RESULT_BACKEND": backend.url}  # fmt: skip
-    submit = [sys.executable, "-m", "orchestrator.cli", "submit", "examples/quickstart/data.jsonl", "--suite",
-              "examples/quickstart/suite.yaml"]  # fmt: skip
     warning = (f"Warning: {BACKEND_REDIS} at {backend.url}: its maxmemory-policy is allkeys-lru, not noeviction: once "
                f"it fills, it evicts {BACKEND_EVICTS}")  # fmt: skip
     try:
-        said = "".join(_worker_lines_until_up(env, "cpu"))
-        assert warning in said and "workers up for cpu" in said, said
-        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-        assert sent.returncode == 0 and warning in sent.stderr, sent.stderr
-        redis.Redis(port=backend.port).config_set("maxmemory-policy", "noeviction")
-        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-        assert sent.returncode == 0 and "maxmemory-policy" not in sent.stderr, sent.stderr
+        _warned_at_worker_and_submit_until_noeviction(env, warning, backend.port)
         redis.Redis(port=broker.port).config_set("maxmemory-policy", "allkeys-lru")
         redis.Redis(port=broker.port).config_set("maxmemory", "1gb")
         beside = env | {"RAGSCORE_RESULT_BACKEND": f"redis://127.0.0.1:{broker.port}/1"}
         said = "".join(_worker_lines_until_up(beside, "cpu"))
         assert said.count("its maxmemory-policy is") == 1 and f"the Redis at {broker.url}" in said, said
-        sent = subprocess.run(submit, capture_output=True, text=True, cwd=ROOT, env=beside, timeout=300)
+        sent = subprocess.run(QUICKSTART_SUBMIT, capture_output=True, text=True, cwd=ROOT, env=beside, timeout=300)
         assert sent.returncode == 0 and sent.stderr.count("its maxmemory-policy is") == 1, sent.stderr
         redis.Redis(port=broker.port).config_set("maxmemory-policy", "noeviction")
         redis.Redis(port=backend.port).config_set("maxmemory-policy", "allkeys-lru")
