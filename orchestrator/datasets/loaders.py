@@ -274,54 +274,77 @@ CURLY_HINT = "; its quotes are typographic (“ ” ‘ ’, as AutoCorrect type
 DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
 
 
-def _spaced_quote(header: list[str], cells: list[str], delimiter: str, lines: list[str]) -> str:
-    """The error of a row (``lines``, as in the file) holding a quote typed after a space to open a cell
-    (``a, "x, y"``), else "". The csv module (and pandas, and Excel) reads such a quote as text, so its cell ends at
-    the next separator or line end: an unquoted cell (in ``lines`` as read) that opens with spaces and a quote and
-    holds an odd number of quotes was cut there, the quote's partner in a later cell or line. A cell quoted whole
-    after a space (``a, "x"``) stays as typed, quotes and all, and so does a quoted cell holding such text
-    (``" ""x"``, as a CSV writer writes the value `` "x``)."""
-    quoted: list[bool] | None = None  # which cells the row's text quotes, found for the first suspect cell only
+def _spaced_quote(cells: list[str], delimiter: str, lines: list[str]) -> tuple[int, str] | None:
+    """The index of the first cell of a row (``lines``, as in the file) holding a quote typed after a space to open it
+    (``a, "x, y"``), and the row's text after that quote; else None. The csv module (and pandas, and Excel) reads such
+    a quote as text, so its cell ends at the next separator or line end: an unquoted cell (in ``lines`` as read) that
+    opens with spaces and a quote and holds an odd number of quotes was cut there, the quote's partner in a later cell
+    or line. A cell quoted whole after a space (``a, "x"``) stays as typed, quotes and all, and so does a quoted cell
+    holding such text (``" ""x"``, as a CSV writer writes the value `` "x``)."""
+    text = "".join(lines)
+    starts: list[int] | None = None  # where the row's cells start in its text, found for the first suspect cell only
     for i, cell in enumerate(cells):
         if cell[:1] == " " and cell.lstrip(" ")[:1] == '"' and cell.count('"') % 2:
-            quoted = _quoted_cells("".join(lines), delimiter) if quoted is None else quoted
-            if i < len(quoted) and quoted[i]:
-                continue
-            column = repr(header[i]) if i < len(header) and header[i] else f"{i + 1}"
-            separator = DELIMITER_NAMES.get(delimiter, repr(delimiter))
-            typed = cell.strip() if len(cell.strip()) <= 40 else f"{cell.strip()[:40]}..."
-            return (f"column {column}: a quote typed after a space ({typed!r}) is text in CSV, not the start of a "
-                    f"quoted cell, so the cell ends at the next {separator} or line end: remove the spaces between "
-                    f"the {separator} and the quote")  # fmt: skip
-    return ""
+            starts = _cell_starts(text, delimiter) if starts is None else starts
+            if i < len(starts) and not text.startswith('"', starts[i]):
+                return i, text[starts[i] :].lstrip(" ")[1:]
+    return None
 
 
-def _quoted_cells(text: str, delimiter: str) -> list[bool]:
-    """Whether each cell of the row ``text`` is quoted, as the csv module (default dialect) reads it: a cell is
-    quoted when its first character is a quote; it then runs to its closing quote (``""`` is a quote in it, and a
-    separator or line end is text), and any text after that to the next separator. Only the quotes and separators
-    are visited (``str.find``): a long multi-line cell costs no Python step a character."""
-    quoted: list[bool] = []
+def _spaced_quote_error(column: str, cell: str, delimiter: str) -> str:
+    """What a cell (of ``column``: its name, or its number) holding a quote typed after a space is told."""
+    separator = DELIMITER_NAMES.get(delimiter, repr(delimiter))
+    typed = cell.strip() if len(cell.strip()) <= 40 else f"{cell.strip()[:40]}..."
+    return (f"column {column}: a quote typed after a space ({typed!r}) is text in CSV, not the start of a quoted "
+            f"cell, so the cell ends at the next {separator} or line end: remove the spaces between the {separator} "
+            "and the quote")  # fmt: skip
+
+
+def _quote_runs_on(text: str, delimiter: str) -> bool | None:
+    """Reading ``text`` as the rest of a quoted cell (after its opening quote): None while the cell is still open at
+    its end, True when a quote closes it where a cell ends (before spaces and the delimiter or a line end) and the
+    rest of ``text`` is well-formed, False for a quote that closes it mid-cell."""
+    at = text.find('"')
+    while at != -1 and text.startswith('"', at + 1):  # "" is a quote in the cell
+        at = text.find('"', at + 2)
+    if at == -1:
+        return None
+    rest = text[at + 1 :].lstrip(" ")
+    return rest[:1] in ("", delimiter, "\r", "\n") and not _quote_gone_wrong(rest, delimiter)
+
+
+def _cell_starts(text: str, delimiter: str) -> list[int]:
+    """Where each cell of the row ``text`` starts, as the csv module (default dialect) reads it: a cell is quoted when
+    its first character is a quote; it then runs to its closing quote (``""`` is a quote in it, and a separator or
+    line end is text), and any text after that to the next separator. Only the quotes and separators are visited
+    (``str.find``): a long multi-line cell costs no Python step a character."""
+    starts: list[int] = []
     at = 0
     while True:
-        quoted.append(text.startswith('"', at))
-        if quoted[-1]:
+        starts.append(at)
+        if text.startswith('"', at):
             at = text.find('"', at + 1)
             while at != -1 and text.startswith('"', at + 1):  # "" is a quote in the cell
                 at = text.find('"', at + 2)
             if at == -1:  # never closed: no cell after it
-                return quoted
+                return starts
             at += 1
         at = text.find(delimiter, at)
         if at == -1:
-            return quoted
+            return starts
         at += 1
 
 
-def _csv_record(header: list[str], cells: list[str], line: int, delimiter: str, lines: list[str]) -> Record | RowError:
-    """The row of ``cells`` (``lines``: the row's lines in the file), or its RowError."""
+def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed) -> Record | RowError:
+    """The row of ``cells`` (the feed's row: its lines in the file), or its RowError. A quote typed after a space to
+    open a cell of several lines takes the lines to its partner with it (read from ``feed``), so they are no rows."""
     text = ",".join(cells)
-    if error := _spaced_quote(header, cells, delimiter, lines):
+    if (spaced := _spaced_quote(cells, feed.delimiter, feed.row)) is not None:
+        i, rest = spaced
+        column = repr(header[i]) if i < len(header) and header[i] else f"{i + 1}"
+        error = _spaced_quote_error(column, cells[i], feed.delimiter)
+        if _quote_runs_on(rest, feed.delimiter) is None and feed.read_on():
+            error += f" (its cell was meant to run on: the row runs from line {line} to {feed.line})"
         return RowError(line, error, text)
     if len(cells) > len(header):
         return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", text)
@@ -363,7 +386,7 @@ class _LineFeed:
 
     def __init__(self, fh: TextIO, delimiter: str) -> None:
         self._fh = fh
-        self._delimiter = delimiter
+        self.delimiter = delimiter
         self._again: list[str] = []  # lines to give again, last first
         #: The lines of the row being read.
         self.row: list[str] = []
@@ -384,11 +407,25 @@ class _LineFeed:
         self.row = []
         return self.line + 1
 
-    def give_again(self) -> None:
-        """Give the current row's lines but its first again."""
-        self._again = self.row[:0:-1]
-        self.line -= len(self.row) - 1
-        self.row = []
+    def give_again(self, keep: int = 1) -> None:
+        """Give the current row's lines but its first ``keep`` again (before any given again and not yet read)."""
+        self._again.extend(reversed(self.row[keep:]))
+        self.line -= len(self.row) - keep
+        self.row = self.row[:keep]
+
+    def read_on(self) -> bool:
+        """Read on the row the lines of a quoted cell that a quote typed after a space meant to open, left open at the
+        row's end: True when a later line's quote closes it where a cell ends (the lines up to it are the row's);
+        False, the lines given again, at a quote mid-cell, the end of the file, or a cell longer than one may be."""
+        keep, size = len(self.row), 0
+        for line in self:
+            size += len(line)
+            if closed := _quote_runs_on(line, self.delimiter):
+                return True
+            if closed is False or size > MAX_LINE_BYTES:
+                break
+        self.give_again(keep)
+        return False
 
     def unbalanced(self) -> bool:
         """Whether the row spans several lines because of a quote gone wrong: a quoted cell still open at the end
@@ -397,7 +434,7 @@ class _LineFeed:
         text, and a well-formed quoted cell may hold newlines and ``""``. A row of one line (the file's last) goes
         wrong only by a quoted cell left open: the csv module ends it at the end of the file."""
         text = "".join(self.row)
-        return _quote_gone_wrong(text, self._delimiter, strays=len(self.row) > 1)
+        return _quote_gone_wrong(text, self.delimiter, strays=len(self.row) > 1)
 
 
 def _quote_gone_wrong(text: str, delimiter: str, strays: bool = True) -> bool:
@@ -474,15 +511,19 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
         feed = _LineFeed(fh, delimiter)
         reader = csv.reader(feed, delimiter=delimiter)
         try:
-            header = next(reader, None)
+            header: list[str] | None = []
             while header is not None and not any(name.strip() for name in header):  # no header, but a blank line
+                start = feed.start_row()
                 header = next(reader, None)
         except csv.Error as exc:
             raise DatasetError(f"{path}: the header row cannot be read (CSV: {exc})") from exc
         if header is None:
             return
         if feed.unbalanced():
-            raise DatasetError(f"{path}: a quote in the header row (line 1) is never closed")
+            raise DatasetError(f"{path}: a quote in the header row (line {start}) is never closed")
+        if (spaced := _spaced_quote(header, delimiter, feed.row)) is not None:
+            error = _spaced_quote_error(str(spaced[0] + 1), header[spaced[0]], delimiter)
+            raise DatasetError(f"{path}: the header row (line {start}), {error}")
         if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
             raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
         header = column_names(path, header, " in the header row")
@@ -497,7 +538,7 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             else:
                 if not feed.unbalanced():
                     if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
-                        yield start, _csv_record(header, cells, start, delimiter, feed.row)
+                        yield start, _csv_record(header, cells, start, feed)
                     continue
                 error = (
                     f"unterminated quote: the row runs from line {start} to {feed.line}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -629,6 +630,54 @@ def test_a_csv_quote_typed_after_a_space_is_a_bad_row_saying_to_remove_the_space
         (6, "e", ' "quoted whole"'),
         (7, "f", f' "x{d} y'),
     ]
+
+
+def test_a_csv_quote_typed_after_a_space_to_open_a_cell_of_several_lines_takes_them_into_its_bad_row(
+    tmp_path: Path,
+) -> None:
+    """``c, "x`` then ``more", z``: the row was reported, and its next line, the rest of the cell the quote meant to
+    open, was read as a row of its own (id ``more"``) and scored. The lines up to the quote that closes the meant cell
+    are now that one bad row; a line whose first quote is mid-cell is no such rest, and is read as a row."""
+    path = tmp_path / "d.csv"
+    path.write_text(
+        "id,question,answer\n"
+        'a, "x\nmore", z\n'  # lines 2-3: one row
+        'b, "x\nmore\nand ""more""", z\n'  # lines 4-6: one row ("" is a quote in the meant cell)
+        "c,q,ok\n"
+        'd, "x\n'  # line 8: the next quote (line 10's) is mid-cell: lines 9 and 10 are rows
+        "e,q,ok\n"
+        'f,"quoted whole",ok\n',
+        encoding="utf-8",
+    )
+    found = list(iter_rows(path))
+    meant = " (its cell was meant to run on: the row runs from line {} to {})"
+    assert [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)] == [
+        (2, SPACED_QUOTE.format("comma") + meant.format(2, 3), 'a, "x'),
+        (4, SPACED_QUOTE.format("comma") + meant.format(4, 6), 'b, "x'),
+        (8, SPACED_QUOTE.format("comma"), 'd, "x'),
+    ]
+    assert [(line, r.id, r.question) for line, r in found if isinstance(r, Row)] == [
+        (7, "c", "q"),
+        (9, "e", "q"),
+        (10, "f", "quoted whole"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"), [('id, "question, answer\n', 1, 2), ('\nid;x; "question;a\n', 2, 3)]
+)
+def test_a_csv_header_quote_typed_after_a_space_stops_the_dataset_naming_its_line_and_column(
+    tmp_path: Path, text: str, line: int, column: int
+) -> None:
+    """The header's cells were not checked as rows' are: ``id, "question, answer`` named the columns ``"question`` and
+    ``answer"``, so no row had a question, without a word."""
+    path = tmp_path / "d.csv"
+    path.write_text(text + "a,q,ok\n", encoding="utf-8")
+    name = "comma" if "," in text else "semicolon"
+    expected = f"the header row (line {line}), column {column}: a quote typed after a space ('\"question')"
+    with pytest.raises(DatasetError, match=re.escape(expected)) as caught:
+        list(iter_rows(path))
+    assert str(caught.value).endswith(f"remove the spaces between the {name} and the quote")
 
 
 def test_a_csv_quoted_cell_holding_a_comma_space_quote_does_not_make_another_cell_a_spaced_quote(
