@@ -9,7 +9,8 @@ parts of the rows in their order, each an Arrow IPC *stream* (``ArrowWriter`` in
 ``dataset_dict.json`` (``{"splits": ["train", "test"]}``) and such a folder per split: one split is read by giving its
 folder. A row's "line" is its position in the dataset (1-based), its values and column names read as Parquet's, a
 record batch of a shard at a time (save_to_disk writes 1000 rows a batch), made Python values BATCH_ROWS at most at
-once.
+once. Its columns are those load_from_disk gives (``set_format``'s columns, which ``state.json`` keeps), less the
+media features' (``Image``: a file's bytes and path), which no metric reads.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ __all__ = ["is_hf_folder", "iter_hf_disk"]
 #: The file naming a Dataset folder's shards (``_data_files``), and the one naming a DatasetDict's splits.
 STATE_FILE = "state.json"
 DICT_FILE = "dataset_dict.json"
+#: The file holding the features (a column's type as datasets knows it: ``{"_type": "Image"}``).
+INFO_FILE = "dataset_info.json"
+#: datasets' features of files (bytes and a path a value), which no metric reads: their columns are not read.
+MEDIA_FEATURES = frozenset({"Image", "Audio", "Video", "Pdf", "Nifti"})
 
 
 def is_hf_folder(path: Path) -> bool:
@@ -47,13 +52,50 @@ def iter_hf_disk(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
     selection saved as an indices file, or pyarrow missing."""
     shards = _shards(path)
     pa = pyarrow_module(path, "a Hugging Face datasets folder")
+    state, features = _json_object(path / STATE_FILE), _json_object(path / INFO_FILE).get("features")
     number = 0
     for shard in shards:
         try:
             with pa.OSFile(str(shard), "rb") as source, pa.ipc.open_stream(source) as reader:
-                number = yield from table_rows(path, reader.schema, lambda columns: _selected(reader, columns), number)
+                schema = _given_columns(path, reader.schema, state, features if isinstance(features, dict) else {})
+                number = yield from table_rows(path, schema, lambda columns: _selected(reader, columns), number)
         except (pa.ArrowException, OSError) as exc:
             raise DatasetError(f"{path}: its shard {shard.name} is not a readable Arrow stream ({exc})") from exc
+
+
+def _given_columns(path: Path, schema: pa.Schema, state: dict[str, Any], features: dict[str, Any]) -> pa.Schema:
+    """``schema`` of the columns ``load_from_disk`` gives a row (those of ``set_format(columns=...)``, as
+    ``state.json``'s ``_format_columns`` keeps them, unless ``_output_all_columns``), less those of a media feature
+    (MEDIA_FEATURES); DatasetError for a media column named as a row field (``answer`` an Image)."""
+    from .rows import ROW_FIELDS
+
+    shown = state.get("_format_columns")
+    names = (
+        [name for name in schema.names if name in shown]
+        if isinstance(shown, list) and not state.get("_output_all_columns")
+        else schema.names
+    )
+    media = {name: kind for name in names if (kind := _media(features.get(name)))}
+    if read := sorted(name for name in media if name.strip() in ROW_FIELDS):
+        raise DatasetError(f"{path}: its column {read[0]!r} is a datasets {media[read[0]]} feature (a file's bytes "
+                           f"and path), not text: give {read[0].strip()} as text, or remove the column "
+                           f"(ds.remove_columns({read[0]!r}))")  # fmt: skip
+    for i in reversed(range(len(schema.names))):  # Schema.remove keeps the metadata (pandas' row labels)
+        if schema.names[i] not in names or schema.names[i] in media:
+            schema = schema.remove(i)
+    return schema
+
+
+def _media(feature: Any) -> str | None:
+    """The media feature (MEDIA_FEATURES: ``Image``) a column's feature is or holds at any depth (a list of images),
+    else None."""
+    if isinstance(feature, dict):
+        if feature.get("_type") in MEDIA_FEATURES:
+            return str(feature["_type"])
+        feature = [value for key, value in feature.items() if key != "_type"]
+    if isinstance(feature, list):
+        return next((kind for value in feature if (kind := _media(value))), None)
+    return None
 
 
 def _selected(reader: pa.RecordBatchStreamReader, columns: list[str]) -> Iterator[pa.RecordBatch]:

@@ -34,25 +34,39 @@ FEATURES = {
 }
 
 
-def _table(rows: list[dict[str, Any]]) -> pa.Table:
+#: A column of a datasets Image feature, as datasets stores it: a struct of the file's bytes and its path.
+IMAGE = (pa.struct([("bytes", pa.binary()), ("path", pa.string())]), {"_type": "Image"})
+
+
+def _table(rows: list[dict[str, Any]], extra: dict[str, tuple[pa.DataType, Any]]) -> pa.Table:
+    features = {**FEATURES, **{name: feature for name, (_, feature) in extra.items()}}
     schema = pa.schema(
         [
             ("id", pa.string()),
             ("question", pa.string()),
             (" answer ", pa.binary()),
             ("contexts", pa.list_(pa.string())),
+            *((name, kind) for name, (kind, _) in extra.items()),
         ],
-        metadata={"huggingface": json.dumps({"info": {"features": FEATURES}})},
+        metadata={"huggingface": json.dumps({"info": {"features": features}})},
     )
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def save_to_disk(folder: Path, shards: list[list[dict[str, Any]]], split: str | None = "test") -> Path:
-    """``folder`` as ``Dataset.save_to_disk`` writes it: a shard per list of rows, two rows a record batch."""
+def save_to_disk(
+    folder: Path,
+    shards: list[list[dict[str, Any]]],
+    split: str | None = "test",
+    extra: dict[str, tuple[pa.DataType, Any]] | None = None,
+    **state_fields: Any,
+) -> Path:
+    """``folder`` as ``Dataset.save_to_disk`` writes it: a shard per list of rows, two rows a record batch; ``extra``:
+    columns after the usual ones (name: arrow type, datasets feature); ``state_fields``: state.json's values
+    (``_format_columns``)."""
     folder.mkdir(parents=True)
     names = [f"data-{i:05d}-of-{len(shards):05d}.arrow" for i in range(len(shards))]
     for name, rows in zip(names, shards, strict=True):
-        table = _table(rows)
+        table = _table(rows, extra or {})
         with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table, max_chunksize=2)
     state = {
@@ -63,9 +77,11 @@ def save_to_disk(folder: Path, shards: list[list[dict[str, Any]]], split: str | 
         "_format_type": None,
         "_output_all_columns": False,
         "_split": split,
+        **state_fields,
     }
     (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
-    info = {"citation": "", "description": "", "features": FEATURES, "homepage": "", "license": ""}
+    features = {**FEATURES, **{name: feature for name, (_, feature) in (extra or {}).items()}}
+    info = {"citation": "", "description": "", "features": features, "homepage": "", "license": ""}
     (folder / "dataset_info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
     return folder
 
@@ -97,6 +113,47 @@ def test_a_save_to_disk_folder_is_read_in_order_across_its_shards_with_each_bad_
         ]
         assert [(e.line, e.error.split(":")[0]) for e in bad] == [(3, "answer"), (4, "contexts.0")]
         assert "binary that is not UTF-8 text" in bad[0].error
+
+
+@pytest.mark.parametrize("output_all", [False, True])
+def test_a_save_to_disk_folder_saved_with_format_columns_gives_rows_of_those_columns(
+    tmp_path: Path, read: Read, output_all: bool
+) -> None:
+    """``ds.set_format(columns=[...])`` saved: load_from_disk applies state.json's format (``with_format(columns=
+    _format_columns, output_all_columns=_output_all_columns)``), so its rows hold those columns only; every column was
+    read, the contexts a format left out scored too."""
+    folder = save_to_disk(
+        tmp_path / "saved",
+        [[_row(1), _row(2)]],
+        _format_columns=["id", "question", " answer "],
+        _format_type="torch",
+        _output_all_columns=output_all,
+    )
+    ok, bad = read(folder)
+    assert bad == []
+    assert [(r.id, r.answer, [c.text for c in r.contexts]) for r in ok] == [
+        ("q1", "A1", ["c1"] if output_all else []),
+        ("q2", "A2", ["c2"] if output_all else []),
+    ]
+
+
+def test_a_save_to_disk_folder_with_an_image_column_is_read_without_it(tmp_path: Path, read: Read) -> None:
+    """An Image column (datasets stores it as a struct of the file's bytes and path) made every row a bad row,
+    'binary that is not UTF-8 text', though no metric reads it: such media columns are not read. One named as a
+    row field stops the dataset, naming it, instead of a bad row each."""
+    png = {"bytes": b"\x89PNG\r\n\x1a\n\x00\x00", "path": "cat.png"}
+    folder = save_to_disk(
+        tmp_path / "saved",
+        [[_row(1, image=png), _row(2, image=png)], [_row(3, image=None)]],
+        extra={"image": IMAGE, "pages": (pa.list_(IMAGE[0]), {"feature": IMAGE[1], "_type": "Sequence"})},
+    )
+    ok, bad = read(folder)
+    assert bad == []
+    assert [(r.id, r.answer, r.model_extra) for r in ok] == [("q1", "A1", {}), ("q2", "A2", {}), ("q3", "A3", {})]
+    named = save_to_disk(tmp_path / "named", [[_row(1, reference=png)]], extra={"reference": IMAGE})
+    with pytest.raises(DatasetError, match=r"its column 'reference' is a datasets Image feature \(a file's bytes and "
+                       r"path\), not text: give reference as text, or remove the column"):  # fmt: skip
+        list(iter_rows(named))
 
 
 def test_a_dataset_dict_folder_names_its_splits_and_one_split_folder_is_read(tmp_path: Path, read: Read) -> None:
