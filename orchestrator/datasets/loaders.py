@@ -18,6 +18,7 @@ import importlib
 import io
 import json
 import re
+import sys
 import tokenize
 import zlib
 from collections import Counter
@@ -416,10 +417,15 @@ class _LineFeed:
     def read_on(self) -> bool:
         """Read on the row the lines of a quoted cell that a quote typed after a space meant to open, left open at the
         row's end: True when a later line's quote closes it where a cell ends (the lines up to it are the row's);
-        False, the lines given again, at a quote mid-cell, the end of the file, or a cell longer than one may be."""
+        False, the lines given again, at a quote mid-cell, a quote that opens a cell (``e,",y"``, ``e,"`` then
+        ``more"``: a row as the csv module reads it, never taken), the end of the file, or lines held past
+        MAX_LINE_BYTES (as they weigh in memory: a million short lines weigh more than their characters)."""
         keep, size = len(self.row), 0
         for line in self:
-            size += len(line)
+            size += sys.getsizeof(line)
+            at = line.find('"')
+            if at == 0 or (at > 0 and line[at - 1] == self.delimiter):
+                break
             if closed := _quote_runs_on(line, self.delimiter):
                 return True
             if closed is False or size > MAX_LINE_BYTES:

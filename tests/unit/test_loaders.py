@@ -663,6 +663,39 @@ def test_a_csv_quote_typed_after_a_space_to_open_a_cell_of_several_lines_takes_t
     ]
 
 
+def test_a_csv_quote_typed_after_a_space_never_takes_a_line_whose_quote_opens_a_cell(tmp_path: Path) -> None:
+    """A line whose first quote opens a cell is a row as the csv module reads it (``b,q,",y"``: the answer ``,y``;
+    ``d,q,"`` then ``more"``: a cell of two lines; ``f,"",ok``: an empty cell): the meant cell of a quote typed after a
+    space above it does not run on into it. Each was taken into that bad row (the first two as the meant cell's
+    closing quote, ``more"`` then read as a row of its own), and so was the row after ``f``'s."""
+    path = tmp_path / "d.csv"
+    path.write_text(
+        'id,question,answer\na, "x\nb,q,",y"\nc, "x\nd,q,"\nmore"\ne, "x\nf,"",ok\ng,q,a"\n', encoding="utf-8"
+    )
+    found = list(iter_rows(path))
+    assert [(line, r.error) for line, r in found if isinstance(r, RowError)] == [
+        (2, SPACED_QUOTE.format("comma")),
+        (4, SPACED_QUOTE.format("comma")),
+        (7, SPACED_QUOTE.format("comma")),
+    ]
+    assert [(line, r.id, r.question, r.answer) for line, r in found if isinstance(r, Row)] == [
+        (3, "b", "q", ",y"),
+        (5, "d", "q", "\nmore"),
+        (8, "f", None, "ok"),
+        (9, "g", "q", 'a"'),
+    ]
+
+
+def test_a_csv_quote_typed_after_a_space_reads_on_no_more_lines_than_64_mib_hold(tmp_path: Path) -> None:
+    """The lines read on for the meant cell are held till its closing quote: a cap of their characters let 64
+    million short lines be held (gigabytes). Past 64 MiB of lines held they are given again and read as rows."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,question,answer\na, "x\n' + "\n" * 2_000_000 + 'g,q,a"\n', encoding="utf-8")
+    found = list(iter_rows(path))
+    assert [(line, r.error) for line, r in found if isinstance(r, RowError)] == [(2, SPACED_QUOTE.format("comma"))]
+    assert [(line, r.id, r.answer) for line, r in found if isinstance(r, Row)] == [(2_000_003, "g", 'a"')]
+
+
 @pytest.mark.parametrize(
     ("text", "line", "column"), [('id, "question, answer\n', 1, 2), ('\nid;x; "question;a\n', 2, 3)]
 )
