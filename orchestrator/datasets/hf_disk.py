@@ -10,7 +10,8 @@ parts of the rows in their order, each an Arrow IPC *stream* (``ArrowWriter`` in
 folder. A row's "line" is its position in the dataset (1-based), its values and column names read as Parquet's, a
 record batch of a shard at a time (save_to_disk writes 1000 rows a batch), made Python values BATCH_ROWS at most at
 once. Its columns are those load_from_disk gives (``set_format``'s columns, which ``state.json`` keeps), less the
-media features' (``Image``: a file's bytes and path), which no metric reads.
+media features' (``Image``: a file's bytes and path; ``dataset_info.json``'s features, else a shard schema's), which no
+metric reads.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def iter_hf_disk(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
     for shard in shards:
         try:
             with pa.OSFile(str(shard), "rb") as source, pa.ipc.open_stream(source) as reader:
-                schema = _given_columns(path, reader.schema, state, features if isinstance(features, dict) else {})
+                shown = features if isinstance(features, dict) else _schema_features(reader.schema)
+                schema = _given_columns(path, reader.schema, state, shown)
                 number = yield from table_rows(path, schema, lambda columns: _selected(reader, columns), number)
         except (pa.ArrowException, OSError) as exc:
             raise DatasetError(f"{path}: its shard {shard.name} is not a readable Arrow stream ({exc})") from exc
@@ -66,8 +68,8 @@ def iter_hf_disk(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
 def _given_columns(path: Path, schema: pa.Schema, state: dict[str, Any], features: dict[str, Any]) -> pa.Schema:
     """``schema`` of the columns ``load_from_disk`` gives a row (those of ``set_format(columns=...)``, as
     ``state.json``'s ``_format_columns`` keeps them, unless ``_output_all_columns``), less those of a media feature
-    (MEDIA_FEATURES); DatasetError for a media column named as a row field (``answer`` an Image)."""
-    from .rows import ROW_FIELDS
+    (MEDIA_FEATURES); DatasetError for a media column named as a row field or its alias (``answer`` an Image)."""
+    from .rows import FIELD_NAMES
 
     shown = state.get("_format_columns")
     names = (
@@ -76,14 +78,28 @@ def _given_columns(path: Path, schema: pa.Schema, state: dict[str, Any], feature
         else schema.names
     )
     media = {name: kind for name in names if (kind := _media(features.get(name)))}
-    if read := sorted(name for name in media if name.strip() in ROW_FIELDS):
+    if read := sorted(name for name in media if name.strip() in FIELD_NAMES):
         raise DatasetError(f"{path}: its column {read[0]!r} is a datasets {media[read[0]]} feature (a file's bytes "
-                           f"and path), not text: give {read[0].strip()} as text, or remove the column "
+                           f"and path), not text: give {FIELD_NAMES[read[0].strip()]} as text, or remove the column "
                            f"(ds.remove_columns({read[0]!r}))")  # fmt: skip
     for i in reversed(range(len(schema.names))):  # Schema.remove keeps the metadata (pandas' row labels)
         if schema.names[i] not in names or schema.names[i] in media:
             schema = schema.remove(i)
     return schema
+
+
+def _schema_features(schema: pa.Schema) -> dict[str, Any]:
+    """The features datasets' ArrowWriter keeps in a shard's schema (``huggingface``: ``{"info": {"features":
+    ...}}``), which load_from_disk reads where dataset_info.json has none; {} when it has none either."""
+    from .loaders import loads_json
+
+    try:
+        kept = loads_json((schema.metadata or {}).get(b"huggingface", b"{}"))
+    except ValueError:  # not JSON (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+        return {}
+    info = kept.get("info") if isinstance(kept, dict) else None
+    features = info.get("features") if isinstance(info, dict) else None
+    return features if isinstance(features, dict) else {}
 
 
 def _media(feature: Any) -> str | None:

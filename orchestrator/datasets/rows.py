@@ -293,15 +293,24 @@ FOREIGN_NAMES = {
 OTHER_NAMES = frozenset({"query", "context"})
 
 
-def _row_field_names() -> dict[str, str]:
-    """Normalised name -> row field, for every field and alias (``gold_answer`` -> ``reference``) and the
-    columns of other tools that hold one in another shape (FOREIGN_NAMES)."""
-    names = dict(FOREIGN_NAMES)
+def _field_names() -> dict[str, str]:
+    """Column name -> the row field a row reads it as: each field's own name and its aliases'."""
+    names = {}
     for name, info in Row.model_fields.items():
         aliases = getattr(info.validation_alias, "choices", None) or []
         for alias in [name, *(a for a in aliases if isinstance(a, str))]:
-            names[_normal(alias)] = name
+            names[alias] = name
     return names
+
+
+#: The row field a column of each name is read as: the field's own name or an alias (``gold_answer``: reference).
+FIELD_NAMES = _field_names()
+
+
+def _row_field_names() -> dict[str, str]:
+    """Normalised name -> row field, for every field and alias (``gold_answer`` -> ``reference``) and the
+    columns of other tools that hold one in another shape (FOREIGN_NAMES)."""
+    return FOREIGN_NAMES | {_normal(alias): name for alias, name in FIELD_NAMES.items()}
 
 
 _ROW_FIELDS = _row_field_names()

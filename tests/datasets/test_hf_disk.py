@@ -156,6 +156,25 @@ def test_a_save_to_disk_folder_with_an_image_column_is_read_without_it(tmp_path:
         list(iter_rows(named))
 
 
+def test_a_save_to_disk_folder_without_dataset_info_finds_its_media_columns_in_the_shard_schema(
+    tmp_path: Path, read: Read
+) -> None:
+    """Without dataset_info.json (a folder copied without it) the features are those its shards' schema keeps
+    (``huggingface``'s ``info``), as load_from_disk reads them: its Image column was read, a bad row each. A media
+    column named as a row field's alias (``ground_truth``: reference) stops the dataset, as one named as the field
+    does: it was dropped, the rows read as giving no reference, without a word."""
+    png = {"bytes": b"\x89PNG\r\n\x1a\n\x00\x00", "path": "cat.png"}
+    folder = save_to_disk(tmp_path / "saved", [[_row(1, image=png), _row(2, image=None)]], extra={"image": IMAGE})
+    (folder / "dataset_info.json").unlink()
+    ok, bad = read(folder)
+    assert bad == []
+    assert [(r.id, r.answer, r.model_extra) for r in ok] == [("q1", "A1", {}), ("q2", "A2", {})]
+    named = save_to_disk(tmp_path / "named", [[_row(1, ground_truth=png)]], extra={"ground_truth": IMAGE})
+    with pytest.raises(DatasetError, match=r"its column 'ground_truth' is a datasets Image feature \(a file's bytes "
+                       r"and path\), not text: give reference as text, or remove the column"):  # fmt: skip
+        list(iter_rows(named))
+
+
 def test_a_dataset_dict_folder_names_its_splits_and_one_split_folder_is_read(tmp_path: Path, read: Read) -> None:
     """A DatasetDict's folder holds a folder per split: which one to score is the user's to say, by giving it."""
     folder = tmp_path / "dd"
