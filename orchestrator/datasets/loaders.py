@@ -292,13 +292,32 @@ def _spaced_quote(cells: list[str], delimiter: str, lines: list[str]) -> tuple[i
     return None
 
 
-def _spaced_quote_error(column: str, cell: str, delimiter: str) -> str:
-    """What a cell (of ``column``: its name, or its number) holding a quote typed after a space is told."""
+def _spaced_quote_error(column: str, cell: str, delimiter: str, field: str = "") -> str:
+    """What a cell (of ``column``: its name, or its number) holding a quote typed after a space is told; ``field``:
+    the row field a header cell quoted whole after a space names (``id, "question"``)."""
     separator = DELIMITER_NAMES.get(delimiter, repr(delimiter))
     typed = cell.strip() if len(cell.strip()) <= 40 else f"{cell.strip()[:40]}..."
+    so = (f"the column is named {typed!r}, quotes and all, and no row has its {field}" if field
+          else f"the cell ends at the next {separator} or line end")  # fmt: skip
     return (f"column {column}: a quote typed after a space ({typed!r}) is text in CSV, not the start of a quoted "
-            f"cell, so the cell ends at the next {separator} or line end: remove the spaces between the {separator} "
-            "and the quote")  # fmt: skip
+            f"cell, so {so}: remove the spaces between the {separator} and the quote")  # fmt: skip
+
+
+def _field_quoted_after_a_space(header: list[str], delimiter: str, lines: list[str]) -> tuple[int, str] | None:
+    """The index of the first header cell quoted whole after a space (``id, "question"``) whose name in the quotes
+    is a row field's (as the near-miss warning reads it: ``"Question"`` too), and that field; else None. CSV reads
+    such a cell as text, quotes and all, so its column is no field; one quoted right after the separator is not."""
+    from .rows import _field_like  # rows reads through this module
+
+    text = "".join(lines)
+    starts: list[int] | None = None  # where the row's cells start in its text, found for the first suspect cell only
+    for i, name in enumerate(header):
+        inner = name.strip(" ")
+        if name[:1] == " " and len(inner) > 1 and inner[0] == inner[-1] == '"' and (field := _field_like(inner[1:-1])):
+            starts = _cell_starts(text, delimiter) if starts is None else starts
+            if i < len(starts) and not text.startswith('"', starts[i]):
+                return i, field
+    return None
 
 
 def _quote_runs_on(text: str, delimiter: str) -> bool | None:
@@ -529,6 +548,9 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             raise DatasetError(f"{path}: a quote in the header row (line {start}) is never closed")
         if (spaced := _spaced_quote(header, delimiter, feed.row)) is not None:
             error = _spaced_quote_error(str(spaced[0] + 1), header[spaced[0]], delimiter)
+            raise DatasetError(f"{path}: the header row (line {start}), {error}")
+        if (quoted := _field_quoted_after_a_space(header, delimiter, feed.row)) is not None:
+            error = _spaced_quote_error(str(quoted[0] + 1), header[quoted[0]], delimiter, quoted[1])
             raise DatasetError(f"{path}: the header row (line {start}), {error}")
         if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
             raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")

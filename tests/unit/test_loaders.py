@@ -713,6 +713,39 @@ def test_a_csv_header_quote_typed_after_a_space_stops_the_dataset_naming_its_lin
     assert str(caught.value).endswith(f"remove the spaces between the {name} and the quote")
 
 
+@pytest.mark.parametrize(
+    ("header", "column", "typed", "field"),
+    [
+        ('id, "question", answer', 2, '"question"', "question"),
+        ('id,question,answer, "Ground truth"', 4, '"Ground truth"', "reference"),
+    ],
+)
+def test_a_csv_header_cell_quoted_whole_after_a_space_naming_a_row_field_stops_the_dataset(
+    tmp_path: Path, header: str, column: int, typed: str, field: str
+) -> None:
+    """``id, "question"``: the csv module names the column ``"question"``, quotes and all, so no row had a question,
+    without a word (no near-miss warning either: the quotes are in the name)."""
+    path = tmp_path / "d.csv"
+    path.write_text(f"{header}\na,q,ok,r\n", encoding="utf-8")
+    expected = (f"the header row (line 1), column {column}: a quote typed after a space ({typed!r}) is text in CSV, "
+                f"not the start of a quoted cell, so the column is named {typed!r}, quotes and all, and no row has "
+                f"its {field}: remove the spaces between the comma and the quote")  # fmt: skip
+    with pytest.raises(DatasetError, match=re.escape(expected)):
+        list(iter_rows(path))
+
+
+def test_a_csv_header_cell_quoted_whole_after_a_space_naming_no_row_field_or_quoted_right_is_read(
+    tmp_path: Path,
+) -> None:
+    """A column of no row field quoted after a space (`` "notes"``) is the user's own data, named as the csv module
+    names it; a cell quoted right after the comma whose text is `` "answer"`` (its quotes doubled) is no such cell."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,question, "notes"," ""answer"""\na,q,n,ok\n', encoding="utf-8")
+    [(_, row)] = list(iter_rows(path))
+    assert isinstance(row, Row)
+    assert (row.id, row.question, row.answer, row.model_extra) == ("a", "q", None, {'"notes"': "n", '"answer"': "ok"})
+
+
 def test_a_csv_quoted_cell_holding_a_comma_space_quote_does_not_make_another_cell_a_spaced_quote(
     tmp_path: Path,
 ) -> None:
