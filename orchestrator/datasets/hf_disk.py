@@ -27,7 +27,7 @@ from .parquet import BATCH_ROWS, pyarrow_module, table_rows
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["is_hf_folder", "iter_hf_disk"]
+__all__ = ["is_hf_folder", "iter_hf_disk", "media_columns"]
 
 #: The file naming a Dataset folder's shards (``_data_files``), and the one naming a DatasetDict's splits.
 STATE_FILE = "state.json"
@@ -53,24 +53,49 @@ def iter_hf_disk(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
     selection saved as an indices file, or pyarrow missing."""
     shards = _shards(path)
     pa = pyarrow_module(path, "a Hugging Face datasets folder")
-    state, features = _json_object(path / STATE_FILE), _json_object(path / INFO_FILE).get("features")
     number = 0
     for shard in shards:
         try:
             with pa.OSFile(str(shard), "rb") as source, pa.ipc.open_stream(source) as reader:
-                shown = features if isinstance(features, dict) else _schema_features(reader.schema)
-                schema = _given_columns(path, reader.schema, state, shown)
+                schema = _given_columns(path, reader.schema)
                 number = yield from table_rows(path, schema, lambda columns: _selected(reader, columns), number)
         except (pa.ArrowException, OSError) as exc:
             raise DatasetError(f"{path}: its shard {shard.name} is not a readable Arrow stream ({exc})") from exc
 
 
-def _given_columns(path: Path, schema: pa.Schema, state: dict[str, Any], features: dict[str, Any]) -> pa.Schema:
-    """``schema`` of the columns ``load_from_disk`` gives a row (those of ``set_format(columns=...)``, as
-    ``state.json``'s ``_format_columns`` keeps them, unless ``_output_all_columns``), less those of a media feature
-    (MEDIA_FEATURES); DatasetError for a media column named as a row field or its alias (``answer`` an Image)."""
+def media_columns(path: Path) -> dict[str, str]:
+    """The columns of a media feature (name: ``Image``) that the rows of the Dataset folder ``path`` leave out, as
+    its first shard holds them (said before a run); {} where it has none or is no folder whose rows are read."""
+    try:
+        shard = _shards(path)[0]
+        pa = pyarrow_module(path, "a Hugging Face datasets folder")
+    except (DatasetError, IndexError):  # no Dataset folder, no shard, or no pyarrow
+        return {}
+    try:
+        with pa.OSFile(str(shard), "rb") as source, pa.ipc.open_stream(source) as reader:
+            return _media_columns(path, reader.schema)[1]
+    except (pa.ArrowException, OSError, DatasetError):
+        return {}
+
+
+def _given_columns(path: Path, schema: pa.Schema) -> pa.Schema:
+    """``schema`` of the columns ``load_from_disk`` gives a row, less those of a media feature (_media_columns)."""
+    names, media = _media_columns(path, schema)
+    for i in reversed(range(len(schema.names))):  # Schema.remove keeps the metadata (pandas' row labels)
+        if schema.names[i] not in names or schema.names[i] in media:
+            schema = schema.remove(i)
+    return schema
+
+
+def _media_columns(path: Path, schema: pa.Schema) -> tuple[list[str], dict[str, str]]:
+    """The columns of ``schema`` that ``load_from_disk`` gives a row (those of ``set_format(columns=...)``, as
+    ``state.json``'s ``_format_columns`` keeps them, unless ``_output_all_columns``), and those of them of a media
+    feature (MEDIA_FEATURES: name -> ``Image``), as ``dataset_info.json``'s features say, else the shard schema's;
+    DatasetError for a media column named as a row field or its alias (``answer`` an Image)."""
     from .rows import FIELD_NAMES
 
+    state, features = _json_object(path / STATE_FILE), _json_object(path / INFO_FILE).get("features")
+    features = features if isinstance(features, dict) else _schema_features(schema)
     shown = state.get("_format_columns")
     names = (
         [name for name in schema.names if name in shown]
@@ -82,10 +107,7 @@ def _given_columns(path: Path, schema: pa.Schema, state: dict[str, Any], feature
         raise DatasetError(f"{path}: its column {read[0]!r} is a datasets {media[read[0]]} feature (a file's bytes "
                            f"and path), not text: give {FIELD_NAMES[read[0].strip()]} as text, or remove the column "
                            f"(ds.remove_columns({read[0]!r}))")  # fmt: skip
-    for i in reversed(range(len(schema.names))):  # Schema.remove keeps the metadata (pandas' row labels)
-        if schema.names[i] not in names or schema.names[i] in media:
-            schema = schema.remove(i)
-    return schema
+    return names, media
 
 
 def _schema_features(schema: pa.Schema) -> dict[str, Any]:

@@ -219,6 +219,8 @@ class DatasetScan:
     #: An nlp-project questions file read without its predictions, so no row has an answer (its own ``answer`` is
     #: the gold one, read as ``reference``).
     questions_alone: bool = False
+    #: A Hugging Face datasets folder's columns of a media feature, not read (hf_disk.media_columns): name -> feature.
+    media_columns: dict[str, str] = field(default_factory=dict)
 
     def warnings(self, filled: Container[str] = frozenset(), caller: Caller = CLI) -> list[str]:
         """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``).
@@ -233,6 +235,11 @@ class DatasetScan:
         if self.rows and self.fields_seen <= {"id"}:
             out.append("no row has a field besides its id, so no metric will find anything to score (the wrong "
                        f"{caller.option('format')}, or columns that are no row field?)")  # fmt: skip
+        if self.media_columns:
+            n = len(self.media_columns)
+            named = ", ".join(f"{col!r} ({kind})" for col, kind in self.media_columns.items())
+            out.append(f"{noun(n, 'column')} {named} {agree(n, 'holds', 'hold')} files (a datasets media feature: "
+                       f"bytes and a path) that no metric reads: {agree(n, 'it is', 'they are')} not read")  # fmt: skip
         if self.near_misses:
             named = ", ".join(f"{col!r} ({did_you_mean([fld])})" for col, fld in self.near_misses.items())
             cased = any(_normal(col) not in FOREIGN_NAMES for col in self.near_misses)
@@ -444,6 +451,10 @@ def scan_dataset(
             f"{named.name}: {counted(scan.duplicate_count, 'duplicate id')}: {shown}. {unique}; nothing was submitted."
         )
     scan.questions_alone = "answer" not in scan.fields_seen and _questions_alone(path, fmt, options, caller)
+    if fmt in (None, "hf-disk") and path.is_dir():
+        from .hf_disk import media_columns
+
+        scan.media_columns = media_columns(path)
     if scan.rows == 0:
         if not scan.failed:
             raise DatasetError(f"{named.name}: no rows to score; nothing was submitted.")

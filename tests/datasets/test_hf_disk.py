@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from orchestrator.datasets import detect_format, iter_rows
+from orchestrator.datasets import detect_format, iter_rows, scan_dataset
 from ragscore_workers.errors import DatasetError
 
 from ..support import ROOT
@@ -150,6 +150,11 @@ def test_a_save_to_disk_folder_with_an_image_column_is_read_without_it(tmp_path:
     ok, bad = read(folder)
     assert bad == []
     assert [(r.id, r.answer, r.model_extra) for r in ok] == [("q1", "A1", {}), ("q2", "A2", {}), ("q3", "A3", {})]
+    for fmt in (None, "hf-disk"):  # said before a run: a user of a multimodal dataset is not left guessing
+        assert scan_dataset(folder, fmt, on_error=lambda _: None).warnings() == [
+            "columns 'image' (Image), 'pages' (Image) hold files (a datasets media feature: bytes and a path) that "
+            "no metric reads: they are not read"
+        ]
     named = save_to_disk(tmp_path / "named", [[_row(1, reference=png)]], extra={"reference": IMAGE})
     with pytest.raises(DatasetError, match=r"its column 'reference' is a datasets Image feature \(a file's bytes and "
                        r"path\), not text: give reference as text, or remove the column"):  # fmt: skip
