@@ -1209,8 +1209,9 @@ def worker(
     from .connection import worker_eviction_warnings
 
     answered = _check_broker_for_workers(url, names, settings)
+    store = _check_store_for_workers(url, settings, broker=answered)
     backend = _check_backend_for_workers(url, settings)
-    _warn_of_eviction(worker_eviction_warnings(url, settings, broker=answered, backend=backend))
+    _warn_of_eviction(worker_eviction_warnings(url, settings, broker=answered, store=store, backend=backend))
     if stop_timeout is None:
         stop_timeout = max(QUEUE_LIMITS[q][1] for q in [*names, CONTROL_QUEUE] if q in QUEUE_LIMITS) + 30.0
     for gap in host_gaps(names):
@@ -1300,6 +1301,26 @@ def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -
         print_warning(f"cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
                       "every 10 s until it answers")  # fmt: skip
     return problem is None
+
+
+def _check_store_for_workers(url: str, settings: Settings, *, broker: bool) -> bool:
+    """Where RAGSCORE_STORE_URL is another database or user than the broker's at ``url``, its user is checked for the
+    run store's writes (:data:`.acl.STORE`), where its workers write every result: a wrong password stops ``ragscore
+    worker`` (exit 1), as the broker's does, and a user that may not write there too (ConfigError, exit 2), where its
+    workers started and failed every task; a store that does not answer only warns, as the broker does. Whether it
+    answered (``broker``, whether the broker answered, where the store is the broker's database and user)."""
+    from ragscore_workers.acl import STORE
+    from ragscore_workers.store import probe_redis
+
+    from .connection import STORE_REDIS, store_apart
+
+    if not (store := store_apart(url, settings)):
+        return broker
+    if problem := probe_redis(store, STORE_REDIS, (STORE,)):
+        print_warning(f"cannot reach {STORE_REDIS} at {redact_url(store)} ({problem}); the workers write every "
+                      "result there")  # fmt: skip
+        return False
+    return True
 
 
 def _check_backend_for_workers(url: str, settings: Settings) -> bool:

@@ -42,6 +42,7 @@ __all__ = [
     "connect_lane",
     "eviction_warnings",
     "reach_broker",
+    "store_apart",
     "worker_eviction_warnings",
 ]
 
@@ -151,14 +152,15 @@ def eviction_warnings(store: RunStore, broker_url: str, settings: Settings) -> l
     return _once_per_server(named, backend_apart(broker_url, settings))
 
 
-def worker_eviction_warnings(broker_url: str, settings: Settings, *, broker: bool, backend: bool) -> list[str]:
+def worker_eviction_warnings(
+    broker_url: str, settings: Settings, *, broker: bool, store: bool, backend: bool
+) -> list[str]:
     """What may evict the work ``ragscore worker`` serves from the broker at ``broker_url``, as
-    :func:`eviction_warnings` says it: the run store's Redis where ``RAGSCORE_STORE_URL`` is set (the workers write
-    their results there; on the broker's server, where the broker answered), the broker's where it answered
-    (``broker``), and the result backend's where it is apart and answered (``backend``). Each checked by a client
-    of its own, closed after."""
+    :func:`eviction_warnings` says it: the run store's Redis where ``RAGSCORE_STORE_URL`` is set and answered
+    (``store``: the workers write their results there), the broker's where it answered (``broker``), and the result
+    backend's where it is apart and answered (``backend``). Each checked by a client of its own, closed after."""
     urls = [broker_url] if broker else []
-    if settings.store_url and (broker or _broker_apart(broker_url, settings)):
+    if settings.store_url and store:
         urls.insert(0, settings.store_url)  # first, as eviction_warnings says it
     with contextlib.ExitStack() as opened:
         named = [(opened.enter_context(redis_client(url, BROKER_CHECK_S, retries=0)), url) for url in urls]
@@ -197,6 +199,13 @@ def check_queues(store: RunStore, broker_url: str, queues: Iterable[str]) -> Non
 def cannot_use(url: str, what: str, problem: str) -> BrokerError:
     """The error of a Redis (``what``, at ``url``: its password hidden) that did not answer, and why."""
     return BrokerError(f"Cannot use {what} at {redact_url(url)}: {problem}")
+
+
+def store_apart(broker_url: str, settings: Settings) -> str | None:
+    """RAGSCORE_STORE_URL where it is another database or user than the broker's at ``broker_url`` (whose probe does
+    not reach it), else None."""
+    store = settings.store_url
+    return store if store and _database(store) != _database(broker_url) else None
 
 
 def backend_apart(broker_url: str, settings: Settings) -> str | None:

@@ -339,7 +339,7 @@ def test_ragscore_worker_checks_the_run_stores_redis_for_eviction_and_closes_its
     admins = [redis.Redis(port=server.port, client_name="admin") for server in (broker, store, backend)]
 
     def warned_of(settings: Settings, *, broker_answered: bool = True) -> list[str]:
-        said = worker_eviction_warnings(broker.url, settings, broker=broker_answered, backend=True)
+        said = worker_eviction_warnings(broker.url, settings, broker=broker_answered, store=True, backend=True)
         return [text.split(": its maxmemory-policy is allkeys-lru")[0] for text in said]
 
     try:
@@ -988,6 +988,53 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
             stop_worker_command(proc)
         finally:
             held.close()
+
+
+def test_a_worker_refuses_a_wrong_store_password_and_warns_of_an_unreachable_store(tmp_path: Path) -> None:
+    """`ragscore worker` probed the broker and the result backend, not RAGSCORE_STORE_URL's Redis apart, where its
+    workers write every result: with a wrong password there it started, and every task failed. It is refused now
+    (exit 1, naming the store's URL, its password hidden), and a store that does not answer is warned of by name, as
+    an unreachable broker is: the workers start and keep retrying."""
+    import os
+    import sys
+
+    from ..support import ROOT
+
+    broker = RedisProcess(tmp_path / "broker").start()
+    store = RedisProcess(tmp_path / "store", "--requirepass", PASSWORD).start_without_ping()
+    wrong = f"redis://:{PASSWORD}-wrong@127.0.0.1:{store.port}/0"
+    held = socket.socket()  # bound, never listening: refuses every connection
+    held.bind(("127.0.0.1", 0))
+    closed = f"redis://:{PASSWORD}@127.0.0.1:{held.getsockname()[1]}/0"
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "COLUMNS": "250"}
+    proc = None
+    try:
+        said = _ragscore("worker", "-Q", "cpu", "--broker", broker.url, home=tmp_path / "home",
+                         RAGSCORE_STORE_URL=wrong, COLUMNS="250")  # fmt: skip
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 1, text
+        redacted = f"redis://:***@127.0.0.1:{store.port}/0"
+        assert f"Cannot use the run store's Redis (RAGSCORE_STORE_URL) at {redacted}" in text, text
+        assert PASSWORD not in text and "workers up" not in text, text
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "--broker", broker.url],
+            stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**env, "RAGSCORE_STORE_URL": closed},
+            start_new_session=True,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        port = held.getsockname()[1]
+        assert first.startswith(f"Warning: cannot reach the run store's Redis (RAGSCORE_STORE_URL) at "
+                                f"redis://:***@127.0.0.1:{port}/0"), first  # fmt: skip
+        assert "the workers write every result there" in first and PASSWORD not in first, first
+    finally:
+        try:
+            if proc is not None:
+                stop_worker_command(proc)
+        finally:
+            held.close()
+            store.stop()
+            broker.stop()
 
 
 def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_send_works(
