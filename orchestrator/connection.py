@@ -21,7 +21,14 @@ from ragscore_workers.app import configure
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import Settings, get_settings
-from ragscore_workers.store import RunStore, eviction_warning, probe_redis, redis_client, store_url_for_redis_py
+from ragscore_workers.store import (
+    EVICTS_WORK,
+    RunStore,
+    eviction_warning,
+    probe_redis,
+    redis_client,
+    store_url_for_redis_py,
+)
 
 from .embedded_redis import lane_url
 from .loopback import LOOPBACK_HOSTS
@@ -177,13 +184,22 @@ def _once_per_server(named: list[tuple[redis.Redis, str]], backend: str | None) 
         return all(_servers_apart(url, other) for other in said)
 
     for client, url in named:
-        if unsaid(url) and (warning := eviction_warning(client, url)):
+        if unsaid(url) and (warning := eviction_warning(client, url, evicts=_evicts(url, backend))):
             said[url] = warning
     if backend and unsaid(backend):
         with redis_client(backend, BROKER_CHECK_S, retries=0) as client:
             if warning := eviction_warning(client, backend, BACKEND_REDIS, BACKEND_EVICTS):
                 said[backend] = warning
     return list(said.values())
+
+
+def _evicts(url: str, backend: str | None) -> str:
+    """What the Redis server at ``url`` loses when it evicts (:func:`eviction_warning`'s ``evicts``): a run's work,
+    and Celery's chord counters where the result backend at ``backend`` (None: none apart) is another database of it,
+    said in the one warning of that server (the backend's own wording was lost there)."""
+    if backend is None or _servers_apart(url, backend):
+        return EVICTS_WORK
+    return f"{EVICTS_WORK}; in {BACKEND_REDIS} at {redact_url(backend)}, {BACKEND_EVICTS}"
 
 
 def check_queues(store: RunStore, broker_url: str, queues: Iterable[str]) -> None:

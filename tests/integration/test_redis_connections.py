@@ -320,6 +320,8 @@ def test_a_result_backend_on_its_own_redis_is_checked_for_eviction(tmp_path: Pat
         redis.Redis(port=broker.port).config_set("maxmemory", "1gb")
         said = warned_of(broker.url, f"redis://127.0.0.1:{broker.port}/1")  # the broker's server: said once
         assert [s.split(": its")[0] for s in said] == [f"the Redis at {broker.url}"], said
+        beside = f"in {BACKEND_REDIS} at redis://127.0.0.1:{broker.port}/1, {BACKEND_EVICTS}; set maxmemory-policy"
+        assert beside in said[0], said  # its own cost, not the broker's alone
     finally:
         backend.stop()
         broker.stop()
@@ -348,6 +350,8 @@ def test_ragscore_worker_checks_the_run_stores_redis_for_eviction_and_closes_its
         assert warned_of(settings, broker_answered=False) == both  # the store apart: checked all the same
         beside = settings.model_copy(update={"result_backend": f"redis://127.0.0.1:{store.port}/1"})
         assert warned_of(beside) == [f"the Redis at {store_url}"]  # the store's server: said once
+        said = worker_eviction_warnings(broker.url, beside, broker=True, store=True, backend=True)
+        assert f"{BACKEND_REDIS} at {beside.result_backend}, {BACKEND_EVICTS}" in said[0], said  # with its cost
         for admin in admins:  # each check's client closed: only the admin's connection left
             assert until(lambda a=admin: [c["name"] for c in a.client_list()] == ["admin"], 60), admin.client_list()
     finally:
