@@ -1288,15 +1288,17 @@ def _unknown_queue(name: str, known: Iterable[str], control: str) -> str:
 def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -> bool:
     """Whether the broker answers. A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and
     so does a database Redis refuses, or an ACL user that may not use ``queues``, nor Celery's results where they
-    are kept with the broker (ConfigError, exit 2: the URL or the user is wrong); an unreachable broker, or one
-    whose host name does not resolve (yet), only warns, since workers may start before their Redis and keep
-    retrying."""
-    from ragscore_workers.acl import broker_role
+    are kept with the broker, nor the run store's writes where it is the broker's database and user
+    (RAGSCORE_STORE_URL unset: its workers write every result there), as :func:`.connection.connect` checks a run's
+    (ConfigError, exit 2: the URL or the user is wrong); an unreachable broker, or one whose host name does not
+    resolve (yet), only warns, since workers may start before their Redis and keep retrying."""
+    from ragscore_workers.acl import STORE, broker_role
     from ragscore_workers.store import probe_redis
 
-    from .connection import broker_roles
+    from .connection import broker_roles, store_apart
 
-    problem = probe_redis(url, roles=broker_roles(url, settings, broker_role(queues)))
+    roles = broker_roles(url, settings, broker_role(queues))
+    problem = probe_redis(url, roles=roles if store_apart(url, settings) else (*roles, STORE))
     if problem:
         print_warning(f"cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
                       "every 10 s until it answers")  # fmt: skip
@@ -1307,8 +1309,9 @@ def _check_store_for_workers(url: str, settings: Settings, *, broker: bool) -> b
     """Where RAGSCORE_STORE_URL is another database or user than the broker's at ``url``, its user is checked for the
     run store's writes (:data:`.acl.STORE`), where its workers write every result: a wrong password stops ``ragscore
     worker`` (exit 1), as the broker's does, and a user that may not write there too (ConfigError, exit 2), where its
-    workers started and failed every task; a store that does not answer only warns, as the broker does. Whether it
-    answered (``broker``, whether the broker answered, where the store is the broker's database and user)."""
+    workers started and failed every task; a store that does not answer only warns, as the broker does (the
+    broker's database and user is checked in the broker's probe). Whether it answered (``broker``, whether the
+    broker answered, where the store is the broker's database and user)."""
     from ragscore_workers.acl import STORE
     from ragscore_workers.store import probe_redis
 

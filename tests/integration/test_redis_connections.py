@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.connection import BACKEND_EVICTS, BACKEND_REDIS, eviction_warnings, worker_eviction_warnings
+from orchestrator.connection import (
+    BACKEND_EVICTS,
+    BACKEND_REDIS,
+    STORE_REDIS,
+    eviction_warnings,
+    worker_eviction_warnings,
+)
 from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, ConfigError
@@ -1039,6 +1045,42 @@ def test_a_worker_refuses_a_wrong_store_password_and_warns_of_an_unreachable_sto
             held.close()
             store.stop()
             broker.stop()
+
+
+def test_a_workers_run_store_user_is_checked_for_its_writes_as_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragscore worker` did not check that the user of its run store may write it (``ragscore:*``), where its
+    workers write every result: RAGSCORE_STORE_URL's user apart, or the broker's where it is unset, as run and submit
+    check it. Either is refused at once now (exit 2, naming the user, the commands and the rule, its password
+    hidden); a broker user without the store's keys still serves a store of another user, and its run finishes."""
+    kombu = "~cpu* ~control* ~_kombu.* ~unacked* ~*.reply.celery.pidbox*"  # queues, bindings, control replies
+    users = ["default off", "good on >good-pw ~* &* +@all", "other on >other-pw ~other:* &* +@all",
+             f"queues on >queues-pw {kombu} ~celery-* &* +@all"]  # fmt: skip
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, queues, home = f"redis://good:good-pw@{base}", f"redis://queues:queues-pw@{base}", tmp_path / "home"
+    rule = "the run store needs its keys and channels, e.g. ACL SETUSER {user} ~ragscore:* &* +@all"
+    worker = None
+    try:
+        for broker, store, user, what in ((good, f"redis://other:other-pw@{base}", "other", STORE_REDIS),
+                                          (queues, None, "queues", "Redis")):  # fmt: skip
+            said = _ragscore("worker", "-Q", "cpu", home=home, RAGSCORE_BROKER_URL=broker,
+                             **({"RAGSCORE_STORE_URL": store} if store else {}))  # fmt: skip
+            text = " ".join(said.stderr.split())
+            assert said.returncode == 2, text
+            assert text.startswith(f"Error: Cannot use {what} at redis://{user}:***@{base}: its ACL user '{user}' "
+                                   "may not run HSET ragscore:run:acl-probe:meta"), text  # fmt: skip
+            assert rule.format(user=user) in text and f"{user}-pw" not in text, text
+        monkeypatch.setenv("RAGSCORE_STORE_URL", good)
+        worker = WorkerProcess(queues, "cpu", home, concurrency=1).start()  # its environment: this one's
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+        summary = run(data, load_suite(SUITE), tmp_path / "out", broker=queues, timeout_s=120)
+        assert summary.state == RunState.FINISHED and summary.items == 5, summary
+    finally:
+        if worker is not None:
+            worker.stop()
+        server.stop()
 
 
 def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_send_works(
