@@ -37,6 +37,7 @@ __all__ = [
     "BACKEND_EVICTS",
     "BACKEND_REDIS",
     "STORE_READ_TIMEOUT_S",
+    "STORE_REDIS",
     "backend_apart",
     "broker_not_reached",
     "broker_roles",
