@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from array import array
 from collections import Counter, defaultdict
@@ -238,6 +239,19 @@ def _tree() -> defaultdict[str, defaultdict[str, _Acc]]:
     return defaultdict(lambda: defaultdict(_Acc))
 
 
+def _id_hash(item_id: str) -> int:
+    """A stable signed 64-bit hash of an item id."""
+    return int.from_bytes(hashlib.blake2b(item_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little",
+                          signed=True)  # fmt: skip
+
+
+def _repeated(hashes: array[int]) -> int:
+    """How many distinct values occur more than once in ``hashes``."""
+    ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+    repeats = ordered[1:][ordered[1:] == ordered[:-1]]
+    return int(np.unique(repeats).size)
+
+
 class Aggregator:
     """Feed items one at a time; ``summary()`` gives the dataset-level statistics."""
 
@@ -249,6 +263,9 @@ class Aggregator:
         #: Per dual-judge metric output: agreement of its two judges (from ``details["ratings"]``).
         self.agreement: defaultdict[str, Agreement] = defaultdict(Agreement)
         self.wins = Wins()
+        #: The id hash of each item that has a system (8 bytes an item; ids are unique per system, so an id hash
+        #: seen twice is a question two systems answered).
+        self.system_ids = array("q")
         self.by: dict[str, defaultdict[str, defaultdict[str, _Acc]]] = {
             "group": _tree(),
             "system": _tree(),
@@ -264,6 +281,8 @@ class Aggregator:
     def add_raw(self, meta: dict[str, Any], metrics: dict[str, dict[str, Any]]) -> None:
         """Add one item given as plain dicts (the store's fast path)."""
         self.items += 1
+        if meta.get("system") is not None and meta.get("id") is not None:
+            self.system_ids.append(_id_hash(str(meta["id"])))
         any_score, all_scored = False, bool(metrics)
         dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
         if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
@@ -313,6 +332,7 @@ class Aggregator:
             by_question_type=dump(self.by["question_type"]),
             by_category=dump(self.by["category"]),
             wins=self.wins.summary(),
+            paired_questions=_repeated(self.system_ids),
             **extra,
         )
 

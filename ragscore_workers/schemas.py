@@ -860,4 +860,7 @@ class RunSummary(BaseModel):
     #: compare_answers, where several systems answered one question: wins per system by ``checks`` score
     #: (``{"metric", "questions", "ties", "by_system": {...}}``, see ``aggregate.Wins``); empty otherwise.
     wins: dict[str, Any] = Field(default_factory=dict)
+    #: Question ids that two systems or more answered: what ``ragscore compare`` pairs (None in a summary written
+    #: before they were counted).
+    paired_questions: int | None = None
     timing: dict[str, Any] = Field(default_factory=dict)

@@ -298,6 +298,19 @@ def embedding_line(summary: RunSummary) -> str | None:
     return line + (f"; worker processes on {where}" if where else "")
 
 
+def compare_line(summary: RunSummary, out: Path | None, broker: str | None) -> str:
+    """Under the per-system table: the ``ragscore compare`` that pairs the systems, or, where no question id is
+    shared by two systems (each system's answers under ids of their own), why there is nothing it could pair."""
+    if summary.paired_questions == 0:
+        return (
+            "no question id is shared by two systems, so `ragscore compare` has nothing to pair: it pairs the "
+            "systems' answers of a question by their id (give each system's answer of a question the same id)"
+        )
+    first = next(s for s in summary.by_system if s != OTHER_VALUES)  # the pool past 1,000 sorts first
+    compare = backticked(compare_command(out, summary.run_id, first, broker))
+    return f"paired differences with their 95% CI and p: {compare}"
+
+
 def print_summary(
     summary: RunSummary, console: Console | None = None, *, out: Path | None = None, broker: str | None = None
 ) -> None:
@@ -328,10 +341,7 @@ def print_summary(
         if console.measure(table, options=wide).maximum > console.width:  # each CI under its mean, not cut at a space
             table = _systems_table(summary, stacked=True)
         console.print(table)
-        first = next(s for s in summary.by_system if s != OTHER_VALUES)  # the pool past 1,000 sorts first
-        compare = backticked(compare_command(out, summary.run_id, first, broker))
-        console.print(f"paired differences with their 95% CI and p: {compare}", markup=False, highlight=False,
-                      soft_wrap=True)  # fmt: skip
+        console.print(compare_line(summary, out, broker), markup=False, highlight=False, soft_wrap=True)
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     for line in (*unscored_lines(summary), *unfilled_lines(summary)):

@@ -173,6 +173,26 @@ def test_the_per_system_table_says_how_to_compare_the_systems() -> None:
     assert f"ragscore compare {many.run_id} --baseline bm25`" in past.getvalue(), past.getvalue()
 
 
+def test_systems_that_share_no_question_id_are_not_sent_to_compare() -> None:
+    """Six systems whose answers each had ids of their own (``q00000`` to ``q49999`` over all of them): the run
+    ended by suggesting ``ragscore compare``, which then refused (nothing to pair). It says why instead."""
+
+    def m(mean: float, n: int) -> dict[str, object]:
+        return {"mean": mean, "n": n}
+
+    systems = {"by_system": {"bm25": {"mrr": m(0.258, 3000)}, "dense": {"mrr": m(0.324, 3000)}}}
+    apart = _summary(metrics={"mrr": m(0.29, 6000)}, paired_questions=0, **systems)
+    out = io.StringIO()
+    print_summary(apart, Console(file=out, width=300), out=Path("runs/eval"))
+    said = " ".join(out.getvalue().split())
+    assert "ragscore compare runs/eval" not in said, said
+    assert "no question id is shared by two systems, so `ragscore compare` has nothing to pair" in said, said
+    paired = _summary(metrics={"mrr": m(0.29, 6000)}, paired_questions=3000, **systems)
+    out = io.StringIO()
+    print_summary(paired, Console(file=out, width=300), out=Path("runs/eval"))
+    assert "`ragscore compare runs/eval --baseline bm25`" in " ".join(out.getvalue().split())
+
+
 def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
     """--dry-run wrote ``0.0000`` for a metric whose calls were all cached and ``-`` for one without a price, and the
     run's reports ``0.0000`` for a run the cache answered: a free-looking number of decimals beside a dash. A cost

@@ -87,6 +87,22 @@ def test_a_breakdown_keeps_its_first_values_and_sums_up_the_rest() -> None:
     assert OTHER_VALUES == "(beyond the first 1,000)"
 
 
+def test_questions_answered_by_two_systems_are_counted_as_what_compare_can_pair() -> None:
+    """Each system's answers under ids of their own (``simple-q1``, ``strong-q1``): the run's summary still
+    suggested a ``ragscore compare`` that then found nothing to pair. The summary counts the ids two systems share."""
+
+    def answer(i: str, system: str | None) -> ItemResult:
+        return ItemResult(id=i, system=system, metrics={"m": MetricResult(score=1.0)})
+
+    shared = [answer(q, s) for q in ("q1", "q2", "q3") for s in ("bm25", "dense", "hybrid")] + [answer("q4", "bm25")]
+    assert summarize("run", shared).paired_questions == 3
+    apart = [answer(f"{s}-{q}", s) for q in ("q1", "q2") for s in ("bm25", "dense")]
+    assert summarize("run", apart).paired_questions == 0
+    no_system = [answer("q1", None), answer("q2", None)]
+    assert summarize("run", no_system).paired_questions == 0
+    assert summarize("run", []).paired_questions == 0
+
+
 def test_null_is_never_averaged_as_zero() -> None:
     s = summarize("run", [_item("1", m=1.0), _item("2", m=None), _item("3", m=None)])
     assert s.metrics["m"].mean == 1.0 and s.metrics["m"].n == 1 and s.metrics["m"].unscorable == 2
