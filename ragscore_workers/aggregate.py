@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from array import array
 from collections import Counter, defaultdict
@@ -239,12 +238,6 @@ def _tree() -> defaultdict[str, defaultdict[str, _Acc]]:
     return defaultdict(lambda: defaultdict(_Acc))
 
 
-def _id_hash(item_id: str) -> int:
-    """A stable signed 64-bit hash of an item id."""
-    return int.from_bytes(hashlib.blake2b(item_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little",
-                          signed=True)  # fmt: skip
-
-
 def _repeated(hashes: array[int]) -> int:
     """How many distinct values occur more than once in ``hashes``."""
     ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
@@ -282,7 +275,7 @@ class Aggregator:
         """Add one item given as plain dicts (the store's fast path)."""
         self.items += 1
         if meta.get("system") is not None and meta.get("id") is not None:
-            self.system_ids.append(_id_hash(str(meta["id"])))
+            self.system_ids.append(hash(str(meta["id"])))  # one process aggregates: its own hash() is enough
         any_score, all_scored = False, bool(metrics)
         dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
         if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
