@@ -365,22 +365,24 @@ class StatusView:
             table.add_column(col, justify="left" if col == "queue" else "right")
         for r in self.rows():
             rate = "-" if r["rate"] is None else f"{r['rate']:.1f}"
-            total = f"{r['total']}+" if self.submitting else str(r["total"])
+            total = thousands(r["total"]) + ("+" if self.submitting else "")
             eta = at_least(fmt_duration(r["eta"]), r["floor"])
             if cancelled:
-                table.add_row(r["queue"], str(r["done"]), str(r["stopped"]), total, f"{r['pct']:.1f}", rate)
+                table.add_row(r["queue"], thousands(r["done"]), thousands(r["stopped"]), total, f"{r['pct']:.1f}", rate)
             else:
-                table.add_row(r["queue"], str(r["done"]), total, f"{r['pct']:.1f}", rate, eta)
-        caption = f"errors {counters.get('errors', 0)} · unscorable {counters.get('unscorable', 0)}"
+                table.add_row(r["queue"], thousands(r["done"]), total, f"{r['pct']:.1f}", rate, eta)
+        caption = (
+            f"errors {thousands(counters.get('errors', 0))} · unscorable {thousands(counters.get('unscorable', 0))}"
+        )
         if "total:judge" in counters:
             rpm = self.judge_rpm()
             limit, stated = _judge_rpm_limit(self.meta), self.samples[-1].provider_rpm
-            caption += f" · judge {'-' if rpm is None else f'{rpm:.0f}'} req/min"
+            caption += f" · judge {'-' if rpm is None else f'{rpm:,.0f}'} req/min"
             if stated is not None and (limit is None or stated < limit):
                 caption += f" (limit {stated}, stated by the provider; the suite says {limit or 'none'})"
             else:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
-            caption += f" · {self.samples[-1].judge_calls} calls"
+            caption += f" · {thousands(self.samples[-1].judge_calls)} calls"
         lines = [Text(f"Warning: {w}", style="yellow") for w in self.warnings]
         if self.broker_note:
             lines.append(Text(f"{self.broker_note}: what waits on its queues, and which workers serve them, is not "

@@ -89,6 +89,21 @@ def test_a_single_sample_uses_the_average_since_submission_and_shows_the_judge_l
     assert view.judge_rpm() == pytest.approx(35.0)  # past a minute, a snapshot: the average since submission
 
 
+def test_the_status_table_writes_its_counts_with_thousands_separators() -> None:
+    """A 50,000-row run's status read ``147500`` where its run list (``ragscore status``) and reports say
+    ``147,500``: every count is written alike, while it runs and once cancelled."""
+    big = {"done:cpu": 12_345, "worked:cpu": 12_345, "total:cpu": 147_500, "done:judge": 0, "total:judge": 2_000,
+           "done": 12_345, "total": 149_500, "errors": 1_200, "unscorable": 3_400}  # fmt: skip
+    for state in ("running", "cancelled"):
+        view = StatusView(SUITE_META | {"state": state})
+        view.add(Sample(1050.0, big, judge_calls=25_000))
+        console = Console(record=True, width=160)
+        console.print(view.render("run-x"))
+        text = console.export_text()
+        assert "12,345" in text and "147,500" in text and "147500" not in text, text
+        assert "errors 1,200" in text and "unscorable 3,400" in text and "25,000 calls" in text, text
+
+
 def test_judge_requests_per_minute_are_counted_over_a_minute_as_the_limit_counts_them() -> None:
     """The rpm limit is a sliding minute, which admits its 30 calls at once: extrapolated from the seconds they took,
     a run within its limit read 360 req/min (limit 30), and a watch of 30 s doubled each burst."""
