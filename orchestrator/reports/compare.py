@@ -592,8 +592,13 @@ def compare(
             why = errors_text(errors) if errors else "score the runs with the same suite to compare them"
             raise ValueError(f"{', '.join(arms)} have no metric output scored in common ({said}): {why}")
         against = comparison.baseline_text()
+        # two systems share with each other; more share nothing with the one each is compared with ("A, B, C, D
+        # share no question scored by both" read as if "both" were two of them)
+        who = (f"{', '.join(arms)} share" if len(pairs) == 1 else
+               f"{', '.join(unpaired)} {agree(len(unpaired), 'shares', 'share')}")  # fmt: skip
+        with_base = "" if len(pairs) == 1 else f" with {'the baseline ' if by_system is None else ''}{against}"
         raise ValueError(
-            f"{', '.join(arms)} share no question scored by both (questions are paired by id, per system): "
+            f"{who} no question scored by both{with_base} (questions are paired by id, per system): "
             "nothing to compare" + (f". {mismatch_text(mismatch.said, against)}" if mismatch.said else "")
         )
     if points and "checks" in outputs:

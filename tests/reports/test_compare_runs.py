@@ -377,6 +377,12 @@ def test_a_system_that_shares_no_question_with_the_baseline_is_said(tmp_path: Pa
     assert both.unpaired == ["C", "D"]  # it said "C, D share(s)", and "C share(s)" of one
     assert "C, D share no question scored by both with the baseline A" in render_compare_markdown(both)
     assert "nothing of theirs is compared; were they run on the same dataset?" in render_compare_markdown(both)
+    # none shares a question with the baseline: said of them and it ("A, C, D share no question scored by both"
+    # read as if two of the systems were meant)
+    with pytest.raises(ValueError, match=r"^C, D share no question scored by both with the baseline A \("):
+        compare([base, c, d])
+    with pytest.raises(ValueError, match=r"^A, C share no question scored by both \("):
+        compare([base, c])
 
 
 def test_errors_left_out_of_the_comparison_are_said_and_so_is_a_metric_that_errored_everywhere() -> None:
