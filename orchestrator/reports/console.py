@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from rich import box
 from rich.console import Console
@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ragscore_workers.aggregate import OTHER_VALUES
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import and_more, counted, thousands
+from ragscore_workers.counts import agree, and_more, counted, listed, noun, thousands
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import (
     UNFILLED_PREFIX,
@@ -37,6 +37,7 @@ __all__ = [
     "ci_text",
     "error_lines",
     "metric_label",
+    "missed_lines",
     "print_estimate",
     "print_summary",
     "reasons_text",
@@ -158,6 +159,34 @@ def unscored_lines(summary: RunSummary) -> list[str]:
         for name, m in summary.metrics.items()
         if not m.n and not m.errors and m.unscorable
     ]
+
+
+#: Systems named by :func:`missed_lines` before "and N more".
+MAX_SYSTEMS_SHOWN = 5
+#: Rows a retrieval output must have scored 0 on, all of them, before it is said as ids named otherwise (one miss
+#: proves nothing of a naming scheme).
+MISSED_ALL_MIN_N = 2
+
+
+def _missed_everywhere(m: MetricSummary | None) -> TypeGuard[MetricSummary]:
+    """``mrr`` (``recall_at_k``) 0 on every one of at least MISSED_ALL_MIN_N rows: no gold id at any rank."""
+    return m is not None and m.mean == 0.0 and m.n >= MISSED_ALL_MIN_N
+
+
+def missed_lines(summary: RunSummary) -> list[str]:
+    """A line when ``recall_at_k`` found no row's gold id at any rank of its retrieved ids (``mrr`` 0 on every row;
+    of the dataset, else of each system where only some systems are so): gold ids and retrieved ids named in two
+    schemes (``doc_12`` and ``12``, a chunk's id for its document's) score every row 0 without an error."""
+    check = "do gold_doc_id and retrieved_doc_ids name documents alike (not `doc_12` and `12`, nor a chunk's id)?"
+    if _missed_everywhere(m := summary.metrics.get("mrr")):
+        return [f"recall_at_k: no gold_doc_id of any of the {thousands(m.n)} rows is among its retrieved_doc_ids "
+                f"(mrr 0 on every row): {check}"]  # fmt: skip
+    systems = [s for s, ms in summary.by_system.items() if s != OTHER_VALUES and _missed_everywhere(ms.get("mrr"))]
+    if not systems:
+        return []
+    their = agree(len(systems), "its", "their")
+    return [f"recall_at_k: no gold_doc_id of {noun(len(systems), 'system')} {listed(systems, MAX_SYSTEMS_SHOWN)} is "
+            f"among {their} retrieved_doc_ids (mrr 0 on each of {their} rows): {check}"]  # fmt: skip
 
 
 def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None = None) -> str | None:
@@ -344,7 +373,7 @@ def print_summary(
         console.print(compare_line(summary, out, broker), markup=False, highlight=False, soft_wrap=True)
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
-    for line in (*unscored_lines(summary), *unfilled_lines(summary)):
+    for line in (*unscored_lines(summary), *missed_lines(summary), *unfilled_lines(summary)):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in (*target_lines(summary), judge_line(summary, out, broker), embedding_line(summary)):
         if line is not None:

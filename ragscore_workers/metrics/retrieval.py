@@ -7,7 +7,9 @@ positions in ``retrieved_doc_ids`` as given: a repeated id (several chunks of on
 each time. Ids are compared with surrounding whitespace stripped (a CSV's ``"d1, d2"``); blank gold ids are
 dropped. A row without a gold id is unscorable; a row with a gold id but no retrieved documents scores 0 (the
 system retrieved nothing; a dataset in which no row has ``retrieved_doc_ids`` is warned of before the run: a
-column named otherwise, ``retrieved_ids``, would score every row 0).
+column named otherwise, ``retrieved_ids``, would score every row 0; and a run in which no row's gold id is at
+any rank of its retrieved ids, ``mrr`` 0 on each of at least 2 rows of the dataset or of a system, ends with a line
+saying so: gold and retrieved ids named in two schemes, ``doc_12`` and ``12``, score every row 0 without an error).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from orchestrator.reports.console import (
     unfilled_lines,
 )
 from orchestrator.reports.markdown import render_markdown
-from ragscore_workers.aggregate import wilson_ci
+from ragscore_workers.aggregate import summarize, wilson_ci
 from ragscore_workers.schemas import RunSummary
 
 
@@ -191,6 +191,36 @@ def test_systems_that_share_no_question_id_are_not_sent_to_compare() -> None:
     out = io.StringIO()
     print_summary(paired, Console(file=out, width=300), out=Path("runs/eval"))
     assert "`ragscore compare runs/eval --baseline bm25`" in " ".join(out.getvalue().split())
+
+
+def test_gold_ids_never_among_the_retrieved_ones_are_said_once_for_the_dataset_and_per_system() -> None:
+    """Gold ids named ``doc_12`` against retrieved ``12``: recall_at_k scored every row 0 (no error, nothing
+    unscorable) and the run said nothing of it. One line says it, of the dataset or of the systems so."""
+    from ragscore_workers.metrics.retrieval import RecallParams, recall_at_k
+    from ragscore_workers.schemas import ItemResult, Row
+
+    def item(i: int, system: str, gold: str, retrieved: list[str]) -> ItemResult:
+        row = Row(id=f"q{i}", system=system, gold_doc_id=gold, retrieved_doc_ids=retrieved)
+        return ItemResult(id=row.id, system=system, metrics=recall_at_k(row, RecallParams()))
+
+    def said(items: list[ItemResult]) -> str:
+        out = io.StringIO()
+        print_summary(summarize("r1", items), Console(file=out, width=400))
+        return " ".join(out.getvalue().split())
+
+    apart = [item(i, "bm25", f"doc_{i}", [str(i), str(i + 1)]) for i in range(3)]
+    line = ("recall_at_k: no gold_doc_id of any of the 3 rows is among its retrieved_doc_ids (mrr 0 on every row): "
+            "do gold_doc_id and retrieved_doc_ids name documents alike")  # fmt: skip
+    assert line in said(apart), said(apart)
+    # one system named apart, one alike: the dataset found some; the system did not
+    alike = [item(i, "dense", f"doc_{i}", [f"doc_{i + 1}", f"doc_{i}"]) for i in range(3)]
+    assert "no gold_doc_id of system bm25 is among its retrieved_doc_ids (mrr 0 on each of its rows)" in said(
+        apart + alike
+    ), said(apart + alike)
+    assert "retrieved_doc_ids name" not in said(alike)
+    # a miss now and then, or a single row, is a retriever's, not a naming scheme's
+    assert "retrieved_doc_ids name" not in said(alike + [item(9, "dense", "doc_9", ["doc_1"])])
+    assert "retrieved_doc_ids name" not in said(apart[:1])
 
 
 def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
