@@ -28,7 +28,16 @@ from .metrics._judge_agreement import Agreement
 from .metrics._typed_values import grouped_question_type
 from .schemas import ItemResult, MetricSummary, RunSummary
 
-__all__ = ["COMPARE_METRIC", "Aggregator", "Wins", "bootstrap_ci", "mean_ci", "summarize", "wilson_ci"]
+__all__ = [
+    "COMPARE_METRIC",
+    "Aggregator",
+    "Wins",
+    "bootstrap_ci",
+    "mean_ci",
+    "repeated_values",
+    "summarize",
+    "wilson_ci",
+]
 
 #: Bootstrap resamples for every ci95.
 BOOTSTRAP_RESAMPLES = 2000
@@ -238,11 +247,11 @@ def _tree() -> defaultdict[str, defaultdict[str, _Acc]]:
     return defaultdict(lambda: defaultdict(_Acc))
 
 
-def _repeated(hashes: array[int]) -> int:
-    """How many distinct values occur more than once in ``hashes``."""
+def repeated_values(hashes: array[int]) -> np.ndarray:
+    """The distinct values that occur more than once in ``hashes`` (an ``array("q")``), sorted: one sort, no set of
+    every value (8 bytes a value and a copy of them, where a set of ints takes ~60)."""
     ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
-    repeats = ordered[1:][ordered[1:] == ordered[:-1]]
-    return int(np.unique(repeats).size)
+    return np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
 
 
 class Aggregator:
@@ -257,7 +266,8 @@ class Aggregator:
         self.agreement: defaultdict[str, Agreement] = defaultdict(Agreement)
         self.wins = Wins()
         #: The id hash of each item that has a system (8 bytes an item; ids are unique per system, so an id hash
-        #: seen twice is a question two systems answered).
+        #: seen twice is a question two systems answered). Python's own str hash, salted per process: right only
+        #: because one Aggregator, in one process, sees every item; never store these nor merge two Aggregators'.
         self.system_ids = array("q")
         self.by: dict[str, defaultdict[str, defaultdict[str, _Acc]]] = {
             "group": _tree(),
@@ -325,7 +335,7 @@ class Aggregator:
             by_question_type=dump(self.by["question_type"]),
             by_category=dump(self.by["category"]),
             wins=self.wins.summary(),
-            paired_questions=_repeated(self.system_ids),
+            paired_questions=int(repeated_values(self.system_ids).size),
             **extra,
         )
 

@@ -11,9 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pydantic import ValidationError
 
+from ragscore_workers.aggregate import repeated_values
 from ragscore_workers.counts import agree, and_more, counted, did_you_mean, listed, noun
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
@@ -436,9 +436,8 @@ def scan_dataset(
             on_row(row)
         hashes.append(_key_hash(_scan_key(row, asked_as)))
     if hashes:
-        ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
-        repeated = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
-        del ordered, hashes
+        repeated = set(repeated_values(hashes).tolist())
+        del hashes
         if repeated:
             _find_duplicates(path, fmt, options, repeated, scan, asked_as, named, caller)
     if scan.duplicate_count:
