@@ -9,10 +9,11 @@ on their replies. From those: the cost at the metric's ``prices``, and the least
 limits allow. Given a Redis (the run store), calls whose reply is already cached are counted apart, as a
 re-run would not pay for them.
 
-For the embedding metrics it counts the distinct texts a run would encode (each context whole: a run encodes a long
-one as windows of about the same words), those already in the embedding cache apart where their cache key is known
-without the model (:func:`ragscore_workers.embedding.known_namespace`), and the time their words take at
-:data:`ASSUMED_ENCODE_WORDS_PER_S`, an assumption, not a measure of this host.
+For the embedding metrics it counts the distinct texts a run would encode, those already in the embedding cache apart
+where their cache key is known without the model (:func:`ragscore_workers.embedding.known_namespace`), and the time
+their words take at :data:`ASSUMED_ENCODE_WORDS_PER_S`, an assumption, not a measure of this host. A long context is
+counted as the windows a run encodes (and looks up) where the cache holds the model's note
+(:func:`ragscore_workers.embedding.noted_encoder`: its piece limit and tokenizer, no model loaded), else whole.
 
 In a suite with targets the answers do not exist yet: judge prompts are built with a placeholder for each
 field the target fills, so calls are exact but prompt tokens leave out the targets' replies.
@@ -29,9 +30,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragscore_workers._embedding_cache import redis_key, text_hash
-from ragscore_workers.embedding import known_namespace
+from ragscore_workers.embedding import Encoder, known_namespace, noted_encoder
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.metrics.embedding_metrics import EMBEDDING_METRICS, texts_unwindowed
+from ragscore_workers.metrics.embedding_metrics import EMBEDDING_METRICS, texts_needed, texts_unwindowed
 from ragscore_workers.metrics.registry import MetricDef, PlannedCall
 from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
@@ -70,7 +71,7 @@ ASSUMED_ENCODE_WORDS_PER_S = 5_000
 class EmbedTally:
     """The texts the embedding metrics would encode."""
 
-    #: Distinct texts embedded (each context whole).
+    #: Distinct texts embedded (a long context's windows where ``windowed``, else each context whole).
     texts: int = 0
     #: Of those, texts whose vector is in the embedding cache (a run would not encode them).
     cached: int = 0
@@ -78,6 +79,8 @@ class EmbedTally:
     words: int = 0
     #: Whether the cache was looked up (a run store reachable, the suite's cache on, the model's cache key known).
     cache_checked: bool = False
+    #: Whether long contexts were cut into the windows a run encodes (the model's note was in the cache).
+    windowed: bool = False
 
     @property
     def to_encode(self) -> int:
@@ -330,10 +333,12 @@ class _EmbedPlanner:
         self.names = [m.name for m, _ in scoring if m.name in EMBEDDING_METRICS]
         self.namespace = known_namespace(config) if self.names and redis is not None and config.cache else None
         self.redis = redis if self.namespace is not None else None
+        #: Cuts long contexts as a run does (None: the cache holds no note of the model; each context counted whole).
+        self.encoder: Encoder | None = noted_encoder(config, redis) if self.redis is not None else None
         self.pending: list[Row] = []
         #: Texts a target fills (not known before it answers): not counted.
         self.seen = _DistinctTexts(PLACEHOLDER, CONTEXT_PLACEHOLDER)
-        self.tally = EmbedTally(cache_checked=self.redis is not None)
+        self.tally = EmbedTally(cache_checked=self.redis is not None, windowed=self.encoder is not None)
         if self.names:
             estimate.embed = self.tally
 
@@ -345,13 +350,19 @@ class _EmbedPlanner:
 
     def flush(self) -> None:
         rows, self.pending = self.pending, []
-        texts = {text_hash(text): text for text in texts_unwindowed(rows, self.names)}
+        texts = {text_hash(text): text for text in self._texts(rows)}
         new = {digest: texts[digest] for digest in self.seen.new(texts)}
         cached = self._cached(list(new)) if new else []
         self.tally.texts += len(new)
         self.tally.cached += sum(cached)
         hits = dict(zip(new, cached, strict=True)) if cached else {}
         self.tally.words += sum(len(text.split()) for digest, text in new.items() if not hits.get(digest))
+
+    def _texts(self, rows: list[Row]) -> list[str]:
+        """The texts a run embeds for ``rows``: a long context's windows where the model's note is known, else whole."""
+        if self.encoder is None:
+            return texts_unwindowed(rows, self.names)
+        return texts_needed(rows, self.names, self.encoder)
 
     def _cached(self, digests: list[str]) -> list[bool]:
         """Whether each text's vector is in the cache (:func:`_existing`)."""

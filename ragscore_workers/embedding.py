@@ -66,6 +66,7 @@ __all__ = [
     "embed",
     "get_encoder",
     "known_namespace",
+    "noted_encoder",
     "pick_device",
     "process_info",
     "resolve_model",
@@ -375,15 +376,38 @@ def _namespace(identity: str, precision: str) -> str:
     return f"{identity}|{precision}"
 
 
-def known_namespace(config: EmbeddingConfig) -> str | None:
-    """:attr:`Encoder.key` of ``config``'s model where it is known without loading the model, touching the network or
-    reading its weights (a dry run's look at the cache): a packaged model (``all-MiniLM-L6-v2``) in fp32. None for
-    any other: a folder's identity is a digest of its files, fp16 depends on the worker's device."""
+def _known_source(config: EmbeddingConfig) -> ModelSource | None:
+    """Where ``config``'s model resolves to, where its :attr:`Encoder.key` is known without loading the model, touching
+    the network or reading its weights: a packaged model (``all-MiniLM-L6-v2``) in fp32. None for any other: a folder's
+    identity is a digest of its files, fp16 depends on the worker's device."""
     packaged = _packaged(_hub_id(config.model))
     if config.fp16 or packaged is None or _local_folder(config.model) is not None:
         return None
     hub_id, (_, module_name) = packaged
-    return _namespace(hub_id, "fp32") if _packaged_path(module_name) is not None else None
+    path = _packaged_path(module_name)
+    return None if path is None else ModelSource(config.model, str(path), "package", hub_id)
+
+
+def known_namespace(config: EmbeddingConfig) -> str | None:
+    """:attr:`Encoder.key` of ``config``'s model where it is known without loading the model (a dry run's look at the
+    cache: :func:`_known_source`); None where it is not."""
+    source = _known_source(config)
+    return None if source is None else _namespace(source.identity, "fp32")
+
+
+def noted_encoder(config: EmbeddingConfig, redis: Any) -> Encoder | None:
+    """An :class:`Encoder` of ``config``'s model as its note in the cache ``redis`` says, for a dry run, never loaded:
+    it cuts long contexts into the windows a run encodes (its piece limit and tokenizer are the note's). None where the
+    model's key needs it loaded (:func:`known_namespace`), tokenizers is not installed, or no note of its files is
+    there (a run of it writes one)."""
+    source = _known_source(config)
+    if source is None or importlib.util.find_spec("tokenizers") is None:
+        return None
+    noted = _noted_model(redis, _namespace(source.identity, "fp32"), source)
+    if noted is None:
+        return None
+    dim, max_pieces, tokenizer = noted
+    return Encoder(source, config.device, "fp32", dim, max_pieces, fast_pieces(tokenizer))
 
 
 def _precision(config: EmbeddingConfig, device: str) -> Literal["fp32", "fp16"]:

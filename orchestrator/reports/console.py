@@ -27,7 +27,7 @@ from ragscore_workers.schemas import (
     target_name,
 )
 
-from ..estimate import Estimate
+from ..estimate import EmbedTally, Estimate
 from ..terminal import TerminalConsole, compare_command, resume_command
 from .live import fmt_duration, scored_text
 
@@ -567,7 +567,7 @@ def embed_estimate(estimate: Estimate, suite: Suite) -> str:
         line += (f": {took} (an assumption, not a measure: "
                  f"{thousands(ASSUMED_ENCODE_WORDS_PER_S)} words/s, all-MiniLM-L6-v2 on two laptop CPU cores; a GPU "
                  "is many times faster), plus the model's load (about 5 s on a laptop CPU)")  # fmt: skip
-    notes = ["each context counted whole (a run encodes a long one as overlapping windows of about the same words)"]
+    notes = [_windows_note(tally)]
     if not tally.cache_checked:
         notes.append(
             "the embedding cache was not looked up (no run store reachable, the suite's embedding cache off, "
@@ -578,6 +578,14 @@ def embed_estimate(estimate: Estimate, suite: Suite) -> str:
     if estimate.target_calls:
         notes.append("the texts the targets return are not counted (they do not exist yet)")
     return f"{line}; {'; '.join(notes)}."
+
+
+def _windows_note(tally: EmbedTally) -> str:
+    """How the dry run counted long contexts: as the windows a run encodes, or whole (and why)."""
+    if tally.windowed:
+        return "a long context counted as the overlapping windows a run encodes (the cache's note of the model)"
+    why = ": the embedding cache holds no note of the model to cut them" if tally.cache_checked else ""
+    return f"each context counted whole (a run encodes a long one as overlapping windows of about the same words{why})"
 
 
 def _target_limits(estimate: Estimate, target: TargetConfig) -> str:

@@ -12,8 +12,10 @@ from pathlib import Path
 
 from orchestrator.estimate import ASSUMED_ENCODE_WORDS_PER_S, estimate_run
 from orchestrator.suite import load_suite
-from ragscore_workers.embedding import clear_memory_cache, embed
-from ragscore_workers.schemas import EmbeddingConfig
+from ragscore_workers._embedding_cache import note_key
+from ragscore_workers.embedding import REDIS_CACHE_TTL_S, clear_memory_cache, embed, get_encoder, known_namespace
+from ragscore_workers.metrics.embedding_metrics import texts_needed
+from ragscore_workers.schemas import EmbeddingConfig, Row
 from ragscore_workers.store import redis_client
 
 from ..support import ROOT, RedisProcess, write_jsonl
@@ -22,6 +24,8 @@ SHARED = "Paris is the capital and the largest city of France."
 ROWS = [{"id": f"q{i}", "question": f"What is fact {i}?", "answer": f"fact {i} is an answer",
          "reference": f"fact {i} is the reference", "contexts": [SHARED, f"context {i} of its own"]}
         for i in range(6)]  # fmt: skip
+#: A context longer than the model reads (254 pieces): a run encodes, and caches, its windows, not it whole.
+LONG = " ".join(f"Sentence {i} is about the rivers, the hills and the old towns of France." for i in range(40))
 SUITE = {"name": "embed-dry", "metrics": ["answer_correctness", "context_relevance"], "embedding": {"device": "cpu"}}
 
 
@@ -61,6 +65,54 @@ def test_the_dry_run_counts_the_texts_to_encode_apart_from_those_cached_and_thei
     line = (f"embedding (all-MiniLM-L6-v2): {len(distinct)} distinct texts, 4 in the embedding cache, "
             f"{len(distinct) - 4} to encode: under a second (an assumption, not a measure: 5,000 words/s")  # fmt: skip
     assert line in said, said
+
+
+def _dry_run_said(tmp_path: Path, data: Path, redis_server: RedisProcess, home: Path) -> str:
+    """What ``ragscore run --dry-run`` of SUITE over ``data`` prints, on one line."""
+    (tmp_path / "s.json").write_text(json.dumps(SUITE))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run",
+         "--broker", redis_server.url],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
+
+
+def test_a_dry_run_after_a_run_looks_up_a_long_contexts_windows_as_the_run_cached_them(
+    tmp_path: Path, redis_server: RedisProcess, home: Path
+) -> None:
+    """A run caches a long context's windows, not it whole: the dry run of a re-run looked the whole context up, found
+    it missing and said it would encode it, plus the model's load. With the model's note in the cache it cuts the
+    windows as the run does (no model loaded); without one it counts the context whole, as before, and says why."""
+    rows = [{"id": "long", "question": "Which rivers cross France?", "answer": "The Seine and the Loire.",
+             "reference": "the Seine, the Loire", "contexts": [LONG, "A short context about rivers."]}]  # fmt: skip
+    data = write_jsonl(tmp_path / "long.jsonl", rows)
+    client = redis_client(redis_server.url)
+    config, names = EmbeddingConfig(device="cpu"), SUITE["metrics"]
+    clear_memory_cache()
+    encoder = get_encoder(config, None, client)
+    texts = texts_needed([Row.model_validate(r) for r in rows], names, encoder)  # what a run of them embeds
+    assert LONG not in texts
+    embed(texts, config, client)
+    est = estimate_run(data, load_suite(SUITE), redis=client)
+    assert est.embed is not None
+    assert (est.embed.texts, est.embed.cached, est.embed.to_encode) == (len(set(texts)), len(set(texts)), 0)
+    assert est.embed.windowed
+    said = _dry_run_said(tmp_path, data, redis_server, home)
+    assert f"{len(set(texts))} in the embedding cache, 0 to encode;" in said, said
+    assert "plus the model's load" not in said and "counted as the overlapping windows a run encodes" in said, said
+
+    note = note_key(known_namespace(config) or "")
+    kept = client.get(note)
+    client.delete(note)
+    try:
+        said = _dry_run_said(tmp_path, data, redis_server, home)
+    finally:
+        client.set(note, kept or "", ex=REDIS_CACHE_TTL_S)
+    assert "1 to encode" in said and "plus the model's load" in said, said
+    assert "the embedding cache holds no note of the model to cut them" in said, said
 
 
 def test_the_dry_runs_assumed_encoding_time_is_its_words_over_the_assumed_throughput() -> None:
