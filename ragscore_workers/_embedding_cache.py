@@ -8,7 +8,8 @@ The namespace is the model identity and precision (``Encoder.key``): what change
   on the same connection settings that does not. Redis errors are logged and cost only a re-encode.
 * Redis, beside them: ``ragscore:emb:v1:note:{sha256(namespace)[:16]}`` -> a JSON note of the model (its vector length,
   piece limit and digests of its tokenizer and config files), written by a worker that loaded it, so a worker whose
-  texts are all cached needs not load it (:func:`ragscore_workers.embedding.get_encoder` checks the note first).
+  texts are all cached needs not load it (:func:`ragscore_workers.embedding.get_encoder` checks the note first). Each
+  look-up of vectors (:func:`redis_get`) renews its TTL.
 """
 
 from __future__ import annotations
@@ -133,12 +134,17 @@ def redis_put_note(client: Any, namespace: str, note: dict[str, Any], ttl_s: int
         log.warning("embedding cache note not written (scores are unaffected): %s", exc)
 
 
-def redis_get(client: Any, namespace: str, dim: int, digests: list[str]) -> dict[str, np.ndarray]:
-    """Cached vectors of ``digests`` (one MGET); values of the wrong size are ignored."""
+def redis_get(client: Any, namespace: str, dim: int, digests: list[str], note_ttl_s: int) -> dict[str, np.ndarray]:
+    """Cached vectors of ``digests`` (one MGET); values of the wrong size are ignored. The model's note, where there is
+    one, is used with them: it expires ``note_ttl_s`` from now (in the same round trip), so a cache re-used by runs that
+    load no model keeps it as long as it is used."""
     import redis
 
     try:
-        values = bytes_client(client).mget([redis_key(namespace, d) for d in digests])
+        pipe = bytes_client(client).pipeline(transaction=False)
+        pipe.mget([redis_key(namespace, d) for d in digests])
+        pipe.expire(note_key(namespace), note_ttl_s)
+        values, _ = pipe.execute()
     except redis.RedisError as exc:
         log.warning("embedding cache read failed, encoding instead: %s", exc)
         return {}

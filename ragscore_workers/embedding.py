@@ -85,7 +85,8 @@ PACKAGED_MODELS: dict[str, tuple[str, str]] = {
 }
 #: Budget of the per-process vector LRU, in MiB.
 MEMORY_CACHE_MB = 64
-#: Seconds an embedding stays in the Redis cache after it was last written (30 days).
+#: Seconds an embedding stays in the Redis cache after it was last written, and the model's note after it was last
+#: used (30 days).
 REDIS_CACHE_TTL_S = 30 * 24 * 3600
 #: Most texts one ``encode`` call gets: a chunk with more (long contexts make hundreds of windows each) is encoded in
 #: slices, each cached as soon as it is done, so a chunk stopped by its time limit keeps what it encoded and a resume
@@ -633,7 +634,7 @@ def _cached(
     missing = [d for d in digests if d not in found]
     cache_hits: dict[str, np.ndarray] = {}
     if missing and config.cache and redis is not None:
-        cache_hits = redis_get(redis, encoder.key, encoder.dim, missing)
+        cache_hits = redis_get(redis, encoder.key, encoder.dim, missing, REDIS_CACHE_TTL_S)
     for digest, vector in cache_hits.items():
         _MEMORY.put((encoder.key, digest), vector)
     return found | cache_hits, len(found), len(cache_hits)

@@ -71,6 +71,21 @@ def test_a_fresh_process_with_every_text_cached_loads_no_model_unless_the_note_i
     assert _fresh(redis_server, texts)["loads"] == 0
 
 
+def test_a_run_that_uses_the_cache_renews_the_notes_expiry_without_loading_the_model(
+    store: RunStore, redis_server: RedisProcess
+) -> None:
+    """The note expired 30 days after the load that wrote it, however often fully cached runs (which load no model)
+    used the cache since: the next run loaded the model again. A look-up of cached vectors renews it now."""
+    from ragscore_workers.embedding import REDIS_CACHE_TTL_S
+
+    texts, _ = _filled(store, redis_server, "note-renewed")
+    near_its_end = 600  # a note written 30 days less 10 minutes ago
+    store.r.expire(NOTE, near_its_end)
+    warm = _fresh(redis_server, texts)
+    assert warm["loads"] == 0 and warm["stats"]["cache_hits"] == 5
+    assert near_its_end < store.r.ttl(NOTE) <= REDIS_CACHE_TTL_S
+
+
 @pytest.mark.parametrize(
     "change",
     [
