@@ -8,8 +8,9 @@ The namespace is the model identity and precision (``Encoder.key``): what change
   on the same connection settings that does not. Redis errors are logged and cost only a re-encode.
 * Redis, beside them: ``ragscore:emb:v1:note:{sha256(namespace)[:16]}`` -> a JSON note of the model (its vector length,
   piece limit and digests of its tokenizer and config files), written by a worker that loaded it, so a worker whose
-  texts are all cached needs not load it (:func:`ragscore_workers.embedding.get_encoder` checks the note first). Each
-  look-up of vectors (:func:`redis_get`) renews its TTL.
+  texts are all cached needs not load it (:func:`ragscore_workers.embedding.get_encoder` checks the note first).
+* A look-up (:func:`redis_get`) renews the TTL of the vectors it finds and of the note: the cache drops what no run
+  used for the TTL, not what was written that long ago.
 """
 
 from __future__ import annotations
@@ -134,17 +135,29 @@ def redis_put_note(client: Any, namespace: str, note: dict[str, Any], ttl_s: int
         log.warning("embedding cache note not written (scores are unaffected): %s", exc)
 
 
-def redis_get(client: Any, namespace: str, dim: int, digests: list[str], note_ttl_s: int) -> dict[str, np.ndarray]:
-    """Cached vectors of ``digests`` (one MGET); values of the wrong size are ignored. The model's note, where there is
-    one, is used with them: it expires ``note_ttl_s`` from now (in the same round trip), so a cache re-used by runs that
-    load no model keeps it as long as it is used."""
+#: KEYS: the model's note, then vectors; ARGV: the TTL, the TTL below which a key is renewed. Each vector's value
+#: (false: none); each key found is renewed to the TTL once its own fell below the second (once a day of thirty: one
+#: append-only-file write a key a day, not one a read).
+_GET_RENEWING_LUA = """
+local out, ttl, floor = {}, ARGV[1], tonumber(ARGV[2])
+for i = 2, #KEYS do
+  out[i - 1] = redis.call('GET', KEYS[i])
+  if out[i - 1] and redis.call('TTL', KEYS[i]) < floor then redis.call('EXPIRE', KEYS[i], ttl) end
+end
+if redis.call('TTL', KEYS[1]) < floor then redis.call('EXPIRE', KEYS[1], ttl) end
+return out
+"""
+
+
+def redis_get(client: Any, namespace: str, dim: int, digests: list[str], ttl_s: int) -> dict[str, np.ndarray]:
+    """Cached vectors of ``digests`` (one script, one round trip); values of the wrong size are ignored. Those found and
+    the model's note are used: each expires ``ttl_s`` after this look-up (renewed once a thirtieth of it passed), so
+    the cache keeps what runs use, those that load no model included, and drops what none used for ``ttl_s``."""
     import redis
 
+    keys = [note_key(namespace), *(redis_key(namespace, d) for d in digests)]
     try:
-        pipe = bytes_client(client).pipeline(transaction=False)
-        pipe.mget([redis_key(namespace, d) for d in digests])
-        pipe.expire(note_key(namespace), note_ttl_s)
-        values, _ = pipe.execute()
+        values = bytes_client(client).eval(_GET_RENEWING_LUA, len(keys), *keys, ttl_s, ttl_s - ttl_s // 30)
     except redis.RedisError as exc:
         log.warning("embedding cache read failed, encoding instead: %s", exc)
         return {}

@@ -18,8 +18,8 @@ Vector cache, two levels, both keyed by (model identity + precision, sha256 of t
 * per process, an LRU of ``MEMORY_CACHE_MB``: the five embedding metrics of a chunk are called one after
   another with the same rows, so only the first call encodes;
 * in the run store's Redis when ``EmbeddingConfig.cache`` is on: ``ragscore:emb:v1:{model}:{sha256}`` ->
-  the raw little-endian float32 bytes (``4 * dim`` bytes; no base64, no pickle), expiring after
-  ``REDIS_CACHE_TTL_S``. Cache failures (e.g. Redis out of memory) only cost a re-encode.
+  the raw little-endian float32 bytes (``4 * dim`` bytes; no base64, no pickle), expiring ``REDIS_CACHE_TTL_S``
+  after a run last wrote or looked it up. Cache failures (e.g. Redis out of memory) only cost a re-encode.
 
 The model itself is loaded only when a text must be encoded, where the Redis cache holds the note a worker that
 loaded it wrote (vector length, piece limit, digests of its tokenizer and config files): a re-run whose texts are all
@@ -85,8 +85,8 @@ PACKAGED_MODELS: dict[str, tuple[str, str]] = {
 }
 #: Budget of the per-process vector LRU, in MiB.
 MEMORY_CACHE_MB = 64
-#: Seconds an embedding stays in the Redis cache after it was last written, and the model's note after it was last
-#: used (30 days).
+#: Seconds an embedding, and the model's note, stay in the Redis cache after a run last wrote or looked them up (30
+#: days; a look-up renews them once a day: :func:`._embedding_cache.redis_get`).
 REDIS_CACHE_TTL_S = 30 * 24 * 3600
 #: Most texts one ``encode`` call gets: a chunk with more (long contexts make hundreds of windows each) is encoded in
 #: slices, each cached as soon as it is done, so a chunk stopped by its time limit keeps what it encoded and a resume

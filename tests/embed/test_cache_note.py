@@ -71,19 +71,29 @@ def test_a_fresh_process_with_every_text_cached_loads_no_model_unless_the_note_i
     assert _fresh(redis_server, texts)["loads"] == 0
 
 
-def test_a_run_that_uses_the_cache_renews_the_notes_expiry_without_loading_the_model(
+def test_a_run_that_uses_the_cache_renews_the_expiry_of_its_vectors_and_note_without_loading_the_model(
     store: RunStore, redis_server: RedisProcess
 ) -> None:
-    """The note expired 30 days after the load that wrote it, however often fully cached runs (which load no model)
-    used the cache since: the next run loaded the model again. A look-up of cached vectors renews it now."""
+    """Vectors and note expired 30 days after they were written, however often fully cached runs (which load no model)
+    used them since: the next run encoded them again. A look-up renews those it finds, and the note, to 30 days;
+    a key looked up less than a day after its last renewal is left as it is (one append-only write a key a day)."""
+    from ragscore_workers._embedding_cache import redis_key, text_hash
     from ragscore_workers.embedding import REDIS_CACHE_TTL_S
 
     texts, _ = _filled(store, redis_server, "note-renewed")
-    near_its_end = 600  # a note written 30 days less 10 minutes ago
+    namespace = known_namespace(EmbeddingConfig()) or ""
+    vectors = [redis_key(namespace, text_hash(t)) for t in texts]
+    near_its_end, recent = 600, REDIS_CACHE_TTL_S - 3600  # written 30 days less 10 minutes ago; renewed an hour ago
+    for key in [NOTE, *vectors[:4]]:
+        store.r.expire(key, near_its_end)
+    store.r.expire(vectors[4], recent)
+    warm = _fresh(redis_server, [*texts, "note-renewed: a text no run embedded"])
+    assert warm["loads"] == 1 and warm["stats"]["cache_hits"] == 5  # the model loads for the new text only
+    assert all(near_its_end < store.r.ttl(key) <= REDIS_CACHE_TTL_S for key in [NOTE, *vectors[:4]])
+    assert store.r.ttl(vectors[4]) <= recent
     store.r.expire(NOTE, near_its_end)
-    warm = _fresh(redis_server, texts)
-    assert warm["loads"] == 0 and warm["stats"]["cache_hits"] == 5
-    assert near_its_end < store.r.ttl(NOTE) <= REDIS_CACHE_TTL_S
+    assert _fresh(redis_server, texts)["loads"] == 0  # every text cached: no model loaded, the note renewed still
+    assert store.r.ttl(NOTE) > near_its_end
 
 
 @pytest.mark.parametrize(
