@@ -584,7 +584,8 @@ def _windows_note(tally: EmbedTally) -> str:
     """How the dry run counted long contexts: as the windows a run encodes, or whole (and why)."""
     if tally.windowed:
         return "a long context counted as the overlapping windows a run encodes (the cache's note of the model)"
-    why = ": the embedding cache holds no note of the model to cut them" if tally.cache_checked else ""
+    why = "; the embedding cache holds no note of the model as installed here to cut them: a run writes one"
+    why = why if tally.cache_checked else ""
     return f"each context counted whole (a run encodes a long one as overlapping windows of about the same words{why})"
 
 

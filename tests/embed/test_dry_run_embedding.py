@@ -35,6 +35,19 @@ def _distinct() -> list[str]:
     return list(dict.fromkeys(texts))
 
 
+def _dry_run_said(tmp_path: Path, data: Path, redis_server: RedisProcess, home: Path) -> str:
+    """What ``ragscore run --dry-run`` of SUITE over ``data`` prints, on one line."""
+    (tmp_path / "s.json").write_text(json.dumps(SUITE))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run",
+         "--broker", redis_server.url],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
+
+
 def test_the_dry_run_counts_the_texts_to_encode_apart_from_those_cached_and_their_assumed_time(
     tmp_path: Path, redis_server: RedisProcess, home: Path
 ) -> None:
@@ -53,31 +66,10 @@ def test_the_dry_run_counts_the_texts_to_encode_apart_from_those_cached_and_thei
     assert uncached.embed is not None and not uncached.embed.cache_checked and uncached.embed.to_encode == len(distinct)
     assert estimate_run(data, load_suite({**SUITE, "metrics": ["exact_match"]})).embed is None
 
-    (tmp_path / "s.json").write_text(json.dumps(SUITE))
-    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run",
-         "--broker", redis_server.url],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    said = " ".join(result.stdout.split())
+    said = _dry_run_said(tmp_path, data, redis_server, home)
     line = (f"embedding (all-MiniLM-L6-v2): {len(distinct)} distinct texts, 4 in the embedding cache, "
             f"{len(distinct) - 4} to encode: under a second (an assumption, not a measure: 5,000 words/s")  # fmt: skip
     assert line in said, said
-
-
-def _dry_run_said(tmp_path: Path, data: Path, redis_server: RedisProcess, home: Path) -> str:
-    """What ``ragscore run --dry-run`` of SUITE over ``data`` prints, on one line."""
-    (tmp_path / "s.json").write_text(json.dumps(SUITE))
-    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run",
-         "--broker", redis_server.url],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return " ".join(result.stdout.split())
 
 
 def test_a_dry_run_after_a_run_looks_up_a_long_contexts_windows_as_the_run_cached_them(
@@ -112,7 +104,8 @@ def test_a_dry_run_after_a_run_looks_up_a_long_contexts_windows_as_the_run_cache
     finally:
         client.set(note, kept or "", ex=REDIS_CACHE_TTL_S)
     assert "1 to encode" in said and "plus the model's load" in said, said
-    assert "the embedding cache holds no note of the model to cut them" in said, said
+    why = "the embedding cache holds no note of the model as installed here to cut them: a run writes one"
+    assert why in said, said
 
 
 def test_the_dry_runs_assumed_encoding_time_is_its_words_over_the_assumed_throughput() -> None:
