@@ -1290,6 +1290,9 @@ def run(
                 check_local_resources(resolved, [q for q in queues if q not in checked], judge_calls_left)
             elif resumed is not None:  # the run's own suite, read from the store by start(); no judge left: no key
                 check_local_resources(resumed, queues, judge_calls_left)
+            if judge_threads is not None and Queue.JUDGE.value not in queues:
+                caller.warn(f"{caller.option('judge-threads')} has no effect: the run has no judge work (no judge "
+                            "metric scores its rows), so no local judge worker is started")  # fmt: skip
             threads = None if judge_threads is None else {Queue.JUDGE.value: judge_threads}
             workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=threads,
                                         env=lane_env, stop_with_parent=True))  # fmt: skip

@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator import evaluate
 from ragscore_workers.app import app
-from ragscore_workers.errors import ConfigError
+from ragscore_workers.errors import ConfigError, DatasetWarning
 
 from ..fakes import FakeProvider
 from ..support import ROOT, write_jsonl
@@ -76,6 +76,14 @@ def test_judge_threads_of_a_cluster_run_is_refused(tmp_path: Path, redis_server:
     with pytest.raises(ConfigError, match="judge_threads= sets the threads of an embedded run's local judge worker"):
         evaluate(ROWS, {"metrics": ["exact_match"]}, redis_server.url, out=tmp_path / "out", quiet=True,
                  judge_threads=2)  # fmt: skip
+
+
+def test_judge_threads_of_a_run_without_judge_work_is_warned_of(home: Path, tmp_path: Path) -> None:
+    """A suite with no judge metric starts no judge worker: judge_threads= is said to have no effect, and the run
+    scores. Seen failing before: it was taken silently."""
+    with pytest.warns(DatasetWarning, match=re.escape("judge_threads= has no effect: the run has no judge work")):
+        result = evaluate(ROWS, {"metrics": ["exact_match"]}, out=tmp_path / "out", quiet=True, judge_threads=2)
+    assert result.summary.metrics["exact_match"].n == len(ROWS)
 
 
 def test_the_command_line_refuses_judge_threads_below_1(tmp_path: Path, home: Path) -> None:
