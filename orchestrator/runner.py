@@ -58,6 +58,7 @@ from ragscore_workers.store import (
     RedoLookup,
     RunState,
     RunStore,
+    errors_of,
     target_state_part,
 )
 from ragscore_workers.target.stage import scoring_rows
@@ -997,14 +998,17 @@ def check_judge_threads(threads: object, broker: str | None, caller: Caller = CL
 
 def judge_left(store: RunStore, run_id: str, resolved: ResolvedSuite) -> int | None:
     """0 where a resume of run ``run_id`` sends no judge call: its submission was not cut off, it has no target (a
-    target's answer asked again is judged anew), and every judge output is stored, none stopped and no output of the
-    run an error (errors are not counted per queue: any may be a judge's); None where it may send some (its resume
-    needs the judge's key). From the counters as stored: :meth:`RunStore.progress` leaves ``stopped:{queue}`` out."""
+    target's answer asked again is judged anew), and every judge output is stored, none stopped and none an error
+    (:func:`errors_of`; a run stored before errors were counted per queue: no output of it an error, as any may be a
+    judge's); None where it may send some (its resume needs the judge's key). From the counters as stored:
+    :meth:`RunStore.progress` leaves ``stopped:{queue}`` and ``errors:{queue}`` out."""
     counters = store.counters(run_id, "progress")
     if "n_shards" not in store.meta(run_id) or resolved.targets:
         return None
-    stored = counters.get(f"done:{Queue.JUDGE.value}", 0) >= counters.get(f"total:{Queue.JUDGE.value}", 0)
-    clean = not counters.get(f"stopped:{Queue.JUDGE.value}", 0) and not counters.get("errors", 0)
+    judge = Queue.JUDGE.value
+    stored = counters.get(f"done:{judge}", 0) >= counters.get(f"total:{judge}", 0)
+    errors = errors_of(counters, judge)
+    clean = not counters.get(f"stopped:{judge}", 0) and errors == 0
     return 0 if stored and clean else None
 
 

@@ -12,8 +12,9 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
                           the counters then in ``work_began_before``); ``reports_dir``: where the reports were
                           last written
-``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``
-                          (``errors:derived``, ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
+``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``/
+                          ``errors:{queue}`` (a run stored before these has ``errors:derived`` alone:
+                          :func:`errors_of`; ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
                           ``redo:{queue}``: outputs stored as errors or stopped that a resume sent again, not
                           written again yet; ``marked``, ``marked:{queue}``: all the resume marked, written again or
                           not; ``redo_errors``, ``redo_unscorable`` (``:derived`` too): of ``redo``, those stored
@@ -101,6 +102,7 @@ __all__ = [
     "RunState",
     "RunStore",
     "WorkBegan",
+    "errors_of",
     "loading_value",
     "pool_like",
     "probe_redis",
@@ -215,10 +217,12 @@ if (done > 0 or any_redone) and redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HSET', KEYS[2], 'progress_at', redis.call('TIME')[1])
 end
 if stops ~= 0 then redis.call('HINCRBY', p, 'stopped:' .. queue, stops) end
-if errs ~= 0 then redis.call('HINCRBY', p, 'errors', errs) end
+if errs ~= 0 then
+  redis.call('HINCRBY', p, 'errors', errs)
+  redis.call('HINCRBY', p, 'errors:' .. queue, errs)  -- per queue: a resume needs the judge's key only for its own
+end
 if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable', nulls) end
 if queue == 'derived' then  -- no queue's work: the views leave them out (RunStore.progress)
-  if errs ~= 0 then redis.call('HINCRBY', p, 'errors:derived', errs) end
   if nulls ~= 0 then redis.call('HINCRBY', p, 'unscorable:derived', nulls) end
 end
 redis.call('EXPIRE', p, ttl)
@@ -628,11 +632,21 @@ def _queue_work(counters: dict[str, int]) -> dict[str, int]:
     units. Only those counters are dropped (a target named ``derived`` keeps its ``target_wait_of:derived``). A derived
     share below 0 takes nothing off (a run stored before ``errors:derived`` and ``unscorable:derived`` existed, resumed
     after, takes a rewritten derived error off a counter that never held it), and no count goes below 0."""
-    out = {k: v for k, v in counters.items() if k not in _DERIVED_COUNTERS}
+    out = {k: v for k, v in counters.items() if k not in _DERIVED_COUNTERS and not k.startswith("errors:")}
     for field in _LESS_DERIVED:
         if field in out:
             out[field] = max(0, out[field] - max(0, counters.get(f"{field}:{_DERIVED}", 0)))
     return out
+
+
+def errors_of(counters: dict[str, int], queue: str) -> int | None:
+    """The outputs of ``queue`` stored as errors, from the ``progress`` counters as stored; None where the store
+    cannot tell (a run whose errors were written before they were counted per queue: ``errors`` is more than the
+    queues' ``errors:{queue}``, or one of those went below 0 as an older error was written again)."""
+    per_queue = {k: v for k, v in counters.items() if k.startswith("errors:")}
+    if any(v < 0 for v in per_queue.values()) or sum(per_queue.values()) != counters.get("errors", 0):
+        return None
+    return per_queue.get(f"errors:{queue}", 0)
 
 
 #: The counters :func:`_queue_work` takes the derived outputs' off, and those it drops (the derived outputs' own).

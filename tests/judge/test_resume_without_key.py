@@ -39,6 +39,26 @@ def test_a_resume_whose_judge_is_done_needs_no_key(
     assert SECRET not in written
 
 
+def test_a_resume_whose_only_errors_are_another_queues_needs_no_key(
+    tmp_path: Path, home: Path, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cpu metric's error (a typed answer's malformed ``expected``), every item judged: resumed without the key,
+    the cpu item is scored again and no judge call is sent. Seen failing before: any error of the run asked for the
+    key ("set the environment variable GROQ_API_KEY"), as errors were not counted per queue."""
+    out = tmp_path / "out"
+    rows = [row | {"question_type": "Yes/No", "expected": "yes"} for row in ROWS]
+    rows[0]["expected"] = "Paris"  # not one yes or one no: typed_answer's error for that item
+    suite = _suite(fake, model)
+    suite["metrics"][0] = "typed_answer"
+    first = evaluate(rows, suite, out=out, quiet=True)
+    assert first.summary.metrics["typed_answer"].errors == 1
+    assert first.summary.metrics["answer_accuracy"].n == len(ROWS)
+    sent = fake.stats()["requests"]
+    monkeypatch.delenv("GROQ_API_KEY")
+    again = resume(out, quiet=True)
+    assert again.summary.metrics["typed_answer"].errors == 1 and fake.stats()["requests"] == sent
+
+
 def test_a_resume_with_judge_items_left_still_asks_for_the_key(
     tmp_path: Path, home: Path, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from ragscore_workers.providers.run_state import RunJudgeState, breaker_summary
 from ragscore_workers.schemas import MetricResult, Row
-from ragscore_workers.store import RUNS_INDEX, RunStore, eviction_problem, redis_client, work_began
+from ragscore_workers.store import RUNS_INDEX, RunStore, errors_of, eviction_problem, redis_client, work_began
 
 from ..support import RedisProcess, until
 
@@ -473,6 +473,25 @@ def test_a_derived_error_rewritten_in_a_run_counted_before_errors_derived_reads_
     store.write_results(run, "derived", [("a", {"id": "a"}, {"combined": MetricResult.failed("no judge")})])
     store.r.hincrby(store.key(run, "progress"), "errors", -1)  # a worker before it rewrites it as a score
     assert store.progress(run)["errors"] == 0, store.r.hgetall(store.key(run, "progress"))
+
+
+def test_errors_are_counted_per_queue_as_stored_and_unknown_for_a_run_counted_before(store: RunStore) -> None:
+    """``errors:{queue}`` follows each queue's outputs stored as errors (a rewrite as a score takes its error off);
+    the views keep ``errors`` alone. A run whose errors were written before (``errors`` more than the queues'):
+    :func:`errors_of` cannot tell whose they are (None). Seen failing before: ``errors:cpu`` was never counted."""
+    run = "t-errors-per-queue"
+    store.create_run(run, {"state": "running"})
+    store.add_ids(run, 0, ["a", "b"], {"cpu": 2, "judge": 2})
+    _write(store, run, "a", m=MetricResult.failed("bad input"))
+    store.write_results(run, "judge", [("b", {"id": "b"}, {"j": MetricResult.failed("400")})])
+    stored = store.counters(run, "progress")
+    assert (errors_of(stored, "cpu"), errors_of(stored, "judge"), errors_of(stored, "embed")) == (1, 1, 0)
+    store.write_results(run, "judge", [("b", {"id": "b"}, {"j": MetricResult(score=1.0)})])  # judged again
+    stored = store.counters(run, "progress")
+    assert (errors_of(stored, "cpu"), errors_of(stored, "judge")) == (1, 0)
+    assert store.progress(run)["errors"] == 1 and not any(k.startswith("errors:") for k in store.progress(run))
+    store.r.hdel(store.key(run, "progress"), "errors:cpu", "errors:judge")  # as the write script before it counted
+    assert errors_of(store.counters(run, "progress"), "judge") is None
 
 
 def test_a_target_named_derived_is_named_by_what_its_calls_wait_on(store: RunStore) -> None:
