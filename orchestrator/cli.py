@@ -448,7 +448,7 @@ def run_cmd(
         _check_gate_systems(gates, resolved, dataset, fmt, options)
     if dry_run:
         _dry_run(dataset, resolved, broker, gates, fmt=fmt, fmt_options=options, max_cost=max_cost,
-                 max_tokens=max_tokens)  # fmt: skip
+                 max_tokens=max_tokens, judge_threads=judge_threads)  # fmt: skip
         return
     summary = _finish(dataset, resolved, out, broker, quiet, fmt=fmt, fmt_options=options, judge_threads=judge_threads,
                       job=_gates_job(fail_under, baseline_dir, tolerance, junit, junit_items))  # fmt: skip
@@ -655,15 +655,20 @@ def resume_cmd(
                      resume_command(out, run_id, broker))  # fmt: skip
 
 
-def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> None:  # type: ignore[no-untyped-def]
+def _dry_run(  # type: ignore[no-untyped-def]
+    dataset: Path, resolved, broker: str | None, gates, *, judge_threads: int | None, **options
+) -> None:
     """Count what the run would do (``--dry-run``); cached judge replies and embeddings are looked up in the run store
     when one is reachable (the cluster's, or the embedded one started from its data file). Gates naming a system the
-    dataset lacks are warned of. Exits as the run would stop for what is known in advance: 2 where it would be
-    refused or stop before scoring, else 1 where a metric would score no item (no row has a field it needs)."""
+    dataset lacks are warned of; an embedded run's judge time counts its local judge worker's ``judge_threads``
+    (``--judge-threads``, else the default). Exits as the run would stop for what is known in advance: 2 where it
+    would be refused or stop before scoring, else 1 where a metric would score no item (no row has a field it needs)."""
     from .embedded_redis import EmbeddedRedis
     from .estimate import estimate_run, looks_up_caches
     from .gates import system_note
     from .reports.console import print_estimate
+    from .runner import check_judge_threads
+    from .workers import POOL_DEFAULTS
 
     redis = None
     cluster = broker or get_settings().broker_url
@@ -675,13 +680,15 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, **options) -> N
                 err.print(f"caches not looked up: {exc}", soft_wrap=True)
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
-    print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens)
+    threads = None if cluster else judge_threads or POOL_DEFAULTS["judge"].concurrency  # a cluster's: unknown
+    print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
     code = EXIT_RUN_ERROR if estimate.scoreless else 0  # no row has a field they need: a run scores nothing of them
     if gates is not None and (note := system_note(gates.gates, estimate.systems)):
         print_warning(note)
         code = EXIT_BAD_INPUT
     try:  # the run itself is refused before anything starts, here or on a cluster
         get_settings().check_visibility_timeout()
+        check_judge_threads(judge_threads, cluster)
     except ConfigError as exc:
         print_warning(f"the run would be refused: {exc}")
         code = EXIT_BAD_INPUT

@@ -139,6 +139,8 @@ class Estimate:
     #: Per judge metric, the variable its key is read from (its ``api_key_env``, else the provider's usual one): the
     #: workers keep a judge limiter, and a ``judge.max_in_flight`` cap, per key.
     judge_key_env: dict[str, str] = field(default_factory=dict)
+    #: Per judge metric, its ``concurrency``: the calls one of its tasks sends at a time.
+    judge_concurrency: dict[str, int] = field(default_factory=dict)
     #: Calls per target system (one per question; retries not counted).
     target_calls: dict[str, int] = field(default_factory=dict)
     #: The systems the items name (what ``METRIC@SYSTEM`` gates can read).
@@ -195,6 +197,17 @@ class Estimate:
         """The ``judge.max_in_flight`` caps the calls not cached go through: one per key variable
         (:attr:`judge_key_env`) with such calls."""
         return len({self.judge_key_env.get(name) for name, tally in self.judge.items() if tally.paid}) or 1
+
+    def task_calls_at_once(self) -> int:
+        """The most calls one judge task sends at a time: the largest ``concurrency`` of the metrics with calls not
+        cached (:attr:`judge_concurrency`)."""
+        return max((self.judge_concurrency.get(name, 1) for name, t in self.judge.items() if t.paid), default=1)
+
+    def local_rounds(self, threads: int) -> int | None:
+        """Under an embedded run's local judge worker of ``threads`` threads, a task each, each sending
+        :meth:`task_calls_at_once` calls at a time: the rounds of the calls not cached one after another
+        (:func:`~.floors.in_flight_rounds`), each as long as a reply takes. None where one round holds them all."""
+        return in_flight_rounds(self.judge_total().paid, threads * self.task_calls_at_once())
 
     def target_minutes(self, target: TargetConfig) -> dict[str, float]:
         """Per limit of ``target`` (``rpm``, ``pace``) that its calls reach: the least minutes they need under it, as
@@ -259,6 +272,7 @@ class _JudgePlanner:
             tally.add(self._tally(calls, params))
             key_env = judge_key_env(self.suite.judge, getattr(params, "api_key_env", None))
             self.estimate.judge_key_env[mdef.name] = key_env
+            self.estimate.judge_concurrency[mdef.name] = getattr(params, "concurrency", 1)
 
     def _tally(self, calls: list[PlannedCall], params: BaseModel) -> CallTally:
         look_up = self.redis is not None and getattr(params, "cache", True)

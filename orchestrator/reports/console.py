@@ -451,9 +451,10 @@ def _uncut_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]
 
 def print_estimate(
     estimate: Estimate, suite: Suite, console: Console | None = None, *, max_cost: float | None = None,
-    max_tokens: int | None = None,
+    max_tokens: int | None = None, judge_threads: int | None = None,
 ) -> None:  # fmt: skip
-    """What ``ragscore run --dry-run`` found: rows, work per queue, and the judge's calls, cost and time."""
+    """What ``ragscore run --dry-run`` found: rows, work per queue, and the judge's calls, cost and time.
+    ``judge_threads``: an embedded run's local judge worker's (None: a cluster's run, its workers' unknown here)."""
     console = console or TerminalConsole()
     console.print("Dry run: nothing was submitted, no worker started, no provider called.")
     line = f"{counted(estimate.rows, 'readable row')}, {thousands(estimate.failed_rows)} unreadable"
@@ -521,13 +522,16 @@ def print_estimate(
         limits = ", ".join(f"{_judge_limit(suite, k)}: {fmt_duration(m * 60)}" for k, m in minutes.items())
         console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the run's "
                       f"limits ({limits}), however many workers", soft_wrap=True)  # fmt: skip
-    if not too_large and (rounds := estimate.in_flight_rounds(suite)):
+    rounds = None if too_large else estimate.in_flight_rounds(suite)
+    if rounds:
         caps = estimate.in_flight_caps()
         per_key = f" per judge key ({caps} keys: the judge metrics' api_key_env)" if caps > 1 else ""
         console.print(f"time: at least {thousands(rounds)} x the seconds one judge reply takes under "
                       f"judge.max_in_flight {suite.judge.max_in_flight} ({thousands(total.paid)} calls, "
                       f"{suite.judge.max_in_flight} at a time{per_key}), however many workers",
                       soft_wrap=True)  # fmt: skip
+    if not too_large and judge_threads is not None:
+        _print_local_rounds(console, estimate, judge_threads, rounds or 0)
     priced = sum(t.cost for t in estimate.judge.values() if t.cost is not None)
     if max_cost is not None and priced > max_cost:
         console.print(f"--max-cost {max_cost:g} may stop judging part-way: the priced calls may cost up to "
@@ -536,6 +540,19 @@ def print_estimate(
         console.print(f"--max-tokens {thousands(max_tokens)} may stop judging part-way: the calls may use up to "
                       f"{thousands(total.tokens_in + total.tokens_out_max)} tokens", style="yellow",
                       soft_wrap=True)  # fmt: skip
+
+
+def _print_local_rounds(console: Console, estimate: Estimate, threads: int, capped_rounds: int) -> None:
+    """The least time an embedded run's local judge worker of ``threads`` threads allows
+    (:meth:`Estimate.local_rounds`), where it is more rounds than ``judge.max_in_flight``'s (``capped_rounds``)."""
+    local = estimate.local_rounds(threads)
+    if not local or local <= capped_rounds:
+        return
+    per_task = estimate.task_calls_at_once()
+    console.print(f"time: at least {thousands(local)} x the seconds one judge reply takes with the local judge "
+                  f"worker's {thousands(threads)} threads ({thousands(estimate.judge_total().paid)} calls, "
+                  f"{thousands(threads * per_task)} at a time: a task a thread, {per_task} calls each, the judge "
+                  "metrics' concurrency); --judge-threads sets its threads", soft_wrap=True)  # fmt: skip
 
 
 def _judge_limit(suite: Suite, name: str) -> str:

@@ -178,6 +178,23 @@ def test_the_dry_run_counts_max_in_flight_rounds_per_judge_key(tmp_path: Path, h
         said, result.stderr)  # fmt: skip
 
 
+def test_the_dry_run_gives_the_least_time_the_local_judge_workers_threads_allow(tmp_path: Path, home: Path) -> None:
+    """An embedded run's judge worker of ``--judge-threads 2`` runs 2 tasks, each 8 calls at a time (the judge
+    metrics' concurrency): 255 calls in 16 rounds; with the default 32 threads one round holds them (no line); with a
+    broker the option is refused, as the run refuses it. Seen failing before: the dry run ignored --judge-threads."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(50))
+    local = _suite(provider="openai", model="llama3.1:8b", base_url="http://localhost:9/v1", rpm=None, tpm=None)
+    suite = load_suite(local)
+    assert estimate_run(data, suite).local_rounds(2) == 16  # ceil(255 / (2 x 8))
+    (tmp_path / "s.json").write_text(json.dumps(local))
+    said = " ".join(_dry_run(data, tmp_path / "s.json", "--judge-threads", "2").stdout.split())
+    assert ("time: at least 16 x the seconds one judge reply takes with the local judge worker's 2 threads (255 calls, "
+            "16 at a time: a task a thread, 8 calls each, the judge metrics' concurrency)") in said, said  # fmt: skip
+    assert "local judge worker" not in _dry_run(data, tmp_path / "s.json").stdout
+    cluster = _dry_run(data, tmp_path / "s.json", "--judge-threads", "2", "--broker", "redis://localhost:9")
+    assert cluster.returncode == 2 and "--judge-threads sets the threads of an embedded run's" in cluster.stderr
+
+
 def test_a_metric_naming_the_providers_usual_key_variable_shares_its_max_in_flight_cap(tmp_path: Path) -> None:
     """``api_key_env: OPENAI_API_KEY`` on an openai judge names the variable the other metrics read their key from:
     one limiter, one cap, 128 rounds for 255 calls. Seen failing before: the variable's name against none read as two
