@@ -15,6 +15,8 @@ the worker's client waits a minute a reply, so a Redis that hung (or a partition
 the holder never knew its slot had lapsed. The holder counts its lease from the last renewal Redis confirmed: a
 renewal that fails once a whole lease passed without one loses the slot. A call already sent cannot be taken back (its
 reply is still good): it runs on over the cap, its worker logs so at once, and no renewal takes the slot back after.
+A call not yet sent confirms its slot (:meth:`Slot.confirm`) once the rate limiter lets it go: one lost during that
+wait is waited for again, never sent over the cap.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from ..schemas import SLOT_WAIT
@@ -33,7 +36,7 @@ from ..store import with_timeout
 from .errors import RateLimitTimeout
 from .ratelimit import CHECK_EVERY_S, PREFIX, WAIT_NOTE_S, WAIT_REFRESH_S, Wait
 
-__all__ = ["LEASE_S", "RENEWER_NAME", "RENEW_EVERY_S", "WAITING_COUNTED_MS", "InFlightCap"]
+__all__ = ["LEASE_S", "RENEWER_NAME", "RENEW_EVERY_S", "WAITING_COUNTED_MS", "InFlightCap", "Slot"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,38 @@ return 1
 """
 
 
+@dataclass(frozen=True)
+class _Lease:
+    """A slot held: its member in the set, and the event that ends its renewer."""
+
+    member: str
+    done: threading.Event
+
+
+class Slot:
+    """A slot of :class:`InFlightCap` held by one call (:meth:`InFlightCap.slot`)."""
+
+    def __init__(
+        self, cap: InFlightCap, check: Callable[[], None] | None, on_wait: Callable[[Wait], object] | None
+    ) -> None:
+        self._cap, self._check, self._on_wait = cap, check, on_wait
+        self._lease = cap._hold(check, on_wait)
+
+    def confirm(self) -> None:
+        """Just before the call is sent: its slot is renewed, or where its lease lapsed meanwhile (a wait at the rate
+        limiter while this process stalled past it) another is waited for, as a new call's: never sent over the cap."""
+        if self._cap._still_held(self._lease):
+            return
+        log.warning("a judge call's max_in_flight slot lapsed while it waited at the rate limiter: it waits for "
+                    "another before it is sent")  # fmt: skip
+        self._cap._end(self._lease)
+        self._lease = self._cap._hold(self._check, self._on_wait)
+
+    def end(self) -> None:
+        """Gives the slot back (the call ended)."""
+        self._cap._end(self._lease)
+
+
 class InFlightCap:
     """At most ``limit`` calls of one limiter in flight at once, however many workers make them."""
 
@@ -122,23 +157,40 @@ class InFlightCap:
     @contextmanager
     def slot(
         self, check: Callable[[], None] | None = None, on_wait: Callable[[Wait], object] | None = None
-    ) -> Iterator[None]:
+    ) -> Iterator[Slot]:
         """Hold one slot while the block runs (the call), waiting for one at most ``max_wait_s``: RateLimitTimeout
         after that. ``check`` is called about every second while it waits (a cancel, an open breaker): what it
         raises ends the wait. ``on_wait`` is told of a wait of :data:`~.ratelimit.WAIT_NOTE_S` or more, and again
         every :data:`~.ratelimit.WAIT_REFRESH_S` while it lasts, as the rate limiter tells its own (``on``: ``slot``,
-        ``limit``: the cap)."""
+        ``limit``: the cap). The block gets the :class:`Slot`, to confirm it still holds it just before it sends."""
+        held = Slot(self, check, on_wait)
+        try:
+            yield held
+        finally:
+            held.end()
+
+    def _hold(self, check: Callable[[], None] | None, on_wait: Callable[[Wait], object] | None) -> _Lease:
+        """Waits for a slot (:meth:`_wait_for`) and holds it: its lease renewed by a thread until it ends."""
         member = uuid.uuid4().hex
         taken = self._wait_for(member, check, on_wait)
-        done = threading.Event()
+        lease = _Lease(member, threading.Event())
         try:  # a renewer that fails to start (no thread left) gives the slot back too
-            renewer = threading.Thread(target=self._renew_until, args=(member, taken, done), name=RENEWER_NAME)
+            renewer = threading.Thread(target=self._renew_until, args=(member, taken, lease.done), name=RENEWER_NAME)
             renewer.daemon = True
             renewer.start()
-            yield
-        finally:
-            done.set()  # a renewal after this finds no member: _RENEW takes no slot back
-            self.r.zrem(self.key, member)
+        except BaseException:
+            self._end(lease)
+            raise
+        return lease
+
+    def _end(self, lease: _Lease) -> None:
+        """Gives ``lease``'s slot back and stops its renewer."""
+        lease.done.set()  # a renewal after this finds no member: _RENEW takes no slot back
+        self.r.zrem(self.key, lease.member)
+
+    def _still_held(self, lease: _Lease) -> bool:
+        """Renews ``lease`` now: False where it lapsed and was dropped (another call may hold its slot)."""
+        return bool(self._renew(keys=[self.key], args=[self.lease_ms, lease.member]))
 
     def _renew_until(self, member: str, renewed: float, done: threading.Event) -> None:
         """Renews ``member``'s lease every :data:`RENEW_EVERY_S` until ``done`` (the call ended), each renewal waiting

@@ -346,3 +346,37 @@ def test_a_holder_that_confirmed_no_renewal_for_a_lease_asks_redis_before_it_say
         renewer.join(30)
         rclient.zrem(cap.key, member)
     assert "lapsed" not in caplog.text
+
+
+def test_a_call_whose_slot_lapsed_while_it_waited_takes_another_before_it_is_sent(rclient: redis.Redis) -> None:
+    """A call's lease lapsed while it waited at the rate limiter (its process stalled past it) and another call took
+    the only slot: confirmed before the send, it waits for a slot again and is sent only once the other ended. Seen
+    failing before (a confirm that trusts the slot): it went on with the other still in flight, two under a cap of 1."""
+    cap = _cap(rclient, max_wait_s=30.0)
+    other_holds, other_may_end = threading.Event(), threading.Event()
+
+    def other_call() -> None:
+        with cap.slot():
+            other_holds.set()
+            other_may_end.wait(60)
+
+    def end_other_once_ours_waits() -> None:
+        until(lambda: rclient.zcard(cap.waiting_key) >= 1, 60)  # ours waits for a slot again
+        other_may_end.set()
+
+    with cap.slot() as slot:
+        rclient.zrem(cap.key, *rclient.zrange(cap.key, 0, -1))  # its lease lapsed, dropped by the next take
+        other = threading.Thread(target=other_call)
+        other.start()
+        assert other_holds.wait(60)
+        ender = threading.Thread(target=end_other_once_ours_waits)
+        ender.start()
+        try:
+            slot.confirm()
+            assert other_may_end.is_set(), "confirmed while the other call held the only slot"
+            assert rclient.zcard(cap.key) == 1  # the other's slot given back, ours taken: one in flight
+        finally:
+            other_may_end.set()
+            other.join(60)
+            ender.join(60)
+    assert rclient.zcard(cap.key) == 0
