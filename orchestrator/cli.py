@@ -667,7 +667,7 @@ def _dry_run(  # type: ignore[no-untyped-def]
     from .estimate import estimate_run, looks_up_caches
     from .gates import system_note
     from .reports.console import print_estimate
-    from .runner import check_judge_threads
+    from .runner import check_judge_threads, judge_threads_unused
     from .workers import POOL_DEFAULTS
 
     redis = None
@@ -682,6 +682,8 @@ def _dry_run(  # type: ignore[no-untyped-def]
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
     threads = None if cluster else judge_threads or POOL_DEFAULTS["judge"].concurrency  # a cluster's: unknown
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
+    if judge_threads is not None and not cluster and not estimate.units.get("judge"):
+        print_warning(judge_threads_unused())  # as the run warns
     code = EXIT_RUN_ERROR if estimate.scoreless else 0  # no row has a field they need: a run scores nothing of them
     if gates is not None and (note := system_note(gates.gates, estimate.systems)):
         print_warning(note)

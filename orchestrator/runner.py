@@ -996,6 +996,12 @@ def check_judge_threads(threads: object, broker: str | None, caller: Caller = CL
                           "--concurrency N`)")  # fmt: skip
 
 
+def judge_threads_unused(caller: Caller = CLI) -> str:
+    """What an embedded run with no judge work says of ``--judge-threads`` (``judge_threads=``) given."""
+    return (f"{caller.option('judge-threads')} has no effect: the run has no judge work (no judge metric scores its "
+            "rows), so no local judge worker is started")  # fmt: skip
+
+
 def judge_left(store: RunStore, run_id: str, resolved: ResolvedSuite) -> int | None:
     """0 where a resume of run ``run_id`` sends no judge call: its submission was not cut off, it has no target (a
     target's answer asked again is judged anew), and every judge output is stored, none stopped and none an error
@@ -1295,8 +1301,7 @@ def run(
             elif resumed is not None:  # the run's own suite, read from the store by start(); no judge left: no key
                 check_local_resources(resumed, queues, judge_calls_left)
             if judge_threads is not None and Queue.JUDGE.value not in queues:
-                caller.warn(f"{caller.option('judge-threads')} has no effect: the run has no judge work (no judge "
-                            "metric scores its rows), so no local judge worker is started")  # fmt: skip
+                caller.warn(judge_threads_unused(caller))
             threads = None if judge_threads is None else {Queue.JUDGE.value: judge_threads}
             workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=threads,
                                         env=lane_env, stop_with_parent=True))  # fmt: skip

@@ -193,6 +193,9 @@ def test_the_dry_run_gives_the_least_time_the_local_judge_workers_threads_allow(
     assert "local judge worker" not in _dry_run(data, tmp_path / "s.json").stdout
     cluster = _dry_run(data, tmp_path / "s.json", "--judge-threads", "2", "--broker", "redis://localhost:9")
     assert cluster.returncode == 2 and "--judge-threads sets the threads of an embedded run's" in cluster.stderr
+    (tmp_path / "cpu.json").write_text(json.dumps({"metrics": ["exact_match"]}))  # no judge work: said, as a run says
+    unused = _dry_run(data, tmp_path / "cpu.json", "--judge-threads", "2")
+    assert unused.returncode == 0 and "--judge-threads has no effect: the run has no judge work" in unused.stderr
 
 
 def test_a_metric_naming_the_providers_usual_key_variable_shares_its_max_in_flight_cap(tmp_path: Path) -> None:
