@@ -15,8 +15,9 @@ the worker's client waits a minute a reply, so a Redis that hung (or a partition
 the holder never knew its slot had lapsed. The holder counts its lease from the last renewal Redis confirmed: a
 renewal that fails once a whole lease passed without one loses the slot. A call already sent cannot be taken back (its
 reply is still good): it runs on over the cap, its worker logs so at once, and no renewal takes the slot back after.
-A call not yet sent confirms its slot (:meth:`Slot.confirm`) once the rate limiter lets it go: one lost during that
-wait is waited for again, never sent over the cap.
+A call not yet sent confirms its slot (:meth:`Slot.confirm`, one renewal) once the rate limiter lets it go: one lost
+during that wait (or no longer renewed) is waited for again, never sent over the cap; only a sent call's loss is
+logged as over the cap. A call with no cap has no slot: nothing to confirm, no round trip.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..schemas import SLOT_WAIT
@@ -95,10 +96,13 @@ return 1
 
 @dataclass(frozen=True)
 class _Lease:
-    """A slot held: its member in the set, and the event that ends its renewer."""
+    """A slot held: its member in the set, the event that ends its renewer (the call ended), the one its call sets
+    once it confirmed the slot (:meth:`Slot.confirm`: sent), and the one its renewer sets where it gave up (lost)."""
 
     member: str
-    done: threading.Event
+    done: threading.Event = field(default_factory=threading.Event)
+    sent: threading.Event = field(default_factory=threading.Event)
+    lost: threading.Event = field(default_factory=threading.Event)
 
 
 class Slot:
@@ -111,14 +115,19 @@ class Slot:
         self._lease = cap._hold(check, on_wait)
 
     def confirm(self) -> None:
-        """Just before the call is sent: its slot is renewed, or where its lease lapsed meanwhile (a wait at the rate
-        limiter while this process stalled past it) another is waited for, as a new call's: never sent over the cap."""
-        if self._cap._still_held(self._lease):
-            return
+        """Just before the call is sent: its slot is renewed (one round trip), or where its lease lapsed meanwhile (a
+        wait at the rate limiter while this process stalled past it) or its renewer gave up (Redis out of reach a
+        lease) another is waited for, as a new call's: never sent over the cap, nor with no renewer."""
+        lease = self._lease
+        if not lease.lost.is_set() and self._cap._still_held(lease):
+            lease.sent.set()
+            if not lease.lost.is_set():  # its renewer goes on: a loss from now is the sent call's (over the cap)
+                return
         log.warning("a judge call's max_in_flight slot lapsed while it waited at the rate limiter: it waits for "
                     "another before it is sent")  # fmt: skip
-        self._cap._end(self._lease)
+        self._cap._end(lease)
         self._lease = self._cap._hold(self._check, self._on_wait)
+        self._lease.sent.set()
 
     def end(self) -> None:
         """Gives the slot back (the call ended)."""
@@ -173,9 +182,9 @@ class InFlightCap:
         """Waits for a slot (:meth:`_wait_for`) and holds it: its lease renewed by a thread until it ends."""
         member = uuid.uuid4().hex
         taken = self._wait_for(member, check, on_wait)
-        lease = _Lease(member, threading.Event())
+        lease = _Lease(member)
         try:  # a renewer that fails to start (no thread left) gives the slot back too
-            renewer = threading.Thread(target=self._renew_until, args=(member, taken, lease.done), name=RENEWER_NAME)
+            renewer = threading.Thread(target=self._renew_until, args=(lease, taken), name=RENEWER_NAME)
             renewer.daemon = True
             renewer.start()
         except BaseException:
@@ -192,14 +201,17 @@ class InFlightCap:
         """Renews ``lease`` now: False where it lapsed and was dropped (another call may hold its slot)."""
         return bool(self._renew(keys=[self.key], args=[self.lease_ms, lease.member]))
 
-    def _renew_until(self, member: str, renewed: float, done: threading.Event) -> None:
-        """Renews ``member``'s lease every :data:`RENEW_EVERY_S` until ``done`` (the call ended), each renewal waiting
+    def _renew_until(self, lease: _Lease, renewed: float) -> None:
+        """Renews ``lease`` every :data:`RENEW_EVERY_S` until its ``done`` (the call ended), each renewal waiting
         that long at most for Redis; ``renewed``: when (``time.monotonic()``) the last confirmed lease began. A failed
         renewal is tried again (at the lease's end at the latest); stops once the slot is lost: its lease lapsed and
         Redis says so (another call took it: this process stalled past it), or a renewal failed once a whole lease
         passed with none confirmed (Redis hung, or out of reach). A renewal that Redis takes after the lease's end is
-        no loss: its slot was still there, so no call took it meanwhile."""
+        no loss: its slot was still there, so no call took it meanwhile. A slot lost sets ``lease.lost``, and is said
+        over the cap only once its call was sent (``lease.sent``): one not sent yet takes another first
+        (:meth:`Slot.confirm`, which says so)."""
         lease_s, every, client = self.lease_ms / 1000, self._renew_every_s, self._renewing
+        member, done = lease.member, lease.done
         while not done.wait(max(0.0, min(every, renewed + lease_s - time.monotonic()))):
             sent = time.monotonic()  # Redis's lease begins later: one counted from here ends no later than it
             failed: Exception | None = None
@@ -212,11 +224,15 @@ class InFlightCap:
             elif done.is_set():
                 return
             elif failed is None:
-                log.warning("a judge call's max_in_flight slot lapsed before the call ended: over the cap")
+                lease.lost.set()  # before sent is read: a call confirmed meanwhile sees it (Slot.confirm)
+                if lease.sent.is_set():
+                    log.warning("a judge call's max_in_flight slot lapsed before the call ended: over the cap")
                 return
             elif time.monotonic() - renewed >= lease_s:
-                log.warning("a judge call's max_in_flight slot lapsed before the call ended (Redis confirmed no "
-                            "renewal for %g s: %s): over the cap", lease_s, failed)  # fmt: skip
+                lease.lost.set()
+                if lease.sent.is_set():
+                    log.warning("a judge call's max_in_flight slot lapsed before the call ended (Redis confirmed no "
+                                "renewal for %g s: %s): over the cap", lease_s, failed)  # fmt: skip
                 return
             else:
                 log.warning(

@@ -23,7 +23,7 @@ import redis
 from orchestrator import progress
 from ragscore_workers.http_body import ATTEMPT_TIMEOUTS
 from ragscore_workers.providers import CompletionParams, JudgeStopped, RateLimitTimeout, build_client
-from ragscore_workers.providers.inflight import LEASE_S, RENEWER_NAME, WAITING_COUNTED_MS, InFlightCap
+from ragscore_workers.providers.inflight import LEASE_S, RENEWER_NAME, WAITING_COUNTED_MS, InFlightCap, _Lease
 from ragscore_workers.schemas import JudgeConfig
 from ragscore_workers.store import RunStore, redis_client
 
@@ -248,7 +248,8 @@ _STALLED = """
 import sys
 from ragscore_workers.providers.inflight import InFlightCap
 from ragscore_workers.store import redis_client
-with InFlightCap(redis_client(sys.argv[1]), sys.argv[2], 1, lease_s=1.0, max_wait_s=0.0).slot():
+with InFlightCap(redis_client(sys.argv[1]), sys.argv[2], 1, lease_s=1.0, max_wait_s=0.0).slot() as slot:
+    slot.confirm()  # sent
     print("held", flush=True)
     sys.stdin.readline()
 """
@@ -306,7 +307,8 @@ def test_a_holder_whose_redis_hangs_knows_its_slot_lapsed_within_a_lease(
     assert server.proc is not None
     try:
         cap = InFlightCap(redis_client(server.url), "openai:m:hang", 1, lease_s=1.0, max_wait_s=0.3)
-        with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot():
+        with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot() as slot:
+            slot.confirm()  # sent
             server.proc.send_signal(signal.SIGSTOP)
             try:
                 said = until(lambda: "slot lapsed before the call ended (Redis confirmed no renewal" in caplog.text, 20)
@@ -332,9 +334,9 @@ def test_a_holder_that_confirmed_no_renewal_for_a_lease_asks_redis_before_it_say
     taken, _, _ = cap._take(keys=[cap.key, cap.waiting_key], args=[1, cap.lease_ms // 2, member, WAITING_COUNTED_MS])
     assert taken == 1
     first = rclient.zscore(cap.key, member)
-    done = threading.Event()
+    lease = _Lease(member)
     # its last renewal confirmed a lease ago, by its own clock: as after a stall
-    renewer = threading.Thread(target=cap._renew_until, args=(member, time.monotonic() - LEASE_S, done), daemon=True)
+    renewer = threading.Thread(target=cap._renew_until, args=(lease, time.monotonic() - LEASE_S), daemon=True)
     try:
         with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"):
             renewer.start()
@@ -342,7 +344,7 @@ def test_a_holder_that_confirmed_no_renewal_for_a_lease_asks_redis_before_it_say
             assert rclient.zscore(cap.key, member) != first and renewer.is_alive(), caplog.text  # renewed, renewing
             assert not _took(rclient, limiter_key)  # still its slot
     finally:
-        done.set()
+        lease.done.set()
         renewer.join(30)
         rclient.zrem(cap.key, member)
     assert "lapsed" not in caplog.text
@@ -380,3 +382,56 @@ def test_a_call_whose_slot_lapsed_while_it_waited_takes_another_before_it_is_sen
             other.join(60)
             ender.join(60)
     assert rclient.zcard(cap.key) == 0
+
+
+def test_a_slot_lost_before_its_call_is_sent_is_not_said_over_the_cap(
+    rclient: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A slot lost while its call still waits at the rate limiter puts nothing over the cap: its renewer says nothing
+    of it, the confirm says it waits for another; a slot lost once its call was sent is said over the cap. Seen
+    failing before: the renewer said "over the cap" of a call not sent."""
+    cap = _cap(rclient, lease_s=1.0)  # renewed every 0.25 s
+    before = len(_renewers())
+    with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot() as slot:
+        rclient.zrem(cap.key, *rclient.zrange(cap.key, 0, -1))  # lost while it waits: its renewer finds it gone
+        assert until(lambda: len(_renewers()) <= before, 60), "the renewer never found its slot gone"
+        assert "over the cap" not in caplog.text
+        slot.confirm()
+        assert "lapsed while it waited at the rate limiter" in caplog.text
+        assert rclient.zcard(cap.key) == 1  # another taken
+        rclient.zrem(cap.key, *rclient.zrange(cap.key, 0, -1))  # lost once sent
+        assert until(lambda: "over the cap" in caplog.text, 60), caplog.text
+    assert rclient.zcard(cap.key) == 0
+
+
+def test_a_call_whose_renewer_gave_up_while_it_waited_takes_a_renewed_slot_before_it_is_sent(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis hangs past a lease while a call waits at the rate limiter: its renewer gives up, though Redis, back,
+    still holds the slot (no call took it). The confirm takes a slot renewed again, not one no thread renews, which
+    would lapse mid-call (over the cap, unsaid). Seen failing before: the confirm's renewal found the slot and the
+    call went on with no renewer. A Redis of its own: it is stopped."""
+    server = RedisProcess(tmp_path / "redis").start()
+    assert server.proc is not None
+    try:
+        watcher = redis_client(server.url)
+        cap = InFlightCap(redis_client(server.url), "openai:m:gave-up", 1, lease_s=1.0, max_wait_s=30.0)
+        before = len(_renewers())
+        with caplog.at_level(logging.WARNING, logger="ragscore_workers.providers.inflight"), cap.slot() as slot:
+            server.proc.send_signal(signal.SIGSTOP)
+            try:
+                gave_up = until(lambda: len(_renewers()) <= before, 60)
+            finally:
+                server.proc.send_signal(signal.SIGCONT)
+            assert gave_up, "the renewer never gave up"
+            slot.confirm()
+            assert len(_renewers()) == before + 1, "sent with no renewer"
+            held_ms = _redis_ms(watcher)
+            assert until(lambda: _redis_ms(watcher) > held_ms + 3 * cap.lease_ms, 60)
+            with pytest.raises(RateLimitTimeout):  # three leases on: still held, renewed
+                with InFlightCap(watcher, "openai:m:gave-up", 1, max_wait_s=0.0).slot():
+                    pass
+        assert "over the cap" not in caplog.text
+        assert watcher.zcard(cap.key) == 0
+    finally:
+        server.stop()
