@@ -35,8 +35,8 @@ from .base import Completion, CompletionParams, Message, Provider, RetryDecision
 from .cache import ReplyCache, cache_key
 from .errors import JudgeStopped, ProviderError, RateLimitTimeout, RequestTooLargeError
 from .headers import RateLimitInfo
-from .inflight import InFlightCap, Slot
-from .ratelimit import Grant, RedisLimiter
+from .inflight import InFlightCap
+from .ratelimit import RedisLimiter
 from .run_state import RunJudgeState
 
 __all__ = ["Budget", "JudgeClient", "Price", "RetryPolicy"]
@@ -165,15 +165,6 @@ class JudgeClient:
         return completion, False
 
     # ------------------------------------------------------------------ one attempt
-    def _confirm(self, slot: Slot, grant: Grant) -> None:
-        """:meth:`Slot.confirm` after the limiter granted ``grant``; a call not sent (no slot came back in time, a
-        stop) gives its tokens back, as a call that got no reply does."""
-        try:
-            slot.confirm()
-        except BaseException:
-            self.limiter.correct(grant, 0)
-            raise
-
     def _attempt(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
         self.provider.require_key()  # a call not in the cache: the key is needed now (MissingKeyError), not before
         prompt = estimate_tokens(messages)
@@ -191,7 +182,7 @@ class JudgeClient:
             with held as slot:  # judge.max_in_flight
                 grant = self.limiter.acquire(estimate, check=self._check_stopped, on_wait=self.state.note_wait)
                 if slot is not None:  # still held after the limiter's wait, or taken again: never sent over the cap
-                    self._confirm(slot, grant)
+                    self.limiter.checked(grant, slot.confirm)  # not sent (no slot in time, a stop): grant released
                 sent = time.monotonic()
                 completion = self.provider.redacted(self.provider.complete(messages, params))
                 took_ms = _ms_since(sent)

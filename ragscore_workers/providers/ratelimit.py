@@ -365,7 +365,7 @@ class RedisLimiter:
             held = self._try(tokens)
             if isinstance(held, Grant):
                 if check is not None:
-                    self._checked(held, check)
+                    self.checked(held, check)
                 return held
             wait = (held.until_ms - held.now_ms) / 1000
             waited = time.monotonic() - started
@@ -391,8 +391,9 @@ class RedisLimiter:
             return held.until_ms
         return min(kept, held.until_ms) if isinstance(kept, int) and not isinstance(kept, bool) else held.until_ms
 
-    def _checked(self, grant: Grant, check: Callable[[], None]) -> None:
-        """``check()`` for an admitted call; if it raises (the call will not be sent), release the grant first."""
+    def checked(self, grant: Grant, check: Callable[[], None]) -> None:
+        """``check()`` for an admitted call (a stop on admission, a ``max_in_flight`` slot confirmed: the judge
+        client's); if it raises (the call will not be sent), release the grant first."""
         try:
             check()
         except BaseException:

@@ -435,3 +435,40 @@ def test_a_call_whose_renewer_gave_up_while_it_waited_takes_a_renewed_slot_befor
         assert watcher.zcard(cap.key) == 0
     finally:
         server.stop()
+
+
+def test_a_call_that_got_no_slot_back_after_the_rate_limiter_gives_its_request_back(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call's slot lapsed while it waited at the rate limiter, and another call holds the only slot past its
+    max_wait_s: it is never sent, and its admission leaves the rate window whole (its request and tokens), as a call
+    stopped on admission does. Seen failing before: only its tokens were given back, its request still counted."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeProvider(limit_headers=False) as fake:
+        config = JudgeConfig(provider="openai", model="m", base_url=fake.openai_base_url, rpm=2, tpm=None,
+                             max_in_flight=1)  # fmt: skip
+        client = build_client(rclient, uuid.uuid4().hex[:12], config, timeout_s=5.0, max_wait_s=6.0)
+        assert client.in_flight is not None
+        other = InFlightCap(rclient, client.provider.limiter_key(), 1, max_wait_s=60.0)
+        client.limiter.pause(3.0)  # the call takes its slot, then waits at the rate limiter
+        failed: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                client.complete([{"role": "user", "content": "hi [[rating=4]]"}],
+                                CompletionParams(temperature=0.0, max_tokens=8), template_version="t/v1")  # fmt: skip
+            except RateLimitTimeout as exc:
+                failed.append(exc)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        try:
+            assert until(lambda: rclient.zcard(other.key) == 1, 60)
+            rclient.zrem(other.key, *rclient.zrange(other.key, 0, -1))  # its lease lapsed while it waits
+            with other.slot():  # another call's, held until ours gave up
+                caller.join(60)
+        finally:
+            caller.join(60)
+        assert failed and "max_in_flight" in str(failed[0]), failed
+        assert fake.stats().get("requests", 0) == 0  # never sent
+    assert all(client.limiter.try_acquire(1)[0] is not None for _ in range(2)), "its request still counted (rpm 2)"
