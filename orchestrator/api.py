@@ -33,6 +33,7 @@ from .reports.files import first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
+from .warm import stop_kept
 
 __all__ = [
     "DatasetWarning",
@@ -42,6 +43,7 @@ __all__ = [
     "IncompleteRunWarning",
     "evaluate",
     "resume",
+    "shutdown",
 ]
 
 
@@ -164,7 +166,7 @@ def evaluate(
             view = progress or make_progress(quiet)
             summary = run(
                 path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
-                progress=view, named=named, caller=PYTHON, judge_threads=judge_threads,
+                progress=view, named=named, caller=PYTHON, judge_threads=judge_threads, keep_warm=True,
             )  # fmt: skip
         if out is None and not _left_to_the_caller(summary):  # nothing to open or resume there once the call is over
             _TEMPORARY_OUT.append(out_dir)
@@ -208,8 +210,15 @@ def resume(
                           "run")  # fmt: skip
     summary = run(None, None, out_dir, broker=broker, resume_id=str(recorded["run_id"]),
                   judge_params=judge_budget(max_cost=max_cost, max_tokens=max_tokens),
-                  progress=progress or make_progress(quiet), caller=PYTHON, judge_threads=judge_threads)  # fmt: skip
+                  progress=progress or make_progress(quiet), caller=PYTHON, judge_threads=judge_threads,
+                  keep_warm=True)  # fmt: skip
     return _evaluation(summary, out_dir, rows_given=(out_dir / ROWS_FILE).exists())
+
+
+def shutdown() -> None:
+    """Stop the embedded Redis and local workers this process's :func:`evaluate` and :func:`resume` calls keep
+    running between them (a later call starts them again); done by itself when the process exits."""
+    stop_kept()
 
 
 def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) -> Evaluation:

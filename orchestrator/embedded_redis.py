@@ -205,6 +205,10 @@ class EmbeddedRedis:
             return None
         return pid if "redis" in cmdline else None
 
+    def serving(self) -> int | None:
+        """The pid of the server that answers at this data dir (None: none answers, or its pidfile is unreadable)."""
+        return self._server_pid() if self._ping() else None
+
     def _wait_until_up(self, started: float, server: str) -> None:
         """Wait while the server starts or reads its data back (a run of a million items takes ~15 s to load);
         BrokerError when it does not answer within START_TIMEOUT_S, or is still loading after LOAD_TIMEOUT_S."""

@@ -17,7 +17,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -107,6 +107,7 @@ from .terminal import (
     status_command,
     summary_commands,
 )
+from .warm import keep, kept_workers, one_warm_run, stop_kept, worker_fingerprint
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -1173,6 +1174,7 @@ def run(
     named: Named | None = None,
     stored: ResolvedSuite | None = None,
     caller: Caller = CLI,
+    keep_warm: bool = False,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
     new run's) is kept in ``DIR/run.json`` for its resume; ``named``: how a new run's errors name the dataset and its
@@ -1182,7 +1184,9 @@ def run(
     cluster's run, whose judge workers have theirs (:func:`check_judge_threads`).
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
-    private Redis and local workers for just the queues the suite needs are started and stopped here.
+    private Redis and local workers for just the queues the suite needs are started and stopped here; with
+    ``keep_warm`` (the Python API's calls) a finished run leaves them running for this process's next run, which
+    reuses them where they fit (:mod:`.warm`).
     """
     settings = settings or get_settings()
     settings.check_visibility_timeout()  # before the out DIR is claimed or an embedded Redis started
@@ -1257,7 +1261,7 @@ def run(
 
     # DIR is this process's from before its checks to its reports: a run started at the same instant into it
     # would pass the checks too (DIR/run.json names a run only once it validated)
-    with stop_signals_as_interrupt(), claim_out_dir(out_dir):
+    with stop_signals_as_interrupt(), claim_out_dir(out_dir), ExitStack() as stack:
         if resume_id is None:
             record = recorded_run(out_dir) or {}
             lost = record.get("run_id") if record.get("lost") else None
@@ -1294,6 +1298,8 @@ def run(
         lane_env = {"RAGSCORE_STORE_URL": url, "RAGSCORE_RESULT_BACKEND": url}
         lane, registration = embedded.lane, embedded.member
         workers: list[LocalWorkers] = []
+        warm = keep_warm and stack.enter_context(one_warm_run())  # a notebook's: kept for its next call (.warm)
+        fingerprint = ""  # what the workers were started with (warm.worker_fingerprint)
 
         def start_workers(queues: list[str], judge_calls_left: int | None) -> None:
             if resolved is not None:  # the queues routed rows added (the judge's, when its key awaited the count)
@@ -1302,10 +1308,21 @@ def run(
                 check_local_resources(resumed, queues, judge_calls_left)
             if judge_threads is not None and Queue.JUDGE.value not in queues:
                 caller.warn(judge_threads_unused(caller))
+            nonlocal fingerprint
             threads = None if judge_threads is None else {Queue.JUDGE.value: judge_threads}
-            workers.append(LocalWorkers(embedded.broker_url, queues, settings.home / "logs", concurrency=threads,
-                                        env=lane_env, stop_with_parent=True))  # fmt: skip
-            workers[0].start()
+
+            def start(wanted: list[str]) -> LocalWorkers:
+                started = LocalWorkers(embedded.broker_url, wanted, settings.home / "logs", concurrency=threads,
+                                       env=lane_env, stop_with_parent=True)  # fmt: skip
+                workers.append(started)  # before it starts: a Ctrl-C in its start stops it too
+                started.start()
+                return started
+
+            if not warm:
+                start(queues)
+                return
+            fingerprint = worker_fingerprint(threads)
+            workers[:] = kept_workers(embedded.broker_url, queues, fingerprint, start)
 
         try:
             store = connect_lane(url, embedded.lane or 0, settings, sends=True)
@@ -1341,7 +1358,12 @@ def run(
                         log.warning("run %s: could not mark it cancelled (Redis is gone)", run_id)
                 raise
             finally:
-                for w in workers:
-                    w.stop(warm=finished)  # an interrupted run's running tasks need not finish
+                if warm and finished and workers:
+                    keep(settings.home, embedded.broker_url, fingerprint, workers)
+                else:
+                    for w in workers:
+                        w.stop(warm=finished)  # an interrupted run's running tasks need not finish
+                    if warm and workers:  # nothing an interrupted or failed run used is kept (one refused
+                        stop_kept()  # before its rows were sent, and so before its workers, leaves them as they were)
         finally:
             embedded.release()

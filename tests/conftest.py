@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,8 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         monkeypatch.setenv("RAGSCORE_HOME", tmp)
         monkeypatch.delenv("RAGSCORE_BROKER_URL", raising=False)
         yield Path(tmp)
+        if "orchestrator.warm" in sys.modules:  # what the test's evaluate() calls kept running in this home
+            sys.modules["orchestrator.warm"].stop_kept()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,159 @@
+"""A notebook's evaluate() calls in one process reuse the embedded Redis and the local workers a call before left
+(each call started them all again: ~6 s of a 20-row run), start fresh ones where those do not fit, and leave
+nothing running once the process exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ..fakes import FakeProvider
+from ..support import ROOT
+
+#: Calls evaluate() as a notebook's cells would; after each, a JSON line: the call's item ids, its mean, the pids of
+#: this process's celery workers by queue, and the embedded redis-server's pid.
+CALLS = r"""
+import json, os, sys, warnings
+import psutil
+from orchestrator import evaluate
+from tests.support import make_rows
+
+warnings.simplefilter("ignore")
+HOME = os.environ["RAGSCORE_HOME"]
+JUDGE = {"provider": "groq", "model": "fake-warm", "base_url": os.environ["FAKE_URL"], "rpm": None, "tpm": None}
+
+
+def said(result):
+    workers = {}
+    for child in psutil.Process().children():  # each queue's worker (its pool's processes are its own children)
+        line = child.cmdline()
+        if "celery" in line and "-Q" in line:
+            workers.setdefault(line[line.index("-Q") + 1].split(",")[0], []).append(child.pid)
+    pidfile = os.path.join(HOME, "redis", "redis.pid")  # none once the server stopped
+    redis_pid = int(open(pidfile).read()) if os.path.exists(pidfile) else None
+    ids = [item.id for item in result.items] if result is not None else []
+    means = {k: m.mean for k, m in result.summary.metrics.items()} if result is not None else {}
+    kept = [*([psutil.Process(redis_pid)] if redis_pid else []), *psutil.Process().children(recursive=True)]
+    running = [[p.pid, p.create_time()] for p in kept]  # each process left running, told from a later one of its pid
+    print(json.dumps({"ids": ids, "means": means, "workers": workers, "redis": redis_pid, "running": running}),
+          flush=True)
+
+
+class CtrlC:
+    def start(self, run_id):
+        raise KeyboardInterrupt
+
+    def update(self, counters, final=False):
+        pass
+
+    def stop(self):
+        pass
+
+
+for step in sys.argv[1:]:
+    if step == "cpu":
+        said(evaluate(make_rows(8, seed=1), {"metrics": ["exact_match"]}, quiet=True))
+    elif step == "cpu-other-rows":
+        rows = [{**row, "id": "b" + row["id"]} for row in make_rows(5, seed=2)]
+        said(evaluate(rows, {"metrics": ["exact_match"]}, quiet=True))
+    elif step == "refused":  # a dataset refused before its rows were sent: the workers never saw it
+        try:
+            evaluate([*make_rows(2), make_rows(1)[0]], {"metrics": ["exact_match"]}, quiet=True)
+        except Exception as exc:
+            print(json.dumps({"refused": type(exc).__name__}), flush=True)
+    elif step == "judge":
+        said(evaluate(make_rows(3), {"metrics": ["exact_match", "answer_accuracy"], "judge": JUDGE}, quiet=True))
+    elif step == "new-key":
+        os.environ["GROQ_API_KEY"] = os.environ["GROQ_API_KEY"] + "-rotated"
+    elif step == "fork":  # a child (a DataLoader's, a multiprocessing pool's) exits: atexit runs in it
+        child = os.fork()
+        if child == 0:
+            sys.exit(0)
+        os.waitpid(child, 0)
+    elif step == "shutdown":
+        from orchestrator import shutdown
+
+        shutdown()
+        said(None)
+    elif step == "interrupted":
+        try:
+            evaluate(make_rows(200), {"metrics": ["exact_match"]}, progress=CtrlC())
+        except KeyboardInterrupt:
+            print(json.dumps({"interrupted": True}), flush=True)
+"""
+
+SECRET = "gsk-TEST-WARM-SECRET-1a2b3c"
+
+
+def _calls(home: Path, *steps: str) -> list[dict[str, Any]]:
+    """The lines of CALLS run with ``steps`` in a Python process of its own (its stderr must not hold the key)."""
+    with FakeProvider(api_key=SECRET) as fake:
+        env = {**os.environ, "RAGSCORE_HOME": str(home), "FAKE_URL": fake.url, "GROQ_API_KEY": SECRET,
+               "PYTHONPATH": str(ROOT)}  # fmt: skip
+        env.pop("RAGSCORE_BROKER_URL", None)
+        proc = subprocess.Popen([sys.executable, "-c", CALLS, *steps], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert SECRET not in err
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _still_running(processes: list[list[float]]) -> list[int]:
+    """The pids of ``processes`` (pid, start time) that still run (a zombie is gone)."""
+    left = []
+    for pid, started in processes:
+        try:
+            proc = psutil.Process(int(pid))
+            if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
+                left.append(int(pid))
+        except psutil.NoSuchProcess:
+            continue
+    return left
+
+
+def test_a_second_call_reuses_the_redis_and_the_workers_and_reports_only_its_own_items(home: Path) -> None:
+    (first, refused, second) = _calls(home, "cpu", "refused", "cpu-other-rows")
+    assert refused == {"refused": "DatasetError"}
+    assert first["workers"] and second["workers"] == first["workers"]  # a worker kept running, and reused
+    assert first["redis"] is not None and second["redis"] == first["redis"]
+    assert second["ids"] == [f"bq{i}" for i in range(5)]  # call 2's items alone, all scored
+    assert first["ids"] == [f"q{i}" for i in range(8)]
+    assert second["means"]["exact_match"] is not None
+
+
+def test_nothing_the_calls_kept_runs_once_the_process_exits(home: Path) -> None:
+    (first, second) = _calls(home, "cpu", "cpu")
+    assert second["running"] == first["running"] and len(first["running"]) >= 3  # server, worker, its pool
+    assert _still_running(first["running"]) == []
+    assert not (home / "redis" / "redis.sock").exists()
+
+
+def test_a_call_needing_another_queue_adds_its_worker_and_a_new_judge_key_restarts_them(home: Path) -> None:
+    (cpu, judge, rotated) = _calls(home, "cpu", "judge", "new-key", "judge")
+    assert judge["workers"]["cpu"] == cpu["workers"]["cpu"] and "judge" in judge["workers"]
+    assert judge["means"]["answer_accuracy"] is not None
+    assert rotated["workers"]["cpu"] != judge["workers"]["cpu"]  # the key is baked in at a worker's start
+    assert rotated["workers"]["judge"] != judge["workers"]["judge"]
+    assert rotated["redis"] == cpu["redis"]
+    assert not [log for log in (home / "logs").iterdir() if SECRET in log.read_text(errors="replace")]
+
+
+def test_a_call_interrupted_between_two_leaves_the_next_one_right(home: Path) -> None:
+    (before, interrupted, after) = _calls(home, "cpu", "interrupted", "cpu-other-rows")
+    assert interrupted == {"interrupted": True}
+    assert after["workers"]["cpu"] != before["workers"]["cpu"]  # the interrupted run's workers were not kept
+    assert after["ids"] == [f"bq{i}" for i in range(5)] and after["means"]["exact_match"] is not None
+
+
+def test_a_forked_child_stops_nothing_and_shutdown_stops_everything(home: Path) -> None:
+    (first, after_fork, stopped) = _calls(home, "cpu", "fork", "cpu", "shutdown")
+    assert after_fork["workers"] == first["workers"] and after_fork["redis"] == first["redis"]
+    assert stopped["workers"] == {} and stopped["redis"] is None  # the server stopped: no other run used it
+    assert _still_running(first["running"]) == []
