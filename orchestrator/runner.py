@@ -107,7 +107,7 @@ from .terminal import (
     status_command,
     summary_commands,
 )
-from .warm import keep, kept_workers, one_warm_run, stop_kept, worker_fingerprint
+from .warm import keep, kept_workers, one_warm_run, stop_if_server_lost, stop_kept, worker_fingerprint
 from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
 
 __all__ = [
@@ -1291,6 +1291,9 @@ def run(
                     raise
                 key_missing = exc
                 checked.discard(Queue.JUDGE.value)  # again once the rows are counted: none left to send needs no key
+        warm = keep_warm and stack.enter_context(one_warm_run())  # a notebook's: kept for its next call (.warm)
+        if warm:
+            stop_if_server_lost()
         embedded = EmbeddedRedis(settings.home)
         url = embedded.acquire(lane=True)  # one interrupted in it cleans up itself (a release here would wait on
         # the start lock another process may hold for minutes, swallowing the Ctrl-C)
@@ -1298,7 +1301,6 @@ def run(
         lane_env = {"RAGSCORE_STORE_URL": url, "RAGSCORE_RESULT_BACKEND": url}
         lane, registration = embedded.lane, embedded.member
         workers: list[LocalWorkers] = []
-        warm = keep_warm and stack.enter_context(one_warm_run())  # a notebook's: kept for its next call (.warm)
         fingerprint = ""  # what the workers were started with (warm.worker_fingerprint)
 
         def start_workers(queues: list[str], judge_calls_left: int | None) -> None:

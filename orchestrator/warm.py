@@ -24,7 +24,7 @@ from pathlib import Path
 from .embedded_redis import EmbeddedRedis
 from .workers import LocalWorkers
 
-__all__ = ["keep", "kept_workers", "one_warm_run", "stop_kept", "worker_fingerprint"]
+__all__ = ["keep", "kept_workers", "one_warm_run", "stop_if_server_lost", "stop_kept", "worker_fingerprint"]
 
 #: Seconds idle kept workers get to exit on a SIGTERM before they are killed.
 STOP_TIMEOUT_S = 5.0
@@ -94,6 +94,13 @@ def kept_workers(
     if missing := [queue for queue in queues if queue not in _kept.queues()]:
         _kept.workers.append(start(missing))
     return list(_kept.workers)
+
+
+def stop_if_server_lost() -> None:
+    """Stop what is kept when its server no longer answers (killed, or its ``RAGSCORE_HOME`` removed): before a run
+    acquires the server, which would start another on the same socket, where the lost one's exit would remove it."""
+    if _kept is not None and _kept.redis.serving() != _kept.server_pid:
+        stop_kept()
 
 
 def keep(home: Path, broker_url: str, fingerprint: str, workers: list[LocalWorkers]) -> None:

@@ -69,6 +69,10 @@ for step in sys.argv[1:]:
             print(json.dumps({"refused": type(exc).__name__}), flush=True)
     elif step == "judge":
         said(evaluate(make_rows(3), {"metrics": ["exact_match", "answer_accuracy"], "judge": JUDGE}, quiet=True))
+    elif step == "rm-home":  # a temporary RAGSCORE_HOME removed between two calls
+        import shutil
+
+        shutil.rmtree(HOME)
     elif step == "new-key":
         os.environ["GROQ_API_KEY"] = os.environ["GROQ_API_KEY"] + "-rotated"
     elif step == "fork":  # a child (a DataLoader's, a multiprocessing pool's) exits: atexit runs in it
@@ -157,3 +161,11 @@ def test_a_forked_child_stops_nothing_and_shutdown_stops_everything(home: Path) 
     assert after_fork["workers"] == first["workers"] and after_fork["redis"] == first["redis"]
     assert stopped["workers"] == {} and stopped["redis"] is None  # the server stopped: no other run used it
     assert _still_running(first["running"]) == []
+
+
+def test_a_call_after_its_home_was_removed_starts_afresh_and_leaves_nothing_running(home: Path) -> None:
+    """A temporary RAGSCORE_HOME removed between two calls: the second started a server on the same socket, which the
+    lost one's exit then removed (the run failed: Redis did not answer)."""
+    (first, second) = _calls(home, "cpu", "rm-home", "cpu")
+    assert second["redis"] != first["redis"] and second["ids"] == [f"q{i}" for i in range(8)]
+    assert _still_running(first["running"]) == [] and _still_running(second["running"]) == []
