@@ -1304,13 +1304,13 @@ def run(
         fingerprint = ""  # what the workers were started with (warm.worker_fingerprint)
 
         def start_workers(queues: list[str], judge_calls_left: int | None) -> None:
+            nonlocal fingerprint
             if resolved is not None:  # the queues routed rows added (the judge's, when its key awaited the count)
                 check_local_resources(resolved, [q for q in queues if q not in checked], judge_calls_left)
             elif resumed is not None:  # the run's own suite, read from the store by start(); no judge left: no key
                 check_local_resources(resumed, queues, judge_calls_left)
             if judge_threads is not None and Queue.JUDGE.value not in queues:
                 caller.warn(judge_threads_unused(caller))
-            nonlocal fingerprint
             threads = None if judge_threads is None else {Queue.JUDGE.value: judge_threads}
 
             def start(wanted: list[str]) -> LocalWorkers:
