@@ -4,20 +4,22 @@ A finished embedded run of the Python API leaves its workers running and the ser
 (:class:`~.embedded_redis.EmbeddedRedis`: its lane stays this process's); a later run reuses them when they still
 fit: the same ``RAGSCORE_HOME``, the same server answering, every worker alive, started with the same environment,
 working directory and pool sizes (what a worker reads once, at its start: judge keys, plugins, sandbox settings,
-the embed device). Anything else stops them and starts afresh, and so does a run interrupted or failed once its
-rows were sent (its queues may hold its tasks). What is kept is stopped at exit (by this process only: a forked child
-owns none) or by :func:`stop_kept` (the API's ``shutdown()``).
+the embed device), and the files of the ``RAGSCORE_PLUGINS`` modules unchanged (a notebook's metric, edited and
+reloaded, is the next call's). Anything else stops them and starts afresh, and so does a run interrupted or failed
+once its rows were sent (its queues may hold its tasks). What is kept is stopped at exit (by this process only: a
+forked child owns none) or by :func:`stop_kept` (the API's ``shutdown()``).
 """
 
 from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib.util
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,12 +76,37 @@ def one_warm_run() -> Iterator[bool]:
 
 def worker_fingerprint(concurrency: dict[str, int] | None) -> str:
     """A digest of what a local worker is started with and reads once (this process's environment, its working
-    directory and Python, the pool sizes): only compared, never logged (the environment holds API keys)."""
+    directory and Python, the pool sizes, the plug-in modules' files): only compared, never logged (the environment
+    holds API keys)."""
     digest = hashlib.sha256()
     for name, value in sorted(os.environ.items()):
         digest.update(f"{name}\0{value}\0".encode(errors="surrogateescape"))
     digest.update(f"{os.getcwd()}\0{sys.executable}\0{sorted((concurrency or {}).items())}".encode())
+    for path in _plugin_files():
+        with suppress(OSError):
+            stat = path.stat()
+            digest.update(f"{path}\0{stat.st_mtime_ns}\0{stat.st_size}\0".encode(errors="surrogateescape"))
     return digest.hexdigest()
+
+
+def _plugin_files() -> list[Path]:
+    """The source files of the modules ``RAGSCORE_PLUGINS`` names (a package's, all of them), which a worker imports
+    once: one edited since the workers started makes them stale. Those not found here are left to the run's checks."""
+    files: list[Path] = []
+    for name in filter(None, (m.strip() for m in os.environ.get("RAGSCORE_PLUGINS", "").split(","))):
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception:  # noqa: BLE001  (a parent package that fails to import: the run's checks say why)
+            continue
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:  # a package: its modules' files too
+            files.extend(
+                file for folder in spec.submodule_search_locations for file in sorted(Path(folder).rglob("*.py"))
+            )
+        elif spec.origin and spec.has_location:
+            files.append(Path(spec.origin))
+    return files
 
 
 def kept_workers(

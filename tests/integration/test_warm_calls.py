@@ -69,6 +69,24 @@ for step in sys.argv[1:]:
             print(json.dumps({"refused": type(exc).__name__}), flush=True)
     elif step == "judge":
         said(evaluate(make_rows(3), {"metrics": ["exact_match", "answer_accuracy"], "judge": JUDGE}, quiet=True))
+    elif step.startswith("plugin="):  # a notebook's own metric, (re)written to score this and reloaded
+        import importlib
+
+        folder = os.path.join(HOME, "plugins")
+        if folder not in sys.path:  # set once, before the first call: the environment stays the same
+            os.makedirs(folder)
+            sys.path.insert(0, folder)
+            os.environ["PYTHONPATH"] = folder + os.pathsep + os.environ["PYTHONPATH"]
+            os.environ["RAGSCORE_PLUGINS"] = "warm_plugin"
+        with open(os.path.join(folder, "warm_plugin.py"), "w") as f:
+            f.write("from ragscore_workers.metrics.registry import NoParams, register\n"
+                    "from ragscore_workers.schemas import MetricResult, Queue\n"
+                    "@register('warm_plugin', Queue.CPU)\n"
+                    f"def warm_plugin(row, params: NoParams):\n    return MetricResult(score={step[7:]})\n")
+        importlib.invalidate_caches()
+        if "warm_plugin" in sys.modules:
+            importlib.reload(sys.modules["warm_plugin"])
+        said(evaluate(make_rows(3), {"metrics": ["warm_plugin"]}, quiet=True))
     elif step == "rm-home":  # a temporary RAGSCORE_HOME removed between two calls
         import shutil
 
@@ -147,6 +165,15 @@ def test_a_call_needing_another_queue_adds_its_worker_and_a_new_judge_key_restar
     assert rotated["workers"]["judge"] != judge["workers"]["judge"]
     assert rotated["redis"] == cpu["redis"]
     assert not [log for log in (home / "logs").iterdir() if SECRET in log.read_text(errors="replace")]
+
+
+def test_a_call_after_its_plugin_was_edited_scores_with_the_edit(home: Path) -> None:
+    """The kept workers had imported the plug-in once: a notebook's metric, fixed and reloaded, still scored as
+    before its fix, without a word."""
+    (first, edited) = _calls(home, "plugin=0.5", "plugin=0.25")
+    assert first["means"] == {"warm_plugin": 0.5}
+    assert edited["means"] == {"warm_plugin": 0.25}
+    assert edited["workers"]["cpu"] != first["workers"]["cpu"]
 
 
 def test_a_call_interrupted_between_two_leaves_the_next_one_right(home: Path) -> None:
