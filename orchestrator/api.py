@@ -33,7 +33,7 @@ from .reports.files import first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
 from .runner import recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
-from .warm import stop_kept
+from .warm import stop_kept_once_idle
 
 __all__ = [
     "DatasetWarning",
@@ -217,8 +217,9 @@ def resume(
 
 def shutdown() -> None:
     """Stop the embedded Redis and local workers this process's :func:`evaluate` and :func:`resume` calls keep
-    running between them (a later call starts them again); done by itself when the process exits."""
-    stop_kept()
+    running between them (a later call starts them again); done by itself when the process exits. A call in flight in
+    another thread is waited for."""
+    stop_kept_once_idle()
 
 
 def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) -> Evaluation:

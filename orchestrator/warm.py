@@ -7,7 +7,7 @@ working directory and pool sizes (what a worker reads once, at its start: judge 
 the embed device), and the files of the ``RAGSCORE_PLUGINS`` modules unchanged (a notebook's metric, edited and
 reloaded, is the next call's). Anything else stops them and starts afresh, and so does a run interrupted or failed
 once its rows were sent (its queues may hold its tasks). What is kept is stopped at exit (by this process only: a
-forked child owns none) or by :func:`stop_kept` (the API's ``shutdown()``).
+forked child owns none) or by :func:`stop_kept_once_idle` (the API's ``shutdown()``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,15 @@ from pathlib import Path
 from .embedded_redis import EmbeddedRedis
 from .workers import LocalWorkers
 
-__all__ = ["keep", "kept_workers", "one_warm_run", "stop_if_server_lost", "stop_kept", "worker_fingerprint"]
+__all__ = [
+    "keep",
+    "kept_workers",
+    "one_warm_run",
+    "stop_if_server_lost",
+    "stop_kept",
+    "stop_kept_once_idle",
+    "worker_fingerprint",
+]
 
 #: Seconds idle kept workers get to exit on a SIGTERM before they are killed.
 STOP_TIMEOUT_S = 5.0
@@ -143,6 +151,13 @@ def keep(home: Path, broker_url: str, fingerprint: str, workers: list[LocalWorke
         stop_kept()
         raise
     _kept.server_pid = _kept.redis.serving()
+
+
+def stop_kept_once_idle() -> None:
+    """:func:`stop_kept` once no run uses what is kept (one in flight in another thread finishes first: its workers
+    were stopped under it, and it kept them again as it ended)."""
+    with _warm_lock:
+        stop_kept()
 
 
 def stop_kept() -> None:

@@ -56,6 +56,18 @@ class CtrlC:
         pass
 
 
+class ShutdownMeanwhile(CtrlC):  # calls shutdown() from another thread once the run started
+    thread = None
+
+    def start(self, run_id):
+        import threading
+
+        from orchestrator import shutdown
+
+        self.thread = threading.Thread(target=shutdown)
+        self.thread.start()
+
+
 for step in sys.argv[1:]:
     if step == "cpu":
         said(evaluate(make_rows(8, seed=1), {"metrics": ["exact_match"]}, quiet=True))
@@ -102,6 +114,11 @@ for step in sys.argv[1:]:
         from orchestrator import shutdown
 
         shutdown()
+        said(None)
+    elif step == "shutdown-meanwhile":
+        meanwhile = ShutdownMeanwhile()
+        said(evaluate(make_rows(8, seed=3), {"metrics": ["exact_match"]}, progress=meanwhile))
+        meanwhile.thread.join(timeout=300)
         said(None)
     elif step == "interrupted":
         try:
@@ -188,6 +205,15 @@ def test_a_forked_child_stops_nothing_and_shutdown_stops_everything(home: Path) 
     assert after_fork["workers"] == first["workers"] and after_fork["redis"] == first["redis"]
     assert stopped["workers"] == {} and stopped["redis"] is None  # the server stopped: no other run used it
     assert _still_running(first["running"]) == []
+
+
+def test_shutdown_from_another_thread_waits_for_the_call_in_flight(home: Path) -> None:
+    """It stopped the workers under the run, which restarted them and kept them again as it ended: running on once
+    shutdown() had returned."""
+    (first, during, stopped) = _calls(home, "cpu", "shutdown-meanwhile")
+    assert during["ids"] == [f"q{i}" for i in range(8)] and during["means"]["exact_match"] is not None
+    assert stopped["workers"] == {} and stopped["redis"] is None
+    assert _still_running(first["running"]) == [] and _still_running(during["running"]) == []
 
 
 def test_a_call_after_its_home_was_removed_starts_afresh_and_leaves_nothing_running(home: Path) -> None:
