@@ -369,7 +369,11 @@ class EmbeddedRedis:
             self.client.srem(LANE_SHARERS_KEY, me)
 
     def release(self) -> None:
-        """Unregister; shut the server down when no live run uses it any more."""
+        """Unregister; shut the server down when no live run uses it any more. Where its home was removed meanwhile
+        (a temporary one), through this process's connection, without the lock, which would make it again."""
+        if not self.dir.is_dir():
+            self._leave()
+            return
         with self._lock():
             self._leave()
 

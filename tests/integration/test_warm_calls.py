@@ -207,6 +207,15 @@ def test_a_forked_child_stops_nothing_and_shutdown_stops_everything(home: Path) 
     assert _still_running(first["running"]) == []
 
 
+def test_a_home_removed_after_the_last_call_is_not_made_again_at_exit(home: Path) -> None:
+    """A temporary RAGSCORE_HOME (a session fixture's) removed once the calls were done: the exit gave the kept
+    server's registration back under its start lock, which made home/redis/start.lock again, left in /tmp."""
+    (first,) = _calls(home, "cpu", "rm-home")
+    assert not home.exists()
+    assert _still_running(first["running"]) == []
+    home.mkdir()  # the fixture's to remove
+
+
 def test_shutdown_from_another_thread_waits_for_the_call_in_flight(home: Path) -> None:
     """It stopped the workers under the run, which restarted them and kept them again as it ended: running on once
     shutdown() had returned."""
