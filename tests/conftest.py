@@ -16,6 +16,16 @@ from .support import RedisProcess, WorkerProcess
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
 
 
+@pytest.fixture(autouse=True)
+def _no_warm_workers_left() -> Iterator[None]:
+    """What a test's evaluate() calls kept running (orchestrator.warm) is stopped once it ends, as each call stopped
+    it before: a later test would find the workers of another's RAGSCORE_HOME (its own, a module or session
+    fixture's) among this process's children. The ``home`` fixture stops them before its folder is removed."""
+    yield
+    if "orchestrator.warm" in sys.modules:
+        sys.modules["orchestrator.warm"].stop_kept()
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisProcess]:
     with tempfile.TemporaryDirectory(prefix="rs-redis-") as tmp:
