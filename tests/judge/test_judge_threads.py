@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator import evaluate
+from orchestrator import evaluate, shutdown
 from ragscore_workers.app import app
 from ragscore_workers.errors import ConfigError, DatasetWarning
 
@@ -116,6 +116,7 @@ def test_ragscore_resume_takes_judge_threads(home: Path, keys: str, tmp_path: Pa
         metric = {"name": "answer_accuracy", "params": {"concurrency": 1, "max_tokens_total": 300}}
         first = evaluate(ROWS, {"name": "threads", "metrics": [metric], "judge": judge}, out=out, quiet=True)
         assert first.summary.metrics["answer_accuracy"].stopped >= 1
+        shutdown()  # the call's judge worker, kept for this process's next call: the pools below are the resume's
         armed = True
         env = {**os.environ, "RAGSCORE_HOME": str(home)}
         env.pop("RAGSCORE_BROKER_URL", None)
