@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestrator import evaluate
+from orchestrator import evaluate, shutdown
 from orchestrator.api import IncompleteRunWarning
 from orchestrator.embedded_redis import EmbeddedRedis
 from ragscore_workers.embedding import ModelNotFoundError
@@ -170,6 +170,7 @@ def test_second_run_is_served_from_the_redis_cache_with_identical_scores(
     home: Path, reference_encode: Callable[[str], np.ndarray]
 ) -> None:
     first = evaluate(EDGE_ROWS, _suite())
+    shutdown()  # the first call's worker, kept for the next call, remembers its vectors: the second's is fresh
     second = evaluate(EDGE_ROWS, _suite())
     _check_against_seed(second.items, EDGE_ROWS, reference_encode, 0.5, 0.4)  # the defaults
     cold, warm = _embed_stats(home, first.summary.run_id), _embed_stats(home, second.summary.run_id)
