@@ -512,7 +512,8 @@ def get_encoder(config: EmbeddingConfig, noting: Noting | None = None, redis: An
     is told of a load (:func:`_open`). With ``redis`` (the run store's client, where ``config.cache`` is on) the
     model's note in the cache spares loading it until a text must be encoded."""
     local = _local_folder(config.model)
-    key = (config.model, config.device, config.fp16, None if local is None else _folder_fingerprint(local))
+    changed = _hub_revision(config.model) if local is None else _folder_fingerprint(local)
+    key = (config.model, config.device, config.fp16, changed)
     with _PROCESS.lock:
         if _PROCESS.encoder is not None and _PROCESS.key == key:
             return _PROCESS.encoder
@@ -527,6 +528,18 @@ def get_encoder(config: EmbeddingConfig, noting: Noting | None = None, redis: An
             raise
         _PROCESS.key, _PROCESS.encoder, _PROCESS.failure = key, encoder, None
         return encoder
+
+
+def _hub_revision(name: str) -> str | None:
+    """The snapshot the Hugging Face cache's ``refs/main`` names for hub model ``name`` (None: not cached there): a
+    newer revision downloaded since this process opened the model is another model (an ``evaluate()``'s kept worker,
+    a cluster's)."""
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE  # the embed extra's; without it, the load says so
+
+        return (Path(HF_HUB_CACHE) / f"models--{_hub_id(name).replace('/', '--')}" / "refs" / "main").read_text()
+    except (ImportError, OSError, UnicodeDecodeError):
+        return None
 
 
 def _load_model_of(encoder: Encoder, noting: Noting | None, redis: Any) -> None:
