@@ -167,6 +167,7 @@ def evaluate(
             summary = run(
                 path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
                 progress=view, named=named, caller=PYTHON, judge_threads=judge_threads, keep_warm=True,
+                out_kept=out is not None,
             )  # fmt: skip
         if out is None and not _left_to_the_caller(summary):  # nothing to open or resume there once the call is over
             _TEMPORARY_OUT.append(out_dir)

@@ -227,6 +227,7 @@ def run_source(
     else:
         run_store = store()
         info = store_info(run_store, str(run))
+        run_store.check_items_kept(str(run))
         items = (item.model_dump() for item in run_store.iter_items(str(run)))
     suite_model = load_suite(suite).suite if suite is not None else None
     if suite_model is None and info.get("suite"):

@@ -143,6 +143,11 @@ CANCELLED_STALL_S = 10.0
 log = logging.getLogger(__name__)
 
 
+#: Seconds an embedded run's items stay in its store once its whole reports are in a folder that is kept (its own
+#: keys: meta, summary, counters keep RAGSCORE_RUN_TTL_S): :func:`_release_items`.
+RELEASED_ITEMS_TTL_S = 3600
+
+
 def new_run_id() -> str:
     """Sortable and unique: ``20261121-233001-3fa9c2``."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
@@ -439,6 +444,7 @@ def resume(
     (minutes for a million rows). ``broker``: the --broker it is sent with, as :func:`submit`'s. ``stored``: the run's
     suite as the caller read it (:func:`stored_suite`), read from the store here where None.
     """
+    store.check_items_kept(run_id)  # released: every output would be sent again
     meta = store.meta(run_id)
     resolved = stored or _resolved(meta, judge_limits)
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
@@ -896,11 +902,19 @@ def aggregate_run(store: RunStore, run_id: str, here: bool = False) -> None:
 
 
 def write_results(
-    store: RunStore, run_id: str, out_dir: Path, broker: str | None = None, *, caller: Caller = CLI
+    store: RunStore,
+    run_id: str,
+    out_dir: Path,
+    broker: str | None = None,
+    *,
+    caller: Caller = CLI,
+    release: bool = False,
 ) -> RunSummary:
     """Write the reports of a finished run into ``out_dir``; one not finished is an error whose commands name
     ``out_dir`` and the run's ``broker`` (its --broker). ReportError when a report cannot be written, naming it (not
-    the hidden file it is written to first) and how ``caller`` finishes the run once it can."""
+    the hidden file it is written to first) and how ``caller`` finishes the run once it can. ``release`` (an embedded
+    run whose ``out_dir`` is kept): its items then leave the store ``RELEASED_ITEMS_TTL_S`` later, unless a resume
+    has something of it to score again (:func:`_release_items`)."""
     summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
     try:
         write_outputs(store, run_id, out_dir, summary)
@@ -910,7 +924,17 @@ def write_results(
             f"(what was scored is kept); {_rewrite(run_id, out_dir, broker, caller)} writes them once it can"
         ) from exc
     store.note_reports_dir(run_id, str(out_dir.resolve()))  # `ragscore status` says where they are
+    if release:
+        _release_items(store, summary, out_dir)
     return summary
+
+
+def _release_items(store: RunStore, summary: RunSummary, out_dir: Path) -> None:
+    """Let the items of a run whose reports ``out_dir`` keeps leave the embedded store ``RELEASED_ITEMS_TTL_S`` from
+    now (read now: tests shorten it), so that a laptop's Redis does not grow by every run it scores for
+    RAGSCORE_RUN_TTL_S; kept where a resume would score some of them again (errors, outputs stopped)."""
+    if summary.state == RunState.FINISHED and not any(m.errors or m.stopped for m in summary.metrics.values()):
+        store.release_items(summary.run_id, RELEASED_ITEMS_TTL_S, str(out_dir.resolve()))
 
 
 def _rewrite(run_id: str, out_dir: Path, broker: str | None, caller: Caller) -> str:
@@ -1175,13 +1199,15 @@ def run(
     stored: ResolvedSuite | None = None,
     caller: Caller = CLI,
     keep_warm: bool = False,
+    out_kept: bool = True,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
     new run's) is kept in ``DIR/run.json`` for its resume; ``named``: how a new run's errors name the dataset and its
     rows (:func:`submit`); ``stored``: run ``resume_id``'s suite where the caller read it already (read here, once,
     where None); ``caller``: who is warned, and whose options and resume its messages name. ``judge_threads``: the
     threads of the embedded run's local judge worker (None: :data:`~.workers.POOL_DEFAULTS`'); ConfigError for a
-    cluster's run, whose judge workers have theirs (:func:`check_judge_threads`).
+    cluster's run, whose judge workers have theirs (:func:`check_judge_threads`). ``out_kept``: whether ``out_dir``
+    outlives the call (not ``evaluate()``'s temporary one): an embedded run's items then leave its store soon after.
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
     private Redis and local workers for just the queues the suite needs are started and stopped here; with
@@ -1257,7 +1283,8 @@ def run(
 
     def finish(store: RunStore, run_id: str) -> RunSummary:
         say(f"writing the reports to {out_dir}/")
-        return write_results(store, run_id, out_dir, given_broker, caller=caller)
+        # a cluster's store is its team's, kept RAGSCORE_RUN_TTL_S; an embedded one keeps what out_dir does not
+        return write_results(store, run_id, out_dir, given_broker, caller=caller, release=out_kept and not broker)
 
     # DIR is this process's from before its checks to its reports: a run started at the same instant into it
     # would pass the checks too (DIR/run.json names a run only once it validated)

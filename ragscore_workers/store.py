@@ -303,6 +303,13 @@ return new
 """
 
 
+#: The meta fields :meth:`RunStore.release_items` writes: when (epoch seconds) the run's items leave the store, and
+#: the folder that holds its reports.
+ITEMS_UNTIL, ITEMS_IN = "items_until", "items_in"
+#: Seconds before its items expire that a released run's are refused already: a read begun then could end on
+#: missing ones.
+ITEMS_MARGIN_S = 60
+
 # KEYS[1] = a hash; ARGV = field, value, ...: written only while the hash exists, its TTL kept (HSET keeps it).
 _HSET_IF_EXISTS_LUA = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -1032,14 +1039,43 @@ class RunStore:
 
     def settle(self, run_id: str, ttl_s: int | None = None) -> None:
         """Give every key of the run, its items included, ``ttl_s`` (default: the finished run's TTL) from
-        now: called once its summary is written, and with the live TTL when a resume reopens it."""
+        now: called once its summary is written, and with the live TTL when a resume reopens it (which takes back
+        an earlier :meth:`release_items`)."""
         ttl = self.final_ttl_s if ttl_s is None else ttl_s
         self.touch(run_id, ttl)
         pipe = self.r.pipeline(transaction=False)
+        pipe.hdel(self.key(run_id, "meta"), ITEMS_UNTIL, ITEMS_IN)
         for shard in range(self.n_shards(run_id)):  # one script per shard: its items' EXPIREs run in Redis
             ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
             self._expire_items(keys=[ids], args=[prefix, ttl], client=pipe)
         pipe.execute()
+
+    def release_items(self, run_id: str, ttl_s: int, out_dir: str) -> None:
+        """Let the items and answers of a finished run whose whole reports are in ``out_dir`` (a folder that is kept)
+        expire ``ttl_s`` from now (its ``RAGSCORE_RUN_TTL_S`` where shorter); its own keys keep theirs. Its meta
+        says when and where first: :meth:`check_items_kept` refuses them from then on."""
+        ttl = min(ttl_s, self.final_ttl_s)
+        self._hset_if_exists(keys=[self.key(run_id, "meta")], args=[ITEMS_UNTIL, time.time() + ttl, ITEMS_IN, out_dir])
+        pipe = self.r.pipeline(transaction=False)
+        for shard in range(self.n_shards(run_id)):
+            ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
+            self._expire_items(keys=[ids], args=[prefix, ttl], client=pipe)
+            pipe.expire(self.key(run_id, f"answers:{shard}"), ttl)
+        pipe.execute()
+
+    def check_items_kept(self, run_id: str) -> None:
+        """ConfigError, naming the folder that holds them, for a run whose items left the store (or leave it within
+        ``ITEMS_MARGIN_S``) after :meth:`release_items`: read, they would be missing, or a resume would score them
+        all again."""
+        meta = self.meta(run_id)
+        until = meta.get(ITEMS_UNTIL)
+        if until is not None and time.time() >= float(until) - ITEMS_MARGIN_S:
+            where = meta.get(ITEMS_IN, "its --out DIR")
+            raise ConfigError(
+                f"Run {run_id}: its items left the store once its reports were written to {where} (an embedded "
+                f"run's are kept there, not in its Redis): `ragscore report {where}` reads them, `ragscore compare` "
+                f"and `ragscore consensus` take that folder; to score the run again, run it again"
+            )
 
     def exists(self, run_id: str) -> bool:
         return bool(self.r.exists(self.key(run_id, "meta")))

@@ -178,6 +178,7 @@ def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None, 
     """A finished run of the store (a cancelled one's items hold what the cancel skipped as stopped, as its
     summary counts them); one not finished is an error whose commands name its ``broker`` (the --broker given)."""
     summary = summary or store.finished_summary(run_id, **summary_commands(run_id, None, broker))
+    store.check_items_kept(run_id)
     skipped = cancel_skipped(summary.metrics) if summary.state == RunState.CANCELLED else {}
     info = store_info(store, run_id)
     return RunData(
