@@ -221,8 +221,8 @@ class EmbeddedRedis:
                 # its base file is an RDB once Redis rewrote the append-only file (appendonly.aof.N.base.rdb)
                 size = sum(f.stat().st_size for f in self.dir.rglob("appendonly.aof*") if f.is_file()) / 1e6
                 log.warning("the embedded Redis is reading back its stored runs and caches (%.0f MB; each run is kept "
-                            "RAGSCORE_RUN_TTL_S after it ends, 7 days by default: set it lower to keep fewer of the "
-                            "runs to come): waiting",
+                            "RAGSCORE_RUN_TTL_S after it ends, 7 days by default, its items an hour once its reports "
+                            "are in its --out DIR: set it lower to keep fewer of the runs to come): waiting",
                             size)  # fmt: skip
                 said = True
             if waited > (LOAD_TIMEOUT_S if state == "loading" else START_TIMEOUT_S):
