@@ -1242,6 +1242,7 @@ def run(
                     planned = None if resumed is None else judge_left(store, run_id, resumed)
                 on_validated(queues, None if planned is None else int(planned))
             if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
+                store.keep_released_items(replaced, str(out_dir.resolve()))  # out_dir no longer keeps its items
                 again = backticked(results_command(replaced, "OTHER_DIR", given_broker))
                 log.warning("%s holds the reports of run %s: this run replaces them (%s%s writes them again while the "
                             "store keeps that run)", out_dir, replaced, again,

@@ -99,3 +99,16 @@ def test_a_run_whose_items_expired_is_read_from_its_folder_and_says_so(
     from_dir = _cli(home, "report", str(out), "--format", "json", "--out", str(tmp_path / "from-dir"))
     assert from_dir.returncode == 0, from_dir.stderr
     assert len(result.items) == 20
+
+
+def test_a_released_runs_items_are_kept_again_once_another_run_replaces_its_reports(tmp_path: Path, home: Path) -> None:
+    """A second run into the same --out DIR replaces the first's reports (warning that `ragscore results` writes
+    them again while the store keeps it): the first's items, released for that folder, went in the hour, lost."""
+    out = tmp_path / "out"
+    first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
+    evaluate(make_rows(10), SUITE, out=out, quiet=True)
+    with _embedded_store(home) as client:
+        ttls = _ttls(client, first)
+        released = client.hget(f"ragscore:run:{first}:meta", "items_in")
+    assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
+    assert released is None
