@@ -155,6 +155,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: The append-only file's size from which the server rewrites it once it doubled (``auto-aof-rewrite-min-size``).
+AOF_REWRITE_MIN_SIZE = "16mb"
+
+
 class EmbeddedRedis:
     """Start-or-reuse the private server; ``url`` is a Celery broker URL (``redis+socket://``)."""
 
@@ -246,6 +250,9 @@ class EmbeddedRedis:
             "--dir", str(self.dir),
             "--appendonly", "yes",
             "--appendfsync", "everysec",
+            # rewritten (live keys only) once it grew past 16 MB and doubled since the last rewrite: read back at every
+            # command's start, the file of expired runs' items and their DEL records stays small (default: 64 MB)
+            "--auto-aof-rewrite-min-size", AOF_REWRITE_MIN_SIZE,
             "--save", "",
             "--daemonize", "yes",
             "--pidfile", str(self.dir / "redis.pid"),
