@@ -36,12 +36,13 @@ SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 
 
 def _score(home: Path, runs: int, rows: int, released_ttl_s: int) -> None:
     """``runs`` finished runs into ``home``, their items released ``released_ttl_s`` after their reports."""
-    from orchestrator import evaluate, runner
+    from orchestrator import evaluate, runner, shutdown
 
     os.environ["RAGSCORE_HOME"] = str(home)
     runner.RELEASED_ITEMS_TTL_S = released_ttl_s
     for i in range(runs):
         evaluate(qa_rows(rows, seed=i), SUITE, out=home / f"out{i}", quiet=True)
+    shutdown()  # the calls' kept Redis and workers (orchestrator.warm): each measure starts the server afresh
 
 
 def _aof_bytes(home: Path) -> int:
