@@ -212,7 +212,7 @@ def resume(
     summary = run(None, None, out_dir, broker=broker, resume_id=str(recorded["run_id"]),
                   judge_params=judge_budget(max_cost=max_cost, max_tokens=max_tokens),
                   progress=progress or make_progress(quiet), caller=PYTHON, judge_threads=judge_threads,
-                  keep_warm=True)  # fmt: skip
+                  keep_warm=True, out_kept=not _temporary(out_dir))  # fmt: skip
     return _evaluation(summary, out_dir, rows_given=(out_dir / ROWS_FILE).exists())
 
 
@@ -283,6 +283,13 @@ def _left_to_the_caller(summary: RunSummary) -> bool:
     cancel), as after an interrupted call."""
     stopped = any(m.stopped for m in summary.metrics.values())
     return stopped or bool(summary.failed_rows) or incomplete(summary, PYTHON) is not None
+
+
+def _temporary(out_dir: Path) -> bool:
+    """Whether ``out_dir`` is removed as this process exits (an earlier ``evaluate()`` without ``out=`` made it): a
+    resume there must keep its items in the store, the only copy left once the folder goes."""
+    named = out_dir.resolve()
+    return any(temporary.resolve() == named for temporary in _TEMPORARY_OUT)
 
 
 def keep_at_exit(out_dir: Path) -> None:

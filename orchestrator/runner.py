@@ -467,6 +467,7 @@ def resume(
         store.set_meta(run_id, suite=resolved.suite.model_dump_json())
     generation = store.generation(run_id) + 1
     if not recovery:
+        store.check_items_kept(run_id)  # again: the dataset's check (minutes for a million rows) ran into their hour
         store.settle(run_id, store.ttl_s)  # reopened: kept while it runs again, whatever RAGSCORE_RUN_TTL_S says
     clock = {} if recovery else {"resumed_at": time.time()}
     store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation, **clock)

@@ -515,7 +515,8 @@ def get_encoder(config: EmbeddingConfig, noting: Noting | None = None, redis: An
     changed = _hub_revision(config.model) if local is None else _folder_fingerprint(local)
     key = (config.model, config.device, config.fp16, changed)
     with _PROCESS.lock:
-        if _PROCESS.encoder is not None and _PROCESS.key == key:
+        if _PROCESS.encoder is not None and _PROCESS.key is not None and _same_model(_PROCESS.key, key):
+            _PROCESS.key = key
             return _PROCESS.encoder
         failure = _PROCESS.failure
         if failure is not None and failure[0] == key and time.monotonic() - failure[1] < LOAD_FAILURE_MEMO_S:
@@ -528,6 +529,13 @@ def get_encoder(config: EmbeddingConfig, noting: Noting | None = None, redis: An
             raise
         _PROCESS.key, _PROCESS.encoder, _PROCESS.failure = key, encoder, None
         return encoder
+
+
+def _same_model(held: tuple[str, str, bool, str | None], wanted: tuple[str, str, bool, str | None]) -> bool:
+    """Whether the model opened under key ``held`` serves key ``wanted`` (:func:`get_encoder`'s): the same model,
+    device and precision, and the same hub revision or folder files; a hub model the cache had no revision of when
+    it was opened (this process downloaded it: its ``refs/main`` appeared with the load) is the revision now named."""
+    return held == wanted or (held[:3] == wanted[:3] and held[3] is None and _local_folder(held[0]) is None)
 
 
 def _hub_revision(name: str) -> str | None:

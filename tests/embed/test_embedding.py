@@ -354,3 +354,17 @@ def test_an_answer_or_reference_longer_than_the_model_reads_is_said_to_be_cut() 
     assert cut.details["truncated"] == ["answer"] and "truncated" not in whole.details
     assert score_context_relevance(rows[0], vectors).details["truncated"] == ["question"]
     assert "truncated" not in score_context_relevance(rows[1], vectors).details
+
+
+def test_a_hub_model_its_own_load_downloaded_is_not_opened_again() -> None:
+    """A hub model the Hugging Face cache had no revision of when this process opened it (its load downloaded it:
+    ``refs/main`` appeared with it) is the revision the cache names now, so the next call keeps the loaded model; a
+    revision that moved, another model, device or precision is another model."""
+    from ragscore_workers.embedding import _same_model
+
+    fresh = ("me/mini", "cpu", False, None)
+    assert _same_model(fresh, ("me/mini", "cpu", False, "a" * 40))
+    assert not _same_model(("me/mini", "cpu", False, "a" * 40), ("me/mini", "cpu", False, "b" * 40))
+    assert not _same_model(fresh, ("me/other", "cpu", False, "a" * 40))
+    assert not _same_model(fresh, ("me/mini", "cuda", False, "a" * 40))
+    assert not _same_model(fresh, ("me/mini", "cpu", True, "a" * 40))

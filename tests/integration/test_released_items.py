@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from orchestrator import evaluate
+from orchestrator import evaluate, resume
 from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.runner import RELEASED_ITEMS_TTL_S
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
@@ -70,6 +70,19 @@ def test_a_finished_cli_runs_items_expire_soon_while_its_own_keys_keep_the_run_t
 def test_an_evaluate_without_out_keeps_its_items_in_the_store(home: Path) -> None:
     """Its reports are in a temporary folder removed at exit: until then the store may be their only other copy."""
     result = evaluate(make_rows(20), SUITE, quiet=True)
+    with _embedded_store(home) as client:
+        ttls = _ttls(client, result.summary.run_id)
+        released = client.hget(f"ragscore:run:{result.summary.run_id}:meta", "items_in")
+    assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
+    assert released is None
+
+
+def test_a_resume_in_an_evaluates_temporary_folder_keeps_its_items_in_the_store(home: Path) -> None:
+    """``resume()`` of the folder an ``evaluate()`` without ``out=`` made (removed at exit) released the run's items
+    as if the folder were kept: an hour later they were gone from both."""
+    result = evaluate(make_rows(20), SUITE, quiet=True)
+    again = resume(result.out_dir, quiet=True)
+    assert again.summary.run_id == result.summary.run_id
     with _embedded_store(home) as client:
         ttls = _ttls(client, result.summary.run_id)
         released = client.hget(f"ragscore:run:{result.summary.run_id}:meta", "items_in")
