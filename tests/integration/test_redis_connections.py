@@ -717,6 +717,17 @@ def test_a_result_backend_user_apart_from_the_brokers_is_checked_before_anything
         server.stop()
 
 
+def _a_cpu_worker_finishes_a_run(broker: str, home: Path, tmp_path: Path) -> None:
+    """A cpu worker started with this process's environment (its Redis URLs) at ``broker`` finishes a 5-row run."""
+    worker = WorkerProcess(broker, "cpu", home, concurrency=1).start()
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+        summary = run(data, load_suite(SUITE), tmp_path / "out", broker=broker, timeout_s=120)
+        assert summary.state == RunState.FINISHED and summary.items == 5, summary
+    finally:
+        worker.stop()
+
+
 def test_a_workers_result_backend_user_apart_from_the_brokers_is_checked_as_it_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -729,7 +740,6 @@ def test_a_workers_result_backend_user_apart_from_the_brokers_is_checked_as_it_s
     server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}"
     good, home = f"redis://good:good-pw@{base}/0", tmp_path / "home"
-    worker = None
     try:
         said = _ragscore("worker", "-Q", "cpu", home=home, RAGSCORE_BROKER_URL=good,
                          RAGSCORE_RESULT_BACKEND=f"redis://results:results-pw@{base}/1")  # fmt: skip
@@ -740,13 +750,8 @@ def test_a_workers_result_backend_user_apart_from_the_brokers_is_checked_as_it_s
                                "celery-taskset-meta-acl-probe.c"), text  # fmt: skip
         assert "ACL SETUSER results ~celery-* &* +@all" in text and "results-pw" not in text, text
         monkeypatch.setenv("RAGSCORE_RESULT_BACKEND", f"redis://celery:celery-pw@{base}/1")
-        worker = WorkerProcess(good, "cpu", home, concurrency=1).start()  # its environment: this one's
-        data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
-        summary = run(data, load_suite(SUITE), tmp_path / "out", broker=good, timeout_s=120)
-        assert summary.state == RunState.FINISHED and summary.items == 5, summary
+        _a_cpu_worker_finishes_a_run(good, home, tmp_path)
     finally:
-        if worker is not None:
-            worker.stop()
         server.stop()
 
 
@@ -1061,7 +1066,6 @@ def test_a_workers_run_store_user_is_checked_for_its_writes_as_it_starts(
     base = f"127.0.0.1:{server.port}/0"
     good, queues, home = f"redis://good:good-pw@{base}", f"redis://queues:queues-pw@{base}", tmp_path / "home"
     rule = "the run store needs its keys and channels, e.g. ACL SETUSER {user} ~ragscore:* &* +@all"
-    worker = None
     try:
         for broker, store, user, what in ((good, f"redis://other:other-pw@{base}", "other", STORE_REDIS),
                                           (queues, None, "queues", "Redis")):  # fmt: skip
@@ -1073,13 +1077,8 @@ def test_a_workers_run_store_user_is_checked_for_its_writes_as_it_starts(
                                    "may not run HSET ragscore:run:acl-probe:meta"), text  # fmt: skip
             assert rule.format(user=user) in text and f"{user}-pw" not in text, text
         monkeypatch.setenv("RAGSCORE_STORE_URL", good)
-        worker = WorkerProcess(queues, "cpu", home, concurrency=1).start()  # its environment: this one's
-        data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
-        summary = run(data, load_suite(SUITE), tmp_path / "out", broker=queues, timeout_s=120)
-        assert summary.state == RunState.FINISHED and summary.items == 5, summary
+        _a_cpu_worker_finishes_a_run(queues, home, tmp_path)
     finally:
-        if worker is not None:
-            worker.stop()
         server.stop()
 
 
