@@ -2,12 +2,13 @@
 
 A finished embedded run of the Python API leaves its workers running and the server registered to this process
 (:class:`~.embedded_redis.EmbeddedRedis`: its lane stays this process's); a later run reuses them when they still
-fit: the same ``RAGSCORE_HOME``, the same server answering, every worker alive, started with the same environment,
-working directory and pool sizes (what a worker reads once, at its start: judge keys, plugins, sandbox settings,
-the embed device), and the files of the ``RAGSCORE_PLUGINS`` modules unchanged (a notebook's metric, edited and
-reloaded, is the next call's). Anything else stops them and starts afresh, and so does a run interrupted or failed
-once its rows were sent (its queues may hold its tasks). What is kept is stopped at exit (by this process only: a
-forked child owns none) or by :func:`stop_kept_once_idle` (the API's ``shutdown()``).
+fit: the same ``RAGSCORE_HOME``, the same server answering, every worker alive, started with the same environment
+(but for pytest's name of the test in progress), working directory and pool sizes (what a worker reads once, at its
+start: judge keys, plugins, sandbox settings, the embed device), and the files of the ``RAGSCORE_PLUGINS`` modules
+unchanged (a notebook's metric, edited and reloaded, is the next call's). Anything else stops them and starts afresh,
+and so does a run interrupted or failed once its rows were sent (its queues may hold its tasks). What is kept is
+stopped at exit (by this process only: a forked child owns none) or by :func:`stop_kept_once_idle` (the API's
+``shutdown()``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ __all__ = [
 
 #: Seconds idle kept workers get to exit on a SIGTERM before they are killed.
 STOP_TIMEOUT_S = 5.0
+
+#: Variables left out of :func:`worker_fingerprint`: set anew for each test and phase by pytest (a user's suite
+#: calling ``evaluate()`` in each test would stop and start the workers every time, ~6 s), and never read by a
+#: worker. Only variables of that kind belong here: any other may change what a worker does.
+PER_CALL_VARIABLES = ("PYTEST_CURRENT_TEST",)
 
 
 @dataclass
@@ -84,10 +90,12 @@ def one_warm_run() -> Iterator[bool]:
 
 def worker_fingerprint(concurrency: dict[str, int] | None) -> str:
     """A digest of what a local worker is started with and reads once (this process's environment, its working
-    directory and Python, the pool sizes, the plug-in modules' files): only compared, never logged (the environment
-    holds API keys)."""
+    directory and Python, the pool sizes, the plug-in modules' files; not :data:`PER_CALL_VARIABLES`): only compared,
+    never logged (the environment holds API keys)."""
     digest = hashlib.sha256()
     for name, value in sorted(os.environ.items()):
+        if name in PER_CALL_VARIABLES:
+            continue
         digest.update(f"{name}\0{value}\0".encode(errors="surrogateescape"))
     digest.update(f"{os.getcwd()}\0{sys.executable}\0{sorted((concurrency or {}).items())}".encode())
     for path in _plugin_files():

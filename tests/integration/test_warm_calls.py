@@ -231,3 +231,43 @@ def test_a_call_after_its_home_was_removed_starts_afresh_and_leaves_nothing_runn
     (first, second) = _calls(home, "cpu", "rm-home", "cpu")
     assert second["redis"] != first["redis"] and second["ids"] == [f"q{i}" for i in range(8)]
     assert _still_running(first["running"]) == [] and _still_running(second["running"]) == []
+
+
+#: A user's test file: each test calls evaluate() and writes the pids of this process's celery workers to PIDS.
+USERS_TESTS = r"""
+import json, os
+import psutil
+from orchestrator import evaluate
+from tests.support import make_rows
+
+
+def _scored_and_noted():
+    result = evaluate(make_rows(4), {"metrics": ["exact_match"]}, quiet=True)
+    assert result.summary.metrics["exact_match"].mean is not None
+    pids = sorted(c.pid for c in psutil.Process().children() if "celery" in " ".join(c.cmdline()))
+    with open(os.environ["PIDS"], "a") as f:
+        f.write(json.dumps(pids) + "\n")
+
+
+def test_one():
+    _scored_and_noted()
+
+
+def test_two():
+    _scored_and_noted()
+"""
+
+
+def test_the_tests_of_a_users_pytest_session_reuse_the_workers(home: Path, tmp_path: Path) -> None:
+    """pytest names the test in progress in PYTEST_CURRENT_TEST, another value for each test: every test's
+    evaluate() stopped the workers the one before kept and started new ones (~6 s a test)."""
+    (tmp_path / "test_users.py").write_text(USERS_TESTS)
+    pids = tmp_path / "pids.jsonl"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "PIDS": str(pids), "PYTHONPATH": str(ROOT)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_users.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first, second = (json.loads(line) for line in pids.read_text().splitlines())
+    assert first and second == first
