@@ -69,6 +69,7 @@ from .atomic_file import make_out_dir, said_os_error, write_text_atomic
 from .caller import CLI, Caller
 from .connection import check_queues, connect, connect_lane, eviction_warnings
 from .datasets import (
+    READER_VERSION,
     Named,
     RowError,
     dataset_files,
@@ -76,6 +77,7 @@ from .datasets import (
     detect_format,
     iter_records,
     iter_rows,
+    read_by_older_reader,
     scan_dataset,
 )
 from .datasets.rows import validate_record
@@ -460,8 +462,7 @@ def resume(
     recorded = meta.get("dataset_fingerprint")
     same_bytes = recorded is not None and recorded == dataset_fingerprint(dataset, fmt, fmt_options)
     if not same_bytes:
-        _check_unchanged(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), stored_shard_rows,
-                         resolved, ticker)  # fmt: skip
+        _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, stored_shard_rows, resolved, ticker)
     if judge_params or judge_limits:
         resolved = with_judge_limits(with_judge_params(resolved, **(judge_params or {})), **(judge_limits or {}))
         store.set_meta(run_id, suite=resolved.suite.model_dump_json())
@@ -584,13 +585,36 @@ def _stored_redo(rows: list[Row], lookup: RedoLookup, resolved: ResolvedSuite) -
 
 
 def _check_unchanged(
-    store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Any]],
+    store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, fmt: str | None, fmt_options: dict[str, Any],
     shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None = None,
 ) -> None:  # fmt: skip
     """DatasetError when the dataset's rows are not the ones submitted (ids, their order and count, or, for
     runs that recorded digests, their content), checked before the resume changes anything: a refused resume
-    leaves a running run running."""
-    changed = f"Run {run_id}: {dataset} changed since it was submitted"
+    leaves a running run running. Where the bytes are the ones submitted, read by older loaders
+    (:func:`read_by_older_reader`), it says so: the file was not changed, this ragscore reads it otherwise."""
+    unlike = _unlike_submitted(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), shard_rows,
+                               resolved, ticker)  # fmt: skip
+    if unlike is None:
+        return
+    how, edited = unlike
+    older = read_by_older_reader(meta.get("dataset_fingerprint"), dataset, fmt, fmt_options)
+    if older is None:
+        advice = " (e.g. edited answers); start a new run, or restore the file" if edited else "; start a new run"
+        raise DatasetError(f"Run {run_id}: {dataset} changed since it was submitted ({how}){advice}")
+    raise DatasetError(
+        f"Run {run_id}: {dataset} holds the bytes it was submitted with, but an older ragscore read them (its "
+        f"loaders' version {older}, this one's {READER_VERSION}) and this one reads other rows from them ({how}): "
+        "the run's items would not pair with its rows. Start a new run of it, or resume it with the ragscore "
+        "version that submitted it"
+    )
+
+
+def _unlike_submitted(
+    store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Any]],
+    shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None,
+) -> tuple[str, bool] | None:  # fmt: skip
+    """How the rows ``read`` differ from the run's submitted ones: what differs, and whether it is only their
+    content (the same ids); None where they are the same."""
     n_shards = 0
     for index, rows in enumerate(shards((row for _, row in read if isinstance(row, Row)), shard_rows)):
         if ticker is not None:
@@ -600,13 +624,13 @@ def _check_unchanged(
             continue
         n_shards += 1
         if (target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]) != stored:
-            raise DatasetError(f"{changed} (shard {index}: other ids or order); start a new run")
+            return f"shard {index}: other ids or order", False
         recorded = meta.get(f"digest:{index}")
         if recorded is not None and recorded != shard_digest(rows):
-            raise DatasetError(f"{changed} (shard {index}: the same ids with other content, e.g. edited answers); "
-                               "start a new run, or restore the file")  # fmt: skip
+            return f"shard {index}: the same ids with other content", True
     if "n_shards" in meta and n_shards != int(meta["n_shards"]):
-        raise DatasetError(f"{changed}: it has a different number of rows; start a new run")
+        return "it has a different number of rows", False
+    return None
 
 
 def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:

@@ -1,10 +1,19 @@
 """Reading datasets: format loaders and row validation."""
 
-from .loaders import FORMATS, RowError, detect_format, iter_records
-from .rows import DatasetScan, Named, dataset_files, dataset_fingerprint, iter_rows, scan_dataset
+from .loaders import FORMATS, READER_VERSION, RowError, detect_format, iter_records
+from .rows import (
+    DatasetScan,
+    Named,
+    dataset_files,
+    dataset_fingerprint,
+    iter_rows,
+    read_by_older_reader,
+    scan_dataset,
+)
 
 __all__ = [
     "FORMATS",
+    "READER_VERSION",
     "DatasetScan",
     "Named",
     "RowError",
@@ -13,5 +22,6 @@ __all__ = [
     "detect_format",
     "iter_records",
     "iter_rows",
+    "read_by_older_reader",
     "scan_dataset",
 ]

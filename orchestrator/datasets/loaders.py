@@ -32,7 +32,17 @@ from ragscore_workers.errors import DatasetError
 
 from ..caller import CLI, Caller
 
-__all__ = ["ALL_FORMATS", "FORMATS", "SEED_FORMATS", "RowError", "detect_format", "iter_records", "loads_json"]
+__all__ = [
+    "ALL_FORMATS", "FORMATS", "READER_VERSION", "SEED_FORMATS", "RowError", "detect_format", "iter_records",
+    "loads_json",
+]  # fmt: skip
+
+#: How these loaders read a dataset's bytes into rows, part of its fingerprint (``rows.dataset_fingerprint``): bump
+#: it with any change that could read the same bytes as other rows (a CSV quote, a column, a value read or validated
+#: otherwise: here, in a format's reader module, in ``rows.validate_record`` or the ``Row`` schema), so that a resume
+#: of a run submitted before checks its rows instead of trusting the bytes. 1: before there was one (those
+#: fingerprints digested the package version instead, ``rows.BEFORE_READER_VERSIONS``).
+READER_VERSION = 2
 
 #: Row fields whose CSV cells hold JSON (lists or objects).
 JSON_FIELDS = frozenset(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from array import array
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from ragscore_workers.settings import get_settings
 from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
 from ..caller import CLI, Caller
-from .loaders import RAW_EXCERPT_CHARS, RowError, detect_format, iter_records, kind
+from .loaders import RAW_EXCERPT_CHARS, READER_VERSION, RowError, detect_format, iter_records, kind
 
 __all__ = ["DatasetScan", "Named", "iter_rows", "scan_dataset", "validate_record"]
 
@@ -30,6 +31,8 @@ MAX_DUPLICATES_SHOWN = 5
 #: Lists and objects nested deeper than this in a row make it a bad row: pydantic serializes a row's task
 #: message only up to 255 levels, so one such row stopped the whole run at submit time.
 MAX_NESTING = 100
+#: What the fingerprints of reader version 1 digested in its place: the package version, 0.1.0 in each release.
+BEFORE_READER_VERSIONS = "0.1.0"
 
 
 #: How a list or an object is written, said when a row gives text where one is expected (a CSV cell of plain
@@ -164,29 +167,41 @@ def _other_id(line: int, record: dict[str, Any], ids: Container[str]) -> bool:
     return isinstance(raw, str) and raw not in ids
 
 
-def dataset_fingerprint(dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None) -> str | None:
+def dataset_fingerprint(
+    dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None, reader: int = READER_VERSION
+) -> str | None:
     """A digest of the dataset's bytes (a file's, or each file's of a folder dataset with its path in the folder:
-    eval-points, hf-disk) and of what decides how they read (format, the field limit, this version): equal at a
-    resume, the rows are the ones submitted, so the resume need not read and validate the whole dataset an extra
-    time to check it; unequal, a report shows no answer it cannot vouch for. None where format options name other
-    files, or the dataset is neither a file nor a folder."""
+    eval-points, hf-disk) and of what decides how they read (format, the field limit, the loaders'
+    ``reader`` version, which it starts with: ``r2-...``): equal at a resume, the rows are the ones submitted, so the
+    resume need not read and validate the whole dataset an extra time to check it; unequal, a report shows no answer
+    it cannot vouch for. None where format options name other files, or the dataset is neither a file nor a folder.
+    ``reader`` 1 gives the fingerprint those loaders recorded (no version named: BEFORE_READER_VERSIONS digested)."""
     if fmt_options or not (dataset.is_file() or dataset.is_dir()):
         return None
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        ours = version("ragscore")
-    except PackageNotFoundError:
-        ours = "?"
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(json.dumps([fmt or "", get_settings().max_field_chars, ours]).encode())
+    version = reader if reader > 1 else BEFORE_READER_VERSIONS
+    digest.update(json.dumps([fmt or "", get_settings().max_field_chars, version]).encode())
     for path in dataset_files(dataset):
         if path != dataset:  # a folder's file: its place in the folder is part of what it holds
             digest.update(json.dumps([path.relative_to(dataset).as_posix(), path.stat().st_size]).encode())
         with path.open("rb") as fh:
             while chunk := fh.read(1 << 20):
                 digest.update(chunk)
-    return digest.hexdigest()
+    return f"r{reader}-{digest.hexdigest()}" if reader > 1 else digest.hexdigest()
+
+
+def read_by_older_reader(
+    recorded: str | None, dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None
+) -> int | None:
+    """The loaders' version that recorded ``recorded`` (a run's fingerprint), where the dataset's bytes are still
+    the ones it digested and only that version differs from this one's (rows may read otherwise); else None."""
+    if not recorded:
+        return None
+    named = re.fullmatch(r"r(\d+)-[0-9a-f]+", recorded)
+    reader = int(named.group(1)) if named else 1
+    if reader == READER_VERSION or dataset_fingerprint(dataset, fmt, fmt_options, reader) != recorded:
+        return None
+    return reader
 
 
 def dataset_files(dataset: Path) -> list[Path]:

@@ -3,7 +3,7 @@
 Items keep no text (a million of them would double the store and items.jsonl): their question and answer are
 read again from the dataset the run recorded, in one streaming pass through the run's own loader that keeps
 only the wanted rows and stops once it has them all. A dataset gone or unreadable is said in place of the texts;
-one changed since the run (its recorded fingerprint, which a newer ragscore version changes too) shows no answer
+one changed since the run (its recorded fingerprint, which a newer loaders' version changes too) shows no answer
 and only the questions that are still the ones scored (the item's ``question_sha``): never a wrong text. A run that
 asked targets scored their answers: those are read from the answers it kept (the store, or its answers.jsonl), for
 these items alone.

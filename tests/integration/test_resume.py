@@ -422,6 +422,56 @@ def test_resume_of_an_unchanged_file_skips_the_extra_check_and_a_rewritten_one_i
         resume(store, sub.run_id)
 
 
+def _fingerprint_before_reader_versions(data: Path, fmt: str) -> str:
+    """The fingerprint the loaders recorded before they had a version (ragscore 0.1.0's, its package version
+    digested): written out here as it was, not asked of today's code."""
+    import hashlib
+
+    from ragscore_workers.settings import get_settings
+
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(json.dumps([fmt, get_settings().max_field_chars, "0.1.0"]).encode())
+    digest.update(data.read_bytes())
+    return digest.hexdigest()
+
+
+def test_resume_of_a_run_whose_rows_an_older_ragscore_read_checks_them_and_says_so(
+    tmp_path: Path, cluster: str
+) -> None:
+    """The fingerprint digested the package version, 0.1.0 in every release, where the loaders changed how bytes
+    read as rows (a CSV's spaced quotes, hf-disk's columns): a run submitted before such a change resumed as the
+    same bytes, its rows unchecked, so its items could pair with rows read otherwise. Now the loaders' version is
+    digested: the rows are checked, and where they read otherwise the refusal says an older ragscore read them."""
+    store = connect(cluster)
+    rows = make_rows(300, seed=13)
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    sub = submit(data, load_suite(SUITE), store, shard_rows=100)
+    meta = store.meta(sub.run_id)
+    assert meta["dataset_fingerprint"] != _fingerprint_before_reader_versions(data, meta["format"])
+    cancel(store, sub.run_id)
+    assert wait(store, sub.run_id, timeout_s=60).state == RunState.CANCELLED
+    store.set_meta(sub.run_id, dataset_fingerprint=_fingerprint_before_reader_versions(data, meta["format"]))
+
+    store.set_meta(sub.run_id, **{"digest:1": "0" * 32})  # shard 1 as the older loaders read it: other content
+    with pytest.raises(DatasetError) as refused:
+        resume(store, sub.run_id)
+    said = str(refused.value)
+    assert "holds the bytes it was submitted with, but an older ragscore read them" in said
+    assert "(its loaders' version 1, this one's 2)" in said and "shard 1: the same ids with other content" in said
+    assert "resume it with the ragscore version that submitted it" in said and "restore the file" not in said
+    assert store.meta(sub.run_id)["state"] == RunState.CANCELLED  # refused before anything changed
+
+    write_jsonl(data, [*rows[:150], {**rows[150], "answer": "edited"}, *rows[151:]])  # the file itself changed
+    with pytest.raises(DatasetError, match="changed since it was submitted .shard 1: the same ids"):
+        resume(store, sub.run_id)
+
+    write_jsonl(data, rows)
+    store.set_meta(sub.run_id, **{"digest:1": meta["digest:1"]})  # the older loaders read the rows these read
+    resume(store, sub.run_id)
+    assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
+    assert store.progress(sub.run_id)["done"] == 300 * 4, "every output exactly once"
+
+
 def test_progress_notes_of_submit_and_resume_count_up(
     tmp_path: Path, cluster: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
