@@ -77,7 +77,8 @@ from .datasets import (
     detect_format,
     iter_records,
     iter_rows,
-    read_by_older_reader,
+    other_reader,
+    same_bytes_reader,
     scan_dataset,
 )
 from .datasets.rows import validate_record
@@ -459,10 +460,10 @@ def resume(
     cut_off = "n_shards" not in meta
     ticker = _Ticker(say)
     total = int(meta.get("items", 0)) // max(1, len(resolved.targets))  # rows
-    recorded = meta.get("dataset_fingerprint")
-    same_bytes = recorded is not None and recorded == dataset_fingerprint(dataset, fmt, fmt_options)
-    if not same_bytes:
-        _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, stored_shard_rows, resolved, ticker)
+    reader = same_bytes_reader(meta.get("dataset_fingerprint"), dataset, fmt, fmt_options)
+    if reader != READER_VERSION:  # other bytes, or these read by other loaders: their rows are checked (then, where
+        # the bytes are these, record i is still row i: the look-up below need not validate the shards done)
+        _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, reader, stored_shard_rows, resolved, ticker)
     if judge_params or judge_limits:
         resolved = with_judge_limits(with_judge_params(resolved, **(judge_params or {})), **(judge_limits or {}))
         store.set_meta(run_id, suite=resolved.suite.model_dump_json())
@@ -485,7 +486,7 @@ def resume(
         if on_validated is not None:
             on_validated(json.loads(meta.get("queues", "[]")))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
-        if same_bytes and not resolved.targets and not cut_off and not int(meta.get("failed_rows", 0) or 0):
+        if reader is not None and not resolved.targets and not cut_off and not int(meta.get("failed_rows", 0) or 0):
             stream = _shards_to_redo(store, run_id, dataset, fmt, fmt_options, stored_shard_rows, all_outputs)
         else:
             valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
@@ -586,26 +587,25 @@ def _stored_redo(rows: list[Row], lookup: RedoLookup, resolved: ResolvedSuite) -
 
 def _check_unchanged(
     store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, fmt: str | None, fmt_options: dict[str, Any],
-    shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None = None,
+    reader: int | None, shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None = None,
 ) -> None:  # fmt: skip
     """DatasetError when the dataset's rows are not the ones submitted (ids, their order and count, or, for
     runs that recorded digests, their content), checked before the resume changes anything: a refused resume
-    leaves a running run running. Where the bytes are the ones submitted, read by older loaders
-    (:func:`read_by_older_reader`), it says so: the file was not changed, this ragscore reads it otherwise."""
+    leaves a running run running. ``reader``: the loaders' version that read these very bytes at submit, where not
+    this one's (:func:`same_bytes_reader`); then it says so: the file was not changed, this ragscore reads it
+    otherwise."""
     unlike = _unlike_submitted(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), shard_rows,
                                resolved, ticker)  # fmt: skip
     if unlike is None:
         return
     how, edited = unlike
-    older = read_by_older_reader(meta.get("dataset_fingerprint"), dataset, fmt, fmt_options)
-    if older is None:
+    if reader is None:
         advice = " (e.g. edited answers); start a new run, or restore the file" if edited else "; start a new run"
         raise DatasetError(f"Run {run_id}: {dataset} changed since it was submitted ({how}){advice}")
     raise DatasetError(
-        f"Run {run_id}: {dataset} holds the bytes it was submitted with, but an older ragscore read them (its "
-        f"loaders' version {older}, this one's {READER_VERSION}) and this one reads other rows from them ({how}): "
-        "the run's items would not pair with its rows. Start a new run of it, or resume it with the ragscore "
-        "version that submitted it"
+        f"Run {run_id}: {dataset} holds the bytes it was submitted with, but {other_reader(reader)} read them and "
+        f"this one reads other rows from them ({how}): the run's items would not pair with its rows. Start a new "
+        "run of it, or resume it with the ragscore version that submitted it"
     )
 
 

@@ -7,7 +7,8 @@ from .rows import (
     dataset_files,
     dataset_fingerprint,
     iter_rows,
-    read_by_older_reader,
+    other_reader,
+    same_bytes_reader,
     scan_dataset,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "detect_format",
     "iter_records",
     "iter_rows",
-    "read_by_older_reader",
+    "other_reader",
+    "same_bytes_reader",
     "scan_dataset",
 ]

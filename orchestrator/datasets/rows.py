@@ -190,18 +190,25 @@ def dataset_fingerprint(
     return f"r{reader}-{digest.hexdigest()}" if reader > 1 else digest.hexdigest()
 
 
-def read_by_older_reader(
+def same_bytes_reader(
     recorded: str | None, dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None
 ) -> int | None:
-    """The loaders' version that recorded ``recorded`` (a run's fingerprint), where the dataset's bytes are still
-    the ones it digested and only that version differs from this one's (rows may read otherwise); else None."""
+    """The loaders' version whose fingerprint of the dataset is ``recorded`` (a run's): READER_VERSION where its rows
+    are the ones the run read; another where its bytes are the ones the run read, by other loaders (rows may read
+    otherwise); None where none was recorded or the bytes differ. One pass over the bytes, for the version the
+    fingerprint names alone (``r2-...``; none named: 1)."""
     if not recorded:
         return None
     named = re.fullmatch(r"r(\d+)-[0-9a-f]+", recorded)
     reader = int(named.group(1)) if named else 1
-    if reader == READER_VERSION or dataset_fingerprint(dataset, fmt, fmt_options, reader) != recorded:
-        return None
-    return reader
+    return reader if dataset_fingerprint(dataset, fmt, fmt_options, reader) == recorded else None
+
+
+def other_reader(reader: int) -> str:
+    """How a message names the ragscore whose loaders' version ``reader`` is, not this one's: ``an older ragscore
+    (its loaders' version 1, this one's 2)``."""
+    which = "an older" if reader < READER_VERSION else "a newer"
+    return f"{which} ragscore (its loaders' version {reader}, this one's {READER_VERSION})"
 
 
 def dataset_files(dataset: Path) -> list[Path]:

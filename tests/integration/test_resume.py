@@ -20,7 +20,15 @@ from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import MetricResult
 from ragscore_workers.store import RunState, RunStore
 
-from ..support import RedisProcess, WorkerProcess, make_rows, scores_by_id, until, write_jsonl
+from ..support import (
+    RedisProcess,
+    WorkerProcess,
+    fingerprint_before_reader_versions,
+    make_rows,
+    scores_by_id,
+    until,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -422,19 +430,6 @@ def test_resume_of_an_unchanged_file_skips_the_extra_check_and_a_rewritten_one_i
         resume(store, sub.run_id)
 
 
-def _fingerprint_before_reader_versions(data: Path, fmt: str) -> str:
-    """The fingerprint the loaders recorded before they had a version (ragscore 0.1.0's, its package version
-    digested): written out here as it was, not asked of today's code."""
-    import hashlib
-
-    from ragscore_workers.settings import get_settings
-
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(json.dumps([fmt, get_settings().max_field_chars, "0.1.0"]).encode())
-    digest.update(data.read_bytes())
-    return digest.hexdigest()
-
-
 def test_resume_of_a_run_whose_rows_an_older_ragscore_read_checks_them_and_says_so(
     tmp_path: Path, cluster: str
 ) -> None:
@@ -447,17 +442,19 @@ def test_resume_of_a_run_whose_rows_an_older_ragscore_read_checks_them_and_says_
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     sub = submit(data, load_suite(SUITE), store, shard_rows=100)
     meta = store.meta(sub.run_id)
-    assert meta["dataset_fingerprint"] != _fingerprint_before_reader_versions(data, meta["format"])
+    assert meta["dataset_fingerprint"] != fingerprint_before_reader_versions(data, meta["format"])
     cancel(store, sub.run_id)
     assert wait(store, sub.run_id, timeout_s=60).state == RunState.CANCELLED
-    store.set_meta(sub.run_id, dataset_fingerprint=_fingerprint_before_reader_versions(data, meta["format"]))
+    store.set_meta(sub.run_id, dataset_fingerprint=fingerprint_before_reader_versions(data, meta["format"]))
 
     store.set_meta(sub.run_id, **{"digest:1": "0" * 32})  # shard 1 as the older loaders read it: other content
     with pytest.raises(DatasetError) as refused:
         resume(store, sub.run_id)
     said = str(refused.value)
-    assert "holds the bytes it was submitted with, but an older ragscore read them" in said
-    assert "(its loaders' version 1, this one's 2)" in said and "shard 1: the same ids with other content" in said
+    assert (
+        "holds the bytes it was submitted with, but an older ragscore (its loaders' version 1, this one's 2) "
+        "read them and this one reads other rows from them (shard 1: the same ids with other content)" in said
+    )
     assert "resume it with the ragscore version that submitted it" in said and "restore the file" not in said
     assert store.meta(sub.run_id)["state"] == RunState.CANCELLED  # refused before anything changed
 

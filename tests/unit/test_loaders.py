@@ -1015,3 +1015,27 @@ def test_a_raw_tab_in_a_json_file_or_a_line_break_in_a_csv_list_cell_says_so(tmp
     ok, bad = _rows(path)
     assert [r.id for r in ok] == ["b"]
     assert [(e.line, e.error) for e in bad] == [(2, CSV_LINE_BREAK)]
+
+
+def test_same_bytes_reader_names_the_loaders_that_fingerprinted_these_bytes(tmp_path: Path) -> None:
+    """A run's fingerprint is checked for the loaders' version it names (r2-...; none: 1, the package version
+    digested), in one pass: this version, an older or a newer one where the bytes are the same; None where not."""
+    from orchestrator.datasets import READER_VERSION, dataset_fingerprint, other_reader, same_bytes_reader
+
+    from ..support import fingerprint_before_reader_versions, write_jsonl
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "q", "answer": "x"}])
+    ours = dataset_fingerprint(data, "jsonl", None)
+    newer = dataset_fingerprint(data, "jsonl", None, reader=READER_VERSION + 1)
+    older = fingerprint_before_reader_versions(data, "jsonl")
+    assert ours == f"r{READER_VERSION}-{ours.split('-')[1]}" and len({ours, newer, older}) == 3
+    assert [same_bytes_reader(f, data, "jsonl", None) for f in (ours, newer, older)] == [
+        READER_VERSION,
+        READER_VERSION + 1,
+        1,
+    ]
+    assert same_bytes_reader(None, data, "jsonl", None) is None
+    assert other_reader(1) == f"an older ragscore (its loaders' version 1, this one's {READER_VERSION})"
+    assert other_reader(READER_VERSION + 1).startswith("a newer ragscore")
+    write_jsonl(data, [{"id": "a", "question": "q", "answer": "y"}])
+    assert [same_bytes_reader(f, data, "jsonl", None) for f in (ours, newer, older)] == [None, None, None]
