@@ -3,8 +3,9 @@
 Items keep no text (a million of them would double the store and items.jsonl): their question and answer are
 read again from the dataset the run recorded, in one streaming pass through the run's own loader that keeps
 only the wanted rows and stops once it has them all. A dataset gone or unreadable is said in place of the texts;
-one changed since the run (its recorded fingerprint, which a newer loaders' version changes too) shows no answer
-and only the questions that are still the ones scored (the item's ``question_sha``): never a wrong text. A run that
+one changed since the run (its recorded fingerprint) shows no answer and only the questions that are still the ones
+scored (the item's ``question_sha``): never a wrong text. The same bytes read by other loaders (the fingerprint
+names their version: a run before an upgrade) show their texts as these loaders read them, questions checked. A run that
 asked targets scored their answers: those are read from the answers it kept (the store, or its answers.jsonl), for
 these items alone.
 """
@@ -19,7 +20,7 @@ from typing import Any
 from ragscore_workers.errors import RagscoreError
 from ragscore_workers.schemas import Row, question_fingerprint
 
-from ..datasets import dataset_fingerprint, iter_rows
+from ..datasets import READER_VERSION, iter_rows, other_reader, same_bytes_reader
 from .itemstats import WorstItem, one_line
 
 __all__ = ["MAX_PREVIEW_CHARS", "ItemTexts", "TargetAnswers", "asked_targets", "preview", "read_texts"]
@@ -68,11 +69,12 @@ def code_preview(code: str | None) -> str | None:
     return first if len(lines) == 1 or first.endswith("…") else f"{first} …"
 
 
-def _changed(dataset: Path, info: Mapping[str, Any]) -> bool:
-    """Whether ``dataset``'s bytes (or the version reading them) are not those the run recorded."""
+def _reader(dataset: Path, info: Mapping[str, Any]) -> int | None:
+    """The loaders' version that read ``dataset``'s bytes at the run (this one's where the run recorded no
+    fingerprint); None where they are not the bytes the run recorded (:func:`same_bytes_reader`)."""
     recorded = info.get("dataset_fingerprint")
     fmt, options = info.get("format") or None, info.get("format_options") or {}
-    return bool(recorded) and recorded != dataset_fingerprint(dataset, fmt, options)
+    return same_bytes_reader(recorded, dataset, fmt, options) if recorded else READER_VERSION
 
 
 def read_texts(
@@ -103,8 +105,16 @@ def _dataset_texts(info: Mapping[str, Any], items: list[WorstItem], with_answers
     if not dataset.exists():
         return ItemTexts(note=f"the run's dataset {dataset} is gone: {what} are not available")
     try:
-        if not _changed(dataset, info):
+        reader = _reader(dataset, info)
+        if reader == READER_VERSION:
             return _scan(dataset, info, wanted, with_answers=with_answers)
+        if reader is not None:  # the run's bytes, which other loaders read: the questions checked, texts shown
+            texts = _scan(dataset, info, wanted, with_answers=with_answers, strict=True)
+            note = (
+                f"the run's dataset {dataset} is unchanged since the run, which {other_reader(reader)} read: its "
+                f"{what} are shown as this one reads them, each question checked against the one scored"
+            )
+            return ItemTexts(texts.texts, "; ".join(filter(None, [note, texts.note])))
         texts = _scan(dataset, info, wanted, with_answers=False, strict=True)
         shown = "answers are not shown, questions" if with_answers else "questions are shown"
         note = (f"the run's dataset {dataset} changed since the run (or the run was made by another ragscore "

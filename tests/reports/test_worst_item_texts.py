@@ -14,6 +14,7 @@ from orchestrator import evaluate
 from orchestrator.reports import from_dir, write_reports
 
 from ..fakes.fake_rag import answer_locally
+from ..support import fingerprint_before_reader_versions
 
 pytestmark = pytest.mark.integration
 
@@ -79,22 +80,46 @@ def test_a_dataset_changed_or_gone_since_the_run_is_said_not_shown(run_dir: Path
             assert ("Capital" in text) == (case == "changed"), case  # the question is still the one scored
 
 
-def test_a_run_made_by_another_version_shows_its_questions_but_no_answer(run_dir: Path, tmp_path: Path) -> None:
-    """The fingerprint digests the ragscore version too: after an upgrade the bytes may be the same, yet every
-    report said "changed" and showed nothing; the questions are checked one by one by their question_sha."""
-    copy = tmp_path / "run"
+def _copy_with_fingerprint(run_dir: Path, copy: Path, fingerprint: str) -> Path:
+    """A copy of the run's folder whose run_info.json records ``fingerprint`` as its dataset's."""
     copy.mkdir()
     for name in ("items.jsonl", "summary.json", "failed_rows.jsonl"):
         (copy / name).write_bytes((run_dir / name).read_bytes())
     info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
     assert info["dataset_fingerprint"]
-    (copy / "run_info.json").write_text(json.dumps(info | {"dataset_fingerprint": "0" * 32}), encoding="utf-8")
+    (copy / "run_info.json").write_text(json.dumps(info | {"dataset_fingerprint": fingerprint}), encoding="utf-8")
+    return copy
+
+
+def test_a_run_made_by_another_version_shows_its_questions_but_no_answer(run_dir: Path, tmp_path: Path) -> None:
+    """A fingerprint that is not the dataset's (another version's of other bytes, or one digesting what it no
+    longer can): every report said "changed" and showed nothing; the questions are checked one by one by their
+    question_sha."""
+    copy = _copy_with_fingerprint(run_dir, tmp_path / "run", "0" * 32)
     write_reports(from_dir(copy), tmp_path / "out", ["md", "html"])
     md = _worst_md((tmp_path / "out" / "report.md").read_text(encoding="utf-8"))
     html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
     assert "Capital of \\<b\\>France\\</b\\>?" in md and "Capital of &lt;b&gt;France&lt;/b&gt;?" in html
     for text in (md, html):
         assert "answers are not shown" in text and "Lyon" not in text
+
+
+def test_a_run_whose_unchanged_dataset_older_loaders_read_shows_its_questions_and_answers(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """A run made before the loaders had a version recorded the fingerprint that digested the package version: its
+    bytes unchanged, its reports showed no answer after the upgrade; they show them, as these loaders read them
+    (questions checked by their question_sha), and say so."""
+    info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
+    before = fingerprint_before_reader_versions(Path(info["dataset"]), info["format"])
+    write_reports(from_dir(_copy_with_fingerprint(run_dir, tmp_path / "run", before)), tmp_path / "out", ["md", "html"])
+    md = _worst_md((tmp_path / "out" / "report.md").read_text(encoding="utf-8"))
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8").split('id="worst"')[1]
+    assert "Capital of \\<b\\>France\\</b\\>?" in md and "Lyon \\<i\\>" in md
+    assert "Capital of &lt;b&gt;France&lt;/b&gt;?" in html and "Lyon &lt;i&gt;" in html
+    for text in (md, html):
+        assert "is unchanged since the run, which an older ragscore (its loaders" in text and "version 1," in text
+        assert "changed since the run (" not in text and "answers are not shown" not in text
 
 
 def test_a_run_that_asked_a_target_shows_the_question_but_not_the_datasets_answer(tmp_path: Path) -> None:
