@@ -36,6 +36,7 @@ __all__ = [
     "queued_ahead",
     "queued_message",
     "queued_messages",
+    "recently_taken",
     "settled_orphans",
     "unconsumed_queues",
     "unserved_message",
@@ -160,10 +161,29 @@ def unconsumed_queues(queues: list[str], timeout_s: float = 1.0) -> list[str]:
     return [queue for queue in queues if queue not in served]
 
 
+def recently_taken(store: RunStore, queues: Collection[str], within_s: float) -> set[str]:
+    """Those of ``queues`` a worker took a message from (any run's) in the last ``within_s`` s, as kombu's
+    ``unacked`` hash holds it: that queue has a consumer, even one too busy to answer a 1 s ask."""
+    if not queues:
+        return set()
+    tags = store.broker.zrangebyscore("unacked_index", time.time() - within_s, "+inf")
+    found: set[str] = set()
+    for raw in store.broker.hmget("unacked", tags) if tags else []:
+        try:
+            found.add(str(json.loads(raw)[2]))
+        except (ValueError, LookupError, TypeError):
+            continue  # acknowledged meanwhile (None), or a shape we do not know
+    return found & set(queues)
+
+
 def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
-    """The run's queues (but ``skip``) where messages wait and no live worker listens: queue -> messages."""
+    """The run's queues (but ``skip``) where messages wait and no worker listens: queue -> messages. A queue counts
+    as served when a live worker says it consumes it, or a worker took a message of it in the last
+    ``CONSUMER_CHECK_S`` s (a judge worker busy with its 32 threads may miss the ask)."""
     waiting = waiting_queues(store, run_id)
-    return {queue: waiting[queue] for queue in unconsumed_queues([q for q in waiting if q not in skip])}
+    asked = unconsumed_queues([q for q in waiting if q not in skip])
+    taken = recently_taken(store, asked, CONSUMER_CHECK_S)
+    return {queue: waiting[queue] for queue in asked if queue not in taken}
 
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:

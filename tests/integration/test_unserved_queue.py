@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
@@ -17,7 +19,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -209,3 +211,39 @@ def test_no_queue_to_ask_about_asks_no_worker(tmp_path: Path) -> None:
         server.stop()
     assert not asked_none
     assert asked_one
+
+
+def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserved(tmp_path: Path) -> None:
+    """A judge worker busy with its threads (a cluster run on two shared cores) missed the 1 s ask of which queues
+    it consumes, and `ragscore submit` (then `status`) said "no worker consumes it; start one" of a queue it was
+    scoring. A worker that took a message of the queue moments ago consumes it; frozen (SIGSTOP), it answers no
+    ask at all, as the busiest worker would not in time."""
+    from orchestrator.queues import unserved_queues
+
+    from ..fakes import FakeProvider
+
+    server = RedisProcess(tmp_path / "redis").start()
+    with FakeProvider(latency_s=10.0) as fake:
+        judge = {"provider": "openai", "model": "m", "base_url": fake.openai_base_url, "rpm": None, "tpm": None}
+        suite = load_suite({"metrics": [{"name": "answer_accuracy", "params": {"cache": False}}],
+                            "chunk_size": {"judge": 1}, "judge": judge})  # fmt: skip
+        worker = WorkerProcess(server.url, "judge", tmp_path / "home", concurrency=1).start()
+        assert worker.proc is not None
+        store = connect(server.url)
+        try:
+            sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(4, seed=3)), suite, store)
+            assert until(lambda: store.broker.hlen("unacked") > 0, 180), "the judge worker never took a message"
+            assert store.broker.llen("judge") > 0  # the rest waits on its queue
+            assert unserved_queues(store, sub.run_id) == {}  # it answers the ask
+            celery = psutil.Process(worker.proc.pid).children(recursive=True)  # in a session of their own
+            for proc in celery:
+                proc.send_signal(signal.SIGSTOP)
+            try:
+                assert unserved_queues(store, sub.run_id) == {}  # it answers no ask, but it took the queue's work
+            finally:
+                for proc in celery:
+                    proc.send_signal(signal.SIGCONT)
+            cancel(store, sub.run_id)
+        finally:
+            worker.stop()
+            server.stop()
