@@ -102,11 +102,13 @@ def breakdown_cell(m: MetricSummary, stacked: bool = False) -> str:
 
 
 def _ci_end(value: float) -> str:
-    text, digits = f"{value:.3f}", 3
-    while float(text) in (0.0, 1.0) and value not in (0.0, 1.0) and digits < 9:
-        digits += 1
+    """A CI end to 3 decimals, or to as many as tell it from 0 or 1 (up to 9); within 1e-9 of them it is float
+    noise (a cosine's 1e-10 guard), not a bound to tell apart, and reads as 0 or 1."""
+    for digits in range(3, 10):
         text = f"{value:.{digits}f}"
-    return text
+        if value in (0.0, 1.0) or float(text) not in (0.0, 1.0):
+            return text
+    return f"{value:.3f}"
 
 
 def unscorable_text(m: MetricSummary) -> str:

@@ -331,6 +331,14 @@ def test_the_summary_table_writes_counts_with_thousands_separators_as_its_footer
     assert row.split("│")[3:7] == [" 9,322 ", " [0.490, 0.510] ", " 4,678 (1,500 stopped) ", "  1,200 "]
 
 
+def test_a_ci_end_within_float_noise_of_0_or_1_reads_as_it() -> None:
+    """Answers equal to their references (cosine 1 / (1 + 1e-10) each, a CI end a hair above 1) read
+    ``1.000 [1.000000000, 1.000000000]``: nine digits that tell nothing apart. Past 1e-9 they read as 0 or 1."""
+    assert ci_text([0.9999999999, 1.0000000000000001]) == "[1.000, 1.000]"
+    assert ci_text([1e-12, 0.0004]) == "[0.000, 0.0004]"
+    assert ci_text([0.999999998, 1.0]) == "[0.999999998, 1.000]"  # 2e-9 below 1 is still told apart
+
+
 def test_a_ci_end_that_would_read_as_0_or_1_gets_the_digits_that_tell_it_apart() -> None:
     """None of 9,686 passing read ``[0.000, 0.000]``, as if certain; Wilson's upper end is 0.0004."""
     none_passed = {"mean": 0.0, "n": 9686, "ci95": wilson_ci(0, 9686), "errors": 0, "unscorable": 0}
