@@ -102,13 +102,14 @@ def breakdown_cell(m: MetricSummary, stacked: bool = False) -> str:
 
 
 def _ci_end(value: float) -> str:
-    """A CI end to 3 decimals, or to as many as tell it from 0 or 1 (up to 9); within 1e-9 of them it is float
-    noise (a cosine's 1e-10 guard), not a bound to tell apart, and reads as 0 or 1."""
+    """A CI end to 3 decimals, or to as many as tell it from 0 or 1 (up to 9); one that still reads 0 or 1 at 9
+    (under 5e-10 from it) is float noise (a cosine's 1e-10 guard), not a bound to tell apart: ``0.000`` or
+    ``1.000`` (never ``-0.000``)."""
     for digits in range(3, 10):
         text = f"{value:.{digits}f}"
         if value in (0.0, 1.0) or float(text) not in (0.0, 1.0):
             return text
-    return f"{value:.3f}"
+    return f"{round(value):.3f}"
 
 
 def unscorable_text(m: MetricSummary) -> str:

@@ -337,6 +337,7 @@ def test_a_ci_end_within_float_noise_of_0_or_1_reads_as_it() -> None:
     assert ci_text([0.9999999999, 1.0000000000000001]) == "[1.000, 1.000]"
     assert ci_text([1e-12, 0.0004]) == "[0.000, 0.0004]"
     assert ci_text([0.999999998, 1.0]) == "[0.999999998, 1.000]"  # 2e-9 below 1 is still told apart
+    assert ci_text([-1e-12, 0.9999]) == "[0.000, 0.9999]"  # noise below 0 is no "-0.000"; 1e-4 below 1 is told
 
 
 def test_a_ci_end_that_would_read_as_0_or_1_gets_the_digits_that_tell_it_apart() -> None:
