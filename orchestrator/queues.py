@@ -27,6 +27,7 @@ from .terminal import resume_command, worker_command
 __all__ = [
     "CONSUMER_CHECK_S",
     "QUEUED_CHECK_S",
+    "RECENTLY_TAKEN_S",
     "Ahead",
     "HeldMessages",
     "Orphan",
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
 CONSUMER_CHECK_S = 20.0
+
+#: Seconds after a worker took a message of a queue during which that queue counts as served though no worker
+#: answered the ask (one too busy to answer in time; one killed whole counts as long).
+RECENTLY_TAKEN_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -179,10 +184,10 @@ def recently_taken(store: RunStore, queues: Collection[str], within_s: float) ->
 def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
     """The run's queues (but ``skip``) where messages wait and no worker listens: queue -> messages. A queue counts
     as served when a live worker says it consumes it, or a worker took a message of it in the last
-    ``CONSUMER_CHECK_S`` s (a judge worker busy with its 32 threads may miss the ask)."""
+    ``RECENTLY_TAKEN_S`` s, read at each call (a judge worker busy with its 32 threads may miss the ask)."""
     waiting = waiting_queues(store, run_id)
     asked = unconsumed_queues([q for q in waiting if q not in skip])
-    taken = recently_taken(store, asked, CONSUMER_CHECK_S)
+    taken = recently_taken(store, asked, RECENTLY_TAKEN_S)
     return {queue: waiting[queue] for queue in asked if queue not in taken}
 
 

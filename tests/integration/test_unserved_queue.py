@@ -213,11 +213,16 @@ def test_no_queue_to_ask_about_asks_no_worker(tmp_path: Path) -> None:
     assert asked_one
 
 
-def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserved(tmp_path: Path) -> None:
+def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A judge worker busy with its threads (a cluster run on two shared cores) missed the 1 s ask of which queues
     it consumes, and `ragscore submit` (then `status`) said "no worker consumes it; start one" of a queue it was
-    scoring. A worker that took a message of the queue moments ago consumes it; frozen (SIGSTOP), it answers no
-    ask at all, as the busiest worker would not in time."""
+    scoring. A worker that took a message of the queue within ``RECENTLY_TAKEN_S`` consumes it; frozen (SIGSTOP),
+    it answers no ask at all, as the busiest worker would not in time. Past the window (set to 0 here, as a worker
+    killed whole is once its last take is older) the queue is unserved again. The window is set, not waited out:
+    the steps take what a loaded host gives them."""
+    from orchestrator import queues
     from orchestrator.queues import unserved_queues
 
     from ..fakes import FakeProvider
@@ -239,7 +244,10 @@ def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserv
             for proc in celery:
                 proc.send_signal(signal.SIGSTOP)
             try:
+                monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 3600.0)
                 assert unserved_queues(store, sub.run_id) == {}  # it answers no ask, but it took the queue's work
+                monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)
+                assert set(unserved_queues(store, sub.run_id)) == {"judge"}  # its take is past the window
             finally:
                 for proc in celery:
                     proc.send_signal(signal.SIGCONT)
