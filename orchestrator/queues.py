@@ -168,10 +168,13 @@ def unconsumed_queues(queues: list[str], timeout_s: float = 1.0) -> list[str]:
 
 def recently_taken(store: RunStore, queues: Collection[str], within_s: float) -> set[str]:
     """Those of ``queues`` a worker took a message from (any run's) in the last ``within_s`` s, as kombu's
-    ``unacked`` hash holds it: that queue has a consumer, even one too busy to answer a 1 s ask."""
+    ``unacked`` hash holds it: that queue has a consumer, even one too busy to answer a 1 s ask. A take stamped more
+    than ``within_s`` ahead of this host's clock (a worker host's clock ahead) is not counted: it would keep the
+    queue of a worker killed whole served for as long as the clocks differ."""
     if not queues:
         return set()
-    tags = store.broker.zrangebyscore("unacked_index", time.time() - within_s, "+inf")
+    now = time.time()
+    tags = store.broker.zrangebyscore("unacked_index", now - within_s, now + within_s)
     found: set[str] = set()
     for raw in store.broker.hmget("unacked", tags) if tags else []:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -255,3 +256,22 @@ def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserv
         finally:
             worker.stop()
             server.stop()
+
+
+def test_a_take_stamped_ahead_of_this_hosts_clock_does_not_make_its_queue_served(tmp_path: Path) -> None:
+    """kombu stamps a take with its worker host's clock: one an hour ahead kept the queue of a worker killed whole
+    served for that hour. A take within the window either side of this host's clock counts; past it, none does."""
+    from orchestrator.queues import RECENTLY_TAKEN_S, recently_taken
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        now = time.time()
+        for tag, queue, at in (("ahead", "judge", now + 3600.0), ("skewed", "embed", now + RECENTLY_TAKEN_S / 2),
+                               ("old", "code", now - 3600.0), ("just", "cpu", now - 1.0)):  # fmt: skip
+            store.broker.hset("unacked", tag, json.dumps([{"headers": {}}, queue, queue]))
+            store.broker.zadd("unacked_index", {tag: at})
+        assert recently_taken(store, ["judge", "embed", "code", "cpu"], RECENTLY_TAKEN_S) == {"embed", "cpu"}
+        assert recently_taken(store, ["judge", "code"], RECENTLY_TAKEN_S) == set()
+    finally:
+        server.stop()
