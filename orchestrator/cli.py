@@ -1005,7 +1005,8 @@ def results(
         _await_summary(store, run_id, RESULTS_WAIT_S)
         # still none: says why, and what to do
         store.finished_summary(run_id, current=True, **summary_commands(run_id, out, broker))
-    summary = write_results(store, run_id, out, broker)
+    # its items leave an embedded store soon after, as a run's into its own --out DIR do (a cluster's keeps them)
+    summary = write_results(store, run_id, out, broker, release=not (broker or get_settings().broker_url))
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
         print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None, broker=broker)

@@ -99,7 +99,7 @@ from .queues import (
     unserved_queues,
 )
 from .reports import write_outputs
-from .reports.files import OUTPUT_NAMES, refuse_files_of_others
+from .reports.files import OUTPUT_NAMES, missing_reports, refuse_files_of_others
 from .reports.live import resume_hint
 from .spool import PlannedShard, ShardSpool
 from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
@@ -962,6 +962,21 @@ def _release_items(store: RunStore, summary: RunSummary, out_dir: Path) -> None:
         store.release_items(summary.run_id, RELEASED_ITEMS_TTL_S, str(out_dir.resolve()))
 
 
+def _done_in_its_folder(store: RunStore, run_id: str, out_dir: Path, broker: str | None) -> RunSummary | None:
+    """The summary of run ``run_id``, for its resume into ``out_dir``, where its items left the store once its
+    reports were kept (:func:`_release_items`: it finished with no error, nothing is left to score) and ``out_dir``
+    holds them whole; None where the store keeps its items (the resume goes on, and writes them again). ConfigError,
+    the store's (naming the folder they were written to), where ``out_dir`` does not hold them, saying what is
+    missing."""
+    try:
+        store.check_items_kept(run_id)
+        return None
+    except ConfigError as exc:
+        if (missing := missing_reports(out_dir, run_id)) is not None:
+            raise ConfigError(f"{exc}. {out_dir} does not hold them whole: {missing}") from None
+    return store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
+
+
 def _rewrite(run_id: str, out_dir: Path, broker: str | None, caller: Caller) -> str:
     """How ``caller`` writes the reports of run ``run_id`` into ``out_dir`` again: the resume of the run that
     ``DIR/run.json`` names, else ``ragscore results``."""
@@ -1383,6 +1398,12 @@ def run(
             store = connect_lane(url, embedded.lane or 0, settings, sends=True)
             if key_missing is not None and resolved is not None and not judge_cache_may_answer(resolved, store.r):
                 raise key_missing  # refused before the dataset is read, as it would be once its calls were counted
+            if resume_id is not None and store.exists(resume_id):
+                done = _done_in_its_folder(store, resume_id, out_dir, given_broker)
+                if done is not None:
+                    say(f"run {resume_id} finished with nothing left to score: its reports are in {out_dir}/ "
+                        "(its items left the store once they were written)")  # fmt: skip
+                    return done
             run_ids: list[str] = []
             finished = False
             try:

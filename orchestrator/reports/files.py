@@ -36,6 +36,7 @@ __all__ = [
     "FORMATS",
     "OUTPUT_NAMES",
     "first_failed_row",
+    "missing_reports",
     "refuse_files_of_others",
     "write_outputs",
     "write_recorded",
@@ -49,6 +50,9 @@ UNENCODABLE = "backslashreplace"
 #: Every file a run writes into its ``--out`` DIR (``run.json`` first, the rest with the reports).
 OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json", "failed_rows.jsonl", RUN_INFO,
                           "report.md", "report.html", ANSWERS})  # fmt: skip
+
+#: The reports every finished run has in its DIR (run_info.json and answers.jsonl where it has them).
+REPORT_NAMES = ("summary.json", "items.jsonl", "items.csv", "failed_rows.jsonl", "report.md", "report.html")
 
 #: The files ``ragscore compare`` writes into its ``--out`` DIR.
 COMPARE_NAMES = frozenset({"compare.html", "compare.md"})
@@ -101,6 +105,21 @@ def first_failed_row(out_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return first if isinstance(first, dict) and "line" in first and "error" in first else None
+
+
+def missing_reports(out_dir: Path, run_id: str) -> str | None:
+    """What keeps ``out_dir`` from holding run ``run_id``'s whole reports (each written whole, in place, by
+    :func:`write_reports`): ``items.jsonl is missing``, a summary.json of another run; None where it holds them."""
+    gone = [name for name in REPORT_NAMES if not (out_dir / name).is_file()]
+    if gone:
+        return f"{', '.join(gone)} {agree(len(gone), 'is', 'are')} missing"
+    try:
+        written = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        written = None
+    if not isinstance(written, dict) or written.get("run_id") != run_id:
+        return f"its summary.json is not run {run_id}'s"
+    return None
 
 
 def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozenset[str] = OUTPUT_NAMES) -> None:

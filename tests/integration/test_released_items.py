@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from orchestrator import evaluate, resume
+from orchestrator import Evaluation, evaluate, resume
 from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.runner import RELEASED_ITEMS_TTL_S
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
@@ -93,25 +93,75 @@ def test_a_resume_in_an_evaluates_temporary_folder_keeps_its_items_in_the_store(
 def test_a_run_whose_items_expired_is_read_from_its_folder_and_says_so(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`ragscore report RUN_ID` of a run whose items had expired wrote a report of no scores and exited 0; its
-    resume would have scored every item again. Both say where its reports are instead (exit 2)."""
-    monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", 1)
-    out = tmp_path / "out"
-    result = evaluate(make_rows(20), SUITE, out=out, quiet=True)
-    run_id = result.summary.run_id
-    with _embedded_store(home) as client:
-        assert until(lambda: not list(client.scan_iter(f"ragscore:run:{run_id}:item:*")), timeout=30)
-    said = []
-    for args in (("report", run_id, "--out", str(tmp_path / "again")), ("run", "--resume", str(out))):
-        refused = _cli(home, *args)
-        said.append(" ".join(refused.stderr.split()))
-        assert refused.returncode == 2, refused.stderr
-        assert f"its items left the store once its reports were written to {out.resolve()}" in said[-1], said[-1]
-    assert f"ragscore report {out.resolve()}" in said[0], said[0]
+    """`ragscore report RUN_ID` of a run whose items had expired wrote a report of no scores and exited 0. It says
+    where its reports are instead (exit 2)."""
+    result = _expired_run(tmp_path / "out", home, monkeypatch)
+    out, run_id = result.out_dir, result.summary.run_id
+    refused = _cli(home, "report", run_id, "--out", str(tmp_path / "again"))
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr
+    assert f"its items left the store once its reports were written to {out.resolve()}" in said, said
+    assert f"ragscore report {out.resolve()}" in said, said
     assert not (tmp_path / "again").exists()
     from_dir = _cli(home, "report", str(out), "--format", "json", "--out", str(tmp_path / "from-dir"))
     assert from_dir.returncode == 0, from_dir.stderr
     assert len(result.items) == 20
+
+
+def _expired_run(out: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Evaluation:
+    """A clean run into ``out`` whose items, released with a 1 s TTL (at call time), left the store."""
+    monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", 1)
+    result = evaluate(make_rows(20), SUITE, out=out, quiet=True)
+    with _embedded_store(home) as client:
+        pattern = f"ragscore:run:{result.summary.run_id}:item:*"
+        assert until(lambda: not list(client.scan_iter(pattern)), timeout=30)
+    return result
+
+
+def test_the_resume_of_a_clean_run_whose_items_left_says_where_its_reports_are(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An hour after a clean finish, `run --resume DIR` (and `resume(DIR)`) exited 2 naming DIR, where before they
+    wrote its reports again: nothing is left to score, and DIR holds them whole. Both succeed and say so."""
+    result = _expired_run(tmp_path / "out", home, monkeypatch)
+    out, run_id = result.out_dir, result.summary.run_id
+    report = (out / "report.html").read_bytes()
+    done = _cli(home, "run", "--resume", str(out))
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 0, done.stderr
+    assert f"run {run_id} finished with nothing left to score: its reports are in {out}" in said, said
+    again = resume(out, quiet=True)
+    assert again.summary.run_id == run_id and again.summary.metrics == result.summary.metrics
+    assert len(again.items) == 20 and (out / "report.html").read_bytes() == report
+
+
+def test_the_resume_of_a_clean_run_whose_items_left_and_reports_are_gone_says_so(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither the store nor DIR can give its reports: the resume is refused (exit 2) as before, saying which are
+    missing."""
+    result = _expired_run(tmp_path / "out", home, monkeypatch)
+    (result.out_dir / "items.jsonl").unlink()
+    refused = _cli(home, "run", "--resume", str(result.out_dir))
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr
+    assert f"its items left the store once its reports were written to {result.out_dir.resolve()}" in said, said
+    assert "items.jsonl is missing" in said, said
+
+
+def test_results_into_a_kept_folder_releases_a_clean_runs_items(tmp_path: Path, home: Path) -> None:
+    """`ragscore results RUN_ID --out DIR` wrote a finished run's whole reports into DIR, yet its items stayed in the
+    embedded store 7 days: they leave it an hour later, as a run's into its own --out DIR do."""
+    run_id = evaluate(make_rows(20), SUITE, quiet=True).summary.run_id  # its temporary folder: items kept
+    out = tmp_path / "copy"
+    written = _cli(home, "results", run_id, "--out", str(out), "--quiet")
+    assert written.returncode == 0, written.stderr
+    with _embedded_store(home) as client:
+        ttls = _ttls(client, run_id)
+        meta = client.hgetall(f"ragscore:run:{run_id}:meta")
+    assert ttls["items"] == 20 and 0 < ttls["item_min"] <= ttls["item_max"] <= RELEASED_ITEMS_TTL_S, ttls
+    assert ttls["meta"] > RELEASED_ITEMS_TTL_S, ttls
+    assert meta["items_in"] == str(out.resolve())
 
 
 def test_a_released_runs_items_are_kept_again_once_another_run_replaces_its_reports(tmp_path: Path, home: Path) -> None:
