@@ -957,24 +957,34 @@ def write_results(
 def _release_items(store: RunStore, summary: RunSummary, out_dir: Path) -> None:
     """Let the items of a run whose reports ``out_dir`` keeps leave the embedded store ``RELEASED_ITEMS_TTL_S`` from
     now (read now: tests shorten it), so that a laptop's Redis does not grow by every run it scores for
-    RAGSCORE_RUN_TTL_S; kept where a resume would score some of them again (errors, outputs stopped)."""
-    if summary.state == RunState.FINISHED and not any(m.errors or m.stopped for m in summary.metrics.values()):
+    RAGSCORE_RUN_TTL_S; kept where a resume would score some of them again (:func:`_nothing_left`)."""
+    if _nothing_left(summary):
         store.release_items(summary.run_id, RELEASED_ITEMS_TTL_S, str(out_dir.resolve()))
+
+
+def _nothing_left(summary: RunSummary) -> bool:
+    """Whether a resume of the run would score nothing again: it finished (not cancelled), no output errored or
+    was stopped."""
+    return summary.state == RunState.FINISHED and not any(m.errors or m.stopped for m in summary.metrics.values())
 
 
 def _done_in_its_folder(store: RunStore, run_id: str, out_dir: Path, broker: str | None) -> RunSummary | None:
     """The summary of run ``run_id``, for its resume into ``out_dir``, where its items left the store once its
-    reports were kept (:func:`_release_items`: it finished with no error, nothing is left to score) and ``out_dir``
-    holds them whole; None where the store keeps its items (the resume goes on, and writes them again). ConfigError,
-    the store's (naming the folder they were written to), where ``out_dir`` does not hold them, saying what is
-    missing."""
+    reports were kept (:func:`_release_items`) and ``out_dir`` holds them whole; None where the store keeps its items
+    (the resume goes on, and writes them again). ConfigError, the store's (naming the folder they were written to),
+    where the run has something left to score (the rule of the release, checked again: its items are not there to
+    score it) or ``out_dir`` does not hold them (:func:`missing_reports`: its summary.json is the store's, whose
+    gates are checked as a finish's), saying what is missing."""
     try:
         store.check_items_kept(run_id)
         return None
     except ConfigError as exc:
-        if (missing := missing_reports(out_dir, run_id)) is not None:
+        summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
+        if not _nothing_left(summary):
+            raise
+        if (missing := missing_reports(out_dir, summary)) is not None:
             raise ConfigError(f"{exc}. {out_dir} does not hold them whole: {missing}") from None
-    return store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
+    return summary
 
 
 def _rewrite(run_id: str, out_dir: Path, broker: str | None, caller: Caller) -> str:

@@ -107,18 +107,21 @@ def first_failed_row(out_dir: Path) -> dict[str, Any] | None:
     return first if isinstance(first, dict) and "line" in first and "error" in first else None
 
 
-def missing_reports(out_dir: Path, run_id: str) -> str | None:
-    """What keeps ``out_dir`` from holding run ``run_id``'s whole reports (each written whole, in place, by
-    :func:`write_reports`): ``items.jsonl is missing``, a summary.json of another run; None where it holds them."""
+def missing_reports(out_dir: Path, summary: RunSummary) -> str | None:
+    """What keeps ``out_dir`` from holding the whole reports of the run of ``summary`` (the store's: each report is
+    written whole, in place, by :func:`write_reports`): ``items.jsonl is missing``, a summary.json of another run or
+    not the store's; None where it holds them."""
     gone = [name for name in REPORT_NAMES if not (out_dir / name).is_file()]
     if gone:
         return f"{', '.join(gone)} {agree(len(gone), 'is', 'are')} missing"
     try:
-        written = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        written = None
-    if not isinstance(written, dict) or written.get("run_id") != run_id:
-        return f"its summary.json is not run {run_id}'s"
+        written = RunSummary.model_validate_json((out_dir / "summary.json").read_bytes())
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+        return "its summary.json is unreadable"
+    if written.run_id != summary.run_id:
+        return f"its summary.json is run {written.run_id}'s"
+    if written != summary:
+        return f"its summary.json is not the store's summary of run {summary.run_id}"
     return None
 
 

@@ -135,18 +135,54 @@ def test_the_resume_of_a_clean_run_whose_items_left_says_where_its_reports_are(
     assert len(again.items) == 20 and (out / "report.html").read_bytes() == report
 
 
-def test_the_resume_of_a_clean_run_whose_items_left_and_reports_are_gone_says_so(
+def test_the_resume_of_a_clean_run_whose_items_left_and_its_folder_does_not_hold_its_reports_says_so(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Neither the store nor DIR can give its reports: the resume is refused (exit 2) as before, saying which are
-    missing."""
+    """Neither the store nor DIR can give its reports: the resume is refused (exit 2) as before, saying what is
+    wrong in DIR: a summary.json of another run, or not the one the store has (its gates would be checked on it),
+    or a report missing."""
     result = _expired_run(tmp_path / "out", home, monkeypatch)
-    (result.out_dir / "items.jsonl").unlink()
-    refused = _cli(home, "run", "--resume", str(result.out_dir))
-    said = " ".join(refused.stderr.split())
-    assert refused.returncode == 2, refused.stderr
-    assert f"its items left the store once its reports were written to {result.out_dir.resolve()}" in said, said
-    assert "items.jsonl is missing" in said, said
+    out, run_id = result.out_dir, result.summary.run_id
+    written = json.loads((out / "summary.json").read_text())
+    another = {**written, "run_id": "20260101-000000-0a0b0c"}
+    edited = {**written, "metrics": {**written["metrics"], "exact_match": {**written["metrics"]["exact_match"],
+                                                                           "mean": 1.0}}}  # fmt: skip
+    for summary, what in ((edited, f"its summary.json is not the store's summary of run {run_id}"),
+                          (another, "its summary.json is run 20260101-000000-0a0b0c's"),
+                          (written, "items.jsonl is missing")):  # fmt: skip
+        (out / "summary.json").write_text(json.dumps(summary))
+        if summary is written:
+            (out / "items.jsonl").unlink()
+        refused = _cli(home, "run", "--resume", str(out))
+        said = " ".join(refused.stderr.split())
+        assert refused.returncode == 2, refused.stderr
+        assert f"its items left the store once its reports were written to {out.resolve()}" in said, said
+        assert f"{out} does not hold them whole: {what}" in said, said
+
+
+@pytest.mark.parametrize("left", ["errors", "stopped", "cancelled"])
+def test_the_resume_of_a_run_with_something_left_to_score_never_says_it_finished(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, left: str
+) -> None:
+    """Only a clean finish releases a run's items, and only such a run may end its resume on the reports in DIR: the
+    rule is checked again there, not taken from the release. Its summary (in the store and DIR alike) is made to
+    have something left to score: the resume is refused as before (its items are not there to score it)."""
+    result = _expired_run(tmp_path / "out", home, monkeypatch)
+    out, run_id = result.out_dir, result.summary.run_id
+    key = f"ragscore:run:{run_id}:summary"
+    with _embedded_store(home) as client:
+        summary = json.loads(client.get(key))
+        if left == "cancelled":
+            summary["state"] = "cancelled"
+        else:
+            summary["metrics"]["exact_match"][left] = 1
+        client.set(key, json.dumps(summary), keepttl=True)
+    (out / "summary.json").write_text(json.dumps(summary))
+    refused = _cli(home, "run", "--resume", str(out))
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 2, said
+    assert f"its items left the store once its reports were written to {out.resolve()}" in said, said
+    assert "nothing left to score" not in said, said
 
 
 def test_results_into_a_kept_folder_releases_a_clean_runs_items(tmp_path: Path, home: Path) -> None:
