@@ -726,6 +726,7 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
     from .reports import print_summary
     from .runner import run
 
+    before = _written_stamp(out)
     try:
         summary = run(dataset, resolved, out, broker=broker, progress=make_progress(quiet), **kwargs)
     except (KeyboardInterrupt, redis.RedisError, OperationalError, OSError):  # what was scored is kept
@@ -736,9 +737,19 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
         print_summary(summary, out=out, broker=broker)
     if summary.failed_rows:  # rows left out of the scores: a warning, said with --quiet too (as CI runs it)
         err.print(_first_unreadable(out, summary.failed_rows), soft_wrap=True)
-    if not quiet:
-        err.print(f"Reports written to {out}/")
+    if not quiet:  # a resume of a run whose items left the store writes none: they are those of its finish
+        written = _written_stamp(out) != before
+        err.print(f"Reports written to {out}/" if written else f"Reports (written when it finished) in {out}/")
     return summary
+
+
+def _written_stamp(out: Path) -> tuple[int, int] | None:
+    """The inode and time of ``out/summary.json`` (None: none), which a run's reports replace whole (os.replace)."""
+    try:
+        stat = (out / "summary.json").stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 def _first_unreadable(out: Path, count: int) -> str:

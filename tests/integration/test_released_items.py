@@ -122,7 +122,8 @@ def test_the_resume_of_a_clean_run_whose_items_left_says_where_its_reports_are(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An hour after a clean finish, `run --resume DIR` (and `resume(DIR)`) exited 2 naming DIR, where before they
-    wrote its reports again: nothing is left to score, and DIR holds them whole. Both succeed and say so."""
+    wrote its reports again: nothing is left to score, and DIR holds them whole. Both succeed and say so (not that
+    the reports were written now), and its gates are checked as at its finish."""
     result = _expired_run(tmp_path / "out", home, monkeypatch)
     out, run_id = result.out_dir, result.summary.run_id
     report = (out / "report.html").read_bytes()
@@ -130,9 +131,15 @@ def test_the_resume_of_a_clean_run_whose_items_left_says_where_its_reports_are(
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 0, done.stderr
     assert f"run {run_id} finished with nothing left to score: its reports are in {out}" in said, said
+    assert f"Reports (written when it finished) in {out}/" in said and "Reports written to" not in said, said
+    mean = result.summary.metrics["exact_match"].mean
+    assert mean is not None and mean < 1
+    gated = _cli(home, "run", "--resume", str(out), "--fail-under", "exact_match=1")
+    assert gated.returncode == 3, gated.stdout + gated.stderr  # the gate failed, as it would have at its finish
+    assert "exact_match" in gated.stdout + gated.stderr
     again = resume(out, quiet=True)
-    assert again.summary.run_id == run_id and again.summary.metrics == result.summary.metrics
-    assert len(again.items) == 20 and (out / "report.html").read_bytes() == report
+    assert again.summary == result.summary and len(again.items) == 20
+    assert (out / "report.html").read_bytes() == report
 
 
 def test_the_resume_of_a_clean_run_whose_items_left_and_its_folder_does_not_hold_its_reports_says_so(
