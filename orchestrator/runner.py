@@ -1103,19 +1103,20 @@ def judge_cache_may_answer(resolved: ResolvedSuite, redis: Any) -> bool:
 
 def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, caller: Caller = CLI) -> str | None:
     """A new run must not take over ``DIR/run.json`` of a run that never wrote its reports (interrupted, cut off):
-    that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id (None:
-    no run, or one its Redis lost). The resume it says names ``broker`` (this command's --broker) where that run went
-    to a cluster too, as ``caller`` finishes a run and gives another out."""
+    that file is how ``--resume DIR`` finds it. A finished run's directory is reused: returns that run's id, the
+    one its summary.json names where it has no run.json (``ragscore results``'s; None: no run, or one its Redis
+    lost). The resume it says names ``broker`` (this command's --broker) where that run went to a cluster too, as
+    ``caller`` finishes a run and gives another out."""
     record = recorded_run(out_dir) or {}
     recorded = record.get("run_id")
-    if recorded is None:
-        return None
-    if record.get("lost"):  # nothing left to resume: the directory is free (said by run() once the run goes ahead)
-        return None
     try:
         reported = json.loads((out_dir / "summary.json").read_text(encoding="utf-8")).get("run_id")
     except (OSError, ValueError, AttributeError):
         reported = None
+    if recorded is None:
+        return reported if isinstance(reported, str) else None
+    if record.get("lost"):  # nothing left to resume: the directory is free (said by run() once the run goes ahead)
+        return None
     if reported != recorded:
         how = caller.resume(out_dir, broker if record.get("mode") == "cluster" else None)
         raise ConfigError(

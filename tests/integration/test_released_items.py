@@ -218,3 +218,19 @@ def test_a_released_runs_items_are_kept_again_once_another_run_replaces_its_repo
         released = client.hget(f"ragscore:run:{first}:meta", "items_in")
     assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
     assert released is None
+
+
+def test_a_run_released_by_results_is_kept_again_once_another_run_replaces_its_reports(
+    home: Path, tmp_path: Path
+) -> None:
+    """`ragscore results RUN_ID --out DIR` releases the run's items for DIR (which has no run.json): a later run into
+    DIR replaced its reports there, and its items went in the hour: an evaluate() without out= had no other folder."""
+    first = evaluate(make_rows(20), SUITE, quiet=True).summary.run_id  # its temporary folder: gone at exit
+    out = tmp_path / "copy"
+    assert _cli(home, "results", first, "--out", str(out), "--quiet").returncode == 0
+    evaluate(make_rows(10), SUITE, out=out, quiet=True)
+    with _embedded_store(home) as client:
+        ttls = _ttls(client, first)
+        released = client.hget(f"ragscore:run:{first}:meta", "items_in")
+    assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
+    assert released is None
