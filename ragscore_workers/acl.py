@@ -18,7 +18,17 @@ import redis
 
 from .limits import CONTROL_QUEUE, PRIORITY_SEP
 
-__all__ = ["BACKEND", "BROKER", "BROKER_READS", "STORE", "STORE_READS", "Role", "broker_role", "lacking"]
+__all__ = [
+    "BACKEND",
+    "BROKER",
+    "BROKER_READS",
+    "CONTROL_REPLIES",
+    "STORE",
+    "STORE_READS",
+    "Role",
+    "broker_role",
+    "lacking",
+]
 
 #: A key no run has: the commands name it, and are discarded before they run.
 _PROBE = "acl-probe"
@@ -84,6 +94,17 @@ BROKER_READS = Role(
         ("ZSCORE", "unacked_index", _PROBE),
     ),
     rule=BROKER.rule,
+)
+
+#: The broker's user of ``ragscore worker``, which pings its workers (Celery's remote control): the reply lists,
+#: ``OID.reply.celery.pidbox`` (a fresh OID each process, so the probe's own name stands for them), that the command
+#: reads and its workers push their replies to. A user allowed ragscore's queues and kombu's keys alone passed the
+#: check, then the command died on its first ping with redis-py's raw NoPermissionError.
+CONTROL_REPLIES = Role(
+    name="broker (Celery's remote control replies, *.reply.celery.pidbox)",
+    commands=_queue_commands(f"{_PROBE}.reply.celery.pidbox"),
+    rule="ACL SETUSER {user} ~*.reply.celery.pidbox*",
+    writes=True,
 )
 
 #: The run store's user of a command that writes it (run, submit, resume, cancel, results; the run list of status

@@ -1082,6 +1082,36 @@ def test_a_workers_run_store_user_is_checked_for_its_writes_as_it_starts(
         server.stop()
 
 
+def test_a_workers_broker_user_is_checked_for_celerys_remote_control_replies_as_it_starts(tmp_path: Path) -> None:
+    """A broker user allowed ragscore's queues and kombu's keys but not Celery's reply lists
+    (``OID.reply.celery.pidbox``) passed `ragscore worker`'s check, then the command died on its first ping of its
+    workers with redis-py's raw NoPermissionError (LLEN ....reply.celery.pidbox). It is refused at once now (exit 2),
+    naming the key pattern and the ACL line to add, its password hidden; with that line added it passes."""
+    import redis
+
+    from ragscore_workers.acl import CONTROL_REPLIES
+
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             "noreply on >noreply-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* &* +@all"]  # fmt: skip
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    noreply = f"redis://noreply:noreply-pw@{base}"
+    try:
+        said = _ragscore("worker", "-Q", "cpu", home=tmp_path / "home", RAGSCORE_BROKER_URL=noreply)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2, text
+        assert text.startswith(f"Error: Cannot use Redis at redis://noreply:***@{base}: its ACL user 'noreply' may "
+                               "not run LPUSH acl-probe.reply.celery.pidbox"), text  # fmt: skip
+        assert "*.reply.celery.pidbox" in text and "ACL SETUSER noreply ~*.reply.celery.pidbox*" in text, text
+        assert "noreply-pw" not in text and "Traceback" not in text, text
+        with redis.Redis.from_url(f"redis://good:good-pw@{base}") as good:
+            good.execute_command(*"ACL SETUSER noreply ~*.reply.celery.pidbox*".split())  # the line the error gives
+            assert good.keys("*.reply.celery.pidbox*") == []  # the probe's commands were discarded, none ran
+        assert probe_redis(noreply, roles=(CONTROL_REPLIES,)) is None
+    finally:
+        server.stop()
+
+
 def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_send_works(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
