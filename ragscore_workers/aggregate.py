@@ -34,6 +34,7 @@ __all__ = [
     "Wins",
     "bootstrap_ci",
     "mean_ci",
+    "paired_systems",
     "repeated_values",
     "summarize",
     "wilson_ci",
@@ -254,6 +255,25 @@ def repeated_values(hashes: array[int]) -> np.ndarray:
     return np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
 
 
+def paired_systems(hashes: array[int], systems: array[int]) -> dict[int, int]:
+    """Per system number of ``systems`` (one per id hash of ``hashes``, both ``array``s), how many other systems
+    answered a question id it answered: what ``ragscore compare`` pairs with it as the baseline. One sort, then one
+    pass per size of the largest group of one id (the systems that answered a question, at most)."""
+    ids, numbers = np.frombuffer(hashes, dtype=np.int64), np.frombuffer(systems, dtype=np.int32)
+    order = np.lexsort((numbers, ids))
+    ids, numbers = ids[order], numbers[order]
+    count = int(numbers.max()) + 1 if numbers.size else 0
+    codes: set[int] = set()  # each pair of systems (lower * count + higher) that share an id
+    for offset in range(1, ids.size):
+        same = ids[offset:] == ids[:-offset]
+        if not same.any() or len(codes) == count * (count - 1) // 2:
+            break
+        low, high = numbers[:-offset][same].astype(np.int64), numbers[offset:][same].astype(np.int64)
+        codes.update(np.unique((low * count + high)[low != high]).tolist())
+    partners = Counter(n for code in codes for n in divmod(code, count))
+    return {n: partners[n] for n in range(count)}
+
+
 class Aggregator:
     """Feed items one at a time; ``summary()`` gives the dataset-level statistics."""
 
@@ -269,6 +289,9 @@ class Aggregator:
         #: seen twice is a question two systems answered). Python's own str hash, salted per process: right only
         #: because one Aggregator, in one process, sees every item; never store these nor merge two Aggregators'.
         self.system_ids = array("q")
+        #: The system of each of ``system_ids``, as a number of ``systems`` (the systems in the order first seen).
+        self.system_numbers = array("i")
+        self.systems: dict[str, int] = {}
         self.by: dict[str, defaultdict[str, defaultdict[str, _Acc]]] = {
             "group": _tree(),
             "system": _tree(),
@@ -286,6 +309,7 @@ class Aggregator:
         self.items += 1
         if meta.get("system") is not None and meta.get("id") is not None:
             self.system_ids.append(hash(str(meta["id"])))  # one process aggregates: its own hash() is enough
+            self.system_numbers.append(self.systems.setdefault(str(meta["system"]), len(self.systems)))
         any_score, all_scored = False, bool(metrics)
         dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
         if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
@@ -336,8 +360,16 @@ class Aggregator:
             by_category=dump(self.by["category"]),
             wins=self.wins.summary(),
             paired_questions=int(repeated_values(self.system_ids).size),
+            paired_systems=self._paired_systems(),
             **extra,
         )
+
+    def _paired_systems(self) -> dict[str, int]:
+        """Per system of the breakdown (not those pooled past its first values), how many others share a question
+        id with it (:func:`paired_systems`)."""
+        partners = paired_systems(self.system_ids, self.system_numbers)
+        shown = self.by["system"]
+        return {name: partners[n] for name, n in self.systems.items() if name in shown and name != OTHER_VALUES}
 
 
 def summarize(run_id: str, items: Iterable[ItemResult], **extra: Any) -> RunSummary:

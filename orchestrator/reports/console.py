@@ -331,16 +331,23 @@ def embedding_line(summary: RunSummary) -> str | None:
 
 
 def compare_line(summary: RunSummary, out: Path | None, broker: str | None) -> str:
-    """Under the per-system table: the ``ragscore compare`` that pairs the systems, or, where no question id is
-    shared by two systems (each system's answers under ids of their own), why there is nothing it could pair."""
+    """Under the per-system table: the ``ragscore compare`` that pairs the systems, against the baseline that shares
+    question ids with the most others (``summary.paired_systems``; the first system first), saying how many where
+    not all; or, where no question id is shared by two systems (each system's answers under ids of their own), why
+    there is nothing it could pair."""
     if summary.paired_questions == 0:
         return (
             "no question id is shared by two systems, so `ragscore compare` has nothing to pair: it pairs the "
             "systems' answers of a question by their id (give each system's answer of a question the same id)"
         )
-    first = next(s for s in summary.by_system if s != OTHER_VALUES)  # the pool past 1,000 sorts first
-    compare = backticked(compare_command(out, summary.run_id, first, broker))
-    return f"paired differences with their 95% CI and p: {compare}"
+    systems = [s for s in summary.by_system if s != OTHER_VALUES]  # the pool past 1,000 sorts first
+    partners = summary.paired_systems or {}  # none in a summary of an older ragscore: the first system
+    baseline = max(systems, key=lambda s: partners.get(s, 0))  # the first of those that pair with the most
+    compare = backticked(compare_command(out, summary.run_id, baseline, broker))
+    others = len(systems) - 1
+    pairs = partners.get(baseline, others)
+    short = f" ({baseline} shares question ids with {pairs} of the {others} other systems)" if pairs < others else ""
+    return f"paired differences with their 95% CI and p: {compare}{short}"
 
 
 def print_summary(

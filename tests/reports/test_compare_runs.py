@@ -344,6 +344,7 @@ def test_an_output_a_system_could_score_on_no_item_is_not_said_to_be_of_another_
     no_reference = [{k: v for k, v in row.items() if k != "reference"} for row in _rows("B")]
     run = evaluate(_rows("A") + no_reference, SUITE, broker=two_runs["broker"], out=tmp_path / "AB")
     assert run.summary.paired_questions == N  # the workers' aggregation counts the ids both systems answered
+    assert run.summary.paired_systems == {"A": 1, "B": 1}  # and, per system, the others it pairs with
     result = compare([from_dir(run.out_dir)], baseline="A")
     assert result.unscored == {} and result.unscorable == {"exact_match": ["B"]}
     said = "B scored no item of exact_match (every item of it unscorable: its run's summary says why)"

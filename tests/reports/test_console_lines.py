@@ -193,6 +193,33 @@ def test_systems_that_share_no_question_id_are_not_sent_to_compare() -> None:
     assert "`ragscore compare runs/eval --baseline bm25`" in " ".join(out.getvalue().split())
 
 
+def test_the_suggested_compare_baseline_is_one_that_pairs_with_the_most_systems() -> None:
+    """bm25's answers under ids of their own (``bm25-q1``), dense's and hybrid's under shared ones: the run ended by
+    suggesting ``ragscore compare --baseline bm25`` (the first system; ``paired_questions > 0`` held for the others),
+    which paired nothing. It suggests dense, which pairs with hybrid, and says how many of the others it pairs with."""
+    from ragscore_workers.schemas import ItemResult, MetricResult
+
+    def answer(i: str, system: str) -> ItemResult:
+        return ItemResult(id=i, system=system, metrics={"m": MetricResult(score=1.0)})
+
+    items = [answer(f"bm25-{q}", "bm25") for q in ("q1", "q2")]
+    items += [answer(q, s) for q in ("q1", "q2") for s in ("dense", "hybrid")]
+    summary = summarize("r1", items)
+    out = io.StringIO()
+    print_summary(summary, Console(file=out, width=300), out=Path("runs/eval"))
+    said = " ".join(out.getvalue().split())
+    assert (
+        "`ragscore compare runs/eval --baseline dense` (dense shares question ids with 1 of the 2 other systems)"
+        in said
+    ), said
+    assert "--baseline bm25" not in said, said
+    everyone = summarize("r1", [answer(q, s) for q in ("q1", "q2") for s in ("bm25", "dense")])
+    out = io.StringIO()
+    print_summary(everyone, Console(file=out, width=300), out=Path("runs/eval"))
+    said = " ".join(out.getvalue().split())
+    assert "`ragscore compare runs/eval --baseline bm25`" in said and "shares question ids" not in said, said
+
+
 def test_gold_ids_never_among_the_retrieved_ones_are_said_once_for_the_dataset_and_per_system() -> None:
     """Gold ids named ``doc_12`` against retrieved ``12``: recall_at_k scored every row 0 (no error, nothing
     unscorable) and the run said nothing of it. One line says it, of the dataset or of the systems so."""

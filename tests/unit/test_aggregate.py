@@ -103,6 +103,20 @@ def test_questions_answered_by_two_systems_are_counted_as_what_compare_can_pair(
     assert summarize("run", []).paired_questions == 0
 
 
+def test_each_system_counts_the_systems_that_share_a_question_id_with_it() -> None:
+    """What compare pairs with each system as the baseline: bm25 (ids of its own) none, dense and hybrid each other;
+    four systems that answered every question, the three others each."""
+
+    def answer(i: str, system: str) -> ItemResult:
+        return ItemResult(id=i, system=system, metrics={"m": MetricResult(score=1.0)})
+
+    items = [answer("b1", "bm25"), answer("q1", "dense"), answer("q1", "hybrid"), answer("q2", "hybrid")]
+    assert summarize("run", items).paired_systems == {"bm25": 0, "dense": 1, "hybrid": 1}
+    every = [answer(q, s) for q in ("q1", "q2", "q3") for s in ("a", "b", "c", "d")]
+    assert summarize("run", every).paired_systems == dict.fromkeys("abcd", 3)
+    assert summarize("run", []).paired_systems == {}
+
+
 def test_null_is_never_averaged_as_zero() -> None:
     s = summarize("run", [_item("1", m=1.0), _item("2", m=None), _item("3", m=None)])
     assert s.metrics["m"].mean == 1.0 and s.metrics["m"].n == 1 and s.metrics["m"].unscorable == 2
