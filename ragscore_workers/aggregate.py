@@ -255,23 +255,30 @@ def repeated_values(hashes: array[int]) -> np.ndarray:
     return np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
 
 
-def paired_systems(hashes: array[int], systems: array[int]) -> dict[int, int]:
-    """Per system number of ``systems`` (one per id hash of ``hashes``, both ``array``s), how many other systems
-    answered a question id it answered: what ``ragscore compare`` pairs with it as the baseline. One sort, then one
-    pass per size of the largest group of one id (the systems that answered a question, at most)."""
-    ids, numbers = np.frombuffer(hashes, dtype=np.int64), np.frombuffer(systems, dtype=np.int32)
-    order = np.lexsort((numbers, ids))
+def paired_systems(hashes: array[int], systems: array[int], count: int) -> list[int]:
+    """Per system number below ``count`` (``systems`` holds one per id hash of ``hashes``, both ``array``s; numbers
+    from ``count`` on are left out), how many of the other such systems answered a question id it answered: what
+    ``ragscore compare`` pairs with it as the baseline. One sort by id; then each distinct set of systems that
+    answered one id is counted once, as a bit mask of them (a run whose systems answer the same ids has one such
+    set, whatever its items), not each pair of systems of each id, which grew with the square of the systems."""
+    ids, numbers = np.frombuffer(hashes, dtype=np.int64), np.frombuffer(systems, dtype=np.uint16)
+    if not (kept := numbers < count).all():
+        ids, numbers = ids[kept], numbers[kept]
+    order = np.argsort(ids)
     ids, numbers = ids[order], numbers[order]
-    count = int(numbers.max()) + 1 if numbers.size else 0
-    codes: set[int] = set()  # each pair of systems (lower * count + higher) that share an id
-    for offset in range(1, ids.size):
-        same = ids[offset:] == ids[:-offset]
-        if not same.any() or len(codes) == count * (count - 1) // 2:
-            break
-        low, high = numbers[:-offset][same].astype(np.int64), numbers[offset:][same].astype(np.int64)
-        codes.update(np.unique((low * count + high)[low != high]).tolist())
-    partners = Counter(n for code in codes for n in divmod(code, count))
-    return {n: partners[n] for n in range(count)}
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if ids.size else np.zeros(0, dtype=np.int64)
+    sizes = np.diff(np.r_[starts, ids.size])
+    masks = [0] * count  # per system, the systems that answered an id with it (itself among them)
+    for size in np.unique(sizes[sizes > 1]).tolist():
+        sets = np.sort(numbers[starts[sizes == size][:, None] + np.arange(size)], axis=1)  # a row of systems an id
+        sets = sets[np.lexsort(sets.T)]  # equal rows side by side
+        for members in sets[np.r_[True, (sets[1:] != sets[:-1]).any(axis=1)]].tolist():
+            mask = 0
+            for n in members:
+                mask |= 1 << n
+            for n in members:
+                masks[n] |= mask
+    return [max(mask.bit_count() - 1, 0) for mask in masks]
 
 
 class Aggregator:
@@ -289,8 +296,10 @@ class Aggregator:
         #: seen twice is a question two systems answered). Python's own str hash, salted per process: right only
         #: because one Aggregator, in one process, sees every item; never store these nor merge two Aggregators'.
         self.system_ids = array("q")
-        #: The system of each of ``system_ids``, as a number of ``systems`` (the systems in the order first seen).
-        self.system_numbers = array("i")
+        #: The system of each of ``system_ids``, as its number in ``systems`` (2 bytes an item): the first
+        #: MAX_BREAKDOWN_VALUES systems seen, as the breakdown keeps them; a later one is MAX_BREAKDOWN_VALUES (a
+        #: system per row made this a dict of every row's system).
+        self.system_numbers = array("H")
         self.systems: dict[str, int] = {}
         self.by: dict[str, defaultdict[str, defaultdict[str, _Acc]]] = {
             "group": _tree(),
@@ -309,7 +318,7 @@ class Aggregator:
         self.items += 1
         if meta.get("system") is not None and meta.get("id") is not None:
             self.system_ids.append(hash(str(meta["id"])))  # one process aggregates: its own hash() is enough
-            self.system_numbers.append(self.systems.setdefault(str(meta["system"]), len(self.systems)))
+            self.system_numbers.append(self._system_number(str(meta["system"])))
         any_score, all_scored = False, bool(metrics)
         dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
         if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
@@ -336,6 +345,15 @@ class Aggregator:
                         self._breakdown("category", str(category))[name].add(cat_score, None)
         self.scored += any_score
         self.scored_all += all_scored
+
+    def _system_number(self, system: str) -> int:
+        """The number of ``system`` in :attr:`systems`; MAX_BREAKDOWN_VALUES for one past its first systems."""
+        number = self.systems.get(system)
+        if number is None:
+            if len(self.systems) >= MAX_BREAKDOWN_VALUES:
+                return MAX_BREAKDOWN_VALUES
+            number = self.systems[system] = len(self.systems)
+        return number
 
     def _breakdown(self, dim: str, value: str) -> defaultdict[str, _Acc]:
         """The accumulators of one value of a breakdown; past MAX_BREAKDOWN_VALUES, those of OTHER_VALUES."""
@@ -365,9 +383,9 @@ class Aggregator:
         )
 
     def _paired_systems(self) -> dict[str, int]:
-        """Per system of the breakdown (not those pooled past its first values), how many others share a question
-        id with it (:func:`paired_systems`)."""
-        partners = paired_systems(self.system_ids, self.system_numbers)
+        """Per system of the breakdown (not those pooled past its first values), how many others of them share a
+        question id with it (:func:`paired_systems`)."""
+        partners = paired_systems(self.system_ids, self.system_numbers, len(self.systems))
         shown = self.by["system"]
         return {name: partners[n] for name, n in self.systems.items() if name in shown and name != OTHER_VALUES}
 

@@ -863,7 +863,7 @@ class RunSummary(BaseModel):
     #: Question ids that two systems or more answered: what ``ragscore compare`` pairs (None in a summary written
     #: before they were counted).
     paired_questions: int | None = None
-    #: Per system of ``by_system``, how many other systems answered a question id it answered: those ``ragscore
+    #: Per system of ``by_system``, how many of its other systems answered a question id it answered: those ``ragscore
     #: compare --baseline SYSTEM`` pairs with it (None in a summary written before they were counted).
     paired_systems: dict[str, int] | None = None
     timing: dict[str, Any] = Field(default_factory=dict)

@@ -117,6 +117,26 @@ def test_each_system_counts_the_systems_that_share_a_question_id_with_it() -> No
     assert summarize("run", []).paired_systems == {}
 
 
+def test_systems_past_the_breakdowns_first_ones_are_not_kept_for_pairing() -> None:
+    """A system per row kept a dict entry per row (every row's system name) until the summary, which the breakdown's
+    cap exists to avoid: only its first systems are numbered, and each counts the others of them it pairs with (the
+    table's systems, of which the console says how many). A system seen twice under one id pairs with no one."""
+    from array import array
+
+    from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES, OTHER_VALUES, Aggregator, paired_systems
+
+    agg = Aggregator()
+    for q in ("q1", "q2"):
+        for n in range(MAX_BREAKDOWN_VALUES + 5):
+            agg.add(ItemResult(id=q, system=f"s{n}", metrics={"m": MetricResult(score=1.0)}))
+    summary = agg.summary("run")
+    assert len(agg.systems) == MAX_BREAKDOWN_VALUES and OTHER_VALUES in summary.by_system
+    assert summary.paired_systems == {f"s{n}": MAX_BREAKDOWN_VALUES - 1 for n in range(MAX_BREAKDOWN_VALUES)}
+    hashes, systems = array("q", [7, 7, 8, 8, 9]), array("H", [0, 0, 1, 2, 1])  # system 0 twice under one id hash
+    assert paired_systems(hashes, systems, 3) == [0, 1, 1]
+    assert paired_systems(hashes, systems, 2) == [0, 0]  # system 2 left out
+
+
 def test_null_is_never_averaged_as_zero() -> None:
     s = summarize("run", [_item("1", m=1.0), _item("2", m=None), _item("3", m=None)])
     assert s.metrics["m"].mean == 1.0 and s.metrics["m"].n == 1 and s.metrics["m"].unscorable == 2
