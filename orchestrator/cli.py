@@ -876,7 +876,7 @@ def status(
             err.print(f"{interrupted} interrupted: the `ragscore run` of each is gone; finish one with {finish}, or "
                       f"drop it with {drop}")  # fmt: skip
         return
-    from .connection import broker_not_reached, broker_unreachable, checking_broker
+    from .connection import broker_not_reached, broker_unreachable, checking_broker, workers_not_asked
     from .queues import (
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
@@ -938,6 +938,9 @@ def status(
                 raise
             view.broker_note = broker_not_reached(apart_broker, exc)
             stamp(queued_due, consumers_due)  # timed from the failure's end, as a failed ping is
+            forget_broker_notes()
+        except redis.exceptions.NoPermissionError as exc:  # its user may not use Celery's remote control replies
+            view.broker_note = workers_not_asked(checks.broker, _broker_url(broker), exc)
             forget_broker_notes()
         return view.render(run_id)
 

@@ -309,6 +309,16 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
     return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
 
 
+def workers_not_asked(client: redis.Redis, broker_url: str, error: redis.RedisError) -> str:
+    """That the workers could not be asked (Celery's remote control, refused ``error``) with the broker's user at
+    ``broker_url`` (its password hidden): what that user lacks and the ACL rule to add (:data:`.acl.CONTROL_REPLIES`,
+    probed with ``client``), or ``error`` where the probe cannot tell."""
+    from ragscore_workers.acl import CONTROL_REPLIES, lacking
+
+    why = lacking(client, (CONTROL_REPLIES,)) or str(error)
+    return f"the workers could not be asked with the broker's Redis at {redact_url(broker_url)} ({why})"
+
+
 def _two_loopback_addresses(url: str, other: str) -> bool:
     """Whether one URL names ``127.0.0.1`` and the other ``[::1]``, which :func:`_server` takes as one host: they
     are two addresses, where two servers may listen on one port (a broker bound to ``::1`` beside a store on

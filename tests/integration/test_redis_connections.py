@@ -1108,6 +1108,43 @@ def test_a_workers_broker_user_is_checked_for_celerys_remote_control_replies_as_
             good.execute_command(*"ACL SETUSER noreply ~*.reply.celery.pidbox*".split())  # the line the error gives
             assert good.keys("*.reply.celery.pidbox*") == []  # the probe's commands were discarded, none ran
         assert probe_redis(noreply, roles=(CONTROL_REPLIES,)) is None
+        assert probe_redis(f"redis://good:good-pw@{base}", roles=(CONTROL_REPLIES,)) is None  # the documented ~*
+    finally:
+        server.stop()
+
+
+def test_status_with_a_broker_user_lacking_celerys_remote_control_replies_says_so_and_shows_the_progress(
+    tmp_path: Path,
+) -> None:
+    """`status RUN` asks the workers which queues they serve (Celery's remote control) where messages wait: with a
+    broker user allowed ragscore's queues and kombu's keys but not the reply lists it failed with redis-py's raw
+    NoPermissionError (exit 1, no progress). It shows the run's progress, and says the workers could not be asked,
+    what the user lacks and the ACL line to add, its password hidden; with that line it asks them."""
+    import redis
+
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             "noreply on >noreply-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* &* +@all"]  # fmt: skip
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, noreply = f"redis://good:good-pw@{base}", f"redis://noreply:noreply-pw@{base}"
+    home = tmp_path / "home"
+    try:
+        store = connect(good, get_settings(), sends=True)
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id  # no worker
+        said = _ragscore("status", run_id, home=home, RAGSCORE_BROKER_URL=noreply, COLUMNS="300")
+        text = " ".join((said.stdout + said.stderr).split())
+        assert said.returncode == 0, text
+        assert f"run {run_id}: running" in text and "│ all │ 0 │ 20 │" in text, text  # its progress
+        assert f"the workers could not be asked with the broker's Redis at redis://noreply:***@{base} (its ACL user " \
+            "'noreply' may not run LPUSH acl-probe.reply.celery.pidbox" in text, text  # fmt: skip
+        assert "ACL SETUSER noreply ~*.reply.celery.pidbox*" in text, text
+        assert "noreply-pw" not in text and "Traceback" not in text and "NoPermissionError" not in text, text
+        with redis.Redis.from_url(good) as admin:
+            admin.execute_command(*"ACL SETUSER noreply ~*.reply.celery.pidbox*".split())  # the line it gives
+        said = _ragscore("status", run_id, home=home, RAGSCORE_BROKER_URL=noreply, COLUMNS="300")
+        text = " ".join((said.stdout + said.stderr).split())
+        assert said.returncode == 0 and "could not be asked" not in text, text
+        assert "no worker consumes it" in text, text  # the workers were asked: none serves cpu
     finally:
         server.stop()
 
