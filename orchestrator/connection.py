@@ -16,7 +16,16 @@ from typing import Any
 
 import redis
 
-from ragscore_workers.acl import BACKEND, BROKER, BROKER_READS, STORE, STORE_READS, Role, broker_role
+from ragscore_workers.acl import (
+    BACKEND,
+    BROKER,
+    BROKER_READS,
+    CONTROL_REPLIES,
+    STORE,
+    STORE_READS,
+    Role,
+    broker_role,
+)
 from ragscore_workers.app import configure
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.redaction import redact_url
@@ -116,7 +125,9 @@ def connect(
     backend = backend_apart(broker_url, settings) if sends else None
     in_store = backend is not None and _database(backend) == _database(store_url)
     store_roles = (store_role, BACKEND) if in_store else (store_role,)
-    brokers = broker_roles(broker_url, settings, broker_role) if sends else (broker_role,)
+    # one that may send to the control queue (cancel) asks the workers what they hold, as one that sends does
+    brokers = broker_roles(broker_url, settings, broker_role) if sends else (
+        (broker_role, CONTROL_REPLIES) if writes else (broker_role,))  # fmt: skip
     named = [
         (store_url, STORE_REDIS if apart else "Redis", (*brokers, *store_roles) if one and queued else store_roles)
     ]
@@ -236,10 +247,12 @@ def backend_apart(broker_url: str, settings: Settings) -> str | None:
 
 def broker_roles(broker_url: str, settings: Settings, role: Role) -> tuple[Role, ...]:
     """What the broker's user at ``broker_url`` is checked for by a command that sends work or serves it: ``role``,
-    and Celery's chord counters and results (:data:`.acl.BACKEND`) where they are kept with the broker
+    Celery's chord counters and results (:data:`.acl.BACKEND`) where they are kept with the broker
     (RAGSCORE_RESULT_BACKEND unset or the broker's database and user), in the same probe: a user limited to
-    ragscore's queues passed, then a run died at its first chord with redis-py's raw NoPermissionError."""
-    return (role,) if backend_apart(broker_url, settings) else (role, BACKEND)
+    ragscore's queues passed, then a run died at its first chord with redis-py's raw NoPermissionError; and Celery's
+    remote control replies (:data:`.acl.CONTROL_REPLIES`), which it asks its workers over (which queues they serve,
+    what they hold; `ragscore worker` pings them): such a user's submit died after sending its run."""
+    return (role, CONTROL_REPLIES) if backend_apart(broker_url, settings) else (role, BACKEND, CONTROL_REPLIES)
 
 
 def _broker_apart(broker_url: str, settings: Settings) -> bool:
@@ -264,7 +277,7 @@ def reach_broker(broker_url: str) -> None:
     (cancel, results of a cancelled run) only asks whether it can use the broker, and said so after connect's ~20 s
     of retries."""
     what = "the broker's Redis"
-    if problem := probe_redis(broker_url, what, (BROKER,)):
+    if problem := probe_redis(broker_url, what, (BROKER, CONTROL_REPLIES)):  # they ask the workers what they hold
         raise cannot_use(broker_url, what, problem)
 
 

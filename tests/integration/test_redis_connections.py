@@ -645,8 +645,11 @@ def test_a_runs_broker_user_is_checked_for_the_queues_of_its_suite_before_anythi
     from orchestrator.connection import check_queues
     from orchestrator.runner import cancel
 
-    users = ["default off", "good on >good-pw ~* &* +@all",
-             "cpu on >cpu-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* &* +@all"]  # fmt: skip
+    users = [  # cpu: its queues, kombu's keys, Celery's results and remote control replies
+        "default off",
+        "good on >good-pw ~* &* +@all",
+        "cpu on >cpu-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~*.reply.celery.pidbox* &* +@all",
+    ]
     server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}/0"
     good, cpu = f"redis://good:good-pw@{base}", f"redis://cpu:cpu-pw@{base}"
@@ -802,7 +805,10 @@ def test_a_broker_user_keeping_celerys_results_is_checked_for_them_before_anythi
         said = _ragscore("worker", "-Q", "cpu", home=home, RAGSCORE_BROKER_URL=queues)
         text = " ".join(said.stderr.split())
         assert said.returncode == 2 and text.startswith(f"Error: {refused}") and rule in text, text
-        store.r.execute_command("ACL", "SETUSER", "queues", "~celery-*")  # what the error says is enough
+        store.r.execute_command("ACL", "SETUSER", "queues", "~celery-*")  # what the error says
+        with pytest.raises(ConfigError, match=re.escape("e.g. ACL SETUSER queues ~*.reply.celery.pidbox*")):
+            connect(queues, get_settings(), sends=True)  # then what it lacks besides: Celery's remote control replies
+        store.r.execute_command("ACL", "SETUSER", "queues", "~*.reply.celery.pidbox*")
         connect(queues, get_settings(), sends=True)
     finally:
         server.stop()
@@ -1109,6 +1115,40 @@ def test_a_workers_broker_user_is_checked_for_celerys_remote_control_replies_as_
             assert good.keys("*.reply.celery.pidbox*") == []  # the probe's commands were discarded, none ran
         assert probe_redis(noreply, roles=(CONTROL_REPLIES,)) is None
         assert probe_redis(f"redis://good:good-pw@{base}", roles=(CONTROL_REPLIES,)) is None  # the documented ~*
+    finally:
+        server.stop()
+
+
+def test_submit_and_cancel_check_the_broker_user_for_celerys_remote_control_replies_before_anything_is_sent(
+    tmp_path: Path,
+) -> None:
+    """submit asks the workers which queues they serve once it has sent its run, and a cancel (or a run's wait) asks
+    them what they hold (Celery's remote control): a broker user allowed ragscore's queues and kombu's keys but not
+    the reply lists passed their check, then submit died with redis-py's raw NoPermissionError after sending its run,
+    before printing its id. Each is refused at once now (exit 2), naming the reply lists and the ACL line, before
+    anything is sent or cancelled, the password hidden."""
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             "noreply on >noreply-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* &* +@all"]  # fmt: skip
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, noreply = f"redis://good:good-pw@{base}", f"redis://noreply:noreply-pw@{base}"
+    home, suite = tmp_path / "home", tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+    refused = f"Error: Cannot use Redis at redis://noreply:***@{base}: its ACL user 'noreply' may not run LPUSH "
+    refused += "acl-probe.reply.celery.pidbox"
+    try:
+        said = _ragscore("submit", str(data), "--suite", str(suite), home=home, RAGSCORE_BROKER_URL=noreply)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2 and text.startswith(refused), text
+        assert "ACL SETUSER noreply ~*.reply.celery.pidbox*" in text and "noreply-pw" not in text, text
+        store = connect(good, get_settings(), sends=True)
+        assert store.list_runs() == [] and store.r.llen("cpu") == 0  # nothing recorded or sent
+        run_id = submit(data, load_suite(SUITE), store).run_id
+        said = _ragscore("cancel", run_id, home=home, RAGSCORE_BROKER_URL=noreply)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2 and text.startswith(refused) and "noreply-pw" not in text, text
+        assert store.state(run_id) == RunState.RUNNING  # refused before it cancelled
     finally:
         server.stop()
 
