@@ -96,10 +96,11 @@ BROKER_READS = Role(
     rule=BROKER.rule,
 )
 
-#: The broker's user of ``ragscore worker``, which pings its workers (Celery's remote control): the reply lists,
+#: The broker's user of a command that asks the workers (Celery's remote control: ``ragscore worker`` pings them;
+#: run, submit, cancel and status ask which queues they serve and what they hold): the reply lists,
 #: ``OID.reply.celery.pidbox`` (a fresh OID each process, so the probe's own name stands for them), that the command
 #: reads and its workers push their replies to. A user allowed ragscore's queues and kombu's keys alone passed the
-#: check, then the command died on its first ping with redis-py's raw NoPermissionError.
+#: check, then the command died on its first question with redis-py's raw NoPermissionError.
 CONTROL_REPLIES = Role(
     name="broker (Celery's remote control replies, *.reply.celery.pidbox)",
     commands=_queue_commands(f"{_PROBE}.reply.celery.pidbox"),
