@@ -531,7 +531,8 @@ def print_estimate(
         binding = max(minutes, key=lambda k: minutes[k])
         limits = ", ".join(f"{_judge_limit(suite, k)}: {fmt_duration(m * 60)}" for k, m in minutes.items())
         console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the run's "
-                      f"limits ({limits}), however many workers", soft_wrap=True)  # fmt: skip
+                      f"limits ({limits}), however many workers{_assumed_limits(suite, minutes)}",
+                      soft_wrap=True)  # fmt: skip
     rounds = None if too_large else estimate.in_flight_rounds(suite)
     if rounds:
         caps = estimate.in_flight_caps()
@@ -563,6 +564,19 @@ def _print_local_rounds(console: Console, estimate: Estimate, threads: int, capp
                   f"worker's {thousands(threads)} threads ({thousands(estimate.judge_total().paid)} calls, "
                   f"{thousands(threads * per_task)} at a time: a task a thread, {per_task} calls each, the judge "
                   "metrics' concurrency); --judge-threads sets its threads", soft_wrap=True)  # fmt: skip
+
+
+def _assumed_limits(suite: Suite, minutes: dict[str, float]) -> str:
+    """What the judge's time line adds where a limit it names is ragscore's default, not set in the suite nor on the
+    command line (``judge.rpm 30``, ``judge.tpm 6,000``: Groq's free tier, assumed of any provider); "" for none."""
+    assumed = [name for name in ("rpm", "tpm") if name in minutes and name not in suite.judge.model_fields_set]
+    if not assumed:
+        return ""
+    named = " and ".join(_judge_limit(suite, name) for name in assumed)
+    local = f" (a server of your own at {suite.judge.base_url}: null for none)" if suite.judge.base_url else ""
+    return (f"; {named} {agree(len(assumed), 'is the default', 'are the defaults')} (Groq's free tier), "
+            f"assumed, not your provider's limits: set judge.rpm / judge.tpm in the suite to its limits{local}, or "
+            "run with --rpm / --tpm (docs/judge.md, Configuring the judge)")  # fmt: skip
 
 
 def _judge_limit(suite: Suite, name: str) -> str:

@@ -121,6 +121,33 @@ def test_an_even_pace_is_a_limit_of_the_least_time_the_dry_run_gives(tmp_path: P
             "0m25s), however many workers") in said, said  # fmt: skip
 
 
+def test_the_dry_run_says_which_judge_limits_are_assumed_defaults(tmp_path: Path, home: Path) -> None:
+    """An openai judge at a self-hosted base_url with no ``rpm`` / ``tpm`` in the suite: the dry run gave 4h36m under
+    the defaults (30 / 6,000, Groq's free tier) with no hint they were assumed, not the server's. Set in the suite or
+    on the command line, a limit is the user's: not called a default."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(50))
+    judge = {"provider": "openai", "model": "m", "base_url": "http://localhost:8000/v1"}
+    suite = _suite() | {"judge": judge}
+    (tmp_path / "s.json").write_text(json.dumps(suite))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "OPENAI_API_KEY": "", "COLUMNS": "200"}
+
+    def dry_run(*args: str) -> str:
+        command = ["run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run", *args]
+        result = subprocess.run([sys.executable, "-m", "orchestrator.cli", *command],
+                                capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)  # fmt: skip
+        assert "time: at least" in result.stdout, result.stderr
+        return " ".join(result.stdout.split())
+
+    said = dry_run()
+    assert ("judge.rpm 30 and judge.tpm 6,000 are the defaults (Groq's free tier), assumed, not your provider's "
+            "limits: set judge.rpm / judge.tpm in the suite to its limits (a server of your own at "
+            "http://localhost:8000/v1: null for none), or run with --rpm / --tpm") in said, said  # fmt: skip
+    said = dry_run("--tpm", "6000")  # the same limit, given: the user's
+    assert "judge.rpm 30 is the default (Groq's free tier)" in said and "tpm 6,000 is" not in said, said
+    (tmp_path / "s.json").write_text(json.dumps(suite | {"judge": judge | {"rpm": 30, "tpm": 6000}}))
+    assert "default" not in dry_run()
+
+
 def test_an_even_pace_may_take_its_rpm_from_the_command_line(tmp_path: Path, home: Path) -> None:
     """A suite that leaves ``rpm`` to each command (``rpm: null, pace: even``) run with ``--rpm 600`` paces at 10 a
     second: the pace's check sees the limits the run will have, not the file's alone (it was refused: "set rpm")."""
