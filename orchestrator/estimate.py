@@ -16,7 +16,9 @@ counted as the windows a run encodes (and looks up) where the cache holds the mo
 (:func:`ragscore_workers.embedding.noted_encoder`: its piece limit and tokenizer, no model loaded), else whole.
 
 In a suite with targets the answers do not exist yet: judge prompts are built with a placeholder for each
-field the target fills, so calls are exact but prompt tokens leave out the targets' replies.
+field the target fills, so calls are exact but prompt tokens leave out the targets' replies. The texts they fill are
+counted as a run encodes them, one per item and field (no two replies alike, none cached; a reply's contexts as one
+text), at :data:`ASSUMED_FILLED_WORDS` words each.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from .suite import QUEUE_ORDER, ResolvedSuite
 
 __all__ = [
     "ASSUMED_ENCODE_WORDS_PER_S",
+    "ASSUMED_FILLED_WORDS",
     "CallTally",
     "EmbedTally",
     "Estimate",
@@ -65,6 +68,9 @@ CONTEXT_PLACEHOLDER = "(retrieved by the target)"
 #: words a second and ~50 passages of 120 words (~5,000 and ~6,000 words/s). A GPU is many times faster; a busy or
 #: older CPU slower.
 ASSUMED_ENCODE_WORDS_PER_S = 5_000
+#: Words the dry run assumes of each text a target fills (its answer, a reply's contexts): a passage's, as measured
+#: above (they do not exist before the run).
+ASSUMED_FILLED_WORDS = 120
 
 
 @dataclass
@@ -81,16 +87,19 @@ class EmbedTally:
     cache_checked: bool = False
     #: Whether long contexts were cut into the windows a run encodes (the model's note was in the cache).
     windowed: bool = False
+    #: Texts the targets fill, one per item and field (its answer; its reply's contexts counted as one): each its own
+    #: reply, none cached, :data:`ASSUMED_FILLED_WORDS` words each. Not in ``texts``.
+    filled: int = 0
 
     @property
     def to_encode(self) -> int:
-        """Texts a run would encode."""
-        return self.texts - self.cached
+        """Texts a run would encode (those the targets fill too)."""
+        return self.texts - self.cached + self.filled
 
     @property
     def assumed_s(self) -> float:
         """Seconds their encoding takes at :data:`ASSUMED_ENCODE_WORDS_PER_S` (an assumption)."""
-        return self.words / ASSUMED_ENCODE_WORDS_PER_S
+        return (self.words + self.filled * ASSUMED_FILLED_WORDS) / ASSUMED_ENCODE_WORDS_PER_S
 
 
 @dataclass
@@ -364,7 +373,9 @@ class _EmbedPlanner:
 
     def flush(self) -> None:
         rows, self.pending = self.pending, []
-        texts = {text_hash(text): text for text in self._texts(rows)}
+        every = self._texts(rows)
+        self.tally.filled += sum(1 for text in every if text in (PLACEHOLDER, CONTEXT_PLACEHOLDER))
+        texts = {text_hash(text): text for text in every}
         new = {digest: texts[digest] for digest in self.seen.new(texts)}
         cached = self._cached(list(new)) if new else []
         self.tally.texts += len(new)

@@ -596,13 +596,16 @@ def embed_estimate(estimate: Estimate, suite: Suite) -> str:
     """The dry run's line of the texts its embedding metrics would encode, and the time it assumes that takes."""
     from ragscore_workers.embedding import DEFAULT_MODEL
 
-    from ..estimate import ASSUMED_ENCODE_WORDS_PER_S
+    from ..estimate import ASSUMED_ENCODE_WORDS_PER_S, ASSUMED_FILLED_WORDS
 
     tally = estimate.embed
     assert tally is not None
     cached = f", {thousands(tally.cached)} in the embedding cache" if tally.cache_checked else ""
     line = f"embedding ({suite.embedding.model}): {counted(tally.texts, 'distinct text')}{cached}, "
     line += f"{thousands(tally.to_encode)} to encode"
+    if tally.filled:
+        line += (f" ({thousands(tally.filled)} of them the targets' replies: an answer, and a reply's contexts as one "
+                 f"text, per item; {ASSUMED_FILLED_WORDS} words each assumed)")  # fmt: skip
     if tally.to_encode:
         took = "under a second" if tally.assumed_s < 1 else f"about {fmt_duration(tally.assumed_s)}"
         line += (f": {took} (an assumption, not a measure: "
@@ -616,8 +619,8 @@ def embed_estimate(estimate: Estimate, suite: Suite) -> str:
         )
     if tally.to_encode and suite.embedding.model.split("/")[-1].lower() != DEFAULT_MODEL.lower():
         notes.append(f"the assumed words/s are all-MiniLM-L6-v2's: {suite.embedding.model} is slower if it is larger")
-    if estimate.target_calls:
-        notes.append("the texts the targets return are not counted (they do not exist yet)")
+    if tally.filled:
+        notes.append("a reply with several contexts encodes each: more than counted")
     return f"{line}; {'; '.join(notes)}."
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from orchestrator.estimate import ASSUMED_ENCODE_WORDS_PER_S, estimate_run
 from orchestrator.suite import load_suite
 from ragscore_workers._embedding_cache import note_key
@@ -121,6 +123,39 @@ def test_the_dry_runs_assumed_encoding_time_is_its_words_over_the_assumed_throug
     larger = load_suite({**SUITE, "embedding": {"model": "BAAI/bge-large-en-v1.5"}}).suite
     said = embed_estimate(Estimate(embed=EmbedTally(texts=12_000, words=300_000)), larger)
     assert "the assumed words/s are all-MiniLM-L6-v2's: BAAI/bge-large-en-v1.5 is slower if it is larger" in said, said
+
+
+def test_the_texts_targets_fill_are_counted_per_item_at_an_assumed_passage_length(tmp_path: Path) -> None:
+    """2,503 rows x 4 targets with answer_correctness and context_relevance: the dry run counted only the questions and
+    references (the replies "do not exist yet") and said about 15 s where the run encoded every reply's answer and
+    contexts for minutes. Each item's answer and its contexts (as one text) are counted now, twice the texts for twice
+    the targets, at ASSUMED_FILLED_WORDS words each, said as an assumption."""
+    from orchestrator.estimate import ASSUMED_FILLED_WORDS, EmbedTally
+    from orchestrator.reports.console import embed_estimate
+
+    rows = [{"id": f"q{i}", "question": f"What is fact {i}?", "reference": f"fact {i} is it"} for i in range(10)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+
+    def estimated(targets: int) -> tuple[EmbedTally, str]:
+        systems = [{"system": f"s{n}", "url": "http://127.0.0.1:9/ask"} for n in range(targets)]
+        suite = load_suite({**SUITE, "targets": systems})
+        est = estimate_run(data, suite)
+        assert est.embed is not None
+        return est.embed, embed_estimate(est, suite.suite)
+
+    own = [t for r in rows for t in (r["question"], r["reference"])]  # the dataset's, each once
+    own_s = sum(len(t.split()) for t in own) / ASSUMED_ENCODE_WORDS_PER_S
+    two, said = estimated(2)
+    filled = 10 * 2 * 2  # an answer and the contexts per item
+    assert two.to_encode == len(own) + filled
+    assert two.assumed_s == pytest.approx(own_s + filled * ASSUMED_FILLED_WORDS / ASSUMED_ENCODE_WORDS_PER_S)
+    four, _ = estimated(4)
+    assert four.to_encode - len(own) == 2 * filled and four.assumed_s - own_s == pytest.approx(
+        2 * (two.assumed_s - own_s)
+    )
+    assert ("60 to encode (40 of them the targets' replies: an answer, and a reply's contexts as one text, per item; "
+            f"{ASSUMED_FILLED_WORDS} words each assumed)") in said, said  # fmt: skip
+    assert "(an assumption, not a measure: 5,000 words/s" in said and "more than counted" in said, said
 
 
 def test_the_dry_run_counts_distinct_texts_in_a_few_bytes_each() -> None:
