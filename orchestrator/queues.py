@@ -20,6 +20,7 @@ import redis
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
+from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunStore, work_began
 
 from .terminal import resume_command, worker_command
@@ -129,18 +130,27 @@ def _rows_of(message: dict[str, Any]) -> int:
         return 0
 
 
-def held_by_live_workers(store: RunStore, run_id: str, said: set[int] | None = None) -> bool:
+def held_by_live_workers(
+    store: RunStore, run_id: str, said: set[int] | None = None, resending_after: float | None = None
+) -> bool:
     """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
 
     Orphaned messages (:func:`held_messages`) do not keep the run from counting as stalled (its work is
     re-submitted, and the late re-delivery then skips itself as superseded). Other runs' messages do not count.
-    ``said``: orphan counts already logged (each is logged once)."""
+    ``said``: orphan counts already logged (each is logged once); ``resending_after``: the seconds without progress
+    after which the caller (a run's :func:`~orchestrator.runner.wait`) sends their work again, which it does now."""
     found = held_messages(store, run_id)
     if len(found.orphans) < found.held:
         return True
     if found.orphans and (said is None or len(found.orphans) not in said):
-        log.warning("run %s: %s held by workers that are gone (re-delivered only after the visibility timeout)",
-                    run_id, counted(len(found.orphans), "message"))  # fmt: skip
+        held = counted(len(found.orphans), "message")
+        back = f"Redis re-delivers them only after the visibility timeout ({get_settings().visibility_timeout_s} s)"
+        if resending_after is None:
+            log.warning("run %s: %s held by workers that are gone (%s)", run_id, held, back)
+        else:
+            log.warning("run %s: %s held by workers that are gone (killed, or their host lost): this run sends their "
+                        "work again now, after %.0f s without progress (%s)", run_id, held, resending_after,
+                        back)  # fmt: skip
         if said is not None:
             said.add(len(found.orphans))
     return False
@@ -206,12 +216,16 @@ def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: s
 
 
 def broker_idle(
-    store: RunStore, run_id: str, said: set[int] | None = None, ignore: Collection[str] = frozenset()
+    store: RunStore,
+    run_id: str,
+    said: set[int] | None = None,
+    ignore: Collection[str] = frozenset(),
+    resending_after: float | None = None,
 ) -> bool:
     """No message of any queue the run uses (but ``ignore``) is waiting, and none of the run's is held by a live
-    worker. ``said``: orphan counts already logged (each is logged once)."""
+    worker. ``said`` and ``resending_after``: :func:`held_by_live_workers`'."""
     waiting = waiting_queues(store, run_id)
-    return not any(q not in ignore for q in waiting) and not held_by_live_workers(store, run_id, said)
+    return not any(q not in ignore for q in waiting) and not held_by_live_workers(store, run_id, said, resending_after)
 
 
 def queued_messages(store: RunStore, run_id: str, page: int = 1000) -> int:

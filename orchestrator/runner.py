@@ -774,7 +774,8 @@ def wait(
                         limit = min(limit, CANCELLED_STALL_S)
                     # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
                     if now - last_change > limit and broker_idle(store, run_id, orphans_said, ignore=(
-                            unserved_queues(store, run_id) if state == RunState.CANCELLED else ())):  # fmt: skip
+                            unserved_queues(store, run_id) if state == RunState.CANCELLED else ()),
+                            resending_after=None if state == RunState.CANCELLED else limit):  # fmt: skip
                         idle_checks += 1
                         if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
                             time.sleep(POLL_S * 4)  # and POLL_S below

@@ -158,6 +158,9 @@ def test_an_embedded_worker_killed_mid_run_is_restarted_and_its_lost_work_resubm
     assert any(w.startswith("the cpu worker was killed by SIGKILL") for w in warnings), warnings
     held = [w for w in warnings if "held by workers that are gone" in w]
     assert len(held) <= 1, held  # said once, not at every idle check
+    # the run sends their work again now: it said they came back "only after the visibility timeout" (15 min)
+    assert held and all(f"this run sends their work again now, after {RESTARTED_STALL_S:.0f} s without progress" in w
+               for w in held), held  # fmt: skip
     assert any(w.endswith(f"no progress for {RESTARTED_STALL_S:.0f} s, nothing queued: re-submitting")
                for w in warnings), warnings  # fmt: skip
     assert summary.items == 6000 and summary.metrics["exact_match"].errors == 0
