@@ -592,11 +592,12 @@ def _limit(config: JudgeConfig | TargetConfig, name: str) -> str:
     return f"{name} {thousands(getattr(config, name))}"
 
 
-def embed_estimate(estimate: Estimate, suite: Suite) -> str:
-    """The dry run's line of the texts its embedding metrics would encode, and the time it assumes that takes."""
+def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | None = None) -> str:
+    """The dry run's line of the texts its embedding metrics would encode, and the time it assumes that takes;
+    ``load``: this machine's load average and cores (None: read them, :func:`~orchestrator.estimate.host_load`)."""
     from ragscore_workers.embedding import DEFAULT_MODEL
 
-    from ..estimate import ASSUMED_ENCODE_WORDS_PER_S, ASSUMED_FILLED_WORDS
+    from ..estimate import ASSUMED_ENCODE_WORDS_PER_S, ASSUMED_FILLED_WORDS, host_load
 
     tally = estimate.embed
     assert tally is not None
@@ -611,6 +612,11 @@ def embed_estimate(estimate: Estimate, suite: Suite) -> str:
         line += (f": {took} (an assumption, not a measure: "
                  f"{thousands(ASSUMED_ENCODE_WORDS_PER_S)} words/s, all-MiniLM-L6-v2 on two laptop CPU cores; a GPU "
                  "is many times faster), plus the model's load (about 5 s on a laptop CPU)")  # fmt: skip
+        load = load or host_load()
+        if load is not None and load[0] > load[1]:
+            line += (f"; this machine is busy (load average {load[0]:.1f} on {counted(load[1], 'core')}): at least "
+                     f"{fmt_duration(tally.busy_s(*load))} where its embed workers run here, at the share of a core "
+                     "each thread gets (more where the run's other workers take theirs too)")  # fmt: skip
     notes = [_windows_note(tally)]
     if not tally.cache_checked:
         notes.append(

@@ -126,10 +126,9 @@ def test_the_dry_runs_assumed_encoding_time_is_its_words_over_the_assumed_throug
 
 
 def test_the_texts_targets_fill_are_counted_per_item_at_an_assumed_passage_length(tmp_path: Path) -> None:
-    """2,503 rows x 4 targets with answer_correctness and context_relevance: the dry run counted only the questions and
-    references (the replies "do not exist yet") and said about 15 s where the run encoded every reply's answer and
-    contexts for minutes. Each item's answer and its contexts (as one text) are counted now, twice the texts for twice
-    the targets, at ASSUMED_FILLED_WORDS words each, said as an assumption."""
+    """A suite with targets: the dry run counted only the questions and references (the replies "do not exist yet"),
+    none of the replies' answers and contexts a run encodes. Each item's answer and its contexts (as one text) are
+    counted now, twice the texts for twice the targets, at ASSUMED_FILLED_WORDS words each, said as an assumption."""
     from orchestrator.estimate import ASSUMED_FILLED_WORDS, EmbedTally
     from orchestrator.reports.console import embed_estimate
 
@@ -182,3 +181,22 @@ def test_the_dry_run_counts_distinct_texts_in_a_few_bytes_each() -> None:
     assert peak / n < 40, f"{peak / n:.0f} bytes a distinct text"
     again = [hashlib.sha256(str(i).encode()).hexdigest() for i in (0, n // 2, n - 1)]  # in the array, then the set
     assert seen.new(again) == [] and len(seen.new([hashlib.sha256(b"x").hexdigest()])) == 1
+
+
+def test_the_dry_run_on_a_busy_machine_says_the_encode_time_at_its_share_of_the_cores() -> None:
+    """2,503 rows (4 systems as rows) on 2 cores at load ~10: the dry run said about 15 s of encoding at the assumed
+    5,000 words/s, and the run's 3,715 texts took ~4 minutes (~320 words/s). A machine whose load average is over its
+    cores adds the time at the share of a core each thread gets there (cores / load); an idle one adds nothing."""
+    from orchestrator.estimate import EmbedTally, Estimate
+    from orchestrator.reports.console import embed_estimate
+
+    tally = EmbedTally(texts=3_715, words=75_000)  # 15 s assumed
+    assert tally.busy_s(10.0, 2) == 5 * tally.assumed_s == 75.0
+    assert tally.busy_s(1.5, 2) == tally.busy_s(2.0, 2) == tally.assumed_s
+    suite = load_suite(SUITE).suite
+    busy = embed_estimate(Estimate(embed=tally), suite, load=(10.04, 2))
+    assert "3,715 to encode: about 0m15s (an assumption, not a measure" in busy, busy
+    assert "; this machine is busy (load average 10.0 on 2 cores): at least 1m15s where its embed workers run here" in (
+        busy
+    ), busy
+    assert "busy" not in embed_estimate(Estimate(embed=tally), suite, load=(1.9, 2))
