@@ -574,9 +574,11 @@ def _assumed_limits(suite: Suite, minutes: dict[str, float]) -> str:
         return ""
     named = " and ".join(_judge_limit(suite, name) for name in assumed)
     local = f" (a server of your own at {suite.judge.base_url}: null for none)" if suite.judge.base_url else ""
-    return (f"; {named} {agree(len(assumed), 'is the default', 'are the defaults')} (Groq's free tier), "
-            f"assumed, not your provider's limits: set judge.rpm / judge.tpm in the suite to its limits{local}, or "
-            "run with --rpm / --tpm (docs/judge.md, Configuring the judge)")  # fmt: skip
+    groq = suite.judge.provider == "groq" and not suite.judge.base_url
+    whose = "assumed of your Groq plan (a paid one allows more)" if groq else "assumed, not your provider's limits"
+    return (f"; {named} {agree(len(assumed), 'is the default', 'are the defaults')} (Groq's free tier), {whose}: "
+            f"set judge.rpm / judge.tpm in the suite to its limits{local}, or run with --rpm / --tpm (docs/judge.md, "
+            "Configuring the judge)")  # fmt: skip
 
 
 def _judge_limit(suite: Suite, name: str) -> str:

@@ -146,6 +146,12 @@ def test_the_dry_run_says_which_judge_limits_are_assumed_defaults(tmp_path: Path
     assert "judge.rpm 30 is the default (Groq's free tier)" in said and "tpm 6,000 is" not in said, said
     (tmp_path / "s.json").write_text(json.dumps(suite | {"judge": judge | {"rpm": 30, "tpm": 6000}}))
     assert "default" not in dry_run()
+    (tmp_path / "s.json").write_text(json.dumps(suite | {"judge": {"model": "m"}}))  # Groq itself: its free tier
+    said = dry_run()
+    assert (
+        "judge.rpm 30 and judge.tpm 6,000 are the defaults (Groq's free tier), assumed of your Groq plan (a paid "
+        "one allows more): set judge.rpm / judge.tpm in the suite to its limits, or run with"
+    ) in said, said
 
 
 def test_an_even_pace_may_take_its_rpm_from_the_command_line(tmp_path: Path, home: Path) -> None:
