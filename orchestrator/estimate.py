@@ -382,9 +382,10 @@ class _EmbedPlanner:
 
     def flush(self) -> None:
         rows, self.pending = self.pending, []
-        every = self._texts(rows)
-        self.tally.filled += sum(1 for text in every if text in (PLACEHOLDER, CONTEXT_PLACEHOLDER))
-        texts = {text_hash(text): text for text in every}
+        each = [self._texts([row]) for row in rows]
+        # a field a target fills is one text of its item however many metrics embed it (a run encodes it once)
+        self.tally.filled += sum(len({PLACEHOLDER, CONTEXT_PLACEHOLDER}.intersection(texts)) for texts in each)
+        texts = {text_hash(text): text for texts in each for text in texts}
         new = {digest: texts[digest] for digest in self.seen.new(texts)}
         cached = self._cached(list(new)) if new else []
         self.tally.texts += len(new)

@@ -155,6 +155,10 @@ def test_the_texts_targets_fill_are_counted_per_item_at_an_assumed_passage_lengt
     assert ("60 to encode (40 of them the targets' replies: an answer, and a reply's contexts as one text, per item; "
             f"{ASSUMED_FILLED_WORDS} words each assumed)") in said, said  # fmt: skip
     assert "(an assumption, not a measure: 5,000 words/s" in said and "more than counted" in said, said
+    with_sentences = {**SUITE, "metrics": [*SUITE["metrics"], "answer_hallucination"]}  # the same contexts again
+    suite = load_suite({**with_sentences, "targets": [{"system": "s0", "url": "http://127.0.0.1:9/ask"}]})
+    est = estimate_run(data, suite)
+    assert est.embed is not None and est.embed.filled == 10 * 2, est.embed  # each item's once, not once a metric
 
 
 def test_the_dry_run_counts_distinct_texts_in_a_few_bytes_each() -> None:
