@@ -144,13 +144,14 @@ def held_by_live_workers(
         return True
     if found.orphans and (said is None or len(found.orphans) not in said):
         held = counted(len(found.orphans), "message")
-        back = f"Redis re-delivers them only after the visibility timeout ({get_settings().visibility_timeout_s} s)"
+        timeout = f"RAGSCORE_VISIBILITY_TIMEOUT_S={get_settings().visibility_timeout_s} s after delivery"
         if resending_after is None:
-            log.warning("run %s: %s held by workers that are gone (%s)", run_id, held, back)
+            log.warning("run %s: %s held by workers that are gone (Redis re-delivers them only %s)", run_id, held,
+                        timeout)  # fmt: skip
         else:
             log.warning("run %s: %s held by workers that are gone (killed, or their host lost): this run sends their "
-                        "work again now, after %.0f s without progress (%s)", run_id, held, resending_after,
-                        back)  # fmt: skip
+                        "work again now, after %.0f s without progress (Redis would re-deliver them only %s)", run_id,
+                        held, resending_after, timeout)  # fmt: skip
         if said is not None:
             said.add(len(found.orphans))
     return False

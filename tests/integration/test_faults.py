@@ -349,14 +349,17 @@ def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp
         server.stop()
 
 
-def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back(tmp_path: Path) -> None:
+def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A run sent with `ragscore submit` has no wait() to notice: `ragscore status` said only "no progress" while
-    the killed worker's messages sat out the 15-minute visibility timeout."""
+    the killed worker's messages sat out the 15-minute visibility timeout. A run's wait() logs them once, with the
+    stall it waited and the visibility timeout as the settings read then."""
     import os
     import subprocess
     import sys
 
-    from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
+    from orchestrator.queues import ORPHAN_SETTLED_S, held_by_live_workers, held_messages
 
     from ..support import ROOT
 
@@ -385,6 +388,17 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
                f"{'is' if items == 1 else 'are'} held"  # fmt: skip
         assert f"Warning: {held} by a worker that stopped" in said, said
         assert "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s" in said and f"`ragscore resume {sub.run_id} --out DIR`" in said
+        monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", "1234")  # read as the line is logged
+        said_counts: set[int] = set()
+        with caplog.at_level(logging.WARNING):
+            assert not held_by_live_workers(store, sub.run_id, said_counts, resending_after=37.0)
+            assert not held_by_live_workers(store, sub.run_id, said_counts, resending_after=37.0)
+        logged = [r.getMessage() for r in caplog.records if "held by workers that are gone" in r.getMessage()]
+        assert logged == [f"run {sub.run_id}: {counted(found.held, 'message')} held by workers that are gone (killed, "
+                          "or their host lost): this run sends their work again now, after 37 s without progress "
+                          "(Redis would re-deliver them only RAGSCORE_VISIBILITY_TIMEOUT_S=1234 s after delivery)"], (
+            logged
+        )  # fmt: skip
     finally:
         worker.stop()
         server.stop()
