@@ -104,11 +104,11 @@ class EmbedTally:
         return (self.words + self.filled * ASSUMED_FILLED_WORDS) / ASSUMED_ENCODE_WORDS_PER_S
 
     def busy_s(self, load: float, cores: int) -> float:
-        """:attr:`assumed_s` on a machine whose load average is ``load`` on ``cores``: its threads wait on each other,
-        so the encode goes no faster than the share of a core each runnable thread gets (``cores / load``), where under
-        one: a floor. On 2 cores at load 10 a run's 3,715 short texts encoded at ~320 words/s, 15 times slower than
-        assumed; this says 5 times (threads also wait on each other's turn)."""
-        return self.assumed_s * max(1.0, load / max(cores, 1))
+        """:attr:`assumed_s` on a machine whose load average is ``load`` on ``cores``: the encode's threads (one a
+        core) join those runnable, each gets ``cores / (load + cores)`` of a core, and the encode goes no faster: a
+        floor, as threads also wait on each other's turn. On 2 cores 3,715 short texts encoded at ~320 words/s at
+        load ~10 (15 times slower than assumed; this says 6) and ~1,000-1,400 at load ~2.6 (4 to 5; this says 2.3)."""
+        return self.assumed_s * (1 + load / max(cores, 1))
 
 
 @dataclass

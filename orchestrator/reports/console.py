@@ -618,7 +618,8 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
         if load is not None and load[0] > load[1]:
             line += (f"; this machine is busy (load average {load[0]:.1f} on {counted(load[1], 'core')}): at least "
                      f"{fmt_duration(tally.busy_s(*load))} where its embed workers run here, at the share of a core "
-                     "each thread gets (more where the run's other workers take theirs too)")  # fmt: skip
+                     "each of its threads gets among the others (more where the run's other workers take theirs "
+                     "too)")  # fmt: skip
     notes = [_windows_note(tally)]
     if not tally.cache_checked:
         notes.append(
