@@ -30,7 +30,8 @@ from ragscore_workers.store import RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, until, write_jsonl
 
-pytestmark = pytest.mark.integration
+# serial: it kills and hangs Redis and workers, and times how soon a run gets over it (ETAs, "ends soon")
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 5]}}], "chunk_size": {"cpu": 25}}
 

@@ -17,7 +17,8 @@ import pytest
 from ..fakes import FakeProvider
 from ..support import ROOT, until, write_jsonl
 
-pytestmark = pytest.mark.integration
+# serial: its judge worker must stop within seconds (GONE_WITHIN_S)
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 #: How long the killed run's workers may take to go (seconds, not the minutes a warm shutdown takes).
 GONE_WITHIN_S = 20

@@ -15,7 +15,8 @@ from ragscore_workers.schemas import paced_per_second
 
 from ..fakes import FakeProvider
 
-pytestmark = pytest.mark.integration
+# serial: it counts the 429s of a burst against an even pace: a loaded machine changes the timing
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 #: 300 a minute, enforced as 5 a second by the fake; 50 items x 2 judges of answer_accuracy: 100 calls.
 RPM, ITEMS = 300, 50

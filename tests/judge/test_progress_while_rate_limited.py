@@ -46,6 +46,7 @@ def _judging(tmp_path: Path, fake: FakeProvider, model: str, store: RunStore, **
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # ETAs and waits against a real rpm: timed
 def test_a_run_held_by_its_rpm_says_it_waits_on_the_rate_limit_not_no_progress(
     tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -83,6 +84,7 @@ def test_a_run_held_by_its_rpm_says_it_waits_on_the_rate_limit_not_no_progress(
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # ETAs and waits against a real rpm: timed
 def test_a_run_paused_by_the_providers_429_says_so_and_until_when(
     tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
 ) -> None:
@@ -107,6 +109,7 @@ def test_a_run_paused_by_the_providers_429_says_so_and_until_when(
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # ETAs and waits against a real rpm: timed
 def test_a_run_with_two_judge_limiters_names_the_one_whose_calls_wait(
     tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -527,6 +530,7 @@ def test_a_process_keeps_no_memory_of_the_notes_of_runs_it_no_longer_writes(
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # ETAs and waits against a real rpm: timed
 def test_the_eta_of_a_run_held_by_its_rpm_is_never_sooner_than_the_rpm_lets_its_calls_left_go(
     tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
 ) -> None:

@@ -25,7 +25,8 @@ from ragscore_workers.schemas import MetricResult
 from ..support import ROOT, RedisProcess
 from .support import pids_running, sandbox_uid_pids
 
-pytestmark = pytest.mark.integration
+# serial: its timeouts are held to within 2 s (TIMEOUT_S + 2)
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 TIMEOUT_S = 3.0
 CANARY = "print(sum(range(10)))"

@@ -110,6 +110,7 @@ def test_an_exit_code_above_128_is_read_as_a_signal_so_the_param_stops_at_128() 
     assert (details["stopped_by"], details["signal"]) == ("killed", 2)
 
 
+@pytest.mark.serial  # its run is held to under 3 s
 def test_params_override_the_suite_limits() -> None:
     passed, details = run_code_test("import time\ntime.sleep(30)", {"timeout_s": 1}, LOCAL)
     assert not passed and details["stopped_by"] == "timeout" and details["duration_s"] < 3

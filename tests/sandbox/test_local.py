@@ -57,6 +57,7 @@ def test_stdin_is_fed_even_when_larger_than_a_pipe(sandbox: LocalSandbox) -> Non
     assert result.ok and result.stdout == f"{len(data)}\n"
 
 
+@pytest.mark.serial  # its run is held to under 3 s
 def test_stdin_the_program_never_reads_does_not_block(sandbox: LocalSandbox) -> None:
     result = run(sandbox, "print('done')", stdin="y" * 1_000_000)
     assert result.ok and result.stdout == "done\n" and result.duration_s < 3
@@ -223,12 +224,14 @@ def test_on_the_host_every_sandbox_process_is_an_unprivileged_uid(sandbox: Local
         assert fields["CapPrm"] == fields["CapEff"] == fields["CapAmb"] == "0" * 16, fields
 
 
+@pytest.mark.serial  # its run is held to under 3 s
 def test_wall_clock_timeout_stops_a_sleeping_program(sandbox: LocalSandbox) -> None:
     result = run(sandbox, "import time\nprint('start', flush=True)\ntime.sleep(60)", limits=Limits(timeout_s=1))
     assert result.stopped_by == "timeout" and result.exit_code is None
     assert result.stdout == "start\n" and 1 <= result.duration_s < 3
 
 
+@pytest.mark.serial  # its run is held to under 3 s
 def test_busy_loop_is_stopped(sandbox: LocalSandbox) -> None:
     result = run(sandbox, "while True:\n    pass", limits=Limits(timeout_s=1))
     assert result.stopped_by == "timeout" and result.duration_s < 3
@@ -306,6 +309,7 @@ def test_a_program_killed_by_a_signal_is_reported(sandbox: LocalSandbox) -> None
     assert (result.stopped_by, result.signal, result.exit_code) == ("killed", 11, None)
 
 
+@pytest.mark.serial  # its run is held to under 3 s
 def test_no_process_outlives_its_sandbox(sandbox: LocalSandbox) -> None:
     marker = f"3{uuid.uuid4().int % 10**6}.5"
     code = (

@@ -22,7 +22,8 @@ from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
 from ..support import RedisProcess, WorkerProcess, status_saying, until, write_jsonl
 
-pytestmark = pytest.mark.integration
+# serial: waits against a real rpm and 429 pause: timed
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 TOKEN = "rag-secret-token-0123456789"
 #: Generous bounds for a slow CI machine: a worker's boot, the first call.
