@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,26 @@ from ragscore_workers.store import RunStore, redis_client
 from .support import RedisProcess, WorkerProcess
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
+
+
+#: Terminal size variables a pytest-xdist process finds set (COLUMNS=80, LINES=24) where pytest's own had none.
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(pytest-xdist, in the process that starts the others) Hands each process its own terminal size variables."""
+    node.workerinput["terminal_size"] = {name: os.environ.get(name) for name in TERMINAL_SIZE}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest-xdist process has the environment of the pytest that started it: the children its tests start (a CLI
+    that wraps its lines at COLUMNS) print as they do in a serial run."""
+    for name, value in getattr(config, "workerinput", {}).get("terminal_size", {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)
