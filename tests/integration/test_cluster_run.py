@@ -403,6 +403,7 @@ def test_a_run_queued_behind_another_runs_messages_has_its_live_rate_from_when_i
     assert least <= float(match.group(1)) <= pace, (at_most_s, out.getvalue())
 
 
+@pytest.mark.serial  # its first line must come while the first run (~15 s) still works: loaded, it was done
 def test_a_run_queued_behind_another_runs_messages_says_so_until_its_work_begins(
     slow_worker: RunStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

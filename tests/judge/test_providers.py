@@ -528,6 +528,7 @@ def test_a_timeout_names_the_endpoint_as_a_connection_error_does(kind: str, faul
         assert str(info.value).endswith(f"timed out after 1.0 s, the reply still arriving (POST {provider.endpoint})")
 
 
+@pytest.mark.serial  # its 16 MiB reply must arrive within the 1 s timeout: loaded, it timed out
 @pytest.mark.parametrize("kind", ["groq", "openai"])
 def test_a_reply_that_trickles_in_is_cut_at_the_timeout_and_a_huge_one_refused(kind: str, fake: FakeProvider) -> None:
     """httpx's timeout bounds each read, not the call: a reply sent a byte at a time (each byte well within the
