@@ -213,11 +213,7 @@ def test_a_released_runs_items_are_kept_again_once_another_run_replaces_its_repo
     out = tmp_path / "out"
     first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
     evaluate(make_rows(10), SUITE, out=out, quiet=True)
-    with _embedded_store(home) as client:
-        ttls = _ttls(client, first)
-        released = client.hget(f"ragscore:run:{first}:meta", "items_in")
-    assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
-    assert released is None
+    _assert_kept_again(home, first)
 
 
 def test_a_run_released_by_results_is_kept_again_once_another_run_replaces_its_reports(
@@ -229,8 +225,13 @@ def test_a_run_released_by_results_is_kept_again_once_another_run_replaces_its_r
     out = tmp_path / "copy"
     assert _cli(home, "results", first, "--out", str(out), "--quiet").returncode == 0
     evaluate(make_rows(10), SUITE, out=out, quiet=True)
+    _assert_kept_again(home, first)
+
+
+def _assert_kept_again(home: Path, run_id: str) -> None:
+    """The 20 items of ``run_id`` (released earlier) keep the long TTL again; the run names no folder holding them."""
     with _embedded_store(home) as client:
-        ttls = _ttls(client, first)
-        released = client.hget(f"ragscore:run:{first}:meta", "items_in")
+        ttls = _ttls(client, run_id)
+        released = client.hget(f"ragscore:run:{run_id}:meta", "items_in")
     assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
     assert released is None
