@@ -25,6 +25,7 @@ from ragscore_workers.acl import (
     STORE_READS,
     Role,
     broker_role,
+    lacking,
 )
 from ragscore_workers.app import configure
 from ragscore_workers.errors import BrokerError, ConfigError
@@ -326,8 +327,6 @@ def workers_not_asked(client: redis.Redis, broker_url: str, error: redis.RedisEr
     """That the workers could not be asked (Celery's remote control, refused ``error``) with the broker's user at
     ``broker_url`` (its password hidden): what that user lacks and the ACL rule to add (:data:`.acl.CONTROL_REPLIES`,
     probed with ``client``), or ``error`` where the probe cannot tell."""
-    from ragscore_workers.acl import CONTROL_REPLIES, lacking
-
     why = lacking(client, (CONTROL_REPLIES,)) or str(error)
     return f"the workers could not be asked with the broker's Redis at {redact_url(broker_url)} ({why})"
 
