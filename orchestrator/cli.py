@@ -880,6 +880,7 @@ def status(
     from .queues import (
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
+        HeldMessages,
         held_messages,
         queued_ahead,
         queued_message,
@@ -931,8 +932,8 @@ def status(
                 view.set_unserved({q: unserved_message(q, n, embedded, broker) for q, n in unserved.items()})
                 # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
                 # queues say how to go on (no worker of its lane would ever take the held messages back)
-                orphans = [] if embedded else held_messages(checks, run_id).orphans
-                view.set_orphans(run_id, orphans, get_settings().visibility_timeout_s)
+                found = HeldMessages(held=0, orphans=[]) if embedded else held_messages(checks, run_id)
+                view.set_orphans(run_id, found.orphans, get_settings().visibility_timeout_s, found.finishing)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
             if not apart_broker:  # the store's Redis: the command fails
                 raise

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -21,6 +21,7 @@ from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.settings import get_settings
+from ragscore_workers.stopping import stopping_workers
 from ragscore_workers.store import RunStore, work_began
 
 from .terminal import resume_command, worker_command
@@ -30,6 +31,7 @@ __all__ = [
     "QUEUED_CHECK_S",
     "RECENTLY_TAKEN_S",
     "Ahead",
+    "Finishing",
     "HeldMessages",
     "Orphan",
     "broker_idle",
@@ -68,6 +70,19 @@ class Orphan:
 
 
 @dataclass(frozen=True)
+class Finishing:
+    """A message of the run held by a worker in its warm shutdown (:mod:`ragscore_workers.stopping`), which answers
+    no ``inspect`` while it finishes its tasks: not an orphan."""
+
+    #: The stopping worker's name (Celery's hostname, ``cpu@host``).
+    worker: str
+    #: The queue it was taken from.
+    queue: str
+    #: The rows its chunk carries (0 for a bookkeeping task).
+    items: int
+
+
+@dataclass(frozen=True)
 class HeldMessages:
     """The run's messages delivered to workers and not acknowledged (kombu's ``unacked`` hash)."""
 
@@ -79,6 +94,8 @@ class HeldMessages:
     #: Held messages no live worker lists that were delivered less than ``ORPHAN_SETTLED_S`` ago: orphans once
     #: settled, unless their worker lists them by then.
     unsettled: int = 0
+    #: Those a worker that is stopping cleanly is finishing (it lists none while it does).
+    finishing: list[Finishing] = field(default_factory=list)
 
 
 #: Seconds after its delivery before a message no live worker lists is called orphaned (a worker lists what it
@@ -91,7 +108,8 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
 
     A message is the run's only if its headers name the run (a shape we do not know counts as held by a live
     worker). Live workers are asked (1 s) only when the run has held messages. A message delivered less than
-    ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet)."""
+    ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet), nor one a worker that is stopping
+    cleanly says it is finishing (``finishing``: it answers no ``inspect`` meanwhile)."""
     held: dict[str, tuple[str, dict[str, Any], str]] = {}  # delivery tag -> (task id, message, queue)
     for tag, raw in store.broker.hgetall("unacked").items():
         if run_id not in raw:
@@ -110,11 +128,16 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     for tag in held:
         pipe.zscore("unacked_index", tag)
     now = time.time()
-    unlisted = [(at, message, queue) for (task_id, message, queue), at in zip(held.values(), pipe.execute(),
-                strict=True) if task_id not in live]  # fmt: skip
+    stopping = {task_id: worker for worker, ids in stopping_workers(store.broker).items() for task_id in ids}
+    unlisted, finishing = [], []
+    for (task_id, message, queue), at in zip(held.values(), pipe.execute(), strict=True):
+        if task_id in stopping:
+            finishing.append(Finishing(stopping[task_id], queue, _rows_of(message)))
+        elif task_id not in live:
+            unlisted.append((at, message, queue))
     orphans = [Orphan(at, queue, _rows_of(message)) for at, message, queue in unlisted
                if at is not None and now - at >= ORPHAN_SETTLED_S]  # fmt: skip
-    return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(orphans))
+    return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(orphans), finishing=finishing)
 
 
 def _rows_of(message: dict[str, Any]) -> int:

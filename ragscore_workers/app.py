@@ -11,7 +11,7 @@ import threading
 from urllib.parse import urlsplit
 
 from celery import Celery
-from celery.signals import celeryd_init, worker_init, worker_process_shutdown
+from celery.signals import celeryd_init, worker_init, worker_process_shutdown, worker_ready, worker_shutdown
 from kombu import Exchange, pools
 from kombu import Queue as KombuQueue
 from kombu.utils.url import parse_url
@@ -162,3 +162,28 @@ def _stop_sandbox_helpers(**_: object) -> None:
     from .sandbox.slots import stop_all_helpers
 
     stop_all_helpers()
+
+
+#: Set at ``worker_shutdown``: the thread that says this worker is stopping (:mod:`.stopping`) deletes its key and ends.
+_stopped = threading.Event()
+_stop_watch: list[threading.Thread] = []
+
+
+@worker_ready.connect
+def _say_when_stopping(sender: object = None, **_: object) -> None:
+    """A worker in its warm shutdown, which answers no ``inspect``, says which tasks it is finishing
+    (:func:`~.stopping.watch_for_stop`): ``ragscore status`` does not read them as held by a worker that was killed."""
+    from .stopping import watch_for_stop
+    from .store import redis_client
+
+    hostname, broker = getattr(sender, "hostname", None), app.conf.broker_url
+    if hostname and broker and broker.startswith(("redis", "socket://", "unix://")):
+        _stop_watch.append(watch_for_stop(redis_client(broker), str(hostname), _stopped))
+
+
+@worker_shutdown.connect
+def _said_stopped(**_: object) -> None:
+    """The worker's tasks are done: its stopping key goes (:func:`_say_when_stopping`)."""
+    _stopped.set()
+    for thread in _stop_watch:
+        thread.join(timeout=2.0)

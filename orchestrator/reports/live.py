@@ -32,7 +32,7 @@ from ..progress import IDLE_NOTE_S, WINDOW_S, RecentRate, at_least, fmt_duration
 from ..terminal import results_command, resume_command, shown
 
 if TYPE_CHECKING:
-    from ..queues import Orphan
+    from ..queues import Finishing, Orphan
 
 __all__ = ["Sample", "StatusView", "fmt_duration", "resume_hint", "sample", "scored_text"]
 
@@ -105,6 +105,8 @@ class StatusView:
         #: The run's messages held by workers that are gone, at the last check, and the run they are of.
         self.orphans: Sequence[Orphan] = ()
         self._orphans_of = ""
+        #: The run's messages held by workers stopping cleanly, which finish them (and answer no ``inspect`` meanwhile).
+        self.finishing: Sequence[Finishing] = ()
         #: Seconds after its delivery that Redis hands an orphaned message to another worker.
         self.visibility_s = 0.0
         #: The ended run's current summary, once written: its counts are what ``results`` reports.
@@ -114,10 +116,32 @@ class StatusView:
         #: Why the broker's notes (what waits, unserved queues, orphans) are not shown: its Redis did not answer.
         self.broker_note = ""
 
-    def set_orphans(self, run_id: str, orphans: Sequence[Orphan], visibility_s: float) -> None:
+    def set_orphans(
+        self, run_id: str, orphans: Sequence[Orphan], visibility_s: float, finishing: Sequence[Finishing] = ()
+    ) -> None:
         """The run's messages held by workers that are gone (``queues.held_messages``), replacing the last check's:
-        their work waits for the visibility timeout, so the queues they hold, and the run, end no sooner."""
+        their work waits for the visibility timeout, so the queues they hold, and the run, end no sooner. ``finishing``:
+        those held by workers stopping cleanly, which finish them first (no crash: said apart)."""
         self.orphans, self._orphans_of, self.visibility_s = orphans, run_id, visibility_s
+        self.finishing = finishing
+
+    @property
+    def finishing_lines(self) -> list[str]:
+        """Per worker stopping cleanly, what of the run it finishes before it exits (none once the run ended)."""
+        if self.meta.get("state") in RunState.DONE:
+            return []
+        by_worker: dict[str, dict[str, int]] = {}
+        for f in self.finishing:
+            queues = by_worker.setdefault(f.worker, {})
+            queues[f.queue] = queues.get(f.queue, 0) + f.items
+        lines = []
+        for worker, items in by_worker.items():
+            held = sum(items.values())
+            where = ", ".join(f"{thousands(n)} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
+            lines.append(f"{counted(held, 'item')} of this run ({where}) {agree(held, 'is', 'are')} being finished by "
+                         f"worker {worker}, which is stopping: it takes no more work, and exits once "
+                         f"{agree(held, 'it is', 'they are')} done")  # fmt: skip
+        return lines
 
     def _back_at(self, queue: str | None = None) -> float | None:
         """When (epoch seconds) Redis has handed back every orphaned message (of ``queue``; None: of any queue):
@@ -384,6 +408,7 @@ class StatusView:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {thousands(self.samples[-1].judge_calls)} calls"
         lines = [Text(f"Warning: {w}", style="yellow") for w in self.warnings]
+        lines += [Text(line) for line in self.finishing_lines]
         if self.broker_note:
             lines.append(Text(f"{self.broker_note}: what waits on its queues, and which workers serve them, is not "
                               "shown", style="yellow"))  # fmt: skip
@@ -395,8 +420,10 @@ class StatusView:
         waiting = self._waiting(counters, now)
         if waiting:
             lines.append(Text(waiting))
-        # else the warning above says why, and until when; a run queued behind others is waiting its turn
-        if self.stalled(now) and self._held_back(now) is None and not self.queued and not waiting:
+        # else the warning above says why, and until when; a run queued behind others is waiting its turn; a worker
+        # stopping cleanly is finishing its items
+        explained = self._held_back(now) is not None or self.queued or waiting or self.finishing
+        if self.stalled(now) and not explained:
             idle = fmt_duration(self.idle_s(now))
             lines.append(Text(
                 f"no progress for {idle}: if the `ragscore run` that started it was stopped (an embedded "

@@ -678,3 +678,27 @@ def test_a_model_still_loading_is_said_while_another_queue_scores() -> None:
 
     assert "embed: loading all-MiniLM-L6-v2 on cuda (1m30s)" in said(0), said(0)
     assert "loading" not in said(40), said(40)
+
+
+def test_items_a_worker_stopping_cleanly_finishes_are_said_so_not_a_crash_nor_no_progress() -> None:
+    """A worker in its warm shutdown answers no ``inspect``: its items read as "held by a worker that stopped (killed,
+    or its host lost)". Held by one that says it is stopping (``queues.Finishing``), they are said to be finished by it,
+    per worker, and a run idle while they are is not said to make "no progress"."""
+    from orchestrator.queues import Finishing
+
+    view = StatusView(SUITE_META | {"progress_at": "1020"})
+    view.add(Sample(1200.0, _progress(550, 120)))
+    finishing = [Finishing("cpu-1@a", "cpu", 25), Finishing("cpu-1@a", "cpu", 25), Finishing("judge-1@b", "judge", 1)]
+    view.set_orphans("run-x", [], 900.0, finishing)
+    console = Console(record=True, width=400)
+    console.print(view.render("run-x"))
+    text = " ".join(console.export_text().split())
+    assert "50 items of this run (50 on cpu) are being finished by worker cpu-1@a, which is stopping: it takes no " \
+           "more work, and exits once they are done" in text, text  # fmt: skip
+    assert "1 item of this run (1 on judge) is being finished by worker judge-1@b" in text and "once it is done" in text
+    assert "held by a worker that stopped" not in text and "no progress" not in text, text
+    view.set_orphans("run-x", [], 900.0)  # it exited: its items were done (or it was killed: an orphan then)
+    console = Console(record=True, width=400)
+    console.print(view.render("run-x"))
+    text = console.export_text()
+    assert "being finished" not in text and "no progress" in text, text

@@ -1,0 +1,93 @@
+"""A worker stopped cleanly (SIGTERM: Celery's warm shutdown) finishes what it holds: ``ragscore status`` says so, and
+calls held by a worker that stopped only the messages of one killed (kill -9)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from rich.console import Console
+
+from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
+from orchestrator.reports.live import StatusView, sample
+from orchestrator.runner import connect, submit
+from orchestrator.suite import load_suite
+from ragscore_workers.stopping import STOPPING_PREFIX
+
+from ..support import RedisProcess, WorkerProcess, until, write_jsonl
+
+pytestmark = pytest.mark.integration
+
+#: Seconds each row's metric takes: the worker holds its message past ORPHAN_SETTLED_S while it stops.
+SLEEP_S = 12.0
+
+
+def _status(store, run_id: str) -> str:  # type: ignore[no-untyped-def]
+    """What ``ragscore status RUN`` says of the run's held messages now (as its consumer check sets them)."""
+    found = held_messages(store, run_id)
+    view = StatusView(store.meta(run_id))
+    view.add(sample(store, run_id, time.time()))
+    view.set_orphans(run_id, found.orphans, 900.0, found.finishing)
+    console = Console(record=True, width=400)
+    console.print(view.render(run_id))
+    return " ".join(console.export_text().split())
+
+
+def _celery_main(worker: WorkerProcess) -> psutil.Process:
+    assert worker.proc is not None
+    (main,) = psutil.Process(worker.proc.pid).children()
+    return main
+
+
+def _started(store, run_id: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a worker holds one of the run's messages."""
+    return held_messages(store, run_id).held > 0
+
+
+def _says_who_holds(said: list[str], text: str) -> bool:
+    """Keep ``text`` in ``said`` where it says the item is held by a stopping worker, or by one that stopped."""
+    said[0] = text
+    return "being finished by worker" in text or "held by a worker that stopped" in text
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "kill"])
+def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hold_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    """A second after a clean SIGTERM, status read the worker's items as "held by a worker that stopped (killed, or
+    its host lost)": in its warm shutdown a worker answers no ``inspect`` while it finishes them."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
+    try:
+        store = connect(server.url)
+        rows = [{"id": "q0", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 1000}}]
+        suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}})
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store).run_id
+        worker.start()
+        assert until(lambda: _started(store, run_id), 240), "the worker never took the run's message"
+        time.sleep(ORPHAN_SETTLED_S + 1)  # held long enough to be called orphaned if its worker does not list it
+        assert worker.proc is not None
+        if stop == "sigterm":
+            worker.proc.send_signal(signal.SIGTERM)  # `ragscore worker` stops its Celery worker warm
+        else:
+            _celery_main(worker).send_signal(signal.SIGKILL)
+        said = [""]  # the first status that says who holds the item
+        assert until(lambda: _says_who_holds(said, _status(store, run_id)), 30), said
+        said = said[0]
+        if stop == "sigterm":
+            assert "1 item of this run (1 on cpu) is being finished by worker cpu" in said, said
+            assert "which is stopping" in said and "held by a worker that stopped" not in said, said
+            assert worker.proc.wait(60) == 0
+            assert until(lambda: not store.broker.keys(f"{STOPPING_PREFIX}*"), 10), "its key outlived it"
+            assert "being finished" not in _status(store, run_id)
+        else:
+            assert "1 item of this run (1 on cpu; 1 message) is held by a worker that stopped" in said, said
+            assert "being finished" not in said, said
+    finally:
+        worker.stop()
+        server.stop()
