@@ -83,7 +83,8 @@ class ProgressView(Protocol):
     ``queued(text)``, told while no worker has begun the run's attempt that other runs' messages wait ahead of it
     (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown as the idle note
     would be, in its place (no ETA; the rich bar's note line under the bar): a run queued behind another run is
-    waiting its turn, not stalled."""
+    waiting its turn, not stalled. ``held(text)``: told, while no progress is made, what of the run a worker that is
+    gone holds and when the run sends it again ("" once progress is made), said after its "no progress"."""
 
     def start(self, run_id: str) -> None: ...
     def update(self, counters: dict[str, int], final: bool = False) -> None: ...
@@ -100,6 +101,12 @@ def _hook(view: object, name: str) -> Callable[[str], None]:
 def note_of(view: object) -> Callable[[str], None]:
     """The view's ``note`` (what happens before and after scoring), or a no-op (:func:`_hook`)."""
     return _hook(view, "note")
+
+
+def held_of(view: object) -> Callable[[str], None]:
+    """The view's ``held`` (what of a stalled run a worker that is gone holds, and when it is sent again), or a no-op
+    (:func:`_hook`)."""
+    return _hook(view, "held")
 
 
 def queued_of(view: object) -> Callable[[str], None]:
@@ -333,6 +340,8 @@ class _Rate:
 
     def __init__(self) -> None:
         self.started = self.changed = time.monotonic()
+        #: What a worker that is gone holds, and when it is sent again (the view's ``held``): said after "no progress".
+        self.held = ""
         self.base: dict[str, int] | None = None
         self.last: tuple[int, int, int] = (-1, -1, -1)
         #: ``work_ms`` when work was last seen (a unit done, a judge or target call sent); None before the stamp.
@@ -426,7 +435,7 @@ class _Rate:
         idle = max(time.monotonic() - self.changed, _load_s(counters))
         if idle < self.idle_after:
             return ""
-        return wait_note(counters) or f"no progress for {idle:.0f} s"
+        return wait_note(counters) or f"no progress for {idle:.0f} s" + (f"; {self.held}" if self.held else "")
 
 
 #: The bar's width at most, and at least: narrower, it is left out (the percent beside it says as much).
@@ -554,6 +563,10 @@ class RichProgress:
             self.note(text)
         self.behind = text
 
+    def held(self, text: str) -> None:
+        """Said after the idle note (:meth:`_Rate.idle_note`)."""
+        self.rate.held = text
+
     def note(self, text: str) -> None:
         self.console.print(f"[ragscore] {text}", markup=False, highlight=False)
 
@@ -612,6 +625,10 @@ class PlainProgress:
 
     def queued(self, text: str) -> None:
         self.behind = text
+
+    def held(self, text: str) -> None:
+        """Said after the idle note (:meth:`_Rate.idle_note`)."""
+        self.rate.held = text
 
     def note(self, text: str) -> None:
         self._print(f"[ragscore] {shown(text)}")

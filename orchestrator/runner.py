@@ -85,11 +85,12 @@ from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, run_process_alive
 from .estimate import RunCount, judge_calls_planned
 from .out_claim import claim_out_dir
-from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, loading, note_of, queued_of
+from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, held_of, loading, note_of, queued_of
 from .queues import (
     Orphan,
     broker_idle,
     held_by_live_workers,
+    held_messages,
     queued_ahead,
     queued_message,
     queued_messages,
@@ -671,6 +672,16 @@ def _warn_unserved(store: RunStore, run_id: str, warned: set[str], broker: str |
         log.warning("run %s: %s", run_id, unserved_message(queue, waiting, broker=broker))
 
 
+def _held_note(store: RunStore, run_id: str, resending_after: float) -> str:
+    """What of the run workers that are gone hold, and when it is sent again (the log's ``resending_after``); ""
+    for none."""
+    orphans = held_messages(store, run_id).orphans
+    if not orphans:
+        return ""
+    held = counted(len(orphans), "message")
+    return f"{held} held by a worker that is gone, sent again at {resending_after:.0f} s without progress"
+
+
 def wait(
     store: RunStore,
     run_id: str,
@@ -721,6 +732,7 @@ def wait(
     aggregating_said = False
     recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
     queued, queued_checked = queued_of(progress), -math.inf  # other runs' messages ahead, and when last read
+    held, held_said = held_of(progress), False  # what workers that are gone hold: said after "no progress"
     shows_queued = callable(getattr(progress, "queued", None))  # else nobody is told: no reading the queues for it
     progress.start(run_id)  # its stop() in the finally below (a notebook's sys.stderr given back)
     try:
@@ -764,14 +776,21 @@ def wait(
                 # a worker loading its model (up to LOAD_NOTED_S) is at work, not stalled
                 if counters.get("done", 0) != last_done or state == RunState.SUBMITTING or loading(counters):
                     last_done, last_change, idle_checks = counters.get("done", 0), time.monotonic(), 0
+                    if held_said:
+                        held("")
+                        held_said = False
                 else:
                     now = time.monotonic()
-                    if now - last_change > consumer_check_s and now - last_consumer_check > consumer_check_s:
-                        last_consumer_check = now
-                        _warn_unserved(store, run_id, warned, broker)
                     limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
                     if state == RunState.CANCELLED:  # nothing but skipping was left: idle, only its summary is missing
                         limit = min(limit, CANCELLED_STALL_S)
+                    if now - last_change > consumer_check_s and now - last_consumer_check > consumer_check_s:
+                        last_consumer_check = now
+                        _warn_unserved(store, run_id, warned, broker)
+                        if state != RunState.CANCELLED:  # a cancelled run's work is never sent again
+                            text = _held_note(store, run_id, limit)
+                            held(text)
+                            held_said = bool(text)
                     # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
                     if now - last_change > limit and broker_idle(store, run_id, orphans_said, ignore=(
                             unserved_queues(store, run_id) if state == RunState.CANCELLED else ()),
@@ -793,6 +812,8 @@ def wait(
                                 recovering = True  # until it returns: an outage may cut it off part-way
                                 resume(store, run_id, recovery=True)
                                 recovering = False
+                                held("")  # sent again: no longer waits on them
+                                held_said = False
                             last_change, idle_checks, restarted = time.monotonic(), 0, False
                 if check is not None and check():
                     restarted = True

@@ -1,8 +1,10 @@
 """A worker stopped cleanly (SIGTERM: Celery's warm shutdown) finishes what it holds: ``ragscore status`` says so, and
-calls held by a worker that stopped only the messages of one killed (kill -9)."""
+calls held by a worker that stopped only the messages of one killed (kill -9), of which the attached run's progress
+line says when they are sent again."""
 
 from __future__ import annotations
 
+import io
 import signal
 import time
 from pathlib import Path
@@ -11,11 +13,13 @@ import psutil
 import pytest
 from rich.console import Console
 
+from orchestrator.progress import PlainProgress
 from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
 from orchestrator.reports.live import StatusView, sample
-from orchestrator.runner import connect, submit
+from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.stopping import STOPPING_PREFIX
+from ragscore_workers.store import RunStore
 
 from ..support import RedisProcess, WorkerProcess, until, write_jsonl
 
@@ -47,6 +51,18 @@ def _started(store, run_id: str) -> bool:  # type: ignore[no-untyped-def]
     return held_messages(store, run_id).held > 0
 
 
+def _held_by_a_running_worker(tmp_path: Path, worker: WorkerProcess) -> tuple[RunStore, str]:
+    """A store and a run of one slow row that ``worker`` (started here) holds past ORPHAN_SETTLED_S."""
+    store = connect(worker.env["RAGSCORE_BROKER_URL"])
+    rows = [{"id": "q0", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 1000}}]
+    suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}})
+    run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store).run_id
+    worker.start()
+    assert until(lambda: _started(store, run_id), 240), "the worker never took the run's message"
+    time.sleep(ORPHAN_SETTLED_S + 1)  # held long enough to be called orphaned if its worker does not list it
+    return store, run_id
+
+
 def _says_who_holds(said: list[str], text: str) -> bool:
     """Keep ``text`` in ``said`` where it says the item is held by a stopping worker, or by one that stopped."""
     said[0] = text
@@ -64,13 +80,7 @@ def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hol
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
     worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
     try:
-        store = connect(server.url)
-        rows = [{"id": "q0", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 1000}}]
-        suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}})
-        run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store).run_id
-        worker.start()
-        assert until(lambda: _started(store, run_id), 240), "the worker never took the run's message"
-        time.sleep(ORPHAN_SETTLED_S + 1)  # held long enough to be called orphaned if its worker does not list it
+        store, run_id = _held_by_a_running_worker(tmp_path, worker)
         assert worker.proc is not None
         if stop == "sigterm":
             worker.proc.send_signal(signal.SIGTERM)  # `ragscore worker` stops its Celery worker warm
@@ -88,6 +98,30 @@ def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hol
         else:
             assert "1 item of this run (1 on cpu; 1 message) is held by a worker that stopped" in said, said
             assert "being finished" not in said, said
+    finally:
+        worker.stop()
+        server.stop()
+
+
+def test_the_progress_line_of_a_run_whose_work_a_killed_worker_holds_says_when_it_is_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a killed worker's message waits (Redis hands it back only after the visibility timeout), the attached
+    run's line said only "no progress for 25 s"; its log said when the run sends that work again."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
+    try:
+        store, run_id = _held_by_a_running_worker(tmp_path, worker)
+        _celery_main(worker).send_signal(signal.SIGKILL)  # `ragscore worker` starts another, which takes nothing
+        out = io.StringIO()
+        summary = wait(store, run_id, PlainProgress(out), timeout_s=300, stall_s=40, consumer_check_s=2)
+        assert summary.metrics["slow_exact"].n == 1
+        lines = [line for line in out.getvalue().splitlines() if "no progress for" in line]
+        said = "1 message held by a worker that is gone, sent again at 40 s without progress"
+        assert any(said in line for line in lines), lines
+        assert said not in out.getvalue().splitlines()[-1]  # done: no longer said
     finally:
         worker.stop()
         server.stop()
