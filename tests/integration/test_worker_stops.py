@@ -18,7 +18,7 @@ from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
 from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
-from ragscore_workers.stopping import STOPPING_PREFIX
+from ragscore_workers.stopping import STOPPING_INDEX, STOPPING_PREFIX, stopping_workers
 from ragscore_workers.store import RunStore
 
 from ..support import RedisProcess, WorkerProcess, until, write_jsonl
@@ -63,18 +63,25 @@ def _held_by_a_running_worker(tmp_path: Path, worker: WorkerProcess) -> tuple[Ru
     return store, run_id
 
 
+def _keep(said: list[str], text: str) -> str:
+    """``text``, kept in ``said`` too (what an assertion shows)."""
+    said[0] = text
+    return text
+
+
 def _says_who_holds(said: list[str], text: str) -> bool:
     """Keep ``text`` in ``said`` where it says the item is held by a stopping worker, or by one that stopped."""
-    said[0] = text
+    _keep(said, text)
     return "being finished by worker" in text or "held by a worker that stopped" in text
 
 
-@pytest.mark.parametrize("stop", ["sigterm", "kill"])
+@pytest.mark.parametrize("stop", ["sigterm", "kill", "sigterm-then-kill"])
 def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hold_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
 ) -> None:
     """A second after a clean SIGTERM, status read the worker's items as "held by a worker that stopped (killed, or
-    its host lost)": in its warm shutdown a worker answers no ``inspect`` while it finishes them."""
+    its host lost)": in its warm shutdown a worker answers no ``inspect`` while it finishes them. One killed while it
+    stops is said to hold them once its stopping key expires."""
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
@@ -82,19 +89,27 @@ def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hol
     try:
         store, run_id = _held_by_a_running_worker(tmp_path, worker)
         assert worker.proc is not None
-        if stop == "sigterm":
+        main = _celery_main(worker)
+        if stop.startswith("sigterm"):
             worker.proc.send_signal(signal.SIGTERM)  # `ragscore worker` stops its Celery worker warm
         else:
-            _celery_main(worker).send_signal(signal.SIGKILL)
+            main.send_signal(signal.SIGKILL)
         said = [""]  # the first status that says who holds the item
         assert until(lambda: _says_who_holds(said, _status(store, run_id)), 30), said
         said = said[0]
-        if stop == "sigterm":
+        if stop.startswith("sigterm"):
             assert "1 item of this run (1 on cpu) is being finished by worker cpu" in said, said
             assert "which is stopping" in said and "held by a worker that stopped" not in said, said
+        if stop == "sigterm":
             assert worker.proc.wait(60) == 0
-            assert until(lambda: not store.broker.keys(f"{STOPPING_PREFIX}*"), 10), "its key outlived it"
+            assert until(lambda: not stopping_workers(store.broker), 10), "its key outlived it"
+            assert not store.broker.exists(STOPPING_INDEX) and not store.broker.keys(f"{STOPPING_PREFIX}*")
             assert "being finished" not in _status(store, run_id)
+        elif stop == "sigterm-then-kill":
+            main.send_signal(signal.SIGKILL)
+            held = [""]
+            assert until(lambda: "held by a worker that stopped" in _keep(held, _status(store, run_id)), 30), held
+            assert "being finished" not in held[0], held
         else:
             assert "1 item of this run (1 on cpu; 1 message) is held by a worker that stopped" in said, said
             assert "being finished" not in said, said
