@@ -128,7 +128,7 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     for tag in held:
         pipe.zscore("unacked_index", tag)
     now = time.time()
-    stopping = {task_id: worker for worker, ids in stopping_workers(store.broker).items() for task_id in ids}
+    stopping = {task_id: worker for worker, ids in stopping_workers(store.r).items() for task_id in ids}
     unlisted, finishing = [], []
     for (task_id, message, queue), at in zip(held.values(), pipe.execute(), strict=True):
         if task_id in stopping:

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from celery import Celery
-from celery.signals import celeryd_init, worker_init, worker_process_shutdown, worker_ready, worker_shutdown
+from celery.signals import (
+    celeryd_init,
+    worker_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 from kombu import Exchange, pools
 from kombu import Queue as KombuQueue
 from kombu.utils.url import parse_url
@@ -20,6 +28,9 @@ from .errors import ConfigError
 from .limits import CONTROL_QUEUE, QUEUE_LIMITS
 from .schemas import Queue
 from .settings import get_settings, without_kombu_options
+
+if TYPE_CHECKING:
+    from .stopping import StopWatch
 
 __all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
 
@@ -164,26 +175,32 @@ def _stop_sandbox_helpers(**_: object) -> None:
     stop_all_helpers()
 
 
-#: Set at ``worker_shutdown``: the thread that says this worker is stopping (:mod:`.stopping`) deletes its key and ends.
-_stopped = threading.Event()
-_stop_watch: list[threading.Thread] = []
+#: This process's worker's :class:`~.stopping.StopWatch` (from its ``worker_ready`` to its ``worker_shutdown``).
+_stop_watches: list[StopWatch] = []
 
 
 @worker_ready.connect
 def _say_when_stopping(sender: object = None, **_: object) -> None:
-    """A worker in its warm shutdown, which answers no ``inspect``, says which tasks it is finishing
-    (:func:`~.stopping.watch_for_stop`): ``ragscore status`` does not read them as held by a worker that was killed."""
-    from .stopping import watch_for_stop
+    """A worker in its warm shutdown, which answers no ``inspect``, says in the run store which tasks it is finishing
+    (:mod:`.stopping`): ``ragscore status`` does not read them as held by a worker that was killed."""
+    from .stopping import StopWatch
     from .store import redis_client
 
-    hostname, broker = getattr(sender, "hostname", None), app.conf.broker_url
-    if hostname and broker and broker.startswith(("redis", "socket://", "unix://")):
-        _stop_watch.append(watch_for_stop(redis_client(broker), str(hostname), _stopped))
+    settings = get_settings()
+    hostname, url = getattr(sender, "hostname", None), settings.store_url or settings.broker_url
+    if hostname and url:
+        _stop_watches.append(StopWatch(redis_client(url), str(hostname)))
+
+
+@worker_shutting_down.connect
+def _stopping(**_: object) -> None:
+    """Sent from Celery's signal handler (SIGTERM, SIGINT, SIGQUIT): only sets the watch's event."""
+    for watch in _stop_watches:
+        watch.stopping()
 
 
 @worker_shutdown.connect
 def _said_stopped(**_: object) -> None:
     """The worker's tasks are done: its stopping key goes (:func:`_say_when_stopping`)."""
-    _stopped.set()
-    for thread in _stop_watch:
-        thread.join(timeout=2.0)
+    while _stop_watches:
+        _stop_watches.pop().end()

@@ -1,12 +1,16 @@
-"""A worker in its warm shutdown says so in the broker's Redis, with the tasks it is finishing.
+"""A worker in its warm shutdown says so in the run store, with the tasks it is finishing.
 
 Celery stops a worker's remote control first on a SIGTERM, then waits for the tasks it holds: for that while it
 answers no ``inspect``, and ``ragscore status`` read its messages as held by a worker that stopped (killed, or its
-host lost) though it was finishing them. From its ``worker_ready`` on, a thread of the worker's main process waits
-for the stop Celery's signal handler flags (:mod:`celery.worker.state`; nothing is done in the handler itself) and
-then keeps ``ragscore:stopping:{hostname}`` (the ids of the tasks it holds; its name in the set
-:data:`STOPPING_INDEX`) for :data:`STOPPING_TTL_S`, renewed every :data:`RENEW_S`, until it exits (the key is
+host lost) though it was finishing them. From its ``worker_ready`` on, a :class:`StopWatch` thread of the worker's main
+process waits for Celery's ``worker_shutting_down`` (sent by its signal handler, which only sets an event here) and
+then keeps a key ``ragscore:stopping:{token}`` (the worker's name and the ids of the tasks it holds; its token in the
+set :data:`STOPPING_INDEX`) for :data:`STOPPING_TTL_S`, renewed every :data:`RENEW_S`, until it exits (the key is
 deleted at ``worker_shutdown``). A worker killed while it stops stops being said to stop once the key expires.
+
+The keys are the store's (``ragscore:``, which a worker's store user may already write, a reading user read): a
+broker user limited to kombu's keys needs nothing more. Each worker process has a token of its own: two workers of
+one name (a host name reused) do not overwrite each other's tasks.
 """
 
 from __future__ import annotations
@@ -14,24 +18,24 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
-__all__ = ["RENEW_S", "STOPPING_INDEX", "STOPPING_PREFIX", "STOPPING_TTL_S", "stopping_workers", "watch_for_stop"]
+__all__ = ["RENEW_S", "STOPPING_INDEX", "STOPPING_PREFIX", "STOPPING_TTL_S", "StopWatch", "stopping_workers"]
 
 log = logging.getLogger(__name__)
 
-#: Keys ``{prefix}{hostname}``: a worker that is stopping, holding the task ids (a JSON list) it is finishing.
+#: Keys ``{prefix}{token}``: a worker that is stopping, its name and the task ids it is finishing (JSON).
 STOPPING_PREFIX = "ragscore:stopping:"
-#: A set of the names of the workers whose key may be there (each key expires on its own; the set with the last).
+#: A set of the tokens whose key may be there (each key expires on its own; the set with the last).
 STOPPING_INDEX = "ragscore:stopping"
 #: Seconds a stopping worker's key lives unless renewed: one killed while it stops is no longer said to stop by then.
 STOPPING_TTL_S = 10
 #: How often a stopping worker renews its key (and lists the tasks it still holds).
 RENEW_S = 2.0
-#: How often the watch looks whether Celery has begun the worker's shutdown.
-WATCH_EVERY_S = 0.2
 
 
 def _held_task_ids() -> list[str]:
@@ -46,54 +50,73 @@ def _held_task_ids() -> list[str]:
     return []
 
 
-def _shutting_down() -> bool:
-    """Whether Celery's signal handler flagged a warm or cold shutdown (an exit code, 0 included)."""
-    from celery.worker import state
+class StopWatch:
+    """The daemon thread of one worker that says, from :meth:`stopping` until :meth:`end`, that it is stopping.
 
-    return any(flag is not None and flag is not False for flag in (state.should_stop, state.should_terminate))
+    ``held``: the ids of the tasks it holds (default: Celery's state of this process)."""
 
+    def __init__(self, client: redis.Redis, worker: str, held: Callable[[], list[str]] = _held_task_ids) -> None:
+        self.client, self.worker, self.held = client, worker, held
+        self.key = f"{STOPPING_PREFIX}{uuid.uuid4().hex}"
+        self._stopping, self._ended = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ragscore-stopping", daemon=True)
+        self._thread.start()
 
-def watch_for_stop(client: redis.Redis, hostname: str, ended: threading.Event) -> threading.Thread:
-    """Start the daemon thread that says, once this worker is shutting down, that it is, until ``ended`` is set."""
+    def stopping(self) -> None:
+        """The worker's shutdown began (called from Celery's signal handler: it only sets an event, once: a second
+        signal does not take the event's lock again)."""
+        if not self._stopping.is_set():
+            self._stopping.set()
 
-    def watch() -> None:
-        while not ended.wait(WATCH_EVERY_S):
-            if _shutting_down():
-                break
-        key = f"{STOPPING_PREFIX}{hostname}"
-        while not ended.is_set():
+    def end(self, timeout_s: float = 2.0) -> None:
+        """The worker's tasks are done: its key goes; waits ``timeout_s`` at most for that."""
+        self._ended.set()
+        self.stopping()
+        self._thread.join(timeout_s)
+
+    def _watch(self) -> None:
+        self._stopping.wait()
+        if self._ended.is_set():  # it ended without a shutdown signal: nothing was said
+            return
+        token = self.key.removeprefix(STOPPING_PREFIX)
+        warned = False
+        while not self._ended.is_set():
             try:
-                pipe = client.pipeline(transaction=False)
-                pipe.set(key, json.dumps(_held_task_ids()), ex=STOPPING_TTL_S)
-                pipe.sadd(STOPPING_INDEX, hostname).expire(STOPPING_INDEX, STOPPING_TTL_S)
+                pipe = self.client.pipeline(transaction=False)
+                pipe.set(self.key, json.dumps({"worker": self.worker, "tasks": self.held()}), ex=STOPPING_TTL_S)
+                pipe.sadd(STOPPING_INDEX, token).expire(STOPPING_INDEX, STOPPING_TTL_S)
                 pipe.execute()
-            except redis.RedisError as exc:  # said, not raised: the worker's shutdown goes on
-                log.warning("could not record that worker %s is stopping: %s", hostname, exc)
-            ended.wait(RENEW_S)
+            except redis.RedisError as exc:  # said once, not raised: the worker's shutdown goes on
+                if not warned:
+                    log.warning("worker %s: could not record in the run store that it is stopping (status may say "
+                                "its tasks are held by a worker that stopped): %s", self.worker, exc)  # fmt: skip
+                warned = True
+            self._ended.wait(RENEW_S)
         try:
-            client.pipeline(transaction=False).delete(key).srem(STOPPING_INDEX, hostname).execute()
+            self.client.pipeline(transaction=False).delete(self.key).srem(STOPPING_INDEX, token).execute()
         except redis.RedisError:
             pass  # they expire
-
-    thread = threading.Thread(target=watch, name="ragscore-stopping", daemon=True)
-    thread.start()
-    return thread
 
 
 def stopping_workers(client: redis.Redis) -> dict[str, set[str]]:
     """The workers that say they are stopping, each with the ids of the tasks it is finishing (from the index, not a
     scan of the keyspace: a store of millions of keys is read in two round trips)."""
-    names = sorted(n.decode() if isinstance(n, bytes) else str(n) for n in client.smembers(STOPPING_INDEX))
-    if not names:
+    tokens = sorted(t.decode() if isinstance(t, bytes) else str(t) for t in client.smembers(STOPPING_INDEX))
+    if not tokens:
         return {}
-    raws = client.mget([f"{STOPPING_PREFIX}{name}" for name in names])
-    return {name: ids for name, raw in zip(names, raws, strict=True) if (ids := _ids(raw)) is not None}
+    found: dict[str, set[str]] = {}
+    for raw in client.mget([f"{STOPPING_PREFIX}{token}" for token in tokens]):
+        if (said := _said(raw)) is not None:
+            found.setdefault(said[0], set()).update(said[1])
+    return found
 
 
-def _ids(raw: Any) -> set[str] | None:
-    """A key's task ids (None: gone since it was listed, or not a list of ids)."""
+def _said(raw: Any) -> tuple[str, set[str]] | None:
+    """A key's worker and task ids (None: gone since it was listed, or not of that shape)."""
     try:
-        ids = json.loads(raw) if raw is not None else None
+        said = json.loads(raw) if raw is not None else None
     except ValueError:
         return None
-    return {str(i) for i in ids} if isinstance(ids, list) else None
+    if not isinstance(said, dict) or not isinstance(said.get("tasks"), list):
+        return None
+    return str(said.get("worker")), {str(i) for i in said["tasks"]}

@@ -5,6 +5,7 @@ line says when they are sent again."""
 from __future__ import annotations
 
 import io
+import logging
 import signal
 import time
 from pathlib import Path
@@ -18,8 +19,8 @@ from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
 from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
-from ragscore_workers.stopping import STOPPING_INDEX, STOPPING_PREFIX, stopping_workers
-from ragscore_workers.store import RunStore
+from ragscore_workers.stopping import RENEW_S, STOPPING_INDEX, STOPPING_PREFIX, StopWatch, stopping_workers
+from ragscore_workers.store import RunStore, redis_client
 
 from ..support import RedisProcess, WorkerProcess, until, write_jsonl
 
@@ -75,17 +76,27 @@ def _says_who_holds(said: list[str], text: str) -> bool:
     return "being finished by worker" in text or "held by a worker that stopped" in text
 
 
-@pytest.mark.parametrize("stop", ["sigterm", "kill", "sigterm-then-kill"])
+#: A broker user limited to kombu's keys, the queues and Celery's (no ``ragscore:`` key: the store's user has those).
+_BROKER_USER = "broker on >pw ~cpu* ~control* ~_kombu.* ~unacked* ~*.reply.celery.pidbox* ~celery-* &* +@all"
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "kill", "sigterm-then-kill", "sigterm-least-privilege-broker"])
 def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hold_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
 ) -> None:
     """A second after a clean SIGTERM, status read the worker's items as "held by a worker that stopped (killed, or
     its host lost)": in its warm shutdown a worker answers no ``inspect`` while it finishes them. One killed while it
-    stops is said to hold them once its stopping key expires."""
+    stops is said to hold them once its stopping key expires. A broker user that may not write ``ragscore:`` keys
+    (a store of its own user) needs no more: the worker says it is stopping in the store."""
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
-    server = RedisProcess(tmp_path / "redis").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    least = stop.endswith("least-privilege-broker")
+    server = RedisProcess(tmp_path / "redis", *(("--user", *_BROKER_USER.split()) if least else ())).start()
+    broker = f"redis://broker:pw@127.0.0.1:{server.port}/0" if least else server.url
+    worker = WorkerProcess(broker, "cpu", tmp_path / "home", concurrency=1)
     worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
+    if least:
+        monkeypatch.setenv("RAGSCORE_STORE_URL", server.url)
+        worker.env["RAGSCORE_STORE_URL"] = server.url
     try:
         store, run_id = _held_by_a_running_worker(tmp_path, worker)
         assert worker.proc is not None
@@ -100,10 +111,10 @@ def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hol
         if stop.startswith("sigterm"):
             assert "1 item of this run (1 on cpu) is being finished by worker cpu" in said, said
             assert "which is stopping" in said and "held by a worker that stopped" not in said, said
-        if stop == "sigterm":
+        if stop.startswith("sigterm") and stop != "sigterm-then-kill":
             assert worker.proc.wait(60) == 0
-            assert until(lambda: not stopping_workers(store.broker), 10), "its key outlived it"
-            assert not store.broker.exists(STOPPING_INDEX) and not store.broker.keys(f"{STOPPING_PREFIX}*")
+            assert until(lambda: not stopping_workers(store.r), 10), "its key outlived it"
+            assert not store.r.exists(STOPPING_INDEX) and not store.r.keys(f"{STOPPING_PREFIX}*")
             assert "being finished" not in _status(store, run_id)
         elif stop == "sigterm-then-kill":
             main.send_signal(signal.SIGKILL)
@@ -139,4 +150,32 @@ def test_the_progress_line_of_a_run_whose_work_a_killed_worker_holds_says_when_i
         assert said not in out.getvalue().splitlines()[-1]  # done: no longer said
     finally:
         worker.stop()
+        server.stop()
+
+
+def test_a_stop_watch_its_user_may_not_write_warns_once_and_ends_two_of_one_name_keep_their_own_tasks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker whose store user may not write its stopping key says so once (not every renewal) and stops as fast;
+    two workers of one name (a host name reused) each keep their own tasks said, and one's exit leaves the other's."""
+    server = RedisProcess(tmp_path / "redis", "--user", *_BROKER_USER.split()).start()
+    try:
+        refused = StopWatch(redis_client(f"redis://broker:pw@127.0.0.1:{server.port}/0"), "cpu-1@vm", lambda: ["t0"])
+        with caplog.at_level(logging.WARNING, logger="ragscore_workers.stopping"):
+            refused.stopping()
+            assert until(lambda: caplog.records, 30), "no warning"
+            time.sleep(RENEW_S * 1.5)  # a renewal or more, refused again: not said again
+            refused.end(timeout_s=30)
+        assert not refused._thread.is_alive()
+        assert len(caplog.records) == 1 and "could not record in the run store" in caplog.text, caplog.text
+        client = redis_client(server.url)
+        first, second = (StopWatch(client, "cpu-1@vm", lambda t=t: [t]) for t in ("t1", "t2"))
+        first.stopping()
+        second.stopping()
+        assert until(lambda: stopping_workers(client) == {"cpu-1@vm": {"t1", "t2"}}, 30), stopping_workers(client)
+        first.end(timeout_s=30)
+        assert stopping_workers(client) == {"cpu-1@vm": {"t2"}}
+        second.end(timeout_s=30)
+        assert stopping_workers(client) == {} and not client.keys(f"{STOPPING_PREFIX}*")
+    finally:
         server.stop()
