@@ -664,6 +664,7 @@ def _dry_run(  # type: ignore[no-untyped-def]
     (``--judge-threads``, else the default). Exits as the run would stop for what is known in advance: 2 where it
     would be refused or stop before scoring, else 1 where a metric would score no item (no row has a field it needs)."""
     from .embedded_redis import EmbeddedRedis
+    from .encode_rates import measured_rate
     from .estimate import estimate_run, looks_up_caches
     from .gates import system_note
     from .reports.console import print_estimate
@@ -680,6 +681,9 @@ def _dry_run(  # type: ignore[no-untyped-def]
                 err.print(f"caches not looked up: {exc}", soft_wrap=True)
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
+    if estimate.embed is not None:  # the rate the latest runs like it measured, where there are some
+        mode = "cluster" if cluster else "embedded"
+        estimate.embed.measured = measured_rate(get_settings().home, resolved.suite.embedding, mode)
     threads = None if cluster else judge_threads or POOL_DEFAULTS["judge"].concurrency  # a cluster's: unknown
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
     if judge_threads is not None and not cluster and not estimate.units.get("judge"):

@@ -11,7 +11,8 @@ re-run would not pay for them.
 
 For the embedding metrics it counts the distinct texts a run would encode, those already in the embedding cache apart
 where their cache key is known without the model (:func:`ragscore_workers.embedding.known_namespace`), and the time
-their words take at :data:`ASSUMED_ENCODE_WORDS_PER_S`, an assumption, not a measure of this host. A long context is
+they take: at the texts a second the latest runs of the same model, device and mode measured where there are some
+(:mod:`.encode_rates`), else at :data:`ASSUMED_ENCODE_WORDS_PER_S` words, an assumption. A long context is
 counted as the windows a run encodes (and looks up) where the cache holds the model's note
 (:func:`ragscore_workers.embedding.noted_encoder`: its piece limit and tokenizer, no model loaded), else whole.
 
@@ -43,6 +44,7 @@ from ragscore_workers.providers.factory import judge_identity, judge_key_env
 from ragscore_workers.schemas import EmbeddingConfig, Row, Suite, TargetConfig
 
 from .datasets import RowError, scan_dataset
+from .encode_rates import MeasuredRate
 from .floors import in_flight_rounds, pace_minutes, window_minutes
 from .suite import QUEUE_ORDER, ResolvedSuite
 
@@ -92,6 +94,9 @@ class EmbedTally:
     #: Texts the targets fill, one per item and field (its answer; its reply's contexts counted as one): each its own
     #: reply, none cached, :data:`ASSUMED_FILLED_WORDS` words each. Not in ``texts``.
     filled: int = 0
+    #: What the latest runs like this one measured (:func:`~.encode_rates.measured_rate`; None: none, the rate is
+    #: assumed).
+    measured: MeasuredRate | None = None
 
     @property
     def to_encode(self) -> int:
@@ -102,6 +107,12 @@ class EmbedTally:
     def assumed_s(self) -> float:
         """Seconds their encoding takes at :data:`ASSUMED_ENCODE_WORDS_PER_S` (an assumption)."""
         return (self.words + self.filled * ASSUMED_FILLED_WORDS) / ASSUMED_ENCODE_WORDS_PER_S
+
+    @property
+    def estimated_s(self) -> float:
+        """Seconds their encoding takes: at the :attr:`measured` texts a second where runs measured one, else
+        :attr:`assumed_s`."""
+        return self.assumed_s if self.measured is None else self.to_encode / self.measured.texts_per_s
 
     def busy_s(self, load: float, cores: int) -> float:
         """:attr:`assumed_s` on a machine whose load average is ``load`` on ``cores``: the encode's threads (one a

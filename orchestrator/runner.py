@@ -83,6 +83,7 @@ from .datasets import (
 )
 from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, run_process_alive
+from .encode_rates import record_rate
 from .estimate import RunCount, judge_calls_planned
 from .out_claim import claim_out_dir
 from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, held_of, loading, note_of, queued_of
@@ -1358,7 +1359,11 @@ def run(
     def finish(store: RunStore, run_id: str) -> RunSummary:
         say(f"writing the reports to {out_dir}/")
         # a cluster's store is its team's, kept RAGSCORE_RUN_TTL_S; an embedded one keeps what out_dir does not
-        return write_results(store, run_id, out_dir, given_broker, caller=caller, release=out_kept and not broker)
+        summary = write_results(store, run_id, out_dir, given_broker, caller=caller, release=out_kept and not broker)
+        if (suite := resolved or resumed) is not None:  # what its embed workers measured, for later dry runs
+            mode = "cluster" if broker else "embedded"
+            record_rate(settings.home, suite.suite.embedding, mode, summary.embedding)
+        return summary
 
     # DIR is this process's from before its checks to its reports: a run started at the same instant into it
     # would pass the checks too (DIR/run.json names a run only once it validated)

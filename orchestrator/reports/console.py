@@ -27,7 +27,7 @@ from ragscore_workers.schemas import (
     target_name,
 )
 
-from ..estimate import EmbedTally, Estimate
+from ..estimate import ASSUMED_ENCODE_WORDS_PER_S, EmbedTally, Estimate
 from ..terminal import TerminalConsole, compare_command, resume_command
 from .live import fmt_duration, scored_text
 
@@ -599,7 +599,7 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
     ``load``: this machine's load average and cores (None: read them, :func:`~orchestrator.estimate.host_load`)."""
     from ragscore_workers.embedding import DEFAULT_MODEL
 
-    from ..estimate import ASSUMED_ENCODE_WORDS_PER_S, ASSUMED_FILLED_WORDS, host_load
+    from ..estimate import ASSUMED_FILLED_WORDS, host_load
 
     tally = estimate.embed
     assert tally is not None
@@ -610,12 +610,10 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
         line += (f" ({thousands(tally.filled)} of them the targets' replies: an answer, and a reply's contexts as one "
                  f"text, per item; {ASSUMED_FILLED_WORDS} words each assumed)")  # fmt: skip
     if tally.to_encode:
-        took = "under a second" if tally.assumed_s < 1 else f"about {fmt_duration(tally.assumed_s)}"
-        line += (f": {took} (an assumption, not a measure: "
-                 f"{thousands(ASSUMED_ENCODE_WORDS_PER_S)} words/s, all-MiniLM-L6-v2 on two laptop CPU cores; a GPU "
-                 "is many times faster), plus the model's load (about 5 s on a laptop CPU)")  # fmt: skip
+        took = "under a second" if tally.estimated_s < 1 else f"about {fmt_duration(tally.estimated_s)}"
+        line += f": {took} ({_encode_rate(tally, suite)}), plus the model's load (about 5 s on a laptop CPU)"
         load = load or host_load()
-        if load is not None and load[0] > load[1]:
+        if load is not None and load[0] > load[1] and tally.busy_s(*load) > tally.estimated_s:
             line += (f"; this machine is busy (load average {load[0]:.1f} on {counted(load[1], 'core')}): at least "
                      f"{fmt_duration(tally.busy_s(*load))} where its embed workers run here, at the share of a core "
                      "each of its threads gets among the others (more where the run's other workers take theirs "
@@ -626,11 +624,26 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
             "the embedding cache was not looked up (no run store reachable, the suite's embedding cache off, "
             "or a model whose cache key needs it loaded: only a packaged model in fp32 is looked up)"
         )
-    if tally.to_encode and suite.embedding.model.split("/")[-1].lower() != DEFAULT_MODEL.lower():
+    other_model = suite.embedding.model.split("/")[-1].lower() != DEFAULT_MODEL.lower()
+    if tally.to_encode and tally.measured is None and other_model:
         notes.append(f"the assumed words/s are all-MiniLM-L6-v2's: {suite.embedding.model} is slower if it is larger")
     if tally.filled:
         notes.append("a reply with several contexts encodes each: more than counted")
     return f"{line}; {'; '.join(notes)}."
+
+
+def _encode_rate(tally: EmbedTally, suite: Suite) -> str:
+    """The rate the dry run's encode time is at: measured on the latest runs of the suite's model and device (in this
+    mode), else assumed."""
+    rate = tally.measured
+    if rate is None:
+        return (f"assumed: {thousands(ASSUMED_ENCODE_WORDS_PER_S)} words/s, no earlier run of {suite.embedding.model} "
+                f"on device {suite.embedding.device} measured one: all-MiniLM-L6-v2 on two laptop CPU cores; a GPU is "
+                "many times faster")  # fmt: skip
+    runs = "run" if rate.runs == 1 else f"{rate.runs} runs"
+    config = suite.embedding
+    return (f"measured on your last {runs}: {rate.texts_per_s:,.1f} texts/s, {counted(rate.texts, 'text')} in "
+            f"{rate.encode_s:,.1f} s of encoding, {config.model} on device {config.device}")  # fmt: skip
 
 
 def _windows_note(tally: EmbedTally) -> str:

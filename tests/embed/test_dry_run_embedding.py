@@ -70,7 +70,8 @@ def test_the_dry_run_counts_the_texts_to_encode_apart_from_those_cached_and_thei
 
     said = _dry_run_said(tmp_path, data, redis_server, home)
     line = (f"embedding (all-MiniLM-L6-v2): {len(distinct)} distinct texts, 4 in the embedding cache, "
-            f"{len(distinct) - 4} to encode: under a second (an assumption, not a measure: 5,000 words/s")  # fmt: skip
+            f"{len(distinct) - 4} to encode: under a second (assumed: 5,000 words/s, no earlier run of "
+            "all-MiniLM-L6-v2 on device cpu measured one")  # fmt: skip
     assert line in said, said
 
 
@@ -117,7 +118,7 @@ def test_the_dry_runs_assumed_encoding_time_is_its_words_over_the_assumed_throug
 
     said = embed_estimate(Estimate(embed=EmbedTally(texts=12_000, words=300_000)), load_suite(SUITE).suite)
     assert said.startswith("embedding (all-MiniLM-L6-v2): 12,000 distinct texts, 12,000 to encode: about 1m00s "
-                           "(an assumption, not a measure: 5,000 words/s"), said  # fmt: skip
+                           "(assumed: 5,000 words/s, no earlier run"), said  # fmt: skip
     assert "the embedding cache was not looked up" in said and "plus the model's load" in said, said
     assert "all-MiniLM-L6-v2's" not in said, said
     larger = load_suite({**SUITE, "embedding": {"model": "BAAI/bge-large-en-v1.5"}}).suite
@@ -154,7 +155,7 @@ def test_the_texts_targets_fill_are_counted_per_item_at_an_assumed_passage_lengt
     )
     assert ("60 to encode (40 of them the targets' replies: an answer, and a reply's contexts as one text, per item; "
             f"{ASSUMED_FILLED_WORDS} words each assumed)") in said, said  # fmt: skip
-    assert "(an assumption, not a measure: 5,000 words/s" in said and "more than counted" in said, said
+    assert "(assumed: 5,000 words/s, no earlier run" in said and "more than counted" in said, said
     with_sentences = {**SUITE, "metrics": [*SUITE["metrics"], "answer_hallucination"]}  # the same contexts again
     suite = load_suite({**with_sentences, "targets": [{"system": "s0", "url": "http://127.0.0.1:9/ask"}]})
     est = estimate_run(data, suite)
@@ -200,7 +201,7 @@ def test_the_dry_run_on_a_busy_machine_says_the_encode_time_at_its_share_of_the_
     assert tally.busy_s(0.0, 2) == tally.assumed_s and tally.busy_s(2.0, 2) == 2 * tally.assumed_s
     suite = load_suite(SUITE).suite
     busy = embed_estimate(Estimate(embed=tally), suite, load=(10.04, 2))
-    assert "3,715 to encode: about 0m15s (an assumption, not a measure" in busy, busy
+    assert "3,715 to encode: about 0m15s (assumed: 5,000 words/s" in busy, busy
     assert "; this machine is busy (load average 10.0 on 2 cores): at least 1m30s where its embed workers run here" in (
         busy
     ), busy

@@ -1,0 +1,105 @@
+"""``ragscore run --dry-run`` estimates the encoding at the rate the latest runs measured: it assumed 5,000 words/s
+whatever the host (~2.5 times optimistic on a busy 2-core machine) while every run recorded what its embed workers
+measured (``encoded`` / ``encode_ms``). A real run with the real model, then dry runs that name and use its rate."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.encode_rates import RATES_FILE, RECENT_RUNS, MeasuredRate, measured_rate, record_rate
+from orchestrator.estimate import EmbedTally, Estimate, estimate_run
+from orchestrator.progress import fmt_duration
+from orchestrator.reports.console import embed_estimate
+from orchestrator.suite import load_suite
+from ragscore_workers.schemas import EmbeddingConfig
+
+from ..support import ROOT, write_jsonl
+
+SUITE = {"name": "embed-rate", "metrics": ["answer_correctness", "context_relevance"], "embedding": {"device": "cpu"}}
+CPU = EmbeddingConfig(device="cpu")
+
+
+def _rows(tag: str) -> list[dict[str, object]]:
+    return [{"id": f"q{i}", "question": f"What is {tag} fact {i}?", "answer": f"{tag} fact {i} is an answer",
+             "reference": f"{tag} fact {i} is the reference", "contexts": [f"{tag} context {i} of its own"]}
+            for i in range(6)]  # fmt: skip
+
+
+def _cli(tmp_path: Path, home: Path, *args: str | Path) -> str:
+    """What ``ragscore run ARGS`` of SUITE prints (embedded: no broker), on one line."""
+    (tmp_path / "s.json").write_text(json.dumps(SUITE))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", *map(str, args), "--suite", str(tmp_path / "s.json")],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
+
+
+def test_a_dry_run_after_a_run_estimates_the_encoding_at_the_rate_it_measured(tmp_path: Path, home: Path) -> None:
+    first = write_jsonl(tmp_path / "first.jsonl", _rows("alpha"))
+    said = _cli(tmp_path, home, first, "--dry-run")
+    assert "(assumed: 5,000 words/s, no earlier run of all-MiniLM-L6-v2 on device cpu measured one" in said, said
+
+    _cli(tmp_path, home, first, "--out", tmp_path / "out", "-q")
+    counters = json.loads((tmp_path / "out" / "summary.json").read_text())["embedding"]
+    encoded, encode_ms = counters["encoded"], counters["encode_ms"]
+    rate = measured_rate(home, CPU, "embedded")
+    assert rate == MeasuredRate(runs=1, texts=encoded, encode_s=encode_ms / 1000)
+    assert measured_rate(home, CPU, "cluster") is None and measured_rate(home, EmbeddingConfig(), "embedded") is None
+
+    second = write_jsonl(tmp_path / "second.jsonl", _rows("beta"))  # texts the run did not cache
+    tally = estimate_run(second, load_suite(SUITE)).embed
+    assert tally is not None and tally.to_encode > 0
+    seconds = tally.to_encode / (encoded / (encode_ms / 1000))
+    took = "under a second" if seconds < 1 else f"about {fmt_duration(seconds)}"
+    said = _cli(tmp_path, home, second, "--dry-run")
+    line = (
+        f"{tally.to_encode} to encode: {took} (measured on your last run: {encoded / (encode_ms / 1000):,.1f} "
+        f"texts/s, {encoded} texts in {encode_ms / 1000:,.1f} s of encoding, all-MiniLM-L6-v2 on device cpu)"
+    )
+    assert line in said, said
+    assert "assumed" not in said, said
+
+
+def test_the_measured_rate_is_of_the_latest_runs_like_it(tmp_path: Path) -> None:
+    """The last RECENT_RUNS runs of the same model, device and mode: older ones, others' and unreadable lines left out,
+    and a run that encoded nothing recorded as nothing."""
+    for n in range(1, RECENT_RUNS + 3):
+        record_rate(tmp_path, CPU, "embedded", {"encoded": 100 * n, "encode_ms": 1000})
+    record_rate(tmp_path, CPU, "cluster", {"encoded": 5, "encode_ms": 1})
+    record_rate(tmp_path, EmbeddingConfig(device="cuda"), "embedded", {"encoded": 5, "encode_ms": 1})
+    record_rate(tmp_path, CPU, "embedded", {"encoded": 0, "encode_ms": 0, "cache_hits": 40})
+    with open(tmp_path / RATES_FILE, "a") as out:
+        out.write('{"model": "all-MiniLM-L6-v2", "device": "cpu", "mode": "embedded", "encoded": "x"}\nnot json\n')
+    latest = range(3, RECENT_RUNS + 3)
+    assert measured_rate(tmp_path, CPU, "embedded") == MeasuredRate(RECENT_RUNS, sum(100 * n for n in latest), 5.0)
+    assert measured_rate(tmp_path / "none", CPU, "embedded") is None
+
+
+def test_the_busy_floor_still_stands_over_a_measured_rate() -> None:
+    """The busy-machine floor (the assumed rate at a share of the cores) is said where it is above the measured
+    estimate, not where the runs measured slower than it."""
+    suite = load_suite(SUITE).suite
+    fast = EmbedTally(texts=3_000, words=75_000, measured=MeasuredRate(2, 3_000, 10.0))  # 300 texts/s: 10 s
+    said = embed_estimate(Estimate(embed=fast), suite, load=(10.0, 2))
+    assert "3,000 to encode: about 0m10s (measured on your last 2 runs: 300.0 texts/s" in said, said
+    assert "this machine is busy (load average 10.0 on 2 cores): at least 1m30s" in said, said
+    slow = EmbedTally(texts=3_000, words=75_000, measured=MeasuredRate(1, 30, 10.0))  # 3 texts/s: 1,000 s
+    said = embed_estimate(Estimate(embed=slow), suite, load=(10.0, 2))
+    assert "about 16m40s (measured on your last run: 3.0 texts/s, 30 texts in 10.0 s" in said and "busy" not in said
+
+
+def test_a_measured_rate_is_the_models_own() -> None:
+    """The note that the assumed words/s are all-MiniLM-L6-v2's is not said of a rate measured on the model itself."""
+    suite = load_suite({**SUITE, "embedding": {"model": "BAAI/bge-large-en-v1.5"}}).suite
+    assumed = embed_estimate(Estimate(embed=EmbedTally(texts=10, words=100)), suite)
+    assert "is slower if it is larger" in assumed, assumed
+    tally = EmbedTally(texts=10, words=100, measured=MeasuredRate(1, 10, 1.0))
+    assert "is slower if it is larger" not in embed_estimate(Estimate(embed=tally), suite)
