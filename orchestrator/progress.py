@@ -221,8 +221,18 @@ def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) ->
         return f"{count}{calls} calls wait for a max_in_flight slot{of_limiter} (cap {cap:,})"
     for name, said in _LIMIT_NAMES.items():
         if f"{stage}_wait_{name}" in counters:
-            return f"waiting on {limit_of} ({counters[f'{stage}_wait_{name}']:,} {said}): {next_call}"
+            limit = f"{counters[f'{stage}_wait_{name}']:,} {said}{_defaulted(stage, name, counters)}"
+            return f"waiting on {limit_of} ({limit}): {next_call}"
     return ""
+
+
+def _defaulted(stage: str, name: str, counters: dict[str, int]) -> str:
+    """What :func:`wait_note` adds of a judge limit left at ragscore's default (``judge_default:{name}``), as the dry
+    run says it: assumed, not the provider's, and how to set it; ``""`` for any other."""
+    if stage != "judge" or not counters.get(f"judge_default:{name}"):
+        return ""
+    return (f", the default (Groq's free tier), assumed, not your provider's limit: set judge.{name} in the suite, "
+            f"or run with --{name}")  # fmt: skip
 
 
 def _units(counters: dict[str, int]) -> tuple[int, int, int | None]:

@@ -261,6 +261,8 @@ def submit(
             {
                 "state": RunState.SUBMITTING,
                 "suite": resolved.suite.model_dump_json(),
+                # which judge limits are the defaults: the stored suite sets them all (its wait note says so)
+                "judge_defaulted_limits": ",".join(resolved.suite.judge.defaulted_limits),
                 "dataset": str(dataset.resolve()),
                 "format": recorded_format or detect_format(dataset, fmt_options, caller),
                 "format_options": json.dumps(fmt_options),
@@ -468,7 +470,9 @@ def resume(
         _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, reader, stored_shard_rows, resolved, ticker)
     if judge_params or judge_limits:
         resolved = with_judge_limits(with_judge_params(resolved, **(judge_params or {})), **(judge_limits or {}))
-        store.set_meta(run_id, suite=resolved.suite.model_dump_json())
+        given = judge_limits or {}
+        defaulted = [n for n in meta.get("judge_defaulted_limits", "").split(",") if n and n not in given]
+        store.set_meta(run_id, suite=resolved.suite.model_dump_json(), judge_defaulted_limits=",".join(defaulted))
     generation = store.generation(run_id) + 1
     if not recovery:
         store.check_items_kept(run_id)  # again: the dataset's check (minutes for a million rows) ran into their hour

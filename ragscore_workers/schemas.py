@@ -512,6 +512,12 @@ class JudgeConfig(BaseModel):
                     yield key, f"{key} ({did_you_mean(close)})"
 
     @property
+    def defaulted_limits(self) -> list[str]:
+        """``rpm`` and ``tpm`` where left at ragscore's defaults (Groq's free tier): not set in the suite nor on the
+        command line, so assumed of whichever provider (a suite read back from a run's store sets every field)."""
+        return [name for name in ("rpm", "tpm") if name not in self.model_fields_set]
+
+    @property
     def is_reasoning(self) -> bool:
         """Whether the model is called as a reasoning model: as ``reasoning`` says, else guessed for OpenAI's
         o-series and gpt-5, which refuse ``max_tokens`` and temperature 0."""

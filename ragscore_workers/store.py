@@ -1202,7 +1202,8 @@ class RunStore:
         ``before:{counter}`` of ``done``, ``done:{queue}`` and ``judge_calls``: the counter less it is the attempt's
         work (:meth:`WorkBegan.before`: a resume's marks made after the stamp count too); the attempt's rate is its
         work over its own time, on one clock. While the run's judge calls wait a second or more at the shared rate
-        limiter, ``judge_wait_ms`` and what they wait on, and ``target_wait_*`` while its target calls do
+        limiter, ``judge_wait_ms`` and what they wait on (``judge_default:rpm`` / ``:tpm`` where that limit is
+        ragscore's default: the meta's ``judge_defaulted_limits``), and ``target_wait_*`` while its target calls do
         (:func:`_stage_wait`), and ``load_ms:{queue}`` while a worker loads a model or encodes for it (:func:`_loads`):
         the views say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``),
         ``judge_calls_planned``, under ``judge.max_in_flight`` ``judge_max_in_flight``, ``judge_call_ms`` and
@@ -1218,7 +1219,8 @@ class RunStore:
         pipe = self.r.pipeline(transaction=False)
         pipe.hgetall(self.key(run_id, "progress"))
         pipe.hmget(self.key(run_id, "judge"), ("calls", "provider_rpm", "call_ms"))
-        pipe.hmget(self.key(run_id, "meta"), (*WORK_BEGAN_FIELDS, "state", "suite", "judge_calls_planned"))
+        meta_names = (*WORK_BEGAN_FIELDS, "state", "suite", "judge_calls_planned", "judge_defaulted_limits")
+        pipe.hmget(self.key(run_id, "meta"), meta_names)
         for queue in PROGRESSIVE_QUEUES:
             pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         for part in WAIT_PARTS.values():
@@ -1229,7 +1231,7 @@ class RunStore:
         counters, judge, meta_fields, *unwritten, limiters, loading, (seconds, micros) = pipe.execute()
         judge_calls, provider_rpm, call_ms = judge
         unwritten, waits = unwritten[: len(PROGRESSIVE_QUEUES)], unwritten[len(PROGRESSIVE_QUEUES) :]
-        *began_fields, state, suite, planned = meta_fields
+        *began_fields, state, suite, planned, defaulted = meta_fields
         stored = {k: int(v) for k, v in counters.items()}
         out = {
             k: v
@@ -1257,6 +1259,8 @@ class RunStore:
                     # between attempts) left its old limiter behind, under the same name.
                     named = stage != "judge" or len(set(limiters)) > 1
                     out.update(_stage_wait(stage, wait, seconds * 1000 + micros // 1000, named=named))
+                    if stage == "judge":  # its limits left at ragscore's defaults: the views say they are assumed
+                        out.update({f"judge_default:{name}": 1 for name in (defaulted or "").split(",") if name})
             out.update(_loads(loading, seconds * 1000 + micros // 1000))
         began = work_began(dict(zip(WORK_BEGAN_FIELDS, began_fields, strict=True)))
         if began is not None:  # this attempt's time at work and what was done before it, on the store's clock

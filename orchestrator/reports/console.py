@@ -569,7 +569,7 @@ def _print_local_rounds(console: Console, estimate: Estimate, threads: int, capp
 def _assumed_limits(suite: Suite, minutes: dict[str, float]) -> str:
     """What the judge's time line adds where a limit it names is ragscore's default, not set in the suite nor on the
     command line (``judge.rpm 30``, ``judge.tpm 6,000``: Groq's free tier, assumed of any provider); "" for none."""
-    assumed = [name for name in ("rpm", "tpm") if name in minutes and name not in suite.judge.model_fields_set]
+    assumed = [name for name in suite.judge.defaulted_limits if name in minutes]
     if not assumed:
         return ""
     named = " and ".join(_judge_limit(suite, name) for name in assumed)

@@ -584,3 +584,26 @@ def test_a_run_with_a_target_keeps_no_count_of_judge_calls_its_cached_replies_ma
         assert meta["items"] == "2" and "judge_calls_planned" not in meta, meta
     finally:
         server.stop()
+
+
+@pytest.mark.integration
+def test_a_run_waiting_on_a_default_judge_limit_says_it_is_the_assumed_default(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dry run says judge.rpm 30 / judge.tpm 6,000 are the defaults (Groq's free tier) where the suite leaves them
+    unset; a run held by them said only "waiting on the judge rate limit (30 RPM)", as if they were the provider's. A
+    run whose suite (or --rpm) sets the limit says nothing more."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 0.0)
+    store = connect(redis_server.url)
+    metric = [{"name": "answer_accuracy", "params": {"cache": False}}]
+    unset = judge_suite(metric, fake, model).model_dump(exclude_unset=True, exclude={"judge": {"rpm", "tpm"}})
+    given = judge_suite(metric, fake, model, rpm=30).model_dump(exclude_unset=True)
+    default = "30 RPM, the default (Groq's free tier), assumed, not your provider's limit: set judge.rpm in the suite"
+    for suite, said in [(unset, f"{default}, or run with --rpm): next"), (given, "(30 RPM): next judge call in")]:
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), load_suite(suite), store).run_id
+        try:
+            now = _redis_ms(store.r)
+            RunJudgeState(store.r, run_id, ttl_s=600).note_wait(Wait("rpm", 30, now + 5_000, now))
+            assert said in progress.wait_note(store.progress(run_id)), store.progress(run_id)
+        finally:
+            cancel(store, run_id)

@@ -469,6 +469,14 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
       "waiting on the judge rate limit (600 RPM): next judge call in 4 s"),
      ({"judge_wait_ms": 124_200, "judge_wait_tpm": 1_000},
       "waiting on the judge rate limit (1,000 TPM): next judge call in 2m05s"),
+     ({"judge_wait_ms": 3_200, "judge_wait_rpm": 30, "judge_default:rpm": 1, "judge_default:tpm": 1},
+      "waiting on the judge rate limit (30 RPM, the default (Groq's free tier), assumed, not your provider's limit: "
+      "set judge.rpm in the suite, or run with --rpm): next judge call in 4 s"),
+     ({"judge_wait_ms": 3_200, "judge_wait_tpm": 6_000, "judge_default:tpm": 1},
+      "waiting on the judge rate limit (6,000 TPM, the default (Groq's free tier), assumed, not your provider's "
+      "limit: set judge.tpm in the suite, or run with --tpm): next judge call in 4 s"),
+     ({"judge_wait_ms": 3_200, "judge_wait_rpm": 30, "judge_default:tpm": 1},
+      "waiting on the judge rate limit (30 RPM): next judge call in 4 s"),
      ({"judge_wait_ms": 88_560_000, "judge_wait_rpd": 1_000},
       "waiting on the judge rate limit (1,000 requests a day): next judge call in 24h36m"),
      ({"judge_wait_ms": 3_200, "judge_wait_tpd": 2_000_000},
