@@ -1,15 +1,18 @@
 """The texts a second the embed workers measured on finished runs, kept under ``RAGSCORE_HOME`` for the dry run.
 
-Each run that encoded texts appends a line to ``RAGSCORE_HOME/encode_rates.jsonl``: its embedding model, the device
-its suite asked for, whether it ran embedded or on a cluster, and its ``encoded`` / ``encode_ms`` counters (the time
-inside the model's encode calls, as ``summary.embedding`` says). The dry run of a suite with the same model, device
-and mode reads the last :data:`RECENT_RUNS` of them: their texts over their encode time is the rate it estimates the
-encoding at (:func:`measured_rate`), in place of the assumed one. Nothing in it is secret; a line it cannot read is
-skipped, and a file it cannot write costs the run nothing but a warning.
+Each run that encoded texts writes a line to ``RAGSCORE_HOME/encode_rates.jsonl``: its run id, its embedding model,
+the device its suite asked for, whether it ran embedded or on a cluster, and its ``encoded`` / ``encode_ms`` counters
+(the time inside the model's encode calls, as ``summary.embedding`` says). A run keeps one line: a resume (whose
+summary counts the whole run) replaces its earlier one. The file keeps the last :data:`KEPT_RUNS` lines, rewritten
+under a lock so that runs finishing at once lose none. The dry run of a suite with the same model, device and mode
+reads the last :data:`RECENT_RUNS` of them: their texts over their encode time is the rate it estimates the encoding
+at (:func:`measured_rate`), in place of the assumed one. Nothing in it is secret; a line it cannot read (torn, not a
+measure) is skipped, and a file it cannot write costs the run nothing but a warning.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import time
@@ -19,7 +22,7 @@ from typing import Any
 
 from ragscore_workers.schemas import EmbeddingConfig
 
-__all__ = ["RATES_FILE", "RECENT_RUNS", "MeasuredRate", "measured_rate", "record_rate"]
+__all__ = ["KEPT_RUNS", "RATES_FILE", "RECENT_RUNS", "MeasuredRate", "measured_rate", "record_rate"]
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +30,8 @@ log = logging.getLogger(__name__)
 RATES_FILE = "encode_rates.jsonl"
 #: How many of the latest runs like it (model, device, mode) the dry run's rate is of.
 RECENT_RUNS = 5
-#: Bytes read from the end of the file: the last few hundred runs, however long it grew.
-_TAIL_BYTES = 64 * 1024
+#: How many runs' lines the file keeps (the latest): it does not grow with every run.
+KEPT_RUNS = 50
 
 
 @dataclass(frozen=True)
@@ -49,47 +52,58 @@ def _kind(config: EmbeddingConfig, mode: str) -> dict[str, str]:
     return {"model": config.model, "device": config.device, "mode": mode}
 
 
-def record_rate(home: Path, config: EmbeddingConfig, mode: str, embedding: dict[str, Any]) -> None:
-    """Append a finished run's measure (``summary.embedding``'s ``encoded`` and ``encode_ms``) for runs of
-    ``config`` in ``mode`` (``embedded`` or ``cluster``); nothing where it encoded nothing."""
+def record_rate(home: Path, run_id: str, config: EmbeddingConfig, mode: str, embedding: dict[str, Any]) -> None:
+    """Record run ``run_id``'s measure (``summary.embedding``'s ``encoded`` and ``encode_ms``) for runs of ``config`` in
+    ``mode`` (``embedded`` or ``cluster``), in place of its earlier one; nothing where it encoded nothing."""
     encoded, encode_ms = int(embedding.get("encoded") or 0), int(embedding.get("encode_ms") or 0)
     if encoded <= 0 or encode_ms <= 0:
         return
-    line = _kind(config, mode) | {"encoded": encoded, "encode_ms": encode_ms, "at": round(time.time())}
+    line = {"run": run_id} | _kind(config, mode) | {"encoded": encoded, "encode_ms": encode_ms}
+    line["at"] = round(time.time())
+    path = home / RATES_FILE
     try:
         home.mkdir(parents=True, exist_ok=True)
-        with open(home / RATES_FILE, "a", encoding="utf-8") as out:  # one short write: lines of two runs stay whole
-            out.write(json.dumps(line) + "\n")
+        with open(path, "a+", encoding="utf-8") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # runs finishing at once: each rewrites what the other wrote
+            f.seek(0)
+            kept = _latest(_parsed(f.read()) + [line])[-KEPT_RUNS:]
+            f.seek(0)
+            f.truncate()
+            f.write("".join(json.dumps(m) + "\n" for m in kept))
     except OSError as exc:
-        log.warning("could not record the run's encode rate in %s: %s", home / RATES_FILE, exc)
+        log.warning("could not record the run's encode rate in %s: %s", path, exc)
 
 
 def measured_rate(home: Path, config: EmbeddingConfig, mode: str) -> MeasuredRate | None:
     """The rate the last :data:`RECENT_RUNS` runs of ``config`` in ``mode`` measured (None: no such run)."""
     kind = _kind(config, mode)
-    like = [m for m in _measures(home / RATES_FILE) if all(m.get(k) == v for k, v in kind.items())][-RECENT_RUNS:]
+    try:
+        text = (home / RATES_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    like = [m for m in _latest(_parsed(text)) if all(m.get(k) == v for k, v in kind.items())][-RECENT_RUNS:]
     if not like:
         return None
     return MeasuredRate(len(like), sum(m["encoded"] for m in like), sum(m["encode_ms"] for m in like) / 1000)
 
 
-def _measures(path: Path) -> list[dict[str, Any]]:
-    """The readable lines at the end of ``path`` (none where it is missing or unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(f.seek(0, 2) - _TAIL_BYTES, 0))
-            tail = f.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return []
+def _parsed(text: str) -> list[dict[str, Any]]:
+    """The measures of the file's lines, in order; a line that is not one (torn by a full disk or a crash) left out."""
     out = []
-    for line in tail:
+    for line in text.splitlines():
         try:
             measure = json.loads(line)
-        except ValueError:  # a line cut by the tail's start, or by a full disk
+        except ValueError:
             continue
         if isinstance(measure, dict) and _positive(measure, "encoded") and _positive(measure, "encode_ms"):
             out.append(measure)
     return out
+
+
+def _latest(measures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``measures`` with only the last of each run's (where it names its run), in the order of those kept."""
+    last = {m["run"]: i for i, m in enumerate(measures) if isinstance(m.get("run"), str)}
+    return [m for i, m in enumerate(measures) if not isinstance(m.get("run"), str) or last[m["run"]] == i]
 
 
 def _positive(measure: dict[str, Any], name: str) -> bool:

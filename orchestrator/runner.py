@@ -1366,7 +1366,7 @@ def run(
         summary = write_results(store, run_id, out_dir, given_broker, caller=caller, release=out_kept and not broker)
         if (suite := resolved or resumed) is not None:  # what its embed workers measured, for later dry runs
             mode = "cluster" if broker else "embedded"
-            record_rate(settings.home, suite.suite.embedding, mode, summary.embedding)
+            record_rate(settings.home, run_id, suite.suite.embedding, mode, summary.embedding)
         return summary
 
     # DIR is this process's from before its checks to its reports: a run started at the same instant into it

@@ -5,12 +5,13 @@ measured (``encoded`` / ``encode_ms``). A real run with the real model, then dry
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator.encode_rates import RATES_FILE, RECENT_RUNS, MeasuredRate, measured_rate, record_rate
+from orchestrator.encode_rates import KEPT_RUNS, RATES_FILE, RECENT_RUNS, MeasuredRate, measured_rate, record_rate
 from orchestrator.estimate import EmbedTally, Estimate, estimate_run
 from orchestrator.progress import fmt_duration
 from orchestrator.reports.console import embed_estimate
@@ -72,10 +73,10 @@ def test_the_measured_rate_is_of_the_latest_runs_like_it(tmp_path: Path) -> None
     """The last RECENT_RUNS runs of the same model, device and mode: older ones, others' and unreadable lines left out,
     and a run that encoded nothing recorded as nothing."""
     for n in range(1, RECENT_RUNS + 3):
-        record_rate(tmp_path, CPU, "embedded", {"encoded": 100 * n, "encode_ms": 1000})
-    record_rate(tmp_path, CPU, "cluster", {"encoded": 5, "encode_ms": 1})
-    record_rate(tmp_path, EmbeddingConfig(device="cuda"), "embedded", {"encoded": 5, "encode_ms": 1})
-    record_rate(tmp_path, CPU, "embedded", {"encoded": 0, "encode_ms": 0, "cache_hits": 40})
+        record_rate(tmp_path, f"r{n}", CPU, "embedded", {"encoded": 100 * n, "encode_ms": 1000})
+    record_rate(tmp_path, "c", CPU, "cluster", {"encoded": 5, "encode_ms": 1})
+    record_rate(tmp_path, "g", EmbeddingConfig(device="cuda"), "embedded", {"encoded": 5, "encode_ms": 1})
+    record_rate(tmp_path, "z", CPU, "embedded", {"encoded": 0, "encode_ms": 0, "cache_hits": 40})
     with open(tmp_path / RATES_FILE, "a") as out:
         out.write('{"model": "all-MiniLM-L6-v2", "device": "cpu", "mode": "embedded", "encoded": "x"}\nnot json\n')
     latest = range(3, RECENT_RUNS + 3)
@@ -103,3 +104,50 @@ def test_a_measured_rate_is_the_models_own() -> None:
     assert "is slower if it is larger" in assumed, assumed
     tally = EmbedTally(texts=10, words=100, measured=MeasuredRate(1, 10, 1.0))
     assert "is slower if it is larger" not in embed_estimate(Estimate(embed=tally), suite)
+
+
+def test_a_resumed_run_counts_once_at_its_latest_totals(tmp_path: Path) -> None:
+    """A resume writes the whole run's totals so far: they replace its earlier line, not add to it (its first attempt
+    counted twice, and pushed another run out of the last RECENT_RUNS)."""
+    record_rate(tmp_path, "old", CPU, "embedded", {"encoded": 50, "encode_ms": 1000})
+    record_rate(tmp_path, "r", CPU, "embedded", {"encoded": 100, "encode_ms": 1000})
+    record_rate(tmp_path, "r", CPU, "embedded", {"encoded": 300, "encode_ms": 2000})  # its resume: the run's totals
+    assert measured_rate(tmp_path, CPU, "embedded") == MeasuredRate(2, 350, 3.0)
+    lines = (tmp_path / RATES_FILE).read_text().splitlines()
+    assert [json.loads(line)["run"] for line in lines] == ["old", "r"], lines
+
+
+def test_the_file_keeps_the_latest_runs_and_skips_a_torn_line(tmp_path: Path) -> None:
+    """It does not grow with every run (a cluster user's home included); a line cut short (a full disk, a crash) or
+    run into the next is skipped by the dry run, and dropped at the next run's write."""
+    for n in range(KEPT_RUNS + 10):
+        record_rate(tmp_path, f"r{n}", CPU, "embedded", {"encoded": 10 + n, "encode_ms": 1000})
+    path = tmp_path / RATES_FILE
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["run"] for line in lines] == [f"r{n}" for n in range(10, KEPT_RUNS + 10)], lines
+    with open(path, "a") as out:
+        out.write(lines[-1][:30] + lines[-2] + "\n" + lines[-3][:-7])
+    latest = range(KEPT_RUNS + 10 - RECENT_RUNS, KEPT_RUNS + 10)
+    assert measured_rate(tmp_path, CPU, "embedded") == MeasuredRate(RECENT_RUNS, sum(10 + n for n in latest), 5.0)
+    record_rate(tmp_path, "new", CPU, "embedded", {"encoded": 1, "encode_ms": 1000})
+    kept = [json.loads(line)["run"] for line in path.read_text().splitlines()]
+    assert kept == [f"r{n}" for n in range(11, KEPT_RUNS + 10)] + ["new"], kept
+
+
+def _record_many(home: str, worker: int) -> None:
+    for n in range(5):
+        record_rate(Path(home), f"w{worker}-{n}", CPU, "embedded", {"encoded": 1, "encode_ms": 1})
+
+
+def test_runs_finishing_at_once_lose_no_line(tmp_path: Path) -> None:
+    """Each write rewrites the file (to keep its latest lines): under a lock, so that runs finishing at once in
+    processes of their own keep each other's lines."""
+    processes = [multiprocessing.get_context("spawn").Process(target=_record_many, args=(str(tmp_path), w))
+                 for w in range(8)]  # fmt: skip
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+        assert process.exitcode == 0
+    runs = sorted(json.loads(line)["run"] for line in (tmp_path / RATES_FILE).read_text().splitlines())
+    assert runs == sorted(f"w{w}-{n}" for w in range(8) for n in range(5)), runs
