@@ -613,9 +613,11 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
         took = "under a second" if tally.estimated_s < 1 else f"about {fmt_duration(tally.estimated_s)}"
         line += f": {took} ({_encode_rate(tally, suite)}), plus the model's load (about 5 s on a laptop CPU)"
         load = load or host_load()
-        if load is not None and load[0] > load[1] and tally.busy_s(*load) > tally.estimated_s:
+        busy = tally.busy_s(*load) if load is not None and load[0] > load[1] else 0.0
+        # said where it says more than the estimate: a floor of "0m00s", or the estimate's own time, adds nothing
+        if load is not None and busy >= 1 and round(busy) > round(tally.estimated_s):
             line += (f"; this machine is busy (load average {load[0]:.1f} on {counted(load[1], 'core')}): at least "
-                     f"{fmt_duration(tally.busy_s(*load))} where its embed workers run here, at the share of a core "
+                     f"{fmt_duration(busy)} where its embed workers run here, at the share of a core "
                      "each of its threads gets among the others (more where the run's other workers take theirs "
                      "too)")  # fmt: skip
     notes = [_windows_note(tally)]

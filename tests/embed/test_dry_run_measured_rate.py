@@ -151,3 +151,15 @@ def test_runs_finishing_at_once_lose_no_line(tmp_path: Path) -> None:
         assert process.exitcode == 0
     runs = sorted(json.loads(line)["run"] for line in (tmp_path / RATES_FILE).read_text().splitlines())
     assert runs == sorted(f"w{w}-{n}" for w in range(8) for n in range(5)), runs
+
+
+def test_a_busy_floor_under_a_second_is_not_said() -> None:
+    """The floor of a few texts on a busy machine rounded to "at least 0m00s": it says nothing, nor does one the
+    estimate's own time."""
+    suite = load_suite(SUITE).suite
+    few = EmbedTally(texts=4, words=100)  # 0.02 s assumed, 0.12 s at load 10 on 2 cores
+    said = embed_estimate(Estimate(embed=few), suite, load=(10.0, 2))
+    assert "under a second (assumed" in said and "busy" not in said, said
+    same = EmbedTally(texts=100, words=25_000, measured=MeasuredRate(1, 101, 10.0))  # 9.9 s measured, 10.05 s floor
+    said = embed_estimate(Estimate(embed=same), suite, load=(2.02, 2))
+    assert "about 0m10s (measured" in said and "busy" not in said, said
