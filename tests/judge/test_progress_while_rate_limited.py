@@ -20,7 +20,7 @@ from redis.retry import Retry
 import orchestrator.progress as progress
 from orchestrator.progress import PlainProgress
 from orchestrator.reports.live import StatusView, sample
-from orchestrator.runner import cancel, connect, submit, wait
+from orchestrator.runner import cancel, connect, resume, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.providers import Limit, RedisLimiter, run_state
 from ragscore_workers.providers.errors import RateLimitTimeout
@@ -603,7 +603,33 @@ def test_a_run_waiting_on_a_default_judge_limit_says_it_is_the_assumed_default(
         run_id = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), load_suite(suite), store).run_id
         try:
             now = _redis_ms(store.r)
-            RunJudgeState(store.r, run_id, ttl_s=600).note_wait(Wait("rpm", 30, now + 5_000, now))
+            RunJudgeState(store.r, run_id, ttl_s=600).note_wait(Wait("rpm", 30, now + 120_000, now))  # a slow host too
             assert said in progress.wait_note(store.progress(run_id)), store.progress(run_id)
         finally:
             cancel(store, run_id)
+
+
+@pytest.mark.integration
+def test_a_resume_given_a_judge_limit_no_longer_says_it_is_the_default(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resume --rpm`` sets the limit the run was submitted without: its wait note stops calling it the assumed
+    default, and still says so of the one it left unset (``judge.tpm``)."""
+    monkeypatch.setattr(run_state, "WAIT_WRITE_EVERY_S", 0.0)
+    store = connect(redis_server.url)
+    metric = [{"name": "answer_accuracy", "params": {"cache": False}}]
+    unset = judge_suite(metric, fake, model).model_dump(exclude_unset=True, exclude={"judge": {"rpm", "tpm"}})
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    run_id = submit(data, load_suite(unset), store).run_id
+    try:
+        resume(store, run_id, judge_limits={"rpm": 30})
+        assert store.meta(run_id)["judge_defaulted_limits"] == "tpm", store.meta(run_id)
+        now = _redis_ms(store.r)
+        state = RunJudgeState(store.r, run_id, ttl_s=600)
+        state.note_wait(Wait("rpm", 30, now + 120_000, now))  # minutes: a slow machine reads it still waiting
+        assert "(30 RPM): next judge call in" in progress.wait_note(store.progress(run_id)), store.progress(run_id)
+        state.note_wait(Wait("tpm", 6_000, now + 60_000, now))  # the sooner wait is the one said
+        said = progress.wait_note(store.progress(run_id))
+        assert "(6,000 TPM, the default (Groq's free tier), assumed" in said and "--tpm): next" in said, said
+    finally:
+        cancel(store, run_id)
