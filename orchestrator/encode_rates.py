@@ -4,10 +4,11 @@ Each run that encoded texts writes a line to ``RAGSCORE_HOME/encode_rates.jsonl`
 the device its suite asked for, whether it ran embedded or on a cluster, and its ``encoded`` / ``encode_ms`` counters
 (the time inside the model's encode calls, as ``summary.embedding`` says). A run keeps one line: a resume (whose
 summary counts the whole run) replaces its earlier one. The file keeps the last :data:`KEPT_RUNS` lines, rewritten
-under a lock so that runs finishing at once lose none. The dry run of a suite with the same model, device and mode
-reads the last :data:`RECENT_RUNS` of them: their texts over their encode time is the rate it estimates the encoding
-at (:func:`measured_rate`), in place of the assumed one. Nothing in it is secret; a line it cannot read (torn, not a
-measure) is skipped, and a file it cannot write costs the run nothing but a warning.
+whole under a lock (``encode_rates.jsonl.lock``) so that runs finishing at once lose none. The dry run of a suite
+with the same model, device and mode reads the last :data:`RECENT_RUNS` of them: their texts over their encode time
+is the rate it estimates the encoding at (:func:`measured_rate`), in place of the assumed one. Nothing in it is
+secret; a line it cannot read (torn, not a measure) is skipped, and a file it cannot write costs the run nothing but
+a warning.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,18 +60,22 @@ def record_rate(home: Path, run_id: str, config: EmbeddingConfig, mode: str, emb
     encoded, encode_ms = int(embedding.get("encoded") or 0), int(embedding.get("encode_ms") or 0)
     if encoded <= 0 or encode_ms <= 0:
         return
-    line = {"run": run_id} | _kind(config, mode) | {"encoded": encoded, "encode_ms": encode_ms}
-    line["at"] = round(time.time())
+    line = {"run": run_id, **_kind(config, mode), "encoded": encoded, "encode_ms": encode_ms, "at": round(time.time())}
     path = home / RATES_FILE
     try:
         home.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+", encoding="utf-8") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)  # runs finishing at once: each rewrites what the other wrote
-            f.seek(0)
-            kept = _latest(_parsed(f.read()) + [line])[-KEPT_RUNS:]
-            f.seek(0)
-            f.truncate()
-            f.write("".join(json.dumps(m) + "\n" for m in kept))
+        # runs finishing at once take turns (each rewrites what the others wrote), and write a whole new file in its
+        # place: a dry run reading it meanwhile, or a disk filling up, never sees it empty or cut short
+        with open(path.with_name(f"{RATES_FILE}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                text = ""
+            kept = _latest([*_parsed(text), line])[-KEPT_RUNS:]
+            written = path.with_name(f"{RATES_FILE}.new")
+            written.write_text("".join(json.dumps(m) + "\n" for m in kept), encoding="utf-8")
+            os.replace(written, path)
     except OSError as exc:
         log.warning("could not record the run's encode rate in %s: %s", path, exc)
 

@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 from orchestrator.encode_rates import KEPT_RUNS, RATES_FILE, RECENT_RUNS, MeasuredRate, measured_rate, record_rate
@@ -134,23 +135,25 @@ def test_the_file_keeps_the_latest_runs_and_skips_a_torn_line(tmp_path: Path) ->
     assert kept == [f"r{n}" for n in range(11, KEPT_RUNS + 10)] + ["new"], kept
 
 
-def _record_many(home: str, worker: int) -> None:
-    for n in range(5):
+def _record_many(home: str, worker: int, start: Barrier) -> None:
+    start.wait()  # all at once
+    for n in range(6):
         record_rate(Path(home), f"w{worker}-{n}", CPU, "embedded", {"encoded": 1, "encode_ms": 1})
 
 
 def test_runs_finishing_at_once_lose_no_line(tmp_path: Path) -> None:
     """Each write rewrites the file (to keep its latest lines): under a lock, so that runs finishing at once in
     processes of their own keep each other's lines."""
-    processes = [multiprocessing.get_context("spawn").Process(target=_record_many, args=(str(tmp_path), w))
-                 for w in range(8)]  # fmt: skip
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(8)
+    processes = [context.Process(target=_record_many, args=(str(tmp_path), w, start)) for w in range(8)]
     for process in processes:
         process.start()
     for process in processes:
         process.join(timeout=300)
         assert process.exitcode == 0
     runs = sorted(json.loads(line)["run"] for line in (tmp_path / RATES_FILE).read_text().splitlines())
-    assert runs == sorted(f"w{w}-{n}" for w in range(8) for n in range(5)), runs
+    assert runs == sorted(f"w{w}-{n}" for w in range(8) for n in range(6)), runs
 
 
 def test_a_busy_floor_under_a_second_is_not_said() -> None:
