@@ -1009,7 +1009,7 @@ def results(
             )
         out = Path(ref)
     run_id = _run_id(ref)
-    _refuse_another_runs_dir(out, run_id)  # not said with `ragscore report A --out B`, which would write there too
+    _refuse_another_runs_dir(out, run_id)  # as `ragscore report A --out B`
     try:  # it writes the store: where the reports are, a cancelled run's summary
         store, lane = _run_store(broker, run_id, writes=True)
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
@@ -1557,6 +1557,7 @@ def report_cmd(
 
     data = open_run(run, lambda: _store(broker), broker)
     out_dir = out or data.directory or Path("ragscore-out")
+    _refuse_another_runs_dir(out_dir, data.summary.run_id)  # its reports, beside a run.json naming it
     if fmt == "nlp-project":
         from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, left_out, split_of
 

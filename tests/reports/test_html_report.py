@@ -162,6 +162,31 @@ def test_report_out_refuses_a_dir_holding_files_of_the_users_with_report_names(
     assert (again / "items.csv").read_bytes() == (rich_run.out / "items.csv").read_bytes()
 
 
+def test_report_out_refuses_the_dir_of_another_run_and_writes_a_runs_own(
+    rich_run: RichRun, cluster: str, tmp_path: Path
+) -> None:
+    """``report A --out B``, B the DIR of run X, wrote run A's report.html (summary.json, items.csv ...) over run X's
+    beside X's run.json, where ``results A --out B`` refuses: refused too (exit 2), naming run X, in every format,
+    nothing of X's replaced; a run's report into its own DIR (the default) is still written."""
+    other = evaluate([{"id": "a", "answer": "x", "reference": "x"}], {"metrics": ["exact_match"]}, broker=cluster,
+                     out=tmp_path / "x")  # fmt: skip
+    env = {**os.environ, "RAGSCORE_HOME": str(rich_run.home), "COLUMNS": "300"}
+    before = {p.name: p.read_bytes() for p in other.out_dir.iterdir()}
+
+    def report(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", *args],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)  # fmt: skip
+
+    for fmt in ("html", "md", "csv", "json", "nlp-project"):
+        refused = report(str(rich_run.out), "--format", fmt, "--out", str(other.out_dir))
+        said = " ".join(refused.stderr.split())
+        assert refused.returncode == 2 and f"holds run {other.summary.run_id}" in said, (fmt, refused.stderr)
+        assert "Traceback" not in said
+    assert {p.name: p.read_bytes() for p in other.out_dir.iterdir()} == before
+    own = report(str(other.out_dir), "--format", "md")
+    assert own.returncode == 0 and f"wrote {other.out_dir / 'report.md'}" in own.stderr, own.stderr
+
+
 def test_report_from_a_directory_into_itself_keeps_its_items(rich_run: RichRun, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     copy.mkdir()
