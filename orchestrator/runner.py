@@ -1154,6 +1154,27 @@ def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, cal
     return str(recorded)
 
 
+def _keep_replaced_items(store: RunStore, run_id: str, out_dir: Path, broker: str | None, settings: Settings) -> None:
+    """Take back the release of the items of run ``run_id``, whose reports in ``out_dir`` a run replaces
+    (:meth:`RunStore.keep_released_items`), in the store that run lived in: the embedded Redis for a cluster run
+    (``broker``) into the folder of an embedded run (only theirs are released; ``ragscore results``'s folder, with no
+    run.json, may be one), else ``store``. Where the embedded Redis cannot be opened, a warning says so."""
+    folder = str(out_dir.resolve())
+    mode = (recorded_run(out_dir) or {}).get("mode")
+    if not broker or mode == "cluster":
+        store.keep_released_items(run_id, folder)
+        return
+    embedded = EmbeddedRedis(settings.home)
+    if not embedded.dir.exists():  # no embedded run was ever made here: none of them released
+        return
+    try:
+        with embedded:
+            RunStore(embedded.client, settings.run_ttl_s).keep_released_items(run_id, folder)
+    except (BrokerError, redis.RedisError) as exc:
+        log.warning("the items of run %s (embedded), whose reports this run replaces in %s, may leave its store within "
+                    "the hour: its Redis could not be opened to keep them (%s)", run_id, out_dir, exc)  # fmt: skip
+
+
 def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
     """ConfigError when a report would be written over the dataset (``data/items.csv --out data``)."""
     if dataset.name in OUTPUT_NAMES and dataset.resolve().parent == out_dir.resolve():
@@ -1320,7 +1341,7 @@ def run(
                     planned = None if resumed is None else judge_left(store, run_id, resumed)
                 on_validated(queues, None if planned is None else int(planned))
             if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
-                store.keep_released_items(replaced, str(out_dir.resolve()))  # out_dir no longer keeps its items
+                _keep_replaced_items(store, replaced, out_dir, broker, settings)  # out_dir no longer keeps them
                 again = backticked(results_command(replaced, "OTHER_DIR", given_broker))
                 log.warning("%s holds the reports of run %s: this run replaces them (%s%s writes them again while the "
                             "store keeps that run)", out_dir, replaced, again,

@@ -228,6 +228,18 @@ def test_a_run_released_by_results_is_kept_again_once_another_run_replaces_its_r
     _assert_kept_again(home, first)
 
 
+def test_an_embedded_runs_items_are_kept_again_once_a_cluster_run_replaces_its_reports(
+    tmp_path: Path, home: Path, cluster: str
+) -> None:
+    """A cluster run (a broker given) into the folder of an embedded run's released reports asked the cluster's store
+    to keep that run's items, which has no such run: the embedded store still let them go in the hour. The keep goes
+    to the embedded store, where the run lived."""
+    out = tmp_path / "out"
+    first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
+    evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
+    _assert_kept_again(home, first)
+
+
 def _assert_kept_again(home: Path, run_id: str) -> None:
     """The 20 items of ``run_id`` (released earlier) keep the long TTL again; the run names no folder holding them."""
     with _embedded_store(home) as client:
