@@ -17,7 +17,7 @@ from .terminal import backticked, print_warning, resume_command
 __all__ = ["CLI", "PYTHON", "Caller"]
 
 #: Python's names of the command line's options (key: the command line's, without ``--``) where they differ.
-_PYTHON_NAMES = {"format": "fmt", "judge-threads": "judge_threads"}
+_PYTHON_NAMES = {"format": "fmt", "judge-threads": "judge_threads", "max-cost": "max_cost", "max-tokens": "max_tokens"}
 #: The reader options of a format (``--predictions``), which Python gives in ``fmt_options``.
 _READER_OPTIONS = ("predictions", "corpus", "system")
 

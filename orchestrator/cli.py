@@ -741,8 +741,10 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
         print_summary(summary, out=out, broker=broker)
     if summary.failed_rows:  # rows left out of the scores: a warning, said with --quiet too (as CI runs it)
         err.print(_first_unreadable(out, summary.failed_rows), soft_wrap=True)
-    if not quiet:  # a resume of a run whose items left the store writes none: they are those of its finish
-        written = _written_stamp(out) != before
+    # a resume of a run whose items left the store writes none (they are those of its finish): said under --quiet too,
+    # its one line, as it would print nothing else
+    written = _written_stamp(out) != before
+    if not (quiet and written):
         err.print(f"Reports written to {out}/" if written else f"Reports (written when it finished) in {out}/")
     return summary
 

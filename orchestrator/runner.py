@@ -1104,6 +1104,24 @@ def judge_threads_unused(caller: Caller = CLI) -> str:
             "rows), so no local judge worker is started")  # fmt: skip
 
 
+#: The command line's names of the judge params a resume's budget options set (:func:`.suite.judge_budget`).
+_BUDGET_OPTIONS = {"max_cost": "max-cost", "max_tokens_total": "max-tokens"}
+
+
+def _unused_when_done(
+    caller: Caller, judge_params: dict[str, Any] | None, judge_limits: dict[str, int] | None, judge_threads: int | None
+) -> str | None:
+    """What the resume of a run with nothing left to score says of the options given that act only on what a resume
+    sends (its judge budget, rate limits, local judge threads), naming them once; None where none was given."""
+    names = [_BUDGET_OPTIONS[name] for name in judge_params or {}] + list(judge_limits or {})
+    names += ["judge-threads"] if judge_threads is not None else []
+    if not names:
+        return None
+    given = [caller.option(name) for name in names]
+    listed = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+    return f"{listed} {'has' if len(given) == 1 else 'have'} no effect: nothing is left to score"
+
+
 def judge_left(store: RunStore, run_id: str, resolved: ResolvedSuite) -> int | None:
     """0 where a resume of run ``run_id`` sends no judge call: its submission was not cut off, it has no target (a
     target's answer asked again is judged anew), and every judge output is stored, none stopped and none an error
@@ -1466,6 +1484,8 @@ def run(
                 if done is not None:
                     say(f"run {resume_id} finished with nothing left to score: its reports are in {out_dir}/ "
                         "(its items left the store once they were written)")  # fmt: skip
+                    if unused := _unused_when_done(caller, judge_params, judge_limits, judge_threads):
+                        caller.warn(unused)
                     return done
             run_ids: list[str] = []
             finished = False

@@ -17,6 +17,7 @@ import redis
 from orchestrator import Evaluation, evaluate, resume
 from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.runner import RELEASED_ITEMS_TTL_S
+from ragscore_workers.errors import DatasetWarning
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
 
 from ..support import ROOT, make_rows, until, write_jsonl
@@ -140,6 +141,25 @@ def test_the_resume_of_a_clean_run_whose_items_left_says_where_its_reports_are(
     again = resume(out, quiet=True)
     assert again.summary == result.summary and len(again.items) == 20
     assert (out / "report.html").read_bytes() == report
+
+
+def test_the_quiet_resume_of_a_clean_run_whose_items_left_says_where_its_reports_are_and_names_unused_options(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume that ends on the reports a released run's DIR holds said nothing at all under --quiet (exit 0), and
+    took --max-cost / --max-tokens silently, though nothing is sent: it says where the reports are in one line, and
+    names once the options that have no effect, as resume() warns of its own."""
+    out = _expired_run(tmp_path / "out", home, monkeypatch).out_dir
+    done = _cli(home, "run", "--resume", str(out), "--quiet", "--max-cost", "1", "--max-tokens", "10")
+    lines = [" ".join(line.split()) for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 0, done.stderr
+    said = " ".join(lines)
+    assert said.count("--max-cost and --max-tokens have no effect: nothing is left to score") == 1, lines
+    assert lines[-1] == f"Reports (written when it finished) in {out}/", lines
+    quiet = _cli(home, "run", "--resume", str(out), "--quiet")
+    assert quiet.returncode == 0 and quiet.stdout + quiet.stderr == f"Reports (written when it finished) in {out}/\n"
+    with pytest.warns(DatasetWarning, match="max_cost= has no effect: nothing is left to score"):
+        resume(out, max_cost=1.0, quiet=True)
 
 
 def test_the_resume_of_a_clean_run_whose_items_left_and_its_folder_does_not_hold_its_reports_says_so(
