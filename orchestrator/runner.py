@@ -468,6 +468,9 @@ def resume(
     if reader != READER_VERSION:  # other bytes, or these read by other loaders: their rows are checked (then, where
         # the bytes are these, record i is still row i: the look-up below need not validate the shards done)
         _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, reader, stored_shard_rows, resolved, ticker)
+        if reader is not None and _every_shard_digested(meta):  # these bytes, every row alike: the next resume
+            # takes the fast path (a fingerprint is only ever rewritten where this ragscore checked the rows whole)
+            store.set_meta(run_id, dataset_fingerprint=dataset_fingerprint(dataset, fmt, fmt_options))
     if judge_params or judge_limits:
         resolved = with_judge_limits(with_judge_params(resolved, **(judge_params or {})), **(judge_limits or {}))
         given = judge_limits or {}
@@ -613,6 +616,13 @@ def _check_unchanged(
         f"this one reads other rows from them ({how}): the run's items would not pair with its rows. Start a new "
         "run of it, or resume it with the ragscore version that submitted it"
     )
+
+
+def _every_shard_digested(meta: dict[str, str]) -> bool:
+    """Whether the run recorded the digest of each of its shards (its rows' content, not only their ids): a check
+    that found them alike vouches for every row."""
+    shard_count = meta.get("n_shards")
+    return shard_count is not None and all(f"digest:{index}" in meta for index in range(int(shard_count)))
 
 
 def _unlike_submitted(

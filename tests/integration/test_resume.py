@@ -469,6 +469,34 @@ def test_resume_of_a_run_whose_rows_an_older_ragscore_read_checks_them_and_says_
     assert store.progress(sub.run_id)["done"] == 300 * 4, "every output exactly once"
 
 
+def test_resume_that_found_an_older_ragscores_rows_alike_records_this_ones_fingerprint(
+    tmp_path: Path, cluster: str
+) -> None:
+    """A run an older ragscore read (fingerprint of loaders' version 1) was checked row by row at every resume, its
+    fingerprint never rewritten after a check that found every shard's digest alike: now the check records this
+    loaders' fingerprint, so the next resume trusts the bytes (a shard's digest is not read again). A run that
+    recorded no digests (ids and order checked, not content) keeps its old fingerprint."""
+    store = connect(cluster)
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(60, seed=14))
+    sub = submit(data, load_suite(SUITE), store, shard_rows=20)
+    meta = store.meta(sub.run_id)
+    current, older = meta["dataset_fingerprint"], fingerprint_before_reader_versions(data, meta["format"])
+    assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
+    store.set_meta(sub.run_id, dataset_fingerprint=older)
+    resume(store, sub.run_id)
+    assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
+    assert store.meta(sub.run_id)["dataset_fingerprint"] == current
+    store.set_meta(sub.run_id, **{"digest:1": "0" * 32})  # read again, shard 1 would be refused
+    resume(store, sub.run_id)  # not read again: the bytes are the ones this ragscore read
+    assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
+
+    store.set_meta(sub.run_id, dataset_fingerprint=older)
+    store.r.hdel(store.key(sub.run_id, "meta"), *(f"digest:{i}" for i in range(3)))  # a run before digests
+    resume(store, sub.run_id)
+    assert wait(store, sub.run_id, timeout_s=120).state == RunState.FINISHED
+    assert store.meta(sub.run_id)["dataset_fingerprint"] == older
+
+
 def test_progress_notes_of_submit_and_resume_count_up(
     tmp_path: Path, cluster: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
