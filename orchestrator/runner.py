@@ -15,6 +15,7 @@ import logging
 import math
 import secrets
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -1182,25 +1183,27 @@ def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, cal
     return str(recorded)
 
 
-def _keep_replaced_items(store: RunStore, run_id: str, out_dir: Path, broker: str | None, settings: Settings) -> None:
+def _keep_replaced_items(store: RunStore, run_id: str, out_dir: Path, broker: str | None, settings: Settings) -> bool:
     """Take back the release of the items of run ``run_id``, whose reports in ``out_dir`` a run replaces
-    (:meth:`RunStore.keep_released_items`), in the store that run lived in: the embedded Redis for a cluster run
-    (``broker``) into the folder of an embedded run (only theirs are released; ``ragscore results``'s folder, with no
-    run.json, may be one), else ``store``. Where the embedded Redis cannot be opened, a warning says so."""
+    (:meth:`RunStore.keep_released_items`), in the store that run lived in: ``store`` where it has the run, else, for
+    a cluster run (``broker``) into the folder of an embedded run (only theirs are released; ``ragscore results``'s
+    folder, with no run.json, may be one), the embedded Redis under RAGSCORE_HOME, acquired as its own commands do
+    (its lock: a server already up is shared, one stopped is started from its data). Where that Redis cannot be
+    opened, a warning says so: nothing of the cluster run depends on it. True where the run is the embedded one's."""
     folder = str(out_dir.resolve())
     mode = (recorded_run(out_dir) or {}).get("mode")
-    if not broker or mode == "cluster":
+    if not broker or mode == "cluster" or store.exists(run_id):
         store.keep_released_items(run_id, folder)
-        return
-    embedded = EmbeddedRedis(settings.home)
-    if not embedded.dir.exists():  # no embedded run was ever made here: none of them released
-        return
+        return not broker
+    if not (settings.home / "redis").is_dir():  # no embedded run was ever made here: none of them released
+        return False
     try:
-        with embedded:
+        with (embedded := EmbeddedRedis(settings.home)):
             RunStore(embedded.client, settings.run_ttl_s).keep_released_items(run_id, folder)
-    except (BrokerError, redis.RedisError) as exc:
+    except (BrokerError, redis.RedisError, OSError, subprocess.SubprocessError) as exc:
         log.warning("the items of run %s (embedded), whose reports this run replaces in %s, may leave its store within "
                     "the hour: its Redis could not be opened to keep them (%s)", run_id, out_dir, exc)  # fmt: skip
+    return True
 
 
 def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
@@ -1369,8 +1372,8 @@ def run(
                     planned = None if resumed is None else judge_left(store, run_id, resumed)
                 on_validated(queues, None if planned is None else int(planned))
             if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
-                _keep_replaced_items(store, replaced, out_dir, broker, settings)  # out_dir no longer keeps them
-                again = backticked(results_command(replaced, "OTHER_DIR", given_broker))
+                embedded = _keep_replaced_items(store, replaced, out_dir, broker, settings)  # out_dir no longer keeps
+                again = backticked(results_command(replaced, "OTHER_DIR", None if embedded else given_broker))
                 log.warning("%s holds the reports of run %s: this run replaces them (%s%s writes them again while the "
                             "store keeps that run)", out_dir, replaced, again,
                             " in a shell" if caller.python else "")  # fmt: skip

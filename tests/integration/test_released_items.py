@@ -4,6 +4,7 @@ read back at every command's start, no longer keeps every item of every run for 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from orchestrator import Evaluation, evaluate, resume
+from orchestrator import Evaluation, evaluate, resume, shutdown
 from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.runner import RELEASED_ITEMS_TTL_S
 from ragscore_workers.errors import DatasetWarning
@@ -249,15 +250,58 @@ def test_a_run_released_by_results_is_kept_again_once_another_run_replaces_its_r
 
 
 def test_an_embedded_runs_items_are_kept_again_once_a_cluster_run_replaces_its_reports(
-    tmp_path: Path, home: Path, cluster: str
+    tmp_path: Path, home: Path, cluster: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A cluster run (a broker given) into the folder of an embedded run's released reports asked the cluster's store
     to keep that run's items, which has no such run: the embedded store still let them go in the hour. The keep goes
-    to the embedded store, where the run lived."""
+    to the embedded store, where the run lived: shared with the evaluate() that keeps it running (warm), which it
+    leaves running; and the command that writes its reports again names no --broker (the cluster has no such run)."""
     out = tmp_path / "out"
     first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
-    evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
+    served_by = EmbeddedRedis(home).serving()
+    assert served_by is not None  # kept warm by this process's evaluate()
+    with caplog.at_level(logging.WARNING, logger="orchestrator.runner"):
+        evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
+    said = " ".join(r.getMessage() for r in caplog.records if f"the reports of run {first}" in r.getMessage())
+    assert f"`ragscore results {first} --out OTHER_DIR` in a shell writes them again" in said, said
+    assert EmbeddedRedis(home).serving() == served_by  # the same server, still up for its holder
     _assert_kept_again(home, first)
+
+
+def test_an_embedded_runs_items_are_kept_from_its_stopped_redis_which_is_stopped_again(
+    tmp_path: Path, home: Path, cluster: str
+) -> None:
+    """No embedded run holds its Redis (stopped once its last run left): the cluster run starts it from its data
+    under its lock, as the embedded commands do, keeps the items, and stops it again as the last to leave."""
+    out = tmp_path / "out"
+    first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
+    shutdown()
+    assert EmbeddedRedis(home).serving() is None
+    evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
+    assert EmbeddedRedis(home).serving() is None
+    _assert_kept_again(home, first)
+
+
+def test_a_cluster_run_replacing_a_cluster_runs_results_folder_leaves_the_embedded_redis_stopped(
+    tmp_path: Path, home: Path, cluster: str
+) -> None:
+    """A folder `ragscore results` wrote has no run.json: a cluster run replacing the reports of a run its own store
+    has keeps them there, and does not start the user's embedded Redis (started for nothing, from its data file)."""
+    evaluate(make_rows(5), SUITE, out=tmp_path / "embedded", quiet=True)  # the user has an embedded store
+    shutdown()
+    starts = _starts(home)
+    first = evaluate(make_rows(5), SUITE, broker=cluster, quiet=True).summary.run_id
+    out = tmp_path / "copy"
+    assert _cli(home, "results", first, "--out", str(out), "--broker", cluster, "--quiet").returncode == 0
+    assert not (out / "run.json").exists()
+    evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
+    assert EmbeddedRedis(home).serving() is None
+    assert _starts(home) == starts  # never started again
+
+
+def _starts(home: Path) -> int:
+    """How many times the embedded Redis of ``home`` started (its log says "Server initialized" at each)."""
+    return (home / "redis" / "redis.log").read_text().count("Server initialized")
 
 
 def _assert_kept_again(home: Path, run_id: str) -> None:
