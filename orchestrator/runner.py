@@ -467,11 +467,14 @@ def resume(
     total = int(meta.get("items", 0)) // max(1, len(resolved.targets))  # rows
     reader = same_bytes_reader(meta.get("dataset_fingerprint"), dataset, fmt, fmt_options)
     if reader != READER_VERSION:  # other bytes, or these read by other loaders: their rows are checked (then, where
-        # the bytes are these, record i is still row i: the look-up below need not validate the shards done)
+        # the bytes are these, record i is still row i: the look-up below need not validate the shards done).
+        # These bytes, every row alike: the next resume takes the fast path (a fingerprint is only ever rewritten where
+        # this ragscore checked the rows whole), taken before the check reads them: an edit meanwhile is not vouched for
+        vouched = reader is not None and _every_shard_digested(meta)
+        ours = dataset_fingerprint(dataset, fmt, fmt_options) if vouched else None
         _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, reader, stored_shard_rows, resolved, ticker)
-        if reader is not None and _every_shard_digested(meta):  # these bytes, every row alike: the next resume
-            # takes the fast path (a fingerprint is only ever rewritten where this ragscore checked the rows whole)
-            store.set_meta(run_id, dataset_fingerprint=dataset_fingerprint(dataset, fmt, fmt_options))
+        if ours is not None:
+            store.set_meta(run_id, dataset_fingerprint=ours)
     if judge_params or judge_limits:
         resolved = with_judge_limits(with_judge_params(resolved, **(judge_params or {})), **(judge_limits or {}))
         given = judge_limits or {}
