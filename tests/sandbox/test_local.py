@@ -257,6 +257,7 @@ def test_a_program_that_only_says_out_of_memory_keeps_its_exit_code(sandbox: Loc
     assert run(sandbox, subclass).stopped_by == "memory"  # numpy's, as its traceback ends
 
 
+@pytest.mark.serial  # 2 s of work under a 2.5 s limit: a loaded host's start-up delay alone passes it
 def test_threads_busy_on_every_core_run_until_their_wall_clock_timeout(sandbox: LocalSandbox) -> None:
     """RLIMIT_CPU was one core's worth of the timeout: two threads hashing (hashlib lets go of the GIL) were
     stopped by SIGXCPU after about half their wall-clock time, and the result said "timeout"."""
