@@ -922,10 +922,11 @@ def summarize_cancelled(
     items; ``settle_s`` at most), send its aggregation, or with ``here`` (an embedded run whose process is gone:
     no worker serves its lane, its control queue included) aggregate it in this process; what those messages
     hold is counted as stopped. Returns the unserved queues and their messages (``on_unserved`` hears them, and
-    ``on_orphaned`` the orphaned messages, before the wait). With ``here``, a run none of whose work is queued or
-    held by a live worker any more (another process took its lane and dropped what it left there) is aggregated
-    here too, once the tasks in flight of its gone process's workers end (``settle_s`` at most; still held then,
-    it is left to them). A run with its summary already is left alone."""
+    ``on_orphaned`` the orphaned messages, before the wait; a queue found unserved during it, as the take of a worker
+    killed whole gets older than ``RECENTLY_TAKEN_S``, is heard then, and no longer holds the wait). With ``here``,
+    a run none of whose work is queued or held by a live worker any more (another process took its lane and dropped
+    what it left there) is aggregated here too, once the tasks in flight of its gone process's workers end
+    (``settle_s`` at most; still held then, it is left to them). A run with its summary already is left alone."""
     if store.state(run_id) != RunState.CANCELLED or store.summary_is_current(run_id):
         return {}
     unserved = unserved_queues(store, run_id)
@@ -941,8 +942,21 @@ def summarize_cancelled(
     deadline = time.monotonic() + settle_s
     while time.monotonic() < deadline and not broker_idle(store, run_id, ignore=unserved):
         time.sleep(POLL_S * 5)
+        unserved = _unserved_since(store, run_id, unserved, on_unserved)
     aggregate_run(store, run_id, here=here)
     return unserved
+
+
+def _unserved_since(
+    store: RunStore, run_id: str, unserved: dict[str, int], on_unserved: Callable[[dict[str, int]], None] | None
+) -> dict[str, int]:
+    """The run's unserved queues read again (as :func:`wait` reads them at each check), those of ``unserved`` kept:
+    a queue whose only worker was killed whole counts as served for ``RECENTLY_TAKEN_S`` after its last take, then
+    no longer holds the summary up. ``on_unserved`` hears the queues newly unserved."""
+    found = {**unserved, **unserved_queues(store, run_id, skip=set(unserved))}
+    if (new := {q: n for q, n in found.items() if q not in unserved}) and on_unserved is not None:
+        on_unserved(new)
+    return found
 
 
 def _left_to_nobody(store: RunStore, run_id: str, settle_s: float) -> bool:

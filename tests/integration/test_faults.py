@@ -489,6 +489,45 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
         server.stop()
 
 
+def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_once_the_queue_counts_unserved(
+    tmp_path: Path,
+) -> None:
+    """A queue a worker took a message of in the last ``RECENTLY_TAKEN_S`` s counts as served: cancelled at once
+    after the kill -9 of its only worker, the run's queue counted served for the whole settle (60 s), as that dead
+    worker's last take stayed its consumer. The settle reads the unserved queues again at each poll (as wait() does):
+    once the take is old, the queue is unserved, the summary is written, and the queue is said as unserved."""
+    from orchestrator.runner import cancel, summarize_cancelled
+
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed, _never_started = _doomed_and_alive(server, tmp_path)
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store)
+        _await_held_work(store, sub.run_id)
+        _kill_whole(doomed)  # the only cpu worker: its queue is left with nobody
+        cancel(store, sub.run_id)
+        heard: list[dict[str, int]] = []
+        returned: dict[str, int] = {}
+
+        def summarize() -> None:  # a settle far longer than this test waits: it must end because cpu is unserved
+            returned.update(summarize_cancelled(store, sub.run_id, settle_s=3600, on_unserved=heard.append))
+
+        settling = threading.Thread(target=summarize, daemon=True)
+        settling.start()
+        settling.join(300)
+        assert not settling.is_alive(), "the settle waited on a queue whose only worker is dead"
+        assert store.summary_is_current(sub.run_id)
+        assert set(returned) == {"cpu"} and returned["cpu"] > 0, returned
+        assert heard and {q for said in heard for q in said} == {"cpu"}, heard  # said to the user, as before the wait
+        summary = write_results(store, sub.run_id, tmp_path / "out")
+        assert summary.state == "cancelled" and summary.items == 6000
+        assert all(metric.stopped > 0 for metric in summary.metrics.values()), summary.metrics
+    finally:
+        doomed.stop()
+        server.stop()
+
+
 def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_summary_soon(tmp_path: Path) -> None:
     """`ragscore cancel` ran while every worker lived, so it left the summary to them; then a worker holding
     messages of the run was killed whole. No live worker could skip those until the visibility timeout (900 s
