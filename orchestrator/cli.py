@@ -1122,9 +1122,11 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     worker listens, or a worker that is gone holds some, or (an embedded run whose process is gone) none of it is
     queued or held by a live worker any more; its embedded process, while alive, does it itself. A cluster's
     broker (``broker``, else RAGSCORE_BROKER_URL) that does not answer, apart from the store (or, on its server,
-    refuses its password or lacks its database: a cancel's connect said so before it cancelled), is BrokerError
-    naming it and saying the run is cancelled all the same (and the command that writes its reports, into ``out``
-    where it is known); so is a Redis lost after that probe (a restart), while the summary was written."""
+    refuses its password or lacks its database: a cancel's connect said so before it cancelled), or whose user may
+    not ask the workers (Celery's remote control replies; `results` checked the store's user for the store alone),
+    is BrokerError or ConfigError naming it and saying the run is cancelled all the same (and the command that writes
+    its reports, into ``out`` where it is known); so is a Redis lost after that probe (a restart), while the summary
+    was written."""
     import redis
     from kombu.exceptions import OperationalError
 
@@ -1148,8 +1150,9 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
             f"{backticked(results_command(run_id, out, broker))} writes it with the reports"
         )
         try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
+            # the store's user too: `results` checked it for the store alone, not for asking the workers
+            reach_broker(url := _broker_url(broker))
             if store.broker is not store.r:  # another server, or another database or user than the store's
-                reach_broker(url := _broker_url(broker))
                 store = broker_tried_once(store, url)  # nor read, once probed
             summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
         except (BrokerError, ConfigError) as exc:  # down, a wrong password; a database it lacks, an unusable URL

@@ -1153,6 +1153,43 @@ def test_submit_and_cancel_check_the_broker_user_for_celerys_remote_control_repl
         server.stop()
 
 
+def test_results_of_a_cancelled_run_with_a_store_and_broker_user_lacking_the_reply_lists_says_so_as_cancel_does(
+    tmp_path: Path,
+) -> None:
+    """`results` of a cancelled run with no summary yet asks the workers what they serve and hold (Celery's remote
+    control) before it writes the summary: where the broker and the store share one user, that user was checked for
+    the store alone, so one lacking the reply lists died with redis-py's raw NoPermissionError (exit 1). It is
+    refused as `cancel` is (exit 2), naming the reply lists and the ACL line, saying the run is cancelled all the
+    same and how to write its reports; with that line added, the same command writes them."""
+    import redis
+
+    from orchestrator.runner import cancel
+
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             "noreply on >noreply-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* &* +@all"]  # fmt: skip
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, noreply = f"redis://good:good-pw@{base}", f"redis://noreply:noreply-pw@{base}"
+    home, out = tmp_path / "home", tmp_path / "out"
+    try:
+        store = connect(good, get_settings(), sends=True)
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id  # no worker
+        cancel(store, run_id)
+        said = _ragscore("results", run_id, "--out", str(out), home=home, RAGSCORE_BROKER_URL=noreply)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2, text
+        assert "its ACL user 'noreply' may not run LPUSH acl-probe.reply.celery.pidbox" in text, text
+        assert "ACL SETUSER noreply ~*.reply.celery.pidbox*" in text and f"Run {run_id} is cancelled" in text, text
+        assert "noreply-pw" not in text and "Traceback" not in text and "NoPermissionError" not in text, text
+        with redis.Redis.from_url(good) as admin:
+            admin.execute_command(*"ACL SETUSER noreply ~*.reply.celery.pidbox*".split())  # the line it gives
+        said = _ragscore("results", run_id, "--out", str(out), home=home, RAGSCORE_BROKER_URL=noreply)
+        assert said.returncode == 1, said.stderr  # a cancelled run's reports: exit 1, as `ragscore run`
+        assert json.loads((out / "summary.json").read_text())["state"] == RunState.CANCELLED
+    finally:
+        server.stop()
+
+
 def test_status_with_a_broker_user_lacking_celerys_remote_control_replies_says_so_and_shows_the_progress(
     tmp_path: Path,
 ) -> None:
