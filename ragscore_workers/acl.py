@@ -166,9 +166,25 @@ def lacking(client: redis.Redis, roles: tuple[Role, ...]) -> str:
     user = client.connection_pool.connection_kwargs.get("username") or "default"
     names = [_shown(c) for _, c, _ in refused]
     listed = ", ".join(names[:_LISTED]) + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else "")
-    role = refused[0][0]
-    return (f"its ACL user {user!r} may not run {listed} ({refused[0][2]}): the {role.name} needs its keys and "
-            f"channels, e.g. {role.rule.format(user=user)}")  # fmt: skip
+    role, error = refused[0][0], refused[0][2]
+    return f"its ACL user {user!r} may not run {listed} ({error}): {_needed(role, error, user)}"
+
+
+#: What Redis's NOPERM says of a command a user may not run on any key (not of a key or channel it may not use).
+_COMMAND_REFUSED = "permissions to run the"
+
+
+def _needed(role: Role, error: str, user: str) -> str:
+    """What ``user`` lacks of ``role`` by Redis's first refusal ``error``, and an ACL rule that allows it: its
+    commands where it may not run one at all (a user that may only read: MULTI), else its keys and channels. A
+    role's rule that grants keys alone (:data:`CONTROL_REPLIES`: its user runs the broker's commands already) is no
+    answer to a refused command: ``+@all`` is."""
+    rule = role.rule.format(user=user)
+    if _COMMAND_REFUSED not in error:
+        return f"the {role.name} needs its keys and channels, e.g. {rule}"
+    if "+@all" not in rule:
+        rule = f"ACL SETUSER {user} +@all"
+    return f"the {role.name} needs those commands, e.g. {rule}"
 
 
 #: Refused commands an error names before it says how many more.

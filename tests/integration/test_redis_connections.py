@@ -1226,6 +1226,38 @@ def test_status_with_a_broker_user_lacking_celerys_remote_control_replies_says_s
         server.stop()
 
 
+def test_status_with_a_broker_user_that_may_only_read_names_the_commands_it_lacks_to_ask_the_workers(
+    tmp_path: Path,
+) -> None:
+    """Asking the workers (Celery's remote control) writes their reply lists: a user that may only read, with every
+    key (``~*``), could not, and `status RUN` told it to add ``~*.reply.celery.pidbox*``, a key pattern it already
+    had. It names what the user lacks: the commands (MULTI the first), and a rule that grants them."""
+    import redis
+
+    users = ["default off", "good on >good-pw ~* &* +@all", "reader on >reader-pw ~* &* +@read +time +ping"]
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, reader = f"redis://good:good-pw@{base}", f"redis://reader:reader-pw@{base}"
+    try:
+        store = connect(good, get_settings(), sends=True)
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id  # no worker
+        said = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=reader, COLUMNS="300")
+        text = " ".join((said.stdout + said.stderr).split())
+        assert said.returncode == 0 and f"run {run_id}: running" in text, text
+        assert "the workers could not be asked with the broker's Redis at redis://reader:***@" in text, text
+        assert "its ACL user 'reader' may not run MULTI (this user has no permissions to run the 'multi' command)" \
+            in text, text  # fmt: skip
+        assert "needs those commands, e.g. ACL SETUSER reader +@all" in text, text
+        assert "~*.reply.celery.pidbox*" not in text and "reader-pw" not in text, text  # ~* it has already
+        with redis.Redis.from_url(good) as admin:
+            admin.execute_command(*"ACL SETUSER reader +@all".split())  # the line it gives
+        said = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=reader, COLUMNS="300")
+        text = " ".join((said.stdout + said.stderr).split())
+        assert said.returncode == 0 and "could not be asked" not in text and "no worker consumes it" in text, text
+    finally:
+        server.stop()
+
+
 def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_send_works(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
