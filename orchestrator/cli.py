@@ -941,10 +941,13 @@ def status(
                 found = HeldMessages(held=0, orphans=[]) if embedded else held_messages(checks, run_id)
                 view.set_orphans(run_id, found.orphans, get_settings().visibility_timeout_s, found.finishing)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
-            if not apart_broker:  # the store's Redis: the command fails
+            if isinstance(exc.__cause__, redis.exceptions.NoPermissionError):  # kombu's: a broadcast channel refused
+                view.broker_note = workers_not_asked(checks.broker, _broker_url(broker), exc.__cause__)
+            elif not apart_broker:  # the store's Redis: the command fails
                 raise
-            view.broker_note = broker_not_reached(apart_broker, exc)
-            stamp(queued_due, consumers_due)  # timed from the failure's end, as a failed ping is
+            else:
+                view.broker_note = broker_not_reached(apart_broker, exc)
+                stamp(queued_due, consumers_due)  # timed from the failure's end, as a failed ping is
             forget_broker_notes()
         except redis.exceptions.NoPermissionError as exc:  # its user may not use Celery's remote control replies
             view.broker_note = workers_not_asked(checks.broker, _broker_url(broker), exc)

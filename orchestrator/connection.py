@@ -20,6 +20,7 @@ from ragscore_workers.acl import (
     BACKEND,
     BROKER,
     BROKER_READS,
+    CONTROL_BROADCAST,
     CONTROL_REPLIES,
     STORE,
     STORE_READS,
@@ -326,8 +327,8 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
 def workers_not_asked(client: redis.Redis, broker_url: str, error: redis.RedisError) -> str:
     """That the workers could not be asked (Celery's remote control, refused ``error``) with the broker's user at
     ``broker_url`` (its password hidden): what that user lacks and the ACL rule to add (:data:`.acl.CONTROL_REPLIES`,
-    probed with ``client``), or ``error`` where the probe cannot tell."""
-    why = lacking(client, (CONTROL_REPLIES,)) or str(error)
+    then :data:`.acl.CONTROL_BROADCAST`, probed with ``client``), or ``error`` where the probe cannot tell."""
+    why = lacking(client, (CONTROL_REPLIES, CONTROL_BROADCAST)) or str(error)
     return f"the workers could not be asked with the broker's Redis at {redact_url(broker_url)} ({why})"
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "BACKEND",
     "BROKER",
     "BROKER_READS",
+    "CONTROL_BROADCAST",
     "CONTROL_REPLIES",
     "STORE",
     "STORE_READS",
@@ -106,6 +107,16 @@ CONTROL_REPLIES = Role(
     commands=_queue_commands(f"{_PROBE}.reply.celery.pidbox"),
     rule="ACL SETUSER {user} ~*.reply.celery.pidbox*",
     writes=True,
+)
+
+#: The broker's user of a command that asks the workers, beside :data:`CONTROL_REPLIES`: the broadcast channel its
+#: questions go out on (``/DB.celery.pidbox``). A user with every key and no channel (Redis 7's default for a new
+#: user) was refused there, and told no rule. Apart from the replies' role: a rule naming both would add a key
+#: pattern that Redis refuses for a user with ``~*``.
+CONTROL_BROADCAST = Role(
+    name="broker (Celery's remote control broadcasts, *.celery.pidbox)",
+    commands=(("PUBLISH", "/{db}.celery.pidbox", _PROBE),),
+    rule="ACL SETUSER {user} &*.celery.pidbox",
 )
 
 #: The run store's user of a command that writes it (run, submit, resume, cancel, results; the run list of status

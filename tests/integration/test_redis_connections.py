@@ -1226,6 +1226,36 @@ def test_status_with_a_broker_user_lacking_celerys_remote_control_replies_says_s
         server.stop()
 
 
+def test_status_with_a_broker_user_lacking_the_remote_control_channel_names_it_and_the_rule(tmp_path: Path) -> None:
+    """Asking the workers publishes the question on Celery's broadcast channel (``/0.celery.pidbox``): a broker user
+    with every key and no channel (Redis 7's default for a new user) was refused there, and `status RUN` said only
+    Redis's error, no rule (the reply lists it may use passed the probe). It names the channel and a rule that
+    grants it; with that line added, the workers are asked."""
+    import redis
+
+    users = ["default off", "good on >good-pw ~* &* +@all", "nochan on >nochan-pw ~* resetchannels +@all"]
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, nochan = f"redis://good:good-pw@{base}", f"redis://nochan:nochan-pw@{base}"
+    try:
+        store = connect(good, get_settings(), sends=True)
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id  # no worker
+        said = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=nochan, COLUMNS="300")
+        text = " ".join((said.stdout + said.stderr).split())
+        assert said.returncode == 0 and f"run {run_id}: running" in text, text
+        assert "the workers could not be asked with the broker's Redis at redis://nochan:***@" in text, text
+        assert "its ACL user 'nochan' may not run PUBLISH /0.celery.pidbox" in text, text
+        assert "e.g. ACL SETUSER nochan &*.celery.pidbox" in text, text
+        assert "nochan-pw" not in text and "Traceback" not in text, text
+        with redis.Redis.from_url(good) as admin:
+            admin.execute_command(*"ACL SETUSER nochan &*.celery.pidbox".split())  # its line
+        said = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=nochan, COLUMNS="300")
+        text = " ".join((said.stdout + said.stderr).split())
+        assert said.returncode == 0 and "could not be asked" not in text and "no worker consumes it" in text, text
+    finally:
+        server.stop()
+
+
 def test_status_with_a_broker_user_that_may_only_read_names_the_commands_it_lacks_to_ask_the_workers(
     tmp_path: Path,
 ) -> None:
