@@ -136,6 +136,9 @@ __all__ = [
 POLL_S = 0.2
 #: Seconds ``ragscore cancel`` waits for a run's tasks in flight before it aggregates what the run scored.
 SETTLE_S = 60.0
+#: Seconds at least between two asks of the workers which queues they serve during that wait (a 1 s broadcast each,
+#: to every worker of the cluster): a queue whose only worker was killed whole counts unserved that much later.
+UNSERVED_RECHECK_S = 5.0
 #: Automatic re-submissions of a stalled run before wait() gives up.
 MAX_STALL_RECOVERIES = 3
 #: Consecutive idle observations (1 s apart) before a stalled run counts as abandoned.
@@ -923,10 +926,11 @@ def summarize_cancelled(
     no worker serves its lane, its control queue included) aggregate it in this process; what those messages
     hold is counted as stopped. Returns the unserved queues and their messages (``on_unserved`` hears them, and
     ``on_orphaned`` the orphaned messages, before the wait; a queue found unserved during it, as the take of a worker
-    killed whole gets older than ``RECENTLY_TAKEN_S``, is heard then, and no longer holds the wait). With ``here``,
-    a run none of whose work is queued or held by a live worker any more (another process took its lane and dropped
-    what it left there) is aggregated here too, once the tasks in flight of its gone process's workers end
-    (``settle_s`` at most; still held then, it is left to them). A run with its summary already is left alone."""
+    killed whole gets older than ``RECENTLY_TAKEN_S``, is heard then (the workers asked every ``UNSERVED_RECHECK_S``
+    at most), and no longer holds the wait). With ``here``, a run none of whose work is queued or held by a live
+    worker any more (another process took its lane and dropped what it left there) is aggregated here too, once the
+    tasks in flight of its gone process's workers end (``settle_s`` at most; still held then, it is left to them). A
+    run with its summary already is left alone."""
     if store.state(run_id) != RunState.CANCELLED or store.summary_is_current(run_id):
         return {}
     unserved = unserved_queues(store, run_id)
@@ -939,10 +943,12 @@ def summarize_cancelled(
         on_unserved(unserved)
     if orphans and on_orphaned is not None:
         on_orphaned(orphans)
-    deadline = time.monotonic() + settle_s
+    asked = time.monotonic()  # the workers were just asked which queues they serve
+    deadline = asked + settle_s
     while time.monotonic() < deadline and not broker_idle(store, run_id, ignore=unserved):
         time.sleep(POLL_S * 5)
-        unserved = _unserved_since(store, run_id, unserved, on_unserved)
+        if time.monotonic() - asked >= UNSERVED_RECHECK_S:
+            unserved, asked = _unserved_since(store, run_id, unserved, on_unserved), time.monotonic()
     aggregate_run(store, run_id, here=here)
     return unserved
 

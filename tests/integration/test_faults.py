@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -431,6 +432,20 @@ def _await_held_work(store: RunStore, run_id: str) -> None:
                  300), "no scoring"  # fmt: skip
 
 
+def _remote_control_asks(broadcasts: redis.client.PubSub, method: str) -> int:
+    """How many of Celery's remote control broadcasts ``broadcasts`` heard ask the workers ``method`` (kombu's message
+    on the pidbox channel: its body, base64, names the method)."""
+    asks = 0
+    while (heard := broadcasts.get_message(timeout=1.0)) is not None:
+        message = json.loads(heard["data"])
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        asks += json.loads(body).get("method") == method
+    broadcasts.close()
+    return asks
+
+
 def _cli(server: RedisProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """``ragscore ARGS`` against ``server`` (a 15-minute visibility timeout), its output captured."""
     env = {**os.environ, "RAGSCORE_BROKER_URL": server.url, "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
@@ -495,8 +510,10 @@ def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_o
     """A queue a worker took a message of in the last ``RECENTLY_TAKEN_S`` s counts as served: cancelled at once
     after the kill -9 of its only worker, the run's queue counted served for the whole settle (60 s), as that dead
     worker's last take stayed its consumer. The settle reads the unserved queues again at each poll (as wait() does):
-    once the take is old, the queue is unserved, the summary is written, and the queue is said as unserved."""
-    from orchestrator.runner import cancel, summarize_cancelled
+    once the take is old, the queue is unserved, the summary is written, and the queue is said as unserved. It asks
+    the workers which queues they serve (a broadcast to every worker) every ``UNSERVED_RECHECK_S`` at most, not at
+    each 1 s poll."""
+    from orchestrator.runner import UNSERVED_RECHECK_S, cancel, summarize_cancelled
 
     server = RedisProcess(tmp_path / "redis").start()
     doomed, _never_started = _doomed_and_alive(server, tmp_path)
@@ -509,14 +526,22 @@ def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_o
         cancel(store, sub.run_id)
         heard: list[dict[str, int]] = []
         returned: dict[str, int] = {}
+        took: list[float] = []
+        broadcasts = store.broker.pubsub()  # Celery's remote control: its asks to every worker
+        broadcasts.psubscribe("*.celery.pidbox")
+        assert (broadcasts.get_message(timeout=30) or {}).get("type") == "psubscribe"
 
         def summarize() -> None:  # a settle far longer than this test waits: it must end because cpu is unserved
+            began = time.monotonic()
             returned.update(summarize_cancelled(store, sub.run_id, settle_s=3600, on_unserved=heard.append))
+            took.append(time.monotonic() - began)
 
         settling = threading.Thread(target=summarize, daemon=True)
         settling.start()
         settling.join(300)
         assert not settling.is_alive(), "the settle waited on a queue whose only worker is dead"
+        asks = _remote_control_asks(broadcasts, "active_queues")
+        assert asks <= 1 + took[0] / UNSERVED_RECHECK_S, (asks, took)  # its first ask, then one each 5 s at most
         assert store.summary_is_current(sub.run_id)
         assert set(returned) == {"cpu"} and returned["cpu"] > 0, returned
         assert heard and {q for said in heard for q in said} == {"cpu"}, heard  # said to the user, as before the wait
