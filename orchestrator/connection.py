@@ -274,7 +274,8 @@ def _servers_apart(url: str, other: str) -> bool:
 def reach_broker(broker_url: str) -> None:
     """For a command that needs the broker (its queues, its workers) where :func:`connect` may not have probed it,
     the broker being another Redis than the store's (another server: :attr:`RunStore.broker_apart`; or another
-    database or user of the store's server: a wrong password, a database it lacks): return when the broker's Redis
+    database or user of the store's server: a wrong password, a database it lacks), or the store's user probed for
+    the store alone (`results`: not for asking the workers): return when the broker's Redis
     answers one ping, BrokerError naming it when it does not (or probe_redis's errors). Not retried: the command
     (cancel, results of a cancelled run) only asks whether it can use the broker, and said so after connect's ~20 s
     of retries."""
