@@ -453,7 +453,8 @@ def resume(
     with the run (every worker judges what is left with them). ``recovery`` (wait() re-submitting a stalled run)
     keeps the clock and the breakers. ``say`` is told how far the check and the look-up are, every NOTE_EVERY_S
     (minutes for a million rows). ``broker``: the --broker it is sent with, as :func:`submit`'s. ``stored``: the run's
-    suite as the caller read it (:func:`stored_suite`), read from the store here where None.
+    suite as the caller read it (:func:`stored_suite`), read from the store here where None. ``on_validated(queues)``
+    runs before the first task is sent, with the queues it may send work to (:func:`queues_left`).
     """
     store.check_items_kept(run_id)  # released: every output would be sent again
     meta = store.meta(run_id)
@@ -500,7 +501,7 @@ def resume(
     # stall recovery, whose raw error wait() catches.
     with _said_cut_off(run_id, raw=recovery, broker=broker), _cancelled_on_failure(store, run_id, ended, lost):
         if on_validated is not None:
-            on_validated(json.loads(meta.get("queues", "[]")))
+            on_validated(queues_left(store, run_id, resolved, json.loads(meta.get("queues", "[]"))))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
         if reader is not None and not resolved.targets and not cut_off and not int(meta.get("failed_rows", 0) or 0):
             stream = _shards_to_redo(store, run_id, dataset, fmt, fmt_options, stored_shard_rows, all_outputs)
@@ -1133,9 +1134,9 @@ def check_judge_threads(threads: object, broker: str | None, caller: Caller = CL
 
 
 def judge_threads_unused(caller: Caller = CLI) -> str:
-    """What an embedded run with no judge work says of ``--judge-threads`` (``judge_threads=``) given."""
+    """What an embedded run (or resume) with no judge work says of ``--judge-threads`` (``judge_threads=``) given."""
     return (f"{caller.option('judge-threads')} has no effect: the run has no judge work (no judge metric scores its "
-            "rows), so no local judge worker is started")  # fmt: skip
+            "rows, or a resume's has no item left), so no local judge worker is started")  # fmt: skip
 
 
 #: The command line's names of the judge params a resume's budget options set (:func:`.suite.judge_budget`).
@@ -1156,20 +1157,21 @@ def _unused_when_done(
     return f"{listed} {'has' if len(given) == 1 else 'have'} no effect: nothing is left to score"
 
 
-def judge_left(store: RunStore, run_id: str, resolved: ResolvedSuite) -> int | None:
-    """0 where a resume of run ``run_id`` sends no judge call: its submission was not cut off, it has no target (a
-    target's answer asked again is judged anew), and every judge output is stored, none stopped and none an error
-    (:func:`errors_of`; a run stored before errors were counted per queue: no output of it an error, as any may be a
-    judge's); None where it may send some (its resume needs the judge's key). From the counters as stored:
-    :meth:`RunStore.progress` leaves ``stopped:{queue}`` and ``errors:{queue}`` out."""
-    counters = store.counters(run_id, "progress")
+def queues_left(store: RunStore, run_id: str, resolved: ResolvedSuite, queues: list[str]) -> list[str]:
+    """The ``queues`` of run ``run_id`` a resume may send work to: all of them where its submission was cut off or it
+    has a target (a target's answer asked again is scored anew on every queue); else those with an output not stored,
+    stored stopped or stored as an error (:func:`errors_of`; a run stored before errors were counted per queue: any
+    may be a queue's). From the counters as stored: :meth:`RunStore.progress` leaves ``stopped:{queue}`` and
+    ``errors:{queue}`` out."""
     if "n_shards" not in store.meta(run_id) or resolved.targets:
-        return None
-    judge = Queue.JUDGE.value
-    stored = counters.get(f"done:{judge}", 0) >= counters.get(f"total:{judge}", 0)
-    errors = errors_of(counters, judge)
-    clean = not counters.get(f"stopped:{judge}", 0) and errors == 0
-    return 0 if stored and clean else None
+        return queues
+    counters = store.counters(run_id, "progress")
+
+    def done(queue: str) -> bool:
+        stored = counters.get(f"done:{queue}", 0) >= counters.get(f"total:{queue}", 0)
+        return stored and not counters.get(f"stopped:{queue}", 0) and errors_of(counters, queue) == 0
+
+    return [queue for queue in queues if not done(queue)]
 
 
 def judge_cache_may_answer(resolved: ResolvedSuite, redis: Any) -> bool:
@@ -1392,7 +1394,7 @@ def run(
                 if resume_id is None:
                     planned = store.meta(run_id).get("judge_calls_planned")
                 else:
-                    planned = None if resumed is None else judge_left(store, run_id, resumed)
+                    planned = None if Queue.JUDGE.value in queues else 0
                 on_validated(queues, None if planned is None else int(planned))
             if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
                 embedded = _keep_replaced_items(store, replaced, out_dir, broker, settings)  # out_dir no longer keeps
@@ -1490,6 +1492,9 @@ def run(
 
         def start_workers(queues: list[str], judge_calls_left: int | None) -> None:
             nonlocal fingerprint
+            # a resume with no output left to score still has its shards' finish and its aggregate to run: on the
+            # control queue, which every worker serves (the cpu one starts the fastest)
+            queues = queues or [Queue.CPU.value]
             if resolved is not None:  # the queues routed rows added (the judge's, when its key awaited the count)
                 check_local_resources(resolved, [q for q in queues if q not in checked], judge_calls_left)
             elif resumed is not None:  # the run's own suite, read from the store by start(); no judge left: no key

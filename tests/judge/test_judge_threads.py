@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator import evaluate, shutdown
+from orchestrator import evaluate, resume, shutdown
 from ragscore_workers.app import app
 from ragscore_workers.errors import ConfigError, DatasetWarning
 
@@ -26,18 +26,23 @@ pytestmark = pytest.mark.integration
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": "r", "answer": f"a{i} [[rating=4]]"} for i in range(4)]
 
 
-def _judge_worker_pools() -> dict[str, dict[str, Any]]:
-    """Node name -> pool stats (``inspect stats``) of this process's embedded judge workers, asked on their broker."""
-    brokers = set()
+def _local_workers() -> list[tuple[str, str]]:
+    """(queue, broker URL) of each of this process's local Celery worker processes alive now (a pool's too)."""
+    found = []
     for proc in psutil.Process().children(recursive=True):
         try:  # a child may end while read (a worker's own helper process)
             argv = proc.cmdline()
-            if "celery" in argv and "-Q" in argv and argv[argv.index("-Q") + 1].startswith("judge,"):
-                brokers.add(proc.environ()["RAGSCORE_BROKER_URL"])
+            if "celery" in argv and "-Q" in argv:
+                found.append((argv[argv.index("-Q") + 1].split(",")[0], proc.environ()["RAGSCORE_BROKER_URL"]))
         except psutil.Error:
             continue
+    return found
+
+
+def _judge_worker_pools() -> dict[str, dict[str, Any]]:
+    """Node name -> pool stats (``inspect stats``) of this process's embedded judge workers, asked on their broker."""
     pools = {}
-    for broker in brokers:
+    for broker in {broker for queue, broker in _local_workers() if queue == "judge"}:
         with app.connection_for_write(broker) as conn:
             stats = app.control.inspect(timeout=5, connection=conn).stats() or {}
         pools |= {node: stats[node]["pool"] for node in stats if node.startswith("judge-")}
@@ -125,3 +130,26 @@ def test_ragscore_resume_takes_judge_threads(home: Path, keys: str, tmp_path: Pa
                               timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert [pool["max-concurrency"] for pool in pools.values()] == [2], pools
+
+
+def test_a_resume_whose_judge_is_done_starts_no_judge_worker(home: Path, keys: str, tmp_path: Path, model: str) -> None:
+    """Every item judged, a cpu metric's error left (a typed answer's malformed ``expected``): the resume starts a
+    cpu worker alone (the workers it keeps, read as processes), and its judge_threads= is said to have no effect.
+    Seen failing before: the resume started a judge worker for nothing, and took judge_threads= silently."""
+    rows = [row | {"question_type": "Yes/No", "expected": "yes"} for row in ROWS]
+    rows[0]["expected"] = "Paris"  # not one yes or one no: typed_answer's error for that item
+    out = tmp_path / "out"
+    with FakeProvider(api_key=keys) as fake:
+        judge = {"model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+        suite = {"name": "done", "metrics": ["typed_answer", "answer_accuracy"], "judge": judge}
+        first = evaluate(rows, suite, out=out, quiet=True)
+        assert first.summary.metrics["typed_answer"].errors == 1
+        assert first.summary.metrics["answer_accuracy"].n == len(ROWS)
+        shutdown()  # the call's workers, kept for this process's next call: those alive below are the resume's
+        try:
+            with pytest.warns(DatasetWarning, match=re.escape("judge_threads= has no effect")):
+                again = resume(out, quiet=True, judge_threads=2)
+            assert again.summary.metrics["typed_answer"].errors == 1
+            assert {queue for queue, _ in _local_workers()} == {"cpu"}  # its prefork children too
+        finally:
+            shutdown()
