@@ -20,7 +20,7 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,10 +31,11 @@ from .schemas import ItemResult, MetricSummary, RunSummary
 __all__ = [
     "COMPARE_METRIC",
     "Aggregator",
+    "Pairing",
     "Wins",
     "bootstrap_ci",
     "mean_ci",
-    "paired_systems",
+    "pairing",
     "repeated_values",
     "summarize",
     "wilson_ci",
@@ -255,19 +256,28 @@ def repeated_values(hashes: array[int]) -> np.ndarray:
     return np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
 
 
-def paired_systems(hashes: array[int], systems: array[int], count: int) -> list[int]:
-    """Per system number below ``count`` (``systems`` holds one per id hash of ``hashes``, both ``array``s; numbers
-    from ``count`` on are left out), how many of the other such systems answered a question id it answered: what
-    ``ragscore compare`` pairs with it as the baseline. One sort by id; then each distinct set of systems that
+class Pairing(NamedTuple):
+    """Which answers share a question id: ``questions``, the ids answered more than once; ``partners``, per system
+    number, how many other systems answered an id it answered."""
+
+    questions: int
+    partners: list[int]
+
+
+def pairing(hashes: array[int], systems: array[int], count: int) -> Pairing:
+    """How the answers of the question id hashes ``hashes`` pair up (``systems`` holds the system number of each,
+    both ``array``s): the ids answered more than once, whatever their systems, and per system number below ``count``
+    (numbers from ``count`` on are left out) how many of the other such systems answered a question id it answered:
+    what ``ragscore compare`` pairs with it as the baseline. One sort by id; then each distinct set of systems that
     answered one id is counted once, as a bit mask of them (a run whose systems answer the same ids has one such
     set, whatever its items), not each pair of systems of each id, which grew with the square of the systems."""
     ids, numbers = np.frombuffer(hashes, dtype=np.int64), np.frombuffer(systems, dtype=np.uint16)
-    if not (kept := numbers < count).all():
-        ids, numbers = ids[kept], numbers[kept]
     order = np.argsort(ids)
     ids, numbers = ids[order], numbers[order]
-    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if ids.size else np.zeros(0, dtype=np.int64)
-    sizes = np.diff(np.r_[starts, ids.size])
+    questions = int((_runs(ids)[1] > 1).sum())
+    if not (kept := numbers < count).all():  # still sorted by id
+        ids, numbers = ids[kept], numbers[kept]
+    starts, sizes = _runs(ids)
     masks = [0] * count  # per system, the systems that answered an id with it (itself among them)
     for size in np.unique(sizes[sizes > 1]).tolist():
         sets = np.sort(numbers[starts[sizes == size][:, None] + np.arange(size)], axis=1)  # a row of systems an id
@@ -278,7 +288,13 @@ def paired_systems(hashes: array[int], systems: array[int], count: int) -> list[
                 mask |= 1 << n
             for n in members:
                 masks[n] |= mask
-    return [max(mask.bit_count() - 1, 0) for mask in masks]
+    return Pairing(questions, [max(mask.bit_count() - 1, 0) for mask in masks])
+
+
+def _runs(ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each run of equal values of the sorted ``ordered`` starts, and its length."""
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if ordered.size else np.zeros(0, dtype=np.int64)
+    return starts, np.diff(np.r_[starts, ordered.size])
 
 
 class Aggregator:
@@ -366,6 +382,7 @@ class Aggregator:
         def dump(tree: dict[str, dict[str, _Acc]]) -> dict[str, dict[str, MetricSummary]]:
             return {k: {m: acc.summary() for m, acc in sorted(v.items())} for k, v in sorted(tree.items())}
 
+        paired = pairing(self.system_ids, self.system_numbers, len(self.systems))  # the one sort of the ids
         return RunSummary(
             run_id=run_id,
             items=self.items,
@@ -377,15 +394,14 @@ class Aggregator:
             by_question_type=dump(self.by["question_type"]),
             by_category=dump(self.by["category"]),
             wins=self.wins.summary(),
-            paired_questions=int(repeated_values(self.system_ids).size),
-            paired_systems=self._paired_systems(),
+            paired_questions=paired.questions,
+            paired_systems=self._paired_systems(paired.partners),
             **extra,
         )
 
-    def _paired_systems(self) -> dict[str, int]:
+    def _paired_systems(self, partners: list[int]) -> dict[str, int]:
         """Per system of the breakdown (not those pooled past its first values), how many others of them share a
-        question id with it (:func:`paired_systems`)."""
-        partners = paired_systems(self.system_ids, self.system_numbers, len(self.systems))
+        question id with it (``partners``: :func:`pairing`'s, by system number)."""
         shown = self.by["system"]
         return {name: partners[n] for name, n in self.systems.items() if name in shown and name != OTHER_VALUES}
 

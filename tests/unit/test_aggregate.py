@@ -123,7 +123,7 @@ def test_systems_past_the_breakdowns_first_ones_are_not_kept_for_pairing() -> No
     table's systems, of which the console says how many). A system seen twice under one id pairs with no one."""
     from array import array
 
-    from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES, OTHER_VALUES, Aggregator, paired_systems
+    from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES, OTHER_VALUES, Aggregator, pairing
 
     agg = Aggregator()
     for q in ("q1", "q2"):
@@ -133,8 +133,8 @@ def test_systems_past_the_breakdowns_first_ones_are_not_kept_for_pairing() -> No
     assert len(agg.systems) == MAX_BREAKDOWN_VALUES and OTHER_VALUES in summary.by_system
     assert summary.paired_systems == {f"s{n}": MAX_BREAKDOWN_VALUES - 1 for n in range(MAX_BREAKDOWN_VALUES)}
     hashes, systems = array("q", [7, 7, 8, 8, 9]), array("H", [0, 0, 1, 2, 1])  # system 0 twice under one id hash
-    assert paired_systems(hashes, systems, 3) == [0, 1, 1]
-    assert paired_systems(hashes, systems, 2) == [0, 0]  # system 2 left out
+    assert pairing(hashes, systems, 3) == (2, [0, 1, 1])  # ids 7 and 8 answered twice
+    assert pairing(hashes, systems, 2) == (2, [0, 0])  # system 2 left out (its answers of id 8 still count)
 
 
 def test_null_is_never_averaged_as_zero() -> None:
