@@ -1161,14 +1161,16 @@ def queues_left(store: RunStore, run_id: str, resolved: ResolvedSuite, queues: l
     """The ``queues`` of run ``run_id`` a resume may send work to: all of them where its submission was cut off or it
     has a target (a target's answer asked again is scored anew on every queue); else those with an output not stored,
     stored stopped or stored as an error (:func:`errors_of`; a run stored before errors were counted per queue: any
-    may be a queue's). From the counters as stored: :meth:`RunStore.progress` leaves ``stopped:{queue}`` and
-    ``errors:{queue}`` out."""
+    may be a queue's), or no count of its outputs. From the counters as stored: :meth:`RunStore.progress` leaves
+    ``stopped:{queue}`` and ``errors:{queue}`` out."""
     if "n_shards" not in store.meta(run_id) or resolved.targets:
         return queues
     counters = store.counters(run_id, "progress")
 
     def done(queue: str) -> bool:
-        stored = counters.get(f"done:{queue}", 0) >= counters.get(f"total:{queue}", 0)
+        if (total := counters.get(f"total:{queue}")) is None:
+            return False
+        stored = counters.get(f"done:{queue}", 0) >= total
         return stored and not counters.get(f"stopped:{queue}", 0) and errors_of(counters, queue) == 0
 
     return [queue for queue in queues if not done(queue)]
