@@ -229,12 +229,22 @@ def _parse_chunks(values: list[str] | None) -> dict[str, int]:
     return chunks
 
 
+def _cluster_url(broker: str | None) -> str | None:
+    """--broker, else $RAGSCORE_BROKER_URL: the cluster's broker; None for an embedded run."""
+    return broker or get_settings().broker_url or None
+
+
+def _embedded(broker: str | None) -> bool:
+    """Whether a command with ``--broker broker`` works on the embedded Redis (no broker given or configured)."""
+    return _cluster_url(broker) is None
+
+
 def _broker_url(broker: str | None, *, start_embedded: bool = True) -> str:
     """--broker, else $RAGSCORE_BROKER_URL, else the embedded Redis: started from its data file when no run
     has it up (and shut down again at exit unless a run uses it), so finished and interrupted embedded runs
     can be listed, reported and resumed later."""
     settings = get_settings()
-    url = broker or settings.broker_url
+    url = _cluster_url(broker)
     if url:
         return url
     from .embedded_redis import EmbeddedRedis
@@ -282,7 +292,7 @@ def _run_store(broker: str | None, run_id: str, *, queues: bool = False, writes:
     settings = get_settings()
     url = _broker_url(broker)
     store = connect(url, settings, queues=queues, writes=writes)
-    if broker or settings.broker_url:
+    if not _embedded(broker):
         store.meta(run_id)  # raises a clear error for an unknown run
         return store, None
     lane = int(store.meta(run_id).get("lane") or 0)
@@ -435,7 +445,7 @@ def run_cmd(
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; reports go to a directory")
-    if debug_on_fail and (broker or get_settings().broker_url or not sys.stdin.isatty()):
+    if debug_on_fail and (not _embedded(broker) or not sys.stdin.isatty()):
         raise ConfigError("--debug-on-fail needs an embedded run started from a terminal")
     resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
@@ -672,7 +682,7 @@ def _dry_run(  # type: ignore[no-untyped-def]
     from .workers import POOL_DEFAULTS
 
     redis = None
-    cluster = broker or get_settings().broker_url
+    cluster = _cluster_url(broker)
     if looks_up_caches(resolved):
         if cluster or EmbeddedRedis(get_settings().home).dir.exists():
             try:
@@ -821,7 +831,7 @@ def submit(
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
-    if not (broker or get_settings().broker_url):
+    if _embedded(broker):
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
     options = _format_options(predictions, corpus, system)
     store = _store(broker, sends=True)
@@ -862,7 +872,7 @@ def status(
 
     if run_id is None:  # one line per run, oldest first: id, state, done/total units, submitted (UTC), dataset
         store = _store(broker)  # a user that may only read lists the runs (one that writes keeps their index)
-        embedded = not (broker or get_settings().broker_url)
+        embedded = _embedded(broker)
         runs = sorted(store.overview(store.list_runs()), key=lambda r: (r["submitted_at"] or 0.0, r["run_id"]))
         interrupted = 0
         if runs:
@@ -1030,7 +1040,7 @@ def results(
         # still none: says why, and what to do
         store.finished_summary(run_id, current=True, **summary_commands(run_id, out, broker))
     # its items leave an embedded store soon after, as a run's into its own --out DIR do (a cluster's keeps them)
-    summary = write_results(store, run_id, out, broker, release=not (broker or get_settings().broker_url))
+    summary = write_results(store, run_id, out, broker, release=_embedded(broker))
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
         print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None, broker=broker)
@@ -1234,7 +1244,7 @@ def worker(
 
     settings = get_settings()
     settings.check_visibility_timeout()
-    url = broker or settings.broker_url
+    url = _cluster_url(broker)
     if not url:
         raise ConfigError("worker needs a broker: pass --broker or set RAGSCORE_BROKER_URL")
     names = list(dict.fromkeys(q.strip() for q in queues.split(",") if q.strip()))  # one worker per queue
@@ -1416,7 +1426,7 @@ def consensus_cmd(
     with ExitStack() as stack:  # embedded: (re)start the private Redis from its data only if the store is needed
 
         def store():  # type: ignore[no-untyped-def]
-            return connect(broker or settings.broker_url or stack.enter_context(EmbeddedRedis(settings.home)), settings)
+            return connect(_cluster_url(broker) or stack.enter_context(EmbeddedRedis(settings.home)), settings)
 
         source = run_source(run, dataset=dataset, suite=suite, store=store)
         questions, with_reference = write_consensus(out, source)
