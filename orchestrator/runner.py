@@ -442,6 +442,7 @@ def resume(
     say: Callable[[str], None] | None = None,
     broker: str | None = None,
     stored: ResolvedSuite | None = None,
+    on_queues: Callable[[list[str]], None] | None = None,
 ) -> Submitted:
     """Re-submit only what the store lacks (missing, failed or stopped outputs) of an existing run.
 
@@ -454,7 +455,9 @@ def resume(
     keeps the clock and the breakers. ``say`` is told how far the check and the look-up are, every NOTE_EVERY_S
     (minutes for a million rows). ``broker``: the --broker it is sent with, as :func:`submit`'s. ``stored``: the run's
     suite as the caller read it (:func:`stored_suite`), read from the store here where None. ``on_validated(queues)``
-    runs before the first task is sent, with the queues it may send work to (:func:`queues_left`).
+    runs before the first task is sent, with the queues it may send work to (:func:`queues_left`, from the progress
+    counters); ``on_queues(queues)`` before each shard's scoring tasks are sent, with the queues they go to (what the
+    look-up found missing): an embedded run starts a worker for one it has none for, so no task waits unserved.
     """
     store.check_items_kept(run_id)  # released: every output would be sent again
     meta = store.meta(run_id)
@@ -545,6 +548,8 @@ def resume(
                 store.mark_shard_done(run_id, index, generation)
             else:
                 store.mark_redo(run_id, _stored_redo(rows, lookup, resolved))  # before a worker writes them
+                if on_queues is not None:
+                    on_queues(shard.queues)
                 shard.signature.apply_async()
                 n_tasks += shard.tasks
         if cut_off:
@@ -717,6 +722,7 @@ def wait(
     out_dir: Path | None = None,
     broker: str | None = None,
     cancel_on_error: bool = False,
+    on_queues: Callable[[list[str]], None] | None = None,
 ) -> RunSummary:
     """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying), and returns
     something truthy when it restarted a dead local worker. ``revive`` (the embedded mode: restart its own
@@ -741,7 +747,7 @@ def wait(
     --broker): named by the commands an outage it gives up on says (``broker`` by the command that starts a worker
     of a queue nobody serves too). ``cancel_on_error`` (an embedded run, whose workers stop with it): a wait ended by
     an error or a Ctrl-C marks the run cancelled before its last progress line, which then counts what the cancel
-    stopped, as ``ragscore status`` does.
+    stopped, as ``ragscore status`` does. ``on_queues``: handed to a re-submission's :func:`resume`.
     """
     progress = progress or QuietProgress()
     stall_s = get_settings().stall_s if stall_s is None else stall_s
@@ -779,7 +785,8 @@ def wait(
                     if state not in RunState.DONE:  # unless it was cancelled meanwhile
                         log.warning("run %s: Redis answers: re-submitting what the stall recovery it cut off left",
                                     run_id)  # fmt: skip
-                        resume(store, run_id, recovery=True)  # a new generation: the half sent is skipped
+                        # a new generation: the half sent is skipped
+                        resume(store, run_id, recovery=True, on_queues=on_queues)
                     recovering = False
                     last_change, idle_checks = time.monotonic(), 0
                 progress.update(counters)
@@ -833,7 +840,7 @@ def wait(
                                 log.warning("run %s: no progress for %.0f s, nothing queued: re-submitting", run_id,
                                             limit)  # fmt: skip
                                 recovering = True  # until it returns: an outage may cut it off part-way
-                                resume(store, run_id, recovery=True)
+                                resume(store, run_id, recovery=True, on_queues=on_queues)
                                 recovering = False
                                 held("")  # sent again: no longer waits on them
                                 held_said = False
@@ -1384,7 +1391,11 @@ def run(
     registration = ""  # and its registration there (EmbeddedRedis.member: held while this call runs the run)
     say = note_of(progress)
 
-    def start(store: RunStore, on_validated: Callable[[list[str], int | None], None] | None = None) -> Submitted:
+    def start(
+        store: RunStore,
+        on_validated: Callable[[list[str], int | None], None] | None = None,
+        on_queues: Callable[[list[str]], None] | None = None,
+    ) -> Submitted:
         nonlocal resumed
         run_id = resume_id or new_run_id()
 
@@ -1430,7 +1441,8 @@ def run(
                 check_queues(store, broker, resumed.queues)
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
-                          judge_limits=judge_limits, say=say, broker=given_broker, stored=resumed)  # fmt: skip
+                          judge_limits=judge_limits, say=say, broker=given_broker, stored=resumed,
+                          on_queues=on_queues)  # fmt: skip
         assert dataset is not None and resolved is not None
         if broker:
             check_queues(store, broker, resolved.queues)
@@ -1503,20 +1515,30 @@ def run(
                 check_local_resources(resumed, queues, judge_calls_left)
             if judge_threads is not None and Queue.JUDGE.value not in queues:
                 caller.warn(judge_threads_unused(caller))
-            threads = None if judge_threads is None else {Queue.JUDGE.value: judge_threads}
-
-            def start(wanted: list[str]) -> LocalWorkers:
-                started = LocalWorkers(embedded.broker_url, wanted, settings.home / "logs", concurrency=threads,
-                                       env=lane_env, stop_with_parent=True)  # fmt: skip
-                workers.append(started)  # before it starts: a Ctrl-C in its start stops it too
-                started.start()
-                return started
-
             if not warm:
-                start(queues)
+                start_local(queues)
                 return
             fingerprint = worker_fingerprint(threads)
-            workers[:] = kept_workers(embedded.broker_url, queues, fingerprint, start)
+            workers[:] = kept_workers(embedded.broker_url, queues, fingerprint, start_local)
+
+        threads = None if judge_threads is None else {Queue.JUDGE.value: judge_threads}
+
+        def start_local(wanted: list[str]) -> LocalWorkers:
+            started = LocalWorkers(embedded.broker_url, wanted, settings.home / "logs", concurrency=threads,
+                                   env=lane_env, stop_with_parent=True)  # fmt: skip
+            workers.append(started)  # before it starts: a Ctrl-C in its start stops it too
+            started.start()
+            return started
+
+        def start_unserved(queues: list[str]) -> None:
+            """A worker for those of ``queues`` (a resume's shard about to be sent to them) that none of the run's
+            serves: its progress counters said they had nothing left (:func:`queues_left`), its look-up found some."""
+            served = {queue for w in workers for queue in w.queues}
+            if missing := [queue for queue in queues if queue not in served]:
+                suite = resumed or resolved
+                if suite is not None:  # what the worker would fail on (the judge's key): an error now, as at start
+                    check_local_resources(suite, missing)
+                start_local(missing)
 
         try:
             store = connect_lane(url, embedded.lane or 0, settings, sends=True)
@@ -1534,7 +1556,7 @@ def run(
             finished = False
             try:
                 # Workers start only once the whole dataset validated, and boot while rows are submitted.
-                sub = start(store, on_validated=start_workers)
+                sub = start(store, on_validated=start_workers, on_queues=start_unserved)
                 run_ids.append(sub.run_id)
                 # its own workers serve every queue of the run: no consumer check
                 with _recorded_if_lost(out_dir, sub.run_id):
@@ -1547,6 +1569,7 @@ def run(
                         consumer_check_s=math.inf,
                         revive=lambda: embedded.acquire(lane=True),  # its server died: start it again from its AOF
                         cancel_on_error=True,
+                        on_queues=start_unserved,
                     )
                 summary = finish(store, sub.run_id)
                 finished = True

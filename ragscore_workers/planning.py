@@ -192,6 +192,11 @@ class Shard:
     units: dict[str, int]
     tasks: int
 
+    @property
+    def queues(self) -> list[str]:
+        """The queues its scoring tasks go to (its callback's, the control queue, aside)."""
+        return [queue for queue in self.units if queue != Queue.DERIVED.value]
+
 
 def shards(rows: Iterable[Row], shard_rows: int = DEFAULT_SHARD_ROWS) -> Iterator[list[Row]]:
     """Cut a row stream into lists of at most ``shard_rows``."""

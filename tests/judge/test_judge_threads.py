@@ -3,6 +3,7 @@ the real worker while it judges (Celery's ``inspect stats``), and refused where 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -153,3 +154,41 @@ def test_a_resume_whose_judge_is_done_starts_no_judge_worker(home: Path, keys: s
             assert {queue for queue, _ in _local_workers()} == {"cpu"}  # its prefork children too
         finally:
             shutdown()
+
+
+def test_a_resume_whose_counters_say_the_judge_is_done_still_judges_what_is_missing(
+    home: Path, keys: str, tmp_path: Path, model: str
+) -> None:
+    """The progress counters say every item is judged, the store lacks one judge output (its hash field removed):
+    the resume starts no judge worker up front (from the counters), then one for the judge task its look-up sends,
+    and the run finishes with every item judged. Seen failing before: the judge task waited on a queue no local
+    worker served, and the run hung until its time limit."""
+    from orchestrator.caller import PYTHON
+    from orchestrator.embedded_redis import EmbeddedRedis
+    from orchestrator.runner import run
+    from ragscore_workers.store import RunStore
+
+    rows = [row | {"question_type": "Yes/No", "expected": "yes"} for row in ROWS]
+    rows[0]["expected"] = "Paris"  # a cpu metric's error: the resume has a cpu queue to start
+    out = tmp_path / "out"
+    with FakeProvider(api_key=keys) as fake:
+        judge = {"model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+        suite = {"name": "miscounted", "metrics": ["typed_answer", "answer_accuracy"], "judge": judge}
+        first = evaluate(rows, suite, out=out, quiet=True)
+        assert first.summary.metrics["answer_accuracy"].n == len(ROWS)
+        shutdown()  # the server released: its store is edited below, and the resume starts its own workers
+        run_id = json.loads((out / "run.json").read_text())["run_id"]
+        embedded = EmbeddedRedis(home)
+        embedded.acquire()
+        try:
+            store = RunStore(embedded.client, ttl_s=3600)
+            item = sorted(store.r.keys(store.key(run_id, "item:*")))[0]
+            judged = [field for field in store.r.hkeys(item) if field.startswith("answer_accuracy")]
+            assert judged and store.r.hdel(item, *judged) == len(judged)  # the counters still say it is judged
+        finally:
+            embedded.release()
+        try:  # a time limit, not a timed assert: a hang fails the test (TimeoutError) instead of stalling the suite
+            summary = run(None, None, out, resume_id=run_id, caller=PYTHON, keep_warm=True, timeout_s=600)
+        finally:
+            shutdown()
+        assert summary.metrics["answer_accuracy"].n == len(ROWS)  # judged again (the reply cache may answer it)
