@@ -692,3 +692,20 @@ def test_a_redis_client_closed_closes_its_connections(tmp_path: Path) -> None:
         assert until(lambda: {c["name"] for c in admin.client_list()} == {"admin"}, 60), admin.client_list()
     finally:
         server.stop()
+
+
+def test_a_resume_starts_a_worker_for_each_queue_its_counters_say_has_work_or_do_not_count(store: RunStore) -> None:
+    """:func:`queues_left`: a queue whose outputs are all stored (none stopped, none an error) is left out; one with
+    an output missing, or with no count of its outputs at all (a store older than ``total:{queue}``), keeps its
+    worker. Seen failing before: a queue with no count read as done (0 of 0 stored)."""
+    from orchestrator.runner import queues_left
+    from orchestrator.suite import load_suite
+
+    run = "t-queues-left"
+    store.create_run(run, {"n_shards": 1})
+    counts = {"total:cpu": 2, "done:cpu": 2, "total:judge": 2, "done:judge": 1, "done": 3}
+    store.r.hset(store.key(run, "progress"), mapping=counts)  # embed: none of its counters
+    suite = load_suite({"name": "s", "metrics": ["answer_accuracy"], "judge": {"provider": "openai", "model": "m"}})
+    assert queues_left(store, run, suite, ["cpu", "judge", "embed"]) == ["judge", "embed"]
+    store.r.hset(store.key(run, "progress"), "done:judge", 2)
+    assert queues_left(store, run, suite, ["cpu", "judge", "embed"]) == ["embed"]
