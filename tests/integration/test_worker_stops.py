@@ -5,6 +5,7 @@ line says when they are sent again."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import signal
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 from rich.console import Console
 
 from orchestrator.progress import PlainProgress
@@ -177,5 +179,27 @@ def test_a_stop_watch_its_user_may_not_write_warns_once_and_ends_two_of_one_name
         assert stopping_workers(client) == {"cpu-1@vm": {"t2"}}
         second.end(timeout_s=30)
         assert stopping_workers(client) == {} and not client.keys(f"{STOPPING_PREFIX}*")
+    finally:
+        server.stop()
+
+
+def test_a_store_user_that_may_not_read_the_stopping_keys_still_gets_the_held_work_judged(tmp_path: Path) -> None:
+    """A store user with key patterns narrower than the documented ``~ragscore:*`` may not read ``ragscore:stopping``:
+    the held-message check raised NoPermissionError, which ``ragscore status`` said as "the workers could not be asked"
+    and dropped its notes of held work. Unread, no worker counts as stopping: a message no live worker lists is
+    called orphaned, as before workers said they stop."""
+    narrow = "narrow on >pw ~ragscore:run* ~unacked* &* +@all"
+    server = RedisProcess(tmp_path / "redis", "--user", *narrow.split()).start()
+    try:
+        connect(server.url)  # Celery's remote control asks this broker's workers (none: nothing lists the message)
+        admin = redis_client(server.url)
+        store = RunStore(redis_client(f"redis://narrow:pw@127.0.0.1:{server.port}/0"), 60, broker=admin)
+        message = {"headers": {"id": "t1", "task": "ragscore.score_shard", "run": "run-x"}, "body": ""}
+        admin.hset("unacked", "tag-1", json.dumps([message, "", "cpu"]))
+        admin.zadd("unacked_index", {"tag-1": time.time() - ORPHAN_SETTLED_S - 60})
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            stopping_workers(store.r)  # the user the check reads them with
+        found = held_messages(store, "run-x")
+        assert (found.held, [o.queue for o in found.orphans], found.finishing) == (1, ["cpu"], []), found
     finally:
         server.stop()
