@@ -145,13 +145,18 @@ def test_runs_finishing_at_once_lose_no_line(tmp_path: Path) -> None:
     """Each write rewrites the file (to keep its latest lines): under a lock, so that runs finishing at once in
     processes of their own keep each other's lines."""
     context = multiprocessing.get_context("spawn")
-    start = context.Barrier(8)
+    start = context.Barrier(8, timeout=300)  # one that never comes breaks it: the others fail, none waits for ever
     processes = [context.Process(target=_record_many, args=(str(tmp_path), w, start)) for w in range(8)]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=300)
-        assert process.exitcode == 0
+    try:
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=300)
+            assert process.exitcode == 0
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
     runs = sorted(json.loads(line)["run"] for line in (tmp_path / RATES_FILE).read_text().splitlines())
     assert runs == sorted(f"w{w}-{n}" for w in range(8) for n in range(6)), runs
 

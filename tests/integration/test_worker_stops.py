@@ -28,8 +28,10 @@ from ..support import RedisProcess, WorkerProcess, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
-#: Seconds each row's metric takes: the worker holds its message past ORPHAN_SETTLED_S while it stops.
-SLEEP_S = 12.0
+#: Seconds each row's metric takes: the worker holds its message past ORPHAN_SETTLED_S while it stops, with room on a
+#: loaded host for the signal, the stopping key and a status (each ``held_messages`` asks the workers for ~2 s) before
+#: it is done (12 s left ~2 s of room).
+SLEEP_S = 30.0
 
 
 def _status(store, run_id: str) -> str:  # type: ignore[no-untyped-def]
