@@ -39,9 +39,14 @@ def _worst(path: Path) -> str:
     return text.split('id="worst"')[1] if path.suffix == ".html" else text.split("## Worst items")[1].split("\n## ")[0]
 
 
-def _report(*args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", *args], capture_output=True, text=True,
+def _report_exit(*args: str) -> subprocess.CompletedProcess[str]:
+    """``ragscore report ARGS``, as it ended."""
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", *args], capture_output=True, text=True,
                           env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=300)  # fmt: skip
+
+
+def _report(*args: str) -> None:
+    done = _report_exit(*args)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -88,12 +93,13 @@ def test_reports_show_the_answer_the_target_gave_not_the_datasets(
     _report(str(tmp_path / "odd"), "--format", "json", "--out", str(tmp_path / "odd-copy"))
     assert (tmp_path / "odd-copy" / "answers.jsonl").read_bytes() == (tmp_path / "odd" / "answers.jsonl").read_bytes()
 
-    # A run without targets reported into an OTHER that holds another run's answers.jsonl leaves none there: its
-    # reports would show that run's answers
+    # A run without targets reported into an OTHER that holds another run's reports (its answers.jsonl: its reports
+    # would show that run's answers) is refused, naming that run, and writes nothing there (hCZ: it replaced them)
     evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "plain")
-    _report(str(tmp_path / "plain"), "--format", "json", "--out", str(tmp_path / "copy"))
-    assert not (tmp_path / "copy" / "answers.jsonl").exists()
-    assert (tmp_path / "copy" / "items.jsonl").read_bytes() == (tmp_path / "plain" / "items.jsonl").read_bytes()
+    before = {path.name: path.read_bytes() for path in (tmp_path / "copy").iterdir()}
+    refused = _report_exit(str(tmp_path / "plain"), "--format", "json", "--out", str(tmp_path / "copy"))
+    assert refused.returncode == 2 and f"holds run {run_id}" in " ".join(refused.stderr.split()), refused.stderr
+    assert {path.name: path.read_bytes() for path in (tmp_path / "copy").iterdir()} == before
     # ... but a user's own answers.jsonl in a run's DIR (no report wrote it there) is left as it is
     shutil.copytree(tmp_path / "plain", tmp_path / "mine")
     (tmp_path / "mine" / "answers.jsonl").write_text('{"id": "q0", "answer": "my own"}\n', encoding="utf-8")
