@@ -14,7 +14,7 @@ import json
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +86,19 @@ def resume_hint(run_id: str, broker: str | None = None) -> str:
                       joined=" (DIR: its --out) or ")  # fmt: skip
 
 
+def _items_by_queue(held: Iterable[Orphan | Finishing]) -> dict[str, int]:
+    """The items the ``held`` messages carry, per queue they were taken from."""
+    items: dict[str, int] = {}
+    for message in held:
+        items[message.queue] = items.get(message.queue, 0) + message.items
+    return items
+
+
+def _where(items: dict[str, int]) -> str:
+    """Where held items are: ``25 on cpu, 3 on judge`` (``no item: bookkeeping`` where the messages carry none)."""
+    return ", ".join(f"{thousands(n)} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
+
+
 class StatusView:
     """Keeps recent samples of one run and renders them as a table."""
 
@@ -130,16 +143,15 @@ class StatusView:
         """Per worker stopping cleanly, what of the run it finishes before it exits (none once the run ended)."""
         if self.meta.get("state") in RunState.DONE:
             return []
-        by_worker: dict[str, dict[str, int]] = {}
+        by_worker: dict[str, list[Finishing]] = {}
         for f in self.finishing:
-            queues = by_worker.setdefault(f.worker, {})
-            queues[f.queue] = queues.get(f.queue, 0) + f.items
+            by_worker.setdefault(f.worker, []).append(f)
         lines = []
-        for worker, items in by_worker.items():
+        for worker, finishing in by_worker.items():
+            items = _items_by_queue(finishing)
             held = sum(items.values())
-            where = ", ".join(f"{thousands(n)} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
-            lines.append(f"{counted(held, 'item')} of this run ({where}) {agree(held, 'is', 'are')} being finished by "
-                         f"worker {worker}, which is stopping: it takes no more work, and exits once "
+            lines.append(f"{counted(held, 'item')} of this run ({_where(items)}) {agree(held, 'is', 'are')} being "
+                         f"finished by worker {worker}, which is stopping: it takes no more work, and exits once "
                          f"{agree(held, 'it is', 'they are')} done")  # fmt: skip
         return lines
 
@@ -161,10 +173,8 @@ class StatusView:
         back = self._back_at()
         if back is None:
             return ""
-        items: dict[str, int] = {}
-        for o in self.orphans:
-            items[o.queue] = items.get(o.queue, 0) + o.items
-        where = ", ".join(f"{thousands(n)} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
+        items = _items_by_queue(self.orphans)
+        where = _where(items)
         at = time.strftime("%H:%M:%S UTC", time.gmtime(back))
         held = sum(items.values())
         if back > now:
