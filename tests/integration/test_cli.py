@@ -694,18 +694,28 @@ def test_ragscore_worker_whose_stderr_is_never_read_still_runs_tasks(tmp_path: P
 
 
 def _worker_lines_until_up(env: dict[str, str], queues: str) -> list[str]:
-    """What ``ragscore worker -Q queues`` says on stderr up to its "workers up" line (or its exit), then stopped."""
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queues, "-c", "1"],
+    """What ``ragscore worker -Q queues`` says on stderr up to its "workers up" line (or its exit), then stopped.
+
+    Its stderr is read to the end while it stops (a pipe left unread could block its workers' log lines, hence their
+    exit), and it is given a warm stop of 60 s: its workers are idle (the default, the longest hard time limit plus
+    30 s, outlasted this helper's 180 s once in the CI, the SIGTERM landing while its workers were booting)."""
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queues, "-c", "1",
+                             "--stop-timeout", "60"],
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
     lines: list[str] = []
+    rest: list[str] = []
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append(line)
             if line.startswith("workers up"):
                 break
+        threading.Thread(target=lambda: rest.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
     finally:
-        stop_worker_command(proc)
+        try:
+            stop_worker_command(proc)
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(f"ragscore worker -Q {queues} did not stop: it said {''.join(lines + rest)}") from exc
     return lines
 
 
