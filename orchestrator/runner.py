@@ -105,7 +105,7 @@ from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, missing_reports, refuse_files_of_others
 from .reports.live import resume_hint
 from .spool import PlannedShard, ShardSpool
-from .suite import QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
+from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .terminal import (
     cancel_command,
     follow_commands,
@@ -1146,16 +1146,12 @@ def judge_threads_unused(caller: Caller = CLI) -> str:
             "rows, or a resume's has no item left), so no local judge worker is started")  # fmt: skip
 
 
-#: The command line's names of the judge params a resume's budget options set (:func:`.suite.judge_budget`).
-_BUDGET_OPTIONS = {"max_cost": "max-cost", "max_tokens_total": "max-tokens"}
-
-
 def _unused_when_done(
     caller: Caller, judge_params: dict[str, Any] | None, judge_limits: dict[str, int] | None, judge_threads: int | None
 ) -> str | None:
     """What the resume of a run with nothing left to score says of the options given that act only on what a resume
     sends (its judge budget, rate limits, local judge threads), naming them once; None where none was given."""
-    names = [_BUDGET_OPTIONS[name] for name in judge_params or {}] + list(judge_limits or {})
+    names = [BUDGET_OPTIONS[name] for name in judge_params or {}] + list(judge_limits or {})
     names += ["judge-threads"] if judge_threads is not None else []
     if not names:
         return None

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from ragscore_workers.metrics.registry import MetricDef
 
 __all__ = [
-    "QUEUE_ORDER", "ResolvedSuite", "judge_budget", "load_suite", "with_judge_limits", "with_judge_params",
-    "without_caches",
+    "BUDGET_OPTIONS", "QUEUE_ORDER", "ResolvedSuite", "judge_budget", "load_suite", "with_judge_limits",
+    "with_judge_params", "without_caches",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -192,10 +192,15 @@ def _checked(problems: list[Problem], check: Callable[..., T], *args: Any) -> T 
         return None
 
 
+#: The judge params that are the run's budgets, counted over every judge call, each with the command line's option that
+#: sets it (its Python name: :data:`.caller._PYTHON_NAMES`).
+BUDGET_OPTIONS = {"max_cost": "max-cost", "max_tokens_total": "max-tokens"}
+
+
 def judge_budget(*, max_cost: float | None, max_tokens: int | None) -> dict[str, Any]:
     """The judge params a budget sets (``--max-cost`` / ``--max-tokens``, or resume()'s), only the ones given."""
-    params: dict[str, Any] = {"max_cost": max_cost} if max_cost is not None else {}
-    return params | ({"max_tokens_total": max_tokens} if max_tokens is not None else {})
+    given = dict(zip(BUDGET_OPTIONS, (max_cost, max_tokens), strict=True))
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def with_judge_params(resolved: ResolvedSuite, **params: Any) -> ResolvedSuite:
@@ -288,14 +293,10 @@ def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:
     return load_suite(resolved.suite.model_copy(update={"metrics": specs}))
 
 
-#: The judge params that are the run's budgets, counted over every judge call.
-_BUDGETS = ("max_cost", "max_tokens_total")
-
-
 def _budget_problems(resolved: ResolvedSuite) -> list[Problem]:
     """A problem for every budget two judge metrics give different values."""
     problems: list[Problem] = []
-    for name in _BUDGETS:
+    for name in BUDGET_OPTIONS:
         given = {(m.name, getattr(p, name)) for m, p in _judged(resolved) if getattr(p, name) is not None}
         if len({value for _, value in given}) > 1:
             said = ", ".join(f"{value:g} ({metric})" for metric, value in sorted(given))
@@ -311,7 +312,7 @@ def _share_budgets(resolved: ResolvedSuite) -> ResolvedSuite | None:
     changes. Two values of one budget are refused before (:func:`_budget_problems`)."""
     judged = _judged(resolved)
     shared: dict[str, Any] = {}
-    for name in _BUDGETS:
+    for name in BUDGET_OPTIONS:
         given = [getattr(p, name) for _, p in judged if getattr(p, name) is not None]
         if given and len(given) < len(judged):
             shared[name] = given[0]
