@@ -6,6 +6,7 @@ import atexit
 import json
 import math
 import sys
+import threading
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -740,9 +741,10 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
     from .reports import print_summary
     from .runner import run
 
-    before = _written_stamp(out)
+    written = threading.Event()  # set by run() once it wrote the reports
     try:
-        summary = run(dataset, resolved, out, broker=broker, progress=make_progress(quiet), **kwargs)
+        summary = run(dataset, resolved, out, broker=broker, progress=make_progress(quiet),
+                      on_reports_written=written.set, **kwargs)  # fmt: skip
     except (KeyboardInterrupt, redis.RedisError, OperationalError, OSError):  # what was scored is kept
         _how_to_go_on(out, broker)
         raise
@@ -753,19 +755,9 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
         err.print(_first_unreadable(out, summary.failed_rows), soft_wrap=True)
     # a resume of a run whose items left the store writes none (they are those of its finish): said under --quiet too,
     # its one line, as it would print nothing else
-    written = _written_stamp(out) != before
-    if not (quiet and written):
-        err.print(f"Reports written to {out}/" if written else f"Reports (written when it finished) in {out}/")
+    if not (quiet and written.is_set()):
+        err.print(f"Reports written to {out}/" if written.is_set() else f"Reports (written when it finished) in {out}/")
     return summary
-
-
-def _written_stamp(out: Path) -> tuple[int, int] | None:
-    """The inode and time of ``out/summary.json`` (None: none), which a run's reports replace whole (os.replace)."""
-    try:
-        stat = (out / "summary.json").stat()
-    except OSError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns
 
 
 def _first_unreadable(out: Path, count: int) -> str:

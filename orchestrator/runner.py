@@ -1360,6 +1360,7 @@ def run(
     caller: Caller = CLI,
     keep_warm: bool = False,
     out_kept: bool = True,
+    on_reports_written: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
     new run's) is kept in ``DIR/run.json`` for its resume; ``named``: how a new run's errors name the dataset and its
@@ -1368,6 +1369,8 @@ def run(
     threads of the embedded run's local judge worker (None: :data:`~.workers.POOL_DEFAULTS`'); ConfigError for a
     cluster's run, whose judge workers have theirs (:func:`check_judge_threads`). ``out_kept``: whether ``out_dir``
     outlives the call (not ``evaluate()``'s temporary one): an embedded run's items then leave its store soon after.
+    ``on_reports_written()`` is called once this call wrote the reports (not where a resume returns those ``out_dir``
+    kept from the run's finish, its items having left the store: :func:`_done_in_its_folder`).
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
     private Redis and local workers for just the queues the suite needs are started and stopped here; with
@@ -1451,6 +1454,8 @@ def run(
         say(f"writing the reports to {out_dir}/")
         # a cluster's store is its team's, kept RAGSCORE_RUN_TTL_S; an embedded one keeps what out_dir does not
         summary = write_results(store, run_id, out_dir, given_broker, caller=caller, release=out_kept and not broker)
+        if on_reports_written is not None:
+            on_reports_written()
         if (suite := resolved or resumed) is not None:  # what its embed workers measured, for later dry runs
             mode = "cluster" if broker else "embedded"
             record_rate(settings.home, run_id, suite.suite.embedding, mode, summary.embedding)
