@@ -1504,9 +1504,11 @@ def run(
         lane, registration = embedded.lane, embedded.member
         workers: list[LocalWorkers] = []
         fingerprint = ""  # what the workers were started with (warm.worker_fingerprint)
+        work_queues: set[str] = set()  # those the run may send work to, and those a resume's look-up sent some to
 
         def start_workers(queues: list[str], judge_calls_left: int | None) -> None:
             nonlocal fingerprint
+            work_queues.update(queues)
             # a resume with no output left to score still has its shards' finish and its aggregate to run: on the
             # control queue, which every worker serves (the cpu one starts the fastest)
             queues = queues or [Queue.CPU.value]
@@ -1514,8 +1516,6 @@ def run(
                 check_local_resources(resolved, [q for q in queues if q not in checked], judge_calls_left)
             elif resumed is not None:  # the run's own suite, read from the store by start(); no judge left: no key
                 check_local_resources(resumed, queues, judge_calls_left)
-            if judge_threads is not None and Queue.JUDGE.value not in queues:
-                caller.warn(judge_threads_unused(caller))
             if not warm:
                 start_local(queues)
                 return
@@ -1534,6 +1534,7 @@ def run(
         def start_unserved(queues: list[str]) -> None:
             """A worker for those of ``queues`` (a resume's shard about to be sent to them) that none of the run's
             serves: its progress counters said they had nothing left (:func:`queues_left`), its look-up found some."""
+            work_queues.update(queues)
             served = {queue for w in workers for queue in w.queues}
             if missing := [queue for queue in queues if queue not in served]:
                 suite = resumed or resolved
@@ -1574,7 +1575,6 @@ def run(
                     )
                 summary = finish(store, sub.run_id)
                 finished = True
-                return summary
             except BaseException:
                 # Nobody will serve this run's queued tasks: cancel it so a later run's workers skip them.
                 for run_id in run_ids:
@@ -1591,5 +1591,10 @@ def run(
                         w.stop(warm=finished)  # an interrupted run's running tasks need not finish
                     if warm and workers:  # nothing an interrupted or failed run used is kept (one refused
                         stop_kept()  # before its rows were sent, and so before its workers, leaves them as they were)
+            # said after the fact: a resume's look-up may have sent judge work (start_unserved) its counters said it had
+            # none of
+            if judge_threads is not None and Queue.JUDGE.value not in work_queues:
+                caller.warn(judge_threads_unused(caller))
+            return summary
         finally:
             embedded.release()

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +162,9 @@ def test_a_resume_whose_counters_say_the_judge_is_done_still_judges_what_is_miss
 ) -> None:
     """The progress counters say every item is judged, the store lacks one judge output (its hash field removed):
     the resume starts no judge worker up front (from the counters), then one for the judge task its look-up sends,
-    and the run finishes with every item judged. Seen failing before: the judge task waited on a queue no local
-    worker served, and the run hung until its time limit."""
+    and the run finishes with every item judged; its judge_threads= judged it, so no warning says it had no effect.
+    Seen failing before: the judge task waited on a queue no local worker served, and the run hung until its time
+    limit; then judge_threads= was said to have no effect (from the counters, before the look-up)."""
     from orchestrator.caller import PYTHON
     from orchestrator.embedded_redis import EmbeddedRedis
     from orchestrator.runner import run
@@ -188,7 +190,12 @@ def test_a_resume_whose_counters_say_the_judge_is_done_still_judges_what_is_miss
         finally:
             embedded.release()
         try:  # a time limit, not a timed assert: a hang fails the test (TimeoutError) instead of stalling the suite
-            summary = run(None, None, out, resume_id=run_id, caller=PYTHON, keep_warm=True, timeout_s=600)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", DatasetWarning)
+                summary = run(None, None, out, resume_id=run_id, caller=PYTHON, keep_warm=True, timeout_s=600,
+                              judge_threads=2)  # fmt: skip
         finally:
             shutdown()
         assert summary.metrics["answer_accuracy"].n == len(ROWS)  # judged again (the reply cache may answer it)
+        said = [str(w.message) for w in caught if issubclass(w.category, DatasetWarning)]
+        assert not [text for text in said if "has no effect" in text], said
