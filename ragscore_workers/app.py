@@ -7,11 +7,14 @@ URL it chose (a cluster's, or the embedded private Redis).
 from __future__ import annotations
 
 import os
+import re
 import threading
-from typing import TYPE_CHECKING
+import warnings
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from celery import Celery
+from celery.exceptions import SecurityWarning
 from celery.signals import (
     celeryd_init,
     worker_init,
@@ -129,6 +132,23 @@ def _refuse_to_start_unconfigured(**_: object) -> None:
         raise SystemExit(f"ragscore worker: {exc}") from None
     if not (app.conf.broker_url or os.environ.get("CELERY_BROKER_URL")):
         raise SystemExit("ragscore worker: no broker: set RAGSCORE_BROKER_URL (redis://HOST:6379/0)")
+
+
+#: The start of Celery's warning to a worker run as root (``celery.platforms.ROOT_DISCOURAGED``).
+_RUN_AS_ROOT = "You're running the worker with superuser privileges"
+#: The queues a worker may serve whose root is by design: the code queue's per-run sandbox uids need it (SECURITY.md,
+#: "Running code workers safely in production"); the control queue every worker serves.
+_ROOT_BY_DESIGN = frozenset({Queue.CODE.value, CONTROL_QUEUE})
+
+
+@celeryd_init.connect
+def _no_root_warning_for_the_code_worker(options: dict[str, Any] | None = None, **_: object) -> None:
+    """A worker of the code queue alone is run as root by design: Celery's warning that it runs as root, said at each
+    start just after this signal, is left out for it (JSON only, so Celery refuses no root worker; C_FORCE_ROOT would
+    change nothing). A worker serving any other queue, which needs no root, keeps it."""
+    queues = set((options or {}).get("queues") or ())
+    if Queue.CODE.value in queues and queues <= _ROOT_BY_DESIGN:
+        warnings.filterwarnings("ignore", message=re.escape(_RUN_AS_ROOT), category=SecurityWarning)
 
 
 def configure(broker_url: str, backend_url: str | None = None, *, send_timeout_s: float) -> Celery:
