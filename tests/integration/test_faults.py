@@ -425,6 +425,33 @@ def _doomed_and_alive(server: RedisProcess, tmp_path: Path) -> tuple[WorkerProce
     return doomed.start(), alive
 
 
+@dataclass
+class _SentToADoomedWorker:
+    """A run of 6,000 rows (:data:`SUITE`) submitted to ``server``, whose only worker is ``doomed`` (a second one,
+    ``alive``, not started yet: :func:`_doomed_and_alive`)."""
+
+    server: RedisProcess
+    store: RunStore
+    sub: Submitted
+    doomed: WorkerProcess
+    alive: WorkerProcess
+
+
+@contextmanager
+def _submitted_to_a_doomed_worker(tmp_path: Path) -> Iterator[_SentToADoomedWorker]:
+    """Start a Redis and :func:`_doomed_and_alive` workers, and submit a run of 6,000 rows; stop them all after."""
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed, alive = _doomed_and_alive(server, tmp_path)
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
+        store = connect(server.url)
+        yield _SentToADoomedWorker(server, store, submit(data, load_suite(SUITE), store), doomed, alive)
+    finally:
+        alive.stop()
+        doomed.stop()
+        server.stop()
+
+
 def _await_held_work(store: RunStore, run_id: str) -> None:
     """Until the run's workers have scored some of it (1,000 outputs) and hold messages of it (in flight or
     prefetched)."""
@@ -477,12 +504,8 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
     without a summary for 15 minutes (`results` said "try again shortly")."""
     from orchestrator.queues import held_messages
 
-    server = RedisProcess(tmp_path / "redis").start()
-    doomed, alive = _doomed_and_alive(server, tmp_path)
-    try:
-        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
-        store = connect(server.url)
-        sub = submit(data, load_suite(SUITE), store)
+    with _submitted_to_a_doomed_worker(tmp_path) as sent:
+        server, store, sub, doomed, alive = sent.server, sent.store, sent.sub, sent.doomed, sent.alive
         _kill_while_it_holds_work(store, sub.run_id, doomed, then_start=alive)
         said = _cli(server, "cancel", sub.run_id)
         assert said.returncode == 0, said.stderr
@@ -498,10 +521,6 @@ def test_cancel_of_a_run_a_killed_worker_holds_messages_of_writes_its_summary_so
             assert metric.stopped > 0, (name, metric)  # the killed worker's prefetched chunks, never started
         ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
         assert ids == [f"q{i}" for i in range(6000)]
-    finally:
-        alive.stop()
-        doomed.stop()
-        server.stop()
 
 
 def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_once_the_queue_counts_unserved(
@@ -515,12 +534,8 @@ def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_o
     each 1 s poll."""
     from orchestrator.runner import UNSERVED_RECHECK_S, cancel, summarize_cancelled
 
-    server = RedisProcess(tmp_path / "redis").start()
-    doomed, _never_started = _doomed_and_alive(server, tmp_path)
-    try:
-        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
-        store = connect(server.url)
-        sub = submit(data, load_suite(SUITE), store)
+    with _submitted_to_a_doomed_worker(tmp_path) as sent:
+        store, sub, doomed = sent.store, sent.sub, sent.doomed
         _await_held_work(store, sub.run_id)
         _kill_whole(doomed)  # the only cpu worker: its queue is left with nobody
         cancel(store, sub.run_id)
@@ -548,9 +563,6 @@ def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_o
         summary = write_results(store, sub.run_id, tmp_path / "out")
         assert summary.state == "cancelled" and summary.items == 6000
         assert all(metric.stopped > 0 for metric in summary.metrics.values()), summary.metrics
-    finally:
-        doomed.stop()
-        server.stop()
 
 
 def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_summary_soon(tmp_path: Path) -> None:
@@ -561,12 +573,8 @@ def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_su
     from orchestrator.queues import held_messages
     from orchestrator.runner import cancel
 
-    server = RedisProcess(tmp_path / "redis").start()
-    doomed, alive = _doomed_and_alive(server, tmp_path)
-    try:
-        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
-        store = connect(server.url)
-        sub = submit(data, load_suite(SUITE), store)
+    with _submitted_to_a_doomed_worker(tmp_path) as sent:
+        server, store, sub, doomed, alive = sent.server, sent.store, sent.sub, sent.doomed, sent.alive
         _await_held_work(store, sub.run_id)
         cancel(store, sub.run_id)  # what `ragscore cancel` does while no worker is gone: the workers skip the rest
         _kill_whole(doomed)  # ...but this one is killed before it skipped what it holds
@@ -580,10 +588,6 @@ def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_su
         for name, metric in summary["metrics"].items():
             assert metric["n"] + metric["errors"] + metric["unscorable"] == 6000, (name, metric)
             assert metric["stopped"] > 0, (name, metric)
-    finally:
-        alive.stop()
-        doomed.stop()
-        server.stop()
 
 
 def test_the_run_following_a_run_whose_worker_was_killed_after_its_cancel_ends_soon(tmp_path: Path) -> None:
@@ -672,12 +676,8 @@ def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_r
 
     from ..support import ROOT
 
-    server = RedisProcess(tmp_path / "redis").start()
-    doomed, alive = _doomed_and_alive(server, tmp_path)
-    try:
-        data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))
-        store = connect(server.url)
-        sub = submit(data, load_suite(SUITE), store)
+    with _submitted_to_a_doomed_worker(tmp_path) as sent:
+        server, store, sub, doomed, alive = sent.server, sent.store, sent.sub, sent.doomed, sent.alive
         _kill_while_it_holds_work(store, sub.run_id, doomed, then_start=alive)
 
         def only_the_dead_hold_work() -> bool:  # the live worker did every message it could take
@@ -710,10 +710,6 @@ def test_status_of_a_run_a_killed_worker_holds_work_of_gives_no_eta_before_its_r
             (eta,) = re.findall(rf"│ {queue} .*│ *(\S+) │", shown.stdout)
             minutes, seconds = re.fullmatch(r"≥(\d+)m(\d+)s", eta).groups()  # type: ignore[union-attr]
             assert int(minutes) * 60 + int(seconds) >= back - time.time() - 1, eta
-    finally:
-        alive.stop()
-        doomed.stop()
-        server.stop()
 
 
 def test_the_run_following_a_cluster_run_a_killed_worker_holds_messages_of_ends_soon_once_cancelled(

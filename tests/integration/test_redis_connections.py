@@ -1190,6 +1190,36 @@ def test_results_of_a_cancelled_run_with_a_store_and_broker_user_lacking_the_rep
         server.stop()
 
 
+def _status_asked_as(user: str, tmp_path: Path, *, said: list[str], unsaid: list[str], rule: str) -> None:
+    """A run submitted with no worker, its `status RUN` asked as the broker user ``user`` (``NAME on >NAME-pw RULES``,
+    as :func:`_acl_redis` takes it): it shows the run running and says the workers could not be asked as NAME, with
+    each of ``said`` and none of ``unsaid``, NAME's password hidden and no traceback; once ``rule`` (``ACL SETUSER
+    NAME ...``, the line it gives) is run, the workers are asked: none consumes the run's queue."""
+    import redis
+
+    name = user.split()[0]
+    server = _acl_redis(tmp_path, ["default off", "good on >good-pw ~* &* +@all", user]).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    good, asking = f"redis://good:good-pw@{base}", f"redis://{name}:{name}-pw@{base}"
+    try:
+        store = connect(good, get_settings(), sends=True)
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id  # no worker
+        status = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=asking, COLUMNS="300")
+        text = " ".join((status.stdout + status.stderr).split())
+        assert status.returncode == 0 and f"run {run_id}: running" in text, text
+        assert f"the workers could not be asked with the broker's Redis at redis://{name}:***@{base} (its ACL user " \
+            f"'{name}' may not run " in text, text  # fmt: skip
+        assert [part for part in said if part not in text] == [], text
+        assert [part for part in [*unsaid, f"{name}-pw", "Traceback"] if part in text] == [], text
+        with redis.Redis.from_url(good) as admin:
+            admin.execute_command(*rule.split())
+        status = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=asking, COLUMNS="300")
+        text = " ".join((status.stdout + status.stderr).split())
+        assert status.returncode == 0 and "could not be asked" not in text and "no worker consumes it" in text, text
+    finally:
+        server.stop()
+
+
 def test_status_with_a_broker_user_lacking_celerys_remote_control_replies_says_so_and_shows_the_progress(
     tmp_path: Path,
 ) -> None:
@@ -1197,33 +1227,14 @@ def test_status_with_a_broker_user_lacking_celerys_remote_control_replies_says_s
     broker user allowed ragscore's queues and kombu's keys but not the reply lists it failed with redis-py's raw
     NoPermissionError (exit 1, no progress). It shows the run's progress, and says the workers could not be asked,
     what the user lacks and the ACL line to add, its password hidden; with that line it asks them."""
-    import redis
-
-    users = ["default off", "good on >good-pw ~* &* +@all",
-             "noreply on >noreply-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* &* +@all"]  # fmt: skip
-    server = _acl_redis(tmp_path, users).start_without_ping()
-    base = f"127.0.0.1:{server.port}/0"
-    good, noreply = f"redis://good:good-pw@{base}", f"redis://noreply:noreply-pw@{base}"
-    home = tmp_path / "home"
-    try:
-        store = connect(good, get_settings(), sends=True)
-        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id  # no worker
-        said = _ragscore("status", run_id, home=home, RAGSCORE_BROKER_URL=noreply, COLUMNS="300")
-        text = " ".join((said.stdout + said.stderr).split())
-        assert said.returncode == 0, text
-        assert f"run {run_id}: running" in text and "│ all │ 0 │ 20 │" in text, text  # its progress
-        assert f"the workers could not be asked with the broker's Redis at redis://noreply:***@{base} (its ACL user " \
-            "'noreply' may not run LPUSH acl-probe.reply.celery.pidbox" in text, text  # fmt: skip
-        assert "ACL SETUSER noreply ~*.reply.celery.pidbox*" in text, text
-        assert "noreply-pw" not in text and "Traceback" not in text and "NoPermissionError" not in text, text
-        with redis.Redis.from_url(good) as admin:
-            admin.execute_command(*"ACL SETUSER noreply ~*.reply.celery.pidbox*".split())  # the line it gives
-        said = _ragscore("status", run_id, home=home, RAGSCORE_BROKER_URL=noreply, COLUMNS="300")
-        text = " ".join((said.stdout + said.stderr).split())
-        assert said.returncode == 0 and "could not be asked" not in text, text
-        assert "no worker consumes it" in text, text  # the workers were asked: none serves cpu
-    finally:
-        server.stop()
+    _status_asked_as(
+        "noreply on >noreply-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* &* +@all", tmp_path,
+        said=["│ all │ 0 │ 20 │",  # its progress
+              "its ACL user 'noreply' may not run LPUSH acl-probe.reply.celery.pidbox",
+              "ACL SETUSER noreply ~*.reply.celery.pidbox*"],
+        unsaid=["NoPermissionError"],
+        rule="ACL SETUSER noreply ~*.reply.celery.pidbox*",  # the line it gives
+    )  # fmt: skip
 
 
 def test_status_with_a_broker_user_lacking_the_remote_control_channel_names_it_and_the_rule(tmp_path: Path) -> None:
@@ -1231,29 +1242,12 @@ def test_status_with_a_broker_user_lacking_the_remote_control_channel_names_it_a
     with every key and no channel (Redis 7's default for a new user) was refused there, and `status RUN` said only
     Redis's error, no rule (the reply lists it may use passed the probe). It names the channel and a rule that
     grants it; with that line added, the workers are asked."""
-    import redis
-
-    users = ["default off", "good on >good-pw ~* &* +@all", "nochan on >nochan-pw ~* resetchannels +@all"]
-    server = _acl_redis(tmp_path, users).start_without_ping()
-    base = f"127.0.0.1:{server.port}/0"
-    good, nochan = f"redis://good:good-pw@{base}", f"redis://nochan:nochan-pw@{base}"
-    try:
-        store = connect(good, get_settings(), sends=True)
-        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id  # no worker
-        said = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=nochan, COLUMNS="300")
-        text = " ".join((said.stdout + said.stderr).split())
-        assert said.returncode == 0 and f"run {run_id}: running" in text, text
-        assert "the workers could not be asked with the broker's Redis at redis://nochan:***@" in text, text
-        assert "its ACL user 'nochan' may not run PUBLISH /0.celery.pidbox" in text, text
-        assert "e.g. ACL SETUSER nochan &*.celery.pidbox" in text, text
-        assert "nochan-pw" not in text and "Traceback" not in text, text
-        with redis.Redis.from_url(good) as admin:
-            admin.execute_command(*"ACL SETUSER nochan &*.celery.pidbox".split())  # its line
-        said = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=nochan, COLUMNS="300")
-        text = " ".join((said.stdout + said.stderr).split())
-        assert said.returncode == 0 and "could not be asked" not in text and "no worker consumes it" in text, text
-    finally:
-        server.stop()
+    _status_asked_as(
+        "nochan on >nochan-pw ~* resetchannels +@all", tmp_path,
+        said=["its ACL user 'nochan' may not run PUBLISH /0.celery.pidbox", "e.g. ACL SETUSER nochan &*.celery.pidbox"],
+        unsaid=[],
+        rule="ACL SETUSER nochan &*.celery.pidbox",  # its line
+    )  # fmt: skip
 
 
 def test_status_with_a_broker_user_that_may_only_read_names_the_commands_it_lacks_to_ask_the_workers(
@@ -1262,30 +1256,13 @@ def test_status_with_a_broker_user_that_may_only_read_names_the_commands_it_lack
     """Asking the workers (Celery's remote control) writes their reply lists: a user that may only read, with every
     key (``~*``), could not, and `status RUN` told it to add ``~*.reply.celery.pidbox*``, a key pattern it already
     had. It names what the user lacks: the commands (MULTI the first), and a rule that grants them."""
-    import redis
-
-    users = ["default off", "good on >good-pw ~* &* +@all", "reader on >reader-pw ~* &* +@read +time +ping"]
-    server = _acl_redis(tmp_path, users).start_without_ping()
-    base = f"127.0.0.1:{server.port}/0"
-    good, reader = f"redis://good:good-pw@{base}", f"redis://reader:reader-pw@{base}"
-    try:
-        store = connect(good, get_settings(), sends=True)
-        run_id = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(5)), load_suite(SUITE), store).run_id  # no worker
-        said = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=reader, COLUMNS="300")
-        text = " ".join((said.stdout + said.stderr).split())
-        assert said.returncode == 0 and f"run {run_id}: running" in text, text
-        assert "the workers could not be asked with the broker's Redis at redis://reader:***@" in text, text
-        assert "its ACL user 'reader' may not run MULTI (this user has no permissions to run the 'multi' command)" \
-            in text, text  # fmt: skip
-        assert "needs those commands, e.g. ACL SETUSER reader +@all" in text, text
-        assert "~*.reply.celery.pidbox*" not in text and "reader-pw" not in text, text  # ~* it has already
-        with redis.Redis.from_url(good) as admin:
-            admin.execute_command(*"ACL SETUSER reader +@all".split())  # the line it gives
-        said = _ragscore("status", run_id, home=tmp_path / "home", RAGSCORE_BROKER_URL=reader, COLUMNS="300")
-        text = " ".join((said.stdout + said.stderr).split())
-        assert said.returncode == 0 and "could not be asked" not in text and "no worker consumes it" in text, text
-    finally:
-        server.stop()
+    _status_asked_as(
+        "reader on >reader-pw ~* &* +@read +time +ping", tmp_path,
+        said=["its ACL user 'reader' may not run MULTI (this user has no permissions to run the 'multi' command)",
+              "needs those commands, e.g. ACL SETUSER reader +@all"],
+        unsaid=["~*.reply.celery.pidbox*"],  # ~* it has already
+        rule="ACL SETUSER reader +@all",  # the line it gives
+    )  # fmt: skip
 
 
 def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_send_works(
