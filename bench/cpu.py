@@ -1,9 +1,9 @@
-"""cpu metrics through real Redis + 2 worker processes vs an in-process loop over the same functions.
+"""cpu metrics through real Redis + a cpu worker (a process per core) vs an in-process loop over the same functions.
 
     python -m bench.cpu [--sizes 10000 100000]
 
 Baseline: the same rows parsed into ``Row`` and scored by ``score_rows`` in this process, one core.
-Pipeline: ``ragscore run`` in embedded mode (private redis-server + one cpu worker with 2 processes),
+Pipeline: ``ragscore run`` in embedded mode (private redis-server + one cpu worker, a process per usable core),
 timed end to end: validation pass, submit, scoring, aggregation and writing items.jsonl/csv/summary.
 Ratio = pipeline rows/s ÷ in-process rows/s (goal >= 0.5 at 100k rows).
 """
@@ -48,9 +48,10 @@ def in_process(rows: list[dict], suite: dict, chunk: int = 250) -> float:
 
 
 def pipeline(path: Path, out: Path, suite: dict) -> tuple[float, dict]:
-    """Seconds for an embedded end-to-end run with 2 cpu worker processes, and its timing breakdown."""
+    """Seconds for an embedded end-to-end run (its cpu worker's pool: a process per usable core), and its timing
+    breakdown."""
     start = time.perf_counter()
-    summary = run(path, load_suite(suite), out, progress=QuietProgress(), concurrency={"cpu": 2})
+    summary = run(path, load_suite(suite), out, progress=QuietProgress())
     return time.perf_counter() - start, summary.timing
 
 
