@@ -333,8 +333,9 @@ def embedding_line(summary: RunSummary) -> str | None:
 def compare_line(summary: RunSummary, out: Path | None, broker: str | None) -> str:
     """Under the per-system table: the ``ragscore compare`` that pairs the systems, against the baseline that shares
     question ids with the most others (``summary.paired_systems``; the first system first), saying how many where
-    not all; or, where no question id is shared by two systems (each system's answers under ids of their own), why
-    there is nothing it could pair."""
+    not all (of the breakdown's first systems, where it pooled the rest: those were not checked); or, where no
+    question id is shared by two systems (each system's answers under ids of their own), why there is nothing it
+    could pair."""
     if summary.paired_questions == 0:
         return (
             "no question id is shared by two systems, so `ragscore compare` has nothing to pair: it pairs the "
@@ -346,8 +347,12 @@ def compare_line(summary: RunSummary, out: Path | None, broker: str | None) -> s
     compare = backticked(compare_command(out, summary.run_id, baseline, broker))
     others = len(systems) - 1
     pairs = partners.get(baseline, others)
-    short = f" ({baseline} shares question ids with {pairs} of the {others} other systems)" if pairs < others else ""
-    return f"paired differences with their 95% CI and p: {compare}{short}"
+    if pairs >= others:
+        return f"paired differences with their 95% CI and p: {compare}"
+    short = f"{baseline} shares question ids with {pairs} of the {others} other systems"
+    if OTHER_VALUES in summary.by_system:  # the systems past the breakdown's first ones were never told apart
+        short += f" of the first {thousands(len(systems))}; the systems past them were not checked"
+    return f"paired differences with their 95% CI and p: {compare} ({short})"
 
 
 def print_summary(

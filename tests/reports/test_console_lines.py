@@ -220,6 +220,29 @@ def test_the_suggested_compare_baseline_is_one_that_pairs_with_the_most_systems(
     assert "`ragscore compare runs/eval --baseline bm25`" in said and "shares question ids" not in said, said
 
 
+def test_the_compare_hint_of_a_run_past_the_breakdowns_systems_says_those_were_not_checked() -> None:
+    """Systems past the breakdown's first 1,000 are pooled, and which of them share a question id was never counted:
+    s0000, whose one question s1000 answered too, was said to share question ids "with 0 of the 999 other systems",
+    and `ragscore compare` pairs them. The hint says how many of the first 1,000 it shares ids with, and that the
+    systems past them were not checked."""
+    from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES
+    from ragscore_workers.schemas import ItemResult, MetricResult
+
+    def answer(i: str, system: str) -> ItemResult:
+        return ItemResult(id=i, system=system, metrics={"m": MetricResult(score=1.0)})
+
+    items = [answer(f"own-{n}", f"s{n:04}") for n in range(1, MAX_BREAKDOWN_VALUES)]
+    items = [answer("q", "s0000"), *items, answer("q", f"s{MAX_BREAKDOWN_VALUES:04}")]  # paired past the first
+    summary = summarize("r1", items)
+    out = io.StringIO()
+    print_summary(summary, Console(file=out, width=400), out=Path("runs/eval"))
+    said = " ".join(out.getvalue().split())
+    assert (
+        "`ragscore compare runs/eval --baseline s0000` (s0000 shares question ids with 0 of the 999 other systems of "
+        "the first 1,000; the systems past them were not checked)"
+    ) in said, said[-600:]
+
+
 def test_gold_ids_never_among_the_retrieved_ones_are_said_once_for_the_dataset_and_per_system() -> None:
     """Gold ids named ``doc_12`` against retrieved ``12``: recall_at_k scored every row 0 (no error, nothing
     unscorable) and the run said nothing of it. One line says it, of the dataset or of the systems so."""
