@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import redis
 
+from .counts import agree
 from .limits import CONTROL_QUEUE, PRIORITY_SEP
 
 __all__ = [
@@ -55,8 +56,7 @@ def broker_role(queues: Iterable[str]) -> Role:
     return Role(
         name="broker",
         commands=(
-            *(c for q in dict.fromkeys([*queues, CONTROL_QUEUE]) for c in _queue_commands(q)),
-            ("SADD", f"_kombu.binding.{CONTROL_QUEUE}", _PROBE),
+            *(c for q in dict.fromkeys([*queues, CONTROL_QUEUE]) for c in (*_queue_commands(q), *_bindings(q))),
             ("HSET", "unacked", _PROBE, "1"),
             ("ZADD", "unacked_index", "0", _PROBE),
             ("SET", "unacked_mutex", _PROBE, "NX"),
@@ -72,6 +72,13 @@ def _queue_commands(queue: str) -> tuple[tuple[str, ...], ...]:
     own and its priority lists (a user allowed ``~cpu`` alone failed on ``cpu\\x06\\x163``)."""
     priority = f"{queue}{PRIORITY_SEP}9"
     return (("LPUSH", queue, _PROBE), ("BRPOP", queue, "1"), ("LLEN", priority), *_queue_reads(queue))
+
+
+def _bindings(exchange: str) -> tuple[tuple[str, ...], ...]:
+    """What kombu writes of the binding of a queue to its exchange of the same name, as a worker declares it: its
+    table (``_kombu.binding.cpu``) and the set that keeps that table from kombu's sweep
+    (``_kombu.binding_permanent.cpu``)."""
+    return (("SADD", f"_kombu.binding.{exchange}", _PROBE), ("SADD", f"_kombu.binding_permanent.{exchange}", _PROBE))
 
 
 def _queue_reads(queue: str) -> tuple[tuple[str, ...], ...]:
@@ -100,12 +107,21 @@ BROKER_READS = Role(
 #: The broker's user of a command that asks the workers (Celery's remote control: ``ragscore worker`` pings them;
 #: run, submit, cancel and status ask which queues they serve and what they hold): the reply lists,
 #: ``OID.reply.celery.pidbox`` (a fresh OID each process, so the probe's own name stands for them), that the command
-#: reads and its workers push their replies to. A user allowed ragscore's queues and kombu's keys alone passed the
-#: check, then the command died on its first question with redis-py's raw NoPermissionError.
+#: reads and its workers push their replies to, and their exchange's binding: its table
+#: (``_kombu.binding.reply.celery.pidbox``: the command adds its reply list there by a Lua script, a worker replying
+#: reads it) and the deadlines of the bindings that expire (``_kombu.binding_deadlines``: a reply list goes once its
+#: command is gone). A user allowed ragscore's queues and kombu's keys alone, or kombu's bindings of its queues alone
+#: (``~_kombu.binding.cpu``), passed the check, then the command died on its first question with redis-py's raw
+#: NoPermissionError.
 CONTROL_REPLIES = Role(
     name="broker (Celery's remote control replies, *.reply.celery.pidbox)",
-    commands=_queue_commands(f"{_PROBE}.reply.celery.pidbox"),
-    rule="ACL SETUSER {user} ~*.reply.celery.pidbox*",
+    commands=(
+        *_queue_commands(f"{_PROBE}.reply.celery.pidbox"),
+        ("SMEMBERS", "_kombu.binding.reply.celery.pidbox"),
+        ("EVAL", "return 1", "2", "_kombu.binding.reply.celery.pidbox", "_kombu.binding_deadlines"),
+        ("ZADD", "_kombu.binding_deadlines", "0", _PROBE),
+    ),
+    rule="ACL SETUSER {user} ~*.reply.celery.pidbox* ~_kombu.binding_deadlines",
     writes=True,
 )
 
@@ -162,7 +178,7 @@ BACKEND = Role(
 
 def lacking(client: redis.Redis, roles: tuple[Role, ...]) -> str:
     """Why ``client``'s user may not do the work of ``roles`` (the commands it may not run, Redis's first refusal,
-    the ACL rule it needs), or "" where it may, or where the server cannot tell. It pings too (its errors raised as
+    every ACL rule it needs), or "" where it may, or where the server cannot tell. It pings too (its errors raised as
     ``client.ping()``'s), in the send that opens MULTI: one round trip more than a ping. The commands are queued
     inside MULTI, then discarded: none runs; a connection left inside MULTI (an error on the way) is closed."""
     db = client.connection_pool.connection_kwargs.get("db", 0)
@@ -177,25 +193,43 @@ def lacking(client: redis.Redis, roles: tuple[Role, ...]) -> str:
     user = client.connection_pool.connection_kwargs.get("username") or "default"
     names = [_shown(c) for _, c, _ in refused]
     listed = ", ".join(names[:_LISTED]) + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else "")
-    role, error = refused[0][0], refused[0][2]
-    return f"its ACL user {user!r} may not run {listed} ({error}): {_needed(role, error, user)}"
+    return f"its ACL user {user!r} may not run {listed} ({refused[0][2]}): {_every_rule_needed(refused, user)}"
 
 
 #: What Redis's NOPERM says of a command a user may not run on any key (not of a key or channel it may not use).
 _COMMAND_REFUSED = "permissions to run the"
 
 
-def _needed(role: Role, error: str, user: str) -> str:
-    """What ``user`` lacks of ``role`` by Redis's first refusal ``error``, and an ACL rule that allows it: its
-    commands where it may not run one at all (a user that may only read: MULTI), else its keys and channels. A
+def _every_rule_needed(refused: list[tuple[Role, tuple[str, ...], str]], user: str) -> str:
+    """Each ACL rule ``user`` lacks for the ``refused`` commands (each with its role and Redis's refusal), once, with
+    the roles it is for: a user fixing its ACL is told every rule at once, not the first refusal's alone."""
+    roles_by_need: dict[tuple[bool, str], list[str]] = {}
+    for role, _, error in refused:
+        names = roles_by_need.setdefault(_needed(role, error, user), [])
+        if role.name not in names:
+            names.append(role.name)
+    return "; ".join(_need_text(names, keys, rule) for (keys, rule), names in roles_by_need.items())
+
+
+def _need_text(names: list[str], keys: bool, rule: str) -> str:
+    """``the broker needs its keys and channels, e.g. RULE`` (``keys``), or ``... needs those commands, e.g. RULE``,
+    of the roles ``names``."""
+    n = len(names)
+    what = f"{agree(n, 'its', 'their')} keys and channels" if keys else "those commands"
+    return f"the {' and the '.join(names)} {agree(n, 'needs', 'need')} {what}, e.g. {rule}"
+
+
+def _needed(role: Role, error: str, user: str) -> tuple[bool, str]:
+    """What ``user`` lacks of ``role`` by one of Redis's refusals, ``error`` (its keys and channels: True; else its
+    commands, where it may not run one at all: a user that may only read, MULTI), and an ACL rule that allows it. A
     role's rule that grants keys alone (:data:`CONTROL_REPLIES`: its user runs the broker's commands already) is no
     answer to a refused command: ``+@all`` is."""
     rule = role.rule.format(user=user)
     if _COMMAND_REFUSED not in error:
-        return f"the {role.name} needs its keys and channels, e.g. {rule}"
+        return True, rule
     if "+@all" not in rule:
         rule = f"ACL SETUSER {user} +@all"
-    return f"the {role.name} needs those commands, e.g. {rule}"
+    return False, rule
 
 
 #: Refused commands an error names before it says how many more.

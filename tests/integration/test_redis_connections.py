@@ -1119,6 +1119,78 @@ def test_a_workers_broker_user_is_checked_for_celerys_remote_control_replies_as_
         server.stop()
 
 
+def test_a_broker_user_limited_to_its_queues_bindings_is_checked_for_every_binding_kombu_writes(
+    tmp_path: Path,
+) -> None:
+    """A user allowed kombu's bindings of its queues alone (``~_kombu.binding.cpu``) and its reply lists passed the
+    check of Celery's remote control replies, then its first question of the workers died with redis-py's raw
+    NoPermissionError: kombu adds a reply list to ``_kombu.binding.reply.celery.pidbox`` and its deadline to
+    ``_kombu.binding_deadlines``, which were never checked. It is refused at once, naming those keys and the rule
+    that allows them; with the rule added, the workers are asked. A worker's declare of its queue writes
+    ``_kombu.binding_permanent.cpu`` too: checked and named."""
+    import celery
+    import redis
+    from kombu import Connection, Exchange, Queue
+
+    from ragscore_workers.acl import CONTROL_REPLIES, broker_role
+
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             "bound on >bound-pw ~cpu* ~control* ~_kombu.binding.cpu ~_kombu.binding.control ~unacked* ~celery-* "
+             "~ragscore:* ~*-*.reply.celery.pidbox* &* +@all"]  # fmt: skip  # reply lists by their OID's dashes
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    bound = f"redis://bound:bound-pw@127.0.0.1:{server.port}/0"
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):  # what the user met: the real remote control
+            celery.Celery(broker=bound).control.ping(timeout=0.5)
+        with pytest.raises(ConfigError) as refused:
+            probe_redis(bound, roles=(CONTROL_REPLIES,))
+        text = str(refused.value)
+        assert ("its ACL user 'bound' may not run SMEMBERS _kombu.binding.reply.celery.pidbox, EVAL, ZADD "
+                "_kombu.binding_deadlines") in text, text  # fmt: skip
+        rule = "ACL SETUSER bound ~*.reply.celery.pidbox* ~_kombu.binding_deadlines"
+        assert f"e.g. {rule}" in text and "bound-pw" not in text, text
+        with redis.Redis.from_url(f"redis://good:good-pw@127.0.0.1:{server.port}/0") as good:
+            good.execute_command(*rule.split())  # the line the error gives
+        assert probe_redis(bound, roles=(CONTROL_REPLIES,)) is None
+        assert celery.Celery(broker=bound).control.ping(timeout=0.5) == []  # asked: no worker runs
+        with Connection(bound) as kombu, pytest.raises(redis.exceptions.NoPermissionError):  # a worker's declare
+            Queue("cpu", Exchange("cpu", type="direct"), routing_key="cpu")(kombu.default_channel).declare()
+        with pytest.raises(ConfigError, match="its ACL user 'bound' may not run SADD _kombu.binding_permanent.cpu, "):
+            probe_redis(bound, roles=(broker_role(["cpu"]),))
+    finally:
+        server.stop()
+
+
+def test_a_user_lacking_several_rules_is_told_every_one_in_one_refusal(tmp_path: Path) -> None:
+    """A refusal named the ACL rule of the first refused command alone: a user lacking the reply lists and the
+    broadcast channel, or the broker's keys and the run store's, fixed its ACL one rule per try. Every rule it lacks
+    is named in one refusal, each once."""
+    import redis
+
+    from ragscore_workers.acl import BROKER, CONTROL_BROADCAST, CONTROL_REPLIES, STORE, lacking
+
+    users = ["default off",
+             "nochannel on >nochannel-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* resetchannels +@all",
+             "other on >other-pw ~other:* &* +@all"]  # fmt: skip
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    try:
+        with redis.Redis.from_url(f"redis://nochannel:nochannel-pw@{base}") as client:
+            said = lacking(client, (CONTROL_REPLIES, CONTROL_BROADCAST))
+        assert said.startswith("its ACL user 'nochannel' may not run LPUSH acl-probe.reply.celery.pidbox"), said
+        assert "e.g. ACL SETUSER nochannel ~*.reply.celery.pidbox* ~_kombu.binding_deadlines;" in said, said
+        assert said.endswith("(Celery's remote control broadcasts, *.celery.pidbox) needs its keys and channels, "
+                             "e.g. ACL SETUSER nochannel &*.celery.pidbox"), said  # fmt: skip
+        with pytest.raises(ConfigError) as refused:
+            probe_redis(f"redis://other:other-pw@{base}", roles=(BROKER, STORE))
+        text = str(refused.value)
+        assert ("the broker needs its keys and channels, e.g. ACL SETUSER other ~* &* +@all; the run store needs its "
+                "keys and channels, e.g. ACL SETUSER other ~ragscore:* &* +@all") in text, text  # fmt: skip
+        assert text.count("the broker needs") == 1 and "other-pw" not in text, text
+    finally:
+        server.stop()
+
+
 def test_submit_and_cancel_check_the_broker_user_for_celerys_remote_control_replies_before_anything_is_sent(
     tmp_path: Path,
 ) -> None:
