@@ -33,7 +33,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ragscore_workers.app import CONTROL_QUEUE, SCORING_QUEUES
-from ragscore_workers.errors import BrokerError
+from ragscore_workers.errors import BrokerError, StillLoadingError
 from ragscore_workers.limits import PRIORITY_SEP
 from ragscore_workers.schemas import Queue
 
@@ -162,7 +162,11 @@ AOF_REWRITE_MIN_SIZE = "16mb"
 class EmbeddedRedis:
     """Start-or-reuse the private server; ``url`` is a Celery broker URL (``redis+socket://``)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, load_timeout_s: float | None = None, loading_for: str = "") -> None:
+        """``load_timeout_s``: how long to wait for a server reading its data back (None: LOAD_TIMEOUT_S);
+        ``loading_for``: what that wait is for, said with it (a side path waits less than a run of its own)."""
+        self.load_timeout_s = load_timeout_s
+        self.loading_for = loading_for
         self.dir = Path(home).expanduser().resolve() / "redis"
         self.socket = self.dir / "redis.sock"
         if len(str(self.socket)) > MAX_SOCKET_PATH:
@@ -215,23 +219,31 @@ class EmbeddedRedis:
 
     def _wait_until_up(self, started: float, server: str) -> None:
         """Wait while the server starts or reads its data back (a run of a million items takes ~15 s to load);
-        BrokerError when it does not answer within START_TIMEOUT_S, or is still loading after LOAD_TIMEOUT_S."""
+        BrokerError when it does not answer within START_TIMEOUT_S; StillLoadingError when it is still loading after
+        :attr:`load_timeout_s` (LOAD_TIMEOUT_S by default)."""
+        limit = LOAD_TIMEOUT_S if self.load_timeout_s is None else self.load_timeout_s
         said = False
         while True:
             state, waited = self._state(), time.monotonic() - started
             if state == "up":
                 return
             if state == "loading" and not said and waited > LOADING_SAID_AFTER_S:
-                # its base file is an RDB once Redis rewrote the append-only file (appendonly.aof.N.base.rdb)
-                size = sum(f.stat().st_size for f in self.dir.rglob("appendonly.aof*") if f.is_file()) / 1e6
+                waiting = f"waiting up to {limit:g} s {self.loading_for}" if self.loading_for else "waiting"
                 log.warning("the embedded Redis is reading back its stored runs and caches (%.0f MB; each run is kept "
                             "RAGSCORE_RUN_TTL_S after it ends, 7 days by default, its items an hour once its reports "
-                            "are in its --out DIR: set it lower to keep fewer of the runs to come): waiting",
-                            size)  # fmt: skip
+                            "are in its --out DIR: set it lower to keep fewer of the runs to come): %s",
+                            self._stored_mb(), waiting)  # fmt: skip
                 said = True
-            if waited > (LOAD_TIMEOUT_S if state == "loading" else START_TIMEOUT_S):
-                raise BrokerError(self._did_not_start(server, "still loading" if state == "loading" else "no answer"))
+            if state == "loading" and waited > limit:
+                raise StillLoadingError(self._did_not_start(server, "still loading"), size_mb=self._stored_mb())
+            if state == "down" and waited > START_TIMEOUT_S:
+                raise BrokerError(self._did_not_start(server, "no answer"))
             time.sleep(0.05)
+
+    def _stored_mb(self) -> float:
+        """The megabytes of the append-only files the server reads back (its base file is an RDB once Redis rewrote
+        the append-only file: appendonly.aof.N.base.rdb)."""
+        return sum(f.stat().st_size for f in self.dir.rglob("appendonly.aof*") if f.is_file()) / 1e6
 
     def _did_not_start(self, server: str, why: str) -> str:
         log_tail = ""

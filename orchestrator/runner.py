@@ -37,6 +37,7 @@ from ragscore_workers.errors import (
     EvictionWarning,
     ReportError,
     RunLostError,
+    StillLoadingError,
     StoreError,
 )
 from ragscore_workers.planning import (
@@ -155,6 +156,10 @@ log = logging.getLogger(__name__)
 #: Seconds an embedded run's items stay in its store once its whole reports are in a folder that is kept (its own
 #: keys: meta, summary, counters keep RAGSCORE_RUN_TTL_S): :func:`_release_items`.
 RELEASED_ITEMS_TTL_S = 3600
+#: Seconds a cluster run waits for the embedded Redis to read its data back to keep the items of the embedded run
+#: whose reports it replaces (:func:`_keep_replaced_items`): a side path, not the run asked for (a million items read
+#: back in ~15 s; LOAD_TIMEOUT_S, 900 s, is an embedded run's own wait).
+REPLACED_ITEMS_LOAD_TIMEOUT_S = 60.0
 
 
 def new_run_id() -> str:
@@ -1218,8 +1223,10 @@ def _keep_replaced_items(store: RunStore, run_id: str, out_dir: Path, broker: st
     (:meth:`RunStore.keep_released_items`), in the store that run lived in: ``store`` where it has the run, else, for
     a cluster run (``broker``) into the folder of an embedded run (only theirs are released; ``ragscore results``'s
     folder, with no run.json, may be one), the embedded Redis under RAGSCORE_HOME, acquired as its own commands do
-    (its lock: a server already up is shared, one stopped is started from its data). Where that Redis cannot be
-    opened, a warning says so: nothing of the cluster run depends on it. True where the run is the embedded one's."""
+    (its lock: a server already up is shared, one stopped is started from its data), waiting
+    REPLACED_ITEMS_LOAD_TIMEOUT_S at most for one reading its data back (said as it waits). Where that Redis cannot
+    be opened in time, a warning says which items were not kept and where they are: nothing of the cluster run
+    depends on them. True where the run is the embedded one's."""
     folder = str(out_dir.resolve())
     mode = (recorded_run(out_dir) or {}).get("mode")
     if not broker or mode == "cluster" or store.exists(run_id):
@@ -1227,12 +1234,18 @@ def _keep_replaced_items(store: RunStore, run_id: str, out_dir: Path, broker: st
         return not broker
     if not (settings.home / "redis").is_dir():  # no embedded run was ever made here: none of them released
         return False
+    replaced = f"the items of run {run_id} (embedded), whose reports this run replaces in {out_dir}"
+    limit = REPLACED_ITEMS_LOAD_TIMEOUT_S
     try:
-        with (embedded := EmbeddedRedis(settings.home)):
+        with (embedded := EmbeddedRedis(settings.home, load_timeout_s=limit, loading_for=f"to keep {replaced}")):
             RunStore(embedded.client, settings.run_ttl_s).keep_released_items(run_id, folder)
+    except StillLoadingError as exc:
+        log.warning("%s, were not kept: the embedded Redis was still reading back its %.0f MB after %g s. They are "
+                    "still in its data (%s), where they may leave its store within the hour; this run goes on",
+                    replaced, exc.size_mb, limit, embedded.dir)  # fmt: skip
     except (BrokerError, redis.RedisError, OSError, subprocess.SubprocessError) as exc:
-        log.warning("the items of run %s (embedded), whose reports this run replaces in %s, may leave its store within "
-                    "the hour: its Redis could not be opened to keep them (%s)", run_id, out_dir, exc)  # fmt: skip
+        log.warning("%s, may leave its store within the hour: its Redis could not be opened to keep them (%s)",
+                    replaced, exc)  # fmt: skip
     return True
 
 

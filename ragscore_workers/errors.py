@@ -152,6 +152,14 @@ class BrokerError(RagscoreError):
     """The embedded Redis server or the local worker processes could not be started."""
 
 
+class StillLoadingError(BrokerError):
+    """The embedded Redis server was still reading its stored runs back (``size_mb`` of them) when its wait ended."""
+
+    def __init__(self, message: str, *, size_mb: float) -> None:
+        super().__init__(message)
+        self.size_mb = size_mb
+
+
 class DatasetWarning(UserWarning):
     """What is probably wrong with a dataset or suite that still runs (a field a metric needs absent from every row,
     code_test with nothing to check): said before the run, by the Python API as this warning (the command line

@@ -20,7 +20,7 @@ import psutil
 import redis
 from rich.console import Console
 
-from orchestrator.embedded_redis import find_redis_server
+from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
 from orchestrator.reports.live import StatusView, sample
 from ragscore_workers.store import RunStore
 
@@ -278,3 +278,32 @@ def stop_worker_command(proc: subprocess.Popen[str], timeout: float = 180) -> No
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         raise
+
+
+def reading_back_slowly(home: Path, *, rewrite: bool = False, key_load_delay_us: int = 30) -> EmbeddedRedis:
+    """100,000 keys stored in the embedded Redis of ``home`` (``rewrite``: the append-only file rewritten, so they are
+    in its base file, an RDB), the server shut down, then started as acquire() starts it but slowed down reading them
+    back (Redis's own key-load-delay, ``key_load_delay_us`` microseconds a key), as a server another run started."""
+    first = EmbeddedRedis(home)
+    first.acquire()
+    try:
+        pipe = first.client.pipeline(transaction=False)
+        for i in range(100_000):
+            pipe.set(f"ragscore:test:{i}", "x" * 100)
+        pipe.execute()
+        if rewrite:
+            first.client.bgrewriteaof()
+            assert until(lambda: not first.client.info("persistence")["aof_rewrite_in_progress"], 60)
+            assert until(lambda: not first.client.info("persistence")["aof_rewrite_scheduled"], 60)
+    finally:
+        first.release()  # shut down (never left running on a failed assert); its data stays in the append-only file
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(first.socket) in " ".join(p.info["cmdline"] or [])]
+    if rewrite:  # checked before the slow server starts: a failure here leaves no server running
+        files = list((home / "redis" / "appendonlydir").iterdir())
+        assert any(f.name.endswith(".base.rdb") for f in files), files
+    # answering (LOADING) while it reads an RDB every 1 KB read, not every 2 MB: slowed down, it would not answer
+    delays = ["--key-load-delay", str(key_load_delay_us), "--loading-process-events-interval-bytes", "1024"]
+    subprocess.run([*first.server_args(), *delays], check=True, timeout=30)
+    # its pidfile written (it daemonizes first: acquire() could come before it)
+    assert until(lambda: first._server_pid() is not None, 30), "the server never wrote its pidfile"
+    return first

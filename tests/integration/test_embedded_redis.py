@@ -20,7 +20,7 @@ from orchestrator import embedded_redis
 from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
 from ragscore_workers.errors import BrokerError
 
-from ..support import ROOT, interruptible, until, write_jsonl
+from ..support import ROOT, interruptible, reading_back_slowly, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -94,41 +94,12 @@ def _release(held: HeldRun) -> None:
             pass
 
 
-def _reading_back_slowly(home: Path, rewrite: bool = False) -> EmbeddedRedis:
-    """100,000 keys stored (``rewrite``: the append-only file rewritten, so they are in its base file, an RDB), the
-    server shut down, then started as acquire() starts it but slowed down reading them back (Redis's own
-    key-load-delay, microseconds a key), as a server another run started."""
-    first = EmbeddedRedis(home)
-    first.acquire()
-    try:
-        pipe = first.client.pipeline(transaction=False)
-        for i in range(100_000):
-            pipe.set(f"ragscore:test:{i}", "x" * 100)
-        pipe.execute()
-        if rewrite:
-            first.client.bgrewriteaof()
-            assert until(lambda: not first.client.info("persistence")["aof_rewrite_in_progress"], 60)
-            assert until(lambda: not first.client.info("persistence")["aof_rewrite_scheduled"], 60)
-    finally:
-        first.release()  # shut down (never left running on a failed assert); its data stays in the append-only file
-    assert not _servers(first)
-    if rewrite:  # checked before the slow server starts: a failure here leaves no server running
-        files = list((home / "redis" / "appendonlydir").iterdir())
-        assert any(f.name.endswith(".base.rdb") for f in files), files
-    # answering (LOADING) while it reads an RDB every 1 KB read, not every 2 MB: slowed down, it would not answer
-    delays = ["--key-load-delay", "30", "--loading-process-events-interval-bytes", "1024"]
-    subprocess.run([*first.server_args(), *delays], check=True, timeout=30)
-    # its pidfile written (it daemonizes first: acquire() could come before it)
-    assert until(lambda: first._server_pid() is not None, 30), "the server never wrote its pidfile"
-    return first
-
-
 def test_the_wait_for_a_server_reading_back_says_the_size_of_every_file_it_reads(
     home: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Redis rewrites its append-only file into a base RDB (``appendonly.aof.N.base.rdb``) and an increment: the note
     counted the ``.aof`` files alone, 111 MB said while 378 MB were read back after six runs of 100,000 items."""
-    _reading_back_slowly(home, rewrite=True)
+    reading_back_slowly(home, rewrite=True)
     monkeypatch.setattr(embedded_redis, "LOADING_SAID_AFTER_S", 0.0)  # said at once: not a race with the load's end
     files = [f for f in (home / "redis" / "appendonlydir").iterdir() if f.is_file()]
     later = EmbeddedRedis(home)
@@ -149,7 +120,7 @@ def test_a_server_reading_back_its_store_is_waited_for_never_started_twice(home:
     """After a run of a million items the server reads ~1 GB of append-only file back for ~15 s: LOADING was
     taken for "not running", so the next command started a second server on the same data dir and socket (and
     failed at the 10 s start timeout)."""
-    _reading_back_slowly(home)
+    reading_back_slowly(home)
     later = EmbeddedRedis(home)
     try:
         later.acquire()

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
@@ -21,7 +22,7 @@ from orchestrator.runner import RELEASED_ITEMS_TTL_S
 from ragscore_workers.errors import DatasetWarning
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
 
-from ..support import ROOT, make_rows, until, write_jsonl
+from ..support import ROOT, make_rows, reading_back_slowly, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -280,6 +281,42 @@ def test_an_embedded_runs_items_are_kept_from_its_stopped_redis_which_is_stopped
     evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
     assert EmbeddedRedis(home).serving() is None
     _assert_kept_again(home, first)
+
+
+@pytest.mark.serial  # the server's read back must outlast the bound: slowed down 10 times past it
+def test_a_cluster_run_waits_a_bounded_time_for_an_embedded_redis_reading_back_and_says_what_it_did_not_keep(
+    tmp_path: Path, home: Path, cluster: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster run into the folder of an embedded run keeps that run's items in the embedded Redis, and waited
+    LOAD_TIMEOUT_S (900 s) for one reading its data back, an embedded run's own wait, saying only that the embedded
+    Redis was being read back. It says what it waits for, the size read back and for how long at most
+    (REPLACED_ITEMS_LOAD_TIMEOUT_S), then which items were not kept and where they still are, and the run goes on."""
+    from orchestrator import embedded_redis, runner
+
+    out = tmp_path / "out"
+    first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
+    shutdown()
+    slow = reading_back_slowly(home, key_load_delay_us=200)  # ~20 s to read 100,000 keys back
+    monkeypatch.setattr(runner, "REPLACED_ITEMS_LOAD_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(embedded_redis, "LOADING_SAID_AFTER_S", 0.0)  # said at once
+    try:
+        with caplog.at_level(logging.WARNING):
+            second = evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True).summary
+        replaced = f"the items of run {first} (embedded), whose reports this run replaces in {out}"
+        said = [" ".join(r.getMessage().split()) for r in caplog.records]
+        waiting = [m for m in said if "reading back its stored runs and caches" in m]
+        assert waiting and waiting[0].endswith(f"waiting up to 2 s to keep {replaced}"), said
+        assert f"{replaced}, were not kept: the embedded Redis was still reading back its " in " ".join(said), said
+        assert f"after 2 s. They are still in its data ({home.resolve() / 'redis'})" in " ".join(said), said
+        assert second.state == "finished" and json.loads((out / "run.json").read_text())["run_id"] == second.run_id
+    finally:
+        servers = [p for p in psutil.process_iter(["cmdline"]) if str(slow.socket) in " ".join(p.info["cmdline"] or [])]
+        for proc in servers:  # the slow server, never left running on the test's data dir
+            proc.kill()
+        psutil.wait_procs(servers, timeout=30)
+    with _embedded_store(home) as client:  # read back at full speed: the items are there, still released for out
+        assert len(list(client.scan_iter(f"ragscore:run:{first}:item:*"))) == 20
+        assert client.hget(f"ragscore:run:{first}:meta", "items_in") == str(out.resolve())
 
 
 def test_a_cluster_run_replacing_a_cluster_runs_results_folder_leaves_the_embedded_redis_stopped(
