@@ -23,6 +23,7 @@ from celery.signals import (
     worker_shutdown,
     worker_shutting_down,
 )
+from celery.utils.text import str_to_list
 from kombu import Exchange, pools
 from kombu import Queue as KombuQueue
 from kombu.utils.url import parse_url
@@ -145,8 +146,10 @@ _ROOT_BY_DESIGN = frozenset({Queue.CODE.value, CONTROL_QUEUE})
 def _no_root_warning_for_the_code_worker(options: dict[str, Any] | None = None, **_: object) -> None:
     """A worker of the code queue alone is run as root by design: Celery's warning that it runs as root, said at each
     start just after this signal, is left out for it (JSON only, so Celery refuses no root worker; C_FORCE_ROOT would
-    change nothing). A worker serving any other queue, which needs no root, keeps it."""
-    queues = set((options or {}).get("queues") or ())
+    change nothing). A worker serving any other queue, which needs no root, keeps it. Its queues are read as Celery
+    selects them (``WorkController.setup_queues``): a list (``-Q code,control``) or one comma string
+    (``app.Worker(queues="code,control")``)."""
+    queues = set(str_to_list((options or {}).get("queues")) or ())
     if Queue.CODE.value in queues and queues <= _ROOT_BY_DESIGN:
         warnings.filterwarnings("ignore", message=re.escape(_RUN_AS_ROOT), category=SecurityWarning)
 
