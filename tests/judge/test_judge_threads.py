@@ -87,10 +87,11 @@ def test_judge_threads_of_a_cluster_run_is_refused(tmp_path: Path, redis_server:
 
 def test_judge_threads_of_a_run_without_judge_work_is_warned_of(home: Path, tmp_path: Path) -> None:
     """A suite with no judge metric starts no judge worker: judge_threads= is said to have no effect, and the run
-    scores. Seen failing before: it was taken silently."""
-    with pytest.warns(DatasetWarning, match=re.escape("judge_threads= has no effect: the run has no judge work")):
+    scores; said once (it is said when the run ends). Seen failing before: it was taken silently."""
+    with pytest.warns(DatasetWarning, match=re.escape("judge_threads= has no effect: the run has no judge work")) as w:
         result = evaluate(ROWS, {"metrics": ["exact_match"]}, out=tmp_path / "out", quiet=True, judge_threads=2)
     assert result.summary.metrics["exact_match"].n == len(ROWS)
+    assert len([said for said in w if "has no effect" in str(said.message)]) == 1, [str(s.message) for s in w]
 
 
 def test_the_command_line_refuses_judge_threads_below_1(tmp_path: Path, home: Path) -> None:
@@ -149,8 +150,9 @@ def test_a_resume_whose_judge_is_done_starts_no_judge_worker(home: Path, keys: s
         assert first.summary.metrics["answer_accuracy"].n == len(ROWS)
         shutdown()  # the call's workers, kept for this process's next call: those alive below are the resume's
         try:
-            with pytest.warns(DatasetWarning, match=re.escape("judge_threads= has no effect")):
+            with pytest.warns(DatasetWarning, match=re.escape("judge_threads= has no effect")) as w:
                 again = resume(out, quiet=True, judge_threads=2)
+            assert len([said for said in w if "has no effect" in str(said.message)]) == 1, [str(s.message) for s in w]
             assert again.summary.metrics["typed_answer"].errors == 1
             assert {queue for queue, _ in _local_workers()} == {"cpu"}  # its prefork children too
         finally:
