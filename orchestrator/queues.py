@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 
+from ragscore_workers.alive import alive_queues
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
@@ -27,6 +28,7 @@ from ragscore_workers.store import RunStore, work_began
 from .terminal import resume_command, worker_command
 
 __all__ = [
+    "CONSUMER_ASK_S",
     "CONSUMER_CHECK_S",
     "QUEUED_CHECK_S",
     "RECENTLY_TAKEN_S",
@@ -51,6 +53,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds without progress, with messages waiting, before wait() asks the workers which queues they serve.
 CONSUMER_CHECK_S = 20.0
+
+#: Seconds the workers are given to answer which queues they consume (:func:`unserved_queues`).
+CONSUMER_ASK_S = 1.0
 
 #: Seconds after a worker took a message of a queue during which that queue counts as served though no worker
 #: answered the ask (one too busy to answer in time; one killed whole counts as long).
@@ -228,14 +233,31 @@ def recently_taken(store: RunStore, queues: Collection[str], within_s: float) ->
     return found & set(queues)
 
 
-def unserved_queues(store: RunStore, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
+def unserved_queues(
+    store: RunStore, run_id: str, skip: set[str] | frozenset[str] = frozenset(), unsure: set[str] | None = None
+) -> dict[str, int]:
     """The run's queues (but ``skip``) where messages wait and no worker listens: queue -> messages. A queue counts
-    as served when a live worker says it consumes it, or a worker took a message of it in the last
-    ``RECENTLY_TAKEN_S`` s, read at each call (a judge worker busy with its 32 threads may miss the ask)."""
+    as served when a live worker answers the ask (``CONSUMER_ASK_S``) that it consumes it, else when a worker says
+    in the run store that it runs and consumes it (:mod:`ragscore_workers.alive`: a judge worker busy with its 32
+    threads may miss the ask, and its tasks outlast the window below), or took a message of it in the last
+    ``RECENTLY_TAKEN_S`` s (a worker that does not say it runs), both read at each call. ``unsure``: filled with the
+    queues served only by a worker that did not answer (one killed whole a moment ago counts as served until its key
+    expires and its last take is past that window)."""
     waiting = waiting_queues(store, run_id)
-    asked = unconsumed_queues([q for q in waiting if q not in skip])
-    taken = recently_taken(store, asked, RECENTLY_TAKEN_S)
-    return {queue: waiting[queue] for queue in asked if queue not in taken}
+    asked = unconsumed_queues([q for q in waiting if q not in skip], CONSUMER_ASK_S)
+    said = (_alive_queues(store) & set(asked)) | recently_taken(store, asked, RECENTLY_TAKEN_S)
+    if unsure is not None:
+        unsure.update(said)
+    return {queue: waiting[queue] for queue in asked if queue not in said}
+
+
+def _alive_queues(store: RunStore) -> set[str]:
+    """The queues the workers that say they run consume (:func:`alive_queues`); none where the store's user may not
+    read their keys (key patterns narrower than the documented ``~ragscore:*``), as :func:`_stopping_workers`."""
+    try:
+        return alive_queues(store.r)
+    except redis.exceptions.NoPermissionError:
+        return set()
 
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:

@@ -10,6 +10,8 @@ import os
 import re
 import threading
 import warnings
+from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -34,6 +36,7 @@ from .schemas import Queue
 from .settings import get_settings, without_kombu_options
 
 if TYPE_CHECKING:
+    from .alive import Heartbeat
     from .stopping import StopWatch
 
 __all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
@@ -200,12 +203,30 @@ def _stop_sandbox_helpers(**_: object) -> None:
 
 #: This process's worker's :class:`~.stopping.StopWatch` (from its ``worker_ready`` to its ``worker_shutdown``).
 _stop_watches: list[StopWatch] = []
+#: This process's worker's :class:`~.alive.Heartbeat` (from its ``worker_ready`` until its shutdown begins).
+_heartbeats: list[Heartbeat] = []
+
+
+def _consumed_queues(consumer: object) -> Callable[[], list[str]]:
+    """The names of the queues ``consumer`` (a Celery worker's) consumes, read at each call (a remote control may add
+    or cancel one); the last read kept while the consumer reconnects (no task consumer, for a moment)."""
+    last: list[str] = []
+
+    def queues() -> list[str]:
+        nonlocal last
+        with suppress(AttributeError, RuntimeError, TypeError):  # mid-reconnect, or changed as we read
+            last = sorted({str(q.name) for q in list(consumer.task_consumer.queues)})  # type: ignore[attr-defined]
+        return last
+
+    return queues
 
 
 @worker_ready.connect
 def _say_when_stopping(sender: object = None, **_: object) -> None:
     """A worker in its warm shutdown, which answers no ``inspect``, says in the run store which tasks it is finishing
-    (:mod:`.stopping`): ``ragscore status`` does not read them as held by a worker that was killed."""
+    (:mod:`.stopping`): ``ragscore status`` does not read them as held by a worker that was killed. Until then it says
+    it runs, and which queues it consumes (:mod:`.alive`): a worker too busy to answer is not called absent."""
+    from .alive import Heartbeat
     from .stopping import StopWatch
     from .store import redis_client
 
@@ -213,13 +234,16 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
     hostname, url = getattr(sender, "hostname", None), settings.store_url or settings.broker_url
     if hostname and url:
         _stop_watches.append(StopWatch(redis_client(url), str(hostname)))
+        _heartbeats.append(Heartbeat(redis_client(url), str(hostname), _consumed_queues(sender)))
 
 
 @worker_shutting_down.connect
 def _stopping(**_: object) -> None:
-    """Sent from Celery's signal handler (SIGTERM, SIGINT, SIGQUIT): only sets the watch's event."""
+    """Sent from Celery's signal handler (SIGTERM, SIGINT, SIGQUIT): only sets the watch's and heartbeat's events."""
     for watch in _stop_watches:
         watch.stopping()
+    for heartbeat in _heartbeats:
+        heartbeat.stop()
 
 
 @worker_shutdown.connect
@@ -227,3 +251,5 @@ def _said_stopped(**_: object) -> None:
     """The worker's tasks are done: its stopping key goes (:func:`_say_when_stopping`)."""
     while _stop_watches:
         _stop_watches.pop().end()
+    while _heartbeats:
+        _heartbeats.pop().stop()

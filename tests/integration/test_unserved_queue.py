@@ -221,10 +221,12 @@ def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserv
     it consumes, and `ragscore submit` (then `status`) said "no worker consumes it; start one" of a queue it was
     scoring. A worker that took a message of the queue within ``RECENTLY_TAKEN_S`` consumes it; frozen (SIGSTOP),
     it answers no ask at all, as the busiest worker would not in time. Past the window (set to 0 here, as a worker
-    killed whole is once its last take is older) the queue is unserved again. The window is set, not waited out:
+    killed whole is once its last take is older) the queue is unserved again once the key saying the frozen worker
+    runs expires (:mod:`ragscore_workers.alive`). The window is set, not waited out:
     the steps take what a loaded host gives them."""
     from orchestrator import queues
     from orchestrator.queues import unserved_queues
+    from ragscore_workers.alive import ALIVE_TTL_S
 
     from ..fakes import FakeProvider
 
@@ -248,10 +250,55 @@ def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserv
                 monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 3600.0)
                 assert unserved_queues(store, sub.run_id) == {}  # it answers no ask, but it took the queue's work
                 monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)
-                assert set(unserved_queues(store, sub.run_id)) == {"judge"}  # its take is past the window
+                # its take is past the window, and its key saying it runs expires (frozen, it renews nothing)
+                assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
             finally:
                 for proc in celery:
                     proc.send_signal(signal.SIGCONT)
+            cancel(store, sub.run_id)
+        finally:
+            worker.stop()
+            server.stop()
+
+
+@pytest.mark.serial  # the worker's key must be renewed within its TTL while the test looks
+def test_a_live_judge_worker_that_misses_the_ask_and_took_nothing_lately_is_not_called_unserved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge worker whose every task outlasts ``RECENTLY_TAKEN_S`` and that misses the 1 s ask (busy with its 32
+    threads) was called unserved: "no worker consumes it; start one" of a worker that was scoring it. A thread of
+    the worker says in the run store that it runs and which queues it consumes: the queue is served, though counted
+    as unsure (a cancel watches it). Killed whole, the worker's key expires and the queue is unserved again. The ask
+    is given no time to be answered and the window is set to 0, not waited out."""
+    from orchestrator import queues
+    from orchestrator.queues import unconsumed_queues, unserved_queues
+    from ragscore_workers.alive import ALIVE_TTL_S
+
+    from ..fakes import FakeProvider
+
+    server = RedisProcess(tmp_path / "redis").start()
+    with FakeProvider(latency_s=10.0) as fake:
+        judge = {"provider": "openai", "model": "m", "base_url": fake.openai_base_url, "rpm": None, "tpm": None}
+        suite = load_suite({"metrics": [{"name": "answer_accuracy", "params": {"cache": False}}],
+                            "chunk_size": {"judge": 1}, "judge": judge})  # fmt: skip
+        worker = WorkerProcess(server.url, "judge", tmp_path / "home", concurrency=1).start()
+        assert worker.proc is not None
+        store = connect(server.url)
+        try:
+            sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(4, seed=3)), suite, store)
+            assert until(lambda: store.broker.hlen("unacked") > 0, 180), "the judge worker never took a message"
+            assert store.broker.llen("judge") > 0  # the rest waits on its queue
+            monkeypatch.setattr(queues, "CONSUMER_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
+            monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)  # its task outlasts the window
+            assert unconsumed_queues(["judge"], queues.CONSUMER_ASK_S) == ["judge"]
+            unsure: set[str] = set()
+            assert unserved_queues(store, sub.run_id, unsure=unsure) == {}
+            assert unsure == {"judge"}
+            supervisor = psutil.Process(worker.proc.pid)
+            for proc in [supervisor, *supervisor.children(recursive=True)]:  # killed whole: nothing handed back
+                proc.send_signal(signal.SIGKILL)
+            worker.proc.wait(10)
+            assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
             cancel(store, sub.run_id)
         finally:
             worker.stop()
