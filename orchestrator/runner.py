@@ -937,7 +937,10 @@ def summarize_cancelled(
     skips them, so its chords do not end): once the served queues are idle (tasks in flight have written their
     items; ``settle_s`` at most), send its aggregation, or with ``here`` (an embedded run whose process is gone:
     no worker serves its lane, its control queue included) aggregate it in this process; what those messages
-    hold is counted as stopped. Returns the unserved queues and their messages (``on_unserved`` hears them, and
+    hold is counted as stopped. So is a run whose waiting messages' queues count as served only by a worker that did
+    not answer (:func:`unserved_queues`' ``unsure``: a worker killed whole a moment ago, holding only another run's
+    messages, still counts as serving its queues): it is watched until they count unserved or its workers wrote the
+    summary. Returns the unserved queues and their messages (``on_unserved`` hears them, and
     ``on_orphaned`` the orphaned messages, before the wait; a queue found unserved during it, as the take of a worker
     killed whole gets older than ``RECENTLY_TAKEN_S``, is heard then (the workers asked every ``UNSERVED_RECHECK_S``
     at most), and no longer holds the wait). With ``here``, a run none of whose work is queued or held by a live
@@ -946,9 +949,10 @@ def summarize_cancelled(
     run with its summary already is left alone."""
     if store.state(run_id) != RunState.CANCELLED or store.summary_is_current(run_id):
         return {}
-    unserved = unserved_queues(store, run_id)
+    unsure: set[str] = set()  # served only by a worker that did not answer: maybe one killed a moment ago
+    unserved = unserved_queues(store, run_id, unsure=unsure)
     orphans = settled_orphans(store, run_id)
-    if not unserved and not orphans:
+    if not unserved and not orphans and not unsure:
         if here and _left_to_nobody(store, run_id, settle_s):
             aggregate_run(store, run_id, here=True)
         return {}
@@ -960,6 +964,8 @@ def summarize_cancelled(
     deadline = asked + settle_s
     while time.monotonic() < deadline and not broker_idle(store, run_id, ignore=unserved):
         time.sleep(POLL_S * 5)
+        if store.summary_is_current(run_id):  # its workers skipped the rest and wrote it
+            return unserved
         if time.monotonic() - asked >= UNSERVED_RECHECK_S:
             unserved, asked = _unserved_since(store, run_id, unserved, on_unserved), time.monotonic()
     aggregate_run(store, run_id, here=here)

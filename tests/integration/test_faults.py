@@ -565,6 +565,37 @@ def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_o
         assert all(metric.stopped > 0 for metric in summary.metrics.values()), summary.metrics
 
 
+def test_cancel_of_a_run_whose_queue_lost_its_only_worker_holding_another_runs_messages_writes_its_summary(
+    tmp_path: Path,
+) -> None:
+    """Two runs on one broker; the only cpu worker, killed whole, held messages of the first run only. `ragscore
+    cancel` of the second found none of its messages held by a worker that is gone, and its queue served (the dead
+    worker's last take, of the other run, was recent): it left the summary to workers, and none would write it. It
+    now watches the queue until it counts unserved, then writes the summary, its queued items counted as stopped."""
+    from orchestrator.queues import held_messages
+
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed, _never_started = _doomed_and_alive(server, tmp_path)
+    try:
+        store = connect(server.url)
+        first = submit(write_jsonl(tmp_path / "a.jsonl", make_rows(6000, seed=3)), load_suite(SUITE), store)
+        _await_held_work(store, first.run_id)
+        second = submit(write_jsonl(tmp_path / "b.jsonl", make_rows(200, seed=4)), load_suite(SUITE), store)
+        _kill_whole(doomed)  # the only cpu worker, holding the first run's messages: the second's wait behind them
+        assert held_messages(store, second.run_id).held == 0 and held_messages(store, first.run_id).held > 0
+        said = _cli(server, "cancel", second.run_id)
+        assert said.returncode == 0, said.stderr
+        assert store.summary_is_current(second.run_id), said.stderr  # written by the cancel, not left to nobody
+        assert "no worker consumes 'cpu' (" in " ".join(said.stderr.split()), said.stderr
+        summary = write_results(store, second.run_id, tmp_path / "out")
+        assert summary.state == "cancelled" and summary.items == 200
+        for name, metric in summary.metrics.items():  # none scored: every item stopped by the cancel
+            assert (metric.n, metric.stopped) == (0, 200), (name, metric)
+    finally:
+        doomed.stop()
+        server.stop()
+
+
 def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_summary_soon(tmp_path: Path) -> None:
     """`ragscore cancel` ran while every worker lived, so it left the summary to them; then a worker holding
     messages of the run was killed whole. No live worker could skip those until the visibility timeout (900 s
