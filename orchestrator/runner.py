@@ -939,8 +939,8 @@ def summarize_cancelled(
     no worker serves its lane, its control queue included) aggregate it in this process; what those messages
     hold is counted as stopped. So is a run whose waiting messages' queues count as served only by a worker that did
     not answer (:func:`unserved_queues`' ``unsure``: a worker killed whole a moment ago, holding only another run's
-    messages, still counts as serving its queues): it is watched until they count unserved or its workers wrote the
-    summary. Returns the unserved queues and their messages (``on_unserved`` hears them, and
+    messages, still counts as serving its queues), but for ``here``: it is watched until they count unserved or its
+    workers wrote the summary. Returns the unserved queues and their messages (``on_unserved`` hears them, and
     ``on_orphaned`` the orphaned messages, before the wait; a queue found unserved during it, as the take of a worker
     killed whole gets older than ``RECENTLY_TAKEN_S``, is heard then (the workers asked every ``UNSERVED_RECHECK_S``
     at most), and no longer holds the wait). With ``here``, a run none of whose work is queued or held by a live
@@ -952,7 +952,7 @@ def summarize_cancelled(
     unsure: set[str] = set()  # served only by a worker that did not answer: maybe one killed a moment ago
     unserved = unserved_queues(store, run_id, unsure=unsure)
     orphans = settled_orphans(store, run_id)
-    if not unserved and not orphans and not unsure:
+    if not unserved and not orphans and (here or not unsure):  # here: its lane's workers went with its process
         if here and _left_to_nobody(store, run_id, settle_s):
             aggregate_run(store, run_id, here=True)
         return {}
