@@ -4,12 +4,14 @@ A worker busy with its tasks (a judge worker's 32 threads on shared cores) may m
 the workers which queues they consume; once its tasks outlast the window in which its last take counts
 (``orchestrator.queues.RECENTLY_TAKEN_S``), a queue it was scoring was called unserved ("no worker consumes it;
 start one"). From its ``worker_ready``, a :class:`Heartbeat` thread of the worker's main process keeps a key
-``ragscore:alive:{token}`` (the worker's name and its queues, JSON; its token in the set :data:`ALIVE_INDEX`) for
+``ragscore:alive:{token}`` (the worker's name, its queues and its broker's database, JSON; its token in the set
+:data:`ALIVE_INDEX`) for
 :data:`ALIVE_TTL_S`, renewed every :data:`RENEW_S`, until its shutdown begins (the key is deleted then: a stopping
 worker takes no more work). A worker killed whole stops being said to live once its key expires.
 
 The keys are the store's (``ragscore:``), as :mod:`.stopping`'s: a broker user limited to kombu's keys needs nothing
-more.
+more. The store can be shared by brokers of several databases (the embedded mode's lanes: a database of queues for
+each process), so a key names its worker's: a queue ``cpu`` of one lane is not served by another lane's worker.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import redis
 
 from .stopping import RENEW_S
 
-__all__ = ["ALIVE_INDEX", "ALIVE_PREFIX", "ALIVE_TTL_S", "Heartbeat", "alive_queues"]
+__all__ = ["ALIVE_INDEX", "ALIVE_PREFIX", "ALIVE_TTL_S", "Heartbeat", "alive_queues", "database_of"]
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +39,11 @@ ALIVE_TTL_S = 10
 
 
 class Heartbeat:
-    """The daemon thread of one worker that says, until :meth:`stop`, that it runs and consumes ``queues()``."""
+    """The daemon thread of one worker that says, until :meth:`stop`, that it runs and consumes ``queues()`` of its
+    broker's database ``database``."""
 
-    def __init__(self, client: redis.Redis, worker: str, queues: Callable[[], list[str]]) -> None:
-        self.client, self.worker, self.queues = client, worker, queues
+    def __init__(self, client: redis.Redis, worker: str, queues: Callable[[], list[str]], database: int) -> None:
+        self.client, self.worker, self.queues, self.database = client, worker, queues, database
         self.token = uuid.uuid4().hex
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="ragscore-alive", daemon=True)
@@ -56,7 +59,8 @@ class Heartbeat:
         while not self._stopped.is_set():
             try:
                 pipe = self.client.pipeline(transaction=False)
-                pipe.set(key, json.dumps({"worker": self.worker, "queues": self.queues()}), ex=ALIVE_TTL_S)
+                said = {"worker": self.worker, "queues": self.queues(), "database": self.database}
+                pipe.set(key, json.dumps(said), ex=ALIVE_TTL_S)
                 pipe.sadd(ALIVE_INDEX, self.token).expire(ALIVE_INDEX, ALIVE_TTL_S)
                 pipe.execute()
             except redis.RedisError as exc:  # said once, not raised: the worker goes on
@@ -71,8 +75,14 @@ class Heartbeat:
             pass  # it expires
 
 
-def alive_queues(client: redis.Redis) -> set[str]:
-    """The queues consumed by the workers that say they run (from the index, not a scan of the keyspace)."""
+def database_of(client: redis.Redis) -> int:
+    """The database number ``client`` uses (a broker's: its queues' database)."""
+    return int(client.connection_pool.connection_kwargs.get("db") or 0)
+
+
+def alive_queues(client: redis.Redis, database: int) -> set[str]:
+    """The queues of broker database ``database`` consumed by the workers that say they run, read from ``client``
+    (the store; from the index, not a scan of the keyspace)."""
     tokens = sorted(t.decode() if isinstance(t, bytes) else str(t) for t in client.smembers(ALIVE_INDEX))
     if not tokens:
         return set()
@@ -82,6 +92,6 @@ def alive_queues(client: redis.Redis) -> set[str]:
             said = json.loads(raw) if raw is not None else None
         except ValueError:
             continue
-        if isinstance(said, dict) and isinstance(said.get("queues"), list):
+        if isinstance(said, dict) and said.get("database") == database and isinstance(said.get("queues"), list):
             found.update(str(q) for q in said["queues"])
     return found

@@ -226,7 +226,7 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
     """A worker in its warm shutdown, which answers no ``inspect``, says in the run store which tasks it is finishing
     (:mod:`.stopping`): ``ragscore status`` does not read them as held by a worker that was killed. Until then it says
     it runs, and which queues it consumes (:mod:`.alive`): a worker too busy to answer is not called absent."""
-    from .alive import Heartbeat
+    from .alive import Heartbeat, database_of
     from .stopping import StopWatch
     from .store import redis_client
 
@@ -234,7 +234,8 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
     hostname, url = getattr(sender, "hostname", None), settings.store_url or settings.broker_url
     if hostname and url:
         _stop_watches.append(StopWatch(redis_client(url), str(hostname)))
-        _heartbeats.append(Heartbeat(redis_client(url), str(hostname), _consumed_queues(sender)))
+        database = database_of(redis_client(app.conf.broker_url or settings.broker_url or url))  # a lane's, embedded
+        _heartbeats.append(Heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), database))
 
 
 @worker_shutting_down.connect

@@ -322,3 +322,24 @@ def test_a_take_stamped_ahead_of_this_hosts_clock_does_not_make_its_queue_served
         assert recently_taken(store, ["judge", "code"], RECENTLY_TAKEN_S) == set()
     finally:
         server.stop()
+
+
+def test_a_worker_says_it_runs_for_its_own_brokers_database_only(tmp_path: Path) -> None:
+    """The embedded mode's lanes share one store, each a database of queues of its own: a key saying a worker runs
+    that named its queues alone made a lane's ``cpu`` queue served by another lane's cpu worker. Its key goes as the
+    worker's shutdown begins (it takes no more work)."""
+    from ragscore_workers.alive import Heartbeat, alive_queues
+    from ragscore_workers.store import redis_client
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        client = redis_client(server.url)
+        beat = Heartbeat(client, "cpu@host", lambda: ["cpu"], database=0)
+        try:
+            assert until(lambda: alive_queues(client, 0) == {"cpu"}, 30)
+            assert alive_queues(client, 1) == set()
+        finally:
+            beat.stop()
+        assert until(lambda: alive_queues(client, 0) == set(), 30)
+    finally:
+        server.stop()
