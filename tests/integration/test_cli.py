@@ -523,7 +523,8 @@ def test_a_closed_terminal_sighup_interrupts_an_embedded_run_as_ctrl_c_does(tmp_
     from orchestrator.embedded_redis import EmbeddedRedis
 
     out = tmp_path / "o"
-    proc = _start_run(tmp_path, home, 30000, "--quiet")
+    hangs_up = lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL)  # noqa: E731 - the tests may run under nohup
+    proc = _start_run(tmp_path, home, 30000, "--quiet", preexec_fn=hangs_up)
     try:
         _until_workers_run(home)
         _until_recorded(out)  # not a fixed sleep: the resume hint needs it
