@@ -239,10 +239,15 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
 
 
 @worker_shutting_down.connect
-def _stopping(**_: object) -> None:
-    """Sent from Celery's signal handler (SIGTERM, SIGINT, SIGQUIT): only sets the watch's and heartbeat's events."""
+def _stopping(how: str = "Warm", **_: object) -> None:
+    """Sent from Celery's signal handler (SIGTERM, SIGINT, SIGQUIT): only sets the watch's and heartbeat's events. Only
+    a warm shutdown (``how`` "Warm": SIGTERM, a first Ctrl-C) finishes the tasks it holds and says so; a cold one
+    (SIGQUIT, a second Ctrl-C) cancels them: it says nothing, and what a warm one before it said goes."""
     for watch in _stop_watches:
-        watch.stopping()
+        if how == "Warm":
+            watch.stopping()
+        else:
+            watch.dropping()
     for heartbeat in _heartbeats:
         heartbeat.stop()
 

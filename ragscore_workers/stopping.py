@@ -3,10 +3,11 @@
 Celery stops a worker's remote control first on a SIGTERM, then waits for the tasks it holds: for that while it
 answers no ``inspect``, and ``ragscore status`` read its messages as held by a worker that stopped (killed, or its
 host lost) though it was finishing them. From its ``worker_ready`` on, a :class:`StopWatch` thread of the worker's main
-process waits for Celery's ``worker_shutting_down`` (sent by its signal handler, which only sets an event here) and
-then keeps a key ``ragscore:stopping:{token}`` (the worker's name and the ids of the tasks it holds; its token in the
-set :data:`STOPPING_INDEX`) for :data:`STOPPING_TTL_S`, renewed every :data:`RENEW_S`, until it exits (the key is
-deleted at ``worker_shutdown``). A worker killed while it stops stops being said to stop once the key expires.
+process waits for Celery's warm ``worker_shutting_down`` (sent by its signal handler, which only sets an event here)
+and then keeps a key ``ragscore:stopping:{token}`` (the worker's name and the ids of the tasks it holds; its token in
+the set :data:`STOPPING_INDEX`) for :data:`STOPPING_TTL_S`, renewed every :data:`RENEW_S`, until it exits (the key is
+deleted at ``worker_shutdown``, or as soon as a cold shutdown, which cancels the tasks, follows). A cold shutdown
+says nothing. A worker killed while it stops stops being said to stop once the key expires.
 
 The keys are the store's (``ragscore:``, which a worker's store user may already write, a reading user read): a
 broker user limited to kombu's keys needs nothing more. Each worker process has a token of its own: two workers of
@@ -67,6 +68,13 @@ class StopWatch:
         signal does not take the event's lock again)."""
         if not self._stopping.is_set():
             self._stopping.set()
+
+    def dropping(self) -> None:
+        """The worker's shutdown turned cold (SIGQUIT, a second Ctrl-C: its tasks are cancelled, not finished): it no
+        longer says it is finishing them, its key goes at once (called from Celery's signal handler: it only sets an
+        event, once, as :meth:`stopping`)."""
+        if not self._ended.is_set():
+            self._ended.set()
 
     def end(self, timeout_s: float = 2.0) -> None:
         """The worker's tasks are done: its key goes; waits ``timeout_s`` at most for that."""

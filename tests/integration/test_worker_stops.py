@@ -205,3 +205,30 @@ def test_a_store_user_that_may_not_read_the_stopping_keys_still_gets_the_held_wo
         assert (found.held, [o.queue for o in found.orphans], found.finishing) == (1, ["cpu"], []), found
     finally:
         server.stop()
+
+
+def test_a_worker_in_a_cold_shutdown_never_says_it_is_finishing_what_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGQUIT (Celery's cold shutdown: the tasks it holds are cancelled, not finished) also sent
+    ``worker_shutting_down``: the worker wrote its stopping key, and status said it was finishing an item it dropped.
+    Every write of a ``ragscore:stopping`` key is caught by Redis' keyspace notifications, however short it lived."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
+    try:
+        store, run_id = _held_by_a_running_worker(tmp_path, worker)
+        store.r.config_set("notify-keyspace-events", "KA")
+        writes = store.r.pubsub()
+        writes.psubscribe(f"__keyspace@*__:{STOPPING_INDEX}*")
+        assert writes.get_message(timeout=30)["type"] == "psubscribe"  # subscribed before the signal
+        main = _celery_main(worker)
+        main.send_signal(signal.SIGQUIT)
+        main.wait(60)
+        said = list(iter(lambda: writes.get_message(timeout=1), None))
+        assert said == [], said
+        assert not store.r.keys(f"{STOPPING_PREFIX}*") and "being finished" not in _status(store, run_id)
+    finally:
+        worker.stop()
+        server.stop()
