@@ -32,6 +32,7 @@ from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.limits import usable_cpus
 from ragscore_workers.redaction import redact_url
+from ragscore_workers.stopping import READY_FILE_ENV
 
 from .worker_echo import Echo, open_log, tee
 
@@ -65,6 +66,9 @@ LOG_KEEP_S = 14 * 24 * 3600
 #: ``{n}`` the first number from 1 that no live worker of the cluster, nor another of its ``ragscore worker`` processes
 #: on this host, has taken; then Celery expands ``%h`` (the host name). So a worker restarted gets its old name back.
 DEFAULT_NODE_NAME = "{queue}-{n}@%h"
+#: Seconds a worker stopped before it was ready (it holds no task, and takes none once stopped) is given to exit before
+#: it is killed, in place of the warm stop's wait: one SIGTERMed while it booted outlived a wait of 180 s once.
+UNREADY_STOP_S = 30.0
 #: The most numbers :func:`node_names` tries for one queue's ``{n}``.
 MAX_NODE_NUMBER = 1000
 #: Seconds live workers get to answer the ping that asks for their node names.
@@ -243,7 +247,7 @@ def prune_logs(log_dir: Path, keep_s: float | None = None) -> int:
     """Remove the worker logs in ``log_dir`` not written to for ``keep_s`` seconds (None: :data:`LOG_KEEP_S`, read
     at each call); returns how many went."""
     cutoff, removed = time.time() - (LOG_KEEP_S if keep_s is None else keep_s), 0
-    for path in [*log_dir.glob("worker-*.log"), *log_dir.glob("worker-*.log.1")]:
+    for path in [*log_dir.glob("worker-*.log"), *log_dir.glob("worker-*.log.1"), *log_dir.glob("worker-*.ready")]:
         try:
             if path.stat().st_mtime < cutoff:
                 path.unlink()
@@ -286,6 +290,8 @@ class LocalWorkers:
         self.names = names or {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
+        #: The file each queue's worker creates once ready (:func:`ragscore_workers.stopping.say_ready`).
+        self.ready_files: dict[str, Path] = {}
         self._tees: list[threading.Thread] = []
         self._restarts: dict[str, list[float]] = {}
         #: :func:`oom_kills` when each queue's worker was started: a kill by the kernel's OOM killer since adds one.
@@ -309,6 +315,9 @@ class LocalWorkers:
         env.setdefault("PYTHONUNBUFFERED", "1")
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
         self.logs[queue] = log_path
+        ready = self.ready_files[queue] = log_path.with_suffix(".ready")
+        ready.unlink(missing_ok=True)  # a worker restarted: not ready until it says so
+        env[READY_FILE_ENV] = str(ready)
         self._oom_kills[queue] = oom_kills()
         # the embedded mode's worker writes its file itself; ``ragscore worker``'s copier writes it (rotated)
         log = open_log(log_path) if self.echo is None else subprocess.PIPE
@@ -384,7 +393,10 @@ class LocalWorkers:
         go back to the queue. A KeyboardInterrupt while waiting (a second Ctrl-C) kills at once, and so does one
         come before (more than ``signals_seen`` stop signals, :func:`stop_signals`): ``ragscore worker`` passes 1, the
         signal that stopped it, so a second one is honoured whenever it came (one while it said "stopping" was lost).
+        A worker not yet ready when signalled holds no task and takes none: it is killed after :data:`UNREADY_STOP_S`
+        at most.
         """
+        booting: set[str] = set()
         try:
             for proc in self.procs.values():
                 if proc.poll() is None:
@@ -392,26 +404,38 @@ class LocalWorkers:
                         _signal(proc.pid, signal.SIGTERM)
                     else:
                         _signal_group(proc.pid, signal.SIGTERM)
+            booting = self._booting()  # read after the signal: one ready since may have taken a task before it
             if signals_seen is None or stop_signals() <= signals_seen:
-                deadline = time.monotonic() + timeout
-                for proc in self.procs.values():
+                now = time.monotonic()
+                deadline, boot_deadline = now + timeout, now + min(timeout, UNREADY_STOP_S)
+                for queue, proc in self.procs.items():
+                    until = boot_deadline if queue in booting else deadline
                     try:
-                        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                        proc.wait(timeout=max(0.1, until - time.monotonic()))
                     except subprocess.TimeoutExpired:
                         pass
         except KeyboardInterrupt:
             pass
         finally:
-            for proc in self.procs.values():
+            for queue, proc in self.procs.items():
+                if queue in booting and proc.poll() is None:
+                    log.warning("the %s worker, stopped before it was ready (it held no task), had not exited: "
+                                "killed it", queue)  # fmt: skip
                 _signal_group(proc.pid, signal.SIGKILL)
                 try:
                     proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
+            for ready in self.ready_files.values():
+                ready.unlink(missing_ok=True)
             for copier in self._tees:  # the workers' last lines (their shutdown) echoed before it says stopped
                 copier.join(timeout=5)
             if self.echo is not None:
                 self.echo.close(timeout=5)
+
+    def _booting(self) -> set[str]:
+        """The queues whose worker runs and has not said it is ready (:data:`READY_FILE_ENV`)."""
+        return {q for q, p in self.procs.items() if p.poll() is None and not self.ready_files[q].exists()}
 
     def supervise(self) -> None:
         """Block, restarting workers that die (``ragscore worker``); raises when one keeps dying."""

@@ -225,11 +225,13 @@ def _consumed_queues(consumer: object) -> Callable[[], list[str]]:
 def _say_when_stopping(sender: object = None, **_: object) -> None:
     """A worker in its warm shutdown, which answers no ``inspect``, says in the run store which tasks it is finishing
     (:mod:`.stopping`): ``ragscore status`` does not read them as held by a worker that was killed. Until then it says
-    it runs, and which queues it consumes (:mod:`.alive`): a worker too busy to answer is not called absent."""
+    it runs, and which queues it consumes (:mod:`.alive`): a worker too busy to answer is not called absent. It also
+    tells the process that started it that it is ready (:func:`~.stopping.say_ready`)."""
     from .alive import Heartbeat, database_of
-    from .stopping import StopWatch
+    from .stopping import StopWatch, say_ready
     from .store import redis_client
 
+    say_ready()
     settings = get_settings()
     hostname, url = getattr(sender, "hostname", None), settings.store_url or settings.broker_url
     if hostname and url:

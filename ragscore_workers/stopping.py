@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -25,7 +26,16 @@ from typing import Any
 
 import redis
 
-__all__ = ["RENEW_S", "STOPPING_INDEX", "STOPPING_PREFIX", "STOPPING_TTL_S", "StopWatch", "stopping_workers"]
+__all__ = [
+    "READY_FILE_ENV",
+    "RENEW_S",
+    "STOPPING_INDEX",
+    "STOPPING_PREFIX",
+    "STOPPING_TTL_S",
+    "StopWatch",
+    "say_ready",
+    "stopping_workers",
+]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +47,20 @@ STOPPING_INDEX = "ragscore:stopping"
 STOPPING_TTL_S = 10
 #: How often a stopping worker renews its key (and lists the tasks it still holds).
 RENEW_S = 2.0
+#: The environment variable naming a file the worker creates once ready (set by the process that started it: one
+#: stopped before then holds no task, and needs no warm stop's wait).
+READY_FILE_ENV = "RAGSCORE_READY_FILE"
+
+
+def say_ready() -> None:
+    """Create the file :data:`READY_FILE_ENV` names, if any: this worker is ready and may take tasks from now on."""
+    path = os.environ.get(READY_FILE_ENV)
+    if not path:
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError as exc:  # said, not raised: its starter then gives its stop the whole warm wait
+        log.warning("could not say this worker is ready in %s: %s", path, exc)
 
 
 def _held_task_ids() -> list[str]:

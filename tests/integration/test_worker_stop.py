@@ -306,3 +306,47 @@ def test_only_an_embedded_runs_workers_watch_the_process_that_started_them(
     finally:
         workers.stop()
     assert watched == (str(os.getpid()) if stop_with_parent else None)
+
+
+#: A ``sitecustomize`` whose Celery worker never finishes booting and outlives SIGTERM: while it boots (before it is
+#: ready) it takes SIGTERM with a handler that does nothing, says so, and waits for ever, as a worker SIGTERMed while it
+#: booted did once in the CI (it did not exit within 180 s). Other processes import it and stay as they are.
+_STUCK_BOOT = """
+import signal, sys, threading
+from celery.signals import celeryd_after_setup
+
+@celeryd_after_setup.connect(weak=False)
+def _stick(**_):
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    print("stuck booting", file=sys.__stdout__, flush=True)
+    threading.Event().wait()
+"""
+
+
+@pytest.mark.serial  # its worker's stop is bounded by UNREADY_STOP_S, not the warm stop's 870 s: a bound of time
+def test_a_worker_stopped_before_it_was_ready_is_killed_without_the_warm_stops_wait(tmp_path: Path) -> None:
+    """A worker SIGTERMed while it booted (``ragscore worker`` says "workers up" when it starts them, not when they
+    are ready) did not exit, and the warm stop waited its whole --stop-timeout (870 s) for a worker that held no task
+    and would take none: one not ready when signalled is killed after UNREADY_STOP_S."""
+    server = RedisProcess(tmp_path / "redis").start()
+    (tmp_path / "stuck").mkdir()
+    (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_BOOT)
+    path = os.pathsep.join(p for p in (str(tmp_path / "stuck"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url,
+           "PYTHONPATH": path}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "judge", "-c", "1"],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    said: list[str] = []
+    threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+    try:
+        assert until(lambda: "[judge] stuck booting" in "".join(said), 120), said
+        below = _tree(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=240) == 0, said
+        assert until(lambda: not _alive(below), 30), f"left running: {_alive(below)}"
+        killed = "the judge worker, stopped before it was ready (it held no task), had not exited: killed it"
+        assert until(lambda: killed in "".join(said), 10), said
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
