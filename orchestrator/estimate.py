@@ -19,7 +19,8 @@ counted as the windows a run encodes (and looks up) where the cache holds the mo
 In a suite with targets the answers do not exist yet: judge prompts are built with a placeholder for each
 field the target fills, so calls are exact but prompt tokens leave out the targets' replies. The texts they fill are
 counted as a run encodes them, one per item and field (no two replies alike, none cached; a reply's contexts as one
-text), at :data:`ASSUMED_FILLED_WORDS` words each.
+text), at :data:`ASSUMED_FILLED_WORDS` words each, and an answer's sentences where answer_hallucination embeds them, as
+it splits them, at :data:`ASSUMED_SENTENCE_WORDS` words each.
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ from pydantic import BaseModel
 from ragscore_workers._embedding_cache import redis_key, text_hash
 from ragscore_workers.embedding import Encoder, known_namespace, noted_encoder
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.metrics.embedding_metrics import EMBEDDING_METRICS, texts_needed, texts_unwindowed
+from ragscore_workers.metrics.embedding_metrics import (
+    EMBEDDING_METRICS,
+    answer_sentences,
+    texts_needed,
+    texts_unwindowed,
+)
 from ragscore_workers.metrics.registry import MetricDef, PlannedCall
 from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
@@ -51,6 +57,7 @@ from .suite import QUEUE_ORDER, ResolvedSuite
 __all__ = [
     "ASSUMED_ENCODE_WORDS_PER_S",
     "ASSUMED_FILLED_WORDS",
+    "ASSUMED_SENTENCE_WORDS",
     "CallTally",
     "EmbedTally",
     "Estimate",
@@ -75,6 +82,26 @@ ASSUMED_ENCODE_WORDS_PER_S = 5_000
 #: Words the dry run assumes of each text a target fills (its answer, a reply's contexts): a passage's, as measured
 #: above (they do not exist before the run).
 ASSUMED_FILLED_WORDS = 120
+#: Words the dry run assumes of each sentence of an answer a target fills (answer_hallucination embeds each): a short
+#: sentence's, as measured above.
+ASSUMED_SENTENCE_WORDS = 12
+
+
+def _assumed_reply() -> str:
+    """What stands for an answer a target fills in the embedding count: :data:`ASSUMED_FILLED_WORDS` words in sentences
+    of :data:`ASSUMED_SENTENCE_WORDS`, each its own, so that answer_hallucination's texts of it are its sentences as the
+    metric splits them (``answer_sentences``)."""
+    words = [f"w{n}" for n in range(ASSUMED_FILLED_WORDS)]
+    step = ASSUMED_SENTENCE_WORDS
+    return " ".join(" ".join(words[at : at + step]) + "." for at in range(0, len(words), step))
+
+
+def _filled_texts(reply: str) -> dict[str, int]:
+    """The texts standing for those a target fills in the embedding count, and the words each is counted at: the
+    answer (``reply``), its sentences as answer_hallucination splits them, a reply's contexts (one text, as its
+    placeholder)."""
+    texts = {text: len(text.split()) for text in (reply, *answer_sentences(reply))}
+    return texts | {CONTEXT_PLACEHOLDER: ASSUMED_FILLED_WORDS}
 
 
 @dataclass
@@ -91,9 +118,13 @@ class EmbedTally:
     cache_checked: bool = False
     #: Whether long contexts were cut into the windows a run encodes (the model's note was in the cache).
     windowed: bool = False
-    #: Texts the targets fill, one per item and field (its answer; its reply's contexts counted as one): each its own
-    #: reply, none cached, :data:`ASSUMED_FILLED_WORDS` words each. Not in ``texts``.
+    #: Texts the targets fill, per item: its answer, the answer's sentences where answer_hallucination embeds them,
+    #: its reply's contexts counted as one; each its own reply, none cached. Not in ``texts``.
     filled: int = 0
+    #: Of those, the answers' sentences (:data:`ASSUMED_SENTENCE_WORDS` words each assumed).
+    filled_sentences: int = 0
+    #: Words of those: :data:`ASSUMED_FILLED_WORDS` an answer or a reply's contexts.
+    filled_words: int = 0
     #: What the latest runs like this one measured (:func:`~.encode_rates.measured_rate`; None: none, the rate is
     #: assumed).
     measured: MeasuredRate | None = None
@@ -106,7 +137,7 @@ class EmbedTally:
     @property
     def assumed_s(self) -> float:
         """Seconds their encoding takes at :data:`ASSUMED_ENCODE_WORDS_PER_S` (an assumption)."""
-        return (self.words + self.filled * ASSUMED_FILLED_WORDS) / ASSUMED_ENCODE_WORDS_PER_S
+        return (self.words + self.filled_words) / ASSUMED_ENCODE_WORDS_PER_S
 
     @property
     def estimated_s(self) -> float:
@@ -380,7 +411,10 @@ class _EmbedPlanner:
         self.encoder: Encoder | None = noted_encoder(config, redis) if self.redis is not None else None
         self.pending: list[Row] = []
         #: Texts a target fills (not known before it answers): not counted.
-        self.seen = _DistinctTexts(PLACEHOLDER, CONTEXT_PLACEHOLDER)
+        #: What stands for an answer a target fills, and the words each text a target fills is counted at.
+        self.reply = _assumed_reply()
+        self.filled_words = _filled_texts(self.reply)
+        self.seen = _DistinctTexts(PLACEHOLDER, *self.filled_words)
         self.tally = EmbedTally(cache_checked=self.redis is not None, windowed=self.encoder is not None)
         if self.names:
             estimate.embed = self.tally
@@ -395,7 +429,10 @@ class _EmbedPlanner:
         rows, self.pending = self.pending, []
         each = [self._texts([row]) for row in rows]
         # a field a target fills is one text of its item however many metrics embed it (a run encodes it once)
-        self.tally.filled += sum(len({PLACEHOLDER, CONTEXT_PLACEHOLDER}.intersection(texts)) for texts in each)
+        for filled in (self.filled_words.keys() & texts for texts in each):
+            self.tally.filled += len(filled)
+            self.tally.filled_sentences += len(filled - {self.reply, CONTEXT_PLACEHOLDER})
+            self.tally.filled_words += sum(self.filled_words[text] for text in filled)
         texts = {text_hash(text): text for texts in each for text in texts}
         new = {digest: texts[digest] for digest in self.seen.new(texts)}
         cached = self._cached(list(new)) if new else []
@@ -405,7 +442,9 @@ class _EmbedPlanner:
         self.tally.words += sum(len(text.split()) for digest, text in new.items() if not hits.get(digest))
 
     def _texts(self, rows: list[Row]) -> list[str]:
-        """The texts a run embeds for ``rows``: a long context's windows where the model's note is known, else whole."""
+        """The texts a run embeds for ``rows``: a long context's windows where the model's note is known, else whole; an
+        answer a target fills as :func:`_assumed_reply`."""
+        rows = [row.model_copy(update={"answer": self.reply}) if row.answer == PLACEHOLDER else row for row in rows]
         if self.encoder is None:
             return texts_unwindowed(rows, self.names)
         return texts_needed(rows, self.names, self.encoder)

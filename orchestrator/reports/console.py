@@ -604,7 +604,7 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
     ``load``: this machine's load average and cores (None: read them, :func:`~orchestrator.estimate.host_load`)."""
     from ragscore_workers.embedding import DEFAULT_MODEL
 
-    from ..estimate import ASSUMED_FILLED_WORDS, host_load
+    from ..estimate import ASSUMED_FILLED_WORDS, ASSUMED_SENTENCE_WORDS, host_load
 
     tally = estimate.embed
     assert tally is not None
@@ -612,8 +612,11 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
     line = f"embedding ({suite.embedding.model}): {counted(tally.texts, 'distinct text')}{cached}, "
     line += f"{thousands(tally.to_encode)} to encode"
     if tally.filled:
+        sentences = (f", {thousands(tally.filled_sentences)} of them sentences of the answers, which "
+                     f"answer_hallucination embeds each ({ASSUMED_SENTENCE_WORDS} words each assumed)"
+                     if tally.filled_sentences else "")  # fmt: skip
         line += (f" ({thousands(tally.filled)} of them the targets' replies: an answer, and a reply's contexts as one "
-                 f"text, per item; {ASSUMED_FILLED_WORDS} words each assumed)")  # fmt: skip
+                 f"text, per item; {ASSUMED_FILLED_WORDS} words each assumed{sentences})")  # fmt: skip
     if tally.to_encode:
         took = "under a second" if tally.estimated_s < 1 else f"about {fmt_duration(tally.estimated_s)}"
         line += f": {took} ({_encode_rate(tally, suite)}), plus the model's load (about 5 s on a laptop CPU)"

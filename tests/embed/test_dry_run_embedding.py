@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.estimate import ASSUMED_ENCODE_WORDS_PER_S, estimate_run
+from orchestrator.estimate import (
+    ASSUMED_ENCODE_WORDS_PER_S,
+    ASSUMED_FILLED_WORDS,
+    ASSUMED_SENTENCE_WORDS,
+    estimate_run,
+)
 from orchestrator.suite import load_suite
 from ragscore_workers._embedding_cache import note_key
 from ragscore_workers.embedding import REDIS_CACHE_TTL_S, clear_memory_cache, embed, get_encoder, known_namespace
@@ -130,7 +135,7 @@ def test_the_texts_targets_fill_are_counted_per_item_at_an_assumed_passage_lengt
     """A suite with targets: the dry run counted only the questions and references (the replies "do not exist yet"),
     none of the replies' answers and contexts a run encodes. Each item's answer and its contexts (as one text) are
     counted now, twice the texts for twice the targets, at ASSUMED_FILLED_WORDS words each, said as an assumption."""
-    from orchestrator.estimate import ASSUMED_FILLED_WORDS, EmbedTally
+    from orchestrator.estimate import EmbedTally
     from orchestrator.reports.console import embed_estimate
 
     rows = [{"id": f"q{i}", "question": f"What is fact {i}?", "reference": f"fact {i} is it"} for i in range(10)]
@@ -159,7 +164,28 @@ def test_the_texts_targets_fill_are_counted_per_item_at_an_assumed_passage_lengt
     with_sentences = {**SUITE, "metrics": [*SUITE["metrics"], "answer_hallucination"]}  # the same contexts again
     suite = load_suite({**with_sentences, "targets": [{"system": "s0", "url": "http://127.0.0.1:9/ask"}]})
     est = estimate_run(data, suite)
-    assert est.embed is not None and est.embed.filled == 10 * 2, est.embed  # each item's once, not once a metric
+    # each item's contexts once, not once a metric; its answer whole (answer_correctness) and its sentences
+    # (answer_hallucination): they were not counted, a reply's answer counted as one text
+    sentences = ASSUMED_FILLED_WORDS // ASSUMED_SENTENCE_WORDS
+    assert est.embed is not None and est.embed.filled == 10 * (2 + sentences), est.embed
+    assert est.embed.filled_sentences == 10 * sentences, est.embed
+    assert est.embed.assumed_s == pytest.approx(own_s + 10 * 3 * ASSUMED_FILLED_WORDS / ASSUMED_ENCODE_WORDS_PER_S)
+    said = embed_estimate(est, suite.suite)
+    line = ("140 to encode (120 of them the targets' replies: an answer, and a reply's contexts as one text, per "
+            f"item; {ASSUMED_FILLED_WORDS} words each assumed, 100 of them sentences of the answers, which "
+            f"answer_hallucination embeds each ({ASSUMED_SENTENCE_WORDS} words each assumed))")  # fmt: skip
+    assert line in said, said
+
+
+def test_the_sentences_counted_of_a_reply_are_the_metrics_own() -> None:
+    """The dry run's stand-in for a reply's answer is split by answer_hallucination's own splitter, into as many
+    sentences of as many words as it assumes."""
+    from orchestrator.estimate import _assumed_reply
+    from ragscore_workers.metrics.embedding_metrics import answer_sentences
+
+    sentences = answer_sentences(_assumed_reply())
+    assert len(set(sentences)) == ASSUMED_FILLED_WORDS // ASSUMED_SENTENCE_WORDS, sentences
+    assert {len(s.split()) for s in sentences} == {ASSUMED_SENTENCE_WORDS}, sentences
 
 
 def test_the_dry_run_counts_distinct_texts_in_a_few_bytes_each() -> None:
