@@ -693,8 +693,9 @@ def _dry_run(  # type: ignore[no-untyped-def]
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
     if estimate.embed is not None:  # the rate the latest runs like it measured, where there are some
-        mode = "cluster" if cluster else "embedded"
-        estimate.embed.measured = measured_rate(get_settings().home, resolved.suite.embedding, mode)
+        # an embedded run's embed workers are its own pool's; a cluster's are not known here: those runs had
+        mode, workers = ("cluster", None) if cluster else ("embedded", POOL_DEFAULTS["embed"].concurrency)
+        estimate.embed.measured = measured_rate(get_settings().home, resolved.suite.embedding, mode, workers)
     threads = None if cluster else judge_threads or POOL_DEFAULTS["judge"].concurrency  # a cluster's: unknown
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
     if judge_threads is not None and not cluster and not estimate.units.get("judge"):

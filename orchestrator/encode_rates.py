@@ -1,14 +1,17 @@
 """The texts a second the embed workers measured on finished runs, kept under ``RAGSCORE_HOME`` for the dry run.
 
-Each run that encoded texts writes a line to ``RAGSCORE_HOME/encode_rates.jsonl``: its run id, its embedding model,
-the device its suite asked for, whether it ran embedded or on a cluster, and its ``encoded`` / ``encode_ms`` counters
-(the time inside the model's encode calls, as ``summary.embedding`` says). A run keeps one line: a resume (whose
-summary counts the whole run) replaces its earlier one. The file keeps the last :data:`KEPT_RUNS` lines, rewritten
-whole under a lock (``encode_rates.jsonl.lock``) so that runs finishing at once lose none. The dry run of a suite
-with the same model, device and mode reads the last :data:`RECENT_RUNS` of them: their texts over their encode time
-is the rate it estimates the encoding at (:func:`measured_rate`), in place of the assumed one. Nothing in it is
-secret; a line it cannot read (torn, not a measure) is skipped, and a file it cannot write costs the run nothing but
-a warning.
+Each run that encoded texts writes a line to ``RAGSCORE_HOME/encode_rates.jsonl`` per device type its embed workers
+encoded on (``cpu``, ``cuda``, ``mps``: the model's own device, not the suite's setting, so that with ``auto`` a GPU
+host's rate is not taken for a CPU host's): its run id, its embedding model, the device, whether it ran embedded or on
+a cluster, the ``workers`` that encoded there and their ``encoded`` / ``encode_ms`` (the time inside the model's
+encode calls summed over those workers, as ``summary.embedding``'s ``encoders`` says). A resume (whose summary counts
+the whole run) replaces its run's earlier lines. The file keeps the last :data:`KEPT_RUNS` lines, rewritten whole
+under a lock (``encode_rates.jsonl.lock``) so that runs finishing at once lose
+none. The dry run of a suite with the same model and mode reads the last :data:`RECENT_RUNS` of them on the device a
+run would encode on: their texts over their encode time is one worker's rate, times the embed workers it assumes the
+rate it estimates the encoding at (:func:`measured_rate`), in place of the assumed one. Nothing in it is secret; a
+line it cannot read (torn, not a measure) is skipped, and a file it cannot write costs the run nothing but a
+warning.
 """
 
 from __future__ import annotations
@@ -22,9 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragscore_workers.embedding import device_type
 from ragscore_workers.schemas import EmbeddingConfig
 
-__all__ = ["KEPT_RUNS", "RATES_FILE", "RECENT_RUNS", "MeasuredRate", "measured_rate", "record_rate"]
+__all__ = [
+    "KEPT_RUNS",
+    "RATES_FILE",
+    "RECENT_RUNS",
+    "MeasuredRate",
+    "measured_rate",
+    "record_rate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,59 +49,122 @@ KEPT_RUNS = 50
 
 @dataclass(frozen=True)
 class MeasuredRate:
-    """What the latest runs like this one measured: ``texts`` encoded in ``encode_s`` over ``runs`` runs."""
+    """What the latest runs like this one measured: ``texts`` encoded in ``encode_s`` (summed over the workers that
+    encoded them) over ``runs`` runs, on ``device``; the estimate assumes ``workers`` embed workers encode at once."""
 
     runs: int
     texts: int
     encode_s: float
+    #: The device type the runs encoded on (``cpu``, ``cuda``, ``mps``).
+    device: str = "cpu"
+    #: The embed workers the estimate assumes: an embedded run's, else the most the runs encoded on.
+    workers: int = 1
+    #: How ``device`` was chosen where the suite says ``auto`` (what this host picks, or what a cluster's workers
+    #: encoded on); empty where the suite names it.
+    picked: str = ""
+    #: Whether ``workers`` is what the runs encoded on (a cluster's), not given (an embedded run's pool).
+    workers_seen: bool = False
+
+    @property
+    def per_worker(self) -> float:
+        """Texts a second one worker encoded."""
+        return self.texts / self.encode_s
 
     @property
     def texts_per_s(self) -> float:
-        return self.texts / self.encode_s
-
-
-def _kind(config: EmbeddingConfig, mode: str) -> dict[str, str]:
-    """What a measure is of: the model, the device the suite asked for (``auto`` as such), embedded or cluster."""
-    return {"model": config.model, "device": config.device, "mode": mode}
+        """Texts a second :attr:`workers` encode at once."""
+        return self.per_worker * self.workers
 
 
 def record_rate(home: Path, run_id: str, config: EmbeddingConfig, mode: str, embedding: dict[str, Any]) -> None:
-    """Record run ``run_id``'s measure (``summary.embedding``'s ``encoded`` and ``encode_ms``) for runs of ``config`` in
-    ``mode`` (``embedded`` or ``cluster``), in place of its earlier one; nothing where it encoded nothing."""
-    encoded, encode_ms = int(embedding.get("encoded") or 0), int(embedding.get("encode_ms") or 0)
-    if encoded <= 0 or encode_ms <= 0:
+    """Record run ``run_id``'s measures (``summary.embedding``'s ``encoders``: per device, the workers that encoded
+    there, their texts and summed encode time) for runs of ``config`` in ``mode`` (``embedded`` or ``cluster``), in
+    place of its earlier ones; nothing where it encoded nothing."""
+    lines = [{"run": run_id, "model": config.model, "device": device, "mode": mode, **measure, "at": round(time.time())}
+             for device, measure in _encoders(config, embedding).items()]  # fmt: skip
+    if not lines:
         return
-    line = {"run": run_id, **_kind(config, mode), "encoded": encoded, "encode_ms": encode_ms, "at": round(time.time())}
     path = home / RATES_FILE
     try:
         home.mkdir(parents=True, exist_ok=True)
-        # runs finishing at once take turns (each rewrites what the others wrote), and write a whole new file in its
-        # place: a dry run reading it meanwhile, or a disk filling up, never sees it empty or cut short
         with open(path.with_name(f"{RATES_FILE}.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except FileNotFoundError:
-                text = ""
-            kept = _latest([*_parsed(text), line])[-KEPT_RUNS:]
-            written = path.with_name(f"{RATES_FILE}.new")
-            written.write_text("".join(json.dumps(m) + "\n" for m in kept), encoding="utf-8")
-            os.replace(written, path)
+            _rewrite(path, lines)
     except OSError as exc:
         log.warning("could not record the run's encode rate in %s: %s", path, exc)
 
 
-def measured_rate(home: Path, config: EmbeddingConfig, mode: str) -> MeasuredRate | None:
-    """The rate the last :data:`RECENT_RUNS` runs of ``config`` in ``mode`` measured (None: no such run)."""
-    kind = _kind(config, mode)
+def _encoders(config: EmbeddingConfig, embedding: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """The run's measures per device type, each ``workers``, ``encoded`` and ``encode_ms``: its ``encoders``, else (a
+    summary of workers that did not write them) its totals on the device its suite names, as one worker's (none on
+    ``auto``: which device they ran on is not known)."""
+    encoders = embedding.get("encoders")
+    if not isinstance(encoders, dict):
+        totals = {"workers": 1, "encoded": embedding.get("encoded"), "encode_ms": embedding.get("encode_ms")}
+        encoders = {} if config.device == "auto" else {config.device: totals}
+    out: dict[str, dict[str, int]] = {}
+    for device, measure in encoders.items():
+        if isinstance(measure, dict) and all(_positive(measure, k) for k in ("workers", "encoded", "encode_ms")):
+            out[device_type(device)] = {k: measure[k] for k in ("workers", "encoded", "encode_ms")}
+    return out
+
+
+def _rewrite(path: Path, lines: list[dict[str, Any]]) -> None:
+    """Write the file anew with ``lines`` in place of their run's earlier ones, its latest :data:`KEPT_RUNS` lines
+    kept: into a new file beside it, then put in its place (a dry run reading it meanwhile, or a disk filling up,
+    never sees it empty or cut short)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        text = ""
+    run = lines[0]["run"]
+    kept = _latest([m for m in _parsed(text) if m.get("run") != run] + lines)[-KEPT_RUNS:]
+    written = path.with_name(f"{RATES_FILE}.new")
+    written.write_text("".join(json.dumps(m) + "\n" for m in kept), encoding="utf-8")
+    os.replace(written, path)
+
+
+def measured_rate(home: Path, config: EmbeddingConfig, mode: str, workers: int | None = None) -> MeasuredRate | None:
+    """The rate the last :data:`RECENT_RUNS` runs of ``config``'s model in ``mode`` measured on the device a run would
+    encode on (:func:`_device`; None: no such run, or that device not known); ``workers``: the embed workers the
+    estimate assumes (None: the most those runs encoded on)."""
     try:
         text = (home / RATES_FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    like = [m for m in _latest(_parsed(text)) if all(m.get(k) == v for k, v in kind.items())][-RECENT_RUNS:]
+    measures = [m for m in _latest(_parsed(text))  # a line of before devices were recorded may say "auto": not one
+                if m.get("model") == config.model and m.get("mode") == mode and m.get("device") != "auto"]  # fmt: skip
+    found = _device(config, mode, measures)
+    if found is None:
+        return None
+    device, picked = found
+    like = [m for m in measures if m.get("device") == device][-RECENT_RUNS:]
     if not like:
         return None
-    return MeasuredRate(len(like), sum(m["encoded"] for m in like), sum(m["encode_ms"] for m in like) / 1000)
+    seen = max(m.get("workers", 1) for m in like)  # a line of before the workers were recorded: one worker's
+    encode_s = sum(m["encode_ms"] for m in like) / 1000
+    texts = sum(m["encoded"] for m in like)
+    return MeasuredRate(len(like), texts, encode_s, device, workers or seen, picked, workers_seen=workers is None)
+
+
+def _device(config: EmbeddingConfig, mode: str, measures: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The device type a run of ``config`` in ``mode`` would encode on, and how it was chosen for ``auto``: what this
+    host picks (embedded), or what the latest run's workers on the cluster encoded on the most texts (None: not
+    known: no torch here, or no cluster run)."""
+    if config.device != "auto":
+        return device_type(config.device), ""
+    if mode == "embedded":
+        try:
+            from ragscore_workers.embedding import pick_device
+
+            return pick_device("auto"), "what device auto picks on this host"
+        except ImportError:  # no embed extra here: a run would be refused for it
+            return None
+    if not measures:
+        return None
+    latest = [m for m in measures if m.get("run") == measures[-1].get("run")]
+    device = str(max(latest, key=lambda m: m["encoded"])["device"])
+    return device, "what device auto ran on the most in your last cluster run"
 
 
 def _parsed(text: str) -> list[dict[str, Any]]:
@@ -101,15 +175,19 @@ def _parsed(text: str) -> list[dict[str, Any]]:
             measure = json.loads(line)
         except ValueError:
             continue
-        if isinstance(measure, dict) and _positive(measure, "encoded") and _positive(measure, "encode_ms"):
-            out.append(measure)
+        if isinstance(measure, dict) and all(_positive(measure, k) for k in ("encoded", "encode_ms")):
+            if "workers" not in measure or _positive(measure, "workers"):  # a line of before they were recorded: one
+                out.append(measure)
     return out
 
 
 def _latest(measures: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``measures`` with only the last of each run's (where it names its run), in the order of those kept."""
-    last = {m["run"]: i for i, m in enumerate(measures) if isinstance(m.get("run"), str)}
-    return [m for i, m in enumerate(measures) if not isinstance(m.get("run"), str) or last[m["run"]] == i]
+    """``measures`` with only the last of each run's on each device (where it names its run), in the order of those
+    kept."""
+    last = {(m["run"], m.get("device")): i for i, m in enumerate(measures) if isinstance(m.get("run"), str)}
+    return [
+        m for i, m in enumerate(measures) if not isinstance(m.get("run"), str) or last[m["run"], m.get("device")] == i
+    ]
 
 
 def _positive(measure: dict[str, Any], name: str) -> bool:

@@ -63,6 +63,7 @@ __all__ = [
     "clear_memory_cache",
     "cosine",
     "cosine_matrix",
+    "device_type",
     "embed",
     "get_encoder",
     "known_namespace",
@@ -271,6 +272,12 @@ def _revision_identity(hub_id: str, snapshot: str) -> str:
     """A hub model's identity: its id and revision (the snapshot folder is named by the commit), so a new revision
     of the same model is not served the old one's cached vectors."""
     return f"{hub_id}@{Path(snapshot).name}"
+
+
+def device_type(device: str) -> str:
+    """``cuda`` of ``cuda:1``, and of ``cuda:0 fp16`` as a worker notes its device: the kind of device a text was
+    encoded on."""
+    return device.split()[0].split(":")[0] if device.strip() else "unknown"
 
 
 def pick_device(device: str) -> str:

@@ -452,8 +452,8 @@ def finish_shard(run_id: str, shard: int, generation: int = 0) -> None:
 
 
 def _embedding_summary(counters: dict[str, Any]) -> dict[str, Any]:
-    """Totals of the embed workers' counters; per-process fields become process and load counts, and
-    ``devices``: how many processes ran on each device and precision (``{"cuda fp16": 2}``)."""
+    """Totals of the embed workers' counters; per-process fields become process and load counts, ``devices``: how
+    many processes ran on each device and precision (``{"cuda fp16": 2}``), and ``encoders`` (:func:`_encoders`)."""
     out = {k: v for k, v in counters.items() if ":" not in k}
     loads = [v for k, v in counters.items() if k.startswith("loads:")]
     if loads:
@@ -461,7 +461,28 @@ def _embedding_summary(counters: dict[str, Any]) -> dict[str, Any]:
     devices = Counter(str(v) for k, v in counters.items() if k.startswith("device:"))
     if devices:
         out["devices"] = dict(sorted(devices.items()))
+    if encoders := _encoders(counters):
+        out["encoders"] = encoders
     return out
+
+
+def _encoders(counters: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per device type the processes encoded on (``cpu``, ``cuda``, ``mps``): how many ``workers`` encoded there, and
+    their ``encoded`` texts and ``encode_ms`` (summed over those workers, which encode at once: over ``workers`` it is
+    about the wall time). What the dry run's measured rates are of (``orchestrator.encode_rates``)."""
+    from .embedding import device_type  # a cpu worker's aggregate imports no embedding module for it
+
+    out: dict[str, dict[str, int]] = {}
+    for key, encoded in counters.items():
+        if not key.startswith("encoded:") or not encoded:
+            continue
+        worker = key.removeprefix("encoded:")
+        device = device_type(str(counters.get(f"device:{worker}", "unknown")))
+        tally = out.setdefault(device, {"workers": 0, "encoded": 0, "encode_ms": 0})
+        tally["workers"] += 1
+        tally["encoded"] += int(encoded)
+        tally["encode_ms"] += int(counters.get(f"encode_ms:{worker}") or 0)
+    return dict(sorted(out.items()))
 
 
 @app.task(name="ragscore.aggregate")

@@ -27,6 +27,7 @@ from ragscore_workers.schemas import (
     target_name,
 )
 
+from ..encode_rates import MeasuredRate
 from ..estimate import ASSUMED_ENCODE_WORDS_PER_S, EmbedTally, Estimate
 from ..terminal import TerminalConsole, compare_command, resume_command
 from .live import fmt_duration, scored_text
@@ -314,8 +315,10 @@ def embedding_facts(suite: dict[str, Any] | None) -> list[tuple[str, Any]]:
 
 
 def embedding_counters(summary: RunSummary) -> dict[str, Any]:
-    """``summary.embedding`` as a report's embeddings table shows it, its devices as text (:func:`devices_text`)."""
-    return {k: devices_text(v) if k == "devices" else table_count(v) for k, v in summary.embedding.items()}
+    """``summary.embedding`` as a report's embeddings table shows it, its devices as text (:func:`devices_text`); its
+    ``encoders`` (the dry run's measures, per device) left out."""
+    counters = {k: v for k, v in summary.embedding.items() if k != "encoders"}
+    return {k: devices_text(v) if k == "devices" else table_count(v) for k, v in counters.items()}
 
 
 def embedding_line(summary: RunSummary) -> str | None:
@@ -652,8 +655,16 @@ def _encode_rate(tally: EmbedTally, suite: Suite) -> str:
                 "many times faster")  # fmt: skip
     runs = "run" if rate.runs == 1 else f"{rate.runs} runs"
     config = suite.embedding
-    return (f"measured on your last {runs}: {rate.texts_per_s:,.1f} texts/s, {counted(rate.texts, 'text')} in "
-            f"{rate.encode_s:,.1f} s of encoding, {config.model} on device {config.device}")  # fmt: skip
+    device = f"{rate.device} ({rate.picked})" if rate.picked else rate.device
+    return (f"measured on your last {runs}: {rate.texts_per_s:,.1f} texts/s with {_embed_workers(rate)}, "
+            f"{rate.per_worker:,.1f} each: {counted(rate.texts, 'text')} in {rate.encode_s:,.1f} s of encoding summed "
+            f"over the workers that encoded them, {config.model} on device {device}")  # fmt: skip
+
+
+def _embed_workers(rate: MeasuredRate) -> str:
+    """The embed workers the measured estimate assumes, and where a cluster's are from: the most the runs had."""
+    seen = " (the most your last runs encoded on at once)" if rate.workers_seen else ""
+    return counted(rate.workers, "embed worker") + seen
 
 
 def _windows_note(tally: EmbedTally) -> str:

@@ -223,7 +223,7 @@ def _texts(rows: Iterable[Row], metric_names: Iterable[str], contexts: Callable[
 
 
 def record_embed_stats(ctx: RunContext, stats: dict[str, int]) -> None:
-    """Add this lookup's counters to the run's ``embed`` hash (with which process served it)."""
+    """Add this lookup's counters to the run's ``embed`` hash (with which process served it, and what it encoded)."""
     if ctx.redis is None:
         return
     key = RunStore.key(ctx.run_id, "embed")
@@ -233,6 +233,9 @@ def record_embed_stats(ctx: RunContext, stats: dict[str, int]) -> None:
         for name in ("memory_hits", "cache_hits", "encoded", "encode_calls", "encode_ms"):
             pipe.hincrby(key, name, stats[name])
         pipe.hincrby(key, f"calls:{worker}", 1)
+        if stats["encoded"]:  # its own share: the run's encode time is summed over processes encoding at once
+            pipe.hincrby(key, f"encoded:{worker}", stats["encoded"])
+            pipe.hincrby(key, f"encode_ms:{worker}", stats["encode_ms"])
         info = process_info()
         pipe.hset(key, f"loads:{worker}", info["loads"])
         if "device" in info:  # what the vectors were computed on: a GPU host's fp16, or a CPU fallback

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any
 
 from orchestrator.encode_rates import KEPT_RUNS, RATES_FILE, RECENT_RUNS, MeasuredRate, measured_rate, record_rate
 from orchestrator.estimate import EmbedTally, Estimate, estimate_run
@@ -18,11 +19,13 @@ from orchestrator.progress import fmt_duration
 from orchestrator.reports.console import embed_estimate
 from orchestrator.suite import load_suite
 from ragscore_workers.schemas import EmbeddingConfig
+from ragscore_workers.store import RunStore
 
-from ..support import ROOT, write_jsonl
+from ..support import ROOT, RedisProcess, write_jsonl
 
 SUITE = {"name": "embed-rate", "metrics": ["answer_correctness", "context_relevance"], "embedding": {"device": "cpu"}}
 CPU = EmbeddingConfig(device="cpu")
+CPU_SUITE = load_suite(SUITE).suite
 
 
 def _rows(tag: str) -> list[dict[str, object]]:
@@ -52,9 +55,13 @@ def test_a_dry_run_after_a_run_estimates_the_encoding_at_the_rate_it_measured(tm
     _cli(tmp_path, home, first, "--out", tmp_path / "out", "-q")
     counters = json.loads((tmp_path / "out" / "summary.json").read_text())["embedding"]
     encoded, encode_ms = counters["encoded"], counters["encode_ms"]
-    rate = measured_rate(home, CPU, "embedded")
-    assert rate == MeasuredRate(runs=1, texts=encoded, encode_s=encode_ms / 1000)
-    assert measured_rate(home, CPU, "cluster") is None and measured_rate(home, EmbeddingConfig(), "embedded") is None
+    assert counters["encoders"] == {"cpu": {"workers": 1, "encoded": encoded, "encode_ms": encode_ms}}, counters
+    rate = measured_rate(home, CPU, "embedded", workers=1)
+    assert rate == MeasuredRate(runs=1, texts=encoded, encode_s=encode_ms / 1000, device="cpu", workers=1)
+    assert measured_rate(home, CPU, "cluster") is None
+    # the model ran on the CPU: a suite of device auto on this host (no GPU) is estimated at its rate too
+    auto = measured_rate(home, EmbeddingConfig(), "embedded", workers=1)
+    assert auto is not None and (auto.device, auto.texts) == ("cpu", encoded), auto
 
     second = write_jsonl(tmp_path / "second.jsonl", _rows("beta"))  # texts the run did not cache
     tally = estimate_run(second, load_suite(SUITE)).embed
@@ -64,24 +71,36 @@ def test_a_dry_run_after_a_run_estimates_the_encoding_at_the_rate_it_measured(tm
     said = _cli(tmp_path, home, second, "--dry-run")
     line = (
         f"{tally.to_encode} to encode: {took} (measured on your last run: {encoded / (encode_ms / 1000):,.1f} "
-        f"texts/s, {encoded} texts in {encode_ms / 1000:,.1f} s of encoding, all-MiniLM-L6-v2 on device cpu)"
+        f"texts/s with 1 embed worker, {encoded / (encode_ms / 1000):,.1f} each: {encoded} texts in "
+        f"{encode_ms / 1000:,.1f} s of encoding summed over the workers that encoded them, all-MiniLM-L6-v2 on device "
+        "cpu)"
     )
     assert line in said, said
     assert "assumed" not in said, said
+
+
+def _encoded(texts: int, ms: int, device: str = "cpu", workers: int = 1) -> dict[str, Any]:
+    """A summary's ``embedding`` of a run whose ``workers`` on ``device`` encoded ``texts`` in ``ms`` (summed)."""
+    return {
+        "encoded": texts,
+        "encode_ms": ms,
+        "encoders": {device: {"workers": workers, "encoded": texts, "encode_ms": ms}},
+    }
 
 
 def test_the_measured_rate_is_of_the_latest_runs_like_it(tmp_path: Path) -> None:
     """The last RECENT_RUNS runs of the same model, device and mode: older ones, others' and unreadable lines left out,
     and a run that encoded nothing recorded as nothing."""
     for n in range(1, RECENT_RUNS + 3):
-        record_rate(tmp_path, f"r{n}", CPU, "embedded", {"encoded": 100 * n, "encode_ms": 1000})
-    record_rate(tmp_path, "c", CPU, "cluster", {"encoded": 5, "encode_ms": 1})
-    record_rate(tmp_path, "g", EmbeddingConfig(device="cuda"), "embedded", {"encoded": 5, "encode_ms": 1})
+        record_rate(tmp_path, f"r{n}", CPU, "embedded", _encoded(100 * n, 1000))
+    record_rate(tmp_path, "c", CPU, "cluster", _encoded(5, 1))
+    record_rate(tmp_path, "g", EmbeddingConfig(device="cuda"), "embedded", _encoded(5, 1, "cuda"))
     record_rate(tmp_path, "z", CPU, "embedded", {"encoded": 0, "encode_ms": 0, "cache_hits": 40})
     with open(tmp_path / RATES_FILE, "a") as out:
         out.write('{"model": "all-MiniLM-L6-v2", "device": "cpu", "mode": "embedded", "encoded": "x"}\nnot json\n')
     latest = range(3, RECENT_RUNS + 3)
-    assert measured_rate(tmp_path, CPU, "embedded") == MeasuredRate(RECENT_RUNS, sum(100 * n for n in latest), 5.0)
+    rate = MeasuredRate(RECENT_RUNS, sum(100 * n for n in latest), 5.0, "cpu", 1)
+    assert measured_rate(tmp_path, CPU, "embedded", workers=1) == rate
     assert measured_rate(tmp_path / "none", CPU, "embedded") is None
 
 
@@ -95,7 +114,11 @@ def test_the_busy_floor_still_stands_over_a_measured_rate() -> None:
     assert "this machine is busy (load average 10.0 on 2 cores): at least 1m30s" in said, said
     slow = EmbedTally(texts=3_000, words=75_000, measured=MeasuredRate(1, 30, 10.0))  # 3 texts/s: 1,000 s
     said = embed_estimate(Estimate(embed=slow), suite, load=(10.0, 2))
-    assert "about 16m40s (measured on your last run: 3.0 texts/s, 30 texts in 10.0 s" in said and "busy" not in said
+    assert (
+        "about 16m40s (measured on your last run: 3.0 texts/s with 1 embed worker, 3.0 each: 30 texts in 10.0 s"
+        in (said)
+        and "busy" not in said
+    ), said
 
 
 def test_a_measured_rate_is_the_models_own() -> None:
@@ -110,10 +133,10 @@ def test_a_measured_rate_is_the_models_own() -> None:
 def test_a_resumed_run_counts_once_at_its_latest_totals(tmp_path: Path) -> None:
     """A resume writes the whole run's totals so far: they replace its earlier line, not add to it (its first attempt
     counted twice, and pushed another run out of the last RECENT_RUNS)."""
-    record_rate(tmp_path, "old", CPU, "embedded", {"encoded": 50, "encode_ms": 1000})
-    record_rate(tmp_path, "r", CPU, "embedded", {"encoded": 100, "encode_ms": 1000})
-    record_rate(tmp_path, "r", CPU, "embedded", {"encoded": 300, "encode_ms": 2000})  # its resume: the run's totals
-    assert measured_rate(tmp_path, CPU, "embedded") == MeasuredRate(2, 350, 3.0)
+    record_rate(tmp_path, "old", CPU, "embedded", _encoded(50, 1000))
+    record_rate(tmp_path, "r", CPU, "embedded", _encoded(100, 1000))
+    record_rate(tmp_path, "r", CPU, "embedded", _encoded(300, 2000))  # its resume: the run's totals
+    assert measured_rate(tmp_path, CPU, "embedded", workers=1) == MeasuredRate(2, 350, 3.0, "cpu", 1)
     lines = (tmp_path / RATES_FILE).read_text().splitlines()
     assert [json.loads(line)["run"] for line in lines] == ["old", "r"], lines
 
@@ -122,15 +145,16 @@ def test_the_file_keeps_the_latest_runs_and_skips_a_torn_line(tmp_path: Path) ->
     """It does not grow with every run (a cluster user's home included); a line cut short (a full disk, a crash) or
     run into the next is skipped by the dry run, and dropped at the next run's write."""
     for n in range(KEPT_RUNS + 10):
-        record_rate(tmp_path, f"r{n}", CPU, "embedded", {"encoded": 10 + n, "encode_ms": 1000})
+        record_rate(tmp_path, f"r{n}", CPU, "embedded", _encoded(10 + n, 1000))
     path = tmp_path / RATES_FILE
     lines = path.read_text().splitlines()
     assert [json.loads(line)["run"] for line in lines] == [f"r{n}" for n in range(10, KEPT_RUNS + 10)], lines
     with open(path, "a") as out:
         out.write(lines[-1][:30] + lines[-2] + "\n" + lines[-3][:-7])
     latest = range(KEPT_RUNS + 10 - RECENT_RUNS, KEPT_RUNS + 10)
-    assert measured_rate(tmp_path, CPU, "embedded") == MeasuredRate(RECENT_RUNS, sum(10 + n for n in latest), 5.0)
-    record_rate(tmp_path, "new", CPU, "embedded", {"encoded": 1, "encode_ms": 1000})
+    rate = MeasuredRate(RECENT_RUNS, sum(10 + n for n in latest), 5.0, "cpu", 1)
+    assert measured_rate(tmp_path, CPU, "embedded", workers=1) == rate
+    record_rate(tmp_path, "new", CPU, "embedded", _encoded(1, 1000))
     kept = [json.loads(line)["run"] for line in path.read_text().splitlines()]
     assert kept == [f"r{n}" for n in range(11, KEPT_RUNS + 10)] + ["new"], kept
 
@@ -138,7 +162,7 @@ def test_the_file_keeps_the_latest_runs_and_skips_a_torn_line(tmp_path: Path) ->
 def _record_many(home: str, worker: int, start: Barrier) -> None:
     start.wait()  # all at once
     for n in range(6):
-        record_rate(Path(home), f"w{worker}-{n}", CPU, "embedded", {"encoded": 1, "encode_ms": 1})
+        record_rate(Path(home), f"w{worker}-{n}", CPU, "embedded", _encoded(1, 1))
 
 
 def test_runs_finishing_at_once_lose_no_line(tmp_path: Path) -> None:
@@ -171,3 +195,83 @@ def test_a_busy_floor_under_a_second_is_not_said() -> None:
     same = EmbedTally(texts=100, words=25_000, measured=MeasuredRate(1, 101, 10.0))  # 9.9 s measured, 10.05 s floor
     said = embed_estimate(Estimate(embed=same), suite, load=(2.02, 2))
     assert "about 0m10s (measured" in said and "busy" not in said, said
+
+
+def test_a_rate_is_of_the_device_the_model_ran_on_not_the_suites_setting(tmp_path: Path) -> None:
+    """With ``device: auto`` a cluster mixes CPU and GPU hosts: runs were recorded under "auto", so a GPU run's rate was
+    used for a CPU host and the reverse. Each line names the device its workers encoded on; the dry run matches on what
+    auto picks on this host (embedded), or what the cluster's workers encoded on the most texts in its last run."""
+    from ragscore_workers.embedding import pick_device
+
+    auto = EmbeddingConfig()
+    record_rate(tmp_path, "on-cpu", auto, "embedded", _encoded(100, 10_000))  # 10 texts/s
+    record_rate(tmp_path, "on-gpu", auto, "embedded", _encoded(5_000, 1_000, "cuda:0"))  # 5,000 texts/s
+    here = pick_device("auto")  # cpu on a host without a GPU
+    rate = measured_rate(tmp_path, auto, "embedded", workers=1)
+    assert rate is not None and (rate.device, rate.texts) == (here, {"cpu": 100, "cuda": 5_000}[here]), rate
+    assert rate.picked == "what device auto picks on this host"
+    gpu = MeasuredRate(1, 5_000, 1.0, "cuda", 1)
+    assert measured_rate(tmp_path, EmbeddingConfig(device="cuda:1"), "embedded", workers=1) == gpu
+    suite = load_suite({**SUITE, "embedding": {}}).suite
+    said = embed_estimate(Estimate(embed=EmbedTally(texts=50, words=500, measured=rate)), suite, load=(0.0, 2))
+    assert f"all-MiniLM-L6-v2 on device {here} (what device auto picks on this host)" in said, said
+
+    both = {"cpu": {"workers": 1, "encoded": 50, "encode_ms": 5_000}, "cuda": {"workers": 1, "encoded": 4_000,
+                                                                              "encode_ms": 800}}  # fmt: skip
+    record_rate(tmp_path, "mixed", auto, "cluster", {"encoded": 4_050, "encode_ms": 5_800, "encoders": both})
+    cluster = measured_rate(tmp_path, auto, "cluster")
+    assert cluster is not None and (cluster.device, cluster.texts) == ("cuda", 4_000), cluster
+    assert cluster.picked == "what device auto ran on the most in your last cluster run"
+    cpu = measured_rate(tmp_path, CPU, "cluster")
+    assert cpu is not None and (cpu.device, cpu.texts, cpu.encode_s) == ("cpu", 50, 5.0), cpu
+
+
+def _encode_as_a_worker(url: str, run_id: str, texts: list[str], start: Barrier) -> None:
+    """An embed worker's process: encode ``texts`` with the real model, at once with the others, and count them."""
+    from ragscore_workers.embedding import embed
+    from ragscore_workers.metrics.embedding_metrics import record_embed_stats
+    from ragscore_workers.metrics.registry import RunContext
+    from ragscore_workers.store import redis_client
+
+    config = EmbeddingConfig(device="cpu", cache=False)
+    client = redis_client(url)
+    start.wait()
+    record_embed_stats(RunContext(run_id, load_suite(SUITE).suite, client), embed(texts, config, client).stats)
+
+
+def test_the_rate_of_several_embed_workers_is_what_they_encode_at_once(
+    tmp_path: Path, redis_server: RedisProcess, store: RunStore
+) -> None:
+    """``encode_ms`` is summed over the embed workers: with two encoding at once the rate it gave was one worker's,
+    and the estimate twice as long. Each worker's share is counted (``summary.embedding``'s ``encoders``): the rate is
+    one worker's times the workers, said with how many it assumes. Two real worker processes, the real model."""
+    from ragscore_workers.tasks import _embedding_summary
+
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(2, timeout=300)
+    texts = [[f"worker {w} says fact {i} of its own" for i in range(40)] for w in range(2)]
+    processes = [context.Process(target=_encode_as_a_worker, args=(redis_server.url, "two", t, start)) for t in texts]
+    try:
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=300)
+            assert process.exitcode == 0
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+    summary = _embedding_summary(store.counters("two", "embed"))
+    assert summary["encoders"] == {"cpu": {"workers": 2, "encoded": 80, "encode_ms": summary["encode_ms"]}}, summary
+
+    record_rate(tmp_path, "two", CPU, "cluster", summary)
+    rate = measured_rate(tmp_path, CPU, "cluster")
+    assert rate is not None and (rate.workers, rate.texts, rate.encode_s) == (2, 80, summary["encode_ms"] / 1000)
+    assert rate.texts_per_s == 2 * rate.per_worker == 2 * 80 / (summary["encode_ms"] / 1000), rate
+    said = embed_estimate(Estimate(embed=EmbedTally(texts=10, words=100, measured=rate)), CPU_SUITE, load=(0.0, 2))
+    assert (
+        f"texts/s with 2 embed workers (the most your last runs encoded on at once), {rate.per_worker:,.1f} each"
+        in (said)
+    ), said
+    embedded = measured_rate(tmp_path, CPU, "cluster", workers=1)  # an embedded run's one worker: one worker's rate
+    assert embedded is not None and embedded.texts_per_s == rate.per_worker

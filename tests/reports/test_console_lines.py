@@ -9,6 +9,7 @@ from rich.console import Console
 
 from orchestrator.reports.console import (
     ci_text,
+    embedding_counters,
     embedding_line,
     judge_line,
     print_summary,
@@ -81,6 +82,18 @@ def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
     out = io.StringIO()
     print_summary(embedded, Console(file=out, width=300))
     assert line in out.getvalue()
+
+
+def test_the_embeddings_table_leaves_out_the_per_device_measures() -> None:
+    """``encoders`` (per device, the workers that encoded and their texts and time: the dry run's measures) is a
+    summary's, not a column of report.md's table, which showed it as a dict."""
+    encoders = {"cpu": {"workers": 2, "encoded": 1500, "encode_ms": 9000}}
+    summary = _summary(embedding={"encoded": 1500, "encode_calls": 24, "encode_ms": 9000, "encoders": encoders,
+                                  "devices": {"cpu fp32": 2}})  # fmt: skip
+    assert embedding_counters(summary) == {"encoded": "1,500", "encode_calls": "24", "encode_ms": "9,000",
+                                           "devices": "cpu fp32 ×2"}  # fmt: skip
+    report = render_markdown(summary)
+    assert "| encoded | encode_calls | encode_ms | devices |" in report and "workers" not in report, report
 
 
 def test_a_line_per_target_says_its_calls_and_the_replies_the_cache_gave() -> None:
