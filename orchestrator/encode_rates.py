@@ -6,12 +6,12 @@ host's rate is not taken for a CPU host's): its run id, its embedding model, the
 a cluster, the ``workers`` that encoded there and their ``encoded`` / ``encode_ms`` (the time inside the model's
 encode calls summed over those workers, as ``summary.embedding``'s ``encoders`` says). A resume (whose summary counts
 the whole run) replaces its run's earlier lines. The file keeps the last :data:`KEPT_RUNS` lines, rewritten whole
-under a lock (``encode_rates.jsonl.lock``) so that runs finishing at once lose
+under a lock (``encode_rates.jsonl.lock``, waited for :data:`LOCK_WAIT_S` at most) so that runs finishing at once lose
 none. The dry run of a suite with the same model and mode reads the last :data:`RECENT_RUNS` of them on the device a
 run would encode on: their texts over their encode time is one worker's rate, times the embed workers it assumes the
 rate it estimates the encoding at (:func:`measured_rate`), in place of the assumed one. Nothing in it is secret; a
-line it cannot read (torn, not a measure) is skipped, and a file it cannot write costs the run nothing but a
-warning.
+line it cannot read (torn, not a measure) is skipped, and a file it cannot write, or whose lock it does not get in
+time, costs the run nothing but a warning.
 """
 
 from __future__ import annotations
@@ -20,16 +20,18 @@ import fcntl
 import json
 import logging
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ragscore_workers.embedding import device_type
 from ragscore_workers.schemas import EmbeddingConfig
 
 __all__ = [
     "KEPT_RUNS",
+    "LOCK_WAIT_S",
     "RATES_FILE",
     "RECENT_RUNS",
     "MeasuredRate",
@@ -45,6 +47,11 @@ RATES_FILE = "encode_rates.jsonl"
 RECENT_RUNS = 5
 #: How many runs' lines the file keeps (the latest): it does not grow with every run.
 KEPT_RUNS = 50
+#: Seconds a run waits for the file's lock before it skips its line with a warning: a holder stuck (on a network
+#: home) must not hang every run's end; the rates are a hint, a line lost costs nothing else.
+LOCK_WAIT_S = 10.0
+#: Seconds between two tries of the lock.
+LOCK_RETRY_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,11 @@ def record_rate(home: Path, run_id: str, config: EmbeddingConfig, mode: str, emb
     try:
         home.mkdir(parents=True, exist_ok=True)
         with open(path.with_name(f"{RATES_FILE}.lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _locked(lock):
+                log.warning("did not record the run's encode rate in %s: another run has held its lock for over %s s "
+                            "(a stuck process, or a network home): the dry run estimates without it", path,
+                            LOCK_WAIT_S)  # fmt: skip
+                return
             _rewrite(path, lines)
     except OSError as exc:
         log.warning("could not record the run's encode rate in %s: %s", path, exc)
@@ -109,19 +120,38 @@ def _encoders(config: EmbeddingConfig, embedding: dict[str, Any]) -> dict[str, d
     return out
 
 
+def _locked(lock: IO[str]) -> bool:
+    """Take ``lock``'s exclusive lock, trying for up to :data:`LOCK_WAIT_S` (False: not taken)."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(LOCK_RETRY_S)
+
+
 def _rewrite(path: Path, lines: list[dict[str, Any]]) -> None:
     """Write the file anew with ``lines`` in place of their run's earlier ones, its latest :data:`KEPT_RUNS` lines
-    kept: into a new file beside it, then put in its place (a dry run reading it meanwhile, or a disk filling up,
-    never sees it empty or cut short)."""
+    kept: into a temporary file of its own beside it, then put in its place (a dry run reading it meanwhile, or a
+    disk filling up, never sees it empty or cut short; two writers that both hold the lock, on a home mounted without
+    locks, do not write into the same file)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         text = ""
     run = lines[0]["run"]
     kept = _latest([m for m in _parsed(text) if m.get("run") != run] + lines)[-KEPT_RUNS:]
-    written = path.with_name(f"{RATES_FILE}.new")
-    written.write_text("".join(json.dumps(m) + "\n" for m in kept), encoding="utf-8")
-    os.replace(written, path)
+    fd, written = tempfile.mkstemp(prefix=f"{RATES_FILE}.", suffix=".new", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write("".join(json.dumps(m) + "\n" for m in kept))
+        os.replace(written, path)
+    except BaseException:
+        Path(written).unlink(missing_ok=True)
+        raise
 
 
 def measured_rate(home: Path, config: EmbeddingConfig, mode: str, workers: int | None = None) -> MeasuredRate | None:

@@ -4,15 +4,21 @@ measured (``encoded`` / ``encode_ms``). A real run with the real model, then dry
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
 import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from orchestrator import encode_rates
 from orchestrator.encode_rates import KEPT_RUNS, RATES_FILE, RECENT_RUNS, MeasuredRate, measured_rate, record_rate
 from orchestrator.estimate import EmbedTally, Estimate, estimate_run
 from orchestrator.progress import fmt_duration
@@ -275,3 +281,38 @@ def test_the_rate_of_several_embed_workers_is_what_they_encode_at_once(
     ), said
     embedded = measured_rate(tmp_path, CPU, "cluster", workers=1)  # an embedded run's one worker: one worker's rate
     assert embedded is not None and embedded.texts_per_s == rate.per_worker
+
+
+def test_a_lock_held_too_long_skips_the_line_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A holder of the file's lock stuck (a network home) hung every run's end: the lock was waited for without end.
+    It is tried for LOCK_WAIT_S now, then the line is skipped with a warning (a hint lost, not a run hung)."""
+    monkeypatch.setattr(encode_rates, "LOCK_WAIT_S", 0.5)
+    caplog.set_level(logging.WARNING, logger="orchestrator.encode_rates")
+    writer = threading.Thread(
+        target=record_rate, args=(tmp_path, "r", CPU, "embedded", _encoded(10, 1000)), daemon=True
+    )
+    with open(tmp_path / f"{RATES_FILE}.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another open of the file: its lock stands against this process's too
+        try:
+            writer.start()
+            writer.join(timeout=120)
+            assert not writer.is_alive(), "record_rate still waits for the lock"
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+    writer.join(timeout=120)
+    assert not (tmp_path / RATES_FILE).exists()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("did not record the run's encode rate" in m and "held its lock for over 0.5 s" in m for m in warned)
+
+
+def test_a_writer_writes_a_temporary_file_of_its_own(tmp_path: Path) -> None:
+    """Two writers that both think they hold the lock (a home mounted without locks) wrote the same
+    ``encode_rates.jsonl.new``: one's rename took the other's half-written file, or left it none to rename. Each
+    writes a file of its own now: one left at the old name (a folder here, which nothing can be written into) costs
+    nothing, and no file of its own is left behind."""
+    (tmp_path / f"{RATES_FILE}.new").mkdir()
+    record_rate(tmp_path, "r", CPU, "embedded", _encoded(10, 1000))
+    assert [json.loads(line)["run"] for line in (tmp_path / RATES_FILE).read_text().splitlines()] == ["r"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RATES_FILE, f"{RATES_FILE}.lock", f"{RATES_FILE}.new"]
