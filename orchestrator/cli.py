@@ -1328,17 +1328,18 @@ def _unknown_queue(name: str, known: Iterable[str], control: str) -> str:
 def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -> bool:
     """Whether the broker answers. A wrong password stops ``ragscore worker`` (exit 1: it would never connect), and
     so does a database Redis refuses, or an ACL user that may not use ``queues``, nor Celery's remote control
-    replies (it pings its workers), nor Celery's results where they are kept with the broker
-    (:func:`.connection.broker_roles`), nor the run store's writes where it is the broker's database and user
-    (RAGSCORE_STORE_URL unset: its workers write every result there), as :func:`.connection.connect` checks a run's
-    (ConfigError, exit 2: the URL or the user is wrong); an unreachable broker, or one whose host name does not
-    resolve (yet), only warns, since workers may start before their Redis and keep retrying."""
-    from ragscore_workers.acl import STORE, broker_role
+    replies (it pings its workers) and its workers' binding to the broadcasts (:data:`.acl.WORKER_CONTROL`), nor
+    Celery's results where they are kept with the broker (:func:`.connection.broker_roles`), nor the run store's
+    writes where it is the broker's database and user (RAGSCORE_STORE_URL unset: its workers write every result
+    there), as :func:`.connection.connect` checks a run's (ConfigError, exit 2: the URL or the user is wrong); an
+    unreachable broker, or one whose host name does not resolve (yet), only warns, since workers may start before
+    their Redis and keep retrying."""
+    from ragscore_workers.acl import STORE, WORKER_CONTROL, broker_role
     from ragscore_workers.store import probe_redis
 
     from .connection import broker_roles, store_apart
 
-    roles = broker_roles(url, settings, broker_role(queues))
+    roles = (*broker_roles(url, settings, broker_role(queues)), WORKER_CONTROL)
     problem = probe_redis(url, roles=roles if store_apart(url, settings) else (*roles, STORE))
     if problem:
         print_warning(f"cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "

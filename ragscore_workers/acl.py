@@ -27,6 +27,7 @@ __all__ = [
     "CONTROL_REPLIES",
     "STORE",
     "STORE_READS",
+    "WORKER_CONTROL",
     "Role",
     "broker_role",
     "lacking",
@@ -122,6 +123,24 @@ CONTROL_REPLIES = Role(
         ("ZADD", "_kombu.binding_deadlines", "0", _PROBE),
     ),
     rule="ACL SETUSER {user} ~*.reply.celery.pidbox* ~_kombu.binding_deadlines",
+    writes=True,
+)
+
+#: The broker's user of `ragscore worker`'s workers, beside their queues (:func:`broker_role`) and
+#: :data:`CONTROL_REPLIES`: the binding of each worker's own remote control queue to the broadcast exchange
+#: (``_kombu.binding.celery.pidbox``, added with its deadline in ``_kombu.binding_deadlines`` by a Lua script as the
+#: worker starts), and the set kombu's sweep of overdue bindings reads for it
+#: (``_kombu.binding_permanent.celery.pidbox``: refused, the sweep fails). A user allowed its queues' bindings and
+#: :data:`CONTROL_REPLIES`'s rule passed the check, then every worker died as it started with redis-py's raw
+#: NoPermissionError, five times, and the command gave up.
+WORKER_CONTROL = Role(
+    name="broker (Celery's remote control of its workers, _kombu.binding.celery.pidbox)",
+    commands=(
+        ("EVAL", "return 1", "2", "_kombu.binding.celery.pidbox", "_kombu.binding_deadlines"),
+        ("EXISTS", "_kombu.binding_permanent.celery.pidbox"),
+    ),
+    rule="ACL SETUSER {user} ~_kombu.binding.celery.pidbox ~_kombu.binding_permanent.celery.pidbox "
+    "~_kombu.binding_deadlines",
     writes=True,
 )
 

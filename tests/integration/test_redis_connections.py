@@ -1161,6 +1161,46 @@ def test_a_broker_user_limited_to_its_queues_bindings_is_checked_for_every_bindi
         server.stop()
 
 
+def test_a_workers_broker_user_is_checked_for_its_workers_binding_to_the_remote_controls_broadcasts(
+    tmp_path: Path,
+) -> None:
+    """A user allowed its queues' bindings and the rule the remote control replies' refusal gives passed `ragscore
+    worker`'s check, then every worker died as it started (its pidbox queue's binding, ``_kombu.binding.celery.pidbox``,
+    added by a Lua script with ``_kombu.binding_deadlines``) and the command gave up after five deaths. It is refused at
+    once (exit 2), told the rule; with that rule added, a real worker starts and answers a ping."""
+    import celery
+    import redis
+
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             "bound on >bound-pw ~cpu* ~control* ~_kombu.binding.cpu ~_kombu.binding.control "
+             "~_kombu.binding_permanent.cpu ~_kombu.binding_permanent.control ~unacked* ~celery-* ~ragscore:* "
+             "~*.reply.celery.pidbox* ~_kombu.binding_deadlines &* +@all"]  # fmt: skip
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    bound, home = f"redis://bound:bound-pw@{base}", tmp_path / "home"
+    rule = ("ACL SETUSER bound ~_kombu.binding.celery.pidbox ~_kombu.binding_permanent.celery.pidbox "
+            "~_kombu.binding_deadlines")  # fmt: skip
+    try:
+        said = _ragscore("worker", "-Q", "cpu", home=home, RAGSCORE_BROKER_URL=bound)
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2, text
+        assert text.startswith(f"Error: Cannot use Redis at redis://bound:***@{base}: its ACL user 'bound' may not "
+                               "run EVAL, EXISTS _kombu.binding_permanent.celery.pidbox"), text  # fmt: skip
+        assert f"e.g. {rule}" in text and "bound-pw" not in text, text
+        with redis.Redis.from_url(f"redis://good:good-pw@{base}") as good:
+            good.execute_command(*rule.split())  # the line the error gives
+        worker = WorkerProcess(bound, "cpu", home, concurrency=1).start()
+        try:
+            app, proc = celery.Celery(broker=bound), worker.proc
+            assert proc is not None
+            assert until(lambda: bool(app.control.ping(timeout=1.0)) or proc.poll() is not None, 300)
+            assert proc.poll() is None, "the worker exited"
+        finally:
+            worker.stop()
+    finally:
+        server.stop()
+
+
 def test_a_user_lacking_several_rules_is_told_every_one_in_one_refusal(tmp_path: Path) -> None:
     """A refusal named the ACL rule of the first refused command alone: a user lacking the reply lists and the
     broadcast channel, or the broker's keys and the run store's, fixed its ACL one rule per try. Every rule it lacks
