@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -32,7 +32,7 @@ from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.limits import usable_cpus
 from ragscore_workers.redaction import redact_url
-from ragscore_workers.stopping import READY_FILE_ENV
+from ragscore_workers.stopping import READY_FD_ENV
 
 from .worker_echo import Echo, open_log, tee
 
@@ -247,7 +247,7 @@ def prune_logs(log_dir: Path, keep_s: float | None = None) -> int:
     """Remove the worker logs in ``log_dir`` not written to for ``keep_s`` seconds (None: :data:`LOG_KEEP_S`, read
     at each call); returns how many went."""
     cutoff, removed = time.time() - (LOG_KEEP_S if keep_s is None else keep_s), 0
-    for path in [*log_dir.glob("worker-*.log"), *log_dir.glob("worker-*.log.1"), *log_dir.glob("worker-*.ready")]:
+    for path in [*log_dir.glob("worker-*.log"), *log_dir.glob("worker-*.log.1")]:
         try:
             if path.stat().st_mtime < cutoff:
                 path.unlink()
@@ -290,8 +290,11 @@ class LocalWorkers:
         self.names = names or {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
-        #: The file each queue's worker creates once ready (:func:`ragscore_workers.stopping.say_ready`).
-        self.ready_files: dict[str, Path] = {}
+        #: The read end of the pipe each queue's worker says it is ready on (``stopping.say_ready``), and the queues
+        #: whose worker said so: no file, which a cleaner of /tmp, a prune of the logs or another
+        #: process of the same pid (a container's, sharing ``RAGSCORE_HOME``) could remove or take over.
+        self._ready_pipes: dict[str, int] = {}
+        self._ready: set[str] = set()
         self._tees: list[threading.Thread] = []
         self._restarts: dict[str, list[float]] = {}
         #: :func:`oom_kills` when each queue's worker was started: a kill by the kernel's OOM killer since adds one.
@@ -315,9 +318,8 @@ class LocalWorkers:
         env.setdefault("PYTHONUNBUFFERED", "1")
         log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
         self.logs[queue] = log_path
-        ready = self.ready_files[queue] = log_path.with_suffix(".ready")
-        ready.unlink(missing_ok=True)  # a worker restarted: not ready until it says so
-        env[READY_FILE_ENV] = str(ready)
+        ready = self._ready_pipe(queue)
+        env[READY_FD_ENV] = str(ready)
         self._oom_kills[queue] = oom_kills()
         # the embedded mode's worker writes its file itself; ``ragscore worker``'s copier writes it (rotated)
         log = open_log(log_path) if self.echo is None else subprocess.PIPE
@@ -331,8 +333,10 @@ class LocalWorkers:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
+                pass_fds=(ready,),
             )  # fmt: skip
         finally:
+            os.close(ready)  # the worker's copy only: the pipe's end once it wrote (or died)
             if not isinstance(log, int):  # not the pipe: the worker holds its own copy of the file
                 log.close()
         self.procs[queue] = proc
@@ -426,16 +430,38 @@ class LocalWorkers:
                     proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
-            for ready in self.ready_files.values():
-                ready.unlink(missing_ok=True)
+            for queue in list(self._ready_pipes):
+                self._close_ready(queue)
             for copier in self._tees:  # the workers' last lines (their shutdown) echoed before it says stopped
                 copier.join(timeout=5)
             if self.echo is not None:
                 self.echo.close(timeout=5)
 
+    def _ready_pipe(self, queue: str) -> int:
+        """A new pipe for ``queue``'s worker, about to start, to say it is ready on: its read end kept (that of a
+        worker restarted closed: not ready until it says so); returns its write end (:data:`READY_FD_ENV`)."""
+        self._close_ready(queue)
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        self._ready_pipes[queue] = read
+        return write
+
+    def _close_ready(self, queue: str) -> None:
+        self._ready.discard(queue)
+        if (read := self._ready_pipes.pop(queue, None)) is not None:
+            os.close(read)
+
+    def _said_ready(self, queue: str) -> bool:
+        """Whether ``queue``'s worker said it is ready (:func:`_ready_pipe`)."""
+        if queue not in self._ready and (read := self._ready_pipes.get(queue)) is not None:
+            with suppress(BlockingIOError):  # nothing said yet
+                if os.read(read, 1):
+                    self._ready.add(queue)
+        return queue in self._ready
+
     def _booting(self) -> set[str]:
-        """The queues whose worker runs and has not said it is ready (:data:`READY_FILE_ENV`)."""
-        return {q for q, p in self.procs.items() if p.poll() is None and not self.ready_files[q].exists()}
+        """The queues whose worker runs and has not said it is ready (:data:`READY_FD_ENV`)."""
+        return {q for q, p in self.procs.items() if p.poll() is None and not self._said_ready(q)}
 
     def supervise(self) -> None:
         """Block, restarting workers that die (``ragscore worker``); raises when one keeps dying."""

@@ -27,7 +27,7 @@ from typing import Any
 import redis
 
 __all__ = [
-    "READY_FILE_ENV",
+    "READY_FD_ENV",
     "RENEW_S",
     "STOPPING_INDEX",
     "STOPPING_PREFIX",
@@ -47,20 +47,22 @@ STOPPING_INDEX = "ragscore:stopping"
 STOPPING_TTL_S = 10
 #: How often a stopping worker renews its key (and lists the tasks it still holds).
 RENEW_S = 2.0
-#: The environment variable naming a file the worker creates once ready (set by the process that started it: one
-#: stopped before then holds no task, and needs no warm stop's wait).
-READY_FILE_ENV = "RAGSCORE_READY_FILE"
+#: The environment variable naming the write end (a file descriptor) of a pipe on which the worker writes a byte once
+#: ready (set by the process that started it: one stopped before then holds no task, and needs no warm stop's wait).
+READY_FD_ENV = "RAGSCORE_READY_FD"
 
 
 def say_ready() -> None:
-    """Create the file :data:`READY_FILE_ENV` names, if any: this worker is ready and may take tasks from now on."""
-    path = os.environ.get(READY_FILE_ENV)
-    if not path:
+    """Write a byte on the pipe :data:`READY_FD_ENV` names, if any, and close it: this worker is ready and may take
+    tasks from now on (once: the variable goes)."""
+    fd = os.environ.pop(READY_FD_ENV, None)
+    if not fd:
         return
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    except OSError as exc:  # said, not raised: its starter then gives its stop the whole warm wait
-        log.warning("could not say this worker is ready in %s: %s", path, exc)
+        os.write(int(fd), b"r")
+        os.close(int(fd))
+    except (OSError, ValueError) as exc:  # said, not raised: its starter (gone, or stopping it) reads it as booting
+        log.warning("could not say this worker is ready on %s=%s: %s", READY_FD_ENV, fd, exc)
 
 
 def _held_task_ids() -> list[str]:

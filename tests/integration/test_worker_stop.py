@@ -3,6 +3,7 @@ returns only once its Celery workers and their pool processes are gone; a second
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -14,10 +15,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
+from orchestrator import workers as workers_module
 from orchestrator.runner import connect, submit
 from orchestrator.suite import ResolvedSuite, load_suite
 from orchestrator.workers import LocalWorkers
+from ragscore_workers.alive import ALIVE_INDEX
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
@@ -349,4 +353,31 @@ def test_a_worker_stopped_before_it_was_ready_is_killed_without_the_warm_stops_w
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_a_ready_worker_reads_as_ready_at_its_stop_whatever_other_workers_of_this_process_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Workers said they were ready in a file named by the queue and this process's pid (their log's, ``.ready``):
+    two sets of workers of one pid (two of one process; two containers' sharing ``RAGSCORE_HOME``) shared it, and one's
+    stop removed it: the other's ready worker read as booting at its stop, killed after UNREADY_STOP_S with its tasks.
+    (Here UNREADY_STOP_S is 0: a worker read as booting is killed, and said to be, before it could exit.)"""
+    monkeypatch.setattr(workers_module, "UNREADY_STOP_S", 0.0)
+    server = RedisProcess(tmp_path / "redis").start()
+    client = redis.Redis.from_url(server.url)
+    first = LocalWorkers(server.url, ["cpu"], tmp_path / "logs")
+    second = LocalWorkers(server.url, ["cpu"], tmp_path / "logs")
+    try:
+        first.start()
+        second.start()
+        assert until(lambda: client.scard(ALIVE_INDEX) == 2, 120)  # both ready (their heartbeat starts then)
+        second.stop(timeout=60)
+        with caplog.at_level(logging.WARNING, logger=workers_module.__name__):
+            first.stop(timeout=60)
+        assert "before it was ready" not in caplog.text
+        assert first.procs["cpu"].returncode == 0  # it stopped warmly, not killed
+    finally:
+        first.stop(timeout=5)
+        second.stop(timeout=5)
         server.stop()
