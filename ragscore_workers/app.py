@@ -36,8 +36,7 @@ from .schemas import Queue
 from .settings import get_settings, without_kombu_options
 
 if TYPE_CHECKING:
-    from .alive import Heartbeat
-    from .stopping import StopWatch
+    from .kept import KeptKey
 
 __all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
 
@@ -201,10 +200,10 @@ def _stop_sandbox_helpers(**_: object) -> None:
     stop_all_helpers()
 
 
-#: This process's worker's :class:`~.stopping.StopWatch` (from its ``worker_ready`` to its ``worker_shutdown``).
-_stop_watches: list[StopWatch] = []
-#: This process's worker's :class:`~.alive.Heartbeat` (from its ``worker_ready`` until its shutdown begins).
-_heartbeats: list[Heartbeat] = []
+#: This process's worker's :func:`~.stopping.stop_watch` (from its ``worker_ready`` to its ``worker_shutdown``).
+_stop_watches: list[KeptKey] = []
+#: This process's worker's :func:`~.alive.heartbeat` (from its ``worker_ready`` until its shutdown begins).
+_heartbeats: list[KeptKey] = []
 
 
 def _consumed_queues(consumer: object) -> Callable[[], list[str]]:
@@ -227,37 +226,39 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
     (:mod:`.stopping`): ``ragscore status`` does not read them as held by a worker that was killed. Until then it says
     it runs, and which queues it consumes (:mod:`.alive`): a worker too busy to answer is not called absent. It also
     tells the process that started it that it is ready (:func:`~.stopping.say_ready`)."""
-    from .alive import Heartbeat, database_of
-    from .stopping import StopWatch, say_ready
+    from .alive import database_of, heartbeat
+    from .stopping import say_ready, stop_watch
     from .store import redis_client
 
     say_ready()
     settings = get_settings()
     hostname, url = getattr(sender, "hostname", None), settings.store_url or settings.broker_url
     if hostname and url:
-        _stop_watches.append(StopWatch(redis_client(url), str(hostname)))
+        _stop_watches.append(stop_watch(redis_client(url), str(hostname)))
         database = database_of(redis_client(app.conf.broker_url or settings.broker_url or url))  # a lane's, embedded
-        _heartbeats.append(Heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), database))
+        _heartbeats.append(heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), database))
 
 
 @worker_shutting_down.connect
 def _stopping(how: str = "Warm", **_: object) -> None:
-    """Sent from Celery's signal handler (SIGTERM, SIGINT, SIGQUIT): only sets the watch's and heartbeat's events. Only
-    a warm shutdown (``how`` "Warm": SIGTERM, a first Ctrl-C) finishes the tasks it holds and says so; a cold one
-    (SIGQUIT, a second Ctrl-C) cancels them: it says nothing, and what a warm one before it said goes."""
-    for watch in _stop_watches:
+    """Sent from Celery's signal handler (SIGTERM, SIGINT, SIGQUIT), which may interrupt the main thread anywhere,
+    this handler included: only sets flags and wakes the keys' threads, taking no lock (:mod:`.kept`). Only a warm
+    shutdown (``how`` "Warm": SIGTERM, a first Ctrl-C) finishes the tasks it holds and says so; a cold one (SIGQUIT,
+    a second Ctrl-C) cancels them: it says nothing, and what a warm one before it said goes (its key ends)."""
+    for watch in list(_stop_watches):
         if how == "Warm":
-            watch.stopping()
+            watch.begin()
         else:
-            watch.dropping()
-    for heartbeat in _heartbeats:
-        heartbeat.stop()
+            watch.end()
+    for beat in list(_heartbeats):
+        beat.end()
 
 
 @worker_shutdown.connect
 def _said_stopped(**_: object) -> None:
-    """The worker's tasks are done: its stopping key goes (:func:`_say_when_stopping`)."""
-    while _stop_watches:
-        _stop_watches.pop().end()
+    """The worker's tasks are done: its keys go (:func:`_say_when_stopping`); 2 s at most is waited for that."""
     while _heartbeats:
-        _heartbeats.pop().stop()
+        _heartbeats.pop().end()
+    while _stop_watches:
+        (watch := _stop_watches.pop()).end()
+        watch.join(2.0)

@@ -328,18 +328,19 @@ def test_a_worker_says_it_runs_for_its_own_brokers_database_only(tmp_path: Path)
     """The embedded mode's lanes share one store, each a database of queues of its own: a key saying a worker runs
     that named its queues alone made a lane's ``cpu`` queue served by another lane's cpu worker. Its key goes as the
     worker's shutdown begins (it takes no more work)."""
-    from ragscore_workers.alive import Heartbeat, alive_queues
+    from ragscore_workers.alive import alive_queues, heartbeat
     from ragscore_workers.store import redis_client
 
     server = RedisProcess(tmp_path / "redis").start()
     try:
         client = redis_client(server.url)
-        beat = Heartbeat(client, "cpu@host", lambda: ["cpu"], database=0)
+        beat = heartbeat(client, "cpu@host", lambda: ["cpu"], database=0)
         try:
             assert until(lambda: alive_queues(client, 0) == {"cpu"}, 30)
             assert alive_queues(client, 1) == set()
         finally:
-            beat.stop()
-        assert until(lambda: alive_queues(client, 0) == set(), 30)
+            beat.end()
+            beat.join(30)
+        assert alive_queues(client, 0) == set()
     finally:
         server.stop()

@@ -21,7 +21,8 @@ from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
 from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
-from ragscore_workers.stopping import RENEW_S, STOPPING_INDEX, STOPPING_PREFIX, StopWatch, stopping_workers
+from ragscore_workers.kept import RENEW_S
+from ragscore_workers.stopping import STOPPING_INDEX, STOPPING_PREFIX, stop_watch, stopping_workers
 from ragscore_workers.store import RunStore, redis_client
 
 from ..support import RedisProcess, WorkerProcess, until, write_jsonl
@@ -164,22 +165,25 @@ def test_a_stop_watch_its_user_may_not_write_warns_once_and_ends_two_of_one_name
     two workers of one name (a host name reused) each keep their own tasks said, and one's exit leaves the other's."""
     server = RedisProcess(tmp_path / "redis", "--user", *_BROKER_USER.split()).start()
     try:
-        refused = StopWatch(redis_client(f"redis://broker:pw@127.0.0.1:{server.port}/0"), "cpu-1@vm", lambda: ["t0"])
-        with caplog.at_level(logging.WARNING, logger="ragscore_workers.stopping"):
-            refused.stopping()
+        refused = stop_watch(redis_client(f"redis://broker:pw@127.0.0.1:{server.port}/0"), "cpu-1@vm", lambda: ["t0"])
+        with caplog.at_level(logging.WARNING, logger="ragscore_workers.kept"):
+            refused.begin()
             assert until(lambda: caplog.records, 30), "no warning"
             time.sleep(RENEW_S * 1.5)  # a renewal or more, refused again: not said again
-            refused.end(timeout_s=30)
-        assert not refused._thread.is_alive()
+            refused.end()
+            refused.join(30)
+        assert not refused.alive()
         assert len(caplog.records) == 1 and "could not record in the run store" in caplog.text, caplog.text
         client = redis_client(server.url)
-        first, second = (StopWatch(client, "cpu-1@vm", lambda t=t: [t]) for t in ("t1", "t2"))
-        first.stopping()
-        second.stopping()
+        first, second = (stop_watch(client, "cpu-1@vm", lambda t=t: [t]) for t in ("t1", "t2"))
+        first.begin()
+        second.begin()
         assert until(lambda: stopping_workers(client) == {"cpu-1@vm": {"t1", "t2"}}, 30), stopping_workers(client)
-        first.end(timeout_s=30)
+        first.end()
+        first.join(30)
         assert stopping_workers(client) == {"cpu-1@vm": {"t2"}}
-        second.end(timeout_s=30)
+        second.end()
+        second.join(30)
         assert stopping_workers(client) == {} and not client.keys(f"{STOPPING_PREFIX}*")
     finally:
         server.stop()
