@@ -1149,6 +1149,12 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
     def held(orphans: list[Orphan]) -> None:
         err.print(held_by_gone_workers(orphans), soft_wrap=True)
 
+    def unsure(queues: list[str]) -> None:
+        names = ", ".join(repr(q) for q in queues)
+        err.print(f"no worker answered for {names} (busy, or killed a moment ago): waiting for its workers to write "
+                  "the summary, or for the queue to count as unserved to write it here (a minute at most)",
+                  soft_wrap=True)  # fmt: skip
+
     if lane is None:
         not_yet = (
             f"Run {run_id} is cancelled (the run store says so: its workers skip its tasks), but the summary of what "
@@ -1160,7 +1166,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
             reach_broker(url := _broker_url(broker))
             if store.broker is not store.r:  # another server, or another database or user than the store's
                 store = broker_tried_once(store, url)  # nor read, once probed
-            summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held)
+            summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held, on_unsure=unsure)
         except (BrokerError, ConfigError) as exc:  # down, a wrong password; a database it lacks, an unusable URL
             raise type(exc)(f"{str(exc).rstrip('.')}. {not_yet}") from exc
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # lost since (a restart)

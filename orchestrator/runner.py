@@ -931,6 +931,7 @@ def summarize_cancelled(
     on_unserved: Callable[[dict[str, int]], None] | None = None,
     here: bool = False,
     on_orphaned: Callable[[list[Orphan]], None] | None = None,
+    on_unsure: Callable[[list[str]], None] | None = None,
 ) -> dict[str, int]:
     """A cancelled run whose messages wait on queues no worker consumes, or are held by a worker that is gone
     (killed whole: Redis hands them back only after the visibility timeout), would long get no summary (no worker
@@ -940,8 +941,9 @@ def summarize_cancelled(
     hold is counted as stopped. So is a run whose waiting messages' queues count as served only by a worker that did
     not answer (:func:`unserved_queues`' ``unsure``: a worker killed whole a moment ago, holding only another run's
     messages, still counts as serving its queues), but for ``here``: it is watched until they count unserved or its
-    workers wrote the summary. Returns the unserved queues and their messages (``on_unserved`` hears them, and
-    ``on_orphaned`` the orphaned messages, before the wait; a queue found unserved during it, as the take of a worker
+    workers wrote the summary (``on_unsure`` hears those queues before the wait: it may last ``settle_s``). Returns
+    the unserved queues and their messages (``on_unserved`` hears them, and ``on_orphaned`` the orphaned messages,
+    before the wait; a queue found unserved during it, as the take of a worker
     killed whole gets older than ``RECENTLY_TAKEN_S``, is heard then (the workers asked every ``UNSERVED_RECHECK_S``
     at most), and no longer holds the wait). With ``here``, a run none of whose work is queued or held by a live
     worker any more (another process took its lane and dropped what it left there) is aggregated here too, once the
@@ -960,6 +962,8 @@ def summarize_cancelled(
         on_unserved(unserved)
     if orphans and on_orphaned is not None:
         on_orphaned(orphans)
+    if unsure and not here and on_unsure is not None:
+        on_unsure(sorted(unsure))
     asked = time.monotonic()  # the workers were just asked which queues they serve
     deadline = asked + settle_s
     while time.monotonic() < deadline and not broker_idle(store, run_id, ignore=unserved):

@@ -586,7 +586,9 @@ def test_cancel_of_a_run_whose_queue_lost_its_only_worker_holding_another_runs_m
         said = _cli(server, "cancel", second.run_id)
         assert said.returncode == 0, said.stderr
         assert store.summary_is_current(second.run_id), said.stderr  # written by the cancel, not left to nobody
-        assert "no worker consumes 'cpu' (" in " ".join(said.stderr.split()), said.stderr
+        text = " ".join(said.stderr.split())
+        assert "no worker answered for 'cpu' (busy, or killed a moment ago): waiting" in text, said.stderr
+        assert "no worker consumes 'cpu' (" in text, said.stderr
         summary = write_results(store, second.run_id, tmp_path / "out")
         assert summary.state == "cancelled" and summary.items == 200
         for name, metric in summary.metrics.items():  # none scored: every item stopped by the cancel
