@@ -64,10 +64,11 @@ class MeasuredRate:
     encode_s: float
     #: The device type the runs encoded on (``cpu``, ``cuda``, ``mps``).
     device: str = "cpu"
-    #: The embed workers the estimate assumes: an embedded run's, else the most the runs encoded on.
+    #: The embed workers the estimate assumes: an embedded run's, else the most worker processes one of the runs
+    #: encoded on (a guess: not known to have encoded at once).
     workers: int = 1
-    #: How ``device`` was chosen where the suite says ``auto`` (what this host picks, or what a cluster's workers
-    #: encoded on); empty where the suite names it.
+    #: How ``device`` was chosen where the suite says ``auto`` (what the latest run in its mode encoded on the most);
+    #: empty where the suite names it.
     picked: str = ""
     #: Whether ``workers`` is what the runs encoded on (a cluster's), not given (an embedded run's pool).
     workers_seen: bool = False
@@ -178,23 +179,16 @@ def measured_rate(home: Path, config: EmbeddingConfig, mode: str, workers: int |
 
 
 def _device(config: EmbeddingConfig, mode: str, measures: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """The device type a run of ``config`` in ``mode`` would encode on, and how it was chosen for ``auto``: what this
-    host picks (embedded), or what the latest run's workers on the cluster encoded on the most texts (None: not
-    known: no torch here, or no cluster run)."""
+    """The device type a run of ``config`` in ``mode`` would encode on, and how it was chosen for ``auto``: the one
+    the latest run in ``mode`` (of ``measures``) encoded the most texts on (None: no such run). Not what auto would
+    pick here: that imports torch, seconds of a dry run that must stay quick; an embedded run's home is this host's."""
     if config.device != "auto":
         return device_type(config.device), ""
-    if mode == "embedded":
-        try:
-            from ragscore_workers.embedding import pick_device
-
-            return pick_device("auto"), "what device auto picks on this host"
-        except ImportError:  # no embed extra here: a run would be refused for it
-            return None
     if not measures:
         return None
     latest = [m for m in measures if m.get("run") == measures[-1].get("run")]
     device = str(max(latest, key=lambda m: m["encoded"])["device"])
-    return device, "what device auto ran on the most in your last cluster run"
+    return device, f"what device auto ran on the most in your last {mode} run"
 
 
 def _parsed(text: str) -> list[dict[str, Any]]:
