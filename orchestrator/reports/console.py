@@ -662,8 +662,11 @@ def _encode_rate(tally: EmbedTally, suite: Suite) -> str:
 
 
 def _embed_workers(rate: MeasuredRate) -> str:
-    """The embed workers the measured estimate assumes, and where a cluster's are from: the most the runs had."""
-    seen = " (the most your last runs encoded on at once)" if rate.workers_seen else ""
+    """The embed workers the measured estimate assumes, and where a cluster's are from: the most processes one of the
+    runs encoded on, which is a guess (a cluster's workers now are not known; a worker restarted or resumed counts
+    again, one that encoded alone counts as at once)."""
+    seen = " (assumed: the most worker processes one of your last runs encoded on, as if all at once)"
+    seen = seen if rate.workers_seen else ""
     return counted(rate.workers, "embed worker") + seen
 
 

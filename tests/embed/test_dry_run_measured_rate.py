@@ -271,7 +271,8 @@ def test_the_rate_of_several_embed_workers_is_what_they_encode_at_once(
     assert rate is not None and (rate.workers, rate.texts, rate.encode_s) == (2, 80, summary["encode_ms"] / 1000)
     assert rate.texts_per_s == 2 * rate.per_worker == 2 * 80 / (summary["encode_ms"] / 1000), rate
     said = embed_estimate(Estimate(embed=EmbedTally(texts=10, words=100, measured=rate)), CPU_SUITE, load=(0.0, 2))
-    workers = f"texts/s with 2 embed workers (the most your last runs encoded on at once), {rate.per_worker:,.1f} each"
+    workers = ("texts/s with 2 embed workers (assumed: the most worker processes one of your last runs encoded on, "
+               f"as if all at once), {rate.per_worker:,.1f} each")  # fmt: skip
     assert workers in said, said
     embedded = measured_rate(tmp_path, CPU, "cluster", workers=1)  # an embedded run's one worker: one worker's rate
     assert embedded is not None and embedded.texts_per_s == rate.per_worker
