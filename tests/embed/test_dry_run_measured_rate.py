@@ -334,3 +334,22 @@ def test_the_dry_run_of_device_auto_imports_no_torch(tmp_path: Path) -> None:
     said = " ".join(done.stdout.split())
     assert "measured on your last run: 100.0 texts/s" in said, said + done.stderr
     assert "torch imported: False" in said, said + done.stderr
+
+
+def test_a_summary_and_lines_of_before_the_encoders_still_read(tmp_path: Path) -> None:
+    """A summary written by older workers has no ``encoders``: its totals are recorded as one worker's on the suite's
+    named device, and not at all on ``auto`` (which device they ran on is not known). A line of an older ragscore
+    (no ``workers``; ``device`` the suite's setting) is read as one worker's, and skipped where it says ``auto``."""
+    old = {"encoded": 200, "encode_ms": 4_000, "devices": {"cpu fp32": 1}}
+    record_rate(tmp_path, "named", CPU, "cluster", old)
+    record_rate(tmp_path, "auto", EmbeddingConfig(), "cluster", old)
+    lines = [json.loads(line) for line in (tmp_path / RATES_FILE).read_text().splitlines()]
+    assert [(m["run"], m["device"], m["workers"]) for m in lines] == [("named", "cpu", 1)], lines
+    with open(tmp_path / RATES_FILE, "a") as out:
+        for run, device in (("older", "cpu"), ("older-auto", "auto")):
+            old_line = {"run": run, "model": CPU.model, "device": device, "mode": "cluster", "encoded": 100}
+            out.write(json.dumps({**old_line, "encode_ms": 1_000, "at": 1}) + "\n")
+    rate = measured_rate(tmp_path, CPU, "cluster")
+    assert rate == MeasuredRate(2, 300, 5.0, "cpu", 1, workers_seen=True), rate
+    auto = measured_rate(tmp_path, EmbeddingConfig(), "cluster")  # the latest line's "auto" is not a device: skipped
+    assert auto is not None and (auto.device, auto.texts) == ("cpu", 300), auto
