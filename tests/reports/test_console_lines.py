@@ -18,7 +18,19 @@ from orchestrator.reports.console import (
 )
 from orchestrator.reports.markdown import render_markdown
 from ragscore_workers.aggregate import summarize, wilson_ci
-from ragscore_workers.schemas import RunSummary
+from ragscore_workers.schemas import ItemResult, MetricResult, RunSummary
+
+
+def _answer(item_id: str, system: str) -> ItemResult:
+    """One item of ``system`` scored 1.0 by a metric ``m``."""
+    return ItemResult(id=item_id, system=system, metrics={"m": MetricResult(score=1.0)})
+
+
+def _compare_hint_said(summary: RunSummary, width: int) -> str:
+    """The console summary of ``summary`` (reports in runs/eval), its whitespace folded."""
+    out = io.StringIO()
+    print_summary(summary, Console(file=out, width=width), out=Path("runs/eval"))
+    return " ".join(out.getvalue().split())
 
 
 def _summary(**fields: object) -> RunSummary:
@@ -210,26 +222,15 @@ def test_the_suggested_compare_baseline_is_one_that_pairs_with_the_most_systems(
     """bm25's answers under ids of their own (``bm25-q1``), dense's and hybrid's under shared ones: the run ended by
     suggesting ``ragscore compare --baseline bm25`` (the first system; ``paired_questions > 0`` held for the others),
     which paired nothing. It suggests dense, which pairs with hybrid, and says how many of the others it pairs with."""
-    from ragscore_workers.schemas import ItemResult, MetricResult
-
-    def answer(i: str, system: str) -> ItemResult:
-        return ItemResult(id=i, system=system, metrics={"m": MetricResult(score=1.0)})
-
-    items = [answer(f"bm25-{q}", "bm25") for q in ("q1", "q2")]
-    items += [answer(q, s) for q in ("q1", "q2") for s in ("dense", "hybrid")]
-    summary = summarize("r1", items)
-    out = io.StringIO()
-    print_summary(summary, Console(file=out, width=300), out=Path("runs/eval"))
-    said = " ".join(out.getvalue().split())
+    items = [_answer(f"bm25-{q}", "bm25") for q in ("q1", "q2")]
+    items += [_answer(q, s) for q in ("q1", "q2") for s in ("dense", "hybrid")]
+    said = _compare_hint_said(summarize("r1", items), 300)
     assert (
         "`ragscore compare runs/eval --baseline dense` (dense shares question ids with 1 of the 2 other systems)"
         in said
     ), said
     assert "--baseline bm25" not in said, said
-    everyone = summarize("r1", [answer(q, s) for q in ("q1", "q2") for s in ("bm25", "dense")])
-    out = io.StringIO()
-    print_summary(everyone, Console(file=out, width=300), out=Path("runs/eval"))
-    said = " ".join(out.getvalue().split())
+    said = _compare_hint_said(summarize("r1", [_answer(q, s) for q in ("q1", "q2") for s in ("bm25", "dense")]), 300)
     assert "`ragscore compare runs/eval --baseline bm25`" in said and "shares question ids" not in said, said
 
 
@@ -239,17 +240,10 @@ def test_the_compare_hint_of_a_run_past_the_breakdowns_systems_says_those_were_n
     and `ragscore compare` pairs them. The hint says how many of the first 1,000 it shares ids with, and that the
     systems past them were not checked."""
     from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES
-    from ragscore_workers.schemas import ItemResult, MetricResult
 
-    def answer(i: str, system: str) -> ItemResult:
-        return ItemResult(id=i, system=system, metrics={"m": MetricResult(score=1.0)})
-
-    items = [answer(f"own-{n}", f"s{n:04}") for n in range(1, MAX_BREAKDOWN_VALUES)]
-    items = [answer("q", "s0000"), *items, answer("q", f"s{MAX_BREAKDOWN_VALUES:04}")]  # paired past the first
-    summary = summarize("r1", items)
-    out = io.StringIO()
-    print_summary(summary, Console(file=out, width=400), out=Path("runs/eval"))
-    said = " ".join(out.getvalue().split())
+    items = [_answer(f"own-{n}", f"s{n:04}") for n in range(1, MAX_BREAKDOWN_VALUES)]
+    items = [_answer("q", "s0000"), *items, _answer("q", f"s{MAX_BREAKDOWN_VALUES:04}")]  # paired past the first
+    said = _compare_hint_said(summarize("r1", items), 400)
     assert (
         "`ragscore compare runs/eval --baseline s0000` (s0000 shares question ids with 0 of the 999 other systems of "
         "the first 1,000; the systems past them were not checked)"
