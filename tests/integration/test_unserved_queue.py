@@ -9,13 +9,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 import pytest
 import redis
 
-from orchestrator.runner import cancel, connect, submit, wait
+from orchestrator.runner import Submitted, cancel, connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
@@ -214,20 +216,10 @@ def test_no_queue_to_ask_about_asks_no_worker(tmp_path: Path) -> None:
     assert asked_one
 
 
-def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserved(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A judge worker busy with its threads (a cluster run on two shared cores) missed the 1 s ask of which queues
-    it consumes, and `ragscore submit` (then `status`) said "no worker consumes it; start one" of a queue it was
-    scoring. A worker that took a message of the queue within ``RECENTLY_TAKEN_S`` consumes it; frozen (SIGSTOP),
-    it answers no ask at all, as the busiest worker would not in time. Past the window (set to 0 here, as a worker
-    killed whole is once its last take is older) the queue is unserved again once the key saying the frozen worker
-    runs expires (:mod:`ragscore_workers.alive`). The window is set, not waited out:
-    the steps take what a loaded host gives them."""
-    from orchestrator import queues
-    from orchestrator.queues import unserved_queues
-    from ragscore_workers.alive import ALIVE_TTL_S
-
+@contextmanager
+def _a_judge_worker_on_a_slow_call(tmp_path: Path) -> Iterator[tuple[WorkerProcess, RunStore, Submitted]]:
+    """A judge worker of one thread on a fresh Redis, holding a call the fake provider answers in 10 s, the rest of
+    its run waiting on the judge queue: (worker, store, submitted). The run is cancelled at the end."""
     from ..fakes import FakeProvider
 
     server = RedisProcess(tmp_path / "redis").start()
@@ -242,23 +234,41 @@ def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserv
             sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(4, seed=3)), suite, store)
             assert until(lambda: store.broker.hlen("unacked") > 0, 180), "the judge worker never took a message"
             assert store.broker.llen("judge") > 0  # the rest waits on its queue
-            assert unserved_queues(store, sub.run_id) == {}  # it answers the ask
-            celery = psutil.Process(worker.proc.pid).children(recursive=True)  # in a session of their own
-            for proc in celery:
-                proc.send_signal(signal.SIGSTOP)
-            try:
-                monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 3600.0)
-                assert unserved_queues(store, sub.run_id) == {}  # it answers no ask, but it took the queue's work
-                monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)
-                # its take is past the window, and its key saying it runs expires (frozen, it renews nothing)
-                assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
-            finally:
-                for proc in celery:
-                    proc.send_signal(signal.SIGCONT)
+            yield worker, store, sub
             cancel(store, sub.run_id)
         finally:
             worker.stop()
             server.stop()
+
+
+def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge worker busy with its threads (a cluster run on two shared cores) missed the 1 s ask of which queues
+    it consumes, and `ragscore submit` (then `status`) said "no worker consumes it; start one" of a queue it was
+    scoring. A worker that took a message of the queue within ``RECENTLY_TAKEN_S`` consumes it; frozen (SIGSTOP),
+    it answers no ask at all, as the busiest worker would not in time. Past the window (set to 0 here, as a worker
+    killed whole is once its last take is older) the queue is unserved again once the key saying the frozen worker
+    runs expires (:mod:`ragscore_workers.alive`). The window is set, not waited out:
+    the steps take what a loaded host gives them."""
+    from orchestrator import queues
+    from orchestrator.queues import unserved_queues
+    from ragscore_workers.alive import ALIVE_TTL_S
+
+    with _a_judge_worker_on_a_slow_call(tmp_path) as (worker, store, sub):
+        assert unserved_queues(store, sub.run_id) == {}  # it answers the ask
+        celery = psutil.Process(worker.proc.pid).children(recursive=True)  # in a session of their own
+        for proc in celery:
+            proc.send_signal(signal.SIGSTOP)
+        try:
+            monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 3600.0)
+            assert unserved_queues(store, sub.run_id) == {}  # it answers no ask, but it took the queue's work
+            monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)
+            # its take is past the window, and its key saying it runs expires (frozen, it renews nothing)
+            assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
+        finally:
+            for proc in celery:
+                proc.send_signal(signal.SIGCONT)
 
 
 @pytest.mark.serial  # the worker's key must be renewed within its TTL while the test looks
@@ -274,41 +284,24 @@ def test_a_live_judge_worker_that_misses_the_ask_and_took_nothing_lately_is_not_
     from orchestrator.queues import unconsumed_queues, unserved_queues
     from ragscore_workers.alive import ALIVE_TTL_S
 
-    from ..fakes import FakeProvider
+    with _a_judge_worker_on_a_slow_call(tmp_path) as (worker, store, sub):
+        monkeypatch.setattr(queues, "CONSUMER_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
+        monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)  # its task outlasts the window
+        unsure: set[str] = set()
 
-    server = RedisProcess(tmp_path / "redis").start()
-    with FakeProvider(latency_s=10.0) as fake:
-        judge = {"provider": "openai", "model": "m", "base_url": fake.openai_base_url, "rpm": None, "tpm": None}
-        suite = load_suite({"metrics": [{"name": "answer_accuracy", "params": {"cache": False}}],
-                            "chunk_size": {"judge": 1}, "judge": judge})  # fmt: skip
-        worker = WorkerProcess(server.url, "judge", tmp_path / "home", concurrency=1).start()
-        assert worker.proc is not None
-        store = connect(server.url)
-        try:
-            sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(4, seed=3)), suite, store)
-            assert until(lambda: store.broker.hlen("unacked") > 0, 180), "the judge worker never took a message"
-            assert store.broker.llen("judge") > 0  # the rest waits on its queue
-            monkeypatch.setattr(queues, "CONSUMER_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
-            monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)  # its task outlasts the window
-            unsure: set[str] = set()
+        def served_by_its_key_alone() -> bool:
+            """The ask missed, and the queue counted served (unsure) all the same. Tried again for a while: a
+            reply may still come within the ask's 1 s read, and a key is renewed every 2 s."""
+            unsure.clear()
+            missed = unconsumed_queues(["judge"], queues.CONSUMER_ASK_S) == ["judge"]
+            return missed and unserved_queues(store, sub.run_id, unsure=unsure) == {} and unsure == {"judge"}
 
-            def served_by_its_key_alone() -> bool:
-                """The ask missed, and the queue counted served (unsure) all the same. Tried again for a while: a
-                reply may still come within the ask's 1 s read, and a key is renewed every 2 s."""
-                unsure.clear()
-                missed = unconsumed_queues(["judge"], queues.CONSUMER_ASK_S) == ["judge"]
-                return missed and unserved_queues(store, sub.run_id, unsure=unsure) == {} and unsure == {"judge"}
-
-            assert until(served_by_its_key_alone, 30), unsure
-            supervisor = psutil.Process(worker.proc.pid)
-            for proc in [supervisor, *supervisor.children(recursive=True)]:  # killed whole: nothing handed back
-                proc.send_signal(signal.SIGKILL)
-            worker.proc.wait(10)
-            assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
-            cancel(store, sub.run_id)
-        finally:
-            worker.stop()
-            server.stop()
+        assert until(served_by_its_key_alone, 30), unsure
+        supervisor = psutil.Process(worker.proc.pid)
+        for proc in [supervisor, *supervisor.children(recursive=True)]:  # killed whole: nothing handed back
+            proc.send_signal(signal.SIGKILL)
+        worker.proc.wait(10)
+        assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
 
 
 def test_a_take_stamped_ahead_of_this_hosts_clock_does_not_make_its_queue_served(tmp_path: Path) -> None:
