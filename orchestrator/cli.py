@@ -1340,13 +1340,13 @@ def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -
     there), as :func:`.connection.connect` checks a run's (ConfigError, exit 2: the URL or the user is wrong); an
     unreachable broker, or one whose host name does not resolve (yet), only warns, since workers may start before
     their Redis and keep retrying."""
-    from ragscore_workers.acl import STORE, WORKER_CONTROL, broker_role
+    from ragscore_workers.acl import WORKER_CONTROL, WORKER_STORE, broker_role
     from ragscore_workers.store import probe_redis
 
     from .connection import broker_roles, store_apart
 
     roles = (*broker_roles(url, settings, broker_role(queues)), WORKER_CONTROL)
-    problem = probe_redis(url, roles=roles if store_apart(url, settings) else (*roles, STORE))
+    problem = probe_redis(url, roles=roles if store_apart(url, settings) else (*roles, WORKER_STORE))
     if problem:
         print_warning(f"cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "
                       "every 10 s until it answers")  # fmt: skip
@@ -1355,19 +1355,19 @@ def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -
 
 def _check_store_for_workers(url: str, settings: Settings, *, broker: bool) -> bool:
     """Where RAGSCORE_STORE_URL is another database or user than the broker's at ``url``, its user is checked for the
-    run store's writes (:data:`.acl.STORE`), where its workers write every result: a wrong password stops ``ragscore
-    worker`` (exit 1), as the broker's does, and a user that may not write there too (ConfigError, exit 2), where its
-    workers started and failed every task; a store that does not answer only warns, as the broker does (the
-    broker's database and user is checked in the broker's probe). Whether it answered (``broker``, whether the
-    broker answered, where the store is the broker's database and user)."""
-    from ragscore_workers.acl import STORE
+    run store's writes of a worker (:data:`.acl.WORKER_STORE`: every result, and the keys saying it runs and stops):
+    a wrong password stops ``ragscore worker`` (exit 1), as the broker's does, and a user that may not write there too
+    (ConfigError, exit 2), where its workers started and failed every task; a store that does not answer only warns,
+    as the broker does (the broker's database and user is checked in the broker's probe). Whether it answered
+    (``broker``, whether the broker answered, where the store is the broker's database and user)."""
+    from ragscore_workers.acl import WORKER_STORE
     from ragscore_workers.store import probe_redis
 
     from .connection import STORE_REDIS, store_apart
 
     if not (store := store_apart(url, settings)):
         return broker
-    if problem := probe_redis(store, STORE_REDIS, (STORE,)):
+    if problem := probe_redis(store, STORE_REDIS, (WORKER_STORE,)):
         print_warning(f"cannot reach {STORE_REDIS} at {redact_url(store)} ({problem}); the workers write every "
                       "result there")  # fmt: skip
         return False

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 import redis
 
+from .alive import ALIVE_INDEX, ALIVE_PREFIX
 from .counts import agree
 from .limits import CONTROL_QUEUE, PRIORITY_SEP
+from .stopping import STOPPING_INDEX, STOPPING_PREFIX
 
 __all__ = [
     "BACKEND",
@@ -28,6 +30,7 @@ __all__ = [
     "STORE",
     "STORE_READS",
     "WORKER_CONTROL",
+    "WORKER_STORE",
     "Role",
     "broker_role",
     "lacking",
@@ -167,6 +170,23 @@ STORE = Role(
         ("SCAN", "0", "MATCH", "ragscore:run:*:meta"),
     ),
     rule="ACL SETUSER {user} ~ragscore:* &* +@all",
+    writes=True,
+)
+
+#: The run store's user of a worker: :data:`STORE`'s, and the keys a worker keeps saying it runs and that it is
+#: stopping (``ragscore:alive:*``, ``ragscore:stopping:*`` and their index sets, :mod:`.kept`). A user allowed the
+#: runs' keys alone (``~ragscore:run* ~ragscore:runs``) passed the check; each worker then logged one warning, and a
+#: judge worker too busy to answer the ask was called unserved, a stopping one's items held by a worker that is gone.
+WORKER_STORE = Role(
+    name=STORE.name,
+    commands=(
+        *STORE.commands,
+        ("SET", f"{ALIVE_PREFIX}{_PROBE}", "{{}}", "EX", "1"),
+        ("SADD", ALIVE_INDEX, _PROBE),
+        ("SET", f"{STOPPING_PREFIX}{_PROBE}", "{{}}", "EX", "1"),
+        ("SADD", STOPPING_INDEX, _PROBE),
+    ),
+    rule=STORE.rule,
     writes=True,
 )
 

@@ -565,7 +565,6 @@ def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_o
         assert all(metric.stopped > 0 for metric in summary.metrics.values()), summary.metrics
 
 
-@pytest.mark.serial  # the cancel must ask within the dead worker's RECENTLY_TAKEN_S and ALIVE_TTL_S
 def test_cancel_of_a_run_whose_queue_lost_its_only_worker_holding_another_runs_messages_writes_its_summary(
     tmp_path: Path,
 ) -> None:

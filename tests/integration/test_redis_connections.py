@@ -1088,6 +1088,31 @@ def test_a_workers_run_store_user_is_checked_for_its_writes_as_it_starts(
         server.stop()
 
 
+def test_a_workers_run_store_user_is_checked_for_the_keys_saying_its_workers_run_and_stop(tmp_path: Path) -> None:
+    """A store user allowed the runs' keys alone (``~ragscore:run* ~ragscore:runs``) passed `ragscore worker`'s check;
+    its workers could not write the keys saying they run and that they are stopping (``ragscore:alive:*``,
+    ``ragscore:stopping:*``): each logged a warning, and a judge worker too busy to answer was called unserved again.
+    It is refused at once (exit 2), naming those writes and the rule."""
+    runs_only = (
+        "~ragscore:run* ~ragscore:runs* ~ragscore:emb:* ~cpu* ~control* ~_kombu.* ~unacked* ~*.reply.celery.pidbox*"
+    )
+    server = _acl_redis(
+        tmp_path, ["default off", f"runs on >runs-pw {runs_only} ~celery-* &* +@all"]
+    ).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    try:
+        said = _ragscore(
+            "worker", "-Q", "cpu", home=tmp_path / "home", RAGSCORE_BROKER_URL=f"redis://runs:runs-pw@{base}"
+        )
+        text = " ".join(said.stderr.split())
+        assert said.returncode == 2, text
+        assert "may not run SET ragscore:alive:acl-probe" in text and "SADD ragscore:stopping (" in text, text
+        assert "the run store needs its keys and channels, e.g. ACL SETUSER runs ~ragscore:* &* +@all" in text, text
+        assert "runs-pw" not in text, text
+    finally:
+        server.stop()
+
+
 def test_a_workers_broker_user_is_checked_for_celerys_remote_control_replies_as_it_starts(tmp_path: Path) -> None:
     """A broker user allowed ragscore's queues and kombu's keys but not Celery's reply lists
     (``OID.reply.celery.pidbox``) passed `ragscore worker`'s check, then the command died on its first ping of its
