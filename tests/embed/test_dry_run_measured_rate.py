@@ -171,12 +171,9 @@ def _record_many(home: str, worker: int, start: Barrier) -> None:
         record_rate(Path(home), f"w{worker}-{n}", CPU, "embedded", _encoded(1, 1))
 
 
-def test_runs_finishing_at_once_lose_no_line(tmp_path: Path) -> None:
-    """Each write rewrites the file (to keep its latest lines): under a lock, so that runs finishing at once in
-    processes of their own keep each other's lines."""
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(8, timeout=300)  # one that never comes breaks it: the others fail, none waits for ever
-    processes = [context.Process(target=_record_many, args=(str(tmp_path), w, start)) for w in range(8)]
+def _run_together(processes: list[Any]) -> None:
+    """Start ``processes`` (spawned, meeting at a barrier), wait up to 300 s each for it to exit 0; any still alive
+    then is killed (one that never came to the barrier must not leave the others, or pytest, waiting)."""
     try:
         for process in processes:
             process.start()
@@ -187,6 +184,15 @@ def test_runs_finishing_at_once_lose_no_line(tmp_path: Path) -> None:
         for process in processes:
             if process.is_alive():
                 process.kill()
+
+
+def test_runs_finishing_at_once_lose_no_line(tmp_path: Path) -> None:
+    """Each write rewrites the file (to keep its latest lines): under a lock, so that runs finishing at once in
+    processes of their own keep each other's lines."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(8, timeout=300)  # one that never comes breaks it: the others fail, none waits for ever
+    processes = [context.Process(target=_record_many, args=(str(tmp_path), w, start)) for w in range(8)]
+    _run_together(processes)
     runs = sorted(json.loads(line)["run"] for line in (tmp_path / RATES_FILE).read_text().splitlines())
     assert runs == sorted(f"w{w}-{n}" for w in range(8) for n in range(6)), runs
 
@@ -253,16 +259,7 @@ def test_the_rate_of_several_embed_workers_is_what_they_encode_at_once(
     start = context.Barrier(2, timeout=300)
     texts = [[f"worker {w} says fact {i} of its own" for i in range(40)] for w in range(2)]
     processes = [context.Process(target=_encode_as_a_worker, args=(redis_server.url, "two", t, start)) for t in texts]
-    try:
-        for process in processes:
-            process.start()
-        for process in processes:
-            process.join(timeout=300)
-            assert process.exitcode == 0
-    finally:
-        for process in processes:
-            if process.is_alive():
-                process.kill()
+    _run_together(processes)
     summary = _embedding_summary(store.counters("two", "embed"))
     assert summary["encoders"] == {"cpu": {"workers": 2, "encoded": 80, "encode_ms": summary["encode_ms"]}}, summary
 
