@@ -85,6 +85,15 @@ def _says_who_holds(said: list[str], text: str) -> bool:
 _BROKER_USER = "broker on >pw ~cpu* ~control* ~_kombu.* ~unacked* ~*.reply.celery.pidbox* ~celery-* &* +@all"
 
 
+def _slow_cpu_worker(broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> WorkerProcess:
+    """A cpu worker of one process (not started) with the slow test plug-in, in this process too (the run's submit
+    reads the plug-ins' metrics)."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    worker = WorkerProcess(broker, "cpu", tmp_path / "home", concurrency=1)
+    worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
+    return worker
+
+
 @pytest.mark.parametrize("stop", ["sigterm", "kill", "sigterm-then-kill", "sigterm-least-privilege-broker"])
 def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hold_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
@@ -93,12 +102,10 @@ def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hol
     its host lost)": in its warm shutdown a worker answers no ``inspect`` while it finishes them. One killed while it
     stops is said to hold them once its stopping key expires. A broker user that may not write ``ragscore:`` keys
     (a store of its own user) needs no more: the worker says it is stopping in the store."""
-    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
     least = stop.endswith("least-privilege-broker")
     server = RedisProcess(tmp_path / "redis", *(("--user", *_BROKER_USER.split()) if least else ())).start()
     broker = f"redis://broker:pw@127.0.0.1:{server.port}/0" if least else server.url
-    worker = WorkerProcess(broker, "cpu", tmp_path / "home", concurrency=1)
-    worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
+    worker = _slow_cpu_worker(broker, tmp_path, monkeypatch)
     if least:
         monkeypatch.setenv("RAGSCORE_STORE_URL", server.url)
         worker.env["RAGSCORE_STORE_URL"] = server.url
@@ -139,10 +146,8 @@ def test_the_progress_line_of_a_run_whose_work_a_killed_worker_holds_says_when_i
 ) -> None:
     """While a killed worker's message waits (Redis hands it back only after the visibility timeout), the attached
     run's line said only "no progress for 25 s"; its log said when the run sends that work again."""
-    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
     server = RedisProcess(tmp_path / "redis").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
-    worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
+    worker = _slow_cpu_worker(server.url, tmp_path, monkeypatch)
     try:
         store, run_id = _held_by_a_running_worker(tmp_path, worker)
         _celery_main(worker).send_signal(signal.SIGKILL)  # `ragscore worker` starts another, which takes nothing
@@ -217,10 +222,8 @@ def test_a_worker_in_a_cold_shutdown_never_says_it_is_finishing_what_it_holds(
     """A SIGQUIT (Celery's cold shutdown: the tasks it holds are cancelled, not finished) also sent
     ``worker_shutting_down``: the worker wrote its stopping key, and status said it was finishing an item it dropped.
     Every write of a ``ragscore:stopping`` key is caught by Redis' keyspace notifications, however short it lived."""
-    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
     server = RedisProcess(tmp_path / "redis").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
-    worker.env["RAGSCORE_PLUGINS"] = "tests.plugins.slow"
+    worker = _slow_cpu_worker(server.url, tmp_path, monkeypatch)
     try:
         store, run_id = _held_by_a_running_worker(tmp_path, worker)
         store.r.config_set("notify-keyspace-events", "KA")
