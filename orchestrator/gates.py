@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,9 @@ GateKind = Literal["mean", "ci_low", "regression"]
 RAW_SUFFIX = "_raw"
 #: A value this close under its threshold still holds (float rounding of means must not flip a build).
 FLOAT_SLACK = 1e-9
+#: An unscorable reason that names the judge (``the judge's reply holds no JSON score``, ``no valid rating from either
+#: judge``, ``the judge refused``), not a metric such as ``rubric_judge`` (``rubric_judge has no score (no rubric)``).
+JUDGE_REASON = re.compile(r"\bjudge\b")
 
 
 @dataclass(frozen=True)
@@ -293,10 +297,19 @@ def _unscored(summary: RunSummary, caller: Caller) -> str | None:
     name, first = next(iter(empty.items()))
     reason = next(iter(first.unscorable_reasons or {}), None)
     items = counted(first.unscorable, "item") + (f", most often: {reason}" if reason else "")
-    dry_run = "`ragscore run DATASET --suite SUITE --dry-run` in a shell" if caller.python else "--dry-run"
     return (f"no scores for {', '.join(empty)}: every item was unscorable ({name}: {items}; items.jsonl says why "
-            f"for each): fix the cause (e.g. rows without a field it needs: misnamed columns, the wrong "
-            f"{caller.option('format')}, which {dry_run} names) or drop it from the suite")  # fmt: skip
+            f"for each): fix the cause ({_unscored_cause(reason, caller)}) or drop it from the suite")  # fmt: skip
+
+
+def _unscored_cause(reason: str | None, caller: Caller) -> str:
+    """Where to look for why a metric output scored nothing: the judge's replies where its most common reason
+    names the judge (the items were asked; no reply gave a rating), else the rows' fields."""
+    if reason is not None and JUDGE_REASON.search(reason):
+        return ("the judge's replies gave no rating: items.jsonl holds each one in its details; a model that does not "
+                "answer in the prompt's format, or a base_url that is not a chat model's, rates nothing")  # fmt: skip
+    dry_run = "`ragscore run DATASET --suite SUITE --dry-run` in a shell" if caller.python else "--dry-run"
+    fmt = caller.option("format")
+    return f"e.g. rows without a field it needs: misnamed columns, the wrong {fmt}, which {dry_run} names"
 
 
 def stopped_targets(summary: RunSummary) -> dict[str, str]:

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from orchestrator import evaluate
+from orchestrator.api import IncompleteRunWarning
 from orchestrator.embedded_redis import EmbeddedRedis
 from ragscore_workers.providers import RunJudgeState
 
@@ -187,6 +188,28 @@ def test_a_reply_holding_a_lone_surrogate_is_scored_and_reported(home: Path, key
     rubric = result.items[0].metrics["rubric_judge"]
     assert rubric.score == 0.8 and rubric.details["rationale"] == "fine \ufffd here"
     assert (tmp_path / "out" / "report.html").is_file()
+
+
+def test_a_judge_whose_replies_hold_no_rating_is_said_to_be_the_cause(
+    home: Path, keys: str, model: str, tmp_path: Path
+) -> None:
+    """A judge model that answered "0" to every rubric prompt scored nothing; the warning (and ragscore run's last
+    line) said to fix "rows without a field it needs: misnamed columns, the wrong fmt": the rows were fine. It now
+    points at the judge's replies; combined, unscorable for the judge's sake, is said the same way."""
+    suite = {"name": "no-rating", "metrics": ["rubric_judge", "evidence_overlap", "combined"],
+             "judge": {"provider": "openai", "model": model, "base_url": None, "rpm": None, "tpm": None}}  # fmt: skip
+    rows = [{"id": f"q{i}", "question": "Q?", "reference": "r", "answer": "a", "gold_evidence_sentences": ["S1"],
+             "evidence_sentences": ["S1"], "sentences": {"S1": "the cat sat"}} for i in range(2)]  # fmt: skip
+    with FakeProvider(api_key=keys) as fake:  # no responder, no marker: every reply is "0"
+        suite["judge"]["base_url"] = fake.openai_base_url  # type: ignore[index]
+        with pytest.warns(IncompleteRunWarning) as caught:
+            result = evaluate(rows, suite, out=tmp_path / "out")
+
+    said = " ".join(str(w.message) for w in caught if w.category is IncompleteRunWarning)
+    assert "no scores for rubric_judge, rubric_judge_raw, combined: every item was unscorable" in said, said
+    assert "fix the cause (the judge's replies gave no rating: items.jsonl holds each one in its details" in said
+    assert "misnamed columns" not in said
+    assert result.items[0].metrics["rubric_judge"].details["reply"] == "0"
 
 
 @pytest.mark.parametrize(("pace", "said"), [("burst", ""), ("even", " · pace even")])
