@@ -42,7 +42,7 @@ __all__ = [
 #: otherwise: here, in a format's reader module, in ``rows.validate_record`` or the ``Row`` schema), so that a resume
 #: of a run submitted before checks its rows instead of trusting the bytes. 1: before there was one (those
 #: fingerprints digested the package version instead, ``rows.BEFORE_READER_VERSIONS``).
-READER_VERSION = 2
+READER_VERSION = 3
 
 #: Row fields whose CSV cells hold JSON (lists or objects).
 JSON_FIELDS = frozenset(
@@ -365,6 +365,14 @@ def _cell_starts(text: str, delimiter: str) -> list[int]:
         at += 1
 
 
+#: A row of one line whose quoted cell a quote closes before the cell ends, swallowing the separators after its
+#: opening quote (``q2,"What is X?,Madrid,Madrid,"["c"]"``): its later columns would read as empty, not as a bad row.
+QUOTE_CLOSED_MID_CELL = (
+    "a quote closes a quoted cell before the cell ends, so the row reads {cells} cells of the header's {header}: "
+    'is a quote left open, or one inside a quoted cell not written twice ("")?'
+)
+
+
 def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed) -> Record | RowError:
     """The row of ``cells`` (the feed's row: its lines in the file), or its RowError. A quote typed after a space to
     open a cell of several lines takes the lines to its partner with it (read from ``feed``), so they are no rows."""
@@ -378,6 +386,8 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
         return RowError(line, error, text)
     if len(cells) > len(header):
         return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", text)
+    if len(cells) < len(header) and _quote_gone_wrong("".join(feed.row), feed.delimiter):
+        return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), text)
     if _not_utf8(text):
         return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", text.encode("utf-8", "replace").decode())
     record: Record = {}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from orchestrator.datasets import READER_VERSION
 from orchestrator.reports.console import print_summary
 from orchestrator.reports.markdown import render_markdown
 from orchestrator.runner import Submitted, cancel, connect, resume, run, submit, wait
@@ -452,8 +453,9 @@ def test_resume_of_a_run_whose_rows_an_older_ragscore_read_checks_them_and_says_
         resume(store, sub.run_id)
     said = str(refused.value)
     assert (
-        "holds the bytes it was submitted with, but an older ragscore (its loaders' version 1, this one's 2) "
-        "read them and this one reads other rows from them (shard 1: the same ids with other content)" in said
+        "holds the bytes it was submitted with, but an older ragscore (its loaders' version 1, this one's "
+        f"{READER_VERSION}) read them and this one reads other rows from them (shard 1: the same ids with other "
+        "content)" in said
     )
     assert "resume it with the ragscore version that submitted it" in said and "restore the file" not in said
     assert store.meta(sub.run_id)["state"] == RunState.CANCELLED  # refused before anything changed

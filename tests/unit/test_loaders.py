@@ -840,6 +840,26 @@ def test_csv_cells_over_the_csv_modules_128_kib_and_multiline_rows_are_read(tmp_
     assert found[4][1].question == 'a 5" screen' and [c.text for c in found[4][1].contexts] == ["x", "y"]
 
 
+def test_a_csv_row_whose_quote_closes_mid_cell_and_swallows_its_columns_is_a_bad_row(tmp_path: Path) -> None:
+    """A question's opening quote left open on a row of one line: the csv module closed it at the next cell's
+    quote, so the question took the answer, reference and contexts with it, and the rest read as empty (Excel's
+    trailing cells): the row was scored, unscorable "no reference", with no failed row and exit 0. It is a bad row
+    now, saying why; a short row without a stray quote (Excel's) and a doubled quote in a quoted cell still read."""
+    path = tmp_path / "d.csv"
+    path.write_text(
+        "id,question,answer,reference,contexts\n"
+        'q1,What is the capital of France?,Paris,Paris,"[""Paris is the capital.""]"\n'
+        'q2,"What is the capital of Spain?,Madrid,Madrid,"[""Madrid is the capital.""]"\n'
+        'q3,"A 5"" screen?",4\n',
+        encoding="utf-8",
+    )
+    rows, bad = _rows(path)
+    assert [r.id for r in rows] == ["q1", "q3"] and rows[1].question == 'A 5" screen?' and rows[1].reference is None
+    assert [(e.line, e.error) for e in bad] == [(3, "a quote closes a quoted cell before the cell ends, so the row "
+                                                "reads 2 cells of the header's 5: is a quote left open, or one "
+                                                'inside a quoted cell not written twice ("")?')]  # fmt: skip
+
+
 def test_a_csv_header_with_a_quote_never_closed_stops_the_dataset(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     path.write_text('id,"question,answer\na,q,x\n', encoding="utf-8")
