@@ -368,7 +368,8 @@ def _cell_starts(text: str, delimiter: str) -> list[int]:
 #: A row of one line whose quoted cell a quote closes before the cell ends, swallowing the separators after its
 #: opening quote (``q2,"What is X?,Madrid,Madrid,"["c"]"``): its later columns would read as empty, not as a bad row.
 QUOTE_CLOSED_MID_CELL = (
-    "a quote closes a quoted cell before the cell ends, so the row reads {cells} cells of the header's {header}: "
+    "a quote closes a quoted cell holding separators before the cell ends, so the row reads {cells} cells of the "
+    "header's {header}: "
     'is a quote left open, or one inside a quoted cell not written twice ("")?'
 )
 
@@ -386,7 +387,7 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
         return RowError(line, error, text)
     if len(cells) > len(header):
         return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", text)
-    if len(cells) < len(header) and _quote_gone_wrong("".join(feed.row), feed.delimiter):
+    if len(cells) < len(header) and _quote_gone_wrong("".join(feed.row), feed.delimiter, swallowed=True):
         return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), text)
     if _not_utf8(text):
         return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", text.encode("utf-8", "replace").decode())
@@ -482,14 +483,17 @@ class _LineFeed:
         return _quote_gone_wrong(text, self.delimiter, strays=len(self.row) > 1)
 
 
-def _quote_gone_wrong(text: str, delimiter: str, strays: bool = True) -> bool:
+def _quote_gone_wrong(text: str, delimiter: str, strays: bool = True, swallowed: bool = False) -> bool:
     """The csv module's reading of quotes (default dialect), over the text of one row: True when a quoted cell is
     never closed, or (with ``strays``) is closed by a quote followed by anything but the delimiter, another quote
     or a line end, or spaces before one of them (``"x" , y``: the csv module keeps them in the cell, ``x ``, as it
-    does on a row of one line).
+    does on a row of one line); with ``swallowed`` too, only such a cell that holds the delimiter (a quote left open
+    took the separators after it: ``q2,"What is X?,Madrid,"["c"]"``; ``"The Hobbit" by Tolkien`` reads as the csv
+    module reads it).
     Only the quotes are visited (``str.find``): a row of long multi-line cells costs no Python step a character."""
     ends = (delimiter, "\r", "\n")
     quoted = False
+    opened = 0  # where the quoted cell being read opens
     at = text.find('"')
     while at != -1:
         if quoted:
@@ -500,11 +504,11 @@ def _quote_gone_wrong(text: str, delimiter: str, strays: bool = True) -> bool:
             while text[end : end + 1] == " ":  # spaces typed before the separator
                 end += 1
             after = text[end : end + 1]
-            if strays and after and after not in ends:
+            if strays and after and after not in ends and (not swallowed or text.find(delimiter, opened, at) != -1):
                 return True
             quoted = False
         elif at == 0 or text[at - 1] in ends:  # a quote opens a cell only at its start; elsewhere it is text
-            quoted = True
+            quoted, opened = True, at
         at = text.find('"', at + 1)
     return quoted
 

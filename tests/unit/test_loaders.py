@@ -844,20 +844,24 @@ def test_a_csv_row_whose_quote_closes_mid_cell_and_swallows_its_columns_is_a_bad
     """A question's opening quote left open on a row of one line: the csv module closed it at the next cell's
     quote, so the question took the answer, reference and contexts with it, and the rest read as empty (Excel's
     trailing cells): the row was scored, unscorable "no reference", with no failed row and exit 0. It is a bad row
-    now, saying why; a short row without a stray quote (Excel's) and a doubled quote in a quoted cell still read."""
+    now, saying why; a short row without a stray quote (Excel's), a doubled quote in a quoted cell, and a short row
+    whose quoted cell, holding no separator, swallowed none (text after its quote, read as the csv module reads it)
+    still read."""
     path = tmp_path / "d.csv"
     path.write_text(
         "id,question,answer,reference,contexts\n"
         'q1,What is the capital of France?,Paris,Paris,"[""Paris is the capital.""]"\n'
         'q2,"What is the capital of Spain?,Madrid,Madrid,"[""Madrid is the capital.""]"\n'
-        'q3,"A 5"" screen?",4\n',
+        'q3,"A 5"" screen?",4\n'
+        'q4,"The Hobbit" by Tolkien,x\n',
         encoding="utf-8",
     )
     rows, bad = _rows(path)
-    assert [r.id for r in rows] == ["q1", "q3"] and rows[1].question == 'A 5" screen?' and rows[1].reference is None
-    assert [(e.line, e.error) for e in bad] == [(3, "a quote closes a quoted cell before the cell ends, so the row "
-                                                "reads 2 cells of the header's 5: is a quote left open, or one "
-                                                'inside a quoted cell not written twice ("")?')]  # fmt: skip
+    assert [r.id for r in rows] == ["q1", "q3", "q4"] and rows[1].question == 'A 5" screen?'
+    assert rows[1].reference is None and rows[2].question == "The Hobbit by Tolkien" and rows[2].answer == "x"
+    said = ("a quote closes a quoted cell holding separators before the cell ends, so the row reads 2 cells of the "
+            'header\'s 5: is a quote left open, or one inside a quoted cell not written twice ("")?')  # fmt: skip
+    assert [(e.line, e.error) for e in bad] == [(3, said)]
 
 
 def test_a_csv_header_with_a_quote_never_closed_stops_the_dataset(tmp_path: Path) -> None:
