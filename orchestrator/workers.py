@@ -31,8 +31,8 @@ from ragscore_workers.cgroups import PROC_CGROUP, own_cgroup
 from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.limits import usable_cpus
+from ragscore_workers.readiness import READY_FD_ENV
 from ragscore_workers.redaction import redact_url
-from ragscore_workers.stopping import READY_FD_ENV
 
 from .worker_echo import Echo, open_log, tee
 
@@ -290,7 +290,7 @@ class LocalWorkers:
         self.names = names or {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
-        #: The read end of the pipe each queue's worker says it is ready on (``stopping.say_ready``), and the queues
+        #: The read end of the pipe each queue's worker says it is ready on (``readiness.say_ready``), and the queues
         #: whose worker said so: no file, which a cleaner of /tmp, a prune of the logs or another
         #: process of the same pid (a container's, sharing ``RAGSCORE_HOME``) could remove or take over.
         self._ready_pipes: dict[str, int] = {}

@@ -225,9 +225,10 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
     """A worker in its warm shutdown, which answers no ``inspect``, says in the run store which tasks it is finishing
     (:mod:`.stopping`): ``ragscore status`` does not read them as held by a worker that was killed. Until then it says
     it runs, and which queues it consumes (:mod:`.alive`): a worker too busy to answer is not called absent. It also
-    tells the process that started it that it is ready (:func:`~.stopping.say_ready`)."""
+    tells the process that started it that it is ready (:func:`~.readiness.say_ready`)."""
     from .alive import database_of, heartbeat
-    from .stopping import say_ready, stop_watch
+    from .readiness import say_ready
+    from .stopping import stop_watch
     from .store import redis_client
 
     say_ready()

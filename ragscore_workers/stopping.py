@@ -15,8 +15,6 @@ broker user limited to kombu's keys needs nothing more.
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable
 
 import redis
@@ -24,16 +22,12 @@ import redis
 from .kept import KeptKey, kept_values
 
 __all__ = [
-    "READY_FD_ENV",
     "STOPPING_INDEX",
     "STOPPING_PREFIX",
     "STOPPING_TTL_S",
-    "say_ready",
     "stop_watch",
     "stopping_workers",
 ]
-
-log = logging.getLogger(__name__)
 
 #: Keys ``{prefix}{token}``: a worker that is stopping, its name and the task ids it is finishing (JSON).
 STOPPING_PREFIX = "ragscore:stopping:"
@@ -41,22 +35,6 @@ STOPPING_PREFIX = "ragscore:stopping:"
 STOPPING_INDEX = "ragscore:stopping"
 #: Seconds a stopping worker's key lives unless renewed: one killed while it stops is no longer said to stop by then.
 STOPPING_TTL_S = 10
-#: The environment variable naming the write end (a file descriptor) of a pipe on which the worker writes a byte once
-#: ready (set by the process that started it: one stopped before then holds no task, and needs no warm stop's wait).
-READY_FD_ENV = "RAGSCORE_READY_FD"
-
-
-def say_ready() -> None:
-    """Write a byte on the pipe :data:`READY_FD_ENV` names, if any, and close it: this worker is ready and may take
-    tasks from now on (once: the variable goes)."""
-    fd = os.environ.pop(READY_FD_ENV, None)
-    if not fd:
-        return
-    try:
-        os.write(int(fd), b"r")
-        os.close(int(fd))
-    except (OSError, ValueError) as exc:  # said, not raised: its starter (gone, or stopping it) reads it as booting
-        log.warning("could not say this worker is ready on %s=%s: %s", READY_FD_ENV, fd, exc)
 
 
 def _held_task_ids() -> list[str]:
