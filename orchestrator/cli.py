@@ -1293,10 +1293,11 @@ def _live_workers(url: str, settings: Settings) -> set[str] | None:
 
 def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: float, settings: Settings) -> None:
     """Start ``workers``, say so, and restart any that dies until SIGTERM, SIGHUP or Ctrl-C; then stop them warmly
-    (up to ``stop_timeout``), a second signal killing them at once. ``answered``: whether the broker answered."""
+    (up to ``stop_timeout``), a second signal killing them at once; once they stopped, one more is ignored (the stop
+    it asks for is done). ``answered``: whether the broker answered."""
     from .workers import stop_signals_as_interrupt
 
-    with stop_signals_as_interrupt():
+    with stop_signals_as_interrupt(then_ignored=True):
         try:
             workers.start()
             listed = ", ".join(workers.queues)
@@ -1312,7 +1313,7 @@ def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: floa
                 )
         finally:
             workers.stop(timeout=stop_timeout, signals_seen=1)  # a second signal, whenever it came, kills at once
-        err.print("workers stopped")
+    err.print("workers stopped")  # from here on, a stop signal is ignored: this process only exits
 
 
 def _warn_of_eviction(said: Iterable[str | None]) -> None:

@@ -537,12 +537,16 @@ _stop_signalled: list[int] = []
 
 
 @contextmanager
-def stop_signals_as_interrupt() -> Iterator[None]:
+def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
     """SIGTERM, SIGHUP (a closed terminal, a dropped ssh session) and Ctrl-C unwind as KeyboardInterrupt, so
     ``finally`` blocks stop the local workers. SIGHUP only where it is not ignored (``nohup``: the run goes on).
 
     The signal is also remembered: Python drops an exception raised while it runs a finalizer (``__del__``,
     a weakref or at-fork callback), so loops call ``raise_if_stop_signalled`` and a stop is never lost.
+
+    ``then_ignored``: once the block ends, these signals are ignored for the rest of the process instead of getting
+    their handlers back (``ragscore worker``, whose workers stopped in the block: a late SIGTERM, as systemd or
+    Kubernetes may send twice, found SIGTERM's default as the process exited and turned a clean stop into exit 143).
     """
 
     def handler(signum: int, frame: object) -> None:
@@ -565,7 +569,7 @@ def stop_signals_as_interrupt() -> Iterator[None]:
         yield
     finally:
         for sig, old in previous.items():
-            signal.signal(sig, old)
+            signal.signal(sig, signal.SIG_IGN if then_ignored else old)
         _stop_signalled.clear()
 
 

@@ -327,6 +327,39 @@ def _stick(**_):
 """
 
 
+def _ragscore_worker(
+    tmp_path: Path, server: RedisProcess, queue: str, path: str | None = None
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """``ragscore worker -Q queue -c 1`` of ``server`` (``path``: its PYTHONPATH, None: this one's), and the list its
+    stderr's lines are read into as they come."""
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url}
+    if path is not None:
+        env["PYTHONPATH"] = path
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queue, "-c", "1"],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    said: list[str] = []
+    threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+    return proc, said
+
+
+def test_a_sigterm_once_its_workers_stopped_is_ignored_and_it_exits_0(tmp_path: Path) -> None:
+    """systemd or Kubernetes may send SIGTERM twice: one that came once ``ragscore worker`` said "workers stopped"
+    found SIGTERM's default while its interpreter exited (0.3-0.5 s here) and killed it, exit 143 for a clean stop."""
+    server = RedisProcess(tmp_path / "redis").start()
+    proc, said = _ragscore_worker(tmp_path, server, "cpu")
+    try:
+        client = redis.Redis.from_url(server.url)
+        assert until(lambda: client.scard(ALIVE_INDEX) == 1, 120), said  # ready: a warm stop with nothing to finish
+        proc.send_signal(signal.SIGTERM)
+        assert until(lambda: "workers stopped" in "".join(said), 60), said
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, said
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
+
+
 @pytest.mark.serial  # its worker's stop is bounded by UNREADY_STOP_S, not the warm stop's 870 s: a bound of time
 def test_a_worker_stopped_before_it_was_ready_is_killed_without_the_warm_stops_wait(tmp_path: Path) -> None:
     """A worker SIGTERMed while it booted (``ragscore worker`` says "workers up" when it starts them, not when they
@@ -336,12 +369,7 @@ def test_a_worker_stopped_before_it_was_ready_is_killed_without_the_warm_stops_w
     (tmp_path / "stuck").mkdir()
     (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_BOOT)
     path = os.pathsep.join(p for p in (str(tmp_path / "stuck"), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url,
-           "PYTHONPATH": path}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "judge", "-c", "1"],
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
-    said: list[str] = []
-    threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+    proc, said = _ragscore_worker(tmp_path, server, "judge", path)
     try:
         assert until(lambda: "[judge] stuck booting" in "".join(said), 120), said
         below = _tree(proc.pid)
