@@ -360,11 +360,11 @@ def test_a_sigterm_once_its_workers_stopped_is_ignored_and_it_exits_0(tmp_path: 
         server.stop()
 
 
-@pytest.mark.serial  # its worker's stop is bounded by UNREADY_STOP_S, not the warm stop's 870 s: a bound of time
 def test_a_worker_stopped_before_it_was_ready_is_killed_without_the_warm_stops_wait(tmp_path: Path) -> None:
     """A worker SIGTERMed while it booted (``ragscore worker`` says "workers up" when it starts them, not when they
     are ready) did not exit, and the warm stop waited its whole --stop-timeout (870 s) for a worker that held no task
-    and would take none: one not ready when signalled is killed after UNREADY_STOP_S."""
+    and would take none: one not ready when signalled is killed after UNREADY_STOP_S (30 s; no timed assertion, the
+    240 s wait only ends a test that would otherwise wait 870 s: not serial)."""
     server = RedisProcess(tmp_path / "redis").start()
     (tmp_path / "stuck").mkdir()
     (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_BOOT)
