@@ -398,7 +398,7 @@ class LocalWorkers:
         come before (more than ``signals_seen`` stop signals, :func:`stop_signals`): ``ragscore worker`` passes 1, the
         signal that stopped it, so a second one is honoured whenever it came (one while it said "stopping" was lost).
         A worker not yet ready when signalled holds no task and takes none: it is killed after :data:`UNREADY_STOP_S`
-        at most.
+        at most. A stop signal while it then kills what is left and cleans up is counted, and cuts nothing short.
         """
         booting: set[str] = set()
         try:
@@ -421,21 +421,27 @@ class LocalWorkers:
         except KeyboardInterrupt:
             pass
         finally:
-            for queue, proc in self.procs.items():
-                if queue in booting and proc.poll() is None:
-                    log.warning("the %s worker, stopped before it was ready (it held no task), had not exited: "
-                                "killed it", queue)  # fmt: skip
-                _signal_group(proc.pid, signal.SIGKILL)
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-            for queue in list(self._ready_pipes):
-                self._close_ready(queue)
-            for copier in self._tees:  # the workers' last lines (their shutdown) echoed before it says stopped
-                copier.join(timeout=5)
-            if self.echo is not None:
-                self.echo.close(timeout=5)
+            with _stop_signals_counted():  # what one more could ask for (a kill at once) is under way
+                self._kill_and_close(booting)
+
+    def _kill_and_close(self, booting: set[str]) -> None:
+        """The end of :meth:`stop`: kill what is left of each worker (``booting``: the queues of those not ready when
+        signalled), close their ready pipes and echo their last lines."""
+        for queue, proc in self.procs.items():
+            if queue in booting and proc.poll() is None:
+                log.warning("the %s worker, stopped before it was ready (it held no task), had not exited: "
+                            "killed it", queue)  # fmt: skip
+            _signal_group(proc.pid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for queue in list(self._ready_pipes):
+            self._close_ready(queue)
+        for copier in self._tees:  # the workers' last lines (their shutdown) echoed before it says stopped
+            copier.join(timeout=5)
+        if self.echo is not None:
+            self.echo.close(timeout=5)
 
     def _ready_pipe(self, queue: str) -> int:
         """A new pipe for ``queue``'s worker, about to start, to say it is ready on: its read end kept (that of a
@@ -534,6 +540,8 @@ def _signal_group(pid: int, sig: int) -> None:
 #: ``stop_signals``. A plain list: a handler must take no lock (an Event's ``set()`` does; a second signal inside it
 #: hung the process), and ``append`` is one step (a count's ``+= 1`` could lose a signal that came inside it).
 _stop_signalled: list[int] = []
+#: Not empty while :func:`_stop_signals_counted` is active: a stop signal is then counted, not raised.
+_counted_only: list[None] = []
 
 
 @contextmanager
@@ -551,7 +559,8 @@ def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
 
     def handler(signum: int, frame: object) -> None:
         _stop_signalled.append(signum)
-        raise KeyboardInterrupt
+        if not _counted_only:
+            raise KeyboardInterrupt
 
     _stop_signalled.clear()
     signals = [signal.SIGTERM]
@@ -571,6 +580,18 @@ def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
         for sig, old in previous.items():
             signal.signal(sig, signal.SIG_IGN if then_ignored else old)
         _stop_signalled.clear()
+
+
+@contextmanager
+def _stop_signals_counted() -> Iterator[None]:
+    """Within, a stop signal is counted (:func:`stop_signals`) and raises nothing: ``LocalWorkers.stop`` kills its
+    workers and cleans up there, which a KeyboardInterrupt cut short (workers left unkilled, ``ragscore worker``'s
+    clean stop turned into exit 130)."""
+    _counted_only.append(None)
+    try:
+        yield
+    finally:
+        _counted_only.pop()
 
 
 def raise_if_stop_signalled() -> None:

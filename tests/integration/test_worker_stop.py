@@ -360,6 +360,58 @@ def test_a_sigterm_once_its_workers_stopped_is_ignored_and_it_exits_0(tmp_path: 
         server.stop()
 
 
+#: A ``sitecustomize`` whose ready Celery worker starts a process of another session that holds its output open for
+#: a minute (as a program a task started and that escaped its process group would): ``ragscore worker``'s copy of
+#: that output does not end with the worker, and its stop waits 5 s for it once the worker is gone.
+_HELD_OUTPUT = """
+import subprocess, sys
+from celery.signals import worker_ready
+
+@worker_ready.connect(weak=False)
+def _hold(**_):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # holds"], start_new_session=True)
+"""
+
+
+def _holders(pid: int) -> list[psutil.Process]:
+    """The processes below ``pid`` that ``_HELD_OUTPUT`` started."""
+    found = []
+    for proc in _tree(pid):
+        try:
+            if "# holds" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:  # gone meanwhile
+            continue
+    return found
+
+
+def test_a_sigterm_while_it_cleans_up_after_its_stopped_workers_cuts_nothing_short(tmp_path: Path) -> None:
+    """A second SIGTERM that came once the workers were gone, while ``ragscore worker`` killed what was left of them
+    and echoed their last lines, raised there: the rest of that was skipped and it exited 130, not 0."""
+    server = RedisProcess(tmp_path / "redis").start()
+    (tmp_path / "held").mkdir()
+    (tmp_path / "held" / "sitecustomize.py").write_text(_HELD_OUTPUT)
+    path = os.pathsep.join(p for p in (str(tmp_path / "held"), os.environ.get("PYTHONPATH")) if p)
+    proc, said = _ragscore_worker(tmp_path, server, "cpu", path)
+    holder: list[psutil.Process] = []
+    try:
+        client = redis.Redis.from_url(server.url)
+        assert until(lambda: client.scard(ALIVE_INDEX) == 1, 120), said
+        assert until(lambda: bool(holder.extend(_holders(proc.pid)) or holder), 60), said
+        workers = [p for p in _tree(proc.pid) if p not in holder]
+        proc.send_signal(signal.SIGTERM)
+        assert until(lambda: not _alive(workers), 60), f"left running: {_alive(workers)}"
+        proc.send_signal(signal.SIGTERM)  # it waits on the output the holder keeps open
+        assert proc.wait(timeout=60) == 0, said
+        assert until(lambda: "workers stopped" in "".join(said), 10), said
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for held in _alive(holder):
+            held.kill()
+        server.stop()
+
+
 def test_a_worker_stopped_before_it_was_ready_is_killed_without_the_warm_stops_wait(tmp_path: Path) -> None:
     """A worker SIGTERMed while it booted (``ragscore worker`` says "workers up" when it starts them, not when they
     are ready) did not exit, and the warm stop waited its whole --stop-timeout (870 s) for a worker that held no task
