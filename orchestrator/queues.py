@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from ragscore_workers.alive import alive_queues, database_of
+from ragscore_workers.alive import alive_queues, broker_of
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
@@ -252,11 +252,11 @@ def unserved_queues(
 
 
 def _alive_queues(store: RunStore) -> set[str]:
-    """The queues of the broker's database that the workers saying they run consume (:func:`alive_queues`); none
-    where the store's user may not read their keys (key patterns narrower than the documented ``~ragscore:*``), as
-    :func:`_stopping_workers`."""
+    """The queues of the broker (its database, on its server) that the workers saying they run consume
+    (:func:`alive_queues`); none where the store's user may not read their keys (key patterns narrower than the
+    documented ``~ragscore:*``), as :func:`_stopping_workers`."""
     try:
-        return alive_queues(store.r, database_of(store.broker))
+        return alive_queues(store.r, broker_of(store.broker))
     except redis.exceptions.NoPermissionError:
         return set()
 

@@ -11,20 +11,27 @@ said to live once its key expires.
 
 The keys are the store's (``ragscore:``), as :mod:`.stopping`'s: a broker user limited to kombu's keys needs nothing
 more. The store can be shared by brokers of several databases (the embedded mode's lanes: a database of queues for
-each process), so a key names its worker's: a queue ``cpu`` of one lane is not served by another lane's worker.
+each process) and of several servers (two clusters, one store), so a key names its worker's :class:`Broker`: a
+queue ``cpu`` of one lane, or of one cluster, is not served by another's worker. The server is the broker Redis's
+``INFO server`` ``run_id`` (the same whatever host name a client uses; a restarted broker has a new one, read again
+at each renewal). Where INFO is refused (an ACL, a managed service) the key names the database alone, and a key
+without a server (that, or an older worker's) matches its database on any server, as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 
 from .kept import KeptKey, kept_values
 
-__all__ = ["ALIVE_INDEX", "ALIVE_PREFIX", "ALIVE_TTL_S", "alive_queues", "database_of", "heartbeat"]
+__all__ = ["ALIVE_INDEX", "ALIVE_PREFIX", "ALIVE_TTL_S", "Broker", "alive_queues", "broker_of", "heartbeat"]
 
-#: Keys ``{prefix}{token}``: a worker that runs, its name, the queues it consumes and its broker's database (JSON).
+#: Keys ``{prefix}{token}``: a worker that runs, its name, the queues it consumes and its broker's database and server
+#: (JSON).
 ALIVE_PREFIX = "ragscore:alive:"
 #: A set of the tokens whose key may be there (each key expires on its own; the set with the last).
 ALIVE_INDEX = "ragscore:alive"
@@ -32,25 +39,61 @@ ALIVE_INDEX = "ragscore:alive"
 ALIVE_TTL_S = 10
 
 
-def heartbeat(client: redis.Redis, worker: str, queues: Callable[[], list[str]], database: int) -> KeptKey:
+@dataclass(frozen=True)
+class Broker:
+    """Whose queues: a broker Redis's database, and its server (its ``run_id``; None where it is not known)."""
+
+    database: int
+    server: str | None = None
+
+    def said(self) -> dict[str, Any]:
+        """What a worker's key says of its broker (no server where it is not known)."""
+        return {"database": self.database} | ({"server": self.server} if self.server else {})
+
+    def serves(self, said: dict[str, Any]) -> bool:
+        """Whether a worker's key ``said`` names this broker: the same database, and the same server where both are
+        known (a key with none, an older worker's or one refused INFO, matches its database on any server)."""
+        theirs = said.get("server")
+        return said.get("database") == self.database and (theirs is None or self.server in (None, theirs))
+
+
+def heartbeat(client: redis.Redis, worker: str, queues: Callable[[], list[str]], broker: redis.Redis) -> KeptKey:
     """The key of one worker saying, until its :meth:`~.kept.KeptKey.end` (its shutdown began), that it runs and
-    consumes ``queues()`` of its broker's database ``database``."""
+    consumes ``queues()`` of ``broker`` (a client of its broker: its :class:`Broker` read at each renewal)."""
     what = (f"worker {worker}: could not record in the run store that it runs (a status may call its queues "
             "unserved while it is too busy to answer)")  # fmt: skip
-    return KeptKey(client, ALIVE_PREFIX, ALIVE_INDEX, ALIVE_TTL_S,
-                   lambda: {"worker": worker, "queues": queues(), "database": database}, what, begun=True)  # fmt: skip
+    known: Broker | None = None
+
+    def value() -> dict[str, Any]:
+        nonlocal known
+        known = broker_of(broker, known)
+        return {"worker": worker, "queues": queues(), **known.said()}
+
+    return KeptKey(client, ALIVE_PREFIX, ALIVE_INDEX, ALIVE_TTL_S, value, what, begun=True)
 
 
-def database_of(client: redis.Redis) -> int:
+def _database_of(client: redis.Redis) -> int:
     """The database number ``client`` uses (a broker's: its queues' database)."""
     return int(client.connection_pool.connection_kwargs.get("db") or 0)
 
 
-def alive_queues(client: redis.Redis, database: int) -> set[str]:
-    """The queues of broker database ``database`` consumed by the workers that say they run, read from ``client``
-    (the store; from the index, not a scan of the keyspace)."""
+def broker_of(client: redis.Redis, known: Broker | None = None) -> Broker:
+    """The :class:`Broker` ``client`` (a broker's) uses; its server None where ``INFO`` is refused, ``known``'s where
+    the broker cannot be reached (a key is never withheld for it)."""
+    try:
+        server = client.info("server").get("run_id")
+    except (redis.ConnectionError, redis.TimeoutError):
+        return known or Broker(_database_of(client))
+    except redis.RedisError:  # refused (an ACL without INFO, a managed service that renamed it)
+        server = None
+    return Broker(_database_of(client), str(server) if server else None)
+
+
+def alive_queues(client: redis.Redis, broker: Broker) -> set[str]:
+    """The queues of ``broker`` consumed by the workers that say they run, read from ``client`` (the store; from the
+    index, not a scan of the keyspace)."""
     found: set[str] = set()
     for said in kept_values(client, ALIVE_PREFIX, ALIVE_INDEX):
-        if said.get("database") == database and isinstance(said.get("queues"), list):
+        if broker.serves(said) and isinstance(said.get("queues"), list):
             found.update(str(q) for q in said["queues"])
     return found

@@ -226,7 +226,7 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
     (:mod:`.stopping`): ``ragscore status`` does not read them as held by a worker that was killed. Until then it says
     it runs, and which queues it consumes (:mod:`.alive`): a worker too busy to answer is not called absent. It also
     tells the process that started it that it is ready (:func:`~.readiness.say_ready`)."""
-    from .alive import database_of, heartbeat
+    from .alive import heartbeat
     from .readiness import say_ready
     from .stopping import stop_watch
     from .store import redis_client
@@ -236,8 +236,9 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
     hostname, url = getattr(sender, "hostname", None), settings.store_url or settings.broker_url
     if hostname and url:
         _stop_watches.append(stop_watch(redis_client(url), str(hostname)))
-        database = database_of(redis_client(app.conf.broker_url or settings.broker_url or url))  # a lane's, embedded
-        _heartbeats.append(heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), database))
+        # a lane's database, embedded; asked once a renewal, at once: a broker gone does not hold the key's renewal
+        broker = redis_client(app.conf.broker_url or settings.broker_url or url, read_timeout_s=1.0, retries=0)
+        _heartbeats.append(heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), broker))
 
 
 @worker_shutting_down.connect

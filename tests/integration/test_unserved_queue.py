@@ -327,19 +327,86 @@ def test_a_worker_says_it_runs_for_its_own_brokers_database_only(tmp_path: Path)
     """The embedded mode's lanes share one store, each a database of queues of its own: a key saying a worker runs
     that named its queues alone made a lane's ``cpu`` queue served by another lane's cpu worker. Its key goes as the
     worker's shutdown begins (it takes no more work)."""
-    from ragscore_workers.alive import alive_queues, heartbeat
+    from ragscore_workers.alive import Broker, alive_queues, broker_of, heartbeat
     from ragscore_workers.store import redis_client
 
     server = RedisProcess(tmp_path / "redis").start()
     try:
         client = redis_client(server.url)
-        beat = heartbeat(client, "cpu@host", lambda: ["cpu"], database=0)
+        beat = heartbeat(client, "cpu@host", lambda: ["cpu"], broker=client)
         try:
-            assert until(lambda: alive_queues(client, 0) == {"cpu"}, 30)
-            assert alive_queues(client, 1) == set()
+            assert until(lambda: alive_queues(client, broker_of(client)) == {"cpu"}, 30)
+            assert alive_queues(client, Broker(1, broker_of(client).server)) == set()
         finally:
             beat.end()
             beat.join(30)
-        assert alive_queues(client, 0) == set()
+        assert alive_queues(client, broker_of(client)) == set()
     finally:
         server.stop()
+
+
+def test_a_worker_says_it_runs_for_its_own_broker_server_only(tmp_path: Path) -> None:
+    """Two clusters whose brokers are two Redis servers (each its queues in database 0) share one run store: a key
+    that named the broker's database alone made cluster A's ``cpu`` queue served by cluster B's worker. A real
+    worker of B names its broker's server (its ``run_id``); an older worker's key (no server) keeps its meaning,
+    served on any server of its database, and so does a key of a worker, or a read by a status, whose broker user
+    may not run INFO."""
+    from ragscore_workers.alive import ALIVE_INDEX, ALIVE_PREFIX, Broker, alive_queues, broker_of
+    from ragscore_workers.store import redis_client
+
+    a, b, kept = (RedisProcess(tmp_path / name).start() for name in ("a", "b", "store"))
+    worker = WorkerProcess(b.url, "cpu", tmp_path / "home", concurrency=1)
+    worker.env["RAGSCORE_STORE_URL"] = kept.url
+    try:
+        store, on_a, on_b = redis_client(kept.url), redis_client(a.url), redis_client(b.url)
+        worker.start()
+        assert until(lambda: alive_queues(store, broker_of(on_b)) == {"control", "cpu"}, 120)
+        assert alive_queues(store, broker_of(on_a)) == set()
+        store.set(f"{ALIVE_PREFIX}older", json.dumps({"worker": "embed@old", "queues": ["embed"], "database": 0}))
+        store.sadd(ALIVE_INDEX, "older")
+        assert alive_queues(store, broker_of(on_a)) == {"embed"}
+        assert alive_queues(store, broker_of(on_b)) == {"control", "cpu", "embed"}
+        redis.Redis(port=a.port).acl_setuser("no-info", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                                             commands=["+@all", "-info"])  # fmt: skip
+        refused = redis_client(f"redis://no-info:pw@127.0.0.1:{a.port}/0")
+        assert broker_of(refused) == Broker(0, None)
+        assert alive_queues(store, broker_of(refused)) == {"control", "cpu", "embed"}  # as before: the database alone
+    finally:
+        worker.stop()
+        for server in (a, b, kept):
+            server.stop()
+
+
+def test_a_workers_key_follows_its_broker_through_a_restart_and_where_info_is_refused(tmp_path: Path) -> None:
+    """A restarted broker has a new ``run_id``: the key names it at its next renewal, and no worker's queue stays
+    unserved for it. A broker user refused INFO writes a key without a server, which keeps today's meaning."""
+    from ragscore_workers.alive import alive_queues, broker_of, heartbeat
+    from ragscore_workers.store import redis_client
+
+    broker, kept = RedisProcess(tmp_path / "broker").start(), RedisProcess(tmp_path / "store").start()
+    try:
+        store, on_broker = redis_client(kept.url), redis_client(broker.url, read_timeout_s=1.0, retries=0)
+        beat = heartbeat(store, "cpu@host", lambda: ["cpu"], broker=on_broker)
+        try:
+            before = broker_of(on_broker)
+            assert until(lambda: alive_queues(store, before) == {"cpu"}, 30)
+            broker.stop()
+            broker.start()
+            after = broker_of(on_broker)
+            assert after.server != before.server
+            assert until(lambda: alive_queues(store, after) == {"cpu"}, 30)
+            redis.Redis(port=broker.port).acl_setuser("no-info", enabled=True, passwords=["+pw"], keys=["*"],
+                                                      channels=["*"], commands=["+@all", "-info"])  # fmt: skip
+        finally:
+            beat.end()
+            beat.join(30)
+        refused = redis_client(f"redis://no-info:pw@127.0.0.1:{broker.port}/0")
+        beat = heartbeat(store, "judge@host", lambda: ["judge"], broker=refused)
+        try:
+            assert until(lambda: alive_queues(store, after) == {"judge"}, 30)  # named by its database alone
+        finally:
+            beat.end()
+            beat.join(30)
+    finally:
+        kept.stop()
+        broker.stop()
