@@ -18,6 +18,7 @@ from ragscore_workers.counts import agree, and_more, counted, listed, noun, thou
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import (
     UNFILLED_PREFIX,
+    EmbeddingConfig,
     JudgeConfig,
     MetricSummary,
     RunSummary,
@@ -650,15 +651,22 @@ def _encode_rate(tally: EmbedTally, suite: Suite) -> str:
     mode), else assumed."""
     rate = tally.measured
     if rate is None:
-        return (f"assumed: {thousands(ASSUMED_ENCODE_WORDS_PER_S)} words/s, no earlier run of {suite.embedding.model} "
-                f"on device {suite.embedding.device} measured one: all-MiniLM-L6-v2 on two laptop CPU cores; a GPU is "
-                "many times faster")  # fmt: skip
+        return (f"assumed: {thousands(ASSUMED_ENCODE_WORDS_PER_S)} words/s, {_unmeasured(suite.embedding)}: "
+                "all-MiniLM-L6-v2 on two laptop CPU cores; a GPU is many times faster")  # fmt: skip
     runs = "run" if rate.runs == 1 else f"{rate.runs} runs"
     config = suite.embedding
     device = f"{rate.device} ({rate.picked})" if rate.picked else rate.device
     return (f"measured on your last {runs}: {rate.texts_per_s:,.1f} texts/s with {_embed_workers(rate)}, "
             f"{rate.per_worker:,.1f} each: {counted(rate.texts, 'text')} in {rate.encode_s:,.1f} s of encoding summed "
             f"over the workers that encoded them, {config.model} on device {device}")  # fmt: skip
+
+
+def _unmeasured(config: EmbeddingConfig) -> str:
+    """Why the encode rate is assumed, and on which device: the suite's, or for ``auto`` (which device it picks is not
+    asked: that imports torch) a CPU."""
+    if config.device == "auto":
+        return f"no earlier run of {config.model} measured one, and device auto is taken for a CPU"
+    return f"no earlier run of {config.model} on device {config.device} measured one"
 
 
 def _embed_workers(rate: MeasuredRate) -> str:

@@ -127,6 +127,16 @@ def test_the_busy_floor_still_stands_over_a_measured_rate() -> None:
     ), said
 
 
+def test_a_dry_run_of_device_auto_that_no_run_measured_says_it_assumed_a_cpu() -> None:
+    """With no run measured, a suite of device auto was said to be estimated on "device auto", which is no device:
+    the rate assumed is a CPU's (which device auto picks here is not asked)."""
+    suite = load_suite({**SUITE, "embedding": {}}).suite
+    said = embed_estimate(Estimate(embed=EmbedTally(texts=3_000, words=75_000)), suite, load=(0.0, 2))
+    assumed = ("(assumed: 5,000 words/s, no earlier run of all-MiniLM-L6-v2 measured one, and device auto is taken for "
+               "a CPU: all-MiniLM-L6-v2 on two laptop CPU cores; a GPU is many times faster)")  # fmt: skip
+    assert assumed in said, said
+
+
 def test_a_measured_rate_is_the_models_own() -> None:
     """The note that the assumed words/s are all-MiniLM-L6-v2's is not said of a rate measured on the model itself."""
     suite = load_suite({**SUITE, "embedding": {"model": "BAAI/bge-large-en-v1.5"}}).suite
