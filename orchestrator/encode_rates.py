@@ -8,8 +8,9 @@ encode calls summed over those workers, as ``summary.embedding``'s ``encoders`` 
 the whole run) replaces its run's earlier lines. The file keeps the last :data:`KEPT_RUNS` lines, rewritten whole
 under a lock (``encode_rates.jsonl.lock``, waited for :data:`LOCK_WAIT_S` at most) so that runs finishing at once lose
 none. The dry run of a suite with the same model and mode reads the last :data:`RECENT_RUNS` of them on the device a
-run would encode on: their texts over their encode time is one worker's rate, times the embed workers it assumes the
-rate it estimates the encoding at (:func:`measured_rate`), in place of the assumed one. Nothing in it is secret; a
+run would encode on: their texts over their encode time is one worker's rate, times the embed workers it assumes (on a
+cluster, those that say they run where there are some) the rate it estimates the encoding at (:func:`measured_rate`),
+in place of the assumed one. Nothing in it is secret; a
 line it cannot read (torn, not a measure) is skipped, and a file it cannot write, or whose lock it does not get in
 time, costs the run nothing but a warning.
 """
@@ -70,8 +71,10 @@ class MeasuredRate:
     #: How ``device`` was chosen where the suite says ``auto`` (what the latest run in its mode encoded on the most);
     #: empty where the suite names it.
     picked: str = ""
-    #: Whether ``workers`` is what the runs encoded on (a cluster's), not given (an embedded run's pool).
-    workers_seen: bool = False
+    #: Where ``workers`` is from: ``given`` (an embedded run's pool), ``runs`` (the most processes one of the runs
+    #: encoded on: a cluster's, guessed) or ``alive`` (the embed worker processes of the cluster's broker that say in
+    #: the run store that they run: ``ragscore_workers.alive``).
+    workers_from: str = "given"
 
     @property
     def per_worker(self) -> float:
@@ -155,10 +158,12 @@ def _rewrite(path: Path, lines: list[dict[str, Any]]) -> None:
         raise
 
 
-def measured_rate(home: Path, config: EmbeddingConfig, mode: str, workers: int | None = None) -> MeasuredRate | None:
+def measured_rate(
+    home: Path, config: EmbeddingConfig, mode: str, workers: int | None = None, workers_from: str = "given"
+) -> MeasuredRate | None:
     """The rate the last :data:`RECENT_RUNS` runs of ``config``'s model in ``mode`` measured on the device a run would
     encode on (:func:`_device`; None: no such run, or that device not known); ``workers``: the embed workers the
-    estimate assumes (None: the most those runs encoded on)."""
+    estimate assumes, and ``workers_from`` where they are from (None: the most those runs encoded on)."""
     try:
         text = (home / RATES_FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -175,7 +180,9 @@ def measured_rate(home: Path, config: EmbeddingConfig, mode: str, workers: int |
     seen = max(m.get("workers", 1) for m in like)  # a line of before the workers were recorded: one worker's
     encode_s = sum(m["encode_ms"] for m in like) / 1000
     texts = sum(m["encoded"] for m in like)
-    return MeasuredRate(len(like), texts, encode_s, device, workers or seen, picked, workers_seen=workers is None)
+    return MeasuredRate(
+        len(like), texts, encode_s, device, workers or seen, picked, "runs" if workers is None else workers_from
+    )
 
 
 def _device(config: EmbeddingConfig, mode: str, measures: list[dict[str, Any]]) -> tuple[str, str] | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from ragscore_workers.alive import alive_queues, broker_of
+from ragscore_workers.alive import alive_processes, alive_queues, broker_of
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
@@ -39,6 +39,7 @@ __all__ = [
     "broker_idle",
     "held_by_live_workers",
     "held_messages",
+    "live_processes",
     "queued_ahead",
     "queued_message",
     "queued_messages",
@@ -259,6 +260,15 @@ def _alive_queues(store: RunStore) -> set[str]:
         return alive_queues(store.r, broker_of(store.broker))
     except redis.exceptions.NoPermissionError:
         return set()
+
+
+def live_processes(store: RunStore, queue: str) -> int:
+    """The pool processes of the workers of the store's broker that say they run and consume ``queue``
+    (:func:`alive_processes`); 0 where none does, or their keys cannot be read (a dry run's hint, never its failure)."""
+    try:
+        return alive_processes(store.r, broker_of(store.broker), queue)
+    except redis.RedisError:
+        return 0
 
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:

@@ -28,10 +28,19 @@ import redis
 
 from .kept import KeptKey, kept_values
 
-__all__ = ["ALIVE_INDEX", "ALIVE_PREFIX", "ALIVE_TTL_S", "Broker", "alive_queues", "broker_of", "heartbeat"]
+__all__ = [
+    "ALIVE_INDEX",
+    "ALIVE_PREFIX",
+    "ALIVE_TTL_S",
+    "Broker",
+    "alive_processes",
+    "alive_queues",
+    "broker_of",
+    "heartbeat",
+]
 
-#: Keys ``{prefix}{token}``: a worker that runs, its name, the queues it consumes and its broker's database and server
-#: (JSON).
+#: Keys ``{prefix}{token}``: a worker that runs, its name, the queues it consumes, its pool's processes and its
+#: broker's database and server (JSON).
 ALIVE_PREFIX = "ragscore:alive:"
 #: A set of the tokens whose key may be there (each key expires on its own; the set with the last).
 ALIVE_INDEX = "ragscore:alive"
@@ -57,9 +66,12 @@ class Broker:
         return said.get("database") == self.database and (theirs is None or self.server in (None, theirs))
 
 
-def heartbeat(client: redis.Redis, worker: str, queues: Callable[[], list[str]], broker: redis.Redis) -> KeptKey:
-    """The key of one worker saying, until its :meth:`~.kept.KeptKey.end` (its shutdown began), that it runs and
-    consumes ``queues()`` of ``broker`` (a client of its broker: its :class:`Broker` read at each renewal)."""
+def heartbeat(
+    client: redis.Redis, worker: str, queues: Callable[[], list[str]], broker: redis.Redis, processes: int = 1
+) -> KeptKey:
+    """The key of one worker saying, until its :meth:`~.kept.KeptKey.end` (its shutdown began), that it runs, with
+    ``processes`` pool processes, and consumes ``queues()`` of ``broker`` (a client of its broker: its :class:`Broker`
+    read at each renewal)."""
     what = (f"worker {worker}: could not record in the run store that it runs (a status may call its queues "
             "unserved while it is too busy to answer)")  # fmt: skip
     known: Broker | None = None
@@ -67,7 +79,7 @@ def heartbeat(client: redis.Redis, worker: str, queues: Callable[[], list[str]],
     def value() -> dict[str, Any]:
         nonlocal known
         known = broker_of(broker, known)
-        return {"worker": worker, "queues": queues(), **known.said()}
+        return {"worker": worker, "queues": queues(), "processes": processes, **known.said()}
 
     return KeptKey(client, ALIVE_PREFIX, ALIVE_INDEX, ALIVE_TTL_S, value, what, begun=True)
 
@@ -90,10 +102,19 @@ def broker_of(client: redis.Redis, known: Broker | None = None) -> Broker:
 
 
 def alive_queues(client: redis.Redis, broker: Broker) -> set[str]:
-    """The queues of ``broker`` consumed by the workers that say they run, read from ``client`` (the store; from the
-    index, not a scan of the keyspace)."""
-    found: set[str] = set()
-    for said in kept_values(client, ALIVE_PREFIX, ALIVE_INDEX):
-        if broker.serves(said) and isinstance(said.get("queues"), list):
-            found.update(str(q) for q in said["queues"])
-    return found
+    """The queues of ``broker`` consumed by the workers that say they run, read from ``client`` (the store)."""
+    return {str(q) for said in _alive_on(client, broker) for q in said["queues"]}
+
+
+def alive_processes(client: redis.Redis, broker: Broker, queue: str) -> int:
+    """The pool processes of the workers of ``broker`` that say they run and consume ``queue`` (a key of an older
+    worker, which does not say them, counts one), read from ``client`` (the store)."""
+    said = [s.get("processes") for s in _alive_on(client, broker) if queue in s["queues"]]
+    return sum(n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1 for n in said)
+
+
+def _alive_on(client: redis.Redis, broker: Broker) -> list[dict[str, Any]]:
+    """What the workers of ``broker`` that say they run say (their ``queues`` a list), read from ``client`` (the store;
+    from the index, not a scan of the keyspace)."""
+    return [s for s in kept_values(client, ALIVE_PREFIX, ALIVE_INDEX)
+            if broker.serves(s) and isinstance(s.get("queues"), list)]  # fmt: skip

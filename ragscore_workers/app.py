@@ -238,7 +238,8 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
         _stop_watches.append(stop_watch(redis_client(url), str(hostname)))
         # a lane's database, embedded; asked once a renewal, at once: a broker gone does not hold the key's renewal
         broker = redis_client(app.conf.broker_url or settings.broker_url or url, read_timeout_s=1.0, retries=0)
-        _heartbeats.append(heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), broker))
+        processes = int(getattr(getattr(sender, "controller", None), "concurrency", None) or 1)  # its pool's
+        _heartbeats.append(heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), broker, processes))
 
 
 @worker_shutting_down.connect

@@ -669,13 +669,19 @@ def _unmeasured(config: EmbeddingConfig) -> str:
     return f"no earlier run of {config.model} on device {config.device} measured one"
 
 
+#: Where the embed workers a measured estimate assumes are from (:attr:`MeasuredRate.workers_from`), as said: a
+#: cluster's those that say they run, else the most processes one of the runs encoded on, a guess (a worker restarted
+#: or resumed counts again, one that encoded alone counts as at once).
+_WORKERS_FROM = {
+    "given": "",
+    "runs": " (assumed: the most worker processes one of your last runs encoded on, as if all at once)",
+    "alive": " (the embed worker processes on the broker that say in the run store that they run)",
+}
+
+
 def _embed_workers(rate: MeasuredRate) -> str:
-    """The embed workers the measured estimate assumes, and where a cluster's are from: the most processes one of the
-    runs encoded on, which is a guess (a cluster's workers now are not known; a worker restarted or resumed counts
-    again, one that encoded alone counts as at once)."""
-    seen = " (assumed: the most worker processes one of your last runs encoded on, as if all at once)"
-    seen = seen if rate.workers_seen else ""
-    return counted(rate.workers, "embed worker") + seen
+    """The embed workers the measured estimate assumes, and where a cluster's are from (:data:`_WORKERS_FROM`)."""
+    return counted(rate.workers, "embed worker") + _WORKERS_FROM.get(rate.workers_from, "")
 
 
 def _windows_note(tally: EmbedTally) -> str:

@@ -27,7 +27,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.schemas import EmbeddingConfig
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
 
 SUITE = {"name": "embed-rate", "metrics": ["answer_correctness", "context_relevance"], "embedding": {"device": "cpu"}}
 CPU = EmbeddingConfig(device="cpu")
@@ -285,6 +285,40 @@ def test_the_rate_of_several_embed_workers_is_what_they_encode_at_once(
     assert embedded is not None and embedded.texts_per_s == rate.per_worker
 
 
+def test_a_cluster_dry_run_assumes_the_embed_workers_that_say_they_run(
+    tmp_path: Path, home: Path, redis_server: RedisProcess
+) -> None:
+    """A cluster's embed workers were guessed from past runs (the most processes one of them encoded on). Where the
+    run store has keys of embed workers of this broker saying they run (:mod:`ragscore_workers.alive`), their pool's
+    processes are the workers the rate is multiplied by, and it says where the number is from. A real embed worker of
+    two processes; the past run encoded on one."""
+    from ragscore_workers.alive import alive_processes, broker_of
+    from ragscore_workers.store import redis_client
+
+    record_rate(home, "past", CPU, "cluster", _encoded(100, 1_000))
+    data = write_jsonl(tmp_path / "d.jsonl", _rows("gamma"))
+    (tmp_path / "s.json").write_text(json.dumps(SUITE))
+    args = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"),
+            "--dry-run", "--broker", redis_server.url]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "200"}
+
+    def said() -> str:
+        done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return " ".join(done.stdout.split())
+
+    guessed = "with 1 embed worker (assumed: the most worker processes one of your last runs encoded on"
+    assert guessed in said()
+    worker = WorkerProcess(redis_server.url, "embed", tmp_path / "worker-home", concurrency=2).start()
+    try:
+        client = redis_client(redis_server.url)
+        assert until(lambda: alive_processes(client, broker_of(client), "embed") == 2, 300)
+        alive = "200.0 texts/s with 2 embed workers (the embed worker processes on the broker that say in the run store"
+        assert alive in said()
+    finally:
+        worker.stop()
+
+
 def test_a_lock_held_too_long_skips_the_line_with_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -357,6 +391,6 @@ def test_a_summary_and_lines_of_before_the_encoders_still_read(tmp_path: Path) -
             old_line = {"run": run, "model": CPU.model, "device": device, "mode": "cluster", "encoded": 100}
             out.write(json.dumps({**old_line, "encode_ms": 1_000, "at": 1}) + "\n")
     rate = measured_rate(tmp_path, CPU, "cluster")
-    assert rate == MeasuredRate(2, 300, 5.0, "cpu", 1, workers_seen=True), rate
+    assert rate == MeasuredRate(2, 300, 5.0, "cpu", 1, workers_from="runs"), rate
     auto = measured_rate(tmp_path, EmbeddingConfig(), "cluster")  # the latest line's "auto" is not a device: skipped
     assert auto is not None and (auto.device, auto.texts) == ("cpu", 300), auto
