@@ -9,7 +9,8 @@ on their replies. From those: the cost at the metric's ``prices``, and the least
 limits allow. Given a Redis (the run store), calls whose reply is already cached are counted apart, as a
 re-run would not pay for them.
 
-For the embedding metrics it counts the distinct texts a run would encode, those already in the embedding cache apart
+For the embedding metrics (and the ``checks`` metric's ``embedding`` points: each point's text and its target, each
+whole) it counts the distinct texts a run would encode, those already in the embedding cache apart
 where their cache key is known without the model (:func:`ragscore_workers.embedding.known_namespace`), and the time
 they take: at the texts a second the latest runs of the same model, device and mode measured where there are some
 (:mod:`.encode_rates`), else at :data:`ASSUMED_ENCODE_WORDS_PER_S` words, an assumption. A long context is
@@ -37,6 +38,7 @@ from pydantic import BaseModel
 from ragscore_workers._embedding_cache import redis_key, text_hash
 from ragscore_workers.embedding import Encoder, known_namespace, noted_encoder
 from ragscore_workers.errors import ConfigError
+from ragscore_workers.metrics.checks import ChecksParams, embedding_point_texts
 from ragscore_workers.metrics.embedding_metrics import (
     EMBEDDING_METRICS,
     answer_sentences,
@@ -406,7 +408,11 @@ class _EmbedPlanner:
         config = EmbeddingConfig() if resolved is None else resolved.suite.embedding
         scoring = [] if resolved is None else resolved.scoring
         self.names = [m.name for m, _ in scoring if m.name in EMBEDDING_METRICS]
-        self.namespace = known_namespace(config) if self.names and redis is not None and config.cache else None
+        #: The checks metric's params: its embedding points' texts are encoded by the same model (and cache).
+        self.checks = next((p for m, p in scoring if m.name == "checks" and isinstance(p, ChecksParams)), None)
+        self.counts = bool(self.names) or self.checks is not None
+        self.estimate = estimate
+        self.namespace = known_namespace(config) if self.counts and redis is not None and config.cache else None
         self.redis = redis if self.namespace is not None else None
         #: Cuts long contexts as a run does (None: the cache holds no note of the model; each context counted whole).
         self.encoder: Encoder | None = noted_encoder(config, redis) if self.redis is not None else None
@@ -421,7 +427,7 @@ class _EmbedPlanner:
             estimate.embed = self.tally
 
     def add(self, row: Row) -> None:
-        if self.names:
+        if self.counts:
             self.pending.append(row)
             if len(self.pending) >= BATCH_ROWS:
                 self.flush()
@@ -438,17 +444,20 @@ class _EmbedPlanner:
         new = {digest: texts[digest] for digest in self.seen.new(texts)}
         cached = self._cached(list(new)) if new else []
         self.tally.texts += len(new)
+        if new:  # a suite whose checks have no embedding point encodes nothing: no line of it
+            self.estimate.embed = self.tally
         self.tally.cached += sum(cached)
         hits = dict(zip(new, cached, strict=True)) if cached else {}
         self.tally.words += sum(len(text.split()) for digest, text in new.items() if not hits.get(digest))
 
     def _texts(self, rows: list[Row]) -> list[str]:
         """The texts a run embeds for ``rows``: a long context's windows where the model's note is known, else whole; an
-        answer a target fills as :func:`_assumed_reply`."""
+        answer a target fills as :func:`_assumed_reply`; the checks metric's embedding points' texts, each whole."""
+        points = [text for row in rows for text in embedding_point_texts(row, self.checks)] if self.checks else []
         rows = [row.model_copy(update={"answer": self.reply}) if row.answer == PLACEHOLDER else row for row in rows]
         if self.encoder is None:
-            return texts_unwindowed(rows, self.names)
-        return texts_needed(rows, self.names, self.encoder)
+            return [*texts_unwindowed(rows, self.names), *points]
+        return [*texts_needed(rows, self.names, self.encoder), *points]
 
     def _cached(self, digests: list[str]) -> list[bool]:
         """Whether each text's vector is in the cache (:func:`_existing`)."""

@@ -20,7 +20,7 @@ from ._validators import Outcome, PointInput, validator
 from .code_test import CodeTestParams, code_and_source, code_column_hint, fenced_code, row_code, run_code_test
 from .registry import RunContext
 
-__all__ = ["EmbeddingCheckParams", "code_test_check", "embedding_check"]
+__all__ = ["EmbeddingCheckParams", "code_test_check", "embedding_check", "embedding_pair"]
 
 
 class EmbeddingCheckParams(BaseModel):
@@ -32,6 +32,13 @@ class EmbeddingCheckParams(BaseModel):
     threshold: float = Field(default=0.7, ge=-1.0, le=1.0)
 
 
+def embedding_pair(inp: PointInput, params: EmbeddingCheckParams) -> tuple[str, str] | None:
+    """The two texts an ``embedding`` point encodes, its text and its target (``params.target``, else the row's
+    reference); None without a target (a blank reference is none): the point fails to run, encoding nothing."""
+    target = params.target if params.target is not None else inp.row.reference
+    return (inp.text, target) if target is not None and target.strip() else None
+
+
 @validator("embedding", EmbeddingCheckParams, queue=Queue.EMBED)
 def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: RunContext) -> list[Outcome]:
     """Passes when cos(text, target) >= threshold; the similarity is in the figures."""
@@ -39,9 +46,8 @@ def embedding_check(items: list[tuple[PointInput, EmbeddingCheckParams]], ctx: R
     from ..model_loading import noting_loads
     from .embedding_metrics import record_embed_stats
 
-    targets = [p.target if p.target is not None else inp.row.reference for inp, p in items]
-    todo = [i for i, t in enumerate(targets) if t is not None and t.strip()]  # a blank reference is no target
-    texts, wanted = [items[i][0].text for i in todo], [targets[i] for i in todo]
+    pairs = {i: pair for i, (inp, p) in enumerate(items) if (pair := embedding_pair(inp, p)) is not None}
+    todo, texts, wanted = list(pairs), [text for text, _ in pairs.values()], [target for _, target in pairs.values()]
     vectors = embed([*texts, *wanted], ctx.suite.embedding, ctx.redis, noting_loads(ctx.redis, ctx.run_id, Queue.EMBED))
     if todo:  # the run's embed counters (summary.embedding) count these encodes and this process's device too
         record_embed_stats(ctx, vectors.stats)

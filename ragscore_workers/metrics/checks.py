@@ -34,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..counts import and_more, noun_names, place
 from ..schemas import MetricResult, Queue, Row
-from . import _queue_validators  # noqa: F401 - registers the embedding and code_test validators
 from ._bounded_regex import BoundedPattern
 from ._params import booleans_read_as_numbers
+from ._queue_validators import EmbeddingCheckParams, embedding_pair  # registers the embedding and code_test ones
 from ._text import CITATION_MARKER, strip_diacritics, strip_punctuation
 from ._validators import (
     PLANNED,
@@ -52,7 +52,16 @@ from ._validators import (
 from .code_test import code_column_hint, row_code
 from .registry import RunContext, register, unset_means
 
-__all__ = ["NORMALIZERS", "ChecksParams", "Point", "checks", "evaluate_points", "parse_points", "point_place"]
+__all__ = [
+    "NORMALIZERS",
+    "ChecksParams",
+    "Point",
+    "checks",
+    "embedding_point_texts",
+    "evaluate_points",
+    "parse_points",
+    "point_place",
+]
 
 log = logging.getLogger(__name__)
 
@@ -493,6 +502,29 @@ def _run_batch_validator(name: str, items: list[tuple[PointInput, Any]], ctx: Ru
                         name, len(items), type(exc).__name__, exc)  # fmt: skip
             return [outcome for item in items for outcome in _run_batch_validator(name, [item], ctx)]
         return [Outcome.failed_to_run(f"{name} validator error: {type(exc).__name__}: {exc}"[:500])]
+
+
+def embedding_point_texts(row: Row, params: ChecksParams) -> list[str]:
+    """The texts the ``embedding`` validator encodes for ``row``'s points, as :func:`checks` runs them (each point's
+    text and its target: :func:`~._queue_validators.embedding_pair`), each whole; none where its points do not run
+    (no points, no answer, a malformed point)."""
+    raw = _raw_points(row, params)
+    if raw is None or row.answer is None:
+        return []
+    try:
+        parsed = parse_points(raw)
+    except PointSpecError:
+        return []
+    found: list[str] = []
+    for p in parsed:
+        if p.validator is None or p.validator.name != "embedding":
+            continue
+        text = _point_text(p, row.answer)
+        if isinstance(text, Outcome):  # an extract step found nothing: the point failed, encoding nothing
+            continue
+        assert isinstance(p.params, EmbeddingCheckParams)
+        found.extend(embedding_pair(PointInput(text, row, p.point.normalize), p.params) or ())
+    return found
 
 
 #: Why a row with ``code`` and no answer is unscorable: a point of it checks the answer's text.

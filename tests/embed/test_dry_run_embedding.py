@@ -232,3 +232,25 @@ def test_the_dry_run_on_a_busy_machine_says_the_encode_time_at_its_share_of_the_
         busy
     ), busy
     assert "busy" not in embed_estimate(Estimate(embed=tally), suite, load=(1.9, 2))
+
+
+def test_the_checks_embedding_points_texts_are_counted_as_the_validator_encodes_them(tmp_path: Path) -> None:
+    """The ``checks`` metric's ``embedding`` points encode the point's text (the answer, normalized) and its target
+    with the suite's embed model, and the dry run counted none of them. Each counted once with the other metrics'
+    texts; a point without a target (no reference, no ``params.target``), or one whose extract step finds nothing,
+    encodes nothing, and a suite whose checks have no embedding point says nothing of embedding."""
+    points = [{"id": "sim", "type": "embedding", "normalizers": ["lowercase"]},
+              {"id": "aim", "type": "embedding", "params": {"target": "An aim of its own"}},
+              {"id": "none", "type": "embedding", "extract": [{"regex": "Nowhere:(.*)", "group": 1}]},
+              {"id": "kw", "type": "keyword", "params": {"keywords": ["fact"]}}]  # fmt: skip
+    rows = [{"id": "a", "answer": "Fact A is an Answer", "reference": "fact a is the reference", "checks": points},
+            {"id": "b", "answer": "Fact B", "checks": points[1:]}]  # fmt: skip
+    data = write_jsonl(tmp_path / "c.jsonl", rows)
+    checked = estimate_run(data, load_suite({"name": "c", "metrics": ["checks"]})).embed
+    assert checked is not None
+    texts = ["fact a is an answer", "fact a is the reference", "Fact A is an Answer", "An aim of its own", "Fact B"]
+    assert (checked.texts, checked.words) == (len(texts), sum(len(t.split()) for t in texts))
+    both = estimate_run(data, load_suite({"name": "c", "metrics": ["checks", "answer_correctness"]})).embed
+    assert both is not None and both.texts == len(texts)  # answer_correctness's answer and reference: the same texts
+    keywords = write_jsonl(tmp_path / "k.jsonl", [{**rows[0], "checks": points[3:]}])
+    assert estimate_run(keywords, load_suite({"name": "c", "metrics": ["checks"]})).embed is None
