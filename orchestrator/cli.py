@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import math
 import sys
@@ -676,32 +677,30 @@ def _dry_run(  # type: ignore[no-untyped-def]
     would be refused or stop before scoring, else 1 where a metric would score no item (no row has a field it needs)."""
     from .embedded_redis import EmbeddedRedis
     from .encode_rates import measured_rate
-    from .estimate import embeds, estimate_run, looks_up_caches
+    from .estimate import estimate_run, looks_up_caches
     from .gates import system_note
     from .queues import live_processes
     from .reports.console import print_estimate
     from .runner import check_judge_threads, judge_threads_unused
     from .workers import POOL_DEFAULTS
 
-    store = None
+    redis = None
     cluster = _cluster_url(broker)
-    looks = looks_up_caches(resolved)
-    if looks or (cluster and embeds(resolved)):  # its caches; a cluster's embed workers that say they run
+    if looks_up_caches(resolved):
         if cluster or EmbeddedRedis(get_settings().home).dir.exists():
             try:
-                store = _store(broker)
+                redis = _store(broker).r
             except RagscoreError as exc:
-                said = "caches not looked up" if looks else "the cluster's embed workers not counted"
-                err.print(f"{said}: {exc}", soft_wrap=True)
+                err.print(f"caches not looked up: {exc}", soft_wrap=True)
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
-    redis = store.r if store is not None and looks else None
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
     if estimate.embed is not None:  # the rate the latest runs like it measured, where there are some
         # an embedded run's embed workers are its own pool's; a cluster's those that say they run, else those runs had
-        mode, workers, where = "embedded", POOL_DEFAULTS["embed"].concurrency, "given"
-        if cluster:
-            mode, workers, where = "cluster", (live_processes(store, "embed") if store else 0) or None, "alive"
-        estimate.embed.measured = measured_rate(get_settings().home, resolved.suite.embedding, mode, workers, where)
+        mode, workers = ("cluster", None) if cluster else ("embedded", POOL_DEFAULTS["embed"].concurrency)
+        rate = measured_rate(get_settings().home, resolved.suite.embedding, mode, workers)
+        if rate is not None and cluster and (alive := live_processes(cluster, get_settings(), "embed")):
+            rate = dataclasses.replace(rate, workers=alive, workers_from="alive")
+        estimate.embed.measured = rate
     threads = None if cluster else judge_threads or POOL_DEFAULTS["judge"].concurrency  # a cluster's: unknown
     print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
     if judge_threads is not None and not cluster and not estimate.units.get("judge"):

@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from ragscore_workers.embedding import device_type
 from ragscore_workers.schemas import EmbeddingConfig
@@ -74,7 +74,7 @@ class MeasuredRate:
     #: Where ``workers`` is from: ``given`` (an embedded run's pool), ``runs`` (the most processes one of the runs
     #: encoded on: a cluster's, guessed) or ``alive`` (the embed worker processes of the cluster's broker that say in
     #: the run store that they run: ``ragscore_workers.alive``).
-    workers_from: str = "given"
+    workers_from: Literal["given", "runs", "alive"] = "given"
 
     @property
     def per_worker(self) -> float:
@@ -158,12 +158,10 @@ def _rewrite(path: Path, lines: list[dict[str, Any]]) -> None:
         raise
 
 
-def measured_rate(
-    home: Path, config: EmbeddingConfig, mode: str, workers: int | None = None, workers_from: str = "given"
-) -> MeasuredRate | None:
+def measured_rate(home: Path, config: EmbeddingConfig, mode: str, workers: int | None = None) -> MeasuredRate | None:
     """The rate the last :data:`RECENT_RUNS` runs of ``config``'s model in ``mode`` measured on the device a run would
     encode on (:func:`_device`; None: no such run, or that device not known); ``workers``: the embed workers the
-    estimate assumes, and ``workers_from`` where they are from (None: the most those runs encoded on)."""
+    estimate assumes (None: the most those runs encoded on)."""
     try:
         text = (home / RATES_FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -181,7 +179,7 @@ def measured_rate(
     encode_s = sum(m["encode_ms"] for m in like) / 1000
     texts = sum(m["encoded"] for m in like)
     return MeasuredRate(
-        len(like), texts, encode_s, device, workers or seen, picked, "runs" if workers is None else workers_from
+        len(like), texts, encode_s, device, workers or seen, picked, "runs" if workers is None else "given"
     )
 
 

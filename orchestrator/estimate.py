@@ -64,7 +64,6 @@ __all__ = [
     "EmbedTally",
     "Estimate",
     "RunCount",
-    "embeds",
     "estimate_run",
     "host_load",
     "judge_calls_planned",
@@ -517,13 +516,8 @@ def host_load() -> tuple[float, int] | None:
 def looks_up_caches(resolved: ResolvedSuite) -> bool:
     """Whether a dry run of ``resolved`` reads the run store: its judge replies' cache, or the embedding cache of its
     embedding metrics (no targets: their replies do not exist yet)."""
-    cached = resolved.suite.embedding.cache and embeds(resolved)
-    return resolved.judge_calls_countable or (cached and not resolved.targets)
-
-
-def embeds(resolved: ResolvedSuite) -> bool:
-    """Whether ``resolved`` has embedding metrics."""
-    return any(m.name in EMBEDDING_METRICS for m, _ in resolved.scoring)
+    embeds = resolved.suite.embedding.cache and any(m.name in EMBEDDING_METRICS for m, _ in resolved.scoring)
+    return resolved.judge_calls_countable or (embeds and not resolved.targets)
 
 
 def judge_calls_planned(estimate: Estimate) -> int | None:

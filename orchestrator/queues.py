@@ -21,10 +21,11 @@ from ragscore_workers.alive import alive_processes, alive_queues, broker_of
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
-from ragscore_workers.settings import get_settings
+from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.stopping import stopping_workers
-from ragscore_workers.store import RunStore, work_began
+from ragscore_workers.store import RunStore, redis_client, work_began
 
+from .connection import BROKER_CHECK_S
 from .terminal import resume_command, worker_command
 
 __all__ = [
@@ -262,12 +263,18 @@ def _alive_queues(store: RunStore) -> set[str]:
         return set()
 
 
-def live_processes(store: RunStore, queue: str) -> int:
-    """The pool processes of the workers of the store's broker that say they run and consume ``queue``
-    (:func:`alive_processes`); 0 where none does, or their keys cannot be read (a dry run's hint, never its failure)."""
+def live_processes(broker_url: str, settings: Settings, queue: str) -> int:
+    """The pool processes of the workers of the broker at ``broker_url`` that say in its run store that they run and
+    consume ``queue`` (:func:`alive_processes`), each Redis asked once, :data:`~.connection.BROKER_CHECK_S` at most,
+    by a client closed after; 0 where none does, or either Redis does not answer or refuses (a dry run's hint: never
+    its failure, nor a wait for a Redis down)."""
     try:
-        return alive_processes(store.r, broker_of(store.broker), queue)
-    except redis.RedisError:
+        with (
+            redis_client(settings.store_url or broker_url, BROKER_CHECK_S, retries=0) as store,
+            redis_client(broker_url, BROKER_CHECK_S, retries=0) as broker,
+        ):
+            return alive_processes(store, broker_of(broker), queue)
+    except (redis.RedisError, ValueError):  # ValueError: an option redis-py refuses as it connects
         return 0
 
 

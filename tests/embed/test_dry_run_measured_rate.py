@@ -27,7 +27,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.schemas import EmbeddingConfig
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, free_port, until, write_jsonl
 
 SUITE = {"name": "embed-rate", "metrics": ["answer_correctness", "context_relevance"], "embedding": {"device": "cpu"}}
 CPU = EmbeddingConfig(device="cpu")
@@ -317,6 +317,46 @@ def test_a_cluster_dry_run_assumes_the_embed_workers_that_say_they_run(
         assert alive in said()
     finally:
         worker.stop()
+
+
+def test_a_cluster_dry_run_that_cannot_read_the_workers_keys_guesses_at_once_and_is_never_refused(
+    tmp_path: Path, home: Path, redis_server: RedisProcess
+) -> None:
+    """The embed workers that say they run are a hint: a store user that may not read their keys, or a cluster down,
+    leaves the guess of the past runs, and the dry run is neither refused nor held by the store's connect retries nor
+    warned of (a suite without caches to look up did not open the store before)."""
+    import redis
+
+    from ragscore_workers.alive import alive_processes, broker_of, heartbeat
+    from ragscore_workers.store import redis_client
+
+    record_rate(home, "past", CPU, "cluster", _encoded(100, 1_000))
+    data = write_jsonl(tmp_path / "d.jsonl", _rows("delta"))
+    (tmp_path / "s.json").write_text(json.dumps({**SUITE, "embedding": {"device": "cpu", "cache": False}}))
+    env = {**os.environ, "COLUMNS": "200"}
+
+    def said(broker: str) -> str:
+        args = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"),
+                "--dry-run", "--broker", broker]  # fmt: skip
+        done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+        assert done.returncode == 0 and "not counted" not in done.stderr, done.stderr
+        return " ".join(done.stdout.split())
+
+    client = redis_client(redis_server.url)
+    beat = heartbeat(client, "embed@host", lambda: ["embed"], client, 3)
+    try:
+        assert until(lambda: alive_processes(client, broker_of(client), "embed") == 3, 30)
+        assert "with 3 embed workers (the embed worker processes on the broker" in said(redis_server.url)
+        redis.Redis(port=redis_server.port).acl_setuser(
+            "noalive", enabled=True, passwords=["+pw"], keys=["_kombu*", "ragscore:run*"], channels=["*"],
+            commands=["+@all"],
+        )  # fmt: skip
+        guessed = "with 1 embed worker (assumed: the most worker processes one of your last runs encoded on"
+        assert guessed in said(f"redis://noalive:pw@127.0.0.1:{redis_server.port}/0")
+        assert guessed in said(f"redis://127.0.0.1:{free_port()}/0")  # nothing there
+    finally:
+        beat.end()
+        beat.join(30)
 
 
 def test_a_lock_held_too_long_skips_the_line_with_a_warning(
