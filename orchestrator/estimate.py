@@ -452,8 +452,8 @@ class _EmbedPlanner:
     def _texts(self, rows: list[Row]) -> list[str]:
         """The texts a run embeds for ``rows``: a long context's windows where the model's note is known, else whole; an
         answer a target fills as :func:`_assumed_reply`; the checks metric's embedding points' texts, each whole."""
-        points = [text for row in rows for text in embedding_point_texts(row, self.checks)] if self.checks else []
         rows = [row.model_copy(update={"answer": self.reply}) if row.answer == PLACEHOLDER else row for row in rows]
+        points = [text for row in rows for text in embedding_point_texts(row, self.checks)] if self.checks else []
         if self.encoder is None:
             return [*texts_unwindowed(rows, self.names), *points]
         return [*texts_needed(rows, self.names, self.encoder), *points]

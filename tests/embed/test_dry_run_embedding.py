@@ -254,3 +254,9 @@ def test_the_checks_embedding_points_texts_are_counted_as_the_validator_encodes_
     assert both is not None and both.texts == len(texts)  # answer_correctness's answer and reference: the same texts
     keywords = write_jsonl(tmp_path / "k.jsonl", [{**rows[0], "checks": points[3:]}])
     assert estimate_run(keywords, load_suite({"name": "c", "metrics": ["checks"]})).embed is None
+    # an answer a target fills: each item's point encodes its reply (counted per item as such), not the placeholder
+    asked = write_jsonl(tmp_path / "t.jsonl", [{"id": f"q{i}", "question": f"What is {i}?", "reference": f"fact {i}",
+                                                "checks": points[:1]} for i in range(3)])  # fmt: skip
+    target = {"system": "s0", "url": "http://127.0.0.1:9/ask"}
+    filled = estimate_run(asked, load_suite({"name": "c", "metrics": ["checks"], "targets": [target]})).embed
+    assert filled is not None and (filled.texts, filled.filled) == (3, 3), filled
