@@ -238,8 +238,17 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
         _stop_watches.append(stop_watch(redis_client(url), str(hostname)))
         # a lane's database, embedded; asked once a renewal, at once: a broker gone does not hold the key's renewal
         broker = redis_client(app.conf.broker_url or settings.broker_url or url, read_timeout_s=1.0, retries=0)
-        processes = int(getattr(getattr(sender, "controller", None), "concurrency", None) or 1)  # its pool's
-        _heartbeats.append(heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), broker, processes))
+        _heartbeats.append(
+            heartbeat(redis_client(url), str(hostname), _consumed_queues(sender), broker, _pool_processes(sender))
+        )
+
+
+def _pool_processes(consumer: object) -> int:
+    """The processes of ``consumer``'s (a Celery worker's) pool: its pool's own count, not the worker's concurrency
+    (a solo pool runs one whatever ``-c`` says, and ``-c`` unset is the host's CPUs); 1 where it cannot be read."""
+    with suppress(AttributeError, TypeError, ValueError):
+        return max(1, int(consumer.controller.pool.num_processes))  # type: ignore[attr-defined]
+    return 1
 
 
 @worker_shutting_down.connect

@@ -410,3 +410,27 @@ def test_a_workers_key_follows_its_broker_through_a_restart_and_where_info_is_re
     finally:
         kept.stop()
         broker.stop()
+
+
+def test_a_workers_key_says_its_pools_processes_not_its_concurrency_option(tmp_path: Path) -> None:
+    """The processes a key says (a cluster's dry run multiplies the encode rate by them) are its pool's: a solo pool
+    runs one whatever ``-c`` says (Celery's concurrency, the host's CPUs when unset), a prefork pool its ``-c``."""
+    from ragscore_workers.alive import alive_processes, broker_of
+    from ragscore_workers.store import redis_client
+
+    server = RedisProcess(tmp_path / "redis").start()
+    solo = WorkerProcess(server.url, "embed", tmp_path / "home")
+    solo.args = [sys.executable, "-m", "celery", "-A", "ragscore_workers.app", "worker", "-Q", "embed,control",
+                 "-P", "solo", "-c", "3", "-n", "solo@%h"]  # fmt: skip
+    forked = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=2)
+    try:
+        client = redis_client(server.url)
+        solo.start()
+        forked.start()
+        assert until(lambda: alive_processes(client, broker_of(client), "cpu") == 2, 120)
+        assert until(lambda: alive_processes(client, broker_of(client), "control") == 3, 120)
+        assert alive_processes(client, broker_of(client), "embed") == 1
+    finally:
+        solo.stop()
+        forked.stop()
+        server.stop()
