@@ -20,9 +20,11 @@ from orchestrator.connection import (
 )
 from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
+from ragscore_workers.alive import ALIVE_INDEX, ALIVE_PREFIX, broker_of
 from ragscore_workers.errors import BrokerError, ConfigError
+from ragscore_workers.kept import kept_values
 from ragscore_workers.settings import Settings, get_settings
-from ragscore_workers.store import RunState, probe_redis
+from ragscore_workers.store import RunState, probe_redis, redis_client
 
 from ..support import (
     RedisProcess,
@@ -62,6 +64,12 @@ def test_password_and_tls_broker_urls_work_and_the_password_is_never_written(tmp
         written = [p.read_text(errors="replace") for p in (tmp_path / "out").iterdir()]
         logs = [p.read_text(errors="replace") for p in (tmp_path / "home").rglob("*.log")]
         assert written and not any(PASSWORD in text for text in written + logs)
+        # the worker's key saying it runs names its broker's server: its client of the broker connects as kombu does
+        client = redis_client(url)
+        server_id = broker_of(client).server
+        assert server_id and until(
+            lambda: any(s.get("server") == server_id for s in kept_values(client, ALIVE_PREFIX, ALIVE_INDEX)), 30
+        )
 
         wrong = url.replace(PASSWORD, "wrong-password")
         with pytest.raises(BrokerError, match=r"Cannot use Redis at rediss://:\*\*\*@127.0.0.1") as info:
