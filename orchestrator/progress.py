@@ -270,6 +270,14 @@ def _work_s(counters: dict[str, int]) -> float | None:
     return counters["work_ms"] / 1000 if "work_ms" in counters else None
 
 
+def _reloading(counters: dict[str, int], key: str) -> bool:
+    """Whether a worker of counter ``key``'s queue (any, for ``done``) loads its model (``load_of:{queue}:loading
+    ...``, :func:`load_note`)."""
+    queue = key.partition(":")[2]
+    of = f"load_of:{queue}:" if queue else "load_of:"
+    return any(k.startswith(of) and k.split(":", 2)[-1].startswith("loading ") for k in counters)
+
+
 class RecentRate:
     """Counters' rates over their last :data:`WINDOW_S` seconds of samples: a slow start (a model's load, workers slowed
     while the rows are sent) drags a mean since work began for the whole run (at 100k rows it said 122 s left where 23 s
@@ -280,7 +288,8 @@ class RecentRate:
     bursts: its rate is over whole bursts, the units after its first in the window over the time from that one to its
     last (a window holding one or two 20 s chunks read half or double their pace by turns). A window holding fewer than
     two takes the last two of :data:`RECENT_KEPT_S` (a slow queue's chunks). Once the silence since its last burst
-    outlasts the bursts' mean gap, the excess counts too: a queue that slows down reads slower as it waits. Until it
+    outlasts the bursts' mean gap, the excess counts too: a queue that slows down reads slower as it waits. Once it
+    writes again, an outage's interval (a worker's restart: :meth:`_outages`) counts as the bursts' usual one. Until it
     has seen two, its rate counts from its first sample kept."""
 
     def __init__(self, window_s: float = WINDOW_S) -> None:
@@ -314,13 +323,36 @@ class RecentRate:
         used = recent if len(recent) >= 2 else bursts[-2:] if len(bursts) >= 2 else start + bursts
         if len(used) < 2:
             return None if left > 0 else 0.0
-        (first_t, first), (last_t, last) = used[0], used[-1]
-        gap = (last_t - first_t) / (len(used) - 1)
-        return (last - first) / (last_t - first_t + max(0.0, now - last_t - gap))
+        spans = self._spans(key, [t for t, _ in used], [t for t, _ in bursts])
+        gap = sum(spans) / len(spans)
+        return (used[-1][1] - used[0][1]) / (sum(spans) + max(0.0, now - used[-1][0] - gap))
 
     def _bursts(self, key: str) -> list[tuple[float, int]]:
         """``(time, count)`` of each sample kept where counter ``key`` grew."""
         return [(t, c.get(key, 0)) for (_, was), (t, c) in pairwise(self.samples) if c.get(key, 0) > was.get(key, 0)]
+
+    def _spans(self, key: str, used: list[float], bursts: list[float]) -> list[float]:
+        """Seconds of each interval between the times ``used`` (of ``bursts``, or the first sample's then the lone
+        burst's), an outage's (:meth:`_outages`) counted as the mean of the bursts' other intervals: a restarted
+        worker's outage (no worker encoded, then its model loaded) made its queue's rate slow, its ETA long, for a
+        window after it encoded again."""
+        outages = self._outages(key, bursts)
+        usual = [t1 - t0 for (t0, t1), outage in outages.items() if not outage]
+        mean = sum(usual) / len(usual) if usual else None
+        return [mean if mean is not None and outages.get(gap) else gap[1] - gap[0] for gap in pairwise(used)]
+
+    def _outages(self, key: str, bursts: list[float]) -> dict[tuple[float, float], bool]:
+        """Whether counter ``key`` stood still for an outage between each two of its ``bursts``: a worker of its queue
+        loaded its model then (a restart), or the interval outlasted :data:`IDLE_NOTE_S` and :data:`IDLE_GAPS` times
+        the mean of the others (the views said "no progress")."""
+        gaps = list(pairwise(bursts))
+        total, reloads = sum(t1 - t0 for t0, t1 in gaps), [t for t, c in self.samples if _reloading(c, key)]
+
+        def outage(t0: float, t1: float) -> bool:
+            others = (total - (t1 - t0)) / (len(gaps) - 1) if len(gaps) > 1 else math.inf
+            return t1 - t0 > max(IDLE_NOTE_S, IDLE_GAPS * others) or any(t0 < t <= t1 for t in reloads)
+
+        return {(t0, t1): outage(t0, t1) for t0, t1 in gaps}
 
     def burst_gap(self, key: str = "done") -> float:
         """Mean seconds between the bursts of counter ``key`` in the samples kept (0.0 with fewer than two)."""

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from orchestrator import evaluate
-from orchestrator.progress import IDLE_NOTE_S
+from orchestrator.progress import IDLE_NOTE_S, RecentRate
 from orchestrator.queues import Orphan
 from orchestrator.reports.live import Sample, StatusView
 from ragscore_workers.schemas import MetricResult
@@ -642,6 +642,31 @@ def test_a_resumed_runs_window_holds_none_of_its_earlier_attempts_counts() -> No
         view.add(Sample(float(t), _progress(300 + t - 1040, 120)))
     cpu = {r["queue"]: r for r in view.rows()}["cpu"]
     assert cpu["rate"] == pytest.approx(1.0) and cpu["eta"] == pytest.approx(285.0), cpu
+
+
+def _embed_rate_after_a_restart(gap_s: int, every_s: int, chunk: int) -> float:
+    """The embed rate :class:`RecentRate` reads, sampled each second, of a worker writing ``chunk`` units every
+    ``every_s`` s for 60 s, then killed: ``gap_s`` s to the new worker's first chunk, which it encoded after 3 s of its
+    model's load (the store's ``load_of`` note); read as that chunk is written."""
+    recent, done = RecentRate(), 0
+    loading = {"load_ms:embed": 1_000, "load_of:embed:loading all-MiniLM-L6-v2 on cpu": 1}
+    resumed = 60 + gap_s
+    for t in range(1, resumed + 1):
+        if t % every_s == 0 and t <= 60 or t == resumed:
+            done += chunk
+        note = loading if resumed - every_s - 3 <= t < resumed - every_s else {}
+        recent.add(float(t), {"done:embed": done, "total:embed": 10_000} | note)
+    return recent.rate("done:embed", 10_000 - done) or 0.0
+
+
+@pytest.mark.parametrize(("gap_s", "every_s", "chunk"), [(45, 5, 64), (6, 1, 10)])
+def test_an_embed_workers_restart_counts_not_in_its_rate_once_it_encodes_again(
+    gap_s: int, every_s: int, chunk: int
+) -> None:
+    """The outage of a restarted embed worker (no worker encoded, then its model loaded) counted in its queue's rate for
+    a window after it: 64 units every 5 s read 1.4/s after a 45 s outage (its ETA 9 times too long), 10 units a second
+    8/s after a 6 s one. The outage's interval counts as the bursts' usual one."""
+    assert _embed_rate_after_a_restart(gap_s, every_s, chunk) == pytest.approx(chunk / every_s)
 
 
 def test_a_workers_encoding_is_said_until_the_runs_first_units_then_only_once_it_idles() -> None:
