@@ -211,13 +211,14 @@ def users_files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in directory.iterdir()}
 
 
-def fingerprint_before_reader_versions(data: Path, fmt: str) -> str:
+def fingerprint_before_reader_versions(data: Path, fmt: str, package_version: str = "0.1.0") -> str:
     """The fingerprint of a one-file dataset the loaders recorded before they had a version (ragscore 0.1.0's, its
-    package version digested): written out here as it was, not asked of today's code."""
+    package version digested, ``"?"`` where the package was not installed): written out here as it was, not asked of
+    today's code."""
     from ragscore_workers.settings import get_settings
 
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(json.dumps([fmt, get_settings().max_field_chars, "0.1.0"]).encode())
+    digest.update(json.dumps([fmt, get_settings().max_field_chars, package_version]).encode())
     digest.update(data.read_bytes())
     return digest.hexdigest()
 

@@ -31,8 +31,9 @@ MAX_DUPLICATES_SHOWN = 5
 #: Lists and objects nested deeper than this in a row make it a bad row: pydantic serializes a row's task
 #: message only up to 255 levels, so one such row stopped the whole run at submit time.
 MAX_NESTING = 100
-#: What the fingerprints of reader version 1 digested in its place: the package version, 0.1.0 in each release.
-BEFORE_READER_VERSIONS = "0.1.0"
+#: What the fingerprints of reader version 1 digested in its place: the package version, 0.1.0 in each release, or
+#: "?" where the package was not installed (a ragscore run from a checkout).
+BEFORE_READER_VERSIONS = ("0.1.0", "?")
 
 
 #: How a list or an object is written, said when a row gives text where one is expected (a CSV cell of plain
@@ -175,19 +176,31 @@ def dataset_fingerprint(
     ``reader`` version, which it starts with: ``r2-...``): equal at a resume, the rows are the ones submitted, so the
     resume need not read and validate the whole dataset an extra time to check it; unequal, a report shows no answer
     it cannot vouch for. None where format options name other files, or the dataset is neither a file nor a folder.
-    ``reader`` 1 gives the fingerprint those loaders recorded (no version named: BEFORE_READER_VERSIONS digested)."""
+    ``reader`` 1 gives the fingerprint those loaders recorded (no version named: BEFORE_READER_VERSIONS's first
+    digested)."""
+    prints = _fingerprints(dataset, fmt, fmt_options, reader)
+    return prints[0] if prints else None
+
+
+def _fingerprints(dataset: Path, fmt: str | None, fmt_options: dict[str, Any] | None, reader: int) -> list[str]:
+    """Each fingerprint (:func:`dataset_fingerprint`) the loaders' ``reader`` version may have recorded of the
+    dataset, in one pass over its bytes: version 1's one per BEFORE_READER_VERSIONS; none where there is none."""
     if fmt_options or not (dataset.is_file() or dataset.is_dir()):
-        return None
-    digest = hashlib.blake2b(digest_size=16)
-    version = reader if reader > 1 else BEFORE_READER_VERSIONS
-    digest.update(json.dumps([fmt or "", get_settings().max_field_chars, version]).encode())
+        return []
+    digests = []
+    for version in (reader,) if reader > 1 else BEFORE_READER_VERSIONS:
+        digests.append(hashlib.blake2b(digest_size=16))
+        digests[-1].update(json.dumps([fmt or "", get_settings().max_field_chars, version]).encode())
     for path in dataset_files(dataset):
         if path != dataset:  # a folder's file: its place in the folder is part of what it holds
-            digest.update(json.dumps([path.relative_to(dataset).as_posix(), path.stat().st_size]).encode())
+            place = json.dumps([path.relative_to(dataset).as_posix(), path.stat().st_size]).encode()
+            for digest in digests:
+                digest.update(place)
         with path.open("rb") as fh:
             while chunk := fh.read(1 << 20):
-                digest.update(chunk)
-    return f"r{reader}-{digest.hexdigest()}" if reader > 1 else digest.hexdigest()
+                for digest in digests:
+                    digest.update(chunk)
+    return [f"r{reader}-{d.hexdigest()}" if reader > 1 else d.hexdigest() for d in digests]
 
 
 def same_bytes_reader(
@@ -196,12 +209,12 @@ def same_bytes_reader(
     """The loaders' version whose fingerprint of the dataset is ``recorded`` (a run's): READER_VERSION where its rows
     are the ones the run read; another where its bytes are the ones the run read, by other loaders (rows may read
     otherwise); None where none was recorded or the bytes differ. One pass over the bytes, for the version the
-    fingerprint names alone (``r2-...``; none named: 1)."""
+    fingerprint names alone (``r2-...``; none named: 1, whichever BEFORE_READER_VERSIONS it digested)."""
     if not recorded:
         return None
     named = re.fullmatch(r"r(\d+)-[0-9a-f]+", recorded)
     reader = int(named.group(1)) if named else 1
-    return reader if dataset_fingerprint(dataset, fmt, fmt_options, reader) == recorded else None
+    return reader if recorded in _fingerprints(dataset, fmt, fmt_options, reader) else None
 
 
 def other_reader(reader: int) -> str:

@@ -1063,3 +1063,18 @@ def test_same_bytes_reader_names_the_loaders_that_fingerprinted_these_bytes(tmp_
     assert other_reader(READER_VERSION + 1).startswith("a newer ragscore")
     write_jsonl(data, [{"id": "a", "question": "q", "answer": "y"}])
     assert [same_bytes_reader(f, data, "jsonl", None) for f in (ours, newer, older)] == [None, None, None]
+
+
+def test_a_fingerprint_of_loaders_version_1_run_from_a_checkout_is_named_as_theirs(tmp_path: Path) -> None:
+    """Before the loaders had a version, a ragscore run from a checkout (its package not installed) digested "?" in
+    place of the package version: such a run's unchanged bytes read as changed, and a resume or a report said the file
+    "changed since it was submitted" where an older ragscore read it (``git log -S'"?"'``: d42e43f)."""
+    from orchestrator.datasets import same_bytes_reader
+
+    from ..support import fingerprint_before_reader_versions, write_jsonl
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "a", "question": "q", "answer": "x"}])
+    from_a_checkout = fingerprint_before_reader_versions(data, "jsonl", package_version="?")
+    assert same_bytes_reader(from_a_checkout, data, "jsonl", None) == 1
+    write_jsonl(data, [{"id": "a", "question": "q", "answer": "y"}])
+    assert same_bytes_reader(from_a_checkout, data, "jsonl", None) is None
