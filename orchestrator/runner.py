@@ -103,7 +103,7 @@ from .queues import (
     unserved_queues,
 )
 from .reports import write_outputs
-from .reports.files import OUTPUT_NAMES, missing_reports, refuse_files_of_others
+from .reports.files import OUTPUT_NAMES, missing_reports, refuse_files_of_others, report_digests
 from .reports.live import resume_hint
 from .spool import PlannedShard, ShardSpool
 from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
@@ -156,6 +156,9 @@ log = logging.getLogger(__name__)
 #: Seconds an embedded run's items stay in its store once its whole reports are in a folder that is kept (its own
 #: keys: meta, summary, counters keep RAGSCORE_RUN_TTL_S): :func:`_release_items`.
 RELEASED_ITEMS_TTL_S = 3600
+#: The run's meta field that records, at the release, the sha256 of the reports it wrote once (items.jsonl, ...):
+#: a resume ending on its DIR's reports (:func:`_done_in_its_folder`) checks they are still the run's own.
+REPORT_DIGESTS = "report_digests"
 #: Seconds a cluster run waits for the embedded Redis to read its data back to keep the items of the embedded run
 #: whose reports it replaces (:func:`_keep_replaced_items`): a side path, not the run asked for (a million items read
 #: back in ~15 s; LOAD_TIMEOUT_S, 900 s, is an embedded run's own wait).
@@ -1043,6 +1046,7 @@ def _release_items(store: RunStore, summary: RunSummary, out_dir: Path) -> None:
     now (read now: tests shorten it), so that a laptop's Redis does not grow by every run it scores for
     RAGSCORE_RUN_TTL_S; kept where a resume would score some of them again (:func:`_nothing_left`)."""
     if _nothing_left(summary):
+        store.set_meta(summary.run_id, **{REPORT_DIGESTS: json.dumps(report_digests(out_dir))})
         store.release_items(summary.run_id, RELEASED_ITEMS_TTL_S, str(out_dir.resolve()))
 
 
@@ -1066,7 +1070,8 @@ def _done_in_its_folder(store: RunStore, run_id: str, out_dir: Path, broker: str
         summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
         if not _nothing_left(summary):
             raise
-        if (missing := missing_reports(out_dir, summary)) is not None:
+        digests = json.loads(store.meta(run_id).get(REPORT_DIGESTS) or "{}")
+        if (missing := missing_reports(out_dir, summary, digests)) is not None:
             raise ConfigError(f"{exc}. {out_dir} does not hold them whole: {missing}") from None
     return summary
 

@@ -11,7 +11,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from itertools import islice
 from pathlib import Path
@@ -38,6 +38,7 @@ __all__ = [
     "first_failed_row",
     "missing_reports",
     "refuse_files_of_others",
+    "report_digests",
     "write_outputs",
     "write_recorded",
     "write_reports",
@@ -53,6 +54,11 @@ OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json"
 
 #: The reports every finished run has in its DIR (run_info.json and answers.jsonl where it has them).
 REPORT_NAMES = ("summary.json", "items.jsonl", "items.csv", "failed_rows.jsonl", "report.md", "report.html")
+#: The reports a run writes once into its DIR, never again in place (``ragscore report DIR`` writes the others from
+#: them): whose they are is their sha256 (:func:`report_digests`), recorded where its items leave the store.
+SOURCE_NAMES = ("items.jsonl", "failed_rows.jsonl")
+#: How a report rendered for run ``{run_id}`` names it within its first bytes: report.md's heading, report.html's title.
+_RUN_NAMED = {"report.md": "# ragscore run {run_id}\n", "report.html": " · {run_id}</title>"}
 
 #: The files ``ragscore compare`` writes into its ``--out`` DIR.
 COMPARE_NAMES = frozenset({"compare.html", "compare.md"})
@@ -107,10 +113,10 @@ def first_failed_row(out_dir: Path) -> dict[str, Any] | None:
     return first if isinstance(first, dict) and "line" in first and "error" in first else None
 
 
-def missing_reports(out_dir: Path, summary: RunSummary) -> str | None:
+def missing_reports(out_dir: Path, summary: RunSummary, digests: Mapping[str, str] | None = None) -> str | None:
     """What keeps ``out_dir`` from holding the whole reports of the run of ``summary`` (the store's: each report is
     written whole, in place, by :func:`write_reports`): ``items.jsonl is missing``, a summary.json of another run or
-    not the store's; None where it holds them."""
+    not the store's, a report another run's (:func:`_not_the_runs`); None where it holds them."""
     gone = [name for name in REPORT_NAMES if not (out_dir / name).is_file()]
     if gone:
         return f"{', '.join(gone)} {agree(len(gone), 'is', 'are')} missing"
@@ -122,7 +128,27 @@ def missing_reports(out_dir: Path, summary: RunSummary) -> str | None:
         return f"its summary.json is run {written.run_id}'s"
     if written != summary:
         return f"its summary.json is not the store's summary of run {summary.run_id}"
+    if others := _not_the_runs(out_dir, summary.run_id, digests or {}):
+        said = agree(len(others), "is not the one", "are not the ones")
+        return f"its {', '.join(others)} {said} run {summary.run_id} wrote there (another run's, or edited)"
     return None
+
+
+def _not_the_runs(out_dir: Path, run_id: str, digests: Mapping[str, str]) -> list[str]:
+    """The reports in ``out_dir`` that are not run ``run_id``'s: of :data:`SOURCE_NAMES`, those whose sha256 is not
+    the one ``digests`` recorded (none recorded: a release before the record, unchecked); report.md and report.html
+    that do not name it (:data:`_RUN_NAMED`). Another run that wrote into DIR and stopped before its summary.json left
+    its items.jsonl beside this run's summary."""
+    others = [name for name in SOURCE_NAMES if name in digests and _held(out_dir / name) != digests[name]]
+    named = [
+        name for name, sign in _RUN_NAMED.items() if sign.format(run_id=run_id).encode() not in _head(out_dir / name)
+    ]
+    return others + named
+
+
+def report_digests(out_dir: Path) -> dict[str, str]:
+    """The sha256 of each of :data:`SOURCE_NAMES` in ``out_dir``: what :func:`missing_reports` checks as the run's."""
+    return {name: digest for name in SOURCE_NAMES if (digest := _held(out_dir / name))}
 
 
 def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozenset[str] = OUTPUT_NAMES) -> None:
@@ -352,12 +378,17 @@ def _ours(path: Path) -> bool:
     sign = _OUR_HEADS.get(path.name)
     if sign is None:
         return False
+    head = _head(path)
+    return sign in head if path.name.endswith(".html") else head.startswith(sign)
+
+
+def _head(path: Path) -> bytes:
+    """The first 4 kB of the file at ``path`` (``b""`` where it cannot be read)."""
     try:
         with path.open("rb") as fh:
-            head = fh.read(4096)
+            return fh.read(4096)
     except OSError:
-        return False
-    return sign in head if path.name.endswith(".html") else head.startswith(sign)
+        return b""
 
 
 def _holds_a_run(out_dir: Path) -> bool:

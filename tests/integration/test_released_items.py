@@ -19,7 +19,7 @@ import redis
 from orchestrator import Evaluation, evaluate, resume, shutdown
 from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.runner import RELEASED_ITEMS_TTL_S
-from ragscore_workers.errors import DatasetWarning
+from ragscore_workers.errors import ConfigError, DatasetWarning
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
 
 from ..support import ROOT, make_rows, reading_back_slowly, until, write_jsonl
@@ -187,6 +187,27 @@ def test_the_resume_of_a_clean_run_whose_items_left_and_its_folder_does_not_hold
         assert refused.returncode == 2, refused.stderr
         assert f"its items left the store once its reports were written to {out.resolve()}" in said, said
         assert f"{out} does not hold them whole: {what}" in said, said
+
+
+def test_the_resume_of_a_clean_run_whose_items_left_refuses_another_runs_reports_in_its_folder(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume that ends on a released run's DIR checked its other reports were there, not whose they were: another
+    run that wrote into DIR and stopped before its summary.json (written after items.jsonl and items.csv) left its
+    items beside this run's summary, and the resume said DIR held this run's reports. Now items.jsonl is checked
+    by the sha256 recorded at the release, report.md and report.html by the run they name."""
+    result = _expired_run(tmp_path / "out", home, monkeypatch)
+    out, run_id = result.out_dir, result.summary.run_id
+    other = evaluate(make_rows(20, seed=1), SUITE, out=tmp_path / "other", quiet=True).out_dir
+    for name in ("items.jsonl", "report.md"):
+        kept = (out / name).read_bytes()
+        (out / name).write_bytes((other / name).read_bytes())
+        with pytest.raises(ConfigError) as refused:
+            resume(out, quiet=True)
+        said = " ".join(str(refused.value).split())
+        assert f"{out} does not hold them whole: its {name} is not the one run {run_id} wrote there" in said, said
+        (out / name).write_bytes(kept)
+    assert resume(out, quiet=True).summary == result.summary
 
 
 @pytest.mark.parametrize("left", ["errors", "stopped", "cancelled"])
