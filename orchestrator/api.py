@@ -31,7 +31,7 @@ from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
 from .reports.files import first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
-from .runner import recorded_run, refuse_an_unfinished_run_in, run
+from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 from .warm import stop_kept_once_idle
 
@@ -143,7 +143,8 @@ def evaluate(
     ``out``; when omitted, to a temporary directory that is removed when this Python process exits (at once when the
     call fails before a run was recorded there; kept when it stopped after, for :func:`resume`, and when a warning
     names it, or items stopped by a budget, a breaker or a cancel are left there for :func:`resume`). Such a directory
-    given as ``out`` to a later call is kept.
+    given as ``out`` to a later call is kept. Until then it holds ``runner.TEMPORARY_MARK``: no run's items are
+    released into it, whichever process writes its reports (``ragscore results RUN --out DIR``).
     ``judge_threads``: the threads of the embedded run's local judge worker (default 32; fewer for a slow local
     server, more for a fast hosted one), as ``ragscore run --judge-threads``.
     """
@@ -171,6 +172,7 @@ def evaluate(
             )  # fmt: skip
         if out is None and not _left_to_the_caller(summary):  # nothing to open or resume there once the call is over
             _TEMPORARY_OUT.append(out_dir)
+            (out_dir / TEMPORARY_MARK).touch()  # for another process's reports there: no items released into it
             note_of(view)(f"{out_dir} is temporary: removed when this Python process exits (out= keeps the reports)")
     except BaseException as exc:
         if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
@@ -296,7 +298,9 @@ def keep_at_exit(out_dir: Path) -> None:
     """Keep ``out_dir`` when the process exits, though a finished ``evaluate()`` without ``out=`` made it (the
     reports a failed ``assert_scores`` names, a folder a later call is given as ``out=``, by any path to it)."""
     named = out_dir.resolve()
-    _TEMPORARY_OUT[:] = [temporary for temporary in _TEMPORARY_OUT if temporary.resolve() != named]
+    for temporary in [temporary for temporary in _TEMPORARY_OUT if temporary.resolve() == named]:
+        (temporary / TEMPORARY_MARK).unlink(missing_ok=True)
+        _TEMPORARY_OUT.remove(temporary)
 
 
 @atexit.register

@@ -156,6 +156,9 @@ log = logging.getLogger(__name__)
 #: Seconds an embedded run's items stay in its store once its whole reports are in a folder that is kept (its own
 #: keys: meta, summary, counters keep RAGSCORE_RUN_TTL_S): :func:`_release_items`.
 RELEASED_ITEMS_TTL_S = 3600
+#: The file that marks an ``evaluate()`` out dir removed when its process exits (no ``out=`` given): no run's items
+#: are released into it (:func:`_release_items`), whichever process writes its reports (``ragscore results --out``).
+TEMPORARY_MARK = ".ragscore-temporary"
 #: The run's meta field that records, at the release, the sha256 of the reports it wrote once (items.jsonl, ...):
 #: a resume ending on its DIR's reports (:func:`_done_in_its_folder`) checks they are still the run's own.
 REPORT_DIGESTS = "report_digests"
@@ -1044,8 +1047,9 @@ def write_results(
 def _release_items(store: RunStore, summary: RunSummary, out_dir: Path) -> None:
     """Let the items of a run whose reports ``out_dir`` keeps leave the embedded store ``RELEASED_ITEMS_TTL_S`` from
     now (read now: tests shorten it), so that a laptop's Redis does not grow by every run it scores for
-    RAGSCORE_RUN_TTL_S; kept where a resume would score some of them again (:func:`_nothing_left`)."""
-    if _nothing_left(summary):
+    RAGSCORE_RUN_TTL_S; kept where a resume would score some of them again (:func:`_nothing_left`), or where
+    ``out_dir`` goes when an ``evaluate()`` process exits (:data:`TEMPORARY_MARK`)."""
+    if _nothing_left(summary) and not (out_dir / TEMPORARY_MARK).exists():
         store.set_meta(summary.run_id, **{REPORT_DIGESTS: json.dumps(report_digests(out_dir))})
         store.release_items(summary.run_id, RELEASED_ITEMS_TTL_S, str(out_dir.resolve()))
 

@@ -70,14 +70,19 @@ def test_a_finished_cli_runs_items_expire_soon_while_its_own_keys_keep_the_run_t
     assert status.returncode == 0 and "finished" in status.stdout + status.stderr, status.stderr
 
 
+def _assert_items_kept(home: Path, run_id: str) -> None:
+    """The store keeps run ``run_id``'s 20 items for the run's TTL: not released."""
+    with _embedded_store(home) as client:
+        ttls = _ttls(client, run_id)
+        released = client.hget(f"ragscore:run:{run_id}:meta", "items_in")
+    assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
+    assert released is None
+
+
 def test_an_evaluate_without_out_keeps_its_items_in_the_store(home: Path) -> None:
     """Its reports are in a temporary folder removed at exit: until then the store may be their only other copy."""
     result = evaluate(make_rows(20), SUITE, quiet=True)
-    with _embedded_store(home) as client:
-        ttls = _ttls(client, result.summary.run_id)
-        released = client.hget(f"ragscore:run:{result.summary.run_id}:meta", "items_in")
-    assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
-    assert released is None
+    _assert_items_kept(home, result.summary.run_id)
 
 
 def test_a_resume_in_an_evaluates_temporary_folder_keeps_its_items_in_the_store(home: Path) -> None:
@@ -86,11 +91,18 @@ def test_a_resume_in_an_evaluates_temporary_folder_keeps_its_items_in_the_store(
     result = evaluate(make_rows(20), SUITE, quiet=True)
     again = resume(result.out_dir, quiet=True)
     assert again.summary.run_id == result.summary.run_id
-    with _embedded_store(home) as client:
-        ttls = _ttls(client, result.summary.run_id)
-        released = client.hget(f"ragscore:run:{result.summary.run_id}:meta", "items_in")
-    assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
-    assert released is None
+    _assert_items_kept(home, result.summary.run_id)
+
+
+def test_results_into_an_evaluates_temporary_folder_keep_its_items_in_the_store(home: Path) -> None:
+    """``ragscore results RUN --out DIR`` (a notebook's ``!ragscore results``: another process) into the folder an
+    ``evaluate()`` without ``out=`` made released the run's items as if the folder were kept: an hour after, they
+    were gone from the store, and the folder with the notebook's process. The folder says it is temporary."""
+    result = evaluate(make_rows(20), SUITE, quiet=True)
+    run_id = result.summary.run_id
+    done = _cli(home, "results", run_id, "--out", str(result.out_dir), "--quiet")
+    assert done.returncode == 0, done.stderr
+    _assert_items_kept(home, run_id)
 
 
 def test_a_run_whose_items_expired_is_read_from_its_folder_and_says_so(
