@@ -220,6 +220,9 @@ def _legend(c: Comparison) -> str:
 #: Columns a name (metric, system) should keep before the table is made narrower to make room (wins, ties and losses
 #: one under the other, the interval's ends too, the verdict a word a line, one space around each column).
 NAME_ROOM = 20
+#: Columns each name keeps at least in the narrowest table: a terminal that leaves them fewer (under ~70 columns with a
+#: system column, ~65 without) gets each difference as a block of its own, its names whole (:func:`_print_blocks`).
+NAME_MIN = 10
 
 
 def print_comparison(c: Comparison, console: Console | None = None) -> None:
@@ -255,7 +258,9 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
 
     stacked = [f"{thousands(d.wins)} W\n{thousands(d.ties)} T\n{thousands(d.losses)} L" for d in c.differences]
     narrower = max(len(line) for cell in stacked for line in cell.split("\n")) < width(len(columns) - 1)
-    if rest(2) + 2 + width(said, str.split) + room > console.width and narrower:
+    plain = [list(row) for row in rows]
+    squeezed = rest(2) + 2 + width(said, str.split) + room > console.width and narrower
+    if squeezed:
         # wins, ties and losses one under the other, the interval's ends too, one space between two columns
         for row, cell in zip(rows, stacked, strict=True):
             row[-1] = cell
@@ -264,6 +269,9 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
         verdict_room = min(verdict_room, max(width(said, str.split), console.width - rest(1) - whole))
     else:
         verdict_room = min(verdict_room, max(width(said, str.split), console.width - rest(2) - 2 - whole))
+    if console.width - (rest(1) if squeezed else rest(2) + 2) - width(said, str.split) < names * NAME_MIN:
+        _print_blocks(table, columns, plain, names, console)  # the names would fold to a few letters a line
+        return
     for i, col in enumerate(columns):
         if i < names:  # names fold in a narrow terminal; numbers are never cut (n 1,000,000 read as 10000…)
             table.add_column(col, justify="left", overflow="fold")
@@ -274,6 +282,24 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def _print_blocks(table: Table, columns: list[str], rows: list[list[str]], names: int, console: Console) -> None:
+    """:func:`print_comparison`'s ``table`` for a terminal too narrow for its names: each row a block, its ``names``
+    first cells on a line of their own (whole, wrapped at their spaces), then each other cell under its column's
+    name; the title above, the caption below."""
+    from rich.padding import Padding
+
+    console.print(table.title, style="table.title")
+    for row in rows:
+        figures = Table.grid(padding=(0, 1))
+        figures.add_column(no_wrap=True)
+        figures.add_column()
+        for column, cell in zip(columns[names:], row[names:], strict=True):
+            figures.add_row(column, cell)
+        console.print(" · ".join(row[:names]), style="bold")
+        console.print(Padding(figures, (0, 0, 0, 2), expand=False))
+    console.print(table.caption, style="table.caption")
 
 
 def print_worse(

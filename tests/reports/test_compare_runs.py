@@ -148,6 +148,38 @@ def test_a_console_table_that_fits_keeps_its_intervals_and_w_t_l_on_one_line() -
         assert row == ["exact_match", "60", "+0.012", "[-0.001,", "+0.035]", "0.2000", *verdict, "4/50/6"], row
 
 
+@pytest.mark.parametrize("columns", [40, 80])
+def test_a_terminal_too_narrow_for_the_names_gets_each_difference_as_a_block_with_its_names_whole(
+    columns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ~55 columns the table folded the system names a letter a line (at 40 it lost the metric column and cut
+    the verdicts to ``verdi``): where the names would keep fewer than NAME_MIN columns each, each difference is a
+    block, its metric and system whole on a line, then each figure under its name. At 80 the table stays."""
+    import io
+
+    from orchestrator.reports.compare import Comparison, Difference
+    from orchestrator.reports.compare_view import print_comparison
+    from orchestrator.terminal import TerminalConsole
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    arms = ["baseline", "rag-reranker", "rag-hybrid"]
+    differences = [Difference(metric, arm, 1200, 0.5, 0.51, 0.0123, [-0.0012, 0.0345], 0.0001, 372, 545, 283)
+                   for metric in ("exact_match", "recall_at_1") for arm in arms[1:]]  # fmt: skip
+    result = Comparison(arms=arms, metrics=[], means={}, counts={}, differences=differences, wins=[])
+    out = io.StringIO()
+    print_comparison(result, TerminalConsole(file=out))
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    assert max(map(len, lines)) <= columns and "…" not in out.getvalue(), lines
+    for metric, arm in ((d.metric, d.arm) for d in differences):
+        if columns == 80:  # a row of the table, its names whole
+            assert [metric, arm, "1,200", "+0.012"] in [line.split()[:4] for line in lines], lines
+            continue
+        block = lines.index(f"{metric} · {arm}")
+        assert lines[block + 1 : block + 7] == ["  n       1,200", "  diff    +0.012", "  95% CI  [-0.001, +0.035]",
+                                                "  p       0.0001", "  verdict no clear difference",
+                                                "  W/T/L   372/545/283"], lines  # fmt: skip
+
+
 def test_the_console_table_says_what_diff_p_and_w_t_l_are(two_runs: dict[str, Any]) -> None:
     """The console printed diff, p and W/T/L with no word of which system minus which, or whose wins: only
     compare.md said it. Its caption says so, with the systems' names, or "system" and the baseline for several, and
