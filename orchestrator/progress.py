@@ -270,12 +270,10 @@ def _work_s(counters: dict[str, int]) -> float | None:
     return counters["work_ms"] / 1000 if "work_ms" in counters else None
 
 
-def _reloading(counters: dict[str, int], key: str) -> bool:
-    """Whether a worker of counter ``key``'s queue (any, for ``done``) loads its model (``load_of:{queue}:loading
-    ...``, :func:`load_note`)."""
-    queue = key.partition(":")[2]
-    of = f"load_of:{queue}:" if queue else "load_of:"
-    return any(k.startswith(of) and k.split(":", 2)[-1].startswith("loading ") for k in counters)
+def _reloading(counters: dict[str, int]) -> set[str]:
+    """The queues a worker of which loads its model (``load_of:{queue}:loading ...``, :func:`load_note`)."""
+    notes = (key.split(":", 2) for key in counters if key.startswith("load_of:"))
+    return {note[1] for note in notes if len(note) == 3 and note[2].startswith("loading ")}
 
 
 class RecentRate:
@@ -295,20 +293,26 @@ class RecentRate:
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
         self.samples: deque[tuple[float, dict[str, int]]] = deque()
+        #: ``(time, queue)`` of each sample kept that saw a worker of the queue load its model (:meth:`_outages`).
+        self.reloads: deque[tuple[float, str]] = deque()
         self.attempt: object = None
 
     def add(self, t: float, counters: dict[str, int], attempt: object = None) -> None:
         """A sample at time ``t`` (seconds, on one clock) of the run's attempt ``attempt``: a new attempt (or a time
         before the last: a new attempt's clock) starts anew, its window never holding the earlier attempt's counts."""
         if self.samples and (t < self.samples[-1][0] or attempt != self.attempt):
-            self.samples.clear()
+            self.clear()
         self.attempt = attempt
         self.samples.append((t, counters))
+        self.reloads.extend((t, queue) for queue in _reloading(counters))
         while t - self.samples[0][0] > max(RECENT_KEPT_S, self.window_s):
             self.samples.popleft()
+        while self.reloads and self.reloads[0][0] < self.samples[0][0]:
+            self.reloads.popleft()
 
     def clear(self) -> None:
         self.samples.clear()
+        self.reloads.clear()
 
     def rate(self, key: str, left: int) -> float | None:
         """Units per second of counter ``key`` (``done``, ``done:{queue}``), ``left`` of its units still to do, over its
@@ -345,8 +349,8 @@ class RecentRate:
         """Whether counter ``key`` stood still for an outage between each two of its ``bursts``: a worker of its queue
         loaded its model then (a restart), or the interval outlasted :data:`IDLE_NOTE_S` and :data:`IDLE_GAPS` times
         the mean of the others (the views said "no progress")."""
-        gaps = list(pairwise(bursts))
-        total, reloads = sum(t1 - t0 for t0, t1 in gaps), [t for t, c in self.samples if _reloading(c, key)]
+        gaps, queue = list(pairwise(bursts)), key.partition(":")[2]
+        total, reloads = sum(t1 - t0 for t0, t1 in gaps), [t for t, of in self.reloads if of == queue or not queue]
 
         def outage(t0: float, t1: float) -> bool:
             others = (total - (t1 - t0)) / (len(gaps) - 1) if len(gaps) > 1 else math.inf
