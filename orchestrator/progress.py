@@ -287,8 +287,8 @@ class RecentRate:
     last (a window holding one or two 20 s chunks read half or double their pace by turns). A window holding fewer than
     two takes the last two of :data:`RECENT_KEPT_S` (a slow queue's chunks). Once the silence since its last burst
     outlasts the bursts' mean gap, the excess counts too: a queue that slows down reads slower as it waits. Once it
-    writes again, an outage's interval (a worker's restart: :meth:`_outages`) counts as the bursts' usual one. Until it
-    has seen two, its rate counts from its first sample kept."""
+    writes again, an outage's interval (a worker's restart, its model's load seen: :meth:`_outages`) counts as the
+    bursts' usual one. Until it has seen two, its rate counts from its first sample kept."""
 
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
@@ -347,16 +347,12 @@ class RecentRate:
 
     def _outages(self, key: str, bursts: list[float]) -> dict[tuple[float, float], bool]:
         """Whether counter ``key`` stood still for an outage between each two of its ``bursts``: a worker of its queue
-        loaded its model then (a restart), or the interval outlasted :data:`IDLE_NOTE_S` and :data:`IDLE_GAPS` times
-        the mean of the others (the views said "no progress")."""
-        gaps, queue = list(pairwise(bursts)), key.partition(":")[2]
-        total, reloads = sum(t1 - t0 for t0, t1 in gaps), [t for t, of in self.reloads if of == queue or not queue]
-
-        def outage(t0: float, t1: float) -> bool:
-            others = (total - (t1 - t0)) / (len(gaps) - 1) if len(gaps) > 1 else math.inf
-            return t1 - t0 > max(IDLE_NOTE_S, IDLE_GAPS * others) or any(t0 < t <= t1 for t in reloads)
-
-        return {(t0, t1): outage(t0, t1) for t0, t1 in gaps}
+        (of any queue, for ``done``) loaded its model then (a restart). A long interval alone is none: a judge queue
+        held by its rate limit or a provider's 429, a worker shared with another run, a slow chunk wait that long at
+        their usual pace, and the rate says what it saw."""
+        queue = key.partition(":")[2]
+        reloads = [t for t, of in self.reloads if of == queue or not queue]
+        return {(t0, t1): any(t0 < t <= t1 for t in reloads) for t0, t1 in pairwise(bursts)}
 
     def burst_gap(self, key: str = "done") -> float:
         """Mean seconds between the bursts of counter ``key`` in the samples kept (0.0 with fewer than two)."""

@@ -669,6 +669,19 @@ def test_an_embed_workers_restart_counts_not_in_its_rate_once_it_encodes_again(
     assert _embed_rate_after_a_restart(gap_s, every_s, chunk) == pytest.approx(chunk / every_s)
 
 
+def test_a_judge_queues_waits_at_its_rate_limit_count_in_its_rate() -> None:
+    """A judge queue whose chunks come every 3 s for 30 s, then wait 15 s at the rate limiter, read its busy pace after
+    each wait (3.33/s, its ETA half what it was): a wait over 10 s and twice the others' mean was taken for an outage
+    and counted as their usual gap. Only a model's load seen marks an outage: the rate is the one the window saw."""
+    recent, done = RecentRate(), 0
+    for t in range(1, 49):
+        if t % 3 == 0 and (t <= 30 or t == 48):
+            done += 10
+        waiting = {"judge_wait_ms": 4_000, "judge_wait_rpm": 600} if 30 < t < 48 else {}
+        recent.add(float(t), {"done:judge": done, "total:judge": 1_000} | waiting)
+    assert recent.rate("done:judge", 1_000 - done) == pytest.approx(50 / 30)  # 18 s to 48 s: 5 chunks after the first
+
+
 def test_a_workers_encoding_is_said_until_the_runs_first_units_then_only_once_it_idles() -> None:
     """The status said ``embed: encoding 1,234 texts`` at every refresh of a run whose embed worker encodes nearly all
     the time (a note said at once): only while no unit is done yet, or once no work was seen for IDLE_NOTE_S."""
