@@ -222,6 +222,24 @@ def test_the_resume_of_a_clean_run_whose_items_left_refuses_another_runs_reports
     assert resume(out, quiet=True).summary == result.summary
 
 
+def test_the_resume_of_a_released_run_whose_reports_were_written_again_still_ends_on_them(
+    tmp_path: Path, home: Path
+) -> None:
+    """Reports written again by the user's own commands stay the run's: ``ragscore report DIR`` in each format and
+    ``ragscore results RUN --out`` into another folder (which releases the run's items there, its digests recorded
+    anew) within the hour leave the resume that ends on DIR, once the items left, ending on it, not refused."""
+    result = evaluate(make_rows(20), SUITE, out=tmp_path / "out", quiet=True)
+    out, run_id = result.out_dir, result.summary.run_id
+    for fmt in ("html", "md", "csv", "json"):
+        written = _cli(home, "report", str(out), "--format", fmt)
+        assert written.returncode == 0, written.stderr
+    again = _cli(home, "results", run_id, "--out", str(tmp_path / "again"), "--quiet")
+    assert again.returncode == 0, again.stderr
+    with _embedded_store(home) as client:  # the hour since the release is over: the items are gone from the store
+        client.hset(f"ragscore:run:{run_id}:meta", "items_until", 0)
+    assert resume(out, quiet=True).summary == result.summary
+
+
 @pytest.mark.parametrize("left", ["errors", "stopped", "cancelled"])
 def test_the_resume_of_a_run_with_something_left_to_score_never_says_it_finished(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, left: str
