@@ -7,13 +7,16 @@ RagscoreError
 │       └── UnknownMetrics an unknown metric among them (an UnknownMetricError too)
 ├── DatasetError           the dataset cannot be used at all (missing, empty, duplicate ids)
 ├── StoreError             the run store (Redis) failed or holds no such run
+│   └── RunLostError       the store lost a run it held (a Redis restarted without persistence, flushed)
 ├── BrokerError            the embedded Redis or the local workers could not be started
+│   └── StillLoadingError  the embedded Redis was still reading its stored runs back; carries ``size_mb``
 ├── ReportError            a finished run's reports could not be written (a full disk, a folder in the way)
 └── MetricError            a metric could not score one item (recorded per item, never raised
                            into Celery)
 
 DatasetWarning (a UserWarning) what is probably wrong with a dataset or suite that still runs (a column
                            missing, a metric with nothing to check), warned of by the Python API before its run
+EvictionWarning (a UserWarning) a cluster's Redis that may evict a run's keys, warned of before its work is sent
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ __all__ = [
     "ConfigError",
     "DatasetError",
     "DatasetWarning",
+    "EvictionWarning",
     "MetricError",
     "RagscoreError",
     "ReportError",
+    "RunLostError",
+    "StillLoadingError",
     "StoreError",
     "SuiteProblems",
     "UnknownMetricError",
