@@ -230,7 +230,7 @@ def lacking(client: redis.Redis, roles: tuple[Role, ...]) -> str:
     if not refused:
         return ""
     user = client.connection_pool.connection_kwargs.get("username") or "default"
-    names = [_shown(c) for _, c, _ in refused]
+    names = list(dict.fromkeys(_shown(c) for _, c, _ in refused))  # MULTI refused: once, for every role that writes
     listed = ", ".join(names[:_LISTED]) + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else "")
     return f"its ACL user {user!r} may not run {listed} ({refused[0][2]}): {_every_rule_needed(refused, user)}"
 
@@ -304,12 +304,12 @@ def _queued_and_discarded(
 def _multi_refused(
     commands: list[tuple[Role, tuple[str, ...]]], error: redis.ResponseError
 ) -> list[tuple[Role, tuple[str, ...], str]]:
-    """MULTI as the refused command of the first role of ``commands`` that writes, where Redis refused MULTI for
-    want of permission (``error``); none where no role writes (a user that may only read does the reading roles'
-    work) or MULTI failed otherwise."""
+    """MULTI as the refused command of each role of ``commands`` that writes, where Redis refused MULTI for want of
+    permission (``error``): every rule the user lacks is named, as for commands refused inside MULTI; none where no
+    role writes (a user that may only read does the reading roles' work) or MULTI failed otherwise."""
     if not isinstance(error, redis.exceptions.NoPermissionError):
         return []
-    return [(role, ("MULTI",), str(error)) for role in dict.fromkeys(r for r, _ in commands) if role.writes][:1]
+    return [(role, ("MULTI",), str(error)) for role in dict.fromkeys(r for r, _ in commands) if role.writes]
 
 
 def _reply(conn: redis.connection.AbstractConnection) -> object:

@@ -1647,3 +1647,27 @@ def test_an_idle_worker_past_its_socket_timeout_answers_remote_control_and_runs_
     finally:
         worker.stop()
         server.stop()
+
+
+def test_a_user_that_may_not_open_multi_is_told_every_rule_its_writing_roles_need(tmp_path: Path) -> None:
+    """A user that may not open MULTI was told the first writing role's rule alone (the broker's), then, that one
+    added, the run store's: the other refusals (commands refused inside MULTI) name every rule at once. MULTI is
+    said once; a role that only reads needs no MULTI and is not named."""
+    import redis
+
+    from ragscore_workers.acl import BROKER, CONTROL_REPLIES, STORE, STORE_READS, lacking
+
+    server = _acl_redis(tmp_path, ["default on nopass ~* &* +@all", "reader on >r-pw ~* &* +@read +ping"])
+    server.start_without_ping()
+    client = redis.Redis.from_url(f"redis://reader:r-pw@127.0.0.1:{server.port}/0")
+    try:
+        said = lacking(client, (BROKER, STORE_READS, STORE, CONTROL_REPLIES))
+    finally:
+        client.close()
+        server.stop()
+    assert said.startswith("its ACL user 'reader' may not run MULTI (this user has no permissions to run the 'multi' "
+                           "command): "), said  # fmt: skip
+    assert said.count("MULTI") == 1, said
+    assert "the broker needs those commands, e.g. ACL SETUSER reader ~* &* +@all" in said, said
+    assert "the run store needs those commands, e.g. ACL SETUSER reader ~ragscore:* &* +@all" in said, said
+    assert "remote control replies, *.reply.celery.pidbox) needs those commands, e.g. ACL SETUSER reader +@all" in said
