@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from celery import Celery
+from celery.app.amqp import AMQP
 from celery.exceptions import SecurityWarning
 from celery.signals import (
     celeryd_init,
@@ -26,7 +27,7 @@ from celery.signals import (
     worker_shutting_down,
 )
 from celery.utils.text import str_to_list
-from kombu import Exchange, pools
+from kombu import Connection, Exchange, pools
 from kombu import Queue as KombuQueue
 from kombu.utils.url import parse_url
 
@@ -112,7 +113,22 @@ def _config(
     }
 
 
-app = Celery("ragscore", include=["ragscore_workers.tasks"])
+class _ShownConnection(Connection):
+    """kombu's connection, its URL as Flower's ``Broker:`` line and a worker's banner show it: kombu put its mask in
+    every URL, a password or none (``redis://:**@host:6379/0`` for ``redis://host:6379/0``); one with no password is
+    shown as it is (its query, where a password may be too, never is)."""
+
+    def as_uri(self, include_password: bool = False, mask: str = "**", **fields: Any) -> str:
+        return super().as_uri(include_password or not self.password, mask, **fields)
+
+
+class _AMQP(AMQP):  # type: ignore[misc]
+    """Celery's messaging, its connections :class:`_ShownConnection`."""
+
+    Connection = _ShownConnection
+
+
+app = Celery("ragscore", include=["ragscore_workers.tasks"], amqp=_AMQP)
 #: Why the environment's settings could not be read (a malformed ``RAGSCORE_*`` variable), or None.
 _settings_error: ConfigError | None = None
 try:

@@ -207,6 +207,28 @@ def test_flower_says_where_it_serves_when_its_options_move_it(redis_server: Redi
     assert said.strip() == f"Flower on unix socket {sock}, under /flower (max 100000 tasks kept)"
 
 
+@pytest.mark.parametrize(("user", "shown"), [(":", ""), ("default", "default@"), (":s3cret", ":**@")])
+def test_flower_names_its_broker_with_a_mask_only_where_the_url_has_a_password(
+    tmp_path: Path, redis_server: RedisProcess, user: str, shown: str
+) -> None:
+    """Flower's ``Broker:`` line (kombu's URL of the connection) put kombu's mask in every URL: ``redis://:**@host``
+    for a broker with no password (``redis://:@host``, a user without one), as if it had one. Such a URL is shown
+    as it is; one with a password still hides it."""
+    host = f"127.0.0.1:{redis_server.port}/0"
+    log = tmp_path / "flower.log"
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": f"redis://{user}@{host}"}
+    command = [sys.executable, "-m", "orchestrator.cli", "flower", "--no-auth", "--port", str(free_port())]
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    try:
+        _until(lambda: "Broker:" in log.read_text())
+    finally:
+        _stop(proc)
+    said = log.read_text()
+    assert f"Broker: redis://{shown}{host}" in said, said
+    assert "s3cret" not in said
+
+
 def test_flower_on_a_tls_broker_reads_its_queues_with_the_urls_tls_options(tmp_path: Path) -> None:
     """Flower reads the queues' lengths (``/api/queues/length``, its broker page) with a Redis client of its own,
     which takes TLS options only from Celery's ``broker_use_ssl``: on a ``rediss://`` broker it checked the server's
