@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from ragscore_workers.alive import alive_processes, alive_queues, broker_of
+from ragscore_workers.alive import alive_keys, alive_processes, alive_queues, broker_of
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
@@ -45,6 +45,7 @@ __all__ = [
     "queued_message",
     "queued_messages",
     "recently_taken",
+    "renewed_alive",
     "settled_orphans",
     "unconsumed_queues",
     "unserved_message",
@@ -276,6 +277,30 @@ def live_processes(broker_url: str, settings: Settings, queue: str) -> int:
             return alive_processes(store, broker_of(broker), queue)
     except (redis.RedisError, ValueError):  # ValueError: an option redis-py refuses as it connects
         return 0
+
+
+#: Seconds between two reads of the keys saying workers run, watching one renewed (:func:`renewed_alive`).
+RENEWAL_POLL_S = 0.5
+
+
+def renewed_alive(store: RunStore, queues: Collection[str], within_s: float) -> set[str]:
+    """Those of ``queues`` consumed by a worker whose key saying it runs (:mod:`ragscore_workers.alive`) is seen
+    renewed within ``within_s`` s from now (its time left grew between two reads): that worker ran after this call
+    began, where a key left by a worker killed whole a moment ago is never renewed (it expires). Returns once each
+    queue has one, or no key names those left; none where the store's user may not read the keys (as
+    :func:`_alive_queues`)."""
+    wanted, found, broker = set(queues), set[str](), broker_of(store.broker)
+    deadline = time.monotonic() + within_s
+    try:
+        seen = alive_keys(store.r, broker)
+        while (left := wanted - found) and any(left & q for q, _ in seen.values()) and time.monotonic() < deadline:
+            time.sleep(RENEWAL_POLL_S)
+            now = alive_keys(store.r, broker)
+            found.update(*(q for key, (q, ms) in now.items() if key in seen and ms > seen[key][1]))
+            seen = now
+    except redis.exceptions.NoPermissionError:
+        return set()
+    return found & wanted
 
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:

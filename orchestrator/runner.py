@@ -27,6 +27,7 @@ from typing import Any
 import redis
 from pydantic_core import PydanticSerializationError
 
+from ragscore_workers.alive import ALIVE_TTL_S
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import counted, counted_of
@@ -97,6 +98,7 @@ from .queues import (
     queued_ahead,
     queued_message,
     queued_messages,
+    renewed_alive,
     settled_orphans,
     unconsumed_queues,
     unserved_message,
@@ -947,7 +949,9 @@ def summarize_cancelled(
     hold is counted as stopped. So is a run whose waiting messages' queues count as served only by a worker that did
     not answer (:func:`unserved_queues`' ``unsure``: a worker killed whole a moment ago, holding only another run's
     messages, still counts as serving its queues), but for ``here``: it is watched until they count unserved or its
-    workers wrote the summary (``on_unsure`` hears those queues before the wait: it may last ``settle_s``). Returns
+    workers wrote the summary (``on_unsure`` hears those queues before the wait: it may last ``settle_s``), unless,
+    with nothing else to wait for, each has a worker whose key saying it runs is renewed after the cancel
+    (:func:`renewed_alive`, ``ALIVE_TTL_S`` at most): that worker lives, skips their messages and writes it. Returns
     the unserved queues and their messages (``on_unserved`` hears them, and ``on_orphaned`` the orphaned messages,
     before the wait; a queue found unserved during it, as the take of a worker
     killed whole gets older than ``RECENTLY_TAKEN_S``, is heard then (the workers asked every ``UNSERVED_RECHECK_S``
@@ -960,6 +964,8 @@ def summarize_cancelled(
     unsure: set[str] = set()  # served only by a worker that did not answer: maybe one killed a moment ago
     unserved = unserved_queues(store, run_id, unsure=unsure)
     orphans = settled_orphans(store, run_id)
+    if unsure and not (here or unserved or orphans):  # a worker whose key is renewed runs: it writes the summary
+        unsure -= renewed_alive(store, unsure, ALIVE_TTL_S)
     if not unserved and not orphans and (here or not unsure):  # here: its lane's workers went with its process
         if here and _left_to_nobody(store, run_id, settle_s):
             aggregate_run(store, run_id, here=True)

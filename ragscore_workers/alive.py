@@ -26,13 +26,14 @@ from typing import Any
 
 import redis
 
-from .kept import KeptKey, kept_values
+from .kept import KeptKey, kept_entries
 
 __all__ = [
     "ALIVE_INDEX",
     "ALIVE_PREFIX",
     "ALIVE_TTL_S",
     "Broker",
+    "alive_keys",
     "alive_processes",
     "alive_queues",
     "broker_of",
@@ -103,18 +104,25 @@ def broker_of(client: redis.Redis, known: Broker | None = None) -> Broker:
 
 def alive_queues(client: redis.Redis, broker: Broker) -> set[str]:
     """The queues of ``broker`` consumed by the workers that say they run, read from ``client`` (the store)."""
-    return {str(q) for said in _alive_on(client, broker) for q in said["queues"]}
+    return {queue for queues, _ in alive_keys(client, broker).values() for queue in queues}
 
 
 def alive_processes(client: redis.Redis, broker: Broker, queue: str) -> int:
     """The pool processes of the workers of ``broker`` that say they run and consume ``queue`` (a key of an older
     worker, which does not say them, counts one), read from ``client`` (the store)."""
-    said = [s.get("processes") for s in _alive_on(client, broker) if queue in s["queues"]]
+    said = [s.get("processes") for s, _ in _alive_on(client, broker).values() if queue in s["queues"]]
     return sum(n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1 for n in said)
 
 
-def _alive_on(client: redis.Redis, broker: Broker) -> list[dict[str, Any]]:
-    """What the workers of ``broker`` that say they run say (their ``queues`` a list), read from ``client`` (the store;
-    from the index, not a scan of the keyspace)."""
-    return [s for s in kept_values(client, ALIVE_PREFIX, ALIVE_INDEX)
-            if broker.serves(s) and isinstance(s.get("queues"), list)]  # fmt: skip
+def alive_keys(client: redis.Redis, broker: Broker) -> dict[str, tuple[set[str], int]]:
+    """The keys of the workers of ``broker`` that say they run, read from ``client`` (the store): each one's queues
+    and the milliseconds it has left (:func:`~.kept.kept_entries`: they grow as its worker renews it, every
+    :data:`~.kept.RENEW_S`)."""
+    return {key: ({str(q) for q in said["queues"]}, left) for key, (said, left) in _alive_on(client, broker).items()}
+
+
+def _alive_on(client: redis.Redis, broker: Broker) -> dict[str, tuple[dict[str, Any], int]]:
+    """The keys of the workers of ``broker`` that say they run (their ``queues`` a list), each with what it says and
+    its milliseconds left, read from ``client`` (the store; from the index, not a scan of the keyspace)."""
+    return {key: (said, left) for key, (said, left) in kept_entries(client, ALIVE_PREFIX, ALIVE_INDEX).items()
+            if broker.serves(said) and isinstance(said.get("queues"), list)}  # fmt: skip

@@ -26,7 +26,7 @@ from typing import Any
 
 import redis
 
-__all__ = ["RENEW_S", "KeptKey", "kept_values"]
+__all__ = ["RENEW_S", "KeptKey", "kept_entries", "kept_values"]
 
 log = logging.getLogger(__name__)
 
@@ -107,17 +107,28 @@ class KeptKey:
 
 
 def kept_values(client: redis.Redis, prefix: str, index: str) -> list[dict[str, Any]]:
-    """The values of the keys kept under ``prefix`` that ``index`` lists (two round trips; a key gone since it was
-    listed, or not a JSON object, is left out)."""
+    """The values of the keys kept under ``prefix`` that ``index`` lists (:func:`kept_entries`)."""
+    return [value for value, _ in kept_entries(client, prefix, index).values()]
+
+
+def kept_entries(client: redis.Redis, prefix: str, index: str) -> dict[str, tuple[dict[str, Any], int]]:
+    """The keys kept under ``prefix`` that ``index`` lists: each one's value and the milliseconds it has left, which
+    grow only as its worker renews it (two round trips; a key gone since it was listed, or not a JSON object, is left
+    out)."""
     tokens = sorted(t.decode() if isinstance(t, bytes) else str(t) for t in client.smembers(index))
     if not tokens:
-        return []
-    found: list[dict[str, Any]] = []
-    for raw in client.mget([f"{prefix}{token}" for token in tokens]):
+        return {}
+    keys = [f"{prefix}{token}" for token in tokens]
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.get(key).pttl(key)
+    replies = pipe.execute()
+    found: dict[str, tuple[dict[str, Any], int]] = {}
+    for key, raw, left in zip(keys, replies[::2], replies[1::2], strict=True):
         try:
             value = json.loads(raw) if raw is not None else None
         except ValueError:
             continue
         if isinstance(value, dict):
-            found.append(value)
+            found[key] = (value, int(left))
     return found

@@ -304,6 +304,35 @@ def test_a_live_judge_worker_that_misses_the_ask_and_took_nothing_lately_is_not_
         assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
 
 
+def test_a_cancel_leaves_the_summary_to_a_live_worker_too_busy_to_answer_the_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled run whose work waits on a queue that only a key saying its worker runs counts served (the worker,
+    busy with another run's calls, missed the ask) was watched until that worker wrote its summary, a minute at most
+    (``SETTLE_S``), then the cancel sent its aggregation while the worker had not yet skipped its work. The key,
+    seen renewed since the cancel, proves the worker lives: it skips that work and writes the summary itself, so
+    the cancel returns (no "no worker answered" line) with no summary written. Once the worker is free (the other
+    run cancelled too), it writes it: every item stopped."""
+    from orchestrator import queues
+    from orchestrator.runner import summarize_cancelled
+
+    with _a_judge_worker_on_a_slow_call(tmp_path) as (_worker, store, busy):
+        suite = load_suite(json.loads(store.meta(busy.run_id)["suite"]))
+        behind = submit(tmp_path / "d.jsonl", suite, store)  # waits behind the busy run's calls, 10 s each
+        monkeypatch.setattr(queues, "CONSUMER_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
+        monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)  # its task outlasts the window
+        cancel(store, behind.run_id)
+        heard: list[list[str]] = []
+        assert summarize_cancelled(store, behind.run_id, on_unsure=heard.append) == {}
+        assert heard == [] and not store.summary_is_current(behind.run_id)
+        cancel(store, busy.run_id)  # its call ends: the worker skips the rest, both runs' alike
+        assert until(lambda: store.summary_is_current(behind.run_id), 120), "the worker never wrote the summary"
+        summary = store.summary(behind.run_id)
+        assert summary is not None and summary.state == "cancelled"
+        stopped = summary.metrics["answer_accuracy"]
+        assert (stopped.n, stopped.errors, stopped.stopped) == (0, 0, 4), stopped
+
+
 def test_a_take_stamped_ahead_of_this_hosts_clock_does_not_make_its_queue_served(tmp_path: Path) -> None:
     """kombu stamps a take with its worker host's clock: one an hour ahead kept the queue of a worker killed whole
     served for that hour. A take within the window either side of this host's clock counts; past it, none does."""
