@@ -1346,12 +1346,12 @@ def _check_broker_for_workers(url: str, queues: list[str], settings: Settings) -
     there), as :func:`.connection.connect` checks a run's (ConfigError, exit 2: the URL or the user is wrong); an
     unreachable broker, or one whose host name does not resolve (yet), only warns, since workers may start before
     their Redis and keep retrying."""
-    from ragscore_workers.acl import WORKER_CONTROL, WORKER_STORE, broker_role
+    from ragscore_workers.acl import WORKER_STORE, broker_role
     from ragscore_workers.store import probe_redis
 
     from .connection import broker_roles, store_apart
 
-    roles = (*broker_roles(url, settings, broker_role(queues)), WORKER_CONTROL)
+    roles = broker_roles(url, settings, broker_role(queues))
     problem = probe_redis(url, roles=roles if store_apart(url, settings) else (*roles, WORKER_STORE))
     if problem:
         print_warning(f"cannot reach the broker at {redact_url(url)} ({problem}); the workers keep retrying "

@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from ragscore_workers.acl import (
+    ASKS_WORKERS,
     BACKEND,
     BROKER,
     BROKER_READS,
@@ -129,7 +130,7 @@ def connect(
     store_roles = (store_role, BACKEND) if in_store else (store_role,)
     # one that may send to the control queue (cancel) asks the workers what they hold, as one that sends does
     brokers = broker_roles(broker_url, settings, broker_role) if sends else (
-        (broker_role, CONTROL_REPLIES) if writes else (broker_role,))  # fmt: skip
+        (broker_role, *ASKS_WORKERS) if writes else (broker_role,))  # fmt: skip
     named = [
         (store_url, STORE_REDIS if apart else "Redis", (*brokers, *store_roles) if one and queued else store_roles)
     ]
@@ -252,9 +253,10 @@ def broker_roles(broker_url: str, settings: Settings, role: Role) -> tuple[Role,
     Celery's chord counters and results (:data:`.acl.BACKEND`) where they are kept with the broker
     (RAGSCORE_RESULT_BACKEND unset or the broker's database and user), in the same probe: a user limited to
     ragscore's queues passed, then a run died at its first chord with redis-py's raw NoPermissionError; and Celery's
-    remote control replies (:data:`.acl.CONTROL_REPLIES`), which it asks its workers over (which queues they serve,
-    what they hold; `ragscore worker` pings them): such a user's submit died after sending its run."""
-    return (role, CONTROL_REPLIES) if backend_apart(broker_url, settings) else (role, BACKEND, CONTROL_REPLIES)
+    remote control replies and the broadcasts' binding kombu's sweep reads (:data:`.acl.ASKS_WORKERS`), which it asks
+    its workers over (which queues they serve, what they hold; `ragscore worker` pings them): such a user's submit
+    died after sending its run."""
+    return (role, *ASKS_WORKERS) if backend_apart(broker_url, settings) else (role, BACKEND, *ASKS_WORKERS)
 
 
 def _broker_apart(broker_url: str, settings: Settings) -> bool:
@@ -280,7 +282,7 @@ def reach_broker(broker_url: str) -> None:
     (cancel, results of a cancelled run) only asks whether it can use the broker, and said so after connect's ~20 s
     of retries."""
     what = "the broker's Redis"
-    if problem := probe_redis(broker_url, what, (BROKER, CONTROL_REPLIES)):  # they ask the workers what they hold
+    if problem := probe_redis(broker_url, what, (BROKER, *ASKS_WORKERS)):  # they ask the workers what they hold
         raise cannot_use(broker_url, what, problem)
 
 

@@ -22,6 +22,7 @@ from .limits import CONTROL_QUEUE, PRIORITY_SEP
 from .stopping import STOPPING_INDEX, STOPPING_PREFIX
 
 __all__ = [
+    "ASKS_WORKERS",
     "BACKEND",
     "BROKER",
     "BROKER_READS",
@@ -129,13 +130,13 @@ CONTROL_REPLIES = Role(
     writes=True,
 )
 
-#: The broker's user of `ragscore worker`'s workers, beside their queues (:func:`broker_role`) and
-#: :data:`CONTROL_REPLIES`: the binding of each worker's own remote control queue to the broadcast exchange
-#: (``_kombu.binding.celery.pidbox``, added with its deadline in ``_kombu.binding_deadlines`` by a Lua script as the
-#: worker starts), and the set kombu's sweep of overdue bindings reads for it
-#: (``_kombu.binding_permanent.celery.pidbox``: refused, the sweep fails). A user allowed its queues' bindings and
-#: :data:`CONTROL_REPLIES`'s rule passed the check, then every worker died as it started with redis-py's raw
-#: NoPermissionError, five times, and the command gave up.
+#: The broker's user of `ragscore worker`'s workers, and of a command that asks them (:data:`ASKS_WORKERS`), beside
+#: their queues (:func:`broker_role`) and :data:`CONTROL_REPLIES`: the binding of each worker's own remote control
+#: queue to the broadcast exchange (``_kombu.binding.celery.pidbox``, added with its deadline in
+#: ``_kombu.binding_deadlines`` by a Lua script as the worker starts), and the set kombu's sweep of overdue bindings
+#: reads for it (``_kombu.binding_permanent.celery.pidbox``: refused, the sweep fails). A user allowed its queues'
+#: bindings and :data:`CONTROL_REPLIES`'s rule passed the check, then every worker died as it started with redis-py's
+#: raw NoPermissionError, five times, and the command gave up.
 WORKER_CONTROL = Role(
     name="broker (Celery's remote control of its workers, _kombu.binding.celery.pidbox)",
     commands=(
@@ -146,6 +147,13 @@ WORKER_CONTROL = Role(
     "~_kombu.binding_deadlines",
     writes=True,
 )
+
+#: The broker's user of a command that asks the workers (run, submit, resume, cancel; `ragscore worker` pings them):
+#: their replies, and the broadcasts' binding (:data:`WORKER_CONTROL`'s keys), which kombu's sweep of overdue
+#: bindings reads in every channel that consumes a list that expires, an ask's reply list included: once no worker had
+#: refreshed that binding for an hour (every worker stopped), each ask by a user without those keys logged kombu's
+#: warning with a traceback (its sweep refused).
+ASKS_WORKERS = (CONTROL_REPLIES, WORKER_CONTROL)
 
 #: The broker's user of a command that asks the workers, beside :data:`CONTROL_REPLIES`: the broadcast channel its
 #: questions go out on (``/DB.celery.pidbox``). A user with every key and no channel (Redis 7's default for a new

@@ -1194,6 +1194,21 @@ def test_a_broker_user_limited_to_its_queues_bindings_is_checked_for_every_bindi
         server.stop()
 
 
+def _without_the_broadcasts_binding(tmp_path: Path, name: str) -> tuple[RedisProcess, str, str]:
+    """A started Redis with a user ``good`` (password ``good-pw``, every key) and a user ``name`` (password
+    ``{name}-pw``) allowed the cpu and control queues with their bindings, kombu's unacked messages, Celery's results,
+    the run store and the remote control replies, not the broadcasts' binding (:data:`acl.WORKER_CONTROL`): the
+    server, its ``127.0.0.1:PORT/0`` and the ACL rule that adds what ``name`` lacks."""
+    users = ["default off", "good on >good-pw ~* &* +@all",
+             f"{name} on >{name}-pw ~cpu* ~control* ~_kombu.binding.cpu ~_kombu.binding.control "
+             "~_kombu.binding_permanent.cpu ~_kombu.binding_permanent.control ~unacked* ~celery-* ~ragscore:* "
+             "~*.reply.celery.pidbox* ~_kombu.binding_deadlines &* +@all"]  # fmt: skip
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    rule = (f"ACL SETUSER {name} ~_kombu.binding.celery.pidbox ~_kombu.binding_permanent.celery.pidbox "
+            "~_kombu.binding_deadlines")  # fmt: skip
+    return server, f"127.0.0.1:{server.port}/0", rule
+
+
 def test_a_workers_broker_user_is_checked_for_its_workers_binding_to_the_remote_controls_broadcasts(
     tmp_path: Path,
 ) -> None:
@@ -1204,15 +1219,8 @@ def test_a_workers_broker_user_is_checked_for_its_workers_binding_to_the_remote_
     import celery
     import redis
 
-    users = ["default off", "good on >good-pw ~* &* +@all",
-             "bound on >bound-pw ~cpu* ~control* ~_kombu.binding.cpu ~_kombu.binding.control "
-             "~_kombu.binding_permanent.cpu ~_kombu.binding_permanent.control ~unacked* ~celery-* ~ragscore:* "
-             "~*.reply.celery.pidbox* ~_kombu.binding_deadlines &* +@all"]  # fmt: skip
-    server = _acl_redis(tmp_path, users).start_without_ping()
-    base = f"127.0.0.1:{server.port}/0"
+    server, base, rule = _without_the_broadcasts_binding(tmp_path, "bound")
     bound, home = f"redis://bound:bound-pw@{base}", tmp_path / "home"
-    rule = ("ACL SETUSER bound ~_kombu.binding.celery.pidbox ~_kombu.binding_permanent.celery.pidbox "
-            "~_kombu.binding_deadlines")  # fmt: skip
     try:
         said = _ragscore("worker", "-Q", "cpu", home=home, RAGSCORE_BROKER_URL=bound)
         text = " ".join(said.stderr.split())
@@ -1671,3 +1679,45 @@ def test_a_user_that_may_not_open_multi_is_told_every_rule_its_writing_roles_nee
     assert "the broker needs those commands, e.g. ACL SETUSER reader ~* &* +@all" in said, said
     assert "the run store needs those commands, e.g. ACL SETUSER reader ~ragscore:* &* +@all" in said, said
     assert "remote control replies, *.reply.celery.pidbox) needs those commands, e.g. ACL SETUSER reader +@all" in said
+
+
+def test_a_command_that_asks_the_workers_is_checked_for_the_broadcasts_binding_kombus_sweep_reads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kombu sweeps overdue bindings in every channel that consumes a list that expires, an ask's reply list
+    included: once the broadcasts' binding was overdue (no worker had refreshed it for an hour), each ask of the
+    workers by a broker user allowed all the check asked for, but not ``_kombu.binding.celery.pidbox`` and
+    ``_kombu.binding_permanent.celery.pidbox``, logged kombu's warning with a traceback (its sweep refused). A
+    command that asks them (here cancel's and results' check of the broker) checks those keys as a worker's does:
+    refused at once, naming them and the rule; with that rule added, the ask warns of nothing."""
+    import logging
+
+    import celery
+    import redis
+
+    from orchestrator.connection import reach_broker
+
+    server, base, rule = _without_the_broadcasts_binding(tmp_path, "asker")
+    asker = f"redis://asker:asker-pw@{base}"
+
+    def sweep_warned() -> bool:
+        """Whether an ask of the workers (none runs) logged kombu's warning of its refused sweep."""
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="kombu.transport.redis"):
+            celery.Celery(broker=asker).control.inspect(timeout=0.5).active_queues()
+        return any("maybe_refresh_binding_expiry" in r.getMessage() for r in caplog.records)
+
+    try:
+        with redis.Redis.from_url(f"redis://good:good-pw@{base}") as good:
+            good.zadd("_kombu.binding_deadlines", {"celery.pidbox": 0})  # overdue: no worker refreshed it
+            assert sweep_warned()
+            with pytest.raises(ConfigError) as refused:
+                reach_broker(asker)
+            text = str(refused.value)
+            assert "its ACL user 'asker' may not run EVAL, EXISTS _kombu.binding_permanent.celery.pidbox" in text, text
+            assert f"e.g. {rule}" in text and "asker-pw" not in text, text
+            good.execute_command(*rule.split())  # the line the error gives
+        reach_broker(asker)
+        assert not sweep_warned()
+    finally:
+        server.stop()
