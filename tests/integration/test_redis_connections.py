@@ -1688,8 +1688,8 @@ def test_a_command_that_asks_the_workers_is_checked_for_the_broadcasts_binding_k
     included: once the broadcasts' binding was overdue (no worker had refreshed it for an hour), each ask of the
     workers by a broker user allowed all the check asked for, but not ``_kombu.binding.celery.pidbox`` and
     ``_kombu.binding_permanent.celery.pidbox``, logged kombu's warning with a traceback (its sweep refused). A
-    command that asks them (here cancel's and results' check of the broker) checks those keys as a worker's does:
-    refused at once, naming them and the rule; with that rule added, the ask warns of nothing."""
+    command that asks them (here cancel's connect, and cancel's and results' check of the broker) checks those keys
+    as a worker's does: refused at once, naming them and the rule; with that rule added, the ask warns of nothing."""
     import logging
 
     import celery
@@ -1711,13 +1711,15 @@ def test_a_command_that_asks_the_workers_is_checked_for_the_broadcasts_binding_k
         with redis.Redis.from_url(f"redis://good:good-pw@{base}") as good:
             good.zadd("_kombu.binding_deadlines", {"celery.pidbox": 0})  # overdue: no worker refreshed it
             assert sweep_warned()
-            with pytest.raises(ConfigError) as refused:
-                reach_broker(asker)
-            text = str(refused.value)
-            assert "its ACL user 'asker' may not run EVAL, EXISTS _kombu.binding_permanent.celery.pidbox" in text, text
-            assert f"e.g. {rule}" in text and "asker-pw" not in text, text
+            for check in (lambda: reach_broker(asker), lambda: connect(asker, queues=True, writes=True)):  # cancel's
+                with pytest.raises(ConfigError) as refused:
+                    check()
+                text = str(refused.value)
+                assert "its ACL user 'asker' may not run EVAL, EXISTS _kombu.binding_permanent.celery.pidbox" in text
+                assert f"e.g. {rule}" in text and "asker-pw" not in text, text
             good.execute_command(*rule.split())  # the line the error gives
         reach_broker(asker)
+        connect(asker, queues=True, writes=True).r.close()
         assert not sweep_warned()
     finally:
         server.stop()
