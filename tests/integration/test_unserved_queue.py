@@ -304,6 +304,7 @@ def test_a_live_judge_worker_that_misses_the_ask_and_took_nothing_lately_is_not_
         assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
 
 
+@pytest.mark.serial  # the worker's key must be seen renewed within its TTL (10 s) while the cancel looks
 def test_a_cancel_leaves_the_summary_to_a_live_worker_too_busy_to_answer_the_ask(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
