@@ -316,13 +316,13 @@ def test_a_cancel_leaves_the_summary_to_a_live_worker_too_busy_to_answer_the_ask
     run cancelled too), it writes it: every item stopped."""
     from orchestrator import queues
     from orchestrator.runner import summarize_cancelled
-    from ragscore_workers.alive import alive_queues, database_of
+    from ragscore_workers.alive import alive_queues, broker_of
 
     with _a_judge_worker_on_a_slow_call(tmp_path) as (_worker, store, busy):
         suite = load_suite(json.loads(store.meta(busy.run_id)["suite"]))
         behind = submit(tmp_path / "d.jsonl", suite, store)  # waits behind the busy run's calls, 10 s each
         # its key is written from its worker_ready, which may come after its first take: none, the queue is unserved
-        assert until(lambda: "judge" in alive_queues(store.r, database_of(store.broker)), 30), "no key says it runs"
+        assert until(lambda: "judge" in alive_queues(store.r, broker_of(store.broker)), 30), "no key says it runs"
         monkeypatch.setattr(queues, "CONSUMER_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
         monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 0.0)  # its task outlasts the window
         cancel(store, behind.run_id)
