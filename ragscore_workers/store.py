@@ -23,7 +23,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           ``target_calls``: requests sent to the run's targets
 ``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
                           ``{answers key}|{item key}`` -> target: failed answers a resume asks again)
-``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size)
+``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size); released with
+                          the items (:meth:`RunStore.release_items`): they name nothing else
 ``item:{key}``     hash    ``_meta`` (id, system, group, question_type, question_sha) + one field per metric output
 ``shards_done:{g}`` set    shard numbers whose chord of generation ``g`` (0, then +1 per resume) completed
 ``summary``        string  the run summary JSON written by ``aggregate``
@@ -1051,15 +1052,17 @@ class RunStore:
         pipe.execute()
 
     def release_items(self, run_id: str, ttl_s: int, out_dir: str) -> None:
-        """Let the items and answers of a finished run whose whole reports are in ``out_dir`` (a folder that is kept)
-        expire ``ttl_s`` from now (its ``RAGSCORE_RUN_TTL_S`` where shorter); its own keys keep theirs. Its meta
-        says when and where first: :meth:`check_items_kept` refuses them from then on."""
+        """Let the items, answers and shard id lists of a finished run whose whole reports are in ``out_dir`` (a folder
+        that is kept) expire ``ttl_s`` from now (its ``RAGSCORE_RUN_TTL_S`` where shorter); its other keys keep theirs.
+        Its meta says when and where first: :meth:`check_items_kept` refuses them from then on (the id lists name the
+        items alone, each as long as a shard)."""
         ttl = min(ttl_s, self.final_ttl_s)
         self._hset_if_exists(keys=[self.key(run_id, "meta")], args=[ITEMS_UNTIL, time.time() + ttl, ITEMS_IN, out_dir])
         pipe = self.r.pipeline(transaction=False)
         for shard in range(self.n_shards(run_id)):
             ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
             self._expire_items(keys=[ids], args=[prefix, ttl], client=pipe)
+            pipe.expire(ids, ttl)
             pipe.expire(self.key(run_id, f"answers:{shard}"), ttl)
         pipe.execute()
 

@@ -38,10 +38,13 @@ def _embedded_store(home: Path) -> Iterator[redis.Redis]:
 
 
 def _ttls(client: redis.Redis, run_id: str) -> dict[str, int]:
-    """The TTL of each kind of the run's keys: the lowest an item has, the highest; its meta's and summary's."""
+    """The TTL of each kind of the run's keys: the lowest an item has, the highest; the highest of its shards' id
+    lists; its meta's and summary's."""
     items = [client.ttl(key) for key in client.scan_iter(f"ragscore:run:{run_id}:item:*")]
+    ids = max(client.ttl(key) for key in client.scan_iter(f"ragscore:run:{run_id}:ids:*"))
     meta, summary = (client.ttl(f"ragscore:run:{run_id}:{part}") for part in ("meta", "summary"))
-    return {"items": len(items), "item_min": min(items), "item_max": max(items), "meta": meta, "summary": summary}
+    kinds = {"items": len(items), "item_min": min(items), "item_max": max(items), "ids_max": ids}
+    return kinds | {"meta": meta, "summary": summary}
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -53,7 +56,8 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_finished_cli_runs_items_expire_soon_while_its_own_keys_keep_the_run_ttl(tmp_path: Path, home: Path) -> None:
     """Every item of a finished embedded run was kept 7 days though its reports were in its --out DIR: ~90 MB a
-    50,000-row run, read back by every later command. Now its items leave an hour after; meta and summary stay."""
+    50,000-row run, read back by every later command. Now its items leave an hour after, and its shards' id lists
+    with them (they kept the run TTL, naming items that were gone); meta and summary stay."""
     data, suite, out = write_jsonl(tmp_path / "d.jsonl", make_rows(40)), tmp_path / "s.json", tmp_path / "out"
     suite.write_text(json.dumps(SUITE))
     done = _cli(home, "run", str(data), "--suite", str(suite), "--out", str(out), "--quiet")
@@ -63,6 +67,7 @@ def test_a_finished_cli_runs_items_expire_soon_while_its_own_keys_keep_the_run_t
         ttls = _ttls(client, run_id)
         meta = client.hgetall(f"ragscore:run:{run_id}:meta")
     assert ttls["items"] == 40 and 0 < ttls["item_min"] <= ttls["item_max"] <= RELEASED_ITEMS_TTL_S, ttls
+    assert 0 < ttls["ids_max"] <= RELEASED_ITEMS_TTL_S, ttls
     assert ttls["meta"] > RELEASED_ITEMS_TTL_S and ttls["summary"] > RELEASED_ITEMS_TTL_S, ttls
     assert ttls["meta"] <= DEFAULT_RUN_TTL_S, ttls
     assert meta["items_in"] == str(out.resolve())
@@ -393,9 +398,11 @@ def _starts(home: Path) -> int:
 
 
 def _assert_kept_again(home: Path, run_id: str) -> None:
-    """The 20 items of ``run_id`` (released earlier) keep the long TTL again; the run names no folder holding them."""
+    """The 20 items of ``run_id`` (released earlier) and its shards' id lists keep the long TTL again; the run names no
+    folder holding them."""
     with _embedded_store(home) as client:
         ttls = _ttls(client, run_id)
         released = client.hget(f"ragscore:run:{run_id}:meta", "items_in")
     assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
+    assert ttls["ids_max"] > RELEASED_ITEMS_TTL_S, ttls
     assert released is None
