@@ -1170,10 +1170,16 @@ def check_judge_threads(threads: object, broker: str | None, caller: Caller = CL
                           "--concurrency N`)")  # fmt: skip
 
 
-def judge_threads_unused(caller: Caller = CLI) -> str:
-    """What an embedded run (or resume) with no judge work says of ``--judge-threads`` (``judge_threads=``) given."""
-    return (f"{caller.option('judge-threads')} has no effect: the run has no judge work (no judge metric scores its "
-            "rows, or a resume's has no item left), so no local judge worker is started")  # fmt: skip
+def judge_threads_unused(caller: Caller = CLI, *, resumed: bool = False) -> str:
+    """What an embedded run with no judge work says of ``--judge-threads`` (``judge_threads=``) given, before its
+    first task is sent; ``resumed``: what a resume that sent no judge work says once it ended (its look-up, not its
+    counters, knew)."""
+    option = caller.option("judge-threads")
+    if resumed:
+        return (f"{option} had no effect: the resume sent no judge work (no judge metric scores its rows, or none of "
+                "its items was left to judge), so no local judge worker was started")  # fmt: skip
+    return (f"{option} has no effect: the run has no judge work (no judge metric scores its rows), so no local judge "
+            "worker is started")  # fmt: skip
 
 
 def _unused_when_done(
@@ -1554,6 +1560,8 @@ def run(
                 check_local_resources(resolved, [q for q in queues if q not in checked], judge_calls_left)
             elif resumed is not None:  # the run's own suite, read from the store by start(); no judge left: no key
                 check_local_resources(resumed, queues, judge_calls_left)
+            if judge_threads is not None and resume_id is None and Queue.JUDGE.value not in queues:
+                caller.warn(judge_threads_unused(caller))  # a new run's queues are all it sends work to
             if not warm:
                 start_local(queues)
                 return
@@ -1629,10 +1637,10 @@ def run(
                         w.stop(warm=finished)  # an interrupted run's running tasks need not finish
                     if warm and workers:  # nothing an interrupted or failed run used is kept (one refused
                         stop_kept()  # before its rows were sent, and so before its workers, leaves them as they were)
-            # said after the fact: a resume's look-up may have sent judge work (start_unserved) its counters said it had
-            # none of
-            if judge_threads is not None and Queue.JUDGE.value not in work_queues:
-                caller.warn(judge_threads_unused(caller))
+            # a resume's, said after the fact: its look-up may have sent judge work (start_unserved) its counters said
+            # it had none of
+            if judge_threads is not None and resume_id is not None and Queue.JUDGE.value not in work_queues:
+                caller.warn(judge_threads_unused(caller, resumed=True))
             return summary
         finally:
             embedded.release()

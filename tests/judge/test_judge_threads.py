@@ -87,11 +87,25 @@ def test_judge_threads_of_a_cluster_run_is_refused(tmp_path: Path, redis_server:
 
 def test_judge_threads_of_a_run_without_judge_work_is_warned_of(home: Path, tmp_path: Path) -> None:
     """A suite with no judge metric starts no judge worker: judge_threads= is said to have no effect, and the run
-    scores; said once (it is said when the run ends). Seen failing before: it was taken silently."""
+    scores; said once (before its first task is sent). Seen failing before: it was taken silently."""
     with pytest.warns(DatasetWarning, match=re.escape("judge_threads= has no effect: the run has no judge work")) as w:
         result = evaluate(ROWS, {"metrics": ["exact_match"]}, out=tmp_path / "out", quiet=True, judge_threads=2)
     assert result.summary.metrics["exact_match"].n == len(ROWS)
     assert len([said for said in w if "has no effect" in str(said.message)]) == 1, [str(s.message) for s in w]
+
+
+def test_judge_threads_of_a_new_run_without_judge_work_is_warned_of_before_it_sends_work(
+    home: Path, tmp_path: Path
+) -> None:
+    """A new run's queues are known once its rows validated: the warning comes before its first task is sent, so a
+    filter that makes it an error (``-W error``) refuses the run, no reports written (its run.json neither). Seen
+    failing before: it came once the reports were written, and said no worker "is started" of a run that was over."""
+    out = tmp_path / "out"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DatasetWarning)
+        with pytest.raises(DatasetWarning, match=re.escape("judge_threads= has no effect: the run has no judge work")):
+            evaluate(ROWS, {"metrics": ["exact_match"]}, out=out, quiet=True, judge_threads=2)
+    assert not (out / "summary.json").exists() and not (out / "run.json").exists()
 
 
 def test_the_command_line_refuses_judge_threads_below_1(tmp_path: Path, home: Path) -> None:
@@ -150,9 +164,10 @@ def test_a_resume_whose_judge_is_done_starts_no_judge_worker(home: Path, keys: s
         assert first.summary.metrics["answer_accuracy"].n == len(ROWS)
         shutdown()  # the call's workers, kept for this process's next call: those alive below are the resume's
         try:
-            with pytest.warns(DatasetWarning, match=re.escape("judge_threads= has no effect")) as w:
+            unused = "judge_threads= had no effect: the resume sent no judge work (no judge metric scores its rows, or"
+            with pytest.warns(DatasetWarning, match=re.escape(unused)) as w:  # said once it ended, in the past
                 again = resume(out, quiet=True, judge_threads=2)
-            assert len([said for said in w if "has no effect" in str(said.message)]) == 1, [str(s.message) for s in w]
+            assert len([said for said in w if "no effect" in str(said.message)]) == 1, [str(s.message) for s in w]
             assert again.summary.metrics["typed_answer"].errors == 1
             assert {queue for queue, _ in _local_workers()} == {"cpu"}  # its prefork children too
         finally:
@@ -200,4 +215,4 @@ def test_a_resume_whose_counters_say_the_judge_is_done_still_judges_what_is_miss
             shutdown()
         assert summary.metrics["answer_accuracy"].n == len(ROWS)  # judged again (the reply cache may answer it)
         said = [str(w.message) for w in caught if issubclass(w.category, DatasetWarning)]
-        assert not [text for text in said if "has no effect" in text], said
+        assert not [text for text in said if "no effect" in text], said
