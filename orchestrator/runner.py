@@ -57,11 +57,15 @@ from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key, sco
 from ragscore_workers.schemas import Queue, Row, RunSummary
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
+    ITEMS_KEYS,
     NO_SUCH_RUN,
+    RawItem,
     RedoLookup,
     RunState,
     RunStore,
     errors_of,
+    keys_digest,
+    stored_fields,
     target_state_part,
 )
 from ragscore_workers.target.stage import scoring_rows
@@ -107,6 +111,7 @@ from .queues import (
 from .reports import write_outputs
 from .reports.files import OUTPUT_NAMES, missing_reports, refuse_files_of_others, report_digests
 from .reports.live import resume_hint
+from .reports.source import iter_items_file
 from .spool import PlannedShard, ShardSpool
 from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .terminal import (
@@ -456,6 +461,7 @@ def resume(
     broker: str | None = None,
     stored: ResolvedSuite | None = None,
     on_queues: Callable[[list[str]], None] | None = None,
+    restore_from: Path | None = None,
 ) -> Submitted:
     """Re-submit only what the store lacks (missing, failed or stopped outputs) of an existing run.
 
@@ -471,19 +477,22 @@ def resume(
     runs before the first task is sent, with the queues it may send work to (:func:`queues_left`, from the progress
     counters); ``on_queues(queues)`` before each shard's scoring tasks are sent, with the queues they go to (what the
     look-up found missing): an embedded run starts a worker for one it has none for, so no task waits unserved.
+    ``restore_from``: the items.jsonl an embedded run's items were released to (:func:`_release_items`): where they
+    left the store and it can, the resume takes them back from it (:func:`_items_to_restore`), once the dataset's
+    check passed; else it is refused, as every output would be sent again.
     """
-    store.check_items_kept(run_id)  # released: every output would be sent again
     meta = store.meta(run_id)
+    ticker = _Ticker(say)
     resolved = stored or _resolved(meta, judge_limits)
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
         raise DatasetError(f"Run {run_id}: its dataset {dataset} is gone; it cannot be resumed")
     stored_shard_rows = int(meta.get("shard_rows", shard_rows))
+    restore = _items_to_restore(store, run_id, meta, restore_from, stored_shard_rows, ticker)
     # A submission cut off part-way (Ctrl-C while rows were sent) never recorded its shard count: the
     # shards it did not reach are submitted now, whole.
     cut_off = "n_shards" not in meta
-    ticker = _Ticker(say)
     total = int(meta.get("items", 0)) // max(1, len(resolved.targets))  # rows
     reader = same_bytes_reader(meta.get("dataset_fingerprint"), dataset, fmt, fmt_options)
     if reader != READER_VERSION:  # other bytes, or these read by other loaders: their rows are checked (then, where
@@ -492,7 +501,8 @@ def resume(
         # this ragscore checked the rows whole), taken before the check reads them: an edit meanwhile is not vouched for
         vouched = reader is not None and _every_shard_digested(meta)
         ours = dataset_fingerprint(dataset, fmt, fmt_options) if vouched else None
-        _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, reader, stored_shard_rows, resolved, ticker)
+        _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, reader, stored_shard_rows, resolved, ticker,
+                         restore)  # fmt: skip
         if ours is not None:
             store.set_meta(run_id, dataset_fingerprint=ours)
     if judge_params or judge_limits:
@@ -501,8 +511,12 @@ def resume(
         defaulted = [n for n in meta.get("judge_defaulted_limits", "").split(",") if n and n not in given]
         store.set_meta(run_id, suite=resolved.suite.model_dump_json(), judge_defaulted_limits=",".join(defaulted))
     generation = store.generation(run_id) + 1
-    if not recovery:
+    if restore is not None and restore_from is not None:
+        ticker.say(f"writing the run's {counted(sum(map(len, restore)), 'item')} back into the store")
+        store.restore_items(run_id, _ticked(iter_items_file(restore_from), ticker), stored_shard_rows)
+    elif not recovery:
         store.check_items_kept(run_id)  # again: the dataset's check (minutes for a million rows) ran into their hour
+    if not recovery:
         store.settle(run_id, store.ttl_s)  # reopened: kept while it runs again, whatever RAGSCORE_RUN_TTL_S says
     clock = {} if recovery else {"resumed_at": time.time()}
     store.set_meta(run_id, state=RunState.SUBMITTING, generation=generation, **clock)
@@ -577,6 +591,13 @@ def resume(
     )
 
 
+def _ticked(items: Iterator[RawItem], ticker: _Ticker) -> Iterator[RawItem]:
+    """``items``, each counted on ``ticker`` (a restore's note: how many were written back)."""
+    for raw in items:
+        ticker.count(lambda n: f"{counted(n, 'item')} written back into the store")
+        yield raw
+
+
 def _shards_to_redo(
     store: RunStore, run_id: str, dataset: Path, fmt: str | None, fmt_options: dict[str, Any], shard_rows: int,
     outputs: list[str],
@@ -623,14 +644,22 @@ def _stored_redo(rows: list[Row], lookup: RedoLookup, resolved: ResolvedSuite) -
 def _check_unchanged(
     store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, fmt: str | None, fmt_options: dict[str, Any],
     reader: int | None, shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None = None,
+    keys: list[list[str]] | None = None,
 ) -> None:  # fmt: skip
     """DatasetError when the dataset's rows are not the ones submitted (ids, their order and count, or, for
     runs that recorded digests, their content), checked before the resume changes anything: a refused resume
     leaves a running run running. ``reader``: the loaders' version that read these very bytes at submit, where not
     this one's (:func:`same_bytes_reader`); then it says so: the file was not changed, this ragscore reads it
-    otherwise."""
-    unlike = _unlike_submitted(store, run_id, meta, dataset, iter_rows(dataset, fmt, fmt_options), shard_rows,
-                               resolved, ticker)  # fmt: skip
+    otherwise. ``keys``: the run's item keys per shard where its id lists left the store (:func:`_items_to_restore`).
+    """
+
+    def item_keys(index: int) -> list[str]:
+        if keys is None:
+            return store.shard_keys(run_id, index)
+        return keys[index] if index < len(keys) else []
+
+    unlike = _unlike_submitted(meta, dataset, iter_rows(dataset, fmt, fmt_options), shard_rows, resolved, ticker,
+                               item_keys)  # fmt: skip
     if unlike is None:
         return
     how, edited = unlike
@@ -652,16 +681,16 @@ def _every_shard_digested(meta: dict[str, str]) -> bool:
 
 
 def _unlike_submitted(
-    store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Any]],
-    shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None,
+    meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Any]], shard_rows: int, resolved: ResolvedSuite,
+    ticker: _Ticker | None, item_keys: Callable[[int], list[str]],
 ) -> tuple[str, bool] | None:  # fmt: skip
-    """How the rows ``read`` differ from the run's submitted ones: what differs, and whether it is only their
-    content (the same ids); None where they are the same."""
+    """How the rows ``read`` differ from the run's submitted ones (``item_keys(shard)``: its keys): what differs,
+    and whether it is only their content (the same ids); None where they are the same."""
     n_shards = 0
     for index, rows in enumerate(shards((row for _, row in read if isinstance(row, Row)), shard_rows)):
         if ticker is not None:
             ticker.count(lambda n: f"checking {dataset.name} is unchanged: {counted(n * shard_rows, 'row')} so far")
-        stored = store.shard_keys(run_id, index)
+        stored = item_keys(index)
         if "n_shards" not in meta and not stored:  # a cut-off submission never reached this shard
             continue
         n_shards += 1
@@ -1053,11 +1082,21 @@ def write_results(
 def _release_items(store: RunStore, summary: RunSummary, out_dir: Path) -> None:
     """Let the items of a run whose reports ``out_dir`` keeps leave the embedded store ``RELEASED_ITEMS_TTL_S`` from
     now (read now: tests shorten it), so that a laptop's Redis does not grow by every run it scores for
-    RAGSCORE_RUN_TTL_S; kept where a resume would score some of them again (:func:`_nothing_left`), or where
-    ``out_dir`` goes when an ``evaluate()`` process exits (:data:`TEMPORARY_MARK`)."""
-    if _nothing_left(summary) and not (out_dir / TEMPORARY_MARK).exists():
+    RAGSCORE_RUN_TTL_S; kept where a resume would score some of them again and could not take them back from
+    ``out_dir`` (:func:`_nothing_left`, :func:`_restorable`), or where ``out_dir`` goes when an ``evaluate()`` process
+    exits (:data:`TEMPORARY_MARK`)."""
+    if (out_dir / TEMPORARY_MARK).exists():
+        return
+    if (nothing_left := _nothing_left(summary)) or _restorable(summary):
         store.set_meta(summary.run_id, **{REPORT_DIGESTS: json.dumps(report_digests(out_dir))})
-        store.release_items(summary.run_id, RELEASED_ITEMS_TTL_S, str(out_dir.resolve()))
+        store.release_items(summary.run_id, RELEASED_ITEMS_TTL_S, str(out_dir.resolve()), restorable=not nothing_left)
+
+
+def _restorable(summary: RunSummary) -> bool:
+    """Whether a resume of the run takes its items back from the reports they were released to
+    (:func:`_items_to_restore`): it finished (not cancelled) and asked no target (whose answers a resume reads
+    again)."""
+    return summary.state == RunState.FINISHED and not summary.target
 
 
 def _nothing_left(summary: RunSummary) -> bool:
@@ -1068,22 +1107,61 @@ def _nothing_left(summary: RunSummary) -> bool:
 
 def _done_in_its_folder(store: RunStore, run_id: str, out_dir: Path, broker: str | None) -> RunSummary | None:
     """The summary of run ``run_id``, for its resume into ``out_dir``, where its items left the store once its
-    reports were kept (:func:`_release_items`) and ``out_dir`` holds them whole; None where the store keeps its items
-    (the resume goes on, and writes them again). ConfigError, the store's (naming the folder they were written to),
-    where the run has something left to score (the rule of the release, checked again: its items are not there to
-    score it) or ``out_dir`` does not hold them (:func:`missing_reports`: its summary.json is the store's, whose
-    gates are checked as a finish's), saying what is missing."""
+    reports were kept (:func:`_release_items`), ``out_dir`` holds them whole and nothing is left to score; None where
+    the store keeps its items, or has them back from ``out_dir`` for a run with something left to score
+    (:func:`_items_to_restore`): the resume goes on, and writes its reports again. ConfigError, the store's (naming the
+    folder they were written to), where the run has something left to score and its items cannot be taken back (the
+    rule of the release, checked again: :func:`_restorable`), or ``out_dir`` does not hold them
+    (:func:`missing_reports`: its summary.json is the store's, whose gates are checked as a finish's), saying what
+    is missing."""
     try:
         store.check_items_kept(run_id)
         return None
     except ConfigError as exc:
         summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
-        if not _nothing_left(summary):
+        left = not _nothing_left(summary)
+        if left and not _restorable(summary):
             raise
         digests = json.loads(store.meta(run_id).get(REPORT_DIGESTS) or "{}")
         if (missing := missing_reports(out_dir, summary, digests)) is not None:
             raise ConfigError(f"{exc}. {out_dir} does not hold them whole: {missing}") from None
-    return summary
+    return None if left else summary
+
+
+def _items_to_restore(
+    store: RunStore, run_id: str, meta: dict[str, str], items_file: Path | None, shard_rows: int, ticker: _Ticker
+) -> list[list[str]] | None:
+    """The item keys, shard by shard (``shard_rows`` each), of run ``run_id`` whose items left the store
+    (:meth:`RunStore.release_items`), where its resume takes them back from ``items_file`` (its reports' items.jsonl);
+    None where the store keeps them. The file is read whole and nothing is written: one line per item of the run, its
+    keys the run's own in their order (the digest the release recorded) and each output a metric result, else
+    ConfigError naming it; the store's (:meth:`RunStore.check_items_kept`) where the release recorded no digest (a run
+    with nothing left to score)."""
+    try:
+        store.check_items_kept(run_id)
+        return None
+    except ConfigError:
+        if items_file is None or ITEMS_KEYS not in meta:
+            raise
+    items = int(meta.get("items", 0))
+    ticker.say(f"reading the run's {counted(items, 'item')} back from {items_file} (they left the store)")
+    keys: list[list[str]] = []
+    try:
+        for raw in iter_items_file(items_file):
+            stored_fields(raw)  # checked, not kept
+            if not keys or len(keys[-1]) == shard_rows:
+                keys.append([])
+            keys[-1].append(raw.key)
+            ticker.count(lambda n: f"{counted_of(n, items, 'item')} read back from {items_file.name}")
+    except ValueError as exc:  # a result that is not a metric's (pydantic's ValidationError)
+        raise ConfigError(f"{items_file}: an item is not as run {run_id} wrote it ({exc}); run it again") from exc
+    if (found := sum(map(len, keys))) != items:
+        raise ConfigError(f"{items_file} holds {counted(found, 'item')}, run {run_id} has {items:,}: its resume cannot "
+                          "take its items back from it; run it again")  # fmt: skip
+    if keys_digest(keys) != meta[ITEMS_KEYS]:
+        raise ConfigError(f"{items_file} holds other items than run {run_id}'s (other ids, or in another order): its "
+                          "resume cannot take its items back from it; run it again")  # fmt: skip
+    return keys
 
 
 def _rewrite(run_id: str, out_dir: Path, broker: str | None, caller: Caller) -> str:
@@ -1485,7 +1563,7 @@ def run(
             say("checking the run's dataset is unchanged, then sending what is missing")
             return resume(store, resume_id, shard_rows=shard_rows, on_validated=validated, judge_params=judge_params,
                           judge_limits=judge_limits, say=say, broker=given_broker, stored=resumed,
-                          on_queues=on_queues)  # fmt: skip
+                          on_queues=on_queues, restore_from=None if broker else out_dir / "items.jsonl")  # fmt: skip
         assert dataset is not None and resolved is not None
         if broker:
             check_queues(store, broker, resolved.queues)

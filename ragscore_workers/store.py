@@ -24,7 +24,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``redo``           hash    ``{item key}|{output}`` -> queue: those outputs, until a worker writes each again (and
                           ``{answers key}|{item key}`` -> target: failed answers a resume asks again)
 ``ids:{shard}``    list    item keys of shard ``shard`` in input order (bounded by the shard size); released with
-                          the items (:meth:`RunStore.release_items`): they name nothing else
+                          the items (:meth:`RunStore.release_items`), they name nothing else; a resume writes both
+                          back from the run's reports (:meth:`RunStore.restore_items`)
 ``item:{key}``     hash    ``_meta`` (id, system, group, question_type, question_sha) + one field per metric output
 ``shards_done:{g}`` set    shard numbers whose chord of generation ``g`` (0, then +1 per resume) completed
 ``summary``        string  the run summary JSON written by ``aggregate``
@@ -50,6 +51,8 @@ rewrites the same fields and counts only fields that were not there before (one 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
 import os
 import socket
@@ -104,12 +107,14 @@ __all__ = [
     "RunStore",
     "WorkBegan",
     "errors_of",
+    "keys_digest",
     "loading_value",
     "pool_like",
     "probe_redis",
     "redis_client",
     "scored_of",
     "store_url_for_redis_py",
+    "stored_fields",
     "superseded",
     "target_state_part",
     "with_timeout",
@@ -307,6 +312,9 @@ return new
 #: The meta fields :meth:`RunStore.release_items` writes: when (epoch seconds) the run's items leave the store, and
 #: the folder that holds its reports.
 ITEMS_UNTIL, ITEMS_IN = "items_until", "items_in"
+#: A released run's meta field: the digest of its shards' id lists (:func:`keys_digest`), where its resume takes its
+#: items back from its reports' items.jsonl (:meth:`RunStore.restore_items`), which is checked against it first.
+ITEMS_KEYS = "items_keys"
 #: Seconds before its items expire that a released run's are refused already: a read begun then could end on
 #: missing ones.
 ITEMS_MARGIN_S = 60
@@ -1045,19 +1053,23 @@ class RunStore:
         ttl = self.final_ttl_s if ttl_s is None else ttl_s
         self.touch(run_id, ttl)
         pipe = self.r.pipeline(transaction=False)
-        pipe.hdel(self.key(run_id, "meta"), ITEMS_UNTIL, ITEMS_IN)
+        pipe.hdel(self.key(run_id, "meta"), ITEMS_UNTIL, ITEMS_IN, ITEMS_KEYS)
         for shard in range(self.n_shards(run_id)):  # one script per shard: its items' EXPIREs run in Redis
             ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
             self._expire_items(keys=[ids], args=[prefix, ttl], client=pipe)
         pipe.execute()
 
-    def release_items(self, run_id: str, ttl_s: int, out_dir: str) -> None:
+    def release_items(self, run_id: str, ttl_s: int, out_dir: str, *, restorable: bool = False) -> None:
         """Let the items, answers and shard id lists of a finished run whose whole reports are in ``out_dir`` (a folder
         that is kept) expire ``ttl_s`` from now (its ``RAGSCORE_RUN_TTL_S`` where shorter); its other keys keep theirs.
         Its meta says when and where first: :meth:`check_items_kept` refuses them from then on (the id lists name the
-        items alone, each as long as a shard)."""
+        items alone, each as long as a shard); ``restorable``: with the digest of its id lists (``ITEMS_KEYS``), for
+        the resume that takes them back (:meth:`restore_items`)."""
         ttl = min(ttl_s, self.final_ttl_s)
-        self._hset_if_exists(keys=[self.key(run_id, "meta")], args=[ITEMS_UNTIL, time.time() + ttl, ITEMS_IN, out_dir])
+        fields: list[Any] = [ITEMS_UNTIL, time.time() + ttl, ITEMS_IN, out_dir]
+        if restorable:
+            fields += [ITEMS_KEYS, keys_digest(self.shard_keys(run_id, s) for s in range(self.n_shards(run_id)))]
+        self._hset_if_exists(keys=[self.key(run_id, "meta")], args=fields)
         pipe = self.r.pipeline(transaction=False)
         for shard in range(self.n_shards(run_id)):
             ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
@@ -1065,6 +1077,25 @@ class RunStore:
             pipe.expire(ids, ttl)
             pipe.expire(self.key(run_id, f"answers:{shard}"), ttl)
         pipe.execute()
+
+    def restore_items(self, run_id: str, items: Iterable[RawItem], shard_rows: int) -> None:
+        """Write back, with the live TTL, the items of a released run (:meth:`release_items`) that left the store, from
+        its reports (``items`` in input order, as ``items.jsonl`` holds them: :func:`stored_fields`), and its shards'
+        id lists (``shard_rows`` items each, as submitted); its counters, kept, count these very items. Each shard is
+        one transaction (an item left over from the release is replaced whole)."""
+        stream = iter(items)
+        for shard, batch in enumerate(iter(lambda: list(itertools.islice(stream, shard_rows)), [])):
+            pipe = self.r.pipeline(transaction=True)
+            for raw in batch:
+                name = self.key(run_id, f"item:{raw.key}")
+                pipe.delete(name)
+                pipe.hset(name, mapping=stored_fields(raw))
+                pipe.expire(name, self.ttl_s)
+            ids = self.key(run_id, f"ids:{shard}")
+            pipe.delete(ids)
+            pipe.rpush(ids, *(raw.key for raw in batch))
+            pipe.expire(ids, self.ttl_s)
+            pipe.execute()
 
     def keep_released_items(self, run_id: str, out_dir: str) -> None:
         """Take back :meth:`release_items` of a run whose reports ``out_dir`` held and another run's replace there:
@@ -1692,6 +1723,23 @@ class RawItem:
             metrics={name: MetricResult.model_validate(m) for name, m in self.metrics.items()},
             errors=self.errors,
         )
+
+
+def keys_digest(shards: Iterable[list[str]]) -> str:
+    """The digest of a run's item keys, shard by shard in input order (its ``ids:{shard}`` lists)."""
+    digest = hashlib.sha256()
+    for keys in shards:
+        digest.update(json.dumps(keys).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def stored_fields(raw: RawItem) -> dict[str, str]:
+    """The fields of item ``raw``'s hash, as a worker writes them (:meth:`RunStore.write_results`), from an item read
+    back (an ``items.jsonl`` line): ValueError where an output is not a metric result."""
+    fields = {"_meta": _meta_json(raw.meta)}
+    for name, result in raw.metrics.items():
+        fields[name] = _stored_result(MetricResult.model_validate(result))  # pydantic's ValidationError: a ValueError
+    return fields
 
 
 def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:

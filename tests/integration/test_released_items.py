@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -128,11 +129,16 @@ def test_a_run_whose_items_expired_is_read_from_its_folder_and_says_so(
     assert len(result.items) == 20
 
 
-def _expired_run(out: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Evaluation:
-    """A clean run into ``out`` whose items, released with a 1 s TTL (at call time), left the store."""
+def _expired_run(
+    out: Path, home: Path, monkeypatch: pytest.MonkeyPatch, rows: list[dict[str, Any]] | None = None,
+    suite: dict[str, Any] = SUITE,
+) -> Evaluation:  # fmt: skip
+    """A run of ``rows`` (default: 20 clean ones) into ``out`` whose items, released with a 1 s TTL (at call time),
+    left the store."""
     monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", 1)
-    result = evaluate(make_rows(20), SUITE, out=out, quiet=True)
+    result = evaluate(make_rows(20) if rows is None else rows, suite, out=out, quiet=True)
     with _embedded_store(home) as client:
+        assert client.hget(f"ragscore:run:{result.summary.run_id}:meta", "items_in") == str(out.resolve())
         pattern = f"ragscore:run:{result.summary.run_id}:item:*"
         assert until(lambda: not list(client.scan_iter(pattern)), timeout=30)
     return result
@@ -245,22 +251,18 @@ def test_the_resume_of_a_released_run_whose_reports_were_written_again_still_end
     assert resume(out, quiet=True).summary == result.summary
 
 
-@pytest.mark.parametrize("left", ["errors", "stopped", "cancelled"])
-def test_the_resume_of_a_run_with_something_left_to_score_never_says_it_finished(
-    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, left: str
+def test_the_resume_of_a_cancelled_run_whose_items_left_never_says_it_finished(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only a clean finish releases a run's items, and only such a run may end its resume on the reports in DIR: the
-    rule is checked again there, not taken from the release. Its summary (in the store and DIR alike) is made to
-    have something left to score: the resume is refused as before (its items are not there to score it)."""
+    """Only a finished run releases its items, and only a clean one may end its resume on the reports in DIR: the
+    rule is checked again there, not taken from the release. Its summary (in the store and DIR alike) is made a
+    cancelled run's: the resume is refused as before (its items are not there to score it, nor taken back)."""
     result = _expired_run(tmp_path / "out", home, monkeypatch)
     out, run_id = result.out_dir, result.summary.run_id
     key = f"ragscore:run:{run_id}:summary"
     with _embedded_store(home) as client:
         summary = json.loads(client.get(key))
-        if left == "cancelled":
-            summary["state"] = "cancelled"
-        else:
-            summary["metrics"]["exact_match"][left] = 1
+        summary["state"] = "cancelled"
         client.set(key, json.dumps(summary), keepttl=True)
     (out / "summary.json").write_text(json.dumps(summary))
     refused = _cli(home, "run", "--resume", str(out))
@@ -268,6 +270,95 @@ def test_the_resume_of_a_run_with_something_left_to_score_never_says_it_finished
     assert refused.returncode == 2, said
     assert f"its items left the store once its reports were written to {out.resolve()}" in said, said
     assert "nothing left to score" not in said, said
+
+
+@pytest.mark.parametrize("dataset", ["same bytes", "rewritten"])
+def test_the_resume_of_a_run_with_an_error_whose_items_left_takes_them_back_from_its_folder(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, dataset: str
+) -> None:
+    """A run with an error kept every item 7 days for its resume to score the error again: hundreds of MB of a
+    million-item corpus in the laptop's Redis for one error. Its items leave as a clean run's do, and its resume takes
+    them back from DIR/items.jsonl, scoring again the errored output alone: an item's line marked in DIR comes back
+    as it was. Seen failing without: the run's items were not released (no items_in). A dataset rewritten with the
+    same rows (other bytes) is checked row by row against the file's ids, its shards' id lists having left too."""
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    if dataset == "rewritten":
+        with _embedded_store(home) as client:
+            path = Path(client.hget(f"ragscore:run:{run_id}:meta", "dataset"))
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(row, indent=None, separators=(" ,", " : ")) + "\n" for row in rows))
+    lines = (out / "items.jsonl").read_text().splitlines()
+    marked = json.loads(lines[5])
+    marked["metrics"]["exact_match"]["details"]["kept"] = "from DIR"
+    (out / "items.jsonl").write_text("\n".join([*lines[:5], json.dumps(marked), *lines[6:]]) + "\n")
+    again = resume(out, quiet=True)
+    assert again.summary.run_id == run_id and again.summary.metrics["typed_answer"].errors == 1
+    assert again.summary.metrics["exact_match"].n == 20 and len(again.items) == 20
+    after = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
+    assert after[5]["metrics"]["exact_match"]["details"]["kept"] == "from DIR", after[5]
+    assert after[0]["metrics"]["typed_answer"]["error"], after[0]  # scored again, an error again
+
+
+@pytest.mark.parametrize("edit", ["cut", "score", "swapped"])
+def test_the_resume_of_a_run_whose_items_left_refuses_an_items_file_it_cannot_take_them_from(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, edit: str
+) -> None:
+    """An items.jsonl cut short, whose last line's score is no number, or whose items are not the run's (two lines
+    swapped: the same count, every line valid) cannot give a resume the run's items: refused (exit 2) naming it and
+    what is wrong, the store left as it was (the run still released, none of its items written back, though the
+    lines before the bad one are good). The swapped file was written back, then refused as a changed dataset."""
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    lines = (out / "items.jsonl").read_text().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    last["metrics"]["exact_match"]["score"] = "high"
+    kept = {"cut": lines[:-1], "score": [*lines[:-1], json.dumps(last) + "\n"], "swapped": [lines[1], lines[0]]}
+    (out / "items.jsonl").write_text("".join(kept[edit] + (lines[2:] if edit == "swapped" else [])))
+    refused = _cli(home, "run", "--resume", str(out))
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr
+    wrong = {
+        "cut": f" holds 19 items, run {run_id} has 20",
+        "score": f": an item is not as run {run_id} wrote it",
+        "swapped": f" holds other items than run {run_id}'s (other ids, or in another order)",
+    }
+    assert f"{out / 'items.jsonl'}{wrong[edit]}" in said, said
+    _assert_still_released(home, run_id, out)
+
+
+def test_the_resume_of_a_run_whose_items_left_and_dataset_changed_writes_none_of_them_back(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume of a released run whose dataset changed since is refused by the dataset's check, before its items
+    are taken back from DIR/items.jsonl: they were written back first, kept 7 days by a run no resume can finish."""
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    with _embedded_store(home) as client:
+        dataset = Path(client.hget(f"ragscore:run:{run_id}:meta", "dataset"))
+    rows = [json.loads(line) for line in dataset.read_text().splitlines()]
+    rows[3]["id"] = "renamed"
+    write_jsonl(dataset, rows)
+    refused = _cli(home, "run", "--resume", str(out))
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr
+    assert f"{dataset} changed since it was submitted (shard 0: other ids or order)" in said, said
+    _assert_still_released(home, run_id, out)
+
+
+def _assert_still_released(home: Path, run_id: str, out: Path) -> None:
+    """Run ``run_id``'s items are not in the store, and its meta still says they are in ``out``."""
+    with _embedded_store(home) as client:
+        assert not list(client.scan_iter(f"ragscore:run:{run_id}:item:*"))
+        assert not list(client.scan_iter(f"ragscore:run:{run_id}:ids:*"))
+        assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(out.resolve())
+
+
+def _expired_run_with_an_error(out: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """:func:`_expired_run` of 20 rows, one with an error (a typed answer's malformed ``expected``): ``out`` and its
+    run id."""
+    rows = [row | {"question_type": "Yes/No", "expected": "yes"} for row in make_rows(20)]
+    rows[0]["expected"] = "Paris"  # not one yes or one no: typed_answer's error for that item
+    result = _expired_run(out, home, monkeypatch, rows, {"metrics": ["typed_answer", "exact_match"]})
+    assert result.summary.metrics["typed_answer"].errors == 1
+    return out, result.summary.run_id
 
 
 def test_results_into_a_kept_folder_releases_a_clean_runs_items(tmp_path: Path, home: Path) -> None:
