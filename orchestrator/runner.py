@@ -763,7 +763,7 @@ def wait(
     revive: Callable[[], object] | None = None,
     out_dir: Path | None = None,
     broker: str | None = None,
-    cancel_on_error: bool = False,
+    stop_on_error: Callable[[], None] | None = None,
     on_queues: Callable[[list[str]], None] | None = None,
 ) -> RunSummary:
     """Follow progress until the summary is written; ``check`` may raise (e.g. workers keep dying), and returns
@@ -787,9 +787,11 @@ def wait(
     a view with ``queued`` is told every ``queues.QUEUED_CHECK_S`` how many of other runs' messages wait ahead of it
     (:func:`queued_ahead`; the queues are not read for a view without one). ``out_dir`` and ``broker`` (its
     --broker): named by the commands an outage it gives up on says (``broker`` by the command that starts a worker
-    of a queue nobody serves too). ``cancel_on_error`` (an embedded run, whose workers stop with it): a wait ended by
-    an error or a Ctrl-C marks the run cancelled before its last progress line, which then counts what the cancel
-    stopped, as ``ragscore status`` does. ``on_queues``: handed to a re-submission's :func:`resume`.
+    of a queue nobody serves too). ``stop_on_error`` (an embedded run's: it stops the run's workers): a wait ended by
+    an error or a Ctrl-C marks the run cancelled and calls it before its last progress line, which then counts what
+    the cancel stopped, as ``ragscore status`` does, and what the tasks in flight wrote as their workers stopped (a
+    judge call under way ends and its output is written: a line read before counted it stopped, and a resume began
+    past it). ``on_queues``: handed to a re-submission's :func:`resume`.
     """
     progress = progress or QuietProgress()
     stall_s = get_settings().stall_s if stall_s is None else stall_s
@@ -898,9 +900,10 @@ def wait(
                 raise TimeoutError(f"Run {run_id} did not finish within {timeout_s} s")
             time.sleep(POLL_S)
     except BaseException:
-        if cancel_on_error and outage.since is None:  # lost: its caller says so (and tries the cancel again)
+        if stop_on_error is not None and outage.since is None:  # lost: its caller says so (and tries the cancel again)
             with suppress(redis.RedisError):
                 cancel(store, run_id)
+            stop_on_error()
         raise
     finally:
         try:
@@ -1666,6 +1669,16 @@ def run(
                     check_local_resources(suite, missing)
                 start_local(missing)
 
+        def stop_workers(finished: bool = False) -> None:
+            """Stop the run's workers: an interrupted run's running tasks need not finish (its judge calls under way
+            end, and their outputs are written); nothing an interrupted or failed run used is kept (one refused before
+            its rows were sent, and so before its workers, leaves the kept ones as they were)."""
+            for w in workers:
+                w.stop(warm=finished)
+            if warm and workers:
+                stop_kept()
+            workers.clear()  # stopped once: a wait that stopped them leaves nothing to the finally below
+
         try:
             store = connect_lane(url, embedded.lane or 0, settings, sends=True)
             if key_missing is not None and resolved is not None and not judge_cache_may_answer(resolved, store.r):
@@ -1694,7 +1707,7 @@ def run(
                         timeout_s=timeout_s,
                         consumer_check_s=math.inf,
                         revive=lambda: embedded.acquire(lane=True),  # its server died: start it again from its AOF
-                        cancel_on_error=True,
+                        stop_on_error=stop_workers,
                         on_queues=start_unserved,
                     )
                 summary = finish(store, sub.run_id)
@@ -1711,10 +1724,7 @@ def run(
                 if warm and finished and workers:
                     keep(settings.home, embedded.broker_url, fingerprint, workers)
                 else:
-                    for w in workers:
-                        w.stop(warm=finished)  # an interrupted run's running tasks need not finish
-                    if warm and workers:  # nothing an interrupted or failed run used is kept (one refused
-                        stop_kept()  # before its rows were sent, and so before its workers, leaves them as they were)
+                    stop_workers(finished)
             # a resume's, said after the fact: its look-up may have sent judge work (start_unserved) its counters said
             # it had none of
             if judge_threads is not None and resume_id is not None and Queue.JUDGE.value not in work_queues:

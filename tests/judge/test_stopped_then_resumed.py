@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ..fakes import FakeProvider
-from ..support import ROOT, interruptible, write_jsonl
+from ..support import ROOT, interruptible, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -123,17 +123,26 @@ def test_a_resume_judges_what_is_left_under_the_rate_limits_it_sets(
 
 
 def _judging_run(
-    tmp_path: Path, fake: FakeProvider, model: str, home: Path, out: Path, *, output: int, quiet: bool = True
+    tmp_path: Path,
+    fake: FakeProvider,
+    model: str,
+    home: Path,
+    out: Path,
+    *,
+    output: int,
+    quiet: bool = True,
+    concurrency: int = 1,
 ) -> subprocess.Popen[str]:
-    """An embedded ``ragscore run`` of ROWS into ``out`` in a process of its own, returned once the fake provider
-    has its first request (or the run ended, or 120 s passed); its stdout and stderr go to ``output`` (its progress
-    lines too, without ``quiet``)."""
+    """An embedded ``ragscore run`` of ROWS into ``out`` in a process of its own (its judge's ``concurrency`` calls at
+    a time), returned once the fake provider has its first request (or the run ended, or 120 s passed); its stdout
+    and stderr go to ``output`` (its progress lines too, without ``quiet``)."""
     data = write_jsonl(tmp_path / "d.jsonl", ROWS)
     env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
     env.pop("RAGSCORE_BROKER_URL", None)
     run = interruptible(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, fake, model)),
-         "--out", str(out), *(["--quiet"] if quiet else [])],
+        [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite",
+         str(_suite(tmp_path, fake, model, concurrency=concurrency)), "--out", str(out),
+         *(["--quiet"] if quiet else [])],
         cwd=ROOT, env=env, stdout=output, stderr=output, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -376,3 +385,38 @@ def test_a_resume_read_mid_run_counts_what_it_redoes_neither_unscorable_nor_erro
     summary = json.loads((out / "summary.json").read_text())["metrics"]["answer_accuracy"]
     assert (summary["n"], summary["unscorable"], summary["stopped"]) == (8, 0, 0), summary
     assert "errors 0 · unscorable 0" in _cli("status", out, home=home).stdout
+
+
+def test_a_run_stopped_by_ctrl_c_counts_the_judge_calls_in_flight_that_end_after_it(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """A Ctrl-C while judge calls were in flight printed "24/72 item×metric outputs scored … stopped 48": the calls
+    ended after the line, their outputs were written, and the resume began at 42/72. The line now counts them: it
+    is read once the run's workers stopped (calls in flight released only once the run is marked cancelled)."""
+    from orchestrator.embedded_redis import EmbeddedRedis
+    from ragscore_workers.store import RunState, RunStore
+
+    out = tmp_path / "out"
+    with FakeProvider(api_key=keys) as fake:
+        fake.hold = threading.Event()  # every item's first judge call waits until the run is marked cancelled
+        run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.PIPE, quiet=False, concurrency=8)
+        embedded = EmbeddedRedis(home)
+        embedded.acquire()
+        try:
+            assert run.poll() is None, run.communicate()
+            run_id = json.loads((out / "run.json").read_text())["run_id"]
+            run.send_signal(signal.SIGINT)
+            store = RunStore(embedded.client, ttl_s=3600)
+            assert until(lambda: store.state(run_id) == RunState.CANCELLED, 60)
+            fake.hold.set()
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            fake.hold.set()
+            run.kill()
+            run.wait(30)
+            embedded.release()
+    assert run.returncode == 130, stderr
+    scored, stopped, total = _table_rows(_cli("status", out, home=home).stdout)["judge"][:3]
+    assert int(scored) > 0, stderr  # the calls in flight at the Ctrl-C ended, and their outputs were written
+    last = [line for line in stderr.splitlines() if line.startswith(f"[ragscore] {run_id}: ")][-1]
+    assert f": {scored}/{total} item×metric outputs scored (" in last and f" stopped {stopped} " in last, (last, scored)
