@@ -322,8 +322,18 @@ def embedding_counters(summary: RunSummary) -> dict[str, Any]:
     return {k: devices_text(v) if k == "devices" else table_count(v) for k, v in counters.items()}
 
 
+#: What :func:`embedding_line` adds of a resumed run, whose counters hold every attempt's work (its wall time only
+#: the resume's): no scored output is sent again, but texts are encoded again where no cache holds them.
+RESUMED_ENCODING = (
+    " (the run and its resumes together: a resume encodes again the texts of the tasks the interruption cut short "
+    "and those its items share with items scored before, unless the embedding cache, which --no-cache turns off, "
+    "holds them)"
+)
+
+
 def embedding_line(summary: RunSummary) -> str | None:
-    """What the embed workers did, in one line (texts encoded, cache hits, on which device), or None."""
+    """What the embed workers did, in one line (texts encoded, cache hits, on which device; a resumed run's said to
+    count every attempt: :data:`RESUMED_ENCODING`), or None."""
     e = summary.embedding
     if not e.get("encode_calls") and not e.get("cache_hits"):
         return None
@@ -331,6 +341,7 @@ def embedding_line(summary: RunSummary) -> str | None:
     line = (f"embedding: {counted(e.get('encoded', 0), 'text')} encoded in "
             f"{counted(e.get('encode_calls', 0), 'batched call')}, "
             f"{thousands(e.get('cache_hits', 0))} from the cache")  # fmt: skip
+    line += RESUMED_ENCODING if "resumed_at" in summary.timing else ""
     return line + (f"; worker processes on {where}" if where else "")
 
 

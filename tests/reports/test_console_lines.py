@@ -96,6 +96,20 @@ def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
     assert line in out.getvalue()
 
 
+def test_a_resumed_runs_embedding_line_says_it_counts_every_attempt_and_why_texts_are_encoded_again() -> None:
+    """A resume after a Ctrl-C (under --no-cache) read "10,224 texts encoded in 110 batched calls" beside the whole
+    uninterrupted run's 9,405 in 47, under a wall time "since the resume": as if the resume had scored again what was
+    done. It re-sent no scored output; its counters hold both attempts, and it encoded again what no cache held."""
+    counters = {"encoded": 10224, "encode_calls": 110, "cache_hits": 0, "devices": {"cpu fp32": 2}}
+    line = embedding_line(_summary(embedding=counters, timing={"resumed_at": 1.0, "wall_s": 446.0}))
+    assert line == (
+        "embedding: 10,224 texts encoded in 110 batched calls, 0 from the cache (the run and its resumes together: a "
+        "resume encodes again the texts of the tasks the interruption cut short and those its items share with items "
+        "scored before, unless the embedding cache, which --no-cache turns off, holds them); worker processes on "
+        "cpu fp32 ×2"
+    ), line
+
+
 def test_the_embeddings_table_leaves_out_the_per_device_measures() -> None:
     """``encoders`` (per device, the workers that encoded and their texts and time: the dry run's measures) is a
     summary's, not a column of report.md's table, which showed it as a dict."""
