@@ -1468,16 +1468,20 @@ def list_metrics(
         out.print(table if mdef.params_model.model_fields else "no params")
         return
     table = Table()
-    table.add_column("metric", no_wrap=True)  # the names a suite is written with: never cut
-    for col in ("queue", "outputs (default params)", "description"):
-        table.add_column(col, overflow="fold")
+    for col in ("metric", "outputs (default params)"):  # the names suites and gates are written with: never cut
+        table.add_column(col, no_wrap=True)
+    table.add_column("queue", overflow="fold", ratio=1)
+    table.add_column("description", overflow="fold", ratio=3)
     for metric_name, mdef in sorted(all_metrics().items()):
         try:
-            outputs = ", ".join(mdef.outputs(mdef.params_model()))
+            outputs = "\n".join(mdef.outputs(mdef.params_model()))  # one a line
         except ValueError:  # params without defaults (pydantic's ValidationError is a ValueError)
             outputs = "(depends on params)"
-        table.add_row(metric_name, mdef.queue_label, escape(outputs), escape(mdef.description))
-    TerminalConsole().print(table)
+        table.add_row(metric_name, escape(outputs), mdef.queue_label, escape(mdef.description))
+    console = TerminalConsole(piped_width=PIPED_PROSE_WIDTH)  # piped: 100 columns, as `ragscore metrics NAME`
+    # wider than the console (measured at most its width): the queues and descriptions share what the names leave
+    table.expand = console.measure(table).maximum >= console.width
+    console.print(table)
 
 
 def _metric_of(name: str, out: TerminalConsole) -> MetricDef:
