@@ -1670,7 +1670,7 @@ def compare_cmd(
         worse_failures,
     )
     from .reports.compare_view import print_comparison, print_worse, render_compare_html, render_compare_markdown
-    from .reports.files import COMPARE_NAMES, refuse_files_of_others
+    from .reports.files import COMPARE_NAMES, refuse_files_of_others, replaced_comparison
 
     if worse_margin is not None and not fail_on_worse:
         raise ConfigError("--worse-margin is the margin of --fail-on-worse: give both")
@@ -1688,8 +1688,12 @@ def compare_cmd(
         result = compare(data, baseline=baseline, **({"seed": seed} if seed is not None else {}))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    markdown = render_compare_markdown(result)
+    if (replaced := replaced_comparison(out, markdown)) is not None:  # as `run --out` says it replaces a run's
+        print_warning(f"{out} holds another comparison ({replaced}): this one replaces it (give --out another DIR to "
+                      "keep both)")  # fmt: skip
     write_text_atomic(out / "compare.html", render_compare_html(result))
-    write_text_atomic(out / "compare.md", render_compare_markdown(result))
+    write_text_atomic(out / "compare.md", markdown)
     print_comparison(result)
     against = result.baseline_text()
     if result.unpaired:

@@ -38,6 +38,7 @@ __all__ = [
     "first_failed_row",
     "missing_reports",
     "refuse_files_of_others",
+    "replaced_comparison",
     "report_digests",
     "write_outputs",
     "write_recorded",
@@ -168,6 +169,17 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
             f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace {them}. "
             f"Nothing was written; choose another {option} or remove {them}"
         )
+
+
+def replaced_comparison(out_dir: Path, markdown: str) -> str | None:
+    """What the compare.md in ``out_dir`` compared (its heading's ``bm25 vs dense``) where ``markdown``, the one about
+    to be written, is another comparison: a compare into the same DIR (``./ragscore-compare`` by default) replaces
+    it; None where there is none, or it is this very one (the same runs, baseline and seed read alike)."""
+    try:
+        old = (out_dir / "compare.md").read_text(encoding="utf-8", errors="replace")
+    except OSError:  # none (a directory of that name: its write fails, and says so)
+        return None
+    return None if old == markdown else old.partition("\n")[0].removeprefix("# ragscore compare: ")
 
 
 #: In a DIR ragscore wrote a file no head tells from a user's to (``{split}_evaluation.json``, ``consensus --out``):

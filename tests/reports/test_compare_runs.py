@@ -240,6 +240,28 @@ def test_compare_command_on_run_ids_writes_html_and_markdown(two_runs: dict[str,
     assert summary["run_id"] == ids[0]
 
 
+def test_a_compare_into_a_dir_holding_another_comparison_says_it_replaces_it(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """A second ``ragscore compare`` wrote over ``./ragscore-compare`` (the default --out) without a word. The same
+    comparison again replaces it silently (it reads alike); another says what it replaces, as ``run --out`` does."""
+    a, b = (str(two_runs[k].out_dir) for k in ("A", "B"))
+    env = {**os.environ, "RAGSCORE_BROKER_URL": two_runs["broker"], "COLUMNS": "200"}
+
+    def compared(*runs: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "compare", *runs, "--out", str(tmp_path)],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return " ".join(done.stderr.split())
+
+    first = compared(a, b)
+    assert "replaces" not in first and f"wrote {tmp_path / 'compare.html'} and {tmp_path / 'compare.md'}" in first
+    assert "replaces" not in compared(a, b)  # the same comparison: nothing lost
+    said = compared(b, a)
+    assert f"{tmp_path} holds another comparison (A vs B): this one replaces it (give --out another DIR" in said, said
+    assert (tmp_path / "compare.md").read_text(encoding="utf-8").startswith("# ragscore compare: B vs A\n")
+
+
 def test_compare_needs_two_systems(two_runs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="at least two systems"):
         compare([from_dir(two_runs["A"].out_dir)])
