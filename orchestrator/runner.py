@@ -122,7 +122,7 @@ from .terminal import (
     summary_commands,
 )
 from .warm import keep, kept_workers, one_warm_run, stop_if_server_lost, stop_kept, worker_fingerprint
-from .workers import LocalWorkers, raise_if_stop_signalled, stop_signals_as_interrupt
+from .workers import STOP_S, LocalWorkers, raise_if_stop_signalled, stop_signals, stop_signals_as_interrupt
 
 __all__ = [
     "Submitted",
@@ -899,10 +899,12 @@ def wait(
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"Run {run_id} did not finish within {timeout_s} s")
             time.sleep(POLL_S)
-    except BaseException:
+    except BaseException as exc:
         if stop_on_error is not None and outage.since is None:  # lost: its caller says so (and tries the cancel again)
             with suppress(redis.RedisError):
                 cancel(store, run_id)
+            with suppress(OSError):  # said at once, as the wait may be long (a closed terminal: nothing to say it on)
+                note_of(progress)(stopping_note(isinstance(exc, KeyboardInterrupt)))
             stop_on_error()
         raise
     finally:
@@ -913,6 +915,13 @@ def wait(
         except redis.RedisError:
             pass  # the error that ended the wait says why
         progress.stop()
+
+
+def stopping_note(interrupted: bool) -> str:
+    """What an embedded run says as it stops its workers once its wait ended (:func:`wait`'s ``stop_on_error``): it
+    may take ``STOP_S``, and its last progress line comes after; ``interrupted`` (a Ctrl-C): how to cut it short."""
+    again = "; Ctrl-C again to stop at once: the resume sends them again" if interrupted else ""
+    return f"stopping the workers: the judge and target calls under way end and are kept (up to {STOP_S:.0f} s{again})"
 
 
 class _Outage:
@@ -1672,9 +1681,11 @@ def run(
         def stop_workers(finished: bool = False) -> None:
             """Stop the run's workers: an interrupted run's running tasks need not finish (its judge calls under way
             end, and their outputs are written); nothing an interrupted or failed run used is kept (one refused before
-            its rows were sent, and so before its workers, leaves the kept ones as they were)."""
+            its rows were sent, and so before its workers, leaves the kept ones as they were). A stop signal come
+            after it began (a second Ctrl-C) kills every worker at once, not only those whose wait it cut short."""
+            seen = stop_signals()
             for w in workers:
-                w.stop(warm=finished)
+                w.stop(warm=finished, signals_seen=seen)
             if warm and workers:
                 stop_kept()
             workers.clear()  # stopped once: a wait that stopped them leaves nothing to the finally below

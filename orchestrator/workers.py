@@ -66,6 +66,9 @@ LOG_KEEP_S = 14 * 24 * 3600
 #: ``{n}`` the first number from 1 that no live worker of the cluster, nor another of its ``ragscore worker`` processes
 #: on this host, has taken; then Celery expands ``%h`` (the host name). So a worker restarted gets its old name back.
 DEFAULT_NODE_NAME = "{queue}-{n}@%h"
+#: Seconds :meth:`LocalWorkers.stop` waits for the workers to end (their running tasks: a judge call under way) before
+#: it kills them.
+STOP_S = 15.0
 #: Seconds a worker stopped before it was ready (it holds no task, and takes none once stopped) is given to exit before
 #: it is killed, in place of the warm stop's wait: one SIGTERMed while it booted outlived a wait of 180 s once.
 UNREADY_STOP_S = 30.0
@@ -388,7 +391,7 @@ class LocalWorkers:
             return ""
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
-    def stop(self, timeout: float = 15.0, *, warm: bool = True, signals_seen: int | None = None) -> None:
+    def stop(self, timeout: float = STOP_S, *, warm: bool = True, signals_seen: int | None = None) -> None:
         """Stop every worker; whatever is left after ``timeout`` is killed with its children.
 
         ``warm``: SIGTERM to each Celery main process only, which stops taking messages, lets running tasks

@@ -392,7 +392,8 @@ def test_a_run_stopped_by_ctrl_c_counts_the_judge_calls_in_flight_that_end_after
 ) -> None:
     """A Ctrl-C while judge calls were in flight printed "24/72 item×metric outputs scored … stopped 48": the calls
     ended after the line, their outputs were written, and the resume began at 42/72. The line now counts them: it
-    is read once the run's workers stopped (calls in flight released only once the run is marked cancelled)."""
+    is read once the run's workers stopped (calls in flight released only once the run is marked cancelled), and
+    what it waits on is said before."""
     from orchestrator.embedded_redis import EmbeddedRedis
     from ragscore_workers.store import RunState, RunStore
 
@@ -418,5 +419,39 @@ def test_a_run_stopped_by_ctrl_c_counts_the_judge_calls_in_flight_that_end_after
     assert run.returncode == 130, stderr
     scored, stopped, total = _table_rows(_cli("status", out, home=home).stdout)["judge"][:3]
     assert int(scored) > 0, stderr  # the calls in flight at the Ctrl-C ended, and their outputs were written
-    last = [line for line in stderr.splitlines() if line.startswith(f"[ragscore] {run_id}: ")][-1]
+    lines = stderr.splitlines()
+    last = [line for line in lines if line.startswith(f"[ragscore] {run_id}: ")][-1]
     assert f": {scored}/{total} item×metric outputs scored (" in last and f" stopped {stopped} " in last, (last, scored)
+    # said at once, not after the wait on the workers: the Ctrl-C was heard, and how to cut the wait short
+    said = "[ragscore] stopping the workers: the judge and target calls under way end and are kept (up to 15 s; Ctrl-C"
+    assert any(line.startswith(said) for line in lines[: lines.index(last)]), stderr
+
+
+@pytest.mark.serial  # it tells a stop cut short from the workers' whole STOP_S wait: timed
+def test_a_second_ctrl_c_while_the_workers_stop_stops_them_at_once_and_the_resume_scores_the_rest(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """The first Ctrl-C waits (up to STOP_S) for the judge calls under way, and says so at once; a second one, while
+    it waits, kills the workers at once: the run exits 130 then, and its resume judges every item cut short."""
+    from orchestrator.workers import STOP_S
+
+    out, said = tmp_path / "out", tmp_path / "said.txt"
+    with FakeProvider(api_key=keys) as fake, said.open("w") as output:
+        fake.hold = threading.Event()  # the judge calls under way never end while the run stops
+        run = _judging_run(tmp_path, fake, model, home, out, output=output.fileno(), quiet=False, concurrency=8)
+        try:
+            assert run.poll() is None, said.read_text()
+            run.send_signal(signal.SIGINT)
+            assert until(lambda: "[ragscore] stopping the workers: " in said.read_text(), 60), said.read_text()
+            begun = time.monotonic()
+            run.send_signal(signal.SIGINT)
+            run.wait(60)
+            took = time.monotonic() - begun
+        finally:
+            fake.hold.set()
+            run.kill()
+            run.wait(30)
+        assert run.returncode == 130 and took < STOP_S - 5, (took, said.read_text())
+        resumed = _cli("run", "--resume", out, home=home)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [i["score"] for i in _items(out)] == [1.0] * len(ROWS)
