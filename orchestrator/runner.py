@@ -904,7 +904,7 @@ def wait(
             with suppress(redis.RedisError):
                 cancel(store, run_id)
             with suppress(OSError):  # said at once, as the wait may be long (a closed terminal: nothing to say it on)
-                note_of(progress)(stopping_note(isinstance(exc, KeyboardInterrupt)))
+                note_of(progress)(_stopping_note(isinstance(exc, KeyboardInterrupt)))
             stop_on_error()
         raise
     finally:
@@ -917,7 +917,7 @@ def wait(
         progress.stop()
 
 
-def stopping_note(interrupted: bool) -> str:
+def _stopping_note(interrupted: bool) -> str:
     """What an embedded run says as it stops its workers once its wait ended (:func:`wait`'s ``stop_on_error``): it
     may take ``STOP_S``, and its last progress line comes after; ``interrupted`` (a Ctrl-C): how to cut it short."""
     again = "; Ctrl-C again to stop at once: the resume sends them again" if interrupted else ""
