@@ -19,7 +19,8 @@ import redis
 
 from orchestrator import Evaluation, evaluate, resume, shutdown
 from orchestrator.embedded_redis import EmbeddedRedis
-from orchestrator.runner import RELEASED_ITEMS_TTL_S
+from orchestrator.reports.files import report_digests
+from orchestrator.runner import RELEASED_ITEMS_TTL_S, REPORT_DIGESTS
 from ragscore_workers.errors import ConfigError, DatasetWarning
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
 
@@ -278,9 +279,10 @@ def test_the_resume_of_a_run_with_an_error_whose_items_left_takes_them_back_from
 ) -> None:
     """A run with an error kept every item 7 days for its resume to score the error again: hundreds of MB of a
     million-item corpus in the laptop's Redis for one error. Its items leave as a clean run's do, and its resume takes
-    them back from DIR/items.jsonl, scoring again the errored output alone: an item's line marked in DIR comes back
-    as it was. Seen failing without: the run's items were not released (no items_in). A dataset rewritten with the
-    same rows (other bytes) is checked row by row against the file's ids, its shards' id lists having left too."""
+    them back from DIR/items.jsonl, scoring again the errored output alone: an item's line marked in DIR (its digest
+    recorded as the release's, :func:`_recorded_as_released`) comes back as it was. Seen failing without: the run's
+    items were not released (no items_in). A dataset rewritten with the same rows (other bytes) is checked row by row
+    against the file's ids, its shards' id lists having left too."""
     out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
     if dataset == "rewritten":
         with _embedded_store(home) as client:
@@ -291,6 +293,7 @@ def test_the_resume_of_a_run_with_an_error_whose_items_left_takes_them_back_from
     marked = json.loads(lines[5])
     marked["metrics"]["exact_match"]["details"]["kept"] = "from DIR"
     (out / "items.jsonl").write_text("\n".join([*lines[:5], json.dumps(marked), *lines[6:]]) + "\n")
+    _recorded_as_released(home, run_id, out)
     again = resume(out, quiet=True)
     assert again.summary.run_id == run_id and again.summary.metrics["typed_answer"].errors == 1
     assert again.summary.metrics["exact_match"].n == 20 and len(again.items) == 20
@@ -299,20 +302,30 @@ def test_the_resume_of_a_run_with_an_error_whose_items_left_takes_them_back_from
     assert after[0]["metrics"]["typed_answer"]["error"], after[0]  # scored again, an error again
 
 
-@pytest.mark.parametrize("edit", ["cut", "score", "swapped"])
+@pytest.mark.parametrize("edit", ["cut", "score", "swapped", "unrecorded"])
 def test_the_resume_of_a_run_whose_items_left_refuses_an_items_file_it_cannot_take_them_from(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, edit: str
 ) -> None:
     """An items.jsonl cut short, whose last line's score is no number, or whose items are not the run's (two lines
     swapped: the same count, every line valid) cannot give a resume the run's items: refused (exit 2) naming it and
     what is wrong, the store left as it was (the run still released, none of its items written back, though the
-    lines before the bad one are good). The swapped file was written back, then refused as a changed dataset."""
+    lines before the bad one are good). The swapped file was written back, then refused as a changed dataset. Each
+    edit's digest is recorded as the release's (the restore's own checks, behind the digest's); an edit whose digest
+    is not ("unrecorded": the swapped file) is refused by the digest the release recorded."""
     out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
     lines = (out / "items.jsonl").read_text().splitlines(keepends=True)
     last = json.loads(lines[-1])
     last["metrics"]["exact_match"]["score"] = "high"
-    kept = {"cut": lines[:-1], "score": [*lines[:-1], json.dumps(last) + "\n"], "swapped": [lines[1], lines[0]]}
-    (out / "items.jsonl").write_text("".join(kept[edit] + (lines[2:] if edit == "swapped" else [])))
+    swapped = [lines[1], lines[0], *lines[2:]]
+    kept = {
+        "cut": lines[:-1],
+        "score": [*lines[:-1], json.dumps(last) + "\n"],
+        "swapped": swapped,
+        "unrecorded": swapped,
+    }
+    (out / "items.jsonl").write_text("".join(kept[edit]))
+    if edit != "unrecorded":
+        _recorded_as_released(home, run_id, out)
     refused = _cli(home, "run", "--resume", str(out))
     said = " ".join(refused.stderr.split())
     assert refused.returncode == 2, refused.stderr
@@ -321,7 +334,10 @@ def test_the_resume_of_a_run_whose_items_left_refuses_an_items_file_it_cannot_ta
         "score": f": an item is not as run {run_id} wrote it",
         "swapped": f" holds other items than run {run_id}'s (other ids, or in another order)",
     }
-    assert f"{out / 'items.jsonl'}{wrong[edit]}" in said, said
+    if edit == "unrecorded":
+        assert f"its items.jsonl is not the one run {run_id} wrote there" in said, said
+    else:
+        assert f"{out / 'items.jsonl'}{wrong[edit]}" in said, said
     _assert_still_released(home, run_id, out)
 
 
@@ -341,6 +357,13 @@ def test_the_resume_of_a_run_whose_items_left_and_dataset_changed_writes_none_of
     assert refused.returncode == 2, refused.stderr
     assert f"{dataset} changed since it was submitted (shard 0: other ids or order)" in said, said
     _assert_still_released(home, run_id, out)
+
+
+def _recorded_as_released(home: Path, run_id: str, out: Path) -> None:
+    """Record the digests of ``out``'s reports as run ``run_id``'s release did (its items.jsonl edited since by a
+    test: the restore's own checks are reached, not the digest's refusal)."""
+    with _embedded_store(home) as client:
+        client.hset(f"ragscore:run:{run_id}:meta", REPORT_DIGESTS, json.dumps(report_digests(out)))
 
 
 def _assert_still_released(home: Path, run_id: str, out: Path) -> None:
