@@ -84,14 +84,16 @@ class ProgressView(Protocol):
     (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown as the idle note
     would be, in its place (no ETA; the rich bar's note line under the bar): a run queued behind another run is
     waiting its turn, not stalled. ``held(text)``: told, while no progress is made, what of the run a worker that is
-    gone holds and when the run sends it again ("" once progress is made), said after its "no progress"."""
+    gone holds and when the run sends it again ("" once progress is made), said after its "no progress".
+    ``outage(seconds)``: told, at the first counters read after the run store did not answer, for how long (from
+    the last poll it answered whole): no part of the run's pace (:meth:`RecentRate.outage`), nor of its idle time."""
 
     def start(self, run_id: str) -> None: ...
     def update(self, counters: dict[str, int], final: bool = False) -> None: ...
     def stop(self) -> None: ...
 
 
-def _hook(view: object, name: str) -> Callable[[str], None]:
+def _hook(view: object, name: str) -> Callable[[Any], None]:
     """The view's optional method ``name``, or a no-op for a view without one, or whose ``name`` is no method (a
     user's view may hold something of its own under that name)."""
     hook = getattr(view, name, None)
@@ -112,6 +114,12 @@ def held_of(view: object) -> Callable[[str], None]:
 def queued_of(view: object) -> Callable[[str], None]:
     """The view's ``queued`` (what the run waits behind before its work begins), or a no-op (:func:`_hook`)."""
     return _hook(view, "queued")
+
+
+def outage_of(view: object) -> Callable[[float], None]:
+    """The view's ``outage`` (seconds the run store did not answer since its last counters), or a no-op
+    (:func:`_hook`)."""
+    return _hook(view, "outage")
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -288,13 +296,19 @@ class RecentRate:
     two takes the last two of :data:`RECENT_KEPT_S` (a slow queue's chunks). Once the silence since its last burst
     outlasts the bursts' mean gap, the excess counts too: a queue that slows down reads slower as it waits. Once it
     writes again, an outage's interval (a worker's restart, its model's load seen: :meth:`_outages`) counts as the
-    bursts' usual one. Until it has seen two, its rate counts from its first sample kept."""
+    bursts' usual one; the seconds the run store did not answer (:meth:`outage`: no sample could be read) are left out
+    of every interval and of the silence since the last burst. Until it has seen two, its rate counts from its first
+    sample kept."""
 
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
         self.samples: deque[tuple[float, dict[str, int]]] = deque()
         #: ``(time, queue)`` of each sample kept that saw a worker of the queue load its model (:meth:`_outages`).
         self.reloads: deque[tuple[float, str]] = deque()
+        #: ``(time, seconds)`` of each sample kept that came after the run store did not answer for ``seconds``.
+        self.lost: deque[tuple[float, float]] = deque()
+        #: Seconds it did not answer, told since the last sample (:meth:`outage`): the next sample's.
+        self.untold_s = 0.0
         self.attempt: object = None
 
     def add(self, t: float, counters: dict[str, int], attempt: object = None) -> None:
@@ -305,14 +319,32 @@ class RecentRate:
         self.attempt = attempt
         self.samples.append((t, counters))
         self.reloads.extend((t, queue) for queue in _reloading(counters))
+        if self.untold_s:
+            self.lost.append((t, self.untold_s))
+            self.untold_s = 0.0
         while t - self.samples[0][0] > max(RECENT_KEPT_S, self.window_s):
             self.samples.popleft()
-        while self.reloads and self.reloads[0][0] < self.samples[0][0]:
-            self.reloads.popleft()
+        for kept in (self.reloads, self.lost):
+            while kept and kept[0][0] < self.samples[0][0]:
+                kept.popleft()
 
     def clear(self) -> None:
         self.samples.clear()
         self.reloads.clear()
+        self.lost.clear()
+
+    def outage(self, seconds: float) -> None:
+        """The run store did not answer for ``seconds`` since the last sample: left out of the interval up to the next
+        one (a broker's outage is no pace of the run's)."""
+        self.untold_s += seconds
+
+    def _lost_s(self, t0: float, t1: float) -> float:
+        """Seconds the run store did not answer between the samples at ``t0`` and ``t1``."""
+        return sum(seconds for t, seconds in self.lost if t0 < t <= t1)
+
+    def _worked_s(self, t0: float, t1: float) -> float:
+        """Seconds from ``t0`` to ``t1`` but those the run store did not answer."""
+        return max(0.0, t1 - t0 - self._lost_s(t0, t1))
 
     def rate(self, key: str, left: int) -> float | None:
         """Units per second of counter ``key`` (``done``, ``done:{queue}``), ``left`` of its units still to do, over its
@@ -329,7 +361,7 @@ class RecentRate:
             return None if left > 0 else 0.0
         spans = self._spans(key, [t for t, _ in used], [t for t, _ in bursts])
         gap = sum(spans) / len(spans)
-        return (used[-1][1] - used[0][1]) / (sum(spans) + max(0.0, now - used[-1][0] - gap))
+        return (used[-1][1] - used[0][1]) / (sum(spans) + max(0.0, self._worked_s(used[-1][0], now) - gap))
 
     def _bursts(self, key: str) -> list[tuple[float, int]]:
         """``(time, count)`` of each sample kept where counter ``key`` grew."""
@@ -341,9 +373,9 @@ class RecentRate:
         worker's outage (no worker encoded, then its model loaded) made its queue's rate slow, its ETA long, for a
         window after it encoded again."""
         outages = self._outages(key, bursts)
-        usual = [t1 - t0 for (t0, t1), outage in outages.items() if not outage]
+        usual = [self._worked_s(t0, t1) for (t0, t1), outage in outages.items() if not outage]
         mean = sum(usual) / len(usual) if usual else None
-        return [mean if mean is not None and outages.get(gap) else gap[1] - gap[0] for gap in pairwise(used)]
+        return [mean if mean is not None and outages.get(gap) else self._worked_s(*gap) for gap in pairwise(used)]
 
     def _outages(self, key: str, bursts: list[float]) -> dict[tuple[float, float], bool]:
         """Whether counter ``key`` stood still for an outage between each two of its ``bursts``: a worker of its queue
@@ -355,9 +387,10 @@ class RecentRate:
         return {(t0, t1): any(t0 < t <= t1 for t in reloads) for t0, t1 in pairwise(bursts)}
 
     def burst_gap(self, key: str = "done") -> float:
-        """Mean seconds between the bursts of counter ``key`` in the samples kept (0.0 with fewer than two)."""
+        """Mean seconds between the bursts of counter ``key`` in the samples kept, those the run store did not answer
+        left out (0.0 with fewer than two)."""
         bursts = self._bursts(key)
-        return (bursts[-1][0] - bursts[0][0]) / (len(bursts) - 1) if len(bursts) >= 2 else 0.0
+        return self._worked_s(bursts[0][0], bursts[-1][0]) / (len(bursts) - 1) if len(bursts) >= 2 else 0.0
 
 
 class _Rate:
@@ -447,6 +480,11 @@ class _Rate:
     def waiting(self) -> None:
         """The run waits its turn behind other runs' messages: not idle, its idle time counts from the end of that."""
         self.changed = time.monotonic()
+
+    def outage(self, seconds: float) -> None:
+        """The run store did not answer for ``seconds``: no stall, and no part of the gaps between its bursts."""
+        self.changed += seconds
+        self.recent.outage(seconds)
 
     def _base(self, counters: dict[str, int]) -> dict[str, int]:
         """The counters before the attempt's work: ``before:{counter}``, or the first seen for a store without the
@@ -609,6 +647,10 @@ class RichProgress:
         """Said after the idle note (:meth:`_Rate.idle_note`)."""
         self.rate.held = text
 
+    def outage(self, seconds: float) -> None:
+        """Left out of the rate's gaps and of the idle time (:meth:`_Rate.outage`)."""
+        self.rate.outage(seconds)
+
     def note(self, text: str) -> None:
         self.console.print(f"[ragscore] {text}", markup=False, highlight=False)
 
@@ -671,6 +713,10 @@ class PlainProgress:
     def held(self, text: str) -> None:
         """Said after the idle note (:meth:`_Rate.idle_note`)."""
         self.rate.held = text
+
+    def outage(self, seconds: float) -> None:
+        """Left out of the rate's gaps and of the idle time (:meth:`_Rate.outage`)."""
+        self.rate.outage(seconds)
 
     def note(self, text: str) -> None:
         self._print(f"[ragscore] {shown(text)}")

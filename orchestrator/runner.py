@@ -93,7 +93,7 @@ from .embedded_redis import EmbeddedRedis, run_process_alive
 from .encode_rates import record_rate
 from .estimate import RunCount, judge_calls_planned
 from .out_claim import claim_out_dir
-from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, held_of, loading, note_of, queued_of
+from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, held_of, loading, note_of, outage_of, queued_of
 from .queues import (
     Orphan,
     broker_idle,
@@ -806,6 +806,7 @@ def wait(
     recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
     queued, queued_checked = queued_of(progress), -math.inf  # other runs' messages ahead, and when last read
     held, held_said = held_of(progress), False  # what workers that are gone hold: said after "no progress"
+    progress_outage = outage_of(progress)
     shows_queued = callable(getattr(progress, "queued", None))  # else nobody is told: no reading the queues for it
     progress.start(run_id)  # its stop() in the finally below (a notebook's sys.stderr given back)
     try:
@@ -833,6 +834,8 @@ def wait(
                         resume(store, run_id, recovery=True, on_queues=on_queues)
                     recovering = False
                     last_change, idle_checks = time.monotonic(), 0
+                if lost_s := outage.untold_s():  # not the run's pace, nor a stall
+                    progress_outage(lost_s)
                 progress.update(counters)
                 if state == RunState.AGGREGATING and not aggregating_said:  # minutes for a million items
                     aggregating_said = True
@@ -940,6 +943,10 @@ class _Outage:
         self.out_dir, self.broker = out_dir, broker
         #: When Redis stopped answering (``time.monotonic()``; None: it answers).
         self.since: float | None = None
+        #: When a whole poll was last answered: the outage began after it, as its first failed read's client retried.
+        self.answered = time.monotonic()
+        #: Until when the outage was told to the progress view (:meth:`untold_s`).
+        self.told = -math.inf
 
     def lost(self, exc: Exception) -> None:
         """A read of a poll failed with ``exc`` (one of ``ERRORS``): say so (once), try ``revive``, wait a second;
@@ -960,10 +967,20 @@ class _Outage:
             ) from exc
         time.sleep(1.0)
 
+    def untold_s(self) -> float:
+        """Seconds of the outage not yet told to the progress view (0.0: Redis answers): from the last poll it answered
+        whole (its client's retries of the first failed read included), or from when they were last told, to now;
+        told now."""
+        if self.since is None:
+            return 0.0
+        told, self.told = max(self.answered, self.told), time.monotonic()
+        return self.told - told
+
     def over(self) -> None:
         """Redis answered a whole poll: say it is back, if it was lost."""
+        self.answered = time.monotonic()
         if self.since is not None:
-            log.warning("run %s: Redis is back after %.0f s", self.run_id, time.monotonic() - self.since)
+            log.warning("run %s: Redis is back after %.0f s", self.run_id, self.answered - self.since)
             self.since = None
 
 

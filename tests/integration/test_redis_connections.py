@@ -18,6 +18,7 @@ from orchestrator.connection import (
     eviction_warnings,
     worker_eviction_warnings,
 )
+from orchestrator.progress import QuietProgress
 from orchestrator.runner import connect, run, submit, wait, write_results
 from orchestrator.suite import load_suite
 from ragscore_workers.alive import ALIVE_INDEX, ALIVE_PREFIX, broker_of
@@ -129,30 +130,49 @@ def test_a_redis_restart_mid_run_with_aof_finishes_the_run(tmp_path: Path, monke
         server.stop()
 
 
+class _OutageView(QuietProgress):
+    """A progress view that keeps the seconds of outage ``wait`` tells it (left out of its rate's gaps)."""
+
+    def __init__(self) -> None:
+        self.told: list[float] = []
+
+    def outage(self, seconds: float) -> None:
+        self.told.append(seconds)
+
+
 def test_the_orchestrator_waits_through_a_redis_outage_longer_than_its_client_retries(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """... and tells its progress view how long Redis did not answer, once it answers again: no part of the run's pace
+    (the view leaves it out of the gaps between chunks: test_progress)."""
+    view = _OutageView()
     server = RedisProcess(tmp_path / "redis", "--appendonly", "yes").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
     try:
         store = connect(server.url)
         sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(300)), load_suite(SUITE), store)
         result: dict = {}
-        thread = threading.Thread(target=lambda: result.update(s=wait(store, sub.run_id, timeout_s=600)), daemon=True)
+        thread = threading.Thread(target=lambda: result.update(s=wait(store, sub.run_id, timeout_s=600, progress=view)),
+                                  daemon=True)  # fmt: skip
         thread.start()
         time.sleep(1.0)
         server.stop()  # Redis goes away while the orchestrator waits (no worker yet: nothing is done), for
         # longer than the store client's own retries (~21 s from the poll's first failed call): until wait() says it
         # lost Redis, which it does only once they gave up (a fixed sleep raced them), and a poll or more after that
+        down_at = time.monotonic()  # no poll of wait() is answered from here to the restart
         lost = f"run {sub.run_id}: lost Redis"
         assert until(lambda: any(lost in r.getMessage() for r in caplog.records), 180), "wait() never lost Redis"
         thread.join(5.0)
         assert thread.is_alive(), "wait() gave up once its client's retries did"
+        assert not view.told, "told while Redis is still down"
+        down_s = time.monotonic() - down_at
         server.start()
         worker.start()
         thread.join(600)
         assert not thread.is_alive() and result["s"].items == 300
         assert store.progress(sub.run_id)["done"] == 300 * 4
+        # the whole outage, its client's retries of the first failed read included: no poll was answered meanwhile
+        assert len(view.told) == 1 and view.told[0] >= down_s, (view.told, down_s)
     finally:
         worker.stop()
         server.stop()

@@ -121,6 +121,31 @@ def test_a_worker_that_dies_between_slow_chunks_is_said_within_two_minutes_howev
     assert all("ETA ? (no progress for" in line for line in waits[11:]), waits[11:]
 
 
+def test_a_broker_outage_is_left_out_of_the_gaps_between_chunks(clock: Clock) -> None:
+    """Chunks 10 s apart, then the run store did not answer for 60 s (no counters read: ``wait`` tells the view): the
+    gap across it read as the run's pace, the chunk after it came at 1.4/s not 10/s, and a worker that died then was
+    said to make no progress only after 40 s (twice a mean gap the outage stretched), not 20 s."""
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+
+    def poll(done: int) -> str:
+        clock.advance(5.0)
+        view.update({"done": done, "total": 10_000, "work_ms": int((clock.now - 1000.0) * 1000)}, final=True)
+        return out.getvalue().splitlines()[-1]
+
+    for second in range(5, 65, 5):  # 100 units every 10 s
+        poll(100 * (second // 10))
+    clock.advance(60.0)  # Redis down from the 60th second to the 120th
+    view.outage(60.0)
+    poll(600)
+    after = poll(700)  # its first chunk after the outage, 10 s of work after the last one before
+    assert _rate(after) == pytest.approx(10.0), after
+    waits = [poll(700) for _ in range(5)]  # its worker died: nothing more
+    assert not any("no progress" in line for line in waits[:3]), waits
+    assert "ETA ? (no progress for 20 s)" in waits[3], waits
+
+
 def test_while_the_summary_is_aggregated_the_rate_holds_and_the_line_is_not_repeated(clock: Clock) -> None:
     """A million items aggregate for ~45 s after the last is scored: the plain view printed the same 100 % line
     every 5 s with a rate falling towards 0."""
