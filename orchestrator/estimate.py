@@ -60,6 +60,7 @@ __all__ = [
     "ASSUMED_ENCODE_WORDS_PER_S",
     "ASSUMED_FILLED_WORDS",
     "ASSUMED_SENTENCE_WORDS",
+    "BUSY_SLOWDOWN",
     "CallTally",
     "EmbedTally",
     "Estimate",
@@ -81,6 +82,12 @@ CONTEXT_PLACEHOLDER = "(retrieved by the target)"
 #: words a second and ~50 passages of 120 words (~5,000 and ~6,000 words/s). A GPU is many times faster; a busy or
 #: older CPU slower.
 ASSUMED_ENCODE_WORDS_PER_S = 5_000
+#: How much slower than :data:`ASSUMED_ENCODE_WORDS_PER_S` the encode goes per runnable process a core on a busy
+#: machine (its load average over its cores: :meth:`EmbedTally.busy_s`). Measured on 2 cores during embedded runs of
+#: all-MiniLM-L6-v2 (load average sampled every 5 s while they ran): ~4-5 times slower at load ~2.6, ~11 at ~7 (1,773
+#: texts, 200 s of encoding where the dry run said 18 s), ~14 at ~8 (a raw encode, ~350 words/s), ~15 at ~10. A share of
+#: a core each (``1 + load / cores``) said 2.3 to 6 of those: torch's threads also wait on each other's turn.
+BUSY_SLOWDOWN = 2.8
 #: Words the dry run assumes of each text a target fills (its answer, a reply's contexts): a passage's, as measured
 #: above (they do not exist before the run).
 ASSUMED_FILLED_WORDS = 120
@@ -148,11 +155,9 @@ class EmbedTally:
         return self.assumed_s if self.measured is None else self.to_encode / self.measured.texts_per_s
 
     def busy_s(self, load: float, cores: int) -> float:
-        """:attr:`assumed_s` on a machine whose load average is ``load`` on ``cores``: the encode's threads (one a
-        core) join those runnable, each gets ``cores / (load + cores)`` of a core, and the encode goes no faster: a
-        floor, as threads also wait on each other's turn. On 2 cores 3,715 short texts encoded at ~320 words/s at
-        load ~10 (15 times slower than assumed; this says 6) and ~1,000-1,400 at load ~2.6 (4 to 5; this says 2.3)."""
-        return self.assumed_s * (1 + load / max(cores, 1))
+        """:attr:`assumed_s` on a machine whose load average is ``load`` on ``cores``: ``1 + BUSY_SLOWDOWN * load /
+        cores`` times slower (:data:`BUSY_SLOWDOWN`, as measured)."""
+        return self.assumed_s * (1 + BUSY_SLOWDOWN * load / max(cores, 1))
 
 
 @dataclass

@@ -619,7 +619,7 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
     ``load``: this machine's load average and cores (None: read them, :func:`~orchestrator.estimate.host_load`)."""
     from ragscore_workers.embedding import DEFAULT_MODEL
 
-    from ..estimate import ASSUMED_FILLED_WORDS, ASSUMED_SENTENCE_WORDS, host_load
+    from ..estimate import ASSUMED_FILLED_WORDS, ASSUMED_SENTENCE_WORDS, BUSY_SLOWDOWN, host_load
 
     tally = estimate.embed
     assert tally is not None
@@ -639,10 +639,10 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
         busy = tally.busy_s(*load) if load is not None and load[0] > load[1] else 0.0
         # said where it says more than the estimate: a floor of "0m00s", or the estimate's own time, adds nothing
         if load is not None and busy >= 1 and round(busy) > round(tally.estimated_s):
-            line += (f"; this machine is busy (load average {load[0]:.1f} on {counted(load[1], 'core')}): at least "
-                     f"{fmt_duration(busy)} where its embed workers run here, at the share of a core "
-                     "each of its threads gets among the others (more where the run's other workers take theirs "
-                     "too)")  # fmt: skip
+            line += (f"; this machine is busy (load average {load[0]:.1f} on {counted(load[1], 'core')}): about "
+                     f"{fmt_duration(busy)} where its embed workers run here, {BUSY_SLOWDOWN} times slower per "
+                     "runnable process a core, as measured on 2 busy cores (more where the run's other workers "
+                     "take theirs too)")  # fmt: skip
     notes = [_windows_note(tally)]
     if not tally.cache_checked:
         notes.append(

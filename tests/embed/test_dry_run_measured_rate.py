@@ -117,7 +117,7 @@ def test_the_busy_floor_still_stands_over_a_measured_rate() -> None:
     fast = EmbedTally(texts=3_000, words=75_000, measured=MeasuredRate(2, 3_000, 10.0))  # 300 texts/s: 10 s
     said = embed_estimate(Estimate(embed=fast), suite, load=(10.0, 2))
     assert "3,000 to encode: about 0m10s (measured on your last 2 runs: 300.0 texts/s" in said, said
-    assert "this machine is busy (load average 10.0 on 2 cores): at least 1m30s" in said, said
+    assert "this machine is busy (load average 10.0 on 2 cores): about 3m45s" in said, said
     slow = EmbedTally(texts=3_000, words=75_000, measured=MeasuredRate(1, 30, 10.0))  # 3 texts/s: 1,000 s
     said = embed_estimate(Estimate(embed=slow), suite, load=(10.0, 2))
     assert (
@@ -211,12 +211,12 @@ def test_a_busy_floor_under_a_second_is_not_said() -> None:
     """The floor of a few texts on a busy machine rounded to "at least 0m00s": it says nothing, nor does one the
     estimate's own time."""
     suite = load_suite(SUITE).suite
-    few = EmbedTally(texts=4, words=100)  # 0.02 s assumed, 0.12 s at load 10 on 2 cores
+    few = EmbedTally(texts=4, words=100)  # 0.02 s assumed, 0.3 s at load 10 on 2 cores
     said = embed_estimate(Estimate(embed=few), suite, load=(10.0, 2))
     assert "under a second (assumed" in said and "busy" not in said, said
-    same = EmbedTally(texts=100, words=25_000, measured=MeasuredRate(1, 101, 10.0))  # 9.9 s measured, 10.05 s floor
+    same = EmbedTally(texts=100, words=25_000, measured=MeasuredRate(1, 100, 19.0))  # 19 s measured, 19.1 s at load
     said = embed_estimate(Estimate(embed=same), suite, load=(2.02, 2))
-    assert "about 0m10s (measured" in said and "busy" not in said, said
+    assert "about 0m19s (measured" in said and "busy" not in said, said
 
 
 def test_a_rate_is_of_the_device_the_model_ran_on_not_the_suites_setting(tmp_path: Path) -> None:
