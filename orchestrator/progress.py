@@ -295,10 +295,10 @@ class RecentRate:
     last (a window holding one or two 20 s chunks read half or double their pace by turns). A window holding fewer than
     two takes the last two of :data:`RECENT_KEPT_S` (a slow queue's chunks). Once the silence since its last burst
     outlasts the bursts' mean gap, the excess counts too: a queue that slows down reads slower as it waits. Once it
-    writes again, an outage's interval (a worker's restart, its model's load seen: :meth:`_outages`) counts as the
-    bursts' usual one; the seconds the run store did not answer (:meth:`outage`: no sample could be read) are left out
-    of every interval and of the silence since the last burst. Until it has seen two, its rate counts from its first
-    sample kept."""
+    writes again, an outage's interval (a worker's restart, its model's load seen, or the run store not answering:
+    :meth:`_outages`) counts as the bursts' usual one, and the seconds the run store did not answer (:meth:`outage`)
+    are left out of the silence since the last burst. Until it has seen two, its rate counts from its first sample
+    kept."""
 
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
@@ -334,17 +334,14 @@ class RecentRate:
         self.lost.clear()
 
     def outage(self, seconds: float) -> None:
-        """The run store did not answer for ``seconds`` since the last sample: left out of the interval up to the next
-        one (a broker's outage is no pace of the run's)."""
+        """The run store did not answer for ``seconds`` since the last sample: the interval up to the next one is an
+        outage (:meth:`_outages`), and no part of the silence since the last burst (a broker's outage is no pace of the
+        run's)."""
         self.untold_s += seconds
 
     def _lost_s(self, t0: float, t1: float) -> float:
         """Seconds the run store did not answer between the samples at ``t0`` and ``t1``."""
         return sum(seconds for t, seconds in self.lost if t0 < t <= t1)
-
-    def _worked_s(self, t0: float, t1: float) -> float:
-        """Seconds from ``t0`` to ``t1`` but those the run store did not answer."""
-        return max(0.0, t1 - t0 - self._lost_s(t0, t1))
 
     def rate(self, key: str, left: int) -> float | None:
         """Units per second of counter ``key`` (``done``, ``done:{queue}``), ``left`` of its units still to do, over its
@@ -361,7 +358,8 @@ class RecentRate:
             return None if left > 0 else 0.0
         spans = self._spans(key, [t for t, _ in used], [t for t, _ in bursts])
         gap = sum(spans) / len(spans)
-        return (used[-1][1] - used[0][1]) / (sum(spans) + max(0.0, self._worked_s(used[-1][0], now) - gap))
+        silent = now - used[-1][0] - self._lost_s(used[-1][0], now)
+        return (used[-1][1] - used[0][1]) / (sum(spans) + max(0.0, silent - gap))
 
     def _bursts(self, key: str) -> list[tuple[float, int]]:
         """``(time, count)`` of each sample kept where counter ``key`` grew."""
@@ -373,24 +371,27 @@ class RecentRate:
         worker's outage (no worker encoded, then its model loaded) made its queue's rate slow, its ETA long, for a
         window after it encoded again."""
         outages = self._outages(key, bursts)
-        usual = [self._worked_s(t0, t1) for (t0, t1), outage in outages.items() if not outage]
+        usual = [t1 - t0 for (t0, t1), outage in outages.items() if not outage]
         mean = sum(usual) / len(usual) if usual else None
-        return [mean if mean is not None and outages.get(gap) else self._worked_s(*gap) for gap in pairwise(used)]
+        return [mean if mean is not None and outages.get(gap) else gap[1] - gap[0] for gap in pairwise(used)]
 
     def _outages(self, key: str, bursts: list[float]) -> dict[tuple[float, float], bool]:
         """Whether counter ``key`` stood still for an outage between each two of its ``bursts``: a worker of its queue
-        (of any queue, for ``done``) loaded its model then (a restart). A long interval alone is none: a judge queue
+        (of any queue, for ``done``) loaded its model then (a restart), or the run store did not answer
+        (:meth:`outage`: a chunk scored across it is written whenever it answers again, as soon as it does or a chunk's
+        work later, so the interval less the outage is no pace either). A long interval alone is none: a judge queue
         held by its rate limit or a provider's 429, a worker shared with another run, a slow chunk wait that long at
         their usual pace, and the rate says what it saw."""
         queue = key.partition(":")[2]
-        reloads = [t for t, of in self.reloads if of == queue or not queue]
-        return {(t0, t1): any(t0 < t <= t1 for t in reloads) for t0, t1 in pairwise(bursts)}
+        stops = [t for t, of in self.reloads if of == queue or not queue] + [t for t, _ in self.lost]
+        return {(t0, t1): any(t0 < t <= t1 for t in stops) for t0, t1 in pairwise(bursts)}
 
     def burst_gap(self, key: str = "done") -> float:
-        """Mean seconds between the bursts of counter ``key`` in the samples kept, those the run store did not answer
-        left out (0.0 with fewer than two)."""
-        bursts = self._bursts(key)
-        return self._worked_s(bursts[0][0], bursts[-1][0]) / (len(bursts) - 1) if len(bursts) >= 2 else 0.0
+        """Mean seconds between the bursts of counter ``key`` in the samples kept, those the run store did not answer in
+        left out where others are kept (0.0 with fewer than two)."""
+        gaps = [(t1 - t0, self._lost_s(t0, t1) > 0) for t0, t1 in pairwise(t for t, _ in self._bursts(key))]
+        usual = [gap for gap, lost in gaps if not lost] or [gap for gap, _ in gaps]
+        return sum(usual) / len(usual) if usual else 0.0
 
 
 class _Rate:

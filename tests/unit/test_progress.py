@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import pytest
@@ -99,18 +100,28 @@ def test_a_run_of_slow_chunks_is_not_said_to_stall_between_them_until_it_waits_t
     assert "ETA ? (no progress for 65 s)" in out.getvalue().splitlines()[-1]
 
 
-def test_a_worker_that_dies_between_slow_chunks_is_said_within_two_minutes_however_slow_they_were(clock: Clock) -> None:
-    """Chunks 80 s apart: the wait between two is the run's pace, not "no progress" 40 s into it once the chunk before
-    the last left the samples kept; a worker that dies is said at IDLE_NOTE_MAX_S, not at twice the gap (or later)."""
+def _polled(clock: Clock, every_s: float, total: int) -> tuple[PlainProgress, Callable[..., str]]:
+    """A started plain view, and its poll: ``every_s`` seconds on, counters of ``done`` units of ``total`` (``work_ms``
+    on the store's clock, work begun at 1000.0), told first of ``lost_s`` seconds the run store did not answer as
+    ``wait`` tells them; the line it printed last."""
     out = io.StringIO()
     view = PlainProgress(out)
     view.start("r1")
 
-    def poll(done: int) -> str:
-        clock.advance(10.0)
-        view.update({"done": done, "total": 12_000, "work_ms": int((clock.now - 1000.0) * 1000)}, final=True)
+    def poll(done: int, lost_s: float = 0.0) -> str:
+        clock.advance(every_s)
+        if lost_s:
+            view.outage(lost_s)
+        view.update({"done": done, "total": total, "work_ms": int((clock.now - 1000.0) * 1000)}, final=True)
         return out.getvalue().splitlines()[-1]
 
+    return view, poll
+
+
+def test_a_worker_that_dies_between_slow_chunks_is_said_within_two_minutes_however_slow_they_were(clock: Clock) -> None:
+    """Chunks 80 s apart: the wait between two is the run's pace, not "no progress" 40 s into it once the chunk before
+    the last left the samples kept; a worker that dies is said at IDLE_NOTE_MAX_S, not at twice the gap (or later)."""
+    _, poll = _polled(clock, 10.0, 12_000)
     for chunk in range(1, 6):  # a chunk's 256 outputs every 80 s
         lines = [poll(256 * chunk - (0 if i == 7 else 256)) for i in range(8)]
         if chunk > 2:  # once two chunks came: the wait for the next one is the run's pace
@@ -121,25 +132,23 @@ def test_a_worker_that_dies_between_slow_chunks_is_said_within_two_minutes_howev
     assert all("ETA ? (no progress for" in line for line in waits[11:]), waits[11:]
 
 
-def test_a_broker_outage_is_left_out_of_the_gaps_between_chunks(clock: Clock) -> None:
-    """Chunks 10 s apart, then the run store did not answer for 60 s (no counters read: ``wait`` tells the view): the
-    gap across it read as the run's pace, the chunk after it came at 1.4/s not 10/s, and a worker that died then was
-    said to make no progress only after 40 s (twice a mean gap the outage stretched), not 20 s."""
-    out = io.StringIO()
-    view = PlainProgress(out)
-    view.start("r1")
-
-    def poll(done: int) -> str:
-        clock.advance(5.0)
-        view.update({"done": done, "total": 10_000, "work_ms": int((clock.now - 1000.0) * 1000)}, final=True)
-        return out.getvalue().splitlines()[-1]
-
+@pytest.mark.parametrize("in_flight", [False, True], ids=["begun-after", "written-at-once"])
+def test_a_broker_outage_is_left_out_of_the_gaps_between_chunks(clock: Clock, in_flight: bool) -> None:
+    """Chunks 10 s apart, then the run store did not answer for a minute (no counters read: ``wait`` tells the view the
+    65 s since its last poll answered): the gap across it read as the run's pace, the chunk after it came at 1.4/s not
+    10/s, and a worker that died then was said to make no progress only after 40 s (twice a mean gap the outage
+    stretched), not 20 s. Nor is the outage left out of that gap alone: a chunk scored across it, written as soon as
+    the store answered, came in no time (a division by zero, its run failed) or 5 s (20/s)."""
+    view, poll = _polled(clock, 5.0, 10_000)
     for second in range(5, 65, 5):  # 100 units every 10 s
         poll(100 * (second // 10))
-    clock.advance(60.0)  # Redis down from the 60th second to the 120th
-    view.outage(60.0)
-    poll(600)
-    after = poll(700)  # its first chunk after the outage, 10 s of work after the last one before
+    clock.advance(60.0)  # Redis down from the 60th second to the 125th
+    if in_flight:
+        after = poll(700, lost_s=65.0)
+    else:
+        back = poll(600, lost_s=65.0)
+        assert "no progress" not in back, back  # the outage is no idle time either
+        after = poll(700)  # its first chunk after the outage, 10 s of work after it
     assert _rate(after) == pytest.approx(10.0), after
     waits = [poll(700) for _ in range(5)]  # its worker died: nothing more
     assert not any("no progress" in line for line in waits[:3]), waits
