@@ -637,7 +637,7 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
         line += f": {took} ({_encode_rate(tally, suite)}), plus the model's load (about 5 s on a laptop CPU)"
         load = load or host_load()
         busy = tally.busy_s(*load) if load is not None and load[0] > load[1] else 0.0
-        # said where it says more than the estimate: a floor of "0m00s", or the estimate's own time, adds nothing
+        # said where it says more than the estimate: a busy time of "0m00s", or the estimate's own, adds nothing
         if load is not None and busy >= 1 and round(busy) > round(tally.estimated_s):
             line += (f"; this machine is busy (load average {load[0]:.1f} on {counted(load[1], 'core')}): about "
                      f"{fmt_duration(busy)} where its embed workers run here, {BUSY_SLOWDOWN} times slower per "

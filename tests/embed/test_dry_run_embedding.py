@@ -121,13 +121,14 @@ def test_the_dry_runs_assumed_encoding_time_is_its_words_over_the_assumed_throug
     from orchestrator.estimate import EmbedTally, Estimate
     from orchestrator.reports.console import embed_estimate
 
-    said = embed_estimate(Estimate(embed=EmbedTally(texts=12_000, words=300_000)), load_suite(SUITE).suite)
+    tally = EmbedTally(texts=12_000, words=300_000)
+    said = embed_estimate(Estimate(embed=tally), load_suite(SUITE).suite, load=(0.0, 2))  # not this host's load
     assert said.startswith("embedding (all-MiniLM-L6-v2): 12,000 distinct texts, 12,000 to encode: about 1m00s "
                            "(assumed: 5,000 words/s, no earlier run"), said  # fmt: skip
     assert "the embedding cache was not looked up" in said and "plus the model's load" in said, said
     assert "all-MiniLM-L6-v2's" not in said, said
     larger = load_suite({**SUITE, "embedding": {"model": "BAAI/bge-large-en-v1.5"}}).suite
-    said = embed_estimate(Estimate(embed=EmbedTally(texts=12_000, words=300_000)), larger)
+    said = embed_estimate(Estimate(embed=tally), larger, load=(0.0, 2))
     assert "the assumed words/s are all-MiniLM-L6-v2's: BAAI/bge-large-en-v1.5 is slower if it is larger" in said, said
 
 
@@ -146,7 +147,7 @@ def test_the_texts_targets_fill_are_counted_per_item_at_an_assumed_passage_lengt
         suite = load_suite({**SUITE, "targets": systems})
         est = estimate_run(data, suite)
         assert est.embed is not None
-        return est.embed, embed_estimate(est, suite.suite)
+        return est.embed, embed_estimate(est, suite.suite, load=(0.0, 2))
 
     own = [t for r in rows for t in (r["question"], r["reference"])]  # the dataset's, each once
     own_s = sum(len(t.split()) for t in own) / ASSUMED_ENCODE_WORDS_PER_S
@@ -170,7 +171,7 @@ def test_the_texts_targets_fill_are_counted_per_item_at_an_assumed_passage_lengt
     assert est.embed is not None and est.embed.filled == 10 * (2 + sentences), est.embed
     assert est.embed.filled_sentences == 10 * sentences, est.embed
     assert est.embed.assumed_s == pytest.approx(own_s + 10 * 3 * ASSUMED_FILLED_WORDS / ASSUMED_ENCODE_WORDS_PER_S)
-    said = embed_estimate(est, suite.suite)
+    said = embed_estimate(est, suite.suite, load=(0.0, 2))
     line = ("140 to encode (120 of them the targets' replies: an answer, and a reply's contexts as one text, per "
             f"item; {ASSUMED_FILLED_WORDS} words each assumed, 100 of them sentences of the answers, which "
             f"answer_hallucination embeds each ({ASSUMED_SENTENCE_WORDS} words each assumed))")  # fmt: skip
