@@ -31,7 +31,7 @@ from ragscore_workers.cgroups import PROC_CGROUP, own_cgroup
 from ragscore_workers.die_with_parent import PARENT_ENV
 from ragscore_workers.errors import BrokerError, ConfigError
 from ragscore_workers.limits import usable_cpus
-from ragscore_workers.readiness import READY_FD_ENV
+from ragscore_workers.readiness import DRAINED, READY, READY_FD_ENV
 from ragscore_workers.redaction import redact_url
 
 from .worker_echo import Echo, open_log, tee
@@ -72,6 +72,12 @@ STOP_S = 15.0
 #: Seconds a worker stopped before it was ready (it holds no task, and takes none once stopped) is given to exit before
 #: it is killed, in place of the warm stop's wait: one SIGTERMed while it booted outlived a wait of 180 s once.
 UNREADY_STOP_S = 30.0
+#: Seconds a worker that said it is drained (its consumer stopped, no task in flight: ``readiness.say_drained``) is
+#: given to exit before it is killed, in place of the warm stop's wait: only its shutdown is left (its pool's join,
+#: which may hang with no task held).
+DRAINED_STOP_S = 10.0
+#: How often :meth:`LocalWorkers.stop` looks whether its workers exited or said they are drained.
+STOP_POLL_S = 0.1
 #: The most numbers :func:`node_names` tries for one queue's ``{n}``.
 MAX_NODE_NUMBER = 1000
 #: Seconds live workers get to answer the ping that asks for their node names.
@@ -293,11 +299,11 @@ class LocalWorkers:
         self.names = names or {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
-        #: The read end of the pipe each queue's worker says it is ready on (``readiness.say_ready``), and the queues
-        #: whose worker said so: no file, which a cleaner of /tmp, a prune of the logs or another
+        #: The read end of the pipe each queue's worker says it is ready, then drained, on (:mod:`.readiness`), and
+        #: what each said there so far: no file, which a cleaner of /tmp, a prune of the logs or another
         #: process of the same pid (a container's, sharing ``RAGSCORE_HOME``) could remove or take over.
         self._ready_pipes: dict[str, int] = {}
-        self._ready: set[str] = set()
+        self._heard: dict[str, bytes] = {}
         self._tees: list[threading.Thread] = []
         self._restarts: dict[str, list[float]] = {}
         #: :func:`oom_kills` when each queue's worker was started: a kill by the kernel's OOM killer since adds one.
@@ -401,7 +407,9 @@ class LocalWorkers:
         come before (more than ``signals_seen`` stop signals, :func:`stop_signals`): ``ragscore worker`` passes 1, the
         signal that stopped it, so a second one is honoured whenever it came (one while it said "stopping" was lost).
         A worker not yet ready when signalled holds no task and takes none: it is killed after :data:`UNREADY_STOP_S`
-        at most. A stop signal while it then kills what is left and cleans up is counted, and cuts nothing short.
+        at most; one that says it is drained (its consumer stopped and its last task ended) after :data:`DRAINED_STOP_S`
+        from then at most. A stop signal while it then kills what is left and cleans up is counted, and cuts nothing
+        short.
         """
         booting: set[str] = set()
         try:
@@ -413,27 +421,31 @@ class LocalWorkers:
                         _signal_group(proc.pid, signal.SIGTERM)
             booting = self._booting()  # read after the signal: one ready since may have taken a task before it
             if signals_seen is None or stop_signals() <= signals_seen:
-                now = time.monotonic()
-                deadline, boot_deadline = now + timeout, now + min(timeout, UNREADY_STOP_S)
-                for queue, proc in self.procs.items():
-                    until = boot_deadline if queue in booting else deadline
-                    try:
-                        proc.wait(timeout=max(0.1, until - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        pass
+                self._wait(timeout, booting)
         except KeyboardInterrupt:
             pass
         finally:
             with _stop_signals_counted():  # what one more could ask for (a kill at once) is under way
                 self._kill_and_close(booting)
 
+    def _wait(self, timeout: float, booting: set[str]) -> None:
+        """Wait up to ``timeout`` for the workers to exit, up to :data:`UNREADY_STOP_S` for those of ``booting`` (not
+        ready when signalled) and up to :data:`DRAINED_STOP_S` from when it said so for one that says it is drained."""
+        now = time.monotonic()
+        until = {q: now + (min(timeout, UNREADY_STOP_S) if q in booting else timeout) for q in self.procs}
+        drained: set[str] = set()
+        while waiting := [q for q, p in self.procs.items() if p.poll() is None and time.monotonic() < until[q]]:
+            for queue in (q for q in waiting if q not in drained and self._said_drained(q)):
+                drained.add(queue)
+                until[queue] = min(until[queue], time.monotonic() + DRAINED_STOP_S)
+            time.sleep(STOP_POLL_S)
+
     def _kill_and_close(self, booting: set[str]) -> None:
         """The end of :meth:`stop`: kill what is left of each worker (``booting``: the queues of those not ready when
         signalled), close their ready pipes and echo their last lines."""
         for queue, proc in self.procs.items():
-            if queue in booting and proc.poll() is None:
-                log.warning("the %s worker, stopped before it was ready (it held no task), had not exited: "
-                            "killed it", queue)  # fmt: skip
+            if proc.poll() is None and (why := self._held_nothing(queue, booting)):
+                log.warning("the %s worker, %s, had not exited: killed it", queue, why)
             _signal_group(proc.pid, signal.SIGKILL)
             try:
                 proc.wait(timeout=5)
@@ -456,17 +468,29 @@ class LocalWorkers:
         return write
 
     def _close_ready(self, queue: str) -> None:
-        self._ready.discard(queue)
+        self._heard.pop(queue, None)
         if (read := self._ready_pipes.pop(queue, None)) is not None:
             os.close(read)
 
+    def _said(self, queue: str) -> bytes:
+        """What ``queue``'s worker said on its pipe (:func:`_ready_pipe`) so far: :data:`READY`, then
+        :data:`DRAINED`."""
+        if (read := self._ready_pipes.get(queue)) is not None:
+            with suppress(BlockingIOError):  # nothing more said yet
+                self._heard[queue] = self._heard.get(queue, b"") + os.read(read, 16)
+        return self._heard.get(queue, b"")
+
+    def _held_nothing(self, queue: str, booting: set[str]) -> str | None:
+        """Why ``queue``'s worker holds no task (``booting``: the queues of those not ready when signalled), or None."""
+        if queue in booting:
+            return "stopped before it was ready (it held no task)"
+        return "drained (its consumer stopped and its last task ended)" if self._said_drained(queue) else None
+
     def _said_ready(self, queue: str) -> bool:
-        """Whether ``queue``'s worker said it is ready (:func:`_ready_pipe`)."""
-        if queue not in self._ready and (read := self._ready_pipes.get(queue)) is not None:
-            with suppress(BlockingIOError):  # nothing said yet
-                if os.read(read, 1):
-                    self._ready.add(queue)
-        return queue in self._ready
+        return READY in self._said(queue)
+
+    def _said_drained(self, queue: str) -> bool:
+        return DRAINED in self._said(queue)
 
     def _booting(self) -> set[str]:
         """The queues whose worker runs and has not said it is ready (:data:`READY_FD_ENV`)."""

@@ -15,7 +15,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.app.amqp import AMQP
 from celery.exceptions import SecurityWarning
 from celery.signals import (
@@ -280,6 +280,25 @@ def _stopping(how: str = "Warm", **_: object) -> None:
             watch.end()
     for beat in list(_heartbeats):
         beat.end()
+
+
+class _SayDrained(bootsteps.StartStopStep):  # type: ignore[misc]
+    """A worker step started after its pool and before its consumer (Celery's last), so stopped after the consumer and
+    before the pool's join: from then on the worker takes no task, and it tells the process that started it once its
+    last one ended (:func:`~.readiness.say_drained`), which then gives what is left of its shutdown a short grace, not
+    the warm stop's wait (a pool's join may hang with no task held). A cold shutdown says nothing."""
+
+    requires = ("celery.worker.components:Pool",)
+
+    def stop(self, parent: object) -> None:
+        from celery.worker.state import reserved_requests
+
+        from .readiness import say_drained
+
+        say_drained(lambda: len(reserved_requests))  # taken and not ended: in the pool, or waiting for a slot there
+
+
+app.steps["worker"].add(_SayDrained)
 
 
 @worker_shutdown.connect

@@ -461,3 +461,52 @@ def test_a_ready_worker_reads_as_ready_at_its_stop_whatever_other_workers_of_thi
         first.stop(timeout=5)
         second.stop(timeout=5)
         server.stop()
+
+
+#: A ``sitecustomize`` whose Celery pool processes never end: the one that ends last says so and waits for ever, SIGTERM
+#: ignored, so its worker hangs in its pool's join once its consumer stopped and its tasks ended.
+_STUCK_JOIN = """
+import signal, sys, threading
+from celery.signals import worker_process_shutdown
+
+@worker_process_shutdown.connect(weak=False)
+def _stick(**_):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("stuck in the pool's join", file=sys.__stdout__, flush=True)
+    threading.Event().wait()
+"""
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["nothing-held", "task-in-flight"])
+def test_a_drained_worker_stuck_in_its_pool_join_is_killed_after_a_short_grace_not_the_warm_stops_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, held: bool
+) -> None:
+    """A ready worker that hung in its pool's join after SIGTERM got the whole warm stop's wait (``ragscore worker``'s
+    --stop-timeout, 870 s for code) though it held no task: once its consumer stopped and its last task ended it says
+    it is drained, and is killed DRAINED_STOP_S later (1 s here). One whose task is in flight (a program of 5 s) is not
+    cut short: the task ends and is recorded first. No timed assertion (the 120 s timeout is a bound only)."""
+    monkeypatch.setattr(workers_module, "DRAINED_STOP_S", 1.0)
+    server = RedisProcess(tmp_path / "redis").start()
+    (tmp_path / "stuck").mkdir()
+    (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_JOIN)
+    path = os.pathsep.join(p for p in (str(tmp_path / "stuck"), os.environ.get("PYTHONPATH")) if p)
+    workers = LocalWorkers(server.url, ["code"], tmp_path / "logs", {"code": 1}, env={"PYTHONPATH": path})
+    try:
+        workers.start()
+        assert until(lambda: redis.Redis.from_url(server.url).scard(ALIVE_INDEX) == 1, 120), workers.log_tail("code")
+        if held:
+            code = "import time; time.sleep(5); print('done')"
+            rows = write_jsonl(tmp_path / "rows.jsonl", [{"id": "slow", "code": code}])
+            run_id = submit(rows, _suite(), store := connect(server.url)).run_id
+            assert until(_task_running, 60), "the code task never started"
+        with caplog.at_level(logging.WARNING, logger=workers_module.__name__):
+            workers.stop(timeout=120)
+        assert "stuck in the pool's join" in workers.log_tail("code")
+        assert workers.procs["code"].returncode == -signal.SIGKILL
+        killed = "the code worker, drained (its consumer stopped and its last task ended), had not exited: killed it"
+        assert killed in caplog.text
+        if held:
+            assert store.progress(run_id).get("done") == 1, "the task in flight was cut short"
+    finally:
+        workers.stop(timeout=5)
+        server.stop()
