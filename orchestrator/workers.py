@@ -442,10 +442,12 @@ class LocalWorkers:
 
     def _kill_and_close(self, booting: set[str]) -> None:
         """The end of :meth:`stop`: kill what is left of each worker (``booting``: the queues of those not ready when
-        signalled), close their ready pipes and echo their last lines."""
-        for queue, proc in self.procs.items():
-            if proc.poll() is None and (why := self._held_nothing(queue, booting)):
-                log.warning("the %s worker, %s, had not exited: killed it", queue, why)
+        signalled), close their ready pipes and echo their last lines; then say which of those killed held nothing (a
+        stderr nobody reads, which blocks that, holds up no kill)."""
+        held_nothing = {
+            q: why for q, p in self.procs.items() if p.poll() is None and (why := self._held_nothing(q, booting))
+        }
+        for proc in self.procs.values():
             _signal_group(proc.pid, signal.SIGKILL)
             try:
                 proc.wait(timeout=5)
@@ -457,6 +459,8 @@ class LocalWorkers:
             copier.join(timeout=5)
         if self.echo is not None:
             self.echo.close(timeout=5)
+        for queue, why in held_nothing.items():
+            log.warning("the %s worker, %s, had not exited: killed it", queue, why)
 
     def _ready_pipe(self, queue: str) -> int:
         """A new pipe for ``queue``'s worker, about to start, to say it is ready on: its read end kept (that of a

@@ -3,6 +3,7 @@ returns only once its Celery workers and their pool processes are gone; a second
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -509,4 +510,52 @@ def test_a_drained_worker_stuck_in_its_pool_join_is_killed_after_a_short_grace_n
             assert store.progress(run_id).get("done") == 1, "the task in flight was cut short"
     finally:
         workers.stop(timeout=5)
+        server.stop()
+
+
+def _read_until(fd: int, text: str, timeout: float) -> bool:
+    """Read the pipe whose read end is ``fd`` until ``text`` came, for up to ``timeout`` seconds."""
+    said = b""
+
+    def came() -> bool:
+        nonlocal said
+        with contextlib.suppress(BlockingIOError):
+            said += os.read(fd, 65536)
+        return text.encode() in said
+
+    os.set_blocking(fd, False)
+    try:
+        return until(came, timeout)
+    finally:
+        os.set_blocking(fd, True)
+
+
+def test_a_stderr_nobody_reads_holds_up_no_kill_of_a_drained_worker(tmp_path: Path) -> None:
+    """``ragscore worker`` said which worker it killed for holding nothing before it killed it: its stderr a full pipe
+    (a log collector that stopped reading), the warning blocked and the worker, hung in its pool's join, was never
+    killed. The kills come first now (the command itself then waits on its stderr: another matter)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    (tmp_path / "stuck").mkdir()
+    (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_JOIN)
+    path = os.pathsep.join(p for p in (str(tmp_path / "stuck"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url, "PYTHONPATH": path}
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "code", "-c", "1"],
+                            stderr=write_end, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    below: list[psutil.Process] = []
+    try:
+        client = redis.Redis.from_url(server.url)
+        assert until(lambda: client.scard(ALIVE_INDEX) == 1, 120), "the worker never got ready"
+        below = _tree(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert _read_until(read_end, "stopping", 60), "it never said it was stopping"
+        _fill(write_end)  # nobody reads its stderr from here on
+        assert until(lambda: not _running(below), 120), f"left running: {_running(below)}"
+    finally:
+        threading.Thread(target=_drain, args=(read_end,), daemon=True).start()
+        os.close(write_end)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for p in _running(below):
+            p.kill()
         server.stop()
