@@ -291,11 +291,14 @@ class _SayDrained(bootsteps.StartStopStep):  # type: ignore[misc]
     requires = ("celery.worker.components:Pool",)
 
     def stop(self, parent: object) -> None:
-        from celery.worker.state import reserved_requests
+        from celery.worker.state import active_requests, reserved_requests
 
         from .readiness import say_drained
 
-        say_drained(lambda: len(reserved_requests))  # taken and not ended: in the pool, or waiting for a slot there
+        # taken and not ended: started in the pool (active), or waiting for a slot there (reserved). Both: the stopped
+        # consumer's on_close empties reserved_requests (Celery 5.4: wholly; 5.7: but for the active ones), so it
+        # alone reads 0 with a task running.
+        say_drained(lambda: len(active_requests) + len(reserved_requests))
 
 
 app.steps["worker"].add(_SayDrained)

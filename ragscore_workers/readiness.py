@@ -68,9 +68,11 @@ def say_drained(held: Callable[[], int]) -> threading.Thread | None:
 
 
 def _said(fd: str, what: bytes) -> bool:
-    """Write ``what`` on ``fd``; False, with a warning, where that failed."""
+    """Write ``what`` on ``fd``; False where that failed: with a warning, but for a pipe whose reader is gone."""
     try:
         os.write(int(fd), what)
+    except BrokenPipeError:  # its starter is gone (and this worker is being stopped): nobody to tell
+        return False
     except (OSError, ValueError) as exc:  # said, not raised: its starter (gone, or stopping it) reads it as booting
         log.warning("could not say this worker is %s on %s=%s: %s", _WORDS[what], READY_FD_ENV, fd, exc)
         return False
