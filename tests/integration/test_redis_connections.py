@@ -759,6 +759,30 @@ def _a_cpu_worker_finishes_a_run(broker: str, home: Path, tmp_path: Path) -> Non
         worker.stop()
 
 
+def test_the_narrow_broker_user_the_settings_docs_show_serves_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/settings.md said the broker's user needs ragscore's queues and kombu's keys, bindings, replies and Celery's
+    results, not kombu's ``unacked``, ``unacked_index`` and ``unacked_mutex`` (its messages delivered and not yet
+    acknowledged): a user given those keys (``~cpu* ~control* ~_kombu.* ...``) was refused (``may not run HSET
+    unacked, ZADD unacked_index, SET unacked_mutex``) and told no narrower rule than ``~* &* +@all``. The docs now
+    show a narrow broker user; with it (the run store a user of its own) a cpu worker and a run finish."""
+    import re
+
+    from ..support import ROOT
+
+    shown = re.search(r"^ACL SETUSER broker on >PASSWORD (.+)$", (ROOT / "docs" / "settings.md").read_text(), re.M)
+    assert shown, "docs/settings.md shows no narrow broker user"
+    users = ["default off", "store on >store-pw ~ragscore:* &* +@all", f"broker on >broker-pw {shown.group(1)}"]
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    monkeypatch.setenv("RAGSCORE_STORE_URL", f"redis://store:store-pw@{base}")
+    try:
+        _a_cpu_worker_finishes_a_run(f"redis://broker:broker-pw@{base}", tmp_path / "home", tmp_path)
+    finally:
+        server.stop()
+
+
 def test_a_workers_result_backend_user_apart_from_the_brokers_is_checked_as_it_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
