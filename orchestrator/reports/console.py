@@ -332,15 +332,18 @@ RESUMED_ENCODING = (
 
 
 def embedding_line(summary: RunSummary) -> str | None:
-    """What the embed workers did, in one line (texts encoded, cache hits, on which device; a resumed run's said to
+    """What the embed workers did, in one line (texts encoded, Redis cache hits, vectors a worker process held in
+    memory: of this chunk's other metrics, or of earlier chunks and runs; on which device; a resumed run's said to
     count every attempt: :data:`RESUMED_ENCODING`), or None."""
     e = summary.embedding
-    if not e.get("encode_calls") and not e.get("cache_hits"):
+    if not any(e.get(counter) for counter in ("encode_calls", "cache_hits", "memory_hits")):
         return None
     where = devices_text(e.get("devices") or {})
     line = (f"embedding: {counted(e.get('encoded', 0), 'text')} encoded in "
             f"{counted(e.get('encode_calls', 0), 'batched call')}, "
             f"{thousands(e.get('cache_hits', 0))} from the cache")  # fmt: skip
+    if e.get("memory_hits"):
+        line += f", {thousands(e['memory_hits'])} from the workers' memory"
     line += RESUMED_ENCODING if "resumed_at" in summary.timing else ""
     return line + (f"; worker processes on {where}" if where else "")
 

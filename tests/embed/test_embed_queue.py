@@ -18,6 +18,7 @@ import pytest
 from orchestrator import evaluate, shutdown
 from orchestrator.api import IncompleteRunWarning
 from orchestrator.embedded_redis import EmbeddedRedis
+from orchestrator.reports.console import embedding_line
 from ragscore_workers.embedding import ModelNotFoundError
 from ragscore_workers.schemas import ItemResult
 from ragscore_workers.store import RunStore, redis_client
@@ -164,6 +165,21 @@ def test_model_loads_once_per_worker_process_across_many_tasks(home: Path) -> No
     assert int(stats["encode_calls"]) == tasks and int(stats["encode_ms"]) > 0
     # The other four metrics of a task reuse the first one's vectors: every distinct text counts 4 memory hits.
     assert int(stats["memory_hits"]) == 4 * int(stats["encoded"]) > 0 and int(stats["cache_hits"]) == 0
+
+
+def test_a_run_on_warm_workers_says_the_vectors_their_memory_held(home: Path) -> None:
+    """A run on the workers an earlier run kept, its vector cache off, encodes nothing: each worker process held the
+    vectors in memory. Its console had no embedding line (none encoded, none from the Redis cache), and a run that
+    encoded some of its texts read "64 texts encoded in 1 batched call, 0 from the cache" beside 190 distinct texts
+    (hDT's cluster audit): the summary's memory_hits were left out. The line counts them now."""
+    suite = _suite(embedding={"batch_size": 8, "cache": False})
+    evaluate(EDGE_ROWS, suite)
+    counters = evaluate(EDGE_ROWS, suite).summary
+    e = counters.embedding
+    assert e["encoded"] == 0 and e["cache_hits"] == 0 and e["memory_hits"] > 0, e
+    line = embedding_line(counters)
+    said = f"0 texts encoded in 0 batched calls, 0 from the cache, {e['memory_hits']:,} from the workers' memory"
+    assert line is not None and line.startswith(f"embedding: {said}"), line
 
 
 def test_second_run_is_served_from_the_redis_cache_with_identical_scores(
