@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 import redis
 
@@ -40,17 +41,26 @@ __all__ = [
 #: A key no run has: the commands name it, and are discarded before they run.
 _PROBE = "acl-probe"
 
+#: kombu's keys of the messages delivered and not yet acknowledged, which its Redis transport keeps for the
+#: visibility timeout (``unacked``, ``unacked_index``, ``unacked_mutex``): a broker user given every other key
+#: docs/settings.md listed (its queues, ``~_kombu.*``, the replies, ``~celery-*``) was refused them and told no
+#: narrower rule than ``~* &* +@all``.
+_UNACKED = ("unacked*",)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Role:
     """What one Redis user does for ragscore: ``commands`` (a command of each kind, on each key or channel) and
     ``rule``, the ACL rule that allows them (``{user}`` is the user's name); ``writes``: it writes too, in ``MULTI``
-    transactions among others, so a user that may not open ``MULTI`` may not do its work."""
+    transactions among others, so a user that may not open ``MULTI`` may not do its work; ``narrow``: key patterns
+    narrower than ``rule`` (``unacked*``): a user refused only keys they match is told a rule naming those patterns
+    (``ACL SETUSER {user} ~unacked*``), not ``rule``."""
 
     name: str
     commands: tuple[tuple[str, ...], ...]
     rule: str
     writes: bool = False
+    narrow: tuple[str, ...] = ()
 
 
 def broker_role(queues: Iterable[str]) -> Role:
@@ -69,6 +79,7 @@ def broker_role(queues: Iterable[str]) -> Role:
         ),
         rule="ACL SETUSER {user} ~* &* +@all",
         writes=True,
+        narrow=_UNACKED,
     )
 
 
@@ -107,6 +118,7 @@ BROKER_READS = Role(
         ("ZSCORE", "unacked_index", _PROBE),
     ),
     rule=BROKER.rule,
+    narrow=_UNACKED,
 )
 
 #: The broker's user of a command that asks the workers (Celery's remote control: ``ragscore worker`` pings them;
@@ -249,10 +261,20 @@ _COMMAND_REFUSED = "permissions to run the"
 
 def _every_rule_needed(refused: list[tuple[Role, tuple[str, ...], str]], user: str) -> str:
     """Each ACL rule ``user`` lacks for the ``refused`` commands (each with its role and Redis's refusal), once, with
-    the roles it is for: a user fixing its ACL is told every rule at once, not the first refusal's alone."""
+    the roles it is for: a user fixing its ACL is told every rule at once, not the first refusal's alone. A part of a
+    role (the broker's remote control replies, of the broker's) refused its commands where that role is too is not
+    named apart: that role's rule grants them (a user that may only read was told "the broker needs those commands,
+    e.g. ... ~* &* +@all; ... the broker (...) and the broker (...) need those commands, e.g. ... +@all")."""
+    keys: dict[Role, list[str]] = {}  # per role, the keys (first arguments) of its commands refused for their keys
+    for role, command, error in refused:
+        if _COMMAND_REFUSED not in error:
+            keys.setdefault(role, []).append(command[1])
+    without_commands = {role.name for role, _, error in refused if _COMMAND_REFUSED in error}
     roles_by_need: dict[tuple[bool, str], list[str]] = {}
     for role, _, error in refused:
-        names = roles_by_need.setdefault(_needed(role, error, user), [])
+        if _COMMAND_REFUSED in error and any(role.name.startswith(f"{name} (") for name in without_commands):
+            continue
+        names = roles_by_need.setdefault(_needed(role, error, user, keys.get(role, [])), [])
         if role.name not in names:
             names.append(role.name)
     return "; ".join(_need_text(names, keys, rule) for (keys, rule), names in roles_by_need.items())
@@ -266,14 +288,17 @@ def _need_text(names: list[str], keys: bool, rule: str) -> str:
     return f"the {' and the '.join(names)} {agree(n, 'needs', 'need')} {what}, e.g. {rule}"
 
 
-def _needed(role: Role, error: str, user: str) -> tuple[bool, str]:
+def _needed(role: Role, error: str, user: str, keys: list[str]) -> tuple[bool, str]:
     """What ``user`` lacks of ``role`` by one of Redis's refusals, ``error`` (its keys and channels: True; else its
-    commands, where it may not run one at all: a user that may only read, MULTI), and an ACL rule that allows it. A
+    commands, where it may not run one at all: a user that may only read, MULTI), and an ACL rule that allows it:
+    where every key of ``role`` refused (``keys``) matches one of its ``narrow`` patterns, the rule naming those. A
     role's rule that grants keys alone (:data:`CONTROL_REPLIES`: its user runs the broker's commands already) is no
     answer to a refused command: ``+@all`` is."""
     rule = role.rule.format(user=user)
     if _COMMAND_REFUSED not in error:
-        return True, rule
+        patterns = [next((p for p in role.narrow if fnmatchcase(key, p)), "") for key in keys]
+        return True, (f"ACL SETUSER {user} " + " ".join(f"~{p}" for p in dict.fromkeys(patterns))
+                      if patterns and "" not in patterns else rule)  # fmt: skip
     if "+@all" not in rule:
         rule = f"ACL SETUSER {user} +@all"
     return False, rule

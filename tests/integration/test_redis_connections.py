@@ -783,6 +783,26 @@ def test_the_narrow_broker_user_the_settings_docs_show_serves_a_run(
         server.stop()
 
 
+def test_a_broker_user_lacking_kombus_unacked_keys_alone_is_told_those_keys(tmp_path: Path) -> None:
+    """A broker user given every key docs/settings.md listed but kombu's messages delivered and not yet acknowledged
+    (``unacked``, ``unacked_index``, ``unacked_mutex``) was refused and told no narrower rule than ``ACL SETUSER USER
+    ~* &* +@all``: a user kept off other keys could not tell what it lacked. It is told ``~unacked*``, and with it
+    the command goes."""
+    rights = "~cpu* ~control* ~_kombu.* ~*.reply.celery.pidbox* ~celery-* ~ragscore:* &* +@all"
+    users = ["default off", f"lacking on >pw {rights}", f"told on >pw {rights} ~unacked*"]
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    try:
+        with pytest.raises(ConfigError) as refused:
+            connect(f"redis://lacking:pw@{base}", get_settings(), sends=True)
+        said = str(refused.value)
+        assert "its ACL user 'lacking' may not run HSET unacked, ZADD unacked_index, SET unacked_mutex " in said, said
+        assert said.endswith("the broker needs its keys and channels, e.g. ACL SETUSER lacking ~unacked*"), said
+        connect(f"redis://told:pw@{base}", get_settings(), sends=True)  # the rule it was told is all it lacked
+    finally:
+        server.stop()
+
+
 def test_a_workers_result_backend_user_apart_from_the_brokers_is_checked_as_it_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1704,16 +1724,18 @@ def test_an_idle_worker_past_its_socket_timeout_answers_remote_control_and_runs_
 def test_a_user_that_may_not_open_multi_is_told_every_rule_its_writing_roles_need(tmp_path: Path) -> None:
     """A user that may not open MULTI was told the first writing role's rule alone (the broker's), then, that one
     added, the run store's: the other refusals (commands refused inside MULTI) name every rule at once. MULTI is
-    said once; a role that only reads needs no MULTI and is not named."""
+    said once; a role that only reads needs no MULTI and is not named. Nor is a part of the broker's (its remote
+    control replies, its workers' binding): "... the broker (...) and the broker (...) need those commands, e.g.
+    ACL SETUSER USER +@all" named the broker three times, where the broker's rule grants their commands too."""
     import redis
 
-    from ragscore_workers.acl import BROKER, CONTROL_REPLIES, STORE, STORE_READS, lacking
+    from ragscore_workers.acl import BROKER, CONTROL_REPLIES, STORE, STORE_READS, WORKER_CONTROL, lacking
 
     server = _acl_redis(tmp_path, ["default on nopass ~* &* +@all", "reader on >r-pw ~* &* +@read +ping"])
     server.start_without_ping()
     client = redis.Redis.from_url(f"redis://reader:r-pw@127.0.0.1:{server.port}/0")
     try:
-        said = lacking(client, (BROKER, STORE_READS, STORE, CONTROL_REPLIES))
+        said = lacking(client, (BROKER, STORE_READS, STORE, CONTROL_REPLIES, WORKER_CONTROL))
     finally:
         client.close()
         server.stop()
@@ -1722,7 +1744,7 @@ def test_a_user_that_may_not_open_multi_is_told_every_rule_its_writing_roles_nee
     assert said.count("MULTI") == 1, said
     assert "the broker needs those commands, e.g. ACL SETUSER reader ~* &* +@all" in said, said
     assert "the run store needs those commands, e.g. ACL SETUSER reader ~ragscore:* &* +@all" in said, said
-    assert "remote control replies, *.reply.celery.pidbox) needs those commands, e.g. ACL SETUSER reader +@all" in said
+    assert said.count("the broker") == 1, said
 
 
 def test_a_command_that_asks_the_workers_is_checked_for_the_broadcasts_binding_kombus_sweep_reads(
