@@ -265,16 +265,16 @@ def _every_rule_needed(refused: list[tuple[Role, tuple[str, ...], str]], user: s
     role (the broker's remote control replies, of the broker's) refused its commands where that role is too is not
     named apart: that role's rule grants them (a user that may only read was told "the broker needs those commands,
     e.g. ... ~* &* +@all; ... the broker (...) and the broker (...) need those commands, e.g. ... +@all")."""
-    keys: dict[Role, list[str]] = {}  # per role, the keys (first arguments) of its commands refused for their keys
+    refused_keys: dict[Role, list[str]] = {}  # per role, the keys (first arguments) of its commands refused for them
     for role, command, error in refused:
         if _COMMAND_REFUSED not in error:
-            keys.setdefault(role, []).append(command[1])
-    without_commands = {role.name for role, _, error in refused if _COMMAND_REFUSED in error}
+            refused_keys.setdefault(role, []).append(command[1])
+    without_commands = {role.name for role, _, error in refused if _COMMAND_REFUSED in error}  # a part: "NAME (...)"
     roles_by_need: dict[tuple[bool, str], list[str]] = {}
     for role, _, error in refused:
         if _COMMAND_REFUSED in error and any(role.name.startswith(f"{name} (") for name in without_commands):
             continue
-        names = roles_by_need.setdefault(_needed(role, error, user, keys.get(role, [])), [])
+        names = roles_by_need.setdefault(_needed(role, error, user, refused_keys.get(role, [])), [])
         if role.name not in names:
             names.append(role.name)
     return "; ".join(_need_text(names, keys, rule) for (keys, rule), names in roles_by_need.items())
