@@ -1689,7 +1689,7 @@ def compare_cmd(
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     markdown = render_compare_markdown(result)
-    if (replaced := replaced_comparison(out, markdown)) is not None:  # as `run --out` says it replaces a run's
+    if (replaced := replaced_comparison(out, markdown)) is not None:
         print_warning(f"{out} holds another comparison ({replaced}): this one replaces it (give --out another DIR to "
                       "keep both)")  # fmt: skip
     write_text_atomic(out / "compare.html", render_compare_html(result))

@@ -162,11 +162,7 @@ AOF_REWRITE_MIN_SIZE = "16mb"
 class EmbeddedRedis:
     """Start-or-reuse the private server; ``url`` is a Celery broker URL (``redis+socket://``)."""
 
-    def __init__(self, home: Path, *, load_timeout_s: float | None = None, loading_for: str = "") -> None:
-        """``load_timeout_s``: how long to wait for a server reading its data back (None: LOAD_TIMEOUT_S);
-        ``loading_for``: what that wait is for, said with it (a side path waits less than a run of its own)."""
-        self.load_timeout_s = load_timeout_s
-        self.loading_for = loading_for
+    def __init__(self, home: Path) -> None:
         self.dir = Path(home).expanduser().resolve() / "redis"
         self.socket = self.dir / "redis.sock"
         if len(str(self.socket)) > MAX_SOCKET_PATH:
@@ -220,21 +216,19 @@ class EmbeddedRedis:
     def _wait_until_up(self, started: float, server: str) -> None:
         """Wait while the server starts or reads its data back (a run of a million items takes ~15 s to load);
         BrokerError when it does not answer within START_TIMEOUT_S; StillLoadingError when it is still loading after
-        :attr:`load_timeout_s` (LOAD_TIMEOUT_S by default)."""
-        limit = LOAD_TIMEOUT_S if self.load_timeout_s is None else self.load_timeout_s
+        LOAD_TIMEOUT_S."""
         said = False
         while True:
             state, waited = self._state(), time.monotonic() - started
             if state == "up":
                 return
             if state == "loading" and not said and waited > LOADING_SAID_AFTER_S:
-                waiting = f"waiting up to {limit:g} s {self.loading_for}" if self.loading_for else "waiting"
                 log.warning("the embedded Redis is reading back its stored runs and caches (%.0f MB; each run is kept "
                             "RAGSCORE_RUN_TTL_S after it ends, 7 days by default, its items an hour once its reports "
-                            "are in its --out DIR: set it lower to keep fewer of the runs to come): %s",
-                            self._stored_mb(), waiting)  # fmt: skip
+                            "are in its --out DIR: set it lower to keep fewer of the runs to come): waiting",
+                            self._stored_mb())  # fmt: skip
                 said = True
-            if state == "loading" and waited > limit:
+            if state == "loading" and waited > LOAD_TIMEOUT_S:
                 raise StillLoadingError(self._did_not_start(server, "still loading"), size_mb=self._stored_mb())
             if state == "down" and waited > START_TIMEOUT_S:
                 raise BrokerError(self._did_not_start(server, "no answer"))

@@ -15,7 +15,6 @@ import logging
 import math
 import secrets
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -38,7 +37,6 @@ from ragscore_workers.errors import (
     EvictionWarning,
     ReportError,
     RunLostError,
-    StillLoadingError,
     StoreError,
 )
 from ragscore_workers.planning import (
@@ -109,7 +107,7 @@ from .queues import (
     unserved_queues,
 )
 from .reports import write_outputs
-from .reports.files import OUTPUT_NAMES, missing_reports, refuse_files_of_others, report_digests
+from .reports.files import OUTPUT_NAMES, missing_reports, move_to_previous, refuse_files_of_others, report_digests
 from .reports.live import resume_hint
 from .reports.source import iter_items_file
 from .spool import PlannedShard, ShardSpool
@@ -169,10 +167,6 @@ TEMPORARY_MARK = ".ragscore-temporary"
 #: The run's meta field that records, at the release, the sha256 of the reports it wrote once (items.jsonl, ...):
 #: a resume ending on its DIR's reports (:func:`_done_in_its_folder`) checks they are still the run's own.
 REPORT_DIGESTS = "report_digests"
-#: Seconds a cluster run waits for the embedded Redis to read its data back to keep the items of the embedded run
-#: whose reports it replaces (:func:`_keep_replaced_items`): a side path, not the run asked for (a million items read
-#: back in ~15 s; LOAD_TIMEOUT_S, 900 s, is an embedded run's own wait).
-REPLACED_ITEMS_LOAD_TIMEOUT_S = 60.0
 
 
 def new_run_id() -> str:
@@ -1356,35 +1350,13 @@ def refuse_an_unfinished_run_in(out_dir: Path, broker: str | None = None, *, cal
     return str(recorded)
 
 
-def _keep_replaced_items(store: RunStore, run_id: str, out_dir: Path, broker: str | None, settings: Settings) -> bool:
-    """Take back the release of the items of run ``run_id``, whose reports in ``out_dir`` a run replaces
-    (:meth:`RunStore.keep_released_items`), in the store that run lived in: ``store`` where it has the run, else, for
-    a cluster run (``broker``) into the folder of an embedded run (only theirs are released; ``ragscore results``'s
-    folder, with no run.json, may be one), the embedded Redis under RAGSCORE_HOME, acquired as its own commands do
-    (its lock: a server already up is shared, one stopped is started from its data), waiting
-    REPLACED_ITEMS_LOAD_TIMEOUT_S at most for one reading its data back (said as it waits). Where that Redis cannot
-    be opened in time, a warning says which items were not kept and where they are: nothing of the cluster run
-    depends on them. True where the run is the embedded one's."""
-    folder = str(out_dir.resolve())
-    mode = (recorded_run(out_dir) or {}).get("mode")
-    if not broker or mode == "cluster" or store.exists(run_id):
-        store.keep_released_items(run_id, folder)
-        return not broker
-    if not (settings.home / "redis").is_dir():  # no embedded run was ever made here: none of them released
-        return False
-    replaced = f"the items of run {run_id} (embedded), whose reports this run replaces in {out_dir}"
-    limit = REPLACED_ITEMS_LOAD_TIMEOUT_S
-    try:
-        with (embedded := EmbeddedRedis(settings.home, load_timeout_s=limit, loading_for=f"to keep {replaced}")):
-            RunStore(embedded.client, settings.run_ttl_s).keep_released_items(run_id, folder)
-    except StillLoadingError as exc:
-        log.warning("%s, were not kept: the embedded Redis was still reading back its %.0f MB after %g s. They are "
-                    "still in its data (%s), where they may leave its store within the hour; this run goes on",
-                    replaced, exc.size_mb, limit, embedded.dir)  # fmt: skip
-    except (BrokerError, redis.RedisError, OSError, subprocess.SubprocessError) as exc:
-        log.warning("%s, may leave its store within the hour: its Redis could not be opened to keep them (%s)",
-                    replaced, exc)  # fmt: skip
-    return True
+def _baseline_moved(job: dict[str, Any] | None, out_dir: Path, moved: Path) -> dict[str, Any] | None:
+    """``job`` (the CLI's gates) with its ``--fail-on-regression`` baseline, where that was ``out_dir`` itself, now
+    ``moved`` (DIR/previous/RUN_ID, where its reports went): the resume of this run reads that run's summary there."""
+    gates = (job or {}).get("gates") or {}
+    if gates.get("fail_on_regression") != str(out_dir.resolve()):
+        return job
+    return {**(job or {}), "gates": {**gates, "fail_on_regression": str(moved.resolve())}}
 
 
 def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
@@ -1559,16 +1531,16 @@ def run(
                 else:
                     planned = None if Queue.JUDGE.value in queues else 0
                 on_validated(queues, None if planned is None else int(planned))
-            if replaced is not None:  # said once the run is known to go ahead: a bad one replaces nothing
-                embedded = _keep_replaced_items(store, replaced, out_dir, broker, settings)  # out_dir no longer keeps
-                again = backticked(results_command(replaced, "OTHER_DIR", None if embedded else given_broker))
-                log.warning("%s holds the reports of run %s: this run replaces them (%s%s writes them again while the "
-                            "store keeps that run)", out_dir, replaced, again,
-                            " in a shell" if caller.python else "")  # fmt: skip
+            recorded_job = job
+            if resume_id is None and (moved := move_to_previous(out_dir)) is not None:  # once the run goes ahead
+                earlier = replaced or lost  # None: reports no summary names (`ragscore report`'s)
+                log.warning("%s held the reports of %s: moved to %s/ (this run writes its own into %s)", out_dir,
+                            f"run {earlier}" if earlier else "an earlier run", moved, out_dir)  # fmt: skip
+                recorded_job = _baseline_moved(job, out_dir, moved)
             elif lost is not None:
                 log.warning("%s named run %s, which its Redis lost: this run takes its place", out_dir, lost)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
-            _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=job)
+            _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=recorded_job)
 
         if resume_id is not None:
             if not store.exists(resume_id):

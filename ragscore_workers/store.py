@@ -1097,14 +1097,6 @@ class RunStore:
             pipe.expire(ids, self.ttl_s)
             pipe.execute()
 
-    def keep_released_items(self, run_id: str, out_dir: str) -> None:
-        """Take back :meth:`release_items` of a run whose reports ``out_dir`` held and another run's replace there:
-        its items keep the run's TTL again (:meth:`settle`) where the store still holds them, not gone in the hour."""
-        meta = self.r.hgetall(self.key(run_id, "meta"))
-        until = meta.get(ITEMS_UNTIL)
-        if meta.get(ITEMS_IN) == out_dir and until is not None and time.time() < float(until) - ITEMS_MARGIN_S:
-            self.settle(run_id)
-
     def check_items_kept(self, run_id: str) -> None:
         """ConfigError, naming the folder that holds them, for a run whose items left the store (or leave it within
         ``ITEMS_MARGIN_S``) after :meth:`release_items`: read, they would be missing, or a resume would score them

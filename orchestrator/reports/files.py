@@ -13,7 +13,7 @@ import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from itertools import islice
+from itertools import count, islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -37,6 +37,7 @@ __all__ = [
     "OUTPUT_NAMES",
     "first_failed_row",
     "missing_reports",
+    "move_to_previous",
     "refuse_files_of_others",
     "replaced_comparison",
     "report_digests",
@@ -52,6 +53,10 @@ UNENCODABLE = "backslashreplace"
 #: Every file a run writes into its ``--out`` DIR (``run.json`` first, the rest with the reports).
 OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json", "failed_rows.jsonl", RUN_INFO,
                           "report.md", "report.html", ANSWERS})  # fmt: skip
+
+#: The folder of a run's ``--out`` DIR where a new run moves the reports of the one before it
+#: (:func:`move_to_previous`): ``DIR/previous/RUN_ID/``.
+PREVIOUS = "previous"
 
 #: The reports every finished run has in its DIR (run_info.json and answers.jsonl where it has them).
 REPORT_NAMES = ("summary.json", "items.jsonl", "items.csv", "failed_rows.jsonl", "report.md", "report.html")
@@ -169,6 +174,43 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
             f"{out_dir} holds {', '.join(theirs)}, which no ragscore run wrote: the reports would replace {them}. "
             f"Nothing was written; choose another {option} or remove {them}"
         )
+
+
+def move_to_previous(out_dir: Path) -> Path | None:
+    """Move the reports of the run in ``out_dir`` (its files of :data:`OUTPUT_NAMES`, run.json with them) into
+    ``out_dir/previous/RUN_ID/``, before a new run writes its own there: renamed, never copied (instant whatever their
+    size). RUN_ID is the one its run.json names, else its summary.json's (``ragscore results``), else the time; a
+    ``-2``, ``-3``... follows a name taken already. Returns that folder; None where ``out_dir`` holds no report (a
+    run.json alone: a run its Redis lost before it wrote any)."""
+    held = sorted(name for name in OUTPUT_NAMES if (out_dir / name).is_file())
+    if held in ([], ["run.json"]):
+        return None
+    base = _run_named(out_dir) or time.strftime("%Y%m%d-%H%M%S")
+    (out_dir / PREVIOUS).mkdir(exist_ok=True)
+    folder = next(out_dir / PREVIOUS / name for name in _numbered(base) if not (out_dir / PREVIOUS / name).exists())
+    folder.mkdir()
+    for name in held:
+        os.rename(out_dir / name, folder / name)
+    return folder
+
+
+def _run_named(out_dir: Path) -> str | None:
+    """The run id that ``out_dir``'s run.json names, else its summary.json; None where neither names one."""
+    for name in ("run.json", "summary.json"):
+        try:
+            run_id = json.loads((out_dir / name).read_text(encoding="utf-8")).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(run_id, str) and run_id and run_id == os.path.basename(run_id) and run_id not in (".", ".."):
+            return run_id
+    return None
+
+
+def _numbered(base: str) -> Iterator[str]:
+    """``base``, then ``base-2``, ``base-3``, ..."""
+    yield base
+    for n in count(2):
+        yield f"{base}-{n}"
 
 
 def replaced_comparison(out_dir: Path, markdown: str) -> str | None:

@@ -361,7 +361,7 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
     assert f"`ragscore report {tmp_path / 'o'} --out {tmp_path / 'x'}` writes its HTML report" in elsewhere.stderr
     rerun = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out", str(tmp_path / "o"),
                      home=home)  # fmt: skip
-    assert rerun.returncode == 0 and f"holds the reports of run {run_id}: this run replaces them" in rerun.stderr
+    assert rerun.returncode == 0 and f"held the reports of run {run_id}: moved to " in rerun.stderr, rerun.stderr
     # o is the new run's now: the old run's reports written there would leave its run.json naming the new one
     new_id = json.loads((tmp_path / "o" / "run.json").read_text())["run_id"]
     clash = ragscore("results", run_id, "--out", str(tmp_path / "o"), home=home)

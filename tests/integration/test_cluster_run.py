@@ -546,17 +546,20 @@ def test_the_control_queue_is_not_scanned_for_a_queued_run(tmp_path: Path) -> No
         server.stop()
 
 
-def test_a_cluster_run_into_the_dir_of_a_finished_one_says_its_results_command_with_the_broker(
+def test_a_cluster_run_into_the_dir_of_a_finished_one_moves_its_reports_to_previous(
     cluster: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The warning that a run replaces the reports of the finished run in its DIR said `ragscore results RUN --out
-    OTHER_DIR` by hand, without the --broker the run was given: pasted, it asked RAGSCORE_BROKER_URL or the embedded
-    Redis, where that run is unknown."""
+    """A cluster run replaced the reports of the finished run in its DIR (the warning said `ragscore results RUN
+    --out OTHER_DIR` writes them again, true only while the store keeps that run): they are moved into
+    DIR/previous/RUN_ID/, as an embedded run's are."""
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(6))
     resolved = load_suite({"metrics": ["exact_match"]})
     first = run(data, resolved, tmp_path / "o", broker=cluster).run_id
+    items = (tmp_path / "o" / "items.jsonl").read_bytes()
     with caplog.at_level("WARNING", logger="orchestrator.runner"):
-        run(data, resolved, tmp_path / "o", broker=cluster)
-    assert f"(`ragscore results {first} --out OTHER_DIR --broker {cluster}` writes them again" in caplog.text, (
-        caplog.text
-    )
+        second = run(data, resolved, tmp_path / "o", broker=cluster).run_id
+    previous = tmp_path / "o" / "previous" / first
+    assert f"held the reports of run {first}: moved to {previous}/" in caplog.text, caplog.text
+    assert (previous / "items.jsonl").read_bytes() == items
+    assert json.loads((previous / "run.json").read_text())["run_id"] == first
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["run_id"] == second

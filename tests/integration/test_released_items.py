@@ -13,18 +13,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import redis
 
-from orchestrator import Evaluation, evaluate, resume, shutdown
+from orchestrator import Evaluation, evaluate, resume
 from orchestrator.embedded_redis import EmbeddedRedis
-from orchestrator.reports.files import report_digests
+from orchestrator.reports.files import OUTPUT_NAMES, report_digests
 from orchestrator.runner import RELEASED_ITEMS_TTL_S, REPORT_DIGESTS
-from ragscore_workers.errors import ConfigError, DatasetWarning
+from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
 
-from ..support import ROOT, make_rows, reading_back_slowly, until, write_jsonl
+from ..support import ROOT, make_rows, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -399,124 +398,90 @@ def test_results_into_a_kept_folder_releases_a_clean_runs_items(tmp_path: Path, 
     assert meta["items_in"] == str(out.resolve())
 
 
-def test_a_released_runs_items_are_kept_again_once_another_run_replaces_its_reports(tmp_path: Path, home: Path) -> None:
-    """A second run into the same --out DIR replaces the first's reports (warning that `ragscore results` writes
-    them again while the store keeps it): the first's items, released for that folder, went in the hour, lost."""
+def _reports(out: Path) -> dict[str, bytes]:
+    """The bytes of each file of a run's in ``out`` (:data:`OUTPUT_NAMES`; not evaluate()'s copy of its rows, which
+    each evaluate() into ``out`` writes again)."""
+    return {name: (out / name).read_bytes() for name in OUTPUT_NAMES if (out / name).is_file()}
+
+
+def test_a_second_run_into_a_dir_moves_the_first_runs_reports_to_previous_where_they_are_read(
+    tmp_path: Path, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second run into the same --out DIR replaced the first's reports there, its items leaving the store within the
+    hour: lost. They are moved into DIR/previous/RUN_ID/ first, as written (run.json with them), said in one line, and
+    read there as in any report folder: `ragscore results`, `compare` and `--fail-on-regression`."""
     out = tmp_path / "out"
     first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
-    evaluate(make_rows(10), SUITE, out=out, quiet=True)
-    _assert_kept_again(home, first)
+    written = _reports(out)
+    with caplog.at_level(logging.WARNING, logger="orchestrator.runner"):
+        second = evaluate(make_rows(10), SUITE, out=out, quiet=True).summary.run_id
+    previous = out / "previous" / first
+    assert {path.name: path.read_bytes() for path in previous.iterdir()} == written
+    assert {"items.jsonl", "summary.json", "report.html", "run.json"} <= set(written)
+    said = [r.getMessage() for r in caplog.records if "previous" in r.getMessage()]
+    assert said == [f"{out} held the reports of run {first}: moved to {previous}/ (this run writes its own into {out})"]
+    assert json.loads((out / "run.json").read_text())["run_id"] == second
+    assert json.loads((out / "summary.json").read_text())["run_id"] == second
+    again = _cli(home, "results", str(previous), "--out", str(tmp_path / "again"), "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again" / "items.jsonl").read_bytes() == written["items.jsonl"]
+    compared = _cli(home, "compare", str(previous), str(out), "--out", str(tmp_path / "cmp"))
+    assert compared.returncode == 0, compared.stderr
+    assert (tmp_path / "cmp" / "compare.md").is_file()
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(20))
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    gated = _cli(home, "run", str(data), "--suite", str(suite), "--out", str(tmp_path / "o3"), "--quiet",
+                 "--fail-on-regression", str(previous))  # fmt: skip
+    assert gated.returncode == 0, gated.stderr  # the same rows: no mean below the first run's
 
 
-def test_a_run_released_by_results_is_kept_again_once_another_run_replaces_its_reports(
-    home: Path, tmp_path: Path
+def test_a_run_gated_on_its_own_dirs_earlier_run_records_that_runs_new_folder_for_its_resume(
+    tmp_path: Path, home: Path
 ) -> None:
-    """`ragscore results RUN_ID --out DIR` releases the run's items for DIR (which has no run.json): a later run into
-    DIR replaced its reports there, and its items went in the hour: an evaluate() without out= had no other folder."""
-    first = evaluate(make_rows(20), SUITE, quiet=True).summary.run_id  # its temporary folder: gone at exit
+    """`run --out DIR --fail-on-regression DIR` reads the earlier run's summary before it moves: DIR/run.json keeps
+    the gates for the resume, which read DIR/summary.json there, the new run's (or none yet: refused). It names
+    DIR/previous/RUN_ID, where that summary went, and the resume holds the run to it."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(20))
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    out = tmp_path / "out"
+    command = ["run", str(data), "--suite", str(suite), "--out", str(out), "--quiet"]
+    assert _cli(home, *command).returncode == 0
+    first = json.loads((out / "run.json").read_text())["run_id"]
+    gated = _cli(home, *command, "--fail-on-regression", str(out))
+    assert gated.returncode == 0, gated.stderr  # the same rows: no mean below the first run's
+    gates = json.loads((out / "run.json").read_text())["job"]["gates"]
+    assert gates["fail_on_regression"] == str((out / "previous" / first).resolve()), gates
+    resumed = _cli(home, "run", "--resume", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
+    tmp_path: Path, home: Path
+) -> None:
+    """Each run into DIR moves the one before it into previous/ (never previous/ itself); a folder `ragscore results`
+    wrote (no run.json) is named by its summary's run id."""
+    first = evaluate(make_rows(5), SUITE, quiet=True).summary.run_id
     out = tmp_path / "copy"
     assert _cli(home, "results", first, "--out", str(out), "--quiet").returncode == 0
-    evaluate(make_rows(10), SUITE, out=out, quiet=True)
-    _assert_kept_again(home, first)
+    second = evaluate(make_rows(5), SUITE, out=out, quiet=True).summary.run_id
+    third = evaluate(make_rows(5), SUITE, out=out, quiet=True).summary.run_id
+    assert sorted(path.name for path in (out / "previous").iterdir()) == sorted([first, second])
+    assert not (out / "previous" / first / "run.json").exists()
+    assert json.loads((out / "previous" / first / "summary.json").read_text())["run_id"] == first
+    assert json.loads((out / "previous" / second / "run.json").read_text())["run_id"] == second
+    assert sorted(path.name for path in (out / "previous" / second).iterdir() if path.is_dir()) == []
+    assert json.loads((out / "run.json").read_text())["run_id"] == third
 
 
-def test_an_embedded_runs_items_are_kept_again_once_a_cluster_run_replaces_its_reports(
-    tmp_path: Path, home: Path, cluster: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A cluster run (a broker given) into the folder of an embedded run's released reports asked the cluster's store
-    to keep that run's items, which has no such run: the embedded store still let them go in the hour. The keep goes
-    to the embedded store, where the run lived: shared with the evaluate() that keeps it running (warm), which it
-    leaves running; and the command that writes its reports again names no --broker (the cluster has no such run)."""
+def test_a_refused_run_into_a_dir_of_another_runs_reports_moves_nothing(tmp_path: Path, home: Path) -> None:
+    """A run refused before it goes ahead (a dataset whose ids repeat) leaves DIR as it was: no previous/."""
     out = tmp_path / "out"
-    first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
-    served_by = EmbeddedRedis(home).serving()
-    assert served_by is not None  # kept warm by this process's evaluate()
-    with caplog.at_level(logging.WARNING, logger="orchestrator.runner"):
-        evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
-    said = " ".join(r.getMessage() for r in caplog.records if f"the reports of run {first}" in r.getMessage())
-    assert f"`ragscore results {first} --out OTHER_DIR` in a shell writes them again" in said, said
-    assert EmbeddedRedis(home).serving() == served_by  # the same server, still up for its holder
-    _assert_kept_again(home, first)
-
-
-def test_an_embedded_runs_items_are_kept_from_its_stopped_redis_which_is_stopped_again(
-    tmp_path: Path, home: Path, cluster: str
-) -> None:
-    """No embedded run holds its Redis (stopped once its last run left): the cluster run starts it from its data
-    under its lock, as the embedded commands do, keeps the items, and stops it again as the last to leave."""
-    out = tmp_path / "out"
-    first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
-    shutdown()
-    assert EmbeddedRedis(home).serving() is None
-    evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
-    assert EmbeddedRedis(home).serving() is None
-    _assert_kept_again(home, first)
-
-
-@pytest.mark.serial  # the server's read back must outlast the bound: slowed down 10 times past it
-def test_a_cluster_run_waits_a_bounded_time_for_an_embedded_redis_reading_back_and_says_what_it_did_not_keep(
-    tmp_path: Path, home: Path, cluster: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A cluster run into the folder of an embedded run keeps that run's items in the embedded Redis, and waited
-    LOAD_TIMEOUT_S (900 s) for one reading its data back, an embedded run's own wait, saying only that the embedded
-    Redis was being read back. It says what it waits for, the size read back and for how long at most
-    (REPLACED_ITEMS_LOAD_TIMEOUT_S), then which items were not kept and where they still are, and the run goes on."""
-    from orchestrator import embedded_redis, runner
-
-    out = tmp_path / "out"
-    first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
-    shutdown()
-    slow = reading_back_slowly(home, key_load_delay_us=200)  # ~20 s to read 100,000 keys back
-    monkeypatch.setattr(runner, "REPLACED_ITEMS_LOAD_TIMEOUT_S", 2.0)
-    monkeypatch.setattr(embedded_redis, "LOADING_SAID_AFTER_S", 0.0)  # said at once
-    try:
-        with caplog.at_level(logging.WARNING):
-            second = evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True).summary
-        replaced = f"the items of run {first} (embedded), whose reports this run replaces in {out}"
-        said = [" ".join(r.getMessage().split()) for r in caplog.records]
-        waiting = [m for m in said if "reading back its stored runs and caches" in m]
-        assert waiting and waiting[0].endswith(f"waiting up to 2 s to keep {replaced}"), said
-        assert f"{replaced}, were not kept: the embedded Redis was still reading back its " in " ".join(said), said
-        assert f"after 2 s. They are still in its data ({home.resolve() / 'redis'})" in " ".join(said), said
-        assert second.state == "finished" and json.loads((out / "run.json").read_text())["run_id"] == second.run_id
-    finally:
-        servers = [p for p in psutil.process_iter(["cmdline"]) if str(slow.socket) in " ".join(p.info["cmdline"] or [])]
-        for proc in servers:  # the slow server, never left running on the test's data dir
-            proc.kill()
-        psutil.wait_procs(servers, timeout=30)
-    with _embedded_store(home) as client:  # read back at full speed: the items are there, still released for out
-        assert len(list(client.scan_iter(f"ragscore:run:{first}:item:*"))) == 20
-        assert client.hget(f"ragscore:run:{first}:meta", "items_in") == str(out.resolve())
-
-
-def test_a_cluster_run_replacing_a_cluster_runs_results_folder_leaves_the_embedded_redis_stopped(
-    tmp_path: Path, home: Path, cluster: str
-) -> None:
-    """A folder `ragscore results` wrote has no run.json: a cluster run replacing the reports of a run its own store
-    has keeps them there, and does not start the user's embedded Redis (started for nothing, from its data file)."""
-    evaluate(make_rows(5), SUITE, out=tmp_path / "embedded", quiet=True)  # the user has an embedded store
-    shutdown()
-    starts = _starts(home)
-    first = evaluate(make_rows(5), SUITE, broker=cluster, quiet=True).summary.run_id
-    out = tmp_path / "copy"
-    assert _cli(home, "results", first, "--out", str(out), "--broker", cluster, "--quiet").returncode == 0
-    assert not (out / "run.json").exists()
-    evaluate(make_rows(10), SUITE, out=out, broker=cluster, quiet=True)
-    assert EmbeddedRedis(home).serving() is None
-    assert _starts(home) == starts  # never started again
-
-
-def _starts(home: Path) -> int:
-    """How many times the embedded Redis of ``home`` started (its log says "Server initialized" at each)."""
-    return (home / "redis" / "redis.log").read_text().count("Server initialized")
-
-
-def _assert_kept_again(home: Path, run_id: str) -> None:
-    """The 20 items of ``run_id`` (released earlier) and its shards' id lists keep the long TTL again; the run names no
-    folder holding them."""
-    with _embedded_store(home) as client:
-        ttls = _ttls(client, run_id)
-        released = client.hget(f"ragscore:run:{run_id}:meta", "items_in")
-    assert ttls["items"] == 20 and ttls["item_min"] > RELEASED_ITEMS_TTL_S, ttls
-    assert ttls["ids_max"] > RELEASED_ITEMS_TTL_S, ttls
-    assert released is None
+    evaluate(make_rows(5), SUITE, out=out, quiet=True)
+    before = _reports(out)
+    rows = make_rows(5)
+    with pytest.raises(DatasetError):
+        evaluate([*rows, rows[0]], SUITE, out=out, quiet=True)
+    assert _reports(out) == before
+    assert not (out / "previous").exists()
