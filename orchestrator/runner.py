@@ -1537,6 +1537,8 @@ def run(
                 log.warning("%s held the reports of %s: moved to %s/ (this run writes its own into %s)", out_dir,
                             f"run {earlier}" if earlier else "an earlier run", moved, out_dir)  # fmt: skip
                 recorded_job = _baseline_moved(job, out_dir, moved)
+                if earlier:  # where the store's refusal of its released items says they are
+                    store.move_released_items(earlier, str(out_dir.resolve()), str(moved.resolve()))
             elif lost is not None:
                 log.warning("%s named run %s, which its Redis lost: this run takes its place", out_dir, lost)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.

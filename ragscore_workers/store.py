@@ -1097,6 +1097,13 @@ class RunStore:
             pipe.expire(ids, self.ttl_s)
             pipe.execute()
 
+    def move_released_items(self, run_id: str, out_dir: str, moved_to: str) -> None:
+        """Name ``moved_to`` as the folder holding the items of run ``run_id`` released for ``out_dir``
+        (:meth:`release_items`), whose reports moved there (``DIR/previous/RUN_ID``); any other run: nothing."""
+        meta = self.key(run_id, "meta")
+        if self.r.hget(meta, ITEMS_IN) == out_dir:
+            self._hset_if_exists(keys=[meta], args=[ITEMS_IN, moved_to])
+
     def check_items_kept(self, run_id: str) -> None:
         """ConfigError, naming the folder that holds them, for a run whose items left the store (or leave it within
         ``ITEMS_MARGIN_S``) after :meth:`release_items`: read, they would be missing, or a resume would score them

@@ -422,6 +422,8 @@ def test_a_second_run_into_a_dir_moves_the_first_runs_reports_to_previous_where_
     assert said == [f"{out} held the reports of run {first}: moved to {previous}/ (this run writes its own into {out})"]
     assert json.loads((out / "run.json").read_text())["run_id"] == second
     assert json.loads((out / "summary.json").read_text())["run_id"] == second
+    with _embedded_store(home) as client:  # its refusal, once its items left the store, names where they are
+        assert client.hget(f"ragscore:run:{first}:meta", "items_in") == str(previous.resolve())
     again = _cli(home, "results", str(previous), "--out", str(tmp_path / "again"), "--quiet")
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "again" / "items.jsonl").read_bytes() == written["items.jsonl"]
