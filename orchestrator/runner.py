@@ -107,7 +107,14 @@ from .queues import (
     unserved_queues,
 )
 from .reports import write_outputs
-from .reports.files import OUTPUT_NAMES, missing_reports, move_to_previous, refuse_files_of_others, report_digests
+from .reports.files import (
+    OUTPUT_NAMES,
+    missing_reports,
+    move_to_previous,
+    refuse_a_bad_previous,
+    refuse_files_of_others,
+    report_digests,
+)
 from .reports.live import resume_hint
 from .reports.source import iter_items_file
 from .spool import PlannedShard, ShardSpool
@@ -1532,7 +1539,8 @@ def run(
                     planned = None if Queue.JUDGE.value in queues else 0
                 on_validated(queues, None if planned is None else int(planned))
             recorded_job = job
-            if resume_id is None and (moved := move_to_previous(out_dir)) is not None:  # once the run goes ahead
+            moved = None if resume_id is not None else move_to_previous(out_dir, caller.option("out"))
+            if moved is not None:  # once the run goes ahead
                 earlier = replaced or lost  # None: reports no summary names (`ragscore report`'s)
                 log.warning("%s held the reports of %s: moved to %s/ (this run writes its own into %s)", out_dir,
                             f"run {earlier}" if earlier else "an earlier run", moved, out_dir)  # fmt: skip
@@ -1595,6 +1603,7 @@ def run(
             replaced = refuse_an_unfinished_run_in(out_dir, given_broker, caller=caller)
             if dataset is not None:
                 _refuse_to_overwrite(dataset, out_dir, caller)
+            refuse_a_bad_previous(out_dir, caller.option("out"))  # where the earlier run's reports will move
         else:
             _refuse_a_lost_run(out_dir, resume_id)
         refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them (a resume's too)

@@ -281,10 +281,10 @@ def stop_worker_command(proc: subprocess.Popen[str], timeout: float = 180) -> No
         raise
 
 
-def reading_back_slowly(home: Path, *, rewrite: bool = False, key_load_delay_us: int = 30) -> EmbeddedRedis:
+def reading_back_slowly(home: Path, *, rewrite: bool = False) -> EmbeddedRedis:
     """100,000 keys stored in the embedded Redis of ``home`` (``rewrite``: the append-only file rewritten, so they are
     in its base file, an RDB), the server shut down, then started as acquire() starts it but slowed down reading them
-    back (Redis's own key-load-delay, ``key_load_delay_us`` microseconds a key), as a server another run started."""
+    back (Redis's own key-load-delay, 30 microseconds a key), as a server another run started."""
     first = EmbeddedRedis(home)
     first.acquire()
     try:
@@ -303,7 +303,7 @@ def reading_back_slowly(home: Path, *, rewrite: bool = False, key_load_delay_us:
         files = list((home / "redis" / "appendonlydir").iterdir())
         assert any(f.name.endswith(".base.rdb") for f in files), files
     # answering (LOADING) while it reads an RDB every 1 KB read, not every 2 MB: slowed down, it would not answer
-    delays = ["--key-load-delay", str(key_load_delay_us), "--loading-process-events-interval-bytes", "1024"]
+    delays = ["--key-load-delay", "30", "--loading-process-events-interval-bytes", "1024"]
     subprocess.run([*first.server_args(), *delays], check=True, timeout=30)
     # its pidfile written (it daemonizes first: acquire() could come before it)
     assert until(lambda: first._server_pid() is not None, 30), "the server never wrote its pidfile"

@@ -12,7 +12,7 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from itertools import count, islice
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,6 +38,7 @@ __all__ = [
     "first_failed_row",
     "missing_reports",
     "move_to_previous",
+    "refuse_a_bad_previous",
     "refuse_files_of_others",
     "replaced_comparison",
     "report_digests",
@@ -176,22 +177,75 @@ def refuse_files_of_others(out_dir: Path, option: str = "--out", names: frozense
         )
 
 
-def move_to_previous(out_dir: Path) -> Path | None:
+def refuse_a_bad_previous(out_dir: Path, option: str = "--out") -> None:
+    """ConfigError (exit 2), before a new run starts, where ``out_dir`` holds reports to move
+    (:func:`move_to_previous`) and its ``previous`` is not a folder of ours to move them into: a file, a symbolic
+    link, a folder on another filesystem (a rename cannot cross it) or one this user may not write."""
+    previous = out_dir / PREVIOUS
+    if not _reports_held(out_dir) or not os.path.lexists(previous):
+        return
+    fix = f"Nothing was sent; rename or remove {previous}, or choose another {option}"
+    if previous.is_symlink() or not previous.is_dir():
+        kind = "a symbolic link" if previous.is_symlink() else "not a folder"
+        raise ConfigError(f"{out_dir} holds an earlier run's reports, to be moved into {previous}/, which is {kind}. "
+                          f"{fix}")  # fmt: skip
+    if previous.stat().st_dev != out_dir.stat().st_dev:
+        raise ConfigError(f"{out_dir} holds an earlier run's reports, to be moved into {previous}/, which is on "
+                          f"another filesystem (mounted there). {fix}")  # fmt: skip
+    if not os.access(previous, os.W_OK | os.X_OK):
+        raise ConfigError(f"{out_dir} holds an earlier run's reports, to be moved into {previous}/, which this user "
+                          f"may not write. {fix}")  # fmt: skip
+
+
+def move_to_previous(out_dir: Path, option: str = "--out") -> Path | None:
     """Move the reports of the run in ``out_dir`` (its files of :data:`OUTPUT_NAMES`, run.json with them) into
     ``out_dir/previous/RUN_ID/``, before a new run writes its own there: renamed, never copied (instant whatever their
     size). RUN_ID is the one its run.json names, else its summary.json's (``ragscore results``), else the time; a
     ``-2``, ``-3``... follows a name taken already. Returns that folder; None where ``out_dir`` holds no report (a
-    run.json alone: a run its Redis lost before it wrote any)."""
-    held = sorted(name for name in OUTPUT_NAMES if (out_dir / name).is_file())
-    if held in ([], ["run.json"]):
+    run.json alone: a run its Redis lost before it wrote any). ConfigError where a rename fails (checked before by
+    :func:`refuse_a_bad_previous`): what moved is moved back."""
+    held = _reports_held(out_dir)
+    if not held:
         return None
     base = _run_named(out_dir) or time.strftime("%Y%m%d-%H%M%S")
-    (out_dir / PREVIOUS).mkdir(exist_ok=True)
-    folder = next(out_dir / PREVIOUS / name for name in _numbered(base) if not (out_dir / PREVIOUS / name).exists())
-    folder.mkdir()
-    for name in held:
-        os.rename(out_dir / name, folder / name)
+    folder: Path | None = None
+    moved: list[str] = []
+    try:
+        (out_dir / PREVIOUS).mkdir(exist_ok=True)
+        folder = next(
+            out_dir / PREVIOUS / name for name in _numbered(base) if not os.path.lexists(out_dir / PREVIOUS / name)
+        )
+        folder.mkdir()
+        for name in held:
+            os.rename(out_dir / name, folder / name)
+            moved.append(name)
+    except OSError as exc:
+        stuck = [name for name in moved if folder is None or not _renamed(folder / name, out_dir / name)]
+        if folder is not None and not stuck:
+            with suppress(OSError):
+                folder.rmdir()
+        where = f"{', '.join(stuck)} moved to {folder}/, the others left" if stuck else "all left where they are"
+        raise ConfigError(
+            f"{out_dir} holds an earlier run's reports, which could not be moved into {out_dir / PREVIOUS}/ "
+            f"({exc.strerror or exc}; {where}). Nothing was sent; rename or remove {out_dir / PREVIOUS}, or choose "
+            f"another {option}"
+        ) from exc
     return folder
+
+
+def _renamed(source: Path, target: Path) -> bool:
+    """Whether ``source`` was renamed to ``target`` (False where that failed too)."""
+    try:
+        os.rename(source, target)
+    except OSError:
+        return False
+    return True
+
+
+def _reports_held(out_dir: Path) -> list[str]:
+    """The files of :data:`OUTPUT_NAMES` in ``out_dir``, sorted; none where it holds a run.json alone."""
+    held = sorted(name for name in OUTPUT_NAMES if os.path.isfile(out_dir / name))
+    return [] if held == ["run.json"] else held
 
 
 def _run_named(out_dir: Path) -> str | None:

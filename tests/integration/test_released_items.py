@@ -404,6 +404,15 @@ def _reports(out: Path) -> dict[str, bytes]:
     return {name: (out / name).read_bytes() for name in OUTPUT_NAMES if (out / name).is_file()}
 
 
+def _run_command(tmp_path: Path, rows: int, out: Path) -> list[str]:
+    """`ragscore run`'s arguments for ``rows`` rows (make_rows) and SUITE, both written into ``tmp_path``, into
+    ``out``, quietly."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(rows))
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    return ["run", str(data), "--suite", str(suite), "--out", str(out), "--quiet"]
+
+
 def test_a_second_run_into_a_dir_moves_the_first_runs_reports_to_previous_where_they_are_read(
     tmp_path: Path, home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -430,11 +439,7 @@ def test_a_second_run_into_a_dir_moves_the_first_runs_reports_to_previous_where_
     compared = _cli(home, "compare", str(previous), str(out), "--out", str(tmp_path / "cmp"))
     assert compared.returncode == 0, compared.stderr
     assert (tmp_path / "cmp" / "compare.md").is_file()
-    data = write_jsonl(tmp_path / "d.jsonl", make_rows(20))
-    suite = tmp_path / "suite.json"
-    suite.write_text(json.dumps(SUITE))
-    gated = _cli(home, "run", str(data), "--suite", str(suite), "--out", str(tmp_path / "o3"), "--quiet",
-                 "--fail-on-regression", str(previous))  # fmt: skip
+    gated = _cli(home, *_run_command(tmp_path, 20, tmp_path / "o3"), "--fail-on-regression", str(previous))
     assert gated.returncode == 0, gated.stderr  # the same rows: no mean below the first run's
 
 
@@ -444,11 +449,8 @@ def test_a_run_gated_on_its_own_dirs_earlier_run_records_that_runs_new_folder_fo
     """`run --out DIR --fail-on-regression DIR` reads the earlier run's summary before it moves: DIR/run.json keeps
     the gates for the resume, which read DIR/summary.json there, the new run's (or none yet: refused). It names
     DIR/previous/RUN_ID, where that summary went, and the resume holds the run to it."""
-    data = write_jsonl(tmp_path / "d.jsonl", make_rows(20))
-    suite = tmp_path / "suite.json"
-    suite.write_text(json.dumps(SUITE))
     out = tmp_path / "out"
-    command = ["run", str(data), "--suite", str(suite), "--out", str(out), "--quiet"]
+    command = _run_command(tmp_path, 20, out)
     assert _cli(home, *command).returncode == 0
     first = json.loads((out / "run.json").read_text())["run_id"]
     gated = _cli(home, *command, "--fail-on-regression", str(out))
@@ -457,6 +459,9 @@ def test_a_run_gated_on_its_own_dirs_earlier_run_records_that_runs_new_folder_fo
     assert gates["fail_on_regression"] == str((out / "previous" / first).resolve()), gates
     resumed = _cli(home, "run", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stderr
+    earlier = _cli(home, "run", "--resume", str(out / "previous" / first))  # a report folder like any other
+    assert earlier.returncode == 0, earlier.stderr
+    assert json.loads((out / "previous" / first / "summary.json").read_text())["run_id"] == first
 
 
 def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
@@ -487,3 +492,24 @@ def test_a_refused_run_into_a_dir_of_another_runs_reports_moves_nothing(tmp_path
         evaluate([*rows, rows[0]], SUITE, out=out, quiet=True)
     assert _reports(out) == before
     assert not (out / "previous").exists()
+
+
+def test_a_run_into_a_dir_whose_previous_is_no_folder_of_its_own_is_refused_before_it_starts(
+    tmp_path: Path, home: Path
+) -> None:
+    """DIR/previous a file of the user's, or a link: the move failed with a traceback (OSError) once the run was
+    created in the store. Refused first (exit 2) naming it: no run made, DIR left as it was."""
+    out = tmp_path / "out"
+    command = _run_command(tmp_path, 5, out)
+    assert _cli(home, *command).returncode == 0
+    (out / "previous").write_text("mine")
+    before = _reports(out)
+    with _embedded_store(home) as client:
+        runs = sorted(client.scan_iter("ragscore:run:*:meta"))
+    refused = _cli(home, *command)
+    assert refused.returncode == 2, refused.stderr
+    assert f"to be moved into {out / 'previous'}/, which is not a folder" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert _reports(out) == before and (out / "previous").read_text() == "mine"
+    with _embedded_store(home) as client:
+        assert sorted(client.scan_iter("ragscore:run:*:meta")) == runs

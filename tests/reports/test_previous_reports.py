@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from pathlib import Path
 
-from orchestrator.reports.files import move_to_previous
+import pytest
+
+from orchestrator.reports.files import move_to_previous, refuse_a_bad_previous
+from ragscore_workers.errors import ConfigError
 
 
 def _reports(out: Path, run_id: str | None, *names: str) -> dict[str, bytes]:
@@ -47,3 +52,34 @@ def test_a_dir_without_reports_moves_nothing(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r1", "lost": True}))  # a run its Redis lost
     assert move_to_previous(tmp_path) is None
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run.json"]
+
+
+def test_a_previous_that_is_a_file_or_a_link_is_refused_naming_it(tmp_path: Path) -> None:
+    """DIR/previous a file (the user's) or a link (elsewhere, maybe another filesystem): refused before the run
+    starts, DIR left as it was; a DIR with nothing to move is not refused."""
+    written = _reports(tmp_path, "r1", "items.jsonl")
+    (tmp_path / "previous").write_text("mine")
+    with pytest.raises(ConfigError, match=f"{tmp_path / 'previous'}/, which is not a folder"):
+        refuse_a_bad_previous(tmp_path)
+    (tmp_path / "previous").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "previous").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ConfigError, match=f"{tmp_path / 'previous'}/, which is a symbolic link"):
+        refuse_a_bad_previous(tmp_path, "out=")
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()} == written
+    assert not list((tmp_path / "elsewhere").iterdir())
+    refuse_a_bad_previous(tmp_path / "elsewhere")  # no reports there to move
+
+
+def test_a_rename_that_fails_is_a_clear_error_and_moves_nothing(tmp_path: Path) -> None:
+    """A rename across filesystems (EXDEV), past the refusal (a link made since): a ConfigError saying why, what
+    was moved moved back, no folder left in previous/."""
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as other:
+        if os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+            pytest.skip("/dev/shm is on the test's filesystem")
+        written = _reports(tmp_path, "r1", "items.jsonl", "report.md")
+        (tmp_path / "previous").symlink_to(other)
+        with pytest.raises(ConfigError, match=r"could not be moved into .*previous/ \(Invalid cross-device link; all "):
+            move_to_previous(tmp_path)
+        assert {path.name: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()} == written
+        assert not os.listdir(other)
