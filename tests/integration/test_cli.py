@@ -164,11 +164,11 @@ def test_a_refusal_of_a_routed_rows_queue_leaves_no_run_to_lock_the_out_dir(
     again = ragscore(*command, home=home)
     assert again.returncode == 0, again.stderr
     kept = json.loads((out / "run.json").read_text())
-    rows[1]["checks"] = meta_eval  # refused again, DIR holding a finished run: it is not said to be replaced
+    rows[1]["checks"] = meta_eval  # refused again, DIR holding a finished run: its reports are not moved
     write_jsonl(data, rows)
     refused = ragscore(*command, home=home)
-    assert refused.returncode == 2 and "replaces them" not in refused.stderr, refused.stderr
-    assert json.loads((out / "run.json").read_text()) == kept
+    assert refused.returncode == 2 and "moved to" not in refused.stderr, refused.stderr
+    assert json.loads((out / "run.json").read_text()) == kept and not (out / "previous").exists()
 
 
 def test_a_target_request_reading_a_field_no_row_has_stops_the_run_and_the_dry_run_before_anything_is_sent(
@@ -385,7 +385,8 @@ def test_finished_embedded_runs_can_be_listed_and_reported_later(tmp_path: Path,
         assert refused.returncode == 2 and said in refused.stderr, (command, refused.stderr)
     missing = ragscore("run", str(tmp_path / "missing.jsonl"), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--out",
                        str(tmp_path / "o"), home=home)  # fmt: skip
-    assert missing.returncode == 2 and "replaces them" not in missing.stderr  # a bad dataset replaces nothing
+    assert missing.returncode == 2 and "moved to" not in missing.stderr  # a bad dataset moves nothing
+    assert [path.name for path in (tmp_path / "o" / "previous").iterdir()] == [run_id]  # the rerun's move alone
     assert _our_processes(home) == [], "the private Redis is shut down again"
 
 
