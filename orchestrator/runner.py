@@ -1603,10 +1603,11 @@ def run(
             replaced = refuse_an_unfinished_run_in(out_dir, given_broker, caller=caller)
             if dataset is not None:
                 _refuse_to_overwrite(dataset, out_dir, caller)
-            refuse_a_bad_previous(out_dir, caller.option("out"))  # where the earlier run's reports will move
         else:
             _refuse_a_lost_run(out_dir, resume_id)
         refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them (a resume's too)
+        if resume_id is None:  # where the earlier run's reports will move, once the run goes ahead
+            refuse_a_bad_previous(out_dir, caller.option("out"))
         if broker:
             store = connect(broker, settings, sends=True)
             for said in eviction_warnings(store, broker, settings):  # said before its work is sent there
