@@ -53,6 +53,7 @@ from ragscore_workers.providers.errors import MissingKeyError
 from ragscore_workers.providers.factory import judge_identity
 from ragscore_workers.providers.run_state import INTERNAL_FIELDS, holds_key, scoped_breaker_field
 from ragscore_workers.schemas import Queue, Row, RunSummary
+from ragscore_workers.scoring import without_skipped
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.store import (
     ITEMS_KEYS,
@@ -116,7 +117,7 @@ from .reports.files import (
     report_digests,
 )
 from .reports.live import resume_hint
-from .reports.source import iter_items_file
+from .reports.source import ANSWERS, iter_answers_file, iter_items_file
 from .spool import PlannedShard, ShardSpool
 from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
 from .terminal import (
@@ -479,8 +480,9 @@ def resume(
     counters); ``on_queues(queues)`` before each shard's scoring tasks are sent, with the queues they go to (what the
     look-up found missing): an embedded run starts a worker for one it has none for, so no task waits unserved.
     ``restore_from``: the items.jsonl an embedded run's items were released to (:func:`_release_items`): where they
-    left the store and it can, the resume takes them back from it (:func:`_items_to_restore`), once the dataset's
-    check passed; else it is refused, as every output would be sent again.
+    left the store and it can, the resume takes them back from it (:func:`_items_to_restore`; a target run's answers
+    from the answers.jsonl beside it: :func:`_answers_by_shard`), once the dataset's check passed; else it is
+    refused, as every output would be sent again.
     """
     meta = store.meta(run_id)
     ticker = _Ticker(say)
@@ -490,7 +492,14 @@ def resume(
     if not dataset.exists():
         raise DatasetError(f"Run {run_id}: its dataset {dataset} is gone; it cannot be resumed")
     stored_shard_rows = int(meta.get("shard_rows", shard_rows))
-    restore = _items_to_restore(store, run_id, meta, restore_from, stored_shard_rows, ticker)
+    shard_items = stored_shard_rows * max(1, len(resolved.targets))  # a target run's: every row for every target
+    restore = _items_to_restore(store, run_id, meta, restore_from, shard_items, ticker)
+    answers_from = None  # a target run's answers.jsonl, where its answers left the store with its items
+    if restore is not None and restore_from is not None and resolved.targets:
+        answers_from = restore_from.with_name(ANSWERS)
+        ticker.say(f"reading the targets' answers back from {answers_from}")
+        for _ in _answers_by_shard(answers_from, restore, run_id):  # checked whole before anything is written
+            pass
     # A submission cut off part-way (Ctrl-C while rows were sent) never recorded its shard count: the
     # shards it did not reach are submitted now, whole.
     cut_off = "n_shards" not in meta
@@ -514,7 +523,12 @@ def resume(
     generation = store.generation(run_id) + 1
     if restore is not None and restore_from is not None:
         ticker.say(f"writing the run's {counted(sum(map(len, restore)), 'item')} back into the store")
-        store.restore_items(run_id, _ticked(iter_items_file(restore_from), ticker), stored_shard_rows)
+        items = iter_items_file(restore_from)
+        if meta.get("state") == RunState.CANCELLED:  # what its cancel skipped is stopped there, absent in the store
+            items = without_skipped(items)
+        store.restore_items(run_id, _ticked(items, ticker), shard_items)
+        if answers_from is not None:
+            store.restore_answers(run_id, _answers_by_shard(answers_from, restore, run_id))
     elif not recovery:
         store.check_items_kept(run_id)  # again: the dataset's check (minutes for a million rows) ran into their hour
     if not recovery:
@@ -1117,16 +1131,19 @@ def _release_items(store: RunStore, summary: RunSummary, out_dir: Path) -> None:
     exits (:data:`TEMPORARY_MARK`)."""
     if (out_dir / TEMPORARY_MARK).exists():
         return
-    if (nothing_left := _nothing_left(summary)) or _restorable(summary):
+    if (nothing_left := _nothing_left(summary)) or _restorable(store, summary):
         store.set_meta(summary.run_id, **{REPORT_DIGESTS: json.dumps(report_digests(out_dir))})
         store.release_items(summary.run_id, RELEASED_ITEMS_TTL_S, str(out_dir.resolve()), restorable=not nothing_left)
 
 
-def _restorable(summary: RunSummary) -> bool:
+def _restorable(store: RunStore, summary: RunSummary) -> bool:
     """Whether a resume of the run takes its items back from the reports they were released to
-    (:func:`_items_to_restore`): it finished (not cancelled) and asked no target (whose answers a resume reads
-    again)."""
-    return summary.state == RunState.FINISHED and not summary.target
+    (:func:`_items_to_restore`; a target run's answers from its answers.jsonl: :func:`_answers_by_shard`): it
+    finished, or was cancelled once every shard was sent (a submission cut off part-way never recorded their count:
+    its reports hold only the shards it reached; :func:`without_skipped` leaves out of its items what the cancel
+    skipped)."""
+    cancelled = summary.state == RunState.CANCELLED and "n_shards" in store.meta(summary.run_id)
+    return summary.state == RunState.FINISHED or cancelled
 
 
 def _nothing_left(summary: RunSummary) -> bool:
@@ -1150,7 +1167,7 @@ def _done_in_its_folder(store: RunStore, run_id: str, out_dir: Path, broker: str
     except ConfigError as exc:
         summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
         left = not _nothing_left(summary)
-        if left and not _restorable(summary):
+        if left and not _restorable(store, summary):
             raise
         digests = json.loads(store.meta(run_id).get(REPORT_DIGESTS) or "{}")
         if (missing := missing_reports(out_dir, summary, digests)) is not None:
@@ -1159,9 +1176,9 @@ def _done_in_its_folder(store: RunStore, run_id: str, out_dir: Path, broker: str
 
 
 def _items_to_restore(
-    store: RunStore, run_id: str, meta: dict[str, str], items_file: Path | None, shard_rows: int, ticker: _Ticker
+    store: RunStore, run_id: str, meta: dict[str, str], items_file: Path | None, shard_items: int, ticker: _Ticker
 ) -> list[list[str]] | None:
-    """The item keys, shard by shard (``shard_rows`` each), of run ``run_id`` whose items left the store
+    """The item keys, shard by shard (``shard_items`` each), of run ``run_id`` whose items left the store
     (:meth:`RunStore.release_items`), where its resume takes them back from ``items_file`` (its reports' items.jsonl);
     None where the store keeps them. The file is read whole and nothing is written: one line per item of the run, its
     keys the run's own in their order (the digest the release recorded) and each output a metric result, else
@@ -1179,7 +1196,7 @@ def _items_to_restore(
     try:
         for raw in iter_items_file(items_file):
             stored_fields(raw)  # checked, not kept
-            if not keys or len(keys[-1]) == shard_rows:
+            if not keys or len(keys[-1]) == shard_items:
                 keys.append([])
             keys[-1].append(raw.key)
             ticker.count(lambda n: f"{counted_of(n, items, 'item')} read back from {items_file.name}")
@@ -1192,6 +1209,19 @@ def _items_to_restore(
         raise ConfigError(f"{items_file} holds other items than run {run_id}'s (other ids, or in another order): its "
                           "resume cannot take its items back from it; run it again")  # fmt: skip
     return keys
+
+
+def _answers_by_shard(path: Path, keys: list[list[str]], run_id: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Each answer of a target run's answers.jsonl ``path`` with its shard, as the store held it
+    (:func:`iter_answers_file`): its lines answer items of run ``run_id`` (``keys``, shard by shard) in their order,
+    else ConfigError naming it."""
+    order = ((shard, key) for shard, shard_keys in enumerate(keys) for key in shard_keys)
+    for key, answer in iter_answers_file(path):
+        shard = next((shard for shard, wanted in order if wanted == key), None)
+        if shard is None:
+            raise ConfigError(f"{path} holds other answers than run {run_id}'s (other ids, or in another order): its "
+                              "resume cannot take its answers back from it; run it again")  # fmt: skip
+        yield shard, key, answer
 
 
 def _rewrite(run_id: str, out_dir: Path, broker: str | None, caller: Caller) -> str:

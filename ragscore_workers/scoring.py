@@ -20,9 +20,13 @@ from .providers.errors import exception_text, traceback_text
 from .schemas import MetricResult, Row
 from .store import RawItem
 
-__all__ = ["cancel_skipped", "derive", "score_rows", "with_skipped"]
+__all__ = ["SKIPPED_MARK", "cancel_skipped", "derive", "score_rows", "with_skipped", "without_skipped"]
 
 log = logging.getLogger(__name__)
+
+#: The detail that marks an output a cancel skipped (:func:`with_skipped`; ``true``): only that sets it, a metric's
+#: own is dropped (:func:`_as_outputs`), so :func:`without_skipped` never takes a stored output for one.
+SKIPPED_MARK = "cancel_skipped"
 
 ItemScores = dict[str, MetricResult]
 
@@ -43,7 +47,14 @@ def _as_outputs(mdef: MetricDef, params: BaseModel, value: Any, ms: float) -> It
     if missing:
         raise TypeError(f"metric {mdef.name!r} did not return outputs {missing}")
     ms = round(ms, 3)  # microseconds are plenty: 17 digits of float noise cost ~14 bytes an output in items.jsonl
-    return {name: value[name].model_copy(update={"ms": ms}) for name in names}
+    return {name: _unmarked(value[name]).model_copy(update={"ms": ms}) for name in names}
+
+
+def _unmarked(result: MetricResult) -> MetricResult:
+    """A metric's result without :data:`SKIPPED_MARK`, which only a cancel's skipped outputs hold."""
+    if SKIPPED_MARK not in result.details:
+        return result
+    return result.model_copy(update={"details": {k: v for k, v in result.details.items() if k != SKIPPED_MARK}})
 
 
 def _failed(mdef: MetricDef, params: BaseModel, error: str) -> ItemScores:
@@ -133,8 +144,13 @@ def cancel_skipped(outputs: Iterable[str]) -> dict[str, dict[str, Any]]:
     """Each of ``outputs`` as a cancelled run holds it where a cancel skipped its chunk: stopped (a resume scores
     it). The aggregation names the suite's scoring outputs; a report, those of the run's summary (no metric
     needs to be importable to read a run)."""
-    stopped = MetricResult.stopped("run cancelled").model_dump()
-    return dict.fromkeys(outputs, stopped)
+    return dict.fromkeys(outputs, _skipped_result())
+
+
+def _skipped_result() -> dict[str, Any]:
+    """An output a cancel skipped, as a cancelled run's reports hold it (no worker wrote it to the store): stopped,
+    marked :data:`SKIPPED_MARK`."""
+    return MetricResult.stopped("run cancelled", **{SKIPPED_MARK: True}).model_dump()
 
 
 def with_skipped(items: Iterable[RawItem], skipped: dict[str, dict[str, Any]]) -> Iterator[RawItem]:
@@ -145,3 +161,18 @@ def with_skipped(items: Iterable[RawItem], skipped: dict[str, dict[str, Any]]) -
             yield raw
         else:
             yield RawItem(key=raw.key, meta=raw.meta, metrics=dict(sorted((skipped | raw.metrics).items())))
+
+
+def without_skipped(items: Iterable[RawItem]) -> Iterator[RawItem]:
+    """The items of a cancelled run's items.jsonl as its store held them: each output :func:`with_skipped` added
+    (:data:`SKIPPED_MARK`) left out (no worker wrote it), so a resume that writes them back keeps the run's progress
+    counters true (its ``done`` never counted them; stored stopped, their rewrites would not count them either)."""
+    for raw in items:
+        kept = {name: result for name, result in raw.metrics.items() if not _skipped(result)}
+        yield raw if len(kept) == len(raw.metrics) else RawItem(key=raw.key, meta=raw.meta, metrics=kept)
+
+
+def _skipped(result: dict[str, Any]) -> bool:
+    """Whether a stored-form result is one :func:`with_skipped` added (marked :data:`SKIPPED_MARK`)."""
+    details = result.get("details")
+    return isinstance(details, dict) and details.get(SKIPPED_MARK) is True

@@ -34,6 +34,7 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           runs); an item delivered twice puts its chunk in careful mode, whatever the chunk
 ``scoring``        hash    ``{queue}:{item key}`` a careful delivery is scoring (left behind: its process died on it)
 ``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
+                          (released and written back with the items: :meth:`RunStore.restore_answers`)
 ``unwritten:{q}``  hash    ``{item key}|{output}`` -> 1: outputs of queue ``q`` (judge) a chunk in flight has scored
                           and not written yet; :meth:`RunStore.progress` counts them done, the chunk's write takes them
 ``loading``        hash    ``{host}:{pid}:{thread}`` -> what a worker does for the run before its units are written
@@ -1078,13 +1079,14 @@ class RunStore:
             pipe.expire(self.key(run_id, f"answers:{shard}"), ttl)
         pipe.execute()
 
-    def restore_items(self, run_id: str, items: Iterable[RawItem], shard_rows: int) -> None:
+    def restore_items(self, run_id: str, items: Iterable[RawItem], shard_items: int) -> None:
         """Write back, with the live TTL, the items of a released run (:meth:`release_items`) that left the store, from
         its reports (``items`` in input order, as ``items.jsonl`` holds them: :func:`stored_fields`), and its shards'
-        id lists (``shard_rows`` items each, as submitted); its counters, kept, count these very items. Each shard is
-        one transaction (an item left over from the release is replaced whole)."""
+        id lists (``shard_items`` items each, as submitted: a target run's, every row of a shard for every target); its
+        counters, kept, count these very items. Each shard is one transaction (an item left over from the release is
+        replaced whole)."""
         stream = iter(items)
-        for shard, batch in enumerate(iter(lambda: list(itertools.islice(stream, shard_rows)), [])):
+        for shard, batch in enumerate(iter(lambda: list(itertools.islice(stream, shard_items)), [])):
             pipe = self.r.pipeline(transaction=True)
             for raw in batch:
                 name = self.key(run_id, f"item:{raw.key}")
@@ -1103,6 +1105,18 @@ class RunStore:
         meta = self.key(run_id, "meta")
         if self.r.hget(meta, ITEMS_IN) == out_dir:
             self._hset_if_exists(keys=[meta], args=[ITEMS_IN, moved_to])
+
+    def restore_answers(self, run_id: str, answers: Iterable[tuple[int, str, dict[str, Any]]]) -> None:
+        """Write back, with the live TTL, the target answers of a released run (:meth:`release_items`) that left the
+        store, from its reports (``(shard, item key, answer)`` in input order, as its ``answers.jsonl`` holds them);
+        its counters, kept, count these very answers. Each shard is one transaction (its hash replaced whole)."""
+        for shard, batch in itertools.groupby(answers, key=lambda answer: answer[0]):
+            name = self.key(run_id, f"answers:{shard}")
+            pipe = self.r.pipeline(transaction=True)
+            pipe.delete(name)
+            pipe.hset(name, mapping={key: json.dumps(answer, ensure_ascii=False) for _, key, answer in batch})
+            pipe.expire(name, self.ttl_s)
+            pipe.execute()
 
     def check_items_kept(self, run_id: str) -> None:
         """ConfigError, naming the folder that holds them, for a run whose items left the store (or leave it within

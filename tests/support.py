@@ -194,6 +194,28 @@ def tls_certificates(tmp: Path) -> dict[str, Path]:
     return {"ca": ca_crt, "key": key, "crt": crt}
 
 
+class HookedProgress:
+    """A progress view that shows nothing: it calls ``on_start(run_id)`` as a run's wait starts and
+    ``on_update(counters)`` at each of its updates (a test's Ctrl-C, or its cancel from another shell, at that
+    point)."""
+
+    def __init__(
+        self,
+        on_start: Callable[[str], None] = lambda run_id: None,
+        on_update: Callable[[dict[str, int]], None] = lambda counters: None,
+    ) -> None:
+        self.on_start, self.on_update = on_start, on_update
+
+    def start(self, run_id: str) -> None:
+        self.on_start(run_id)
+
+    def update(self, counters: dict[str, int], final: bool = False) -> None:
+        self.on_update(counters)
+
+    def stop(self) -> None:
+        return None
+
+
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
     with path.open("w", encoding="utf-8") as fh:
         for row in rows:

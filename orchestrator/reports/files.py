@@ -62,8 +62,11 @@ PREVIOUS = "previous"
 #: The reports every finished run has in its DIR (run_info.json and answers.jsonl where it has them).
 REPORT_NAMES = ("summary.json", "items.jsonl", "items.csv", "failed_rows.jsonl", "report.md", "report.html")
 #: The reports a run writes once into its DIR, never again in place (``ragscore report DIR`` writes the others from
-#: them): whose they are is their sha256 (:func:`report_digests`), recorded where its items leave the store.
-SOURCE_NAMES = ("items.jsonl", "failed_rows.jsonl")
+#: them; a target run's resume takes its answers back from answers.jsonl): whose they are is their sha256
+#: (:func:`report_digests`, of those it has), recorded where its items leave the store. Not
+#: items.csv: nothing reads it back (a resume takes a run's items from items.jsonl, ``ragscore report DIR`` reads
+#: items.jsonl, ``ragscore results`` the store), and ``ragscore report DIR --format csv`` writes it again in place.
+SOURCE_NAMES = ("items.jsonl", "failed_rows.jsonl", ANSWERS)
 #: How a report rendered for run ``{run_id}`` names it within its first bytes: report.md's heading, report.html's title.
 _RUN_NAMED = {"report.md": "# ragscore run {run_id}\n", "report.html": " · {run_id}</title>"}
 

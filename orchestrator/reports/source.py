@@ -33,6 +33,7 @@ __all__ = [
     "RunData",
     "from_dir",
     "from_store",
+    "iter_answers_file",
     "iter_items_file",
     "open_run",
     "store_answer_rows",
@@ -87,6 +88,24 @@ def iter_items_file(path: Path) -> Iterator[RawItem]:
                     meta[name] = rec[name]
             key = item_key(meta["system"], meta["id"])
             yield RawItem(key=key, meta=meta, metrics=rec.get("metrics") or {})
+
+
+def iter_answers_file(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Stream a target run's ``answers.jsonl`` as ``(item key, answer)``, each answer as the store holds it: ``{"row":
+    ...}``, with the ``error`` its ``metadata.target_error`` says where the target failed (the inverse of
+    :func:`store_answer_rows`). ConfigError naming the file where it is missing or a line is not an answered row."""
+    if not path.is_file():
+        raise ConfigError(f"{path} is missing: the answers of the run's targets are kept there")
+    for row in _iter_jsonl(path):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            raise ConfigError(f"{path}: {str(row)[:80]} is not an answered row (an object with a text id)")
+        metadata = row.get("metadata")
+        if not isinstance(metadata, dict) or "target_error" not in metadata:
+            yield item_key(row.get("system"), row["id"]), {"row": row}
+            continue
+        rest = {k: v for k, v in metadata.items() if k != "target_error"}
+        asked = {k: v for k, v in row.items() if k != "metadata"} | ({"metadata": rest} if rest else {})
+        yield item_key(row.get("system"), row["id"]), {"row": asked, "error": metadata["target_error"]}
 
 
 def _check_item_fields(rec: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from orchestrator.api import IncompleteRunWarning
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning, ReportError
 from ragscore_workers.store import RunStore
 
-from ..support import make_rows, users_files, write_jsonl
+from ..support import HookedProgress, make_rows, users_files, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -391,17 +391,9 @@ def test_a_call_that_fails_before_a_run_leaves_no_temporary_dir(
     assert list(tmp_path.iterdir()) == []
 
 
-class _CtrlC:
-    """A progress view that stands for a Ctrl-C once the run is submitted (the keyboard interrupt a notebook sends)."""
-
-    def start(self, run_id: str) -> None:
-        raise KeyboardInterrupt
-
-    def update(self, counters: dict[str, int], final: bool = False) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
+def _ctrl_c(run_id: str) -> None:
+    """A Ctrl-C once the run is submitted (the keyboard interrupt a notebook sends)."""
+    raise KeyboardInterrupt
 
 
 def test_an_interrupted_call_stops_everything_and_says_where_to_resume_its_run(
@@ -422,7 +414,7 @@ def test_an_interrupted_call_stops_everything_and_says_where_to_resume_its_run(
     before = set(psutil.Process().children(recursive=True))  # other tests' servers (a session's redis-server)
     with pytest.raises(KeyboardInterrupt) as info, warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
-        evaluate(make_rows(200), {"metrics": ["exact_match"]}, progress=_CtrlC())
+        evaluate(make_rows(200), {"metrics": ["exact_match"]}, progress=HookedProgress(on_start=_ctrl_c))
     (out,) = tmp_path.iterdir()
     # A note on the exception; Python 3.10 (requires-python >= 3.10) has no add_note: a warning there.
     said = info.value.__notes__ if sys.version_info >= (3, 11) else [str(w.message) for w in warned]
@@ -452,7 +444,7 @@ def test_a_run_interrupted_in_a_process_that_lives_on_is_summarized_by_cancel(tm
 
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
-        evaluate(make_rows(50), {"metrics": ["exact_match"]}, out=out, progress=_CtrlC())
+        evaluate(make_rows(50), {"metrics": ["exact_match"]}, out=out, progress=HookedProgress(on_start=_ctrl_c))
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "300"}
     cli = [sys.executable, "-m", "orchestrator.cli"]

@@ -18,6 +18,7 @@ from celery.result import AsyncResult
 from orchestrator.runner import connect, run
 from orchestrator.suite import load_suite
 from ragscore_workers.schemas import Suite, question_fingerprint
+from ragscore_workers.scoring import SKIPPED_MARK
 from ragscore_workers.store import RunState, RunStore
 
 from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, scores_by_id, until, write_jsonl
@@ -197,8 +198,8 @@ def test_cancel_through_the_cli_of_a_run_no_worker_serves_writes_its_summary_the
         written = json.loads((tmp_path / "res" / "summary.json").read_text())
         assert written["state"] == "cancelled"
         items = [json.loads(line) for line in (tmp_path / "res" / "items.jsonl").read_text().splitlines()]
-        stopped = {"score": None, "passed": None, "details": {"reason": "run cancelled", "stopped": True},
-                   "error": None, "ms": 0.0}  # fmt: skip
+        details = {"reason": "run cancelled", "stopped": True, SKIPPED_MARK: True}
+        stopped = {"score": None, "passed": None, "details": details, "error": None, "ms": 0.0}
         outputs = {name: stopped for name in ("exact_match", "mrr", "recall_at_1", "recall_at_5")}
         assert [(i["id"], i["system"], i["metrics"]) for i in items] == [
             (f"q{n}", s, outputs) for s in ("a", "b") for n in range(100)

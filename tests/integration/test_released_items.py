@@ -8,8 +8,10 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +19,17 @@ import pytest
 import redis
 
 from orchestrator import Evaluation, evaluate, resume
+from orchestrator.api import IncompleteRunWarning
 from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.reports.files import OUTPUT_NAMES, report_digests
 from orchestrator.runner import RELEASED_ITEMS_TTL_S, REPORT_DIGESTS
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning
+from ragscore_workers.scoring import SKIPPED_MARK
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
 
-from ..support import ROOT, make_rows, until, write_jsonl
+from ..fakes import FakeProvider, FakeRag
+from ..fakes.fake_rag import questions
+from ..support import ROOT, HookedProgress, make_rows, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -254,9 +260,9 @@ def test_the_resume_of_a_released_run_whose_reports_were_written_again_still_end
 def test_the_resume_of_a_cancelled_run_whose_items_left_never_says_it_finished(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only a finished run releases its items, and only a clean one may end its resume on the reports in DIR: the
-    rule is checked again there, not taken from the release. Its summary (in the store and DIR alike) is made a
-    cancelled run's: the resume is refused as before (its items are not there to score it, nor taken back)."""
+    """Only a clean finished run may end its resume on the reports in DIR: the rule is checked again there, not taken
+    from the release. Its summary (in the store and DIR alike) is made a cancelled run's: the resume is refused as
+    before (its items are not there to score it, nor taken back: a clean run's release recorded no digest of them)."""
     result = _expired_run(tmp_path / "out", home, monkeypatch)
     out, run_id = result.out_dir, result.summary.run_id
     key = f"ragscore:run:{run_id}:summary"
@@ -270,6 +276,157 @@ def test_the_resume_of_a_cancelled_run_whose_items_left_never_says_it_finished(
     assert refused.returncode == 2, said
     assert f"its items left the store once its reports were written to {out.resolve()}" in said, said
     assert "nothing left to score" not in said, said
+
+
+def _cancel(home: Path, run_id: str) -> None:
+    """``ragscore cancel RUN_ID`` from another process: the run's own process goes on and writes the reports of what
+    it scored, as a cancel from another shell makes it do."""
+    cancelled = _cli(home, "cancel", run_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+
+
+def test_the_resume_of_a_cancelled_run_scored_in_part_takes_back_what_was_scored_and_scores_only_the_rest(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run cancelled once every exact_match output was scored and its judge's first calls were under way (2 threads,
+    held by the fake provider): its reports hold those outputs, the judge's that its calls wrote (stopped by the
+    cancel, or rated) and, stopped and marked, those of the chunks the cancel skipped. Its items leave the store; its
+    resume takes back the outputs the store held (exact_match's as they were: not scored again) and leaves out the
+    skipped ones, then judges what is left: every output counted done once (``done`` equal to the total). Seen
+    failing without each: no items_in (a cancelled run kept every item 7 days); ``done`` short of the total (the
+    skipped outputs written back stopped: their rewrites counted none). A cancel as the wait starts, its test before,
+    raced the run's 20 cheap rows: some runs had scored them all."""
+    monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", 1)
+    key = "gsk-TEST-SECRET-cancelled-in-part"
+    monkeypatch.setenv("GROQ_API_KEY", key)
+    monkeypatch.delenv("RAGSCORE_JUDGE_BASE_URL", raising=False)
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"}
+            for i in range(N_CANCELLED)]  # fmt: skip
+    out = tmp_path / "out"
+    with FakeProvider(api_key=key) as fake:
+        judge = {"model": f"fake-{tmp_path.name[-10:]}", "base_url": fake.url, "rpm": None, "tpm": None}
+        spec = {"name": "answer_accuracy", "params": {"attempts": 1, "concurrency": 1}}
+        suite = {"metrics": ["exact_match", spec], "chunk_size": {"judge": 1}, "judge": judge}
+        fake.hold = threading.Event()  # the judge's calls wait until the run is cancelled
+
+        def cancel_once_scored(run_id: str, counters: dict[str, int]) -> None:
+            cpu_done = counters.get("total:cpu") and counters.get("done:cpu") == counters["total:cpu"]
+            if cpu_done and fake.stats().get("requests") and not fake.hold.is_set():
+                _cancel(home, run_id)
+                fake.hold.set()
+
+        view = HookedProgress()
+        view.on_start = lambda run_id: setattr(view, "on_update", partial(cancel_once_scored, run_id))
+        try:
+            with pytest.warns(IncompleteRunWarning, match="was cancelled"):
+                cancelled = evaluate(rows, suite, out=out, quiet=True, progress=view, judge_threads=2).summary
+        finally:
+            fake.hold.set()
+        run_id, judged = cancelled.run_id, cancelled.metrics["answer_accuracy"]
+        assert cancelled.state == "cancelled" and cancelled.metrics["exact_match"].n == N_CANCELLED, cancelled
+        assert judged.stopped > 0 and judged.n < N_CANCELLED, cancelled
+        first = {json.loads(line)["id"]: json.loads(line)["metrics"] for line in (out / "items.jsonl").open()}
+        skipped = [m for m in first.values() if m["answer_accuracy"]["details"].get(SKIPPED_MARK)]
+        assert skipped, first  # a chunk the cancel skipped: stopped and marked in DIR, never in the store
+        with _embedded_store(home) as client:
+            assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(out.resolve())
+            assert until(lambda: not list(client.scan_iter(f"ragscore:run:{run_id}:item:*")), timeout=30)
+        again = resume(out, quiet=True).summary
+    assert again.run_id == run_id and again.state == "finished", again
+    assert again.metrics["answer_accuracy"].n == N_CANCELLED == again.metrics["exact_match"].n, again
+    items = {json.loads(line)["id"]: json.loads(line)["metrics"] for line in (out / "items.jsonl").open()}
+    assert {i: m["exact_match"] for i, m in items.items()} == {i: m["exact_match"] for i, m in first.items()}
+    with _embedded_store(home) as client:
+        progress = {k: int(v) for k, v in client.hgetall(f"ragscore:run:{run_id}:progress").items()}
+    total = sum(v for k, v in progress.items() if k.startswith("total:"))
+    assert progress["done"] == total == 2 * N_CANCELLED, progress
+
+
+#: Rows of the run cancelled part-way, each judged in a chunk of its own.
+N_CANCELLED = 24
+
+
+def _released_target_run(out: Path, home: Path, monkeypatch: pytest.MonkeyPatch, rag: FakeRag) -> str:
+    """A run of ``N_ASKED`` questions into ``out``, in shards of 4 rows, asking ``rag``'s systems exact and dead (which
+    fails, its breaker open after 2 calls), whose items and answers, released with a 1 s TTL, left the store: its id."""
+    from orchestrator.runner import run
+    from orchestrator.suite import load_suite
+
+    monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", 1)
+    response = {"contexts": "contexts[*].text", "citations": "citations"}
+    targets = [{"system": system, "url": rag.url(system), "attempts": 1, "breaker_failures": 2, "concurrency": 1,
+                "response": response} for system in ("exact", "dead")]  # fmt: skip
+    suite = load_suite({"metrics": ["verbatim"], "targets": targets})
+    run_id = run(write_jsonl(out.with_name("q.jsonl"), questions(N_ASKED)), suite, out, shard_rows=4).run_id
+    with _embedded_store(home) as client:
+        assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(out.resolve())
+        left = ("item:*", "answers:*")
+        assert until(lambda: not [k for p in left for k in client.scan_iter(f"ragscore:run:{run_id}:{p}")], 30)
+    return run_id
+
+
+#: Questions of :func:`_released_target_run`: 2 shards (4 rows, 2 rows) of 2 items a row.
+N_ASKED = 6
+
+
+def _edit_first_answer(out: Path, **fields: Any) -> None:
+    """Give the first line of ``out``'s answers.jsonl (system exact's answer of q0) ``fields``."""
+    lines = (out / "answers.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    assert first["system"] == "exact" and "target_error" not in first.get("metadata", {}), first
+    (out / "answers.jsonl").write_text("\n".join([json.dumps(first | fields), *lines[1:]]) + "\n")
+
+
+def test_the_resume_of_a_target_run_whose_items_left_takes_them_and_its_answers_back_from_its_folder(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target run with something left to score (a system that failed until its breaker opened) kept its items and
+    answers 7 days, for its resume: they leave as an errored run's do, and its resume takes the items back from
+    DIR/items.jsonl and the answers from DIR/answers.jsonl (a failed one as failed), in shards of every row for every
+    target: it asks again only the questions that got no answer, and an answer marked in DIR (its digest recorded as
+    the release's) comes back as it was. Seen failing without: no items_in; without the answers taken back, every
+    question was answered again (from the targets' reply cache), the marked answer lost; in shards of ``shard_rows``
+    items, the digest of their keys refused them."""
+    out = tmp_path / "out"
+    with FakeRag() as rag:  # its system "dead" fails
+        run_id = _released_target_run(out, home, monkeypatch, rag)
+        _edit_first_answer(out, answer="kept in DIR")
+        _recorded_as_released(home, run_id, out)
+        asked = dict(rag.calls)
+        rag.failing = set()
+        again = resume(out, quiet=True).summary
+        assert rag.calls == {"exact": N_ASKED, "dead": asked["dead"] + N_ASKED}, rag.calls
+    dead = again.by_system["dead"]["verbatim"]
+    assert dead.errors == 0 and dead.n == N_ASKED, again
+    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    assert len(answers) == 2 * N_ASKED and answers[0]["answer"] == "kept in DIR", answers[0]
+
+
+@pytest.mark.parametrize("edit", ["unrecorded", "other id"])
+def test_the_resume_of_a_target_run_whose_items_left_refuses_an_answers_file_it_cannot_take_them_from(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, edit: str
+) -> None:
+    """An answers.jsonl edited since the release (its digest not the one recorded), or whose answers are not the run's
+    (an answer of another id, its digest recorded as the release's), cannot give the resume the run's answers: refused
+    (exit 2) naming it, the store left as it was (neither items nor answers written back)."""
+    out = tmp_path / "out"
+    with FakeRag() as rag:
+        run_id = _released_target_run(out, home, monkeypatch, rag)
+    if edit == "unrecorded":
+        _edit_first_answer(out, answer="edited")
+    else:
+        _edit_first_answer(out, id="q99")
+        _recorded_as_released(home, run_id, out)
+    refused = _cli(home, "run", "--resume", str(out))
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr
+    if edit == "unrecorded":
+        assert f"its answers.jsonl is not the one run {run_id} wrote there" in said, said
+    else:
+        assert f"{out / 'answers.jsonl'} holds other answers than run {run_id}'s" in said, said
+    _assert_still_released(home, run_id, out)
+    with _embedded_store(home) as client:
+        assert not list(client.scan_iter(f"ragscore:run:{run_id}:answers:*"))
 
 
 @pytest.mark.parametrize("dataset", ["same bytes", "rewritten"])

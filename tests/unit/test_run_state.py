@@ -12,6 +12,7 @@ from orchestrator.runner import cancel, connect, wait
 from ragscore_workers import tasks
 from ragscore_workers.errors import StoreError
 from ragscore_workers.schemas import MetricResult, RunSummary, Suite
+from ragscore_workers.scoring import SKIPPED_MARK
 from ragscore_workers.store import RunState, RunStore
 
 KEYS = ["a", "b", "c", "d"]
@@ -166,7 +167,7 @@ def test_a_cancel_counts_what_it_skipped_as_stopped_in_derived_metrics_and_items
     # Read back where the suite's metrics cannot be imported (a plugin of the workers' only): from its summary.
     worker_store.set_meta(run, suite=Suite(name="t", metrics=["a_plugin_metric"]).model_dump_json())
     items = {raw.meta["id"]: raw.metrics for raw in from_store(worker_store, run).items()}
-    assert items["c"]["rubric_judge"]["details"] == {"reason": "run cancelled", "stopped": True}
+    assert items["c"]["rubric_judge"]["details"] == {"reason": "run cancelled", "stopped": True, SKIPPED_MARK: True}
     assert items["c"]["combined"]["details"]["stopped"] is True
     assert list(items["c"]) == sorted(items["c"]) and items["a"]["combined"]["score"] == 0.75
 

@@ -144,3 +144,24 @@ def test_a_batch_metric_returning_the_wrong_count_fails_its_rows_once_without_re
     out = score_rows([Row(id="a"), Row(id="b"), Row(id="c")], [(mdef, NoParams())], CTX)
     assert calls == [3]
     assert [o["m"].error for o in out] == ["TypeError: batch metric 'm' returned 2 results for 3 rows"] * 3
+
+
+def test_only_a_cancels_skipped_outputs_are_left_out_of_a_cancelled_runs_items_taken_back() -> None:
+    """A cancelled run's resume leaves out of DIR/items.jsonl the outputs its cancel skipped (never stored): told by
+    equality with ``stopped("run cancelled")``, a metric that returned that very value, or a judge stopped by the
+    cancel, was left out too, and its output counted done twice. They are told by a mark that only the cancel sets:
+    a metric's own is dropped when it is scored."""
+    from ragscore_workers.scoring import SKIPPED_MARK, cancel_skipped, with_skipped, without_skipped
+    from ragscore_workers.store import RawItem
+
+    def cancelled_look_alike(row: Row, params: BaseModel) -> MetricResult:
+        return MetricResult.stopped("run cancelled", **{SKIPPED_MARK: True})
+
+    mdef = MetricDef(name="m", queue=Queue.CPU, fn=cancelled_look_alike)
+    (scored,) = score_rows([Row(id="a")], [(mdef, NoParams())], CTX)
+    stored = scored["m"].model_copy(update={"ms": 0.0}).model_dump()
+    assert stored == MetricResult.stopped("run cancelled").model_dump(), stored
+    items = [RawItem(key="a", meta={"id": "a"}, metrics={"m": stored}), RawItem(key="b", meta={"id": "b"}, metrics={})]
+    written = list(with_skipped(items, cancel_skipped(["m"])))
+    assert written[1].metrics["m"]["details"][SKIPPED_MARK] is True
+    assert [raw.metrics for raw in without_skipped(written)] == [{"m": stored}, {}]
