@@ -1573,7 +1573,10 @@ def report_cmd(
         Optional[str],  # noqa: UP045
         typer.Option("--split", help="nlp-project: the split of {split}_evaluation.json (default: from the dataset)"),
     ] = None,
-    name: Annotated[str, typer.Option("--name", help="nlp-project: the key of items without a system")] = "ragscore",
+    name: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--name", help="nlp-project: the key of items without a system (default: the predictions file's)"),
+    ] = None,
 ) -> None:
     """Write one report of a finished run, in one format
 
@@ -1587,9 +1590,9 @@ def report_cmd(
     out_dir = out or data.directory or Path("ragscore-out")
     _refuse_another_runs_dir(out_dir, data.summary.run_id)  # its reports, beside a run.json naming it
     if fmt == "nlp-project":
-        from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, left_out, split_of
+        from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, left_out, split_of, system_of
 
-        evaluation = evaluation_json(data.items(), gold_doc_ids(data.info), name)
+        evaluation = evaluation_json(data.items(), gold_doc_ids(data.info), name or system_of(data.info))
         split = split or split_of(data.info)
         path, text = out_dir / f"{split}_evaluation.json", json.dumps(evaluation, indent=2, ensure_ascii=False) + "\n"
         write_recorded(path, text)  # never over the user's own file of that name (the framework's)

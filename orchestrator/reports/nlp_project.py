@@ -22,11 +22,10 @@ from typing import Any
 
 from ragscore_workers.store import RawItem
 
-__all__ = ["console_summary", "evaluation_json", "gold_doc_ids", "left_out", "split_of"]
+__all__ = ["console_summary", "evaluation_json", "gold_doc_ids", "left_out", "split_of", "system_of"]
 
-#: The key of items that carry no ``system``.
-DEFAULT_SYSTEM = "ragscore"
 _RECALL = re.compile(r"^recall_at_(\d+)$")
+_SPLIT = re.compile(r"^(train|dev|test|val|validation)[_.-]")
 
 
 def _num(value: float) -> int | float:
@@ -126,9 +125,10 @@ class _System:
 
 
 def evaluation_json(
-    items: Iterable[RawItem], gold: Mapping[str, Any] | None = None, default_system: str = DEFAULT_SYSTEM
+    items: Iterable[RawItem], gold: Mapping[str, Any] | None, default_system: str
 ) -> dict[str, dict[str, Any]]:
-    """``{system: sections}`` in the seed's layout; ``gold`` maps item keys to gold document ids."""
+    """``{system: sections}`` in the seed's layout; ``gold`` maps item keys to gold document ids; ``default_system``
+    keys the items that carry no ``system``."""
     systems: dict[str, _System] = {}
     for item in items:
         name = item.meta.get("system") or default_system
@@ -179,8 +179,17 @@ def gold_doc_ids(info: Mapping[str, Any]) -> dict[str, Any]:
 def split_of(info: Mapping[str, Any], fallback: str = "eval") -> str:
     """The split a dataset file names (``dev_final_jsonl.txt`` -> ``dev``), else ``fallback``."""
     name = Path(str(info.get("dataset") or "")).name
-    match = re.match(r"^(train|dev|test|val|validation)[_.-]", name)
+    match = _SPLIT.match(name)
     return match.group(1) if match else fallback
+
+
+def system_of(info: Mapping[str, Any]) -> str:
+    """The key of items without a ``system``: the predictions file's name less its split and ``_output``, as the
+    framework names its systems (``dev_simple_output.json`` -> ``simple``), else the dataset file's stem."""
+    predictions = (info.get("format_options") or {}).get("predictions")
+    if predictions:
+        return _SPLIT.sub("", Path(str(predictions)).stem).removesuffix("_output") or Path(str(predictions)).stem
+    return Path(str(info.get("dataset") or "")).stem or "dataset"
 
 
 def _pct(hits: int, total: int) -> str:

@@ -108,6 +108,22 @@ def test_metrics_the_format_has_no_place_for_are_named_not_dropped_silently(tmp_
     assert "not in this format: exact_match" in report.stderr, report.stderr
 
 
+def test_a_run_without_system_is_keyed_by_its_predictions_file(tmp_path: Path, home: Path) -> None:
+    """No ``--system``: the key is the framework's name of the system, from its predictions file
+    (``dev_extension3_output.json`` -> ``extension3``), not ragscore's own name; ``--name`` still sets it."""
+    options = {"predictions": DATA / "output" / "dev_extension3_output.json", "corpus": DATA / "data" / "corpus"}
+    suite = {"name": "recall", "metrics": [{"name": "recall_at_k", "params": {"k": [1]}}]}
+    evaluate(QUESTIONS, suite, out=tmp_path / "out", fmt_options=options)
+    for args, key in (([], "extension3"), (["--name", "rag"], "rag")):
+        report = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "report", str(tmp_path / "out"), "--format", "nlp-project",
+             *args], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "200"}, timeout=120,
+        )  # fmt: skip
+        assert report.returncode == 0, report.stderr
+        assert list(json.loads((tmp_path / "out" / "dev_evaluation.json").read_text(encoding="utf-8"))) == [key]
+        assert f"{key} on dev" in report.stdout, report.stdout
+
+
 def test_judge_averages_leave_out_questions_a_score_could_not_be_given() -> None:
     """A judged question without evidence sentences has no evidence or combined score: the averages divide
     by the questions that have one (as summary.json does), not by every judged question."""
@@ -122,7 +138,7 @@ def test_judge_averages_leave_out_questions_a_score_could_not_be_given() -> None
         }  # fmt: skip
         return RawItem(key=qid, meta={"id": qid}, metrics=metrics)
 
-    judge = evaluation_json([item("q1", 1.0), item("q2", None)])["ragscore"]["llm_judge"]
+    judge = evaluation_json([item("q1", 1.0), item("q2", None)], None, "rag")["rag"]["llm_judge"]
     assert judge["questions_with_rubrics"] == 2 and judge["avg_answer_score"] == 4.0
     assert judge["avg_evidence_score"] == 1.0 and judge["avg_combined_score"] == pytest.approx(0.9)
 
