@@ -19,9 +19,11 @@ pytestmark = pytest.mark.integration
 EXAMPLES = ROOT / "examples"
 
 
-def _run(dataset: Path, fmt: str, out: Path) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]]]:
+def _run(
+    dataset: Path, fmt: str, out: Path, *options: str
+) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]]]:
     cmd = [
-        sys.executable, "-m", "orchestrator.cli", "run", str(dataset), "--format", fmt,
+        sys.executable, "-m", "orchestrator.cli", "run", str(dataset), "--format", fmt, *options,
         "--suite", str(EXAMPLES / fmt / "suite.yaml"), "--out", str(out), "--quiet",
     ]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=300)
@@ -81,3 +83,22 @@ def test_socioscope_corpus(tmp_path: Path, home: Path) -> None:
         "PL-008": {"typed_answer": pytest.approx((1 + 0.5 + 1 + 0) / 4), "verbatim": 0.5},
         "FR-002": {"typed_answer": pytest.approx(0.75), "verbatim": 1.0},
     }
+
+
+def test_nlp_project_split_files(tmp_path: Path, home: Path) -> None:
+    """The framework's own files (questions, predictions, gold corpus): its recorded per-question scores, and
+    ``report --format nlp-project`` keys them by the predictions file's name."""
+    example = EXAMPLES / "nlp-project"
+    options = ("--predictions", str(example / "dev_rag_output.json"), "--corpus", str(example / "corpus"))
+    summary, items = _run(example / "dev_questions.jsonl", "nlp-project", tmp_path / "out", *options)
+    scores = {key[0]: (m["recall_at_1"]["score"], m["recall_at_5"]["score"], m["citation_f1"]["score"])
+              for key, m in items.items()}  # fmt: skip
+    assert scores == {"q001": (0.0, 0.0, 0.0), "q002": (1.0, 1.0, pytest.approx(0.8)),
+                      "q003": (1.0, 1.0, pytest.approx(10 / 11))}  # fmt: skip
+    assert summary["failed_rows"] == 0 and all(m["evidence_overlap"]["score"] is not None for m in items.values())
+    report = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "report", str(tmp_path / "out"), "--format", "nlp-project"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "Recall@1: 2/3 = 66.67%" in report.stdout and "rag on dev" in report.stdout, report.stdout
