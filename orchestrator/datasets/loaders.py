@@ -69,6 +69,15 @@ CELL_TOO_LONG = (
 Record = dict[str, Any]
 
 
+class WrittenRecord(dict[str, Any]):
+    """A record with its row's text as written in the file (a CSV row's lines), which ``failed_rows.jsonl`` shows
+    where the row is refused after it was read (``rows.validate_record``), so the user finds the row to fix."""
+
+    def __init__(self, fields: Record, written: str) -> None:
+        super().__init__(fields)
+        self.written = written
+
+
 @dataclass(frozen=True)
 class RowError:
     """A row that could not be read: its line, a one-line reason and an excerpt of the raw text."""
@@ -377,20 +386,20 @@ QUOTE_CLOSED_MID_CELL = (
 def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed) -> Record | RowError:
     """The row of ``cells`` (the feed's row: its lines in the file), or its RowError. A quote typed after a space to
     open a cell of several lines takes the lines to its partner with it (read from ``feed``), so they are no rows."""
-    text = ",".join(cells)
     if (spaced := _spaced_quote(cells, feed.delimiter, feed.row)) is not None:
         i, rest = spaced
         column = repr(header[i]) if i < len(header) and header[i] else f"{i + 1}"
         error = _spaced_quote_error(column, cells[i], feed.delimiter)
         if _quote_runs_on(rest, feed.delimiter) is None and feed.read_on():
             error += f" (its cell was meant to run on: the row runs from line {line} to {feed.line})"
-        return RowError(line, error, text)
+        return RowError(line, error, feed.written())
+    text = feed.written()
     if len(cells) > len(header):
         return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", text)
     if len(cells) < len(header) and _quote_gone_wrong("".join(feed.row), feed.delimiter, swallowed=True):
         return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), text)
-    if _not_utf8(text):
-        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", text.encode("utf-8", "replace").decode())
+    if any(_not_utf8(cell) for cell in cells):
+        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", text)
     record: Record = {}
     for name, value in zip(header, cells, strict=False):
         if not name or value == "":
@@ -404,7 +413,7 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
             return RowError(line, error, text)
         except ValueError as exc:
             return RowError(line, f"column {name!r}: {exc}", text)
-    return record
+    return WrittenRecord(record, text)
 
 
 #: Column separators read besides ``,``: Excel writes ``;`` where the decimal mark is a comma; ``\t`` (TSV).
@@ -453,6 +462,10 @@ class _LineFeed:
         self._again.extend(reversed(self.row[keep:]))
         self.line -= len(self.row) - keep
         self.row = self.row[:keep]
+
+    def written(self) -> str:
+        """The row's lines as in the file, for ``failed_rows.jsonl`` (bytes that are not UTF-8 as ``?``)."""
+        return _text_of("".join(self.row))
 
     def read_on(self) -> bool:
         """Read on the row the lines of a quoted cell that a quote typed after a space meant to open, left open at the

@@ -22,7 +22,15 @@ from ragscore_workers.settings import get_settings
 from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
 from ..caller import CLI, Caller
-from .loaders import RAW_EXCERPT_CHARS, READER_VERSION, RowError, detect_format, iter_records, kind
+from .loaders import (
+    RAW_EXCERPT_CHARS,
+    READER_VERSION,
+    RowError,
+    WrittenRecord,
+    detect_format,
+    iter_records,
+    kind,
+)
 
 __all__ = ["DatasetScan", "Named", "iter_rows", "scan_dataset", "validate_record"]
 
@@ -102,8 +110,11 @@ def _nested_deeper(value: Any, limit: int) -> bool:
 
 
 def _excerpt(record: dict[str, Any], ascii_only: bool = False) -> str:
-    """The start of a bad record as JSON for ``failed_rows.jsonl`` ("" when it nests too deep to write); a record
-    holding a lone surrogate (half an emoji, which UTF-8 cannot hold) is written with ASCII escapes."""
+    """The start of a bad record for ``failed_rows.jsonl``: its text as written where the reader kept it (a CSV
+    row's lines), else the record as JSON ("" when it nests too deep to write); a record holding a lone surrogate
+    (half an emoji, which UTF-8 cannot hold) is written with ASCII escapes."""
+    if isinstance(record, WrittenRecord):
+        return record.written[:RAW_EXCERPT_CHARS]
     try:
         text = json.dumps(record, default=str) if ascii_only else utf8_json(record, default=str)
     except (RecursionError, ValueError):

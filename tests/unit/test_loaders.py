@@ -227,6 +227,20 @@ def test_csv_parses_json_cells_and_reports_bad_rows(tmp_path: Path) -> None:
     ]
 
 
+def test_a_bad_csv_rows_raw_is_its_text_as_in_the_file(tmp_path: Path) -> None:
+    """failed_rows.jsonl's ``raw`` of a CSV row is what the user finds in the file: its line (a quoted row of several
+    lines, its lines), not the record read from it as JSON, nor its cells joined without their quotes."""
+    path = tmp_path / "d.csv"
+    rows = [
+        'q1,"Who?",Homer,"[""broken",d3',  # a JSON cell that does not read
+        'q2,"What,\nreally?",Paris,"{""d"": 1}",d1',  # read, then refused: retrieved_doc_ids is no list
+        'q3,"a long\nquestion",Paris,,d1',  # read, then refused: over the field limit
+    ]
+    path.write_text("id,question,answer,retrieved_doc_ids,gold_doc_id\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    bad = [(line, r.raw) for line, r in iter_rows(path, max_chars=12) if isinstance(r, RowError)]
+    assert bad == [(2, rows[0]), (3, rows[1]), (5, rows[2])]
+
+
 def test_a_json_cell_with_typographic_quotes_says_so(tmp_path: Path) -> None:
     """A list typed into a spreadsheet cell gets curly quotes from AutoCorrect ([“c1”, “c2”]): 'invalid JSON in
     column 'contexts': Expecting value', which does not say which character is wrong."""
@@ -652,8 +666,8 @@ def test_a_csv_quote_typed_after_a_space_to_open_a_cell_of_several_lines_takes_t
     found = list(iter_rows(path))
     meant = " (its cell was meant to run on: the row runs from line {} to {})"
     assert [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)] == [
-        (2, SPACED_QUOTE.format("comma") + meant.format(2, 3), 'a, "x'),
-        (4, SPACED_QUOTE.format("comma") + meant.format(4, 6), 'b, "x'),
+        (2, SPACED_QUOTE.format("comma") + meant.format(2, 3), 'a, "x\nmore", z'),  # its lines, as in the file
+        (4, SPACED_QUOTE.format("comma") + meant.format(4, 6), 'b, "x\nmore\nand ""more""", z'),
         (8, SPACED_QUOTE.format("comma"), 'd, "x'),
     ]
     assert [(line, r.id, r.question) for line, r in found if isinstance(r, Row)] == [
