@@ -702,21 +702,46 @@ def _unlike_submitted(
     """How the rows ``read`` differ from the run's submitted ones (``item_keys(shard)``: its keys): what differs,
     and whether it is only their content (the same ids); None where they are the same."""
     n_shards = 0
-    for index, rows in enumerate(shards((row for _, row in read if isinstance(row, Row)), shard_rows)):
+    valid = ((line, row) for line, row in read if isinstance(row, Row))
+    for index, read_rows in enumerate(shards(valid, shard_rows)):
         if ticker is not None:
             ticker.count(lambda n: f"checking {dataset.name} is unchanged: {counted(n * shard_rows, 'row')} so far")
         stored = item_keys(index)
         if "n_shards" not in meta and not stored:  # a cut-off submission never reached this shard
             continue
         n_shards += 1
-        if (target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]) != stored:
-            return f"shard {index}: other ids or order", False
+        lines, rows = [line for line, _ in read_rows], [row for _, row in read_rows]
+        keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
+        if keys != stored:
+            return (
+                f"shard {index}: other ids or order, {_first_unlike(keys, stored, lines, len(keys) // len(rows))}",
+                False,
+            )
         recorded = meta.get(f"digest:{index}")
         if recorded is not None and recorded != shard_digest(rows):
-            return f"shard {index}: the same ids with other content", True
+            return (
+                f"shard {index}: the same ids with other content, in lines {lines[0]}-{lines[-1]} (which of its "
+                f"{counted(len(rows), 'row')} reads otherwise cannot be told: the run recorded a digest of each "
+                "shard, not of each row)"
+            ), True
     if "n_shards" in meta and n_shards != int(meta["n_shards"]):
         return "it has a different number of rows", False
     return None
+
+
+def _first_unlike(keys: list[str], stored: list[str], lines: list[int], per_row: int) -> str:
+    """Where a shard's item keys (``per_row`` a row, one per target) first differ from the run's: the row's line and
+    how many of the shard's rows differ (a row is at the same place in both, or not)."""
+    read_rows = [keys[i : i + per_row] for i in range(0, len(keys), per_row)]
+    run_rows = [stored[i : i + per_row] for i in range(0, len(stored), per_row)]
+    unlike = [i for i, (a, b) in enumerate(zip(read_rows, run_rows, strict=False)) if a != b]
+    count = len(unlike) + abs(len(read_rows) - len(run_rows))
+    if not unlike:  # the same rows, then more or fewer
+        at = len(run_rows)
+        if at < len(lines):
+            return f"from line {lines[at]} on: {counted(count, 'row')} more than the run had there"
+        return f"ending at line {lines[-1]}: {counted(count, 'row')} fewer than the run had there"
+    return f"first at line {lines[unlike[0]]}; {count} of the shard's {len(run_rows)} rows are not the run's"
 
 
 def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:

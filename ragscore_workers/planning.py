@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import chord
 from celery.canvas import Signature
@@ -27,6 +27,8 @@ from .metrics.code_test import CodeTestParams, code_column_note
 from .metrics.registry import MetricDef, resolve
 from .schemas import TARGET_FIELDS, Queue, Row, Suite, TargetConfig
 from .target.template import UnseenRequestFields
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -198,9 +200,9 @@ class Shard:
         return [queue for queue in self.units if queue != Queue.DERIVED.value]
 
 
-def shards(rows: Iterable[Row], shard_rows: int = DEFAULT_SHARD_ROWS) -> Iterator[list[Row]]:
-    """Cut a row stream into lists of at most ``shard_rows``."""
-    batch: list[Row] = []
+def shards(rows: Iterable[T], shard_rows: int = DEFAULT_SHARD_ROWS) -> Iterator[list[T]]:
+    """Cut a row stream (rows, or anything read with them) into lists of at most ``shard_rows``."""
+    batch: list[T] = []
     for row in rows:
         batch.append(row)
         if len(batch) >= shard_rows:

@@ -228,10 +228,19 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         edited = [dict(r) for r in rows]
         edited[150]["answer"] = "a completely different answer"
         write_jsonl(data, edited)
-        with pytest.raises(DatasetError, match=r"shard 1: the same ids with other content"):
+        with pytest.raises(
+            DatasetError,
+            match=r"shard 1: the same ids with other content, in lines 101-200 \(which "
+            r"of its 100 rows reads otherwise cannot be told: the run recorded a digest of each shard",
+        ):
+            resume(store, sub.run_id)
+        write_jsonl(data, [*rows[:120], {**rows[120], "id": "renamed"}, rows[122], rows[121], *rows[123:]])
+        with pytest.raises(DatasetError, match=r"shard 1: other ids or order, first at line 121; 3 of the shard's 100 "
+                           "rows are not the run's"):  # fmt: skip
             resume(store, sub.run_id)
         write_jsonl(data, [*rows, {**rows[0], "id": "extra"}])
-        with pytest.raises(DatasetError, match="different number of rows|other ids"):
+        with pytest.raises(DatasetError, match="shard 3: other ids or order, from line 301 on: 1 row more than the run "
+                           "had there"):  # fmt: skip
             resume(store, sub.run_id)
         assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
         assert sum(store.r.llen(q) for q in ("cpu",)) == queued  # nothing re-sent, nothing superseded
@@ -455,7 +464,7 @@ def test_resume_of_a_run_whose_rows_an_older_ragscore_read_checks_them_and_says_
     assert (
         "holds the bytes it was submitted with, but an older ragscore (its loaders' version 1, this one's "
         f"{READER_VERSION}) read them and this one reads other rows from them (shard 1: the same ids with other "
-        "content)" in said
+        "content, in lines 101-200 (which of its 100 rows reads otherwise cannot be told" in said
     )
     assert "resume it with the ragscore version that submitted it" in said and "restore the file" not in said
     assert store.meta(sub.run_id)["state"] == RunState.CANCELLED  # refused before anything changed
