@@ -1713,7 +1713,8 @@ def compare_cmd(
         err.print(f"Note: {unchecked_text(result.unchecked)}", soft_wrap=True)
     if one_run := one_run_text(data):
         err.print(f"Note: {one_run}", soft_wrap=True)
-    err.print(f"wrote {out / 'compare.html'} and {out / 'compare.md'}")
+    where = out.resolve()  # ``--out cmp`` said as the folder it is, wherever the user reads it from
+    err.print(f"wrote {where / 'compare.html'} and {where / 'compare.md'}", soft_wrap=True)
     if fail_on_worse:
         failures = worse_failures(result, worse_margin)
         print_worse(result, failures, worse_margin)

@@ -262,6 +262,18 @@ def test_a_compare_into_a_dir_holding_another_comparison_says_it_replaces_it(
     assert (tmp_path / "compare.md").read_text(encoding="utf-8").startswith("# ragscore compare: B vs A\n")
 
 
+def test_a_compare_into_a_relative_dir_says_its_absolute_path(two_runs: dict[str, Any], tmp_path: Path) -> None:
+    """``compare --out cmp`` said ``wrote cmp/compare.html``: where that is depends on where it ran. It says the
+    folder's absolute path."""
+    a, b = (str(two_runs[k].out_dir) for k in ("A", "B"))
+    env = {**os.environ, "RAGSCORE_BROKER_URL": two_runs["broker"], "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "compare", a, b, "--out", "cmp"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    where = tmp_path.resolve() / "cmp"
+    assert f"wrote {where / 'compare.html'} and {where / 'compare.md'}" in done.stderr, done.stderr
+
+
 def test_compare_needs_two_systems(two_runs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="at least two systems"):
         compare([from_dir(two_runs["A"].out_dir)])
