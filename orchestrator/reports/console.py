@@ -591,7 +591,8 @@ def _print_local_rounds(console: Console, estimate: Estimate, threads: int, capp
 
 def _assumed_limits(suite: Suite, minutes: dict[str, float]) -> str:
     """What the judge's time line adds where a limit it names is ragscore's default, not set in the suite nor on the
-    command line (``judge.rpm 30``, ``judge.tpm 6,000``: Groq's free tier, assumed of any provider); "" for none."""
+    command line (``judge.rpm 30``, ``judge.tpm 6,000``: Groq's free tier, assumed of any provider, whose headers may
+    lower them, never raise them: :mod:`ragscore_workers.providers.ratelimit`); "" for none."""
     assumed = [name for name in suite.judge.defaulted_limits if name in minutes]
     if not assumed:
         return ""
@@ -599,9 +600,9 @@ def _assumed_limits(suite: Suite, minutes: dict[str, float]) -> str:
     local = f" (a server of your own at {suite.judge.base_url}: null for none)" if suite.judge.base_url else ""
     groq = suite.judge.provider == "groq" and not suite.judge.base_url
     whose = "assumed of your Groq plan (a paid one allows more)" if groq else "assumed, not your provider's limits"
-    return (f"; {named} {agree(len(assumed), 'is the default', 'are the defaults')} (Groq's free tier), {whose}: "
-            f"set judge.rpm / judge.tpm in the suite to its limits{local}, or run with --rpm / --tpm (docs/judge.md, "
-            "Configuring the judge)")  # fmt: skip
+    return (f"; {named} {agree(len(assumed), 'is the default', 'are the defaults')} (Groq's free tier), {whose}, "
+            "which its x-ratelimit-* headers may lower, never raise: set judge.rpm / judge.tpm in the suite to its "
+            f"limits{local}, or run with --rpm / --tpm (docs/judge.md, Configuring the judge)")  # fmt: skip
 
 
 def _judge_limit(suite: Suite, name: str) -> str:

@@ -140,7 +140,8 @@ def test_the_dry_run_says_which_judge_limits_are_assumed_defaults(tmp_path: Path
 
     said = dry_run()
     assert ("judge.rpm 30 and judge.tpm 6,000 are the defaults (Groq's free tier), assumed, not your provider's "
-            "limits: set judge.rpm / judge.tpm in the suite to its limits (a server of your own at "
+            "limits, which its x-ratelimit-* headers may lower, never raise: set judge.rpm / judge.tpm in the suite to "
+            "its limits (a server of your own at "
             "http://localhost:8000/v1: null for none), or run with --rpm / --tpm") in said, said  # fmt: skip
     said = dry_run("--tpm", "6000")  # the same limit, given: the user's
     assert "judge.rpm 30 is the default (Groq's free tier)" in said and "tpm 6,000 is" not in said, said
@@ -150,7 +151,8 @@ def test_the_dry_run_says_which_judge_limits_are_assumed_defaults(tmp_path: Path
     said = dry_run()
     assert (
         "judge.rpm 30 and judge.tpm 6,000 are the defaults (Groq's free tier), assumed of your Groq plan (a paid "
-        "one allows more): set judge.rpm / judge.tpm in the suite to its limits, or run with"
+        "one allows more), which its x-ratelimit-* headers may lower, never raise: set judge.rpm / judge.tpm in the "
+        "suite to its limits, or run with"
     ) in said, said
 
 
