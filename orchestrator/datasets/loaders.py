@@ -70,12 +70,20 @@ Record = dict[str, Any]
 
 
 class WrittenRecord(dict[str, Any]):
-    """A record with its row's text as written in the file (a CSV row's lines), which ``failed_rows.jsonl`` shows
-    where the row is refused after it was read (``rows.validate_record``), so the user finds the row to fix."""
+    """A record with its row's lines as read from the file (a CSV row's), whose text ``failed_rows.jsonl`` shows
+    where the row is refused after it was read (``rows.validate_record``), so the user finds the row to fix. Only
+    the record's keys are its fields: JSON, a Row and a digest see a plain dict."""
 
-    def __init__(self, fields: Record, written: str) -> None:
+    __slots__ = ("_lines",)
+
+    def __init__(self, fields: Record, lines: str) -> None:
         super().__init__(fields)
-        self.written = written
+        self._lines = lines
+
+    @property
+    def written(self) -> str:
+        """The row's text as in the file (bytes that are not UTF-8 as ``?``), made only for a refused row."""
+        return _text_of(self._lines)
 
 
 @dataclass(frozen=True)
@@ -392,14 +400,14 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
         error = _spaced_quote_error(column, cells[i], feed.delimiter)
         if _quote_runs_on(rest, feed.delimiter) is None and feed.read_on():
             error += f" (its cell was meant to run on: the row runs from line {line} to {feed.line})"
-        return RowError(line, error, feed.written())
-    text = feed.written()
+        return RowError(line, error, _text_of("".join(feed.row)))
+    lines = "".join(feed.row)  # the row as in the file: its raw in failed_rows.jsonl
     if len(cells) > len(header):
-        return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", text)
-    if len(cells) < len(header) and _quote_gone_wrong("".join(feed.row), feed.delimiter, swallowed=True):
-        return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), text)
-    if any(_not_utf8(cell) for cell in cells):
-        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", text)
+        return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", _text_of(lines))
+    if len(cells) < len(header) and _quote_gone_wrong(lines, feed.delimiter, swallowed=True):
+        return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), _text_of(lines))
+    if _not_utf8(lines):  # its cells' text is the lines' but for quotes and separators
+        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", _text_of(lines))
     record: Record = {}
     for name, value in zip(header, cells, strict=False):
         if not name or value == "":
@@ -410,10 +418,10 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
             curly = CURLY_HINT if any(quote in value for quote in CURLY_QUOTES) else ""
             reason = _control_character(exc) or exc.msg
             error = f'invalid JSON in column {name!r}: {reason} (a list is written ["a", "b"]{curly})'
-            return RowError(line, error, text)
+            return RowError(line, error, _text_of(lines))
         except ValueError as exc:
-            return RowError(line, f"column {name!r}: {exc}", text)
-    return WrittenRecord(record, text)
+            return RowError(line, f"column {name!r}: {exc}", _text_of(lines))
+    return WrittenRecord(record, lines)
 
 
 #: Column separators read besides ``,``: Excel writes ``;`` where the decimal mark is a comma; ``\t`` (TSV).
@@ -462,10 +470,6 @@ class _LineFeed:
         self._again.extend(reversed(self.row[keep:]))
         self.line -= len(self.row) - keep
         self.row = self.row[:keep]
-
-    def written(self) -> str:
-        """The row's lines as in the file, for ``failed_rows.jsonl`` (bytes that are not UTF-8 as ``?``)."""
-        return _text_of("".join(self.row))
 
     def read_on(self) -> bool:
         """Read on the row the lines of a quoted cell that a quote typed after a space meant to open, left open at the
