@@ -242,6 +242,10 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         with pytest.raises(DatasetError, match="shard 3: other ids or order, from line 301 on: 1 row more than the run "
                            "had there"):  # fmt: skip
             resume(store, sub.run_id)
+        write_jsonl(data, rows[:-1])
+        with pytest.raises(DatasetError, match="shard 2: other ids or order, ending at line 299: 1 row fewer than the "
+                           "run had there"):  # fmt: skip
+            resume(store, sub.run_id)
         assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
         assert sum(store.r.llen(q) for q in ("cpu",)) == queued  # nothing re-sent, nothing superseded
     finally:

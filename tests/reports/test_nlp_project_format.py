@@ -212,3 +212,21 @@ def test_the_evaluation_file_never_replaces_a_file_ragscore_did_not_write(tmp_pa
     for where in (tmp_path / "a-file", tmp_path / "a-file" / "sub"):  # DIR a file: said as before, not as ours
         refused = report(where)
         assert refused.returncode == 2 and "Cannot write the reports to" in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("info", "key"),
+    [
+        ({"format_options": {"predictions": "out/dev_simple_output.json"}, "dataset": "dev_q.jsonl"}, "simple"),
+        ({"format_options": {"predictions": "rag.json"}, "dataset": "dev_q.jsonl"}, "rag"),
+        ({"format_options": {"predictions": "dev_output.json"}}, "output"),  # nothing but the split: the rest
+        ({"format_options": {}, "dataset": "data/dev_final_jsonl.txt"}, "dev_final_jsonl"),
+        ({}, "dataset"),
+    ],
+)
+def test_the_key_of_items_without_a_system_is_the_predictions_files_else_the_datasets(
+    info: dict[str, Any], key: str
+) -> None:
+    from orchestrator.reports.nlp_project import system_of
+
+    assert system_of(info) == key

@@ -125,16 +125,17 @@ def test_the_docs_pool_defaults_name_every_queue_and_its_threads(doc: str) -> No
             assert f"{queue}: {spec.concurrency} threads" in sentence, queue
 
 
-def test_every_environment_variable_ragscore_reads_is_in_settings_md() -> None:
+def test_settings_md_lists_every_setting_and_judge_variable() -> None:
     """docs/settings.md lists each setting (``RAGSCORE_*``) and each variable the judge workers read: its base URL
     override, the Groq SDK's, each provider's key. A variable the code reads and the table lacks fails here."""
-    from ragscore_workers.providers.factory import BASE_URL_ENV, PROVIDERS, _provider_class
+    from ragscore_workers.providers.factory import BASE_URL_ENV, PROVIDERS, judge_key_env
     from ragscore_workers.providers.groq_sdk import SDK_BASE_URL_ENV
+    from ragscore_workers.schemas import JudgeConfig
     from ragscore_workers.settings import Settings
 
     prefix = Settings.model_config["env_prefix"]
     names = {f"{prefix}{field}".upper() for field in Settings.model_fields}
-    names |= {BASE_URL_ENV, SDK_BASE_URL_ENV, *(_provider_class(p).default_key_env for p in PROVIDERS)}
+    names |= {BASE_URL_ENV, SDK_BASE_URL_ENV, *(judge_key_env(JudgeConfig(provider=p)) for p in PROVIDERS)}
     first_cells = re.findall(r"^\| ([^|]+) \|", (ROOT / "docs" / "settings.md").read_text(), re.M)
     listed = {name for cell in first_cells for name in re.findall(r"`([A-Z0-9_]+)`", cell)}
     assert sorted(names - listed) == []
