@@ -937,6 +937,11 @@ def status(
             forget_broker_notes()
             return view.render(run_id)
         try:
+            # a user that may not ask the workers is told what it lacks (cancel refuses it), not kombu's traceback
+            if consumers_due and (refused := workers_not_asked(checks.broker, _broker_url(broker))):
+                view.broker_note = refused
+                forget_broker_notes()
+                return view.render(run_id)
             if queued_due:
                 view.set_queued(queued_message(queued_ahead(checks, run_id)))
             if consumers_due:

@@ -22,7 +22,6 @@ from ragscore_workers.acl import (
     BROKER,
     BROKER_READS,
     CONTROL_BROADCAST,
-    CONTROL_REPLIES,
     STORE,
     STORE_READS,
     Role,
@@ -327,12 +326,14 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
     return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
 
 
-def workers_not_asked(client: redis.Redis, broker_url: str, error: redis.RedisError) -> str:
-    """That the workers could not be asked (Celery's remote control, refused ``error``) with the broker's user at
-    ``broker_url`` (its password hidden): what that user lacks and the ACL rule to add (:data:`.acl.CONTROL_REPLIES`,
-    then :data:`.acl.CONTROL_BROADCAST`, probed with ``client``), or ``error`` where the probe cannot tell."""
-    why = lacking(client, (CONTROL_REPLIES, CONTROL_BROADCAST)) or str(error)
-    return f"the workers could not be asked with the broker's Redis at {redact_url(broker_url)} ({why})"
+def workers_not_asked(client: redis.Redis, broker_url: str, error: redis.RedisError | None = None) -> str:
+    """That the workers could not be asked (Celery's remote control, refused ``error``; None: before it is asked) with
+    the broker's user at ``broker_url`` (its password hidden): what that user lacks and the ACL rules to add
+    (:data:`.acl.ASKS_WORKERS`: the replies and the broadcasts' binding kombu's sweep reads, then
+    :data:`.acl.CONTROL_BROADCAST`, probed with ``client``), or ``error`` where the probe cannot tell; "" where
+    ``error`` is None and the probe finds nothing lacking."""
+    why = lacking(client, (*ASKS_WORKERS, CONTROL_BROADCAST)) or (str(error) if error else "")
+    return f"the workers could not be asked with the broker's Redis at {redact_url(broker_url)} ({why})" if why else ""
 
 
 def _two_loopback_addresses(url: str, other: str) -> bool:

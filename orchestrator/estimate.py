@@ -520,8 +520,10 @@ def host_load() -> tuple[float, int] | None:
 
 def looks_up_caches(resolved: ResolvedSuite) -> bool:
     """Whether a dry run of ``resolved`` reads the run store: its judge replies' cache, or the embedding cache of its
-    embedding metrics (no targets: their replies do not exist yet)."""
-    embeds = resolved.suite.embedding.cache and any(m.name in EMBEDDING_METRICS for m, _ in resolved.scoring)
+    embedding metrics and its checks metric (whose ``embedding`` points are encoded by the same model; no targets:
+    their replies do not exist yet)."""
+    embeds = resolved.suite.embedding.cache and any(m.name in EMBEDDING_METRICS or m.name == "checks"
+                                                    for m, _ in resolved.scoring)  # fmt: skip
     return resolved.judge_calls_countable or (embeds and not resolved.targets)
 
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import redis
 
-from ragscore_workers.alive import alive_keys, alive_processes, alive_queues, broker_of
+from ragscore_workers.alive import ALIVE_TTL_S, alive_keys, alive_processes, alive_queues, broker_of
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
+from ragscore_workers.kept import RENEW_S
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.stopping import stopping_workers
 from ragscore_workers.store import RunStore, redis_client, work_began
@@ -31,9 +32,11 @@ from .terminal import resume_command, worker_command
 __all__ = [
     "CONSUMER_ASK_S",
     "CONSUMER_CHECK_S",
+    "HELD_ASK_S",
     "QUEUED_CHECK_S",
     "RECENTLY_TAKEN_S",
     "Ahead",
+    "AliveKeys",
     "Finishing",
     "HeldMessages",
     "Orphan",
@@ -104,20 +107,31 @@ class HeldMessages:
     unsettled: int = 0
     #: Those a worker that is stopping cleanly is finishing (it lists none while it does).
     finishing: list[Finishing] = field(default_factory=list)
+    #: Held messages no live worker lists, settled, on a queue of a worker that did not answer the ask (one too busy)
+    #: and whose key saying it runs is seen renewed (:func:`renewed_alive`): it may hold them, so they are no orphans.
+    silent: int = 0
 
 
 #: Seconds after its delivery before a message no live worker lists is called orphaned (a worker lists what it
 #: received a moment after Redis handed it over).
 ORPHAN_SETTLED_S = 5.0
+#: Seconds the workers are given to list the messages they hold (:func:`held_messages`).
+HELD_ASK_S = 1.0
+#: Seconds :func:`held_messages` watches the keys of the workers that did not answer for a renewal (each is renewed
+#: every ``RENEW_S``): a worker killed whole renews none.
+SILENT_RENEWED_S = 2 * RENEW_S
 
 
 def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     """The run's held messages, and which are held by workers that are gone.
 
     A message is the run's only if its headers name the run (a shape we do not know counts as held by a live
-    worker). Live workers are asked (1 s) only when the run has held messages. A message delivered less than
-    ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet), nor one a worker that is stopping
-    cleanly says it is finishing (``finishing``: it answers no ``inspect`` meanwhile)."""
+    worker). Live workers are asked (``HELD_ASK_S``) only when the run has held messages. A message delivered less
+    than ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet), nor one a worker that is
+    stopping cleanly says it is finishing (``finishing``: it answers no ``inspect`` meanwhile), nor one on a queue of a
+    worker that did not answer the ask but whose key saying it runs is renewed within ``SILENT_RENEWED_S``
+    (``silent``: a worker too busy to answer in time, whose messages a cancel would otherwise aggregate as it writes
+    them)."""
     held: dict[str, tuple[str, dict[str, Any], str]] = {}  # delivery tag -> (task id, message, queue)
     for tag, raw in store.broker.hgetall("unacked").items():
         if run_id not in raw:
@@ -129,9 +143,10 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
             return HeldMessages(held=len(held) + 1, orphans=[])
     if not held:
         return HeldMessages(held=0, orphans=[])
-    inspect = app.control.inspect(timeout=1.0)
-    live = {task["id"] for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()
-            for task in tasks or []}  # fmt: skip
+    before = _recent_alive_keys(store, SILENT_RENEWED_S)  # a worker that renews its key during the ask lives
+    inspect = app.control.inspect(timeout=HELD_ASK_S)
+    replies = [inspect.active() or {}, inspect.reserved() or {}]
+    live = {task["id"] for reply in replies for tasks in reply.values() for task in tasks or []}
     pipe = store.broker.pipeline(transaction=False)
     for tag in held:
         pipe.zscore("unacked_index", tag)
@@ -143,9 +158,15 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
             finishing.append(Finishing(stopping[task_id], queue, _rows_of(message)))
         elif task_id not in live:
             unlisted.append((at, message, queue))
-    orphans = [Orphan(at, queue, _rows_of(message)) for at, message, queue in unlisted
-               if at is not None and now - at >= ORPHAN_SETTLED_S]  # fmt: skip
-    return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(orphans), finishing=finishing)
+    settled = [
+        (at, message, queue) for at, message, queue in unlisted if at is not None and now - at >= ORPHAN_SETTLED_S
+    ]
+    answered = {worker for reply in replies for worker in reply}
+    on = {queue for _, _, queue in settled}
+    silent = renewed_alive(store, on, SILENT_RENEWED_S, answered, before) if settled else set()
+    orphans = [Orphan(at, queue, _rows_of(message)) for at, message, queue in settled if queue not in silent]
+    return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(settled), finishing=finishing,
+                        silent=len(settled) - len(orphans))  # fmt: skip
 
 
 def _stopping_workers(store: RunStore) -> dict[str, set[str]]:
@@ -283,24 +304,45 @@ def live_processes(broker_url: str, settings: Settings, queue: str) -> int:
 RENEWAL_POLL_S = 0.5
 
 
-def renewed_alive(store: RunStore, queues: Collection[str], within_s: float) -> set[str]:
-    """Those of ``queues`` consumed by a worker whose key saying it runs (:mod:`ragscore_workers.alive`) is seen
-    renewed within ``within_s`` s from now (its time left grew between two reads): that worker ran after this call
-    began, where a key left by a worker killed whole a moment ago is never renewed (it expires). Returns once each
-    queue has one, or no key names those left; none where the store's user may not read the keys (as
-    :func:`_alive_queues`)."""
-    wanted, found, broker = set(queues), set[str](), broker_of(store.broker)
+#: The keys saying workers run, as :func:`alive_keys` reads them: key -> (its queues, its milliseconds left).
+AliveKeys = dict[str, tuple[set[str], int]]
+
+
+def renewed_alive(
+    store: RunStore,
+    queues: Collection[str],
+    within_s: float,
+    but: Collection[str] = frozenset(),
+    before: AliveKeys | None = None,
+) -> set[str]:
+    """Those of ``queues`` consumed by a worker (but those named in ``but``: Celery's hostnames) whose key saying it
+    runs (:mod:`ragscore_workers.alive`) is seen renewed within ``within_s`` s from now (its time left grew between two
+    reads), or since ``before`` (:func:`_recent_alive_keys`, read earlier: then looked at once before any wait): that
+    worker ran after this call began, where a key left by a worker killed whole a moment ago is never renewed (it
+    expires). Only keys renewed in the last ``within_s`` s are watched (:func:`_recent_alive_keys`): one left unrenewed
+    longer is a gone worker's, not waited on. Returns once each queue has one, or no watched key names those left;
+    none where the store's user may not read the keys (as :func:`_alive_queues`)."""
+    wanted, found = set(queues), set[str]()
     deadline = time.monotonic() + within_s
-    try:
-        seen = alive_keys(store.r, broker)
-        while (left := wanted - found) and any(left & q for q, _ in seen.values()) and time.monotonic() < deadline:
-            time.sleep(RENEWAL_POLL_S)
-            now = alive_keys(store.r, broker)
-            found.update(*(q for key, (q, ms) in now.items() if key in seen and ms > seen[key][1]))
-            seen = now
-    except redis.exceptions.NoPermissionError:
-        return set()
+    seen = _recent_alive_keys(store, within_s, but) if before is None else before
+    pause = 0.0 if before is not None else RENEWAL_POLL_S
+    while (left := wanted - found) and any(left & q for q, _ in seen.values()) and time.monotonic() < deadline:
+        time.sleep(pause)
+        pause, now = RENEWAL_POLL_S, _recent_alive_keys(store, within_s, but)
+        found.update(*(q for key, (q, ms) in now.items() if key in seen and ms > seen[key][1]))
+        seen = now
     return found & wanted
+
+
+def _recent_alive_keys(store: RunStore, within_s: float, but: Collection[str] = frozenset()) -> AliveKeys:
+    """The keys saying workers of the store's broker run (:func:`alive_keys`, but those of the workers named in
+    ``but``) renewed in the last ``within_s`` s (their time left over ``ALIVE_TTL_S - within_s``); none where the
+    store's user may not read them (as :func:`_alive_queues`)."""
+    try:
+        keys = alive_keys(store.r, broker_of(store.broker), but)
+    except redis.exceptions.NoPermissionError:
+        return {}
+    return {key: (q, ms) for key, (q, ms) in keys.items() if ms > (ALIVE_TTL_S - within_s) * 1000}
 
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:

@@ -495,10 +495,10 @@ def resume(
     shard_items = stored_shard_rows * max(1, len(resolved.targets))  # a target run's: every row for every target
     restore = _items_to_restore(store, run_id, meta, restore_from, shard_items, ticker)
     answers_from = None  # a target run's answers.jsonl, where its answers left the store with its items
-    if restore is not None and restore_from is not None and resolved.targets:
-        answers_from = restore_from.with_name(ANSWERS)
+    if restore is not None and resolved.targets:
+        answers_from = restore.file.with_name(ANSWERS)
         ticker.say(f"reading the targets' answers back from {answers_from}")
-        for _ in _answers_by_shard(answers_from, restore, run_id):  # checked whole before anything is written
+        for _ in _answers_by_shard(answers_from, restore.keys, run_id):  # checked whole before anything is written
             pass
     # A submission cut off part-way (Ctrl-C while rows were sent) never recorded its shard count: the
     # shards it did not reach are submitted now, whole.
@@ -521,14 +521,14 @@ def resume(
         defaulted = [n for n in meta.get("judge_defaulted_limits", "").split(",") if n and n not in given]
         store.set_meta(run_id, suite=resolved.suite.model_dump_json(), judge_defaulted_limits=",".join(defaulted))
     generation = store.generation(run_id) + 1
-    if restore is not None and restore_from is not None:
-        ticker.say(f"writing the run's {counted(sum(map(len, restore)), 'item')} back into the store")
-        items = iter_items_file(restore_from)
+    if restore is not None:
+        ticker.say(f"writing the run's {counted(sum(map(len, restore.keys)), 'item')} back into the store")
+        items = iter_items_file(restore.file)
         if meta.get("state") == RunState.CANCELLED:  # what its cancel skipped is stopped there, absent in the store
             items = without_skipped(items)
         store.restore_items(run_id, _ticked(items, ticker), shard_items)
         if answers_from is not None:
-            store.restore_answers(run_id, _answers_by_shard(answers_from, restore, run_id))
+            store.restore_answers(run_id, _answers_by_shard(answers_from, restore.keys, run_id))
     elif not recovery:
         store.check_items_kept(run_id)  # again: the dataset's check (minutes for a million rows) ran into their hour
     if not recovery:
@@ -659,19 +659,19 @@ def _stored_redo(rows: list[Row], lookup: RedoLookup, resolved: ResolvedSuite) -
 def _check_unchanged(
     store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, fmt: str | None, fmt_options: dict[str, Any],
     reader: int | None, shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None = None,
-    keys: list[list[str]] | None = None,
+    restore: _Restore | None = None,
 ) -> None:  # fmt: skip
     """DatasetError when the dataset's rows are not the ones submitted (ids, their order and count, or, for
     runs that recorded digests, their content), checked before the resume changes anything: a refused resume
     leaves a running run running. ``reader``: the loaders' version that read these very bytes at submit, where not
     this one's (:func:`same_bytes_reader`); then it says so: the file was not changed, this ragscore reads it
-    otherwise. ``keys``: the run's item keys per shard where its id lists left the store (:func:`_items_to_restore`).
+    otherwise. ``restore``: the run's item keys per shard where its id lists left the store (:func:`_items_to_restore`).
     """
 
     def item_keys(index: int) -> list[str]:
-        if keys is None:
+        if restore is None:
             return store.shard_keys(run_id, index)
-        return keys[index] if index < len(keys) else []
+        return restore.keys[index] if index < len(restore.keys) else []
 
     unlike = _unlike_submitted(meta, dataset, iter_rows(dataset, fmt, fmt_options), shard_rows, resolved, ticker,
                                item_keys)  # fmt: skip
@@ -1200,12 +1200,22 @@ def _done_in_its_folder(store: RunStore, run_id: str, out_dir: Path, broker: str
     return None if left else summary
 
 
+@dataclass(frozen=True)
+class _Restore:
+    """The items of a run that left the store, which its resume takes back (:func:`_items_to_restore`)."""
+
+    #: The items.jsonl they are read from (the run's reports').
+    file: Path
+    #: Their keys, shard by shard.
+    keys: list[list[str]]
+
+
 def _items_to_restore(
     store: RunStore, run_id: str, meta: dict[str, str], items_file: Path | None, shard_items: int, ticker: _Ticker
-) -> list[list[str]] | None:
-    """The item keys, shard by shard (``shard_items`` each), of run ``run_id`` whose items left the store
-    (:meth:`RunStore.release_items`), where its resume takes them back from ``items_file`` (its reports' items.jsonl);
-    None where the store keeps them. The file is read whole and nothing is written: one line per item of the run, its
+) -> _Restore | None:
+    """The items of run ``run_id`` that left the store (:meth:`RunStore.release_items`), their keys shard by shard
+    (``shard_items`` each), where its resume takes them back from ``items_file`` (its reports' items.jsonl); None where
+    the store keeps them. The file is read whole and nothing is written: one line per item of the run, its
     keys the run's own in their order (the digest the release recorded) and each output a metric result, else
     ConfigError naming it; the store's (:meth:`RunStore.check_items_kept`) where the release recorded no digest (a run
     with nothing left to score)."""
@@ -1233,7 +1243,7 @@ def _items_to_restore(
     if keys_digest(keys) != meta[ITEMS_KEYS]:
         raise ConfigError(f"{items_file} holds other items than run {run_id}'s (other ids, or in another order): its "
                           "resume cannot take its items back from it; run it again")  # fmt: skip
-    return keys
+    return _Restore(items_file, keys)
 
 
 def _answers_by_shard(path: Path, keys: list[list[str]], run_id: str) -> Iterator[tuple[int, str, dict[str, Any]]]:

@@ -20,7 +20,7 @@ without a server (that, or an older worker's) matches its database on any server
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,11 +114,14 @@ def alive_processes(client: redis.Redis, broker: Broker, queue: str) -> int:
     return sum(n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1 for n in said)
 
 
-def alive_keys(client: redis.Redis, broker: Broker) -> dict[str, tuple[set[str], int]]:
-    """The keys of the workers of ``broker`` that say they run, read from ``client`` (the store): each one's queues
-    and the milliseconds it has left (:func:`~.kept.kept_entries`: they grow as its worker renews it, every
-    :data:`~.kept.RENEW_S`)."""
-    return {key: ({str(q) for q in said["queues"]}, left) for key, (said, left) in _alive_on(client, broker).items()}
+def alive_keys(
+    client: redis.Redis, broker: Broker, but: Collection[str] = frozenset()
+) -> dict[str, tuple[set[str], int]]:
+    """The keys of the workers of ``broker`` that say they run, but those named in ``but`` (Celery's hostnames), read
+    from ``client`` (the store): each one's queues and the milliseconds it has left (:func:`~.kept.kept_entries`: they
+    grow as its worker renews it, every :data:`~.kept.RENEW_S`)."""
+    return {key: ({str(q) for q in said["queues"]}, left) for key, (said, left) in _alive_on(client, broker).items()
+            if said.get("worker") not in but}  # fmt: skip
 
 
 def _alive_on(client: redis.Redis, broker: Broker) -> dict[str, tuple[dict[str, Any], int]]:

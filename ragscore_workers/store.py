@@ -329,11 +329,17 @@ end
 
 # KEYS[1] = a shard's id list; ARGV[1] = the item key prefix, ARGV[2] = ttl: every item of the shard expires
 # then (one round trip per shard instead of one command per item).
+# KEYS = a shard's id list, its answers, the run's meta; ARGV = the items' key prefix, the TTL, a field of the meta
+# that, where the meta holds it, leaves the shard as it is ('': none). The shard's items, id list and answers get
+# the TTL, in one step with the look at the meta (:meth:`RunStore.settle`'s ``released``).
 _EXPIRE_ITEMS_LUA = """
+if ARGV[3] ~= '' and redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then return 0 end
 local ttl = tonumber(ARGV[2])
 for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
   redis.call('EXPIRE', ARGV[1] .. id, ttl)
 end
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
 return 0
 """
 
@@ -1020,9 +1026,10 @@ class RunStore:
         pipe.zadd(RUNS_INDEX, {run_id: float(fields["created_at"])}, nx=True)  # a resume keeps its first time
         pipe.execute()
 
-    def _run_parts(self, run_id: str) -> list[str]:
-        """The run's own keys (not its items): meta, counters, shard id lists, answers, done sets, judge limiters."""
-        n_shards, generation = self.n_shards(run_id), self.generation(run_id)
+    def _run_parts(self, run_id: str, shards: bool = True) -> list[str]:
+        """The run's own keys (not its items): meta, counters, shard id lists and answers (not with ``shards``
+        False), done sets, judge limiters."""
+        n_shards, generation = self.n_shards(run_id) if shards else 0, self.generation(run_id)
         parts = ["meta", "progress", "failed_rows", "summary", "judge", "embed", "deliveries", "scoring", "redo"]
         parts.append(JUDGE_LIMITERS_PART)
         parts += [f"unwritten:{queue}" for queue in PROGRESSIVE_QUEUES]
@@ -1047,18 +1054,29 @@ class RunStore:
         keys = [self.key(run_id, "meta"), self.key(run_id, "progress"), self.key(run_id, "judge")]
         self._work_began(keys=keys, args=[generation])
 
-    def settle(self, run_id: str, ttl_s: int | None = None) -> None:
+    def settle(self, run_id: str, ttl_s: int | None = None, *, released: bool = False) -> None:
         """Give every key of the run, its items included, ``ttl_s`` (default: the finished run's TTL) from
         now: called once its summary is written, and with the live TTL when a resume reopens it (which takes back
-        an earlier :meth:`release_items`)."""
+        an earlier :meth:`release_items`). ``released`` (the summary's): a release is kept, its items, id lists and
+        answers left their TTL: the process that read the summary may have written the reports and released them
+        before this call (a worker's, late on a loaded host), which would keep them RAGSCORE_RUN_TTL_S."""
         ttl = self.final_ttl_s if ttl_s is None else ttl_s
-        self.touch(run_id, ttl)
         pipe = self.r.pipeline(transaction=False)
-        pipe.hdel(self.key(run_id, "meta"), ITEMS_UNTIL, ITEMS_IN, ITEMS_KEYS)
-        for shard in range(self.n_shards(run_id)):  # one script per shard: its items' EXPIREs run in Redis
-            ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
-            self._expire_items(keys=[ids], args=[prefix, ttl], client=pipe)
+        for part in self._run_parts(run_id, shards=False):
+            pipe.expire(self.key(run_id, part), ttl)
+        if not released:
+            pipe.hdel(self.key(run_id, "meta"), ITEMS_UNTIL, ITEMS_IN, ITEMS_KEYS)
+        self._expire_shards(pipe, run_id, ttl, ITEMS_UNTIL if released else "")
         pipe.execute()
+
+    def _expire_shards(self, pipe: redis.client.Pipeline, run_id: str, ttl: int, unless: str = "") -> None:
+        """Queue on ``pipe`` ``ttl`` for each shard's items, id list and answers, one script per shard (its items'
+        EXPIREs run in Redis); ``unless``: a field of the run's meta that, where it holds it, leaves them as they
+        are (looked at in that script)."""
+        meta, prefix = self.key(run_id, "meta"), self.key(run_id, "item:")
+        for shard in range(self.n_shards(run_id)):
+            keys = [self.key(run_id, f"ids:{shard}"), self.key(run_id, f"answers:{shard}"), meta]
+            self._expire_items(keys=keys, args=[prefix, ttl, unless], client=pipe)
 
     def release_items(self, run_id: str, ttl_s: int, out_dir: str, *, restorable: bool = False) -> None:
         """Let the items, answers and shard id lists of a finished run whose whole reports are in ``out_dir`` (a folder
@@ -1072,11 +1090,7 @@ class RunStore:
             fields += [ITEMS_KEYS, keys_digest(self.shard_keys(run_id, s) for s in range(self.n_shards(run_id)))]
         self._hset_if_exists(keys=[self.key(run_id, "meta")], args=fields)
         pipe = self.r.pipeline(transaction=False)
-        for shard in range(self.n_shards(run_id)):
-            ids, prefix = self.key(run_id, f"ids:{shard}"), self.key(run_id, "item:")
-            self._expire_items(keys=[ids], args=[prefix, ttl], client=pipe)
-            pipe.expire(ids, ttl)
-            pipe.expire(self.key(run_id, f"answers:{shard}"), ttl)
+        self._expire_shards(pipe, run_id, ttl)
         pipe.execute()
 
     def restore_items(self, run_id: str, items: Iterable[RawItem], shard_items: int) -> None:

@@ -683,7 +683,7 @@ def _aggregate(
             timing=timing,
         )
         if store.save_summary(run_id, summary, generation) is not None:
-            store.settle(run_id)  # every key of the finished run now expires RAGSCORE_RUN_TTL_S from here
+            store.settle(run_id, released=True)  # every key of the run expires RAGSCORE_RUN_TTL_S from here
     except Exception as exc:
         if isinstance(exc, REDIS_OUTAGE):  # not a failed run: tried again once Redis answers (aggregate_in)
             log.warning("aggregate of run %s cut off: Redis did not answer", run_id, exc_info=True)

@@ -25,7 +25,7 @@ import re
 import time
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -475,18 +475,27 @@ def _external_outcomes(prepared: list[tuple[Row, list[ParsedPoint]]], ctx: RunCo
     pending: dict[str, list[tuple[int, ParsedPoint, PointInput]]] = defaultdict(list)
     outcomes: list[dict[str, Outcome]] = [{} for _ in prepared]
     for index, (row, parsed) in enumerate(prepared):
-        for p in parsed:
-            if p.validator is not None and p.validator.queue is not Queue.CPU:
-                text = _point_text(p, row.answer or "")
-                if isinstance(text, Outcome):  # an extract step found nothing: the point failed, as on cpu
-                    outcomes[index][p.id] = text
-                else:
-                    pending[p.validator.name].append((index, p, PointInput(text, row, p.point.normalize)))
+        for name, p, given in _batch_point_inputs(row, parsed):
+            if isinstance(given, Outcome):  # an extract step found nothing: the point failed, as on cpu
+                outcomes[index][p.id] = given
+            else:
+                pending[name].append((index, p, given))
     for name, items in pending.items():
         results = _run_batch_validator(name, [(inp, p.params) for _, p, inp in items], ctx)
         for (index, p, _), outcome in zip(items, results, strict=True):
             outcomes[index][p.id] = outcome
     return outcomes
+
+
+def _batch_point_inputs(row: Row, parsed: list[ParsedPoint]) -> Iterator[tuple[str, ParsedPoint, PointInput | Outcome]]:
+    """Each of ``row``'s ``parsed`` points that a batch validator runs (not on cpu: embedding, code_test), with that
+    validator's name and what it is given: the point's text (:func:`_point_text` of the answer) with the row and the
+    point's normalizers, or the Outcome of an extract step that found nothing (the point failed)."""
+    for p in parsed:
+        if p.validator is not None and p.validator.queue is not Queue.CPU:
+            text = _point_text(p, row.answer or "")
+            given = text if isinstance(text, Outcome) else PointInput(text, row, p.point.normalize)
+            yield p.validator.name, p, given
 
 
 def _run_batch_validator(name: str, items: list[tuple[PointInput, Any]], ctx: RunContext) -> list[Outcome]:
@@ -516,14 +525,10 @@ def embedding_point_texts(row: Row, params: ChecksParams) -> list[str]:
     except PointSpecError:
         return []
     found: list[str] = []
-    for p in parsed:
-        if p.validator is None or p.validator.name != "embedding":
-            continue
-        text = _point_text(p, row.answer)
-        if isinstance(text, Outcome):  # an extract step found nothing: the point failed, encoding nothing
-            continue
-        assert isinstance(p.params, EmbeddingCheckParams)
-        found.extend(embedding_pair(PointInput(text, row, p.point.normalize), p.params) or ())
+    for name, p, given in _batch_point_inputs(row, parsed):
+        if name == "embedding" and isinstance(given, PointInput):  # an Outcome: a failed point, encoding nothing
+            assert isinstance(p.params, EmbeddingCheckParams)
+            found.extend(embedding_pair(given, p.params) or ())
     return found
 
 

@@ -42,9 +42,11 @@ def _distinct() -> list[str]:
     return list(dict.fromkeys(texts))
 
 
-def _dry_run_said(tmp_path: Path, data: Path, redis_server: RedisProcess, home: Path) -> str:
-    """What ``ragscore run --dry-run`` of SUITE over ``data`` prints, on one line."""
-    (tmp_path / "s.json").write_text(json.dumps(SUITE))
+def _dry_run_said(
+    tmp_path: Path, data: Path, redis_server: RedisProcess, home: Path, suite: dict[str, object] = SUITE
+) -> str:
+    """What ``ragscore run --dry-run`` of ``suite`` over ``data`` prints, on one line."""
+    (tmp_path / "s.json").write_text(json.dumps(suite))
     env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
     result = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run",
@@ -261,3 +263,18 @@ def test_the_checks_embedding_points_texts_are_counted_as_the_validator_encodes_
     target = {"system": "s0", "url": "http://127.0.0.1:9/ask"}
     filled = estimate_run(asked, load_suite({"name": "c", "metrics": ["checks"], "targets": [target]})).embed
     assert filled is not None and (filled.texts, filled.filled) == (3, 3), filled
+
+
+def test_the_dry_run_of_a_checks_only_suite_looks_its_embedding_points_texts_up_in_the_cache(
+    tmp_path: Path, redis_server: RedisProcess, home: Path
+) -> None:
+    """A suite whose only metric is ``checks`` was not looked up in the embedding cache (only the embedding metrics
+    were): its dry run counted the texts of its ``embedding`` points that a run before had cached as to encode."""
+    point = {"id": "sim", "type": "embedding"}
+    rows = [{"id": f"q{i}", "answer": f"point {i} is checked", "reference": f"point {i} is the target",
+             "checks": [point]} for i in range(3)]  # fmt: skip  # texts no other test of the file caches
+    data = write_jsonl(tmp_path / "c.jsonl", rows)
+    clear_memory_cache()
+    embed([r["answer"] for r in rows[:2]], EmbeddingConfig(device="cpu"), redis_client(redis_server.url))
+    said = _dry_run_said(tmp_path, data, redis_server, home, {**SUITE, "metrics": ["checks"]})
+    assert "embedding (all-MiniLM-L6-v2): 6 distinct texts, 2 in the embedding cache, 4 to encode" in said, said

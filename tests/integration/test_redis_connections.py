@@ -1258,18 +1258,24 @@ def test_a_broker_user_limited_to_its_queues_bindings_is_checked_for_every_bindi
         server.stop()
 
 
-def _without_the_broadcasts_binding(tmp_path: Path, name: str) -> tuple[RedisProcess, str, str]:
-    """A started Redis with a user ``good`` (password ``good-pw``, every key) and a user ``name`` (password
-    ``{name}-pw``) allowed the cpu and control queues with their bindings, kombu's unacked messages, Celery's results,
-    the run store and the remote control replies, not the broadcasts' binding (:data:`acl.WORKER_CONTROL`): the
-    server, its ``127.0.0.1:PORT/0`` and the ACL rule that adds what ``name`` lacks."""
-    users = ["default off", "good on >good-pw ~* &* +@all",
-             f"{name} on >{name}-pw ~cpu* ~control* ~_kombu.binding.cpu ~_kombu.binding.control "
-             "~_kombu.binding_permanent.cpu ~_kombu.binding_permanent.control ~unacked* ~celery-* ~ragscore:* "
-             "~*.reply.celery.pidbox* ~_kombu.binding_deadlines &* +@all"]  # fmt: skip
-    server = _acl_redis(tmp_path, users).start_without_ping()
+def _user_without_the_broadcasts_binding(name: str) -> tuple[str, str]:
+    """A user ``name`` (password ``{name}-pw``, as :func:`_acl_redis` takes it) allowed the cpu and control queues
+    with their bindings, kombu's unacked messages, Celery's results, the run store and the remote control replies, not
+    the broadcasts' binding (:data:`acl.WORKER_CONTROL`), and the ACL rule that adds what it lacks."""
+    user = (f"{name} on >{name}-pw ~cpu* ~control* ~_kombu.binding.cpu ~_kombu.binding.control "
+            "~_kombu.binding_permanent.cpu ~_kombu.binding_permanent.control ~unacked* ~celery-* ~ragscore:* "
+            "~*.reply.celery.pidbox* ~_kombu.binding_deadlines &* +@all")  # fmt: skip
     rule = (f"ACL SETUSER {name} ~_kombu.binding.celery.pidbox ~_kombu.binding_permanent.celery.pidbox "
             "~_kombu.binding_deadlines")  # fmt: skip
+    return user, rule
+
+
+def _without_the_broadcasts_binding(tmp_path: Path, name: str) -> tuple[RedisProcess, str, str]:
+    """A started Redis with a user ``good`` (password ``good-pw``, every key) and a user ``name``
+    (:func:`_user_without_the_broadcasts_binding`): the server, its ``127.0.0.1:PORT/0`` and the ACL rule that adds
+    what ``name`` lacks."""
+    user, rule = _user_without_the_broadcasts_binding(name)
+    server = _acl_redis(tmp_path, ["default off", "good on >good-pw ~* &* +@all", user]).start_without_ping()
     return server, f"127.0.0.1:{server.port}/0", rule
 
 
@@ -1467,6 +1473,20 @@ def test_status_with_a_broker_user_lacking_the_remote_control_channel_names_it_a
     )  # fmt: skip
 
 
+def test_status_with_a_broker_user_lacking_the_broadcasts_binding_names_it_and_the_rule(tmp_path: Path) -> None:
+    """Asking the workers runs kombu's sweep of overdue bindings, which reads the broadcasts' binding
+    (:data:`acl.WORKER_CONTROL`'s keys): cancel refuses a broker user without them, naming the rule, but `status RUN`
+    was never checked for them, said nothing, and logged kombu's traceback once that binding was overdue. It names
+    what the user lacks and the rule, as cancel does; with that line added, the workers are asked."""
+    user, rule = _user_without_the_broadcasts_binding("asker")
+    _status_asked_as(
+        user, tmp_path,
+        said=["its ACL user 'asker' may not run EVAL, EXISTS _kombu.binding_permanent.celery.pidbox", f"e.g. {rule}"],
+        unsaid=["maybe_refresh_binding_expiry"],
+        rule=rule,  # the line it gives
+    )  # fmt: skip
+
+
 def test_status_with_a_broker_user_that_may_only_read_names_the_commands_it_lacks_to_ask_the_workers(
     tmp_path: Path,
 ) -> None:
@@ -1476,7 +1496,8 @@ def test_status_with_a_broker_user_that_may_only_read_names_the_commands_it_lack
     _status_asked_as(
         "reader on >reader-pw ~* &* +@read +time +ping", tmp_path,
         said=["its ACL user 'reader' may not run MULTI (this user has no permissions to run the 'multi' command)",
-              "needs those commands, e.g. ACL SETUSER reader +@all"],
+              "the broker (Celery's remote control of its workers, _kombu.binding.celery.pidbox) need those commands, "
+              "e.g. ACL SETUSER reader +@all"],
         unsaid=["~*.reply.celery.pidbox*"],  # ~* it has already
         rule="ACL SETUSER reader +@all",  # the line it gives
     )  # fmt: skip

@@ -91,6 +91,22 @@ def _assert_items_kept(home: Path, run_id: str) -> None:
     assert released is None
 
 
+def test_the_settle_after_the_summary_keeps_a_release_made_before_it(tmp_path: Path, home: Path) -> None:
+    """The worker that saves the summary settles the run's keys after it (:meth:`RunStore.settle`): the run's
+    process, which read the summary, may have written its reports and released its items first (that worker late on
+    a loaded host), and the settle gave them RAGSCORE_RUN_TTL_S again: they stayed a week, and their release left the
+    meta. That settle, here after the release, keeps it."""
+    from ragscore_workers.store import RunStore
+
+    run_id = evaluate(make_rows(20), SUITE, out=tmp_path / "out", quiet=True).summary.run_id
+    with _embedded_store(home) as client:
+        RunStore(client, DEFAULT_RUN_TTL_S).settle(run_id, released=True)  # the worker's, late
+        ttls = _ttls(client, run_id)
+        released = client.hget(f"ragscore:run:{run_id}:meta", "items_in")
+    assert ttls["items"] == 20 and ttls["item_max"] <= RELEASED_ITEMS_TTL_S >= ttls["ids_max"], ttls
+    assert ttls["meta"] > RELEASED_ITEMS_TTL_S and released == str((tmp_path / "out").resolve()), (ttls, released)
+
+
 def test_an_evaluate_without_out_keeps_its_items_in_the_store(home: Path) -> None:
     """Its reports are in a temporary folder removed at exit: until then the store may be their only other copy."""
     result = evaluate(make_rows(20), SUITE, quiet=True)

@@ -217,13 +217,15 @@ def test_no_queue_to_ask_about_asks_no_worker(tmp_path: Path) -> None:
 
 
 @contextmanager
-def _a_judge_worker_on_a_slow_call(tmp_path: Path) -> Iterator[tuple[WorkerProcess, RunStore, Submitted]]:
-    """A judge worker of one thread on a fresh Redis, holding a call the fake provider answers in 10 s, the rest of
-    its run waiting on the judge queue: (worker, store, submitted). The run is cancelled at the end."""
+def _a_judge_worker_on_a_slow_call(
+    tmp_path: Path, latency_s: float = 10.0
+) -> Iterator[tuple[WorkerProcess, RunStore, Submitted]]:
+    """A judge worker of one thread on a fresh Redis, holding a call the fake provider answers in ``latency_s``, the
+    rest of its run waiting on the judge queue: (worker, store, submitted). The run is cancelled at the end."""
     from ..fakes import FakeProvider
 
     server = RedisProcess(tmp_path / "redis").start()
-    with FakeProvider(latency_s=10.0) as fake:
+    with FakeProvider(latency_s=latency_s) as fake:
         judge = {"provider": "openai", "model": "m", "base_url": fake.openai_base_url, "rpm": None, "tpm": None}
         suite = load_suite({"metrics": [{"name": "answer_accuracy", "params": {"cache": False}}],
                             "chunk_size": {"judge": 1}, "judge": judge})  # fmt: skip
@@ -302,6 +304,39 @@ def test_a_live_judge_worker_that_misses_the_ask_and_took_nothing_lately_is_not_
             proc.send_signal(signal.SIGKILL)
         worker.proc.wait(10)
         assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
+
+
+@pytest.mark.serial  # the worker's key must be seen renewed within SILENT_RENEWED_S while the test looks
+def test_the_message_a_live_worker_too_busy_to_list_it_holds_is_not_called_orphaned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers were asked for 1 s which messages they hold: the one a busy worker held (a judge worker on its
+    32 threads) was called orphaned once delivered ``ORPHAN_SETTLED_S`` ago, and a cancel aggregated the run while
+    that worker still wrote. A worker that did not answer but whose key saying it runs is seen renewed may hold it:
+    not an orphan (``silent``). Killed whole, its key is renewed no more, and the message is an orphan. The ask is
+    given no time to be answered (tried again for a while: a reply may still come in time), and the call 30 s, so
+    the worker still holds it when it is killed. A call once its key has gone unrenewed for ``SILENT_RENEWED_S`` does
+    not wait on it."""
+    from orchestrator import queues
+    from orchestrator.queues import held_messages
+    from ragscore_workers.alive import ALIVE_TTL_S
+
+    with _a_judge_worker_on_a_slow_call(tmp_path, latency_s=30.0) as (worker, store, sub):
+        monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
+
+        def unlisted_and_not_orphaned() -> bool:
+            """Its call held past ORPHAN_SETTLED_S, unlisted (the ask missed), and not called orphaned."""
+            found = held_messages(store, sub.run_id)
+            return found.silent > 0 and not found.orphans
+
+        assert until(unlisted_and_not_orphaned, 60)
+        supervisor = psutil.Process(worker.proc.pid)
+        for proc in [supervisor, *supervisor.children(recursive=True)]:  # killed whole: nothing handed back
+            proc.send_signal(signal.SIGKILL)
+        worker.proc.wait(10)
+        assert until(lambda: bool(held_messages(store, sub.run_id).orphans), ALIVE_TTL_S + 30)
+        began = time.monotonic()  # its key, still there, was not renewed for SILENT_RENEWED_S: not waited on again
+        assert held_messages(store, sub.run_id).orphans and time.monotonic() - began < queues.SILENT_RENEWED_S / 2
 
 
 @pytest.mark.serial  # the worker's key must be seen renewed within its TTL (10 s) while the cancel looks
