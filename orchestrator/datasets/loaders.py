@@ -24,6 +24,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -41,8 +42,9 @@ __all__ = [
 #: it with any change that could read the same bytes as other rows (a CSV quote, a column, a value read or validated
 #: otherwise: here, in a format's reader module, in ``rows.validate_record`` or the ``Row`` schema), so that a resume
 #: of a run submitted before checks its rows instead of trusting the bytes. 1: before there was one (those
-#: fingerprints digested the package version instead, ``rows.BEFORE_READER_VERSIONS``).
-READER_VERSION = 3
+#: fingerprints digested the package version instead, ``rows.BEFORE_READER_VERSIONS``). 4: a CSV row's quote gone
+#: wrong on a later line of the row keeps the lines before it in its bad row (they were read again as rows).
+READER_VERSION = 4
 
 #: Row fields whose CSV cells hold JSON (lists or objects).
 JSON_FIELDS = frozenset(
@@ -82,8 +84,9 @@ class WrittenRecord(dict[str, Any]):
 
     @property
     def written(self) -> str:
-        """The row's text as in the file (bytes that are not UTF-8 as ``?``), made only for a refused row."""
-        return _text_of(self._lines)
+        """The row's text as in the file (bytes that are not UTF-8 as ``?``; :func:`_excerpt_of`), made only for a
+        refused row."""
+        return _excerpt_of(self._lines)
 
 
 @dataclass(frozen=True)
@@ -357,7 +360,7 @@ def _quote_runs_on(text: str, delimiter: str) -> bool | None:
     if at == -1:
         return None
     rest = text[at + 1 :].lstrip(" ")
-    return rest[:1] in ("", delimiter, "\r", "\n") and not _quote_gone_wrong(rest, delimiter)
+    return rest[:1] in ("", delimiter, "\r", "\n") and _wrong_quote(rest, delimiter) is None
 
 
 def _cell_starts(text: str, delimiter: str) -> list[int]:
@@ -400,14 +403,14 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
         error = _spaced_quote_error(column, cells[i], feed.delimiter)
         if _quote_runs_on(rest, feed.delimiter) is None and feed.read_on():
             error += f" (its cell was meant to run on: the row runs from line {line} to {feed.line})"
-        return RowError(line, error, _text_of("".join(feed.row)))
+        return RowError(line, error, _excerpt_of("".join(feed.row)))
     lines = "".join(feed.row)  # the row as in the file: its raw in failed_rows.jsonl
     if len(cells) > len(header):
-        return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", _text_of(lines))
-    if len(cells) < len(header) and _quote_gone_wrong(lines, feed.delimiter, swallowed=True):
-        return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), _text_of(lines))
+        return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", _excerpt_of(lines))
+    if len(cells) < len(header) and _wrong_quote(lines, feed.delimiter, swallowed=True) is not None:
+        return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), _excerpt_of(lines))
     if _not_utf8(lines):  # its cells' text is the lines' but for quotes and separators
-        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", _text_of(lines))
+        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", _excerpt_of(lines))
     record: Record = {}
     for name, value in zip(header, cells, strict=False):
         if not name or value == "":
@@ -418,9 +421,9 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
             curly = CURLY_HINT if any(quote in value for quote in CURLY_QUOTES) else ""
             reason = _control_character(exc) or exc.msg
             error = f'invalid JSON in column {name!r}: {reason} (a list is written ["a", "b"]{curly})'
-            return RowError(line, error, _text_of(lines))
+            return RowError(line, error, _excerpt_of(lines))
         except ValueError as exc:
-            return RowError(line, f"column {name!r}: {exc}", _text_of(lines))
+            return RowError(line, f"column {name!r}: {exc}", _excerpt_of(lines))
     return WrittenRecord(record, lines)
 
 
@@ -490,19 +493,25 @@ class _LineFeed:
         self.give_again(keep)
         return False
 
-    def unbalanced(self) -> bool:
-        """Whether the row spans several lines because of a quote gone wrong: a quoted cell still open at the end
-        of the file, or one "closed" by a quote that a delimiter or the line's end does not follow (a stray quote
-        further down, which the csv module reads leniently). A quote inside an unquoted cell (``5" screen``) is
-        text, and a well-formed quoted cell may hold newlines and ``""``. A row of one line (the file's last) goes
-        wrong only by a quoted cell left open: the csv module ends it at the end of the file."""
+    def unbalanced(self) -> tuple[int, bool] | None:
+        """How many of the row's lines run to the quote gone wrong that it spans several lines by, that quote's line
+        last (the rest were swallowed: :meth:`give_again` them), and whether a stray quote closed its cell; None where
+        no quote went wrong. A quote goes wrong when its quoted cell is still open at the end of the file, or "closed"
+        by a quote that a delimiter or the line's end does not follow (a stray quote further down, which the csv
+        module reads leniently). A quote inside an unquoted cell (``5" screen``) is text, and a well-formed quoted cell
+        may hold newlines and ``""``. A row of one line (the file's last) goes wrong only by a quoted cell left open:
+        the csv module ends it at the end of the file."""
         text = "".join(self.row)
-        return _quote_gone_wrong(text, self.delimiter, strays=len(self.row) > 1)
+        if (wrong := _wrong_quote(text, self.delimiter, strays=len(self.row) > 1)) is None:
+            return None
+        opened, closed = wrong
+        return next(n for n, end in enumerate(accumulate(map(len, self.row)), start=1) if opened < end), closed
 
 
-def _quote_gone_wrong(text: str, delimiter: str, strays: bool = True, swallowed: bool = False) -> bool:
-    """The csv module's reading of quotes (default dialect), over the text of one row: True when a quoted cell is
-    never closed, or (with ``strays``) is closed by a quote followed by anything but the delimiter, another quote
+def _wrong_quote(text: str, delimiter: str, strays: bool = True, swallowed: bool = False) -> tuple[int, bool] | None:
+    """The csv module's reading of quotes (default dialect), over the text of one row: where the quoted cell that went
+    wrong opens (its quote's index in ``text``) and whether a stray quote closed it, or None. A cell goes wrong when
+    it is never closed, or (with ``strays``) is closed by a quote followed by anything but the delimiter, another quote
     or a line end, or spaces before one of them (``"x" , y``: the csv module keeps them in the cell, ``x ``, as it
     does on a row of one line); with ``swallowed`` too, only such a cell that holds the delimiter (a quote left open
     took the separators after it: ``q2,"What is X?,Madrid,"["c"]"``; ``"The Hobbit" by Tolkien`` reads as the csv
@@ -522,12 +531,33 @@ def _quote_gone_wrong(text: str, delimiter: str, strays: bool = True, swallowed:
                 end += 1
             after = text[end : end + 1]
             if strays and after and after not in ends and (not swallowed or text.find(delimiter, opened, at) != -1):
-                return True
+                return opened, True
             quoted = False
         elif at == 0 or text[at - 1] in ends:  # a quote opens a cell only at its start; elsewhere it is text
             quoted, opened = True, at
         at = text.find('"', at + 1)
-    return quoted
+    return (opened, False) if quoted else None
+
+
+def _unterminated(start: int, opened: int, end: int, closed: bool) -> str:
+    """The error of a row (from line ``start``) whose quoted cell opened on line ``opened`` is not closed where a cell
+    ends: the csv module reads it on to line ``end``, where a stray quote ``closed`` it mid-cell or the file ends."""
+    row = f" (in the row from line {start})" if opened > start else ""
+    if end == opened:
+        runs = "is closed mid-cell" if closed else "is still open at the end of the file"
+    else:
+        runs = f"runs on to line {end}"
+    return f"unterminated quote: the quoted cell opened on line {opened}{row} {runs}"
+
+
+def _excerpt_of(lines: str) -> str:
+    """A row's lines as text for ``failed_rows.jsonl`` (:func:`_text_of`): at most RAW_EXCERPT_CHARS characters, a
+    longer row cut to end with a note of how long it is."""
+    text = lines.rstrip("\r\n")
+    if len(text) <= RAW_EXCERPT_CHARS:
+        return _text_of(text)
+    note = f" [cut: the row has {len(text):,} characters]"
+    return _text_of(text[: RAW_EXCERPT_CHARS - len(note)]) + note
 
 
 def _text_of(line: str) -> str:
@@ -585,8 +615,8 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             raise DatasetError(f"{path}: the header row cannot be read (CSV: {exc})") from exc
         if header is None:
             return
-        if feed.unbalanced():
-            raise DatasetError(f"{path}: a quote in the header row (line {start}) is never closed")
+        if (wrong := feed.unbalanced()) is not None:
+            raise DatasetError(f"{path}: a quote in the header row (line {start + wrong[0] - 1}) is never closed")
         if (spaced := _spaced_quote(header, delimiter, feed.row)) is not None:
             error = _spaced_quote_error(str(spaced[0] + 1), header[spaced[0]], delimiter)
             raise DatasetError(f"{path}: the header row (line {start}), {error}")
@@ -603,19 +633,16 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             except StopIteration:
                 return
             except csv.Error as exc:
-                error = CELL_TOO_LONG if "field larger than field limit" in str(exc) else f"CSV: {exc}"
+                error, keep = CELL_TOO_LONG if "field larger than field limit" in str(exc) else f"CSV: {exc}", 1
             else:
-                if not feed.unbalanced():
+                if (wrong := feed.unbalanced()) is None:
                     if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
                         yield start, _csv_record(header, cells, start, feed)
                     continue
-                error = (
-                    f"unterminated quote: the row runs from line {start} to {feed.line}"
-                    if feed.line > start
-                    else f"unterminated quote: a quoted cell of line {start} is still open at the end of the file"
-                )
-            yield start, RowError(start, error, _text_of(feed.row[0]) if feed.row else "")
-            feed.give_again()
+                keep, closed = wrong
+                error = _unterminated(start, start + keep - 1, feed.line, closed)
+            yield start, RowError(start, error, _excerpt_of("".join(feed.row[:keep])))
+            feed.give_again(keep)
             reader = csv.reader(feed, delimiter=delimiter)
 
 

@@ -230,7 +230,7 @@ def same_bytes_reader(
 
 def other_reader(reader: int) -> str:
     """How a message names the ragscore whose loaders' version ``reader`` is, not this one's: ``an older ragscore
-    (its loaders' version 1, this one's 3)``."""
+    (its loaders' version 1, this one's 4)``."""
     which = "an older" if reader < READER_VERSION else "a newer"
     return f"{which} ragscore (its loaders' version {reader}, this one's {READER_VERSION})"
 

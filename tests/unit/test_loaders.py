@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.datasets import RowError, iter_rows, scan_dataset
-from orchestrator.datasets.loaders import _quote_gone_wrong, _suffix
+from orchestrator.datasets.loaders import _suffix, _wrong_quote
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row, split_key
 
@@ -606,8 +606,43 @@ def test_a_csv_quote_never_closed_is_one_bad_row_and_every_later_row_is_read(tmp
         lines = text.count("\n")
         found = list(iter_rows(path))
         errors = [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)]
-        assert errors == [(2, f"unterminated quote: the row runs from line 2 to {end}", text.splitlines()[1])], name
+        error = f"unterminated quote: the quoted cell opened on line 2 runs on to line {end}"
+        assert errors == [(2, error, text.splitlines()[1])], name
         assert [(line, r.id) for line, r in found[1:]] == [(n, f"r{n}") for n in range(3, lines + 1)], name
+
+
+def test_a_csv_quote_gone_wrong_on_a_later_line_of_its_row_is_a_bad_row_of_the_lines_to_it(tmp_path: Path) -> None:
+    """A row whose well-formed quoted cell of two lines comes before a quote never closed was reported with its first
+    line alone, as 'the row runs from line 2 to ...', naming neither the quote's line nor the lines it holds, and its
+    second line was read again as a row. The bad row is now its lines up to the quote's (the raw text as in the file),
+    its error names the line the quote opened on, and the lines after it are read as rows."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,question,answer\na,"two\nlines","never closed\nb,q,ok\nc,"q",x\n', encoding="utf-8")
+    found = list(iter_rows(path))
+    assert [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)] == [
+        (2, "unterminated quote: the quoted cell opened on line 3 (in the row from line 2) runs on to line 5",
+         'a,"two\nlines","never closed'),
+    ]  # fmt: skip
+    assert [(line, r.id) for line, r in found if isinstance(r, Row)] == [(4, "b"), (5, "c")]
+    # A stray quote closing it mid-cell on the line it opened on, in a row of two lines.
+    path.write_text('id,question,answer\na,"two\nlines","x"y\nb,q,ok\n', encoding="utf-8")
+    [(line, bad), *rows] = list(iter_rows(path))
+    assert isinstance(bad, RowError) and (line, bad.raw) == (2, 'a,"two\nlines","x"y')
+    said = "unterminated quote: the quoted cell opened on line 3 (in the row from line 2) is closed mid-cell"
+    assert bad.error == said
+    assert [(line, r.id) for line, r in rows] == [(4, "b")]
+
+
+def test_a_long_bad_csv_rows_raw_is_cut_with_a_note_of_its_length(tmp_path: Path) -> None:
+    """A bad row's raw is its text as in the file up to failed_rows.jsonl's 1,000 characters, its lines past the first
+    too; a longer one ends saying it was cut and how long the row is, not cut without a word."""
+    path = tmp_path / "d.csv"
+    cell = "w" * 3000
+    path.write_text(f'id,question,answer\na,"{cell[:1500]}\n{cell[1500:]}","never closed\nb,q,ok\n', encoding="utf-8")
+    [(_, bad), (_, row)] = list(iter_rows(path))
+    assert isinstance(bad, RowError) and isinstance(row, Row) and row.id == "b"
+    note = " [cut: the row has 3,019 characters]"
+    assert bad.to_json()["raw"] == f'a,"{cell[: 1000 - len(note) - 3]}{note}'
 
 
 SPACED_QUOTE = (
@@ -820,7 +855,7 @@ def test_a_csv_quote_left_open_on_the_last_line_is_a_bad_row_not_a_cell_to_the_e
     found = list(iter_rows(path))
     assert [(line, r.id) for line, r in found if not isinstance(r, RowError)] == [(2, "c1")]
     errors = [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)]
-    assert errors == [(3, "unterminated quote: a quoted cell of line 3 is still open at the end of the file",
+    assert errors == [(3, "unterminated quote: the quoted cell opened on line 3 is still open at the end of the file",
                        'c2,q,"Paris,Paris')]  # fmt: skip
     path.write_text('id,answer,reference\nc1,"a ""b""",a"b\nc2,"x",y"\n', encoding="utf-8")  # closed, or mid-cell
     assert [r.answer for _, r in iter_rows(path)] == ['a "b"', "x"]
@@ -908,7 +943,7 @@ def test_a_quote_gone_wrong_is_what_the_csv_module_refuses_when_strict(delimiter
         refused = False
     except csv.Error:
         refused = True
-    assert _quote_gone_wrong(text, delimiter) == refused
+    assert (_wrong_quote(text, delimiter) is not None) == refused
 
 
 def test_a_jsonl_file_read_as_csv_stops_with_the_hint_to_read_it_as_jsonl(tmp_path: Path) -> None:
