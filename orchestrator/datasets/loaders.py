@@ -291,9 +291,14 @@ def _adjacent_strings(text: str) -> bool:
     return False
 
 
+#: What ``surrogateescape`` reads a byte that is not UTF-8 as (U+DC80-U+DCFF): no UTF-8 text decodes to one.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
 def _not_utf8(text: str) -> bool:
-    """Whether ``text``, read with ``surrogateescape``, holds bytes that are not UTF-8."""
-    return any("\udc80" <= ch <= "\udcff" for ch in text)
+    """Whether ``text``, read with ``surrogateescape``, holds bytes that are not UTF-8 (an ASCII row, most of them,
+    is told without a search)."""
+    return not text.isascii() and _ESCAPED_BYTE.search(text) is not None
 
 
 #: Quotes a spreadsheet's AutoCorrect types for ", which JSON does not read, and what a cell holding them is told.

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.datasets import RowError, iter_rows, scan_dataset
-from orchestrator.datasets.loaders import _suffix, _wrong_quote
+from orchestrator.datasets.loaders import NOT_UTF8_HINT, _suffix, _wrong_quote
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row, split_key
 
@@ -198,6 +198,25 @@ def test_a_csv_header_that_is_not_utf8_says_so_and_how_to_convert_the_file(tmp_p
         DatasetError, match=r"the header row's column 'cat\?gorie' is not UTF-8 \(the file is not UTF-8"
     ):
         _rows(path)
+
+
+def test_csv_bytes_that_are_not_utf8_are_found_wherever_a_row_holds_them(tmp_path: Path) -> None:
+    """The check of a CSV row for bytes that are not UTF-8 (searched, not walked a character at a time in Python) finds
+    each kind of them: a cp1252 byte, one on a quoted cell's second line (its row's line named), the three bytes of an
+    encoded surrogate, a sequence cut at the line's end; each row's raw shows them as ``?``. Rows of other UTF-8 text
+    than ASCII (a column name too) read."""
+    path = tmp_path / "d.csv"
+    path.write_bytes(b"id,r\xc3\xa9ponse,answer\na,caf\xe9,x\nb,\"two\nl\xffines\",y\nc,\xed\xa0\x80,z\n"
+                     b"d,caf\xc3\xa9 \xf0\x9f\x98\x80,ok\ne,ok,\xe2\x82\nf,plain,ok\n")  # fmt: skip
+    found = list(iter_rows(path))
+    assert [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)] == [
+        (2, f"invalid UTF-8 ({NOT_UTF8_HINT})", "a,caf?,x"),
+        (3, f"invalid UTF-8 ({NOT_UTF8_HINT})", 'b,"two\nl?ines",y'),
+        (5, f"invalid UTF-8 ({NOT_UTF8_HINT})", "c,???,z"),
+        (7, f"invalid UTF-8 ({NOT_UTF8_HINT})", "e,ok,??"),
+    ]
+    rows = [(line, r.id, r.model_extra) for line, r in found if isinstance(r, Row)]
+    assert rows == [(6, "d", {"réponse": "café 😀"}), (8, "f", {"réponse": "plain"})]
 
 
 def test_blank_lines_above_a_csv_header_are_no_header(tmp_path: Path) -> None:
