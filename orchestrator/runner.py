@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError
 from ragscore_workers.alive import ALIVE_TTL_S
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import counted, counted_of
+from ragscore_workers.counts import counted, counted_of, listed, noun
 from ragscore_workers.errors import (
     BrokerError,
     ConfigError,
@@ -731,9 +731,10 @@ def _unlike_submitted(
 
 def _first_unlike(keys: list[str], stored: list[str], lines: list[int], per_row: int) -> str:
     """Where a shard's item keys (``per_row`` a row, one per target) first differ from the run's: the row's line and
-    how many of the shard's rows differ (a row is at the same place in both, or not)."""
-    read_rows = [keys[i : i + per_row] for i in range(0, len(keys), per_row)]
-    run_rows = [stored[i : i + per_row] for i in range(0, len(stored), per_row)]
+    what differs there: rows inserted or removed, the rest of the shard's rows the run's moved by as many; else how
+    many of the shard's rows differ (a row is at the same place in both, or not)."""
+    read_rows = [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)]
+    run_rows = [tuple(stored[i : i + per_row]) for i in range(0, len(stored), per_row)]
     unlike = [i for i, (a, b) in enumerate(zip(read_rows, run_rows, strict=False)) if a != b]
     count = len(unlike) + abs(len(read_rows) - len(run_rows))
     if not unlike:  # the same rows, then more or fewer
@@ -741,7 +742,33 @@ def _first_unlike(keys: list[str], stored: list[str], lines: list[int], per_row:
         if at < len(lines):
             return f"from line {lines[at]} on: {counted(count, 'row')} more than the run had there"
         return f"ending at line {lines[-1]}: {counted(count, 'row')} fewer than the run had there"
-    return f"first at line {lines[unlike[0]]}; {count} of the shard's {len(run_rows)} rows are not the run's"
+    at = unlike[0]
+    if inserted := _moved_by(read_rows, run_rows, at):
+        where = f"line {lines[at]}" if inserted == 1 else f"lines {lines[at]}-{lines[at + inserted - 1]}"
+        return f"{counted(inserted, 'row')} inserted at {where}; the rest are the run's rows"
+    if removed := _moved_by(run_rows, read_rows, at):
+        gone = listed([repr(row[0]) for row in run_rows[at : at + removed]], MAX_ROWS_NAMED)
+        return f"the run's {noun(removed, 'row')} {gone} removed before line {lines[at]}; the rest are the run's rows"
+    return f"first at line {lines[at]}; {count} of the shard's {len(run_rows)} rows are not the run's"
+
+
+#: The run's rows a resume's refusal names where they are gone from the dataset.
+MAX_ROWS_NAMED = 3
+
+
+def _moved_by(more: list[tuple[str, ...]], fewer: list[tuple[str, ...]], at: int) -> int:
+    """How many rows ``more`` holds at ``at`` that ``fewer`` has none of (rows inserted, seen from the run's; rows
+    removed, from the file's), with ``fewer``'s rows from ``at`` on (one at least) next in ``more``: where a row
+    inserted or removed moved the rest of a shard's rows by as many, and its shard's last rows with them. 0 where
+    the rows differ otherwise (one renamed, two swapped)."""
+    try:
+        end = more.index(fewer[at], at + 1)
+    except ValueError:
+        return 0
+    overlap = min(len(more) - end, len(fewer) - at)
+    if more[end : end + overlap] != fewer[at : at + overlap] or not set(more[at:end]).isdisjoint(fewer):
+        return 0
+    return end - at
 
 
 def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:

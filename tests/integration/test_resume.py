@@ -238,6 +238,15 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         with pytest.raises(DatasetError, match=r"shard 1: other ids or order, first at line 121; 3 of the shard's 100 "
                            "rows are not the run's"):  # fmt: skip
             resume(store, sub.run_id)
+        # A row inserted or removed mid-shard moves the shard's later rows: not counted as 50 rows not the run's.
+        write_jsonl(data, [*rows[:150], {**rows[0], "id": "inserted"}, *rows[150:]])
+        with pytest.raises(DatasetError, match="shard 1: other ids or order, 1 row inserted at line 151; the rest are "
+                           r"the run's rows\)"):  # fmt: skip
+            resume(store, sub.run_id)
+        write_jsonl(data, [*rows[:150], *rows[153:]])
+        with pytest.raises(DatasetError, match="shard 1: other ids or order, the run's rows 'q150', 'q151', 'q152' "
+                           r"removed before line 151; the rest are the run's rows\)"):  # fmt: skip
+            resume(store, sub.run_id)
         write_jsonl(data, [*rows, {**rows[0], "id": "extra"}])
         with pytest.raises(DatasetError, match="shard 3: other ids or order, from line 301 on: 1 row more than the run "
                            "had there"):  # fmt: skip
