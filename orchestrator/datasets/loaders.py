@@ -447,8 +447,8 @@ def _delimiter(header_line: str) -> str:
 
 class _LineFeed:
     """A CSV file's lines for ``csv.reader``, keeping the lines of the row being read: a row that went wrong
-    (a quote never closed swallows the lines after it) is reported with its first line, and its other lines
-    are given again to be read as rows."""
+    (a quote never closed swallows the lines after it) is reported with its lines up to the quote's, and the lines
+    after it are given again to be read as rows."""
 
     def __init__(self, fh: TextIO, delimiter: str) -> None:
         self._fh = fh
