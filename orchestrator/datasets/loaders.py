@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO
 
 from ragscore_workers.counts import close_names, did_you_mean, noun_names
 from ragscore_workers.errors import DatasetError
@@ -43,7 +43,8 @@ __all__ = [
 #: otherwise: here, in a format's reader module, in ``rows.validate_record`` or the ``Row`` schema), so that a resume
 #: of a run submitted before checks its rows instead of trusting the bytes. 1: before there was one (those
 #: fingerprints digested the package version instead, ``rows.BEFORE_READER_VERSIONS``). 4: a CSV row's quote gone
-#: wrong on a later line of the row keeps the lines before it in its bad row (they were read again as rows).
+#: wrong on a later line of the row keeps the lines before it in its bad row (they were read again as rows) where
+#: that loses none of the rows they read as.
 READER_VERSION = 4
 
 #: Row fields whose CSV cells hold JSON (lists or objects).
@@ -450,20 +451,26 @@ class _LineFeed:
     (a quote never closed swallows the lines after it) is reported with its lines up to the quote's, and the lines
     after it are given again to be read as rows."""
 
-    def __init__(self, fh: TextIO, delimiter: str) -> None:
-        self._fh = fh
+    def __init__(self, lines: Iterator[str], delimiter: str, line: int = 0) -> None:
+        self._lines = lines
         self.delimiter = delimiter
         self._again: list[str] = []  # lines to give again, last first
         #: The lines of the row being read.
         self.row: list[str] = []
-        #: The physical line number of the last line given.
-        self.line = 0
+        #: The physical line number of the last line given (``line``: the one before the first).
+        self.line = line
+        #: Whether the lines ended inside a row (read on, it might have read otherwise).
+        self.cut = False
 
     def __iter__(self) -> _LineFeed:
         return self
 
     def __next__(self) -> str:
-        line = self._again.pop() if self._again else next(self._fh)
+        try:
+            line = self._again.pop() if self._again else next(self._lines)
+        except StopIteration:
+            self.cut = self.cut or bool(self.row)
+            raise
         self.line += 1
         self.row.append(line)
         return line
@@ -630,25 +637,62 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             raise DatasetError(f"{path}: the header row (line {start}), {error}")
         if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
             raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
-        header = column_names(path, header, " in the header row")
-        while True:
-            start = feed.start_row()
-            try:
-                cells = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                error, keep = CELL_TOO_LONG if "field larger than field limit" in str(exc) else f"CSV: {exc}", 1
-            else:
-                if (wrong := feed.unbalanced()) is None:
-                    if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
-                        yield start, _csv_record(header, cells, start, feed)
-                    continue
-                keep, closed = wrong
-                error = _unterminated(start, start + keep - 1, feed.line, closed)
-            yield start, RowError(start, error, _excerpt_of("".join(feed.row[:keep])))
-            feed.give_again(keep)
-            reader = csv.reader(feed, delimiter=delimiter)
+        yield from _csv_rows(feed, column_names(path, header, " in the header row"))
+
+
+def _csv_rows(feed: _LineFeed, header: list[str], as_before: bool = False) -> Iterator[tuple[int, Record | RowError]]:
+    """The rows of ``feed`` after its header row (:func:`_iter_csv`), each with its first line's number; ``as_before``:
+    as loaders before version 4 read them, a row whose quote went wrong its first line alone (:func:`_loses_no_row`)."""
+    reader = csv.reader(feed, delimiter=feed.delimiter)
+    while True:
+        start = feed.start_row()
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            error, keep = CELL_TOO_LONG if "field larger than field limit" in str(exc) else f"CSV: {exc}", 1
+        else:
+            if (wrong := feed.unbalanced()) is None:
+                if any(cell.strip() for cell in cells):  # all-empty rows (Excel's trailing ",,,,") are no rows
+                    yield start, _csv_record(header, cells, start, feed)
+                continue
+            keep, closed = wrong
+            if keep > 1 and (as_before or not _loses_no_row(feed.row[1:], keep, closed, header, feed.delimiter)):
+                keep, closed = 1, False  # its lines read again from its second, as before: no row read then is lost
+            error = _unterminated(start, start + keep - 1, feed.line, closed)
+        yield start, RowError(start, error, _excerpt_of("".join(feed.row[:keep])))
+        feed.give_again(keep)
+        reader = csv.reader(feed, delimiter=feed.delimiter)
+
+
+def _loses_no_row(lines: list[str], keep: int, closed: bool, header: list[str], delimiter: str) -> bool:
+    """Whether a row whose quote went wrong on its line ``keep`` (``lines``: its lines after its first; ``closed``:
+    by a stray quote, else at the end of the file) may be its lines up to that quote's: read on from its line
+    ``keep + 1``, they hold every row that reading on from its second (loaders before version 4) read, up to the
+    first line both readings start a row on, from which they read alike (both read as before: from any line, rows
+    read so are rows read now). Not where a row in its lines before the
+    quote's reads as one of its own (``a,"x`` then ``b,q,ok`` then ``c",q,"y``: the first quote is the likelier one
+    gone wrong), nor where a reading runs past a stray quote's line (the lines after it are not held here)."""
+    feeds = [_LineFeed(iter(lines[first - 1 :]), delimiter, first - 1) for first in (1, keep)]
+    readings = [_csv_rows(feed, header, as_before=True) for feed in feeds]
+    read: list[dict[int, Record | RowError]] = [{}, {}]
+    last, ended = [0, 0], [False, False]
+    met = None  # the first line both readings start a row on
+    while met is None and not all(ended):
+        side = 1 if ended[0] or (not ended[1] and last[1] < last[0]) else 0
+        if (item := next(readings[side], None)) is None:
+            ended[side] = True
+            continue
+        last[side] = item[0]
+        if item[0] in read[1 - side]:
+            met = item[0]
+        else:
+            read[side][item[0]] = item[1]
+    if met is None and closed and any(feed.cut for feed in feeds):
+        return False
+    kept = [(start, row) for start, row in read[0].items() if not isinstance(row, RowError)]
+    return all(read[1].get(start) == row for start, row in kept if met is None or start < met)  # from ``met``: alike
 
 
 def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:

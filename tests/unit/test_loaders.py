@@ -644,12 +644,32 @@ def test_a_csv_quote_gone_wrong_on_a_later_line_of_its_row_is_a_bad_row_of_the_l
     ]  # fmt: skip
     assert [(line, r.id) for line, r in found if isinstance(r, Row)] == [(4, "b"), (5, "c")]
     # A stray quote closing it mid-cell on the line it opened on, in a row of two lines.
-    path.write_text('id,question,answer\na,"two\nlines","x"y\nb,q,ok\n', encoding="utf-8")
+    path.write_text('id,question,answer\na,"two\nlines","x"y,more,cells\nb,q,ok\n', encoding="utf-8")
     [(line, bad), *rows] = list(iter_rows(path))
-    assert isinstance(bad, RowError) and (line, bad.raw) == (2, 'a,"two\nlines","x"y')
+    assert isinstance(bad, RowError) and (line, bad.raw) == (2, 'a,"two\nlines","x"y,more,cells')
     said = "unterminated quote: the quoted cell opened on line 3 (in the row from line 2) is closed mid-cell"
     assert bad.error == said
     assert [(line, r.id) for line, r in rows] == [(4, "b")]
+
+
+def test_a_csv_quote_gone_wrong_on_a_later_line_of_its_row_loses_no_row_its_lines_held(tmp_path: Path) -> None:
+    """A row's lines up to a quote gone wrong on a later line were one bad row even where the lines after its first
+    read as rows (loaders before version 4 read them so): rows 'b' and 'c', taken into the cell that 'a,"x' opens and
+    'd",' closes, were lost. Where its lines read from its second hold a row that reading on from the quote's line
+    does not, the bad row is its first line, as before, and they are read again as rows."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,question,answer\na,"x\nb,q,ok\nc,q,ok\nd",q,"never closed\ne,q,ok\n', encoding="utf-8")
+    found = list(iter_rows(path))
+    assert [(line, r.error, r.raw) for line, r in found if isinstance(r, RowError)] == [
+        (2, "unterminated quote: the quoted cell opened on line 2 runs on to line 6", 'a,"x'),
+        (5, "unterminated quote: the quoted cell opened on line 5 runs on to line 6", 'd",q,"never closed'),
+    ]
+    assert [(line, r.id) for line, r in found if isinstance(r, Row)] == [(3, "b"), (4, "c"), (6, "e")]
+    # The quote's own line read as a row from its start (its first cell the end of the cell before): read so still.
+    path.write_text('id,question,answer\na,"two\nlines","x"y\nb,q,ok\n', encoding="utf-8")
+    found = list(iter_rows(path))
+    assert [(line, r.raw) for line, r in found if isinstance(r, RowError)] == [(2, 'a,"two')]
+    assert [(line, r.id, r.question) for line, r in found if isinstance(r, Row)] == [(3, 'lines"', "xy"), (4, "b", "q")]
 
 
 def test_a_long_bad_csv_rows_raw_is_cut_with_a_note_of_its_length(tmp_path: Path) -> None:
