@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.datasets import RowError, iter_rows, scan_dataset
-from orchestrator.datasets.loaders import NOT_UTF8_HINT, _suffix, _wrong_quote
+from orchestrator.datasets.loaders import NOT_UTF8_HINT, _csv_rows, _LineFeed, _suffix, _wrong_quote
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row, split_key
 
@@ -643,7 +643,8 @@ def test_a_csv_quote_gone_wrong_on_a_later_line_of_its_row_is_a_bad_row_of_the_l
          'a,"two\nlines","never closed'),
     ]  # fmt: skip
     assert [(line, r.id) for line, r in found if isinstance(r, Row)] == [(4, "b"), (5, "c")]
-    # A stray quote closing it mid-cell on the line it opened on, in a row of two lines.
+    # A stray quote closing it mid-cell on the line it opened on, in a row of two lines (that line, read from its
+    # start, is no row of its own: more cells than the header's).
     path.write_text('id,question,answer\na,"two\nlines","x"y,more,cells\nb,q,ok\n', encoding="utf-8")
     [(line, bad), *rows] = list(iter_rows(path))
     assert isinstance(bad, RowError) and (line, bad.raw) == (2, 'a,"two\nlines","x"y,more,cells')
@@ -670,6 +671,23 @@ def test_a_csv_quote_gone_wrong_on_a_later_line_of_its_row_loses_no_row_its_line
     found = list(iter_rows(path))
     assert [(line, r.raw) for line, r in found if isinstance(r, RowError)] == [(2, 'a,"two')]
     assert [(line, r.id, r.question) for line, r in found if isinstance(r, Row)] == [(3, 'lines"', "xy"), (4, "b", "q")]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", "q", ",", '"', "\n", " ", "b,q,ok\n", '",q,"', '"x"y']), max_size=40))
+def test_no_csv_row_the_loaders_before_version_4_read_is_lost(pieces: list[str]) -> None:
+    """Whatever the quotes, each row the loaders before version 4 read (a row whose quote went wrong: its first line
+    a bad row, its other lines read again) is read at its line: a bad row of its lines up to a later line's quote
+    loses none of the rows those lines read as."""
+    text = "".join(pieces) + "\nz,q,ok\n"
+
+    def rows(as_before: bool) -> dict[int, object]:
+        feed = _LineFeed(io.StringIO(text, newline=""), ",")
+        read = _csv_rows(feed, ["id", "question", "answer"], as_before)
+        return {line: row for line, row in read if not isinstance(row, RowError)}
+
+    now = rows(as_before=False)
+    assert {line: row for line, row in rows(as_before=True).items() if now.get(line) != row} == {}, "rows lost"
 
 
 def test_a_long_bad_csv_rows_raw_is_cut_with_a_note_of_its_length(tmp_path: Path) -> None:
