@@ -66,6 +66,8 @@ EXIT_RUN_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_GATE_FAILED = 3
 EXIT_INTERRUPTED = 130
+#: Seconds ``ragscore worker`` gives its stderr to take its last line ("workers stopped") before it exits without it.
+LAST_LINE_S = 5.0
 #: The levels Celery's ``-l`` takes (``ragscore worker --loglevel``).
 CELERY_LOGLEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -1318,12 +1320,25 @@ def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: floa
             workers.supervise()
         except KeyboardInterrupt:
             with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it
-                err.print(
+                workers.say(  # never waited on: a stderr nobody reads holds up no stop
                     f"stopping: running tasks finish first (up to {stop_timeout:.0f} s); Ctrl-C again to stop at once"
                 )
         finally:
             workers.stop(timeout=stop_timeout, signals_seen=1)  # a second signal, whenever it came, kills at once
-    err.print("workers stopped")  # from here on, a stop signal is ignored: this process only exits
+    _say_last("workers stopped")  # from here on, a stop signal is ignored: this process only exits
+
+
+def _say_last(text: str) -> None:
+    """Say ``text`` on stderr, this process's last line, waiting up to :data:`LAST_LINE_S` for it: a stderr that takes
+    nothing by then (a full pipe nobody reads) ends the process at once, exit 0 as its clean stop would (its exit
+    flushes stderr, which would wait on it for ever, a stop signal ignored by then)."""
+    import os
+
+    writer = threading.Thread(target=err.print, args=(text,), kwargs={"soft_wrap": True}, daemon=True)
+    writer.start()
+    writer.join(LAST_LINE_S)
+    if writer.is_alive():
+        os._exit(0)
 
 
 def _warn_of_eviction(said: Iterable[str | None]) -> None:

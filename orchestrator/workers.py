@@ -372,10 +372,8 @@ class LocalWorkers:
                     f"{how}); its log {self.logs.get(queue)} ends:\n{self.log_tail(queue)}"
                 )
             self._restarts[queue] = [*recent, now]
-            log.warning(
-                "the %s worker %s; restarted it (%d of %d restarts allowed in %.0f s); its log: %s",
-                queue, how, len(recent) + 1, MAX_RESTARTS, RESTART_WINDOW_S, self.logs.get(queue),
-            )  # fmt: skip
+            self._warn(f"the {queue} worker {how}; restarted it ({len(recent) + 1} of {MAX_RESTARTS} restarts allowed "
+                       f"in {RESTART_WINDOW_S:.0f} s); its log: {self.logs.get(queue)}")  # fmt: skip
             self._spawn(queue)
             restarted.append(queue)
         return restarted
@@ -442,8 +440,8 @@ class LocalWorkers:
 
     def _kill_and_close(self, booting: set[str]) -> None:
         """The end of :meth:`stop`: kill what is left of each worker (``booting``: the queues of those not ready when
-        signalled), close their ready pipes and echo their last lines; then say which of those killed held nothing (a
-        stderr nobody reads, which blocks that, holds up no kill)."""
+        signalled), close their ready pipes, echo their last lines, then say which of those killed held nothing (after
+        the kills: a log with no echo may block on a stderr nobody reads)."""
         held_nothing = {
             q: why for q, p in self.procs.items() if p.poll() is None and (why := self._held_nothing(q, booting))
         }
@@ -457,10 +455,24 @@ class LocalWorkers:
             self._close_ready(queue)
         for copier in self._tees:  # the workers' last lines (their shutdown) echoed before it says stopped
             copier.join(timeout=5)
+        for queue, why in held_nothing.items():
+            self._warn(f"the {queue} worker, {why}, had not exited: killed it")
         if self.echo is not None:
             self.echo.close(timeout=5)
-        for queue, why in held_nothing.items():
-            log.warning("the %s worker, %s, had not exited: killed it", queue, why)
+
+    def say(self, text: str) -> None:
+        """Say ``text``, a line, on the echo (``ragscore worker``'s stderr) after what is queued there, never waiting
+        on it (dropped while the backlog is full: a stderr nobody reads); nowhere without an echo."""
+        if self.echo is not None:
+            self.echo.offer("", text + "\n")
+
+    def _warn(self, text: str) -> None:
+        """Warn of ``text``: on the echo where there is one (:meth:`say`: a stderr nobody reads holds up nothing),
+        else in this module's log."""
+        if self.echo is None:
+            log.warning("%s", text)
+        else:
+            self.say(f"Warning: {text}")
 
     def _ready_pipe(self, queue: str) -> int:
         """A new pipe for ``queue``'s worker, about to start, to say it is ready on: its read end kept (that of a

@@ -137,12 +137,15 @@ def _drain(fd: int) -> None:
 
 
 def _blocked_writing_to_a_pipe(pid: int) -> bool:
-    return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()  # pipe_write, anon_pipe_write (newer kernels)
+    """Whether a thread of ``pid`` (its main thread, its echo's) waits writing to a pipe."""
+    threads = Path(f"/proc/{pid}/task").iterdir()  # pipe_write, anon_pipe_write (newer kernels)
+    return any("pipe_write" in (thread / "wchan").read_text() for thread in threads)
 
 
 def test_a_second_sigterm_while_it_says_stopping_kills_at_once(tmp_path: Path) -> None:
     """A second SIGTERM that came while ``ragscore worker`` printed "stopping: ..." (its stderr a full pipe here: a
-    slow terminal, a log collector) was lost: a full warm stop followed, waiting for the running task."""
+    slow terminal, a log collector) was lost: a full warm stop followed, waiting for the running task. (Its echo's
+    thread writes that line now, which holds up nothing: the second SIGTERM comes as it waits on it.)"""
     server = RedisProcess(tmp_path / "redis").start()
     read_end, write_end = os.pipe()
     worker = WorkerProcess(server.url, "code", tmp_path / "home", concurrency=1)
@@ -157,7 +160,7 @@ def test_a_second_sigterm_while_it_says_stopping_kills_at_once(tmp_path: Path) -
         assert not _blocked_writing_to_a_pipe(worker.proc.pid)
         worker.proc.send_signal(signal.SIGTERM)
         assert until(lambda: _blocked_writing_to_a_pipe(worker.proc.pid), 60), "it never said it was stopping"
-        worker.proc.send_signal(signal.SIGTERM)  # it is inside the print
+        worker.proc.send_signal(signal.SIGTERM)  # it is saying "stopping"
         threading.Thread(target=_drain, args=(read_end,), daemon=True).start()  # its prints go on
         assert worker.proc.wait(timeout=60) == 0  # a warm stop waits up to --stop-timeout (minutes): the 600 s task
         assert until(lambda: not _alive(below), 30), f"left running: {_alive(below)}"
@@ -533,7 +536,7 @@ def _read_until(fd: int, text: str, timeout: float) -> bool:
 def test_a_stderr_nobody_reads_holds_up_no_kill_of_a_drained_worker(tmp_path: Path) -> None:
     """``ragscore worker`` said which worker it killed for holding nothing before it killed it: its stderr a full pipe
     (a log collector that stopped reading), the warning blocked and the worker, hung in its pool's join, was never
-    killed. The kills come first now (the command itself then waits on its stderr: another matter)."""
+    killed. The kills come first now (and the command's own exit waits on its stderr no more: the test below)."""
     server = RedisProcess(tmp_path / "redis").start()
     (tmp_path / "stuck").mkdir()
     (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_JOIN)
@@ -551,6 +554,36 @@ def test_a_stderr_nobody_reads_holds_up_no_kill_of_a_drained_worker(tmp_path: Pa
         assert _read_until(read_end, "stopping", 60), "it never said it was stopping"
         _fill(write_end)  # nobody reads its stderr from here on
         assert until(lambda: not _running(below), 120), f"left running: {_running(below)}"
+    finally:
+        threading.Thread(target=_drain, args=(read_end,), daemon=True).start()
+        os.close(write_end)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for p in _running(below):
+            p.kill()
+        server.stop()
+
+
+def test_a_stderr_nobody_reads_holds_up_no_exit_of_ragscore_worker(tmp_path: Path) -> None:
+    """``ragscore worker`` whose stderr is a full pipe (a log collector that stopped reading) blocked writing its
+    "stopping" line (then its warnings, "workers stopped", its exit's flush), a SIGTERM from then on taken or ignored:
+    only SIGKILL ended it. Its own lines go through its workers' echo now (dropped from a stderr that takes nothing,
+    never waited on), the last one is given LAST_LINE_S, and it exits 0 on one SIGTERM, no worker left. No timed
+    assertion (the 120 s is a bound only: it never exited)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url}
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "-c", "1"],
+                            stderr=write_end, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    below: list[psutil.Process] = []
+    try:
+        client = redis.Redis.from_url(server.url)
+        assert until(lambda: client.scard(ALIVE_INDEX) == 1, 120), "the worker never got ready"
+        below = _tree(proc.pid)
+        _fill(write_end)  # nobody reads its stderr, ever
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0
+        assert until(lambda: not _running(below), 30), f"left running: {_running(below)}"
     finally:
         threading.Thread(target=_drain, args=(read_end,), daemon=True).start()
         os.close(write_end)
