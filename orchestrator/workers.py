@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from ragscore_workers.app import CONTROL_QUEUE
@@ -401,14 +402,16 @@ class LocalWorkers:
         ``warm``: SIGTERM to each Celery main process only, which stops taking messages, lets running tasks
         finish and ends its pool processes cleanly (``worker_process_shutdown`` runs). Otherwise (abort: a
         cancelled run) the whole process group gets SIGTERM, so pool processes end at once and their tasks
-        go back to the queue. A KeyboardInterrupt while waiting (a second Ctrl-C) kills at once, and so does one
-        come before (more than ``signals_seen`` stop signals, :func:`stop_signals`): ``ragscore worker`` passes 1, the
-        signal that stopped it, so a second one is honoured whenever it came (one while it said "stopping" was lost).
-        A worker not yet ready when signalled holds no task and takes none: it is killed after :data:`UNREADY_STOP_S`
-        at most; one that says it is drained (its consumer stopped and its last task ended) after :data:`DRAINED_STOP_S`
-        from then at most. A stop signal while it then kills what is left and cleans up is counted, and cuts nothing
-        short.
+        go back to the queue. A stop signal (:func:`stop_signals_as_interrupt`'s) while it runs is counted, never
+        raised, from its first step to its last (one raised in its first steps skipped the stop, its workers left
+        running); more than ``signals_seen`` of them (:func:`stop_signals`; None: those come before it began),
+        whenever they came, kill at once: ``ragscore worker`` passes 1, the signal that stopped it, so a second one is
+        honoured whenever it came. So does a KeyboardInterrupt nothing counted (a host's own SIGINT handler's: a
+        notebook's). A worker not yet ready when signalled holds no task and takes none: it is killed after
+        :data:`UNREADY_STOP_S` at most; one that says it is drained (its consumer stopped and its last task ended)
+        after :data:`DRAINED_STOP_S` from then at most.
         """
+        seen = stop_signals() if signals_seen is None else signals_seen
         booting: set[str] = set()
         try:
             for proc in self.procs.values():
@@ -418,21 +421,22 @@ class LocalWorkers:
                     else:
                         _signal_group(proc.pid, signal.SIGTERM)
             booting = self._booting()  # read after the signal: one ready since may have taken a task before it
-            if signals_seen is None or stop_signals() <= signals_seen:
-                self._wait(timeout, booting)
-        except KeyboardInterrupt:
+            self._wait(timeout, booting, seen)
+        except KeyboardInterrupt:  # a host's own SIGINT handler's, which counts nothing
             pass
         finally:
-            with _stop_signals_counted():  # what one more could ask for (a kill at once) is under way
-                self._kill_and_close(booting)
+            self._kill_and_close(booting)
 
-    def _wait(self, timeout: float, booting: set[str]) -> None:
+    def _wait(self, timeout: float, booting: set[str], seen: int) -> None:
         """Wait up to ``timeout`` for the workers to exit, up to :data:`UNREADY_STOP_S` for those of ``booting`` (not
-        ready when signalled) and up to :data:`DRAINED_STOP_S` from when it said so for one that says it is drained."""
+        ready when signalled) and up to :data:`DRAINED_STOP_S` from when it said so for one that says it is drained;
+        not at all once more than ``seen`` stop signals came (:func:`stop_signals`)."""
         now = time.monotonic()
         until = {q: now + (min(timeout, UNREADY_STOP_S) if q in booting else timeout) for q in self.procs}
         drained: set[str] = set()
-        while waiting := [q for q, p in self.procs.items() if p.poll() is None and time.monotonic() < until[q]]:
+        while stop_signals() <= seen and (
+            waiting := [q for q, p in self.procs.items() if p.poll() is None and time.monotonic() < until[q]]
+        ):
             for queue in (q for q in waiting if q not in drained and self._said_drained(q)):
                 drained.add(queue)
                 until[queue] = min(until[queue], time.monotonic() + DRAINED_STOP_S)
@@ -583,14 +587,13 @@ def _signal_group(pid: int, sig: int) -> None:
 #: ``stop_signals``. A plain list: a handler must take no lock (an Event's ``set()`` does; a second signal inside it
 #: hung the process), and ``append`` is one step (a count's ``+= 1`` could lose a signal that came inside it).
 _stop_signalled: list[int] = []
-#: Not empty while :func:`_stop_signals_counted` is active: a stop signal is then counted, not raised.
-_counted_only: list[None] = []
 
 
 @contextmanager
 def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
     """SIGTERM, SIGHUP (a closed terminal, a dropped ssh session) and Ctrl-C unwind as KeyboardInterrupt, so
-    ``finally`` blocks stop the local workers. SIGHUP only where it is not ignored (``nohup``: the run goes on).
+    ``finally`` blocks stop the local workers; within :meth:`LocalWorkers.stop` they are only counted
+    (:func:`_stopping`). SIGHUP only where it is not ignored (``nohup``: the run goes on).
 
     The signal is also remembered: Python drops an exception raised while it runs a finalizer (``__del__``,
     a weakref or at-fork callback), so loops call ``raise_if_stop_signalled`` and a stop is never lost.
@@ -600,9 +603,9 @@ def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
     Kubernetes may send twice, found SIGTERM's default as the process exited and turned a clean stop into exit 143).
     """
 
-    def handler(signum: int, frame: object) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         _stop_signalled.append(signum)
-        if not _counted_only:
+        if not _stopping(frame):
             raise KeyboardInterrupt
 
     _stop_signalled.clear()
@@ -625,16 +628,16 @@ def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
         _stop_signalled.clear()
 
 
-@contextmanager
-def _stop_signals_counted() -> Iterator[None]:
-    """Within, a stop signal is counted (:func:`stop_signals`) and raises nothing: ``LocalWorkers.stop`` kills its
-    workers and cleans up there, which a KeyboardInterrupt cut short (workers left unkilled, ``ragscore worker``'s
-    clean stop turned into exit 130)."""
-    _counted_only.append(None)
-    try:
-        yield
-    finally:
-        _counted_only.pop()
+def _stopping(frame: FrameType | None) -> bool:
+    """Whether ``frame`` (the one a signal interrupted) or one that called it runs :meth:`LocalWorkers.stop`, where a
+    stop signal is counted (:func:`stop_signals`), not raised: a KeyboardInterrupt cut its stop short (workers left
+    running, or unkilled; ``ragscore worker``'s clean stop turned into exit 130). Asked of the frames, not of a flag
+    it sets: the whole of it counts, its first step too."""
+    while frame is not None:
+        if frame.f_code is LocalWorkers.stop.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def raise_if_stop_signalled() -> None:

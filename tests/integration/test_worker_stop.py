@@ -26,7 +26,7 @@ from ragscore_workers.alive import ALIVE_INDEX
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, interruptible, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -212,6 +212,58 @@ def test_a_stop_signal_python_dropped_in_a_finalizer_still_stops_the_supervisor(
             os.killpg(proc.pid, signal.SIGKILL)
     assert "Exception ignored" in errors and "KeyboardInterrupt" in errors  # Python did drop it
     assert out.splitlines() == ["the finalizer's KeyboardInterrupt was dropped", "stopped"], (out, errors)
+
+
+#: Run by ``_stop_interrupted_at_its_start``: a worker started (of an unreachable broker: it never gets ready), then
+#: stopped; as stop() begins, before its first line runs, a trace function says so and waits for the test's Ctrl-C.
+_STOP_INTERRUPTED = """
+import sys, time
+from pathlib import Path
+from orchestrator.workers import LocalWorkers, stop_signals, stop_signals_as_interrupt
+
+def at_stop(frame, event, arg):
+    if event == "call" and frame.f_code is LocalWorkers.stop.__code__:
+        sys.settrace(None)
+        print("stopping", flush=True)
+        while not stop_signals():  # the Ctrl-C comes here, in stop()'s first step
+            time.sleep(0.01)
+
+with stop_signals_as_interrupt():
+    workers = LocalWorkers("redis://127.0.0.1:1/0", ["cpu"], Path(sys.argv[1]))
+    workers.start()
+    print(workers.procs["cpu"].pid, flush=True)
+    sys.settrace(at_stop)
+    try:
+        workers.stop(timeout=60)
+        print("stopped", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    time.sleep(600)  # alive: a worker left running is not SIGTERMed by its parent's death
+"""
+
+
+def test_a_ctrl_c_in_the_first_step_of_a_stop_is_counted_and_the_stop_goes_on(tmp_path: Path) -> None:
+    """A stop signal that came in LocalWorkers.stop()'s first steps, before what counts it was entered, raised there:
+    the stop was skipped, its workers left running. Now the whole of stop() counts it (its frame on the stack when the
+    signal is handled), and it stops them."""
+    script = tmp_path / "script.py"
+    script.write_text(_STOP_INTERRUPTED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = interruptible([sys.executable, str(script), str(tmp_path / "logs")], stdout=subprocess.PIPE, text=True,
+                         cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    worker: psutil.Process | None = None
+    try:
+        assert proc.stdout is not None
+        worker = psutil.Process(int(proc.stdout.readline()))
+        assert proc.stdout.readline() == "stopping\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout.readline() == "stopped\n"
+        assert until(lambda: not _running([worker]), 30), "the worker was left running"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        if worker is not None and _running([worker]):
+            os.killpg(worker.pid, signal.SIGKILL)
 
 
 def test_workers_start_without_python_fork_hooks_and_die_with_a_killed_parent(tmp_path: Path) -> None:
