@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -585,27 +586,26 @@ def _read_until(fd: int, text: str, timeout: float) -> bool:
         os.set_blocking(fd, True)
 
 
-def test_a_stderr_nobody_reads_holds_up_no_kill_of_a_drained_worker(tmp_path: Path) -> None:
-    """``ragscore worker`` said which worker it killed for holding nothing before it killed it: its stderr a full pipe
-    (a log collector that stopped reading), the warning blocked and the worker, hung in its pool's join, was never
-    killed. The kills come first now (and the command's own exit waits on its stderr no more: the test below)."""
+@contextlib.contextmanager
+def _unread_worker(
+    tmp_path: Path, queue: str, path: str | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int, int, list[psutil.Process]]]:
+    """``ragscore worker -Q queue -c 1`` of a Redis of its own (``path``: its PYTHONPATH, None: this one's), its
+    stderr the write end of a pipe, once its worker is ready: it, the pipe's read and write ends, and the processes
+    below it. Then the pipe is drained and closed, and what is left of them killed."""
     server = RedisProcess(tmp_path / "redis").start()
-    (tmp_path / "stuck").mkdir()
-    (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_JOIN)
-    path = os.pathsep.join(p for p in (str(tmp_path / "stuck"), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url, "PYTHONPATH": path}
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url}
+    if path is not None:
+        env["PYTHONPATH"] = path
     read_end, write_end = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "code", "-c", "1"],
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queue, "-c", "1"],
                             stderr=write_end, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
     below: list[psutil.Process] = []
     try:
         client = redis.Redis.from_url(server.url)
         assert until(lambda: client.scard(ALIVE_INDEX) == 1, 120), "the worker never got ready"
-        below = _tree(proc.pid)
-        proc.send_signal(signal.SIGTERM)
-        assert _read_until(read_end, "stopping", 60), "it never said it was stopping"
-        _fill(write_end)  # nobody reads its stderr from here on
-        assert until(lambda: not _running(below), 120), f"left running: {_running(below)}"
+        below.extend(_tree(proc.pid))
+        yield proc, read_end, write_end, below
     finally:
         threading.Thread(target=_drain, args=(read_end,), daemon=True).start()
         os.close(write_end)
@@ -614,6 +614,20 @@ def test_a_stderr_nobody_reads_holds_up_no_kill_of_a_drained_worker(tmp_path: Pa
         for p in _running(below):
             p.kill()
         server.stop()
+
+
+def test_a_stderr_nobody_reads_holds_up_no_kill_of_a_drained_worker(tmp_path: Path) -> None:
+    """``ragscore worker`` said which worker it killed for holding nothing before it killed it: its stderr a full pipe
+    (a log collector that stopped reading), the warning blocked and the worker, hung in its pool's join, was never
+    killed. The kills come first now (and the command's own exit waits on its stderr no more: the test below)."""
+    (tmp_path / "stuck").mkdir()
+    (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_JOIN)
+    path = os.pathsep.join(p for p in (str(tmp_path / "stuck"), os.environ.get("PYTHONPATH")) if p)
+    with _unread_worker(tmp_path, "code", path) as (proc, read_end, write_end, below):
+        proc.send_signal(signal.SIGTERM)
+        assert _read_until(read_end, "stopping", 60), "it never said it was stopping"
+        _fill(write_end)  # nobody reads its stderr from here on
+        assert until(lambda: not _running(below), 120), f"left running: {_running(below)}"
 
 
 def test_a_stderr_nobody_reads_holds_up_no_exit_of_ragscore_worker(tmp_path: Path) -> None:
@@ -622,25 +636,8 @@ def test_a_stderr_nobody_reads_holds_up_no_exit_of_ragscore_worker(tmp_path: Pat
     only SIGKILL ended it. Its own lines go through its workers' echo now (dropped from a stderr that takes nothing,
     never waited on), the last one is given LAST_LINE_S, and it exits 0 on one SIGTERM, no worker left. No timed
     assertion (the 120 s is a bound only: it never exited)."""
-    server = RedisProcess(tmp_path / "redis").start()
-    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url}
-    read_end, write_end = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "-c", "1"],
-                            stderr=write_end, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
-    below: list[psutil.Process] = []
-    try:
-        client = redis.Redis.from_url(server.url)
-        assert until(lambda: client.scard(ALIVE_INDEX) == 1, 120), "the worker never got ready"
-        below = _tree(proc.pid)
+    with _unread_worker(tmp_path, "cpu") as (proc, _, write_end, below):
         _fill(write_end)  # nobody reads its stderr, ever
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 0
         assert until(lambda: not _running(below), 30), f"left running: {_running(below)}"
-    finally:
-        threading.Thread(target=_drain, args=(read_end,), daemon=True).start()
-        os.close(write_end)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        for p in _running(below):
-            p.kill()
-        server.stop()
