@@ -602,6 +602,23 @@ def _run_id(ref: str) -> str:
     return ref
 
 
+def _resume_folder(broker: str | None, run_id: str, quiet: bool) -> Path:
+    """Where ``resume RUN_ID`` without --out writes the reports: the folder run ``run_id``'s items were released to
+    (:meth:`~ragscore_workers.store.RunStore.released_to`: its reports are there, and its resume takes them back from
+    it), said unless ``quiet``; else ``ragscore-out``, as for an unknown run (the resume says why)."""
+    try:
+        store, _ = _run_store(broker, run_id)
+        folder = store.released_to(run_id)
+    except ConfigError:
+        folder = None
+    if folder is None:
+        return Path("ragscore-out")
+    if not quiet:
+        err.print(f"resuming run {run_id} in {folder}/, where its reports are (--out DIR to write them elsewhere)",
+                  soft_wrap=True)  # fmt: skip
+    return Path(folder)
+
+
 def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
     """Exit 1 when the judge's or a target's circuit breaker stopped the run asking it, or a metric output has
     errors and not one score, pooled or in one system's items: the run produced nothing for it (a wrong key, a
@@ -635,7 +652,12 @@ def resume_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id, or the run's --out DIR")],
     out: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--out", "-o", help="Directory for the reports (default: the DIR given, else ragscore-out)"),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory for the reports (default: the DIR given, else the folder holding its reports once its "
+            "items left the store, else ragscore-out)",
+        ),
     ] = None,
     broker: BrokerOpt = None,
     quiet: QuietOpt = False,
@@ -660,7 +682,7 @@ def resume_cmd(
     budget = judge_budget(max_cost=max_cost, max_tokens=max_tokens)
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     ref, run_id = run_id, _run_id(run_id)
-    out = out or (Path(ref) if run_id != ref else Path("ragscore-out"))
+    out = out or (Path(ref) if run_id != ref else _resume_folder(broker, run_id, quiet))
     stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run
     gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
     summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits,

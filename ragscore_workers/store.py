@@ -1120,6 +1120,11 @@ class RunStore:
         if self.r.hget(meta, ITEMS_IN) == out_dir:
             self._hset_if_exists(keys=[meta], args=[ITEMS_IN, moved_to])
 
+    def released_to(self, run_id: str) -> str | None:
+        """The folder whose reports hold the items of run ``run_id`` released for it (:meth:`release_items`,
+        :meth:`move_released_items`); None where they were not released (or a resume since took them back)."""
+        return self.meta(run_id).get(ITEMS_IN)
+
     def restore_answers(self, run_id: str, answers: Iterable[tuple[int, str, dict[str, Any]]]) -> None:
         """Write back, with the live TTL, the target answers of a released run (:meth:`release_items`) that left the
         store, from its reports (``(shard, item key, answer)`` in input order, as its ``answers.jsonl`` holds them);

@@ -54,10 +54,10 @@ def _ttls(client: redis.Redis, run_id: str) -> dict[str, int]:
     return kinds | {"meta": meta, "summary": summary}
 
 
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(home: Path, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "300"}
     env.pop("RAGSCORE_BROKER_URL", None)
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=300)  # fmt: skip
 
 
@@ -472,6 +472,31 @@ def test_the_resume_of_a_run_with_an_error_whose_items_left_takes_them_back_from
     after = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
     assert after[5]["metrics"]["exact_match"]["details"]["kept"] == "from DIR", after[5]
     assert after[0]["metrics"]["typed_answer"]["error"], after[0]  # scored again, an error again
+
+
+def test_the_resume_of_a_run_id_whose_items_left_resumes_in_their_folder_and_says_so(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragscore resume RUN_ID` without --out took its items back from ./ragscore-out, not from the folder the run's
+    reports (and so its items) were released to: refused (exit 2), that folder not holding them. It resumes in the
+    run's own folder now, and says which; with --out, into that folder as before."""
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = _cli(home, "resume", run_id, cwd=elsewhere)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 0, said
+    assert (
+        f"resuming run {run_id} in {out.resolve()}/, where its reports are (--out DIR to write them elsewhere)" in said
+    )
+    assert f"Reports written to {out.resolve()}/" in said, said
+    assert list(elsewhere.iterdir()) == [], list(elsewhere.iterdir())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run_id"] == run_id and summary["metrics"]["exact_match"]["n"] == 20, summary
+    other = _cli(home, "resume", run_id, "--out", str(tmp_path / "other"), cwd=elsewhere)
+    assert other.returncode == 0, other.stderr
+    assert "where its reports are" not in other.stdout + other.stderr
+    assert json.loads((tmp_path / "other" / "summary.json").read_text())["run_id"] == run_id
 
 
 @pytest.mark.parametrize("edit", ["cut", "score", "swapped", "unrecorded"])
