@@ -143,6 +143,9 @@ class FakeRag:
         self.failing: set[str] = {"dead"}
         self._seen: Counter[tuple[str, str]] = Counter()
         self.requests: list[dict[str, Any]] = []
+        #: While set to an Event, every request waits for it (at most 120 s) before it is answered: a test holds a
+        #: call in flight while it acts (``ragscore cancel``), then sets it, instead of racing a latency.
+        self.hold: threading.Event | None = None
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
         self._server.request_queue_size = 128  # socketserver's 5 drops connections of a loaded run's burst
@@ -220,6 +223,8 @@ class FakeRag:
                     fake.requests.append({"system": system, "body": request, "t": time.monotonic(),
                                           "authorization": self.headers.get("authorization"),
                                           "method": self.command, "query": parts.query})  # fmt: skip
+                if fake.hold is not None:
+                    fake.hold.wait(120)
                 if fake.token is not None and not self._token_ok(request):
                     self._reply(401, {"error": "bad token"})
                 elif not isinstance(request.get("filter", {}), dict):

@@ -418,6 +418,68 @@ def test_the_resume_of_a_target_run_whose_items_left_takes_them_and_its_answers_
     assert len(answers) == 2 * N_ASKED and answers[0]["answer"] == "kept in DIR", answers[0]
 
 
+@pytest.mark.parametrize("items", ["left the store", "in the store"])
+def test_the_resume_of_a_cancelled_target_run_asks_each_question_once_and_loses_no_row(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, items: str
+) -> None:
+    """A target run cancelled while the first question of each of its 3 chunks was asked (held by the fake system):
+    those are answered, their scoring skipped by the cancel; the rest of each chunk stopped unasked. Its reports hold
+    them, and its items leave the store. Its resume takes them back and asks the system only what got no answer (its
+    reply cache off: every question asked is a call), then scores every row once: each question called once in all,
+    the answers made kept, one item a row, every output counted done once. So does a resume while the store still
+    holds them (within the hour)."""
+    if items == "left the store":
+        monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", 1)
+    rows, out = questions(N_CANCELLED_ASKED), tmp_path / "out"
+    with FakeRag() as rag:
+        response = {"contexts": "contexts[*].text", "citations": "citations"}
+        target = {"system": "exact", "url": rag.url("exact"), "concurrency": 1, "cache": False, "response": response}
+        suite = {"metrics": ["verbatim"], "targets": [target], "chunk_size": {"target": 4}}
+        rag.hold = threading.Event()  # the questions asked wait until the run is cancelled
+
+        def cancel_once_asked(run_id: str, counters: dict[str, int]) -> None:
+            if rag.calls["exact"] == 3 and not rag.hold.is_set():
+                _cancel(home, run_id)
+                rag.hold.set()
+
+        view = HookedProgress()
+        view.on_start = lambda run_id: setattr(view, "on_update", partial(cancel_once_asked, run_id))
+        try:
+            with pytest.warns(IncompleteRunWarning, match="was cancelled"):
+                cancelled = evaluate(rows, suite, out=out, quiet=True, progress=view).summary
+        finally:
+            rag.hold.set()
+        run_id, asked = cancelled.run_id, rag.calls["exact"]
+        assert cancelled.state == "cancelled" and asked == 3 and cancelled.metrics["verbatim"].n == 0, cancelled
+        answered = [json.loads(line) for line in (out / "answers.jsonl").open()]
+        made = {row["id"]: row["answer"] for row in answered if "target_error" not in row.get("metadata", {})}
+        assert sorted(made) == ["q0", "q4", "q8"], answered
+        with _embedded_store(home) as client:
+            assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(out.resolve())
+            pattern = f"ragscore:run:{run_id}:item:*"
+            if items == "left the store":
+                assert until(lambda: not list(client.scan_iter(pattern)), timeout=30)
+            else:
+                assert list(client.scan_iter(pattern))
+        again = resume(out, quiet=True).summary
+        assert rag.calls["exact"] == N_CANCELLED_ASKED, (rag.calls, asked)  # none asked twice, none left out
+    assert again.run_id == run_id and again.state == "finished", again
+    verbatim = again.metrics["verbatim"]
+    assert verbatim.n == N_CANCELLED_ASKED and verbatim.errors == 0 == verbatim.stopped, again
+    items = [json.loads(line) for line in (out / "items.jsonl").open()]
+    assert sorted(item["id"] for item in items) == sorted(row["id"] for row in rows), items
+    after = {row["id"]: row["answer"] for row in map(json.loads, (out / "answers.jsonl").open())}
+    assert len(after) == N_CANCELLED_ASKED and all(after[i] == answer for i, answer in made.items()), after
+    with _embedded_store(home) as client:
+        progress = {k: int(v) for k, v in client.hgetall(f"ragscore:run:{run_id}:progress").items()}
+    total = sum(v for k, v in progress.items() if k.startswith("total:"))
+    assert progress["done"] == total, progress
+
+
+#: Questions of the target run cancelled part-way: chunks of 4, 4 and 2.
+N_CANCELLED_ASKED = 10
+
+
 @pytest.mark.parametrize("edit", ["unrecorded", "other id"])
 def test_the_resume_of_a_target_run_whose_items_left_refuses_an_answers_file_it_cannot_take_them_from(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, edit: str
