@@ -22,6 +22,7 @@ from kombu.exceptions import OperationalError
 from pydantic import BaseModel, ValidationError
 
 from .aggregate import Aggregator
+from .answers import unanswered_why
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .errors import ConfigError, UnknownMetricError
 from .limits import longest_hard_limit
@@ -147,12 +148,13 @@ def _parse_rows(rows: list[dict], outputs: list[str]) -> tuple[list[Row], list[W
 
 
 def _split_unanswered(rows: list[Row], outputs: list[str]) -> tuple[list[Row], list[Written]]:
-    """Rows of an ``answers.jsonl`` whose target could not answer (``metadata.target_error``) are the errors they
-    were in the run that asked, not rows without an answer (unscorable, or 0 where a metric scores no contexts)."""
+    """Rows of an ``answers.jsonl`` whose target could not answer (:func:`~.answers.unanswered_why`) are the errors
+    they were in the run that asked, not rows without an answer (unscorable, or 0 where a metric scores no
+    contexts)."""
     kept: list[Row] = []
     failed: list[Written] = []
     for row in rows:
-        why = row.metadata.get("target_error") if isinstance(row.metadata, dict) else None
+        why = unanswered_why(row.model_extra or {}, row.metadata, row.answer)
         if why:
             error = MetricResult.failed(f"no answer: {why}"[:2000])
             failed.append((row.key, _item_meta(row), {o: error for o in outputs}))

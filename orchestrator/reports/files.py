@@ -618,6 +618,6 @@ def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSumma
     A run that asked targets also gets ``answers.jsonl`` (written first, so that it is there whatever happens to
     the reports): every answered row (a dataset: re-score it with ``ragscore run answers.jsonl --suite S
     --no-target``); a question a target could not answer keeps its row without an answer and says why in
-    ``metadata.target_error``.
+    ``ragscore:target_error`` (:mod:`ragscore_workers.answers`).
     """
     return write_reports(from_store(store, run_id, summary), out_dir)

@@ -17,6 +17,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from ragscore_workers.answers import marked_unanswered, unanswered_why, without_mark
 from ragscore_workers.errors import ConfigError, DatasetError, StoreError
 from ragscore_workers.fastjson import loads_line
 from ragscore_workers.schemas import Row, RunSummary, item_key, split_key
@@ -92,20 +93,17 @@ def iter_items_file(path: Path) -> Iterator[RawItem]:
 
 def iter_answers_file(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """Stream a target run's ``answers.jsonl`` as ``(item key, answer)``, each answer as the store holds it: ``{"row":
-    ...}``, with the ``error`` its ``metadata.target_error`` says where the target failed (the inverse of
-    :func:`store_answer_rows`). ConfigError naming the file where it is missing or a line is not an answered row."""
+    ...}``, with the ``error`` its mark says where the target failed (:func:`~ragscore_workers.answers.unanswered_why`;
+    the inverse of :func:`store_answer_rows`). ConfigError naming the file where it is missing or a line is not an
+    answered row."""
     if not path.is_file():
         raise ConfigError(f"{path} is missing: the answers of the run's targets are kept there")
     for row in _iter_jsonl(path):
         if not isinstance(row, dict) or not isinstance(row.get("id"), str):
             raise ConfigError(f"{path}: {str(row)[:80]} is not an answered row (an object with a text id)")
-        metadata = row.get("metadata")
-        if not isinstance(metadata, dict) or "target_error" not in metadata:
-            yield item_key(row.get("system"), row["id"]), {"row": row}
-            continue
-        rest = {k: v for k, v in metadata.items() if k != "target_error"}
-        asked = {k: v for k, v in row.items() if k != "metadata"} | ({"metadata": rest} if rest else {})
-        yield item_key(row.get("system"), row["id"]), {"row": asked, "error": metadata["target_error"]}
+        key = item_key(row.get("system"), row["id"])
+        why = unanswered_why(row, row.get("metadata"), row.get("answer"))
+        yield key, {"row": row} if why is None else {"row": without_mark(row), "error": why}
 
 
 def _check_item_fields(rec: dict[str, Any]) -> None:
@@ -169,12 +167,9 @@ def store_answers(store: RunStore, run_id: str) -> TargetAnswers:
 
 def store_answer_rows(store: RunStore, run_id: str) -> Iterator[dict[str, Any]]:
     """Every answered row of the run, as answers.jsonl holds it: a question a target could not answer keeps its row
-    without an answer and says why in ``metadata.target_error``."""
+    without an answer, marked with why (:func:`~ragscore_workers.answers.marked_unanswered`)."""
     for answer in store.iter_answers(run_id):
-        row = answer["row"]
-        if "error" in answer:
-            row = row | {"metadata": {**row.get("metadata", {}), "target_error": answer["error"]}}
-        yield row
+        yield answer["row"] if "error" not in answer else marked_unanswered(answer["row"], answer["error"])
 
 
 def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:

@@ -23,6 +23,7 @@ from orchestrator.api import IncompleteRunWarning
 from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.reports.files import OUTPUT_NAMES, report_digests
 from orchestrator.runner import RELEASED_ITEMS_TTL_S, REPORT_DIGESTS
+from ragscore_workers.answers import TARGET_ERROR
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning
 from ragscore_workers.scoring import SKIPPED_MARK
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
@@ -389,7 +390,7 @@ def _edit_first_answer(out: Path, **fields: Any) -> None:
     """Give the first line of ``out``'s answers.jsonl (system exact's answer of q0) ``fields``."""
     lines = (out / "answers.jsonl").read_text().splitlines()
     first = json.loads(lines[0])
-    assert first["system"] == "exact" and "target_error" not in first.get("metadata", {}), first
+    assert first["system"] == "exact" and TARGET_ERROR not in first, first
     (out / "answers.jsonl").write_text("\n".join([json.dumps(first | fields), *lines[1:]]) + "\n")
 
 
@@ -431,6 +432,9 @@ def test_the_resume_of_a_cancelled_target_run_asks_each_question_once_and_loses_
     if items == "left the store":
         monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", 1)
     rows, out = questions(N_CANCELLED_ASKED), tmp_path / "out"
+    mine = {"q0": {"target_error": "x"}, "q1": {"lang": "en", "target_error": "y"}}  # user data named as a mark was
+    for row in rows[:2]:
+        row["metadata"] = mine[row["id"]]
     with FakeRag() as rag:
         response = {"contexts": "contexts[*].text", "citations": "citations"}
         target = {"system": "exact", "url": rag.url("exact"), "concurrency": 1, "cache": False, "response": response}
@@ -452,7 +456,7 @@ def test_the_resume_of_a_cancelled_target_run_asks_each_question_once_and_loses_
         run_id, asked = cancelled.run_id, rag.calls["exact"]
         assert cancelled.state == "cancelled" and asked == 3 and cancelled.metrics["verbatim"].n == 0, cancelled
         answered = [json.loads(line) for line in (out / "answers.jsonl").open()]
-        made = {row["id"]: row["answer"] for row in answered if "target_error" not in row.get("metadata", {})}
+        made = {row["id"]: row["answer"] for row in answered if "answer" in row}
         assert sorted(made) == ["q0", "q4", "q8"], answered
         with _embedded_store(home) as client:
             assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(out.resolve())
@@ -468,8 +472,9 @@ def test_the_resume_of_a_cancelled_target_run_asks_each_question_once_and_loses_
     assert verbatim.n == N_CANCELLED_ASKED and verbatim.errors == 0 == verbatim.stopped, again
     items = [json.loads(line) for line in (out / "items.jsonl").open()]
     assert sorted(item["id"] for item in items) == sorted(row["id"] for row in rows), items
-    after = {row["id"]: row["answer"] for row in map(json.loads, (out / "answers.jsonl").open())}
-    assert len(after) == N_CANCELLED_ASKED and all(after[i] == answer for i, answer in made.items()), after
+    after = {row["id"]: row for row in map(json.loads, (out / "answers.jsonl").open())}
+    assert len(after) == N_CANCELLED_ASKED and all(after[i]["answer"] == answer for i, answer in made.items()), after
+    assert {i: after[i]["metadata"] for i in mine} == mine, after
     with _embedded_store(home) as client:
         progress = {k: int(v) for k, v in client.hgetall(f"ragscore:run:{run_id}:progress").items()}
     total = sum(v for k, v in progress.items() if k.startswith("total:"))

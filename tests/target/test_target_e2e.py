@@ -16,6 +16,7 @@ import pytest
 from orchestrator import evaluate, resume
 from orchestrator.api import IncompleteRunWarning
 from orchestrator.reports.markdown import TARGET_COLUMNS
+from ragscore_workers.answers import TARGET_ERROR
 from ragscore_workers.errors import ConfigError
 
 from ..fakes import FakeRag
@@ -161,7 +162,7 @@ def test_dead_target_trips_the_breaker_and_the_run_still_reports(home: Path, tok
     assert any("circuit breaker open" in (i.metrics["verbatim"].error or "") for i in dead_items)
     assert summary.by_system["dead"]["verbatim"].errors == n
     answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
-    assert all("target_error" in a["metadata"] for a in answers if a["system"] == "dead")
+    assert all(TARGET_ERROR in a for a in answers if a["system"] == "dead")
     # Re-scored without asking (--no-target): the failed questions stay errors (they read as rows without an
     # answer: unscorable, or 0 for a metric that scores missing contexts), and the answered ones score as before
     with pytest.warns(IncompleteRunWarning, match="no scores for .*verbatim of system dead: every item .* errored"):
@@ -443,7 +444,7 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
         assert a["answer"] != "OLD answer" and "OLD context" not in json.dumps(a.get("contexts", []))
         assert "retrieved_doc_ids" not in a, "the reply has no doc ids: none, not the dataset's"
     for a in dead:
-        assert "target_error" in a["metadata"]
+        assert TARGET_ERROR in a
         assert "answer" not in a and not a.get("contexts") and "retrieved_doc_ids" not in a
     assert result.summary.by_system["exact"]["exact_match"].n == N
     assert result.summary.by_system["dead"]["exact_match"].errors == N

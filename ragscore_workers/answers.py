@@ -1,0 +1,43 @@
+"""How a target run's ``answers.jsonl`` marks a question its target could not answer.
+
+The row keeps its own fields (its ``metadata`` the user's, untouched) and says why in :data:`TARGET_ERROR`, a
+namespaced field beside them. Files ragscore wrote before said it in ``metadata.target_error``
+(:data:`LEGACY_TARGET_ERROR`), which a user's own metadata may hold: that one is read only in a row without an
+answer (an answered row's is the user's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["LEGACY_TARGET_ERROR", "TARGET_ERROR", "marked_unanswered", "unanswered_why", "without_mark"]
+
+#: The field of an answers.jsonl row saying why its target gave it no answer.
+TARGET_ERROR = "ragscore:target_error"
+#: The ``metadata`` key older versions said it in.
+LEGACY_TARGET_ERROR = "target_error"
+
+
+def marked_unanswered(row: dict[str, Any], why: str) -> dict[str, Any]:
+    """``row`` (a question its target could not answer) as answers.jsonl holds it: marked with ``why``."""
+    return row | {TARGET_ERROR: why}
+
+
+def unanswered_why(fields: Mapping[str, Any], metadata: Any, answer: Any) -> str | None:
+    """Why the target gave an answers.jsonl row no answer (None: it answered), from the row's ``fields`` (its extra
+    ones suffice), ``metadata`` and ``answer``; an older version's mark only where the row has no answer."""
+    if TARGET_ERROR in fields:
+        return str(fields[TARGET_ERROR])
+    if answer is None and isinstance(metadata, dict) and LEGACY_TARGET_ERROR in metadata:
+        return str(metadata[LEGACY_TARGET_ERROR])
+    return None
+
+
+def without_mark(row: dict[str, Any]) -> dict[str, Any]:
+    """An unanswered answers.jsonl ``row`` (:func:`unanswered_why`) without its mark: the row as its target was
+    asked."""
+    if TARGET_ERROR in row:
+        return {k: v for k, v in row.items() if k != TARGET_ERROR}
+    rest = {k: v for k, v in row["metadata"].items() if k != LEGACY_TARGET_ERROR}
+    return {k: v for k, v in row.items() if k != "metadata"} | ({"metadata": rest} if rest else {})
