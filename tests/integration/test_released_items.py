@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -25,6 +25,7 @@ from orchestrator.reports.files import OUTPUT_NAMES, report_digests
 from orchestrator.runner import RELEASED_ITEMS_TTL_S, REPORT_DIGESTS
 from ragscore_workers.answers import TARGET_ERROR
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning
+from ragscore_workers.schemas import RunSummary
 from ragscore_workers.scoring import SKIPPED_MARK
 from ragscore_workers.settings import DEFAULT_RUN_TTL_S
 
@@ -302,6 +303,32 @@ def _cancel(home: Path, run_id: str) -> None:
     assert cancelled.returncode == 0, cancelled.stderr
 
 
+def _cancelled_once(
+    home: Path,
+    hold: threading.Event,
+    ready: Callable[[dict[str, int]], bool],
+    rows: list[dict[str, Any]],
+    suite: dict[str, Any],
+    out: Path,
+    **options: Any,
+) -> RunSummary:
+    """The summary of ``evaluate()`` of ``rows`` into ``out``, cancelled from another process at the first progress
+    update where ``ready(counters)`` holds, the fake's calls held (``hold``) until then."""
+
+    def cancel_once(run_id: str, counters: dict[str, int]) -> None:
+        if ready(counters) and not hold.is_set():
+            _cancel(home, run_id)
+            hold.set()
+
+    view = HookedProgress()
+    view.on_start = lambda run_id: setattr(view, "on_update", partial(cancel_once, run_id))
+    try:
+        with pytest.warns(IncompleteRunWarning, match="was cancelled"):
+            return evaluate(rows, suite, out=out, quiet=True, progress=view, **options).summary
+    finally:
+        hold.set()
+
+
 def test_the_resume_of_a_cancelled_run_scored_in_part_takes_back_what_was_scored_and_scores_only_the_rest(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -326,19 +353,11 @@ def test_the_resume_of_a_cancelled_run_scored_in_part_takes_back_what_was_scored
         suite = {"metrics": ["exact_match", spec], "chunk_size": {"judge": 1}, "judge": judge}
         fake.hold = threading.Event()  # the judge's calls wait until the run is cancelled
 
-        def cancel_once_scored(run_id: str, counters: dict[str, int]) -> None:
+        def scored(counters: dict[str, int]) -> bool:
             cpu_done = counters.get("total:cpu") and counters.get("done:cpu") == counters["total:cpu"]
-            if cpu_done and fake.stats().get("requests") and not fake.hold.is_set():
-                _cancel(home, run_id)
-                fake.hold.set()
+            return bool(cpu_done and fake.stats().get("requests"))
 
-        view = HookedProgress()
-        view.on_start = lambda run_id: setattr(view, "on_update", partial(cancel_once_scored, run_id))
-        try:
-            with pytest.warns(IncompleteRunWarning, match="was cancelled"):
-                cancelled = evaluate(rows, suite, out=out, quiet=True, progress=view, judge_threads=2).summary
-        finally:
-            fake.hold.set()
+        cancelled = _cancelled_once(home, fake.hold, scored, rows, suite, out, judge_threads=2)
         run_id, judged = cancelled.run_id, cancelled.metrics["answer_accuracy"]
         assert cancelled.state == "cancelled" and cancelled.metrics["exact_match"].n == N_CANCELLED, cancelled
         assert judged.stopped > 0 and judged.n < N_CANCELLED, cancelled
@@ -440,19 +459,7 @@ def test_the_resume_of_a_cancelled_target_run_asks_each_question_once_and_loses_
         target = {"system": "exact", "url": rag.url("exact"), "concurrency": 1, "cache": False, "response": response}
         suite = {"metrics": ["verbatim"], "targets": [target], "chunk_size": {"target": 4}}
         rag.hold = threading.Event()  # the questions asked wait until the run is cancelled
-
-        def cancel_once_asked(run_id: str, counters: dict[str, int]) -> None:
-            if rag.calls["exact"] == 3 and not rag.hold.is_set():
-                _cancel(home, run_id)
-                rag.hold.set()
-
-        view = HookedProgress()
-        view.on_start = lambda run_id: setattr(view, "on_update", partial(cancel_once_asked, run_id))
-        try:
-            with pytest.warns(IncompleteRunWarning, match="was cancelled"):
-                cancelled = evaluate(rows, suite, out=out, quiet=True, progress=view).summary
-        finally:
-            rag.hold.set()
+        cancelled = _cancelled_once(home, rag.hold, lambda counters: rag.calls["exact"] == 3, rows, suite, out)
         run_id, asked = cancelled.run_id, rag.calls["exact"]
         assert cancelled.state == "cancelled" and asked == 3 and cancelled.metrics["verbatim"].n == 0, cancelled
         answered = [json.loads(line) for line in (out / "answers.jsonl").open()]
