@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..answers import TARGET_ERROR
 from ..schemas import RAGAS_NAMES, TARGET_FIELDS, Row, TargetConfig
 from .errors import TargetError
 from .jsonpath import extract
@@ -42,7 +43,7 @@ def unfilled_fields(config: TargetConfig, data: Any) -> list[str]:
 
 def _unanswered_values(row: Row, config: TargetConfig) -> dict[str, Any]:
     mapped = {field for field in TARGET_FIELDS if getattr(config.response, field) is not None}
-    drop = mapped | {name for name, (field, _) in RAGAS_NAMES.items() if field in mapped}
+    drop = mapped | {name for name, (field, _) in RAGAS_NAMES.items() if field in mapped} | {TARGET_ERROR}
     values = {k: v for k, v in row.model_dump(mode="json", exclude_none=True).items() if k not in drop}
     if config.system is not None:
         values["system"] = config.system
@@ -52,7 +53,8 @@ def _unanswered_values(row: Row, config: TargetConfig) -> dict[str, Any]:
 def unanswered_row(row: Row, config: TargetConfig) -> Row:
     """``row`` as ``config`` will answer it, before the reply: ``system`` set and every field the response map
     fills taken out, so a dataset's own answer, contexts or doc ids are never scored (or stored in
-    ``answers.jsonl``) as the target's."""
+    ``answers.jsonl``) as the target's; so is an earlier run's mark of an unanswered row (:data:`TARGET_ERROR`, in
+    a dataset made of its answers.jsonl), which would mark this target's answer as failed."""
     return Row.model_validate(_unanswered_values(row, config))
 
 

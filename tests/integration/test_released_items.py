@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -571,6 +572,45 @@ def test_the_resume_of_a_run_id_whose_items_left_resumes_in_their_folder_and_say
     assert other.returncode == 0, other.stderr
     assert "where its reports are" not in other.stdout + other.stderr
     assert json.loads((tmp_path / "other" / "summary.json").read_text())["run_id"] == run_id
+
+
+def test_the_resume_of_a_run_id_whose_items_left_with_a_folder_since_moved_says_to_name_it(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragscore resume RUN_ID` of a released run whose folder was moved away resumed "in" that folder, then was
+    refused as it did not hold the reports: it says the folder is gone and how to name where they are now (exit 2,
+    nothing written), and resumes from there with --out."""
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    moved = out.rename(tmp_path / "moved")
+    refused = _cli(home, "resume", run_id, cwd=tmp_path)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, said
+    assert (
+        f"Run {run_id}: its items left the store once its reports were written to {out.resolve()}, which is gone: "
+        f"`ragscore resume {run_id} --out DIR` takes them back from the folder DIR its reports are in now" in said
+    ), said
+    assert "resuming run" not in said and not out.exists() and not (tmp_path / "ragscore-out").exists(), said
+    _assert_still_released(home, run_id, out)
+    out.mkdir()  # the run's dataset (evaluate()'s copy of its rows) put back; its reports stay where they went
+    shutil.copy(moved / "evaluate-rows.jsonl", out)
+    done = _cli(home, "resume", run_id, "--out", str(moved), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((moved / "summary.json").read_text())["metrics"]["exact_match"]["n"] == 20
+
+
+def test_the_resume_of_a_run_id_whose_folder_is_gone_before_its_items_left_writes_into_ragscore_out(
+    tmp_path: Path, home: Path
+) -> None:
+    """A released run whose folder was removed within the hour its items stay: `ragscore resume RUN_ID` takes them
+    from the store, as a run's not released, and writes its reports into ragscore-out, not the removed folder."""
+    out = tmp_path / "out"
+    assert _cli(home, *_run_command(tmp_path, 20, out)).returncode == 0
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    shutil.rmtree(out)
+    done = _cli(home, "resume", run_id, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "where its reports are" not in done.stderr and not out.exists(), done.stderr
+    assert json.loads((tmp_path / "ragscore-out" / "summary.json").read_text())["run_id"] == run_id
 
 
 @pytest.mark.parametrize("edit", ["cut", "score", "swapped", "unrecorded"])

@@ -421,9 +421,10 @@ def test_an_embedded_run_refuses_a_missing_target_token_before_any_call(
 
 def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home: Path, tmp_path: Path) -> None:
     """Rows from an earlier eval keep their answer/contexts/doc ids: a reply lacking a mapped field, or no reply,
-    once left them in place, scored (and stored in answers.jsonl) as what the target returned."""
-    rows = [q | {"answer": "OLD answer", "contexts": ["OLD context"], "retrieved_doc_ids": ["old-doc"]}
-            for q in questions(N)]  # fmt: skip
+    once left them in place, scored (and stored in answers.jsonl) as what the target returned. So did its mark of
+    a question its target could not answer: this target's answer was then marked as failed in answers.jsonl."""
+    rows = [q | {"answer": "OLD answer", "contexts": ["OLD context"], "retrieved_doc_ids": ["old-doc"],
+                 TARGET_ERROR: "OLD error"} for q in questions(N)]  # fmt: skip
     with FakeRag() as rag:
         rag.failing = {"dead"}
         # mistyped paths: a key the reply lacks, and one no element under [*] has (each once read as found)
@@ -443,8 +444,9 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
     for a in exact:
         assert a["answer"] != "OLD answer" and "OLD context" not in json.dumps(a.get("contexts", []))
         assert "retrieved_doc_ids" not in a, "the reply has no doc ids: none, not the dataset's"
+        assert TARGET_ERROR not in a, a
     for a in dead:
-        assert TARGET_ERROR in a
+        assert a[TARGET_ERROR] != "OLD error", a
         assert "answer" not in a and not a.get("contexts") and "retrieved_doc_ids" not in a
     assert result.summary.by_system["exact"]["exact_match"].n == N
     assert result.summary.by_system["dead"]["exact_match"].errors == N
