@@ -29,7 +29,7 @@ from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
-from .reports.files import first_failed_row, refuse_files_of_others
+from .reports.files import ROWS_FILE, first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
 from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
@@ -153,7 +153,7 @@ def evaluate(
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="ragscore-"))
     if out is not None:  # named by the caller: kept, though an earlier call made it as a temporary one
         keep_at_exit(out_dir)
-    rows_copy: Path | None = None
+    rows_copy: Path | None = None  # where the run's copy of the rows given goes, staged until the run goes ahead
     try:
         with claim_out_dir(out_dir):  # from before the rows are written there: another call's run may read them
             refuse_files_of_others(out_dir, "out=")  # the caller's own summary.json, items.csv: before any is written
@@ -163,12 +163,12 @@ def evaluate(
                 path = Path(dataset)
             else:
                 rows_copy = _rows_file(out_dir)
-                path, fmt, named = _write_rows(dataset, rows_copy), "jsonl", ROWS_GIVEN
+                path, fmt, named = _write_rows(dataset, out_dir / ROWS_STAGED), "jsonl", ROWS_GIVEN
             view = progress or make_progress(quiet)
             summary = run(
                 path, resolved, out_dir, broker=broker, fmt=fmt, fmt_options=fmt_options,
                 progress=view, named=named, caller=PYTHON, judge_threads=judge_threads, keep_warm=True,
-                out_kept=out is not None,
+                out_kept=out is not None, rows_to=rows_copy,
             )  # fmt: skip
         if out is None and not _left_to_the_caller(summary):  # nothing to open or resume there once the call is over
             _TEMPORARY_OUT.append(out_dir)
@@ -177,8 +177,8 @@ def evaluate(
     except BaseException as exc:
         if out is None and recorded_run(out_dir) is None:  # no run to resume there: the copy of the rows goes
             shutil.rmtree(out_dir, ignore_errors=True)
-        elif rows_copy is not None and recorded_run(out_dir) is None:  # refused, or stopped before it was a run:
-            rows_copy.unlink(missing_ok=True)  # the copy would be taken for the caller's file by the next call
+        elif rows_copy is not None:  # refused, or stopped before it went ahead: the earlier run's copy stays
+            (out_dir / ROWS_STAGED).unlink(missing_ok=True)
         if out_dir.exists() and isinstance(exc, KeyboardInterrupt):  # where the run is and how to finish it
             try:
                 refuse_an_unfinished_run_in(out_dir, broker, caller=PYTHON)
@@ -312,8 +312,9 @@ def _remove_temporary_out() -> None:
     _TEMPORARY_OUT.clear()
 
 
-#: Where ``evaluate()`` copies rows given in memory, in ``out`` (the dataset its run, and a resume, read).
-ROWS_FILE = "evaluate-rows.jsonl"
+#: Where ``evaluate()`` writes its copy of the rows first, in ``out``: renamed :data:`ROWS_FILE` once the run goes
+#: ahead, after an earlier run's reports (its own copy with them) moved to ``out/previous/RUN_ID``; removed where not.
+ROWS_STAGED = ".evaluate-rows.staged.jsonl"
 #: How errors name that copy and its rows: as what the caller gave, by row index (its line N is their row N-1).
 ROWS_GIVEN = Named("the rows given to evaluate()", as_rows=True)
 

@@ -110,6 +110,7 @@ from .queues import (
 from .reports import write_outputs
 from .reports.files import (
     OUTPUT_NAMES,
+    ROWS_FILE,
     missing_reports,
     move_to_previous,
     refuse_a_bad_previous,
@@ -1458,6 +1459,16 @@ def _baseline_moved(job: dict[str, Any] | None, out_dir: Path, moved: Path) -> d
     return {**(job or {}), "gates": {**gates, "fail_on_regression": str(moved.resolve())}}
 
 
+def _place_rows(store: RunStore, run_id: str, staged: Path, rows_to: Path) -> None:
+    """Rename ``staged``, the copy of rows made for run ``run_id``, to ``rows_to``, and record it there as the run's
+    dataset (its resume reads it); ConfigError where the rename fails."""
+    try:
+        staged.replace(rows_to)
+    except OSError as exc:
+        raise ConfigError(f"Cannot write the reports to {rows_to.parent}: {exc.strerror or exc}") from exc
+    store.set_meta(run_id, dataset=str(rows_to.resolve()))
+
+
 def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
     """ConfigError when a report would be written over the dataset (``data/items.csv --out data``)."""
     if dataset.name in OUTPUT_NAMES and dataset.resolve().parent == out_dir.resolve():
@@ -1583,6 +1594,7 @@ def run(
     keep_warm: bool = False,
     out_kept: bool = True,
     on_reports_written: Callable[[], None] | None = None,
+    rows_to: Path | None = None,
 ) -> RunSummary:
     """Score ``dataset`` end to end (or finish run ``resume_id``) and write the reports to ``out_dir``; ``job`` (a
     new run's) is kept in ``DIR/run.json`` for its resume; ``named``: how a new run's errors name the dataset and its
@@ -1592,7 +1604,10 @@ def run(
     cluster's run, whose judge workers have theirs (:func:`check_judge_threads`). ``out_kept``: whether ``out_dir``
     outlives the call (not ``evaluate()``'s temporary one): an embedded run's items then leave its store soon after.
     ``on_reports_written()`` is called once this call wrote the reports (not where a resume returns those ``out_dir``
-    kept from the run's finish, its items having left the store: :func:`_done_in_its_folder`).
+    kept from the run's finish, its items having left the store: :func:`_done_in_its_folder`). ``rows_to``: where
+    ``dataset``, a copy of rows made for this new run (``evaluate()``'s, staged beside the earlier run's copy), is
+    renamed once the run goes ahead, after the earlier run's reports moved (:func:`move_to_previous`, its copy with
+    them).
 
     With ``broker`` (or ``RAGSCORE_BROKER_URL``) the run goes to that cluster's workers; without, a
     private Redis and local workers for just the queues the suite needs are started and stopped here; with
@@ -1637,10 +1652,12 @@ def run(
                 log.warning("%s held the reports of %s: moved to %s/ (this run writes its own into %s)", out_dir,
                             f"run {earlier}" if earlier else "an earlier run", moved, out_dir)  # fmt: skip
                 recorded_job = _baseline_moved(job, out_dir, moved)
-                if earlier:  # where the store's refusal of its released items says they are
-                    store.move_released_items(earlier, str(out_dir.resolve()), str(moved.resolve()))
+                if earlier:  # where the store's refusal of its released items says they are, and its dataset is
+                    store.move_reports_dir(earlier, str(out_dir.resolve()), str(moved.resolve()), ROWS_FILE)
             elif lost is not None:
                 log.warning("%s named run %s, which its Redis lost: this run takes its place", out_dir, lost)
+            if rows_to is not None and dataset is not None:  # evaluate()'s copy of its rows, the earlier's moved
+                _place_rows(store, run_id, dataset, rows_to)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=recorded_job)
 

@@ -1113,12 +1113,18 @@ class RunStore:
             pipe.expire(ids, self.ttl_s)
             pipe.execute()
 
-    def move_released_items(self, run_id: str, out_dir: str, moved_to: str) -> None:
-        """Name ``moved_to`` as the folder holding the items of run ``run_id`` released for ``out_dir``
-        (:meth:`release_items`), whose reports moved there (``DIR/previous/RUN_ID``); any other run: nothing."""
+    def move_reports_dir(self, run_id: str, out_dir: str, moved_to: str, rows_file: str) -> None:
+        """Name ``moved_to`` (``DIR/previous/RUN_ID``, where the reports of run ``run_id`` moved from ``out_dir``) as
+        the folder holding its items released for ``out_dir`` (:meth:`release_items`), and as that of its dataset
+        where that was ``out_dir``'s ``rows_file`` (``evaluate()``'s copy of its rows, moved with them); else
+        nothing."""
         meta = self.key(run_id, "meta")
-        if self.r.hget(meta, ITEMS_IN) == out_dir:
-            self._hset_if_exists(keys=[meta], args=[ITEMS_IN, moved_to])
+        items_in, dataset = self.r.hmget(meta, ITEMS_IN, "dataset")
+        fields = [ITEMS_IN, moved_to] if items_in == out_dir else []
+        if dataset == os.path.join(out_dir, rows_file):
+            fields += ["dataset", os.path.join(moved_to, rows_file)]
+        if fields:
+            self._hset_if_exists(keys=[meta], args=fields)
 
     def released_to(self, run_id: str) -> str | None:
         """The folder whose reports hold the items of run ``run_id`` released for it (:meth:`release_items`,

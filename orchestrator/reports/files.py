@@ -35,6 +35,7 @@ __all__ = [
     "COMPARE_NAMES",
     "FORMATS",
     "OUTPUT_NAMES",
+    "ROWS_FILE",
     "first_failed_row",
     "missing_reports",
     "move_to_previous",
@@ -54,6 +55,12 @@ UNENCODABLE = "backslashreplace"
 #: Every file a run writes into its ``--out`` DIR (``run.json`` first, the rest with the reports).
 OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json", "failed_rows.jsonl", RUN_INFO,
                           "report.md", "report.html", ANSWERS})  # fmt: skip
+
+#: Where ``evaluate()`` copies rows given in memory, in its ``out`` DIR: the dataset its run, and a resume, read; that
+#: run's as its reports are, moved with them (:data:`MOVED_NAMES`).
+ROWS_FILE = "evaluate-rows.jsonl"
+#: What :func:`move_to_previous` moves: a run's files of :data:`OUTPUT_NAMES` and evaluate()'s copy of its rows.
+MOVED_NAMES = OUTPUT_NAMES | {ROWS_FILE}
 
 #: The folder of a run's ``--out`` DIR where a new run moves the reports of the one before it
 #: (:func:`move_to_previous`): ``DIR/previous/RUN_ID/``.
@@ -201,7 +208,7 @@ def refuse_a_bad_previous(out_dir: Path, option: str = "--out") -> None:
 
 
 def move_to_previous(out_dir: Path, option: str = "--out") -> Path | None:
-    """Move the reports of the run in ``out_dir`` (its files of :data:`OUTPUT_NAMES`, run.json with them) into
+    """Move the reports of the run in ``out_dir`` (its files of :data:`MOVED_NAMES`, run.json with them) into
     ``out_dir/previous/RUN_ID/``, before a new run writes its own there: renamed, never copied (instant whatever their
     size). RUN_ID is the one its run.json names, else its summary.json's (``ragscore results``), else the time; a
     ``-2``, ``-3``... follows a name taken already. Returns that folder; None where ``out_dir`` holds no report (a
@@ -246,9 +253,10 @@ def _renamed(source: Path, target: Path) -> bool:
 
 
 def _reports_held(out_dir: Path) -> list[str]:
-    """The files of :data:`OUTPUT_NAMES` in ``out_dir``, sorted; none where it holds a run.json alone."""
-    held = sorted(name for name in OUTPUT_NAMES if os.path.isfile(out_dir / name))
-    return [] if held == ["run.json"] else held
+    """The files of :data:`MOVED_NAMES` in ``out_dir``, sorted; none where it holds no report (a run.json alone, with
+    evaluate()'s copy of its rows or not)."""
+    held = sorted(name for name in MOVED_NAMES if os.path.isfile(out_dir / name))
+    return held if set(held) - {"run.json", ROWS_FILE} else []
 
 
 def _run_named(out_dir: Path) -> str | None:

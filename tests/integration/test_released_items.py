@@ -714,8 +714,7 @@ def test_results_into_a_kept_folder_releases_a_clean_runs_items(tmp_path: Path, 
 
 
 def _reports(out: Path) -> dict[str, bytes]:
-    """The bytes of each file of a run's in ``out`` (:data:`OUTPUT_NAMES`; not evaluate()'s copy of its rows, which
-    each evaluate() into ``out`` writes again)."""
+    """The bytes of each file of a run's in ``out`` (:data:`OUTPUT_NAMES`; not evaluate()'s copy of its rows)."""
     return {name: (out / name).read_bytes() for name in OUTPUT_NAMES if (out / name).is_file()}
 
 
@@ -736,12 +735,12 @@ def test_a_second_run_into_a_dir_moves_the_first_runs_reports_to_previous_where_
     read there as in any report folder: `ragscore results`, `compare` and `--fail-on-regression`."""
     out = tmp_path / "out"
     first = evaluate(make_rows(20), SUITE, out=out, quiet=True).summary.run_id
-    written = _reports(out)
+    written = _reports(out) | {"evaluate-rows.jsonl": (out / "evaluate-rows.jsonl").read_bytes()}
     with caplog.at_level(logging.WARNING, logger="orchestrator.runner"):
         second = evaluate(make_rows(10), SUITE, out=out, quiet=True).summary.run_id
     previous = out / "previous" / first
-    assert {path.name: path.read_bytes() for path in previous.iterdir()} == written
     assert {"items.jsonl", "summary.json", "report.html", "run.json"} <= set(written)
+    assert {path.name: path.read_bytes() for path in previous.iterdir()} == written
     said = [r.getMessage() for r in caplog.records if "previous" in r.getMessage()]
     assert said == [f"{out} held the reports of run {first}: moved to {previous}/ (this run writes its own into {out})"]
     assert json.loads((out / "run.json").read_text())["run_id"] == second
@@ -777,6 +776,29 @@ def test_a_run_gated_on_its_own_dirs_earlier_run_records_that_runs_new_folder_fo
     earlier = _cli(home, "run", "--resume", str(out / "previous" / first))  # a report folder like any other
     assert earlier.returncode == 0, earlier.stderr
     assert json.loads((out / "previous" / first / "summary.json").read_text())["run_id"] == first
+
+
+def test_an_earlier_evaluate_resumes_from_previous_on_the_copy_of_its_rows_moved_with_its_reports(
+    tmp_path: Path, home: Path
+) -> None:
+    """evaluate()'s copy of the rows given (evaluate-rows.jsonl) was written into DIR before the run was checked: over
+    the earlier run's copy (a refused call's too), and left in DIR as that run's reports moved to previous/RUN_ID, so
+    its resume from there was refused (its dataset changed). The new copy is staged until the run goes ahead, the
+    earlier one moves with its reports, and both runs resume on their own rows."""
+    out = tmp_path / "out"
+    rows = make_rows(6)
+    first = evaluate(rows, SUITE, out=out, quiet=True).summary
+    copy = (out / "evaluate-rows.jsonl").read_bytes()
+    with pytest.raises(DatasetError):  # a repeated id: refused, DIR as it was
+        evaluate([*rows, rows[0]], SUITE, out=out, quiet=True)
+    assert (out / "evaluate-rows.jsonl").read_bytes() == copy
+    second = evaluate(make_rows(4, seed=1), SUITE, out=out, quiet=True).summary
+    previous = out / "previous" / first.run_id
+    assert (previous / "evaluate-rows.jsonl").read_bytes() == copy
+    assert sorted(path.name for path in out.iterdir() if path.name.startswith(".evaluate")) == []
+    earlier = resume(previous, quiet=True).summary
+    assert earlier.run_id == first.run_id and earlier.metrics == first.metrics, earlier
+    assert resume(out, quiet=True).summary.metrics == second.metrics
 
 
 def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
