@@ -801,6 +801,34 @@ def test_an_earlier_evaluate_resumes_from_previous_on_the_copy_of_its_rows_moved
     assert resume(out, quiet=True).summary.metrics == second.metrics
 
 
+@pytest.mark.parametrize("earlier", ["clean", "with an error"])
+def test_the_resume_from_previous_of_a_run_whose_items_left_reads_them_there(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, earlier: str
+) -> None:
+    """A run whose items left the store, moved to DIR/previous/RUN_ID by a later run into DIR, resumes from there: a
+    clean one ends on the reports that folder holds, one with an error takes its items back from that folder's
+    items.jsonl and its rows from its evaluate-rows.jsonl, scores the error again and writes its reports there."""
+    out = tmp_path / "out"
+    if earlier == "clean":
+        first = _expired_run(out, home, monkeypatch).summary
+    else:
+        first = RunSummary.model_validate_json((_expired_run_with_an_error(out, home, monkeypatch)[0] / "summary.json")
+                                               .read_bytes())  # fmt: skip
+    run_id = first.run_id
+    evaluate(make_rows(4, seed=1), SUITE, out=out, quiet=True)
+    previous = out / "previous" / run_id
+    again = resume(previous, quiet=True)
+    assert again.summary.run_id == run_id and len(again.items) == 20, again
+    if earlier == "clean":
+        assert again.summary == first
+    else:
+        assert again.summary.metrics["typed_answer"].errors == 1 and again.summary.metrics["exact_match"].n == 20
+        assert again.summary.timing.get("resumed_at"), again.summary
+        assert RunSummary.model_validate_json((previous / "summary.json").read_bytes()) == again.summary
+    with _embedded_store(home) as client:
+        assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(previous.resolve())
+
+
 def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
     tmp_path: Path, home: Path
 ) -> None:
