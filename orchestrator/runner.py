@@ -1459,6 +1459,25 @@ def _baseline_moved(job: dict[str, Any] | None, out_dir: Path, moved: Path) -> d
     return {**(job or {}), "gates": {**gates, "fail_on_regression": str(moved.resolve())}}
 
 
+def _record_moved(moved: Path, out_dir: Path) -> None:
+    """Name ``out_dir`` as ``moved_from`` in ``moved/run.json`` (DIR/previous/RUN_ID, where the reports of its run
+    moved from ``out_dir``; a name it has kept): the store that run lives in, which may not be the moving run's (a
+    cluster's, the embedded Redis), still names ``out_dir`` as the folder of its released items and its rows' copy
+    until its resume from ``moved`` names ``moved`` there (:func:`_moved_here`)."""
+    recorded = recorded_run(moved)
+    if recorded is not None:
+        write_text_atomic(moved / "run.json", json.dumps({"moved_from": str(out_dir.resolve())} | recorded) + "\n")
+
+
+def _moved_here(store: RunStore, run_id: str, out_dir: Path) -> None:
+    """Where ``out_dir/run.json`` says the reports of run ``run_id`` moved there (``moved_from``: a later run into that
+    DIR moved them, :func:`_record_moved`), name ``out_dir`` in the run's store as the folder of its released items and
+    of evaluate()'s copy of its rows, which moved with them: its resume reads them here."""
+    moved_from = (recorded_run(out_dir) or {}).get("moved_from")
+    if isinstance(moved_from, str):
+        store.move_reports_dir(run_id, moved_from, str(out_dir.resolve()), ROWS_FILE)
+
+
 def _place_rows(store: RunStore, run_id: str, staged: Path, rows_to: Path) -> None:
     """Rename ``staged``, the copy of rows made for run ``run_id``, to ``rows_to``, and record it there as the run's
     dataset (its resume reads it); ConfigError where the rename fails."""
@@ -1652,6 +1671,7 @@ def run(
                 log.warning("%s held the reports of %s: moved to %s/ (this run writes its own into %s)", out_dir,
                             f"run {earlier}" if earlier else "an earlier run", moved, out_dir)  # fmt: skip
                 recorded_job = _baseline_moved(job, out_dir, moved)
+                _record_moved(moved, out_dir)
                 if earlier:  # where the store's refusal of its released items says they are, and its dataset is
                     store.move_reports_dir(earlier, str(out_dir.resolve()), str(moved.resolve()), ROWS_FILE)
             elif lost is not None:
@@ -1721,6 +1741,8 @@ def run(
             store = connect(broker, settings, sends=True)
             for said in eviction_warnings(store, broker, settings):  # said before its work is sent there
                 caller.warn(said, EvictionWarning)
+            if resume_id is not None and store.exists(resume_id):
+                _moved_here(store, resume_id, out_dir)
             sub = start(store)
             with _recorded_if_lost(out_dir, sub.run_id):
                 wait(store, sub.run_id, progress, timeout_s=timeout_s, out_dir=out_dir, broker=given_broker)
@@ -1805,6 +1827,7 @@ def run(
             if key_missing is not None and resolved is not None and not judge_cache_may_answer(resolved, store.r):
                 raise key_missing  # refused before the dataset is read, as it would be once its calls were counted
             if resume_id is not None and store.exists(resume_id):
+                _moved_here(store, resume_id, out_dir)
                 done = _done_in_its_folder(store, resume_id, out_dir, given_broker)
                 if done is not None:
                     say(f"run {resume_id} finished with nothing left to score: its reports are in {out_dir}/ "

@@ -740,7 +740,9 @@ def test_a_second_run_into_a_dir_moves_the_first_runs_reports_to_previous_where_
         second = evaluate(make_rows(10), SUITE, out=out, quiet=True).summary.run_id
     previous = out / "previous" / first
     assert {"items.jsonl", "summary.json", "report.html", "run.json"} <= set(written)
-    assert {path.name: path.read_bytes() for path in previous.iterdir()} == written
+    moved = {path.name: path.read_bytes() for path in previous.iterdir()}
+    assert json.loads(moved.pop("run.json")) == json.loads(written.pop("run.json")) | {"moved_from": str(out.resolve())}
+    assert moved == written
     said = [r.getMessage() for r in caplog.records if "previous" in r.getMessage()]
     assert said == [f"{out} held the reports of run {first}: moved to {previous}/ (this run writes its own into {out})"]
     assert json.loads((out / "run.json").read_text())["run_id"] == second
@@ -827,6 +829,31 @@ def test_the_resume_from_previous_of_a_run_whose_items_left_reads_them_there(
         assert RunSummary.model_validate_json((previous / "summary.json").read_bytes()) == again.summary
     with _embedded_store(home) as client:
         assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(previous.resolve())
+
+
+def test_a_cluster_run_into_an_embedded_runs_dir_leaves_that_run_resumable_from_previous(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
+) -> None:
+    """A cluster run into DIR moves the reports of the embedded run there (its items left its store) into
+    DIR/previous/RUN_ID, and cannot name that folder in the run's store, the embedded Redis, which it does not touch:
+    that store still named DIR as the folder of its items and of its rows' copy, and its resume from previous/RUN_ID
+    read DIR's (gone). The moved run.json names DIR (``moved_from``): the resume names its own folder in the run's
+    store, and takes the items and rows back from there."""
+    from orchestrator.runner import run
+    from orchestrator.suite import load_suite
+
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(4, seed=1)), load_suite(SUITE), out, broker=cluster)
+    previous = out / "previous" / run_id
+    assert json.loads((previous / "run.json").read_text())["moved_from"] == str(out.resolve())
+    _assert_still_released(home, run_id, out)  # the cluster run's store is not the run's
+    again = resume(previous, quiet=True).summary
+    assert again.run_id == run_id and again.metrics["typed_answer"].errors == 1, again
+    assert again.metrics["exact_match"].n == 20, again
+    with _embedded_store(home) as client:
+        meta = client.hgetall(f"ragscore:run:{run_id}:meta")
+    assert meta["items_in"] == str(previous.resolve()), meta
+    assert meta["dataset"] == str((previous / "evaluate-rows.jsonl").resolve()), meta
 
 
 def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
