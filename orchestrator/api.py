@@ -29,7 +29,7 @@ from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
-from .reports.files import ROWS_FILE, first_failed_row, refuse_files_of_others
+from .reports.files import ROWS_FILE, ROWS_STAGED, first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
 from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
@@ -312,9 +312,6 @@ def _remove_temporary_out() -> None:
     _TEMPORARY_OUT.clear()
 
 
-#: Where ``evaluate()`` writes its copy of the rows first, in ``out``: renamed :data:`ROWS_FILE` once the run goes
-#: ahead, after an earlier run's reports (its own copy with them) moved to ``out/previous/RUN_ID``; removed where not.
-ROWS_STAGED = ".evaluate-rows.staged.jsonl"
 #: How errors name that copy and its rows: as what the caller gave, by row index (its line N is their row N-1).
 ROWS_GIVEN = Named("the rows given to evaluate()", as_rows=True)
 

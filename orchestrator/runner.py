@@ -110,7 +110,9 @@ from .queues import (
 from .reports import write_outputs
 from .reports.files import (
     OUTPUT_NAMES,
+    PREVIOUS,
     ROWS_FILE,
+    ROWS_STAGED,
     missing_reports,
     move_to_previous,
     refuse_a_bad_previous,
@@ -1473,8 +1475,9 @@ def _moved_here(store: RunStore, run_id: str, out_dir: Path) -> None:
     """Where ``out_dir/run.json`` says the reports of run ``run_id`` moved there (``moved_from``: a later run into that
     DIR moved them, :func:`_record_moved`), name ``out_dir`` in the run's store as the folder of its released items and
     of evaluate()'s copy of its rows, which moved with them: its resume reads them here."""
-    moved_from = (recorded_run(out_dir) or {}).get("moved_from")
-    if isinstance(moved_from, str):
+    recorded = recorded_run(out_dir) or {}
+    moved_from = recorded.get("moved_from")
+    if recorded.get("run_id") == run_id and isinstance(moved_from, str):  # not another run's folder (--out OTHER)
         store.move_reports_dir(run_id, moved_from, str(out_dir.resolve()), ROWS_FILE)
 
 
@@ -1489,11 +1492,21 @@ def _place_rows(store: RunStore, run_id: str, staged: Path, rows_to: Path) -> No
 
 
 def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
-    """ConfigError when a report would be written over the dataset (``data/items.csv --out data``)."""
-    if dataset.name in OUTPUT_NAMES and dataset.resolve().parent == out_dir.resolve():
+    """ConfigError when a report would be written over the dataset (``data/items.csv --out data``), or the dataset is
+    evaluate()'s copy of an earlier run's rows there (``out/evaluate-rows.jsonl --out out``), which moves with that
+    run's reports (or is replaced by evaluate()'s copy of its own)."""
+    if dataset.resolve().parent != out_dir.resolve():
+        return
+    if dataset.name in OUTPUT_NAMES:
         raise ConfigError(
             f"{caller.given('out', out_dir)} would overwrite the dataset {dataset} with the run's own {dataset.name}: "
             f"give another {caller.option('out')}, or rename the dataset"
+        )
+    if dataset.name == ROWS_FILE:
+        raise ConfigError(
+            f"{caller.given('out', out_dir)} would move the dataset {dataset}, evaluate()'s copy of the rows of the "
+            f"run there, to {out_dir / PREVIOUS}/RUN_ID with that run's reports: give another {caller.option('out')}, "
+            f"or copy the dataset out of {out_dir} first"
         )
 
 
@@ -1678,6 +1691,9 @@ def run(
                 log.warning("%s named run %s, which its Redis lost: this run takes its place", out_dir, lost)
             if rows_to is not None and dataset is not None:  # evaluate()'s copy of its rows, the earlier's moved
                 _place_rows(store, run_id, dataset, rows_to)
+            else:  # one an evaluate() cut off before its run went ahead left (killed: DIR's claim went with it)
+                with suppress(OSError):
+                    (out_dir / ROWS_STAGED).unlink(missing_ok=True)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=recorded_job)
 

@@ -35,7 +35,9 @@ __all__ = [
     "COMPARE_NAMES",
     "FORMATS",
     "OUTPUT_NAMES",
+    "PREVIOUS",
     "ROWS_FILE",
+    "ROWS_STAGED",
     "first_failed_row",
     "missing_reports",
     "move_to_previous",
@@ -59,6 +61,10 @@ OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json"
 #: Where ``evaluate()`` copies rows given in memory, in its ``out`` DIR: the dataset its run, and a resume, read; that
 #: run's as its reports are, moved with them (:data:`MOVED_NAMES`).
 ROWS_FILE = "evaluate-rows.jsonl"
+#: Where ``evaluate()`` writes that copy first, in ``out``: renamed :data:`ROWS_FILE` once the run goes ahead, after
+#: an earlier run's reports (its own copy with them) moved to ``out/previous/RUN_ID``; removed where not, and where
+#: a call cut off left it, by the next run into ``out`` that goes ahead (never read as rows).
+ROWS_STAGED = ".evaluate-rows.staged.jsonl"
 #: What :func:`move_to_previous` moves: a run's files of :data:`OUTPUT_NAMES` and evaluate()'s copy of its rows.
 MOVED_NAMES = OUTPUT_NAMES | {ROWS_FILE}
 

@@ -22,7 +22,7 @@ import redis
 from orchestrator import Evaluation, evaluate, resume
 from orchestrator.api import IncompleteRunWarning
 from orchestrator.embedded_redis import EmbeddedRedis
-from orchestrator.reports.files import OUTPUT_NAMES, report_digests
+from orchestrator.reports.files import OUTPUT_NAMES, ROWS_STAGED, report_digests
 from orchestrator.runner import RELEASED_ITEMS_TTL_S, REPORT_DIGESTS
 from ragscore_workers.answers import TARGET_ERROR
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning
@@ -803,6 +803,44 @@ def test_an_earlier_evaluate_resumes_from_previous_on_the_copy_of_its_rows_moved
     assert resume(out, quiet=True).summary.metrics == second.metrics
 
 
+def test_a_copy_of_rows_an_evaluate_left_staged_is_never_read_and_goes_with_the_next_run_into_its_dir(
+    tmp_path: Path, home: Path
+) -> None:
+    """An evaluate() killed between the staged copy of its rows (.evaluate-rows.staged.jsonl) and its rename, its
+    run not yet gone ahead, left that copy in DIR (DIR's claim went with the process). No run reads it as rows, and
+    the next run into DIR that goes ahead removes it: a `ragscore run` with its own dataset as an evaluate()."""
+    out, suite = tmp_path / "out", tmp_path / "s.json"
+    suite.write_text(json.dumps(SUITE))
+    evaluate(make_rows(6), SUITE, out=out, quiet=True)
+    staged = out / ROWS_STAGED
+    write_jsonl(staged, make_rows(3, seed=2))  # as the killed call left it
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(4, seed=1))
+    done = _cli(home, "run", str(data), "--suite", str(suite), "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "summary.json").read_text())["items"] == 4 and not staged.exists()
+    write_jsonl(staged, make_rows(3, seed=2))
+    again = evaluate(make_rows(5, seed=3), SUITE, out=out, quiet=True)
+    assert again.summary.items == 5 and not staged.exists()
+    assert (out / "evaluate-rows.jsonl").read_text().count("\n") == 5
+
+
+def test_a_run_of_an_evaluates_copy_of_rows_into_its_dir_is_refused_before_it_starts(
+    tmp_path: Path, home: Path
+) -> None:
+    """`ragscore run DIR/evaluate-rows.jsonl --out DIR` read evaluate()'s copy of the earlier run's rows, then moved it
+    to DIR/previous/RUN_ID with that run's reports: the new run's dataset was gone for its resume. It is refused
+    (exit 2) before the run starts, DIR as it was."""
+    out, suite = tmp_path / "out", tmp_path / "s.json"
+    suite.write_text(json.dumps(SUITE))
+    evaluate(make_rows(3), SUITE, out=out, quiet=True)
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    done = _cli(home, "run", str(out / "evaluate-rows.jsonl"), "--suite", str(suite), "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"--out {out} would move the dataset {out / 'evaluate-rows.jsonl'}, evaluate()'s copy" in said, said
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+
+
 @pytest.mark.parametrize("earlier", ["clean", "with an error"])
 def test_the_resume_from_previous_of_a_run_whose_items_left_reads_them_there(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, earlier: str
@@ -827,8 +865,10 @@ def test_the_resume_from_previous_of_a_run_whose_items_left_reads_them_there(
         assert again.summary.metrics["typed_answer"].errors == 1 and again.summary.metrics["exact_match"].n == 20
         assert again.summary.timing.get("resumed_at"), again.summary
         assert RunSummary.model_validate_json((previous / "summary.json").read_bytes()) == again.summary
-    with _embedded_store(home) as client:
-        assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(previous.resolve())
+    with _embedded_store(home) as client:  # the store names the moved folder as its items' and its rows' copy's
+        meta = client.hgetall(f"ragscore:run:{run_id}:meta")
+    assert meta["items_in"] == str(previous.resolve()), meta
+    assert meta["dataset"] == str((previous / "evaluate-rows.jsonl").resolve()), meta
 
 
 def test_a_cluster_run_into_an_embedded_runs_dir_leaves_that_run_resumable_from_previous(
