@@ -1128,7 +1128,7 @@ class RunStore:
 
     def released_to(self, run_id: str) -> str | None:
         """The folder whose reports hold the items of run ``run_id`` released for it (:meth:`release_items`,
-        :meth:`move_released_items`); None where they were not released (or a resume since took them back)."""
+        :meth:`move_reports_dir`); None where they were not released (or a resume since took them back)."""
         return self.meta(run_id).get(ITEMS_IN)
 
     def restore_answers(self, run_id: str, answers: Iterable[tuple[int, str, dict[str, Any]]]) -> None:
