@@ -11,6 +11,9 @@ Statistics (pure functions, seeded, so a re-run prints the same numbers):
   scores up to ``MAX_RESAMPLE_N``, and the normal approximation beyond.
 * :func:`wins`: per question, the system with the best score wins; equal best scores are a tie.
 
+Scores closer than ``TIE_TOLERANCE`` are equal in both: the float noise of two runs of the same texts is no
+difference, however consistent its sign.
+
 :func:`collect` reads the runs once (streaming) into one score matrix per metric output: memory is
 questions x systems x outputs x 8 bytes (1M questions, 2 systems, 5 outputs: 80 MB) plus the question ids.
 """
@@ -38,6 +41,7 @@ from .source import RunData
 __all__ = [
     "MIN_PAIRS",
     "SIGNIFICANT_P",
+    "TIE_TOLERANCE",
     "Comparison",
     "Difference",
     "alone_text",
@@ -72,6 +76,10 @@ SIGNIFICANT_P = 0.05
 #: Fewest pairs whose two-sided sign-flip p can fall below ``SIGNIFICANT_P`` (its least is 2 / 2^n: 1/32 at 6):
 #: with fewer, no difference is significant, so ``--fail-on-worse`` fails them rather than pass them unseen.
 MIN_PAIRS = 6
+#: Scores closer than this are equal (a tie, a difference of 0): an embedding metric's fp32 cosine of the same texts
+#: differs by ~1e-7 between runs that batched them otherwise, which read as wins and losses, and over 30 questions
+#: all one way as a significant difference; scores are shown to 3 decimals.
+TIE_TOLERANCE = 1e-6
 
 
 def paired_ci(diffs: Sequence[float] | np.ndarray, seed: int = BOOTSTRAP_SEED) -> list[float] | None:
@@ -125,7 +133,7 @@ def wins(scores: np.ndarray, higher_better: bool = True) -> tuple[list[int], int
         rows = -rows
     filled = np.where(np.isnan(rows), -np.inf, rows)
     best = filled.max(axis=1, keepdims=True)
-    at_best = filled == best
+    at_best = filled >= best - TIE_TOLERANCE
     single = at_best.sum(axis=1) == 1
     per_column = at_best[single].sum(axis=0)
     return [int(v) for v in per_column], int((~single).sum()), int(rows.shape[0])
@@ -550,6 +558,7 @@ def compare(
         for b, i in pairs:
             both = ~np.isnan(x[:, b]) & ~np.isnan(x[:, i])
             d = x[both, i] - x[both, b]
+            d[np.abs(d) < TIE_TOLERANCE] = 0.0
             better = sign * d
             differences.append(Difference(
                 metric=name, arm=arms[i], n=int(d.size), base_mean=_mean(x[both, b]), arm_mean=_mean(x[both, i]),

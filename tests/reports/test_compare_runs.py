@@ -839,3 +839,19 @@ def test_compare_out_refuses_a_dir_holding_files_of_the_users_with_its_names(
     for _ in range(2):  # a run's DIR: compare writes beside its reports, and rewrites its own files
         wrote = _cli(*runs, "--out", str(in_a_run))
         assert wrote.returncode == 0, wrote.stderr
+
+
+def test_float_noise_between_two_runs_of_the_same_texts_is_a_tie_not_a_difference() -> None:
+    """Two runs of one embedding suite on one dataset: each cosine differed by ~1e-7 (fp32, other batches), read
+    as 11/11/8 wins, ties and losses, and with every question one way as significantly worse (a new user's audit)."""
+    from orchestrator.reports.compare import worse_failures
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def run(system: str, noise: float) -> Any:
+        rows = [(f"q{i}", sha(f"Q{i}?"), 0.5 + i / 100 - noise) for i in range(30)]
+        return _run(system, rows, metric="answer_correctness")
+
+    result = compare([run("A", 0.0), run("B", 1.2e-7)])
+    (d,) = result.differences
+    assert (d.wins, d.ties, d.losses, d.diff, d.p) == (0, 30, 0, 0.0, 1.0)
+    assert worse_failures(result) == []

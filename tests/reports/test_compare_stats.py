@@ -130,3 +130,8 @@ def test_a_verdict_follows_the_interval_not_the_p_or_the_sign_of_the_mean_differ
     assert verdict(diff("exact_match", 100, 0.01, [0.001, 0.02], 0.2)) == "no clear difference"
     assert verdict(diff("answer_hallucination", 100, -0.03, [-0.048, -0.012], 0.001)) == "better"  # lower is better
     assert verdict(diff("exact_match", 5, 1.0, [1.0, 1.0], 0.0625)) == "too few pairs"
+
+
+def test_scores_apart_by_float_noise_tie_for_the_win() -> None:
+    # 0.5 and 0.5 - 1.2e-7: one cosine of fp32 embeddings batched otherwise; 0.5 and 0.4 a real win.
+    assert wins(np.array([[0.5, 0.5 - 1.2e-7], [0.5, 0.4], [0.3, 0.3 + 1.2e-7]])) == ([1, 0], 2, 3)
