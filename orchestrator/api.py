@@ -29,6 +29,7 @@ from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
+from .reports.console import missed_lines, unfilled_lines
 from .reports.files import ROWS_FILE, ROWS_STAGED, first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
 from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
@@ -226,9 +227,11 @@ def shutdown() -> None:
 
 
 def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) -> Evaluation:
-    """The run's Evaluation, after a warning for its unreadable rows and one for what ``ragscore run`` exits 1 for
-    (returned as it is, but said: a notebook shows warnings, with ``quiet`` too). ``rows_given``: the run scored rows
-    given in memory (failed_rows.jsonl has each one's index in them, and its line in their copy)."""
+    """The run's Evaluation, after a warning for its unreadable rows, a DatasetWarning for each line ``ragscore run``
+    ends with on scores the data made 0 (gold and retrieved ids named otherwise, a target's replies lacking a field),
+    and one for what ``ragscore run`` exits 1 for (returned as it is, but said: a notebook shows warnings, with
+    ``quiet`` too). ``rows_given``: the run scored rows given in memory (failed_rows.jsonl has each one's index in
+    them, and its line in their copy)."""
     if summary.failed_rows:
         rows = f"{counted(summary.failed_rows, 'row')} {agree(summary.failed_rows, 'was', 'were')}"
         line = (f"its index in {ROWS_GIVEN.name} (from 0; its line, from 1, is that of their copy, {ROWS_FILE})"
@@ -236,6 +239,8 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
         each = agree(summary.failed_rows, "it is", "each is")
         warnings.warn(f"{rows} unreadable and not scored: {each} in {out_dir / 'failed_rows.jsonl'} with {line} "
                       f"and why{_first_failed(out_dir, rows_given)}", stacklevel=3)  # fmt: skip
+    for line in (*missed_lines(summary), *unfilled_lines(summary)):  # scores of 0 that no error explains
+        warnings.warn(line, DatasetWarning, stacklevel=3)
     problem = incomplete(summary, PYTHON)
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=3)

@@ -608,6 +608,25 @@ def test_what_is_probably_wrong_before_the_run_is_a_dataset_warning_a_notebook_c
             evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "strict")
 
 
+def test_gold_ids_named_otherwise_than_the_retrieved_ids_are_a_dataset_warning(tmp_path: Path, home: Path) -> None:
+    """`ragscore run` ends with a line saying no gold id is among the retrieved ids (`doc_12` against `12`: every row
+    0, no error); evaluate() said nothing, so a notebook read recall 0 as the retriever's (a new user's audit)."""
+    import warnings
+
+    rows = [{"id": f"q{i}", "retrieved_doc_ids": [f"doc_{i}", "doc_9"], "gold_doc_id": str(i)} for i in range(3)]
+    said = r"recall_at_k: no gold_doc_id of any of the 3 rows is among its retrieved_doc_ids \(mrr 0 on every row\)"
+    with pytest.warns(DatasetWarning, match=said) as caught:
+        result = evaluate(rows, {"metrics": ["recall_at_k"]}, out=tmp_path / "out", quiet=True)
+    (warned,) = [w for w in caught if w.category is DatasetWarning]
+    assert warned.filename == __file__  # at the caller's line
+    assert result.summary.metrics["mrr"].mean == 0.0  # returned as it is
+    named_alike = [{**row, "gold_doc_id": f"doc_{i}"} for i, row in enumerate(rows)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DatasetWarning)
+        alike = evaluate(named_alike, {"metrics": ["recall_at_k"]}, out=tmp_path / "alike", quiet=True)
+    assert alike.summary.metrics["mrr"].mean == 1.0
+
+
 def test_refusals_name_the_parameters_of_evaluate_not_the_command_lines_options(tmp_path: Path, home: Path) -> None:
     """Said as `--out OUT would overwrite the dataset ...: give another --out`, options a notebook has not."""
     out = evaluate(make_rows(3), {"metrics": ["exact_match"]}, out=tmp_path / "out").out_dir
