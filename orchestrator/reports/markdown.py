@@ -20,6 +20,7 @@ from .console import (
     judge_used,
     kappa_text,
     metric_label,
+    missed_lines,
     reasons_text,
     since_resume,
     table_count,
@@ -111,6 +112,8 @@ def render_markdown(
     lines += ["", MEANS_NOTE, ""]
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]
+    if missed := missed_lines(summary):  # recall 0 on every row, with no error: ids named in two schemes
+        lines += ["## Warnings", "", *(f"- {md_cell(line)}" for line in missed), ""]
     if unscorable := [(name, m) for name, m in summary.metrics.items() if m.unscorable_reasons]:
         why = [f"- {md_cell(name)}: {md_cell(reasons_text(m.unscorable_reasons))}" for name, m in unscorable]
         lines += ["## Why items were unscorable", "", *why, ""]

@@ -27,7 +27,7 @@ th{background:#f4f6f8}td.l,th.l{text-align:left}
 figcaption{font-size:.9em;font-weight:600;margin-bottom:4px}
 pre{background:#f7f7f7;padding:6px;overflow:auto;max-height:360px;font-size:.85em;text-align:left;
 white-space:pre-wrap;word-break:break-word}
-details summary{cursor:pointer;color:#345}.bad{color:#b00020}.good{color:#1b7a33}
+details summary{cursor:pointer;color:#345}.bad{color:#b00020}.warn{color:#8a5a00}.good{color:#1b7a33}
 nav a{margin-right:12px}
 h1,h2,h3,p,li,th,td.l,figcaption{overflow-wrap:anywhere}
 .items th{overflow-wrap:normal}.items td.key{min-width:8ch}
@@ -71,6 +71,8 @@ REPORT = """{% extends "base" %}
 {{ metric_table(metric_rows) }}
 {% if error_lines %}<ul class="errors">{% for line in error_lines %}<li class="bad">{{ line }}</li>{% endfor %}</ul>
 {% endif %}
+{% if warning_lines %}<ul class="warnings">{% for line in warning_lines %}<li class="warn">{{ line }}</li>
+{% endfor %}</ul>{% endif %}
 <p class="muted">{{ means_note }}</p>
 
 <h2 id="distributions">Score distributions</h2>

@@ -43,6 +43,26 @@ def test_metrics_with_errors_get_a_line_with_the_first_error() -> None:
     assert "## Errors" not in render_markdown(clean)
 
 
+def test_gold_ids_named_otherwise_than_the_retrieved_ids_are_said_under_the_summary_of_both_reports() -> None:
+    """Only the console said that no row's gold id was among its retrieved ids (`doc_12` against `12`, recall 0
+    without an error): report.md and report.html, read later, showed the 0s alone (a new user's audit)."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    def summary(mrr: float) -> RunSummary:
+        return RunSummary(run_id="r", items=3, scored=3, metrics={"mrr": MetricSummary(mean=mrr, n=3)})
+
+    said = "recall_at_k: no gold_doc_id of any of the 3 rows is among its retrieved_doc_ids (mrr 0 on every row)"
+    md = render_markdown(summary(0.0))
+    (warning,) = md.split("## Warnings\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert warning.startswith(f"- {said}: do gold_doc_id and retrieved_doc_ids name documents alike (not \\`doc_12\\`")
+    assert f'<li class="warn">{said}: do gold_doc_id and retrieved_doc_ids name documents alike' in render_html(
+        summary(0.0), ItemStats()
+    )
+    assert "## Warnings" not in render_markdown(summary(0.5))
+    assert '<ul class="warnings">' not in render_html(summary(0.5), ItemStats())
+
+
 def test_the_html_summary_table_gives_the_first_error_on_its_errors_cell_escaped() -> None:
     from orchestrator.reports.html import render_html
     from orchestrator.reports.itemstats import ItemStats
