@@ -15,7 +15,8 @@ RagscoreError
                            into Celery)
 
 DatasetWarning (a UserWarning) what is probably wrong with a dataset or suite that still runs (a column
-                           missing, a metric with nothing to check), warned of by the Python API before its run
+                           missing, a metric with nothing to check), warned of by the Python API before its run,
+                           and scores it made 0 with no error (gold ids never among the retrieved ids), after it
 EvictionWarning (a UserWarning) a cluster's Redis that may evict a run's keys, warned of before its work is sent
 """
 
@@ -169,7 +170,8 @@ class StillLoadingError(BrokerError):
 class DatasetWarning(UserWarning):
     """What is probably wrong with a dataset or suite that still runs (a field a metric needs absent from every row,
     code_test with nothing to check): said before the run, by the Python API as this warning (the command line
-    prints it)."""
+    prints it); and once it ended, scores the data made 0 with no error (no row's gold id among its retrieved ids, a
+    target's replies with nothing at a response path), as the lines ``ragscore run`` ends with."""
 
 
 class EvictionWarning(UserWarning):

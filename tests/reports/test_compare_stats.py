@@ -135,3 +135,5 @@ def test_a_verdict_follows_the_interval_not_the_p_or_the_sign_of_the_mean_differ
 def test_scores_apart_by_float_noise_tie_for_the_win() -> None:
     # 0.5 and 0.5 - 1.2e-7: one cosine of fp32 embeddings batched otherwise; 0.5 and 0.4 a real win.
     assert wins(np.array([[0.5, 0.5 - 1.2e-7], [0.5, 0.4], [0.3, 0.3 + 1.2e-7]])) == ([1, 0], 2, 3)
+    # The tolerance is absolute, not relative: counts and latencies one unit apart are never tied, however large.
+    assert wins(np.array([[2_000_000.0, 2_000_001.0], [1234.5, 1234.501]]), higher_better=False) == ([2, 0], 0, 2)
