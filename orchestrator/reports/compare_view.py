@@ -61,11 +61,13 @@ def _unpaired(d: Difference) -> str:
 
 def _unpaired_counts(c: Comparison) -> str:
     """The console's line of items one system scored and the other did not (not in n; compare.md and compare.html
-    give them a column), or '' when every scored item is paired."""
+    give them a column), or '' when every scored item is paired. Not of an output one of the two scored no item of:
+    the notes after the table say why once for all systems (another suite, every item unscorable or errored)."""
     said: dict[str, list[str]] = {}  # outputs of the same counts (most often all of them) named once
     for d in c.differences:
-        if d.only_base or d.only_arm:
-            counts = f"{thousands(d.only_base)} of {d.base or c.arms[0]} only, {thousands(d.only_arm)} of {d.arm} only"
+        base = d.base or c.arms[0]
+        if (d.only_base or d.only_arm) and c.counts[d.metric][base] and c.counts[d.metric][d.arm]:
+            counts = f"{thousands(d.only_base)} of {base} only, {thousands(d.only_arm)} of {d.arm} only"
             said.setdefault(counts, []).append(d.metric)
     parts = [f"{', '.join(names)}: {counts}" for counts, names in said.items()]
     return f"not paired, so not in n (scored by one system only): {'; '.join(parts)}" if parts else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -334,21 +335,24 @@ def test_report_command_reads_a_run_from_the_store(two_runs: dict[str, Any], tmp
     assert "evaluate-rows.jsonl" in from_store  # the run's facts come from the store
 
 
-def _run(system: str, rows: list[tuple[str, str | None, float | str | None]], metric: str = "exact_match") -> Any:
+def _run(
+    system: str, rows: list[tuple[str, str | None, float | str | None]], metric: str | tuple[str, ...] = "exact_match"
+) -> Any:
     """A run as compare reads it, built from (id, question fingerprint, exact_match score) rows; a score that is
-    text is the item's error."""
+    text is the item's error. ``metric``: the output the score is of, or several, each given the same score."""
     from orchestrator.reports.source import RunData
     from ragscore_workers.schemas import MetricSummary, RunSummary
     from ragscore_workers.store import RawItem
 
+    names = (metric,) if isinstance(metric, str) else metric
     items = [
         RawItem(key=f"{system}::{qid}", meta={"id": qid, "system": system, "question_sha": sha},
-                metrics={metric: {"score": None, "error": score} if isinstance(score, str)
-                         else {"score": score, "error": None}})
+                metrics=dict.fromkeys(names, {"score": None, "error": score} if isinstance(score, str)
+                                      else {"score": score, "error": None}))
         for qid, sha, score in rows
     ]  # fmt: skip
     summary = RunSummary(run_id=system, items=len(items), scored=len(items),
-                         metrics={metric: MetricSummary(mean=None, n=0)})  # fmt: skip
+                         metrics={name: MetricSummary(mean=None, n=0) for name in names})  # fmt: skip
     return RunData(summary=summary, items=lambda: iter(items), failed_rows=lambda: iter([]), origin=system)
 
 
@@ -855,3 +859,33 @@ def test_float_noise_between_two_runs_of_the_same_texts_is_a_tie_not_a_differenc
     (d,) = result.differences
     assert (d.wins, d.ties, d.losses, d.diff, d.p) == (0, 30, 0, 0.0, 1.0)
     assert worse_failures(result) == []
+
+
+def test_runs_of_several_systems_scored_with_other_suites_say_the_outputs_one_lacks_once() -> None:
+    """Runs of 6 systems, the second scored with a smaller suite: the console's "not paired" line repeated, per
+    system, each output the second run has no such metric of (12 times in a new user's audit), which the note after
+    the table already says once for all of them."""
+    from rich.console import Console
+
+    from orchestrator.reports.compare_view import print_comparison
+    from orchestrator.reports.source import RunData
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def run(name: str, outputs: tuple[str, ...], questions: int = 10) -> Any:
+        parts = [_run(s, [(f"q{i}", sha(f"Q{i}?"), i % 3 / 2) for i in range(questions)], outputs) for s in "uvwxyz"]
+        summary = parts[0].summary.model_copy(update={"run_id": name})
+        return RunData(summary=summary, items=lambda: (i for p in parts for i in p.items()),
+                       failed_rows=lambda: iter([]), origin=name)  # fmt: skip
+
+    result = compare([run("before", ("exact_match", "checks", "mrr")), run("after", ("exact_match",))])
+    assert result.by_system == "before" and len(result.differences) == 18
+    out = io.StringIO()
+    print_comparison(result, Console(file=out, width=200))
+    assert "not paired" not in out.getvalue()
+    said = "after:u, after:v, after:w, after:x, after:y, after:z scored no item of checks, mrr (its run's suite"
+    assert said in render_compare_markdown(result)
+    fewer = compare([run("before", ("exact_match",)), run("after", ("exact_match",), questions=7)])
+    out = io.StringIO()  # systems that scored some of an output: their unpaired items are still said
+    print_comparison(fewer, Console(file=out, width=200))
+    said = "not paired, so not in n (scored by one system only): exact_match: 3 of before:u only, 0 of after:u only;"
+    assert said in " ".join(out.getvalue().split())
