@@ -1043,9 +1043,14 @@ class RunStore:
         """Give the run's own keys (not its items) ``ttl_s`` (default: the live TTL) from now: written once at
         submit, they would expire in a run that lasts longer than that, and every item with them."""
         pipe = self.r.pipeline(transaction=False)
-        for part in self._run_parts(run_id):
-            pipe.expire(self.key(run_id, part), self.ttl_s if ttl_s is None else ttl_s)
+        self._expire_parts(pipe, run_id, self.ttl_s if ttl_s is None else ttl_s)
         pipe.execute()
+
+    def _expire_parts(self, pipe: redis.client.Pipeline, run_id: str, ttl: int, shards: bool = True) -> None:
+        """Queue on ``pipe`` ``ttl`` for each of the run's own keys (:meth:`_run_parts`; its shards' id lists and
+        answers only with ``shards``)."""
+        for part in self._run_parts(run_id, shards):
+            pipe.expire(self.key(run_id, part), ttl)
 
     def work_began(self, run_id: str, generation: int) -> None:
         """Stamp when a worker first took a task of the run's current ``generation`` (the store's clock) and the
@@ -1062,8 +1067,7 @@ class RunStore:
         before this call (a worker's, late on a loaded host), which would keep them RAGSCORE_RUN_TTL_S."""
         ttl = self.final_ttl_s if ttl_s is None else ttl_s
         pipe = self.r.pipeline(transaction=False)
-        for part in self._run_parts(run_id, shards=False):
-            pipe.expire(self.key(run_id, part), ttl)
+        self._expire_parts(pipe, run_id, ttl, shards=False)  # the shards' by the script of _expire_shards
         if not released:
             pipe.hdel(self.key(run_id, "meta"), ITEMS_UNTIL, ITEMS_IN, ITEMS_KEYS)
         self._expire_shards(pipe, run_id, ttl, ITEMS_UNTIL if released else "")
