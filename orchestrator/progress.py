@@ -605,7 +605,21 @@ class _NotedProgress(Progress):
         yield from (_TaskLines(task) for task in self.tasks if task.visible)
 
 
-class RichProgress:
+class _RatedView:
+    """The ``held`` and ``outage`` of the views that measure the run's pace with a :class:`_Rate` (its ``rate``)."""
+
+    rate: _Rate
+
+    def held(self, text: str) -> None:
+        """Said after the idle note (:meth:`_Rate.idle_note`)."""
+        self.rate.held = text
+
+    def outage(self, seconds: float) -> None:
+        """Left out of the rate's gaps and of the idle time (:meth:`_Rate.outage`)."""
+        self.rate.outage(seconds)
+
+
+class RichProgress(_RatedView):
     """A rich progress bar: done/total work units and their percent, rate, ETA, then errors, unscorable and judge calls
     (under it where they do not fit beside it), and under it its note (what the run waits on, a stall)."""
 
@@ -644,19 +658,11 @@ class RichProgress:
             self.note(text)
         self.behind = text
 
-    def held(self, text: str) -> None:
-        """Said after the idle note (:meth:`_Rate.idle_note`)."""
-        self.rate.held = text
-
-    def outage(self, seconds: float) -> None:
-        """Left out of the rate's gaps and of the idle time (:meth:`_Rate.outage`)."""
-        self.rate.outage(seconds)
-
     def note(self, text: str) -> None:
         self.console.print(f"[ragscore] {text}", markup=False, highlight=False)
 
 
-class PlainProgress:
+class PlainProgress(_RatedView):
     """One line every ``PLAIN_INTERVAL_S`` seconds (logs, CI)."""
 
     def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
@@ -710,14 +716,6 @@ class PlainProgress:
 
     def queued(self, text: str) -> None:
         self.behind = text
-
-    def held(self, text: str) -> None:
-        """Said after the idle note (:meth:`_Rate.idle_note`)."""
-        self.rate.held = text
-
-    def outage(self, seconds: float) -> None:
-        """Left out of the rate's gaps and of the idle time (:meth:`_Rate.outage`)."""
-        self.rate.outage(seconds)
 
     def note(self, text: str) -> None:
         self._print(f"[ragscore] {shown(text)}")
