@@ -131,7 +131,8 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     stopping cleanly says it is finishing (``finishing``: it answers no ``inspect`` meanwhile), nor one on a queue of a
     worker that did not answer the ask but whose key saying it runs is renewed within ``SILENT_RENEWED_S``
     (``silent``: a worker too busy to answer in time, whose messages a cancel would otherwise aggregate as it writes
-    them)."""
+    them), watched from before the ask where a held message may be settled by its end (:func:`_settles_by_the_ask`:
+    a call whose held messages are all fresh reads none of them)."""
     held: dict[str, tuple[str, dict[str, Any], str]] = {}  # delivery tag -> (task id, message, queue)
     for tag, raw in store.broker.hgetall("unacked").items():
         if run_id not in raw:
@@ -143,7 +144,8 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
             return HeldMessages(held=len(held) + 1, orphans=[])
     if not held:
         return HeldMessages(held=0, orphans=[])
-    before = _recent_alive_keys(store, SILENT_RENEWED_S)  # a worker that renews its key during the ask lives
+    # a worker that renews its key during the ask lives: its keys read before it, where any message may be settled
+    before = _recent_alive_keys(store, SILENT_RENEWED_S) if _settles_by_the_ask(store, held) else None
     inspect = app.control.inspect(timeout=HELD_ASK_S)
     replies = [inspect.active() or {}, inspect.reserved() or {}]
     live = {task["id"] for reply in replies for tasks in reply.values() for task in tasks or []}
@@ -167,6 +169,14 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     orphans = [Orphan(at, queue, _rows_of(message)) for at, message, queue in settled if queue not in silent]
     return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(settled), finishing=finishing,
                         silent=len(settled) - len(orphans))  # fmt: skip
+
+
+def _settles_by_the_ask(store: RunStore, tags: Collection[str]) -> bool:
+    """Whether one of the held messages ``tags`` was delivered long enough ago that it may be settled
+    (``ORPHAN_SETTLED_S``) once the workers have been asked (``HELD_ASK_S``, twice): only then may :func:`held_messages`
+    watch the workers' keys. One settled later all the same (a slow ask) is watched from the ask's end."""
+    delivered = store.broker.zrangebyscore("unacked_index", "-inf", time.time() - ORPHAN_SETTLED_S + 2 * HELD_ASK_S)
+    return any(tag in tags for tag in delivered)
 
 
 def _stopping_workers(store: RunStore) -> dict[str, set[str]]:

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -330,3 +331,21 @@ def reading_back_slowly(home: Path, *, rewrite: bool = False) -> EmbeddedRedis:
     # its pidfile written (it daemonizes first: acquire() could come before it)
     assert until(lambda: first._server_pid() is not None, 30), "the server never wrote its pidfile"
     return first
+
+
+def monitor_commands(r: redis.Redis, seen: list[str], until: str) -> threading.Thread:
+    """Every command a client sends the server (MONITOR; not those a script runs), as text, into ``seen`` until
+    ``ECHO until``: the commands sent before it are all read, however far the thread lags behind."""
+
+    def watch() -> None:
+        with r.monitor() as monitor:
+            ready.set()
+            while until not in (command := monitor.next_command())["command"]:
+                if command["client_type"] != "lua":
+                    seen.append(str(command["command"]))
+
+    ready = threading.Event()
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    return thread

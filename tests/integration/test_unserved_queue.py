@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, monitor_commands, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -337,6 +338,33 @@ def test_the_message_a_live_worker_too_busy_to_list_it_holds_is_not_called_orpha
         assert until(lambda: bool(held_messages(store, sub.run_id).orphans), ALIVE_TTL_S + 30)
         began = time.monotonic()  # its key, still there, was not renewed for SILENT_RENEWED_S: not waited on again
         assert held_messages(store, sub.run_id).orphans and time.monotonic() - began < queues.SILENT_RENEWED_S / 2
+
+
+def test_held_messages_read_the_keys_saying_workers_run_only_where_a_message_may_be_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """held_messages read the keys saying the workers run (``ragscore:alive``) before every ask, though they are
+    watched only for a message settled (``ORPHAN_SETTLED_S``) by its end: a call whose held messages are all fresh
+    (the settling time set out of reach here, not waited for) reads none; one whose message is settled reads them."""
+    from orchestrator import queues
+    from orchestrator.queues import held_messages
+    from ragscore_workers.alive import ALIVE_INDEX
+
+    def alive_reads(settled_s: float) -> list[str]:
+        """The reads of the index of those keys during one call, its messages settled after ``settled_s``."""
+        monkeypatch.setattr(queues, "ORPHAN_SETTLED_S", settled_s)
+        seen: list[str] = []
+        end = f"end-{uuid.uuid4().hex}"
+        watcher = monitor_commands(store.r, seen, end)
+        assert held_messages(store, sub.run_id).held
+        store.r.echo(end)
+        watcher.join(30)
+        assert not watcher.is_alive(), "the monitor did not see the end"
+        return [command for command in seen if command == f"SMEMBERS {ALIVE_INDEX}"]
+
+    with _a_judge_worker_on_a_slow_call(tmp_path, latency_s=30.0) as (_worker, store, sub):
+        assert alive_reads(3600.0) == []
+        assert alive_reads(0.0)
 
 
 @pytest.mark.serial  # the worker's key must be seen renewed within its TTL (10 s) while the cancel looks

@@ -29,7 +29,7 @@ from ragscore_workers.providers.run_state import WAIT_SOONER_MS, WAIT_TTL_MS, WA
 from ragscore_workers.store import BUDGET_AT_0, PAUSED_BY_429, PAUSED_BY_BUDGET, RunState, RunStore
 
 from ..fakes import FakeProvider
-from ..support import RedisProcess, WorkerProcess, status_saying, status_text, until, write_jsonl
+from ..support import RedisProcess, WorkerProcess, monitor_commands, status_saying, status_text, until, write_jsonl
 from .conftest import judge_suite
 
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"} for i in range(2)]
@@ -343,24 +343,6 @@ def test_an_ended_run_says_no_wait_though_its_calls_noted_one_just_before(rclien
     assert "waiting on the judge rate limit" not in status_text(store, run_id)
 
 
-def _monitor(r: redis.Redis, seen: list[str], until: str) -> threading.Thread:
-    """Every command a client sends the server (MONITOR; not those a script runs), as text, into ``seen`` until
-    ``ECHO until``: the commands sent before it are all read, however far the thread lags behind."""
-
-    def watch() -> None:
-        with r.monitor() as monitor:
-            ready.set()
-            while until not in (command := monitor.next_command())["command"]:
-                if command["client_type"] != "lua":
-                    seen.append(str(command["command"]))
-
-    ready = threading.Event()
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    assert ready.wait(30)
-    return thread
-
-
 def test_many_calls_waiting_in_one_process_write_the_runs_note_about_once_a_refresh(rclient: redis.Redis) -> None:
     """16 threads of a worker wait out a 6 s pause after a 429: the run's note is written about once per
     WAIT_REFRESH_S by the process, not by each waiting call each time (16 calls wrote 2 round trips each per 2 s: the
@@ -369,7 +351,7 @@ def test_many_calls_waiting_in_one_process_write_the_runs_note_about_once_a_refr
     limiter = RedisLimiter(rclient, f"test:{uuid.uuid4().hex[:10]}", [Limit(1000, 60, "requests", "rpm")])
     seen: list[str] = []
     end = f"end-{uuid.uuid4().hex}"
-    watcher = _monitor(rclient, seen, end)
+    watcher = monitor_commands(rclient, seen, end)
     limiter.pause(6.0, "429 from provider")
     threads = [threading.Thread(target=limiter.acquire, args=(1,), kwargs={"on_wait": state.note_wait})
                for _ in range(16)]  # fmt: skip
