@@ -333,19 +333,28 @@ RESUMED_ENCODING = (
 
 def embedding_line(summary: RunSummary) -> str | None:
     """What the embed workers did, in one line (texts encoded, Redis cache hits, vectors a worker process held in
-    memory: of this chunk's other metrics, or of earlier chunks and runs; on which device; a resumed run's said to
-    count every attempt: :data:`RESUMED_ENCODING`), or None."""
+    memory: of this chunk's other metrics, or of earlier chunks and runs; which worker processes served and encoded
+    it, on which device: :func:`_workers_text`; a resumed run's said to count every attempt:
+    :data:`RESUMED_ENCODING`), or None."""
     e = summary.embedding
     if not any(e.get(counter) for counter in ("encode_calls", "cache_hits", "memory_hits")):
         return None
-    where = devices_text(e.get("devices") or {})
     line = (f"embedding: {counted(e.get('encoded', 0), 'text')} encoded in "
             f"{counted(e.get('encode_calls', 0), 'batched call')}, "
             f"{thousands(e.get('cache_hits', 0))} from the cache")  # fmt: skip
     if e.get("memory_hits"):
         line += f", {thousands(e['memory_hits'])} from the workers' memory"
     line += RESUMED_ENCODING if "resumed_at" in summary.timing else ""
-    return line + (f"; worker processes on {where}" if where else "")
+    return line + (f"; {_workers_text(e)}" if e.get("devices") else "")
+
+
+def _workers_text(embedding: dict[str, Any]) -> str:
+    """``worker processes with a model serving it: cpu fp32 ×2; encoding: cpu ×1``: ``devices`` (each process with a
+    model loaded that looked texts of the run up, though the caches held them all) and ``encoders``'s ``workers``
+    (those of them that encoded texts of the run, per device type; left out where none did)."""
+    encoding = {device: tally["workers"] for device, tally in (embedding.get("encoders") or {}).items()}
+    said = f"worker processes with a model serving it: {devices_text(embedding['devices'])}"
+    return said + (f"; encoding: {devices_text(encoding)}" if encoding else "")
 
 
 def compare_line(summary: RunSummary, out: Path | None, broker: str | None) -> str:

@@ -156,9 +156,7 @@ def test_model_loads_once_per_worker_process_across_many_tasks(home: Path) -> No
     loads = {k: int(v) for k, v in stats.items() if k.startswith("loads:")}
     calls = {k.removeprefix("calls:"): int(v) for k, v in stats.items() if k.startswith("calls:")}
     assert list(loads.values()) == [1], stats  # one worker process, one load
-    import torch
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = _device()
     assert result.summary.embedding["devices"] == {f"{device} fp32": 1}  # what the vectors were computed on
     assert calls == {next(iter(loads)).removeprefix("loads:"): tasks * len(METRICS)}, stats
     # One batched encode per task covers all five metrics; each distinct text is encoded once.
@@ -167,19 +165,34 @@ def test_model_loads_once_per_worker_process_across_many_tasks(home: Path) -> No
     assert int(stats["memory_hits"]) == 4 * int(stats["encoded"]) > 0 and int(stats["cache_hits"]) == 0
 
 
+def _device() -> str:
+    """The device an ``auto`` embed worker encodes on here."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def test_a_run_on_warm_workers_says_the_vectors_their_memory_held(home: Path) -> None:
     """A run on the workers an earlier run kept, its vector cache off, encodes nothing: each worker process held the
     vectors in memory. Its console had no embedding line (none encoded, none from the Redis cache), and a run that
     encoded some of its texts read "64 texts encoded in 1 batched call, 0 from the cache" beside 190 distinct texts
-    (hDT's cluster audit): the summary's memory_hits were left out. The line counts them now."""
+    (hDT's cluster audit): the summary's memory_hits were left out. The line counts them now. Its "worker processes
+    on cpu fp32 ×1" counted the processes with a model that served the run, where the summary's encoders count those
+    that encoded: the line now says both, as what they are."""
     suite = _suite(embedding={"batch_size": 8, "cache": False})
-    evaluate(EDGE_ROWS, suite)
+    first = evaluate(EDGE_ROWS, suite).summary
     counters = evaluate(EDGE_ROWS, suite).summary
     e = counters.embedding
     assert e["encoded"] == 0 and e["cache_hits"] == 0 and e["memory_hits"] > 0, e
     line = embedding_line(counters)
     said = f"0 texts encoded in 0 batched calls, 0 from the cache, {e['memory_hits']:,} from the workers' memory"
     assert line is not None and line.startswith(f"embedding: {said}"), line
+    # "worker processes on cpu fp32 ×1" of both runs: the second's process encoded nothing (encoders has no workers)
+    device = _device()
+    serving = f"; worker processes with a model serving it: {device} fp32 ×1"
+    assert first.embedding["encoders"][device]["workers"] == 1 and "encoders" not in e, (first.embedding, e)
+    assert (embedding_line(first) or "").endswith(f"{serving}; encoding: {device} ×1"), embedding_line(first)
+    assert line.endswith(serving), line
 
 
 def test_second_run_is_served_from_the_redis_cache_with_identical_scores(
