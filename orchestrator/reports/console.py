@@ -349,12 +349,12 @@ def embedding_line(summary: RunSummary) -> str | None:
 
 
 def _workers_text(embedding: dict[str, Any]) -> str:
-    """``worker processes with a model serving it: cpu fp32 ×2; encoding: cpu ×1``: ``devices`` (each process with a
-    model loaded that looked texts of the run up, though the caches held them all) and ``encoders``'s ``workers``
-    (those of them that encoded texts of the run, per device type; left out where none did)."""
+    """``served by worker processes on cpu fp32 ×2, of which cpu ×1 encoded``: ``devices`` (each process with a model
+    loaded that looked texts of the run up, though the caches held them all) and ``encoders``'s ``workers`` (those of
+    them that encoded texts of the run, per device type; left out where none did)."""
     encoding = {device: tally["workers"] for device, tally in (embedding.get("encoders") or {}).items()}
-    said = f"worker processes with a model serving it: {devices_text(embedding['devices'])}"
-    return said + (f"; encoding: {devices_text(encoding)}" if encoding else "")
+    said = f"served by worker processes on {devices_text(embedding['devices'])}"
+    return said + (f", of which {devices_text(encoding)} encoded" if encoding else "")
 
 
 def compare_line(summary: RunSummary, out: Path | None, broker: str | None) -> str:

@@ -178,7 +178,8 @@ def test_a_run_on_warm_workers_says_the_vectors_their_memory_held(home: Path) ->
     encoded some of its texts read "64 texts encoded in 1 batched call, 0 from the cache" beside 190 distinct texts
     (hDT's cluster audit): the summary's memory_hits were left out. The line counts them now. Its "worker processes
     on cpu fp32 ×1" counted the processes with a model that served the run, where the summary's encoders count those
-    that encoded: the line now says both, as what they are."""
+    that encoded: the line now says both, as what they are ("served by worker processes on cpu fp32 ×1, of which cpu
+    ×1 encoded")."""
     suite = _suite(embedding={"batch_size": 8, "cache": False})
     first = evaluate(EDGE_ROWS, suite).summary
     counters = evaluate(EDGE_ROWS, suite).summary
@@ -187,11 +188,11 @@ def test_a_run_on_warm_workers_says_the_vectors_their_memory_held(home: Path) ->
     line = embedding_line(counters)
     said = f"0 texts encoded in 0 batched calls, 0 from the cache, {e['memory_hits']:,} from the workers' memory"
     assert line is not None and line.startswith(f"embedding: {said}"), line
-    # "worker processes on cpu fp32 ×1" of both runs: the second's process encoded nothing (encoders has no workers)
+    # one process served both runs: it encoded in the first, nothing in the second (its encoders has no workers)
     device = _device()
-    serving = f"; worker processes with a model serving it: {device} fp32 ×1"
+    serving = f"; served by worker processes on {device} fp32 ×1"
     assert first.embedding["encoders"][device]["workers"] == 1 and "encoders" not in e, (first.embedding, e)
-    assert (embedding_line(first) or "").endswith(f"{serving}; encoding: {device} ×1"), embedding_line(first)
+    assert (embedding_line(first) or "").endswith(f"{serving}, of which {device} ×1 encoded"), embedding_line(first)
     assert line.endswith(serving), line
 
 

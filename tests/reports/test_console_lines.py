@@ -89,8 +89,8 @@ def test_the_embedding_line_says_where_the_vectors_were_computed() -> None:
     encoders = {"cuda": {"workers": 1, "encoded": 1500, "encode_ms": 900}}  # the cpu process had its texts cached
     embedded = _summary(embedding={"encoded": 1500, "encode_calls": 24, "cache_hits": 10, "worker_processes": 2,
                                    "devices": {"cpu fp32": 1, "cuda fp16": 1}, "encoders": encoders})  # fmt: skip
-    line = ("embedding: 1,500 texts encoded in 24 batched calls, 10 from the cache; worker processes with a model "
-            "serving it: cpu fp32 ×1, cuda fp16 ×1; encoding: cuda ×1")  # fmt: skip
+    line = ("embedding: 1,500 texts encoded in 24 batched calls, 10 from the cache; served by worker processes on "
+            "cpu fp32 ×1, cuda fp16 ×1, of which cuda ×1 encoded")  # fmt: skip
     assert embedding_line(embedded) == line
     out = io.StringIO()
     print_summary(embedded, Console(file=out, width=300))
@@ -106,8 +106,8 @@ def test_a_resumed_runs_embedding_line_says_it_counts_every_attempt_and_why_text
     assert line == (
         "embedding: 10,224 texts encoded in 110 batched calls, 0 from the cache (the run and its resumes together: a "
         "resume encodes again the texts of the tasks the interruption cut short and those its items share with items "
-        "scored before, unless the embedding cache, which --no-cache turns off, holds them); worker processes with a "
-        "model serving it: cpu fp32 ×2"
+        "scored before, unless the embedding cache, which --no-cache turns off, holds them); served by worker "
+        "processes on cpu fp32 ×2"
     ), line
 
 
