@@ -189,15 +189,18 @@ def load_note(counters: dict[str, int], queues: Collection[str] | None = None) -
     return "; ".join(notes)
 
 
-def unbegun_load_note(counters: dict[str, int], base: dict[str, int], now: float | None = None) -> str:
+def unbegun_load_note(
+    counters: dict[str, int], base: dict[str, int], now: float | None = None, timing: Collection[str] = ()
+) -> str:
     """:func:`wait_note` for a run at work where a queue with work of its own (``total:{queue}``) has done none of the
-    attempt's (``done:{queue}`` not past ``base``'s) while its worker loads a model or encodes: a model still loading
+    attempt's (``done:{queue}`` not past ``base``'s), or is of ``timing`` (its first chunk after its model's load done,
+    its pace not known yet: :meth:`RecentRate.timing`), while its worker loads a model or encodes: a model still loading
     on a cold GPU host while the cpu queue scores; its ETA can say nothing then. ``""`` where every loading queue
     has begun: its note would hide the ETA (an embed worker encodes nearly all the time)."""
     fresh = [
         q
         for q in _loads(counters)
-        if f"total:{q}" in counters and counters.get(f"done:{q}", 0) <= base.get(f"done:{q}", 0)
+        if f"total:{q}" in counters and (counters.get(f"done:{q}", 0) <= base.get(f"done:{q}", 0) or q in timing)
     ]
     return wait_note(counters, now, fresh) if fresh else ""
 
@@ -298,7 +301,7 @@ class RecentRate:
     writes again, an outage's interval (a worker's restart, its model's load seen, or the run store not answering:
     :meth:`_outages`) counts as the bursts' usual one, and the seconds the run store did not answer (:meth:`outage`)
     are left out of the silence since the last burst. Until it has seen two, its rate counts from its first sample
-    kept."""
+    kept, but a queue's lone burst after its model's load gives no rate (:meth:`timing`)."""
 
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
@@ -346,8 +349,13 @@ class RecentRate:
     def rate(self, key: str, left: int) -> float | None:
         """Units per second of counter ``key`` (``done``, ``done:{queue}``), ``left`` of its units still to do, over its
         bursts (the class's doc); None (the caller's mean since work began instead) while the samples span less than
-        :data:`RECENT_MIN_S`, or fewer than two bursts of it were seen with units left (0/s with none: it ended)."""
-        if not self.samples or self.samples[-1][0] - self.samples[0][0] < RECENT_MIN_S:
+        :data:`RECENT_MIN_S`, or fewer than two bursts of it were seen with units left (0/s with none: it ended). 0/s
+        (no ETA, as before its first burst) while its pace is not known yet (:meth:`timing`)."""
+        if not self.samples:
+            return None
+        if left > 0 and self.timing(key):
+            return 0.0
+        if self.samples[-1][0] - self.samples[0][0] < RECENT_MIN_S:
             return None
         now = self.samples[-1][0]
         bursts = self._bursts(key)
@@ -360,6 +368,15 @@ class RecentRate:
         gap = sum(spans) / len(spans)
         silent = now - used[-1][0] - self._lost_s(used[-1][0], now)
         return (used[-1][1] - used[0][1]) / (sum(spans) + max(0.0, silent - gap))
+
+    def timing(self, key: str) -> bool:
+        """Whether the pace of a queue's counter ``key`` (``done:{queue}``) is not known yet: its lone burst in the
+        samples kept came after a worker of the queue was seen loading its model. That chunk's time holds the load (6 s
+        of 8.5 s in a recorded CPU run: its ETA was 21 times the time left), so the pace counts from its end, at the
+        queue's next burst."""
+        queue = key.partition(":")[2]
+        bursts = self._bursts(key) if queue else []
+        return len(bursts) == 1 and any(t < bursts[0][0] and of == queue for t, of in self.reloads)
 
     def _bursts(self, key: str) -> list[tuple[float, int]]:
         """``(time, count)`` of each sample kept where counter ``key`` grew."""
@@ -511,7 +528,10 @@ class _Rate:
             return ""
         if loading(counters):
             self.changed = time.monotonic()
-            return unbegun_load_note(counters, self._base(counters)) if self._began(counters) else wait_note(counters)
+            if not self._began(counters):
+                return wait_note(counters)
+            timing = [q for q in _loads(counters) if self.recent.timing(f"done:{q}")]
+            return unbegun_load_note(counters, self._base(counters), timing=timing)
         # a load past LOAD_NOTED_S: no unit was done all the while it loaded, not just since it passed the bound
         idle = max(time.monotonic() - self.changed, _load_s(counters))
         if idle < self.idle_after:

@@ -6,9 +6,11 @@ machine's late wake-ups cannot change them."""
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -740,7 +742,9 @@ def _said(view: PlainProgress, out: io.StringIO, counters: dict[str, int]) -> st
 def test_a_model_still_loading_is_said_after_another_queues_first_units(clock: Clock) -> None:
     """The encoding rule took the run's first units for every queue's: once the cpu queue's first chunk was done, a
     model still loading on the embed queue (minutes on a cold GPU host) left the line at ``ETA ?`` with no reason (no
-    ETA while a queue with work left has done none). Said until the embed queue's own first units; then the ETA."""
+    ETA while a queue with work left has done none). Said until the embed queue's own first units; then what it
+    encodes until its next chunk (its first chunk's time held the model's load: no pace, :meth:`RecentRate.timing`);
+    then the ETA."""
     counters = {"done": 100, "total": 1000, "done:cpu": 100, "total:cpu": 500, "done:embed": 0, "total:embed": 500,
                 "work_ms": 31_000, "before:done": 0, "before:done:cpu": 0, "before:done:embed": 0}  # fmt: skip
     out = io.StringIO()
@@ -750,6 +754,9 @@ def test_a_model_still_loading_is_said_after_another_queues_first_units(clock: C
     assert "ETA ? (embed: loading all-MiniLM-L6-v2 on cuda (30 s))" in line, line
     clock.advance(20.0)
     line = _said(view, out, counters | {"done": 300, "done:cpu": 200, "done:embed": 100, "work_ms": 51_000} | ENCODING)
+    assert "ETA ? (embed: encoding 1,234 texts (4 s))" in line, line
+    clock.advance(5.0)
+    line = _said(view, out, counters | {"done": 450, "done:cpu": 250, "done:embed": 200, "work_ms": 56_000} | ENCODING)
     assert re.search(r" ETA \d+s ", line) and "embed:" not in line, line
 
 
@@ -1035,3 +1042,32 @@ def test_a_notebooks_stderr_is_given_back_when_ending_the_line_fails(monkeypatch
     with pytest.raises(ValueError, match="closed file"):
         view.stop()
     assert sys.stderr is stream
+
+
+#: A real embedded-style run's progress counters, one per 0.2 s poll on the store's clock (``work_ms``): one embed
+#: worker on 2 busy CPU cores loading all-MiniLM-L6-v2 (the ``load_of`` note, 6 s), then 10 chunks of 64 questions
+#: of ``answer_correctness`` (the first 2.4 s, the rest 0.2 to 1.6 s), as :meth:`RunStore.progress` returned them.
+EMBED_RUN = Path(__file__).parent.parent / "data" / "embed_run_progress_cpu.json"
+
+
+def test_the_first_eta_after_a_model_load_is_close_to_the_time_the_run_then_took(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first chunk's time held the model's load: its units over the time since work began said ``ETA 94s`` where
+    4.4 s were left. The embed queue's pace counts from that chunk's end: the first ETA shown (at the second chunk) is
+    within a factor of 2 of the time the recorded run then took."""
+    monkeypatch.setattr(progress, "PLAIN_INTERVAL_S", 0.0)
+    samples = json.loads(EMBED_RUN.read_text())
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    shown: list[tuple[str, int]] = []
+    for counters in samples:
+        view.update(counters)
+        clock.advance(0.2)
+        if (line := out.getvalue().splitlines()[-1:]) and (not shown or shown[-1][0] != line[0]):
+            shown.append((line[0], counters["work_ms"]))
+    line, at_ms = next((line, at) for line, at in shown if re.search(r" ETA \d+s ", line))
+    eta = float(re.search(r" ETA (\d+)s ", line).group(1))  # type: ignore[union-attr]
+    took = (samples[-1]["work_ms"] - at_ms) / 1000
+    assert took / 2 <= eta <= took * 2, (line, took)
