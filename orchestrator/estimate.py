@@ -61,6 +61,8 @@ __all__ = [
     "ASSUMED_FILLED_WORDS",
     "ASSUMED_SENTENCE_WORDS",
     "BUSY_SLOWDOWN",
+    "EMBED_MODEL_LOAD_S",
+    "EMBED_WORKER_START_S",
     "CallTally",
     "EmbedTally",
     "Estimate",
@@ -88,6 +90,13 @@ ASSUMED_ENCODE_WORDS_PER_S = 5_000
 #: texts, 200 s of encoding where the dry run said 18 s), ~14 at ~8 (a raw encode, ~350 words/s), ~15 at ~10. A share of
 #: a core each (``1 + load / cores``) said 2.3 to 6 of those: torch's threads also wait on each other's turn.
 BUSY_SLOWDOWN = 2.8
+#: Seconds an embedded run's local embed worker takes from the rows sent to its first task begun (its process and
+#: Celery started, torch and sentence-transformers imported): ``ragscore run`` of 64 questions of answer_correctness on
+#: 2 laptop CPU cores at load average ~6 measured ~7 s (~6 s idle). A cluster's workers run already.
+EMBED_WORKER_START_S = 7.0
+#: Seconds all-MiniLM-L6-v2 takes to load on the CPU, its first encode call's warm-up included, before a run's first
+#: text is encoded: ~17 s in the same runs (~8 s idle). Once per worker process (a cluster's may hold it loaded).
+EMBED_MODEL_LOAD_S = 17.0
 #: Words the dry run assumes of each text a target fills (its answer, a reply's contexts): a passage's, as measured
 #: above (they do not exist before the run).
 ASSUMED_FILLED_WORDS = 120

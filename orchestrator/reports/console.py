@@ -526,8 +526,9 @@ def print_estimate(
     for system, calls in estimate.target_calls.items():
         said = f"target {system}: {counted(calls, 'call')} (one per question; retries not counted)"
         console.print(said + _target_limits(estimate, targets[system]), markup=False, soft_wrap=True)
-    if estimate.embed is not None:
-        console.print(embed_estimate(estimate, suite), markup=False, highlight=False, soft_wrap=True)
+    if estimate.embed is not None:  # an embedded run (its local judge worker's threads known) starts its embed worker
+        said = embed_estimate(estimate, suite, embedded=judge_threads is not None)
+        console.print(said, markup=False, highlight=False, soft_wrap=True)
     if not estimate.judge:
         return
     cached = ("cached", "to pay") if estimate.cache_checked else ()
@@ -627,9 +628,12 @@ def _limit(config: JudgeConfig | TargetConfig, name: str) -> str:
     return f"{name} {thousands(getattr(config, name))}"
 
 
-def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | None = None) -> str:
+def embed_estimate(
+    estimate: Estimate, suite: Suite, load: tuple[float, int] | None = None, *, embedded: bool = False
+) -> str:
     """The dry run's line of the texts its embedding metrics would encode, and the time it assumes that takes;
-    ``load``: this machine's load average and cores (None: read them, :func:`~orchestrator.estimate.host_load`)."""
+    ``load``: this machine's load average and cores (None: read them, :func:`~orchestrator.estimate.host_load`);
+    ``embedded``: the run starts its local embed worker (:func:`_before_encoding`)."""
     from ragscore_workers.embedding import DEFAULT_MODEL
 
     from ..estimate import ASSUMED_FILLED_WORDS, ASSUMED_SENTENCE_WORDS, BUSY_SLOWDOWN, host_load
@@ -647,7 +651,7 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
                  f"text, per item; {ASSUMED_FILLED_WORDS} words each assumed{sentences})")  # fmt: skip
     if tally.to_encode:
         took = "under a second" if tally.estimated_s < 1 else f"about {fmt_duration(tally.estimated_s)}"
-        line += f": {took} ({_encode_rate(tally, suite)}), plus the model's load (about 5 s on a laptop CPU)"
+        line += f": {took} ({_encode_rate(tally, suite)}), {_before_encoding(embedded)}"
         load = load or host_load()
         busy = tally.busy_s(*load) if load is not None and load[0] > load[1] else 0.0
         # said where it says more than the estimate: a busy time of "0m00s", or the estimate's own, adds nothing
@@ -668,6 +672,20 @@ def embed_estimate(estimate: Estimate, suite: Suite, load: tuple[float, int] | N
     if tally.filled:
         notes.append("a reply with several contexts encodes each: more than counted")
     return f"{line}; {'; '.join(notes)}."
+
+
+def _before_encoding(embedded: bool) -> str:
+    """What comes before a run's first text is encoded, as measured (:data:`~..estimate.EMBED_WORKER_START_S`,
+    :data:`~..estimate.EMBED_MODEL_LOAD_S`): an embedded run's local embed worker's start and the model's load; a
+    cluster's model load, where its worker has not loaded it yet."""
+    from ..estimate import EMBED_MODEL_LOAD_S, EMBED_WORKER_START_S
+
+    measured = "as measured on 2 laptop CPU cores at load average ~6"
+    load = f"the model's load (about {EMBED_MODEL_LOAD_S:.0f} s)"
+    if not embedded:
+        return f"plus {load} where a worker has not loaded it yet, {measured}"
+    return (f"plus about {fmt_duration(EMBED_WORKER_START_S + EMBED_MODEL_LOAD_S)} before its first text: the local "
+            f"embed worker's start (about {EMBED_WORKER_START_S:.0f} s) and {load}, {measured}")  # fmt: skip
 
 
 def _encode_rate(tally: EmbedTally, suite: Suite) -> str:

@@ -18,6 +18,7 @@ from orchestrator.estimate import (
     ASSUMED_SENTENCE_WORDS,
     estimate_run,
 )
+from orchestrator.progress import fmt_duration
 from orchestrator.suite import load_suite
 from ragscore_workers._embedding_cache import note_key
 from ragscore_workers.embedding import REDIS_CACHE_TTL_S, clear_memory_cache, embed, get_encoder, known_namespace
@@ -278,3 +279,29 @@ def test_the_dry_run_of_a_checks_only_suite_looks_its_embedding_points_texts_up_
     embed([r["answer"] for r in rows[:2]], EmbeddingConfig(device="cpu"), redis_client(redis_server.url))
     said = _dry_run_said(tmp_path, data, redis_server, home, {**SUITE, "metrics": ["checks"]})
     assert "embedding (all-MiniLM-L6-v2): 6 distinct texts, 2 in the embedding cache, 4 to encode" in said, said
+
+
+def test_an_embedded_dry_run_adds_its_embed_workers_start_and_the_models_load(
+    tmp_path: Path, redis_server: RedisProcess, home: Path
+) -> None:
+    """An embedded run starts its local embed worker, which loads the model before its first text (~24 s measured on 2
+    busy CPU cores, where the dry run said 0.2 s of encoding plus "about 5 s" of load): said, with the measured parts.
+    A cluster's workers run already: its dry run adds the model's load alone."""
+    from orchestrator.estimate import EMBED_MODEL_LOAD_S, EMBED_WORKER_START_S
+
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    (tmp_path / "s.json").write_text(json.dumps(SUITE))
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite",
+                             str(tmp_path / "s.json"), "--dry-run"], capture_output=True, text=True, cwd=ROOT, env=env,
+                            timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    start = fmt_duration(EMBED_WORKER_START_S + EMBED_MODEL_LOAD_S)
+    assert (f"plus about {start} before its first text: the local embed worker's start (about "
+            f"{EMBED_WORKER_START_S:.0f} s) and the model's load (about {EMBED_MODEL_LOAD_S:.0f} s), as measured on 2 "
+            "laptop CPU cores at load average ~6") in said, said  # fmt: skip
+    cluster = _dry_run_said(tmp_path, data, redis_server, home)
+    assert "worker's start" not in cluster, cluster
+    assert f"plus the model's load (about {EMBED_MODEL_LOAD_S:.0f} s) where a worker has not loaded it yet" in cluster
