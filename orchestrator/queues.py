@@ -21,7 +21,9 @@ from ragscore_workers.alive import ALIVE_TTL_S, alive_keys, alive_processes, ali
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
+from ragscore_workers.errors import RagscoreError
 from ragscore_workers.kept import RENEW_S
+from ragscore_workers.schemas import Suite, item_key
 from ragscore_workers.settings import Settings, get_settings
 from ragscore_workers.stopping import stopping_workers
 from ragscore_workers.store import RunStore, redis_client, work_began
@@ -76,7 +78,8 @@ class Orphan:
     delivered_at: float
     #: The queue it was taken from (``control``: a shard's callback or the aggregation).
     queue: str
-    #: The rows its chunk carries (0 for a bookkeeping task).
+    #: The rows its chunk carries that the progress does not count done yet (:meth:`_RowsLeft.of`; 0 for a bookkeeping
+    #: task).
     items: int
 
 
@@ -89,7 +92,8 @@ class Finishing:
     worker: str
     #: The queue it was taken from.
     queue: str
-    #: The rows its chunk carries (0 for a bookkeeping task).
+    #: The rows its chunk carries that the progress does not count done yet (:meth:`_RowsLeft.of`; 0 for a bookkeeping
+    #: task).
     items: int
 
 
@@ -155,9 +159,10 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     now = time.time()
     stopping = {task_id: worker for worker, ids in _stopping_workers(store).items() for task_id in ids}
     unlisted, finishing = [], []
+    rows = _RowsLeft(store, run_id)
     for (task_id, message, queue), at in zip(held.values(), pipe.execute(), strict=True):
         if task_id in stopping:
-            finishing.append(Finishing(stopping[task_id], queue, _rows_of(message)))
+            finishing.append(Finishing(stopping[task_id], queue, rows.of(message, queue)))
         elif task_id not in live:
             unlisted.append((at, message, queue))
     settled = [
@@ -166,7 +171,7 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     answered = {worker for reply in replies for worker in reply}
     on = {queue for _, _, queue in settled}
     silent = renewed_alive(store, on, SILENT_RENEWED_S, answered, before) if settled else set()
-    orphans = [Orphan(at, queue, _rows_of(message)) for at, message, queue in settled if queue not in silent]
+    orphans = [Orphan(at, queue, rows.of(message, queue)) for at, message, queue in settled if queue not in silent]
     return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(settled), finishing=finishing,
                         silent=len(settled) - len(orphans))  # fmt: skip
 
@@ -189,17 +194,43 @@ def _stopping_workers(store: RunStore) -> dict[str, set[str]]:
         return {}
 
 
-def _rows_of(message: dict[str, Any]) -> int:
-    """The rows a task message carries (0 where its body cannot be read: never a reason to fail a status)."""
-    from ragscore_workers.planning import rows_carried  # planning imports the metrics: only for an orphan
+class _RowsLeft:
+    """The rows of the run's held messages that are still to do (:meth:`of`), each suite's outputs resolved once."""
 
-    try:
-        body = message["body"]
-        if message.get("properties", {}).get("body_encoding") == "base64":
-            body = base64.b64decode(body)
-        return rows_carried(message["headers"]["task"], json.loads(body)[0])
-    except (ValueError, LookupError, TypeError):
-        return 0
+    def __init__(self, store: RunStore, run_id: str) -> None:
+        self.store, self.run_id = store, run_id
+        #: Per suite (as a message carries it), metric name -> its outputs.
+        self.outputs: dict[str, dict[str, list[str]]] = {}
+
+    def of(self, message: dict[str, Any], queue: str) -> int:
+        """The rows task ``message`` of ``queue`` carries, less those of a scoring task whose outputs the store counts
+        done (:meth:`RunStore.counted_done`): a worker killed mid-chunk had written (or marked scored) some, and
+        :meth:`RunStore.progress` counts them done. 0 where its body cannot be read: never a reason to fail a
+        status."""
+        from ragscore_workers.planning import rows_carried  # planning imports the metrics: only for held work
+
+        try:
+            body = message["body"]
+            if message.get("properties", {}).get("body_encoding") == "base64":
+                body = base64.b64decode(body)
+            task, args = message["headers"]["task"], json.loads(body)[0]
+            carried = rows_carried(task, args)
+            if not carried or not task.startswith("ragscore.score."):
+                return carried
+            _run_id, suite, names, rows = args[:4]
+            outputs = [output for name in names for output in self._outputs(suite)[name]]
+            keys = [item_key(row.get("system"), str(row.get("id"))) for row in rows]
+            return carried - self.store.counted_done(self.run_id, queue, keys, outputs)
+        except (ValueError, LookupError, TypeError, AttributeError, RagscoreError):
+            return 0
+
+    def _outputs(self, suite: str) -> dict[str, list[str]]:
+        """Metric name -> its outputs, of the suite a message carries (its JSON)."""
+        from ragscore_workers.planning import resolve_suite
+
+        if suite not in self.outputs:
+            self.outputs[suite] = resolve_suite(Suite.model_validate_json(suite)).scoring_outputs()
+        return self.outputs[suite]
 
 
 def held_by_live_workers(

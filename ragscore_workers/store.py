@@ -1433,6 +1433,24 @@ class RunStore:
                 chunk = keys[start : start + batch]
                 yield from self.answers(run_id, shard, chunk).values()
 
+    def counted_done(self, run_id: str, queue: str, keys: list[str], outputs: list[str]) -> int:
+        """How many of items ``keys`` :meth:`progress` counts done on ``queue`` for every one of ``outputs``: each
+        stored (and not sent again by a resume: :meth:`mark_redo`), or marked scored by a chunk that has not written it
+        (:meth:`mark_scored`). One pipelined round trip."""
+        if not keys or not outputs:
+            return 0
+        redo, unwritten = self.key(run_id, "redo"), self.key(run_id, f"unwritten:{queue}")
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            item = self.key(run_id, f"item:{key}")
+            for output in outputs:
+                pipe.hexists(item, output)
+                pipe.hexists(redo, f"{item}|{output}")
+                pipe.hexists(unwritten, f"{item}|{output}")
+        found = iter(pipe.execute())
+        done = [(stored and not again) or marked for stored, again, marked in zip(found, found, found, strict=True)]
+        return sum(all(done[at : at + len(outputs)]) for at in range(0, len(done), len(outputs)))
+
     def item_fields(self, run_id: str, keys: list[str]) -> list[dict[str, str]]:
         """Raw stored fields of several items (one pipelined round trip)."""
         pipe = self.r.pipeline(transaction=False)

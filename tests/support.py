@@ -178,6 +178,15 @@ class WorkerProcess:
                 self.proc.wait(10)
 
 
+def kill_whole(worker: WorkerProcess) -> None:
+    """kill -9 a ``ragscore worker`` and every process under it at once (its host lost): nothing is handed back."""
+    assert worker.proc is not None
+    supervisor = psutil.Process(worker.proc.pid)
+    for proc in [supervisor, *supervisor.children(recursive=True)]:
+        proc.send_signal(signal.SIGKILL)
+    worker.proc.wait(10)
+
+
 def tls_certificates(tmp: Path) -> dict[str, Path]:
     """A throwaway CA and a server certificate for 127.0.0.1, made with openssl."""
     ca_key, ca_crt, key, csr, crt = (tmp / n for n in ("ca.key", "ca.crt", "server.key", "server.csr", "server.crt"))

@@ -29,7 +29,7 @@ from ragscore_workers.errors import BrokerError
 from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, kill_whole, make_rows, until, write_jsonl
 
 # serial: it kills and hangs Redis and workers, and times how soon a run gets over it (ETAs, "ends soon")
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
@@ -406,15 +406,6 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
         server.stop()
 
 
-def _kill_whole(worker: WorkerProcess) -> None:
-    """kill -9 a ``ragscore worker`` and every process under it at once (its host lost): nothing is handed back."""
-    assert worker.proc is not None
-    supervisor = psutil.Process(worker.proc.pid)
-    for proc in [supervisor, *supervisor.children(recursive=True)]:
-        proc.send_signal(signal.SIGKILL)
-    worker.proc.wait(10)
-
-
 def _doomed_and_alive(server: RedisProcess, tmp_path: Path) -> tuple[WorkerProcess, WorkerProcess]:
     """Two cpu workers with a 15-minute visibility timeout: the first started (the run's only worker until
     :func:`_kill_while_it_holds_work` kills it), the second to start after."""
@@ -485,7 +476,7 @@ def _kill_while_it_holds_work(store: RunStore, run_id: str, doomed: WorkerProces
     of it (its chunks in flight and prefetched), then start ``then_start``. With both serving from the start, the
     run could end before the kill (a few seconds of cpu work), leaving the killed worker holding nothing."""
     _await_held_work(store, run_id)
-    _kill_whole(doomed)
+    kill_whole(doomed)
     assert store.progress(run_id).get("done", 0) < store.progress(run_id).get("total", 0), "it ended before the kill"
     then_start.start()
     assert until(lambda: _serving(1), 120), "the second worker did not start"
@@ -537,7 +528,7 @@ def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_o
     with _submitted_to_a_doomed_worker(tmp_path) as sent:
         store, sub, doomed = sent.store, sent.sub, sent.doomed
         _await_held_work(store, sub.run_id)
-        _kill_whole(doomed)  # the only cpu worker: its queue is left with nobody
+        kill_whole(doomed)  # the only cpu worker: its queue is left with nobody
         cancel(store, sub.run_id)
         heard: list[dict[str, int]] = []
         returned: dict[str, int] = {}
@@ -580,7 +571,7 @@ def test_cancel_of_a_run_whose_queue_lost_its_only_worker_holding_another_runs_m
         store = connect(server.url)
         first = submit(write_jsonl(tmp_path / "a.jsonl", make_rows(6000, seed=3)), load_suite(SUITE), store)
         _await_held_work(store, first.run_id)
-        _kill_whole(doomed)  # the only cpu worker, holding the first run's messages (killed before the second is sent:
+        kill_whole(doomed)  # the only cpu worker, holding the first run's messages (killed before the second is sent:
         # a worker that lived on took the second's too on a loaded host), its last take recent and its key unexpired
         second = submit(write_jsonl(tmp_path / "b.jsonl", make_rows(200, seed=4)), load_suite(SUITE), store)
         assert held_messages(store, second.run_id).held == 0 and held_messages(store, first.run_id).held > 0
@@ -611,7 +602,7 @@ def test_results_of_a_run_whose_worker_was_killed_after_its_cancel_writes_its_su
         server, store, sub, doomed, alive = sent.server, sent.store, sent.sub, sent.doomed, sent.alive
         _await_held_work(store, sub.run_id)
         cancel(store, sub.run_id)  # what `ragscore cancel` does while no worker is gone: the workers skip the rest
-        _kill_whole(doomed)  # ...but this one is killed before it skipped what it holds
+        kill_whole(doomed)  # ...but this one is killed before it skipped what it holds
         alive.start()
         said = _cli(server, "results", sub.run_id, "--out", str(tmp_path / "out"))
         assert said.returncode == 1, said.stderr  # a cancelled run's reports: exit 1, as `ragscore run`
@@ -635,7 +626,7 @@ def test_the_run_following_a_run_whose_worker_was_killed_after_its_cancel_ends_s
         store, run_id = followed.store, followed.run_id
         _await_held_work(store, run_id)
         cancel(store, run_id)  # `ragscore cancel` with every worker alive: the workers would skip the rest
-        _kill_whole(followed.doomed)  # ...but this one is killed first, holding some of it
+        kill_whole(followed.doomed)  # ...but this one is killed first, holding some of it
         followed.alive.start()
         cancelled_at = time.monotonic()
         followed.ends_cancelled()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis
 
+from orchestrator.suite import ResolvedSuite, load_suite
 from ragscore_workers.metrics.registry import RunContext, parse_spec
 from ragscore_workers.schemas import MetricSpec, Row, Suite
 from ragscore_workers.scoring import score_rows
@@ -50,6 +51,17 @@ def judge_suite(metrics: list[Any], fake: FakeProvider, model: str, provider: st
     base_url = fake.url if provider == "groq" else fake.openai_base_url
     config = {"provider": provider, "model": model, "base_url": base_url, "rpm": None, "tpm": None} | judge
     return Suite.model_validate({"name": "judge-test", "metrics": metrics, "judge": config})
+
+
+def slow_judge_suite(
+    fake: FakeProvider, model: str, *, latency_s: float, concurrency: int, chunk: int
+) -> ResolvedSuite:
+    """A suite of answer_accuracy (no cache) sending ``concurrency`` calls at a time from chunks of ``chunk`` rows,
+    judged by ``fake``, which replies after ``latency_s``."""
+    fake.latency_s = latency_s
+    judge = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+    spec = {"name": "answer_accuracy", "params": {"concurrency": concurrency, "cache": False}}
+    return load_suite({"metrics": [spec], "chunk_size": {"judge": chunk}, "judge": judge})
 
 
 def score(suite: Suite, rows: list[dict[str, Any]], rclient: redis.Redis, run_id: str | None = None) -> list[dict]:

@@ -10,11 +10,11 @@ import pytest
 import redis
 
 from orchestrator.runner import connect, submit
-from orchestrator.suite import load_suite
 from ragscore_workers.store import RunState
 
 from ..fakes import FakeProvider
-from ..support import RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import RedisProcess, WorkerProcess, kill_whole, until, write_jsonl
+from .conftest import slow_judge_suite
 
 pytestmark = pytest.mark.integration
 
@@ -26,10 +26,7 @@ def test_a_slow_judge_chunk_shows_its_items_done_one_by_one_and_ends_with_exact_
 ) -> None:
     """A chunk of 8 items, two judge calls each, 2 in flight at 0.4 s a call: ~3 s before its write. Progress was
     counted only by that write (0 of 8 for the whole chunk, then 8 at once): on a 30 RPM provider, minutes at 0/s."""
-    fake.latency_s = 0.4
-    judge = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None}
-    spec = {"name": "answer_accuracy", "params": {"concurrency": 2, "cache": False}}
-    suite = load_suite({"metrics": [spec], "chunk_size": {"judge": 8}, "judge": judge})
+    suite = slow_judge_suite(fake, model, latency_s=0.4, concurrency=2, chunk=8)
     store = connect(redis_server.url)
     worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
     seen: list[int] = []
@@ -87,3 +84,26 @@ def test_each_row_of_a_judge_batch_is_said_scored_once_with_its_metrics_outputs(
     assert told[0][0] == rows[-1].key  # no reference: unscorable before any call
     assert told[1][2] < calls  # the first judged row was told while calls were still to be made
     assert results[-1][outputs[0]].score is None and all(r[outputs[0]].error is None for r in results)
+
+
+def test_a_judge_worker_killed_mid_chunk_holds_only_the_items_not_counted_done(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+) -> None:
+    """A judge chunk of 8 items marks each scored as it ends, and progress counts it done; its worker killed whole
+    (SIGKILL: its host lost) keeps the chunk's message held. The held work said all 8 items, those counted done too:
+    only the rest are said held."""
+    from orchestrator.queues import held_messages
+
+    suite = slow_judge_suite(fake, model, latency_s=1.0, concurrency=1, chunk=8)
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
+    try:
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), suite, store)
+        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 2, 300), store.progress(sub.run_id)
+        kill_whole(worker)
+        done = store.progress(sub.run_id)["done"]
+        assert 2 <= done < 8, done
+        assert until(lambda: bool(held_messages(store, sub.run_id).orphans), 120), "the chunk was not held"
+        assert [o.items for o in held_messages(store, sub.run_id).orphans] == [8 - done]
+    finally:
+        worker.stop()

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.runner import connect, run, submit
-from orchestrator.suite import load_suite
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.store import RunState
 
 from ..fakes import FakeProvider
 from ..support import RedisProcess, WorkerProcess, until, write_jsonl
+from .conftest import slow_judge_suite
 
 pytestmark = pytest.mark.integration
 
@@ -26,10 +26,7 @@ def test_a_resume_of_a_run_still_at_work_follows_it_and_pays_for_no_call_twice(
 ) -> None:
     """`ragscore run --resume DIR` is what a new run into DIR says to do after a Ctrl-C that left a cluster run
     going: it sent every unfinished item again, and the work in flight was judged twice (52 calls for 38)."""
-    fake.latency_s = 1.0
-    judge = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None}
-    spec = {"name": "answer_accuracy", "params": {"concurrency": 2, "cache": False}}
-    suite = load_suite({"metrics": [spec], "chunk_size": {"judge": 4}, "judge": judge})
+    suite = slow_judge_suite(fake, model, latency_s=1.0, concurrency=2, chunk=4)
     store = connect(redis_server.url)
     worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
     try:
