@@ -257,27 +257,6 @@ redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
 return n
 """
 
-# KEYS[1] = redo marks, KEYS[2] = the queue's unwritten marks; ARGV[1] = n, ARGV[2..n+1] = outputs, then item hash
-# keys. Counts the items each of whose outputs the store counts done (:meth:`RunStore.progress`): stored and not sent
-# again by a resume, or marked scored unwritten (_SCORED_LUA). An item stops at its first output not done: a held
-# chunk's items left to do cost one look-up each (a call per output and item took 115 ms per 250-row chunk).
-_COUNTED_DONE_LUA = """
-local n, done = tonumber(ARGV[1]), 0
-for i = n + 2, #ARGV do
-  local item, all = ARGV[i], true
-  for j = 2, n + 1 do
-    local field = item .. '|' .. ARGV[j]
-    local stored = redis.call('HEXISTS', item, ARGV[j]) == 1 and redis.call('HEXISTS', KEYS[1], field) == 0
-    if not stored and redis.call('HEXISTS', KEYS[2], field) == 0 then
-      all = false
-      break
-    end
-  end
-  if all then done = done + 1 end
-end
-return done
-"""
-
 # KEYS[1] = meta, KEYS[2] = progress, KEYS[3] = judge counters; ARGV[1] = the generation of a task a worker takes.
 # The first task taken of the run's current generation stamps the store's clock (to the microsecond) and the
 # counters then, as they are (done, redo and marked, judge calls: :func:`work_began` reads the units done before
@@ -1019,7 +998,6 @@ class RunStore:
         self.ttl_s = max(ttl_s, LIVE_RUN_TTL_S)
         self._write = client.register_script(_WRITE_LUA)
         self._scored = client.register_script(_SCORED_LUA)
-        self._counted_done = client.register_script(_COUNTED_DONE_LUA)
         self._answers = client.register_script(_ANSWERS_LUA)
         self._set_state = client.register_script(_SET_STATE_LUA)
         self._expire_items = client.register_script(_EXPIRE_ITEMS_LUA)
@@ -1458,12 +1436,24 @@ class RunStore:
     def counted_done(self, run_id: str, queue: str, keys: list[str], outputs: list[str]) -> int:
         """How many of items ``keys`` :meth:`progress` counts done on ``queue`` for every one of ``outputs``: each
         stored (and not sent again by a resume: :meth:`mark_redo`), or marked scored by a chunk that has not written it
-        (:meth:`mark_scored`). One script (:data:`_COUNTED_DONE_LUA`)."""
+        (:meth:`mark_scored`). One pipelined round trip of reads (a user that may only read runs it): an HMGET per
+        item, and one of all their marks per hash of them (a call per item and output cost 95 ms for 250 items of 7
+        outputs)."""
         if not keys or not outputs:
             return 0
-        redo, unwritten = self.key(run_id, "redo"), self.key(run_id, f"unwritten:{queue}")
         items = [self.key(run_id, f"item:{key}") for key in keys]
-        return int(self._counted_done(keys=[redo, unwritten], args=[len(outputs), *outputs, *items]))
+        marks = [f"{item}|{output}" for item in items for output in outputs]
+        pipe = self.r.pipeline(transaction=False)
+        for item in items:
+            pipe.hmget(item, outputs)
+        pipe.hmget(self.key(run_id, "redo"), marks)
+        pipe.hmget(self.key(run_id, f"unwritten:{queue}"), marks)
+        *stored, redo, unwritten = pipe.execute()
+        done = [
+            (value is not None and again is None) or marked is not None
+            for value, again, marked in zip((v for row in stored for v in row), redo, unwritten, strict=True)
+        ]
+        return sum(all(done[at : at + len(outputs)]) for at in range(0, len(done), len(outputs)))
 
     def item_fields(self, run_id: str, keys: list[str]) -> list[dict[str, str]]:
         """Raw stored fields of several items (one pipelined round trip)."""
