@@ -199,14 +199,14 @@ class _RowsLeft:
 
     def __init__(self, store: RunStore, run_id: str) -> None:
         self.store, self.run_id = store, run_id
-        #: Per suite (as a message carries it), metric name -> its outputs.
-        self.outputs: dict[str, dict[str, list[str]]] = {}
+        #: Per suite (as a message carries it), metric name -> its outputs; None where it does not resolve here.
+        self.outputs: dict[str, dict[str, list[str]] | None] = {}
 
     def of(self, message: dict[str, Any], queue: str) -> int:
         """The rows task ``message`` of ``queue`` carries, less those of a scoring task whose outputs the store counts
         done (:meth:`RunStore.counted_done`): a worker killed mid-chunk had written (or marked scored) some, and
-        :meth:`RunStore.progress` counts them done. 0 where its body cannot be read: never a reason to fail a
-        status."""
+        :meth:`RunStore.progress` counts them done. 0 where its body cannot be read, every row it carries where its
+        outputs are not known here (a plugin's metric this host lacks): never a reason to fail a status."""
         from ragscore_workers.planning import rows_carried  # planning imports the metrics: only for held work
 
         try:
@@ -215,21 +215,31 @@ class _RowsLeft:
                 body = base64.b64decode(body)
             task, args = message["headers"]["task"], json.loads(body)[0]
             carried = rows_carried(task, args)
-            if not carried or not task.startswith("ragscore.score."):
-                return carried
-            _run_id, suite, names, rows = args[:4]
-            outputs = [output for name in names for output in self._outputs(suite)[name]]
-            keys = [item_key(row.get("system"), str(row.get("id"))) for row in rows]
-            return carried - self.store.counted_done(self.run_id, queue, keys, outputs)
-        except (ValueError, LookupError, TypeError, AttributeError, RagscoreError):
+        except (ValueError, LookupError, TypeError):
             return 0
+        if not carried or not task.startswith("ragscore.score."):
+            return carried
+        try:
+            _run_id, suite, names, rows = args[:4]
+            resolved = self._outputs(suite)
+            if resolved is None:
+                return carried
+            outputs = [output for name in names for output in resolved[name]]
+            keys = [item_key(row.get("system"), str(row.get("id"))) for row in rows]
+        except (ValueError, LookupError, TypeError, AttributeError):
+            return carried
+        return carried - self.store.counted_done(self.run_id, queue, keys, outputs)
 
-    def _outputs(self, suite: str) -> dict[str, list[str]]:
-        """Metric name -> its outputs, of the suite a message carries (its JSON)."""
+    def _outputs(self, suite: str) -> dict[str, list[str]] | None:
+        """Metric name -> its outputs, of the suite a message carries (its JSON); None where it does not resolve here
+        (:class:`~ragscore_workers.errors.RagscoreError`: a metric unknown to this host)."""
         from ragscore_workers.planning import resolve_suite
 
         if suite not in self.outputs:
-            self.outputs[suite] = resolve_suite(Suite.model_validate_json(suite)).scoring_outputs()
+            try:
+                self.outputs[suite] = resolve_suite(Suite.model_validate_json(suite)).scoring_outputs()
+            except (RagscoreError, ValueError):
+                self.outputs[suite] = None
         return self.outputs[suite]
 
 
