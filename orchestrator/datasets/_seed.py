@@ -14,7 +14,7 @@ from typing import Any
 
 from ragscore_workers.errors import DatasetError
 
-from .loaders import RAW_EXCERPT_CHARS, RowError, kind, loads_json
+from .loaders import RowError, kind, loads_json
 
 __all__ = ["SeedError", "identifier", "number", "pick", "read_json", "row_error", "text"]
 
@@ -36,7 +36,7 @@ def read_json(path: Path) -> Any:
 def row_error(line: int, message: str, value: Any) -> RowError:
     """A RowError with a JSON excerpt of the element that could not be read."""
     raw = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return RowError(line, message, raw[:RAW_EXCERPT_CHARS])
+    return RowError(line, message, raw)
 
 
 def pick(obj: dict[str, Any], names: tuple[str, ...], where: str) -> tuple[str | None, Any]:

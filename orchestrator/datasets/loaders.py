@@ -85,21 +85,34 @@ class WrittenRecord(dict[str, Any]):
 
     @property
     def written(self) -> str:
-        """The row's text as in the file (bytes that are not UTF-8 as ``?``; :func:`_excerpt_of`), made only for a
+        """The row's text as in the file (bytes that are not UTF-8 as ``?``; :func:`_text_of`), made only for a
         refused row."""
-        return _excerpt_of(self._lines)
+        return _text_of(self._lines)
 
 
 @dataclass(frozen=True)
 class RowError:
-    """A row that could not be read: its line, a one-line reason and an excerpt of the raw text."""
+    """A row that could not be read: its line, a one-line reason and an excerpt of its raw text (given whole, kept
+    as :func:`excerpt` cuts it, whatever the format: a long row's is not held in memory)."""
 
     line: int
     error: str
     raw: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "raw", excerpt(self.raw))
+
     def to_json(self) -> dict[str, Any]:
-        return {"line": self.line, "error": self.error, "raw": self.raw[:RAW_EXCERPT_CHARS]}
+        return {"line": self.line, "error": self.error, "raw": self.raw}
+
+
+def excerpt(text: str) -> str:
+    """``text`` (a bad row's, for ``failed_rows.jsonl``) as at most RAW_EXCERPT_CHARS characters: a longer one cut to
+    end with a note of how long it is, not cut without a word."""
+    if len(text) <= RAW_EXCERPT_CHARS:
+        return text
+    note = f" [cut: the row has {len(text):,} characters]"
+    return text[: RAW_EXCERPT_CHARS - len(note)] + note
 
 
 def loads_json(data: str | bytes, **options: Any) -> Any:
@@ -409,14 +422,14 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
         error = _spaced_quote_error(column, cells[i], feed.delimiter)
         if _quote_runs_on(rest, feed.delimiter) is None and feed.read_on():
             error += f" (its cell was meant to run on: the row runs from line {line} to {feed.line})"
-        return RowError(line, error, _excerpt_of("".join(feed.row)))
+        return RowError(line, error, _text_of("".join(feed.row)))
     lines = "".join(feed.row)  # the row as in the file: its raw in failed_rows.jsonl
     if len(cells) > len(header):
-        return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", _excerpt_of(lines))
+        return RowError(line, f"more cells than header columns ({len(cells)} of {len(header)})", _text_of(lines))
     if len(cells) < len(header) and _wrong_quote(lines, feed.delimiter, swallowed=True) is not None:
-        return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), _excerpt_of(lines))
+        return RowError(line, QUOTE_CLOSED_MID_CELL.format(cells=len(cells), header=len(header)), _text_of(lines))
     if _not_utf8(lines):  # its cells' text is the lines' but for quotes and separators
-        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", _excerpt_of(lines))
+        return RowError(line, f"invalid UTF-8 ({NOT_UTF8_HINT})", _text_of(lines))
     record: Record = {}
     for name, value in zip(header, cells, strict=False):
         if not name or value == "":
@@ -427,9 +440,9 @@ def _csv_record(header: list[str], cells: list[str], line: int, feed: _LineFeed)
             curly = CURLY_HINT if any(quote in value for quote in CURLY_QUOTES) else ""
             reason = _control_character(exc) or exc.msg
             error = f'invalid JSON in column {name!r}: {reason} (a list is written ["a", "b"]{curly})'
-            return RowError(line, error, _excerpt_of(lines))
+            return RowError(line, error, _text_of(lines))
         except ValueError as exc:
-            return RowError(line, f"column {name!r}: {exc}", _excerpt_of(lines))
+            return RowError(line, f"column {name!r}: {exc}", _text_of(lines))
     return WrittenRecord(record, lines)
 
 
@@ -562,18 +575,9 @@ def _unterminated(start: int, opened: int, end: int, closed: bool) -> str:
     return f"unterminated quote: the quoted cell opened on line {opened}{row} {runs}"
 
 
-def _excerpt_of(lines: str) -> str:
-    """A row's lines as text for ``failed_rows.jsonl`` (:func:`_text_of`): at most RAW_EXCERPT_CHARS characters, a
-    longer row cut to end with a note of how long it is."""
-    text = lines.rstrip("\r\n")
-    if len(text) <= RAW_EXCERPT_CHARS:
-        return _text_of(text)
-    note = f" [cut: the row has {len(text):,} characters]"
-    return _text_of(text[: RAW_EXCERPT_CHARS - len(note)]) + note
-
-
 def _text_of(line: str) -> str:
-    """A line of the CSV file as text for an error (bytes that are not UTF-8 as U+FFFD's stand-in ``?``)."""
+    """Lines of the CSV file as text for an error or a bad row's raw (bytes that are not UTF-8 as U+FFFD's stand-in
+    ``?``; a bad row's is cut by :class:`RowError`)."""
     return line.rstrip("\r\n").encode("utf-8", "replace").decode()
 
 
@@ -661,7 +665,7 @@ def _csv_rows(feed: _LineFeed, header: list[str], as_before: bool = False) -> It
             if keep > 1 and (as_before or not _loses_no_row(feed.row[1:], keep, closed, header, feed.delimiter)):
                 keep, closed = 1, False  # its lines read again from its second, as before: no row read then is lost
             error = _unterminated(start, start + keep - 1, feed.line, closed)
-        yield start, RowError(start, error, _excerpt_of("".join(feed.row[:keep])))
+        yield start, RowError(start, error, _text_of("".join(feed.row[:keep])))
         feed.give_again(keep)
         reader = csv.reader(feed, delimiter=feed.delimiter)
 
@@ -734,7 +738,7 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
         for key, value in data.items():
             if isinstance(value, dict) and value.get("id") is not None and str(value["id"]) != key:
                 entries.append(RowError(len(entries) + 1, f"key {key!r}: its row's id {value['id']!r} differs from "
-                                        "its key", json.dumps(value)[:RAW_EXCERPT_CHARS]))  # fmt: skip
+                                        "its key", json.dumps(value)))  # fmt: skip
                 continue
             entries.append({**value, "id": key} if isinstance(value, dict) else value)
     elif isinstance(data, list):
@@ -750,7 +754,7 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
         if keys and isinstance(value, list):  # {"data": [...]}: the rows are probably that list
             error += (f" (if the rows are the list under {keys[pos - 1]!r}, give ragscore that list: "
                       f"jq '.[{json.dumps(keys[pos - 1])}]' {path.name} > rows.json)")  # fmt: skip
-        yield pos, RowError(pos, error, json.dumps(value)[:RAW_EXCERPT_CHARS])
+        yield pos, RowError(pos, error, json.dumps(value))
 
 
 #: What a JSON object written by pandas' ``DataFrame.to_json(orient=...)`` holds, by orient, where it holds no rows

@@ -28,7 +28,7 @@ from ragscore_workers.errors import DatasetError
 from ragscore_workers.metrics._corpus import corpus_sentences
 
 from ..caller import CLI, Caller
-from .loaders import RAW_EXCERPT_CHARS, Record, RowError, iter_records, loads_json
+from .loaders import Record, RowError, iter_records, loads_json
 
 __all__ = ["GOLD_PREFIX", "iter_nlp_project", "looks_like_nlp_project", "nlp_project_records"]
 
@@ -129,7 +129,7 @@ def nlp_project_records(
                 raise ValueError(f"question lacks {', '.join(missing)}")
             row = _row(pos, record, preds.get(pos) if preds is not None else None, corpus)
         except ValueError as exc:
-            yield line, RowError(line, str(exc), json.dumps(record, ensure_ascii=False)[:RAW_EXCERPT_CHARS])
+            yield line, RowError(line, str(exc), json.dumps(record, ensure_ascii=False))
             continue
         yield line, row if system is None else {**row, "system": system}
     extra = [key for p, (key, _) in sorted((preds or {}).items()) if p > pos]  # their keys, in position order

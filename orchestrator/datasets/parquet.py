@@ -112,7 +112,7 @@ def table_rows(
     """``(row number, record | RowError)`` of a table's record batches (``batches``: those of the columns named, as
     written), numbered on from ``before``; returns the last number. Column names are read as a CSV header's, and
     pandas' unnamed row labels are no column."""
-    from .loaders import RAW_EXCERPT_CHARS, RowError, column_names
+    from .loaders import RowError, column_names
 
     written = [name for name in schema.names if name not in _pandas_row_labels(schema)]
     names = dict(zip(written, column_names(path, written), strict=True))  # as written -> as read
@@ -125,7 +125,7 @@ def table_rows(
                     raise ValueError(unreadable)
                 yield number, json_value(record)
             except ValueError as exc:  # raw: the values that could be read
-                raw = json.dumps(record, default=repr, ensure_ascii=False)[:RAW_EXCERPT_CHARS]
+                raw = json.dumps(record, default=repr, ensure_ascii=False)
                 yield number, RowError(number, str(exc), raw)
     return number
 

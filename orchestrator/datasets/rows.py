@@ -23,7 +23,6 @@ from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 
 from ..caller import CLI, Caller
 from .loaders import (
-    RAW_EXCERPT_CHARS,
     READER_VERSION,
     RowError,
     WrittenRecord,
@@ -114,12 +113,12 @@ def _excerpt(record: dict[str, Any], ascii_only: bool = False) -> str:
     row's lines), else the record as JSON ("" when it nests too deep to write); a record holding a lone surrogate
     (half an emoji, which UTF-8 cannot hold) is written with ASCII escapes."""
     if isinstance(record, WrittenRecord):
-        return record.written[:RAW_EXCERPT_CHARS]
+        return record.written
     try:
         text = json.dumps(record, default=str) if ascii_only else utf8_json(record, default=str)
     except (RecursionError, ValueError):
         return ""
-    return text[:RAW_EXCERPT_CHARS]
+    return text
 
 
 def validate_record(line: int, record: dict[str, Any], max_chars: int | None = None) -> Row | RowError:

@@ -702,6 +702,24 @@ def test_a_long_bad_csv_rows_raw_is_cut_with_a_note_of_its_length(tmp_path: Path
     assert bad.to_json()["raw"] == f'a,"{cell[: 1000 - len(note) - 3]}{note}'
 
 
+@pytest.mark.parametrize(("name", "bad"), [("d.jsonl", '{"id": "a", "answer": "' + "w" * 3000), ("d.json", None)])
+def test_a_long_bad_jsonl_or_json_rows_raw_is_cut_with_the_csv_rows_note(
+    tmp_path: Path, name: str, bad: str | None
+) -> None:
+    """A malformed JSONL row's raw (and a JSON element's) was cut at 1,000 characters without a word, where a CSV
+    row's ends with a note of its length: every format's now ends with that note."""
+    path = tmp_path / name
+    if bad is None:  # a JSON list holding an element that is no object: its raw is the element as JSON
+        bad = json.dumps(["w" * 3000])
+        path.write_text(f'[{bad}, {{"id": "b", "answer": "ok"}}]', encoding="utf-8")
+    else:
+        path.write_text(f'{bad}\n{{"id": "b", "answer": "ok"}}\n', encoding="utf-8")
+    [(_, error), (_, row)] = list(iter_rows(path))
+    assert isinstance(error, RowError) and isinstance(row, Row) and row.id == "b"
+    note = f" [cut: the row has {len(bad):,} characters]"
+    assert error.to_json()["raw"] == bad[: 1000 - len(note)] + note
+
+
 SPACED_QUOTE = (
     "column 'question': a quote typed after a space ('\"x') is text in CSV, not the start of a quoted cell, so "
     "the cell ends at the next {0} or line end: remove the spaces between the {0} and the quote"
