@@ -575,6 +575,16 @@ def _unterminated(start: int, opened: int, end: int, closed: bool) -> str:
     return f"unterminated quote: the quoted cell opened on line {opened}{row} {runs}"
 
 
+def _header_quote(start: int, opened: int, end: int, closed: bool) -> str:
+    """The error of a header row (from line ``start``) whose quote opened on line ``opened`` is never closed, or (by
+    ``closed``) is closed mid-cell by a stray quote on line ``end``, where the csv module ends the row it read on."""
+    if not closed:
+        return f"a quote in the header row (line {opened}) is never closed"
+    return (f"a quote in the header row (line {opened}) is closed mid-cell by a stray quote on line {end}, so the "
+            f"header row runs from line {start} to line {end}: is a quote left open, or one inside a quoted name not "
+            'written twice ("")?')  # fmt: skip
+
+
 def _text_of(line: str) -> str:
     """Lines of the CSV file as text for an error or a bad row's raw (bytes that are not UTF-8 as U+FFFD's stand-in
     ``?``; a bad row's is cut by :class:`RowError`)."""
@@ -632,7 +642,7 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
         if header is None:
             return
         if (wrong := feed.unbalanced()) is not None:
-            raise DatasetError(f"{path}: a quote in the header row (line {start + wrong[0] - 1}) is never closed")
+            raise DatasetError(f"{path}: {_header_quote(start, start + wrong[0] - 1, feed.line, wrong[1])}")
         if (spaced := _spaced_quote(header, delimiter, feed.row)) is not None:
             error = _spaced_quote_error(str(spaced[0] + 1), header[spaced[0]], delimiter)
             raise DatasetError(f"{path}: the header row (line {start}), {error}")
