@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError
 from ragscore_workers.alive import ALIVE_TTL_S
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import counted, counted_of, listed, noun
+from ragscore_workers.counts import counted, counted_of
 from ragscore_workers.errors import (
     BrokerError,
     ConfigError,
@@ -73,6 +73,7 @@ from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggr
 from . import queues as queue_checks
 from .atomic_file import make_out_dir, said_os_error, write_text_atomic
 from .caller import CLI, Caller
+from .changed_rows import Changes, RunRows, shard_places
 from .connection import check_queues, connect, connect_lane, eviction_warnings
 from .datasets import (
     READER_VERSION,
@@ -702,76 +703,41 @@ def _unlike_submitted(
     meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Any]], shard_rows: int, resolved: ResolvedSuite,
     ticker: _Ticker | None, item_keys: Callable[[int], list[str]],
 ) -> tuple[str, bool] | None:  # fmt: skip
-    """How the rows ``read`` differ from the run's submitted ones (``item_keys(shard)``: its keys): what differs,
-    and whether it is only their content (the same ids); None where they are the same."""
-    n_shards = 0
+    """How the rows ``read`` differ from the run's submitted ones (``item_keys(shard)``: its keys): each changed
+    shard and where (:class:`~orchestrator.changed_rows.Changes`), and whether it is only their content (the same
+    ids); None where they are the same."""
+    run, changes = RunRows(item_keys, shard_rows), Changes()
+    last = at = per_row = 0  # the last shard compared; the run's row the next row read should be
+    lines: list[int] = []
     valid = ((line, row) for line, row in read if isinstance(row, Row))
     for index, read_rows in enumerate(shards(valid, shard_rows)):
         if ticker is not None:
             ticker.count(lambda n: f"checking {dataset.name} is unchanged: {counted(n * shard_rows, 'row')} so far")
-        stored = item_keys(index)
-        if "n_shards" not in meta and not stored:  # a cut-off submission never reached this shard
+        if "n_shards" not in meta and not run.keys(index):  # a cut-off submission never reached this shard
             continue
-        n_shards += 1
+        last = index
         lines, rows = [line for line, _ in read_rows], [row for _, row in read_rows]
         keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
-        if keys != stored:
-            return (
-                f"shard {index}: other ids or order, {_first_unlike(keys, stored, lines, len(keys) // len(rows))}",
-                False,
-            )
-        recorded = meta.get(f"digest:{index}")
-        if recorded is not None and recorded != shard_digest(rows):
-            return (
-                f"shard {index}: the same ids with other content, in lines {lines[0]}-{lines[-1]} (which of its "
-                f"{counted(len(rows), 'row')} reads otherwise cannot be told: the run recorded a digest of each "
-                "shard, not of each row)"
-            ), True
-    if "n_shards" in meta and n_shards != int(meta["n_shards"]):
-        return "it has a different number of rows", False
-    return None
-
-
-def _first_unlike(keys: list[str], stored: list[str], lines: list[int], per_row: int) -> str:
-    """Where a shard's item keys (``per_row`` a row, one per target) first differ from the run's: the row's line and
-    what differs there: rows inserted or removed, the rest of the shard's rows the run's moved by as many; else how
-    many of the shard's rows differ (a row is at the same place in both, or not)."""
-    read_rows = [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)]
-    run_rows = [tuple(stored[i : i + per_row]) for i in range(0, len(stored), per_row)]
-    unlike = [i for i, (a, b) in enumerate(zip(read_rows, run_rows, strict=False)) if a != b]
-    count = len(unlike) + abs(len(read_rows) - len(run_rows))
-    if not unlike:  # the same rows, then more or fewer
-        at = len(run_rows)
-        if at < len(lines):
-            return f"from line {lines[at]} on: {counted(count, 'row')} more than the run had there"
-        return f"ending at line {lines[-1]}: {counted(count, 'row')} fewer than the run had there"
-    at = unlike[0]
-    if inserted := _moved_by(read_rows, run_rows, at):
-        where = f"line {lines[at]}" if inserted == 1 else f"lines {lines[at]}-{lines[at + inserted - 1]}"
-        return f"{counted(inserted, 'row')} inserted at {where}; the rest are the run's rows"
-    if removed := _moved_by(run_rows, read_rows, at):
-        gone = listed([repr(row[0]) for row in run_rows[at : at + removed]], MAX_ROWS_NAMED)
-        return f"the run's {noun(removed, 'row')} {gone} removed before line {lines[at]}; the rest are the run's rows"
-    return f"first at line {lines[at]}; {count} of the shard's {len(run_rows)} rows are not the run's"
-
-
-#: The run's rows a resume's refusal names where they are gone from the dataset.
-MAX_ROWS_NAMED = 3
-
-
-def _moved_by(more: list[tuple[str, ...]], fewer: list[tuple[str, ...]], at: int) -> int:
-    """How many rows ``more`` holds at ``at`` that ``fewer`` has none of (rows inserted, seen from the run's; rows
-    removed, from the file's), with ``fewer``'s rows from ``at`` on (one at least) next in ``more``: where a row
-    inserted or removed moved the rest of a shard's rows by as many, and its shard's last rows with them. 0 where
-    the rows differ otherwise (one renamed, two swapped)."""
-    try:
-        end = more.index(fewer[at], at + 1)
-    except ValueError:
-        return 0
-    overlap = min(len(more) - end, len(fewer) - at)
-    if more[end : end + overlap] != fewer[at : at + overlap] or not set(more[at:end]).isdisjoint(fewer):
-        return 0
-    return end - at
+        per_row = len(keys) // len(rows)
+        if at == index * shard_rows and keys == run.keys(index):  # the run's shard, in its place: its content told
+            at += len(rows)
+            if (recorded := meta.get(f"digest:{index}")) and recorded != shard_digest(rows):
+                changes.add(index, [f"in lines {lines[0]}-{lines[-1]} (which of its {counted(len(rows), 'row')} reads "
+                                    "otherwise cannot be told: the run recorded a digest of each shard, not of each "
+                                    "row)"], "the same ids with other content")  # fmt: skip
+            continue
+        mine = [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)]
+        theirs = run.between(at, at + 2 * shard_rows, per_row)
+        places, taken = shard_places(mine, theirs, lines, len(theirs) < 2 * shard_rows)
+        at += taken
+        if places:
+            changes.add(index, places)
+    if "n_shards" in meta and (missing := len(run.between(at, int(meta["n_shards"]) * shard_rows, per_row or 1))):
+        if not lines:
+            return "it has a different number of rows", False
+        changes.add(last, [f"ending at line {lines[-1]}: {counted(missing, 'row')} fewer than the run had "
+                                   "there"])  # fmt: skip
+    return (changes.said(), changes.content_only) if changes.shards else None
 
 
 def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -217,7 +218,7 @@ def test_a_run_that_lasts_longer_than_the_ttl_keeps_its_meta_and_ids(
 def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refused(tmp_path: Path) -> None:
     """A resume pointed at a live run whose dataset changed used to bump the generation first: the run's own
     queued tasks were skipped as superseded and it ended cancelled. The dataset is now checked first, and
-    rows edited in place (same ids) are caught by the shards' digests."""
+    rows edited in place (same ids) are caught by the shards' digests. The refusal names each changed shard."""
     server = RedisProcess(tmp_path / "redis").start()  # no worker: the run stays running with its tasks queued
     try:
         rows = make_rows(300, seed=3)
@@ -257,6 +258,24 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
             resume(store, sub.run_id)
         assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
         assert sum(store.r.llen(q) for q in ("cpu",)) == queued  # nothing re-sent, nothing superseded
+        # Several shards changed: each is named (MAX_SHARDS_NAMED, the rest counted) with where (MAX_ROWS_NAMED places
+        # in all), not only the first; shard 1, whose rows the insert in shard 0 only moved, is not named.
+        rows = make_rows(400, seed=5)
+        data = write_jsonl(tmp_path / "many.jsonl", rows)
+        sub = submit(data, load_suite(SUITE), store, shard_rows=50)
+        edited = [dict(r) for r in rows]
+        edited[210]["answer"] = "a completely different answer"  # shard 4: the same ids
+        for i in (160, 260, 310, 360):  # shards 3, 5, 6 and 7
+            edited[i]["id"] = f"renamed{i}"
+        write_jsonl(data, [*edited[:25], {**rows[0], "id": "inserted"}, *edited[25:120], *edited[121:]])  # 0 and 2
+        said = (
+            "shard 0: other ids or order, 1 row inserted at line 26; the rest are the run's rows; shard 2: other ids "
+            "or order, the run's row 'q120' removed before line 122; the rest are the run's rows; shard 3: other ids "
+            "or order, first at line 161; 1 of the shard's 50 rows are not the run's; shard 4: the same ids with "
+            "other content; shard 5: other ids or order and 2 more changed shards); start a new run"
+        )
+        with pytest.raises(DatasetError, match=re.escape(said)):
+            resume(store, sub.run_id)
     finally:
         server.stop()
 
