@@ -687,26 +687,29 @@ def _loses_no_row(lines: list[str], keep: int, closed: bool, header: list[str], 
     first line both readings start a row on, from which they read alike (both read as before: from any line, rows
     read so are rows read now). Not where a row in its lines before the
     quote's reads as one of its own (``a,"x`` then ``b,q,ok`` then ``c",q,"y``: the first quote is the likelier one
-    gone wrong), nor where a reading runs past a stray quote's line (the lines after it are not held here)."""
+    gone wrong), nor where a reading runs past a stray quote's line (the lines after it are not held here).
+    The readings are read in turn, the one behind first, keeping only the lines they start rows on: before the first
+    line both start a row on, no row of one is the other's, so a row read from the second line that is no bad row
+    decides (False) once the other reading has passed its line, and nothing is read after it."""
     feeds = [_LineFeed(iter(lines[first - 1 :]), delimiter, first - 1) for first in (1, keep)]
     readings = [_csv_rows(feed, header, as_before=True) for feed in feeds]
-    read: list[dict[int, Record | RowError]] = [{}, {}]
+    starts: list[set[int]] = [set(), set()]  # the lines each reading starts a row on
     last, ended = [0, 0], [False, False]
-    met = None  # the first line both readings start a row on
-    while met is None and not all(ended):
+    row_read = None  # the first line the reading from the second line starts a row on that is no bad row
+    while not all(ended):
         side = 1 if ended[0] or (not ended[1] and last[1] < last[0]) else 0
         if (item := next(readings[side], None)) is None:
             ended[side] = True
-            continue
-        last[side] = item[0]
-        if item[0] in read[1 - side]:
-            met = item[0]
+        elif item[0] in starts[1 - side]:  # the first line both start a row on: from it, they read alike
+            return row_read is None or row_read >= item[0]
         else:
-            read[side][item[0]] = item[1]
-    if met is None and closed and any(feed.cut for feed in feeds):
-        return False
-    kept = [(start, row) for start, row in read[0].items() if not isinstance(row, RowError)]
-    return all(read[1].get(start) == row for start, row in kept if met is None or start < met)  # from ``met``: alike
+            last[side] = item[0]
+            starts[side].add(item[0])
+            if side == 0 and row_read is None and not isinstance(item[1], RowError):
+                row_read = item[0]
+        if row_read is not None and (ended[1] or last[1] > row_read):  # the other reading has no row there
+            return False
+    return row_read is None and not (closed and any(feed.cut for feed in feeds))
 
 
 def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
