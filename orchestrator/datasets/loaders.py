@@ -577,12 +577,13 @@ def _unterminated(start: int, opened: int, end: int, closed: bool) -> str:
 
 def _header_quote(start: int, opened: int, end: int, closed: bool) -> str:
     """The error of a header row (from line ``start``) whose quote opened on line ``opened`` is never closed, or (by
-    ``closed``) is closed mid-cell by a stray quote on line ``end``, where the csv module ends the row it read on."""
+    ``closed``) is closed mid-cell by a stray quote, the csv module reading the row on to line ``end`` (the stray
+    quote's line, or a later one where a quoted cell opens after it)."""
     if not closed:
         return f"a quote in the header row (line {opened}) is never closed"
-    return (f"a quote in the header row (line {opened}) is closed mid-cell by a stray quote on line {end}, so the "
-            f"header row runs from line {start} to line {end}: is a quote left open, or one inside a quoted name not "
-            'written twice ("")?')  # fmt: skip
+    return (f"a quote in the header row (line {opened}) is closed mid-cell by a stray quote, so the header row runs "
+            f"from line {start} to line {end}: is a quote left open, or one inside a quoted name not written twice "
+            '("")?')  # fmt: skip
 
 
 def _text_of(line: str) -> str:

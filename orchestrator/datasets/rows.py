@@ -109,9 +109,9 @@ def _nested_deeper(value: Any, limit: int) -> bool:
 
 
 def _excerpt(record: dict[str, Any], ascii_only: bool = False) -> str:
-    """The start of a bad record for ``failed_rows.jsonl``: its text as written where the reader kept it (a CSV
-    row's lines), else the record as JSON ("" when it nests too deep to write); a record holding a lone surrogate
-    (half an emoji, which UTF-8 cannot hold) is written with ASCII escapes."""
+    """A bad record's raw for ``failed_rows.jsonl`` (:class:`RowError` cuts it): its text as written where the reader
+    kept it (a CSV row's lines), else the record as JSON ("" when it nests too deep to write); a record holding a lone
+    surrogate (half an emoji, which UTF-8 cannot hold) is written with ASCII escapes."""
     if isinstance(record, WrittenRecord):
         return record.written
     try:

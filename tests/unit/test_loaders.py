@@ -997,19 +997,24 @@ def test_a_csv_header_with_a_quote_never_closed_stops_the_dataset(tmp_path: Path
 
 @pytest.mark.parametrize(
     ("text", "opened", "end"),
-    [('id,"question,answer\na,q"x,more\nb,q,ok\n', 1, 2), ('\nid,"ques\ntion","answer\na,q,x\nb,q"y,z\n', 3, 5)],
+    [
+        ('id,"question,answer\na,q"x,more\nb,q,ok\n', 1, 2),
+        ('\nid,"ques\ntion","answer\na,q,x\nb,q"y,z\n', 3, 5),
+        ('id,"question\nx" y,"answer\nz"\nq1,a,b\n', 1, 3),  # a quoted cell opens after the stray quote (line 2)
+    ],
 )
 def test_a_csv_header_quote_a_stray_quote_closed_says_where_it_opened_and_closed(
     tmp_path: Path, text: str, opened: int, end: int
 ) -> None:
     """A header whose quote a stray quote on a later line closed mid-cell was said 'never closed': it now says the line
-    the quote opened on, the stray quote's line, and the lines the header runs over."""
+    the quote opened on and the lines the csv module read the header over (not the stray quote's: a quoted cell that
+    opens after it reads the header on past its line)."""
     path = tmp_path / "d.csv"
     path.write_text(text, encoding="utf-8")
     start = 2 if text.startswith("\n") else 1
-    said = (f"a quote in the header row (line {opened}) is closed mid-cell by a stray quote on line {end}, so the "
-            f"header row runs from line {start} to line {end}: is a quote left open, or one inside a quoted name not "
-            'written twice ("")?')  # fmt: skip
+    said = (f"a quote in the header row (line {opened}) is closed mid-cell by a stray quote, so the header row runs "
+            f"from line {start} to line {end}: is a quote left open, or one inside a quoted name not written twice "
+            '("")?')  # fmt: skip
     with pytest.raises(DatasetError, match=re.escape(said)):
         list(iter_rows(path))
 
