@@ -42,6 +42,17 @@ class RunRows:
         skip = first * self.shard_rows
         return rows[lo - skip : hi - skip]
 
+    def resync(self, at: int, first: Keys, per_row: int) -> int:
+        """Where a shard whose first row is ``first`` starts in the run's rows, from ``at``: back where ``first`` is
+        one of the run's last shard's rows before ``at`` (rows told as not the run's before it were taken as
+        the run's rows in their places, and held fewer: a row inserted with one renamed), else ``at``."""
+        before = self.between(max(0, at - self.shard_rows), at, per_row)
+        return at - len(before) + before.index(first) if first in before else at
+
+    def count(self, n_shards: int, per_row: int) -> int:
+        """How many rows the run's ``n_shards`` shards hold (its last shard read, not every one)."""
+        return (n_shards - 1) * self.shard_rows + len(self.keys(n_shards - 1)) // per_row if n_shards else 0
+
 
 def shard_places(mine: list[Keys], run: list[Keys], lines: list[int], run_ends: bool) -> tuple[list[str], int]:
     """Where a shard's rows (``mine``, read from ``lines``) are not the run's rows from where they should start

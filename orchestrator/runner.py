@@ -727,12 +727,14 @@ def _unlike_submitted(
                                     "row)"], "the same ids with other content")  # fmt: skip
             continue
         mine = [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)]
+        if changes.shards:  # refused already: a row told as not the run's may have been taken in one's place
+            at = run.resync(at, mine[0], per_row)
         theirs = run.between(at, at + 2 * shard_rows, per_row)
         places, taken = shard_places(mine, theirs, lines, len(theirs) < 2 * shard_rows)
         at += taken
         if places:
             changes.add(index, places)
-    if "n_shards" in meta and (missing := len(run.between(at, int(meta["n_shards"]) * shard_rows, per_row or 1))):
+    if "n_shards" in meta and (missing := run.count(int(meta["n_shards"]), per_row or 1) - at) > 0:
         if not lines:
             return "it has a different number of rows", False
         changes.add(last, [f"ending at line {lines[-1]}: {counted(missing, 'row')} fewer than the run had "

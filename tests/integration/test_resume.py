@@ -22,6 +22,7 @@ from ragscore_workers.errors import ConfigError, DatasetError
 from ragscore_workers.schemas import MetricResult
 from ragscore_workers.store import RunState, RunStore
 
+from ..fakes.fake_rag import questions
 from ..support import (
     RedisProcess,
     WorkerProcess,
@@ -276,6 +277,41 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         )
         with pytest.raises(DatasetError, match=re.escape(said)):
             resume(store, sub.run_id)
+    finally:
+        server.stop()
+
+
+def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_removed(tmp_path: Path) -> None:
+    """A target run holds an item key per target for each row: the rows a resume compares are a key per target
+    (several a row), and those that rows inserted or removed moved are compared moved so, their shards not named."""
+    server = RedisProcess(tmp_path / "redis").start()  # no worker, and no target asked: the run stays submitted
+    try:
+        rows = questions(40)
+        data = write_jsonl(tmp_path / "q.jsonl", rows)
+        response = {"contexts": "contexts[*].text", "citations": "citations"}
+        targets = [{"system": system, "url": f"http://127.0.0.1:9/{system}", "response": response}
+                   for system in ("a", "b")]  # fmt: skip
+        store = connect(server.url)
+        sub = submit(data, load_suite({"metrics": ["verbatim"], "targets": targets}), store, shard_rows=10)
+        assert store.shard_keys(sub.run_id, 0)[:3] == ["a::q0", "b::q0", "a::q1"]
+        inserted, renamed = {**rows[0], "id": "inserted"}, {**rows[7], "id": "renamed"}
+        later = "; shard 2: other ids or order, the run's row 'a::q25' removed before line 27; the rest are the run's "
+        later += "rows; shard 3: other ids or order, ending at line 37: 3 rows fewer than the run had there); start"
+        cases = [  # what the file holds, what the refusal says
+            ([*rows[:5], inserted, *rows[5:25], *rows[26:37]],  # shards 0, 2 and 3
+             "(shard 0: other ids or order, 1 row inserted at line 6; the rest are the run's rows" + later),
+            # a row inserted and one renamed in shard 0: its rows are compared in the run's rows' places, which moves
+            # the run's row q9 into shard 1, read as the run's there, not as a row inserted
+            ([*rows[:5], inserted, *rows[5:7], renamed, *rows[8:25], *rows[26:37]],
+             "(shard 0: other ids or order, first at line 6; 5 of the shard's 10 rows are not the run's" + later),
+            # a row given twice, shard 1's first: no row of the run's there
+            ([*rows[:10], rows[9], *rows[10:]], "(shard 1: other ids or order, 1 row inserted at line 11; the rest"),
+        ]  # fmt: skip
+        for written, said in cases:
+            write_jsonl(data, written)
+            with pytest.raises(DatasetError, match=re.escape(said)):
+                resume(store, sub.run_id)
+        assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
     finally:
         server.stop()
 
