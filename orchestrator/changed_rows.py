@@ -43,9 +43,9 @@ class RunRows:
         return rows[lo - skip : hi - skip]
 
     def resync(self, at: int, first: Keys, per_row: int) -> int:
-        """Where a shard whose first row is ``first`` starts in the run's rows, from ``at``: back where ``first`` is
-        one of the run's last shard's rows before ``at`` (rows told as not the run's before it were taken as
-        the run's rows in their places, and held fewer: a row inserted with one renamed), else ``at``."""
+        """Where a shard whose first row is ``first`` starts in the run's rows: ``at``, or back at ``first``'s place
+        where it is one of the run's ``shard_rows`` rows before ``at`` (the shard before, its rows not the run's, was
+        compared with as many of the run's rows as it holds, and held fewer: a row inserted and one renamed)."""
         before = self.between(max(0, at - self.shard_rows), at, per_row)
         return at - len(before) + before.index(first) if first in before else at
 
