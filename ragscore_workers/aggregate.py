@@ -137,13 +137,14 @@ def _cut(text: str, chars: int) -> str:
 
 
 class _Acc:
-    """Accumulates one metric output: scored values, errors and unscorable counts, of which stopped (and, for a
-    dataset-level output, why items were unscorable)."""
+    """Accumulates one metric output: scored values, of which scored on an empty input, errors and unscorable counts,
+    of which stopped (and, for a dataset-level output, why items were unscorable)."""
 
-    __slots__ = ("values", "errors", "unscorable", "stopped", "first_error", "first_error_item", "reasons")
+    __slots__ = ("values", "empty", "errors", "unscorable", "stopped", "first_error", "first_error_item", "reasons")
 
     def __init__(self, reasons: bool = False) -> None:
         self.values = array("d")
+        self.empty = 0
         self.errors = 0
         self.unscorable = 0
         self.stopped = 0
@@ -158,9 +159,10 @@ class _Acc:
         reason: object = None,
         stopped: bool = False,
         item: Mapping[str, Any] | None = None,
+        empty: bool = False,
     ) -> None:
         """Count one item's score or error; ``item`` (its meta: id, system) names the first error only, so the label
-        is built once per output, not per item."""
+        is built once per output, not per item; ``empty``: a score given to an input empty by design."""
         if error is not None:
             self.errors += 1
             if self.first_error is None:
@@ -177,6 +179,7 @@ class _Acc:
                     self.reasons[OTHER_REASONS] += 1
         else:
             self.values.append(score)
+            self.empty += empty
 
     def summary(self) -> MetricSummary:
         x = np.frombuffer(self.values, dtype=float) if self.values else np.empty(0)
@@ -184,6 +187,7 @@ class _Acc:
             mean=float(x.mean()) if x.size else None,
             n=int(x.size),
             ci95=mean_ci(x),
+            empty=self.empty,
             errors=self.errors,
             unscorable=self.unscorable,
             stopped=self.stopped,
@@ -344,10 +348,10 @@ class Aggregator:
             any_score = any_score or score is not None
             all_scored = all_scored and score is not None
             details = result.get("details") or {}
-            stopped = bool(details.get("stopped"))
-            self.metrics[name].add(score, error, details.get("reason"), stopped, item=meta)
+            stopped, empty = bool(details.get("stopped")), bool(details.get("empty"))
+            self.metrics[name].add(score, error, details.get("reason"), stopped, item=meta, empty=empty)
             for dim, value in dims:
-                self._breakdown(dim, value)[name].add(score, error, stopped=stopped)
+                self._breakdown(dim, value)[name].add(score, error, stopped=stopped, empty=empty)
             if name == COMPARE_METRIC and error is None:
                 self.wins.add(meta.get("id"), meta.get("system"), score)
             if "ratings" in details:

@@ -839,6 +839,9 @@ class MetricSummary(BaseModel):
     first_error_item: str | None = None
     #: Why items were unscorable: the most common reasons and how many items gave each (dataset level only).
     unscorable_reasons: dict[str, int] | None = None
+    #: Of the scored items, those scored on an input that was empty by design (``details["empty"]``: recall_at_k's
+    #: rows that retrieved nothing, an LLM-only system's), which a report tells from misses.
+    empty: int = 0
 
 
 class RunSummary(BaseModel):

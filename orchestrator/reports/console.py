@@ -43,6 +43,7 @@ __all__ = [
     "print_estimate",
     "print_summary",
     "reasons_text",
+    "retrieved_nothing_lines",
     "target_lines",
     "unfilled_lines",
     "unscorable_text",
@@ -174,17 +175,20 @@ MISSED_ALL_MIN_N = 2
 
 
 def _missed_everywhere(m: MetricSummary | None) -> TypeGuard[MetricSummary]:
-    """``mrr`` (``recall_at_k``) 0 on every one of at least MISSED_ALL_MIN_N rows: no gold id at any rank."""
-    return m is not None and m.mean == 0.0 and m.n >= MISSED_ALL_MIN_N
+    """``mrr`` (``recall_at_k``) 0 on every one of at least MISSED_ALL_MIN_N rows that retrieved something: no gold id
+    at any rank (a row that retrieved nothing, by design, says nothing of how ids are named)."""
+    return m is not None and m.mean == 0.0 and m.n - m.empty >= MISSED_ALL_MIN_N
 
 
 def missed_lines(summary: RunSummary) -> list[str]:
-    """A line when ``recall_at_k`` found no row's gold id at any rank of its retrieved ids (``mrr`` 0 on every row;
-    of the dataset, else of each system where only some systems are so): gold ids and retrieved ids named in two
-    schemes (``doc_12`` and ``12``, a chunk's id for its document's) score every row 0 without an error."""
+    """A line when ``recall_at_k`` found no row's gold id at any rank of its retrieved ids (``mrr`` 0 on every row
+    that retrieved something; of the dataset, else of each system where only some systems are so): gold ids and
+    retrieved ids named in two schemes (``doc_12`` and ``12``, a chunk's id for its document's) score every row 0
+    without an error."""
     check = "do gold_doc_id and retrieved_doc_ids name documents alike (not `doc_12` and `12`, nor a chunk's id)?"
     if _missed_everywhere(m := summary.metrics.get("mrr")):
-        return [f"recall_at_k: no gold_doc_id of any of the {thousands(m.n)} rows is among its retrieved_doc_ids "
+        rows = counted(m.n - m.empty, "row") + (" that retrieved something" if m.empty else "")
+        return [f"recall_at_k: no gold_doc_id of any of the {rows} is among its retrieved_doc_ids "
                 f"(mrr 0 on every row): {check}"]  # fmt: skip
     systems = [s for s, ms in summary.by_system.items() if s != OTHER_VALUES and _missed_everywhere(ms.get("mrr"))]
     if not systems:
@@ -192,6 +196,18 @@ def missed_lines(summary: RunSummary) -> list[str]:
     their = agree(len(systems), "its", "their")
     return [f"recall_at_k: no gold_doc_id of {noun(len(systems), 'system')} {listed(systems, MAX_SYSTEMS_SHOWN)} is "
             f"among {their} retrieved_doc_ids (mrr 0 on each of {their} rows): {check}"]  # fmt: skip
+
+
+def retrieved_nothing_lines(summary: RunSummary) -> list[str]:
+    """A line, as information, when some of ``recall_at_k``'s rows retrieved nothing (``retrieved_doc_ids`` empty: an
+    LLM-only system, by design): each scores 0, and :func:`missed_lines` leaves them out."""
+    m = summary.metrics.get("mrr")
+    if m is None or not m.empty:
+        return []
+    systems = [s for s, ms in summary.by_system.items() if s != OTHER_VALUES and getattr(ms.get("mrr"), "empty", 0)]
+    of = f" (of {noun(len(systems), 'system')} {listed(systems, MAX_SYSTEMS_SHOWN)})" if systems else ""
+    return [f"recall_at_k: {counted(m.empty, 'row')}{of} retrieved nothing (retrieved_doc_ids empty): "
+            f"{agree(m.empty, 'it scores', 'each scores')} 0"]  # fmt: skip
 
 
 def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None = None) -> str | None:
@@ -417,7 +433,8 @@ def print_summary(
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     for line in (*unscored_lines(summary), *missed_lines(summary), *unfilled_lines(summary)):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    for line in (*target_lines(summary), judge_line(summary, out, broker), embedding_line(summary)):
+    for line in (*retrieved_nothing_lines(summary), *target_lines(summary), judge_line(summary, out, broker),
+                 embedding_line(summary)):  # fmt: skip
         if line is not None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     wall = summary.timing.get("wall_s")

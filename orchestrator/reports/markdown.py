@@ -22,6 +22,7 @@ from .console import (
     metric_label,
     missed_lines,
     reasons_text,
+    retrieved_nothing_lines,
     since_resume,
     table_count,
     target_facts,
@@ -110,6 +111,8 @@ def render_markdown(
         cells = f"{thousands(m.n)} | {ci_text(m.ci95)} | {unscorable_text(m)} | {thousands(m.errors)}"
         lines.append(f"| {named} | {_mean(m)} | {cells} |")
     lines += ["", MEANS_NOTE, ""]
+    for line in retrieved_nothing_lines(summary):  # information, not a warning
+        lines += [md_cell(line), ""]
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]
     if missed := missed_lines(summary):  # recall 0 on every row, with no error: ids named in two schemes

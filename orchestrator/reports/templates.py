@@ -74,7 +74,8 @@ REPORT = """{% extends "base" %}
 {% if warning_lines %}<ul class="warnings">{% for line in warning_lines %}<li class="warn">{{ line }}</li>
 {% endfor %}</ul>{% endif %}
 <p class="muted">{{ means_note }}</p>
-
+{% for line in note_lines %}<p class="muted">{{ line }}</p>
+{% endfor %}
 <h2 id="distributions">Score distributions</h2>
 <div class="grid">{% for p in distributions %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}
 </figure>{% endfor %}</div>

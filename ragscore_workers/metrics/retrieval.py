@@ -6,10 +6,12 @@ k retrieved ids (one gold id, as in the seed framework: 1 when it is in the top 
 positions in ``retrieved_doc_ids`` as given: a repeated id (several chunks of one document) takes a rank
 each time. Ids are compared with surrounding whitespace stripped (a CSV's ``"d1, d2"``); blank gold ids are
 dropped. A row without a gold id is unscorable; a row with a gold id but no retrieved documents scores 0 (the
-system retrieved nothing; a dataset in which no row has ``retrieved_doc_ids`` is warned of before the run: a
-column named otherwise, ``retrieved_ids``, would score every row 0; and a run in which no row's gold id is at
-any rank of its retrieved ids, ``mrr`` 0 on each of at least 2 rows of the dataset or of a system, ends with a line
-saying so: gold and retrieved ids named in two schemes, ``doc_12`` and ``12``, score every row 0 without an error).
+system retrieved nothing, as an LLM-only one does by design: ``details["empty"]``, which the run's summary counts
+apart and its end says as information; a dataset in which no row has ``retrieved_doc_ids`` is warned of before the
+run: a column named otherwise, ``retrieved_ids``, would score every row 0; and a run in which no row's gold id is at
+any rank of its retrieved ids, ``mrr`` 0 on each of at least 2 rows that retrieved something, of the dataset or of a
+system, ends with a line saying so: gold and retrieved ids named in two schemes, ``doc_12`` and ``12``, score every
+row 0 without an error).
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     retrieved = [doc_id.strip() for doc_id in row.retrieved_doc_ids or []]  # a blank one keeps its rank
     rank = first_gold_rank(retrieved, gold)
     details = {"rank": rank, "retrieved_top_1": retrieved[0] if retrieved else None, "gold": len(gold)}
+    if not retrieved:  # by design (an LLM-only system): counted apart from misses (MetricSummary.empty)
+        details["empty"] = True
     out = {}
     for k in params.k:
         found = len(gold.intersection(retrieved[:k]))

@@ -18,7 +18,7 @@ from orchestrator.api import IncompleteRunWarning
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning, ReportError
 from ragscore_workers.store import RunStore
 
-from ..support import HookedProgress, make_rows, users_files, write_jsonl
+from ..support import ROOT, HookedProgress, make_rows, users_files, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -625,6 +625,40 @@ def test_gold_ids_named_otherwise_than_the_retrieved_ids_are_a_dataset_warning(t
         warnings.simplefilter("error", DatasetWarning)
         alike = evaluate(named_alike, {"metrics": ["recall_at_k"]}, out=tmp_path / "alike", quiet=True)
     assert alike.summary.metrics["mrr"].mean == 1.0
+
+
+def test_a_system_that_retrieves_nothing_by_design_is_said_once_as_information_not_as_ids_named_otherwise(
+    tmp_path: Path, home: Path
+) -> None:
+    """The NLP project's LLM-only "strong" system retrieves nothing (``retrieved_doc_ids: []``): its mrr 0 on every
+    row was said as gold ids named otherwise than the retrieved ids, in evaluate()'s DatasetWarning (a notebook's
+    ``simplefilter("error")`` raised at the end of a valid run) and in both reports. Such rows are counted apart and
+    said once as information; rows that did retrieve something and all missed are still warned of."""
+    import warnings
+
+    data = ROOT / "tests" / "data" / "nlp-project"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DatasetWarning)
+        result = evaluate(data / "data" / "NLP Project Data" / "dev_final_jsonl.txt", {"metrics": ["recall_at_k"]},
+                          fmt="nlp-project", out=tmp_path / "strong", quiet=True,
+                          fmt_options={"predictions": str(data / "output" / "dev_strong_output.json"),
+                                       "corpus": str(data / "data" / "corpus")})  # fmt: skip
+    assert result.summary.metrics["mrr"].n == 3 and result.summary.metrics["mrr"].empty == 3
+    said = "recall_at_k: 3 rows retrieved nothing (retrieved_doc_ids empty): each scores 0"
+    for report in ("report.md", "report.html"):
+        text = (result.out_dir / report).read_text()
+        assert said in text and "no gold_doc_id" not in text, report
+    rows = [
+        {"id": f"q{i}", "system": "rag", "retrieved_doc_ids": [f"doc_{i}"], "gold_doc_id": str(i)} for i in range(3)
+    ]
+    rows += [{"id": f"q{i}", "system": "llm", "retrieved_doc_ids": [], "gold_doc_id": str(i)} for i in range(2)]
+    missed = r"no gold_doc_id of any of the 3 rows that retrieved something is among its retrieved_doc_ids"
+    with pytest.warns(DatasetWarning, match=missed) as caught:
+        mixed = evaluate(rows, {"metrics": ["recall_at_k"]}, out=tmp_path / "mixed", quiet=True)
+    assert [
+        str(w.message) for w in caught if w.category is DatasetWarning and "retrieved nothing" in str(w.message)
+    ] == []
+    assert "recall_at_k: 2 rows (of system llm) retrieved nothing" in (mixed.out_dir / "report.md").read_text()
 
 
 def test_refusals_name_the_parameters_of_evaluate_not_the_command_lines_options(tmp_path: Path, home: Path) -> None:
