@@ -54,6 +54,7 @@ from ragscore_workers.schemas import EmbeddingConfig, Row, Suite, TargetConfig
 from .datasets import RowError, scan_dataset
 from .encode_rates import MeasuredRate
 from .floors import in_flight_rounds, pace_minutes, window_minutes
+from .gold_ids import RetrievalCheck
 from .suite import QUEUE_ORDER, ResolvedSuite
 
 __all__ = [
@@ -542,6 +543,13 @@ def judge_calls_planned(estimate: Estimate) -> int | None:
     return estimate.judge_total().paid if estimate.judge else None
 
 
+def _retrieval_check(resolved: ResolvedSuite) -> RetrievalCheck | None:
+    """A tally of the rows' gold ids against their retrieved ids where the suite scores ``recall_at_k`` on the rows as
+    given (no targets: a target's replies may fill the retrieved ids)."""
+    scores = any(m.name == "recall_at_k" for m, _ in resolved.scoring)
+    return RetrievalCheck() if scores and not resolved.targets else None
+
+
 def estimate_run(
     dataset: Path,
     resolved: ResolvedSuite,
@@ -557,10 +565,13 @@ def estimate_run(
     request reads a field no row has."""
     run = RunCount(resolved, redis)
     request_fields = resolved.request_fields()
+    ids = _retrieval_check(resolved)
 
     def count(row: Row) -> None:
         request_fields.see(row)
         run.see(row)
+        if ids is not None:
+            ids.see(row)
         if on_row is not None:
             on_row()
 
@@ -572,6 +583,7 @@ def estimate_run(
     estimate.warnings = [
         *scan.warnings(resolved.filled_fields()),
         *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen),
+        *(ids.lines() if ids is not None else []),
     ]
     estimate.scoreless = resolved.scoreless(scan.fields_seen) if scan.rows else []
     estimate.items = scan.rows * max(1, len(resolved.targets))

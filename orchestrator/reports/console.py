@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ragscore_workers.aggregate import OTHER_VALUES
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import agree, and_more, counted, listed, noun, thousands
+from ragscore_workers.counts import agree, and_more, counted, thousands
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import (
     UNFILLED_PREFIX,
@@ -28,6 +28,7 @@ from ragscore_workers.schemas import (
     target_name,
 )
 
+from .. import gold_ids
 from ..encode_rates import MeasuredRate
 from ..estimate import ASSUMED_ENCODE_WORDS_PER_S, EmbedTally, Estimate
 from ..terminal import TerminalConsole, compare_command, resume_command
@@ -167,17 +168,15 @@ def unscored_lines(summary: RunSummary) -> list[str]:
     ]
 
 
-#: Systems named by :func:`missed_lines` before "and N more".
-MAX_SYSTEMS_SHOWN = 5
-#: Rows a retrieval output must have scored 0 on, all of them, before it is said as ids named otherwise (one miss
-#: proves nothing of a naming scheme).
-MISSED_ALL_MIN_N = 2
-
-
-def _missed_everywhere(m: MetricSummary | None) -> TypeGuard[MetricSummary]:
-    """``mrr`` (``recall_at_k``) 0 on every one of at least MISSED_ALL_MIN_N rows that retrieved something: no gold id
-    at any rank (a row that retrieved nothing, by design, says nothing of how ids are named)."""
-    return m is not None and m.mean == 0.0 and m.n - m.empty >= MISSED_ALL_MIN_N
+def _retrieved(summary: RunSummary) -> tuple[gold_ids.Retrieved, dict[str, gold_ids.Retrieved]]:
+    """``recall_at_k``'s rows as the summary counted them (its ``mrr``), pooled and per system (not those pooled
+    past the breakdown's first values)."""
+    m = summary.metrics.get("mrr")
+    pooled = gold_ids.Retrieved.of(m) if m is not None else gold_ids.Retrieved()
+    systems = {
+        s: gold_ids.Retrieved.of(ms["mrr"]) for s, ms in summary.by_system.items() if s != OTHER_VALUES and "mrr" in ms
+    }
+    return pooled, systems
 
 
 def missed_lines(summary: RunSummary) -> list[str]:
@@ -185,29 +184,13 @@ def missed_lines(summary: RunSummary) -> list[str]:
     that retrieved something; of the dataset, else of each system where only some systems are so): gold ids and
     retrieved ids named in two schemes (``doc_12`` and ``12``, a chunk's id for its document's) score every row 0
     without an error."""
-    check = "do gold_doc_id and retrieved_doc_ids name documents alike (not `doc_12` and `12`, nor a chunk's id)?"
-    if _missed_everywhere(m := summary.metrics.get("mrr")):
-        rows = counted(m.n - m.empty, "row") + (" that retrieved something" if m.empty else "")
-        return [f"recall_at_k: no gold_doc_id of any of the {rows} is among its retrieved_doc_ids "
-                f"(mrr 0 on every row): {check}"]  # fmt: skip
-    systems = [s for s, ms in summary.by_system.items() if s != OTHER_VALUES and _missed_everywhere(ms.get("mrr"))]
-    if not systems:
-        return []
-    their = agree(len(systems), "its", "their")
-    return [f"recall_at_k: no gold_doc_id of {noun(len(systems), 'system')} {listed(systems, MAX_SYSTEMS_SHOWN)} is "
-            f"among {their} retrieved_doc_ids (mrr 0 on each of {their} rows): {check}"]  # fmt: skip
+    return gold_ids.missed_lines(*_retrieved(summary))
 
 
 def retrieved_nothing_lines(summary: RunSummary) -> list[str]:
     """A line, as information, when some of ``recall_at_k``'s rows retrieved nothing (``retrieved_doc_ids`` empty: an
     LLM-only system, by design): each scores 0, and :func:`missed_lines` leaves them out."""
-    m = summary.metrics.get("mrr")
-    if m is None or not m.empty:
-        return []
-    systems = [s for s, ms in summary.by_system.items() if s != OTHER_VALUES and getattr(ms.get("mrr"), "empty", 0)]
-    of = f" (of {noun(len(systems), 'system')} {listed(systems, MAX_SYSTEMS_SHOWN)})" if systems else ""
-    return [f"recall_at_k: {counted(m.empty, 'row')}{of} retrieved nothing (retrieved_doc_ids empty): "
-            f"{agree(m.empty, 'it scores', 'each scores')} 0"]  # fmt: skip
+    return gold_ids.nothing_lines(*_retrieved(summary))
 
 
 def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None = None) -> str | None:

@@ -502,6 +502,28 @@ def test_recall_warns_when_no_row_has_retrieved_doc_ids(tmp_path: Path) -> None:
     assert result.returncode == 0 and "no row has" not in result.stdout, result.stdout
 
 
+def test_gold_ids_named_otherwise_than_the_retrieved_ids_are_said_by_the_dry_run_as_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    """Gold ids ``doc_3`` against retrieved ids ``3`` (every row 0, no error): only the run's end said so, though the
+    dry run reads every row. It says the same line, once; rows that retrieved nothing are left out, and ids named
+    alike say nothing."""
+    rows = [{"id": f"q{i}", "gold_doc_id": f"doc_{i}", "retrieved_doc_ids": [str(i), "9"]} for i in range(3)]
+    rows.append({"id": "llm", "gold_doc_id": "doc_1", "retrieved_doc_ids": []})
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["recall_at_k"]}))
+    result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    line = (
+        "Warning: recall_at_k: no gold_doc_id of any of the 3 rows that retrieved something is among its "
+        "retrieved_doc_ids (mrr 0 on every row): do gold_doc_id and retrieved_doc_ids name documents alike"
+    )
+    assert said.count(line) == 1, said
+    alike = [{**row, "retrieved_doc_ids": [f"doc_{i}"]} for i, row in enumerate(rows[:3])]
+    result = _dry_run(write_jsonl(tmp_path / "d.jsonl", alike + rows[3:]), tmp_path / "s.json")
+    assert result.returncode == 0 and "no gold_doc_id" not in result.stdout, result.stdout
+
+
 def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_passes(tmp_path: Path) -> None:
     """HumanEval rows with their tests in ``checks`` and a suite of ``code_test`` alone: ``return x - y`` scored 1.0
     (only the exit code counted; the checks were not scored) and nothing said so before the run."""
