@@ -29,7 +29,7 @@ from .datasets.parquet import json_value
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
-from .reports.console import missed_lines, unfilled_lines
+from .reports.console import warning_lines
 from .reports.files import ROWS_FILE, ROWS_STAGED, first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
 from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
@@ -239,7 +239,7 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
         each = agree(summary.failed_rows, "it is", "each is")
         warnings.warn(f"{rows} unreadable and not scored: {each} in {out_dir / 'failed_rows.jsonl'} with {line} "
                       f"and why{_first_failed(out_dir, rows_given)}", stacklevel=3)  # fmt: skip
-    for line in (*missed_lines(summary), *unfilled_lines(summary)):  # scores of 0 that no error explains
+    for line in warning_lines(summary):  # scores of 0 that no error explains
         warnings.warn(line, DatasetWarning, stacklevel=3)
     problem = incomplete(summary, PYTHON)
     if problem is not None:

@@ -49,6 +49,7 @@ __all__ = [
     "unfilled_lines",
     "unscorable_text",
     "unscored_lines",
+    "warning_lines",
 ]
 
 
@@ -191,6 +192,13 @@ def retrieved_nothing_lines(summary: RunSummary) -> list[str]:
     """A line, as information, when some of ``recall_at_k``'s rows retrieved nothing (``retrieved_doc_ids`` empty: an
     LLM-only system, by design): each scores 0, and :func:`missed_lines` leaves them out."""
     return gold_ids.nothing_lines(*_retrieved(summary))
+
+
+def warning_lines(summary: RunSummary) -> list[str]:
+    """The run's warnings of scores of 0 that no error explains (gold and retrieved ids named otherwise, a target's
+    replies lacking a field): what the console ends with in yellow, report.md's and report.html's Warnings, and
+    evaluate()'s DatasetWarnings, from this one source."""
+    return [*missed_lines(summary), *unfilled_lines(summary)]
 
 
 def judge_line(summary: RunSummary, out: Path | None = None, broker: str | None = None) -> str | None:
@@ -414,7 +422,7 @@ def print_summary(
         console.print(compare_line(summary, out, broker), markup=False, highlight=False, soft_wrap=True)
     for line in error_lines(summary):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
-    for line in (*unscored_lines(summary), *missed_lines(summary), *unfilled_lines(summary)):
+    for line in (*unscored_lines(summary), *warning_lines(summary)):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in (*retrieved_nothing_lines(summary), *target_lines(summary), judge_line(summary, out, broker),
                  embedding_line(summary)):  # fmt: skip

@@ -22,12 +22,12 @@ from .console import (
     judge_facts,
     judge_used,
     kappa_text,
-    missed_lines,
     reasons_text,
     retrieved_nothing_lines,
     since_resume,
     target_facts,
     unscorable_text,
+    warning_lines,
 )
 from .itemstats import ItemStats, WorstItem
 from .live import scored_text
@@ -233,7 +233,7 @@ def render_html(
         "means_note": MEANS_NOTE,
         "note_lines": retrieved_nothing_lines(summary),
         "error_lines": error_lines(summary),
-        "warning_lines": missed_lines(summary),
+        "warning_lines": warning_lines(summary),
         "distributions": _distributions(summary, stats),
         "breakdowns": breakdowns,
         "judge": judge,

@@ -20,15 +20,14 @@ from .console import (
     judge_used,
     kappa_text,
     metric_label,
-    missed_lines,
     reasons_text,
     retrieved_nothing_lines,
     since_resume,
     table_count,
     target_facts,
-    unfilled_lines,
     unreadable_rows,
     unscorable_text,
+    warning_lines,
 )
 from .itemstats import ItemStats, WorstItem
 from .live import scored_text
@@ -115,8 +114,8 @@ def render_markdown(
         lines += [md_cell(line), ""]
     if errors := error_lines(summary):
         lines += ["## Errors", "", *(f"- {md_cell(line)}" for line in errors), ""]
-    if missed := missed_lines(summary):  # recall 0 on every row, with no error: ids named in two schemes
-        lines += ["## Warnings", "", *(f"- {md_cell(line)}" for line in missed), ""]
+    if warned := warning_lines(summary):  # scores of 0 that no error explains
+        lines += ["## Warnings", "", *(f"- {md_cell(line)}" for line in warned), ""]
     if unscorable := [(name, m) for name, m in summary.metrics.items() if m.unscorable_reasons]:
         why = [f"- {md_cell(name)}: {md_cell(reasons_text(m.unscorable_reasons))}" for name, m in unscorable]
         lines += ["## Why items were unscorable", "", *why, ""]
@@ -210,8 +209,6 @@ def _targets(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
         lines += [" · ".join(f"{k} {md_cell(v)}" for k, v in facts), ""]
     lines += [header, "|---" * (len(TARGET_COLUMNS) + 1) + "|"]
     lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in target_rows(summary)]
-    if unfilled := unfilled_lines(summary):
-        lines += ["", *(f"- {md_cell(line)}" for line in unfilled)]
     return [*lines, ""]
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from orchestrator.reports.markdown import render_markdown
+import re
+from html import unescape
+
+from orchestrator.reports.markdown import md_cell, render_markdown
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 
@@ -61,6 +64,27 @@ def test_gold_ids_named_otherwise_than_the_retrieved_ids_are_said_under_the_summ
     )
     assert "## Warnings" not in render_markdown(summary(0.5))
     assert '<ul class="warnings">' not in render_html(summary(0.5), ItemStats())
+
+
+def test_report_md_and_report_html_warn_of_the_same_lines_replies_lacking_a_response_path_among_them() -> None:
+    """report.md said a target's replies that had nothing at a response path (contexts, doc ids: recall 0 without an
+    error), report.html did not: both Warnings sections are one source's, in its order, and nothing else says them."""
+    from orchestrator.reports.console import warning_lines
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    summary = RunSummary(
+        run_id="r", items=3, scored=3, metrics={"mrr": MetricSummary(mean=0.0, n=3)},
+        target={"rag": {"calls": 3, "unfilled_contexts": 3, "unfilled_retrieved_doc_ids": 1}},
+    )  # fmt: skip
+    said = warning_lines(summary)
+    assert [line.split(":")[0] for line in said] == ["recall_at_k", "target rag", "target rag"]
+    assert "1 reply had nothing at the path of retrieved_doc_ids" in said[2]
+    md = render_markdown(summary)
+    assert md.split("## Warnings\n\n", 1)[1].split("\n\n", 1)[0].splitlines() == [f"- {md_cell(s)}" for s in said]
+    assert md.count("had nothing at the path") == 2  # not again under the targets table
+    html = render_html(summary, ItemStats())
+    assert [unescape(li) for li in re.findall(r'<li class="warn">(.*?)</li>', html)] == said
 
 
 def test_the_html_summary_table_gives_the_first_error_on_its_errors_cell_escaped() -> None:

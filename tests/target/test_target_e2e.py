@@ -459,9 +459,10 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
     # The path found nothing in any reply (a typo reads as "no doc ids": recall 0, silently): counted and said
     assert result.summary.target["exact"]["unfilled_retrieved_doc_ids"] == N
     assert result.summary.target["exact"]["unfilled_contexts"] == N  # its default, [], read as filled
-    report = (tmp_path / "out" / "report.md").read_text()
-    assert f"target exact: {N:,} replies had nothing at the path of retrieved_doc_ids" in report
-    assert f"target exact: {N:,} replies had nothing at the path of contexts" in report
+    for name in ("report.md", "report.html"):  # both reports' Warnings
+        report = (tmp_path / "out" / name).read_text()
+        assert f"target exact: {N:,} replies had nothing at the path of retrieved_doc_ids" in report, name
+        assert f"target exact: {N:,} replies had nothing at the path of contexts" in report, name
 
 
 class _FirstReplyEmpty:
