@@ -7,7 +7,7 @@ import json
 import re
 from array import array
 from collections.abc import Callable, Container, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -299,10 +299,12 @@ class DatasetScan:
 class Named:
     """How a message names a dataset and its rows: a file by its path and lines, or (``as_rows``) a copy of rows
     given in memory, one a line (``evaluate()``'s), as what was given and the 0-based indexes of its rows (line N
-    is row N-1): the caller never named the copy."""
+    is row N-1): the caller never named the copy. ``in_list``: the file is one JSON list, whose reader numbers its
+    rows by their place in the list (from 1), not by their line (a list on one line has one)."""
 
     name: str
     as_rows: bool = False
+    in_list: bool = False
 
     @classmethod
     def of(cls, path: Path) -> Named:
@@ -317,8 +319,10 @@ class Named:
         return err.to_json() | ({"index": err.line - 1} if self.as_rows else {})
 
     def both(self, first: int, second: int) -> str:
-        """``on lines 2 and 9``, or ``in rows 1 and 8`` of the rows given."""
-        return f"in rows {first - 1} and {second - 1}" if self.as_rows else f"on lines {first} and {second}"
+        """``on lines 2 and 9``, ``in rows 1 and 8`` of the rows given, or ``in rows 2 and 9 of the JSON list``."""
+        if self.as_rows:
+            return f"in rows {first - 1} and {second - 1}"
+        return f"in rows {first} and {second} of the JSON list" if self.in_list else f"on lines {first} and {second}"
 
 
 #: Unreadable rows named in the error of a dataset with no readable row.
@@ -420,7 +424,10 @@ def _find_duplicates(
     path: Path, fmt: str | None, options: dict[str, Any] | None, repeated: set[int], scan: DatasetScan,
     asked_as: str | None, named: Named, caller: Caller,
 ) -> None:  # fmt: skip
-    """Second pass (only when hashes repeat): the real duplicate keys and the lines they repeat on."""
+    """Second pass (only when hashes repeat): the real duplicate keys and the lines (a JSON list's places) they repeat
+    on."""
+    if not named.as_rows and (fmt or detect_format(path, options, caller)) == "json":
+        named = replace(named, in_list=True)
     first_seen: dict[str, int] = {}
     for line, row in iter_rows(path, fmt, options, caller=caller):
         if isinstance(row, RowError) or _key_hash(key := _scan_key(row, asked_as)) not in repeated:

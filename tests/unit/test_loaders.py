@@ -533,6 +533,19 @@ def test_scan_rejects_duplicate_ids_with_their_lines(tmp_path: Path) -> None:
         scan_dataset(path, None, lambda e: None)
 
 
+def test_a_duplicate_id_of_a_json_list_is_said_by_the_rows_places_in_the_list_not_as_lines(tmp_path: Path) -> None:
+    """A JSON list of rows on one line said its duplicate as "on lines 1 and 4", a file of one line: the JSON reader
+    numbers rows by their place in the list, and the message says so (a pretty-printed list alike)."""
+    rows = [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "a"}]
+    said = r"d\.json: 1 duplicate id: id 'a' in rows 1 and 4 of the JSON list\. Ids must be unique per system"
+    for text in (json.dumps(rows), json.dumps(rows, indent=2)):
+        (tmp_path / "d.json").write_text(text)
+        with pytest.raises(DatasetError, match=said):
+            scan_dataset(tmp_path / "d.json", None, lambda e: None)
+        with pytest.raises(DatasetError, match=said):
+            scan_dataset(tmp_path / "d.json", "json", lambda e: None)
+
+
 def test_an_id_holding_the_key_separator_is_not_taken_for_a_system(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     rows = [{"id": "x::y"}, {"id": "y", "system": "x"}, {"id": "z", "system": "a::b"}]
