@@ -3,8 +3,8 @@ is at any rank of its retrieved ids (``recall_at_k``'s ``mrr`` 0 on every row th
 retrieved ids named in two schemes, ``doc_12`` and ``12``, score every row 0 without an error), and the line, as
 information, counting the rows that retrieved nothing (an LLM-only system, by design), which the first leaves out.
 
-A finished run's counts come from its summary (:meth:`Retrieved.of`), a dry run's from scoring each row's ``mrr``
-as the run will (:class:`RetrievalCheck`)."""
+A finished run's counts come from its summary (:meth:`Retrieved.of`), a dry run's from ranking each row's gold ids
+among its retrieved ids as ``recall_at_k`` does (:class:`RetrievalCheck`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES
 from ragscore_workers.counts import agree, counted, listed, noun
-from ragscore_workers.metrics.retrieval import RecallParams, recall_at_k
-from ragscore_workers.schemas import MetricResult, MetricSummary, Row
+from ragscore_workers.metrics.retrieval import gold_rank
+from ragscore_workers.schemas import MetricSummary, Row
 
 __all__ = ["MAX_SYSTEMS_SHOWN", "MISSED_ALL_MIN_N", "RetrievalCheck", "Retrieved", "missed_lines", "nothing_lines"]
 
@@ -41,11 +41,11 @@ class Retrieved:
         """As a run's summary counted them (its ``mrr``)."""
         return cls(rows=mrr.n, empty=mrr.empty, found=bool(mrr.mean))
 
-    def add(self, mrr: MetricResult) -> None:
-        """Count one row's scored ``mrr``."""
+    def add(self, empty: bool, found: bool) -> None:
+        """Count one scored row: whether it retrieved nothing, and whether a gold id was among what it retrieved."""
         self.rows += 1
-        self.empty += bool(mrr.details.get("empty"))
-        self.found = self.found or bool(mrr.score)
+        self.empty += empty
+        self.found = self.found or found
 
     @property
     def missed_everywhere(self) -> bool:
@@ -82,20 +82,22 @@ def nothing_lines(pooled: Retrieved, systems: Mapping[str, Retrieved]) -> list[s
 
 @dataclass
 class RetrievalCheck:
-    """A dry run's tally of the rows' ``mrr``, scored as the run will, pooled and per system (the first
+    """A dry run's tally of the rows' gold ids against their retrieved ids, as ``recall_at_k`` ranks them (its own
+    :func:`gold_rank`, no results built: a few microseconds a row), pooled and per system (the first
     MAX_BREAKDOWN_VALUES, as the run's summary keeps them)."""
 
     pooled: Retrieved = field(default_factory=Retrieved)
     systems: dict[str, Retrieved] = field(default_factory=dict)
 
     def see(self, row: Row) -> None:
-        """Score one row's ``mrr`` (k plays no part in it) and count it where it is scored."""
-        mrr = recall_at_k(row, RecallParams())["mrr"]
-        if mrr.score is None:  # no gold id: unscorable
+        """Count one row where ``recall_at_k`` scores it (it has a gold id)."""
+        gold, retrieved, rank = gold_rank(row)
+        if not gold:  # unscorable
             return
-        self.pooled.add(mrr)
+        empty, found = not retrieved, rank is not None
+        self.pooled.add(empty, found)
         if row.system is not None and (row.system in self.systems or len(self.systems) < MAX_BREAKDOWN_VALUES):
-            self.systems.setdefault(row.system, Retrieved()).add(mrr)
+            self.systems.setdefault(row.system, Retrieved()).add(empty, found)
 
     def lines(self) -> list[str]:
         """The line the run will end with where no row's gold id is among its retrieved ids."""

@@ -56,16 +56,23 @@ def first_gold_rank(retrieved: list[str], gold: set[str]) -> int | None:
     return None
 
 
+def gold_rank(row: Row) -> tuple[set[str], list[str], int | None]:
+    """A row's gold ids, its retrieved ids as compared (stripped; a blank one keeps its rank) and the 1-based rank of
+    the first gold one among them (None: none is, or no gold id): what recall_at_k scores, and ``--dry-run``'s check
+    of gold ids named otherwise reads, without building results."""
+    gold = id_set([row.gold_doc_id] if isinstance(row.gold_doc_id, str) else row.gold_doc_id or [])
+    retrieved = [doc_id.strip() for doc_id in row.retrieved_doc_ids or []]
+    return gold, retrieved, first_gold_rank(retrieved, gold)
+
+
 @register("recall_at_k", Queue.CPU, params=RecallParams, outputs=_outputs, needs=("gold_doc_id",),
           scores_without=("retrieved_doc_ids",))  # fmt: skip
 def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     """Recall@k of the gold document for each k, and MRR."""
-    gold = id_set([row.gold_doc_id] if isinstance(row.gold_doc_id, str) else row.gold_doc_id or [])
+    gold, retrieved, rank = gold_rank(row)
     if not gold:
         reason = MetricResult.unscorable("no gold_doc_id")
         return {name: reason for name in _outputs(params)}
-    retrieved = [doc_id.strip() for doc_id in row.retrieved_doc_ids or []]  # a blank one keeps its rank
-    rank = first_gold_rank(retrieved, gold)
     details = {"rank": rank, "retrieved_top_1": retrieved[0] if retrieved else None, "gold": len(gold)}
     if not retrieved:  # by design (an LLM-only system): counted apart from misses (MetricSummary.empty)
         details["empty"] = True

@@ -293,6 +293,13 @@ def test_gold_ids_never_among_the_retrieved_ones_are_said_once_for_the_dataset_a
     # a miss now and then, or a single row, is a retriever's, not a naming scheme's
     assert "retrieved_doc_ids name" not in said(alike + [item(9, "dense", "doc_9", ["doc_1"])])
     assert "retrieved_doc_ids name" not in said(apart[:1])
+    # an LLM-only system retrieves nothing by design: said once, as information, never as ids named otherwise
+    llm = [item(i, "llm", f"doc_{i}", []) for i in range(3)]
+    for items in (llm, alike + llm):
+        assert "retrieved_doc_ids name" not in said(items), said(items)
+        assert said(items).count("recall_at_k: 3 rows (of system llm) retrieved nothing (retrieved_doc_ids empty): "
+                                 "each scores 0") == 1, said(items)  # fmt: skip
+    assert "no gold_doc_id of system bm25 is among" in said(apart + alike + llm)
 
 
 def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
