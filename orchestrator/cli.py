@@ -1342,36 +1342,43 @@ def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: floa
     it asks for is done). ``answered``: whether the broker answered."""
     from .workers import stop_signals_as_interrupt
 
-    with stop_signals_as_interrupt(then_ignored=True):
-        try:
-            workers.start()
-            listed = ", ".join(workers.queues)
-            on = f"the broker {redact_url(workers.broker_url)}"
-            state = f"up for {listed} on {on}" if answered else f"started for {listed}, waiting for {on}"
-            named = ", ".join(workers.names.values())
-            err.print(f"workers {state}; logs in {settings.home / 'logs'}; named {named}", soft_wrap=True)
-            workers.supervise()
-        except KeyboardInterrupt:
-            with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it
-                workers.say(  # never waited on: a stderr nobody reads holds up no stop
-                    f"stopping: running tasks finish first (up to {stop_timeout:.0f} s); Ctrl-C again to stop at once"
-                )
-        finally:
-            workers.stop(timeout=stop_timeout, signals_seen=1)  # a second signal, whenever it came, kills at once
+    try:
+        with stop_signals_as_interrupt(then_ignored=True):
+            try:
+                workers.start()
+                listed = ", ".join(workers.queues)
+                on = f"the broker {redact_url(workers.broker_url)}"
+                state = f"up for {listed} on {on}" if answered else f"started for {listed}, waiting for {on}"
+                named = ", ".join(workers.names.values())
+                err.print(f"workers {state}; logs in {settings.home / 'logs'}; named {named}", soft_wrap=True)
+                workers.supervise()
+            except KeyboardInterrupt:
+                with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it
+                    workers.say(  # never waited on: a stderr nobody reads holds up no stop
+                        f"stopping: running tasks finish first (up to {stop_timeout:.0f} s); Ctrl-C again to stop at "
+                        "once"
+                    )
+            finally:
+                workers.stop(timeout=stop_timeout, signals_seen=1)  # a second signal, whenever it came, kills at once
+    except Exception as exc:  # its workers stopped (one kept dying): its error is its last line, as main() says it
+        if (said := _error_said(exc)) is None:
+            raise
+        _say_last(*said)
+        raise typer.Exit(said[1]) from None
     _say_last("workers stopped")  # from here on, a stop signal is ignored: this process only exits
 
 
-def _say_last(text: str) -> None:
+def _say_last(text: str, code: int = 0) -> None:
     """Say ``text`` on stderr, this process's last line, waiting up to :data:`LAST_LINE_S` for it: a stderr that takes
-    nothing by then (a full pipe nobody reads) ends the process at once, exit 0 as its clean stop would (its exit
-    flushes stderr, which would wait on it for ever, a stop signal ignored by then)."""
+    nothing by then (a full pipe nobody reads) ends the process at once with exit ``code``, the one it would have
+    ended with (its exit flushes stderr, which would wait on it for ever, a stop signal ignored by then)."""
     import os
 
     writer = threading.Thread(target=err.print, args=(text,), kwargs={"soft_wrap": True}, daemon=True)
     writer.start()
     writer.join(LAST_LINE_S)
     if writer.is_alive():
-        os._exit(0)
+        os._exit(code)
 
 
 def _warn_of_eviction(said: Iterable[str | None]) -> None:
@@ -1816,32 +1823,40 @@ def _usage_errors() -> tuple[type[Exception], ...]:
     return tuple({click.ClickException, *vendored})
 
 
-def main() -> None:
-    """Console entry point: clear messages and exit codes instead of tracebacks."""
-    import click
+def _error_said(exc: Exception) -> tuple[str, int] | None:
+    """The ``Error: ...`` line a command ends with on ``exc``, and its exit code; None for an error not ours to say
+    (a bug: its traceback)."""
     import redis
     from kombu.exceptions import OperationalError
 
+    if isinstance(exc, (ConfigError, DatasetError)):
+        return shown(f"Error: {exc}"), EXIT_BAD_INPUT
+    if isinstance(exc, RagscoreError):
+        return shown(f"Error: {exc}"), EXIT_RUN_ERROR
+    if isinstance(exc, (redis.RedisError, OperationalError)):  # lost mid-command (a restart, a fail-over)
+        return shown(f"Error: Redis: {type(exc).__name__}: {exc}"), EXIT_RUN_ERROR
+    if isinstance(exc, OSError):  # a full disk or an unwritable --out while writing the reports
+        return shown(f"Error: {said_os_error(exc)}"), EXIT_RUN_ERROR
+    return None
+
+
+def main() -> None:
+    """Console entry point: clear messages and exit codes instead of tracebacks."""
+    import click
+
     try:
         code = app(standalone_mode=False)
-    except (ConfigError, DatasetError) as exc:
-        typer.echo(shown(f"Error: {exc}"), err=True)
-        sys.exit(EXIT_BAD_INPUT)
-    except RagscoreError as exc:
-        typer.echo(shown(f"Error: {exc}"), err=True)
-        sys.exit(EXIT_RUN_ERROR)
-    except (redis.RedisError, OperationalError) as exc:  # lost mid-command (a restart, a fail-over): no traceback
-        typer.echo(shown(f"Error: Redis: {type(exc).__name__}: {exc}"), err=True)
-        sys.exit(EXIT_RUN_ERROR)
-    except OSError as exc:  # a full disk or an unwritable --out while writing the reports
-        typer.echo(shown(f"Error: {said_os_error(exc)}"), err=True)
-        sys.exit(EXIT_RUN_ERROR)
     except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
         typer.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except _usage_errors() as exc:  # a bad option value, an unknown option: click's message, exit 2
         exc.show()  # type: ignore[attr-defined]
         sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+    except Exception as exc:
+        if (said := _error_said(exc)) is None:  # a bug: its traceback
+            raise
+        typer.echo(said[0], err=True)
+        sys.exit(said[1])
     if code == EXIT_INTERRUPTED:  # typer turns KeyboardInterrupt into exit code 130
         typer.echo("interrupted", err=True)
     sys.exit(code if isinstance(code, int) else 0)

@@ -641,3 +641,40 @@ def test_a_stderr_nobody_reads_holds_up_no_exit_of_ragscore_worker(tmp_path: Pat
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 0
         assert until(lambda: not _running(below), 30), f"left running: {_running(below)}"
+
+
+#: A ``sitecustomize`` whose Celery worker exits as it starts, each time: ``ragscore worker`` restarts it until it died
+#: MAX_RESTARTS times in RESTART_WINDOW_S, then stops with a BrokerError.
+_DIES_AT_START = """
+import os
+from celery.signals import celeryd_init
+
+@celeryd_init.connect(weak=False)
+def _die(**_):
+    os._exit(3)
+"""
+
+
+def test_a_stderr_nobody_reads_holds_up_no_error_exit_of_ragscore_worker(tmp_path: Path) -> None:
+    """``ragscore worker`` whose worker kept dying stopped with "Error: The cpu worker died 5 times ...": its stderr a
+    full pipe (a log collector that stopped reading), main() blocked writing that line for ever, stop signals ignored
+    by then. The error is its last line now, given LAST_LINE_S as "workers stopped" is, and it exits 1 all the same.
+    No timed assertion (the 180 s is a bound only: it never exited)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    (tmp_path / "dies").mkdir()
+    (tmp_path / "dies" / "sitecustomize.py").write_text(_DIES_AT_START)
+    path = os.pathsep.join(p for p in (str(tmp_path / "dies"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url, "PYTHONPATH": path}
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", "cpu", "-c", "1"],
+                            stderr=write_end, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    try:
+        assert _read_until(read_end, "workers up for cpu", 120), "it never started its worker"
+        _fill(write_end)  # nobody reads its stderr from here on
+        assert proc.wait(timeout=180) == 1
+    finally:
+        threading.Thread(target=_drain, args=(read_end,), daemon=True).start()
+        os.close(write_end)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
