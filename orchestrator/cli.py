@@ -1359,7 +1359,7 @@ def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: floa
                         "once"
                     )
             finally:
-                workers.stop(timeout=stop_timeout, signals_seen=1)  # a second signal, whenever it came, kills at once
+                workers.stop(timeout=stop_timeout)  # a second signal, whenever it came, kills at once
     except Exception as exc:  # its workers stopped (one kept dying): its error is its last line, as main() says it
         if (said := _error_said(exc)) is None:
             raise

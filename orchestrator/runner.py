@@ -132,7 +132,7 @@ from .terminal import (
     summary_commands,
 )
 from .warm import keep, kept_workers, one_warm_run, stop_if_server_lost, stop_kept, worker_fingerprint
-from .workers import STOP_S, LocalWorkers, raise_if_stop_signalled, stop_signals, stop_signals_as_interrupt
+from .workers import STOP_S, LocalWorkers, raise_if_stop_signalled, shutdown_step, stop_signals_as_interrupt
 
 __all__ = [
     "Submitted",
@@ -1794,14 +1794,15 @@ def run(
                     check_local_resources(suite, missing)
                 start_local(missing)
 
+        @shutdown_step
         def stop_workers(finished: bool = False) -> None:
             """Stop the run's workers: an interrupted run's running tasks need not finish (its judge calls under way
             end, and their outputs are written); nothing an interrupted or failed run used is kept (one refused before
             its rows were sent, and so before its workers, leaves the kept ones as they were). A stop signal come
-            after it began (a second Ctrl-C) kills every worker at once, not only those whose wait it cut short."""
-            seen = stop_signals()
+            after it began (a second Ctrl-C), between two workers' stops too, kills every worker at once, not only
+            those whose wait it cut short (:func:`.workers.shutdown_step`)."""
             for w in workers:
-                w.stop(warm=finished, signals_seen=seen)
+                w.stop(warm=finished)
             if warm and workers:
                 stop_kept()
             workers.clear()  # stopped once: a wait that stopped them leaves nothing to the finally below

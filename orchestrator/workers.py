@@ -24,8 +24,8 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import TextIO
+from types import CodeType, FrameType
+from typing import TextIO, TypeVar
 
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.cgroups import PROC_CGROUP, own_cgroup
@@ -49,6 +49,7 @@ __all__ = [
     "oom_kills",
     "prune_logs",
     "raise_if_stop_signalled",
+    "shutdown_step",
     "stop_signals",
     "stop_signals_as_interrupt",
     "worker_command",
@@ -267,6 +268,32 @@ def prune_logs(log_dir: Path, keep_s: float | None = None) -> int:
     return removed
 
 
+_F = TypeVar("_F", bound=Callable[..., object])
+
+#: The code of the functions in which a stop signal is counted, never raised (:func:`_counted_in`): True, a step of a
+#: shutdown (:func:`shutdown_step`), where one forces the stop (:func:`_forced`); False, a worker's start
+#: (:meth:`LocalWorkers._spawn`), which raises it once the worker is recorded.
+_COUNTED_IN: dict[CodeType, bool] = {}
+
+
+def shutdown_step(func: _F) -> _F:
+    """Make ``func`` a step of a shutdown: a stop signal that comes while it runs (its first instruction on), or one
+    it calls, is counted, never raised, and forces the stop (:func:`_forced`); one raised between two steps of a
+    shutdown skipped the rest of it (workers left running), and a second Ctrl-C then was taken for the first."""
+    return _counted(func, shutdown=True)
+
+
+def _start_step(func: _F) -> _F:
+    """Make ``func`` a worker's start: a stop signal that comes while it runs is counted, not raised there; ``func``
+    raises it (:func:`raise_if_stop_signalled`) once the worker is recorded. It begins the shutdown: not forced."""
+    return _counted(func, shutdown=False)
+
+
+def _counted(func: _F, *, shutdown: bool) -> _F:
+    _COUNTED_IN[func.__code__] = shutdown  # type: ignore[attr-defined]
+    return func
+
+
 class LocalWorkers:
     """Start one worker process per queue; stop them all (warm SIGTERM, then SIGKILL of the group)."""
 
@@ -315,7 +342,10 @@ class LocalWorkers:
         for queue in self.queues:
             self._spawn(queue)
 
+    @_start_step
     def _spawn(self, queue: str) -> None:
+        """Start ``queue``'s worker; a stop signal that came meanwhile (:func:`_start_step`) is raised once it is
+        recorded, so that a stop stops it (one raised while ``Popen`` waited for its exec lost the process started)."""
         self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             self.log_dir.chmod(0o700)  # excerpts of item data and provider replies: the owner's only, on a shared host
@@ -350,11 +380,11 @@ class LocalWorkers:
             if not isinstance(log, int):  # not the pipe: the worker holds its own copy of the file
                 log.close()
         self.procs[queue] = proc
-        if self.echo is None or proc.stdout is None:
-            return
-        copier = threading.Thread(target=tee, args=(proc.stdout, log_path, self.echo, f"[{queue}] "), daemon=True)
-        copier.start()
-        self._tees = [*(t for t in self._tees if t.is_alive()), copier]
+        if self.echo is not None and proc.stdout is not None:
+            copier = threading.Thread(target=tee, args=(proc.stdout, log_path, self.echo, f"[{queue}] "), daemon=True)
+            copier.start()
+            self._tees = [*(t for t in self._tees if t.is_alive()), copier]
+        raise_if_stop_signalled()
 
     def restart_dead(self) -> list[str]:
         """Restart workers that exited (killed, crashed); give up on a queue that keeps dying.
@@ -396,22 +426,20 @@ class LocalWorkers:
             return ""
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
-    def stop(self, timeout: float = STOP_S, *, warm: bool = True, signals_seen: int | None = None) -> None:
+    @shutdown_step
+    def stop(self, timeout: float = STOP_S, *, warm: bool = True) -> None:
         """Stop every worker; whatever is left after ``timeout`` is killed with its children.
 
         ``warm``: SIGTERM to each Celery main process only, which stops taking messages, lets running tasks
         finish and ends its pool processes cleanly (``worker_process_shutdown`` runs). Otherwise (abort: a
         cancelled run) the whole process group gets SIGTERM, so pool processes end at once and their tasks
         go back to the queue. A stop signal (:func:`stop_signals_as_interrupt`'s) while it runs is counted, never
-        raised, from its first step to its last (one raised in its first steps skipped the stop, its workers left
-        running); more than ``signals_seen`` of them (:func:`stop_signals`; None: those come before it began),
-        whenever they came, kill at once: ``ragscore worker`` passes 1, the signal that stopped it, so a second one is
-        honoured whenever it came. So does a KeyboardInterrupt nothing counted (a host's own SIGINT handler's: a
-        notebook's). A worker not yet ready when signalled holds no task and takes none: it is killed after
+        raised (:func:`shutdown_step`); once one came beyond the one that began the shutdown (:func:`_forced`),
+        whenever it came, it kills at once. So does a KeyboardInterrupt nothing counted (a host's own SIGINT
+        handler's: a notebook's). A worker not yet ready when signalled holds no task and takes none: it is killed after
         :data:`UNREADY_STOP_S` at most; one that says it is drained (its consumer stopped and its last task ended)
         after :data:`DRAINED_STOP_S` from then at most.
         """
-        seen = stop_signals() if signals_seen is None else signals_seen
         booting: set[str] = set()
         try:
             for proc in self.procs.values():
@@ -421,20 +449,20 @@ class LocalWorkers:
                     else:
                         _signal_group(proc.pid, signal.SIGTERM)
             booting = self._booting()  # read after the signal: one ready since may have taken a task before it
-            self._wait(timeout, booting, seen)
+            self._wait(timeout, booting)
         except KeyboardInterrupt:  # a host's own SIGINT handler's, which counts nothing
             pass
         finally:
             self._kill_and_close(booting)
 
-    def _wait(self, timeout: float, booting: set[str], seen: int) -> None:
+    def _wait(self, timeout: float, booting: set[str]) -> None:
         """Wait up to ``timeout`` for the workers to exit, up to :data:`UNREADY_STOP_S` for those of ``booting`` (not
         ready when signalled) and up to :data:`DRAINED_STOP_S` from when it said so for one that says it is drained;
-        not at all once more than ``seen`` stop signals came (:func:`stop_signals`)."""
+        not at all once the stop is forced (:func:`_forced`)."""
         now = time.monotonic()
         until = {q: now + (min(timeout, UNREADY_STOP_S) if q in booting else timeout) for q in self.procs}
         drained: set[str] = set()
-        while stop_signals() <= seen and (
+        while not _forced() and (
             waiting := [q for q, p in self.procs.items() if p.poll() is None and time.monotonic() < until[q]]
         ):
             for queue in (q for q in waiting if q not in drained and self._said_drained(q)):
@@ -527,6 +555,7 @@ class LocalWorkers:
         self.start()
         return self
 
+    @shutdown_step
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
@@ -583,17 +612,18 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-#: The stop signals that came while ``stop_signals_as_interrupt`` is active; read by ``raise_if_stop_signalled`` and
-#: ``stop_signals``. A plain list: a handler must take no lock (an Event's ``set()`` does; a second signal inside it
-#: hung the process), and ``append`` is one step (a count's ``+= 1`` could lose a signal that came inside it).
-_stop_signalled: list[int] = []
+#: The stop signals that came while ``stop_signals_as_interrupt`` is active, each as whether it came in a shutdown's
+#: step (:func:`shutdown_step`); read by ``raise_if_stop_signalled``, ``stop_signals`` and ``_forced``. A plain list: a
+#: handler must take no lock (an Event's ``set()`` does; a second signal inside it hung the process), and ``append``
+#: is one step (a count's ``+= 1`` could lose a signal that came inside it).
+_stop_signalled: list[bool] = []
 
 
 @contextmanager
 def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
     """SIGTERM, SIGHUP (a closed terminal, a dropped ssh session) and Ctrl-C unwind as KeyboardInterrupt, so
-    ``finally`` blocks stop the local workers; within :meth:`LocalWorkers.stop` they are only counted
-    (:func:`_stopping`). SIGHUP only where it is not ignored (``nohup``: the run goes on).
+    ``finally`` blocks stop the local workers; within a shutdown's step or a worker's start they are only counted
+    (:func:`_counted_in`). SIGHUP only where it is not ignored (``nohup``: the run goes on).
 
     The signal is also remembered: Python drops an exception raised while it runs a finalizer (``__del__``,
     a weakref or at-fork callback), so loops call ``raise_if_stop_signalled`` and a stop is never lost.
@@ -604,8 +634,9 @@ def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
     """
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        _stop_signalled.append(signum)
-        if not _stopping(frame):
+        counted = _counted_in(frame)
+        _stop_signalled.append(bool(counted))
+        if counted is None:
             raise KeyboardInterrupt
 
     _stop_signalled.clear()
@@ -628,16 +659,17 @@ def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
         _stop_signalled.clear()
 
 
-def _stopping(frame: FrameType | None) -> bool:
-    """Whether ``frame`` (the one a signal interrupted) or one that called it runs :meth:`LocalWorkers.stop`, where a
-    stop signal is counted (:func:`stop_signals`), not raised: a KeyboardInterrupt cut its stop short (workers left
-    running, or unkilled; ``ragscore worker``'s clean stop turned into exit 130). Asked of the frames, not of a flag
-    it sets: the whole of it counts, its first step too."""
+def _counted_in(frame: FrameType | None) -> bool | None:
+    """Where ``frame`` (the one a signal interrupted) or one that called it runs a function in which a stop signal is
+    counted, not raised (:data:`_COUNTED_IN`): True, a shutdown's step; False, a worker's start only; None, neither
+    (raised). A KeyboardInterrupt cut a stop short (workers left running, or unkilled; ``ragscore worker``'s clean stop
+    turned into exit 130). Asked of the frames, not of a flag they set: the whole of each counts, its first step too."""
+    counted: bool | None = None
     while frame is not None:
-        if frame.f_code is LocalWorkers.stop.__code__:
-            return True
+        if (step := _COUNTED_IN.get(frame.f_code)) is not None:
+            counted = counted or step
         frame = frame.f_back
-    return False
+    return counted
 
 
 def raise_if_stop_signalled() -> None:
@@ -649,3 +681,9 @@ def raise_if_stop_signalled() -> None:
 def stop_signals() -> int:
     """How many stop signals came since ``stop_signals_as_interrupt`` began."""
     return len(_stop_signalled)
+
+
+def _forced() -> bool:
+    """Whether a stop signal came beyond the one that began the shutdown: one in a shutdown's step
+    (:func:`shutdown_step`, its first instruction on), or a second one wherever it came."""
+    return len(_stop_signalled) > 1 or any(_stop_signalled)

@@ -267,6 +267,71 @@ def test_a_ctrl_c_in_the_first_step_of_a_stop_is_counted_and_the_stop_goes_on(tm
             os.killpg(worker.pid, signal.SIGKILL)
 
 
+#: Run by the tests below: a worker (of an unreachable broker: it never gets ready) started and stopped; as the
+#: function named by ``sys.argv[2]`` reaches its point (``__exit__``: its call, before stop(); ``_spawn``: Popen's wait
+#: for the exec, the worker forked), a profile function says so and waits for the test's Ctrl-C.
+_SIGNALLED_AT = """
+import os, subprocess, sys, time
+from pathlib import Path
+from orchestrator.workers import LocalWorkers, stop_signals, stop_signals_as_interrupt
+
+AT = {"__exit__": ("call", LocalWorkers.__exit__.__code__, None),
+      "_spawn": ("c_call", subprocess.Popen._execute_child.__code__, os.read)}[sys.argv[2]]
+
+def at_point(frame, event, arg):
+    if (event, frame.f_code, arg if event == "c_call" else None) == AT:
+        sys.setprofile(None)
+        print("signal me", flush=True)
+        while not stop_signals():  # the Ctrl-C comes here
+            time.sleep(0.01)
+
+def started_and_stopped(workers):
+    if sys.argv[2] == "__exit__":
+        with workers:
+            return
+    try:  # as an embedded run's: recorded before they start, stopped whatever their start raised
+        workers.start()
+    finally:
+        workers.stop(timeout=60)
+
+with stop_signals_as_interrupt():
+    sys.setprofile(at_point)
+    try:
+        started_and_stopped(LocalWorkers("redis://127.0.0.1:1/0", ["cpu"], Path(sys.argv[1])))
+    except KeyboardInterrupt:
+        pass
+    sys.setprofile(None)
+    print("stopped", flush=True)
+    time.sleep(600)  # alive: a worker left running is not SIGTERMed by its parent's death
+"""
+
+
+@pytest.mark.parametrize("point", ["__exit__", "_spawn"])
+def test_a_ctrl_c_as_workers_start_or_before_their_stop_is_counted_and_every_worker_stops(
+    tmp_path: Path, point: str
+) -> None:
+    """A stop signal that came in LocalWorkers.__exit__ before its stop() raised there: the stop was skipped, its
+    workers left running; one that came while Popen waited for a worker's exec in _spawn lost the process started
+    (never recorded, never stopped). Now both count it (shutdown_step, _start_step): the stop goes on, the start
+    records its worker and raises it then, and no worker is left running."""
+    script = tmp_path / "script.py"
+    script.write_text(_SIGNALLED_AT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = interruptible([sys.executable, str(script), str(tmp_path / "logs"), point], stdout=subprocess.PIPE,
+                         text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "signal me\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout.readline() == "stopped\n"
+        assert until(lambda: not _running(_tree(proc.pid)), 30), f"left running: {_running(_tree(proc.pid))}"
+    finally:
+        for left in _running(_tree(proc.pid)):
+            os.killpg(left.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
 def test_workers_start_without_python_fork_hooks_and_die_with_a_killed_parent(tmp_path: Path) -> None:
     # Starting a worker runs no Python code between fork and exec in the parent (a stop signal landing in an
     # at-fork hook is dropped, and can leave logging's lock held), and a worker still gets SIGTERM when the
