@@ -3,7 +3,8 @@ this command's stderr (the journal, the container's log), URL passwords hidden i
 
 Neither may stall a worker: a worker blocks once its output pipe is full, so the copier never waits on stderr (a
 supervisor may capture it and stop reading). It hands each line to :class:`Echo`, whose own thread writes stderr;
-past ``ECHO_BACKLOG`` lines waiting, a line is dropped from stderr, and stderr says how many once it moves again. The
+past ``ECHO_BACKLOG`` lines waiting, a line is dropped from stderr (a worker's, or ``ragscore worker``'s own), and
+stderr says how many of each once it moves again, or as the echo closes. The
 file keeps every line, up to :data:`LOG_MAX_BYTES`: then it is renamed ``NAME.1`` (the one before it replaced) and
 a new one started, so a worker at ``--loglevel info`` for months keeps two files of a queue, not one that fills the
 disk."""
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from contextlib import suppress
 from pathlib import Path
 from typing import IO, TextIO
@@ -66,38 +68,54 @@ class Echo:
         self.stream = stream
         #: (prefix, line or None, how many lines of this prefix were dropped before it); None ends the thread.
         self._lines: queue.Queue[tuple[str, str | None, int] | None] = queue.Queue(maxsize=ECHO_BACKLOG)
+        #: How many lines of each prefix were dropped since its last one queued (offered by several threads).
+        self._dropped: dict[str, int] = {}
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._write, daemon=True)
         self._thread.start()
 
-    def offer(self, prefix: str, line: str | None, dropped: int = 0, *, wait: float = 0.0) -> bool:
-        """Queue ``line`` (None: only the count of ``dropped`` ones) for the stream; False, at once or after
-        ``wait`` seconds, when the backlog is full (the line is dropped: the caller counts it)."""
-        try:
-            self._lines.put((prefix, line, dropped), block=wait > 0, timeout=wait or None)
-        except queue.Full:
-            return False
-        return True
+    def offer(self, prefix: str, line: str) -> None:
+        """Queue ``line`` for the stream, never waiting: dropped when the backlog is full, and counted (said with the
+        next line of ``prefix`` queued, or as it closes)."""
+        with self._lock:
+            dropped = self._dropped.pop(prefix, 0)
+            try:
+                self._lines.put_nowait((prefix, line, dropped))
+            except queue.Full:
+                self._dropped[prefix] = dropped + 1
 
     def close(self, timeout: float) -> None:
-        """Write what is queued (for up to ``timeout`` seconds: a stream nobody reads is given up on), then stop."""
+        """Say how many lines of each prefix were dropped since its last one, write what is queued (for up to
+        ``timeout`` seconds in all: a stream nobody reads is given up on), then stop."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            counts, self._dropped = self._dropped, {}
         with suppress(queue.Full):
-            self._lines.put(None, timeout=timeout)
-        self._thread.join(timeout=timeout)
+            for prefix, dropped in counts.items():
+                self._lines.put((prefix, None, dropped), timeout=max(deadline - time.monotonic(), 0.001))
+            self._lines.put(None, timeout=max(deadline - time.monotonic(), 0.001))
+        self._thread.join(timeout=max(deadline - time.monotonic(), 0.0))
 
     def _write(self) -> None:
         while (item := self._lines.get()) is not None:
             prefix, line, dropped = item
-            text = f"{prefix}{dropped} lines not shown here (stderr not read fast enough); its log file has them all\n"
             with suppress(OSError, ValueError):  # stderr closed or gone (a dropped terminal): the file still gets it
-                self.stream.write((text if dropped else "") + (prefix + line if line is not None else ""))
+                self.stream.write((_not_shown(prefix, dropped) if dropped else "") + (prefix + line if line else ""))
                 self.stream.flush()
+
+
+def _not_shown(prefix: str, dropped: int) -> str:
+    """The line saying ``dropped`` lines of ``prefix`` (a worker's ``[QUEUE] ``; "": ``ragscore worker``'s own, which
+    no file keeps) were not shown."""
+    if not prefix:
+        return f"{dropped} lines of ragscore worker's own not shown here (stderr not read fast enough)\n"
+    return f"{prefix}{dropped} lines not shown here (stderr not read fast enough); its log file has them all\n"
 
 
 def tee(source: IO[bytes], log_path: Path, echo: Echo, prefix: str) -> None:
     """Copy a worker's output, line by line, to its log file at ``log_path`` (a :class:`RotatingLog`) and to
     ``echo`` (with ``prefix``), URL passwords hidden in both, until the worker and its pool processes close it;
     closes ``source`` and the file. Waits on neither (a full disk loses lines, it stalls no worker)."""
-    dropped = 0
     log = RotatingLog(log_path)
     try:
         with source:
@@ -105,8 +123,6 @@ def tee(source: IO[bytes], log_path: Path, echo: Echo, prefix: str) -> None:
                 line = redact_url_passwords(raw.decode(errors="replace"))
                 with suppress(OSError):
                     log.write(line.encode())
-                dropped = 0 if echo.offer(prefix, line, dropped) else dropped + 1
+                echo.offer(prefix, line)
     finally:
         log.close()
-    if dropped:  # the worker is gone: waiting a little on stderr stalls nothing
-        echo.offer(prefix, None, dropped, wait=5.0)

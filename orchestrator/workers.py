@@ -494,7 +494,7 @@ class LocalWorkers:
 
     def say(self, text: str) -> None:
         """Say ``text``, a line, on the echo (``ragscore worker``'s stderr) after what is queued there, never waiting
-        on it (dropped while the backlog is full: a stderr nobody reads); nowhere without an echo."""
+        on it (dropped, and counted, while the backlog is full: a stderr nobody reads); nowhere without an echo."""
         if self.echo is not None:
             self.echo.offer("", text + "\n")
 

@@ -667,7 +667,8 @@ def test_ragscore_worker_logs_to_its_stderr_at_the_loglevel_asked_its_broker_pas
 def test_ragscore_worker_whose_stderr_is_never_read_still_runs_tasks(tmp_path: Path, home: Path) -> None:
     """Its workers' lines were copied to its stderr by a thread that blocked once nobody read it (a supervisor that
     captured it and stopped reading): the workers then blocked on their own output and ran no task more. Now stderr
-    misses lines (and says how many), the file keeps them all."""
+    misses lines (and says how many), the file keeps them all. Its own lines dropped (the warning that it restarted a
+    killed worker, "stopping") were said nowhere: they are counted too."""
     server = RedisProcess(tmp_path / "redis").start_without_ping()
     env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": server.url}
     read_end, write_end = os.pipe()
@@ -687,6 +688,8 @@ def test_ragscore_worker_whose_stderr_is_never_read_still_runs_tasks(tmp_path: P
         subprocess.run([sys.executable, "-c", send], env=env, cwd=ROOT, check=True, capture_output=True, timeout=120)
         ran = lambda: logged().count("] raised unexpected: ConfigError(")  # noqa: E731
         assert until(lambda: ran() >= tasks or proc.poll() is not None, 240), f"{ran()} of {tasks} tasks ran"
+        os.killpg(psutil.Process(proc.pid).children()[0].pid, signal.SIGKILL)  # its warning that it restarted it
+        assert until(lambda: logged().count(" ready.") == 2 or proc.poll() is not None, 240), logged()[-3000:]
     finally:
         reader = threading.Thread(target=lambda: said.extend(iter(lambda: os.read(read_end, 65536), b"")), daemon=True)
         reader.start()  # read at last: it says it stops, and its workers' last lines
@@ -697,6 +700,7 @@ def test_ragscore_worker_whose_stderr_is_never_read_still_runs_tasks(tmp_path: P
             reader.join(timeout=60)
             os.close(read_end)
     assert re.search(rb"\[cpu\] \d+ lines not shown here", b"".join(said)), b"".join(said)[-3000:]
+    assert re.search(rb"\n\d+ lines of ragscore worker's own not shown here", b"".join(said)), b"".join(said)[-3000:]
 
 
 def _worker_lines_until_up(env: dict[str, str], queues: str) -> list[str]:
