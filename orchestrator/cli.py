@@ -6,6 +6,7 @@ import atexit
 import dataclasses
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -1372,8 +1373,6 @@ def _say_last(text: str, code: int = 0) -> None:
     """Say ``text`` on stderr, this process's last line, waiting up to :data:`LAST_LINE_S` for it: a stderr that takes
     nothing by then (a full pipe nobody reads) ends the process at once with exit ``code``, the one it would have
     ended with (its exit flushes stderr, which would wait on it for ever, a stop signal ignored by then)."""
-    import os
-
     writer = threading.Thread(target=err.print, args=(text,), kwargs={"soft_wrap": True}, daemon=True)
     writer.start()
     writer.join(LAST_LINE_S)
@@ -1800,8 +1799,6 @@ def flower_cmd(
 
     Any other Flower option is passed on as written: --persistent=True --db=flower.db,
     --task_runtime_metric_buckets=1,5,30 ..."""
-    import os
-
     from .reports.flower import DEFAULT_MAX_TASKS, exec_flower, flower_argv, flower_env, flower_location
 
     if max_tasks is None:
