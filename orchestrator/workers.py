@@ -660,10 +660,14 @@ def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
 
 
 def _counted_in(frame: FrameType | None) -> bool | None:
-    """Where ``frame`` (the one a signal interrupted) or one that called it runs a function in which a stop signal is
-    counted, not raised (:data:`_COUNTED_IN`): True, a shutdown's step; False, a worker's start only; None, neither
-    (raised). A KeyboardInterrupt cut a stop short (workers left running, or unkilled; ``ragscore worker``'s clean stop
-    turned into exit 130). Asked of the frames, not of a flag they set: the whole of each counts, its first step too."""
+    """Where ``frame`` (the one a signal interrupted: the main thread's, where Python runs every handler, whatever
+    thread the OS gave the signal to) or one that called it runs a function in which a stop signal is counted, not
+    raised (:data:`_COUNTED_IN`): True, a shutdown's step; False, a worker's start only; None, neither (raised). A
+    KeyboardInterrupt cut a stop short (workers left running, or unkilled; ``ragscore worker``'s clean stop turned into
+    exit 130). Asked of the frames, not of a flag they set: a handler runs as a function's first instruction does,
+    before any statement of it could set one. Masking the signals instead (``pthread_sigmask``) holds off nothing while
+    another thread runs (it takes the signal; the handler runs in the main thread all the same), and a worker started
+    meanwhile would inherit the mask (SIGTERM blocked)."""
     counted: bool | None = None
     while frame is not None:
         if (step := _COUNTED_IN.get(frame.f_code)) is not None:

@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from orchestrator import workers as workers_module
+from orchestrator.embedded_redis import EmbeddedRedis
 from orchestrator.runner import connect, submit
 from orchestrator.suite import ResolvedSuite, load_suite
 from orchestrator.workers import LocalWorkers
@@ -330,6 +331,66 @@ def test_a_ctrl_c_as_workers_start_or_before_their_stop_is_counted_and_every_wor
             os.killpg(left.pid, signal.SIGKILL)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+#: Run by the test below: ``ragscore run ARGS`` in this process, embedded; as the run's stop_workers is called (its run
+#: done: the workers' stop, after it), a profile function says so and waits for the test's Ctrl-C.
+_RUN_SIGNALLED_AT_ITS_STOP = """
+import sys, time
+from orchestrator.cli import app
+from orchestrator.workers import stop_signals
+
+def at_stop_workers(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "stop_workers" and frame.f_code.co_filename.endswith("runner.py"):
+        sys.setprofile(None)
+        print("signal me", flush=True)
+        while not stop_signals():  # the Ctrl-C comes here, before its first worker's stop
+            time.sleep(0.01)
+
+sys.setprofile(at_stop_workers)
+try:
+    app(sys.argv[1:], standalone_mode=False)
+except BaseException:
+    pass
+sys.setprofile(None)
+print("stopped", flush=True)
+time.sleep(600)  # alive: a worker left running is not stopped by its parent's death
+"""
+
+
+def test_a_ctrl_c_as_an_embedded_run_stops_its_workers_is_counted_and_every_worker_stops(
+    tmp_path: Path, home: Path
+) -> None:
+    """A stop signal that came in runner's stop_workers before (or between) its workers' stops raised there: the stop
+    was skipped, the run's workers left running. Now it is counted (shutdown_step): the stop goes on, forced."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q0", "answer": "a", "reference": "a"}])
+    suite = tmp_path / "s.json"
+    suite.write_text('{"metrics": ["exact_match"]}')
+    script = tmp_path / "script.py"
+    script.write_text(_RUN_SIGNALLED_AT_ITS_STOP)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAGSCORE_HOME": str(home)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    argv = ["run", str(data), "--suite", str(suite), "--out", str(tmp_path / "out"), "-q"]
+    proc = interruptible([sys.executable, str(script), *argv], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                         start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert "signal me\n" in iter(proc.stdout.readline, ""), "the run never stopped its workers"
+        workers = _running(_tree(proc.pid))
+        assert workers, "no worker ran"
+        proc.send_signal(signal.SIGINT)
+        assert "stopped\n" in iter(proc.stdout.readline, "")
+        assert until(lambda: not _running(workers), 30), f"left running: {_running(workers)}"
+    finally:
+        for left in _running(_tree(proc.pid)):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                left.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        socket = str(EmbeddedRedis(home).socket)
+        for server in psutil.process_iter(["cmdline"]):
+            if socket in " ".join(server.info["cmdline"] or []):
+                server.terminate()
 
 
 def test_workers_start_without_python_fork_hooks_and_die_with_a_killed_parent(tmp_path: Path) -> None:
