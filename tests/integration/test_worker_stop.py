@@ -268,6 +268,15 @@ def test_a_ctrl_c_in_the_first_step_of_a_stop_is_counted_and_the_stop_goes_on(tm
             os.killpg(worker.pid, signal.SIGKILL)
 
 
+def _kill_with_its_tree(proc: subprocess.Popen[str]) -> None:
+    """Kill ``proc``'s script, started in a session of its own, and whatever it left running."""
+    for left in _running(_tree(proc.pid)):  # each: a pool process leads no group
+        with contextlib.suppress(psutil.NoSuchProcess):
+            left.kill()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
 #: Run by the tests below: a worker (of an unreachable broker: it never gets ready) started and stopped; as the
 #: function named by ``sys.argv[2]`` reaches its point (``__exit__``: its call, before stop(); ``_spawn``: Popen's wait
 #: for the exec, the worker forked), a profile function says so and waits for the test's Ctrl-C.
@@ -327,10 +336,7 @@ def test_a_ctrl_c_as_workers_start_or_before_their_stop_is_counted_and_every_wor
         assert proc.stdout.readline() == "stopped\n"
         assert until(lambda: not _running(_tree(proc.pid)), 30), f"left running: {_running(_tree(proc.pid))}"
     finally:
-        for left in _running(_tree(proc.pid)):
-            os.killpg(left.pid, signal.SIGKILL)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        _kill_with_its_tree(proc)
 
 
 #: Run by the test below: ``ragscore run ARGS`` in this process, embedded; as the run's stop_workers is called (its run
@@ -382,11 +388,7 @@ def test_a_ctrl_c_as_an_embedded_run_stops_its_workers_is_counted_and_every_work
         assert "stopped\n" in iter(proc.stdout.readline, "")
         assert until(lambda: not _running(workers), 30), f"left running: {_running(workers)}"
     finally:
-        for left in _running(_tree(proc.pid)):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                left.kill()
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        _kill_with_its_tree(proc)
         socket = str(EmbeddedRedis(home).socket)
         for server in psutil.process_iter(["cmdline"]):
             if socket in " ".join(server.info["cmdline"] or []):
