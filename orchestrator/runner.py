@@ -1429,24 +1429,35 @@ def _baseline_moved(job: dict[str, Any] | None, out_dir: Path, moved: Path) -> d
     return {**(job or {}), "gates": {**gates, "fail_on_regression": str(moved.resolve())}}
 
 
-def _record_moved(moved: Path, out_dir: Path) -> None:
-    """Name ``out_dir`` as ``moved_from`` in ``moved/run.json`` (DIR/previous/RUN_ID, where the reports of its run
-    moved from ``out_dir``; a name it has kept): the store that run lives in, which may not be the moving run's (a
-    cluster's, the embedded Redis), still names ``out_dir`` as the folder of its released items and its rows' copy
-    until its resume from ``moved`` names ``moved`` there (:func:`_moved_here`)."""
+def _moves(recorded: dict[str, Any]) -> list[str]:
+    """The folders a run.json's reports moved from (its ``moved_from``), oldest first: a list, one folder as an older
+    ragscore wrote it, or none."""
+    moved_from = recorded.get("moved_from")
+    if isinstance(moved_from, str):
+        return [moved_from]
+    return [folder for folder in moved_from if isinstance(folder, str)] if isinstance(moved_from, list) else []
+
+
+def _record_moved(moved: Path, out_dir: Path) -> list[str]:
+    """Add ``out_dir`` to ``moved_from`` in ``moved/run.json`` (DIR/previous/RUN_ID, where the reports of its run
+    moved from ``out_dir``; the folders they moved from before kept first) and return that list (``out_dir`` alone
+    where no run.json moved): the store that run lives in, which may not be the moving run's (a cluster's, the
+    embedded Redis), still names one of those folders (the one it was last told of) as the folder of its released
+    items and its rows' copy until its resume from ``moved`` names ``moved`` there (:func:`_moved_here`)."""
     recorded = recorded_run(moved)
+    history = [*_moves(recorded or {}), str(out_dir.resolve())]
     if recorded is not None:
-        write_text_atomic(moved / "run.json", json.dumps({"moved_from": str(out_dir.resolve())} | recorded) + "\n")
+        write_text_atomic(moved / "run.json", json.dumps(recorded | {"moved_from": history}) + "\n")
+    return history
 
 
 def _moved_here(store: RunStore, run_id: str, out_dir: Path) -> None:
-    """Where ``out_dir/run.json`` says the reports of run ``run_id`` moved there (``moved_from``: a later run into that
-    DIR moved them, :func:`_record_moved`), name ``out_dir`` in the run's store as the folder of its released items and
-    of evaluate()'s copy of its rows, which moved with them: its resume reads them here."""
+    """Where ``out_dir/run.json`` says the reports of run ``run_id`` moved there (``moved_from``: later runs into
+    the folders it names moved them, :func:`_record_moved`), name ``out_dir`` in the run's store as the folder of its
+    released items and of evaluate()'s copy of its rows, which moved with them: its resume reads them here."""
     recorded = recorded_run(out_dir) or {}
-    moved_from = recorded.get("moved_from")
-    if recorded.get("run_id") == run_id and isinstance(moved_from, str):  # not another run's folder (--out OTHER)
-        store.move_reports_dir(run_id, moved_from, str(out_dir.resolve()), ROWS_FILE)
+    if recorded.get("run_id") == run_id and (moves := _moves(recorded)):  # not another run's folder (--out OTHER)
+        store.move_reports_dir(run_id, moves, str(out_dir.resolve()), ROWS_FILE)
 
 
 def _place_rows(store: RunStore, run_id: str, staged: Path, rows_to: Path) -> None:
@@ -1652,9 +1663,9 @@ def run(
                 log.warning("%s held the reports of %s: moved to %s/ (this run writes its own into %s)", out_dir,
                             f"run {earlier}" if earlier else "an earlier run", moved, out_dir)  # fmt: skip
                 recorded_job = _baseline_moved(job, out_dir, moved)
-                _record_moved(moved, out_dir)
+                moves = _record_moved(moved, out_dir)
                 if earlier:  # where the store's refusal of its released items says they are, and its dataset is
-                    store.move_reports_dir(earlier, str(out_dir.resolve()), str(moved.resolve()), ROWS_FILE)
+                    store.move_reports_dir(earlier, moves, str(moved.resolve()), ROWS_FILE)
             elif lost is not None:
                 log.warning("%s named run %s, which its Redis lost: this run takes its place", out_dir, lost)
             if rows_to is not None and dataset is not None:  # evaluate()'s copy of its rows, the earlier's moved

@@ -60,7 +60,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -1117,15 +1117,15 @@ class RunStore:
             pipe.expire(ids, self.ttl_s)
             pipe.execute()
 
-    def move_reports_dir(self, run_id: str, out_dir: str, moved_to: str, rows_file: str) -> None:
-        """Name ``moved_to`` (``DIR/previous/RUN_ID``, where the reports of run ``run_id`` moved from ``out_dir``) as
-        the folder holding its items released for ``out_dir`` (:meth:`release_items`), and as that of its dataset
-        where that was ``out_dir``'s ``rows_file`` (``evaluate()``'s copy of its rows, moved with them); else
-        nothing."""
+    def move_reports_dir(self, run_id: str, moved_from: Sequence[str], moved_to: str, rows_file: str) -> None:
+        """Name ``moved_to`` (``DIR/previous/RUN_ID``, where the reports of run ``run_id`` moved from each folder of
+        ``moved_from`` in turn) as the folder holding its items released for one of those (:meth:`release_items`), and
+        as that of its dataset where that was the ``rows_file`` of one (``evaluate()``'s copy of its rows, moved with
+        them); else nothing. The store names the folder it was last told of, any of ``moved_from``."""
         meta = self.key(run_id, "meta")
         items_in, dataset = self.r.hmget(meta, ITEMS_IN, "dataset")
-        fields = [ITEMS_IN, moved_to] if items_in == out_dir else []
-        if dataset == os.path.join(out_dir, rows_file):
+        fields = [ITEMS_IN, moved_to] if items_in in moved_from else []
+        if dataset in [os.path.join(folder, rows_file) for folder in moved_from]:
             fields += ["dataset", os.path.join(moved_to, rows_file)]
         if fields:
             self._hset_if_exists(keys=[meta], args=fields)

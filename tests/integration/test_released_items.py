@@ -741,7 +741,8 @@ def test_a_second_run_into_a_dir_moves_the_first_runs_reports_to_previous_where_
     previous = out / "previous" / first
     assert {"items.jsonl", "summary.json", "report.html", "run.json"} <= set(written)
     moved = {path.name: path.read_bytes() for path in previous.iterdir()}
-    assert json.loads(moved.pop("run.json")) == json.loads(written.pop("run.json")) | {"moved_from": str(out.resolve())}
+    recorded = json.loads(written.pop("run.json")) | {"moved_from": [str(out.resolve())]}
+    assert json.loads(moved.pop("run.json")) == recorded
     assert moved == written
     said = [r.getMessage() for r in caplog.records if "previous" in r.getMessage()]
     assert said == [f"{out} held the reports of run {first}: moved to {previous}/ (this run writes its own into {out})"]
@@ -871,29 +872,62 @@ def test_the_resume_from_previous_of_a_run_whose_items_left_reads_them_there(
     assert meta["dataset"] == str((previous / "evaluate-rows.jsonl").resolve()), meta
 
 
-def test_a_cluster_run_into_an_embedded_runs_dir_leaves_that_run_resumable_from_previous(
-    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
-) -> None:
-    """A cluster run into DIR moves the reports of the embedded run there (its items left its store) into
-    DIR/previous/RUN_ID, and cannot name that folder in the run's store, the embedded Redis, which it does not touch:
-    that store still named DIR as the folder of its items and of its rows' copy, and its resume from previous/RUN_ID
-    read DIR's (gone). The moved run.json names DIR (``moved_from``): the resume names its own folder in the run's
-    store, and takes the items and rows back from there."""
+def _cluster_run_into(out: Path, tmp_path: Path, cluster: str) -> None:
+    """A cluster run of 4 rows into ``out``, which moves the reports there into ``out/previous/``."""
     from orchestrator.runner import run
     from orchestrator.suite import load_suite
 
-    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
     run(write_jsonl(tmp_path / "d.jsonl", make_rows(4, seed=1)), load_suite(SUITE), out, broker=cluster)
-    previous = out / "previous" / run_id
-    assert json.loads((previous / "run.json").read_text())["moved_from"] == str(out.resolve())
-    _assert_still_released(home, run_id, out)  # the cluster run's store is not the run's
-    again = resume(previous, quiet=True).summary
+
+
+def _assert_resumed_with_its_error_in(home: Path, folder: Path, run_id: str) -> None:
+    """The resume of :func:`_expired_run_with_an_error`'s run from ``folder``, where its reports moved, scores its
+    error again on the items and rows it takes back from there, and names ``folder`` in the store as theirs."""
+    again = resume(folder, quiet=True).summary
     assert again.run_id == run_id and again.metrics["typed_answer"].errors == 1, again
     assert again.metrics["exact_match"].n == 20, again
     with _embedded_store(home) as client:
         meta = client.hgetall(f"ragscore:run:{run_id}:meta")
-    assert meta["items_in"] == str(previous.resolve()), meta
-    assert meta["dataset"] == str((previous / "evaluate-rows.jsonl").resolve()), meta
+    assert meta["items_in"] == str(folder.resolve()), meta
+    assert meta["dataset"] == str((folder / "evaluate-rows.jsonl").resolve()), meta
+
+
+@pytest.mark.parametrize("written", ["now", "by an older ragscore (one folder)"])
+def test_a_cluster_run_into_an_embedded_runs_dir_leaves_that_run_resumable_from_previous(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str, written: str
+) -> None:
+    """A cluster run into DIR moves the reports of the embedded run there (its items left its store) into
+    DIR/previous/RUN_ID, and cannot name that folder in the run's store, the embedded Redis, which it does not touch:
+    that store still named DIR as the folder of its items and of its rows' copy, and its resume from previous/RUN_ID
+    read DIR's (gone). The moved run.json names DIR (``moved_from``, a list; one folder where an older ragscore moved
+    them): the resume names its own folder in the run's store, and takes the items and rows back from there."""
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    _cluster_run_into(out, tmp_path, cluster)
+    previous = out / "previous" / run_id
+    recorded = json.loads((previous / "run.json").read_text())
+    assert recorded["moved_from"] == [str(out.resolve())]
+    if written != "now":
+        (previous / "run.json").write_text(json.dumps(recorded | {"moved_from": str(out.resolve())}))
+    _assert_still_released(home, run_id, out)  # the cluster run's store is not the run's
+    _assert_resumed_with_its_error_in(home, previous, run_id)
+
+
+def test_a_run_moved_twice_resumes_from_where_the_second_move_put_it(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
+) -> None:
+    """An embedded run into DIR moves the reports of the embedded run there to DIR/previous/RUN_ID, naming it in the
+    store; a cluster run into that folder moves them again, to its own previous/RUN_ID, and cannot tell the store.
+    Its run.json kept only the first folder (DIR) as ``moved_from``, which the store no longer named: the resume from
+    the second folder read the first's items (the cluster run's). It keeps every folder, oldest first, and the resume
+    takes the items and rows back from where they are."""
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    evaluate(make_rows(4, seed=1), SUITE, out=out, quiet=True)
+    first = out / "previous" / run_id
+    _cluster_run_into(first, tmp_path, cluster)
+    second = first / "previous" / run_id
+    assert json.loads((second / "run.json").read_text())["moved_from"] == [str(out.resolve()), str(first.resolve())]
+    _assert_still_released(home, run_id, first)
+    _assert_resumed_with_its_error_in(home, second, run_id)
 
 
 def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
