@@ -606,13 +606,17 @@ def _run_id(ref: str) -> str:
 def _resume_folder(broker: str | None, run_id: str, quiet: bool) -> Path:
     """Where ``resume RUN_ID`` without --out writes the reports: the folder run ``run_id``'s items were released to
     (:meth:`~ragscore_workers.store.RunStore.released_to`: its reports are there, and its resume takes them back from
-    it), said unless ``quiet``; else ``ragscore-out``, as for an unknown run (the resume says why). ConfigError where
-    that folder is gone and the items left the store: only the folder its reports are in now can give them back."""
+    it; where a later run into it moved them, :func:`~.reports.previous.moved_reports`), said unless ``quiet``; else
+    ``ragscore-out``, as for an unknown run (the resume says why). ConfigError where that folder is gone and the items
+    left the store: only the folder its reports are in now can give them back."""
+    from .reports.previous import moved_reports
+
     try:
         store, _ = _run_store(broker, run_id)
-        folder = store.released_to(run_id)
+        released = store.released_to(run_id)
     except ConfigError:
         return Path("ragscore-out")
+    folder = released and str(moved_reports(Path(released), run_id))  # a cluster run's move, which told not its store
     if folder is not None and not Path(folder).is_dir():
         try:
             store.check_items_kept(run_id)  # still in the store: resumed as a run not released is

@@ -39,7 +39,7 @@ from ragscore_workers.store import RunStore
 from .atomic_file import link_target
 from .datasets import iter_rows
 from .reports.files import write_recorded
-from .reports.source import RUN_INFO, store_info
+from .reports.source import RUN_INFO, check_items_kept, store_info
 from .suite import load_suite
 
 __all__ = [
@@ -227,7 +227,7 @@ def run_source(
     else:
         run_store = store()
         info = store_info(run_store, str(run))
-        run_store.check_items_kept(str(run))
+        check_items_kept(run_store, str(run))
         items = (item.model_dump() for item in run_store.iter_items(str(run)))
     suite_model = load_suite(suite).suite if suite is not None else None
     if suite_model is None and info.get("suite"):

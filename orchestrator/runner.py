@@ -111,7 +111,6 @@ from .queues import (
 from .reports import write_outputs
 from .reports.files import (
     OUTPUT_NAMES,
-    PREVIOUS,
     ROWS_FILE,
     ROWS_STAGED,
     missing_reports,
@@ -121,6 +120,7 @@ from .reports.files import (
     report_digests,
 )
 from .reports.live import resume_hint
+from .reports.previous import PREVIOUS
 from .reports.source import ANSWERS, iter_answers_file, iter_items_file
 from .spool import PlannedShard, ShardSpool
 from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params

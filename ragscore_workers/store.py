@@ -1147,14 +1147,15 @@ class RunStore:
             pipe.expire(name, self.ttl_s)
             pipe.execute()
 
-    def check_items_kept(self, run_id: str) -> None:
-        """ConfigError, naming the folder that holds them, for a run whose items left the store (or leave it within
+    def check_items_kept(self, run_id: str, where: str | None = None) -> None:
+        """ConfigError, naming the folder that holds them (``where``, where the caller found they moved to since;
+        default: the one recorded, :meth:`released_to`), for a run whose items left the store (or leave it within
         ``ITEMS_MARGIN_S``) after :meth:`release_items`: read, they would be missing, or a resume would score them
         all again."""
         meta = self.meta(run_id)
         until = meta.get(ITEMS_UNTIL)
         if until is not None and time.time() >= float(until) - ITEMS_MARGIN_S:
-            where = meta.get(ITEMS_IN, "its --out DIR")
+            where = where or meta.get(ITEMS_IN, "its --out DIR")
             raise ConfigError(
                 f"Run {run_id}: its items left the store once its reports were written to {where} (an embedded "
                 f"run's are kept there, not in its Redis): `ragscore report {where}` reads them, `ragscore compare` "

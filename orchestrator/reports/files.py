@@ -13,7 +13,7 @@ import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
-from itertools import count, islice
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -27,6 +27,7 @@ from ..atomic_file import NotRegularFile, atomic_writer, copy_atomic, make_out_d
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
+from .previous import PREVIOUS, numbered, run_named
 from .source import ANSWERS, RUN_INFO, RunData, from_store
 from .texts import read_texts
 
@@ -35,7 +36,6 @@ __all__ = [
     "COMPARE_NAMES",
     "FORMATS",
     "OUTPUT_NAMES",
-    "PREVIOUS",
     "ROWS_FILE",
     "ROWS_STAGED",
     "first_failed_row",
@@ -67,10 +67,6 @@ ROWS_FILE = "evaluate-rows.jsonl"
 ROWS_STAGED = ".evaluate-rows.staged.jsonl"
 #: What :func:`move_to_previous` moves: a run's files of :data:`OUTPUT_NAMES` and evaluate()'s copy of its rows.
 MOVED_NAMES = OUTPUT_NAMES | {ROWS_FILE}
-
-#: The folder of a run's ``--out`` DIR where a new run moves the reports of the one before it
-#: (:func:`move_to_previous`): ``DIR/previous/RUN_ID/``.
-PREVIOUS = "previous"
 
 #: The reports every finished run has in its DIR (run_info.json and answers.jsonl where it has them).
 REPORT_NAMES = ("summary.json", "items.jsonl", "items.csv", "failed_rows.jsonl", "report.md", "report.html")
@@ -223,13 +219,13 @@ def move_to_previous(out_dir: Path, option: str = "--out") -> Path | None:
     held = _reports_held(out_dir)
     if not held:
         return None
-    base = _run_named(out_dir) or time.strftime("%Y%m%d-%H%M%S")
+    base = run_named(out_dir) or time.strftime("%Y%m%d-%H%M%S")
     folder: Path | None = None
     moved: list[str] = []
     try:
         (out_dir / PREVIOUS).mkdir(exist_ok=True)
         folder = next(
-            out_dir / PREVIOUS / name for name in _numbered(base) if not os.path.lexists(out_dir / PREVIOUS / name)
+            out_dir / PREVIOUS / name for name in numbered(base) if not os.path.lexists(out_dir / PREVIOUS / name)
         )
         folder.mkdir()
         for name in held:
@@ -263,25 +259,6 @@ def _reports_held(out_dir: Path) -> list[str]:
     evaluate()'s copy of its rows or not)."""
     held = sorted(name for name in MOVED_NAMES if os.path.isfile(out_dir / name))
     return held if set(held) - {"run.json", ROWS_FILE} else []
-
-
-def _run_named(out_dir: Path) -> str | None:
-    """The run id that ``out_dir``'s run.json names, else its summary.json; None where neither names one."""
-    for name in ("run.json", "summary.json"):
-        try:
-            run_id = json.loads((out_dir / name).read_text(encoding="utf-8")).get("run_id")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(run_id, str) and run_id and run_id == os.path.basename(run_id) and run_id not in (".", ".."):
-            return run_id
-    return None
-
-
-def _numbered(base: str) -> Iterator[str]:
-    """``base``, then ``base-2``, ``base-3``, ..."""
-    yield base
-    for n in count(2):
-        yield f"{base}-{n}"
 
 
 def replaced_comparison(out_dir: Path, markdown: str) -> str | None:

@@ -26,12 +26,14 @@ from ragscore_workers.store import RawItem, RunState, RunStore
 
 from ..datasets import iter_rows
 from ..terminal import is_path, summary_commands
+from .previous import moved_reports
 from .texts import TargetAnswers, asked_targets, preview
 
 __all__ = [
     "ANSWERS",
     "RUN_INFO",
     "RunData",
+    "check_items_kept",
     "from_dir",
     "from_store",
     "iter_answers_file",
@@ -188,11 +190,20 @@ def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:
     return found
 
 
+def check_items_kept(store: RunStore, run_id: str) -> None:
+    """The store's refusal of run ``run_id`` where its items left it (:meth:`RunStore.check_items_kept`), naming the
+    folder its reports are in now (:func:`.previous.moved_reports`): a later run into the folder it was released to
+    moved them to its previous/RUN_ID, and the store of a run that moving run did not touch (an embedded run's, moved
+    by a cluster run) names the folder they left."""
+    released = store.released_to(run_id)
+    store.check_items_kept(run_id, released and str(moved_reports(Path(released), run_id)))
+
+
 def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None, broker: str | None = None) -> RunData:
     """A finished run of the store (a cancelled one's items hold what the cancel skipped as stopped, as its
     summary counts them); one not finished is an error whose commands name its ``broker`` (the --broker given)."""
     summary = summary or store.finished_summary(run_id, **summary_commands(run_id, None, broker))
-    store.check_items_kept(run_id)
+    check_items_kept(store, run_id)
     skipped = cancel_skipped(summary.metrics) if summary.state == RunState.CANCELLED else {}
     info = store_info(store, run_id)
     return RunData(

@@ -912,6 +912,30 @@ def test_a_cluster_run_into_an_embedded_runs_dir_leaves_that_run_resumable_from_
     _assert_resumed_with_its_error_in(home, previous, run_id)
 
 
+def test_the_report_of_a_run_whose_reports_a_cluster_run_moved_names_the_folder_they_are_in(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
+) -> None:
+    """`ragscore report RUN_ID` of an embedded run whose items left its store is refused naming the folder of its
+    reports: a cluster run into its DIR moved them to DIR/previous/RUN_ID, and the run's store, which that run does
+    not touch, still names DIR until the run is resumed: the refusal named DIR, which holds the cluster run's. It
+    names the folder they are in, as it does where the moving run told the store; `ragscore resume RUN_ID` resumes it
+    there (it went to DIR, and was refused: DIR's summary is another run's)."""
+    result = _expired_run(tmp_path / "out", home, monkeypatch)
+    run_id = result.summary.run_id
+    _cluster_run_into(result.out_dir, tmp_path, cluster)
+    previous = (result.out_dir / "previous" / run_id).resolve()
+    refused = _cli(home, "report", run_id, "--format", "md", "--out", str(tmp_path / "md"))
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr
+    assert f"written to {previous} (" in said and f"`ragscore report {previous}` reads them" in said, said
+    written = _cli(home, "report", str(previous), "--format", "md", "--out", str(tmp_path / "md"))
+    assert written.returncode == 0, written.stderr
+    assert f"# ragscore run {run_id}\n" in (tmp_path / "md" / "report.md").read_text()
+    resumed = _cli(home, "resume", run_id)  # without --out: in that folder too
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming run {run_id} in {previous}/" in " ".join(resumed.stderr.split()), resumed.stderr
+
+
 def test_a_run_moved_twice_resumes_from_where_the_second_move_put_it(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
 ) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.reports.files import move_to_previous, refuse_a_bad_previous
+from orchestrator.reports.previous import moved_reports
 from ragscore_workers.errors import ConfigError
 
 
@@ -83,3 +84,21 @@ def test_a_rename_that_fails_is_a_clear_error_and_moves_nothing(tmp_path: Path) 
             move_to_previous(tmp_path)
         assert {path.name: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()} == written
         assert not os.listdir(other)
+
+
+def test_the_reports_of_a_run_are_found_where_later_runs_moved_them(tmp_path: Path) -> None:
+    """moved_reports follows a run's reports from the folder they were written to into previous/RUN_ID (past a
+    folder of that name of another run's, to RUN_ID-2) and on where a run into that folder moved them again; the
+    folder itself where it names the run or nothing holds them, and never round a link back to it."""
+    out = tmp_path / "out"
+    _reports(out, "r1", "items.jsonl")
+    assert moved_reports(out, "r1") == out
+    (out / "previous" / "r1-2" / "previous").mkdir(parents=True)
+    _reports(out / "previous" / "r1", "r9", "items.jsonl")
+    assert moved_reports(out, "r1") == out
+    _reports(out / "previous" / "r1-2", "r2", "items.jsonl")
+    _reports(out / "previous" / "r1-2" / "previous" / "r1", "r1", "items.jsonl")
+    _reports(out, "r3", "items.jsonl")
+    assert moved_reports(out, "r1") == out / "previous" / "r1-2" / "previous" / "r1"
+    (out / "previous" / "r1-3").symlink_to(out)
+    assert moved_reports(out, "r4") == out
