@@ -912,6 +912,31 @@ def test_a_cluster_run_into_an_embedded_runs_dir_leaves_that_run_resumable_from_
     _assert_resumed_with_its_error_in(home, previous, run_id)
 
 
+def test_an_embedded_run_into_a_cluster_runs_dir_leaves_that_run_resumable_from_previous(
+    tmp_path: Path, home: Path, cluster: str
+) -> None:
+    """The reverse of the cross-store move above: an embedded run into the DIR of a cluster evaluate() moves that run's
+    reports and its copy of the rows to DIR/previous/RUN_ID and cannot name that folder in the cluster's store, which
+    still names DIR's copy as the run's dataset. The resume from previous/RUN_ID with that --broker names it there
+    (``moved_from``), reads the rows moved with the reports and scores the run's error again."""
+    rows = [row | {"question_type": "Yes/No", "expected": "yes"} for row in make_rows(20)]
+    rows[0]["expected"] = "Paris"  # not one yes or one no: typed_answer's error for that item
+    first = evaluate(rows, {"metrics": ["typed_answer", "exact_match"]}, out=tmp_path / "out", broker=cluster,
+                     quiet=True).summary  # fmt: skip
+    out, run_id = tmp_path / "out", first.run_id
+    evaluate(make_rows(4, seed=1), SUITE, out=out, quiet=True)
+    previous = out / "previous" / run_id
+    assert json.loads((previous / "run.json").read_text())["moved_from"] == [str(out.resolve())]
+    cluster_store = redis.Redis.from_url(cluster, decode_responses=True)
+    assert cluster_store.hget(f"ragscore:run:{run_id}:meta", "dataset") == str((out / "evaluate-rows.jsonl").resolve())
+    again = resume(previous, broker=cluster, quiet=True).summary
+    assert again.run_id == run_id and again.metrics["typed_answer"].errors == 1, again
+    assert again.metrics["exact_match"].n == 20 and again.timing.get("resumed_at"), again
+    dataset = cluster_store.hget(f"ragscore:run:{run_id}:meta", "dataset")
+    assert dataset == str((previous / "evaluate-rows.jsonl").resolve()), dataset
+    assert RunSummary.model_validate_json((previous / "summary.json").read_bytes()) == again
+
+
 def test_the_report_of_a_run_whose_reports_a_cluster_run_moved_names_the_folder_they_are_in(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
 ) -> None:
