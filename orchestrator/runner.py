@@ -1707,6 +1707,22 @@ def run(
             on_validated=validated, say=say, named=named, broker=given_broker, caller=caller,
         )  # fmt: skip
 
+    def done_here(store: RunStore) -> RunSummary | None:
+        """A resume's first step in ``store``: name ``out_dir`` there as the run's folder where its reports moved there
+        (:func:`_moved_here`); the run's summary, said, where it finished with nothing left to score and its items
+        left the store (:func:`_done_in_its_folder`: an embedded run's; a cluster run's stay). None: a new run, one
+        ``store`` lacks (start() says so), or one the resume goes on with."""
+        if resume_id is None or not store.exists(resume_id):
+            return None
+        _moved_here(store, resume_id, out_dir)
+        done = _done_in_its_folder(store, resume_id, out_dir, given_broker)
+        if done is not None:
+            say(f"run {resume_id} finished with nothing left to score: its reports are in {out_dir}/ "
+                "(its items left the store once they were written)")  # fmt: skip
+            if unused := _unused_when_done(caller, judge_params, judge_limits, judge_threads):
+                caller.warn(unused)
+        return done
+
     def finish(store: RunStore, run_id: str) -> RunSummary:
         say(f"writing the reports to {out_dir}/")
         # a cluster's store is its team's, kept RAGSCORE_RUN_TTL_S; an embedded one keeps what out_dir does not
@@ -1736,8 +1752,8 @@ def run(
             store = connect(broker, settings, sends=True)
             for said in eviction_warnings(store, broker, settings):  # said before its work is sent there
                 caller.warn(said, EvictionWarning)
-            if resume_id is not None and store.exists(resume_id):
-                _moved_here(store, resume_id, out_dir)
+            if (done := done_here(store)) is not None:
+                return done
             sub = start(store)
             with _recorded_if_lost(out_dir, sub.run_id):
                 wait(store, sub.run_id, progress, timeout_s=timeout_s, out_dir=out_dir, broker=given_broker)
@@ -1822,15 +1838,8 @@ def run(
             store = connect_lane(url, embedded.lane or 0, settings, sends=True)
             if key_missing is not None and resolved is not None and not judge_cache_may_answer(resolved, store.r):
                 raise key_missing  # refused before the dataset is read, as it would be once its calls were counted
-            if resume_id is not None and store.exists(resume_id):
-                _moved_here(store, resume_id, out_dir)
-                done = _done_in_its_folder(store, resume_id, out_dir, given_broker)
-                if done is not None:
-                    say(f"run {resume_id} finished with nothing left to score: its reports are in {out_dir}/ "
-                        "(its items left the store once they were written)")  # fmt: skip
-                    if unused := _unused_when_done(caller, judge_params, judge_limits, judge_threads):
-                        caller.warn(unused)
-                    return done
+            if (done := done_here(store)) is not None:
+                return done
             run_ids: list[str] = []
             finished = False
             try:
