@@ -31,10 +31,13 @@ def moved_reports(folder: Path, run_id: str) -> Path:
 
 def _moved_named(folder: Path, run_id: str) -> Iterator[Path]:
     """The folders of ``folder/previous/`` that :func:`.files.move_to_previous` names after run ``run_id``, in their
-    order (not a symbolic link: no loop)."""
+    order (not a symbolic link: no loop; none past one that cannot be read, as where none is there)."""
     for name in numbered(run_id):
         moved = folder / PREVIOUS / name
-        if moved.is_symlink() or not moved.is_dir():
+        try:
+            if moved.is_symlink() or not moved.is_dir():
+                return
+        except OSError:  # a folder this user may not enter, a name too long: the store's refusal names ``folder``
             return
         yield moved
 

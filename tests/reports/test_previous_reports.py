@@ -102,3 +102,13 @@ def test_the_reports_of_a_run_are_found_where_later_runs_moved_them(tmp_path: Pa
     assert moved_reports(out, "r1") == out / "previous" / "r1-2" / "previous" / "r1"
     (out / "previous" / "r1-3").symlink_to(out)
     assert moved_reports(out, "r4") == out
+
+
+def test_a_previous_folder_that_cannot_be_read_leaves_the_folder_the_reports_were_written_to(tmp_path: Path) -> None:
+    """moved_reports raised where ``previous/RUN_ID`` could not be looked at (a folder this user may not enter, a name
+    too long), so `ragscore report RUN_ID` of a run whose items were still in the store failed on it: it names the
+    folder the reports were written to, as where nothing moved them."""
+    out = tmp_path / "out"
+    _reports(out, "r1", "items.jsonl")
+    (out / "previous").mkdir()
+    assert moved_reports(out, "r" * 300) == out  # ENAMETOOLONG, as EACCES, is an OSError that is_dir() raises
