@@ -60,7 +60,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -1117,7 +1117,7 @@ class RunStore:
             pipe.expire(ids, self.ttl_s)
             pipe.execute()
 
-    def move_reports_dir(self, run_id: str, moved_from: Sequence[str], moved_to: str, rows_file: str) -> None:
+    def move_reports_dir(self, run_id: str, moved_from: list[str], moved_to: str, rows_file: str) -> None:
         """Name ``moved_to`` (``DIR/previous/RUN_ID``, where the reports of run ``run_id`` moved from each folder of
         ``moved_from`` in turn) as the folder holding its items released for one of those (:meth:`release_items`), and
         as that of its dataset where that was the ``rows_file`` of one (``evaluate()``'s copy of its rows, moved with
