@@ -979,6 +979,30 @@ def test_a_run_moved_twice_resumes_from_where_the_second_move_put_it(
     _assert_resumed_with_its_error_in(home, second, run_id)
 
 
+def test_a_run_resumed_where_a_move_put_it_resumes_again_after_two_more_moves(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
+) -> None:
+    """A resume rewrites its run.json without ``moved_from`` once it named its folder in the store: the moves after
+    it are recorded from there. A cluster run moves an embedded run's reports to DIR/previous/RUN_ID, its resume
+    there releases its items to that folder again; an embedded run into it moves them on (telling the store), a
+    cluster run into that one moves them again (not telling it): the resume from the last folder takes the items
+    and rows back from there, as the store's folder is in the history kept since the resume."""
+    out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    _cluster_run_into(out, tmp_path, cluster)
+    first = out / "previous" / run_id
+    _assert_resumed_with_its_error_in(home, first, run_id)
+    assert "moved_from" not in json.loads((first / "run.json").read_text())
+    with _embedded_store(home) as client:  # released to that folder again (1 s)
+        assert until(lambda: not list(client.scan_iter(f"ragscore:run:{run_id}:item:*")), timeout=30)
+    evaluate(make_rows(4, seed=2), SUITE, out=first, quiet=True)
+    second = first / "previous" / run_id
+    _cluster_run_into(second, tmp_path, cluster)
+    third = second / "previous" / run_id
+    assert json.loads((third / "run.json").read_text())["moved_from"] == [str(first.resolve()), str(second.resolve())]
+    _assert_still_released(home, run_id, second)
+    _assert_resumed_with_its_error_in(home, third, run_id)
+
+
 def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
     tmp_path: Path, home: Path
 ) -> None:
