@@ -970,6 +970,13 @@ def test_a_run_moved_twice_resumes_from_where_the_second_move_put_it(
     the second folder read the first's items (the cluster run's). It keeps every folder, oldest first, and the resume
     takes the items and rows back from where they are."""
     out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
+    _assert_resumed_after_two_moves(out, run_id, home, tmp_path, cluster)
+
+
+def _assert_resumed_after_two_moves(out: Path, run_id: str, home: Path, tmp_path: Path, cluster: str) -> None:
+    """An embedded run into ``out`` moves the reports of run ``run_id`` there (its items left the store) to
+    out/previous/RUN_ID, a cluster run into that folder to its own previous/RUN_ID, whose run.json names both
+    folders: :func:`_assert_resumed_with_its_error_in` that last one."""
     evaluate(make_rows(4, seed=1), SUITE, out=out, quiet=True)
     first = out / "previous" / run_id
     _cluster_run_into(first, tmp_path, cluster)
@@ -994,13 +1001,7 @@ def test_a_run_resumed_where_a_move_put_it_resumes_again_after_two_more_moves(
     assert "moved_from" not in json.loads((first / "run.json").read_text())
     with _embedded_store(home) as client:  # released to that folder again (1 s)
         assert until(lambda: not list(client.scan_iter(f"ragscore:run:{run_id}:item:*")), timeout=30)
-    evaluate(make_rows(4, seed=2), SUITE, out=first, quiet=True)
-    second = first / "previous" / run_id
-    _cluster_run_into(second, tmp_path, cluster)
-    third = second / "previous" / run_id
-    assert json.loads((third / "run.json").read_text())["moved_from"] == [str(first.resolve()), str(second.resolve())]
-    _assert_still_released(home, run_id, second)
-    _assert_resumed_with_its_error_in(home, third, run_id)
+    _assert_resumed_after_two_moves(first, run_id, home, tmp_path, cluster)
 
 
 def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
