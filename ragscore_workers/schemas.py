@@ -601,6 +601,9 @@ class TargetConfig(BaseModel):
     timeout_s: float = Field(default=60.0, gt=0)
     #: Tries per question (the first included) for 5xx, timeouts and connection errors.
     attempts: int = Field(default=3, ge=1, le=20)
+    #: 429 replies one question waits out (its ``retry-after``, else the default pause), not counted in ``attempts``;
+    #: one more fails the question, naming its 429s.
+    max_429s: int = Field(default=20, ge=0, le=1000)
     #: Consecutive failed questions that stop calling this target for the run (the circuit breaker).
     breaker_failures: int = Field(default=10, ge=1)
     #: Reuse replies cached in Redis for the same request (a re-run pays for no call twice).

@@ -8,8 +8,9 @@
                                        429; a cancel or an open breaker ends the wait -> TargetStopped; one seen
                                        on admission gives the admission back: a question not sent holds no slot;
                                        a wait of a second or more is noted for the progress views)
-    endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, 429 -> shared
-                                       pause; at most ``attempts`` tries)
+    endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, at most ``attempts``
+                                       tries; 429 -> shared pause, at most ``max_429s`` of them, not counted in
+                                       ``attempts``)
     count, cache the reply
 
 The same limiter, retry policy and breaker as the judge (``providers``), configured per target.
@@ -28,7 +29,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential, wait_random
 
 from ..errors import ConfigError
 from ..providers.base import RetryDecision
@@ -96,8 +97,9 @@ class TargetClient:
                 else:
                     self.state.incr(cache_hits=1)
                     return result, True
+        tries = _Tries(self.config.attempts, self.config.max_429s, self._decide)
         retrying = Retrying(
-            stop=stop_after_attempt(self.config.attempts),
+            stop=tries.stop,
             wait=self._wait,
             retry=retry_if_exception(lambda exc: isinstance(exc, TargetError) and self._decide(exc).retry),
             before_sleep=lambda _: self.state.incr(retries=1),
@@ -109,11 +111,14 @@ class TargetClient:
         except TargetStopped:
             raise
         except TargetError as exc:
-            opened = self.state.record_failure(self.config.breaker_failures, str(exc))
+            error = tries.final(exc)
+            opened = self.state.record_failure(self.config.breaker_failures, str(error))
             log.warning(
-                "target %s failed for good: %s%s", self.endpoint_name, exc, " (breaker opened)" if opened else ""
+                "target %s failed for good: %s%s", self.endpoint_name, error, " (breaker opened)" if opened else ""
             )
-            raise
+            if error is exc:
+                raise
+            raise error from exc
         result = data if use is None else use(data)  # raises before the reply is cached
         if self.config.cache:
             # a callable's reply may hold what JSON cannot (a datetime in a field no path reads): as text
@@ -159,6 +164,31 @@ class TargetClient:
         if isinstance(exc, TargetError) and self._decide(exc).kind == "rate_limit":
             return random.uniform(0, 0.1)  # the limiter's shared pause does the waiting
         return float(self._backoff(state))
+
+
+class _Tries:
+    """The tries of one question: at most ``attempts`` for errors a retry may cure (5xx, timeouts, connection
+    errors), and besides them at most ``max_429s`` 429 replies waited out (a rate-limited target is not failing)."""
+
+    def __init__(self, attempts: int, max_429s: int, decide: Callable[[TargetError], RetryDecision]) -> None:
+        self.attempts = attempts
+        self.max_429s = max_429s
+        self._decide = decide
+        self.rate_limited = 0
+
+    def stop(self, state: RetryCallState) -> bool:
+        """Tenacity's stop: called once after each failed try that may be retried."""
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, TargetError) and self._decide(exc).kind == "rate_limit":
+            self.rate_limited += 1
+        return self.rate_limited > self.max_429s or state.attempt_number - self.rate_limited >= self.attempts
+
+    def final(self, exc: TargetError) -> TargetError:
+        """The question's error: ``exc``, saying how many 429s it waited out when one more ended it."""
+        if self.rate_limited <= self.max_429s:
+            return exc
+        said = f"{self.rate_limited} replies HTTP 429 to this question, over the target's max_429s={self.max_429s}"
+        return TargetError(f"{said}: {exc}", system=exc.system, status=exc.status, headers=exc.headers)
 
 
 def _reply_scope(config: TargetConfig) -> dict[str, Any]:

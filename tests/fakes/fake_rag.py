@@ -11,6 +11,9 @@ document, so the server knows the right document and what each system would say 
 * ``dead`` (and every system in ``failing``): every request gets HTTP 500.
 * ``flaky``: the first request of each question gets HTTP 503, the next is answered as ``exact``.
 * ``limited``: a 429 with ``retry-after`` on every ``limit_every``-th request.
+* ``throttled``: the first ``throttled_first`` requests of each question get a 429 with ``retry-after`` (none when
+  ``retry_after_s`` is None), the next is answered as ``exact``.
+* ``saturated``: every request of question 0 gets a 429 as ``throttled``'s; the others are answered as ``exact``.
 
 Only the ``k`` top contexts are returned (the gold document first); ``filter`` must be a JSON object.
 Every request is counted per system (``calls``); the token, when set, must come as ``Bearer <token>`` (or in the
@@ -59,6 +62,10 @@ def questions(n: int = 6) -> list[dict[str, Any]]:
                      "reference": CORPUS[doc][0], "gold_doc_id": doc,
                      "gold_evidence_sentences": [f"{doc}s0", f"{doc}s1"], "metadata": {"lang": "en"}})  # fmt: skip
     return rows
+
+
+#: Systems answering as ``exact`` once they answer.
+_LIKE_EXACT = ("flaky", "throttled", "saturated")
 
 
 def _question_number(question: str) -> int:
@@ -132,13 +139,19 @@ class FakeRag:
     """Start with ``with FakeRag() as rag:``; ``rag.url(system)`` is the endpoint of one system."""
 
     def __init__(
-        self, token: str | None = None, limit_every: int = 3, retry_after_s: float = 1.0, token_in: str = "header"
+        self,
+        token: str | None = None,
+        limit_every: int = 3,
+        retry_after_s: float | None = 1.0,
+        token_in: str = "header",
+        throttled_first: int = 3,
     ) -> None:
         self.token = token
         #: Where the token must come: ``header`` (``Bearer <token>``), ``query:NAME`` or ``body:NAME``.
         self.token_in = token_in
         self.limit_every = limit_every
         self.retry_after_s = retry_after_s
+        self.throttled_first = throttled_first
         self.calls: Counter[str] = Counter()
         self.failing: set[str] = {"dead"}
         self._seen: Counter[tuple[str, str]] = Counter()
@@ -219,7 +232,7 @@ class FakeRag:
                     fake.calls[system] += 1
                     nth = fake.calls[system]
                     fake._seen[(system, str(request.get("question")))] += 1
-                    first_ask = fake._seen[(system, str(request.get("question")))] == 1
+                    asked = fake._seen[(system, str(request.get("question")))]
                     fake.requests.append({"system": system, "body": request, "t": time.monotonic(),
                                           "authorization": self.headers.get("authorization"),
                                           "method": self.command, "query": parts.query})  # fmt: skip
@@ -231,10 +244,15 @@ class FakeRag:
                     self._reply(422, {"error": "filter must be an object"})
                 elif system in fake.failing:
                     self._reply(500, {"error": "internal error"})
-                elif system == "flaky" and first_ask:
+                elif system == "flaky" and asked == 1:
                     self._reply(503, {"error": "try again"})
-                elif system == "limited" and nth % fake.limit_every == 1:
-                    self._reply(429, {"error": "rate limited"}, {"retry-after": f"{fake.retry_after_s:g}"})
+                elif (
+                    (system == "limited" and nth % fake.limit_every == 1)
+                    or (system == "throttled" and asked <= fake.throttled_first)
+                    or (system == "saturated" and "(question 0)" in str(request.get("question")))
+                ):
+                    wait = {} if fake.retry_after_s is None else {"retry-after": f"{fake.retry_after_s:g}"}
+                    self._reply(429, {"error": "rate limited"}, wait)
                 elif system == "echo":  # an error page quoting the credential it got, after some text
                     quoted = f"{'x' * int(request.get('pad', 0))} {self.headers.get('authorization')}"
                     self._reply(401, {"error": quoted})
@@ -252,6 +270,6 @@ class FakeRag:
                 elif system == "trickle":  # a whole, valid reply sent a byte at a time over 30 s
                     self._reply(200, answer_locally("exact", request), slowly_s=30.0)
                 else:
-                    self._reply(200, answer_locally("exact" if system == "flaky" else system, request))
+                    self._reply(200, answer_locally("exact" if system in _LIKE_EXACT else system, request))
 
         return Handler

@@ -71,6 +71,29 @@ def test_a_429_asking_for_a_long_wait_fails_the_question_at_once_without_rpm_too
         assert time.monotonic() - started < 10 and slow.calls["limited"] == 1
 
 
+@pytest.mark.parametrize("retry_after_s", [0.2, None], ids=["retry-after", "no-retry-after"])
+def test_429s_are_waited_out_without_using_up_the_attempts(store: RunStore, retry_after_s: float | None) -> None:
+    """``attempts`` are the tries for errors (5xx, timeouts, connection errors): a rate-limited target is waited out
+    (its retry-after, else the default pause), whatever its 429s' number up to ``max_429s``."""
+    with FakeRag(retry_after_s=retry_after_s, throttled_first=3) as server:
+        client = _client(store, server, "throttled", attempts=2)
+        data, _ = client.ask(_ask(1))
+    assert data["answer"] and server.calls["throttled"] == 4
+    counters = client.state.read()
+    assert counters["rate_limited"] == 3 and counters["retries"] == 3 and counters["failures"] == 0, counters
+
+
+def test_a_question_429d_over_max_429s_fails_naming_its_429s(store: RunStore) -> None:
+    with FakeRag(retry_after_s=0) as server:
+        client = _client(store, server, "saturated", attempts=1, max_429s=2)
+        with pytest.raises(TargetError, match=r"^3 replies HTTP 429 to this question, over the target's max_429s=2: "
+                                              r"saturated HTTP 429: "):  # fmt: skip
+            client.ask(_ask(0))
+        assert server.calls["saturated"] == 3
+        client.ask(_ask(1))  # another question is answered
+    assert client.state.read()["failures"] == 1
+
+
 def test_replies_are_cached_unless_the_cache_is_off(store: RunStore, rag: FakeRag) -> None:
     request = _ask(3)
     client = _client(store, rag, "exact")

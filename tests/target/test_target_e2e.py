@@ -192,9 +192,8 @@ def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path
                 {"system": "library", "callable": "tests.fakes.fake_rag:callable_target",
                  "request": {"question": "{question}", "k": 2}, "response": {"contexts": "contexts[*].text",
                                                                               "citations": "citations"}},
-                # every 3rd call of all is a 429, so one question can draw several in a row where the other call
-                # in flight is quicker (a loaded host): tries enough that only a 429 not waited out fails it
-                {"system": "limited", "url": rag.url("limited"), "rpm": 600, "concurrency": 2, "attempts": 8,
+                # every 3rd call of all is a 429: one question may draw several in a row, none counted in attempts
+                {"system": "limited", "url": rag.url("limited"), "rpm": 600, "concurrency": 2,
                  "request": {"question": "{question}"}, "response": {"contexts": "contexts[*].text",
                                                                       "citations": "citations"}},
             ],
@@ -215,6 +214,28 @@ def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path
         '<p class="facts"><span>system <b>limited</b></span><span>rpm <b>600</b></span></p>'
         in (tmp_path / "out" / "report.html").read_text()
     )
+
+
+def test_a_question_its_target_429s_forever_fails_naming_its_429s_and_the_others_are_answered(
+    home: Path, tmp_path: Path
+) -> None:
+    with FakeRag(retry_after_s=0) as rag:  # every request of question 0 gets a 429
+        suite = {"metrics": ["verbatim"],
+                 "targets": [{"system": "saturated", "url": rag.url("saturated"), "attempts": 1, "max_429s": 3,
+                              "request": {"question": "{question}"},
+                              "response": {"contexts": "contexts[*].text", "citations": "citations"}}]}  # fmt: skip
+        result = evaluate(questions(N), suite, out=tmp_path / "out")
+        calls = rag.calls["saturated"]
+
+    scores = {i.id: i.metrics["verbatim"] for i in result.items}
+    assert all(scores[f"q{i}"].score == 1.0 for i in range(1, N)), scores
+    assert scores["q0"].error is not None and "4 replies HTTP 429 to this question, over the target's max_429s=3" in (
+        scores["q0"].error
+    ), scores["q0"]
+    assert calls == N - 1 + 4 and result.summary.target["saturated"]["rate_limited"] == 4
+    rows = [json.loads(line) for line in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    marks = {row["id"]: row.get(TARGET_ERROR) for row in rows}
+    assert "4 replies HTTP 429" in marks.pop("q0") and set(marks.values()) == {None}, marks
 
 
 def _run_while_down(rag: FakeRag, out: Path) -> Any:
