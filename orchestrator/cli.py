@@ -603,35 +603,43 @@ def _run_id(ref: str) -> str:
     return ref
 
 
-def _resume_folder(broker: str | None, run_id: str, quiet: bool) -> Path:
+def _resume_folder(broker: str | None, run_id: str) -> Path:
     """Where ``resume RUN_ID`` without --out writes the reports: the folder run ``run_id``'s items were released to
     (:meth:`~ragscore_workers.store.RunStore.released_to`: its reports are there, and its resume takes them back from
-    it; where a later run into it moved them, :func:`~.reports.previous.moved_reports`), said unless ``quiet``; else
-    ``ragscore-out``, as for an unknown run (the resume says why). ConfigError where that folder is gone and the items
-    left the store: only the folder its reports are in now can give them back."""
+    it; where a later run into it moved them, :func:`~.reports.previous.moved_reports`), else, for a run not released,
+    the folder it writes them to (:meth:`~ragscore_workers.store.RunStore.out_dir`), said under --quiet too (not
+    progress: where to find the reports); else ``ragscore-out``, as for an unknown run (the resume says why), a
+    submitted run (no folder) or a released one whose folder is gone while the store still has its items, or a run
+    whose folder another run's reports took. ConfigError where that folder is gone and the items left the store: only
+    the folder its reports are in now can give them back."""
     from .reports.previous import moved_reports
+    from .runner import recorded_run
 
     try:
         store, _ = _run_store(broker, run_id)
         released = store.released_to(run_id)
     except ConfigError:
         return Path("ragscore-out")
-    folder = released and str(moved_reports(Path(released), run_id))  # a cluster run's move, which told not its store
-    if folder is not None and not Path(folder).is_dir():
-        try:
-            store.check_items_kept(run_id)  # still in the store: resumed as a run not released is
-        except ConfigError:
-            raise ConfigError(
-                f"Run {run_id}: its items left the store once its reports were written to {folder}, which is gone: "
-                f"`ragscore resume {run_id} --out DIR` takes them back from the folder DIR its reports are in now; "
-                "to score the run again, run it again"
-            ) from None
-        folder = None
+    why = "where its reports are"
+    if released is None:
+        folder, why = store.out_dir(run_id), "the folder it writes its reports to"
+        if folder is not None and (recorded_run(Path(folder)) or {}).get("run_id", run_id) != run_id:
+            folder = None  # another run's reports are there now (one that another broker's store ran took it)
+    else:
+        folder = str(moved_reports(Path(released), run_id))  # a cluster run's move, which told not its store
+        if not Path(folder).is_dir():
+            try:
+                store.check_items_kept(run_id)  # still in the store: resumed as a run not released is
+            except ConfigError:
+                raise ConfigError(
+                    f"Run {run_id}: its items left the store once its reports were written to {folder}, which is "
+                    f"gone: `ragscore resume {run_id} --out DIR` takes them back from the folder DIR its reports are "
+                    "in now; to score the run again, run it again"
+                ) from None
+            folder = None
     if folder is None:
         return Path("ragscore-out")
-    if not quiet:
-        err.print(f"resuming run {run_id} in {folder}/, where its reports are (--out DIR to write them elsewhere)",
-                  soft_wrap=True)  # fmt: skip
+    err.print(f"resuming run {run_id} in {folder}/, {why} (--out DIR to write them elsewhere)", soft_wrap=True)
     return Path(folder)
 
 
@@ -672,7 +680,7 @@ def resume_cmd(
             "--out",
             "-o",
             help="Directory for the reports (default: the DIR given, else the folder holding its reports once its "
-            "items left the store, else ragscore-out)",
+            "items left the store, else the folder the run writes its reports to, else ragscore-out)",
         ),
     ] = None,
     broker: BrokerOpt = None,
@@ -698,7 +706,7 @@ def resume_cmd(
     budget = judge_budget(max_cost=max_cost, max_tokens=max_tokens)
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     ref, run_id = run_id, _run_id(run_id)
-    out = out or (Path(ref) if run_id != ref else _resume_folder(broker, run_id, quiet))
+    out = out or (Path(ref) if run_id != ref else _resume_folder(broker, run_id))
     stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run
     gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
     summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits,

@@ -1675,6 +1675,8 @@ def run(
                     (out_dir / ROWS_STAGED).unlink(missing_ok=True)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=recorded_job)
+            if out_kept:  # where `ragscore resume RUN_ID` writes its reports (not evaluate()'s temporary folder)
+                store.note_out_dir(run_id, str(out_dir.resolve()))
 
         if resume_id is not None:
             if not store.exists(resume_id):

@@ -11,7 +11,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           ``target_called_at``: a target call was last counted;
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
                           the counters then in ``work_began_before``); ``reports_dir``: where the reports were
-                          last written
+                          last written; ``out_dir``: the folder the run writes its reports to, from its start
+                          (and each resume's)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``/
                           ``errors:{queue}`` (a run stored before these has ``errors:derived`` alone:
                           :func:`errors_of`; ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
@@ -1186,6 +1187,16 @@ class RunStore:
         """Record where the run's reports were last written (meta ``reports_dir``, said by ``ragscore status``),
         keeping the meta's TTL: a finished run's meta must not outlive its items."""
         self._hset_if_exists(keys=[self.key(run_id, "meta")], args=["reports_dir", out_dir])
+
+    def note_out_dir(self, run_id: str, out_dir: str) -> None:
+        """Record the folder the run writes its reports to (meta ``out_dir``, from its start and each resume's: where
+        ``ragscore resume RUN_ID`` writes them), keeping the meta's TTL."""
+        self._hset_if_exists(keys=[self.key(run_id, "meta")], args=["out_dir", out_dir])
+
+    def out_dir(self, run_id: str) -> str | None:
+        """The folder run ``run_id`` writes its reports to (:meth:`note_out_dir`); None where none was recorded (a
+        submitted run, one started before ragscore recorded it)."""
+        return self.meta(run_id).get("out_dir")
 
     def set_state(self, run_id: str, state: str, **fields: str) -> str:
         """Atomically set the state (and ``fields``) unless the run is already finished, failed or cancelled;
