@@ -91,18 +91,19 @@ def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_
     assert run_id in listing.stdout
 
 
+@pytest.mark.parametrize("quiet", [[], ["--quiet"]], ids=["said", "quiet"])
 def test_the_resume_of_a_run_id_never_released_writes_into_the_folder_the_run_wrote_to(
-    cluster: str, tmp_path: Path
+    cluster: str, tmp_path: Path, quiet: list[str]
 ) -> None:
     """A cluster run's items are never released: `ragscore resume RUN_ID` without --out wrote its reports into
     ./ragscore-out, not the run's own folder (the run store did not know it). Recorded as the run starts, it is
-    where the resume writes, and says so."""
+    where the resume writes, and says so, under --quiet too (where the reports go is no progress line)."""
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     elsewhere.mkdir()
     run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster)
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     (out / "summary.json").unlink()
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", run_id, "--broker", cluster],
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", run_id, "--broker", cluster, *quiet],
                           capture_output=True, text=True, cwd=elsewhere, timeout=300)  # fmt: skip
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 0, said
