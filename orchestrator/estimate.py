@@ -581,7 +581,7 @@ def estimate_run(
     estimate = run.finish(scan.rows)
     estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.first_failures
     estimate.warnings = [
-        *scan.warnings(resolved.filled_fields()),
+        *scan.warnings(resolved.filled_fields(), asked=bool(resolved.targets)),
         *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen),
         *(ids.lines() if ids is not None else []),
     ]

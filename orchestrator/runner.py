@@ -274,7 +274,7 @@ def submit(
                 raise ConfigError(f"{named.name}: {unseen}; nothing was submitted")
             # said before the rows are sent (a warnings filter may make one an error: a refusal too)
             suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen)
-            for warning in [*scan.warnings(resolved.filled_fields(), caller), *suited]:
+            for warning in [*scan.warnings(resolved.filled_fields(), caller, asked=bool(resolved.targets)), *suited]:
                 caller.warn(f"{named.name}: {warning}")
             spool.finish()  # its last shard planned and written: a full TMPDIR refuses the run before it exists
         except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragscore_workers.aggregate import repeated_values
+from ragscore_workers.answers import TARGET_ERROR
 from ragscore_workers.counts import agree, and_more, counted, did_you_mean, listed, noun
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
@@ -266,12 +267,20 @@ class DatasetScan:
     questions_alone: bool = False
     #: A Hugging Face datasets folder's columns of a media feature, not read (hf_disk.media_columns): name -> feature.
     media_columns: dict[str, str] = field(default_factory=dict)
+    #: Rows with their own top-level :data:`TARGET_ERROR` (an earlier target run's answers.jsonl), which a suite's
+    #: targets drop: they answer the question anew.
+    target_marks: int = 0
 
-    def warnings(self, filled: Container[str] = frozenset(), caller: Caller = CLI) -> list[str]:
+    def warnings(self, filled: Container[str] = frozenset(), caller: Caller = CLI, *, asked: bool = False) -> list[str]:
         """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``).
         ``filled``: the row fields the suite's targets fill (a target's ``answer`` is a system's answer); ``caller``:
-        whose options are named."""
+        whose options are named; ``asked``: the suite has targets, which ask every row's question."""
         out = []
+        if asked and self.target_marks:
+            n = self.target_marks
+            out.append(f"{counted(n, 'row')} {agree(n, 'carries its', 'carry their')} own {TARGET_ERROR!r} (an earlier "
+                       "target run's answers.jsonl?), which this run ignores: the suite's targets ask every question "
+                       f"anew (to score the rows as they are, {caller.no_target()})")  # fmt: skip
         predictions = caller.option("predictions")
         if self.questions_alone and "answer" not in filled:
             out.append(f"the nlp-project questions file was read without {predictions}: its 'answer' is the gold "
@@ -482,6 +491,7 @@ def scan_dataset(
         scan.rows += 1
         scan.fields_seen |= {f for f in row.model_fields_set & ROW_FIELDS if _given(row, f)}
         if row.model_extra:
+            scan.target_marks += TARGET_ERROR in row.model_extra
             _note_near_misses(row, scan.near_misses)
             _note_columns(row, scan.columns_seen)
         if on_row is not None:

@@ -185,6 +185,27 @@ def test_a_target_request_reading_a_field_no_row_has_stops_the_run_and_the_dry_r
     assert not (out / "run.json").exists()
 
 
+def test_a_datasets_own_target_error_mark_that_the_targets_drop_is_said_once(tmp_path: Path, home: Path) -> None:
+    """Rows of an earlier target run's answers.jsonl carry its mark of a question not answered: a suite's targets ask
+    anew and drop it, which was done silently. The dry run (and the run) say it once; with --no-target the mark is
+    scored as it is, nothing to say."""
+    from ragscore_workers.answers import TARGET_ERROR
+
+    rows = [row | {TARGET_ERROR: "old error"} for row in make_rows(3)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    suite = _suite(tmp_path, {"metrics": ["exact_match"], "target": {"url": "http://127.0.0.1:9/ask"}})
+    said = (
+        f"3 rows carry their own {TARGET_ERROR!r} (an earlier target run's answers.jsonl?), which this run ignores: "
+        "the suite's targets ask every question anew (to score the rows as they are, add --no-target)"
+    )
+    texts = []
+    for extra in ([], ["--no-target"]):
+        dry = ragscore("run", str(data), "--suite", str(suite), "--dry-run", *extra, home=home, env={"COLUMNS": "300"})
+        texts.append(" ".join((dry.stdout + dry.stderr).split()))
+        assert dry.returncode == 0, texts[-1]
+    assert texts[0].count(said) == 1 and TARGET_ERROR not in texts[1], texts
+
+
 def test_beyond_the_stored_unreadable_rows_the_reports_say_the_list_is_the_first_ones(
     tmp_path: Path, home: Path
 ) -> None:

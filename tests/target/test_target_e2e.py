@@ -445,7 +445,8 @@ def test_an_embedded_run_refuses_a_missing_target_token_before_any_call(
 def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home: Path, tmp_path: Path) -> None:
     """Rows from an earlier eval keep their answer/contexts/doc ids: a reply lacking a mapped field, or no reply,
     once left them in place, scored (and stored in answers.jsonl) as what the target returned. So did its mark of
-    a question its target could not answer: this target's answer was then marked as failed in answers.jsonl."""
+    a question its target could not answer: this target's answer was then marked as failed in answers.jsonl; that
+    mark, dropped, is said once (it was dropped silently)."""
     rows = [q | {"answer": "OLD answer", "contexts": ["OLD context"], "retrieved_doc_ids": ["old-doc"],
                  TARGET_ERROR: "OLD error"} for q in questions(N)]  # fmt: skip
     with FakeRag() as rag:
@@ -460,9 +461,14 @@ def test_a_datasets_own_answer_and_contexts_are_never_taken_for_the_targets(home
         unfilled = f"target exact: {N:,} replies had nothing at the path of retrieved_doc_ids"  # as the command ends
         with (
             pytest.warns(IncompleteRunWarning, match="no scores for exact_match of system dead"),
-            pytest.warns(DatasetWarning, match=unfilled),
+            pytest.warns(DatasetWarning) as said,
         ):
             result = evaluate(rows, suite, out=tmp_path / "out")
+
+    dropped = f"{N} rows carry their own {TARGET_ERROR!r} (an earlier target run's answers.jsonl?), which this run "
+    dropped += "ignores: the suite's targets ask every question anew (to score the rows as they are, give evaluate() "
+    texts = [str(w.message) for w in said if issubclass(w.category, DatasetWarning)]
+    assert len([t for t in texts if dropped in t]) == 1 and any(unfilled in t for t in texts), texts
 
     answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
     exact = [a for a in answers if a["system"] == "exact"]
