@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential, wait_random
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from ..errors import ConfigError
 from ..providers.base import RetryDecision
@@ -73,9 +73,7 @@ class TargetClient:
         self.limiter = limiter
         self._sleep = sleep
         self._reply_scope = _reply_scope(config)
-        self._backoff = wait_exponential(multiplier=backoff_initial_s, max=backoff_max_s) + wait_random(
-            0, backoff_initial_s
-        )
+        self._backoff_s = (backoff_initial_s, backoff_max_s)
 
     def cache_key(self, request: dict[str, Any]) -> str:
         material = json.dumps({"target": self.config.identity, **self._reply_scope, "request": request},
@@ -97,10 +95,11 @@ class TargetClient:
                 else:
                     self.state.incr(cache_hits=1)
                     return result, True
-        tries = _Tries(self.config.attempts, self.config.max_429s, self._decide)
+        tries = _Tries(self.config.attempts, self.config.max_429s, self._decide, *self._backoff_s)
         retrying = Retrying(
+            after=tries.count,
             stop=tries.stop,
-            wait=self._wait,
+            wait=tries.wait,
             retry=retry_if_exception(lambda exc: isinstance(exc, TargetError) and self._decide(exc).retry),
             before_sleep=lambda _: self.state.incr(retries=1),
             sleep=self._sleep,
@@ -159,28 +158,45 @@ class TargetClient:
             return RetryDecision.no()
         return self.endpoint.decide(exc)
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, TargetError) and self._decide(exc).kind == "rate_limit":
-            return random.uniform(0, 0.1)  # the limiter's shared pause does the waiting
-        return float(self._backoff(state))
-
 
 class _Tries:
     """The tries of one question: at most ``attempts`` for errors a retry may cure (5xx, timeouts, connection
-    errors), and besides them at most ``max_429s`` 429 replies waited out (a rate-limited target is not failing)."""
+    errors), and besides them at most ``max_429s`` 429 replies waited out (a rate-limited target is not failing).
+    Tenacity calls :meth:`count`, :meth:`wait` and :meth:`stop`, in that order, after each failed try it may retry."""
 
-    def __init__(self, attempts: int, max_429s: int, decide: Callable[[TargetError], RetryDecision]) -> None:
+    def __init__(
+        self,
+        attempts: int,
+        max_429s: int,
+        decide: Callable[[TargetError], RetryDecision],
+        backoff_initial_s: float,
+        backoff_max_s: float,
+    ) -> None:
         self.attempts = attempts
         self.max_429s = max_429s
         self._decide = decide
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
         self.rate_limited = 0
+        self._last_429 = False
+
+    def count(self, state: RetryCallState) -> None:
+        """Note whether the failed try was a 429."""
+        exc = state.outcome.exception() if state.outcome else None
+        self._last_429 = isinstance(exc, TargetError) and self._decide(exc).kind == "rate_limit"
+        self.rate_limited += int(self._last_429)
+
+    def wait(self, state: RetryCallState) -> float:
+        """After a 429 a jitter (the limiter's shared pause does the waiting); after an error an exponential backoff
+        with jitter over the errors alone (a 5xx after many 429s is its first or second error, not a long wait)."""
+        if self._last_429:
+            return random.uniform(0, 0.1)
+        errors = state.attempt_number - self.rate_limited
+        backoff = min(self._backoff_max_s, self._backoff_initial_s * 2 ** (errors - 1))
+        return backoff + random.uniform(0, self._backoff_initial_s)
 
     def stop(self, state: RetryCallState) -> bool:
-        """Tenacity's stop: called once after each failed try that may be retried."""
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, TargetError) and self._decide(exc).kind == "rate_limit":
-            self.rate_limited += 1
+        """Whether the question has used up its attempts or its 429s."""
         return self.rate_limited > self.max_429s or state.attempt_number - self.rate_limited >= self.attempts
 
     def final(self, exc: TargetError) -> TargetError:

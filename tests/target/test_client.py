@@ -83,6 +83,30 @@ def test_429s_are_waited_out_without_using_up_the_attempts(store: RunStore, retr
     assert counters["rate_limited"] == 3 and counters["retries"] == 3 and counters["failures"] == 0, counters
 
 
+def test_a_5xx_after_429s_backs_off_as_its_first_error(store: RunStore) -> None:
+    """The backoff after an error grew with every try, 429s included: a 5xx after three 429s waited as a fourth
+    error (4 s and more), one after twenty the longest backoff. It counts the errors alone."""
+    from ragscore_workers.target import TargetClient
+    from ragscore_workers.target.endpoints import make_endpoint
+
+    waits: list[float] = []
+    with FakeRag(retry_after_s=0, throttled_first=3) as server:
+
+        def sleep(seconds: float) -> None:  # tenacity's sleep between tries: no real wait; the 4th try gets a 500
+            waits.append(seconds)
+            if len(waits) == 3:
+                server.failing.add("throttled")
+            else:
+                server.failing.discard("throttled")
+
+        client = _client(store, server, "throttled", attempts=2)
+        slept = TargetClient(client.config, make_endpoint(client.config), store.r, client.state, client.limiter,
+                             backoff_initial_s=0.5, sleep=sleep)  # fmt: skip
+        data, _ = slept.ask(_ask(1))
+    assert data["answer"] and server.calls["throttled"] == 5 and len(waits) == 4, waits
+    assert all(w <= 0.1 for w in waits[:3]) and 0.5 <= waits[3] <= 1.0, waits
+
+
 def test_a_question_429d_over_max_429s_fails_naming_its_429s(store: RunStore) -> None:
     with FakeRag(retry_after_s=0) as server:
         client = _client(store, server, "saturated", attempts=1, max_429s=2)
