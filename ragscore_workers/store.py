@@ -12,7 +12,7 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
                           the counters then in ``work_began_before``); ``reports_dir``: where the reports were
                           last written; ``out_dir``: the folder the run writes its reports to, from its start
-                          (and each resume's)
+                          (and each resume's; ``DIR/previous/RUN_ID`` once a later run moved them there)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``/
                           ``errors:{queue}`` (a run stored before these has ``errors:derived`` alone:
                           :func:`errors_of`; ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
@@ -1120,12 +1120,15 @@ class RunStore:
 
     def move_reports_dir(self, run_id: str, moved_from: list[str], moved_to: str, rows_file: str) -> None:
         """Name ``moved_to`` (``DIR/previous/RUN_ID``, where the reports of run ``run_id`` moved from each folder of
-        ``moved_from`` in turn) as the folder holding its items released for one of those (:meth:`release_items`), and
-        as that of its dataset where that was the ``rows_file`` of one (``evaluate()``'s copy of its rows, moved with
-        them); else nothing. The store names the folder it was last told of, any of ``moved_from``."""
+        ``moved_from`` in turn) as the folder holding its items released for one of those (:meth:`release_items`), as
+        the folder it writes its reports to where that was one (:meth:`note_out_dir`: its resume must not write over
+        the new run's), and as that of its dataset where that was the ``rows_file`` of one (``evaluate()``'s copy of its
+        rows, moved with them); else nothing. The store names the folder it was last told of, any of ``moved_from``."""
         meta = self.key(run_id, "meta")
-        items_in, dataset = self.r.hmget(meta, ITEMS_IN, "dataset")
+        items_in, writes_to, dataset = self.r.hmget(meta, ITEMS_IN, "out_dir", "dataset")
         fields = [ITEMS_IN, moved_to] if items_in in moved_from else []
+        if writes_to in moved_from:
+            fields += ["out_dir", moved_to]
         if dataset in [os.path.join(folder, rows_file) for folder in moved_from]:
             fields += ["dataset", os.path.join(moved_to, rows_file)]
         if fields:

@@ -91,6 +91,15 @@ def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_
     assert run_id in listing.stdout
 
 
+def _resume_from(cluster: str, run_id: str, cwd: Path, *options: str) -> str:
+    """`ragscore resume RUN_ID` without --out, run in ``cwd``: what it said (it succeeded)."""
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", run_id, "--broker", cluster, *options],
+                          capture_output=True, text=True, cwd=cwd, timeout=300)  # fmt: skip
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 0, said
+    return said
+
+
 @pytest.mark.parametrize("quiet", [[], ["--quiet"]], ids=["said", "quiet"])
 def test_the_resume_of_a_run_id_never_released_writes_into_the_folder_the_run_wrote_to(
     cluster: str, tmp_path: Path, quiet: list[str]
@@ -103,13 +112,49 @@ def test_the_resume_of_a_run_id_never_released_writes_into_the_folder_the_run_wr
     run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster)
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     (out / "summary.json").unlink()
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", run_id, "--broker", cluster, *quiet],
-                          capture_output=True, text=True, cwd=elsewhere, timeout=300)  # fmt: skip
-    said = " ".join((done.stdout + done.stderr).split())
-    assert done.returncode == 0, said
+    said = _resume_from(cluster, run_id, elsewhere, *quiet)
     assert f"resuming run {run_id} in {out.resolve()}/, the folder it writes its reports to" in said, said
     assert json.loads((out / "summary.json").read_text())["run_id"] == run_id
     assert list(elsewhere.iterdir()) == [], list(elsewhere.iterdir())
+
+
+def test_the_resume_of_a_run_id_whose_folder_a_later_run_took_writes_where_its_reports_moved(
+    cluster: str, tmp_path: Path
+) -> None:
+    """The folder a run writes its reports to was not updated when a later run into it moved them to
+    DIR/previous/RUN_ID: its resume wrote over the later run's reports."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster)
+    first = json.loads((out / "run.json").read_text())["run_id"]
+    run(write_jsonl(tmp_path / "e.jsonl", make_rows(10)), load_suite(SUITE), out, broker=cluster)
+    later = json.loads((out / "run.json").read_text())["run_id"]
+    moved = out / "previous" / first
+    (moved / "summary.json").unlink()
+    said = _resume_from(cluster, first, elsewhere)
+    assert f"resuming run {first} in {moved.resolve()}/, the folder it writes its reports to" in said, said
+    assert json.loads((moved / "summary.json").read_text())["run_id"] == first
+    assert json.loads((out / "summary.json").read_text())["run_id"] == later
+    assert json.loads((out / "run.json").read_text())["run_id"] == later
+
+
+def test_the_resume_of_a_run_id_whose_folder_another_brokers_run_took_leaves_it_alone(
+    cluster: str, tmp_path: Path, home: Path
+) -> None:
+    """An embedded run into a cluster run's folder moves its reports without the cluster's store knowing: the
+    folder it names holds another run's reports, which its resume must not write over (it writes to
+    ragscore-out, as a run with no folder does)."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster)
+    first = json.loads((out / "run.json").read_text())["run_id"]
+    run(write_jsonl(tmp_path / "e.jsonl", make_rows(10)), load_suite(SUITE), out)
+    later = json.loads((out / "run.json").read_text())["run_id"]
+    said = _resume_from(cluster, first, elsewhere)
+    assert "resuming run" not in said, said
+    assert json.loads((elsewhere / "ragscore-out" / "summary.json").read_text())["run_id"] == first
+    assert json.loads((out / "summary.json").read_text())["run_id"] == later
+    assert json.loads((out / "run.json").read_text())["run_id"] == later
 
 
 def test_a_visibility_timeout_below_a_hard_limit_refuses_sending_work_not_reading_a_run(
