@@ -2,7 +2,8 @@
 
 Issues, in ``details.issues`` in this order: ``empty_answer``; ``no_contexts``; ``no_citation`` (no match of
 ``citation_pattern``, default ``[n]``, ``[1, 2]`` or ``[1-3]``); ``fallback_phrase`` (one of ``fallback_phrases``,
-case-insensitive);
+case-insensitive, or a match of ``fallback_pattern``: by default a source that does not provide the information, or
+information that is not enough);
 ``list_not_formatted`` (a list-style question answered with fewer than two bullet or numbered lines);
 ``low_retrieval_score`` (the mean ``score`` of the contexts that carry a finite one is below
 ``retrieval_threshold``; skipped when none does). The answer checks are skipped for an empty answer; a row
@@ -37,6 +38,16 @@ DEFAULT_FALLBACK_PHRASES = (
     "not enough information",
     "insufficient information",
 )
+_SOURCE = r"(?:document|context|text|source|passage|excerpt|article|material)s?"
+_NEGATED = r"(?:(?:do|does|did|could|is|are) not|(?:don|doesn|didn|couldn|isn|aren|can)'t|cannot)(?: \w+)?"
+_INFO = r"(?:information|info|details?|data|evidence|answer)"
+_TOO_LITTLE = r"(?:(?:not|n't(?: \w+)?) (?:enough|sufficient|adequate)|insufficient|inadequate)"
+#: The "no answer" family no list of phrases covers: the (provided) document / context does not provide / contain
+#: (sufficient) information ..., or (there is) not enough / insufficient information, or ... not sufficient to answer.
+DEFAULT_FALLBACK_PATTERN = (
+    rf"\b{_SOURCE} {_NEGATED} (?:provide|contain|include|give|offer|have|mention|specify|state)s?(?: \w+){{0,3}} "
+    rf"{_INFO}\b|{_TOO_LITTLE}(?: \w+){{0,2}} (?:{_INFO}\b|to answer\b)"
+)
 _LIST_QUESTION = re.compile(
     r"\b(?:list|enumerate|steps|examples|ways|top \d+)\b|^\s*(?:what|which) are\b|"
     r"\bname (?:all|the|some|\d+|two|three|four|five)\b",
@@ -47,15 +58,17 @@ _LIST_LINE = re.compile(r"^\s*(?:[-*+•·‣◦▪]|\(?\d+[.)])\s+\S", re.MULTI
 
 class QualityParams(BaseModel):
     """``retrieval_threshold``: lowest acceptable mean retrieval score (finite); ``citation_pattern``: a regex;
-    ``fallback_phrases``: matched case-insensitively anywhere in the answer."""
+    ``fallback_phrases``: matched case-insensitively anywhere in the answer; ``fallback_pattern``: a regex searched
+    case-insensitively in the answer with its whitespace runs as one space and ’ as ' ("" drops it)."""
 
     model_config = ConfigDict(extra="forbid")
 
     retrieval_threshold: float = Field(default=0.25, allow_inf_nan=False)
     citation_pattern: str = CITATION_MARKER
     fallback_phrases: list[str] = Field(default_factory=lambda: list(DEFAULT_FALLBACK_PHRASES))
+    fallback_pattern: str = DEFAULT_FALLBACK_PATTERN
 
-    @field_validator("citation_pattern")
+    @field_validator("citation_pattern", "fallback_pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
         try:
@@ -69,12 +82,17 @@ def _fold(text: str) -> str:
     return " ".join(text.replace("’", "'").casefold().split())
 
 
+def _is_fallback(folded: str, params: QualityParams) -> bool:
+    if any(_fold(p) and _fold(p) in folded for p in params.fallback_phrases):
+        return True
+    return bool(params.fallback_pattern) and bool(bounded_regex(params.fallback_pattern, re.IGNORECASE).search(folded))
+
+
 def _answer_issues(answer: str, question: str | None, params: QualityParams) -> list[str]:
     issues = []
     if not bounded_regex(params.citation_pattern).search(answer):
         issues.append("no_citation")
-    folded = _fold(answer)
-    if any(_fold(p) and _fold(p) in folded for p in params.fallback_phrases):
+    if _is_fallback(_fold(answer), params):
         issues.append("fallback_phrase")
     if question and _LIST_QUESTION.search(question) and len(_LIST_LINE.findall(answer)) < 2:
         issues.append("list_not_formatted")

@@ -90,3 +90,46 @@ def test_params_change_citation_pattern_and_fallback_phrases() -> None:
 def test_missing_answer_field_is_unscorable() -> None:
     result = _run(answer=None)
     assert result.score is None and result.details["reason"] == "no answer"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The document does not provide sufficient information to answer the question [1].",
+        "The provided context does not contain any information about the flood [1].",
+        "The provided contexts don't contain the answer [1].",
+        "There is not enough information to answer [1].",
+        "There isn't sufficient data in the sources [1].",
+        "The passages do not mention specific details on this [2].",
+        "Sorry, the  retrieved   text cannot give a clear answer [1].",  # whitespace runs
+        "I don’t have enough relevant information [1].",  # curly apostrophe
+        "The context is not sufficient to answer this [1].",
+        "THE SOURCE DOESN'T INCLUDE THE INFORMATION [1].",
+    ],
+)
+def test_the_fallback_family_is_detected_in_its_phrasings(answer: str) -> None:
+    assert _run(answer=answer).details["issues"] == ["fallback_phrase"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The document provides information about the rain [1].",
+        "Information on the flood was given by the agency [1].",
+        "There is enough information to say rain caused it [1].",
+        "The report does not provide a date, but the rain began on Monday [1].",
+        "The dam could not contain the water [1].",
+        "It was not enough rain to flood the town alone; the tide added to it [1].",
+        "The agency gave insufficiently detailed warnings [2].",
+    ],
+)
+def test_an_answer_that_merely_speaks_of_information_is_no_fallback(answer: str) -> None:
+    assert _run(answer=answer).details["issues"] == []
+
+
+def test_the_fallback_pattern_is_a_param_an_empty_one_drops() -> None:
+    answer = "The document does not provide sufficient information [1]."
+    assert _run({"fallback_pattern": ""}, answer=answer).details["issues"] == []
+    assert _run({"fallback_pattern": "NO IDEA"}, answer="No  idea [1].").details["issues"] == ["fallback_phrase"]
+    with pytest.raises(ConfigError, match="quality_checks.*fallback_pattern"):
+        get_metric("quality_checks").parse_params({"fallback_pattern": "("})
