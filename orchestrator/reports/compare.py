@@ -193,12 +193,17 @@ class Comparison:
     by_system: str | None = None
     #: Compared by system: systems with no namesake in the first run (shown, compared with nothing).
     alone: list[str] = field(default_factory=list)
-    #: Per output some system scored: the compared systems none of whose items has it (another suite): their rows
-    #: read ``n=0``.
+    #: Per output some system scored: the compared systems none of whose items has it (another suite): its
+    #: differences with them are not shown (:meth:`shown`).
     unscored: dict[str, list[str]] = field(default_factory=dict)
     #: Per output some system scored: the compared systems whose items of it were all unscorable (no error): their
     #: rows read ``n=0``.
     unscorable: dict[str, list[str]] = field(default_factory=dict)
+
+    def shown(self) -> list[Difference]:
+        """The differences the tables show: not those of an output one side's suite has no metric for (``n=0``
+        always), which a note names once (:func:`unscored_text`)."""
+        return [d for d in self.differences if not {d.base, d.arm} & set(self.unscored.get(d.metric, ()))]
 
     def baseline_text(self) -> str:
         """What the others are compared with: ``arms[0]``, or each system's namesake in the first run."""
@@ -477,15 +482,27 @@ def _unscored(
 
 
 def unscored_text(unscored: dict[str, list[str]], unscorable: dict[str, list[str]]) -> str:
-    """Says which outputs some compared systems scored no item of, and why: their rows of it read ``n=0``."""
+    """Says which outputs some compared systems scored no item of, and why: those of another suite are left out of
+    the differences, the rows of those every item of which was unscorable read ``n=0``."""
     parts = []
-    for per, why in ((unscored, "its run's suite has no such metric"),
-                     (unscorable, "every item of it unscorable: its run's summary says why")):  # fmt: skip
-        by_arms: dict[tuple[str, ...], list[str]] = {}
-        for name, arms in per.items():
-            by_arms.setdefault(tuple(arms), []).append(name)
-        parts += [f"{', '.join(arms)} scored no item of {', '.join(names)} ({why})" for arms, names in by_arms.items()]
-    return f"{'; '.join(parts)}: those rows read n=0"
+    if unscored:
+        lacking = [f"{', '.join(names)} (not in the suite of {', '.join(arms)})" for arms, names in _by_arms(unscored)]
+        parts.append(f"metrics not in every run's suite are left out of the differences: {'; '.join(lacking)}")
+    if unscorable:
+        scored_none = [
+            f"{', '.join(arms)} scored no item of {', '.join(names)}" for arms, names in _by_arms(unscorable)
+        ]
+        parts.append(f"{'; '.join(scored_none)} (every item of it unscorable: its run's summary says why): those rows "
+                     "read n=0")  # fmt: skip
+    return ". ".join(parts)
+
+
+def _by_arms(per: dict[str, list[str]]) -> list[tuple[list[str], list[str]]]:
+    """``{output: systems}`` as ``(systems, outputs)``, the outputs of the same systems together."""
+    by_arms: dict[tuple[str, ...], list[str]] = {}
+    for name, arms in per.items():
+        by_arms.setdefault(tuple(arms), []).append(name)
+    return [(list(arms), names) for arms, names in by_arms.items()]
 
 
 def errors_text(errors: dict[str, dict[str, int]]) -> str:

@@ -89,22 +89,24 @@ def _diff_rows(c: Comparison) -> list[dict[str, object]]:
          "arm_mean": fmt(d.arm_mean), "diff": _diff(d), "ci": _ci(d), "p": _p(d.p), "wins": thousands(d.wins),
          "ties": thousands(d.ties), "losses": thousands(d.losses), "css": _css(d), "verdict": verdict(d),
          "unpaired": _unpaired(d)}
-        for d in c.differences
+        for d in c.shown()
     ]  # fmt: skip
 
 
 def _wins_table(c: Comparison) -> tuple[str, list[str], list[list[str]]]:
     """The wins' heading, columns and rows: a column per system, or compared by system a row per output and pair
-    that names it (``before:x → after:x``), its baseline's wins then its system's."""
+    that names it (``before:x → after:x``), its baseline's wins then its system's; not an output of another suite that
+    no question was contested on (as :meth:`~.compare.Comparison.shown`)."""
+    contested = [w for w in c.wins if w["questions"] or w["metric"] not in c.unscored]
     if c.by_system is None:
         columns = ["metric", *c.arms, "ties", "questions"]
         rows = [[w["metric"], *(thousands(w["wins"][a]) for a in c.arms), thousands(w["ties"]),
                  thousands(w["questions"])]
-                for w in c.wins]  # fmt: skip
+                for w in contested]  # fmt: skip
         return "Wins per system", columns, rows
     columns = ["metric", "pair", "baseline wins", "system wins", "ties", "questions"]
     rows = [[w["metric"], f"{w['pair'][0]} → {w['pair'][1]}", *(thousands(w["wins"][a]) for a in w["pair"]),
-             thousands(w["ties"]), thousands(w["questions"])] for w in c.wins]  # fmt: skip
+             thousands(w["ties"]), thousands(w["questions"])] for w in contested]  # fmt: skip
     return "Wins per pair", columns, rows
 
 
@@ -178,7 +180,7 @@ def render_compare_markdown(c: Comparison) -> str:
     lines += ["", f"## Differences{md_cell(_against(c))}", "",
               "| metric | system | shared | baseline | system mean | difference | 95% CI | p | verdict | wins | ties | "
               "losses | only one scored (baseline / system) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *(_diff_line(c, d) for d in c.differences),
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *(_diff_line(c, d) for d in c.shown()),
               "", VERDICT_NOTE]  # fmt: skip
     heading, columns, rows = _wins_table(c)
     lines += ["", f"## {heading}", "", "| " + " | ".join(map(md_cell, columns)) + " |", "|---" * len(columns) + "|"]
@@ -234,11 +236,12 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
 
     console = console or TerminalConsole()
     table = Table(title=escape(_title(c)), box=box.SIMPLE_HEAD, caption=escape(_legend(c)), caption_justify="left")
+    shown = c.shown()
     one_arm = len(c.arms) == 2  # the title names the one system compared: no column repeats it
-    wtl = [f"{thousands(d.wins)}/{thousands(d.ties)}/{thousands(d.losses)}" for d in c.differences]
+    wtl = [f"{thousands(d.wins)}/{thousands(d.ties)}/{thousands(d.losses)}" for d in shown]
     rows = [[_named(d.metric, " ↓"), escape(_system(c, d)), thousands(d.n), _diff(d), _ci(d), _p(d.p), verdict(d), w]
-            for d, w in zip(c.differences, wtl, strict=True)]  # fmt: skip
-    if any(not higher_is_better(d.metric) for d in c.differences):
+            for d, w in zip(shown, wtl, strict=True)]  # fmt: skip
+    if any(not higher_is_better(d.metric) for d in shown):
         table.caption = f"{table.caption}\n↓ lower is better: a win is a lower score"
     if unpaired := _unpaired_counts(c):
         table.caption = f"{table.caption}\n{escape(unpaired)}"
@@ -258,7 +261,7 @@ def print_comparison(c: Comparison, console: Console | None = None) -> None:
     def rest(padding: int) -> int:  # the other columns, ``padding`` around each (rich adds one between two)
         return sum(width(i) for i in range(names, len(columns)) if i != said) + (padding + 1) * len(columns) - 1
 
-    stacked = [f"{thousands(d.wins)} W\n{thousands(d.ties)} T\n{thousands(d.losses)} L" for d in c.differences]
+    stacked = [f"{thousands(d.wins)} W\n{thousands(d.ties)} T\n{thousands(d.losses)} L" for d in shown]
     narrower = max(len(line) for cell in stacked for line in cell.split("\n")) < width(len(columns) - 1)
     plain = [list(row) for row in rows]
     squeezed = rest(2) + 2 + width(said, str.split) + room > console.width and narrower

@@ -9,6 +9,7 @@ import random
 import re
 import subprocess
 import sys
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -391,19 +392,27 @@ def test_the_means_side_by_side_say_how_many_items_each_is_over(two_runs: dict[s
     assert f"<td>{means['A']:.3f} (n=100)</td><td>{means['B']:.3f} (n=60)</td>" in html
 
 
-def test_an_output_one_run_did_not_score_is_said_not_left_as_rows_of_zeros(
+def test_an_output_one_run_did_not_score_is_said_once_not_left_as_rows_of_zeros(
     two_runs: dict[str, Any], tmp_path: Path
 ) -> None:
     """Runs scored with different suites (a cheap suite on every row, embeddings on a sample) compared with their
-    shared outputs, and each output one run lacks was a row of n=0 and 0/0/0 with no word of why."""
+    shared outputs, and each output one run lacks was a row of n=0 and 0/0/0 in every table: it is left out of the
+    differences and the wins, and a note names it once (the means still show the run that has it)."""
     only_em = evaluate(_rows("B"), {"metrics": ["exact_match"]}, broker=two_runs["broker"], out=tmp_path / "B")
     result = compare([from_dir(two_runs["A"].out_dir), from_dir(only_em.out_dir)])
     assert result.unscored == {"checks": ["B"]}
-    said = "B scored no item of checks (its run's suite has no such metric): those rows read n=0"
-    assert said in render_compare_markdown(result)
+    assert [d.metric for d in result.shown()] == ["exact_match"]
+    said = "metrics not in every run's suite are left out of the differences: checks (not in the suite of B)"
+    md = render_compare_markdown(result)
+    assert said in md and "| checks | B |" not in md and "| checks | 0 | 0 | 0 | 0 |" not in md
+    assert f"| checks | {result.means['checks']['A']:.3f} (n=100) | - (n=0) |" in md
+    html = render_compare_html(result)
+    assert said in unescape(html) and '<td class="l">checks</td><td class="l">B</td>' not in html
+    assert '<td class="l">exact_match</td><td class="l">B</td>' in html
     cli = _cli(str(two_runs["A"].out_dir), str(only_em.out_dir), "--out", str(tmp_path / "cmp"))
     assert cli.returncode == 0, cli.stderr
-    assert said in " ".join(cli.stderr.split())
+    assert " ".join(cli.stderr.split()).count(said) == 1, cli.stderr
+    assert "checks" not in cli.stdout and re.search(r"exact_match +100 ", cli.stdout), cli.stdout
 
 
 def test_an_output_a_system_could_score_on_no_item_is_not_said_to_be_of_another_suite(
@@ -882,7 +891,9 @@ def test_runs_of_several_systems_scored_with_other_suites_say_the_outputs_one_la
     out = io.StringIO()
     print_comparison(result, Console(file=out, width=200))
     assert "not paired" not in out.getvalue()
-    said = "after:u, after:v, after:w, after:x, after:y, after:z scored no item of checks, mrr (its run's suite"
+    assert [d.metric for d in result.shown()] == ["exact_match"] * 6  # and the console's table shows those only
+    systems = "after:u, after:v, after:w, after:x, after:y, after:z"
+    said = f"left out of the differences: checks, mrr (not in the suite of {systems})"
     assert said in render_compare_markdown(result)
     fewer = compare([run("before", ("exact_match",)), run("after", ("exact_match",), questions=7)])
     out = io.StringIO()  # systems that scored some of an output: their unpaired items are still said
