@@ -1,20 +1,20 @@
 """Embedding metrics (Auto-Analyst framework) on the embed queue; cosine = dot / (|a| |b| + 1e-10).
 
-* ``context_relevance``: mean cos(question, context_i); no contexts -> 0.0.
-* ``context_sufficiency``: fraction of contexts with cos(question, context_i) >= ``threshold`` (0.5);
-  no contexts -> 0.0.
+* ``context_relevance``: mean cos(question, context_i).
+* ``context_sufficiency``: fraction of contexts with cos(question, context_i) >= ``threshold`` (0.5).
 * ``answer_relevance`` and ``answer_correctness``: both cos(answer, reference), as the seed computes them.
 * ``answer_hallucination``: the answer split on ``[.!?]``, stripped, empties dropped; the fraction of
-  sentences whose best context cosine is < ``threshold`` (0.4). Empty answer -> 0.0; an answer but no
-  contexts -> 1.0; no sentences -> 0.0. Lower is better.
+  sentences whose best context cosine is < ``threshold`` (0.4). Empty answer -> 0.0; no sentences -> 0.0.
+  Lower is better.
 
 A context longer than the model reads (all-MiniLM-L6-v2: 254 word pieces besides [CLS] and [SEP], counted by the
 model's own tokenizer; it silently drops the rest, so a sentence at the end of a long context would count as absent)
 is embedded in overlapping windows of about ``WINDOW_PIECES`` pieces: its cosine with a text is the best of its
 windows'. Shorter contexts are embedded whole, as the seed does.
 
-A missing input (no question, answer or reference; a blank question or reference) is unscorable with the reason,
-never 0. Cosine
+A missing input (no question, answer or reference; a blank question or reference; no contexts for the three metrics
+that read them) is unscorable with the reason, never 0: the seed's 0.0 (1.0 for hallucination) for a row without
+contexts made a system that retrieves nothing (an LLM alone) read as the worse one. Cosine
 scores are clamped to [0, 1] (scores are in [0, 1] everywhere); the raw value is in ``details``.
 
 Every metric of a chunk asks :func:`chunk_vectors` for the texts of *all* the suite's embedding metrics,
@@ -294,7 +294,7 @@ def score_context_relevance(row: Row, vectors: Vectors) -> MetricResult:
     if (missing := _missing_question(row)) is not None:
         return missing
     if not row.contexts:
-        return MetricResult(score=0.0, details={"case": "no contexts"})
+        return MetricResult.unscorable("no contexts")
     cosines = _question_cosines(row.question, row, vectors)
     mean = float(np.mean(cosines))
     return _clamped(mean, mean_cosine=mean, cosines=cosines, **_cut_off(vectors, {"question": row.question}))
@@ -304,7 +304,7 @@ def score_context_sufficiency(row: Row, vectors: Vectors, params: SufficiencyPar
     if (missing := _missing_question(row)) is not None:
         return missing
     if not row.contexts:
-        return MetricResult(score=0.0, details={"case": "no contexts", "threshold": params.threshold})
+        return MetricResult.unscorable("no contexts")
     cosines = _question_cosines(row.question, row, vectors)
     sufficient = sum(c >= params.threshold for c in cosines)
     return MetricResult(
@@ -329,7 +329,7 @@ def score_answer_hallucination(row: Row, vectors: Vectors, params: Hallucination
     if not row.answer:
         return MetricResult(score=0.0, details={"case": "empty answer"})
     if not row.contexts:
-        return MetricResult(score=1.0, details={"case": "no contexts"})
+        return MetricResult.unscorable("no contexts")
     sentences = answer_sentences(row.answer)
     if not sentences:
         return MetricResult(score=0.0, details={"case": "no sentences"})
@@ -347,17 +347,16 @@ def score_answer_hallucination(row: Row, vectors: Vectors, params: Hallucination
     )
 
 
-@register("context_relevance", Queue.EMBED, kind="batch", scores_without=("contexts",), needs=("question",))
+@register("context_relevance", Queue.EMBED, kind="batch", needs=("question", "contexts"))
 def context_relevance(rows: list[Row], params: NoParams, ctx: RunContext) -> list[MetricResult]:
-    """Mean cosine of the question with each retrieved context (0.0 with no contexts)."""
+    """Mean cosine of the question with each retrieved context (a row without contexts is unscorable)."""
     vectors = chunk_vectors(rows, ctx)
     return [score_context_relevance(row, vectors) for row in rows]
 
 
-@register("context_sufficiency", Queue.EMBED, params=SufficiencyParams, kind="batch", scores_without=("contexts",),
-          needs=("question",))  # fmt: skip
+@register("context_sufficiency", Queue.EMBED, params=SufficiencyParams, kind="batch", needs=("question", "contexts"))
 def context_sufficiency(rows: list[Row], params: SufficiencyParams, ctx: RunContext) -> list[MetricResult]:
-    """Fraction of contexts whose cosine with the question is >= threshold (0.0 with no contexts)."""
+    """Fraction of contexts whose cosine with the question is >= threshold (a row without contexts is unscorable)."""
     vectors = chunk_vectors(rows, ctx)
     return [score_context_sufficiency(row, vectors, params) for row in rows]
 
@@ -377,8 +376,7 @@ def answer_correctness(rows: list[Row], params: NoParams, ctx: RunContext) -> li
     return [score_answer_similarity(row, vectors) for row in rows]
 
 
-@register("answer_hallucination", Queue.EMBED, params=HallucinationParams, kind="batch",
-          scores_without=("contexts",), needs=("answer",))  # fmt: skip
+@register("answer_hallucination", Queue.EMBED, params=HallucinationParams, kind="batch", needs=("answer", "contexts"))
 def answer_hallucination(rows: list[Row], params: HallucinationParams, ctx: RunContext) -> list[MetricResult]:
     """Fraction of answer sentences whose best context cosine is < threshold (lower is better)."""
     vectors = chunk_vectors(rows, ctx)

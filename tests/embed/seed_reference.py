@@ -2,7 +2,8 @@
 
 Written from the seed's definitions, not from ragscore's code, so tests compare two implementations.
 Returns raw values (cosines may be negative) or ``("unscorable", reason)`` where ragscore must refuse: a missing
-input (as the seed) or a blank question or reference (where the seed would compare with the vector of nothing).
+input (as the seed), a blank question or reference (where the seed would compare with the vector of nothing), or no
+contexts for the metrics that read them (where the seed scores 0, or 1 for hallucination: docs/design-changes.md).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def seed_metrics(row: dict[str, Any], encode: Encode, sufficiency: float, halluc
         reason = "no question" if question is None else "empty question"
         out["context_relevance"] = out["context_sufficiency"] = ("unscorable", reason)
     elif not contexts:
-        out["context_relevance"] = out["context_sufficiency"] = 0.0
+        out["context_relevance"] = out["context_sufficiency"] = ("unscorable", "no contexts")
     else:
         sims = [_cos(encode(question), encode(c)) for c in contexts]
         out["context_relevance"] = float(np.mean(sims))
@@ -48,8 +49,10 @@ def seed_metrics(row: dict[str, Any], encode: Encode, sufficiency: float, halluc
         out["answer_relevance"] = out["answer_correctness"] = _cos(encode(answer), encode(reference))
     if answer is None:
         out["answer_hallucination"] = ("unscorable", "no answer")
-    elif not answer or not contexts:
-        out["answer_hallucination"] = 1.0 if answer else 0.0
+    elif not answer:
+        out["answer_hallucination"] = 0.0
+    elif not contexts:
+        out["answer_hallucination"] = ("unscorable", "no contexts")
     else:
         sentences = [s.strip() for s in re.split(r"[.!?]", answer) if s.strip()]
         if not sentences:

@@ -130,17 +130,46 @@ def test_every_metric_matches_numpy_recomputation_with_custom_thresholds(
     assert any(0 < v < 1 for v in raw["answer_hallucination"])
     items = {i.id: i.metrics for i in result.items}
     assert items["negative-cosine"]["answer_correctness"].score == 0.0
-    assert items["no-contexts"]["answer_hallucination"].score == 1.0
-    assert items["blank-answer-no-contexts"]["answer_hallucination"].score == 1.0
+    for metric in ("context_relevance", "context_sufficiency", "answer_hallucination"):  # the seed's 0.0 (1.0)
+        assert items["no-contexts"][metric].details["reason"] == "no contexts"
+        assert items["blank-answer-no-contexts"][metric].score is None
     assert items["empty-answer"]["answer_hallucination"].score == 0.0
     assert items["no-sentences"]["answer_hallucination"].score == 0.0
     unsupported = items["full"]["answer_hallucination"].details["unsupported"]
     assert "Do penguins enjoy jazz music" in unsupported and "The capital of France is Paris" not in unsupported
     summary = result.summary.metrics
-    assert summary["answer_relevance"].unscorable == 3 and summary["context_relevance"].unscorable == 2
+    assert summary["answer_relevance"].unscorable == 3 and summary["context_relevance"].unscorable == 4
+    assert summary["context_relevance"].unscorable_reasons == {"no contexts": 2, "no question": 1, "empty question": 1}
     blank = items["blank-question-and-reference"]
     assert blank["context_relevance"].details["reason"] == "empty question"
     assert blank["answer_correctness"].details["reason"] == "empty reference"
+
+
+def test_a_system_without_contexts_is_unscorable_on_the_context_metrics_and_compared_on_none(
+    home: Path, tmp_path: Path
+) -> None:
+    """An LLM alone (no retrieval) against a RAG system: the context metrics scored its rows 0.0 (hallucination 1.0),
+    as the seed does, and compare called it significantly worse. Its rows are unscorable (``no contexts``), counted
+    in the summary, out of the means, and compare says it scored none of them instead of a verdict."""
+    from orchestrator.reports import from_dir
+    from orchestrator.reports.compare import compare
+
+    facts = [(PARIS, "What is the capital of France?"), (SEINE, "Which river flows through Paris?"),
+             (BANANA, "What do bananas contain?")] * 3  # fmt: skip
+    rows = [{"id": f"q{i}", "system": system, "question": question, "answer": fact, "reference": fact,
+             **({"contexts": [fact]} if system == "rag" else {})}
+            for system in ("rag", "llm") for i, (fact, question) in enumerate(facts)]  # fmt: skip
+    metrics = ["context_relevance", "answer_hallucination", "answer_correctness"]
+    suite = _suite(chunk_size={"embed": 4}) | {"metrics": metrics}
+    result = evaluate(rows, suite, out=tmp_path / "out")
+    for metric in ("context_relevance", "answer_hallucination"):
+        stats = result.summary.metrics[metric]
+        assert (stats.n, stats.unscorable, stats.unscorable_reasons) == (9, 9, {"no contexts": 9}), stats
+        assert result.summary.by_system["llm"][metric].n == 0
+    assert result.summary.metrics["context_relevance"].mean > 0.5  # the rag system's alone, not halved by zeros
+    compared = compare([from_dir(result.out_dir)], baseline="rag")
+    assert compared.unscorable == {"context_relevance": ["llm"], "answer_hallucination": ["llm"]}
+    assert {d.metric: d.n for d in compared.differences if d.n} == {"answer_correctness": 9}  # what both scored
 
 
 def test_model_loads_once_per_worker_process_across_many_tasks(home: Path) -> None:

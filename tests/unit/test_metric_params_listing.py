@@ -87,7 +87,8 @@ def test_one_metric_says_on_stdout_which_row_fields_it_reads(tmp_path) -> None: 
     which row fields the metric needs, though the registry declares them (``needs``, ``scores_without``)."""
     said = {
         "exact_match": ["row fields it needs: answer, reference (a row lacking one is not scored)"],
-        "answer_hallucination": ["row fields it needs: answer (", "row fields it scores without: contexts ("],
+        "answer_hallucination": ["row fields it needs: answer, contexts ("],
+        "recall_at_k": ["row fields it scores without: retrieved_doc_ids ("],
         "combined": ["it reads the outputs rubric_judge, evidence_overlap of the same suite's metrics"],
     }
     for name, lines in said.items():
