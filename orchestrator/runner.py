@@ -244,6 +244,7 @@ def submit(
         k: str(Path(v).resolve()) if isinstance(v, Path) else v for k, v in (fmt_options or {}).items() if v is not None
     }
     needed: set[str] = {"target"} if resolved.targets else set()
+    systems: dict[str, None] = {}  # the rows' systems, first seen first (up to SYSTEMS_COUNTED): said once read
     ticker.say(f"reading {Path(named.name).name}")  # said at once, as the plain progress line: then every NOTE_EVERY_S
     validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
     recorded_format = fmt or (detect_format(dataset, fmt_options, caller) if validated_as is not None else None)
@@ -258,6 +259,8 @@ def submit(
 
         def on_row(row: Row) -> None:
             needed.update(resolved.row_queues(row))
+            if row.system is not None and len(systems) < SYSTEMS_COUNTED:
+                systems[row.system] = None
             request_fields.see(row)
             if planning is not None:
                 planning.see(row)
@@ -280,7 +283,8 @@ def submit(
         except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
             store.drop_failed_rows(run_id)
             raise
-        ticker.say(f"{counted(scan.rows, 'row')} to score ({scan.failed:,} unreadable); sending them to the queues")
+        ticker.say(f"{counted(scan.rows, 'row')}{_of_systems(list(systems))} to score ({scan.failed:,} unreadable); "
+                   "sending them to the queues")  # fmt: skip
         queues = [q for q in QUEUE_ORDER if q in needed]
         items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
         planned = None if planning is None else judge_calls_planned(planning.finish(scan.rows))
@@ -337,6 +341,17 @@ def _said_cut_off(run_id: str, raw: bool = False, broker: str | None = None) -> 
             f"Redis did not answer while run {run_id} was being sent ({type(exc).__name__}: {exc}); it stopped "
             f"part-way: once Redis answers, resume it with {resume_hint(run_id, broker)}"
         ) from exc
+
+
+#: The rows' systems the line after reading names (then ``and N more``), and the most it counts (then ``at least``).
+SYSTEMS_NAMED, SYSTEMS_COUNTED = 5, 1000
+
+
+def _of_systems(systems: list[str]) -> str:
+    """`` of systems a, b`` (the rows' ``system`` values, first seen first), or '' where no row has one."""
+    if len(systems) >= SYSTEMS_COUNTED:
+        return f" of at least {counted(SYSTEMS_COUNTED, 'system')}"
+    return f" of {noun(len(systems), 'system')} {listed(systems, SYSTEMS_NAMED)}" if systems else ""
 
 
 #: Seconds between two notes on reading and sending a dataset: the plain progress line's cadence.

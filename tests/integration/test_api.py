@@ -205,11 +205,21 @@ def test_reading_sending_and_writing_are_said_as_they_happen(
 
     monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)  # say every step: the test has 300 rows, not a million
     stream = io.StringIO()
-    evaluate(make_rows(300), {"metrics": ["exact_match"]}, out=tmp_path / "out", progress=PlainProgress(stream))
+    rows = [row | {"system": "ab"[i % 2]} for i, row in enumerate(make_rows(300))]
+    evaluate(rows, {"metrics": ["exact_match"]}, out=tmp_path / "out", progress=PlainProgress(stream))
     said = stream.getvalue()
     assert "[ragscore] reading the rows given to evaluate(): 1 row so far" in said
-    assert "[ragscore] 300 rows to score (0 unreadable); sending them to the queues" in said
+    # the rows and their systems, said once read (the first line, said before, knows neither)
+    assert "[ragscore] 300 rows of systems a, b to score (0 unreadable); sending them to the queues" in said
     assert "item×metric outputs" in said and f"[ragscore] writing the reports to {tmp_path / 'out'}/" in said
+
+
+def test_the_systems_said_once_read_are_a_few_named_then_counted() -> None:
+    from orchestrator.runner import SYSTEMS_COUNTED, _of_systems
+
+    assert _of_systems([]) == "" and _of_systems(["rag"]) == " of system rag"
+    assert _of_systems([f"s{i}" for i in range(7)]) == " of systems s0, s1, s2, s3, s4 and 2 more"
+    assert _of_systems([f"s{i}" for i in range(SYSTEMS_COUNTED)]) == " of at least 1,000 systems"
 
 
 def test_the_send_is_said_with_its_rate_and_eta_before_the_first_scored_item(
