@@ -37,7 +37,7 @@ from rich.text import Text
 
 from ragscore_workers.counts import agree, close_names, counted, counted_of, did_you_mean, listed
 from ragscore_workers.errors import ConfigError, Problem, raise_problems
-from ragscore_workers.metrics.registry import higher_is_better
+from ragscore_workers.metrics.registry import OPTIONAL_FIELDS, higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
 from .caller import CLI, Caller
@@ -286,12 +286,20 @@ def incomplete(summary: RunSummary, caller: Caller = CLI) -> str | None:
     return _unscored(summary, caller)
 
 
+#: The reasons a metric gives a row that lacks a field a system may lack by design (``no contexts``).
+_BY_DESIGN = frozenset(f"no {field}" for field in OPTIONAL_FIELDS)
+
+
 def _unscored(summary: RunSummary, caller: Caller) -> str | None:
     """The metric outputs that scored no item of the whole run because every item was unscorable (a column named
     for another tool, the wrong --format), with the first one's count and most common reason, or None. Over the
     whole run only: a metric meant for one system's rows (contexts of a retrieval system beside a no-retrieval
-    baseline) scores the others. Not for items a judge budget stopped: a budget is the user's own stop."""
+    baseline) scores the others. Not for items a judge budget stopped: a budget is the user's own stop. Not for an
+    output every item of which lacks a field a system may lack by design (``OPTIONAL_FIELDS``: the context metrics of
+    an LLM alone, warned of before the run) where another output scored."""
     empty = {name: m for name, m in summary.metrics.items() if m.unscorable and not (m.n or m.errors or m.stopped)}
+    if any(m.n for m in summary.metrics.values()):
+        empty = {name: m for name, m in empty.items() if not _by_design(m)}
     if not empty:
         return None
     name, first = next(iter(empty.items()))
@@ -299,6 +307,12 @@ def _unscored(summary: RunSummary, caller: Caller) -> str | None:
     items = counted(first.unscorable, "item") + (f", most often: {reason}" if reason else "")
     return (f"no scores for {', '.join(empty)}: every item was unscorable ({name}: {items}; items.jsonl says why "
             f"for each): fix the cause ({_unscored_cause(reason, caller)}) or drop it from the suite")  # fmt: skip
+
+
+def _by_design(stats: MetricSummary) -> bool:
+    """Whether every unscorable item of an output lacks a field a system may lack by design (``no contexts``)."""
+    reasons = stats.unscorable_reasons or {}
+    return bool(reasons) and reasons.keys() <= _BY_DESIGN
 
 
 def _unscored_cause(reason: str | None, caller: Caller) -> str:

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from .app import QUEUE_LIMITS, app
 from .counts import agree
 from .metrics.code_test import CodeTestParams, code_column_note
-from .metrics.registry import MetricDef, resolve
+from .metrics.registry import OPTIONAL_FIELDS, MetricDef, resolve
 from .schemas import TARGET_FIELDS, Queue, Row, Suite, TargetConfig
 from .target.template import UnseenRequestFields
 
@@ -132,9 +132,14 @@ class ResolvedSuite:
 
     def scoreless(self, fields_seen: set[str]) -> list[str]:
         """The metrics that will score no item because no row meets a requirement of theirs (every item unscorable:
-        the run exits 1, see ``gates.incomplete``)."""
+        the run exits 1, see ``gates.incomplete``); not one that lacks only fields a system may lack by design
+        (``OPTIONAL_FIELDS``: context metrics of an LLM alone), unless no metric of the suite would score."""
         absent = self._absent_needs(self._with_filled(fields_seen))
-        return [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
+        unscored = [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
+        if len(unscored) == len(self.metrics):  # the run would score nothing at all: no result to pass
+            return unscored
+        failing = {name for fields, names in absent.items() if not _optional(fields) for name in names}
+        return [name for name in unscored if name in failing]
 
     def _with_filled(self, fields_seen: set[str]) -> set[str]:
         """The fields seen and those the suite's targets fill."""
@@ -173,10 +178,19 @@ class ResolvedSuite:
         return {key: {m for m, outs in outputs.items() if lacks & set(outs)} for key, lacks in missing.items()}
 
 
+def _optional(fields: tuple[str, ...]) -> bool:
+    """Whether a requirement is of fields a system may lack by design (``OPTIONAL_FIELDS``: ``contexts``)."""
+    return all(f in OPTIONAL_FIELDS for f in fields)
+
+
 def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str]) -> str:
     """How an absent requirement's warning ends: the dataset's column that holds code where ``code`` is wanted
-    (:func:`code_column_note`), else the question whether a column is named otherwise."""
+    (:func:`code_column_note`), else the question whether a column is named otherwise, after why that is no
+    failure for a field a system may lack by design (``OPTIONAL_FIELDS``) where other metrics score."""
     note = code_column_note(columns_seen) if "code" in fields else ""
+    if _optional(fields):
+        why = "; ".join(OPTIONAL_FIELDS[f] for f in fields)
+        return f" ({why}: no failure where other metrics score; or is it a column named otherwise?)"
     return note or " (is it a column named otherwise?)"
 
 

@@ -50,6 +50,12 @@ MetricOutput = MetricResult | dict[str, MetricResult]
 LOWER_IS_BETTER = frozenset({"answer_hallucination"})
 
 
+#: Row fields a system may lack by design, with why: a metric that needs one leaves a row without it unscorable
+#: (``no contexts``), and a dataset no row of which has it is warned of once, before the run; its scoring no item
+#: of such a run is no failure (``ResolvedSuite.scoreless``, ``gates.incomplete``): it does not apply to the system.
+OPTIONAL_FIELDS = {"contexts": "a system that retrieves nothing, an LLM alone, has none"}
+
+
 #: The key of a param's ``json_schema_extra`` that says what a run uses when the param is left unset (None).
 UNSET = "unset"
 

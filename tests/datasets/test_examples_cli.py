@@ -67,6 +67,27 @@ def test_auto_analyst_list(tmp_path: Path, home: Path) -> None:
     assert items["row-1", None]["answer_correctness"]["score"] > items["row-3", None]["answer_correctness"]["score"]
 
 
+def test_auto_analyst_list_of_an_llm_alone_exits_0(tmp_path: Path, home: Path) -> None:
+    """The example's list answered by an LLM alone (no row has contexts), scored with the example's suite as the
+    user types it: the context metrics leave every row unscorable, which ended the run with exit 1 as a misnamed
+    column. They do not apply to the system: said once, in the summary, and the run exits 0 on what it scored."""
+    rows = [{k: v for k, v in row.items() if k not in ("contexts", "retrieval_scores")}
+            for row in json.loads((EXAMPLES / "auto-analyst" / "data.json").read_text())]  # fmt: skip
+    (tmp_path / "llm.json").write_text(json.dumps(rows))
+    cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(tmp_path / "llm.json"), "--format", "auto-analyst",
+           "--suite", str(EXAMPLES / "auto-analyst" / "suite.yaml"), "--out", str(tmp_path / "out")]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    said = " ".join((result.stdout + result.stderr).split())
+    assert "no scores for" not in said and "3 rows to score (0 unreadable)" in said, said
+    for name in ("context_relevance", "context_sufficiency", "answer_hallucination"):
+        assert said.count(f"{name}: no item could be scored, 3 unscorable (no contexts ×3)") == 1, said
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["metrics"]
+    for name in ("context_relevance", "context_sufficiency", "answer_hallucination"):
+        assert (summary[name]["n"], summary[name]["unscorable_reasons"]) == (0, {"no contexts": 3}), summary[name]
+    assert summary["answer_correctness"]["n"] == summary["quality_checks"]["n"] == 3
+
+
 def test_socioscope_corpus(tmp_path: Path, home: Path) -> None:
     summary, items = _run(EXAMPLES / "socioscope" / "corpus.json", "socioscope", tmp_path / "out")
     scores = {key: (m["typed_answer"]["score"], m["verbatim"]["score"]) for key, m in items.items()}

@@ -445,3 +445,23 @@ def test_a_metric_unscorable_everywhere_names_its_reason_and_says_no_question_ma
     said = incomplete(summary) or ""
     assert said.startswith("no scores for exact_match: every item was unscorable (exact_match: 3 items; "), said
     assert "?" not in said, said
+
+
+def test_an_output_no_item_of_which_has_contexts_is_no_run_error_where_another_scored() -> None:
+    """An LLM alone scored with a suite of context metrics (the Auto-Analyst example's): every item of those is
+    unscorable (``no contexts``), which the run exited 1 for, as a misnamed column. It does not apply to the system
+    (said before the run): no run error while another output scored; a run that scored nothing is still one."""
+    from orchestrator.gates import incomplete
+
+    def summary(reasons: dict[str, list[str | None]]) -> RunSummary:
+        items = [ItemResult(id=f"q{i}", metrics={m: MetricResult(score=0.5) if r[i] is None else
+                                                 MetricResult.unscorable(r[i]) for m, r in reasons.items()})
+                 for i in range(2)]  # fmt: skip
+        return summarize("r1", items)
+
+    no_contexts = ["no contexts", "no contexts"]
+    assert incomplete(summary({"context_relevance": no_contexts, "exact_match": [None, None]})) is None
+    said = incomplete(summary({"context_relevance": no_contexts})) or ""
+    assert said.startswith("no scores for context_relevance: every item was unscorable"), said
+    mixed = {"context_relevance": ["no contexts", "no question"], "exact_match": [None, None]}
+    assert (incomplete(summary(mixed)) or "").startswith("no scores for context_relevance"), mixed

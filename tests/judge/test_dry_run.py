@@ -436,16 +436,25 @@ def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tm
 def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None:
     """A ``context`` (or ``retrieved_docs``) column: context_relevance scored every row 0, as retrieval that
     found nothing (the seed's rule), and nothing said the column was not read. A row without contexts is now
-    unscorable for it: it would score no item, as exact_match."""
+    unscorable for it: it would score no item, which is said, but is no failure as for exact_match (an LLM alone
+    retrieves nothing) unless no metric of the suite would score."""
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q1", "question": "Q?", "context": ["Paris is big."]}])
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["context_relevance", "exact_match"]}))
     result = _dry_run(data, tmp_path / "s.json")
-    assert result.returncode == 1, result.stderr  # the run exits 1: its metrics score no item
+    assert result.returncode == 1, result.stderr  # nothing would be scored: exact_match has no answer to score
+    said = "--dry-run exits 1, as the run would: it would score no item of context_relevance, exact_match (said above)"
+    assert said in result.stderr
     said = " ".join(result.stdout.split())
-    assert "Warning: no row has 'contexts', which context_relevance needs: it will score no item" in said
+    assert ("Warning: no row has 'contexts', which context_relevance needs: it will score no item (a system that "
+            "retrieves nothing, an LLM alone, has none: no failure where other metrics score; or is it a column named "
+            "otherwise?)") in said  # fmt: skip
     # exact_match leaves rows without an answer or a reference unscorable: with no such row it would score nothing
     assert "Warning: no row has 'answer', which exact_match needs: it will score no item" in said
     assert "Warning: no row has 'reference', which exact_match needs" in said and said.count("no row has") == 3
+    answered = write_jsonl(tmp_path / "a.jsonl", [{"id": "q1", "question": "Q?", "answer": "A", "reference": "A"}])
+    llm = _dry_run(answered, tmp_path / "s.json")  # an LLM alone: exact_match scores, context_relevance does not apply
+    assert llm.returncode == 0, llm.stderr
+    assert "Warning: no row has 'contexts', which context_relevance needs" in " ".join(llm.stdout.split())
     # Rows a target answers get their contexts from it: no such column is expected in the dataset.
     suite = {"metrics": ["context_relevance"], "target": {"url": "http://127.0.0.1:9/ask", "system": "rag"}}
     (tmp_path / "t.json").write_text(json.dumps(suite))
@@ -454,7 +463,11 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     assert "no row has" not in targeted.stdout
     suite["target"]["response"] = {"answer": "answer", "contexts": None}  # this target returns no contexts
     (tmp_path / "t.json").write_text(json.dumps(suite))
-    assert "Warning: no row has 'contexts'" in _dry_run(data, tmp_path / "t.json").stdout
+    alone = _dry_run(data, tmp_path / "t.json")  # context_relevance alone: the run would score nothing at all
+    assert alone.returncode == 1 and "Warning: no row has 'contexts'" in alone.stdout, alone.stderr
+    suite["metrics"] = ["context_relevance", "quality_checks"]  # the target answers: quality_checks scores
+    (tmp_path / "t.json").write_text(json.dumps(suite))
+    assert _dry_run(data, tmp_path / "t.json").returncode == 0
 
 
 def test_the_dry_run_warns_of_a_gate_naming_a_system_the_dataset_lacks(tmp_path: Path) -> None:
