@@ -44,9 +44,11 @@ _INFO = r"(?:information|info|details?|data|evidence|answer)"
 _TOO_LITTLE = r"(?:(?:not|n't(?: \w+)?) (?:enough|sufficient|adequate)|insufficient|inadequate)"
 #: The "no answer" family no list of phrases covers: the (provided) document / context does not provide / contain
 #: (sufficient) information ..., or (there is) not enough / insufficient information, or ... not sufficient to answer.
+#: Too little of data or evidence is no fallback without a source: an answer may say it of its subject ("the trial
+#: found insufficient evidence that ...").
 DEFAULT_FALLBACK_PATTERN = (
     rf"\b{_SOURCE} {_NEGATED} (?:provide|contain|include|give|offer|have|mention|specify|state)s?(?: \w+){{0,3}} "
-    rf"{_INFO}\b|{_TOO_LITTLE}(?: \w+){{0,2}} (?:{_INFO}\b|to answer\b)"
+    rf"{_INFO}\b|{_TOO_LITTLE}(?: \w+){{0,2}} (?:info(?:rmation)?\b|to answer\b)"
 )
 _LIST_QUESTION = re.compile(
     r"\b(?:list|enumerate|steps|examples|ways|top \d+)\b|^\s*(?:what|which) are\b|"

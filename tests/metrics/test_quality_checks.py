@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from ragscore_workers.errors import ConfigError
-from ragscore_workers.metrics.quality_checks import QualityParams, quality_checks
+from ragscore_workers.metrics.quality_checks import DEFAULT_FALLBACK_PATTERN, QualityParams, quality_checks
 from ragscore_workers.metrics.registry import get_metric
 from ragscore_workers.schemas import MetricResult, Row
 
@@ -99,7 +100,7 @@ def test_missing_answer_field_is_unscorable() -> None:
         "The provided context does not contain any information about the flood [1].",
         "The provided contexts don't contain the answer [1].",
         "There is not enough information to answer [1].",
-        "There isn't sufficient data in the sources [1].",
+        "There isn't sufficient information in the sources [1].",
         "The passages do not mention specific details on this [2].",
         "Sorry, the  retrieved   text cannot give a clear answer [1].",  # whitespace runs
         "I don’t have enough relevant information [1].",  # curly apostrophe
@@ -121,6 +122,8 @@ def test_the_fallback_family_is_detected_in_its_phrasings(answer: str) -> None:
         "The dam could not contain the water [1].",
         "It was not enough rain to flood the town alone; the tide added to it [1].",
         "The agency gave insufficiently detailed warnings [2].",
+        "The trial found insufficient evidence that the drug works [1].",  # of its subject, not of a source
+        "There was not enough data to train the model, so it overfit [1].",
     ],
 )
 def test_an_answer_that_merely_speaks_of_information_is_no_fallback(answer: str) -> None:
@@ -133,3 +136,14 @@ def test_the_fallback_pattern_is_a_param_an_empty_one_drops() -> None:
     assert _run({"fallback_pattern": "NO IDEA"}, answer="No  idea [1].").details["issues"] == ["fallback_phrase"]
     with pytest.raises(ConfigError, match="quality_checks.*fallback_pattern"):
         get_metric("quality_checks").parse_params({"fallback_pattern": "("})
+
+
+def test_the_default_fallback_pattern_repeats_no_group_without_bound() -> None:
+    """A long answer (100 KB) must not make it backtrack: past the bounded regex's 2 s an item errors. Its only
+    repeated group is a space-led word (``(?: \\w+){0,3}``), which a text of single spaces splits one way: linear
+    in the answer (at 1 MiB, 0.6 s in the worst of ten crafted answers: its own prefixes repeated, one long word)."""
+    assert not re.search(r"\)(?:[*+]|\{\d*,\})", DEFAULT_FALLBACK_PATTERN), DEFAULT_FALLBACK_PATTERN
+    near_misses = "The document does not " * 2_000 + "isn't " * 8_000 + "not enough " + "x" * 40_000
+    assert len(near_misses) > 100_000 and _run(answer=f"{near_misses} [1].").details["issues"] == []
+    fallback = f"{near_misses} The context does not contain the information [1]."
+    assert _run(answer=fallback).details["issues"] == ["fallback_phrase"]
