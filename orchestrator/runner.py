@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError
 from ragscore_workers.alive import ALIVE_TTL_S
 from ragscore_workers.app import CONTROL_QUEUE
 from ragscore_workers.commands import backticked
-from ragscore_workers.counts import counted, counted_of
+from ragscore_workers.counts import counted, counted_of, listed, noun
 from ragscore_workers.errors import (
     BrokerError,
     ConfigError,
