@@ -13,11 +13,11 @@ import logging
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
-from ragscore_workers.alive import ALIVE_TTL_S, alive_keys, alive_processes, alive_queues, broker_of
+from ragscore_workers.alive import ALIVE_TTL_S, AliveKey, alive_keys, alive_processes, alive_queues, broker_of
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
@@ -112,7 +112,8 @@ class HeldMessages:
     #: Those a worker that is stopping cleanly is finishing (it lists none while it does).
     finishing: list[Finishing] = field(default_factory=list)
     #: Held messages no live worker lists, settled, on a queue of a worker that did not answer the ask (one too busy)
-    #: and whose key saying it runs is seen renewed (:func:`renewed_alive`): it may hold them, so they are no orphans.
+    #: and whose key saying it runs is seen renewed (:func:`renewed_alive`) and may hold them
+    #: (:meth:`~ragscore_workers.alive.AliveKey.may_hold`: it lists them, or lists none): no orphans.
     silent: int = 0
 
 
@@ -126,24 +127,34 @@ HELD_ASK_S = 1.0
 SILENT_RENEWED_S = 2 * RENEW_S
 
 
+class _Held(NamedTuple):
+    """One of the run's held messages (kombu's ``unacked`` entry)."""
+
+    task_id: str
+    message: dict[str, Any]
+    queue: str
+
+
 def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     """The run's held messages, and which are held by workers that are gone.
 
     A message is the run's only if its headers name the run (a shape we do not know counts as held by a live
     worker). Live workers are asked (``HELD_ASK_S``) only when the run has held messages. A message delivered less
     than ``ORPHAN_SETTLED_S`` ago is not called orphaned (its worker may not list it yet), nor one a worker that is
-    stopping cleanly says it is finishing (``finishing``: it answers no ``inspect`` meanwhile), nor one on a queue of a
-    worker that did not answer the ask but whose key saying it runs is renewed within ``SILENT_RENEWED_S``
-    (``silent``: a worker too busy to answer in time, whose messages a cancel would otherwise aggregate as it writes
-    them), watched from before the ask where a held message may be settled by its end (:func:`_settles_by_the_ask`:
-    a call whose held messages are all fresh reads none of them)."""
-    held: dict[str, tuple[str, dict[str, Any], str]] = {}  # delivery tag -> (task id, message, queue)
+    stopping cleanly says it is finishing (``finishing``: it answers no ``inspect`` meanwhile), nor one that a worker
+    that did not answer the ask may hold, whose key saying it runs is renewed within ``SILENT_RENEWED_S`` (``silent``:
+    a worker too busy to answer in time, whose messages a cancel would otherwise aggregate as it writes them): its key
+    lists the message, or lists none (:meth:`~ragscore_workers.alive.AliveKey.may_hold`; a worker killed whole on a
+    queue it shares with such a worker still has its messages called orphaned where that worker's key lists its
+    tasks). The keys are watched from before the ask where a held message may be settled by its end
+    (:func:`_settles_by_the_ask`: a call whose held messages are all fresh reads none of them)."""
+    held: dict[str, _Held] = {}  # by delivery tag
     for tag, raw in store.broker.hgetall("unacked").items():
         if run_id not in raw:
             continue
         try:
             message, _exchange, queue = json.loads(raw)
-            held[tag] = (message["headers"]["id"], message, str(queue))
+            held[tag] = _Held(message["headers"]["id"], message, str(queue))
         except (ValueError, LookupError, TypeError):
             return HeldMessages(held=len(held) + 1, orphans=[])
     if not held:
@@ -153,27 +164,42 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     inspect = app.control.inspect(timeout=HELD_ASK_S)
     replies = [inspect.active() or {}, inspect.reserved() or {}]
     live = {task["id"] for reply in replies for tasks in reply.values() for task in tasks or []}
-    pipe = store.broker.pipeline(transaction=False)
-    for tag in held:
-        pipe.zscore("unacked_index", tag)
     now = time.time()
     stopping = {task_id: worker for worker, ids in _stopping_workers(store).items() for task_id in ids}
     unlisted, finishing = [], []
     rows = _RowsLeft(store, run_id)
-    for (task_id, message, queue), at in zip(held.values(), pipe.execute(), strict=True):
-        if task_id in stopping:
-            finishing.append(Finishing(stopping[task_id], queue, rows.of(message, queue)))
-        elif task_id not in live:
-            unlisted.append((at, message, queue))
-    settled = [
-        (at, message, queue) for at, message, queue in unlisted if at is not None and now - at >= ORPHAN_SETTLED_S
-    ]
-    answered = {worker for reply in replies for worker in reply}
-    on = {queue for _, _, queue in settled}
-    silent = renewed_alive(store, on, SILENT_RENEWED_S, answered, before) if settled else set()
-    orphans = [Orphan(at, queue, rows.of(message, queue)) for at, message, queue in settled if queue not in silent]
+    for (tag, one), at in zip(held.items(), _delivered_at(store, held), strict=True):
+        if one.task_id in stopping:
+            finishing.append(Finishing(stopping[one.task_id], one.queue, rows.of(one.message, one.queue)))
+        elif one.task_id not in live:
+            unlisted.append((tag, at))
+    settled = [(tag, at) for tag, at in unlisted if at is not None and now - at >= ORPHAN_SETTLED_S]
+    # a worker that answered one ask alone listed part of what it holds: its key tells the rest
+    answered = set(replies[0]) & set(replies[1])
+    on = {held[tag].queue for tag, _ in settled}
+    renewed = _renewed_keys(store, on, SILENT_RENEWED_S, answered, before, every=True) if settled else {}
+    orphaned = [(tag, at) for tag, at in settled if not _silently_held(renewed, held[tag], at)]
+    if renewed:  # read after the keys: one its worker acknowledged after listing its tasks without it is no orphan
+        again = _delivered_at(store, [tag for tag, _ in orphaned])
+        orphaned = [tagged for tagged, still in zip(orphaned, again, strict=True) if still is not None]
+    orphans = [Orphan(at, held[tag].queue, rows.of(held[tag].message, held[tag].queue)) for tag, at in orphaned]
     return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(settled), finishing=finishing,
                         silent=len(settled) - len(orphans))  # fmt: skip
+
+
+def _silently_held(renewed: AliveKeys, message: _Held, delivered_at: float) -> bool:
+    """Whether a worker that did not answer the ask and whose key is seen ``renewed`` may hold ``message``, delivered
+    at ``delivered_at`` (:meth:`~ragscore_workers.alive.AliveKey.may_hold`)."""
+    return any(message.queue in k.queues and k.may_hold(message.task_id, delivered_at) for k in renewed.values())
+
+
+def _delivered_at(store: RunStore, tags: Collection[str]) -> list[float | None]:
+    """When each of the delivery tags ``tags`` was delivered (kombu's ``unacked_index``, its worker's clock), in their
+    order; None for one acknowledged since (one pipelined round trip, of those tags alone)."""
+    pipe = store.broker.pipeline(transaction=False)
+    for tag in tags:
+        pipe.zscore("unacked_index", tag)
+    return list(pipe.execute())
 
 
 def _settles_by_the_ask(store: RunStore, tags: Collection[str]) -> bool:
@@ -355,8 +381,8 @@ def live_processes(broker_url: str, settings: Settings, queue: str) -> int:
 RENEWAL_POLL_S = 0.5
 
 
-#: The keys saying workers run, as :func:`alive_keys` reads them: key -> (its queues, its milliseconds left).
-AliveKeys = dict[str, tuple[set[str], int]]
+#: The keys saying workers run, as :func:`alive_keys` reads them, by key.
+AliveKeys = dict[str, AliveKey]
 
 
 def renewed_alive(
@@ -367,22 +393,45 @@ def renewed_alive(
     before: AliveKeys | None = None,
 ) -> set[str]:
     """Those of ``queues`` consumed by a worker (but those named in ``but``: Celery's hostnames) whose key saying it
-    runs (:mod:`ragscore_workers.alive`) is seen renewed within ``within_s`` s from now (its time left grew between two
-    reads), or since ``before`` (:func:`_recent_alive_keys`, read earlier: then looked at once before any wait): that
-    worker ran after this call began, where a key left by a worker killed whole a moment ago is never renewed (it
-    expires). Only keys renewed in the last ``within_s`` s are watched (:func:`_recent_alive_keys`): one left unrenewed
-    longer is a gone worker's, not waited on. Returns once each queue has one, or no watched key names those left;
-    none where the store's user may not read the keys (as :func:`_alive_queues`)."""
-    wanted, found = set(queues), set[str]()
+    runs (:mod:`ragscore_workers.alive`) is seen renewed within ``within_s`` s from now (:func:`_renewed_keys`):
+    that worker ran after this call began, where a key left by a worker killed whole a moment ago is never renewed (it
+    expires). Returns once each queue has one, or no watched key names those left."""
+    wanted = set(queues)
+    renewed = _renewed_keys(store, wanted, within_s, but, before)
+    return {queue for key in renewed.values() for queue in key.queues} & wanted
+
+
+def _renewed_keys(
+    store: RunStore,
+    queues: set[str],
+    within_s: float,
+    but: Collection[str] = frozenset(),
+    before: AliveKeys | None = None,
+    every: bool = False,
+) -> AliveKeys:
+    """The keys naming one of ``queues`` (but those of the workers named in ``but``) seen renewed within ``within_s``
+    s from now (their time left grew between two reads), or since ``before`` (:func:`_recent_alive_keys`, read
+    earlier: then looked at once before any wait), each as last read. Only keys renewed in the last ``within_s`` s are
+    watched (:func:`_recent_alive_keys`): one left unrenewed longer is a gone worker's, not waited on. Returns once
+    each queue has one renewed, or with ``every`` once every watched key is (a key not renewed by then is a gone
+    worker's); none where the store's user may not read the keys (as :func:`_alive_queues`)."""
+    renewed: AliveKeys = {}
     deadline = time.monotonic() + within_s
     seen = _recent_alive_keys(store, within_s, but) if before is None else before
     pause = 0.0 if before is not None else RENEWAL_POLL_S
-    while (left := wanted - found) and any(left & q for q, _ in seen.values()) and time.monotonic() < deadline:
+    while _watching(seen, renewed, queues, every) and time.monotonic() < deadline:
         time.sleep(pause)
         pause, now = RENEWAL_POLL_S, _recent_alive_keys(store, within_s, but)
-        found.update(*(q for key, (q, ms) in now.items() if key in seen and ms > seen[key][1]))
+        renewed.update({name: key for name, key in now.items() if name in seen and key.left_ms > seen[name].left_ms})
         seen = now
-    return found & wanted
+    return renewed
+
+
+def _watching(seen: AliveKeys, renewed: AliveKeys, queues: set[str], every: bool) -> bool:
+    """Whether a key ``seen`` and not yet ``renewed`` names one of ``queues`` still to be seen served (each of them,
+    with ``every``: any that names one)."""
+    left = queues if every else queues - {queue for key in renewed.values() for queue in key.queues}
+    return any(name not in renewed and key.queues & left for name, key in seen.items())
 
 
 def _recent_alive_keys(store: RunStore, within_s: float, but: Collection[str] = frozenset()) -> AliveKeys:
@@ -393,7 +442,7 @@ def _recent_alive_keys(store: RunStore, within_s: float, but: Collection[str] = 
         keys = alive_keys(store.r, broker_of(store.broker), but)
     except redis.exceptions.NoPermissionError:
         return {}
-    return {key: (q, ms) for key, (q, ms) in keys.items() if ms > (ALIVE_TTL_S - within_s) * 1000}
+    return {name: key for name, key in keys.items() if key.left_ms > (ALIVE_TTL_S - within_s) * 1000}
 
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:

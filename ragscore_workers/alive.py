@@ -9,6 +9,12 @@ token in the set :data:`ALIVE_INDEX`) for :data:`ALIVE_TTL_S`, renewed every :da
 shutdown begins (the key is deleted then: a stopping worker takes no more work). A worker killed whole stops being
 said to live once its key expires.
 
+The key also lists the ids of the tasks its worker holds (``tasks``, read at ``listed_at`` on its host's clock, each
+renewal): Redis's record of the messages delivered and not acknowledged does not say which worker took one, so a
+live worker that misses the ask of what the workers hold, on a queue it shares with a worker killed whole, had the
+killed one's messages taken for its own. A worker holding more than :data:`ALIVE_TASKS_LISTED` lists none, as an
+older worker's key (:meth:`AliveKey.may_hold`: it may hold any message of its queues).
+
 The keys are the store's (``ragscore:``), as :mod:`.stopping`'s: a broker user limited to kombu's keys needs nothing
 more. The store can be shared by brokers of several databases (the embedded mode's lanes: a database of queues for
 each process) and of several servers (two clusters, one store), so a key names its worker's :class:`Broker`: a
@@ -20,18 +26,22 @@ without a server (that, or an older worker's) matches its database on any server
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from .kept import KeptKey, kept_entries
+from .kept import KeptKey, held_task_ids, kept_entries
 
 __all__ = [
     "ALIVE_INDEX",
     "ALIVE_PREFIX",
+    "ALIVE_TASKS_LISTED",
     "ALIVE_TTL_S",
+    "LISTED_AFTER_S",
+    "AliveKey",
     "Broker",
     "alive_keys",
     "alive_processes",
@@ -40,13 +50,37 @@ __all__ = [
     "heartbeat",
 ]
 
-#: Keys ``{prefix}{token}``: a worker that runs, its name, the queues it consumes, its pool's processes and its
-#: broker's database and server (JSON).
+#: Keys ``{prefix}{token}``: a worker that runs, its name, the queues it consumes, its pool's processes, its broker's
+#: database and server, and the tasks it holds (JSON).
 ALIVE_PREFIX = "ragscore:alive:"
 #: A set of the tokens whose key may be there (each key expires on its own; the set with the last).
 ALIVE_INDEX = "ragscore:alive"
 #: Seconds a worker's key lives unless renewed: one killed whole is no longer said to live by then.
 ALIVE_TTL_S = 10
+#: Most task ids a worker's key lists (about 40 bytes each): a worker holding more lists none, and may hold any
+#: message of its queues (as an older worker's key says).
+ALIVE_TASKS_LISTED = 128
+#: Seconds after a message's delivery (kombu's stamp, by its worker's clock) from which that worker's key lists it: its
+#: consumer records what it takes as it takes it, in one thread; the margin is a loaded host's.
+LISTED_AFTER_S = 1.0
+
+
+@dataclass(frozen=True)
+class AliveKey:
+    """A worker's key saying it runs, as read: its queues, its milliseconds left (they grow as its worker renews it),
+    and the ids of the tasks it held at ``listed_at`` (its host's clock; None: an older worker's key, one holding more
+    than :data:`ALIVE_TASKS_LISTED`, or one that could not read them)."""
+
+    queues: frozenset[str]
+    left_ms: int
+    tasks: frozenset[str] | None = None
+    listed_at: float = 0.0
+
+    def may_hold(self, task_id: str, delivered_at: float) -> bool:
+        """Whether its worker may hold task ``task_id``, delivered at ``delivered_at`` (kombu's stamp, its delivering
+        worker's clock): it lists it, or cannot tell (no list, or one read less than :data:`LISTED_AFTER_S` after that
+        delivery)."""
+        return self.tasks is None or task_id in self.tasks or self.listed_at < delivered_at + LISTED_AFTER_S
 
 
 @dataclass(frozen=True)
@@ -68,11 +102,17 @@ class Broker:
 
 
 def heartbeat(
-    client: redis.Redis, worker: str, queues: Callable[[], list[str]], broker: redis.Redis, processes: int = 1
+    client: redis.Redis,
+    worker: str,
+    queues: Callable[[], list[str]],
+    broker: redis.Redis,
+    processes: int = 1,
+    held: Callable[[], list[str] | None] = held_task_ids,
 ) -> KeptKey:
     """The key of one worker saying, until its :meth:`~.kept.KeptKey.end` (its shutdown began), that it runs, with
-    ``processes`` pool processes, and consumes ``queues()`` of ``broker`` (a client of its broker: its :class:`Broker`
-    read at each renewal)."""
+    ``processes`` pool processes, consumes ``queues()`` of ``broker`` (a client of its broker: its :class:`Broker`
+    read at each renewal) and holds the tasks ``held()`` lists (default: Celery's state of this process; None: not
+    known)."""
     what = (f"worker {worker}: could not record in the run store that it runs (a status may call its queues "
             "unserved while it is too busy to answer)")  # fmt: skip
     known: Broker | None = None
@@ -80,9 +120,17 @@ def heartbeat(
     def value() -> dict[str, Any]:
         nonlocal known
         known = broker_of(broker, known)
-        return {"worker": worker, "queues": queues(), "processes": processes, **known.said()}
+        return {"worker": worker, "queues": queues(), "processes": processes, **known.said(), **_listed(held)}
 
     return KeptKey(client, ALIVE_PREFIX, ALIVE_INDEX, ALIVE_TTL_S, value, what, begun=True)
+
+
+def _listed(held: Callable[[], list[str] | None]) -> dict[str, Any]:
+    """What a worker's key says of the tasks it holds: their ids and when they were read (this host's clock), or
+    nothing where they are not known or more than :data:`ALIVE_TASKS_LISTED`."""
+    at = time.time()  # before the read: a task listed was held then
+    ids = held()
+    return {"tasks": ids, "listed_at": at} if ids is not None and len(ids) <= ALIVE_TASKS_LISTED else {}
 
 
 def _database_of(client: redis.Redis) -> int:
@@ -104,7 +152,7 @@ def broker_of(client: redis.Redis, known: Broker | None = None) -> Broker:
 
 def alive_queues(client: redis.Redis, broker: Broker) -> set[str]:
     """The queues of ``broker`` consumed by the workers that say they run, read from ``client`` (the store)."""
-    return {queue for queues, _ in alive_keys(client, broker).values() for queue in queues}
+    return {queue for key in alive_keys(client, broker).values() for queue in key.queues}
 
 
 def alive_processes(client: redis.Redis, broker: Broker, queue: str) -> int:
@@ -114,14 +162,23 @@ def alive_processes(client: redis.Redis, broker: Broker, queue: str) -> int:
     return sum(n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1 for n in said)
 
 
-def alive_keys(
-    client: redis.Redis, broker: Broker, but: Collection[str] = frozenset()
-) -> dict[str, tuple[set[str], int]]:
+def alive_keys(client: redis.Redis, broker: Broker, but: Collection[str] = frozenset()) -> dict[str, AliveKey]:
     """The keys of the workers of ``broker`` that say they run, but those named in ``but`` (Celery's hostnames), read
-    from ``client`` (the store): each one's queues and the milliseconds it has left (:func:`~.kept.kept_entries`: they
-    grow as its worker renews it, every :data:`~.kept.RENEW_S`)."""
-    return {key: ({str(q) for q in said["queues"]}, left) for key, (said, left) in _alive_on(client, broker).items()
+    from ``client`` (the store), as :class:`AliveKey` (their milliseconds left, :func:`~.kept.kept_entries`, grow as
+    their worker renews them, every :data:`~.kept.RENEW_S`)."""
+    return {key: _alive_key(said, left) for key, (said, left) in _alive_on(client, broker).items()
             if said.get("worker") not in but}  # fmt: skip
+
+
+def _alive_key(said: dict[str, Any], left: int) -> AliveKey:
+    """One worker's key, as :func:`alive_keys` reads it: a list of tasks that is not one of ids with its time (an
+    older worker's key has none) is none."""
+    tasks, at = said.get("tasks"), said.get("listed_at")
+    listed = isinstance(tasks, list) and isinstance(at, int | float) and not isinstance(at, bool)
+    queues = frozenset(str(q) for q in said["queues"])
+    if not listed:
+        return AliveKey(queues, left)
+    return AliveKey(queues, left, frozenset(str(t) for t in tasks), float(at))
 
 
 def _alive_on(client: redis.Redis, broker: Broker) -> dict[str, tuple[dict[str, Any], int]]:

@@ -26,12 +26,25 @@ from typing import Any
 
 import redis
 
-__all__ = ["RENEW_S", "KeptKey", "kept_entries", "kept_values"]
+__all__ = ["RENEW_S", "KeptKey", "held_task_ids", "kept_entries", "kept_values"]
 
 log = logging.getLogger(__name__)
 
 #: How often a kept key is renewed (and its value read again).
 RENEW_S = 2.0
+
+
+def held_task_ids() -> list[str] | None:
+    """The ids of the tasks this worker process holds (running, or received and waiting for the pool); None where
+    they could not be read (changed as they were read, three times)."""
+    from celery.worker import state
+
+    for _ in range(3):  # weak sets the consumer changes as we read: read again
+        try:
+            return sorted({r.id for r in [*state.active_requests, *state.reserved_requests]})
+        except RuntimeError:
+            continue
+    return None
 
 
 class KeptKey:

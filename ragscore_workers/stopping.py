@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import redis
 
-from .kept import KeptKey, kept_values
+from .kept import KeptKey, held_task_ids, kept_values
 
 __all__ = [
     "STOPPING_INDEX",
@@ -37,26 +37,14 @@ STOPPING_INDEX = "ragscore:stopping"
 STOPPING_TTL_S = 10
 
 
-def _held_task_ids() -> list[str]:
-    """The ids of the tasks this worker process holds (running, or received and waiting for the pool)."""
-    from celery.worker import state
-
-    for _ in range(3):  # weak sets the consumer changes as we read: read again
-        try:
-            return sorted({r.id for r in [*state.active_requests, *state.reserved_requests]})
-        except RuntimeError:
-            continue
-    return []
-
-
-def stop_watch(client: redis.Redis, worker: str, held: Callable[[], list[str]] = _held_task_ids) -> KeptKey:
+def stop_watch(client: redis.Redis, worker: str, held: Callable[[], list[str] | None] = held_task_ids) -> KeptKey:
     """The key of one worker saying, from its :meth:`~.kept.KeptKey.begin` (its shutdown began) until its
     :meth:`~.kept.KeptKey.end`, that it is stopping. ``held``: the ids of the tasks it holds (default: Celery's
     state of this process)."""
     what = (f"worker {worker}: could not record in the run store that it is stopping (status may say its tasks are "
             "held by a worker that stopped)")  # fmt: skip
     return KeptKey(client, STOPPING_PREFIX, STOPPING_INDEX, STOPPING_TTL_S,
-                   lambda: {"worker": worker, "tasks": held()}, what)  # fmt: skip
+                   lambda: {"worker": worker, "tasks": held() or []}, what)  # fmt: skip
 
 
 def stopping_workers(client: redis.Redis) -> dict[str, set[str]]:

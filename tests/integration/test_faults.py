@@ -445,6 +445,48 @@ def test_status_says_every_held_row_of_a_plugin_metric_this_host_lacks(
         server.stop()
 
 
+def test_status_says_the_held_work_of_a_killed_worker_beside_a_live_one_too_busy_to_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two cpu workers on one queue, one killed whole while it held chunks, the other alive and scoring: the live one,
+    missing the ask of what the workers hold (as a busy one does; here the ask is given no time), renewed its key
+    saying it runs and consumes cpu, which made every settled message of cpu silent, the killed one's too: status
+    said no held work, for the 15 minutes of the visibility timeout. Its key lists the tasks it holds: the killed
+    one's messages are orphans, the live one's silent."""
+    import tests.plugins.slow  # noqa: F401  (registers slow_exact here, as RAGSCORE_PLUGINS does in the worker)
+    from orchestrator import queues
+    from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
+
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed, alive = _doomed_and_alive(server, tmp_path)
+    try:
+        rows = [{"id": f"q{i}", "question": "q?", "answer": "a", "metadata": {"sleep_ms": 1000}} for i in range(200)]
+        store = connect(server.url)
+        suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 15}})  # 15 s a chunk
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store)
+        assert until(lambda: store.broker.hlen("unacked") > 0, 300), "the doomed worker never took a chunk"
+        kill_whole(doomed)
+        killed = {tag: store.broker.zscore("unacked_index", tag) for tag in store.broker.hkeys("unacked")}
+        alive.start()
+        monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
+        time.sleep(ORPHAN_SETTLED_S)
+
+        def the_live_ones_held_work_silent() -> bool:
+            """The live worker holds a settled chunk, unlisted (it missed the ask), and not called orphaned."""
+            found[0] = held_messages(store, sub.run_id)
+            return found[0].silent > 0
+
+        found = [held_messages(store, sub.run_id)]
+        assert until(the_live_ones_held_work_silent, 120), (found, store.progress(sub.run_id))
+        assert sorted(o.delivered_at for o in found[0].orphans) == sorted(killed.values()), (found, killed)
+        items = sum(o.items for o in found[0].orphans)
+        assert {o.queue for o in found[0].orphans} == {"cpu"} and 0 < items <= 15 * len(killed), found
+    finally:
+        kill_whole(alive)
+        server.stop()
+
+
 def _doomed_and_alive(server: RedisProcess, tmp_path: Path) -> tuple[WorkerProcess, WorkerProcess]:
     """Two cpu workers with a 15-minute visibility timeout: the first started (the run's only worker until
     :func:`_kill_while_it_holds_work` kills it), the second to start after."""

@@ -340,6 +340,48 @@ def test_the_message_a_live_worker_too_busy_to_list_it_holds_is_not_called_orpha
         assert held_messages(store, sub.run_id).orphans and time.monotonic() - began < queues.SILENT_RENEWED_S / 2
 
 
+@pytest.mark.serial  # the keys must be seen renewed within SILENT_RENEWED_S while the test looks
+def test_a_held_message_is_silent_only_where_a_renewed_key_lists_it_or_lists_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis's record of the held messages does not say which worker took one: a live worker that missed the ask
+    hid, on its queue, the messages of a worker killed whole beside it (any renewed key on a queue made its settled
+    messages silent). A key now lists its worker's tasks: a message it lists is silent, one no renewed key of its
+    queue lists is an orphan; a key that lists none (an older worker's, or one holding more than
+    ALIVE_TASKS_LISTED) keeps the rule of before, and a queue with no renewed key has orphans, as before. Every
+    message is written here, settled, and the keys kept by real heartbeats with their lists given; no worker answers
+    the ask."""
+    from orchestrator import queues
+    from orchestrator.queues import held_messages
+    from ragscore_workers.alive import ALIVE_TASKS_LISTED, alive_keys, broker_of, heartbeat
+
+    server = RedisProcess(tmp_path / "redis").start()
+    store = connect(server.url)
+    monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)
+    delivered = time.time() - 60.0
+    for task_id, queue in (("listed", "cpu"), ("killed", "cpu"), ("unlisted", "embed"), ("crowded", "judge"),
+                           ("alone", "code")):  # fmt: skip
+        message = {"headers": {"id": task_id, "task": "ragscore.score.cpu", "run": "r-held"}, "body": ""}
+        store.broker.hset("unacked", f"tag-{task_id}", json.dumps([message, queue, queue]))
+        store.broker.zadd("unacked_index", {f"tag-{task_id}": delivered})
+    crowd = [f"t{i}" for i in range(ALIVE_TASKS_LISTED + 1)]
+    beats = [
+        heartbeat(store.r, "cpu@live", lambda: ["cpu"], store.broker, held=lambda: ["listed", "other"]),
+        heartbeat(store.r, "embed@older", lambda: ["embed"], store.broker, held=lambda: None),
+        heartbeat(store.r, "judge@crowded", lambda: ["judge"], store.broker, held=lambda: ["crowded", *crowd]),
+    ]
+    try:
+        assert until(lambda: len(alive_keys(store.r, broker_of(store.broker))) == 3, 30), "the keys were not written"
+        found = held_messages(store, "r-held")
+        queues_of = sorted(orphan.queue for orphan in found.orphans)
+        assert (found.held, found.silent, queues_of) == (5, 3, ["code", "cpu"]), found
+        assert [o.delivered_at for o in found.orphans] == [delivered, delivered]
+    finally:
+        for beat in beats:
+            beat.end()
+        server.stop()
+
+
 def test_held_messages_read_the_keys_saying_workers_run_only_where_a_message_may_be_settled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
