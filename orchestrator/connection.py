@@ -326,14 +326,34 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
     return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
 
 
+#: The broker users found allowed to ask the workers (:func:`workers_not_asked`), each by :func:`_user_of`: probed
+#: once a process, not at each of a status watch's checks.
+_MAY_ASK: set[tuple[Any, ...]] = set()
+
+
 def workers_not_asked(client: redis.Redis, broker_url: str, error: redis.RedisError | None = None) -> str:
     """That the workers could not be asked (Celery's remote control, refused ``error``; None: before it is asked) with
     the broker's user at ``broker_url`` (its password hidden): what that user lacks and the ACL rules to add
     (:data:`.acl.ASKS_WORKERS`: the replies and the broadcasts' binding kombu's sweep reads, then
     :data:`.acl.CONTROL_BROADCAST`, probed with ``client``), or ``error`` where the probe cannot tell; "" where
-    ``error`` is None and the probe finds nothing lacking."""
+    ``error`` is None and the probe finds nothing lacking. A user found allowed is not probed again in this process
+    (an ask it is refused since says so, with its ``error``); one refused is, at each call (the rules it is told may
+    be added meanwhile)."""
+    user = _user_of(client)
+    if error is None and user in _MAY_ASK:
+        return ""
     why = lacking(client, (*ASKS_WORKERS, CONTROL_BROADCAST)) or (str(error) if error else "")
+    if not why:
+        _MAY_ASK.add(user)
     return f"the workers could not be asked with the broker's Redis at {redact_url(broker_url)} ({why})" if why else ""
+
+
+def _user_of(client: redis.Redis) -> tuple[Any, ...]:
+    """Whom ``client`` is on which Redis: its server (host and port, or socket), database and user, never its
+    password (one user's rules are the same whichever password it gives)."""
+    kwargs = client.connection_pool.connection_kwargs
+    where = tuple(kwargs.get(name) for name in ("host", "port", "path"))
+    return (*where, int(kwargs.get("db") or 0), kwargs.get("username") or "default")
 
 
 def _two_loopback_addresses(url: str, other: str) -> bool:

@@ -1487,6 +1487,42 @@ def test_status_with_a_broker_user_lacking_the_broadcasts_binding_names_it_and_t
     )  # fmt: skip
 
 
+def test_a_broker_users_acl_is_probed_once_a_process_once_found_allowed_to_ask_the_workers(tmp_path: Path) -> None:
+    """`status RUN --watch` probed its broker user's ACL (MULTI, a command of each kind, DISCARD) before each ask of
+    the workers, every CONSUMER_CHECK_S, though a user's rules seldom change while it watches. A user found allowed
+    is probed once a process (per server, database and user: a new client of it too is not probed again), another
+    user once of its own; one refused is probed at each check, so the rule it is told takes effect at the next. The
+    probes are counted by the server (INFO commandstats: each ends with a DISCARD)."""
+    import redis
+
+    from orchestrator.connection import workers_not_asked
+
+    refused = "noreply on >noreply-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* &* +@all"
+    users = ["default off", "good on >good-pw ~* &* +@all", "other on >other-pw ~* &* +@all", refused]
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}/0"
+    admin = redis.Redis.from_url(f"redis://good:good-pw@{base}")
+
+    def probed(user: str, checks: int) -> tuple[int, list[str]]:
+        """The probes of ``checks`` calls, as a status's checks make them, as ``user`` (a client of its own), and
+        what each said."""
+        before = admin.info("commandstats").get("cmdstat_discard", {}).get("calls", 0)
+        url = f"redis://{user}:{user}-pw@{base}"
+        client = redis_client(url)
+        said = [workers_not_asked(client, url) for _ in range(checks)]
+        return admin.info("commandstats").get("cmdstat_discard", {}).get("calls", 0) - before, said
+
+    try:
+        assert probed("good", 3) == (1, ["", "", ""])
+        assert probed("good", 2) == (0, ["", ""])  # a new client of that user
+        assert probed("other", 2) == (1, ["", ""])
+        probes, said = probed("noreply", 2)
+        assert probes == 2 and all("its ACL user 'noreply' may not run" in line for line in said), said
+    finally:
+        admin.close()
+        server.stop()
+
+
 def test_status_with_a_broker_user_that_may_only_read_names_the_commands_it_lacks_to_ask_the_workers(
     tmp_path: Path,
 ) -> None:
