@@ -205,9 +205,10 @@ def _delivered_at(store: RunStore, tags: Collection[str]) -> list[float | None]:
 def _settles_by_the_ask(store: RunStore, tags: Collection[str]) -> bool:
     """Whether one of the held messages ``tags`` was delivered long enough ago that it may be settled
     (``ORPHAN_SETTLED_S``) once the workers have been asked (``HELD_ASK_S``, twice): only then may :func:`held_messages`
-    watch the workers' keys. One settled later all the same (a slow ask) is watched from the ask's end."""
-    delivered = store.broker.zrangebyscore("unacked_index", "-inf", time.time() - ORPHAN_SETTLED_S + 2 * HELD_ASK_S)
-    return any(tag in tags for tag in delivered)
+    watch the workers' keys. One settled later all the same (a slow ask) is watched from the ask's end. Only the
+    entries of ``tags`` are read (:func:`_delivered_at`), not every run's."""
+    soon = time.time() - ORPHAN_SETTLED_S + 2 * HELD_ASK_S
+    return any(at is not None and at <= soon for at in _delivered_at(store, tags))
 
 
 def _stopping_workers(store: RunStore) -> dict[str, set[str]]:

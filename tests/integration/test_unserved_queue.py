@@ -409,6 +409,48 @@ def test_held_messages_read_the_keys_saying_workers_run_only_where_a_message_may
         assert alive_reads(0.0)
 
 
+def test_held_messages_read_only_their_own_runs_delivery_stamps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a call's held messages may be settled by the end of the ask was read from every run's entries of
+    kombu's ``unacked_index`` (one ZRANGEBYSCORE of all delivered before then: a busy broker's thousands, at each
+    status check). Only the run's own are read now (a ZSCORE each), and the rule is the same: a run whose messages
+    are all fresh reads no key saying workers run though another run's are settled; that other run's call does. The
+    messages are written here; no worker answers the ask."""
+    from orchestrator import queues
+    from orchestrator.queues import held_messages
+    from ragscore_workers.alive import ALIVE_INDEX
+
+    server = RedisProcess(tmp_path / "redis").start()
+    store = connect(server.url)
+    monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)
+    now = time.time()
+    for run_id, tag, at in (("r-fresh", "tag-fresh", now), ("r-old", "tag-old", now - 60.0)):
+        message = {"headers": {"id": tag, "task": "ragscore.score.cpu", "run": run_id}, "body": ""}
+        store.broker.hset("unacked", tag, json.dumps([message, "cpu", "cpu"]))
+        store.broker.zadd("unacked_index", {tag: at})
+
+    def commands_of(run_id: str) -> list[str]:
+        """The commands one call for ``run_id`` sends."""
+        seen: list[str] = []
+        end = f"end-{uuid.uuid4().hex}"
+        watcher = monitor_commands(store.r, seen, end)
+        assert held_messages(store, run_id).held == 1
+        store.r.echo(end)
+        watcher.join(30)
+        assert not watcher.is_alive(), "the monitor did not see the end"
+        return seen
+
+    try:
+        fresh = commands_of("r-fresh")
+        read = [c for c in fresh if c.startswith(("ZSCORE unacked_index", "ZRANGEBYSCORE unacked_index"))]
+        assert read and all(c == "ZSCORE unacked_index tag-fresh" for c in read), fresh  # (kombu's ZRANGEs its own)
+        assert f"SMEMBERS {ALIVE_INDEX}" not in fresh
+        assert f"SMEMBERS {ALIVE_INDEX}" in commands_of("r-old")
+    finally:
+        server.stop()
+
+
 @pytest.mark.serial  # the worker's key must be seen renewed within its TTL (10 s) while the cancel looks
 def test_a_cancel_leaves_the_summary_to_a_live_worker_too_busy_to_answer_the_ask(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
