@@ -35,15 +35,20 @@ RENEW_S = 2.0
 
 
 def held_task_ids() -> list[str] | None:
-    """The ids of the tasks this worker process holds (running, or received and waiting for the pool); None where
-    they could not be read (changed as they were read, three times)."""
+    """The ids of the tasks this worker process holds: running, received and waiting for the pool, or waiting in its
+    timer for an ETA or countdown (a chunk's retry, :func:`~.tasks._retry_chunk`: its message is held meanwhile);
+    None where they could not be read (changed as they were read, three times, or not read as Celery keeps them)."""
     from celery.worker import state
 
+    # scheduled_requests: Celery 5.5 on (before it, a retry waiting on its countdown is not listed)
+    held = (state.active_requests, state.reserved_requests, getattr(state, "scheduled_requests", ()))
     for _ in range(3):  # weak sets the consumer changes as we read: read again
         try:
-            return sorted({r.id for r in [*state.active_requests, *state.reserved_requests]})
+            return sorted({str(request.id) for requests in held for request in requests})
         except RuntimeError:
             continue
+        except Exception:  # (another Celery's state: the key that lists them must still be renewed)
+            return None
     return None
 
 

@@ -340,7 +340,6 @@ def test_the_message_a_live_worker_too_busy_to_list_it_holds_is_not_called_orpha
         assert held_messages(store, sub.run_id).orphans and time.monotonic() - began < queues.SILENT_RENEWED_S / 2
 
 
-@pytest.mark.serial  # the keys must be seen renewed within SILENT_RENEWED_S while the test looks
 def test_a_held_message_is_silent_only_where_a_renewed_key_lists_it_or_lists_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -372,13 +371,52 @@ def test_a_held_message_is_silent_only_where_a_renewed_key_lists_it_or_lists_non
     ]
     try:
         assert until(lambda: len(alive_keys(store.r, broker_of(store.broker))) == 3, 30), "the keys were not written"
-        found = held_messages(store, "r-held")
-        queues_of = sorted(orphan.queue for orphan in found.orphans)
-        assert (found.held, found.silent, queues_of) == (5, 3, ["code", "cpu"]), found
-        assert [o.delivered_at for o in found.orphans] == [delivered, delivered]
+        found = [held_messages(store, "r-held")]
+
+        def as_listed() -> bool:
+            """The call's outcome, once every key was seen renewed in it (a loaded host may renew one late: a key
+            not seen renewed makes no message silent, so a call that misses one is looked at again)."""
+            found[0] = held_messages(store, "r-held")
+            orphaned = sorted(orphan.queue for orphan in found[0].orphans)
+            return (found[0].held, found[0].silent, orphaned) == (5, 3, ["code", "cpu"])
+
+        assert until(as_listed, 60), found
+        assert [o.delivered_at for o in found[0].orphans] == [delivered, delivered]
     finally:
         for beat in beats:
             beat.end()
+        server.stop()
+
+
+def test_a_retry_waiting_on_its_countdown_is_listed_by_its_workers_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk that retries after a Redis outage waits its countdown (30 s and more) in its worker's timer, its
+    message held: a worker that missed the ask of what the workers hold, its key listing only what it runs or waits
+    to run, had that message called an orphan beside its own key. The key lists it too: silent. The message is sent
+    with a countdown to a real cpu worker; the ask is given no time (tried again for a while: a reply may still come
+    in time, and the tasks a worker waits on are in neither answer)."""
+    from orchestrator import queues
+    from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
+    from ragscore_workers.alive import alive_keys, broker_of
+
+    server, worker, store = _cpu_only(tmp_path)
+    try:
+        monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)
+        task = app.send_task("ragscore.score.cpu", args=["r-countdown", "{}", [], []], queue="cpu", countdown=600)
+        keys = lambda: alive_keys(store.r, broker_of(store.broker)).values()  # noqa: E731
+        assert until(lambda: any(task.id in (key.tasks or ()) for key in keys()), 60), list(keys())
+        time.sleep(ORPHAN_SETTLED_S)
+        found = [held_messages(store, "r-countdown")]
+
+        def silent() -> bool:
+            """Held, settled, unlisted by the ask and listed by the key."""
+            found[0] = held_messages(store, "r-countdown")
+            return found[0].held == 1 and found[0].silent == 1 and not found[0].orphans
+
+        assert until(silent, 60), found
+    finally:
+        worker.stop()
         server.stop()
 
 
