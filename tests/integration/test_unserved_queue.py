@@ -8,10 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
@@ -417,6 +418,69 @@ def test_a_retry_waiting_on_its_countdown_is_listed_by_its_workers_key(
         assert until(silent, 60), found
     finally:
         worker.stop()
+        server.stop()
+
+
+def test_a_worker_that_answers_one_ask_alone_is_told_by_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers are asked which tasks they run (``active``) and which wait for their pool (``reserved``): a worker
+    that answered only one (the other too late) listed part of what it holds, yet counted as answered, so its key was
+    left unread and a message it held was called an orphan. Only a worker that answers both counts as answered. The
+    worker here is a real remote-control node of the broker named as the key's worker, answering ``active`` with
+    nothing at once and ``reserved`` after the ask's time; the message is written, settled, and the key kept by a real
+    heartbeat that lists it."""
+    from orchestrator import queues
+    from orchestrator.queues import held_messages
+    from ragscore_workers.alive import alive_keys, broker_of, heartbeat
+
+    server = RedisProcess(tmp_path / "redis").start()
+    store = connect(server.url)
+    monkeypatch.setattr(queues, "HELD_ASK_S", 3.0)  # ample for the answer that comes
+    message = {"headers": {"id": "half", "task": "ragscore.score.cpu", "run": "r-half"}, "body": ""}
+    store.broker.hset("unacked", "tag-half", json.dumps([message, "cpu", "cpu"]))
+    store.broker.zadd("unacked_index", {"tag-half": time.time() - 60.0})
+    asked: list[str] = []
+
+    def active(_state: object, **_: object) -> list[object]:
+        asked.append("active")
+        return []
+
+    def reserved(_state: object, **_: object) -> list[object]:
+        asked.append("reserved")
+        time.sleep(queues.HELD_ASK_S + 1.0)  # answered after the ask gave up
+        return []
+
+    done = threading.Event()
+    connection = app.connection_for_write()
+    node = app.control.mailbox.Node("cpu@half", handlers={"active": active, "reserved": reserved},
+                                    channel=connection.default_channel)  # fmt: skip
+    node.listen()
+
+    def serve() -> None:
+        while not done.is_set():
+            with suppress(TimeoutError):
+                connection.drain_events(timeout=0.5)
+
+    server_thread = threading.Thread(target=serve, daemon=True)
+    server_thread.start()
+    beat = heartbeat(store.r, "cpu@half", lambda: ["cpu"], store.broker, held=lambda: ["half"])
+    try:
+        assert until(lambda: len(alive_keys(store.r, broker_of(store.broker))) == 1, 30), "the key was not written"
+        found = [held_messages(store, "r-half")]
+
+        def silent() -> bool:
+            """Its message silent, not orphaned (a loaded host may renew the key late: looked at again)."""
+            found[0] = held_messages(store, "r-half")
+            return found[0].silent == 1 and not found[0].orphans
+
+        assert until(silent, 60), (found, asked)
+        assert "active" in asked and "reserved" in asked, asked
+    finally:
+        beat.end()
+        done.set()
+        server_thread.join(10)
+        connection.release()
         server.stop()
 
 
