@@ -112,7 +112,7 @@ class HeldMessages:
     #: Those a worker that is stopping cleanly is finishing (it lists none while it does).
     finishing: list[Finishing] = field(default_factory=list)
     #: Held messages no live worker lists, settled, on a queue of a worker that did not answer the ask (one too busy)
-    #: and whose key saying it runs is seen renewed (:func:`renewed_alive`) and may hold them
+    #: and whose key saying it runs is seen renewed (:func:`_renewed_keys`) and may hold them
     #: (:meth:`~ragscore_workers.alive.AliveKey.may_hold`: it lists them, or lists none): no orphans.
     silent: int = 0
 
@@ -386,19 +386,13 @@ RENEWAL_POLL_S = 0.5
 AliveKeys = dict[str, AliveKey]
 
 
-def renewed_alive(
-    store: RunStore,
-    queues: Collection[str],
-    within_s: float,
-    but: Collection[str] = frozenset(),
-    before: AliveKeys | None = None,
-) -> set[str]:
-    """Those of ``queues`` consumed by a worker (but those named in ``but``: Celery's hostnames) whose key saying it
-    runs (:mod:`ragscore_workers.alive`) is seen renewed within ``within_s`` s from now (:func:`_renewed_keys`):
-    that worker ran after this call began, where a key left by a worker killed whole a moment ago is never renewed (it
-    expires). Returns once each queue has one, or no watched key names those left."""
+def renewed_alive(store: RunStore, queues: Collection[str], within_s: float) -> set[str]:
+    """Those of ``queues`` consumed by a worker whose key saying it runs (:mod:`ragscore_workers.alive`) is seen
+    renewed within ``within_s`` s from now (:func:`_renewed_keys`): that worker ran after this call began, where a key
+    left by a worker killed whole a moment ago is never renewed (it expires). Returns once each queue has one, or no
+    watched key names those left."""
     wanted = set(queues)
-    renewed = _renewed_keys(store, wanted, within_s, but, before)
+    renewed = _renewed_keys(store, wanted, within_s)
     return {queue for key in renewed.values() for queue in key.queues} & wanted
 
 
