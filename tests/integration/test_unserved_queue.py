@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
+from kombu.pidbox import Mailbox
 
 from orchestrator.runner import Submitted, cancel, connect, submit, wait
 from orchestrator.suite import load_suite
@@ -453,8 +454,9 @@ def test_a_worker_that_answers_one_ask_alone_is_told_by_its_key(
 
     done = threading.Event()
     connection = app.connection_for_write()
-    node = app.control.mailbox.Node("cpu@half", handlers={"active": active, "reserved": reserved},
-                                    channel=connection.default_channel)  # fmt: skip
+    # a mailbox of its own, bound to its own connection: its replies take none of the app's pools
+    mailbox = Mailbox(app.conf.control_exchange, type="fanout", accept=["json"], serializer="json")(connection)
+    node = mailbox.Node("cpu@half", handlers={"active": active, "reserved": reserved}, channel=connection.channel())
     node.listen()
 
     def serve() -> None:
