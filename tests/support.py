@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -179,11 +180,18 @@ class WorkerProcess:
 
 
 def kill_whole(worker: WorkerProcess) -> None:
-    """kill -9 a ``ragscore worker`` and every process under it at once (its host lost): nothing is handed back."""
+    """kill -9 a ``ragscore worker`` and every process under it at once (its host lost): nothing is handed back.
+
+    All are stopped (SIGSTOP) before any is killed: a Celery worker gets SIGTERM when its ``ragscore worker`` dies
+    (:mod:`ragscore_workers.die_with_parent`), and one that ran before its own SIGKILL came began a clean stop and
+    wrote its stopping key, so status read its held messages as finishing, not orphaned (a CI's serial pass, loaded)."""
     assert worker.proc is not None
     supervisor = psutil.Process(worker.proc.pid)
-    for proc in [supervisor, *supervisor.children(recursive=True)]:
-        proc.send_signal(signal.SIGKILL)
+    whole = [supervisor, *supervisor.children(recursive=True)]
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for proc in whole:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(sig)
     worker.proc.wait(10)
 
 

@@ -373,11 +373,7 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
         store = connect(server.url)
         sub = submit(data, load_suite(SUITE), store)
         assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 1000, 300), "the cpu worker never scored"
-        assert worker.proc is not None
-        supervisor = psutil.Process(worker.proc.pid)
-        for proc in [supervisor, *supervisor.children(recursive=True)]:  # the whole host's worker, at once
-            proc.send_signal(signal.SIGKILL)
-        worker.proc.wait(10)
+        kill_whole(worker)  # the whole host's worker, at once
         time.sleep(ORPHAN_SETTLED_S + 1)
         found = held_messages(store, sub.run_id)
         assert found.held > 0 and len(found.orphans) == found.held, found
