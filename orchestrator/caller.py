@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from ragscore_workers.errors import DatasetWarning
 
@@ -73,6 +74,7 @@ class Caller:
 def _callers_level() -> int:
     """The ``stacklevel`` of the caller's own line (the first frame outside ragscore's packages) for a warning
     raised in the frame that calls this: a notebook shows, and a filter by module matches, where it called."""
+    frame: FrameType | None
     frame, level = sys._getframe(2), 2  # 1: the frame that calls this; 2: its caller
     while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in _OURS:
         frame, level = frame.f_back, level + 1

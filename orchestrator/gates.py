@@ -27,7 +27,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -331,7 +331,14 @@ def stopped_targets(summary: RunSummary) -> dict[str, str]:
     return {name: str(stats["breaker"]) for name, stats in sorted(summary.target.items()) if stats.get("breaker")}
 
 
-def _counts(stats: MetricSummary | None) -> dict[str, int]:
+class _Counts(TypedDict, total=False):
+    """A gate's sample size: :class:`GateResult`'s ``n`` and ``unscored``."""
+
+    n: int
+    unscored: int
+
+
+def _counts(stats: MetricSummary | None) -> _Counts:
     return {"n": stats.n, "unscored": stats.unscorable + stats.errors} if stats is not None else {}
 
 

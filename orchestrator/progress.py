@@ -593,8 +593,9 @@ def _bar_line(task: Task, width: int) -> tuple[Table, bool]:
         if part == "bar":
             cells.append(BarColumn(bar_width=min(room, BAR_WIDTH)).render(task))
         elif part == "cut name":
-            cells.append(texts[part].copy())
-            cells[-1].truncate(room, overflow="ellipsis")
+            cut = texts[part].copy()
+            cut.truncate(room, overflow="ellipsis")
+            cells.append(cut)
         else:
             cells.append(texts[part])
     line = Table.grid(*(Column(no_wrap=True) for _ in cells), padding=(0, 1))

@@ -65,7 +65,7 @@ class ShardSpool:
         self._directory = str(directory) if directory is not None else tempfile.gettempdir()
         with self._said():
             self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ragscore-spool-", dir=self._directory)
-        self._writer: IO[bytes] | None = gzip.GzipFile(fileobj=self._file, mode="wb", compresslevel=COMPRESS_LEVEL)
+        self._writer: gzip.GzipFile | None = gzip.GzipFile(fileobj=self._file, mode="wb", compresslevel=COMPRESS_LEVEL)
         self._rows: list[Row] = []
         self.shards = 0
 

@@ -383,7 +383,7 @@ class Aggregator:
         return tree[value]
 
     def summary(self, run_id: str, **extra: Any) -> RunSummary:
-        def dump(tree: dict[str, dict[str, _Acc]]) -> dict[str, dict[str, MetricSummary]]:
+        def dump(tree: Mapping[str, Mapping[str, _Acc]]) -> dict[str, dict[str, MetricSummary]]:
             return {k: {m: acc.summary() for m, acc in sorted(v.items())} for k, v in sorted(tree.items())}
 
         paired = pairing(self.system_ids, self.system_numbers, len(self.systems))  # the one sort of the ids

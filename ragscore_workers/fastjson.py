@@ -13,7 +13,7 @@ from typing import Any
 
 __all__ = ["dumps_utf8", "loads", "loads_line"]
 
-_scan = make_scanner(json.JSONDecoder())
+_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed wants a make_scanner; it reads a decoder
 
 #: ``json.dumps(value, ensure_ascii=False)`` with one encoder made once (json.dumps makes one per call).
 dumps_utf8 = json.JSONEncoder(ensure_ascii=False).encode

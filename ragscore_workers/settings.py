@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from pathlib import Path
 from urllib.parse import SplitResult, unquote_plus, urlsplit
 
@@ -311,7 +311,7 @@ def _check_broker_query(parts: SplitResult, shown: str, what: str) -> None:
         )
 
 
-def _check_kombu_only_options(shown: str, what: str, refused: set[str]) -> None:
+def _check_kombu_only_options(shown: str, what: str, refused: Set[str]) -> None:
     """ConfigError naming the first of ``refused``, options of the broker's URL (``shown``, redacted) that
     kombu fails its first connection with: ``?connect_timeout=`` (read as text, then added to a float: a TypeError),
     and in a ``redis+socket://`` URL, whose query kombu hands to redis-py, each of :data:`_KOMBU_ONLY_OPTIONS` (an

@@ -216,7 +216,8 @@ class KeywordParams(_Params):
 
 
 def _find(inp: PointInput, phrases: list[str], whole_word: bool) -> tuple[list[str], list[str], list[str]]:
-    found, missing, evidence = [], [], []
+    found, missing = [], []
+    evidence: list[str] = []
     for phrase in _distinct(phrases, inp.normalize):
         match = _phrase_regex(phrase, whole_word).search(inp.text)
         if match is None:

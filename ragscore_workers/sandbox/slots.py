@@ -199,8 +199,8 @@ class SlotLease:
         helper = self.slot.helper
         if helper is None or not helper.alive() or helper.rlimits != self.rlimits:
             self._drop_helper()
-            self.slot.helper = HelperProcess(self.python, self.slot.uid, self.rlimits)
-        return self.slot.helper
+            helper = self.slot.helper = HelperProcess(self.python, self.slot.uid, self.rlimits)
+        return helper
 
     def _drop_helper(self) -> None:
         if self.slot.helper is not None:
