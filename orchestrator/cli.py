@@ -1759,7 +1759,8 @@ def compare_cmd(
     make_out_dir(out)  # before the work: --out naming a file is said at once
     refuse_files_of_others(out, names=COMPARE_NAMES)  # the user's own compare.md, as `report --out` refuses it
     try:
-        result = compare(data, baseline=baseline, **({"seed": seed} if seed is not None else {}))
+        # only seed (an int), never points
+        result = compare(data, baseline=baseline, **({"seed": seed} if seed is not None else {}))  # type: ignore[arg-type]
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     markdown = render_compare_markdown(result)

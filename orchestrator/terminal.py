@@ -14,7 +14,7 @@ import re
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType
 from rich.segment import Segment
@@ -180,7 +180,14 @@ def follow_commands(run_id: str, out: str | Path | None = None, broker: str | No
     return backticked(status_command(run_id, broker), results_command(run_id, out, broker), joined=", then ")
 
 
-def summary_commands(run_id: str, out: str | Path | None, broker: str | None) -> dict[str, str]:
+class SummaryCommands(TypedDict):
+    """:meth:`~ragscore_workers.store.RunStore.finished_summary`'s ``status`` and ``resume`` commands."""
+
+    status: str
+    resume: str
+
+
+def summary_commands(run_id: str, out: str | Path | None, broker: str | None) -> SummaryCommands:
     """The commands that watch run ``run_id`` and finish it into ``out`` (None: ``DIR``, not known where it is
     said), with its ``broker``, for :meth:`~ragscore_workers.store.RunStore.finished_summary` to say where the run
     has no summary (its own name neither, the workers knowing no command line)."""

@@ -155,7 +155,7 @@ def _secret_fields(url: str) -> list[tuple[str, int, int]]:
     for end in [m.start() for m in _FIELD_END.finditer(url)] + [len(url)]:
         at = begin
         while (eq := url.find("=", at, end)) >= 0:
-            name: str | None = url[at:eq]
+            name = url[at:eq]
             if at > begin or begin == 0:  # the text starts in the URL's path or in a value: a name after a ? or ;
                 start = _NAME_START.search(name)
                 name = name[start.end() :] if start else None

@@ -113,7 +113,7 @@ def _answers(qa: dict[str, Any]) -> list[tuple[str, str | None, Any]]:
             return [(f"answers[{k!r}]", identifier(k, "answers key"), v) for k, v in raw.items()]
         if not isinstance(raw, list):
             raise SeedError(f"answers: expected an object {{system: answer}} or a list, got {kind(raw)}")
-        out = []
+        out: list[tuple[str, str | None, Any]] = []
         for i, item in enumerate(raw):
             key, system = pick(item, ("system", "model"), f"answers[{i}]") if isinstance(item, dict) else (None, None)
             if key is None:

@@ -359,7 +359,7 @@ class StatusView:
         cancelled = self.meta.get("state") == RunState.CANCELLED
         stalled = self.stalled(now)
         unserved = self._still_unserved()
-        out = []
+        out: list[dict[str, Any]] = []
         for queue in [q for q in QUEUES if f"total:{q}" in counters]:
             done, total = counters.get(f"done:{queue}", 0), counters.get(f"total:{queue}", 0)
             done = counters.get(f"worked:{queue}", 0) if cancelled else done  # the outputs stored stopped left out

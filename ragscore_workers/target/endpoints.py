@@ -106,7 +106,7 @@ class HttpEndpoint:
         query = {**request, **self._query} if self.method == "GET" else self._query
         # added to the url's own query string (httpx's ``params=`` would replace it: ``?version=2`` lost)
         url = httpx.URL(self.url).copy_merge_params(query) if query else self.url
-        options = {} if self.method == "GET" else {"json": {**request, **self._body}}
+        options: dict[str, Any] = {} if self.method == "GET" else {"json": {**request, **self._body}}
         try:  # streamed: read_body bounds the whole reply by timeout_s and its size (httpx bounds each read)
             with self._client.stream(self.method, url, **options) as response:
                 content = read_body(response.iter_bytes(), started, self.timeout_s)

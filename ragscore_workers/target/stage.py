@@ -85,7 +85,8 @@ def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig,
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     if unfilled:  # after, not in the finally: a Redis error here must not hide the error that ended the task
-        client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})
+        # counters of UNFILLED_PREFIX only: never incr's cost, reset_failures or release
+        client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})  # type: ignore[arg-type]
     return {"asked": len(todo), "new": new}
 
 
