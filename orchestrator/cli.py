@@ -98,26 +98,29 @@ def _broker_option(url: str) -> str:
 
 def _broker_opt(unset: str) -> Any:
     """A command's ``--broker`` option (a Redis URL, checked; a password in it warned of), ``unset`` saying what the
-    command does without one."""
-    return Annotated[
-        Optional[str],  # noqa: UP045 - typer needs Optional on 3.10
-        typer.Option(
-            "--broker",
-            help=f"Cluster broker URL (default: $RAGSCORE_BROKER_URL; {unset}).",
-            callback=lambda url: _broker_option(url) if url else url,
-        ),
-    ]
+    command does without one: the typer.Option of an ``Annotated[Optional[str], ...]`` (written out there, where
+    mypy reads it as a type)."""
+    return typer.Option(
+        "--broker",
+        help=f"Cluster broker URL (default: $RAGSCORE_BROKER_URL; {unset}).",
+        callback=lambda url: _broker_option(url) if url else url,
+    )
 
 
-BrokerOpt = _broker_opt("unset = embedded")
+BrokerOpt = Annotated[Optional[str], _broker_opt("unset = embedded")]
 #: ``ragscore worker``'s: workers serve a cluster's queues (an embedded run starts its own), so one is needed.
-WorkerBrokerOpt = _broker_opt("one of them is required: an embedded run starts its own workers")
+WorkerBrokerOpt = Annotated[
+    Optional[str], _broker_opt("one of them is required: an embedded run starts its own workers")
+]
 #: ``ragscore submit``'s: a submitted run is scored by a cluster's workers.
-SubmitBrokerOpt = _broker_opt(
-    "one of them is required: submit sends a run to a cluster; 'ragscore run' runs one embedded"
-)
+SubmitBrokerOpt = Annotated[
+    Optional[str],
+    _broker_opt("one of them is required: submit sends a run to a cluster; 'ragscore run' runs one embedded"),
+]
 #: ``ragscore flower``'s: without one it attaches to the embedded Redis only while it is up.
-FlowerBrokerOpt = _broker_opt("unset = the embedded Redis's lane 0, only while an embedded run has it up")
+FlowerBrokerOpt = Annotated[
+    Optional[str], _broker_opt("unset = the embedded Redis's lane 0, only while an embedded run has it up")
+]
 
 
 MaxCostOpt = Annotated[
