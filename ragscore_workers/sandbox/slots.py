@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ._base import SandboxError
 
@@ -100,7 +101,7 @@ class HelperProcess:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         cpu_soft = next((soft for res, soft, _ in rlimits if res == resource.RLIMIT_CPU), None)
         budget = cpu_budget_s if cpu_budget_s is not None else cpu_soft * CPU_BUDGET_SHARE if cpu_soft else 1e9
-        ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        ids: dict[str, Any] = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
         argv = [python, "-I", "-S", "-c", HELPER_SOURCE.read_text(encoding="utf-8")]
         try:
             self.proc = subprocess.Popen(
