@@ -1,5 +1,6 @@
-"""What the docs show a user to copy holds: their suites and checks points load, and the option values a
-benchmark's synopsis gives are that benchmark's defaults."""
+"""What the docs show a user to copy holds: their suites and checks points load, the option values a benchmark's
+synopsis gives are that benchmark's defaults, each ``ragscore CMD ...`` names options CMD takes, and the suite errors
+docs/cli.md quotes are the ones said."""
 
 from __future__ import annotations
 
@@ -139,3 +140,72 @@ def test_settings_md_lists_every_setting_and_judge_variable() -> None:
     first_cells = re.findall(r"^\| ([^|]+) \|", (ROOT / "docs" / "settings.md").read_text(), re.M)
     listed = {name for cell in first_cells for name in re.findall(r"`([A-Z0-9_]+)`", cell)}
     assert sorted(names - listed) == []
+
+
+def _shown_command_lines() -> list[tuple[str, str]]:
+    """``(command, its arguments)`` of each ``ragscore COMMAND ...`` the docs show: a line of a bash block (its
+    comment left out, continuation lines joined) or a code span."""
+    found = []
+    for doc in DOCS:
+        text = doc.read_text()
+        blocks = [block.replace("\\\n", " ") for block in re.findall(r"```bash\n(.*?)```", text, re.S)]
+        lines = [line.split(" #")[0] for block in blocks for line in block.splitlines()]
+        spans = re.findall(r"`([^`\s]*ragscore [^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+        for line in lines + spans:
+            for command in re.split(r"\s(?:[|;]|&&)\s", line):
+                found += re.findall(r"(?<![\w-])ragscore (\w+)(.*)", command)
+    return found
+
+
+SHOWN = _shown_command_lines()
+
+
+def test_the_docs_show_command_lines() -> None:
+    assert {command for command, _ in SHOWN} >= {"run", "resume", "submit", "status", "results", "worker", "compare"}
+
+
+def test_each_command_line_the_docs_show_names_only_options_its_command_takes() -> None:
+    """A ``ragscore CMD ...`` in the docs names an existing command (or the placeholder ``CMD``) and only options of
+    that command; ``flower`` passes any other option on to Flower."""
+    import typer.main
+
+    from orchestrator.cli import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    wrong = []
+    for name, arguments in SHOWN:
+        if name in ("CMD", "flower"):
+            continue
+        if name not in commands:
+            wrong.append(f"ragscore {name}: no such command")
+            continue
+        takes = {"--help"} | {opt for param in commands[name].params for opt in [*param.opts, *param.secondary_opts]}
+        options = re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", arguments)
+        wrong += [f"ragscore {name}{arguments}: {option}" for option in options if option not in takes]
+    assert wrong == []
+
+
+#: Suites holding the mistakes whose messages docs/cli.md's "The suite file" quotes.
+MISTAKEN_SUITES: list[dict[str, Any]] = [
+    {"metrics": ["exact_mach", {"name": "rubric_judge", "params": {"bogus": 1}}]},
+    {"metrics": ["exact_mach", {"name": "recall_at_k", "params": {"k": ["x"]}}]},
+    {"metrics": ["exact_match"], "judge": {"rmp": 30}},
+    {"metrics": [{"name": "exact_match", "param": {}}]},
+    {"metrics": ["exact_match - mrr"]},
+]
+
+
+def test_the_suite_errors_cli_md_quotes_are_the_ones_said() -> None:
+    """Each message (a code span with a space) of docs/cli.md's "The suite file" is part of what loading one of
+    :data:`MISTAKEN_SUITES` says, its closing ``...`` standing for the rest (it showed
+    ``metrics item 2 (recall_at_k).params.k item 1: ...``, where the message is ``...: Bad params: k item 1: ...``)."""
+    from ragscore_workers.errors import ConfigError
+
+    section = (ROOT / "docs" / "cli.md").read_text().split("\n### The suite file\n", 1)[1].split("\n## ", 1)[0]
+    quoted = [" ".join(span.split()).removesuffix("...").strip() for span in re.findall(r"`([^`]+)`", section)]
+    said = []
+    for suite in MISTAKEN_SUITES:
+        with pytest.raises(ConfigError) as info:
+            load_suite(suite)
+        said.append(" ".join(str(info.value).split()))
+    assert [quote for quote in quoted if " " in quote and not any(quote in text for text in said)] == []
