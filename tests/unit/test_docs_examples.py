@@ -209,3 +209,16 @@ def test_the_suite_errors_cli_md_quotes_are_the_ones_said() -> None:
             load_suite(suite)
         said.append(" ".join(str(info.value).split()))
     assert [quote for quote in quoted if " " in quote and not any(quote in text for text in said)] == []
+
+
+@pytest.mark.parametrize(
+    ("doc", "heading"), [("README.md", "## The reports"), ("docs/reports.md", "# Reports and comparisons")]
+)
+def test_the_report_tables_name_every_file_a_run_writes(doc: str, heading: str) -> None:
+    """The table of a run's ``--out`` DIR lists each file of ``OUTPUT_NAMES`` (both left out ``answers.jsonl``,
+    which a target run writes, and reports.md ``run.json``)."""
+    from orchestrator.reports.files import OUTPUT_NAMES
+
+    section = (ROOT / doc).read_text().split(f"{heading}\n", 1)[1].split("\n## ", 1)[0]
+    listed = {name for cell in re.findall(r"^\| ([^|]+) \|", section, re.M) for name in re.findall(r"`([^`]+)`", cell)}
+    assert sorted(OUTPUT_NAMES - listed) == []
