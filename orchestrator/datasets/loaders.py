@@ -578,12 +578,13 @@ def _unterminated(start: int, opened: int, end: int, closed: bool) -> str:
 def _header_quote(start: int, opened: int, end: int, closed: bool) -> str:
     """The error of a header row (from line ``start``) whose quote opened on line ``opened`` is never closed, or (by
     ``closed``) is closed mid-cell by a stray quote, the csv module reading the row on to line ``end`` (the stray
-    quote's line, or a later one where a quoted cell opens after it)."""
+    quote's line, or a later one where a quoted cell opens after it; on a header of one line, the names from the
+    quote to the stray quote read as one)."""
     if not closed:
         return f"a quote in the header row (line {opened}) is never closed"
-    return (f"a quote in the header row (line {opened}) is closed mid-cell by a stray quote, so the header row runs "
-            f"from line {start} to line {end}: is a quote left open, or one inside a quoted name not written twice "
-            '("")?')  # fmt: skip
+    joins = f"the header row runs from line {start} to line {end}" if end > start else "the names it spans read as one"
+    return (f"a quote in the header row (line {opened}) is closed mid-cell by a stray quote, so {joins}: is a quote "
+            'left open, or one inside a quoted name not written twice ("")?')  # fmt: skip
 
 
 def _text_of(line: str) -> str:
@@ -642,7 +643,9 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
             raise DatasetError(f"{path}: the header row cannot be read (CSV: {exc})") from exc
         if header is None:
             return
-        if (wrong := feed.unbalanced()) is not None:
+        if (wrong := feed.unbalanced()) is None and _wrong_quote("".join(feed.row), delimiter, swallowed=True):
+            wrong = 1, True  # a header of one line (the csv module reads it so): a stray quote joined names into one
+        if wrong is not None:
             raise DatasetError(f"{path}: {_header_quote(start, start + wrong[0] - 1, feed.line, wrong[1])}")
         if (spaced := _spaced_quote(header, delimiter, feed.row)) is not None:
             error = _spaced_quote_error(str(spaced[0] + 1), header[spaced[0]], delimiter)

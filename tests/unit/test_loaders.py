@@ -1032,6 +1032,24 @@ def test_a_csv_header_quote_a_stray_quote_closed_says_where_it_opened_and_closed
         list(iter_rows(path))
 
 
+@pytest.mark.parametrize("rows", ["", "\na,q,x,y\n"])
+@pytest.mark.parametrize("name", ["d.csv", "d.tsv"])
+def test_a_csv_header_of_one_line_a_stray_quote_closed_says_its_line(tmp_path: Path, rows: str, name: str) -> None:
+    """A header of one line whose quoted name a stray quote closed mid-cell: the csv module joined the names up to it
+    into one (``question,answer,reference``), and a file that was only its header read silently (one with rows told
+    each row had more cells than the header). It is the header's error, with its line, as where the header runs on;
+    a stray quote in a name holding no separator reads as the csv module reads it, as in a row."""
+    sep = "\t" if name.endswith(".tsv") else ","
+    path = tmp_path / name
+    path.write_text(sep.join(["id", '"question', "answer", '"reference']) + rows, encoding="utf-8")
+    said = ("a quote in the header row (line 1) is closed mid-cell by a stray quote, so the names it spans read as "
+            'one: is a quote left open, or one inside a quoted name not written twice ("")?')  # fmt: skip
+    with pytest.raises(DatasetError, match=re.escape(said)):
+        list(iter_rows(path))
+    path.write_text(sep.join(["id", '"question" text', "answer"]) + "\na" + sep + "q" + sep + "x\n", encoding="utf-8")
+    assert [(line, r.model_extra) for line, r in iter_rows(path)] == [(2, {"question text": "q"})]
+
+
 def test_a_csv_column_given_twice_stops_the_dataset(tmp_path: Path) -> None:
     """The second ``answer`` column silently replaced the first in every row."""
     path = tmp_path / "d.csv"
