@@ -1,126 +1,205 @@
 """Where a dataset's rows differ from a run's submitted ones, as a resume's refusal says it: each changed shard (up to
-MAX_SHARDS_NAMED, the rest counted) with where its rows are not the run's (up to MAX_ROWS_NAMED places overall). Rows
-inserted or removed move every later row by as many: the rows after them are compared with the run's moved so, and a
-shard whose rows are only moved is not named."""
+MAX_SHARDS_NAMED, the rest counted) with every change found there (MAX_ROWS_NAMED of them told over all shards, the
+rest counted). Rows inserted or removed, at any distance, move every later row by as many: the rows after them are
+compared with the run's moved so, and each run shard whose rows are all read, moved or not, has its content checked
+against its digest.
+
+Cost: nothing beyond the shard-by-shard compare while the rows are the run's in their places; from the first row out of
+its place, one read of the run's item keys into a dict (one entry a run row: the bound on memory), then one lookup a
+row read, whatever the distance to where the row is in the run."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from ragscore_workers.counts import counted, listed, noun
 
 #: A row's item keys (one per target, or its one key).
 Keys = tuple[str, ...]
 
-#: The places a resume's refusal describes, all shards together, and the run's rows it names where they are gone
+#: The changes a resume's refusal describes, all shards together, and the run's rows it names where they are gone
 #: from the dataset.
 MAX_ROWS_NAMED = 3
 #: The changed shards a resume's refusal names; the rest are counted.
 MAX_SHARDS_NAMED = 5
 #: What a shard whose rows' ids are not the run's is said to be, before where.
 OTHER_IDS = "other ids or order"
+#: What a shard whose rows are the run's, by id, but read otherwise is said to be, before where.
+OTHER_CONTENT = "the same ids with other content"
 
 
 class RunRows:
-    """The run's rows (each its item keys) by their place in the run, read a shard at a time (``item_keys(shard)``;
-    every shard but the last holds ``shard_rows`` rows), the last few shards kept."""
+    """The run's rows (each its item keys, ``per_row`` of them) by their place in the run, read a shard at a time
+    (``item_keys(shard)``; every shard but the last holds ``shard_rows`` rows), the last few shards kept; where each
+    row is (:meth:`place`) read once, when first asked."""
 
-    def __init__(self, item_keys: Callable[[int], list[str]], shard_rows: int) -> None:
-        self.keys = lru_cache(maxsize=4)(item_keys)
-        self.shard_rows = shard_rows
+    def __init__(
+        self, item_keys: Callable[[int], list[str]], shard_rows: int, n_shards: int | None, per_row: int
+    ) -> None:
+        self.item_keys, self.shard_rows, self.n_shards, self.per_row = item_keys, shard_rows, n_shards, per_row
+        self.rows = lru_cache(maxsize=4)(self._rows)
+        self._places: dict[Keys, int] | None = None
 
-    def between(self, lo: int, hi: int, per_row: int) -> list[Keys]:
-        """The run's rows ``lo`` to ``hi`` (fewer where the run ends before ``hi``)."""
-        first = lo // self.shard_rows
-        rows: list[Keys] = []
-        for shard in range(first, -(-hi // self.shard_rows)):
-            keys = self.keys(shard)
-            if not keys:
-                break
-            rows += [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)]
-        skip = first * self.shard_rows
-        return rows[lo - skip : hi - skip]
+    def _rows(self, shard: int) -> list[Keys]:
+        keys = self.item_keys(shard)
+        return [tuple(keys[i : i + self.per_row]) for i in range(0, len(keys), self.per_row)]
 
-    def resync(self, at: int, first: Keys, per_row: int) -> int:
-        """Where a shard whose first row is ``first`` starts in the run's rows: ``at``, or back at ``first``'s place
-        where it is one of the run's ``shard_rows`` rows before ``at`` (the shard before, its rows not the run's, was
-        compared with as many of the run's rows as it holds, and held fewer: a row inserted and one renamed)."""
-        before = self.between(max(0, at - self.shard_rows), at, per_row)
-        return at - len(before) + before.index(first) if first in before else at
+    def row(self, at: int) -> Keys | None:
+        """The run's row ``at``; None past its end."""
+        rows = self.rows(at // self.shard_rows)
+        return rows[at % self.shard_rows] if at % self.shard_rows < len(rows) else None
 
-    def count(self, n_shards: int, per_row: int) -> int:
-        """How many rows the run's ``n_shards`` shards hold (its last shard read, not every one)."""
-        return (n_shards - 1) * self.shard_rows + len(self.keys(n_shards - 1)) // per_row if n_shards else 0
+    def place(self, row: Keys) -> int | None:
+        """Where ``row`` is in the run; None where the run has no such row."""
+        if self._places is None:
+            self._places = {}
+            shard = 0
+            while (self.n_shards is None or shard < self.n_shards) and (rows := self._rows(shard)):
+                self._places.update((keys, shard * self.shard_rows + i) for i, keys in enumerate(rows))
+                shard += 1
+        return self._places.get(row)
 
-
-def shard_places(mine: list[Keys], run: list[Keys], lines: list[int], run_ends: bool) -> tuple[list[str], int]:
-    """Where a shard's rows (``mine``, read from ``lines``) are not the run's rows from where they should start
-    (``run``: two shards of them, or fewer where the run ends: ``run_ends``), and how many of ``run`` they take the
-    place of. Rows inserted or removed there are told as such (:func:`_moved_by`), the rest of the shard's rows
-    compared moved by as many; where they differ otherwise (one renamed, two swapped), how many of the shard's rows
-    from there are not the run's."""
-    places: list[str] = []
-    i = j = 0
-    while j < len(mine):
-        if i < len(run) and mine[j] == run[i]:
-            i, j = i + 1, j + 1
-        elif i == len(run) and run_ends:
-            places.append(f"from line {lines[j]} on: {counted(len(mine) - j, 'row')} more than the run had there")
-            j = len(mine)
-        elif inserted := _moved_by(mine, j, run, i):
-            where = f"line {lines[j]}" if inserted == 1 else f"lines {lines[j]}-{lines[j + inserted - 1]}"
-            places.append(f"{counted(inserted, 'row')} inserted at {where}; the rest are the run's rows")
-            j += inserted
-        elif removed := _moved_by(run, i, mine, j):
-            gone = listed([repr(row[0]) for row in run[i : i + removed]], MAX_ROWS_NAMED)
-            places.append(f"the run's {noun(removed, 'row')} {gone} removed before line {lines[j]}; the rest are the "
-                          "run's rows")  # fmt: skip
-            i += removed
-        else:  # taken as rows in the run's rows' places
-            theirs = run[i : i + len(mine) - j]
-            unlike = sum(a != b for a, b in zip(mine[j:], theirs, strict=False)) + len(mine) - j - len(theirs)
-            places.append(f"first at line {lines[j]}; {unlike} of the shard's {len(mine)} rows are not the run's")
-            i, j = i + len(theirs), len(mine)
-    return places, i
-
-
-def _moved_by(more: list[Keys], at: int, fewer: list[Keys], since: int) -> int:
-    """How many rows ``more`` holds at ``at`` that ``fewer`` has none of (rows inserted, seen from the run's; rows
-    removed, from the file's), with ``fewer``'s rows from ``since`` on (one at least) next in ``more``: where rows
-    inserted or removed moved the rest of a shard's rows by as many. 0 where the rows differ otherwise (one renamed,
-    two swapped)."""
-    try:
-        end = more.index(fewer[since], at + 1)
-    except ValueError:
-        return 0
-    overlap = min(len(more) - end, len(fewer) - since)
-    if more[end : end + overlap] != fewer[since : since + overlap] or not set(more[at:end]).isdisjoint(fewer):
-        return 0
-    return end - at
+    def count(self) -> int | None:
+        """How many rows the run holds (its last shard read, not every one); None where it is not known (a submission
+        cut off)."""
+        if self.n_shards is None:
+            return None
+        return (self.n_shards - 1) * self.shard_rows + len(self.rows(self.n_shards - 1)) if self.n_shards else 0
 
 
 class Changes:
-    """The changed shards found, each with where (its places, MAX_ROWS_NAMED of them told over all shards)."""
+    """The changed shards found, each with its changes (what differs, where), MAX_ROWS_NAMED of them told over all
+    shards."""
 
     def __init__(self) -> None:
-        self.shards: list[tuple[int, str, list[str]]] = []  # (shard, what differs, where)
-        self.content_only = True
+        self.shards: dict[int, list[tuple[str, str]]] = {}  # shard -> (what differs, where)
 
-    def add(self, shard: int, places: list[str], what: str = OTHER_IDS) -> None:
-        """Shard ``shard`` differs by ``what`` (its ids, unless said), at ``places`` (added to its own where it is
-        named already: the rows missing at the dataset's end)."""
-        self.content_only = self.content_only and what != OTHER_IDS
-        if self.shards and self.shards[-1][0] == shard:
-            self.shards[-1][2].extend(places)
-        else:
-            self.shards.append((shard, what, places))
+    @property
+    def content_only(self) -> bool:
+        """Whether every change is of content (the rows' ids are the run's)."""
+        return all(what == OTHER_CONTENT for changes in self.shards.values() for what, _ in changes)
+
+    def add(self, shard: int, place: str, what: str = OTHER_IDS) -> None:
+        """Shard ``shard`` differs by ``what`` (its ids, unless said) at ``place``."""
+        self.shards.setdefault(shard, []).append((what, place))
 
     def said(self) -> str:
-        """``shard 1: other ids or order, 1 row inserted at line 151; the rest are the run's rows; shard 3: ...``."""
+        """``shard 1: other ids or order, 1 row inserted at line 151; shard 3: ...``: each shard's changes under what
+        differs (its ids, or only their content), those past MAX_ROWS_NAMED counted."""
         told, parts = 0, []
-        for shard, what, places in self.shards:
-            shown = places[: max(0, MAX_ROWS_NAMED - told)]
-            told += len(shown)
-            parts.append(f"shard {shard}: {', '.join([what, *shown])}")
+        for shard in sorted(self.shards):
+            groups: dict[str, list[str]] = {}
+            for what, place in self.shards[shard]:
+                groups.setdefault(what, []).append(place)
+            said = []
+            for what, places in groups.items():
+                shown = min(len(places), max(0, MAX_ROWS_NAMED - told))
+                told += shown
+                said.append(f"{what}, {listed(places, shown, more='change')}" if shown else what)
+            parts.append(f"shard {shard}: {'; '.join(said)}")
         return listed(parts, MAX_SHARDS_NAMED, sep="; ", more="changed shard")
+
+
+class Comparison:
+    """A dataset's rows, read a shard at a time (:meth:`read`), against the run's (``run``): what :meth:`end` says of
+    them. A row not the run's next is one inserted where the run has no such row, or has it before (a row given twice
+    or moved back), or where the run's next row is still to come in the shard (a row moved ahead); else the run's rows
+    up to it were removed. ``edited(shard, rows)``: whether the run's shard ``shard``, its rows all read (``rows``),
+    reads otherwise than it was submitted (its digest)."""
+
+    def __init__(self, run: RunRows, edited: Callable[[int, list[Any]], bool]) -> None:
+        self.run, self.edited, self.changes = run, edited, Changes()
+        self.at = 0  # the run's row the next row read should be
+        self.size = run.count()
+        self.shard, self.line = 0, 0  # the dataset's shard being read, and the last line read
+        self.read_by_shard: dict[int, list[tuple[int, int, Any]]] = {}  # run shard -> (shard, line, row) read so far
+        self.inserted: list[int] = []  # the lines of the rows inserted in a row, not yet told
+        self.more: tuple[int, int] | None = None  # the shard and line of the first row after the run's end
+        self.more_rows = 0
+
+    def read(self, shard: int, lines: list[int], rows: list[Any], mine: list[Keys]) -> None:
+        """Compare the dataset's shard ``shard``: its ``rows`` (their item keys ``mine``), read from ``lines``."""
+        self.shard, self.line = shard, lines[-1]
+        if self.at == shard * self.run.shard_rows and mine == self.run.rows(shard):  # the run's shard, in its place
+            for at, line, row in zip(range(self.at, self.at + len(rows)), lines, rows, strict=True):
+                self._take(at, line, row)
+        else:
+            last = {keys: j for j, keys in enumerate(mine)}
+            for j, keys in enumerate(mine):
+                self._row(keys, lines[j], rows[j], lambda expected, j=j: last.get(expected, -1) > j)
+        self._tell_inserted()
+        self._settle(self.at // self.run.shard_rows)
+
+    def end(self) -> Changes:
+        """The changes found, the rows missing at the dataset's end with them."""
+        self._tell_inserted()
+        self._settle(None)
+        if self.more is not None:
+            shard, line = self.more
+            more = counted(self.more_rows, "row")
+            self.changes.add(shard, f"from line {line} on: {more} more than the run had there")
+        if self.size is not None and (missing := self.size - self.at) > 0:
+            self.changes.add(self.shard, f"ending at line {self.line}: {counted(missing, 'row')} fewer than the run "
+                             "had there")  # fmt: skip
+        return self.changes
+
+    def _row(self, keys: Keys, line: int, row: Any, coming: Callable[[Keys], bool]) -> None:
+        """Compare one row (``coming``: whether the run's row is still to come in the shard)."""
+        expected = self.run.row(self.at)
+        if keys == expected:
+            self._tell_inserted()
+            self._take(self.at, line, row)
+        elif expected is None and self.size is not None:  # past the run's end
+            self.more = self.more or (self.shard, line)
+            self.more_rows += 1
+        elif (place := self.run.place(keys)) is None or place < self.at or (expected and coming(expected)):
+            self.inserted.append(line)
+        else:
+            self._tell_removed(place, line)
+            self._take(place, line, row)
+
+    def _tell_removed(self, upto: int, line: int) -> None:
+        """Tell the run's rows from the next one expected up to ``upto`` removed before ``line``, or, where as many
+        rows were inserted just before it, those rows in their place (rows renamed)."""
+        if len(lines := self.inserted) == upto - self.at:
+            self.inserted = []
+            where = f"line {lines[0]} holds another row" if len(lines) == 1 else f"lines {_span(lines)} hold other rows"
+            self.changes.add(self.shard, f"{where} in place of {self._removed(upto)}")
+        else:
+            self._tell_inserted()
+            self.changes.add(self.shard, f"{self._removed(upto)} removed before line {line}")
+
+    def _removed(self, upto: int) -> str:
+        """``the run's rows 'q150', 'q151' and 3 more``: its rows from the next one expected up to ``upto``."""
+        n = upto - self.at
+        shown = [self.run.row(at) for at in range(self.at, self.at + min(n, MAX_ROWS_NAMED))]
+        names = [repr(row[0]) for row in shown if row]
+        return f"the run's {noun(n, 'row')} {listed(names, MAX_ROWS_NAMED, total=n)}"
+
+    def _take(self, at: int, line: int, row: Any) -> None:
+        """The row read from ``line`` is the run's row ``at``."""
+        self.at = at + 1
+        self.read_by_shard.setdefault(at // self.run.shard_rows, []).append((self.shard, line, row))
+
+    def _tell_inserted(self) -> None:
+        """Tell the rows inserted in a row, if any."""
+        if lines := self.inserted:
+            where = f"line {lines[0]}" if len(lines) == 1 else f"lines {_span(lines)}"
+            self.changes.add(self.shard, f"{counted(len(lines), 'row')} inserted at {where}")
+            self.inserted = []
+
+    def _settle(self, before: int | None) -> None:
+        """Check the content of each run shard before ``before`` (every one where None) whose rows were all read."""
+        for index in [i for i in self.read_by_shard if before is None or i < before]:
+            read = self.read_by_shard.pop(index)
+            if len(read) == len(self.run.rows(index)) and self.edited(index, [row for _, _, row in read]):
+                self.changes.add(read[0][0], f"in lines {read[0][1]}-{read[-1][1]} (which of its "
+                                 f"{counted(len(read), 'row')} reads otherwise cannot be told: the run recorded a "
+                                 "digest of each shard, not of each row)", OTHER_CONTENT)  # fmt: skip
+
+
+def _span(lines: list[int]) -> str:
+    """``4-6``: the lines from the first of ``lines`` to the last."""
+    return f"{lines[0]}-{lines[-1]}"

@@ -73,7 +73,7 @@ from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggr
 from . import queues as queue_checks
 from .atomic_file import make_out_dir, said_os_error, write_text_atomic
 from .caller import CLI, Caller
-from .changed_rows import Changes, RunRows, shard_places
+from .changed_rows import Comparison, RunRows
 from .connection import check_queues, connect, connect_lane, eviction_warnings
 from .datasets import (
     READER_VERSION,
@@ -719,41 +719,29 @@ def _unlike_submitted(
     ticker: _Ticker | None, item_keys: Callable[[int], list[str]],
 ) -> tuple[str, bool] | None:  # fmt: skip
     """How the rows ``read`` differ from the run's submitted ones (``item_keys(shard)``: its keys): each changed
-    shard and where (:class:`~orchestrator.changed_rows.Changes`), and whether it is only their content (the same
+    shard and where (:class:`~orchestrator.changed_rows.Comparison`), and whether it is only their content (the same
     ids); None where they are the same."""
-    run, changes = RunRows(item_keys, shard_rows), Changes()
-    last = at = per_row = 0  # the last shard compared; the run's row the next row read should be
-    lines: list[int] = []
+    n_shards = int(meta["n_shards"]) if "n_shards" in meta else None
+    compare: Comparison | None = None
+
+    def edited(index: int, rows: list[Row]) -> bool:
+        return (recorded := meta.get(f"digest:{index}")) is not None and recorded != shard_digest(rows)
+
     valid = ((line, row) for line, row in read if isinstance(row, Row))
     for index, read_rows in enumerate(shards(valid, shard_rows)):
         if ticker is not None:
             ticker.count(lambda n: f"checking {dataset.name} is unchanged: {counted(n * shard_rows, 'row')} so far")
-        if "n_shards" not in meta and not run.keys(index):  # a cut-off submission never reached this shard
+        if n_shards is None and not item_keys(index):  # a cut-off submission never reached this shard
             continue
-        last = index
         lines, rows = [line for line, _ in read_rows], [row for _, row in read_rows]
         keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
         per_row = len(keys) // len(rows)
-        if at == index * shard_rows and keys == run.keys(index):  # the run's shard, in its place: its content told
-            at += len(rows)
-            if (recorded := meta.get(f"digest:{index}")) and recorded != shard_digest(rows):
-                changes.add(index, [f"in lines {lines[0]}-{lines[-1]} (which of its {counted(len(rows), 'row')} reads "
-                                    "otherwise cannot be told: the run recorded a digest of each shard, not of each "
-                                    "row)"], "the same ids with other content")  # fmt: skip
-            continue
-        mine = [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)]
-        if changes.shards:  # refused already: a row told as not the run's may have been taken in one's place
-            at = run.resync(at, mine[0], per_row)
-        theirs = run.between(at, at + 2 * shard_rows, per_row)
-        places, taken = shard_places(mine, theirs, lines, len(theirs) < 2 * shard_rows)
-        at += taken
-        if places:
-            changes.add(index, places)
-    if "n_shards" in meta and (missing := run.count(int(meta["n_shards"]), per_row or 1) - at) > 0:
-        if not lines:
-            return "it has a different number of rows", False
-        changes.add(last, [f"ending at line {lines[-1]}: {counted(missing, 'row')} fewer than the run had "
-                                   "there"])  # fmt: skip
+        if compare is None:
+            compare = Comparison(RunRows(item_keys, shard_rows, n_shards, per_row), edited)
+        compare.read(index, lines, rows, [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)])
+    if compare is None:
+        return ("it has a different number of rows", False) if n_shards else None
+    changes = compare.end()
     return (changes.said(), changes.content_only) if changes.shards else None
 
 

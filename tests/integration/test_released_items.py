@@ -667,8 +667,8 @@ def test_the_resume_of_a_run_whose_items_left_and_dataset_changed_writes_none_of
     said = " ".join(refused.stderr.split())
     assert refused.returncode == 2, refused.stderr
     assert (
-        f"{dataset} changed since it was submitted (shard 0: other ids or order, first at line 4; 1 of the shard's"
-        in said
+        f"{dataset} changed since it was submitted (shard 0: other ids or order, line 4 holds another row in place of "
+        "the run's row 'q3')" in said
     ), said
     _assert_still_released(home, run_id, out)
 

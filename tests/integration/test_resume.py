@@ -237,17 +237,17 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         ):
             resume(store, sub.run_id)
         write_jsonl(data, [*rows[:120], {**rows[120], "id": "renamed"}, rows[122], rows[121], *rows[123:]])
-        with pytest.raises(DatasetError, match=r"shard 1: other ids or order, first at line 121; 3 of the shard's 100 "
-                           "rows are not the run's"):  # fmt: skip
+        said = ("shard 1: other ids or order, 1 row inserted at line 121, the run's rows 'q120', 'q121' removed before "
+                "line 122, 1 row inserted at line 123)")  # fmt: skip
+        with pytest.raises(DatasetError, match=re.escape(said)):
             resume(store, sub.run_id)
         # A row inserted or removed mid-shard moves the shard's later rows: not counted as 50 rows not the run's.
         write_jsonl(data, [*rows[:150], {**rows[0], "id": "inserted"}, *rows[150:]])
-        with pytest.raises(DatasetError, match="shard 1: other ids or order, 1 row inserted at line 151; the rest are "
-                           r"the run's rows\)"):  # fmt: skip
+        with pytest.raises(DatasetError, match=r"shard 1: other ids or order, 1 row inserted at line 151\)"):
             resume(store, sub.run_id)
         write_jsonl(data, [*rows[:150], *rows[153:]])
         with pytest.raises(DatasetError, match="shard 1: other ids or order, the run's rows 'q150', 'q151', 'q152' "
-                           r"removed before line 151; the rest are the run's rows\)"):  # fmt: skip
+                           r"removed before line 151\)"):  # fmt: skip
             resume(store, sub.run_id)
         write_jsonl(data, [*rows, {**rows[0], "id": "extra"}])
         with pytest.raises(DatasetError, match="shard 3: other ids or order, from line 301 on: 1 row more than the run "
@@ -270,13 +270,47 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
             edited[i]["id"] = f"renamed{i}"
         write_jsonl(data, [*edited[:25], {**rows[0], "id": "inserted"}, *edited[25:120], *edited[121:]])  # 0 and 2
         said = (
-            "shard 0: other ids or order, 1 row inserted at line 26; the rest are the run's rows; shard 2: other ids "
-            "or order, the run's row 'q120' removed before line 122; the rest are the run's rows; shard 3: other ids "
-            "or order, first at line 161; 1 of the shard's 50 rows are not the run's; shard 4: the same ids with "
-            "other content; shard 5: other ids or order and 2 more changed shards); start a new run"
+            "shard 0: other ids or order, 1 row inserted at line 26; shard 2: other ids or order, the run's row 'q120' "
+            "removed before line 122; shard 3: other ids or order, line 161 holds another row in place of the run's "
+            "row 'q160'; shard 4: the same ids with other content; shard 5: other ids or order and 2 more changed "
+            "shards); start a new run"
         )
         with pytest.raises(DatasetError, match=re.escape(said)):
             resume(store, sub.run_id)
+    finally:
+        server.stop()
+
+
+def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_moved_shards_content(
+    tmp_path: Path,
+) -> None:
+    """The search for rows inserted or removed looked two shards ahead: 50 rows removed (more than two shards of 20)
+    read as every later shard changed. It now finds them at any distance, tells each change (a second, 45 rows
+    inserted four shards on, told per shard), and checks the digest of each run shard whose rows it read moved: the
+    run's shard 4 (rows q80-q99), read at lines 31-50, reads otherwise (q90's answer edited), not taken as alike."""
+    server = RedisProcess(tmp_path / "redis").start()  # no worker: the run stays running with its tasks queued
+    try:
+        rows = make_rows(200, seed=7)
+        data = write_jsonl(tmp_path / "d.jsonl", rows)
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store, shard_rows=20)
+        edited = [dict(r) for r in rows]
+        edited[90]["answer"] = "a completely different answer"
+        new = [{**rows[0], "id": f"new{i}"} for i in range(45)]
+        write_jsonl(data, [*edited[:30], *edited[80:150], *new, *edited[150:]])
+        said = (
+            "(shard 1: other ids or order, the run's rows 'q30', 'q31', 'q32' and 47 more removed before line 31; "
+            "the same ids with other content, in lines 31-50 (which of its 20 rows reads otherwise cannot be told: "
+            "the run recorded a digest of each shard, not of each row); shard 5: other ids or order, 20 rows inserted "
+            "at lines 101-120; shard 6: other ids or order; shard 7: other ids or order); start a new run"
+        )
+        with pytest.raises(DatasetError, match=re.escape(said)):
+            resume(store, sub.run_id)
+        write_jsonl(data, [*rows[:30], *rows[80:150], *new, *rows[150:]])  # moved, its content the run's: not told
+        moved = "(shard 1: other ids or order, the run's rows 'q30', 'q31', 'q32' and 47 more removed before line 31; "
+        with pytest.raises(DatasetError, match=re.escape(moved + "shard 5:")):
+            resume(store, sub.run_id)
+        assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
     finally:
         server.stop()
 
@@ -295,17 +329,19 @@ def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_remov
         sub = submit(data, load_suite({"metrics": ["verbatim"], "targets": targets}), store, shard_rows=10)
         assert store.shard_keys(sub.run_id, 0)[:3] == ["a::q0", "b::q0", "a::q1"]
         inserted, renamed = {**rows[0], "id": "inserted"}, {**rows[7], "id": "renamed"}
-        later = "; shard 2: other ids or order, the run's row 'a::q25' removed before line 27; the rest are the run's "
-        later += "rows; shard 3: other ids or order, ending at line 37: 3 rows fewer than the run had there); start"
+        later = "; shard 2: other ids or order, the run's row 'a::q25' removed before line 27; shard 3: other ids or "
+        later += "order, ending at line 37: 3 rows fewer than the run had there); start"
         cases = [  # what the file holds, what the refusal says
             ([*rows[:5], inserted, *rows[5:25], *rows[26:37]],  # shards 0, 2 and 3
-             "(shard 0: other ids or order, 1 row inserted at line 6; the rest are the run's rows" + later),
-            # a row inserted and one renamed in shard 0: its rows are compared in the run's rows' places, which moves
-            # the run's row q9 into shard 1, read as the run's there, not as a row inserted
+             "(shard 0: other ids or order, 1 row inserted at line 6" + later),
+            # a row inserted and one renamed in shard 0: each told, the rows after them the run's moved by one; the
+            # later shards' changes past MAX_ROWS_NAMED
             ([*rows[:5], inserted, *rows[5:7], renamed, *rows[8:25], *rows[26:37]],
-             "(shard 0: other ids or order, first at line 6; 5 of the shard's 10 rows are not the run's" + later),
+             "(shard 0: other ids or order, 1 row inserted at line 6, line 9 holds another row in place of the run's "
+             "row 'a::q7'; shard 2: other ids or order, the run's row 'a::q25' removed before line 27; shard 3: other "
+             "ids or order); start"),
             # a row given twice, shard 1's first: no row of the run's there
-            ([*rows[:10], rows[9], *rows[10:]], "(shard 1: other ids or order, 1 row inserted at line 11; the rest"),
+            ([*rows[:10], rows[9], *rows[10:]], "(shard 1: other ids or order, 1 row inserted at line 11)"),
         ]  # fmt: skip
         for written, said in cases:
             write_jsonl(data, written)
