@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from ragscore_workers.counts import counted, listed, noun
+from ragscore_workers.schemas import split_key
 
 #: A row's item keys (one per target, or its one key).
 Keys = tuple[str, ...]
@@ -172,10 +173,11 @@ class Comparison:
             self.changes.add(self.shard, f"{self._removed(upto)} removed before line {line}")
 
     def _removed(self, upto: int) -> str:
-        """``the run's rows 'q150', 'q151' and 3 more``: its rows from the next one expected up to ``upto``."""
+        """``the run's rows 'q150', 'q151' and 3 more``: its rows from the next one expected up to ``upto``, each by
+        its id (a target run's too, not by its first target's item key)."""
         n = upto - self.at
         shown = [self.run.row(at) for at in range(self.at, self.at + min(n, MAX_ROWS_NAMED))]
-        names = [repr(row[0]) for row in shown if row]
+        names = [repr(split_key(row[0])[1]) for row in shown if row]
         return f"the run's {noun(n, 'row')} {listed(names, MAX_ROWS_NAMED, total=n)}"
 
     def _take(self, at: int, line: int, row: Any) -> None:

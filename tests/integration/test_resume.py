@@ -317,7 +317,8 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
 
 def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_removed(tmp_path: Path) -> None:
     """A target run holds an item key per target for each row: the rows a resume compares are a key per target
-    (several a row), and those that rows inserted or removed moved are compared moved so, their shards not named."""
+    (several a row), and those that rows inserted or removed moved are compared moved so, their shards not named. A
+    row removed or renamed is named by its id, as another run's is, not by its first target's item key ('a::q25')."""
     server = RedisProcess(tmp_path / "redis").start()  # no worker, and no target asked: the run stays submitted
     try:
         rows = questions(40)
@@ -329,7 +330,7 @@ def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_remov
         sub = submit(data, load_suite({"metrics": ["verbatim"], "targets": targets}), store, shard_rows=10)
         assert store.shard_keys(sub.run_id, 0)[:3] == ["a::q0", "b::q0", "a::q1"]
         inserted, renamed = {**rows[0], "id": "inserted"}, {**rows[7], "id": "renamed"}
-        later = "; shard 2: other ids or order, the run's row 'a::q25' removed before line 27; shard 3: other ids or "
+        later = "; shard 2: other ids or order, the run's row 'q25' removed before line 27; shard 3: other ids or "
         later += "order, ending at line 37: 3 rows fewer than the run had there); start"
         cases = [  # what the file holds, what the refusal says
             ([*rows[:5], inserted, *rows[5:25], *rows[26:37]],  # shards 0, 2 and 3
@@ -338,7 +339,7 @@ def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_remov
             # later shards' changes past MAX_ROWS_NAMED
             ([*rows[:5], inserted, *rows[5:7], renamed, *rows[8:25], *rows[26:37]],
              "(shard 0: other ids or order, 1 row inserted at line 6, line 9 holds another row in place of the run's "
-             "row 'a::q7'; shard 2: other ids or order, the run's row 'a::q25' removed before line 27; shard 3: other "
+             "row 'q7'; shard 2: other ids or order, the run's row 'q25' removed before line 27; shard 3: other "
              "ids or order); start"),
             # a row given twice, shard 1's first: no row of the run's there
             ([*rows[:10], rows[9], *rows[10:]], "(shard 1: other ids or order, 1 row inserted at line 11)"),
