@@ -257,6 +257,14 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         with pytest.raises(DatasetError, match="shard 2: other ids or order, ending at line 299: 1 row fewer than the "
                            "run had there"):  # fmt: skip
             resume(store, sub.run_id)
+        # The last shard read edited and the run's rows after it gone: each under its own label (the rows fewer sat
+        # under "the same ids with other content").
+        write_jsonl(data, edited[:200])
+        said = ("(shard 1: the same ids with other content, in lines 101-200 (which of its 100 rows reads otherwise "
+                "cannot be told: the run recorded a digest of each shard, not of each row); other ids or order, ending "
+                "at line 200: 100 rows fewer than the run had there); start a new run")  # fmt: skip
+        with pytest.raises(DatasetError, match=re.escape(said)):
+            resume(store, sub.run_id)
         assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
         assert sum(store.r.llen(q) for q in ("cpu",)) == queued  # nothing re-sent, nothing superseded
         # Several shards changed: each is named (MAX_SHARDS_NAMED, the rest counted) with where (MAX_ROWS_NAMED places
