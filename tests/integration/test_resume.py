@@ -296,12 +296,8 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
     read as every later shard changed. It now finds them at any distance, tells each change (a second, 45 rows
     inserted four shards on, told per shard), and checks the digest of each run shard whose rows it read moved: the
     run's shard 4 (rows q80-q99), read at lines 31-50, reads otherwise (q90's answer edited), not taken as alike."""
-    server = RedisProcess(tmp_path / "redis").start()  # no worker: the run stays running with its tasks queued
-    try:
-        rows = make_rows(200, seed=7)
-        data = write_jsonl(tmp_path / "d.jsonl", rows)
-        store = connect(server.url)
-        sub = submit(data, load_suite(SUITE), store, shard_rows=20)
+    with _submitted(tmp_path, 200, seed=7, shard_rows=20) as (store, sub, _):  # no worker: the run stays running
+        rows, data = make_rows(200, seed=7), tmp_path / "d.jsonl"
         edited = [dict(r) for r in rows]
         edited[90]["answer"] = "a completely different answer"
         new = [{**rows[0], "id": f"new{i}"} for i in range(45)]
@@ -319,8 +315,6 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
         with pytest.raises(DatasetError, match=re.escape(moved + "shard 5:")):
             resume(store, sub.run_id)
         assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
-    finally:
-        server.stop()
 
 
 def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_removed(tmp_path: Path) -> None:
