@@ -44,6 +44,7 @@ class RunRows:
         self._places: dict[Keys, int] | None = None
 
     def _rows(self, shard: int) -> list[Keys]:
+        """The rows of the run's shard ``shard``, read from the store."""
         keys = self.item_keys(shard)
         return [tuple(keys[i : i + self.per_row]) for i in range(0, len(keys), self.per_row)]
 
