@@ -107,7 +107,8 @@ class Changes:
 class Comparison:
     """A dataset's rows, read a shard at a time (:meth:`read`), against the run's (``run``): what :meth:`end` says of
     them. A row not the run's next is one inserted where the run has no such row, or has it before (a row given twice
-    or moved back), or where the run's next row is still to come in the shard (a row moved ahead); else the run's rows
+    or moved back), or where the run's next row is still to come in the shard (a row moved ahead), or where the shard's
+    next row is one the run has before it (a row moved back from afar, two rows far apart swapped); else the run's rows
     up to it were removed. ``edited(shard, rows)``: whether the run's shard ``shard``, its rows all read (``rows``),
     reads otherwise than it was submitted (its digest)."""
 
@@ -130,7 +131,8 @@ class Comparison:
         else:
             last = {keys: j for j, keys in enumerate(mine)}
             for j, keys in enumerate(mine):
-                self._row(keys, lines[j], rows[j], lambda expected, j=j: last.get(expected, -1) > j)
+                after = mine[j + 1] if j + 1 < len(mine) else None
+                self._row(keys, lines[j], rows[j], lambda expected, j=j: last.get(expected, -1) > j, after)
         self._tell_inserted()
         self._settle(self.at // self.run.shard_rows)
 
@@ -147,8 +149,9 @@ class Comparison:
                              "had there")  # fmt: skip
         return self.changes
 
-    def _row(self, keys: Keys, line: int, row: Any, coming: Callable[[Keys], bool]) -> None:
-        """Compare one row (``coming``: whether the run's row is still to come in the shard)."""
+    def _row(self, keys: Keys, line: int, row: Any, coming: Callable[[Keys], bool], after: Keys | None) -> None:
+        """Compare one row (``coming``: whether the run's row is still to come in the shard; ``after``: the shard's
+        next row, None after its last)."""
         expected = self.run.row(self.at)
         if keys == expected:
             self._tell_inserted()
@@ -158,6 +161,8 @@ class Comparison:
             self.more_rows += 1
         elif (place := self.run.place(keys)) is None or place < self.at or (expected and coming(expected)):
             self.inserted.append(line)
+        elif after is not None and (next_place := self.run.place(after)) is not None and self.at <= next_place < place:
+            self.inserted.append(line)  # moved back from afar: the next row is one the run has before it
         else:
             self._tell_removed(place, line)
             self._take(place, line, row)

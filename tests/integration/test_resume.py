@@ -237,8 +237,8 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         ):
             resume(store, sub.run_id)
         write_jsonl(data, [*rows[:120], {**rows[120], "id": "renamed"}, rows[122], rows[121], *rows[123:]])
-        said = ("shard 1: other ids or order, 1 row inserted at line 121, the run's rows 'q120', 'q121' removed before "
-                "line 122, 1 row inserted at line 123)")  # fmt: skip
+        said = ("shard 1: other ids or order, 2 rows inserted at lines 121-122, the run's row 'q120' removed before "
+                "line 123, the run's row 'q122' removed before line 124)")  # fmt: skip
         with pytest.raises(DatasetError, match=re.escape(said)):
             resume(store, sub.run_id)
         # A row inserted or removed mid-shard moves the shard's later rows: not counted as 50 rows not the run's.
@@ -295,7 +295,8 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
     """The search for rows inserted or removed looked two shards ahead: 50 rows removed (more than two shards of 20)
     read as every later shard changed. It now finds them at any distance, tells each change (a second, 45 rows
     inserted four shards on, told per shard), and checks the digest of each run shard whose rows it read moved: the
-    run's shard 4 (rows q80-q99), read at lines 31-50, reads otherwise (q90's answer edited), not taken as alike."""
+    run's shard 4 (rows q80-q99), read at lines 31-50, reads otherwise (q90's answer edited), not taken as alike. Two
+    rows swapped far apart read as 145 rows removed and 144 inserted: each is told in the other's place."""
     with _submitted(tmp_path, 200, seed=7, shard_rows=20) as (store, sub, _):  # no worker: the run stays running
         rows, data = make_rows(200, seed=7), tmp_path / "d.jsonl"
         edited = [dict(r) for r in rows]
@@ -313,6 +314,15 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
         write_jsonl(data, [*rows[:30], *rows[80:150], *new, *rows[150:]])  # moved, its content the run's: not told
         moved = "(shard 1: other ids or order, the run's rows 'q30', 'q31', 'q32' and 47 more removed before line 31; "
         with pytest.raises(DatasetError, match=re.escape(moved + "shard 5:")):
+            resume(store, sub.run_id)
+        # Two rows far apart swapped: each line holds the other's row, not the 145 rows between them removed and
+        # inserted again (every later shard named).
+        write_jsonl(data, [*rows[:5], rows[150], *rows[6:150], rows[5], *rows[151:]])
+        swapped = (
+            "(shard 0: other ids or order, line 6 holds another row in place of the run's row 'q5'; shard 7: "
+            "other ids or order, line 151 holds another row in place of the run's row 'q150'); start a new run"
+        )
+        with pytest.raises(DatasetError, match=re.escape(swapped)):
             resume(store, sub.run_id)
         assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
 
