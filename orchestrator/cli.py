@@ -1783,7 +1783,7 @@ def compare_cmd(
     if result.errors:
         print_warning(errors_text(result.errors))
     if result.unscored or result.unscorable:
-        err.print(f"Note: {unscored_text(result.unscored, result.unscorable)}", soft_wrap=True)
+        err.print(f"Note: {unscored_text(result.only_in(), result.unscorable)}", soft_wrap=True)
     if result.unchecked:
         err.print(f"Note: {unchecked_text(result.unchecked)}", soft_wrap=True)
     if one_run := one_run_text(data):

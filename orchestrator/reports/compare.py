@@ -194,16 +194,22 @@ class Comparison:
     #: Compared by system: systems with no namesake in the first run (shown, compared with nothing).
     alone: list[str] = field(default_factory=list)
     #: Per output some system scored: the compared systems none of whose items has it (another suite): its
-    #: differences with them are not shown (:meth:`shown`).
+    #: differences with them are not shown (:meth:`shown`), nor is its row of means (:meth:`only_in`).
     unscored: dict[str, list[str]] = field(default_factory=dict)
-    #: Per output some system scored: the compared systems whose items of it were all unscorable (no error): their
-    #: rows read ``n=0``.
+    #: Per output some system scored: the compared systems whose items of it were all unscorable (no error): "no
+    #: scored rows" in their cell of the means.
     unscorable: dict[str, list[str]] = field(default_factory=dict)
 
     def shown(self) -> list[Difference]:
-        """The differences the tables show: not those of an output one side's suite has no metric for (``n=0``
-        always), which a note names once (:func:`unscored_text`)."""
+        """The differences the tables show and ``--fail-on-worse`` gates: not those of an output one side's suite has
+        no metric for (``n=0`` always), which a note names once (:func:`unscored_text`)."""
         return [d for d in self.differences if not {d.base, d.arm} & set(self.unscored.get(d.metric, ()))]
+
+    def only_in(self) -> dict[str, list[str]]:
+        """Per output some compared system's suite has no metric for: the compared systems whose suites have it."""
+        compared = set(self.bases) | set(self.bases.values())
+        return {name: [arm for arm in self.arms if arm in compared and arm not in lacking]
+                for name, lacking in self.unscored.items()}  # fmt: skip
 
     def baseline_text(self) -> str:
         """What the others are compared with: ``arms[0]``, or each system's namesake in the first run."""
@@ -295,12 +301,13 @@ def worse_failures(c: Comparison, margin: float | None = None) -> list[tuple[Dif
     """``--fail-on-worse``: each difference that fails it, with why. Without ``margin``, a system fails an output
     on which it is significantly worse than its baseline (:func:`significance`); with a non-inferiority ``margin``
     X, one whose interval's worse end is below -X (not shown to be at most X worse). Fewer than ``MIN_PAIRS``
-    pairs fail: nothing could be told from them."""
+    pairs fail: nothing could be told from them, and so do outputs with no scored rows in one of the two. An output
+    one side's suite has no metric for is no difference (:meth:`Comparison.shown`): it neither fails nor holds."""
     failures = []
-    for d in c.differences:
+    for d in c.shown():
         end = worse_end(d)
         if none := [arm for arm in (d.base, d.arm) if not c.counts[d.metric][arm]]:
-            failures.append((d, f"not compared: {' and '.join(none)} scored no item of {d.metric} "
+            failures.append((d, f"not compared: no scored rows in {' and '.join(none)} "
                                 f"({_none_scored_why(c, d.metric, none)})"))  # fmt: skip
         elif d.n < MIN_PAIRS or end is None:
             failures.append((d, f"too few pairs: {counted(d.n, 'shared question')} scored by both (at least "
@@ -315,8 +322,6 @@ def worse_failures(c: Comparison, margin: float | None = None) -> list[tuple[Dif
 
 def _none_scored_why(c: Comparison, metric: str, arms: list[str]) -> str:
     """Why ``arms`` scored no item of ``metric``, as :func:`unscored_text` and :func:`errors_text` say it."""
-    if all(arm in c.unscored.get(metric, ()) for arm in arms):
-        return "its run's suite has no such metric: score both with the same suite to gate on it"
     if all(arm in c.unscorable.get(metric, ()) for arm in arms):
         return "every item of it unscorable: its run's summary says why"
     return "its items errored or were unscorable: see the notes above"
@@ -481,20 +486,17 @@ def _unscored(
     return {name: missing for name, missing in said.items() if missing}
 
 
-def unscored_text(unscored: dict[str, list[str]], unscorable: dict[str, list[str]]) -> str:
-    """Says which outputs some compared systems scored no item of, and why: those of another suite are left out of
-    the differences, the rows of those every item of which was unscorable read ``n=0``."""
-    parts = []
-    if unscored:
-        lacking = [f"{', '.join(names)} (not in the suite of {', '.join(arms)})" for arms, names in _by_arms(unscored)]
-        parts.append(f"metrics not in every run's suite are left out of the differences: {'; '.join(lacking)}")
-    if unscorable:
-        scored_none = [
-            f"{', '.join(arms)} scored no item of {', '.join(names)}" for arms, names in _by_arms(unscorable)
-        ]
-        parts.append(f"{'; '.join(scored_none)} (every item of it unscorable: its run's summary says why): those rows "
-                     "read n=0")  # fmt: skip
-    return ". ".join(parts)
+def unscored_text(only: dict[str, list[str]], unscorable: dict[str, list[str]]) -> str:
+    """Says once which outputs only some compared systems' suites have (``only``: :meth:`Comparison.only_in`), left
+    out of the means and the differences, and which some systems' suites have but scored no row of."""
+    parts = [f"only in {', '.join(arms)}: {', '.join(names)}" for arms, names in _by_arms(only)]
+    if parts:
+        parts[-1] += " (the other compared runs' suites have no such metric)"
+    parts += [
+        f"no scored rows in {', '.join(arms)}: {', '.join(names)} (every item unscorable: its run's summary says why)"
+        for arms, names in _by_arms(unscorable)
+    ]
+    return "; ".join(parts)
 
 
 def _by_arms(per: dict[str, list[str]]) -> list[tuple[list[str], list[str]]]:

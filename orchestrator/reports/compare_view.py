@@ -111,9 +111,12 @@ def _wins_table(c: Comparison) -> tuple[str, list[str], list[list[str]]]:
 
 
 def _means(c: Comparison) -> dict[str, dict[str, str]]:
-    """Per output and system: its mean and how many items it is over (``0.833 (n=24)``); systems' means are each
-    over their own scored items, so unlike counts are seen (one run scored fewer questions, or had errors)."""
-    return {m: {a: f"{fmt(v)} (n={thousands(c.counts[m][a])})" for a, v in per.items()} for m, per in c.means.items()}
+    """Per output and system: its mean and how many items it is over (``0.833 (n=24)``), or ``no scored rows``;
+    systems' means are each over their own scored items, so unlike counts are seen (one run scored fewer questions,
+    or had errors). Not an output only some systems' suites have: a note names it (:func:`~.compare.unscored_text`)."""
+    return {m: {a: f"{fmt(v)} (n={thousands(c.counts[m][a])})" if c.counts[m][a] else "no scored rows"
+                for a, v in per.items()}
+            for m, per in c.means.items() if m not in c.unscored}  # fmt: skip
 
 
 def _mismatch(c: Comparison) -> str:
@@ -121,7 +124,7 @@ def _mismatch(c: Comparison) -> str:
     parts = [unpaired_text(c.unpaired, c.baseline_text())] if c.unpaired else []
     parts += [mismatch_text(c.mismatched, c.baseline_text())] if c.mismatched else []
     parts += [errors_text(c.errors)] if c.errors else []
-    parts += [unscored_text(c.unscored, c.unscorable)] if c.unscored or c.unscorable else []
+    parts += [unscored_text(c.only_in(), c.unscorable)] if c.unscored or c.unscorable else []
     parts += [alone_text(c.alone)] if c.alone and c.by_system is not None else []
     return ". ".join(parts + ([unchecked_text(c.unchecked)] if c.unchecked else []))
 
@@ -174,9 +177,8 @@ def render_compare_markdown(c: Comparison) -> str:
              f"sign-flip permutation p-value (seed {c.seed}).", "",
              *([f"**Warning:** {md_cell(_mismatch(c))}.", ""] if _mismatch(c) else []), "## Means", "",
              "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
-    means = _means(c)
-    for m in c.metrics:
-        lines.append(f"| {md_cell(_named(m))} | " + " | ".join(means[m][a] for a in arms) + " |")
+    for m, cells in _means(c).items():
+        lines.append(f"| {md_cell(_named(m))} | " + " | ".join(cells[a] for a in arms) + " |")
     lines += ["", f"## Differences{md_cell(_against(c))}", "",
               "| metric | system | shared | baseline | system mean | difference | 95% CI | p | verdict | wins | ties | "
               "losses | only one scored (baseline / system) |",
@@ -316,7 +318,7 @@ def print_worse(
 
     console = console or TerminalConsole(stderr=True)
     gate = "--fail-on-worse" + (f" --worse-margin {margin:g}" if margin is not None else "")
-    total = len(c.differences)
+    total = len(c.shown())
     if not failures:
         than = f"more than {margin:g} worse" if margin is not None else "significantly worse"
         every = f"{'all ' if total > 1 else ''}{counted(total, 'difference')}"

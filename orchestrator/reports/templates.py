@@ -178,8 +178,9 @@ mean difference, its 95% paired-bootstrap interval, and a two-sided sign-flip pe
 <h2 id="means">Means side by side</h2>
 <p class="muted">Each system's mean over its own scored items (n); the differences below pair shared questions.</p>
 <table><tr><th class="l">metric</th>{% for a in c.arms %}<th>{{ a }}</th>{% endfor %}</tr>
-{% for m in c.metrics %}<tr><td class="l">{{ m }}{% if m in lower_better %} <span class="muted">(lower is better)
-</span>{% endif %}</td>{% for a in c.arms %}<td>{{ means[m][a] }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% for m, cells in means.items() %}<tr><td class="l">{{ m }}{% if m in lower_better %}
+<span class="muted">(lower is better)</span>{% endif %}</td>{% for a in c.arms %}<td>{{ cells[a] }}</td>{% endfor %}
+</tr>{% endfor %}</table>
 <h2 id="differences">Differences{{ against }}</h2>
 <table><tr><th class="l">metric</th><th class="l">system</th><th>shared items</th>
 <th>{{ "baseline" if c.by_system is not none else c.arms[0] }} mean</th>

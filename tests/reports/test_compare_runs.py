@@ -396,38 +396,52 @@ def test_an_output_one_run_did_not_score_is_said_once_not_left_as_rows_of_zeros(
     two_runs: dict[str, Any], tmp_path: Path
 ) -> None:
     """Runs scored with different suites (a cheap suite on every row, embeddings on a sample) compared with their
-    shared outputs, and each output one run lacks was a row of n=0 and 0/0/0 in every table: it is left out of the
-    differences and the wins, and a note names it once (the means still show the run that has it)."""
+    shared outputs, and each output one run lacks was a row of n=0 and 0/0/0 in every table, then a row of means
+    reading ``- (n=0)``, and ``--fail-on-worse`` failed it as "not compared": it is said once, "only in A: checks",
+    left out of the means, the differences and the wins, and the gate neither fails nor counts it."""
     only_em = evaluate(_rows("B"), {"metrics": ["exact_match"]}, broker=two_runs["broker"], out=tmp_path / "B")
     result = compare([from_dir(two_runs["A"].out_dir), from_dir(only_em.out_dir)])
-    assert result.unscored == {"checks": ["B"]}
+    assert result.unscored == {"checks": ["B"]} and result.only_in() == {"checks": ["A"]}
     assert [d.metric for d in result.shown()] == ["exact_match"]
-    said = "metrics not in every run's suite are left out of the differences: checks (not in the suite of B)"
-    md = render_compare_markdown(result)
-    assert said in md and "| checks | B |" not in md and "| checks | 0 | 0 | 0 | 0 |" not in md
-    assert f"| checks | {result.means['checks']['A']:.3f} (n=100) | - (n=0) |" in md
-    html = render_compare_html(result)
-    assert said in unescape(html) and '<td class="l">checks</td><td class="l">B</td>' not in html
-    assert '<td class="l">exact_match</td><td class="l">B</td>' in html
-    cli = _cli(str(two_runs["A"].out_dir), str(only_em.out_dir), "--out", str(tmp_path / "cmp"))
-    assert cli.returncode == 0, cli.stderr
-    assert " ".join(cli.stderr.split()).count(said) == 1, cli.stderr
+    said = "only in A: checks (the other compared runs' suites have no such metric)"
+    cmp = tmp_path / "cmp"
+    cli = _cli(str(two_runs["A"].out_dir), str(only_em.out_dir), "--fail-on-worse", "--out", str(cmp))
+    assert cli.returncode == 0, cli.stderr  # B is better on exact_match; checks is no failure
+    stderr = " ".join(cli.stderr.split())
+    assert stderr.count("only in A: checks") == 1 and said in stderr, cli.stderr
+    assert "not compared" not in stderr and "--fail-on-worse holds on 1 difference" in stderr, cli.stderr
     assert "checks" not in cli.stdout and re.search(r"exact_match +100 ", cli.stdout), cli.stdout
+    md = (cmp / "compare.md").read_text(encoding="utf-8")
+    assert said in md and "| checks |" not in md and "(n=0)" not in md, md
+    assert re.search(r"\| exact_match \| [0-9.]+ \(n=100\) \| [0-9.]+ \(n=100\) \|", md), md
+    html = unescape((cmp / "compare.html").read_text(encoding="utf-8"))
+    assert said in html and '<td class="l">checks' not in html and "(n=0)" not in html
+    assert '<td class="l">exact_match</td><td class="l">B</td>' in html
 
 
 def test_an_output_a_system_could_score_on_no_item_is_not_said_to_be_of_another_suite(
     two_runs: dict[str, Any], tmp_path: Path
 ) -> None:
     """One run of two systems, B's rows without ``reference``: B's exact_match rows read n=0, and the note asked
-    "were the runs scored with one suite?" of a single run. Its items were unscorable: that is said instead."""
+    "were the runs scored with one suite?" of a single run. Its items were unscorable: "no scored rows in B" is
+    said (in its cell of the means too, not ``- (n=0)``), and ``--fail-on-worse`` fails it as not compared."""
     no_reference = [{k: v for k, v in row.items() if k != "reference"} for row in _rows("B")]
     run = evaluate(_rows("A") + no_reference, SUITE, broker=two_runs["broker"], out=tmp_path / "AB")
     assert run.summary.paired_questions == N  # the workers' aggregation counts the ids both systems answered
     assert run.summary.paired_systems == {"A": 1, "B": 1}  # and, per system, the others it pairs with
     result = compare([from_dir(run.out_dir)], baseline="A")
     assert result.unscored == {} and result.unscorable == {"exact_match": ["B"]}
-    said = "B scored no item of exact_match (every item of it unscorable: its run's summary says why)"
-    assert said in render_compare_markdown(result) and "suite" not in render_compare_markdown(result)
+    said = "no scored rows in B: exact_match (every item unscorable: its run's summary says why)"
+    cmp = tmp_path / "cmp"
+    cli = _cli(str(run.out_dir), "--baseline", "A", "--fail-on-worse", "--out", str(cmp))
+    assert cli.returncode == 3, cli.stderr
+    stderr = " ".join(cli.stderr.split())
+    assert f"Note: {said}" in stderr and "only in" not in stderr, cli.stderr
+    assert "1 of 2 differences failed" in stderr and "not compared: no scored rows in B (every item" in stderr
+    md = (cmp / "compare.md").read_text(encoding="utf-8")
+    assert said in md and "suite" not in md and "(n=0)" not in md
+    assert re.search(r"\| exact_match \| [0-9.]+ \(n=[0-9]+\) \| no scored rows \|", md), md
+    assert "<td>no scored rows</td>" in (cmp / "compare.html").read_text(encoding="utf-8")
 
 
 def test_runs_of_the_same_questions_with_no_metric_in_common_are_said_so(
@@ -633,20 +647,6 @@ def test_fail_on_worse_fails_outputs_of_too_few_pairs_rather_than_pass_them(
     assert result.returncode == 3, result.stderr
     said = " ".join(result.stderr.split())
     assert "2 of 2 differences failed" in said and said.count("too few pairs: 4 shared questions") == 2, said
-
-
-def test_fail_on_worse_says_an_output_one_run_has_no_metric_for_rather_than_too_few_pairs(
-    two_runs: dict[str, Any], tmp_path: Path
-) -> None:
-    """Runs of different suites: B's suite lacks checks. Its row failed as 'too few pairs: 0 shared questions', as if
-    the runs shared few questions, though they share all 100: the reason now says which run lacks it and why."""
-    other = evaluate(_rows("B"), {"metrics": ["exact_match"]}, broker=two_runs["broker"], out=tmp_path / "E")
-    result = _cli(str(two_runs["A"].out_dir), str(other.out_dir), "--fail-on-worse", "--out", str(tmp_path / "cmp"))
-    assert result.returncode == 3, result.stderr
-    said = " ".join(result.stderr.split())
-    assert "1 of 2 differences failed" in said and "too few pairs" not in said, said
-    why = "its run's suite has no such metric: score both with the same suite to gate on it"
-    assert f"not compared: B scored no item of checks ({why})" in said, said
 
 
 def test_fail_on_worse_reads_a_metric_where_lower_is_better_the_other_way() -> None:
@@ -892,8 +892,8 @@ def test_runs_of_several_systems_scored_with_other_suites_say_the_outputs_one_la
     print_comparison(result, Console(file=out, width=200))
     assert "not paired" not in out.getvalue()
     assert [d.metric for d in result.shown()] == ["exact_match"] * 6  # and the console's table shows those only
-    systems = "after:u, after:v, after:w, after:x, after:y, after:z"
-    said = f"left out of the differences: checks, mrr (not in the suite of {systems})"
+    systems = "before:u, before:v, before:w, before:x, before:y, before:z"
+    said = f"only in {systems}: checks, mrr (the other compared runs' suites have no such metric)"
     assert said in render_compare_markdown(result)
     fewer = compare([run("before", ("exact_match",)), run("after", ("exact_match",), questions=7)])
     out = io.StringIO()  # systems that scored some of an output: their unpaired items are still said
