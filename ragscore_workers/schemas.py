@@ -343,6 +343,13 @@ class Row(BaseModel):
     _system = field_validator("system")(_system_name)
 
     @property
+    def has_contexts(self) -> bool:
+        """Whether the row retrieved anything: a context with text (``contexts: []``, or only blank texts, is none).
+        The metrics that leave a row without contexts unscorable (``no contexts``) and the pre-run check of a field
+        no row has read contexts so."""
+        return any(c.text.strip() for c in self.contexts)
+
+    @property
     def key(self) -> str:
         """Unique key of the item: its id, or ``system::id`` when several systems answered (see :func:`split_key`)."""
         return item_key(self.system, self.id)

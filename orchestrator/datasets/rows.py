@@ -256,8 +256,8 @@ class DatasetScan:
     first_failures: list[RowError] = field(default_factory=list)
     #: Columns that are no row field but look like one (``Answer``, ``gold answer``): name -> the field.
     near_misses: dict[str, str] = field(default_factory=dict)
-    #: Row fields some row gives a value (a null is none, as when absent; ``id`` always): only ``id`` means no
-    #: metric will find anything to score.
+    #: Row fields some row gives a value (a null is none, as when absent; contexts without text too, :func:`_seen`;
+    #: ``id`` always): only ``id`` means no metric will find anything to score.
     fields_seen: set[str] = field(default_factory=set)
     #: Columns that are no row field, given text by some row (the first MAX_COLUMNS_SEEN): named in hints such
     #: as code_test's (``completion``: give it as ``code``).
@@ -394,6 +394,12 @@ def _given(row: Row, name: str) -> bool:
     return name in row.model_fields_set and getattr(row, name) is not None
 
 
+def _seen(row: Row, name: str) -> bool:
+    """Whether the row has field ``name`` for the checks of fields no row has (:func:`_given`); ``contexts`` only
+    where the metrics that leave a row without them unscorable read it so (``Row.has_contexts``: not ``[]``)."""
+    return _given(row, name) and (name != "contexts" or row.has_contexts)
+
+
 def _filled(row: Row, name: str) -> bool:
     """Whether the row gives field ``name`` a value the metrics read as one: an empty list is none, as a null or an
     absent field (a row's ``contexts: []`` is scored as retrieving nothing, as one without contexts)."""
@@ -489,7 +495,7 @@ def scan_dataset(
             on_error(row)
             continue
         scan.rows += 1
-        scan.fields_seen |= {f for f in row.model_fields_set & ROW_FIELDS if _given(row, f)}
+        scan.fields_seen |= {f for f in row.model_fields_set & ROW_FIELDS if _seen(row, f)}
         if row.model_extra:
             scan.target_marks += TARGET_ERROR in row.model_extra
             _note_near_misses(row, scan.near_misses)

@@ -13,9 +13,9 @@ is embedded in overlapping windows of about ``WINDOW_PIECES`` pieces: its cosine
 windows'. Shorter contexts are embedded whole, as the seed does.
 
 A missing input (no question, answer or reference; a blank question or reference; no contexts for the three metrics
-that read them) is unscorable with the reason, never 0: the seed's 0.0 (1.0 for hallucination) for a row without
-contexts made a system that retrieves nothing (an LLM alone) read as the worse one. Cosine
-scores are clamped to [0, 1] (scores are in [0, 1] everywhere); the raw value is in ``details``.
+that read them: none with text, ``Row.has_contexts``) is unscorable with the reason, never 0: the seed's 0.0 (1.0 for
+hallucination) for a row without contexts made a system that retrieves nothing (an LLM alone) read as the worse one.
+Cosine scores are clamped to [0, 1] (scores are in [0, 1] everywhere); the raw value is in ``details``.
 
 Every metric of a chunk asks :func:`chunk_vectors` for the texts of *all* the suite's embedding metrics,
 so the first call encodes them in one batched call and the next ones find them in the process cache.
@@ -163,7 +163,7 @@ def _context_cosines(texts: list[str], row: Row, vectors: Vectors) -> np.ndarray
 # The texts each metric embeds for a row (nothing when it scores the row without the model); ``contexts(row)``: the
 # texts of its contexts.
 def _question_and_contexts(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
-    return [row.question, *contexts(row)] if _missing_question(row) is None and row.contexts else []
+    return [row.question, *contexts(row)] if _missing_question(row) is None and row.has_contexts else []
 
 
 def _answer_and_reference(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
@@ -187,7 +187,7 @@ def _missing_reference(row: Row) -> MetricResult | None:
 
 
 def _sentences_and_contexts(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
-    if not row.answer or not row.contexts:
+    if not row.answer or not row.has_contexts:
         return []
     sentences = answer_sentences(row.answer)
     return [*sentences, *contexts(row)] if sentences else []
@@ -293,7 +293,7 @@ def _question_cosines(question: str, row: Row, vectors: Vectors) -> list[float]:
 def score_context_relevance(row: Row, vectors: Vectors) -> MetricResult:
     if (missing := _missing_question(row)) is not None:
         return missing
-    if not row.contexts:
+    if not row.has_contexts:
         return MetricResult.unscorable("no contexts")
     cosines = _question_cosines(row.question, row, vectors)
     mean = float(np.mean(cosines))
@@ -303,7 +303,7 @@ def score_context_relevance(row: Row, vectors: Vectors) -> MetricResult:
 def score_context_sufficiency(row: Row, vectors: Vectors, params: SufficiencyParams) -> MetricResult:
     if (missing := _missing_question(row)) is not None:
         return missing
-    if not row.contexts:
+    if not row.has_contexts:
         return MetricResult.unscorable("no contexts")
     cosines = _question_cosines(row.question, row, vectors)
     sufficient = sum(c >= params.threshold for c in cosines)
@@ -328,7 +328,7 @@ def score_answer_hallucination(row: Row, vectors: Vectors, params: Hallucination
         return MetricResult.unscorable("no answer")
     if not row.answer:
         return MetricResult(score=0.0, details={"case": "empty answer"})
-    if not row.contexts:
+    if not row.has_contexts:
         return MetricResult.unscorable("no contexts")
     sentences = answer_sentences(row.answer)
     if not sentences:

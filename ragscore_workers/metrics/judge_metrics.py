@@ -297,11 +297,11 @@ def _accuracy_prompts(row: Row, params: DualParams) -> MetricResult | tuple[str,
 def _relevance_prompts(row: Row, params: DualParams) -> MetricResult | tuple[str, str]:
     if row.question is None:
         return MetricResult.unscorable("no question")
-    if not row.contexts:
+    if not row.has_contexts:
         return MetricResult.unscorable("no contexts")
     question, context = row.question.strip(), _joined_contexts(row).strip()
-    if not question or not context:
-        return _special(0.0, "blank question or context")
+    if not question:
+        return _special(0.0, "blank question")
     if context == question or context in question:
         return _special(0.0, "context equal to or contained in the question")
     limit = params.max_context_chars or RELEVANCE_CONTEXT_CHARS
@@ -312,11 +312,11 @@ def _relevance_prompts(row: Row, params: DualParams) -> MetricResult | tuple[str
 def _groundedness_prompts(row: Row, params: DualParams) -> MetricResult | tuple[str, str]:
     if row.answer is None:
         return MetricResult.unscorable("no answer")
-    if not row.contexts:
+    if not row.has_contexts:
         return MetricResult.unscorable("no contexts")
     answer, context = row.answer.strip(), _joined_contexts(row).strip()
-    if not answer or not context:
-        return _special(0.0, "blank answer or context")
+    if not answer:
+        return _special(0.0, "blank answer")
     if answer == context or answer in context:
         return _special(1.0, "answer equal to or contained in the context")
     limit = params.max_context_chars or GROUNDEDNESS_CONTEXT_CHARS

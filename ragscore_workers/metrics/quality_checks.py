@@ -112,7 +112,7 @@ def quality_checks(row: Row, params: QualityParams) -> MetricResult:
     details: dict[str, Any] = {}
     if not row.answer.strip():
         issues.append("empty_answer")
-    if not row.contexts:
+    if not row.has_contexts:
         issues.append("no_contexts")
     if row.answer.strip():
         issues += _answer_issues(row.answer, row.question, params)

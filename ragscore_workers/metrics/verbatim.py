@@ -49,7 +49,7 @@ def verbatim(row: Row, params: NoParams) -> MetricResult:
     """Existence score: share of quoted citations found verbatim in the context they cite."""
     if not row.citations:
         return MetricResult.unscorable("no citations")
-    if not row.contexts:  # nothing to look the quotes up in: the row lacks its contexts, the answer is not judged
+    if not row.has_contexts:  # nothing to look the quotes up in: the row lacks its contexts, the answer is not judged
         return MetricResult.unscorable("no contexts")
     contexts = [c.text for c in row.contexts]
     checks = [_check(c, contexts) for c in row.citations]

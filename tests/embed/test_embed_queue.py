@@ -150,14 +150,15 @@ def test_a_system_without_contexts_is_unscorable_on_the_context_metrics_and_comp
 ) -> None:
     """An LLM alone (no retrieval) against a RAG system: the context metrics scored its rows 0.0 (hallucination 1.0),
     as the seed does, and compare called it significantly worse. Its rows are unscorable (``no contexts``), counted
-    in the summary, out of the means, and compare says it scored none of them instead of a verdict."""
+    in the summary, out of the means, and compare says it scored none of them instead of a verdict. A list of blank
+    texts is no contexts either (it was scored: the cosine with the vector of nothing)."""
     from orchestrator.reports import from_dir
     from orchestrator.reports.compare import compare
 
     facts = [(PARIS, "What is the capital of France?"), (SEINE, "Which river flows through Paris?"),
              (BANANA, "What do bananas contain?")] * 3  # fmt: skip
     rows = [{"id": f"q{i}", "system": system, "question": question, "answer": fact, "reference": fact,
-             **({"contexts": [fact]} if system == "rag" else {})}
+             **({"contexts": [fact]} if system == "rag" else {"contexts": ["", " "]} if i % 2 else {})}
             for system in ("rag", "llm") for i, (fact, question) in enumerate(facts)]  # fmt: skip
     metrics = ["context_relevance", "answer_hallucination", "answer_correctness"]
     suite = _suite(chunk_size={"embed": 4}) | {"metrics": metrics}

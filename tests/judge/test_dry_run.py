@@ -433,6 +433,17 @@ def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tm
     assert "Warning: column 'Answer' (did you mean 'answer'?) is no row field" in result.stdout
 
 
+def test_rows_of_empty_or_blank_contexts_are_rows_without_contexts_for_the_dry_run(tmp_path: Path) -> None:
+    """``contexts: []`` and ``["", " "]`` were contexts for the check of a field no row has (no warning), though
+    context_relevance leaves such rows unscorable (``no contexts``) and the end of the run said so."""
+    rows = [{"id": "q1", "question": "Q?", "answer": "A", "reference": "A", "contexts": []},
+            {"id": "q2", "question": "Q?", "answer": "A", "reference": "A", "contexts": ["", " "]}]  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["context_relevance", "exact_match"]}))
+    result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr  # exact_match scores: no failure (an LLM alone retrieves nothing)
+    assert "Warning: no row has 'contexts', which context_relevance needs" in " ".join(result.stdout.split())
+
+
 def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None:
     """A ``context`` (or ``retrieved_docs``) column: context_relevance scored every row 0, as retrieval that
     found nothing (the seed's rule), and nothing said the column was not read. A row without contexts is now

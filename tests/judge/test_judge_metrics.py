@@ -94,6 +94,7 @@ def test_special_cases_score_without_asking_and_missing_inputs_are_unscorable(
     rows = [
         {"id": "blank-q", "question": "  ", "answer": "Lovelace", "contexts": ["some context"]},
         {"id": "blank-ctx", "question": "Who?", "answer": " ", "contexts": ["  ", ""]},
+        {"id": "blank-answer", "question": " ", "answer": " ", "contexts": ["some context"]},
         {"id": "ctx-in-q", "question": "Is Paris the capital of France?", "answer": "Yes, Paris.",
          "contexts": ["Paris the capital"]},
         {"id": "answer-in-ctx", "question": "Who?", "answer": "Ada Lovelace", "contexts": ["It was Ada Lovelace."]},
@@ -103,15 +104,17 @@ def test_special_cases_score_without_asking_and_missing_inputs_are_unscorable(
     suite = judge_suite(["context_relevance_judge", "groundedness"], fake, model)
     results = dict(zip([r["id"] for r in rows], score(suite, rows, rclient), strict=True))
     assert results["blank-q"]["context_relevance_judge"].score == 0.0
-    assert results["blank-ctx"]["context_relevance_judge"].score == 0.0
-    assert results["blank-ctx"]["groundedness"].score == 0.0
+    for metric in ("context_relevance_judge", "groundedness"):  # blank texts are no contexts (Ragas scores 0)
+        assert results["blank-ctx"][metric].details["reason"] == "no contexts", results["blank-ctx"][metric]
     assert results["ctx-in-q"]["context_relevance_judge"].score == 0.0
     assert results["answer-in-ctx"]["groundedness"].score == 1.0
     assert results["no-ctx"]["context_relevance_judge"].score is None
     assert results["no-ctx"]["groundedness"].details["reason"] == "no contexts"
     assert results["no-q"]["context_relevance_judge"].details["reason"] == "no question"
     assert results["no-q"]["groundedness"].score == 1.0  # "Ada" is in the context
-    assert results["blank-q"]["context_relevance_judge"].details["rule"] == "blank question or context"
+    assert results["blank-q"]["context_relevance_judge"].details["rule"] == "blank question"
+    assert (results["blank-answer"]["groundedness"].score, results["blank-answer"]["groundedness"].details["rule"]) == (
+        0.0, "blank answer")  # fmt: skip
     # Only three (item, metric) pairs were judged, two judges each: answer-in-ctx's relevance, and
     # ctx-in-q's and blank-q's groundedness.
     assert fake.stats()["requests"] == 6

@@ -70,3 +70,19 @@ def test_three_cpu_metrics_end_to_end_in_embedded_mode(home: Path, tmp_path: Pat
     assert (typed.n, typed.errors, typed.unscorable) == (7, 1, 2)
     assert typed.mean == pytest.approx((1 + 0 + 0.8 + 0.75 + 1 + 0.875 + 0) / 7)
     assert evaluation.summary.metrics["verbatim"].n == 2
+
+
+def test_rows_of_empty_or_blank_contexts_are_warned_of_before_the_run_and_have_none(home: Path, tmp_path: Path) -> None:
+    """``contexts: []`` and a list of blank texts counted as contexts before the run (no warning), while only the
+    end of the run said the rows had none: one definition (``Row.has_contexts``) reads them as none in both."""
+    from ragscore_workers.errors import DatasetWarning
+
+    quote = [{"source_index": 0, "quote": "Rain fell"}]
+    rows = [{"id": "empty", "answer": "It rained [1].", "contexts": [], "citations": quote},
+            {"id": "blank", "answer": "It rained [1].", "contexts": ["", " \n"], "citations": quote}]  # fmt: skip
+    with pytest.warns(DatasetWarning, match="no row has 'contexts', which verbatim needs: it will score no item"):
+        evaluation = evaluate(rows, {"metrics": ["verbatim", "quality_checks"]}, out=tmp_path / "out")
+    items = {item.id: item.metrics for item in evaluation.items}
+    for row_id in ("empty", "blank"):
+        assert items[row_id]["verbatim"].details["reason"] == "no contexts", items[row_id]
+        assert "no_contexts" in items[row_id]["quality_checks"].details["issues"], items[row_id]
