@@ -1782,8 +1782,8 @@ def compare_cmd(
         err.print(f"Note: {alone_text(result.alone)}", soft_wrap=True)
     if result.errors:
         print_warning(errors_text(result.errors))
-    if result.unscored or result.unscorable:
-        err.print(f"Note: {unscored_text(result.only_in(), result.unscorable)}", soft_wrap=True)
+    if unscored := unscored_text(result):
+        err.print(f"Note: {unscored}", soft_wrap=True)
     if result.unchecked:
         err.print(f"Note: {unchecked_text(result.unchecked)}", soft_wrap=True)
     if one_run := one_run_text(data):

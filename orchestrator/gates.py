@@ -37,7 +37,7 @@ from rich.text import Text
 
 from ragscore_workers.counts import agree, close_names, counted, counted_of, did_you_mean, listed
 from ragscore_workers.errors import ConfigError, Problem, raise_problems
-from ragscore_workers.metrics.registry import OPTIONAL_FIELDS, higher_is_better
+from ragscore_workers.metrics.registry import BY_DESIGN_REASONS, higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
 from .caller import CLI, Caller
@@ -286,10 +286,6 @@ def incomplete(summary: RunSummary, caller: Caller = CLI) -> str | None:
     return _unscored(summary, caller)
 
 
-#: The reasons a metric gives a row that lacks a field a system may lack by design (``no contexts``).
-_BY_DESIGN = frozenset(f"no {field}" for field in OPTIONAL_FIELDS)
-
-
 def _unscored(summary: RunSummary, caller: Caller) -> str | None:
     """The metric outputs that scored no item of the whole run because every item was unscorable (a column named
     for another tool, the wrong --format), with the first one's count and most common reason, or None. Over the
@@ -312,7 +308,7 @@ def _unscored(summary: RunSummary, caller: Caller) -> str | None:
 def _by_design(stats: MetricSummary) -> bool:
     """Whether every unscorable item of an output lacks a field a system may lack by design (``no contexts``)."""
     reasons = stats.unscorable_reasons or {}
-    return bool(reasons) and reasons.keys() <= _BY_DESIGN
+    return bool(reasons) and reasons.keys() <= BY_DESIGN_REASONS
 
 
 def _unscored_cause(reason: str | None, caller: Caller) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 from ragscore_workers.aggregate import BOOTSTRAP_SEED, MAX_RESAMPLE_N, bootstrap_ci
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted, thousands
-from ragscore_workers.metrics.registry import higher_is_better
+from ragscore_workers.metrics.registry import BY_DESIGN_REASONS, higher_is_better
 
 from ..terminal import resume_command
 from .source import RunData
@@ -199,11 +199,19 @@ class Comparison:
     #: Per output some system scored: the compared systems whose items of it were all unscorable (no error): "no
     #: scored rows" in their cell of the means.
     unscorable: dict[str, list[str]] = field(default_factory=dict)
+    #: Per output: the compared systems whose items of it all lack a field a system may lack by design (``no
+    #: contexts``: an LLM alone on the context metrics): "no scored rows" too, but not comparable, so not gated.
+    inapplicable: dict[str, list[str]] = field(default_factory=dict)
 
     def shown(self) -> list[Difference]:
         """The differences the tables show and ``--fail-on-worse`` gates: not those of an output one side's suite has
         no metric for (``n=0`` always), which a note names once (:func:`unscored_text`)."""
         return [d for d in self.differences if not {d.base, d.arm} & set(self.unscored.get(d.metric, ()))]
+
+    def gated(self) -> list[Difference]:
+        """The differences ``--fail-on-worse`` gates: those shown, but not of an output a side could not score by
+        design (:attr:`inapplicable`), said once in a note instead."""
+        return [d for d in self.shown() if not {d.base, d.arm} & set(self.inapplicable.get(d.metric, ()))]
 
     def only_in(self) -> dict[str, list[str]]:
         """Per output some compared system's suite has no metric for: the compared systems whose suites have it."""
@@ -229,6 +237,8 @@ class _Scores:
         self.errors: Counter[tuple[int, str]] = Counter()
         #: (arm, output) -> items whose output is unscorable (no score, no error)
         self.unscorable: Counter[tuple[int, str]] = Counter()
+        #: (arm, output) -> of those, items that lack a field a system may lack by design (``no contexts``)
+        self.by_design: Counter[tuple[int, str]] = Counter()
 
     def set_question(self, arm: int, qid: str, sha: str) -> None:
         """Note the question an arm's item ``qid`` asked (scored or not); a value that is no fingerprint (an
@@ -302,9 +312,10 @@ def worse_failures(c: Comparison, margin: float | None = None) -> list[tuple[Dif
     on which it is significantly worse than its baseline (:func:`significance`); with a non-inferiority ``margin``
     X, one whose interval's worse end is below -X (not shown to be at most X worse). Fewer than ``MIN_PAIRS``
     pairs fail: nothing could be told from them, and so do outputs with no scored rows in one of the two. An output
-    one side's suite has no metric for is no difference (:meth:`Comparison.shown`): it neither fails nor holds."""
+    one side's suite has no metric for, or one side's rows lack by design (:meth:`Comparison.gated`), is not gated:
+    it neither fails nor holds."""
     failures = []
-    for d in c.shown():
+    for d in c.gated():
         end = worse_end(d)
         if none := [arm for arm in (d.base, d.arm) if not c.counts[d.metric][arm]]:
             failures.append((d, f"not compared: no scored rows in {' and '.join(none)} "
@@ -418,6 +429,7 @@ def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
                     scores.set(arm, str(item.meta["id"]), name, float(result["score"]))
                 else:
                     scores.unscorable[arm, name] += 1
+                    scores.by_design[arm, name] += (result.get("details") or {}).get("reason") in BY_DESIGN_REASONS
             if isinstance(sha := item.meta.get("question_sha"), str):
                 scores.set_question(arm, str(item.meta["id"]), sha)
     return scores, _labels(runs, scores.arms), list(outputs)
@@ -486,15 +498,21 @@ def _unscored(
     return {name: missing for name, missing in said.items() if missing}
 
 
-def unscored_text(only: dict[str, list[str]], unscorable: dict[str, list[str]]) -> str:
-    """Says once which outputs only some compared systems' suites have (``only``: :meth:`Comparison.only_in`), left
-    out of the means and the differences, and which some systems' suites have but scored no row of."""
-    parts = [f"only in {', '.join(arms)}: {', '.join(names)}" for arms, names in _by_arms(only)]
+def unscored_text(c: Comparison) -> str:
+    """Says once which outputs only some compared systems' suites have (:meth:`Comparison.only_in`), left out of the
+    differences, and which some systems' suites have but scored no row of: by design (no contexts: not gated) or
+    not."""
+    parts = [f"only in {', '.join(arms)}: {', '.join(names)}" for arms, names in _by_arms(c.only_in())]
     if parts:
         parts[-1] += " (the other compared runs' suites have no such metric)"
     parts += [
         f"no scored rows in {', '.join(arms)}: {', '.join(names)} (every item unscorable: its run's summary says why)"
-        for arms, names in _by_arms(unscorable)
+        for arms, names in _by_arms(c.unscorable)
+    ]
+    parts += [
+        f"no scored rows in {', '.join(arms)}: {', '.join(names)} (its rows have no contexts, as a system that "
+        "retrieves nothing: not comparable, so --fail-on-worse leaves it out)"
+        for arms, names in _by_arms(c.inapplicable)
     ]
     return "; ".join(parts)
 
@@ -608,11 +626,20 @@ def compare(
     def absent(name: str, arm: str) -> bool:
         return not scores.errors[column[arm], name] and not scores.unscorable[column[arm], name]
 
-    unscored, unscorable = _unscored(counts, kept, absent), _unscored(counts, kept, unscorable_only)
+    def by_design(name: str, arm: str) -> bool:  # every item lacks a field it may lack by design (no contexts)
+        col = column[arm]
+        return unscorable_only(name, arm) and scores.by_design[col, name] == scores.unscorable[col, name]
+
+    def otherwise(name: str, arm: str) -> bool:
+        return unscorable_only(name, arm) and not by_design(name, arm)
+
+    unscored, unscorable = _unscored(counts, kept, absent), _unscored(counts, kept, otherwise)
+    inapplicable = {name: lacking for name in outputs if (lacking := [
+        arm for arm in kept if not counts[name][arm] and by_design(name, arm)])}  # fmt: skip
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
                             unchecked=unchecked, unpaired=unpaired, errors=errors,
                             bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone,
-                            unscored=unscored, unscorable=unscorable)  # fmt: skip
+                            unscored=unscored, unscorable=unscorable, inapplicable=inapplicable)  # fmt: skip
     if not any(d.n for d in differences):
         scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
         if not any(set(scored[arms[b]]) & set(scored[arms[i]]) for b, i in pairs):

@@ -111,12 +111,20 @@ def _wins_table(c: Comparison) -> tuple[str, list[str], list[list[str]]]:
 
 
 def _means(c: Comparison) -> dict[str, dict[str, str]]:
-    """Per output and system: its mean and how many items it is over (``0.833 (n=24)``), or ``no scored rows``;
-    systems' means are each over their own scored items, so unlike counts are seen (one run scored fewer questions,
-    or had errors). Not an output only some systems' suites have: a note names it (:func:`~.compare.unscored_text`)."""
-    return {m: {a: f"{fmt(v)} (n={thousands(c.counts[m][a])})" if c.counts[m][a] else "no scored rows"
-                for a, v in per.items()}
-            for m, per in c.means.items() if m not in c.unscored}  # fmt: skip
+    """Per output and system: its mean and how many items it is over (``0.833 (n=24)``), ``no scored rows``, or
+    ``not in its run's suite``; systems' means are each over their own scored items, so unlike counts are seen (one
+    run scored fewer questions, or had errors). Not an output only one system's suite has (nothing side by side): a
+    note names it (:func:`~.compare.unscored_text`)."""
+    return {m: {a: _mean_cell(c, m, a) for a in per}
+            for m, per in c.means.items() if len(per) - len(c.unscored.get(m, ())) > 1}  # fmt: skip
+
+
+def _mean_cell(c: Comparison, metric: str, arm: str) -> str:
+    """A system's cell of the means: ``0.833 (n=24)``, ``no scored rows``, or ``not in its run's suite``."""
+    if arm in c.unscored.get(metric, ()):
+        return "not in its run's suite"
+    count = c.counts[metric][arm]
+    return f"{fmt(c.means[metric][arm])} (n={thousands(count)})" if count else "no scored rows"
 
 
 def _mismatch(c: Comparison) -> str:
@@ -124,7 +132,7 @@ def _mismatch(c: Comparison) -> str:
     parts = [unpaired_text(c.unpaired, c.baseline_text())] if c.unpaired else []
     parts += [mismatch_text(c.mismatched, c.baseline_text())] if c.mismatched else []
     parts += [errors_text(c.errors)] if c.errors else []
-    parts += [unscored_text(c.only_in(), c.unscorable)] if c.unscored or c.unscorable else []
+    parts += [said] if (said := unscored_text(c)) else []
     parts += [alone_text(c.alone)] if c.alone and c.by_system is not None else []
     return ". ".join(parts + ([unchecked_text(c.unchecked)] if c.unchecked else []))
 
@@ -318,7 +326,7 @@ def print_worse(
 
     console = console or TerminalConsole(stderr=True)
     gate = "--fail-on-worse" + (f" --worse-margin {margin:g}" if margin is not None else "")
-    total = len(c.shown())
+    total = len(c.gated())
     if not failures:
         than = f"more than {margin:g} worse" if margin is not None else "significantly worse"
         every = f"{'all ' if total > 1 else ''}{counted(total, 'difference')}"

@@ -153,7 +153,7 @@ def test_a_system_without_contexts_is_unscorable_on_the_context_metrics_and_comp
     in the summary, out of the means, and compare says it scored none of them instead of a verdict. A list of blank
     texts is no contexts either (it was scored: the cosine with the vector of nothing)."""
     from orchestrator.reports import from_dir
-    from orchestrator.reports.compare import compare
+    from orchestrator.reports.compare import compare, worse_failures
 
     facts = [(PARIS, "What is the capital of France?"), (SEINE, "Which river flows through Paris?"),
              (BANANA, "What do bananas contain?")] * 3  # fmt: skip
@@ -169,7 +169,8 @@ def test_a_system_without_contexts_is_unscorable_on_the_context_metrics_and_comp
         assert result.summary.by_system["llm"][metric].n == 0
     assert result.summary.metrics["context_relevance"].mean > 0.5  # the rag system's alone, not halved by zeros
     compared = compare([from_dir(result.out_dir)], baseline="rag")
-    assert compared.unscorable == {"context_relevance": ["llm"], "answer_hallucination": ["llm"]}
+    assert compared.inapplicable == {"context_relevance": ["llm"], "answer_hallucination": ["llm"]}
+    assert compared.unscorable == {} and worse_failures(compared) == []  # not comparable by design: not gated
     assert {d.metric: d.n for d in compared.differences if d.n} == {"answer_correctness": 9}  # what both scored
 
 

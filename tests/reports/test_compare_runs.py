@@ -337,10 +337,13 @@ def test_report_command_reads_a_run_from_the_store(two_runs: dict[str, Any], tmp
 
 
 def _run(
-    system: str, rows: list[tuple[str, str | None, float | str | None]], metric: str | tuple[str, ...] = "exact_match"
+    system: str,
+    rows: list[tuple[str, str | None, float | str | dict[str, Any] | None]],
+    metric: str | tuple[str, ...] = "exact_match",
 ) -> Any:
     """A run as compare reads it, built from (id, question fingerprint, exact_match score) rows; a score that is
-    text is the item's error. ``metric``: the output the score is of, or several, each given the same score."""
+    text is the item's error, a dict the stored result. ``metric``: the output the score is of, or several, each
+    given the same score."""
     from orchestrator.reports.source import RunData
     from ragscore_workers.schemas import MetricSummary, RunSummary
     from ragscore_workers.store import RawItem
@@ -348,8 +351,8 @@ def _run(
     names = (metric,) if isinstance(metric, str) else metric
     items = [
         RawItem(key=f"{system}::{qid}", meta={"id": qid, "system": system, "question_sha": sha},
-                metrics=dict.fromkeys(names, {"score": None, "error": score} if isinstance(score, str)
-                                      else {"score": score, "error": None}))
+                metrics=dict.fromkeys(names, score if isinstance(score, dict) else {"score": None, "error": score}
+                                      if isinstance(score, str) else {"score": score, "error": None}))
         for qid, sha, score in rows
     ]  # fmt: skip
     summary = RunSummary(run_id=system, items=len(items), scored=len(items),
@@ -419,6 +422,22 @@ def test_an_output_one_run_did_not_score_is_said_once_not_left_as_rows_of_zeros(
     assert '<td class="l">exact_match</td><td class="l">B</td>' in html
 
 
+def test_of_three_runs_an_output_one_lacks_keeps_its_means_for_the_others(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """Three runs, the third of a suite without checks: checks' whole row of means was dropped, the means of the
+    two runs that have it with it. It keeps them; the third's cell says its suite has no such metric."""
+    only_em = evaluate(_rows("C"), {"metrics": ["exact_match"]}, broker=two_runs["broker"], out=tmp_path / "C")
+    runs = [str(two_runs["A"].out_dir), str(two_runs["B"].out_dir), str(only_em.out_dir)]
+    cli = _cli(*runs, "--fail-on-worse", "--out", str(tmp_path / "cmp"))
+    assert cli.returncode == 0, cli.stderr  # B is better than A, C answers as A does
+    assert " ".join(cli.stderr.split()).count("only in A, B: checks") == 1, cli.stderr
+    md = (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
+    assert re.search(r"\| checks \| [0-9.]+ \(n=100\) \| [0-9.]+ \(n=100\) \| not in its run's suite \|", md), md
+    html = (tmp_path / "cmp" / "compare.html").read_text(encoding="utf-8")
+    assert re.search(r"<td>[0-9.]+ \(n=100\)</td><td>not in its run&#39;s suite</td>", html), html
+
+
 def test_an_output_a_system_could_score_on_no_item_is_not_said_to_be_of_another_suite(
     two_runs: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -442,6 +461,53 @@ def test_an_output_a_system_could_score_on_no_item_is_not_said_to_be_of_another_
     assert said in md and "suite" not in md and "(n=0)" not in md
     assert re.search(r"\| exact_match \| [0-9.]+ \(n=[0-9]+\) \| no scored rows \|", md), md
     assert "<td>no scored rows</td>" in (cmp / "compare.html").read_text(encoding="utf-8")
+
+
+def test_fail_on_worse_passes_over_a_context_metric_a_system_without_contexts_has_no_score_of(
+    two_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """A RAG system against an LLM alone, whose rows have no contexts (by design): verbatim scores none of them
+    (``no contexts``), and ``--fail-on-worse`` failed it, "not compared", exit 3. It is not comparable by design:
+    said once, not gated. Rows unscorable for another reason (no reference, above) or errors still fail."""
+
+    def cited(row: dict[str, Any], contexts: bool) -> dict[str, Any]:
+        quote = [{"source_index": 0, "quote": row["reference"]}]
+        return {**row, "citations": quote, **({"contexts": [f"It is {row['reference']}."]} if contexts else {})}
+
+    rows = [cited(row, True) for row in _rows("A")] + [cited(row, False) for row in _rows("B")]
+    run = evaluate(rows, {"metrics": ["exact_match", "verbatim"]}, broker=two_runs["broker"], out=tmp_path / "AB")
+    cmp = tmp_path / "cmp"
+    cli = _cli(str(run.out_dir), "--baseline", "A", "--fail-on-worse", "--out", str(cmp))
+    assert cli.returncode == 0, cli.stderr  # B is better on exact_match; verbatim is not comparable
+    stderr = " ".join(cli.stderr.split())
+    said = ("no scored rows in B: verbatim (its rows have no contexts, as a system that retrieves nothing: not "
+            "comparable, so --fail-on-worse leaves it out)")  # fmt: skip
+    assert stderr.count("no scored rows in B") == 1 and said in stderr, cli.stderr
+    assert "not compared" not in stderr and "--fail-on-worse holds on 1 difference" in stderr, cli.stderr
+    md = (cmp / "compare.md").read_text(encoding="utf-8")
+    assert said in md and re.search(r"\| verbatim \| 1\.000 \(n=100\) \| no scored rows \|", md), md
+
+
+def test_a_system_without_contexts_one_of_whose_items_errored_still_fails_the_gate() -> None:
+    """Only a system every item of which lacks contexts (no error) is passed over: an error could hide a score."""
+    import dataclasses
+
+    from orchestrator.reports.compare import worse_failures
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def llm(last: dict[str, Any]) -> Any:  # exact_match scored as the rag system's; verbatim's q7 ``last``
+        scored = _run("llm", [(f"q{i}", sha(f"Q{i}?"), 1.0) for i in range(8)], ("exact_match", "verbatim"))
+        items = [dataclasses.replace(i, metrics={**i.metrics, "verbatim": last if i.meta["id"] == "q7" else
+                                                 no_contexts}) for i in scored.items()]  # fmt: skip
+        return dataclasses.replace(scored, items=lambda: iter(items))
+
+    no_contexts = {"score": None, "error": None, "details": {"reason": "no contexts"}}
+    rag = _run("rag", [(f"q{i}", sha(f"Q{i}?"), 1.0) for i in range(8)], ("exact_match", "verbatim"))
+    passed = compare([rag, llm(no_contexts)])
+    assert passed.inapplicable == {"verbatim": ["llm"]} and passed.unscorable == {} and worse_failures(passed) == []
+    failed = compare([rag, llm({"score": None, "error": "boom"})])
+    assert failed.inapplicable == {} and [why for _, why in worse_failures(failed)] == [
+        "not compared: no scored rows in llm (its items errored or were unscorable: see the notes above)"]  # fmt: skip
 
 
 def test_runs_of_the_same_questions_with_no_metric_in_common_are_said_so(
