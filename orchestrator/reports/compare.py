@@ -196,8 +196,8 @@ class Comparison:
     #: Per output some system scored: the compared systems none of whose items has it (another suite): its
     #: differences with them are not shown (:meth:`shown`), nor is its row of means (:meth:`only_in`).
     unscored: dict[str, list[str]] = field(default_factory=dict)
-    #: Per output some system scored: the compared systems whose items of it were all unscorable (no error): "no
-    #: scored rows" in their cell of the means.
+    #: Per output some system scored: the compared systems whose items of it were all unscorable (no error; not all
+    #: for lack of contexts, :attr:`inapplicable`): "no scored rows" in their cell of the means, and a gate failure.
     unscorable: dict[str, list[str]] = field(default_factory=dict)
     #: Per output: the compared systems whose items of it all lack a field a system may lack by design (``no
     #: contexts``: an LLM alone on the context metrics): "no scored rows" too, but not comparable, so not gated.

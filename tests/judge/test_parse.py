@@ -152,7 +152,7 @@ def test_judge_agreement_percent_and_cohens_kappa() -> None:
             (agreement if i % 2 else half).add_details({"ratings": list(pair)})
     agreement.merge(half)
     agreement.add(None, 2)  # one judge without a rating: not counted
-    agreement.add_details({"rule": "blank question or context", "ratings": [None, None]})
+    agreement.add_details({"rule": "blank question", "ratings": [None, None]})
     assert agreement.to_json() == {"n": 50, "percent": pytest.approx(70.0), "kappa": pytest.approx(0.4)}
     same = Agreement()
     same.add(4, 4)
