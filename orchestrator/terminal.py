@@ -81,9 +81,13 @@ class TerminalConsole(Console):
 
     Its output no terminal, and no ``width`` or ``COLUMNS`` given, it is ``piped_width`` wide
     (:data:`NOT_A_TERMINAL_WIDTH` unless given): a table piped or in a CI log keeps a row a line; a terminal keeps
-    its own width. Asked as it prints (a console made at import prints to whatever ``sys.stdout`` is then)."""
+    its own width. Asked as it prints (a console made at import prints to whatever ``sys.stdout`` is then).
+
+    Emoji codes are not replaced unless asked (``emoji=True``): the text printed is the user's data (a system named
+    ``B:B`` beside ``:B:`` read as an emoji code by rich's default)."""
 
     def __init__(self, *args: Any, piped_width: int = NOT_A_TERMINAL_WIDTH, **kwargs: Any) -> None:
+        kwargs.setdefault("emoji", False)
         super().__init__(*args, **kwargs)
         self.piped_width = piped_width
 

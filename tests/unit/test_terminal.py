@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator.terminal import shown
+import io
+
+from orchestrator.terminal import TerminalConsole, shown
 
 
 def test_direction_overrides_are_shown_not_obeyed_and_plain_right_to_left_text_is_kept() -> None:
@@ -11,3 +13,12 @@ def test_direction_overrides_are_shown_not_obeyed_and_plain_right_to_left_text_i
     assert shown("a\u2066b\u2069c") == "a\\u2066b\\u2069c"
     assert shown("שלום عربي, tab\there\nline") == "שלום عربي, tab\there\nline"  # scripts, tab, newline: as written
     assert shown("\x1b[2J") == "\\x1b[2J"
+
+
+def test_the_users_text_is_printed_as_it_is_not_read_as_emoji_codes() -> None:
+    """``ragscore compare`` said the outputs only runs ``B:B`` and ``C:B`` had as ``only in A, B\U0001f171 checks``:
+    rich's default read ``:B:`` as an emoji code, in a console that takes no markup."""
+    buffer = io.StringIO()
+    console = TerminalConsole(file=buffer, markup=False, width=200)
+    console.print("only in A, B:B:, C:B: checks; system :smile: and :thumbs_up:")
+    assert buffer.getvalue().strip() == "only in A, B:B:, C:B: checks; system :smile: and :thumbs_up:"
