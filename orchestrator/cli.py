@@ -25,6 +25,7 @@ from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import check_redis_url, get_settings
 
 from .atomic_file import link_target, make_out_dir, said_os_error, write_text_atomic
+from .broker_watch import DEFAULT_BROKER_TIMEOUT_S
 from .help_format import HelpCommand, HelpTyper
 from .terminal import (
     PIPED_PROSE_WIDTH,
@@ -1268,6 +1269,14 @@ def worker(
             " (default: the longest hard time limit of these queues, plus 30 s)",
         ),
     ] = None,
+    broker_timeout: Annotated[
+        float,
+        typer.Option(
+            "--broker-timeout",
+            min=0,
+            help="Seconds the broker may stay unreachable before the workers stop and it exits 1 (0: retry for ever)",
+        ),
+    ] = DEFAULT_BROKER_TIMEOUT_S,
     loglevel: Annotated[
         str,
         typer.Option(
@@ -1329,7 +1338,7 @@ def worker(
         _supervise_workers(
             LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None,
                          loglevel=loglevel, echo=sys.stderr, names=nodes),
-            answered, stop_timeout, settings,
+            answered, stop_timeout, settings, broker_timeout,
         )  # fmt: skip
 
 
@@ -1352,10 +1361,13 @@ def _live_workers(url: str, settings: Settings) -> set[str] | None:
         return None
 
 
-def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: float, settings: Settings) -> None:
-    """Start ``workers``, say so, and restart any that dies until SIGTERM, SIGHUP or Ctrl-C; then stop them warmly
-    (up to ``stop_timeout``), a second signal killing them at once; once they stopped, one more is ignored (the stop
-    it asks for is done). ``answered``: whether the broker answered."""
+def _supervise_workers(
+    workers: LocalWorkers, answered: bool, stop_timeout: float, settings: Settings, broker_timeout: float
+) -> None:
+    """Start ``workers``, say so, and restart any that dies until SIGTERM, SIGHUP or Ctrl-C, or until the broker was
+    unreachable for ``broker_timeout`` seconds (0: never; an error); then stop them warmly (up to ``stop_timeout``), a
+    second signal killing them at once; once they stopped, one more is ignored (the stop it asks for is done).
+    ``answered``: whether the broker answered."""
     from .workers import stop_signals_as_interrupt
 
     try:
@@ -1367,7 +1379,7 @@ def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: floa
                 state = f"up for {listed} on {on}" if answered else f"started for {listed}, waiting for {on}"
                 named = ", ".join(workers.names.values())
                 err.print(f"workers {state}; logs in {settings.home / 'logs'}; named {named}", soft_wrap=True)
-                workers.supervise()
+                workers.supervise(broker_timeout)
             except KeyboardInterrupt:
                 with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it
                     workers.say(  # never waited on: a stderr nobody reads holds up no stop

@@ -35,6 +35,7 @@ from ragscore_workers.limits import usable_cpus
 from ragscore_workers.readiness import DRAINED, READY, READY_FD_ENV
 from ragscore_workers.redaction import redact_url
 
+from .broker_watch import DEFAULT_BROKER_TIMEOUT_S, BrokerWatch
 from .worker_echo import Echo, open_log, tee
 
 __all__ = [
@@ -544,11 +545,15 @@ class LocalWorkers:
         """The queues whose worker runs and has not said it is ready (:data:`READY_FD_ENV`)."""
         return {q for q, p in self.procs.items() if p.poll() is None and not self._said_ready(q)}
 
-    def supervise(self) -> None:
-        """Block, restarting workers that die (``ragscore worker``); raises when one keeps dying."""
+    def supervise(self, broker_timeout: float = DEFAULT_BROKER_TIMEOUT_S) -> None:
+        """Block, restarting workers that die (``ragscore worker``) and watching the broker (:class:`.BrokerWatch`:
+        said when lost and back); raises when one keeps dying, or when the broker was lost for ``broker_timeout``
+        seconds (0: never)."""
+        watch = BrokerWatch(self.broker_url, broker_timeout, self.say)
         while True:
             raise_if_stop_signalled()
             self.restart_dead()
+            watch.check()
             time.sleep(0.5)
 
     def __enter__(self) -> LocalWorkers:

@@ -179,6 +179,21 @@ class WorkerProcess:
                 self.proc.wait(10)
 
 
+def ragscore_worker(
+    tmp_path: Path, server: RedisProcess, queue: str, *options: str, path: str | None = None
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """``ragscore worker -Q queue -c 1 *options`` of ``server`` (``path``: its PYTHONPATH, None: this one's), and the
+    list its stderr's lines are read into as they come."""
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url}
+    if path is not None:
+        env["PYTHONPATH"] = path
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queue, "-c", "1", *options],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    said: list[str] = []
+    threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+    return proc, said
+
+
 def kill_whole(worker: WorkerProcess) -> None:
     """kill -9 a ``ragscore worker`` and every process under it at once (its host lost): nothing is handed back.
 

@@ -28,7 +28,7 @@ from ragscore_workers.alive import ALIVE_INDEX
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, interruptible, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, interruptible, ragscore_worker, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -512,26 +512,11 @@ def _stick(**_):
 """
 
 
-def _ragscore_worker(
-    tmp_path: Path, server: RedisProcess, queue: str, path: str | None = None
-) -> tuple[subprocess.Popen[str], list[str]]:
-    """``ragscore worker -Q queue -c 1`` of ``server`` (``path``: its PYTHONPATH, None: this one's), and the list its
-    stderr's lines are read into as they come."""
-    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url}
-    if path is not None:
-        env["PYTHONPATH"] = path
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queue, "-c", "1"],
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
-    said: list[str] = []
-    threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
-    return proc, said
-
-
 def test_a_sigterm_once_its_workers_stopped_is_ignored_and_it_exits_0(tmp_path: Path) -> None:
     """systemd or Kubernetes may send SIGTERM twice: one that came once ``ragscore worker`` said "workers stopped"
     found SIGTERM's default while its interpreter exited (0.3-0.5 s here) and killed it, exit 143 for a clean stop."""
     server = RedisProcess(tmp_path / "redis").start()
-    proc, said = _ragscore_worker(tmp_path, server, "cpu")
+    proc, said = ragscore_worker(tmp_path, server, "cpu")
     try:
         client = redis.Redis.from_url(server.url)
         assert until(lambda: client.scard(ALIVE_INDEX) == 1, 120), said  # ready: a warm stop with nothing to finish
@@ -577,7 +562,7 @@ def test_a_sigterm_while_it_cleans_up_after_its_stopped_workers_cuts_nothing_sho
     (tmp_path / "held").mkdir()
     (tmp_path / "held" / "sitecustomize.py").write_text(_HELD_OUTPUT)
     path = os.pathsep.join(p for p in (str(tmp_path / "held"), os.environ.get("PYTHONPATH")) if p)
-    proc, said = _ragscore_worker(tmp_path, server, "cpu", path)
+    proc, said = ragscore_worker(tmp_path, server, "cpu", path=path)
     holder: list[psutil.Process] = []
     try:
         client = redis.Redis.from_url(server.url)
@@ -606,7 +591,7 @@ def test_a_worker_stopped_before_it_was_ready_is_killed_without_the_warm_stops_w
     (tmp_path / "stuck").mkdir()
     (tmp_path / "stuck" / "sitecustomize.py").write_text(_STUCK_BOOT)
     path = os.pathsep.join(p for p in (str(tmp_path / "stuck"), os.environ.get("PYTHONPATH")) if p)
-    proc, said = _ragscore_worker(tmp_path, server, "judge", path)
+    proc, said = ragscore_worker(tmp_path, server, "judge", path=path)
     try:
         assert until(lambda: "[judge] stuck booting" in "".join(said), 120), said
         below = _tree(proc.pid)
