@@ -22,9 +22,10 @@ import subprocess
 import sysconfig
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 from urllib.parse import quote
 
 import psutil
@@ -40,6 +41,9 @@ from ragscore_workers.schemas import Queue
 __all__ = ["EmbeddedRedis", "find_redis_server", "lane_in_use", "lane_url", "process_id", "run_process_alive"]
 
 log = logging.getLogger(__name__)
+
+#: How often a wait for the start lock another process holds looks again (:meth:`EmbeddedRedis._lock`).
+LOCK_POLL_S = 0.05
 
 #: Redis set of the runs using the embedded server, ``PROCESS:TOKEN`` (PROCESS: :func:`process_id`; a bare pid
 #: from earlier versions).
@@ -159,6 +163,15 @@ def _alive(pid: int) -> bool:
 AOF_REWRITE_MIN_SIZE = "16mb"
 
 
+def _locked(fh: IO[str]) -> bool:
+    """Whether this process now holds ``fh``'s exclusive lock: False where another process holds it."""
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 class EmbeddedRedis:
     """Start-or-reuse the private server; ``url`` is a Celery broker URL (``redis+socket://``)."""
 
@@ -179,12 +192,18 @@ class EmbeddedRedis:
         self.client = redis.Redis(unix_socket_path=str(self.socket), decode_responses=True, retry=Retry(NoBackoff(), 0))
 
     @contextmanager
-    def _lock(self) -> Iterator[None]:
+    def _lock(self, given_up: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+        """The start lock, held: True; False where ``given_up()`` held first while another process held it (asked
+        every :data:`LOCK_POLL_S`: a blocking wait, retried after each signal, could be ended by none)."""
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.dir / "start.lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            while not _locked(fh):
+                if given_up():
+                    yield False
+                    return
+                time.sleep(LOCK_POLL_S)
             try:
-                yield
+                yield True
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
@@ -381,14 +400,20 @@ class EmbeddedRedis:
                     self.client.hdel(LANES_KEY, db)
             self.client.srem(LANE_SHARERS_KEY, me)
 
-    def release(self) -> None:
+    def release(self, given_up: Callable[[], bool] = lambda: False) -> None:
         """Unregister; shut the server down when no live run uses it any more. Where its home was removed meanwhile
-        (a temporary one), through this process's connection, without the lock, which would make it again."""
+        (a temporary one), through this process's connection, without the lock, which would make it again.
+        ``given_up``: asked while another process holds the start lock; once True, it waits no more and leaves the
+        registration as it is (given back by a later run's release once this process is gone, as a killed one's)."""
         if not self.dir.is_dir():
             self._leave()
             return
-        with self._lock():
-            self._leave()
+        with self._lock(given_up) as held:
+            if held:
+                self._leave()
+                return
+        log.warning("gave up waiting for %s, which another process holds: the embedded Redis is left registered to "
+                    "this process until it exits", self.dir / "start.lock")  # fmt: skip
 
     def _leave(self, *, stop_unanswering: bool = False) -> None:
         """:meth:`release`, under the lock; ``stop_unanswering``: this process started the server, which does not

@@ -132,7 +132,14 @@ from .terminal import (
     summary_commands,
 )
 from .warm import keep, kept_workers, one_warm_run, stop_if_server_lost, stop_kept, worker_fingerprint
-from .workers import STOP_S, LocalWorkers, raise_if_stop_signalled, shutdown_step, stop_signals_as_interrupt
+from .workers import (
+    STOP_S,
+    LocalWorkers,
+    raise_if_stop_signalled,
+    shutdown_step,
+    stop_forced,
+    stop_signals_as_interrupt,
+)
 
 __all__ = [
     "Submitted",
@@ -1885,4 +1892,4 @@ def run(
                 caller.warn(judge_threads_unused(caller, resumed=True))
             return summary
         finally:
-            embedded.release()
+            embedded.release(given_up=stop_forced)  # a stop forced (a second Ctrl-C) waits for no other's lock

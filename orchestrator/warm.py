@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .embedded_redis import EmbeddedRedis
-from .workers import LocalWorkers
+from .workers import LocalWorkers, stop_forced
 
 __all__ = [
     "keep",
@@ -169,7 +169,8 @@ def stop_kept_once_idle() -> None:
 
 
 def stop_kept() -> None:
-    """Stop the kept workers and give the server's registration back (the server stops when no other run uses it)."""
+    """Stop the kept workers and give the server's registration back (the server stops when no other run uses it),
+    unless a stop is forced (:func:`.workers.stop_forced`: a second Ctrl-C) while another process holds its lock."""
     global _kept
     kept, _kept = _kept, None
     if kept is None:
@@ -178,7 +179,7 @@ def stop_kept() -> None:
         for w in kept.workers:
             w.stop(STOP_TIMEOUT_S)
     finally:
-        kept.redis.release()
+        kept.redis.release(given_up=stop_forced)  # in a shutdown's step: a second Ctrl-C ends its wait for the lock
 
 
 def _forget_in_child() -> None:

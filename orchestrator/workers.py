@@ -51,6 +51,7 @@ __all__ = [
     "prune_logs",
     "raise_if_stop_signalled",
     "shutdown_step",
+    "stop_forced",
     "stop_signals",
     "stop_signals_as_interrupt",
     "worker_command",
@@ -272,14 +273,14 @@ def prune_logs(log_dir: Path, keep_s: float | None = None) -> int:
 _F = TypeVar("_F", bound=Callable[..., object])
 
 #: The code of the functions in which a stop signal is counted, never raised (:func:`_counted_in`): True, a step of a
-#: shutdown (:func:`shutdown_step`), where one forces the stop (:func:`_forced`); False, a worker's start
+#: shutdown (:func:`shutdown_step`), where one forces the stop (:func:`stop_forced`); False, a worker's start
 #: (:meth:`LocalWorkers._spawn`), which raises it once the worker is recorded.
 _COUNTED_IN: dict[CodeType, bool] = {}
 
 
 def shutdown_step(func: _F) -> _F:
     """Make ``func`` a step of a shutdown: a stop signal that comes while it runs (its first instruction on), or one
-    it calls, is counted, never raised, and forces the stop (:func:`_forced`); one raised between two steps of a
+    it calls, is counted, never raised, and forces the stop (:func:`stop_forced`); one raised between two steps of a
     shutdown skipped the rest of it (workers left running), and a second Ctrl-C then was taken for the first."""
     return _counted(func, shutdown=True)
 
@@ -435,7 +436,7 @@ class LocalWorkers:
         finish and ends its pool processes cleanly (``worker_process_shutdown`` runs). Otherwise (abort: a
         cancelled run) the whole process group gets SIGTERM, so pool processes end at once and their tasks
         go back to the queue. A stop signal (:func:`stop_signals_as_interrupt`'s) while it runs is counted, never
-        raised (:func:`shutdown_step`); once one came beyond the one that began the shutdown (:func:`_forced`),
+        raised (:func:`shutdown_step`); once one came beyond the one that began the shutdown (:func:`stop_forced`),
         whenever it came, it kills at once. So does a KeyboardInterrupt nothing counted (a host's own SIGINT
         handler's: a notebook's). A worker not yet ready when signalled holds no task and takes none: it is killed after
         :data:`UNREADY_STOP_S` at most; one that says it is drained (its consumer stopped and its last task ended)
@@ -459,11 +460,11 @@ class LocalWorkers:
     def _wait(self, timeout: float, booting: set[str]) -> None:
         """Wait up to ``timeout`` for the workers to exit, up to :data:`UNREADY_STOP_S` for those of ``booting`` (not
         ready when signalled) and up to :data:`DRAINED_STOP_S` from when it said so for one that says it is drained;
-        not at all once the stop is forced (:func:`_forced`)."""
+        not at all once the stop is forced (:func:`stop_forced`)."""
         now = time.monotonic()
         until = {q: now + (min(timeout, UNREADY_STOP_S) if q in booting else timeout) for q in self.procs}
         drained: set[str] = set()
-        while not _forced() and (
+        while not stop_forced() and (
             waiting := [q for q, p in self.procs.items() if p.poll() is None and time.monotonic() < until[q]]
         ):
             for queue in (q for q in waiting if q not in drained and self._said_drained(q)):
@@ -618,9 +619,9 @@ def _signal_group(pid: int, sig: int) -> None:
 
 
 #: The stop signals that came while ``stop_signals_as_interrupt`` is active, each as whether it came in a shutdown's
-#: step (:func:`shutdown_step`); read by ``raise_if_stop_signalled``, ``stop_signals`` and ``_forced``. A plain list: a
-#: handler must take no lock (an Event's ``set()`` does; a second signal inside it hung the process), and ``append``
-#: is one step (a count's ``+= 1`` could lose a signal that came inside it).
+#: step (:func:`shutdown_step`); read by ``raise_if_stop_signalled``, ``stop_signals`` and ``stop_forced``. A plain
+#: list: a handler must take no lock (an Event's ``set()`` does; a second signal inside it hung the process), and
+#: ``append`` is one step (a count's ``+= 1`` could lose a signal that came inside it).
 _stop_signalled: list[bool] = []
 
 
@@ -692,7 +693,7 @@ def stop_signals() -> int:
     return len(_stop_signalled)
 
 
-def _forced() -> bool:
+def stop_forced() -> bool:
     """Whether a stop signal came beyond the one that began the shutdown: one in a shutdown's step
     (:func:`shutdown_step`, its first instruction on), or a second one wherever it came."""
     return len(_stop_signalled) > 1 or any(_stop_signalled)

@@ -4,8 +4,10 @@ nothing running once the process exits."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 import psutil
 
 from ..fakes import FakeProvider
-from ..support import ROOT
+from ..support import ROOT, interruptible, until
 
 #: Calls evaluate() as a notebook's cells would; after each, a JSON line: the call's item ids, its mean, the pids of
 #: this process's celery workers by queue, and the embedded redis-server's pid.
@@ -271,3 +273,47 @@ def test_the_tests_of_a_users_pytest_session_reuse_the_workers(home: Path, tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     first, second = (json.loads(line) for line in pids.read_text().splitlines())
     assert first and second == first
+
+
+#: A call whose workers are kept, then one that waits (a run under way) until a Ctrl-C; it says "running" then.
+HELD_UP = r"""
+import time
+from orchestrator import evaluate
+from tests.support import HookedProgress, make_rows
+
+evaluate(make_rows(4), {"metrics": ["exact_match"]}, quiet=True)
+
+
+def running(run_id):
+    print("running", flush=True)
+    time.sleep(600)
+
+
+evaluate(make_rows(4, seed=1), {"metrics": ["exact_match"]}, progress=HookedProgress(on_start=running))
+"""
+
+
+def test_a_second_ctrl_c_ends_an_interrupted_calls_wait_for_the_start_lock_another_process_holds(home: Path) -> None:
+    """A call interrupted with its workers kept stops them and gives the server's registration back (stop_kept, in a
+    shutdown's step) under the start lock: held by another process (one starting a server, for minutes), the wait
+    took no Ctrl-C, a second one counted and the flock retried. A second Ctrl-C ends it now, leaving the registration
+    (given back once this process is gone)."""
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    proc = interruptible([sys.executable, "-c", HELD_UP], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "running\n"
+        workers = [[c.pid, c.create_time()] for c in psutil.Process(proc.pid).children(recursive=True)
+                   if "celery" in " ".join(c.cmdline())]  # fmt: skip
+        with open(home / "redis" / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process's hold: this one's own open file
+            proc.send_signal(signal.SIGINT)
+            assert workers and until(lambda: not _still_running(workers), 120)
+            proc.send_signal(signal.SIGINT)  # its workers gone: it waits for the lock, in stop_kept or after it
+            assert proc.wait(timeout=60) != 0  # the lock still held
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for server in psutil.process_iter(["cmdline"]):  # the server its registration kept running
+            if str(home) in " ".join(server.info["cmdline"] or []):
+                server.kill()
