@@ -4,7 +4,8 @@ this command's stderr (the journal, the container's log), URL passwords hidden i
 Neither may stall a worker: a worker blocks once its output pipe is full, so the copier never waits on stderr (a
 supervisor may capture it and stop reading). It hands each line to :class:`Echo`, whose own thread writes stderr;
 past ``ECHO_BACKLOG`` lines waiting, a line is dropped from stderr (a worker's, or ``ragscore worker``'s own), and
-stderr says how many of each once it moves again, or as the echo closes. The
+so is one stderr refuses (closed, a reader gone: EPIPE); stderr says how many of each once it takes one again, or as
+the echo closes. The
 file keeps every line, up to :data:`LOG_MAX_BYTES`: then it is renamed ``NAME.1`` (the one before it replaced) and
 a new one started, so a worker at ``--loglevel info`` for months keeps two files of a queue, not one that fills the
 disk."""
@@ -97,19 +98,35 @@ class Echo:
         self._thread.join(timeout=max(deadline - time.monotonic(), 0.0))
 
     def _write(self) -> None:
+        """Write each queued line, and the count of those not shown before it; a line the stream refuses is counted
+        with them (said before the next one of its prefix the stream takes, or at the end)."""
+        refused: dict[str, int] = {}  # lines of each prefix the stream refused since its last one shown
         while (item := self._lines.get()) is not None:
             prefix, line, dropped = item
-            with suppress(OSError, ValueError):  # stderr closed or gone (a dropped terminal): the file still gets it
-                self.stream.write((_not_shown(prefix, dropped) if dropped else "") + (prefix + line if line else ""))
-                self.stream.flush()
+            dropped += refused.pop(prefix, 0)
+            if not self._shown(prefix, line, dropped):
+                refused[prefix] = dropped + (1 if line else 0)
+        for prefix, dropped in refused.items():
+            self._shown(prefix, None, dropped)
+
+    def _shown(self, prefix: str, line: str | None, dropped: int) -> bool:
+        """Write ``line`` (None: none) of ``prefix``, after saying ``dropped`` lines were not shown; False where the
+        stream refused it (closed or gone: a dropped terminal, a reader that exited; the file still gets it)."""
+        try:
+            self.stream.write((_not_shown(prefix, dropped) if dropped else "") + (prefix + line if line else ""))
+            self.stream.flush()
+        except (OSError, ValueError):
+            return False
+        return True
 
 
 def _not_shown(prefix: str, dropped: int) -> str:
     """The line saying ``dropped`` lines of ``prefix`` (a worker's ``[QUEUE] ``; "": ``ragscore worker``'s own, which
     no file keeps) were not shown."""
+    why = "stderr not read fast enough, or failing"
     if not prefix:
-        return f"{dropped} lines of ragscore worker's own not shown here (stderr not read fast enough)\n"
-    return f"{prefix}{dropped} lines not shown here (stderr not read fast enough); its log file has them all\n"
+        return f"{dropped} lines of ragscore worker's own not shown here ({why})\n"
+    return f"{prefix}{dropped} lines not shown here ({why}); its log file has them all\n"
 
 
 def tee(source: IO[bytes], log_path: Path, echo: Echo, prefix: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import subprocess
@@ -15,6 +16,8 @@ from orchestrator import worker_echo
 from orchestrator.worker_echo import Echo, tee
 from orchestrator.workers import LOG_KEEP_S, LocalWorkers
 from ragscore_workers.cgroups import cpu_limit
+
+from ..support import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,6 +58,43 @@ def test_a_ragscore_worker_log_is_rotated_at_its_size_cap_keeping_whole_lines(
     last = [f"line {i:03d} of a worker log at info level" for i in range(300 - len(kept), 300)]
     assert kept == last  # the newest lines, whole and in order
     assert len(stderr.getvalue().splitlines()) == 300
+
+
+class _StderrOnAFullDisk(io.StringIO):
+    """A stderr redirected to a file whose disk is full (``full``): each write refused with ENOSPC, then taken once
+    space is freed; ``refused`` counts the writes refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full, self.refused = True, 0
+
+    def write(self, text: str) -> int:
+        if self.full:
+            self.refused += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(text)
+
+
+@pytest.mark.parametrize("then", ["a-line", "close"])
+def test_lines_a_failing_stderr_refused_are_counted_as_not_shown(then: str) -> None:
+    """A line the echo's stream refused (closed, EPIPE, a full disk) was lost without a word: the "N lines not shown"
+    note counted only those dropped from a full backlog. It counts them too, said before the next line of their
+    worker the stream takes, or as the echo closes."""
+    stderr = _StderrOnAFullDisk()
+    echo = Echo(stderr)
+    for i in range(3):
+        echo.offer("[cpu] ", f"line {i}\n")
+    echo.offer("[judge] ", "judge line\n")
+    assert until(lambda: stderr.refused == 4, 10)
+    stderr.full = False
+    if then == "a-line":
+        echo.offer("[cpu] ", "line 3\n")
+    echo.close(timeout=10)
+    shown = stderr.getvalue().splitlines()
+    cpu = [line for line in shown if line.startswith("[cpu] ")]
+    assert cpu[0].startswith("[cpu] 3 lines not shown here (stderr not read fast enough, or failing)"), shown
+    assert cpu[1:] == (["[cpu] line 3"] if then == "a-line" else []), shown
+    assert [line for line in shown if line.startswith("[judge] ")][0].startswith("[judge] 1 lines not shown"), shown
 
 
 def test_worker_logs_are_the_owners_only_whatever_the_umask(tmp_path: Path) -> None:
