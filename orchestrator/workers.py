@@ -550,12 +550,12 @@ class LocalWorkers:
         """Block, restarting workers that die (``ragscore worker``) and watching the broker (:class:`.BrokerWatch`:
         said when lost and back); raises when one keeps dying, or when the broker was lost for ``broker_timeout``
         seconds (0: never)."""
-        watch = BrokerWatch(self.broker_url, broker_timeout, self.say)
-        while True:
-            raise_if_stop_signalled()
-            self.restart_dead()
-            watch.check()
-            time.sleep(0.5)
+        with BrokerWatch(self.broker_url, broker_timeout, self.say) as watch:  # pings in a thread: never waited on
+            while True:
+                raise_if_stop_signalled()
+                self.restart_dead()
+                watch.check()
+                time.sleep(0.5)
 
     def __enter__(self) -> LocalWorkers:
         self.start()

@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from orchestrator.broker_watch import BrokerWatch
 from ragscore_workers.alive import ALIVE_INDEX
 
 from ..support import RedisProcess, ragscore_worker, until
@@ -68,3 +70,36 @@ def test_a_broker_back_within_its_timeout_is_said_and_the_workers_go_on(tmp_path
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 0, said
     assert len(_lost_lines(said)) == 1, said
+
+
+def test_a_broker_that_refuses_its_password_is_said_to_refuse_it_at_once(tmp_path: Path) -> None:
+    """A Redis whose password changed answers: its refusal is said as such on the first ping, not as a broker
+    unreachable."""
+    server = RedisProcess(tmp_path / "redis", "--requirepass", "n3w-pw").start_without_ping()
+    said: list[str] = []
+    try:
+        with BrokerWatch(f"redis://:0ld-pw@127.0.0.1:{server.port}/0", 900, said.append) as watch:
+            assert until(lambda: watch.check() or bool(said), 60), said
+    finally:
+        server.stop()
+    assert len(said) == 1, said
+    assert said[0].startswith(f"broker redis://:***@127.0.0.1:{server.port}/0 answering but refusing it since "), said
+    assert "password" in said[0] and "unreachable" not in said[0], said
+    assert "0ld-pw" not in said[0] and "n3w-pw" not in said[0], said
+
+
+def test_a_ping_that_a_black_hole_holds_up_never_holds_up_the_supervisors_loop() -> None:
+    """The supervisor's loop restarts dead workers between two checks of the watch: a check returns while the ping
+    it would wait for is still unanswered (a listener that never answers holds it up to its 5 s timeout)."""
+    with socket.create_server(("127.0.0.1", 0)) as hole:
+        hole.settimeout(60)
+        said: list[str] = []
+        with BrokerWatch(f"redis://127.0.0.1:{hole.getsockname()[1]}/0", 900, said.append) as watch:
+            conn, _ = hole.accept()  # the watch's ping, now waiting for an answer
+            with conn:
+                watch.check()
+                conn.setblocking(False)
+                with pytest.raises(BlockingIOError):  # its end still open, nothing more to read: the ping waits on
+                    while conn.recv(4096):  # what it sent; b"" once it gave up, closing its end
+                        pass
+    assert said == [], said  # not yet said unreachable: the ping is under way
