@@ -146,8 +146,10 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     a worker too busy to answer in time, whose messages a cancel would otherwise aggregate as it writes them): its key
     lists the message, or lists none (:meth:`~ragscore_workers.alive.AliveKey.may_hold`; a worker killed whole on a
     queue it shares with such a worker still has its messages called orphaned where that worker's key lists its
-    tasks). The keys are watched from before the ask where a held message may be settled by its end
-    (:func:`_settles_by_the_ask`: a call whose held messages are all fresh reads none of them)."""
+    tasks). A worker that answers both asks lists what it runs or waits to run, and its key the rest it holds (a
+    retry waiting on its countdown: :func:`_listed_by`). The keys are watched from before the ask where a held
+    message may be settled by its end (:func:`_settles_by_the_ask`: a call whose held messages are all fresh reads
+    none of them)."""
     held: dict[str, _Held] = {}  # by delivery tag
     for tag, raw in store.broker.hgetall("unacked").items():
         if run_id not in raw:
@@ -165,17 +167,22 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     replies = [inspect.active() or {}, inspect.reserved() or {}]
     live = {task["id"] for reply in replies for tasks in reply.values() for task in tasks or []}
     now = time.time()
+    delivered = _delivered_at(store, held)
+    # a worker that answered both asks listed what it runs or waits to run, not a retry waiting on its countdown
+    # (Celery's ``scheduled``, a third ask of ~1 s): its key lists that too, read only where a message may be settled
+    answered = set(replies[0]) & set(replies[1])
+    if answered and any(at is not None and now - at >= ORPHAN_SETTLED_S for at in delivered):
+        live |= _listed_by(before if before is not None else _recent_alive_keys(store, SILENT_RENEWED_S), answered)
     stopping = {task_id: worker for worker, ids in _stopping_workers(store).items() for task_id in ids}
     unlisted, finishing = [], []
     rows = _RowsLeft(store, run_id)
-    for (tag, one), at in zip(held.items(), _delivered_at(store, held), strict=True):
+    for (tag, one), at in zip(held.items(), delivered, strict=True):
         if one.task_id in stopping:
             finishing.append(Finishing(stopping[one.task_id], one.queue, rows.of(one.message, one.queue)))
         elif one.task_id not in live:
             unlisted.append((tag, at))
     settled = [(tag, at) for tag, at in unlisted if at is not None and now - at >= ORPHAN_SETTLED_S]
     # a worker that answered one ask alone listed part of what it holds: its key tells the rest
-    answered = set(replies[0]) & set(replies[1])
     on = {held[tag].queue for tag, _ in settled}
     renewed = _renewed_keys(store, on, SILENT_RENEWED_S, answered, before, every=True) if settled else {}
     orphaned = [(tag, at) for tag, at in settled if not _silently_held(renewed, held[tag], at)]
@@ -191,6 +198,12 @@ def _silently_held(renewed: AliveKeys, message: _Held, delivered_at: float) -> b
     """Whether a worker that did not answer the ask and whose key is seen ``renewed`` may hold ``message``, delivered
     at ``delivered_at`` (:meth:`~ragscore_workers.alive.AliveKey.may_hold`)."""
     return any(message.queue in k.queues and k.may_hold(message.task_id, delivered_at) for k in renewed.values())
+
+
+def _listed_by(keys: AliveKeys, workers: Collection[str]) -> set[str]:
+    """The task ids that the ``keys`` of ``workers`` (Celery's hostnames) list
+    (:func:`~ragscore_workers.kept.held_task_ids`: what they run, wait to run, or wait on a countdown for)."""
+    return {task for key in keys.values() if key.worker in workers for task in key.tasks or ()}
 
 
 def _delivered_at(store: RunStore, tags: Collection[str]) -> list[float | None]:

@@ -68,13 +68,15 @@ LISTED_AFTER_S = 1.0
 @dataclass(frozen=True)
 class AliveKey:
     """A worker's key saying it runs, as read: its queues, its milliseconds left (they grow as its worker renews it),
-    and the ids of the tasks it held at ``listed_at`` (its host's clock; None: an older worker's key, one holding more
-    than :data:`ALIVE_TASKS_LISTED`, or one that could not read them)."""
+    the ids of the tasks it held at ``listed_at`` (its host's clock; None: an older worker's key, one holding more
+    than :data:`ALIVE_TASKS_LISTED`, or one that could not read them), and its worker's name (Celery's hostname; ""
+    where the key does not say it)."""
 
     queues: frozenset[str]
     left_ms: int
     tasks: frozenset[str] | None = None
     listed_at: float = 0.0
+    worker: str = ""
 
     def may_hold(self, task_id: str, delivered_at: float) -> bool:
         """Whether its worker may hold task ``task_id``, delivered at ``delivered_at`` (kombu's stamp, its delivering
@@ -175,10 +177,10 @@ def _alive_key(said: dict[str, Any], left: int) -> AliveKey:
     older worker's key has none) is none."""
     tasks, at = said.get("tasks"), said.get("listed_at")
     listed = isinstance(tasks, list) and isinstance(at, int | float) and not isinstance(at, bool)
-    queues = frozenset(str(q) for q in said["queues"])
+    queues, worker = frozenset(str(q) for q in said["queues"]), str(said.get("worker") or "")
     if not listed:
-        return AliveKey(queues, left)
-    return AliveKey(queues, left, frozenset(str(t) for t in tasks), float(at))
+        return AliveKey(queues, left, worker=worker)
+    return AliveKey(queues, left, frozenset(str(t) for t in tasks), float(at), worker)
 
 
 def _alive_on(client: redis.Redis, broker: Broker) -> dict[str, tuple[dict[str, Any], int]]:
