@@ -947,7 +947,7 @@ def status(
         CONSUMER_CHECK_S,
         QUEUED_CHECK_S,
         HeldMessages,
-        held_messages,
+        OrphanWatch,
         queued_ahead,
         queued_message,
         unserved_message,
@@ -965,6 +965,7 @@ def status(
     apart_broker = _broker_url(broker) if store.broker_apart and not embedded else None
     # apart, the broker is asked by a client that says it gone at once (one with the store's Redis fails the command)
     checks = checking_broker(store, apart_broker) if apart_broker else store
+    orphan_watch = OrphanWatch(checks, run_id)  # an orphan is said once two consecutive checks call it one
 
     def refresh():  # type: ignore[no-untyped-def]
         view.meta = store.meta(run_id)
@@ -1003,7 +1004,7 @@ def status(
                 view.set_unserved({q: unserved_message(q, n, embedded, broker) for q, n in unserved.items()})
                 # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
                 # queues say how to go on (no worker of its lane would ever take the held messages back)
-                found = HeldMessages(held=0, orphans=[]) if embedded else held_messages(checks, run_id)
+                found = HeldMessages(held=0, orphans=[]) if embedded else orphan_watch.confirmed()
                 view.set_orphans(run_id, found.orphans, get_settings().visibility_timeout_s, found.finishing)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
             if isinstance(exc.__cause__, redis.exceptions.NoPermissionError):  # kombu's: a broadcast channel refused

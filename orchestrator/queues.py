@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import redis
@@ -42,6 +42,7 @@ __all__ = [
     "Finishing",
     "HeldMessages",
     "Orphan",
+    "OrphanWatch",
     "broker_idle",
     "held_by_live_workers",
     "held_messages",
@@ -115,6 +116,9 @@ class HeldMessages:
     #: and whose key saying it runs is seen renewed (:func:`_renewed_keys`) and may hold them
     #: (:meth:`~ragscore_workers.alive.AliveKey.may_hold`: it lists them, or lists none): no orphans.
     silent: int = 0
+    #: Messages this check calls orphaned that the one before it did not (:class:`OrphanWatch`), left out of
+    #: ``orphans``: none where the checks are not watched.
+    unconfirmed: int = 0
 
 
 #: Seconds after its delivery before a message no live worker lists is called orphaned (a worker lists what it
@@ -281,6 +285,33 @@ class _RowsLeft:
             except (RagscoreError, ValueError):
                 self.outputs[suite] = None
         return self.outputs[suite]
+
+
+class OrphanWatch:
+    """The run's held messages at consecutive checks (:meth:`check`), an orphan called one only once two consecutive
+    checks call it so: a worker too loaded to record a message it took within ``LISTED_AFTER_S`` (1 s) of its delivery
+    (:meth:`~ragscore_workers.alive.AliveKey.may_hold`) has a key that does not list it, and one check calls it an
+    orphan; the next reads that key renewed since, which lists it. A message is known by its queue and delivery stamp
+    (a re-delivery is another)."""
+
+    def __init__(self, store: RunStore, run_id: str) -> None:
+        self.store, self.run_id = store, run_id
+        #: The orphans of the last check, by (queue, delivered_at).
+        self._seen: set[tuple[str, float]] = set()
+
+    def check(self) -> HeldMessages:
+        """One check (:func:`held_messages`): its orphans those the last check called orphaned too, the others counted
+        ``unconfirmed``."""
+        found = held_messages(self.store, self.run_id)
+        seen, self._seen = self._seen, {(o.queue, o.delivered_at) for o in found.orphans}
+        confirmed = [o for o in found.orphans if (o.queue, o.delivered_at) in seen]
+        return replace(found, orphans=confirmed, unconfirmed=len(found.orphans) - len(confirmed))
+
+    def confirmed(self) -> HeldMessages:
+        """A check, and a second at once where it has orphans unconfirmed (it reads the keys renewed since the
+        first's): what ``ragscore status`` says at each check (a one-off status has only one)."""
+        found = self.check()
+        return self.check() if found.unconfirmed else found
 
 
 def held_by_live_workers(

@@ -390,6 +390,50 @@ def test_a_held_message_is_silent_only_where_a_renewed_key_lists_it_or_lists_non
         server.stop()
 
 
+def test_an_orphan_is_confirmed_only_by_two_consecutive_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker too loaded to record a message it took within LISTED_AFTER_S of its delivery had a key that did not
+    list it, and `ragscore status` called that message an orphan on one check. An orphan is now said once two
+    consecutive checks call it one: the first check confirms none; by the next, the loaded worker's key lists its
+    message (silent), and the message no key lists (its worker gone) is confirmed. The messages are written here,
+    settled; the loaded worker's key is kept by a real heartbeat whose list is changed between the checks; no worker
+    answers the ask. The checks are driven one by one (the later ones tried again for a while: a loaded host may
+    renew the key late)."""
+    from orchestrator import queues
+    from orchestrator.queues import Orphan, OrphanWatch
+    from ragscore_workers.alive import alive_keys, broker_of, heartbeat
+
+    server = RedisProcess(tmp_path / "redis").start()
+    store = connect(server.url)
+    monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)
+    delivered = time.time() - 60.0
+    for task_id, queue in (("late", "cpu"), ("gone", "embed")):
+        message = {"headers": {"id": task_id, "task": "ragscore.score.cpu", "run": "r-twice"}, "body": ""}
+        store.broker.hset("unacked", f"tag-{task_id}", json.dumps([message, queue, queue]))
+        store.broker.zadd("unacked_index", {f"tag-{task_id}": delivered})
+    listed: list[str] = []
+    beat = heartbeat(store.r, "cpu@loaded", lambda: ["cpu"], store.broker, held=lambda: list(listed))
+    try:
+        assert until(lambda: len(alive_keys(store.r, broker_of(store.broker))) == 1, 30), "the key was not written"
+        watch = OrphanWatch(store, "r-twice")
+        first = watch.check()
+        assert (first.held, first.orphans, first.unconfirmed) == (2, [], 2), first  # one check calls both orphans
+        listed.append("late")  # the loaded worker's consumer recorded its message at last
+        keys = lambda: alive_keys(store.r, broker_of(store.broker)).values()  # noqa: E731
+        assert until(lambda: any("late" in (key.tasks or ()) for key in keys()), 30), list(keys())
+        found = [first]
+
+        def confirmed() -> bool:
+            """The gone worker's message confirmed, the loaded worker's silent."""
+            found[0] = watch.check()
+            return (found[0].orphans, found[0].silent, found[0].unconfirmed) == ([Orphan(delivered, "embed", 0)], 1, 0)
+
+        assert until(confirmed, 60), found
+        assert OrphanWatch(store, "r-twice").confirmed().orphans == [Orphan(delivered, "embed", 0)]  # a one-off status
+    finally:
+        beat.end()
+        server.stop()
+
+
 def test_a_retry_waiting_on_its_countdown_is_listed_by_its_workers_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
