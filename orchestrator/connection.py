@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -326,9 +327,14 @@ def broker_not_reached(broker_url: str, problem: object) -> str:
     return f"the broker's Redis at {redact_url(broker_url)} could not be reached ({problem})"
 
 
-#: The broker users found allowed to ask the workers (:func:`workers_not_asked`), each by :func:`_user_of`: probed
-#: once a process, not at each of a status watch's checks.
-_MAY_ASK: set[tuple[Any, ...]] = set()
+#: Seconds a broker user found allowed to ask the workers is not probed again (:func:`workers_not_asked`): one probe
+#: in 15 of a status watch's checks (every ``queues.CONSUMER_CHECK_S``, 20 s), yet rights lost that no ask is refused
+#: for (kombu's sweep of the broadcasts' binding logs its refusal) are said within 5 minutes.
+MAY_ASK_TTL_S = 300.0
+
+#: The broker users found allowed to ask the workers (:func:`workers_not_asked`), each by :func:`_user_of`, with when
+#: (``time.monotonic()``): probed again once that is ``MAY_ASK_TTL_S`` old, or an ask is refused.
+_MAY_ASK: dict[tuple[Any, ...], float] = {}
 
 
 def workers_not_asked(client: redis.Redis, broker_url: str, error: redis.RedisError | None = None) -> str:
@@ -337,14 +343,16 @@ def workers_not_asked(client: redis.Redis, broker_url: str, error: redis.RedisEr
     (:data:`.acl.ASKS_WORKERS`: the replies and the broadcasts' binding kombu's sweep reads, then
     :data:`.acl.CONTROL_BROADCAST`, probed with ``client``), or ``error`` where the probe cannot tell; "" where
     ``error`` is None and the probe finds nothing lacking. A user found allowed is not probed again in this process
-    (an ask it is refused since says so, with its ``error``); one refused is, at each call (the rules it is told may
-    be added meanwhile)."""
+    for ``MAY_ASK_TTL_S``, unless an ask it is refused (``error``: its rights lost while a status watches) drops it
+    first; one refused is probed at each call (the rules it is told may be added meanwhile)."""
     user = _user_of(client)
-    if error is None and user in _MAY_ASK:
+    if error is not None:
+        _MAY_ASK.pop(user, None)
+    elif time.monotonic() - _MAY_ASK.get(user, -math.inf) < MAY_ASK_TTL_S:
         return ""
     why = lacking(client, (*ASKS_WORKERS, CONTROL_BROADCAST)) or (str(error) if error else "")
     if not why:
-        _MAY_ASK.add(user)
+        _MAY_ASK[user] = time.monotonic()
     return f"the workers could not be asked with the broker's Redis at {redact_url(broker_url)} ({why})" if why else ""
 
 

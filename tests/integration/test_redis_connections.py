@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from orchestrator.connection import (
     BACKEND_EVICTS,
@@ -1493,34 +1494,69 @@ def test_a_broker_users_acl_is_probed_once_a_process_once_found_allowed_to_ask_t
     is probed once a process (per server, database and user: a new client of it too is not probed again), another
     user once of its own; one refused is probed at each check, so the rule it is told takes effect at the next. The
     probes are counted by the server (INFO commandstats: each ends with a DISCARD)."""
-    import redis
-
-    from orchestrator.connection import workers_not_asked
-
     refused = "noreply on >noreply-pw ~cpu* ~control* ~_kombu.* ~unacked* ~celery-* ~ragscore:* &* +@all"
     users = ["default off", "good on >good-pw ~* &* +@all", "other on >other-pw ~* &* +@all", refused]
     server = _acl_redis(tmp_path, users).start_without_ping()
     base = f"127.0.0.1:{server.port}/0"
     admin = redis.Redis.from_url(f"redis://good:good-pw@{base}")
-
-    def probed(user: str, checks: int) -> tuple[int, list[str]]:
-        """The probes of ``checks`` calls, as a status's checks make them, as ``user`` (a client of its own), and
-        what each said."""
-        before = admin.info("commandstats").get("cmdstat_discard", {}).get("calls", 0)
-        url = f"redis://{user}:{user}-pw@{base}"
-        client = redis_client(url)
-        said = [workers_not_asked(client, url) for _ in range(checks)]
-        return admin.info("commandstats").get("cmdstat_discard", {}).get("calls", 0) - before, said
-
     try:
-        assert probed("good", 3) == (1, ["", "", ""])
-        assert probed("good", 2) == (0, ["", ""])  # a new client of that user
-        assert probed("other", 2) == (1, ["", ""])
-        probes, said = probed("noreply", 2)
+        assert _probed(admin, f"redis://good:good-pw@{base}", 3) == (1, ["", "", ""])
+        assert _probed(admin, f"redis://good:good-pw@{base}", 2) == (0, ["", ""])  # a new client of that user
+        assert _probed(admin, f"redis://other:other-pw@{base}", 2) == (1, ["", ""])
+        probes, said = _probed(admin, f"redis://noreply:noreply-pw@{base}", 2)
         assert probes == 2 and all("its ACL user 'noreply' may not run" in line for line in said), said
     finally:
         admin.close()
         server.stop()
+
+
+def test_a_broker_user_found_allowed_is_probed_again_once_refused_or_once_its_finding_is_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker user found allowed to ask the workers was never probed again in that process: its rights lost while
+    `status --watch` ran skipped the pre-check for the rest of the watch. An ask it is refused drops that finding
+    (each check probes it, and says what it lacks, until it is allowed again), and a finding older than
+    ``MAY_ASK_TTL_S`` is probed again. The user is a real Redis ACL user whose rights are taken and given back; the
+    refusal is the server's own, of a reply list; the age is set to 0, not waited out."""
+    from orchestrator import connection
+
+    server = _acl_redis(tmp_path, ["default off", "admin on >admin-pw ~* &* +@all",
+                                   "asker on >asker-pw ~* &* +@all"]).start_without_ping()  # fmt: skip
+    base = f"127.0.0.1:{server.port}/0"
+    admin = redis.Redis.from_url(f"redis://admin:admin-pw@{base}")
+    url = f"redis://asker:asker-pw@{base}"
+    client = redis_client(url)
+    try:
+        assert _probed(admin, url, 2) == (1, ["", ""])
+        admin.execute_command("ACL", "SETUSER", "asker", "resetkeys", "~cpu*", "~ragscore:*")  # rights lost
+        assert _probed(admin, url, 1) == (0, [""])  # found allowed a moment ago
+        with pytest.raises(redis.exceptions.NoPermissionError) as refused:
+            client.lpush("acl-probe.reply.celery.pidbox", "{}")
+        probes, said = _probed(admin, url, 2, refused.value)
+        assert probes == 2 and all("its ACL user 'asker' may not run" in line for line in said), said
+        probes, said = _probed(admin, url, 1)  # the next check's pre-check: probed, no longer skipped
+        assert probes == 1 and "its ACL user 'asker' may not run" in said[0], said
+        admin.execute_command("ACL", "SETUSER", "asker", "~*")  # given back: found allowed, and kept so
+        assert _probed(admin, url, 2) == (1, ["", ""])
+        monkeypatch.setattr(connection, "MAY_ASK_TTL_S", 0.0)  # that finding is old at once
+        assert _probed(admin, url, 2) == (2, ["", ""])
+    finally:
+        client.close()
+        admin.close()
+        server.stop()
+
+
+def _probed(admin: redis.Redis, url: str, checks: int, error: redis.RedisError | None = None) -> tuple[int, list[str]]:
+    """The probes of ``checks`` calls of ``workers_not_asked`` as the user of ``url`` (a client of its own; each call
+    given ``error``: an ask refused), as a status's checks make them, counted by the server through ``admin`` (INFO
+    commandstats: each probe ends with a DISCARD), and what each said."""
+    from orchestrator.connection import workers_not_asked
+
+    before = admin.info("commandstats").get("cmdstat_discard", {}).get("calls", 0)
+    client = redis_client(url)
+    said = [workers_not_asked(client, url, error) for _ in range(checks)]
+    client.close()
+    return admin.info("commandstats").get("cmdstat_discard", {}).get("calls", 0) - before, said
 
 
 def test_status_with_a_broker_user_that_may_only_read_names_the_commands_it_lacks_to_ask_the_workers(
