@@ -79,7 +79,7 @@ class Orphan:
     delivered_at: float
     #: The queue it was taken from (``control``: a shard's callback or the aggregation).
     queue: str
-    #: The rows its chunk carries that the progress does not count done yet (:meth:`_RowsLeft.of`; 0 for a bookkeeping
+    #: The rows its chunk carries not written yet (:meth:`_RowsLeft.of`; 0 for a bookkeeping
     #: task).
     items: int
 
@@ -93,7 +93,7 @@ class Finishing:
     worker: str
     #: The queue it was taken from.
     queue: str
-    #: The rows its chunk carries that the progress does not count done yet (:meth:`_RowsLeft.of`; 0 for a bookkeeping
+    #: The rows its chunk carries not written yet (:meth:`_RowsLeft.of`; 0 for a bookkeeping
     #: task).
     items: int
 
@@ -182,7 +182,7 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     rows = _RowsLeft(store, run_id)
     for (tag, one), at in zip(held.items(), delivered, strict=True):
         if one.task_id in stopping:
-            finishing.append(Finishing(stopping[one.task_id], one.queue, rows.of(one.message, one.queue)))
+            finishing.append(Finishing(stopping[one.task_id], one.queue, rows.of(one.message)))
         elif one.task_id not in live:
             unlisted.append((tag, at))
     settled = [(tag, at) for tag, at in unlisted if at is not None and now - at >= ORPHAN_SETTLED_S]
@@ -193,7 +193,7 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     if renewed:  # read after the keys: one its worker acknowledged after listing its tasks without it is no orphan
         again = _delivered_at(store, [tag for tag, _ in orphaned])
         orphaned = [tagged for tagged, still in zip(orphaned, again, strict=True) if still is not None]
-    orphans = [Orphan(at, held[tag].queue, rows.of(held[tag].message, held[tag].queue)) for tag, at in orphaned]
+    orphans = [Orphan(at, held[tag].queue, rows.of(held[tag].message)) for tag, at in orphaned]
     return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(settled), finishing=finishing,
                         silent=len(settled) - len(orphans))  # fmt: skip
 
@@ -246,11 +246,12 @@ class _RowsLeft:
         #: Per suite (as a message carries it), metric name -> its outputs; None where it does not resolve here.
         self.outputs: dict[str, dict[str, list[str]] | None] = {}
 
-    def of(self, message: dict[str, Any], queue: str) -> int:
-        """The rows task ``message`` of ``queue`` carries, less those of a scoring task whose outputs the store counts
-        done (:meth:`RunStore.counted_done`): a worker killed mid-chunk had written (or marked scored) some, and
-        :meth:`RunStore.progress` counts them done. 0 where its body cannot be read, every row it carries where its
-        outputs are not known here (a plugin's metric this host lacks): never a reason to fail a status."""
+    def of(self, message: dict[str, Any]) -> int:
+        """The rows task ``message`` carries, less those of a scoring task whose outputs are written
+        (:meth:`RunStore.written_done`): a worker killed mid-chunk had written some. Those a judge chunk only marked
+        scored are held still (progress counts them done, but their worker lost them: the chunk scores them again). 0
+        where its body cannot be read, every row it carries where its outputs are not known here (a plugin's metric
+        this host lacks): never a reason to fail a status."""
         from ragscore_workers.planning import rows_carried  # planning imports the metrics: only for held work
 
         try:
@@ -272,7 +273,7 @@ class _RowsLeft:
             keys = [item_key(row.get("system"), str(row.get("id"))) for row in rows]
         except (ValueError, LookupError, TypeError, AttributeError):
             return carried
-        return carried - self.store.counted_done(self.run_id, queue, keys, outputs)
+        return carried - self.store.written_done(self.run_id, keys, outputs)
 
     def _outputs(self, suite: str) -> dict[str, list[str]] | None:
         """Metric name -> its outputs, of the suite a message carries (its JSON); None where it does not resolve here

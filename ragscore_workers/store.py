@@ -1448,12 +1448,12 @@ class RunStore:
                 chunk = keys[start : start + batch]
                 yield from self.answers(run_id, shard, chunk).values()
 
-    def counted_done(self, run_id: str, queue: str, keys: list[str], outputs: list[str]) -> int:
-        """How many of items ``keys`` :meth:`progress` counts done on ``queue`` for every one of ``outputs``: each
-        stored (and not sent again by a resume: :meth:`mark_redo`), or marked scored by a chunk that has not written it
-        (:meth:`mark_scored`). One pipelined round trip of reads (a user that may only read runs it): an HMGET per
-        item, and one of all their marks per hash of them (a call per item and output cost 95 ms for 250 items of 7
-        outputs)."""
+    def written_done(self, run_id: str, keys: list[str], outputs: list[str]) -> int:
+        """How many of items ``keys`` have every one of ``outputs`` written: each stored and not sent again by a resume
+        (:meth:`mark_redo`). An output only marked scored (:meth:`mark_scored`) is not: the chunk that marked it has not
+        written it, and a worker killed whole lost it (its chunk, handed back, scores it again). One pipelined round
+        trip of reads (a user that may only read runs it): an HMGET per item, and one of all their redo marks (a call
+        per item and output cost 95 ms for 250 items of 7 outputs)."""
         if not keys or not outputs:
             return 0
         items = [self.key(run_id, f"item:{key}") for key in keys]
@@ -1462,12 +1462,9 @@ class RunStore:
         for item in items:
             pipe.hmget(item, outputs)
         pipe.hmget(self.key(run_id, "redo"), marks)
-        pipe.hmget(self.key(run_id, f"unwritten:{queue}"), marks)
-        *stored, redo, unwritten = pipe.execute()
-        done = [
-            (value is not None and again is None) or marked is not None
-            for value, again, marked in zip((v for row in stored for v in row), redo, unwritten, strict=True)
-        ]
+        *stored, redo = pipe.execute()
+        done = [value is not None and again is None for value, again in zip((v for row in stored for v in row), redo,
+                                                                             strict=True)]  # fmt: skip
         return sum(all(done[at : at + len(outputs)]) for at in range(0, len(done), len(outputs)))
 
     def item_fields(self, run_id: str, keys: list[str]) -> list[dict[str, str]]:

@@ -86,12 +86,12 @@ def test_each_row_of_a_judge_batch_is_said_scored_once_with_its_metrics_outputs(
     assert results[-1][outputs[0]].score is None and all(r[outputs[0]].error is None for r in results)
 
 
-def test_a_judge_worker_killed_mid_chunk_holds_only_the_items_not_counted_done(
+def test_a_judge_worker_killed_mid_chunk_holds_its_items_marked_scored_too(
     tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
 ) -> None:
     """A judge chunk of 8 items marks each scored as it ends, and progress counts it done; its worker killed whole
-    (SIGKILL: its host lost) keeps the chunk's message held. The held work said all 8 items, those counted done too:
-    only the rest are said held."""
+    (SIGKILL: its host lost) keeps the chunk's message held, and lost the scores it had not written. The held work
+    left out the items marked scored, though the chunk, handed back, scores them again: all 8 are said held."""
     from orchestrator.queues import held_messages
 
     suite = slow_judge_suite(fake, model, latency_s=1.0, concurrency=1, chunk=8)
@@ -104,6 +104,6 @@ def test_a_judge_worker_killed_mid_chunk_holds_only_the_items_not_counted_done(
         done = store.progress(sub.run_id)["done"]
         assert 2 <= done < 8, done
         assert until(lambda: bool(held_messages(store, sub.run_id).orphans), 120), "the chunk was not held"
-        assert [o.items for o in held_messages(store, sub.run_id).orphans] == [8 - done]
+        assert [o.items for o in held_messages(store, sub.run_id).orphans] == [8]  # none written
     finally:
         worker.stop()

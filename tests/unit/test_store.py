@@ -439,9 +439,9 @@ def test_judge_outputs_scored_before_their_chunk_is_written_are_done_once(store:
     assert store.mark_scored(run, "cpu", "c", ["n"]) == 0  # a queue whose chunks write at once marks nothing
 
 
-def test_the_items_counted_done_of_a_held_chunk_are_those_progress_counts_done(store: RunStore) -> None:
-    """:meth:`RunStore.counted_done` (the held work a killed worker's chunk still owes) counts an item only where
-    each of its outputs is stored and not sent again by a resume, or marked scored unwritten, as progress does."""
+def test_the_items_written_done_of_a_held_chunk_are_those_whose_outputs_are_written(store: RunStore) -> None:
+    """:meth:`RunStore.written_done` (the held work a killed worker's chunk no longer owes) counts an item only where
+    each of its outputs is stored and not sent again by a resume; one only marked scored is not (its worker lost it)."""
     run, ok = "t-counted", MetricResult(score=1.0)
     store.create_run(run, {"state": "running"})
     store.add_ids(run, 0, ["a", "b", "c", "d", "e", "f"], {"cpu": 8, "judge": 4})
@@ -449,12 +449,11 @@ def test_the_items_counted_done_of_a_held_chunk_are_those_progress_counts_done(s
     _write(store, run, "b", m=ok)  # n not scored yet
     _write(store, run, "c", m=ok, n=MetricResult.failed("x"))
     assert store.mark_redo(run, [("c", "n", "cpu")]) == 1  # a resume sends it again: not done
-    assert store.counted_done(run, "cpu", ["a", "b", "c", "d"], ["m", "n"]) == 1
-    assert store.counted_done(run, "cpu", ["a", "b"], ["m"]) == 2
-    store.write_results(run, "judge", [("e", {"id": "e"}, {"m": ok})])
-    assert store.mark_scored(run, "judge", "e", ["n"]) == 1 and store.mark_scored(run, "judge", "f", ["m", "n"]) == 2
-    assert store.counted_done(run, "judge", ["e", "f", "d"], ["m", "n"]) == 2
-    assert store.counted_done(run, "cpu", ["f"], ["m", "n"]) == 0  # the judge queue's marks are its own
+    assert store.written_done(run, ["a", "b", "c", "d"], ["m", "n"]) == 1
+    assert store.written_done(run, ["a", "b"], ["m"]) == 2
+    store.write_results(run, "judge", [("e", {"id": "e"}, {"m": ok, "n": ok})])
+    assert store.mark_scored(run, "judge", "f", ["m", "n"]) == 2
+    assert store.written_done(run, ["e", "f", "d"], ["m", "n"]) == 1  # f marked scored, not written
 
 
 def test_a_judge_chunk_marks_its_rows_only_once_it_has_run_a_while(store: RunStore) -> None:
