@@ -746,15 +746,16 @@ def _dry_run(  # type: ignore[no-untyped-def]
                 err.print(f"caches not looked up: {exc}", soft_wrap=True)
     max_cost, max_tokens = options.pop("max_cost"), options.pop("max_tokens")
     estimate = estimate_run(dataset, resolved, redis=redis, **options)
+    mode = "cluster" if cluster else "embedded"
     if estimate.embed is not None:  # the rate the latest runs like it measured, where there are some
         # an embedded run's embed workers are its own pool's; a cluster's those that say they run, else those runs had
-        mode, workers = ("cluster", None) if cluster else ("embedded", POOL_DEFAULTS["embed"].concurrency)
+        workers = None if cluster else POOL_DEFAULTS["embed"].concurrency
         rate = measured_rate(get_settings().home, resolved.suite.embedding, mode, workers)
         if rate is not None and cluster and (alive := live_processes(cluster, get_settings(), "embed")):
             rate = dataclasses.replace(rate, workers=alive, workers_from="alive")
         estimate.embed.measured = rate
     threads = None if cluster else judge_threads or POOL_DEFAULTS["judge"].concurrency  # a cluster's: unknown
-    print_estimate(estimate, resolved.suite, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
+    print_estimate(estimate, resolved.suite, mode=mode, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
     if judge_threads is not None and not cluster and not estimate.units.get("judge"):
         print_warning(judge_threads_unused())  # as the run warns
     code = EXIT_RUN_ERROR if estimate.scoreless else 0  # no row has a field they need: a run scores nothing of them

@@ -500,11 +500,15 @@ def _uncut_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]
 
 
 def print_estimate(
-    estimate: Estimate, suite: Suite, console: Console | None = None, *, max_cost: float | None = None,
+    estimate: Estimate, suite: Suite, console: Console | None = None, *, mode: str, max_cost: float | None = None,
     max_tokens: int | None = None, judge_threads: int | None = None,
 ) -> None:  # fmt: skip
-    """What ``ragscore run --dry-run`` found: rows, work per queue, and the judge's calls, cost and time.
-    ``judge_threads``: an embedded run's local judge worker's (None: a cluster's run, its workers' unknown here)."""
+    """What ``ragscore run --dry-run`` found: rows, work per queue, and the judge's calls, cost and time, for a run in
+    ``mode`` (``embedded``: it starts its local workers; ``cluster``). ``judge_threads``: an embedded run's local judge
+    worker's (None: not known, as a cluster's workers' are not here)."""
+    if mode not in ("embedded", "cluster"):
+        raise ValueError(f"mode must be 'embedded' or 'cluster', not {mode!r}")
+    embedded = mode == "embedded"
     console = console or TerminalConsole()
     console.print("Dry run: nothing was submitted, no worker started, no provider called.")
     line = f"{counted(estimate.rows, 'readable row')}, {thousands(estimate.failed_rows)} unreadable"
@@ -534,8 +538,8 @@ def print_estimate(
     for system, calls in estimate.target_calls.items():
         said = f"target {system}: {counted(calls, 'call')} (one per question; retries not counted)"
         console.print(said + _target_limits(estimate, targets[system]), markup=False, soft_wrap=True)
-    if estimate.embed is not None:  # an embedded run (its local judge worker's threads known) starts its embed worker
-        said = embed_estimate(estimate, suite, embedded=judge_threads is not None)
+    if estimate.embed is not None:  # an embedded run starts its embed worker
+        said = embed_estimate(estimate, suite, embedded=embedded)
         console.print(said, markup=False, highlight=False, soft_wrap=True)
     if not estimate.judge:
         return
@@ -582,7 +586,7 @@ def print_estimate(
                       f"judge.max_in_flight {suite.judge.max_in_flight} ({thousands(total.paid)} calls, "
                       f"{suite.judge.max_in_flight} at a time{per_key}), however many workers",
                       soft_wrap=True)  # fmt: skip
-    if not too_large and judge_threads is not None:
+    if not too_large and embedded and judge_threads is not None:
         _print_local_rounds(console, estimate, judge_threads, rounds or 0)
     priced = sum(t.cost for t in estimate.judge.values() if t.cost is not None)
     if max_cost is not None and priced > max_cost:

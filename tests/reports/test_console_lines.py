@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from orchestrator.reports.console import (
@@ -318,7 +319,8 @@ def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_
         "groundedness": CallTally(calls=6, tokens_in=600, tokens_out_max=96, cost=None, largest=116),
     })  # fmt: skip
     console = Console(file=io.StringIO(), width=200)
-    print_estimate(estimate, Suite.model_validate({"metrics": ["answer_accuracy", "groundedness"]}), console)
+    print_estimate(estimate, Suite.model_validate({"metrics": ["answer_accuracy", "groundedness"]}), console,
+                   mode="cluster")  # fmt: skip
     costs = {line.split()[0]: line.split()[-1] for line in console.file.getvalue().splitlines()  # type: ignore[attr-defined]
              if line.split()[:1] in (["answer_accuracy"], ["groundedness"], ["total"])}  # fmt: skip
     assert costs == {"answer_accuracy": "0", "groundedness": "-", "total": "-"}
@@ -326,6 +328,34 @@ def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_
     assert "cost 0 (every reply from the cache: nothing paid)" in (judge_line(cached) or "")
     assert "| 0 | 6 | 0 | 0 |" in render_markdown(cached)  # calls, cache_hits, cost, unpriced_calls
     assert "<td>0</td><td>6</td><td>0</td><td>0</td>" in render_html(cached, ItemStats())
+
+
+def test_the_dry_run_tells_an_embedded_run_from_a_cluster_one_by_the_mode_it_is_given() -> None:
+    """print_estimate took a run for an embedded one where it was given its local judge worker's threads: a mode
+    read from another value. Its caller gives the mode: an embedded run starts its local embed worker (said before
+    its first text), whatever the threads known; a cluster's run does not, and has no local judge worker's time."""
+    from orchestrator.estimate import CallTally, EmbedTally, Estimate
+    from orchestrator.reports.console import print_estimate
+    from ragscore_workers.schemas import Suite
+
+    suite = Suite.model_validate({"metrics": ["answer_relevance", "answer_accuracy"]})
+
+    def said(mode: str, judge_threads: int | None) -> str:
+        """The dry run's text for a run in ``mode`` given ``judge_threads``."""
+        judge = {"answer_accuracy": CallTally(calls=80, tokens_in=8000, tokens_out_max=640)}
+        estimate = Estimate(rows=40, items=40, units={"embed": 40, "judge": 40}, embed=EmbedTally(texts=80, words=800),
+                            judge=judge)  # fmt: skip
+        console = Console(file=io.StringIO(), width=400)
+        print_estimate(estimate, suite, console, mode=mode, judge_threads=judge_threads)
+        return " ".join(console.file.getvalue().split())  # type: ignore[attr-defined]
+
+    assert "the local embed worker's start" in said("embedded", None)
+    assert "with the local judge worker's 4 threads" in said("embedded", 4)
+    cluster = said("cluster", 4)
+    assert "the local embed worker's start" not in cluster and "where a worker has not loaded it yet" in cluster
+    assert "local judge worker" not in cluster, cluster
+    with pytest.raises(ValueError, match="mode must be"):
+        print_estimate(Estimate(), suite, Console(file=io.StringIO()), mode="local")
 
 
 def test_the_summary_table_marks_an_output_where_lower_is_better_as_report_md_does() -> None:
