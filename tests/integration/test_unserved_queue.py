@@ -392,14 +392,14 @@ def test_a_held_message_is_silent_only_where_a_renewed_key_lists_it_or_lists_non
 
 def test_an_orphan_is_confirmed_only_by_two_consecutive_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker too loaded to record a message it took within LISTED_AFTER_S of its delivery had a key that did not
-    list it, and `ragscore status` called that message an orphan on one check. An orphan is now said once two
-    consecutive checks call it one: the first check confirms none; by the next, the loaded worker's key lists its
-    message (silent), and the message no key lists (its worker gone) is confirmed. The messages are written here,
-    settled; the loaded worker's key is kept by a real heartbeat whose list is changed between the checks; no worker
-    answers the ask. The checks are driven one by one (the later ones tried again for a while: a loaded host may
-    renew the key late)."""
+    list it, and `ragscore status` called that message an orphan on one check (as one check, :func:`held_messages`,
+    still does: seen here). An orphan is now said once two consecutive checks call it one: the first check confirms
+    none; by the next, the loaded worker's key lists its message (silent), and the message no key lists (its worker
+    gone) is confirmed. The messages are written here, settled; the loaded worker's key is kept by a real heartbeat
+    whose list is changed between the checks; no worker answers the ask. The checks are driven one by one (the later
+    ones tried again for a while: a loaded host may renew the key late)."""
     from orchestrator import queues
-    from orchestrator.queues import Orphan, OrphanWatch
+    from orchestrator.queues import Orphan, OrphanWatch, held_messages
     from ragscore_workers.alive import alive_keys, broker_of, heartbeat
 
     server = RedisProcess(tmp_path / "redis").start()
@@ -417,6 +417,8 @@ def test_an_orphan_is_confirmed_only_by_two_consecutive_checks(tmp_path: Path, m
         watch = OrphanWatch(store, "r-twice")
         first = watch.check()
         assert (first.held, first.orphans, first.unconfirmed) == (2, [], 2), first  # one check calls both orphans
+        single = held_messages(store, "r-twice")  # what status said from one check: the loaded worker's one too
+        assert sorted(o.queue for o in single.orphans) == ["cpu", "embed"], single
         listed.append("late")  # the loaded worker's consumer recorded its message at last
         keys = lambda: alive_keys(store.r, broker_of(store.broker)).values()  # noqa: E731
         assert until(lambda: any("late" in (key.tasks or ()) for key in keys()), 30), list(keys())
