@@ -44,14 +44,22 @@ def _distinct() -> list[str]:
 
 
 def _dry_run_said(
-    tmp_path: Path, data: Path, redis_server: RedisProcess, home: Path, suite: dict[str, object] = SUITE
+    tmp_path: Path,
+    data: Path,
+    redis_server: RedisProcess | None,
+    home: Path,
+    suite: dict[str, object] = SUITE,
+    *args: str,
 ) -> str:
-    """What ``ragscore run --dry-run`` of ``suite`` over ``data`` prints, on one line."""
+    """What ``ragscore run --dry-run`` of ``suite`` over ``data`` (a cluster's run on ``redis_server``; None: an
+    embedded run) with ``args`` prints, on one line."""
     (tmp_path / "s.json").write_text(json.dumps(suite))
     env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    broker = ["--broker", redis_server.url] if redis_server else []
     result = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"), "--dry-run",
-         "--broker", redis_server.url],
+         *broker, *args],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -285,23 +293,23 @@ def test_an_embedded_dry_run_adds_its_embed_workers_start_and_the_models_load(
     tmp_path: Path, redis_server: RedisProcess, home: Path
 ) -> None:
     """An embedded run starts its local embed worker, which loads the model before its first text (~24 s measured on 2
-    busy CPU cores, where the dry run said 0.2 s of encoding plus "about 5 s" of load): said, with the measured parts.
-    A cluster's workers run already: its dry run adds the model's load alone."""
+    busy CPU cores, where the dry run said 0.2 s of encoding plus "about 5 s" of load): said, with the measured parts,
+    and the least time its local judge worker's threads allow. A cluster's workers run already: its dry run adds the
+    model's load alone, and no local judge worker. The dry run's caller gives the mode (its embed rate's too), not
+    print_estimate guessing it from the judge threads being given."""
     from orchestrator.estimate import EMBED_MODEL_LOAD_S, EMBED_WORKER_START_S
 
     data = write_jsonl(tmp_path / "d.jsonl", ROWS)
-    (tmp_path / "s.json").write_text(json.dumps(SUITE))
-    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "200"}
-    env.pop("RAGSCORE_BROKER_URL", None)
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite",
-                             str(tmp_path / "s.json"), "--dry-run"], capture_output=True, text=True, cwd=ROOT, env=env,
-                            timeout=300)  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    said = " ".join(result.stdout.split())
+    judge = {"provider": "openai", "model": "llama3.1:8b", "base_url": "http://localhost:9/v1", "rpm": None,
+             "tpm": None}  # fmt: skip
+    suite: dict[str, object] = {**SUITE, "metrics": ["answer_correctness", "context_relevance", "answer_accuracy"],
+                               "judge": judge}  # fmt: skip
+    said = _dry_run_said(tmp_path, data, None, home, suite, "--judge-threads", "1")
     start = fmt_duration(EMBED_WORKER_START_S + EMBED_MODEL_LOAD_S)
     assert (f"plus about {start} before its first text: the local embed worker's start (about "
             f"{EMBED_WORKER_START_S:.0f} s) and the model's load (about {EMBED_MODEL_LOAD_S:.0f} s), as measured on 2 "
             "laptop CPU cores at load average ~6") in said, said  # fmt: skip
-    cluster = _dry_run_said(tmp_path, data, redis_server, home)
-    assert "worker's start" not in cluster, cluster
+    assert "with the local judge worker's 1 threads" in said, said
+    cluster = _dry_run_said(tmp_path, data, redis_server, home, suite)
+    assert "worker's start" not in cluster and "local judge worker" not in cluster, cluster
     assert f"plus the model's load (about {EMBED_MODEL_LOAD_S:.0f} s) where a worker has not loaded it yet" in cluster
