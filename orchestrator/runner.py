@@ -120,7 +120,7 @@ from .reports.files import (
     report_digests,
 )
 from .reports.live import resume_hint
-from .reports.previous import PREVIOUS
+from .reports.previous import PREVIOUS, run_named
 from .reports.source import ANSWERS, iter_answers_file, iter_items_file
 from .spool import PlannedShard, ShardSpool
 from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
@@ -1640,7 +1640,9 @@ def run(
     given_broker = broker  # the --broker the commands it says name (None: RAGSCORE_BROKER_URL finds it again)
     broker = broker or settings.broker_url
     check_judge_threads(judge_threads, broker, caller)
-    if resume_id is not None and job is None:  # DIR/run.json keeps the job as it started (its gates): a 2nd resume too
+    # DIR holds another run's reports (a new run's DIR, a resume's --out OTHER): moved to previous/ as it goes ahead
+    takes_over = resume_id is None or run_named(out_dir) != resume_id
+    if not takes_over and job is None:  # DIR/run.json keeps the job as it started (its gates): a 2nd resume too
         job = (recorded_run(out_dir) or {}).get("job")
     replaced = lost = None  # the run whose reports out_dir holds; the one its Redis lost there
     lane: int | None = None  # an embedded run's lane (set once its server is acquired)
@@ -1667,7 +1669,7 @@ def run(
                     planned = None if Queue.JUDGE.value in queues else 0
                 on_validated(queues, None if planned is None else int(planned))
             recorded_job = job
-            moved = None if resume_id is not None else move_to_previous(out_dir, caller.option("out"))
+            moved = move_to_previous(out_dir, caller.option("out")) if takes_over else None
             if moved is not None:  # once the run goes ahead
                 earlier = replaced or lost  # None: reports no summary names (`ragscore report`'s)
                 log.warning("%s held the reports of %s: moved to %s/ (this run writes its own into %s)", out_dir,
@@ -1749,7 +1751,7 @@ def run(
     # DIR is this process's from before its checks to its reports: a run started at the same instant into it
     # would pass the checks too (DIR/run.json names a run only once it validated)
     with stop_signals_as_interrupt(), claim_out_dir(out_dir), ExitStack() as stack:
-        if resume_id is None:
+        if takes_over:  # a resume into another run's DIR is refused, or moves its reports, as a new run there
             record = recorded_run(out_dir) or {}
             lost = record.get("run_id") if record.get("lost") else None
             replaced = refuse_an_unfinished_run_in(out_dir, given_broker, caller=caller)
@@ -1758,7 +1760,7 @@ def run(
         else:
             _refuse_a_lost_run(out_dir, resume_id)
         refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them (a resume's too)
-        if resume_id is None:  # where the earlier run's reports will move, once the run goes ahead
+        if takes_over:  # where the earlier run's reports will move, once the run goes ahead
             refuse_a_bad_previous(out_dir, caller.option("out"))
         if broker:
             store = connect(broker, settings, sends=True)

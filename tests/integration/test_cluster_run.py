@@ -157,6 +157,30 @@ def test_the_resume_of_a_run_id_whose_folder_another_brokers_run_took_leaves_it_
     assert json.loads((out / "run.json").read_text())["run_id"] == later
 
 
+def test_the_resume_of_a_run_into_another_runs_folder_moves_its_reports_as_a_new_run_there(
+    cluster: str, tmp_path: Path
+) -> None:
+    """`ragscore resume RUN_ID --out DIR`, DIR holding another run's reports, wrote over them: it moves them to
+    DIR/previous/RUN_ID as `run --out DIR` does, and is refused, moving nothing, where that run wrote no reports."""
+    first_out, out, elsewhere = tmp_path / "first", tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), first_out, broker=cluster)
+    first = json.loads((first_out / "run.json").read_text())["run_id"]
+    run(write_jsonl(tmp_path / "e.jsonl", make_rows(10)), load_suite(SUITE), out, broker=cluster)
+    later = json.loads((out / "run.json").read_text())["run_id"]
+    (out / "summary.json").unlink()  # the later run's reports not written (interrupted): refused
+    refused = _cli("resume", first, "--out", str(out), "--broker", cluster)
+    assert refused.returncode == 2 and f"holds run {later}, which has not written" in refused.stderr, refused.stderr
+    assert not (out / "previous").exists()
+    _resume_from(cluster, later, elsewhere)  # writes them
+    said = _resume_from(cluster, first, elsewhere, "--out", str(out))
+    assert f"held the reports of run {later}: moved to {out / 'previous' / later}/" in said, said
+    assert json.loads((out / "previous" / later / "summary.json").read_text())["run_id"] == later
+    assert json.loads((out / "previous" / later / "run.json").read_text())["run_id"] == later
+    assert json.loads((out / "summary.json").read_text())["run_id"] == first
+    assert json.loads((out / "run.json").read_text())["run_id"] == first
+
+
 def test_a_visibility_timeout_below_a_hard_limit_refuses_sending_work_not_reading_a_run(
     cluster: str, tmp_path: Path
 ) -> None:
