@@ -1583,8 +1583,12 @@ def _record_run(
 ) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it); ``lost``
     says why it cannot be resumed (its store lost it); ``job``: options of the command that started it which its
-    resume applies too (the CLI's gates)."""
+    resume applies too (the CLI's gates). The folders its reports moved from (``moved_from``) are kept where
+    ``DIR/run.json`` names the run already (a resume's: the whole history, not the moves since the last resume)."""
+    recorded = recorded_run(out_dir) or {}
+    moves = _moves(recorded) if recorded.get("run_id") == run_id else []
     record = {"run_id": run_id, "mode": mode} | ({"job": job} if job else {}) | ({"lost": lost} if lost else {})
+    record |= {"moved_from": moves} if moves else {}
     make_out_dir(out_dir)
     try:
         write_text_atomic(out_dir / "run.json", json.dumps(record) + "\n")

@@ -973,15 +973,18 @@ def test_a_run_moved_twice_resumes_from_where_the_second_move_put_it(
     _assert_resumed_after_two_moves(out, run_id, home, tmp_path, cluster)
 
 
-def _assert_resumed_after_two_moves(out: Path, run_id: str, home: Path, tmp_path: Path, cluster: str) -> None:
+def _assert_resumed_after_two_moves(
+    out: Path, run_id: str, home: Path, tmp_path: Path, cluster: str, before: tuple[str, ...] = ()
+) -> None:
     """An embedded run into ``out`` moves the reports of run ``run_id`` there (its items left the store) to
     out/previous/RUN_ID, a cluster run into that folder to its own previous/RUN_ID, whose run.json names both
-    folders: :func:`_assert_resumed_with_its_error_in` that last one."""
+    folders after those it moved from ``before``: :func:`_assert_resumed_with_its_error_in` that last one."""
     evaluate(make_rows(4, seed=1), SUITE, out=out, quiet=True)
     first = out / "previous" / run_id
     _cluster_run_into(first, tmp_path, cluster)
     second = first / "previous" / run_id
-    assert json.loads((second / "run.json").read_text())["moved_from"] == [str(out.resolve()), str(first.resolve())]
+    moves = [*before, str(out.resolve()), str(first.resolve())]
+    assert json.loads((second / "run.json").read_text())["moved_from"] == moves
     _assert_still_released(home, run_id, first)
     _assert_resumed_with_its_error_in(home, second, run_id)
 
@@ -989,19 +992,19 @@ def _assert_resumed_after_two_moves(out: Path, run_id: str, home: Path, tmp_path
 def test_a_run_resumed_where_a_move_put_it_resumes_again_after_two_more_moves(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
 ) -> None:
-    """A resume rewrites its run.json without ``moved_from`` once it named its folder in the store: the moves after
-    it are recorded from there. A cluster run moves an embedded run's reports to DIR/previous/RUN_ID, its resume
-    there releases its items to that folder again; an embedded run into it moves them on (telling the store), a
-    cluster run into that one moves them again (not telling it): the resume from the last folder takes the items
-    and rows back from there, as the store's folder is in the history kept since the resume."""
+    """A resume's run.json keeps ``moved_from``, the whole history (it dropped it once it named its folder in the
+    store): the moves after it are added to it. A cluster run moves an embedded run's reports to DIR/previous/RUN_ID,
+    its resume there releases its items to that folder again; an embedded run into it moves them on (telling the
+    store), a cluster run into that one moves them again (not telling it): the resume from the last folder takes the
+    items and rows back from there, as the store's folder is in the history."""
     out, run_id = _expired_run_with_an_error(tmp_path / "out", home, monkeypatch)
     _cluster_run_into(out, tmp_path, cluster)
     first = out / "previous" / run_id
     _assert_resumed_with_its_error_in(home, first, run_id)
-    assert "moved_from" not in json.loads((first / "run.json").read_text())
+    assert json.loads((first / "run.json").read_text())["moved_from"] == [str(out.resolve())]
     with _embedded_store(home) as client:  # released to that folder again (1 s)
         assert until(lambda: not list(client.scan_iter(f"ragscore:run:{run_id}:item:*")), timeout=30)
-    _assert_resumed_after_two_moves(first, run_id, home, tmp_path, cluster)
+    _assert_resumed_after_two_moves(first, run_id, home, tmp_path, cluster, (str(out.resolve()),))
 
 
 def test_a_third_run_keeps_both_earlier_ones_and_a_results_folder_is_named_by_its_summary(
