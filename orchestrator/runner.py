@@ -120,7 +120,7 @@ from .reports.files import (
     report_digests,
 )
 from .reports.live import resume_hint
-from .reports.previous import PREVIOUS, run_named
+from .reports.previous import PREVIOUS, WRITTEN_AT, run_named
 from .reports.source import ANSWERS, iter_answers_file, iter_items_file
 from .spool import PlannedShard, ShardSpool
 from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
@@ -1584,10 +1584,12 @@ def _record_run(
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it); ``lost``
     says why it cannot be resumed (its store lost it); ``job``: options of the command that started it which its
     resume applies too (the CLI's gates). The folders its reports moved from (``moved_from``) are kept where
-    ``DIR/run.json`` names the run already (a resume's: the whole history, not the moves since the last resume)."""
+    ``DIR/run.json`` names the run already (a resume's: the whole history, not the moves since the last resume);
+    :data:`WRITTEN_AT` is now (of two copies of its reports, the one written last is the run's)."""
     recorded = recorded_run(out_dir) or {}
     moves = _moves(recorded) if recorded.get("run_id") == run_id else []
-    record = {"run_id": run_id, "mode": mode} | ({"job": job} if job else {}) | ({"lost": lost} if lost else {})
+    record = {"run_id": run_id, "mode": mode, WRITTEN_AT: time.time()}
+    record |= ({"job": job} if job else {}) | ({"lost": lost} if lost else {})
     record |= {"moved_from": moves} if moves else {}
     make_out_dir(out_dir)
     try:

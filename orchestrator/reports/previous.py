@@ -4,29 +4,45 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
+from typing import Any
 
-__all__ = ["PREVIOUS", "moved_reports", "numbered", "run_named"]
+__all__ = ["PREVIOUS", "WRITTEN_AT", "moved_reports", "numbered", "run_named"]
+
+log = logging.getLogger(__name__)
 
 #: The folder of a run's ``--out`` DIR where a new run moves the reports of the one before it
 #: (:func:`.files.move_to_previous`): ``DIR/previous/RUN_ID/``.
 PREVIOUS = "previous"
 
+#: The field of a run.json holding when the run (or its last resume) began writing into that folder (seconds since
+#: the epoch): of two copies of a run's reports, :func:`moved_reports` takes the one written last.
+WRITTEN_AT = "written_at"
+
 
 def moved_reports(folder: Path, run_id: str) -> Path:
     """Where the reports of run ``run_id`` written to ``folder`` are now: ``folder`` where its run.json (else its
     summary.json) names the run, else the folder of ``folder/previous/`` a later run into it moved them to
-    (:func:`.files.move_to_previous`: RUN_ID, RUN_ID-2, ...; where a run into that one moved them on, its own);
-    ``folder`` where none holds them. The store of a run the moving run did not touch names ``folder`` until its
-    resume."""
-    if run_named(folder) != run_id:
-        for moved in _moved_named(folder, run_id):
-            if run_named(found := moved_reports(moved, run_id)) == run_id:
-                return found
-    return folder
+    (:func:`.files.move_to_previous`: RUN_ID, RUN_ID-2, ...; where a run into that one moved them on, its own; of two
+    copies, the one written last, :func:`_written_at`, and said); ``folder`` where none holds them. The store of a
+    run the moving run did not touch names ``folder`` until its resume."""
+    if run_named(folder) == run_id:
+        return folder
+    found = [
+        where for moved in _moved_named(folder, run_id) if run_named(where := moved_reports(moved, run_id)) == run_id
+    ]
+    if not found:
+        return folder
+    latest = max(found, key=_written_at)
+    if len(found) > 1:
+        copies = ", ".join(f"{where}/" for where in found)
+        log.warning("%s/ holds %d copies of the reports of run %s (%s): %s/, the last written, is used",
+                    folder / PREVIOUS, len(found), run_id, copies, latest)  # fmt: skip
+    return latest
 
 
 def _moved_named(folder: Path, run_id: str) -> Iterator[Path]:
@@ -42,16 +58,37 @@ def _moved_named(folder: Path, run_id: str) -> Iterator[Path]:
         yield moved
 
 
+def _written_at(folder: Path) -> float:
+    """When the reports in ``folder`` were written: its run.json's :data:`WRITTEN_AT` where it stores one (a move
+    rewrites that file, keeping the field), else when its summary.json (else its run.json) was last modified; 0 where
+    none can be read."""
+    written = _recorded(folder / "run.json").get(WRITTEN_AT)
+    if isinstance(written, (int, float)) and not isinstance(written, bool):
+        return float(written)
+    for name in ("summary.json", "run.json"):
+        try:
+            return (folder / name).stat().st_mtime
+        except OSError:
+            continue
+    return 0.0
+
+
 def run_named(out_dir: Path) -> str | None:
     """The run id that ``out_dir``'s run.json names, else its summary.json; None where neither names one."""
     for name in ("run.json", "summary.json"):
-        try:
-            run_id = json.loads((out_dir / name).read_text(encoding="utf-8")).get("run_id")
-        except (OSError, ValueError, AttributeError):
-            continue
+        run_id = _recorded(out_dir / name).get("run_id")
         if isinstance(run_id, str) and run_id and run_id == os.path.basename(run_id) and run_id not in (".", ".."):
             return run_id
     return None
+
+
+def _recorded(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; empty where there is none, or it cannot be read."""
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def numbered(base: str) -> Iterator[str]:

@@ -178,7 +178,9 @@ def test_the_resume_of_a_run_into_another_runs_folder_moves_its_reports_as_a_new
     assert json.loads((out / "previous" / later / "summary.json").read_text())["run_id"] == later
     assert json.loads((out / "previous" / later / "run.json").read_text())["run_id"] == later
     assert json.loads((out / "summary.json").read_text())["run_id"] == first
-    assert json.loads((out / "run.json").read_text())["run_id"] == first
+    recorded = json.loads((out / "run.json").read_text())
+    assert recorded["run_id"] == first
+    assert recorded["written_at"] > json.loads((out / "previous" / later / "run.json").read_text())["written_at"]
 
 
 def test_a_visibility_timeout_below_a_hard_limit_refuses_sending_work_not_reading_a_run(

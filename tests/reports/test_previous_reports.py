@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tempfile
@@ -112,3 +113,29 @@ def test_a_previous_folder_that_cannot_be_read_leaves_the_folder_the_reports_wer
     _reports(out, "r1", "items.jsonl")
     (out / "previous").mkdir()
     assert moved_reports(out, "r" * 300) == out  # ENAMETOOLONG, as EACCES, is an OSError that is_dir() raises
+
+
+def test_of_two_copies_of_a_run_the_one_written_last_is_used_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two copies of a run's reports in previous/ (a resume into another folder, moved again later): the first found
+    was used, however old. The one whose run.json says it was written last is, over the files' times (a move
+    rewrites run.json), and the time of its summary.json where no run.json stores one; a warning names both."""
+    out = tmp_path / "out"
+    _reports(out, "r2", "items.jsonl")
+    older, newer = out / "previous" / "r1", out / "previous" / "r1-2"
+    (out / "previous").mkdir()
+    for folder, written in ((older, 100.0), (newer, 200.0)):
+        _reports(folder, "r1", "items.jsonl")
+        (folder / "run.json").write_text(json.dumps({"run_id": "r1", "written_at": written}))
+    os.utime(older / "run.json", (300, 300))  # rewritten by a move since
+    os.utime(older / "summary.json", (300, 300))
+    with caplog.at_level(logging.WARNING, logger="orchestrator.reports.previous"):
+        assert moved_reports(out, "r1") == newer
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [f"{out / 'previous'}/ holds 2 copies of the reports of run r1 ({older}/, {newer}/): {newer}/, the "
+                    "last written, is used"]  # fmt: skip
+    for folder in (older, newer):  # an older ragscore's run.json, without the time: its summary.json's
+        (folder / "run.json").write_text(json.dumps({"run_id": "r1"}))
+    os.utime(newer / "summary.json", (250, 250))
+    assert moved_reports(out, "r1") == older
