@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
@@ -45,17 +46,17 @@ def moved_reports(folder: Path, run_id: str) -> Path:
     return latest
 
 
-def _moved_named(folder: Path, run_id: str) -> Iterator[Path]:
-    """The folders of ``folder/previous/`` that :func:`.files.move_to_previous` names after run ``run_id``, in their
-    order (not a symbolic link: no loop; none past one that cannot be read, as where none is there)."""
-    for name in numbered(run_id):
-        moved = folder / PREVIOUS / name
-        try:
-            if moved.is_symlink() or not moved.is_dir():
-                return
-        except OSError:  # a folder this user may not enter, a name too long: the store's refusal names ``folder``
-            return
-        yield moved
+def _moved_named(folder: Path, run_id: str) -> list[Path]:
+    """The folders of ``folder/previous/`` that :func:`.files.move_to_previous` names after run ``run_id`` (one
+    listing: a number missing between them skips none), in their order; not a symbolic link (no loop); none where
+    it cannot be read (a folder this user may not enter, a name too long: the store's refusal names ``folder``)."""
+    named = re.compile(re.escape(run_id) + r"(-[2-9]|-[1-9]\d+)?")
+    try:
+        with os.scandir(folder / PREVIOUS) as entries:
+            moved = [Path(e.path) for e in entries if named.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    return sorted(moved, key=lambda path: (len(path.name), path.name))
 
 
 def _written_at(folder: Path) -> float:

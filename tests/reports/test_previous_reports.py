@@ -139,3 +139,18 @@ def test_of_two_copies_of_a_run_the_one_written_last_is_used_and_said(
         (folder / "run.json").write_text(json.dumps({"run_id": "r1"}))
     os.utime(newer / "summary.json", (250, 250))
     assert moved_reports(out, "r1") == older
+
+
+def test_a_copy_past_a_number_missing_in_previous_is_found(tmp_path: Path) -> None:
+    """The search tried previous/RUN_ID, RUN_ID-2, ... and stopped at the first missing: a copy in RUN_ID-3 whose
+    RUN_ID and RUN_ID-2 were removed was not found. previous/ is listed once: a gap skips nothing, names of other
+    runs (RUN_ID-20x, RUN_ID-1, RUN_ID-02) and links are passed over."""
+    out = tmp_path / "out"
+    _reports(out, "r2", "items.jsonl")
+    (out / "previous").mkdir()
+    for name in ("r1-1", "r1-02", "r1-20x", "r1-3"):
+        _reports(out / "previous" / name, "r1", "items.jsonl")
+    for name in ("r1-1", "r1-02", "r1-20x"):
+        (out / "previous" / name / "run.json").write_text(json.dumps({"run_id": "r1", "written_at": 9e9}))
+    (out / "previous" / "r1-4").symlink_to(out / "previous" / "r1-1")
+    assert moved_reports(out, "r1") == out / "previous" / "r1-3"
